@@ -1,0 +1,279 @@
+import datetime
+
+from google.protobuf import field_mask_pb2 as _field_mask_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from tickwheel.v1 import execution_pb2 as _execution_pb2
+from tickwheel.v1 import job_pb2 as _job_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CreateJobRequest(_message.Message):
+    __slots__ = ("job", "request_id")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    request_id: str
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CreateJobResponse(_message.Message):
+    __slots__ = ("job", "created")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    created: bool
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class GetJobRequest(_message.Message):
+    __slots__ = ("id", "next_runs")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NEXT_RUNS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    next_runs: int
+    def __init__(self, id: _Optional[str] = ..., next_runs: _Optional[int] = ...) -> None: ...
+
+class GetJobResponse(_message.Message):
+    __slots__ = ("job", "next_runs")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    NEXT_RUNS_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    next_runs: _containers.RepeatedCompositeFieldContainer[_job_pb2.ScheduledFire]
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., next_runs: _Optional[_Iterable[_Union[_job_pb2.ScheduledFire, _Mapping]]] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token", "state", "name_prefix")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    NAME_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    state: _job_pb2.JobState
+    name_prefix: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., state: _Optional[_Union[_job_pb2.JobState, str]] = ..., name_prefix: _Optional[str] = ...) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ("jobs", "next_page_token")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[_job_pb2.Job]
+    next_page_token: str
+    def __init__(self, jobs: _Optional[_Iterable[_Union[_job_pb2.Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class UpdateJobRequest(_message.Message):
+    __slots__ = ("job", "update_mask")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    update_mask: _field_mask_pb2.FieldMask
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ...) -> None: ...
+
+class UpdateJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class DeleteJobRequest(_message.Message):
+    __slots__ = ("id", "version")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    version: int
+    def __init__(self, id: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+
+class DeleteJobResponse(_message.Message):
+    __slots__ = ("canceled_executions",)
+    CANCELED_EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
+    canceled_executions: int
+    def __init__(self, canceled_executions: _Optional[int] = ...) -> None: ...
+
+class PauseJobRequest(_message.Message):
+    __slots__ = ("id", "reason")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    reason: str
+    def __init__(self, id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class PauseJobResponse(_message.Message):
+    __slots__ = ("job", "canceled_executions")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    CANCELED_EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    canceled_executions: int
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., canceled_executions: _Optional[int] = ...) -> None: ...
+
+class ResumeJobRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class ResumeJobResponse(_message.Message):
+    __slots__ = ("job", "skipped")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    skipped: _execution_pb2.SkipRange
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., skipped: _Optional[_Union[_execution_pb2.SkipRange, _Mapping]] = ...) -> None: ...
+
+class TriggerJobRequest(_message.Message):
+    __slots__ = ("id", "request_id", "payload", "allow_overlap")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    request_id: str
+    payload: bytes
+    allow_overlap: bool
+    def __init__(self, id: _Optional[str] = ..., request_id: _Optional[str] = ..., payload: _Optional[bytes] = ..., allow_overlap: _Optional[bool] = ...) -> None: ...
+
+class TriggerJobResponse(_message.Message):
+    __slots__ = ("execution", "created")
+    EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    execution: _execution_pb2.Execution
+    created: bool
+    def __init__(self, execution: _Optional[_Union[_execution_pb2.Execution, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class BackfillJobRequest(_message.Message):
+    __slots__ = ("id", "from_at", "to_at", "dry_run", "allow_overlap")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_AT_FIELD_NUMBER: _ClassVar[int]
+    TO_AT_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    from_at: _timestamp_pb2.Timestamp
+    to_at: _timestamp_pb2.Timestamp
+    dry_run: bool
+    allow_overlap: bool
+    def __init__(self, id: _Optional[str] = ..., from_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., to_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dry_run: _Optional[bool] = ..., allow_overlap: _Optional[bool] = ...) -> None: ...
+
+class BackfillJobResponse(_message.Message):
+    __slots__ = ("occurrences", "created_count", "existing_count")
+    OCCURRENCES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    EXISTING_COUNT_FIELD_NUMBER: _ClassVar[int]
+    occurrences: _containers.RepeatedCompositeFieldContainer[BackfillOccurrence]
+    created_count: int
+    existing_count: int
+    def __init__(self, occurrences: _Optional[_Iterable[_Union[BackfillOccurrence, _Mapping]]] = ..., created_count: _Optional[int] = ..., existing_count: _Optional[int] = ...) -> None: ...
+
+class BackfillOccurrence(_message.Message):
+    __slots__ = ("execution_id", "nominal_at", "already_exists")
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    NOMINAL_AT_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    execution_id: str
+    nominal_at: _timestamp_pb2.Timestamp
+    already_exists: bool
+    def __init__(self, execution_id: _Optional[str] = ..., nominal_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., already_exists: _Optional[bool] = ...) -> None: ...
+
+class PreviewScheduleRequest(_message.Message):
+    __slots__ = ("job_id", "job", "after", "count")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    job: _job_pb2.Job
+    after: _timestamp_pb2.Timestamp
+    count: int
+    def __init__(self, job_id: _Optional[str] = ..., job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., count: _Optional[int] = ...) -> None: ...
+
+class PreviewScheduleResponse(_message.Message):
+    __slots__ = ("fires", "tzdata_version")
+    FIRES_FIELD_NUMBER: _ClassVar[int]
+    TZDATA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    fires: _containers.RepeatedCompositeFieldContainer[_job_pb2.ScheduledFire]
+    tzdata_version: str
+    def __init__(self, fires: _Optional[_Iterable[_Union[_job_pb2.ScheduledFire, _Mapping]]] = ..., tzdata_version: _Optional[str] = ...) -> None: ...
+
+class GetExecutionRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class GetExecutionResponse(_message.Message):
+    __slots__ = ("execution",)
+    EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    execution: _execution_pb2.Execution
+    def __init__(self, execution: _Optional[_Union[_execution_pb2.Execution, _Mapping]] = ...) -> None: ...
+
+class ListExecutionsRequest(_message.Message):
+    __slots__ = ("job_id", "page_size", "page_token", "statuses", "from_at", "to_at")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STATUSES_FIELD_NUMBER: _ClassVar[int]
+    FROM_AT_FIELD_NUMBER: _ClassVar[int]
+    TO_AT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    page_size: int
+    page_token: str
+    statuses: _containers.RepeatedScalarFieldContainer[_job_pb2.ExecutionStatus]
+    from_at: _timestamp_pb2.Timestamp
+    to_at: _timestamp_pb2.Timestamp
+    def __init__(self, job_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., statuses: _Optional[_Iterable[_Union[_job_pb2.ExecutionStatus, str]]] = ..., from_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., to_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListExecutionsResponse(_message.Message):
+    __slots__ = ("executions", "skips", "next_page_token")
+    EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
+    SKIPS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    executions: _containers.RepeatedCompositeFieldContainer[_execution_pb2.Execution]
+    skips: _containers.RepeatedCompositeFieldContainer[_execution_pb2.SkipRange]
+    next_page_token: str
+    def __init__(self, executions: _Optional[_Iterable[_Union[_execution_pb2.Execution, _Mapping]]] = ..., skips: _Optional[_Iterable[_Union[_execution_pb2.SkipRange, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class CancelExecutionRequest(_message.Message):
+    __slots__ = ("id", "reason")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    reason: str
+    def __init__(self, id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CancelExecutionResponse(_message.Message):
+    __slots__ = ("execution",)
+    EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    execution: _execution_pb2.Execution
+    def __init__(self, execution: _Optional[_Union[_execution_pb2.Execution, _Mapping]] = ...) -> None: ...
+
+class ListDeadLettersRequest(_message.Message):
+    __slots__ = ("job_id", "page_size", "page_token")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, job_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListDeadLettersResponse(_message.Message):
+    __slots__ = ("executions", "next_page_token")
+    EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    executions: _containers.RepeatedCompositeFieldContainer[_execution_pb2.Execution]
+    next_page_token: str
+    def __init__(self, executions: _Optional[_Iterable[_Union[_execution_pb2.Execution, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ReplayDeadLetterRequest(_message.Message):
+    __slots__ = ("execution_id",)
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    execution_id: str
+    def __init__(self, execution_id: _Optional[str] = ...) -> None: ...
+
+class ReplayDeadLetterResponse(_message.Message):
+    __slots__ = ("execution",)
+    EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    execution: _execution_pb2.Execution
+    def __init__(self, execution: _Optional[_Union[_execution_pb2.Execution, _Mapping]] = ...) -> None: ...
