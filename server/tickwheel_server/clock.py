@@ -47,10 +47,13 @@ class FakeClock:
     """A clock that moves only when told to.
 
     ``sleep`` suspends until :meth:`advance` moves the clock past the wake-up
-    time. Monotonic time and wall time advance together.
+    time. Monotonic time and wall time advance together. With ``autojump``,
+    ``sleep`` instead moves the clock forward by the requested time at once
+    (for tests where only the order of events matters, such as retries).
     """
 
-    def __init__(self, start: datetime | None = None) -> None:
+    def __init__(self, start: datetime | None = None, *, autojump: bool = False) -> None:
+        self.autojump = autojump
         self._now = start or datetime(2027, 1, 1, tzinfo=timezone.utc)
         if self._now.tzinfo is None:
             raise ValueError("FakeClock start must be timezone-aware")
@@ -65,7 +68,9 @@ class FakeClock:
         return self._mono
 
     async def sleep(self, seconds: float) -> None:
-        if seconds <= 0:
+        if seconds <= 0 or self.autojump:
+            if seconds > 0:
+                self.advance(seconds)
             await asyncio.sleep(0)
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -1,0 +1,120 @@
+"""Who is calling: the credential in ``authorization: Bearer <secret>``.
+
+Three kinds of caller, each allowed on its own service: tenants (API key) on
+SchedulerService, workers (worker credential) on WorkerService, operators
+(admin token) on AdminService. A credential of the wrong kind gets
+PERMISSION_DENIED; none or an unknown one UNAUTHENTICATED.
+
+Verified credentials are cached for a few seconds (bounded), so a hot client
+costs one store read per TTL, not one per call; a revocation takes effect
+within that TTL.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import grpc
+
+from ..clock import Clock
+from ..errors import PermissionDenied, Unauthenticated
+from ..store.credentials import WorkerCredential, WorkerCredentialStore
+from ..store.tenants import Tenant, TenantStore
+from . import tokens
+
+CACHE_TTL_SECONDS = 5.0
+CACHE_SIZE = 10_000
+
+
+@dataclass(frozen=True)
+class TenantPrincipal:
+    tenant: Tenant
+
+
+@dataclass(frozen=True)
+class WorkerPrincipal:
+    credential: WorkerCredential
+
+
+@dataclass(frozen=True)
+class AdminPrincipal:
+    pass
+
+
+def bearer(context: grpc.aio.ServicerContext) -> str:
+    """The bearer secret of a call, or Unauthenticated."""
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization":
+            scheme, _, secret = value.partition(" ")
+            if scheme.lower() == "bearer" and secret.strip():
+                return secret.strip()
+            raise Unauthenticated("authorization metadata must be 'Bearer <credential>'")
+    raise Unauthenticated("missing authorization metadata: send 'authorization: Bearer <credential>'")
+
+
+class Authenticator:
+    """Resolves a call's credential to a principal of the kind the service needs."""
+
+    def __init__(self, tenants: TenantStore, workers: WorkerCredentialStore, admin_token: str, clock: Clock) -> None:
+        if not admin_token:
+            raise ValueError("an admin token is required")
+        self._tenants = tenants
+        self._workers = workers
+        self._admin_token = admin_token
+        self._clock = clock
+        self._cache: OrderedDict[str, tuple[float, object]] = OrderedDict()
+
+    def _is_admin(self, secret: str) -> bool:
+        return hmac.compare_digest(secret.encode(), self._admin_token.encode())
+
+    async def _resolve(self, secret: str) -> object | None:
+        cached = self._cache.get(secret)
+        now = self._clock.monotonic()
+        if cached is not None and cached[0] > now:
+            self._cache.move_to_end(secret)
+            return cached[1]
+        principal: object | None
+        if self._is_admin(secret):
+            principal = AdminPrincipal()
+        elif tokens.parse_secret(secret, tokens.API_KEY_PREFIX) is not None:
+            tenant = await self._tenants.verify_key(secret)
+            principal = None if tenant is None else TenantPrincipal(tenant)
+        elif tokens.parse_secret(secret, tokens.WORKER_CREDENTIAL_PREFIX) is not None:
+            credential = await self._workers.verify(secret)
+            principal = None if credential is None else WorkerPrincipal(credential)
+        else:
+            principal = None
+        if principal is not None:
+            self._cache[secret] = (now + CACHE_TTL_SECONDS, principal)
+            while len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return principal
+
+    async def _principal(self, context: grpc.aio.ServicerContext) -> object:
+        principal = await self._resolve(bearer(context))
+        if principal is None:
+            raise Unauthenticated("the credential is not valid (unknown, expired or revoked)")
+        return principal
+
+    async def tenant(self, context: grpc.aio.ServicerContext) -> Tenant:
+        principal = await self._principal(context)
+        if not isinstance(principal, TenantPrincipal):
+            raise PermissionDenied("SchedulerService needs a tenant API key")
+        return principal.tenant
+
+    async def worker(self, context: grpc.aio.ServicerContext) -> WorkerCredential:
+        principal = await self._principal(context)
+        if not isinstance(principal, WorkerPrincipal):
+            raise PermissionDenied("WorkerService needs a worker credential")
+        return principal.credential
+
+    async def admin(self, context: grpc.aio.ServicerContext) -> None:
+        principal = await self._principal(context)
+        if not isinstance(principal, AdminPrincipal):
+            raise PermissionDenied("AdminService needs the admin credential")
+
+    def forget(self) -> None:
+        """Drop every cached principal (after a revocation by this server)."""
+        self._cache.clear()

@@ -1,0 +1,53 @@
+"""Credential secrets: how they look, and how they are stored.
+
+A secret is ``<prefix>_<id>_<random>``: the id locates the stored row, the
+random part (32 bytes, URL-safe base64) is the secret proper. The store keeps
+only SHA-256 of the whole secret; the random part has 256 bits of entropy, so
+a fast hash is enough and a slow password hash would only cost CPU on every
+call. Comparison is constant-time.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+from dataclasses import dataclass
+
+API_KEY_PREFIX = "twk"
+WORKER_CREDENTIAL_PREFIX = "tww"
+
+
+@dataclass(frozen=True)
+class NewSecret:
+    id: str
+    secret: str
+    secret_hash: bytes
+
+
+def _random_part(nbytes: int) -> str:
+    return base64.urlsafe_b64encode(os.urandom(nbytes)).rstrip(b"=").decode()
+
+
+def new_secret(prefix: str) -> NewSecret:
+    """A fresh credential with a random 16-character id."""
+    ident = _random_part(12).replace("-", "x").replace("_", "y")
+    secret = f"{prefix}_{ident}_{_random_part(32)}"
+    return NewSecret(id=ident, secret=secret, secret_hash=hash_secret(secret))
+
+
+def hash_secret(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode()).digest()
+
+
+def parse_secret(secret: str, prefix: str) -> str | None:
+    """The id inside ``secret`` when it has the shape of a ``prefix`` credential, else None."""
+    parts = secret.split("_", 2)
+    if len(parts) != 3 or parts[0] != prefix or not parts[1] or not parts[2]:
+        return None
+    return parts[1]
+
+
+def secret_matches(secret: str, stored_hash: bytes) -> bool:
+    return hmac.compare_digest(hash_secret(secret), bytes(stored_hash))

@@ -1,0 +1,55 @@
+"""Identifiers and instants as the store keeps them.
+
+Job ids are generated once, at creation (``job_`` + a ULID: 48 bits of
+milliseconds, 80 random bits, Crockford base32), so ids sort roughly by
+creation time and pages over them are stable. Everything that must be
+recognisable when it happens twice is *derived* instead (execution ids from
+the job id and the nominal instant).
+
+Instants are stored as integer microseconds since the Unix epoch, UTC, on
+every engine: one representation that SQLite, PostgreSQL and CockroachDB
+compare identically, with no driver time-zone conversion in between.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from datetime import datetime, timedelta, timezone
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def ulid(now: datetime) -> str:
+    """A 26-character ULID for ``now`` (aware) with 80 random bits."""
+    millis = int((now - _EPOCH) / timedelta(milliseconds=1))
+    value = (millis << 80) | int.from_bytes(os.urandom(10), "big")
+    chars = []
+    for _ in range(26):
+        chars.append(_CROCKFORD[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+def new_job_id(now: datetime) -> str:
+    """A fresh job id: ``job_<ULID>``."""
+    return "job_" + ulid(now)
+
+
+def partition_of(job_id: str, partition_count: int) -> int:
+    """The partition a job belongs to: a stable hash of its id, never Python's ``hash``."""
+    digest = hashlib.blake2b(job_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % partition_count
+
+
+def to_us(instant: datetime) -> int:
+    """Microseconds since the epoch for an aware datetime."""
+    if instant.tzinfo is None:
+        raise ValueError("naive datetime: instants must be timezone-aware")
+    return (instant - _EPOCH) // timedelta(microseconds=1)
+
+
+def from_us(micros: int) -> datetime:
+    """The aware UTC datetime for microseconds since the epoch."""
+    return _EPOCH + timedelta(microseconds=micros)

@@ -1,0 +1,132 @@
+"""Worker credentials: which tenants' and handlers' work a worker may receive."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..auth import tokens
+from ..errors import NotFound
+from ..ids import from_us, to_us
+from .base import SqlStore
+from .tables import tenants, worker_credentials
+
+
+@dataclass(frozen=True)
+class WorkerCredential:
+    id: str
+    tenants: tuple[str, ...]
+    handlers: tuple[str, ...]
+    """Empty means any handler."""
+    http: bool
+    description: str
+    created_at: datetime
+
+    def may_serve(self, tenant: str, handler: str | None) -> bool:
+        """True when this credential may receive ``tenant``'s execution of
+        ``handler`` (None for an HTTP target)."""
+        if tenant not in self.tenants:
+            return False
+        if handler is None:
+            return self.http
+        return not self.handlers or handler in self.handlers
+
+
+@dataclass(frozen=True)
+class IssuedCredential:
+    credential: WorkerCredential
+    secret: str
+
+
+def _from_row(row) -> WorkerCredential:
+    return WorkerCredential(
+        id=row.id,
+        tenants=tuple(json.loads(row.tenants)),
+        handlers=tuple(json.loads(row.handlers)),
+        http=bool(row.http),
+        description=row.description,
+        created_at=from_us(row.created_at),
+    )
+
+
+class WorkerCredentialStore(SqlStore):
+    """Issue, verify, list and revoke worker credentials (hashed at rest)."""
+
+    async def issue(
+        self, tenant_names: list[str], handlers: list[str], http: bool, description: str = ""
+    ) -> IssuedCredential:
+        """A new credential serving ``tenant_names`` (each must exist: NotFound)."""
+        now_us = to_us(self.clock.now())
+        wanted = sorted(set(tenant_names))
+        new = tokens.new_secret(tokens.WORKER_CREDENTIAL_PREFIX)
+
+        def fn(conn: Connection) -> IssuedCredential:
+            found = set(conn.scalars(sa.select(tenants.c.name).where(tenants.c.name.in_(wanted))))
+            for name in wanted:
+                if name not in found:
+                    raise NotFound("tenant", name)
+            values = dict(
+                id=new.id,
+                secret_hash=new.secret_hash,
+                tenants=json.dumps(wanted),
+                handlers=json.dumps(sorted(set(handlers))),
+                http=http,
+                description=description,
+                created_at=now_us,
+                revoked_at=None,
+            )
+            conn.execute(worker_credentials.insert().values(**values))
+            return IssuedCredential(
+                WorkerCredential(new.id, tuple(wanted), tuple(sorted(set(handlers))), http, description, from_us(now_us)),
+                new.secret,
+            )
+
+        return await self._tx(fn)
+
+    async def verify(self, secret: str) -> WorkerCredential | None:
+        """The credential for a live secret, or None."""
+        cred_id = tokens.parse_secret(secret, tokens.WORKER_CREDENTIAL_PREFIX)
+        if cred_id is None:
+            return None
+
+        def fn(conn: Connection) -> WorkerCredential | None:
+            row = conn.execute(sa.select(worker_credentials).where(worker_credentials.c.id == cred_id)).first()
+            if row is None or row.revoked_at is not None or not tokens.secret_matches(secret, row.secret_hash):
+                return None
+            return _from_row(row)
+
+        return await self._tx(fn)
+
+    async def revoke(self, cred_id: str) -> None:
+        """Revoke now. NotFound when unknown or already revoked."""
+        now_us = to_us(self.clock.now())
+
+        def fn(conn: Connection) -> None:
+            result = conn.execute(
+                worker_credentials.update()
+                .where(worker_credentials.c.id == cred_id, worker_credentials.c.revoked_at.is_(None))
+                .values(revoked_at=now_us)
+            )
+            if result.rowcount != 1:
+                raise NotFound("worker credential", cred_id)
+
+        await self._tx(fn)
+
+    async def list(self, tenant: str = "") -> list[WorkerCredential]:
+        """Live credentials, newest first; only those serving ``tenant`` when given."""
+
+        def fn(conn: Connection) -> list[WorkerCredential]:
+            query = (
+                sa.select(worker_credentials)
+                .where(worker_credentials.c.revoked_at.is_(None))
+                .order_by(worker_credentials.c.created_at.desc(), worker_credentials.c.id)
+                .limit(1000)
+            )
+            found = [_from_row(row) for row in conn.execute(query)]
+            return [c for c in found if not tenant or tenant in c.tenants]
+
+        return await self._tx(fn)

@@ -1,0 +1,83 @@
+"""The current shape of the tables, for building queries.
+
+The migrations in :mod:`.migrations` are the history that creates these; this
+module mirrors their result. A test (tests/conformance/test_schema.py) checks
+that a migrated database has exactly these columns.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+tenants = sa.Table(
+    "tenants",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("weight", sa.Integer, nullable=False),
+    sa.Column("max_concurrency", sa.Integer, nullable=False),
+    sa.Column("max_jobs", sa.BigInteger, nullable=False),
+    sa.Column("max_payload_bytes", sa.BigInteger, nullable=False),
+    sa.Column("requests_per_second", sa.Integer, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("pause_reason", sa.Text, nullable=False),
+    sa.Column("job_count", sa.BigInteger, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+)
+
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("secret_hash", sa.LargeBinary, nullable=False),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("expires_at", sa.BigInteger),
+)
+
+worker_credentials = sa.Table(
+    "worker_credentials",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("secret_hash", sa.LargeBinary, nullable=False),
+    sa.Column("tenants", sa.Text, nullable=False),
+    sa.Column("handlers", sa.Text, nullable=False),
+    sa.Column("http", sa.Boolean, nullable=False),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("revoked_at", sa.BigInteger),
+)
+
+jobs = sa.Table(
+    "jobs",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("partition", sa.Integer, nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("spec", sa.LargeBinary, nullable=False),
+    sa.Column("time_zone", sa.Text, nullable=False),
+    sa.Column("next_run_at", sa.BigInteger),
+    sa.Column("next_due_at", sa.BigInteger),
+    sa.Column("run_count", sa.BigInteger, nullable=False),
+    sa.Column("tzdata_version", sa.Text, nullable=False),
+    sa.Column("pause_reason", sa.Text, nullable=False),
+    sa.Column("paused_at", sa.BigInteger),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+)
+
+job_requests = sa.Table(
+    "job_requests",
+    metadata,
+    sa.Column("tenant", sa.Text, primary_key=True),
+    sa.Column("request_id", sa.Text, primary_key=True),
+    sa.Column("job_id", sa.Text, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)

@@ -1,0 +1,194 @@
+"""One conformance suite for the tenant, credential and job stores, run on
+SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from tickwheel_server.errors import AlreadyExists, NotFound, QuotaExceeded, VersionConflict
+from tickwheel_server.ids import new_job_id
+from tickwheel_server.store.credentials import WorkerCredentialStore
+from tickwheel_server.store.jobs import JobStore, NewJob
+from tickwheel_server.store.tables import metadata
+from tickwheel_server.store.tenants import Tenant, TenantStore
+
+
+@pytest.fixture
+def tenants(migrated_engine, clock) -> TenantStore:
+    return TenantStore(migrated_engine, clock)
+
+
+@pytest.fixture
+def jobs(migrated_engine, clock) -> JobStore:
+    return JobStore(migrated_engine, clock, partition_count=16)
+
+
+def new_job(clock, tenant: str = "acme", payload_size: int = 10) -> NewJob:
+    now = clock.now()
+    return NewJob(
+        id=new_job_id(now),
+        tenant=tenant,
+        name="nightly",
+        spec=b"\x1a\x07nightly",
+        time_zone="Europe/London",
+        next_run_at=now + timedelta(minutes=5),
+        next_due_at=now + timedelta(minutes=5, seconds=7),
+        tzdata_version="2026a",
+        payload_size=payload_size,
+    )
+
+
+def test_migrated_schema_matches_the_table_definitions(migrated_engine) -> None:
+    inspector = sa.inspect(migrated_engine)
+    for table in metadata.sorted_tables:
+        stored = {column["name"] for column in inspector.get_columns(table.name)}
+        assert stored == {column.name for column in table.columns}, table.name
+
+
+async def test_tenant_create_get_and_duplicate(tenants: TenantStore) -> None:
+    tenant, key = await tenants.create(Tenant(name="acme", weight=3))
+    assert (tenant.name, tenant.weight, tenant.state, tenant.version) == ("acme", 3, "active", 1)
+    assert key.secret.startswith("twk_") and key.key.tenant == "acme"
+    assert (await tenants.get("acme")).weight == 3
+    with pytest.raises(AlreadyExists):
+        await tenants.create(Tenant(name="acme"))
+    with pytest.raises(NotFound):
+        await tenants.get("nobody")
+
+
+async def test_api_keys_are_stored_hashed_and_verify(tenants: TenantStore, migrated_engine) -> None:
+    _, key = await tenants.create(Tenant(name="acme"))
+    with migrated_engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT * FROM api_keys")).all()
+    assert rows and all(key.secret.encode() not in bytes(r.secret_hash) for r in rows)
+    assert all(key.secret not in repr(tuple(r)) for r in rows)
+    assert (await tenants.verify_key(key.secret)).name == "acme"
+    assert await tenants.verify_key(key.secret[:-1] + ("A" if key.secret[-1] != "A" else "B")) is None
+    assert await tenants.verify_key("twk_unknown_secret") is None
+    assert await tenants.verify_key("not-a-key") is None
+
+
+async def test_rotation_keeps_the_old_key_for_the_grace_then_not(tenants: TenantStore, clock) -> None:
+    _, old = await tenants.create(Tenant(name="acme"))
+    new, expires = await tenants.rotate_key(old.key.id, timedelta(minutes=10))
+    assert expires == clock.now() + timedelta(minutes=10)
+    assert (await tenants.verify_key(old.secret)).name == "acme"
+    assert (await tenants.verify_key(new.secret)).name == "acme"
+    clock.advance(601)
+    assert await tenants.verify_key(old.secret) is None
+    assert (await tenants.verify_key(new.secret)).name == "acme"
+    assert [k.id for k in await tenants.list_keys("acme")] == [new.key.id]
+
+
+async def test_revoked_key_stops_working(tenants: TenantStore) -> None:
+    _, key = await tenants.create(Tenant(name="acme"))
+    await tenants.revoke_key(key.key.id)
+    assert await tenants.verify_key(key.secret) is None
+    with pytest.raises(NotFound):
+        await tenants.revoke_key(key.key.id)
+
+
+async def test_tenant_update_is_optimistic(tenants: TenantStore) -> None:
+    await tenants.create(Tenant(name="acme"))
+    updated = await tenants.update("acme", expected_version=1, weight=5)
+    assert (updated.weight, updated.version) == (5, 2)
+    with pytest.raises(VersionConflict):
+        await tenants.update("acme", expected_version=1, weight=6)
+    assert (await tenants.get("acme")).weight == 5
+
+
+async def test_tenant_list_pages_by_name(tenants: TenantStore) -> None:
+    for name in ("c", "a", "b"):
+        await tenants.create(Tenant(name=name))
+    first = await tenants.list(limit=2)
+    assert [t.name for t in first] == ["a", "b"]
+    assert [t.name for t in await tenants.list(after="b", limit=2)] == ["c"]
+
+
+async def test_worker_credentials(migrated_engine, clock, tenants: TenantStore) -> None:
+    await tenants.create(Tenant(name="acme"))
+    workers = WorkerCredentialStore(migrated_engine, clock)
+    with pytest.raises(NotFound):
+        await workers.issue(["acme", "ghost"], [], http=True)
+    issued = await workers.issue(["acme"], ["billing.charge"], http=False)
+    credential = await workers.verify(issued.secret)
+    assert credential.tenants == ("acme",)
+    assert credential.may_serve("acme", "billing.charge")
+    assert not credential.may_serve("acme", "other")
+    assert not credential.may_serve("acme", None)
+    assert not credential.may_serve("globex", "billing.charge")
+    assert [c.id for c in await workers.list("acme")] == [issued.credential.id]
+    await workers.revoke(issued.credential.id)
+    assert await workers.verify(issued.secret) is None
+    assert await workers.list() == []
+
+
+async def test_job_create_is_idempotent_by_request_id(tenants: TenantStore, jobs: JobStore, clock) -> None:
+    await tenants.create(Tenant(name="acme"))
+    job = new_job(clock)
+    first, created = await jobs.create(job, "req-1")
+    assert created and first.state == "active" and first.version == 1
+    again, created_again = await jobs.create(new_job(clock), "req-1")
+    assert not created_again and again.id == first.id
+    assert len(await jobs.list("acme")) == 1
+    assert (await tenants.get("acme")).job_count == 1
+
+
+async def test_concurrent_creates_with_one_request_id_write_once(tenants: TenantStore, jobs: JobStore, clock) -> None:
+    await tenants.create(Tenant(name="acme"))
+    results = await asyncio.gather(*(jobs.create(new_job(clock), "same") for _ in range(4)))
+    assert len({record.id for record, _ in results}) == 1
+    assert sum(created for _, created in results) == 1
+    assert (await tenants.get("acme")).job_count == 1
+
+
+async def test_jobs_are_scoped_to_their_tenant(tenants: TenantStore, jobs: JobStore, clock) -> None:
+    await tenants.create(Tenant(name="acme"))
+    await tenants.create(Tenant(name="globex"))
+    record, _ = await jobs.create(new_job(clock, "acme"), "r")
+    assert (await jobs.get("acme", record.id)).id == record.id
+    with pytest.raises(NotFound):
+        await jobs.get("globex", record.id)
+    assert await jobs.list("globex") == []
+    assert [j.id for j in await jobs.search()] == [record.id]
+
+
+async def test_job_quotas_write_nothing_when_exceeded(tenants: TenantStore, jobs: JobStore, clock) -> None:
+    await tenants.create(Tenant(name="acme", max_jobs=1, max_payload_bytes=100))
+    with pytest.raises(QuotaExceeded) as payload_error:
+        await jobs.create(new_job(clock, payload_size=101), "big")
+    assert payload_error.value.quota == "max_payload_bytes"
+    await jobs.create(new_job(clock), "one")
+    with pytest.raises(QuotaExceeded) as count_error:
+        await jobs.create(new_job(clock), "two")
+    assert count_error.value.quota == "max_jobs"
+    assert len(await jobs.list("acme")) == 1
+    assert (await tenants.get("acme")).job_count == 1
+
+
+async def test_job_list_pages_and_filters(tenants: TenantStore, jobs: JobStore, clock) -> None:
+    await tenants.create(Tenant(name="acme"))
+    ids = []
+    for index in range(5):
+        record, _ = await jobs.create(new_job(clock), f"r{index}")
+        ids.append(record.id)
+        clock.advance(0.01)
+    page = await jobs.list("acme", limit=2)
+    assert [j.id for j in page] == sorted(ids)[:2]
+    rest = await jobs.list("acme", after_id=page[-1].id, limit=10)
+    assert [j.id for j in rest] == sorted(ids)[2:]
+    assert len(await jobs.list("acme", name_prefix="night")) == 5
+    assert await jobs.list("acme", name_prefix="nightly%") == []
+    assert len(await jobs.list("acme", state="active")) == 5
+    assert await jobs.list("acme", state="paused") == []
+
+
+async def test_job_partition_is_stable_and_in_range(tenants: TenantStore, jobs: JobStore, clock) -> None:
+    await tenants.create(Tenant(name="acme"))
+    record, _ = await jobs.create(new_job(clock), "r")
+    assert 0 <= record.partition < 16
+    assert (await jobs.get("acme", record.id)).partition == record.partition
