@@ -1,0 +1,240 @@
+"""AdminService: operators' calls. Thin: proto in, store call, proto out.
+
+RPCs whose machinery arrives with later components (tenant pause in
+dispatch, draining, alerts, tzdata recompute, execution search) are not
+overridden here, so they answer UNIMPLEMENTED rather than pretend.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc
+
+from .. import __version__
+from ..errors import FieldViolation, InvalidArgument
+from ..store.credentials import WorkerCredentialStore
+from ..store.jobs import JobStore
+from ..store.tenants import (
+    DEFAULT_MAX_JOBS,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_REQUESTS_PER_SECOND,
+    Tenant,
+    TenantStore,
+)
+from ..auth.authenticator import Authenticator
+from . import convert
+from .status import rpc
+
+TENANT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+HANDLER_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+MAX_GRACE = timedelta(days=30)
+
+
+@dataclass
+class ServerInfo:
+    """What ClusterStatus reports about the answering server."""
+
+    server_id: str
+    address: str
+    started_at: object
+    store_engine: str
+    schema_version: int
+    partition_count: int
+    tzdata_version: str
+    session_id: str = ""
+    workers: int = 0
+
+
+def tenant_settings(message: admin_pb2.Tenant, paths: set[str], field: str = "tenant") -> dict:
+    """Validated settings from a Tenant message for the given mask paths."""
+    violations: list[FieldViolation] = []
+    settings: dict = {}
+    if "weight" in paths:
+        weight = message.weight or 1
+        if not 1 <= weight <= 1000:
+            violations.append(FieldViolation(f"{field}.weight", "must be between 1 and 1000"))
+        settings["weight"] = weight
+    if "max_concurrency" in paths:
+        if message.max_concurrency < 0:
+            violations.append(FieldViolation(f"{field}.max_concurrency", "must be >= 0 (0 means no cap)"))
+        settings["max_concurrency"] = message.max_concurrency
+    if "quotas" in paths:
+        quotas = message.quotas
+        for name, value, default in (
+            ("max_jobs", quotas.max_jobs, DEFAULT_MAX_JOBS),
+            ("max_payload_bytes", quotas.max_payload_bytes, DEFAULT_MAX_PAYLOAD_BYTES),
+            ("requests_per_second", quotas.requests_per_second, DEFAULT_REQUESTS_PER_SECOND),
+        ):
+            if value < 0:
+                violations.append(FieldViolation(f"{field}.quotas.{name}", "must be >= 0 (0 means the default)"))
+            settings[name] = value or default
+    if violations:
+        raise InvalidArgument(violations)
+    return settings
+
+
+def _require(value: str, field: str) -> str:
+    if not value:
+        raise InvalidArgument.field(field, "is required")
+    return value
+
+
+class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
+    def __init__(
+        self,
+        auth: Authenticator,
+        tenants: TenantStore,
+        workers: WorkerCredentialStore,
+        jobs: JobStore,
+        info: ServerInfo,
+    ) -> None:
+        self._auth = auth
+        self._tenants = tenants
+        self._workers = workers
+        self._jobs = jobs
+        self._info = info
+
+    @rpc
+    async def ClusterStatus(self, request, context):
+        await self._auth.admin(context)
+        info = self._info
+        return admin_pb2.ClusterStatusResponse(
+            servers=[
+                admin_pb2.ServerStatus(
+                    server_id=info.server_id,
+                    address=info.address,
+                    session_id=info.session_id,
+                    started_at=convert.timestamp(info.started_at),
+                    version=__version__,
+                    workers=info.workers,
+                )
+            ],
+            partition_count=info.partition_count,
+            store_engine=info.store_engine,
+            schema_version=info.schema_version,
+            tzdata_version=info.tzdata_version,
+        )
+
+    @rpc
+    async def CreateTenant(self, request, context):
+        await self._auth.admin(context)
+        name = request.tenant.name
+        if not TENANT_NAME.match(name):
+            raise InvalidArgument.field(
+                "tenant.name", "1 to 63 characters of [a-z0-9-], starting with a letter"
+            )
+        settings = tenant_settings(request.tenant, {"weight", "max_concurrency", "quotas"})
+        tenant, issued = await self._tenants.create(Tenant(name=name, **settings))
+        return admin_pb2.CreateTenantResponse(
+            tenant=convert.tenant_to_proto(tenant),
+            api_key=admin_pb2.IssuedSecret(id=issued.key.id, secret=issued.secret),
+        )
+
+    @rpc
+    async def GetTenant(self, request, context):
+        await self._auth.admin(context)
+        tenant = await self._tenants.get(_require(request.name, "name"))
+        return admin_pb2.GetTenantResponse(tenant=convert.tenant_to_proto(tenant), job_count=tenant.job_count)
+
+    @rpc
+    async def ListTenants(self, request, context):
+        await self._auth.admin(context)
+        size = convert.page_size(request.page_size, default=100, maximum=1000)
+        found = await self._tenants.list(after=convert.parse_page_token(request.page_token), limit=size + 1)
+        token = convert.page_token(found[size - 1].name) if len(found) > size else ""
+        return admin_pb2.ListTenantsResponse(
+            tenants=[convert.tenant_to_proto(t) for t in found[:size]], next_page_token=token
+        )
+
+    @rpc
+    async def UpdateTenant(self, request, context):
+        await self._auth.admin(context)
+        name = _require(request.tenant.name, "tenant.name")
+        allowed = {"weight", "max_concurrency", "quotas"}
+        paths = set(request.update_mask.paths) or allowed
+        unknown = paths - allowed
+        if unknown:
+            raise InvalidArgument.field("update_mask", f"cannot update {sorted(unknown)}; allowed: {sorted(allowed)}")
+        settings = tenant_settings(request.tenant, paths)
+        tenant = await self._tenants.update(name, expected_version=request.tenant.version, **settings)
+        return admin_pb2.UpdateTenantResponse(tenant=convert.tenant_to_proto(tenant))
+
+    @rpc
+    async def IssueApiKey(self, request, context):
+        await self._auth.admin(context)
+        issued = await self._tenants.issue_key(_require(request.tenant, "tenant"), request.description[:256])
+        return admin_pb2.IssueApiKeyResponse(api_key=admin_pb2.IssuedSecret(id=issued.key.id, secret=issued.secret))
+
+    @rpc
+    async def RotateApiKey(self, request, context):
+        await self._auth.admin(context)
+        grace = request.grace.ToTimedelta() if request.HasField("grace") else timedelta(hours=24)
+        if grace < timedelta(0) or grace > MAX_GRACE:
+            raise InvalidArgument.field("grace", "must be between 0 and 30 days")
+        issued, old_expiry = await self._tenants.rotate_key(_require(request.id, "id"), grace)
+        self._auth.forget()
+        return admin_pb2.RotateApiKeyResponse(
+            api_key=admin_pb2.IssuedSecret(id=issued.key.id, secret=issued.secret),
+            old_key_expires_at=convert.timestamp(old_expiry),
+        )
+
+    @rpc
+    async def RevokeApiKey(self, request, context):
+        await self._auth.admin(context)
+        await self._tenants.revoke_key(_require(request.id, "id"))
+        self._auth.forget()
+        return admin_pb2.RevokeApiKeyResponse()
+
+    @rpc
+    async def ListApiKeys(self, request, context):
+        await self._auth.admin(context)
+        keys = await self._tenants.list_keys(_require(request.tenant, "tenant"))
+        return admin_pb2.ListApiKeysResponse(api_keys=[convert.api_key_to_proto(k) for k in keys])
+
+    @rpc
+    async def IssueWorkerCredential(self, request, context):
+        await self._auth.admin(context)
+        if not request.tenants:
+            raise InvalidArgument.field("tenants", "name at least one tenant")
+        bad = [h for h in request.handlers if not HANDLER_NAME.match(h)]
+        if bad:
+            raise InvalidArgument.field("handlers", f"invalid handler names {bad}: 1 to 200 characters of [A-Za-z0-9_.:-]")
+        issued = await self._workers.issue(
+            list(request.tenants), list(request.handlers), request.http, request.description[:256]
+        )
+        return admin_pb2.IssueWorkerCredentialResponse(
+            credential=admin_pb2.IssuedSecret(id=issued.credential.id, secret=issued.secret)
+        )
+
+    @rpc
+    async def RevokeWorkerCredential(self, request, context):
+        await self._auth.admin(context)
+        await self._workers.revoke(_require(request.id, "id"))
+        self._auth.forget()
+        return admin_pb2.RevokeWorkerCredentialResponse()
+
+    @rpc
+    async def ListWorkerCredentials(self, request, context):
+        await self._auth.admin(context)
+        found = await self._workers.list(request.tenant)
+        return admin_pb2.ListWorkerCredentialsResponse(
+            credentials=[convert.worker_credential_to_proto(c) for c in found]
+        )
+
+    @rpc
+    async def SearchJobs(self, request, context):
+        await self._auth.admin(context)
+        size = convert.page_size(request.page_size, default=100, maximum=1000)
+        state = convert.JOB_STATE_FROM_PROTO.get(request.state, "")
+        found = await self._jobs.search(
+            tenant=request.tenant,
+            after_id=convert.parse_page_token(request.page_token),
+            limit=size + 1,
+            state=state,
+            name_prefix=request.name_prefix,
+        )
+        token = convert.page_token(found[size - 1].id) if len(found) > size else ""
+        return admin_pb2.SearchJobsResponse(jobs=[convert.job_to_proto(j) for j in found[:size]], next_page_token=token)

@@ -1,0 +1,109 @@
+"""Domain errors → gRPC statuses with google.rpc error details, in one place.
+
+Every servicer method is wrapped by :func:`rpc`, so a handler raises domain
+errors (``tickwheel_server.errors``) and never builds a status itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+
+from .. import errors
+from ..store.errors import StoreUnavailableError, TransactionConflictError
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+
+def _status(code: grpc.StatusCode, message: str, *details) -> status_pb2.Status:
+    status = status_pb2.Status(code=code.value[0], message=message)
+    for detail in details:
+        packed = any_pb2.Any()
+        packed.Pack(detail)
+        status.details.append(packed)
+    return status
+
+
+def status_for(error: Exception) -> tuple[grpc.StatusCode, status_pb2.Status]:
+    """The gRPC code and rich status for a domain error (INTERNAL for anything unknown)."""
+    if isinstance(error, errors.InvalidArgument):
+        bad = error_details_pb2.BadRequest(
+            field_violations=[
+                error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description)
+                for v in error.violations
+            ]
+        )
+        return grpc.StatusCode.INVALID_ARGUMENT, _status(grpc.StatusCode.INVALID_ARGUMENT, str(error), bad)
+    if isinstance(error, errors.NotFound):
+        info = error_details_pb2.ResourceInfo(resource_type=error.kind, resource_name=error.ident)
+        return grpc.StatusCode.NOT_FOUND, _status(grpc.StatusCode.NOT_FOUND, str(error), info)
+    if isinstance(error, errors.AlreadyExists):
+        info = error_details_pb2.ResourceInfo(resource_type=error.kind, resource_name=error.ident)
+        return grpc.StatusCode.ALREADY_EXISTS, _status(grpc.StatusCode.ALREADY_EXISTS, str(error), info)
+    if isinstance(error, errors.FailedPrecondition):
+        failure = error_details_pb2.PreconditionFailure(
+            violations=[
+                error_details_pb2.PreconditionFailure.Violation(
+                    type=error.kind, subject=error.subject, description=error.description
+                )
+            ]
+        )
+        return grpc.StatusCode.FAILED_PRECONDITION, _status(grpc.StatusCode.FAILED_PRECONDITION, str(error), failure)
+    if isinstance(error, errors.QuotaExceeded):
+        failure = error_details_pb2.QuotaFailure(
+            violations=[
+                error_details_pb2.QuotaFailure.Violation(subject=f"tenant:{error.tenant}", description=str(error))
+            ]
+        )
+        info = error_details_pb2.ErrorInfo(
+            reason="QUOTA_EXCEEDED", domain="tickwheel", metadata={"quota": error.quota, "limit": str(error.limit)}
+        )
+        return grpc.StatusCode.RESOURCE_EXHAUSTED, _status(
+            grpc.StatusCode.RESOURCE_EXHAUSTED, str(error), failure, info
+        )
+    if isinstance(error, errors.Unauthenticated):
+        return grpc.StatusCode.UNAUTHENTICATED, _status(grpc.StatusCode.UNAUTHENTICATED, str(error))
+    if isinstance(error, errors.PermissionDenied):
+        return grpc.StatusCode.PERMISSION_DENIED, _status(grpc.StatusCode.PERMISSION_DENIED, str(error))
+    if isinstance(error, (StoreUnavailableError, TransactionConflictError)):
+        retry = error_details_pb2.RetryInfo()
+        retry.retry_delay.FromMilliseconds(500)
+        return grpc.StatusCode.UNAVAILABLE, _status(
+            grpc.StatusCode.UNAVAILABLE, "the store is unavailable; retry later", retry
+        )
+    return grpc.StatusCode.INTERNAL, _status(grpc.StatusCode.INTERNAL, "internal error")
+
+
+async def abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
+    code, status = status_for(error)
+    assert status.code != code_pb2.OK
+    await context.abort(code, status.message, trailing_metadata=(("grpc-status-details-bin", status.SerializeToString()),))
+
+
+def rpc(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
+    """Wrap a unary servicer method: domain errors become statuses, the rest INTERNAL (logged)."""
+
+    @functools.wraps(method)
+    async def wrapper(self, request, context: grpc.aio.ServicerContext) -> R:
+        try:
+            return await method(self, request, context)
+        except errors.TickwheelError as error:
+            await abort(context, error)
+        except (StoreUnavailableError, TransactionConflictError) as error:
+            log.warning("%s: store unavailable: %s", method.__qualname__, error)
+            await abort(context, error)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as error:
+            log.exception("%s failed", method.__qualname__)
+            await abort(context, error)
+        raise AssertionError("unreachable")
+
+    return wrapper

@@ -1,0 +1,157 @@
+"""WorkerService.Pull: the worker's one long-lived stream.
+
+This server side handles the protocol's skeleton: authentication, hello and
+welcome, credit, worker heartbeats, server heartbeats and drain. Executions
+are handed out by the gateway through each connection's outbox; results for
+executions this server does not hold are acknowledged as rejected, never
+applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from datetime import timedelta
+
+import grpc
+from google.protobuf import duration_pb2
+from tickwheel.v1 import worker_pb2, worker_pb2_grpc
+
+from ..auth.authenticator import Authenticator
+from ..clock import Clock
+from ..errors import FailedPrecondition, InvalidArgument, PermissionDenied, TickwheelError
+from ..gateway.connections import Connections, WorkerConnection
+from .status import abort
+
+log = logging.getLogger(__name__)
+
+WORKER_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+MAX_SLOTS = 10_000
+
+
+def _duration(seconds: float) -> duration_pb2.Duration:
+    message = duration_pb2.Duration()
+    message.FromTimedelta(timedelta(seconds=seconds))
+    return message
+
+
+def check_hello(hello: worker_pb2.WorkerHello, credential) -> None:
+    """Validate a hello against its credential; raises InvalidArgument or PermissionDenied."""
+    if not WORKER_ID.match(hello.worker_id):
+        raise InvalidArgument.field("hello.worker_id", "1 to 128 characters of [A-Za-z0-9_.:-]")
+    if not 0 <= hello.slots <= MAX_SLOTS:
+        raise InvalidArgument.field("hello.slots", f"must be between 0 and {MAX_SLOTS} (0 means 1)")
+    if not hello.handlers and not hello.http:
+        raise InvalidArgument.field("hello.handlers", "a worker must serve at least one handler or HTTP targets")
+    if credential.handlers:
+        refused = sorted(set(hello.handlers) - set(credential.handlers))
+        if refused:
+            raise PermissionDenied(f"the worker credential may not serve handlers {refused}")
+    if hello.http and not credential.http:
+        raise PermissionDenied("the worker credential may not run HTTP targets")
+
+
+class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
+    def __init__(
+        self,
+        auth: Authenticator,
+        connections: Connections,
+        clock: Clock,
+        *,
+        server_id: str,
+        session_id: str = "",
+        heartbeat_interval: float = 5.0,
+        heartbeat_timeout: float = 30.0,
+    ) -> None:
+        self._auth = auth
+        self._connections = connections
+        self._clock = clock
+        self._server_id = server_id
+        self.session_id = session_id
+        self._heartbeat_interval = heartbeat_interval
+        self._heartbeat_timeout = heartbeat_timeout
+
+    async def Pull(self, request_iterator, context: grpc.aio.ServicerContext):
+        try:
+            credential = await self._auth.worker(context)
+            first = await anext(aiter(request_iterator), None)
+            if first is None:
+                return
+            if first.WhichOneof("message") != "hello":
+                raise FailedPrecondition("stream", "the first message must be hello")
+            check_hello(first.hello, credential)
+        except TickwheelError as error:
+            await abort(context, error)
+            return
+        hello = first.hello
+        connection = WorkerConnection(
+            worker_id=hello.worker_id,
+            credential=credential,
+            handlers=frozenset(hello.handlers),
+            http=hello.http,
+            slots=hello.slots or 1,
+            connected_at=self._clock.now(),
+            credit=hello.slots or 1,
+            last_heartbeat=self._clock.monotonic(),
+        )
+        self._connections.add(connection)
+        log.info("worker %s connected (%d slots, handlers %s)", hello.worker_id, connection.slots, sorted(hello.handlers))
+        welcome = worker_pb2.ServerWelcome(
+            server_id=self._server_id,
+            session_id=self.session_id,
+            heartbeat_interval=_duration(self._heartbeat_interval),
+            heartbeat_timeout=_duration(self._heartbeat_timeout),
+            # No execution is held by this stream yet: everything the worker
+            # still runs from an earlier stream is not this server's to confirm.
+            rejected=list(hello.in_flight),
+        )
+        await connection.send(worker_pb2.PullResponse(welcome=welcome))
+        tasks = [
+            asyncio.create_task(self._read(connection, request_iterator)),
+            asyncio.create_task(self._heartbeats(connection)),
+        ]
+        try:
+            while True:
+                message = await connection.outbox.get()
+                if message is None:
+                    break
+                await context.write(message)
+        finally:
+            connection.close()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._connections.remove(connection)
+            log.info("worker %s disconnected", hello.worker_id)
+
+    async def _read(self, connection: WorkerConnection, request_iterator) -> None:
+        try:
+            async for request in request_iterator:
+                kind = request.WhichOneof("message")
+                if kind == "credit":
+                    connection.credit += max(0, request.credit.credits)
+                elif kind == "heartbeat":
+                    connection.last_heartbeat = self._clock.monotonic()
+                elif kind == "result":
+                    acks = [
+                        worker_pb2.ResultAck(
+                            execution_id=result.execution_id,
+                            delivery=result.delivery,
+                            accepted=False,
+                            reason="this server holds no such delivery of the execution",
+                        )
+                        for result in request.result.results
+                    ]
+                    await connection.send(worker_pb2.PullResponse(ack=worker_pb2.ResultAcks(acks=acks)))
+                elif kind == "hello":
+                    log.warning("worker %s sent a second hello; ignored", connection.worker_id)
+        finally:
+            connection.close()
+
+    async def _heartbeats(self, connection: WorkerConnection) -> None:
+        while not connection.closed.is_set():
+            await self._clock.sleep(self._heartbeat_interval)
+            beat = worker_pb2.ServerHeartbeat()
+            beat.sent_at.FromDatetime(self._clock.now())
+            await connection.send(worker_pb2.PullResponse(heartbeat=beat))

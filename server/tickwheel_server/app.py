@@ -1,0 +1,263 @@
+"""`tickwheel server`: one program that runs every role against a shared store
+and etcd. This module assembles the parts and owns start and graceful stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from tickwheel.v1 import admin_pb2_grpc, scheduler_pb2_grpc, worker_pb2_grpc
+from tickwheel.v1 import admin_pb2, scheduler_pb2, worker_pb2
+
+from . import __version__
+from .api import reflection
+from .api.admin import AdminServicer, ServerInfo
+from .api.scheduler import SchedulerServicer
+from .api.worker import WorkerServicer
+from .auth.authenticator import Authenticator
+from .clock import Clock, SystemClock
+from .config import ConfigError, ServerConfig, add_server_arguments, load_server_config
+from .gateway.connections import Connections
+from .lease import LeaseStore, LeaseStoreError, Session, open_lease_store
+from .schedule import zones
+from .store import capabilities, create_store_engine, current_version, load_migrations, migrate
+from .store.cluster import ensure_cluster
+from .store.credentials import WorkerCredentialStore
+from .store.jobs import JobStore
+from .store.tenants import TenantStore
+
+log = logging.getLogger("tickwheel.server")
+
+SERVICE_NAMES = [
+    scheduler_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name,
+    worker_pb2.DESCRIPTOR.services_by_name["WorkerService"].full_name,
+    admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
+]
+SERVERS_PREFIX = "/tickwheel/servers/"
+
+
+class StartupError(RuntimeError):
+    """The server cannot start; the message says why and what to do."""
+
+
+@dataclass
+class Stores:
+    tenants: TenantStore
+    workers: WorkerCredentialStore
+    jobs: JobStore
+
+
+class TickwheelServer:
+    """All roles of one server process.
+
+    ``start`` returns once the gRPC port is bound and serving; ``stop`` stops
+    accepting calls, tells workers to drain, waits up to the grace for calls
+    in progress, releases the etcd session (and with it everything it owns)
+    and closes the store.
+    """
+
+    def __init__(self, config: ServerConfig, *, clock: Clock | None = None, lease_store: LeaseStore | None = None) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.server_id = config.effective_server_id
+        self._lease_store = lease_store
+        self._grpc: grpc.aio.Server | None = None
+        self._health = health.aio.HealthServicer()
+        self._session: Session | None = None
+        self._session_task: asyncio.Task | None = None
+        self.connections = Connections()
+        self.port: int = 0
+        self.stopped = asyncio.Event()
+
+    async def start(self) -> None:
+        config = self.config
+        zones.pin_tzdata()
+        self.engine = create_store_engine(config.store)
+        caps = capabilities(self.engine)
+        try:
+            if config.migrate:
+                applied = await asyncio.to_thread(migrate, self.engine)
+                for item in applied:
+                    log.info("applied migration %04d %s", item.version, item.name)
+            version = await asyncio.to_thread(current_version, self.engine)
+        except Exception as error:
+            raise StartupError(f"store {caps.dialect}: {error}") from error
+        latest = max((m.version for m in load_migrations()), default=0)
+        if version < latest:
+            raise StartupError(
+                f"the store's schema is at version {version}, this server needs {latest}: "
+                "run `tickwheel migrate --store URL` or start with --migrate"
+            )
+        cluster = await ensure_cluster(self.engine, self.clock, config.partition_count)
+        if cluster.partition_count != config.partition_count:
+            log.warning(
+                "cluster %s has %d partitions (fixed at creation); ignoring partition_count=%d",
+                cluster.cluster_id, cluster.partition_count, config.partition_count,
+            )
+        self.stores = Stores(
+            tenants=TenantStore(self.engine, self.clock),
+            workers=WorkerCredentialStore(self.engine, self.clock),
+            jobs=JobStore(self.engine, self.clock, partition_count=cluster.partition_count),
+        )
+        if self._lease_store is None:
+            self._lease_store = open_lease_store(config.etcd, self.clock)
+        await self._open_session()
+        self._session_task = asyncio.create_task(self._keep_session(), name="tickwheel-session")
+
+        auth = Authenticator(self.stores.tenants, self.stores.workers, config.admin_token, self.clock)
+        self.info = ServerInfo(
+            server_id=self.server_id,
+            address=config.effective_advertise,
+            started_at=self.clock.now(),
+            store_engine=caps.dialect,
+            schema_version=version,
+            partition_count=cluster.partition_count,
+            tzdata_version=zones.tzdata_version(),
+            session_id=self._session_hex(),
+        )
+        self.worker_servicer = WorkerServicer(
+            auth,
+            self.connections,
+            self.clock,
+            server_id=self.server_id,
+            session_id=self._session_hex(),
+            heartbeat_interval=config.heartbeat_interval,
+            heartbeat_timeout=config.heartbeat_timeout,
+        )
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0), ("grpc.keepalive_time_ms", 30_000)])
+        scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
+            SchedulerServicer(auth, self.stores.jobs, self.clock), server
+        )
+        worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.worker_servicer, server)
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(
+            AdminServicer(auth, self.stores.tenants, self.stores.workers, self.stores.jobs, self.info), server
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        reflection.enable(server, [*SERVICE_NAMES, health.SERVICE_NAME])
+        self.port = self._bind(server)
+        await server.start()
+        self._grpc = server
+        for name in ["", *SERVICE_NAMES]:
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        log.info(
+            "tickwheel %s serving on %s (server %s, store %s, schema %d, %d partitions)",
+            __version__, self.address, self.server_id, caps.dialect, version, cluster.partition_count,
+        )
+
+    @property
+    def address(self) -> str:
+        host = self.config.listen.rpartition(":")[0]
+        return f"{host}:{self.port}"
+
+    def _bind(self, server: grpc.aio.Server) -> int:
+        tls = self.config.tls
+        if tls is None:
+            port = server.add_insecure_port(self.config.listen)
+        else:
+            client_ca = Path(tls.client_ca_file).read_bytes() if tls.client_ca_file else None
+            credentials = grpc.ssl_server_credentials(
+                [(Path(tls.key_file).read_bytes(), Path(tls.cert_file).read_bytes())],
+                root_certificates=client_ca,
+                require_client_auth=client_ca is not None,
+            )
+            port = server.add_secure_port(self.config.listen, credentials)
+        if port == 0:
+            raise StartupError(f"cannot listen on {self.config.listen}: the address is in use or not local")
+        return port
+
+    def _session_hex(self) -> str:
+        return f"{self._session.id:x}" if self._session is not None else ""
+
+    async def _open_session(self) -> None:
+        session = await self._lease_store.open_session(self.config.session_ttl)
+        value = json.dumps(
+            {"server_id": self.server_id, "address": self.config.effective_advertise, "version": __version__}
+        )
+        await self._lease_store.put(SERVERS_PREFIX + self.server_id, value, session=session)
+        self._session = session
+        log.info("etcd session %x open (ttl %d s)", session.id, session.ttl)
+
+    async def _keep_session(self) -> None:
+        """Reopen the session whenever it is lost, with capped backoff."""
+        delay = 0.2
+        while True:
+            await self._session.lost.wait()
+            log.warning("etcd session %x lost: %s; opening a new one", self._session.id, self._session.lost_reason)
+            while True:
+                try:
+                    await self._open_session()
+                    break
+                except LeaseStoreError as error:
+                    log.warning("cannot open an etcd session yet: %s", error)
+                    await self.clock.sleep(delay)
+                    delay = min(delay * 2, self.config.session_ttl / 2)
+            delay = 0.2
+            self.info.session_id = self.worker_servicer.session_id = self._session_hex()
+
+    async def stop(self, grace: float | None = None) -> None:
+        grace = self.config.shutdown_grace if grace is None else grace
+        log.info("stopping: draining workers and calls (grace %.0f s)", grace)
+        await self._health.enter_graceful_shutdown()
+        await self.connections.drain(self.clock.now() + timedelta(seconds=grace), "server shutting down")
+        if self._grpc is not None:
+            await self._grpc.stop(grace)
+        if self._session_task is not None:
+            self._session_task.cancel()
+            await asyncio.gather(self._session_task, return_exceptions=True)
+        if self._session is not None:
+            await self._session.close()
+        if self._lease_store is not None:
+            await self._lease_store.close()
+        self.engine.dispose()
+        self.stopped.set()
+        log.info("stopped")
+
+    async def wait(self) -> None:
+        await self.stopped.wait()
+
+
+async def serve_until_signalled(server: TickwheelServer) -> None:
+    """Start, then stop gracefully on SIGTERM or SIGINT."""
+    loop = asyncio.get_running_loop()
+    stop_requested = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop_requested.set)
+    await server.start()
+    await stop_requested.wait()
+    await server.stop()
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def server_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="tickwheel server", description="Run a Tickwheel server.")
+    add_server_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        config = load_server_config(args)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    configure_logging(config.log_level)
+    try:
+        asyncio.run(serve_until_signalled(TickwheelServer(config)))
+    except StartupError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0

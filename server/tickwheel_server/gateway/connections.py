@@ -1,0 +1,86 @@
+"""The workers connected to this server, each with its Pull stream's outbox.
+
+One writer per stream: everything sent to a worker goes through its bounded
+outbox, so heartbeats, acks, drains and (later) assignments never interleave
+writes on one stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from tickwheel.v1 import worker_pb2
+
+from ..store.credentials import WorkerCredential
+
+OUTBOX_SIZE = 1024
+
+
+@dataclass(eq=False)
+class WorkerConnection:
+    """One worker's stream as the server sees it."""
+
+    worker_id: str
+    credential: WorkerCredential
+    handlers: frozenset[str]
+    http: bool
+    slots: int
+    connected_at: datetime
+    credit: int = 0
+    last_heartbeat: float = 0.0
+    outbox: asyncio.Queue[worker_pb2.PullResponse | None] = field(
+        default_factory=lambda: asyncio.Queue(maxsize=OUTBOX_SIZE)
+    )
+    closed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def send(self, message: worker_pb2.PullResponse) -> None:
+        """Queue ``message``; waits while the outbox is full (a slow worker
+        slows its own stream, nothing else)."""
+        if not self.closed.is_set():
+            await self.outbox.put(message)
+
+    def close(self) -> None:
+        """Ask the stream's writer to finish after what is queued."""
+        if not self.closed.is_set():
+            self.closed.set()
+            try:
+                self.outbox.put_nowait(None)
+            except asyncio.QueueFull:
+                pass
+
+
+class Connections:
+    """Registry of the live Pull streams on this server."""
+
+    def __init__(self) -> None:
+        self._by_worker: dict[str, WorkerConnection] = {}
+
+    def add(self, connection: WorkerConnection) -> WorkerConnection | None:
+        """Register ``connection``; returns the stream it replaces (same worker id), now closed."""
+        previous = self._by_worker.get(connection.worker_id)
+        self._by_worker[connection.worker_id] = connection
+        if previous is not None:
+            previous.close()
+        return previous
+
+    def remove(self, connection: WorkerConnection) -> None:
+        if self._by_worker.get(connection.worker_id) is connection:
+            del self._by_worker[connection.worker_id]
+
+    def __len__(self) -> int:
+        return len(self._by_worker)
+
+    def all(self) -> list[WorkerConnection]:
+        return list(self._by_worker.values())
+
+    async def drain(self, deadline: datetime, reason: str) -> None:
+        """Tell every worker to finish and reconnect elsewhere before ``deadline``."""
+        message = worker_pb2.PullResponse(drain=worker_pb2.ServerDrain(reason=reason))
+        message.drain.deadline_at.FromDatetime(deadline)
+        for connection in self.all():
+            try:
+                connection.outbox.put_nowait(message)
+            except asyncio.QueueFull:
+                pass
