@@ -1,0 +1,70 @@
+"""``tickwheel admin ...``: the admin token on the wire, secrets printed
+last, update masks from flags."""
+
+from __future__ import annotations
+
+import json
+
+from tickwheel.v1 import admin_pb2
+
+
+def test_tenant_create_prints_the_api_key_secret_last(cli, fake, operator) -> None:
+    fake.reply("CreateTenant", lambda request, _ctx: admin_pb2.CreateTenantResponse(
+        tenant=request.tenant, api_key=admin_pb2.IssuedSecret(id="key_1", secret="tw_secret_acme")))  # fmt: skip
+    result = cli("admin", "tenant", "create", "acme", "--weight", "5", "--max-concurrency", "20", *operator)
+    assert result.code == 0, result.err
+    assert result.last_line == "tw_secret_acme"
+    request = fake.requests("CreateTenant")[0]
+    assert (request.tenant.name, request.tenant.weight, request.tenant.max_concurrency) == ("acme", 5, 20)
+    assert fake.calls[0].metadata["authorization"] == f"Bearer {fake.admin_token}"
+
+
+def test_worker_credential_create_prints_the_secret_last(cli, fake, operator) -> None:
+    fake.reply("IssueWorkerCredential", admin_pb2.IssueWorkerCredentialResponse(
+        credential=admin_pb2.IssuedSecret(id="wc_1", secret="tw_worker_secret")))  # fmt: skip
+    result = cli(*operator, "admin", "worker-credential", "create", "--tenant", "acme", "--tenant", "beta",
+                 "--handler", "echo", "billing.charge", "--http")  # fmt: skip
+    assert result.code == 0, result.err
+    assert result.last_line == "tw_worker_secret"
+    request = fake.requests("IssueWorkerCredential")[0]
+    assert list(request.tenants) == ["acme", "beta"] and list(request.handlers) == ["echo", "billing.charge"]
+    assert request.http
+
+
+def test_api_key_rotate_prints_the_new_secret_last(cli, fake, operator) -> None:
+    fake.reply("RotateApiKey", admin_pb2.RotateApiKeyResponse(api_key=admin_pb2.IssuedSecret(id="k2", secret="tw_new")))
+    result = cli(*operator, "admin", "tenant", "api-key", "rotate", "k1", "--grace", "1h")
+    assert result.code == 0 and result.last_line == "tw_new"
+    assert fake.requests("RotateApiKey")[0].grace.seconds == 3600
+
+
+def test_tenant_update_masks_only_the_flags_given(cli, fake, operator) -> None:
+    stored = admin_pb2.Tenant(name="acme", quotas=admin_pb2.TenantQuotas(max_jobs=500, requests_per_second=10))
+    fake.reply("GetTenant", admin_pb2.GetTenantResponse(tenant=stored))
+    fake.reply("UpdateTenant", lambda request, _ctx: admin_pb2.UpdateTenantResponse(tenant=request.tenant))
+    result = cli(*operator, "admin", "tenant", "update", "acme", "--weight", "3", "--max-jobs", "900")
+    assert result.code == 0, result.err
+    request = fake.requests("UpdateTenant")[0]
+    assert list(request.update_mask.paths) == ["weight", "quotas"]
+    assert request.tenant.quotas.max_jobs == 900 and request.tenant.quotas.requests_per_second == 10
+
+
+def test_tenant_list_json_and_status_table(cli, fake, operator) -> None:
+    fake.reply("ListTenants", admin_pb2.ListTenantsResponse(tenants=[admin_pb2.Tenant(name="acme", weight=2)]))
+    document = json.loads(cli(*operator, "admin", "tenant", "list", "--json").out)
+    assert document == {"tenants": [{"name": "acme", "weight": 2}]}
+
+    server = admin_pb2.ServerStatus(server_id="srv-1", address="10.0.0.1:50051", partitions_owned=128, workers=3)
+    fake.reply("ClusterStatus", admin_pb2.ClusterStatusResponse(
+        servers=[server], partition_count=256, partitions=[admin_pb2.PartitionStatus(partition=0)]))  # fmt: skip
+    status = cli(*operator, "admin", "status")
+    assert status.code == 0
+    assert "partitions: 256, unowned: 1" in status.out and "srv-1" in status.out
+
+
+def test_recompute_tz_sends_zones_and_dry_run(cli, fake, operator) -> None:
+    fake.reply("RecomputeSchedules", admin_pb2.RecomputeSchedulesResponse(tzdata_version="2026b", examined=12))
+    result = cli(*operator, "admin", "recompute-tz", "--zone", "America/Santiago", "--dry-run")
+    assert result.code == 0 and "examined 12" in result.out
+    request = fake.requests("RecomputeSchedules")[0]
+    assert list(request.zones) == ["America/Santiago"] and request.dry_run

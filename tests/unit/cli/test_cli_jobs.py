@@ -1,0 +1,236 @@
+"""``tickwheel job ...`` and ``dlq ...`` against the scripted server: the
+requests the flags build, and what is printed."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import grpc
+from google.protobuf import timestamp_pb2
+
+from tests.unit.sdk.fake_tickwheel import failure
+from tickwheel.v1 import execution_pb2, job_pb2, scheduler_pb2
+
+
+def _ts(text: str) -> timestamp_pb2.Timestamp:
+    ts = timestamp_pb2.Timestamp()
+    ts.FromDatetime(datetime.fromisoformat(text))
+    return ts
+
+
+def _stored(job_id: str = "job_01NEW", **fields) -> job_pb2.Job:
+    job = job_pb2.Job(id=job_id, name="nightly", state=job_pb2.JOB_STATE_ACTIVE, version=1, **fields)
+    job.next_run_at.CopyFrom(_ts("2026-06-01T02:00:00+00:00"))
+    return job
+
+
+def test_job_create_builds_the_job_and_prints_its_id_last(cli, fake, tenant) -> None:
+    fake.reply("CreateJob", lambda request, _ctx: scheduler_pb2.CreateJobResponse(
+        job=_stored(schedule=request.job.schedule), created=True))  # fmt: skip
+    result = cli(
+        "job", "create", "--name", "nightly", "--cron", "0 2 * * *", "--tz", "Europe/London",
+        "--handler", "reports.nightly", "--payload", '{"day": "yesterday"}', "--jitter", "1m30s",
+        "--overlap", "queue_one", "--max-attempts", "3", "--initial-backoff", "2s",
+        "--label", "team=data", "--concurrency-key", "db=2", *tenant,
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    assert result.last_line == "job_01NEW"
+    assert "created" in result.out
+
+    request = fake.requests("CreateJob")[0]
+    job = request.job
+    assert uuid.UUID(request.request_id).version == 4
+    assert (job.name, job.schedule.cron.expression, job.schedule.cron.time_zone) == (
+        "nightly", "0 2 * * *", "Europe/London")  # fmt: skip
+    assert job.target.handler.name == "reports.nightly"
+    assert json.loads(job.payload) == {"day": "yesterday"}
+    assert job.jitter.window.seconds == 90
+    assert job.overlap_policy == job_pb2.OVERLAP_POLICY_QUEUE_ONE
+    assert job.retry_policy.max_attempts == 3 and job.retry_policy.initial_backoff.seconds == 2
+    assert dict(job.labels) == {"team": "data"} and job.concurrency_keys[0].limit == 2
+
+
+def test_job_create_one_off_with_url_and_request_id(cli, fake, tenant) -> None:
+    fake.reply("CreateJob", scheduler_pb2.CreateJobResponse(job=_stored("job_01ONCE"), created=False))
+    result = cli(*tenant, "job", "create", "--name", "ping", "--at", "2026-06-01T09:00:00+02:00",
+                 "--url", "https://example.com/hook", "--method", "put", "--header", "X-Team: data",
+                 "--request-id", "deploy-7", "--exact")  # fmt: skip
+    assert result.code == 0, result.err
+    assert result.last_line == "job_01ONCE"
+    assert "already created by this request id" in result.out
+    request = fake.requests("CreateJob")[0]
+    assert request.request_id == "deploy-7"
+    assert request.job.schedule.once_at.ToDatetime(tzinfo=timezone.utc) == datetime(2026, 6, 1, 7, tzinfo=timezone.utc)
+    assert request.job.target.http.method == "PUT"
+    assert dict(request.job.target.http.headers) == {"X-Team": "data"}
+    assert request.job.jitter.exact
+
+
+def test_job_create_json_is_only_the_document(cli, fake, tenant) -> None:
+    fake.reply("CreateJob", scheduler_pb2.CreateJobResponse(job=_stored(), created=True))
+    result = cli(*tenant, "--json", "job", "create", "--name", "n", "--cron", "* * * * *", "--handler", "echo")
+    assert json.loads(result.out)["job"]["id"] == "job_01NEW"
+
+
+def test_job_update_builds_the_mask_from_the_flags_given(cli, fake, tenant) -> None:
+    fake.reply("UpdateJob", lambda request, _ctx: scheduler_pb2.UpdateJobResponse(job=request.job))
+    result = cli(*tenant, "job", "update", "job_01NEW", "--version", "4", "--payload", "[]",
+                 "--overlap", "allow", "--attempt-timeout", "10m")  # fmt: skip
+    assert result.code == 0, result.err
+    request = fake.requests("UpdateJob")[0]
+    assert (request.job.id, request.job.version) == ("job_01NEW", 4)
+    assert sorted(request.update_mask.paths) == ["overlap_policy", "payload", "timeout"]
+    assert request.job.timeout.seconds == 600
+    assert fake.requests("GetJob") == []  # whole fields need no read
+
+
+def test_job_update_of_the_zone_alone_keeps_the_stored_expression(cli, fake, tenant) -> None:
+    stored = _stored("job_01NEW", schedule=job_pb2.Schedule(cron=job_pb2.CronSchedule(expression="*/5 * * * *", time_zone="UTC")))
+    fake.reply("GetJob", scheduler_pb2.GetJobResponse(job=stored))
+    fake.reply("UpdateJob", lambda request, _ctx: scheduler_pb2.UpdateJobResponse(job=request.job))
+    assert cli(*tenant, "job", "update", "job_01NEW", "--version", "1", "--tz", "Asia/Tokyo").code == 0
+    request = fake.requests("UpdateJob")[0]
+    assert list(request.update_mask.paths) == ["schedule"]
+    assert request.job.schedule.cron.expression == "*/5 * * * *"
+    assert request.job.schedule.cron.time_zone == "Asia/Tokyo"
+
+
+def test_job_update_without_fields_is_a_usage_error(cli, fake, tenant) -> None:
+    result = cli(*tenant, "job", "update", "job_01NEW", "--version", "1")
+    assert result.code == 2 and "nothing to update" in result.err and fake.calls == []
+
+
+def test_job_trigger_prints_the_execution_id_last(cli, fake, tenant) -> None:
+    execution = execution_pb2.Execution(id="job_01NEW:trigger:r-1", job_id="job_01NEW",
+                                        status=job_pb2.EXECUTION_STATUS_SCHEDULED)  # fmt: skip
+    fake.reply("TriggerJob", scheduler_pb2.TriggerJobResponse(execution=execution, created=True))
+    result = cli(*tenant, "job", "trigger", "job_01NEW", "--request-id", "r-1", "--payload", '{"a":1}',
+                 "--allow-overlap")  # fmt: skip
+    assert result.code == 0, result.err
+    assert result.last_line == "job_01NEW:trigger:r-1"
+    request = fake.requests("TriggerJob")[0]
+    assert (request.request_id, request.payload, request.allow_overlap) == ("r-1", b'{"a":1}', True)
+
+
+def test_job_pause_resume_delete(cli, fake, tenant) -> None:
+    fake.reply("PauseJob", scheduler_pb2.PauseJobResponse(job=_stored(), canceled_executions=2))
+    fake.reply("ResumeJob", scheduler_pb2.ResumeJobResponse(job=_stored()))
+    fake.reply("DeleteJob", scheduler_pb2.DeleteJobResponse(canceled_executions=1))
+    assert "2 execution(s)" in cli(*tenant, "job", "pause", "job_01NEW", "--reason", "maintenance").out
+    assert "resumed" in cli(*tenant, "job", "resume", "job_01NEW").out
+    assert cli(*tenant, "job", "delete", "job_01NEW", "--version", "7").code == 0
+    assert fake.requests("PauseJob")[0].reason == "maintenance"
+    assert fake.requests("DeleteJob")[0].version == 7
+
+
+def test_job_list_walks_pages_and_merges_them_for_json(cli, fake, tenant) -> None:
+    fake.script(
+        "ListJobs",
+        scheduler_pb2.ListJobsResponse(jobs=[_stored("job_a")], next_page_token="p2"),
+        scheduler_pb2.ListJobsResponse(jobs=[_stored("job_b")]),
+    )
+    result = cli(*tenant, "job", "list", "--state", "active", "--name-prefix", "night", "--json")
+    assert [job["id"] for job in json.loads(result.out)["jobs"]] == ["job_a", "job_b"]
+    first = fake.requests("ListJobs")[0]
+    assert first.state == job_pb2.JOB_STATE_ACTIVE and first.name_prefix == "night"
+
+
+def test_job_history_table(cli, fake, tenant) -> None:
+    attempt = execution_pb2.Attempt(attempt=2, status=execution_pb2.ATTEMPT_STATUS_FAILED, error="HTTP 503")
+    attempt.lateness.FromTimedelta(timedelta(milliseconds=350))
+    execution = execution_pb2.Execution(id="job_a:2026-06-01T02:00:00Z", attempt=2, error="HTTP 503",
+                                        status=job_pb2.EXECUTION_STATUS_DEAD, attempts=[attempt])  # fmt: skip
+    execution.nominal_at.CopyFrom(_ts("2026-06-01T02:00:00+00:00"))
+    skip = execution_pb2.SkipRange(count=3, reason=execution_pb2.SKIP_REASON_OVERLAP)
+    fake.reply("ListExecutions", scheduler_pb2.ListExecutionsResponse(executions=[execution], skips=[skip]))
+    result = cli(*tenant, "job", "history", "job_a", "--status", "dead", "canceled", "--limit", "5")
+    assert result.code == 0, result.err
+    header, row = result.out.splitlines()[:2]
+    assert header.split()[:3] == ["EXECUTION", "NOMINAL", "(UTC)"]
+    assert "dead" in row and "350ms" in row and "HTTP 503" in row
+    assert "3 occurrence(s)" in result.out and "overlap" in result.out
+    request = fake.requests("ListExecutions")[0]
+    assert list(request.statuses) == [job_pb2.EXECUTION_STATUS_DEAD, job_pb2.EXECUTION_STATUS_CANCELED]
+    assert request.page_size == 5
+
+
+def test_job_preview_of_an_unsaved_expression(cli, fake, tenant) -> None:
+    fire = job_pb2.ScheduledFire(local_time="2026-06-01T09:00:00+09:00")
+    fire.nominal_at.CopyFrom(_ts("2026-06-01T00:00:00+00:00"))
+    fake.reply("PreviewSchedule", scheduler_pb2.PreviewScheduleResponse(fires=[fire], tzdata_version="2026a"))
+    result = cli(*tenant, "job", "preview", "--cron", "0 9 * * *", "--tz", "Asia/Tokyo", "--count", "1")
+    assert result.code == 0, result.err
+    assert "2026-06-01T00:00:00Z" in result.out and "+09:00" in result.out
+    request = fake.requests("PreviewSchedule")[0]
+    assert request.job.schedule.cron.time_zone == "Asia/Tokyo" and request.count == 1
+
+
+def test_dlq_list_and_replay(cli, fake, tenant) -> None:
+    dead = execution_pb2.Execution(id="job_a:x", job_id="job_a", dead_reason="attempts exhausted")
+    fake.reply("ListDeadLetters", scheduler_pb2.ListDeadLettersResponse(executions=[dead]))
+    fake.reply("ReplayDeadLetter", scheduler_pb2.ReplayDeadLetterResponse(execution=dead))
+    listing = cli(*tenant, "dlq", "list", "--job", "job_a")
+    assert "attempts exhausted" in listing.out
+    assert fake.requests("ListDeadLetters")[0].job_id == "job_a"
+    assert cli(*tenant, "dlq", "replay", "job_a:x").code == 0
+    assert fake.requests("ReplayDeadLetter")[0].execution_id == "job_a:x"
+
+
+def _minute_backfill(cap: int):
+    """A BackfillJob that refuses windows of more than ``cap`` minutes, as
+    the server refuses more than 10 000 occurrences."""
+
+    def handle(request, _context):
+        start = request.from_at.ToDatetime(tzinfo=timezone.utc)
+        end = request.to_at.ToDatetime(tzinfo=timezone.utc)
+        first = start.replace(second=0, microsecond=0)
+        if first < start:
+            first += timedelta(minutes=1)
+        minutes = []
+        while first < end:
+            minutes.append(first)
+            first += timedelta(minutes=1)
+        if len(minutes) > cap:
+            return failure(grpc.StatusCode.INVALID_ARGUMENT, "window too large",
+                           [("to_at", f"the window holds {len(minutes)} occurrences; at most {cap}")])  # fmt: skip
+        response = scheduler_pb2.BackfillJobResponse(created_count=len(minutes))
+        for minute in minutes:
+            occurrence = response.occurrences.add(execution_id=f"job_a:{minute:%Y-%m-%dT%H:%M:%SZ}")
+            occurrence.nominal_at.FromDatetime(minute)
+        return response
+
+    return handle
+
+
+def test_backfill_bisects_windows_over_the_cap_and_shows_progress(cli, fake, tenant) -> None:
+    fake.reply("BackfillJob", _minute_backfill(cap=100))
+    result = cli(*tenant, "job", "backfill", "job_a", "--from", "2026-01-01T00:00:00Z",
+                 "--to", "2026-01-01T10:00:00Z", "--json")  # fmt: skip
+    assert result.code == 0, result.err
+
+    merged = json.loads(result.out)
+    ids = [o["executionId"] for o in merged["occurrences"]]
+    assert len(ids) == 600 == len(set(ids)) and int(merged["createdCount"]) == 600
+    assert ids == sorted(ids)
+    accepted = [r for r in fake.requests("BackfillJob")]
+    assert len(accepted) < 40  # bisected, then walked at the width that worked
+    assert "backfill:" in result.err and "100.0%" in result.err
+
+
+def test_backfill_other_invalid_argument_is_not_bisected(cli, fake, tenant) -> None:
+    fake.reply("BackfillJob", failure(grpc.StatusCode.INVALID_ARGUMENT, "bad",
+                                      [("to_at", "must not be in the future")]))  # fmt: skip
+    result = cli(*tenant, "job", "backfill", "job_a", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z")
+    assert result.code == 2 and len(fake.requests("BackfillJob")) == 1
+    assert result.err == "error: INVALID_ARGUMENT: to_at: must not be in the future (bad)\n"
+
+
+def test_backfill_dry_run_table(cli, fake, tenant) -> None:
+    fake.reply("BackfillJob", _minute_backfill(cap=1000))
+    result = cli(*tenant, "job", "backfill", "job_a", "--from", "2026-01-01T00:00:00Z",
+                 "--to", "2026-01-01T00:03:00Z", "--dry-run")  # fmt: skip
+    assert result.code == 0 and fake.requests("BackfillJob")[0].dry_run
+    assert result.out.count("job_a:2026-01-01T00:0") == 3
+    assert result.err == ""  # one chunk: no progress line
