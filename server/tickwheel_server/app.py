@@ -86,9 +86,7 @@ class TickwheelServer:
         caps = capabilities(self.engine)
         try:
             if config.migrate:
-                applied = await asyncio.to_thread(migrate, self.engine)
-                for item in applied:
-                    log.info("applied migration %04d %s", item.version, item.name)
+                await asyncio.to_thread(migrate, self.engine)
             version = await asyncio.to_thread(current_version, self.engine)
         except Exception as error:
             raise StartupError(f"store {caps.dialect}: {error}") from error
@@ -140,7 +138,8 @@ class TickwheelServer:
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.worker_servicer, server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminServicer(auth, self.stores.tenants, self.stores.workers, self.stores.jobs, self.info), server
+            AdminServicer(auth, self.stores.tenants, self.stores.workers, self.stores.jobs, self.info, self.connections),
+            server,
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable(server, [*SERVICE_NAMES, health.SERVICE_NAME])
