@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Set up this checkout on a Debian machine; safe to run again (it only does
+# what is missing).
+#
+#   - PostgreSQL and etcd binaries (Debian's `postgresql`, `etcd-server`) when
+#     absent. The tests start their own throwaway servers; the services the
+#     packages come with are not left running.
+#   - Python 3.11 with venv support, a `.venv` at the repo root, and this
+#     project installed into it editable with its test extras (skipped when
+#     pyproject.toml has not changed since the last install).
+#
+# Needs root (or sudo) only when a Debian package is missing.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+REPO_ROOT=$(pwd)
+VENV="$REPO_ROOT/.venv"
+PYTHON=python3.11
+STAMP="$VENV/.tickwheel-install-stamp"
+
+log() { echo "install.sh: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# One install at a time per checkout: test runs started together share .venv.
+LOCK_FILE="${TMPDIR:-/tmp}/tickwheel-install-$(printf '%s' "$REPO_ROOT" | sha256sum | cut -c1-16).lock"
+exec 9>"$LOCK_FILE"
+flock 9
+
+# --------------------------------------------------------------- Debian packages
+
+have_postgres() {
+    [[ -n "${TICKWHEEL_PG_BINDIR:-}" && -x "${TICKWHEEL_PG_BINDIR}/initdb" ]] && return 0
+    compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null && return 0
+    command -v initdb >/dev/null && command -v postgres >/dev/null
+}
+
+have_etcd() {
+    [[ -n "${TICKWHEEL_ETCD_BIN:-}" && -x "${TICKWHEEL_ETCD_BIN}" ]] && return 0
+    command -v etcd >/dev/null
+}
+
+have_python() {
+    command -v "$PYTHON" >/dev/null && "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null
+}
+
+as_root() {
+    if [[ $(id -u) -eq 0 ]]; then
+        "$@"
+    elif command -v sudo >/dev/null; then
+        sudo "$@"
+    else
+        die "need root to run: $* (run as root or install sudo)"
+    fi
+}
+
+# Debian packages start their services on install (postgresql also creates and
+# starts a `main` cluster). A policy-rc.d that says "no" (101) stops that, the
+# same way Docker images do; ours is removed again afterwards.
+POLICY_RC=/usr/sbin/policy-rc.d
+OUR_POLICY_RC=""
+remove_our_policy_rc() {
+    if [[ -n "$OUR_POLICY_RC" ]]; then
+        as_root rm -f "$POLICY_RC"
+        OUR_POLICY_RC=""
+    fi
+}
+
+stop_package_services() {
+    # Only services these packages just installed: never a server someone set up.
+    if [[ -d /run/systemd/system ]]; then
+        as_root systemctl disable --now postgresql etcd >/dev/null 2>&1 || true
+    fi
+    if command -v pg_lsclusters >/dev/null; then
+        pg_lsclusters --no-header 2>/dev/null | while read -r version cluster _port status _rest; do
+            if [[ "$status" == online* ]]; then
+                log "stopping the Debian PostgreSQL cluster $version/$cluster the package started"
+                as_root pg_ctlcluster "$version" "$cluster" stop || true
+            fi
+        done
+    fi
+}
+
+install_debian_packages() {
+    local packages=()
+    have_postgres || packages+=(postgresql)
+    have_etcd || packages+=(etcd-server)
+    if ! have_python; then
+        packages+=(python3.11 python3.11-venv)
+    fi
+    [[ ${#packages[@]} -eq 0 ]] && return 0
+    command -v apt-get >/dev/null || die "missing ${packages[*]} and this is not a Debian-like system (no apt-get)"
+
+    log "installing ${packages[*]}"
+    if [[ ! -e "$POLICY_RC" ]]; then
+        printf '#!/bin/sh\n# written by tickwheel scripts/install.sh for the duration of apt-get\nexit 101\n' |
+            as_root tee "$POLICY_RC" >/dev/null
+        as_root chmod 755 "$POLICY_RC"
+        OUR_POLICY_RC=1
+        trap remove_our_policy_rc EXIT
+    fi
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${packages[@]}"
+    remove_our_policy_rc
+    stop_package_services
+
+    have_postgres || die "PostgreSQL is still missing after installing it (no /usr/lib/postgresql/*/bin/initdb)"
+    have_etcd || die "etcd is still missing after installing etcd-server"
+    have_python || die "$PYTHON with venv support is still missing"
+}
+
+# ------------------------------------------------------------------ Python venv
+
+setup_venv() {
+    if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/null; then
+        log "creating $VENV with $PYTHON"
+        "$PYTHON" -m venv --clear "$VENV"
+    fi
+
+    local want
+    want=$( { sha256sum pyproject.toml; "$VENV/bin/python" -VV; } | sha256sum | cut -c1-64)
+    if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]] && "$VENV/bin/python" -c 'import tickwheel_server' 2>/dev/null; then
+        return 0
+    fi
+    log "installing the project into $VENV (pip install -e '.[test]')"
+    "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e '.[test]'
+    echo "$want" >"$STAMP"
+}
+
+# ------------------------------------------------- Node/npm (sdk/typescript)
+# buf and protoc-gen-es come from the npm registry at the versions pinned in
+# sdk/typescript/package-lock.json; `npm ci` only when the lock file changed.
+
+setup_node() {
+    if ! command -v npm >/dev/null; then
+        command -v apt-get >/dev/null || die "npm is missing and this is not a Debian-like system"
+        log "installing nodejs and npm"
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm
+    fi
+    local stamp="sdk/typescript/node_modules/.tickwheel-install-stamp" want
+    want=$(sha256sum sdk/typescript/package-lock.json | cut -c1-64)
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x sdk/typescript/node_modules/.bin/buf ]]; then
+        return 0
+    fi
+    log "installing sdk/typescript's npm packages (npm ci)"
+    (cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$want" >"$stamp"
+}
+
+install_debian_packages
+setup_venv
+setup_node
+log "ready: $VENV"
