@@ -24,7 +24,7 @@ def test_every_service_rpc_message_enum_and_field_is_commented() -> None:
         for number, line in enumerate(lines):
             stripped = line.strip()
             declaration = stripped.startswith(("message ", "enum ", "rpc ", "service ", "oneof "))
-            field = stripped.endswith(";") and " = " in stripped and not stripped.startswith(("option ", "reserved "))
+            field = stripped.endswith(";") and " = " in stripped and not stripped.startswith(("option ", "reserved ", "syntax "))
             if (declaration and not stripped.startswith("oneof ")) or field:
                 if not lines[number - 1].strip().startswith("//"):
                     missing.append(f"{path.name}:{number + 1}: {stripped}")
