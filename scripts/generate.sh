@@ -1,35 +1,43 @@
 #!/usr/bin/env bash
 # Regenerates every SDK's generated code from proto/ with buf and local plugins.
-# Generated code is never edited by hand; CI runs `scripts/generate.sh --check`
-# and fails when regenerating changes the tree.
+# Generated code is never edited by hand.
+#
+#   scripts/generate.sh           format proto/ and rewrite the generated code
+#   scripts/generate.sh --check   generate into a temporary folder and fail if
+#                                 it differs from the tree (changes nothing)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 buf="sdk/typescript/node_modules/.bin/buf"
 [ -x "$buf" ] || { echo "generate: $buf missing; run scripts/install.sh" >&2; exit 2; }
 
-generate() {
-  # Remove what the previous run generated, keeping hand-written files.
-  find sdk/python/tickwheel/v1 -name '*_pb2*.py*' -delete
-  rm -rf sdk/typescript/src/gen
-  "$buf" format -w
-  "$buf" generate
+# What buf writes, relative to its output folder, and which of it is ours to
+# compare: Python keeps its hand-written __init__.py beside the generated modules.
+python_gen="sdk/python/tickwheel/v1"
+typescript_gen="sdk/typescript/src/gen"
+
+generate_into() {
+  "$buf" generate --output "$1"
   # Python takes google.rpc from googleapis-common-protos; only the TypeScript
   # SDK needs the vendored copies generated.
-  rm -rf sdk/python/google
+  rm -rf "$1/sdk/python/google"
 }
 
 if [ "${1:-}" = "--check" ]; then
-  before="$(git status --porcelain -- proto sdk)"
-  generate
-  after="$(git status --porcelain -- proto sdk)"
-  if [ "$before" != "$after" ] || ! git diff --quiet -- proto sdk/python/tickwheel/v1 sdk/typescript/src/gen; then
-    echo "generate: generated code or proto formatting differs from the committed tree:" >&2
-    git status --porcelain -- proto sdk >&2
-    git --no-pager diff --stat -- proto sdk >&2
+  scratch="$(mktemp -d)"
+  trap 'rm -rf "$scratch"' EXIT
+  generate_into "$scratch"
+  status=0
+  diff -r -x __init__.py -x __pycache__ "$scratch/$python_gen" "$python_gen" >&2 || status=1
+  diff -r "$scratch/$typescript_gen" "$typescript_gen" >&2 || status=1
+  if [ $status -ne 0 ]; then
+    echo "generate: the generated code differs from proto/; run scripts/generate.sh and commit" >&2
     exit 1
   fi
   echo "generate: generated code is up to date"
 else
-  generate
+  "$buf" format -w
+  find "$python_gen" -name '*_pb2*.py*' -delete
+  rm -rf "$typescript_gen"
+  generate_into .
 fi

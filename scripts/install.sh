@@ -148,7 +148,14 @@ setup_node() {
     echo "$want" >"$stamp"
 }
 
-install_debian_packages
-setup_venv
-setup_node
+# --dev: only what `tickwheel dev` needs (Python and the venv); the tests and
+# code generation also need PostgreSQL, etcd and the npm packages.
+if [[ "${1:-}" == "--dev" ]]; then
+    have_python || install_debian_packages
+    setup_venv
+else
+    install_debian_packages
+    setup_venv
+    setup_node
+fi
 log "ready: $VENV"

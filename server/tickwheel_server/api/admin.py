@@ -25,6 +25,7 @@ from ..store.tenants import (
     TenantStore,
 )
 from ..auth.authenticator import Authenticator
+from ..gateway.connections import Connections
 from . import convert
 from .status import rpc
 
@@ -45,7 +46,6 @@ class ServerInfo:
     partition_count: int
     tzdata_version: str
     session_id: str = ""
-    workers: int = 0
 
 
 def tenant_settings(message: admin_pb2.Tenant, paths: set[str], field: str = "tenant") -> dict:
@@ -90,12 +90,14 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         workers: WorkerCredentialStore,
         jobs: JobStore,
         info: ServerInfo,
+        connections: Connections,
     ) -> None:
         self._auth = auth
         self._tenants = tenants
         self._workers = workers
         self._jobs = jobs
         self._info = info
+        self._connections = connections
 
     @rpc
     async def ClusterStatus(self, request, context):
@@ -109,7 +111,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                     session_id=info.session_id,
                     started_at=convert.timestamp(info.started_at),
                     version=__version__,
-                    workers=info.workers,
+                    workers=len(self._connections),
                 )
             ],
             partition_count=info.partition_count,

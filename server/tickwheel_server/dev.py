@@ -1,0 +1,149 @@
+"""`tickwheel dev`: the whole system on one laptop, no services.
+
+The same server code on embedded SQLite and the in-process lease store, plus
+a built-in worker (HTTP targets and the ``echo`` handler). On first start it
+creates the tenant ``dev``, an admin token, an API key and a worker
+credential, and writes them to ``DIR/dev-credentials.json``; later starts
+reuse what still verifies and replace what does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import secrets
+import signal
+import sys
+from pathlib import Path
+
+from .app import StartupError, TickwheelServer, configure_logging
+from .config import ConfigError, ServerConfig
+from .errors import AlreadyExists
+from .store.tenants import Tenant
+
+log = logging.getLogger("tickwheel.dev")
+
+DEV_TENANT = "dev"
+CREDENTIALS_FILE = "dev-credentials.json"
+
+
+def _admin_token(data: Path) -> str:
+    path = data / "admin-token"
+    if path.exists():
+        return path.read_text().strip()
+    token = secrets.token_urlsafe(32)
+    path.write_text(token + "\n")
+    path.chmod(0o600)
+    return token
+
+
+async def _credentials(server: TickwheelServer, data: Path) -> dict[str, str]:
+    """The dev tenant's API key and worker credential: the saved ones when they
+    still verify, new ones otherwise."""
+    path = data / CREDENTIALS_FILE
+    saved = json.loads(path.read_text()) if path.exists() else {}
+    stores = server.stores
+    try:
+        _, issued = await stores.tenants.create(Tenant(name=DEV_TENANT), key_description="tickwheel dev")
+        api_key = issued.secret
+    except AlreadyExists:
+        api_key = saved.get("api_key", "")
+        if not api_key or await stores.tenants.verify_key(api_key) is None:
+            api_key = (await stores.tenants.issue_key(DEV_TENANT, "tickwheel dev")).secret
+    worker_credential = saved.get("worker_credential", "")
+    if not worker_credential or await stores.workers.verify(worker_credential) is None:
+        issued_worker = await stores.workers.issue([DEV_TENANT], [], http=True, description="tickwheel dev worker")
+        worker_credential = issued_worker.secret
+    credentials = {
+        "address": server.address,
+        "tenant": DEV_TENANT,
+        "api_key": api_key,
+        "admin_token": server.config.admin_token,
+        "worker_credential": worker_credential,
+    }
+    path.write_text(json.dumps(credentials, indent=2) + "\n")
+    path.chmod(0o600)
+    return credentials
+
+
+def _banner(data: Path, credentials: dict[str, str]) -> str:
+    address = credentials["address"]
+    return f"""
+Tickwheel dev is serving on {address} (store: {data / 'tickwheel.db'}, leases in process).
+Tenant "{DEV_TENANT}"; credentials in {data / CREDENTIALS_FILE}.
+A built-in worker runs HTTP targets and the "echo" handler.
+
+  tickwheel job create --dev {data} --name hello --cron '*/1 * * * *' --tz Europe/London --handler echo
+  tickwheel job list --dev {data}
+  grpcurl -plaintext -H "authorization: Bearer $(jq -r .api_key {data / CREDENTIALS_FILE})" {address} tickwheel.v1.SchedulerService/ListJobs
+
+Stop with Ctrl-C.
+"""
+
+
+async def run_dev(listen: str, data: Path, *, ready: asyncio.Event | None = None, stop: asyncio.Event | None = None) -> None:
+    """Run the dev server and its worker until ``stop`` is set (or a signal arrives)."""
+    from tickwheel_worker import Worker, WorkerConfig, register_builtins
+    from tickwheel_worker.handlers import HandlerRegistry
+
+    data.mkdir(parents=True, exist_ok=True)
+    config = ServerConfig(
+        store=f"sqlite:///{data / 'tickwheel.db'}",
+        etcd="memory",
+        admin_token=_admin_token(data),
+        listen=listen,
+        migrate=True,
+        allow_target_networks=("127.0.0.0/8", "::1/128"),
+        shutdown_grace=5.0,
+    )
+    server = TickwheelServer(config)
+    await server.start()
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    worker = None
+    worker_task = None
+    try:
+        credentials = await _credentials(server, data)
+        registry = HandlerRegistry()
+        register_builtins(registry)
+        worker = Worker(
+            WorkerConfig(
+                address=server.address,
+                credential=credentials["worker_credential"],
+                worker_id=f"dev-worker-{os.getpid()}",
+                handlers=registry,
+                http=True,
+                slots=16,
+            )
+        )
+        worker_task = asyncio.create_task(worker.run(), name="tickwheel-dev-worker")
+        print(_banner(data, credentials), file=sys.stderr, flush=True)
+        if ready is not None:
+            ready.set()
+        await stop.wait()
+    finally:
+        if worker is not None:
+            await worker.stop(2.0)
+        if worker_task is not None:
+            await asyncio.gather(worker_task, return_exceptions=True)
+        await server.stop()
+
+
+def dev_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="tickwheel dev", description="Run Tickwheel on one machine, no services needed.")
+    parser.add_argument("--listen", default="127.0.0.1:50051", help="HOST:PORT (default 127.0.0.1:50051)")
+    parser.add_argument("--data", default=".tickwheel", help="folder for the database and credentials (default ./.tickwheel)")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    configure_logging(args.log_level)
+    try:
+        asyncio.run(run_dev(args.listen, Path(args.data).resolve()))
+    except (ConfigError, StartupError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,57 @@
+"""The store: jobs, executions, history and partitions in SQL.
+
+The engine layer (:mod:`.engine`) builds engines from URLs, reports what each
+engine can do (:class:`Capabilities`) and runs transactions with retries on
+SQLSTATE 40001; :mod:`.migrate` applies the versioned schema migrations in
+:mod:`.migrations`.
+"""
+
+from .engine import (
+    Backoff,
+    Capabilities,
+    ErrorKind,
+    RetryEvent,
+    capabilities,
+    classify_error,
+    create_store_engine,
+    parse_store_url,
+    run_in_transaction,
+    run_in_transaction_async,
+    sqlstate_of,
+)
+from .errors import (
+    AmbiguousCommitError,
+    MigrationError,
+    RetryableStoreError,
+    StoreConfigError,
+    StoreError,
+    StoreUnavailableError,
+    TransactionConflictError,
+)
+from .migrate import AppliedMigration, Migration, current_version, load_migrations, migrate
+
+__all__ = [
+    "AmbiguousCommitError",
+    "AppliedMigration",
+    "Backoff",
+    "Capabilities",
+    "ErrorKind",
+    "Migration",
+    "MigrationError",
+    "RetryEvent",
+    "RetryableStoreError",
+    "StoreConfigError",
+    "StoreError",
+    "StoreUnavailableError",
+    "TransactionConflictError",
+    "capabilities",
+    "classify_error",
+    "create_store_engine",
+    "current_version",
+    "load_migrations",
+    "migrate",
+    "parse_store_url",
+    "run_in_transaction",
+    "run_in_transaction_async",
+    "sqlstate_of",
+]

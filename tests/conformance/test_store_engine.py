@@ -1,0 +1,692 @@
+"""The store's engine layer and migrations runner, on SQLite and a real PostgreSQL.
+
+PostgreSQL runs at SERIALIZABLE (CockroachDB's isolation), so the conflicts
+here are real SQLSTATE 40001s from the server, not simulations; the tests
+that inject errors say so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sqlite3
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import event, text
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Connection, Engine
+
+from tickwheel_server.clock import FakeClock
+from tickwheel_server.store import (
+    AmbiguousCommitError,
+    Backoff,
+    ErrorKind,
+    Migration,
+    MigrationError,
+    RetryEvent,
+    StoreConfigError,
+    StoreUnavailableError,
+    TransactionConflictError,
+    capabilities,
+    classify_error,
+    create_store_engine,
+    current_version,
+    load_migrations,
+    migrate,
+    parse_store_url,
+    run_in_transaction,
+    run_in_transaction_async,
+)
+from tickwheel_server.store.migrate import applied_migrations, split_sql
+
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+def no_sleep(_seconds: float) -> None:
+    pass
+
+
+@pytest.fixture
+def make_engine() -> Iterator[Callable[..., Engine]]:
+    """Build engines that are disposed after the test (no connection outlives it)."""
+    engines: list[Engine] = []
+
+    def make(url: str, **options: object) -> Engine:
+        engine = create_store_engine(url, **options)  # type: ignore[arg-type]
+        engines.append(engine)
+        return engine
+
+    yield make
+    for engine in engines:
+        engine.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture
+def engine(store_url: str, make_engine) -> Engine:
+    return make_engine(store_url)
+
+
+@pytest.fixture
+def pg_engine(postgres_url: str, make_engine) -> Engine:
+    return make_engine(postgres_url)
+
+
+def make_counter(engine: Engine) -> None:
+    def create(conn: Connection) -> None:
+        conn.execute(text("CREATE TABLE counter (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)"))
+        conn.execute(text("INSERT INTO counter (id, n) VALUES (1, 0)"))
+
+    run_in_transaction(engine, create)
+
+
+def read_counter(engine: Engine) -> int:
+    return run_in_transaction(engine, lambda c: c.execute(text("SELECT n FROM counter WHERE id = 1")).scalar_one())
+
+
+def increment(conn: Connection) -> int:
+    n = conn.execute(text("SELECT n FROM counter WHERE id = 1")).scalar_one()
+    conn.execute(text("UPDATE counter SET n = :n WHERE id = 1"), {"n": n + 1})
+    return n + 1
+
+
+def serialization_failure() -> sa_exc.OperationalError:
+    """What psycopg + SQLAlchemy raise for SQLSTATE 40001 (CockroachDB: "restart transaction")."""
+    return sa_exc.OperationalError(
+        "UPDATE …", {}, psycopg.errors.SerializationFailure("restart transaction: TransactionRetryWithProtoRefreshError")
+    )
+
+
+# --------------------------------------------------------------- URLs, engines
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("sqlite://", "sqlite://"),
+        ("sqlite:///rel/store.db", "sqlite:///rel/store.db"),
+        ("sqlite+pysqlite:////abs/store.db", "sqlite:////abs/store.db"),
+        ("postgresql://u:pw@h:5432/db", "postgresql+psycopg://u:***@h:5432/db"),
+        ("postgres://u@h/db", "postgresql+psycopg://u@h/db"),
+        ("postgresql+psycopg://u@h/db", "postgresql+psycopg://u@h/db"),
+        ("cockroachdb://root@h:26257/db?sslmode=disable", "cockroachdb+psycopg://root@h:26257/db?sslmode=disable"),
+    ],
+)
+def test_store_urls_are_normalised(url: str, expected: str) -> None:
+    assert parse_store_url(url).render_as_string(hide_password=True) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("mysql://u@h/db", "unsupported engine 'mysql'"),
+        ("postgresql+psycopg2://u:secret@h/db", "psycopg 3"),
+        ("postgresql+asyncpg://u@h/db", "psycopg 3"),
+        ("not a url", "not a URL"),
+    ],
+)
+def test_bad_store_urls_are_refused_without_the_password(url: str, message: str) -> None:
+    with pytest.raises(StoreConfigError, match=message) as caught:
+        create_store_engine(url)
+    assert "secret" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "isolation"),
+    [("sqlite://", "READ COMMITTED"), ("cockroachdb://h/db", "REPEATABLE READ"), ("postgresql://h/db", "CHAOS")],
+)
+def test_unsupported_isolation_is_refused_when_built(url: str, isolation: str) -> None:
+    with pytest.raises(StoreConfigError, match="isolation"):
+        create_store_engine(url, isolation=isolation)
+
+
+@pytest.mark.postgres
+def test_postgres_runs_serializable_by_default(postgres_url: str, make_engine) -> None:
+    show = lambda c: c.exec_driver_sql("SHOW transaction_isolation").scalar()  # noqa: E731
+    assert run_in_transaction(make_engine(postgres_url), show) == "serializable"
+    assert run_in_transaction(make_engine(postgres_url, isolation="read committed"), show) == "read committed"
+
+
+def test_sqlite_file_engine_settings(tmp_path, make_engine) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}", sqlite_busy_timeout=2.5)
+    pragmas = run_in_transaction(
+        engine,
+        lambda c: [c.exec_driver_sql(f"PRAGMA {p}").scalar() for p in ("journal_mode", "foreign_keys", "busy_timeout")],
+    )
+    assert pragmas == ["wal", 1, 2500]
+
+
+def test_sqlite_memory_engine_is_one_database_used_by_one_transaction_at_a_time(make_engine) -> None:
+    engine = make_engine("sqlite://")
+    make_counter(engine)
+    engine.dispose()  # the database outlives a pool reset: it lives as long as the engine
+    threads = [
+        threading.Thread(target=lambda: [run_in_transaction(engine, increment) for _ in range(25)]) for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert read_counter(engine) == 100
+    with pytest.raises(sa_exc.OperationalError):  # another engine is another database
+        read_counter(make_engine("sqlite://"))
+
+
+def test_capabilities_follow_the_dialect(tmp_path, make_engine) -> None:
+    sqlite_caps = capabilities(make_engine(f"sqlite:///{tmp_path / 'store.db'}"))
+    assert (sqlite_caps.is_sqlite, sqlite_caps.row_locks, sqlite_caps.skip_locked) == (True, False, False)
+    assert sqlite_caps.returning == (sqlite3.sqlite_version_info >= (3, 35))
+    assert not sqlite_caps.declarative_partitioning
+    # CockroachDB's capabilities come from its dialect alone; nothing connects.
+    crdb = capabilities(make_engine("cockroachdb://root@127.0.0.1:1/db"))
+    assert (crdb.is_cockroach, crdb.is_postgres, crdb.skip_locked) == (True, False, True)
+    assert not crdb.declarative_partitioning and not crdb.advisory_locks and not crdb.transactional_ddl
+
+
+@pytest.mark.postgres
+def test_postgres_capabilities(pg_engine: Engine) -> None:
+    run_in_transaction(pg_engine, lambda c: c.exec_driver_sql("SELECT 1"))  # learn the server version
+    caps = capabilities(pg_engine)
+    assert caps.is_postgres and not caps.is_cockroach and not caps.is_sqlite
+    assert caps.skip_locked and caps.row_locks and caps.returning and caps.on_conflict
+    assert caps.declarative_partitioning and caps.advisory_locks and caps.transactional_ddl
+
+
+# ------------------------------------------------------ classification, backoff
+
+
+class _Psycopg2Style(Exception):
+    def __init__(self, pgcode: str) -> None:
+        super().__init__(pgcode)
+        self.pgcode = pgcode
+
+
+def _sqlite_error(code: int) -> sqlite3.OperationalError:
+    error = sqlite3.OperationalError("database is locked")
+    error.sqlite_errorcode = code  # type: ignore[attr-defined]
+    return error
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (serialization_failure(), ErrorKind.CONFLICT),
+        (sa_exc.OperationalError("s", {}, psycopg.errors.DeadlockDetected("deadlock")), ErrorKind.CONFLICT),
+        (sa_exc.OperationalError("s", {}, _Psycopg2Style("40001")), ErrorKind.CONFLICT),
+        (psycopg.errors.SerializationFailure("bare driver error"), ErrorKind.CONFLICT),
+        (sa_exc.OperationalError("s", {}, _sqlite_error(5)), ErrorKind.CONFLICT),  # SQLITE_BUSY
+        (sa_exc.OperationalError("s", {}, _sqlite_error(5 | (2 << 8))), ErrorKind.CONFLICT),  # BUSY_SNAPSHOT
+        (sa_exc.OperationalError("s", {}, _Psycopg2Style("40003")), ErrorKind.AMBIGUOUS),
+        (sa_exc.OperationalError("s", {}, psycopg.errors.AdminShutdown("terminating")), ErrorKind.CONNECTION),
+        (sa_exc.OperationalError("s", {}, _Psycopg2Style("08006")), ErrorKind.CONNECTION),
+        (sa_exc.OperationalError("s", {}, psycopg.OperationalError("connection refused")), ErrorKind.CONNECTION),
+        (sa_exc.OperationalError("s", {}, Exception(), connection_invalidated=True), ErrorKind.CONNECTION),
+        (sa_exc.TimeoutError("QueuePool limit reached"), ErrorKind.CONNECTION),
+        (sa_exc.IntegrityError("s", {}, psycopg.errors.UniqueViolation("dup")), ErrorKind.FATAL),
+        (sa_exc.ProgrammingError("s", {}, psycopg.errors.SyntaxError("syntax")), ErrorKind.FATAL),
+        (sa_exc.OperationalError("s", {}, psycopg.errors.QueryCanceled("statement timeout")), ErrorKind.FATAL),
+        (sa_exc.OperationalError("s", {}, sqlite3.OperationalError("no such table: x")), ErrorKind.FATAL),
+        (ValueError("a bug in fn"), ErrorKind.FATAL),
+    ],
+)
+def test_errors_are_classified(error: BaseException, kind: ErrorKind) -> None:
+    assert classify_error(error) is kind
+
+
+def test_backoff_is_bounded_exponential_with_full_jitter() -> None:
+    backoff = Backoff(base=0.01, cap=0.05)
+    assert [backoff.ceiling(n) for n in (1, 2, 3, 4, 5, 10_000)] == [0.01, 0.02, 0.04, 0.05, 0.05, 0.05]
+    rng = random.Random(7)
+    delays = [backoff.delay(3, rng) for _ in range(2000)]
+    assert 0.0 <= min(delays) < 0.002 and 0.038 < max(delays) <= 0.04
+    with pytest.raises(StoreConfigError):
+        Backoff(base=0.5, cap=0.1)
+
+
+# ------------------------------------------------------------------- retries
+
+
+@pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
+def test_commits_and_returns_the_result(engine: Engine) -> None:
+    make_counter(engine)
+    assert run_in_transaction(engine, increment) == 1
+    assert read_counter(engine) == 1
+
+
+def test_a_fatal_error_rolls_back_and_is_raised_at_once(engine: Engine) -> None:
+    make_counter(engine)
+    calls = []
+
+    def broken(conn: Connection) -> None:
+        calls.append(1)
+        increment(conn)
+        raise ValueError("a bug in fn")
+
+    with pytest.raises(ValueError, match="a bug in fn"):
+        run_in_transaction(engine, broken, sleep=no_sleep)
+    assert len(calls) == 1 and read_counter(engine) == 0
+
+    def duplicate(conn: Connection) -> None:
+        calls.append(1)
+        conn.execute(text("INSERT INTO counter (id, n) VALUES (1, 5)"))
+
+    with pytest.raises(sa_exc.IntegrityError):
+        run_in_transaction(engine, duplicate, sleep=no_sleep)
+    assert len(calls) == 2
+
+
+def test_an_injected_40001_is_retried_after_a_backoff(engine: Engine) -> None:
+    make_counter(engine)
+    calls, slept, events = [], [], []
+
+    def flaky(conn: Connection) -> int:
+        calls.append(1)
+        result = increment(conn)  # written, then rolled back by the failure
+        if len(calls) == 1:
+            raise serialization_failure()
+        return result
+
+    backoff = Backoff(base=0.25, cap=1.0)
+    assert run_in_transaction(engine, flaky, backoff=backoff, sleep=slept.append, on_retry=events.append) == 1
+    assert len(calls) == 2 and read_counter(engine) == 1
+    assert len(slept) == 1 and 0.0 <= slept[0] <= 0.25
+    [retry] = events
+    assert (retry.attempt, retry.kind, retry.sqlstate, retry.delay) == (1, ErrorKind.CONFLICT, "40001", slept[0])
+
+
+def test_retries_are_bounded_and_end_in_a_classified_error(engine: Engine) -> None:
+    calls, slept = [], []
+
+    def always_conflicts(conn: Connection) -> None:
+        calls.append(1)
+        raise serialization_failure()
+
+    backoff = Backoff(base=0.01, cap=0.03)
+    with pytest.raises(TransactionConflictError) as caught:
+        run_in_transaction(engine, always_conflicts, attempts=5, backoff=backoff, sleep=slept.append)
+    assert len(calls) == 5 and caught.value.attempts == 5 and caught.value.sqlstate == "40001"
+    assert isinstance(caught.value.__cause__, sa_exc.OperationalError)
+    assert [d <= c for d, c in zip(slept, [0.01, 0.02, 0.03, 0.03], strict=True)] == [True] * 4
+    with pytest.raises(StoreConfigError):
+        run_in_transaction(engine, always_conflicts, attempts=0)
+
+
+@pytest.mark.postgres
+def test_a_real_serialization_conflict_on_postgres_is_retried(postgres_url: str, make_engine) -> None:
+    """Two overlapping SERIALIZABLE transactions update one row: ours gets 40001 and wins on retry."""
+    engine, other = make_engine(postgres_url), make_engine(postgres_url)
+    make_counter(engine)
+    calls, events = [], []
+
+    def increment_with_interference(conn: Connection) -> int:
+        calls.append(1)
+        n = conn.execute(text("SELECT n FROM counter WHERE id = 1")).scalar_one()
+        if len(calls) == 1:  # a concurrent transaction commits after our snapshot was taken
+            run_in_transaction(other, increment)
+        conn.execute(text("UPDATE counter SET n = :n WHERE id = 1"), {"n": n + 1})
+        return n + 1
+
+    assert run_in_transaction(engine, increment_with_interference, sleep=no_sleep, on_retry=events.append) == 2
+    assert len(calls) == 2 and read_counter(engine) == 2
+    assert [(e.kind, e.sqlstate) for e in events] == [(ErrorKind.CONFLICT, "40001")]
+
+
+@pytest.mark.postgres
+def test_a_real_deadlock_on_postgres_is_retried(postgres_url: str, make_engine) -> None:
+    """Two threads lock two rows in opposite orders: the victim gets 40P01 and succeeds on retry."""
+    engine = make_engine(postgres_url)
+
+    def create(conn: Connection) -> None:
+        conn.execute(text("CREATE TABLE pair (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)"))
+        conn.execute(text("INSERT INTO pair (id, n) VALUES (1, 0), (2, 0)"))
+
+    run_in_transaction(engine, create)
+    both_hold_one = threading.Barrier(2, timeout=10)
+    events: list[RetryEvent] = []
+    errors: list[BaseException] = []
+
+    def worker(first: int, second: int) -> None:
+        calls = []
+
+        def bump_both(conn: Connection) -> None:
+            calls.append(1)
+            conn.execute(text("UPDATE pair SET n = n + 1 WHERE id = :id"), {"id": first})
+            if len(calls) == 1:
+                both_hold_one.wait()
+            conn.execute(text("UPDATE pair SET n = n + 1 WHERE id = :id"), {"id": second})
+
+        try:
+            run_in_transaction(engine, bump_both, sleep=no_sleep, on_retry=events.append)
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=order) for order in ((1, 2), (2, 1))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not errors
+    # The victim's retry may also queue behind the survivor and then get 40001.
+    assert [e.sqlstate for e in events].count("40P01") == 1
+    assert {(e.kind, e.sqlstate) for e in events} <= {(ErrorKind.CONFLICT, "40P01"), (ErrorKind.CONFLICT, "40001")}
+    rows = run_in_transaction(engine, lambda c: c.execute(text("SELECT n FROM pair ORDER BY id")).scalars().all())
+    assert rows == [2, 2]
+
+
+@pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
+def test_concurrent_increments_are_never_lost(engine: Engine) -> None:
+    make_counter(engine)
+    start = threading.Barrier(4, timeout=10)
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            start.wait()
+            for _ in range(10):
+                run_in_transaction(engine, increment, attempts=50, backoff=Backoff(base=0.001, cap=0.05))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors and read_counter(engine) == 40
+
+
+def test_a_busy_sqlite_database_is_retried(tmp_path, make_engine) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    engine = make_engine(url, sqlite_busy_timeout=0.05)
+    make_counter(engine)
+    holder = make_engine(url).connect()
+    holder.begin()  # BEGIN IMMEDIATE: holds the write lock
+    events: list[RetryEvent] = []
+
+    def release_after_first_failure(_delay: float) -> None:
+        holder.rollback()
+        holder.close()
+
+    assert run_in_transaction(engine, increment, sleep=release_after_first_failure, on_retry=events.append) == 1
+    assert [e.kind for e in events] == [ErrorKind.CONFLICT]
+
+
+@pytest.mark.postgres
+def test_a_connection_lost_mid_transaction_is_retried(postgres_url: str, make_engine) -> None:
+    engine, admin = make_engine(postgres_url), make_engine(postgres_url)
+    make_counter(engine)
+    calls, events = [], []
+
+    def doomed_once(conn: Connection) -> int:
+        calls.append(1)
+        result = increment(conn)
+        if len(calls) == 1:
+            terminate_backend(admin, conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+        conn.exec_driver_sql("SELECT 1")
+        return result
+
+    assert run_in_transaction(engine, doomed_once, sleep=no_sleep, on_retry=events.append) == 1
+    assert [e.kind for e in events] == [ErrorKind.CONNECTION] and read_counter(engine) == 1
+
+
+def terminate_backend(admin: Engine, pid: int) -> None:
+    """Kill one server session and wait until it is gone."""
+    run_in_transaction(admin, lambda c: c.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        alive = run_in_transaction(
+            admin, lambda c: c.execute(text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"), {"pid": pid})
+        ).scalar_one()
+        if not alive:
+            return
+        time.sleep(0.01)  # the server reaps the session on its own schedule
+    raise AssertionError(f"backend {pid} still alive")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_a_connection_lost_during_commit_is_ambiguous(postgres_url: str, make_engine, idempotent: bool) -> None:
+    engine, admin = make_engine(postgres_url), make_engine(postgres_url)
+    make_counter(engine)
+    calls = []
+    kill_next_commit = [True]
+
+    @event.listens_for(engine, "commit")
+    def _kill_before_commit(conn: Connection) -> None:
+        if kill_next_commit.pop() if kill_next_commit else False:
+            terminate_backend(admin, conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+
+    def write(conn: Connection) -> int:
+        calls.append(1)
+        return increment(conn)
+
+    if idempotent:
+        assert run_in_transaction(engine, write, idempotent=True, sleep=no_sleep) == 1
+        assert len(calls) == 2
+    else:
+        with pytest.raises(AmbiguousCommitError):
+            run_in_transaction(engine, write, sleep=no_sleep)
+        assert len(calls) == 1
+
+
+@pytest.mark.postgres
+def test_a_stopped_server_ends_in_store_unavailable_and_a_restart_is_survived(
+    postgres_server, postgres_url: str, make_engine
+) -> None:
+    engine = make_engine(postgres_url, connect_timeout=2)
+    make_counter(engine)  # the pool now holds a connection the restart will break
+    postgres_server.restart()
+    assert run_in_transaction(engine, increment, sleep=no_sleep) == 1  # pre-ping replaces it
+
+    postgres_server.stop()
+    calls = []
+    with pytest.raises(StoreUnavailableError) as caught:
+        run_in_transaction(engine, lambda c: calls.append(1), attempts=3, sleep=no_sleep)
+    assert caught.value.attempts == 3 and calls == []
+
+    # The server comes back during the backoff: the transaction goes through.
+    assert run_in_transaction(engine, increment, sleep=lambda _: postgres_server.start()) == 2
+
+
+async def test_the_async_wrapper_retries_on_the_injected_clock(tmp_path, make_engine) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    make_counter(engine)
+    clock = FakeClock()
+    retried = asyncio.Event()
+    threads = []
+
+    def flaky(conn: Connection) -> int:
+        threads.append(threading.get_ident())
+        result = increment(conn)
+        if len(threads) == 1:
+            raise serialization_failure()
+        return result
+
+    task = asyncio.create_task(
+        run_in_transaction_async(
+            engine, flaky, clock=clock, backoff=Backoff(base=5.0, cap=5.0), on_retry=lambda e: retried.set()
+        )
+    )
+    await asyncio.wait_for(retried.wait(), timeout=10)
+    assert not task.done()  # backing off on the fake clock, which has not moved
+    clock.advance(5.0)
+    assert await asyncio.wait_for(task, timeout=10) == 1
+    assert threading.get_ident() not in threads and read_counter(engine) == 1
+
+
+# ---------------------------------------------------------------- migrations
+
+
+def test_migrate_applies_every_migration_once_and_is_idempotent(engine: Engine) -> None:
+    shipped = load_migrations()
+    assert [m.version for m in shipped][:1] == [1] and shipped[0].name == "bootstrap"
+    assert current_version(engine) == 0
+
+    clock = FakeClock(datetime(2027, 3, 1, 12, 0, tzinfo=timezone.utc))
+    first = migrate(engine, clock=clock)
+    assert [(m.version, m.name) for m in first] == [(m.version, m.name) for m in shipped]
+    assert migrate(engine, clock=clock) == []
+    assert current_version(engine) == shipped[-1].version
+    assert applied_migrations(engine) == first
+    assert {m.applied_at for m in first} == {clock.now()}
+
+    def cluster_row(conn: Connection) -> int:
+        conn.execute(text("INSERT INTO cluster (id, cluster_id, created_at) VALUES (1, 'c1', 0)"))
+        return conn.execute(text("SELECT partition_count FROM cluster")).scalar_one()
+
+    assert run_in_transaction(engine, cluster_row) == 256
+    with pytest.raises(sa_exc.IntegrityError):  # one row only
+        run_in_transaction(engine, lambda c: c.execute(text("INSERT INTO cluster VALUES (2, 'c2', 256, 0)")))
+
+
+def test_concurrent_migrations_apply_each_migration_exactly_once(store_url: str, make_engine) -> None:
+    """Three servers migrate one fresh database at the same instant."""
+    engines = [make_engine(store_url) for _ in range(3)]
+    start = threading.Barrier(len(engines), timeout=10)
+    results: dict[int, list] = {}
+    errors: list[BaseException] = []
+
+    def server(index: int) -> None:
+        try:
+            start.wait()
+            results[index] = migrate(engines[index], holder=f"server-{index}")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=server, args=(i,)) for i in range(len(engines))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors
+    applied = sorted(m.version for result in results.values() for m in result)
+    assert applied == [m.version for m in load_migrations()]
+    assert [m.version for m in applied_migrations(engines[0])] == applied
+
+
+@pytest.mark.postgres
+def test_a_migrator_waits_for_the_one_holding_the_lock(postgres_url: str, make_engine) -> None:
+    """Force the overlap: the second migrator is blocked on the lock row while the first applies
+    version 1, then finds it applied (after a 40001 retry) and applies only what is left."""
+    first_engine, second_engine, observer = (make_engine(postgres_url) for _ in range(3))
+    inside = threading.Event()
+    runs: list[str] = []
+
+    def slow_table(conn: Connection, caps) -> None:
+        runs.append(threading.current_thread().name)
+        inside.set()
+        wait_for_lock_waiter(observer)
+        conn.execute(text("CREATE TABLE slow (id INTEGER PRIMARY KEY)"))
+
+    def second_table(conn: Connection, caps) -> None:
+        conn.execute(text("CREATE TABLE second (id INTEGER PRIMARY KEY)"))
+
+    migrations = [Migration(1, "slow", slow_table), Migration(2, "second", second_table)]
+    results: dict[str, list] = {}
+
+    def run(name: str, engine: Engine) -> None:
+        results[name] = [m.version for m in migrate(engine, migrations=migrations, holder=name)]
+
+    first = threading.Thread(target=run, args=("first", first_engine), name="first")
+    first.start()
+    assert inside.wait(timeout=10)
+    run("second", second_engine)
+    first.join(timeout=30)
+    assert runs == ["first"]  # version 1 ran once, in the first migrator
+    assert sorted(results["first"] + results["second"]) == [1, 2]
+    assert 1 in results["first"] and 1 not in results["second"]
+    assert current_version(observer) == 2
+
+
+def wait_for_lock_waiter(observer: Engine) -> None:
+    """Return once some session is waiting for a row lock (the second migrator)."""
+    deadline = time.monotonic() + 10
+    query = text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")
+    while time.monotonic() < deadline:
+        if run_in_transaction(observer, lambda c: c.execute(query).scalar_one()):
+            return
+        time.sleep(0.01)  # polling the server's view of another session; nothing to await
+    raise AssertionError("the second migrator never waited for the lock")
+
+
+def test_a_failing_migration_keeps_earlier_ones_and_records_nothing_for_itself(engine: Engine) -> None:
+    def ok(conn: Connection, caps) -> None:
+        conn.execute(text("CREATE TABLE first_table (id INTEGER PRIMARY KEY)"))
+
+    def broken(conn: Connection, caps) -> None:
+        conn.execute(text("CREATE TABLE half_done (id INTEGER PRIMARY KEY)"))
+        conn.execute(text("SELECT no_such_column FROM first_table"))
+
+    migrations = [Migration(1, "ok", ok), Migration(2, "broken", broken)]
+    with pytest.raises(MigrationError, match="0002_broken") as caught:
+        migrate(engine, migrations=migrations)
+    assert [m.version for m in caught.value.applied] == [1]
+    assert current_version(engine) == 1
+    assert not sa.inspect(engine).has_table("half_done")  # transactional DDL rolled back with it
+
+
+def test_migrate_stops_at_the_target(engine: Engine) -> None:
+    def create(name: str):
+        return lambda conn, caps: conn.execute(text(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY)"))
+
+    migrations = [Migration(v, f"t{v}", create(f"t{v}")) for v in (1, 2, 3)]
+    assert [m.version for m in migrate(engine, migrations=migrations, target=2)] == [1, 2]
+    assert [m.version for m in migrate(engine, migrations=migrations)] == [3]
+
+
+def test_duplicate_versions_are_refused(engine: Engine) -> None:
+    noop = lambda conn, caps: None  # noqa: E731
+    with pytest.raises(MigrationError, match="defined twice"):
+        migrate(engine, migrations=[Migration(1, "a", noop), Migration(1, "b", noop)])
+
+
+def test_migrations_load_from_python_and_sql_files(tmp_path, monkeypatch, engine: Engine) -> None:
+    package = tmp_path / "tw_sample_migrations"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "0001_notes.sql").write_text(
+        "-- a table; and a row with a semicolon and a % in it\n"
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);\n"
+        "/* the row */ INSERT INTO notes (id, body) VALUES (1, 'it''s 100%; done');\n"
+    )
+    (package / "0002_more.py").write_text(
+        "from sqlalchemy import text\n"
+        "def upgrade(conn, caps):\n"
+        "    kind = 'sqlite' if caps.is_sqlite else 'server'\n"
+        "    conn.execute(text('INSERT INTO notes (id, body) VALUES (2, :b)'), {'b': kind})\n"
+    )
+    (package / "README.md").write_text("not a migration")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    migrations = load_migrations("tw_sample_migrations")
+    assert [(m.version, m.name) for m in migrations] == [(1, "notes"), (2, "more")]
+    migrate(engine, migrations=migrations)
+    bodies = run_in_transaction(engine, lambda c: c.execute(text("SELECT body FROM notes ORDER BY id")).scalars().all())
+    assert bodies == ["it's 100%; done", "sqlite" if capabilities(engine).is_sqlite else "server"]
+
+    (package / "3_misnamed.py").write_text("def upgrade(conn, caps): pass\n")
+    with pytest.raises(MigrationError, match="3_misnamed.py"):
+        load_migrations("tw_sample_migrations")
+    sys.modules.pop("tw_sample_migrations", None)
+
+
+def test_split_sql() -> None:
+    assert split_sql("SELECT 1; SELECT ';' -- x;\n; SELECT \"a;b\" /* ; */") == [
+        "SELECT 1",
+        "SELECT ';'",
+        'SELECT "a;b"',
+    ]
+    with pytest.raises(MigrationError, match="dollar"):
+        split_sql("CREATE FUNCTION f() RETURNS int AS $$ SELECT 1 $$ LANGUAGE sql")

@@ -1,0 +1,203 @@
+"""``tickwheel worker``: run a worker process until SIGTERM or SIGINT.
+
+    tickwheel worker --address HOST:PORT --credential CRED
+                     [--dev DIR] [--handlers module:object ...] [--slots N] [--no-http]
+
+``--dev DIR`` reads ``address`` and ``worker_credential`` from
+``DIR/dev-credentials.json`` (explicit ``--address``/``--credential`` win).
+
+``--handlers module:object`` (repeatable, several per flag allowed) imports
+``module`` (the current directory is on the import path) and takes
+``object`` (a dotted attribute path), which is one of:
+
+* a :class:`~tickwheel_worker.handlers.HandlerRegistry` - its handlers are added;
+* a :class:`~tickwheel_worker.runtime.Worker` - its handlers are added (its
+  connection settings are ignored);
+* a callable taking one ``HandlerRegistry`` - called to register handlers
+  into it (``tickwheel_worker.handlers:register_builtins`` adds ``echo``).
+
+The first SIGTERM or SIGINT stops gracefully (no new work, in-flight
+attempts get ``--grace`` seconds to finish and be acknowledged); a second one
+stops at once. Exit status: 0 after a stop, 1 when the server refuses the
+worker, 2 for bad input. Diagnostics go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from tickwheel_worker.config import WorkerConfig
+from tickwheel_worker.handlers import HandlerRegistry
+from tickwheel_worker.runtime import Worker, WorkerFatalError
+
+log = logging.getLogger("tickwheel_worker")
+
+
+class UsageError(Exception):
+    """Bad command-line input (exit status 2)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tickwheel worker",
+        description="Run a Tickwheel worker: HTTP targets and named handlers.",
+    )
+    parser.add_argument("--address", help="server HOST:PORT (or TICKWHEEL_ADDRESS)")
+    parser.add_argument("--credential", help="worker credential (or TICKWHEEL_WORKER_CREDENTIAL)")
+    parser.add_argument("--dev", metavar="DIR", help="read address and worker_credential from DIR/dev-credentials.json")
+    parser.add_argument(
+        "--handlers", metavar="MODULE:OBJECT", nargs="+", action="extend", default=[],
+        help="a HandlerRegistry, a Worker, or a callable(registry) registering handlers",
+    )
+    parser.add_argument("--slots", type=int, default=4, help="executions run at once (default 4)")
+    parser.add_argument("--no-http", dest="http", action="store_false", help="do not run HTTP targets")
+    parser.add_argument("--worker-id", help="stable worker id (default hostname-pid-random)")
+    parser.add_argument("--tls-root-cert", metavar="PEM", help="use TLS, trusting these root certificates")
+    parser.add_argument("--tls", action="store_true", help="use TLS with the system's root certificates")
+    parser.add_argument("--grace", type=float, default=30.0, help="seconds to finish in-flight work on stop (default 30)")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    return parser
+
+
+def load_handlers(spec: str, registry: HandlerRegistry) -> None:
+    """Import ``module:object`` and add its handlers to ``registry`` (see the module docstring)."""
+    module_name, sep, attr_path = spec.partition(":")
+    if not sep or not module_name or not attr_path:
+        raise UsageError(f"--handlers {spec!r}: expected module:object")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"--handlers {spec!r}: cannot import {module_name}: {exc}") from exc
+    for part in attr_path.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UsageError(f"--handlers {spec!r}: {module_name} has no attribute {attr_path}") from None
+    try:
+        if isinstance(obj, HandlerRegistry):
+            registry.update(obj)
+        elif isinstance(obj, Worker):
+            registry.update(obj.handlers)
+        elif callable(obj):
+            obj(registry)
+        else:
+            raise UsageError(
+                f"--handlers {spec!r}: expected a HandlerRegistry, a Worker or a callable, got {type(obj).__name__}"
+            )
+    except ValueError as exc:
+        raise UsageError(f"--handlers {spec!r}: {exc}") from exc
+
+
+def _read_dev_credentials(folder: str) -> dict[str, Any]:
+    path = Path(folder) / "dev-credentials.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"--dev {folder}: {path} not found (start `tickwheel dev --data {folder}` first)") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--dev {folder}: cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise UsageError(f"--dev {folder}: {path} is not a JSON object")
+    return data
+
+
+def config_from_args(args: argparse.Namespace) -> WorkerConfig:
+    """The worker configuration the parsed arguments describe. UsageError when it is incomplete."""
+    dev = _read_dev_credentials(args.dev) if args.dev else {}
+    address = args.address or os.environ.get("TICKWHEEL_ADDRESS") or dev.get("address")
+    credential = args.credential or os.environ.get("TICKWHEEL_WORKER_CREDENTIAL") or dev.get("worker_credential")
+    if not address:
+        raise UsageError("no server address: give --address, TICKWHEEL_ADDRESS or --dev DIR")
+    if not credential:
+        raise UsageError("no worker credential: give --credential, TICKWHEEL_WORKER_CREDENTIAL or --dev DIR")
+    registry = HandlerRegistry()
+    for spec in args.handlers:
+        load_handlers(spec, registry)
+    if not args.http and len(registry) == 0:
+        raise UsageError("--no-http without --handlers: the worker would have nothing to run")
+    root = None
+    if args.tls_root_cert:
+        try:
+            root = Path(args.tls_root_cert).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"--tls-root-cert: {exc}") from exc
+    extra: dict[str, Any] = {"worker_id": args.worker_id} if args.worker_id else {}
+    try:
+        return WorkerConfig(
+            address=str(address),
+            credential=str(credential),
+            handlers=registry,
+            http=args.http,
+            slots=args.slots,
+            tls=args.tls,
+            root_certificates=root,
+            **extra,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+async def _serve(worker: Worker, grace: float) -> int:
+    loop = asyncio.get_running_loop()
+    signals_seen = 0
+    stopping: list[asyncio.Task[None]] = []
+
+    def on_signal(signum: int) -> None:
+        nonlocal signals_seen
+        signals_seen += 1
+        first = signals_seen == 1
+        log.info("%s: %s", signal.Signals(signum).name, "stopping gracefully" if first else "stopping now")
+        stopping.append(loop.create_task(worker.stop(grace if first else 0.0)))
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        await worker.run()
+        await asyncio.gather(*stopping)
+    except WorkerFatalError as exc:
+        print(f"tickwheel worker: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+    return 0
+
+
+def worker_main(argv: list[str]) -> int:
+    """Entry point of ``tickwheel worker``; returns the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or bad flags (2)
+        return int(exc.code or 0)
+    try:
+        level = logging.getLevelName(args.log_level.upper())
+        if not isinstance(level, int):
+            raise UsageError(f"--log-level {args.log_level!r} is not a log level")
+        config = config_from_args(args)
+    except UsageError as exc:
+        print(f"tickwheel worker: {exc}", file=sys.stderr)
+        return 2
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    worker = Worker(config)
+    log.info(
+        "worker %s: %s, handlers [%s], http %s, %d slots",
+        config.worker_id, config.address, ", ".join(config.handlers.names()), config.http, config.slots,
+    )
+    return asyncio.run(_serve(worker, args.grace))
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main(sys.argv[1:]))

@@ -1,0 +1,564 @@
+"""The worker: holds one ``WorkerService.Pull`` stream at a time and keeps it up.
+
+Per stream (a *session*) the worker sends ``hello`` (with the executions it
+still runs, on a reconnect), waits for ``welcome``, then:
+
+* **credit** - ``hello.slots`` is the stream's initial credit. The worker
+  tracks the credit the server still holds and grants more only while
+  ``held + outstanding < slots``, where ``held`` counts every assignment it
+  has not finished with (waiting for a slot, running, or decided but with a
+  handler that has not yet stopped). With nothing carried over that keeps
+  what the server may send plus what runs at most ``slots``. After a
+  reconnect the ``k`` executions still running are held while the server's
+  credit restarts at ``slots``; the worker then never runs more than
+  ``slots`` at once (a semaphore), lets the surplus wait for a slot, and
+  grants nothing until ``held + outstanding`` is back under ``slots``.
+  Anything beyond ``2 * slots`` held (a server ignoring credit) is answered
+  FAILED_RETRYABLE at once.
+* **heartbeats** - every ``welcome.heartbeat_interval``, listing every
+  execution not yet decided, with its progress.
+* **results** - sent when each attempt's outcome is known, batched, and kept
+  until acked; after a reconnect every unacked result is sent again (the
+  server's result handling is idempotent). An ack forgets the execution.
+* **cancel** - the attempt is stopped and reported CANCELED;
+  **welcome.rejected** - stopped and not reported (it is someone else's now).
+* **drain** - no more credit; when every attempt is decided and every result
+  acked, or at the drain deadline, the worker closes the stream and reconnects
+  (attempts still running then are re-reported in the next hello).
+* **server liveness** - any message from the server counts; after
+  ``server_silence_intervals`` heartbeat intervals of silence the server is
+  presumed dead and the worker reconnects.
+
+Reconnects wait :func:`~tickwheel_worker.backoff.reconnect_delay` (full
+jitter, doubling per attempt that got no welcome, capped). A server that
+refuses the worker (UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT,
+UNIMPLEMENTED) ends :meth:`Worker.run` with :class:`WorkerFatalError`.
+
+Every queue is bounded: outgoing messages are not queued but computed from
+state (results pending, credit owed, heartbeat due) by one writer task, and
+state is bounded by the number of executions held (at most ``2 * slots``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+import grpc
+import grpc.aio
+
+from tickwheel.v1 import worker_pb2, worker_pb2_grpc
+from tickwheel_server.clock import Clock, SystemClock
+from tickwheel_worker._version import VERSION
+from tickwheel_worker.attempt import FAILED_RETRYABLE, Attempt, Key
+from tickwheel_worker.backoff import reconnect_delay
+from tickwheel_worker.config import WorkerConfig
+from tickwheel_worker.handlers import HandlerRegistry
+
+log = logging.getLogger(__name__)
+
+FATAL_CODES = frozenset(
+    {
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.UNIMPLEMENTED,
+    }
+)
+RESULTS_PER_MESSAGE = 100
+CLOSE_TIMEOUT = 1.0
+"""Seconds a clean close waits for the last write and for the server to end the stream."""
+MAX_RECEIVE_BYTES = 64 * 1024 * 1024
+"""An assignment batch can carry 100 payloads of 64 KiB and more; gRPC's default is 4 MiB."""
+USER_AGENT = f"tickwheel-worker/{VERSION}"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class WorkerFatalError(Exception):
+    """The server refused this worker; retrying with the same configuration cannot help."""
+
+
+class _SessionLost(Exception):
+    """The stream ended or the server went silent: reconnect."""
+
+
+class _Session:
+    """The state of one Pull stream."""
+
+    def __init__(self, call: Any, interval: float, last_seen: float, credit: int) -> None:
+        self.call = call
+        self.interval = interval
+        self.last_seen = last_seen
+        self.outstanding = credit
+        """Credit the server holds for this worker on this stream."""
+        self.unsent: dict[Key, None] = {}
+        """Results (by key into ``Worker._unacked``) not yet written to this stream, in order."""
+        self.wake = asyncio.Event()
+        self.heartbeat_due = False
+        self.draining = False
+        self.drain_deadline: datetime | None = None
+        self.closing = False
+        """Set on a clean end: the writer flushes, half-closes and stops."""
+        self.server_id = ""
+
+
+async def _wait_any(*aws: Awaitable[Any]) -> None:
+    """Return when the first of ``aws`` completes; cancel the rest."""
+    tasks = [asyncio.ensure_future(aw) for aw in aws]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class Worker:
+    """A worker process's connection to Tickwheel and the executions it runs.
+
+    Register handlers with :meth:`handler` (or in ``config.handlers``), then
+    ``await run()``; ``await stop(grace)`` from another task ends it. A Worker
+    runs once.
+    """
+
+    def __init__(self, config: WorkerConfig, *, clock: Clock | None = None, rng: random.Random | None = None) -> None:
+        self.config = config
+        self.handlers: HandlerRegistry = config.handlers
+        self.connected = asyncio.Event()
+        """Set while a stream is open and welcomed; cleared when it ends."""
+        self.sessions = 0
+        """How many streams were welcomed so far."""
+        self._clock: Clock = clock or SystemClock()
+        self._rng = rng or random.Random()
+        self._max_held = 2 * config.slots
+        self._slots: asyncio.Semaphore | None = None
+        self._attempts: dict[Key, Attempt] = {}
+        self._tasks: dict[Key, asyncio.Task[None]] = {}
+        self._unacked: dict[Key, worker_pb2.ExecutionResult] = {}
+        self._session: _Session | None = None
+        self._welcomed = False
+        self._started = False
+        self._stopping = False
+        self._shutdown = asyncio.Event()
+        self._finished = asyncio.Event()
+        self._change = asyncio.Event()
+
+    # -- public surface ---------------------------------------------------
+
+    def handler(self, name: str) -> Callable[[F], F]:
+        """Decorator registering a sync or async handler: ``@worker.handler("billing.charge")``."""
+        return self.handlers.handler(name)
+
+    def in_flight(self) -> list[Key]:
+        """``(execution_id, delivery)`` of every attempt not yet decided."""
+        return [key for key, attempt in self._attempts.items() if not attempt.decided]
+
+    def unacked(self) -> list[Key]:
+        """Results reported but not yet acknowledged by a server."""
+        return list(self._unacked)
+
+    @property
+    def server_id(self) -> str:
+        """The id of the server the current stream is welcomed by, or empty."""
+        return self._session.server_id if self._session else ""
+
+    @property
+    def draining(self) -> bool:
+        """True while the current stream's server is draining (no new work is taken)."""
+        return self._session is not None and self._session.draining
+
+    async def run(self) -> None:
+        """Connect, serve, reconnect, until :meth:`stop`.
+
+        Raises :class:`WorkerFatalError` when the server refuses the worker
+        and ValueError when it could run nothing (no handler, HTTP disabled).
+        On return no attempt is running on the event loop (sync handlers that
+        ignore cancellation may still be running in their threads).
+        """
+        if self._started:
+            raise RuntimeError("a Worker runs once")
+        if not self.config.http and len(self.handlers) == 0:
+            raise ValueError("the worker has no handler and HTTP targets are disabled: nothing to run")
+        self._started = True
+        self._slots = asyncio.Semaphore(self.config.slots)
+        failures = 0
+        try:
+            while not self._shutdown.is_set():
+                self._welcomed = False
+                try:
+                    await self._run_session()
+                    log.info("stream to %s closed; reconnecting", self.config.address)
+                except _SessionLost as exc:
+                    log.warning("stream to %s lost: %s; reconnecting", self.config.address, exc)
+                except grpc.aio.AioRpcError as exc:
+                    if exc.code() in FATAL_CODES:
+                        raise WorkerFatalError(
+                            f"{self.config.address} refused the worker: {exc.code().name}: {exc.details()}"
+                        ) from exc
+                    log.warning("stream to %s failed: %s: %s", self.config.address, exc.code().name, exc.details())
+                except Exception:  # noqa: BLE001 - keep serving; a server hiccup must not kill the worker
+                    log.exception("stream to %s failed", self.config.address)
+                failures = 0 if self._welcomed else failures + 1
+                if self._shutdown.is_set():
+                    break
+                delay = reconnect_delay(
+                    failures,
+                    initial=self.config.reconnect_initial_backoff,
+                    cap=self.config.reconnect_max_backoff,
+                    rng=self._rng,
+                )
+                await _wait_any(self._shutdown.wait(), self._clock.sleep(delay))
+        finally:
+            self._shutdown.set()
+            self.connected.clear()
+            await self._abandon_all()
+            self._finished.set()
+
+    async def stop(self, grace: float = 30.0) -> None:
+        """Stop taking work, let in-flight attempts finish, then end :meth:`run`.
+
+        Waits up to ``grace`` seconds until every attempt is decided and every
+        result acknowledged (reconnecting meanwhile if the stream drops), then
+        closes the stream and stops what still runs without reporting it: the
+        server re-delivers those, and any result left unacknowledged, to
+        another worker. Returns when :meth:`run` has returned.
+        """
+        self._stopping = True
+        if not self._started:
+            self._shutdown.set()
+            return
+        deadline = self._clock.monotonic() + grace
+        while not self._finished.is_set():
+            change = self._change
+            left = deadline - self._clock.monotonic()
+            if self._quiet() or left <= 0:
+                break
+            await _wait_any(change.wait(), self._clock.sleep(left), self._finished.wait())
+        self._shutdown.set()
+        await self._finished.wait()
+
+    # -- one stream ------------------------------------------------------
+
+    def _open_channel(self) -> grpc.aio.Channel:
+        """A new channel per stream, so a reconnect resolves the address again."""
+        options = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
+        if self.config.tls:
+            credentials = grpc.ssl_channel_credentials(root_certificates=self.config.root_certificates)
+            return grpc.aio.secure_channel(self.config.address, credentials, options=options)
+        return grpc.aio.insecure_channel(self.config.address, options=options)
+
+    async def _run_session(self) -> None:
+        channel = self._open_channel()
+        call = None
+        try:
+            stub = worker_pb2_grpc.WorkerServiceStub(channel)
+            call = stub.Pull(metadata=(("authorization", f"Bearer {self.config.credential}"),))
+            welcome = await self._handshake(call)
+            if welcome is None:  # the worker is stopping
+                return
+            session = _Session(call, self._heartbeat_interval(welcome), self._clock.monotonic(), self.config.slots)
+            session.server_id = welcome.server_id
+            for rejected in welcome.rejected:
+                for attempt in self._matching(rejected):
+                    attempt.reject("the server gave this execution to another worker")
+            session.unsent = dict.fromkeys(self._unacked)
+            session.wake.set()
+            self._session = session
+            self._welcomed = True
+            self.sessions += 1
+            self.connected.set()
+            log.info(
+                "worker %s connected to server %s (%d in flight, %d results to resend)",
+                self.config.worker_id, welcome.server_id, len(welcome.reattached), len(session.unsent),
+            )
+            await self._serve(session)
+        finally:
+            self._session = None
+            self.connected.clear()
+            if call is not None:
+                call.cancel()
+            await channel.close()
+
+    async def _handshake(self, call: Any) -> worker_pb2.ServerWelcome | None:
+        """Send hello and read the welcome within ``welcome_timeout`` (connecting included).
+
+        None when the worker starts stopping meanwhile.
+        """
+
+        async def hello_then_welcome() -> worker_pb2.ServerWelcome:
+            await call.write(worker_pb2.PullRequest(hello=self._hello()))
+            message = await call.read()
+            if message is grpc.aio.EOF:
+                raise _SessionLost("the server closed the stream before its welcome")
+            if message.WhichOneof("message") != "welcome":
+                raise _SessionLost(f"protocol error: expected welcome, got {message.WhichOneof('message')}")
+            return message.welcome
+
+        handshake = asyncio.ensure_future(hello_then_welcome())
+        await _wait_any(asyncio.shield(handshake), self._clock.sleep(self.config.welcome_timeout),
+                        self._shutdown.wait())
+        if not handshake.done():
+            handshake.cancel()
+            await asyncio.gather(handshake, return_exceptions=True)
+            if self._shutdown.is_set():
+                return None
+            raise _SessionLost(f"no welcome within {self.config.welcome_timeout:g}s")
+        return handshake.result()
+
+    def _heartbeat_interval(self, welcome: worker_pb2.ServerWelcome) -> float:
+        if welcome.HasField("heartbeat_interval"):
+            seconds = welcome.heartbeat_interval.ToTimedelta().total_seconds()
+            if seconds > 0:
+                return seconds
+        return self.config.default_heartbeat_interval
+
+    async def _serve(self, session: _Session) -> None:
+        """Run the stream's tasks until one fails (raised) or the session ends cleanly.
+
+        A clean end (drain complete, or the worker stops) half-closes the
+        stream after the last pending write and gives the server up to
+        ``CLOSE_TIMEOUT`` to end its side, so it sees a finished stream rather
+        than a cancelled one. Cancelling a pending read or write would cancel
+        the RPC, hence the order.
+        """
+        reader = asyncio.create_task(self._read_loop(session))
+        writer = asyncio.create_task(self._write_loop(session))
+        tasks = [
+            reader,
+            writer,
+            asyncio.create_task(self._tick(session)),
+            asyncio.create_task(self._watch_server(session)),
+            asyncio.create_task(self._until_session_ends(session)),
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if not task.cancelled() and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+            session.closing = True
+            session.wake.set()
+            timer = asyncio.create_task(self._clock.sleep(CLOSE_TIMEOUT))
+            await asyncio.wait({writer, timer}, return_when=asyncio.FIRST_COMPLETED)
+            if writer.done():
+                await asyncio.wait({reader, timer}, return_when=asyncio.FIRST_COMPLETED)
+            timer.cancel()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _until_session_ends(self, session: _Session) -> None:
+        """Return when the worker shuts down, or when a drain is complete."""
+        while not self._shutdown.is_set():
+            change = self._change
+            left: float | None = None
+            if session.draining:
+                if self._quiet():
+                    log.info("drained: every attempt decided and acknowledged")
+                    return
+                if session.drain_deadline is not None:
+                    left = (session.drain_deadline - self._clock.now()).total_seconds()
+                    if left <= 0:
+                        log.info("drain deadline passed with %d in flight", len(self.in_flight()))
+                        return
+            waits: list[Awaitable[Any]] = [change.wait(), self._shutdown.wait()]
+            if left is not None:
+                waits.append(self._clock.sleep(left))
+            await _wait_any(*waits)
+
+    async def _read_loop(self, session: _Session) -> None:
+        while True:
+            message = await session.call.read()
+            if message is grpc.aio.EOF:
+                raise _SessionLost("the server closed the stream")
+            session.last_seen = self._clock.monotonic()
+            kind = message.WhichOneof("message")
+            if kind == "assignment":
+                for assignment in message.assignment.assignments:
+                    self._accept(session, assignment)
+            elif kind == "cancel":
+                for execution in message.cancel.executions:
+                    for attempt in self._matching(execution):
+                        attempt.cancel(message.cancel.reason)
+            elif kind == "ack":
+                self._apply_acks(session, message.ack.acks)
+            elif kind == "drain":
+                session.draining = True
+                if message.drain.HasField("deadline_at"):
+                    session.drain_deadline = message.drain.deadline_at.ToDatetime(tzinfo=timezone.utc)
+                log.info("server %s drains: %s", session.server_id, message.drain.reason)
+                self._notify()
+            elif kind == "welcome":
+                log.warning("ignoring a second welcome from server %s", session.server_id)
+            session.wake.set()
+
+    async def _write_loop(self, session: _Session) -> None:
+        """The only writer of the stream: results, then credit, then a heartbeat (or the half-close)."""
+        call = session.call
+        while True:
+            await session.wake.wait()
+            session.wake.clear()
+            while session.unsent:
+                batch = []
+                while session.unsent and len(batch) < RESULTS_PER_MESSAGE:
+                    key = next(iter(session.unsent))
+                    del session.unsent[key]
+                    result = self._unacked.get(key)
+                    if result is not None:
+                        batch.append(result)
+                if batch:
+                    await call.write(worker_pb2.PullRequest(result=worker_pb2.WorkerResults(results=batch)))
+            credit = self._grantable(session)
+            if credit > 0:
+                session.outstanding += credit
+                await call.write(worker_pb2.PullRequest(credit=worker_pb2.WorkerCredit(credits=credit)))
+            if session.closing:
+                await call.done_writing()
+                return
+            if session.heartbeat_due:
+                session.heartbeat_due = False
+                await call.write(worker_pb2.PullRequest(heartbeat=self._heartbeat()))
+
+    async def _tick(self, session: _Session) -> None:
+        while True:
+            await self._clock.sleep(session.interval)
+            session.heartbeat_due = True
+            session.wake.set()
+
+    async def _watch_server(self, session: _Session) -> None:
+        limit = session.interval * self.config.server_silence_intervals
+        while True:
+            left = session.last_seen + limit - self._clock.monotonic()
+            if left <= 0:
+                raise _SessionLost(f"no message from the server for {limit:g}s: presumed dead")
+            await self._clock.sleep(left)
+
+    # -- state -------------------------------------------------------------
+
+    def _hello(self) -> worker_pb2.WorkerHello:
+        return worker_pb2.WorkerHello(
+            worker_id=self.config.worker_id,
+            version=VERSION,
+            handlers=self.handlers.names(),
+            http=self.config.http,
+            slots=self.config.slots,
+            in_flight=[
+                worker_pb2.InFlightExecution(execution_id=key[0], delivery=key[1]) for key in self.in_flight()
+            ],
+        )
+
+    def _heartbeat(self) -> worker_pb2.WorkerHeartbeat:
+        return worker_pb2.WorkerHeartbeat(
+            executions=[
+                worker_pb2.ExecutionProgress(execution_id=key[0], delivery=key[1], progress=attempt.progress)
+                for key, attempt in self._attempts.items()
+                if not attempt.decided
+            ]
+        )
+
+    def _grantable(self, session: _Session) -> int:
+        if self._stopping or session.draining or session.closing or self._shutdown.is_set():
+            return 0
+        return max(0, self.config.slots - len(self._attempts) - session.outstanding)
+
+    def _quiet(self) -> bool:
+        """Nothing left to report: every attempt decided and every result acknowledged."""
+        return not self._unacked and all(attempt.decided for attempt in self._attempts.values())
+
+    def _notify(self) -> None:
+        """Wake everyone waiting for a change of state (a broadcast)."""
+        self._change.set()
+        self._change = asyncio.Event()
+
+    def _matching(self, execution: worker_pb2.InFlightExecution) -> Iterable[Attempt]:
+        """Attempts of ``execution``; delivery 0 matches every delivery."""
+        if execution.delivery:
+            attempt = self._attempts.get((execution.execution_id, execution.delivery))
+            return [attempt] if attempt is not None else []
+        return [a for key, a in self._attempts.items() if key[0] == execution.execution_id]
+
+    def _accept(self, session: _Session, assignment: worker_pb2.Assignment) -> None:
+        key: Key = (assignment.execution_id, assignment.delivery)
+        session.outstanding = max(0, session.outstanding - 1)
+        if key in self._attempts:
+            log.warning("duplicate assignment %s ignored", key)
+            return
+        if key in self._unacked:  # finished, but the server did not see the result yet
+            session.unsent[key] = None
+            return
+        if len(self._attempts) >= self._max_held:
+            log.error("assignment %s beyond this worker's credit; refused", key)
+            self._record(key, worker_pb2.ExecutionResult(
+                execution_id=assignment.execution_id,
+                delivery=assignment.delivery,
+                attempt=assignment.attempt,
+                outcome=FAILED_RETRYABLE,
+                error=f"worker {self.config.worker_id} over capacity: the assignment exceeded its credit",
+            ))
+            return
+        attempt = Attempt(
+            assignment,
+            registry=self.handlers,
+            http_enabled=self.config.http,
+            address_policy=self.config.address_policy,
+            clock=self._clock,
+            cancel_grace=self.config.cancel_grace,
+            user_agent=USER_AGENT,
+        )
+        self._attempts[key] = attempt
+        self._tasks[key] = asyncio.create_task(self._hold(attempt), name=f"tickwheel-attempt-{key[0]}#{key[1]}")
+
+    async def _hold(self, attempt: Attempt) -> None:
+        assert self._slots is not None
+        try:
+            await attempt.run(self._slots, self._on_result)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a runtime bug must still end in a result
+            log.exception("attempt %s failed inside the worker", attempt.key)
+            if not attempt.decided and not attempt.rejected:
+                attempt.decided = True
+                a = attempt.assignment
+                self._record(attempt.key, worker_pb2.ExecutionResult(
+                    execution_id=a.execution_id, delivery=a.delivery, attempt=a.attempt,
+                    outcome=FAILED_RETRYABLE, error=f"worker error: {type(exc).__name__}: {exc}",
+                ))
+        finally:
+            self._attempts.pop(attempt.key, None)
+            self._tasks.pop(attempt.key, None)
+            if self._session is not None:
+                self._session.wake.set()  # a slot is free: maybe credit
+            self._notify()
+
+    def _on_result(self, attempt: Attempt, result: worker_pb2.ExecutionResult) -> None:
+        self._record(attempt.key, result)
+
+    def _record(self, key: Key, result: worker_pb2.ExecutionResult) -> None:
+        self._unacked[key] = result
+        if self._session is not None:
+            self._session.unsent[key] = None
+            self._session.wake.set()
+        self._notify()
+
+    def _apply_acks(self, session: _Session, acks: Iterable[worker_pb2.ResultAck]) -> None:
+        for ack in acks:
+            key = (ack.execution_id, ack.delivery)
+            self._unacked.pop(key, None)
+            session.unsent.pop(key, None)
+            if not ack.accepted:
+                log.warning("server rejected the result for %s: %s", key, ack.reason)
+        self._notify()
+
+    async def _abandon_all(self) -> None:
+        """Stop every attempt without reporting (the server re-delivers them)."""
+        for attempt in list(self._attempts.values()):
+            attempt.reject("the worker stopped")
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
