@@ -182,7 +182,11 @@ class TickwheelServer:
         value = json.dumps(
             {"server_id": self.server_id, "address": self.config.effective_advertise, "version": __version__}
         )
-        await self._lease_store.put(SERVERS_PREFIX + self.server_id, value, session=session)
+        try:
+            await self._lease_store.put(SERVERS_PREFIX + self.server_id, value, session=session)
+        except BaseException:
+            await session.close()
+            raise
         self._session = session
         log.info("etcd session %x open (ttl %d s)", session.id, session.ttl)
 
@@ -192,6 +196,9 @@ class TickwheelServer:
         while True:
             await self._session.lost.wait()
             log.warning("etcd session %x lost: %s; opening a new one", self._session.id, self._session.lost_reason)
+            # A lease that outlived the loss (etcd keeps leases across a restart)
+            # is revoked now rather than left to expire.
+            await self._session.close()
             while True:
                 try:
                     await self._open_session()

@@ -81,3 +81,57 @@ job_requests = sa.Table(
     sa.Column("job_id", sa.Text, nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
 )
+
+executions = sa.Table(
+    "executions",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("job_id", sa.Text, nullable=False),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("partition", sa.Integer, nullable=False),
+    sa.Column("origin", sa.Text, nullable=False),
+    sa.Column("nominal_at", sa.BigInteger, nullable=False),
+    sa.Column("due_at", sa.BigInteger, nullable=False),
+    sa.Column("ready_at", sa.BigInteger, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("delivery", sa.Integer, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("owner", sa.Text),
+    sa.Column("worker_id", sa.Text),
+    sa.Column("handler", sa.Text),
+    sa.Column("missed_count", sa.Integer, nullable=False),
+    sa.Column("reap_count", sa.Integer, nullable=False),
+    sa.Column("payload", sa.LargeBinary, nullable=False),
+    sa.Column("error", sa.Text, nullable=False),
+    sa.Column("dead_reason", sa.Text, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("finished_at", sa.BigInteger),
+)
+
+attempts = sa.Table(
+    "attempts",
+    metadata,
+    sa.Column("execution_id", sa.Text, primary_key=True),
+    sa.Column("attempt", sa.Integer, primary_key=True),
+    sa.Column("delivery", sa.Integer, primary_key=True),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("started_at", sa.BigInteger, nullable=False),
+    sa.Column("finished_at", sa.BigInteger),
+    sa.Column("lateness_us", sa.BigInteger, nullable=False),
+    sa.Column("worker_id", sa.Text, nullable=False),
+    sa.Column("error", sa.Text, nullable=False),
+)
+
+skips = sa.Table(
+    "skips",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("job_id", sa.Text, nullable=False),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("from_at", sa.BigInteger, nullable=False),
+    sa.Column("to_at", sa.BigInteger, nullable=False),
+    sa.Column("continues_at", sa.BigInteger),
+    sa.Column("count", sa.BigInteger, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)

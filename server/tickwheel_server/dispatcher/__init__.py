@@ -1,0 +1,1 @@
+"""The dispatcher: partition ownership, claiming due occurrences, the claim plan."""

@@ -1,0 +1,129 @@
+"""What one claim does to one job: pure, table-tested, no I/O.
+
+Given a job's schedule cursor (its next fire), ``now`` and the look-ahead,
+:func:`plan_claim` decides which occurrences become executions, which are
+recorded as skipped (misfire policy), and where the cursor moves. The
+dispatcher applies the plan in its claim transaction.
+
+Misfires (DESIGN.md): an occurrence is *missed* when it is more than the
+job's threshold late at claim time (``now - due_at > threshold``).
+``run_once`` runs the latest missed occurrence, carrying how many it stands
+for, and skips the rest; ``run_all`` runs the most recent ``run_all_limit``
+and skips older ones; ``skip`` skips them all.
+
+Never stuck: a plan looks at no more than ``scan_limit`` occurrences. A job
+missed for longer than that is planned in several claims: each records what
+it scanned as skipped (one range, extended in place by the next claim through
+``continues_at``) and moves the cursor on, until the claim that reaches the
+first occurrence that is not missed. Over such a split the ``run_all`` limit
+applies to the occurrences of the last claim.
+
+``runs`` counts occurrences consumed from the schedule, run or skipped; it is
+what ``max_runs`` limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from ..schedule import Fire
+
+RUN_ONCE = "run_once"
+RUN_ALL = "run_all"
+SKIP = "skip"
+DEFAULT_SCAN_LIMIT = 10_000
+
+
+@dataclass(frozen=True)
+class PlannedExecution:
+    nominal_at: datetime
+    due_at: datetime
+    missed_count: int
+    """How many occurrences this execution stands for (1 when none was missed)."""
+
+
+@dataclass(frozen=True)
+class PlannedSkip:
+    from_at: datetime
+    to_at: datetime
+    count: int
+    continues_at: datetime | None
+    """The nominal instant after ``to_at`` (the cursor), or None when the schedule ended."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    executions: list[PlannedExecution] = field(default_factory=list)
+    skip: PlannedSkip | None = None
+    next_fire: Fire | None = None
+    """The new cursor: the first occurrence not yet planned (None: the schedule ended)."""
+    runs: int = 0
+    """Occurrences consumed by this plan."""
+
+
+def execution_id(job_id: str, nominal_at: datetime) -> str:
+    """The derived id of a scheduled occurrence: ``<job id>:<nominal instant, RFC 3339 UTC>``."""
+    text = nominal_at.strftime("%Y-%m-%dT%H:%M:%S")
+    if nominal_at.microsecond:
+        text += f".{nominal_at.microsecond:06d}"
+    return f"{job_id}:{text}Z"
+
+
+def plan_claim(
+    cursor: Fire,
+    following: Callable[[Fire, int], Fire | None],
+    *,
+    now: datetime,
+    horizon: datetime,
+    policy: str,
+    threshold: timedelta,
+    run_all_limit: int,
+    carried_missed: int = 0,
+    scan_limit: int = DEFAULT_SCAN_LIMIT,
+) -> Plan:
+    """Plan the occurrences from ``cursor`` (the job's next fire) whose nominal
+    instant is at or before ``horizon`` (now + look-ahead).
+
+    ``following(fire, runs)`` returns the fire after ``fire`` once ``runs``
+    occurrences have been consumed in this plan (the engine's
+    ``next_fire(schedule, fire.nominal_at, runs_so_far=job_runs + runs)``).
+    ``carried_missed`` is how many missed occurrences earlier claims already
+    recorded for this run of misses (the open skip range's count), so a
+    ``run_once`` execution reports the whole run.
+    """
+    if policy not in (RUN_ONCE, RUN_ALL, SKIP):
+        raise ValueError(f"unknown misfire policy {policy!r}")
+    missed: list[Fire] = []
+    upcoming: list[Fire] = []
+    fire: Fire | None = cursor
+    runs = 0
+    while fire is not None and fire.nominal_at <= horizon and runs < scan_limit:
+        if now - fire.due_at > threshold:
+            missed.append(fire)
+        else:
+            upcoming.append(fire)
+        runs += 1
+        fire = following(fire, runs)
+    still_missing = fire is not None and fire.nominal_at <= horizon and now - fire.due_at > threshold
+    executions: list[PlannedExecution] = []
+    skipped: list[Fire] = []
+    if missed and still_missing:
+        skipped = missed
+    elif missed and policy == RUN_ONCE:
+        latest = missed[-1]
+        executions.append(PlannedExecution(latest.nominal_at, latest.due_at, len(missed) + carried_missed))
+        skipped = missed[:-1]
+    elif missed and policy == RUN_ALL:
+        keep = missed[-run_all_limit:]
+        skipped = missed[: len(missed) - len(keep)]
+        executions += [PlannedExecution(f.nominal_at, f.due_at, 1) for f in keep]
+    elif missed:
+        skipped = missed
+    executions += [PlannedExecution(f.nominal_at, f.due_at, 1) for f in upcoming]
+    skip = None
+    if skipped:
+        after_skip = executions[0].nominal_at if executions else (fire.nominal_at if fire is not None else None)
+        skip = PlannedSkip(skipped[0].nominal_at, skipped[-1].nominal_at, len(skipped), after_skip)
+    return Plan(executions=executions, skip=skip, next_fire=fire, runs=runs)
