@@ -15,6 +15,7 @@ from ..auth.authenticator import Authenticator
 from ..clock import Clock
 from ..errors import InvalidArgument
 from ..ids import new_job_id
+from ..jobspec import schedule_of
 from ..schedule import Fire, Schedule, ScheduleError, ScheduleKind, preview, tzdata_version, zones
 from ..schedule import validate as validate_schedule
 from ..store.jobs import JobStore, NewJob
@@ -51,7 +52,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         now = self._clock.now()
         job = validate.normalise_job(request.job, now)
         job_id = new_job_id(now)
-        schedule = validate.schedule_of(job, job_id)
+        schedule = schedule_of(job, job_id)
         try:
             fire = validate_schedule(schedule, now)
         except ScheduleError as error:
@@ -82,7 +83,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         job = convert.job_to_proto(record)
         next_runs = []
         if record.state == "active" and record.next_run_at is not None:
-            schedule = validate.schedule_of(job, record.id)
+            schedule = schedule_of(job, record.id)
             later = upcoming(schedule, record.next_run_at, count - 1, runs_so_far=record.run_count + 1)
             first = Fire(record.next_run_at, record.next_due_at or record.next_run_at, _offset(schedule, record.next_run_at))
             next_runs = [fire_to_proto(f) for f in [first, *later]]
@@ -112,10 +113,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         source = request.WhichOneof("source")
         if source == "job_id":
             record = await self._jobs.get(tenant.name, request.job_id)
-            schedule = validate.schedule_of(convert.job_to_proto(record), record.id)
+            schedule = schedule_of(convert.job_to_proto(record), record.id)
             runs_so_far = record.run_count
         elif source == "job":
-            schedule = validate.schedule_of(request.job, request.job.id)
+            schedule = schedule_of(request.job, request.job.id)
             runs_so_far = 0
         else:
             raise InvalidArgument.field("source", "set job_id or job")
