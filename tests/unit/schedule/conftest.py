@@ -1,6 +1,6 @@
 """Schedule-engine test setup.
 
-Hypothesis profiles: ``ci`` (the default here; few examples, no deadline, so
+Hypothesis profiles: ``ci`` (the default here; 100 examples, no deadline, so
 this folder stays well under a minute on two cores) and ``thorough`` (for a
 long local run: ``HYPOTHESIS_PROFILE=thorough``). ``zoneinfo`` is pinned to
 the ``tzdata`` package so the reference and the engine read the same rules.
@@ -17,7 +17,7 @@ from tickwheel_server.schedule import pin_tzdata
 
 settings.register_profile(
     "ci",
-    max_examples=30,
+    max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     derandomize=False,

@@ -12,7 +12,7 @@ import pytest
 
 from tickwheel.v1 import worker_pb2_grpc
 from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig
-from worker_fakes import WAIT, FakeWorkerService, StartWorker
+from tests.unit.worker.worker_fakes import WAIT, FakeWorkerService, StartWorker
 
 @pytest.fixture
 async def fake_server() -> AsyncIterator[FakeWorkerService]:

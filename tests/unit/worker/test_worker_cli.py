@@ -15,7 +15,7 @@ import pytest
 from tickwheel.v1 import worker_pb2
 from tickwheel_worker.cli import UsageError, build_parser, config_from_args, load_handlers, worker_main
 from tickwheel_worker.handlers import HandlerRegistry
-from worker_fakes import WAIT, FakeWorkerService, make_assignment
+from tests.unit.worker.worker_fakes import WAIT, FakeWorkerService, make_assignment
 
 REPO = Path(__file__).resolve().parents[3]
 

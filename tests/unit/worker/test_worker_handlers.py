@@ -14,7 +14,7 @@ from tickwheel_worker import HandlerRegistry, JobContext, Worker, WorkerConfig, 
 from tickwheel_worker.attempt import Attempt, truncate_utf8
 from tickwheel_worker.backoff import reconnect_delay
 from tickwheel_worker.handlers import encode_output
-from worker_fakes import make_assignment
+from tests.unit.worker.worker_fakes import make_assignment
 
 OUTCOME = worker_pb2.ResultOutcome
 

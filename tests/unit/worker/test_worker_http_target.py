@@ -25,7 +25,7 @@ from tickwheel_worker.http_target import (
     classify_status,
     parse_retry_after,
 )
-from worker_fakes import WAIT, FakeWorkerService, StartWorker, make_assignment
+from tests.unit.worker.worker_fakes import WAIT, FakeWorkerService, StartWorker, make_assignment
 
 OUTCOME = worker_pb2.ResultOutcome
 

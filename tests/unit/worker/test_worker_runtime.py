@@ -19,7 +19,7 @@ from tickwheel_worker import (
     register_builtins,
 )
 
-from worker_fakes import WAIT, FakeWorkerService, StartWorker, make_assignment
+from tests.unit.worker.worker_fakes import WAIT, FakeWorkerService, StartWorker, make_assignment
 
 OUTCOME = worker_pb2.ResultOutcome
 
