@@ -21,7 +21,9 @@ paused during each timed loop:
 - ``agreement_without_h``: the fraction of croniter's computations, ``H``
   jobs left out (the two hash differently), where both give the same nominal
   instant; they differ around DST transitions, where croniter fires
-  fixed-time jobs twice in a repeated hour.
+  fixed-time jobs twice in a repeated hour; ``dst_edge_cases`` runs the
+  first 8 fires of five expressions from 3 hours before every 2027-2028
+  transition of the zones in the mix and counts where croniter differs.
 
 ``--smoke`` runs a tiny workload in about a second, so CI keeps the script
 working; its figures mean nothing.
@@ -162,6 +164,45 @@ def bench_croniter(workload: list[tuple[Schedule, datetime]]) -> tuple[dict, lis
     return {"fresh_per_s": round(n / _timed(fresh)), "reused_per_s": round(n / _timed(reused))}, results
 
 
+def dst_edge_cases() -> dict:
+    """Fixed-time and wild jobs started just before every 2027-2028 transition of
+    the DST zones in the mix: how often croniter's next fire differs (it fires
+    fixed-time jobs twice in a repeated hour)."""
+    from croniter import croniter
+
+    from tickwheel_server.schedule.zones import default_registry
+
+    engine = Engine()
+    low, high = int(datetime(2027, 1, 1, tzinfo=UTC).timestamp()), int(datetime(2029, 1, 1, tzinfo=UTC).timestamp())
+    cases = differ = 0
+    examples: list[str] = []
+    for key in ZONES:
+        zone, zi = default_registry().get(key), ZoneInfo(key)
+        for transition in [t for t in zone.table(high)[0] if low <= t < high]:
+            for expression in ("30 1 * * *", "30 2 * * *", "0 0 * * *", "30 23 * * *", "*/30 * * * *"):
+                after = datetime.fromtimestamp(transition, UTC) - timedelta(hours=3)
+                schedule = Schedule.cron(expression, key, exact=True)
+                ours = [f.nominal_at for f in _first(engine.iter_fires(schedule, after), 8)]
+                it = croniter(expression, after.astimezone(zi))
+                theirs = [it.get_next(datetime).astimezone(UTC) for _ in range(8)]
+                cases += 1
+                if ours != theirs:
+                    differ += 1
+                    if len(examples) < 3:
+                        extra = sorted(set(theirs) - set(ours))[:1] or sorted(set(ours) - set(theirs))[:1]
+                        examples.append(f"{expression} {key} near {extra[0].isoformat()}")
+    return {"cases": cases, "croniter_differs": differ, "examples": examples}
+
+
+def _first(iterator, count: int) -> list:
+    out = []
+    for item in iterator:
+        out.append(item)
+        if len(out) == count:
+            break
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=50_000, help="computations per timed pass (default 50 000)")
@@ -191,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         "speedup_cold_vs_croniter_fresh": round(tickwheel["cold_per_s"] / croniter_figures["fresh_per_s"], 1),
         "speedup_warm_vs_croniter_reused": round(tickwheel["warm_per_s"] / croniter_figures["reused_per_s"], 1),
         "agreement_without_h": round(agree, 4),
+        "dst_edge_cases": dst_edge_cases(),
         "python": platform.python_version(),
         "tzdata": tzdata_version(),
     }

@@ -40,7 +40,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> _Parser:
-    parser = _Parser(prog="tickwheel cron next", add_help=True, description="Print the next fire instants of a cron expression.")
+    parser = _Parser(prog="tickwheel cron next", description="Print the next fire instants of a cron expression.")
     parser.add_argument("expression", metavar="EXPR", help='five-field cron expression or macro, e.g. "30 2 * * *"')
     parser.add_argument("--tz", required=True, metavar="ZONE", help="IANA time zone, e.g. Europe/London")
     parser.add_argument("--after", metavar="RFC3339", help="start strictly after this instant (default: now)")
@@ -92,7 +92,10 @@ def cron_next_main(
         pin_tzdata()
         engine = engine or default_engine()
         schedule = Schedule.cron(args.expression, args.tz, job_id=args.job_id, exact=not args.job_id)
-        fires = engine.preview(schedule, after, args.count) if args.explain else list(_take(engine, schedule, after, args.count))
+        if args.explain:
+            fires = engine.preview(schedule, after, args.count)
+        else:
+            fires = list(_take(engine, schedule, after, args.count))
     except _UsageError as error:
         print(f"tickwheel cron next: {error}", file=err)
         return 2

@@ -109,7 +109,9 @@ class CronExpression:
         ``job_id`` is empty, or when it can never fire.
         """
         if self.uses_h and not job_id:
-            raise ScheduleError(EXPRESSION_FIELD, "H needs a job id to pick its value (save the job first, or pass one)")
+            raise ScheduleError(
+                EXPRESSION_FIELD, "H needs a job id to pick its value (save the job first, or pass one)"
+            )
         sets: list[frozenset[int]] = []
         for index, terms in enumerate(self.terms):
             values: set[int] = set()
@@ -153,26 +155,22 @@ class CronFields:
         """True when a day matches if *either* day field matches (Vixie)."""
         return not (self.dom_star or self.dow_star)
 
-    def matches_day(self, year: int, month: int, day: int) -> bool:
-        """Whether the calendar date matches month and day fields (slow, for tests)."""
-        if month not in self.months:
-            return False
-        weekday = (date(year, month, day).weekday() + 1) % 7
-        dom, dow = day in self.days, weekday in self.weekdays
-        return (dom or dow) if self.days_or else (dom and dow)
-
 
 def _check_fires(fields: CronFields) -> None:
+    """Raise when no date can match: both day fields must match (one starts
+    with ``*``) and no listed day of the month exists in any listed month.
+    Otherwise some date matches within 400 years (the Gregorian cycle)."""
     if fields.days_or:
         return
     possible = [m for m in sorted(fields.months) if min(fields.days) <= _MAX_MONTH_LENGTH[m]]
     if not possible:
         days = ",".join(str(d) for d in sorted(fields.days))
         months = ", ".join(_MONTH_LABELS[m] for m in sorted(fields.months))
-        plural = "s" if len(fields.days) > 1 else ""
-        raise ScheduleError(
-            EXPRESSION_FIELD, f"never fires: day{plural} {days} of the month never occur{'' if plural else 's'} in {months}"
-        )
+        if len(fields.days) > 1:
+            reason = f"never fires: days {days} of the month never occur in {months}"
+        else:
+            reason = f"never fires: day {days} of the month never occurs in {months}"
+        raise ScheduleError(EXPRESSION_FIELD, reason)
 
 
 def parse_cron(text: str) -> CronExpression:

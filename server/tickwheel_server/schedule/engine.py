@@ -100,7 +100,9 @@ class CompiledCron:
                 return instant, offset, ""
         return self._next_slow(after, gap, repeat, table, k)
 
-    def _next_slow(self, after: int, gap: GapPolicy, repeat: RepeatPolicy, table: tuple, k: int) -> tuple[int, int, str] | None:
+    def _next_slow(
+        self, after: int, gap: GapPolicy, repeat: RepeatPolicy, table: tuple, k: int
+    ) -> tuple[int, int, str] | None:
         """:meth:`next_after` across segment boundaries, applying the DST rule."""
         zone = self.zone
         next_match = self.next_match
@@ -396,11 +398,13 @@ class Engine:
             first, second = instants[0], instants[-1]
             before, after = wall - first, wall - second
             transition = _transition_between(zone, first, second)
+            first_at = EPOCH + timedelta(seconds=first) + fraction
             if repeat_once(schedule.repeat, False, before - after):
-                return [(EPOCH + timedelta(seconds=first) + fraction, before, repeat_note(wall, transition, before, after, "once"))]
+                return [(first_at, before, repeat_note(wall, transition, before, after, "once"))]
+            second_at = EPOCH + timedelta(seconds=second) + fraction
             return [
-                (EPOCH + timedelta(seconds=first) + fraction, before, repeat_note(wall, transition, before, after, "first")),
-                (EPOCH + timedelta(seconds=second) + fraction, after, repeat_note(wall, transition, before, after, "second")),
+                (first_at, before, repeat_note(wall, transition, before, after, "first")),
+                (second_at, after, repeat_note(wall, transition, before, after, "second")),
             ]
         gap = zone.gap_of_wall(wall)
         if gap is None:  # pragma: no cover - a wall time is always seen, repeated or skipped

@@ -115,7 +115,9 @@ def parse_local_time(text: str) -> datetime:
     date that does not exist).
     """
     if not _LOCAL_TIME.fullmatch(text):
-        raise ScheduleError("schedule.local.local_time", f"{text!r} is not a local date and time like 2027-03-28T02:30:00")
+        raise ScheduleError(
+            "schedule.local.local_time", f"{text!r} is not a local date and time like 2027-03-28T02:30:00"
+        )
     try:
         return datetime.fromisoformat(text)
     except ValueError as error:

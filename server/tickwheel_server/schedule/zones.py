@@ -61,11 +61,11 @@ def _year_of(instant: int) -> int:
 class Zone:
     """One IANA zone as a table of UTC-offset changes.
 
-    ``table(t)`` returns ``(T, O)`` complete for every instant before ``t``
-    plus a margin of a year: transitions the footer rule generates are added on
-    demand. ``offset_at(t)`` is the UTC offset in seconds at instant ``t``.
-    Wall times are "local seconds": seconds since 1970-01-01 00:00 on the
-    zone's clocks.
+    :meth:`table` returns the transition table, complete at least a year
+    past the instant asked for: transitions the footer rule generates are
+    added on demand. :meth:`offset_at` is the UTC offset in seconds at an
+    instant. Instants are seconds since the epoch; wall times are "local
+    seconds": seconds since 1970-01-01 00:00 on the zone's clocks.
     """
 
     __slots__ = ("key", "_data", "_table", "_lock", "_next_year", "_rule_from")
