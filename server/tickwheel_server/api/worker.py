@@ -1,10 +1,10 @@
 """WorkerService.Pull: the worker's one long-lived stream.
 
-This server side handles the protocol's skeleton: authentication, hello and
-welcome, credit, worker heartbeats, server heartbeats and drain. Executions
-are handed out by the gateway through each connection's outbox; results for
-executions this server does not hold are acknowledged as rejected, never
-applied.
+Authentication, hello and welcome, credit, worker heartbeats, server
+heartbeats and drain happen here; executions are handed out by the gateway
+through each connection's outbox, and results go to the gateway, which
+records them and acknowledges each (a stale delivery is rejected, never
+applied).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from ..auth.authenticator import Authenticator
 from ..clock import Clock
 from ..errors import FailedPrecondition, InvalidArgument, PermissionDenied, TickwheelError
 from ..gateway.connections import Connections, WorkerConnection
+from ..gateway.gateway import Gateway
 from .status import abort
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         session_id: str = "",
         heartbeat_interval: float = 5.0,
         heartbeat_timeout: float = 30.0,
+        gateway: Gateway | None = None,
     ) -> None:
+        self.gateway = gateway
         self._auth = auth
         self._connections = connections
         self._clock = clock
@@ -96,6 +99,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             last_heartbeat=self._clock.monotonic(),
         )
         self._connections.add(connection)
+        if self.gateway is not None:
+            self.gateway.wake()
         log.info("worker %s connected (%d slots, handlers %s)", hello.worker_id, connection.slots, sorted(hello.handlers))
         welcome = worker_pb2.ServerWelcome(
             server_id=self._server_id,
@@ -131,8 +136,12 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 kind = request.WhichOneof("message")
                 if kind == "credit":
                     connection.credit += max(0, request.credit.credits)
+                    if self.gateway is not None:
+                        self.gateway.wake()
                 elif kind == "heartbeat":
                     connection.last_heartbeat = self._clock.monotonic()
+                elif kind == "result" and self.gateway is not None:
+                    await self.gateway.record(connection, list(request.result.results))
                 elif kind == "result":
                     acks = [
                         worker_pb2.ResultAck(

@@ -14,6 +14,7 @@ from datetime import datetime
 from tickwheel.v1 import worker_pb2
 
 from ..store.credentials import WorkerCredential
+from ..store.handout import Capability
 
 OUTBOX_SIZE = 1024
 
@@ -30,10 +31,21 @@ class WorkerConnection:
     connected_at: datetime
     credit: int = 0
     last_heartbeat: float = 0.0
+    in_flight: dict[tuple[str, int], datetime] = field(default_factory=dict)
+    """(execution id, delivery) → when this server handed it out."""
+    draining: bool = False
     outbox: asyncio.Queue[worker_pb2.PullResponse | None] = field(
         default_factory=lambda: asyncio.Queue(maxsize=OUTBOX_SIZE)
     )
     closed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def capability(self) -> Capability:
+        """What this worker may receive: its credential's tenants, the handlers
+        it runs that the credential allows, HTTP if both say so."""
+        allowed = self.credential.handlers
+        handlers = tuple(sorted(h for h in self.handlers if not allowed or h in allowed))
+        return Capability(tuple(sorted(self.credential.tenants)), handlers, self.http and self.credential.http)
 
     async def send(self, message: worker_pb2.PullResponse) -> None:
         """Queue ``message``; waits while the outbox is full (a slow worker

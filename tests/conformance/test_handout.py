@@ -1,0 +1,150 @@
+"""Hand-out through the store and results, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+from tickwheel.v1 import job_pb2, worker_pb2
+
+from tickwheel_server.ids import to_us
+from tickwheel_server.store.handout import Capability, HandoutStore, ResultIn
+from tickwheel_server.store.tables import attempts, executions, jobs
+from tickwheel_server.store.tenants import Tenant, TenantStore
+
+ANY_ECHO = Capability(("acme",), ("echo",), True)
+
+
+@pytest.fixture
+async def store(migrated_engine, clock) -> HandoutStore:
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    await TenantStore(migrated_engine, clock).create(Tenant(name="globex"))
+    return HandoutStore(migrated_engine, clock, rng=random.Random(7))
+
+
+def add_execution(engine, clock, ident: str, *, due_in: float = 0.0, tenant: str = "acme", handler: str | None = "echo",
+                  max_attempts: int = 3) -> None:
+    spec = job_pb2.Job(name="j", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name=handler or "x")))
+    spec.retry_policy.max_attempts = max_attempts
+    spec.retry_policy.initial_backoff.FromSeconds(1)
+    spec.retry_policy.max_backoff.FromSeconds(10)
+    due = to_us(clock.now() + timedelta(seconds=due_in))
+    with engine.begin() as conn:
+        if not conn.execute(sa.select(jobs.c.id).where(jobs.c.id == "job_1")).first():
+            conn.execute(jobs.insert().values(
+                id="job_1", tenant=tenant, partition=0, name="j", state="active", spec=spec.SerializeToString(),
+                time_zone="UTC", next_run_at=None, next_due_at=None, run_count=0, tzdata_version="x",
+                pause_reason="", paused_at=None, version=1, created_at=0, updated_at=0))
+        conn.execute(executions.insert().values(
+            id=ident, job_id="job_1", tenant=tenant, partition=0, origin="scheduled", nominal_at=due, due_at=due,
+            ready_at=due, attempt=1, delivery=0, status="scheduled", owner=None, worker_id=None, handler=handler,
+            missed_count=1, reap_count=0, payload=b"p", error="", dead_reason="", created_at=0, finished_at=None))
+
+
+def result(handed, outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED, **overrides) -> ResultIn:
+    values = dict(execution_id=handed.id, delivery=handed.delivery, attempt=handed.attempt, outcome=outcome,
+                  error="", worker_id="w1", handed_out_at=None)
+    values.update(overrides)
+    return ResultIn(**values)
+
+
+async def test_nothing_is_handed_out_before_its_ready_instant(store, migrated_engine, clock) -> None:
+    add_execution(migrated_engine, clock, "e1", due_in=0.5)
+    assert await store.claim_ready("s1", clock.now(), ANY_ECHO, 10) == []
+    assert await store.claim_ready("s1", clock.now() + timedelta(seconds=0.499999), ANY_ECHO, 10) == []
+    handed = await store.claim_ready("s1", clock.now() + timedelta(seconds=0.5), ANY_ECHO, 10)
+    assert [(h.id, h.delivery, h.attempt, h.payload) for h in handed] == [("e1", 1, 1, b"p")]
+    assert handed[0].spec  # the job's definition travels with it
+    assert await store.claim_ready("s2", clock.now() + timedelta(seconds=5), ANY_ECHO, 10) == []
+
+
+async def test_hand_out_respects_tenants_handlers_http_and_the_limit(store, migrated_engine, clock) -> None:
+    add_execution(migrated_engine, clock, "echo-1")
+    add_execution(migrated_engine, clock, "echo-2")
+    add_execution(migrated_engine, clock, "http-1", handler=None)
+    add_execution(migrated_engine, clock, "other-1", handler="billing")
+    add_execution(migrated_engine, clock, "globex-1", tenant="globex")
+    only_http = await store.claim_ready("s1", clock.now(), Capability(("acme",), (), True), 10)
+    assert [h.id for h in only_http] == ["http-1"]
+    one = await store.claim_ready("s1", clock.now(), Capability(("acme",), ("echo",), False), 1)
+    assert len(one) == 1 and one[0].id.startswith("echo-")
+    rest = await store.claim_ready("s1", clock.now(), Capability(("acme",), ("echo", "nothing"), False), 10)
+    assert len(rest) == 1 and rest[0].id.startswith("echo-") and rest[0].id != one[0].id
+
+
+async def test_concurrent_claims_never_hand_out_one_execution_twice(store, migrated_engine, clock) -> None:
+    for index in range(40):
+        add_execution(migrated_engine, clock, f"e{index:02d}")
+    batches = await asyncio.gather(*(store.claim_ready(f"s{n}", clock.now(), ANY_ECHO, 15) for n in range(4)))
+    handed = [h.id for batch in batches for h in batch]
+    assert len(handed) == len(set(handed)) == 40
+
+
+async def test_success_is_recorded_once_with_an_attempt_row(store, migrated_engine, clock) -> None:
+    add_execution(migrated_engine, clock, "e1")
+    clock.advance(2)
+    [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
+    acks = await store.record_results([result(handed, handed_out_at=clock.now())])
+    assert [(a.accepted, a.reason) for a in acks] == [(True, "")]
+    again = await store.record_results([result(handed)])
+    assert [(a.accepted, a.reason) for a in again] == [(True, "already recorded")]
+    with migrated_engine.connect() as conn:
+        row = conn.execute(sa.select(executions).where(executions.c.id == "e1")).one()
+        history = conn.execute(sa.select(attempts)).all()
+    assert (row.status, row.owner, row.finished_at is not None) == ("succeeded", None, True)
+    assert [(h.attempt, h.delivery, h.status, h.worker_id) for h in history] == [(1, 1, "succeeded", "w1")]
+    assert history[0].lateness_us == 2_000_000
+
+
+async def test_a_stale_delivery_is_rejected_and_changes_nothing(store, migrated_engine, clock) -> None:
+    add_execution(migrated_engine, clock, "e1")
+    [first] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
+    with migrated_engine.begin() as conn:  # as a reaper would: back to scheduled for a second delivery
+        conn.execute(executions.update().values(status="scheduled", owner=None))
+    [second] = await store.claim_ready("s2", clock.now(), ANY_ECHO, 1)
+    assert second.delivery == first.delivery + 1
+    [ack] = await store.record_results([result(first)])
+    assert not ack.accepted and "stale delivery" in ack.reason
+    with migrated_engine.connect() as conn:
+        assert conn.execute(sa.select(executions.c.status)).scalar() == "running"
+        assert conn.execute(sa.select(sa.func.count()).select_from(attempts)).scalar() == 0
+
+
+async def test_retryable_failures_back_off_with_full_jitter_then_dead_letter(store, migrated_engine, clock) -> None:
+    add_execution(migrated_engine, clock, "e1", max_attempts=3)
+    waits = []
+    for attempt in (1, 2, 3):
+        clock.advance(60)
+        [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
+        assert handed.attempt == attempt and handed.delivery == 1
+        await store.record_results([result(handed, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error=f"boom {attempt}")])
+        with migrated_engine.connect() as conn:
+            row = conn.execute(sa.select(executions).where(executions.c.id == "e1")).one()
+        if attempt < 3:
+            assert row.status == "scheduled" and row.attempt == attempt + 1
+            waits.append((row.ready_at - to_us(clock.now())) / 1e6)
+    assert 0 <= waits[0] <= 1 and 0 <= waits[1] <= 2  # ceilings: 1 s · 2^(n-2)
+    assert (row.status, row.dead_reason, row.error) == ("dead", "attempts exhausted (3 of 3)", "boom 3")
+    with migrated_engine.connect() as conn:
+        errors = conn.execute(sa.select(attempts.c.error).order_by(attempts.c.attempt)).scalars().all()
+    assert errors == ["boom 1", "boom 2", "boom 3"]
+
+
+async def test_a_permanent_failure_is_dead_at_once(store, migrated_engine, clock) -> None:
+    add_execution(migrated_engine, clock, "e1")
+    [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
+    await store.record_results([result(handed, worker_pb2.RESULT_OUTCOME_FAILED_PERMANENT, error="404")])
+    with migrated_engine.connect() as conn:
+        row = conn.execute(sa.select(executions).where(executions.c.id == "e1")).one()
+    assert (row.status, row.dead_reason) == ("dead", "failed permanently")
+
+
+async def test_release_puts_back_what_was_never_sent(store, migrated_engine, clock) -> None:
+    add_execution(migrated_engine, clock, "e1")
+    [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
+    await store.release([(handed.id, handed.delivery)])
+    [again] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
+    assert again.delivery == handed.delivery
