@@ -8,3 +8,15 @@ per-test key prefix from ``etcd_prefix``).
 """
 
 pytest_plugins = ["tests.support.postgres", "tests.support.etcd"]
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+# Hypothesis profiles: ``ci`` (the default; 100 examples, no deadline, so the
+# suite stays fast on two cores) and ``thorough`` (a long local run:
+# ``HYPOTHESIS_PROFILE=thorough``).
+_SLOW_OK = [HealthCheck.too_slow, HealthCheck.filter_too_much]
+settings.register_profile("ci", max_examples=100, deadline=None, suppress_health_check=_SLOW_OK)
+settings.register_profile("thorough", max_examples=1000, deadline=None, suppress_health_check=_SLOW_OK)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

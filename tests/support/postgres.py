@@ -29,7 +29,9 @@ Environment:
 - ``TICKWHEEL_TEST_TMPDIR``: the folder to put the server's folder in.
 
 When PostgreSQL is not installed, every test that needs it fails (never
-skips) with a message saying how to install it. Tests that use these
+skips) with a message saying how to install it. SIGTERM interrupts the
+session like Ctrl-C so the server is still stopped; a session killed outright
+leaves its folder, which the next session removes (stopping its server). Tests that use these
 fixtures get the ``postgres`` marker, so ``-m "not postgres"`` deselects them.
 """
 
@@ -45,10 +47,11 @@ import socket
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -64,6 +67,8 @@ HOST = "127.0.0.1"
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
 SHM_MIN_FREE = 1 << 30
+DIR_PREFIX = "tickwheel-pg-"
+OWNER_FILE = "owner"
 
 # Durability is worthless for a database that is deleted in a minute;
 # the rest keeps a test run quiet, deterministic and fast.
@@ -159,6 +164,41 @@ def _scratch_parent(demoted: bool) -> Path:
     return parent
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_abandoned_servers(parent: Path) -> None:
+    """Delete the folders (and stop the servers) of test sessions that died without cleaning up.
+
+    A session killed outright (SIGKILL, a crash) cannot run its finalizers.
+    Its folder names the session's pid in ``owner``; when that process is
+    gone, its postmaster (if still running, and only if its command line
+    names that folder) gets an immediate shutdown and the folder is deleted.
+    """
+    for folder in parent.glob(f"{DIR_PREFIX}*"):
+        try:
+            owner = int((folder / OWNER_FILE).read_text().strip())
+        except (OSError, ValueError):
+            continue  # not ours, or still being set up
+        if _pid_alive(owner):
+            continue
+        try:
+            postmaster = int((folder / "data" / "postmaster.pid").read_text().split("\n", 1)[0])
+            cmdline = Path(f"/proc/{postmaster}/cmdline").read_bytes()
+            if str(folder).encode() in cmdline:
+                os.kill(postmaster, signal.SIGQUIT)
+        except (OSError, ValueError):
+            pass
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _child_env() -> dict[str, str]:
     # libpq/PG* variables from the caller's shell must not steer our server.
     return {key: value for key, value in os.environ.items() if not key.startswith("PG")}
@@ -189,7 +229,10 @@ class PostgresServer:
                     "tests run as root and initdb refuses root, but there is no 'postgres' user to run it as. "
                     + INSTALL_HINT
                 ) from None
-        self.base_dir = Path(tempfile.mkdtemp(prefix="tickwheel-pg-", dir=_scratch_parent(self._run_as is not None)))
+        parent = _scratch_parent(self._run_as is not None)
+        _remove_abandoned_servers(parent)
+        self.base_dir = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=parent))
+        (self.base_dir / OWNER_FILE).write_text(f"{os.getpid()}\n")
         if self._run_as is not None:
             os.chown(self.base_dir, self._run_as.pw_uid, self._run_as.pw_gid)
         self.data_dir = self.base_dir / "data"
@@ -391,14 +434,24 @@ def _create_database(conninfo: str, template: str) -> str:
     return name
 
 
-def _drop_database(conninfo: str, name: str) -> int:
-    """Drop ``name``, terminating connections left to it; return how many there were."""
+def _drop_database(conninfo: str, name: str, grace: float = 1.0) -> int:
+    """Drop ``name``, terminating connections left to it; return how many there were.
+
+    A connection closed just before (engine.dispose() in a fixture teardown)
+    has a server process that takes a moment to exit, so connections are
+    counted as left open only if they are still there after ``grace`` seconds.
+    """
+    query = "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
     with psycopg.connect(conninfo, autocommit=True) as admin:
-        row = admin.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", (name,)
-        ).fetchone()
+        deadline = time.monotonic() + grace
+        while True:
+            row = admin.execute(query, (name,)).fetchone()
+            left = int(row[0]) if row else 0
+            if left == 0 or time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)  # waiting for other processes to exit; nothing to await
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-    return int(row[0]) if row else 0
+    return left
 
 
 # ------------------------------------------------------------------ fixtures
@@ -436,6 +489,28 @@ def _start_session_server() -> PostgresServer | ExternalPostgres:
     return server
 
 
+def _finalize_on_sigterm() -> Callable[[], None]:
+    """Make SIGTERM (``timeout``, a CI runner) interrupt pytest like Ctrl-C, so
+    session finalizers stop the servers; returns the undo. Only when nobody
+    else handles SIGTERM. A second SIGTERM kills at once."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return lambda: None
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise KeyboardInterrupt("SIGTERM")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+    def undo() -> None:
+        if signal.getsignal(signal.SIGTERM) is interrupt:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    return undo
+
+
 @pytest.fixture(scope="session")
 def postgres_instance() -> Iterator[PostgresServer | ExternalPostgres]:
     """The session's PostgreSQL server (started on first use, stopped at the end)."""
@@ -446,12 +521,14 @@ def postgres_instance() -> Iterator[PostgresServer | ExternalPostgres]:
         problem = f"PostgreSQL for the tests is unavailable: {exc}"
     if problem is not None:
         pytest.fail(problem, pytrace=False)
+    undo_sigterm = _finalize_on_sigterm()
     try:
         yield server
     finally:
         server.close()
         if server in _started:
             _started.remove(server)  # type: ignore[arg-type]
+        undo_sigterm()
 
 
 @pytest.fixture
@@ -488,3 +565,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.postgres)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "postgres: needs a real PostgreSQL server")
