@@ -5,11 +5,13 @@ from __future__ import annotations
 import base64
 from datetime import datetime, timezone
 
-from google.protobuf import timestamp_pb2
-from tickwheel.v1 import admin_pb2, job_pb2
+from google.protobuf import duration_pb2, timestamp_pb2
+from tickwheel.v1 import admin_pb2, execution_pb2, job_pb2
 
 from ..errors import InvalidArgument
+from ..ids import from_us, to_us
 from ..store.credentials import WorkerCredential
+from ..store.history import AttemptRecord, ExecutionRecord, SkipRecord
 from ..store.jobs import JobRecord
 from ..store.tenants import ApiKey, Tenant
 
@@ -20,6 +22,34 @@ JOB_STATE_TO_PROTO = {
 }
 JOB_STATE_FROM_PROTO = {value: key for key, value in JOB_STATE_TO_PROTO.items()}
 TENANT_STATE_TO_PROTO = {"active": admin_pb2.TENANT_STATE_ACTIVE, "paused": admin_pb2.TENANT_STATE_PAUSED}
+EXECUTION_STATUS_TO_PROTO = {
+    "scheduled": job_pb2.EXECUTION_STATUS_SCHEDULED,
+    "waiting": job_pb2.EXECUTION_STATUS_WAITING,
+    "running": job_pb2.EXECUTION_STATUS_RUNNING,
+    "succeeded": job_pb2.EXECUTION_STATUS_SUCCEEDED,
+    "dead": job_pb2.EXECUTION_STATUS_DEAD,
+    "canceled": job_pb2.EXECUTION_STATUS_CANCELED,
+}
+EXECUTION_STATUS_FROM_PROTO = {value: key for key, value in EXECUTION_STATUS_TO_PROTO.items()}
+EXECUTION_ORIGIN_TO_PROTO = {
+    "scheduled": execution_pb2.EXECUTION_ORIGIN_SCHEDULED,
+    "trigger": execution_pb2.EXECUTION_ORIGIN_TRIGGER,
+    "backfill": execution_pb2.EXECUTION_ORIGIN_BACKFILL,
+}
+ATTEMPT_STATUS_TO_PROTO = {
+    "running": execution_pb2.ATTEMPT_STATUS_RUNNING,
+    "succeeded": execution_pb2.ATTEMPT_STATUS_SUCCEEDED,
+    "failed": execution_pb2.ATTEMPT_STATUS_FAILED,
+    "timed_out": execution_pb2.ATTEMPT_STATUS_TIMED_OUT,
+    "lost": execution_pb2.ATTEMPT_STATUS_LOST,
+    "canceled": execution_pb2.ATTEMPT_STATUS_CANCELED,
+}
+SKIP_REASON_TO_PROTO = {
+    "overlap": execution_pb2.SKIP_REASON_OVERLAP,
+    "misfire": execution_pb2.SKIP_REASON_MISFIRE,
+    "job_paused": execution_pb2.SKIP_REASON_JOB_PAUSED,
+    "tenant_paused": execution_pb2.SKIP_REASON_TENANT_PAUSED,
+}
 
 
 def timestamp(instant: datetime | None) -> timestamp_pb2.Timestamp | None:
@@ -35,7 +65,12 @@ def instant(message: timestamp_pb2.Timestamp) -> datetime:
 
 
 def job_to_proto(record: JobRecord) -> job_pb2.Job:
-    """The stored definition plus the output-only fields from the record."""
+    """The stored definition plus the output-only fields from the record.
+
+    ``next_run_at`` and ``next_due_at`` are unset unless the job is active, as
+    the contract says; a paused job's store row keeps its cursor (where the
+    paused span starts) for ResumeJob.
+    """
     job = job_pb2.Job.FromString(record.spec)
     job.id = record.id
     job.tenant = record.tenant
@@ -44,15 +79,72 @@ def job_to_proto(record: JobRecord) -> job_pb2.Job:
     job.version = record.version
     job.tzdata_version = record.tzdata_version
     job.pause_reason = record.pause_reason
+    active = record.state == "active"
     for field, value in (
-        ("next_run_at", record.next_run_at),
-        ("next_due_at", record.next_due_at),
+        ("next_run_at", record.next_run_at if active else None),
+        ("next_due_at", record.next_due_at if active else None),
         ("created_at", record.created_at),
         ("updated_at", record.updated_at),
     ):
         if value is not None:
             getattr(job, field).CopyFrom(timestamp(value))
     return job
+
+
+def _duration(delta) -> duration_pb2.Duration:
+    message = duration_pb2.Duration()
+    message.FromTimedelta(delta)
+    return message
+
+
+def attempt_to_proto(record: AttemptRecord) -> execution_pb2.Attempt:
+    return execution_pb2.Attempt(
+        attempt=record.attempt,
+        delivery=record.delivery,
+        status=ATTEMPT_STATUS_TO_PROTO.get(record.status, execution_pb2.ATTEMPT_STATUS_UNSPECIFIED),
+        started_at=timestamp(record.started_at),
+        finished_at=timestamp(record.finished_at),
+        lateness=_duration(record.lateness),
+        worker_id=record.worker_id,
+        error=record.error,
+    )
+
+
+def execution_to_proto(record: ExecutionRecord) -> execution_pb2.Execution:
+    """An execution with its attempts (as many as the record carries)."""
+    return execution_pb2.Execution(
+        id=record.id,
+        job_id=record.job_id,
+        tenant=record.tenant,
+        origin=EXECUTION_ORIGIN_TO_PROTO.get(record.origin, execution_pb2.EXECUTION_ORIGIN_UNSPECIFIED),
+        nominal_at=timestamp(record.nominal_at),
+        due_at=timestamp(record.due_at),
+        ready_at=timestamp(record.ready_at),
+        attempt=record.attempt,
+        delivery=record.delivery,
+        status=EXECUTION_STATUS_TO_PROTO.get(record.status, job_pb2.EXECUTION_STATUS_UNSPECIFIED),
+        owner=record.owner or "",
+        worker_id=record.worker_id or "",
+        error=record.error,
+        dead_reason=record.dead_reason,
+        missed_count=record.missed_count,
+        payload=record.payload,
+        attempts=[attempt_to_proto(a) for a in record.attempts],
+        created_at=timestamp(record.created_at),
+        finished_at=timestamp(record.finished_at),
+        reap_count=record.reap_count,
+    )
+
+
+def skip_to_proto(record: SkipRecord) -> execution_pb2.SkipRange:
+    return execution_pb2.SkipRange(
+        job_id=record.job_id,
+        from_at=timestamp(record.from_at),
+        to_at=timestamp(record.to_at),
+        count=record.count,
+        reason=SKIP_REASON_TO_PROTO.get(record.reason, execution_pb2.SKIP_REASON_UNSPECIFIED),
+        created_at=timestamp(record.created_at),
+    )
 
 
 def tenant_to_proto(tenant: Tenant) -> admin_pb2.Tenant:
@@ -112,6 +204,27 @@ def parse_page_token(token: str) -> str:
     if not decoded.startswith(_TOKEN_PREFIX):
         raise InvalidArgument.field("page_token", "not a page token returned by this API")
     return decoded[len(_TOKEN_PREFIX) :]
+
+
+def execution_page_token(key: tuple[datetime, str]) -> str:
+    """The token of a history page that continues before ``key`` = (nominal instant, execution id)."""
+    return page_token(f"{to_us(key[0])}:{key[1]}")
+
+
+def parse_execution_page_token(token: str) -> tuple[datetime, str] | None:
+    """The (nominal instant, execution id) key a history page continues before;
+    None for the first page; INVALID_ARGUMENT `page_token` when not ours."""
+    key = parse_page_token(token)
+    if not token:
+        return None
+    micros, _, ident = key.partition(":")
+    try:
+        instant = from_us(int(micros))
+    except (ValueError, OverflowError):
+        instant = None
+    if instant is None or not ident or not micros.lstrip("-").isdigit():
+        raise InvalidArgument.field("page_token", "not a page token returned by this API")
+    return instant, ident
 
 
 def page_size(requested: int, *, default: int, maximum: int, field: str = "page_size") -> int:

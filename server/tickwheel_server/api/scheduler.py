@@ -1,26 +1,49 @@
 """SchedulerService: tenants' calls. Thin: proto in, domain call, proto out.
 
-Every call is scoped to the caller's tenant. RPCs whose machinery arrives
-with the dispatcher and the workers (update, pause, trigger, backfill,
-executions, dead letters) are not overridden here and answer UNIMPLEMENTED.
+Every call is scoped to the caller's tenant. The decisions a call needs
+beyond validation are pure functions below, table-testable without a store:
+which fields an update mask changes (:func:`update_paths`,
+:func:`merge_job`), where an updated job's cursor goes (:func:`plan_update`,
+:func:`next_cursor`) and what a paused span holds (:func:`paused_span`).
+RPCs whose machinery arrives later (trigger, backfill, dead letters) are not
+overridden here and answer UNIMPLEMENTED.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from google.protobuf import field_mask_pb2
 from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from ..auth.authenticator import Authenticator
 from ..clock import Clock
-from ..errors import InvalidArgument
+from ..errors import FieldViolation, InvalidArgument, VersionConflict
 from ..ids import new_job_id
 from ..jobspec import schedule_of
-from ..schedule import Fire, Schedule, ScheduleError, ScheduleKind, preview, tzdata_version, zones
+from ..schedule import (
+    Fire, Schedule, ScheduleError, ScheduleKind, first_fire, next_fire, preview, tzdata_version, zones,
+)
 from ..schedule import validate as validate_schedule
-from ..store.jobs import JobStore, NewJob
+from ..store.history import HistoryStore
+from ..store.jobs import CursorView, JobRecord, JobStore, NewJob, Reschedule, SkippedSpan
 from . import convert, validate
 from .status import rpc
+
+OUTPUT_ONLY_FIELDS = frozenset(
+    {"id", "tenant", "state", "next_run_at", "next_due_at", "run_count", "version", "tzdata_version", "last_run",
+     "created_at", "updated_at", "pause_reason"}
+)  # fmt: skip
+MUTABLE_FIELDS = tuple(f.name for f in job_pb2.Job.DESCRIPTOR.fields if f.name not in OUTPUT_ONLY_FIELDS)
+"""What an empty update mask means: every field the caller may set."""
+MAX_COUNTED_SKIPS = 100_000
+"""A paused span is counted occurrence by occurrence up to this many (see :func:`paused_span`)."""
+MAX_REASON = 1024
+RESUME_TRIES = 3
+
 
 def fire_to_proto(fire: Fire) -> job_pb2.ScheduledFire:
     return job_pb2.ScheduledFire(
@@ -39,11 +62,211 @@ def upcoming(schedule: Schedule, after: datetime, count: int, *, runs_so_far: in
         raise validate.schedule_error(error) from None
 
 
+def _required(value: str, field: str) -> str:
+    if not value:
+        raise InvalidArgument.field(field, "required")
+    return value
+
+
+def _reason(value: str) -> str:
+    if len(value) > MAX_REASON:
+        raise InvalidArgument.field("reason", f"at most {MAX_REASON} characters")
+    return value
+
+
+# --- UpdateJob: the mask, the merge and the new cursor (pure) ------------------------------
+
+
+def update_paths(mask: field_mask_pb2.FieldMask) -> tuple[str, ...]:
+    """The ``Job`` paths an update changes: the mask's, or every mutable field
+    when it is empty. INVALID_ARGUMENT ``update_mask`` naming every path that
+    is output only or not a ``Job`` field (map keys cannot be addressed)."""
+    if not mask.paths:
+        return MUTABLE_FIELDS
+    problems = []
+    for path in mask.paths:
+        if path.split(".", 1)[0] in OUTPUT_ONLY_FIELDS:
+            problems.append(f"{path!r} is output only")
+        elif not field_mask_pb2.FieldMask(paths=[path]).IsValidForDescriptor(job_pb2.Job.DESCRIPTOR):
+            problems.append(f"{path!r} is not a Job field")
+    if problems:
+        raise InvalidArgument.field("update_mask", "; ".join(problems))
+    return tuple(mask.paths)
+
+
+def merge_job(stored: job_pb2.Job, patch: job_pb2.Job, paths: tuple[str, ...]) -> job_pb2.Job:
+    """``stored`` with the fields at ``paths`` replaced by ``patch``'s; a path
+    whose field is unset in ``patch`` clears it (its default then applies)."""
+    merged = job_pb2.Job()
+    merged.CopyFrom(stored)
+    field_mask_pb2.FieldMask(paths=list(paths)).MergeMessage(
+        patch, merged, replace_message_field=True, replace_repeated_field=True
+    )
+    return merged
+
+
+@dataclass(frozen=True)
+class UpdatePlan:
+    """What :meth:`JobStore.update` needs beyond the new definition."""
+
+    reschedule: Reschedule | None
+    """None: the schedule did not change, the cursor stays."""
+    skipped: SkippedSpan | None
+    """A paused job whose schedule changed: the old schedule's paused span so far."""
+    tzdata_version: str
+
+
+def next_cursor(schedule: Schedule, now: datetime, accounted_until: datetime | None, view: CursorView) -> Fire | None:
+    """Where an updated job's cursor goes: the first occurrence of the new
+    ``schedule`` not yet accounted for. Pure; the store calls it with what its
+    transaction read.
+
+    - Never at or before an occurrence that already has an execution
+      (``view.last_created_at``: its id exists, even if the update cancels it)
+      or that ``accounted_until`` says is recorded as skipped.
+    - Cron: from ``now`` on; but an active job whose cursor is already past
+      (the dispatcher is behind) keeps that backlog: the new schedule's
+      occurrences from the old cursor on, which the dispatcher's misfire
+      policy then runs or records.
+    - One-off: its instant, even when past (the misfire policy decides, as at
+      CreateJob), unless already accounted for.
+    """
+    floors = [t for t in (view.last_created_at, accounted_until) if t is not None]
+    accounted = max(floors) if floors else None
+    if schedule.kind is not ScheduleKind.CRON:
+        if accounted is None:
+            return first_fire(schedule, now)
+        return next_fire(schedule, accounted, view.run_count)
+    after = now
+    if view.state == "active" and view.next_run_at is not None and view.next_run_at <= now:
+        after = view.next_run_at - timedelta(microseconds=1)
+    if accounted is not None and accounted > after:
+        after = accounted
+    return next_fire(schedule, after, view.run_count)
+
+
+def plan_update(record: JobRecord, stored: job_pb2.Job, job: job_pb2.Job, now: datetime) -> UpdatePlan:
+    """Decide an update's cursor. ``stored`` is ``record``'s definition,
+    ``job`` the new one (normalised). INVALID_ARGUMENT when the new schedule
+    cannot fire. CPU-bound when a paused span is long: run it off the loop."""
+    new_schedule = schedule_of(job, record.id)
+    try:
+        validate_schedule(new_schedule, now)
+    except ScheduleError as error:
+        raise validate.schedule_error(error) from None
+    if new_schedule == schedule_of(stored, record.id):
+        return UpdatePlan(None, None, record.tzdata_version)
+    skipped = None
+    if record.state == "paused" and record.next_run_at is not None and record.next_run_at <= now:
+        cursor = Fire(record.next_run_at, record.next_due_at or record.next_run_at, 0)
+        skipped = paused_span(schedule_of(stored, record.id), cursor, now, record.run_count).skipped
+    accounted_until = None if skipped is None else skipped.to_at
+    return UpdatePlan(functools.partial(next_cursor, new_schedule, now, accounted_until), skipped, tzdata_version())
+
+
+# --- ResumeJob: the paused span (pure) ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PausedSpan:
+    next_fire: Fire | None
+    """The new cursor: the first occurrence after now (the old cursor when it
+    is still in the future); None when the schedule ended while paused."""
+    skipped: SkippedSpan | None
+    """The occurrences from the old cursor up to now; None when there were none."""
+    capped: bool = False
+    """True when the span held more than the counting limit (see :func:`paused_span`)."""
+
+
+def _last_fire_at_or_before(schedule: Schedule, now: datetime, floor: datetime) -> datetime | None:
+    """The last fire nominally in ``(floor, now]`` (``max_runs`` ignored), found
+    in windows that double backwards from ``now``: it lists only the fires of
+    the first window that holds one."""
+    width = timedelta(minutes=1)
+    while True:
+        start = max(now - width, floor)
+        last = None
+        fire = next_fire(schedule, start)
+        while fire is not None and fire.nominal_at <= now:
+            last = fire.nominal_at
+            fire = next_fire(schedule, last)
+        if last is not None or start == floor:
+            return last
+        width *= 2
+
+
+def paused_span(
+    schedule: Schedule, cursor: Fire, now: datetime, runs_so_far: int, *, limit: int = MAX_COUNTED_SKIPS
+) -> PausedSpan:
+    """What a pause kept from running, and where the job resumes. Pure.
+
+    ``cursor`` is the stored cursor (the first occurrence not consumed when
+    the job was paused). An occurrence is in the span when it is nominally at
+    or before ``now``; the job resumes at the first one nominally after
+    ``now`` ("future"), or at ``cursor`` when that is still in the future
+    (nothing skipped).
+
+    Bounded: at most ``limit`` (100 000) occurrences are counted one by one,
+    which takes under a second. A longer span (a job every minute paused for
+    more than ~70 days) is recorded with ``count`` = ``limit`` (what was
+    counted, a lower bound; ``capped`` says so), while ``to_at`` is still the
+    true last occurrence before ``now``, found by a backward search, and the
+    cursor still the first after ``now``. ``max_runs`` then counts the
+    recorded ``count`` only.
+    """
+    if cursor.nominal_at > now:
+        return PausedSpan(cursor, None)
+    count, last = 1, cursor.nominal_at
+    fire = next_fire(schedule, last, runs_so_far + count)
+    while fire is not None and fire.nominal_at <= now:
+        if count >= limit:
+            last = _last_fire_at_or_before(schedule, now, last) or last
+            following = next_fire(schedule, now, runs_so_far + count)
+            return PausedSpan(following, SkippedSpan(cursor.nominal_at, last, count), capped=True)
+        count, last = count + 1, fire.nominal_at
+        fire = next_fire(schedule, last, runs_so_far + count)
+    return PausedSpan(fire, SkippedSpan(cursor.nominal_at, last, count))
+
+
+def resume_plan(record: JobRecord, now: datetime) -> PausedSpan:
+    """:func:`paused_span` for a paused job as stored. CPU-bound for long spans."""
+    if record.next_run_at is None:
+        return PausedSpan(None, None)
+    schedule = schedule_of(job_pb2.Job.FromString(record.spec), record.id)
+    cursor = Fire(record.next_run_at, record.next_due_at or record.next_run_at, 0)
+    try:
+        return paused_span(schedule, cursor, now, record.run_count)
+    except ScheduleError as error:
+        raise validate.schedule_error(error) from None
+
+
+# --- ListExecutions -------------------------------------------------------------------------
+
+
+def _statuses(values) -> list[str]:
+    unknown = [v for v in values if v not in convert.EXECUTION_STATUS_FROM_PROTO]
+    if unknown:
+        raise InvalidArgument.field("statuses", f"unknown values {unknown}")
+    return [convert.EXECUTION_STATUS_FROM_PROTO[v] for v in values]
+
+
+def _window(request) -> tuple[datetime | None, datetime | None]:
+    from_at = convert.instant(request.from_at) if request.HasField("from_at") else None
+    to_at = convert.instant(request.to_at) if request.HasField("to_at") else None
+    if from_at is not None and to_at is not None and to_at <= from_at:
+        raise InvalidArgument.field("to_at", "must be after from_at")
+    return from_at, to_at
+
+
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
-    def __init__(self, auth: Authenticator, jobs: JobStore, clock: Clock) -> None:
+    def __init__(
+        self, auth: Authenticator, jobs: JobStore, clock: Clock, history: HistoryStore | None = None
+    ) -> None:
         self._auth = auth
         self._jobs = jobs
         self._clock = clock
+        # Without one given, history reads through the jobs store's engine and clock.
+        self._history = history or HistoryStore(jobs.engine, jobs.clock)
 
     @rpc
     async def CreateJob(self, request, context):
@@ -124,6 +347,118 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         return scheduler_pb2.PreviewScheduleResponse(
             fires=[fire_to_proto(f) for f in fires], tzdata_version=tzdata_version()
         )
+
+    @rpc
+    async def UpdateJob(self, request, context):
+        """Apply the mask to the stored definition, validate the result as
+        CreateJob does, and store it at ``job.version`` + 1 (see
+        :meth:`JobStore.update`: executions not started are canceled). The
+        cursor moves only when the schedule changed (:func:`plan_update`). A
+        request that changes nothing returns the job as it is: no new
+        version, nothing canceled."""
+        tenant = await self._auth.tenant(context)
+        paths = update_paths(request.update_mask)
+        job_id, version = request.job.id, request.job.version
+        missing = [name for name, value in (("id", job_id), ("version", version)) if not value]
+        if missing:
+            raise InvalidArgument([FieldViolation(f"job.{name}", "required") for name in missing])
+        now = self._clock.now()
+        record = await self._jobs.get(tenant.name, job_id)
+        if record.version != version:
+            raise VersionConflict(f"job {job_id!r}", version, record.version)
+        stored = job_pb2.Job.FromString(record.spec)
+        job = validate.normalise_job(merge_job(stored, request.job, paths), now)
+        if job == stored:
+            return scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(record))
+        plan = await asyncio.to_thread(plan_update, record, stored, job, now)
+        updated, _ = await self._jobs.update(
+            tenant.name,
+            job_id,
+            version,
+            name=job.name,
+            spec=job.SerializeToString(),
+            time_zone=validate.zone_of(schedule_of(job, job_id)),
+            tzdata_version=plan.tzdata_version,
+            payload_size=len(job.payload),
+            reschedule=plan.reschedule,
+            skipped=plan.skipped,
+        )
+        return scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(updated))
+
+    @rpc
+    async def DeleteJob(self, request, context):
+        tenant = await self._auth.tenant(context)
+        if request.version < 0:
+            raise InvalidArgument.field("version", "must be >= 0 (0: any version)")
+        canceled = await self._jobs.delete(tenant.name, _required(request.id, "id"), request.version)
+        return scheduler_pb2.DeleteJobResponse(canceled_executions=canceled)
+
+    @rpc
+    async def PauseJob(self, request, context):
+        tenant = await self._auth.tenant(context)
+        record, canceled = await self._jobs.pause(tenant.name, _required(request.id, "id"), _reason(request.reason))
+        return scheduler_pb2.PauseJobResponse(job=convert.job_to_proto(record), canceled_executions=canceled)
+
+    @rpc
+    async def ResumeJob(self, request, context):
+        """Resume at the next future occurrence; the paused span becomes one
+        skip range, counted with the engine up to :data:`MAX_COUNTED_SKIPS`
+        (a longer span records that many; see :func:`paused_span`). The span
+        is counted off the event loop and outside the transaction; if the job
+        changed meanwhile (VersionConflict) it is counted again, up to
+        :data:`RESUME_TRIES` times."""
+        tenant = await self._auth.tenant(context)
+        job_id = _required(request.id, "id")
+        for attempt in range(1, RESUME_TRIES + 1):
+            record = await self._jobs.get(tenant.name, job_id)
+            if record.state != "paused":
+                return scheduler_pb2.ResumeJobResponse(job=convert.job_to_proto(record))
+            span = await asyncio.to_thread(resume_plan, record, self._clock.now())
+            try:
+                resumed, skip = await self._jobs.resume(
+                    tenant.name, job_id, expected_version=record.version, next_fire=span.next_fire,
+                    skipped=span.skipped, tzdata_version=tzdata_version(),
+                )
+            except VersionConflict:
+                if attempt == RESUME_TRIES:
+                    raise
+                continue
+            response = scheduler_pb2.ResumeJobResponse(job=convert.job_to_proto(resumed))
+            if skip is not None:
+                response.skipped.CopyFrom(convert.skip_to_proto(skip))
+            return response
+        raise AssertionError("unreachable")
+
+    @rpc
+    async def GetExecution(self, request, context):
+        tenant = await self._auth.tenant(context)
+        execution = await self._history.get_execution(tenant.name, _required(request.id, "id"))
+        return scheduler_pb2.GetExecutionResponse(execution=convert.execution_to_proto(execution))
+
+    @rpc
+    async def ListExecutions(self, request, context):
+        tenant = await self._auth.tenant(context)
+        job_id = _required(request.job_id, "job_id")
+        size = convert.page_size(request.page_size, default=50, maximum=500)
+        before = convert.parse_execution_page_token(request.page_token)
+        from_at, to_at = _window(request)
+        page = await self._history.list_executions(
+            tenant.name, job_id, before_key=before, limit=size, statuses=_statuses(request.statuses),
+            from_at=from_at, to_at=to_at,
+        )
+        return scheduler_pb2.ListExecutionsResponse(
+            executions=[convert.execution_to_proto(e) for e in page.executions],
+            skips=[convert.skip_to_proto(s) for s in page.skips],
+            next_page_token=convert.execution_page_token(page.next_key) if page.next_key else "",
+        )
+
+    @rpc
+    async def CancelExecution(self, request, context):
+        tenant = await self._auth.tenant(context)
+        execution = await self._history.cancel_execution(
+            tenant.name, _required(request.id, "id"), _reason(request.reason)
+        )
+        return scheduler_pb2.CancelExecutionResponse(execution=convert.execution_to_proto(execution))
 
 
 def _offset(schedule: Schedule, at: datetime) -> int:

@@ -1,0 +1,366 @@
+"""History: what happened to a job's occurrences.
+
+Executions (one row per occurrence, also the queue), their attempts (one row
+per hand-out that reached a worker) and skip ranges (occurrences not run,
+one row per range), read as a tenant sees them, plus the one write a tenant
+makes here: canceling an execution.
+
+Every method is scoped to one tenant: another tenant's execution or job is
+indistinguishable from a missing one (NotFound). History outlives its job: a
+deleted job's executions and skips stay readable for the retention window.
+
+The reason an execution was canceled is recorded in ``dead_reason`` (the
+column that says why an execution ended without succeeding); ``error`` keeps
+the error of its last failed attempt, if any.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..errors import FailedPrecondition, NotFound
+from ..ids import from_us, to_us
+from .base import SqlStore
+from .tables import attempts, executions, jobs, skips
+
+EXECUTION_STATUSES = ("scheduled", "waiting", "running", "succeeded", "dead", "canceled")
+NOT_STARTED = ("scheduled", "waiting")
+"""Statuses of executions that no worker holds: pause, update, delete and
+CancelExecution move these to ``canceled`` at once."""
+TERMINAL = ("succeeded", "dead", "canceled")
+SKIP_REASONS = ("overlap", "misfire", "job_paused", "tenant_paused")
+MAX_SKIPS_PER_PAGE = 1000
+"""At most this many skip ranges accompany one page of executions (newest first)."""
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One hand-out of an execution that reached a worker."""
+
+    execution_id: str
+    attempt: int
+    delivery: int
+    status: str
+    """``running``, ``succeeded``, ``failed``, ``timed_out``, ``lost`` or ``canceled``."""
+    started_at: datetime
+    finished_at: datetime | None
+    lateness: timedelta
+    """``started_at`` minus the due instant (or the retry's ready instant); never negative."""
+    worker_id: str
+    error: str
+
+
+@dataclass(frozen=True)
+class ExecutionRecord:
+    """One occurrence of a job (or a manual trigger) and where it is in its life."""
+
+    id: str
+    job_id: str
+    tenant: str
+    partition: int
+    origin: str
+    """``scheduled``, ``trigger`` or ``backfill``."""
+    nominal_at: datetime
+    due_at: datetime
+    ready_at: datetime
+    attempt: int
+    delivery: int
+    status: str
+    """One of :data:`EXECUTION_STATUSES`."""
+    owner: str | None
+    worker_id: str | None
+    missed_count: int
+    reap_count: int
+    payload: bytes
+    error: str
+    dead_reason: str
+    """Why it ended without succeeding: the dead-letter reason, or ``canceled: …``."""
+    created_at: datetime
+    finished_at: datetime | None
+    attempts: tuple[AttemptRecord, ...] = ()
+    """Oldest first (by attempt, then delivery). Empty unless the read says it fills them."""
+
+
+@dataclass(frozen=True)
+class SkipRecord:
+    """A range of a job's occurrences that were not run."""
+
+    id: str
+    job_id: str
+    tenant: str
+    from_at: datetime
+    """Nominal instant of the first skipped occurrence."""
+    to_at: datetime
+    """Nominal instant of the last skipped occurrence (inclusive)."""
+    count: int
+    reason: str
+    """One of :data:`SKIP_REASONS`."""
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ExecutionPage:
+    """One page of a job's history, newest nominal instant first."""
+
+    executions: tuple[ExecutionRecord, ...]
+    skips: tuple[SkipRecord, ...]
+    """Skip ranges overlapping the page's span (see :meth:`HistoryStore.list_executions`), newest first."""
+    more: bool
+    """True when older executions match: continue with :attr:`next_key`."""
+
+    @property
+    def next_key(self) -> tuple[datetime, str] | None:
+        """``before_key`` for the next page, or None on the last page."""
+        if not self.more or not self.executions:
+            return None
+        last = self.executions[-1]
+        return last.nominal_at, last.id
+
+
+def _opt(micros: int | None) -> datetime | None:
+    return None if micros is None else from_us(micros)
+
+
+def attempt_from_row(row) -> AttemptRecord:
+    return AttemptRecord(
+        execution_id=row.execution_id,
+        attempt=row.attempt,
+        delivery=row.delivery,
+        status=row.status,
+        started_at=from_us(row.started_at),
+        finished_at=_opt(row.finished_at),
+        lateness=timedelta(microseconds=max(0, row.lateness_us)),
+        worker_id=row.worker_id,
+        error=row.error,
+    )
+
+
+def execution_from_row(row, attempt_records: Iterable[AttemptRecord] = ()) -> ExecutionRecord:
+    return ExecutionRecord(
+        id=row.id,
+        job_id=row.job_id,
+        tenant=row.tenant,
+        partition=row.partition,
+        origin=row.origin,
+        nominal_at=from_us(row.nominal_at),
+        due_at=from_us(row.due_at),
+        ready_at=from_us(row.ready_at),
+        attempt=row.attempt,
+        delivery=row.delivery,
+        status=row.status,
+        owner=row.owner,
+        worker_id=row.worker_id,
+        missed_count=row.missed_count,
+        reap_count=row.reap_count,
+        payload=bytes(row.payload),
+        error=row.error,
+        dead_reason=row.dead_reason,
+        created_at=from_us(row.created_at),
+        finished_at=_opt(row.finished_at),
+        attempts=tuple(attempt_records),
+    )
+
+
+def skip_from_row(row) -> SkipRecord:
+    return SkipRecord(
+        id=row.id,
+        job_id=row.job_id,
+        tenant=row.tenant,
+        from_at=from_us(row.from_at),
+        to_at=from_us(row.to_at),
+        count=row.count,
+        reason=row.reason,
+        created_at=from_us(row.created_at),
+    )
+
+
+def _attempts_of(conn: Connection, execution_ids: list[str]) -> dict[str, list[AttemptRecord]]:
+    """The attempts of ``execution_ids``, oldest first, in ONE query (primary-key ranges)."""
+    found: dict[str, list[AttemptRecord]] = {ident: [] for ident in execution_ids}
+    if not execution_ids:
+        return found
+    query = (
+        sa.select(attempts)
+        .where(attempts.c.execution_id.in_(execution_ids))
+        .order_by(attempts.c.execution_id, attempts.c.attempt, attempts.c.delivery)
+    )
+    for row in conn.execute(query):
+        found[row.execution_id].append(attempt_from_row(row))
+    return found
+
+
+def _get_row(conn: Connection, tenant: str, execution_id: str):
+    row = conn.execute(
+        sa.select(executions).where(executions.c.id == execution_id, executions.c.tenant == tenant)
+    ).first()
+    if row is None:
+        raise NotFound("execution", execution_id)
+    return row
+
+
+def _job_visible(conn: Connection, tenant: str, job_id: str) -> bool:
+    """The job exists for ``tenant``, or did: its history is still retained."""
+    if conn.execute(sa.select(jobs.c.id).where(jobs.c.id == job_id, jobs.c.tenant == tenant)).first():
+        return True
+    for table in (executions, skips):
+        kept = conn.execute(
+            sa.select(table.c.id).where(table.c.job_id == job_id, table.c.tenant == tenant).limit(1)
+        ).first()
+        if kept is not None:
+            return True
+    return False
+
+
+class HistoryStore(SqlStore):
+    """Executions, attempts and skip ranges, as a tenant reads them.
+
+    Reads never block dispatch: they are range scans with a LIMIT on
+    ``executions_job (job_id, nominal_at)``, the attempts primary key and
+    ``skips_job (job_id, to_at)``.
+    """
+
+    async def get_execution(self, tenant: str, execution_id: str) -> ExecutionRecord:
+        """The execution with its attempts (oldest first); NotFound when
+        missing or another tenant's. Two statements, one transaction."""
+
+        def fn(conn: Connection) -> ExecutionRecord:
+            row = _get_row(conn, tenant, execution_id)
+            return execution_from_row(row, _attempts_of(conn, [row.id])[row.id])
+
+        return await self._tx(fn)
+
+    async def list_executions(
+        self,
+        tenant: str,
+        job_id: str,
+        *,
+        before_key: tuple[datetime, str] | None = None,
+        limit: int = 50,
+        statuses: Iterable[str] = (),
+        from_at: datetime | None = None,
+        to_at: datetime | None = None,
+    ) -> ExecutionPage:
+        """One page of ``job_id``'s executions, newest nominal instant first.
+
+        - Paged by the key ``(nominal_at, id)``, descending: ``before_key`` is
+          the previous page's :attr:`ExecutionPage.next_key` (None for the
+          first page); a page holds at most ``limit`` executions.
+        - ``statuses`` (empty: all), ``from_at`` (inclusive) and ``to_at``
+          (exclusive) filter on status and nominal instant.
+        - Each execution carries its attempts, oldest first, fetched for the
+          whole page in ONE query.
+        - ``skips``: the skip ranges (whatever the status filter) that overlap
+          the page's span, newest first, at most :data:`MAX_SKIPS_PER_PAGE`.
+          The span runs from the page's oldest execution (or ``from_at``, or
+          the beginning of time on the last page) to ``before_key``'s instant
+          (or ``to_at``, or the end of time on the first page), both
+          inclusive, so consecutive pages cover the whole timeline and every
+          range appears on at least one page; a range crossing a page
+          boundary appears on both.
+        - NotFound when the job is not ``tenant``'s and has no retained
+          history under ``tenant`` (a deleted job's history stays readable).
+
+        Four statements in one transaction, each a bounded range scan: the
+        job check (primary key), the page (backwards on ``executions_job``,
+        LIMIT ``limit`` + 1; one more equality lookup only when the LIMIT
+        falls inside a group of executions sharing one instant), its attempts
+        (primary key), the skips (``skips_job``, with a LIMIT).
+        """
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        wanted = tuple(statuses)
+        unknown = set(wanted) - set(EXECUTION_STATUSES)
+        if unknown:
+            raise ValueError(f"unknown execution statuses {sorted(unknown)}")
+        from_us_ = None if from_at is None else to_us(from_at)
+        to_us_ = None if to_at is None else to_us(to_at)
+        key = None if before_key is None else (to_us(before_key[0]), before_key[1])
+
+        def fn(conn: Connection) -> ExecutionPage:
+            if not _job_visible(conn, tenant, job_id):
+                raise NotFound("job", job_id)
+            query = sa.select(executions).where(executions.c.job_id == job_id, executions.c.tenant == tenant)
+            if wanted:
+                query = query.where(executions.c.status.in_(wanted))
+            if from_us_ is not None:
+                query = query.where(executions.c.nominal_at >= from_us_)
+            if to_us_ is not None:
+                query = query.where(executions.c.nominal_at < to_us_)
+            if key is not None:
+                # The first conjunct bounds the index range; the second breaks ties on id.
+                query = query.where(
+                    executions.c.nominal_at <= key[0],
+                    sa.or_(executions.c.nominal_at < key[0], executions.c.id < key[1]),
+                )
+            # Ordered by the index alone, so the scan stops after limit + 1 rows
+            # (ordering by id as well would let a planner sort the whole history).
+            rows = conn.execute(query.order_by(executions.c.nominal_at.desc()).limit(limit + 1)).all()
+            if len(rows) > limit and rows[limit].nominal_at == rows[limit - 1].nominal_at:
+                # The LIMIT may have cut a group sharing one instant (a trigger at
+                # the instant of an occurrence): read the group whole, so the page
+                # ends exactly in (nominal_at, id) order.
+                tied = conn.execute(query.where(executions.c.nominal_at == rows[limit].nominal_at)).all()
+                rows = list({row.id: row for row in [*rows, *tied]}.values())
+            rows = sorted(rows, key=lambda row: (row.nominal_at, row.id), reverse=True)
+            more = len(rows) > limit
+            rows = rows[:limit]
+            found = _attempts_of(conn, [row.id for row in rows])
+            page = tuple(execution_from_row(row, found[row.id]) for row in rows)
+
+            upper = key[0] if key is not None else None
+            lower = to_us(page[-1].nominal_at) if more else from_us_
+            skip_query = sa.select(skips).where(skips.c.job_id == job_id, skips.c.tenant == tenant)
+            if lower is not None:
+                skip_query = skip_query.where(skips.c.to_at >= lower)
+            if upper is not None:
+                skip_query = skip_query.where(skips.c.from_at <= upper)
+            if to_us_ is not None:
+                skip_query = skip_query.where(skips.c.from_at < to_us_)
+            skip_query = skip_query.order_by(skips.c.to_at.desc(), skips.c.from_at.desc()).limit(MAX_SKIPS_PER_PAGE)
+            ranges = tuple(skip_from_row(row) for row in conn.execute(skip_query))
+            return ExecutionPage(executions=page, skips=ranges, more=more)
+
+        return await self._tx(fn)
+
+    async def cancel_execution(self, tenant: str, execution_id: str, reason: str = "") -> ExecutionRecord:
+        """Cancel one execution; returns it as it is afterwards, with its attempts.
+
+        - ``scheduled`` or ``waiting`` (no worker holds it): becomes
+          ``canceled`` at once, ``finished_at`` = now, ``dead_reason`` =
+          ``"canceled: <reason>"`` (``"canceled: by request"`` without one).
+          Its attempts so far stay as they are.
+        - ``running``: nothing is written here and it is returned still
+          ``running``. Stopping it is the gateway's job: it signals the
+          worker holding it, and the worker's CANCELED result ends the
+          execution (until that signal exists, a running execution runs to
+          its outcome).
+        - ``succeeded``, ``dead`` or ``canceled``: FailedPrecondition, nothing
+          written.
+        - NotFound when missing or another tenant's.
+        """
+        now_us = to_us(self.clock.now())
+        text = f"canceled: {reason}" if reason else "canceled: by request"
+
+        def fn(conn: Connection) -> ExecutionRecord:
+            # The status condition in the UPDATE is the fence: a row a gateway
+            # moved to running meanwhile is not touched, at any isolation level.
+            moved = conn.execute(
+                executions.update()
+                .where(
+                    executions.c.id == execution_id,
+                    executions.c.tenant == tenant,
+                    executions.c.status.in_(NOT_STARTED),
+                )
+                .values(status="canceled", finished_at=now_us, dead_reason=text)
+            ).rowcount
+            row = _get_row(conn, tenant, execution_id)
+            if not moved and row.status in TERMINAL:
+                raise FailedPrecondition(f"execution {execution_id!r}", f"it already ended ({row.status})")
+            return execution_from_row(row, _attempts_of(conn, [row.id])[row.id])
+
+        return await self._tx(fn)
