@@ -31,10 +31,19 @@ from .gateway.connections import Connections
 from .lease import LeaseStore, LeaseStoreError, Session, open_lease_store
 from .schedule import zones
 from .store import capabilities, create_store_engine, current_version, load_migrations, migrate
-from .store.cluster import ensure_cluster
+from .dispatcher.dispatcher import Dispatcher
+from .dispatcher.ownership import PartitionOwnership
+from .gateway.gateway import Gateway
+from .ids import to_us
+from .store.cluster import database_now, ensure_cluster
 from .store.credentials import WorkerCredentialStore
+from .store.dispatch import DispatchStore
+from .store.handout import HandoutStore
+from .store.history import HistoryStore
 from .store.jobs import JobStore
+from .store.partitions import PartitionStore
 from .store.tenants import TenantStore
+from .wheel import TimerWheel, WheelRunner
 
 log = logging.getLogger("tickwheel.server")
 
@@ -55,6 +64,10 @@ class Stores:
     tenants: TenantStore
     workers: WorkerCredentialStore
     jobs: JobStore
+    history: HistoryStore
+    dispatch: DispatchStore
+    handout: HandoutStore
+    partitions: PartitionStore
 
 
 class TickwheelServer:
@@ -75,6 +88,7 @@ class TickwheelServer:
         self._health = health.aio.HealthServicer()
         self._session: Session | None = None
         self._session_task: asyncio.Task | None = None
+        self._tasks: list[asyncio.Task] = []
         self.connections = Connections()
         self.port: int = 0
         self.stopped = asyncio.Event()
@@ -106,11 +120,29 @@ class TickwheelServer:
             tenants=TenantStore(self.engine, self.clock),
             workers=WorkerCredentialStore(self.engine, self.clock),
             jobs=JobStore(self.engine, self.clock, partition_count=cluster.partition_count),
+            history=HistoryStore(self.engine, self.clock),
+            dispatch=DispatchStore(self.engine, self.clock),
+            handout=HandoutStore(self.engine, self.clock),
+            partitions=PartitionStore(self.engine, self.clock),
         )
         if self._lease_store is None:
             self._lease_store = open_lease_store(config.etcd, self.clock)
         await self._open_session()
         self._session_task = asyncio.create_task(self._keep_session(), name="tickwheel-session")
+        self.ownership = PartitionOwnership(
+            self._lease_store, self._session, self.stores.partitions,
+            server_id=self.server_id, partition_count=cluster.partition_count, clock=self.clock,
+        )
+        self.gateway = Gateway(
+            self.stores.handout, self.connections, self.clock, owner=self._session_hex(),
+            db_clock=lambda: database_now(self.engine, self.clock),
+        )
+
+        async def wake_gateway(_batch) -> None:
+            self.gateway.wake()
+
+        self.wheel = WheelRunner(TimerWheel(to_us(self.clock.now())), self.clock, wake_gateway)
+        self.dispatcher = Dispatcher(self.stores.dispatch, self.ownership, self.wheel, self.clock)
 
         auth = Authenticator(self.stores.tenants, self.stores.workers, config.admin_token, self.clock)
         self.info = ServerInfo(
@@ -131,10 +163,11 @@ class TickwheelServer:
             session_id=self._session_hex(),
             heartbeat_interval=config.heartbeat_interval,
             heartbeat_timeout=config.heartbeat_timeout,
+            gateway=self.gateway,
         )
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0), ("grpc.keepalive_time_ms", 30_000)])
         scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
-            SchedulerServicer(auth, self.stores.jobs, self.clock), server
+            SchedulerServicer(auth, self.stores.jobs, self.clock, self.stores.history), server
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.worker_servicer, server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(
@@ -146,6 +179,12 @@ class TickwheelServer:
         self.port = self._bind(server)
         await server.start()
         self._grpc = server
+        await self.ownership.start()
+        self._tasks = [
+            asyncio.create_task(self.wheel.run(), name="tickwheel-wheel"),
+            asyncio.create_task(self.gateway.run(), name="tickwheel-gateway"),
+            asyncio.create_task(self.dispatcher.run(), name="tickwheel-dispatcher"),
+        ]
         for name in ["", *SERVICE_NAMES]:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info(
@@ -209,6 +248,8 @@ class TickwheelServer:
                     delay = min(delay * 2, self.config.session_ttl / 2)
             delay = 0.2
             self.info.session_id = self.worker_servicer.session_id = self._session_hex()
+            self.gateway.owner = self._session_hex()
+            await self.ownership.reset_session(self._session)
 
     async def stop(self, grace: float | None = None) -> None:
         grace = self.config.shutdown_grace if grace is None else grace
@@ -217,6 +258,10 @@ class TickwheelServer:
         await self.connections.drain(self.clock.now() + timedelta(seconds=grace), "server shutting down")
         if self._grpc is not None:
             await self._grpc.stop(grace)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.ownership.stop(release=True)
         if self._session_task is not None:
             self._session_task.cancel()
             await asyncio.gather(self._session_task, return_exceptions=True)

@@ -28,7 +28,15 @@ from .errors import (
     StoreUnavailableError,
     TransactionConflictError,
 )
-from .migrate import AppliedMigration, Migration, current_version, load_migrations, migrate
+from .migrate import (
+    AppliedMigration,
+    Migration,
+    applied_migrations,
+    current_version,
+    load_migrations,
+    migrate,
+    pending_migrations,
+)
 
 __all__ = [
     "AmbiguousCommitError",
@@ -44,6 +52,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "TransactionConflictError",
+    "applied_migrations",
     "capabilities",
     "classify_error",
     "create_store_engine",
@@ -51,6 +60,7 @@ __all__ = [
     "load_migrations",
     "migrate",
     "parse_store_url",
+    "pending_migrations",
     "run_in_transaction",
     "run_in_transaction_async",
     "sqlstate_of",

@@ -52,3 +52,16 @@ async def ensure_cluster(engine: Engine, clock: Clock, partition_count: int) -> 
         return ClusterInfo(cluster_id, partition_count, True)
 
     return await run_in_transaction_async(engine, fn, clock=clock)
+
+
+async def database_now(engine: Engine, clock: Clock):
+    """The database server's clock, for the gateway's skew check."""
+    from datetime import datetime, timezone
+
+    def fn(conn: Connection):
+        if conn.dialect.name == "sqlite":
+            text = conn.execute(sa.text("SELECT strftime('%Y-%m-%dT%H:%M:%f', 'now')")).scalar()
+            return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+        return conn.execute(sa.text("SELECT now()")).scalar().astimezone(timezone.utc)
+
+    return await run_in_transaction_async(engine, fn, clock=clock)

@@ -1,0 +1,118 @@
+"""The dispatcher loop: claim due occurrences of the owned partitions and
+keep their due instants in the timer wheel.
+
+Each tick (default 1 s) it runs :meth:`DispatchStore.claim_due` over all
+owned partitions at once, in batches until a batch comes back short, and
+puts each execution's due instant in the wheel; the wheel wakes the gateway
+at that instant. When the owned set changes, the wheel drops the timers of
+partitions lost and is rebuilt from the store for partitions gained (the
+store is the authority). A claim that finds a partition's epoch moved on
+stops using that partition at once, until ownership reports a change (the
+new owner's key reaches this server through its etcd watch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+from typing import Protocol
+
+from ..clock import Clock
+from ..store.dispatch import DispatchStore
+from ..wheel import WheelRunner
+
+log = logging.getLogger(__name__)
+
+
+class Owned(Protocol):
+    """What the dispatcher needs of partition ownership."""
+
+    def owned(self) -> dict[int, int]:
+        """Partition → the fencing epoch this server holds."""
+
+    @property
+    def generation(self) -> int:
+        """Bumped on every change of the owned set."""
+
+    async def wait_changed(self, after: int) -> int:
+        """Wait until the generation is greater than ``after``."""
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        store: DispatchStore,
+        ownership: Owned,
+        runner: WheelRunner,
+        clock: Clock,
+        *,
+        tick: float = 1.0,
+        lookahead: timedelta = timedelta(seconds=60),
+        batch: int = 1000,
+    ) -> None:
+        self._store = store
+        self._ownership = ownership
+        self._runner = runner
+        self._clock = clock
+        self._tick = tick
+        self._lookahead = lookahead
+        self._batch = batch
+        self._known: set[int] = set()
+        self._stale: set[int] = set()
+        self._generation = -1
+        self.claimed = 0
+        self.ticks = 0
+        self.tick_done = asyncio.Event()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.tick_once()
+            except Exception:
+                log.exception("dispatch tick failed; retrying next tick")
+            self.ticks += 1
+            self.tick_done.set()
+            self.tick_done = asyncio.Event()
+            sleeper = asyncio.create_task(self._clock.sleep(self._tick))
+            waiter = asyncio.create_task(self._ownership.wait_changed(self._generation))
+            try:
+                await asyncio.wait({sleeper, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sleeper.cancel()
+                waiter.cancel()
+
+    async def tick_once(self) -> int:
+        """Follow ownership changes, then claim until nothing more is due now."""
+        generation = self._ownership.generation
+        if generation != self._generation:
+            self._generation, self._stale = generation, set()
+        owned = {p: epoch for p, epoch in self._ownership.owned().items() if p not in self._stale}
+        await self._follow(set(owned))
+        total = 0
+        while owned:
+            result = await self._store.claim_due(owned, self._clock.now(), lookahead=self._lookahead, batch=self._batch)
+            for execution in result.executions:
+                self._runner.insert(execution.id, execution.due_at_us, execution.partition)
+            total += len(result.executions)
+            if result.stale_partitions:
+                log.warning("partitions %s have a newer owner: no longer claiming them", sorted(result.stale_partitions))
+                self._stale |= result.stale_partitions
+                for partition in result.stale_partitions:
+                    owned.pop(partition, None)
+                await self._follow(set(owned))
+            if not result.full:
+                break
+        self.claimed += total
+        return total
+
+    async def _follow(self, owned: set[int]) -> None:
+        lost = self._known - owned
+        gained = sorted(owned - self._known)
+        if lost:
+            self._runner.drop(lambda _key, _due_us, partition: partition in lost)
+        if gained:
+            waiting = await self._store.scheduled_in(gained, self._clock.now() + self._lookahead * 2)
+            for execution in waiting:
+                self._runner.insert(execution.id, execution.due_at_us, execution.partition)
+        self._known = owned

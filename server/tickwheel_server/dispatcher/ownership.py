@@ -1,0 +1,745 @@
+"""Partition ownership: which partitions this server dispatches, won in the
+lease store and fenced in the SQL store.
+
+Keys (``key_prefix`` defaults to ``/tickwheel/``):
+
+* ``<key_prefix>members/<server id>``: this server takes part in ownership.
+  Written under the server's session, so it vanishes with the session. It is
+  separate from ``/tickwheel/servers/`` (which says a server is up) so that a
+  draining server can leave the member set, handing its partitions over,
+  while it still serves its workers.
+* ``<key_prefix>partitions/<n>``: the owner of partition ``n`` (value: its
+  server id), created by compare-and-create under the owner's session. Its
+  create revision is the owner's fencing epoch.
+
+What each server does (all members run the same deterministic plan):
+
+1. Follow both prefixes (snapshot, then a watch from the snapshot's revision).
+2. Compute the assignment with :func:`assign_partitions` from the live members
+   and the current holders: balanced to within one partition, and *sticky*
+   (members keep what they hold up to their quota), so a join or a leave moves
+   only the partitions that must move.
+3. Release (``resign``) what it holds beyond its share; ``try_acquire`` the
+   partitions of its share that nobody holds; wait (by watch) for those that
+   another member still holds and is about to release.
+4. Raise each newly won partition's epoch in the SQL store to the ownership's
+   fencing revision (:class:`~tickwheel_server.store.partitions.PartitionStore`);
+   only then is the partition reported in :meth:`PartitionOwnership.owned`.
+   A raise refused because the store already holds a higher epoch means the
+   ownership is stale: it is resigned, never used.
+
+Timing: a member that dies stops renewing its session; when the lease store
+expires it (one session TTL), its member key and partition keys are deleted in
+one revision, every survivor's watch sees it and they acquire at once. A tick
+(default 1 s) re-runs the plan while something is unsettled (a raise that
+failed, a partition still held by someone else), so a partition is never
+without an owner for longer than one session TTL plus a tick.
+
+Losing the session empties :meth:`~PartitionOwnership.owned` at once (it checks
+``session.lost``) and cancels the component's work; it then waits for
+:meth:`~PartitionOwnership.reset_session`. The SQL epoch check
+(:func:`~tickwheel_server.store.partitions.check_epochs`, inside every claim
+transaction) is what stops a deposed owner that has not noticed yet.
+
+Known limit: a member that stays registered (its session alive) but never
+acquires its share leaves that share unowned; the component restarts its own
+work after an unexpected error, and a process too wedged to do so cannot renew
+its session either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TypeVar
+
+from ..clock import Clock
+from ..lease.base import (
+    EventType,
+    KeyValue,
+    LeaseStore,
+    LeaseStoreClosed,
+    LeaseStoreError,
+    Ownership,
+    Session,
+    SessionLost,
+    WatchCompacted,
+    WatchEvent,
+)
+from ..store.partitions import PartitionStore
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_KEY_PREFIX = "/tickwheel/"
+DEFAULT_TICK = 1.0
+
+
+@dataclass(frozen=True)
+class OwnershipConfig:
+    """Where ownership lives in the lease store, and how often it re-plans."""
+
+    key_prefix: str = DEFAULT_KEY_PREFIX
+    """Root of the member and partition keys; ends with ``/``. Tests use a
+    per-test prefix to share one etcd."""
+    tick: float = DEFAULT_TICK
+    """Seconds between re-plans while something is unsettled (a failed raise,
+    a partition of our share still held by another member). Changes seen by
+    the watches re-plan at once, whatever the tick."""
+    acquire_concurrency: int = 32
+    """At most this many ``try_acquire`` calls in flight at once."""
+
+    def __post_init__(self) -> None:
+        if not self.key_prefix.startswith("/") or not self.key_prefix.endswith("/"):
+            raise ValueError(f"key_prefix must start and end with '/', got {self.key_prefix!r}")
+        if not self.tick > 0:
+            raise ValueError(f"tick must be > 0 seconds, got {self.tick!r}")
+        if self.acquire_concurrency < 1:
+            raise ValueError("acquire_concurrency must be >= 1")
+
+    @property
+    def members_prefix(self) -> str:
+        return self.key_prefix + "members/"
+
+    @property
+    def partitions_prefix(self) -> str:
+        return self.key_prefix + "partitions/"
+
+    def member_key(self, server_id: str) -> str:
+        return self.members_prefix + server_id
+
+    def partition_key(self, partition: int) -> str:
+        return f"{self.partitions_prefix}{partition}"
+
+
+# --------------------------------------------------------------------------- deciding (pure)
+
+_MASK64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+def _member_seed(member: str) -> int:
+    return int.from_bytes(hashlib.blake2b(member.encode(), digest_size=8).digest(), "big")
+
+
+def _score(seed: int, partition: int) -> int:
+    """Rendezvous weight of (member, partition): splitmix64 of the pair, the
+    same in every process (never Python's randomised ``hash``)."""
+    x = ((seed ^ ((partition * _GOLDEN) & _MASK64)) + _GOLDEN) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def assign_partitions(
+    members: Iterable[str], partition_count: int, holders: Mapping[int, str] | None = None
+) -> dict[str, frozenset[int]]:
+    """Which partitions each member should own.
+
+    * Covers ``range(partition_count)`` exactly once across the members.
+    * Balanced: every member gets ``P // N`` or ``P // N + 1``.
+    * Sticky: a member keeps the partitions it holds in ``holders`` (partition
+      -> member; entries for non-members or out-of-range partitions are
+      ignored) up to its quota, dropping its lowest-weighted ones first. The
+      ``P % N`` larger quotas go to the members holding most (ties by a hash of
+      the id). So from a balanced state, a join moves exactly the newcomer's
+      share (``P // (N+1)`` or one more) and a leave moves exactly the
+      leaver's partitions.
+    * The rest (free partitions) go to members under quota by rendezvous
+      weight of (member, partition), highest first: with no holders this is a
+      balanced rendezvous hashing of the member set alone.
+    * Deterministic: depends only on the set of members and ``holders``.
+
+    O(F·N·log(F·N)) for F free partitions and N members.
+    """
+    if partition_count < 1:
+        raise ValueError(f"partition_count must be >= 1, got {partition_count}")
+    ids = sorted(set(members))
+    if not ids:
+        return {}
+    seeds = {member: _member_seed(member) for member in ids}
+    base, extra = divmod(partition_count, len(ids))
+    held: dict[str, list[int]] = {member: [] for member in ids}
+    for partition, holder in (holders or {}).items():
+        if holder in held and 0 <= partition < partition_count:
+            held[holder].append(partition)
+    ranked = sorted(ids, key=lambda member: (-len(held[member]), -seeds[member], member))
+    quota = {member: base + (1 if rank < extra else 0) for rank, member in enumerate(ranked)}
+
+    shares: dict[str, set[int]] = {}
+    for member in ids:
+        best = sorted(held[member], key=lambda p, s=seeds[member]: (-_score(s, p), p))
+        shares[member] = set(best[: quota[member]])
+    taken = set().union(*shares.values())
+    free = [partition for partition in range(partition_count) if partition not in taken]
+    hungry = [member for member in ids if len(shares[member]) < quota[member]]
+    pairs = sorted(
+        ((-_score(seeds[member], partition), partition, member) for partition in free for member in hungry)
+    )
+    for _, partition, member in pairs:
+        if partition in taken or len(shares[member]) >= quota[member]:
+            continue
+        shares[member].add(partition)
+        taken.add(partition)
+    return {member: frozenset(share) for member, share in shares.items()}
+
+
+@dataclass(frozen=True)
+class OwnershipPlan:
+    """What one member should do now."""
+
+    target: frozenset[int]
+    """Its share (:func:`assign_partitions`)."""
+    acquire: frozenset[int]
+    """In its share, held by nobody or by this server's id: try to acquire
+    (``try_acquire`` adopts a key already under our session, e.g. after a
+    call that timed out but was applied, and refuses an earlier session's)."""
+    release: frozenset[int]
+    """Held by it, not in its share: resign."""
+    waiting: frozenset[int]
+    """In its share, still held by another member: wait for the key to go."""
+
+    @property
+    def settled(self) -> bool:
+        return not (self.acquire or self.release or self.waiting)
+
+
+def plan_ownership(
+    me: str,
+    members: Iterable[str],
+    partition_count: int,
+    holders: Mapping[int, str],
+    mine: Iterable[int],
+) -> OwnershipPlan:
+    """The plan for member ``me``.
+
+    ``holders`` is the lease store as last seen (partition -> holder's server
+    id); ``mine`` the partitions ``me`` holds under its current session, which
+    override ``holders`` (the view may lag behind our own acquisitions and
+    resignations). A partition the view shows held by ``me`` but not in
+    ``mine`` is a key we do not know we hold (an earlier session's, or an
+    acquisition whose reply was lost): planned as free, and acquired again if
+    it is in our share (adopted if it is this session's, refused otherwise).
+    ``me`` not among ``members`` means an empty share (release everything).
+    """
+    held = frozenset(mine)
+    others = {p: h for p, h in holders.items() if p not in held and h != me}
+    effective = dict(others)
+    effective.update({partition: me for partition in held})
+    target = assign_partitions(members, partition_count, effective).get(me, frozenset())
+    missing = target - held
+    acquire = frozenset(p for p in missing if p not in others)
+    return OwnershipPlan(target=target, acquire=acquire, release=held - target, waiting=missing - acquire)
+
+
+# --------------------------------------------------------------------------- acting
+
+
+@dataclass(frozen=True)
+class OwnershipChange:
+    """Passed to listeners whenever :meth:`PartitionOwnership.owned` changes."""
+
+    acquired: Mapping[int, int]
+    """Partitions now owned, with their epoch (rebuild their timers from the store)."""
+    lost: frozenset[int]
+    """Partitions no longer owned (drop their timers; stop claiming them)."""
+    owned: Mapping[int, int]
+    """Everything owned after the change."""
+    reason: str
+    generation: int
+
+
+class _Backoff:
+    def __init__(self, clock: Clock, first: float = 0.05, cap: float = 2.0) -> None:
+        self._clock, self._first, self._cap = clock, first, cap
+        self._next = first
+
+    def reset(self) -> None:
+        self._next = self._first
+
+    async def sleep(self) -> None:
+        delay, self._next = self._next, min(self._cap, self._next * 2)
+        await self._clock.sleep(delay)
+
+
+@dataclass
+class _View:
+    """The lease store as followed by the watches, for one session's work."""
+
+    members: set[str] = field(default_factory=set)
+    holders: dict[int, str] = field(default_factory=dict)
+    members_ready: asyncio.Event = field(default_factory=asyncio.Event)
+    holders_ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class PartitionOwnership:
+    """Wins, keeps, rebalances and fences this server's partitions.
+
+    Contract:
+
+    * :meth:`owned` is the partitions this server may dispatch, with the epoch
+      to pass to :func:`~tickwheel_server.store.partitions.check_epochs`. A
+      partition appears only after its epoch was raised in the store; it is
+      never reported while the session is lost or after it was replaced.
+    * Every change of :meth:`owned` bumps :attr:`generation`, wakes
+      :meth:`wait_changed` and calls the listeners (synchronously, in the event
+      loop: keep them short) with an :class:`OwnershipChange`. ``lost`` is
+      announced before the key is resigned.
+    * Session lost: :meth:`owned` is empty at once; the change is announced
+      when the component's task runs; nothing more happens until
+      :meth:`reset_session`.
+    * :meth:`stop` leaves the member set, resigns every partition (so others
+      take them at once) and stops; ``release=False`` just stops (the keys go
+      when the session ends).
+    """
+
+    def __init__(
+        self,
+        leases: LeaseStore,
+        session: Session,
+        store: PartitionStore,
+        *,
+        server_id: str,
+        partition_count: int,
+        clock: Clock,
+        config: OwnershipConfig | None = None,
+    ) -> None:
+        if not server_id or "/" in server_id:
+            raise ValueError(f"server_id must be non-empty without '/', got {server_id!r}")
+        if partition_count < 1:
+            raise ValueError(f"partition_count must be >= 1, got {partition_count}")
+        self.server_id = server_id
+        self.partition_count = partition_count
+        self.config = config or OwnershipConfig()
+        self._leases = leases
+        self._store = store
+        self._clock = clock
+        self._session = session
+        self._session_replaced = asyncio.Event()
+        self._view = _View()
+        self._held: dict[int, Ownership] = {}  # keys we hold under self._session
+        self._fenced: set[int] = set()  # ... whose epoch is raised: what owned() reports
+        self._refused: set[int] = set()  # stale raise; not retried before the next tick
+        self._plan: OwnershipPlan | None = None
+        self._unsettled = True
+        self._dirty = asyncio.Event()
+        self._generation = 0
+        self._changed = asyncio.Event()
+        self._listeners: list[Callable[[OwnershipChange], None]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._work: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._store_calls: set[asyncio.Future[object]] = set()
+
+    # -- reading ------------------------------------------------------------------
+
+    def owned(self) -> dict[int, int]:
+        """Partition -> epoch of every partition this server owns now (see the
+        class contract)."""
+        session = self._session
+        if session.lost.is_set():
+            return {}
+        return {
+            partition: self._held[partition].fencing_revision
+            for partition in sorted(self._fenced)
+            if self._held[partition].session is session
+        }
+
+    @property
+    def session(self) -> Session:
+        """The session ownership is held under (bind claim work to its scope)."""
+        return self._session
+
+    @property
+    def generation(self) -> int:
+        """Bumped on every change of :meth:`owned`."""
+        return self._generation
+
+    @property
+    def plan(self) -> OwnershipPlan | None:
+        """The latest plan (diagnostics)."""
+        return self._plan
+
+    def members(self) -> list[str]:
+        """The live members as last seen, sorted."""
+        return sorted(self._view.members)
+
+    async def wait_changed(self, after: int) -> int:
+        """Wait until :attr:`generation` is greater than ``after``; return it."""
+        while self._generation <= after:
+            await self._changed.wait()
+        return self._generation
+
+    def add_listener(self, listener: Callable[[OwnershipChange], None]) -> Callable[[], None]:
+        """Call ``listener`` on every change; returns a function that removes it."""
+        self._listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return remove
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start taking part (returns at once; watch :meth:`wait_changed`)."""
+        if self._task is not None:
+            raise RuntimeError("PartitionOwnership already started")
+        self._task = asyncio.create_task(self._supervise(), name=f"partition-ownership-{self.server_id}")
+
+    async def reset_session(self, session: Session) -> None:
+        """Continue under ``session`` (the app opened it after the previous one
+        was lost). Everything held under the previous session is dropped at
+        once; the caller closes that session, which deletes its keys."""
+        if session is self._session:
+            return
+        self._session = session
+        self._drop_all("session replaced")
+        work = self._work
+        if work is not None and not work.done():
+            work.cancel()
+        self._session_replaced.set()
+
+    async def stop(self, *, release: bool = True) -> None:
+        """Stop. With ``release``, first leave the member set and resign every
+        partition so that the other members take them without waiting for the
+        session to expire. Idempotent."""
+        if self._stopping:
+            return
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        # A cancelled store call keeps running in its thread; let it finish
+        # (bounded by its retries) so no connection outlives the component.
+        await asyncio.gather(*self._store_calls, return_exceptions=True)
+        held = list(self._held.values())
+        self._drop_all("stopped")
+        session = self._session
+        if release and not session.lost.is_set():
+            try:
+                await self._leases.delete(self.config.member_key(self.server_id))
+                await asyncio.gather(*(self._leases.resign(ownership) for ownership in held))
+            except LeaseStoreError as error:
+                log.warning("could not release partitions on stop (%s); they go when the session ends", error)
+
+    # -- the work -----------------------------------------------------------------
+
+    async def _supervise(self) -> None:
+        backoff = _Backoff(self._clock)
+        while True:
+            self._session_replaced.clear()
+            session = self._session
+            if session.lost.is_set():
+                self._drop_all("session lost")
+                log.warning(
+                    "server %s: session %x lost (%s); owning nothing until a new session",
+                    self.server_id, session.id, session.lost_reason,
+                )
+                if self._session is session:
+                    await self._session_replaced.wait()
+                continue
+            self._work = asyncio.create_task(
+                self._session_work(session), name=f"partition-ownership-work-{session.id:x}"
+            )
+            try:
+                await self._work
+            except SessionLost:
+                continue
+            except asyncio.CancelledError:
+                if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                    raise
+                continue  # reset_session cancelled the work
+            except LeaseStoreClosed:
+                self._drop_all("lease store closed")
+                return
+            except LeaseStoreError as error:
+                level = logging.WARNING if error.retryable else logging.ERROR
+                log.log(level, "partition ownership: %s; retrying", error)
+                await backoff.sleep()
+            except Exception:
+                log.exception("partition ownership failed; releasing and starting again")
+                await self._release_everything(session)
+                await backoff.sleep()
+            else:  # pragma: no cover - the work only ends by raising
+                backoff.reset()
+            finally:
+                self._work = None
+
+    async def _session_work(self, session: Session) -> None:
+        async with session.scope():
+            # Only keys won under this session count (after a reset, nothing else).
+            self._held = {p: o for p, o in self._held.items() if o.session is session}
+            self._fenced &= set(self._held)
+            await self._leases.put(self.config.member_key(self.server_id), self.server_id, session=session)
+            self._view = view = _View()
+            config = self.config
+            tasks = [
+                asyncio.create_task(
+                    self._follow(config.members_prefix, self._load_members, self._apply_member, view.members_ready)
+                ),
+                asyncio.create_task(
+                    self._follow(config.partitions_prefix, self._load_holders, self._apply_holder, view.holders_ready)
+                ),
+                asyncio.create_task(self._ticker()),
+                asyncio.create_task(self._reconcile_loop(session, view)),
+            ]
+            try:
+                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+                for task in done:
+                    task.result()
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _follow(
+        self,
+        prefix: str,
+        load: Callable[[list[KeyValue], int], None],
+        apply: Callable[[WatchEvent], None],
+        ready: asyncio.Event,
+    ) -> None:
+        """Keep a view of ``prefix``: a snapshot, then every change after it.
+        Events between the revision read and the snapshot are delivered again
+        by the watch; applying them in order converges to the same state."""
+        backoff = _Backoff(self._clock)
+        while True:
+            try:
+                revision = await self._leases.current_revision()
+                load(await self._leases.get_prefix(prefix), revision)
+                ready.set()
+                self._dirty.set()
+                backoff.reset()
+                async with self._leases.watch(prefix, prefix=True, start_revision=revision + 1) as events:
+                    async for event in events:
+                        apply(event)
+                        self._dirty.set()
+            except WatchCompacted:
+                log.info("watch on %s compacted; reading it again", prefix)
+            except LeaseStoreError as error:
+                if not error.retryable:
+                    raise
+                log.warning("following %s: %s; retrying", prefix, error)
+                await backoff.sleep()
+
+    def _member_id(self, key: str) -> str | None:
+        member = key[len(self.config.members_prefix) :]
+        return member if member and "/" not in member else None
+
+    def _partition_of(self, key: str) -> int | None:
+        suffix = key[len(self.config.partitions_prefix) :]
+        if not suffix.isdigit():
+            return None
+        partition = int(suffix)
+        return partition if partition < self.partition_count else None
+
+    def _load_members(self, kvs: list[KeyValue], revision: int) -> None:
+        self._view.members = {m for m in (self._member_id(kv.key) for kv in kvs) if m is not None}
+
+    def _apply_member(self, event: WatchEvent) -> None:
+        member = self._member_id(event.key)
+        if member is None:
+            return
+        if event.type is EventType.PUT:
+            self._view.members.add(member)
+        else:
+            self._view.members.discard(member)
+
+    def _load_holders(self, kvs: list[KeyValue], revision: int) -> None:
+        holders: dict[int, str] = {}
+        created: dict[int, int] = {}
+        for kv in kvs:
+            partition = self._partition_of(kv.key)
+            if partition is not None:
+                holders[partition] = kv.value.decode(errors="replace")
+                created[partition] = kv.create_revision
+        self._view.holders = holders
+        # Keys we won at or before `revision` must be in a snapshot read after it.
+        for partition, ownership in list(self._held.items()):
+            if ownership.fencing_revision <= revision and created.get(partition) != ownership.fencing_revision:
+                self._forget(partition, "partition key gone")
+
+    def _apply_holder(self, event: WatchEvent) -> None:
+        partition = self._partition_of(event.key)
+        if partition is None:
+            return
+        if event.type is EventType.PUT:
+            self._view.holders[partition] = event.value.decode(errors="replace")
+            return
+        self._view.holders.pop(partition, None)
+        ownership = self._held.get(partition)
+        # A delete after our key's creation can only be of our key.
+        if ownership is not None and event.revision > ownership.fencing_revision:
+            self._forget(partition, "partition key deleted")
+
+    async def _ticker(self) -> None:
+        while True:
+            await self._clock.sleep(self.config.tick)
+            self._refused.clear()
+            if self._unsettled:
+                self._dirty.set()
+
+    async def _reconcile_loop(self, session: Session, view: _View) -> None:
+        await view.members_ready.wait()
+        await view.holders_ready.wait()
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            try:
+                await self._reconcile(session, view)
+            except LeaseStoreError as error:
+                if not error.retryable:
+                    raise
+                self._unsettled = True
+                log.warning("partition ownership: %s; trying again next tick", error)
+
+    async def _reconcile(self, session: Session, view: _View) -> None:
+        if self.server_id not in view.members:
+            # Our member key went (deleted by hand?) while our session lives: rejoin.
+            await self._leases.put(self.config.member_key(self.server_id), self.server_id, session=session)
+            view.members.add(self.server_id)
+        plan = plan_ownership(self.server_id, view.members, self.partition_count, view.holders, self._held)
+        self._plan = plan
+
+        if plan.release:
+            lost = plan.release & self._fenced
+            self._fenced -= lost
+            if lost:
+                self._announce(lost=lost, reason="rebalance")
+            leaving = {p: self._held[p] for p in sorted(plan.release) if p in self._held}
+            await asyncio.gather(*(self._leases.resign(ownership) for ownership in leaving.values()))
+            for partition, ownership in leaving.items():
+                if self._held.get(partition) is ownership:
+                    del self._held[partition]
+
+        wanted = sorted(plan.acquire - self._refused)
+        step = self.config.acquire_concurrency
+        for start in range(0, len(wanted), step):
+            chunk = wanted[start : start + step]
+            won = await asyncio.gather(
+                *(self._leases.try_acquire(self.config.partition_key(p), self.server_id, session) for p in chunk)
+            )
+            for partition, ownership in zip(chunk, won):
+                if ownership is not None and partition not in self._held:
+                    self._held[partition] = ownership
+
+        raised_ok = await self._raise_epochs(plan)
+        self._unsettled = not (plan.settled and raised_ok and self._fenced == set(self._held))
+
+    async def _raise_epochs(self, plan: OwnershipPlan) -> bool:
+        """Raise the epoch of every held, unfenced partition of our share;
+        announce those that took effect; resign those refused as stale. False
+        if the store could not be reached (retried next tick)."""
+        pending = {
+            partition: ownership
+            for partition, ownership in self._held.items()
+            if partition not in self._fenced and partition in plan.target
+        }
+        if not pending:
+            return True
+        try:
+            took = await self._store_call(
+                self._store.raise_epochs(
+                    {partition: ownership.fencing_revision for partition, ownership in pending.items()}, self.server_id
+                )
+            )
+        except Exception as error:  # the store is down or conflicting: keep the keys, try again
+            log.warning("cannot raise the epochs of partitions %s yet: %s", sorted(pending), error)
+            return False
+        acquired: dict[int, int] = {}
+        refused: dict[int, Ownership] = {}
+        for partition, ownership in pending.items():
+            if self._held.get(partition) is not ownership:
+                continue  # lost while raising
+            if partition in took:
+                self._fenced.add(partition)
+                acquired[partition] = ownership.fencing_revision
+            else:
+                refused[partition] = ownership
+                del self._held[partition]
+                self._refused.add(partition)
+        if acquired:
+            self._announce(acquired=acquired, reason="acquired")
+        if refused:
+            await self._report_refused(sorted(refused))
+            await asyncio.gather(*(self._leases.resign(ownership) for ownership in refused.values()))
+        return True
+
+    async def _report_refused(self, partitions: list[int]) -> None:
+        try:
+            highest = max((await self._store_call(self._store.epochs(partitions))).values(), default=0)
+            revision = await self._leases.current_revision()
+        except Exception as error:
+            log.warning("partitions %s: epoch raise refused (%s while reading why)", partitions, error)
+            return
+        if highest > revision:
+            log.error(
+                "partition epochs in the store (up to %d) are above the lease store's revision (%d): its "
+                "revisions started again (a fresh etcd or in-process store). No epoch can be raised until "
+                "its revision passes %d.",
+                highest, revision, highest,
+            )
+        else:
+            log.warning("partitions %s: a later owner already raised the epoch; resigning", partitions)
+
+    async def _store_call(self, call: Awaitable[T]) -> T:
+        """Await a store call; if we are cancelled meanwhile, the call goes on
+        (its transaction may be in a thread already) and :meth:`stop` waits for it."""
+        future = asyncio.ensure_future(call)
+        self._store_calls.add(future)
+        future.add_done_callback(self._store_calls.discard)
+        return await asyncio.shield(future)
+
+    async def _release_everything(self, session: Session) -> None:
+        held = list(self._held.values())
+        self._drop_all("ownership restarting")
+        if not session.lost.is_set():
+            try:
+                await asyncio.gather(*(self._leases.resign(ownership) for ownership in held))
+            except LeaseStoreError:
+                pass  # they go when the session ends
+
+    # -- state changes ------------------------------------------------------------
+
+    def _forget(self, partition: int, reason: str) -> None:
+        self._held.pop(partition, None)
+        if partition in self._fenced:
+            self._fenced.discard(partition)
+            self._announce(lost={partition}, reason=reason)
+        self._unsettled = True
+
+    def _drop_all(self, reason: str) -> None:
+        lost = set(self._fenced)
+        self._held.clear()
+        self._fenced.clear()
+        self._unsettled = True
+        if lost:
+            self._announce(lost=lost, reason=reason)
+
+    def _announce(self, *, acquired: Mapping[int, int] | None = None, lost: Iterable[int] = (), reason: str) -> None:
+        self._generation += 1
+        change = OwnershipChange(
+            acquired=MappingProxyType(dict(acquired or {})),
+            lost=frozenset(lost),
+            owned=MappingProxyType(self.owned()),
+            reason=reason,
+            generation=self._generation,
+        )
+        log.info(
+            "server %s: partitions %s (acquired %s, lost %s); owns %d",
+            self.server_id, reason, sorted(change.acquired), sorted(change.lost), len(change.owned),
+        )
+        event, self._changed = self._changed, asyncio.Event()
+        event.set()
+        for listener in list(self._listeners):
+            try:
+                listener(change)
+            except Exception:
+                log.exception("ownership listener failed")

@@ -1,0 +1,119 @@
+"""Flow 1 end to end through the real server: a job is created over gRPC,
+claimed by the dispatcher, handed out at its due instant through the store,
+run by a real worker and recorded in history; on the embedded stores and on
+PostgreSQL + etcd."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+
+import grpc
+import pytest
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, execution_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
+
+from tests.support.server import running_server
+from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig, register_builtins
+
+BACKENDS = ["embedded", pytest.param("postgres+etcd", marks=[pytest.mark.postgres, pytest.mark.etcd])]
+WAIT = 20.0
+
+
+@pytest.fixture(params=BACKENDS)
+async def cluster(request, tmp_path):
+    if request.param == "embedded":
+        store, etcd = f"sqlite:///{tmp_path / 'store.db'}", "memory"
+    else:
+        store, etcd = request.getfixturevalue("postgres_url"), request.getfixturevalue("etcd_endpoint")
+    async with running_server(store, etcd) as running:
+        async with grpc.aio.insecure_channel(running.address) as channel:
+            admin = admin_pb2_grpc.AdminServiceStub(channel)
+            created = await admin.CreateTenant(
+                admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(name="acme")), metadata=running.admin_metadata()
+            )
+            credential = await admin.IssueWorkerCredential(
+                admin_pb2.IssueWorkerCredentialRequest(tenants=["acme"], http=True), metadata=running.admin_metadata()
+            )
+            registry = HandlerRegistry()
+            register_builtins(registry)
+            worker = Worker(WorkerConfig(address=running.address, credential=credential.credential.secret,
+                                         worker_id="w1", handlers=registry, slots=8))
+            task = asyncio.create_task(worker.run())
+            await asyncio.wait_for(worker.connected.wait(), WAIT)
+            try:
+                yield running, scheduler_pb2_grpc.SchedulerServiceStub(channel), created.api_key.secret
+            finally:
+                await worker.stop(1.0)
+                await asyncio.gather(task, return_exceptions=True)
+
+
+def once_job(name: str, at: datetime) -> job_pb2.Job:
+    job = job_pb2.Job(name=name, target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")), payload=b"hi")
+    job.schedule.once_at.FromDatetime(at)
+    return job
+
+
+async def history(scheduler, key: str, job_id: str) -> list[execution_pb2.Execution]:
+    reply = await scheduler.ListExecutions(
+        scheduler_pb2.ListExecutionsRequest(job_id=job_id), metadata=(("authorization", f"Bearer {key}"),)
+    )
+    return list(reply.executions)
+
+
+async def wait_for_status(scheduler, key: str, job_id: str, status: int) -> list[execution_pb2.Execution]:
+    """Poll the public API (what a user would do) until an execution has ``status``."""
+    deadline = asyncio.get_running_loop().time() + WAIT
+    while asyncio.get_running_loop().time() < deadline:
+        found = await history(scheduler, key, job_id)
+        if any(e.status == status for e in found):
+            return found
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no execution of {job_id} reached status {status}: {found}")
+
+
+async def test_a_one_off_job_runs_once_on_time_with_its_history(cluster) -> None:
+    running, scheduler, key = cluster
+    meta = (("authorization", f"Bearer {key}"),)
+    due = datetime.now(timezone.utc) + timedelta(seconds=1.5)
+    created = await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=once_job("soon", due), request_id="r1"), metadata=meta)
+    job_id = created.job.id
+    [execution] = await wait_for_status(scheduler, key, job_id, job_pb2.EXECUTION_STATUS_SUCCEEDED)
+    assert execution.id == f"{job_id}:{due.strftime('%Y-%m-%dT%H:%M:%S.%f')}Z"
+    assert (execution.attempt, execution.delivery, execution.missed_count) == (1, 1, 1)
+    [attempt] = execution.attempts
+    assert attempt.status == execution_pb2.ATTEMPT_STATUS_SUCCEEDED and attempt.worker_id == "w1"
+    started = attempt.started_at.ToDatetime(tzinfo=timezone.utc)
+    assert started >= due, "never early"
+    assert attempt.lateness.ToTimedelta() >= timedelta(0)
+    assert attempt.lateness.ToTimedelta() < timedelta(seconds=5)
+    job = await scheduler.GetJob(scheduler_pb2.GetJobRequest(id=job_id), metadata=meta)
+    assert job.job.state == job_pb2.JOB_STATE_COMPLETED and job.job.run_count == 1
+
+
+async def test_a_one_off_already_past_runs_once_marked_late(cluster) -> None:
+    _, scheduler, key = cluster
+    meta = (("authorization", f"Bearer {key}"),)
+    past = datetime.now(timezone.utc) - timedelta(hours=3)
+    created = await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=once_job("late", past), request_id="r2"), metadata=meta)
+    [execution] = await wait_for_status(scheduler, key, created.job.id, job_pb2.EXECUTION_STATUS_SUCCEEDED)
+    assert execution.attempts[0].lateness.ToTimedelta() >= timedelta(hours=3)
+
+
+async def test_pause_cancels_executions_already_claimed_in_the_look_ahead(cluster) -> None:
+    running, scheduler, key = cluster
+    meta = (("authorization", f"Bearer {key}"),)
+    due = datetime.now(timezone.utc) + timedelta(seconds=20)
+    created = await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=once_job("later", due), request_id="r3"), metadata=meta)
+    # Claimed within the 60 s look-ahead by the dispatcher's next tick.
+    await wait_for_status(scheduler, key, created.job.id, job_pb2.EXECUTION_STATUS_SCHEDULED)
+    paused = await scheduler.PauseJob(scheduler_pb2.PauseJobRequest(id=created.job.id, reason="maintenance"), metadata=meta)
+    assert paused.canceled_executions == 1
+    [execution] = await history(scheduler, key, created.job.id)
+    assert execution.status == job_pb2.EXECUTION_STATUS_CANCELED and not execution.attempts
+    # The gateway's sweep passes over it from now on: still canceled after a few rounds.
+    rounds = running.server.gateway.rounds
+    while running.server.gateway.rounds < rounds + 3:
+        running.server.gateway.wake()
+        await asyncio.sleep(0.05)
+    [execution] = await history(scheduler, key, created.job.id)
+    assert execution.status == job_pb2.EXECUTION_STATUS_CANCELED
