@@ -126,7 +126,15 @@ class TickwheelServer:
             partitions=PartitionStore(self.engine, self.clock),
         )
         if self._lease_store is None:
-            self._lease_store = open_lease_store(config.etcd, self.clock)
+            if config.etcd.strip() == "memory":
+                # In-process leases restart at revision 1; continue above the
+                # epochs this store recorded, so fencing keeps increasing.
+                from .lease.memory import MemoryLeaseStore
+
+                start = await self.stores.partitions.max_epoch() + 1
+                self._lease_store = MemoryLeaseStore(self.clock, start_revision=start)
+            else:
+                self._lease_store = open_lease_store(config.etcd, self.clock)
         await self._open_session()
         self._session_task = asyncio.create_task(self._keep_session(), name="tickwheel-session")
         self.ownership = PartitionOwnership(

@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -82,6 +84,18 @@ def test_dev_serves_all_services_with_its_own_credentials(tmp_path: Path) -> Non
         again = json.loads((data / "dev-credentials.json").read_text())
         assert again["api_key"] == credentials["api_key"]
         assert cli("job", "get", job_id, "--dev", str(data)).returncode == 0
+        # Fencing epochs recorded before the restart do not block dispatch after it.
+        at = (datetime.now(timezone.utc) + timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        once = cli("job", "create", "--name", "once", "--at", at, "--handler", "echo", "--dev", str(data))
+        once_id = once.stdout.strip().splitlines()[-1]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            history = json.loads(cli("job", "history", once_id, "--json", "--dev", str(data)).stdout or "{}")
+            if any(e.get("status") == "EXECUTION_STATUS_SUCCEEDED" for e in history.get("executions", [])):
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"the one-off job did not run after the restart: {history}")
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0

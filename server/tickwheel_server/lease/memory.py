@@ -155,16 +155,21 @@ class MemoryLeaseStore(LeaseStore):
     ``start_revision``; older revisions raise :class:`WatchCompacted`.
     """
 
-    def __init__(self, clock: Clock, *, history_limit: int = 10_000) -> None:
+    def __init__(self, clock: Clock, *, history_limit: int = 10_000, start_revision: int = 1) -> None:
         self._clock = clock
-        self._revision = 1  # an empty etcd cluster is at revision 1 too
+        # An empty etcd cluster is at revision 1 too. ``start_revision`` lets a
+        # restarted `tickwheel dev` continue above the fencing epochs its
+        # SQLite file recorded, as a real etcd's revisions would.
+        if start_revision < 1:
+            raise ValueError("start_revision must be >= 1")
+        self._revision = start_revision
+        self._compact_revision = start_revision - 1
         self._kvs: dict[str, KeyValue] = {}
         self._leases: dict[int, _Lease] = {}
         self._lease_ids = itertools.count(0x7A11_0001)
         self._watches: set[_MemoryWatch] = set()
         self._history: collections.deque[WatchEvent] = collections.deque()
         self._history_limit = history_limit
-        self._compact_revision = 0
         self._closed = False
 
     # -- internals ----------------------------------------------------------------
