@@ -162,6 +162,9 @@ class TickwheelServer:
             partition_count=cluster.partition_count,
             tzdata_version=zones.tzdata_version(),
             session_id=self._session_hex(),
+            partitions_owned=lambda: len(self.ownership.owned()),
+            wheel_size=lambda: len(self.wheel.wheel),
+            clock_skew=lambda: self.gateway.clock_skew,
         )
         self.worker_servicer = WorkerServicer(
             auth,
@@ -179,7 +182,10 @@ class TickwheelServer:
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.worker_servicer, server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminServicer(auth, self.stores.tenants, self.stores.workers, self.stores.jobs, self.info, self.connections),
+            AdminServicer(
+                auth, self.stores.tenants, self.stores.workers, self.stores.jobs, self.info, self.connections,
+                self.stores.partitions,
+            ),
             server,
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)

@@ -108,6 +108,19 @@ async def test_admin_through_grpcurl_with_the_admin_token(server) -> None:
     assert status["partitionCount"] == 256
     assert status["servers"][0]["serverId"] == server.server.server_id
     assert status["storeEngine"] in ("sqlite", "postgresql")
+    # A lone server wins every partition; each has an epoch raised by it.
+    ownership = server.server.ownership
+    while len(ownership.owned()) < 256:
+        await asyncio.wait_for(ownership.wait_changed(ownership.generation), 20)
+    result = await grpcurl(
+        "-plaintext", "-H", f"authorization: Bearer {server.admin_token}",
+        server.address, "tickwheel.v1.AdminService/ClusterStatus",
+    )
+    status = json.loads(result.stdout)
+    assert status["servers"][0]["partitionsOwned"] == 256
+    assert len(status["partitions"]) == 256
+    assert {p["serverId"] for p in status["partitions"]} == {server.server.server_id}
+    assert all(int(p["epoch"]) > 0 for p in status["partitions"])
 
 
 async def test_calls_need_the_right_credential(server) -> None:

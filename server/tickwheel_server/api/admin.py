@@ -8,6 +8,7 @@ overridden here, so they answer UNIMPLEMENTED rather than pretend.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -17,6 +18,7 @@ from .. import __version__
 from ..errors import FieldViolation, InvalidArgument
 from ..store.credentials import WorkerCredentialStore
 from ..store.jobs import JobStore
+from ..store.partitions import PartitionStore
 from ..store.tenants import (
     DEFAULT_MAX_JOBS,
     DEFAULT_MAX_PAYLOAD_BYTES,
@@ -46,6 +48,9 @@ class ServerInfo:
     partition_count: int
     tzdata_version: str
     session_id: str = ""
+    partitions_owned: Callable[[], int] = lambda: 0
+    wheel_size: Callable[[], int] = lambda: 0
+    clock_skew: Callable[[], float | None] = lambda: None
 
 
 def tenant_settings(message: admin_pb2.Tenant, paths: set[str], field: str = "tenant") -> dict:
@@ -91,7 +96,9 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         jobs: JobStore,
         info: ServerInfo,
         connections: Connections,
+        partitions: PartitionStore,
     ) -> None:
+        self._partitions = partitions
         self._auth = auth
         self._tenants = tenants
         self._workers = workers
@@ -101,18 +108,28 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
 
     @rpc
     async def ClusterStatus(self, request, context):
+        """This server's view: itself, and every partition's last fencing
+        epoch and the server that raised it (from the store)."""
         await self._auth.admin(context)
         info = self._info
+        server = admin_pb2.ServerStatus(
+            server_id=info.server_id,
+            address=info.address,
+            session_id=info.session_id,
+            started_at=convert.timestamp(info.started_at),
+            version=__version__,
+            workers=len(self._connections),
+            partitions_owned=info.partitions_owned(),
+            wheel_size=info.wheel_size(),
+        )
+        skew = info.clock_skew()
+        if skew is not None:
+            server.clock_skew.FromTimedelta(timedelta(seconds=skew))
+        rows = await self._partitions.rows()
         return admin_pb2.ClusterStatusResponse(
-            servers=[
-                admin_pb2.ServerStatus(
-                    server_id=info.server_id,
-                    address=info.address,
-                    session_id=info.session_id,
-                    started_at=convert.timestamp(info.started_at),
-                    version=__version__,
-                    workers=len(self._connections),
-                )
+            servers=[server],
+            partitions=[
+                admin_pb2.PartitionStatus(partition=row.partition, server_id=row.owner, epoch=row.epoch) for row in rows
             ],
             partition_count=info.partition_count,
             store_engine=info.store_engine,

@@ -25,13 +25,13 @@ from datetime import datetime, timedelta
 from google.protobuf import timestamp_pb2
 from tickwheel.v1 import job_pb2, worker_pb2
 
+from ..api.convert import EXECUTION_ORIGIN_TO_PROTO
 from ..clock import Clock
 from ..store.handout import Capability, HandedOut, HandoutStore, ResultIn
 from .connections import Connections, WorkerConnection
 
 log = logging.getLogger(__name__)
 
-_ORIGIN_TO_PROTO = {"scheduled": 1, "trigger": 2, "backfill": 3}
 MAX_BATCH = 500
 
 
@@ -56,7 +56,7 @@ def assignment_for(handed: HandedOut, now: datetime) -> worker_pb2.Assignment:
         payload=handed.payload,
         target=job.target,
         missed_count=handed.missed_count,
-        origin=_ORIGIN_TO_PROTO.get(handed.origin, 0),
+        origin=EXECUTION_ORIGIN_TO_PROTO.get(handed.origin, 0),
     )
     assignment.deadline_at.FromDatetime(now + timeout)
     return assignment
