@@ -11,7 +11,7 @@ import logging
 import signal
 import sys
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import grpc
@@ -29,7 +29,7 @@ from .clock import Clock, SystemClock
 from .config import ConfigError, ServerConfig, add_server_arguments, load_server_config
 from .gateway.connections import Connections
 from .lease import LeaseStore, LeaseStoreError, Session, open_lease_store
-from .schedule import zones
+from .schedule import default_engine, zones
 from .store import capabilities, create_store_engine, current_version, load_migrations, migrate
 from .dispatcher.dispatcher import Dispatcher
 from .dispatcher.ownership import PartitionOwnership
@@ -43,6 +43,7 @@ from .store.history import HistoryStore
 from .store.jobs import JobStore
 from .store.partitions import PartitionStore
 from .store.tenants import TenantStore
+from .store.tzdata import TzdataStore
 from .wheel import TimerWheel, WheelRunner
 
 log = logging.getLogger("tickwheel.server")
@@ -125,6 +126,7 @@ class TickwheelServer:
             handout=HandoutStore(self.engine, self.clock),
             partitions=PartitionStore(self.engine, self.clock),
         )
+        self.tzdata = TzdataStore(self.engine, self.clock)
         if self._lease_store is None:
             if config.etcd.strip() == "memory":
                 # In-process leases restart at revision 1; continue above the
@@ -184,7 +186,7 @@ class TickwheelServer:
         admin_pb2_grpc.add_AdminServiceServicer_to_server(
             AdminServicer(
                 auth, self.stores.tenants, self.stores.workers, self.stores.jobs, self.info, self.connections,
-                self.stores.partitions,
+                self.stores.partitions, self.tzdata,
             ),
             server,
         )
@@ -198,6 +200,8 @@ class TickwheelServer:
             asyncio.create_task(self.wheel.run(), name="tickwheel-wheel"),
             asyncio.create_task(self.gateway.run(), name="tickwheel-gateway"),
             asyncio.create_task(self.dispatcher.run(), name="tickwheel-dispatcher"),
+            # In the background: start does not wait for a recompute.
+            asyncio.create_task(self._recompute_tzdata(), name="tickwheel-tzdata"),
         ]
         for name in ["", *SERVICE_NAMES]:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -205,6 +209,33 @@ class TickwheelServer:
             "tickwheel %s serving on %s (server %s, store %s, schema %d, %d partitions)",
             __version__, self.address, self.server_id, caps.dialect, version, cluster.partition_count,
         )
+
+    async def _recompute_tzdata(self) -> None:
+        """Record this release's zone fingerprints, then recompute the cursors
+        of jobs recorded with another release in zones whose rules changed."""
+        version = zones.tzdata_version()
+        try:
+            prints = await asyncio.to_thread(zones.zone_fingerprints)
+            await self.tzdata.record(version, prints)
+            examined, shifted = await self.tzdata.recompute(
+                default_engine(), version, None, self.clock.now(), dry_run=False
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("tzdata %s: recomputing stored next runs failed", version)
+            return
+        if shifted:
+            # Becomes an ALERT_KIND_TZDATA_SHIFT alert when the alert store exists.
+            old = ",".join(sorted({run.old_version for run in shifted}))
+            shown = "; ".join(
+                f"job {run.job_id} ({run.tenant}) {_rfc3339(run.old_next_run_at)} → {_rfc3339(run.new_next_run_at)}"
+                for run in shifted[:100]
+            )
+            more = f"; … and {len(shifted) - 100} more" if len(shifted) > 100 else ""
+            log.warning("tzdata %s→%s shifted %d runs: %s%s", old, version, len(shifted), shown, more)
+        elif examined:
+            log.info("tzdata %s: %d jobs recomputed, no next run moved", version, examined)
 
     @property
     def address(self) -> str:
@@ -289,6 +320,10 @@ class TickwheelServer:
 
     async def wait(self) -> None:
         await self.stopped.wait()
+
+
+def _rfc3339(instant: datetime | None) -> str:
+    return "none (schedule ended)" if instant is None else instant.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 async def serve_until_signalled(server: TickwheelServer) -> None:

@@ -1,7 +1,7 @@
 """AdminService: operators' calls. Thin: proto in, store call, proto out.
 
 RPCs whose machinery arrives with later components (tenant pause in
-dispatch, draining, alerts, tzdata recompute, execution search) are not
+dispatch, draining, alerts, execution search) are not
 overridden here, so they answer UNIMPLEMENTED rather than pretend.
 """
 
@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
+import grpc
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc
 
 from .. import __version__
@@ -19,6 +20,8 @@ from ..errors import FieldViolation, InvalidArgument
 from ..store.credentials import WorkerCredentialStore
 from ..store.jobs import JobStore
 from ..store.partitions import PartitionStore
+from ..store.tzdata import TzdataStore
+from ..schedule import default_engine
 from ..store.tenants import (
     DEFAULT_MAX_JOBS,
     DEFAULT_MAX_PAYLOAD_BYTES,
@@ -97,8 +100,10 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         info: ServerInfo,
         connections: Connections,
         partitions: PartitionStore,
+        tzdata: TzdataStore | None = None,
     ) -> None:
         self._partitions = partitions
+        self._tzdata = tzdata
         self._auth = auth
         self._tenants = tenants
         self._workers = workers
@@ -257,3 +262,30 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         )
         token = convert.page_token(found[size - 1].id) if len(found) > size else ""
         return admin_pb2.SearchJobsResponse(jobs=[convert.job_to_proto(j) for j in found[:size]], next_page_token=token)
+
+    @rpc
+    async def RecomputeSchedules(self, request, context):
+        """Recompute stored next runs against this server's tzdata release:
+        the zones that changed since each job's release, or the zones named."""
+        await self._auth.admin(context)
+        if self._tzdata is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "tzdata recompute is not available on this server")
+        engine = default_engine()
+        zones: set[str] | None = None
+        if request.zones:
+            known = engine.zones.keys()
+            unknown = sorted({z for z in request.zones if z not in known})
+            if unknown:
+                raise InvalidArgument.field("zones", f"unknown time zones {unknown}")
+            zones = set(request.zones)
+        examined, shifted = await self._tzdata.recompute(
+            engine, engine.tzdata_version, zones, self._tzdata.clock.now(), dry_run=request.dry_run
+        )
+        reply = admin_pb2.RecomputeSchedulesResponse(tzdata_version=engine.tzdata_version, examined=examined)
+        for run in shifted:
+            item = reply.shifted.add(job_id=run.job_id, tenant=run.tenant)
+            if run.old_next_run_at is not None:
+                item.old_next_run_at.CopyFrom(convert.timestamp(run.old_next_run_at))
+            if run.new_next_run_at is not None:
+                item.new_next_run_at.CopyFrom(convert.timestamp(run.new_next_run_at))
+        return reply

@@ -135,3 +135,11 @@ skips = sa.Table(
     sa.Column("reason", sa.Text, nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
 )
+
+tzdata_versions = sa.Table(
+    "tzdata_versions",
+    metadata,
+    sa.Column("version", sa.Text, primary_key=True),
+    sa.Column("fingerprints", sa.Text, nullable=False),
+    sa.Column("recorded_at", sa.BigInteger, nullable=False),
+)

@@ -1,0 +1,155 @@
+"""tzdata updates: recorded fingerprints and the recompute of stored cursors,
+on SQLite and PostgreSQL, with a modified Europe/London zone file standing for
+the new release (as tests/unit/schedule/test_zones.py builds it)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from tickwheel.v1 import job_pb2
+
+from tickwheel_server.dispatcher.plan import execution_id
+from tickwheel_server.ids import new_job_id, to_us
+from tickwheel_server.schedule import Engine, ZoneRegistry
+from tickwheel_server.schedule.zones import default_registry
+from tickwheel_server.store.jobs import JobStore, NewJob
+from tickwheel_server.store.tables import executions, jobs
+from tickwheel_server.store.tenants import Tenant, TenantStore
+from tickwheel_server.store.tzdata import ShiftedRun, TzdataStore
+
+UTC = timezone.utc
+NOW = datetime(2030, 3, 25, 12, tzinfo=UTC)
+ZONES = ("Europe/London", "Asia/Tokyo", "America/New_York")
+
+
+@pytest.fixture
+def new_release(tmp_path: Path) -> Engine:
+    """Release "2099z": London's DST starts on the fourth Sunday of March
+    (24 March 2030) instead of the last; the other zones are unchanged."""
+    root = tmp_path / "tz"
+    for key in ZONES:
+        target = root / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(default_registry().tzif_bytes(key))
+    london = root / "Europe" / "London"
+    data = london.read_bytes()
+    assert data.endswith(b"\nGMT0BST,M3.5.0/1,M10.5.0\n")
+    london.write_bytes(data.replace(b"\nGMT0BST,M3.5.0/1,M10.5.0\n", b"\nGMT0BST,M3.4.0/1,M10.5.0\n"))
+    (root / "+VERSION").write_text("2099z\n")
+    return Engine(zones=ZoneRegistry(root))
+
+
+def daily_at_nine(zone: str) -> job_pb2.Job:
+    job = job_pb2.Job(
+        name="report",
+        schedule=job_pb2.Schedule(cron=job_pb2.CronSchedule(expression="0 9 * * *", time_zone=zone)),
+        target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")),
+    )
+    job.jitter.exact = True
+    return job
+
+
+class World:
+    def __init__(self, engine: sa.Engine, clock) -> None:
+        self.engine = engine
+        self.tenants = TenantStore(engine, clock)
+        self.jobs = JobStore(engine, clock, partition_count=16)
+        self.tzdata = TzdataStore(engine, clock)
+        self.clock = clock
+
+    async def create(self, zone: str, next_run_at: datetime, version: str = "old") -> str:
+        job = daily_at_nine(zone)
+        ident = new_job_id(self.clock.now())
+        await self.jobs.create(
+            NewJob(
+                id=ident, tenant="acme", name=job.name, spec=job.SerializeToString(), time_zone=zone,
+                next_run_at=next_run_at, next_due_at=next_run_at, tzdata_version=version, payload_size=0,
+            ),
+            f"req-{ident}",
+        )
+        return ident
+
+    def row(self, job_id: str):
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).one()
+
+
+@pytest.fixture
+async def w(migrated_engine, clock) -> World:
+    world = World(migrated_engine, clock)
+    await world.tenants.create(Tenant(name="acme"))
+    # The old release is the pinned one, recorded by an earlier server.
+    assert await world.tzdata.record("old", default_registry().fingerprints(ZONES))
+    return world
+
+
+async def test_record_is_insert_if_absent(w: World):
+    assert await w.tzdata.record("old", {"Europe/London": "x"}) is False
+    assert (await w.tzdata.fingerprints("old"))["Europe/London"] == default_registry().get("Europe/London").fingerprint()
+    assert await w.tzdata.fingerprints("never") is None
+
+
+async def test_only_jobs_in_changed_zones_move(w: World, new_release: Engine):
+    london_old = datetime(2030, 3, 26, 9, tzinfo=UTC)  # 09:00 GMT under the old rules
+    london = await w.create("Europe/London", london_old)
+    tokyo = await w.create("Asia/Tokyo", datetime(2030, 3, 26, 0, tzinfo=UTC))
+    # A London job whose 26 March occurrence was already created (look-ahead):
+    # its cursor may not move back before it.
+    claimed = await w.create("Europe/London", datetime(2030, 3, 27, 9, tzinfo=UTC))
+    with w.engine.begin() as conn:
+        created = datetime(2030, 3, 26, 9, tzinfo=UTC)
+        conn.execute(
+            executions.insert().values(
+                id=execution_id(claimed, created), job_id=claimed, tenant="acme", partition=0, origin="scheduled",
+                nominal_at=to_us(created), due_at=to_us(created), ready_at=to_us(created), attempt=1, delivery=0,
+                status="scheduled", missed_count=0, reap_count=0, payload=b"", error="", dead_reason="",
+                created_at=to_us(NOW),
+            )
+        )
+    before = {ident: w.row(ident) for ident in (london, tokyo, claimed)}
+
+    # Dry run: the same report, nothing written.
+    examined, shifted = await w.tzdata.recompute(new_release, "2099z", None, NOW, dry_run=True)
+    expected = [
+        ShiftedRun(london, "acme", london_old, datetime(2030, 3, 26, 8, tzinfo=UTC), "old"),
+        ShiftedRun(claimed, "acme", datetime(2030, 3, 27, 9, tzinfo=UTC), datetime(2030, 3, 27, 8, tzinfo=UTC), "old"),
+    ]
+    assert examined == 2
+    assert sorted(shifted, key=lambda r: r.job_id) == sorted(expected, key=lambda r: r.job_id)
+    assert {ident: w.row(ident) for ident in before} == before
+
+    examined, shifted = await w.tzdata.recompute(new_release, "2099z", None, NOW, dry_run=False, batch=1)
+    assert examined == 2
+    assert sorted(shifted, key=lambda r: r.job_id) == sorted(expected, key=lambda r: r.job_id)
+    row = w.row(london)
+    assert (row.next_run_at, row.next_due_at, row.tzdata_version) == (
+        to_us(datetime(2030, 3, 26, 8, tzinfo=UTC)), to_us(datetime(2030, 3, 26, 8, tzinfo=UTC)), "2099z",
+    )
+    assert w.row(claimed).next_run_at == to_us(datetime(2030, 3, 27, 8, tzinfo=UTC))
+    assert w.row(tokyo) == before[tokyo]  # unchanged zone: not even read
+
+    # Nothing is left to shift.
+    assert await w.tzdata.recompute(new_release, "2099z", None, NOW, dry_run=False) == (0, [])
+
+
+async def test_unknown_old_release_treats_every_zone_as_changed(w: World, new_release: Engine):
+    tokyo = await w.create("Asia/Tokyo", datetime(2030, 3, 26, 0, tzinfo=UTC), version="1999a")
+    examined, shifted = await w.tzdata.recompute(new_release, "2099z", None, NOW, dry_run=False)
+    assert (examined, shifted) == (1, [])
+    assert w.row(tokyo).tzdata_version == "2099z"  # cursor kept, release tag updated
+
+
+async def test_named_zones_are_recomputed_whatever_the_release(w: World, new_release: Engine):
+    # Recorded as "2099z" already, but computed wrongly (under the old rules).
+    london = await w.create("Europe/London", datetime(2030, 3, 26, 9, tzinfo=UTC), version="2099z")
+    tokyo = await w.create("Asia/Tokyo", datetime(2030, 3, 26, 0, tzinfo=UTC), version="2099z")
+    assert await w.tzdata.recompute(new_release, "2099z", None, NOW, dry_run=False) == (0, [])
+    examined, shifted = await w.tzdata.recompute(
+        new_release, "2099z", {"Europe/London", "Asia/Tokyo"}, NOW, dry_run=False
+    )
+    assert examined == 2
+    assert [(r.job_id, r.new_next_run_at) for r in shifted] == [(london, datetime(2030, 3, 26, 8, tzinfo=UTC))]
+    assert w.row(tokyo).next_run_at == to_us(datetime(2030, 3, 26, 0, tzinfo=UTC))
