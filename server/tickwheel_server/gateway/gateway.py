@@ -145,9 +145,11 @@ class Gateway:
         total = 0
         for capability, members in groups.items():
             want = min(sum(c.credit for c in members), MAX_BATCH)
-            now = self._clock.now()
-            handed = await self._store.claim_ready(self.owner, now, capability, want)
-            total += await self._deal(handed, members, now)
+            # ``now`` decides what is ready; the hand-out instant (lateness,
+            # deadlines) is read after the claim reached the store, which may
+            # have retried through an outage meanwhile.
+            handed = await self._store.claim_ready(self.owner, self._clock.now(), capability, want)
+            total += await self._deal(handed, members, self._clock.now())
         return total
 
     async def _deal(self, handed: list[HandedOut], members: list[WorkerConnection], now: datetime) -> int:
