@@ -1,0 +1,573 @@
+"""Benchmark: the dispatcher's claim on PostgreSQL, beside a raw-SQL ceiling.
+
+    .venv/bin/python loadtest/bench_dispatch.py [--pg URL] [--jobs N] [--latency-sizes 100000,1000000]
+                                                [--due 10000] [--runs 3] [--rounds 2] [--smoke]
+
+Prints one JSON object. Without ``--pg`` a throwaway PostgreSQL is started
+with the test suite's functions (``tests/support/postgres.py``: initdb in RAM,
+fsync off, SERIALIZABLE by default) and deleted afterwards; ``--pg URL`` uses
+that (empty) database instead and migrates it. Every job is a
+``tickwheel.v1.Job`` built as the API builds it (``normalise_job``): a
+``* * * * *`` cron in UTC, exact jitter (due = nominal), a handler target;
+one tenant; 256 partitions, all owned by the benchmark at epoch 1. Jobs are
+inserted directly (COPY), then ``VACUUM ANALYZE``.
+
+- ``throughput``: ``--jobs`` jobs, all due at ``T``; ``claim_due(owned, T,
+  lookahead=59 s, batch=--batch)`` is called until a batch comes back short
+  (one occurrence per job: the next, ``T + 60 s``, is past the horizon).
+  ``store.occurrences_per_s`` = executions created (each job's cursor
+  advanced in the same transaction) per wall-clock second; ``store.sql_s`` is
+  the time inside the driver's execute calls (client, network and server),
+  ``python_s`` the rest (planning, row building, SQLAlchemy). Beside it, the
+  same transactions issued directly on one psycopg connection with every
+  value precomputed before timing (no planning, no SQLAlchemy), one
+  transaction per batch: the epoch check ``FOR SHARE``, the claim's exact
+  SELECT (captured from the store's first batch, with its parameters: ``…
+  LIMIT n FOR UPDATE SKIP LOCKED``), then the writes. ``ceiling`` writes with one
+  ``INSERT … SELECT FROM unnest(arrays) ON CONFLICT DO NOTHING`` and one
+  ``UPDATE … FROM unnest(arrays)`` per batch (binary parameters);
+  ``ceiling_store_shapes`` with the store's own statement shapes (psycopg's
+  pipelined executemany of single-row INSERTs and UPDATEs, which is what
+  SQLAlchemy sends), so ``ratio_to_store_shapes`` isolates the Python cost.
+  ``ratio`` = store / ceiling (goal >= 0.5). The data is reloaded before every
+  run; ``--rounds`` repeats the three and the best of each is reported.
+- ``latency``: for each size in ``--latency-sizes``, that many jobs stored, of
+  which ``--due`` are due at ``T`` and the rest are daily crons due within the
+  next 24 h (not due); the time of one ``claim_due(…, batch=--due)`` that
+  claims all the due ones, median of ``--runs`` runs (the due jobs reset and
+  ``VACUUM ANALYZE`` between runs), and ``ratio_largest_smallest``.
+- ``explain``: the plan of the claim's SELECT (captured from a real
+  ``claim_due``), on the largest latency data set (few due) and on the
+  throughput data set (all due): whether it scans ``jobs_due``.
+
+``--smoke`` runs tiny sizes in a few seconds, so CI keeps the script working;
+its figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import psycopg
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from tickwheel.v1 import job_pb2
+
+from tickwheel_server.api.validate import normalise_job
+from tickwheel_server.clock import SystemClock
+from tickwheel_server.ids import partition_of, to_us
+from tickwheel_server.schedule import pin_tzdata, tzdata_version
+from tickwheel_server.store import create_store_engine, migrate
+from tickwheel_server.store.dispatch import DispatchStore
+from tickwheel_server.store.partitions import raise_epochs_in
+
+ROOT = Path(__file__).resolve().parents[1]
+
+UTC = timezone.utc
+T = datetime(2027, 1, 4, 0, 0, tzinfo=UTC)
+T_US = to_us(T)
+MINUTE_US = 60_000_000
+LOOKAHEAD = timedelta(seconds=59)  # one occurrence per due job: the next (T + 60 s) is past the horizon
+PARTITIONS = 256
+TENANT = "bench"
+HANDLER = "echo"
+PAYLOAD = b'{"bench": true}'
+EXECUTION_ID_SUFFIX = ":2027-01-04T00:00:00Z"
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+JOB_COLUMNS = (
+    "id", "tenant", "partition", "name", "state", "spec", "time_zone", "next_run_at", "next_due_at", "run_count",
+    "tzdata_version", "pause_reason", "paused_at", "version", "created_at", "updated_at",
+)
+EXECUTION_COLUMNS = (
+    "id", "job_id", "tenant", "partition", "origin", "nominal_at", "due_at", "ready_at", "attempt", "delivery",
+    "status", "owner", "worker_id", "handler", "missed_count", "reap_count", "payload", "error", "dead_reason",
+    "created_at", "finished_at",
+)
+CHECK_EPOCHS_SQL = "SELECT partition, epoch FROM partitions WHERE partition = ANY(%s) ORDER BY partition FOR SHARE"
+UPDATE_SQL = (
+    "UPDATE jobs SET next_run_at=%s, next_due_at=%s, run_count=%s, state=%s WHERE jobs.id = %s"
+)
+
+
+# ------------------------------------------------------------------ the data
+
+
+def job_id(rng: random.Random) -> str:
+    """``job_`` + a ULID for ``T`` with seeded random bits (reproducible, same shape as ``new_job_id``)."""
+    value = ((T_US // 1000) << 80) | rng.getrandbits(80)
+    chars = []
+    for _ in range(26):
+        chars.append(_CROCKFORD[value & 31])
+        value >>= 5
+    return "job_" + "".join(reversed(chars))
+
+
+def job_spec(expression: str) -> job_pb2.Job:
+    """A job as the API stores it: validated, defaults filled in (``normalise_job``)."""
+    job = job_pb2.Job(name="bench", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name=HANDLER)), payload=PAYLOAD)
+    job.schedule.cron.expression = expression
+    job.schedule.cron.time_zone = "UTC"
+    job.jitter.exact = True
+    return normalise_job(job, T - timedelta(minutes=1))
+
+
+def job_rows(seed: int, due: int, not_due: int = 0):
+    """``due`` minutely jobs due at ``T``, then ``not_due`` daily jobs due in
+    the next 24 h (minute boundaries from ``T + 1 min``), as COPY rows."""
+    rng = random.Random(seed)
+    minutely = job_spec("* * * * *")
+    daily: dict[int, job_pb2.Job] = {}
+    version = tzdata_version()
+    for i in range(due + not_due):
+        ident = job_id(rng)
+        if i < due:
+            spec, at = minutely, T_US
+        else:
+            minute = rng.randrange(1, 1440)
+            spec = daily.get(minute)
+            if spec is None:
+                spec = daily[minute] = job_spec(f"{minute % 60} {minute // 60} * * *")
+            at = T_US + minute * MINUTE_US
+        name = f"bench-{i:08d}"
+        spec.name = name
+        yield (
+            ident, TENANT, partition_of(ident, PARTITIONS), name, "active", spec.SerializeToString(), "UTC",
+            at, at, 0, version, "", None, 1, T_US, T_US,
+        )
+
+
+def conninfo(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def prepare_schema(url: str) -> None:
+    engine = create_store_engine(url)
+    try:
+        migrate(engine)
+        with engine.begin() as conn:
+            conn.execute(sa.text("TRUNCATE jobs, executions, skips, partitions"))
+            conn.execute(sa.text("DELETE FROM tenants WHERE name = :n"), {"n": TENANT})
+            conn.execute(
+                sa.text(
+                    "INSERT INTO tenants (name, weight, max_concurrency, max_jobs, max_payload_bytes, "
+                    "requests_per_second, state, pause_reason, job_count, created_at, updated_at, version) "
+                    "VALUES (:n, 1, 0, 100000000, 65536, 1000, 'active', '', 0, :t, :t, 1)"
+                ),
+                {"n": TENANT, "t": T_US},
+            )
+            raise_epochs_in(conn, {p: 1 for p in range(PARTITIONS)}, "bench", T_US)
+    finally:
+        engine.dispose()
+
+
+def load(pg: psycopg.Connection, rows) -> int:
+    """Empty jobs/executions/skips, COPY ``rows`` into jobs, VACUUM ANALYZE."""
+    pg.execute("TRUNCATE jobs, executions, skips")
+    count = 0
+    with pg.cursor().copy(f"COPY jobs ({', '.join(JOB_COLUMNS)}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+            count += 1
+    vacuum(pg)
+    return count
+
+
+def vacuum(pg: psycopg.Connection) -> None:
+    pg.execute("VACUUM ANALYZE jobs")
+    pg.execute("VACUUM ANALYZE executions")
+
+
+def check_drained(pg: psycopg.Connection, expected: int) -> None:
+    executions = pg.execute("SELECT count(*) FROM executions").fetchone()[0]
+    advanced = pg.execute(
+        "SELECT count(*) FROM jobs WHERE next_run_at = %s AND run_count = 1", (T_US + MINUTE_US,)
+    ).fetchone()[0]
+    derived = pg.execute(
+        "SELECT count(*) FROM executions WHERE id = job_id || %s AND nominal_at = %s", (EXECUTION_ID_SUFFIX, T_US)
+    ).fetchone()[0]
+    if not executions == advanced == derived == expected:
+        raise AssertionError(
+            f"expected {expected} executions (derived ids) and advanced jobs, found {executions} ({derived}), {advanced}"
+        )
+
+
+# ------------------------------------------------------------------ capture
+
+
+class Capture:
+    """Statements the store sends, with their parameters, and the time spent
+    inside the driver's execute calls."""
+
+    def __init__(self, engine: sa.engine.Engine) -> None:
+        self.engine = engine
+        self.claim: tuple[str, dict] | None = None
+        self.statements = 0
+        self.sql_s = 0.0
+        self._started: list[float] = []
+
+    def __enter__(self) -> Capture:
+        event.listen(self.engine, "before_cursor_execute", self._before)
+        event.listen(self.engine, "after_cursor_execute", self._after)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        event.remove(self.engine, "before_cursor_execute", self._before)
+        event.remove(self.engine, "after_cursor_execute", self._after)
+
+    def _before(self, conn, cursor, statement, parameters, context, executemany) -> None:
+        if self.claim is None and "FROM jobs" in statement and "FOR UPDATE" in statement:
+            self.claim = (statement, dict(parameters))
+        self.statements += 1
+        self._started.append(time.perf_counter())
+
+    def _after(self, conn, cursor, statement, parameters, context, executemany) -> None:
+        self.sql_s += time.perf_counter() - self._started.pop()
+
+
+def explain(url: str, statement: str, parameters: dict) -> dict:
+    engine = create_store_engine(url)
+    try:
+        with engine.connect() as conn:
+            plan = conn.exec_driver_sql("EXPLAIN (FORMAT JSON) " + statement, parameters).scalar()
+            text = [r[0] for r in conn.exec_driver_sql("EXPLAIN (COSTS OFF) " + statement, parameters)]
+            conn.rollback()
+    finally:
+        engine.dispose()
+    nodes: list[tuple[str, str | None, str | None]] = []
+
+    def walk(node: dict) -> None:
+        nodes.append((node["Node Type"], node.get("Index Name"), node.get("Relation Name")))
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan[0]["Plan"])
+    return {
+        "uses_jobs_due": any(name == "jobs_due" and kind in ("Index Scan", "Bitmap Index Scan", "Index Only Scan")
+                             for kind, name, _ in nodes),
+        "limit": any(kind == "Limit" for kind, _, _ in nodes),
+        "seq_scan_on_jobs": any(kind == "Seq Scan" and relation == "jobs" for kind, _, relation in nodes),
+        "sort": any(kind == "Sort" for kind, _, _ in nodes),
+        "plan": text,
+    }
+
+
+# ------------------------------------------------------------------ throughput
+
+
+@contextmanager
+def gc_frozen():
+    """Bench data out of the collector's way (a server does not hold it)."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+async def run_store(url: str, owned: dict[int, int], batch: int) -> tuple[dict, tuple[str, dict]]:
+    engine = create_store_engine(url)
+    store = DispatchStore(engine, SystemClock())
+    claimed = batches = 0
+    try:
+        with Capture(engine) as capture, gc_frozen():
+            began = time.perf_counter()
+            while True:
+                result = await store.claim_due(owned, T, lookahead=LOOKAHEAD, batch=batch)
+                claimed += len(result.executions)
+                batches += 1
+                if result.stale_partitions:
+                    raise AssertionError(f"stale partitions {sorted(result.stale_partitions)}")
+                if not result.full:
+                    break
+            elapsed = time.perf_counter() - began
+    finally:
+        engine.dispose()
+    assert capture.claim is not None
+    return {
+        "occurrences": claimed,
+        "batches": batches,
+        "seconds": round(elapsed, 3),
+        "occurrences_per_s": round(claimed / elapsed),
+        "sql_s": round(capture.sql_s, 3),
+        "python_s": round(elapsed - capture.sql_s, 3),
+        "statements_per_batch": round(capture.statements / batches, 1),
+    }, capture.claim
+
+
+def precompute(seed: int, jobs: int) -> tuple[dict[str, tuple], dict[str, tuple]]:
+    """What the store would write for each job, computed before timing."""
+    inserts: dict[str, tuple] = {}
+    updates: dict[str, tuple] = {}
+    after = T_US + MINUTE_US
+    for row in job_rows(seed, jobs):
+        ident, partition = row[0], row[2]
+        inserts[ident] = (
+            ident + EXECUTION_ID_SUFFIX, ident, TENANT, partition, "scheduled", T_US, T_US, T_US, 1, 0, "scheduled",
+            None, None, HANDLER, 1, 0, PAYLOAD, "", "", T_US, None,
+        )
+        updates[ident] = (after, after, 1, "active", ident)
+    return inserts, updates
+
+
+_EXECUTION_TYPES = (
+    "text", "text", "text", "int", "text", "bigint", "bigint", "bigint", "int", "int", "text", "text", "text", "text",
+    "int", "int", "bytea", "text", "text", "bigint", "bigint",
+)
+# The ceiling's batched statements: one INSERT and one UPDATE per batch, the
+# values as binary arrays (psycopg splits a query of 21 000 %s placeholders in
+# Python on every call, which costs more than the server's work).
+INSERT_ARRAYS_SQL = (
+    f"INSERT INTO executions ({', '.join(EXECUTION_COLUMNS)}) SELECT * FROM unnest("
+    + ", ".join(f"%b::{kind}[]" for kind in _EXECUTION_TYPES)
+    + ") ON CONFLICT (id) DO NOTHING"
+)
+UPDATE_ARRAYS_SQL = (
+    "UPDATE jobs SET next_run_at = v.next_run_at, next_due_at = v.next_due_at, run_count = v.run_count, "
+    "state = v.state "
+    "FROM unnest(%b::bigint[], %b::bigint[], %b::bigint[], %b::text[], %b::text[]) "
+    "AS v(next_run_at, next_due_at, run_count, state, id) WHERE jobs.id = v.id"
+)
+# The store's own statement shapes (what SQLAlchemy sends for its executemany
+# calls: psycopg pipelines one single-row statement per row).
+INSERT_ROW_SQL = (
+    f"INSERT INTO executions ({', '.join(EXECUTION_COLUMNS)}) VALUES ({', '.join(['%s'] * len(EXECUTION_COLUMNS))}) "
+    "ON CONFLICT (id) DO NOTHING"
+)
+
+
+def run_ceiling(url: str, owned: dict[int, int], batch: int, claim: tuple[str, dict], pre: tuple[dict, dict],
+                shapes: str) -> dict:
+    """The claim's transactions on one psycopg connection, values precomputed:
+    ``shapes`` = "arrays" (one INSERT and one UPDATE per batch) or "store"
+    (the store's pipelined single-row INSERTs and UPDATEs)."""
+    inserts, updates = pre
+    statement, parameters = claim
+    partitions = sorted(owned)
+    claimed = batches = 0
+    with psycopg.connect(conninfo(url)) as pg:
+        pg.isolation_level = psycopg.IsolationLevel.SERIALIZABLE
+        cur = pg.cursor()
+        with gc_frozen():
+            began = time.perf_counter()
+            while True:
+                cur.execute(CHECK_EPOCHS_SQL, (partitions,))
+                cur.fetchall()
+                cur.execute(statement, parameters)
+                rows = cur.fetchall()
+                if rows:
+                    if shapes == "arrays":
+                        cur.execute(INSERT_ARRAYS_SQL, [list(c) for c in zip(*[inserts[row[0]] for row in rows])])
+                        cur.execute(UPDATE_ARRAYS_SQL, [list(c) for c in zip(*[updates[row[0]] for row in rows])])
+                    else:
+                        cur.executemany(INSERT_ROW_SQL, [inserts[row[0]] for row in rows])
+                        cur.executemany(UPDATE_SQL, [updates[row[0]] for row in rows])
+                pg.commit()
+                claimed += len(rows)
+                batches += 1
+                if len(rows) < batch:
+                    break
+            elapsed = time.perf_counter() - began
+    return {
+        "occurrences": claimed,
+        "batches": batches,
+        "seconds": round(elapsed, 3),
+        "occurrences_per_s": round(claimed / elapsed),
+    }
+
+
+async def throughput(url: str, jobs: int, batch: int, rounds: int, seed: int) -> tuple[dict, dict]:
+    owned = {p: 1 for p in range(PARTITIONS)}
+    runs: dict[str, list[dict]] = {"store": [], "ceiling": [], "ceiling_store_shapes": []}
+    pre = precompute(seed, jobs)
+    explain_all_due = None
+    with psycopg.connect(conninfo(url), autocommit=True) as pg:
+        for _ in range(rounds):
+            load(pg, job_rows(seed, jobs))
+            figures, claim = await run_store(url, owned, batch)
+            check_drained(pg, jobs)
+            runs["store"].append(figures)
+            if explain_all_due is None:
+                load(pg, job_rows(seed, jobs))
+                explain_all_due = explain(url, *claim)
+            for name, shapes in (("ceiling", "arrays"), ("ceiling_store_shapes", "store")):
+                load(pg, job_rows(seed, jobs))
+                runs[name].append(run_ceiling(url, owned, batch, claim, pre, shapes))
+                check_drained(pg, jobs)
+    best = {name: max(found, key=lambda r: r["occurrences_per_s"]) for name, found in runs.items()}
+    return {
+        "jobs": jobs,
+        "batch": batch,
+        "occurrences_per_job": 1,
+        **best,
+        "ratio": round(best["store"]["occurrences_per_s"] / best["ceiling"]["occurrences_per_s"], 3),
+        "ratio_to_store_shapes": round(
+            best["store"]["occurrences_per_s"] / best["ceiling_store_shapes"]["occurrences_per_s"], 3
+        ),
+        "goal_ratio": 0.5,
+        "runs_per_s": {name: [r["occurrences_per_s"] for r in found] for name, found in runs.items()},
+    }, explain_all_due
+
+
+# ------------------------------------------------------------------ latency
+
+
+def reset_due(pg: psycopg.Connection, due_ids: list[str]) -> None:
+    """Make the claimed jobs due again, as before the claim; VACUUM so no run
+    pays for the dead index entries of the previous one."""
+    pg.execute("TRUNCATE executions")
+    pg.execute(
+        "UPDATE jobs SET next_run_at = %s, next_due_at = %s, run_count = 0 WHERE id = ANY(%s)", (T_US, T_US, due_ids)
+    )
+    vacuum(pg)
+
+
+async def latency(url: str, sizes: list[int], due: int, runs: int, seed: int) -> tuple[dict, dict | None]:
+    owned = {p: 1 for p in range(PARTITIONS)}
+    out: dict = {"due": due, "runs": runs, "sizes": {}}
+    plan = None
+    with psycopg.connect(conninfo(url), autocommit=True) as pg:
+        for size in sizes:
+            began = time.perf_counter()
+            load(pg, job_rows(seed, due, size - due))
+            load_s = time.perf_counter() - began
+            due_ids = [r[0] for r in pg.execute("SELECT id FROM jobs WHERE next_run_at = %s", (T_US,))]
+            timings, sql = [], []
+            claim = None
+            engine = create_store_engine(url)
+            store = DispatchStore(engine, SystemClock())
+            try:
+                for run in range(runs + 1):  # run 0 warms the engine (connection, compiled statements)
+                    if run:
+                        reset_due(pg, due_ids)
+                    with Capture(engine) as capture, gc_frozen():
+                        started = time.perf_counter()
+                        result = await store.claim_due(owned, T, lookahead=LOOKAHEAD, batch=due)
+                        timings.append(time.perf_counter() - started)
+                    sql.append(capture.sql_s)
+                    if len(result.executions) != due or result.full is not True:
+                        raise AssertionError(f"claimed {len(result.executions)} of {due}")
+                    claim = claim or capture.claim
+            finally:
+                engine.dispose()
+            out["sizes"][str(size)] = {
+                "median_ms": round(statistics.median(timings[1:]) * 1000, 1),
+                "runs_ms": [round(t * 1000, 1) for t in timings[1:]],
+                "sql_ms": [round(t * 1000, 1) for t in sql[1:]],
+                "first_ms": round(timings[0] * 1000, 1),
+                "load_s": round(load_s, 1),
+            }
+            if size == max(sizes):
+                reset_due(pg, due_ids)
+                plan = explain(url, *claim)
+        pg.execute("TRUNCATE jobs, executions, skips")
+    smallest, largest = out["sizes"][str(min(sizes))], out["sizes"][str(max(sizes))]
+    out["ratio_largest_smallest"] = round(largest["median_ms"] / smallest["median_ms"], 3)
+    out["goal_ratio"] = 1.5
+    return out, plan
+
+
+# ------------------------------------------------------------------ server
+
+
+@contextmanager
+def postgres(url: str | None):
+    """``url`` as is, or a throwaway server started with the test suite's functions."""
+    if url:
+        yield url, None
+        return
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from tests.support import postgres as pgsupport
+
+    bindir = pgsupport.find_bindir()
+    if bindir is None:
+        raise SystemExit("PostgreSQL is not installed: " + pgsupport.INSTALL_HINT)
+    # The test settings (fsync off, SERIALIZABLE default), with room for a million jobs in memory.
+    pgsupport.SERVER_SETTINGS.update({"shared_buffers": "512MB", "max_wal_size": "4GB", "work_mem": "16MB"})
+    server = pgsupport.PostgresServer(bindir)
+    undo = pgsupport._finalize_on_sigterm()
+    try:
+        server.start()
+        server.setup_template()
+        yield server.url(server.create_database()), server
+    finally:
+        server.close()
+        undo()
+
+
+def server_info(url: str) -> dict:
+    with psycopg.connect(conninfo(url)) as pg:
+        return {name: pg.execute(f"SHOW {name}").fetchone()[0] for name in (
+            "server_version", "shared_buffers", "work_mem", "fsync", "synchronous_commit",
+            "default_transaction_isolation",
+        )}
+
+
+async def run(args: argparse.Namespace, url: str, throwaway: bool) -> dict:
+    prepare_schema(url)
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    began = time.perf_counter()
+    tp, explain_all_due = await throughput(url, args.jobs, args.batch, args.rounds, args.seed)
+    lat, explain_few_due = await latency(url, args.latency_sizes, args.due, args.runs, args.seed + 1)
+    return {
+        "benchmark": "dispatch",
+        "smoke": args.smoke,
+        "partitions_owned": PARTITIONS,
+        "lookahead_s": LOOKAHEAD.total_seconds(),
+        "throughput": tp,
+        "latency": lat,
+        "explain": {"few_due": explain_few_due, "all_due": explain_all_due},
+        "server": {**server_info(url), "throwaway": throwaway},
+        "machine": {"cpus": os.cpu_count(), "load_average_before": load_before,
+                    "load_average_after": [round(x, 2) for x in os.getloadavg()]},
+        "total_s": round(time.perf_counter() - began, 1),
+        "python": platform.python_version(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pg", help="an empty PostgreSQL database (postgresql://…); default: a throwaway server")
+    parser.add_argument("--jobs", type=int, default=100_000, help="due jobs for the throughput run (default 100 000)")
+    parser.add_argument("--batch", type=int, default=1000, help="claim batch for the throughput run (default 1000)")
+    parser.add_argument("--rounds", type=int, default=2, help="store/ceiling runs, alternated (default 2)")
+    parser.add_argument(
+        "--latency-sizes", default="100000,1000000", help="jobs stored for the latency runs (default 100000,1000000)"
+    )
+    parser.add_argument("--due", type=int, default=10_000, help="due jobs in the latency runs (default 10 000)")
+    parser.add_argument("--runs", type=int, default=3, help="latency runs per size (default 3)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--smoke", action="store_true", help="tiny run for CI; figures are meaningless")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.jobs, args.rounds, args.latency_sizes, args.due, args.runs = 2000, 1, "2000,20000", 1000, 2
+    args.latency_sizes = sorted({int(s) for s in str(args.latency_sizes).split(",") if s.strip()})
+    if not args.latency_sizes or min(args.latency_sizes) < args.due:
+        parser.error("--latency-sizes must each be at least --due")
+    pin_tzdata()
+    with postgres(args.pg) as (url, server):
+        if args.pg:
+            url = str(make_url(url).set(drivername="postgresql+psycopg").render_as_string(hide_password=False))
+        report = asyncio.run(run(args, url, server is not None))
+    json.dump(report, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""The dispatch benchmark still runs against PostgreSQL: smoke mode, JSON shape
+only (no timing assertions)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = {"occurrences", "batches", "seconds", "occurrences_per_s"}
+PLAN = {"uses_jobs_due", "limit", "seq_scan_on_jobs", "sort", "plan"}
+
+pytestmark = pytest.mark.postgres
+
+
+def test_bench_dispatch_smoke(postgres_url):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "loadtest" / "bench_dispatch.py"), "--pg", postgres_url, "--smoke"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["benchmark"] == "dispatch" and report["smoke"] is True
+    assert {"throughput", "latency", "explain", "server", "partitions_owned", "lookahead_s"} <= set(report)
+
+    throughput = report["throughput"]
+    expected = {"jobs", "batch", "store", "ceiling", "ceiling_store_shapes", "ratio", "ratio_to_store_shapes"}
+    assert expected <= set(throughput)
+    for name in ("store", "ceiling", "ceiling_store_shapes"):
+        assert RUN <= set(throughput[name])
+        assert throughput[name]["occurrences"] == throughput["jobs"], "every due job claimed exactly once"
+        assert throughput[name]["occurrences_per_s"] > 0
+    assert {"sql_s", "python_s", "statements_per_batch"} <= set(throughput["store"])
+    assert throughput["ratio"] > 0
+
+    latency = report["latency"]
+    assert {"due", "sizes", "ratio_largest_smallest"} <= set(latency)
+    assert len(latency["sizes"]) == 2
+    for figures in latency["sizes"].values():
+        assert {"median_ms", "runs_ms", "first_ms", "sql_ms"} <= set(figures) and figures["median_ms"] > 0
+
+    for case in ("few_due", "all_due"):
+        assert PLAN <= set(report["explain"][case])
+        assert report["explain"][case]["limit"] is True
