@@ -106,6 +106,7 @@ executions = sa.Table(
     sa.Column("dead_reason", sa.Text, nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("finished_at", sa.BigInteger),
+    sa.Column("handed_out_at", sa.BigInteger),
 )
 
 attempts = sa.Table(
