@@ -35,6 +35,7 @@ from .dispatcher.dispatcher import Dispatcher
 from .dispatcher.ownership import PartitionOwnership
 from .gateway.gateway import Gateway
 from .ids import to_us
+from .reaper import SERVERS_PREFIX, Reaper, session_name
 from .store.cluster import database_now, ensure_cluster
 from .store.credentials import WorkerCredentialStore
 from .store.dispatch import DispatchStore
@@ -53,7 +54,6 @@ SERVICE_NAMES = [
     worker_pb2.DESCRIPTOR.services_by_name["WorkerService"].full_name,
     admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
 ]
-SERVERS_PREFIX = "/tickwheel/servers/"
 
 
 class StartupError(RuntimeError):
@@ -146,12 +146,20 @@ class TickwheelServer:
         self.gateway = Gateway(
             self.stores.handout, self.connections, self.clock, owner=self._session_hex(),
             db_clock=lambda: database_now(self.engine, self.clock),
+            heartbeat_timeout=config.heartbeat_timeout,
+            reattach_grace=config.session_ttl,
+            on_retry=self._wheel_insert,
         )
 
         async def wake_gateway(_batch) -> None:
             self.gateway.wake()
 
         self.wheel = WheelRunner(TimerWheel(to_us(self.clock.now())), self.clock, wake_gateway)
+        self.reaper = Reaper(
+            self.stores.handout, self._lease_store, lambda: self._session, self.clock,
+            server_id=self.server_id, grace=config.session_ttl,
+            on_requeued=lambda requeued: self.gateway.wake(),
+        )
         self.dispatcher = Dispatcher(self.stores.dispatch, self.ownership, self.wheel, self.clock)
 
         auth = Authenticator(self.stores.tenants, self.stores.workers, config.admin_token, self.clock)
@@ -199,6 +207,8 @@ class TickwheelServer:
         self._tasks = [
             asyncio.create_task(self.wheel.run(), name="tickwheel-wheel"),
             asyncio.create_task(self.gateway.run(), name="tickwheel-gateway"),
+            asyncio.create_task(self.gateway.run_liveness(), name="tickwheel-liveness"),
+            asyncio.create_task(self.reaper.run(), name="tickwheel-reaper"),
             asyncio.create_task(self.dispatcher.run(), name="tickwheel-dispatcher"),
             # In the background: start does not wait for a recompute.
             asyncio.create_task(self._recompute_tzdata(), name="tickwheel-tzdata"),
@@ -259,7 +269,11 @@ class TickwheelServer:
         return port
 
     def _session_hex(self) -> str:
-        return f"{self._session.id:x}" if self._session is not None else ""
+        return session_name(self._session.id) if self._session is not None else ""
+
+    def _wheel_insert(self, retry) -> None:
+        """A retry's ready instant goes into the timer wheel, like any due instant."""
+        self.wheel.insert(retry.execution_id, retry.ready_at_us, retry.partition)
 
     async def _open_session(self) -> None:
         session = await self._lease_store.open_session(self.config.session_ttl)
@@ -292,9 +306,26 @@ class TickwheelServer:
                     await self.clock.sleep(delay)
                     delay = min(delay * 2, self.config.session_ttl / 2)
             delay = 0.2
-            self.info.session_id = self.worker_servicer.session_id = self._session_hex()
-            self.gateway.owner = self._session_hex()
+            old_owner, new_owner = self.gateway.owner, self._session_hex()
+            await self._restamp(old_owner, new_owner)
+            self.info.session_id = self.worker_servicer.session_id = new_owner
+            self.gateway.owner = new_owner
             await self.ownership.reset_session(self._session)
+
+    async def _restamp(self, old_owner: str, new_owner: str) -> None:
+        """Put the executions this server's workers run under its new session
+        before the reaper's grace for the old one ends; retried while the
+        store is unreachable."""
+        delay = 0.2
+        while True:
+            try:
+                moved = await self.stores.handout.restamp(old_owner, new_owner)
+                log.info("re-stamped %d running executions from session %s to %s", moved, old_owner, new_owner)
+                return
+            except Exception as error:
+                log.warning("cannot re-stamp running executions yet: %s", error)
+                await self.clock.sleep(delay)
+                delay = min(delay * 2, self.config.session_ttl / 4)
 
     async def stop(self, grace: float | None = None) -> None:
         grace = self.config.shutdown_grace if grace is None else grace

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from tickwheel.v1 import job_pb2, worker_pb2
 
 from tickwheel_server.ids import to_us
-from tickwheel_server.store.handout import Capability, HandoutStore, ResultIn
+from tickwheel_server.store.handout import Capability, HandoutStore, Lost, ResultIn
 from tickwheel_server.store.tables import attempts, executions, jobs
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
@@ -46,7 +46,7 @@ def add_execution(engine, clock, ident: str, *, due_in: float = 0.0, tenant: str
 
 def result(handed, outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED, **overrides) -> ResultIn:
     values = dict(execution_id=handed.id, delivery=handed.delivery, attempt=handed.attempt, outcome=outcome,
-                  error="", worker_id="w1", handed_out_at=None)
+                  error="", worker_id="w1")
     values.update(overrides)
     return ResultIn(**values)
 
@@ -87,7 +87,7 @@ async def test_success_is_recorded_once_with_an_attempt_row(store, migrated_engi
     add_execution(migrated_engine, clock, "e1")
     clock.advance(2)
     [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
-    acks = await store.record_results([result(handed, handed_out_at=clock.now())])
+    acks = await store.record_results([result(handed)])
     assert [(a.accepted, a.reason) for a in acks] == [(True, "")]
     again = await store.record_results([result(handed)])
     assert [(a.accepted, a.reason) for a in again] == [(True, "already recorded")]
@@ -119,7 +119,7 @@ async def test_retryable_failures_back_off_with_full_jitter_then_dead_letter(sto
     for attempt in (1, 2, 3):
         clock.advance(60)
         [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
-        assert handed.attempt == attempt and handed.delivery == 1
+        assert handed.attempt == attempt and handed.delivery == attempt  # deliveries only grow
         await store.record_results([result(handed, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error=f"boom {attempt}")])
         with migrated_engine.connect() as conn:
             row = conn.execute(sa.select(executions).where(executions.c.id == "e1")).one()
@@ -148,3 +148,133 @@ async def test_release_puts_back_what_was_never_sent(store, migrated_engine, clo
     await store.release([(handed.id, handed.delivery)])
     [again] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
     assert again.delivery == handed.delivery
+
+
+def row_of(engine, ident: str):
+    with engine.connect() as conn:
+        return conn.execute(sa.select(executions).where(executions.c.id == ident)).one()
+
+
+def attempts_of(engine, ident: str):
+    with engine.connect() as conn:
+        return conn.execute(
+            sa.select(attempts).where(attempts.c.execution_id == ident).order_by(attempts.c.delivery)
+        ).all()
+
+
+async def test_the_hand_out_instant_is_stored_and_lateness_comes_from_it(store, migrated_engine, clock) -> None:
+    add_execution(migrated_engine, clock, "e1")
+    clock.advance(3)
+    [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
+    assert row_of(migrated_engine, "e1").handed_out_at == handed.handed_out_at_us == to_us(clock.now())
+    clock.advance(10)  # the result comes much later, maybe through another server
+    await store.record_results([result(handed)])
+    [attempt] = attempts_of(migrated_engine, "e1")
+    assert attempt.started_at == handed.handed_out_at_us and attempt.lateness_us == 3_000_000
+    assert row_of(migrated_engine, "e1").handed_out_at is None
+
+
+async def test_a_worker_that_died_is_requeued_with_the_same_id_and_the_next_delivery(store, migrated_engine, clock) -> None:
+    add_execution(migrated_engine, clock, "e1")
+    [first] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
+    outcome = await store.requeue("s1", [Lost("e1", first.delivery, "no heartbeat from worker w1 for 30 s", "w1")],
+                                  counts=True)
+    assert [r.execution_id for r in outcome.requeued] == ["e1"] and not outcome.dead
+    row = row_of(migrated_engine, "e1")
+    assert (row.status, row.owner, row.reap_count, row.attempt) == ("scheduled", None, 1, 1)
+    [second] = await store.claim_ready("s2", clock.now(), ANY_ECHO, 1)
+    assert (second.id, second.delivery, second.attempt) == ("e1", first.delivery + 1, 1)
+    [lost] = attempts_of(migrated_engine, "e1")
+    assert (lost.delivery, lost.status, lost.worker_id) == (first.delivery, "lost", "w1")
+    assert "no heartbeat" in lost.error
+
+
+async def test_a_requeue_decided_for_another_owner_or_delivery_changes_nothing(store, migrated_engine, clock) -> None:
+    add_execution(migrated_engine, clock, "e1")
+    [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
+    assert await store.reattach("s2", "w9", [("e1", handed.delivery)])  # re-attached elsewhere meanwhile
+    for owner, delivery in (("s1", handed.delivery), ("s2", handed.delivery + 1)):
+        outcome = await store.requeue(owner, [Lost("e1", delivery, "gone")], counts=True)
+        assert not outcome.requeued and outcome.skipped == [("e1", delivery)]
+    row = row_of(migrated_engine, "e1")
+    assert (row.status, row.owner, row.worker_id, row.reap_count) == ("running", "s2", "w9", 0)
+    assert attempts_of(migrated_engine, "e1") == []
+
+
+async def test_reattach_takes_what_is_still_running_at_that_delivery_and_nothing_else(store, migrated_engine, clock) -> None:
+    for ident in ("e1", "e2", "e3"):
+        add_execution(migrated_engine, clock, ident)
+    handed = {h.id: h for h in await store.claim_ready("s1", clock.now(), ANY_ECHO, 3)}
+    await store.record_results([result(handed["e2"])])  # finished before the worker reconnected
+    taken = await store.reattach("s2", "w1", [("e1", handed["e1"].delivery), ("e2", handed["e2"].delivery),
+                                              ("e3", handed["e3"].delivery + 5), ("missing", 1)])
+    assert [(t.execution_id, t.delivery) for t in taken] == [("e1", handed["e1"].delivery)]
+    assert row_of(migrated_engine, "e1").owner == "s2" and row_of(migrated_engine, "e3").owner == "s1"
+
+
+async def test_a_result_after_a_requeue_is_rejected_and_noted_on_the_lost_attempt(store, migrated_engine, clock) -> None:
+    add_execution(migrated_engine, clock, "e1")
+    [first] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
+    await store.requeue("s1", [Lost("e1", first.delivery, "worker w1 disconnected", "w1")], counts=True)
+    for _ in range(2):  # the worker sends it again after a reconnect: still rejected, noted once
+        [ack] = await store.record_results([result(first)])
+        assert not ack.accepted and "was requeued" in ack.reason
+    row = row_of(migrated_engine, "e1")
+    assert (row.status, row.delivery) == ("scheduled", first.delivery)
+    [lost] = attempts_of(migrated_engine, "e1")
+    assert lost.status == "lost" and lost.error.count("late result (succeeded)") == 1
+    [second] = await store.claim_ready("s2", clock.now(), ANY_ECHO, 1)
+    [ack] = await store.record_results([result(first)])
+    assert not ack.accepted
+    [ack] = await store.record_results([result(second)])
+    assert ack.accepted and row_of(migrated_engine, "e1").status == "succeeded"
+
+
+async def test_requeued_past_the_poison_cap_is_dead_lettered_once(migrated_engine, clock) -> None:
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    letters = []
+    store = HandoutStore(migrated_engine, clock, poison_cap=2, on_dead_letter=lambda conn, letter: letters.append(letter))
+    add_execution(migrated_engine, clock, "e1")
+    for round_ in range(3):
+        [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
+        outcome = await store.requeue("s1", [Lost("e1", handed.delivery, f"worker w{round_} died")], counts=True)
+    assert not outcome.requeued and [d.execution_id for d in outcome.dead] == ["e1"]
+    row = row_of(migrated_engine, "e1")
+    assert (row.status, row.reap_count) == ("dead", 3) and row.dead_reason.startswith("poison")
+    assert [(l.execution_id, l.poison) for l in letters] == [("e1", True)]
+    assert [a.status for a in attempts_of(migrated_engine, "e1")] == ["lost"] * 3
+    assert await store.claim_ready("s1", clock.now(), ANY_ECHO, 1) == []
+
+
+async def test_a_session_loss_reap_does_not_count_towards_poison(store, migrated_engine, clock) -> None:
+    for index in range(5):
+        add_execution(migrated_engine, clock, f"e{index}")
+    await store.claim_ready("dead-session", clock.now(), ANY_ECHO, 5)
+    assert await store.running_owners() == ["dead-session"]
+    first = await store.reap_owner("dead-session", "server session expired", limit=3)
+    second = await store.reap_owner("dead-session", "server session expired", limit=3)
+    assert (len(first.requeued), len(second.requeued)) == (3, 2)
+    assert await store.running_owners() == []
+    with migrated_engine.connect() as conn:
+        rows = conn.execute(sa.select(executions.c.status, executions.c.reap_count)).all()
+    assert {tuple(r) for r in rows} == {("scheduled", 0)}
+
+
+async def test_restamp_moves_running_executions_to_the_new_session(store, migrated_engine, clock) -> None:
+    add_execution(migrated_engine, clock, "e1")
+    add_execution(migrated_engine, clock, "e2")
+    [handed, _] = await store.claim_ready("old", clock.now(), ANY_ECHO, 2)
+    await store.record_results([result(handed)])
+    assert await store.restamp("old", "new") == 1
+    assert await store.running_owners() == ["new"]
+
+
+async def test_retries_keep_the_delivery_and_report_their_ready_instant(store, migrated_engine, clock) -> None:
+    add_execution(migrated_engine, clock, "e1")
+    [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
+    [ack] = await store.record_results([result(handed, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error="boom")])
+    row = row_of(migrated_engine, "e1")
+    assert ack.retry is not None and (ack.retry.execution_id, ack.retry.ready_at_us) == ("e1", row.ready_at)
+    assert (row.status, row.attempt, row.delivery) == ("scheduled", 2, handed.delivery)
+    [again] = await store.record_results([result(handed, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error="boom")])
+    assert again.accepted and again.reason == "already recorded" and again.retry is None

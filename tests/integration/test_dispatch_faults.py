@@ -502,7 +502,7 @@ async def test_an_attempt_starts_when_its_claim_reaches_the_store_not_when_the_r
         store = _ClaimReachingTheStoreLate(engine, clock)
         gateway = Gateway(store, connections, clock, owner="s1")
         assert await gateway.hand_out_round() == 1
-        [((execution_id, delivery), _)] = connection.in_flight.items()
+        [(execution_id, delivery)] = gateway.inflight.held_by(connection)
         assert execution_id == execution.id
         await gateway.record(
             connection,

@@ -98,18 +98,30 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             credit=hello.slots or 1,
             last_heartbeat=self._clock.monotonic(),
         )
+        held = [(item.execution_id, item.delivery) for item in hello.in_flight]
+        if self.gateway is not None:
+            try:
+                reattached, rejected = await self.gateway.reattach(connection, held)
+            except Exception as error:  # the store is down (UNAVAILABLE): the worker says hello again later
+                log.warning("cannot re-attach worker %s's executions: %s", hello.worker_id, error)
+                await abort(context, error)
+                return
+        else:
+            reattached, rejected = [], held
         self._connections.add(connection)
         if self.gateway is not None:
             self.gateway.wake()
-        log.info("worker %s connected (%d slots, handlers %s)", hello.worker_id, connection.slots, sorted(hello.handlers))
+        log.info(
+            "worker %s connected (%d slots, handlers %s; %d executions re-attached, %d rejected)",
+            hello.worker_id, connection.slots, sorted(hello.handlers), len(reattached), len(rejected),
+        )
         welcome = worker_pb2.ServerWelcome(
             server_id=self._server_id,
             session_id=self.session_id,
             heartbeat_interval=_duration(self._heartbeat_interval),
             heartbeat_timeout=_duration(self._heartbeat_timeout),
-            # No execution is held by this stream yet: everything the worker
-            # still runs from an earlier stream is not this server's to confirm.
-            rejected=list(hello.in_flight),
+            reattached=[worker_pb2.InFlightExecution(execution_id=i, delivery=d) for i, d in reattached],
+            rejected=[worker_pb2.InFlightExecution(execution_id=i, delivery=d) for i, d in rejected],
         )
         await connection.send(worker_pb2.PullResponse(welcome=welcome))
         tasks = [
@@ -128,6 +140,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             self._connections.remove(connection)
+            if self.gateway is not None:
+                self.gateway.disconnected(connection)
             log.info("worker %s disconnected", hello.worker_id)
 
     async def _read(self, connection: WorkerConnection, request_iterator) -> None:
@@ -140,6 +154,10 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                         self.gateway.wake()
                 elif kind == "heartbeat":
                     connection.last_heartbeat = self._clock.monotonic()
+                    if self.gateway is not None:
+                        self.gateway.heartbeat(
+                            connection, [(e.execution_id, e.delivery) for e in request.heartbeat.executions]
+                        )
                 elif kind == "result" and self.gateway is not None:
                     await self.gateway.record(connection, list(request.result.results))
                 elif kind == "result":

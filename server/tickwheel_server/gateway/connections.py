@@ -31,8 +31,6 @@ class WorkerConnection:
     connected_at: datetime
     credit: int = 0
     last_heartbeat: float = 0.0
-    in_flight: dict[tuple[str, int], datetime] = field(default_factory=dict)
-    """(execution id, delivery) → when this server handed it out."""
     draining: bool = False
     outbox: asyncio.Queue[worker_pb2.PullResponse | None] = field(
         default_factory=lambda: asyncio.Queue(maxsize=OUTBOX_SIZE)

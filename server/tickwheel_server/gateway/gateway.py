@@ -13,6 +13,16 @@ Never early: the claim compares ``ready_at`` with this server's clock. The
 server's clock is compared with the database's at start and every minute;
 while they differ by more than the tolerance (250 ms) no round hands anything
 out, and the log says so.
+
+The gateway also watches what its workers hold (:mod:`.inflight`): a
+delivery whose heartbeats stop for the heartbeat timeout, or whose stream
+closed and was not re-attached within the grace, is requeued through the
+store (same id, the next hand-out is delivery + 1), and a worker still
+holding a stuck one is told to cancel it. A worker that reconnects reports
+what it still runs; the deliveries still running are re-attached to this
+server's session, the rest are rejected. A retry's ready instant goes into
+the timer wheel through ``on_retry``, the same due-time path as any
+occurrence.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from google.protobuf import timestamp_pb2
@@ -27,8 +38,9 @@ from tickwheel.v1 import job_pb2, worker_pb2
 
 from ..api.convert import EXECUTION_ORIGIN_TO_PROTO
 from ..clock import Clock
-from ..store.handout import Capability, HandedOut, HandoutStore, ResultIn
+from ..store.handout import Capability, HandedOut, HandoutStore, Lost, RequeueResult, ResultIn, Retry
 from .connections import Connections, WorkerConnection
+from .inflight import InFlight, Key
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +86,9 @@ class Gateway:
         db_clock=None,
         skew_tolerance: float = 0.25,
         skew_check_interval: float = 60.0,
+        heartbeat_timeout: float = 30.0,
+        reattach_grace: float = 10.0,
+        on_retry: Callable[[Retry], None] | None = None,
     ) -> None:
         self._store = store
         self._connections = connections
@@ -83,6 +98,9 @@ class Gateway:
         self._db_clock = db_clock
         self._skew_tolerance = skew_tolerance
         self._skew_check_interval = skew_check_interval
+        self._on_retry = on_retry
+        self.inflight: InFlight[WorkerConnection] = InFlight(timeout=heartbeat_timeout, grace=reattach_grace)
+        self.requeued = 0
         self._wake = asyncio.Event()
         self.clock_skew: float | None = None
         self.handing_out = True
@@ -155,6 +173,7 @@ class Gateway:
     async def _deal(self, handed: list[HandedOut], members: list[WorkerConnection], now: datetime) -> int:
         batches: dict[WorkerConnection, list[worker_pb2.Assignment]] = defaultdict(list)
         unsent: list[tuple[str, int]] = []
+        monotonic = self._clock.monotonic()
         index = 0
         for item in handed:
             receiver = None
@@ -168,13 +187,82 @@ class Gateway:
                 unsent.append((item.id, item.delivery))
                 continue
             receiver.credit -= 1
-            receiver.in_flight[(item.id, item.delivery)] = now
+            self.inflight.attach(receiver, (item.id, item.delivery), item.partition, receiver.worker_id, monotonic)
             batches[receiver].append(assignment_for(item, now))
         for connection, assignments in batches.items():
             await connection.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=assignments)))
         if unsent:
             await self._store.release(unsent)
         return len(handed) - len(unsent)
+
+    # -- what workers hold ------------------------------------------------------------------------
+
+    def heartbeat(self, connection: WorkerConnection, keys: Sequence[Key]) -> None:
+        """A worker's heartbeat: the deliveries it lists are alive."""
+        self.inflight.beat(connection, keys, self._clock.monotonic())
+
+    def disconnected(self, connection: WorkerConnection) -> None:
+        """A stream closed: what it held waits the grace for a re-attachment."""
+        held = self.inflight.detach(connection, self._clock.monotonic())
+        if held:
+            log.info("worker %s left with %d executions in flight; requeued unless re-attached within %g s",
+                     connection.worker_id, held, self.inflight.grace)
+
+    async def reattach(self, connection: WorkerConnection, held: Sequence[Key]) -> tuple[list[Key], list[Key]]:
+        """Take over what a reconnecting worker still runs; returns (re-attached, rejected)."""
+        if not held:
+            return [], []
+        taken = await self._store.reattach(self.owner, connection.worker_id, held)
+        monotonic = self._clock.monotonic()
+        attached: list[Key] = []
+        for item in taken:
+            key = (item.execution_id, item.delivery)
+            self.inflight.attach(connection, key, item.partition, connection.worker_id, monotonic)
+            attached.append(key)
+        kept = set(attached)
+        return attached, [key for key in held if key not in kept]
+
+    async def run_liveness(self, interval: float = 1.0) -> None:
+        """Requeue, about every ``interval``, the deliveries whose worker went silent or away."""
+        while True:
+            try:
+                await self.requeue_expired()
+            except Exception:
+                log.exception("requeuing lost executions failed; retrying")
+            await self._clock.sleep(interval)
+
+    async def requeue_expired(self) -> RequeueResult:
+        """One pass of :meth:`run_liveness`."""
+        expired = self.inflight.expired(self._clock.monotonic())
+        if not expired:
+            return RequeueResult()
+        result = await self._store.requeue(
+            self.owner,
+            [Lost(e.key[0], e.key[1], e.reason, e.worker_id) for e in expired],
+            counts=True,
+        )
+        stuck: dict[WorkerConnection, list[Key]] = defaultdict(list)
+        for item in expired:
+            self.inflight.done(item.key)
+            if item.connection is not None and not item.connection.closed.is_set():
+                stuck[item.connection].append(item.key)
+        for connection, keys in stuck.items():
+            await connection.send(
+                worker_pb2.PullResponse(
+                    cancel=worker_pb2.CancelExecutions(
+                        executions=[worker_pb2.InFlightExecution(execution_id=i, delivery=d) for i, d in keys],
+                        reason="no heartbeat within the timeout: requeued",
+                    )
+                )
+            )
+        if result.requeued or result.dead:
+            self.requeued += len(result.requeued)
+            log.warning(
+                "requeued %d executions whose worker died or stopped heartbeating; %d dead-lettered as poison",
+                len(result.requeued), len(result.dead),
+            )
+            self.wake()
+        return result
 
     async def record(self, connection: WorkerConnection, results: list[worker_pb2.ExecutionResult]) -> None:
         """Apply a worker's results and acknowledge each."""
@@ -186,14 +274,15 @@ class Gateway:
                 outcome=r.outcome,
                 error=r.error,
                 worker_id=connection.worker_id,
-                handed_out_at=connection.in_flight.get((r.execution_id, r.delivery)),
                 retry_after=r.retry_after.ToTimedelta() if r.HasField("retry_after") else None,
             )
             for r in results
         ]
         acks = await self._store.record_results(inputs)
         for ack in acks:
-            connection.in_flight.pop((ack.execution_id, ack.delivery), None)
+            self.inflight.done((ack.execution_id, ack.delivery))
+            if ack.retry is not None and self._on_retry is not None:
+                self._on_retry(ack.retry)
         await connection.send(
             worker_pb2.PullResponse(
                 ack=worker_pb2.ResultAcks(

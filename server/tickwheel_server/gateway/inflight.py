@@ -1,0 +1,120 @@
+"""The executions this server's workers hold, and whether they are alive.
+
+Nothing is written per heartbeat: each delivery handed out (or re-attached)
+here is an entry in memory with the monotonic instant of its last sign of
+life. A worker's heartbeat lists the deliveries it still runs; each listed
+one is renewed. :meth:`InFlight.expired` returns the deliveries to requeue:
+
+- attached to a live stream, but not renewed for ``timeout`` (the worker is
+  stuck, or lost the execution): it is requeued even though the stream is up;
+- orphaned (their stream closed) and not re-attached within ``grace``: the
+  worker died, or reconnected elsewhere and re-attached there (then the
+  requeue, conditional on this server's session, changes nothing).
+
+All operations are O(1) per delivery except :meth:`expired`, which scans
+every entry; it runs about once a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+Key = tuple[str, int]
+"""(execution id, delivery)."""
+
+C = TypeVar("C")
+
+
+@dataclass
+class Entry(Generic[C]):
+    key: Key
+    partition: int
+    connection: C | None
+    """The stream holding it; None once that stream closed (orphaned)."""
+    worker_id: str
+    last_seen: float
+    """Monotonic instant of the hand-out, re-attachment or latest heartbeat."""
+    orphaned_at: float | None = None
+    cancel_sent: bool = False
+
+
+@dataclass(frozen=True)
+class Expired(Generic[C]):
+    key: Key
+    partition: int
+    connection: C | None
+    """Still attached here (stuck): the worker is told to cancel it."""
+    worker_id: str
+    reason: str
+
+
+class InFlight(Generic[C]):
+    def __init__(self, *, timeout: float, grace: float) -> None:
+        self.timeout = timeout
+        self.grace = grace
+        self._entries: dict[Key, Entry[C]] = {}
+        self._by_connection: dict[int, set[Key]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def held_by(self, connection: C) -> list[Key]:
+        return sorted(self._by_connection.get(id(connection), ()))
+
+    def attach(self, connection: C, key: Key, partition: int, worker_id: str, now: float) -> None:
+        """``connection`` holds ``key`` from now on (a hand-out or a re-attachment)."""
+        self._forget_connection_of(key)
+        self._entries[key] = Entry(key, partition, connection, worker_id, now)
+        self._by_connection.setdefault(id(connection), set()).add(key)
+
+    def beat(self, connection: C, keys: Iterable[Key], now: float) -> int:
+        """Renew the deliveries ``connection`` says it runs; returns how many it holds here."""
+        renewed = 0
+        for key in keys:
+            entry = self._entries.get(key)
+            if entry is not None and entry.connection is connection:
+                entry.last_seen = now
+                renewed += 1
+        return renewed
+
+    def done(self, key: Key) -> None:
+        """The delivery ended (result recorded, requeued, released)."""
+        self._forget_connection_of(key)
+        self._entries.pop(key, None)
+
+    def detach(self, connection: C, now: float) -> int:
+        """``connection`` closed: what it held waits ``grace`` for a re-attachment."""
+        keys = self._by_connection.pop(id(connection), set())
+        for key in keys:
+            entry = self._entries[key]
+            entry.connection = None
+            entry.orphaned_at = now
+        return len(keys)
+
+    def expired(self, now: float) -> list[Expired[C]]:
+        """Deliveries to requeue now. They stay tracked until :meth:`done`."""
+        due: list[Expired[C]] = []
+        for entry in self._entries.values():
+            if entry.connection is None:
+                if entry.orphaned_at is not None and now - entry.orphaned_at >= self.grace:
+                    due.append(Expired(entry.key, entry.partition, None, entry.worker_id,
+                                       f"worker {entry.worker_id} disconnected and did not re-attach "
+                                       f"within {self.grace:g} s"))
+            elif now - entry.last_seen >= self.timeout:
+                due.append(Expired(entry.key, entry.partition, entry.connection, entry.worker_id,
+                                   f"no heartbeat from worker {entry.worker_id} for {self.timeout:g} s"))
+        return due
+
+    def _forget_connection_of(self, key: Key) -> None:
+        entry = self._entries.get(key)
+        if entry is not None and entry.connection is not None:
+            held = self._by_connection.get(id(entry.connection))
+            if held is not None:
+                held.discard(key)
+                if not held:
+                    del self._by_connection[id(entry.connection)]

@@ -1,0 +1,138 @@
+"""The reaper: requeues executions stamped with an etcd session that no longer exists.
+
+A server stamps every execution it hands out with its session (the
+``owner`` column). When that server dies its session expires, and nobody
+else holds its in-memory view of what its workers run. One server per
+cluster (elected through the lease store under :data:`REAPER_KEY`) looks,
+every ``interval``, at the sessions running executions are stamped with
+(one grouped scan of the ``executions_owner`` partial index) and at the
+sessions alive (the leased keys of live servers, one range read). An owner
+that is not alive is given ``grace`` (default one session TTL) for its
+workers to reconnect elsewhere and re-attach, which re-stamps the rows with
+the new server's session; what is still stamped with it afterwards is
+requeued in batches, same id, the next hand-out being delivery + 1. These
+requeues do not count towards the poison cap: the server died, not
+necessarily the worker.
+
+The election only avoids duplicated work: every requeue is conditional on
+the row still being ``running`` under the dead owner (and takes rows with
+``SKIP LOCKED``), so two reapers at once, or a reaper racing a
+re-attachment, can never requeue one delivery twice. A server whose own
+session was lost re-stamps its rows under its new session (see
+:meth:`HandoutStore.restamp`) well within the grace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from .clock import Clock
+from .lease import LeaseStore, LeaseStoreError, Session
+from .store.handout import HandoutStore, Retry
+
+log = logging.getLogger(__name__)
+
+REAPER_KEY = "/tickwheel/reaper"
+SERVERS_PREFIX = "/tickwheel/servers/"
+
+
+def session_name(session_id: int) -> str:
+    """How a session is written in ``executions.owner``."""
+    return f"{session_id:x}"
+
+
+class Reaper:
+    def __init__(
+        self,
+        store: HandoutStore,
+        leases: LeaseStore,
+        session: Callable[[], Session],
+        clock: Clock,
+        *,
+        server_id: str,
+        grace: float,
+        interval: float = 2.0,
+        batch: int = 1000,
+        on_requeued: Callable[[list[Retry]], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._leases = leases
+        self._session = session
+        self._clock = clock
+        self._server_id = server_id
+        self.grace = grace
+        self._interval = interval
+        self._batch = batch
+        self._on_requeued = on_requeued
+        self._dead_since: dict[str, float] = {}
+        self.leading = False
+        self.reaped = 0
+
+    async def run(self) -> None:
+        """Campaign for the reaper key; while leading, reap every ``interval``."""
+        while True:
+            session = self._session()
+            try:
+                ownership = await self._leases.wait_acquire(REAPER_KEY, self._server_id, session)
+            except LeaseStoreError as error:
+                log.debug("reaper election: %s; trying again", error)
+                await self._clock.sleep(min(1.0, self._interval))
+                continue
+            self.leading = True
+            self._dead_since.clear()  # a new leader gives every dead owner the whole grace
+            log.info("this server is the reaper (grace %g s)", self.grace)
+            try:
+                while not ownership.lost.is_set():
+                    try:
+                        await self.reap_once()
+                    except Exception:
+                        log.exception("reaper pass failed; retrying")
+                    await self._sleep_or_lost(ownership.lost)
+            finally:
+                self.leading = False
+            log.info("this server is no longer the reaper")
+
+    async def _sleep_or_lost(self, lost: asyncio.Event) -> None:
+        sleeper = asyncio.ensure_future(self._clock.sleep(self._interval))
+        waiter = asyncio.ensure_future(lost.wait())
+        try:
+            await asyncio.wait({sleeper, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            waiter.cancel()
+
+    async def reap_once(self) -> int:
+        """One pass: requeue what dead owners still hold past the grace; returns how many executions it requeued."""
+        owners = await self._store.running_owners()
+        if not owners:
+            self._dead_since.clear()
+            return 0
+        live = {session_name(kv.lease) for kv in await self._leases.get_prefix(SERVERS_PREFIX) if kv.lease}
+        now = self._clock.monotonic()
+        for gone in set(self._dead_since) - set(owners):
+            del self._dead_since[gone]
+        reaped = 0
+        for owner in owners:
+            if owner in live:
+                self._dead_since.pop(owner, None)
+                continue
+            first_seen = self._dead_since.setdefault(owner, now)
+            if now - first_seen < self.grace:
+                continue
+            reason = f"server session {owner} expired and no worker re-attached within {self.grace:g} s"
+            count = 0
+            while True:
+                result = await self._store.reap_owner(owner, reason, self._batch)
+                count += len(result.requeued)
+                if result.requeued and self._on_requeued is not None:
+                    self._on_requeued(result.requeued)
+                if len(result.requeued) < self._batch:
+                    break
+            if count:
+                log.warning("reaper: requeued %d executions of expired session %s", count, owner)
+            reaped += count
+            self._dead_since.pop(owner, None)
+        self.reaped += reaped
+        return reaped

@@ -1,0 +1,165 @@
+"""The gateway's watch over what its workers hold: heartbeats, timeouts,
+streams that close, re-attachment, retries into the wheel; with a fake clock,
+on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import random
+
+import sqlalchemy as sa
+from tickwheel.v1 import worker_pb2
+
+from tickwheel_server.gateway.connections import Connections, WorkerConnection
+from tickwheel_server.gateway.gateway import Gateway
+from tickwheel_server.store.credentials import WorkerCredential
+from tickwheel_server.store.handout import HandoutStore
+from tickwheel_server.store.tables import attempts, executions
+from tickwheel_server.store.tenants import Tenant, TenantStore
+
+from .test_handout import add_execution
+
+TIMEOUT = 30.0
+GRACE = 10.0
+
+
+def connect(connections: Connections, clock, worker_id: str = "w1", slots: int = 10) -> WorkerConnection:
+    credential = WorkerCredential(
+        id="c1", tenants=("acme",), handlers=(), http=True, description="", created_at=clock.now()
+    )
+    connection = WorkerConnection(
+        worker_id=worker_id, credential=credential, handlers=frozenset({"echo"}), http=True, slots=slots,
+        connected_at=clock.now(), credit=slots,
+    )
+    connections.add(connection)
+    return connection
+
+
+def drain_outbox(connection: WorkerConnection) -> list[worker_pb2.PullResponse]:
+    messages = []
+    while not connection.outbox.empty():
+        message = connection.outbox.get_nowait()
+        if message is not None:
+            messages.append(message)
+    return messages
+
+
+def status_of(engine, ident: str) -> tuple:
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(executions).where(executions.c.id == ident)).one()
+    return row.status, row.owner, row.delivery, row.reap_count
+
+
+def make_gateway(engine, clock, connections, retries=None, *, poison_cap: int = 3) -> Gateway:
+    store = HandoutStore(engine, clock, rng=random.Random(1), poison_cap=poison_cap)
+    return Gateway(store, connections, clock, owner="s1", heartbeat_timeout=TIMEOUT, reattach_grace=GRACE,
+                   on_retry=None if retries is None else retries.append)
+
+
+async def test_a_job_heartbeating_for_twenty_timeouts_is_never_requeued(migrated_engine, clock) -> None:
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    add_execution(migrated_engine, clock, "e1")
+    connections = Connections()
+    connection = connect(connections, clock)
+    gateway = make_gateway(migrated_engine, clock, connections)
+    assert await gateway.hand_out_round() == 1
+    [key] = gateway.inflight.held_by(connection)
+    for _ in range(20 * 6):
+        clock.advance(TIMEOUT / 6)
+        gateway.heartbeat(connection, [key])
+        result = await gateway.requeue_expired()
+        assert not result.requeued
+    assert status_of(migrated_engine, "e1")[0] == "running"
+    await gateway.record(connection, [worker_pb2.ExecutionResult(
+        execution_id=key[0], delivery=key[1], attempt=1, outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED)])
+    assert status_of(migrated_engine, "e1")[0] == "succeeded" and len(gateway.inflight) == 0
+
+
+async def test_silence_for_the_timeout_requeues_and_tells_the_worker_to_cancel(migrated_engine, clock) -> None:
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    add_execution(migrated_engine, clock, "e1")
+    add_execution(migrated_engine, clock, "e2")
+    connections = Connections()
+    connection = connect(connections, clock)
+    gateway = make_gateway(migrated_engine, clock, connections)
+    assert await gateway.hand_out_round() == 2
+    drain_outbox(connection)
+    alive, silent = sorted(gateway.inflight.held_by(connection))
+    clock.advance(TIMEOUT - 1)
+    gateway.heartbeat(connection, [alive, ("unknown", 3)])
+    assert not (await gateway.requeue_expired()).requeued
+    clock.advance(1)
+    result = await gateway.requeue_expired()
+    assert [r.execution_id for r in result.requeued] == [silent[0]]
+    assert status_of(migrated_engine, silent[0]) == ("scheduled", None, silent[1], 1)
+    assert status_of(migrated_engine, alive[0])[0] == "running"
+    [cancel] = [m.cancel for m in drain_outbox(connection) if m.WhichOneof("message") == "cancel"]
+    assert [(e.execution_id, e.delivery) for e in cancel.executions] == [silent]
+    # The worker's CANCELED result for the requeued delivery is rejected, the hand-out goes on.
+    await gateway.record(connection, [worker_pb2.ExecutionResult(
+        execution_id=silent[0], delivery=silent[1], attempt=1, outcome=worker_pb2.RESULT_OUTCOME_CANCELED)])
+    [ack] = [m.ack for m in drain_outbox(connection) if m.WhichOneof("message") == "ack"]
+    assert not ack.acks[0].accepted
+    connection.credit = 1
+    assert await gateway.hand_out_round() == 1
+    assert status_of(migrated_engine, silent[0])[:3] == ("running", "s1", silent[1] + 1)
+
+
+async def test_a_closed_stream_waits_the_grace_then_requeues_unless_re_attached(migrated_engine, clock) -> None:
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    add_execution(migrated_engine, clock, "e1")
+    add_execution(migrated_engine, clock, "e2")
+    connections = Connections()
+    first = connect(connections, clock)
+    gateway = make_gateway(migrated_engine, clock, connections)
+    assert await gateway.hand_out_round() == 2
+    back, gone = sorted(gateway.inflight.held_by(first))
+    first.close()
+    connections.remove(first)
+    gateway.disconnected(first)
+    clock.advance(GRACE / 2)
+    assert not (await gateway.requeue_expired()).requeued
+    second = connect(connections, clock)  # the same worker reconnects with one of the two
+    attached, rejected = await gateway.reattach(second, [back, ("e2", gone[1] + 7)])
+    assert attached == [back] and rejected == [("e2", gone[1] + 7)]
+    clock.advance(GRACE / 2)
+    result = await gateway.requeue_expired()
+    assert [r.execution_id for r in result.requeued] == [gone[0]]
+    assert status_of(migrated_engine, back[0])[:2] == ("running", "s1")
+    assert gateway.inflight.held_by(second) == [back]
+
+
+async def test_a_worker_killed_every_time_is_dead_lettered_as_poison(migrated_engine, clock) -> None:
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    add_execution(migrated_engine, clock, "e1")
+    connections = Connections()
+    gateway = make_gateway(migrated_engine, clock, connections, poison_cap=3)
+    for life in range(4):
+        connection = connect(connections, clock, worker_id=f"w{life}")
+        assert await gateway.hand_out_round() == 1
+        connection.close()
+        connections.remove(connection)
+        gateway.disconnected(connection)
+        clock.advance(GRACE)
+        result = await gateway.requeue_expired()
+    assert not result.requeued and [d.execution_id for d in result.dead] == ["e1"]
+    status, _, delivery, reaps = status_of(migrated_engine, "e1")
+    assert (status, delivery, reaps) == ("dead", 4, 4)
+    with migrated_engine.connect() as conn:
+        workers = conn.execute(sa.select(attempts.c.worker_id).order_by(attempts.c.delivery)).scalars().all()
+    assert workers == ["w0", "w1", "w2", "w3"]
+
+
+async def test_a_retry_goes_to_the_timer_wheel_at_its_ready_instant(migrated_engine, clock) -> None:
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    add_execution(migrated_engine, clock, "e1")
+    connections = Connections()
+    connection = connect(connections, clock)
+    retries: list = []
+    gateway = make_gateway(migrated_engine, clock, connections, retries)
+    assert await gateway.hand_out_round() == 1
+    [key] = gateway.inflight.held_by(connection)
+    await gateway.record(connection, [worker_pb2.ExecutionResult(
+        execution_id=key[0], delivery=key[1], attempt=1, outcome=worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE)])
+    with migrated_engine.connect() as conn:
+        ready_at = conn.execute(sa.select(executions.c.ready_at)).scalar()
+    assert [(r.execution_id, r.ready_at_us, r.partition) for r in retries] == [("e1", ready_at, 0)]
