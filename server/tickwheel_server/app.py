@@ -307,9 +307,11 @@ class TickwheelServer:
                     delay = min(delay * 2, self.config.session_ttl / 2)
             delay = 0.2
             old_owner, new_owner = self.gateway.owner, self._session_hex()
-            await self._restamp(old_owner, new_owner)
+            # Hand out under the new session from now on, then move what was
+            # handed out under the old one (nothing is stamped old afterwards).
             self.info.session_id = self.worker_servicer.session_id = new_owner
             self.gateway.owner = new_owner
+            await self._restamp(old_owner, new_owner)
             await self.ownership.reset_session(self._session)
 
     async def _restamp(self, old_owner: str, new_owner: str) -> None:
