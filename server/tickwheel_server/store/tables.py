@@ -144,3 +144,31 @@ tzdata_versions = sa.Table(
     sa.Column("fingerprints", sa.Text, nullable=False),
     sa.Column("recorded_at", sa.BigInteger, nullable=False),
 )
+
+alerts = sa.Table(
+    "alerts",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("dedup_key", sa.Text, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("severity", sa.Text, nullable=False),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("job_id", sa.Text, nullable=False),
+    sa.Column("execution_id", sa.Text, nullable=False),
+    sa.Column("server_id", sa.Text, nullable=False),
+    sa.Column("summary", sa.Text, nullable=False),
+    sa.Column("details", sa.Text, nullable=False),
+    sa.Column("raised_at", sa.BigInteger, nullable=False),
+    sa.Column("last_seen_at", sa.BigInteger, nullable=False),
+    sa.Column("count", sa.BigInteger, nullable=False),
+    sa.Column("resolved_at", sa.BigInteger),
+    sa.Column("changed_at", sa.BigInteger, nullable=False),
+    sa.Column("seq", sa.BigInteger),
+)
+
+alert_feed = sa.Table(
+    "alert_feed",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("seq", sa.BigInteger, nullable=False),
+)

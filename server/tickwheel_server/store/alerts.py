@@ -1,0 +1,572 @@
+"""Alerts: conditions that need an operator's or a tenant's attention.
+
+One alert per condition while it lasts. The raiser names the condition with
+a deduplication key (:func:`dead_letter_key`, :func:`poison_key`,
+:func:`clock_skew_key`, or any ``<kind>:<subject>``):
+
+- raising a key with no open alert opens one (a new id, ``count`` 1);
+- raising it again while open bumps ``count`` and ``last_seen_at`` and takes
+  the new severity, summary and details; the id, the kind and what it
+  concerns (tenant, job, execution, server) stay those of the first raise;
+- resolving sets ``resolved_at``; raising the key afterwards opens a new
+  alert with a new id.
+
+Writes come in two forms. :meth:`AlertStore.raise_in` and
+:meth:`AlertStore.resolve_in` are synchronous and take the caller's
+connection, so another store raises an alert in the same transaction as the
+change it is about (an execution dead-lettered and its alert commit
+together, or neither does). :meth:`AlertStore.raise_alert` and
+:meth:`AlertStore.resolve` are their own transactions.
+
+The change feed (what WatchAlerts follows, across servers): every write sets
+``changed_at`` and clears ``seq``; :meth:`AlertStore.sequence` numbers those
+rows from the one counter row in ``alert_feed``, in batches, holding that row
+locked, so numbers are handed out in commit order and a reader following
+``seq`` upwards never skips a change whichever server made it. The server
+that numbers a change writes its log line (one per change entering the
+feed, so repeats raised between two numberings share one line, with their
+count) and wakes the watchers in its process; watchers elsewhere see it at
+their next poll, once a second. :meth:`AlertStore.run` numbers continually
+(each server runs it); :meth:`AlertStore.nudge` after a commit that raised
+or resolved makes it number at once instead of at its next poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from ..ids import from_us, to_us, ulid
+from .base import SqlStore
+from .errors import RetryableStoreError
+from .tables import alert_feed, alerts
+
+log = logging.getLogger("tickwheel.alerts")
+
+ALERT_KINDS = (
+    "late", "skipped", "dead_letter", "poison", "circuit_open", "partition_unowned", "clock_skew", "tzdata_shift",
+)  # fmt: skip
+"""The kinds of alert, as ``tickwheel.v1.AlertKind`` names them (lower case, without the prefix)."""
+SEVERITIES = ("info", "warning", "critical")
+FEED_ROW = 1
+SEQUENCE_BATCH = 1000
+"""Changes numbered per sequencing transaction."""
+READ_BATCH = 500
+"""Alerts a watcher reads per query."""
+DEFAULT_POLL_INTERVAL = 1.0
+"""Seconds between polls of the feed when nothing wakes the reader sooner."""
+MAX_SUMMARY = 1024
+MAX_DETAIL = 4096
+MAX_ERROR_DETAIL = 1024
+
+_LOG_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "critical": logging.ERROR}
+
+
+def dead_letter_key(execution_id: str) -> str:
+    """The key of an execution's dead-letter alert (resolved when it is replayed)."""
+    return f"dead_letter:{execution_id}"
+
+
+def poison_key(execution_id: str) -> str:
+    """The key of the alert for an execution dead-lettered because it killed its workers."""
+    return f"poison:{execution_id}"
+
+
+def clock_skew_key(server_id: str) -> str:
+    """The key of a server's clock-skew alert."""
+    return f"clock_skew:{server_id}"
+
+
+@dataclass(frozen=True)
+class NewAlert:
+    """What a raiser knows about a condition. ``kind`` is one of
+    :data:`ALERT_KINDS`, ``severity`` one of :data:`SEVERITIES`; the
+    subjects are ``''`` when the alert concerns none."""
+
+    key: str
+    kind: str
+    severity: str
+    summary: str
+    tenant: str = ""
+    job_id: str = ""
+    execution_id: str = ""
+    server_id: str = ""
+    details: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            raise ValueError("an alert needs a deduplication key")
+        if self.kind not in ALERT_KINDS:
+            raise ValueError(f"unknown alert kind {self.kind!r}; one of {ALERT_KINDS}")
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"unknown alert severity {self.severity!r}; one of {SEVERITIES}")
+
+
+def dead_letter_alert(*, execution_id: str, job_id: str, tenant: str, reason: str, error: str = "") -> NewAlert:
+    """The alert for an execution dead-lettered for ``reason`` (its attempts
+    ran out, or it failed permanently), ``error`` being its last attempt's."""
+    details = {"reason": reason}
+    if error:
+        details["error"] = error[:MAX_ERROR_DETAIL]
+    return NewAlert(
+        key=dead_letter_key(execution_id), kind="dead_letter", severity="warning",
+        summary=f"execution {execution_id} of job {job_id} is dead: {reason}",
+        tenant=tenant, job_id=job_id, execution_id=execution_id, details=details,
+    )  # fmt: skip
+
+
+def poison_alert(*, execution_id: str, job_id: str, tenant: str, reason: str) -> NewAlert:
+    """The alert for an execution dead-lettered as poison: its workers died
+    or went silent under it more often than the cap allows. It stands for the
+    dead letter too (one alert, not two)."""
+    return NewAlert(
+        key=poison_key(execution_id), kind="poison", severity="critical",
+        summary=f"execution {execution_id} of job {job_id} kills its workers; dead-lettered: {reason}",
+        tenant=tenant, job_id=job_id, execution_id=execution_id, details={"reason": reason},
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class AlertRecord:
+    """An alert as stored."""
+
+    id: str
+    key: str
+    kind: str
+    severity: str
+    tenant: str
+    job_id: str
+    execution_id: str
+    server_id: str
+    summary: str
+    details: dict[str, str]
+    raised_at: datetime
+    last_seen_at: datetime
+    count: int
+    resolved_at: datetime | None
+    changed_at: datetime
+
+    @property
+    def open(self) -> bool:
+        return self.resolved_at is None
+
+
+@dataclass(frozen=True)
+class AlertPage:
+    """One page of alerts, newest ``raised_at`` first."""
+
+    alerts: tuple[AlertRecord, ...]
+    more: bool
+
+    @property
+    def next_key(self) -> tuple[datetime, str] | None:
+        """``before_key`` for the next page, or None on the last page."""
+        if not self.more or not self.alerts:
+            return None
+        return self.alerts[-1].raised_at, self.alerts[-1].id
+
+
+def alert_from_row(row) -> AlertRecord:
+    return AlertRecord(
+        id=row.id,
+        key=row.dedup_key,
+        kind=row.kind,
+        severity=row.severity,
+        tenant=row.tenant,
+        job_id=row.job_id,
+        execution_id=row.execution_id,
+        server_id=row.server_id,
+        summary=row.summary,
+        details=json.loads(row.details),
+        raised_at=from_us(row.raised_at),
+        last_seen_at=from_us(row.last_seen_at),
+        count=row.count,
+        resolved_at=None if row.resolved_at is None else from_us(row.resolved_at),
+        changed_at=from_us(row.changed_at),
+    )
+
+
+def _details_text(details: Mapping[str, str]) -> str:
+    return json.dumps({str(k): str(v)[:MAX_DETAIL] for k, v in details.items()}, sort_keys=True, separators=(",", ":"))
+
+
+def _merged(batch: Sequence[NewAlert]) -> list[tuple[NewAlert, int]]:
+    """One entry per key (the last raise wins, with how many raises it stands
+    for): an upsert may not touch one row twice in one statement."""
+    merged: dict[str, tuple[NewAlert, int]] = {}
+    for alert in batch:
+        _, times = merged.pop(alert.key, (alert, 0))
+        merged[alert.key] = (alert, times + 1)
+    return list(merged.values())
+
+
+def _checked_kinds(kinds: Iterable[str]) -> tuple[str, ...]:
+    wanted = tuple(kinds)
+    unknown = set(wanted) - set(ALERT_KINDS)
+    if unknown:
+        raise ValueError(f"unknown alert kinds {sorted(unknown)}")
+    return wanted
+
+
+def _filters(query, *, kinds: Iterable[str], tenant: str):
+    wanted = _checked_kinds(kinds)
+    if wanted:
+        query = query.where(alerts.c.kind.in_(wanted))
+    if tenant:
+        query = query.where(alerts.c.tenant == tenant)
+    return query
+
+
+class AlertStore(SqlStore):
+    """The alerts table and its change feed. One per server process: the
+    in-process wake-ups (:meth:`nudge`, :meth:`close`) reach the watchers of
+    this instance only; other processes and instances see changes through
+    the store at their next poll."""
+
+    def __init__(self, engine, clock, *, poll_interval: float = DEFAULT_POLL_INTERVAL) -> None:
+        super().__init__(engine, clock)
+        if poll_interval <= 0:
+            raise ValueError("poll_interval must be > 0")
+        self.poll_interval = poll_interval
+        self._changed = asyncio.Event()
+        self._sequencing = asyncio.Lock()
+        self._closed = False
+
+    # --- writes inside another store's transaction ---------------------------------------
+
+    def raise_in(self, conn: Connection, alert: NewAlert, *, now: datetime | None = None) -> AlertRecord:
+        """Raise ``alert`` on ``conn``, inside the caller's transaction; the
+        alert as it is now. See :meth:`raise_many_in`."""
+        [raised] = self.raise_many_in(conn, [alert], now=now)
+        return raised
+
+    def raise_many_in(
+        self, conn: Connection, batch: Sequence[NewAlert], *, now: datetime | None = None
+    ) -> list[AlertRecord]:
+        """Raise every alert of ``batch`` in ONE statement on ``conn`` (an
+        upsert on the open alert of each key), inside the caller's
+        transaction; returns the alerts as they are now, one per distinct
+        key, in the order of each key's last raise.
+
+        No effect outside the transaction (it may be retried): the change is
+        logged and delivered once it is numbered in the feed after commit;
+        call :meth:`nudge` after the commit to number it at once.
+        """
+        if not batch:
+            return []
+        now_us = to_us(now or self.clock.now())
+        rows = []
+        for alert, times in _merged(batch):
+            rows.append(
+                dict(
+                    id="alr_" + ulid(now or self.clock.now()), dedup_key=alert.key, kind=alert.kind,
+                    severity=alert.severity, tenant=alert.tenant, job_id=alert.job_id,
+                    execution_id=alert.execution_id, server_id=alert.server_id,
+                    summary=" ".join(alert.summary.split())[:MAX_SUMMARY], details=_details_text(alert.details),
+                    raised_at=now_us, last_seen_at=now_us, count=times, resolved_at=None, changed_at=now_us,
+                    seq=None,
+                )
+            )
+        dialect = sqlite if self.caps.is_sqlite else postgresql
+        insert = dialect.insert(alerts)
+        upsert = insert.on_conflict_do_update(
+            index_elements=[alerts.c.dedup_key],
+            index_where=alerts.c.resolved_at.is_(None),
+            set_=dict(
+                severity=insert.excluded.severity,
+                summary=insert.excluded.summary,
+                details=insert.excluded.details,
+                last_seen_at=insert.excluded.last_seen_at,
+                count=alerts.c.count + insert.excluded.count,
+                changed_at=insert.excluded.changed_at,
+                seq=None,
+            ),
+        )
+        returned = conn.execute(upsert.values(rows).returning(*alerts.c)).all()
+        by_key = {row.dedup_key: alert_from_row(row) for row in returned}
+        return [by_key[row["dedup_key"]] for row in rows]
+
+    def resolve_in(self, conn: Connection, key: str, *, now: datetime | None = None) -> AlertRecord | None:
+        """Resolve the open alert of ``key`` on ``conn``, inside the caller's
+        transaction; the alert as resolved, or None when none was open."""
+        resolved = self.resolve_many_in(conn, [key], now=now)
+        return resolved[0] if resolved else None
+
+    def resolve_many_in(
+        self, conn: Connection, keys: Iterable[str], *, now: datetime | None = None
+    ) -> list[AlertRecord]:
+        """Resolve the open alerts of ``keys`` in ONE statement on ``conn``;
+        the alerts resolved (keys with no open alert are skipped). As
+        :meth:`raise_many_in`: delivered and logged once numbered."""
+        wanted = sorted(set(keys))
+        if not wanted:
+            return []
+        now_us = to_us(now or self.clock.now())
+        returned = conn.execute(
+            alerts.update()
+            .where(alerts.c.dedup_key.in_(wanted), alerts.c.resolved_at.is_(None))
+            .values(resolved_at=now_us, changed_at=now_us, seq=None)
+            .returning(*alerts.c)
+        ).all()
+        return sorted((alert_from_row(row) for row in returned), key=lambda a: a.key)
+
+    # --- writes on their own -------------------------------------------------------------
+
+    async def raise_alert(self, alert: NewAlert) -> AlertRecord:
+        """Raise ``alert`` in its own transaction (see :meth:`raise_many_in`),
+        then number it in the feed: logged, and seen by this process's
+        watchers, before this returns."""
+        now = self.clock.now()
+        raised = await self._tx(lambda conn: self.raise_in(conn, alert, now=now))
+        await self.sequence_after_commit()
+        return raised
+
+    async def resolve(self, key: str) -> AlertRecord | None:
+        """Resolve the open alert of ``key`` in its own transaction; None when
+        none was open. Numbered in the feed before this returns."""
+        now = self.clock.now()
+        resolved = await self._tx(lambda conn: self.resolve_in(conn, key, now=now))
+        if resolved is not None:
+            await self.sequence_after_commit()
+        return resolved
+
+    async def sequence_after_commit(self) -> None:
+        """Number changes just committed (:meth:`sequence`); a failure is
+        logged and left to the next poll, since the change itself stands."""
+        try:
+            await self.sequence()
+        except Exception:  # committed already: the next poll numbers it
+            log.warning("alert committed but not yet numbered in the feed; the next poll will", exc_info=True)
+            self.nudge()
+
+    # --- reads -----------------------------------------------------------------------------
+
+    async def get(self, key: str) -> AlertRecord | None:
+        """The open alert of ``key``, or None."""
+
+        def fn(conn: Connection) -> AlertRecord | None:
+            row = conn.execute(
+                sa.select(alerts).where(alerts.c.dedup_key == key, alerts.c.resolved_at.is_(None))
+            ).first()
+            return None if row is None else alert_from_row(row)
+
+        return await self._tx(fn)
+
+    async def list(
+        self,
+        *,
+        include_resolved: bool = False,
+        kinds: Iterable[str] = (),
+        tenant: str = "",
+        before_key: tuple[datetime, str] | None = None,
+        limit: int = 100,
+    ) -> AlertPage:
+        """One page of alerts, newest ``raised_at`` first (ties by id,
+        descending): open ones only unless ``include_resolved``, of
+        ``kinds`` (empty: all) and of ``tenant`` (empty: any). Paged by the
+        key ``(raised_at, id)``: ``before_key`` is the previous page's
+        :attr:`AlertPage.next_key`. One backwards range scan with a LIMIT on
+        ``alerts_open``, ``alerts_raised`` or their per-tenant twins."""
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        query = _filters(sa.select(alerts), kinds=kinds, tenant=tenant)
+        if not include_resolved:
+            query = query.where(alerts.c.resolved_at.is_(None))
+        if before_key is not None:
+            at, ident = to_us(before_key[0]), before_key[1]
+            # The first conjunct bounds the index range; the second breaks ties on id.
+            query = query.where(
+                alerts.c.raised_at <= at, sa.or_(alerts.c.raised_at < at, alerts.c.id < ident)
+            )
+        query = query.order_by(alerts.c.raised_at.desc(), alerts.c.id.desc()).limit(limit + 1)
+
+        def fn(conn: Connection) -> AlertPage:
+            rows = conn.execute(query).all()
+            return AlertPage(tuple(alert_from_row(row) for row in rows[:limit]), more=len(rows) > limit)
+
+        return await self._tx(fn)
+
+    # --- the change feed -------------------------------------------------------------------
+
+    async def sequence(self) -> int:
+        """Number every change not yet in the feed, in batches of
+        :data:`SEQUENCE_BATCH` (one transaction each); log each change
+        numbered and wake this process's watchers. Returns how many were
+        numbered. Concurrent callers in one process take turns; across
+        servers they queue on the counter row."""
+        total = 0
+        async with self._sequencing:
+            while True:
+                numbered = await self._tx(self._sequence_batch)
+                if not numbered:
+                    break
+                total += len(numbered)
+                for alert in numbered:
+                    _log_change(alert)
+                self._wake()
+                if len(numbered) < SEQUENCE_BATCH:
+                    break
+        return total
+
+    def _sequence_batch(self, conn: Connection) -> list[AlertRecord]:
+        pending = (
+            sa.select(alerts.c.id)
+            .where(alerts.c.seq.is_(None))
+            .order_by(alerts.c.changed_at, alerts.c.id)
+            .limit(SEQUENCE_BATCH)
+        )
+        if conn.execute(pending.limit(1)).first() is None:
+            return []  # nothing to number: no lock taken, nothing written
+        counter = sa.select(alert_feed.c.seq).where(alert_feed.c.id == FEED_ROW)
+        if self.caps.row_locks:
+            counter = counter.with_for_update()
+        base = conn.execute(counter).scalar()
+        if base is None:
+            dialect = sqlite if self.caps.is_sqlite else postgresql
+            conn.execute(dialect.insert(alert_feed).values(id=FEED_ROW, seq=0).on_conflict_do_nothing())
+            base = conn.execute(counter).scalar()
+        # Read again under the counter's lock: what another sequencer numbered
+        # meanwhile is gone from the partial index (or this attempt conflicts).
+        ids = conn.execute(pending).scalars().all()
+        if not ids:
+            return []
+        conn.execute(
+            alerts.update().where(alerts.c.id == sa.bindparam("b_id")).values(seq=sa.bindparam("b_seq")),
+            [dict(b_id=ident, b_seq=base + n) for n, ident in enumerate(ids, start=1)],
+        )
+        conn.execute(alert_feed.update().where(alert_feed.c.id == FEED_ROW).values(seq=base + len(ids)))
+        rows = conn.execute(sa.select(alerts).where(alerts.c.id.in_(ids)).order_by(alerts.c.seq)).all()
+        return [alert_from_row(row) for row in rows]
+
+    async def run(self) -> None:
+        """Number changes in the feed until cancelled or :meth:`close`: at
+        once when :meth:`nudge` is called, otherwise every
+        :attr:`poll_interval` seconds. Each server runs one, so every change
+        is logged even while nobody watches."""
+        while not self._closed:
+            changed = self._changed
+            try:
+                await self.sequence()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                log.warning("numbering alert changes failed (%s); retrying at the next poll", error)
+            await self._wait(changed)
+
+    def nudge(self) -> None:
+        """Something committed a raise or a resolve: number it now. Cheap and
+        safe to call from the event loop at any time."""
+        self._wake()
+
+    def close(self) -> None:
+        """End :meth:`run` and every :meth:`watch` of this store (the server
+        is stopping): watchers return after what they have read."""
+        self._closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def _wait(self, changed: asyncio.Event) -> None:
+        """Until ``changed`` is set or a poll interval passes on the clock."""
+        if changed.is_set():
+            return
+        sleeper = asyncio.ensure_future(self.clock.sleep(self.poll_interval))
+        waiter = asyncio.ensure_future(changed.wait())
+        try:
+            await asyncio.wait({sleeper, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            waiter.cancel()
+
+    async def watch(
+        self, *, kinds: Iterable[str] = (), tenant: str = "", include_open: bool = False
+    ) -> AsyncIterator[AlertRecord]:
+        """Alerts as they change (raised, seen again, resolved), from now on,
+        until the caller stops iterating or :meth:`close`; each as it is when
+        read, so a burst of repeats may arrive as one. ``kinds`` and
+        ``tenant`` filter as in :meth:`list`. With ``include_open``, first
+        every open alert (newest first, read in pages), then changes; a
+        change already reflected in that first listing is not sent again.
+
+        Reads are range scans on ``alerts_seq`` with a LIMIT, at each wake-up
+        and at least every :attr:`poll_interval` seconds.
+        """
+        wanted = frozenset(_checked_kinds(kinds))
+
+        def matches(alert: AlertRecord) -> bool:
+            return (not wanted or alert.kind in wanted) and (not tenant or alert.tenant == tenant)
+
+        # Everything committed before the watch began gets a number up to the
+        # cursor; what changes after gets a larger one.
+        await self.sequence()
+        cursor = await self._tx(
+            lambda conn: conn.execute(sa.select(alert_feed.c.seq).where(alert_feed.c.id == FEED_ROW)).scalar() or 0
+        )
+        shown: dict[str, AlertRecord] = {}
+        if include_open:
+            key = None
+            while True:
+                page = await self.list(kinds=wanted, tenant=tenant, before_key=key, limit=READ_BATCH)
+                for alert in page.alerts:
+                    shown[alert.id] = alert
+                    yield alert
+                key = page.next_key
+                if key is None:
+                    break
+        while not self._closed:
+            changed = self._changed
+            try:
+                await self.sequence()
+                found = await self._tx(lambda conn: self._changes_after(conn, cursor))
+            except RetryableStoreError as error:
+                # The cursor is kept: nothing is missed once the store answers again.
+                log.warning("watching alerts: %s; reading again at the next poll", error)
+                await self._wait(changed)
+                continue
+            for seq, alert in found:
+                cursor = seq
+                if matches(alert) and shown.get(alert.id) != alert:
+                    yield alert
+            if len(found) == READ_BATCH:
+                continue
+            # Caught up: any change of an alert in the first listing now has a
+            # number past it, and is news.
+            shown.clear()
+            await self._wait(changed)
+
+    @staticmethod
+    def _changes_after(conn: Connection, cursor: int) -> list[tuple[int, AlertRecord]]:
+        rows = conn.execute(
+            sa.select(alerts).where(alerts.c.seq > cursor).order_by(alerts.c.seq).limit(READ_BATCH)
+        ).all()
+        return [(row.seq, alert_from_row(row)) for row in rows]
+
+
+def _log_change(alert: AlertRecord) -> None:
+    """One line per change entering the feed, with the alert's fields as
+    ``extra`` attributes for structured formatters."""
+    if alert.resolved_at is not None:
+        event, level = "resolved", logging.INFO
+    else:
+        event, level = ("raised" if alert.count == 1 else "seen again"), _LOG_LEVELS[alert.severity]
+    log.log(
+        level,
+        "alert %s %s: kind=%s severity=%s key=%s tenant=%s job=%s execution=%s server=%s count=%d: %s",
+        alert.id, event, alert.kind, alert.severity, alert.key, alert.tenant or "-", alert.job_id or "-",
+        alert.execution_id or "-", alert.server_id or "-", alert.count, alert.summary,
+        extra={
+            "alert_id": alert.id, "alert_event": event, "alert_kind": alert.kind, "alert_key": alert.key,
+            "tenant": alert.tenant, "job_id": alert.job_id, "execution_id": alert.execution_id,
+            "server_id": alert.server_id,
+        },
+    )  # fmt: skip
