@@ -224,6 +224,32 @@ class HistoryStore(SqlStore):
     ``skips_job (job_id, to_at)``.
     """
 
+    async def last_run(self, tenant: str, job_id: str, scan: int = 1000) -> ExecutionRecord | None:
+        """The job's most recently finished execution (succeeded, dead or
+        canceled) with its attempts, or None: why the last run failed is its
+        last attempt's error. A backward range scan on ``executions_job``,
+        at most ``scan`` rows (unfinished ones are passed over)."""
+
+        def fn(conn: Connection) -> ExecutionRecord | None:
+            recent = (
+                sa.select(executions)
+                .where(executions.c.job_id == job_id, executions.c.tenant == tenant)
+                .order_by(executions.c.nominal_at.desc())
+                .limit(scan)
+                .subquery()
+            )
+            row = conn.execute(
+                sa.select(recent)
+                .where(recent.c.status.in_(TERMINAL), recent.c.finished_at.is_not(None))
+                .order_by(recent.c.finished_at.desc())
+                .limit(1)
+            ).first()
+            if row is None:
+                return None
+            return execution_from_row(row, _attempts_of(conn, [row.id])[row.id])
+
+        return await self._tx(fn)
+
     async def get_execution(self, tenant: str, execution_id: str) -> ExecutionRecord:
         """The execution with its attempts (oldest first); NotFound when
         missing or another tenant's. Two statements, one transaction."""

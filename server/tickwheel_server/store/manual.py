@@ -1,0 +1,132 @@
+"""Executions a tenant asks for: run now (trigger) and backfill a window.
+
+A trigger's execution id is ``<job id>:trigger:<request id>``: a retried call
+(the same request id) finds the execution the first call created and
+creates nothing, while two distinct requests in the same second are two
+executions. A backfill creates the occurrences the schedule had in
+``[from, to)`` with their normal derived ids (``<job id>:<nominal
+instant>``), so a repeated or overlapping backfill, or one over a window the
+dispatcher already ran, creates nothing twice: each insert is ``ON CONFLICT
+DO NOTHING`` and the ids already present are reported as existing.
+
+Backfilled executions are spread at :data:`BACKFILL_RATE` per second from
+the request's instant (their ``due_at`` and ``ready_at``; the nominal instant
+stays the schedule's), so a large window drains at a steady rate instead of
+landing on the workers at once. Everything is inserted in batches of 1000
+in one transaction per call; the API caps a call at 10 000 occurrences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+from tickwheel.v1 import job_pb2
+
+from ..dispatcher.plan import execution_id
+from ..ids import to_us
+from ..jobspec import handler_of
+from .base import SqlStore
+from .history import ExecutionRecord, _attempts_of, execution_from_row
+from .jobs import _get
+from .tables import executions
+
+BACKFILL_RATE = 100
+"""Backfilled executions become ready at this many per second."""
+BATCH = 1000
+
+
+@dataclass(frozen=True)
+class BackfillItem:
+    execution_id: str
+    nominal_at: datetime
+    already_exists: bool
+
+
+@dataclass(frozen=True)
+class BackfillResult:
+    occurrences: list[BackfillItem]
+    created: int
+    existing: int
+
+
+def trigger_id(job_id: str, request_id: str) -> str:
+    return f"{job_id}:trigger:{request_id}"
+
+
+def _chunks(items: list, size: int = BATCH) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _insert_statement(conn: Connection):
+    dialect = sqlite if conn.dialect.name == "sqlite" else postgresql
+    return dialect.insert(executions).on_conflict_do_nothing(index_elements=["id"])
+
+
+def _row(job, ident: str, origin: str, nominal_us: int, due_us: int, payload: bytes, now_us: int, handler) -> dict:
+    return dict(
+        id=ident, job_id=job.id, tenant=job.tenant, partition=job.partition, origin=origin, nominal_at=nominal_us,
+        due_at=due_us, ready_at=due_us, attempt=1, delivery=0, status="scheduled", owner=None, worker_id=None,
+        handler=handler, missed_count=1, reap_count=0, payload=payload, error="", dead_reason="",
+        created_at=now_us, finished_at=None,
+    )
+
+
+class ManualStore(SqlStore):
+    async def trigger(
+        self, tenant: str, job_id: str, request_id: str, payload: bytes | None = None
+    ) -> tuple[ExecutionRecord, bool]:
+        """Create the execution ``<job id>:trigger:<request id>``, ready now,
+        or find the one an earlier call with that request id created.
+        Returns (execution, created). NotFound for a missing or another
+        tenant's job; a paused or completed job can still be triggered."""
+        ident = trigger_id(job_id, request_id)
+
+        def fn(conn: Connection) -> tuple[ExecutionRecord, bool]:
+            now_us = to_us(self.clock.now())
+            job = _get(conn, tenant, job_id)
+            spec = job_pb2.Job.FromString(job.spec)
+            row = _row(job, ident, "trigger", now_us, now_us, spec.payload if payload is None else payload, now_us,
+                       handler_of(spec))
+            created = conn.execute(_insert_statement(conn).returning(executions.c.id), row).first() is not None
+            stored = conn.execute(sa.select(executions).where(executions.c.id == ident)).one()
+            return execution_from_row(stored, _attempts_of(conn, [ident])[ident]), created
+
+        return await self._tx(fn)
+
+    async def backfill(
+        self, tenant: str, job_id: str, nominals: list[datetime], *, dry_run: bool
+    ) -> BackfillResult:
+        """Create an execution for each of ``nominals`` (the schedule's
+        occurrences in the window, computed by the caller, oldest first)
+        that does not exist yet; ``dry_run`` reports the same without
+        writing. NotFound for a missing or another tenant's job."""
+
+        def fn(conn: Connection) -> BackfillResult:
+            now = self.clock.now()
+            now_us = to_us(now)
+            job = _get(conn, tenant, job_id)
+            spec = job_pb2.Job.FromString(job.spec)
+            ids = [execution_id(job_id, nominal) for nominal in nominals]
+            existing: set[str] = set()
+            for chunk in _chunks(ids):
+                existing.update(conn.execute(sa.select(executions.c.id).where(executions.c.id.in_(chunk))).scalars())
+            items = [BackfillItem(i, n, i in existing) for i, n in zip(ids, nominals)]
+            fresh = [item for item in items if not item.already_exists]
+            if not dry_run and fresh:
+                handler = handler_of(spec)
+                rows = []
+                for index, item in enumerate(fresh):
+                    due_us = to_us(now + timedelta(seconds=index / BACKFILL_RATE))
+                    rows.append(_row(job, item.execution_id, "backfill", to_us(item.nominal_at), due_us, spec.payload,
+                                     now_us, handler))
+                for chunk in _chunks(rows):
+                    conn.execute(_insert_statement(conn), chunk)
+            return BackfillResult(items, len(fresh), len(items) - len(fresh))
+
+        return await self._tx(fn)
