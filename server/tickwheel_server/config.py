@@ -5,24 +5,64 @@ validated once, when it is built, with a message that names the setting.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import socket
+import ssl
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+
+from .targets import TargetPolicy, parse_networks
 
 
 class ConfigError(ValueError):
     """A setting is missing or invalid; the message names it."""
 
 
+def _no_password() -> bytes:
+    raise ConfigError("tls.key_file (--tls-key): the key is encrypted; give an unencrypted PEM key")
+
+
 @dataclass(frozen=True)
 class TlsConfig:
+    """The server's certificate and key (PEM), and optionally the CA that
+    client certificates must chain to. Checked when built: the files are read
+    and parsed, and the key must match the certificate."""
+
     cert_file: str
     key_file: str
     client_ca_file: str = ""
     """When set, clients must present a certificate signed by this CA (mutual TLS)."""
+
+    def __post_init__(self) -> None:
+        flags = {"cert_file": "--tls-cert", "key_file": "--tls-key", "client_ca_file": "--tls-client-ca"}
+        for name, flag in flags.items():
+            path = getattr(self, name)
+            if name != "client_ca_file" and not path:
+                raise ConfigError(f"tls.{name} ({flag}): required with TLS")
+            if path and not Path(path).is_file():
+                raise ConfigError(f"tls.{name} ({flag}): {path!r} is not a readable file")
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        try:
+            context.load_cert_chain(self.cert_file, self.key_file, password=_no_password)
+        except (ssl.SSLError, OSError) as error:
+            raise ConfigError(
+                f"tls.cert_file/tls.key_file (--tls-cert/--tls-key): {self.cert_file!r} and {self.key_file!r} "
+                f"are not a PEM certificate and its private key: {error}"
+            ) from None
+        if self.client_ca_file:
+            try:
+                context.load_verify_locations(cafile=self.client_ca_file)
+            except (ssl.SSLError, OSError) as error:
+                raise ConfigError(
+                    f"tls.client_ca_file (--tls-client-ca): {self.client_ca_file!r} holds no PEM CA certificate: "
+                    f"{error}"
+                ) from None
+
+    @property
+    def mutual(self) -> bool:
+        """Clients must present a certificate (mutual TLS)."""
+        return bool(self.client_ca_file)
 
 
 @dataclass(frozen=True)
@@ -48,8 +88,10 @@ class ServerConfig:
     migrate: bool = False
     """Apply schema migrations at start."""
     tls: TlsConfig | None = None
+    """TLS on the gRPC port (mutual when it has a client CA); None serves plaintext."""
     allow_target_networks: tuple[str, ...] = ()
-    """CIDRs HTTP targets may reach despite the private-range policy."""
+    """CIDRs that HTTP targets may reach although the address policy refuses
+    their range (loopback, private, link-local, ...); see ``targets``."""
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -75,16 +117,14 @@ class ServerConfig:
             raise ConfigError("heartbeat_interval: must be > 0 and less than heartbeat_timeout")
         if self.shutdown_grace < 0:
             raise ConfigError("shutdown_grace: must be >= 0")
-        for network in self.allow_target_networks:
-            try:
-                ipaddress.ip_network(network, strict=False)
-            except ValueError as error:
-                raise ConfigError(f"allow_target_networks: {network!r}: {error}") from None
-        if self.tls is not None:
-            for name in ("cert_file", "key_file", "client_ca_file"):
-                path = getattr(self.tls, name)
-                if path and not Path(path).is_file():
-                    raise ConfigError(f"tls.{name}: {path!r} is not a readable file")
+        if isinstance(self.allow_target_networks, str) or not all(
+            isinstance(network, str) for network in self.allow_target_networks
+        ):
+            raise ConfigError("allow_target_networks: a list of CIDR strings, e.g. [\"10.0.0.0/8\"]")
+        try:
+            parse_networks(self.allow_target_networks)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise ConfigError("log_level: one of DEBUG, INFO, WARNING, ERROR")
 
@@ -95,6 +135,11 @@ class ServerConfig:
     @property
     def effective_advertise(self) -> str:
         return self.advertise or self.listen
+
+    @property
+    def target_policy(self) -> TargetPolicy:
+        """The address policy HTTP target URLs are checked against when a job is written."""
+        return TargetPolicy.allowing(self.allow_target_networks)
 
 
 _ENV = {
@@ -107,7 +152,17 @@ _ENV = {
     "partition_count": "TICKWHEEL_PARTITION_COUNT",
     "session_ttl": "TICKWHEEL_SESSION_TTL",
     "log_level": "TICKWHEEL_LOG_LEVEL",
+    "tls_cert": "TICKWHEEL_TLS_CERT",
+    "tls_key": "TICKWHEEL_TLS_KEY",
+    "tls_client_ca": "TICKWHEEL_TLS_CLIENT_CA",
 }
+"""Setting -> environment variable."""
+
+_ENV_NETWORKS = "TICKWHEEL_ALLOW_TARGET_NETWORKS"
+"""``allow_target_networks`` from the environment: CIDRs separated by commas or spaces."""
+
+_TLS_KEYS = {"cert_file": "tls_cert", "key_file": "tls_key", "client_ca_file": "tls_client_ca"}
+"""``[tls]`` keys of the config file -> the settings they fill."""
 
 
 def add_server_arguments(parser: argparse.ArgumentParser) -> None:
@@ -121,13 +176,19 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partition-count", type=int, help="partitions of a new cluster (default 256)")
     parser.add_argument("--session-ttl", type=int, help="etcd session TTL in seconds (default 10)")
     parser.add_argument("--migrate", action="store_true", default=None, help="apply schema migrations at start")
-    parser.add_argument("--tls-cert", help="server certificate (PEM); enables TLS")
-    parser.add_argument("--tls-key", help="server private key (PEM)")
-    parser.add_argument("--tls-client-ca", help="CA (PEM) that client certificates must chain to (mutual TLS)")
+    parser.add_argument(
+        "--tls-cert", metavar="FILE", help="server certificate chain (PEM); enables TLS (or TICKWHEEL_TLS_CERT)"
+    )
+    parser.add_argument("--tls-key", metavar="FILE", help="server private key (PEM, unencrypted; or TICKWHEEL_TLS_KEY)")
+    parser.add_argument(
+        "--tls-client-ca", metavar="FILE",
+        help="CA (PEM) that client certificates must chain to: requires mutual TLS (or TICKWHEEL_TLS_CLIENT_CA)",
+    )
     parser.add_argument(
         "--allow-target-network", action="append", default=None, metavar="CIDR",
-        help="let HTTP targets reach this network despite the private-range policy (repeatable)",
-    )
+        help="let HTTP targets be written for this network although the address policy refuses its range "
+             "(loopback, private, link-local, ...); repeatable (or TICKWHEEL_ALLOW_TARGET_NETWORKS)",
+    )  # fmt: skip
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
 
 
@@ -143,6 +204,16 @@ def _read_file(path: str) -> dict:
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(f"config: {path!r} has unknown settings {unknown}")
+    tls = data.get("tls")
+    if tls is not None:
+        if not isinstance(tls, dict):
+            raise ConfigError(f"config: {path!r}: tls must be a table ([tls] with {sorted(_TLS_KEYS)})")
+        unknown = sorted(set(tls) - set(_TLS_KEYS))
+        if unknown:
+            raise ConfigError(f"config: {path!r} has unknown settings in [tls]: {unknown}")
+        for key, value in tls.items():
+            if not isinstance(value, str):
+                raise ConfigError(f"config: {path!r}: tls.{key} must be a file name")
     return data
 
 
@@ -162,18 +233,20 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
     settings: dict = {}
     if args.config:
         data = _read_file(args.config)
-        tls = data.pop("tls", None)
+        tls = data.pop("tls", None) or {}
         token_file = data.pop("admin_token_file", None)
         settings.update(data)
-        if tls is not None:
-            settings["tls"] = TlsConfig(**tls)
+        settings.update({_TLS_KEYS[key]: value for key, value in tls.items()})
         if token_file:
             settings["admin_token"] = _read_token(token_file, "config admin_token_file")
-        if "allow_target_networks" in settings:
+        if isinstance(settings.get("allow_target_networks"), list):
             settings["allow_target_networks"] = tuple(settings["allow_target_networks"])
     for name, variable in _ENV.items():
         if environ.get(variable):
             settings[name] = environ[variable]
+    networks = environ.get(_ENV_NETWORKS, "").replace(",", " ").split()
+    if networks:
+        settings["allow_target_networks"] = tuple(networks)
     for name in ("store", "etcd", "listen", "advertise", "server_id", "partition_count", "session_ttl", "log_level"):
         value = getattr(args, name, None)
         if value is not None:
@@ -182,10 +255,18 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
         settings["admin_token"] = _read_token(args.admin_token_file, "--admin-token-file")
     if args.migrate:
         settings["migrate"] = True
-    if args.tls_cert or args.tls_key:
-        if not (args.tls_cert and args.tls_key):
-            raise ConfigError("tls: --tls-cert and --tls-key go together")
-        settings["tls"] = TlsConfig(args.tls_cert, args.tls_key, args.tls_client_ca or "")
+    for name in ("tls_cert", "tls_key", "tls_client_ca"):
+        value = getattr(args, name, None)
+        if value:
+            settings[name] = value
+    tls_files = {name: settings.pop(name, "") for name in ("tls_cert", "tls_key", "tls_client_ca")}
+    if any(tls_files.values()):
+        if not (tls_files["tls_cert"] and tls_files["tls_key"]):
+            raise ConfigError(
+                "tls: the certificate and key go together (--tls-cert and --tls-key, TICKWHEEL_TLS_CERT and "
+                "TICKWHEEL_TLS_KEY, or cert_file and key_file in [tls]); a client CA needs both"
+            )
+        settings["tls"] = TlsConfig(tls_files["tls_cert"], tls_files["tls_key"], tls_files["tls_client_ca"])
     if args.allow_target_network:
         settings["allow_target_networks"] = tuple(args.allow_target_network)
     for name in ("partition_count", "session_ttl"):

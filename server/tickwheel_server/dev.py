@@ -1,7 +1,10 @@
 """`tickwheel dev`: the whole system on one laptop, no services.
 
 The same server code on embedded SQLite and the in-process lease store, plus
-a built-in worker (HTTP targets and the ``echo`` handler). On first start it
+a built-in worker (HTTP targets and the ``echo`` handler). Unlike
+``tickwheel server``, both the server (when jobs are written) and the worker
+(when targets are called) allow HTTP targets on loopback, so a target on the
+laptop works; every other refused range stays refused. On first start it
 creates the tenant ``dev``, an admin token, an API key and a worker
 credential, and writes them to ``DIR/dev-credentials.json``; later starts
 reuse what still verifies and replace what does not.
@@ -23,6 +26,7 @@ from .app import StartupError, TickwheelServer, configure_logging
 from .config import ConfigError, ServerConfig
 from .errors import AlreadyExists
 from .store.tenants import Tenant
+from .targets import LOOPBACK_NETWORKS, TargetPolicy
 
 log = logging.getLogger("tickwheel.dev")
 
@@ -74,7 +78,7 @@ def _banner(data: Path, credentials: dict[str, str]) -> str:
     return f"""
 Tickwheel dev is serving on {address} (store: {data / 'tickwheel.db'}, leases in process).
 Tenant "{DEV_TENANT}"; credentials in {data / CREDENTIALS_FILE}.
-A built-in worker runs HTTP targets and the "echo" handler.
+A built-in worker runs HTTP targets (loopback allowed) and the "echo" handler.
 
   tickwheel job create --dev {data} --name hello --cron '*/1 * * * *' --tz Europe/London --handler echo
   tickwheel job list --dev {data}
@@ -96,7 +100,7 @@ async def run_dev(listen: str, data: Path, *, ready: asyncio.Event | None = None
         admin_token=_admin_token(data),
         listen=listen,
         migrate=True,
-        allow_target_networks=("127.0.0.0/8", "::1/128"),
+        allow_target_networks=LOOPBACK_NETWORKS,
         shutdown_grace=5.0,
     )
     server = TickwheelServer(config)
@@ -119,6 +123,7 @@ async def run_dev(listen: str, data: Path, *, ready: asyncio.Event | None = None
                 handlers=registry,
                 http=True,
                 slots=16,
+                address_policy=TargetPolicy.allowing(LOOPBACK_NETWORKS),
             )
         )
         worker_task = asyncio.create_task(worker.run(), name="tickwheel-dev-worker")

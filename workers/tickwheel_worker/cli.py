@@ -2,9 +2,25 @@
 
     tickwheel worker --address HOST:PORT --credential CRED
                      [--dev DIR] [--handlers module:object ...] [--slots N] [--no-http]
+                     [--allow-target-network CIDR ...]
+                     [--tls | --tls-ca FILE] [--tls-cert FILE --tls-key FILE]
 
 ``--dev DIR`` reads ``address`` and ``worker_credential`` from
-``DIR/dev-credentials.json`` (explicit ``--address``/``--credential`` win).
+``DIR/dev-credentials.json`` (explicit ``--address``/``--credential`` win)
+and, like ``tickwheel dev``'s built-in worker, lets HTTP targets reach
+loopback.
+
+HTTP targets are called only at addresses the target address policy allows
+(``tickwheel_server.targets``): loopback, link-local, private, unspecified
+and reserved addresses are refused, after DNS resolution, unless a network
+holding them is allowed with ``--allow-target-network CIDR`` (repeatable) or
+``TICKWHEEL_ALLOW_TARGET_NETWORKS`` (CIDRs separated by commas or spaces).
+The worker enforces its own list, since it makes the call; the server's
+list decides only which target URLs may be written.
+
+TLS: ``--tls`` trusts the system's roots, ``--tls-ca FILE`` a PEM CA bundle;
+``--tls-cert FILE --tls-key FILE`` present a client certificate to a server
+that requires mutual TLS.
 
 ``--handlers module:object`` (repeatable, several per flag allowed) imports
 ``module`` (the current directory is on the import path) and takes
@@ -35,11 +51,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tickwheel_server.targets import LOOPBACK_NETWORKS, TargetPolicy
 from tickwheel_worker.config import WorkerConfig
 from tickwheel_worker.handlers import HandlerRegistry
 from tickwheel_worker.runtime import Worker, WorkerFatalError
 
 log = logging.getLogger("tickwheel_worker")
+
+ALLOW_ENV = "TICKWHEEL_ALLOW_TARGET_NETWORKS"
 
 
 class UsageError(Exception):
@@ -61,8 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--slots", type=int, default=4, help="executions run at once (default 4)")
     parser.add_argument("--no-http", dest="http", action="store_false", help="do not run HTTP targets")
     parser.add_argument("--worker-id", help="stable worker id (default hostname-pid-random)")
-    parser.add_argument("--tls-root-cert", metavar="PEM", help="use TLS, trusting these root certificates")
+    parser.add_argument(
+        "--allow-target-network", metavar="CIDR", action="append", default=[],
+        help="let HTTP targets reach this network although the address policy refuses its range "
+             "(loopback, private, link-local, ...); repeatable (or TICKWHEEL_ALLOW_TARGET_NETWORKS)",
+    )  # fmt: skip
     parser.add_argument("--tls", action="store_true", help="use TLS with the system's root certificates")
+    parser.add_argument("--tls-ca", metavar="FILE", help="use TLS, trusting this PEM CA bundle")
+    parser.add_argument("--tls-cert", metavar="FILE", help="PEM client certificate for mutual TLS (with --tls-key)")
+    parser.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
     parser.add_argument("--grace", type=float, default=30.0, help="seconds to finish in-flight work on stop (default 30)")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     return parser
@@ -126,12 +152,24 @@ def config_from_args(args: argparse.Namespace) -> WorkerConfig:
         load_handlers(spec, registry)
     if not args.http and len(registry) == 0:
         raise UsageError("--no-http without --handlers: the worker would have nothing to run")
-    root = None
-    if args.tls_root_cert:
-        try:
-            root = Path(args.tls_root_cert).read_bytes()
-        except OSError as exc:
-            raise UsageError(f"--tls-root-cert: {exc}") from exc
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise UsageError("--tls-cert and --tls-key go together")
+    tls_files = {"root_certificates": args.tls_ca, "certificate_chain": args.tls_cert, "private_key": args.tls_key}
+    flags = {"root_certificates": "--tls-ca", "certificate_chain": "--tls-cert", "private_key": "--tls-key"}
+    tls: dict[str, bytes] = {}
+    for name, path in tls_files.items():
+        if path:
+            try:
+                tls[name] = Path(path).read_bytes()
+            except OSError as exc:
+                raise UsageError(f"{flags[name]}: cannot read {path}: {exc.strerror}") from None
+    networks = [*args.allow_target_network, *os.environ.get(ALLOW_ENV, "").replace(",", " ").split()]
+    if args.dev:
+        networks += LOOPBACK_NETWORKS
+    try:
+        policy = TargetPolicy.allowing(networks, origin="--allow-target-network")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     extra: dict[str, Any] = {"worker_id": args.worker_id} if args.worker_id else {}
     try:
         return WorkerConfig(
@@ -141,7 +179,8 @@ def config_from_args(args: argparse.Namespace) -> WorkerConfig:
             http=args.http,
             slots=args.slots,
             tls=args.tls,
-            root_certificates=root,
+            address_policy=policy,
+            **tls,
             **extra,
         )
     except ValueError as exc:
@@ -192,9 +231,11 @@ def worker_main(argv: list[str]) -> int:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     worker = Worker(config)
+    policy = config.address_policy
     log.info(
-        "worker %s: %s, handlers [%s], http %s, %d slots",
-        config.worker_id, config.address, ", ".join(config.handlers.names()), config.http, config.slots,
+        "worker %s: %s%s, handlers [%s], http %s (target networks allowed beyond the policy: %s), %d slots",
+        config.worker_id, config.address, " over TLS" if config.tls else "", ", ".join(config.handlers.names()),
+        config.http, policy.describe() if isinstance(policy, TargetPolicy) else "custom policy", config.slots,
     )
     return asyncio.run(_serve(worker, args.grace))
 

@@ -8,8 +8,11 @@ import secrets
 import socket
 from dataclasses import dataclass, field
 
+import grpc
+
+from tickwheel_server.targets import DEFAULT_POLICY
 from tickwheel_worker.handlers import HandlerRegistry
-from tickwheel_worker.http_target import AddressPolicy, allow_all_addresses
+from tickwheel_worker.http_target import AddressPolicy
 
 WORKER_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 MAX_SLOTS = 10_000
@@ -39,9 +42,15 @@ class WorkerConfig:
     slots: int = 4
     """Executions run at once (1 to 10 000); also the initial credit of every stream."""
     tls: bool = False
-    """Use TLS. Implied by ``root_certificates``; without them the system roots are used."""
+    """Use TLS. Implied by ``root_certificates`` and the client certificate;
+    without roots the system's are used."""
     root_certificates: bytes | None = None
-    """PEM roots that sign the server's certificate (implies TLS)."""
+    """PEM CA bundle that signs the server's certificate (implies TLS)."""
+    certificate_chain: bytes | None = None
+    """PEM client certificate chain, for servers that require mutual TLS
+    (implies TLS). Given together with ``private_key``."""
+    private_key: bytes | None = field(default=None, repr=False)
+    """PEM private key of ``certificate_chain``."""
     reconnect_initial_backoff: float = 0.2
     """Seconds; the first reconnect waits uniform in [0, this]."""
     reconnect_max_backoff: float = 15.0
@@ -54,8 +63,11 @@ class WorkerConfig:
     """Seconds to wait for the welcome after hello before giving up on the stream."""
     cancel_grace: float = 2.0
     """Seconds a canceled handler has to return on its own before it is cancelled."""
-    address_policy: AddressPolicy = allow_all_addresses
-    """Checked for every resolved address of an HTTP target (see ``http_target``)."""
+    address_policy: AddressPolicy = DEFAULT_POLICY
+    """Checked for every resolved address of an HTTP target before connecting
+    (see ``http_target``). The default refuses loopback, link-local, private,
+    unspecified and reserved addresses; allow networks with
+    ``tickwheel_server.targets.TargetPolicy.allowing([...])``."""
 
     def __post_init__(self) -> None:
         if not self.address:
@@ -77,5 +89,20 @@ class WorkerConfig:
             raise ValueError("server_silence_intervals must be >= 1")
         if self.cancel_grace < 0:
             raise ValueError("cancel_grace must be >= 0")
-        if self.root_certificates is not None:
+        if (self.certificate_chain is None) != (self.private_key is None):
+            raise ValueError("certificate_chain and private_key go together (mutual TLS)")
+        for name, marker in (("root_certificates", b"CERTIFICATE"), ("certificate_chain", b"CERTIFICATE"),
+                             ("private_key", b"PRIVATE KEY")):
+            value = getattr(self, name)
+            if value is not None and not (b"-----BEGIN " in value and marker + b"-----" in value):
+                raise ValueError(f"{name} must be PEM (a -----BEGIN ...{marker.decode()}----- block)")
+        if self.root_certificates is not None or self.certificate_chain is not None:
             self.tls = True
+
+    def channel_credentials(self) -> grpc.ChannelCredentials:
+        """The TLS credentials of the channel to the server (when ``tls``)."""
+        return grpc.ssl_channel_credentials(
+            root_certificates=self.root_certificates,
+            private_key=self.private_key,
+            certificate_chain=self.certificate_chain,
+        )

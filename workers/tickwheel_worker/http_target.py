@@ -3,16 +3,19 @@
 :class:`HttpCall` is blocking (``http.client``) and is run in a thread by the
 attempt runner; :meth:`HttpCall.abort` may be called from any thread to break
 it off when the deadline passes or the execution is canceled. Redirects are
-not followed (a 3xx fails permanently, naming the ``Location``), and no
-environment proxy is used, so the request goes exactly where the URL says.
+never followed, to any address (a 3xx fails permanently, naming the
+``Location``), and no environment proxy is used, so the request goes exactly
+where the URL says and nowhere else.
 
 The address seam. ``address_policy(host, address) -> bool`` is called for
 every address the host name resolves to, after DNS resolution and before
 connecting; the connection is made to that checked address (never resolved
 again), so DNS rebinding cannot slip past it. Addresses it refuses are
-skipped; when it refuses all of them the attempt fails permanently. The
-default allows everything: the loopback/private-range policy is configured
-by a later issue and passed in here.
+skipped; when it refuses all of them the attempt fails permanently, and the
+error names each address with the rule that refused it when the policy has a
+``refusal(address) -> str | None`` method (``tickwheel_server.targets.TargetPolicy``
+does: the worker's configured policy, which refuses loopback, link-local,
+private and reserved ranges unless allow-listed).
 
 The pure pieces (:func:`build_request`, :func:`classify_status`,
 :func:`parse_retry_after`) are tested on their own.
@@ -62,12 +65,22 @@ CANCELED = worker_pb2.RESULT_OUTCOME_CANCELED
 
 
 def allow_all_addresses(host: str, address: IPAddress) -> bool:
-    """The default address policy: every address is allowed."""
+    """An address policy that allows every address (for tests and for
+    workers whose network holds nothing a tenant may not reach)."""
     return True
 
 
 class AddressRefused(OSError):
     """Every address the host resolved to was refused by the address policy."""
+
+
+def _refusal(policy: AddressPolicy, host: str, address: IPAddress) -> str | None:
+    """None when ``policy`` allows ``address``; else what to say about it."""
+    if policy(host, address):
+        return None
+    explain = getattr(policy, "refusal", None)
+    reason = explain(address) if callable(explain) else None
+    return reason or f"{address} is refused"
 
 
 @dataclass(frozen=True)
@@ -184,8 +197,10 @@ def _open_checked_socket(
     last_error: OSError | None = None
     for family, kind, proto, _, sockaddr in infos:
         address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
-        if not policy(host, address):
-            refused.append(str(address))
+        refusal = _refusal(policy, host, address)
+        if refusal is not None:
+            if refusal not in refused:  # getaddrinfo may list an address more than once
+                refused.append(refusal)
             continue
         sock = socket.socket(family, kind, proto)
         on_socket(sock)
@@ -200,7 +215,10 @@ def _open_checked_socket(
     if last_error is not None:
         raise last_error
     if refused:
-        raise AddressRefused(f"address policy refused {host} ({', '.join(refused)})")
+        raise AddressRefused(
+            f"not called: the worker's target address policy refused every address of {host}: "
+            f"{'; '.join(refused)} (a worker allows a network only with --allow-target-network)"
+        )
     raise OSError(f"{host} resolved to no address")
 
 
@@ -245,7 +263,7 @@ class HttpCall:
         request: HttpRequest,
         *,
         timeout: float,
-        address_policy: AddressPolicy = allow_all_addresses,
+        address_policy: AddressPolicy,
         ssl_context: ssl.SSLContext | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
     ) -> None:
@@ -336,7 +354,10 @@ class HttpCall:
             return HttpOutcome(SUCCEEDED, output=body, status=status)
         error = f"HTTP {status} {response.reason}{_snippet(body)}"
         if 300 <= status < 400:
-            error = f"HTTP {status} {response.reason}: redirect to {response.getheader('Location', '?')} not followed"
+            error = (
+                f"HTTP {status} {response.reason}: redirect to {response.getheader('Location', '?')} not followed "
+                "(redirects are never followed)"
+            )
         retry_after = None
         if outcome == FAILED_RETRYABLE:
             retry_after = parse_retry_after(response.getheader("Retry-After"), self._now())

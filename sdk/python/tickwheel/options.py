@@ -20,6 +20,12 @@ __all__ = ["DEFAULT_RETRY", "RetryOptions", "TlsOptions"]
 class TlsOptions:
     """TLS for the channel to the server. Without a ``TlsOptions`` the client
     connects in plaintext.
+
+    ``TlsOptions()`` verifies the server against the system roots;
+    ``TlsOptions.from_files("ca.pem")`` against a private CA; add
+    ``client_cert`` and ``client_key`` for a server that requires mutual TLS.
+    Values must be PEM: anything else is refused here rather than failing
+    every call with UNAVAILABLE.
     """
 
     root_certificates: bytes | None = None
@@ -30,8 +36,8 @@ class TlsOptions:
     """PEM client certificate chain, for servers that require mutual TLS.
     Must be given together with ``private_key``."""
 
-    private_key: bytes | None = None
-    """PEM private key of ``certificate_chain``."""
+    private_key: bytes | None = field(default=None, repr=False)
+    """PEM private key of ``certificate_chain`` (kept out of ``repr``)."""
 
     server_name: str | None = None
     """Overrides the host name checked against the server's certificate
@@ -40,6 +46,18 @@ class TlsOptions:
     def __post_init__(self) -> None:
         if (self.certificate_chain is None) != (self.private_key is None):
             raise ValueError("TlsOptions: certificate_chain and private_key go together")
+        for name, marker in (
+            ("root_certificates", b"CERTIFICATE"),
+            ("certificate_chain", b"CERTIFICATE"),
+            ("private_key", b"PRIVATE KEY"),
+        ):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not isinstance(value, bytes):
+                raise TypeError(f"TlsOptions.{name}: PEM bytes, not {type(value).__name__}")
+            if not (b"-----BEGIN " in value and marker + b"-----" in value):
+                raise ValueError(f"TlsOptions.{name}: not PEM (no -----BEGIN ...{marker.decode()}----- block)")
 
     @classmethod
     def from_files(
@@ -51,7 +69,8 @@ class TlsOptions:
         server_name: str | None = None,
     ) -> TlsOptions:
         """Reads PEM files. Raises ``OSError`` when a file cannot be read and
-        ``ValueError`` when only one of the client certificate and key is given."""
+        ``ValueError`` when only one of the client certificate and key is
+        given or a file is not PEM."""
         return cls(
             root_certificates=Path(ca_cert).read_bytes() if ca_cert else None,
             certificate_chain=Path(client_cert).read_bytes() if client_cert else None,

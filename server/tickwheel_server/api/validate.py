@@ -4,6 +4,11 @@ Pure: takes a ``tickwheel.v1.Job`` and returns the normalised job (defaults
 filled in, so GetJob shows what is in force) and its :class:`Schedule`, or
 raises :class:`InvalidArgument` listing every violation. Nothing is written
 before this passes.
+
+An HTTP target's URL is checked against the server's address policy
+(:mod:`tickwheel_server.targets`) without DNS: an IP literal or ``localhost``
+in a refused range is refused here; a host name is checked by the worker,
+after resolution, when it is called.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from ..errors import FieldViolation, InvalidArgument
 from ..jobspec import schedule_of
 from ..schedule import Schedule, ScheduleError, ScheduleKind
 from ..schedule import validate as validate_schedule
+from ..targets import ALLOW_FLAG, DEFAULT_POLICY, TargetPolicy
 
 NAME_MAX = 200
 HANDLER = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
@@ -49,7 +55,7 @@ def check_request_id(value: str, field: str = "request_id") -> str:
     return value
 
 
-def _target_violations(target: job_pb2.Target, field: str) -> list[FieldViolation]:
+def _target_violations(target: job_pb2.Target, field: str, policy: TargetPolicy) -> list[FieldViolation]:
     kind = target.WhichOneof("kind")
     if kind is None:
         return [FieldViolation(field, "required: set http or handler")]
@@ -59,9 +65,19 @@ def _target_violations(target: job_pb2.Target, field: str) -> list[FieldViolatio
         return []
     http = target.http
     violations = []
-    parts = urlsplit(http.url)
-    if len(http.url) > 2048 or parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(http.url)
+        parts.port  # noqa: B018 - raises ValueError on a port out of range
+    except ValueError:
+        parts = None
+    if parts is None or len(http.url) > 2048 or parts.scheme not in ("http", "https") or not parts.hostname:
         violations.append(FieldViolation(f"{field}.http.url", "an absolute http or https URL of at most 2048 characters"))
+    elif (refusal := policy.url_refusal(http.url)) is not None:
+        violations.append(FieldViolation(
+            f"{field}.http.url",
+            f"refused by the target address policy: {refusal}; HTTP targets may not reach loopback, link-local, "
+            f"private, unspecified or reserved addresses unless the operator allows the network ({ALLOW_FLAG})",
+        ))
     if http.method and http.method.upper() not in HTTP_METHODS:
         violations.append(FieldViolation(f"{field}.http.method", f"one of {sorted(HTTP_METHODS)}"))
     if len(http.headers) > 32:
@@ -72,10 +88,14 @@ def _target_violations(target: job_pb2.Target, field: str) -> list[FieldViolatio
     return violations
 
 
-def normalise_job(job: job_pb2.Job, now: datetime, field: str = "job") -> job_pb2.Job:
+def normalise_job(
+    job: job_pb2.Job, now: datetime, field: str = "job", *, target_policy: TargetPolicy = DEFAULT_POLICY
+) -> job_pb2.Job:
     """A copy of ``job`` with its definition validated and defaults filled in,
     output-only fields cleared. The schedule must fire after ``now`` (or be a
-    one-off). Raises InvalidArgument listing every problem."""
+    one-off); an HTTP target's URL must pass ``target_policy`` (the server's,
+    from ``--allow-target-network``; without one, nothing is allow-listed).
+    Raises InvalidArgument listing every problem."""
     violations: list[FieldViolation] = []
     out = job_pb2.Job()
     out.CopyFrom(job)
@@ -84,7 +104,7 @@ def normalise_job(job: job_pb2.Job, now: datetime, field: str = "job") -> job_pb
         out.ClearField(output_only)
     if not out.name or len(out.name) > NAME_MAX:
         violations.append(FieldViolation(f"{field}.name", f"required, at most {NAME_MAX} characters"))
-    violations += _target_violations(out.target, f"{field}.target")
+    violations += _target_violations(out.target, f"{field}.target", target_policy)
     timeout = out.timeout.ToTimedelta() if out.HasField("timeout") else DEFAULT_TIMEOUT
     if not timedelta(0) < timeout <= MAX_TIMEOUT:
         violations.append(FieldViolation(f"{field}.timeout", "must be more than 0 and at most 6 hours"))

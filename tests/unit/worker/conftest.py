@@ -12,7 +12,7 @@ import pytest
 
 from tickwheel.v1 import worker_pb2_grpc
 from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig
-from tests.unit.worker.worker_fakes import WAIT, FakeWorkerService, StartWorker
+from tests.unit.worker.worker_fakes import LOOPBACK, WAIT, FakeWorkerService, StartWorker
 
 @pytest.fixture
 async def fake_server() -> AsyncIterator[FakeWorkerService]:
@@ -42,6 +42,7 @@ async def start_worker(fake_server: FakeWorkerService) -> AsyncIterator[StartWor
             reconnect_max_backoff=0.2,
             cancel_grace=0.2,
             slots=2,
+            address_policy=LOOPBACK,
         )
         settings.update(overrides)
         worker = Worker(WorkerConfig(**settings))

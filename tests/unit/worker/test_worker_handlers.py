@@ -64,7 +64,12 @@ def test_config_is_validated_when_built() -> None:
         WorkerConfig(address="a:1", credential="c", slots=0)
     with pytest.raises(ValueError, match="worker_id"):
         WorkerConfig(address="a:1", credential="c", worker_id="no spaces")
-    assert WorkerConfig(address="a:1", credential="c", root_certificates=b"pem").tls
+    pem = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    assert WorkerConfig(address="a:1", credential="c", root_certificates=pem).tls
+    with pytest.raises(ValueError, match="PEM"):
+        WorkerConfig(address="a:1", credential="c", root_certificates=b"pem")
+    with pytest.raises(ValueError, match="go together"):
+        WorkerConfig(address="a:1", credential="c", certificate_chain=pem)
     default_id = WorkerConfig(address="a:1", credential="c").worker_id
     assert 1 <= len(default_id) <= 128 and default_id != WorkerConfig(address="a:1", credential="c").worker_id
 

@@ -25,7 +25,7 @@ from tickwheel_worker.http_target import (
     classify_status,
     parse_retry_after,
 )
-from tests.unit.worker.worker_fakes import WAIT, FakeWorkerService, StartWorker, make_assignment
+from tests.unit.worker.worker_fakes import LOOPBACK, WAIT, FakeWorkerService, StartWorker, make_assignment
 
 OUTCOME = worker_pb2.ResultOutcome
 
@@ -152,7 +152,7 @@ async def test_worker_sends_the_tickwheel_headers_and_succeeds_on_2xx(
 def test_status_classification_against_a_real_server(
     target: TargetServer, path: str, outcome: int, status: int
 ) -> None:
-    result = HttpCall(request_for(target.url(path)), timeout=WAIT).run()
+    result = HttpCall(request_for(target.url(path)), timeout=WAIT, address_policy=LOOPBACK).run()
     assert (result.outcome, result.status) == (outcome, status)
     if path == "/fail":
         assert result.error == "HTTP 500 Internal Server Error: database exploded"
@@ -163,15 +163,15 @@ def test_status_classification_against_a_real_server(
 
 
 def test_503_with_retry_after_is_retryable_with_the_delay(target: TargetServer) -> None:
-    result = HttpCall(request_for(target.url("/busy")), timeout=WAIT).run()
+    result = HttpCall(request_for(target.url("/busy")), timeout=WAIT, address_policy=LOOPBACK).run()
     assert result.outcome == OUTCOME.RESULT_OUTCOME_FAILED_RETRYABLE
     assert result.retry_after == timedelta(seconds=7)
     assert result.output == b"try later"
 
 
 def test_get_sends_no_body_and_other_methods_do(target: TargetServer) -> None:
-    HttpCall(request_for(target.url("/ok"), method="GET"), timeout=WAIT).run()
-    HttpCall(request_for(target.url("/ok"), method="put"), timeout=WAIT).run()
+    HttpCall(request_for(target.url("/ok"), method="GET"), timeout=WAIT, address_policy=LOOPBACK).run()
+    HttpCall(request_for(target.url("/ok"), method="put"), timeout=WAIT, address_policy=LOOPBACK).run()
     get, put = target.requests
     assert (get["method"], get["body"], get["headers"]["Content-Length"]) == ("GET", b"", None)
     assert (put["method"], put["body"]) == ("PUT", b"{}")
@@ -181,7 +181,7 @@ def test_connection_refused_is_retryable() -> None:
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    result = HttpCall(request_for(f"http://127.0.0.1:{port}/"), timeout=WAIT).run()
+    result = HttpCall(request_for(f"http://127.0.0.1:{port}/"), timeout=WAIT, address_policy=LOOPBACK).run()
     assert result.outcome == OUTCOME.RESULT_OUTCOME_FAILED_RETRYABLE
     assert result.error.startswith("connection error") and result.status is None
 
@@ -286,10 +286,14 @@ def test_https_target_verifies_the_certificate_for_the_url_host(tmp_path: Path) 
     try:
         trusting = ssl.create_default_context(cafile=str(cert))
         port = server.server.server_address[1]
-        ok = HttpCall(request_for(f"https://localhost:{port}/ok"), timeout=WAIT, ssl_context=trusting).run()
+        ok = HttpCall(
+            request_for(f"https://localhost:{port}/ok"), timeout=WAIT, address_policy=LOOPBACK, ssl_context=trusting
+        ).run()
         assert (ok.outcome, ok.output) == (OUTCOME.RESULT_OUTCOME_SUCCEEDED, b"charged")
         # The certificate names localhost, not 127.0.0.1: the host name is checked.
-        wrong = HttpCall(request_for(f"https://127.0.0.1:{port}/ok"), timeout=WAIT, ssl_context=trusting).run()
+        wrong = HttpCall(
+            request_for(f"https://127.0.0.1:{port}/ok"), timeout=WAIT, address_policy=LOOPBACK, ssl_context=trusting
+        ).run()
         assert wrong.outcome == OUTCOME.RESULT_OUTCOME_FAILED_RETRYABLE and "certificate" in wrong.error.lower()
     finally:
         server.server.shutdown()
@@ -297,6 +301,7 @@ def test_https_target_verifies_the_certificate_for_the_url_host(tmp_path: Path) 
 
 
 def test_invalid_header_values_fail_permanently(target: TargetServer) -> None:
-    result = HttpCall(request_for(target.url("/ok"), headers={"X-Bad": "a\r\nInjected: 1"}), timeout=WAIT).run()
+    bad = request_for(target.url("/ok"), headers={"X-Bad": "a\r\nInjected: 1"})
+    result = HttpCall(bad, timeout=WAIT, address_policy=LOOPBACK).run()
     assert result.outcome == OUTCOME.RESULT_OUTCOME_FAILED_PERMANENT and "invalid request" in result.error
     assert target.requests == []

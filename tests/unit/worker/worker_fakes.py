@@ -18,10 +18,13 @@ import grpc
 import grpc.aio
 
 from tickwheel.v1 import job_pb2, worker_pb2, worker_pb2_grpc
+from tickwheel_server.targets import LOOPBACK_NETWORKS, TargetPolicy
 from tickwheel_worker import Worker
 
 T = TypeVar("T")
 WAIT = 5.0
+LOOPBACK = TargetPolicy.allowing(LOOPBACK_NETWORKS)
+"""The address policy of the tests' workers: their HTTP targets listen on 127.0.0.1."""
 _CLOSE = object()
 
 
