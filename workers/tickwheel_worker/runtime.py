@@ -248,8 +248,7 @@ class Worker:
         """A new channel per stream, so a reconnect resolves the address again."""
         options = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
         if self.config.tls:
-            credentials = grpc.ssl_channel_credentials(root_certificates=self.config.root_certificates)
-            return grpc.aio.secure_channel(self.config.address, credentials, options=options)
+            return grpc.aio.secure_channel(self.config.address, self.config.channel_credentials(), options=options)
         return grpc.aio.insecure_channel(self.config.address, options=options)
 
     async def _run_session(self) -> None:
