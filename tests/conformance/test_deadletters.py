@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -249,8 +248,9 @@ async def test_the_listing_is_a_backwards_index_range_scan_with_a_limit(w: World
     template = w.row(dead[0])._asdict()
     rows = []
     for index in range(6000):
-        rows.append({**template, "id": f"bulk-{index}", "status": ("dead", "succeeded", "canceled")[index % 3],
-                     "tenant": ("acme", "globex")[index % 2], "finished_at": template["finished_at"] - index})  # fmt: skip
+        status, tenant = ("dead", "succeeded", "canceled")[index % 3], ("acme", "globex")[index % 2]
+        rows.append({**template, "id": f"bulk-{index}", "status": status, "tenant": tenant,
+                     "finished_at": template["finished_at"] - index})  # fmt: skip
     with w.engine.begin() as conn:
         conn.execute(executions.insert(), rows)
         conn.exec_driver_sql("ANALYZE executions")

@@ -1,12 +1,13 @@
 """AdminService: operators' calls. Thin: proto in, store call, proto out.
 
 RPCs whose machinery arrives with later components (tenant pause in
-dispatch, draining, alerts, execution search) are not
-overridden here, so they answer UNIMPLEMENTED rather than pretend.
+dispatch, draining, execution search) are not overridden here, so they
+answer UNIMPLEMENTED rather than pretend.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +17,9 @@ import grpc
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc
 
 from .. import __version__
-from ..errors import FieldViolation, InvalidArgument
+from ..errors import FieldViolation, InvalidArgument, TickwheelError
+from ..store.alerts import AlertStore
+from ..store.errors import RetryableStoreError
 from ..store.credentials import WorkerCredentialStore
 from ..store.jobs import JobStore
 from ..store.partitions import PartitionStore
@@ -32,7 +35,9 @@ from ..store.tenants import (
 from ..auth.authenticator import Authenticator
 from ..gateway.connections import Connections
 from . import convert
-from .status import rpc
+from .status import abort, rpc
+
+log = logging.getLogger(__name__)
 
 TENANT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 HANDLER_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
@@ -101,9 +106,13 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         connections: Connections,
         partitions: PartitionStore,
         tzdata: TzdataStore | None = None,
+        alerts: AlertStore | None = None,
     ) -> None:
         self._partitions = partitions
         self._tzdata = tzdata
+        # Without one given, alerts are read through the jobs store's engine
+        # and clock; watchers then see changes at their next poll.
+        self._alerts = alerts or AlertStore(jobs.engine, jobs.clock)
         self._auth = auth
         self._tenants = tenants
         self._workers = workers
@@ -289,3 +298,46 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             if run.new_next_run_at is not None:
                 item.new_next_run_at.CopyFrom(convert.timestamp(run.new_next_run_at))
         return reply
+
+    @rpc
+    async def ListAlerts(self, request, context):
+        await self._auth.admin(context)
+        size = convert.page_size(request.page_size, default=100, maximum=1000)
+        before = convert.parse_execution_page_token(request.page_token)
+        page = await self._alerts.list(
+            include_resolved=request.include_resolved,
+            kinds=convert.alert_kinds(request.kinds),
+            tenant=_tenant_filter(request.tenant),
+            before_key=before,
+            limit=size,
+        )
+        return admin_pb2.ListAlertsResponse(
+            alerts=[convert.alert_to_proto(a) for a in page.alerts],
+            next_page_token=convert.execution_page_token(page.next_key) if page.next_key else "",
+        )
+
+    async def WatchAlerts(self, request, context):
+        """Server stream: the open alerts first when asked, then every change,
+        until the client cancels (the generator is cancelled with the call)
+        or the server stops (:meth:`AlertStore.close` ends it with OK). Bad
+        input and credentials fail before anything is sent."""
+        try:
+            await self._auth.admin(context)
+            kinds = convert.alert_kinds(request.kinds)
+            tenant = _tenant_filter(request.tenant)
+            async for alert in self._alerts.watch(kinds=kinds, tenant=tenant, include_open=request.include_open):
+                yield admin_pb2.WatchAlertsResponse(alert=convert.alert_to_proto(alert))
+        except (TickwheelError, RetryableStoreError) as error:
+            await abort(context, error)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as error:
+            log.exception("WatchAlerts failed")
+            await abort(context, error)
+
+
+def _tenant_filter(name: str) -> str:
+    """An optional tenant filter: empty, or a name a tenant could have."""
+    if name and not TENANT_NAME.match(name):
+        raise InvalidArgument.field("tenant", "1 to 63 characters of [a-z0-9-], starting with a letter")
+    return name

@@ -10,6 +10,7 @@ from tickwheel.v1 import admin_pb2, execution_pb2, job_pb2
 
 from ..errors import InvalidArgument
 from ..ids import from_us, to_us
+from ..store.alerts import AlertRecord
 from ..store.credentials import WorkerCredential
 from ..store.history import AttemptRecord, ExecutionRecord, SkipRecord
 from ..store.jobs import JobRecord
@@ -43,6 +44,22 @@ ATTEMPT_STATUS_TO_PROTO = {
     "timed_out": execution_pb2.ATTEMPT_STATUS_TIMED_OUT,
     "lost": execution_pb2.ATTEMPT_STATUS_LOST,
     "canceled": execution_pb2.ATTEMPT_STATUS_CANCELED,
+}
+ALERT_KIND_TO_PROTO = {
+    "late": admin_pb2.ALERT_KIND_LATE,
+    "skipped": admin_pb2.ALERT_KIND_SKIPPED,
+    "dead_letter": admin_pb2.ALERT_KIND_DEAD_LETTER,
+    "poison": admin_pb2.ALERT_KIND_POISON,
+    "circuit_open": admin_pb2.ALERT_KIND_CIRCUIT_OPEN,
+    "partition_unowned": admin_pb2.ALERT_KIND_PARTITION_UNOWNED,
+    "clock_skew": admin_pb2.ALERT_KIND_CLOCK_SKEW,
+    "tzdata_shift": admin_pb2.ALERT_KIND_TZDATA_SHIFT,
+}
+ALERT_KIND_FROM_PROTO = {value: key for key, value in ALERT_KIND_TO_PROTO.items()}
+ALERT_SEVERITY_TO_PROTO = {
+    "info": admin_pb2.ALERT_SEVERITY_INFO,
+    "warning": admin_pb2.ALERT_SEVERITY_WARNING,
+    "critical": admin_pb2.ALERT_SEVERITY_CRITICAL,
 }
 SKIP_REASON_TO_PROTO = {
     "overlap": execution_pb2.SKIP_REASON_OVERLAP,
@@ -147,6 +164,34 @@ def skip_to_proto(record: SkipRecord) -> execution_pb2.SkipRange:
     )
 
 
+def alert_to_proto(record: AlertRecord) -> admin_pb2.Alert:
+    """An alert; ``resolved_at`` unset while it is open."""
+    return admin_pb2.Alert(
+        id=record.id,
+        kind=ALERT_KIND_TO_PROTO.get(record.kind, admin_pb2.ALERT_KIND_UNSPECIFIED),
+        severity=ALERT_SEVERITY_TO_PROTO.get(record.severity, admin_pb2.ALERT_SEVERITY_UNSPECIFIED),
+        tenant=record.tenant,
+        job_id=record.job_id,
+        execution_id=record.execution_id,
+        server_id=record.server_id,
+        summary=record.summary,
+        details=record.details,
+        raised_at=timestamp(record.raised_at),
+        last_seen_at=timestamp(record.last_seen_at),
+        count=record.count,
+        resolved_at=timestamp(record.resolved_at),
+    )
+
+
+def alert_kinds(values, field: str = "kinds") -> list[str]:
+    """Store kinds for ``AlertKind`` values; INVALID_ARGUMENT ``field`` naming
+    the unknown ones (``ALERT_KIND_UNSPECIFIED`` included)."""
+    unknown = [v for v in values if v not in ALERT_KIND_FROM_PROTO]
+    if unknown:
+        raise InvalidArgument.field(field, f"unknown alert kinds {unknown}")
+    return sorted({ALERT_KIND_FROM_PROTO[v] for v in values})
+
+
 def tenant_to_proto(tenant: Tenant) -> admin_pb2.Tenant:
     return admin_pb2.Tenant(
         name=tenant.name,
@@ -207,12 +252,14 @@ def parse_page_token(token: str) -> str:
 
 
 def execution_page_token(key: tuple[datetime, str]) -> str:
-    """The token of a history page that continues before ``key`` = (nominal instant, execution id)."""
+    """The token of a page that continues before ``key`` = (instant, id):
+    history (nominal instant, execution id), dead letters (finished
+    instant, execution id) and alerts (raised instant, alert id)."""
     return page_token(f"{to_us(key[0])}:{key[1]}")
 
 
 def parse_execution_page_token(token: str) -> tuple[datetime, str] | None:
-    """The (nominal instant, execution id) key a history page continues before;
+    """The (instant, id) key a page continues before (see :func:`execution_page_token`);
     None for the first page; INVALID_ARGUMENT `page_token` when not ours."""
     key = parse_page_token(token)
     if not token:

@@ -5,8 +5,8 @@ beyond validation are pure functions below, table-testable without a store:
 which fields an update mask changes (:func:`update_paths`,
 :func:`merge_job`), where an updated job's cursor goes (:func:`plan_update`,
 :func:`next_cursor`) and what a paused span holds (:func:`paused_span`).
-RPCs whose machinery arrives later (trigger, backfill, dead letters) are not
-overridden here and answer UNIMPLEMENTED.
+RPCs whose machinery arrives later (trigger, backfill) are not overridden
+here and answer UNIMPLEMENTED.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from ..schedule import (
     Fire, Schedule, ScheduleError, ScheduleKind, first_fire, next_fire, preview, tzdata_version, zones,
 )
 from ..schedule import validate as validate_schedule
+from ..store.alerts import AlertStore
+from ..store.deadletters import DeadLetterStore
 from ..store.history import HistoryStore
 from ..store.jobs import CursorView, JobRecord, JobStore, NewJob, Reschedule, SkippedSpan
 from . import convert, validate
@@ -260,13 +262,24 @@ def _window(request) -> tuple[datetime | None, datetime | None]:
 
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     def __init__(
-        self, auth: Authenticator, jobs: JobStore, clock: Clock, history: HistoryStore | None = None
+        self,
+        auth: Authenticator,
+        jobs: JobStore,
+        clock: Clock,
+        history: HistoryStore | None = None,
+        dead_letters: DeadLetterStore | None = None,
     ) -> None:
         self._auth = auth
         self._jobs = jobs
         self._clock = clock
-        # Without one given, history reads through the jobs store's engine and clock.
+        # Without one given, history and dead letters go through the jobs
+        # store's engine and clock (replays then resolve alerts through an
+        # alert store of their own, which the server's watchers see at their
+        # next poll rather than at once).
         self._history = history or HistoryStore(jobs.engine, jobs.clock)
+        self._dead_letters = dead_letters or DeadLetterStore(
+            jobs.engine, jobs.clock, AlertStore(jobs.engine, jobs.clock)
+        )
 
     @rpc
     async def CreateJob(self, request, context):
@@ -459,6 +472,25 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             tenant.name, _required(request.id, "id"), _reason(request.reason)
         )
         return scheduler_pb2.CancelExecutionResponse(execution=convert.execution_to_proto(execution))
+
+    @rpc
+    async def ListDeadLetters(self, request, context):
+        tenant = await self._auth.tenant(context)
+        size = convert.page_size(request.page_size, default=50, maximum=500)
+        before = convert.parse_execution_page_token(request.page_token)
+        page = await self._dead_letters.list(tenant.name, job_id=request.job_id, before_key=before, limit=size)
+        return scheduler_pb2.ListDeadLettersResponse(
+            executions=[convert.execution_to_proto(e) for e in page.executions],
+            next_page_token=convert.execution_page_token(page.next_key) if page.next_key else "",
+        )
+
+    @rpc
+    async def ReplayDeadLetter(self, request, context):
+        """A fresh attempt series, same id (see :meth:`DeadLetterStore.replay`);
+        the next hand-out round (at most a sweep interval away) takes it."""
+        tenant = await self._auth.tenant(context)
+        execution = await self._dead_letters.replay(tenant.name, _required(request.execution_id, "execution_id"))
+        return scheduler_pb2.ReplayDeadLetterResponse(execution=convert.execution_to_proto(execution))
 
 
 def _offset(schedule: Schedule, at: datetime) -> int:

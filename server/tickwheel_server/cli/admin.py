@@ -12,6 +12,10 @@ from tickwheel_server.cli.context import Context
 from tickwheel_server.cli.parse import UsageError, parse_duration
 from tickwheel_server.cli.tree import group, leaf
 
+ALERT_KINDS = (
+    "late", "skipped", "dead_letter", "poison", "circuit_open", "partition_unowned", "clock_skew", "tzdata_shift",
+)  # fmt: skip
+
 
 def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     admin = group(subparsers, "admin", parents, "operate the cluster (admin token)")
@@ -70,6 +74,19 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = leaf(creds, "list", parents, credential_list, auth="admin", help="credentials not revoked")
     p.add_argument("--tenant", default="", metavar="NAME")
 
+    alerts = group(admin, "alerts", parents, "conditions that need attention")
+    p = leaf(alerts, "list", parents, alerts_list, auth="admin", help="alerts, newest first (open ones by default)")
+    p.add_argument("--all", dest="include_resolved", action="store_true", help="resolved ones too")
+    _add_alert_filters(p)
+    p.add_argument("--limit", type=int, default=100, metavar="N", help="at most N alerts (default 100)")
+    p = leaf(alerts, "watch", parents, alerts_watch, auth="admin",
+             help="alerts as they are raised and resolved, until interrupted",
+             description="Print each alert as it is raised, seen again or resolved, one line each (one JSON "
+                         "document per line with --json), until interrupted or --limit events.")
+    p.add_argument("--open", dest="include_open", action="store_true", help="first print every open alert")
+    _add_alert_filters(p)
+    p.add_argument("--limit", type=int, default=0, metavar="N", help="stop after N events (default: never)")
+
     p = leaf(admin, "recompute-tz", parents, recompute_tz, auth="admin",
              help="recompute stored next runs after a time-zone database change")
     p.add_argument("--zone", action="extend", nargs="+", default=[], metavar="Z",
@@ -83,6 +100,12 @@ def _add_tenant_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-jobs", type=int, metavar="N", help="quota (default 100000)")
     p.add_argument("--max-payload-bytes", type=int, metavar="N", help="quota (default 65536)")
     p.add_argument("--requests-per-second", type=int, metavar="N", help="quota (default 100)")
+
+
+def _add_alert_filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kind", action="extend", nargs="+", choices=ALERT_KINDS, default=[], metavar="K",
+                   help=f"only these kinds ({', '.join(ALERT_KINDS)})")
+    p.add_argument("--tenant", default="", metavar="NAME", help="only this tenant's")
 
 
 def _tenant_state(tenant: Any) -> str:
@@ -310,6 +333,60 @@ def credential_list(ctx: Context, a: argparse.Namespace) -> int:
           fmt.fmt_ts(c, "created_at"), c.description) for c in response.credentials),
         ctx.stdout,
     )  # fmt: skip
+    return 0
+
+
+def _alert_row(alert: Any) -> tuple:
+    from tickwheel.v1 import admin_pb2
+
+    subject = alert.execution_id or alert.job_id or alert.server_id or "-"
+    state = f"resolved {fmt.fmt_ts(alert, 'resolved_at')}" if alert.HasField("resolved_at") else "open"
+    return (alert.id, fmt.enum_name(admin_pb2.AlertKind, alert.kind, "ALERT_KIND_"),
+            fmt.enum_name(admin_pb2.AlertSeverity, alert.severity, "ALERT_SEVERITY_"), alert.tenant or "-", subject,
+            alert.count, fmt.fmt_ts(alert, "raised_at"), state, fmt.one_line(alert.summary, 80))  # fmt: skip
+
+
+ALERT_COLUMNS = ("ID", "KIND", "SEVERITY", "TENANT", "SUBJECT", "COUNT", "RAISED (UTC)", "STATE", "SUMMARY")
+
+
+def alerts_list(ctx: Context, a: argparse.Namespace) -> int:
+    from tickwheel.v1 import admin_pb2
+
+    client = ctx.client
+    merged = admin_pb2.ListAlertsResponse()
+    limit = max(a.limit, 1)
+    for page in client.pages(client.admin.list_alerts, include_resolved=a.include_resolved, kinds=a.kind,
+                             tenant=a.tenant, page_size=min(limit, 1000)):  # fmt: skip
+        merged.alerts.extend(page.alerts)
+        if len(merged.alerts) >= limit:
+            del merged.alerts[limit:]
+            break
+    if ctx.json:
+        ctx.emit_json(merged)
+        return 0
+    fmt.table(ALERT_COLUMNS, (_alert_row(alert) for alert in merged.alerts), ctx.stdout)
+    return 0
+
+
+def alerts_watch(ctx: Context, a: argparse.Namespace) -> int:
+    from google.protobuf import json_format
+
+    if a.limit < 0:
+        raise UsageError("--limit must not be negative")
+    events = ctx.client.admin.watch_alerts(kinds=a.kind, tenant=a.tenant, include_open=a.include_open)
+    shown = 0
+    try:
+        for event in events:
+            if ctx.json:
+                ctx.out(json_format.MessageToJson(event.alert, indent=None))
+            else:
+                ctx.out("  ".join(str(cell) for cell in _alert_row(event.alert)))
+            ctx.stdout.flush()
+            shown += 1
+            if a.limit and shown >= a.limit:
+                break
+    finally:
+        events.close()  # cancels the stream
     return 0
 
 
