@@ -1,0 +1,618 @@
+"""What the end-to-end benchmarks share: a throwaway PostgreSQL and etcd, real
+``tickwheel server`` and ``tickwheel worker`` processes, and the accounting
+around them (CPU per process tree from ``/proc``, etcd's request counters from
+its ``/metrics``, the load average).
+
+Nothing here is a stand-in: the server and the workers are the installed
+``tickwheel`` program, started as child processes on loopback, talking to a
+real PostgreSQL and a real etcd. PostgreSQL and etcd are the test suite's
+(``tests/support``): PostgreSQL ``initdb``'d in RAM with fsync off, SERIALIZABLE
+by default; etcd on free ports with its data in a temporary folder. Either can
+be replaced by a running one (``--pg URL``, ``--etcd HOST:PORT``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import grpc
+import psycopg
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.support import etcd as etcdsupport  # noqa: E402
+from tests.support import postgres as pgsupport  # noqa: E402
+from tests.support.server import TICKWHEEL, ServerProcess, start_server_process  # noqa: E402
+from tickwheel_server.api.validate import normalise_job, zone_of  # noqa: E402
+from tickwheel_server.ids import new_job_id, partition_of, to_us  # noqa: E402
+from tickwheel_server.jobspec import schedule_of  # noqa: E402
+from tickwheel_server.schedule import tzdata_version  # noqa: E402
+from tickwheel_server.schedule import validate as validate_schedule  # noqa: E402
+
+PARTITIONS = 256
+TENANT = "bench"
+HANDLER = "echo"
+BUILTINS = "tickwheel_worker.handlers:register_builtins"
+READY_TIMEOUT = 60.0
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+OWN_QUERY = "/* tickwheel-bench */"
+"""Prefix of the benchmark's own queries, left out of ``Statements``."""
+DATA_TABLES = ("attempts", "executions", "skips", "job_requests", "jobs", "tzdata_versions")
+
+
+def load_average() -> list[float]:
+    """``/proc/loadavg``'s three figures: the machine is shared, so every figure carries them."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def conninfo(url: str) -> str:
+    """A libpq conninfo for a SQLAlchemy URL."""
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def observe(url: str, *, autocommit: bool = True) -> psycopg.Connection:
+    """A connection for the benchmark's own work beside a running server, at
+    READ COMMITTED. The store's default is SERIALIZABLE, and a serializable
+    transaction takes part in the server's read/write conflicts (it could make
+    the server's transactions fail, and fail itself); a READ COMMITTED one
+    never does."""
+    return psycopg.connect(conninfo(url), autocommit=autocommit,
+                           options="-c default_transaction_isolation=read\\ committed")
+
+
+def store_url(url: str) -> str:
+    """``url`` with the driver the server uses (``postgresql+psycopg``)."""
+    return make_url(url).set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+
+
+# ------------------------------------------------------------------ services
+
+_pg_log: Path | None = None
+"""The throwaway PostgreSQL's log while :func:`postgres` runs one."""
+
+
+@contextlib.contextmanager
+def postgres(url: str | None, settings: dict[str, str] | None = None) -> Iterator[str]:
+    """``url`` as is, or a database on a throwaway server started with the test
+    suite's functions (deleted afterwards), with ``settings`` on top of theirs."""
+    if url:
+        yield store_url(url)
+        return
+    bindir = pgsupport.find_bindir()
+    if bindir is None:
+        raise SystemExit("PostgreSQL is not installed: " + pgsupport.INSTALL_HINT)
+    global _pg_log
+    # The test settings (fsync off, SERIALIZABLE default) with room for the data in memory.
+    # pg_stat_statements: what the server sends, counted (see ``Statements``).
+    pgsupport.SERVER_SETTINGS.update({"shared_buffers": "512MB", "max_wal_size": "4GB", "work_mem": "16MB",
+                                      "shared_preload_libraries": "pg_stat_statements", **(settings or {})})
+    server = pgsupport.PostgresServer(bindir)
+    undo = pgsupport._finalize_on_sigterm()
+    try:
+        server.start()
+        server.setup_template()
+        _pg_log = server.log_path
+        yield server.url(server.create_database())
+    finally:
+        _pg_log = None
+        server.close()
+        undo()
+
+
+class PostgresErrors:
+    """ERROR lines the throwaway PostgreSQL logged from now on, counted by
+    message (a serialization failure the store retried shows here); None
+    for a server that is not ours."""
+
+    def __init__(self) -> None:
+        self._offset = _pg_log.stat().st_size if _pg_log is not None and _pg_log.exists() else None
+
+    def counts(self) -> dict[str, int] | None:
+        if self._offset is None or _pg_log is None:
+            return None
+        with _pg_log.open("rb") as log:
+            log.seek(self._offset)
+            text = log.read().decode(errors="replace")
+        out: dict[str, int] = {}
+        for line in text.splitlines():
+            _, sep, message = line.partition("ERROR:")
+            if sep:
+                message = message.strip()
+                out[message] = out.get(message, 0) + 1
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+@contextlib.contextmanager
+def etcd(endpoint: str | None) -> Iterator[str]:
+    """``endpoint`` as is, or a throwaway single-node etcd (killed and deleted afterwards)."""
+    if endpoint:
+        yield endpoint.removeprefix("http://")
+        return
+    binary = etcdsupport._find_etcd()
+    if binary is None:
+        raise SystemExit("etcd is not installed: apt-get install etcd-server, or pass --etcd HOST:PORT")
+    with tempfile.TemporaryDirectory(prefix="tickwheel-bench-etcd-") as folder:
+        server = etcdsupport.EtcdServer(binary, Path(folder))
+        try:
+            server.start()
+            yield server.endpoint
+        finally:
+            server.stop(signal.SIGTERM)
+
+
+def parse_settings(pairs: list[str]) -> dict[str, str]:
+    """``--pg-set NAME=VALUE`` flags as a dict (ValueError naming a bad one)."""
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--pg-set {pair!r}: expected NAME=VALUE")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def postmaster_pid(url: str) -> int | None:
+    """The PostgreSQL server's main process, when it runs on this machine: the
+    parent of a backend of ours (None when it is elsewhere)."""
+    with observe(url) as pg:
+        backend = pg.execute("SELECT pg_backend_pid()").fetchone()[0]
+        try:
+            stat = Path(f"/proc/{backend}/stat").read_text()
+        except OSError:
+            return None
+    parent = int(stat.rsplit(")", 1)[1].split()[1])
+    try:
+        return parent if Path(f"/proc/{parent}/comm").read_text().strip() == "postgres" else None
+    except OSError:
+        return None
+
+
+def etcd_pid(endpoint: str) -> int | None:
+    """The etcd process listening on ``endpoint``'s port on this machine, if any."""
+    port = endpoint.rsplit(":", 1)[1]
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip() != "etcd":
+                continue
+            cmdline = (comm.parent / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(arg.endswith(f":{port}".encode()) for arg in cmdline) and b"--listen-client-urls" in cmdline:
+            return int(comm.parent.name)
+    return None
+
+
+# ------------------------------------------------------------------ accounting
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[1].split()  # fields from the 3rd (state) on
+
+
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds (user + system) of ``root`` and every live descendant, plus
+    what their exited children left in ``cutime``/``cstime``: PostgreSQL's
+    backends come and go, and the postmaster reaps them, so the difference of
+    two readings is the tree's CPU in between."""
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if fields is None:
+            continue
+        stats[int(entry.name)] = fields
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    total = 0
+    stack = [root]
+    while stack:
+        pid = stack.pop()
+        fields = stats.get(pid)
+        if fields is None:
+            continue
+        # utime, stime, cutime, cstime are fields 14-17 (1-based); fields[0] is field 3.
+        total += sum(int(v) for v in fields[11:15])
+        stack.extend(children.get(pid, ()))
+    return total / CLK_TCK
+
+
+def etcd_counters(endpoint: str) -> dict[str, float]:
+    """etcd's gRPC counters from ``/metrics``: messages received and calls
+    started in total and per method (``grpc_server_msg_received_total`` counts
+    every lease keep-alive and watch message on a stream, not only unary calls)."""
+    with urllib.request.urlopen(f"http://{endpoint}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        for metric in ("grpc_server_msg_received_total", "grpc_server_started_total"):
+            if line.startswith(metric + "{"):
+                labels, value = line[len(metric) + 1:].rsplit("} ", 1)
+                method = next((p.split("=", 1)[1].strip('"') for p in labels.split(",") if p.startswith("grpc_method=")), "?")
+                out[metric] = out.get(metric, 0.0) + float(value)
+                out[f"{metric}:{method}"] = out.get(f"{metric}:{method}", 0.0) + float(value)
+    return out
+
+
+@dataclass
+class Reading:
+    """CPU seconds of each process tree and etcd's counters at one instant."""
+
+    at: float
+    cpu: dict[str, float]
+    etcd: dict[str, float]
+
+
+@dataclass
+class Meter:
+    """The processes whose CPU a benchmark reports, by role."""
+
+    roles: dict[str, list[int]] = field(default_factory=dict)
+    etcd_endpoint: str | None = None
+
+    def read(self) -> Reading:
+        cpu = {role: sum(tree_cpu_s(pid) for pid in pids) for role, pids in self.roles.items()}
+        counters = etcd_counters(self.etcd_endpoint) if self.etcd_endpoint else {}
+        return Reading(time.time(), cpu, counters)
+
+    @staticmethod
+    def difference(before: Reading, after: Reading, executions: int) -> dict:
+        """CPU per role (seconds, and milliseconds per execution) and etcd
+        requests (total, per execution, by method) between two readings."""
+        cpu = {
+            role: {
+                "cpu_s": round(after.cpu[role] - before.cpu[role], 2),
+                "cpu_ms_per_execution": round((after.cpu[role] - before.cpu[role]) * 1000 / max(executions, 1), 4),
+            }
+            for role in after.cpu
+        }
+        received = "grpc_server_msg_received_total"
+        delta = {k: after.etcd.get(k, 0.0) - before.etcd.get(k, 0.0) for k in after.etcd}
+        by_method = {k.split(":", 1)[1]: int(v) for k, v in delta.items() if k.startswith(received + ":") and v}
+        etcd_figures = {
+            "requests": int(delta.get(received, 0)),
+            "calls_started": int(delta.get("grpc_server_started_total", 0)),
+            "requests_per_execution": round(delta.get(received, 0) / max(executions, 1), 5),
+            "requests_by_method": by_method,
+            "seconds": round(after.at - before.at, 2),
+        } if after.etcd else None
+        return {"cpu": cpu, "etcd": etcd_figures}
+
+
+@contextlib.contextmanager
+def profiled(pids: dict[str, int], folder: Path | None) -> Iterator[None]:
+    """Sample ``pids`` (name → pid) with py-spy while the block runs, into
+    ``folder/<name>.txt`` (collapsed stacks, per thread, idle included, so
+    waiting shows as well as working); nothing when ``folder`` is None."""
+    if folder is None:
+        yield
+        return
+    spy = Path(sys.executable).with_name("py-spy")
+    if not spy.exists():
+        raise SystemExit(f"--profile needs py-spy: {sys.executable} -m pip install py-spy==0.4.0")
+    folder.mkdir(parents=True, exist_ok=True)
+    samplers = [
+        subprocess.Popen(
+            [str(spy), "record", "--pid", str(pid), "--output", str(folder / f"{name}.txt"), "--format", "raw",
+             "--rate", "200", "--threads", "--idle", "--nonblocking"],
+            stdout=subprocess.DEVNULL, stderr=(folder / f"{name}.log").open("w"),
+        )
+        for name, pid in pids.items()
+    ]
+    try:
+        yield
+    finally:
+        for sampler in samplers:
+            sampler.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+        for sampler in samplers:
+            try:
+                sampler.wait(120)
+            except subprocess.TimeoutExpired:
+                sampler.kill()
+                sampler.wait(10)
+
+
+class Statements:
+    """What reached PostgreSQL, from ``pg_stat_statements`` when the server
+    has it loaded (the throwaway one does): statements by shape with their
+    calls, rows and time, including ``COMMIT`` and ``ROLLBACK`` (a rollback
+    is a failed try, usually a serialization conflict the store retried)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.available = False
+        try:
+            with observe(url) as pg:
+                pg.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                pg.execute("SELECT 1 FROM pg_stat_statements LIMIT 1")
+            self.available = True
+        except psycopg.Error:
+            pass
+
+    def reset(self) -> None:
+        if self.available:
+            with observe(self.url) as pg:
+                pg.execute("SELECT pg_stat_statements_reset()")
+
+    def report(self, executions: int, top: int = 12) -> dict | None:
+        """Since the last reset, in this database: calls per execution, commits,
+        rollbacks, and the ``top`` statement shapes by time."""
+        if not self.available:
+            return None
+        with observe(self.url) as pg:
+            rows = pg.execute(
+                "SELECT query, calls, rows, total_exec_time FROM pg_stat_statements "
+                "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND query NOT LIKE '%%pg_stat_statements%%' AND query NOT LIKE %s ORDER BY total_exec_time DESC",
+                (OWN_QUERY + "%",),
+            ).fetchall()
+        by_keyword: dict[str, int] = {}
+        for query, calls, _, _ in rows:
+            keyword = query.split(None, 1)[0].upper() if query.strip() else "?"
+            by_keyword[keyword] = by_keyword.get(keyword, 0) + calls
+        calls = sum(r[1] for r in rows)
+        per = max(executions, 1)
+        return {
+            "statements": calls,
+            "statements_per_execution": round(calls / per, 3),
+            "by_kind": dict(sorted(by_keyword.items(), key=lambda kv: -kv[1])),
+            "commits": by_keyword.get("COMMIT", 0),
+            "rollbacks": by_keyword.get("ROLLBACK", 0),
+            "exec_s": round(sum(r[3] for r in rows) / 1000, 3),
+            "top": [
+                {"query": " ".join(query.split())[:240], "calls": calls, "rows": nrows,
+                 "calls_per_execution": round(calls / per, 4), "total_ms": round(total, 1),
+                 "mean_ms": round(total / max(calls, 1), 3)}
+                for query, calls, nrows, total in rows[:top]
+            ],
+        }
+
+
+# ------------------------------------------------------------------ the cluster
+
+
+def admin_metadata(server: ServerProcess) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {server.admin_token}"),)
+
+
+async def create_tenant_and_credential(server: ServerProcess, max_jobs: int) -> str:
+    """The bench tenant (through AdminService; reused if it exists) and a worker
+    credential for its ``echo`` handler; returns the credential's secret."""
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+        tenant = admin_pb2.Tenant(name=TENANT, quotas=admin_pb2.TenantQuotas(max_jobs=max_jobs))
+        try:
+            await admin.CreateTenant(admin_pb2.CreateTenantRequest(tenant=tenant), metadata=admin_metadata(server))
+        except grpc.aio.AioRpcError as error:
+            if error.code() != grpc.StatusCode.ALREADY_EXISTS:
+                raise
+        issued = await admin.IssueWorkerCredential(
+            admin_pb2.IssueWorkerCredentialRequest(tenants=[TENANT], handlers=[HANDLER], http=False,
+                                                   description="benchmark"),
+            metadata=admin_metadata(server),
+        )
+    return issued.credential.secret
+
+
+async def wait_ready(server: ServerProcess, workers: int, timeout: float = READY_TIMEOUT) -> dict:
+    """Poll ClusterStatus until the server owns every partition and ``workers``
+    streams are connected; returns what it said last."""
+    deadline = time.monotonic() + timeout
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+        while True:
+            status = await admin.ClusterStatus(admin_pb2.ClusterStatusRequest(), metadata=admin_metadata(server))
+            me = status.servers[0]
+            if me.workers >= workers and me.partitions_owned >= status.partition_count:
+                return {"workers": me.workers, "partitions_owned": me.partitions_owned}
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"server not ready after {timeout:.0f} s: {me.workers}/{workers} workers, "
+                    f"{me.partitions_owned}/{status.partition_count} partitions\n{server.log()[-3000:]}"
+                )
+            await asyncio.sleep(0.1)  # polling another process's state; nothing to await
+
+
+def wait_started(url: str, server: ServerProcess, timeout: float = READY_TIMEOUT) -> None:
+    """Wait until the server has recorded its tzdata release's fingerprints,
+    the CPU-heavy part of its start (done in the background after it
+    serves), so that it is idle before anything is measured."""
+    deadline = time.monotonic() + timeout
+    with observe(url) as pg:
+        while not pg.execute(f"{OWN_QUERY} SELECT count(*) FROM tzdata_versions").fetchone()[0]:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the server recorded no tzdata fingerprints in {timeout:.0f} s\n{server.log()[-3000:]}")
+            time.sleep(0.1)  # polling another process's progress; nothing to await
+    time.sleep(0.5)  # the recompute that follows finds no job and ends
+
+
+@dataclass
+class WorkerProcesses:
+    processes: list[subprocess.Popen]
+    logs: list[Path]
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes]
+
+    def check_alive(self) -> None:
+        for process, log in zip(self.processes, self.logs):
+            if process.poll() is not None:
+                raise RuntimeError(f"worker {process.pid} exited ({process.returncode}):\n{log.read_text()[-3000:]}")
+
+    def stop(self, timeout: float = 30.0) -> list[int]:
+        """SIGTERM each (graceful: in-flight work finishes), then wait; SIGKILL
+        what is still running after ``timeout``. Returns the exit codes."""
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        codes = []
+        for process in self.processes:
+            try:
+                codes.append(process.wait(timeout))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                codes.append(process.wait(10))
+        return codes
+
+
+def start_workers(folder: Path, address: str, credential: str, count: int, slots: int) -> WorkerProcesses:
+    """``count`` ``tickwheel worker`` processes running the built-in ``echo``
+    handler (no HTTP), ``slots`` each."""
+    processes, logs = [], []
+    for i in range(count):
+        log = folder / f"worker-{i}.log"
+        with log.open("w") as out:
+            processes.append(subprocess.Popen(
+                [TICKWHEEL, "worker", "--address", address, "--credential", credential, "--handlers", BUILTINS,
+                 "--no-http", "--slots", str(slots), "--worker-id", f"bench-w{i}", "--grace", "10",
+                 "--log-level", "WARNING"],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder,
+            ))
+        logs.append(log)
+    return WorkerProcesses(processes, logs)
+
+
+@contextlib.contextmanager
+def cluster(folder: Path, url: str, etcd_endpoint: str, *, workers: int, slots: int, max_jobs: int,
+            server_id: str) -> Iterator[tuple[ServerProcess, WorkerProcesses]]:
+    """One ``tickwheel server`` (migrating the store) and ``workers`` worker
+    processes connected to it, every partition owned and the server's start
+    done; whatever the block did not stop is stopped gracefully afterwards."""
+    server = start_server_process(folder, "--store", url, "--etcd", etcd_endpoint, "--migrate",
+                                  "--server-id", server_id)
+    pool = None
+    try:
+        credential = asyncio.run(create_tenant_and_credential(server, max_jobs))
+        pool = start_workers(folder, server.address, credential, workers, slots)
+        asyncio.run(wait_ready(server, workers))
+        wait_started(url, server)
+        yield server, pool
+    finally:
+        if pool is not None:
+            pool.stop()
+        if server.process.poll() is None:
+            try:
+                server.terminate(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+
+
+def reset_data(url: str) -> None:
+    """Empty the data tables and the tenant's job count, so a run starts from
+    nothing (the cluster, partitions and credentials stay; the tzdata
+    fingerprints go, so that :func:`wait_started` sees the next server's)."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            present = set(sa.inspect(conn).get_table_names())
+            tables = [t for t in DATA_TABLES if t in present]
+            if tables:
+                conn.execute(sa.text(f"TRUNCATE {', '.join(tables)}"))
+            if "tenants" in present:
+                conn.execute(sa.text("UPDATE tenants SET job_count = 0"))
+    finally:
+        engine.dispose()
+
+
+def server_settings(url: str) -> dict:
+    """The server's own settings (a plain connection: ``observe`` overrides the isolation)."""
+    with psycopg.connect(conninfo(url), autocommit=True) as pg:
+        return {name: pg.execute(f"SHOW {name}").fetchone()[0] for name in (
+            "server_version", "shared_buffers", "fsync", "synchronous_commit", "default_transaction_isolation",
+        )}
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of an ascending list."""
+    if not sorted_values:
+        return float("nan")
+    rank = math.ceil(fraction * len(sorted_values) - 1e-9)
+    return sorted_values[min(len(sorted_values), max(rank, 1)) - 1]
+
+
+# ------------------------------------------------------------------ jobs
+
+
+JOB_COLUMNS = (
+    "id", "tenant", "partition", "name", "state", "spec", "time_zone", "next_run_at", "next_due_at", "run_count",
+    "tzdata_version", "pause_reason", "paused_at", "version", "created_at", "updated_at",
+)
+
+
+def insert_once_jobs(url: str, count: int, due: datetime, *, name: str, payload: bytes = b"{}") -> dict:
+    """``count`` one-off jobs due at ``due``, for the ``echo`` handler, stored
+    in one transaction, and the instant it committed (``committed_at``, Unix
+    seconds).
+
+    Every row is what CreateJob stores: the definition normalised by the API's
+    own ``normalise_job``, ids from ``new_job_id``, the first fire from the
+    schedule engine (``validate``), the partition from ``partition_of``, a
+    ``job_requests`` row per job and the tenant's ``job_count`` raised. They
+    are written with COPY in one transaction rather than through
+    ``JobStore.create`` (one SERIALIZABLE transaction per job, all updating
+    the tenant's row: ~200 a second on this machine, and concurrent creates
+    for one tenant conflict): creating is not what is measured, and one
+    commit makes every job visible to the dispatcher at the same instant.
+    """
+    now = datetime.now(timezone.utc)
+    template = job_pb2.Job(name=name, target=job_pb2.Target(handler=job_pb2.HandlerTarget(name=HANDLER)),
+                           payload=payload)
+    template.schedule.once_at.FromDatetime(due)
+    template = normalise_job(template, now)
+    version = tzdata_version()
+    began = time.perf_counter()
+    with observe(url, autocommit=False) as pg:
+        partitions = pg.execute("SELECT partition_count FROM cluster WHERE id = 1").fetchone()[0]
+        now_us = to_us(now)
+        jobs, requests = [], []
+        for i in range(count):
+            job_id = new_job_id(now)
+            template.name = f"{name}-{i:06d}"
+            schedule = schedule_of(template, job_id)
+            fire = validate_schedule(schedule, now)
+            jobs.append((
+                job_id, TENANT, partition_of(job_id, partitions), template.name, "active",
+                template.SerializeToString(), zone_of(schedule), to_us(fire.nominal_at), to_us(fire.due_at), 0,
+                version, "", None, 1, now_us, now_us,
+            ))
+            requests.append((TENANT, f"{name}-{i}", job_id, now_us))
+        built = time.perf_counter()
+        with pg.cursor() as cur:
+            with cur.copy(f"COPY jobs ({', '.join(JOB_COLUMNS)}) FROM STDIN") as copy:
+                for row in jobs:
+                    copy.write_row(row)
+            with cur.copy("COPY job_requests (tenant, request_id, job_id, created_at) FROM STDIN") as copy:
+                for row in requests:
+                    copy.write_row(row)
+            cur.execute("UPDATE tenants SET job_count = job_count + %s WHERE name = %s", (count, TENANT))
+        pg.commit()
+        committed_at = time.time()
+    return {
+        "jobs": count,
+        "build_s": round(built - began, 2),
+        "store_s": round(time.perf_counter() - built, 2),
+        "committed_at": committed_at,
+    }

@@ -1,0 +1,355 @@
+"""Benchmark: end-to-end no-op throughput. Jobs due now → dispatcher → Pull
+stream → worker processes → results → history rows, on PostgreSQL + etcd,
+beside a raw-SQL ceiling measured in the same run.
+
+    .venv/bin/python loadtest/bench_e2e.py [--jobs 50000] [--workers 4] [--slots 1000]
+                                           [--pg URL] [--etcd HOST:PORT] [--smoke]
+
+Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL
+and etcd are started (``tests/support``) and deleted afterwards.
+
+- ``server``: one ``tickwheel server`` process (``--migrate``, 256
+  partitions) and ``--workers`` ``tickwheel worker`` processes with
+  ``--slots`` each, running the built-in ``echo`` handler, all connected and
+  every partition owned before anything is due. Then ``--jobs`` one-off jobs
+  due now are stored in one transaction, as CreateJob stores them (see
+  ``_harness.insert_once_jobs``), so they all become due at the same
+  instant; the run ends when every execution has ended. From the store:
+  ``executions_per_s`` = executions succeeded, each with its attempt row
+  (history), over the window from the first claim (``min(executions.
+  created_at)``) to the last attempt's ``finished_at``; ``from_commit``
+  counts from the instant the jobs were committed instead (it adds the
+  dispatcher's wait for its next tick). CPU seconds of the server process,
+  of PostgreSQL (every process of the server: backends, and what exited
+  backends left in the postmaster's ``cutime``), of the workers and of etcd,
+  from ``/proc/<pid>/stat``, and etcd's gRPC messages received (its
+  ``/metrics``), over the same run, per execution. ``sql`` counts what
+  reached PostgreSQL (``pg_stat_statements``: statements per execution,
+  commits, rollbacks, the costliest shapes) and ``errors_logged`` the ERROR
+  lines it logged (serialization failures the store retried).
+- ``ceiling``: DESIGN.md's budget issued directly on one psycopg connection
+  with nothing in between, over the same number of jobs stored the same way,
+  values that do not depend on the database computed before timing:
+  claim+enqueue in transactions of 1 000 jobs (the epoch check, the claim's
+  ``SELECT … LIMIT … FOR UPDATE SKIP LOCKED``, one ``INSERT … SELECT FROM
+  unnest`` of the executions, one ``UPDATE … FROM unnest`` of the cursors);
+  hand-out in transactions of 500 (one ``UPDATE … WHERE id IN (SELECT …
+  FOR UPDATE SKIP LOCKED) … RETURNING`` with the job's definition joined);
+  outcome+history in transactions of 100 (one fenced ``UPDATE … FROM
+  unnest … RETURNING`` and one ``INSERT`` of attempt rows) - the batch sizes
+  the dispatcher, gateway and worker use. SERIALIZABLE, as the store.
+  ``ratio`` = server / ceiling.
+
+``/proc/loadavg`` is recorded before and after each part (the machine is
+shared). ``--smoke`` runs tiny sizes in seconds so CI keeps the script
+working; its figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import psycopg
+from tickwheel.v1 import job_pb2
+
+import _harness as h
+from tickwheel_server.dispatcher.plan import execution_id
+from tickwheel_server.ids import from_us
+
+GOAL = {"executions_per_s": 10_000, "ratio": 0.5}
+"""And etcd requests per execution near 0 (reported, not judged)."""
+POLL = 0.25
+CLAIM_BATCH = 1000
+HANDOUT_BATCH = 500
+RESULT_BATCH = 100
+
+
+def finished(url: str) -> tuple[int, int]:
+    """(executions ended, attempt rows) right now."""
+    with h.observe(url) as pg:
+        return pg.execute(
+            f"{h.OWN_QUERY} SELECT (SELECT count(*) FROM executions "
+            "WHERE status IN ('succeeded', 'dead', 'canceled')), (SELECT count(*) FROM attempts)"
+        ).fetchone()
+
+
+def wait_until_ended(url: str, jobs: int, pool: h.WorkerProcesses, stall: float) -> int:
+    """Poll the store until ``jobs`` executions have ended; give up after
+    ``stall`` seconds without progress. Returns how many ended."""
+    ended, last, progress_at = 0, -1, time.monotonic()
+    while ended < jobs:
+        pool.check_alive()
+        ended, _ = finished(url)
+        if ended != last:
+            last, progress_at = ended, time.monotonic()
+        elif time.monotonic() - progress_at > stall:
+            break
+        time.sleep(POLL)  # polling the store; there is no event to await from other processes
+    return ended
+
+
+def server_outcome(url: str, committed_at: float) -> dict:
+    """What the store recorded: executions by status, history rows, early
+    starts, and the window."""
+    with h.observe(url) as pg:
+        statuses = dict(pg.execute(f"{h.OWN_QUERY} SELECT status, count(*) FROM executions GROUP BY status").fetchall())
+        history, first_claim, last_finished, early, late_max, late_avg = pg.execute(
+            f"{h.OWN_QUERY} SELECT count(*), (SELECT min(created_at) FROM executions), max(a.finished_at), "
+            "count(*) FILTER (WHERE a.started_at < e.due_at), max(a.started_at - e.due_at), "
+            "avg(a.started_at - e.due_at) FROM attempts a JOIN executions e ON e.id = a.execution_id"
+        ).fetchone()
+        succeeded_with_history = pg.execute(
+            f"{h.OWN_QUERY} SELECT count(*) FROM executions e WHERE e.status = 'succeeded' "
+            "AND EXISTS (SELECT 1 FROM attempts a WHERE a.execution_id = e.id AND a.status = 'succeeded')"
+        ).fetchone()[0]
+    window = (last_finished - first_claim) / 1e6 if history else None
+    return {
+        "statuses": statuses,
+        "history_rows": history,
+        "succeeded_with_history": succeeded_with_history,
+        "early": early,
+        "seconds": round(window, 3) if window else None,
+        "executions_per_s": round(succeeded_with_history / window) if window else 0,
+        "from_commit": {
+            "seconds": round(last_finished / 1e6 - committed_at, 3) if history else None,
+            "executions_per_s": round(succeeded_with_history / (last_finished / 1e6 - committed_at)) if history else 0,
+        },
+        "start_lateness_s": {"mean": round(float(late_avg) / 1e6, 3) if history else None,
+                             "max": round(late_max / 1e6, 3) if history else None},
+    }
+
+
+def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: Path) -> dict:
+    h.reset_data(url)
+    load_before = h.load_average()
+    with h.cluster(folder, url, etcd_endpoint, workers=args.workers, slots=args.slots,
+                   max_jobs=max(args.jobs, 100_000), server_id="bench-e2e") as (server, pool):
+        meter = h.Meter(
+            {"server": [server.process.pid], "workers": pool.pids,
+             **({"postgres": [pg]} if (pg := h.postmaster_pid(url)) else {}),
+             **({"etcd": [pid]} if (pid := h.etcd_pid(etcd_endpoint)) else {})},
+            etcd_endpoint,
+        )
+        statements = h.Statements(url)
+        created = h.insert_once_jobs(url, args.jobs, datetime.now(timezone.utc), name="e2e")
+        statements.reset()
+        errors = h.PostgresErrors()
+        before = meter.read()
+        profile = Path(args.profile) / "e2e" if args.profile else None
+        with h.profiled({"server": server.process.pid, "worker-0": pool.pids[0]}, profile):
+            ended = wait_until_ended(url, args.jobs, pool, args.stall)
+        after = meter.read()
+        sql = statements.report(args.jobs)
+        if sql is not None:
+            sql["errors_logged"] = errors.counts()
+        stopped_workers = pool.stop()
+        server_exit = server.terminate(30)
+    return {
+        "jobs": args.jobs,
+        "workers": args.workers,
+        "slots_per_worker": args.slots,
+        "stored": {k: v for k, v in created.items() if k != "committed_at"},
+        "ended": ended,
+        **server_outcome(url, created["committed_at"]),
+        **h.Meter.difference(before, after, args.jobs),
+        "sql": sql,
+        "exit_codes": {"workers": stopped_workers, "server": server_exit},
+        "load_average_before": load_before,
+        "load_average_after": h.load_average(),
+    }
+
+
+# ------------------------------------------------------------------ ceiling
+
+_EXECUTION_COLUMNS = (
+    ("id", "text"), ("job_id", "text"), ("tenant", "text"), ("partition", "int"), ("origin", "text"),
+    ("nominal_at", "bigint"), ("due_at", "bigint"), ("ready_at", "bigint"), ("attempt", "int"),
+    ("delivery", "int"), ("status", "text"), ("handler", "text"), ("missed_count", "int"), ("reap_count", "int"),
+    ("payload", "bytea"), ("error", "text"), ("dead_reason", "text"), ("created_at", "bigint"),
+)
+CHECK_EPOCHS = "SELECT partition, epoch FROM partitions WHERE partition = ANY(%s) ORDER BY partition FOR SHARE"
+CLAIM = (
+    "SELECT id, tenant, partition, spec, next_run_at, next_due_at, run_count FROM jobs "
+    "WHERE state = 'active' AND partition = ANY(%s) AND next_run_at <= %s LIMIT %s FOR UPDATE SKIP LOCKED"
+)
+ENQUEUE = (
+    f"INSERT INTO executions ({', '.join(c for c, _ in _EXECUTION_COLUMNS)}) SELECT * FROM unnest("
+    + ", ".join(f"%b::{kind}[]" for _, kind in _EXECUTION_COLUMNS)
+    + ") ON CONFLICT (id) DO NOTHING"
+)
+ADVANCE = (
+    "UPDATE jobs SET next_run_at = NULL, next_due_at = NULL, run_count = jobs.run_count + 1, state = 'completed' "
+    "FROM unnest(%b::text[]) AS v(id) WHERE jobs.id = v.id"
+)
+HAND_OUT = (
+    "UPDATE executions e SET status = 'running', owner = %s, delivery = e.delivery + 1, handed_out_at = %s "
+    "FROM jobs j WHERE e.id IN (SELECT id FROM executions WHERE status = 'scheduled' AND ready_at <= %s "
+    "AND tenant = ANY(%s) AND handler = ANY(%s) ORDER BY ready_at LIMIT %s FOR UPDATE SKIP LOCKED) "
+    "AND j.id = e.job_id "
+    "RETURNING e.id, e.job_id, e.tenant, e.origin, e.nominal_at, e.due_at, e.ready_at, e.attempt, e.delivery, "
+    "e.payload, e.missed_count, j.spec"
+)
+OUTCOME = (
+    "UPDATE executions SET status = 'succeeded', finished_at = %s, owner = NULL, worker_id = NULL, error = '' "
+    "FROM unnest(%b::text[], %b::int[]) AS v(id, delivery) "
+    "WHERE executions.id = v.id AND executions.delivery = v.delivery AND executions.status = 'running' "
+    "RETURNING executions.id, executions.attempt, executions.delivery, executions.due_at"
+)
+HISTORY = (
+    "INSERT INTO attempts (execution_id, attempt, delivery, status, started_at, finished_at, lateness_us, "
+    "worker_id, error) SELECT * FROM unnest(%b::text[], %b::int[], %b::int[], %b::text[], %b::bigint[], "
+    "%b::bigint[], %b::bigint[], %b::text[], %b::text[])"
+)
+
+
+def precompute(url: str) -> dict[str, tuple]:
+    """Per stored job, the execution row the claim inserts (everything but
+    ``created_at``), computed before timing as a server computes it."""
+    with h.observe(url) as pg:
+        rows = pg.execute(f"{h.OWN_QUERY} SELECT id, tenant, partition, spec, next_run_at, next_due_at FROM jobs").fetchall()
+    out = {}
+    for job_id, tenant, partition, spec, nominal, due in rows:
+        job = job_pb2.Job.FromString(spec)
+        out[job_id] = (execution_id(job_id, from_us(nominal)), job_id, tenant, partition, "scheduled", nominal, due,
+                       due, 1, 0, "scheduled", job.target.handler.name, 1, 0, job.payload, "", "")
+    return out
+
+
+def run_ceiling(url: str, jobs: int) -> dict:
+    h.reset_data(url)
+    load_before = h.load_average()
+    created = h.insert_once_jobs(url, jobs, datetime.now(timezone.utc), name="ceiling")
+    pre = precompute(url)
+    with h.observe(url) as pg:
+        partitions = [r[0] for r in pg.execute(f"{h.OWN_QUERY} SELECT partition FROM partitions ORDER BY partition")]
+        if not partitions:  # a store no server has run on yet
+            partitions = list(range(h.PARTITIONS))
+    phases = {}
+    with psycopg.connect(h.conninfo(url)) as pg:
+        pg.isolation_level = psycopg.IsolationLevel.SERIALIZABLE
+        cur = pg.cursor()
+        began = time.perf_counter()
+        # claim + enqueue
+        claimed = 0
+        while True:
+            now_us = h.to_us(datetime.now(timezone.utc))
+            cur.execute(CHECK_EPOCHS, (partitions,))
+            cur.fetchall()
+            cur.execute(CLAIM, (partitions, now_us + 60_000_000, CLAIM_BATCH))
+            rows = cur.fetchall()
+            if rows:
+                values = [pre[row[0]] + (now_us,) for row in rows]
+                cur.execute(ENQUEUE, [list(column) for column in zip(*values)])
+                cur.execute(ADVANCE, [[row[0] for row in rows]])
+            pg.commit()
+            claimed += len(rows)
+            if len(rows) < CLAIM_BATCH:
+                break
+        phases["claim_enqueue"] = time.perf_counter() - began
+        # hand-out
+        mark = time.perf_counter()
+        handed: list[tuple] = []
+        while True:
+            now_us = h.to_us(datetime.now(timezone.utc))
+            cur.execute(HAND_OUT, ("bench-session", now_us, now_us, [h.TENANT], [h.HANDLER], HANDOUT_BATCH))
+            rows = cur.fetchall()
+            pg.commit()
+            handed.extend((row[0], row[8], now_us) for row in rows)
+            if len(rows) < HANDOUT_BATCH:
+                break
+        phases["hand_out"] = time.perf_counter() - mark
+        # outcome + history
+        mark = time.perf_counter()
+        recorded = 0
+        for start in range(0, len(handed), RESULT_BATCH):
+            batch = handed[start:start + RESULT_BATCH]
+            started = {ident: at for ident, _, at in batch}
+            now_us = h.to_us(datetime.now(timezone.utc))
+            cur.execute(OUTCOME, (now_us, [b[0] for b in batch], [b[1] for b in batch]))
+            done = cur.fetchall()
+            if done:
+                cur.execute(HISTORY, [
+                    [r[0] for r in done], [r[1] for r in done], [r[2] for r in done], ["succeeded"] * len(done),
+                    [started[r[0]] for r in done], [now_us] * len(done),
+                    [max(0, started[r[0]] - r[3]) for r in done], ["bench-w0"] * len(done), [""] * len(done),
+                ])
+            pg.commit()
+            recorded += len(done)
+        phases["outcome_history"] = time.perf_counter() - mark
+        total = time.perf_counter() - began
+    if not claimed == len(handed) == recorded == jobs:
+        raise AssertionError(f"ceiling: {jobs} jobs, {claimed} claimed, {len(handed)} handed out, {recorded} recorded")
+    with h.observe(url) as pg:
+        history = pg.execute(f"{h.OWN_QUERY} SELECT count(*) FROM attempts").fetchone()[0]
+    return {
+        "jobs": jobs,
+        "stored": {k: v for k, v in created.items() if k != "committed_at"},
+        "history_rows": history,
+        "batches": {"claim_enqueue": CLAIM_BATCH, "hand_out": HANDOUT_BATCH, "outcome_history": RESULT_BATCH},
+        "seconds": round(total, 3),
+        "executions_per_s": round(recorded / total),
+        "phases_s": {name: round(seconds, 3) for name, seconds in phases.items()},
+        "phases_rows_per_s": {name: round(jobs / seconds) for name, seconds in phases.items()},
+        "load_average_before": load_before,
+        "load_average_after": h.load_average(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=50_000, help="one-off jobs due now (default 50 000)")
+    parser.add_argument("--workers", type=int, default=4, help="worker processes (default 4)")
+    parser.add_argument("--slots", type=int, default=1000, help="slots per worker (default 1000)")
+    parser.add_argument("--stall", type=float, default=60.0, help="give up after this many seconds without progress")
+    parser.add_argument("--pg", help="a PostgreSQL database (postgresql://…); default: a throwaway server")
+    parser.add_argument("--etcd", help="etcd HOST:PORT; default: a throwaway etcd")
+    parser.add_argument("--pg-set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting of the throwaway PostgreSQL (repeatable), for experiments")
+    parser.add_argument("--profile", metavar="DIR", help="sample the server and one worker with py-spy into DIR")
+    parser.add_argument("--smoke", action="store_true", help="tiny run for CI; figures are meaningless")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.jobs, args.workers, args.slots, args.stall = 300, 2, 100, 30.0
+    if args.jobs < 1 or args.workers < 1 or not 1 <= args.slots <= 10_000:
+        parser.error("--jobs and --workers must be positive, --slots between 1 and 10 000")
+    try:
+        pg_settings = h.parse_settings(args.pg_set)
+    except ValueError as error:
+        parser.error(str(error))
+    began = time.perf_counter()
+    with h.postgres(args.pg, pg_settings) as url, h.etcd(args.etcd) as etcd_endpoint, \
+            tempfile.TemporaryDirectory(prefix="tickwheel-bench-e2e-") as folder:
+        server = run_server(args, url, etcd_endpoint, Path(folder))
+        ceiling = run_ceiling(url, args.jobs)
+        settings = h.server_settings(url)
+    report = {
+        "benchmark": "e2e",
+        "smoke": args.smoke,
+        "server": server,
+        "ceiling": ceiling,
+        "ratio": round(server["executions_per_s"] / ceiling["executions_per_s"], 3),
+        "goal": {
+            **GOAL,
+            "met": server["executions_per_s"] >= GOAL["executions_per_s"]
+            and server["executions_per_s"] >= GOAL["ratio"] * ceiling["executions_per_s"],
+        },
+        "postgres": {**settings, "throwaway": not args.pg, "set": pg_settings},
+        "etcd_throwaway": not args.etcd,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "total_s": round(time.perf_counter() - began, 1),
+    }
+    json.dump(report, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

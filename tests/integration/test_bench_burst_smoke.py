@@ -1,0 +1,44 @@
+"""The burst benchmark still runs against PostgreSQL, etcd and real server and
+worker processes: smoke mode, JSON shape and every execution ended (no timing
+assertions)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LATENESS = {"min", "p50", "p90", "p99", "max"}
+
+pytestmark = [pytest.mark.postgres, pytest.mark.etcd, pytest.mark.slow]
+
+
+def test_bench_burst_smoke(postgres_url, etcd_endpoint):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "loadtest" / "bench_burst.py"), "--pg", postgres_url, "--etcd", etcd_endpoint,
+         "--smoke"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["benchmark"] == "burst" and report["smoke"] is True
+    assert {"runs", "required", "goal", "baseline", "postgres", "machine"} <= set(report)
+    assert report["baseline"]["apscheduler_postgresql"]["10000"]["p99_s"] == [7, 8]
+    [run] = report["runs"]
+    size = run["size"]
+    assert run["jobs"] == run["executions"] == run["started"] == size
+    assert run["statuses"] == {"succeeded": size}, "every execution ended, once"
+    assert run["ended_within_timeout"] is True
+    assert run["early"] == 0 and run["dropped"] == 0 and run["redelivered"] == 0
+    assert run["claimed_ahead"] == size, "claimed within the look-ahead, before the due second"
+    assert set(run["lateness_s"]) == LATENESS and run["lateness_s"]["min"] >= 0
+    assert sum(run["started_per_worker"].values()) == size
+    assert run["hand_out_batches"]["count"] >= 1
+    assert {"server", "workers", "postgres", "etcd"} <= set(run["cpu"])
+    assert {"requests", "requests_per_execution", "requests_by_method"} <= set(run["etcd"])
+    assert run["exit_codes"]["server"] == 0 and set(run["exit_codes"]["workers"]) == {0}
+    assert len(run["load_average_before"]) == 3
