@@ -217,6 +217,25 @@ async def test_list_is_newest_first_paged_and_filtered(store: AlertStore, clock:
     assert (await store.list(kinds=["dead_letter"], tenant="acme")).alerts[-1].execution_id == "e2"
 
 
+async def test_prune_deletes_only_alerts_resolved_before_the_cutoff_in_bounded_batches(
+    store: AlertStore, clock: FakeClock
+) -> None:
+    for n in range(5):
+        await store.raise_alert(dead(f"old{n}"))
+        await store.resolve(f"dead_letter:old{n}")
+    still_open = await store.raise_alert(dead("open"))
+    clock.advance(3600)
+    cutoff = clock.now()
+    late = await store.raise_alert(dead("late"))
+    clock.advance(1)
+    await store.resolve("dead_letter:late")
+    assert [await store.prune(cutoff, limit=2) for _ in range(4)] == [2, 2, 1, 0]
+    left = {a.id for a in (await store.list(include_resolved=True)).alerts}
+    assert left == {still_open.id, late.id}
+    with pytest.raises(ValueError):
+        await store.prune(cutoff, limit=0)
+
+
 # --- the change feed --------------------------------------------------------------------------
 
 

@@ -29,6 +29,9 @@ count) and wakes the watchers in its process; watchers elsewhere see it at
 their next poll, once a second. :meth:`AlertStore.run` numbers continually
 (each server runs it); :meth:`AlertStore.nudge` after a commit that raised
 or resolved makes it number at once instead of at its next poll.
+
+Resolved alerts stay listable until :meth:`AlertStore.prune` deletes them
+(after the retention window), in bounded batches.
 """
 
 from __future__ import annotations
@@ -391,6 +394,31 @@ class AlertStore(SqlStore):
         def fn(conn: Connection) -> AlertPage:
             rows = conn.execute(query).all()
             return AlertPage(tuple(alert_from_row(row) for row in rows[:limit]), more=len(rows) > limit)
+
+        return await self._tx(fn)
+
+    async def prune(self, resolved_before: datetime, *, limit: int = 1000) -> int:
+        """Delete up to ``limit`` alerts resolved before ``resolved_before``
+        (the retention window's start), oldest raised first; how many were
+        deleted. Open alerts are never deleted. One bounded batch: a range
+        scan on ``alerts_raised`` (an alert resolved before the cutoff was
+        raised before it), so a caller repeats it while it returns
+        ``limit``."""
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        cutoff = to_us(resolved_before)
+        doomed = (
+            sa.select(alerts.c.id)
+            .where(alerts.c.raised_at < cutoff, alerts.c.resolved_at < cutoff)
+            .order_by(alerts.c.raised_at)
+            .limit(limit)
+        )
+
+        def fn(conn: Connection) -> int:
+            ids = conn.execute(doomed).scalars().all()
+            if ids:
+                conn.execute(alerts.delete().where(alerts.c.id.in_(ids)))
+            return len(ids)
 
         return await self._tx(fn)
 

@@ -18,8 +18,8 @@ so sequence numbers are handed out in commit order and a reader that follows
 to number, ``alerts_seq`` serves the readers.
 
 ``alerts_open`` and ``alerts_raised`` serve ListAlerts (newest first, open
-only or all), ``alerts_tenant_open`` and ``alerts_tenant`` the same for one
-tenant.
+only or all; ``alerts_raised`` also the pruning of resolved alerts),
+``alerts_tenant_open`` and ``alerts_tenant`` the same for one tenant.
 
 ``executions_dead`` and ``executions_dead_job`` serve ListDeadLetters: a
 tenant's (or one job's) dead executions, newest ``finished_at`` first, as a
