@@ -1,0 +1,192 @@
+/**
+ * Errors raised by the Tickwheel client.
+ *
+ * Every failed RPC surfaces as one {@link TickwheelError} carrying the gRPC
+ * status code, the server's message, and the structured details the server
+ * put in the `grpc-status-details-bin` trailer (a `google.rpc.Status`):
+ * `BadRequest` field violations for INVALID_ARGUMENT, `PreconditionFailure`
+ * for FAILED_PRECONDITION and `QuotaFailure` for RESOURCE_EXHAUSTED.
+ */
+
+import { create, createRegistry, fromBinary, type Message } from "@bufbuild/protobuf";
+import { AnySchema, anyUnpack, type Any } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
+
+import {
+  BadRequestSchema,
+  DebugInfoSchema,
+  ErrorInfoSchema,
+  PreconditionFailureSchema,
+  QuotaFailureSchema,
+  ResourceInfoSchema,
+  RetryInfoSchema,
+  type BadRequest,
+} from "./gen/google/rpc/error_details_pb.js";
+import { StatusSchema } from "./gen/google/rpc/status_pb.js";
+
+export { Code };
+
+/** The canonical gRPC name of each status code (`INVALID_ARGUMENT`, ...). */
+const CODE_NAMES: Record<Code, string> = {
+  [Code.Canceled]: "CANCELLED",
+  [Code.Unknown]: "UNKNOWN",
+  [Code.InvalidArgument]: "INVALID_ARGUMENT",
+  [Code.DeadlineExceeded]: "DEADLINE_EXCEEDED",
+  [Code.NotFound]: "NOT_FOUND",
+  [Code.AlreadyExists]: "ALREADY_EXISTS",
+  [Code.PermissionDenied]: "PERMISSION_DENIED",
+  [Code.ResourceExhausted]: "RESOURCE_EXHAUSTED",
+  [Code.FailedPrecondition]: "FAILED_PRECONDITION",
+  [Code.Aborted]: "ABORTED",
+  [Code.OutOfRange]: "OUT_OF_RANGE",
+  [Code.Unimplemented]: "UNIMPLEMENTED",
+  [Code.Internal]: "INTERNAL",
+  [Code.Unavailable]: "UNAVAILABLE",
+  [Code.DataLoss]: "DATA_LOSS",
+  [Code.Unauthenticated]: "UNAUTHENTICATED",
+};
+
+/** The canonical gRPC name of `code`, for example `INVALID_ARGUMENT`. */
+export function codeName(code: Code): string {
+  return CODE_NAMES[code] ?? `CODE_${code}`;
+}
+
+/**
+ * One invalid field of a request, from a `google.rpc.BadRequest`. `field` is
+ * the path within the request (`job.schedule.cron.expression`),
+ * `description` says what is wrong with it.
+ */
+export interface FieldViolation {
+  readonly field: string;
+  readonly description: string;
+}
+
+/**
+ * A call to a Tickwheel server failed.
+ *
+ * `message` is one line: `CODE: field: description; ...` followed by the
+ * server's message in parentheses when it adds something, or
+ * `CODE: message` when there are no violations.
+ */
+export class TickwheelError extends Error {
+  override readonly name = "TickwheelError";
+  /** The status code (`Code.InvalidArgument`, ...). */
+  readonly code: Code;
+  /** The status message as the server sent it (may be empty). */
+  readonly serverMessage: string;
+  /** The BadRequest violations, in the server's order; empty when it sent none. */
+  readonly fieldViolations: readonly FieldViolation[];
+  /**
+   * Every detail the server attached, unpacked where the type is known
+   * (`BadRequest`, `PreconditionFailure`, `QuotaFailure`, `ErrorInfo`, ...),
+   * otherwise the raw `google.protobuf.Any`.
+   */
+  readonly details: readonly (Message | Any)[];
+
+  constructor(
+    code: Code,
+    serverMessage = "",
+    fieldViolations: readonly FieldViolation[] = [],
+    details: readonly (Message | Any)[] = [],
+    options?: { cause?: unknown },
+  ) {
+    super(oneLine(code, serverMessage, fieldViolations), options);
+    this.code = code;
+    this.serverMessage = serverMessage;
+    this.fieldViolations = Object.freeze([...fieldViolations]);
+    this.details = Object.freeze([...details]);
+  }
+
+  /** The status code's canonical gRPC name, for example `INVALID_ARGUMENT`. */
+  get codeName(): string {
+    return codeName(this.code);
+  }
+
+  /** The violation of `field`, if the server named it. */
+  violation(field: string): FieldViolation | undefined {
+    return this.fieldViolations.find((v) => v.field === field);
+  }
+
+  /**
+   * Builds the error from anything a Connect call throws. A `ConnectError`
+   * keeps its code and message, and its details come from the
+   * `grpc-status-details-bin` trailer; anything else becomes UNKNOWN (or
+   * CANCELLED for an abort). A malformed details trailer is ignored rather
+   * than masking the status code.
+   */
+  static from(reason: unknown): TickwheelError {
+    if (reason instanceof TickwheelError) {
+      return reason;
+    }
+    const error = ConnectError.from(reason);
+    const details = statusDetails(error);
+    const violations: FieldViolation[] = [];
+    for (const detail of details) {
+      if (isBadRequest(detail)) {
+        for (const v of detail.fieldViolations) {
+          violations.push({ field: v.field, description: v.description });
+        }
+      }
+    }
+    return new TickwheelError(error.code, error.rawMessage, violations, details, { cause: reason });
+  }
+}
+
+const KNOWN_DETAILS = createRegistry(
+  BadRequestSchema,
+  PreconditionFailureSchema,
+  QuotaFailureSchema,
+  ErrorInfoSchema,
+  RetryInfoSchema,
+  ResourceInfoSchema,
+  DebugInfoSchema,
+);
+
+function isBadRequest(detail: Message | Any): detail is BadRequest {
+  return detail.$typeName === BadRequestSchema.typeName;
+}
+
+/**
+ * The details of `google.rpc.Status` in the error's `grpc-status-details-bin`
+ * trailer (base64, padded or not), each unpacked when its type is known.
+ * Without that trailer, the details Connect parsed are used; none when both
+ * are absent or unreadable.
+ */
+function statusDetails(error: ConnectError): (Message | Any)[] {
+  const header = error.metadata.get("grpc-status-details-bin");
+  let anys: Any[] = [];
+  if (header !== null) {
+    try {
+      anys = fromBinary(StatusSchema, Buffer.from(header, "base64")).details;
+    } catch {
+      anys = [];
+    }
+  } else {
+    // Details of errors made locally carry messages, not bytes: none from the wire.
+    anys = error.details.flatMap((d) =>
+      "type" in d ? [create(AnySchema, { typeUrl: `type.googleapis.com/${d.type}`, value: d.value })] : [],
+    );
+  }
+  const out: (Message | Any)[] = [];
+  for (const any of anys) {
+    let unpacked: Message | undefined;
+    try {
+      unpacked = anyUnpack(any, KNOWN_DETAILS);
+    } catch {
+      unpacked = undefined;
+    }
+    out.push(unpacked ?? any);
+  }
+  return out;
+}
+
+function oneLine(code: Code, message: string, violations: readonly FieldViolation[]): string {
+  const flat = message.split(/\s+/).filter(Boolean).join(" ");
+  let text = violations.map((v) => (v.field ? `${v.field}: ${v.description}` : v.description)).join("; ");
+  if (!text) {
+    text = flat || "(no message)";
+  } else if (flat && !text.includes(flat)) {
+    text = `${text} (${flat})`;
+  }
+  return `${codeName(code)}: ${text}`;
+}
