@@ -26,6 +26,8 @@ import pytest
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc, execution_pb2, job_pb2
 
 from tests.support.server import REPO, running_server
+from tickwheel import AsyncClient, TlsOptions
+from tickwheel_server.config import TlsConfig
 
 pytestmark = [pytest.mark.postgres, pytest.mark.etcd]
 
@@ -73,6 +75,29 @@ async def cluster(postgres_url: str, etcd_endpoint: str):
             "apiKey": tenant.api_key.secret,
             "workerCredential": credential.credential.secret,
         }
+
+
+def _openssl(folder: Path, *args: str) -> None:
+    subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A throwaway CA, a server certificate for 127.0.0.1 and a client certificate (openssl)."""
+    _tool("openssl")
+    folder = tmp_path_factory.mktemp("ts-pki")
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    _openssl(folder, "req", "-x509", "-new", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=ts-ca",
+             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    for name, extensions in (
+        ("server", "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"),
+        ("client", "extendedKeyUsage=clientAuth\n"),
+    ):
+        (folder / f"{name}.ext").write_text(extensions)
+        _openssl(folder, "req", "-new", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
+        _openssl(folder, "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                 "-days", "2", "-out", f"{name}.pem", "-extfile", f"{name}.ext")
+    return {name: folder / name for name in ("ca.pem", "server.pem", "server.key", "client.pem", "client.key")}
 
 
 async def scenario(name: str, config: dict) -> dict:
@@ -188,6 +213,23 @@ async def test_a_permanent_error_dead_letters_after_one_attempt(built_sdk, clust
     assert execution["status"] == "DEAD"
     assert [a["error"] for a in execution["attempts"]] == ["the payload can never work"]
     assert "permanent" in execution["deadReason"]
+
+
+async def test_client_and_worker_over_mutual_tls(built_sdk, postgres_url, etcd_endpoint, pki) -> None:
+    tls = TlsConfig(str(pki["server.pem"]), str(pki["server.key"]), client_ca_file=str(pki["ca.pem"]))
+    client_tls = TlsOptions.from_files(pki["ca.pem"], pki["client.pem"], pki["client.key"])
+    async with running_server(postgres_url, etcd_endpoint, tls=tls) as running:
+        async with AsyncClient(running.address, admin_token=running.admin_token, tls=client_tls) as admin:
+            api_key = (await admin.admin.create_tenant("acme")).api_key.secret
+            secret = (await admin.admin.issue_worker_credential(["acme"])).credential.secret
+        out = await scenario("tls", {
+            "address": running.address, "apiKey": api_key, "workerCredential": secret, "leadSeconds": 2,
+            "tls": {"ca": str(pki["ca.pem"]), "cert": str(pki["client.pem"]), "key": str(pki["client.key"])},
+        })  # fmt: skip
+    [execution] = out["executions"]
+    assert execution["status"] == "SUCCEEDED" and execution["attempts"][0]["workerId"] == "ts-tls"
+    assert len(out["invocations"]) == 1
+    assert out["refusals"] == {"withoutCertificate": "UNAVAILABLE", "plaintext": "UNAVAILABLE"}
 
 
 async def test_client_errors_carry_the_code_and_the_field(built_sdk, cluster) -> None:

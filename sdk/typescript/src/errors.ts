@@ -113,12 +113,20 @@ export class TickwheelError extends Error {
    * `grpc-status-details-bin` trailer; anything else becomes UNKNOWN (or
    * CANCELLED for an abort). A malformed details trailer is ignored rather
    * than masking the status code.
+   *
+   * A failure to reach the server or to keep the connection (refused, reset,
+   * DNS, a TLS handshake the server rejects, a session torn down under the
+   * call) is UNAVAILABLE, as gRPC reports it, whatever Node and Connect
+   * called it (ABORTED for a reset, INTERNAL for TLS, CANCELLED for a stream
+   * the peer reset): that is the code retries look for, and they repeat only
+   * calls that are safe to repeat.
    */
   static from(reason: unknown): TickwheelError {
     if (reason instanceof TickwheelError) {
       return reason;
     }
     const error = ConnectError.from(reason);
+    const code = isConnectionFailure(error) ? Code.Unavailable : error.code;
     const details = statusDetails(error);
     const violations: FieldViolation[] = [];
     for (const detail of details) {
@@ -128,8 +136,32 @@ export class TickwheelError extends Error {
         }
       }
     }
-    return new TickwheelError(error.code, error.rawMessage, violations, details, { cause: reason });
+    return new TickwheelError(code, error.rawMessage, violations, details, { cause: reason });
   }
+}
+
+/** Node error codes of a connection that could not be made or did not last. */
+const CONNECTION_ERROR_CODES =
+  /^(ECONN|EPIPE$|ETIMEDOUT$|EHOSTUNREACH$|ENETUNREACH$|ENOTFOUND$|EAI_AGAIN$|ERR_SSL_|ERR_TLS_|ERR_HTTP2_(GOAWAY|SESSION|STREAM_CANCEL|INVALID_SESSION|ERROR)|ERR_STREAM_DESTROYED$|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT$|SELF_SIGNED_CERT_IN_CHAIN$)/;
+
+/** True when `error` was made by the client's transport because the connection failed, not sent by a server. */
+function isConnectionFailure(error: ConnectError): boolean {
+  if (error.isWireError || ![Code.Canceled, Code.Internal, Code.Aborted, Code.Unknown].includes(error.code)) {
+    return false;
+  }
+  // The peer reset the stream or tore the session down; an abort by the caller carries its own reason.
+  if (error.code === Code.Canceled && /^http\/2 stream closed with error code CANCEL\b/.test(error.rawMessage)) {
+    return true;
+  }
+  const seen = new Set<unknown>();
+  for (let cause: unknown = error; cause instanceof Error && !seen.has(cause); cause = cause.cause) {
+    seen.add(cause);
+    const nodeCode = (cause as { code?: unknown }).code;
+    if (typeof nodeCode === "string" && CONNECTION_ERROR_CODES.test(nodeCode)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 const KNOWN_DETAILS = createRegistry(

@@ -62,7 +62,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { Attempt, HANDLER_NAME, keyOf, type Handler, type Key } from "./attempt.js";
 import { reconnectDelayMs } from "./backoff.js";
 import { systemClock, type Clock } from "./clock.js";
-import { codeName } from "./errors.js";
+import { TickwheelError } from "./errors.js";
 import {
   ExecutionResultSchema,
   PullRequestSchema,
@@ -453,14 +453,11 @@ export class Worker {
       return;
     }
     if (error instanceof ConnectError) {
-      if (FATAL_CODES.has(error.code)) {
-        throw new WorkerFatalError(
-          `${this.address} refused the worker: ${codeName(error.code)}: ${error.rawMessage}`,
-          error.code,
-          { cause: error },
-        );
+      const status = TickwheelError.from(error);
+      if (FATAL_CODES.has(status.code)) {
+        throw new WorkerFatalError(`${this.address} refused the worker: ${status.message}`, status.code, { cause: error });
       }
-      this.log.warn(`stream to ${this.address} failed: ${codeName(error.code)}: ${error.rawMessage}`);
+      this.log.warn(`stream to ${this.address} failed: ${status.message}`);
       return;
     }
     // A runtime bug must not kill the worker: keep serving.

@@ -20,9 +20,11 @@ import {
   cronJob,
   onceJob,
   retryPolicy,
+  tlsFromFiles,
   type Execution,
   type Handler,
   type JobContext,
+  type TlsOptions,
 } from "../../src/index.js";
 
 interface Config {
@@ -37,6 +39,12 @@ interface Config {
   progressEveryMs?: number;
   /** How long to wait for the execution to end, in milliseconds. */
   waitMs?: number;
+  /** PEM files: the CA that signs the server's certificate, and the client's certificate and key. */
+  tls?: { ca?: string; cert?: string; key?: string };
+}
+
+function tlsOf(config: Config): { tls?: TlsOptions } {
+  return config.tls === undefined ? {} : { tls: tlsFromFiles(config.tls) };
 }
 
 interface Invocation {
@@ -117,8 +125,9 @@ async function runOneOff(
   handler: Handler,
   job: { payload: string; retry?: ReturnType<typeof retryPolicy>; timeoutMs?: number },
 ) {
-  const client = new TickwheelClient({ address: config.address, apiKey: config.apiKey });
+  const client = new TickwheelClient({ address: config.address, apiKey: config.apiKey, ...tlsOf(config) });
   const worker = new Worker({
+    ...tlsOf(config),
     address: config.address,
     credential: config.workerCredential,
     workerId,
@@ -212,6 +221,32 @@ const scenarios: Record<string, (config: Config) => Promise<unknown>> = {
       throw new PermanentError("the payload can never work");
     }, { payload: "broken", retry: retryPolicy({ maxAttempts: 3, initialBackoffMs: 100, maxBackoffMs: 200 }) });
     return { ...outcome, invocations };
+  },
+
+  /** Over mutual TLS: a job runs in the worker; clients without the client certificate are refused. */
+  async tls(config) {
+    const invocations: Invocation[] = [];
+    const outcome = await runOneOff(config, "ts-tls", "ts.tls", (ctx) => {
+      invocations.push(invocationOf(ctx));
+      return "over tls";
+    }, { payload: "tls" });
+    const refusals: Record<string, string> = {};
+    const others: Record<string, TlsOptions | undefined> = {
+      withoutCertificate: tlsFromFiles({ ...(config.tls?.ca ? { ca: config.tls.ca } : {}) }),
+      plaintext: undefined,
+    };
+    for (const [name, tls] of Object.entries(others)) {
+      const other = new TickwheelClient({ address: config.address, apiKey: config.apiKey, retries: 0, timeoutMs: 5000, ...(tls ? { tls } : {}) });
+      try {
+        await other.listJobs();
+        refusals[name] = "accepted";
+      } catch (error) {
+        refusals[name] = error instanceof TickwheelError ? error.codeName : String(error);
+      } finally {
+        other.close();
+      }
+    }
+    return { ...outcome, invocations, refusals };
   },
 
   /** A wrong API key: the client's error carries UNAUTHENTICATED. */

@@ -146,6 +146,19 @@ describe("TickwheelError", () => {
     assert.equal(error.message, "NOT_FOUND: no such job");
   });
 
+  test("a connection that failed or broke is UNAVAILABLE, whatever Node called it", () => {
+    const reset = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" });
+    assert.equal(TickwheelError.from(new ConnectError("reset", Code.Aborted, undefined, undefined, reset)).codeName, "UNAVAILABLE");
+    const tls = Object.assign(new Error("certificate required"), { code: "ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED" });
+    assert.equal(TickwheelError.from(new ConnectError("tls", Code.Internal, undefined, undefined, tls)).codeName, "UNAVAILABLE");
+    assert.equal(TickwheelError.from(new ConnectError("http/2 stream closed with error code CANCEL (0x8)", Code.Canceled)).codeName, "UNAVAILABLE");
+    // What a server said stays what it said.
+    const wire = new ConnectError("http/2 stream closed with error code CANCEL (0x8)", Code.Canceled);
+    wire.isWireError = true;
+    assert.equal(TickwheelError.from(wire).codeName, "CANCELLED");
+    assert.equal(TickwheelError.from(new ConnectError("stuck", Code.Internal)).codeName, "INTERNAL");
+  });
+
   test("anything else is UNKNOWN, an abort CANCELLED", () => {
     assert.equal(TickwheelError.from(new Error("boom")).codeName, "UNKNOWN");
     const abort = new DOMException("stop", "AbortError");
