@@ -36,12 +36,15 @@ from .dispatcher.ownership import PartitionOwnership
 from .gateway.gateway import Gateway
 from .ids import to_us
 from .reaper import SERVERS_PREFIX, Reaper, session_name
+from .store.alerts import AlertStore, dead_letter_alert, poison_alert
 from .store.cluster import database_now, ensure_cluster
 from .store.credentials import WorkerCredentialStore
+from .store.deadletters import DeadLetterStore
 from .store.dispatch import DispatchStore
-from .store.handout import HandoutStore
+from .store.handout import DeadLetter, HandoutStore
 from .store.history import HistoryStore
 from .store.jobs import JobStore
+from .store.manual import ManualStore
 from .store.partitions import PartitionStore
 from .store.tenants import TenantStore
 from .store.tzdata import TzdataStore
@@ -69,6 +72,9 @@ class Stores:
     dispatch: DispatchStore
     handout: HandoutStore
     partitions: PartitionStore
+    alerts: AlertStore
+    dead_letters: DeadLetterStore
+    manual: ManualStore
 
 
 class TickwheelServer:
@@ -117,14 +123,32 @@ class TickwheelServer:
                 "cluster %s has %d partitions (fixed at creation); ignoring partition_count=%d",
                 cluster.cluster_id, cluster.partition_count, config.partition_count,
             )
+        alerts = AlertStore(self.engine, self.clock)
+
+        def raise_dead_letter_alert(conn, letter: DeadLetter) -> None:
+            """In the transaction that dead-letters the execution: its alert commits with it."""
+            if letter.poison:
+                alert = poison_alert(
+                    execution_id=letter.execution_id, job_id=letter.job_id, tenant=letter.tenant, reason=letter.reason
+                )
+            else:
+                alert = dead_letter_alert(
+                    execution_id=letter.execution_id, job_id=letter.job_id, tenant=letter.tenant,
+                    reason=letter.reason, error=letter.error,
+                )
+            alerts.raise_in(conn, alert)
+
         self.stores = Stores(
             tenants=TenantStore(self.engine, self.clock),
             workers=WorkerCredentialStore(self.engine, self.clock),
             jobs=JobStore(self.engine, self.clock, partition_count=cluster.partition_count),
             history=HistoryStore(self.engine, self.clock),
             dispatch=DispatchStore(self.engine, self.clock),
-            handout=HandoutStore(self.engine, self.clock),
+            handout=HandoutStore(self.engine, self.clock, on_dead_letter=raise_dead_letter_alert),
             partitions=PartitionStore(self.engine, self.clock),
+            alerts=alerts,
+            dead_letters=DeadLetterStore(self.engine, self.clock, alerts),
+            manual=ManualStore(self.engine, self.clock),
         )
         self.tzdata = TzdataStore(self.engine, self.clock)
         if self._lease_store is None:
@@ -188,13 +212,17 @@ class TickwheelServer:
         )
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0), ("grpc.keepalive_time_ms", 30_000)])
         scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
-            SchedulerServicer(auth, self.stores.jobs, self.clock, self.stores.history), server
+            SchedulerServicer(
+                auth, self.stores.jobs, self.clock, self.stores.history, self.stores.dead_letters,
+                manual=self.stores.manual, target_policy=config.target_policy, on_ready=self._ready_now,
+            ),
+            server,
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.worker_servicer, server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(
             AdminServicer(
                 auth, self.stores.tenants, self.stores.workers, self.stores.jobs, self.info, self.connections,
-                self.stores.partitions, self.tzdata,
+                self.stores.partitions, self.tzdata, alerts=self.stores.alerts,
             ),
             server,
         )
@@ -209,6 +237,7 @@ class TickwheelServer:
             asyncio.create_task(self.gateway.run(), name="tickwheel-gateway"),
             asyncio.create_task(self.gateway.run_liveness(), name="tickwheel-liveness"),
             asyncio.create_task(self.reaper.run(), name="tickwheel-reaper"),
+            asyncio.create_task(self.stores.alerts.run(), name="tickwheel-alerts"),
             asyncio.create_task(self.dispatcher.run(), name="tickwheel-dispatcher"),
             # In the background: start does not wait for a recompute.
             asyncio.create_task(self._recompute_tzdata(), name="tickwheel-tzdata"),
@@ -270,6 +299,10 @@ class TickwheelServer:
 
     def _session_hex(self) -> str:
         return session_name(self._session.id) if self._session is not None else ""
+
+    def _ready_now(self) -> None:
+        """An execution became ready through the API (trigger, backfill, replay): hand out now."""
+        self.gateway.wake()
 
     def _wheel_insert(self, retry) -> None:
         """A retry's ready instant goes into the timer wheel, like any due instant."""
@@ -334,6 +367,7 @@ class TickwheelServer:
         log.info("stopping: draining workers and calls (grace %.0f s)", grace)
         await self._health.enter_graceful_shutdown()
         await self.connections.drain(self.clock.now() + timedelta(seconds=grace), "server shutting down")
+        self.stores.alerts.close()  # every WatchAlerts stream ends with OK
         if self._grpc is not None:
             await self._grpc.stop(grace)
         for task in self._tasks:

@@ -19,6 +19,7 @@ With the configuration of `tickwheel server` (nothing allow-listed):
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import threading
 from collections.abc import Iterator
@@ -31,6 +32,7 @@ from tickwheel import AsyncClient, Client, TickwheelError, builders
 from tickwheel.v1 import job_pb2, worker_pb2
 
 from tests.support.server import running_server, start_server_process
+from tickwheel_server.dev import run_dev
 from tickwheel_server.targets import DEFAULT_POLICY, LOOPBACK_NETWORKS, TargetPolicy
 from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig
 from tickwheel_worker.http_target import HttpCall, build_request
@@ -260,3 +262,37 @@ def test_localhost_resolved_for_real_is_refused_with_its_addresses_named(recorde
     assert recorder.requests == []
     allowed = HttpCall(request, timeout=WAIT, address_policy=TargetPolicy.allowing(LOOPBACK_NETWORKS)).run()
     assert allowed.outcome == worker_pb2.RESULT_OUTCOME_SUCCEEDED and recorder.requests == ["/hook"]
+
+
+def test_tickwheel_server_allow_list_lets_its_networks_be_written(tmp_path) -> None:
+    server = start_server_process(
+        tmp_path, "--store", f"sqlite:///{tmp_path / 'store.db'}", "--etcd", "memory", "--migrate",
+        "--allow-target-network", "10.0.0.0/8",
+    )  # fmt: skip
+    try:
+        with Client(server.address, admin_token=server.admin_token) as admin:
+            api_key = admin.admin.create_tenant("acme").api_key.secret
+        at = datetime.now(timezone.utc) + timedelta(hours=1)
+        with Client(server.address, api_key) as client:
+            assert client.create_job(builders.once_job("lan", at, url="http://10.0.0.8/hook")).job.id
+            with pytest.raises(TickwheelError) as refused:
+                client.create_job(builders.once_job("meta", at, url="http://169.254.169.254/"))
+            assert [v.field for v in refused.value.field_violations] == ["job.target.http.url"]
+    finally:
+        assert server.terminate() == 0, server.log()
+
+
+async def test_tickwheel_dev_calls_a_target_on_loopback(tmp_path, recorder) -> None:
+    ready, stop = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(run_dev("127.0.0.1:0", tmp_path, ready=ready, stop=stop))
+    try:
+        await asyncio.wait_for(ready.wait(), WAIT)
+        credentials = json.loads((tmp_path / "dev-credentials.json").read_text())
+        async with AsyncClient(credentials["address"], credentials["api_key"]) as client:
+            job = builders.once_job("local", datetime.now(timezone.utc), url=f"http://127.0.0.1:{recorder.port}/hook")
+            execution = await wait_finished(client, (await client.create_job(job)).job.id)
+        assert execution.status == job_pb2.EXECUTION_STATUS_SUCCEEDED
+        assert recorder.requests == ["/hook"]
+    finally:
+        stop.set()
+        await task

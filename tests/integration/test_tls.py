@@ -27,6 +27,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tickwheel import AsyncClient, Client, TickwheelError, TlsOptions, builders
 from tickwheel.v1 import job_pb2
 
+from tests.integration.test_ssrf import wait_finished
 from tests.support.server import running_server, start_server_process
 from tickwheel_server.cli.main import main as tickwheel_cli
 from tickwheel_server.config import ConfigError, TlsConfig, add_server_arguments, load_server_config
@@ -307,3 +308,27 @@ def test_tls_options_refuse_what_is_not_pem(pki) -> None:
     with pytest.raises(ValueError, match="private_key: not PEM"):
         TlsOptions(certificate_chain=pki.client_cert.read_bytes(), private_key=pki.client_cert.read_bytes())
     assert "PRIVATE" not in repr(pki.tls(client=True))
+
+
+async def test_a_worker_connects_over_mutual_tls(tmp_path, pki) -> None:
+    async with running_server(f"sqlite:///{tmp_path / 'store.db'}", tls=server_tls(pki, mutual=True)) as running:
+        async with AsyncClient(running.address, admin_token=running.admin_token, tls=pki.tls(client=True)) as admin:
+            api_key = (await admin.admin.create_tenant("acme")).api_key.secret
+            secret = (await admin.admin.issue_worker_credential(["acme"])).credential.secret
+        registry = HandlerRegistry()
+        register_builtins(registry)
+        worker = Worker(WorkerConfig(
+            address=running.address, credential=secret, handlers=registry, http=False,
+            root_certificates=pki.ca.read_bytes(), certificate_chain=pki.client_cert.read_bytes(),
+            private_key=pki.client_key.read_bytes(),
+        ))
+        task = asyncio.create_task(worker.run())
+        try:
+            await asyncio.wait_for(worker.connected.wait(), WAIT)
+            async with AsyncClient(running.address, api_key, tls=pki.tls(client=True)) as client:
+                job = builders.once_job("echo", datetime.now(timezone.utc), handler="echo")
+                execution = await wait_finished(client, (await client.create_job(job)).job.id)
+            assert execution.status == job_pb2.EXECUTION_STATUS_SUCCEEDED
+        finally:
+            await worker.stop(1.0)
+            await asyncio.gather(task, return_exceptions=True)

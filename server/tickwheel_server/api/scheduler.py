@@ -5,14 +5,16 @@ beyond validation are pure functions below, table-testable without a store:
 which fields an update mask changes (:func:`update_paths`,
 :func:`merge_job`), where an updated job's cursor goes (:func:`plan_update`,
 :func:`next_cursor`) and what a paused span holds (:func:`paused_span`).
-RPCs whose machinery arrives later (trigger, backfill) are not overridden
-here and answer UNIMPLEMENTED.
+TriggerJob and BackfillJob create executions through
+:class:`~tickwheel_server.store.manual.ManualStore`; ``on_ready`` tells the
+server's gateway that something is ready now.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -21,7 +23,7 @@ from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from ..auth.authenticator import Authenticator
 from ..clock import Clock
-from ..errors import FieldViolation, InvalidArgument, VersionConflict
+from ..errors import FieldViolation, InvalidArgument, QuotaExceeded, VersionConflict
 from ..ids import new_job_id
 from ..jobspec import schedule_of
 from ..schedule import (
@@ -32,6 +34,8 @@ from ..store.alerts import AlertStore
 from ..store.deadletters import DeadLetterStore
 from ..store.history import HistoryStore
 from ..store.jobs import CursorView, JobRecord, JobStore, NewJob, Reschedule, SkippedSpan
+from ..store.manual import ManualStore
+from ..targets import DEFAULT_POLICY, TargetPolicy
 from . import convert, validate
 from .status import rpc
 
@@ -45,6 +49,23 @@ MAX_COUNTED_SKIPS = 100_000
 """A paused span is counted occurrence by occurrence up to this many (see :func:`paused_span`)."""
 MAX_REASON = 1024
 RESUME_TRIES = 3
+MAX_BACKFILL = 10_000
+"""Occurrences one BackfillJob call may cover (the CLI splits larger windows)."""
+
+
+def backfill_occurrences(schedule: Schedule, start: datetime, end: datetime, limit: int = MAX_BACKFILL) -> list[datetime]:
+    """The nominal instants of ``schedule`` in ``[start, end)``, oldest first;
+    InvalidArgument ``to_at`` when there are more than ``limit``."""
+    found: list[datetime] = []
+    after = start - timedelta(microseconds=1)
+    while True:
+        fire = next_fire(schedule, after)
+        if fire is None or fire.nominal_at >= end:
+            return found
+        if len(found) == limit:
+            raise InvalidArgument.field("to_at", f"the window holds more than {limit} occurrences: split it")
+        found.append(fire.nominal_at)
+        after = fire.nominal_at
 
 
 def fire_to_proto(fire: Fire) -> job_pb2.ScheduledFire:
@@ -268,10 +289,17 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         clock: Clock,
         history: HistoryStore | None = None,
         dead_letters: DeadLetterStore | None = None,
+        *,
+        manual: ManualStore | None = None,
+        target_policy: TargetPolicy = DEFAULT_POLICY,
+        on_ready: Callable[[], None] | None = None,
     ) -> None:
         self._auth = auth
         self._jobs = jobs
         self._clock = clock
+        self._target_policy = target_policy
+        self._manual = manual or ManualStore(jobs.engine, jobs.clock)
+        self._on_ready = on_ready or (lambda: None)
         # Without one given, history and dead letters go through the jobs
         # store's engine and clock (replays then resolve alerts through an
         # alert store of their own, which the server's watchers see at their
@@ -286,7 +314,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         tenant = await self._auth.tenant(context)
         request_id = validate.check_request_id(request.request_id)
         now = self._clock.now()
-        job = validate.normalise_job(request.job, now)
+        job = validate.normalise_job(request.job, now, target_policy=self._target_policy)
         job_id = new_job_id(now)
         schedule = schedule_of(job, job_id)
         try:
@@ -323,7 +351,68 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             later = upcoming(schedule, record.next_run_at, count - 1, runs_so_far=record.run_count + 1)
             first = Fire(record.next_run_at, record.next_due_at or record.next_run_at, _offset(schedule, record.next_run_at))
             next_runs = [fire_to_proto(f) for f in [first, *later]]
+        last = await self._history.last_run(tenant.name, record.id)
+        if last is not None:
+            job.last_run.CopyFrom(
+                job_pb2.LastRun(
+                    execution_id=last.id,
+                    nominal_at=convert.timestamp(last.nominal_at),
+                    status=convert.EXECUTION_STATUS_TO_PROTO[last.status],
+                    finished_at=convert.timestamp(last.finished_at),
+                    error=last.attempts[-1].error if last.attempts and last.status != "succeeded" else "",
+                )
+            )
         return scheduler_pb2.GetJobResponse(job=job, next_runs=next_runs)
+
+    @rpc
+    async def TriggerJob(self, request, context):
+        tenant = await self._auth.tenant(context)
+        job_id = _required(request.id, "id")
+        request_id = validate.check_request_id(request.request_id)
+        payload = request.payload if request.payload else None
+        if payload is not None and len(payload) > tenant.max_payload_bytes:
+            raise QuotaExceeded(tenant.name, "max_payload_bytes", tenant.max_payload_bytes,
+                                f"payload of {len(payload)} bytes is over the limit")
+        execution, created = await self._manual.trigger(tenant.name, job_id, request_id, payload)
+        if created:
+            self._on_ready()
+        return scheduler_pb2.TriggerJobResponse(execution=convert.execution_to_proto(execution), created=created)
+
+    @rpc
+    async def BackfillJob(self, request, context):
+        tenant = await self._auth.tenant(context)
+        job_id = _required(request.id, "id")
+        now = self._clock.now()
+        violations = []
+        if not request.HasField("from_at"):
+            violations.append(FieldViolation("from_at", "required"))
+        if not request.HasField("to_at"):
+            violations.append(FieldViolation("to_at", "required"))
+        if violations:
+            raise InvalidArgument(violations)
+        start, end = convert.instant(request.from_at), convert.instant(request.to_at)
+        if end <= start:
+            raise InvalidArgument.field("to_at", "must be after from_at")
+        if end > now:
+            raise InvalidArgument.field("to_at", "must not be in the future: the dispatcher runs what is still to come")
+        record = await self._jobs.get(tenant.name, job_id)
+        schedule = schedule_of(job_pb2.Job.FromString(record.spec), record.id)
+        nominals = await asyncio.to_thread(backfill_occurrences, schedule, start, end)
+        result = await self._manual.backfill(tenant.name, job_id, nominals, dry_run=request.dry_run)
+        if result.created and not request.dry_run:
+            self._on_ready()
+        return scheduler_pb2.BackfillJobResponse(
+            occurrences=[
+                scheduler_pb2.BackfillOccurrence(
+                    execution_id=item.execution_id,
+                    nominal_at=convert.timestamp(item.nominal_at),
+                    already_exists=item.already_exists,
+                )
+                for item in result.occurrences
+            ],
+            created_count=result.created,
+            existing_count=result.existing,
+        )
 
     @rpc
     async def ListJobs(self, request, context):
@@ -380,7 +469,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         if record.version != version:
             raise VersionConflict(f"job {job_id!r}", version, record.version)
         stored = job_pb2.Job.FromString(record.spec)
-        job = validate.normalise_job(merge_job(stored, request.job, paths), now)
+        job = validate.normalise_job(merge_job(stored, request.job, paths), now, target_policy=self._target_policy)
         if job == stored:
             return scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(record))
         plan = await asyncio.to_thread(plan_update, record, stored, job, now)
