@@ -35,6 +35,7 @@ from .dispatcher.dispatcher import Dispatcher
 from .dispatcher.ownership import PartitionOwnership
 from .gateway.gateway import Gateway
 from .ids import to_us
+from .lateness import LatenessStore, LatenessWatch
 from .reaper import SERVERS_PREFIX, Reaper, session_name
 from .store.alerts import AlertStore, dead_letter_alert, poison_alert
 from .store.cluster import database_now, ensure_cluster
@@ -183,6 +184,7 @@ class TickwheelServer:
             self.stores.handout, self._lease_store, lambda: self._session, self.clock,
             server_id=self.server_id, grace=config.session_ttl,
             on_requeued=lambda requeued: self.gateway.wake(),
+            duties=[LatenessWatch(LatenessStore(self.engine, self.clock), self.stores.alerts, self.clock).check_once],
         )
         self.dispatcher = Dispatcher(self.stores.dispatch, self.ownership, self.wheel, self.clock)
 

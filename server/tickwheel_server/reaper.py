@@ -14,6 +14,9 @@ requeued in batches, same id, the next hand-out being delivery + 1. These
 requeues do not count towards the poison cap: the server died, not
 necessarily the worker.
 
+The leader also runs the cluster's other periodic ``duties`` (such as the
+"it didn't run" lateness check) once per pass: work one server should do.
+
 The election only avoids duplicated work: every requeue is conditional on
 the row still being ``running`` under the dead owner (and takes rows with
 ``SKIP LOCKED``), so two reapers at once, or a reaper racing a
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from .clock import Clock
 from .lease import LeaseStore, LeaseStoreError, Session
@@ -56,6 +59,7 @@ class Reaper:
         interval: float = 2.0,
         batch: int = 1000,
         on_requeued: Callable[[list[Retry]], None] | None = None,
+        duties: Sequence[Callable[[], Awaitable[object]]] = (),
     ) -> None:
         self._store = store
         self._leases = leases
@@ -66,6 +70,7 @@ class Reaper:
         self._interval = interval
         self._batch = batch
         self._on_requeued = on_requeued
+        self._duties = list(duties)
         self._dead_since: dict[str, float] = {}
         self.leading = False
         self.reaped = 0
@@ -89,6 +94,11 @@ class Reaper:
                         await self.reap_once()
                     except Exception:
                         log.exception("reaper pass failed; retrying")
+                    for duty in self._duties:
+                        try:
+                            await duty()
+                        except Exception:
+                            log.exception("cluster duty %s failed; retrying", getattr(duty, "__qualname__", duty))
                     await self._sleep_or_lost(ownership.lost)
             finally:
                 self.leading = False
