@@ -37,7 +37,7 @@ from .gateway.gateway import Gateway
 from .ids import to_us
 from .lateness import LatenessStore, LatenessWatch
 from .reaper import SERVERS_PREFIX, Reaper, session_name
-from .store.alerts import AlertStore, dead_letter_alert, poison_alert
+from .store.alerts import AlertStore, NewAlert, dead_letter_alert, poison_alert
 from .store.cluster import database_now, ensure_cluster
 from .store.credentials import WorkerCredentialStore
 from .store.deadletters import DeadLetterStore
@@ -267,7 +267,6 @@ class TickwheelServer:
             log.exception("tzdata %s: recomputing stored next runs failed", version)
             return
         if shifted:
-            # Becomes an ALERT_KIND_TZDATA_SHIFT alert when the alert store exists.
             old = ",".join(sorted({run.old_version for run in shifted}))
             shown = "; ".join(
                 f"job {run.job_id} ({run.tenant}) {_rfc3339(run.old_next_run_at)} → {_rfc3339(run.new_next_run_at)}"
@@ -275,6 +274,16 @@ class TickwheelServer:
             )
             more = f"; … and {len(shifted) - 100} more" if len(shifted) > 100 else ""
             log.warning("tzdata %s→%s shifted %d runs: %s%s", old, version, len(shifted), shown, more)
+            try:
+                await self.stores.alerts.raise_alert(
+                    NewAlert(
+                        key=f"tzdata_shift:{old}->{version}", kind="tzdata_shift", severity="warning",
+                        summary=f"time-zone rules {old}→{version} moved the next run of {len(shifted)} jobs",
+                        server_id=self.server_id, details={"shifted": str(len(shifted)), "runs": shown[:4000]},
+                    )
+                )
+            except Exception:
+                log.exception("cannot raise the tzdata shift alert")
         elif examined:
             log.info("tzdata %s: %d jobs recomputed, no next run moved", version, examined)
 

@@ -65,7 +65,7 @@ async def test_recompute_schedules(tmp_path):
         assert versions == [tzdata_version()]
 
 
-async def test_start_recomputes_jobs_of_another_release_and_logs_the_shift(tmp_path, caplog):
+async def test_start_recomputes_jobs_of_another_release_and_logs_and_alerts_the_shift(tmp_path, caplog):
     """A job recorded by release "2026a" (fingerprints never recorded: every
     zone may have changed) whose stored cursor is off by 30 minutes."""
     from datetime import datetime, timedelta, timezone
@@ -110,6 +110,12 @@ async def test_start_recomputes_jobs_of_another_release_and_logs_the_shift(tmp_p
             await asyncio.sleep(0.05)
         with running.server.engine.connect() as conn:
             row = conn.execute(sa.select(jobs).where(jobs.c.id == ident)).one()
+        for _ in range(200):
+            alert = await running.server.stores.alerts.get(f"tzdata_shift:2026a->{tzdata_version()}")
+            if alert is not None:
+                break
+            await asyncio.sleep(0.05)
+    assert alert is not None and alert.kind == "tzdata_shift" and alert.details["shifted"] == "1"
     assert (row.next_run_at, row.tzdata_version) == (to_us(right), tzdata_version())
     assert lines == [
         f"tzdata 2026a→{tzdata_version()} shifted 1 runs: job {ident} (acme) "
