@@ -148,8 +148,89 @@ setup_node() {
     echo "$want" >"$stamp"
 }
 
+# ------------------------------------------ Go and Java (sdk/go, sdk/java)
+# The Go SDK's modules and its code generators (protoc-gen-go and
+# protoc-gen-go-grpc at the versions sdk/go/go.mod pins, built into
+# sdk/go/.tools) come from the Go module proxy; the Java SDK's dependencies
+# and its code generators (protoc and protoc-gen-grpc-java at the versions
+# sdk/java/pom.xml pins, copied into sdk/java/.tools) from Maven Central. Each
+# is fetched again only when go.mod/go.sum or pom.xml changed or a tool is
+# missing. The module cache and ~/.m2 are only caches: deleting them costs a
+# download, nothing else.
+
+# The go command: the toolchain fetched below when there is one, else on
+# PATH, else where the Go distribution installs itself. The SDK tests look in
+# the same places.
+find_go() {
+    [[ -x sdk/go/.tools/go ]] && echo "$REPO_ROOT/sdk/go/.tools/go" && return 0
+    command -v go 2>/dev/null && return 0
+    [[ -x /usr/local/go/bin/go ]] && echo /usr/local/go/bin/go
+}
+
+# True when the Go at $1 is at least version $2 (as go.mod writes it: 1.26.0).
+go_at_least() {
+    local have
+    have=$("$1" env GOVERSION 2>/dev/null) || have=$("$1" version | awk '{print $3}')
+    have=${have#go}
+    [[ "$(printf '%s\n%s\n' "$2" "$have" | sort -V | head -n1)" == "$2" ]]
+}
+
+setup_go_java() {
+    local go want stamp tools
+    # Go: Debian's golang-go (1.19) when there is none, and when the Go found
+    # is older than go.mod asks, the toolchain module the go command itself
+    # would fetch (golang.org/toolchain, from the module proxy); Go before 1.21
+    # cannot fetch it by itself.
+    want=$(sed -n 's/^go \([0-9][0-9.]*\)$/\1/p' sdk/go/go.mod)
+    go=$(find_go) || true
+    if [[ -z "$go" ]]; then
+        command -v apt-get >/dev/null || die "Go is missing and this is not a Debian-like system"
+        log "installing golang-go"
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends golang-go
+        go=$(command -v go)
+    fi
+    if ! go_at_least "$go" "$want"; then
+        local module="golang.org/toolchain@v0.0.1-go$want.linux-amd64" dir
+        log "Go $want needed; fetching $module"
+        dir=$(cd "${TMPDIR:-/tmp}" && "$go" mod download -json "$module" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+        [[ -n "$dir" ]] || die "could not fetch $module"
+        # Module zips keep no exec bits.
+        chmod -R u+w "$dir" && chmod +x "$dir"/bin/* "$dir"/pkg/tool/*/*
+        mkdir -p sdk/go/.tools && ln -sfn "$dir/bin/go" sdk/go/.tools/go
+        go="$REPO_ROOT/sdk/go/.tools/go"
+    fi
+    stamp=sdk/go/.tools/.tickwheel-install-stamp
+    want=$( { sha256sum sdk/go/go.mod sdk/go/go.sum; "$go" version; } | sha256sum | cut -c1-64)
+    if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" || ! -x sdk/go/.tools/protoc-gen-go || ! -x sdk/go/.tools/protoc-gen-go-grpc ]]; then
+        log "fetching sdk/go's modules and building its code generators (go mod download, go install tool)"
+        (cd sdk/go && "$go" mod download && GOBIN="$REPO_ROOT/sdk/go/.tools" "$go" install tool)
+        echo "$want" >"$stamp"
+    fi
+
+    # Java: Debian's JDK and Maven when either is missing.
+    if ! command -v mvn >/dev/null || ! command -v javac >/dev/null; then
+        command -v apt-get >/dev/null || die "Maven or a JDK is missing and this is not a Debian-like system"
+        log "installing maven and default-jdk-headless"
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends maven default-jdk-headless
+    fi
+    stamp=sdk/java/.tools/.tickwheel-install-stamp
+    want=$(sha256sum sdk/java/pom.xml | cut -c1-64)
+    tools=(sdk/java/.tools/protoc sdk/java/.tools/protoc-gen-grpc-java)
+    if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" || ! -x "${tools[0]}" || ! -x "${tools[1]}" ]]; then
+        # go-offline takes most of what the build needs; the first build
+        # fetches the few plugin parts it cannot foresee.
+        log "fetching sdk/java's Maven dependencies and code generators (dependency:go-offline, dependency:copy@codegen-tools)"
+        mvn -q -B -Dstyle.color=never -f sdk/java/pom.xml dependency:go-offline dependency:copy@codegen-tools
+        chmod +x "${tools[@]}"
+        echo "$want" >"$stamp"
+    fi
+}
+
 # --dev: only what `tickwheel dev` needs (Python and the venv); the tests and
-# code generation also need PostgreSQL, etcd and the npm packages.
+# code generation also need PostgreSQL, etcd, the npm packages and the Go and
+# Java toolchains.
 if [[ "${1:-}" == "--dev" ]]; then
     have_python || install_debian_packages
     setup_venv
@@ -157,5 +238,6 @@ else
     install_debian_packages
     setup_venv
     setup_node
+    setup_go_java
 fi
 log "ready: $VENV"

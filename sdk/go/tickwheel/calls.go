@@ -1,0 +1,100 @@
+package tickwheel
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	tickwheelv1 "github.com/tickwheel/tickwheel/sdk/go/gen/tickwheel/v1"
+)
+
+// repeatable says, for every SchedulerService RPC, whether an attempt that
+// failed with a retryable status may be sent again with this request. An RPC
+// missing here is never retried (a test checks that every RPC of the service
+// has an entry, so a new one forces a decision).
+var repeatable = map[string]func(request any) bool{
+	tickwheelv1.SchedulerService_CreateJob_FullMethodName:        hasRequestID,
+	tickwheelv1.SchedulerService_GetJob_FullMethodName:           always,
+	tickwheelv1.SchedulerService_ListJobs_FullMethodName:         always,
+	tickwheelv1.SchedulerService_UpdateJob_FullMethodName:        never,
+	tickwheelv1.SchedulerService_DeleteJob_FullMethodName:        never,
+	tickwheelv1.SchedulerService_PauseJob_FullMethodName:         never,
+	tickwheelv1.SchedulerService_ResumeJob_FullMethodName:        never,
+	tickwheelv1.SchedulerService_TriggerJob_FullMethodName:       hasRequestID,
+	tickwheelv1.SchedulerService_BackfillJob_FullMethodName:      isDryRun,
+	tickwheelv1.SchedulerService_PreviewSchedule_FullMethodName:  always,
+	tickwheelv1.SchedulerService_GetExecution_FullMethodName:     always,
+	tickwheelv1.SchedulerService_ListExecutions_FullMethodName:   always,
+	tickwheelv1.SchedulerService_CancelExecution_FullMethodName:  never,
+	tickwheelv1.SchedulerService_ListDeadLetters_FullMethodName:  always,
+	tickwheelv1.SchedulerService_ReplayDeadLetter_FullMethodName: never,
+}
+
+func always(any) bool { return true }
+func never(any) bool  { return false }
+
+func hasRequestID(request any) bool {
+	r, ok := request.(interface{ GetRequestId() string })
+	return ok && r.GetRequestId() != ""
+}
+
+func isDryRun(request any) bool {
+	r, ok := request.(interface{ GetDryRun() bool })
+	return ok && r.GetDryRun()
+}
+
+// retryDelay is how long to wait before attempt attempt+1, and false to give
+// up: when the status is not retryable, the call is not safe to repeat, the
+// attempts are spent, or the wait would end past the deadline.
+func (c *Client) retryDelay(method string, request any, err *Error, attempt int, deadline time.Time, hasDeadline bool) (time.Duration, bool) {
+	retry := c.settings.retry
+	safe := repeatable[method]
+	if !retry.retryable(err.Code) || safe == nil || !safe(request) || attempt >= retry.MaxAttempts {
+		return 0, false
+	}
+	delay := retry.Backoff(attempt, c.settings.rand())
+	if hasDeadline && !time.Now().Add(delay).Before(deadline) {
+		return 0, false
+	}
+	return delay, true
+}
+
+// intercept is the client's unary interceptor: it adds the API key, bounds
+// the call (every attempt and wait) by the client's timeout, retries as
+// retryDelay allows, and turns a failure into an *Error.
+func (c *Client) intercept(ctx context.Context, method string, request, reply any, conn *grpc.ClientConn, invoke grpc.UnaryInvoker, options ...grpc.CallOption) error {
+	if c.settings.apiKey != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.settings.apiKey)
+	}
+	if c.settings.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.settings.timeout)
+		defer cancel()
+	}
+	deadline, hasDeadline := ctx.Deadline()
+	for attempt := 1; ; attempt++ {
+		err := invoke(ctx, method, request, reply, conn, options...)
+		if err == nil {
+			return nil
+		}
+		failure := AsError(err)
+		delay, again := c.retryDelay(method, request, failure, attempt, deadline, hasDeadline)
+		if !again || !c.settings.sleep(ctx.Done(), delay) {
+			return failure
+		}
+	}
+}
+
+// sleepOrDone waits d, or until done closes; false when done closed first.
+func sleepOrDone(done <-chan struct{}, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-done:
+		return false
+	}
+}

@@ -1,0 +1,549 @@
+package dev.tickwheel;
+
+import dev.tickwheel.SchedulerRpcs.Rpc;
+import dev.tickwheel.v1.BackfillJobRequest;
+import dev.tickwheel.v1.BackfillJobResponse;
+import dev.tickwheel.v1.CancelExecutionRequest;
+import dev.tickwheel.v1.CancelExecutionResponse;
+import dev.tickwheel.v1.CreateJobRequest;
+import dev.tickwheel.v1.CreateJobResponse;
+import dev.tickwheel.v1.DeleteJobRequest;
+import dev.tickwheel.v1.DeleteJobResponse;
+import dev.tickwheel.v1.Execution;
+import dev.tickwheel.v1.GetExecutionRequest;
+import dev.tickwheel.v1.GetExecutionResponse;
+import dev.tickwheel.v1.GetJobRequest;
+import dev.tickwheel.v1.GetJobResponse;
+import dev.tickwheel.v1.Job;
+import dev.tickwheel.v1.ListDeadLettersRequest;
+import dev.tickwheel.v1.ListDeadLettersResponse;
+import dev.tickwheel.v1.ListExecutionsRequest;
+import dev.tickwheel.v1.ListExecutionsResponse;
+import dev.tickwheel.v1.ListJobsRequest;
+import dev.tickwheel.v1.ListJobsResponse;
+import dev.tickwheel.v1.PauseJobRequest;
+import dev.tickwheel.v1.PauseJobResponse;
+import dev.tickwheel.v1.PreviewScheduleRequest;
+import dev.tickwheel.v1.PreviewScheduleResponse;
+import dev.tickwheel.v1.ReplayDeadLetterRequest;
+import dev.tickwheel.v1.ReplayDeadLetterResponse;
+import dev.tickwheel.v1.ResumeJobRequest;
+import dev.tickwheel.v1.ResumeJobResponse;
+import dev.tickwheel.v1.ScheduledFire;
+import dev.tickwheel.v1.SchedulerServiceGrpc;
+import dev.tickwheel.v1.SchedulerServiceGrpc.SchedulerServiceBlockingStub;
+import dev.tickwheel.v1.TriggerJobRequest;
+import dev.tickwheel.v1.TriggerJobResponse;
+import dev.tickwheel.v1.UpdateJobRequest;
+import dev.tickwheel.v1.UpdateJobResponse;
+import io.grpc.Channel;
+import io.grpc.ChannelCredentials;
+import io.grpc.Deadline;
+import io.grpc.Grpc;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.ManagedChannelBuilder;
+import io.grpc.ManagedChannelRegistry;
+import io.grpc.Metadata;
+import io.grpc.StatusRuntimeException;
+import io.grpc.stub.MetadataUtils;
+import java.time.Duration;
+import java.util.Iterator;
+import java.util.List;
+import java.util.NoSuchElementException;
+import java.util.Objects;
+import java.util.UUID;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.function.DoubleSupplier;
+import java.util.function.Function;
+
+/**
+ * A blocking SchedulerService client for one Tickwheel server address, over the generated {@code
+ * dev.tickwheel.v1} stubs.
+ *
+ * <p>Each method sends its request with {@code authorization: Bearer <API key>} within the
+ * client's deadline and returns the response message unchanged. A failed call throws {@link
+ * TickwheelException}, carrying the status code and the BadRequest field violations.
+ *
+ * <p>Retries: UNAVAILABLE (by default) is retried with exponential backoff and full jitter, within
+ * the deadline, and only for calls that are safe to repeat: reads, CreateJob and TriggerJob (a
+ * request id makes them idempotent; the client generates one when the request has none), and dry
+ * runs. Other writes fail on the first error.
+ *
+ * <pre>{@code
+ * try (TickwheelClient client = TickwheelClient.builder("127.0.0.1:50051").apiKey(key).build()) {
+ *   Job job = Jobs.cron("nightly-report", "0 2 * * *", "Europe/London", Jobs.handler("reports.nightly"))
+ *       .setRetryPolicy(Jobs.retry(3, Duration.ofSeconds(1), Duration.ofMinutes(1)))
+ *       .build();
+ *   String id = client.createJob(job).getJob().getId();
+ *   for (Execution execution : client.executions(id)) { ... }
+ * }
+ * }</pre>
+ *
+ * <p>It is safe to share between threads. Close it to close the channel it opened.
+ */
+public final class TickwheelClient implements AutoCloseable {
+  /** How the client waits between retries. */
+  @FunctionalInterface
+  interface Sleeper {
+    void sleep(Duration duration) throws InterruptedException;
+  }
+
+  private static final String USER_AGENT = "tickwheel-java";
+  private static final Metadata.Key<String> AUTHORIZATION =
+      Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
+
+  private final ManagedChannel ownedChannel;
+  private final SchedulerServiceBlockingStub stub;
+  private final Duration timeout;
+  private final RetryOptions retry;
+  private final Sleeper sleeper;
+  private final DoubleSupplier random;
+
+  private TickwheelClient(Builder builder) {
+    Channel channel = builder.channel;
+    if (channel == null) {
+      ChannelCredentials credentials =
+          builder.tls == null
+              ? InsecureChannelCredentials.create()
+              : builder.tls.channelCredentials();
+      ManagedChannelBuilder<?> channelBuilder;
+      try {
+        channelBuilder = Grpc.newChannelBuilder(builder.address, credentials);
+      } catch (ManagedChannelRegistry.ProviderNotFoundException e) {
+        // What the transport could not use, typically a certificate or key that does not parse.
+        throw new IllegalArgumentException("cannot open a channel: " + e.getMessage(), e);
+      }
+      channelBuilder.userAgent(USER_AGENT);
+      if (builder.tls != null) {
+        builder.tls.serverName().ifPresent(channelBuilder::overrideAuthority);
+      }
+      ownedChannel = channelBuilder.build();
+      channel = ownedChannel;
+    } else {
+      ownedChannel = null;
+    }
+    SchedulerServiceBlockingStub blocking = SchedulerServiceGrpc.newBlockingStub(channel);
+    if (builder.apiKey != null) {
+      Metadata headers = new Metadata();
+      headers.put(AUTHORIZATION, "Bearer " + builder.apiKey);
+      blocking = blocking.withInterceptors(MetadataUtils.newAttachHeadersInterceptor(headers));
+    }
+    this.stub = blocking;
+    this.timeout = builder.timeout;
+    this.retry = builder.retry;
+    this.sleeper = builder.sleeper;
+    this.random = builder.random;
+  }
+
+  /** A builder for a client of {@code address} ({@code host:port}). */
+  public static Builder builder(String address) {
+    Objects.requireNonNull(address, "address");
+    if (address.isEmpty()) {
+      throw new IllegalArgumentException("an address (host:port) is required");
+    }
+    return new Builder(address, null);
+  }
+
+  /**
+   * A builder for a client over an existing channel, which the client shares and does not close
+   * (TLS options do not apply: the channel has its own).
+   */
+  public static Builder builder(Channel channel) {
+    return new Builder(null, Objects.requireNonNull(channel, "channel"));
+  }
+
+  /** A fresh request id (a random UUID), valid for CreateJob and TriggerJob. */
+  public static String newRequestId() {
+    return UUID.randomUUID().toString();
+  }
+
+  /** How long each call may take in total, retries and waits included; null means no deadline. */
+  public Duration timeout() {
+    return timeout;
+  }
+
+  /** The retry options in force. */
+  public RetryOptions retryOptions() {
+    return retry;
+  }
+
+  /** Closes the channel the client opened (not one it was given), waiting up to 5 s. */
+  @Override
+  public void close() {
+    if (ownedChannel == null) {
+      return;
+    }
+    ownedChannel.shutdown();
+    try {
+      if (!ownedChannel.awaitTermination(5, TimeUnit.SECONDS)) {
+        ownedChannel.shutdownNow();
+      }
+    } catch (InterruptedException e) {
+      ownedChannel.shutdownNow();
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  // --- SchedulerService ---------------------------------------------------------------------
+
+  /**
+   * Creates the job with a fresh request id and computes its first run; see {@link
+   * #createJob(CreateJobRequest)}.
+   */
+  public CreateJobResponse createJob(Job job) {
+    return createJob(CreateJobRequest.newBuilder().setJob(job).build());
+  }
+
+  /**
+   * Creates the job and computes its first run. Returns the job as stored (id, state, {@code
+   * next_run_at}) and {@code created}, false when the request id had been seen and the existing
+   * job is returned.
+   *
+   * <p>The request id makes the call idempotent for 24 hours. When it is empty a fresh one is
+   * used: this call's own retries are then safe, but running your program twice creates two jobs,
+   * so set a stable id where that matters. Retried. INVALID_ARGUMENT names the offending field
+   * ({@code job.schedule.cron.expression}).
+   */
+  public CreateJobResponse createJob(CreateJobRequest request) {
+    if (request.getRequestId().isEmpty()) {
+      request = request.toBuilder().setRequestId(newRequestId()).build();
+    }
+    return invoke(SchedulerRpcs.CREATE_JOB, request);
+  }
+
+  /** The job with its last outcome and its five upcoming fires. Retried. */
+  public GetJobResponse getJob(String jobId) {
+    return getJob(GetJobRequest.newBuilder().setId(jobId).build());
+  }
+
+  /**
+   * The job with its last outcome and its upcoming fires ({@code next_runs}, default 5, at most
+   * 100). NOT_FOUND for an unknown id or another tenant's job. Retried.
+   */
+  public GetJobResponse getJob(GetJobRequest request) {
+    return invoke(SchedulerRpcs.GET_JOB, request);
+  }
+
+  /**
+   * One page of the tenant's jobs, ordered by id ({@code next_page_token} empty on the last page);
+   * {@link #jobs} walks every page. Retried.
+   */
+  public ListJobsResponse listJobs(ListJobsRequest request) {
+    return invoke(SchedulerRpcs.LIST_JOBS, request);
+  }
+
+  /**
+   * Changes the fields of the job named in the update mask (empty: every mutable field). The
+   * job's id and version (as last read) are required: FAILED_PRECONDITION when the stored version
+   * moved on. Executions not yet started are canceled. Never retried.
+   */
+  public UpdateJobResponse updateJob(UpdateJobRequest request) {
+    return invoke(SchedulerRpcs.UPDATE_JOB, request);
+  }
+
+  /**
+   * Deletes the job and cancels its executions that have not started; history stays for the
+   * retention window. A non-zero version must equal the stored one. Never retried.
+   */
+  public DeleteJobResponse deleteJob(DeleteJobRequest request) {
+    return invoke(SchedulerRpcs.DELETE_JOB, request);
+  }
+
+  /** Stops creating occurrences and cancels executions that have not started. Never retried. */
+  public PauseJobResponse pauseJob(PauseJobRequest request) {
+    return invoke(SchedulerRpcs.PAUSE_JOB, request);
+  }
+
+  /**
+   * Resumes a paused job at its next future occurrence; the paused span comes back as one skip
+   * range. Never retried.
+   */
+  public ResumeJobResponse resumeJob(ResumeJobRequest request) {
+    return invoke(SchedulerRpcs.RESUME_JOB, request);
+  }
+
+  /**
+   * Runs the job now, once per request id: the execution id is {@code <job id>:trigger:<request
+   * id>}. An empty request id gets a fresh one. Retried.
+   */
+  public TriggerJobResponse triggerJob(TriggerJobRequest request) {
+    if (request.getRequestId().isEmpty()) {
+      request = request.toBuilder().setRequestId(newRequestId()).build();
+    }
+    return invoke(SchedulerRpcs.TRIGGER_JOB, request);
+  }
+
+  /**
+   * Creates the occurrences the schedule had in {@code [from_at, to_at)} with their normal ids,
+   * so a repeated or overlapping backfill never duplicates. A dry run creates nothing and returns
+   * what a real run would. Retried only when a dry run.
+   */
+  public BackfillJobResponse backfillJob(BackfillJobRequest request) {
+    return invoke(SchedulerRpcs.BACKFILL_JOB, request);
+  }
+
+  /**
+   * The next fires of a saved job or of an unsaved one; {@link #preview} and {@link #nextRuns}
+   * are the one-line forms. Retried.
+   */
+  public PreviewScheduleResponse previewSchedule(PreviewScheduleRequest request) {
+    return invoke(SchedulerRpcs.PREVIEW_SCHEDULE, request);
+  }
+
+  /**
+   * The next {@code count} fires (0: the server's default, 5) after now of an unsaved job: its
+   * schedule, DST policy, jitter, start, end and max runs are used, and its id (may be empty)
+   * seeds {@code H} and jitter.
+   */
+  public List<ScheduledFire> preview(Job job, int count) {
+    return previewSchedule(PreviewScheduleRequest.newBuilder().setJob(job).setCount(count).build())
+        .getFiresList();
+  }
+
+  /** The next {@code count} fires of a saved job after now. */
+  public List<ScheduledFire> nextRuns(String jobId, int count) {
+    return previewSchedule(
+            PreviewScheduleRequest.newBuilder().setJobId(jobId).setCount(count).build())
+        .getFiresList();
+  }
+
+  /** One execution with its attempts. Retried. */
+  public GetExecutionResponse getExecution(String executionId) {
+    return invoke(
+        SchedulerRpcs.GET_EXECUTION, GetExecutionRequest.newBuilder().setId(executionId).build());
+  }
+
+  /**
+   * One page of a job's history, newest nominal instant first, each execution with its attempts,
+   * and the skip ranges overlapping the page; {@link #executions} walks every page. Retried.
+   */
+  public ListExecutionsResponse listExecutions(ListExecutionsRequest request) {
+    return invoke(SchedulerRpcs.LIST_EXECUTIONS, request);
+  }
+
+  /**
+   * Cancels an execution: a waiting one at once, a running one through its worker.
+   * FAILED_PRECONDITION when it had already ended. Never retried.
+   */
+  public CancelExecutionResponse cancelExecution(CancelExecutionRequest request) {
+    return invoke(SchedulerRpcs.CANCEL_EXECUTION, request);
+  }
+
+  /** One page of the tenant's dead executions, newest first. Retried. */
+  public ListDeadLettersResponse listDeadLetters(ListDeadLettersRequest request) {
+    return invoke(SchedulerRpcs.LIST_DEAD_LETTERS, request);
+  }
+
+  /** Starts a fresh attempt series for a DEAD execution, with the same id. Never retried. */
+  public ReplayDeadLetterResponse replayDeadLetter(ReplayDeadLetterRequest request) {
+    return invoke(SchedulerRpcs.REPLAY_DEAD_LETTER, request);
+  }
+
+  // --- every page -----------------------------------------------------------------------------
+
+  /** A job's whole history, newest first, fetching pages as the iteration asks for them. */
+  public Iterable<Execution> executions(String jobId) {
+    return executions(ListExecutionsRequest.newBuilder().setJobId(jobId).build());
+  }
+
+  /** Every execution {@link #listExecutions} would list for {@code request}, across pages. */
+  public Iterable<Execution> executions(ListExecutionsRequest request) {
+    return () ->
+        new Pages<>(
+            token -> listExecutions(request.toBuilder().setPageToken(token).build()),
+            ListExecutionsResponse::getExecutionsList,
+            ListExecutionsResponse::getNextPageToken,
+            request.getPageToken());
+  }
+
+  /** Every job {@link #listJobs} would list for {@code request}, across pages. */
+  public Iterable<Job> jobs(ListJobsRequest request) {
+    return () ->
+        new Pages<>(
+            token -> listJobs(request.toBuilder().setPageToken(token).build()),
+            ListJobsResponse::getJobsList,
+            ListJobsResponse::getNextPageToken,
+            request.getPageToken());
+  }
+
+  /** Every dead execution {@link #listDeadLetters} would list for {@code request}. */
+  public Iterable<Execution> deadLetters(ListDeadLettersRequest request) {
+    return () ->
+        new Pages<>(
+            token -> listDeadLetters(request.toBuilder().setPageToken(token).build()),
+            ListDeadLettersResponse::getExecutionsList,
+            ListDeadLettersResponse::getNextPageToken,
+            request.getPageToken());
+  }
+
+  /** Items across pages, following next_page_token until it is empty. */
+  private static final class Pages<Page, Item> implements Iterator<Item> {
+    private final Function<String, Page> fetch;
+    private final Function<Page, List<Item>> items;
+    private final Function<Page, String> nextToken;
+    private String token;
+    private Iterator<Item> current = List.<Item>of().iterator();
+    private boolean last;
+
+    Pages(
+        Function<String, Page> fetch,
+        Function<Page, List<Item>> items,
+        Function<Page, String> nextToken,
+        String firstToken) {
+      this.fetch = fetch;
+      this.items = items;
+      this.nextToken = nextToken;
+      this.token = firstToken;
+    }
+
+    @Override
+    public boolean hasNext() {
+      while (!current.hasNext() && !last) {
+        Page page = fetch.apply(token);
+        current = items.apply(page).iterator();
+        String next = nextToken.apply(page);
+        if (!next.isEmpty() && next.equals(token)) {
+          throw new IllegalStateException("the server returned the same page token twice");
+        }
+        last = next.isEmpty();
+        token = next;
+      }
+      return current.hasNext();
+    }
+
+    @Override
+    public Item next() {
+      if (!hasNext()) {
+        throw new NoSuchElementException();
+      }
+      return current.next();
+    }
+  }
+
+  // --- sending --------------------------------------------------------------------------------
+
+  /**
+   * Sends {@code request} as {@code rpc}, retrying as the retry options and the RPC's idempotency
+   * allow, every attempt and wait within the client's timeout.
+   */
+  private <Req, Resp> Resp invoke(Rpc<Req, Resp> rpc, Req request) {
+    Deadline deadline =
+        timeout == null ? null : Deadline.after(timeout.toNanos(), TimeUnit.NANOSECONDS);
+    SchedulerServiceBlockingStub bounded = deadline == null ? stub : stub.withDeadline(deadline);
+    for (int attempt = 1; ; attempt++) {
+      TickwheelException failure;
+      try {
+        return rpc.send().apply(bounded, request);
+      } catch (StatusRuntimeException e) {
+        failure = TickwheelException.from(e);
+      }
+      Duration delay = retryDelay(rpc, request, failure, attempt, deadline);
+      if (delay == null) {
+        throw failure;
+      }
+      try {
+        sleeper.sleep(delay);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw failure;
+      }
+    }
+  }
+
+  /**
+   * How long to wait before attempt {@code attempt + 1}, or null to give up: when the status is
+   * not retryable, the call is not safe to repeat, the attempts are spent, or the wait would end
+   * past the deadline.
+   */
+  private <Req> Duration retryDelay(
+      Rpc<Req, ?> rpc, Req request, TickwheelException failure, int attempt, Deadline deadline) {
+    if (!retry.retryableCodes().contains(failure.code())
+        || !rpc.repeatable().test(request)
+        || attempt >= retry.maxAttempts()) {
+      return null;
+    }
+    Duration delay = retry.backoff(attempt, random.getAsDouble());
+    if (deadline != null && delay.toNanos() >= deadline.timeRemaining(TimeUnit.NANOSECONDS)) {
+      return null;
+    }
+    return delay;
+  }
+
+  /** Options of a {@link TickwheelClient}, checked as they are set. */
+  public static final class Builder {
+    private final String address;
+    private final Channel channel;
+    private String apiKey;
+    private TlsOptions tls;
+    private Duration timeout = Duration.ofSeconds(10);
+    private RetryOptions retry = RetryOptions.DEFAULT;
+    private Sleeper sleeper = duration -> TimeUnit.NANOSECONDS.sleep(duration.toNanos());
+    private DoubleSupplier random = () -> ThreadLocalRandom.current().nextDouble();
+
+    private Builder(String address, Channel channel) {
+      this.address = address;
+      this.channel = channel;
+    }
+
+    /**
+     * The tenant API key sent as {@code authorization: Bearer <key>} on every call; without one
+     * the server answers UNAUTHENTICATED.
+     */
+    public Builder apiKey(String apiKey) {
+      if (apiKey != null && !apiKey.isEmpty()) {
+        if (!apiKey.equals(apiKey.strip()) || apiKey.chars().anyMatch(c -> c < 0x20 || c == 0x7f)) {
+          throw new IllegalArgumentException(
+              "the API key must be one line without surrounding spaces");
+        }
+        this.apiKey = apiKey;
+      } else {
+        this.apiKey = null;
+      }
+      return this;
+    }
+
+    /** Connects over TLS (the default is plaintext). */
+    public Builder tls(TlsOptions tls) {
+      this.tls = tls;
+      return this;
+    }
+
+    /**
+     * How long each call may take in total, retries and their waits included (default 10 s);
+     * null means no deadline.
+     */
+    public Builder timeout(Duration timeout) {
+      if (timeout != null && (timeout.isNegative() || timeout.isZero())) {
+        throw new IllegalArgumentException("the timeout must be positive, or null for none");
+      }
+      this.timeout = timeout;
+      return this;
+    }
+
+    /** Replaces {@link RetryOptions#DEFAULT}; {@link RetryOptions#NONE} disables retries. */
+    public Builder retry(RetryOptions retry) {
+      this.retry = Objects.requireNonNull(retry, "retry");
+      return this;
+    }
+
+    Builder sleeper(Sleeper sleeper) {
+      this.sleeper = sleeper;
+      return this;
+    }
+
+    Builder random(DoubleSupplier random) {
+      this.random = random;
+      return this;
+    }
+
+    /**
+     * The client; it opens its channel now (unusable TLS material fails here, not on the first
+     * call) and connects on the first call.
+     */
+    public TickwheelClient build() {
+      return new TickwheelClient(this);
+    }
+  }
+}

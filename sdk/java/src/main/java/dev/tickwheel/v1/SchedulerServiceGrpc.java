@@ -1,0 +1,1794 @@
+package dev.tickwheel.v1;
+
+import static io.grpc.MethodDescriptor.generateFullMethodName;
+
+/**
+ * <pre>
+ * The tenant-facing API. Every call carries `authorization: Bearer &lt;API key&gt;`
+ * and sees only the jobs and executions of that key's tenant: another
+ * tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
+ * BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+ * (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
+ * is written when a call fails.
+ * </pre>
+ */
+@io.grpc.stub.annotations.GrpcGenerated
+public final class SchedulerServiceGrpc {
+
+  private SchedulerServiceGrpc() {}
+
+  public static final java.lang.String SERVICE_NAME = "tickwheel.v1.SchedulerService";
+
+  // Static method descriptors that strictly reflect the proto.
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.CreateJobRequest,
+      dev.tickwheel.v1.CreateJobResponse> getCreateJobMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "CreateJob",
+      requestType = dev.tickwheel.v1.CreateJobRequest.class,
+      responseType = dev.tickwheel.v1.CreateJobResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.CreateJobRequest,
+      dev.tickwheel.v1.CreateJobResponse> getCreateJobMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.CreateJobRequest, dev.tickwheel.v1.CreateJobResponse> getCreateJobMethod;
+    if ((getCreateJobMethod = SchedulerServiceGrpc.getCreateJobMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getCreateJobMethod = SchedulerServiceGrpc.getCreateJobMethod) == null) {
+          SchedulerServiceGrpc.getCreateJobMethod = getCreateJobMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.CreateJobRequest, dev.tickwheel.v1.CreateJobResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "CreateJob"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.CreateJobRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.CreateJobResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("CreateJob"))
+              .build();
+        }
+      }
+    }
+    return getCreateJobMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.GetJobRequest,
+      dev.tickwheel.v1.GetJobResponse> getGetJobMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "GetJob",
+      requestType = dev.tickwheel.v1.GetJobRequest.class,
+      responseType = dev.tickwheel.v1.GetJobResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.GetJobRequest,
+      dev.tickwheel.v1.GetJobResponse> getGetJobMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.GetJobRequest, dev.tickwheel.v1.GetJobResponse> getGetJobMethod;
+    if ((getGetJobMethod = SchedulerServiceGrpc.getGetJobMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getGetJobMethod = SchedulerServiceGrpc.getGetJobMethod) == null) {
+          SchedulerServiceGrpc.getGetJobMethod = getGetJobMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.GetJobRequest, dev.tickwheel.v1.GetJobResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "GetJob"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.GetJobRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.GetJobResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("GetJob"))
+              .build();
+        }
+      }
+    }
+    return getGetJobMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.ListJobsRequest,
+      dev.tickwheel.v1.ListJobsResponse> getListJobsMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "ListJobs",
+      requestType = dev.tickwheel.v1.ListJobsRequest.class,
+      responseType = dev.tickwheel.v1.ListJobsResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.ListJobsRequest,
+      dev.tickwheel.v1.ListJobsResponse> getListJobsMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.ListJobsRequest, dev.tickwheel.v1.ListJobsResponse> getListJobsMethod;
+    if ((getListJobsMethod = SchedulerServiceGrpc.getListJobsMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getListJobsMethod = SchedulerServiceGrpc.getListJobsMethod) == null) {
+          SchedulerServiceGrpc.getListJobsMethod = getListJobsMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.ListJobsRequest, dev.tickwheel.v1.ListJobsResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "ListJobs"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.ListJobsRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.ListJobsResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("ListJobs"))
+              .build();
+        }
+      }
+    }
+    return getListJobsMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.UpdateJobRequest,
+      dev.tickwheel.v1.UpdateJobResponse> getUpdateJobMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "UpdateJob",
+      requestType = dev.tickwheel.v1.UpdateJobRequest.class,
+      responseType = dev.tickwheel.v1.UpdateJobResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.UpdateJobRequest,
+      dev.tickwheel.v1.UpdateJobResponse> getUpdateJobMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.UpdateJobRequest, dev.tickwheel.v1.UpdateJobResponse> getUpdateJobMethod;
+    if ((getUpdateJobMethod = SchedulerServiceGrpc.getUpdateJobMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getUpdateJobMethod = SchedulerServiceGrpc.getUpdateJobMethod) == null) {
+          SchedulerServiceGrpc.getUpdateJobMethod = getUpdateJobMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.UpdateJobRequest, dev.tickwheel.v1.UpdateJobResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "UpdateJob"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.UpdateJobRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.UpdateJobResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("UpdateJob"))
+              .build();
+        }
+      }
+    }
+    return getUpdateJobMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.DeleteJobRequest,
+      dev.tickwheel.v1.DeleteJobResponse> getDeleteJobMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "DeleteJob",
+      requestType = dev.tickwheel.v1.DeleteJobRequest.class,
+      responseType = dev.tickwheel.v1.DeleteJobResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.DeleteJobRequest,
+      dev.tickwheel.v1.DeleteJobResponse> getDeleteJobMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.DeleteJobRequest, dev.tickwheel.v1.DeleteJobResponse> getDeleteJobMethod;
+    if ((getDeleteJobMethod = SchedulerServiceGrpc.getDeleteJobMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getDeleteJobMethod = SchedulerServiceGrpc.getDeleteJobMethod) == null) {
+          SchedulerServiceGrpc.getDeleteJobMethod = getDeleteJobMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.DeleteJobRequest, dev.tickwheel.v1.DeleteJobResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "DeleteJob"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.DeleteJobRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.DeleteJobResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("DeleteJob"))
+              .build();
+        }
+      }
+    }
+    return getDeleteJobMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.PauseJobRequest,
+      dev.tickwheel.v1.PauseJobResponse> getPauseJobMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "PauseJob",
+      requestType = dev.tickwheel.v1.PauseJobRequest.class,
+      responseType = dev.tickwheel.v1.PauseJobResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.PauseJobRequest,
+      dev.tickwheel.v1.PauseJobResponse> getPauseJobMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.PauseJobRequest, dev.tickwheel.v1.PauseJobResponse> getPauseJobMethod;
+    if ((getPauseJobMethod = SchedulerServiceGrpc.getPauseJobMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getPauseJobMethod = SchedulerServiceGrpc.getPauseJobMethod) == null) {
+          SchedulerServiceGrpc.getPauseJobMethod = getPauseJobMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.PauseJobRequest, dev.tickwheel.v1.PauseJobResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "PauseJob"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.PauseJobRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.PauseJobResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("PauseJob"))
+              .build();
+        }
+      }
+    }
+    return getPauseJobMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.ResumeJobRequest,
+      dev.tickwheel.v1.ResumeJobResponse> getResumeJobMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "ResumeJob",
+      requestType = dev.tickwheel.v1.ResumeJobRequest.class,
+      responseType = dev.tickwheel.v1.ResumeJobResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.ResumeJobRequest,
+      dev.tickwheel.v1.ResumeJobResponse> getResumeJobMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.ResumeJobRequest, dev.tickwheel.v1.ResumeJobResponse> getResumeJobMethod;
+    if ((getResumeJobMethod = SchedulerServiceGrpc.getResumeJobMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getResumeJobMethod = SchedulerServiceGrpc.getResumeJobMethod) == null) {
+          SchedulerServiceGrpc.getResumeJobMethod = getResumeJobMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.ResumeJobRequest, dev.tickwheel.v1.ResumeJobResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "ResumeJob"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.ResumeJobRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.ResumeJobResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("ResumeJob"))
+              .build();
+        }
+      }
+    }
+    return getResumeJobMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.TriggerJobRequest,
+      dev.tickwheel.v1.TriggerJobResponse> getTriggerJobMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "TriggerJob",
+      requestType = dev.tickwheel.v1.TriggerJobRequest.class,
+      responseType = dev.tickwheel.v1.TriggerJobResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.TriggerJobRequest,
+      dev.tickwheel.v1.TriggerJobResponse> getTriggerJobMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.TriggerJobRequest, dev.tickwheel.v1.TriggerJobResponse> getTriggerJobMethod;
+    if ((getTriggerJobMethod = SchedulerServiceGrpc.getTriggerJobMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getTriggerJobMethod = SchedulerServiceGrpc.getTriggerJobMethod) == null) {
+          SchedulerServiceGrpc.getTriggerJobMethod = getTriggerJobMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.TriggerJobRequest, dev.tickwheel.v1.TriggerJobResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "TriggerJob"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.TriggerJobRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.TriggerJobResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("TriggerJob"))
+              .build();
+        }
+      }
+    }
+    return getTriggerJobMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.BackfillJobRequest,
+      dev.tickwheel.v1.BackfillJobResponse> getBackfillJobMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "BackfillJob",
+      requestType = dev.tickwheel.v1.BackfillJobRequest.class,
+      responseType = dev.tickwheel.v1.BackfillJobResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.BackfillJobRequest,
+      dev.tickwheel.v1.BackfillJobResponse> getBackfillJobMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.BackfillJobRequest, dev.tickwheel.v1.BackfillJobResponse> getBackfillJobMethod;
+    if ((getBackfillJobMethod = SchedulerServiceGrpc.getBackfillJobMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getBackfillJobMethod = SchedulerServiceGrpc.getBackfillJobMethod) == null) {
+          SchedulerServiceGrpc.getBackfillJobMethod = getBackfillJobMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.BackfillJobRequest, dev.tickwheel.v1.BackfillJobResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "BackfillJob"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.BackfillJobRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.BackfillJobResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("BackfillJob"))
+              .build();
+        }
+      }
+    }
+    return getBackfillJobMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.PreviewScheduleRequest,
+      dev.tickwheel.v1.PreviewScheduleResponse> getPreviewScheduleMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "PreviewSchedule",
+      requestType = dev.tickwheel.v1.PreviewScheduleRequest.class,
+      responseType = dev.tickwheel.v1.PreviewScheduleResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.PreviewScheduleRequest,
+      dev.tickwheel.v1.PreviewScheduleResponse> getPreviewScheduleMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.PreviewScheduleRequest, dev.tickwheel.v1.PreviewScheduleResponse> getPreviewScheduleMethod;
+    if ((getPreviewScheduleMethod = SchedulerServiceGrpc.getPreviewScheduleMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getPreviewScheduleMethod = SchedulerServiceGrpc.getPreviewScheduleMethod) == null) {
+          SchedulerServiceGrpc.getPreviewScheduleMethod = getPreviewScheduleMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.PreviewScheduleRequest, dev.tickwheel.v1.PreviewScheduleResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "PreviewSchedule"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.PreviewScheduleRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.PreviewScheduleResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("PreviewSchedule"))
+              .build();
+        }
+      }
+    }
+    return getPreviewScheduleMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.GetExecutionRequest,
+      dev.tickwheel.v1.GetExecutionResponse> getGetExecutionMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "GetExecution",
+      requestType = dev.tickwheel.v1.GetExecutionRequest.class,
+      responseType = dev.tickwheel.v1.GetExecutionResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.GetExecutionRequest,
+      dev.tickwheel.v1.GetExecutionResponse> getGetExecutionMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.GetExecutionRequest, dev.tickwheel.v1.GetExecutionResponse> getGetExecutionMethod;
+    if ((getGetExecutionMethod = SchedulerServiceGrpc.getGetExecutionMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getGetExecutionMethod = SchedulerServiceGrpc.getGetExecutionMethod) == null) {
+          SchedulerServiceGrpc.getGetExecutionMethod = getGetExecutionMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.GetExecutionRequest, dev.tickwheel.v1.GetExecutionResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "GetExecution"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.GetExecutionRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.GetExecutionResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("GetExecution"))
+              .build();
+        }
+      }
+    }
+    return getGetExecutionMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.ListExecutionsRequest,
+      dev.tickwheel.v1.ListExecutionsResponse> getListExecutionsMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "ListExecutions",
+      requestType = dev.tickwheel.v1.ListExecutionsRequest.class,
+      responseType = dev.tickwheel.v1.ListExecutionsResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.ListExecutionsRequest,
+      dev.tickwheel.v1.ListExecutionsResponse> getListExecutionsMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.ListExecutionsRequest, dev.tickwheel.v1.ListExecutionsResponse> getListExecutionsMethod;
+    if ((getListExecutionsMethod = SchedulerServiceGrpc.getListExecutionsMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getListExecutionsMethod = SchedulerServiceGrpc.getListExecutionsMethod) == null) {
+          SchedulerServiceGrpc.getListExecutionsMethod = getListExecutionsMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.ListExecutionsRequest, dev.tickwheel.v1.ListExecutionsResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "ListExecutions"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.ListExecutionsRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.ListExecutionsResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("ListExecutions"))
+              .build();
+        }
+      }
+    }
+    return getListExecutionsMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.CancelExecutionRequest,
+      dev.tickwheel.v1.CancelExecutionResponse> getCancelExecutionMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "CancelExecution",
+      requestType = dev.tickwheel.v1.CancelExecutionRequest.class,
+      responseType = dev.tickwheel.v1.CancelExecutionResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.CancelExecutionRequest,
+      dev.tickwheel.v1.CancelExecutionResponse> getCancelExecutionMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.CancelExecutionRequest, dev.tickwheel.v1.CancelExecutionResponse> getCancelExecutionMethod;
+    if ((getCancelExecutionMethod = SchedulerServiceGrpc.getCancelExecutionMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getCancelExecutionMethod = SchedulerServiceGrpc.getCancelExecutionMethod) == null) {
+          SchedulerServiceGrpc.getCancelExecutionMethod = getCancelExecutionMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.CancelExecutionRequest, dev.tickwheel.v1.CancelExecutionResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "CancelExecution"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.CancelExecutionRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.CancelExecutionResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("CancelExecution"))
+              .build();
+        }
+      }
+    }
+    return getCancelExecutionMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.ListDeadLettersRequest,
+      dev.tickwheel.v1.ListDeadLettersResponse> getListDeadLettersMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "ListDeadLetters",
+      requestType = dev.tickwheel.v1.ListDeadLettersRequest.class,
+      responseType = dev.tickwheel.v1.ListDeadLettersResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.ListDeadLettersRequest,
+      dev.tickwheel.v1.ListDeadLettersResponse> getListDeadLettersMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.ListDeadLettersRequest, dev.tickwheel.v1.ListDeadLettersResponse> getListDeadLettersMethod;
+    if ((getListDeadLettersMethod = SchedulerServiceGrpc.getListDeadLettersMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getListDeadLettersMethod = SchedulerServiceGrpc.getListDeadLettersMethod) == null) {
+          SchedulerServiceGrpc.getListDeadLettersMethod = getListDeadLettersMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.ListDeadLettersRequest, dev.tickwheel.v1.ListDeadLettersResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "ListDeadLetters"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.ListDeadLettersRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.ListDeadLettersResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("ListDeadLetters"))
+              .build();
+        }
+      }
+    }
+    return getListDeadLettersMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.ReplayDeadLetterRequest,
+      dev.tickwheel.v1.ReplayDeadLetterResponse> getReplayDeadLetterMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "ReplayDeadLetter",
+      requestType = dev.tickwheel.v1.ReplayDeadLetterRequest.class,
+      responseType = dev.tickwheel.v1.ReplayDeadLetterResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.ReplayDeadLetterRequest,
+      dev.tickwheel.v1.ReplayDeadLetterResponse> getReplayDeadLetterMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.ReplayDeadLetterRequest, dev.tickwheel.v1.ReplayDeadLetterResponse> getReplayDeadLetterMethod;
+    if ((getReplayDeadLetterMethod = SchedulerServiceGrpc.getReplayDeadLetterMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getReplayDeadLetterMethod = SchedulerServiceGrpc.getReplayDeadLetterMethod) == null) {
+          SchedulerServiceGrpc.getReplayDeadLetterMethod = getReplayDeadLetterMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.ReplayDeadLetterRequest, dev.tickwheel.v1.ReplayDeadLetterResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "ReplayDeadLetter"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.ReplayDeadLetterRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.ReplayDeadLetterResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("ReplayDeadLetter"))
+              .build();
+        }
+      }
+    }
+    return getReplayDeadLetterMethod;
+  }
+
+  /**
+   * Creates a new async stub that supports all call types for the service
+   */
+  public static SchedulerServiceStub newStub(io.grpc.Channel channel) {
+    io.grpc.stub.AbstractStub.StubFactory<SchedulerServiceStub> factory =
+      new io.grpc.stub.AbstractStub.StubFactory<SchedulerServiceStub>() {
+        @java.lang.Override
+        public SchedulerServiceStub newStub(io.grpc.Channel channel, io.grpc.CallOptions callOptions) {
+          return new SchedulerServiceStub(channel, callOptions);
+        }
+      };
+    return SchedulerServiceStub.newStub(factory, channel);
+  }
+
+  /**
+   * Creates a new blocking-style stub that supports all types of calls on the service
+   */
+  public static SchedulerServiceBlockingV2Stub newBlockingV2Stub(
+      io.grpc.Channel channel) {
+    io.grpc.stub.AbstractStub.StubFactory<SchedulerServiceBlockingV2Stub> factory =
+      new io.grpc.stub.AbstractStub.StubFactory<SchedulerServiceBlockingV2Stub>() {
+        @java.lang.Override
+        public SchedulerServiceBlockingV2Stub newStub(io.grpc.Channel channel, io.grpc.CallOptions callOptions) {
+          return new SchedulerServiceBlockingV2Stub(channel, callOptions);
+        }
+      };
+    return SchedulerServiceBlockingV2Stub.newStub(factory, channel);
+  }
+
+  /**
+   * Creates a new blocking-style stub that supports unary and streaming output calls on the service
+   */
+  public static SchedulerServiceBlockingStub newBlockingStub(
+      io.grpc.Channel channel) {
+    io.grpc.stub.AbstractStub.StubFactory<SchedulerServiceBlockingStub> factory =
+      new io.grpc.stub.AbstractStub.StubFactory<SchedulerServiceBlockingStub>() {
+        @java.lang.Override
+        public SchedulerServiceBlockingStub newStub(io.grpc.Channel channel, io.grpc.CallOptions callOptions) {
+          return new SchedulerServiceBlockingStub(channel, callOptions);
+        }
+      };
+    return SchedulerServiceBlockingStub.newStub(factory, channel);
+  }
+
+  /**
+   * Creates a new ListenableFuture-style stub that supports unary calls on the service
+   */
+  public static SchedulerServiceFutureStub newFutureStub(
+      io.grpc.Channel channel) {
+    io.grpc.stub.AbstractStub.StubFactory<SchedulerServiceFutureStub> factory =
+      new io.grpc.stub.AbstractStub.StubFactory<SchedulerServiceFutureStub>() {
+        @java.lang.Override
+        public SchedulerServiceFutureStub newStub(io.grpc.Channel channel, io.grpc.CallOptions callOptions) {
+          return new SchedulerServiceFutureStub(channel, callOptions);
+        }
+      };
+    return SchedulerServiceFutureStub.newStub(factory, channel);
+  }
+
+  /**
+   * <pre>
+   * The tenant-facing API. Every call carries `authorization: Bearer &lt;API key&gt;`
+   * and sees only the jobs and executions of that key's tenant: another
+   * tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
+   * BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+   * (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
+   * is written when a call fails.
+   * </pre>
+   */
+  public interface AsyncService {
+
+    /**
+     * <pre>
+     * Creates a job and computes its first run. Idempotent by `request_id`: the
+     * same request id returns the job the first call created and writes
+     * nothing. The job is durable before the reply.
+     * </pre>
+     */
+    default void createJob(dev.tickwheel.v1.CreateJobRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.CreateJobResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getCreateJobMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Returns a job with its next runs and its last outcome.
+     * </pre>
+     */
+    default void getJob(dev.tickwheel.v1.GetJobRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.GetJobResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getGetJobMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Lists the tenant's jobs, ordered by id, paged.
+     * </pre>
+     */
+    default void listJobs(dev.tickwheel.v1.ListJobsRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.ListJobsResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getListJobsMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Changes a job. The request's `job.version` must equal the stored version:
+     * FAILED_PRECONDITION otherwise. Recomputes the next run when the schedule
+     * changes, and cancels executions that have not started.
+     * </pre>
+     */
+    default void updateJob(dev.tickwheel.v1.UpdateJobRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.UpdateJobResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getUpdateJobMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Deletes a job and cancels its executions that have not started. History
+     * is kept for the retention window.
+     * </pre>
+     */
+    default void deleteJob(dev.tickwheel.v1.DeleteJobRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.DeleteJobResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getDeleteJobMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Stops creating occurrences and cancels executions that have not started.
+     * Pausing a paused job changes nothing.
+     * </pre>
+     */
+    default void pauseJob(dev.tickwheel.v1.PauseJobRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.PauseJobResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getPauseJobMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Starts again at the next future occurrence; the paused span is recorded
+     * as one skip range.
+     * </pre>
+     */
+    default void resumeJob(dev.tickwheel.v1.ResumeJobRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.ResumeJobResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getResumeJobMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Runs the job now, once per request id: the execution id is
+     * `&lt;job id&gt;:trigger:&lt;request id&gt;`.
+     * </pre>
+     */
+    default void triggerJob(dev.tickwheel.v1.TriggerJobRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.TriggerJobResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getTriggerJobMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Creates the occurrences the schedule had in [from_at, to_at), with their
+     * normal ids, so repeated or overlapping backfills never duplicate.
+     * </pre>
+     */
+    default void backfillJob(dev.tickwheel.v1.BackfillJobRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.BackfillJobResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getBackfillJobMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Computes the next fires of a saved job or of an unsaved schedule.
+     * </pre>
+     */
+    default void previewSchedule(dev.tickwheel.v1.PreviewScheduleRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.PreviewScheduleResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getPreviewScheduleMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Returns one execution with its attempts.
+     * </pre>
+     */
+    default void getExecution(dev.tickwheel.v1.GetExecutionRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.GetExecutionResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getGetExecutionMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * A job's history, newest first, with attempts and skip ranges.
+     * </pre>
+     */
+    default void listExecutions(dev.tickwheel.v1.ListExecutionsRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.ListExecutionsResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getListExecutionsMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Cancels an execution: a waiting one at once, a running one through its
+     * worker's cancel signal.
+     * </pre>
+     */
+    default void cancelExecution(dev.tickwheel.v1.CancelExecutionRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.CancelExecutionResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getCancelExecutionMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Dead-lettered executions of the tenant, newest first.
+     * </pre>
+     */
+    default void listDeadLetters(dev.tickwheel.v1.ListDeadLettersRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.ListDeadLettersResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getListDeadLettersMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Starts a fresh attempt series for a dead execution, with the same id.
+     * </pre>
+     */
+    default void replayDeadLetter(dev.tickwheel.v1.ReplayDeadLetterRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.ReplayDeadLetterResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getReplayDeadLetterMethod(), responseObserver);
+    }
+  }
+
+  /**
+   * Base class for the server implementation of the service SchedulerService.
+   * <pre>
+   * The tenant-facing API. Every call carries `authorization: Bearer &lt;API key&gt;`
+   * and sees only the jobs and executions of that key's tenant: another
+   * tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
+   * BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+   * (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
+   * is written when a call fails.
+   * </pre>
+   */
+  public static abstract class SchedulerServiceImplBase
+      implements io.grpc.BindableService, AsyncService {
+
+    @java.lang.Override public final io.grpc.ServerServiceDefinition bindService() {
+      return SchedulerServiceGrpc.bindService(this);
+    }
+  }
+
+  /**
+   * A stub to allow clients to do asynchronous rpc calls to service SchedulerService.
+   * <pre>
+   * The tenant-facing API. Every call carries `authorization: Bearer &lt;API key&gt;`
+   * and sees only the jobs and executions of that key's tenant: another
+   * tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
+   * BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+   * (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
+   * is written when a call fails.
+   * </pre>
+   */
+  public static final class SchedulerServiceStub
+      extends io.grpc.stub.AbstractAsyncStub<SchedulerServiceStub> {
+    private SchedulerServiceStub(
+        io.grpc.Channel channel, io.grpc.CallOptions callOptions) {
+      super(channel, callOptions);
+    }
+
+    @java.lang.Override
+    protected SchedulerServiceStub build(
+        io.grpc.Channel channel, io.grpc.CallOptions callOptions) {
+      return new SchedulerServiceStub(channel, callOptions);
+    }
+
+    /**
+     * <pre>
+     * Creates a job and computes its first run. Idempotent by `request_id`: the
+     * same request id returns the job the first call created and writes
+     * nothing. The job is durable before the reply.
+     * </pre>
+     */
+    public void createJob(dev.tickwheel.v1.CreateJobRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.CreateJobResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getCreateJobMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Returns a job with its next runs and its last outcome.
+     * </pre>
+     */
+    public void getJob(dev.tickwheel.v1.GetJobRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.GetJobResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getGetJobMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Lists the tenant's jobs, ordered by id, paged.
+     * </pre>
+     */
+    public void listJobs(dev.tickwheel.v1.ListJobsRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.ListJobsResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getListJobsMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Changes a job. The request's `job.version` must equal the stored version:
+     * FAILED_PRECONDITION otherwise. Recomputes the next run when the schedule
+     * changes, and cancels executions that have not started.
+     * </pre>
+     */
+    public void updateJob(dev.tickwheel.v1.UpdateJobRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.UpdateJobResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getUpdateJobMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Deletes a job and cancels its executions that have not started. History
+     * is kept for the retention window.
+     * </pre>
+     */
+    public void deleteJob(dev.tickwheel.v1.DeleteJobRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.DeleteJobResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getDeleteJobMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Stops creating occurrences and cancels executions that have not started.
+     * Pausing a paused job changes nothing.
+     * </pre>
+     */
+    public void pauseJob(dev.tickwheel.v1.PauseJobRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.PauseJobResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getPauseJobMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Starts again at the next future occurrence; the paused span is recorded
+     * as one skip range.
+     * </pre>
+     */
+    public void resumeJob(dev.tickwheel.v1.ResumeJobRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.ResumeJobResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getResumeJobMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Runs the job now, once per request id: the execution id is
+     * `&lt;job id&gt;:trigger:&lt;request id&gt;`.
+     * </pre>
+     */
+    public void triggerJob(dev.tickwheel.v1.TriggerJobRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.TriggerJobResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getTriggerJobMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Creates the occurrences the schedule had in [from_at, to_at), with their
+     * normal ids, so repeated or overlapping backfills never duplicate.
+     * </pre>
+     */
+    public void backfillJob(dev.tickwheel.v1.BackfillJobRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.BackfillJobResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getBackfillJobMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Computes the next fires of a saved job or of an unsaved schedule.
+     * </pre>
+     */
+    public void previewSchedule(dev.tickwheel.v1.PreviewScheduleRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.PreviewScheduleResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getPreviewScheduleMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Returns one execution with its attempts.
+     * </pre>
+     */
+    public void getExecution(dev.tickwheel.v1.GetExecutionRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.GetExecutionResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getGetExecutionMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * A job's history, newest first, with attempts and skip ranges.
+     * </pre>
+     */
+    public void listExecutions(dev.tickwheel.v1.ListExecutionsRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.ListExecutionsResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getListExecutionsMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Cancels an execution: a waiting one at once, a running one through its
+     * worker's cancel signal.
+     * </pre>
+     */
+    public void cancelExecution(dev.tickwheel.v1.CancelExecutionRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.CancelExecutionResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getCancelExecutionMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Dead-lettered executions of the tenant, newest first.
+     * </pre>
+     */
+    public void listDeadLetters(dev.tickwheel.v1.ListDeadLettersRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.ListDeadLettersResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getListDeadLettersMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Starts a fresh attempt series for a dead execution, with the same id.
+     * </pre>
+     */
+    public void replayDeadLetter(dev.tickwheel.v1.ReplayDeadLetterRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.ReplayDeadLetterResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getReplayDeadLetterMethod(), getCallOptions()), request, responseObserver);
+    }
+  }
+
+  /**
+   * A stub to allow clients to do synchronous rpc calls to service SchedulerService.
+   * <pre>
+   * The tenant-facing API. Every call carries `authorization: Bearer &lt;API key&gt;`
+   * and sees only the jobs and executions of that key's tenant: another
+   * tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
+   * BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+   * (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
+   * is written when a call fails.
+   * </pre>
+   */
+  public static final class SchedulerServiceBlockingV2Stub
+      extends io.grpc.stub.AbstractBlockingStub<SchedulerServiceBlockingV2Stub> {
+    private SchedulerServiceBlockingV2Stub(
+        io.grpc.Channel channel, io.grpc.CallOptions callOptions) {
+      super(channel, callOptions);
+    }
+
+    @java.lang.Override
+    protected SchedulerServiceBlockingV2Stub build(
+        io.grpc.Channel channel, io.grpc.CallOptions callOptions) {
+      return new SchedulerServiceBlockingV2Stub(channel, callOptions);
+    }
+
+    /**
+     * <pre>
+     * Creates a job and computes its first run. Idempotent by `request_id`: the
+     * same request id returns the job the first call created and writes
+     * nothing. The job is durable before the reply.
+     * </pre>
+     */
+    public dev.tickwheel.v1.CreateJobResponse createJob(dev.tickwheel.v1.CreateJobRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getCreateJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Returns a job with its next runs and its last outcome.
+     * </pre>
+     */
+    public dev.tickwheel.v1.GetJobResponse getJob(dev.tickwheel.v1.GetJobRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getGetJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Lists the tenant's jobs, ordered by id, paged.
+     * </pre>
+     */
+    public dev.tickwheel.v1.ListJobsResponse listJobs(dev.tickwheel.v1.ListJobsRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getListJobsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Changes a job. The request's `job.version` must equal the stored version:
+     * FAILED_PRECONDITION otherwise. Recomputes the next run when the schedule
+     * changes, and cancels executions that have not started.
+     * </pre>
+     */
+    public dev.tickwheel.v1.UpdateJobResponse updateJob(dev.tickwheel.v1.UpdateJobRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getUpdateJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Deletes a job and cancels its executions that have not started. History
+     * is kept for the retention window.
+     * </pre>
+     */
+    public dev.tickwheel.v1.DeleteJobResponse deleteJob(dev.tickwheel.v1.DeleteJobRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getDeleteJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Stops creating occurrences and cancels executions that have not started.
+     * Pausing a paused job changes nothing.
+     * </pre>
+     */
+    public dev.tickwheel.v1.PauseJobResponse pauseJob(dev.tickwheel.v1.PauseJobRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getPauseJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Starts again at the next future occurrence; the paused span is recorded
+     * as one skip range.
+     * </pre>
+     */
+    public dev.tickwheel.v1.ResumeJobResponse resumeJob(dev.tickwheel.v1.ResumeJobRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getResumeJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Runs the job now, once per request id: the execution id is
+     * `&lt;job id&gt;:trigger:&lt;request id&gt;`.
+     * </pre>
+     */
+    public dev.tickwheel.v1.TriggerJobResponse triggerJob(dev.tickwheel.v1.TriggerJobRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getTriggerJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Creates the occurrences the schedule had in [from_at, to_at), with their
+     * normal ids, so repeated or overlapping backfills never duplicate.
+     * </pre>
+     */
+    public dev.tickwheel.v1.BackfillJobResponse backfillJob(dev.tickwheel.v1.BackfillJobRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getBackfillJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Computes the next fires of a saved job or of an unsaved schedule.
+     * </pre>
+     */
+    public dev.tickwheel.v1.PreviewScheduleResponse previewSchedule(dev.tickwheel.v1.PreviewScheduleRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getPreviewScheduleMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Returns one execution with its attempts.
+     * </pre>
+     */
+    public dev.tickwheel.v1.GetExecutionResponse getExecution(dev.tickwheel.v1.GetExecutionRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getGetExecutionMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * A job's history, newest first, with attempts and skip ranges.
+     * </pre>
+     */
+    public dev.tickwheel.v1.ListExecutionsResponse listExecutions(dev.tickwheel.v1.ListExecutionsRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getListExecutionsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Cancels an execution: a waiting one at once, a running one through its
+     * worker's cancel signal.
+     * </pre>
+     */
+    public dev.tickwheel.v1.CancelExecutionResponse cancelExecution(dev.tickwheel.v1.CancelExecutionRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getCancelExecutionMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Dead-lettered executions of the tenant, newest first.
+     * </pre>
+     */
+    public dev.tickwheel.v1.ListDeadLettersResponse listDeadLetters(dev.tickwheel.v1.ListDeadLettersRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getListDeadLettersMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Starts a fresh attempt series for a dead execution, with the same id.
+     * </pre>
+     */
+    public dev.tickwheel.v1.ReplayDeadLetterResponse replayDeadLetter(dev.tickwheel.v1.ReplayDeadLetterRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getReplayDeadLetterMethod(), getCallOptions(), request);
+    }
+  }
+
+  /**
+   * A stub to allow clients to do limited synchronous rpc calls to service SchedulerService.
+   * <pre>
+   * The tenant-facing API. Every call carries `authorization: Bearer &lt;API key&gt;`
+   * and sees only the jobs and executions of that key's tenant: another
+   * tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
+   * BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+   * (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
+   * is written when a call fails.
+   * </pre>
+   */
+  public static final class SchedulerServiceBlockingStub
+      extends io.grpc.stub.AbstractBlockingStub<SchedulerServiceBlockingStub> {
+    private SchedulerServiceBlockingStub(
+        io.grpc.Channel channel, io.grpc.CallOptions callOptions) {
+      super(channel, callOptions);
+    }
+
+    @java.lang.Override
+    protected SchedulerServiceBlockingStub build(
+        io.grpc.Channel channel, io.grpc.CallOptions callOptions) {
+      return new SchedulerServiceBlockingStub(channel, callOptions);
+    }
+
+    /**
+     * <pre>
+     * Creates a job and computes its first run. Idempotent by `request_id`: the
+     * same request id returns the job the first call created and writes
+     * nothing. The job is durable before the reply.
+     * </pre>
+     */
+    public dev.tickwheel.v1.CreateJobResponse createJob(dev.tickwheel.v1.CreateJobRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getCreateJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Returns a job with its next runs and its last outcome.
+     * </pre>
+     */
+    public dev.tickwheel.v1.GetJobResponse getJob(dev.tickwheel.v1.GetJobRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getGetJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Lists the tenant's jobs, ordered by id, paged.
+     * </pre>
+     */
+    public dev.tickwheel.v1.ListJobsResponse listJobs(dev.tickwheel.v1.ListJobsRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getListJobsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Changes a job. The request's `job.version` must equal the stored version:
+     * FAILED_PRECONDITION otherwise. Recomputes the next run when the schedule
+     * changes, and cancels executions that have not started.
+     * </pre>
+     */
+    public dev.tickwheel.v1.UpdateJobResponse updateJob(dev.tickwheel.v1.UpdateJobRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getUpdateJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Deletes a job and cancels its executions that have not started. History
+     * is kept for the retention window.
+     * </pre>
+     */
+    public dev.tickwheel.v1.DeleteJobResponse deleteJob(dev.tickwheel.v1.DeleteJobRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getDeleteJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Stops creating occurrences and cancels executions that have not started.
+     * Pausing a paused job changes nothing.
+     * </pre>
+     */
+    public dev.tickwheel.v1.PauseJobResponse pauseJob(dev.tickwheel.v1.PauseJobRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getPauseJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Starts again at the next future occurrence; the paused span is recorded
+     * as one skip range.
+     * </pre>
+     */
+    public dev.tickwheel.v1.ResumeJobResponse resumeJob(dev.tickwheel.v1.ResumeJobRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getResumeJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Runs the job now, once per request id: the execution id is
+     * `&lt;job id&gt;:trigger:&lt;request id&gt;`.
+     * </pre>
+     */
+    public dev.tickwheel.v1.TriggerJobResponse triggerJob(dev.tickwheel.v1.TriggerJobRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getTriggerJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Creates the occurrences the schedule had in [from_at, to_at), with their
+     * normal ids, so repeated or overlapping backfills never duplicate.
+     * </pre>
+     */
+    public dev.tickwheel.v1.BackfillJobResponse backfillJob(dev.tickwheel.v1.BackfillJobRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getBackfillJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Computes the next fires of a saved job or of an unsaved schedule.
+     * </pre>
+     */
+    public dev.tickwheel.v1.PreviewScheduleResponse previewSchedule(dev.tickwheel.v1.PreviewScheduleRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getPreviewScheduleMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Returns one execution with its attempts.
+     * </pre>
+     */
+    public dev.tickwheel.v1.GetExecutionResponse getExecution(dev.tickwheel.v1.GetExecutionRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getGetExecutionMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * A job's history, newest first, with attempts and skip ranges.
+     * </pre>
+     */
+    public dev.tickwheel.v1.ListExecutionsResponse listExecutions(dev.tickwheel.v1.ListExecutionsRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getListExecutionsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Cancels an execution: a waiting one at once, a running one through its
+     * worker's cancel signal.
+     * </pre>
+     */
+    public dev.tickwheel.v1.CancelExecutionResponse cancelExecution(dev.tickwheel.v1.CancelExecutionRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getCancelExecutionMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Dead-lettered executions of the tenant, newest first.
+     * </pre>
+     */
+    public dev.tickwheel.v1.ListDeadLettersResponse listDeadLetters(dev.tickwheel.v1.ListDeadLettersRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getListDeadLettersMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Starts a fresh attempt series for a dead execution, with the same id.
+     * </pre>
+     */
+    public dev.tickwheel.v1.ReplayDeadLetterResponse replayDeadLetter(dev.tickwheel.v1.ReplayDeadLetterRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getReplayDeadLetterMethod(), getCallOptions(), request);
+    }
+  }
+
+  /**
+   * A stub to allow clients to do ListenableFuture-style rpc calls to service SchedulerService.
+   * <pre>
+   * The tenant-facing API. Every call carries `authorization: Bearer &lt;API key&gt;`
+   * and sees only the jobs and executions of that key's tenant: another
+   * tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
+   * BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+   * (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
+   * is written when a call fails.
+   * </pre>
+   */
+  public static final class SchedulerServiceFutureStub
+      extends io.grpc.stub.AbstractFutureStub<SchedulerServiceFutureStub> {
+    private SchedulerServiceFutureStub(
+        io.grpc.Channel channel, io.grpc.CallOptions callOptions) {
+      super(channel, callOptions);
+    }
+
+    @java.lang.Override
+    protected SchedulerServiceFutureStub build(
+        io.grpc.Channel channel, io.grpc.CallOptions callOptions) {
+      return new SchedulerServiceFutureStub(channel, callOptions);
+    }
+
+    /**
+     * <pre>
+     * Creates a job and computes its first run. Idempotent by `request_id`: the
+     * same request id returns the job the first call created and writes
+     * nothing. The job is durable before the reply.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.CreateJobResponse> createJob(
+        dev.tickwheel.v1.CreateJobRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getCreateJobMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Returns a job with its next runs and its last outcome.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.GetJobResponse> getJob(
+        dev.tickwheel.v1.GetJobRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getGetJobMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Lists the tenant's jobs, ordered by id, paged.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.ListJobsResponse> listJobs(
+        dev.tickwheel.v1.ListJobsRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getListJobsMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Changes a job. The request's `job.version` must equal the stored version:
+     * FAILED_PRECONDITION otherwise. Recomputes the next run when the schedule
+     * changes, and cancels executions that have not started.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.UpdateJobResponse> updateJob(
+        dev.tickwheel.v1.UpdateJobRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getUpdateJobMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Deletes a job and cancels its executions that have not started. History
+     * is kept for the retention window.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.DeleteJobResponse> deleteJob(
+        dev.tickwheel.v1.DeleteJobRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getDeleteJobMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Stops creating occurrences and cancels executions that have not started.
+     * Pausing a paused job changes nothing.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.PauseJobResponse> pauseJob(
+        dev.tickwheel.v1.PauseJobRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getPauseJobMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Starts again at the next future occurrence; the paused span is recorded
+     * as one skip range.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.ResumeJobResponse> resumeJob(
+        dev.tickwheel.v1.ResumeJobRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getResumeJobMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Runs the job now, once per request id: the execution id is
+     * `&lt;job id&gt;:trigger:&lt;request id&gt;`.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.TriggerJobResponse> triggerJob(
+        dev.tickwheel.v1.TriggerJobRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getTriggerJobMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Creates the occurrences the schedule had in [from_at, to_at), with their
+     * normal ids, so repeated or overlapping backfills never duplicate.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.BackfillJobResponse> backfillJob(
+        dev.tickwheel.v1.BackfillJobRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getBackfillJobMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Computes the next fires of a saved job or of an unsaved schedule.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.PreviewScheduleResponse> previewSchedule(
+        dev.tickwheel.v1.PreviewScheduleRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getPreviewScheduleMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Returns one execution with its attempts.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.GetExecutionResponse> getExecution(
+        dev.tickwheel.v1.GetExecutionRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getGetExecutionMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * A job's history, newest first, with attempts and skip ranges.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.ListExecutionsResponse> listExecutions(
+        dev.tickwheel.v1.ListExecutionsRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getListExecutionsMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Cancels an execution: a waiting one at once, a running one through its
+     * worker's cancel signal.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.CancelExecutionResponse> cancelExecution(
+        dev.tickwheel.v1.CancelExecutionRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getCancelExecutionMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Dead-lettered executions of the tenant, newest first.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.ListDeadLettersResponse> listDeadLetters(
+        dev.tickwheel.v1.ListDeadLettersRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getListDeadLettersMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Starts a fresh attempt series for a dead execution, with the same id.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.ReplayDeadLetterResponse> replayDeadLetter(
+        dev.tickwheel.v1.ReplayDeadLetterRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getReplayDeadLetterMethod(), getCallOptions()), request);
+    }
+  }
+
+  private static final int METHODID_CREATE_JOB = 0;
+  private static final int METHODID_GET_JOB = 1;
+  private static final int METHODID_LIST_JOBS = 2;
+  private static final int METHODID_UPDATE_JOB = 3;
+  private static final int METHODID_DELETE_JOB = 4;
+  private static final int METHODID_PAUSE_JOB = 5;
+  private static final int METHODID_RESUME_JOB = 6;
+  private static final int METHODID_TRIGGER_JOB = 7;
+  private static final int METHODID_BACKFILL_JOB = 8;
+  private static final int METHODID_PREVIEW_SCHEDULE = 9;
+  private static final int METHODID_GET_EXECUTION = 10;
+  private static final int METHODID_LIST_EXECUTIONS = 11;
+  private static final int METHODID_CANCEL_EXECUTION = 12;
+  private static final int METHODID_LIST_DEAD_LETTERS = 13;
+  private static final int METHODID_REPLAY_DEAD_LETTER = 14;
+
+  private static final class MethodHandlers<Req, Resp> implements
+      io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
+      io.grpc.stub.ServerCalls.ServerStreamingMethod<Req, Resp>,
+      io.grpc.stub.ServerCalls.ClientStreamingMethod<Req, Resp>,
+      io.grpc.stub.ServerCalls.BidiStreamingMethod<Req, Resp> {
+    private final AsyncService serviceImpl;
+    private final int methodId;
+
+    MethodHandlers(AsyncService serviceImpl, int methodId) {
+      this.serviceImpl = serviceImpl;
+      this.methodId = methodId;
+    }
+
+    @java.lang.Override
+    @java.lang.SuppressWarnings("unchecked")
+    public void invoke(Req request, io.grpc.stub.StreamObserver<Resp> responseObserver) {
+      switch (methodId) {
+        case METHODID_CREATE_JOB:
+          serviceImpl.createJob((dev.tickwheel.v1.CreateJobRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.CreateJobResponse>) responseObserver);
+          break;
+        case METHODID_GET_JOB:
+          serviceImpl.getJob((dev.tickwheel.v1.GetJobRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.GetJobResponse>) responseObserver);
+          break;
+        case METHODID_LIST_JOBS:
+          serviceImpl.listJobs((dev.tickwheel.v1.ListJobsRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.ListJobsResponse>) responseObserver);
+          break;
+        case METHODID_UPDATE_JOB:
+          serviceImpl.updateJob((dev.tickwheel.v1.UpdateJobRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.UpdateJobResponse>) responseObserver);
+          break;
+        case METHODID_DELETE_JOB:
+          serviceImpl.deleteJob((dev.tickwheel.v1.DeleteJobRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.DeleteJobResponse>) responseObserver);
+          break;
+        case METHODID_PAUSE_JOB:
+          serviceImpl.pauseJob((dev.tickwheel.v1.PauseJobRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.PauseJobResponse>) responseObserver);
+          break;
+        case METHODID_RESUME_JOB:
+          serviceImpl.resumeJob((dev.tickwheel.v1.ResumeJobRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.ResumeJobResponse>) responseObserver);
+          break;
+        case METHODID_TRIGGER_JOB:
+          serviceImpl.triggerJob((dev.tickwheel.v1.TriggerJobRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.TriggerJobResponse>) responseObserver);
+          break;
+        case METHODID_BACKFILL_JOB:
+          serviceImpl.backfillJob((dev.tickwheel.v1.BackfillJobRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.BackfillJobResponse>) responseObserver);
+          break;
+        case METHODID_PREVIEW_SCHEDULE:
+          serviceImpl.previewSchedule((dev.tickwheel.v1.PreviewScheduleRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.PreviewScheduleResponse>) responseObserver);
+          break;
+        case METHODID_GET_EXECUTION:
+          serviceImpl.getExecution((dev.tickwheel.v1.GetExecutionRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.GetExecutionResponse>) responseObserver);
+          break;
+        case METHODID_LIST_EXECUTIONS:
+          serviceImpl.listExecutions((dev.tickwheel.v1.ListExecutionsRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.ListExecutionsResponse>) responseObserver);
+          break;
+        case METHODID_CANCEL_EXECUTION:
+          serviceImpl.cancelExecution((dev.tickwheel.v1.CancelExecutionRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.CancelExecutionResponse>) responseObserver);
+          break;
+        case METHODID_LIST_DEAD_LETTERS:
+          serviceImpl.listDeadLetters((dev.tickwheel.v1.ListDeadLettersRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.ListDeadLettersResponse>) responseObserver);
+          break;
+        case METHODID_REPLAY_DEAD_LETTER:
+          serviceImpl.replayDeadLetter((dev.tickwheel.v1.ReplayDeadLetterRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.ReplayDeadLetterResponse>) responseObserver);
+          break;
+        default:
+          throw new AssertionError();
+      }
+    }
+
+    @java.lang.Override
+    @java.lang.SuppressWarnings("unchecked")
+    public io.grpc.stub.StreamObserver<Req> invoke(
+        io.grpc.stub.StreamObserver<Resp> responseObserver) {
+      switch (methodId) {
+        default:
+          throw new AssertionError();
+      }
+    }
+  }
+
+  public static final io.grpc.ServerServiceDefinition bindService(AsyncService service) {
+    return io.grpc.ServerServiceDefinition.builder(getServiceDescriptor())
+        .addMethod(
+          getCreateJobMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.CreateJobRequest,
+              dev.tickwheel.v1.CreateJobResponse>(
+                service, METHODID_CREATE_JOB)))
+        .addMethod(
+          getGetJobMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.GetJobRequest,
+              dev.tickwheel.v1.GetJobResponse>(
+                service, METHODID_GET_JOB)))
+        .addMethod(
+          getListJobsMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.ListJobsRequest,
+              dev.tickwheel.v1.ListJobsResponse>(
+                service, METHODID_LIST_JOBS)))
+        .addMethod(
+          getUpdateJobMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.UpdateJobRequest,
+              dev.tickwheel.v1.UpdateJobResponse>(
+                service, METHODID_UPDATE_JOB)))
+        .addMethod(
+          getDeleteJobMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.DeleteJobRequest,
+              dev.tickwheel.v1.DeleteJobResponse>(
+                service, METHODID_DELETE_JOB)))
+        .addMethod(
+          getPauseJobMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.PauseJobRequest,
+              dev.tickwheel.v1.PauseJobResponse>(
+                service, METHODID_PAUSE_JOB)))
+        .addMethod(
+          getResumeJobMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.ResumeJobRequest,
+              dev.tickwheel.v1.ResumeJobResponse>(
+                service, METHODID_RESUME_JOB)))
+        .addMethod(
+          getTriggerJobMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.TriggerJobRequest,
+              dev.tickwheel.v1.TriggerJobResponse>(
+                service, METHODID_TRIGGER_JOB)))
+        .addMethod(
+          getBackfillJobMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.BackfillJobRequest,
+              dev.tickwheel.v1.BackfillJobResponse>(
+                service, METHODID_BACKFILL_JOB)))
+        .addMethod(
+          getPreviewScheduleMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.PreviewScheduleRequest,
+              dev.tickwheel.v1.PreviewScheduleResponse>(
+                service, METHODID_PREVIEW_SCHEDULE)))
+        .addMethod(
+          getGetExecutionMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.GetExecutionRequest,
+              dev.tickwheel.v1.GetExecutionResponse>(
+                service, METHODID_GET_EXECUTION)))
+        .addMethod(
+          getListExecutionsMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.ListExecutionsRequest,
+              dev.tickwheel.v1.ListExecutionsResponse>(
+                service, METHODID_LIST_EXECUTIONS)))
+        .addMethod(
+          getCancelExecutionMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.CancelExecutionRequest,
+              dev.tickwheel.v1.CancelExecutionResponse>(
+                service, METHODID_CANCEL_EXECUTION)))
+        .addMethod(
+          getListDeadLettersMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.ListDeadLettersRequest,
+              dev.tickwheel.v1.ListDeadLettersResponse>(
+                service, METHODID_LIST_DEAD_LETTERS)))
+        .addMethod(
+          getReplayDeadLetterMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.ReplayDeadLetterRequest,
+              dev.tickwheel.v1.ReplayDeadLetterResponse>(
+                service, METHODID_REPLAY_DEAD_LETTER)))
+        .build();
+  }
+
+  private static abstract class SchedulerServiceBaseDescriptorSupplier
+      implements io.grpc.protobuf.ProtoFileDescriptorSupplier, io.grpc.protobuf.ProtoServiceDescriptorSupplier {
+    SchedulerServiceBaseDescriptorSupplier() {}
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.FileDescriptor getFileDescriptor() {
+      return dev.tickwheel.v1.SchedulerProto.getDescriptor();
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.ServiceDescriptor getServiceDescriptor() {
+      return getFileDescriptor().findServiceByName("SchedulerService");
+    }
+  }
+
+  private static final class SchedulerServiceFileDescriptorSupplier
+      extends SchedulerServiceBaseDescriptorSupplier {
+    SchedulerServiceFileDescriptorSupplier() {}
+  }
+
+  private static final class SchedulerServiceMethodDescriptorSupplier
+      extends SchedulerServiceBaseDescriptorSupplier
+      implements io.grpc.protobuf.ProtoMethodDescriptorSupplier {
+    private final java.lang.String methodName;
+
+    SchedulerServiceMethodDescriptorSupplier(java.lang.String methodName) {
+      this.methodName = methodName;
+    }
+
+    @java.lang.Override
+    public com.google.protobuf.Descriptors.MethodDescriptor getMethodDescriptor() {
+      return getServiceDescriptor().findMethodByName(methodName);
+    }
+  }
+
+  private static volatile io.grpc.ServiceDescriptor serviceDescriptor;
+
+  public static io.grpc.ServiceDescriptor getServiceDescriptor() {
+    io.grpc.ServiceDescriptor result = serviceDescriptor;
+    if (result == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        result = serviceDescriptor;
+        if (result == null) {
+          serviceDescriptor = result = io.grpc.ServiceDescriptor.newBuilder(SERVICE_NAME)
+              .setSchemaDescriptor(new SchedulerServiceFileDescriptorSupplier())
+              .addMethod(getCreateJobMethod())
+              .addMethod(getGetJobMethod())
+              .addMethod(getListJobsMethod())
+              .addMethod(getUpdateJobMethod())
+              .addMethod(getDeleteJobMethod())
+              .addMethod(getPauseJobMethod())
+              .addMethod(getResumeJobMethod())
+              .addMethod(getTriggerJobMethod())
+              .addMethod(getBackfillJobMethod())
+              .addMethod(getPreviewScheduleMethod())
+              .addMethod(getGetExecutionMethod())
+              .addMethod(getListExecutionsMethod())
+              .addMethod(getCancelExecutionMethod())
+              .addMethod(getListDeadLettersMethod())
+              .addMethod(getReplayDeadLetterMethod())
+              .build();
+        }
+      }
+    }
+    return result;
+  }
+}
