@@ -228,6 +228,30 @@ setup_go_java() {
     fi
 }
 
+# ------------------------------------------- Chromium (the web console's tests)
+# tests/integration/test_console.py drives Debian's headless Chromium through
+# Debian's ChromeDriver (packages chromium and chromium-driver, built from one
+# source, so browser and driver versions always match; fonts-liberation so
+# that screenshots show text) with selenium from PyPI at the version pinned
+# here. Nothing is fetched when all of them are present.
+
+SELENIUM_VERSION=4.51.0
+
+setup_browser() {
+    if [[ ! -x /usr/bin/chromium || ! -x /usr/bin/chromedriver ]]; then
+        command -v apt-get >/dev/null || die "Chromium is missing and this is not a Debian-like system"
+        log "installing chromium, chromium-driver and fonts-liberation"
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+            chromium chromium-driver fonts-liberation
+        [[ -x /usr/bin/chromium && -x /usr/bin/chromedriver ]] || die "Chromium is still missing after installing it"
+    fi
+    if [[ ! -d "$VENV/lib/$PYTHON/site-packages/selenium-$SELENIUM_VERSION.dist-info" ]]; then
+        log "installing selenium $SELENIUM_VERSION into $VENV"
+        "$VENV/bin/python" -m pip install --disable-pip-version-check -q "selenium==$SELENIUM_VERSION"
+    fi
+}
+
 # --dev: only what `tickwheel dev` needs (Python and the venv); the tests and
 # code generation also need PostgreSQL, etcd, the npm packages and the Go and
 # Java toolchains.
@@ -237,6 +261,7 @@ if [[ "${1:-}" == "--dev" ]]; then
 else
     install_debian_packages
     setup_venv
+    setup_browser
     setup_node
     setup_go_java
 fi
