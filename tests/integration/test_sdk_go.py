@@ -1,27 +1,32 @@
 """The Go SDK (sdk/go): `go vet` and its unit tests, and its example program
 against a real `tickwheel dev`, whose built-in worker serves the `echo`
-handler.
+handler, and against a real server that requires mutual TLS.
 
 The example (sdk/go/examples/history) is built once per module; it creates a
 job, waits for its first execution to end and prints the job's history as
-JSON, or the failed call's status, code name and field violations.
+JSON (or previews a job's next fires), or the failed call's status, code name
+and field violations. test_sdk_java.py drives the Java example the same way
+with the helpers here.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from tests.integration.test_processes import start_dev
-from tests.support.server import REPO
-from tickwheel import Client
+from tests.support.server import REPO, running_server
+from tickwheel import AsyncClient, Client, TlsOptions, cron_job
+from tickwheel_server.config import TlsConfig
 
 pytestmark = pytest.mark.slow
 
@@ -59,14 +64,87 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         assert process.wait(30) == 0
 
 
-def run_history(program: Path, address: str, api_key: str, *args: str) -> tuple[int, list[dict]]:
-    """Runs the example; returns its exit status and the JSON objects it printed."""
-    result = subprocess.run(
-        [str(program), "--address", address, "--api-key", api_key, *args],
-        capture_output=True, text=True, timeout=120,
-    )
+def run_json(argv: Sequence[str]) -> tuple[int, list[dict]]:
+    """Runs an example program; returns its exit status and the JSON objects it printed."""
+    result = subprocess.run(list(argv), capture_output=True, text=True, timeout=120)
     assert result.stderr == "", result.stderr
     return result.returncode, [json.loads(line) for line in result.stdout.splitlines()]
+
+
+async def run_json_async(argv: Sequence[str]) -> tuple[int, list[dict]]:
+    """As run_json, without blocking the event loop (an in-process server keeps serving)."""
+    process = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise
+    assert stderr.decode() == "", stderr.decode()
+    return process.returncode, [json.loads(line) for line in stdout.decode().splitlines()]
+
+
+def run_history(program: Path, address: str, api_key: str, *args: str) -> tuple[int, list[dict]]:
+    return run_json([str(program), "--address", address, "--api-key", api_key, *args])
+
+
+def _openssl(folder: Path, *args: str) -> None:
+    subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A throwaway CA, a server certificate for 127.0.0.1 and a client certificate (openssl)."""
+    folder = tmp_path_factory.mktemp("pki")
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    _openssl(folder, "req", "-x509", "-new", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=sdk-ca",
+             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    for name, extensions in (
+        ("server", "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"),
+        ("client", "extendedKeyUsage=clientAuth\n"),
+    ):
+        (folder / f"{name}.ext").write_text(extensions)
+        _openssl(folder, "req", "-new", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
+        _openssl(folder, "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                 "-days", "2", "-out", f"{name}.pem", "-extfile", f"{name}.ext")
+    return {name: folder / name for name in ("ca.pem", "server.pem", "server.key", "client.pem", "client.key")}
+
+
+# A cron job in a zone across the 2027 spring-forward in London, previewed from
+# a fixed instant.
+PREVIEW = ("--cron", "30 2 * * *", "--tz", "Europe/London", "--preview", "3", "--after", "2027-03-26T12:00:00Z")
+
+
+async def check_mutual_tls(run, pki: dict[str, Path], store: str) -> None:
+    """Drives an example program (``run(address, api_key, *args)``) against a
+    server that requires client certificates: a preview and a refused cron
+    expression go through; without a client certificate nothing does."""
+    tls = TlsConfig(str(pki["server.pem"]), str(pki["server.key"]), client_ca_file=str(pki["ca.pem"]))
+    client_tls = TlsOptions.from_files(pki["ca.pem"], pki["client.pem"], pki["client.key"])
+    mutual = ("--ca", str(pki["ca.pem"]), "--cert", str(pki["client.pem"]), "--key", str(pki["client.key"]))
+    async with running_server(store, tls=tls) as running:
+        async with AsyncClient(running.address, admin_token=running.admin_token, tls=client_tls) as admin:
+            api_key = (await admin.admin.create_tenant("acme")).api_key.secret
+        async with AsyncClient(running.address, api_key=api_key, tls=client_tls) as python:
+            expected = await python.preview_schedule(
+                job=cron_job("example-history", "30 2 * * *", "Europe/London", handler="echo"),
+                after=datetime(2027, 3, 26, 12, tzinfo=timezone.utc), count=3,
+            )
+
+        status, events = await run(running.address, api_key, *mutual, *PREVIEW)
+        assert status == 0, events
+        [preview] = events
+        assert [fire["local_time"] for fire in preview["fires"]] == [
+            "2027-03-27T02:30:00+00:00", "2027-03-28T02:30:00+01:00", "2027-03-29T02:30:00+01:00",
+        ]
+        assert [fire["local_time"] for fire in preview["fires"]] == [fire.local_time for fire in expected.fires]
+
+        status, events = await run(running.address, api_key, *mutual, "--cron", "61 * * * *")
+        assert status == 1 and events[0]["code"] == "INVALID_ARGUMENT", events
+        assert [v["field"] for v in events[0]["field_violations"]] == ["job.schedule.cron.expression"]
+
+        status, events = await run(running.address, api_key, "--ca", str(pki["ca.pem"]), "--cron", "0 * * * *")
+        assert status == 1 and events[0]["code"] == "UNAVAILABLE", events
 
 
 def test_go_vet_and_unit_tests_pass() -> None:
@@ -113,3 +191,10 @@ def test_an_invalid_cron_expression_is_invalid_argument_naming_the_field(dev, hi
     fields = [violation["field"] for violation in error["field_violations"]]
     assert fields == ["job.schedule.cron.expression"]
     assert "61" in error["field_violations"][0]["description"]
+
+
+async def test_mutual_tls_previews_and_refuses_without_a_client_certificate(history_program: Path, pki, tmp_path: Path) -> None:
+    async def run(address: str, api_key: str, *args: str) -> tuple[int, list[dict]]:
+        return await run_json_async([str(history_program), "--address", address, "--api-key", api_key, *args])
+
+    await check_mutual_tls(run, pki, f"sqlite:///{tmp_path / 'tls.db'}")

@@ -1,5 +1,7 @@
 """The Java SDK (sdk/java): its JUnit tests, and its example program against a
-real `tickwheel dev`, whose built-in worker serves the `echo` handler.
+real `tickwheel dev`, whose built-in worker serves the `echo` handler, and
+against a real server that requires mutual TLS (the checks shared with
+test_sdk_go.py).
 
 The SDK is compiled once per module into a folder of the test run's own
 (`-Dtickwheel.build.dir`), so runs side by side never share `target/`; the
@@ -22,6 +24,8 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_processes import start_dev
+from tests.integration.test_sdk_go import check_mutual_tls, run_json, run_json_async
+from tests.integration.test_sdk_go import pki  # noqa: F401 (the fixture, shared)
 from tests.support.server import REPO
 from tickwheel import Client
 
@@ -63,16 +67,15 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         assert process.wait(30) == 0
 
 
-def run_example(build: Path, address: str, api_key: str, *args: str) -> tuple[int, list[dict]]:
-    """Runs CreateAndHistory; returns its exit status and the JSON objects it printed."""
+def example(build: Path, address: str, api_key: str, *args: str) -> list[str]:
+    """The command line of CreateAndHistory on the runtime class path Maven wrote."""
     classpath = f"{build / 'classes'}:{(build / 'classpath.txt').read_text().strip()}"
-    result = subprocess.run(
-        [JAVA, "-cp", classpath, "dev.tickwheel.examples.CreateAndHistory",
-         "--address", address, "--api-key", api_key, *args],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert result.stderr == "", result.stderr
-    return result.returncode, [json.loads(line) for line in result.stdout.splitlines()]
+    return [JAVA, "-cp", classpath, "dev.tickwheel.examples.CreateAndHistory",
+            "--address", address, "--api-key", api_key, *args]  # fmt: skip
+
+
+def run_example(build: Path, address: str, api_key: str, *args: str) -> tuple[int, list[dict]]:
+    return run_json(example(build, address, api_key, *args))
 
 
 def test_junit_tests_pass(build: Path) -> None:
@@ -124,3 +127,10 @@ def test_an_invalid_cron_expression_is_invalid_argument_naming_the_field(dev, bu
     fields = [violation["field"] for violation in error["field_violations"]]
     assert fields == ["job.schedule.cron.expression"]
     assert "61" in error["field_violations"][0]["description"]
+
+
+async def test_mutual_tls_previews_and_refuses_without_a_client_certificate(build: Path, pki, tmp_path: Path) -> None:
+    async def run(address: str, api_key: str, *args: str) -> tuple[int, list[dict]]:
+        return await run_json_async(example(build, address, api_key, *args))
+
+    await check_mutual_tls(run, pki, f"sqlite:///{tmp_path / 'tls.db'}")

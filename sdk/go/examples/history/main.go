@@ -6,10 +6,14 @@
 //	go run ./examples/history -address 127.0.0.1:50051 -api-key "$(jq -r .api_key .tickwheel/dev-credentials.json)"
 //
 // By default the job is a one-off three seconds ahead; -cron makes it a
-// recurring job instead. Each step prints one JSON object on a line:
+// recurring job instead; -preview N prints the job's next N fires (after
+// -after, default now) and creates nothing. -ca, -cert and -key connect over
+// TLS (mutual with -cert and -key). Each step prints one JSON object on a
+// line:
 //
 //	{"event":"created","job_id":"job_…","next_run_at":"…"}
 //	{"event":"history","job_id":"job_…","executions":[{"id":"…","status":"EXECUTION_STATUS_SUCCEEDED","attempts":[…]}]}
+//	{"event":"preview","fires":[{"nominal_at":"…","local_time":"…","note":""}]}
 //
 // A failed call prints {"event":"error","code":"INVALID_ARGUMENT","message":…,"field_violations":[…]}
 // and exits with status 1; no finished execution within -wait exits with 2.
@@ -49,9 +53,22 @@ func main() {
 	cron := flag.String("cron", "", "a cron expression: create a recurring job instead of a one-off")
 	zone := flag.String("tz", "UTC", "IANA time zone of -cron")
 	wait := flag.Duration("wait", time.Minute, "how long to wait for the first execution to end")
+	preview := flag.Int("preview", 0, "print this many next fires of the job instead of creating it")
+	after := flag.String("after", "", "with -preview: fires after this RFC 3339 instant (default now)")
+	caFile := flag.String("ca", "", "PEM CA bundle of the server's certificate: connect over TLS")
+	certFile := flag.String("cert", "", "PEM client certificate, for mutual TLS")
+	keyFile := flag.String("key", "", "PEM key of -cert")
 	flag.Parse()
 
-	client, err := tickwheel.New(*address, tickwheel.WithAPIKey(*apiKey))
+	options := []tickwheel.Option{tickwheel.WithAPIKey(*apiKey)}
+	if *caFile != "" || *certFile != "" {
+		tls, err := tickwheel.TLSFromFiles(*caFile, *certFile, *keyFile)
+		if err != nil {
+			fail(err)
+		}
+		options = append(options, tickwheel.WithTLS(tls))
+	}
+	client, err := tickwheel.New(*address, options...)
 	if err != nil {
 		fail(err)
 	}
@@ -62,6 +79,28 @@ func main() {
 		tickwheel.Payload([]byte(`{"from":"go"}`)), tickwheel.Retry(3, time.Second, 10*time.Second))
 	if *cron != "" {
 		job = tickwheel.CronJob("example-history", *cron, *zone, tickwheel.Handler(*handler))
+	}
+	if *preview > 0 {
+		start := time.Now()
+		if *after != "" {
+			if start, err = time.Parse(time.RFC3339, *after); err != nil {
+				fail(err)
+			}
+		}
+		fires, err := client.PreviewAfter(ctx, job, start, int32(*preview))
+		if err != nil {
+			fail(err)
+		}
+		rows := []map[string]string{}
+		for _, fire := range fires {
+			rows = append(rows, map[string]string{
+				"nominal_at": fire.GetNominalAt().AsTime().Format(time.RFC3339Nano),
+				"local_time": fire.GetLocalTime(),
+				"note":       fire.GetNote(),
+			})
+		}
+		emit(map[string]any{"event": "preview", "fires": rows})
+		return
 	}
 	created, err := client.CreateJob(ctx, &tickwheelv1.CreateJobRequest{Job: job})
 	if err != nil {

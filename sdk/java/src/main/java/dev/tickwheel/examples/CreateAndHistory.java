@@ -3,13 +3,18 @@ package dev.tickwheel.examples;
 import dev.tickwheel.Jobs;
 import dev.tickwheel.TickwheelClient;
 import dev.tickwheel.TickwheelException;
+import dev.tickwheel.TlsOptions;
 import dev.tickwheel.v1.Attempt;
 import dev.tickwheel.v1.CreateJobResponse;
 import dev.tickwheel.v1.Execution;
 import dev.tickwheel.v1.ExecutionStatus;
 import dev.tickwheel.v1.Job;
+import dev.tickwheel.v1.PreviewScheduleRequest;
+import dev.tickwheel.v1.ScheduledFire;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
+import java.time.format.DateTimeParseException;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -30,11 +35,15 @@ import java.util.Map;
  * --api-key} (default {@code $TICKWHEEL_API_KEY}), {@code --handler} (default echo), {@code --in}
  * seconds ahead for the one-off job (default 3), {@code --cron} to create a recurring job instead,
  * {@code --tz} its zone (default UTC), {@code --wait} seconds for the first execution to end
- * (default 60). Each step prints one JSON object on a line:
+ * (default 60), {@code --preview N} to print the job's next N fires (after {@code --after}, an
+ * RFC 3339 instant, default now) and create nothing, {@code --ca}, {@code --cert} and {@code
+ * --key} (PEM files) to connect over TLS, mutual with a client certificate. Each step prints one
+ * JSON object on a line:
  *
  * <pre>
  * {"event":"created","job_id":"job_…","next_run_at":"…"}
  * {"event":"history","job_id":"job_…","executions":[{"id":"…","status":"EXECUTION_STATUS_SUCCEEDED","attempts":[…]}]}
+ * {"event":"preview","fires":[{"nominal_at":"…","local_time":"…","note":""}]}
  * </pre>
  *
  * <p>A failed call prints {@code {"event":"error","code":"INVALID_ARGUMENT","message":…,
@@ -48,11 +57,15 @@ public final class CreateAndHistory {
     Map<String, String> options;
     Duration in;
     Duration wait;
+    int preview;
+    Instant after;
     try {
       options = parse(args);
       in = seconds(options.getOrDefault("in", "3"));
       wait = seconds(options.getOrDefault("wait", "60"));
-    } catch (IllegalArgumentException e) { // NumberFormatException too
+      preview = Integer.parseInt(options.getOrDefault("preview", "0"));
+      after = options.containsKey("after") ? Instant.parse(options.get("after")) : Instant.now();
+    } catch (IllegalArgumentException | DateTimeParseException e) { // NumberFormatException too
       System.err.println("CreateAndHistory: " + e.getMessage());
       System.exit(64);
       return;
@@ -62,7 +75,11 @@ public final class CreateAndHistory {
     String apiKey = options.getOrDefault("api-key", env("TICKWHEEL_API_KEY", ""));
     String handler = options.getOrDefault("handler", "echo");
 
-    try (TickwheelClient client = TickwheelClient.builder(address).apiKey(apiKey).build()) {
+    TickwheelClient.Builder builder = TickwheelClient.builder(address).apiKey(apiKey);
+    if (options.containsKey("ca") || options.containsKey("cert")) {
+      builder.tls(TlsOptions.fromFiles(path(options, "ca"), path(options, "cert"), path(options, "key")));
+    }
+    try (TickwheelClient client = builder.build()) {
       Job job =
           options.containsKey("cron")
               ? Jobs.cron(
@@ -78,6 +95,30 @@ public final class CreateAndHistory {
                   .setPayload(com.google.protobuf.ByteString.copyFromUtf8("{\"from\":\"java\"}"))
                   .setRetryPolicy(Jobs.retry(3, Duration.ofSeconds(1), Duration.ofSeconds(10)))
                   .build();
+      if (preview > 0) {
+        List<ScheduledFire> fires =
+            client
+                .previewSchedule(
+                    PreviewScheduleRequest.newBuilder()
+                        .setJob(job)
+                        .setAfter(Jobs.timestamp(after))
+                        .setCount(preview)
+                        .build())
+                .getFiresList();
+        List<String> rows = new ArrayList<>();
+        for (ScheduledFire fire : fires) {
+          rows.add(
+              "{\"nominal_at\":"
+                  + quote(Jobs.instant(fire.getNominalAt()).toString())
+                  + ",\"local_time\":"
+                  + quote(fire.getLocalTime())
+                  + ",\"note\":"
+                  + quote(fire.getNote())
+                  + "}");
+        }
+        emit("{\"event\":\"preview\",\"fires\":[" + String.join(",", rows) + "]}");
+        return;
+      }
       CreateJobResponse created = client.createJob(job);
       String jobId = created.getJob().getId();
       emit(
@@ -166,6 +207,10 @@ public final class CreateAndHistory {
               + "]}");
     }
     return "[" + String.join(",", rows) + "]";
+  }
+
+  private static Path path(Map<String, String> options, String name) {
+    return options.containsKey(name) ? Path.of(options.get(name)) : null;
   }
 
   private static Duration seconds(String text) {
