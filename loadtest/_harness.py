@@ -158,6 +158,18 @@ def etcd(endpoint: str | None) -> Iterator[str]:
             server.stop(signal.SIGTERM)
 
 
+@contextlib.contextmanager
+def workdir(keep: str | None, prefix: str) -> Iterator[Path]:
+    """Where the processes' logs go: ``keep`` (created, left in place), or a
+    temporary folder deleted afterwards."""
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        yield Path(keep)
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
+        yield Path(folder)
+
+
 def parse_settings(pairs: list[str]) -> dict[str, str]:
     """``--pg-set NAME=VALUE`` flags as a dict (ValueError naming a bad one)."""
     out = {}
@@ -316,7 +328,7 @@ def profiled(pids: dict[str, int], folder: Path | None) -> Iterator[None]:
     samplers = [
         subprocess.Popen(
             [str(spy), "record", "--pid", str(pid), "--output", str(folder / f"{name}.txt"), "--format", "raw",
-             "--rate", "200", "--threads", "--idle", "--nonblocking"],
+             "--rate", "100", "--threads", "--idle"],
             stdout=subprocess.DEVNULL, stderr=(folder / f"{name}.log").open("w"),
         )
         for name, pid in pids.items()
@@ -478,18 +490,42 @@ class WorkerProcesses:
         return codes
 
 
-def start_workers(folder: Path, address: str, credential: str, count: int, slots: int) -> WorkerProcesses:
-    """``count`` ``tickwheel worker`` processes running the built-in ``echo``
-    handler (no HTTP), ``slots`` each."""
+HOLD_ENV = "TICKWHEEL_BENCH_HOLD"
+
+
+def register_held_echo(registry) -> None:
+    """``echo`` that waits ``$TICKWHEEL_BENCH_HOLD`` seconds before answering
+    (``tickwheel worker --handlers _harness:register_held_echo``): results
+    then come back after the hand-out, so a burst measures the hand-out
+    alone, without result recording competing for the same CPU and store."""
+    hold = float(os.environ.get(HOLD_ENV, "0"))
+
+    async def held_echo(ctx) -> bytes:
+        await asyncio.sleep(hold)
+        return ctx.payload
+
+    registry.register(HANDLER, held_echo)
+
+
+def start_workers(folder: Path, address: str, credential: str, count: int, slots: int,
+                  hold: float = 0.0) -> WorkerProcesses:
+    """``count`` ``tickwheel worker`` processes running ``echo`` (no HTTP),
+    ``slots`` each: the built-in one, or with ``hold`` > 0 one that waits
+    that long first (:func:`register_held_echo`)."""
+    handlers, env = BUILTINS, None
+    if hold > 0:
+        handlers = "_harness:register_held_echo"
+        env = {**os.environ, HOLD_ENV: str(hold),
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))}
     processes, logs = [], []
     for i in range(count):
         log = folder / f"worker-{i}.log"
         with log.open("w") as out:
             processes.append(subprocess.Popen(
-                [TICKWHEEL, "worker", "--address", address, "--credential", credential, "--handlers", BUILTINS,
-                 "--no-http", "--slots", str(slots), "--worker-id", f"bench-w{i}", "--grace", "10",
+                [TICKWHEEL, "worker", "--address", address, "--credential", credential, "--handlers", handlers,
+                 "--no-http", "--slots", str(slots), "--worker-id", f"bench-w{i}", "--grace", str(10 + hold),
                  "--log-level", "WARNING"],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder,
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder, env=env,
             ))
         logs.append(log)
     return WorkerProcesses(processes, logs)
@@ -497,7 +533,7 @@ def start_workers(folder: Path, address: str, credential: str, count: int, slots
 
 @contextlib.contextmanager
 def cluster(folder: Path, url: str, etcd_endpoint: str, *, workers: int, slots: int, max_jobs: int,
-            server_id: str) -> Iterator[tuple[ServerProcess, WorkerProcesses]]:
+            server_id: str, hold: float = 0.0) -> Iterator[tuple[ServerProcess, WorkerProcesses]]:
     """One ``tickwheel server`` (migrating the store) and ``workers`` worker
     processes connected to it, every partition owned and the server's start
     done; whatever the block did not stop is stopped gracefully afterwards."""
@@ -506,7 +542,7 @@ def cluster(folder: Path, url: str, etcd_endpoint: str, *, workers: int, slots: 
     pool = None
     try:
         credential = asyncio.run(create_tenant_and_credential(server, max_jobs))
-        pool = start_workers(folder, server.address, credential, workers, slots)
+        pool = start_workers(folder, server.address, credential, workers, slots, hold)
         asyncio.run(wait_ready(server, workers))
         wait_started(url, server)
         yield server, pool

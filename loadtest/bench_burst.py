@@ -1,8 +1,8 @@
 """Benchmark: burst accuracy. N one-off jobs all due in the same second, on
 PostgreSQL + etcd, a real ``tickwheel server`` and no-op worker processes.
 
-    .venv/bin/python loadtest/bench_burst.py [--sizes 10000,30000] [--workers 4] [--lead 15]
-                                             [--pg URL] [--etcd HOST:PORT] [--smoke]
+    .venv/bin/python loadtest/bench_burst.py [--sizes 10000,30000] [--workers 4] [--lead 15] [--hold 0]
+                                             [--pg URL] [--etcd HOST:PORT] [--profile DIR] [--logs DIR] [--smoke]
 
 Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL
 and etcd are started (``tests/support``) and deleted afterwards. For each size
@@ -24,7 +24,7 @@ N, in order:
 
 Figures come from the store, not from the benchmark's clock: *start* is the
 hand-out instant the server recorded in ``attempts.started_at`` (its clock,
-read after the hand-out claim reached the store), *lateness* = start − the
+read inside the hand-out claim's transaction), *lateness* = start − the
 execution's ``due_at``, signed (``attempts.lateness_us`` is clamped at 0, so
 an early start would hide there). ``early`` counts starts before ``due_at``
 (must be 0), ``dropped`` the jobs without a succeeded execution when the run
@@ -38,6 +38,16 @@ after each run (the machine is shared).
 ``baseline`` repeats figures measured earlier on this machine with other
 schedulers (constants: they were not measured in this run).
 
+For finding where the time goes: ``--hold S`` makes the no-op handler wait S
+seconds before answering, so results do not compete with the hand-out;
+``hand_out_batches`` groups the starts by hand-out instant (one gateway claim
+stamps one instant); ``sql`` counts what reached PostgreSQL
+(``pg_stat_statements``: statements per execution, commits, rollbacks, the
+costliest shapes) and ``errors_logged`` its ERROR lines (serialization
+failures the store retried); ``--profile DIR`` samples the server and one
+worker with py-spy; ``--logs DIR`` keeps the processes' logs; ``--pg-set``
+changes a setting of the throwaway PostgreSQL.
+
 ``--smoke`` runs one tiny size in seconds so CI keeps the script working;
 its figures mean nothing.
 """
@@ -50,7 +60,6 @@ import math
 import os
 import platform
 import sys
-import tempfile
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -170,7 +179,7 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
         raise SystemExit(f"{size} jobs over {args.workers} workers is more than 10 000 slots each: add --workers")
     load_before = h.load_average()
     with h.cluster(folder, url, etcd_endpoint, workers=args.workers, slots=slots, max_jobs=max(size, 100_000),
-                   server_id=f"bench-burst-{size}") as (server, pool):
+                   server_id=f"bench-burst-{size}", hold=args.hold) as (server, pool):
         meter = h.Meter(
             {"server": [server.process.pid], "workers": pool.pids,
              **({"postgres": [pg]} if (pg := h.postmaster_pid(url)) else {}),
@@ -213,6 +222,7 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
         "slots_per_worker": slots,
         "due_at": due.isoformat(),
         "lead_s": args.lead,
+        "hold_s": args.hold,
         "stored": {k: v for k, v in created.items() if k != "committed_at"},
         "stored_before_due_s": round(lead_left, 2),
         **figures,
@@ -240,12 +250,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lead", type=float, default=15.0,
                         help="seconds between storing the jobs and their due second (default 15; under the 60 s look-ahead)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds after the due second to wait for every execution")
+    parser.add_argument("--hold", type=float, default=0.0,
+                        help="seconds the no-op handler waits before answering (default 0); with a hold longer than "
+                             "the hand-out, results do not compete with it: the hand-out measured alone")
     parser.add_argument("--pg", help="a PostgreSQL database (postgresql://…); default: a throwaway server")
     parser.add_argument("--etcd", help="etcd HOST:PORT; default: a throwaway etcd")
     parser.add_argument("--pg-set", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting of the throwaway PostgreSQL (repeatable), for experiments")
     parser.add_argument("--profile", metavar="DIR",
                         help="sample the server and one worker with py-spy during the burst into DIR")
+    parser.add_argument("--logs", metavar="DIR", help="keep the server's and workers' logs in DIR")
     parser.add_argument("--smoke", action="store_true", help="one tiny run for CI; figures are meaningless")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -262,9 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     runs = []
     with h.postgres(args.pg, pg_settings) as url, h.etcd(args.etcd) as etcd_endpoint, \
-            tempfile.TemporaryDirectory(prefix="tickwheel-bench-burst-") as folder:
+            h.workdir(args.logs, "tickwheel-bench-burst-") as folder:
         for size in sizes:
-            runs.append(run_size(size, args, url, etcd_endpoint, Path(folder)))
+            runs.append(run_size(size, args, url, etcd_endpoint, folder))
         settings = h.server_settings(url)
     report = {
         "benchmark": "burst",

@@ -3,7 +3,7 @@ stream → worker processes → results → history rows, on PostgreSQL + etcd,
 beside a raw-SQL ceiling measured in the same run.
 
     .venv/bin/python loadtest/bench_e2e.py [--jobs 50000] [--workers 4] [--slots 1000]
-                                           [--pg URL] [--etcd HOST:PORT] [--smoke]
+                                           [--pg URL] [--etcd HOST:PORT] [--profile DIR] [--logs DIR] [--smoke]
 
 Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL
 and etcd are started (``tests/support``) and deleted afterwards.
@@ -41,7 +41,9 @@ and etcd are started (``tests/support``) and deleted afterwards.
   ``ratio`` = server / ceiling.
 
 ``/proc/loadavg`` is recorded before and after each part (the machine is
-shared). ``--smoke`` runs tiny sizes in seconds so CI keeps the script
+shared). ``--profile DIR`` samples the server and one worker with py-spy,
+``--logs DIR`` keeps the processes' logs, ``--pg-set`` changes a setting of
+the throwaway PostgreSQL. ``--smoke`` runs tiny sizes in seconds so CI keeps the script
 working; its figures mean nothing.
 """
 
@@ -52,7 +54,6 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -314,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg-set", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting of the throwaway PostgreSQL (repeatable), for experiments")
     parser.add_argument("--profile", metavar="DIR", help="sample the server and one worker with py-spy into DIR")
+    parser.add_argument("--logs", metavar="DIR", help="keep the server's and workers' logs in DIR")
     parser.add_argument("--smoke", action="store_true", help="tiny run for CI; figures are meaningless")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -326,8 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     began = time.perf_counter()
     with h.postgres(args.pg, pg_settings) as url, h.etcd(args.etcd) as etcd_endpoint, \
-            tempfile.TemporaryDirectory(prefix="tickwheel-bench-e2e-") as folder:
-        server = run_server(args, url, etcd_endpoint, Path(folder))
+            h.workdir(args.logs, "tickwheel-bench-e2e-") as folder:
+        server = run_server(args, url, etcd_endpoint, folder)
         ceiling = run_ceiling(url, args.jobs)
         settings = h.server_settings(url)
     report = {
