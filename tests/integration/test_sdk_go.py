@@ -64,11 +64,17 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         assert process.wait(30) == 0
 
 
+def _events(stdout: str, stderr: str) -> list[dict]:
+    try:
+        return [json.loads(line) for line in stdout.splitlines()]
+    except json.JSONDecodeError:
+        raise AssertionError(f"the program printed more than JSON lines:\n{stdout}\n{stderr}") from None
+
+
 def run_json(argv: Sequence[str]) -> tuple[int, list[dict]]:
     """Runs an example program; returns its exit status and the JSON objects it printed."""
     result = subprocess.run(list(argv), capture_output=True, text=True, timeout=120)
-    assert result.stderr == "", result.stderr
-    return result.returncode, [json.loads(line) for line in result.stdout.splitlines()]
+    return result.returncode, _events(result.stdout, result.stderr)
 
 
 async def run_json_async(argv: Sequence[str]) -> tuple[int, list[dict]]:
@@ -80,12 +86,17 @@ async def run_json_async(argv: Sequence[str]) -> tuple[int, list[dict]]:
         process.kill()
         await process.wait()
         raise
-    assert stderr.decode() == "", stderr.decode()
-    return process.returncode, [json.loads(line) for line in stdout.decode().splitlines()]
+    return process.returncode, _events(stdout.decode(), stderr.decode())
 
 
 def run_history(program: Path, address: str, api_key: str, *args: str) -> tuple[int, list[dict]]:
     return run_json([str(program), "--address", address, "--api-key", api_key, *args])
+
+
+def job_count(dev: dict[str, str]) -> int:
+    """How many jobs the dev tenant has, read through the Python client."""
+    with Client(dev["address"], api_key=dev["api_key"]) as client:
+        return sum(1 for _ in client.iter_jobs())
 
 
 def _openssl(folder: Path, *args: str) -> None:
@@ -177,13 +188,16 @@ def test_a_one_off_job_created_through_go_runs_and_its_history_reads_back(dev, h
 
 
 def test_a_wrong_api_key_is_unauthenticated(dev, history_program: Path) -> None:
+    before = job_count(dev)
     status, events = run_history(history_program, dev["address"], "twk_wrong_key", "--in", "2s")
     assert status == 1
     [error] = events
     assert error["event"] == "error" and error["code"] == "UNAUTHENTICATED"
+    assert job_count(dev) == before, "a refused call writes nothing"
 
 
 def test_an_invalid_cron_expression_is_invalid_argument_naming_the_field(dev, history_program: Path) -> None:
+    before = job_count(dev)
     status, events = run_history(history_program, dev["address"], dev["api_key"], "--cron", "61 * * * *")
     assert status == 1
     [error] = events
@@ -191,6 +205,7 @@ def test_an_invalid_cron_expression_is_invalid_argument_naming_the_field(dev, hi
     fields = [violation["field"] for violation in error["field_violations"]]
     assert fields == ["job.schedule.cron.expression"]
     assert "61" in error["field_violations"][0]["description"]
+    assert job_count(dev) == before, "a refused job writes nothing"
 
 
 async def test_mutual_tls_previews_and_refuses_without_a_client_certificate(history_program: Path, pki, tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_processes import start_dev
-from tests.integration.test_sdk_go import check_mutual_tls, run_json, run_json_async
+from tests.integration.test_sdk_go import check_mutual_tls, job_count, run_json, run_json_async
 from tests.integration.test_sdk_go import pki  # noqa: F401 (the fixture, shared)
 from tests.support.server import REPO
 from tickwheel import Client
@@ -113,13 +113,16 @@ def test_a_one_off_job_created_through_java_runs_and_its_history_reads_back(dev,
 
 
 def test_a_wrong_api_key_is_unauthenticated(dev, build: Path) -> None:
+    before = job_count(dev)
     status, events = run_example(build, dev["address"], "twk_wrong_key", "--in", "2")
     assert status == 1
     [error] = events
     assert error["event"] == "error" and error["code"] == "UNAUTHENTICATED"
+    assert job_count(dev) == before, "a refused call writes nothing"
 
 
 def test_an_invalid_cron_expression_is_invalid_argument_naming_the_field(dev, build: Path) -> None:
+    before = job_count(dev)
     status, events = run_example(build, dev["address"], dev["api_key"], "--cron", "61 * * * *")
     assert status == 1
     [error] = events
@@ -127,6 +130,7 @@ def test_an_invalid_cron_expression_is_invalid_argument_naming_the_field(dev, bu
     fields = [violation["field"] for violation in error["field_violations"]]
     assert fields == ["job.schedule.cron.expression"]
     assert "61" in error["field_violations"][0]["description"]
+    assert job_count(dev) == before, "a refused job writes nothing"
 
 
 async def test_mutual_tls_previews_and_refuses_without_a_client_certificate(build: Path, pki, tmp_path: Path) -> None:
