@@ -1,6 +1,6 @@
 """The gateway's watch over what its workers hold: heartbeats, timeouts,
-streams that close, re-attachment, retries into the wheel; with a fake clock,
-on SQLite and PostgreSQL."""
+streams that close, re-attachment, retries into the wheel, cancel requests
+made on any server; with a fake clock, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from tickwheel_server.gateway.connections import Connections, WorkerConnection
 from tickwheel_server.gateway.gateway import Gateway
 from tickwheel_server.store.credentials import WorkerCredential
 from tickwheel_server.store.handout import HandoutStore
+from tickwheel_server.store.history import HistoryStore
 from tickwheel_server.store.tables import attempts, executions
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
@@ -163,3 +164,52 @@ async def test_a_retry_goes_to_the_timer_wheel_at_its_ready_instant(migrated_eng
     with migrated_engine.connect() as conn:
         ready_at = conn.execute(sa.select(executions.c.ready_at)).scalar()
     assert [(r.execution_id, r.ready_at_us, r.partition) for r in retries] == [("e1", ready_at, 0)]
+
+
+async def test_a_cancel_requested_through_another_server_reaches_the_worker_holding_it(migrated_engine, clock) -> None:
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    add_execution(migrated_engine, clock, "e1")
+    add_execution(migrated_engine, clock, "e2")
+    here, there = Connections(), Connections()
+    connection = connect(here, clock)
+    elsewhere = connect(there, clock, worker_id="w2")
+    gateway = make_gateway(migrated_engine, clock, here)
+    other = Gateway(HandoutStore(migrated_engine, clock), there, clock, owner="s2")
+    assert await gateway.hand_out_round() == 2
+    drain_outbox(connection)
+    # CancelExecution arrives at the other server: it records the request.
+    canceled = await HistoryStore(migrated_engine, clock).cancel_execution("acme", "e1", "wrong input")
+    assert canceled.status == "running"
+    assert await other.signal_cancels() == 0  # not its execution
+    assert drain_outbox(elsewhere) == []
+    assert await gateway.signal_cancels() == 1
+    [cancel] = [m.cancel for m in drain_outbox(connection) if m.WhichOneof("message") == "cancel"]
+    [key] = [(e.execution_id, e.delivery) for e in cancel.executions]
+    assert key[0] == "e1" and cancel.reason == "canceled: wrong input"
+    assert await gateway.signal_cancels() == 0  # told once
+    await gateway.record(connection, [worker_pb2.ExecutionResult(
+        execution_id=key[0], delivery=key[1], attempt=1, outcome=worker_pb2.RESULT_OUTCOME_CANCELED)])
+    with migrated_engine.connect() as conn:
+        row = conn.execute(sa.select(executions).where(executions.c.id == "e1")).one()
+    assert (row.status, row.dead_reason) == ("canceled", "canceled: wrong input")
+    assert status_of(migrated_engine, "e2")[0] == "running"
+
+
+async def test_a_cancel_for_a_delivery_whose_stream_closed_is_told_after_it_re_attaches(migrated_engine, clock) -> None:
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    add_execution(migrated_engine, clock, "e1")
+    connections = Connections()
+    first = connect(connections, clock)
+    gateway = make_gateway(migrated_engine, clock, connections)
+    assert await gateway.hand_out_round() == 1
+    [key] = gateway.inflight.held_by(first)
+    first.close()
+    connections.remove(first)
+    gateway.disconnected(first)
+    await HistoryStore(migrated_engine, clock).cancel_execution("acme", "e1")
+    assert await gateway.signal_cancels() == 0  # nobody to tell yet
+    second = connect(connections, clock)
+    assert (await gateway.reattach(second, [key]))[0] == [key]
+    assert await gateway.signal_cancels() == 1
+    [cancel] = [m.cancel for m in drain_outbox(second) if m.WhichOneof("message") == "cancel"]
+    assert [(e.execution_id, e.delivery) for e in cancel.executions] == [key]

@@ -26,20 +26,27 @@ async def store(migrated_engine, clock) -> HandoutStore:
 
 
 def add_execution(engine, clock, ident: str, *, due_in: float = 0.0, tenant: str = "acme", handler: str | None = "echo",
-                  max_attempts: int = 3) -> None:
-    spec = job_pb2.Job(name="j", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name=handler or "x")))
-    spec.retry_policy.max_attempts = max_attempts
-    spec.retry_policy.initial_backoff.FromSeconds(1)
-    spec.retry_policy.max_backoff.FromSeconds(10)
+                  max_attempts: int = 3, job_id: str | None = None, spec: job_pb2.Job | None = None,
+                  origin: str = "scheduled", nominal_in: float | None = None) -> None:
+    """A ``scheduled`` execution due ``due_in`` seconds from now, of job
+    ``job_id`` (by default a job of its own, so executions do not overlap),
+    created with ``spec`` (a handler job with ``max_attempts``) if missing."""
+    if spec is None:
+        spec = job_pb2.Job(name="j", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name=handler or "x")))
+        spec.retry_policy.max_attempts = max_attempts
+        spec.retry_policy.initial_backoff.FromSeconds(1)
+        spec.retry_policy.max_backoff.FromSeconds(10)
+    job_id = job_id or f"job_{ident}"
     due = to_us(clock.now() + timedelta(seconds=due_in))
+    nominal = due if nominal_in is None else to_us(clock.now() + timedelta(seconds=nominal_in))
     with engine.begin() as conn:
-        if not conn.execute(sa.select(jobs.c.id).where(jobs.c.id == "job_1")).first():
+        if not conn.execute(sa.select(jobs.c.id).where(jobs.c.id == job_id)).first():
             conn.execute(jobs.insert().values(
-                id="job_1", tenant=tenant, partition=0, name="j", state="active", spec=spec.SerializeToString(),
+                id=job_id, tenant=tenant, partition=0, name="j", state="active", spec=spec.SerializeToString(),
                 time_zone="UTC", next_run_at=None, next_due_at=None, run_count=0, tzdata_version="x",
                 pause_reason="", paused_at=None, version=1, created_at=0, updated_at=0))
         conn.execute(executions.insert().values(
-            id=ident, job_id="job_1", tenant=tenant, partition=0, origin="scheduled", nominal_at=due, due_at=due,
+            id=ident, job_id=job_id, tenant=tenant, partition=0, origin=origin, nominal_at=nominal, due_at=due,
             ready_at=due, attempt=1, delivery=0, status="scheduled", owner=None, worker_id=None, handler=handler,
             missed_count=1, reap_count=0, payload=b"p", error="", dead_reason="", created_at=0, finished_at=None))
 

@@ -2,12 +2,17 @@
 their results.
 
 A hand-out round runs when something may be ready: the timer wheel reached a
-due instant, a worker granted credit or connected, or the sweep interval
+due instant, a worker granted credit or connected, results were recorded
+(they may have freed a job or a concurrency key), or the sweep interval
 (default 1 s) passed; the sweep is also how this server's workers take work
 of partitions other servers own (work stealing). Each round groups the
 workers with credit by what they may run and claims, per group, at most their
-total credit from the store (one batched statement), then deals the claimed
-executions out and sends each worker one batched ``Assignments`` message.
+total credit from the store (one transaction: weighted fair share across
+tenants within their caps, overlap policies, concurrency keys; see
+:mod:`tickwheel_server.store.handout`), then deals the claimed executions out
+and sends each worker one batched ``Assignments`` message. When candidates
+had to wait or were skipped instead, the group claims again (a few times at
+most) so its credit is not left idle until the next round.
 
 Never early: the claim compares ``ready_at`` with this server's clock. The
 server's clock is compared with the database's at start and every minute;
@@ -23,6 +28,14 @@ what it still runs; the deliveries still running are re-attached to this
 server's session, the rest are rejected. A retry's ready instant goes into
 the timer wheel through ``on_retry``, the same due-time path as any
 occurrence.
+
+Cancel requests: about once a second (and at once after a round of its own
+made one) the gateway reads the running executions stamped with its session
+that someone asked to stop (CancelExecution on any server, an overlap
+``replace``) and sends each holding worker one ``CancelExecutions``; the
+worker's CANCELED result ends them. Every 30 s it also wakes the waiters of
+concurrency keys that have free slots (a safety net under the wake-ups made
+where slots are given back).
 """
 
 from __future__ import annotations
@@ -45,6 +58,8 @@ from .inflight import InFlight, Key
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 500
+MAX_PASSES = 4
+"""Claims per group and round while candidates are diverted (waited, skipped)."""
 
 
 def _ts(micros: int) -> timestamp_pb2.Timestamp:
@@ -101,6 +116,8 @@ class Gateway:
         self._on_retry = on_retry
         self.inflight: InFlight[WorkerConnection] = InFlight(timeout=heartbeat_timeout, grace=reattach_grace)
         self.requeued = 0
+        self.canceled = 0
+        """Deliveries whose workers this gateway told to cancel them (cancel requests)."""
         self._wake = asyncio.Event()
         self.clock_skew: float | None = None
         self.handing_out = True
@@ -161,13 +178,22 @@ class Gateway:
             if connection.credit > 0 and not connection.draining and not connection.closed.is_set():
                 groups[connection.capability].append(connection)
         total = 0
+        stopped = 0
         for capability, members in groups.items():
-            want = min(sum(c.credit for c in members), MAX_BATCH)
-            # ``now`` decides what is ready; the hand-out instant (lateness,
-            # deadlines) is read after the claim reached the store, which may
-            # have retried through an outage meanwhile.
-            handed = await self._store.claim_ready(self.owner, self._clock.now(), capability, want)
-            total += await self._deal(handed, members, self._clock.now())
+            for _ in range(MAX_PASSES):
+                want = min(sum(c.credit for c in members if not c.closed.is_set()), MAX_BATCH)
+                if want <= 0:
+                    break
+                # ``now`` decides what is ready; the hand-out instant (lateness,
+                # deadlines) is read after the claim reached the store, which may
+                # have retried through an outage meanwhile.
+                handed = await self._store.claim_ready(self.owner, self._clock.now(), capability, want)
+                total += await self._deal(handed, members, self._clock.now())
+                stopped += handed.stopped
+                if not handed.diverted or len(handed) >= want:
+                    break
+        if stopped:
+            await self.signal_cancels()
         return total
 
     async def _deal(self, handed: list[HandedOut], members: list[WorkerConnection], now: datetime) -> int:
@@ -222,14 +248,55 @@ class Gateway:
         kept = set(attached)
         return attached, [key for key in held if key not in kept]
 
-    async def run_liveness(self, interval: float = 1.0) -> None:
-        """Requeue, about every ``interval``, the deliveries whose worker went silent or away."""
+    async def run_liveness(self, interval: float = 1.0, stalled_interval: float = 30.0) -> None:
+        """About every ``interval``: requeue the deliveries whose worker went
+        silent or away, and tell workers about cancel requests; every
+        ``stalled_interval``, wake key waiters left asleep beside free slots."""
+        next_stalled = self._clock.monotonic() + stalled_interval
         while True:
             try:
                 await self.requeue_expired()
             except Exception:
                 log.exception("requeuing lost executions failed; retrying")
+            try:
+                await self.signal_cancels()
+            except Exception:
+                log.exception("reading cancel requests failed; retrying")
+            if self._clock.monotonic() >= next_stalled:
+                next_stalled = self._clock.monotonic() + stalled_interval
+                try:
+                    if await self._store.wake_stalled():
+                        self.wake()
+                except Exception:
+                    log.exception("waking stalled key waiters failed; retrying")
             await self._clock.sleep(interval)
+
+    async def signal_cancels(self) -> int:
+        """Send each worker holding a delivery someone asked to stop one
+        ``CancelExecutions`` (once per attachment); returns how many were told."""
+        requests = await self._store.cancel_requests(self.owner)
+        if not requests:
+            return 0
+        reasons = {(r.execution_id, r.delivery): r.reason for r in requests}
+        told = 0
+        for connection, keys in self.inflight.to_cancel(reasons).values():
+            by_reason: dict[str, list[Key]] = defaultdict(list)
+            for key in keys:
+                by_reason[reasons[key]].append(key)
+            for reason, group in sorted(by_reason.items()):
+                await connection.send(
+                    worker_pb2.PullResponse(
+                        cancel=worker_pb2.CancelExecutions(
+                            executions=[worker_pb2.InFlightExecution(execution_id=i, delivery=d) for i, d in group],
+                            reason=reason,
+                        )
+                    )
+                )
+                told += len(group)
+        if told:
+            self.canceled += told
+            log.info("told workers to cancel %d executions", told)
+        return told
 
     async def requeue_expired(self) -> RequeueResult:
         """One pass of :meth:`run_liveness`."""
@@ -279,6 +346,7 @@ class Gateway:
             for r in results
         ]
         acks = await self._store.record_results(inputs)
+        self.wake()  # an execution that ended may have freed its job or a key for the next in line
         for ack in acks:
             self.inflight.done((ack.execution_id, ack.delivery))
             if ack.retry is not None and self._on_retry is not None:

@@ -11,6 +11,9 @@ one is renewed. :meth:`InFlight.expired` returns the deliveries to requeue:
   worker died, or reconnected elsewhere and re-attached there (then the
   requeue, conditional on this server's session, changes nothing).
 
+A delivery someone asked to stop (CancelExecution, an overlap ``replace``)
+is told to its worker once per attachment (:meth:`to_cancel`).
+
 All operations are O(1) per delivery except :meth:`expired`, which scans
 every entry; it runs about once a second.
 """
@@ -38,6 +41,7 @@ class Entry(Generic[C]):
     """Monotonic instant of the hand-out, re-attachment or latest heartbeat."""
     orphaned_at: float | None = None
     cancel_sent: bool = False
+    """The worker holding it was told to cancel it (a cancel request)."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,20 @@ class InFlight(Generic[C]):
                 due.append(Expired(entry.key, entry.partition, entry.connection, entry.worker_id,
                                    f"no heartbeat from worker {entry.worker_id} for {self.timeout:g} s"))
         return due
+
+    def to_cancel(self, keys: Iterable[Key]) -> dict[int, tuple[C, list[Key]]]:
+        """Of ``keys`` (deliveries someone asked to stop), those held by a live
+        stream here that was not told yet, by stream (``id(connection)`` →
+        (connection, keys)); each is marked told. An orphaned delivery is
+        told once a worker re-attaches it (that makes a new entry)."""
+        found: dict[int, tuple[C, list[Key]]] = {}
+        for key in keys:
+            entry = self._entries.get(key)
+            if entry is None or entry.connection is None or entry.cancel_sent:
+                continue
+            entry.cancel_sent = True
+            found.setdefault(id(entry.connection), (entry.connection, []))[1].append(key)
+        return found
 
     def _forget_connection_of(self, key: Key) -> None:
         entry = self._entries.get(key)

@@ -1,9 +1,32 @@
 """Hand-out, outcomes and requeues: the executions table as the queue.
 
-:meth:`HandoutStore.claim_ready` moves ready executions from ``scheduled`` to
-``running`` in one batched ``UPDATE … WHERE id IN (SELECT … ready_at <= :now
-… LIMIT n FOR UPDATE SKIP LOCKED) RETURNING …``, stamping the server's
-session (``owner``), the next delivery number and the hand-out instant;
+:meth:`HandoutStore.claim_ready` hands ready executions out in one
+transaction per round, in four steps, each a bounded number of batched
+statements whatever the backlog:
+
+1. *Who has ready work.* The tenants the workers may serve that have an
+   execution ``scheduled`` with ``ready_at <= :now`` (the first entry of each
+   tenant in ``executions_tenant_ready``: one index probe per tenant; for a
+   long tenant list, a loose index scan over the tenants that have scheduled
+   work at all), with their weight and concurrency cap. A capped tenant's
+   ``tenant_gates`` row is written first (hand-outs for one tenant take
+   turns) and its running executions counted: its room under the cap.
+2. *How many each.* :mod:`.fairness` splits the round's budget (the
+   workers' credit) by weighted fair share, none over a tenant's room; a
+   tenant with 100 000 ready gets its share, not the round.
+3. *Which.* Per tenant, its oldest ready executions up to its share, each a
+   range scan on ``executions_tenant_ready`` with its own LIMIT (one
+   statement: ``LATERAL`` on PostgreSQL and CockroachDB, ``UNION ALL`` on
+   SQLite), ``FOR UPDATE SKIP LOCKED`` so concurrent servers take different
+   rows. Shares a tenant could not fill go to the others in one more scan.
+4. *What may start.* :mod:`.admission` applies each job's overlap policy and
+   the concurrency keys (their rows locked); the candidates that may start
+   are moved to ``running`` in one UPDATE stamping the server's session
+   (``owner``), the next delivery number and the hand-out instant; the
+   others wait (``waiting``), are skipped (deleted, counted in a skip range
+   with reason ``overlap``) or canceled; running executions an overlap
+   ``replace`` stops get a cancel request.
+
 ``:now`` is the handing-out server's clock, so nothing is handed out before
 its due instant by that clock. The status transition is the fence: two
 servers can never both move a row.
@@ -29,11 +52,18 @@ delivery and the owner it was decided for, so a worker that re-attached
 elsewhere meanwhile (:meth:`reattach`) keeps its execution. Requeues that
 count (the worker died or went silent, not the server) raise ``reap_count``;
 past the poison cap the execution is dead-lettered instead.
+
+Whatever ends a delivery gives its concurrency-key slots back and wakes the
+next in line (:mod:`.isolation`), in the same transaction. An execution with
+a cancel request ends ``canceled`` instead of being retried or requeued.
 """
 
 from __future__ import annotations
 
+import json
 import random
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -44,14 +74,91 @@ from tickwheel.v1 import job_pb2, worker_pb2
 
 from ..ids import to_us
 from ..retry import backoff_delay
+from .admission import (
+    ANYTHING_GOES, Active, Candidate, KeyState, Replace, Rules, Skip, Wait, decide_keys, decide_overlap, rules_of,
+)
 from .base import SqlStore
-from .tables import attempts, executions, jobs
+from .fairness import Demand, FairShare, Shares
+from .isolation import (
+    ACTIVE, ensure_keys, insert_for, lock_keys, release_slots, request_cancel, status_in, take_slots, wake_jobs,
+    wake_key_waiters, wake_keys,
+)
+from .tables import attempts, concurrency_keys, executions, jobs, skips, tenant_gates, tenants
 
 TERMINAL = ("succeeded", "dead", "canceled")
 DEFAULT_POISON_CAP = 3
+OVERLAP_REASON = "overlap"
+LOOSE_SCAN_ABOVE = 64
+"""A round whose workers may serve more tenants than this finds those with
+ready work by a loose index scan over the tenants that have any scheduled
+execution, instead of one probe per tenant named."""
+_SQLITE_BRANCHES = 100
+"""Per-tenant scans per UNION ALL statement on SQLite (its compound SELECT limit is 500)."""
+_RULES_CACHE_SIZE = 100_000
 
 DeadLetterHook = Callable[[Connection, "DeadLetter"], None]
 """Called inside the transaction that dead-letters an execution (raises its alert)."""
+
+_CANDIDATE_COLUMNS = (
+    executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition, executions.c.origin,
+    executions.c.nominal_at, executions.c.due_at, executions.c.ready_at, executions.c.attempt, executions.c.delivery,
+    executions.c.allow_overlap, executions.c.wait_key,
+)
+
+# Per tenant, its oldest ready executions up to its share: one range scan on
+# executions_tenant_ready with its own LIMIT each, rows locked as the scan
+# passes them (SKIP LOCKED: a row another server is claiming is passed over).
+_LATERAL_CANDIDATES = sa.text(
+    "SELECT c.id, c.job_id, c.tenant, c.partition, c.origin, c.nominal_at, c.due_at, c.ready_at, c.attempt, "
+    "c.delivery, c.allow_overlap, c.wait_key "
+    "FROM unnest(CAST(:tenants AS TEXT[]), CAST(:quotas AS INTEGER[])) AS q (tenant, n) "
+    "CROSS JOIN LATERAL ("
+    "SELECT e.id, e.job_id, e.tenant, e.partition, e.origin, e.nominal_at, e.due_at, e.ready_at, e.attempt, "
+    "e.delivery, e.allow_overlap, e.wait_key FROM executions AS e "
+    "WHERE e.tenant = q.tenant AND e.status = 'scheduled' AND e.ready_at <= :now "
+    "AND (e.handler = ANY (CAST(:handlers AS TEXT[])) OR (CAST(:http AS BOOLEAN) AND e.handler IS NULL)) "
+    "ORDER BY e.ready_at LIMIT q.n FOR UPDATE OF e SKIP LOCKED"
+    ") AS c"
+)
+
+_ACTIVE_COLUMNS = (
+    executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.status, executions.c.origin,
+    executions.c.nominal_at, executions.c.ready_at, executions.c.attempt, executions.c.allow_overlap,
+    executions.c.wait_key, executions.c.cancel_requested_at,
+)
+
+# Running, or waiting for a retry: the predicate of executions_busy, written
+# as it is there so that every engine matches the partial index.
+_BUSY = sa.text("(executions.status = 'running' OR (executions.status = 'scheduled' AND executions.attempt > 1))")
+
+# Per job, its oldest executions not started (executions_active, one range each).
+_LATERAL_NOT_STARTED = sa.text(
+    "SELECT a.id, a.job_id, a.tenant, a.status, a.origin, a.nominal_at, a.ready_at, a.attempt, a.allow_overlap, "
+    "a.wait_key, a.cancel_requested_at "
+    "FROM unnest(CAST(:jobs AS TEXT[]), CAST(:limits AS INTEGER[])) AS q (job_id, n) "
+    "CROSS JOIN LATERAL ("
+    "SELECT e.id, e.job_id, e.tenant, e.status, e.origin, e.nominal_at, e.ready_at, e.attempt, e.allow_overlap, "
+    "e.wait_key, e.cancel_requested_at FROM executions AS e "
+    "WHERE e.job_id = q.job_id AND e.status IN ('scheduled', 'waiting', 'running') "
+    "AND e.status IN ('scheduled', 'waiting') ORDER BY e.nominal_at, e.id LIMIT q.n"
+    ") AS a"
+)
+
+# The tenants that have any scheduled execution, by a loose index scan of
+# executions_tenant_ready (one descent per tenant), each with its oldest
+# ready instant (one more descent) and its settings.
+_LOOSE_SCAN = sa.text(
+    "WITH RECURSIVE present (tenant) AS ("
+    "SELECT (SELECT e.tenant FROM executions AS e WHERE e.status = 'scheduled' ORDER BY e.tenant LIMIT 1) "
+    "UNION ALL "
+    "SELECT (SELECT e.tenant FROM executions AS e WHERE e.status = 'scheduled' AND e.tenant > p.tenant "
+    "ORDER BY e.tenant LIMIT 1) FROM present AS p WHERE p.tenant IS NOT NULL"
+    ") "
+    "SELECT t.name, t.weight, t.max_concurrency, "
+    "(SELECT e.ready_at FROM executions AS e WHERE e.status = 'scheduled' AND e.tenant = t.name "
+    "ORDER BY e.ready_at LIMIT 1) AS oldest "
+    "FROM present AS p JOIN tenants AS t ON t.name = p.tenant"
+)
 
 
 @dataclass(frozen=True)
@@ -139,6 +246,17 @@ class RequeueResult:
     dead: list[DeadLetter] = field(default_factory=list)
     skipped: list[tuple[str, int]] = field(default_factory=list)
     """Deliveries no longer running under the expected owner (finished, re-attached, already requeued)."""
+    canceled: list[str] = field(default_factory=list)
+    """Executions ended as canceled instead: they had a cancel request."""
+
+
+@dataclass(frozen=True)
+class CancelRequest:
+    """A running execution its owner must tell its worker to stop."""
+
+    execution_id: str
+    delivery: int
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -146,6 +264,27 @@ class Reattached:
     execution_id: str
     delivery: int
     partition: int
+
+
+class Claimed(list):
+    """The executions a round handed out (a list of :class:`HandedOut`),
+    with what else it did."""
+
+    def __init__(self, items: Iterable[HandedOut] = (), *, tenants: Sequence[str] = ()) -> None:
+        super().__init__(items)
+        self.tenants = list(tenants)
+        """The tenants the round found with ready work."""
+        self.diverted = 0
+        """Candidates that waited, were skipped or canceled instead of starting."""
+        self.stopped = 0
+        """Running executions asked to stop (overlap ``replace``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    spec: bytes
+    rules: Rules
+    updated_at: int
 
 
 class HandoutStore(SqlStore):
@@ -157,80 +296,428 @@ class HandoutStore(SqlStore):
         rng: random.Random | None = None,
         on_dead_letter: DeadLetterHook | None = None,
         poison_cap: int = DEFAULT_POISON_CAP,
+        fair: FairShare | None = None,
+        loose_scan_above: int = LOOSE_SCAN_ABOVE,
     ) -> None:
         super().__init__(engine, clock)
         self._rng = rng or random.Random()
         self._on_dead_letter = on_dead_letter
         self.poison_cap = poison_cap
+        self.fair = fair if fair is not None else FairShare()
+        self.loose_scan_above = loose_scan_above
+        self._rules_cache: OrderedDict[str, tuple[int, Rules]] = OrderedDict()
+        self._rules_lock = threading.Lock()
 
     # -- hand-out ---------------------------------------------------------------------------------
 
-    async def claim_ready(self, owner: str, now: datetime, capability: Capability, limit: int) -> list[HandedOut]:
+    async def claim_ready(self, owner: str, now: datetime, capability: Capability, limit: int) -> "Claimed":
         """Hand out up to ``limit`` executions whose ready instant is at or
-        before ``now`` and that ``capability`` may run, oldest ready first.
+        before ``now`` and that ``capability`` may run: shared among tenants
+        by weighted fair share within their caps, oldest ready first within
+        a tenant, each admitted by its job's overlap policy and its keys.
 
         ``now`` decides what is ready. The hand-out instant stamped on the
         rows (lateness and deadlines are measured from it) is read when the
         transaction runs, so a claim retried through an outage does not
-        pretend it started earlier; it is never before ``now``."""
+        pretend it started earlier; it is never before ``now``. Returns the
+        executions handed out, oldest ready first; ``diverted`` counts the
+        candidates that waited, were skipped or were canceled instead, and
+        ``stopped`` the running executions asked to stop (overlap
+        ``replace``)."""
         if limit <= 0 or not capability.tenants or not (capability.handlers or capability.http):
-            return []
+            return Claimed()
         now_us = to_us(now)
+        outcome: list = []
 
-        def fn(conn: Connection) -> list[HandedOut]:
-            at_us = max(now_us, to_us(self.clock.now()))
-            fits = []
-            if capability.handlers:
-                fits.append(executions.c.handler.in_(capability.handlers))
-            if capability.http:
-                fits.append(executions.c.handler.is_(None))
-            ready = (
-                sa.select(executions.c.id)
-                .where(
-                    executions.c.status == "scheduled",
-                    executions.c.ready_at <= now_us,
-                    executions.c.tenant.in_(capability.tenants),
-                    sa.or_(*fits),
-                )
-                .order_by(executions.c.ready_at)
-                .limit(limit)
-            )
-            if self.caps.skip_locked:
-                ready = ready.with_for_update(skip_locked=True)
-            claimed = conn.execute(
-                executions.update()
-                .where(executions.c.id.in_(ready.scalar_subquery()))
-                .values(status="running", owner=owner, delivery=executions.c.delivery + 1, handed_out_at=at_us)
-                .returning(
-                    executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition,
-                    executions.c.origin, executions.c.nominal_at, executions.c.due_at, executions.c.ready_at,
-                    executions.c.attempt, executions.c.delivery, executions.c.payload, executions.c.missed_count,
-                )
-            ).all()
-            if not claimed:
-                return []
-            job_ids = sorted({row.job_id for row in claimed})
-            specs = dict(conn.execute(sa.select(jobs.c.id, jobs.c.spec).where(jobs.c.id.in_(job_ids))).all())
-            handed = [
-                HandedOut(
-                    r.id, r.job_id, r.tenant, r.partition, r.origin, r.nominal_at, r.due_at, r.ready_at, r.attempt,
-                    r.delivery, bytes(r.payload), r.missed_count, bytes(specs.get(r.job_id, b"")), at_us,
-                )
-                for r in claimed
+        def fn(conn: Connection) -> Claimed:
+            outcome.clear()
+            shares = self.fair.begin()
+            claimed = self._claim(conn, owner, now_us, capability, limit, shares)
+            outcome.append(shares)
+            return claimed
+
+        claimed = await self._tx(fn)
+        if outcome:
+            self.fair.commit(outcome[0], claimed.tenants)
+        return claimed
+
+    def _claim(
+        self, conn: Connection, owner: str, now_us: int, capability: Capability, limit: int, shares: Shares
+    ) -> "Claimed":
+        at_us = max(now_us, to_us(self.clock.now()))
+        ready = self._ready_tenants(conn, capability, now_us)
+        if not ready:
+            return Claimed()
+        rooms = self._rooms(conn, [t for t in ready if t.max_concurrency > 0])
+        demands = {t.name: Demand(t.name, max(1, t.weight), rooms.get(t.name)) for t in ready}
+        grants = shares.allocate(limit, demands.values())
+        rows = self._candidates(conn, grants, capability, now_us)
+        got = Counter(row.tenant for row in rows)
+        short = {name: grants[name] - got[name] for name in grants if got[name] < grants[name]}
+        if short:
+            # Tenants with fewer ready than their share (for these workers)
+            # give it back; those that filled theirs share it in one more scan.
+            for name, unused in short.items():
+                shares.refund(name, demands[name].weight, unused)
+            full = [
+                Demand(name, demands[name].weight, None if demands[name].room is None else demands[name].room - got[name])
+                for name in grants if grants[name] and name not in short
             ]
-            handed.sort(key=lambda h: h.ready_at_us)
-            return handed
+            if full:
+                more = shares.allocate(sum(short.values()), full)
+                seen = {row.id for row in rows}
+                extra = self._candidates(conn, {n: got[n] + k for n, k in more.items() if k}, capability, now_us)
+                fresh = [row for row in extra if row.id not in seen]
+                rows += fresh
+                fresh_got = Counter(row.tenant for row in fresh)
+                for name, granted in more.items():
+                    shares.refund(name, demands[name].weight, granted - fresh_got[name])
+        claimed = Claimed(tenants=sorted(demands))
+        if not rows:
+            return claimed
+        rows.sort(key=lambda row: (row.ready_at, row.id))
+        jobs_of = self._jobs_of(conn, sorted({row.job_id for row in rows}))
+        rules = {job_id: job.rules for job_id, job in jobs_of.items()}
+        candidates = [
+            Candidate(r.id, r.job_id, r.tenant, r.origin, r.nominal_at, r.ready_at, r.attempt, r.delivery,
+                      bool(r.allow_overlap), r.wait_key)
+            for r in rows
+        ]
+        decision, admitted = decide_overlap(candidates, rules, self._active(conn, candidates, rules), now_us)
+        # Stop and cancel what an overlap ``replace`` replaces before any key
+        # row is locked (executions before keys: the order every writer keeps).
+        claimed.stopped = request_cancel(conn, [(stop.id, stop.reason) for stop in decision.stop], at_us)
+        self._cancel_replaced(conn, decision.replace, at_us)
+        keys = self._lock_keys(conn, admitted, rules, jobs_of)
+        decide_keys(admitted, rules, keys, decision)
+        by_id = {row.id: row for row in rows}
+        handed = self._start(conn, owner, at_us, decision, by_id, jobs_of)
+        self._wait(conn, decision.wait, at_us)
+        self._skip(conn, decision.skip, at_us)
+        wake_key_waiters(conn, [(t, k, n) for (t, k), n in decision.wake.items()])
+        for item in decision.wait + decision.skip:
+            shares.refund(item.candidate.tenant, demands[item.candidate.tenant].weight, 1)
+        candidate_ids = set(by_id)
+        for item in decision.cancel:
+            if item.id in candidate_ids:
+                shares.refund(item.tenant, demands[item.tenant].weight, 1)
+        claimed.extend(handed)
+        claimed.diverted = len(rows) - len(handed)
+        return claimed
 
-        return await self._tx(fn)
+    # -- step 1: who has ready work, and room under their caps -------------------------------------
+
+    def _ready_tenants(self, conn: Connection, capability: Capability, now_us: int) -> list:
+        """The tenants of ``capability`` with an execution ready by ``now_us``
+        (any handler: the scan decides), with their weight and cap."""
+        if len(capability.tenants) <= self.loose_scan_above:
+            first = executions.alias("first")
+            oldest = (
+                sa.select(first.c.ready_at)
+                .where(first.c.tenant == tenants.c.name, status_in(first.c.status, "scheduled"))
+                .order_by(first.c.ready_at)
+                .limit(1)
+                .scalar_subquery()
+            )
+            query = sa.select(
+                tenants.c.name, tenants.c.weight, tenants.c.max_concurrency, oldest.label("oldest")
+            ).where(tenants.c.name.in_(sorted(capability.tenants)))
+            rows = conn.execute(query).all()
+        else:
+            rows = conn.execute(_LOOSE_SCAN).all()
+            allowed = set(capability.tenants)
+            rows = [row for row in rows if row.name in allowed]
+        return sorted((row for row in rows if row.oldest is not None and row.oldest <= now_us), key=lambda r: r.name)
+
+    def _rooms(self, conn: Connection, capped: list) -> dict[str, int]:
+        """How many more executions each capped tenant may run. Its gate row
+        is written first: hand-outs for one tenant take turns, and each
+        counts the running executions the previous one committed."""
+        if not capped:
+            return {}
+        names = sorted(t.name for t in capped)
+        gate = insert_for(conn, tenant_gates)
+        conn.execute(
+            gate.on_conflict_do_update(index_elements=["tenant"], set_=dict(rounds=tenant_gates.c.rounds + 1)),
+            [dict(tenant=name, rounds=1) for name in names],
+        )
+        counts = dict(
+            conn.execute(
+                sa.select(executions.c.tenant, sa.func.count())
+                .where(status_in(executions.c.status, "running"), executions.c.tenant.in_(names))
+                .group_by(executions.c.tenant)
+            ).all()
+        )
+        return {t.name: max(0, t.max_concurrency - counts.get(t.name, 0)) for t in capped}
+
+    # -- step 3: the candidates --------------------------------------------------------------------
+
+    def _candidates(self, conn: Connection, quotas: dict[str, int], capability: Capability, now_us: int) -> list:
+        """Per tenant, its ``quotas[tenant]`` oldest ready executions that
+        ``capability`` may run, locked (SKIP LOCKED where the engine has it)."""
+        quotas = {name: n for name, n in sorted(quotas.items()) if n > 0}
+        if not quotas:
+            return []
+        if not self.caps.is_sqlite:
+            return conn.execute(
+                _LATERAL_CANDIDATES,
+                dict(
+                    tenants=list(quotas), quotas=list(quotas.values()), now=now_us,
+                    handlers=list(capability.handlers), http=bool(capability.http),
+                ),
+            ).all()
+        fits = []
+        if capability.handlers:
+            fits.append(executions.c.handler.in_(capability.handlers))
+        if capability.http:
+            fits.append(executions.c.handler.is_(None))
+        scans = [
+            sa.select(*_CANDIDATE_COLUMNS)
+            .where(
+                executions.c.tenant == name,
+                status_in(executions.c.status, "scheduled"),
+                executions.c.ready_at <= now_us,
+                sa.or_(*fits),
+            )
+            .order_by(executions.c.ready_at)
+            .limit(n)
+            .subquery()
+            for name, n in quotas.items()
+        ]
+        rows: list = []
+        for start in range(0, len(scans), _SQLITE_BRANCHES):
+            chunk = [sa.select(scan) for scan in scans[start:start + _SQLITE_BRANCHES]]
+            statement = chunk[0] if len(chunk) == 1 else sa.union_all(*chunk)
+            rows += conn.execute(statement).all()
+        return rows
+
+    # -- step 4: what may start --------------------------------------------------------------------
+
+    def _jobs_of(self, conn: Connection, job_ids: list[str]) -> dict[str, "_Job"]:
+        """The candidates' jobs: definition, admission rules (parsed once per
+        job version) and when last written."""
+        found: dict[str, _Job] = {}
+        query = sa.select(jobs.c.id, jobs.c.version, jobs.c.spec, jobs.c.updated_at).where(jobs.c.id.in_(job_ids))
+        for row in conn.execute(query):
+            spec = bytes(row.spec)
+            found[row.id] = _Job(spec, self._rules(row.id, row.version, spec), row.updated_at)
+        return found
+
+    def _rules(self, job_id: str, version: int, spec: bytes) -> Rules:
+        with self._rules_lock:
+            cached = self._rules_cache.get(job_id)
+            if cached is not None and cached[0] == version:
+                self._rules_cache.move_to_end(job_id)
+                return cached[1]
+        parsed = rules_of(spec)
+        with self._rules_lock:
+            self._rules_cache[job_id] = (version, parsed)
+            while len(self._rules_cache) > _RULES_CACHE_SIZE:
+                self._rules_cache.popitem(last=False)
+        return parsed
+
+    def _active(self, conn: Connection, candidates: list[Candidate], rules: dict[str, Rules]) -> list[Active]:
+        """What the overlap policies of the candidates' jobs look at: every
+        execution of those jobs that runs or waits for a retry
+        (``executions_busy``), and each job's oldest executions not started,
+        as many as it has candidates and two more (``executions_active``,
+        one LIMITed range per job): enough to know what is ahead of each
+        candidate, however long a job's queue (a backfill) is."""
+        wanted = Counter(c.job_id for c in candidates if rules.get(c.job_id, ANYTHING_GOES).overlap != "allow")
+        if not wanted:
+            return []
+        job_ids = sorted(wanted)
+        rows = conn.execute(
+            sa.select(*_ACTIVE_COLUMNS).where(executions.c.job_id.in_(job_ids), _BUSY)
+        ).all()
+        if not self.caps.is_sqlite:
+            rows += conn.execute(
+                _LATERAL_NOT_STARTED, dict(jobs=job_ids, limits=[wanted[j] + 2 for j in job_ids])
+            ).all()
+        else:
+            scans = [
+                sa.select(*_ACTIVE_COLUMNS)
+                .where(
+                    executions.c.job_id == job_id,
+                    status_in(executions.c.status, *ACTIVE),
+                    status_in(executions.c.status, "scheduled", "waiting"),
+                )
+                .order_by(executions.c.nominal_at, executions.c.id)
+                .limit(wanted[job_id] + 2)
+                .subquery()
+                for job_id in job_ids
+            ]
+            for start in range(0, len(scans), _SQLITE_BRANCHES):
+                chunk = [sa.select(scan) for scan in scans[start:start + _SQLITE_BRANCHES]]
+                rows += conn.execute(chunk[0] if len(chunk) == 1 else sa.union_all(*chunk)).all()
+        found = {
+            r.id: Active(r.id, r.job_id, r.tenant, r.status, r.origin, r.nominal_at, r.ready_at, r.attempt,
+                         bool(r.allow_overlap), r.wait_key, r.cancel_requested_at is not None)
+            for r in rows
+        }
+        return list(found.values())
+
+    def _cancel_replaced(self, conn: Connection, replaced: list[Replace], at_us: int) -> None:
+        """Cancel what an overlap ``replace`` replaced before it started: every
+        execution of the job not started, older than the replacing one, that
+        may not overlap (one statement for the round)."""
+        if not replaced:
+            return
+        older = sa.or_(*[
+            sa.and_(
+                executions.c.job_id == r.job_id,
+                sa.tuple_(executions.c.nominal_at, executions.c.id) < sa.tuple_(sa.literal(r.nominal_at), sa.literal(r.id)),
+            )
+            for r in replaced
+        ])
+        reasons = sa.case(*[(executions.c.job_id == r.job_id, r.reason) for r in replaced], else_=executions.c.dead_reason)
+        canceled = conn.execute(
+            executions.update()
+            .where(
+                executions.c.job_id.in_(sorted({r.job_id for r in replaced})),
+                status_in(executions.c.status, *ACTIVE),
+                status_in(executions.c.status, "scheduled", "waiting"),
+                executions.c.allow_overlap.is_(False),
+                older,
+            )
+            .values(status="canceled", finished_at=at_us, dead_reason=reasons)
+            .returning(executions.c.tenant, executions.c.wait_key)
+        ).all()
+        # A key whose freed slot had woken one of them hands the turn on.
+        wake_keys(conn, self.caps, {(row.tenant, row.wait_key) for row in canceled if row.wait_key})
+
+    def _lock_keys(self, conn: Connection, admitted: list[Candidate], rules: dict[str, Rules], jobs_of) -> dict:
+        """The rows of every key the admitted candidates' jobs name, locked,
+        with their queues' heads; a key no job write created yet is created
+        with the limit its job names."""
+        wanted: dict[tuple[str, str], tuple[int, int]] = {}
+        for candidate in admitted:
+            job = jobs_of.get(candidate.job_id)
+            for name, key_limit in rules.get(candidate.job_id, ANYTHING_GOES).keys:
+                wanted.setdefault((candidate.tenant, name), (key_limit, job.updated_at if job else 0))
+        if not wanted:
+            return {}
+        rows = lock_keys(conn, self.caps, wanted, heads=True)
+        missing = [(t, n, *wanted[(t, n)]) for t, n in sorted(wanted) if (t, n) not in rows]
+        if missing:
+            ensure_keys(conn, missing)
+            rows = lock_keys(conn, self.caps, wanted, heads=True)
+        return {pair: KeyState(row.max_running, row.running, row.head_ready_at) for pair, row in rows.items()}
+
+    def _start(self, conn: Connection, owner: str, at_us: int, decision, by_id, jobs_of) -> list[HandedOut]:
+        """Move the admitted candidates to ``running``; take their key slots."""
+        if not decision.start:
+            return []
+        ids = [start.candidate.id for start in decision.start]
+        started = conn.execute(
+            executions.update()
+            .where(executions.c.id.in_(ids))
+            .values(
+                status="running", owner=owner, delivery=executions.c.delivery + 1, handed_out_at=at_us,
+                wait_key=None,
+            )
+            .returning(executions.c.id, executions.c.delivery, executions.c.payload, executions.c.missed_count)
+        ).all()
+        holding = [start for start in decision.start if start.keys]
+        if holding:
+            conn.execute(
+                executions.update().where(executions.c.id == sa.bindparam("b_id")).values(held_keys=sa.bindparam("b_keys")),
+                [dict(b_id=start.candidate.id, b_keys=json.dumps(list(start.keys))) for start in holding],
+            )
+            taken: Counter[tuple[str, str]] = Counter()
+            for start in holding:
+                for name in start.keys:
+                    taken[(start.candidate.tenant, name)] += 1
+            take_slots(conn, taken)
+        handed = []
+        for r in started:
+            row = by_id[r.id]
+            job = jobs_of.get(row.job_id)
+            handed.append(
+                HandedOut(
+                    row.id, row.job_id, row.tenant, row.partition, row.origin, row.nominal_at, row.due_at,
+                    row.ready_at, row.attempt, r.delivery, bytes(r.payload), r.missed_count,
+                    job.spec if job else b"", at_us,
+                )
+            )
+        handed.sort(key=lambda h: (h.ready_at_us, h.id))
+        return handed
+
+    def _wait(self, conn: Connection, waits: list[Wait], at_us: int) -> None:
+        """Candidates that wait for their job (``wait_key`` NULL) or a key;
+        ``waiting_since`` keeps the first wait of the attempt."""
+        if waits:
+            conn.execute(
+                executions.update()
+                .where(executions.c.id == sa.bindparam("b_id"))
+                .values(
+                    status="waiting", wait_key=sa.bindparam("b_key"),
+                    waiting_since=sa.func.coalesce(executions.c.waiting_since, at_us),
+                ),
+                [dict(b_id=w.candidate.id, b_key=w.key) for w in waits],
+            )
+
+    def _skip(self, conn: Connection, skipped: list[Skip], at_us: int) -> None:
+        """Occurrences skipped by the overlap policy: deleted (never handed
+        out) or canceled (handed out before: their attempts stay), and counted
+        in the skip range of the execution they were skipped for."""
+        if not skipped:
+            return
+        fresh = [s.candidate.id for s in skipped if s.candidate.delivery == 0]
+        seen = [s.candidate.id for s in skipped if s.candidate.delivery > 0]
+        if fresh:
+            conn.execute(executions.delete().where(executions.c.id.in_(fresh)))
+        if seen:
+            conn.execute(
+                executions.update()
+                .where(executions.c.id.in_(seen))
+                .values(status="canceled", finished_at=at_us, dead_reason="canceled: skipped by the overlap policy")
+            )
+        ranges: dict[str, dict] = {}
+        for item in sorted(skipped, key=lambda s: (s.candidate.nominal_at, s.candidate.id)):
+            c = item.candidate
+            ident = f"{item.blocker_id}:overlap"
+            found = ranges.get(ident)
+            if found is None:
+                ranges[ident] = dict(id=ident, job_id=c.job_id, tenant=c.tenant, from_at=c.nominal_at,
+                                     to_at=c.nominal_at, continues_at=None, count=1, reason=OVERLAP_REASON,
+                                     created_at=at_us)
+            else:
+                found["to_at"] = max(found["to_at"], c.nominal_at)
+                found["from_at"] = min(found["from_at"], c.nominal_at)
+                found["count"] += 1
+        statement = insert_for(conn, skips)
+        conn.execute(
+            statement.on_conflict_do_update(
+                index_elements=["id"],
+                set_=dict(
+                    from_at=sa.case((statement.excluded.from_at < skips.c.from_at, statement.excluded.from_at),
+                                    else_=skips.c.from_at),
+                    to_at=sa.case((statement.excluded.to_at > skips.c.to_at, statement.excluded.to_at),
+                                  else_=skips.c.to_at),
+                    count=skips.c.count + statement.excluded.count,
+                ),
+            ),
+            list(ranges.values()),
+        )
 
     async def release(self, handed: list[tuple[str, int]]) -> None:
         """Put back executions handed out but never sent to a worker (their
         stream closed first): ``scheduled`` again, and the delivery taken
-        back, since no worker ever saw it."""
+        back, since no worker ever saw it; their key slots are given back."""
         if not handed:
             return
 
         def fn(conn: Connection) -> None:
+            wanted = dict(handed)
+            query = sa.select(executions.c.id, executions.c.tenant, executions.c.delivery, executions.c.held_keys).where(
+                executions.c.id.in_(sorted(wanted)), status_in(executions.c.status, "running")
+            )
+            if self.caps.row_locks:
+                query = query.with_for_update()
+            rows = [row for row in conn.execute(query) if wanted[row.id] == row.delivery]
+            if not rows:
+                return
             conn.execute(
                 executions.update()
                 .where(
@@ -239,11 +726,12 @@ class HandoutStore(SqlStore):
                     executions.c.status == "running",
                 )
                 .values(
-                    status="scheduled", owner=None, worker_id=None, handed_out_at=None,
+                    status="scheduled", owner=None, worker_id=None, handed_out_at=None, held_keys=None,
                     delivery=executions.c.delivery - 1,
                 ),
-                [dict(b_id=ident, b_delivery=delivery) for ident, delivery in handed],
+                [dict(b_id=row.id, b_delivery=row.delivery) for row in rows],
             )
+            release_slots(conn, self.caps, [(row.tenant, row.held_keys) for row in rows])
 
         await self._tx(fn)
 
@@ -310,7 +798,9 @@ class HandoutStore(SqlStore):
                 sa.select(
                     executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition,
                     executions.c.status, executions.c.delivery, executions.c.attempt, executions.c.due_at,
-                    executions.c.ready_at, executions.c.handed_out_at, jobs.c.spec,
+                    executions.c.ready_at, executions.c.handed_out_at, executions.c.held_keys,
+                    executions.c.waiting_since, executions.c.cancel_requested_at, executions.c.cancel_reason,
+                    jobs.c.spec,
                 )
                 .select_from(executions.outerjoin(jobs, jobs.c.id == executions.c.job_id))
                 .where(executions.c.id.in_(ids))
@@ -332,6 +822,8 @@ class HandoutStore(SqlStore):
             history: list[dict] = []
             notes: list[dict] = []
             dead: list[DeadLetter] = []
+            ended: list = []
+            finished_jobs: list[str] = []
             seen: set[tuple[str, int]] = set()
             for result in results:
                 row = rows.get(result.execution_id)
@@ -369,8 +861,12 @@ class HandoutStore(SqlStore):
                         execution_id=row.id, attempt=row.attempt, delivery=row.delivery, status=attempt_status,
                         started_at=started_us, finished_at=now_us, lateness_us=max(0, started_us - measured_from),
                         worker_id=result.worker_id, error=result.error[:4096],
+                        waited_us=_waited(row.waiting_since, started_us),
                     )
                 )
+                ended.append(row)
+                if update["b_status"] in TERMINAL:
+                    finished_jobs.append(row.job_id)
                 if dead_letter is not None:
                     dead.append(dead_letter)
                 acks.append(ResultAck(*key, True, retry=retry))
@@ -382,11 +878,14 @@ class HandoutStore(SqlStore):
                         status=sa.bindparam("b_status"), attempt=sa.bindparam("b_attempt"),
                         ready_at=sa.bindparam("b_ready_at"), error=sa.bindparam("b_error"),
                         dead_reason=sa.bindparam("b_dead_reason"), finished_at=sa.bindparam("b_finished_at"),
-                        owner=None, worker_id=None, handed_out_at=None,
+                        owner=None, worker_id=None, handed_out_at=None, held_keys=None, wait_key=None,
+                        waiting_since=None, cancel_requested_at=None, cancel_reason=None,
                     ),
                     updates,
                 )
                 conn.execute(attempts.insert(), history)
+                release_slots(conn, self.caps, [(row.tenant, row.held_keys) for row in ended])
+                wake_jobs(conn, finished_jobs)
             if notes:
                 self._note_late_results(conn, notes)
             self._dead_lettered(conn, dead)
@@ -433,11 +932,14 @@ class HandoutStore(SqlStore):
         if outcome == worker_pb2.RESULT_OUTCOME_SUCCEEDED:
             return update, "succeeded", None, None
         if outcome == worker_pb2.RESULT_OUTCOME_CANCELED:
-            update["b_status"] = "canceled"
+            update.update(b_status="canceled", b_dead_reason=row.cancel_reason or "canceled: by its worker")
             return update, "canceled", None, None
         attempt_status = "timed_out" if outcome == worker_pb2.RESULT_OUTCOME_TIMED_OUT else "failed"
         if outcome == worker_pb2.RESULT_OUTCOME_FAILED_PERMANENT:
             return self._dead(update, row, "failed permanently", result.error)
+        if row.cancel_requested_at is not None:  # asked to stop: not retried
+            update.update(b_status="canceled", b_dead_reason=row.cancel_reason or "canceled: by request")
+            return update, attempt_status, None, None
         policy = job_pb2.Job.FromString(row.spec).retry_policy if row.spec else job_pb2.RetryPolicy()
         max_attempts = policy.max_attempts or 5
         if row.attempt >= max_attempts:
@@ -477,11 +979,9 @@ class HandoutStore(SqlStore):
         def fn(conn: Connection) -> RequeueResult:
             now_us = to_us(self.clock.now())
             wanted = {item.execution_id: item for item in lost}
-            query = sa.select(
-                executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition,
-                executions.c.delivery, executions.c.attempt, executions.c.ready_at, executions.c.due_at,
-                executions.c.handed_out_at, executions.c.reap_count, executions.c.worker_id,
-            ).where(executions.c.id.in_(sorted(wanted)), executions.c.status == "running", executions.c.owner == owner)
+            query = sa.select(*_REQUEUE_COLUMNS).where(
+                executions.c.id.in_(sorted(wanted)), executions.c.status == "running", executions.c.owner == owner
+            )
             if self.caps.row_locks:
                 query = query.with_for_update()
             rows = [row for row in conn.execute(query) if wanted[row.id].delivery == row.delivery]
@@ -504,6 +1004,7 @@ class HandoutStore(SqlStore):
             return result
         updates: list[dict] = []
         history: list[dict] = []
+        finished_jobs: list[str] = []
         for row in rows:
             reaps = row.reap_count + (1 if counts else 0)
             reason = reasons[row.id]
@@ -514,13 +1015,20 @@ class HandoutStore(SqlStore):
                     execution_id=row.id, attempt=row.attempt, delivery=row.delivery, status="lost",
                     started_at=started_us, finished_at=now_us, lateness_us=max(0, started_us - measured_from),
                     worker_id=(workers or {}).get(row.id) or row.worker_id or "", error=reason[:4096],
+                    waited_us=_waited(row.waiting_since, started_us),
                 )
             )
-            if counts and reaps > self.poison_cap:
+            if row.cancel_requested_at is not None:  # asked to stop: it ends here, not run again
+                updates.append(dict(b_id=row.id, b_status="canceled", b_reaps=reaps, b_finished=now_us,
+                                    b_dead_reason=row.cancel_reason or "canceled: by request", b_error=reason[:4096]))
+                result.canceled.append(row.id)
+                finished_jobs.append(row.job_id)
+            elif counts and reaps > self.poison_cap:
                 dead_reason = f"poison: requeued {reaps} times because its worker died or stopped heartbeating"
                 updates.append(dict(b_id=row.id, b_status="dead", b_reaps=reaps, b_finished=now_us,
                                     b_dead_reason=dead_reason, b_error=reason[:4096]))
                 result.dead.append(DeadLetter(row.id, row.job_id, row.tenant, dead_reason, reason, poison=True))
+                finished_jobs.append(row.job_id)
             else:
                 updates.append(dict(b_id=row.id, b_status="scheduled", b_reaps=reaps, b_finished=None,
                                     b_dead_reason="", b_error=reason[:4096]))
@@ -531,13 +1039,67 @@ class HandoutStore(SqlStore):
             .values(
                 status=sa.bindparam("b_status"), reap_count=sa.bindparam("b_reaps"),
                 finished_at=sa.bindparam("b_finished"), dead_reason=sa.bindparam("b_dead_reason"),
-                error=sa.bindparam("b_error"), owner=None, worker_id=None, handed_out_at=None,
+                error=sa.bindparam("b_error"), owner=None, worker_id=None, handed_out_at=None, held_keys=None,
+                waiting_since=None, cancel_requested_at=None, cancel_reason=None,
             ),
             updates,
         )
         conn.execute(attempts.insert(), history)
+        release_slots(conn, self.caps, [(row.tenant, row.held_keys) for row in rows])
+        wake_jobs(conn, finished_jobs)
         self._dead_lettered(conn, result.dead)
         return result
+
+    # -- the cancel signal and stalled queues ------------------------------------------------------
+
+    async def cancel_requests(self, owner: str, limit: int = 1000) -> list[CancelRequest]:
+        """Running executions stamped with ``owner`` that someone asked to
+        stop (a scan of the ``executions_cancel_requested`` partial index,
+        which holds only those)."""
+
+        def fn(conn: Connection) -> list[CancelRequest]:
+            query = (
+                sa.select(executions.c.id, executions.c.delivery, executions.c.cancel_reason)
+                .where(
+                    executions.c.owner == owner,
+                    status_in(executions.c.status, "running"),
+                    executions.c.cancel_requested_at.is_not(None),
+                )
+                .order_by(executions.c.owner, executions.c.id)
+                .limit(limit)
+            )
+            return [CancelRequest(r.id, r.delivery, r.cancel_reason or "canceled: by request") for r in conn.execute(query)]
+
+        return await self._tx(fn)
+
+    async def wake_stalled(self, limit: int = 1000) -> int:
+        """The safety net under the wake-ups: every key with free slots and
+        sleeping waiters gets that many woken. Returns how many keys had
+        some. A scan of ``concurrency_keys`` (one row per key in use) with
+        one index probe per key that has room."""
+
+        def fn(conn: Connection) -> int:
+            waiting = executions.alias("waiting")
+            sleeping = (
+                sa.select(waiting.c.id)
+                .where(
+                    status_in(waiting.c.status, "waiting"),
+                    waiting.c.tenant == concurrency_keys.c.tenant,
+                    waiting.c.wait_key == concurrency_keys.c.name,
+                )
+                .limit(1)
+                .exists()
+            )
+            pairs = conn.execute(
+                sa.select(concurrency_keys.c.tenant, concurrency_keys.c.name)
+                .where(concurrency_keys.c.running < concurrency_keys.c.max_running, sleeping)
+                .order_by(concurrency_keys.c.tenant, concurrency_keys.c.name)
+                .limit(limit)
+            ).all()
+            wake_keys(conn, self.caps, [(row.tenant, row.name) for row in pairs])
+            return len(pairs)
+
+        return await self._tx(fn)
 
     async def running_owners(self, limit: int = 1000) -> list[str]:
         """The sessions that running executions are stamped with (a scan of the
@@ -561,11 +1123,7 @@ class HandoutStore(SqlStore):
         def fn(conn: Connection) -> RequeueResult:
             now_us = to_us(self.clock.now())
             query = (
-                sa.select(
-                    executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition,
-                    executions.c.delivery, executions.c.attempt, executions.c.ready_at, executions.c.due_at,
-                    executions.c.handed_out_at, executions.c.reap_count, executions.c.worker_id,
-                )
+                sa.select(*_REQUEUE_COLUMNS)
                 .where(executions.c.owner == owner, executions.c.status == "running")
                 .limit(limit)
             )
@@ -584,3 +1142,16 @@ _OUTCOME_NAMES = {
     worker_pb2.RESULT_OUTCOME_TIMED_OUT: "timed out",
     worker_pb2.RESULT_OUTCOME_CANCELED: "canceled",
 }
+
+
+_REQUEUE_COLUMNS = (
+    executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition, executions.c.delivery,
+    executions.c.attempt, executions.c.ready_at, executions.c.due_at, executions.c.handed_out_at,
+    executions.c.reap_count, executions.c.worker_id, executions.c.held_keys, executions.c.waiting_since,
+    executions.c.cancel_requested_at, executions.c.cancel_reason,
+)
+
+
+def _waited(waiting_since: int | None, started_us: int) -> int:
+    """How long an attempt waited for its job or a key before it started."""
+    return 0 if waiting_since is None else max(0, started_us - waiting_since)

@@ -26,6 +26,7 @@ from sqlalchemy.engine import Connection
 from ..errors import FailedPrecondition, NotFound
 from ..ids import from_us, to_us
 from .base import SqlStore
+from .isolation import after_not_started_canceled, request_cancel
 from .tables import attempts, executions, jobs, skips
 
 EXECUTION_STATUSES = ("scheduled", "waiting", "running", "succeeded", "dead", "canceled")
@@ -360,11 +361,12 @@ class HistoryStore(SqlStore):
           ``canceled`` at once, ``finished_at`` = now, ``dead_reason`` =
           ``"canceled: <reason>"`` (``"canceled: by request"`` without one).
           Its attempts so far stay as they are.
-        - ``running``: nothing is written here and it is returned still
-          ``running``. Stopping it is the gateway's job: it signals the
-          worker holding it, and the worker's CANCELED result ends the
-          execution (until that signal exists, a running execution runs to
-          its outcome).
+        - ``running``: a cancel request is recorded (``cancel_requested_at``,
+          with the reason) and it is returned still ``running``. The server
+          that owns it tells the worker holding it; the worker's CANCELED
+          result ends it ``canceled`` with the reason (so does a retryable
+          failure, or its requeue after the worker died). A second request
+          keeps the first reason.
         - ``succeeded``, ``dead`` or ``canceled``: FailedPrecondition, nothing
           written.
         - NotFound when missing or another tenant's.
@@ -387,6 +389,10 @@ class HistoryStore(SqlStore):
             row = _get_row(conn, tenant, execution_id)
             if not moved and row.status in TERMINAL:
                 raise FailedPrecondition(f"execution {execution_id!r}", f"it already ended ({row.status})")
+            if moved:
+                after_not_started_canceled(conn, self.caps, [row])
+            elif row.status == "running":
+                request_cancel(conn, [(row.id, text)], now_us)
             return execution_from_row(row, _attempts_of(conn, [row.id])[row.id])
 
         return await self._tx(fn)

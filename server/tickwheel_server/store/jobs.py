@@ -1,7 +1,9 @@
 """Jobs: definitions, state and the schedule cursor (``next_run_at``).
 
 The store treats a job's definition (``spec``, the serialised
-``tickwheel.v1.Job``) as opaque bytes; the API layer validates it and computes
+``tickwheel.v1.Job``) as opaque bytes, except that the limits of the
+concurrency keys it names are recorded in ``concurrency_keys`` after a
+create or update (the most recent write wins); the API layer validates it and computes
 the fires (first fire, new cursor, the span a pause skipped) with the schedule
 engine before calling the store, which applies them in one transaction.
 
@@ -11,7 +13,8 @@ or lies in a skip range. Pause, update and delete cancel the job's executions
 that have not started (``scheduled`` or ``waiting``) in the transaction that
 changes the job, recording why in their ``dead_reason`` (``"canceled: job
 paused"``, ``"canceled: job updated"``, ``"canceled: job deleted"``); a
-``running`` execution is left to finish.
+``running`` execution is left to finish. An occurrence the overlap policy
+skipped has no row; its skip range (reason ``overlap``) accounts for it.
 """
 
 from __future__ import annotations
@@ -23,15 +26,20 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tickwheel.v1 import job_pb2
+
 from ..errors import NotFound, QuotaExceeded, VersionConflict
 from ..ids import from_us, partition_of, to_us
 from ..schedule import Fire
 from .base import SqlStore
+from .engine import Capabilities
 from .history import NOT_STARTED, SkipRecord
+from .isolation import ACTIVE, set_key_limits, status_in, wake_keys
 from .tables import executions, job_requests, jobs, skips, tenants
 
 JOB_STATES = ("active", "paused", "completed")
 PAUSED_REASON = "job_paused"
+OVERLAP_REASON = "overlap"
 
 
 @dataclass(frozen=True)
@@ -134,27 +142,38 @@ def _get(conn: Connection, tenant: str, job_id: str) -> JobRecord:
     return _from_row(row)
 
 
-def _cancel_not_started(conn: Connection, job_id: str, reason: str, now_us: int) -> int:
+def _cancel_not_started(conn: Connection, caps: Capabilities, job_id: str, reason: str, now_us: int) -> int:
     """Cancel the job's executions no worker holds; returns how many.
 
     The status condition is the fence against a gateway handing one out at
     the same moment: a row already ``running`` is not touched. A range scan on
-    ``executions_job`` over the job's retained executions.
+    ``executions_active`` over the job's executions that have not ended. A
+    concurrency key whose freed slot had woken one of them hands its turn on
+    to the next waiter.
     """
-    result = conn.execute(
+    canceled = conn.execute(
         executions.update()
-        .where(executions.c.job_id == job_id, executions.c.status.in_(NOT_STARTED))
+        .where(
+            executions.c.job_id == job_id,
+            status_in(executions.c.status, *ACTIVE),
+            status_in(executions.c.status, *NOT_STARTED),
+        )
         .values(status="canceled", finished_at=now_us, dead_reason=reason)
-    )
-    return result.rowcount
+        .returning(executions.c.job_id, executions.c.tenant, executions.c.wait_key)
+    ).all()
+    wake_keys(conn, caps, {(row.tenant, row.wait_key) for row in canceled if row.wait_key})
+    return len(canceled)
 
 
 def _last_created_at(conn: Connection, job_id: str) -> datetime | None:
-    """Nominal instant of the job's latest occurrence with an execution row.
+    """Nominal instant of the job's latest occurrence that was created: it
+    has an execution row, or the overlap policy skipped it (its row was
+    deleted, and the skip range accounts for it).
 
     Triggers are left out: their ids do not derive from a nominal instant, so
     they can never collide with an occurrence the dispatcher creates. A
-    backward range scan on ``executions_job`` that stops at the first row.
+    backward range scan on ``executions_job`` and one on ``skips_job``, each
+    stopping at the first row.
     """
     last = conn.execute(
         sa.select(executions.c.nominal_at)
@@ -162,7 +181,14 @@ def _last_created_at(conn: Connection, job_id: str) -> datetime | None:
         .order_by(executions.c.nominal_at.desc())
         .limit(1)
     ).scalar()
-    return _opt(last)
+    skipped = conn.execute(
+        sa.select(skips.c.to_at)
+        .where(skips.c.job_id == job_id, skips.c.reason == OVERLAP_REASON)
+        .order_by(skips.c.to_at.desc())
+        .limit(1)
+    ).scalar()
+    found = [t for t in (last, skipped) if t is not None]
+    return _opt(max(found)) if found else None
 
 
 def _record_paused_span(conn: Connection, job: JobRecord, span: SkippedSpan, now_us: int) -> SkipRecord:
@@ -272,7 +298,10 @@ class JobStore(SqlStore):
             )
             return _get(conn, job.tenant, job.id), True
 
-        return await self._tx(fn)
+        record, created = await self._tx(fn)
+        if created:
+            await self._apply_key_limits(record)
+        return record, created
 
     async def get(self, tenant: str, job_id: str) -> JobRecord:
         """The job, or NotFound (also for another tenant's job)."""
@@ -386,7 +415,7 @@ class JobStore(SqlStore):
                 state = "paused"
             else:
                 state = "active" if next_run_at is not None else "completed"
-            canceled = _cancel_not_started(conn, job_id, "canceled: job updated", now_us)
+            canceled = _cancel_not_started(conn, self.caps, job_id, "canceled: job updated", now_us)
             if skipped is not None:
                 _record_paused_span(conn, current, skipped, now_us)
             conn.execute(
@@ -401,7 +430,23 @@ class JobStore(SqlStore):
             )
             return _get(conn, tenant, job_id), canceled
 
-        return await self._tx(fn)
+        record, canceled = await self._tx(fn)
+        await self._apply_key_limits(record)
+        return record, canceled
+
+    async def _apply_key_limits(self, record: JobRecord) -> None:
+        """The limits of the concurrency keys ``record`` names become every
+        job's (the most recent write wins), in a transaction of their own
+        after the job's: key rows are locked after executions rows by every
+        writer, and the job's transaction locks its executions. Should this
+        one not happen (the server died in between), the hand-out creates a
+        missing key with the limit its job names; a changed limit then waits
+        for the next write of a job naming the key."""
+        limits = {key.key: max(1, key.limit) for key in job_pb2.Job.FromString(record.spec).concurrency_keys}
+        if not limits:
+            return
+        set_at = to_us(record.updated_at)
+        await self._tx(lambda conn: set_key_limits(conn, self.caps, record.tenant, limits, set_at))
 
     async def delete(self, tenant: str, job_id: str, expected_version: int = 0) -> int:
         """Delete the job; returns how many executions were canceled.
@@ -422,7 +467,7 @@ class JobStore(SqlStore):
             current = self._locked(conn, tenant, job_id)
             if expected_version and current.version != expected_version:
                 raise VersionConflict(f"job {job_id!r}", expected_version, current.version)
-            canceled = _cancel_not_started(conn, job_id, "canceled: job deleted", now_us)
+            canceled = _cancel_not_started(conn, self.caps, job_id, "canceled: job deleted", now_us)
             conn.execute(jobs.delete().where(jobs.c.id == job_id))
             conn.execute(
                 tenants.update().where(tenants.c.name == tenant).values(job_count=tenants.c.job_count - 1)
@@ -451,7 +496,7 @@ class JobStore(SqlStore):
             current = self._locked(conn, tenant, job_id)
             if current.state == "paused":
                 return current, 0
-            canceled = _cancel_not_started(conn, job_id, text, now_us)
+            canceled = _cancel_not_started(conn, self.caps, job_id, text, now_us)
             conn.execute(
                 jobs.update()
                 .where(jobs.c.id == job_id)

@@ -107,6 +107,12 @@ executions = sa.Table(
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("finished_at", sa.BigInteger),
     sa.Column("handed_out_at", sa.BigInteger),
+    sa.Column("allow_overlap", sa.Boolean, nullable=False),
+    sa.Column("wait_key", sa.Text),
+    sa.Column("waiting_since", sa.BigInteger),
+    sa.Column("held_keys", sa.Text),
+    sa.Column("cancel_requested_at", sa.BigInteger),
+    sa.Column("cancel_reason", sa.Text),
 )
 
 attempts = sa.Table(
@@ -121,6 +127,7 @@ attempts = sa.Table(
     sa.Column("lateness_us", sa.BigInteger, nullable=False),
     sa.Column("worker_id", sa.Text, nullable=False),
     sa.Column("error", sa.Text, nullable=False),
+    sa.Column("waited_us", sa.BigInteger, nullable=False),
 )
 
 skips = sa.Table(
@@ -135,6 +142,23 @@ skips = sa.Table(
     sa.Column("count", sa.BigInteger, nullable=False),
     sa.Column("reason", sa.Text, nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
+)
+
+concurrency_keys = sa.Table(
+    "concurrency_keys",
+    metadata,
+    sa.Column("tenant", sa.Text, primary_key=True),
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("max_running", sa.Integer, nullable=False),
+    sa.Column("running", sa.Integer, nullable=False),
+    sa.Column("limit_set_at", sa.BigInteger, nullable=False),
+)
+
+tenant_gates = sa.Table(
+    "tenant_gates",
+    metadata,
+    sa.Column("tenant", sa.Text, primary_key=True),
+    sa.Column("rounds", sa.BigInteger, nullable=False),
 )
 
 tzdata_versions = sa.Table(

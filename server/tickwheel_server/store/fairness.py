@@ -1,0 +1,127 @@
+"""Weighted fair share across tenants in hand-out (pure).
+
+Each hand-out round has a budget (its workers' credit) and a set of tenants
+with ready work, each with a weight (1 to 1000) and, if capped, the room left
+under its concurrency cap. :meth:`Shares.allocate` decides how many
+executions each tenant may be handed this round by stride scheduling, the
+per-slot form of weighted fair queueing: every tenant has a *pass*, its
+virtual time; serving one slot of a tenant advances its pass by ``1 /
+weight``, and the next slot always goes to the tenant that would finish it
+first (smallest ``pass + 1 / weight``, ties by name). Over any stretch of
+rounds in which tenants stay busy, each gets slots in proportion to its
+weight, to within one slot, however small the rounds are: a deficit carried
+from round to round, as deficit round robin carries it.
+
+A tenant that had no ready work does not bank credit while idle: when it
+comes back its pass starts at the system's virtual time (the start tag of
+the latest slot served), so a tenant quiet for an hour does not then take
+every slot for an hour. A tenant at its cap is left out of the round. Slots
+a tenant was granted but did not use (it had fewer ready than its grant, or
+they had to wait for their job or a key) are given back with
+:meth:`Shares.refund`, so an allocation costs only what was handed out.
+
+:class:`FairShare` keeps the passes of one server between rounds. A round
+works on a copy (:meth:`FairShare.begin`) and stores it only when its
+transaction committed (:meth:`FairShare.commit`), so a retried transaction
+decides the same way. The state is this server's alone: every server is
+fair to the tenants its workers serve, so the cluster is too; the caps, which
+must hold exactly, are counted in the store.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+MAX_TRACKED = 10_000
+"""Passes kept for idle tenants beyond this many are dropped (they would
+restart at the virtual time anyway)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """A tenant with ready work in one round."""
+
+    tenant: str
+    weight: int
+    room: int | None = None
+    """How many more may run under its cap; None: no cap."""
+
+    def __post_init__(self) -> None:
+        if self.weight < 1:
+            raise ValueError(f"tenant {self.tenant!r}: weight must be >= 1")
+
+
+@dataclass
+class Shares:
+    """Passes by tenant and the virtual time: what one round decides from."""
+
+    passes: dict[str, float] = field(default_factory=dict)
+    virtual: float = 0.0
+
+    def copy(self) -> "Shares":
+        return Shares(dict(self.passes), self.virtual)
+
+    def allocate(self, budget: int, demands: Iterable[Demand]) -> dict[str, int]:
+        """Split ``budget`` slots among ``demands``: tenant → slots (every
+        demand appears, 0 when at its cap or out-served). Advances the passes
+        of the tenants served."""
+        wanted = {d.tenant: d for d in demands}
+        grants = {name: 0 for name in wanted}
+        heap: list[tuple[float, str]] = []
+        for name in sorted(wanted):
+            demand = wanted[name]
+            if demand.room is not None and demand.room <= 0:
+                continue
+            start = max(self.passes.get(name, self.virtual), self.virtual)
+            self.passes[name] = start
+            heapq.heappush(heap, (start + 1.0 / demand.weight, name))
+        while budget > 0 and heap:
+            finish, name = heapq.heappop(heap)
+            demand = wanted[name]
+            grants[name] += 1
+            budget -= 1
+            self.virtual = max(self.virtual, finish - 1.0 / demand.weight)
+            self.passes[name] = finish
+            if demand.room is None or grants[name] < demand.room:
+                heapq.heappush(heap, (finish + 1.0 / demand.weight, name))
+        return grants
+
+    def refund(self, tenant: str, weight: int, slots: int) -> None:
+        """Give back ``slots`` the tenant was granted and did not use."""
+        if slots > 0 and tenant in self.passes:
+            self.passes[tenant] -= slots / weight
+
+
+class FairShare:
+    """One server's fair-share state between rounds (thread-safe: rounds run
+    their transactions in executor threads)."""
+
+    def __init__(self) -> None:
+        self._shares = Shares()
+        self._lock = threading.Lock()
+
+    def begin(self) -> Shares:
+        """A copy for one round to work on."""
+        with self._lock:
+            return self._shares.copy()
+
+    def commit(self, shares: Shares, active: Iterable[str] = ()) -> None:
+        """Keep what a committed round decided. ``active``: the tenants it
+        saw with ready work; passes of others may be dropped when too many
+        are tracked (their next round restarts them at the virtual time)."""
+        with self._lock:
+            merged = self._shares
+            merged.virtual = max(merged.virtual, shares.virtual)
+            merged.passes.update(shares.passes)
+            if len(merged.passes) > MAX_TRACKED:
+                keep = set(active)
+                merged.passes = {
+                    name: value for name, value in merged.passes.items() if name in keep or value > merged.virtual
+                }
+
+    def passes(self) -> Mapping[str, float]:
+        with self._lock:
+            return dict(self._shares.passes)

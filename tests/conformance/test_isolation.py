@@ -1,0 +1,576 @@
+"""Isolation in the hand-out transaction (issue 6), on SQLite and PostgreSQL,
+with a fake clock: weighted fair share across tenants with per-tenant caps,
+each overlap policy with executions that keep running across rounds,
+concurrency keys across two "servers" (two stores, two sessions), the cancel
+signal for running executions, and the wake-ups that keep queues moving.
+
+A "long-running handler" here is an execution handed out and not finished:
+no result is recorded until the test says so. Two servers are two
+:class:`HandoutStore` instances with their own sessions over one database.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+from tickwheel.v1 import job_pb2, worker_pb2
+
+from tickwheel_server.errors import FailedPrecondition
+from tickwheel_server.ids import to_us
+from tickwheel_server.store.admission import (
+    Active, Candidate, KeyState, Rules, admit, rules_of,
+)
+from tickwheel_server.store.fairness import Demand, FairShare, Shares
+from tickwheel_server.store.handout import Capability, HandoutStore, Lost, ResultIn
+from tickwheel_server.store.history import HistoryStore
+from tickwheel_server.store.jobs import JobStore, NewJob
+from tickwheel_server.store.tables import attempts, concurrency_keys, executions, jobs, skips
+from tickwheel_server.store.tenants import Tenant, TenantStore
+
+from .test_handout import add_execution
+
+ECHO = ("echo",)
+MINUTE = 60.0
+
+
+def spec(overlap=job_pb2.OVERLAP_POLICY_SKIP, keys: dict[str, int] | None = None, attempts_: int = 3,
+         backoff: int = 5) -> job_pb2.Job:
+    job = job_pb2.Job(name="j", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")),
+                      overlap_policy=overlap)
+    for key, limit in (keys or {}).items():
+        job.concurrency_keys.add(key=key, limit=limit)
+    job.retry_policy.max_attempts = attempts_
+    job.retry_policy.initial_backoff.FromSeconds(backoff)
+    job.retry_policy.max_backoff.FromSeconds(backoff)
+    return job
+
+
+def row_of(engine, ident: str):
+    with engine.connect() as conn:
+        return conn.execute(sa.select(executions).where(executions.c.id == ident)).first()
+
+
+def status(engine, *idents: str) -> list[str | None]:
+    return [None if (row := row_of(engine, i)) is None else row.status for i in idents]
+
+
+def skips_of(engine, job_id: str) -> list[tuple]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(skips.c.from_at, skips.c.to_at, skips.c.count, skips.c.reason)
+            .where(skips.c.job_id == job_id).order_by(skips.c.from_at)
+        ).all()
+    return [tuple(r) for r in rows]
+
+
+def running_count(engine, tenant: str) -> int:
+    with engine.connect() as conn:
+        return conn.execute(
+            sa.select(sa.func.count()).select_from(executions)
+            .where(executions.c.tenant == tenant, executions.c.status == "running")
+        ).scalar()
+
+
+def key_row(engine, tenant: str, name: str):
+    with engine.connect() as conn:
+        return conn.execute(
+            sa.select(concurrency_keys).where(concurrency_keys.c.tenant == tenant, concurrency_keys.c.name == name)
+        ).first()
+
+
+class Server:
+    """One server's view: its store (own fair-share state) and session."""
+
+    def __init__(self, engine, clock, owner: str, tenants=("acme", "globex"), **options) -> None:
+        self.store = HandoutStore(engine, clock, rng=random.Random(3), **options)
+        self.owner = owner
+        self.clock = clock
+        self.capability = Capability(tuple(tenants), ECHO, False)
+
+    async def claim(self, limit: int = 100, at: float = 0.0):
+        return await self.store.claim_ready(self.owner, self.clock.now() + timedelta(seconds=at), self.capability, limit)
+
+    async def finish(self, handed, outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED):
+        acks = await self.store.record_results([
+            ResultIn(h.id, h.delivery, h.attempt, outcome, "", "w1") for h in handed
+        ])
+        assert all(a.accepted for a in acks), acks
+        return acks
+
+
+@pytest.fixture
+async def tenants(migrated_engine, clock) -> TenantStore:
+    store = TenantStore(migrated_engine, clock)
+    await store.create(Tenant(name="acme"))
+    await store.create(Tenant(name="globex"))
+    return store
+
+
+def occurrences(engine, clock, job_id: str, count: int, *, job: job_pb2.Job, every: float = MINUTE,
+                first_in: float = 0.0, tenant: str = "acme", origin: str = "scheduled") -> list[str]:
+    """``count`` occurrences of one job, ``every`` seconds apart from ``first_in``."""
+    idents = []
+    for index in range(count):
+        ident = f"{job_id}:{index}" if origin == "scheduled" else f"{job_id}:{origin}:{index}"
+        add_execution(engine, clock, ident, due_in=first_in + index * every, job_id=job_id, spec=job, tenant=tenant,
+                      origin=origin)
+        idents.append(ident)
+    return idents
+
+
+# ----------------------------------------------------------------------------- fair share (pure)
+
+
+def test_stride_shares_follow_the_weights_over_many_small_rounds() -> None:
+    shares = Shares()
+    got = {"a": 0, "b": 0}
+    for _ in range(10):
+        for name, n in shares.allocate(4, [Demand("a", 1), Demand("b", 3)]).items():
+            got[name] += n
+    assert got == {"a": 10, "b": 30}
+
+
+def test_a_capped_tenant_gets_no_more_than_its_room_and_the_rest_goes_to_others() -> None:
+    grants = Shares().allocate(10, [Demand("a", 5, room=2), Demand("b", 1), Demand("c", 1, room=0)])
+    assert grants == {"a": 2, "b": 8, "c": 0}
+
+
+def test_an_idle_tenant_does_not_bank_credit() -> None:
+    shares = Shares()
+    for _ in range(100):  # b was idle while a was served alone
+        shares.allocate(10, [Demand("a", 1)])
+    grants = shares.allocate(10, [Demand("a", 1), Demand("b", 1)])
+    assert grants == {"a": 5, "b": 5}
+
+
+def test_refunded_slots_are_not_charged() -> None:
+    charged, refunded = Shares(), Shares()
+    for shares in (charged, refunded):
+        assert shares.allocate(2, [Demand("a", 1), Demand("b", 1)]) == {"a": 1, "b": 1}
+    refunded.refund("b", 1, 1)  # b had nothing for these workers after all
+    assert charged.allocate(1, [Demand("a", 1), Demand("b", 1)]) == {"a": 1, "b": 0}  # a tie: by name
+    assert refunded.allocate(1, [Demand("a", 1), Demand("b", 1)]) == {"a": 0, "b": 1}
+
+
+def test_a_round_commits_only_what_its_transaction_kept() -> None:
+    fair = FairShare()
+    tried = fair.begin()
+    tried.allocate(10, [Demand("a", 1)])  # a transaction that was rolled back and retried
+    kept = fair.begin()
+    assert kept.allocate(2, [Demand("a", 1), Demand("b", 1)]) == {"a": 1, "b": 1}
+    fair.commit(kept, ["a", "b"])
+    assert fair.passes() == {"a": 1.0, "b": 1.0}
+
+
+# ----------------------------------------------------------------------------- admission (pure)
+
+
+def cand(ident: str, nominal: int, origin: str = "scheduled", job: str = "j", **kw) -> Candidate:
+    return Candidate(ident, job, "acme", origin, nominal, nominal, **kw)
+
+
+def test_rules_count_a_key_once_with_its_last_limit() -> None:
+    job = spec(job_pb2.OVERLAP_POLICY_QUEUE_ONE)
+    job.concurrency_keys.add(key="db", limit=1)
+    job.concurrency_keys.add(key="api", limit=4)
+    job.concurrency_keys.add(key="db", limit=2)
+    assert rules_of(job.SerializeToString()) == Rules("queue_one", (("api", 4), ("db", 2)))
+    assert rules_of(job_pb2.Job().SerializeToString()).overlap == "skip"
+
+
+def test_occurrences_ready_in_one_round_start_in_nominal_order() -> None:
+    batch = [cand("j:3", 3), cand("j:1", 1), cand("j:2", 2)]
+    for policy, started, waiting, skipped in (
+        ("skip", ["j:1"], [], ["j:2", "j:3"]),
+        ("queue_one", ["j:1"], ["j:2"], ["j:3"]),
+        ("allow", ["j:1", "j:2", "j:3"], [], []),
+    ):
+        out = admit(batch, {"j": Rules(policy)}, [], {}, now_us=10)
+        assert [s.candidate.id for s in out.start] == started, policy
+        assert [w.candidate.id for w in out.wait] == waiting, policy
+        assert [s.candidate.id for s in out.skip] == skipped, policy
+    out = admit(batch, {"j": Rules("replace")}, [], {}, now_us=10)
+    assert [s.candidate.id for s in out.start] == ["j:3"]
+    assert sorted(c.id for c in out.cancel) == ["j:1", "j:2"]
+    assert [(r.job_id, r.id, r.reason) for r in out.replace] == [("j", "j:3", "canceled: replaced by j:3")]
+
+
+def test_an_earlier_occurrence_ready_elsewhere_keeps_a_later_one_from_starting() -> None:
+    # j:1 is ready but being claimed by another server (not a candidate here).
+    pending = Active("j:1", "j", "acme", "scheduled", "scheduled", 1, 1)
+    out = admit([cand("j:2", 2)], {"j": Rules("skip")}, [pending], {}, now_us=10)
+    assert [(s.candidate.id, s.blocker_id) for s in out.skip] == [("j:2", "j:1")]
+    later = Active("j:3", "j", "acme", "waiting", "scheduled", 3, 3)
+    out = admit([cand("j:2", 2)], {"j": Rules("skip")}, [later], {}, now_us=10)
+    assert [s.candidate.id for s in out.start] == ["j:2"]  # a waiting later one is behind it
+
+
+def test_keys_admit_in_ready_order_and_never_past_an_older_waiter() -> None:
+    rules = {"a": Rules("allow", (("db", 2),)), "b": Rules("allow", (("db", 2),))}
+    batch = [cand("a:1", 5, job="a"), cand("b:1", 6, job="b"), cand("a:2", 7, job="a")]
+    out = admit(batch, rules, [], {("acme", "db"): KeyState(2, 1)}, now_us=10)
+    assert [s.candidate.id for s in out.start] == ["a:1"]
+    assert [(w.candidate.id, w.key) for w in out.wait] == [("b:1", "db"), ("a:2", "db")]
+    out = admit(batch, rules, [], {("acme", "db"): KeyState(3, 0, head_ready_at=5)}, now_us=10)
+    assert [s.candidate.id for s in out.start] == ["a:1"]  # b:1 and a:2 are behind the waiter ready at 5
+    assert out.wake == {("acme", "db"): 2}  # free slots and sleeping waiters: wake them
+
+
+# ----------------------------------------------------------------------------- fair share in the store
+
+
+async def test_a_tenant_with_a_backlog_does_not_delay_another_and_never_exceeds_its_cap(
+    migrated_engine, clock, tenants
+) -> None:
+    await tenants.update("acme", weight=1, max_concurrency=30)
+    await tenants.update("globex", weight=3)
+    job = spec(job_pb2.OVERLAP_POLICY_ALLOW)
+    due = to_us(clock.now())
+    rows = [
+        dict(id=f"a{i:05d}", job_id="job_a", tenant="acme", ready_at=due + i) for i in range(20_000)
+    ] + [dict(id=f"b{i:02d}", job_id="job_b", tenant="globex", ready_at=due + 10_000 + i) for i in range(50)]
+    with migrated_engine.begin() as conn:
+        for job_id, tenant in (("job_a", "acme"), ("job_b", "globex")):
+            conn.execute(jobs.insert().values(
+                id=job_id, tenant=tenant, partition=0, name="j", state="active", spec=job.SerializeToString(),
+                time_zone="UTC", next_run_at=None, next_due_at=None, run_count=0, tzdata_version="x",
+                pause_reason="", paused_at=None, version=1, created_at=0, updated_at=0))
+        conn.execute(executions.insert(), [
+            dict(r, partition=0, origin="scheduled", nominal_at=r["ready_at"], due_at=r["ready_at"], attempt=1,
+                 delivery=0, status="scheduled", handler="echo", missed_count=1, reap_count=0, payload=b"",
+                 error="", dead_reason="", created_at=0)
+            for r in rows
+        ])
+    server = Server(migrated_engine, clock, "s1")
+    clock.advance(1)
+    per_round = []
+    for _ in range(4):  # nothing finishes: acme fills its cap and stops there
+        handed = await server.claim(limit=40)
+        per_round.append((sum(h.tenant == "acme" for h in handed), sum(h.tenant == "globex" for h in handed)))
+        assert running_count(migrated_engine, "acme") <= 30
+    # globex (weight 3) gets three quarters of the first round, the rest of
+    # its 50 in the second; acme its quarter, then what globex leaves, up to its cap.
+    assert per_round == [(10, 30), (20, 20), (0, 0), (0, 0)]
+    assert running_count(migrated_engine, "acme") == 30
+    # A second server counts the same running executions: the cap holds across servers.
+    assert await Server(migrated_engine, clock, "s2").claim(limit=40) == []
+    acme = [h for h in await server.store.claim_ready("s1", clock.now(), server.capability, 40)]
+    assert acme == []
+    with migrated_engine.connect() as conn:
+        some = conn.execute(
+            sa.select(executions.c.id, executions.c.delivery, executions.c.attempt)
+            .where(executions.c.tenant == "acme", executions.c.status == "running").limit(7)
+        ).all()
+    await server.store.record_results([ResultIn(r.id, r.delivery, r.attempt, worker_pb2.RESULT_OUTCOME_SUCCEEDED, "",
+                                                "w1") for r in some])
+    again = await server.claim(limit=40)
+    assert len(again) == 7 and {h.tenant for h in again} == {"acme"}
+    assert running_count(migrated_engine, "acme") == 30
+    # Oldest first within a tenant: the first 37 + 7 of acme's backlog.
+    with migrated_engine.connect() as conn:
+        started = conn.execute(
+            sa.select(executions.c.id).where(executions.c.tenant == "acme", executions.c.delivery == 1)
+            .order_by(executions.c.id)
+        ).scalars().all()
+    assert started == [f"a{i:05d}" for i in range(37)]
+
+
+async def test_weights_hold_round_after_round_with_small_rounds(migrated_engine, clock, tenants) -> None:
+    await tenants.update("globex", weight=3)
+    job = spec(job_pb2.OVERLAP_POLICY_ALLOW)
+    for tenant in ("acme", "globex"):
+        for index in range(60):
+            add_execution(migrated_engine, clock, f"{tenant}-{index:02d}", job_id=f"job_{tenant}", spec=job,
+                          tenant=tenant)
+    server = Server(migrated_engine, clock, "s1")
+    got = {"acme": 0, "globex": 0}
+    for _ in range(10):
+        for handed in await server.claim(limit=4):
+            got[handed.tenant] += 1
+    assert got == {"acme": 10, "globex": 30}
+
+
+async def test_the_loose_scan_finds_the_same_tenants_as_the_probe(migrated_engine, clock, tenants) -> None:
+    for index, tenant in enumerate(("acme", "globex", "acme")):
+        add_execution(migrated_engine, clock, f"e{index}", tenant=tenant)
+    add_execution(migrated_engine, clock, "later", tenant="globex", due_in=30)
+    loose = Server(migrated_engine, clock, "s1", loose_scan_above=0)
+    handed = await loose.claim()
+    assert sorted(h.id for h in handed) == ["e0", "e1", "e2"]
+    only_acme = Server(migrated_engine, clock, "s2", tenants=("acme",), loose_scan_above=0)
+    assert await only_acme.claim(at=60) == []  # "later" is globex's
+
+
+# ----------------------------------------------------------------------------- overlap policies
+
+
+async def test_skip_records_one_range_per_running_execution_and_keeps_no_row(migrated_engine, clock, tenants) -> None:
+    first, second, third, fourth = occurrences(migrated_engine, clock, "job_s", 4, job=spec())
+    server = Server(migrated_engine, clock, "s1")
+    [running] = await server.claim()
+    assert running.id == first
+    clock.advance(MINUTE)
+    assert await server.claim() == []
+    clock.advance(MINUTE)
+    assert await server.claim() == []
+    assert status(migrated_engine, first, second, third) == ["running", None, None]
+    nominal = [row_of(migrated_engine, fourth).nominal_at - int(MINUTE * 1e6) * k for k in (2, 1)]
+    assert skips_of(migrated_engine, "job_s") == [(nominal[0], nominal[1], 2, "overlap")]
+    page = await HistoryStore(migrated_engine, clock).list_executions("acme", "job_s")
+    assert [(s.count, s.reason) for s in page.skips] == [(2, "overlap")]
+    await server.finish([running])
+    clock.advance(MINUTE)
+    [next_one] = await server.claim()
+    assert next_one.id == fourth
+
+
+async def test_a_retry_wait_counts_as_running(migrated_engine, clock, tenants) -> None:
+    first, second = occurrences(migrated_engine, clock, "job_r", 2, job=spec(backoff=3600), every=2)
+    server = Server(migrated_engine, clock, "s1")
+    [handed] = await server.claim()
+    [ack] = await server.finish([handed], worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE)
+    assert ack.retry is not None and ack.retry.ready_at_us > row_of(migrated_engine, second).ready_at
+    clock.advance(2)
+    assert await server.claim() == []  # the second is skipped: the first waits for its retry
+    assert status(migrated_engine, first, second) == ["scheduled", None]
+    assert [r[2:] for r in skips_of(migrated_engine, "job_r")] == [(1, "overlap")]
+
+
+async def test_queue_one_buffers_one_and_starts_it_when_the_current_one_ends(migrated_engine, clock, tenants) -> None:
+    ids = occurrences(migrated_engine, clock, "job_q", 4, job=spec(job_pb2.OVERLAP_POLICY_QUEUE_ONE))
+    server = Server(migrated_engine, clock, "s1")
+    [current] = await server.claim()
+    clock.advance(MINUTE)
+    assert await server.claim() == []
+    clock.advance(MINUTE)
+    assert await server.claim() == []
+    assert status(migrated_engine, *ids[:3]) == ["running", "waiting", None]
+    waited_from = row_of(migrated_engine, ids[1]).waiting_since
+    clock.advance(30)
+    await server.finish([current])
+    assert status(migrated_engine, ids[1]) == ["scheduled"]  # woken in the outcome's transaction
+    [buffered] = await server.claim()
+    assert buffered.id == ids[1]
+    await server.finish([buffered])
+    with migrated_engine.connect() as conn:
+        waited = conn.execute(sa.select(attempts.c.waited_us).where(attempts.c.execution_id == ids[1])).scalar()
+    assert waited == buffered.handed_out_at_us - waited_from == 90_000_000  # from its due instant to its start
+    clock.advance(MINUTE)
+    [last] = await server.claim()
+    assert last.id == ids[3]
+
+
+async def test_allow_runs_occurrences_side_by_side(migrated_engine, clock, tenants) -> None:
+    ids = occurrences(migrated_engine, clock, "job_a", 3, job=spec(job_pb2.OVERLAP_POLICY_ALLOW), every=1)
+    server = Server(migrated_engine, clock, "s1")
+    clock.advance(2)
+    assert sorted(h.id for h in await server.claim()) == ids
+    assert status(migrated_engine, *ids) == ["running"] * 3
+
+
+async def test_replace_cancels_the_running_one_through_its_worker_then_starts(migrated_engine, clock, tenants) -> None:
+    old, new = occurrences(migrated_engine, clock, "job_x", 2, job=spec(job_pb2.OVERLAP_POLICY_REPLACE))
+    s1, s2 = Server(migrated_engine, clock, "s1"), Server(migrated_engine, clock, "s2")
+    [running] = await s1.claim()
+    clock.advance(MINUTE)
+    handed = await s2.claim()  # another server decides the replacement
+    assert handed == [] and handed.stopped == 1
+    assert status(migrated_engine, old, new) == ["running", "waiting"]
+    assert await s2.store.cancel_requests("s2") == []
+    [request] = await s1.store.cancel_requests("s1")
+    assert (request.execution_id, request.delivery, request.reason) == (old, running.delivery,
+                                                                         f"canceled: replaced by {new}")
+    await s1.finish([running], worker_pb2.RESULT_OUTCOME_CANCELED)  # the worker's answer
+    row = row_of(migrated_engine, old)
+    assert (row.status, row.dead_reason, row.cancel_requested_at) == ("canceled", f"canceled: replaced by {new}", None)
+    [replacement] = await s2.claim()
+    assert replacement.id == new
+
+
+async def test_manual_runs_queue_behind_a_running_one_unless_they_may_overlap(migrated_engine, clock, tenants) -> None:
+    [scheduled] = occurrences(migrated_engine, clock, "job_m", 1, job=spec())
+    server = Server(migrated_engine, clock, "s1")
+    [running] = await server.claim()
+    triggered = occurrences(migrated_engine, clock, "job_m", 2, job=spec(), origin="trigger", every=1, first_in=1)
+    with migrated_engine.begin() as conn:
+        conn.execute(executions.update().where(executions.c.id == triggered[1]).values(allow_overlap=True))
+    clock.advance(5)
+    assert [h.id for h in await server.claim()] == [triggered[1]]
+    assert status(migrated_engine, *triggered) == ["waiting", "running"]
+    await server.finish([running])
+    [queued] = await server.claim()
+    assert queued.id == triggered[0] and status(migrated_engine, scheduled) == ["succeeded"]
+    assert skips_of(migrated_engine, "job_m") == []
+
+
+async def test_a_requeue_of_an_execution_asked_to_stop_ends_it_and_frees_the_job(migrated_engine, clock, tenants) -> None:
+    old, new = occurrences(migrated_engine, clock, "job_y", 2, job=spec(job_pb2.OVERLAP_POLICY_REPLACE))
+    server = Server(migrated_engine, clock, "s1")
+    [running] = await server.claim()
+    clock.advance(MINUTE)
+    assert (await server.claim()).stopped == 1
+    result = await server.store.requeue("s1", [Lost(old, running.delivery, "worker w1 disconnected", "w1")],
+                                        counts=True)
+    assert result.canceled == [old] and not result.requeued
+    assert status(migrated_engine, old, new) == ["canceled", "scheduled"]
+    assert [h.id for h in await server.claim()] == [new]
+
+
+# ----------------------------------------------------------------------------- concurrency keys
+
+
+async def test_a_key_with_limit_one_runs_one_of_three_jobs_at_a_time_across_servers(
+    migrated_engine, clock, tenants
+) -> None:
+    idents = []
+    for index in range(3):
+        job = spec(job_pb2.OVERLAP_POLICY_ALLOW, {"billing-db": 1})
+        idents += occurrences(migrated_engine, clock, f"job_k{index}", 1, job=job, first_in=index * 0.001)
+    s1, s2 = Server(migrated_engine, clock, "s1"), Server(migrated_engine, clock, "s2")
+    clock.advance(1)
+    [first] = await s1.claim()
+    assert first.id == idents[0]
+    assert await s2.claim() == []
+    assert status(migrated_engine, *idents) == ["running", "waiting", "waiting"]
+    assert row_of(migrated_engine, idents[1]).wait_key == "billing-db"
+    assert json.loads(row_of(migrated_engine, idents[0]).held_keys) == ["billing-db"]
+    assert key_row(migrated_engine, "acme", "billing-db").running == 1
+    clock.advance(10)
+    await s1.finish([first])
+    [second] = await s2.claim()  # the next in ready order, on the other server
+    assert second.id == idents[1]
+    assert await s1.claim() == []
+    clock.advance(10)
+    await s2.finish([second])
+    [third] = await s1.claim()
+    assert third.id == idents[2]
+    assert key_row(migrated_engine, "acme", "billing-db").running == 1
+    await s1.finish([third])
+    assert key_row(migrated_engine, "acme", "billing-db").running == 0
+    with migrated_engine.connect() as conn:
+        history = conn.execute(
+            sa.select(attempts.c.execution_id, attempts.c.started_at, attempts.c.finished_at, attempts.c.waited_us)
+            .order_by(attempts.c.started_at)
+        ).all()
+    assert [h.execution_id for h in history] == idents
+    assert [h.waited_us for h in history] == [0, 10_000_000, 20_000_000]  # measured, not hidden
+    assert all(a.finished_at <= b.started_at for a, b in zip(history, history[1:]))
+
+
+async def test_a_reaped_execution_gives_its_slot_back(migrated_engine, clock, tenants) -> None:
+    job = spec(job_pb2.OVERLAP_POLICY_ALLOW, {"db": 1})
+    a = occurrences(migrated_engine, clock, "job_ka", 1, job=job)
+    b = occurrences(migrated_engine, clock, "job_kb", 1, job=job, first_in=0.001)
+    dead, alive = Server(migrated_engine, clock, "dead-session"), Server(migrated_engine, clock, "s2")
+    clock.advance(1)
+    assert [h.id for h in await dead.claim()] == a
+    assert await alive.claim() == []
+    result = await alive.store.reap_owner("dead-session", "server session expired")
+    assert [r.execution_id for r in result.requeued] == a
+    assert key_row(migrated_engine, "acme", "db").running == 0
+    assert status(migrated_engine, *b) == ["scheduled"]  # woken by the reap
+    # Both are ready again; the older one (the reaped) goes first, the other waits again.
+    assert [h.id for h in await alive.claim()] == a
+    assert status(migrated_engine, *b) == ["waiting"]
+
+
+async def test_releasing_a_hand_out_gives_its_slots_back(migrated_engine, clock, tenants) -> None:
+    job = spec(job_pb2.OVERLAP_POLICY_ALLOW, {"db": 2})
+    ids = occurrences(migrated_engine, clock, "job_rel", 2, job=job, every=0.001)
+    server = Server(migrated_engine, clock, "s1")
+    clock.advance(1)
+    handed = await server.claim()
+    assert key_row(migrated_engine, "acme", "db").running == 2
+    await server.store.release([(h.id, h.delivery) for h in handed])
+    assert key_row(migrated_engine, "acme", "db").running == 0
+    assert status(migrated_engine, *ids) == ["scheduled", "scheduled"]
+    assert row_of(migrated_engine, ids[0]).held_keys is None
+
+
+async def test_the_most_recent_job_write_sets_the_limit_and_a_raise_wakes_waiters(migrated_engine, clock, tenants) -> None:
+    store = JobStore(migrated_engine, clock, partition_count=1)
+
+    async def create(name: str, limit: int) -> str:
+        job = spec(job_pb2.OVERLAP_POLICY_ALLOW, {"db": limit})
+        record, _ = await store.create(NewJob(
+            id=f"job_{name}", tenant="acme", name=name, spec=job.SerializeToString(), time_zone="UTC",
+            next_run_at=None, next_due_at=None, tzdata_version="x", payload_size=0), name)
+        return record.id
+
+    await create("one", 1)
+    assert key_row(migrated_engine, "acme", "db").max_running == 1
+    clock.advance(1)
+    await create("two", 3)
+    assert key_row(migrated_engine, "acme", "db").max_running == 3
+    clock.advance(1)
+    first = await create("three", 1)
+    assert key_row(migrated_engine, "acme", "db").max_running == 1
+    ids = occurrences(migrated_engine, clock, first, 3, job=spec(job_pb2.OVERLAP_POLICY_ALLOW, {"db": 1}), every=0.001)
+    server = Server(migrated_engine, clock, "s1")
+    clock.advance(1)
+    assert len(await server.claim()) == 1
+    assert status(migrated_engine, *ids) == ["running", "waiting", "waiting"]
+    clock.advance(1)
+    record = await store.get("acme", first)
+    raised = spec(job_pb2.OVERLAP_POLICY_ALLOW, {"db": 3})
+    await store.update("acme", first, record.version, name="three", spec=raised.SerializeToString(), time_zone="UTC",
+                       tzdata_version="x", payload_size=0, reschedule=None)
+    assert key_row(migrated_engine, "acme", "db").max_running == 3
+    # The update canceled the job's executions not started; a fresh one takes a free slot.
+    assert status(migrated_engine, *ids) == ["running", "canceled", "canceled"]
+
+
+async def test_a_woken_execution_canceled_before_it_starts_hands_its_turn_on(migrated_engine, clock, tenants) -> None:
+    job = spec(job_pb2.OVERLAP_POLICY_ALLOW, {"db": 1})
+    ids = []
+    for index in range(3):
+        ids += occurrences(migrated_engine, clock, f"job_w{index}", 1, job=job, first_in=index * 0.001)
+    server = Server(migrated_engine, clock, "s1")
+    clock.advance(1)
+    [first] = await server.claim()
+    await server.finish([first])
+    assert status(migrated_engine, *ids) == ["succeeded", "scheduled", "waiting"]
+    canceled = await HistoryStore(migrated_engine, clock).cancel_execution("acme", ids[1], "not needed")
+    assert canceled.status == "canceled"
+    assert status(migrated_engine, ids[2]) == ["scheduled"]
+    assert [h.id for h in await server.claim()] == [ids[2]]
+
+
+async def test_the_safety_net_wakes_waiters_beside_free_slots(migrated_engine, clock, tenants) -> None:
+    job = spec(job_pb2.OVERLAP_POLICY_ALLOW, {"db": 1})
+    ids = occurrences(migrated_engine, clock, "job_n", 2, job=job, every=0.001)
+    server = Server(migrated_engine, clock, "s1")
+    clock.advance(1)
+    [first] = await server.claim()
+    with migrated_engine.begin() as conn:  # a slot freed by a path that forgot to wake (simulated)
+        conn.execute(concurrency_keys.update().values(running=0))
+    assert await server.store.wake_stalled() == 1
+    assert status(migrated_engine, ids[1]) == ["scheduled"]
+    assert await server.store.wake_stalled() == 0
+
+
+# ----------------------------------------------------------------------------- cancel
+
+
+async def test_cancel_execution_of_a_running_one_is_a_request_its_owner_reads(migrated_engine, clock, tenants) -> None:
+    [ident] = occurrences(migrated_engine, clock, "job_c", 1, job=spec())
+    s1 = Server(migrated_engine, clock, "s1")
+    [running] = await s1.claim()
+    history = HistoryStore(migrated_engine, clock)
+    still = await history.cancel_execution("acme", ident, "wrong data")
+    assert still.status == "running"
+    again = await history.cancel_execution("acme", ident, "second thoughts")  # the first reason stands
+    assert again.status == "running"
+    [request] = await s1.store.cancel_requests("s1")
+    assert (request.execution_id, request.reason) == (ident, "canceled: wrong data")
+    # A retryable failure after the request is not retried.
+    await s1.finish([running], worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE)
+    row = row_of(migrated_engine, ident)
+    assert (row.status, row.dead_reason, row.attempt) == ("canceled", "canceled: wrong data", 1)
+    assert await s1.store.cancel_requests("s1") == []
+    with pytest.raises(FailedPrecondition):
+        await history.cancel_execution("acme", ident)

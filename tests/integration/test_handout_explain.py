@@ -1,0 +1,179 @@
+"""The fair hand-out's statements on PostgreSQL, shown with EXPLAIN (issue 6:
+"the candidate query must not be dominated by one tenant's backlog").
+
+The statements explained are those ``HandoutStore.claim_ready`` really sends,
+captured with a ``before_cursor_execute`` listener during a real claim, and
+explained with their own parameters. The data: tenant ``flood`` has 20 000
+executions ready and 20 000 more due within the minute (claimed ahead by the
+dispatcher), tenant ``quiet`` 50 ready; both jobs ``skip`` overlapping
+occurrences, so the overlap check runs too. ANALYZE'd.
+
+What the planner does, for the record (PostgreSQL 15): the probe for
+tenants with ready work is one Index Scan on ``executions_tenant_ready``
+under a Limit per tenant (the tenant's first entry); the candidates are a
+Nested Loop over the per-tenant shares (Function Scan on ``unnest``), each
+an Index Scan on ``executions_tenant_ready`` under LockRows and a Limit, so
+the flood's scan stops at its share; the loose scan (long tenant lists)
+descends the same index once per tenant; the overlap check reads the
+candidates' jobs' running executions (``executions_busy``) and, per job,
+its oldest executions not started up to a LIMIT (``executions_active``).
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import event
+from tickwheel.v1 import job_pb2
+
+from tickwheel_server.clock import FakeClock
+from tickwheel_server.ids import to_us
+from tickwheel_server.store import create_store_engine, migrate
+from tickwheel_server.store.handout import Capability, HandoutStore
+from tickwheel_server.store.tables import executions, jobs, tenants
+
+pytestmark = pytest.mark.postgres
+
+T = datetime(2027, 1, 4, tzinfo=timezone.utc)
+FLOOD = 20_000
+QUIET = 50
+INDEX_SCANS = ("Index Scan", "Bitmap Index Scan", "Index Only Scan")
+
+
+def _populate(engine: sa.Engine) -> None:
+    now_us = to_us(T)
+    spec = job_pb2.Job(name="j", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo"))).SerializeToString()
+    with engine.begin() as conn:
+        for name in ("flood", "quiet"):
+            conn.execute(tenants.insert().values(
+                name=name, weight=1, max_concurrency=0, max_jobs=1_000_000, max_payload_bytes=65536,
+                requests_per_second=100, state="active", pause_reason="", job_count=0, created_at=now_us,
+                updated_at=now_us, version=1,
+            ))
+        rows, job_rows = [], []
+        rng = random.Random(6)
+        for tenant, count, ahead in (("flood", FLOOD, FLOOD), ("quiet", QUIET, 0)):
+            for index in range(count + ahead):
+                job_id = f"job_{tenant}_{index % 500}"
+                ready = now_us - rng.randrange(60_000_000) if index < count else now_us + rng.randrange(1, 60_000_000)
+                rows.append(dict(
+                    id=f"{job_id}:{index}", job_id=job_id, tenant=tenant, partition=index % 256, origin="scheduled",
+                    nominal_at=ready, due_at=ready, ready_at=ready, attempt=1, delivery=0, status="scheduled",
+                    handler="echo", missed_count=1, reap_count=0, payload=b"", error="", dead_reason="",
+                    created_at=now_us,
+                ))
+            job_rows += [
+                dict(id=f"job_{tenant}_{j}", tenant=tenant, partition=j % 256, name="j", state="active", spec=spec,
+                     time_zone="UTC", next_run_at=None, next_due_at=None, run_count=0, tzdata_version="x",
+                     pause_reason="", paused_at=None, version=1, created_at=now_us, updated_at=now_us)
+                for j in range(min(500, count + ahead))
+            ]
+        conn.execute(jobs.insert(), job_rows)
+        conn.execute(executions.insert(), rows)
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("ANALYZE")
+
+
+async def _statements(engine: sa.Engine, tenants_served=("flood", "quiet"), **options) -> dict[str, tuple[str, object]]:
+    """The statements of one real claim, by what they are; it must serve ``tenants_served``."""
+    captured: list[tuple[str, object]] = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany) -> None:
+        if not executemany:
+            captured.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        store = HandoutStore(engine, FakeClock(T), **options)
+        handed = await store.claim_ready("s1", T, Capability(("flood", "quiet"), ("echo",), False), 100)
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    assert {h.tenant for h in handed} == set(tenants_served)
+    found = {}
+    for statement, parameters in captured:
+        for kind, marker in (("candidates", "CROSS JOIN LATERAL"), ("loose", "WITH RECURSIVE"),
+                             ("probe", "FROM tenants"), ("busy", "executions.attempt > 1"),
+                             ("ahead", "AS q (job_id, n)")):
+            if marker in statement and kind not in found:
+                found[kind] = (statement, parameters)
+    return found
+
+
+def _explain(engine: sa.Engine, statement: str, parameters, analyze: bool = False) -> dict:
+    options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
+    with engine.connect() as conn:
+        try:
+            return conn.exec_driver_sql(f"EXPLAIN ({options}) {statement}", parameters).scalar()[0]["Plan"]
+        finally:
+            conn.rollback()  # EXPLAIN ANALYZE ran the SELECT … FOR UPDATE: release its locks
+
+
+def _nodes(plan: dict) -> list[dict]:
+    found = [plan]
+    for child in plan.get("Plans", []):
+        found += _nodes(child)
+    return found
+
+
+def _describe(plan: dict, depth: int = 0) -> str:
+    label = plan["Node Type"] + (f" using {plan['Index Name']}" if "Index Name" in plan else "")
+    label += f" on {plan['Relation Name']}" if "Relation Name" in plan else ""
+    label += f" (rows {plan['Actual Rows']} x {plan.get('Actual Loops', 1)})" if "Actual Rows" in plan else ""
+    return "\n".join(["  " * depth + label] + [_describe(child, depth + 1) for child in plan.get("Plans", [])])
+
+
+def _index_scans_only(plan: dict, index: str) -> str:
+    nodes = _nodes(plan)
+    shown = _describe(plan)
+    assert any(n["Node Type"] in INDEX_SCANS and n.get("Index Name") == index for n in nodes), shown
+    assert not any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "executions" for n in nodes), shown
+    return shown
+
+
+@pytest.fixture
+def engine(postgres_url):
+    engine = create_store_engine(postgres_url)
+    migrate(engine)
+    _populate(engine)
+    yield engine
+    engine.dispose()
+
+
+async def test_the_candidates_are_per_tenant_index_scans_that_stop_at_each_share(engine) -> None:
+    statements = await _statements(engine)
+    statement, parameters = statements["candidates"]
+    plan = _explain(engine, statement, parameters, analyze=True)
+    shown = _index_scans_only(plan, "executions_tenant_ready")
+    assert any(n["Node Type"] == "Limit" for n in _nodes(plan)), shown
+    scans = [n for n in _nodes(plan) if n.get("Relation Name") == "executions"]
+    read = sum((n["Actual Rows"] + n.get("Rows Removed by Filter", 0)) * n.get("Actual Loops", 1) for n in scans)
+    # 100 slots, 50 each: the flood's 40 000 scheduled rows are not read, only its share.
+    assert read <= 4 * 100, f"the candidate scans read {read} rows for a round of 100:\n{shown}"
+
+
+async def test_finding_tenants_with_ready_work_reads_one_index_entry_per_tenant(engine) -> None:
+    statements = await _statements(engine)
+    plan = _explain(engine, *statements["probe"], analyze=True)
+    shown = _index_scans_only(plan, "executions_tenant_ready")
+    scans = [n for n in _nodes(plan) if n.get("Relation Name") == "executions"]
+    assert all(n["Actual Rows"] <= 1 for n in scans), shown
+    loose = await _statements(engine, ("flood",), loose_scan_above=0)  # the first claim took all of quiet's
+    plan = _explain(engine, *loose["loose"], analyze=True)
+    shown = _index_scans_only(plan, "executions_tenant_ready")
+    read = sum(n["Actual Rows"] * n.get("Actual Loops", 1) for n in _nodes(plan) if n.get("Relation Name") == "executions")
+    assert read <= 10, f"the loose scan read {read} rows for two tenants:\n{shown}"
+
+
+async def test_the_overlap_check_reads_a_bounded_part_of_each_job_s_queue(engine) -> None:
+    statements = await _statements(engine)
+    plan = _explain(engine, *statements["busy"])
+    _index_scans_only(plan, "executions_busy")
+    plan = _explain(engine, *statements["ahead"], analyze=True)
+    shown = _index_scans_only(plan, "executions_active")
+    read = sum(n["Actual Rows"] * n.get("Actual Loops", 1) for n in _nodes(plan) if n.get("Relation Name") == "executions")
+    # Each flood job has 80 executions not started; the check reads its
+    # candidates' count and two more, per job (100 candidates in all).
+    assert read <= 3 * 100, f"the overlap check read {read} rows:\n{shown}"
