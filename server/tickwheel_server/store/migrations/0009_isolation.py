@@ -41,7 +41,8 @@ Indexes:
 - ``executions_tenant_ready (tenant, ready_at) WHERE status = 'scheduled'``:
   the fair hand-out's per-tenant candidate scans (ORDER BY ready_at with a
   LIMIT each) and its probe for tenants with ready work (the first entry of a
-  tenant). It replaces ``executions_ready``, which only the hand-out used.
+  tenant). ``executions_ready (ready_at)`` stays: the oldest ready across
+  tenants (lateness alerts, queue depths) is read from it.
 - ``executions_active (job_id, nominal_at) WHERE status IN (scheduled,
   waiting, running)``: a job's executions that have not ended, oldest
   first, for the overlap policy (what is ahead of an occurrence), without
@@ -98,7 +99,6 @@ _DDL = [
     "CREATE INDEX executions_running_tenant ON executions (tenant) WHERE status = 'running'",
     "CREATE INDEX executions_cancel_requested ON executions (owner) "
     "WHERE status = 'running' AND cancel_requested_at IS NOT NULL",
-    "DROP INDEX executions_ready",
 ]
 
 
