@@ -28,14 +28,19 @@ def test_bench_dispatch_smoke(postgres_url):
     assert {"throughput", "latency", "explain", "server", "partitions_owned", "lookahead_s"} <= set(report)
 
     throughput = report["throughput"]
-    expected = {"jobs", "batch", "store", "ceiling", "ceiling_store_shapes", "ratio", "ratio_to_store_shapes"}
+    expected = {"jobs", "batch", "store", "store_cold_cache", "ceiling", "ceiling_executemany", "ratio",
+                "ratio_cold_cache", "ratio_executemany"}
     assert expected <= set(throughput)
-    for name in ("store", "ceiling", "ceiling_store_shapes"):
+    for name in ("store", "store_cold_cache", "ceiling", "ceiling_executemany"):
         assert RUN <= set(throughput[name])
         assert throughput[name]["occurrences"] == throughput["jobs"], "every due job claimed exactly once"
         assert throughput[name]["occurrences_per_s"] > 0
-    assert {"sql_s", "python_s", "statements_per_batch"} <= set(throughput["store"])
-    assert throughput["ratio"] > 0
+    for name in ("store", "store_cold_cache"):
+        assert {"sql_s", "python_s", "statements_per_batch", "definitions_parsed"} <= set(throughput[name])
+    # Cold: every definition parsed once; warm: the cache from the cold run serves them all.
+    assert throughput["store_cold_cache"]["definitions_parsed"] == throughput["jobs"]
+    assert throughput["store"]["definitions_parsed"] == 0
+    assert throughput["ratio"] > 0 and throughput["ratio_cold_cache"] > 0
 
     latency = report["latency"]
     assert {"due", "sizes", "ratio_largest_smallest"} <= set(latency)

@@ -2,9 +2,9 @@
 one transaction per batch, fenced by partition epochs.
 
 One batched query over all owned partitions selects active jobs whose
-``next_run_at`` is within the look-ahead (a range scan on ``jobs_due`` with a
-LIMIT; ``FOR UPDATE SKIP LOCKED`` where the engine has it, so two claimers
-never wait on each other). For each job the pure :func:`plan_claim` decides
+``next_run_at`` is within the look-ahead (a range scan on ``jobs_due`` in the
+index's own order, with a LIMIT; ``FOR UPDATE SKIP LOCKED`` where the engine
+has it, so two claimers never wait on each other). For each job the pure :func:`plan_claim` decides
 the occurrences; then, in the same transaction: the execution rows are
 inserted (derived ids; ``ON CONFLICT DO NOTHING`` so a backfilled occurrence
 is not created twice), skip ranges recorded, and every job's cursor advanced
@@ -12,22 +12,37 @@ with one batched UPDATE. The partitions' epochs are checked in that
 transaction first: a job of a partition whose stored epoch is no longer the
 one this server won is left alone. A crash anywhere leaves nothing or the
 whole batch.
+
+The writes are two statements per batch whatever its size. On PostgreSQL and
+CockroachDB each is one statement over arrays (``INSERT … SELECT FROM
+unnest(…)``, ``UPDATE jobs … FROM unnest(…)``): one round trip and one
+parse, where a driver-level executemany sends a statement per row
+(``loadtest/bench_dispatch.py`` measures both). The owned partitions are one
+array parameter too, so the claim's text is the same every tick. SQLite has
+no arrays and no network: there it is an executemany and an ``IN`` list.
+
+A job's definition is parsed once per version: :class:`ClaimSpecCache` keeps
+what a claim needs of it (schedule, misfire policy, handler, payload) by job
+id and version, so a minutely job is not parsed again every minute.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from tickwheel.v1 import job_pb2
 
+from ..clock import Clock
 from ..dispatcher.plan import DEFAULT_SCAN_LIMIT, Plan, execution_id, plan_claim
 from ..ids import from_us, to_us
 from ..jobspec import MISFIRE_POLICIES, handler_of, schedule_of
-from ..schedule import Fire, ScheduleError, next_fire
+from ..schedule import Fire, Schedule, ScheduleError, next_fire
 from .base import SqlStore
 from .partitions import check_epochs
 from .tables import executions, jobs, skips
@@ -57,14 +72,201 @@ class ClaimResult:
     """The batch hit its LIMIT: more may be due now."""
 
 
-def _insert_ignoring_duplicates(conn: Connection, rows: list[dict]) -> None:
-    if not rows:
-        return
-    dialect = sqlite if conn.dialect.name == "sqlite" else postgresql
-    conn.execute(dialect.insert(executions).on_conflict_do_nothing(index_elements=["id"]), rows)
+# ------------------------------------------------------------ parsed definitions
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimSpec:
+    """What a claim reads from a job's definition (``jobs.spec``)."""
+
+    schedule: Schedule
+    policy: str
+    threshold: timedelta
+    run_all_limit: int
+    handler: str | None
+    payload: bytes
+
+
+def claim_spec(job_id: str, spec: bytes) -> ClaimSpec:
+    """Parse a stored definition into a :class:`ClaimSpec` (pure)."""
+    job = job_pb2.Job.FromString(spec)
+    return ClaimSpec(
+        schedule=schedule_of(job, job_id),
+        policy=MISFIRE_POLICIES[job.misfire_policy],
+        threshold=job.misfire_threshold.ToTimedelta(),
+        run_all_limit=job.misfire_run_all_limit or 100,
+        handler=handler_of(job),
+        payload=job.payload,
+    )
+
+
+class ClaimSpecCache:
+    """Parsed definitions by job id, valid for one job version: a bounded LRU.
+
+    Sound because a job's ``spec`` changes only with its ``version``
+    (``JobStore.update`` replaces both; ids are never reused), so an entry
+    recorded for another version is parsed again and replaced. Bounded by
+    ``max_entries`` and by ``max_payload_bytes`` (payloads are up to the
+    tenant's ``max_payload_bytes`` each); the least recently used entries go
+    first. Safe to share between threads (claims run in executor threads).
+    """
+
+    def __init__(self, max_entries: int = 100_000, max_payload_bytes: int = 64 << 20) -> None:
+        if max_entries < 1 or max_payload_bytes < 0:
+            raise ValueError("max_entries must be >= 1 and max_payload_bytes >= 0")
+        self.max_entries = max_entries
+        self.max_payload_bytes = max_payload_bytes
+        self._entries: OrderedDict[str, tuple[int, ClaimSpec]] = OrderedDict()
+        self._payload_bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def payload_bytes(self) -> int:
+        return self._payload_bytes
+
+    def get(self, job_id: str, version: int, spec: bytes) -> ClaimSpec:
+        """The parsed ``spec`` of ``job_id`` at ``version``, from the cache or parsed now."""
+        with self._lock:
+            found = self._entries.get(job_id)
+            if found is not None and found[0] == version:
+                self._entries.move_to_end(job_id)
+                self.hits += 1
+                return found[1]
+        parsed = claim_spec(job_id, spec)
+        with self._lock:
+            self.misses += 1
+            old = self._entries.pop(job_id, None)
+            if old is not None:
+                self._payload_bytes -= len(old[1].payload)
+            size = len(parsed.payload)
+            if size <= self.max_payload_bytes:
+                self._entries[job_id] = (version, parsed)
+                self._payload_bytes += size
+                while len(self._entries) > self.max_entries or self._payload_bytes > self.max_payload_bytes:
+                    _, (_, evicted) = self._entries.popitem(last=False)
+                    self._payload_bytes -= len(evicted.payload)
+        return parsed
+
+
+# ------------------------------------------------------------------- the writes
+
+# Columns every new scheduled execution has in common are constants of the
+# statement; the arrays carry only what differs per row. Sent as driver SQL
+# with psycopg's binary placeholders (``%(name)b``): a list becomes one
+# binary array parameter, without the per-element quoting of the text format.
+_INSERT_FROM_ARRAYS = (
+    "INSERT INTO executions (id, job_id, tenant, partition, origin, nominal_at, due_at, ready_at, attempt, "
+    "delivery, status, owner, worker_id, handler, missed_count, reap_count, payload, error, dead_reason, "
+    "created_at, finished_at) "
+    "SELECT v.id, v.job_id, v.tenant, v.partition, 'scheduled', v.nominal_at, v.due_at, v.due_at, 1, "
+    "0, 'scheduled', NULL, NULL, v.handler, v.missed_count, 0, v.payload, '', '', "
+    "CAST(%(created_at)b AS BIGINT), NULL "
+    "FROM unnest(CAST(%(ids)b AS TEXT[]), CAST(%(job_ids)b AS TEXT[]), CAST(%(tenants)b AS TEXT[]), "
+    "CAST(%(partitions)b AS INTEGER[]), CAST(%(nominal_ats)b AS BIGINT[]), CAST(%(due_ats)b AS BIGINT[]), "
+    "CAST(%(handlers)b AS TEXT[]), CAST(%(missed_counts)b AS INTEGER[]), CAST(%(payloads)b AS BYTEA[])) "
+    "AS v (id, job_id, tenant, partition, nominal_at, due_at, handler, missed_count, payload) "
+    "ON CONFLICT (id) DO NOTHING"
+)
+_ADVANCE_FROM_ARRAYS = (
+    "UPDATE jobs SET next_run_at = v.next_run_at, next_due_at = v.next_due_at, run_count = v.run_count, "
+    "state = v.state "
+    "FROM unnest(CAST(%(ids)b AS TEXT[]), CAST(%(next_run_ats)b AS BIGINT[]), CAST(%(next_due_ats)b AS BIGINT[]), "
+    "CAST(%(run_counts)b AS BIGINT[]), CAST(%(states)b AS TEXT[])) "
+    "AS v (id, next_run_at, next_due_at, run_count, state) "
+    "WHERE jobs.id = v.id"
+)
+_ADVANCE_ROW = (
+    jobs.update()
+    .where(jobs.c.id == sa.bindparam("b_id"))
+    .values(
+        next_run_at=sa.bindparam("b_next_run"),
+        next_due_at=sa.bindparam("b_next_due"),
+        run_count=sa.bindparam("b_runs"),
+        state=sa.bindparam("b_state"),
+    )
+)
+
+
+@dataclass
+class _Writes:
+    """One batch's new executions and advanced cursors, column by column."""
+
+    ids: list[str] = field(default_factory=list)
+    job_ids: list[str] = field(default_factory=list)
+    tenants: list[str] = field(default_factory=list)
+    partitions: list[int] = field(default_factory=list)
+    nominal_ats: list[int] = field(default_factory=list)
+    due_ats: list[int] = field(default_factory=list)
+    handlers: list[str | None] = field(default_factory=list)
+    missed_counts: list[int] = field(default_factory=list)
+    payloads: list[bytes] = field(default_factory=list)
+    cursor_ids: list[str] = field(default_factory=list)
+    next_run_ats: list[int | None] = field(default_factory=list)
+    next_due_ats: list[int | None] = field(default_factory=list)
+    run_counts: list[int] = field(default_factory=list)
+    states: list[str] = field(default_factory=list)
+
+    def apply_with_arrays(self, conn: Connection, now_us: int) -> None:
+        """PostgreSQL and CockroachDB: one INSERT and one UPDATE over arrays."""
+        if self.ids:
+            conn.exec_driver_sql(
+                _INSERT_FROM_ARRAYS,
+                dict(
+                    ids=self.ids, job_ids=self.job_ids, tenants=self.tenants, partitions=self.partitions,
+                    nominal_ats=self.nominal_ats, due_ats=self.due_ats, handlers=self.handlers,
+                    missed_counts=self.missed_counts, payloads=self.payloads, created_at=now_us,
+                ),
+            )
+        if self.cursor_ids:
+            conn.exec_driver_sql(
+                _ADVANCE_FROM_ARRAYS,
+                dict(
+                    ids=self.cursor_ids, next_run_ats=self.next_run_ats, next_due_ats=self.next_due_ats,
+                    run_counts=self.run_counts, states=self.states,
+                ),
+            )
+
+    def apply_per_row(self, conn: Connection, now_us: int) -> None:
+        """SQLite: the same rows through executemany (no arrays, no network)."""
+        if self.ids:
+            rows = [
+                dict(
+                    id=ident, job_id=job_id, tenant=tenant, partition=partition, origin="scheduled",
+                    nominal_at=nominal, due_at=due, ready_at=due, attempt=1, delivery=0, status="scheduled",
+                    owner=None, worker_id=None, handler=handler, missed_count=missed, reap_count=0, payload=payload,
+                    error="", dead_reason="", created_at=now_us, finished_at=None,
+                )
+                for ident, job_id, tenant, partition, nominal, due, handler, missed, payload in zip(
+                    self.ids, self.job_ids, self.tenants, self.partitions, self.nominal_ats, self.due_ats,
+                    self.handlers, self.missed_counts, self.payloads,
+                )
+            ]
+            conn.execute(sqlite.insert(executions).on_conflict_do_nothing(index_elements=["id"]), rows)
+        if self.cursor_ids:
+            conn.execute(
+                _ADVANCE_ROW,
+                [
+                    dict(b_id=ident, b_next_run=next_run, b_next_due=next_due, b_runs=runs, b_state=state)
+                    for ident, next_run, next_due, runs, state in zip(
+                        self.cursor_ids, self.next_run_ats, self.next_due_ats, self.run_counts, self.states
+                    )
+                ],
+            )
+
+
+# -------------------------------------------------------------------- the store
 
 
 class DispatchStore(SqlStore):
+    def __init__(self, engine: Engine, clock: Clock, *, specs: ClaimSpecCache | None = None) -> None:
+        super().__init__(engine, clock)
+        self.specs = specs if specs is not None else ClaimSpecCache()
+
     async def claim_due(
         self,
         owned: dict[int, int],
@@ -80,7 +282,9 @@ class DispatchStore(SqlStore):
         if not owned:
             return ClaimResult()
         now_us = to_us(now)
-        horizon_us = to_us(now + lookahead)
+        horizon = now + lookahead
+        horizon_us = to_us(horizon)
+        arrays = not self.caps.is_sqlite
 
         def fn(conn: Connection) -> ClaimResult:
             result = ClaimResult()
@@ -88,78 +292,71 @@ class DispatchStore(SqlStore):
             live = sorted(set(owned) - result.stale_partitions)
             if not live:
                 return result
+            if arrays:  # one array parameter: the statement's text is the same whatever is owned
+                in_live = jobs.c.partition == sa.any_(sa.bindparam("live", live, type_=postgresql.ARRAY(sa.Integer)))
+            else:
+                in_live = jobs.c.partition.in_(live)
             query = (
                 sa.select(
-                    jobs.c.id, jobs.c.tenant, jobs.c.partition, jobs.c.spec,
+                    jobs.c.id, jobs.c.tenant, jobs.c.partition, jobs.c.spec, jobs.c.version,
                     jobs.c.next_run_at, jobs.c.next_due_at, jobs.c.run_count,
                 )
-                .where(jobs.c.state == "active", jobs.c.partition.in_(live), jobs.c.next_run_at <= horizon_us)
-                # No ORDER BY: across partitions the index cannot give rows in
-                # next_run_at order, so a sort would read every due row before
-                # the LIMIT. Every due job is claimed this tick anyway (batches
-                # continue while full), so the order within a tick is moot.
+                .where(jobs.c.state == "active", in_live, jobs.c.next_run_at <= horizon_us)
+                # The order of jobs_due itself, so the index gives it with no
+                # sort and the scan stops at the LIMIT. Without it the plan
+                # hangs on the statistics of next_run_at, which every claim
+                # makes stale: estimating many rows due, PostgreSQL prefers a
+                # Seq Scan that would stop early, and when nothing is due it
+                # reads the whole table every tick. (Not next_run_at alone:
+                # across partitions the index cannot give that order, and a
+                # sort would read every due row before the LIMIT.)
+                .order_by(jobs.c.partition, jobs.c.next_run_at)
                 .limit(batch)
             )
             if self.caps.skip_locked:
                 query = query.with_for_update(skip_locked=True)
             rows = conn.execute(query).all()
             result.full = len(rows) == batch
-            inserts: list[dict] = []
-            cursors: list[dict] = []
+            writes = _Writes()
             for row in rows:
-                job = job_pb2.Job.FromString(row.spec)
-                plan = self._plan(conn, row, job, now, now + lookahead, scan_limit)
+                spec = self.specs.get(row.id, row.version, row.spec)
+                plan = self._plan(conn, row, spec, now, horizon, scan_limit)
                 result.jobs += 1
-                handler = handler_of(job)
                 for planned in plan.executions:
                     ident = execution_id(row.id, planned.nominal_at)
                     due_us = to_us(planned.due_at)
-                    inserts.append(
-                        dict(
-                            id=ident, job_id=row.id, tenant=row.tenant, partition=row.partition, origin="scheduled",
-                            nominal_at=to_us(planned.nominal_at), due_at=due_us, ready_at=due_us, attempt=1,
-                            delivery=0, status="scheduled", owner=None, worker_id=None, handler=handler,
-                            missed_count=planned.missed_count, reap_count=0, payload=job.payload, error="",
-                            dead_reason="", created_at=now_us, finished_at=None,
-                        )
-                    )
+                    writes.ids.append(ident)
+                    writes.job_ids.append(row.id)
+                    writes.tenants.append(row.tenant)
+                    writes.partitions.append(row.partition)
+                    writes.nominal_ats.append(to_us(planned.nominal_at))
+                    writes.due_ats.append(due_us)
+                    writes.handlers.append(spec.handler)
+                    writes.missed_counts.append(planned.missed_count)
+                    writes.payloads.append(spec.payload)
                     result.executions.append(ClaimedExecution(ident, row.partition, due_us))
                 if plan.skip is not None:
                     result.skipped += plan.skip.count
                     self._record_skip(conn, row, plan, now_us)
-                cursors.append(
-                    dict(
-                        b_id=row.id,
-                        b_next_run=None if plan.next_fire is None else to_us(plan.next_fire.nominal_at),
-                        b_next_due=None if plan.next_fire is None else to_us(plan.next_fire.due_at),
-                        b_runs=row.run_count + plan.runs,
-                        b_state="active" if plan.next_fire is not None else "completed",
-                    )
-                )
-            _insert_ignoring_duplicates(conn, inserts)
-            if cursors:
-                conn.execute(
-                    jobs.update()
-                    .where(jobs.c.id == sa.bindparam("b_id"))
-                    .values(
-                        next_run_at=sa.bindparam("b_next_run"),
-                        next_due_at=sa.bindparam("b_next_due"),
-                        run_count=sa.bindparam("b_runs"),
-                        state=sa.bindparam("b_state"),
-                    ),
-                    cursors,
-                )
+                following = plan.next_fire
+                writes.cursor_ids.append(row.id)
+                writes.next_run_ats.append(None if following is None else to_us(following.nominal_at))
+                writes.next_due_ats.append(None if following is None else to_us(following.due_at))
+                writes.run_counts.append(row.run_count + plan.runs)
+                writes.states.append("active" if following is not None else "completed")
+            if arrays:
+                writes.apply_with_arrays(conn, now_us)
+            else:
+                writes.apply_per_row(conn, now_us)
             return result
 
         return await self._tx(fn)
 
     @staticmethod
-    def _plan(conn: Connection, row, job: job_pb2.Job, now: datetime, horizon: datetime, scan_limit: int) -> Plan:
-        schedule = schedule_of(job, row.id)
-        threshold = job.misfire_threshold.ToTimedelta()
+    def _plan(conn: Connection, row, spec: ClaimSpec, now: datetime, horizon: datetime, scan_limit: int) -> Plan:
         cursor = Fire(from_us(row.next_run_at), from_us(row.next_due_at), 0)
         carried = 0
-        if now - cursor.due_at > threshold:
+        if now - cursor.due_at > spec.threshold:
             carried = conn.execute(
                 sa.select(skips.c.count).where(
                     skips.c.job_id == row.id, skips.c.reason == MISFIRE_REASON, skips.c.continues_at == row.next_run_at
@@ -168,7 +365,7 @@ class DispatchStore(SqlStore):
 
         def following(fire: Fire, runs: int) -> Fire | None:
             try:
-                return next_fire(schedule, fire.nominal_at, runs_so_far=row.run_count + runs)
+                return next_fire(spec.schedule, fire.nominal_at, runs_so_far=row.run_count + runs)
             except ScheduleError:
                 return None
 
@@ -177,9 +374,9 @@ class DispatchStore(SqlStore):
             following,
             now=now,
             horizon=horizon,
-            policy=MISFIRE_POLICIES[job.misfire_policy],
-            threshold=threshold,
-            run_all_limit=job.misfire_run_all_limit or 100,
+            policy=spec.policy,
+            threshold=spec.threshold,
+            run_all_limit=spec.run_all_limit,
             carried_missed=carried,
             scan_limit=scan_limit,
         )
