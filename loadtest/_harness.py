@@ -428,16 +428,24 @@ async def create_tenant_and_credential(server: ServerProcess, max_jobs: int) -> 
     return issued.credential.secret
 
 
-async def wait_ready(server: ServerProcess, workers: int, timeout: float = READY_TIMEOUT) -> dict:
+def workers_logged(server: ServerProcess, workers: int) -> bool:
+    """The server's log says each of the ``workers`` bench workers connected."""
+    log = server.log()
+    return all(f"worker bench-w{i} connected" in log for i in range(workers))
+
+
+async def wait_ready(server: ServerProcess, server_id: str, workers: int, timeout: float = READY_TIMEOUT) -> dict:
     """Poll ClusterStatus until the server owns every partition and ``workers``
-    streams are connected; returns what it said last."""
+    streams are connected (its ``workers`` figure, or the server's log line
+    for each, for a server whose figure lags); returns what it said last."""
     deadline = time.monotonic() + timeout
     async with grpc.aio.insecure_channel(server.address) as channel:
         admin = admin_pb2_grpc.AdminServiceStub(channel)
         while True:
             status = await admin.ClusterStatus(admin_pb2.ClusterStatusRequest(), metadata=admin_metadata(server))
-            me = status.servers[0]
-            if me.workers >= workers and me.partitions_owned >= status.partition_count:
+            me = next(s for s in status.servers if s.server_id == server_id)
+            connected = me.workers >= workers or workers_logged(server, workers)
+            if connected and me.partitions_owned >= status.partition_count:
                 return {"workers": me.workers, "partitions_owned": me.partitions_owned}
             if time.monotonic() > deadline:
                 raise RuntimeError(
@@ -543,7 +551,7 @@ def cluster(folder: Path, url: str, etcd_endpoint: str, *, workers: int, slots: 
     try:
         credential = asyncio.run(create_tenant_and_credential(server, max_jobs))
         pool = start_workers(folder, server.address, credential, workers, slots, hold)
-        asyncio.run(wait_ready(server, workers))
+        asyncio.run(wait_ready(server, server_id, workers))
         wait_started(url, server)
         yield server, pool
     finally:
