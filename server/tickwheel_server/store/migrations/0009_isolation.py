@@ -52,6 +52,9 @@ Indexes:
   a retry (a retry wait counts as running), however long its queue.
 - ``executions_key_waits (tenant, wait_key, ready_at) WHERE status =
   'waiting'``: a key's queue, oldest ready first.
+- ``executions_waiting (ready_at) WHERE status = 'waiting'``: the oldest
+  waiting across tenants, as ``executions_ready`` gives the oldest ready:
+  an execution held back by its job or a key is late like any other.
 - ``executions_running_tenant (tenant) WHERE status = 'running'``: a capped
   tenant's running executions, counted.
 - ``executions_cancel_requested (owner) WHERE status = 'running' AND
@@ -96,6 +99,7 @@ _DDL = [
     "CREATE INDEX executions_busy ON executions (job_id) "
     "WHERE (status = 'running' OR (status = 'scheduled' AND attempt > 1))",
     "CREATE INDEX executions_key_waits ON executions (tenant, wait_key, ready_at) WHERE status = 'waiting'",
+    "CREATE INDEX executions_waiting ON executions (ready_at) WHERE status = 'waiting'",
     "CREATE INDEX executions_running_tenant ON executions (tenant) WHERE status = 'running'",
     "CREATE INDEX executions_cancel_requested ON executions (owner) "
     "WHERE status = 'running' AND cancel_requested_at IS NOT NULL",
