@@ -1,8 +1,8 @@
 """AdminService: operators' calls. Thin: proto in, store call, proto out.
 
 RPCs whose machinery arrives with later components (tenant pause in
-dispatch, draining, execution search) are not overridden here, so they
-answer UNIMPLEMENTED rather than pretend.
+dispatch) are not overridden here, so they answer UNIMPLEMENTED rather than
+pretend.
 """
 
 from __future__ import annotations
@@ -11,17 +11,22 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import grpc
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc
 
 from .. import __version__
+from ..drain import Drainer, DrainUnanswered
 from ..errors import FieldViolation, InvalidArgument, TickwheelError
+from ..ids import from_us, to_us
+from ..lease import LeaseStoreError
+from ..presence import Presence, ServerRecord
 from ..store.alerts import AlertStore
 from ..store.errors import RetryableStoreError
 from ..store.credentials import WorkerCredentialStore
 from ..store.jobs import JobStore
+from ..store.operations import OperationsStore
 from ..store.partitions import PartitionStore
 from ..store.tzdata import TzdataStore
 from ..schedule import default_engine
@@ -42,23 +47,54 @@ log = logging.getLogger(__name__)
 TENANT_NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 HANDLER_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
 MAX_GRACE = timedelta(days=30)
+DEFAULT_DRAIN_GRACE = timedelta(seconds=60)
+MAX_DRAIN_GRACE = timedelta(hours=6)
+SERVER_ID = re.compile(r"^[^/\s]{1,200}$")
 
 
 @dataclass
 class ServerInfo:
-    """What ClusterStatus reports about the answering server."""
+    """What ClusterStatus reports about the answering server, and the
+    parts that know about the others.
+
+    The callables read this server's figures at the moment they are asked.
+    ``presence`` reads every server's published record (and publishes this
+    one's, :meth:`record`); ``drainer`` drains this server or asks another
+    to. Without them ClusterStatus shows this server alone and DrainServer
+    answers UNIMPLEMENTED."""
 
     server_id: str
     address: str
-    started_at: object
+    started_at: datetime
     store_engine: str
     schema_version: int
     partition_count: int
     tzdata_version: str
     session_id: str = ""
+    """The current etcd session (hex); '' while there is none."""
     partitions_owned: Callable[[], int] = lambda: 0
     wheel_size: Callable[[], int] = lambda: 0
     clock_skew: Callable[[], float | None] = lambda: None
+    """This server's clock minus the database's at the last check, in seconds."""
+    workers: Callable[[], int] = lambda: 0
+    reaper_leading: Callable[[], bool] = lambda: False
+    presence: Presence | None = None
+    drainer: Drainer | None = None
+
+    def record(self) -> ServerRecord:
+        """This server's record as :class:`~tickwheel_server.presence.Presence` publishes it."""
+        skew = self.clock_skew()
+        return ServerRecord(
+            server_id=self.server_id,
+            address=self.address,
+            version=__version__,
+            started_at_us=to_us(self.started_at),
+            partitions_owned=self.partitions_owned(),
+            wheel_size=self.wheel_size(),
+            workers=self.workers(),
+            clock_skew_us=None if skew is None else round(skew * 1_000_000),
+            draining=self.drainer is not None and self.drainer.draining,
+        )
 
 
 def tenant_settings(message: admin_pb2.Tenant, paths: set[str], field: str = "tenant") -> dict:
@@ -107,8 +143,10 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         partitions: PartitionStore,
         tzdata: TzdataStore | None = None,
         alerts: AlertStore | None = None,
+        operations: OperationsStore | None = None,
     ) -> None:
         self._partitions = partitions
+        self._operations = operations or OperationsStore(jobs.engine, jobs.clock)
         self._tzdata = tzdata
         # Without one given, alerts are read through the jobs store's engine
         # and clock; watchers then see changes at their next poll.
@@ -122,33 +160,131 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
 
     @rpc
     async def ClusterStatus(self, request, context):
-        """This server's view: itself, and every partition's last fencing
-        epoch and the server that raised it (from the store)."""
+        """The cluster as this server sees it.
+
+        - Servers: every live one (an etcd session holding its key under
+          ``/tickwheel/servers/``) with the figures it last published
+          (every 10 s); this server's own are read now. If etcd cannot be
+          read, this server alone.
+        - Partitions: every partition's fencing epoch from the store, and its
+          owner from etcd (the holder of its ownership key; empty while
+          nobody holds it, e.g. between a server's death and the takeover).
+          If etcd cannot be read, the server that last raised the epoch.
+        - Queues: the ``top_tenants`` deepest ready queues (default 10, at
+          most 100), by this server's clock.
+        """
         await self._auth.admin(context)
+        top = request.top_tenants
+        if not 0 <= top <= 100:
+            raise InvalidArgument.field("top_tenants", "must be between 0 and 100 (0 means 10)")
         info = self._info
-        server = admin_pb2.ServerStatus(
-            server_id=info.server_id,
-            address=info.address,
-            session_id=info.session_id,
-            started_at=convert.timestamp(info.started_at),
-            version=__version__,
-            workers=len(self._connections),
-            partitions_owned=info.partitions_owned(),
-            wheel_size=info.wheel_size(),
-        )
-        skew = info.clock_skew()
-        if skew is not None:
-            server.clock_skew.FromTimedelta(timedelta(seconds=skew))
+        now = self._jobs.clock.now()
+        local = self._server_status(info.record(), info.session_id)
+        servers, holders, reaper = [local], None, info.server_id if info.reaper_leading() else ""
+        if info.presence is not None:
+            try:
+                records = await info.presence.servers()
+                holders = await info.presence.partition_holders()
+                reaper = await info.presence.reaper()
+            except LeaseStoreError as error:
+                log.warning("ClusterStatus: etcd cannot be read (%s); showing this server only", error)
+            else:
+                others = [self._server_status(r, r.session) for r in records if r.server_id != info.server_id]
+                servers = sorted([local, *others], key=lambda s: s.server_id)
         rows = await self._partitions.rows()
-        return admin_pb2.ClusterStatusResponse(
-            servers=[server],
+        queues = await self._operations.queues(now, top or 10)
+        reply = admin_pb2.ClusterStatusResponse(
+            servers=servers,
             partitions=[
-                admin_pb2.PartitionStatus(partition=row.partition, server_id=row.owner, epoch=row.epoch) for row in rows
+                admin_pb2.PartitionStatus(
+                    partition=row.partition,
+                    server_id=row.owner if holders is None else holders.get(row.partition, ""),
+                    epoch=row.epoch,
+                )
+                for row in rows
             ],
             partition_count=info.partition_count,
+            reaper_server_id=reaper,
             store_engine=info.store_engine,
             schema_version=info.schema_version,
             tzdata_version=info.tzdata_version,
+        )
+        for queue in queues:
+            item = reply.queues.add(tenant=queue.tenant, ready=queue.ready, running=queue.running)
+            item.oldest_ready_age.FromTimedelta(max(timedelta(0), now - queue.oldest_ready_at))
+        return reply
+
+    @staticmethod
+    def _server_status(record: ServerRecord, session_id: str) -> admin_pb2.ServerStatus:
+        status = admin_pb2.ServerStatus(
+            server_id=record.server_id,
+            address=record.address,
+            session_id=session_id,
+            version=record.version,
+            partitions_owned=record.partitions_owned,
+            wheel_size=record.wheel_size,
+            workers=record.workers,
+            draining=record.draining,
+        )
+        if record.started_at_us is not None:
+            status.started_at.CopyFrom(convert.timestamp(from_us(record.started_at_us)))
+        if record.clock_skew_us is not None:
+            status.clock_skew.FromTimedelta(timedelta(microseconds=record.clock_skew_us))
+        return status
+
+    @rpc
+    async def DrainServer(self, request, context):
+        """Drain this server, or ask the one named to drain (through etcd; see
+        :mod:`tickwheel_server.drain`). Idempotent: again, nothing more is
+        released. NOT_FOUND when no live server has that id, UNAVAILABLE
+        when it does not answer in time or etcd cannot be reached."""
+        await self._auth.admin(context)
+        server_id = _require(request.server_id, "server_id")
+        if not SERVER_ID.match(server_id):
+            raise InvalidArgument.field("server_id", "not a server id (ClusterStatus lists them)")
+        grace = request.grace.ToTimedelta() if request.HasField("grace") else DEFAULT_DRAIN_GRACE
+        if not timedelta(0) <= grace <= MAX_DRAIN_GRACE:
+            raise InvalidArgument.field("grace", "must be between 0 and 6 h")
+        drainer = self._info.drainer
+        if drainer is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "draining is not available on this server")
+        try:
+            if server_id == self._info.server_id:
+                result = await drainer.drain(grace)
+            else:
+                result = await drainer.request(server_id, grace)
+        except (DrainUnanswered, LeaseStoreError) as error:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"draining {server_id}: {error}")
+        return admin_pb2.DrainServerResponse(
+            partitions_released=result.partitions_released, workers_drained=result.workers_drained
+        )
+
+    @rpc
+    async def SearchExecutions(self, request, context):
+        await self._auth.admin(context)
+        size = convert.page_size(request.page_size, default=50, maximum=500)
+        before = convert.parse_execution_page_token(request.page_token)
+        unknown = [v for v in request.statuses if v not in convert.EXECUTION_STATUS_FROM_PROTO]
+        if unknown:
+            raise InvalidArgument.field("statuses", f"unknown values {unknown}")
+        from_at = convert.instant(request.from_at) if request.HasField("from_at") else None
+        to_at = convert.instant(request.to_at) if request.HasField("to_at") else None
+        if from_at is not None and to_at is not None and to_at <= from_at:
+            raise InvalidArgument.field("to_at", "must be after from_at")
+        if len(request.job_id) > 200:
+            raise InvalidArgument.field("job_id", "at most 200 characters")
+        page = await self._operations.search_executions(
+            tenant=_tenant_filter(request.tenant),
+            job_id=request.job_id,
+            statuses=[convert.EXECUTION_STATUS_FROM_PROTO[v] for v in request.statuses],
+            from_at=from_at,
+            to_at=to_at,
+            before_key=before,
+            limit=size,
+        )
+        return admin_pb2.SearchExecutionsResponse(
+            executions=[convert.execution_to_proto(e) for e in page.executions],
+            next_page_token=convert.execution_page_token(page.next_key) if page.next_key else "",
         )
 
     @rpc

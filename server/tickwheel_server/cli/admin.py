@@ -9,9 +9,10 @@ from typing import Any
 
 from tickwheel_server.cli import output as fmt
 from tickwheel_server.cli.context import Context
-from tickwheel_server.cli.parse import UsageError, parse_duration
+from tickwheel_server.cli.parse import UsageError, parse_duration, parse_instant
 from tickwheel_server.cli.tree import group, leaf
 
+EXECUTION_STATUSES = ("scheduled", "waiting", "running", "succeeded", "dead", "canceled")
 ALERT_KINDS = (
     "late", "skipped", "dead_letter", "poison", "circuit_open", "partition_unowned", "clock_skew", "tzdata_shift",
 )  # fmt: skip
@@ -22,6 +23,24 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 
     p = leaf(admin, "status", parents, status, auth="admin", help="servers, partitions and the deepest queues")
     p.add_argument("--top", type=int, default=0, metavar="N", help="tenants to list by queue depth (default 10)")
+
+    p = leaf(admin, "drain", parents, drain, auth="admin",
+             help="move a server's partitions and workers away (before restarting it)",
+             description="The server gives up its partitions at once (the others take them) and tells its "
+                         "workers to finish within --grace and reconnect elsewhere; it keeps serving API calls "
+                         "until it is stopped. Any server can be asked to drain any other. Idempotent.")
+    p.add_argument("server_id", metavar="SERVER_ID", help="as `tickwheel admin status` lists it")
+    p.add_argument("--grace", metavar="DURATION", help="how long its workers get to finish (default 60s, at most 6h)")
+
+    p = leaf(admin, "executions", parents, executions_search, auth="admin",
+             help="search executions across tenants, newest first")
+    p.add_argument("--tenant", default="", metavar="NAME", help="only this tenant's")
+    p.add_argument("--job", default="", metavar="ID", help="only this job's")
+    p.add_argument("--status", action="extend", nargs="+", choices=EXECUTION_STATUSES, default=[], metavar="S",
+                   help=f"only these statuses ({', '.join(EXECUTION_STATUSES)})")
+    p.add_argument("--from", dest="from_at", metavar="RFC3339", help="nominally at or after")
+    p.add_argument("--to", dest="to_at", metavar="RFC3339", help="nominally before")
+    p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N executions (default 50)")
 
     tenant = group(admin, "tenant", parents, "tenants and their API keys")
     p = leaf(tenant, "create", parents, tenant_create, auth="admin",
@@ -135,6 +154,47 @@ def status(ctx: Context, a: argparse.Namespace) -> int:
             ((q.tenant, q.ready, q.running, fmt.fmt_duration(q, "oldest_ready_age")) for q in response.queues),
             ctx.stdout,
         )
+    return 0
+
+
+def drain(ctx: Context, a: argparse.Namespace) -> int:
+    grace = parse_duration(a.grace) if a.grace else None
+    response = ctx.client.admin.drain_server(a.server_id, grace=grace)
+    if ctx.json:
+        ctx.emit_json(response)
+        return 0
+    ctx.out(f"server {a.server_id} drains: {response.partitions_released} partition(s) released, "
+            f"{response.workers_drained} worker(s) told to reconnect elsewhere")  # fmt: skip
+    return 0
+
+
+def executions_search(ctx: Context, a: argparse.Namespace) -> int:
+    from tickwheel.v1 import admin_pb2, job_pb2
+
+    client = ctx.client
+    limit = max(a.limit, 1)
+    kwargs: dict[str, Any] = {"tenant": a.tenant, "job_id": a.job, "statuses": a.status, "page_size": min(limit, 500)}
+    if a.from_at:
+        kwargs["from_at"] = parse_instant(a.from_at)
+    if a.to_at:
+        kwargs["to_at"] = parse_instant(a.to_at)
+    merged = admin_pb2.SearchExecutionsResponse()
+    for page in client.pages(client.admin.search_executions, **kwargs):
+        merged.executions.extend(page.executions)
+        if len(merged.executions) >= limit:
+            del merged.executions[limit:]
+            break
+    if ctx.json:
+        ctx.emit_json(merged)
+        return 0
+    rows = []
+    for e in merged.executions:
+        last = e.attempts[-1] if e.attempts else None
+        rows.append((e.id, e.tenant, fmt.fmt_ts(e, "nominal_at"),
+                     fmt.enum_name(job_pb2.ExecutionStatus, e.status, "EXECUTION_STATUS_"), e.attempt or "-",
+                     fmt.fmt_duration(last, "lateness") if last is not None else "-",
+                     fmt.one_line(e.error or e.dead_reason, 60)))  # fmt: skip
+    fmt.table(("EXECUTION", "TENANT", "NOMINAL (UTC)", "STATUS", "ATTEMPT", "LATENESS", "ERROR"), rows, ctx.stdout)
     return 0
 
 

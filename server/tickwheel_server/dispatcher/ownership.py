@@ -35,6 +35,14 @@ one revision, every survivor's watch sees it and they acquire at once. A tick
 failed, a partition still held by someone else), so a partition is never
 without an owner for longer than one session TTL plus a tick.
 
+Draining (:meth:`~PartitionOwnership.drain`, DrainServer before a rolling
+restart): the server deletes its member key, then resigns every partition
+key. The other members' watches see the member leave (their plans now
+give its partitions to them, held: they wait) and then each key's deletion
+(they acquire at once, at higher epochs). Until :meth:`~PartitionOwnership.stop`
+it plans with an empty share, never rejoins, also under a new session, and
+resigns any key the lease store still shows under its name.
+
 Losing the session empties :meth:`~PartitionOwnership.owned` at once (it checks
 ``session.lost``) and cancels the component's work; it then waits for
 :meth:`~PartitionOwnership.reset_session`. The SQL epoch check
@@ -334,6 +342,8 @@ class PartitionOwnership:
         self._task: asyncio.Task[None] | None = None
         self._work: asyncio.Task[None] | None = None
         self._stopping = False
+        self._draining = False
+        self._reconciling = asyncio.Lock()  # a drain waits for a reconcile in progress, never interleaves
         self._store_calls: set[asyncio.Future[object]] = set()
 
     # -- reading ------------------------------------------------------------------
@@ -364,6 +374,11 @@ class PartitionOwnership:
     def plan(self) -> OwnershipPlan | None:
         """The latest plan (diagnostics)."""
         return self._plan
+
+    @property
+    def draining(self) -> bool:
+        """True once :meth:`drain` was called (until the process ends)."""
+        return self._draining
 
     def members(self) -> list[str]:
         """The live members as last seen, sorted."""
@@ -405,6 +420,38 @@ class PartitionOwnership:
         if work is not None and not work.done():
             work.cancel()
         self._session_replaced.set()
+
+    async def drain(self) -> int:
+        """Give up every partition for good, for a rolling restart: leave the
+        member set, then resign every partition key, so the other members
+        take them at once at higher epochs; from then on acquire nothing,
+        under this session or a later one, until :meth:`stop`.
+
+        Returns how many partition keys it resigned. ``lost`` is announced
+        (listeners called, :meth:`owned` empty) before any key is resigned.
+        Waits for a reconcile in progress to finish first, so nothing it
+        wins afterwards is kept. Idempotent: a second call resigns nothing
+        and returns 0. If the lease store cannot be reached the keys are
+        resigned by the next reconciles (or go with the session)."""
+        if self._draining:
+            return 0
+        self._draining = True
+        async with self._reconciling:
+            held = list(self._held.values())
+            self._plan = OwnershipPlan(frozenset(), frozenset(), frozenset(), frozenset())
+            self._drop_all("draining")
+            session = self._session
+            released = 0
+            if not session.lost.is_set():
+                try:
+                    await self._leases.delete(self.config.member_key(self.server_id))
+                    resigned = await asyncio.gather(*(self._leases.resign(ownership) for ownership in held))
+                    released = sum(1 for done in resigned if done)
+                except LeaseStoreError as error:
+                    log.warning("draining: %s; resigning again at the next tick", error)
+            self._dirty.set()
+        log.info("server %s drains: left the member set and resigned %d partitions", self.server_id, released)
+        return released
 
     async def stop(self, *, release: bool = True) -> None:
         """Stop. With ``release``, first leave the member set and resign every
@@ -477,7 +524,8 @@ class PartitionOwnership:
             # Only keys won under this session count (after a reset, nothing else).
             self._held = {p: o for p, o in self._held.items() if o.session is session}
             self._fenced &= set(self._held)
-            await self._leases.put(self.config.member_key(self.server_id), self.server_id, session=session)
+            if not self._draining:
+                await self._leases.put(self.config.member_key(self.server_id), self.server_id, session=session)
             self._view = view = _View()
             config = self.config
             tasks = [
@@ -593,7 +641,11 @@ class PartitionOwnership:
             await self._dirty.wait()
             self._dirty.clear()
             try:
-                await self._reconcile(session, view)
+                async with self._reconciling:
+                    if self._draining:
+                        await self._reconcile_draining(session, view)
+                    else:
+                        await self._reconcile(session, view)
             except LeaseStoreError as error:
                 if not error.retryable:
                     raise
@@ -632,6 +684,21 @@ class PartitionOwnership:
 
         raised_ok = await self._raise_epochs(plan)
         self._unsettled = not (plan.settled and raised_ok and self._fenced == set(self._held))
+
+    async def _reconcile_draining(self, session: Session, view: _View) -> None:
+        """While draining: out of the member set, and no partition key under
+        our name (a resign that failed, a key won by a reply we never saw)."""
+        strays = sorted(p for p, holder in view.holders.items() if holder == self.server_id)
+        if self.server_id in view.members:
+            await self._leases.delete(self.config.member_key(self.server_id))
+        for partition in strays:
+            ownership = self._held.pop(partition, None)
+            if ownership is None:
+                # Adopted only if it is this session's; an earlier session's key goes with that lease.
+                ownership = await self._leases.try_acquire(self.config.partition_key(partition), self.server_id, session)
+            if ownership is not None:
+                await self._leases.resign(ownership)
+        self._unsettled = bool(strays)
 
     async def _raise_epochs(self, plan: OwnershipPlan) -> bool:
         """Raise the epoch of every held, unfenced partition of our share;

@@ -196,3 +196,18 @@ alert_feed = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("seq", sa.BigInteger, nullable=False),
 )
+
+attempt_rollups = sa.Table(
+    "attempt_rollups",
+    metadata,
+    sa.Column("job_id", sa.Text, primary_key=True),
+    sa.Column("day", sa.BigInteger, primary_key=True),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("runs", sa.BigInteger, nullable=False),
+    sa.Column("failures", sa.BigInteger, nullable=False),
+    sa.Column("lateness_p50_us", sa.BigInteger, nullable=False),
+    sa.Column("lateness_p90_us", sa.BigInteger, nullable=False),
+    sa.Column("lateness_p99_us", sa.BigInteger, nullable=False),
+    sa.Column("lateness_sketch", sa.Text, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+)

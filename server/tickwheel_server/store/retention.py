@@ -1,0 +1,536 @@
+"""Retention: what history the store keeps, and the per-job daily rollups
+that outlive it.
+
+The window (default 30 days) applies to everything that ended:
+
+- An execution is pruned when it ended (``succeeded``, ``dead`` or
+  ``canceled``) and both its nominal instant and its end are before the
+  cutoff. The nominal instant keeps the promise that a backfill
+  deduplicates within the window (DESIGN.md: the window is also how far
+  back a backfill deduplicates); the end keeps an old occurrence that was
+  backfilled or replayed recently. Executions that have not ended are never
+  pruned.
+- Its attempts go in the same transaction, by primary key, and are first
+  added to ``attempt_rollups`` for (job, UTC day of the attempt's start):
+  runs, failures, lateness percentiles. So history never has attempts
+  without their execution, and the rollup counts each attempt exactly once.
+- A skip range is pruned when its last skipped occurrence (``to_at``) is
+  before the cutoff; a resolved alert when it was resolved before it
+  (:meth:`~tickwheel_server.store.alerts.AlertStore.prune`).
+- Rollups are kept for their own window (default 400 days).
+
+Every prune is a bounded batch (default 1000 rows) in its own short
+transaction that touches only rows that ended, which no dispatcher, gateway
+or outcome writes; the runner pauses between batches. Nothing is deleted by
+a table scan: executions are walked on ``executions_nominal`` with a cursor,
+skips on ``skips_to``, rollups on ``attempt_rollups_day``.
+
+Safe to run on several servers at once: every delete re-checks its
+condition and the rollup counts only the attempt rows its own DELETE
+returned, and the rollup rows are read and written in the same
+SERIALIZABLE transaction (two runners conflict and one retries, on SQLite
+they take turns). :class:`Retention` still elects one runner per cluster
+(``/tickwheel/retention``) so the work is not done twice.
+
+Lateness percentiles are read from a :class:`LatenessSketch`: logarithmic
+buckets with a relative accuracy of 1 % (DDSketch's mapping), stored with
+the rollup so that batches of one day merge exactly, which percentiles
+themselves cannot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..clock import Clock
+from ..ids import from_us, to_us
+from ..lease import LeaseStore, LeaseStoreError, Session
+from .alerts import AlertStore
+from .base import SqlStore
+from .tables import attempt_rollups, attempts, executions, skips
+
+log = logging.getLogger(__name__)
+
+RETENTION_KEY = "/tickwheel/retention"
+TERMINAL = ("succeeded", "dead", "canceled")
+FAILED_ATTEMPTS = ("failed", "timed_out", "lost")
+"""Attempt statuses counted as failures (a canceled attempt is not one)."""
+DAY_US = 86_400_000_000
+
+
+# --------------------------------------------------------------------------- deciding (pure)
+
+
+class LatenessSketch:
+    """A mergeable histogram of non-negative durations in microseconds.
+
+    Bucket ``i >= 1`` holds values in ``(γ^(i-1), γ^i]`` with
+    ``γ = (1 + α) / (1 - α)``, α = 0.01; bucket 0 holds values below 1 µs
+    (lateness 0). A quantile is answered with its bucket's representative
+    ``2γ^i / (γ + 1)``, within 1 % of a value in that bucket. Merging adds
+    counts, so it is exact whatever order batches arrive in. Sparse: a day's
+    lateness spread over 1 ms..1 h fills about 800 buckets at most.
+    """
+
+    ALPHA = 0.01
+    GAMMA = (1 + ALPHA) / (1 - ALPHA)
+    _LOG_GAMMA = math.log(GAMMA)
+
+    def __init__(self, counts: Mapping[int, int] | None = None) -> None:
+        self.counts: dict[int, int] = {int(k): int(v) for k, v in (counts or {}).items() if v}
+
+    @classmethod
+    def bucket(cls, micros: int) -> int:
+        if micros < 1:
+            return 0
+        return max(1, math.ceil(math.log(micros) / cls._LOG_GAMMA))
+
+    @classmethod
+    def value(cls, bucket: int) -> int:
+        """The representative of ``bucket`` in microseconds."""
+        if bucket <= 0:
+            return 0
+        return round(2 * cls.GAMMA**bucket / (cls.GAMMA + 1))
+
+    def add(self, micros: int, count: int = 1) -> None:
+        index = self.bucket(micros)
+        self.counts[index] = self.counts.get(index, 0) + count
+
+    def merge(self, other: "LatenessSketch") -> None:
+        for index, count in other.counts.items():
+            self.counts[index] = self.counts.get(index, 0) + count
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def quantile(self, q: float) -> int:
+        """The ``q``-quantile (0 <= q <= 1) in microseconds, lower rank
+        (``q · (n - 1)``, as DDSketch); 0 when empty."""
+        if not 0 <= q <= 1:
+            raise ValueError(f"q must be within [0, 1], got {q}")
+        total = self.total
+        if total == 0:
+            return 0
+        rank = q * (total - 1)
+        seen = 0
+        for index in sorted(self.counts):
+            seen += self.counts[index]
+            if seen > rank:
+                return self.value(index)
+        return self.value(max(self.counts))  # pragma: no cover - seen reaches total > rank
+
+    def to_json(self) -> str:
+        return json.dumps({str(k): v for k, v in sorted(self.counts.items())}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "LatenessSketch":
+        return cls({int(k): v for k, v in json.loads(text or "{}").items()})
+
+
+def day_of(micros: int) -> int:
+    """The first instant (µs) of the UTC day holding ``micros``."""
+    return micros - micros % DAY_US
+
+
+@dataclass
+class DayFigures:
+    """What one (job, day) adds to its rollup."""
+
+    tenant: str
+    runs: int = 0
+    failures: int = 0
+    sketch: LatenessSketch = field(default_factory=LatenessSketch)
+
+
+def summarise_attempts(rows: Iterable, tenant_of: Mapping[str, tuple[str, str]]) -> dict[tuple[str, int], DayFigures]:
+    """Group attempt rows (``execution_id``, ``status``, ``started_at``,
+    ``lateness_us``) by (job, UTC day of ``started_at``); ``tenant_of`` maps
+    each execution id to its (job id, tenant)."""
+    figures: dict[tuple[str, int], DayFigures] = {}
+    for row in rows:
+        job_id, tenant = tenant_of[row.execution_id]
+        key = (job_id, day_of(row.started_at))
+        day = figures.get(key)
+        if day is None:
+            day = figures[key] = DayFigures(tenant)
+        day.runs += 1
+        if row.status in FAILED_ATTEMPTS:
+            day.failures += 1
+        day.sketch.add(max(0, row.lateness_us))
+    return figures
+
+
+# --------------------------------------------------------------------------- the store
+
+
+@dataclass(frozen=True)
+class Rollup:
+    """One job's attempts of one UTC day, after they left the hot history."""
+
+    job_id: str
+    tenant: str
+    day: datetime
+    """Midnight UTC of the day the attempts started."""
+    runs: int
+    failures: int
+    lateness_p50: timedelta
+    lateness_p90: timedelta
+    lateness_p99: timedelta
+
+
+@dataclass(frozen=True)
+class ExecutionBatch:
+    """What one execution-pruning batch did."""
+
+    examined: int
+    """Executions nominally before the cutoff read by the batch (at most the limit)."""
+    executions: int
+    """Executions deleted."""
+    attempts: int
+    """Attempt rows deleted (and rolled up)."""
+    next_key: tuple[int, str] | None
+    """(nominal µs, id) to continue after; None when the walk reached the cutoff."""
+
+
+class RetentionStore(SqlStore):
+    """Pruning and rollups. Every method is one bounded transaction."""
+
+    async def prune_executions(
+        self, cutoff: datetime, *, after: tuple[int, str] | None = None, limit: int = 1000
+    ) -> ExecutionBatch:
+        """Walk up to ``limit`` executions nominally before ``cutoff`` in
+        ``(nominal_at, id)`` order, starting after ``after``; delete those
+        that ended before ``cutoff`` with their attempts, rolling the
+        attempts up first. Executions that have not ended are passed over
+        (the cursor moves past them; a later pass sees them again).
+
+        One transaction: the walk (``executions_nominal``, LIMIT), the
+        delete (re-checking status and end), the attempts' delete by primary
+        key, and the rollup rows read and written. Retried on conflict as a
+        whole, so nothing is counted twice."""
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        cutoff_us = to_us(cutoff)
+        now_us = to_us(self.clock.now())
+        returning = self.caps.returning
+
+        def fn(conn: Connection) -> ExecutionBatch:
+            walk = sa.select(
+                executions.c.id, executions.c.nominal_at, executions.c.status, executions.c.finished_at,
+                executions.c.job_id, executions.c.tenant,
+            ).where(executions.c.nominal_at < cutoff_us)
+            if after is not None:
+                # A row comparison is a range bound on the index, so a batch
+                # deep inside a group sharing one instant (a million jobs at
+                # midnight) starts where the previous one ended.
+                walk = walk.where(sa.tuple_(executions.c.nominal_at, executions.c.id) > sa.tuple_(*after))
+            rows = conn.execute(walk.order_by(executions.c.nominal_at, executions.c.id).limit(limit)).all()
+            if not rows:
+                return ExecutionBatch(0, 0, 0, None)
+            next_key = (rows[-1].nominal_at, rows[-1].id) if len(rows) == limit else None
+            ended = {
+                row.id: (row.job_id, row.tenant)
+                for row in rows
+                if row.status in TERMINAL and row.finished_at is not None and row.finished_at < cutoff_us
+            }
+            if not ended:
+                return ExecutionBatch(len(rows), 0, 0, next_key)
+            delete = executions.delete().where(
+                executions.c.id.in_(sorted(ended)),
+                executions.c.status.in_(TERMINAL),
+                executions.c.finished_at < cutoff_us,
+            )
+            if returning:
+                gone = set(conn.execute(delete.returning(executions.c.id)).scalars())
+            else:  # the rows read are this transaction's snapshot (SERIALIZABLE / SQLite)
+                conn.execute(delete)
+                gone = set(ended)
+            if not gone:
+                return ExecutionBatch(len(rows), 0, 0, next_key)
+            columns = (attempts.c.execution_id, attempts.c.status, attempts.c.started_at, attempts.c.lateness_us)
+            doomed = attempts.delete().where(attempts.c.execution_id.in_(sorted(gone)))
+            if returning:
+                history = conn.execute(doomed.returning(*columns)).all()
+            else:
+                history = conn.execute(sa.select(*columns).where(attempts.c.execution_id.in_(sorted(gone)))).all()
+                conn.execute(doomed)
+            _merge_rollups(conn, summarise_attempts(history, ended), now_us, self.caps.row_locks)
+            return ExecutionBatch(len(rows), len(gone), len(history), next_key)
+
+        return await self._tx(fn)
+
+    async def prune_skips(self, cutoff: datetime, *, limit: int = 1000) -> int:
+        """Delete up to ``limit`` skip ranges whose last skipped occurrence is
+        before ``cutoff``, oldest first (``skips_to``); how many."""
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        cutoff_us = to_us(cutoff)
+
+        def fn(conn: Connection) -> int:
+            ids = conn.execute(
+                sa.select(skips.c.id).where(skips.c.to_at < cutoff_us).order_by(skips.c.to_at).limit(limit)
+            ).scalars().all()
+            if ids:
+                conn.execute(skips.delete().where(skips.c.id.in_(ids), skips.c.to_at < cutoff_us))
+            return len(ids)
+
+        return await self._tx(fn)
+
+    async def prune_rollups(self, before_day: datetime, *, limit: int = 1000) -> int:
+        """Delete up to ``limit`` rollups of days before ``before_day``'s,
+        oldest first (``attempt_rollups_day``); how many."""
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        cutoff = day_of(to_us(before_day))
+
+        def fn(conn: Connection) -> int:
+            keys = conn.execute(
+                sa.select(attempt_rollups.c.job_id, attempt_rollups.c.day)
+                .where(attempt_rollups.c.day < cutoff)
+                .order_by(attempt_rollups.c.day)
+                .limit(limit)
+            ).all()
+            if keys:
+                conn.execute(
+                    attempt_rollups.delete().where(
+                        sa.tuple_(attempt_rollups.c.job_id, attempt_rollups.c.day).in_([tuple(k) for k in keys])
+                    )
+                )
+            return len(keys)
+
+        return await self._tx(fn)
+
+    async def rollups(self, job_id: str, *, since: datetime | None = None, limit: int = 400) -> list[Rollup]:
+        """A job's rollups, newest day first, from ``since``'s day on; at most
+        ``limit`` (a range scan on the primary key)."""
+        query = sa.select(attempt_rollups).where(attempt_rollups.c.job_id == job_id)
+        if since is not None:
+            query = query.where(attempt_rollups.c.day >= day_of(to_us(since)))
+        query = query.order_by(attempt_rollups.c.day.desc()).limit(limit)
+
+        def fn(conn: Connection) -> list[Rollup]:
+            return [
+                Rollup(
+                    job_id=row.job_id, tenant=row.tenant, day=from_us(row.day), runs=row.runs, failures=row.failures,
+                    lateness_p50=timedelta(microseconds=row.lateness_p50_us),
+                    lateness_p90=timedelta(microseconds=row.lateness_p90_us),
+                    lateness_p99=timedelta(microseconds=row.lateness_p99_us),
+                )
+                for row in conn.execute(query)
+            ]
+
+        return await self._tx(fn, idempotent=True)
+
+
+def _merge_rollups(
+    conn: Connection, figures: Mapping[tuple[str, int], DayFigures], now_us: int, row_locks: bool
+) -> None:
+    """Add ``figures`` to their rollup rows: read the existing ones (locked
+    where the engine has row locks), then one batched UPDATE and one batched
+    INSERT."""
+    if not figures:
+        return
+    keys = sorted(figures)
+    query = sa.select(attempt_rollups).where(sa.tuple_(attempt_rollups.c.job_id, attempt_rollups.c.day).in_(keys))
+    if row_locks:
+        query = query.with_for_update()
+    existing = {(row.job_id, row.day): row for row in conn.execute(query)}
+    updates, inserts = [], []
+    for key in keys:
+        day = figures[key]
+        sketch = LatenessSketch()
+        runs, failures = day.runs, day.failures
+        row = existing.get(key)
+        if row is not None:
+            sketch = LatenessSketch.from_json(row.lateness_sketch)
+            runs += row.runs
+            failures += row.failures
+        sketch.merge(day.sketch)
+        values = dict(
+            runs=runs, failures=failures, lateness_p50_us=sketch.quantile(0.5), lateness_p90_us=sketch.quantile(0.9),
+            lateness_p99_us=sketch.quantile(0.99), lateness_sketch=sketch.to_json(), updated_at=now_us,
+        )
+        if row is None:
+            inserts.append(dict(job_id=key[0], day=key[1], tenant=day.tenant, **values))
+        else:
+            updates.append(dict(b_job_id=key[0], b_day=key[1], **{f"b_{k}": v for k, v in values.items()}))
+    if updates:
+        conn.execute(
+            attempt_rollups.update()
+            .where(attempt_rollups.c.job_id == sa.bindparam("b_job_id"), attempt_rollups.c.day == sa.bindparam("b_day"))
+            .values({name: sa.bindparam(f"b_{name}") for name in (
+                "runs", "failures", "lateness_p50_us", "lateness_p90_us", "lateness_p99_us", "lateness_sketch",
+                "updated_at",
+            )}),  # fmt: skip
+            updates,
+        )
+    if inserts:
+        conn.execute(attempt_rollups.insert(), inserts)
+
+
+# --------------------------------------------------------------------------- the runner
+
+
+@dataclass(frozen=True)
+class RetentionConfig:
+    """How long history is kept and how pruning paces itself."""
+
+    retention: timedelta = timedelta(days=30)
+    """Executions, their attempts, skip ranges and resolved alerts older than
+    this are pruned (attempts into the daily rollups). Also how far back a
+    backfill deduplicates."""
+    rollup_retention: timedelta = timedelta(days=400)
+    """Daily rollups older than this are pruned."""
+    batch: int = 1000
+    """Rows per pruning transaction."""
+    interval: float = 60.0
+    """Seconds between passes (a pass runs until nothing is left to prune)."""
+    pause: float = 0.01
+    """Seconds between two batches of a pass, so pruning yields to dispatch."""
+
+    def __post_init__(self) -> None:
+        if self.retention < timedelta(hours=1):
+            raise ValueError(f"retention must be at least 1 hour, got {self.retention}")
+        if self.rollup_retention < self.retention:
+            raise ValueError("rollup_retention must not be shorter than retention")
+        if not 1 <= self.batch <= 100_000:
+            raise ValueError(f"batch must be between 1 and 100000, got {self.batch}")
+        if not self.interval > 0:
+            raise ValueError(f"interval must be > 0 seconds, got {self.interval}")
+        if self.pause < 0:
+            raise ValueError(f"pause must be >= 0 seconds, got {self.pause}")
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What one pass pruned."""
+
+    cutoff: datetime
+    executions: int = 0
+    attempts: int = 0
+    skips: int = 0
+    alerts: int = 0
+    rollups: int = 0
+    batches: int = 0
+
+
+class Retention:
+    """Prunes history past the retention window, one pass every ``interval``,
+    on the server elected under :data:`RETENTION_KEY` (any server may win;
+    the next takes over when its session ends).
+
+    ``run_pass`` is also callable directly (tests, a one-off from a shell):
+    it prunes everything past the window as of the clock's ``now``, batch by
+    batch, and returns what it pruned. ``stop_when`` is checked between
+    batches; the runner passes its leadership's loss, so a deposed runner
+    stops after at most one batch."""
+
+    def __init__(
+        self,
+        store: RetentionStore,
+        alerts: AlertStore,
+        leases: LeaseStore,
+        session: Callable[[], Session],
+        clock: Clock,
+        *,
+        server_id: str,
+        config: RetentionConfig | None = None,
+    ) -> None:
+        self._store = store
+        self._alerts = alerts
+        self._leases = leases
+        self._session = session
+        self._clock = clock
+        self._server_id = server_id
+        self.config = config or RetentionConfig()
+        self.leading = False
+        self.passes = 0
+        self.last_pass: PassResult | None = None
+
+    async def run(self) -> None:
+        """Campaign for :data:`RETENTION_KEY`; while leading, a pass every ``interval``."""
+        while True:
+            session = self._session()
+            try:
+                ownership = await self._leases.wait_acquire(RETENTION_KEY, self._server_id, session)
+            except LeaseStoreError as error:
+                log.debug("retention election: %s; trying again", error)
+                await self._clock.sleep(1.0)
+                continue
+            self.leading = True
+            log.info("this server runs retention (window %s)", self.config.retention)
+            try:
+                while not ownership.lost.is_set():
+                    try:
+                        await self.run_pass(stop_when=ownership.lost.is_set)
+                    except Exception:
+                        log.exception("retention pass failed; trying again next interval")
+                    await _sleep_or(self._clock, self.config.interval, ownership.lost)
+            finally:
+                self.leading = False
+            log.info("this server no longer runs retention")
+
+    async def run_pass(self, *, stop_when: Callable[[], bool] = lambda: False) -> PassResult:
+        now = self._clock.now()
+        config = self.config
+        cutoff = now - config.retention
+        totals = dict(executions=0, attempts=0, skips=0, alerts=0, rollups=0, batches=0)
+
+        async def between() -> bool:
+            totals["batches"] += 1
+            if stop_when():
+                return False
+            if config.pause:
+                await self._clock.sleep(config.pause)
+            return True
+
+        after = None
+        while True:
+            batch = await self._store.prune_executions(cutoff, after=after, limit=config.batch)
+            totals["executions"] += batch.executions
+            totals["attempts"] += batch.attempts
+            after = batch.next_key
+            if not await between() or after is None:
+                break
+        for name, prune in (
+            ("skips", lambda: self._store.prune_skips(cutoff, limit=config.batch)),
+            ("alerts", lambda: self._alerts.prune(cutoff, limit=config.batch)),
+            ("rollups", lambda: self._store.prune_rollups(now - config.rollup_retention, limit=config.batch)),
+        ):
+            while not stop_when():
+                pruned = await prune()
+                totals[name] += pruned
+                if not await between() or pruned < config.batch:
+                    break
+        result = PassResult(cutoff=cutoff, **totals)
+        self.passes += 1
+        self.last_pass = result
+        if result.executions or result.skips or result.alerts or result.rollups:
+            log.info(
+                "retention: pruned %d executions (%d attempts rolled up), %d skip ranges, %d alerts, %d rollups "
+                "older than %s in %d batches",
+                result.executions, result.attempts, result.skips, result.alerts, result.rollups,
+                cutoff.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), result.batches,
+            )
+        return result
+
+
+async def _sleep_or(clock: Clock, seconds: float, event: asyncio.Event) -> None:
+    sleeper = asyncio.ensure_future(clock.sleep(seconds))
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({sleeper, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        sleeper.cancel()
+        waiter.cancel()
