@@ -1,0 +1,20 @@
+"""The server's HTTP endpoint and the web console it serves.
+
+``HttpServer`` serves the GET routes of a ``Router``; components register
+theirs on it (the console with :func:`install_console`; ``/metrics``).
+"""
+
+from .console import install_console
+from .http import HttpServer, server_ssl_context, split_listen
+from .router import HttpError, Request, Response, Router
+
+__all__ = [
+    "HttpError",
+    "HttpServer",
+    "Request",
+    "Response",
+    "Router",
+    "install_console",
+    "server_ssl_context",
+    "split_listen",
+]

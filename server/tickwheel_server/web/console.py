@@ -1,0 +1,36 @@
+"""The web console, assembled onto a router: its page and its JSON API.
+
+Read-only. A visitor signs in on the page with a tenant API key (the
+tenant's jobs, their next runs, history, lateness and dead letters) or the
+admin token (the cluster); the page keeps the credential in the tab's
+sessionStorage and sends it as ``Authorization: Bearer …`` to ``/api/``.
+"""
+
+from __future__ import annotations
+
+from ..api.admin import AdminServicer
+from ..auth.authenticator import Authenticator
+from ..store.deadletters import DeadLetterStore
+from ..store.history import HistoryStore
+from ..store.jobs import JobStore
+from .api import ConsoleApi
+from .cluster import ClusterView
+from .router import Router
+from .static import StaticFiles
+
+
+def install_console(
+    router: Router,
+    *,
+    auth: Authenticator,
+    jobs: JobStore,
+    history: HistoryStore,
+    dead_letters: DeadLetterStore,
+    admin: AdminServicer,
+    server_id: str,
+) -> None:
+    """Register the console's routes (``/``, its static files, ``/api/…``)
+    on ``router``. ``admin`` answers the cluster view (its ClusterStatus);
+    ``server_id`` is this server's."""
+    StaticFiles().routes(router)
+    ConsoleApi(auth, jobs, history, dead_letters, ClusterView(admin, server_id)).routes(router)
