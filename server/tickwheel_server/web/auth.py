@@ -90,5 +90,7 @@ async def principal_of(auth: Authenticator, request: Request) -> Principal:
     try:
         await auth.admin(metadata)
     except PermissionDenied:
-        raise HttpError(403, "a worker credential cannot open the console: use a tenant API key or the admin token") from None
+        raise HttpError(
+            403, "a worker credential cannot open the console: use a tenant API key or the admin token"
+        ) from None
     return Principal("admin")

@@ -303,7 +303,9 @@ class HttpServer:
         log.debug("%s %s %s → %d", request.peer, request.method, request.path, response.status)
         return response
 
-    async def _write(self, writer: asyncio.StreamWriter, request: Request | None, response: Response, keep_alive: bool) -> None:
+    async def _write(
+        self, writer: asyncio.StreamWriter, request: Request | None, response: Response, keep_alive: bool
+    ) -> None:
         try:
             encoded = self._encode(request, response, keep_alive)
         except ValueError:

@@ -89,6 +89,10 @@ function fmtSeconds(value) {
   return `${minutes} min ${Math.round(value - minutes * 60)} s`;
 }
 
+function plural(count, noun) {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
+}
+
 function signedSeconds(value) {
   return `${value < 0 ? "−" : "+"}${fmtSeconds(Math.abs(value))}`;
 }
@@ -383,7 +387,8 @@ function latenessChart(data) {
       }, label.replace("≤ ", "")),
     ]);
     if (bucket.count) {
-      append(chart, svg("text", { class: "count", x: (x + slot * 0.35).toFixed(1), y: (y - 3).toFixed(1), "text-anchor": "middle" },
+      const labelX = (x + slot * 0.35).toFixed(1);
+      append(chart, svg("text", { class: "count", x: labelX, y: (y - 3).toFixed(1), "text-anchor": "middle" },
         String(bucket.count)));
     }
   });
@@ -392,8 +397,9 @@ function latenessChart(data) {
 
 function latenessSection(data) {
   const summary = data.count
-    ? `${data.count} attempt${data.count === 1 ? "" : "s"} of the last ${data.executions} execution${data.executions === 1 ? "" : "s"}` +
-      ` · p50 ${fmtSeconds(data.p50)} · p95 ${fmtSeconds(data.p95)} · p99 ${fmtSeconds(data.p99)} · max ${fmtSeconds(data.max)}`
+    ? `${plural(data.count, "attempt")} of the last ${plural(data.executions, "execution")}` +
+      ` · p50 ${fmtSeconds(data.p50)} · p95 ${fmtSeconds(data.p95)} · p99 ${fmtSeconds(data.p99)}` +
+      ` · max ${fmtSeconds(data.max)}`
     : "No attempts yet: the chart fills in as the job runs.";
   return [
     el("h2", {}, "Start lateness"),
