@@ -50,6 +50,7 @@ from .store.partitions import PartitionStore
 from .store.tenants import TenantStore
 from .store.tzdata import TzdataStore
 from .wheel import TimerWheel, WheelRunner
+from .web import HttpServer, Router, install_console, server_ssl_context
 
 log = logging.getLogger("tickwheel.server")
 
@@ -99,6 +100,10 @@ class TickwheelServer:
         self._tasks: list[asyncio.Task] = []
         self.connections = Connections()
         self.port: int = 0
+        self.router = Router()
+        """GET routes of the HTTP endpoint (``--http-listen``): the console's,
+        and any a component registers before ``start`` (``/metrics``)."""
+        self.http: HttpServer | None = None
         self.stopped = asyncio.Event()
 
     async def start(self) -> None:
@@ -221,16 +226,16 @@ class TickwheelServer:
             server,
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.worker_servicer, server)
-        admin_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminServicer(
-                auth, self.stores.tenants, self.stores.workers, self.stores.jobs, self.info, self.connections,
-                self.stores.partitions, self.tzdata, alerts=self.stores.alerts,
-            ),
-            server,
+        admin_servicer = AdminServicer(
+            auth, self.stores.tenants, self.stores.workers, self.stores.jobs, self.info, self.connections,
+            self.stores.partitions, self.tzdata, alerts=self.stores.alerts,
         )
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(admin_servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable(server, [*SERVICE_NAMES, health.SERVICE_NAME])
         self.port = self._bind(server)
+        if config.http_listen:
+            await self._start_http(auth, admin_servicer)
         await server.start()
         self._grpc = server
         await self.ownership.start()
@@ -286,6 +291,26 @@ class TickwheelServer:
                 log.exception("cannot raise the tzdata shift alert")
         elif examined:
             log.info("tzdata %s: %d jobs recomputed, no next run moved", version, examined)
+
+    async def _start_http(self, auth: Authenticator, admin_servicer: AdminServicer) -> None:
+        """The HTTP endpoint: the web console on :attr:`router`, with the
+        gRPC port's certificate (and client CA) when TLS is configured."""
+        config = self.config
+        install_console(
+            self.router, auth=auth, jobs=self.stores.jobs, history=self.stores.history,
+            dead_letters=self.stores.dead_letters, admin=admin_servicer, server_id=self.server_id,
+        )
+        tls = config.tls
+        context = None if tls is None else server_ssl_context(tls.cert_file, tls.key_file, tls.client_ca_file)
+        self.http = HttpServer(self.router, config.http_listen, ssl_context=context, clock=self.clock)
+        try:
+            await self.http.start()
+        except OSError as error:
+            self.http = None
+            raise StartupError(
+                f"cannot listen on {config.http_listen} (--http-listen): {error.strerror or error}"
+            ) from error
+        log.info("web console and HTTP endpoints on %s", self.http.url)
 
     @property
     def address(self) -> str:
@@ -381,6 +406,8 @@ class TickwheelServer:
         self.stores.alerts.close()  # every WatchAlerts stream ends with OK
         if self._grpc is not None:
             await self._grpc.stop(grace)
+        if self.http is not None:
+            await self.http.stop(min(grace, 5.0))
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -89,6 +89,9 @@ class ServerConfig:
     """Apply schema migrations at start."""
     tls: TlsConfig | None = None
     """TLS on the gRPC port (mutual when it has a client CA); None serves plaintext."""
+    http_listen: str = ""
+    """HOST:PORT of the HTTP endpoint (the web console, ``/metrics``); empty
+    serves no HTTP. TLS like the gRPC port when ``tls`` is set."""
     allow_target_networks: tuple[str, ...] = ()
     """CIDRs that HTTP targets may reach although the address policy refuses
     their range (loopback, private, link-local, ...); see ``targets``."""
@@ -109,6 +112,12 @@ class ServerConfig:
         host, sep, port = self.listen.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
             raise ConfigError(f"listen: {self.listen!r} is not HOST:PORT")
+        if self.http_listen:
+            host, sep, port = self.http_listen.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+                raise ConfigError(f"http_listen (--http-listen): {self.http_listen!r} is not HOST:PORT")
+            if int(port) != 0 and self.http_listen == self.listen:
+                raise ConfigError("http_listen (--http-listen): must differ from listen, the gRPC port")
         if not 1 <= self.partition_count <= 65536:
             raise ConfigError("partition_count: must be between 1 and 65536")
         if not 1 <= self.session_ttl <= 300:
@@ -146,6 +155,7 @@ _ENV = {
     "store": "TICKWHEEL_STORE",
     "etcd": "TICKWHEEL_ETCD",
     "listen": "TICKWHEEL_LISTEN",
+    "http_listen": "TICKWHEEL_HTTP_LISTEN",
     "advertise": "TICKWHEEL_ADVERTISE",
     "server_id": "TICKWHEEL_SERVER_ID",
     "admin_token": "TICKWHEEL_ADMIN_TOKEN",
@@ -170,6 +180,10 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--etcd", help="etcd endpoints host:port[,host:port], or 'memory'")
     parser.add_argument("--listen", help="HOST:PORT to serve gRPC on (default 0.0.0.0:50051)")
     parser.add_argument("--advertise", help="address shown to other servers and in ClusterStatus")
+    parser.add_argument(
+        "--http-listen", metavar="HOST:PORT",
+        help="serve the web console (and /metrics) over HTTP here; off unless set (or TICKWHEEL_HTTP_LISTEN)",
+    )
     parser.add_argument("--server-id", help="stable id of this server (default hostname-pid)")
     parser.add_argument("--config", help="TOML file with the same settings (flags and environment win)")
     parser.add_argument("--admin-token-file", help="file holding the admin credential (or TICKWHEEL_ADMIN_TOKEN)")
@@ -247,7 +261,8 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
     networks = environ.get(_ENV_NETWORKS, "").replace(",", " ").split()
     if networks:
         settings["allow_target_networks"] = tuple(networks)
-    for name in ("store", "etcd", "listen", "advertise", "server_id", "partition_count", "session_ttl", "log_level"):
+    for name in ("store", "etcd", "listen", "http_listen", "advertise", "server_id", "partition_count", "session_ttl",
+                 "log_level"):  # fmt: skip
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value

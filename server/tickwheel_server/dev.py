@@ -7,7 +7,9 @@ a built-in worker (HTTP targets and the ``echo`` handler). Unlike
 laptop works; every other refused range stays refused. On first start it
 creates the tenant ``dev``, an admin token, an API key and a worker
 credential, and writes them to ``DIR/dev-credentials.json``; later starts
-reuse what still verifies and replace what does not.
+reuse what still verifies and replace what does not. The web console is on
+(a free port on 127.0.0.1 unless ``--http-listen`` says otherwise); its URL
+is in the banner, the log and ``dev-credentials.json`` (``console``).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ async def _credentials(server: TickwheelServer, data: Path) -> dict[str, str]:
         "api_key": api_key,
         "admin_token": server.config.admin_token,
         "worker_credential": worker_credential,
+        "console": server.http.url if server.http is not None else "",
     }
     path.write_text(json.dumps(credentials, indent=2) + "\n")
     path.chmod(0o600)
@@ -75,6 +78,11 @@ async def _credentials(server: TickwheelServer, data: Path) -> dict[str, str]:
 
 def _banner(data: Path, credentials: dict[str, str]) -> str:
     address = credentials["address"]
+    console = (
+        f"Web console: {credentials['console']} (sign in with the api_key, or the admin_token, from "
+        f"{data / CREDENTIALS_FILE})\n"
+        if credentials.get("console") else ""
+    )
     return f"""
 Tickwheel dev is serving on {address} (store: {data / 'tickwheel.db'}, leases in process).
 Tenant "{DEV_TENANT}"; credentials in {data / CREDENTIALS_FILE}.
@@ -83,12 +91,16 @@ A built-in worker runs HTTP targets (loopback allowed) and the "echo" handler.
   tickwheel job create --dev {data} --name hello --cron '*/1 * * * *' --tz Europe/London --handler echo
   tickwheel job list --dev {data}
   grpcurl -plaintext -H "authorization: Bearer $(jq -r .api_key {data / CREDENTIALS_FILE})" {address} tickwheel.v1.SchedulerService/ListJobs
+{console}
 
 Stop with Ctrl-C.
 """
 
 
-async def run_dev(listen: str, data: Path, *, ready: asyncio.Event | None = None, stop: asyncio.Event | None = None) -> None:
+async def run_dev(
+    listen: str, data: Path, *, http_listen: str = "127.0.0.1:0", ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
     """Run the dev server and its worker until ``stop`` is set (or a signal arrives)."""
     from tickwheel_worker import Worker, WorkerConfig, register_builtins
     from tickwheel_worker.handlers import HandlerRegistry
@@ -99,6 +111,7 @@ async def run_dev(listen: str, data: Path, *, ready: asyncio.Event | None = None
         etcd="memory",
         admin_token=_admin_token(data),
         listen=listen,
+        http_listen=http_listen,
         migrate=True,
         allow_target_networks=LOOPBACK_NETWORKS,
         shutdown_grace=5.0,
@@ -142,12 +155,17 @@ async def run_dev(listen: str, data: Path, *, ready: asyncio.Event | None = None
 def dev_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="tickwheel dev", description="Run Tickwheel on one machine, no services needed.")
     parser.add_argument("--listen", default="127.0.0.1:50051", help="HOST:PORT (default 127.0.0.1:50051)")
+    parser.add_argument(
+        "--http-listen", default="127.0.0.1:0", metavar="HOST:PORT",
+        help="the web console's HOST:PORT (default a free port on 127.0.0.1, printed and written to "
+             "dev-credentials.json); '' turns it off",
+    )  # fmt: skip
     parser.add_argument("--data", default=".tickwheel", help="folder for the database and credentials (default ./.tickwheel)")
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
     try:
-        asyncio.run(run_dev(args.listen, Path(args.data).resolve()))
+        asyncio.run(run_dev(args.listen, Path(args.data).resolve(), http_listen=args.http_listen))
     except (ConfigError, StartupError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -15,9 +15,7 @@ selenium (scripts/install.sh installs all three): the driver comes from the
 browser's own source package, so their versions always match, and nothing
 downloads a browser of its own.
 
-The server does not serve HTTP until app.py wires ``--http-listen``; until
-then :func:`console_endpoint` assembles the endpoint from the running
-server's stores and info (and an AdminServicer over them), as the server will.
+The server serves the console on ``http_listen`` (``--http-listen``).
 """
 
 from __future__ import annotations
@@ -47,9 +45,6 @@ from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, sche
 from tests.integration.test_deadletters_api import eventually
 from tests.integration.test_server_api import bearer
 from tests.support.server import Running, running_server
-from tickwheel_server.api.admin import AdminServicer
-from tickwheel_server.auth.authenticator import Authenticator
-from tickwheel_server.web import HttpServer, Router, install_console
 from tickwheel_server.web.http import CONTENT_SECURITY_POLICY
 from tickwheel_server.web.lateness import histogram
 from tickwheel_worker import HandlerRegistry, PermanentError, Worker, WorkerConfig
@@ -95,36 +90,16 @@ class Cluster:
     url: str
 
 
-@contextlib.asynccontextmanager
-async def console_endpoint(running: Running) -> AsyncIterator[str]:
-    """The console on a free loopback port, assembled from the running server's parts; yields its URL."""
-    server = running.server
-    stores = server.stores
-    auth = Authenticator(stores.tenants, stores.workers, server.config.admin_token, server.clock)
-    admin = AdminServicer(auth, stores.tenants, stores.workers, stores.jobs, server.info, server.connections,
-                          stores.partitions, server.tzdata, alerts=stores.alerts)  # fmt: skip
-    router = Router()
-    install_console(
-        router, auth=auth, jobs=stores.jobs, history=stores.history, dead_letters=stores.dead_letters,
-        admin=admin, server_id=server.server_id,
-    )  # fmt: skip
-    endpoint = HttpServer(router, "127.0.0.1:0", clock=server.clock)
-    await endpoint.start()
-    try:
-        yield endpoint.url
-    finally:
-        await endpoint.stop(1.0)
-
-
 @pytest.fixture(params=BACKENDS)
 async def cluster(request, tmp_path) -> AsyncIterator[Cluster]:
     if request.param == "embedded":
         store, etcd = f"sqlite:///{tmp_path / 'store.db'}", "memory"
     else:
         store, etcd = request.getfixturevalue("postgres_url"), request.getfixturevalue("etcd_endpoint")
-    async with running_server(store, etcd) as running:
+    async with running_server(store, etcd, http_listen="127.0.0.1:0") as running:
         acme, globex = await running.create_tenant("acme"), await running.create_tenant("globex")
-        async with grpc.aio.insecure_channel(running.address) as channel, console_endpoint(running) as url:
+        url = running.server.http.url
+        async with grpc.aio.insecure_channel(running.address) as channel:
             admin = admin_pb2_grpc.AdminServiceStub(channel)
             credential = (await admin.IssueWorkerCredential(
                 admin_pb2.IssueWorkerCredentialRequest(tenants=["acme"], handlers=[FLAKY, BROKEN, HOLD]),

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -52,7 +53,7 @@ def test_dev_serves_all_services_with_its_own_credentials(tmp_path: Path) -> Non
     process = start_dev(data)
     try:
         credentials = json.loads((data / "dev-credentials.json").read_text())
-        assert set(credentials) == {"address", "tenant", "api_key", "admin_token", "worker_credential"}
+        assert set(credentials) == {"address", "tenant", "api_key", "admin_token", "worker_credential", "console"}
         created = cli(
             "job", "create", "--name", "hello", "--cron", "*/5 * * * *", "--tz", "Europe/London",
             "--handler", "echo", "--dev", str(data),
@@ -75,6 +76,12 @@ def test_dev_serves_all_services_with_its_own_credentials(tmp_path: Path) -> Non
         assert {"tickwheel.v1.SchedulerService", "tickwheel.v1.WorkerService", "tickwheel.v1.AdminService"} <= set(
             services.stdout.split()
         )
+        with urllib.request.urlopen(credentials["console"], timeout=10) as page:  # the web console
+            assert page.status == 200 and page.headers["Content-Type"].startswith("text/html")
+        session = urllib.request.Request(credentials["console"].rstrip("/") + "/api/session",
+                                         headers={"Authorization": f"Bearer {credentials['api_key']}"})
+        with urllib.request.urlopen(session, timeout=10) as reply:
+            assert json.loads(reply.read())["tenant"] == "dev"
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
