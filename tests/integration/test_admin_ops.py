@@ -673,3 +673,74 @@ async def test_queue_depth_and_search_are_index_scans_on_postgresql(postgres_url
             assert read <= 51, (index_name, read)
     finally:
         engine.dispose()
+
+
+# --------------------------------------------------------------------------- retention over a real run
+
+
+async def test_retention_prunes_what_a_real_run_left_into_daily_rollups(postgres_url: str, etcd_endpoint: str) -> None:
+    """Executions and attempts written by the real dispatcher, gateway and
+    worker; retention run on a clock 31 days later: they are gone, rolled up
+    per job and day, and the dead letter's alert is resolved with it."""
+    from tickwheel_server.store.alerts import AlertStore
+    from tickwheel_server.store.retention import Retention, RetentionConfig, RetentionStore
+    from tickwheel_worker.handlers import PermanentError
+
+    async with running_server(postgres_url, etcd_endpoint, partition_count=PARTITIONS) as running:
+        key, credential = await tenant_with_worker_credential(running, "acme")
+        registry = HandlerRegistry()
+
+        def echo_or_refuse(ctx) -> bytes:
+            if ctx.payload == b"refuse":
+                raise PermanentError("refused")
+            return ctx.payload
+
+        registry.register("echo", echo_or_refuse)
+        worker = Worker(WorkerConfig(address=running.address, credential=credential, worker_id="w-ret",
+                                     handlers=registry, http=False))  # fmt: skip
+        task = asyncio.create_task(worker.run())
+        try:
+            now = datetime.now(timezone.utc)
+            jobs = await create_once_jobs(running, key, [now + timedelta(seconds=0.3 * i) for i in range(5)], "ok")
+            stub = scheduler_pb2_grpc.SchedulerServiceStub(grpc.aio.insecure_channel(running.address))
+            refuse = once_job("refuse", now + timedelta(seconds=0.5))
+            refuse.payload = b"refuse"
+            refused = (await stub.CreateJob(scheduler_pb2.CreateJobRequest(job=refuse, request_id="refuse"),
+                                            metadata=(("authorization", f"Bearer {key}"),))).job.id  # fmt: skip
+            engine = running.server.engine
+
+            async def ended():
+                with engine.connect() as conn:
+                    return conn.execute(
+                        sa.select(sa.func.count()).select_from(executions).where(
+                            executions.c.status.in_(("succeeded", "dead"))
+                        )
+                    ).scalar_one() == 6
+
+            await eventually(ended, "five jobs succeed and one is dead-lettered")
+        finally:
+            await worker.stop(1.0)
+            await asyncio.gather(task, return_exceptions=True)
+        with engine.connect() as conn:
+            attempt_rows = conn.execute(sa.select(attempts.c.execution_id, attempts.c.status)).all()
+        assert len(attempt_rows) == 6
+
+        later = FakeClock(datetime.now(timezone.utc) + timedelta(days=31))
+        alerts = AlertStore(engine, later)
+        retention = Retention(RetentionStore(engine, later, alerts), alerts, running.server._lease_store, lambda: None, later,
+                              server_id="offline", config=RetentionConfig(pause=0))  # fmt: skip
+        result = await retention.run_pass()
+        assert (result.executions, result.attempts, result.resolved, result.alerts) == (6, 6, 1, 0)
+        with engine.connect() as conn:
+            assert conn.execute(sa.select(sa.func.count()).select_from(executions)).scalar_one() == 0
+            assert conn.execute(sa.select(sa.func.count()).select_from(attempts)).scalar_one() == 0
+        store = RetentionStore(engine, later)
+        for job_id in jobs:
+            [rollup] = await store.rollups(job_id)
+            assert (rollup.tenant, rollup.runs, rollup.failures) == ("acme", 1, 0)
+            assert timedelta(0) <= rollup.lateness_p50 == rollup.lateness_p99 < timedelta(seconds=5)
+        [dead] = await store.rollups(refused)
+        assert (dead.runs, dead.failures) == (1, 1)
+        assert (await alerts.list(kinds=["dead_letter"])).alerts == ()  # none open
+        [alert] = (await alerts.list(kinds=["dead_letter"], include_resolved=True)).alerts
+        assert alert.job_id == refused and alert.resolved_at == later.now()

@@ -14,6 +14,8 @@ The window (default 30 days) applies to everything that ended:
   added to ``attempt_rollups`` for (job, UTC day of the attempt's start):
   runs, failures, lateness percentiles. So history never has attempts
   without their execution, and the rollup counts each attempt exactly once.
+- A dead letter's open alert (dead letter or poison) is resolved in the
+  transaction that prunes it: the condition is gone with the execution.
 - A skip range is pruned when its last skipped occurrence (``to_at``) is
   before the cutoff; a resolved alert when it was resolved before it
   (:meth:`~tickwheel_server.store.alerts.AlertStore.prune`).
@@ -50,12 +52,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from ..clock import Clock
 from ..ids import from_us, to_us
 from ..lease import LeaseStore, LeaseStoreError, Session
-from .alerts import AlertStore
+from .alerts import AlertStore, dead_letter_key, poison_key
 from .base import SqlStore
 from .tables import attempt_rollups, attempts, executions, skips
 
@@ -199,12 +202,22 @@ class ExecutionBatch:
     """Executions deleted."""
     attempts: int
     """Attempt rows deleted (and rolled up)."""
+    resolved: int
+    """Open alerts of the dead letters deleted, resolved with them."""
     next_key: tuple[int, str] | None
     """(nominal µs, id) to continue after; None when the walk reached the cutoff."""
 
 
 class RetentionStore(SqlStore):
-    """Pruning and rollups. Every method is one bounded transaction."""
+    """Pruning and rollups. Every method is one bounded transaction.
+
+    With ``alerts``, the open alerts of dead letters are resolved in the
+    transaction that prunes them (number them afterwards with
+    :meth:`AlertStore.sequence_after_commit`)."""
+
+    def __init__(self, engine, clock: Clock, alerts: AlertStore | None = None) -> None:
+        super().__init__(engine, clock)
+        self._alerts = alerts
 
     async def prune_executions(
         self, cutoff: datetime, *, after: tuple[int, str] | None = None, limit: int = 1000
@@ -217,13 +230,16 @@ class RetentionStore(SqlStore):
 
         One transaction: the walk (``executions_nominal``, LIMIT), the
         delete (re-checking status and end), the attempts' delete by primary
-        key, and the rollup rows read and written. Retried on conflict as a
-        whole, so nothing is counted twice."""
+        key, the rollup rows read and written, and the dead letters' open
+        alerts resolved. Retried on conflict as a whole, so nothing is
+        counted twice."""
         if limit < 1:
             raise ValueError("limit must be >= 1")
         cutoff_us = to_us(cutoff)
-        now_us = to_us(self.clock.now())
+        now = self.clock.now()
+        now_us = to_us(now)
         returning = self.caps.returning
+        alerts_store = self._alerts
 
         def fn(conn: Connection) -> ExecutionBatch:
             walk = sa.select(
@@ -237,15 +253,16 @@ class RetentionStore(SqlStore):
                 walk = walk.where(sa.tuple_(executions.c.nominal_at, executions.c.id) > sa.tuple_(*after))
             rows = conn.execute(walk.order_by(executions.c.nominal_at, executions.c.id).limit(limit)).all()
             if not rows:
-                return ExecutionBatch(0, 0, 0, None)
+                return ExecutionBatch(0, 0, 0, 0, None)
             next_key = (rows[-1].nominal_at, rows[-1].id) if len(rows) == limit else None
             ended = {
                 row.id: (row.job_id, row.tenant)
                 for row in rows
                 if row.status in TERMINAL and row.finished_at is not None and row.finished_at < cutoff_us
             }
+            dead = {row.id for row in rows if row.status == "dead"}
             if not ended:
-                return ExecutionBatch(len(rows), 0, 0, next_key)
+                return ExecutionBatch(len(rows), 0, 0, 0, next_key)
             delete = executions.delete().where(
                 executions.c.id.in_(sorted(ended)),
                 executions.c.status.in_(TERMINAL),
@@ -257,7 +274,7 @@ class RetentionStore(SqlStore):
                 conn.execute(delete)
                 gone = set(ended)
             if not gone:
-                return ExecutionBatch(len(rows), 0, 0, next_key)
+                return ExecutionBatch(len(rows), 0, 0, 0, next_key)
             columns = (attempts.c.execution_id, attempts.c.status, attempts.c.started_at, attempts.c.lateness_us)
             doomed = attempts.delete().where(attempts.c.execution_id.in_(sorted(gone)))
             if returning:
@@ -266,7 +283,11 @@ class RetentionStore(SqlStore):
                 history = conn.execute(sa.select(*columns).where(attempts.c.execution_id.in_(sorted(gone)))).all()
                 conn.execute(doomed)
             _merge_rollups(conn, summarise_attempts(history, ended), now_us, self.caps.row_locks)
-            return ExecutionBatch(len(rows), len(gone), len(history), next_key)
+            resolved = []
+            if alerts_store is not None and gone & dead:
+                keys = [key for ident in sorted(gone & dead) for key in (dead_letter_key(ident), poison_key(ident))]
+                resolved = alerts_store.resolve_many_in(conn, keys, now=now)
+            return ExecutionBatch(len(rows), len(gone), len(history), len(resolved), next_key)
 
         return await self._tx(fn)
 
@@ -336,47 +357,78 @@ class RetentionStore(SqlStore):
 def _merge_rollups(
     conn: Connection, figures: Mapping[tuple[str, int], DayFigures], now_us: int, row_locks: bool
 ) -> None:
-    """Add ``figures`` to their rollup rows: read the existing ones (locked
-    where the engine has row locks), then one batched UPDATE and one batched
-    INSERT."""
+    """Add ``figures`` to their rollup rows: read the existing ones (by
+    primary key, joined to the keys as arrays on PostgreSQL and CockroachDB,
+    locked; on SQLite a superset by job and day, filtered here), merge, and write
+    every row back with one ``INSERT … ON CONFLICT DO UPDATE`` (over arrays
+    on PostgreSQL and CockroachDB)."""
     if not figures:
         return
     keys = sorted(figures)
-    query = sa.select(attempt_rollups).where(sa.tuple_(attempt_rollups.c.job_id, attempt_rollups.c.day).in_(keys))
-    if row_locks:
-        query = query.with_for_update()
-    existing = {(row.job_id, row.day): row for row in conn.execute(query)}
-    updates, inserts = [], []
+    if conn.dialect.name == "sqlite":
+        query = sa.select(attempt_rollups).where(
+            attempt_rollups.c.job_id.in_(sorted({job for job, _ in keys})),
+            attempt_rollups.c.day.in_(sorted({day for _, day in keys})),
+        )
+        rows = conn.execute(query)
+    else:
+        rows = conn.exec_driver_sql(
+            _LOCK_ROLLUPS if row_locks else _READ_ROLLUPS,
+            {"job_id": [job for job, _ in keys], "day": [day for _, day in keys]},
+        )
+    existing = {(row.job_id, row.day): row for row in rows}
+    merged = []
     for key in keys:
         day = figures[key]
-        sketch = LatenessSketch()
-        runs, failures = day.runs, day.failures
+        sketch, runs, failures = LatenessSketch(), day.runs, day.failures
         row = existing.get(key)
         if row is not None:
             sketch = LatenessSketch.from_json(row.lateness_sketch)
             runs += row.runs
             failures += row.failures
         sketch.merge(day.sketch)
-        values = dict(
-            runs=runs, failures=failures, lateness_p50_us=sketch.quantile(0.5), lateness_p90_us=sketch.quantile(0.9),
+        merged.append(dict(
+            job_id=key[0], day=key[1], tenant=day.tenant, runs=runs, failures=failures,
+            lateness_p50_us=sketch.quantile(0.5), lateness_p90_us=sketch.quantile(0.9),
             lateness_p99_us=sketch.quantile(0.99), lateness_sketch=sketch.to_json(), updated_at=now_us,
-        )
-        if row is None:
-            inserts.append(dict(job_id=key[0], day=key[1], tenant=day.tenant, **values))
-        else:
-            updates.append(dict(b_job_id=key[0], b_day=key[1], **{f"b_{k}": v for k, v in values.items()}))
-    if updates:
+        ))  # fmt: skip
+    if conn.dialect.name == "sqlite":  # no arrays, no network: an executemany
+        upsert = sqlite_insert(attempt_rollups)
         conn.execute(
-            attempt_rollups.update()
-            .where(attempt_rollups.c.job_id == sa.bindparam("b_job_id"), attempt_rollups.c.day == sa.bindparam("b_day"))
-            .values({name: sa.bindparam(f"b_{name}") for name in (
-                "runs", "failures", "lateness_p50_us", "lateness_p90_us", "lateness_p99_us", "lateness_sketch",
-                "updated_at",
-            )}),  # fmt: skip
-            updates,
+            upsert.on_conflict_do_update(
+                index_elements=[attempt_rollups.c.job_id, attempt_rollups.c.day],
+                set_={name: upsert.excluded[name] for name in _ROLLUP_WRITTEN},
+            ),
+            merged,
         )
-    if inserts:
-        conn.execute(attempt_rollups.insert(), inserts)
+        return
+    columns = ("job_id", "day", "tenant", *_ROLLUP_WRITTEN)
+    conn.exec_driver_sql(_UPSERT_FROM_ARRAYS, {name: [row[name] for row in merged] for name in columns})
+
+
+_READ_ROLLUPS = (
+    "SELECT r.* FROM attempt_rollups AS r "
+    "JOIN unnest(CAST(%(job_id)b AS TEXT[]), CAST(%(day)b AS BIGINT[])) AS k (job_id, day) "
+    "ON r.job_id = k.job_id AND r.day = k.day"
+)
+_LOCK_ROLLUPS = _READ_ROLLUPS + " FOR UPDATE OF r"
+_ROLLUP_WRITTEN = (
+    "runs", "failures", "lateness_p50_us", "lateness_p90_us", "lateness_p99_us", "lateness_sketch", "updated_at",
+)  # fmt: skip
+# PostgreSQL and CockroachDB: one statement over arrays, one round trip and
+# one parse for the whole batch (an executemany sends a statement per row).
+_UPSERT_FROM_ARRAYS = (
+    "INSERT INTO attempt_rollups (job_id, day, tenant, runs, failures, lateness_p50_us, lateness_p90_us, "
+    "lateness_p99_us, lateness_sketch, updated_at) "
+    "SELECT * FROM unnest(CAST(%(job_id)b AS TEXT[]), CAST(%(day)b AS BIGINT[]), CAST(%(tenant)b AS TEXT[]), "
+    "CAST(%(runs)b AS BIGINT[]), CAST(%(failures)b AS BIGINT[]), CAST(%(lateness_p50_us)b AS BIGINT[]), "
+    "CAST(%(lateness_p90_us)b AS BIGINT[]), CAST(%(lateness_p99_us)b AS BIGINT[]), "
+    "CAST(%(lateness_sketch)b AS TEXT[]), CAST(%(updated_at)b AS BIGINT[])) "
+    "ON CONFLICT (job_id, day) DO UPDATE SET runs = excluded.runs, failures = excluded.failures, "
+    "lateness_p50_us = excluded.lateness_p50_us, lateness_p90_us = excluded.lateness_p90_us, "
+    "lateness_p99_us = excluded.lateness_p99_us, lateness_sketch = excluded.lateness_sketch, "
+    "updated_at = excluded.updated_at"
+)
 
 
 # --------------------------------------------------------------------------- the runner
@@ -419,6 +471,8 @@ class PassResult:
     cutoff: datetime
     executions: int = 0
     attempts: int = 0
+    resolved: int = 0
+    """Open alerts of pruned dead letters, resolved."""
     skips: int = 0
     alerts: int = 0
     rollups: int = 0
@@ -485,7 +539,7 @@ class Retention:
         now = self._clock.now()
         config = self.config
         cutoff = now - config.retention
-        totals = dict(executions=0, attempts=0, skips=0, alerts=0, rollups=0, batches=0)
+        totals = dict(executions=0, attempts=0, resolved=0, skips=0, alerts=0, rollups=0, batches=0)
 
         async def between() -> bool:
             totals["batches"] += 1
@@ -500,6 +554,9 @@ class Retention:
             batch = await self._store.prune_executions(cutoff, after=after, limit=config.batch)
             totals["executions"] += batch.executions
             totals["attempts"] += batch.attempts
+            if batch.resolved:
+                totals["resolved"] += batch.resolved
+                await self._alerts.sequence_after_commit()
             after = batch.next_key
             if not await between() or after is None:
                 break
