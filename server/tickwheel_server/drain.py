@@ -118,7 +118,10 @@ class Drainer:
         if first:
             log.info("draining: %d partitions released, %d workers told (grace %s)", released, told, grace)
             if self._on_drain is not None:
-                await self._on_drain()
+                try:
+                    await self._on_drain()
+                except Exception:  # the drain happened; what follows it is told, not undone
+                    log.exception("draining: the on_drain callback failed")
         return DrainResult(released, told)
 
     def _tell_workers(self) -> int:

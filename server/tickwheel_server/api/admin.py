@@ -166,10 +166,11 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
           ``/tickwheel/servers/``) with the figures it last published
           (every 10 s); this server's own are read now. If etcd cannot be
           read, this server alone.
-        - Partitions: every partition's fencing epoch from the store, and its
-          owner from etcd (the holder of its ownership key; empty while
-          nobody holds it, e.g. between a server's death and the takeover).
-          If etcd cannot be read, the server that last raised the epoch.
+        - Partitions: every partition's fencing epoch from the store (0
+          before a first owner raised it), and its owner from etcd (the
+          holder of its ownership key; empty while nobody holds it, e.g.
+          between a server's death and the takeover). If etcd cannot be
+          read, the server that last raised the epoch.
         - Queues: the ``top_tenants`` deepest ready queues (default 10, at
           most 100), by this server's clock.
         """
@@ -191,18 +192,21 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             else:
                 others = [self._server_status(r, r.session) for r in records if r.server_id != info.server_id]
                 servers = sorted([local, *others], key=lambda s: s.server_id)
-        rows = await self._partitions.rows()
+        rows = {row.partition: row for row in await self._partitions.rows()}
         queues = await self._operations.queues(now, top or 10)
+        partitions = []
+        for partition in range(info.partition_count):
+            row = rows.get(partition)  # none until a first owner raised its epoch
+            if holders is not None:
+                owner = holders.get(partition, "")
+            else:
+                owner = row.owner if row is not None else ""
+            partitions.append(
+                admin_pb2.PartitionStatus(partition=partition, server_id=owner, epoch=row.epoch if row else 0)
+            )
         reply = admin_pb2.ClusterStatusResponse(
             servers=servers,
-            partitions=[
-                admin_pb2.PartitionStatus(
-                    partition=row.partition,
-                    server_id=row.owner if holders is None else holders.get(row.partition, ""),
-                    epoch=row.epoch,
-                )
-                for row in rows
-            ],
+            partitions=partitions,
             partition_count=info.partition_count,
             reaper_server_id=reaper,
             store_engine=info.store_engine,
