@@ -1,7 +1,7 @@
 """Benchmark: the dispatcher's claim on PostgreSQL, beside a raw-SQL ceiling.
 
     .venv/bin/python loadtest/bench_dispatch.py [--pg URL] [--jobs N] [--latency-sizes 100000,1000000]
-                                                [--due 10000] [--runs 3] [--rounds 2] [--smoke]
+                                                [--due 10000] [--runs 3] [--rounds 3] [--smoke]
 
 Prints one JSON object. Without ``--pg`` a throwaway PostgreSQL is started
 with the test suite's functions (``tests/support/postgres.py``: initdb in RAM,
@@ -17,8 +17,8 @@ inserted directly (COPY), then ``VACUUM ANALYZE``.
   (one occurrence per job: the next, ``T + 60 s``, is past the horizon).
   ``store.occurrences_per_s`` = executions created (each job's cursor
   advanced in the same transaction) per wall-clock second, with the store's
-  cache of parsed definitions filled by an earlier claim of the same jobs
-  (a server claiming its recurring jobs again); ``store_cold_cache`` is the
+  cache of parsed definitions filled before timing (a server claiming its
+  recurring jobs again); ``store_cold_cache`` is the
   same with an empty cache (every definition parsed: a server that just
   started). ``sql_s`` is the time inside the driver's execute calls (client,
   network and server), ``python_s`` the rest (planning, row building,
@@ -33,8 +33,8 @@ inserted directly (COPY), then ``VACUUM ANALYZE``.
   pipelined executemany of single-row INSERTs and UPDATEs (what SQLAlchemy
   sends for an executemany, and what the store does on SQLite), for what
   the array statements buy. ``ratio`` = store / ceiling (goal >= 0.5).
-  The data is reloaded before every run; ``--rounds`` repeats the four and
-  the best of each is reported.
+  The data is reloaded before every run; ``--rounds`` repeats the four (in
+  reverse order every other round) and the best of each is reported.
 - ``latency``: for each size in ``--latency-sizes``, that many jobs stored, of
   which ``--due`` are due at ``T`` and the rest are daily crons due within the
   next 24 h (not due); the time of one ``claim_due(…, batch=--due)`` that
@@ -289,6 +289,13 @@ def gc_frozen():
         gc.unfreeze()
 
 
+def fill(specs: ClaimSpecCache, seed: int, jobs: int) -> None:
+    """The cache a server has once it claimed these jobs before: every
+    definition parsed (before timing)."""
+    for row in job_rows(seed, jobs):
+        specs.get(row[0], row[JOB_COLUMNS.index("version")], row[JOB_COLUMNS.index("spec")])
+
+
 async def run_store(url: str, owned: dict[int, int], batch: int, specs: ClaimSpecCache) -> tuple[dict, Capture]:
     """Claim until a batch comes back short, with ``specs`` as the store's
     cache of parsed definitions (empty: cold; filled by an earlier claim of
@@ -403,21 +410,29 @@ async def throughput(url: str, jobs: int, batch: int, rounds: int, seed: int) ->
     runs: dict[str, list[dict]] = {"store_cold_cache": [], "store": [], "ceiling": [], "ceiling_executemany": []}
     pre = precompute(seed, jobs)
     explain_all_due = None
+    capture: Capture | None = None
     with psycopg.connect(conninfo(url), autocommit=True) as pg:
-        for _ in range(rounds):
-            specs = ClaimSpecCache()
-            for name in ("store_cold_cache", "store"):
+        for round_ in range(rounds):
+            # Every other round in reverse, so no variant always runs first
+            # (the store's first run captures the statements the ceilings send).
+            order = list(runs) if round_ % 2 == 0 else list(reversed(runs))
+            if capture is None:
+                order.sort(key=lambda name: name.startswith("ceiling"))
+            for name in order:
                 load(pg, job_rows(seed, jobs))
-                figures, capture = await run_store(url, owned, batch, specs)
+                if name.startswith("store"):
+                    specs = ClaimSpecCache()
+                    if name == "store":
+                        fill(specs, seed, jobs)
+                    figures, capture = await run_store(url, owned, batch, specs)
+                else:
+                    shapes = "arrays" if name == "ceiling" else "executemany"
+                    figures = run_ceiling(url, owned, batch, capture, pre, shapes)
                 check_drained(pg, jobs)
                 runs[name].append(figures)
             if explain_all_due is None:
                 load(pg, job_rows(seed, jobs))
                 explain_all_due = explain(url, *capture.claim)
-            for name, shapes in (("ceiling", "arrays"), ("ceiling_executemany", "executemany")):
-                load(pg, job_rows(seed, jobs))
-                runs[name].append(run_ceiling(url, owned, batch, capture, pre, shapes))
-                check_drained(pg, jobs)
     best = {name: max(found, key=lambda r: r["occurrences_per_s"]) for name, found in runs.items()}
 
     def ratio(name: str) -> float:
@@ -558,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg", help="an empty PostgreSQL database (postgresql://…); default: a throwaway server")
     parser.add_argument("--jobs", type=int, default=100_000, help="due jobs for the throughput run (default 100 000)")
     parser.add_argument("--batch", type=int, default=1000, help="claim batch for the throughput run (default 1000)")
-    parser.add_argument("--rounds", type=int, default=2, help="store/ceiling runs, alternated (default 2)")
+    parser.add_argument("--rounds", type=int, default=3, help="store/ceiling runs, alternated (default 3)")
     parser.add_argument(
         "--latency-sizes", default="100000,1000000", help="jobs stored for the latency runs (default 100000,1000000)"
     )

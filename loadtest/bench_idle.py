@@ -463,9 +463,11 @@ def run(args: argparse.Namespace) -> dict:
             with connect(urls[-1]) as pg:
                 report["server"] = {
                     setting: pg.execute(f"SHOW {setting}").fetchone()[0]
-                    for setting in ("server_version", "autovacuum", "autovacuum_naptime", "shared_buffers",
-                                    "default_transaction_isolation")
+                    for setting in ("server_version", "autovacuum", "autovacuum_naptime", "shared_buffers")
                 }
+                report["server"]["default_transaction_isolation"] = pg.execute(  # the server's, not this session's
+                    "SELECT reset_val FROM pg_settings WHERE name = 'default_transaction_isolation'"
+                ).fetchone()[0]
                 report["server"]["storage_parameters"] = dict(pg.execute(
                     "SELECT relname, coalesce(array_to_string(reloptions, ','), '') FROM pg_class "
                     "WHERE relname IN ('jobs', 'executions') ORDER BY relname"
