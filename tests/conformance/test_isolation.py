@@ -223,8 +223,13 @@ def test_keys_admit_in_ready_order_and_never_past_an_older_waiter() -> None:
 # ----------------------------------------------------------------------------- fair share in the store
 
 
+LATERAL = pytest.mark.parametrize("lateral", [True, False], ids=["lateral", "union"])
+"""PostgreSQL runs both statement forms: LATERAL, and the UNION ALL that CockroachDB gets."""
+
+
+@LATERAL
 async def test_a_tenant_with_a_backlog_does_not_delay_another_and_never_exceeds_its_cap(
-    migrated_engine, clock, tenants
+    migrated_engine, clock, tenants, lateral
 ) -> None:
     await tenants.update("acme", weight=1, max_concurrency=30)
     await tenants.update("globex", weight=3)
@@ -245,7 +250,7 @@ async def test_a_tenant_with_a_backlog_does_not_delay_another_and_never_exceeds_
                  error="", dead_reason="", created_at=0)
             for r in rows
         ])
-    server = Server(migrated_engine, clock, "s1")
+    server = Server(migrated_engine, clock, "s1", lateral=lateral)
     clock.advance(1)
     per_round = []
     for _ in range(4):  # nothing finishes: acme fills its cap and stops there
@@ -340,9 +345,12 @@ async def test_a_retry_wait_counts_as_running(migrated_engine, clock, tenants) -
     assert [r[2:] for r in skips_of(migrated_engine, "job_r")] == [(1, "overlap")]
 
 
-async def test_queue_one_buffers_one_and_starts_it_when_the_current_one_ends(migrated_engine, clock, tenants) -> None:
+@LATERAL
+async def test_queue_one_buffers_one_and_starts_it_when_the_current_one_ends(
+    migrated_engine, clock, tenants, lateral
+) -> None:
     ids = occurrences(migrated_engine, clock, "job_q", 4, job=spec(job_pb2.OVERLAP_POLICY_QUEUE_ONE))
-    server = Server(migrated_engine, clock, "s1")
+    server = Server(migrated_engine, clock, "s1", lateral=lateral)
     [current] = await server.claim()
     clock.advance(MINUTE)
     assert await server.claim() == []

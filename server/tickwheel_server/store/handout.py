@@ -15,17 +15,20 @@ statements whatever the backlog:
    workers' credit) by weighted fair share, none over a tenant's room; a
    tenant with 100 000 ready gets its share, not the round.
 3. *Which.* Per tenant, its oldest ready executions up to its share, each a
-   range scan on ``executions_tenant_ready`` with its own LIMIT (one
-   statement: ``LATERAL`` on PostgreSQL and CockroachDB, ``UNION ALL`` on
-   SQLite), ``FOR UPDATE SKIP LOCKED`` so concurrent servers take different
-   rows. Shares a tenant could not fill go to the others in one more scan.
+   range scan on ``executions_tenant_ready`` with its own LIMIT, taken
+   (moved to ``running``, stamping the server's session as ``owner``, the
+   next delivery number and the hand-out instant) by an UPDATE …
+   RETURNING: picked by a ``LATERAL`` with ``FOR UPDATE SKIP LOCKED`` on
+   PostgreSQL, so concurrent servers take different rows; by a ``UNION
+   ALL`` of the scans elsewhere. Shares a tenant could not fill go to the
+   others in one more such pick.
 4. *What may start.* :mod:`.admission` applies each job's overlap policy and
    the concurrency keys (their rows locked); the candidates that may start
-   are moved to ``running`` in one UPDATE stamping the server's session
-   (``owner``), the next delivery number and the hand-out instant; the
-   others wait (``waiting``), are skipped (deleted, counted in a skip range
-   with reason ``overlap``) or canceled; running executions an overlap
-   ``replace`` stops get a cancel request.
+   keep ``running`` (and take their key slots); the others give their
+   delivery back and wait (``waiting``), are skipped (deleted, counted in a
+   skip range with reason ``overlap``) or canceled, in the same
+   transaction, so no one ever sees them running; running executions an
+   overlap ``replace`` stops get a cancel request.
 
 ``:now`` is the handing-out server's clock, so nothing is handed out before
 its due instant by that clock. The status transition is the fence: two
@@ -92,33 +95,41 @@ LOOSE_SCAN_ABOVE = 64
 """A round whose workers may serve more tenants than this finds those with
 ready work by a loose index scan over the tenants that have any scheduled
 execution, instead of one probe per tenant named."""
-_SQLITE_BRANCHES = 100
-"""Per-tenant scans per UNION ALL statement on SQLite (its compound SELECT limit is 500)."""
+_UNION_BRANCHES = 100
+"""Scans per UNION ALL statement (SQLite's compound SELECT limit is 500)."""
 _RULES_CACHE_SIZE = 100_000
 
 DeadLetterHook = Callable[[Connection, "DeadLetter"], None]
 """Called inside the transaction that dead-letters an execution (raises its alert)."""
 
-_CANDIDATE_COLUMNS = (
+_TAKEN_COLUMNS = (
     executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition, executions.c.origin,
     executions.c.nominal_at, executions.c.due_at, executions.c.ready_at, executions.c.attempt, executions.c.delivery,
-    executions.c.allow_overlap, executions.c.wait_key,
+    executions.c.payload, executions.c.missed_count, executions.c.allow_overlap, executions.c.wait_key,
 )
 
 # Per tenant, its oldest ready executions up to its share: one range scan on
 # executions_tenant_ready with its own LIMIT each, rows locked as the scan
-# passes them (SKIP LOCKED: a row another server is claiming is passed over).
-_LATERAL_CANDIDATES = sa.text(
-    "SELECT c.id, c.job_id, c.tenant, c.partition, c.origin, c.nominal_at, c.due_at, c.ready_at, c.attempt, "
-    "c.delivery, c.allow_overlap, c.wait_key "
-    "FROM unnest(CAST(:tenants AS TEXT[]), CAST(:quotas AS INTEGER[])) AS q (tenant, n) "
+# passes them (SKIP LOCKED: a row another server is claiming is passed over),
+# taken in the same statement.
+_LATERAL_PICK = sa.text(
+    "SELECT c.id FROM unnest(CAST(:tenants AS TEXT[]), CAST(:quotas AS INTEGER[])) AS q (tenant, n) "
     "CROSS JOIN LATERAL ("
-    "SELECT e.id, e.job_id, e.tenant, e.partition, e.origin, e.nominal_at, e.due_at, e.ready_at, e.attempt, "
-    "e.delivery, e.allow_overlap, e.wait_key FROM executions AS e "
+    "SELECT e.id FROM executions AS e "
     "WHERE e.tenant = q.tenant AND e.status = 'scheduled' AND e.ready_at <= :now "
     "AND (e.handler = ANY (CAST(:handlers AS TEXT[])) OR (CAST(:http AS BOOLEAN) AND e.handler IS NULL)) "
     "ORDER BY e.ready_at LIMIT q.n FOR UPDATE OF e SKIP LOCKED"
     ") AS c"
+)
+
+# Take the picked rows by primary key: an array of known length, so the
+# planner looks each up rather than scanning the table to join.
+_TAKE_BY_ID = sa.text(
+    "UPDATE executions SET status = 'running', owner = :owner, delivery = executions.delivery + 1, "
+    "handed_out_at = :at WHERE executions.id = ANY (CAST(:ids AS TEXT[])) AND executions.status = 'scheduled' "
+    "RETURNING executions.id, executions.job_id, executions.tenant, executions.partition, executions.origin, "
+    "executions.nominal_at, executions.due_at, executions.ready_at, executions.attempt, executions.delivery, "
+    "executions.payload, executions.missed_count, executions.allow_overlap, executions.wait_key"
 )
 
 _ACTIVE_COLUMNS = (
@@ -132,15 +143,26 @@ _ACTIVE_COLUMNS = (
 _BUSY = sa.text("(executions.status = 'running' OR (executions.status = 'scheduled' AND executions.attempt > 1))")
 
 # Per job, its oldest executions not started (executions_active, one range each).
-_LATERAL_NOT_STARTED = sa.text(
+_JOBS_BY_ID = sa.text("SELECT id, version, spec, updated_at FROM jobs WHERE id = ANY (CAST(:ids AS TEXT[]))")
+
+# What the overlap policies look at, in one statement: the candidates' jobs'
+# executions that run or wait for a retry (executions_busy, one array
+# parameter), and per job its oldest not started up to its newest candidate
+# (executions_active, one LIMITed range each).
+_OVERLAP_VIEW = sa.text(
+    "SELECT e.id, e.job_id, e.tenant, e.status, e.origin, e.nominal_at, e.ready_at, e.attempt, e.allow_overlap, "
+    "e.wait_key, e.cancel_requested_at FROM executions AS e "
+    "WHERE e.job_id = ANY (CAST(:jobs AS TEXT[])) "
+    "AND (e.status = 'running' OR (e.status = 'scheduled' AND e.attempt > 1)) "
+    "UNION ALL "
     "SELECT a.id, a.job_id, a.tenant, a.status, a.origin, a.nominal_at, a.ready_at, a.attempt, a.allow_overlap, "
     "a.wait_key, a.cancel_requested_at "
-    "FROM unnest(CAST(:jobs AS TEXT[]), CAST(:limits AS INTEGER[])) AS q (job_id, n) "
+    "FROM unnest(CAST(:jobs AS TEXT[]), CAST(:limits AS INTEGER[]), CAST(:uptos AS BIGINT[])) AS q (job_id, n, upto) "
     "CROSS JOIN LATERAL ("
     "SELECT e.id, e.job_id, e.tenant, e.status, e.origin, e.nominal_at, e.ready_at, e.attempt, e.allow_overlap, "
     "e.wait_key, e.cancel_requested_at FROM executions AS e "
     "WHERE e.job_id = q.job_id AND e.status IN ('scheduled', 'waiting', 'running') "
-    "AND e.status IN ('scheduled', 'waiting') ORDER BY e.nominal_at, e.id LIMIT q.n"
+    "AND e.status IN ('scheduled', 'waiting') AND e.nominal_at <= q.upto ORDER BY e.nominal_at, e.id LIMIT q.n"
     ") AS a"
 )
 
@@ -298,6 +320,7 @@ class HandoutStore(SqlStore):
         poison_cap: int = DEFAULT_POISON_CAP,
         fair: FairShare | None = None,
         loose_scan_above: int = LOOSE_SCAN_ABOVE,
+        lateral: bool = True,
     ) -> None:
         super().__init__(engine, clock)
         self._rng = rng or random.Random()
@@ -305,6 +328,9 @@ class HandoutStore(SqlStore):
         self.poison_cap = poison_cap
         self.fair = fair if fair is not None else FairShare()
         self.loose_scan_above = loose_scan_above
+        self.lateral = lateral
+        """Use LATERAL scans on PostgreSQL; False sends the UNION ALL form other
+        engines get (tests run it on PostgreSQL, which shares CockroachDB's SQL)."""
         self._rules_cache: OrderedDict[str, tuple[int, Rules]] = OrderedDict()
         self._rules_lock = threading.Lock()
 
@@ -351,7 +377,7 @@ class HandoutStore(SqlStore):
         rooms = self._rooms(conn, [t for t in ready if t.max_concurrency > 0])
         demands = {t.name: Demand(t.name, max(1, t.weight), rooms.get(t.name)) for t in ready}
         grants = shares.allocate(limit, demands.values())
-        rows = self._candidates(conn, grants, capability, now_us)
+        rows = self._take(conn, owner, at_us, grants, capability, now_us)
         got = Counter(row.tenant for row in rows)
         short = {name: grants[name] - got[name] for name in grants if got[name] < grants[name]}
         if short:
@@ -365,13 +391,11 @@ class HandoutStore(SqlStore):
             ]
             if full:
                 more = shares.allocate(sum(short.values()), full)
-                seen = {row.id for row in rows}
-                extra = self._candidates(conn, {n: got[n] + k for n, k in more.items() if k}, capability, now_us)
-                fresh = [row for row in extra if row.id not in seen]
-                rows += fresh
-                fresh_got = Counter(row.tenant for row in fresh)
+                extra = self._take(conn, owner, at_us, more, capability, now_us)
+                rows += extra
+                extra_got = Counter(row.tenant for row in extra)
                 for name, granted in more.items():
-                    shares.refund(name, demands[name].weight, granted - fresh_got[name])
+                    shares.refund(name, demands[name].weight, granted - extra_got[name])
         claimed = Claimed(tenants=sorted(demands))
         if not rows:
             return claimed
@@ -379,7 +403,7 @@ class HandoutStore(SqlStore):
         jobs_of = self._jobs_of(conn, sorted({row.job_id for row in rows}))
         rules = {job_id: job.rules for job_id, job in jobs_of.items()}
         candidates = [
-            Candidate(r.id, r.job_id, r.tenant, r.origin, r.nominal_at, r.ready_at, r.attempt, r.delivery,
+            Candidate(r.id, r.job_id, r.tenant, r.origin, r.nominal_at, r.ready_at, r.attempt, r.delivery - 1,
                       bool(r.allow_overlap), r.wait_key)
             for r in rows
         ]
@@ -390,17 +414,26 @@ class HandoutStore(SqlStore):
         self._cancel_replaced(conn, decision.replace, at_us)
         keys = self._lock_keys(conn, admitted, rules, jobs_of)
         decide_keys(admitted, rules, keys, decision)
-        by_id = {row.id: row for row in rows}
-        handed = self._start(conn, owner, at_us, decision, by_id, jobs_of)
-        self._wait(conn, decision.wait, at_us)
-        self._skip(conn, decision.skip, at_us)
+        self._settle(conn, decision, at_us)
+        # Woken executions that did not start after all hand their turn on;
+        # keys with free slots and sleeping waiters wake them.
+        wake_keys(conn, self.caps, {(s.candidate.tenant, s.candidate.wait_key) for s in decision.skip
+                                    if s.candidate.wait_key})
         wake_key_waiters(conn, [(t, k, n) for (t, k), n in decision.wake.items()])
         for item in decision.wait + decision.skip:
             shares.refund(item.candidate.tenant, demands[item.candidate.tenant].weight, 1)
-        candidate_ids = set(by_id)
         for item in decision.cancel:
-            if item.id in candidate_ids:
-                shares.refund(item.tenant, demands[item.tenant].weight, 1)
+            shares.refund(item.tenant, demands[item.tenant].weight, 1)
+        by_id = {row.id: row for row in rows}
+        handed = [
+            HandedOut(
+                row.id, row.job_id, row.tenant, row.partition, row.origin, row.nominal_at, row.due_at, row.ready_at,
+                row.attempt, row.delivery, bytes(row.payload), row.missed_count,
+                jobs_of[row.job_id].spec if row.job_id in jobs_of else b"", at_us,
+            )
+            for row in (by_id[start.candidate.id] for start in decision.start)
+        ]
+        handed.sort(key=lambda h: (h.ready_at_us, h.id))
         claimed.extend(handed)
         claimed.diverted = len(rows) - len(handed)
         return claimed
@@ -452,27 +485,42 @@ class HandoutStore(SqlStore):
 
     # -- step 3: the candidates --------------------------------------------------------------------
 
-    def _candidates(self, conn: Connection, quotas: dict[str, int], capability: Capability, now_us: int) -> list:
+    def _take(
+        self, conn: Connection, owner: str, at_us: int, quotas: dict[str, int], capability: Capability, now_us: int
+    ) -> list:
         """Per tenant, its ``quotas[tenant]`` oldest ready executions that
-        ``capability`` may run, locked (SKIP LOCKED where the engine has it)."""
+        ``capability`` may run, moved to ``running`` under ``owner`` (next
+        delivery, hand-out instant ``at_us``) by an UPDATE … RETURNING, as
+        the candidates of the round: those that may not start after all are
+        settled otherwise before the transaction ends (:meth:`_settle`), so
+        nobody ever sees them running. Taking first keeps the round's
+        transaction short in the common case, where everything starts.
+
+        PostgreSQL: the rows are picked by one ``LATERAL`` over the
+        per-tenant scans, each locking as it goes and skipping rows other
+        servers hold (SKIP LOCKED), then taken by primary key. Elsewhere a ``UNION ALL`` of the scans, each with its own
+        constant LIMIT (CockroachDB takes no LIMIT from a lateral column, and
+        may decorrelate a LATERAL into a full scan), locked with SKIP LOCKED
+        where the engine has it."""
         quotas = {name: n for name, n in sorted(quotas.items()) if n > 0}
         if not quotas:
             return []
-        if not self.caps.is_sqlite:
-            return conn.execute(
-                _LATERAL_CANDIDATES,
-                dict(
-                    tenants=list(quotas), quotas=list(quotas.values()), now=now_us,
-                    handlers=list(capability.handlers), http=bool(capability.http),
-                ),
-            ).all()
+        if self.caps.is_postgres and self.lateral:
+            picked = conn.execute(
+                _LATERAL_PICK,
+                dict(tenants=list(quotas), quotas=list(quotas.values()), now=now_us,
+                     handlers=list(capability.handlers), http=bool(capability.http)),
+            ).scalars().all()
+            if not picked:
+                return []
+            return conn.execute(_TAKE_BY_ID, dict(ids=picked, owner=owner, at=at_us)).all()
         fits = []
         if capability.handlers:
             fits.append(executions.c.handler.in_(capability.handlers))
         if capability.http:
             fits.append(executions.c.handler.is_(None))
         scans = [
-            sa.select(*_CANDIDATE_COLUMNS)
+            sa.select(executions.c.id)
             .where(
                 executions.c.tenant == name,
                 status_in(executions.c.status, "scheduled"),
@@ -481,14 +529,24 @@ class HandoutStore(SqlStore):
             )
             .order_by(executions.c.ready_at)
             .limit(n)
-            .subquery()
             for name, n in quotas.items()
         ]
         rows: list = []
-        for start in range(0, len(scans), _SQLITE_BRANCHES):
-            chunk = [sa.select(scan) for scan in scans[start:start + _SQLITE_BRANCHES]]
-            statement = chunk[0] if len(chunk) == 1 else sa.union_all(*chunk)
-            rows += conn.execute(statement).all()
+        for start in range(0, len(scans), _UNION_BRANCHES):
+            chunk = [sa.select(scan.subquery()) for scan in scans[start:start + _UNION_BRANCHES]]
+            picked = chunk[0] if len(chunk) == 1 else sa.union_all(*chunk)
+            if self.caps.row_locks:
+                picked = (
+                    sa.select(executions.c.id)
+                    .where(executions.c.id.in_(picked), status_in(executions.c.status, "scheduled"))
+                    .with_for_update(skip_locked=self.caps.skip_locked)
+                )
+            rows += conn.execute(
+                executions.update()
+                .where(executions.c.id.in_(picked), status_in(executions.c.status, "scheduled"))
+                .values(status="running", owner=owner, delivery=executions.c.delivery + 1, handed_out_at=at_us)
+                .returning(*_TAKEN_COLUMNS)
+            ).all()
         return rows
 
     # -- step 4: what may start --------------------------------------------------------------------
@@ -497,8 +555,12 @@ class HandoutStore(SqlStore):
         """The candidates' jobs: definition, admission rules (parsed once per
         job version) and when last written."""
         found: dict[str, _Job] = {}
-        query = sa.select(jobs.c.id, jobs.c.version, jobs.c.spec, jobs.c.updated_at).where(jobs.c.id.in_(job_ids))
-        for row in conn.execute(query):
+        if self.caps.is_sqlite:
+            query = sa.select(jobs.c.id, jobs.c.version, jobs.c.spec, jobs.c.updated_at).where(jobs.c.id.in_(job_ids))
+            rows = conn.execute(query)
+        else:  # one array parameter: one statement text whatever the count, so its plan is reused
+            rows = conn.execute(_JOBS_BY_ID, dict(ids=job_ids))
+        for row in rows:
             spec = bytes(row.spec)
             found[row.id] = _Job(spec, self._rules(row.id, row.version, spec), row.updated_at)
         return found
@@ -520,36 +582,37 @@ class HandoutStore(SqlStore):
         """What the overlap policies of the candidates' jobs look at: every
         execution of those jobs that runs or waits for a retry
         (``executions_busy``), and each job's oldest executions not started,
-        as many as it has candidates and two more (``executions_active``,
-        one LIMITed range per job): enough to know what is ahead of each
-        candidate, however long a job's queue (a backfill) is."""
+        up to its newest candidate, as many as it has candidates and two
+        more (``executions_active``, one LIMITed range per job): enough to
+        know what is ahead of each candidate, however long a job's queue (a
+        backfill) is. For a job with nothing else going on, both read index
+        entries only: its own candidates (rows this round locked anyway)."""
         wanted = Counter(c.job_id for c in candidates if rules.get(c.job_id, ANYTHING_GOES).overlap != "allow")
         if not wanted:
             return []
         job_ids = sorted(wanted)
-        rows = conn.execute(
-            sa.select(*_ACTIVE_COLUMNS).where(executions.c.job_id.in_(job_ids), _BUSY)
-        ).all()
-        if not self.caps.is_sqlite:
-            rows += conn.execute(
-                _LATERAL_NOT_STARTED, dict(jobs=job_ids, limits=[wanted[j] + 2 for j in job_ids])
+        upto: dict[str, int] = {}
+        for candidate in candidates:
+            upto[candidate.job_id] = max(upto.get(candidate.job_id, candidate.nominal_at), candidate.nominal_at)
+        if self.caps.is_postgres and self.lateral:
+            rows = conn.execute(
+                _OVERLAP_VIEW,
+                dict(jobs=job_ids, limits=[wanted[j] + 2 for j in job_ids], uptos=[upto[j] for j in job_ids]),
             ).all()
         else:
-            scans = [
+            rows = conn.execute(sa.select(*_ACTIVE_COLUMNS).where(executions.c.job_id.in_(job_ids), _BUSY)).all()
+            rows += _union_all(conn, [
                 sa.select(*_ACTIVE_COLUMNS)
                 .where(
                     executions.c.job_id == job_id,
                     status_in(executions.c.status, *ACTIVE),
                     status_in(executions.c.status, "scheduled", "waiting"),
+                    executions.c.nominal_at <= upto[job_id],
                 )
                 .order_by(executions.c.nominal_at, executions.c.id)
                 .limit(wanted[job_id] + 2)
-                .subquery()
                 for job_id in job_ids
-            ]
-            for start in range(0, len(scans), _SQLITE_BRANCHES):
-                chunk = [sa.select(scan) for scan in scans[start:start + _SQLITE_BRANCHES]]
-                rows += conn.execute(chunk[0] if len(chunk) == 1 else sa.union_all(*chunk)).all()
+            ])
         found = {
             r.id: Active(r.id, r.job_id, r.tenant, r.status, r.origin, r.nominal_at, r.ready_at, r.attempt,
                          bool(r.allow_overlap), r.wait_key, r.cancel_requested_at is not None)
@@ -604,75 +667,59 @@ class HandoutStore(SqlStore):
             rows = lock_keys(conn, self.caps, wanted, heads=True)
         return {pair: KeyState(row.max_running, row.running, row.head_ready_at) for pair, row in rows.items()}
 
-    def _start(self, conn: Connection, owner: str, at_us: int, decision, by_id, jobs_of) -> list[HandedOut]:
-        """Move the admitted candidates to ``running``; take their key slots."""
-        if not decision.start:
-            return []
-        ids = [start.candidate.id for start in decision.start]
-        started = conn.execute(
-            executions.update()
-            .where(executions.c.id.in_(ids))
-            .values(
-                status="running", owner=owner, delivery=executions.c.delivery + 1, handed_out_at=at_us,
-                wait_key=None,
-            )
-            .returning(executions.c.id, executions.c.delivery, executions.c.payload, executions.c.missed_count)
-        ).all()
-        holding = [start for start in decision.start if start.keys]
+    def _settle(self, conn: Connection, decision, at_us: int) -> None:
+        """Give every taken candidate its end state for this round: those
+        that start keep ``running`` and take their key slots; the others give
+        back the delivery they were taken with and wait (``waiting``, for
+        their job or a key; ``waiting_since`` keeps the attempt's first
+        wait), are canceled (replaced), or are skipped (deleted if never
+        handed out before, canceled if they were: their attempts stay)."""
+        holding = [start for start in decision.start if start.keys or start.candidate.wait_key]
         if holding:
             conn.execute(
-                executions.update().where(executions.c.id == sa.bindparam("b_id")).values(held_keys=sa.bindparam("b_keys")),
-                [dict(b_id=start.candidate.id, b_keys=json.dumps(list(start.keys))) for start in holding],
+                executions.update()
+                .where(executions.c.id == sa.bindparam("b_id"))
+                .values(held_keys=sa.bindparam("b_keys"), wait_key=None),
+                [dict(b_id=start.candidate.id, b_keys=json.dumps(list(start.keys)) if start.keys else None)
+                 for start in holding],
             )
             taken: Counter[tuple[str, str]] = Counter()
             for start in holding:
                 for name in start.keys:
                     taken[(start.candidate.tenant, name)] += 1
             take_slots(conn, taken)
-        handed = []
-        for r in started:
-            row = by_id[r.id]
-            job = jobs_of.get(row.job_id)
-            handed.append(
-                HandedOut(
-                    row.id, row.job_id, row.tenant, row.partition, row.origin, row.nominal_at, row.due_at,
-                    row.ready_at, row.attempt, r.delivery, bytes(r.payload), r.missed_count,
-                    job.spec if job else b"", at_us,
-                )
-            )
-        handed.sort(key=lambda h: (h.ready_at_us, h.id))
-        return handed
-
-    def _wait(self, conn: Connection, waits: list[Wait], at_us: int) -> None:
-        """Candidates that wait for their job (``wait_key`` NULL) or a key;
-        ``waiting_since`` keeps the first wait of the attempt."""
-        if waits:
+        back = dict(owner=None, handed_out_at=None, delivery=executions.c.delivery - 1)
+        if decision.wait:
             conn.execute(
                 executions.update()
                 .where(executions.c.id == sa.bindparam("b_id"))
                 .values(
                     status="waiting", wait_key=sa.bindparam("b_key"),
-                    waiting_since=sa.func.coalesce(executions.c.waiting_since, at_us),
+                    waiting_since=sa.func.coalesce(executions.c.waiting_since, at_us), **back,
                 ),
-                [dict(b_id=w.candidate.id, b_key=w.key) for w in waits],
+                [dict(b_id=w.candidate.id, b_key=w.key) for w in decision.wait],
             )
-
-    def _skip(self, conn: Connection, skipped: list[Skip], at_us: int) -> None:
-        """Occurrences skipped by the overlap policy: deleted (never handed
-        out) or canceled (handed out before: their attempts stay), and counted
-        in the skip range of the execution they were skipped for."""
-        if not skipped:
-            return
-        fresh = [s.candidate.id for s in skipped if s.candidate.delivery == 0]
-        seen = [s.candidate.id for s in skipped if s.candidate.delivery > 0]
-        if fresh:
-            conn.execute(executions.delete().where(executions.c.id.in_(fresh)))
-        if seen:
+        ended = [(c.id, c.reason) for c in decision.cancel]
+        ended += [(s.candidate.id, "canceled: skipped by the overlap policy") for s in decision.skip
+                  if s.candidate.delivery > 0]
+        if ended:
             conn.execute(
                 executions.update()
-                .where(executions.c.id.in_(seen))
-                .values(status="canceled", finished_at=at_us, dead_reason="canceled: skipped by the overlap policy")
+                .where(executions.c.id == sa.bindparam("b_id"))
+                .values(status="canceled", finished_at=at_us, dead_reason=sa.bindparam("b_reason"), **back),
+                [dict(b_id=ident, b_reason=reason) for ident, reason in ended],
             )
+        fresh = [s.candidate.id for s in decision.skip if s.candidate.delivery == 0]
+        if fresh:
+            conn.execute(executions.delete().where(executions.c.id.in_(fresh)))
+        self._skip_ranges(conn, decision.skip, at_us)
+
+    @staticmethod
+    def _skip_ranges(conn: Connection, skipped: list[Skip], at_us: int) -> None:
+        """Count skipped occurrences in the skip range (reason ``overlap``) of
+        the execution they were skipped for: one range while it runs."""
+        if not skipped:
+            return
         ranges: dict[str, dict] = {}
         for item in sorted(skipped, key=lambda s: (s.candidate.nominal_at, s.candidate.id)):
             c = item.candidate
@@ -1142,6 +1189,16 @@ _OUTCOME_NAMES = {
     worker_pb2.RESULT_OUTCOME_TIMED_OUT: "timed out",
     worker_pb2.RESULT_OUTCOME_CANCELED: "canceled",
 }
+
+
+def _union_all(conn: Connection, scans: list) -> list:
+    """The rows of ``scans`` (SELECTs with their own ORDER BY and LIMIT), in
+    statements of at most :data:`_UNION_BRANCHES` branches."""
+    rows: list = []
+    for start in range(0, len(scans), _UNION_BRANCHES):
+        chunk = [sa.select(scan.subquery()) for scan in scans[start:start + _UNION_BRANCHES]]
+        rows += conn.execute(chunk[0] if len(chunk) == 1 else sa.union_all(*chunk)).all()
+    return rows
 
 
 _REQUEUE_COLUMNS = (

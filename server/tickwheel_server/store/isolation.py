@@ -209,16 +209,24 @@ def wake_key_waiters(conn: Connection, wakes: Sequence[tuple[str, str, int]]) ->
 
 def wake_jobs(conn: Connection, job_ids: Iterable[str]) -> None:
     """Each job's oldest execution waiting for the job (not for a key) is
-    scheduled again: one of its executions ended, the job may be free."""
+    scheduled again: one of its executions ended, the job may be free. One
+    statement finds the jobs that have such waiters (``executions_job_waits``,
+    which holds only them: usually none), one more wakes them."""
     wanted = sorted(set(job_ids))
     if not wanted:
         return
     waiting = executions.alias("waiting")
+    queued = conn.execute(
+        sa.select(waiting.c.job_id)
+        .where(waiting.c.job_id.in_(wanted), status_in(waiting.c.status, "waiting"), waiting.c.wait_key.is_(None))
+        .group_by(waiting.c.job_id)
+    ).scalars().all()
+    if not queued:
+        return
     oldest = (
         sa.select(waiting.c.id)
         .where(
             waiting.c.job_id == sa.bindparam("b_job"),
-            status_in(waiting.c.status, *ACTIVE),
             status_in(waiting.c.status, "waiting"),
             waiting.c.wait_key.is_(None),
         )
@@ -229,7 +237,7 @@ def wake_jobs(conn: Connection, job_ids: Iterable[str]) -> None:
         executions.update()
         .where(executions.c.id.in_(oldest.scalar_subquery()), status_in(executions.c.status, "waiting"))
         .values(status="scheduled"),
-        [dict(b_job=job_id) for job_id in wanted],
+        [dict(b_job=job_id) for job_id in sorted(queued)],
     )
 
 

@@ -46,12 +46,15 @@ Indexes:
 - ``executions_active (job_id, nominal_at) WHERE status IN (scheduled,
   waiting, running)``: a job's executions that have not ended, oldest
   first, for the overlap policy (what is ahead of an occurrence), without
-  reading its retained history; the wake-up of a job's queue.
+  reading its retained history.
 - ``executions_busy (job_id) WHERE status = 'running' OR (status =
   'scheduled' AND attempt > 1)``: a job's executions that run or wait for
   a retry (a retry wait counts as running), however long its queue.
 - ``executions_key_waits (tenant, wait_key, ready_at) WHERE status =
   'waiting'``: a key's queue, oldest ready first.
+- ``executions_job_waits (job_id, nominal_at) WHERE status = 'waiting' AND
+  wait_key IS NULL``: a job's own queue, oldest first, woken one at a time
+  when one of its executions ends (whatever else the job has not started).
 - ``executions_waiting (ready_at) WHERE status = 'waiting'``: the oldest
   waiting across tenants, as ``executions_ready`` gives the oldest ready:
   an execution held back by its job or a key is late like any other.
@@ -100,6 +103,8 @@ _DDL = [
     "WHERE (status = 'running' OR (status = 'scheduled' AND attempt > 1))",
     "CREATE INDEX executions_key_waits ON executions (tenant, wait_key, ready_at) WHERE status = 'waiting'",
     "CREATE INDEX executions_waiting ON executions (ready_at) WHERE status = 'waiting'",
+    "CREATE INDEX executions_job_waits ON executions (job_id, nominal_at) "
+    "WHERE status = 'waiting' AND wait_key IS NULL",
     "CREATE INDEX executions_running_tenant ON executions (tenant) WHERE status = 'running'",
     "CREATE INDEX executions_cancel_requested ON executions (owner) "
     "WHERE status = 'running' AND cancel_requested_at IS NOT NULL",

@@ -1,0 +1,314 @@
+"""Benchmark: a noisy neighbour. Tenant ``flood`` has 100 000 one-off jobs due
+within one second, tenant ``quiet`` 1 000 due in the same second; a real
+``tickwheel server`` hands them to no-op worker processes on PostgreSQL +
+etcd. Does the flood delay the quiet tenant?
+
+    .venv/bin/python loadtest/bench_noisy_neighbour.py [--flood 100000] [--quiet 1000] [--workers 4] [--slots 500]
+                                                       [--lead 55] [--pg URL] [--etcd HOST:PORT] [--logs DIR]
+                                                       [--profile DIR] [--smoke]
+
+Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL and
+etcd are started (``tests/support``) and deleted afterwards. Two runs, each
+from empty data tables, with one server process and ``--workers`` worker
+processes running the built-in ``echo`` handler (``--slots`` each, so the
+workers' credit, not the jobs, bounds what a hand-out round may claim):
+
+1. ``alone``: only the quiet tenant's jobs: its baseline, measured in this run;
+2. ``with_flood``: both tenants' jobs, due in the same second.
+
+Both tenants have weight 1 and no cap: the quiet tenant is protected by the
+hand-out's weighted fair share alone (each round splits the workers' credit
+between the tenants with ready work), not by a cap on the flood.
+
+The jobs are stored in one transaction per run, as CreateJob stores them
+(the API's ``normalise_job``, ``new_job_id``, the engine's first fire), due
+spread evenly over the second ``[D, D + 1 s)`` that starts ``--lead`` seconds
+later (inside the dispatcher's 60 s look-ahead, so they are claimed into the
+timer wheel ahead of time; ``claimed_ahead`` says whether they were). Start
+lateness per tenant comes from the store: ``attempts.started_at`` (the
+server's hand-out instant) minus the execution's ``due_at``, signed.
+
+The goal (issue 6): the quiet tenant's p99 with the flood within 1 s of its
+p99 alone (``goal.met``). ``early`` (starts before due, must be 0) and
+``dropped`` (jobs without a succeeded execution, must be 0) per tenant.
+``sql`` counts what reached PostgreSQL from the due second on
+(``pg_stat_statements``: statements per execution, commits, rollbacks, the
+costliest shapes) and ``errors_logged`` its ERROR lines (serialization
+failures the store retried); ``--profile DIR`` samples the server with
+py-spy. ``--smoke`` runs a tiny flood in seconds so CI
+keeps the script working; its figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import grpc
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2
+
+import _harness as h
+
+FLOOD = "flood"
+QUIET = "quiet"
+GOAL = {"quiet_p99_within_s_of_alone": 1.0}
+POLL = 0.25
+
+
+async def create_tenants(server: h.ServerProcess, max_jobs: int) -> str:
+    """Both tenants (weight 1, no cap; reused if they exist) and a worker
+    credential for their ``echo`` handler; returns the credential's secret."""
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+        for name in (FLOOD, QUIET):
+            tenant = admin_pb2.Tenant(name=name, weight=1, quotas=admin_pb2.TenantQuotas(max_jobs=max_jobs))
+            try:
+                await admin.CreateTenant(admin_pb2.CreateTenantRequest(tenant=tenant), metadata=h.admin_metadata(server))
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.ALREADY_EXISTS:
+                    raise
+        issued = await admin.IssueWorkerCredential(
+            admin_pb2.IssueWorkerCredentialRequest(tenants=[FLOOD, QUIET], handlers=[h.HANDLER], http=False,
+                                                   description="noisy neighbour benchmark"),
+            metadata=h.admin_metadata(server),
+        )
+    return issued.credential.secret
+
+
+def insert_jobs(url: str, counts: dict[str, int], due: datetime) -> dict:
+    """For each tenant, ``counts[tenant]`` one-off ``echo`` jobs due spread
+    evenly over ``[due, due + 1 s)``, interleaved across tenants, stored as
+    CreateJob stores them (see ``_harness.insert_once_jobs``) in one
+    transaction, and the instant it committed."""
+    now = datetime.now(timezone.utc)
+    version = h.tzdata_version()
+    began = time.perf_counter()
+    with h.observe(url, autocommit=False) as pg:
+        partitions = pg.execute("SELECT partition_count FROM cluster WHERE id = 1").fetchone()[0]
+        now_us = h.to_us(now)
+        jobs, requests = [], []
+        for tenant, count in counts.items():
+            template = job_pb2.Job(name=tenant, target=job_pb2.Target(handler=job_pb2.HandlerTarget(name=h.HANDLER)),
+                                   payload=b"{}")
+            for i in range(count):
+                template.schedule.once_at.FromDatetime(due + timedelta(microseconds=(i * 1_000_000) // count))
+                job = h.normalise_job(template, now)
+                job.name = f"{tenant}-{i:06d}"
+                job_id = h.new_job_id(now)
+                schedule = h.schedule_of(job, job_id)
+                fire = h.validate_schedule(schedule, now)
+                jobs.append((
+                    job_id, tenant, h.partition_of(job_id, partitions), job.name, "active", job.SerializeToString(),
+                    h.zone_of(schedule), h.to_us(fire.nominal_at), h.to_us(fire.due_at), 0, version, "", None, 1,
+                    now_us, now_us,
+                ))
+                requests.append((tenant, job.name, job_id, now_us))
+        built = time.perf_counter()
+        with pg.cursor() as cur:
+            with cur.copy(f"COPY jobs ({', '.join(h.JOB_COLUMNS)}) FROM STDIN") as copy:
+                for row in jobs:
+                    copy.write_row(row)
+            with cur.copy("COPY job_requests (tenant, request_id, job_id, created_at) FROM STDIN") as copy:
+                for row in requests:
+                    copy.write_row(row)
+            for tenant, count in counts.items():
+                cur.execute("UPDATE tenants SET job_count = job_count + %s WHERE name = %s", (count, tenant))
+        pg.commit()
+        committed_at = time.time()
+    return {"jobs": len(jobs), "build_s": round(built - began, 2), "store_s": round(time.perf_counter() - built, 2),
+            "committed_at": committed_at}
+
+
+def finished(url: str) -> tuple[int, int]:
+    """(executions ended, jobs) right now."""
+    with h.observe(url) as pg:
+        return pg.execute(
+            f"{h.OWN_QUERY} SELECT (SELECT count(*) FROM executions WHERE status IN ('succeeded', 'dead', 'canceled')), "
+            "(SELECT count(*) FROM jobs)"
+        ).fetchone()
+
+
+def lateness_by_tenant(url: str, due_us: int) -> dict[str, dict]:
+    """Per tenant: its jobs, executions, the start lateness of each (signed,
+    seconds) as a distribution, early starts, dropped jobs, claims made ahead."""
+    with h.observe(url) as pg:
+        rows = pg.execute(
+            f"""{h.OWN_QUERY}
+            SELECT j.tenant, j.id, e.id, e.status, e.due_at, e.created_at, min(a.started_at)
+            FROM jobs j
+            LEFT JOIN executions e ON e.job_id = j.id
+            LEFT JOIN attempts a ON a.execution_id = e.id
+            GROUP BY j.tenant, j.id, e.id, e.status, e.due_at, e.created_at
+            """
+        ).fetchall()
+    out: dict[str, dict] = {}
+    per: dict[str, dict] = {}
+    for tenant, job_id, execution_id, status, due_at, created_at, started_at in rows:
+        t = per.setdefault(tenant, {"jobs": set(), "succeeded": set(), "lateness": [], "early": 0, "executions": 0,
+                                    "claimed_ahead": 0, "statuses": {}})
+        t["jobs"].add(job_id)
+        if execution_id is None:
+            continue
+        t["executions"] += 1
+        t["statuses"][status] = t["statuses"].get(status, 0) + 1
+        if created_at < due_us:
+            t["claimed_ahead"] += 1
+        if status == "succeeded":
+            t["succeeded"].add(job_id)
+        if started_at is not None:
+            t["lateness"].append((started_at - due_at) / 1e6)
+            if started_at < due_at:
+                t["early"] += 1
+    for tenant, t in sorted(per.items()):
+        values = sorted(t["lateness"])
+        out[tenant] = {
+            "jobs": len(t["jobs"]),
+            "executions": t["executions"],
+            "started": len(values),
+            "early": t["early"],
+            "dropped": len(t["jobs"]) - len(t["succeeded"]),
+            "claimed_ahead": t["claimed_ahead"],
+            "statuses": t["statuses"],
+            "lateness_s": {
+                name: (round(h.percentile(values, q), 4) if values else None)
+                for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
+            } | {"min": round(values[0], 4) if values else None},
+        }
+    return out
+
+
+def run(name: str, counts: dict[str, int], args: argparse.Namespace, url: str, etcd_endpoint: str,
+        folder: Path) -> dict:
+    h.reset_data(url)
+    total = sum(counts.values())
+    load_before = h.load_average()
+    server = h.start_server_process(folder, "--store", url, "--etcd", etcd_endpoint, "--migrate",
+                                    "--server-id", f"bench-noisy-{name}")
+    pool = None
+    try:
+        credential = asyncio.run(create_tenants(server, max_jobs=max(total, 200_000)))
+        pool = h.start_workers(folder, server.address, credential, args.workers, args.slots)
+        asyncio.run(h.wait_ready(server, f"bench-noisy-{name}", args.workers))
+        h.wait_started(url, server)
+        due = datetime.fromtimestamp(int(time.time() + args.lead) + 1, timezone.utc)
+        stored = insert_jobs(url, counts, due)
+        lead_left = due.timestamp() - stored["committed_at"]
+        if lead_left < 2:
+            raise SystemExit(f"storing {total} jobs left {lead_left:.1f} s before the due second: raise --lead")
+        meter = h.Meter(
+            {"server": [server.process.pid], "workers": pool.pids,
+             **({"postgres": [pg]} if (pg := h.postmaster_pid(url)) else {})},
+        )
+        time.sleep(max(0.0, due.timestamp() - 1 - time.time()))  # waiting for the due second itself
+        statements = h.Statements(url)
+        statements.reset()
+        errors = h.PostgresErrors()
+        before = meter.read()
+        deadline = due.timestamp() + args.timeout
+        ended = 0
+        profile = Path(args.profile) / name if args.profile else None
+        with h.profiled({"server": server.process.pid}, profile):
+            while time.time() < deadline:
+                pool.check_alive()
+                ended, jobs = finished(url)
+                if ended >= jobs:
+                    break
+                time.sleep(POLL)  # polling the store; the benchmark has no event to await from other processes
+        after = meter.read()
+        costs = h.Meter.difference(before, after, total)
+        sql = statements.report(total)
+        if sql is not None:
+            sql["errors_logged"] = errors.counts()
+        stopped_workers = pool.stop()
+        pool = None
+        server_exit = server.terminate(30)
+    finally:
+        if pool is not None:
+            pool.stop()
+        if server.process.poll() is None:
+            try:
+                server.terminate(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+    return {
+        "tenants": lateness_by_tenant(url, h.to_us(due)),
+        "due_at": due.isoformat(),
+        "stored": {k: v for k, v in stored.items() if k != "committed_at"},
+        "stored_before_due_s": round(lead_left, 2),
+        "ended_within_timeout": ended >= total,
+        "cpu": costs["cpu"],
+        "sql": sql,
+        "exit_codes": {"workers": stopped_workers, "server": server_exit},
+        "load_average_before": load_before,
+        "load_average_after": h.load_average(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--flood", type=int, default=100_000, help="the flood tenant's jobs due in the second (default 100000)")
+    parser.add_argument("--quiet", type=int, default=1_000, help="the quiet tenant's jobs due in the second (default 1000)")
+    parser.add_argument("--workers", type=int, default=4, help="worker processes (default 4)")
+    parser.add_argument("--slots", type=int, default=500, help="slots per worker (default 500)")
+    parser.add_argument("--lead", type=float, default=55.0,
+                        help="seconds between storing the jobs and their due second (default 55, under the "
+                             "dispatcher's 60 s look-ahead; see claimed_ahead)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds after the due second to wait for every execution")
+    parser.add_argument("--pg", help="a PostgreSQL database (postgresql://…); default: a throwaway server")
+    parser.add_argument("--etcd", help="etcd HOST:PORT; default: a throwaway etcd")
+    parser.add_argument("--logs", metavar="DIR", help="keep the server's and workers' logs in DIR")
+    parser.add_argument("--profile", metavar="DIR", help="sample the server with py-spy during each run into DIR")
+    parser.add_argument("--smoke", action="store_true", help="one tiny run for CI; figures are meaningless")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.flood, args.quiet, args.workers, args.slots, args.lead, args.timeout = 2_000, 50, 2, 100, 8.0, 120.0
+    if min(args.flood, args.quiet, args.workers, args.slots) < 1:
+        parser.error("--flood, --quiet, --workers and --slots must be positive")
+    if not 2 <= args.lead < 60:
+        parser.error("--lead must be at least 2 s and under the dispatcher's 60 s look-ahead")
+    began = time.perf_counter()
+    with h.postgres(args.pg) as url, h.etcd(args.etcd) as etcd_endpoint, \
+            h.workdir(args.logs, "tickwheel-bench-noisy-") as folder:
+        alone = run("alone", {QUIET: args.quiet}, args, url, etcd_endpoint, folder)
+        flooded = run("with-flood", {FLOOD: args.flood, QUIET: args.quiet}, args, url, etcd_endpoint, folder)
+        settings = h.server_settings(url)
+    quiet_alone = alone["tenants"][QUIET]["lateness_s"]["p99"]
+    quiet_flooded = flooded["tenants"][QUIET]["lateness_s"]["p99"]
+    difference = None if quiet_alone is None or quiet_flooded is None else round(quiet_flooded - quiet_alone, 4)
+    clean = all(t["early"] == 0 and t["dropped"] == 0 for r in (alone, flooded) for t in r["tenants"].values())
+    report = {
+        "benchmark": "noisy_neighbour",
+        "smoke": args.smoke,
+        "flood": args.flood,
+        "quiet": args.quiet,
+        "workers": args.workers,
+        "slots_per_worker": args.slots,
+        "runs": {"alone": alone, "with_flood": flooded},
+        "goal": {
+            **GOAL,
+            "quiet_p99_alone_s": quiet_alone,
+            "quiet_p99_with_flood_s": quiet_flooded,
+            "difference_s": difference,
+            "met": clean and difference is not None and difference <= GOAL["quiet_p99_within_s_of_alone"],
+        },
+        "baseline": "runs.alone: the quiet tenant without the flood, measured in this run",
+        "postgres": {**settings, "throwaway": not args.pg},
+        "etcd_throwaway": not args.etcd,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "total_s": round(time.perf_counter() - began, 1),
+    }
+    json.dump(report, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

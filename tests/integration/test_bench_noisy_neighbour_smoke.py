@@ -1,0 +1,44 @@
+"""The noisy-neighbour benchmark still runs against PostgreSQL, etcd and real
+server and worker processes: smoke mode, JSON shape, every execution of both
+tenants ended once (no timing assertions)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LATENESS = {"min", "p50", "p90", "p99", "max"}
+
+pytestmark = [pytest.mark.postgres, pytest.mark.etcd, pytest.mark.slow]
+
+
+def test_bench_noisy_neighbour_smoke(postgres_url, etcd_endpoint):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "loadtest" / "bench_noisy_neighbour.py"), "--pg", postgres_url, "--etcd",
+         etcd_endpoint, "--smoke"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["benchmark"] == "noisy_neighbour" and report["smoke"] is True
+    assert {"runs", "goal", "baseline", "postgres", "machine"} <= set(report)
+    counts = {"alone": {"quiet": report["quiet"]}, "with_flood": {"quiet": report["quiet"], "flood": report["flood"]}}
+    for name, expected in counts.items():
+        run = report["runs"][name]
+        assert set(run["tenants"]) == set(expected)
+        for tenant, size in expected.items():
+            figures = run["tenants"][tenant]
+            assert figures["jobs"] == figures["executions"] == figures["started"] == size
+            assert figures["statuses"] == {"succeeded": size}, "every execution ended, once"
+            assert figures["early"] == 0 and figures["dropped"] == 0
+            assert set(figures["lateness_s"]) == LATENESS and figures["lateness_s"]["min"] >= 0
+        assert run["ended_within_timeout"] is True
+        assert run["exit_codes"]["server"] == 0 and set(run["exit_codes"]["workers"]) == {0}
+    goal = report["goal"]
+    assert goal["quiet_p99_within_s_of_alone"] == 1.0 and isinstance(goal["met"], bool)
+    assert goal["difference_s"] == round(goal["quiet_p99_with_flood_s"] - goal["quiet_p99_alone_s"], 4)
