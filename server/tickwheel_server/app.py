@@ -30,12 +30,14 @@ from .config import ConfigError, ServerConfig, add_server_arguments, load_server
 from .gateway.connections import Connections
 from .lease import LeaseStore, LeaseStoreError, Session, open_lease_store
 from .schedule import default_engine, zones
-from .store import capabilities, create_store_engine, current_version, load_migrations, migrate
+from .store import capabilities, create_store_engine, current_version, migrate, pending_migrations
 from .dispatcher.dispatcher import Dispatcher
 from .dispatcher.ownership import PartitionOwnership
 from .gateway.gateway import Gateway
 from .ids import to_us
+from .drain import Drainer
 from .lateness import LatenessStore, LatenessWatch
+from .presence import Presence
 from .reaper import SERVERS_PREFIX, Reaper, session_name
 from .store.alerts import AlertStore, NewAlert, dead_letter_alert, poison_alert
 from .store.cluster import database_now, ensure_cluster
@@ -46,6 +48,7 @@ from .store.handout import DeadLetter, HandoutStore
 from .store.history import HistoryStore
 from .store.jobs import JobStore
 from .store.manual import ManualStore
+from .store.retention import Retention, RetentionConfig, RetentionStore
 from .store.partitions import PartitionStore
 from .store.tenants import TenantStore
 from .store.tzdata import TzdataStore
@@ -115,13 +118,14 @@ class TickwheelServer:
             if config.migrate:
                 await asyncio.to_thread(migrate, self.engine)
             version = await asyncio.to_thread(current_version, self.engine)
+            pending = await asyncio.to_thread(pending_migrations, self.engine)
         except Exception as error:
             raise StartupError(f"store {caps.dialect}: {error}") from error
-        latest = max((m.version for m in load_migrations()), default=0)
-        if version < latest:
+        if pending:
+            # Any migration not applied, also one older than the newest applied.
             raise StartupError(
-                f"the store's schema is at version {version}, this server needs {latest}: "
-                "run `tickwheel migrate --store URL` or start with --migrate"
+                f"the store's schema lacks migrations {', '.join(m.label for m in pending)} "
+                f"(newest applied: {version}): run `tickwheel migrate --store URL` or start with --migrate"
             )
         cluster = await ensure_cluster(self.engine, self.clock, config.partition_count)
         if cluster.partition_count != config.partition_count:
@@ -206,6 +210,22 @@ class TickwheelServer:
             partitions_owned=lambda: len(self.ownership.owned()),
             wheel_size=lambda: len(self.wheel.wheel),
             clock_skew=lambda: self.gateway.clock_skew,
+            workers=lambda: len(self.connections),
+            reaper_leading=lambda: self.reaper.leading,
+        )
+        self.presence = Presence(self._lease_store, lambda: self._session, self.clock, self.info.record)
+        self.drainer = Drainer(
+            self.ownership, self.connections, self._lease_store, lambda: self._session, self.clock,
+            server_id=self.server_id, on_drain=self._on_drain,
+        )
+        self.info.presence, self.info.drainer = self.presence, self.drainer
+        self.retention = Retention(
+            RetentionStore(self.engine, self.clock, self.stores.alerts), self.stores.alerts, self._lease_store,
+            lambda: self._session, self.clock, server_id=self.server_id,
+            config=RetentionConfig(
+                retention=timedelta(days=config.retention_days),
+                rollup_retention=timedelta(days=config.rollup_retention_days),
+            ),
         )
         self.worker_servicer = WorkerServicer(
             auth,
@@ -234,17 +254,23 @@ class TickwheelServer:
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable(server, [*SERVICE_NAMES, health.SERVICE_NAME])
         self.port = self._bind(server)
+        if not config.advertise:
+            self.info.address = self.address
         if config.http_listen:
             await self._start_http(auth, admin_servicer)
         await server.start()
         self._grpc = server
         await self.ownership.start()
+        await self.presence.publish()
         self._tasks = [
             asyncio.create_task(self.wheel.run(), name="tickwheel-wheel"),
             asyncio.create_task(self.gateway.run(), name="tickwheel-gateway"),
             asyncio.create_task(self.gateway.run_liveness(), name="tickwheel-liveness"),
             asyncio.create_task(self.reaper.run(), name="tickwheel-reaper"),
             asyncio.create_task(self.stores.alerts.run(), name="tickwheel-alerts"),
+            asyncio.create_task(self.presence.run(), name="tickwheel-presence"),
+            asyncio.create_task(self.drainer.run(), name="tickwheel-drain"),
+            asyncio.create_task(self.retention.run(), name="tickwheel-retention"),
             asyncio.create_task(self.dispatcher.run(), name="tickwheel-dispatcher"),
             # In the background: start does not wait for a recompute.
             asyncio.create_task(self._recompute_tzdata(), name="tickwheel-tzdata"),
@@ -336,6 +362,11 @@ class TickwheelServer:
     def _session_hex(self) -> str:
         return session_name(self._session.id) if self._session is not None else ""
 
+    async def _on_drain(self) -> None:
+        """Draining: workers are told to go elsewhere; health says so for WorkerService."""
+        await self._health.set(SERVICE_NAMES[1], health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self.presence.publish()
+
     def _ready_now(self) -> None:
         """An execution became ready through the API (trigger, backfill, replay): hand out now."""
         self.gateway.wake()
@@ -382,6 +413,10 @@ class TickwheelServer:
             self.gateway.owner = new_owner
             await self._restamp(old_owner, new_owner)
             await self.ownership.reset_session(self._session)
+            try:
+                await self.presence.publish()
+            except LeaseStoreError as error:
+                log.warning("cannot publish this server's record yet: %s", error)
 
     async def _restamp(self, old_owner: str, new_owner: str) -> None:
         """Put the executions this server's workers run under its new session

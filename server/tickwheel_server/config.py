@@ -95,6 +95,11 @@ class ServerConfig:
     allow_target_networks: tuple[str, ...] = ()
     """CIDRs that HTTP targets may reach although the address policy refuses
     their range (loopback, private, link-local, ...); see ``targets``."""
+    retention_days: float = 30.0
+    """Ended executions, their attempts, skip ranges and resolved alerts are
+    pruned after this many days (attempts rolled up per job per day first)."""
+    rollup_retention_days: float = 400.0
+    """The daily rollups are pruned after this many days."""
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -126,6 +131,10 @@ class ServerConfig:
             raise ConfigError("heartbeat_interval: must be > 0 and less than heartbeat_timeout")
         if self.shutdown_grace < 0:
             raise ConfigError("shutdown_grace: must be >= 0")
+        if not self.retention_days * 24 >= 1:
+            raise ConfigError("retention_days (--retention-days): at least one hour (1/24)")
+        if not self.rollup_retention_days >= self.retention_days:
+            raise ConfigError("rollup_retention_days (--rollup-retention-days): not shorter than retention_days")
         if isinstance(self.allow_target_networks, str) or not all(
             isinstance(network, str) for network in self.allow_target_networks
         ):
@@ -162,6 +171,8 @@ _ENV = {
     "partition_count": "TICKWHEEL_PARTITION_COUNT",
     "session_ttl": "TICKWHEEL_SESSION_TTL",
     "log_level": "TICKWHEEL_LOG_LEVEL",
+    "retention_days": "TICKWHEEL_RETENTION_DAYS",
+    "rollup_retention_days": "TICKWHEEL_ROLLUP_RETENTION_DAYS",
     "tls_cert": "TICKWHEEL_TLS_CERT",
     "tls_key": "TICKWHEEL_TLS_KEY",
     "tls_client_ca": "TICKWHEEL_TLS_CLIENT_CA",
@@ -203,6 +214,8 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         help="let HTTP targets be written for this network although the address policy refuses its range "
              "(loopback, private, link-local, ...); repeatable (or TICKWHEEL_ALLOW_TARGET_NETWORKS)",
     )  # fmt: skip
+    parser.add_argument("--retention-days", type=float, help="days history is kept (default 30)")
+    parser.add_argument("--rollup-retention-days", type=float, help="days daily rollups are kept (default 400)")
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
 
 
@@ -262,7 +275,7 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
     if networks:
         settings["allow_target_networks"] = tuple(networks)
     for name in ("store", "etcd", "listen", "http_listen", "advertise", "server_id", "partition_count", "session_ttl",
-                 "log_level"):  # fmt: skip
+                 "log_level", "retention_days", "rollup_retention_days"):  # fmt: skip
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value
@@ -290,6 +303,12 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
                 settings[name] = int(settings[name])
             except (TypeError, ValueError):
                 raise ConfigError(f"{name}: {settings[name]!r} is not a whole number") from None
+    for name in ("retention_days", "rollup_retention_days"):
+        if name in settings:
+            try:
+                settings[name] = float(settings[name])
+            except (TypeError, ValueError):
+                raise ConfigError(f"{name}: {settings[name]!r} is not a number of days") from None
     settings.setdefault("store", "")
     settings.setdefault("etcd", "")
     settings.setdefault("admin_token", "")
