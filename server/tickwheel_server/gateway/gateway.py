@@ -60,6 +60,8 @@ log = logging.getLogger(__name__)
 MAX_BATCH = 500
 MAX_PASSES = 4
 """Claims per group and round while candidates are diverted (waited, skipped)."""
+MAX_FULL_BATCHES = 20
+"""Full batches per group and round before the round yields (and runs again at once)."""
 
 
 def _ts(micros: int) -> timestamp_pb2.Timestamp:
@@ -180,7 +182,8 @@ class Gateway:
         total = 0
         stopped = 0
         for capability, members in groups.items():
-            for _ in range(MAX_PASSES):
+            diverted_passes = full_batches = 0
+            while True:
                 want = min(sum(c.credit for c in members if not c.closed.is_set()), MAX_BATCH)
                 if want <= 0:
                     break
@@ -190,7 +193,20 @@ class Gateway:
                 handed = await self._store.claim_ready(self.owner, self._clock.now(), capability, want)
                 total += await self._deal(handed, members, self._clock.now())
                 stopped += handed.stopped
-                if not handed.diverted or len(handed) >= want:
+                if len(handed) >= want:
+                    # A full batch: more may be ready now. Go on while credit
+                    # lasts instead of waiting for a wake-up or the sweep (a
+                    # burst is handed out back to back), bounded per round so
+                    # the other groups get their turn.
+                    full_batches += 1
+                    if full_batches >= MAX_FULL_BATCHES:
+                        self.wake()
+                        break
+                    continue
+                if not handed.diverted:
+                    break
+                diverted_passes += 1
+                if diverted_passes >= MAX_PASSES:
                     break
         if stopped:
             await self.signal_cancels()
