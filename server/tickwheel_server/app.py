@@ -39,7 +39,7 @@ from .drain import Drainer
 from .lateness import LatenessStore, LatenessWatch
 from .presence import Presence
 from .reaper import SERVERS_PREFIX, Reaper, session_name
-from .store.alerts import AlertStore, NewAlert, dead_letter_alert, poison_alert
+from .store.alerts import AlertStore, NewAlert, clock_skew_key, dead_letter_alert, poison_alert
 from .store.cluster import database_now, ensure_cluster
 from .store.credentials import WorkerCredentialStore
 from .store.deadletters import DeadLetterStore
@@ -183,6 +183,7 @@ class TickwheelServer:
             heartbeat_timeout=config.heartbeat_timeout,
             reattach_grace=config.session_ttl,
             on_retry=self._wheel_insert,
+            on_skew=self._clock_skew_alert,
         )
 
         async def wake_gateway(_batch) -> None:
@@ -361,6 +362,22 @@ class TickwheelServer:
 
     def _session_hex(self) -> str:
         return session_name(self._session.id) if self._session is not None else ""
+
+    async def _clock_skew_alert(self, skew: float, ok: bool) -> None:
+        """Raise (again) while this server's clock disagrees with the database's; resolve once they agree."""
+        key = clock_skew_key(self.server_id)
+        if ok:
+            if await self.stores.alerts.get(key) is not None:
+                await self.stores.alerts.resolve(key)
+            return
+        await self.stores.alerts.raise_alert(
+            NewAlert(
+                key=key, kind="clock_skew", severity="critical", server_id=self.server_id,
+                summary=f"server {self.server_id}'s clock is {skew:+.3f} s off the database's: "
+                "it hands nothing out until they agree within 250 ms",
+                details={"skew_seconds": f"{skew:.3f}"},
+            )
+        )
 
     async def _on_drain(self) -> None:
         """Draining: workers are told to go elsewhere; health says so for WorkerService."""

@@ -213,3 +213,37 @@ async def test_a_cancel_for_a_delivery_whose_stream_closed_is_told_after_it_re_a
     assert await gateway.signal_cancels() == 1
     [cancel] = [m.cancel for m in drain_outbox(second) if m.WhichOneof("message") == "cancel"]
     assert [(e.execution_id, e.delivery) for e in cancel.executions] == [key]
+
+
+async def test_a_skewed_clock_stops_hand_out_and_raises_an_alert_until_they_agree(migrated_engine, clock) -> None:
+    from datetime import timedelta
+
+    from tickwheel_server.store.alerts import AlertStore, NewAlert, clock_skew_key
+
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    add_execution(migrated_engine, clock, "e1")
+    alerts = AlertStore(migrated_engine, clock)
+    offset = [timedelta(milliseconds=400)]
+
+    async def db_clock():
+        return clock.now() - offset[0]
+
+    async def on_skew(skew: float, ok: bool) -> None:  # what the server does with it
+        if ok:
+            await alerts.resolve(clock_skew_key("s1"))
+        else:
+            await alerts.raise_alert(NewAlert(key=clock_skew_key("s1"), kind="clock_skew", severity="critical",
+                                              summary=f"{skew:+.3f} s", server_id="s1"))
+
+    connections = Connections()
+    connect(connections, clock)
+    gateway = Gateway(HandoutStore(migrated_engine, clock), connections, clock, owner="s1", db_clock=db_clock,
+                      on_skew=on_skew)
+    await gateway._check_skew()
+    assert not gateway.handing_out and gateway.clock_skew == 0.4
+    assert await gateway.hand_out_round() == 0
+    assert (await alerts.get(clock_skew_key("s1"))).kind == "clock_skew"
+    offset[0] = timedelta(milliseconds=-200)
+    await gateway._check_skew()
+    assert gateway.handing_out and await alerts.get(clock_skew_key("s1")) is None
+    assert await gateway.hand_out_round() == 1

@@ -17,7 +17,8 @@ most) so its credit is not left idle until the next round.
 Never early: the claim compares ``ready_at`` with this server's clock. The
 server's clock is compared with the database's at start and every minute;
 while they differ by more than the tolerance (250 ms) no round hands anything
-out, and the log says so.
+out, the log says so, and ``on_skew`` raises a clock-skew alert (resolved
+when they agree again).
 
 The gateway also watches what its workers hold (:mod:`.inflight`): a
 delivery whose heartbeats stop for the heartbeat timeout, or whose stream
@@ -43,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 
 from google.protobuf import timestamp_pb2
@@ -103,6 +104,7 @@ class Gateway:
         db_clock=None,
         skew_tolerance: float = 0.25,
         skew_check_interval: float = 60.0,
+        on_skew: Callable[[float, bool], Awaitable[None]] | None = None,
         heartbeat_timeout: float = 30.0,
         reattach_grace: float = 10.0,
         on_retry: Callable[[Retry], None] | None = None,
@@ -115,6 +117,8 @@ class Gateway:
         self._db_clock = db_clock
         self._skew_tolerance = skew_tolerance
         self._skew_check_interval = skew_check_interval
+        self._on_skew = on_skew
+        """Called after every check with (skew in seconds, within tolerance): raises or resolves the alert."""
         self._on_retry = on_retry
         self.inflight: InFlight[WorkerConnection] = InFlight(timeout=heartbeat_timeout, grace=reattach_grace)
         self.requeued = 0
@@ -170,6 +174,11 @@ class Gateway:
                     "handing out stops until they agree (never early)", skew, self._skew_tolerance,
                 )
         self.handing_out = ok
+        if self._on_skew is not None:
+            try:
+                await self._on_skew(skew, ok)
+            except Exception:
+                log.exception("cannot record the clock-skew alert")
 
     async def hand_out_round(self) -> int:
         """One round: returns how many executions were handed out."""
