@@ -415,6 +415,43 @@ async def test_manual_runs_queue_behind_a_running_one_unless_they_may_overlap(mi
     assert skips_of(migrated_engine, "job_m") == []
 
 
+async def test_a_backfill_runs_its_occurrences_one_after_another_in_nominal_order(migrated_engine, clock, tenants) -> None:
+    ids = occurrences(migrated_engine, clock, "job_b", 5, job=spec(), origin="backfill", every=0.001)
+    server = Server(migrated_engine, clock, "s1")
+    clock.advance(1)
+    order = []
+    for _ in range(5):
+        [handed] = await server.claim()
+        order.append(handed.id)
+        assert status(migrated_engine, *ids).count("running") == 1  # one at a time, the rest wait
+        await server.finish([handed])  # wakes the next in line
+    assert order == ids
+    assert skips_of(migrated_engine, "job_b") == []  # manual runs are never skipped
+
+
+async def test_replace_cancels_a_whole_queue_it_did_not_read(migrated_engine, clock, tenants) -> None:
+    [running_id] = occurrences(migrated_engine, clock, "job_z", 1, job=spec(job_pb2.OVERLAP_POLICY_REPLACE))
+    server = Server(migrated_engine, clock, "s1")
+    [running] = await server.claim()
+    queued = occurrences(migrated_engine, clock, "job_z", 12, job=spec(job_pb2.OVERLAP_POLICY_REPLACE),
+                         origin="trigger", every=0.001, first_in=1)
+    clock.advance(2)
+    assert await server.claim() == []  # the triggers queue behind the running one
+    assert status(migrated_engine, *queued) == ["waiting"] * 12
+    [newest] = occurrences(migrated_engine, clock, "job_z:next", 1, job=spec(job_pb2.OVERLAP_POLICY_REPLACE),
+                           first_in=10)
+    with migrated_engine.begin() as conn:  # the next occurrence of the same job
+        conn.execute(executions.update().where(executions.c.id == newest).values(job_id="job_z"))
+    clock.advance(10)
+    handed = await server.claim()
+    assert handed == [] and handed.stopped == 1
+    assert status(migrated_engine, *queued) == ["canceled"] * 12  # more than the round read
+    assert {row_of(migrated_engine, q).dead_reason for q in queued} == {f"canceled: replaced by {newest}"}
+    assert status(migrated_engine, running_id, newest) == ["running", "waiting"]
+    await server.finish([running], worker_pb2.RESULT_OUTCOME_CANCELED)
+    assert [h.id for h in await server.claim()] == [newest]
+
+
 async def test_a_requeue_of_an_execution_asked_to_stop_ends_it_and_frees_the_job(migrated_engine, clock, tenants) -> None:
     old, new = occurrences(migrated_engine, clock, "job_y", 2, job=spec(job_pb2.OVERLAP_POLICY_REPLACE))
     server = Server(migrated_engine, clock, "s1")

@@ -37,8 +37,11 @@ def test_bench_noisy_neighbour_smoke(postgres_url, etcd_endpoint):
             assert figures["statuses"] == {"succeeded": size}, "every execution ended, once"
             assert figures["early"] == 0 and figures["dropped"] == 0
             assert set(figures["lateness_s"]) == LATENESS and figures["lateness_s"]["min"] >= 0
-        assert run["ended_within_timeout"] is True
+        assert run["ended_within_timeout"] is True and isinstance(run["all_claimed_ahead"], bool)
         assert run["exit_codes"]["server"] == 0 and set(run["exit_codes"]["workers"]) == {0}
+    assert report["runs"]["alone"]["while_quiet_had_work"] is None
+    window = report["runs"]["with_flood"]["while_quiet_had_work"]
+    assert set(window) == {"window_s", "hand_outs_per_s", "quiet_part"} and 0 < window["quiet_part"] <= 1
     goal = report["goal"]
     assert goal["quiet_p99_within_s_of_alone"] == 1.0 and isinstance(goal["met"], bool)
     assert goal["difference_s"] == round(goal["quiet_p99_with_flood_s"] - goal["quiet_p99_alone_s"], 4)

@@ -342,10 +342,13 @@ class HandoutStore(SqlStore):
         by weighted fair share within their caps, oldest ready first within
         a tenant, each admitted by its job's overlap policy and its keys.
 
-        ``now`` decides what is ready. The hand-out instant stamped on the
-        rows (lateness and deadlines are measured from it) is read when the
-        transaction runs, so a claim retried through an outage does not
-        pretend it started earlier; it is never before ``now``. Returns the
+        What is ready is decided by the hand-out instant, this server's
+        clock read when the transaction runs and never before ``now``; it is
+        stamped on the rows (lateness and deadlines are measured from it). So
+        a claim retried after a serialization conflict or through an outage
+        neither pretends it started earlier nor misses what came due
+        meanwhile, and nothing is handed out early by this server's clock.
+        Returns the
         executions handed out, oldest ready first; ``diverted`` counts the
         candidates that waited, were skipped or were canceled instead, and
         ``stopped`` the running executions asked to stop (overlap
@@ -370,7 +373,11 @@ class HandoutStore(SqlStore):
     def _claim(
         self, conn: Connection, owner: str, now_us: int, capability: Capability, limit: int, shares: Shares
     ) -> "Claimed":
+        # This attempt's instant decides what is ready and is the hand-out
+        # instant: an attempt retried after a conflict or an outage sees what
+        # came due meanwhile, and is never early by this server's clock.
         at_us = max(now_us, to_us(self.clock.now()))
+        now_us = at_us
         ready = self._ready_tenants(conn, capability, now_us)
         if not ready:
             return Claimed()
