@@ -31,6 +31,7 @@ from .clock import Clock
 from .ids import from_us, to_us
 from .store.alerts import AlertStore, NewAlert
 from .store.base import SqlStore
+from .store.isolation import status_in
 from .store.tables import executions, jobs
 
 log = logging.getLogger(__name__)
@@ -62,16 +63,22 @@ class LatenessStore(SqlStore):
         cutoff = to_us(older_than)
 
         def fn(conn: Connection) -> list[Waiting]:
-            rows = conn.execute(
-                sa.select(
-                    executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.nominal_at,
-                    executions.c.ready_at, jobs.c.spec,
-                )
-                .select_from(executions.outerjoin(jobs, jobs.c.id == executions.c.job_id))
-                .where(executions.c.status == "scheduled", executions.c.ready_at <= cutoff)
-                .order_by(executions.c.ready_at)
-                .limit(limit)
-            ).all()
+            rows = []
+            # Ready for a hand-out, and held back by their job's overlap policy
+            # or a concurrency key: one range scan with a LIMIT on each of
+            # executions_ready and executions_waiting, merged oldest first.
+            for status in ("scheduled", "waiting"):
+                rows += conn.execute(
+                    sa.select(
+                        executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.nominal_at,
+                        executions.c.ready_at, jobs.c.spec,
+                    )
+                    .select_from(executions.outerjoin(jobs, jobs.c.id == executions.c.job_id))
+                    .where(status_in(executions.c.status, status), executions.c.ready_at <= cutoff)
+                    .order_by(executions.c.ready_at)
+                    .limit(limit)
+                ).all()
+            rows = sorted(rows, key=lambda row: row.ready_at)[:limit]
             found = []
             thresholds: dict[str, timedelta] = {}
             for row in rows:

@@ -11,7 +11,7 @@ from tickwheel_server.clock import FakeClock
 from tickwheel_server.lateness import LatenessStore, LatenessWatch, late_key
 from tickwheel_server.store.alerts import AlertStore, NewAlert
 from tickwheel_server.store.handout import HandoutStore
-from tickwheel_server.store.tables import jobs
+from tickwheel_server.store.tables import executions, jobs
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
 from .test_handout import ANY_ECHO, add_execution
@@ -32,7 +32,7 @@ def set_threshold(engine, seconds: float) -> None:
 async def test_a_late_occurrence_raises_one_alert_per_job_that_resolves_after_it_runs(migrated_engine, clock) -> None:
     await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
     for index in range(3):
-        add_execution(migrated_engine, clock, f"e{index}")
+        add_execution(migrated_engine, clock, f"e{index}", job_id="job_1")
     set_threshold(migrated_engine, 30)
     alerts = AlertStore(migrated_engine, clock)
     watch = LatenessWatch(LatenessStore(migrated_engine, clock), alerts, clock)
@@ -52,7 +52,7 @@ async def test_a_late_occurrence_raises_one_alert_per_job_that_resolves_after_it
 
 async def test_a_zero_threshold_turns_the_alert_off(migrated_engine, clock) -> None:
     await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
-    add_execution(migrated_engine, clock, "e0")
+    add_execution(migrated_engine, clock, "e0", job_id="job_1")
     set_threshold(migrated_engine, 0)
     watch = LatenessWatch(LatenessStore(migrated_engine, clock), AlertStore(migrated_engine, clock), clock)
     clock.advance(3600)
@@ -62,7 +62,7 @@ async def test_a_zero_threshold_turns_the_alert_off(migrated_engine, clock) -> N
 async def test_a_cut_scan_resolves_nothing(migrated_engine, clock) -> None:
     await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
     for index in range(3):
-        add_execution(migrated_engine, clock, f"e{index}")
+        add_execution(migrated_engine, clock, f"e{index}", job_id="job_1")
     set_threshold(migrated_engine, 1)
     alerts = AlertStore(migrated_engine, clock)
     await alerts.raise_alert(NewAlert(key=late_key("job_2"), kind="late", severity="warning", summary="s",
@@ -73,3 +73,15 @@ async def test_a_cut_scan_resolves_nothing(migrated_engine, clock) -> None:
     assert await alerts.get(late_key("job_2")) is not None
     assert await LatenessWatch(LatenessStore(migrated_engine, clock), alerts, clock, limit=4).check_once() == (1, 1)
     assert await alerts.get(late_key("job_2")) is None
+
+
+async def test_an_execution_held_back_by_its_job_or_a_key_is_late_too(migrated_engine, clock) -> None:
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    add_execution(migrated_engine, clock, "held", job_id="job_1")
+    set_threshold(migrated_engine, 1)
+    with migrated_engine.begin() as conn:
+        conn.execute(executions.update().values(status="waiting"))
+    clock.advance(2)
+    alerts = AlertStore(migrated_engine, clock)
+    assert await LatenessWatch(LatenessStore(migrated_engine, clock), alerts, clock).check_once() == (1, 0)
+    assert (await alerts.get(late_key("job_1"))).execution_id == "held"
