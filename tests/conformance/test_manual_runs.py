@@ -85,3 +85,13 @@ async def test_the_last_run_is_the_latest_finished_execution_with_its_error(w: W
     assert last is not None and last.id == dead and last.status == "dead"
     assert last.attempts[-1].error == "boom"
     assert await w.history.last_run("globex", job.id) is None
+
+
+async def test_allow_overlap_is_recorded_on_triggered_and_backfilled_executions(w: World, manual: ManualStore) -> None:
+    job = await w.create()
+    await manual.trigger("acme", job.id, "queued")
+    await manual.trigger("acme", job.id, "beside", allow_overlap=True)
+    await manual.backfill("acme", job.id, [T0 - MINUTE], dry_run=False, allow_overlap=True)
+    flags = {row.id: row.allow_overlap for row in w.rows(executions, job_id=job.id)}
+    assert flags == {trigger_id(job.id, "queued"): False, trigger_id(job.id, "beside"): True,
+                     execution_id(job.id, T0 - MINUTE): True}

@@ -153,10 +153,14 @@ async def test_malformed_create_is_invalid_argument_naming_fields_and_writes_not
             "job.schedule": job_pb2.Job(name="x", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo"))),
             "job.target": job_pb2.Job(name="x", schedule=cron_job().schedule),
             "job.name": job_pb2.Job(schedule=cron_job().schedule, target=cron_job().target),
+            "job.concurrency_keys[1].key": job_pb2.Job(
+                name="x", schedule=cron_job().schedule, target=cron_job().target,
+                concurrency_keys=[job_pb2.ConcurrencyKey(key="db", limit=1), job_pb2.ConcurrencyKey(key="db", limit=2)],
+            ),
         }
         for field, job in cases.items():
             with pytest.raises(grpc.aio.AioRpcError) as error:
-                await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=job, request_id="r-" + field), metadata=bearer(key))
+                await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=job, request_id="r-" + field.replace("[", "-").replace("]", "")), metadata=bearer(key))
             assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT, field
             assert field in violations(error.value), (field, violations(error.value))
         never = cron_job("0 0 30 2 *")

@@ -373,7 +373,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         if payload is not None and len(payload) > tenant.max_payload_bytes:
             raise QuotaExceeded(tenant.name, "max_payload_bytes", tenant.max_payload_bytes,
                                 f"payload of {len(payload)} bytes is over the limit")
-        execution, created = await self._manual.trigger(tenant.name, job_id, request_id, payload)
+        execution, created = await self._manual.trigger(
+            tenant.name, job_id, request_id, payload, allow_overlap=request.allow_overlap
+        )
         if created:
             self._on_ready()
         return scheduler_pb2.TriggerJobResponse(execution=convert.execution_to_proto(execution), created=created)
@@ -398,7 +400,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         record = await self._jobs.get(tenant.name, job_id)
         schedule = schedule_of(job_pb2.Job.FromString(record.spec), record.id)
         nominals = await asyncio.to_thread(backfill_occurrences, schedule, start, end)
-        result = await self._manual.backfill(tenant.name, job_id, nominals, dry_run=request.dry_run)
+        result = await self._manual.backfill(
+            tenant.name, job_id, nominals, dry_run=request.dry_run, allow_overlap=request.allow_overlap
+        )
         if result.created and not request.dry_run:
             self._on_ready()
         return scheduler_pb2.BackfillJobResponse(

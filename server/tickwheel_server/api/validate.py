@@ -144,9 +144,13 @@ def normalise_job(
     out.lateness_threshold.CopyFrom(_duration(lateness))
     if len(out.concurrency_keys) > 8:
         violations.append(FieldViolation(f"{field}.concurrency_keys", "at most 8 keys"))
+    named: set[str] = set()
     for index, key in enumerate(out.concurrency_keys):
         if not KEY.match(key.key):
             violations.append(FieldViolation(f"{field}.concurrency_keys[{index}].key", "1 to 128 characters of [A-Za-z0-9_.:-]"))
+        elif key.key in named:
+            violations.append(FieldViolation(f"{field}.concurrency_keys[{index}].key", f"{key.key!r} is named twice"))
+        named.add(key.key)
         if key.limit < 1:
             violations.append(FieldViolation(f"{field}.concurrency_keys[{index}].limit", "must be >= 1"))
     if len(out.labels) > 32:

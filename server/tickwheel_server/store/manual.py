@@ -68,8 +68,10 @@ def _insert_statement(conn: Connection):
     return dialect.insert(executions).on_conflict_do_nothing(index_elements=["id"])
 
 
-def _row(job, ident: str, origin: str, nominal_us: int, due_us: int, payload: bytes, now_us: int, handler) -> dict:
+def _row(job, ident: str, origin: str, nominal_us: int, due_us: int, payload: bytes, now_us: int, handler,
+         allow_overlap: bool) -> dict:
     return dict(
+        allow_overlap=allow_overlap,
         id=ident, job_id=job.id, tenant=job.tenant, partition=job.partition, origin=origin, nominal_at=nominal_us,
         due_at=due_us, ready_at=due_us, attempt=1, delivery=0, status="scheduled", owner=None, worker_id=None,
         handler=handler, missed_count=1, reap_count=0, payload=payload, error="", dead_reason="",
@@ -79,12 +81,14 @@ def _row(job, ident: str, origin: str, nominal_us: int, due_us: int, payload: by
 
 class ManualStore(SqlStore):
     async def trigger(
-        self, tenant: str, job_id: str, request_id: str, payload: bytes | None = None
+        self, tenant: str, job_id: str, request_id: str, payload: bytes | None = None, *, allow_overlap: bool = False
     ) -> tuple[ExecutionRecord, bool]:
         """Create the execution ``<job id>:trigger:<request id>``, ready now,
         or find the one an earlier call with that request id created.
         Returns (execution, created). NotFound for a missing or another
-        tenant's job; a paused or completed job can still be triggered."""
+        tenant's job; a paused or completed job can still be triggered.
+        Unless ``allow_overlap``, it queues behind a running execution of the
+        job instead of being skipped (the hand-out decides)."""
         ident = trigger_id(job_id, request_id)
 
         def fn(conn: Connection) -> tuple[ExecutionRecord, bool]:
@@ -92,7 +96,7 @@ class ManualStore(SqlStore):
             job = _get(conn, tenant, job_id)
             spec = job_pb2.Job.FromString(job.spec)
             row = _row(job, ident, "trigger", now_us, now_us, spec.payload if payload is None else payload, now_us,
-                       handler_of(spec))
+                       handler_of(spec), allow_overlap)
             created = conn.execute(_insert_statement(conn).returning(executions.c.id), row).first() is not None
             stored = conn.execute(sa.select(executions).where(executions.c.id == ident)).one()
             return execution_from_row(stored, _attempts_of(conn, [ident])[ident]), created
@@ -100,7 +104,7 @@ class ManualStore(SqlStore):
         return await self._tx(fn)
 
     async def backfill(
-        self, tenant: str, job_id: str, nominals: list[datetime], *, dry_run: bool
+        self, tenant: str, job_id: str, nominals: list[datetime], *, dry_run: bool, allow_overlap: bool = False
     ) -> BackfillResult:
         """Create an execution for each of ``nominals`` (the schedule's
         occurrences in the window, computed by the caller, oldest first)
@@ -124,7 +128,7 @@ class ManualStore(SqlStore):
                 for index, item in enumerate(fresh):
                     due_us = to_us(now + timedelta(seconds=index / BACKFILL_RATE))
                     rows.append(_row(job, item.execution_id, "backfill", to_us(item.nominal_at), due_us, spec.payload,
-                                     now_us, handler))
+                                     now_us, handler, allow_overlap))
                 for chunk in _chunks(rows):
                     conn.execute(_insert_statement(conn), chunk)
             return BackfillResult(items, len(fresh), len(items) - len(fresh))
