@@ -40,7 +40,7 @@ def _admin_token(data: Path) -> str:
     path = data / "admin-token"
     if path.exists():
         return path.read_text().strip()
-    token = secrets.token_urlsafe(32)
+    token = "twa_" + secrets.token_urlsafe(32)  # a prefix, like twk_ and tww_: never starts with "-" on a command line
     path.write_text(token + "\n")
     path.chmod(0o600)
     return token

@@ -45,7 +45,7 @@ class Running:
 
 @contextlib.asynccontextmanager
 async def running_server(store: str, etcd: str = "memory", **overrides) -> AsyncIterator[Running]:
-    token = secrets.token_urlsafe(24)
+    token = "twa_" + secrets.token_urlsafe(24)  # never starts with "-" (a command-line argument)
     config = ServerConfig(
         store=store, etcd=etcd, admin_token=token, listen="127.0.0.1:0", migrate=True, session_ttl=2,
         shutdown_grace=1.0, **overrides,
@@ -83,7 +83,7 @@ def start_server_process(tmp_path: Path, *args: str, env: dict[str, str] | None 
     A thread copies the child's output to a log file and signals the moment
     the "serving on HOST:PORT" line appears (or the child exits).
     """
-    token = secrets.token_urlsafe(24)
+    token = "twa_" + secrets.token_urlsafe(24)  # never starts with "-" (a command-line argument)
     log_path = tmp_path / f"server-{len(list(tmp_path.glob('server-*.log')))}.log"
     child_env = {**os.environ, "TICKWHEEL_ADMIN_TOKEN": token, **(env or {})}
     process = subprocess.Popen(
