@@ -908,16 +908,7 @@ class HandoutStore(SqlStore):
                 seen.add(key)
                 update, attempt_status, retry, dead_letter = self._outcome(row, result, now, now_us)
                 updates.append(update)
-                started_us = row.handed_out_at if row.handed_out_at is not None else now_us
-                measured_from = row.due_at if row.attempt == 1 else row.ready_at
-                history.append(
-                    dict(
-                        execution_id=row.id, attempt=row.attempt, delivery=row.delivery, status=attempt_status,
-                        started_at=started_us, finished_at=now_us, lateness_us=max(0, started_us - measured_from),
-                        worker_id=result.worker_id, error=result.error[:4096],
-                        waited_us=_waited(row.waiting_since, started_us),
-                    )
-                )
+                history.append(_attempt_row(row, attempt_status, result.worker_id, result.error, now_us))
                 ended.append(row)
                 if update["b_status"] in TERMINAL:
                     finished_jobs.append(row.job_id)
@@ -1062,15 +1053,8 @@ class HandoutStore(SqlStore):
         for row in rows:
             reaps = row.reap_count + (1 if counts else 0)
             reason = reasons[row.id]
-            started_us = row.handed_out_at if row.handed_out_at is not None else now_us
-            measured_from = row.due_at if row.attempt == 1 else row.ready_at
             history.append(
-                dict(
-                    execution_id=row.id, attempt=row.attempt, delivery=row.delivery, status="lost",
-                    started_at=started_us, finished_at=now_us, lateness_us=max(0, started_us - measured_from),
-                    worker_id=(workers or {}).get(row.id) or row.worker_id or "", error=reason[:4096],
-                    waited_us=_waited(row.waiting_since, started_us),
-                )
+                _attempt_row(row, "lost", (workers or {}).get(row.id) or row.worker_id or "", reason, now_us)
             )
             if row.cancel_requested_at is not None:  # asked to stop: it ends here, not run again
                 updates.append(dict(b_id=row.id, b_status="canceled", b_reaps=reaps, b_finished=now_us,
@@ -1214,6 +1198,21 @@ _REQUEUE_COLUMNS = (
     executions.c.reap_count, executions.c.worker_id, executions.c.held_keys, executions.c.waiting_since,
     executions.c.cancel_requested_at, executions.c.cancel_reason,
 )
+
+
+def _attempt_row(row, status: str, worker_id: str, error: str, now_us: int) -> dict:
+    """The attempt row that ends ``row``'s current delivery (an outcome, or a requeue's ``lost``).
+
+    It started when it was handed out; its lateness is measured from when it
+    became ready: the due instant for a first attempt, the backoff's end for
+    a retry, the replay instant for a replayed series (``ready_at`` is never
+    before ``due_at``, so the later of the two is the right one)."""
+    started_us = row.handed_out_at if row.handed_out_at is not None else now_us
+    return dict(
+        execution_id=row.id, attempt=row.attempt, delivery=row.delivery, status=status,
+        started_at=started_us, finished_at=now_us, lateness_us=max(0, started_us - max(row.due_at, row.ready_at)),
+        worker_id=worker_id, error=error[:4096], waited_us=_waited(row.waiting_since, started_us),
+    )
 
 
 def _waited(waiting_since: int | None, started_us: int) -> int:
