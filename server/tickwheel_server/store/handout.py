@@ -106,6 +106,7 @@ _TAKEN_COLUMNS = (
     executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition, executions.c.origin,
     executions.c.nominal_at, executions.c.due_at, executions.c.ready_at, executions.c.attempt, executions.c.delivery,
     executions.c.payload, executions.c.missed_count, executions.c.allow_overlap, executions.c.wait_key,
+    executions.c.trace_context,
 )
 
 # Per tenant, its oldest ready executions up to its share: one range scan on
@@ -129,7 +130,8 @@ _TAKE_BY_ID = sa.text(
     "handed_out_at = :at WHERE executions.id = ANY (CAST(:ids AS TEXT[])) AND executions.status = 'scheduled' "
     "RETURNING executions.id, executions.job_id, executions.tenant, executions.partition, executions.origin, "
     "executions.nominal_at, executions.due_at, executions.ready_at, executions.attempt, executions.delivery, "
-    "executions.payload, executions.missed_count, executions.allow_overlap, executions.wait_key"
+    "executions.payload, executions.missed_count, executions.allow_overlap, executions.wait_key, "
+    "executions.trace_context"
 )
 
 _ACTIVE_COLUMNS = (
@@ -210,6 +212,8 @@ class HandedOut:
     spec: bytes
     """The job's definition (target, timeout); empty if the job was deleted meanwhile."""
     handed_out_at_us: int
+    trace_context: str
+    """W3C traceparent of the span that created the execution; empty when it was created untraced."""
 
 
 @dataclass(frozen=True)
@@ -436,7 +440,7 @@ class HandoutStore(SqlStore):
             HandedOut(
                 row.id, row.job_id, row.tenant, row.partition, row.origin, row.nominal_at, row.due_at, row.ready_at,
                 row.attempt, row.delivery, bytes(row.payload), row.missed_count,
-                jobs_of[row.job_id].spec if row.job_id in jobs_of else b"", at_us,
+                jobs_of[row.job_id].spec if row.job_id in jobs_of else b"", at_us, row.trace_context or "",
             )
             for row in (by_id[start.candidate.id] for start in decision.start)
         ]

@@ -113,6 +113,7 @@ executions = sa.Table(
     sa.Column("held_keys", sa.Text),
     sa.Column("cancel_requested_at", sa.BigInteger),
     sa.Column("cancel_reason", sa.Text),
+    sa.Column("trace_context", sa.Text),
 )
 
 attempts = sa.Table(
