@@ -1,8 +1,7 @@
 """AdminService: operators' calls. Thin: proto in, store call, proto out.
 
-RPCs whose machinery arrives with later components (tenant pause in
-dispatch) are not overridden here, so they answer UNIMPLEMENTED rather than
-pretend.
+RPCs whose machinery is missing from a server (draining without etcd,
+tzdata recompute without its store) answer UNIMPLEMENTED rather than pretend.
 """
 
 from __future__ import annotations
@@ -334,6 +333,29 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         settings = tenant_settings(request.tenant, paths)
         tenant = await self._tenants.update(name, expected_version=request.tenant.version, **settings)
         return admin_pb2.UpdateTenantResponse(tenant=convert.tenant_to_proto(tenant))
+
+    @rpc
+    async def PauseTenant(self, request, context):
+        """Pause the tenant: only its row is written (see
+        :meth:`TenantStore.pause` for what the dispatcher and the hand-out
+        then do). Idempotent; the reason is kept with the tenant."""
+        await self._auth.admin(context)
+        name = _require(request.name, "name")
+        if len(request.reason) > 1000:
+            raise InvalidArgument.field("reason", "at most 1000 characters")
+        tenant = await self._tenants.pause(name, request.reason)
+        log.info("tenant %s paused: %s", name, request.reason or "(no reason given)")
+        return admin_pb2.PauseTenantResponse(tenant=convert.tenant_to_proto(tenant))
+
+    @rpc
+    async def ResumeTenant(self, request, context):
+        """Resume the tenant: its jobs continue at their next run not yet
+        skipped; executions held back while it was paused are handed out."""
+        await self._auth.admin(context)
+        name = _require(request.name, "name")
+        tenant = await self._tenants.resume(name)
+        log.info("tenant %s resumed", name)
+        return admin_pb2.ResumeTenantResponse(tenant=convert.tenant_to_proto(tenant))
 
     @rpc
     async def IssueApiKey(self, request, context):

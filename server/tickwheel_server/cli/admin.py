@@ -60,11 +60,14 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--version", type=int, default=0, metavar="V", help="refuse unless at this version")
     _add_tenant_args(p)
 
-    p = leaf(tenant, "pause", parents, tenant_pause, auth="admin", help="stop creating and handing out its work")
+    p = leaf(tenant, "pause", parents, tenant_pause, auth="admin",
+             help="stop creating and handing out its work: occurrences that come due are skipped "
+                  "(tenant_paused); executions already created wait for the resume")  # fmt: skip
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--reason", default="")
+    p.add_argument("--reason", default="", help="kept with the tenant, shown by 'tenant get'")
 
-    p = leaf(tenant, "resume", parents, tenant_resume, auth="admin", help="resume a paused tenant")
+    p = leaf(tenant, "resume", parents, tenant_resume, auth="admin",
+             help="resume a paused tenant: its jobs continue at their next run not yet skipped")
     p.add_argument("name", metavar="NAME")
 
     keys = group(tenant, "api-key", parents, "a tenant's API keys")
@@ -304,7 +307,8 @@ def tenant_pause(ctx: Context, a: argparse.Namespace) -> int:
     if ctx.json:
         ctx.emit_json(response)
         return 0
-    ctx.out(f"paused tenant {response.tenant.name}")
+    reason = f" ({response.tenant.pause_reason})" if response.tenant.pause_reason else ""
+    ctx.out(f"paused tenant {response.tenant.name}{reason}")
     return 0
 
 

@@ -136,3 +136,39 @@ def plan_claim(
         after_skip = executions[0].nominal_at if executions else (fire.nominal_at if fire is not None else None)
         skip = PlannedSkip(skipped[0].nominal_at, skipped[-1].nominal_at, len(skipped), after_skip)
     return Plan(executions=executions, skip=skip, next_fire=fire, runs=runs)
+
+
+def plan_paused(
+    cursor: Fire,
+    following: Callable[[Fire, int], Fire | None],
+    *,
+    horizon: datetime,
+    scan_limit: int = DEFAULT_SCAN_LIMIT,
+) -> Plan:
+    """Plan a job of a paused tenant: every occurrence from ``cursor`` whose
+    nominal instant is at or before ``horizon`` is skipped, none runs.
+
+    The same walk as a ``skip`` misfire whatever the lateness: one skip
+    range over what was scanned (``continues_at`` the new cursor, so the
+    next claim extends it in place), the cursor moved past it, ``runs``
+    counted towards ``max_runs`` as a paused job's span is. At most
+    ``scan_limit`` occurrences are scanned, so a job paused for years is
+    planned in several claims, never stuck. The horizon is the claim's (now +
+    look-ahead), the one an active job's occurrences are created up to: so
+    the cursor of a paused tenant's job never lags behind the clock and a
+    resume needs no catching up; the price is that occurrences up to one
+    look-ahead past the resume were already skipped.
+    """
+    first: Fire | None = None
+    last: Fire | None = None
+    fire: Fire | None = cursor
+    runs = 0
+    while fire is not None and fire.nominal_at <= horizon and runs < scan_limit:
+        first = first or fire
+        last = fire
+        runs += 1
+        fire = following(fire, runs)
+    skip = None
+    if first is not None and last is not None:
+        skip = PlannedSkip(first.nominal_at, last.nominal_at, runs, fire.nominal_at if fire is not None else None)
+    return Plan(skip=skip, next_fire=fire, runs=runs)

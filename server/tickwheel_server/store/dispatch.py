@@ -24,6 +24,13 @@ no arrays and no network: there it is an executemany and an ``IN`` list.
 A job's definition is parsed once per version: :class:`ClaimSpecCache` keeps
 what a claim needs of it (schedule, misfire policy, handler, payload) by job
 id and version, so a minutely job is not parsed again every minute.
+
+A paused tenant's jobs are claimed like the others, but planned by
+:func:`plan_paused`: their occurrences become one ``tenant_paused`` skip
+range per job (extended in place claim after claim) and no execution. The
+tenant's state comes with each due row (a subquery on the tenants' primary
+key, evaluated only for the rows the scan returns), so pausing costs no
+extra statement and resuming costs nothing: the next claim plans normally.
 """
 
 from __future__ import annotations
@@ -39,15 +46,16 @@ from sqlalchemy.engine import Connection, Engine
 from tickwheel.v1 import job_pb2
 
 from ..clock import Clock
-from ..dispatcher.plan import DEFAULT_SCAN_LIMIT, Plan, execution_id, plan_claim
+from ..dispatcher.plan import DEFAULT_SCAN_LIMIT, Plan, execution_id, plan_claim, plan_paused
 from ..ids import from_us, to_us
 from ..jobspec import MISFIRE_POLICIES, handler_of, schedule_of
 from ..schedule import Fire, Schedule, ScheduleError, next_fire
 from .base import SqlStore
 from .partitions import check_epochs
-from .tables import executions, jobs, skips
+from .tables import executions, jobs, skips, tenants
 
 MISFIRE_REASON = "misfire"
+TENANT_PAUSED_REASON = "tenant_paused"
 
 
 @dataclass(frozen=True)
@@ -65,7 +73,7 @@ class ClaimResult:
     jobs: int = 0
     """Jobs whose cursor this batch advanced."""
     skipped: int = 0
-    """Occurrences recorded as skipped (misfire policy)."""
+    """Occurrences recorded as skipped (misfire policy, or the tenant paused)."""
     stale_partitions: set[int] = field(default_factory=set)
     """Owned partitions whose epoch moved on: this server must stop claiming them."""
     full: bool = False
@@ -296,10 +304,16 @@ class DispatchStore(SqlStore):
                 in_live = jobs.c.partition == sa.any_(sa.bindparam("live", live, type_=postgresql.ARRAY(sa.Integer)))
             else:
                 in_live = jobs.c.partition.in_(live)
+            # Per returned row, one probe of the tenants' primary key: it
+            # leaves the scan on jobs_due (and its LIMIT) as it is, and
+            # FOR UPDATE locks only the jobs in FROM.
+            tenant_state = (
+                sa.select(tenants.c.state).where(tenants.c.name == jobs.c.tenant).scalar_subquery().label("tenant_state")
+            )
             query = (
                 sa.select(
                     jobs.c.id, jobs.c.tenant, jobs.c.partition, jobs.c.spec, jobs.c.version,
-                    jobs.c.next_run_at, jobs.c.next_due_at, jobs.c.run_count,
+                    jobs.c.next_run_at, jobs.c.next_due_at, jobs.c.run_count, tenant_state,
                 )
                 .where(jobs.c.state == "active", in_live, jobs.c.next_run_at <= horizon_us)
                 # The order of jobs_due itself, so the index gives it with no
@@ -337,7 +351,8 @@ class DispatchStore(SqlStore):
                     result.executions.append(ClaimedExecution(ident, row.partition, due_us))
                 if plan.skip is not None:
                     result.skipped += plan.skip.count
-                    self._record_skip(conn, row, plan, now_us)
+                    reason = TENANT_PAUSED_REASON if row.tenant_state == "paused" else MISFIRE_REASON
+                    self._record_skip(conn, row, plan, reason, now_us)
                 following = plan.next_fire
                 writes.cursor_ids.append(row.id)
                 writes.next_run_ats.append(None if following is None else to_us(following.nominal_at))
@@ -355,13 +370,6 @@ class DispatchStore(SqlStore):
     @staticmethod
     def _plan(conn: Connection, row, spec: ClaimSpec, now: datetime, horizon: datetime, scan_limit: int) -> Plan:
         cursor = Fire(from_us(row.next_run_at), from_us(row.next_due_at), 0)
-        carried = 0
-        if now - cursor.due_at > spec.threshold:
-            carried = conn.execute(
-                sa.select(skips.c.count).where(
-                    skips.c.job_id == row.id, skips.c.reason == MISFIRE_REASON, skips.c.continues_at == row.next_run_at
-                )
-            ).scalar() or 0
 
         def following(fire: Fire, runs: int) -> Fire | None:
             try:
@@ -369,6 +377,15 @@ class DispatchStore(SqlStore):
             except ScheduleError:
                 return None
 
+        if row.tenant_state == "paused":
+            return plan_paused(cursor, following, horizon=horizon, scan_limit=scan_limit)
+        carried = 0
+        if now - cursor.due_at > spec.threshold:
+            carried = conn.execute(
+                sa.select(skips.c.count).where(
+                    skips.c.job_id == row.id, skips.c.reason == MISFIRE_REASON, skips.c.continues_at == row.next_run_at
+                )
+            ).scalar() or 0
         return plan_claim(
             cursor,
             following,
@@ -382,20 +399,24 @@ class DispatchStore(SqlStore):
         )
 
     @staticmethod
-    def _record_skip(conn: Connection, row, plan: Plan, now_us: int) -> None:
+    def _record_skip(conn: Connection, row, plan: Plan, reason: str, now_us: int) -> None:
+        """Extend the job's open range of ``reason`` that continues at this
+        skip's first occurrence, or start one (id ``<job>:skip:<from>`` for a
+        misfire, ``<job>:tenant_paused:<from>`` for a paused tenant)."""
         skip = plan.skip
         from_us_, to_us_ = to_us(skip.from_at), to_us(skip.to_at)
         continues = None if skip.continues_at is None else to_us(skip.continues_at)
         extended = conn.execute(
             skips.update()
-            .where(skips.c.job_id == row.id, skips.c.reason == MISFIRE_REASON, skips.c.continues_at == from_us_)
+            .where(skips.c.job_id == row.id, skips.c.reason == reason, skips.c.continues_at == from_us_)
             .values(to_at=to_us_, continues_at=continues, count=skips.c.count + skip.count)
         )
         if extended.rowcount == 0:
+            label = "skip" if reason == MISFIRE_REASON else reason
             conn.execute(
                 skips.insert().values(
-                    id=f"{row.id}:skip:{from_us_}", job_id=row.id, tenant=row.tenant, from_at=from_us_, to_at=to_us_,
-                    continues_at=continues, count=skip.count, reason=MISFIRE_REASON, created_at=now_us,
+                    id=f"{row.id}:{label}:{from_us_}", job_id=row.id, tenant=row.tenant, from_at=from_us_, to_at=to_us_,
+                    continues_at=continues, count=skip.count, reason=reason, created_at=now_us,
                 )
             )
 

@@ -176,6 +176,25 @@ class TenantStore(SqlStore):
 
         return await self._tx(fn)
 
+    async def pause(self, name: str, reason: str = "") -> Tenant:
+        """Set the tenant ``paused`` with ``reason``; NotFound when unknown.
+
+        Only the tenant's row changes, whatever its number of jobs: while it
+        is paused the dispatcher's claims skip its occurrences as they come
+        due (``tenant_paused`` ranges, no execution) and the hand-out holds
+        back its executions already created. Pausing a paused tenant again
+        with the same reason changes nothing (not even its version); with
+        another reason it replaces the reason.
+        """
+        return await self.update(name, state="paused", pause_reason=reason)
+
+    async def resume(self, name: str) -> Tenant:
+        """Set the tenant ``active`` again and clear its reason; NotFound when
+        unknown, unchanged when not paused. Nothing else is written: the next
+        claims plan its jobs from their cursors, which the paused claims kept
+        moving, so they continue at their next run not yet skipped."""
+        return await self.update(name, state="active", pause_reason="")
+
     async def issue_key(self, tenant: str, description: str = "") -> IssuedKey:
         """A new API key for an existing tenant (NotFound otherwise)."""
         now_us = to_us(self.clock.now())

@@ -68,3 +68,17 @@ def test_recompute_tz_sends_zones_and_dry_run(cli, fake, operator) -> None:
     assert result.code == 0 and "examined 12" in result.out
     request = fake.requests("RecomputeSchedules")[0]
     assert list(request.zones) == ["America/Santiago"] and request.dry_run
+
+
+def test_tenant_pause_sends_the_reason_and_resume_the_name(cli, fake, operator) -> None:
+    fake.reply("PauseTenant", lambda request, _ctx: admin_pb2.PauseTenantResponse(tenant=admin_pb2.Tenant(
+        name=request.name, state=admin_pb2.TENANT_STATE_PAUSED, pause_reason=request.reason)))  # fmt: skip
+    paused = cli(*operator, "admin", "tenant", "pause", "acme", "--reason", "invoice overdue")
+    assert paused.code == 0, paused.err
+    assert paused.last_line == "paused tenant acme (invoice overdue)"
+    assert (fake.requests("PauseTenant")[0].name, fake.requests("PauseTenant")[0].reason) == ("acme", "invoice overdue")
+    fake.reply("ResumeTenant", lambda request, _ctx: admin_pb2.ResumeTenantResponse(
+        tenant=admin_pb2.Tenant(name=request.name, state=admin_pb2.TENANT_STATE_ACTIVE)))  # fmt: skip
+    resumed = cli(*operator, "admin", "tenant", "resume", "acme")
+    assert resumed.code == 0 and resumed.last_line == "resumed tenant acme"
+    assert fake.requests("ResumeTenant")[0].name == "acme"

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tickwheel_server.dispatcher.plan import RUN_ALL, RUN_ONCE, SKIP, execution_id, plan_claim
+from tickwheel_server.dispatcher.plan import RUN_ALL, RUN_ONCE, SKIP, execution_id, plan_claim, plan_paused
 from tickwheel_server.schedule import Fire
 
 T0 = datetime(2027, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -113,3 +113,32 @@ def test_execution_ids_are_derived_from_the_nominal_instant() -> None:
 def test_unknown_policy_is_refused() -> None:
     with pytest.raises(ValueError):
         plan(T0, now=T0, policy="sometimes")
+
+
+# -- a paused tenant's job ---------------------------------------------------------------------------
+
+
+def test_a_paused_tenants_job_skips_what_comes_due_within_the_look_ahead_and_runs_nothing() -> None:
+    now = T0 + timedelta(seconds=30)
+    result = plan_paused(fire(T0), every_minute(), horizon=now + timedelta(seconds=60))
+    assert result.executions == []
+    assert (result.skip.from_at, result.skip.to_at, result.skip.count) == (T0, T0 + MINUTE, 2)
+    assert result.skip.continues_at == T0 + 2 * MINUTE == result.next_fire.nominal_at
+    assert result.runs == 2
+
+
+def test_a_paused_tenants_job_with_nothing_in_the_look_ahead_is_left_as_it_is() -> None:
+    result = plan_paused(fire(T0), every_minute(), horizon=T0 - timedelta(seconds=1))
+    assert result.skip is None and result.executions == [] and result.runs == 0
+    assert result.next_fire.nominal_at == T0
+
+
+def test_a_paused_tenants_long_backlog_is_scanned_in_bounded_steps() -> None:
+    result = plan_paused(fire(T0), every_minute(), horizon=T0 + timedelta(days=1), scan_limit=100)
+    assert (result.skip.count, result.runs, result.skip.to_at) == (100, 100, T0 + 99 * MINUTE)
+    assert result.next_fire.nominal_at == result.skip.continues_at == T0 + 100 * MINUTE
+
+
+def test_a_paused_tenants_job_whose_schedule_ends_completes() -> None:
+    result = plan_paused(fire(T0), every_minute(limit_runs=3), horizon=T0 + timedelta(hours=1))
+    assert (result.skip.count, result.skip.continues_at, result.next_fire) == (3, None, None)
