@@ -54,6 +54,9 @@ from .store.tenants import TenantStore
 from .store.tzdata import TzdataStore
 from .wheel import TimerWheel, WheelRunner
 from .web import HttpServer, Router, install_console, server_ssl_context
+from .telemetry.gauges import StoreGauges
+from .telemetry.metrics import Metrics
+from .web.metrics import install_metrics
 
 log = logging.getLogger("tickwheel.server")
 
@@ -108,6 +111,10 @@ class TickwheelServer:
         and any a component registers before ``start`` (``/metrics``)."""
         self.http: HttpServer | None = None
         self.stopped = asyncio.Event()
+        self.metrics = Metrics(top_tenants=config.metrics_top_tenants)
+        """This server's instruments, scraped on ``/metrics``."""
+        self._renewals_before = 0
+        """Renewals of the sessions this server had before the current one."""
 
     async def start(self) -> None:
         config = self.config
@@ -184,6 +191,7 @@ class TickwheelServer:
             reattach_grace=config.session_ttl,
             on_retry=self._wheel_insert,
             on_skew=self._clock_skew_alert,
+            metrics=self.metrics,
         )
 
         async def wake_gateway(_batch) -> None:
@@ -193,10 +201,10 @@ class TickwheelServer:
         self.reaper = Reaper(
             self.stores.handout, self._lease_store, lambda: self._session, self.clock,
             server_id=self.server_id, grace=config.session_ttl,
-            on_requeued=lambda requeued: self.gateway.wake(),
+            on_requeued=self._reaped,
             duties=[LatenessWatch(LatenessStore(self.engine, self.clock), self.stores.alerts, self.clock).check_once],
         )
-        self.dispatcher = Dispatcher(self.stores.dispatch, self.ownership, self.wheel, self.clock)
+        self.dispatcher = Dispatcher(self.stores.dispatch, self.ownership, self.wheel, self.clock, metrics=self.metrics)
 
         auth = Authenticator(self.stores.tenants, self.stores.workers, config.admin_token, self.clock)
         self.info = ServerInfo(
@@ -220,6 +228,7 @@ class TickwheelServer:
             server_id=self.server_id, on_drain=self._on_drain,
         )
         self.info.presence, self.info.drainer = self.presence, self.drainer
+        self._observe()
         self.retention = Retention(
             RetentionStore(self.engine, self.clock, self.stores.alerts), self.stores.alerts, self._lease_store,
             lambda: self._session, self.clock, server_id=self.server_id,
@@ -327,6 +336,7 @@ class TickwheelServer:
             self.router, auth=auth, jobs=self.stores.jobs, history=self.stores.history,
             dead_letters=self.stores.dead_letters, admin=admin_servicer, server_id=self.server_id,
         )
+        install_metrics(self.router, auth=auth, metrics=self.metrics)
         tls = config.tls
         context = None if tls is None else server_ssl_context(tls.cert_file, tls.key_file, tls.client_ca_file)
         self.http = HttpServer(self.router, config.http_listen, ssl_context=context, clock=self.clock)
@@ -338,6 +348,25 @@ class TickwheelServer:
                 f"cannot listen on {config.http_listen} (--http-listen): {error.strerror or error}"
             ) from error
         log.info("web console and HTTP endpoints on %s", self.http.url)
+
+    def _observe(self) -> None:
+        """What the metrics read from memory when scraped, and the store's gauges."""
+        metrics = self.metrics
+        metrics.observe("tickwheel_wheel_size", "Due instants in this server's timer wheel", lambda: len(self.wheel.wheel))
+        metrics.observe(
+            "tickwheel_partitions_owned", "Partitions this server owns", lambda: len(self.ownership.owned())
+        )
+        metrics.observe("tickwheel_workers_connected", "Workers holding a Pull stream", lambda: len(self.connections))
+        metrics.observe(
+            "tickwheel_session_renewals_total", "etcd lease renewals of this server's sessions",
+            lambda: self._renewals_before + getattr(self._session, "renewals", 0), counter=True,
+        )
+        StoreGauges(self.engine, self.clock, top=max(1, self.config.metrics_top_tenants)).install(metrics)
+
+    def _reaped(self, requeued) -> None:
+        """The reaper requeued executions of an expired session: hand them out again."""
+        self.metrics.requeued("session", len(requeued))
+        self.gateway.wake()
 
     @property
     def address(self) -> str:
@@ -402,6 +431,8 @@ class TickwheelServer:
         except BaseException:
             await session.close()
             raise
+        if self._session is not None:  # the lost one's renewals stay counted
+            self._renewals_before += getattr(self._session, "renewals", 0)
         self._session = session
         log.info("etcd session %x open (ttl %d s)", session.id, session.ttl)
 
@@ -411,6 +442,7 @@ class TickwheelServer:
         while True:
             await self._session.lost.wait()
             log.warning("etcd session %x lost: %s; opening a new one", self._session.id, self._session.lost_reason)
+            self.metrics.session_lost()
             # A lease that outlived the loss (etcd keeps leases across a restart)
             # is revoked now rather than left to expire.
             await self._session.close()
@@ -472,6 +504,7 @@ class TickwheelServer:
         if self._lease_store is not None:
             await self._lease_store.close()
         self.engine.dispose()
+        self.metrics.close()
         self.stopped.set()
         log.info("stopped")
 

@@ -101,6 +101,8 @@ class ServerConfig:
     rollup_retention_days: float = 400.0
     """The daily rollups are pruned after this many days."""
     log_level: str = "INFO"
+    metrics_top_tenants: int = 20
+    """Tenants labelled by name on ``/metrics`` (the busiest by volume); the rest are ``other``."""
 
     def __post_init__(self) -> None:
         if not self.store:
@@ -145,6 +147,8 @@ class ServerConfig:
             raise ConfigError(str(error)) from None
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise ConfigError("log_level: one of DEBUG, INFO, WARNING, ERROR")
+        if not 0 <= self.metrics_top_tenants <= 1000:
+            raise ConfigError("metrics_top_tenants (--metrics-top-tenants): between 0 and 1000")
 
     @property
     def effective_server_id(self) -> str:
@@ -176,6 +180,7 @@ _ENV = {
     "tls_cert": "TICKWHEEL_TLS_CERT",
     "tls_key": "TICKWHEEL_TLS_KEY",
     "tls_client_ca": "TICKWHEEL_TLS_CLIENT_CA",
+    "metrics_top_tenants": "TICKWHEEL_METRICS_TOP_TENANTS",
 }
 """Setting -> environment variable."""
 
@@ -217,6 +222,10 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retention-days", type=float, help="days history is kept (default 30)")
     parser.add_argument("--rollup-retention-days", type=float, help="days daily rollups are kept (default 400)")
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
+    parser.add_argument(
+        "--metrics-top-tenants", type=int, metavar="N",
+        help="tenants labelled by name on /metrics, the busiest first; the rest are 'other' (default 20)",
+    )
 
 
 def _read_file(path: str) -> dict:
@@ -279,6 +288,10 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value
+    for name in ("metrics_top_tenants",):
+        value = getattr(args, name, None)
+        if value is not None:
+            settings[name] = value
     if args.admin_token_file:
         settings["admin_token"] = _read_token(args.admin_token_file, "--admin-token-file")
     if args.migrate:
@@ -297,7 +310,7 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
         settings["tls"] = TlsConfig(tls_files["tls_cert"], tls_files["tls_key"], tls_files["tls_client_ca"])
     if args.allow_target_network:
         settings["allow_target_networks"] = tuple(args.allow_target_network)
-    for name in ("partition_count", "session_ttl"):
+    for name in ("partition_count", "session_ttl", "metrics_top_tenants"):
         if name in settings:
             try:
                 settings[name] = int(settings[name])

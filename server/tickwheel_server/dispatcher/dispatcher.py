@@ -20,6 +20,7 @@ from typing import Protocol
 
 from ..clock import Clock
 from ..store.dispatch import DispatchStore
+from ..telemetry.metrics import Metrics
 from ..wheel import WheelRunner
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class Dispatcher:
         tick: float = 1.0,
         lookahead: timedelta = timedelta(seconds=60),
         batch: int = 1000,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._ownership = ownership
@@ -58,6 +60,7 @@ class Dispatcher:
         self._tick = tick
         self._lookahead = lookahead
         self._batch = batch
+        self._metrics = metrics
         self._known: set[int] = set()
         self._stale: set[int] = set()
         self._generation = -1
@@ -91,7 +94,10 @@ class Dispatcher:
         await self._follow(set(owned))
         total = 0
         while owned:
+            started = self._clock.monotonic()
             result = await self._store.claim_due(owned, self._clock.now(), lookahead=self._lookahead, batch=self._batch)
+            if result.executions and self._metrics is not None:
+                self._metrics.claimed("dispatch", len(result.executions), self._clock.monotonic() - started)
             for execution in result.executions:
                 self._runner.insert(execution.id, execution.due_at_us, execution.partition)
             total += len(result.executions)

@@ -53,6 +53,7 @@ from tickwheel.v1 import job_pb2, worker_pb2
 from ..api.convert import EXECUTION_ORIGIN_TO_PROTO
 from ..clock import Clock
 from ..store.handout import Capability, HandedOut, HandoutStore, Lost, RequeueResult, ResultIn, Retry
+from ..telemetry.metrics import OTHER, Metrics
 from .connections import Connections, WorkerConnection
 from .inflight import InFlight, Key
 
@@ -108,6 +109,7 @@ class Gateway:
         heartbeat_timeout: float = 30.0,
         reattach_grace: float = 10.0,
         on_retry: Callable[[Retry], None] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._connections = connections
@@ -120,6 +122,9 @@ class Gateway:
         self._on_skew = on_skew
         """Called after every check with (skew in seconds, within tolerance): raises or resolves the alert."""
         self._on_retry = on_retry
+        self._metrics = metrics
+        self._held: dict[Key, tuple[str, str]] = {}
+        """(job id, tenant) of each delivery this gateway handed out and still tracks (metrics and logs)."""
         self.inflight: InFlight[WorkerConnection] = InFlight(timeout=heartbeat_timeout, grace=reattach_grace)
         self.requeued = 0
         self.canceled = 0
@@ -199,7 +204,10 @@ class Gateway:
                 # ``now`` decides what is ready; the hand-out instant (lateness,
                 # deadlines) is read after the claim reached the store, which may
                 # have retried through an outage meanwhile.
+                started = self._clock.monotonic()
                 handed = await self._store.claim_ready(self.owner, self._clock.now(), capability, want)
+                if handed and self._metrics is not None:
+                    self._metrics.claimed("handout", len(handed), self._clock.monotonic() - started)
                 total += await self._deal(handed, members, self._clock.now())
                 stopped += handed.stopped
                 if len(handed) >= want:
@@ -239,6 +247,10 @@ class Gateway:
                 continue
             receiver.credit -= 1
             self.inflight.attach(receiver, (item.id, item.delivery), item.partition, receiver.worker_id, monotonic)
+            self._held[(item.id, item.delivery)] = (item.job_id, item.tenant)
+            if self._metrics is not None:
+                started_from = max(item.due_at_us, item.ready_at_us)
+                self._metrics.handed_out(item.tenant, (item.handed_out_at_us - started_from) / 1e6)
             batches[receiver].append(assignment_for(item, now))
         for connection, assignments in batches.items():
             await connection.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=assignments)))
@@ -336,6 +348,7 @@ class Gateway:
         stuck: dict[WorkerConnection, list[Key]] = defaultdict(list)
         for item in expired:
             self.inflight.done(item.key)
+            self._held.pop(item.key, None)
             if item.connection is not None and not item.connection.closed.is_set():
                 stuck[item.connection].append(item.key)
         for connection, keys in stuck.items():
@@ -347,6 +360,8 @@ class Gateway:
                     )
                 )
             )
+        if self._metrics is not None:
+            self._metrics.requeued("worker", len(result.requeued))
         if result.requeued or result.dead:
             self.requeued += len(result.requeued)
             log.warning(
@@ -372,8 +387,13 @@ class Gateway:
         ]
         acks = await self._store.record_results(inputs)
         self.wake()  # an execution that ended may have freed its job or a key for the next in line
-        for ack in acks:
+        for result, ack in zip(results, acks):
             self.inflight.done((ack.execution_id, ack.delivery))
+            held = self._held.pop((ack.execution_id, ack.delivery), None)
+            if ack.accepted and self._metrics is not None:
+                # A delivery re-attached from another server has no tenant here.
+                tenant = held[1] if held is not None else OTHER
+                self._metrics.result(tenant, result.outcome, retried=ack.retry is not None)
             if ack.retry is not None and self._on_retry is not None:
                 self._on_retry(ack.retry)
         await connection.send(

@@ -1,0 +1,189 @@
+"""One server's metrics: OpenTelemetry SDK instruments on a MeterProvider of
+its own, read on scrape and rendered as Prometheus text.
+
+Each server owns its provider and reader (an ``InMemoryMetricReader``,
+collected when ``/metrics`` is asked), so several servers in one process
+(the tests) never share a series, and nothing is exported unless scraped.
+Components record events through the few methods below; what is already in
+memory (wheel size, partitions owned, workers, session renewals) is read by
+observable callbacks at collection time; the only store reads
+(:mod:`.gauges`) are refreshed before a scrape, at most every few seconds.
+
+Per-tenant labels (:class:`TenantLabels`): only the top N tenants by volume
+(executions handed out by this server) get their own ``tenant`` label; every
+other tenant is counted as ``other``, so 100 k tenants make N + 1 series per
+instrument, not 100 k. Full per-tenant figures are AdminService's
+(ClusterStatus, history).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from .prometheus import render
+
+log = logging.getLogger(__name__)
+
+OTHER = "other"
+"""The ``tenant`` label of every tenant outside the top N."""
+
+LATENESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+"""Seconds: fine below a second (the wheel's promise is milliseconds), coarse up to the misfire threshold."""
+CLAIM_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+BATCH_SIZE_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500)
+
+OUTCOMES = {1: "succeeded", 2: "failed_retryable", 3: "failed_permanent", 4: "timed_out", 5: "canceled"}
+"""``tickwheel.v1.ResultOutcome`` → the ``outcome`` label."""
+
+Reading = float | Iterable[tuple[Mapping[str, str], float]]
+"""What an observable reads: one value, or (labels, value) pairs."""
+
+
+def top_tenants(volumes: Mapping[str, int], n: int) -> frozenset[str]:
+    """The ``n`` tenants with the largest volume (ties by name)."""
+    return frozenset(name for _, name in heapq.nsmallest(n, ((-count, name) for name, count in volumes.items())))
+
+
+class TenantLabels:
+    """Which tenants are labelled by name. While fewer than ``n`` tenants are
+    labelled, a new tenant joins them; after that, every ``refresh_every``
+    counted executions the labelled set becomes the top ``n`` by volume so
+    far. A tenant that drops out keeps its old series (cumulative counters
+    cannot be taken back) and is counted as ``other`` from then on, so the
+    series grow only with the tenants that were ever in the top."""
+
+    def __init__(self, n: int, *, refresh_every: int = 10_000) -> None:
+        if n < 0:
+            raise ValueError("n must be >= 0")
+        self.n = n
+        self._refresh_every = refresh_every
+        self._volumes: dict[str, int] = {}
+        self._labelled: set[str] = set()
+        self._since_refresh = 0
+
+    def count(self, tenant: str, amount: int = 1) -> str:
+        """Count ``amount`` executions of ``tenant``; returns its label."""
+        self._volumes[tenant] = self._volumes.get(tenant, 0) + amount
+        self._since_refresh += amount
+        if self._since_refresh >= self._refresh_every:
+            self._since_refresh = 0
+            self._labelled = set(top_tenants(self._volumes, self.n))
+        return self.label(tenant)
+
+    def label(self, tenant: str) -> str:
+        """``tenant`` if it is labelled by name, else ``other``."""
+        if tenant in self._labelled:
+            return tenant
+        if len(self._labelled) < self.n:
+            self._labelled.add(tenant)
+            return tenant
+        return OTHER
+
+
+class Metrics:
+    """The instruments of one server. Methods are called from the event
+    loop; each costs a dictionary lookup and an SDK update, nothing else."""
+
+    def __init__(self, *, top_tenants: int = 20) -> None:
+        self._reader = InMemoryMetricReader()
+        self._provider = MeterProvider(
+            metric_readers=[self._reader], exemplar_filter=AlwaysOffExemplarFilter(), shutdown_on_exit=False
+        )
+        self._meter = self._provider.get_meter("tickwheel_server")
+        self.tenants = TenantLabels(top_tenants)
+        meter = self._meter
+        self._lateness = meter.create_histogram(
+            "tickwheel_start_lateness_seconds",
+            description="Seconds from an execution's due (or retry-ready) instant to its hand-out to a worker",
+            explicit_bucket_boundaries_advisory=LATENESS_BUCKETS,
+        )
+        self._executions = meter.create_counter(
+            "tickwheel_executions_total", description="Attempt results accepted, by the outcome the worker reported"
+        )
+        self._retries = meter.create_counter(
+            "tickwheel_retries_total", description="Failed attempts that scheduled another attempt"
+        )
+        self._requeues = meter.create_counter(
+            "tickwheel_requeues_total",
+            description="Deliveries taken back from a worker: cause worker (heartbeats stopped, stream gone) "
+            "or session (the handing-out server's etcd session expired; the reaper's)",
+        )
+        self._claim_size = meter.create_histogram(
+            "tickwheel_claim_batch_size",
+            description="Executions per non-empty claim: stage dispatch (occurrences created) or handout (to workers)",
+            explicit_bucket_boundaries_advisory=BATCH_SIZE_BUCKETS,
+        )
+        self._claim_seconds = meter.create_histogram(
+            "tickwheel_claim_duration_seconds",
+            description="Seconds per non-empty claim transaction, retries included, by stage",
+            explicit_bucket_boundaries_advisory=CLAIM_SECONDS_BUCKETS,
+        )
+        self._session_losses = meter.create_counter(
+            "tickwheel_session_losses_total", description="etcd sessions this server lost and replaced"
+        )
+        self._refreshers: list[Callable[[], Awaitable[None]]] = []
+
+    # -- events ------------------------------------------------------------------------------------
+
+    def handed_out(self, tenant: str, lateness_seconds: float) -> None:
+        self._lateness.record(max(0.0, lateness_seconds), {"tenant": self.tenants.count(tenant)})
+
+    def result(self, tenant: str, outcome: int, *, retried: bool) -> None:
+        label = self.tenants.label(tenant)
+        self._executions.add(1, {"tenant": label, "outcome": OUTCOMES.get(outcome, "unspecified")})
+        if retried:
+            self._retries.add(1, {"tenant": label})
+
+    def requeued(self, cause: str, count: int) -> None:
+        if count:
+            self._requeues.add(count, {"cause": cause})
+
+    def claimed(self, stage: str, size: int, seconds: float) -> None:
+        attributes = {"stage": stage}
+        self._claim_size.record(size, attributes)
+        self._claim_seconds.record(seconds, attributes)
+
+    def session_lost(self) -> None:
+        self._session_losses.add(1)
+
+    # -- state read at collection ------------------------------------------------------------------
+
+    def observe(self, name: str, description: str, read: Callable[[], Reading], *, counter: bool = False) -> None:
+        """A gauge (or, with ``counter``, a cumulative counter) whose value
+        ``read`` returns from memory when collected. ``read`` must not block."""
+
+        def callback(_options: CallbackOptions) -> Iterable[Observation]:
+            value = read()
+            if isinstance(value, (int, float)):
+                return [Observation(value)]
+            return [Observation(v, dict(labels)) for labels, v in value]
+
+        if counter:
+            self._meter.create_observable_counter(name, callbacks=[callback], description=description)
+        else:
+            self._meter.create_observable_gauge(name, callbacks=[callback], description=description)
+
+    def before_scrape(self, refresh: Callable[[], Awaitable[None]]) -> None:
+        """Run ``refresh`` (bounded, cached by its owner) before each collection."""
+        self._refreshers.append(refresh)
+
+    async def scrape(self) -> str:
+        """Every metric in the Prometheus text format."""
+        for refresh in self._refreshers:
+            try:
+                await refresh()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # the last values stay; the scrape still answers
+                log.warning("metrics: refreshing a store gauge failed: %s", error)
+        return render(self._reader.get_metrics_data())
+
+    def close(self) -> None:
+        self._provider.shutdown()

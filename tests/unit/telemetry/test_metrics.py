@@ -1,0 +1,96 @@
+"""Tenant label folding and the Prometheus text rendering, on a real
+OpenTelemetry SDK provider (no server)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tickwheel_server.telemetry.metrics import LATENESS_BUCKETS, OTHER, Metrics, TenantLabels, top_tenants
+from tickwheel_server.telemetry.prometheus import parse_samples
+
+
+def test_top_tenants_by_volume_ties_by_name() -> None:
+    volumes = {"a": 5, "b": 9, "c": 5, "d": 1}
+    assert top_tenants(volumes, 2) == {"b", "a"}
+    assert top_tenants(volumes, 0) == frozenset()
+    assert top_tenants(volumes, 10) == {"a", "b", "c", "d"}
+
+
+def test_labels_fold_tenants_past_the_top_n_into_other() -> None:
+    labels = TenantLabels(2, refresh_every=10)
+    assert [labels.count("a"), labels.count("b"), labels.count("c")] == ["a", "b", OTHER]
+    for _ in range(6):  # c becomes the busiest; the refresh at 10 counted makes it labelled
+        labels.count("c")
+    assert labels.count("c") == "c"
+    # c (8) and a (1, before b by name) are the top two now; b is folded.
+    assert labels.label("c") == "c" and labels.label("a") == "a" and labels.label("b") == OTHER
+
+
+def test_a_hundred_thousand_tenants_make_n_plus_one_series() -> None:
+    metrics = Metrics(top_tenants=20)
+    try:
+        for i in range(100_000):
+            metrics.handed_out(f"tenant-{i}", 0.01)
+        samples = parse_samples(_render(metrics))
+        tenants = {dict(labels)["tenant"] for name, labels in samples if name == "tickwheel_start_lateness_seconds_count"}
+        assert len(tenants) == 21 and OTHER in tenants
+        total = sum(v for (name, _), v in samples.items() if name == "tickwheel_start_lateness_seconds_count")
+        assert total == 100_000
+    finally:
+        metrics.close()
+
+
+def _render(metrics: Metrics) -> str:
+    import asyncio
+
+    return asyncio.run(metrics.scrape())
+
+
+def test_rendering_of_a_histogram_a_counter_and_gauges() -> None:
+    metrics = Metrics(top_tenants=5)
+    try:
+        metrics.handed_out("acme", 0.003)
+        metrics.handed_out("acme", 0.2)
+        metrics.handed_out("acme", 120.0)
+        metrics.result("acme", 1, retried=False)
+        metrics.result("acme", 2, retried=True)
+        metrics.claimed("handout", 3, 0.004)
+        metrics.observe("tickwheel_wheel_size", "Due instants", lambda: 7)
+        metrics.observe("tickwheel_queue_depth", "Ready", lambda: [({"tenant": 'we"ird\\'}, 4.0)])
+        text = _render(metrics)
+    finally:
+        metrics.close()
+    assert "# TYPE tickwheel_start_lateness_seconds histogram\n" in text
+    assert "# TYPE tickwheel_executions_total counter\n" in text
+    assert "# TYPE tickwheel_wheel_size gauge\n" in text
+    assert "# HELP tickwheel_wheel_size Due instants\n" in text
+    assert 'tickwheel_queue_depth{tenant="we\\"ird\\\\"} 4' in text
+    samples = parse_samples(text)
+    acme = (("tenant", "acme"),)
+    buckets = [samples[("tickwheel_start_lateness_seconds_bucket", tuple(sorted({"tenant": "acme", "le": le}.items())))]
+               for le in [*(_le(b) for b in LATENESS_BUCKETS), "+Inf"]]
+    assert buckets == sorted(buckets)  # cumulative
+    assert buckets[0] == 1 and buckets[-2] == 2 and buckets[-1] == 3  # 120 s lies past the last bound
+    assert samples[("tickwheel_start_lateness_seconds_count", acme)] == 3
+    assert samples[("tickwheel_start_lateness_seconds_sum", acme)] == pytest.approx(120.203)
+    assert samples[("tickwheel_executions_total", (("outcome", "succeeded"), ("tenant", "acme")))] == 1
+    assert samples[("tickwheel_executions_total", (("outcome", "failed_retryable"), ("tenant", "acme")))] == 1
+    assert samples[("tickwheel_retries_total", acme)] == 1
+    assert samples[("tickwheel_claim_batch_size_count", (("stage", "handout"),))] == 1
+    assert samples[("tickwheel_wheel_size", ())] == 7
+    assert samples[("tickwheel_queue_depth", (("tenant", 'we"ird\\'),))] == 4
+
+
+def _le(bound: float) -> str:
+    return str(int(bound)) if float(bound).is_integer() else repr(bound)
+
+
+def test_two_servers_in_one_process_keep_their_own_series() -> None:
+    first, second = Metrics(), Metrics()
+    try:
+        first.result("acme", 1, retried=False)
+        assert "tickwheel_executions_total{" in _render(first)
+        assert "tickwheel_executions_total{" not in _render(second)
+    finally:
+        first.close()
+        second.close()
