@@ -598,6 +598,64 @@ async def test_the_safety_net_wakes_waiters_beside_free_slots(migrated_engine, c
     assert await server.store.wake_stalled() == 0
 
 
+async def test_the_safety_net_wakes_a_job_waiter_left_behind_by_a_concurrent_result(
+    migrated_engine, clock, tenants
+) -> None:
+    # At READ COMMITTED a round can queue an occurrence behind a running one
+    # whose result is being recorded at that moment; the result's wake-up
+    # then does not see the waiter. Simulated: the running one ends without
+    # waking anyone.
+    ids = occurrences(migrated_engine, clock, "job_w", 3, job=spec(job_pb2.OVERLAP_POLICY_QUEUE_ONE))
+    server = Server(migrated_engine, clock, "s1")
+    [current] = await server.claim()
+    clock.advance(MINUTE)
+    assert await server.claim() == []
+    assert status(migrated_engine, *ids[:2]) == ["running", "waiting"]
+    assert await server.store.wake_stalled() == 0  # its job is busy: it waits rightly
+    with migrated_engine.begin() as conn:
+        conn.execute(executions.update().where(executions.c.id == current.id).values(status="succeeded"))
+    assert await server.store.wake_stalled() == 1
+    assert status(migrated_engine, *ids[:2]) == ["succeeded", "scheduled"]
+    assert await server.store.wake_stalled() == 0  # woken and ready: nothing more to wake
+    [buffered] = await server.claim()
+    assert buffered.id == ids[1]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("overlap", [job_pb2.OVERLAP_POLICY_SKIP, job_pb2.OVERLAP_POLICY_QUEUE_ONE,
+                                     job_pb2.OVERLAP_POLICY_REPLACE])
+async def test_racing_rounds_on_two_servers_never_start_two_occurrences_of_one_job(
+    postgres_url, overlap
+) -> None:
+    # Real concurrency: two servers' rounds run at once (READ COMMITTED on
+    # PostgreSQL), one taking every job's first occurrence and the other
+    # (SKIP LOCKED) the second ones; no job ever has two running at once.
+    import asyncio
+
+    from tickwheel_server.clock import SystemClock
+    from tickwheel_server.store import create_store_engine, migrate
+
+    engine = create_store_engine(postgres_url, pool_size=4)
+    try:
+        migrate(engine)
+        clock = SystemClock()
+        await TenantStore(engine, clock).create(Tenant(name="acme"))
+        job = spec(overlap)
+        for n in range(60):  # every job's first occurrence is older than any second one
+            occurrences(engine, clock, f"job_r{n:02}", 2, job=job, every=1.0, first_in=-2.0)
+        s1, s2 = Server(engine, clock, "s1"), Server(engine, clock, "s2")
+        handed = [h for round_ in await asyncio.gather(s1.claim(limit=60), s2.claim(limit=60)) for h in round_]
+        with engine.connect() as conn:
+            running = conn.execute(
+                sa.select(executions.c.job_id, sa.func.count()).where(executions.c.status == "running")
+                .group_by(executions.c.job_id)
+            ).all()
+        assert running and all(count == 1 for _, count in running), running
+        assert len(handed) == sum(count for _, count in running)
+    finally:
+        engine.dispose()
+
+
 # ----------------------------------------------------------------------------- cancel
 
 

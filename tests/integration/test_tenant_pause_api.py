@@ -172,7 +172,6 @@ async def test_a_paused_tenants_due_occurrence_is_skipped_while_others_run_and_n
     assert (await world.history("acme", paused.id)).skips[0].count == 1, "the paused range is not extended after the resume"
 
 
-@pytest.mark.xfail(strict=True, reason="needs the hand-out to hold back a paused tenant's executions (store/handout.py)")
 async def test_an_execution_created_before_the_pause_waits_for_the_resume(world) -> None:
     metadata = world.running.admin_metadata()
     job = await world.create("acme", "yearly", cron="0 0 1 1 *")

@@ -21,12 +21,29 @@ class SqlStore:
     must therefore compute only from what it reads and from arguments decided
     before the first try (``now`` is read once per call, before the
     transaction).
+
+    Transactions run at the engine's isolation level (SERIALIZABLE by
+    default), except the queue's hot path on PostgreSQL proper, which asks
+    for ``row_locked=True``: READ COMMITTED, for statements whose correctness
+    rests on row locks (``FOR UPDATE [SKIP LOCKED]``, conditional updates)
+    rather than on the serializable snapshot. PostgreSQL's serializable
+    checks track reads by page once a transaction reads more than a few rows
+    of a page, and every non-HOT update writes every index, so two batched
+    queue transactions over disjoint rows conflict anyway and one is
+    retried; at READ COMMITTED they do not. CockroachDB and SQLite keep
+    their serializable transactions (CockroachDB's conflicts are per key).
     """
 
     def __init__(self, engine: Engine, clock: Clock) -> None:
         self.engine = engine
         self.clock = clock
         self.caps = capabilities(engine)
+        self.row_locked_engine: Engine | None = (
+            engine.execution_options(isolation_level="READ COMMITTED") if self.caps.is_postgres else None
+        )
+        """The engine that ``row_locked`` transactions use; None where they
+        keep the engine's own level."""
 
-    async def _tx(self, fn: Callable[[Connection], T], *, idempotent: bool = False) -> T:
-        return await run_in_transaction_async(self.engine, fn, clock=self.clock, idempotent=idempotent)
+    async def _tx(self, fn: Callable[[Connection], T], *, idempotent: bool = False, row_locked: bool = False) -> T:
+        engine = self.row_locked_engine if row_locked and self.row_locked_engine is not None else self.engine
+        return await run_in_transaction_async(engine, fn, clock=self.clock, idempotent=idempotent)

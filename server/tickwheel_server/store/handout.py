@@ -168,6 +168,14 @@ _OVERLAP_VIEW = sa.text(
     ") AS a"
 )
 
+# Transaction advisory locks on jobs (PostgreSQL), one per job, taken in one
+# order (the sorted subquery is scanned in its order) so rounds never deadlock.
+_LOCK_JOBS = sa.text(
+    "SELECT pg_advisory_xact_lock(s.k) FROM ("
+    "SELECT DISTINCT hashtextextended(j, 0) AS k FROM unnest(CAST(:jobs AS TEXT[])) AS j ORDER BY 1"
+    ") AS s"
+)
+
 # The tenants that have any scheduled execution, by a loose index scan of
 # executions_tenant_ready (one descent per tenant), each with its oldest
 # ready instant (one more descent) and its settings.
@@ -181,7 +189,7 @@ _LOOSE_SCAN = sa.text(
     "SELECT t.name, t.weight, t.max_concurrency, "
     "(SELECT e.ready_at FROM executions AS e WHERE e.status = 'scheduled' AND e.tenant = t.name "
     "ORDER BY e.ready_at LIMIT 1) AS oldest "
-    "FROM present AS p JOIN tenants AS t ON t.name = p.tenant"
+    "FROM present AS p JOIN tenants AS t ON t.name = p.tenant WHERE t.state <> 'paused'"
 )
 
 
@@ -369,7 +377,7 @@ class HandoutStore(SqlStore):
             outcome.append(shares)
             return claimed
 
-        claimed = await self._tx(fn)
+        claimed = await self._tx(fn, row_locked=True)
         if outcome:
             self.fair.commit(outcome[0], claimed.tenants)
         return claimed
@@ -418,6 +426,7 @@ class HandoutStore(SqlStore):
                       bool(r.allow_overlap), r.wait_key)
             for r in rows
         ]
+        self._lock_replacing(conn, rules)
         decision, admitted = decide_overlap(candidates, rules, self._active(conn, candidates, rules), now_us)
         # Stop and cancel what an overlap ``replace`` replaces before any key
         # row is locked (executions before keys: the order every writer keeps).
@@ -453,7 +462,8 @@ class HandoutStore(SqlStore):
 
     def _ready_tenants(self, conn: Connection, capability: Capability, now_us: int) -> list:
         """The tenants of ``capability`` with an execution ready by ``now_us``
-        (any handler: the scan decides), with their weight and cap."""
+        (any handler: the scan decides), with their weight and cap. A paused
+        tenant has none: its executions wait for its resume."""
         if len(capability.tenants) <= self.loose_scan_above:
             first = executions.alias("first")
             oldest = (
@@ -465,7 +475,7 @@ class HandoutStore(SqlStore):
             )
             query = sa.select(
                 tenants.c.name, tenants.c.weight, tenants.c.max_concurrency, oldest.label("oldest")
-            ).where(tenants.c.name.in_(sorted(capability.tenants)))
+            ).where(tenants.c.name.in_(sorted(capability.tenants)), tenants.c.state != "paused")
             rows = conn.execute(query).all()
         else:
             rows = conn.execute(_LOOSE_SCAN).all()
@@ -588,6 +598,26 @@ class HandoutStore(SqlStore):
             while len(self._rules_cache) > _RULES_CACHE_SIZE:
                 self._rules_cache.popitem(last=False)
         return parsed
+
+    def _lock_replacing(self, conn: Connection, rules: dict[str, Rules]) -> None:
+        """Rounds at READ COMMITTED take turns per ``replace`` job.
+
+        Everywhere else the overlap decision is safe without a lock: a round
+        sees another server's candidate of the same job as ``scheduled`` and
+        ready, so the newer of two waits behind or is skipped for the older
+        (never both start), and a round that reads a running execution as
+        running while its result is being recorded decides what a round just
+        before the result would have (a job waiter it leaves behind is woken
+        by :meth:`wake_stalled`). Under ``replace``, though, each round's
+        newest occurrence replaces only what is older, so two servers could
+        each start one; a transaction advisory lock per such job, taken in
+        one order before the job's executions are read, makes the second
+        round read what the first committed."""
+        if self.row_locked_engine is None:
+            return
+        replacing = sorted(job_id for job_id, rule in rules.items() if rule.overlap == "replace")
+        if replacing:
+            conn.execute(_LOCK_JOBS, dict(jobs=replacing))
 
     def _active(self, conn: Connection, candidates: list[Candidate], rules: dict[str, Rules]) -> list[Active]:
         """What the overlap policies of the candidates' jobs look at: every
@@ -940,7 +970,7 @@ class HandoutStore(SqlStore):
             self._dead_lettered(conn, dead)
             return acks
 
-        return await self._tx(fn)
+        return await self._tx(fn, row_locked=True)
 
     def _recorded_attempts(self, conn: Connection, results: list[ResultIn]) -> dict[tuple[str, int, int], str]:
         """The attempt rows, by (execution, attempt, delivery), of results that do not match their execution's current delivery."""
@@ -1116,9 +1146,17 @@ class HandoutStore(SqlStore):
 
     async def wake_stalled(self, limit: int = 1000) -> int:
         """The safety net under the wake-ups: every key with free slots and
-        sleeping waiters gets that many woken. Returns how many keys had
-        some. A scan of ``concurrency_keys`` (one row per key in use) with
-        one index probe per key that has room."""
+        sleeping waiters gets that many woken, and every job with executions
+        waiting for it but nothing running, retrying or ready gets its oldest
+        waiter woken (a result recorded while a hand-out round decided, at
+        READ COMMITTED, to queue behind that very execution leaves one so).
+        Returns how many keys and jobs had some. A scan of
+        ``concurrency_keys`` (one row per key in use) with one index probe
+        per key that has room, and a scan of ``executions_job_waits`` (only
+        job waiters: usually empty) with one probe of ``executions_active``
+        per job."""
+
+        now_us = to_us(self.clock.now())
 
         def fn(conn: Connection) -> int:
             waiting = executions.alias("waiting")
@@ -1139,7 +1177,26 @@ class HandoutStore(SqlStore):
                 .limit(limit)
             ).all()
             wake_keys(conn, self.caps, [(row.tenant, row.name) for row in pairs])
-            return len(pairs)
+            other = executions.alias("other")
+            busy_or_ready = (
+                sa.select(other.c.id)
+                .where(
+                    other.c.job_id == waiting.c.job_id,
+                    status_in(other.c.status, "scheduled", "running"),
+                    sa.or_(other.c.status == "running", other.c.attempt > 1, other.c.ready_at <= now_us),
+                )
+                .limit(1)
+                .exists()
+            )
+            stranded = conn.execute(
+                sa.select(waiting.c.job_id)
+                .where(status_in(waiting.c.status, "waiting"), waiting.c.wait_key.is_(None), ~busy_or_ready)
+                .group_by(waiting.c.job_id)
+                .order_by(waiting.c.job_id)
+                .limit(limit)
+            ).scalars().all()
+            wake_jobs(conn, stranded)
+            return len(pairs) + len(stranded)
 
         return await self._tx(fn)
 
