@@ -56,6 +56,7 @@ from .wheel import TimerWheel, WheelRunner
 from .web import HttpServer, Router, install_console, server_ssl_context
 from .telemetry.gauges import StoreGauges
 from .telemetry.metrics import Metrics
+from .telemetry.tracing import Tracing, TracingInterceptor
 from .web.metrics import install_metrics
 
 log = logging.getLogger("tickwheel.server")
@@ -94,7 +95,14 @@ class TickwheelServer:
     and closes the store.
     """
 
-    def __init__(self, config: ServerConfig, *, clock: Clock | None = None, lease_store: LeaseStore | None = None) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        clock: Clock | None = None,
+        lease_store: LeaseStore | None = None,
+        tracing: Tracing | None = None,
+    ) -> None:
         self.config = config
         self.clock = clock or SystemClock()
         self.server_id = config.effective_server_id
@@ -115,6 +123,8 @@ class TickwheelServer:
         """This server's instruments, scraped on ``/metrics``."""
         self._renewals_before = 0
         """Renewals of the sessions this server had before the current one."""
+        self.tracing = tracing if tracing is not None else Tracing.from_setting(config.trace_export)
+        """Spans of API calls, dispatches and hand-outs (``--trace-export``; a test may pass its own)."""
 
     async def start(self) -> None:
         config = self.config
@@ -160,7 +170,9 @@ class TickwheelServer:
             workers=WorkerCredentialStore(self.engine, self.clock),
             jobs=JobStore(self.engine, self.clock, partition_count=cluster.partition_count),
             history=HistoryStore(self.engine, self.clock),
-            dispatch=DispatchStore(self.engine, self.clock),
+            dispatch=DispatchStore(
+                self.engine, self.clock, trace_occurrence=self.tracing.dispatch_span if self.tracing.enabled else None
+            ),
             handout=HandoutStore(self.engine, self.clock, on_dead_letter=raise_dead_letter_alert),
             partitions=PartitionStore(self.engine, self.clock),
             alerts=alerts,
@@ -192,6 +204,7 @@ class TickwheelServer:
             on_retry=self._wheel_insert,
             on_skew=self._clock_skew_alert,
             metrics=self.metrics,
+            tracing=self.tracing,
         )
 
         async def wake_gateway(_batch) -> None:
@@ -247,7 +260,10 @@ class TickwheelServer:
             heartbeat_timeout=config.heartbeat_timeout,
             gateway=self.gateway,
         )
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0), ("grpc.keepalive_time_ms", 30_000)])
+        server = grpc.aio.server(
+            options=[("grpc.so_reuseport", 0), ("grpc.keepalive_time_ms", 30_000)],
+            interceptors=[TracingInterceptor(self.tracing)] if self.tracing.enabled else None,
+        )
         scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
             SchedulerServicer(
                 auth, self.stores.jobs, self.clock, self.stores.history, self.stores.dead_letters,
@@ -505,6 +521,7 @@ class TickwheelServer:
             await self._lease_store.close()
         self.engine.dispose()
         self.metrics.close()
+        self.tracing.close()
         self.stopped.set()
         log.info("stopped")
 

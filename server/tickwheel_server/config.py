@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from .targets import TargetPolicy, parse_networks
+from .telemetry.tracing import TRACE_EXPORT_HELP, check_trace_export
 
 
 class ConfigError(ValueError):
@@ -103,6 +104,8 @@ class ServerConfig:
     log_level: str = "INFO"
     metrics_top_tenants: int = 20
     """Tenants labelled by name on ``/metrics`` (the busiest by volume); the rest are ``other``."""
+    trace_export: str = "none"
+    """Where spans go: ``none``, ``console`` or ``jsonl:PATH`` (see ``telemetry.tracing``)."""
 
     def __post_init__(self) -> None:
         if not self.store:
@@ -149,6 +152,10 @@ class ServerConfig:
             raise ConfigError("log_level: one of DEBUG, INFO, WARNING, ERROR")
         if not 0 <= self.metrics_top_tenants <= 1000:
             raise ConfigError("metrics_top_tenants (--metrics-top-tenants): between 0 and 1000")
+        try:
+            check_trace_export(self.trace_export)
+        except ValueError as error:
+            raise ConfigError(f"trace_export (--trace-export): {error}") from None
 
     @property
     def effective_server_id(self) -> str:
@@ -181,6 +188,7 @@ _ENV = {
     "tls_key": "TICKWHEEL_TLS_KEY",
     "tls_client_ca": "TICKWHEEL_TLS_CLIENT_CA",
     "metrics_top_tenants": "TICKWHEEL_METRICS_TOP_TENANTS",
+    "trace_export": "TICKWHEEL_TRACE_EXPORT",
 }
 """Setting -> environment variable."""
 
@@ -226,6 +234,7 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-top-tenants", type=int, metavar="N",
         help="tenants labelled by name on /metrics, the busiest first; the rest are 'other' (default 20)",
     )
+    parser.add_argument("--trace-export", metavar="WHERE", help=f"where spans go: {TRACE_EXPORT_HELP}")
 
 
 def _read_file(path: str) -> dict:
@@ -288,7 +297,7 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value
-    for name in ("metrics_top_tenants",):
+    for name in ("metrics_top_tenants", "trace_export"):
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value

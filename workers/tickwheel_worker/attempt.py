@@ -9,6 +9,11 @@ callback the moment it is known:
   ``cancel_grace`` to return on its own, then CANCELED;
 * ``deadline_at`` passes -> ``ctx.canceled`` is set, TIMED_OUT at once.
 
+With a tracer (``WorkerConfig.tracer``), the target call is a client span,
+child of the assignment's ``traceparent`` (the server's hand-out span); the
+target receives that span's traceparent instead (the HTTP ``traceparent``
+header, ``ctx.traceparent``). Without one, the assignment's is passed on.
+
 A target still running after the outcome is decided is aborted (an async
 handler is cancelled, an HTTP call has its socket shut) and ``run`` returns
 only when it has actually stopped: the slot stays taken until then, so the
@@ -29,6 +34,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from tickwheel.v1 import worker_pb2
 from tickwheel_server.clock import Clock
 from tickwheel_worker.handlers import HandlerRegistry, JobContext, PermanentError, encode_output
@@ -141,6 +148,7 @@ class Attempt:
         clock: Clock,
         cancel_grace: float,
         user_agent: str,
+        tracer: Tracer | None = None,
     ) -> None:
         self.assignment = assignment
         self.key: Key = (assignment.execution_id, assignment.delivery)
@@ -157,6 +165,8 @@ class Attempt:
         self._stop = asyncio.Event()
         self._stop_reason = ""
         self._started_at: datetime | None = None
+        self._tracer = tracer
+        self._span: Span | None = None
 
     @property
     def progress(self) -> str:
@@ -201,6 +211,8 @@ class Attempt:
 
     async def _run_with_slot(self, deadline: asyncio.Task[None], stop: asyncio.Task[Any], report: ReportResult) -> None:
         self._started_at = self._clock.now()
+        if self._tracer is not None:
+            self._start_span()
         try:
             work = self._start()
         except _Immediate as failure:
@@ -262,7 +274,7 @@ class Attempt:
                     attempt=a.attempt,
                     delivery=a.delivery,
                     scheduled_at=a.nominal_at.ToJsonString() if a.HasField("nominal_at") else "",
-                    traceparent=a.traceparent,
+                    traceparent=self.context.traceparent,
                     payload=a.payload,
                     user_agent=self._user_agent,
                 )
@@ -305,6 +317,12 @@ class Attempt:
         if self.decided:
             return
         self.decided = True
+        if self._span is not None:
+            if outcome != SUCCEEDED:
+                self._span.set_status(Status(StatusCode.ERROR, truncate_utf8(error, 256)))
+            self._span.set_attribute("tickwheel.outcome", worker_pb2.ResultOutcome.Name(outcome))
+            self._span.set_attribute("tickwheel.rejected", self.rejected)
+            self._span.end()
         if self.rejected:
             return
         a = self.assignment
@@ -322,6 +340,26 @@ class Attempt:
             result.started_at.FromDatetime(self._started_at)
         result.finished_at.FromDatetime(self._clock.now())
         report(self, result)
+
+    def _start_span(self) -> None:
+        """The client span of the target call; the target sees its traceparent."""
+        assert self._tracer is not None
+        a = self.assignment
+        kind = a.target.WhichOneof("kind") or ""
+        parent = TraceContextTextMapPropagator().extract({"traceparent": a.traceparent}) if a.traceparent else None
+        attributes = {
+            "tickwheel.execution_id": a.execution_id, "tickwheel.job_id": a.job_id, "tickwheel.tenant": a.tenant,
+            "tickwheel.attempt": a.attempt, "tickwheel.delivery": a.delivery,
+        }  # fmt: skip
+        if kind == "http":
+            attributes["http.request.method"] = a.target.http.method or "POST"
+            attributes["url.full"] = a.target.http.url
+            name = f"{attributes['http.request.method']} target"
+        else:
+            name = f"handler {a.target.handler.name}"
+        self._span = self._tracer.start_span(name, context=parent, kind=SpanKind.CLIENT, attributes=attributes)
+        context = self._span.get_span_context()
+        self.context.traceparent = f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
 
     def _seconds_left(self) -> float | None:
         deadline_at = self.context.deadline_at

@@ -7,6 +7,7 @@ import re
 import secrets
 import socket
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
 
@@ -68,6 +69,10 @@ class WorkerConfig:
     (see ``http_target``). The default refuses loopback, link-local, private,
     unspecified and reserved addresses; allow networks with
     ``tickwheel_server.targets.TargetPolicy.allowing([...])``."""
+    tracer: Any = None
+    """An OpenTelemetry ``Tracer``: each target call becomes a client span,
+    child of the server's hand-out span, and the target receives its
+    ``traceparent``. None: the hand-out's traceparent is passed on as is."""
 
     def __post_init__(self) -> None:
         if not self.address:

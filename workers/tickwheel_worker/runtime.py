@@ -508,6 +508,7 @@ class Worker:
             clock=self._clock,
             cancel_grace=self.config.cancel_grace,
             user_agent=USER_AGENT,
+            tracer=self.config.tracer,
         )
         self._attempts[key] = attempt
         self._tasks[key] = asyncio.create_task(self._hold(attempt), name=f"tickwheel-attempt-{key[0]}#{key[1]}")

@@ -54,6 +54,7 @@ from ..api.convert import EXECUTION_ORIGIN_TO_PROTO
 from ..clock import Clock
 from ..store.handout import Capability, HandedOut, HandoutStore, Lost, RequeueResult, ResultIn, Retry
 from ..telemetry.metrics import OTHER, Metrics
+from ..telemetry.tracing import Tracing, traceparent_of
 from .connections import Connections, WorkerConnection
 from .inflight import InFlight, Key
 
@@ -110,6 +111,7 @@ class Gateway:
         reattach_grace: float = 10.0,
         on_retry: Callable[[Retry], None] | None = None,
         metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self._store = store
         self._connections = connections
@@ -123,6 +125,7 @@ class Gateway:
         """Called after every check with (skew in seconds, within tolerance): raises or resolves the alert."""
         self._on_retry = on_retry
         self._metrics = metrics
+        self._tracing = tracing if tracing is not None and tracing.enabled else None
         self._held: dict[Key, tuple[str, str]] = {}
         """(job id, tenant) of each delivery this gateway handed out and still tracks (metrics and logs)."""
         self.inflight: InFlight[WorkerConnection] = InFlight(timeout=heartbeat_timeout, grace=reattach_grace)
@@ -232,6 +235,7 @@ class Gateway:
     async def _deal(self, handed: list[HandedOut], members: list[WorkerConnection], now: datetime) -> int:
         batches: dict[WorkerConnection, list[worker_pb2.Assignment]] = defaultdict(list)
         unsent: list[tuple[str, int]] = []
+        spans = []
         monotonic = self._clock.monotonic()
         index = 0
         for item in handed:
@@ -251,9 +255,25 @@ class Gateway:
             if self._metrics is not None:
                 started_from = max(item.due_at_us, item.ready_at_us)
                 self._metrics.handed_out(item.tenant, (item.handed_out_at_us - started_from) / 1e6)
-            batches[receiver].append(assignment_for(item, now))
+            assignment = assignment_for(item, now)
+            if item.trace_context:
+                if self._tracing is not None:
+                    span = self._tracing.hand_out_span(
+                        item.trace_context,
+                        {"tickwheel.execution_id": item.id, "tickwheel.job_id": item.job_id,
+                         "tickwheel.tenant": item.tenant, "tickwheel.delivery": item.delivery,
+                         "tickwheel.attempt": item.attempt, "tickwheel.worker_id": receiver.worker_id},
+                        item.handed_out_at_us * 1000,
+                    )  # fmt: skip
+                    spans.append(span)
+                    assignment.traceparent = traceparent_of(span)
+                else:  # not traced here: the worker's span joins the execution's trace directly
+                    assignment.traceparent = item.trace_context
+            batches[receiver].append(assignment)
         for connection, assignments in batches.items():
             await connection.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=assignments)))
+        for span in spans:
+            span.end()
         if unsent:
             await self._store.release(unsent)
         return len(handed) - len(unsent)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -180,6 +181,13 @@ _INSERT_FROM_ARRAYS = (
     "AS v (id, job_id, tenant, partition, nominal_at, due_at, handler, missed_count, payload) "
     "ON CONFLICT (id) DO NOTHING"
 )
+# The same with each row's trace context, while tracing is on.
+_INSERT_TRACED_FROM_ARRAYS = (
+    _INSERT_FROM_ARRAYS.replace("created_at, finished_at) ", "created_at, finished_at, trace_context) ")
+    .replace("CAST(%(created_at)b AS BIGINT), NULL ", "CAST(%(created_at)b AS BIGINT), NULL, v.trace_context ")
+    .replace("CAST(%(payloads)b AS BYTEA[]))", "CAST(%(payloads)b AS BYTEA[]), CAST(%(trace_contexts)b AS TEXT[]))")
+    .replace("missed_count, payload) ", "missed_count, payload, trace_context) ")
+)
 _ADVANCE_FROM_ARRAYS = (
     "UPDATE jobs SET next_run_at = v.next_run_at, next_due_at = v.next_due_at, run_count = v.run_count, "
     "state = v.state "
@@ -213,6 +221,8 @@ class _Writes:
     handlers: list[str | None] = field(default_factory=list)
     missed_counts: list[int] = field(default_factory=list)
     payloads: list[bytes] = field(default_factory=list)
+    trace_contexts: list[str] = field(default_factory=list)
+    """Empty unless tracing is on: then one traceparent per new execution."""
     cursor_ids: list[str] = field(default_factory=list)
     next_run_ats: list[int | None] = field(default_factory=list)
     next_due_ats: list[int | None] = field(default_factory=list)
@@ -222,12 +232,13 @@ class _Writes:
     def apply_with_arrays(self, conn: Connection, now_us: int) -> None:
         """PostgreSQL and CockroachDB: one INSERT and one UPDATE over arrays."""
         if self.ids:
+            traced = dict(trace_contexts=self.trace_contexts) if self.trace_contexts else {}
             conn.exec_driver_sql(
-                _INSERT_FROM_ARRAYS,
+                _INSERT_TRACED_FROM_ARRAYS if traced else _INSERT_FROM_ARRAYS,
                 dict(
                     ids=self.ids, job_ids=self.job_ids, tenants=self.tenants, partitions=self.partitions,
                     nominal_ats=self.nominal_ats, due_ats=self.due_ats, handlers=self.handlers,
-                    missed_counts=self.missed_counts, payloads=self.payloads, created_at=now_us,
+                    missed_counts=self.missed_counts, payloads=self.payloads, created_at=now_us, **traced,
                 ),
             )
         if self.cursor_ids:
@@ -254,6 +265,8 @@ class _Writes:
                     self.handlers, self.missed_counts, self.payloads,
                 )
             ]
+            for row, trace_context in zip(rows, self.trace_contexts):
+                row["trace_context"] = trace_context
             conn.execute(sqlite.insert(executions).on_conflict_do_nothing(index_elements=["id"]), rows)
         if self.cursor_ids:
             conn.execute(
@@ -271,9 +284,19 @@ class _Writes:
 
 
 class DispatchStore(SqlStore):
-    def __init__(self, engine: Engine, clock: Clock, *, specs: ClaimSpecCache | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        clock: Clock,
+        *,
+        specs: ClaimSpecCache | None = None,
+        trace_occurrence: Callable[[str, str, str, int], str] | None = None,
+    ) -> None:
         super().__init__(engine, clock)
         self.specs = specs if specs is not None else ClaimSpecCache()
+        self._trace_occurrence = trace_occurrence
+        """While tracing is on: (execution id, job id, tenant, nominal instant) → the traceparent of a
+        new trace for that occurrence, stored on its row."""
 
     async def claim_due(
         self,
@@ -348,6 +371,10 @@ class DispatchStore(SqlStore):
                     writes.handlers.append(spec.handler)
                     writes.missed_counts.append(planned.missed_count)
                     writes.payloads.append(spec.payload)
+                    if self._trace_occurrence is not None:
+                        writes.trace_contexts.append(
+                            self._trace_occurrence(ident, row.id, row.tenant, to_us(planned.nominal_at))
+                        )
                     result.executions.append(ClaimedExecution(ident, row.partition, due_us))
                 if plan.skip is not None:
                     result.skipped += plan.skip.count

@@ -14,6 +14,9 @@ the request's instant (their ``due_at`` and ``ready_at``; the nominal instant
 stays the schedule's), so a large window drains at a steady rate instead of
 landing on the workers at once. Everything is inserted in batches of 1000
 in one transaction per call; the API caps a call at 10 000 occurrences.
+
+When the API call is traced, its traceparent is stored on the executions it
+creates (``trace_context``): their hand-out and target call join its trace.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from tickwheel.v1 import job_pb2
 from ..dispatcher.plan import execution_id
 from ..ids import to_us
 from ..jobspec import handler_of
+from ..telemetry.tracing import current_traceparent
 from .base import SqlStore
 from .history import ExecutionRecord, _attempts_of, execution_from_row
 from .jobs import _get
@@ -69,9 +73,9 @@ def _insert_statement(conn: Connection):
 
 
 def _row(job, ident: str, origin: str, nominal_us: int, due_us: int, payload: bytes, now_us: int, handler,
-         allow_overlap: bool) -> dict:
+         allow_overlap: bool, trace_context: str | None) -> dict:
     return dict(
-        allow_overlap=allow_overlap,
+        allow_overlap=allow_overlap, trace_context=trace_context,
         id=ident, job_id=job.id, tenant=job.tenant, partition=job.partition, origin=origin, nominal_at=nominal_us,
         due_at=due_us, ready_at=due_us, attempt=1, delivery=0, status="scheduled", owner=None, worker_id=None,
         handler=handler, missed_count=1, reap_count=0, payload=payload, error="", dead_reason="",
@@ -90,13 +94,15 @@ class ManualStore(SqlStore):
         Unless ``allow_overlap``, it queues behind a running execution of the
         job instead of being skipped (the hand-out decides)."""
         ident = trigger_id(job_id, request_id)
+        # The API call's span, when it is traced: the execution joins its trace.
+        trace_context = current_traceparent() or None
 
         def fn(conn: Connection) -> tuple[ExecutionRecord, bool]:
             now_us = to_us(self.clock.now())
             job = _get(conn, tenant, job_id)
             spec = job_pb2.Job.FromString(job.spec)
             row = _row(job, ident, "trigger", now_us, now_us, spec.payload if payload is None else payload, now_us,
-                       handler_of(spec), allow_overlap)
+                       handler_of(spec), allow_overlap, trace_context)
             created = conn.execute(_insert_statement(conn).returning(executions.c.id), row).first() is not None
             stored = conn.execute(sa.select(executions).where(executions.c.id == ident)).one()
             return execution_from_row(stored, _attempts_of(conn, [ident])[ident]), created
@@ -110,6 +116,7 @@ class ManualStore(SqlStore):
         occurrences in the window, computed by the caller, oldest first)
         that does not exist yet; ``dry_run`` reports the same without
         writing. NotFound for a missing or another tenant's job."""
+        trace_context = current_traceparent() or None
 
         def fn(conn: Connection) -> BackfillResult:
             now = self.clock.now()
@@ -128,7 +135,7 @@ class ManualStore(SqlStore):
                 for index, item in enumerate(fresh):
                     due_us = to_us(now + timedelta(seconds=index / BACKFILL_RATE))
                     rows.append(_row(job, item.execution_id, "backfill", to_us(item.nominal_at), due_us, spec.payload,
-                                     now_us, handler, allow_overlap))
+                                     now_us, handler, allow_overlap, trace_context))
                 for chunk in _chunks(rows):
                     conn.execute(_insert_statement(conn), chunk)
             return BackfillResult(items, len(fresh), len(items) - len(fresh))

@@ -1,0 +1,184 @@
+"""Traces from the API call to the target call, joined by W3C ``traceparent``.
+
+The path of one execution, each step a span of the same trace:
+
+- the API call (:class:`TracingInterceptor`, a server span per unary RPC,
+  child of the caller's ``traceparent`` metadata when it sends one): a
+  trigger or a backfill stores the call's traceparent on the executions it
+  creates (``executions.trace_context``);
+- or, for a scheduled occurrence, a ``dispatch`` span started by the
+  dispatcher's claim for that occurrence alone: every occurrence of a cron
+  job is its own trace, never one trace that grows forever;
+- the ``hand-out`` (the gateway, on whichever server hands it out), a child
+  of the stored traceparent; its own traceparent goes to the worker in
+  ``Assignment.traceparent``;
+- the worker's client span around the target call, whose traceparent the
+  HTTP target receives (a worker without tracing forwards the hand-out's).
+
+Off by default (``--trace-export none``): no provider, no tracer, and each
+place that would make a span checks :attr:`Tracing.enabled` first, so an
+execution costs no span object. The exporters are those that work offline:
+``console`` (the SDK's, to stdout) and ``jsonl:PATH`` (one JSON span per line
+appended to PATH). A server builds its own provider (never the global one),
+so tests can run servers with their own in-memory exporters side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SpanExporter,
+    SpanExportResult,
+)
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+TRACE_EXPORT_HELP = "none (default), console, or jsonl:PATH (one JSON span per line appended to PATH)"
+
+
+def check_trace_export(setting: str) -> None:
+    """ValueError unless ``setting`` names an exporter this build has."""
+    if setting in ("none", "console"):
+        return
+    kind, _, path = setting.partition(":")
+    if kind != "jsonl" or not path:
+        raise ValueError(f"{setting!r} is not one of: {TRACE_EXPORT_HELP}")
+
+
+def traceparent_of(span: Span) -> str:
+    """The W3C traceparent of ``span`` (empty for an invalid span)."""
+    context = span.get_span_context()
+    if not context.is_valid:
+        return ""
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+
+
+def current_traceparent() -> str:
+    """The traceparent of the span current in this task; empty when none is."""
+    return traceparent_of(trace.get_current_span())
+
+
+def context_of(traceparent: str) -> Context | None:
+    """A parent context from a traceparent; None for an empty or malformed one."""
+    if not traceparent:
+        return None
+    context = _PROPAGATOR.extract({"traceparent": traceparent})
+    return context if trace.get_current_span(context).get_span_context().is_valid else None
+
+
+class JsonLinesSpanExporter(SpanExporter):
+    """Appends each finished span to a file as one JSON object per line."""
+
+    def __init__(self, path: str) -> None:
+        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by shutdown
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        lines = "".join(json.dumps(json.loads(span.to_json(indent=None)), separators=(",", ":")) + "\n" for span in spans)
+        with self._lock:
+            if self._file.closed:
+                return SpanExportResult.FAILURE
+            self._file.write(lines)
+            self._file.flush()
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+class Tracing:
+    """A process part's tracer, or none (tracing off)."""
+
+    def __init__(self, provider: TracerProvider | None = None) -> None:
+        self.provider = provider
+        self.tracer: trace.Tracer | None = provider.get_tracer("tickwheel") if provider is not None else None
+
+    @property
+    def enabled(self) -> bool:
+        return self.tracer is not None
+
+    @classmethod
+    def from_setting(cls, setting: str, *, service: str = "tickwheel-server") -> "Tracing":
+        """The tracing ``--trace-export`` asks for (checked by :func:`check_trace_export`)."""
+        check_trace_export(setting)
+        if setting == "none":
+            return cls()
+        exporter: SpanExporter = ConsoleSpanExporter() if setting == "console" else JsonLinesSpanExporter(
+            setting.partition(":")[2]
+        )
+        provider = TracerProvider(resource=Resource.create({"service.name": service}), shutdown_on_exit=False)
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+        return cls(provider)
+
+    def dispatch_span(self, execution_id: str, job_id: str, tenant: str, nominal_at_us: int) -> str:
+        """Start and end the root span of a new scheduled occurrence; its traceparent."""
+        assert self.tracer is not None
+        span = self.tracer.start_span(
+            "dispatch", context=Context(), kind=SpanKind.INTERNAL,
+            attributes={"tickwheel.execution_id": execution_id, "tickwheel.job_id": job_id,
+                        "tickwheel.tenant": tenant, "tickwheel.nominal_at_us": nominal_at_us},
+        )  # fmt: skip
+        span.end()
+        return traceparent_of(span)
+
+    def hand_out_span(self, parent: str, attributes: dict[str, Any], start_ns: int) -> Span:
+        """The hand-out of one delivery, child of the execution's stored traceparent."""
+        assert self.tracer is not None
+        return self.tracer.start_span(
+            "hand-out", context=context_of(parent), kind=SpanKind.PRODUCER, attributes=attributes, start_time=start_ns
+        )
+
+    def close(self) -> None:
+        """Export what is buffered and stop."""
+        if self.provider is not None:
+            self.provider.shutdown()
+
+
+class TracingInterceptor(grpc.aio.ServerInterceptor):
+    """A server span around every unary call (not the Pull stream), made
+    current while the handler runs, child of the ``traceparent`` metadata
+    the caller sent, if any."""
+
+    def __init__(self, tracing: Tracing) -> None:
+        assert tracing.tracer is not None
+        self._tracer = tracing.tracer
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        method = handler_call_details.method.lstrip("/")
+        service, _, name = method.rpartition("/")
+        parent = ""
+        for key, value in handler_call_details.invocation_metadata or ():
+            if key == "traceparent":
+                parent = value if isinstance(value, str) else value.decode("ascii", "replace")
+        behavior, tracer = handler.unary_unary, self._tracer
+
+        async def traced(request, context):
+            with tracer.start_as_current_span(
+                method, context=context_of(parent), kind=SpanKind.SERVER,
+                attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": name},
+            ) as span:  # fmt: skip
+                response = await behavior(request, context)
+                code = context.code()
+                if code not in (None, grpc.StatusCode.OK):
+                    span.set_status(Status(StatusCode.ERROR, f"{code.name}"))
+                return response
+
+        return grpc.unary_unary_rpc_method_handler(
+            traced, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+        )
