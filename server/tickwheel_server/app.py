@@ -39,6 +39,7 @@ from .drain import Drainer
 from .lateness import LatenessStore, LatenessWatch
 from .presence import Presence
 from .reaper import SERVERS_PREFIX, Reaper, session_name
+from .webhook import AlertWebhook, WebhookConfig
 from .store.alerts import AlertStore, NewAlert, clock_skew_key, dead_letter_alert, poison_alert
 from .store.cluster import database_now, ensure_cluster
 from .store.credentials import WorkerCredentialStore
@@ -218,6 +219,14 @@ class TickwheelServer:
             duties=[LatenessWatch(LatenessStore(self.engine, self.clock), self.stores.alerts, self.clock).check_once],
         )
         self.dispatcher = Dispatcher(self.stores.dispatch, self.ownership, self.wheel, self.clock, metrics=self.metrics)
+        # One sender per cluster: the reaper's leader, whichever server raised the alert.
+        self.webhook = (
+            AlertWebhook(
+                self.stores.alerts, WebhookConfig(config.alert_webhook), self.clock, leading=lambda: self.reaper.leading
+            )
+            if config.alert_webhook
+            else None
+        )
 
         auth = Authenticator(self.stores.tenants, self.stores.workers, config.admin_token, self.clock)
         self.info = ServerInfo(
@@ -301,6 +310,8 @@ class TickwheelServer:
             # In the background: start does not wait for a recompute.
             asyncio.create_task(self._recompute_tzdata(), name="tickwheel-tzdata"),
         ]
+        if self.webhook is not None:
+            self._tasks.append(asyncio.create_task(self.webhook.run(), name="tickwheel-webhook"))
         for name in ["", *SERVICE_NAMES]:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info(

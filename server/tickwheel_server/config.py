@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from .targets import TargetPolicy, parse_networks
+from .webhook import check_webhook_url
 from .telemetry.tracing import TRACE_EXPORT_HELP, check_trace_export
 
 
@@ -101,6 +102,9 @@ class ServerConfig:
     pruned after this many days (attempts rolled up per job per day first)."""
     rollup_retention_days: float = 400.0
     """The daily rollups are pruned after this many days."""
+    alert_webhook: str = ""
+    """http(s) URL every alert raised and resolved is POSTed to as JSON (see
+    ``webhook``); empty sends none."""
     log_level: str = "INFO"
     metrics_top_tenants: int = 20
     """Tenants labelled by name on ``/metrics`` (the busiest by volume); the rest are ``other``."""
@@ -140,6 +144,11 @@ class ServerConfig:
             raise ConfigError("retention_days (--retention-days): at least one hour (1/24)")
         if not self.rollup_retention_days >= self.retention_days:
             raise ConfigError("rollup_retention_days (--rollup-retention-days): not shorter than retention_days")
+        if self.alert_webhook:
+            try:
+                check_webhook_url(self.alert_webhook)
+            except ValueError as error:
+                raise ConfigError(f"alert_webhook (--alert-webhook): {error}") from None
         if isinstance(self.allow_target_networks, str) or not all(
             isinstance(network, str) for network in self.allow_target_networks
         ):
@@ -184,6 +193,7 @@ _ENV = {
     "log_level": "TICKWHEEL_LOG_LEVEL",
     "retention_days": "TICKWHEEL_RETENTION_DAYS",
     "rollup_retention_days": "TICKWHEEL_ROLLUP_RETENTION_DAYS",
+    "alert_webhook": "TICKWHEEL_ALERT_WEBHOOK",
     "tls_cert": "TICKWHEEL_TLS_CERT",
     "tls_key": "TICKWHEEL_TLS_KEY",
     "tls_client_ca": "TICKWHEEL_TLS_CLIENT_CA",
@@ -229,6 +239,11 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--retention-days", type=float, help="days history is kept (default 30)")
     parser.add_argument("--rollup-retention-days", type=float, help="days daily rollups are kept (default 400)")
+    parser.add_argument(
+        "--alert-webhook", metavar="URL",
+        help="POST every alert raised and resolved to this http(s) URL as JSON, with retries "
+             "(or TICKWHEEL_ALERT_WEBHOOK); off unless set",
+    )  # fmt: skip
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
     parser.add_argument(
         "--metrics-top-tenants", type=int, metavar="N",
@@ -293,7 +308,7 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
     if networks:
         settings["allow_target_networks"] = tuple(networks)
     for name in ("store", "etcd", "listen", "http_listen", "advertise", "server_id", "partition_count", "session_ttl",
-                 "log_level", "retention_days", "rollup_retention_days"):  # fmt: skip
+                 "log_level", "retention_days", "rollup_retention_days", "alert_webhook"):  # fmt: skip
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value

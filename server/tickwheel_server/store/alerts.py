@@ -32,6 +32,14 @@ or resolved makes it number at once instead of at its next poll.
 
 Resolved alerts stay listable until :meth:`AlertStore.prune` deletes them
 (after the retention window), in bounded batches.
+
+The webhook sink (:mod:`tickwheel_server.webhook`) is owed each alert's
+raise and its resolve. ``notified`` records what was sent (``''``,
+``'raised'``, ``'resolved'``; NULL for alerts from before it existed, never
+sent): a new alert starts at ``''``, a repeat leaves it alone.
+:meth:`AlertStore.owed` reads what is owed, :meth:`AlertStore.mark_notified`
+records a delivery, conditionally, so state survives a restart and a
+changed sender resends only what was not recorded.
 """
 
 from __future__ import annotations
@@ -162,6 +170,30 @@ class AlertRecord:
         return self.resolved_at is None
 
 
+NOTIFY_STEPS = ("", "raised", "resolved")
+"""What the webhook has sent of an alert, in the order it is sent."""
+
+
+@dataclass(frozen=True)
+class Owed:
+    """An alert the webhook sink has not been sent all of: ``notified`` is
+    what was sent so far; the raise is owed when it is ``''``, the resolve
+    when the alert is resolved."""
+
+    alert: AlertRecord
+    notified: str
+
+    @property
+    def events(self) -> tuple[str, ...]:
+        """What to send, in order: ``'raised'`` and/or ``'resolved'``."""
+        owed = ("raised",) if self.notified == "" else ()
+        return owed + (("resolved",) if self.alert.resolved_at is not None else ())
+
+
+_OWED = sa.or_(alerts.c.notified == "", sa.and_(alerts.c.notified == "raised", alerts.c.resolved_at.is_not(None)))
+"""The predicate of ``alerts_webhook`` (migration 0012), word for word so the planner uses it."""
+
+
 @dataclass(frozen=True)
 class AlertPage:
     """One page of alerts, newest ``raised_at`` first."""
@@ -275,7 +307,7 @@ class AlertStore(SqlStore):
                     execution_id=alert.execution_id, server_id=alert.server_id,
                     summary=" ".join(alert.summary.split())[:MAX_SUMMARY], details=_details_text(alert.details),
                     raised_at=now_us, last_seen_at=now_us, count=times, resolved_at=None, changed_at=now_us,
-                    seq=None,
+                    seq=None, notified="",
                 )
             )
         dialect = sqlite if self.caps.is_sqlite else postgresql
@@ -422,6 +454,54 @@ class AlertStore(SqlStore):
 
         return await self._tx(fn)
 
+    # --- the webhook's record --------------------------------------------------------------
+
+    async def owed(self, *, limit: int = 100, not_before: datetime | None = None) -> list[Owed]:
+        """Up to ``limit`` alerts the webhook sink is owed a raise or a
+        resolve, least recently changed first (a range scan on the partial
+        index ``alerts_webhook``). With ``not_before``, alerts whose last
+        change is older are first marked as sent without being sent (a sink
+        turned on, or back after a long outage, is not flooded with history);
+        how many is logged."""
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+
+        def fn(conn: Connection) -> list[Owed]:
+            if not_before is not None:
+                stale = conn.execute(
+                    alerts.update()
+                    .where(_OWED, alerts.c.changed_at < to_us(not_before))
+                    .values(notified=sa.case((alerts.c.resolved_at.is_(None), "raised"), else_="resolved"))
+                )
+                if stale.rowcount:
+                    log.warning("alert webhook: %d alert changes older than %s not sent", stale.rowcount, not_before)
+            rows = conn.execute(
+                sa.select(alerts).where(_OWED).order_by(alerts.c.changed_at, alerts.c.id).limit(limit)
+            ).all()
+            return [Owed(alert_from_row(row), row.notified) for row in rows]
+
+        return await self._tx(fn)
+
+    async def mark_notified(self, alert_id: str, sent: str, *, was: str) -> bool:
+        """Record that the sink got the alert's ``sent`` event (``'raised'``
+        or ``'resolved'``), if the record still says ``was``: False when
+        another sender moved it meanwhile (or the alert was pruned)."""
+        if sent not in NOTIFY_STEPS[1:] or was not in NOTIFY_STEPS or NOTIFY_STEPS.index(sent) <= NOTIFY_STEPS.index(was):
+            raise ValueError(f"cannot move the webhook record from {was!r} to {sent!r}")
+
+        def fn(conn: Connection) -> bool:
+            moved = conn.execute(
+                alerts.update().where(alerts.c.id == alert_id, alerts.c.notified == was).values(notified=sent)
+            )
+            return moved.rowcount == 1
+
+        return await self._tx(fn)
+
+    async def wait_changed(self, timeout: float) -> None:
+        """Until this process raises or resolves an alert (and numbers it in
+        the feed), or ``timeout`` seconds pass on the clock."""
+        await self._wait(self._changed, timeout)
+
     # --- the change feed -------------------------------------------------------------------
 
     async def sequence(self) -> int:
@@ -504,11 +584,11 @@ class AlertStore(SqlStore):
         self._changed.set()
         self._changed = asyncio.Event()
 
-    async def _wait(self, changed: asyncio.Event) -> None:
-        """Until ``changed`` is set or a poll interval passes on the clock."""
+    async def _wait(self, changed: asyncio.Event, timeout: float | None = None) -> None:
+        """Until ``changed`` is set or ``timeout`` (default: a poll interval) passes on the clock."""
         if changed.is_set():
             return
-        sleeper = asyncio.ensure_future(self.clock.sleep(self.poll_interval))
+        sleeper = asyncio.ensure_future(self.clock.sleep(self.poll_interval if timeout is None else timeout))
         waiter = asyncio.ensure_future(changed.wait())
         try:
             await asyncio.wait({sleeper, waiter}, return_when=asyncio.FIRST_COMPLETED)

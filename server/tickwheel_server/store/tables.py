@@ -189,6 +189,7 @@ alerts = sa.Table(
     sa.Column("resolved_at", sa.BigInteger),
     sa.Column("changed_at", sa.BigInteger, nullable=False),
     sa.Column("seq", sa.BigInteger),
+    sa.Column("notified", sa.Text),
 )
 
 alert_feed = sa.Table(

@@ -1,0 +1,179 @@
+"""The alert webhook (``--alert-webhook URL``) through the real server, with a
+real worker and a local HTTP sink, on the embedded stores and on PostgreSQL
++ etcd: a real dead letter's alert is POSTed when raised and again when the
+replay resolves it; a sink answering 500 twice gets it on the third try; an
+alert raised while no server sent webhooks goes out after a restart with one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime, timedelta, timezone
+
+import grpc
+import pytest
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
+
+from tests.integration.test_server_api import bearer
+from tests.support.server import Running, running_server
+from tickwheel_worker import HandlerRegistry, PermanentError, Worker, WorkerConfig
+
+BACKENDS = ["embedded", pytest.param("postgres+etcd", marks=[pytest.mark.postgres, pytest.mark.etcd])]
+WAIT = 30.0
+HANDLER = "billing.charge"
+
+
+class Sink:
+    """A local HTTP server that answers POSTs with ``statuses`` in turn
+    (then 200) and keeps each request's JSON body and headers."""
+
+    def __init__(self, *statuses: int) -> None:
+        self.statuses = list(statuses)
+        self.requests: list[tuple[int, dict, dict[str, str]]] = []
+        """(status answered, body, headers) of every POST."""
+        self.url = ""
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> "Sink":
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}/hooks/tickwheel?token=t0ken"
+        return self
+
+    async def __aexit__(self, *_exc) -> None:
+        self._server.close()
+        await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            request_line, *lines = head.decode("latin-1").split("\r\n")
+            headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines if line)}
+            body = await reader.readexactly(int(headers.get("content-length", "0")))
+            assert request_line.startswith("POST /hooks/tickwheel?token=t0ken "), request_line
+            status = self.statuses.pop(0) if self.statuses else 200
+            self.requests.append((status, json.loads(body), headers))
+            writer.write(f"HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode())
+            await writer.drain()
+        finally:
+            writer.close()
+
+    def events(self, accepted_only: bool = True) -> list[tuple[str, str, str]]:
+        """(alert id, state, kind) of the POSTs, by default only those answered 2xx."""
+        return [(b["id"], b["state"], b["kind"]) for s, b, _ in self.requests if s < 300 or not accepted_only]
+
+
+class Charge:
+    def __init__(self) -> None:
+        self.failing = True
+
+    async def __call__(self, ctx) -> bytes:
+        if self.failing:
+            raise PermanentError("card declined")
+        return b"charged"
+
+
+async def eventually(check: Callable[[], object], what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + WAIT
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, f"not within {WAIT:.0f} s: {what}"
+        await asyncio.sleep(0.05)
+
+
+@contextlib.asynccontextmanager
+async def serving(store: str, etcd: str, charge: Charge, **overrides) -> AsyncIterator[tuple[Running, object, str]]:
+    """A server with a worker running ``charge``; (running, scheduler stub, acme's key)."""
+    async with running_server(store, etcd, **overrides) as running:
+        async with grpc.aio.insecure_channel(running.address) as channel:
+            admin = admin_pb2_grpc.AdminServiceStub(channel)
+            tenants = await admin.ListTenants(admin_pb2.ListTenantsRequest(), metadata=running.admin_metadata())
+            if any(t.name == "acme" for t in tenants.tenants):
+                issued = await admin.IssueApiKey(admin_pb2.IssueApiKeyRequest(tenant="acme"),
+                                                 metadata=running.admin_metadata())  # fmt: skip
+                key = issued.api_key.secret
+            else:
+                key = await running.create_tenant("acme")
+            credential = await admin.IssueWorkerCredential(
+                admin_pb2.IssueWorkerCredentialRequest(tenants=["acme"], handlers=[HANDLER]),
+                metadata=running.admin_metadata(),
+            )
+            registry = HandlerRegistry()
+            registry.register(HANDLER, charge)
+            worker = Worker(WorkerConfig(address=running.address, credential=credential.credential.secret,
+                                         worker_id="w1", handlers=registry, http=False, slots=4))  # fmt: skip
+            task = asyncio.create_task(worker.run())
+            await asyncio.wait_for(worker.connected.wait(), WAIT)
+            try:
+                yield running, scheduler_pb2_grpc.SchedulerServiceStub(channel), key
+            finally:
+                await worker.stop(1.0)
+                await asyncio.gather(task, return_exceptions=True)
+
+
+async def dead_letter(scheduler, key: str, name: str) -> str:
+    """A one-off job whose only execution dies; its execution id once dead."""
+    job = job_pb2.Job(name=name, target=job_pb2.Target(handler=job_pb2.HandlerTarget(name=HANDLER)), payload=b"{}")
+    job.schedule.once_at.FromDatetime(datetime.now(timezone.utc) + timedelta(seconds=0.5))
+    created = await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=job, request_id=name), metadata=bearer(key))
+    deadline = asyncio.get_running_loop().time() + WAIT
+    while True:
+        letters = await scheduler.ListDeadLetters(scheduler_pb2.ListDeadLettersRequest(job_id=created.job.id),
+                                                  metadata=bearer(key))  # fmt: skip
+        if letters.executions:
+            return letters.executions[0].id
+        assert asyncio.get_running_loop().time() < deadline, "the execution did not die"
+        await asyncio.sleep(0.1)
+
+
+def store_and_etcd(request, tmp_path) -> tuple[str, str]:
+    if request.param == "embedded":
+        return f"sqlite:///{tmp_path / 'store.db'}", "memory"
+    return request.getfixturevalue("postgres_url"), request.getfixturevalue("etcd_endpoint")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, tmp_path) -> tuple[str, str]:
+    return store_and_etcd(request, tmp_path)
+
+
+async def test_a_dead_letters_alert_is_posted_raised_on_the_third_try_and_resolved_after_the_replay(backend) -> None:
+    store, etcd = backend
+    charge = Charge()
+    async with Sink(500, 500) as sink, serving(store, etcd, charge, alert_webhook=sink.url) as (running, scheduler, key):
+        execution_id = await dead_letter(scheduler, key, "charge")
+        await eventually(lambda: sink.events(), "the raise reached the sink")
+        [(alert_id, state, kind)] = sink.events()
+        assert (state, kind) == ("raised", "dead_letter")
+        assert [(s, b["id"], b["state"]) for s, b, _ in sink.requests] == [
+            (500, alert_id, "raised"), (500, alert_id, "raised"), (200, alert_id, "raised"),
+        ], "two failures, then the same event on the third try"
+        body, headers = sink.requests[-1][1], sink.requests[-1][2]
+        assert (body["tenant"], body["execution"], body["key"]) == ("acme", execution_id, f"dead_letter:{execution_id}")
+        assert body["message"] and body["raised_at"] and body["resolved_at"] is None
+        assert headers["content-type"] == "application/json" and headers["idempotency-key"] == f"{alert_id}:raised"
+
+        charge.failing = False
+        await scheduler.ReplayDeadLetter(scheduler_pb2.ReplayDeadLetterRequest(execution_id=execution_id),
+                                         metadata=bearer(key))  # fmt: skip
+        await eventually(lambda: len(sink.events()) == 2, "the resolve reached the sink")
+        assert sink.events() == [(alert_id, "raised", "dead_letter"), (alert_id, "resolved", "dead_letter")]
+        assert sink.requests[-1][1]["resolved_at"] is not None
+        webhook = running.server.webhook
+        await eventually(lambda: webhook.delivered == 2, "both deliveries recorded")
+        assert (webhook.attempts, webhook.undeliverable) == (4, 0)
+
+
+async def test_an_alert_raised_without_a_webhook_is_sent_by_the_next_server_with_one(tmp_path) -> None:
+    store, etcd = f"sqlite:///{tmp_path / 'store.db'}", "memory"
+    charge = Charge()
+    async with serving(store, etcd, charge) as (running, scheduler, key):
+        assert running.server.webhook is None
+        execution_id = await dead_letter(scheduler, key, "charge")
+    async with Sink() as sink, serving(store, etcd, charge, alert_webhook=sink.url):
+        await eventually(lambda: sink.events(), "the alert raised before the restart reached the sink")
+        [(_, state, kind)] = sink.events()
+        assert (state, kind) == ("raised", "dead_letter")
+        assert sink.requests[0][1]["execution"] == execution_id
