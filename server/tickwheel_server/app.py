@@ -58,6 +58,7 @@ from .web import HttpServer, Router, install_console, server_ssl_context
 from .telemetry.gauges import StoreGauges
 from .telemetry.metrics import Metrics
 from .telemetry.tracing import Tracing, TracingInterceptor
+from .telemetry import logs as telemetry_logs
 from .web.metrics import install_metrics
 
 log = logging.getLogger("tickwheel.server")
@@ -555,12 +556,8 @@ async def serve_until_signalled(server: TickwheelServer) -> None:
     await server.stop()
 
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+def configure_logging(level: str, log_format: str = "text") -> None:
+    telemetry_logs.configure(level, log_format)
 
 
 def server_main(argv: list[str]) -> int:
@@ -572,7 +569,7 @@ def server_main(argv: list[str]) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    configure_logging(config.log_level)
+    configure_logging(config.log_level, config.log_format)
     try:
         asyncio.run(serve_until_signalled(TickwheelServer(config)))
     except StartupError as error:

@@ -15,6 +15,7 @@ from pathlib import Path
 from .targets import TargetPolicy, parse_networks
 from .webhook import check_webhook_url
 from .telemetry.tracing import TRACE_EXPORT_HELP, check_trace_export
+from .telemetry.logs import LOG_FORMATS
 
 
 class ConfigError(ValueError):
@@ -110,6 +111,8 @@ class ServerConfig:
     """Tenants labelled by name on ``/metrics`` (the busiest by volume); the rest are ``other``."""
     trace_export: str = "none"
     """Where spans go: ``none``, ``console`` or ``jsonl:PATH`` (see ``telemetry.tracing``)."""
+    log_format: str = "text"
+    """``text`` or ``json`` (one object per line; see ``telemetry.logs``)."""
 
     def __post_init__(self) -> None:
         if not self.store:
@@ -165,6 +168,8 @@ class ServerConfig:
             check_trace_export(self.trace_export)
         except ValueError as error:
             raise ConfigError(f"trace_export (--trace-export): {error}") from None
+        if self.log_format not in LOG_FORMATS:
+            raise ConfigError(f"log_format (--log-format): one of {', '.join(LOG_FORMATS)}")
 
     @property
     def effective_server_id(self) -> str:
@@ -199,6 +204,7 @@ _ENV = {
     "tls_client_ca": "TICKWHEEL_TLS_CLIENT_CA",
     "metrics_top_tenants": "TICKWHEEL_METRICS_TOP_TENANTS",
     "trace_export": "TICKWHEEL_TRACE_EXPORT",
+    "log_format": "TICKWHEEL_LOG_FORMAT",
 }
 """Setting -> environment variable."""
 
@@ -250,6 +256,10 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         help="tenants labelled by name on /metrics, the busiest first; the rest are 'other' (default 20)",
     )
     parser.add_argument("--trace-export", metavar="WHERE", help=f"where spans go: {TRACE_EXPORT_HELP}")
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS,
+        help="text (default) or json: one JSON object per line, execution, job and tenant ids as fields",
+    )
 
 
 def _read_file(path: str) -> dict:
@@ -312,7 +322,7 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value
-    for name in ("metrics_top_tenants", "trace_export"):
+    for name in ("metrics_top_tenants", "trace_export", "log_format"):
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value

@@ -38,6 +38,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from tickwheel.v1 import worker_pb2
 from tickwheel_server.clock import Clock
+from tickwheel_server.telemetry.logs import log_execution
 from tickwheel_worker.handlers import HandlerRegistry, JobContext, PermanentError, encode_output
 from tickwheel_worker.http_target import (
     OUTPUT_MAX_BYTES,
@@ -298,7 +299,9 @@ class Attempt:
         if isinstance(exc, PermanentError):
             return FAILED_PERMANENT, str(exc) or type(exc).__name__, b"", None
         if exc is not None:
-            log.warning("handler for %s failed", self.key, exc_info=exc)
+            a = self.assignment
+            log_execution(log, logging.WARNING, "handler failed (attempt %d, delivery %d)", a.attempt, a.delivery,
+                          execution=a.execution_id, job=a.job_id, tenant=a.tenant, exc_info=exc)
             return FAILED_RETRYABLE, f"{type(exc).__name__}: {exc}", b"", None
         value = future.result()
         if work.kind == "http":

@@ -52,6 +52,8 @@ from pathlib import Path
 from typing import Any
 
 from tickwheel_server.targets import LOOPBACK_NETWORKS, TargetPolicy
+from tickwheel_server.telemetry.logs import LOG_FORMATS
+from tickwheel_server.telemetry.logs import configure as configure_logs
 from tickwheel_worker.config import WorkerConfig
 from tickwheel_worker.handlers import HandlerRegistry
 from tickwheel_worker.runtime import Worker, WorkerFatalError
@@ -91,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
     parser.add_argument("--grace", type=float, default=30.0, help="seconds to finish in-flight work on stop (default 30)")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS, default="text",
+        help="text (default) or json: one JSON object per line, execution, job and tenant ids as fields",
+    )
     return parser
 
 
@@ -228,8 +234,7 @@ def worker_main(argv: list[str]) -> int:
     except UsageError as exc:
         print(f"tickwheel worker: {exc}", file=sys.stderr)
         return 2
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logs(level, args.log_format)  # nothing changes when logging is already set up
     worker = Worker(config)
     policy = config.address_policy
     log.info(

@@ -53,6 +53,7 @@ import grpc.aio
 
 from tickwheel.v1 import worker_pb2, worker_pb2_grpc
 from tickwheel_server.clock import Clock, SystemClock
+from tickwheel_server.telemetry.logs import log_execution
 from tickwheel_worker._version import VERSION
 from tickwheel_worker.attempt import FAILED_RETRYABLE, Attempt, Key
 from tickwheel_worker.backoff import reconnect_delay
@@ -485,13 +486,16 @@ class Worker:
         key: Key = (assignment.execution_id, assignment.delivery)
         session.outstanding = max(0, session.outstanding - 1)
         if key in self._attempts:
-            log.warning("duplicate assignment %s ignored", key)
+            log_execution(log, logging.WARNING, "duplicate assignment (delivery %d) ignored", assignment.delivery,
+                          execution=assignment.execution_id, job=assignment.job_id, tenant=assignment.tenant)
             return
         if key in self._unacked:  # finished, but the server did not see the result yet
             session.unsent[key] = None
             return
         if len(self._attempts) >= self._max_held:
-            log.error("assignment %s beyond this worker's credit; refused", key)
+            log_execution(log, logging.ERROR, "assignment (delivery %d) beyond this worker's credit; refused",
+                          assignment.delivery, execution=assignment.execution_id, job=assignment.job_id,
+                          tenant=assignment.tenant)
             self._record(key, worker_pb2.ExecutionResult(
                 execution_id=assignment.execution_id,
                 delivery=assignment.delivery,
@@ -520,7 +524,9 @@ class Worker:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a runtime bug must still end in a result
-            log.exception("attempt %s failed inside the worker", attempt.key)
+            a = attempt.assignment
+            log_execution(log, logging.ERROR, "attempt %d (delivery %d) failed inside the worker", a.attempt,
+                          a.delivery, execution=a.execution_id, job=a.job_id, tenant=a.tenant, exc_info=True)
             if not attempt.decided and not attempt.rejected:
                 attempt.decided = True
                 a = attempt.assignment
@@ -551,7 +557,9 @@ class Worker:
             self._unacked.pop(key, None)
             session.unsent.pop(key, None)
             if not ack.accepted:
-                log.warning("server rejected the result for %s: %s", key, ack.reason)
+                # The attempt is gone; its id names the execution (a job id is its prefix).
+                log_execution(log, logging.WARNING, "server rejected the result of delivery %d: %s", ack.delivery,
+                              ack.reason, execution=ack.execution_id)
         self._notify()
 
     async def _abandon_all(self) -> None:

@@ -53,7 +53,8 @@ from tickwheel.v1 import job_pb2, worker_pb2
 from ..api.convert import EXECUTION_ORIGIN_TO_PROTO
 from ..clock import Clock
 from ..store.handout import Capability, HandedOut, HandoutStore, Lost, RequeueResult, ResultIn, Retry
-from ..telemetry.metrics import OTHER, Metrics
+from ..telemetry.metrics import OTHER, OUTCOMES, Metrics
+from ..telemetry.logs import log_execution
 from ..telemetry.tracing import Tracing, traceparent_of
 from .connections import Connections, WorkerConnection
 from .inflight import InFlight, Key
@@ -236,6 +237,7 @@ class Gateway:
         batches: dict[WorkerConnection, list[worker_pb2.Assignment]] = defaultdict(list)
         unsent: list[tuple[str, int]] = []
         spans = []
+        debug = log.isEnabledFor(logging.DEBUG)
         monotonic = self._clock.monotonic()
         index = 0
         for item in handed:
@@ -270,6 +272,9 @@ class Gateway:
                 else:  # not traced here: the worker's span joins the execution's trace directly
                     assignment.traceparent = item.trace_context
             batches[receiver].append(assignment)
+            if debug:
+                log_execution(log, logging.DEBUG, "handed out (delivery %d, attempt %d) to worker %s", item.delivery,
+                              item.attempt, receiver.worker_id, execution=item.id, job=item.job_id, tenant=item.tenant)
         for connection, assignments in batches.items():
             await connection.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=assignments)))
         for span in spans:
@@ -368,7 +373,9 @@ class Gateway:
         stuck: dict[WorkerConnection, list[Key]] = defaultdict(list)
         for item in expired:
             self.inflight.done(item.key)
-            self._held.pop(item.key, None)
+            job_id, tenant = self._held.pop(item.key, ("", ""))
+            log_execution(log, logging.INFO, "delivery %d taken back from worker %s: %s", item.key[1],
+                          item.worker_id or "?", item.reason, execution=item.key[0], job=job_id, tenant=tenant)
             if item.connection is not None and not item.connection.closed.is_set():
                 stuck[item.connection].append(item.key)
         for connection, keys in stuck.items():
@@ -380,6 +387,9 @@ class Gateway:
                     )
                 )
             )
+        for letter in result.dead:
+            log_execution(log, logging.WARNING, "dead-lettered as poison: %s", letter.reason,
+                          execution=letter.execution_id, job=letter.job_id, tenant=letter.tenant)
         if self._metrics is not None:
             self._metrics.requeued("worker", len(result.requeued))
         if result.requeued or result.dead:
@@ -406,10 +416,19 @@ class Gateway:
             for r in results
         ]
         acks = await self._store.record_results(inputs)
+        debug = log.isEnabledFor(logging.DEBUG)
         self.wake()  # an execution that ended may have freed its job or a key for the next in line
         for result, ack in zip(results, acks):
             self.inflight.done((ack.execution_id, ack.delivery))
             held = self._held.pop((ack.execution_id, ack.delivery), None)
+            job_id, tenant = held if held is not None else ("", "")
+            if not ack.accepted:
+                log_execution(log, logging.INFO, "result of delivery %d from worker %s rejected: %s", ack.delivery,
+                              connection.worker_id, ack.reason, execution=ack.execution_id, job=job_id, tenant=tenant)
+            elif debug:
+                log_execution(log, logging.DEBUG, "result %s (delivery %d) from worker %s",
+                              OUTCOMES.get(result.outcome, "unspecified"), ack.delivery, connection.worker_id,
+                              execution=ack.execution_id, job=job_id, tenant=tenant)
             if ack.accepted and self._metrics is not None:
                 # A delivery re-attached from another server has no tenant here.
                 tenant = held[1] if held is not None else OTHER
