@@ -39,6 +39,7 @@ from .drain import Drainer
 from .lateness import LatenessStore, LatenessWatch
 from .presence import Presence
 from .reaper import SERVERS_PREFIX, Reaper, session_name
+from .ratelimit import LiveServers, RequestRateLimiter
 from .webhook import AlertWebhook, WebhookConfig
 from .store.alerts import AlertStore, NewAlert, clock_skew_key, dead_letter_alert, poison_alert
 from .store.cluster import database_now, ensure_cluster
@@ -229,7 +230,12 @@ class TickwheelServer:
             else None
         )
 
-        auth = Authenticator(self.stores.tenants, self.stores.workers, config.admin_token, self.clock)
+        # A tenant's API request rate is shared out among the live servers (presence).
+        self.live_servers = LiveServers(lambda: self.presence.servers(), self.clock)
+        self.rate_limiter = RequestRateLimiter(self.clock, servers=lambda: self.live_servers.count)
+        auth = Authenticator(
+            self.stores.tenants, self.stores.workers, config.admin_token, self.clock, rate_limiter=self.rate_limiter
+        )
         self.info = ServerInfo(
             server_id=self.server_id,
             address=config.effective_advertise,
@@ -313,6 +319,7 @@ class TickwheelServer:
         ]
         if self.webhook is not None:
             self._tasks.append(asyncio.create_task(self.webhook.run(), name="tickwheel-webhook"))
+        self._tasks.append(asyncio.create_task(self.live_servers.run(), name="tickwheel-live-servers"))
         for name in ["", *SERVICE_NAMES]:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info(

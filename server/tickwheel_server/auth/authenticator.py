@@ -8,6 +8,11 @@ PERMISSION_DENIED; none or an unknown one UNAUTHENTICATED.
 Verified credentials are cached for a few seconds (bounded), so a hot client
 costs one store read per TTL, not one per call; a revocation takes effect
 within that TTL.
+
+A tenant's calls are then counted against its API request rate (see
+:mod:`tickwheel_server.ratelimit`) when a limiter is given: over it, the call
+fails RESOURCE_EXHAUSTED before the servicer reads or writes anything. The
+rate is the tenant's as cached, so a changed quota holds within the TTL.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import grpc
 
 from ..clock import Clock
 from ..errors import PermissionDenied, Unauthenticated
+from ..ratelimit import RequestRateLimiter
 from ..store.credentials import WorkerCredential, WorkerCredentialStore
 from ..store.tenants import Tenant, TenantStore
 from . import tokens
@@ -57,13 +63,22 @@ def bearer(context: grpc.aio.ServicerContext) -> str:
 class Authenticator:
     """Resolves a call's credential to a principal of the kind the service needs."""
 
-    def __init__(self, tenants: TenantStore, workers: WorkerCredentialStore, admin_token: str, clock: Clock) -> None:
+    def __init__(
+        self,
+        tenants: TenantStore,
+        workers: WorkerCredentialStore,
+        admin_token: str,
+        clock: Clock,
+        *,
+        rate_limiter: RequestRateLimiter | None = None,
+    ) -> None:
         if not admin_token:
             raise ValueError("an admin token is required")
         self._tenants = tenants
         self._workers = workers
         self._admin_token = admin_token
         self._clock = clock
+        self._rate_limiter = rate_limiter
         self._cache: OrderedDict[str, tuple[float, object]] = OrderedDict()
 
     def _is_admin(self, secret: str) -> bool:
@@ -99,9 +114,12 @@ class Authenticator:
         return principal
 
     async def tenant(self, context: grpc.aio.ServicerContext) -> Tenant:
+        """The calling tenant; QuotaExceeded when it is over its request rate."""
         principal = await self._principal(context)
         if not isinstance(principal, TenantPrincipal):
             raise PermissionDenied("SchedulerService needs a tenant API key")
+        if self._rate_limiter is not None:
+            self._rate_limiter.check(principal.tenant.name, principal.tenant.requests_per_second)
         return principal.tenant
 
     async def worker(self, context: grpc.aio.ServicerContext) -> WorkerCredential:

@@ -1,0 +1,80 @@
+"""The per-tenant request rate: token buckets on a fake clock, the rate
+shared out among live servers, bounded memory, and the error it gives."""
+
+from __future__ import annotations
+
+import pytest
+
+from tickwheel_server.clock import FakeClock
+from tickwheel_server.errors import QuotaExceeded
+from tickwheel_server.ratelimit import LiveServers, RequestRateLimiter, TokenBucket, share
+
+
+def burst(limiter: RequestRateLimiter, tenant: str, rate: int, calls: int) -> int:
+    return sum(limiter.allow(tenant, rate) for _ in range(calls))
+
+
+def test_a_bucket_refills_at_its_rate_up_to_its_burst() -> None:
+    bucket = TokenBucket(tokens=2.0, at=0.0)
+    assert [bucket.take(0.0, 2.0, 2.0) for _ in range(3)] == [True, True, False]
+    assert not bucket.take(0.25, 2.0, 2.0), "half a token after 0.25 s at 2/s"
+    assert bucket.take(0.5, 2.0, 2.0), "one token after 0.5 s"
+    assert [bucket.take(100.0, 2.0, 2.0) for _ in range(3)] == [True, True, False], "never more than the burst"
+
+
+@pytest.mark.parametrize(
+    ("per_second", "servers", "rate", "burst_"),
+    [(50, 1, 50.0, 50.0), (50, 5, 10.0, 10.0), (5, 3, 5 / 3, 5 / 3), (5, 10, 0.5, 1.0), (5, 0, 5.0, 5.0)],
+)
+def test_the_rate_is_shared_among_live_servers_with_a_burst_of_one_second_at_least_one(
+    per_second: int, servers: int, rate: float, burst_: float
+) -> None:
+    assert share(per_second, servers) == pytest.approx((rate, burst_))
+
+
+def test_a_tenant_gets_its_share_per_second_on_each_server_and_others_are_unaffected() -> None:
+    clock = FakeClock()
+    servers = 1
+    limiter = RequestRateLimiter(clock, servers=lambda: servers)
+    assert burst(limiter, "acme", 5, 20) == 5, "a burst of one second's worth"
+    assert burst(limiter, "globex", 5, 5) == 5, "a bucket per tenant"
+    clock.advance(0.5)
+    assert burst(limiter, "acme", 5, 20) == 2, "2.5 tokens after 0.5 s"
+    clock.advance(10)
+    servers = 5  # the rate is now 1/s on this server
+    assert burst(limiter, "acme", 5, 20) == 1
+    clock.advance(3)
+    assert burst(limiter, "acme", 5, 20) == 1, "the burst is one second's worth of the share"
+    assert limiter.refused == 15 + 18 + 19 + 19
+    assert burst(limiter, "unlimited", 0, 1000) == 1000, "0 means no limit"
+
+
+def test_check_names_the_limit_and_buckets_are_bounded() -> None:
+    clock = FakeClock()
+    limiter = RequestRateLimiter(clock, max_tenants=3)
+    limiter.check("acme", 1)
+    with pytest.raises(QuotaExceeded) as over:
+        limiter.check("acme", 1)
+    assert (over.value.tenant, over.value.quota, over.value.limit) == ("acme", "requests_per_second", 1)
+    assert "API request rate over 1/s" in str(over.value)
+    for tenant in ("b", "c", "d"):
+        limiter.allow(tenant, 1)
+    assert len(limiter) == 3
+    limiter.check("acme", 1)  # evicted as least recently used: a full bucket again
+
+
+async def test_live_servers_counts_presence_and_falls_back_to_one() -> None:
+    records: list[object] = ["a", "b", "c"]
+
+    async def read() -> list:
+        if records is None:
+            raise ConnectionError("etcd unavailable")
+        return records
+
+    live = LiveServers(read, FakeClock())
+    assert live.count == 1
+    assert await live.refresh() == 3
+    records = []
+    assert await live.refresh() == 1
+    records = None
+    assert await live.refresh() == 1
