@@ -7,7 +7,8 @@ PERMISSION_DENIED; none or an unknown one UNAUTHENTICATED.
 
 Verified credentials are cached for a few seconds (bounded), so a hot client
 costs one store read per TTL, not one per call; a revocation takes effect
-within that TTL.
+within that TTL (at once on the server that revoked). An API key is never
+cached past its expiry, so a rotated key stops working when its grace ends.
 
 A tenant's calls are then counted against its API request rate (see
 :mod:`tickwheel_server.ratelimit`) when a limiter is given: over it, the call
@@ -91,18 +92,24 @@ class Authenticator:
             self._cache.move_to_end(secret)
             return cached[1]
         principal: object | None
+        until = now + CACHE_TTL_SECONDS
         if self._is_admin(secret):
             principal = AdminPrincipal()
         elif tokens.parse_secret(secret, tokens.API_KEY_PREFIX) is not None:
-            tenant = await self._tenants.verify_key(secret)
-            principal = None if tenant is None else TenantPrincipal(tenant)
+            verified = await self._tenants.verify_key_until(secret)
+            principal = None
+            if verified is not None:
+                tenant, expires_at = verified
+                principal = TenantPrincipal(tenant)
+                if expires_at is not None:
+                    until = min(until, now + (expires_at - self._clock.now()).total_seconds())
         elif tokens.parse_secret(secret, tokens.WORKER_CREDENTIAL_PREFIX) is not None:
             credential = await self._workers.verify(secret)
             principal = None if credential is None else WorkerPrincipal(credential)
         else:
             principal = None
         if principal is not None:
-            self._cache[secret] = (now + CACHE_TTL_SECONDS, principal)
+            self._cache[secret] = (until, principal)
             while len(self._cache) > CACHE_SIZE:
                 self._cache.popitem(last=False)
         return principal

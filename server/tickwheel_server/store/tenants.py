@@ -251,18 +251,26 @@ class TenantStore(SqlStore):
 
     async def verify_key(self, secret: str) -> Tenant | None:
         """The tenant a live API key belongs to, or None for anything else."""
+        verified = await self.verify_key_until(secret)
+        return None if verified is None else verified[0]
+
+    async def verify_key_until(self, secret: str) -> tuple[Tenant, datetime | None] | None:
+        """The tenant a live API key belongs to and when the key stops working
+        (None: until revoked or rotated), or None for anything else. A caller
+        caching the answer must not cache it past that instant: a rotated
+        key's grace ends there."""
         key_id = tokens.parse_secret(secret, tokens.API_KEY_PREFIX)
         if key_id is None:
             return None
         now_us = to_us(self.clock.now())
 
-        def fn(conn: Connection) -> Tenant | None:
+        def fn(conn: Connection) -> tuple[Tenant, datetime | None] | None:
             row = conn.execute(sa.select(api_keys).where(api_keys.c.id == key_id)).first()
             if row is None or not tokens.secret_matches(secret, row.secret_hash):
                 return None
             if row.expires_at is not None and row.expires_at <= now_us:
                 return None
-            return _get_tenant(conn, row.tenant)
+            return _get_tenant(conn, row.tenant), None if row.expires_at is None else from_us(row.expires_at)
 
         return await self._tx(fn)
 

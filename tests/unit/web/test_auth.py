@@ -24,9 +24,9 @@ class Tenants:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def verify_key(self, secret: str) -> Tenant | None:
+    async def verify_key_until(self, secret: str) -> tuple[Tenant, None] | None:
         self.calls += 1
-        return Tenant(name="acme") if secret == API_KEY else None
+        return (Tenant(name="acme"), None) if secret == API_KEY else None
 
 
 class Workers:
