@@ -159,7 +159,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                             connection, [(e.execution_id, e.delivery) for e in request.heartbeat.executions]
                         )
                 elif kind == "result" and self.gateway is not None:
-                    await self.gateway.record(connection, list(request.result.results))
+                    await self.gateway.submit_results(connection, list(request.result.results))
                 elif kind == "result":
                     acks = [
                         worker_pb2.ResultAck(

@@ -58,6 +58,7 @@ from ..telemetry.logs import log_execution
 from ..telemetry.tracing import Tracing, traceparent_of
 from .connections import Connections, WorkerConnection
 from .inflight import InFlight, Key
+from .results import ResultQueue
 
 log = logging.getLogger(__name__)
 
@@ -138,12 +139,26 @@ class Gateway:
         self.handing_out = True
         self.rounds = 0
         self.round_done = asyncio.Event()
+        self.results: ResultQueue[WorkerConnection, worker_pb2.ExecutionResult] = ResultQueue(
+            self._record_batch, clock
+        )
+        """Workers' results, written in large batches after the starts (:mod:`.results`)."""
 
     def wake(self) -> None:
         """Run a hand-out round now (something may be ready)."""
         self._wake.set()
 
     async def run(self) -> None:
+        """Hand out at every wake-up and every sweep, and write the workers'
+        results (:attr:`results`) beside it, until cancelled."""
+        writer = asyncio.create_task(self.results.run(), name="tickwheel-results")
+        try:
+            await self._hand_out_forever()
+        finally:
+            writer.cancel()
+            await asyncio.gather(writer, return_exceptions=True)
+
+    async def _hand_out_forever(self) -> None:
         next_skew_check = self._clock.monotonic()
         while True:
             if self._db_clock is not None and self._clock.monotonic() >= next_skew_check:
@@ -199,6 +214,7 @@ class Gateway:
                 groups[connection.capability].append(connection)
         total = 0
         stopped = 0
+        backlog = False
         for capability, members in groups.items():
             diverted_passes = full_batches = 0
             while True:
@@ -220,7 +236,9 @@ class Gateway:
                     # burst is handed out back to back), bounded per round so
                     # the other groups get their turn.
                     full_batches += 1
+                    self.results.backlog(True)
                     if full_batches >= MAX_FULL_BATCHES:
+                        backlog = True
                         self.wake()
                         break
                     continue
@@ -229,6 +247,7 @@ class Gateway:
                 diverted_passes += 1
                 if diverted_passes >= MAX_PASSES:
                     break
+        self.results.backlog(backlog)
         if stopped:
             await self.signal_cancels()
         return total
@@ -401,8 +420,18 @@ class Gateway:
             self.wake()
         return result
 
+    async def submit_results(self, connection: WorkerConnection, results: list[worker_pb2.ExecutionResult]) -> None:
+        """A worker's results: queued for the writer, which records and
+        acknowledges them (waits while the queue is full)."""
+        await self.results.submit(connection, results)
+
     async def record(self, connection: WorkerConnection, results: list[worker_pb2.ExecutionResult]) -> None:
-        """Apply a worker's results and acknowledge each."""
+        """Apply a worker's results and acknowledge each, now."""
+        await self._record_batch([(connection, result) for result in results])
+
+    async def _record_batch(self, items: list[tuple[WorkerConnection, worker_pb2.ExecutionResult]]) -> None:
+        """Apply results of any workers in one transaction and acknowledge
+        each to its worker, in order."""
         inputs = [
             ResultIn(
                 execution_id=r.execution_id,
@@ -413,12 +442,13 @@ class Gateway:
                 worker_id=connection.worker_id,
                 retry_after=r.retry_after.ToTimedelta() if r.HasField("retry_after") else None,
             )
-            for r in results
+            for connection, r in items
         ]
         acks = await self._store.record_results(inputs)
         debug = log.isEnabledFor(logging.DEBUG)
         self.wake()  # an execution that ended may have freed its job or a key for the next in line
-        for result, ack in zip(results, acks):
+        replies: dict[WorkerConnection, list[worker_pb2.ResultAck]] = defaultdict(list)
+        for (connection, result), ack in zip(items, acks):
             self.inflight.done((ack.execution_id, ack.delivery))
             held = self._held.pop((ack.execution_id, ack.delivery), None)
             job_id, tenant = held if held is not None else ("", "")
@@ -435,15 +465,12 @@ class Gateway:
                 self._metrics.result(tenant, result.outcome, retried=ack.retry is not None)
             if ack.retry is not None and self._on_retry is not None:
                 self._on_retry(ack.retry)
-        await connection.send(
-            worker_pb2.PullResponse(
-                ack=worker_pb2.ResultAcks(
-                    acks=[
-                        worker_pb2.ResultAck(
-                            execution_id=a.execution_id, delivery=a.delivery, accepted=a.accepted, reason=a.reason
-                        )
-                        for a in acks
-                    ]
+            replies[connection].append(
+                worker_pb2.ResultAck(
+                    execution_id=ack.execution_id, delivery=ack.delivery, accepted=ack.accepted, reason=ack.reason
                 )
             )
-        )
+        await asyncio.gather(*(
+            connection.send(worker_pb2.PullResponse(ack=worker_pb2.ResultAcks(acks=replied)))
+            for connection, replied in replies.items()
+        ))

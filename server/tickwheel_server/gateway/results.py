@@ -1,0 +1,133 @@
+"""Workers' results, written in few large transactions, after the starts.
+
+Every result message of every worker connected to this server goes into one
+bounded queue, and one task writes the queue: up to ``batch`` results per
+transaction, one transaction at a time. Four workers answering at once cost
+one transaction, not four competing ones, and the statements per result
+shrink with the batch.
+
+Starts come first. While the hand-out has a backlog (its last claim was a
+full batch: a burst is being handed out), writing waits, for at most
+``defer`` seconds from the oldest result waiting, so the store's time goes
+to lateness, which is what the schedule promises; results then go in one
+large batch. A result is only delayed, never dropped: it stays queued until
+a transaction that recorded it commits (a failed write is retried after
+``retry_delay``), and the worker keeps it until it is acknowledged.
+
+Backpressure: a worker whose result arrives while ``max_pending`` are
+queued waits (its stream is not read meanwhile) until the writer catches up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+from ..clock import Clock
+
+log = logging.getLogger(__name__)
+
+C = TypeVar("C")
+R = TypeVar("R")
+
+DEFAULT_BATCH = 2000
+DEFAULT_MAX_PENDING = 20_000
+DEFAULT_DEFER = 1.0
+DEFAULT_RETRY_DELAY = 1.0
+
+Apply = Callable[[list[tuple[C, R]]], Awaitable[None]]
+"""Records a batch of (connection, result) pairs and acknowledges them; raises if nothing was recorded."""
+
+
+class ResultQueue(Generic[C, R]):
+    def __init__(
+        self,
+        apply: Apply,
+        clock: Clock,
+        *,
+        batch: int = DEFAULT_BATCH,
+        max_pending: int = DEFAULT_MAX_PENDING,
+        defer: float = DEFAULT_DEFER,
+        retry_delay: float = DEFAULT_RETRY_DELAY,
+    ) -> None:
+        if batch < 1 or max_pending < batch or defer < 0 or retry_delay <= 0:
+            raise ValueError("need batch >= 1, max_pending >= batch, defer >= 0 and retry_delay > 0")
+        self._apply = apply
+        self._clock = clock
+        self.batch = batch
+        self.max_pending = max_pending
+        self.defer = defer
+        self.retry_delay = retry_delay
+        self._pending: list[tuple[C, R]] = []
+        self._oldest: float | None = None
+        """Monotonic instant the oldest queued result arrived."""
+        self._arrived = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._backlog = False
+        self._backlog_over = asyncio.Event()
+        self._backlog_over.set()
+        self.written = 0
+        self.transactions = 0
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    async def submit(self, connection: C, results: Sequence[R]) -> None:
+        """Queue a worker's results; waits while the queue is full."""
+        while len(self._pending) >= self.max_pending:
+            self._room.clear()
+            await self._room.wait()
+        if not self._pending:
+            self._oldest = self._clock.monotonic()
+        self._pending.extend((connection, result) for result in results)
+        self._arrived.set()
+
+    def backlog(self, busy: bool) -> None:
+        """The hand-out says whether it has a backlog (its last claim was full)."""
+        self._backlog = busy
+        if busy:
+            self._backlog_over.clear()
+        else:
+            self._backlog_over.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._arrived.wait()
+            await self._wait_for_the_hand_out()
+            items = self._pending[: self.batch]
+            try:
+                await self._apply(items)
+            except Exception:
+                log.exception("recording %d results failed; retrying in %.1f s", len(items), self.retry_delay)
+                await self._clock.sleep(self.retry_delay)
+                continue
+            del self._pending[: len(items)]
+            self.written += len(items)
+            self.transactions += 1
+            if self._pending:
+                self._oldest = self._clock.monotonic()
+            else:
+                self._oldest = None
+                self._arrived.clear()
+            if len(self._pending) < self.max_pending:
+                self._room.set()
+
+    async def _wait_for_the_hand_out(self) -> None:
+        """While the hand-out has a backlog, wait until it ends or the oldest
+        queued result has waited ``defer`` seconds."""
+        if not self._backlog or self._oldest is None:
+            return
+        left = self._oldest + self.defer - self._clock.monotonic()
+        if left <= 0:
+            return
+        sleeper = asyncio.ensure_future(self._clock.sleep(left))
+        over = asyncio.ensure_future(self._backlog_over.wait())
+        try:
+            await asyncio.wait({sleeper, over}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            over.cancel()
