@@ -52,7 +52,8 @@ from tickwheel.v1 import job_pb2, worker_pb2
 
 from ..api.convert import EXECUTION_ORIGIN_TO_PROTO
 from ..clock import Clock
-from ..store.handout import Capability, HandedOut, HandoutStore, Lost, RequeueResult, ResultIn, Retry
+from ..ids import to_us
+from ..store.handout import Capability, Claimed, HandedOut, HandoutStore, Lost, RequeueResult, ResultIn, Retry
 from ..telemetry.metrics import OTHER, OUTCOMES, Metrics
 from ..telemetry.logs import log_execution
 from ..telemetry.tracing import Tracing, traceparent_of
@@ -62,24 +63,27 @@ from .results import ResultQueue
 
 log = logging.getLogger(__name__)
 
-MAX_BATCH = 500
+MAX_BATCH = 2000
 MAX_PASSES = 4
 """Claims per group and round while candidates are diverted (waited, skipped)."""
 MAX_FULL_BATCHES = 20
 """Full batches per group and round before the round yields (and runs again at once)."""
 
 
+DEFAULT_TIMEOUT_US = 5 * 60 * 1_000_000
+"""A job's run time limit when it names none: 5 minutes."""
+
+
 def _ts(micros: int) -> timestamp_pb2.Timestamp:
-    message = timestamp_pb2.Timestamp()
-    message.FromMicroseconds(micros)
-    return message
+    seconds, rest = divmod(micros, 1_000_000)
+    return timestamp_pb2.Timestamp(seconds=seconds, nanos=rest * 1000)
 
 
 def assignment_for(handed: HandedOut, now: datetime) -> worker_pb2.Assignment:
     """The message a worker receives for one hand-out."""
     job = job_pb2.Job.FromString(handed.spec) if handed.spec else job_pb2.Job()
-    timeout = job.timeout.ToTimedelta() if job.HasField("timeout") else timedelta(minutes=5)
-    assignment = worker_pb2.Assignment(
+    timeout_us = job.timeout.ToMicroseconds() if job.HasField("timeout") else DEFAULT_TIMEOUT_US
+    return worker_pb2.Assignment(
         execution_id=handed.id,
         job_id=handed.job_id,
         tenant=handed.tenant,
@@ -91,9 +95,8 @@ def assignment_for(handed: HandedOut, now: datetime) -> worker_pb2.Assignment:
         target=job.target,
         missed_count=handed.missed_count,
         origin=EXECUTION_ORIGIN_TO_PROTO.get(handed.origin, 0),
+        deadline_at=_ts(to_us(now) + timeout_us),
     )
-    assignment.deadline_at.FromDatetime(now + timeout)
-    return assignment
 
 
 class Gateway:
@@ -217,40 +220,73 @@ class Gateway:
         backlog = False
         for capability, members in groups.items():
             diverted_passes = full_batches = 0
-            while True:
-                want = min(sum(c.credit for c in members if not c.closed.is_set()), MAX_BATCH)
-                if want <= 0:
-                    break
-                # ``now`` decides what is ready; the hand-out instant (lateness,
-                # deadlines) is read after the claim reached the store, which may
-                # have retried through an outage meanwhile.
-                started = self._clock.monotonic()
-                handed = await self._store.claim_ready(self.owner, self._clock.now(), capability, want)
-                if handed and self._metrics is not None:
-                    self._metrics.claimed("handout", len(handed), self._clock.monotonic() - started)
-                total += await self._deal(handed, members, self._clock.now())
-                stopped += handed.stopped
-                if len(handed) >= want:
-                    # A full batch: more may be ready now. Go on while credit
-                    # lasts instead of waiting for a wake-up or the sweep (a
-                    # burst is handed out back to back), bounded per round so
-                    # the other groups get their turn.
-                    full_batches += 1
-                    self.results.backlog(True)
-                    if full_batches >= MAX_FULL_BATCHES:
-                        backlog = True
-                        self.wake()
+            ahead: tuple[int, asyncio.Future[Claimed]] | None = None
+            """The next claim, started while the previous batch is dealt, with its size."""
+            try:
+                while True:
+                    if ahead is None:
+                        want = min(self._credit(members), MAX_BATCH)
+                        if want <= 0:
+                            break
+                        ahead = (want, asyncio.ensure_future(self._claim(capability, want)))
+                    (want, claiming), ahead = ahead, None
+                    handed = await claiming
+                    full = len(handed) >= want
+                    if full and full_batches + 1 < MAX_FULL_BATCHES:
+                        # A full batch: more may be ready now. Claim the next
+                        # while this one is dealt (the store works while the
+                        # assignments are built and sent), and go on while
+                        # credit lasts instead of waiting for a wake-up or the
+                        # sweep: a burst is handed out back to back, bounded
+                        # per round so the other groups get their turn.
+                        more = min(self._credit(members) - len(handed), MAX_BATCH)
+                        if more > 0:
+                            ahead = (more, asyncio.ensure_future(self._claim(capability, more)))
+                    total += await self._deal(handed, members, self._clock.now())
+                    stopped += handed.stopped
+                    if full:
+                        full_batches += 1
+                        self.results.backlog(True)
+                        if full_batches >= MAX_FULL_BATCHES:
+                            backlog = True
+                            self.wake()
+                            break
+                        continue
+                    if not handed.diverted:
                         break
-                    continue
-                if not handed.diverted:
-                    break
-                diverted_passes += 1
-                if diverted_passes >= MAX_PASSES:
-                    break
+                    diverted_passes += 1
+                    if diverted_passes >= MAX_PASSES:
+                        break
+            finally:
+                if ahead is not None:  # the round failed while a claim was under way: give its rows back
+                    await self._give_back(ahead[1])
         self.results.backlog(backlog)
         if stopped:
             await self.signal_cancels()
         return total
+
+    @staticmethod
+    def _credit(members: list[WorkerConnection]) -> int:
+        return sum(c.credit for c in members if not c.closed.is_set())
+
+    async def _claim(self, capability: Capability, want: int) -> Claimed:
+        # ``now`` decides what is ready; the hand-out instant (lateness,
+        # deadlines) is read after the claim reached the store, which may
+        # have retried through an outage meanwhile.
+        started = self._clock.monotonic()
+        handed = await self._store.claim_ready(self.owner, self._clock.now(), capability, want)
+        if handed and self._metrics is not None:
+            self._metrics.claimed("handout", len(handed), self._clock.monotonic() - started)
+        return handed
+
+    async def _give_back(self, claiming: asyncio.Future[Claimed]) -> None:
+        try:
+            handed = await asyncio.shield(claiming)
+        except Exception:
+            log.exception("a claim under way when its round failed failed too")
+            return
+        if handed:
+            await self._store.release([(item.id, item.delivery) for item in handed])
 
     async def _deal(self, handed: list[HandedOut], members: list[WorkerConnection], now: datetime) -> int:
         batches: dict[WorkerConnection, list[worker_pb2.Assignment]] = defaultdict(list)

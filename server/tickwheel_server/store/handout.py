@@ -69,6 +69,7 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -97,7 +98,7 @@ ready work by a loose index scan over the tenants that have any scheduled
 execution, instead of one probe per tenant named."""
 _UNION_BRANCHES = 100
 """Scans per UNION ALL statement (SQLite's compound SELECT limit is 500)."""
-_RULES_CACHE_SIZE = 100_000
+_RULES_CACHE_SIZE = 10_000
 
 DeadLetterHook = Callable[[Connection, "DeadLetter"], None]
 """Called inside the transaction that dead-letters an execution (raises its alert)."""
@@ -314,6 +315,27 @@ class Claimed(list):
         """Running executions asked to stop (overlap ``replace``)."""
 
 
+class _Taken(NamedTuple):
+    """A row taken by a round, as :data:`_TAKEN_COLUMNS` lists its columns
+    (a plain tuple: read thousands of times a round)."""
+
+    id: str
+    job_id: str
+    tenant: str
+    partition: int
+    origin: str
+    nominal_at: int
+    due_at: int
+    ready_at: int
+    attempt: int
+    delivery: int
+    payload: bytes
+    missed_count: int
+    allow_overlap: bool
+    wait_key: str | None
+    trace_context: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class _Job:
     spec: bytes
@@ -343,7 +365,7 @@ class HandoutStore(SqlStore):
         self.lateral = lateral
         """Use LATERAL scans on PostgreSQL; False sends the UNION ALL form other
         engines get (tests run it on PostgreSQL, which shares CockroachDB's SQL)."""
-        self._rules_cache: OrderedDict[str, tuple[int, Rules]] = OrderedDict()
+        self._rules_cache: OrderedDict[bytes, Rules] = OrderedDict()
         self._rules_lock = threading.Lock()
 
     # -- hand-out ---------------------------------------------------------------------------------
@@ -534,7 +556,7 @@ class HandoutStore(SqlStore):
             ).scalars().all()
             if not picked:
                 return []
-            return conn.execute(_TAKE_BY_ID, dict(ids=picked, owner=owner, at=at_us)).all()
+            return [_Taken._make(row) for row in conn.execute(_TAKE_BY_ID, dict(ids=picked, owner=owner, at=at_us))]
         fits = []
         if capability.handlers:
             fits.append(executions.c.handler.in_(capability.handlers))
@@ -568,7 +590,7 @@ class HandoutStore(SqlStore):
                 .values(status="running", owner=owner, delivery=executions.c.delivery + 1, handed_out_at=at_us)
                 .returning(*_TAKEN_COLUMNS)
             ).all()
-        return rows
+        return [_Taken._make(row) for row in rows]
 
     # -- step 4: what may start --------------------------------------------------------------------
 
@@ -581,20 +603,22 @@ class HandoutStore(SqlStore):
             rows = conn.execute(query)
         else:  # one array parameter: one statement text whatever the count, so its plan is reused
             rows = conn.execute(_JOBS_BY_ID, dict(ids=job_ids))
-        for row in rows:
-            spec = bytes(row.spec)
-            found[row.id] = _Job(spec, self._rules(row.id, row.version, spec), row.updated_at)
+        for job_id, _version, spec, updated_at in rows:
+            spec = bytes(spec)
+            found[job_id] = _Job(spec, self._rules(spec), updated_at)
         return found
 
-    def _rules(self, job_id: str, version: int, spec: bytes) -> Rules:
+    def _rules(self, spec: bytes) -> Rules:
+        """The rules of a definition, parsed once per distinct definition
+        (jobs made from one template share theirs)."""
         with self._rules_lock:
-            cached = self._rules_cache.get(job_id)
-            if cached is not None and cached[0] == version:
-                self._rules_cache.move_to_end(job_id)
-                return cached[1]
+            cached = self._rules_cache.get(spec)
+            if cached is not None:
+                self._rules_cache.move_to_end(spec)
+                return cached
         parsed = rules_of(spec)
         with self._rules_lock:
-            self._rules_cache[job_id] = (version, parsed)
+            self._rules_cache[spec] = parsed
             while len(self._rules_cache) > _RULES_CACHE_SIZE:
                 self._rules_cache.popitem(last=False)
         return parsed
@@ -654,10 +678,14 @@ class HandoutStore(SqlStore):
                 .limit(wanted[job_id] + 2)
                 for job_id in job_ids
             ])
+        # The candidates come back (they run now): they are not "others".
+        mine = {c.id for c in candidates}
         found = {
-            r.id: Active(r.id, r.job_id, r.tenant, r.status, r.origin, r.nominal_at, r.ready_at, r.attempt,
-                         bool(r.allow_overlap), r.wait_key, r.cancel_requested_at is not None)
-            for r in rows
+            ident: Active(ident, job_id, tenant, status, origin, nominal_at, ready_at, attempt, bool(allow_overlap),
+                          wait_key, cancel_requested_at is not None)
+            for (ident, job_id, tenant, status, origin, nominal_at, ready_at, attempt, allow_overlap, wait_key,
+                 cancel_requested_at) in rows
+            if ident not in mine
         }
         return list(found.values())
 
