@@ -169,6 +169,23 @@ _OVERLAP_VIEW = sa.text(
     ") AS a"
 )
 
+# Outcomes of a batch of results (PostgreSQL): every row's new state from
+# parallel arrays, by primary key; whatever held the delivery is cleared.
+_RECORD_OUTCOMES = sa.text(
+    "UPDATE executions SET status = v.status, attempt = v.attempt, ready_at = v.ready_at, error = v.error, "
+    "dead_reason = v.dead_reason, finished_at = v.finished_at, owner = NULL, worker_id = NULL, "
+    "handed_out_at = NULL, held_keys = NULL, wait_key = NULL, waiting_since = NULL, cancel_requested_at = NULL, "
+    "cancel_reason = NULL "
+    "FROM unnest(CAST(:ids AS TEXT[]), CAST(:statuses AS TEXT[]), CAST(:attempts AS INTEGER[]), "
+    "CAST(:ready AS BIGINT[]), CAST(:errors AS TEXT[]), CAST(:deads AS TEXT[]), CAST(:finished AS BIGINT[])) "
+    "AS v (id, status, attempt, ready_at, error, dead_reason, finished_at) "
+    "WHERE executions.id = v.id"
+)
+_OUTCOME_ARRAYS = {
+    "ids": "b_id", "statuses": "b_status", "attempts": "b_attempt", "ready": "b_ready_at", "errors": "b_error",
+    "deads": "b_dead_reason", "finished": "b_finished_at",
+}
+
 # Transaction advisory locks on jobs (PostgreSQL), one per job, taken in one
 # order (the sorted subquery is scanned in its order) so rounds never deadlock.
 _LOCK_JOBS = sa.text(
@@ -978,18 +995,7 @@ class HandoutStore(SqlStore):
                     dead.append(dead_letter)
                 acks.append(ResultAck(*key, True, retry=retry))
             if updates:
-                conn.execute(
-                    executions.update()
-                    .where(executions.c.id == sa.bindparam("b_id"))
-                    .values(
-                        status=sa.bindparam("b_status"), attempt=sa.bindparam("b_attempt"),
-                        ready_at=sa.bindparam("b_ready_at"), error=sa.bindparam("b_error"),
-                        dead_reason=sa.bindparam("b_dead_reason"), finished_at=sa.bindparam("b_finished_at"),
-                        owner=None, worker_id=None, handed_out_at=None, held_keys=None, wait_key=None,
-                        waiting_since=None, cancel_requested_at=None, cancel_reason=None,
-                    ),
-                    updates,
-                )
+                self._apply_outcomes(conn, updates)
                 conn.execute(attempts.insert(), history)
                 release_slots(conn, self.caps, [(row.tenant, row.held_keys) for row in ended])
                 wake_jobs(conn, finished_jobs)
@@ -999,6 +1005,28 @@ class HandoutStore(SqlStore):
             return acks
 
         return await self._tx(fn, row_locked=True)
+
+    def _apply_outcomes(self, conn: Connection, updates: list[dict]) -> None:
+        """Write the executions' new states: one statement over arrays on
+        PostgreSQL (one plan, one round trip, whatever the batch), one
+        statement per row elsewhere."""
+        if self.caps.is_postgres:
+            conn.execute(_RECORD_OUTCOMES, {
+                name: [update[key] for update in updates] for name, key in _OUTCOME_ARRAYS.items()
+            })
+            return
+        conn.execute(
+            executions.update()
+            .where(executions.c.id == sa.bindparam("b_id"))
+            .values(
+                status=sa.bindparam("b_status"), attempt=sa.bindparam("b_attempt"),
+                ready_at=sa.bindparam("b_ready_at"), error=sa.bindparam("b_error"),
+                dead_reason=sa.bindparam("b_dead_reason"), finished_at=sa.bindparam("b_finished_at"),
+                owner=None, worker_id=None, handed_out_at=None, held_keys=None, wait_key=None,
+                waiting_since=None, cancel_requested_at=None, cancel_reason=None,
+            ),
+            updates,
+        )
 
     def _recorded_attempts(self, conn: Connection, results: list[ResultIn]) -> dict[tuple[str, int, int], str]:
         """The attempt rows, by (execution, attempt, delivery), of results that do not match their execution's current delivery."""
