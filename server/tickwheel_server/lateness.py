@@ -13,6 +13,13 @@ every waiting execution old enough to matter (its scan was not cut by the
 LIMIT); so an alert raised during an outage resolves once the backlog has
 run.
 
+Executions of a paused tenant (``tenants.state = 'paused'``) are not late:
+the hand-out holds them back on purpose. The scans leave them out (a probe
+of the tenants' key per row read), so pausing a tenant resolves its open
+alerts at the next pass; once it is resumed its executions are measured
+from their ``ready_at`` again, and the next hand-out sweep (every second)
+takes them, well before a threshold's worth of passes.
+
 A pass runs every few seconds on one server of the cluster: the reaper's
 leader (see :class:`~tickwheel_server.reaper.Reaper`'s ``duties``).
 """
@@ -32,7 +39,7 @@ from .ids import from_us, to_us
 from .store.alerts import AlertStore, NewAlert
 from .store.base import SqlStore
 from .store.isolation import status_in
-from .store.tables import executions, jobs
+from .store.tables import executions, jobs, tenants
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +66,10 @@ class Waiting:
 class LatenessStore(SqlStore):
     async def oldest_waiting(self, older_than: datetime, limit: int = SCAN_LIMIT) -> list[Waiting]:
         """Up to ``limit`` executions waiting for a hand-out since before
-        ``older_than``, oldest first, each with its job's lateness threshold."""
+        ``older_than``, oldest first, each with its job's lateness threshold;
+        those of paused tenants are left out."""
         cutoff = to_us(older_than)
+        paused = sa.select(tenants.c.name).where(tenants.c.state == "paused")
 
         def fn(conn: Connection) -> list[Waiting]:
             rows = []
@@ -74,7 +83,11 @@ class LatenessStore(SqlStore):
                         executions.c.ready_at, jobs.c.spec,
                     )
                     .select_from(executions.outerjoin(jobs, jobs.c.id == executions.c.job_id))
-                    .where(status_in(executions.c.status, status), executions.c.ready_at <= cutoff)
+                    .where(
+                        status_in(executions.c.status, status),
+                        executions.c.ready_at <= cutoff,
+                        executions.c.tenant.not_in(paused),
+                    )
                     .order_by(executions.c.ready_at)
                     .limit(limit)
                 ).all()

@@ -85,3 +85,24 @@ async def test_an_execution_held_back_by_its_job_or_a_key_is_late_too(migrated_e
     alerts = AlertStore(migrated_engine, clock)
     assert await LatenessWatch(LatenessStore(migrated_engine, clock), alerts, clock).check_once() == (1, 0)
     assert (await alerts.get(late_key("job_1"))).execution_id == "held"
+
+
+async def test_a_paused_tenants_held_back_executions_are_not_late(migrated_engine, clock) -> None:
+    tenant_store = TenantStore(migrated_engine, clock)
+    await tenant_store.create(Tenant(name="acme"))
+    await tenant_store.create(Tenant(name="other"))
+    add_execution(migrated_engine, clock, "held", job_id="job_1")
+    add_execution(migrated_engine, clock, "free", job_id="job_2", tenant="other")
+    set_threshold(migrated_engine, 1)
+    alerts = AlertStore(migrated_engine, clock)
+    watch = LatenessWatch(LatenessStore(migrated_engine, clock), alerts, clock)
+    clock.advance(2)
+    assert await watch.check_once() == (2, 0)
+    await tenant_store.pause("acme", "billing")
+    # Held back on purpose: its open alert resolves, the other tenant's stays.
+    assert await watch.check_once() == (1, 1)
+    assert await alerts.get(late_key("job_1")) is None
+    assert await alerts.get(late_key("job_2")) is not None
+    await tenant_store.resume("acme")
+    assert await watch.check_once() == (2, 0)
+    assert (await alerts.get(late_key("job_1"))).execution_id == "held"
