@@ -5,7 +5,11 @@ request's ``Authorization`` header is handed to it in that shape
 (:class:`HeaderMetadata`), so the console accepts exactly the credentials
 the gRPC API accepts, with the same cache and the same revocation delay.
 Its errors become HTTP statuses: no credential or an unknown one 401 (with
-``WWW-Authenticate: Bearer``), a valid one of the wrong kind 403.
+``WWW-Authenticate: Bearer``), a valid one of the wrong kind 403, and a
+tenant over its API request rate (the rate the gRPC API refuses with
+RESOURCE_EXHAUSTED; console requests count against it too) 429 with the
+limit in the message and ``Retry-After: 1``, since the tenant's bucket
+refills every second.
 """
 
 from __future__ import annotations
@@ -13,11 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..auth.authenticator import Authenticator
-from ..errors import PermissionDenied, Unauthenticated
+from ..errors import PermissionDenied, QuotaExceeded, Unauthenticated
 from ..store.tenants import Tenant
 from .router import HttpError, Request
 
 CHALLENGE = (("WWW-Authenticate", 'Bearer realm="tickwheel"'),)
+RETRY_AFTER = (("Retry-After", "1"),)
 
 
 @dataclass(frozen=True)
@@ -55,13 +60,19 @@ def _unauthenticated(error: Unauthenticated) -> HttpError:
     return HttpError(401, str(error), CHALLENGE)
 
 
+def _over_rate(error: QuotaExceeded) -> HttpError:
+    return HttpError(429, str(error), RETRY_AFTER)
+
+
 async def tenant_of(auth: Authenticator, request: Request) -> Tenant:
     """The tenant whose API key the request carries; 401, or 403 for an
-    admin token or a worker credential."""
+    admin token or a worker credential, or 429 over the tenant's request rate."""
     try:
         return await auth.tenant(credential_of(request))
     except Unauthenticated as error:
         raise _unauthenticated(error) from None
+    except QuotaExceeded as error:
+        raise _over_rate(error) from None
     except PermissionDenied:
         raise HttpError(403, "the tenant views need a tenant API key") from None
 
@@ -79,12 +90,15 @@ async def require_admin(auth: Authenticator, request: Request) -> None:
 
 async def principal_of(auth: Authenticator, request: Request) -> Principal:
     """A tenant or the operator; 401, or 403 for a worker credential (a
-    worker has no view in the console)."""
+    worker has no view in the console), or 429 for a tenant over its
+    request rate."""
     metadata = credential_of(request)
     try:
         return Principal("tenant", (await auth.tenant(metadata)).name)
     except Unauthenticated as error:
         raise _unauthenticated(error) from None
+    except QuotaExceeded as error:
+        raise _over_rate(error) from None
     except PermissionDenied:
         pass
     try:

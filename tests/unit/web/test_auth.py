@@ -8,10 +8,14 @@ from datetime import datetime, timezone
 
 import pytest
 
+import json
+
 from tickwheel_server.auth.authenticator import Authenticator
 from tickwheel_server.clock import FakeClock
+from tickwheel_server.ratelimit import RequestRateLimiter
 from tickwheel_server.store.credentials import WorkerCredential
 from tickwheel_server.store.tenants import Tenant
+from tickwheel_server.web.api import ConsoleApi
 from tickwheel_server.web.auth import Principal, principal_of, require_admin, tenant_of
 from tickwheel_server.web.router import HttpError, Request
 
@@ -21,12 +25,13 @@ WORKER = "tww_worker1_" + "w" * 43
 
 
 class Tenants:
-    def __init__(self) -> None:
+    def __init__(self, requests_per_second: int = 100) -> None:
         self.calls = 0
+        self.requests_per_second = requests_per_second
 
     async def verify_key_until(self, secret: str) -> tuple[Tenant, None] | None:
         self.calls += 1
-        return (Tenant(name="acme"), None) if secret == API_KEY else None
+        return (Tenant(name="acme", requests_per_second=self.requests_per_second), None) if secret == API_KEY else None
 
 
 class Workers:
@@ -92,3 +97,24 @@ async def test_verified_keys_are_cached_like_the_grpc_apis(auth, tenants) -> Non
     for _ in range(3):
         await tenant_of(auth, request(f"Bearer {API_KEY}"))
     assert tenants.calls == 1
+
+
+async def test_a_tenant_over_its_request_rate_gets_429_naming_the_limit_not_500() -> None:
+    clock = FakeClock(datetime(2027, 1, 1, tzinfo=timezone.utc))
+    limited = Authenticator(Tenants(requests_per_second=2), Workers(), ADMIN, clock,
+                            rate_limiter=RequestRateLimiter(clock))  # fmt: skip
+    for _ in range(2):  # one second's worth
+        assert (await tenant_of(limited, request(f"Bearer {API_KEY}"))).name == "acme"
+    for call in (tenant_of, principal_of):
+        with pytest.raises(HttpError) as error:
+            await call(limited, request(f"Bearer {API_KEY}"))
+        assert error.value.status == 429
+        assert "API request rate over 2/s" in error.value.message
+        assert error.value.headers == (("Retry-After", "1"),)
+    # Through a console endpoint: the JSON error the page shows, with the header.
+    response = await ConsoleApi(limited, None, None, None, None).session(request(f"Bearer {API_KEY}"))
+    assert response.status == 429 and ("Retry-After", "1") in response.headers
+    assert "API request rate over 2/s" in json.loads(response.body)["error"]["message"]
+    await require_admin(limited, request(f"Bearer {ADMIN}"))  # the operator has no tenant rate
+    clock.advance(1)
+    assert await principal_of(limited, request(f"Bearer {API_KEY}")) == Principal("tenant", "acme")
