@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 
@@ -484,6 +484,7 @@ class Gateway:
         debug = log.isEnabledFor(logging.DEBUG)
         self.wake()  # an execution that ended may have freed its job or a key for the next in line
         replies: dict[WorkerConnection, list[worker_pb2.ResultAck]] = defaultdict(list)
+        counted: Counter[tuple[str, int, bool]] = Counter()
         for (connection, result), ack in zip(items, acks):
             self.inflight.done((ack.execution_id, ack.delivery))
             held = self._held.pop((ack.execution_id, ack.delivery), None)
@@ -495,10 +496,9 @@ class Gateway:
                 log_execution(log, logging.DEBUG, "result %s (delivery %d) from worker %s",
                               OUTCOMES.get(result.outcome, "unspecified"), ack.delivery, connection.worker_id,
                               execution=ack.execution_id, job=job_id, tenant=tenant)
-            if ack.accepted and self._metrics is not None:
+            if ack.accepted:
                 # A delivery re-attached from another server has no tenant here.
-                tenant = held[1] if held is not None else OTHER
-                self._metrics.result(tenant, result.outcome, retried=ack.retry is not None)
+                counted[(held[1] if held is not None else OTHER, result.outcome, ack.retry is not None)] += 1
             if ack.retry is not None and self._on_retry is not None:
                 self._on_retry(ack.retry)
             replies[connection].append(
@@ -506,6 +506,8 @@ class Gateway:
                     execution_id=ack.execution_id, delivery=ack.delivery, accepted=ack.accepted, reason=ack.reason
                 )
             )
+        if self._metrics is not None:
+            self._metrics.results(counted)
         await asyncio.gather(*(
             connection.send(worker_pb2.PullResponse(ack=worker_pb2.ResultAcks(acks=replied)))
             for connection, replied in replies.items()
