@@ -10,6 +10,11 @@ credential, and writes them to ``DIR/dev-credentials.json``; later starts
 reuse what still verifies and replace what does not. The web console is on
 (a free port on 127.0.0.1 unless ``--http-listen`` says otherwise); its URL
 is in the banner, the log and ``dev-credentials.json`` (``console``).
+
+``--log-format`` and ``--trace-export`` are those of ``tickwheel server``;
+the built-in worker shares the server's tracer, so with tracing on one
+trace runs from the API call or the dispatch to the target call (and the
+HTTP target receives its ``traceparent``).
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from .config import ConfigError, ServerConfig
 from .errors import AlreadyExists
 from .store.tenants import Tenant
 from .targets import LOOPBACK_NETWORKS, TargetPolicy
+from .telemetry.logs import LOG_FORMATS
+from .telemetry.tracing import TRACE_EXPORT_HELP, Tracing
 
 log = logging.getLogger("tickwheel.dev")
 
@@ -99,9 +106,12 @@ Stop with Ctrl-C.
 
 async def run_dev(
     listen: str, data: Path, *, http_listen: str = "127.0.0.1:0", ready: asyncio.Event | None = None,
-    stop: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None, trace_export: str = "none", tracing: Tracing | None = None,
 ) -> None:
-    """Run the dev server and its worker until ``stop`` is set (or a signal arrives)."""
+    """Run the dev server and its worker until ``stop`` is set (or a signal
+    arrives). Spans go where ``trace_export`` says (``--trace-export``), or
+    to ``tracing`` when given (a test's exporter); the worker uses the
+    server's tracer."""
     from tickwheel_worker import Worker, WorkerConfig, register_builtins
     from tickwheel_worker.handlers import HandlerRegistry
 
@@ -115,8 +125,9 @@ async def run_dev(
         migrate=True,
         allow_target_networks=LOOPBACK_NETWORKS,
         shutdown_grace=5.0,
+        trace_export=trace_export,
     )
-    server = TickwheelServer(config)
+    server = TickwheelServer(config, tracing=tracing)
     await server.start()
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -137,6 +148,7 @@ async def run_dev(
                 http=True,
                 slots=16,
                 address_policy=TargetPolicy.allowing(LOOPBACK_NETWORKS),
+                tracer=server.tracing.tracer,
             )
         )
         worker_task = asyncio.create_task(worker.run(), name="tickwheel-dev-worker")
@@ -162,10 +174,21 @@ def dev_main(argv: list[str]) -> int:
     )  # fmt: skip
     parser.add_argument("--data", default=".tickwheel", help="folder for the database and credentials (default ./.tickwheel)")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS, default="text",
+        help="text (default) or json: one JSON object per line, execution, job and tenant ids as fields "
+             "(the server's and the built-in worker's lines)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--trace-export", metavar="WHERE", default="none",
+        help=f"where spans go (the server's and the built-in worker's): {TRACE_EXPORT_HELP}",
+    )
     args = parser.parse_args(argv)
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, args.log_format)
     try:
-        asyncio.run(run_dev(args.listen, Path(args.data).resolve(), http_listen=args.http_listen))
+        asyncio.run(
+            run_dev(args.listen, Path(args.data).resolve(), http_listen=args.http_listen, trace_export=args.trace_export)
+        )
     except (ConfigError, StartupError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -25,10 +25,11 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     return subprocess.run([TICKWHEEL, *args], capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})})
 
 
-def start_dev(data: Path) -> subprocess.Popen:
-    """`tickwheel dev` on a free port; returns once its banner says it serves."""
+def start_dev(data: Path, *extra: str) -> subprocess.Popen:
+    """`tickwheel dev` on a free port; returns once its banner says it serves.
+    Its output so far is ``process.lines`` (all of it once ``process.pump`` is joined)."""
     process = subprocess.Popen(
-        [TICKWHEEL, "dev", "--listen", "127.0.0.1:0", "--data", str(data)],
+        [TICKWHEEL, "dev", "--listen", "127.0.0.1:0", "--data", str(data), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     ready = threading.Event()
@@ -41,7 +42,8 @@ def start_dev(data: Path) -> subprocess.Popen:
                 ready.set()
         ready.set()
 
-    threading.Thread(target=pump, daemon=True).start()
+    process.lines, process.pump = lines, threading.Thread(target=pump, daemon=True)
+    process.pump.start()
     if not ready.wait(60) or process.poll() is not None:
         process.kill()
         raise AssertionError("tickwheel dev did not start:\n" + "".join(lines))
@@ -106,6 +108,39 @@ def test_dev_serves_all_services_with_its_own_credentials(tmp_path: Path) -> Non
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
+
+
+def test_dev_logs_json_and_its_worker_traces_the_target_call(tmp_path: Path) -> None:
+    data, spans = tmp_path / "dev", tmp_path / "spans.jsonl"
+    process = start_dev(data, "--log-format", "json", "--trace-export", f"jsonl:{spans}")
+    try:
+        at = (datetime.now(timezone.utc) + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        once = cli("job", "create", "--name", "once", "--at", at, "--handler", "echo", "--dev", str(data))
+        assert once.returncode == 0, once.stderr
+        once_id = once.stdout.strip().splitlines()[-1]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            history = json.loads(cli("job", "history", once_id, "--json", "--dev", str(data)).stdout or "{}")
+            if any(e.get("status") == "EXECUTION_STATUS_SUCCEEDED" for e in history.get("executions", [])):
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"the one-off job did not run: {history}")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    process.pump.join(10)
+    logged = [json.loads(line) for line in process.lines if line.startswith("{")]
+    assert logged and all({"ts", "level", "logger", "msg"} <= set(entry) for entry in logged)
+    assert any(entry["logger"].startswith("tickwheel") for entry in logged)
+    text_lines = [line for line in process.lines if re.match(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d", line)]
+    assert not text_lines, "every log line is JSON"
+    exported = [json.loads(line) for line in spans.read_text().splitlines()]
+    of_job = [s for s in exported if s["attributes"].get("tickwheel.job_id") == once_id]
+    [dispatch] = [s for s in of_job if s["name"] == "dispatch"]
+    [call] = [s for s in of_job if s["name"] == "handler echo"]
+    assert call["kind"] == "SpanKind.CLIENT", "the built-in worker has the server's tracer"
+    assert call["context"]["trace_id"] == dispatch["context"]["trace_id"]
 
 
 def test_server_refuses_to_start_without_an_admin_token(tmp_path: Path) -> None:
