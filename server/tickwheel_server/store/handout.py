@@ -77,6 +77,7 @@ from sqlalchemy.engine import Connection
 from tickwheel.v1 import job_pb2, worker_pb2
 
 from ..ids import to_us
+from ..breaker import CircuitBreaker, http_target_host
 from ..retry import backoff_delay
 from .admission import (
     ANYTHING_GOES, Active, Candidate, KeyState, Replace, Rules, Skip, Wait, decide_keys, decide_overlap, rules_of,
@@ -99,6 +100,10 @@ execution, instead of one probe per tenant named."""
 _UNION_BRANCHES = 100
 """Scans per UNION ALL statement (SQLite's compound SELECT limit is 500)."""
 _RULES_CACHE_SIZE = 10_000
+_BREAKER_OUTCOMES = frozenset((
+    worker_pb2.RESULT_OUTCOME_SUCCEEDED, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, worker_pb2.RESULT_OUTCOME_TIMED_OUT,
+))  # fmt: skip
+"""Outcomes the circuit breaker counts: a permanent failure says the request is wrong, not that the host is down."""
 
 DeadLetterHook = Callable[[Connection, "DeadLetter"], None]
 """Called inside the transaction that dead-letters an execution (raises its alert)."""
@@ -372,10 +377,13 @@ class HandoutStore(SqlStore):
         fair: FairShare | None = None,
         loose_scan_above: int = LOOSE_SCAN_ABOVE,
         lateral: bool = True,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         super().__init__(engine, clock)
         self._rng = rng or random.Random()
         self._on_dead_letter = on_dead_letter
+        self.breaker = breaker
+        """Counts HTTP-target outcomes per (tenant, host) and holds retries while a circuit is open; None: no breaker."""
         self.poison_cap = poison_cap
         self.fair = fair if fair is not None else FairShare()
         self.loose_scan_above = loose_scan_above
@@ -1058,12 +1066,28 @@ class HandoutStore(SqlStore):
     def _outcome(
         self, row, result: ResultIn, now: datetime, now_us: int
     ) -> tuple[dict, str, Retry | None, DeadLetter | None]:
-        """The execution's new values, the attempt's status, and the retry or dead letter it makes, for one result."""
+        """The execution's new values, the attempt's status, and the retry or dead letter it makes, for one result.
+
+        An HTTP target's outcome is counted by the circuit breaker of
+        (tenant, host); while that circuit is open, a retry is scheduled no
+        earlier than the breaker says (see :mod:`tickwheel_server.breaker`).
+        """
         update = dict(
             b_id=row.id, b_status="succeeded", b_attempt=row.attempt, b_ready_at=row.ready_at,
             b_error=result.error[:4096], b_dead_reason="", b_finished_at=now_us,
         )
         outcome = result.outcome
+        job = None
+        hold = None
+        if self.breaker is not None and row.spec and outcome in _BREAKER_OUTCOMES:
+            job = job_pb2.Job.FromString(row.spec)
+            host = http_target_host(job)
+            if host:
+                age = (now_us - (row.handed_out_at or now_us)) / 1e6
+                hold = self.breaker.record(
+                    row.tenant, host, (row.id, result.delivery),
+                    failed=outcome != worker_pb2.RESULT_OUTCOME_SUCCEEDED, age=age,
+                )  # fmt: skip
         if outcome == worker_pb2.RESULT_OUTCOME_SUCCEEDED:
             return update, "succeeded", None, None
         if outcome == worker_pb2.RESULT_OUTCOME_CANCELED:
@@ -1075,7 +1099,9 @@ class HandoutStore(SqlStore):
         if row.cancel_requested_at is not None:  # asked to stop: not retried
             update.update(b_status="canceled", b_dead_reason=row.cancel_reason or "canceled: by request")
             return update, attempt_status, None, None
-        policy = job_pb2.Job.FromString(row.spec).retry_policy if row.spec else job_pb2.RetryPolicy()
+        if job is None and row.spec:
+            job = job_pb2.Job.FromString(row.spec)
+        policy = job.retry_policy if job is not None else job_pb2.RetryPolicy()
         max_attempts = policy.max_attempts or 5
         if row.attempt >= max_attempts:
             return self._dead(update, row, f"attempts exhausted ({row.attempt} of {max_attempts})", result.error,
@@ -1083,6 +1109,8 @@ class HandoutStore(SqlStore):
         initial = policy.initial_backoff.ToTimedelta() if policy.HasField("initial_backoff") else timedelta(seconds=1)
         cap = policy.max_backoff.ToTimedelta() if policy.HasField("max_backoff") else timedelta(hours=1)
         delay = backoff_delay(row.attempt + 1, initial, cap, self._rng, result.retry_after)
+        if hold is not None:  # the circuit of its (tenant, host) is open: the retry waits for it
+            delay = max(delay, timedelta(seconds=hold))
         ready_us = to_us(now + delay)
         update.update(b_status="scheduled", b_attempt=row.attempt + 1, b_ready_at=ready_us, b_finished_at=None)
         return update, attempt_status, Retry(row.id, row.partition, ready_us), None
