@@ -89,17 +89,17 @@ class BreakerSettings:
 
     def __post_init__(self) -> None:
         if not 1 <= self.window <= 3600:
-            raise ValueError("breaker window: between 1 and 3600 seconds")
+            raise ValueError("window: between 1 and 3600 seconds")
         if not 1 <= self.min_calls <= 1_000_000:
-            raise ValueError("breaker min_calls: between 1 and 1000000")
+            raise ValueError("min_calls: between 1 and 1000000")
         if not 0 < self.failure_ratio <= 1:
-            raise ValueError("breaker failure_ratio: greater than 0 and at most 1")
+            raise ValueError("failure_ratio: greater than 0 and at most 1")
         if not 0 < self.open_for <= 86_400:
-            raise ValueError("breaker open_for: greater than 0 and at most 86400 seconds")
+            raise ValueError("open_for: greater than 0 and at most 86400 seconds")
         if not 1 <= self.probes <= 1000:
-            raise ValueError("breaker probes: between 1 and 1000")
+            raise ValueError("probes: between 1 and 1000")
         if self.max_circuits < 1:
-            raise ValueError("breaker max_circuits: at least 1")
+            raise ValueError("max_circuits: at least 1")
 
 
 @dataclass(frozen=True)

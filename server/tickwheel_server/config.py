@@ -12,6 +12,7 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from .breaker import BreakerSettings
 from .targets import TargetPolicy, parse_networks
 from .webhook import check_webhook_url
 from .telemetry.tracing import TRACE_EXPORT_HELP, check_trace_export
@@ -68,6 +69,15 @@ class TlsConfig:
         return bool(self.client_ca_file)
 
 
+_BREAKER_SETTINGS = {
+    "window": "breaker_window (--breaker-window)",
+    "min_calls": "breaker_min_calls (--breaker-min-calls)",
+    "failure_ratio": "breaker_failure_ratio (--breaker-failure-ratio)",
+    "open_for": "breaker_open (--breaker-open)",
+}
+"""The breaker's settings as the configuration names them."""
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     store: str
@@ -113,6 +123,14 @@ class ServerConfig:
     """Where spans go: ``none``, ``console`` or ``jsonl:PATH`` (see ``telemetry.tracing``)."""
     log_format: str = "text"
     """``text`` or ``json`` (one object per line; see ``telemetry.logs``)."""
+    breaker_window: float = 60.0
+    """Seconds of HTTP-target calls a (tenant, host) circuit breaker looks at (see ``breaker``)."""
+    breaker_min_calls: int = 20
+    """Calls that window must hold before the circuit can open."""
+    breaker_failure_ratio: float = 0.5
+    """Share of those calls failed (0 < r <= 1) that opens the circuit."""
+    breaker_open: float = 30.0
+    """Seconds retries to the host pause once the circuit opens, before probes decide."""
 
     def __post_init__(self) -> None:
         if not self.store:
@@ -170,6 +188,11 @@ class ServerConfig:
             raise ConfigError(f"trace_export (--trace-export): {error}") from None
         if self.log_format not in LOG_FORMATS:
             raise ConfigError(f"log_format (--log-format): one of {', '.join(LOG_FORMATS)}")
+        try:
+            self.breaker_settings
+        except ValueError as error:
+            name, _, problem = str(error).partition(": ")
+            raise ConfigError(f"{_BREAKER_SETTINGS.get(name, name)}: {problem}") from None
 
     @property
     def effective_server_id(self) -> str:
@@ -178,6 +201,14 @@ class ServerConfig:
     @property
     def effective_advertise(self) -> str:
         return self.advertise or self.listen
+
+    @property
+    def breaker_settings(self) -> BreakerSettings:
+        """The circuit breaker's settings (``ValueError`` naming the bad one)."""
+        return BreakerSettings(
+            window=self.breaker_window, min_calls=self.breaker_min_calls,
+            failure_ratio=self.breaker_failure_ratio, open_for=self.breaker_open,
+        )  # fmt: skip
 
     @property
     def target_policy(self) -> TargetPolicy:
@@ -205,6 +236,10 @@ _ENV = {
     "metrics_top_tenants": "TICKWHEEL_METRICS_TOP_TENANTS",
     "trace_export": "TICKWHEEL_TRACE_EXPORT",
     "log_format": "TICKWHEEL_LOG_FORMAT",
+    "breaker_window": "TICKWHEEL_BREAKER_WINDOW",
+    "breaker_min_calls": "TICKWHEEL_BREAKER_MIN_CALLS",
+    "breaker_failure_ratio": "TICKWHEEL_BREAKER_FAILURE_RATIO",
+    "breaker_open": "TICKWHEEL_BREAKER_OPEN",
 }
 """Setting -> environment variable."""
 
@@ -259,6 +294,22 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-format", choices=LOG_FORMATS,
         help="text (default) or json: one JSON object per line, execution, job and tenant ids as fields",
+    )
+    parser.add_argument(
+        "--breaker-window", type=float, metavar="SECONDS",
+        help="circuit breaker per (tenant, target host): seconds of calls it looks at (default 60)",
+    )
+    parser.add_argument(
+        "--breaker-min-calls", type=int, metavar="N",
+        help="circuit breaker: calls the window must hold before it can open (default 20)",
+    )
+    parser.add_argument(
+        "--breaker-failure-ratio", type=float, metavar="RATIO",
+        help="circuit breaker: share of failed calls in the window that opens it, 0 < RATIO <= 1 (default 0.5)",
+    )
+    parser.add_argument(
+        "--breaker-open", type=float, metavar="SECONDS",
+        help="circuit breaker: seconds retries to the host pause before probes decide (default 30)",
     )
 
 
@@ -322,7 +373,8 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value
-    for name in ("metrics_top_tenants", "trace_export", "log_format"):
+    for name in ("metrics_top_tenants", "trace_export", "log_format", "breaker_window", "breaker_min_calls",
+                 "breaker_failure_ratio", "breaker_open"):  # fmt: skip
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value
@@ -344,7 +396,7 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
         settings["tls"] = TlsConfig(tls_files["tls_cert"], tls_files["tls_key"], tls_files["tls_client_ca"])
     if args.allow_target_network:
         settings["allow_target_networks"] = tuple(args.allow_target_network)
-    for name in ("partition_count", "session_ttl", "metrics_top_tenants"):
+    for name in ("partition_count", "session_ttl", "metrics_top_tenants", "breaker_min_calls"):
         if name in settings:
             try:
                 settings[name] = int(settings[name])
@@ -356,6 +408,12 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
                 settings[name] = float(settings[name])
             except (TypeError, ValueError):
                 raise ConfigError(f"{name}: {settings[name]!r} is not a number of days") from None
+    for name in ("breaker_window", "breaker_failure_ratio", "breaker_open"):
+        if name in settings:
+            try:
+                settings[name] = float(settings[name])
+            except (TypeError, ValueError):
+                raise ConfigError(f"{name}: {settings[name]!r} is not a number") from None
     settings.setdefault("store", "")
     settings.setdefault("etcd", "")
     settings.setdefault("admin_token", "")

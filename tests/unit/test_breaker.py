@@ -4,6 +4,7 @@ how long retries are held, and bounded memory."""
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import random
 
@@ -14,6 +15,7 @@ from tickwheel_server.breaker import (
     CLOSED, HALF_OPEN, OPEN, SPREAD, BreakerSettings, CircuitBreaker, http_target_host,
 )
 from tickwheel_server.clock import FakeClock
+from tickwheel_server.config import ConfigError, add_server_arguments, load_server_config
 
 SETTINGS = BreakerSettings(window=60, min_calls=20, failure_ratio=0.5, open_for=30, probes=1)
 _calls = itertools.count()
@@ -192,3 +194,45 @@ def test_the_host_of_an_http_target_lower_case_without_port() -> None:
     job = job_pb2.Job(target=job_pb2.Target(http=job_pb2.HttpTarget(url="https://API.Example.com:8443/x?y=1")))
     assert http_target_host(job) == "api.example.com"
     assert http_target_host(job_pb2.Job(target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")))) == ""
+
+
+def server_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_server_arguments(parser)
+    return parser.parse_args(["--store", "sqlite://", "--etcd", "memory", *argv])
+
+
+CONFIG_ENV = {"TICKWHEEL_ADMIN_TOKEN": "t" * 20}
+
+
+def test_the_settings_from_defaults_file_environment_and_flags(tmp_path) -> None:
+    assert load_server_config(server_args(), CONFIG_ENV).breaker_settings == BreakerSettings()
+    config_file = tmp_path / "tickwheel.toml"
+    config_file.write_text("breaker_window = 120\nbreaker_min_calls = 50\nbreaker_failure_ratio = 0.25\n")
+    from_file = load_server_config(server_args("--config", str(config_file)), CONFIG_ENV).breaker_settings
+    assert (from_file.window, from_file.min_calls, from_file.failure_ratio, from_file.open_for) == (120, 50, 0.25, 30)
+    env = {**CONFIG_ENV, "TICKWHEEL_BREAKER_OPEN": "45", "TICKWHEEL_BREAKER_MIN_CALLS": "10"}
+    flagged = server_args("--config", str(config_file), "--breaker-window", "30", "--breaker-failure-ratio", "1")
+    settings = load_server_config(flagged, env).breaker_settings
+    assert (settings.window, settings.min_calls, settings.failure_ratio, settings.open_for) == (30, 10, 1.0, 45)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--breaker-window", "0"), r"breaker_window \(--breaker-window\): between 1 and 3600"),
+        (("--breaker-min-calls", "0"), r"breaker_min_calls \(--breaker-min-calls\): "),
+        (("--breaker-failure-ratio", "1.5"), r"breaker_failure_ratio \(--breaker-failure-ratio\): "),
+        (("--breaker-open", "-1"), r"breaker_open \(--breaker-open\): "),
+    ],
+)
+def test_a_bad_setting_stops_the_server_naming_it(argv, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_server_config(server_args(*argv), CONFIG_ENV)
+
+
+def test_a_setting_that_is_not_a_number_is_named(tmp_path) -> None:
+    config_file = tmp_path / "tickwheel.toml"
+    config_file.write_text('breaker_open = "soon"\n')
+    with pytest.raises(ConfigError, match="breaker_open: 'soon' is not a number"):
+        load_server_config(server_args("--config", str(config_file)), CONFIG_ENV)
