@@ -37,6 +37,8 @@ from .gateway.gateway import Gateway
 from .ids import to_us
 from .drain import Drainer
 from .lateness import LatenessStore, LatenessWatch
+from .skipped import SkipWatch, SkipWatchStore, overlap_alerts
+from .unowned import UnownedWatch
 from .presence import Presence
 from .reaper import SERVERS_PREFIX, Reaper, session_name
 from .ratelimit import LiveServers, RequestRateLimiter
@@ -174,9 +176,13 @@ class TickwheelServer:
             jobs=JobStore(self.engine, self.clock, partition_count=cluster.partition_count),
             history=HistoryStore(self.engine, self.clock),
             dispatch=DispatchStore(
-                self.engine, self.clock, trace_occurrence=self.tracing.dispatch_span if self.tracing.enabled else None
+                self.engine, self.clock, trace_occurrence=self.tracing.dispatch_span if self.tracing.enabled else None,
+                alerts=alerts,
             ),
-            handout=HandoutStore(self.engine, self.clock, on_dead_letter=raise_dead_letter_alert),
+            handout=HandoutStore(
+                self.engine, self.clock, on_dead_letter=raise_dead_letter_alert,
+                on_skip=lambda conn, skipped: alerts.raise_many_in(conn, overlap_alerts(skipped)),
+            ),
             partitions=PartitionStore(self.engine, self.clock),
             alerts=alerts,
             dead_letters=DeadLetterStore(self.engine, self.clock, alerts),
@@ -218,7 +224,14 @@ class TickwheelServer:
             self.stores.handout, self._lease_store, lambda: self._session, self.clock,
             server_id=self.server_id, grace=config.session_ttl,
             on_requeued=self._reaped,
-            duties=[LatenessWatch(LatenessStore(self.engine, self.clock), self.stores.alerts, self.clock).check_once],
+            duties=[
+                LatenessWatch(LatenessStore(self.engine, self.clock), self.stores.alerts, self.clock).check_once,
+                SkipWatch(SkipWatchStore(self.engine, self.clock, self.stores.alerts)).check_once,
+                UnownedWatch(
+                    lambda: self.presence.partition_holders(), cluster.partition_count, self.stores.partitions,
+                    self.stores.alerts, self.clock, grace=2 * config.session_ttl,
+                ).check_once,
+            ],
         )
         self.dispatcher = Dispatcher(self.stores.dispatch, self.ownership, self.wheel, self.clock, metrics=self.metrics)
         # One sender per cluster: the reaper's leader, whichever server raised the alert.

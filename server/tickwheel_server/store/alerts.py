@@ -2,7 +2,8 @@
 
 One alert per condition while it lasts. The raiser names the condition with
 a deduplication key (:func:`dead_letter_key`, :func:`poison_key`,
-:func:`clock_skew_key`, or any ``<kind>:<subject>``):
+:func:`clock_skew_key`, :func:`skipped_key`, :func:`partition_unowned_key`,
+or any ``<kind>:<subject>``):
 
 - raising a key with no open alert opens one (a new id, ``count`` 1);
 - raising it again while open bumps ``count`` and ``last_seen_at`` and takes
@@ -50,6 +51,7 @@ import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -59,6 +61,9 @@ from ..ids import from_us, to_us, ulid
 from .base import SqlStore
 from .errors import RetryableStoreError
 from .tables import alert_feed, alerts
+
+if TYPE_CHECKING:
+    from ..breaker import CircuitChange
 
 log = logging.getLogger("tickwheel.alerts")
 
@@ -260,6 +265,24 @@ def _filters(query, *, kinds: Iterable[str], tenant: str):
     return query
 
 
+def circuit_open_key(tenant: str, host: str) -> str:
+    """The key of the alert for the open circuit of (tenant, target host):
+    one per pair across the cluster, whichever server's breaker opened it."""
+    return f"circuit_open:{tenant}:{host}"
+
+
+def circuit_open_alert(*, tenant: str, host: str, reason: str, open_for: float) -> NewAlert:
+    """The alert for a circuit breaker that opened (or re-opened) for
+    ``tenant``'s calls to ``host`` because of ``reason`` (the failure ratio,
+    or a failed probe)."""
+    return NewAlert(
+        key=circuit_open_key(tenant, host), kind="circuit_open", severity="warning",
+        summary=f"tenant {tenant}'s calls to {host} are failing: {reason}; "
+                f"its retries to {host} pause for {open_for:g} s, then probes decide",
+        tenant=tenant, details={"host": host, "reason": reason, "open_for_seconds": f"{open_for:g}"},
+    )  # fmt: skip
+
+
 class AlertStore(SqlStore):
     """The alerts table and its change feed. One per server process: the
     in-process wake-ups (:meth:`nudge`, :meth:`close`) reach the watchers of
@@ -364,6 +387,16 @@ class AlertStore(SqlStore):
         await self.sequence_after_commit()
         return raised
 
+    async def raise_many(self, batch: Sequence[NewAlert]) -> list[AlertRecord]:
+        """Raise every alert of ``batch`` in one transaction of its own (see
+        :meth:`raise_many_in`), then number them in the feed."""
+        if not batch:
+            return []
+        now = self.clock.now()
+        raised = await self._tx(lambda conn: self.raise_many_in(conn, batch, now=now))
+        await self.sequence_after_commit()
+        return raised
+
     async def resolve(self, key: str) -> AlertRecord | None:
         """Resolve the open alert of ``key`` in its own transaction; None when
         none was open. Numbered in the feed before this returns."""
@@ -372,6 +405,28 @@ class AlertStore(SqlStore):
         if resolved is not None:
             await self.sequence_after_commit()
         return resolved
+
+    async def record_circuits(self, changes: Sequence["CircuitChange"]) -> None:
+        """Raise the ``circuit_open`` alert of every circuit that opened and
+        resolve those whose last change closed them, in one transaction
+        (a circuit that opened and closed since the last call gets an alert
+        raised and resolved); numbered in the feed before this returns."""
+        if not changes:
+            return
+        now = self.clock.now()
+        opened = [
+            circuit_open_alert(tenant=c.tenant, host=c.host, reason=c.reason, open_for=c.open_for)
+            for c in changes if c.opened
+        ]  # fmt: skip
+        last = {circuit_open_key(c.tenant, c.host): c.opened for c in changes}
+        closed = [key for key, is_open in last.items() if not is_open]
+
+        def fn(conn: Connection) -> None:
+            self.raise_many_in(conn, opened, now=now)
+            self.resolve_many_in(conn, closed, now=now)
+
+        await self._tx(fn)
+        await self.sequence_after_commit()
 
     async def sequence_after_commit(self) -> None:
         """Number changes just committed (:meth:`sequence`); a failure is

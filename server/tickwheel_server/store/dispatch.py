@@ -31,6 +31,12 @@ range per job (extended in place claim after claim) and no execution. The
 tenant's state comes with each due row (a subquery on the tenants' primary
 key, evaluated only for the rows the scan returns), so pausing costs no
 extra statement and resuming costs nothing: the next claim plans normally.
+
+With an :class:`~tickwheel_server.store.alerts.AlertStore`, every misfire
+skip range a claim creates or extends raises the job's ``skipped`` alert
+(:func:`~tickwheel_server.store.alerts.skipped_alert`) in the claim's own
+transaction: one upsert for the batch, so the alert commits with the range
+or not at all. A paused tenant's ranges raise nothing: pausing is asked for.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from ..dispatcher.plan import DEFAULT_SCAN_LIMIT, Plan, execution_id, plan_claim
 from ..ids import from_us, to_us
 from ..jobspec import MISFIRE_POLICIES, handler_of, schedule_of
 from ..schedule import Fire, Schedule, ScheduleError, next_fire
+from .alerts import AlertStore, NewAlert, skipped_alert
 from .base import SqlStore
 from .partitions import check_epochs
 from .tables import executions, jobs, skips, tenants
@@ -75,6 +82,8 @@ class ClaimResult:
     """Jobs whose cursor this batch advanced."""
     skipped: int = 0
     """Occurrences recorded as skipped (misfire policy, or the tenant paused)."""
+    alerts_raised: int = 0
+    """Jobs whose ``skipped`` alert this claim raised (misfire policy)."""
     stale_partitions: set[int] = field(default_factory=set)
     """Owned partitions whose epoch moved on: this server must stop claiming them."""
     full: bool = False
@@ -291,9 +300,12 @@ class DispatchStore(SqlStore):
         *,
         specs: ClaimSpecCache | None = None,
         trace_occurrence: Callable[[str, str, str, int], str] | None = None,
+        alerts: AlertStore | None = None,
     ) -> None:
         super().__init__(engine, clock)
         self.specs = specs if specs is not None else ClaimSpecCache()
+        self._alerts = alerts
+        """Raises the ``skipped`` alert of a job whose misfire policy skipped occurrences."""
         self._trace_occurrence = trace_occurrence
         """While tracing is on: (execution id, job id, tenant, nominal instant) → the traceparent of a
         new trace for that occurrence, stored on its row."""
@@ -355,6 +367,7 @@ class DispatchStore(SqlStore):
             rows = conn.execute(query).all()
             result.full = len(rows) == batch
             writes = _Writes()
+            skipped: list[NewAlert] = []
             for row in rows:
                 spec = self.specs.get(row.id, row.version, row.spec)
                 plan = self._plan(conn, row, spec, now, horizon, scan_limit)
@@ -380,6 +393,13 @@ class DispatchStore(SqlStore):
                     result.skipped += plan.skip.count
                     reason = TENANT_PAUSED_REASON if row.tenant_state == "paused" else MISFIRE_REASON
                     self._record_skip(conn, row, plan, reason, now_us)
+                    if reason == MISFIRE_REASON:
+                        skipped.append(
+                            skipped_alert(
+                                job_id=row.id, tenant=row.tenant, reason=reason, from_at=plan.skip.from_at,
+                                to_at=plan.skip.to_at, count=plan.skip.count,
+                            )
+                        )
                 following = plan.next_fire
                 writes.cursor_ids.append(row.id)
                 writes.next_run_ats.append(None if following is None else to_us(following.nominal_at))
@@ -390,9 +410,14 @@ class DispatchStore(SqlStore):
                 writes.apply_with_arrays(conn, now_us)
             else:
                 writes.apply_per_row(conn, now_us)
+            if skipped and self._alerts is not None:
+                result.alerts_raised = len(self._alerts.raise_many_in(conn, skipped, now=now))
             return result
 
-        return await self._tx(fn)
+        result = await self._tx(fn)
+        if result.alerts_raised:
+            self._alerts.nudge()
+        return result
 
     @staticmethod
     def _plan(conn: Connection, row, spec: ClaimSpec, now: datetime, horizon: datetime, scan_limit: int) -> Plan:

@@ -107,6 +107,8 @@ _BREAKER_OUTCOMES = frozenset((
 
 DeadLetterHook = Callable[[Connection, "DeadLetter"], None]
 """Called inside the transaction that dead-letters an execution (raises its alert)."""
+SkipHook = Callable[[Connection, list[Skip]], None]
+"""Called inside the round's transaction with the occurrences its overlap policies skipped (raises their alerts)."""
 
 _TAKEN_COLUMNS = (
     executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition, executions.c.origin,
@@ -373,6 +375,7 @@ class HandoutStore(SqlStore):
         *,
         rng: random.Random | None = None,
         on_dead_letter: DeadLetterHook | None = None,
+        on_skip: SkipHook | None = None,
         poison_cap: int = DEFAULT_POISON_CAP,
         fair: FairShare | None = None,
         loose_scan_above: int = LOOSE_SCAN_ABOVE,
@@ -382,6 +385,7 @@ class HandoutStore(SqlStore):
         super().__init__(engine, clock)
         self._rng = rng or random.Random()
         self._on_dead_letter = on_dead_letter
+        self._on_skip = on_skip
         self.breaker = breaker
         """Counts HTTP-target outcomes per (tenant, host) and holds retries while a circuit is open; None: no breaker."""
         self.poison_cap = poison_cap
@@ -807,6 +811,8 @@ class HandoutStore(SqlStore):
         if fresh:
             conn.execute(executions.delete().where(executions.c.id.in_(fresh)))
         self._skip_ranges(conn, decision.skip, at_us)
+        if decision.skip and self._on_skip is not None:
+            self._on_skip(conn, decision.skip)
 
     @staticmethod
     def _skip_ranges(conn: Connection, skipped: list[Skip], at_us: int) -> None:
