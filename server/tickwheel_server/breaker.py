@@ -230,7 +230,7 @@ class CircuitBreaker:
             self._open(
                 key, circuit, now,
                 f"{circuit.failures} of {circuit.calls} calls in {settings.window:g} s failed "
-                f"({circuit.failures / circuit.calls:.0%}, at least {settings.failure_ratio:.0%} opens it)",
+                f"({circuit.failures / circuit.calls:.0%}; {settings.failure_ratio:.0%} opens it)",
             )  # fmt: skip
         elif now < circuit.open_until or started < circuit.open_until:
             pass  # open, or a call from before the open period ended: it does not decide
