@@ -101,6 +101,16 @@ def clock_skew_key(server_id: str) -> str:
     return f"clock_skew:{server_id}"
 
 
+def skipped_key(job_id: str) -> str:
+    """The key of a job's skipped-occurrences alert (one per job, whatever the reason)."""
+    return f"skipped:{job_id}"
+
+
+def partition_unowned_key(partition: int) -> str:
+    """The key of the alert for a partition nobody owns."""
+    return f"partition_unowned:{partition}"
+
+
 @dataclass(frozen=True)
 class NewAlert:
     """What a raiser knows about a condition. ``kind`` is one of
@@ -147,6 +157,36 @@ def poison_alert(*, execution_id: str, job_id: str, tenant: str, reason: str) ->
         key=poison_key(execution_id), kind="poison", severity="critical",
         summary=f"execution {execution_id} of job {job_id} kills its workers; dead-lettered: {reason}",
         tenant=tenant, job_id=job_id, execution_id=execution_id, details={"reason": reason},
+    )  # fmt: skip
+
+
+def skipped_alert(
+    *, job_id: str, tenant: str, reason: str, from_at: datetime, to_at: datetime, count: int
+) -> NewAlert:
+    """The alert for ``count`` occurrences of a job, nominally from
+    ``from_at`` to ``to_at``, not run because of its ``reason`` policy
+    (``misfire`` or ``overlap``). A repeat while it is open carries the
+    latest range: ``to_us`` is what its resolution compares with (see
+    :mod:`tickwheel_server.skipped`)."""
+    return NewAlert(
+        key=skipped_key(job_id), kind="skipped", severity="warning",
+        summary=f"job {job_id} skipped {count} occurrence{'s' if count != 1 else ''} "
+                f"({reason} policy) from {from_at.isoformat()} to {to_at.isoformat()}",
+        tenant=tenant, job_id=job_id,
+        details={"reason": reason, "count": str(count), "from": from_at.isoformat(), "to": to_at.isoformat(),
+                 "to_us": str(to_us(to_at))},
+    )  # fmt: skip
+
+
+def partition_unowned_alert(*, partition: int, since: datetime, last_owner: str) -> NewAlert:
+    """The alert for ``partition`` without an owner in etcd since ``since``:
+    nothing dispatches its jobs (``last_owner`` is the server that last
+    raised its epoch, '' when none ever did)."""
+    return NewAlert(
+        key=partition_unowned_key(partition), kind="partition_unowned", severity="critical",
+        summary=f"partition {partition} has had no owner since {since.isoformat()}: its jobs are not dispatched",
+        server_id=last_owner,
+        details={"partition": str(partition), "since": since.isoformat(), "last_owner": last_owner},
     )  # fmt: skip
 
 
