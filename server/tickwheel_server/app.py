@@ -25,6 +25,7 @@ from .api.admin import AdminServicer, ServerInfo
 from .api.scheduler import SchedulerServicer
 from .api.worker import WorkerServicer
 from .auth.authenticator import Authenticator
+from .breaker import CircuitBreaker, CircuitChange
 from .clock import Clock, SystemClock
 from .config import ConfigError, ServerConfig, add_server_arguments, load_server_config
 from .gateway.connections import Connections
@@ -170,6 +171,8 @@ class TickwheelServer:
                 )
             alerts.raise_in(conn, alert)
 
+        self.breaker = CircuitBreaker(config.breaker_settings, self.clock)
+        """Circuits per (tenant, target host) over the results this server records (see ``breaker``)."""
         self.stores = Stores(
             tenants=TenantStore(self.engine, self.clock),
             workers=WorkerCredentialStore(self.engine, self.clock),
@@ -182,6 +185,7 @@ class TickwheelServer:
             handout=HandoutStore(
                 self.engine, self.clock, on_dead_letter=raise_dead_letter_alert,
                 on_skip=lambda conn, skipped: alerts.raise_many_in(conn, overlap_alerts(skipped)),
+                breaker=self.breaker,
             ),
             partitions=PartitionStore(self.engine, self.clock),
             alerts=alerts,
@@ -333,6 +337,7 @@ class TickwheelServer:
         if self.webhook is not None:
             self._tasks.append(asyncio.create_task(self.webhook.run(), name="tickwheel-webhook"))
         self._tasks.append(asyncio.create_task(self.live_servers.run(), name="tickwheel-live-servers"))
+        self._tasks.append(asyncio.create_task(self._circuit_alerts(), name="tickwheel-circuits"))
         for name in ["", *SERVICE_NAMES]:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info(
@@ -409,7 +414,39 @@ class TickwheelServer:
             "tickwheel_session_renewals_total", "etcd lease renewals of this server's sessions",
             lambda: self._renewals_before + getattr(self._session, "renewals", 0), counter=True,
         )
+        metrics.observe(
+            "tickwheel_circuits_opened_total", "Circuit breakers opened (or re-opened) per (tenant, target host)",
+            lambda: self.breaker.opened, counter=True,
+        )
+        metrics.observe(
+            "tickwheel_circuits_open", "Circuit breakers open or half-open on this server",
+            lambda: len(self.breaker.circuits()),
+        )
         StoreGauges(self.engine, self.clock, top=max(1, self.config.metrics_top_tenants)).install(metrics)
+
+    async def _circuit_alerts(self, interval: float = 1.0) -> None:
+        """About every ``interval``: the circuits that opened or closed since
+        the last pass are logged and their ``circuit_open`` alerts raised or
+        resolved in one transaction, off the results' path; a failed write is
+        tried again with the next pass's changes."""
+        pending: list[CircuitChange] = []
+        while True:
+            changes = self.breaker.take_changes()
+            for change in changes:
+                if change.opened:
+                    log.warning("circuit open for tenant %s's calls to %s: %s; retries pause %g s",
+                                change.tenant, change.host, change.reason, change.open_for)
+                else:
+                    log.info("circuit closed for tenant %s's calls to %s: %s", change.tenant, change.host,
+                             change.reason)
+            pending += changes
+            if pending:
+                try:
+                    await self.stores.alerts.record_circuits(pending)
+                    pending = []
+                except Exception:
+                    log.exception("cannot record %d circuit changes as alerts; retrying", len(pending))
+            await self.clock.sleep(interval)
 
     def _reaped(self, requeued) -> None:
         """The reaper requeued executions of an expired session: hand them out again."""
