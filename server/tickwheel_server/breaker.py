@@ -53,6 +53,7 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import lru_cache
 from urllib.parse import urlsplit
 
@@ -112,6 +113,8 @@ class CircuitChange:
     """True: opened or re-opened; False: closed (a probe succeeded, idle, or forgotten)."""
     reason: str
     """Why, for the alert and the log: the window's counts, or what closed it."""
+    at: datetime
+    """When (wall clock)."""
     open_for: float = 0.0
     """Seconds retries pause (when opened)."""
 
@@ -272,13 +275,13 @@ class CircuitBreaker:
         circuit.calls = circuit.failures = 0
         self._not_closed.add(key)
         self.opened += 1
-        self._changes.append(CircuitChange(key[0], key[1], True, reason, self.settings.open_for))
+        self._changes.append(CircuitChange(key[0], key[1], True, reason, self._clock.now(), self.settings.open_for))
 
     def _close(self, key, circuit: _Circuit, reason: str) -> None:
         circuit.open_until = None
         circuit.probes_left = 0
         self._not_closed.discard(key)
-        self._changes.append(CircuitChange(key[0], key[1], False, reason))
+        self._changes.append(CircuitChange(key[0], key[1], False, reason, self._clock.now()))
 
     def _forget_oldest(self) -> None:
         key, circuit = self._circuits.popitem(last=False)

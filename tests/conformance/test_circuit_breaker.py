@@ -91,6 +91,7 @@ async def test_retries_to_a_failing_host_pause_and_the_alert_follows_the_circuit
     alert = await alerts.get(circuit_open_key("acme", "a.example"))
     assert alert is not None and (alert.kind, alert.tenant) == ("circuit_open", "acme")
     assert "acme" in alert.summary and "a.example" in alert.summary and "20 of 20 calls" in alert.summary
+    assert alert.details["host"] == "a.example" and alert.details["probes_from_us"] == str(pause_end)
     assert await alerts.get(circuit_open_key("globex", "a.example")) is None
 
     # The retries come due: acme's to A fail again and are held one pause

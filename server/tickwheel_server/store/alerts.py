@@ -50,7 +50,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
@@ -311,15 +311,18 @@ def circuit_open_key(tenant: str, host: str) -> str:
     return f"circuit_open:{tenant}:{host}"
 
 
-def circuit_open_alert(*, tenant: str, host: str, reason: str, open_for: float) -> NewAlert:
-    """The alert for a circuit breaker that opened (or re-opened) for
-    ``tenant``'s calls to ``host`` because of ``reason`` (the failure ratio,
-    or a failed probe)."""
+def circuit_open_alert(*, tenant: str, host: str, reason: str, opened_at: datetime, open_for: float) -> NewAlert:
+    """The alert for a circuit breaker that opened (or re-opened) at
+    ``opened_at`` for ``tenant``'s calls to ``host`` because of ``reason``
+    (the failure ratio, or a failed probe)."""
+    resume = opened_at + timedelta(seconds=open_for)
     return NewAlert(
         key=circuit_open_key(tenant, host), kind="circuit_open", severity="warning",
         summary=f"tenant {tenant}'s calls to {host} are failing: {reason}; "
                 f"its retries to {host} pause for {open_for:g} s, then probes decide",
-        tenant=tenant, details={"host": host, "reason": reason, "open_for_seconds": f"{open_for:g}"},
+        tenant=tenant,
+        details={"host": host, "reason": reason, "opened_at": opened_at.isoformat(),
+                 "probes_from": resume.isoformat(), "probes_from_us": str(to_us(resume))},
     )  # fmt: skip
 
 
@@ -455,7 +458,7 @@ class AlertStore(SqlStore):
             return
         now = self.clock.now()
         opened = [
-            circuit_open_alert(tenant=c.tenant, host=c.host, reason=c.reason, open_for=c.open_for)
+            circuit_open_alert(tenant=c.tenant, host=c.host, reason=c.reason, opened_at=c.at, open_for=c.open_for)
             for c in changes if c.opened
         ]  # fmt: skip
         last = {circuit_open_key(c.tenant, c.host): c.opened for c in changes}
