@@ -96,6 +96,8 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--from", dest="from_at", metavar="RFC3339", help="nominally at or after")
     p.add_argument("--to", dest="to_at", metavar="RFC3339", help="nominally before")
     p.add_argument("--limit", type=int, default=20, metavar="N", help="at most N executions (default 20)")
+    p.add_argument("--attempts", action="store_true",
+                   help="also every attempt of each execution: start, end, lateness, worker, status, error")
 
     p = leaf(jobs, "preview", parents, preview, auth="tenant",
              help="next fires of a job, or of a cron expression")
@@ -506,9 +508,19 @@ def history(ctx: Context, a: argparse.Namespace) -> int:
         rows.append((e.id, fmt.fmt_ts(e, "nominal_at"), _status(e.status), e.attempt or "-", lateness,
                      fmt.one_line(e.error or e.dead_reason, 60)))  # fmt: skip
     fmt.table(("EXECUTION", "NOMINAL (UTC)", "STATUS", "ATTEMPT", "LATENESS", "ERROR"), rows, ctx.stdout)
-    if merged.skips:
-        from tickwheel.v1 import execution_pb2
+    from tickwheel.v1 import execution_pb2
 
+    if a.attempts:
+        ctx.out("attempts:")
+        fmt.table(
+            ("EXECUTION", "ATTEMPT", "STARTED (UTC)", "FINISHED (UTC)", "LATENESS", "WORKER", "STATUS", "ERROR"),
+            ((e.id, t.attempt, fmt.fmt_ts(t, "started_at"), fmt.fmt_ts(t, "finished_at"),
+              fmt.fmt_duration(t, "lateness"), t.worker_id or "-",
+              fmt.enum_name(execution_pb2.AttemptStatus, t.status, "ATTEMPT_STATUS_"), fmt.one_line(t.error, 60) or "-")
+             for e in merged.executions for t in e.attempts),
+            ctx.stdout,
+        )  # fmt: skip
+    if merged.skips:
         ctx.out("skipped:")
         for s in merged.skips:
             reason = fmt.enum_name(execution_pb2.SkipReason, s.reason, "SKIP_REASON_")

@@ -154,6 +154,30 @@ def test_job_history_table(cli, fake, tenant) -> None:
     request = fake.requests("ListExecutions")[0]
     assert list(request.statuses) == [job_pb2.EXECUTION_STATUS_DEAD, job_pb2.EXECUTION_STATUS_CANCELED]
     assert request.page_size == 5
+    assert "attempts:" not in result.out
+
+
+def test_job_history_with_attempts_and_a_time_range(cli, fake, tenant) -> None:
+    attempt = execution_pb2.Attempt(attempt=1, status=execution_pb2.ATTEMPT_STATUS_FAILED, worker_id="w-7",
+                                    error="HTTP 503")  # fmt: skip
+    attempt.started_at.CopyFrom(_ts("2026-06-01T02:00:01+00:00"))
+    attempt.finished_at.CopyFrom(_ts("2026-06-01T02:00:03+00:00"))
+    attempt.lateness.FromTimedelta(timedelta(milliseconds=1500))
+    execution = execution_pb2.Execution(id="job_a:2026-06-01T02:00:00Z", attempt=1, attempts=[attempt],
+                                        status=job_pb2.EXECUTION_STATUS_SCHEDULED)  # fmt: skip
+    fake.reply("ListExecutions", scheduler_pb2.ListExecutionsResponse(executions=[execution]))
+    result = cli(*tenant, "job", "history", "job_a", "--attempts", "--from", "2026-06-01T00:00:00Z",
+                 "--to", "2026-06-02T00:00:00Z")  # fmt: skip
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    header = lines[lines.index("attempts:") + 1]
+    assert header.split()[:2] == ["EXECUTION", "ATTEMPT"] and "WORKER" in header
+    [row] = [line for line in lines[lines.index("attempts:") + 2:] if line.startswith("job_a:")]
+    for shown in ("2026-06-01T02:00:01Z", "2026-06-01T02:00:03Z", "1.5s", "w-7", "failed", "HTTP 503"):
+        assert shown in row, (shown, row)
+    request = fake.requests("ListExecutions")[0]
+    assert request.from_at.ToJsonString() == "2026-06-01T00:00:00Z"
+    assert request.to_at.ToJsonString() == "2026-06-02T00:00:00Z"
 
 
 def test_job_preview_of_an_unsaved_expression(cli, fake, tenant) -> None:
