@@ -267,6 +267,7 @@ class TickwheelServer:
             clock_skew=lambda: self.gateway.clock_skew,
             workers=lambda: len(self.connections),
             reaper_leading=lambda: self.reaper.leading,
+            session_live=lambda: self._session is not None and not self._session.lost.is_set(),
         )
         self.presence = Presence(self._lease_store, lambda: self._session, self.clock, self.info.record)
         self.drainer = Drainer(

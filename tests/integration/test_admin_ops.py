@@ -214,6 +214,8 @@ async def test_cluster_status_shows_every_server_the_owners_and_the_deepest_queu
         assert all(p.epoch > 0 for p in reply.partitions)
         leader = "ops-a" if a.server.reaper.leading else "ops-b"
         assert reply.reaper_server_id == leader
+        assert [s.server_id for s in reply.servers if s.reaper] == [leader]
+        assert {s.session_state for s in reply.servers} == {admin_pb2.SESSION_STATE_LIVE}
         [acme, globex] = reply.queues  # deepest first
         assert (acme.tenant, acme.ready, acme.running) == ("acme", 6, 0)
         assert acme.oldest_ready_age.ToTimedelta() >= timedelta(minutes=4)

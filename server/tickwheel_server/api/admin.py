@@ -77,6 +77,8 @@ class ServerInfo:
     """This server's clock minus the database's at the last check, in seconds."""
     workers: Callable[[], int] = lambda: 0
     reaper_leading: Callable[[], bool] = lambda: False
+    session_live: Callable[[], bool] = lambda: True
+    """Whether this server's etcd session is held now (False while it opens a new one)."""
     presence: Presence | None = None
     drainer: Drainer | None = None
 
@@ -172,6 +174,9 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
           read, the server that last raised the epoch.
         - Queues: the ``top_tenants`` deepest ready queues (default 10, at
           most 100), by this server's clock.
+        - Session state: this server's read now; every other listed server's
+          is live (its record is on its session's lease). ``reaper`` marks
+          the server holding the reaper election.
         """
         await self._auth.admin(context)
         top = request.top_tenants
@@ -180,6 +185,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         info = self._info
         now = self._jobs.clock.now()
         local = self._server_status(info.record(), info.session_id)
+        local.session_state = admin_pb2.SESSION_STATE_LIVE if info.session_live() else admin_pb2.SESSION_STATE_LOST
         servers, holders, reaper = [local], None, info.server_id if info.reaper_leading() else ""
         if info.presence is not None:
             try:
@@ -203,6 +209,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             partitions.append(
                 admin_pb2.PartitionStatus(partition=partition, server_id=owner, epoch=row.epoch if row else 0)
             )
+        for server in servers:
+            server.reaper = bool(reaper) and server.server_id == reaper
         reply = admin_pb2.ClusterStatusResponse(
             servers=servers,
             partitions=partitions,
@@ -228,6 +236,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             wheel_size=record.wheel_size,
             workers=record.workers,
             draining=record.draining,
+            session_state=admin_pb2.SESSION_STATE_LIVE,
         )
         if record.started_at_us is not None:
             status.started_at.CopyFrom(convert.timestamp(from_us(record.started_at_us)))

@@ -14,6 +14,12 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class SessionState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SESSION_STATE_UNSPECIFIED: _ClassVar[SessionState]
+    SESSION_STATE_LIVE: _ClassVar[SessionState]
+    SESSION_STATE_LOST: _ClassVar[SessionState]
+
 class TenantState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     TENANT_STATE_UNSPECIFIED: _ClassVar[TenantState]
@@ -38,6 +44,9 @@ class AlertSeverity(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ALERT_SEVERITY_INFO: _ClassVar[AlertSeverity]
     ALERT_SEVERITY_WARNING: _ClassVar[AlertSeverity]
     ALERT_SEVERITY_CRITICAL: _ClassVar[AlertSeverity]
+SESSION_STATE_UNSPECIFIED: SessionState
+SESSION_STATE_LIVE: SessionState
+SESSION_STATE_LOST: SessionState
 TENANT_STATE_UNSPECIFIED: TenantState
 TENANT_STATE_ACTIVE: TenantState
 TENANT_STATE_PAUSED: TenantState
@@ -82,7 +91,7 @@ class ClusterStatusResponse(_message.Message):
     def __init__(self, servers: _Optional[_Iterable[_Union[ServerStatus, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[PartitionStatus, _Mapping]]] = ..., queues: _Optional[_Iterable[_Union[TenantQueue, _Mapping]]] = ..., partition_count: _Optional[int] = ..., reaper_server_id: _Optional[str] = ..., store_engine: _Optional[str] = ..., schema_version: _Optional[int] = ..., tzdata_version: _Optional[str] = ...) -> None: ...
 
 class ServerStatus(_message.Message):
-    __slots__ = ("server_id", "address", "session_id", "started_at", "version", "partitions_owned", "wheel_size", "workers", "clock_skew", "draining")
+    __slots__ = ("server_id", "address", "session_id", "started_at", "version", "partitions_owned", "wheel_size", "workers", "clock_skew", "draining", "session_state", "reaper")
     SERVER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -93,6 +102,8 @@ class ServerStatus(_message.Message):
     WORKERS_FIELD_NUMBER: _ClassVar[int]
     CLOCK_SKEW_FIELD_NUMBER: _ClassVar[int]
     DRAINING_FIELD_NUMBER: _ClassVar[int]
+    SESSION_STATE_FIELD_NUMBER: _ClassVar[int]
+    REAPER_FIELD_NUMBER: _ClassVar[int]
     server_id: str
     address: str
     session_id: str
@@ -103,7 +114,9 @@ class ServerStatus(_message.Message):
     workers: int
     clock_skew: _duration_pb2.Duration
     draining: bool
-    def __init__(self, server_id: _Optional[str] = ..., address: _Optional[str] = ..., session_id: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[str] = ..., partitions_owned: _Optional[int] = ..., wheel_size: _Optional[int] = ..., workers: _Optional[int] = ..., clock_skew: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., draining: _Optional[bool] = ...) -> None: ...
+    session_state: SessionState
+    reaper: bool
+    def __init__(self, server_id: _Optional[str] = ..., address: _Optional[str] = ..., session_id: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[str] = ..., partitions_owned: _Optional[int] = ..., wheel_size: _Optional[int] = ..., workers: _Optional[int] = ..., clock_skew: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., draining: _Optional[bool] = ..., session_state: _Optional[_Union[SessionState, str]] = ..., reaper: _Optional[bool] = ...) -> None: ...
 
 class PartitionStatus(_message.Message):
     __slots__ = ("partition", "server_id", "epoch")

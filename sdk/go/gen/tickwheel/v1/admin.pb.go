@@ -24,6 +24,60 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// A server's etcd session.
+type SessionState int32
+
+const (
+	// Not reported.
+	SessionState_SESSION_STATE_UNSPECIFIED SessionState = 0
+	// Held and renewed: the server keeps its partitions and elections.
+	SessionState_SESSION_STATE_LIVE SessionState = 1
+	// Lost (etcd unreachable or the lease expired): the server gave up its
+	// partitions and elections and is opening a new session.
+	SessionState_SESSION_STATE_LOST SessionState = 2
+)
+
+// Enum value maps for SessionState.
+var (
+	SessionState_name = map[int32]string{
+		0: "SESSION_STATE_UNSPECIFIED",
+		1: "SESSION_STATE_LIVE",
+		2: "SESSION_STATE_LOST",
+	}
+	SessionState_value = map[string]int32{
+		"SESSION_STATE_UNSPECIFIED": 0,
+		"SESSION_STATE_LIVE":        1,
+		"SESSION_STATE_LOST":        2,
+	}
+)
+
+func (x SessionState) Enum() *SessionState {
+	p := new(SessionState)
+	*p = x
+	return p
+}
+
+func (x SessionState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SessionState) Descriptor() protoreflect.EnumDescriptor {
+	return file_tickwheel_v1_admin_proto_enumTypes[0].Descriptor()
+}
+
+func (SessionState) Type() protoreflect.EnumType {
+	return &file_tickwheel_v1_admin_proto_enumTypes[0]
+}
+
+func (x SessionState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SessionState.Descriptor instead.
+func (SessionState) EnumDescriptor() ([]byte, []int) {
+	return file_tickwheel_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
 // A tenant's state.
 type TenantState int32
 
@@ -61,11 +115,11 @@ func (x TenantState) String() string {
 }
 
 func (TenantState) Descriptor() protoreflect.EnumDescriptor {
-	return file_tickwheel_v1_admin_proto_enumTypes[0].Descriptor()
+	return file_tickwheel_v1_admin_proto_enumTypes[1].Descriptor()
 }
 
 func (TenantState) Type() protoreflect.EnumType {
-	return &file_tickwheel_v1_admin_proto_enumTypes[0]
+	return &file_tickwheel_v1_admin_proto_enumTypes[1]
 }
 
 func (x TenantState) Number() protoreflect.EnumNumber {
@@ -74,7 +128,7 @@ func (x TenantState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TenantState.Descriptor instead.
 func (TenantState) EnumDescriptor() ([]byte, []int) {
-	return file_tickwheel_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_tickwheel_v1_admin_proto_rawDescGZIP(), []int{1}
 }
 
 // Kinds of alert.
@@ -138,11 +192,11 @@ func (x AlertKind) String() string {
 }
 
 func (AlertKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_tickwheel_v1_admin_proto_enumTypes[1].Descriptor()
+	return file_tickwheel_v1_admin_proto_enumTypes[2].Descriptor()
 }
 
 func (AlertKind) Type() protoreflect.EnumType {
-	return &file_tickwheel_v1_admin_proto_enumTypes[1]
+	return &file_tickwheel_v1_admin_proto_enumTypes[2]
 }
 
 func (x AlertKind) Number() protoreflect.EnumNumber {
@@ -151,7 +205,7 @@ func (x AlertKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AlertKind.Descriptor instead.
 func (AlertKind) EnumDescriptor() ([]byte, []int) {
-	return file_tickwheel_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_tickwheel_v1_admin_proto_rawDescGZIP(), []int{2}
 }
 
 // How bad an alert is.
@@ -195,11 +249,11 @@ func (x AlertSeverity) String() string {
 }
 
 func (AlertSeverity) Descriptor() protoreflect.EnumDescriptor {
-	return file_tickwheel_v1_admin_proto_enumTypes[2].Descriptor()
+	return file_tickwheel_v1_admin_proto_enumTypes[3].Descriptor()
 }
 
 func (AlertSeverity) Type() protoreflect.EnumType {
-	return &file_tickwheel_v1_admin_proto_enumTypes[2]
+	return &file_tickwheel_v1_admin_proto_enumTypes[3]
 }
 
 func (x AlertSeverity) Number() protoreflect.EnumNumber {
@@ -208,7 +262,7 @@ func (x AlertSeverity) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AlertSeverity.Descriptor instead.
 func (AlertSeverity) EnumDescriptor() ([]byte, []int) {
-	return file_tickwheel_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_tickwheel_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 // ClusterStatus input.
@@ -389,7 +443,13 @@ type ServerStatus struct {
 	// magnitude exceeds 250 ms.
 	ClockSkew *durationpb.Duration `protobuf:"bytes,9,opt,name=clock_skew,json=clockSkew,proto3" json:"clock_skew,omitempty"`
 	// True while it drains.
-	Draining      bool `protobuf:"varint,10,opt,name=draining,proto3" json:"draining,omitempty"`
+	Draining bool `protobuf:"varint,10,opt,name=draining,proto3" json:"draining,omitempty"`
+	// Its etcd session as it last reported it (the answering server's is read
+	// now; any other listed server has a live one, since its record lives on it).
+	SessionState SessionState `protobuf:"varint,11,opt,name=session_state,json=sessionState,proto3,enum=tickwheel.v1.SessionState" json:"session_state,omitempty"`
+	// True for the server elected to run the reaper and the cluster's duties
+	// (lateness, skipped and unowned-partition alerts, the alert webhook).
+	Reaper        bool `protobuf:"varint,12,opt,name=reaper,proto3" json:"reaper,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -490,6 +550,20 @@ func (x *ServerStatus) GetClockSkew() *durationpb.Duration {
 func (x *ServerStatus) GetDraining() bool {
 	if x != nil {
 		return x.Draining
+	}
+	return false
+}
+
+func (x *ServerStatus) GetSessionState() SessionState {
+	if x != nil {
+		return x.SessionState
+	}
+	return SessionState_SESSION_STATE_UNSPECIFIED
+}
+
+func (x *ServerStatus) GetReaper() bool {
+	if x != nil {
+		return x.Reaper
 	}
 	return false
 }
@@ -3340,7 +3414,7 @@ const file_tickwheel_v1_admin_proto_rawDesc = "" +
 	"\x10reaper_server_id\x18\x05 \x01(\tR\x0ereaperServerId\x12!\n" +
 	"\fstore_engine\x18\x06 \x01(\tR\vstoreEngine\x12%\n" +
 	"\x0eschema_version\x18\a \x01(\x05R\rschemaVersion\x12%\n" +
-	"\x0etzdata_version\x18\b \x01(\tR\rtzdataVersion\"\xf3\x02\n" +
+	"\x0etzdata_version\x18\b \x01(\tR\rtzdataVersion\"\xcc\x03\n" +
 	"\fServerStatus\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1d\n" +
@@ -3356,7 +3430,9 @@ const file_tickwheel_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"clock_skew\x18\t \x01(\v2\x19.google.protobuf.DurationR\tclockSkew\x12\x1a\n" +
 	"\bdraining\x18\n" +
-	" \x01(\bR\bdraining\"b\n" +
+	" \x01(\bR\bdraining\x12?\n" +
+	"\rsession_state\x18\v \x01(\x0e2\x1a.tickwheel.v1.SessionStateR\fsessionState\x12\x16\n" +
+	"\x06reaper\x18\f \x01(\bR\x06reaper\"b\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x1b\n" +
 	"\tserver_id\x18\x02 \x01(\tR\bserverId\x12\x14\n" +
@@ -3545,6 +3621,10 @@ const file_tickwheel_v1_admin_proto_rawDesc = "" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12A\n" +
 	"\x0fold_next_run_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\foldNextRunAt\x12A\n" +
 	"\x0fnew_next_run_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\fnewNextRunAt*]\n" +
+	"\fSessionState\x12\x1d\n" +
+	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12SESSION_STATE_LIVE\x10\x01\x12\x16\n" +
+	"\x12SESSION_STATE_LOST\x10\x02*]\n" +
 	"\vTenantState\x12\x1c\n" +
 	"\x18TENANT_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13TENANT_STATE_ACTIVE\x10\x01\x12\x17\n" +
@@ -3602,166 +3682,168 @@ func file_tickwheel_v1_admin_proto_rawDescGZIP() []byte {
 	return file_tickwheel_v1_admin_proto_rawDescData
 }
 
-var file_tickwheel_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_tickwheel_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_tickwheel_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_tickwheel_v1_admin_proto_goTypes = []any{
-	(TenantState)(0),                       // 0: tickwheel.v1.TenantState
-	(AlertKind)(0),                         // 1: tickwheel.v1.AlertKind
-	(AlertSeverity)(0),                     // 2: tickwheel.v1.AlertSeverity
-	(*ClusterStatusRequest)(nil),           // 3: tickwheel.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),          // 4: tickwheel.v1.ClusterStatusResponse
-	(*ServerStatus)(nil),                   // 5: tickwheel.v1.ServerStatus
-	(*PartitionStatus)(nil),                // 6: tickwheel.v1.PartitionStatus
-	(*TenantQueue)(nil),                    // 7: tickwheel.v1.TenantQueue
-	(*Tenant)(nil),                         // 8: tickwheel.v1.Tenant
-	(*TenantQuotas)(nil),                   // 9: tickwheel.v1.TenantQuotas
-	(*CreateTenantRequest)(nil),            // 10: tickwheel.v1.CreateTenantRequest
-	(*CreateTenantResponse)(nil),           // 11: tickwheel.v1.CreateTenantResponse
-	(*IssuedSecret)(nil),                   // 12: tickwheel.v1.IssuedSecret
-	(*GetTenantRequest)(nil),               // 13: tickwheel.v1.GetTenantRequest
-	(*GetTenantResponse)(nil),              // 14: tickwheel.v1.GetTenantResponse
-	(*ListTenantsRequest)(nil),             // 15: tickwheel.v1.ListTenantsRequest
-	(*ListTenantsResponse)(nil),            // 16: tickwheel.v1.ListTenantsResponse
-	(*UpdateTenantRequest)(nil),            // 17: tickwheel.v1.UpdateTenantRequest
-	(*UpdateTenantResponse)(nil),           // 18: tickwheel.v1.UpdateTenantResponse
-	(*PauseTenantRequest)(nil),             // 19: tickwheel.v1.PauseTenantRequest
-	(*PauseTenantResponse)(nil),            // 20: tickwheel.v1.PauseTenantResponse
-	(*ResumeTenantRequest)(nil),            // 21: tickwheel.v1.ResumeTenantRequest
-	(*ResumeTenantResponse)(nil),           // 22: tickwheel.v1.ResumeTenantResponse
-	(*ApiKey)(nil),                         // 23: tickwheel.v1.ApiKey
-	(*IssueApiKeyRequest)(nil),             // 24: tickwheel.v1.IssueApiKeyRequest
-	(*IssueApiKeyResponse)(nil),            // 25: tickwheel.v1.IssueApiKeyResponse
-	(*RotateApiKeyRequest)(nil),            // 26: tickwheel.v1.RotateApiKeyRequest
-	(*RotateApiKeyResponse)(nil),           // 27: tickwheel.v1.RotateApiKeyResponse
-	(*RevokeApiKeyRequest)(nil),            // 28: tickwheel.v1.RevokeApiKeyRequest
-	(*RevokeApiKeyResponse)(nil),           // 29: tickwheel.v1.RevokeApiKeyResponse
-	(*ListApiKeysRequest)(nil),             // 30: tickwheel.v1.ListApiKeysRequest
-	(*ListApiKeysResponse)(nil),            // 31: tickwheel.v1.ListApiKeysResponse
-	(*WorkerCredential)(nil),               // 32: tickwheel.v1.WorkerCredential
-	(*IssueWorkerCredentialRequest)(nil),   // 33: tickwheel.v1.IssueWorkerCredentialRequest
-	(*IssueWorkerCredentialResponse)(nil),  // 34: tickwheel.v1.IssueWorkerCredentialResponse
-	(*RevokeWorkerCredentialRequest)(nil),  // 35: tickwheel.v1.RevokeWorkerCredentialRequest
-	(*RevokeWorkerCredentialResponse)(nil), // 36: tickwheel.v1.RevokeWorkerCredentialResponse
-	(*ListWorkerCredentialsRequest)(nil),   // 37: tickwheel.v1.ListWorkerCredentialsRequest
-	(*ListWorkerCredentialsResponse)(nil),  // 38: tickwheel.v1.ListWorkerCredentialsResponse
-	(*SearchJobsRequest)(nil),              // 39: tickwheel.v1.SearchJobsRequest
-	(*SearchJobsResponse)(nil),             // 40: tickwheel.v1.SearchJobsResponse
-	(*SearchExecutionsRequest)(nil),        // 41: tickwheel.v1.SearchExecutionsRequest
-	(*SearchExecutionsResponse)(nil),       // 42: tickwheel.v1.SearchExecutionsResponse
-	(*DrainServerRequest)(nil),             // 43: tickwheel.v1.DrainServerRequest
-	(*DrainServerResponse)(nil),            // 44: tickwheel.v1.DrainServerResponse
-	(*Alert)(nil),                          // 45: tickwheel.v1.Alert
-	(*ListAlertsRequest)(nil),              // 46: tickwheel.v1.ListAlertsRequest
-	(*ListAlertsResponse)(nil),             // 47: tickwheel.v1.ListAlertsResponse
-	(*WatchAlertsRequest)(nil),             // 48: tickwheel.v1.WatchAlertsRequest
-	(*WatchAlertsResponse)(nil),            // 49: tickwheel.v1.WatchAlertsResponse
-	(*RecomputeSchedulesRequest)(nil),      // 50: tickwheel.v1.RecomputeSchedulesRequest
-	(*RecomputeSchedulesResponse)(nil),     // 51: tickwheel.v1.RecomputeSchedulesResponse
-	(*ShiftedRun)(nil),                     // 52: tickwheel.v1.ShiftedRun
-	nil,                                    // 53: tickwheel.v1.Alert.DetailsEntry
-	(*timestamppb.Timestamp)(nil),          // 54: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 55: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),          // 56: google.protobuf.FieldMask
-	(JobState)(0),                          // 57: tickwheel.v1.JobState
-	(*Job)(nil),                            // 58: tickwheel.v1.Job
-	(ExecutionStatus)(0),                   // 59: tickwheel.v1.ExecutionStatus
-	(*Execution)(nil),                      // 60: tickwheel.v1.Execution
+	(SessionState)(0),                      // 0: tickwheel.v1.SessionState
+	(TenantState)(0),                       // 1: tickwheel.v1.TenantState
+	(AlertKind)(0),                         // 2: tickwheel.v1.AlertKind
+	(AlertSeverity)(0),                     // 3: tickwheel.v1.AlertSeverity
+	(*ClusterStatusRequest)(nil),           // 4: tickwheel.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),          // 5: tickwheel.v1.ClusterStatusResponse
+	(*ServerStatus)(nil),                   // 6: tickwheel.v1.ServerStatus
+	(*PartitionStatus)(nil),                // 7: tickwheel.v1.PartitionStatus
+	(*TenantQueue)(nil),                    // 8: tickwheel.v1.TenantQueue
+	(*Tenant)(nil),                         // 9: tickwheel.v1.Tenant
+	(*TenantQuotas)(nil),                   // 10: tickwheel.v1.TenantQuotas
+	(*CreateTenantRequest)(nil),            // 11: tickwheel.v1.CreateTenantRequest
+	(*CreateTenantResponse)(nil),           // 12: tickwheel.v1.CreateTenantResponse
+	(*IssuedSecret)(nil),                   // 13: tickwheel.v1.IssuedSecret
+	(*GetTenantRequest)(nil),               // 14: tickwheel.v1.GetTenantRequest
+	(*GetTenantResponse)(nil),              // 15: tickwheel.v1.GetTenantResponse
+	(*ListTenantsRequest)(nil),             // 16: tickwheel.v1.ListTenantsRequest
+	(*ListTenantsResponse)(nil),            // 17: tickwheel.v1.ListTenantsResponse
+	(*UpdateTenantRequest)(nil),            // 18: tickwheel.v1.UpdateTenantRequest
+	(*UpdateTenantResponse)(nil),           // 19: tickwheel.v1.UpdateTenantResponse
+	(*PauseTenantRequest)(nil),             // 20: tickwheel.v1.PauseTenantRequest
+	(*PauseTenantResponse)(nil),            // 21: tickwheel.v1.PauseTenantResponse
+	(*ResumeTenantRequest)(nil),            // 22: tickwheel.v1.ResumeTenantRequest
+	(*ResumeTenantResponse)(nil),           // 23: tickwheel.v1.ResumeTenantResponse
+	(*ApiKey)(nil),                         // 24: tickwheel.v1.ApiKey
+	(*IssueApiKeyRequest)(nil),             // 25: tickwheel.v1.IssueApiKeyRequest
+	(*IssueApiKeyResponse)(nil),            // 26: tickwheel.v1.IssueApiKeyResponse
+	(*RotateApiKeyRequest)(nil),            // 27: tickwheel.v1.RotateApiKeyRequest
+	(*RotateApiKeyResponse)(nil),           // 28: tickwheel.v1.RotateApiKeyResponse
+	(*RevokeApiKeyRequest)(nil),            // 29: tickwheel.v1.RevokeApiKeyRequest
+	(*RevokeApiKeyResponse)(nil),           // 30: tickwheel.v1.RevokeApiKeyResponse
+	(*ListApiKeysRequest)(nil),             // 31: tickwheel.v1.ListApiKeysRequest
+	(*ListApiKeysResponse)(nil),            // 32: tickwheel.v1.ListApiKeysResponse
+	(*WorkerCredential)(nil),               // 33: tickwheel.v1.WorkerCredential
+	(*IssueWorkerCredentialRequest)(nil),   // 34: tickwheel.v1.IssueWorkerCredentialRequest
+	(*IssueWorkerCredentialResponse)(nil),  // 35: tickwheel.v1.IssueWorkerCredentialResponse
+	(*RevokeWorkerCredentialRequest)(nil),  // 36: tickwheel.v1.RevokeWorkerCredentialRequest
+	(*RevokeWorkerCredentialResponse)(nil), // 37: tickwheel.v1.RevokeWorkerCredentialResponse
+	(*ListWorkerCredentialsRequest)(nil),   // 38: tickwheel.v1.ListWorkerCredentialsRequest
+	(*ListWorkerCredentialsResponse)(nil),  // 39: tickwheel.v1.ListWorkerCredentialsResponse
+	(*SearchJobsRequest)(nil),              // 40: tickwheel.v1.SearchJobsRequest
+	(*SearchJobsResponse)(nil),             // 41: tickwheel.v1.SearchJobsResponse
+	(*SearchExecutionsRequest)(nil),        // 42: tickwheel.v1.SearchExecutionsRequest
+	(*SearchExecutionsResponse)(nil),       // 43: tickwheel.v1.SearchExecutionsResponse
+	(*DrainServerRequest)(nil),             // 44: tickwheel.v1.DrainServerRequest
+	(*DrainServerResponse)(nil),            // 45: tickwheel.v1.DrainServerResponse
+	(*Alert)(nil),                          // 46: tickwheel.v1.Alert
+	(*ListAlertsRequest)(nil),              // 47: tickwheel.v1.ListAlertsRequest
+	(*ListAlertsResponse)(nil),             // 48: tickwheel.v1.ListAlertsResponse
+	(*WatchAlertsRequest)(nil),             // 49: tickwheel.v1.WatchAlertsRequest
+	(*WatchAlertsResponse)(nil),            // 50: tickwheel.v1.WatchAlertsResponse
+	(*RecomputeSchedulesRequest)(nil),      // 51: tickwheel.v1.RecomputeSchedulesRequest
+	(*RecomputeSchedulesResponse)(nil),     // 52: tickwheel.v1.RecomputeSchedulesResponse
+	(*ShiftedRun)(nil),                     // 53: tickwheel.v1.ShiftedRun
+	nil,                                    // 54: tickwheel.v1.Alert.DetailsEntry
+	(*timestamppb.Timestamp)(nil),          // 55: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 56: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),          // 57: google.protobuf.FieldMask
+	(JobState)(0),                          // 58: tickwheel.v1.JobState
+	(*Job)(nil),                            // 59: tickwheel.v1.Job
+	(ExecutionStatus)(0),                   // 60: tickwheel.v1.ExecutionStatus
+	(*Execution)(nil),                      // 61: tickwheel.v1.Execution
 }
 var file_tickwheel_v1_admin_proto_depIdxs = []int32{
-	5,  // 0: tickwheel.v1.ClusterStatusResponse.servers:type_name -> tickwheel.v1.ServerStatus
-	6,  // 1: tickwheel.v1.ClusterStatusResponse.partitions:type_name -> tickwheel.v1.PartitionStatus
-	7,  // 2: tickwheel.v1.ClusterStatusResponse.queues:type_name -> tickwheel.v1.TenantQueue
-	54, // 3: tickwheel.v1.ServerStatus.started_at:type_name -> google.protobuf.Timestamp
-	55, // 4: tickwheel.v1.ServerStatus.clock_skew:type_name -> google.protobuf.Duration
-	55, // 5: tickwheel.v1.TenantQueue.oldest_ready_age:type_name -> google.protobuf.Duration
-	9,  // 6: tickwheel.v1.Tenant.quotas:type_name -> tickwheel.v1.TenantQuotas
-	0,  // 7: tickwheel.v1.Tenant.state:type_name -> tickwheel.v1.TenantState
-	54, // 8: tickwheel.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
-	8,  // 9: tickwheel.v1.CreateTenantRequest.tenant:type_name -> tickwheel.v1.Tenant
-	8,  // 10: tickwheel.v1.CreateTenantResponse.tenant:type_name -> tickwheel.v1.Tenant
-	12, // 11: tickwheel.v1.CreateTenantResponse.api_key:type_name -> tickwheel.v1.IssuedSecret
-	8,  // 12: tickwheel.v1.GetTenantResponse.tenant:type_name -> tickwheel.v1.Tenant
-	8,  // 13: tickwheel.v1.ListTenantsResponse.tenants:type_name -> tickwheel.v1.Tenant
-	8,  // 14: tickwheel.v1.UpdateTenantRequest.tenant:type_name -> tickwheel.v1.Tenant
-	56, // 15: tickwheel.v1.UpdateTenantRequest.update_mask:type_name -> google.protobuf.FieldMask
-	8,  // 16: tickwheel.v1.UpdateTenantResponse.tenant:type_name -> tickwheel.v1.Tenant
-	8,  // 17: tickwheel.v1.PauseTenantResponse.tenant:type_name -> tickwheel.v1.Tenant
-	8,  // 18: tickwheel.v1.ResumeTenantResponse.tenant:type_name -> tickwheel.v1.Tenant
-	54, // 19: tickwheel.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	54, // 20: tickwheel.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
-	12, // 21: tickwheel.v1.IssueApiKeyResponse.api_key:type_name -> tickwheel.v1.IssuedSecret
-	55, // 22: tickwheel.v1.RotateApiKeyRequest.grace:type_name -> google.protobuf.Duration
-	12, // 23: tickwheel.v1.RotateApiKeyResponse.api_key:type_name -> tickwheel.v1.IssuedSecret
-	54, // 24: tickwheel.v1.RotateApiKeyResponse.old_key_expires_at:type_name -> google.protobuf.Timestamp
-	23, // 25: tickwheel.v1.ListApiKeysResponse.api_keys:type_name -> tickwheel.v1.ApiKey
-	54, // 26: tickwheel.v1.WorkerCredential.created_at:type_name -> google.protobuf.Timestamp
-	12, // 27: tickwheel.v1.IssueWorkerCredentialResponse.credential:type_name -> tickwheel.v1.IssuedSecret
-	32, // 28: tickwheel.v1.ListWorkerCredentialsResponse.credentials:type_name -> tickwheel.v1.WorkerCredential
-	57, // 29: tickwheel.v1.SearchJobsRequest.state:type_name -> tickwheel.v1.JobState
-	58, // 30: tickwheel.v1.SearchJobsResponse.jobs:type_name -> tickwheel.v1.Job
-	59, // 31: tickwheel.v1.SearchExecutionsRequest.statuses:type_name -> tickwheel.v1.ExecutionStatus
-	54, // 32: tickwheel.v1.SearchExecutionsRequest.from_at:type_name -> google.protobuf.Timestamp
-	54, // 33: tickwheel.v1.SearchExecutionsRequest.to_at:type_name -> google.protobuf.Timestamp
-	60, // 34: tickwheel.v1.SearchExecutionsResponse.executions:type_name -> tickwheel.v1.Execution
-	55, // 35: tickwheel.v1.DrainServerRequest.grace:type_name -> google.protobuf.Duration
-	1,  // 36: tickwheel.v1.Alert.kind:type_name -> tickwheel.v1.AlertKind
-	2,  // 37: tickwheel.v1.Alert.severity:type_name -> tickwheel.v1.AlertSeverity
-	53, // 38: tickwheel.v1.Alert.details:type_name -> tickwheel.v1.Alert.DetailsEntry
-	54, // 39: tickwheel.v1.Alert.raised_at:type_name -> google.protobuf.Timestamp
-	54, // 40: tickwheel.v1.Alert.last_seen_at:type_name -> google.protobuf.Timestamp
-	54, // 41: tickwheel.v1.Alert.resolved_at:type_name -> google.protobuf.Timestamp
-	1,  // 42: tickwheel.v1.ListAlertsRequest.kinds:type_name -> tickwheel.v1.AlertKind
-	45, // 43: tickwheel.v1.ListAlertsResponse.alerts:type_name -> tickwheel.v1.Alert
-	1,  // 44: tickwheel.v1.WatchAlertsRequest.kinds:type_name -> tickwheel.v1.AlertKind
-	45, // 45: tickwheel.v1.WatchAlertsResponse.alert:type_name -> tickwheel.v1.Alert
-	52, // 46: tickwheel.v1.RecomputeSchedulesResponse.shifted:type_name -> tickwheel.v1.ShiftedRun
-	54, // 47: tickwheel.v1.ShiftedRun.old_next_run_at:type_name -> google.protobuf.Timestamp
-	54, // 48: tickwheel.v1.ShiftedRun.new_next_run_at:type_name -> google.protobuf.Timestamp
-	3,  // 49: tickwheel.v1.AdminService.ClusterStatus:input_type -> tickwheel.v1.ClusterStatusRequest
-	10, // 50: tickwheel.v1.AdminService.CreateTenant:input_type -> tickwheel.v1.CreateTenantRequest
-	13, // 51: tickwheel.v1.AdminService.GetTenant:input_type -> tickwheel.v1.GetTenantRequest
-	15, // 52: tickwheel.v1.AdminService.ListTenants:input_type -> tickwheel.v1.ListTenantsRequest
-	17, // 53: tickwheel.v1.AdminService.UpdateTenant:input_type -> tickwheel.v1.UpdateTenantRequest
-	19, // 54: tickwheel.v1.AdminService.PauseTenant:input_type -> tickwheel.v1.PauseTenantRequest
-	21, // 55: tickwheel.v1.AdminService.ResumeTenant:input_type -> tickwheel.v1.ResumeTenantRequest
-	24, // 56: tickwheel.v1.AdminService.IssueApiKey:input_type -> tickwheel.v1.IssueApiKeyRequest
-	26, // 57: tickwheel.v1.AdminService.RotateApiKey:input_type -> tickwheel.v1.RotateApiKeyRequest
-	28, // 58: tickwheel.v1.AdminService.RevokeApiKey:input_type -> tickwheel.v1.RevokeApiKeyRequest
-	30, // 59: tickwheel.v1.AdminService.ListApiKeys:input_type -> tickwheel.v1.ListApiKeysRequest
-	33, // 60: tickwheel.v1.AdminService.IssueWorkerCredential:input_type -> tickwheel.v1.IssueWorkerCredentialRequest
-	35, // 61: tickwheel.v1.AdminService.RevokeWorkerCredential:input_type -> tickwheel.v1.RevokeWorkerCredentialRequest
-	37, // 62: tickwheel.v1.AdminService.ListWorkerCredentials:input_type -> tickwheel.v1.ListWorkerCredentialsRequest
-	39, // 63: tickwheel.v1.AdminService.SearchJobs:input_type -> tickwheel.v1.SearchJobsRequest
-	41, // 64: tickwheel.v1.AdminService.SearchExecutions:input_type -> tickwheel.v1.SearchExecutionsRequest
-	43, // 65: tickwheel.v1.AdminService.DrainServer:input_type -> tickwheel.v1.DrainServerRequest
-	46, // 66: tickwheel.v1.AdminService.ListAlerts:input_type -> tickwheel.v1.ListAlertsRequest
-	48, // 67: tickwheel.v1.AdminService.WatchAlerts:input_type -> tickwheel.v1.WatchAlertsRequest
-	50, // 68: tickwheel.v1.AdminService.RecomputeSchedules:input_type -> tickwheel.v1.RecomputeSchedulesRequest
-	4,  // 69: tickwheel.v1.AdminService.ClusterStatus:output_type -> tickwheel.v1.ClusterStatusResponse
-	11, // 70: tickwheel.v1.AdminService.CreateTenant:output_type -> tickwheel.v1.CreateTenantResponse
-	14, // 71: tickwheel.v1.AdminService.GetTenant:output_type -> tickwheel.v1.GetTenantResponse
-	16, // 72: tickwheel.v1.AdminService.ListTenants:output_type -> tickwheel.v1.ListTenantsResponse
-	18, // 73: tickwheel.v1.AdminService.UpdateTenant:output_type -> tickwheel.v1.UpdateTenantResponse
-	20, // 74: tickwheel.v1.AdminService.PauseTenant:output_type -> tickwheel.v1.PauseTenantResponse
-	22, // 75: tickwheel.v1.AdminService.ResumeTenant:output_type -> tickwheel.v1.ResumeTenantResponse
-	25, // 76: tickwheel.v1.AdminService.IssueApiKey:output_type -> tickwheel.v1.IssueApiKeyResponse
-	27, // 77: tickwheel.v1.AdminService.RotateApiKey:output_type -> tickwheel.v1.RotateApiKeyResponse
-	29, // 78: tickwheel.v1.AdminService.RevokeApiKey:output_type -> tickwheel.v1.RevokeApiKeyResponse
-	31, // 79: tickwheel.v1.AdminService.ListApiKeys:output_type -> tickwheel.v1.ListApiKeysResponse
-	34, // 80: tickwheel.v1.AdminService.IssueWorkerCredential:output_type -> tickwheel.v1.IssueWorkerCredentialResponse
-	36, // 81: tickwheel.v1.AdminService.RevokeWorkerCredential:output_type -> tickwheel.v1.RevokeWorkerCredentialResponse
-	38, // 82: tickwheel.v1.AdminService.ListWorkerCredentials:output_type -> tickwheel.v1.ListWorkerCredentialsResponse
-	40, // 83: tickwheel.v1.AdminService.SearchJobs:output_type -> tickwheel.v1.SearchJobsResponse
-	42, // 84: tickwheel.v1.AdminService.SearchExecutions:output_type -> tickwheel.v1.SearchExecutionsResponse
-	44, // 85: tickwheel.v1.AdminService.DrainServer:output_type -> tickwheel.v1.DrainServerResponse
-	47, // 86: tickwheel.v1.AdminService.ListAlerts:output_type -> tickwheel.v1.ListAlertsResponse
-	49, // 87: tickwheel.v1.AdminService.WatchAlerts:output_type -> tickwheel.v1.WatchAlertsResponse
-	51, // 88: tickwheel.v1.AdminService.RecomputeSchedules:output_type -> tickwheel.v1.RecomputeSchedulesResponse
-	69, // [69:89] is the sub-list for method output_type
-	49, // [49:69] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	6,  // 0: tickwheel.v1.ClusterStatusResponse.servers:type_name -> tickwheel.v1.ServerStatus
+	7,  // 1: tickwheel.v1.ClusterStatusResponse.partitions:type_name -> tickwheel.v1.PartitionStatus
+	8,  // 2: tickwheel.v1.ClusterStatusResponse.queues:type_name -> tickwheel.v1.TenantQueue
+	55, // 3: tickwheel.v1.ServerStatus.started_at:type_name -> google.protobuf.Timestamp
+	56, // 4: tickwheel.v1.ServerStatus.clock_skew:type_name -> google.protobuf.Duration
+	0,  // 5: tickwheel.v1.ServerStatus.session_state:type_name -> tickwheel.v1.SessionState
+	56, // 6: tickwheel.v1.TenantQueue.oldest_ready_age:type_name -> google.protobuf.Duration
+	10, // 7: tickwheel.v1.Tenant.quotas:type_name -> tickwheel.v1.TenantQuotas
+	1,  // 8: tickwheel.v1.Tenant.state:type_name -> tickwheel.v1.TenantState
+	55, // 9: tickwheel.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	9,  // 10: tickwheel.v1.CreateTenantRequest.tenant:type_name -> tickwheel.v1.Tenant
+	9,  // 11: tickwheel.v1.CreateTenantResponse.tenant:type_name -> tickwheel.v1.Tenant
+	13, // 12: tickwheel.v1.CreateTenantResponse.api_key:type_name -> tickwheel.v1.IssuedSecret
+	9,  // 13: tickwheel.v1.GetTenantResponse.tenant:type_name -> tickwheel.v1.Tenant
+	9,  // 14: tickwheel.v1.ListTenantsResponse.tenants:type_name -> tickwheel.v1.Tenant
+	9,  // 15: tickwheel.v1.UpdateTenantRequest.tenant:type_name -> tickwheel.v1.Tenant
+	57, // 16: tickwheel.v1.UpdateTenantRequest.update_mask:type_name -> google.protobuf.FieldMask
+	9,  // 17: tickwheel.v1.UpdateTenantResponse.tenant:type_name -> tickwheel.v1.Tenant
+	9,  // 18: tickwheel.v1.PauseTenantResponse.tenant:type_name -> tickwheel.v1.Tenant
+	9,  // 19: tickwheel.v1.ResumeTenantResponse.tenant:type_name -> tickwheel.v1.Tenant
+	55, // 20: tickwheel.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	55, // 21: tickwheel.v1.ApiKey.expires_at:type_name -> google.protobuf.Timestamp
+	13, // 22: tickwheel.v1.IssueApiKeyResponse.api_key:type_name -> tickwheel.v1.IssuedSecret
+	56, // 23: tickwheel.v1.RotateApiKeyRequest.grace:type_name -> google.protobuf.Duration
+	13, // 24: tickwheel.v1.RotateApiKeyResponse.api_key:type_name -> tickwheel.v1.IssuedSecret
+	55, // 25: tickwheel.v1.RotateApiKeyResponse.old_key_expires_at:type_name -> google.protobuf.Timestamp
+	24, // 26: tickwheel.v1.ListApiKeysResponse.api_keys:type_name -> tickwheel.v1.ApiKey
+	55, // 27: tickwheel.v1.WorkerCredential.created_at:type_name -> google.protobuf.Timestamp
+	13, // 28: tickwheel.v1.IssueWorkerCredentialResponse.credential:type_name -> tickwheel.v1.IssuedSecret
+	33, // 29: tickwheel.v1.ListWorkerCredentialsResponse.credentials:type_name -> tickwheel.v1.WorkerCredential
+	58, // 30: tickwheel.v1.SearchJobsRequest.state:type_name -> tickwheel.v1.JobState
+	59, // 31: tickwheel.v1.SearchJobsResponse.jobs:type_name -> tickwheel.v1.Job
+	60, // 32: tickwheel.v1.SearchExecutionsRequest.statuses:type_name -> tickwheel.v1.ExecutionStatus
+	55, // 33: tickwheel.v1.SearchExecutionsRequest.from_at:type_name -> google.protobuf.Timestamp
+	55, // 34: tickwheel.v1.SearchExecutionsRequest.to_at:type_name -> google.protobuf.Timestamp
+	61, // 35: tickwheel.v1.SearchExecutionsResponse.executions:type_name -> tickwheel.v1.Execution
+	56, // 36: tickwheel.v1.DrainServerRequest.grace:type_name -> google.protobuf.Duration
+	2,  // 37: tickwheel.v1.Alert.kind:type_name -> tickwheel.v1.AlertKind
+	3,  // 38: tickwheel.v1.Alert.severity:type_name -> tickwheel.v1.AlertSeverity
+	54, // 39: tickwheel.v1.Alert.details:type_name -> tickwheel.v1.Alert.DetailsEntry
+	55, // 40: tickwheel.v1.Alert.raised_at:type_name -> google.protobuf.Timestamp
+	55, // 41: tickwheel.v1.Alert.last_seen_at:type_name -> google.protobuf.Timestamp
+	55, // 42: tickwheel.v1.Alert.resolved_at:type_name -> google.protobuf.Timestamp
+	2,  // 43: tickwheel.v1.ListAlertsRequest.kinds:type_name -> tickwheel.v1.AlertKind
+	46, // 44: tickwheel.v1.ListAlertsResponse.alerts:type_name -> tickwheel.v1.Alert
+	2,  // 45: tickwheel.v1.WatchAlertsRequest.kinds:type_name -> tickwheel.v1.AlertKind
+	46, // 46: tickwheel.v1.WatchAlertsResponse.alert:type_name -> tickwheel.v1.Alert
+	53, // 47: tickwheel.v1.RecomputeSchedulesResponse.shifted:type_name -> tickwheel.v1.ShiftedRun
+	55, // 48: tickwheel.v1.ShiftedRun.old_next_run_at:type_name -> google.protobuf.Timestamp
+	55, // 49: tickwheel.v1.ShiftedRun.new_next_run_at:type_name -> google.protobuf.Timestamp
+	4,  // 50: tickwheel.v1.AdminService.ClusterStatus:input_type -> tickwheel.v1.ClusterStatusRequest
+	11, // 51: tickwheel.v1.AdminService.CreateTenant:input_type -> tickwheel.v1.CreateTenantRequest
+	14, // 52: tickwheel.v1.AdminService.GetTenant:input_type -> tickwheel.v1.GetTenantRequest
+	16, // 53: tickwheel.v1.AdminService.ListTenants:input_type -> tickwheel.v1.ListTenantsRequest
+	18, // 54: tickwheel.v1.AdminService.UpdateTenant:input_type -> tickwheel.v1.UpdateTenantRequest
+	20, // 55: tickwheel.v1.AdminService.PauseTenant:input_type -> tickwheel.v1.PauseTenantRequest
+	22, // 56: tickwheel.v1.AdminService.ResumeTenant:input_type -> tickwheel.v1.ResumeTenantRequest
+	25, // 57: tickwheel.v1.AdminService.IssueApiKey:input_type -> tickwheel.v1.IssueApiKeyRequest
+	27, // 58: tickwheel.v1.AdminService.RotateApiKey:input_type -> tickwheel.v1.RotateApiKeyRequest
+	29, // 59: tickwheel.v1.AdminService.RevokeApiKey:input_type -> tickwheel.v1.RevokeApiKeyRequest
+	31, // 60: tickwheel.v1.AdminService.ListApiKeys:input_type -> tickwheel.v1.ListApiKeysRequest
+	34, // 61: tickwheel.v1.AdminService.IssueWorkerCredential:input_type -> tickwheel.v1.IssueWorkerCredentialRequest
+	36, // 62: tickwheel.v1.AdminService.RevokeWorkerCredential:input_type -> tickwheel.v1.RevokeWorkerCredentialRequest
+	38, // 63: tickwheel.v1.AdminService.ListWorkerCredentials:input_type -> tickwheel.v1.ListWorkerCredentialsRequest
+	40, // 64: tickwheel.v1.AdminService.SearchJobs:input_type -> tickwheel.v1.SearchJobsRequest
+	42, // 65: tickwheel.v1.AdminService.SearchExecutions:input_type -> tickwheel.v1.SearchExecutionsRequest
+	44, // 66: tickwheel.v1.AdminService.DrainServer:input_type -> tickwheel.v1.DrainServerRequest
+	47, // 67: tickwheel.v1.AdminService.ListAlerts:input_type -> tickwheel.v1.ListAlertsRequest
+	49, // 68: tickwheel.v1.AdminService.WatchAlerts:input_type -> tickwheel.v1.WatchAlertsRequest
+	51, // 69: tickwheel.v1.AdminService.RecomputeSchedules:input_type -> tickwheel.v1.RecomputeSchedulesRequest
+	5,  // 70: tickwheel.v1.AdminService.ClusterStatus:output_type -> tickwheel.v1.ClusterStatusResponse
+	12, // 71: tickwheel.v1.AdminService.CreateTenant:output_type -> tickwheel.v1.CreateTenantResponse
+	15, // 72: tickwheel.v1.AdminService.GetTenant:output_type -> tickwheel.v1.GetTenantResponse
+	17, // 73: tickwheel.v1.AdminService.ListTenants:output_type -> tickwheel.v1.ListTenantsResponse
+	19, // 74: tickwheel.v1.AdminService.UpdateTenant:output_type -> tickwheel.v1.UpdateTenantResponse
+	21, // 75: tickwheel.v1.AdminService.PauseTenant:output_type -> tickwheel.v1.PauseTenantResponse
+	23, // 76: tickwheel.v1.AdminService.ResumeTenant:output_type -> tickwheel.v1.ResumeTenantResponse
+	26, // 77: tickwheel.v1.AdminService.IssueApiKey:output_type -> tickwheel.v1.IssueApiKeyResponse
+	28, // 78: tickwheel.v1.AdminService.RotateApiKey:output_type -> tickwheel.v1.RotateApiKeyResponse
+	30, // 79: tickwheel.v1.AdminService.RevokeApiKey:output_type -> tickwheel.v1.RevokeApiKeyResponse
+	32, // 80: tickwheel.v1.AdminService.ListApiKeys:output_type -> tickwheel.v1.ListApiKeysResponse
+	35, // 81: tickwheel.v1.AdminService.IssueWorkerCredential:output_type -> tickwheel.v1.IssueWorkerCredentialResponse
+	37, // 82: tickwheel.v1.AdminService.RevokeWorkerCredential:output_type -> tickwheel.v1.RevokeWorkerCredentialResponse
+	39, // 83: tickwheel.v1.AdminService.ListWorkerCredentials:output_type -> tickwheel.v1.ListWorkerCredentialsResponse
+	41, // 84: tickwheel.v1.AdminService.SearchJobs:output_type -> tickwheel.v1.SearchJobsResponse
+	43, // 85: tickwheel.v1.AdminService.SearchExecutions:output_type -> tickwheel.v1.SearchExecutionsResponse
+	45, // 86: tickwheel.v1.AdminService.DrainServer:output_type -> tickwheel.v1.DrainServerResponse
+	48, // 87: tickwheel.v1.AdminService.ListAlerts:output_type -> tickwheel.v1.ListAlertsResponse
+	50, // 88: tickwheel.v1.AdminService.WatchAlerts:output_type -> tickwheel.v1.WatchAlertsResponse
+	52, // 89: tickwheel.v1.AdminService.RecomputeSchedules:output_type -> tickwheel.v1.RecomputeSchedulesResponse
+	70, // [70:90] is the sub-list for method output_type
+	50, // [50:70] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_tickwheel_v1_admin_proto_init() }
@@ -3776,7 +3858,7 @@ func file_tickwheel_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tickwheel_v1_admin_proto_rawDesc), len(file_tickwheel_v1_admin_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,

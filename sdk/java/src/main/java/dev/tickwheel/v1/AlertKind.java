@@ -236,7 +236,7 @@ public enum AlertKind
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.tickwheel.v1.AdminProto.getDescriptor().getEnumType(1);
+    return dev.tickwheel.v1.AdminProto.getDescriptor().getEnumType(2);
   }
 
   private static final AlertKind[] VALUES = values();

@@ -151,7 +151,7 @@ public enum AlertSeverity
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.tickwheel.v1.AdminProto.getDescriptor().getEnumType(2);
+    return dev.tickwheel.v1.AdminProto.getDescriptor().getEnumType(3);
   }
 
   private static final AlertSeverity[] VALUES = values();

@@ -36,6 +36,7 @@ private static final long serialVersionUID = 0L;
     address_ = "";
     sessionId_ = "";
     version_ = "";
+    sessionState_ = 0;
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -384,6 +385,50 @@ private static final long serialVersionUID = 0L;
     return draining_;
   }
 
+  public static final int SESSION_STATE_FIELD_NUMBER = 11;
+  private int sessionState_ = 0;
+  /**
+   * <pre>
+   * Its etcd session as it last reported it (the answering server's is read
+   * now; any other listed server has a live one, since its record lives on it).
+   * </pre>
+   *
+   * <code>.tickwheel.v1.SessionState session_state = 11 [json_name = "sessionState"];</code>
+   * @return The enum numeric value on the wire for sessionState.
+   */
+  @java.lang.Override public int getSessionStateValue() {
+    return sessionState_;
+  }
+  /**
+   * <pre>
+   * Its etcd session as it last reported it (the answering server's is read
+   * now; any other listed server has a live one, since its record lives on it).
+   * </pre>
+   *
+   * <code>.tickwheel.v1.SessionState session_state = 11 [json_name = "sessionState"];</code>
+   * @return The sessionState.
+   */
+  @java.lang.Override public dev.tickwheel.v1.SessionState getSessionState() {
+    dev.tickwheel.v1.SessionState result = dev.tickwheel.v1.SessionState.forNumber(sessionState_);
+    return result == null ? dev.tickwheel.v1.SessionState.UNRECOGNIZED : result;
+  }
+
+  public static final int REAPER_FIELD_NUMBER = 12;
+  private boolean reaper_ = false;
+  /**
+   * <pre>
+   * True for the server elected to run the reaper and the cluster's duties
+   * (lateness, skipped and unowned-partition alerts, the alert webhook).
+   * </pre>
+   *
+   * <code>bool reaper = 12 [json_name = "reaper"];</code>
+   * @return The reaper.
+   */
+  @java.lang.Override
+  public boolean getReaper() {
+    return reaper_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -428,6 +473,12 @@ private static final long serialVersionUID = 0L;
     if (draining_ != false) {
       output.writeBool(10, draining_);
     }
+    if (sessionState_ != dev.tickwheel.v1.SessionState.SESSION_STATE_UNSPECIFIED.getNumber()) {
+      output.writeEnum(11, sessionState_);
+    }
+    if (reaper_ != false) {
+      output.writeBool(12, reaper_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -467,6 +518,14 @@ private static final long serialVersionUID = 0L;
     if (draining_ != false) {
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(10, draining_);
+    }
+    if (sessionState_ != dev.tickwheel.v1.SessionState.SESSION_STATE_UNSPECIFIED.getNumber()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeEnumSize(11, sessionState_);
+    }
+    if (reaper_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(12, reaper_);
     }
     return size;
   }
@@ -518,6 +577,9 @@ private static final long serialVersionUID = 0L;
     }
     if (getDraining()
         != other.getDraining()) return false;
+    if (sessionState_ != other.sessionState_) return false;
+    if (getReaper()
+        != other.getReaper()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -555,6 +617,11 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + DRAINING_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getDraining());
+    hash = (37 * hash) + SESSION_STATE_FIELD_NUMBER;
+    hash = (53 * hash) + sessionState_;
+    hash = (37 * hash) + REAPER_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getReaper());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -715,6 +782,8 @@ private static final long serialVersionUID = 0L;
         clockSkewBuilder_ = null;
       }
       draining_ = false;
+      sessionState_ = 0;
+      reaper_ = false;
       return this;
     }
 
@@ -785,6 +854,12 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000200) != 0)) {
         result.draining_ = draining_;
       }
+      if (((from_bitField0_ & 0x00000400) != 0)) {
+        result.sessionState_ = sessionState_;
+      }
+      if (((from_bitField0_ & 0x00000800) != 0)) {
+        result.reaper_ = reaper_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -837,6 +912,12 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getDraining() != false) {
         setDraining(other.getDraining());
+      }
+      if (other.sessionState_ != 0) {
+        setSessionStateValue(other.getSessionStateValue());
+      }
+      if (other.getReaper() != false) {
+        setReaper(other.getReaper());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -916,6 +997,16 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000200;
               break;
             } // case 80
+            case 88: {
+              sessionState_ = input.readEnum();
+              bitField0_ |= 0x00000400;
+              break;
+            } // case 88
+            case 96: {
+              reaper_ = input.readBool();
+              bitField0_ |= 0x00000800;
+              break;
+            } // case 96
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1792,6 +1883,130 @@ private static final long serialVersionUID = 0L;
     public Builder clearDraining() {
       bitField0_ = (bitField0_ & ~0x00000200);
       draining_ = false;
+      onChanged();
+      return this;
+    }
+
+    private int sessionState_ = 0;
+    /**
+     * <pre>
+     * Its etcd session as it last reported it (the answering server's is read
+     * now; any other listed server has a live one, since its record lives on it).
+     * </pre>
+     *
+     * <code>.tickwheel.v1.SessionState session_state = 11 [json_name = "sessionState"];</code>
+     * @return The enum numeric value on the wire for sessionState.
+     */
+    @java.lang.Override public int getSessionStateValue() {
+      return sessionState_;
+    }
+    /**
+     * <pre>
+     * Its etcd session as it last reported it (the answering server's is read
+     * now; any other listed server has a live one, since its record lives on it).
+     * </pre>
+     *
+     * <code>.tickwheel.v1.SessionState session_state = 11 [json_name = "sessionState"];</code>
+     * @param value The enum numeric value on the wire for sessionState to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSessionStateValue(int value) {
+      sessionState_ = value;
+      bitField0_ |= 0x00000400;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Its etcd session as it last reported it (the answering server's is read
+     * now; any other listed server has a live one, since its record lives on it).
+     * </pre>
+     *
+     * <code>.tickwheel.v1.SessionState session_state = 11 [json_name = "sessionState"];</code>
+     * @return The sessionState.
+     */
+    @java.lang.Override
+    public dev.tickwheel.v1.SessionState getSessionState() {
+      dev.tickwheel.v1.SessionState result = dev.tickwheel.v1.SessionState.forNumber(sessionState_);
+      return result == null ? dev.tickwheel.v1.SessionState.UNRECOGNIZED : result;
+    }
+    /**
+     * <pre>
+     * Its etcd session as it last reported it (the answering server's is read
+     * now; any other listed server has a live one, since its record lives on it).
+     * </pre>
+     *
+     * <code>.tickwheel.v1.SessionState session_state = 11 [json_name = "sessionState"];</code>
+     * @param value The sessionState to set.
+     * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+     * @return This builder for chaining.
+     */
+    public Builder setSessionState(dev.tickwheel.v1.SessionState value) {
+      java.util.Objects.requireNonNull(value);
+      bitField0_ |= 0x00000400;
+      sessionState_ = value.getNumber();
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Its etcd session as it last reported it (the answering server's is read
+     * now; any other listed server has a live one, since its record lives on it).
+     * </pre>
+     *
+     * <code>.tickwheel.v1.SessionState session_state = 11 [json_name = "sessionState"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSessionState() {
+      bitField0_ = (bitField0_ & ~0x00000400);
+      sessionState_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private boolean reaper_ ;
+    /**
+     * <pre>
+     * True for the server elected to run the reaper and the cluster's duties
+     * (lateness, skipped and unowned-partition alerts, the alert webhook).
+     * </pre>
+     *
+     * <code>bool reaper = 12 [json_name = "reaper"];</code>
+     * @return The reaper.
+     */
+    @java.lang.Override
+    public boolean getReaper() {
+      return reaper_;
+    }
+    /**
+     * <pre>
+     * True for the server elected to run the reaper and the cluster's duties
+     * (lateness, skipped and unowned-partition alerts, the alert webhook).
+     * </pre>
+     *
+     * <code>bool reaper = 12 [json_name = "reaper"];</code>
+     * @param value The reaper to set.
+     * @return This builder for chaining.
+     */
+    public Builder setReaper(boolean value) {
+
+      reaper_ = value;
+      bitField0_ |= 0x00000800;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * True for the server elected to run the reaper and the cluster's duties
+     * (lateness, skipped and unowned-partition alerts, the alert webhook).
+     * </pre>
+     *
+     * <code>bool reaper = 12 [json_name = "reaper"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearReaper() {
+      bitField0_ = (bitField0_ & ~0x00000800);
+      reaper_ = false;
       onChanged();
       return this;
     }

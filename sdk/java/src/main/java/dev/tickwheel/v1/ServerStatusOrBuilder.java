@@ -186,4 +186,36 @@ public interface ServerStatusOrBuilder extends
    * @return The draining.
    */
   boolean getDraining();
+
+  /**
+   * <pre>
+   * Its etcd session as it last reported it (the answering server's is read
+   * now; any other listed server has a live one, since its record lives on it).
+   * </pre>
+   *
+   * <code>.tickwheel.v1.SessionState session_state = 11 [json_name = "sessionState"];</code>
+   * @return The enum numeric value on the wire for sessionState.
+   */
+  int getSessionStateValue();
+  /**
+   * <pre>
+   * Its etcd session as it last reported it (the answering server's is read
+   * now; any other listed server has a live one, since its record lives on it).
+   * </pre>
+   *
+   * <code>.tickwheel.v1.SessionState session_state = 11 [json_name = "sessionState"];</code>
+   * @return The sessionState.
+   */
+  dev.tickwheel.v1.SessionState getSessionState();
+
+  /**
+   * <pre>
+   * True for the server elected to run the reaper and the cluster's duties
+   * (lateness, skipped and unowned-partition alerts, the alert webhook).
+   * </pre>
+   *
+   * <code>bool reaper = 12 [json_name = "reaper"];</code>
+   * @return The reaper.
+   */
+  boolean getReaper();
 }

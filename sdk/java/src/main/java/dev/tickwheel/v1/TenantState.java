@@ -134,7 +134,7 @@ public enum TenantState
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.tickwheel.v1.AdminProto.getDescriptor().getEnumType(0);
+    return dev.tickwheel.v1.AdminProto.getDescriptor().getEnumType(1);
   }
 
   private static final TenantState[] VALUES = values();
