@@ -9,8 +9,10 @@ shrink with the batch.
 Starts come first. While the hand-out has a backlog (its last claim was a
 full batch: a burst is being handed out), writing waits, for at most
 ``defer`` seconds from the oldest result waiting, so the store's time goes
-to lateness, which is what the schedule promises; results then go in one
-large batch. A result is only delayed, never dropped: it stays queued until
+to lateness, which is what the schedule promises; results then go in large
+batches. A backlog that outlasts the queue's half (a flood, not a burst)
+does not hold results back: they are written as they come, ``batch`` at a
+time. A result is only delayed, never dropped: it stays queued until
 a transaction that recorded it commits (a failed write is retried after
 ``retry_delay``), and the worker keeps it until it is acknowledged.
 
@@ -69,6 +71,7 @@ class ResultQueue(Generic[C, R]):
         self._backlog = False
         self._backlog_over = asyncio.Event()
         self._backlog_over.set()
+        self._half_full = asyncio.Event()
         self.written = 0
         self.transactions = 0
 
@@ -85,6 +88,8 @@ class ResultQueue(Generic[C, R]):
             self._oldest = self._clock.monotonic()
         self._pending.extend((connection, result) for result in results)
         self._arrived.set()
+        if len(self._pending) * 2 >= self.max_pending:
+            self._half_full.set()
 
     def backlog(self, busy: bool) -> None:
         """The hand-out says whether it has a backlog (its last claim was full)."""
@@ -115,19 +120,26 @@ class ResultQueue(Generic[C, R]):
                 self._arrived.clear()
             if len(self._pending) < self.max_pending:
                 self._room.set()
+            if len(self._pending) * 2 < self.max_pending:
+                self._half_full.clear()
 
     async def _wait_for_the_hand_out(self) -> None:
         """While the hand-out has a backlog, wait until it ends or the oldest
-        queued result has waited ``defer`` seconds."""
-        if not self._backlog or self._oldest is None:
+        queued result has waited ``defer`` seconds; not while the queue is
+        half full (a long backlog: results are then written as they come,
+        in full batches, and the queue never blocks a worker's stream)."""
+        if not self._backlog or self._oldest is None or len(self._pending) * 2 >= self.max_pending:
             return
         left = self._oldest + self.defer - self._clock.monotonic()
         if left <= 0:
             return
-        sleeper = asyncio.ensure_future(self._clock.sleep(left))
-        over = asyncio.ensure_future(self._backlog_over.wait())
+        waits = {
+            asyncio.ensure_future(self._clock.sleep(left)),
+            asyncio.ensure_future(self._backlog_over.wait()),
+            asyncio.ensure_future(self._half_full.wait()),
+        }
         try:
-            await asyncio.wait({sleeper, over}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            sleeper.cancel()
-            over.cancel()
+            for wait in waits:
+                wait.cancel()
