@@ -242,6 +242,7 @@ class Gateway:
                         more = min(self._credit(members) - len(handed), MAX_BATCH)
                         if more > 0:
                             ahead = (more, asyncio.ensure_future(self._claim(capability, more)))
+                            await asyncio.sleep(0)  # let it reach the store before dealing (which may not yield)
                     total += await self._deal(handed, members, self._clock.now())
                     stopped += handed.stopped
                     if full:

@@ -132,14 +132,19 @@ _LATERAL_PICK = sa.text(
 )
 
 # Take the picked rows by primary key: an array of known length, so the
-# planner looks each up rather than scanning the table to join.
+# planner looks each up rather than scanning the table to join; each with its
+# job's definition (NULL if the job was deleted meanwhile), so the round
+# needs no statement of its own to read the jobs.
 _TAKE_BY_ID = sa.text(
+    "WITH taken AS ("
     "UPDATE executions SET status = 'running', owner = :owner, delivery = executions.delivery + 1, "
     "handed_out_at = :at WHERE executions.id = ANY (CAST(:ids AS TEXT[])) AND executions.status = 'scheduled' "
     "RETURNING executions.id, executions.job_id, executions.tenant, executions.partition, executions.origin, "
     "executions.nominal_at, executions.due_at, executions.ready_at, executions.attempt, executions.delivery, "
     "executions.payload, executions.missed_count, executions.allow_overlap, executions.wait_key, "
     "executions.trace_context"
+    ") "
+    "SELECT taken.*, j.spec, j.updated_at FROM taken LEFT JOIN jobs AS j ON j.id = taken.job_id"
 )
 
 _ACTIVE_COLUMNS = (
@@ -358,6 +363,9 @@ class _Taken(NamedTuple):
     allow_overlap: bool
     wait_key: str | None
     trace_context: str | None
+    spec: bytes | None
+    """The job's definition, where the take read it (PostgreSQL); else None."""
+    job_updated_at: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,7 +478,7 @@ class HandoutStore(SqlStore):
         if not rows:
             return claimed
         rows.sort(key=lambda row: (row.ready_at, row.id))
-        jobs_of = self._jobs_of(conn, sorted({row.job_id for row in rows}))
+        jobs_of = self._jobs_of(conn, rows)
         rules = {job_id: job.rules for job_id, job in jobs_of.items()}
         candidates = [
             Candidate(r.id, r.job_id, r.tenant, r.origin, r.nominal_at, r.ready_at, r.attempt, r.delivery - 1,
@@ -619,20 +627,28 @@ class HandoutStore(SqlStore):
                 .values(status="running", owner=owner, delivery=executions.c.delivery + 1, handed_out_at=at_us)
                 .returning(*_TAKEN_COLUMNS)
             ).all()
-        return [_Taken._make(row) for row in rows]
+        return [_Taken._make((*row, None, None)) for row in rows]
 
     # -- step 4: what may start --------------------------------------------------------------------
 
-    def _jobs_of(self, conn: Connection, job_ids: list[str]) -> dict[str, "_Job"]:
+    def _jobs_of(self, conn: Connection, rows: list[_Taken]) -> dict[str, "_Job"]:
         """The candidates' jobs: definition, admission rules (parsed once per
-        job version) and when last written."""
+        distinct definition) and when last written; read with the rows where
+        the take returned them, else in one statement."""
         found: dict[str, _Job] = {}
+        if self.caps.is_postgres and self.lateral:
+            for row in rows:
+                if row.spec is not None and row.job_id not in found:
+                    spec = bytes(row.spec)
+                    found[row.job_id] = _Job(spec, self._rules(spec), row.job_updated_at)
+            return found
+        job_ids = sorted({row.job_id for row in rows})
         if self.caps.is_sqlite:
             query = sa.select(jobs.c.id, jobs.c.version, jobs.c.spec, jobs.c.updated_at).where(jobs.c.id.in_(job_ids))
-            rows = conn.execute(query)
+            read = conn.execute(query)
         else:  # one array parameter: one statement text whatever the count, so its plan is reused
-            rows = conn.execute(_JOBS_BY_ID, dict(ids=job_ids))
-        for job_id, _version, spec, updated_at in rows:
+            read = conn.execute(_JOBS_BY_ID, dict(ids=job_ids))
+        for job_id, _version, spec, updated_at in read:
             spec = bytes(spec)
             found[job_id] = _Job(spec, self._rules(spec), updated_at)
         return found
