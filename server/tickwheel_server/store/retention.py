@@ -34,6 +34,22 @@ SERIALIZABLE transaction (two runners conflict and one retries, on SQLite
 they take turns). :class:`Retention` still elects one runner per cluster
 (``/tickwheel/retention``) so the work is not done twice.
 
+On PostgreSQL, ``attempts`` is partitioned by UTC day of ``started_at``
+(migration 0013): ``attempts_pYYYYMMDD`` per day and ``attempts_default``
+for what no day's partition holds. There a pass first keeps partitions for
+today and the next ``partitions_ahead`` days, then takes out every day
+partition whose whole day is before the cutoff: it is detached (one short
+transaction, the only step that locks ``attempts`` as a whole, bounded by
+``partition_lock_timeout``), rolled up in bounded batches walked by primary
+key (the walk's position is kept in ``attempt_partition_walks`` in the
+transaction of each batch, so each row is counted once whatever stops the
+runner) and dropped in the transaction of its last batch. Attempts in the
+default partition older than the cutoff are deleted in bounded batches and
+rolled up. Only then are executions pruned, so the attempts they take with
+them are the few the partitions did not (the current day's, the default's).
+An execution kept past the window (not ended, or ended recently) thereby
+loses its attempts older than the window: they are in the rollups.
+
 Lateness percentiles are read from a :class:`LatenessSketch`: logarithmic
 buckets with a relative accuracy of 1 % (DDSketch's mapping), stored with
 the rollup so that batches of one day merge exactly, which percentiles
@@ -47,11 +63,12 @@ import json
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
@@ -60,6 +77,7 @@ from ..ids import from_us, to_us
 from ..lease import LeaseStore, LeaseStoreError, Session
 from .alerts import AlertStore, dead_letter_key, poison_key
 from .base import SqlStore
+from .engine import sqlstate_of
 from .tables import attempt_rollups, attempts, executions, skips
 
 log = logging.getLogger(__name__)
@@ -69,6 +87,10 @@ TERMINAL = ("succeeded", "dead", "canceled")
 FAILED_ATTEMPTS = ("failed", "timed_out", "lost")
 """Attempt statuses counted as failures (a canceled attempt is not one)."""
 DAY_US = 86_400_000_000
+PARTITION_PREFIX = "attempts_p"
+"""Day partitions of ``attempts`` are named ``attempts_pYYYYMMDD`` (UTC), as migration 0013 named them."""
+DEFAULT_PARTITION = "attempts_default"
+LOCK_NOT_AVAILABLE = "55P03"
 
 
 # --------------------------------------------------------------------------- deciding (pure)
@@ -174,6 +196,48 @@ def summarise_attempts(rows: Iterable, tenant_of: Mapping[str, tuple[str, str]])
     return figures
 
 
+def partition_name(day_us: int) -> str:
+    """The name of the partition of the UTC day starting at ``day_us``."""
+    return PARTITION_PREFIX + from_us(day_us).strftime("%Y%m%d")
+
+
+def partition_day(name: str) -> int | None:
+    """The first instant (µs) of the day a partition named ``name`` holds;
+    None when ``name`` is not a day partition's."""
+    digits = name.removeprefix(PARTITION_PREFIX)
+    if name == digits or len(digits) != 8 or not digits.isdigit():
+        return None
+    try:
+        return to_us(datetime.strptime(digits, "%Y%m%d").replace(tzinfo=timezone.utc))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class AttemptPartitions:
+    """The day partitions of ``attempts`` as the catalog shows them."""
+
+    attached: tuple[int, ...]
+    """First instants (µs) of the days with an attached partition, ascending."""
+    detached: tuple[str, ...]
+    """Day tables detached by retention and not yet rolled up and dropped."""
+
+
+def plan_partitions(
+    layout: AttemptPartitions, now_us: int, cutoff_us: int, ahead_days: int
+) -> tuple[list[int], list[int]]:
+    """(days to give a partition, days whose partition to take out): today
+    and the ``ahead_days`` after it where missing; every attached day that
+    ends at or before ``cutoff_us``. A day that has not wholly passed the
+    cutoff is kept: its older rows go with their executions, or with the
+    whole day at a later pass."""
+    today = day_of(now_us)
+    attached = set(layout.attached)
+    create = [day for day in (today + n * DAY_US for n in range(ahead_days + 1)) if day not in attached]
+    detach = [day for day in layout.attached if day + DAY_US <= cutoff_us]
+    return create, detach
+
+
 # --------------------------------------------------------------------------- the store
 
 
@@ -190,6 +254,18 @@ class Rollup:
     lateness_p50: timedelta
     lateness_p90: timedelta
     lateness_p99: timedelta
+
+
+@dataclass(frozen=True)
+class PartitionBatch:
+    """What one batch of a detached day partition's rollup did."""
+
+    rows: int
+    """Attempt rows rolled up."""
+    dropped: bool
+    """This batch dropped the table (it had rolled up the last rows)."""
+    done: bool
+    """Nothing is left of the table (dropped by this batch or before)."""
 
 
 @dataclass(frozen=True)
@@ -332,6 +408,193 @@ class RetentionStore(SqlStore):
 
         return await self._tx(fn)
 
+    # -- day partitions of attempts (PostgreSQL) -------------------------------------------------
+
+    async def attempt_partitions(self) -> AttemptPartitions | None:
+        """The day partitions of ``attempts``; None where it is not
+        partitioned (SQLite, CockroachDB, PostgreSQL before migration 0013)."""
+        if not self.caps.declarative_partitioning:
+            return None
+
+        def fn(conn: Connection) -> AttemptPartitions | None:
+            partitioned = conn.execute(sa.text(
+                "SELECT EXISTS (SELECT 1 FROM pg_partitioned_table WHERE partrelid = to_regclass('attempts'))"
+            )).scalar_one()
+            if not partitioned:
+                return None
+            rows = conn.execute(sa.text(
+                "SELECT c.relname, EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid "
+                "AND i.inhparent = to_regclass('attempts')) AS attached "
+                "FROM pg_class c WHERE c.relkind = 'r' AND c.relname LIKE :pattern AND pg_table_is_visible(c.oid)"
+            ), {"pattern": PARTITION_PREFIX.replace("_", "\\_") + "%"}).all()
+            days = {row.relname: partition_day(row.relname) for row in rows}
+            return AttemptPartitions(
+                attached=tuple(sorted(days[row.relname] for row in rows if row.attached and days[row.relname] is not None)),
+                detached=tuple(sorted(row.relname for row in rows if not row.attached and days[row.relname] is not None)),
+            )
+
+        return await self._tx(fn, idempotent=True)
+
+    async def create_partition(self, day_us: int, *, lock_timeout: float = 1.0) -> bool:
+        """Give the UTC day starting at ``day_us`` its partition; False when
+        it could not now: the default partition holds rows of that day
+        (they stay there), or a lock was not granted within
+        ``lock_timeout`` seconds.
+
+        Created apart and then attached: ``ATTACH PARTITION`` takes a SHARE
+        UPDATE EXCLUSIVE lock on ``attempts`` (reads and writes go on),
+        where ``CREATE TABLE … PARTITION OF`` would take ACCESS EXCLUSIVE;
+        it holds ACCESS EXCLUSIVE on the default partition while checking
+        that none of its rows belong to the new day."""
+        name = partition_name(day_us)
+
+        def fn(conn: Connection) -> bool:
+            _set_lock_timeout(conn, lock_timeout)
+            _partition_ddl_turn(conn)
+            if conn.execute(sa.text("SELECT to_regclass(:name)"), {"name": name}).scalar_one() is not None:
+                return False  # another runner made it
+            stray = conn.execute(sa.text(
+                f"SELECT EXISTS (SELECT 1 FROM {DEFAULT_PARTITION} WHERE started_at >= :lo AND started_at < :hi)"
+            ), {"lo": day_us, "hi": day_us + DAY_US}).scalar_one()
+            if stray:
+                return False
+            conn.execute(sa.text(f"CREATE TABLE {name} (LIKE attempts INCLUDING DEFAULTS)"))
+            conn.execute(sa.text(
+                f"ALTER TABLE attempts ATTACH PARTITION {name} FOR VALUES FROM ({day_us}) TO ({day_us + DAY_US})"
+            ))
+            return True
+
+        return await self._unless_locked(fn, name)
+
+    async def detach_partition(self, day_us: int, *, lock_timeout: float = 1.0) -> bool:
+        """Take the day's partition out of ``attempts`` (its rows leave the
+        history at once; new rows of that day go to the default partition)
+        and start its rollup walk; False when the lock was not granted within
+        ``lock_timeout`` seconds (tried again next pass).
+
+        ``DETACH PARTITION`` takes an ACCESS EXCLUSIVE lock on ``attempts``
+        for this short transaction: results being recorded and history reads
+        wait at most ``lock_timeout``, and hand-out never touches
+        ``attempts``. (``DETACH … CONCURRENTLY`` is refused on a table with a
+        default partition.)"""
+        name = partition_name(day_us)
+
+        def fn(conn: Connection) -> bool:
+            _set_lock_timeout(conn, lock_timeout)
+            _partition_ddl_turn(conn)
+            attached = conn.execute(sa.text(
+                "SELECT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass(:name) "
+                "AND inhparent = to_regclass('attempts'))"
+            ), {"name": name}).scalar_one()
+            if not attached:
+                return False  # another runner took it out
+            conn.execute(sa.text(f"ALTER TABLE attempts DETACH PARTITION {name}"))
+            conn.execute(sa.text(
+                "INSERT INTO attempt_partition_walks (partition, after_key, rows) VALUES (:name, NULL, 0) "
+                "ON CONFLICT (partition) DO NOTHING"
+            ), {"name": name})
+            return True
+
+        return await self._unless_locked(fn, name)
+
+    async def roll_up_detached(self, name: str, *, limit: int = 1000) -> PartitionBatch:
+        """Roll up the next ``limit`` rows (by primary key) of the detached
+        day table ``name`` into ``attempt_rollups``; when fewer were left,
+        drop the table.
+
+        One transaction: the walk's position (``attempt_partition_walks``,
+        locked), the rows read with their execution's job and tenant (an
+        execution already gone counts under the job its id names), the
+        rollups merged and the position advanced, or the table dropped. A
+        second runner waits on the position's lock and then conflicts, so
+        no row is counted twice."""
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        if partition_day(name) is None:
+            raise ValueError(f"not a day partition of attempts: {name!r}")
+        now_us = to_us(self.clock.now())
+        row_locks = self.caps.row_locks
+
+        def fn(conn: Connection) -> PartitionBatch:
+            walk = conn.execute(sa.text(
+                "SELECT after_key, rows FROM attempt_partition_walks WHERE partition = :name FOR UPDATE"
+            ), {"name": name}).first()
+            if walk is None:
+                if conn.execute(sa.text("SELECT to_regclass(:name)"), {"name": name}).scalar_one() is None:
+                    return PartitionBatch(0, dropped=False, done=True)  # another runner finished it
+                conn.execute(sa.text(
+                    "INSERT INTO attempt_partition_walks (partition, after_key, rows) VALUES (:name, NULL, 0)"
+                ), {"name": name})
+                after, done = None, 0
+            else:
+                after, done = (json.loads(walk.after_key) if walk.after_key else None), walk.rows
+            query = (
+                "SELECT a.execution_id, a.attempt, a.delivery, a.started_at, a.status, a.lateness_us, "
+                "coalesce(e.job_id, split_part(a.execution_id, ':', 1)) AS job_id, coalesce(e.tenant, '') AS tenant "
+                f"FROM {name} AS a LEFT JOIN executions AS e ON e.id = a.execution_id "
+            )
+            params: dict = {"limit": limit}
+            if after is not None:
+                query += "WHERE (a.execution_id, a.attempt, a.delivery, a.started_at) > (:e, :a, :d, :s) "
+                params.update(e=after[0], a=after[1], d=after[2], s=after[3])
+            query += "ORDER BY a.execution_id, a.attempt, a.delivery, a.started_at LIMIT :limit"
+            rows = conn.execute(sa.text(query), params).all()
+            tenant_of = {row.execution_id: (row.job_id, row.tenant) for row in rows}
+            _merge_rollups(conn, summarise_attempts(rows, tenant_of), now_us, row_locks)
+            if len(rows) < limit:
+                conn.execute(sa.text(f"DROP TABLE {name}"))
+                conn.execute(sa.text("DELETE FROM attempt_partition_walks WHERE partition = :name"), {"name": name})
+                log.info("retention: rolled up and dropped attempt partition %s (%d rows)", name, done + len(rows))
+                return PartitionBatch(len(rows), dropped=True, done=True)
+            last = rows[-1]
+            conn.execute(sa.text(
+                "UPDATE attempt_partition_walks SET after_key = :key, rows = rows + :n WHERE partition = :name"
+            ), {"key": json.dumps([last.execution_id, last.attempt, last.delivery, last.started_at]),
+                "n": len(rows), "name": name})
+            return PartitionBatch(len(rows), dropped=False, done=False)
+
+        return await self._tx(fn)
+
+    async def prune_default_partition(self, cutoff: datetime, *, limit: int = 1000) -> int:
+        """Delete up to ``limit`` attempts started before ``cutoff`` from
+        the default partition, rolling them up first; how many. (The
+        default partition holds only what no day's partition did, so it is
+        small and read without an index.)"""
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        cutoff_us = to_us(cutoff)
+        now_us = to_us(self.clock.now())
+        row_locks = self.caps.row_locks
+
+        def fn(conn: Connection) -> int:
+            rows = conn.execute(sa.text(
+                f"DELETE FROM {DEFAULT_PARTITION} WHERE ctid IN (SELECT ctid FROM {DEFAULT_PARTITION} "
+                "WHERE started_at < :cutoff LIMIT :limit) RETURNING execution_id, status, started_at, lateness_us"
+            ), {"cutoff": cutoff_us, "limit": limit}).all()
+            if not rows:
+                return 0
+            ids = sorted({row.execution_id for row in rows})
+            known = {
+                row.id: (row.job_id, row.tenant)
+                for row in conn.execute(
+                    sa.select(executions.c.id, executions.c.job_id, executions.c.tenant).where(executions.c.id.in_(ids))
+                )
+            }
+            tenant_of = {ident: known.get(ident, (ident.split(":", 1)[0], "")) for ident in ids}
+            _merge_rollups(conn, summarise_attempts(rows, tenant_of), now_us, row_locks)
+            return len(rows)
+
+        return await self._tx(fn)
+
+    async def _unless_locked(self, fn: Callable[[Connection], bool], name: str) -> bool:
+        try:
+            return await self._tx(fn)
+        except sa_exc.DBAPIError as error:
+            if sqlstate_of(error) != LOCK_NOT_AVAILABLE:
+                raise
+            log.info("retention: %s: lock not granted in time; trying again next pass", name)
+            return False
+
     async def rollups(self, job_id: str, *, since: datetime | None = None, limit: int = 400) -> list[Rollup]:
         """A job's rollups, newest day first, from ``since``'s day on; at most
         ``limit`` (a range scan on the primary key)."""
@@ -352,6 +615,22 @@ class RetentionStore(SqlStore):
             ]
 
         return await self._tx(fn, idempotent=True)
+
+
+def _partition_ddl_turn(conn: Connection) -> None:
+    """Runners change the partitions of attempts one at a time (a
+    transaction-level advisory lock), so a second runner sees the first
+    one's partition made or detached instead of failing on it."""
+    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PARTITION_DDL_LOCK})
+
+
+_PARTITION_DDL_LOCK = 0x7477_6174_7470  # "twattp": changes to the day partitions of attempts
+
+
+def _set_lock_timeout(conn: Connection, seconds: float) -> None:
+    """Wait at most ``seconds`` for a lock in this transaction: a DDL
+    statement queued for a strong lock makes everyone after it queue too."""
+    conn.execute(sa.text(f"SET LOCAL lock_timeout = '{max(1, round(seconds * 1000))}ms'"))
 
 
 def _merge_rollups(
@@ -450,6 +729,13 @@ class RetentionConfig:
     """Seconds between passes (a pass runs until nothing is left to prune)."""
     pause: float = 0.01
     """Seconds between two batches of a pass, so pruning yields to dispatch."""
+    partitions_ahead: int = 3
+    """Where attempts are partitioned by day (PostgreSQL): days after today
+    that have their partition made ahead of time."""
+    partition_lock_timeout: float = 1.0
+    """Seconds a partition's attach or detach waits for its lock before
+    giving up until the next pass (results being recorded wait behind it at
+    most this long)."""
 
     def __post_init__(self) -> None:
         if self.retention < timedelta(hours=1):
@@ -462,6 +748,10 @@ class RetentionConfig:
             raise ValueError(f"interval must be > 0 seconds, got {self.interval}")
         if self.pause < 0:
             raise ValueError(f"pause must be >= 0 seconds, got {self.pause}")
+        if not 1 <= self.partitions_ahead <= 60:
+            raise ValueError(f"partitions_ahead must be between 1 and 60 days, got {self.partitions_ahead}")
+        if not self.partition_lock_timeout > 0:
+            raise ValueError(f"partition_lock_timeout must be > 0 seconds, got {self.partition_lock_timeout}")
 
 
 @dataclass(frozen=True)
@@ -477,6 +767,10 @@ class PassResult:
     alerts: int = 0
     rollups: int = 0
     batches: int = 0
+    partitions_created: int = 0
+    """Day partitions of attempts made ahead (PostgreSQL)."""
+    partitions_dropped: int = 0
+    """Day partitions of attempts rolled up and dropped (their rows are in ``attempts``)."""
 
 
 class Retention:
@@ -539,7 +833,10 @@ class Retention:
         now = self._clock.now()
         config = self.config
         cutoff = now - config.retention
-        totals = dict(executions=0, attempts=0, resolved=0, skips=0, alerts=0, rollups=0, batches=0)
+        totals = dict(
+            executions=0, attempts=0, resolved=0, skips=0, alerts=0, rollups=0, batches=0,
+            partitions_created=0, partitions_dropped=0,
+        )  # fmt: skip
 
         async def between() -> bool:
             totals["batches"] += 1
@@ -549,6 +846,8 @@ class Retention:
                 await self._clock.sleep(config.pause)
             return True
 
+        if not await self._partitions(now, cutoff, totals, between):
+            return self._finish(cutoff, totals)
         after = None
         while True:
             batch = await self._store.prune_executions(cutoff, after=after, limit=config.batch)
@@ -570,15 +869,52 @@ class Retention:
                 totals[name] += pruned
                 if not await between() or pruned < config.batch:
                     break
+        return self._finish(cutoff, totals)
+
+    async def _partitions(
+        self, now: datetime, cutoff: datetime, totals: dict[str, int], between: Callable[[], Awaitable[bool]]
+    ) -> bool:
+        """Keep the day partitions of attempts where there are some: make
+        the coming days', take out (detach, roll up, drop) the days wholly
+        before ``cutoff``, and prune the default partition's old rows.
+        False when ``between`` ended the pass (leadership lost)."""
+        store, config = self._store, self.config
+        layout = await store.attempt_partitions()
+        if layout is None:
+            return True
+        create, detach = plan_partitions(layout, to_us(now), to_us(cutoff), config.partitions_ahead)
+        for day in create:
+            if await store.create_partition(day, lock_timeout=config.partition_lock_timeout):
+                totals["partitions_created"] += 1
+        for day in detach:
+            await store.detach_partition(day, lock_timeout=config.partition_lock_timeout)
+        for name in (await store.attempt_partitions() or layout).detached:
+            while True:
+                batch = await store.roll_up_detached(name, limit=config.batch)
+                totals["attempts"] += batch.rows
+                totals["partitions_dropped"] += batch.dropped
+                if not await between():
+                    return False
+                if batch.done:
+                    break
+        while True:
+            pruned = await store.prune_default_partition(cutoff, limit=config.batch)
+            totals["attempts"] += pruned
+            if not await between():
+                return False
+            if pruned < config.batch:
+                return True
+
+    def _finish(self, cutoff: datetime, totals: dict[str, int]) -> PassResult:
         result = PassResult(cutoff=cutoff, **totals)
         self.passes += 1
         self.last_pass = result
-        if result.executions or result.skips or result.alerts or result.rollups:
+        if result.executions or result.attempts or result.skips or result.alerts or result.rollups:
             log.info(
-                "retention: pruned %d executions (%d attempts rolled up), %d skip ranges, %d alerts, %d rollups "
-                "older than %s in %d batches",
-                result.executions, result.attempts, result.skips, result.alerts, result.rollups,
-                cutoff.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), result.batches,
+                "retention: pruned %d executions, %d attempts (rolled up; %d day partitions dropped), "
+                "%d skip ranges, %d alerts, %d rollups older than %s in %d batches",
+                result.executions, result.attempts, result.partitions_dropped, result.skips, result.alerts,
+                result.rollups, cutoff.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), result.batches,
             )
         return result
 
