@@ -86,7 +86,7 @@ def postgres_only(engine) -> None:
         ((DAY0 - 31 * DAY_US, DAY0 - 30 * DAY_US, DAY0, DAY0 + DAY_US), DAY0 + 5, DAY0 - 30 * DAY_US + 1,
          [DAY0 + 2 * DAY_US], [DAY0 - 31 * DAY_US]),
         # a cutoff at midnight takes the day that ends there
-        ((DAY0 - DAY_US, DAY0, DAY0 + DAY_US, DAY0 + 2 * DAY_US), DAY0 + 10 * DAY_US, DAY0, 
+        ((DAY0 - DAY_US, DAY0, DAY0 + DAY_US, DAY0 + 2 * DAY_US), DAY0 + 10 * DAY_US, DAY0,
          [DAY0 + 10 * DAY_US, DAY0 + 11 * DAY_US, DAY0 + 12 * DAY_US], [DAY0 - DAY_US]),
     ],
 )
@@ -230,7 +230,8 @@ async def test_an_interrupted_rollup_walk_is_finished_by_the_next_pass_counting_
     clock = FakeClock(START, autojump=True)
     await retention(migrated_engine, clock).run_pass()
     for n in range(9):
-        add(migrated_engine, f"e{n}", job=f"job_{n % 2}", tries=[("failed" if n % 3 == 0 else "succeeded", DAY0 + n, n)])
+        outcome = "failed" if n % 3 == 0 else "succeeded"
+        add(migrated_engine, f"e{n}", job=f"job_{n % 2}", tries=[(outcome, DAY0 + n, n)])
     clock.set(START + WINDOW + timedelta(days=1))
     batches = iter(range(100))
     stopped = await retention(migrated_engine, clock, batch=2).run_pass(stop_when=lambda: next(batches) >= 1)

@@ -266,6 +266,8 @@ class PartitionBatch:
     """This batch dropped the table (it had rolled up the last rows)."""
     done: bool
     """Nothing is left of the table (dropped by this batch or before)."""
+    total: int = 0
+    """Rows the whole walk rolled up, when this batch dropped the table."""
 
 
 @dataclass(frozen=True)
@@ -427,10 +429,10 @@ class RetentionStore(SqlStore):
                 "AND i.inhparent = to_regclass('attempts')) AS attached "
                 "FROM pg_class c WHERE c.relkind = 'r' AND c.relname LIKE :pattern AND pg_table_is_visible(c.oid)"
             ), {"pattern": PARTITION_PREFIX.replace("_", "\\_") + "%"}).all()
-            days = {row.relname: partition_day(row.relname) for row in rows}
+            days = [(row.relname, partition_day(row.relname), row.attached) for row in rows]
             return AttemptPartitions(
-                attached=tuple(sorted(days[row.relname] for row in rows if row.attached and days[row.relname] is not None)),
-                detached=tuple(sorted(row.relname for row in rows if not row.attached and days[row.relname] is not None)),
+                attached=tuple(sorted(day for _, day, attached in days if attached and day is not None)),
+                detached=tuple(sorted(name for name, day, attached in days if not attached and day is not None)),
             )
 
         return await self._tx(fn, idempotent=True)
@@ -544,8 +546,7 @@ class RetentionStore(SqlStore):
             if len(rows) < limit:
                 conn.execute(sa.text(f"DROP TABLE {name}"))
                 conn.execute(sa.text("DELETE FROM attempt_partition_walks WHERE partition = :name"), {"name": name})
-                log.info("retention: rolled up and dropped attempt partition %s (%d rows)", name, done + len(rows))
-                return PartitionBatch(len(rows), dropped=True, done=True)
+                return PartitionBatch(len(rows), dropped=True, done=True, total=done + len(rows))
             last = rows[-1]
             conn.execute(sa.text(
                 "UPDATE attempt_partition_walks SET after_key = :key, rows = rows + :n WHERE partition = :name"
@@ -893,6 +894,8 @@ class Retention:
                 batch = await store.roll_up_detached(name, limit=config.batch)
                 totals["attempts"] += batch.rows
                 totals["partitions_dropped"] += batch.dropped
+                if batch.dropped:
+                    log.info("retention: attempt partition %s rolled up (%d rows) and dropped", name, batch.total)
                 if not await between():
                     return False
                 if batch.done:

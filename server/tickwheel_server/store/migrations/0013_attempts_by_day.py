@@ -83,9 +83,8 @@ def upgrade(conn: Connection, caps: Capabilities) -> None:
     today = now_us - now_us % DAY_US
     days = set(held) | {today + offset * DAY_US for offset in range(-1, AHEAD_DAYS + 1)}
     for day in sorted(days):
-        conn.execute(text(
-            f"CREATE TABLE {partition_name(day)} PARTITION OF attempts_by_day FOR VALUES FROM ({day}) TO ({day + DAY_US})"
-        ))
+        bounds = f"FROM ({day}) TO ({day + DAY_US})"
+        conn.execute(text(f"CREATE TABLE {partition_name(day)} PARTITION OF attempts_by_day FOR VALUES {bounds}"))
     conn.execute(text("CREATE TABLE attempts_default PARTITION OF attempts_by_day DEFAULT"))
     conn.execute(text(f"INSERT INTO attempts_by_day ({_COLUMNS}) SELECT {_COLUMNS} FROM attempts"))
     conn.execute(text("DROP TABLE attempts"))
