@@ -14,9 +14,8 @@ import asyncio
 import contextlib
 import json
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from datetime import datetime, timedelta, timezone
-from typing import TypeVar
 
 import grpc
 import pytest
@@ -25,6 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import event
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
+from tests.support.polling import eventually
 from tests.support.server import TICKWHEEL, Running, running_server
 from tickwheel_server.clock import FakeClock, SystemClock
 from tickwheel_server.dispatcher.ownership import OwnershipConfig, PartitionOwnership
@@ -44,7 +44,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.etcd]
 PARTITIONS = 16
 WAIT = 30.0
 WORKER_SERVICE = "tickwheel.v1.WorkerService"
-T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------- harness
@@ -96,17 +95,6 @@ async def two_servers(postgres_url: str, etcd: str) -> AsyncIterator[tuple[Runni
         yield a, b
 
 
-async def eventually(check: Callable[[], Awaitable[T]], what: str, timeout: float = WAIT) -> T:
-    deadline = asyncio.get_running_loop().time() + timeout
-    value = None
-    while asyncio.get_running_loop().time() < deadline:
-        value = await check()
-        if value:
-            return value
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"not within {timeout:.0f} s: {what} (last: {value!r})")
-
-
 def admin(running: Running) -> admin_pb2_grpc.AdminServiceStub:
     return admin_pb2_grpc.AdminServiceStub(grpc.aio.insecure_channel(running.address))
 
@@ -118,14 +106,8 @@ async def status(running: Running, **kwargs) -> admin_pb2.ClusterStatusResponse:
 
 
 async def tenant_with_worker_credential(running: Running, name: str) -> tuple[str, str]:
-    stub = admin(running)
-    created = await stub.CreateTenant(
-        admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(name=name)), metadata=running.admin_metadata()
-    )
-    credential = await stub.IssueWorkerCredential(
-        admin_pb2.IssueWorkerCredentialRequest(tenants=[name], handlers=["echo"]), metadata=running.admin_metadata()
-    )
-    return created.api_key.secret, credential.credential.secret
+    """Create tenant ``name``: (its API key, a worker credential for its ``echo`` handler)."""
+    return await running.create_tenant(name), await running.issue_worker_credential([name], handlers=["echo"])
 
 
 def once_job(name: str, at: datetime) -> job_pb2.Job:

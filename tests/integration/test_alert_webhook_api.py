@@ -10,18 +10,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
 
 import grpc
-import pytest
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tests.integration.test_server_api import bearer
+from tests.support.polling import eventually
 from tests.support.server import Running, running_server
-from tickwheel_worker import HandlerRegistry, PermanentError, Worker, WorkerConfig
-
-BACKENDS = ["embedded", pytest.param("postgres+etcd", marks=[pytest.mark.postgres, pytest.mark.etcd])]
+from tests.support.workers import running_worker
+from tickwheel_worker import HandlerRegistry, PermanentError
 WAIT = 30.0
 HANDLER = "billing.charge"
 
@@ -76,13 +75,6 @@ class Charge:
         return b"charged"
 
 
-async def eventually(check: Callable[[], object], what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + WAIT
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, f"not within {WAIT:.0f} s: {what}"
-        await asyncio.sleep(0.05)
-
-
 @contextlib.asynccontextmanager
 async def serving(store: str, etcd: str, charge: Charge, **overrides) -> AsyncIterator[tuple[Running, object, str]]:
     """A server with a worker running ``charge``; (running, scheduler stub, acme's key)."""
@@ -96,21 +88,11 @@ async def serving(store: str, etcd: str, charge: Charge, **overrides) -> AsyncIt
                 key = issued.api_key.secret
             else:
                 key = await running.create_tenant("acme")
-            credential = await admin.IssueWorkerCredential(
-                admin_pb2.IssueWorkerCredentialRequest(tenants=["acme"], handlers=[HANDLER]),
-                metadata=running.admin_metadata(),
-            )
+            credential = await running.issue_worker_credential(["acme"], handlers=[HANDLER])
             registry = HandlerRegistry()
             registry.register(HANDLER, charge)
-            worker = Worker(WorkerConfig(address=running.address, credential=credential.credential.secret,
-                                         worker_id="w1", handlers=registry, http=False, slots=4))  # fmt: skip
-            task = asyncio.create_task(worker.run())
-            await asyncio.wait_for(worker.connected.wait(), WAIT)
-            try:
+            async with running_worker(running.address, credential, registry, worker_id="w1", http=False, slots=4):
                 yield running, scheduler_pb2_grpc.SchedulerServiceStub(channel), key
-            finally:
-                await worker.stop(1.0)
-                await asyncio.gather(task, return_exceptions=True)
 
 
 async def dead_letter(scheduler, key: str, name: str) -> str:
@@ -128,19 +110,10 @@ async def dead_letter(scheduler, key: str, name: str) -> str:
         await asyncio.sleep(0.1)
 
 
-def store_and_etcd(request, tmp_path) -> tuple[str, str]:
-    if request.param == "embedded":
-        return f"sqlite:///{tmp_path / 'store.db'}", "memory"
-    return request.getfixturevalue("postgres_url"), request.getfixturevalue("etcd_endpoint")
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request, tmp_path) -> tuple[str, str]:
-    return store_and_etcd(request, tmp_path)
-
-
-async def test_a_dead_letters_alert_is_posted_raised_on_the_third_try_and_resolved_after_the_replay(backend) -> None:
-    store, etcd = backend
+async def test_a_dead_letters_alert_is_posted_raised_on_the_third_try_and_resolved_after_the_replay(
+    store_and_etcd,
+) -> None:
+    store, etcd = store_and_etcd
     charge = Charge()
     async with Sink(500, 500) as sink, serving(store, etcd, charge, alert_webhook=sink.url) as (running, scheduler, key):
         execution_id = await dead_letter(scheduler, key, "charge")

@@ -18,7 +18,6 @@ import pytest
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc
 
 from tests.integration.test_server_api import bearer, violations
-from tests.support.server import running_server
 from tickwheel_server.api.admin import AdminServicer, ServerInfo
 from tickwheel_server.auth.authenticator import Authenticator
 from tickwheel_server.clock import SystemClock
@@ -30,19 +29,8 @@ from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.partitions import PartitionStore
 from tickwheel_server.store.tenants import TenantStore
 
-BACKENDS = ["embedded", pytest.param("postgres+etcd", marks=[pytest.mark.postgres, pytest.mark.etcd])]
 WAIT = 20.0
 K = admin_pb2
-
-
-@pytest.fixture(params=BACKENDS)
-async def server(request, tmp_path):
-    if request.param == "embedded":
-        store, etcd = f"sqlite:///{tmp_path / 'store.db'}", "memory"
-    else:
-        store, etcd = request.getfixturevalue("postgres_url"), request.getfixturevalue("etcd_endpoint")
-    async with running_server(store, etcd) as running:
-        yield running
 
 
 @pytest.fixture

@@ -45,12 +45,11 @@ from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, sche
 from tests.integration.test_deadletters_api import eventually
 from tests.integration.test_server_api import bearer
 from tests.support.server import Running, running_server
+from tests.support.workers import running_worker
 from tickwheel_server.web.http import CONTENT_SECURITY_POLICY
 from tickwheel_server.web.lateness import histogram
-from tickwheel_worker import HandlerRegistry, PermanentError, Worker, WorkerConfig
+from tickwheel_worker import HandlerRegistry, PermanentError
 
-
-BACKENDS = ["embedded", pytest.param("postgres+etcd", marks=[pytest.mark.postgres, pytest.mark.etcd])]
 WAIT = 20.0
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -90,37 +89,27 @@ class Cluster:
     url: str
 
 
-@pytest.fixture(params=BACKENDS)
-async def cluster(request, tmp_path) -> AsyncIterator[Cluster]:
-    if request.param == "embedded":
-        store, etcd = f"sqlite:///{tmp_path / 'store.db'}", "memory"
-    else:
-        store, etcd = request.getfixturevalue("postgres_url"), request.getfixturevalue("etcd_endpoint")
+@pytest.fixture
+async def cluster(store_and_etcd) -> AsyncIterator[Cluster]:
+    store, etcd = store_and_etcd
     async with running_server(store, etcd, http_listen="127.0.0.1:0") as running:
         acme, globex = await running.create_tenant("acme"), await running.create_tenant("globex")
         url = running.server.http.url
-        async with grpc.aio.insecure_channel(running.address) as channel:
-            admin = admin_pb2_grpc.AdminServiceStub(channel)
-            credential = (await admin.IssueWorkerCredential(
-                admin_pb2.IssueWorkerCredentialRequest(tenants=["acme"], handlers=[FLAKY, BROKEN, HOLD]),
-                metadata=running.admin_metadata(),
-            )).credential.secret  # fmt: skip
-            handlers = Handlers()
-            registry = HandlerRegistry()
-            registry.register(FLAKY, handlers.flaky)
-            registry.register(BROKEN, handlers.broken)
-            registry.register(HOLD, handlers.hold)
-            worker = Worker(WorkerConfig(address=running.address, credential=credential, worker_id="console-w1",
-                                         handlers=registry, http=False, slots=8))  # fmt: skip
-            task = asyncio.create_task(worker.run())
-            await asyncio.wait_for(worker.connected.wait(), WAIT)
+        credential = await running.issue_worker_credential(["acme"], handlers=[FLAKY, BROKEN, HOLD])
+        handlers = Handlers()
+        registry = HandlerRegistry()
+        registry.register(FLAKY, handlers.flaky)
+        registry.register(BROKEN, handlers.broken)
+        registry.register(HOLD, handlers.hold)
+        async with (
+            grpc.aio.insecure_channel(running.address) as channel,
+            running_worker(running.address, credential, registry, worker_id="console-w1", http=False, slots=8),
+        ):
             try:
-                yield Cluster(running, scheduler_pb2_grpc.SchedulerServiceStub(channel), admin, acme, globex,
-                              credential, handlers, url)  # fmt: skip
+                yield Cluster(running, scheduler_pb2_grpc.SchedulerServiceStub(channel),
+                              admin_pb2_grpc.AdminServiceStub(channel), acme, globex, credential, handlers, url)
             finally:
                 handlers.release.set()
-                await worker.stop(1.0)
-                await asyncio.gather(task, return_exceptions=True)
 
 
 def start_browser() -> webdriver.Chrome:

@@ -21,13 +21,12 @@ import pytest
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc, execution_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tests.integration.test_server_api import bearer, violations
-from tests.support.server import running_server
+from tests.support.workers import running_worker
 from tickwheel_server.cli.main import main as cli_main
 from tickwheel_server.clock import SystemClock
 from tickwheel_server.store.alerts import AlertStore, dead_letter_alert
-from tickwheel_worker import HandlerRegistry, PermanentError, Worker, WorkerConfig
+from tickwheel_worker import HandlerRegistry, PermanentError
 
-BACKENDS = ["embedded", pytest.param("postgres+etcd", marks=[pytest.mark.postgres, pytest.mark.etcd])]
 WAIT = 20.0
 HANDLER = "billing.charge"
 
@@ -46,33 +45,20 @@ class Charge:
         return b"charged"
 
 
-@pytest.fixture(params=BACKENDS)
-async def cluster(request, tmp_path):
+@pytest.fixture
+async def cluster(server):
     """(running server, scheduler stub, acme's key, globex's key, admin stub, the handler)."""
-    if request.param == "embedded":
-        store, etcd = f"sqlite:///{tmp_path / 'store.db'}", "memory"
-    else:
-        store, etcd = request.getfixturevalue("postgres_url"), request.getfixturevalue("etcd_endpoint")
-    async with running_server(store, etcd) as running:
-        acme, globex = await running.create_tenant("acme"), await running.create_tenant("globex")
-        async with grpc.aio.insecure_channel(running.address) as channel:
-            admin = admin_pb2_grpc.AdminServiceStub(channel)
-            credential = await admin.IssueWorkerCredential(
-                admin_pb2.IssueWorkerCredentialRequest(tenants=["acme"], handlers=[HANDLER]),
-                metadata=running.admin_metadata(),
-            )
-            charge = Charge()
-            registry = HandlerRegistry()
-            registry.register(HANDLER, charge)
-            worker = Worker(WorkerConfig(address=running.address, credential=credential.credential.secret,
-                                         worker_id="w1", handlers=registry, http=False, slots=4))  # fmt: skip
-            task = asyncio.create_task(worker.run())
-            await asyncio.wait_for(worker.connected.wait(), WAIT)
-            try:
-                yield running, scheduler_pb2_grpc.SchedulerServiceStub(channel), acme, globex, admin, charge
-            finally:
-                await worker.stop(1.0)
-                await asyncio.gather(task, return_exceptions=True)
+    acme, globex = await server.create_tenant("acme"), await server.create_tenant("globex")
+    credential = await server.issue_worker_credential(["acme"], handlers=[HANDLER])
+    charge = Charge()
+    registry = HandlerRegistry()
+    registry.register(HANDLER, charge)
+    async with (
+        grpc.aio.insecure_channel(server.address) as channel,
+        running_worker(server.address, credential, registry, worker_id="w1", http=False, slots=4),
+    ):
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+        yield server, scheduler_pb2_grpc.SchedulerServiceStub(channel), acme, globex, admin, charge
 
 
 async def create_charge(scheduler, key: str, name: str = "charge", payload: bytes = b'{"amount": 7}') -> str:

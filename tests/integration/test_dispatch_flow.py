@@ -10,41 +10,22 @@ from datetime import datetime, timedelta, timezone
 
 import grpc
 import pytest
-from tickwheel.v1 import admin_pb2, admin_pb2_grpc, execution_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
+from tickwheel.v1 import execution_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
-from tests.support.server import running_server
-from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig, register_builtins
+from tests.support.workers import builtin_handlers, running_worker
 
-BACKENDS = ["embedded", pytest.param("postgres+etcd", marks=[pytest.mark.postgres, pytest.mark.etcd])]
 WAIT = 20.0
 
 
-@pytest.fixture(params=BACKENDS)
-async def cluster(request, tmp_path):
-    if request.param == "embedded":
-        store, etcd = f"sqlite:///{tmp_path / 'store.db'}", "memory"
-    else:
-        store, etcd = request.getfixturevalue("postgres_url"), request.getfixturevalue("etcd_endpoint")
-    async with running_server(store, etcd) as running:
-        async with grpc.aio.insecure_channel(running.address) as channel:
-            admin = admin_pb2_grpc.AdminServiceStub(channel)
-            created = await admin.CreateTenant(
-                admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(name="acme")), metadata=running.admin_metadata()
-            )
-            credential = await admin.IssueWorkerCredential(
-                admin_pb2.IssueWorkerCredentialRequest(tenants=["acme"], http=True), metadata=running.admin_metadata()
-            )
-            registry = HandlerRegistry()
-            register_builtins(registry)
-            worker = Worker(WorkerConfig(address=running.address, credential=credential.credential.secret,
-                                         worker_id="w1", handlers=registry, slots=8))
-            task = asyncio.create_task(worker.run())
-            await asyncio.wait_for(worker.connected.wait(), WAIT)
-            try:
-                yield running, scheduler_pb2_grpc.SchedulerServiceStub(channel), created.api_key.secret
-            finally:
-                await worker.stop(1.0)
-                await asyncio.gather(task, return_exceptions=True)
+@pytest.fixture
+async def cluster(server):
+    acme = await server.create_tenant("acme")
+    credential = await server.issue_worker_credential(["acme"], http=True)
+    async with (
+        grpc.aio.insecure_channel(server.address) as channel,
+        running_worker(server.address, credential, builtin_handlers(), worker_id="w1", slots=8),
+    ):
+        yield server, scheduler_pb2_grpc.SchedulerServiceStub(channel), acme
 
 
 def once_job(name: str, at: datetime) -> job_pb2.Job:

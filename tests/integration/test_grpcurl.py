@@ -16,13 +16,13 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import grpc
 import pytest
 from tickwheel.v1 import admin_pb2
 
 from tests.integration.test_admin_ops import (
-    PARTITIONS, admin, create_once_jobs, eventually, operated, status, tenant_with_worker_credential,
+    PARTITIONS, admin, create_once_jobs, operated, status, tenant_with_worker_credential,
 )  # fmt: skip
+from tests.support.polling import eventually
 from tests.support.server import running_server
 from tickwheel_server.reaper import session_name
 from tickwheel_server.store import load_migrations

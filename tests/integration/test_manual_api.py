@@ -8,13 +8,12 @@ from datetime import datetime, timedelta, timezone
 
 import grpc
 import pytest
-from tickwheel.v1 import admin_pb2, admin_pb2_grpc, execution_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
+from tickwheel.v1 import execution_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tests.integration.test_server_api import bearer, violations
-from tests.support.server import running_server
-from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig
+from tests.support.workers import running_worker
+from tickwheel_worker import HandlerRegistry
 
-BACKENDS = ["embedded", pytest.param("postgres+etcd", marks=[pytest.mark.postgres, pytest.mark.etcd])]
 WAIT = 20.0
 
 
@@ -32,32 +31,18 @@ class Flaky:
         return b"ok"
 
 
-@pytest.fixture(params=BACKENDS)
-async def cluster(request, tmp_path):
-    if request.param == "embedded":
-        store, etcd = f"sqlite:///{tmp_path / 'store.db'}", "memory"
-    else:
-        store, etcd = request.getfixturevalue("postgres_url"), request.getfixturevalue("etcd_endpoint")
-    async with running_server(store, etcd) as running:
-        acme, globex = await running.create_tenant("acme"), await running.create_tenant("globex")
-        async with grpc.aio.insecure_channel(running.address) as channel:
-            admin = admin_pb2_grpc.AdminServiceStub(channel)
-            credential = await admin.IssueWorkerCredential(
-                admin_pb2.IssueWorkerCredentialRequest(tenants=["acme"], handlers=["ledger"]),
-                metadata=running.admin_metadata(),
-            )
-            handler = Flaky()
-            registry = HandlerRegistry()
-            registry.register("ledger", handler)
-            worker = Worker(WorkerConfig(address=running.address, credential=credential.credential.secret,
-                                         worker_id="w1", handlers=registry, http=False, slots=8))  # fmt: skip
-            task = asyncio.create_task(worker.run())
-            await asyncio.wait_for(worker.connected.wait(), WAIT)
-            try:
-                yield scheduler_pb2_grpc.SchedulerServiceStub(channel), acme, globex, handler
-            finally:
-                await worker.stop(1.0)
-                await asyncio.gather(task, return_exceptions=True)
+@pytest.fixture
+async def cluster(server):
+    acme, globex = await server.create_tenant("acme"), await server.create_tenant("globex")
+    credential = await server.issue_worker_credential(["acme"], handlers=["ledger"])
+    handler = Flaky()
+    registry = HandlerRegistry()
+    registry.register("ledger", handler)
+    async with (
+        grpc.aio.insecure_channel(server.address) as channel,
+        running_worker(server.address, credential, registry, worker_id="w1", http=False, slots=8),
+    ):
+        yield scheduler_pb2_grpc.SchedulerServiceStub(channel), acme, globex, handler
 
 
 async def create(scheduler, key: str, *, cron: str = "0 0 1 1 *", start_at: datetime | None = None,

@@ -9,17 +9,14 @@ import urllib.error
 import urllib.request
 
 import grpc
-import pytest
-from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
+from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tests.integration.test_server_api import bearer
+from tests.support.polling import eventually
 from tests.support.server import running_server
+from tests.support.workers import builtin_handlers, running_worker
 from tickwheel_server.telemetry.metrics import LATENESS_BUCKETS
 from tickwheel_server.telemetry.prometheus import parse_samples
-from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig, register_builtins
-
-BACKENDS = ["embedded", pytest.param("postgres+etcd", marks=[pytest.mark.postgres, pytest.mark.etcd])]
-WAIT = 20.0
 
 
 def _get(url: str, token: str | None) -> tuple[int, str, str]:
@@ -31,12 +28,8 @@ def _get(url: str, token: str | None) -> tuple[int, str, str]:
         return error.code, "", error.read().decode()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-async def test_metrics_show_the_lateness_and_outcome_of_a_run(backend, request, tmp_path) -> None:
-    if backend == "embedded":
-        store, etcd = f"sqlite:///{tmp_path / 'store.db'}", "memory"
-    else:
-        store, etcd = request.getfixturevalue("postgres_url"), request.getfixturevalue("etcd_endpoint")
+async def test_metrics_show_the_lateness_and_outcome_of_a_run(store_and_etcd) -> None:
+    store, etcd = store_and_etcd
     async with (
         running_server(store, etcd, http_listen="127.0.0.1:0") as running,
         grpc.aio.insecure_channel(running.address) as channel,
@@ -44,36 +37,25 @@ async def test_metrics_show_the_lateness_and_outcome_of_a_run(backend, request, 
         url = running.server.http.url.rstrip("/") + "/metrics"
         acme = await running.create_tenant("acme")
         scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
-        admin = admin_pb2_grpc.AdminServiceStub(channel)
         job = job_pb2.Job(name="metered", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")))
         job.schedule.cron.expression = "0 0 1 1 *"
         created = await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=job, request_id="m1"),
                                            metadata=bearer(acme))
-        credential = await admin.IssueWorkerCredential(
-            admin_pb2.IssueWorkerCredentialRequest(tenants=["acme"], handlers=["echo"]), metadata=running.admin_metadata()
-        )
-        registry = HandlerRegistry()
-        register_builtins(registry)
-        worker = Worker(WorkerConfig(address=running.address, credential=credential.credential.secret,
-                                     worker_id="metered-worker", handlers=registry, http=False))
-        task = asyncio.create_task(worker.run())
-        try:
+        credential = await running.issue_worker_credential(["acme"], handlers=["echo"])
+        async with running_worker(running.address, credential, builtin_handlers(), worker_id="metered-worker",
+                                  http=False):  # fmt: skip
             await scheduler.TriggerJob(
                 scheduler_pb2.TriggerJobRequest(id=created.job.id, request_id="t1"), metadata=bearer(acme)
             )
             succeeded = ("tickwheel_executions_total", (("outcome", "succeeded"), ("tenant", "acme")))
-            deadline = asyncio.get_running_loop().time() + WAIT
-            while True:
+
+            async def scraped_with_the_success():
                 status, content_type, text = await asyncio.to_thread(_get, url, running.admin_token)
                 assert status == 200, text
                 samples = parse_samples(text)
-                if samples.get(succeeded):
-                    break
-                assert asyncio.get_running_loop().time() < deadline, f"the success is never counted:\n{text}"
-                await asyncio.sleep(0.1)
-        finally:
-            await worker.stop(1.0)
-            await asyncio.gather(task, return_exceptions=True)
+                return (content_type, samples) if samples.get(succeeded) else None
+
+            content_type, samples = await eventually(scraped_with_the_success, "the success is counted")
 
         assert content_type.startswith("text/plain; version=0.0.4")
         assert samples[succeeded] == 1

@@ -50,6 +50,18 @@ def start_dev(data: Path, *extra: str) -> subprocess.Popen:
     return process
 
 
+def wait_succeeded(data: Path, job_id: str, failure: str) -> None:
+    """Poll `tickwheel job history` (through the dev server at ``data``) until
+    one of the job's executions has succeeded; fail with ``failure`` after 30 s."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        history = json.loads(cli("job", "history", job_id, "--json", "--dev", str(data)).stdout or "{}")
+        if any(e.get("status") == "EXECUTION_STATUS_SUCCEEDED" for e in history.get("executions", [])):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{failure}: {history}")
+
+
 def test_dev_serves_all_services_with_its_own_credentials(tmp_path: Path) -> None:
     data = tmp_path / "dev"
     process = start_dev(data)
@@ -97,14 +109,7 @@ def test_dev_serves_all_services_with_its_own_credentials(tmp_path: Path) -> Non
         at = (datetime.now(timezone.utc) + timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
         once = cli("job", "create", "--name", "once", "--at", at, "--handler", "echo", "--dev", str(data))
         once_id = once.stdout.strip().splitlines()[-1]
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            history = json.loads(cli("job", "history", once_id, "--json", "--dev", str(data)).stdout or "{}")
-            if any(e.get("status") == "EXECUTION_STATUS_SUCCEEDED" for e in history.get("executions", [])):
-                break
-            time.sleep(0.2)
-        else:
-            raise AssertionError(f"the one-off job did not run after the restart: {history}")
+        wait_succeeded(data, once_id, "the one-off job did not run after the restart")
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
@@ -118,14 +123,7 @@ def test_dev_logs_json_and_its_worker_traces_the_target_call(tmp_path: Path) -> 
         once = cli("job", "create", "--name", "once", "--at", at, "--handler", "echo", "--dev", str(data))
         assert once.returncode == 0, once.stderr
         once_id = once.stdout.strip().splitlines()[-1]
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            history = json.loads(cli("job", "history", once_id, "--json", "--dev", str(data)).stdout or "{}")
-            if any(e.get("status") == "EXECUTION_STATUS_SUCCEEDED" for e in history.get("executions", [])):
-                break
-            time.sleep(0.2)
-        else:
-            raise AssertionError(f"the one-off job did not run: {history}")
+        wait_succeeded(data, once_id, "the one-off job did not run")
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0

@@ -10,15 +10,12 @@ import asyncio
 import time
 
 import grpc
-import pytest
 from grpc_status import rpc_status
 from google.rpc import error_details_pb2
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tests.integration.test_server_api import bearer
-from tests.support.server import running_server
 
-BACKENDS = ["embedded", pytest.param("postgres+etcd", marks=[pytest.mark.postgres, pytest.mark.etcd])]
 BURST = 20
 
 
@@ -27,16 +24,6 @@ def job(name: str) -> job_pb2.Job:
     created.schedule.cron.expression = "0 0 1 1 *"
     created.schedule.cron.time_zone = "UTC"
     return created
-
-
-@pytest.fixture(params=BACKENDS)
-async def server(request, tmp_path):
-    if request.param == "embedded":
-        store, etcd = f"sqlite:///{tmp_path / 'store.db'}", "memory"
-    else:
-        store, etcd = request.getfixturevalue("postgres_url"), request.getfixturevalue("etcd_endpoint")
-    async with running_server(store, etcd) as running:
-        yield running
 
 
 async def test_a_burst_over_the_tenants_rate_is_refused_naming_the_limit_and_writes_nothing(server) -> None:

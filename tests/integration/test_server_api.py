@@ -16,20 +16,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
-from tests.support.server import running_server
-
 GRPCURL = str(Path(sys.executable).with_name("grpcurl"))
-BACKENDS = ["embedded", pytest.param("postgres+etcd", marks=[pytest.mark.postgres, pytest.mark.etcd])]
-
-
-@pytest.fixture(params=BACKENDS)
-async def server(request, tmp_path):
-    if request.param == "embedded":
-        store, etcd = f"sqlite:///{tmp_path / 'store.db'}", "memory"
-    else:
-        store, etcd = request.getfixturevalue("postgres_url"), request.getfixturevalue("etcd_endpoint")
-    async with running_server(store, etcd) as running:
-        yield running
 
 
 def bearer(secret: str) -> tuple[tuple[str, str], ...]:

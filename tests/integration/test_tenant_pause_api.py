@@ -9,21 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
-from typing import TypeVar
 
 import grpc
 import pytest
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc, execution_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tests.integration.test_server_api import bearer, violations
-from tests.support.server import TICKWHEEL, Running, running_server
-from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig
-
-BACKENDS = ["embedded", pytest.param("postgres+etcd", marks=[pytest.mark.postgres, pytest.mark.etcd])]
-WAIT = 20.0
-T = TypeVar("T")
+from tests.support.polling import eventually
+from tests.support.server import TICKWHEEL, Running
+from tests.support.workers import running_worker
+from tickwheel_worker import HandlerRegistry
 
 
 class World:
@@ -72,47 +68,23 @@ class World:
         return reply.execution.status
 
 
-async def eventually(check: Callable[[], Awaitable[T]], what: str) -> T:
-    deadline = asyncio.get_running_loop().time() + WAIT
-    value = None
-    while asyncio.get_running_loop().time() < deadline:
-        value = await check()
-        if value:
-            return value
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"not within {WAIT:.0f} s: {what} (last: {value!r})")
+@pytest.fixture
+async def world(server):
+    keys = {name: await server.create_tenant(name) for name in ("acme", "globex")}
+    credential = await server.issue_worker_credential(["acme", "globex"], handlers=["ledger"])
+    calls: list[str] = []
 
+    async def ledger(ctx) -> bytes:
+        calls.append(ctx.execution_id)
+        return b"ok"
 
-@pytest.fixture(params=BACKENDS)
-async def world(request, tmp_path):
-    if request.param == "embedded":
-        store, etcd = f"sqlite:///{tmp_path / 'store.db'}", "memory"
-    else:
-        store, etcd = request.getfixturevalue("postgres_url"), request.getfixturevalue("etcd_endpoint")
-    async with running_server(store, etcd) as running:
-        keys = {name: await running.create_tenant(name) for name in ("acme", "globex")}
-        async with grpc.aio.insecure_channel(running.address) as channel:
-            credential = await admin_pb2_grpc.AdminServiceStub(channel).IssueWorkerCredential(
-                admin_pb2.IssueWorkerCredentialRequest(tenants=["acme", "globex"], handlers=["ledger"]),
-                metadata=running.admin_metadata(),
-            )
-            calls: list[str] = []
-
-            async def ledger(ctx) -> bytes:
-                calls.append(ctx.execution_id)
-                return b"ok"
-
-            registry = HandlerRegistry()
-            registry.register("ledger", ledger)
-            worker = Worker(WorkerConfig(address=running.address, credential=credential.credential.secret,
-                                         worker_id="w1", handlers=registry, http=False, slots=8))  # fmt: skip
-            task = asyncio.create_task(worker.run())
-            await asyncio.wait_for(worker.connected.wait(), WAIT)
-            try:
-                yield World(running, channel, keys, calls)
-            finally:
-                await worker.stop(1.0)
-                await asyncio.gather(task, return_exceptions=True)
+    registry = HandlerRegistry()
+    registry.register("ledger", ledger)
+    async with (
+        grpc.aio.insecure_channel(server.address) as channel,
+        running_worker(server.address, credential, registry, worker_id="w1", http=False, slots=8),
+    ):
+        yield World(server, channel, keys, calls)
 
 
 async def test_pause_and_resume_show_in_get_and_list_and_refuse_bad_input(world) -> None:

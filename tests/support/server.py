@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +41,16 @@ class Running:
                 admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(name=name)), metadata=self.admin_metadata()
             )
         return reply.api_key.secret
+
+    async def issue_worker_credential(self, tenants: Sequence[str], handlers: Sequence[str] = (), http: bool = False) -> str:
+        """Issue a worker credential through AdminService for ``tenants``,
+        allowing the named handlers (and HTTP targets when ``http``); returns its secret."""
+        async with grpc.aio.insecure_channel(self.address) as channel:
+            reply = await admin_pb2_grpc.AdminServiceStub(channel).IssueWorkerCredential(
+                admin_pb2.IssueWorkerCredentialRequest(tenants=tenants, handlers=handlers, http=http),
+                metadata=self.admin_metadata(),
+            )
+        return reply.credential.secret
 
 
 @contextlib.asynccontextmanager
@@ -110,3 +120,46 @@ def start_server_process(tmp_path: Path, *args: str, env: dict[str, str] | None 
         process.wait(10)
         raise AssertionError(f"tickwheel server did not start (exit {process.returncode}):\n{log_path.read_text()}")
     return ServerProcess(process, found[0], token, log_path)
+
+
+def stop_process(process: subprocess.Popen, timeout: float = 20.0) -> int | None:
+    """SIGTERM, then SIGKILL if it does not exit in time; a no-op if it already exited."""
+    if process.poll() is not None:
+        return process.returncode
+    process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
+        return None
+
+
+def start_cluster_server(stack: contextlib.ExitStack, tmp_path: Path, store: str, etcd: str, server_id: str,
+                         *args: str, session_ttl: int = 2) -> ServerProcess:
+    """`tickwheel server` as ``server_id`` of a cluster on ``store`` and
+    ``etcd``, with a short session TTL so that a killed member is noticed
+    within a test; ``args`` are added. Stopped when ``stack`` closes."""
+    server = start_server_process(
+        tmp_path, "--store", store, "--etcd", etcd, "--server-id", server_id, "--session-ttl", str(session_ttl), *args,
+    )
+    stack.callback(stop_process, server.process)
+    return server
+
+
+def start_worker_process(stack: contextlib.ExitStack, tmp_path: Path, address: str, credential: str, worker_id: str,
+                         *args: str) -> subprocess.Popen:
+    """`tickwheel worker` as ``worker_id`` on the server at ``address`` (a
+    2 s stop grace; ``args`` are added), its output appended to
+    ``worker-ID.log`` in ``tmp_path``. The repository is on its PYTHONPATH, so
+    ``--handlers`` may name a module of the tests. Stopped when ``stack`` closes."""
+    log = (tmp_path / f"worker-{worker_id}.log").open("a")
+    stack.callback(log.close)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.Popen(
+        [TICKWHEEL, "worker", "--address", address, "--credential", credential, "--worker-id", worker_id,
+         "--grace", "2", *args],
+        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, env=env,
+    )
+    stack.callback(stop_process, process)
+    return process

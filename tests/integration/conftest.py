@@ -1,0 +1,28 @@
+"""Fixtures shared by the integration tests that run one real server on each
+backend: the embedded stores (SQLite and in-memory leases) and real
+PostgreSQL + etcd."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.server import running_server
+
+BACKENDS = ["embedded", pytest.param("postgres+etcd", marks=[pytest.mark.postgres, pytest.mark.etcd])]
+
+
+@pytest.fixture(params=BACKENDS)
+def store_and_etcd(request, tmp_path) -> tuple[str, str]:
+    """(store URL, etcd endpoint) of one backend: a fresh SQLite file with
+    in-memory leases, or a fresh PostgreSQL database with the session's etcd."""
+    if request.param == "embedded":
+        return f"sqlite:///{tmp_path / 'store.db'}", "memory"
+    return request.getfixturevalue("postgres_url"), request.getfixturevalue("etcd_endpoint")
+
+
+@pytest.fixture
+async def server(store_and_etcd):
+    """A server with default settings on each backend (:func:`running_server`)."""
+    store, etcd = store_and_etcd
+    async with running_server(store, etcd) as running:
+        yield running
