@@ -656,6 +656,41 @@ async def test_racing_rounds_on_two_servers_never_start_two_occurrences_of_one_j
         engine.dispose()
 
 
+@pytest.mark.postgres
+async def test_a_result_recorded_while_a_round_queues_behind_it_leaves_no_waiter_behind(postgres_url) -> None:
+    # Real concurrency: for 40 queue_one jobs, one server records the running
+    # occurrence's result while another server's round decides about the next
+    # occurrence. Whichever goes first, the next one ends running or woken,
+    # never asleep behind an execution that already ended.
+    import asyncio
+
+    from tickwheel_server.clock import SystemClock
+    from tickwheel_server.store import create_store_engine, migrate
+
+    engine = create_store_engine(postgres_url, pool_size=4)
+    try:
+        migrate(engine)
+        clock = SystemClock()
+        await TenantStore(engine, clock).create(Tenant(name="acme"))
+        job = spec(job_pb2.OVERLAP_POLICY_QUEUE_ONE)
+        for n in range(40):
+            occurrences(engine, clock, f"job_q{n:02}", 1, job=job, first_in=-3.0)
+        s1, s2 = Server(engine, clock, "s1"), Server(engine, clock, "s2")
+        running = await s1.claim(limit=40)
+        assert len(running) == 40
+        for n in range(40):
+            occurrences(engine, clock, f"job_q{n:02}", 1, job=job, first_in=-1.0, origin="trigger")
+        await asyncio.gather(s1.finish(running), s2.claim(limit=40))
+        with engine.connect() as conn:
+            asleep = conn.execute(
+                sa.select(executions.c.id).where(executions.c.status == "waiting")
+            ).scalars().all()
+        assert asleep == [], asleep
+        assert await s1.store.wake_stalled() == 0
+    finally:
+        engine.dispose()
+
+
 # ----------------------------------------------------------------------------- cancel
 
 

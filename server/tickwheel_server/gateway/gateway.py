@@ -366,10 +366,11 @@ class Gateway:
         kept = set(attached)
         return attached, [key for key in held if key not in kept]
 
-    async def run_liveness(self, interval: float = 1.0, stalled_interval: float = 30.0) -> None:
+    async def run_liveness(self, interval: float = 1.0, stalled_interval: float = 5.0) -> None:
         """About every ``interval``: requeue the deliveries whose worker went
         silent or away, and tell workers about cancel requests; every
-        ``stalled_interval``, wake key waiters left asleep beside free slots."""
+        ``stalled_interval``, wake waiters left asleep beside free key slots
+        or behind a job with nothing running (:meth:`HandoutStore.wake_stalled`)."""
         next_stalled = self._clock.monotonic() + stalled_interval
         while True:
             try:

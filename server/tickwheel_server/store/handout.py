@@ -160,16 +160,25 @@ _BUSY = sa.text("(executions.status = 'running' OR (executions.status = 'schedul
 # Per job, its oldest executions not started (executions_active, one range each).
 _JOBS_BY_ID = sa.text("SELECT id, version, spec, updated_at FROM jobs WHERE id = ANY (CAST(:ids AS TEXT[]))")
 
-# What the overlap policies look at, in one statement: the candidates' jobs'
-# executions that run or wait for a retry (executions_busy, one array
-# parameter), and per job its oldest not started up to its newest candidate
-# (executions_active, one LIMITed range each).
-_OVERLAP_VIEW = sa.text(
+# What the overlap policies look at, part one (PostgreSQL, READ COMMITTED):
+# the candidates' jobs' executions that run or wait for a retry
+# (executions_busy, one array parameter), other than this round's own, each
+# row share-locked. A result being recorded for one of them holds its row
+# (FOR UPDATE) until it commits: the round then reads the row as it ends up,
+# and a round that locked first makes the result wait, so the result's
+# wake-up sees a waiter this round queued behind it.
+_BUSY_SHARED = sa.text(
     "SELECT e.id, e.job_id, e.tenant, e.status, e.origin, e.nominal_at, e.ready_at, e.attempt, e.allow_overlap, "
     "e.wait_key, e.cancel_requested_at FROM executions AS e "
     "WHERE e.job_id = ANY (CAST(:jobs AS TEXT[])) "
     "AND (e.status = 'running' OR (e.status = 'scheduled' AND e.attempt > 1)) "
-    "UNION ALL "
+    "AND (e.owner IS DISTINCT FROM :owner OR e.handed_out_at IS DISTINCT FROM :at) "
+    "FOR SHARE OF e"
+)
+
+# Part two: per job, its oldest executions not started up to its newest
+# candidate (executions_active, one LIMITed range each).
+_NOT_STARTED = sa.text(
     "SELECT a.id, a.job_id, a.tenant, a.status, a.origin, a.nominal_at, a.ready_at, a.attempt, a.allow_overlap, "
     "a.wait_key, a.cancel_requested_at "
     "FROM unnest(CAST(:jobs AS TEXT[]), CAST(:limits AS INTEGER[]), CAST(:uptos AS BIGINT[])) AS q (job_id, n, upto) "
@@ -404,6 +413,8 @@ class HandoutStore(SqlStore):
         engines get (tests run it on PostgreSQL, which shares CockroachDB's SQL)."""
         self._rules_cache: OrderedDict[bytes, Rules] = OrderedDict()
         self._rules_lock = threading.Lock()
+        self._at_lock = threading.Lock()
+        self._last_at = 0
 
     # -- hand-out ---------------------------------------------------------------------------------
 
@@ -447,7 +458,8 @@ class HandoutStore(SqlStore):
         # This attempt's instant decides what is ready and is the hand-out
         # instant: an attempt retried after a conflict or an outage sees what
         # came due meanwhile, and is never early by this server's clock.
-        at_us = max(now_us, to_us(self.clock.now()))
+        with self._at_lock:  # unique per round, also for two rounds of this server at once
+            at_us = self._last_at = max(now_us, to_us(self.clock.now()), self._last_at + 1)
         now_us = at_us
         ready = self._ready_tenants(conn, capability, now_us)
         if not ready:
@@ -486,7 +498,8 @@ class HandoutStore(SqlStore):
             for r in rows
         ]
         self._lock_replacing(conn, rules)
-        decision, admitted = decide_overlap(candidates, rules, self._active(conn, candidates, rules), now_us)
+        active = self._active(conn, candidates, rules, owner, at_us)
+        decision, admitted = decide_overlap(candidates, rules, active, now_us)
         # Stop and cancel what an overlap ``replace`` replaces before any key
         # row is locked (executions before keys: the order every writer keeps).
         claimed.stopped = request_cancel(conn, [(stop.id, stop.reason) for stop in decision.stop], at_us)
@@ -671,13 +684,13 @@ class HandoutStore(SqlStore):
     def _lock_replacing(self, conn: Connection, rules: dict[str, Rules]) -> None:
         """Rounds at READ COMMITTED take turns per ``replace`` job.
 
-        Everywhere else the overlap decision is safe without a lock: a round
-        sees another server's candidate of the same job as ``scheduled`` and
-        ready, so the newer of two waits behind or is skipped for the older
-        (never both start), and a round that reads a running execution as
-        running while its result is being recorded decides what a round just
-        before the result would have (a job waiter it leaves behind is woken
-        by :meth:`wake_stalled`). Under ``replace``, though, each round's
+        Everywhere else the overlap decision needs no lock of its own: a
+        round sees another server's candidate of the same job as
+        ``scheduled`` and ready, so the newer of two waits behind or is
+        skipped for the older (never both start), and the running executions
+        it reads are share-locked (:data:`_BUSY_SHARED`), so a result being
+        recorded for one is either seen or waits for the round, and its
+        wake-up then sees a waiter the round queued. Under ``replace``, though, each round's
         newest occurrence replaces only what is older, so two servers could
         each start one; a transaction advisory lock per such job, taken in
         one order before the job's executions are read, makes the second
@@ -688,7 +701,9 @@ class HandoutStore(SqlStore):
         if replacing:
             conn.execute(_LOCK_JOBS, dict(jobs=replacing))
 
-    def _active(self, conn: Connection, candidates: list[Candidate], rules: dict[str, Rules]) -> list[Active]:
+    def _active(
+        self, conn: Connection, candidates: list[Candidate], rules: dict[str, Rules], owner: str, at_us: int
+    ) -> list[Active]:
         """What the overlap policies of the candidates' jobs look at: every
         execution of those jobs that runs or waits for a retry
         (``executions_busy``), and each job's oldest executions not started,
@@ -696,7 +711,8 @@ class HandoutStore(SqlStore):
         more (``executions_active``, one LIMITed range per job): enough to
         know what is ahead of each candidate, however long a job's queue (a
         backfill) is. For a job with nothing else going on, both read index
-        entries only: its own candidates (rows this round locked anyway)."""
+        entries only. On PostgreSQL (READ COMMITTED) the running ones are
+        share-locked and this round's own candidates left out."""
         wanted = Counter(c.job_id for c in candidates if rules.get(c.job_id, ANYTHING_GOES).overlap != "allow")
         if not wanted:
             return []
@@ -704,13 +720,16 @@ class HandoutStore(SqlStore):
         upto: dict[str, int] = {}
         for candidate in candidates:
             upto[candidate.job_id] = max(upto.get(candidate.job_id, candidate.nominal_at), candidate.nominal_at)
+        if self.row_locked_engine is not None:
+            rows = conn.execute(_BUSY_SHARED, dict(jobs=job_ids, owner=owner, at=at_us)).all()
+        else:  # serializable: the snapshot and the engine's conflict checks do what the locks do
+            rows = conn.execute(sa.select(*_ACTIVE_COLUMNS).where(executions.c.job_id.in_(job_ids), _BUSY)).all()
         if self.caps.is_postgres and self.lateral:
-            rows = conn.execute(
-                _OVERLAP_VIEW,
+            rows += conn.execute(
+                _NOT_STARTED,
                 dict(jobs=job_ids, limits=[wanted[j] + 2 for j in job_ids], uptos=[upto[j] for j in job_ids]),
             ).all()
         else:
-            rows = conn.execute(sa.select(*_ACTIVE_COLUMNS).where(executions.c.job_id.in_(job_ids), _BUSY)).all()
             rows += _union_all(conn, [
                 sa.select(*_ACTIVE_COLUMNS)
                 .where(
