@@ -387,7 +387,7 @@ class Gateway:
                     if await self._store.wake_stalled():
                         self.wake()
                 except Exception:
-                    log.exception("waking stalled key waiters failed; retrying")
+                    log.exception("waking stalled waiters failed; retrying")
             await self._clock.sleep(interval)
 
     async def signal_cancels(self) -> int:
