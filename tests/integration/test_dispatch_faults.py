@@ -36,7 +36,7 @@ from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2
 
 from tests.support.etcd import EtcdServer
 from tests.support.postgres import PostgresServer
-from tests.support.server import TICKWHEEL, ServerProcess, start_server_process
+from tests.support.server import TICKWHEEL, ServerProcess, start_cluster_server, start_worker_process, stop_process
 from tickwheel_server.api import validate
 from tickwheel_server.clock import SystemClock
 from tickwheel_server.gateway.connections import Connections, WorkerConnection
@@ -86,37 +86,14 @@ def cli(*args: str) -> str:
 
 
 def start_server(stack: ExitStack, tmp_path: Path, store: str, etcd: str, server_id: str) -> ServerProcess:
-    server = start_server_process(
-        tmp_path, "--store", store, "--etcd", etcd, "--server-id", server_id,
-        "--session-ttl", str(SESSION_TTL), "--partition-count", str(PARTITIONS),
+    return start_cluster_server(
+        stack, tmp_path, store, etcd, server_id, "--partition-count", str(PARTITIONS), session_ttl=SESSION_TTL
     )
-    stack.callback(stop_process, server.process)
-    return server
 
 
 def start_worker(stack: ExitStack, tmp_path: Path, address: str, credential: str, worker_id: str) -> subprocess.Popen:
-    log = (tmp_path / f"worker-{worker_id}.log").open("w")
-    stack.callback(log.close)
-    process = subprocess.Popen(
-        [TICKWHEEL, "worker", "--address", address, "--credential", credential, "--worker-id", worker_id,
-         "--handlers", HANDLERS, "--no-http", "--slots", "8", "--grace", "2"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, env=dict(os.environ),
-    )
-    stack.callback(stop_process, process)
-    return process
-
-
-def stop_process(process: subprocess.Popen, timeout: float = 20.0) -> int | None:
-    """SIGTERM, then SIGKILL if it does not exit in time; a no-op if it already exited."""
-    if process.poll() is not None:
-        return process.returncode
-    process.send_signal(signal.SIGTERM)
-    try:
-        return process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(10)
-        return None
+    return start_worker_process(stack, tmp_path, address, credential, worker_id,
+                                "--handlers", HANDLERS, "--no-http", "--slots", "8")  # fmt: skip
 
 
 def tenant_and_credential(server: ServerProcess) -> tuple[str, str]:

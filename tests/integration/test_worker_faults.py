@@ -17,7 +17,6 @@ and `tickwheel worker` processes on one real PostgreSQL and one real etcd.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import threading
@@ -32,11 +31,10 @@ import sqlalchemy as sa
 from tickwheel.v1 import job_pb2, scheduler_pb2
 
 from tests.support.etcd import EtcdServer
-from tests.support.server import TICKWHEEL, ServerProcess, start_server_process
-from tickwheel_server.ids import to_us
+from tests.support.server import ServerProcess, start_cluster_server, start_worker_process
 
 from .test_dispatch_faults import (
-    cli, engine, eventually, now, scheduler, stop_process, wait_worker_connected,
+    cli, engine, eventually, now, scheduler, wait_worker_connected,
 )
 
 pytestmark = [pytest.mark.postgres, pytest.mark.etcd, pytest.mark.slow]
@@ -44,32 +42,24 @@ __all__ = ["engine"]  # the fixture, imported for the tests below
 
 SESSION_TTL = 2
 HANDLERS = "tests.support.handlers:register"
-REPO = Path(__file__).resolve().parents[2]
 
 
 def start_server(stack: ExitStack, tmp_path: Path, store: str, etcd: str, server_id: str, *,
                  heartbeat_interval: float = 0.5, heartbeat_timeout: float = 3.0) -> ServerProcess:
     config = tmp_path / f"{server_id}.toml"
     config.write_text(f"heartbeat_interval = {heartbeat_interval}\nheartbeat_timeout = {heartbeat_timeout}\n")
-    server = start_server_process(
-        tmp_path, "--store", store, "--etcd", etcd, "--server-id", server_id, "--session-ttl", str(SESSION_TTL),
+    return start_cluster_server(
+        stack, tmp_path, store, etcd, server_id,
         "--partition-count", "8", "--config", str(config), "--allow-target-network", "127.0.0.0/8",
+        session_ttl=SESSION_TTL,
     )
-    stack.callback(stop_process, server.process)
-    return server
 
 
 def start_worker(stack: ExitStack, tmp_path: Path, address: str, credential: str, worker_id: str, *,
                  http: bool = False, slots: int = 2) -> subprocess.Popen:
-    log = (tmp_path / f"worker-{worker_id}.log").open("a")
-    stack.callback(log.close)
-    args = [TICKWHEEL, "worker", "--address", address, "--credential", credential, "--worker-id", worker_id,
-            "--handlers", HANDLERS, "--slots", str(slots), "--grace", "2"]
-    args += ["--allow-target-network", "127.0.0.0/8"] if http else ["--no-http"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, env=env)
-    stack.callback(stop_process, process)
-    return process
+    targets = ["--allow-target-network", "127.0.0.0/8"] if http else ["--no-http"]
+    return start_worker_process(stack, tmp_path, address, credential, worker_id,
+                                "--handlers", HANDLERS, "--slots", str(slots), *targets)  # fmt: skip
 
 
 def tenant_and_credential(server: ServerProcess) -> tuple[str, str]:
