@@ -293,6 +293,7 @@ class TickwheelServer:
             heartbeat_interval=config.heartbeat_interval,
             heartbeat_timeout=config.heartbeat_timeout,
             gateway=self.gateway,
+            draining=lambda: self.drainer.draining,
         )
         server = grpc.aio.server(
             options=[("grpc.so_reuseport", 0), ("grpc.keepalive_time_ms", 30_000)],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Callable
 from datetime import timedelta
 
 import grpc
@@ -65,8 +66,11 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         heartbeat_interval: float = 5.0,
         heartbeat_timeout: float = 30.0,
         gateway: Gateway | None = None,
+        draining: Callable[[], bool] = lambda: False,
     ) -> None:
         self.gateway = gateway
+        self._draining = draining
+        """Whether this server is draining: it then takes no new worker stream."""
         self._auth = auth
         self._connections = connections
         self._clock = clock
@@ -86,6 +90,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             check_hello(first.hello, credential)
         except TickwheelError as error:
             await abort(context, error)
+            return
+        if self._draining():  # a drained worker coming back, or a new one: both belong elsewhere
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"server {self._server_id} is draining: connect to another")
             return
         hello = first.hello
         connection = WorkerConnection(
