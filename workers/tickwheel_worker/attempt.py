@@ -190,23 +190,31 @@ class Attempt:
         """Run to the end; ``report`` is called at most once, with the outcome."""
         deadline = asyncio.create_task(self._until_deadline())
         stop = asyncio.create_task(self._stop.wait())
-        acquire = asyncio.create_task(slots.acquire())
+        acquire: asyncio.Task[bool] | None = None
         try:
-            await asyncio.wait({acquire, deadline, stop}, return_when=asyncio.FIRST_COMPLETED)
-            if not acquire.done() or stop.done() or deadline.done():
-                if await _cancel_acquire(acquire):
-                    slots.release()
-                if stop.done():
-                    self._decide(report, CANCELED, f"canceled before it started: {self._stop_reason}")
-                else:
-                    self._decide(report, TIMED_OUT, "deadline passed before a slot was free")
+            if slots.locked():  # wait for a slot, unless stopped or out of time first
+                acquire = asyncio.create_task(slots.acquire())
+                await asyncio.wait({acquire, deadline, stop}, return_when=asyncio.FIRST_COMPLETED)
+                if not acquire.done() or stop.done() or deadline.done():
+                    if await _cancel_acquire(acquire):
+                        slots.release()
+                    if stop.done():
+                        self._decide(report, CANCELED, f"canceled before it started: {self._stop_reason}")
+                    else:
+                        self._decide(report, TIMED_OUT, "deadline passed before a slot was free")
+                    return
+            elif self._stop.is_set():
+                self._decide(report, CANCELED, f"canceled before it started: {self._stop_reason}")
                 return
+            else:  # a slot is free: taken at once, nothing to race
+                await slots.acquire()
             try:
                 await self._run_with_slot(deadline, stop, report)
             finally:
                 slots.release()
         finally:
-            acquire.cancel()  # no effect once done; a shutdown may interrupt the wait
+            if acquire is not None:
+                acquire.cancel()  # no effect once done; a shutdown may interrupt the wait
             deadline.cancel()
             stop.cancel()
 

@@ -720,17 +720,17 @@ class HandoutStore(SqlStore):
         upto: dict[str, int] = {}
         for candidate in candidates:
             upto[candidate.job_id] = max(upto.get(candidate.job_id, candidate.nominal_at), candidate.nominal_at)
-        if self.row_locked_engine is not None:
-            rows = conn.execute(_BUSY_SHARED, dict(jobs=job_ids, owner=owner, at=at_us)).all()
-        else:  # serializable: the snapshot and the engine's conflict checks do what the locks do
-            rows = conn.execute(sa.select(*_ACTIVE_COLUMNS).where(executions.c.job_id.in_(job_ids), _BUSY)).all()
+        # Not started first, then running: at READ COMMITTED each statement
+        # reads what was committed when it began, so an execution another
+        # round starts between the two is read as not started, as running,
+        # or both (the running row wins below), never as neither.
         if self.caps.is_postgres and self.lateral:
-            rows += conn.execute(
+            rows = conn.execute(
                 _NOT_STARTED,
                 dict(jobs=job_ids, limits=[wanted[j] + 2 for j in job_ids], uptos=[upto[j] for j in job_ids]),
             ).all()
         else:
-            rows += _union_all(conn, [
+            rows = _union_all(conn, [
                 sa.select(*_ACTIVE_COLUMNS)
                 .where(
                     executions.c.job_id == job_id,
@@ -742,6 +742,10 @@ class HandoutStore(SqlStore):
                 .limit(wanted[job_id] + 2)
                 for job_id in job_ids
             ])
+        if self.row_locked_engine is not None:
+            rows += conn.execute(_BUSY_SHARED, dict(jobs=job_ids, owner=owner, at=at_us)).all()
+        else:  # serializable: the snapshot and the engine's conflict checks do what the locks do
+            rows += conn.execute(sa.select(*_ACTIVE_COLUMNS).where(executions.c.job_id.in_(job_ids), _BUSY)).all()
         # The candidates come back (they run now): they are not "others".
         mine = {c.id for c in candidates}
         found = {
