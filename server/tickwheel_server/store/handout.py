@@ -59,6 +59,14 @@ past the poison cap the execution is dead-lettered instead.
 Whatever ends a delivery gives its concurrency-key slots back and wakes the
 next in line (:mod:`.isolation`), in the same transaction. An execution with
 a cancel request ends ``canceled`` instead of being retried or requeued.
+
+On PostgreSQL, hand-out rounds and result batches run at READ COMMITTED
+(see :class:`.base.SqlStore`): their correctness rests on the row locks
+above, on share locks on the running executions an overlap decision reads
+(:data:`_BUSY_SHARED`), read after the not-started ones, and on an advisory
+lock per ``replace`` job (:meth:`HandoutStore._lock_replacing`); what a
+SERIALIZABLE path ending a delivery could leave asleep is woken by
+:meth:`HandoutStore.wake_stalled`.
 """
 
 from __future__ import annotations
