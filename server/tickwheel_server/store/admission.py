@@ -223,8 +223,12 @@ def decide_overlap(
             others[item.job_id].append(item)
     admitted: list[Candidate] = []
     for job_id in sorted(by_job):
-        group = sorted(by_job[job_id], key=_order)
-        admitted += _overlap(group, rules.get(job_id, ANYTHING_GOES), others.get(job_id, []), now_us, out)
+        group, rule = by_job[job_id], rules.get(job_id, ANYTHING_GOES)
+        if len(group) == 1 and job_id not in others and rule.overlap != "replace":
+            admitted.append(group[0])  # alone, nothing ahead or running: it starts (the common case)
+            continue
+        group.sort(key=_order)
+        admitted += _overlap(group, rule, others.get(job_id, []), now_us, out)
     return out, admitted
 
 
