@@ -247,3 +247,35 @@ async def test_a_skewed_clock_stops_hand_out_and_raises_an_alert_until_they_agre
     await gateway._check_skew()
     assert gateway.handing_out and await alerts.get(clock_skew_key("s1")) is None
     assert await gateway.hand_out_round() == 1
+
+
+async def test_a_slow_read_of_the_database_clock_is_not_taken_for_skew(migrated_engine, clock) -> None:
+    # The read of the database's clock took a second (a busy server or store,
+    # as under load): its value says nothing about the clocks, so handing out
+    # goes on; a read that took 100 ms is judged with that half-round-trip
+    # benefit of the doubt.
+    from datetime import timedelta
+
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    delay = [1.0]
+
+    async def db_clock():
+        read = clock.now()
+        clock.advance(delay[0])  # the answer arrives this much later
+        return read
+
+    connections = Connections()
+    connect(connections, clock)
+    gateway = Gateway(HandoutStore(migrated_engine, clock), connections, clock, owner="s1", db_clock=db_clock)
+    await gateway._check_skew()
+    assert gateway.handing_out and gateway.clock_skew is None
+    delay[0] = 0.1
+    await gateway._check_skew()
+    assert gateway.handing_out and abs(gateway.clock_skew - 0.05) < 1e-6
+
+    async def behind():  # 400 ms behind, read at once
+        return clock.now() - timedelta(milliseconds=400)
+
+    gateway._db_clock = behind
+    await gateway._check_skew()
+    assert not gateway.handing_out
