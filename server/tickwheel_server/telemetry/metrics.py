@@ -136,9 +136,6 @@ class Metrics:
     def handed_out(self, tenant: str, lateness_seconds: float) -> None:
         self._lateness.record(max(0.0, lateness_seconds), {"tenant": self.tenants.count(tenant)})
 
-    def result(self, tenant: str, outcome: int, *, retried: bool) -> None:
-        self.results({(tenant, outcome, retried): 1})
-
     def results(self, counts: Mapping[tuple[str, int, bool], int]) -> None:
         """A batch of accepted results, counted per (tenant, outcome,
         retried): one addition per label set, not per result (each costs

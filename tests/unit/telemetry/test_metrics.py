@@ -52,8 +52,7 @@ def test_rendering_of_a_histogram_a_counter_and_gauges() -> None:
         metrics.handed_out("acme", 0.003)
         metrics.handed_out("acme", 0.2)
         metrics.handed_out("acme", 120.0)
-        metrics.result("acme", 1, retried=False)
-        metrics.result("acme", 2, retried=True)
+        metrics.results({("acme", 1, False): 1, ("acme", 2, True): 1})
         metrics.claimed("handout", 3, 0.004)
         metrics.observe("tickwheel_wheel_size", "Due instants", lambda: 7)
         metrics.observe("tickwheel_queue_depth", "Ready", lambda: [({"tenant": 'we"ird\\'}, 4.0)])
@@ -88,7 +87,7 @@ def _le(bound: float) -> str:
 def test_two_servers_in_one_process_keep_their_own_series() -> None:
     first, second = Metrics(), Metrics()
     try:
-        first.result("acme", 1, retried=False)
+        first.results({("acme", 1, False): 1})
         assert "tickwheel_executions_total{" in _render(first)
         assert "tickwheel_executions_total{" not in _render(second)
     finally:
