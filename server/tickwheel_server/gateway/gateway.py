@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 
@@ -74,29 +74,55 @@ DEFAULT_TIMEOUT_US = 5 * 60 * 1_000_000
 """A job's run time limit when it names none: 5 minutes."""
 
 
-def _ts(micros: int) -> timestamp_pb2.Timestamp:
+def _stamp(field: timestamp_pb2.Timestamp, micros: int) -> None:
+    """Set a message's timestamp field in place (no Timestamp built and copied)."""
     seconds, rest = divmod(micros, 1_000_000)
-    return timestamp_pb2.Timestamp(seconds=seconds, nanos=rest * 1000)
+    field.seconds = seconds
+    field.nanos = rest * 1000
 
 
-def assignment_for(handed: HandedOut, now: datetime) -> worker_pb2.Assignment:
-    """The message a worker receives for one hand-out."""
-    job = job_pb2.Job.FromString(handed.spec) if handed.spec else job_pb2.Job()
-    timeout_us = job.timeout.ToMicroseconds() if job.HasField("timeout") else DEFAULT_TIMEOUT_US
-    return worker_pb2.Assignment(
+class _Definitions:
+    """What an assignment takes from a job's definition (its target and run
+    time limit), parsed once per distinct definition: a burst of jobs made
+    from one template parses one."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self._size = size
+        self._parsed: OrderedDict[bytes, tuple[job_pb2.Target, int]] = OrderedDict()
+
+    def of(self, spec: bytes) -> tuple[job_pb2.Target, int]:
+        found = self._parsed.get(spec)
+        if found is None:
+            job = job_pb2.Job.FromString(spec) if spec else job_pb2.Job()
+            timeout_us = job.timeout.ToMicroseconds() if job.HasField("timeout") else DEFAULT_TIMEOUT_US
+            found = self._parsed[spec] = (job.target, timeout_us)
+            if len(self._parsed) > self._size:
+                self._parsed.popitem(last=False)
+        return found
+
+
+_DEFINITIONS = _Definitions()
+
+
+def assignment_for(handed: HandedOut, now_us: int) -> worker_pb2.Assignment:
+    """The message a worker receives for one hand-out (``now_us``: when it is
+    sent, which starts its run time limit)."""
+    target, timeout_us = _DEFINITIONS.of(handed.spec)
+    assignment = worker_pb2.Assignment(
         execution_id=handed.id,
         job_id=handed.job_id,
         tenant=handed.tenant,
-        nominal_at=_ts(handed.nominal_at_us),
-        due_at=_ts(handed.due_at_us),
         attempt=handed.attempt,
         delivery=handed.delivery,
         payload=handed.payload,
-        target=job.target,
+        target=target,
         missed_count=handed.missed_count,
         origin=EXECUTION_ORIGIN_TO_PROTO.get(handed.origin, 0),
-        deadline_at=_ts(to_us(now) + timeout_us),
     )
+    _stamp(assignment.nominal_at, handed.nominal_at_us)
+    _stamp(assignment.due_at, handed.due_at_us)
+    _stamp(assignment.deadline_at, now_us + timeout_us)
+    return assignment
 
 
 class Gateway:
@@ -305,6 +331,8 @@ class Gateway:
         spans = []
         debug = log.isEnabledFor(logging.DEBUG)
         monotonic = self._clock.monotonic()
+        now_us = to_us(now)
+        lateness: dict[str, list[float]] = defaultdict(list)
         index = 0
         for item in handed:
             receiver = None
@@ -320,10 +348,8 @@ class Gateway:
             receiver.credit -= 1
             self.inflight.attach(receiver, (item.id, item.delivery), item.partition, receiver.worker_id, monotonic)
             self._held[(item.id, item.delivery)] = (item.job_id, item.tenant)
-            if self._metrics is not None:
-                started_from = max(item.due_at_us, item.ready_at_us)
-                self._metrics.handed_out(item.tenant, (item.handed_out_at_us - started_from) / 1e6)
-            assignment = assignment_for(item, now)
+            lateness[item.tenant].append((item.handed_out_at_us - max(item.due_at_us, item.ready_at_us)) / 1e6)
+            assignment = assignment_for(item, now_us)
             if item.trace_context:
                 if self._tracing is not None:
                     span = self._tracing.hand_out_span(
@@ -345,6 +371,8 @@ class Gateway:
             await connection.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=assignments)))
         for span in spans:
             span.end()
+        if self._metrics is not None and lateness:
+            self._metrics.handed_out(lateness)
         if unsent:
             await self._store.release(unsent)
         return len(handed) - len(unsent)

@@ -4,9 +4,11 @@ OpenTelemetry SDK provider (no server)."""
 from __future__ import annotations
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from tickwheel_server.telemetry.metrics import LATENESS_BUCKETS, OTHER, Metrics, TenantLabels, top_tenants
-from tickwheel_server.telemetry.prometheus import parse_samples
+from tickwheel_server.telemetry.prometheus import parse_samples, render
 
 
 def test_top_tenants_by_volume_ties_by_name() -> None:
@@ -29,8 +31,8 @@ def test_labels_fold_tenants_past_the_top_n_into_other() -> None:
 def test_a_hundred_thousand_tenants_make_n_plus_one_series() -> None:
     metrics = Metrics(top_tenants=20)
     try:
-        for i in range(100_000):
-            metrics.handed_out(f"tenant-{i}", 0.01)
+        for start in range(0, 100_000, 1000):
+            metrics.handed_out({f"tenant-{i}": [0.01] for i in range(start, start + 1000)})
         samples = parse_samples(_render(metrics))
         tenants = {dict(labels)["tenant"] for name, labels in samples if name == "tickwheel_start_lateness_seconds_count"}
         assert len(tenants) == 21 and OTHER in tenants
@@ -49,9 +51,8 @@ def _render(metrics: Metrics) -> str:
 def test_rendering_of_a_histogram_a_counter_and_gauges() -> None:
     metrics = Metrics(top_tenants=5)
     try:
-        metrics.handed_out("acme", 0.003)
-        metrics.handed_out("acme", 0.2)
-        metrics.handed_out("acme", 120.0)
+        metrics.handed_out({"acme": [0.003, 0.2]})
+        metrics.handed_out({"acme": [120.0]})
         metrics.results({("acme", 1, False): 1, ("acme", 2, True): 1})
         metrics.claimed("handout", 3, 0.004)
         metrics.observe("tickwheel_wheel_size", "Due instants", lambda: 7)
@@ -93,3 +94,31 @@ def test_two_servers_in_one_process_keep_their_own_series() -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_the_batch_histogram_renders_what_the_sdk_histogram_would() -> None:
+    """Same values, same text: values on a bound fall in that bound's bucket,
+    past the last bound in +Inf, and a negative lateness counts as 0."""
+    values = [-0.5, 0.0, 0.005, 0.0051, 0.25, 1.0, 1.5, 60.0, 61.0, *[0.1] * 7]
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    try:
+        sdk = provider.get_meter("t").create_histogram(
+            "tickwheel_start_lateness_seconds", explicit_bucket_boundaries_advisory=LATENESS_BUCKETS,
+            description="Seconds from an execution's due (or retry-ready) instant to its hand-out to a worker",
+        )
+        for value in values:
+            sdk.record(max(0.0, value), {"tenant": "acme"})
+        expected = parse_samples(render(reader.get_metrics_data()))
+    finally:
+        provider.shutdown()
+    metrics = Metrics()
+    try:
+        metrics.handed_out({"acme": values[:4]})
+        metrics.handed_out({"acme": values[4:]})
+        got = parse_samples(_render(metrics))
+    finally:
+        metrics.close()
+    lateness = {key: value for key, value in got.items() if key[0].startswith("tickwheel_start_lateness_seconds")}
+    assert lateness == expected
+    assert got[("tickwheel_start_lateness_seconds_count", (("tenant", "acme"),))] == len(values)
