@@ -11,6 +11,7 @@ no result is recorded until the test says so. Two servers are two
 
 from __future__ import annotations
 
+import heapq
 import json
 import random
 from datetime import timedelta
@@ -154,6 +155,36 @@ def test_refunded_slots_are_not_charged() -> None:
     refunded.refund("b", 1, 1)  # b had nothing for these workers after all
     assert charged.allocate(1, [Demand("a", 1), Demand("b", 1)]) == {"a": 1, "b": 0}  # a tie: by name
     assert refunded.allocate(1, [Demand("a", 1), Demand("b", 1)]) == {"a": 0, "b": 1}
+
+
+def test_one_tenant_alone_is_served_as_slot_by_slot_stride_would() -> None:
+    """The one-tenant short cut grants and advances the passes exactly as the
+    per-slot stride loop (a reference copy here) would, up to float rounding."""
+    import heapq
+    import random
+
+    def stride(shares: Shares, budget: int, demand: Demand) -> int:
+        start = max(shares.passes.get(demand.tenant, shares.virtual), shares.virtual)
+        shares.passes[demand.tenant] = start
+        heap, granted = [(start + 1.0 / demand.weight, demand.tenant)], 0
+        while budget > 0 and heap:
+            finish, _ = heapq.heappop(heap)
+            granted, budget = granted + 1, budget - 1
+            shares.virtual = max(shares.virtual, finish - 1.0 / demand.weight)
+            shares.passes[demand.tenant] = finish
+            if demand.room is None or granted < demand.room:
+                heapq.heappush(heap, (finish + 1.0 / demand.weight, demand.tenant))
+        return granted
+
+    rng = random.Random(7)
+    fast, reference = Shares(), Shares()
+    for _ in range(200):
+        demand = Demand(rng.choice("ab"), rng.choice((1, 3, 7)), rng.choice((None, 1, 5, 500)))
+        budget = rng.randint(1, 2000)
+        assert fast.allocate(budget, [demand, Demand("c", 1, room=0)]) == {
+            demand.tenant: stride(reference, budget, demand), "c": 0}
+        assert fast.virtual == pytest.approx(reference.virtual)
+        assert fast.passes == pytest.approx(reference.passes)
 
 
 def test_a_round_commits_only_what_its_transaction_kept() -> None:

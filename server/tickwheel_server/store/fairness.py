@@ -70,6 +70,17 @@ class Shares:
         of the tenants served."""
         wanted = {d.tenant: d for d in demands}
         grants = {name: 0 for name in wanted}
+        open_ = [d for d in wanted.values() if d.room is None or d.room > 0]
+        if len(open_) == 1 and budget > 0:
+            # One tenant to serve (the common case): what the loop below
+            # would do one slot at a time, at once.
+            demand = open_[0]
+            granted = budget if demand.room is None else min(budget, demand.room)
+            start = max(self.passes.get(demand.tenant, self.virtual), self.virtual)
+            grants[demand.tenant] = granted
+            self.virtual = max(self.virtual, start + (granted - 1) / demand.weight)
+            self.passes[demand.tenant] = start + granted / demand.weight
+            return grants
         heap: list[tuple[float, str]] = []
         for name in sorted(wanted):
             demand = wanted[name]
