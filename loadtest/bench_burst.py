@@ -25,8 +25,12 @@ N, in order:
 Figures come from the store, not from the benchmark's clock: *start* is the
 hand-out instant the server recorded in ``attempts.started_at`` (its clock,
 read inside the hand-out claim's transaction), *lateness* = start − the
-execution's ``due_at``, signed (``attempts.lateness_us`` is clamped at 0, so
-an early start would hide there). ``early`` counts starts before ``due_at``
+execution's ``due_at``, signed (``attempts.lateness_us`` is clamped at 0,
+so an early start would hide there). DESIGN.md measures lateness at the
+hand-out; ``worker_start_lateness_s`` is the same from when the worker
+reported it began (``attempts.worker_started_at``: the worker's clock, on
+this same machine), and ``hand_out_to_worker_start_s`` the difference, the
+assignment's way through the server, the stream and the worker. ``early`` counts starts before ``due_at``
 (must be 0), ``dropped`` the jobs without a succeeded execution when the run
 ended (must be 0), ``redelivered`` executions handed out more than once.
 ``claimed_ahead`` counts executions created (claimed) before ``D`` (when it
@@ -89,7 +93,7 @@ def outcome(url: str, due_us: int) -> dict:
         rows = pg.execute(
             f"""{h.OWN_QUERY}
             SELECT j.id, e.id, e.status, e.due_at, e.created_at, e.delivery,
-                   min(a.started_at), count(a.execution_id), min(a.worker_id)
+                   min(a.started_at), count(a.execution_id), min(a.worker_id), min(a.worker_started_at)
             FROM jobs j
             LEFT JOIN executions e ON e.job_id = j.id
             LEFT JOIN attempts a ON a.execution_id = e.id
@@ -102,7 +106,9 @@ def outcome(url: str, due_us: int) -> dict:
     statuses: dict[str, int] = {}
     per_worker: dict[str, int] = {}
     starts: list[int] = []
-    for job_id, execution_id, status, due_at, created_at, delivery, started_at, attempt_rows, worker in rows:
+    worker_lateness: list[float] = []
+    transit: list[float] = []
+    for job_id, execution_id, status, due_at, created_at, delivery, started_at, attempt_rows, worker, worker_start in rows:
         if execution_id is None:
             statuses["not_claimed"] = statuses.get("not_claimed", 0) + 1
             continue
@@ -119,8 +125,10 @@ def outcome(url: str, due_us: int) -> dict:
             lateness.append((started_at - due_at) / 1e6)
             if started_at < due_at:
                 early += 1
+            if worker_start is not None:
+                worker_lateness.append((worker_start - due_at) / 1e6)
+                transit.append((worker_start - started_at) / 1e6)
             per_worker[worker] = per_worker.get(worker, 0) + 1
-    lateness.sort()
     jobs = len({row[0] for row in rows})
     return {
         "jobs": jobs,
@@ -131,16 +139,24 @@ def outcome(url: str, due_us: int) -> dict:
         "redelivered": redelivered,
         "claimed_ahead": claimed_ahead,
         "statuses": statuses,
-        "lateness_s": {
-            "min": round(lateness[0], 4) if lateness else None,
-            "p50": round(h.percentile(lateness, 0.50), 4) if lateness else None,
-            "p90": round(h.percentile(lateness, 0.90), 4) if lateness else None,
-            "p99": round(h.percentile(lateness, 0.99), 4) if lateness else None,
-            "max": round(lateness[-1], 4) if lateness else None,
-        },
+        "lateness_s": distribution(lateness) or dict.fromkeys(("min", "p50", "p90", "p99", "max")),
+        "worker_start_lateness_s": distribution(worker_lateness),
+        "hand_out_to_worker_start_s": distribution(transit),
         "hand_out_span_s": round((max(starts) - min(starts)) / 1e6, 3) if starts else None,
         "hand_out_batches": batches(starts),
         "started_per_worker": dict(sorted(per_worker.items())),
+    }
+
+
+def distribution(values: list[float]) -> dict | None:
+    """min, p50, p90, p99 and max of ``values`` (seconds), None for none."""
+    if not values:
+        return None
+    values = sorted(values)
+    return {
+        "min": round(values[0], 4), "p50": round(h.percentile(values, 0.50), 4),
+        "p90": round(h.percentile(values, 0.90), 4), "p99": round(h.percentile(values, 0.99), 4),
+        "max": round(values[-1], 4),
     }
 
 

@@ -70,9 +70,14 @@ async def test_a_job_heartbeating_for_twenty_timeouts_is_never_requeued(migrated
         result = await gateway.requeue_expired()
         assert not result.requeued
     assert status_of(migrated_engine, "e1")[0] == "running"
-    await gateway.record(connection, [worker_pb2.ExecutionResult(
-        execution_id=key[0], delivery=key[1], attempt=1, outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED)])
+    result = worker_pb2.ExecutionResult(
+        execution_id=key[0], delivery=key[1], attempt=1, outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED)
+    result.started_at.FromMicroseconds(1_780_000_000_123_456)  # the worker's own start, by its clock
+    await gateway.record(connection, [result])
     assert status_of(migrated_engine, "e1")[0] == "succeeded" and len(gateway.inflight) == 0
+    with migrated_engine.connect() as conn:
+        started = conn.execute(sa.select(attempts.c.worker_started_at).where(attempts.c.execution_id == "e1")).scalar()
+    assert started == 1_780_000_000_123_456
 
 
 async def test_silence_for_the_timeout_requeues_and_tells_the_worker_to_cancel(migrated_engine, clock) -> None:

@@ -175,9 +175,11 @@ async def test_the_hand_out_instant_is_stored_and_lateness_comes_from_it(store, 
     [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
     assert row_of(migrated_engine, "e1").handed_out_at == handed.handed_out_at_us == to_us(clock.now())
     clock.advance(10)  # the result comes much later, maybe through another server
-    await store.record_results([result(handed)])
+    worker_start = handed.handed_out_at_us + 40_000  # what the worker reports, by its clock
+    await store.record_results([result(handed, worker_started_at_us=worker_start)])
     [attempt] = attempts_of(migrated_engine, "e1")
     assert attempt.started_at == handed.handed_out_at_us and attempt.lateness_us == 3_000_000
+    assert attempt.worker_started_at == worker_start  # kept beside the hand-out instant, which lateness uses
     assert row_of(migrated_engine, "e1").handed_out_at is None
 
 

@@ -517,6 +517,9 @@ class Gateway:
                 error=r.error,
                 worker_id=connection.worker_id,
                 retry_after=r.retry_after.ToTimedelta() if r.HasField("retry_after") else None,
+                worker_started_at_us=(
+                    r.started_at.seconds * 1_000_000 + r.started_at.nanos // 1000 if r.HasField("started_at") else None
+                ),
             )
             for connection, r in items
         ]

@@ -307,6 +307,8 @@ class ResultIn:
     error: str
     worker_id: str
     retry_after: timedelta | None = None
+    worker_started_at_us: int | None = None
+    """When the worker says it started the attempt (its clock); None: not reported."""
 
 
 @dataclass(frozen=True)
@@ -1074,7 +1076,8 @@ class HandoutStore(SqlStore):
                 seen.add(key)
                 update, attempt_status, retry, dead_letter = self._outcome(row, result, now, now_us)
                 updates.append(update)
-                history.append(_attempt_row(row, attempt_status, result.worker_id, result.error, now_us))
+                history.append(_attempt_row(row, attempt_status, result.worker_id, result.error, now_us,
+                                            result.worker_started_at_us))
                 ended.append(row)
                 if update["b_status"] in TERMINAL:
                     finished_jobs.append(row.job_id)
@@ -1432,7 +1435,7 @@ _REQUEUE_COLUMNS = (
 )
 
 
-def _attempt_row(row, status: str, worker_id: str, error: str, now_us: int) -> dict:
+def _attempt_row(row, status: str, worker_id: str, error: str, now_us: int, worker_started_us: int | None = None) -> dict:
     """The attempt row that ends ``row``'s current delivery (an outcome, or a requeue's ``lost``).
 
     It started when it was handed out; its lateness is measured from when it
@@ -1444,6 +1447,7 @@ def _attempt_row(row, status: str, worker_id: str, error: str, now_us: int) -> d
         execution_id=row.id, attempt=row.attempt, delivery=row.delivery, status=status,
         started_at=started_us, finished_at=now_us, lateness_us=max(0, started_us - max(row.due_at, row.ready_at)),
         worker_id=worker_id, error=error[:4096], waited_us=_waited(row.waiting_since, started_us),
+        worker_started_at=worker_started_us,
     )
 
 

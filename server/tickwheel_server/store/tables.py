@@ -129,6 +129,7 @@ attempts = sa.Table(
     sa.Column("worker_id", sa.Text, nullable=False),
     sa.Column("error", sa.Text, nullable=False),
     sa.Column("waited_us", sa.BigInteger, nullable=False),
+    sa.Column("worker_started_at", sa.BigInteger),
 )
 
 skips = sa.Table(
