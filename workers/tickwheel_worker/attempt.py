@@ -29,8 +29,9 @@ import concurrent.futures
 import contextvars
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -47,6 +48,7 @@ from tickwheel_worker.http_target import (
     HttpOutcome,
     build_request,
 )
+from tickwheel_worker.timers import Timer, Timers
 
 log = logging.getLogger(__name__)
 
@@ -72,27 +74,64 @@ def truncate_utf8(text: str, limit: int) -> str:
     return data[:limit].decode("utf-8", "ignore")
 
 
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+MICROSECOND = timedelta(microseconds=1)
+
+
 def _utc(ts: Any) -> datetime:
     return ts.ToDatetime(tzinfo=timezone.utc)
 
 
+def _micros(ts: Any) -> int:
+    """A protobuf Timestamp as integer microseconds since the epoch."""
+    return ts.seconds * 1_000_000 + ts.nanos // 1000
+
+
+def _set_timestamp(ts: Any, instant: datetime) -> None:
+    """``ts.FromDatetime(instant)`` for an aware ``instant``, in a quarter of the time."""
+    seconds, micros = divmod((instant - EPOCH) // MICROSECOND, 1_000_000)
+    ts.seconds = seconds
+    ts.nanos = micros * 1000
+
+
+class AssignedContext(JobContext):
+    """The :class:`JobContext` of a received assignment.
+
+    Its instants (``nominal_at``, ``due_at``, ``deadline_at``) are converted
+    from the assignment's timestamps when first read, not when the assignment
+    arrives: most handlers never read them, and the three conversions cost
+    more than the rest of the context together.
+    """
+
+    def __init__(self, assignment: worker_pb2.Assignment) -> None:  # noqa: D107 - not the dataclass's
+        self._assignment = assignment
+        self.execution_id = assignment.execution_id
+        self.job_id = assignment.job_id
+        self.tenant = assignment.tenant
+        self.attempt = assignment.attempt
+        self.delivery = assignment.delivery
+        self.payload = assignment.payload
+        self.handler = assignment.target.handler.name  # empty for an HTTP target
+        self.traceparent = assignment.traceparent
+        self.missed_count = assignment.missed_count
+
+    @cached_property
+    def nominal_at(self) -> datetime:  # type: ignore[override]
+        return _utc(self._assignment.nominal_at)
+
+    @cached_property
+    def due_at(self) -> datetime:  # type: ignore[override]
+        return _utc(self._assignment.due_at)
+
+    @cached_property
+    def deadline_at(self) -> datetime | None:  # type: ignore[override]
+        a = self._assignment
+        return _utc(a.deadline_at) if a.HasField("deadline_at") else None
+
+
 def context_from_assignment(assignment: worker_pb2.Assignment) -> JobContext:
     """The :class:`JobContext` a handler sees for ``assignment``."""
-    target = assignment.target
-    return JobContext(
-        execution_id=assignment.execution_id,
-        job_id=assignment.job_id,
-        tenant=assignment.tenant,
-        attempt=assignment.attempt,
-        delivery=assignment.delivery,
-        nominal_at=_utc(assignment.nominal_at),
-        due_at=_utc(assignment.due_at),
-        deadline_at=_utc(assignment.deadline_at) if assignment.HasField("deadline_at") else None,
-        payload=bytes(assignment.payload),
-        handler=target.handler.name if target.WhichOneof("kind") == "handler" else "",
-        traceparent=assignment.traceparent,
-        missed_count=assignment.missed_count,
-    )
+    return AssignedContext(assignment)
 
 
 def run_in_daemon_thread(func: Callable[..., Any], *args: Any, name: str) -> concurrent.futures.Future[Any]:
@@ -131,13 +170,23 @@ class _Immediate(Exception):
 
 @dataclass
 class _Work:
-    future: asyncio.Future[Any]
-    abort: Callable[[], None]
+    awaitable: Awaitable[Any]
+    """The handler's coroutine (awaited in the attempt's own task), or a thread's future."""
+    abort: Callable[[], None] | None
+    """Stops the target; None for an async handler, stopped by cancelling the attempt's task."""
     kind: str  # "handler" or "http"
 
 
 class Attempt:
-    """One hand-out (``key``) held by the worker."""
+    """One hand-out (``key``) held by the worker.
+
+    One task runs :meth:`run`; an async handler's coroutine is awaited in
+    that task, not in one of its own. Cancel, reject and the deadline are
+    callbacks (the deadline and the cancel grace are :class:`Timers` entries),
+    so an attempt that just runs costs one task and no timer task. Stopping
+    an async handler cancels that task; :meth:`run` tells its own cancels
+    (``Task.uncancel``) from the worker stopping it.
+    """
 
     def __init__(
         self,
@@ -153,7 +202,7 @@ class Attempt:
     ) -> None:
         self.assignment = assignment
         self.key: Key = (assignment.execution_id, assignment.delivery)
-        self.context = context_from_assignment(assignment)
+        self.context = AssignedContext(assignment)
         self.decided = False
         """True once the outcome is known (reported, unless rejected)."""
         self.rejected = False
@@ -163,11 +212,22 @@ class Attempt:
         self._clock = clock
         self._cancel_grace = cancel_grace
         self._user_agent = user_agent
-        self._stop = asyncio.Event()
-        self._stop_reason = ""
-        self._started_at: datetime | None = None
         self._tracer = tracer
         self._span: Span | None = None
+        self._stop_reason: str | None = None
+        """Set by :meth:`cancel`: the outcome is CANCELED."""
+        self._deadline_passed = False
+        self._started_at: datetime | None = None
+        self._report: ReportResult | None = None
+        self._timers: Timers | None = None
+        self._grace: Timer | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._slot_wait: asyncio.Future[bool] | None = None
+        """Set while waiting for a slot; cancelled to stop waiting."""
+        self._work: _Work | None = None
+        """Set while the target runs."""
+        self._own_cancels = 0
+        """Cancels of ``_task`` made to stop an async handler, not yet taken back."""
 
     @property
     def progress(self) -> str:
@@ -175,90 +235,122 @@ class Attempt:
 
     def cancel(self, reason: str) -> None:
         """Stop the attempt and report CANCELED. No effect once decided."""
-        if not self.decided and not self._stop.is_set():
-            self._stop_reason = reason or "canceled by the server"
-            self._stop.set()
+        if self.decided or self._stop_reason is not None:
+            return
+        self._stop_reason = reason or "canceled by the server"
+        if self._work is not None:
+            self.context._signal_cancel(f"canceled: {self._stop_reason}")
+            if self._cancel_grace > 0 and self._timers is not None:
+                self._grace = self._timers.call_later(self._cancel_grace, self._grace_over)
+            else:
+                self._grace_over()
+        elif self._slot_wait is not None:
+            self._slot_wait.cancel()
+        # Otherwise run() has not started: it sees the reason when it does.
 
     def reject(self, reason: str) -> None:
         """Stop the attempt without reporting: it is no longer this worker's."""
         if not self.decided:
             self.rejected = True
             self._cancel_grace = 0.0
-            self.cancel(reason)
+            if self._stop_reason is None:
+                self.cancel(reason)
+            elif self._work is not None:  # a cancel's grace is running: end it now
+                self._grace_over()
 
-    async def run(self, slots: asyncio.Semaphore, report: ReportResult) -> None:
-        """Run to the end; ``report`` is called at most once, with the outcome."""
-        deadline = asyncio.create_task(self._until_deadline())
-        stop = asyncio.create_task(self._stop.wait())
-        acquire: asyncio.Task[bool] | None = None
+    async def run(self, slots: asyncio.Semaphore, timers: Timers, report: ReportResult) -> None:
+        """Run to the end; ``report`` is called at most once, with the outcome.
+
+        The deadline and the cancel grace are timed by ``timers`` (whose
+        :meth:`Timers.run` must be running).
+        """
+        self._report = report
+        self._timers = timers
+        self._task = asyncio.current_task()
+        left = self._seconds_left()
+        deadline = timers.call_later(left, self._on_deadline) if left is not None else None
         try:
-            if slots.locked():  # wait for a slot, unless stopped or out of time first
-                acquire = asyncio.create_task(slots.acquire())
-                await asyncio.wait({acquire, deadline, stop}, return_when=asyncio.FIRST_COMPLETED)
-                if not acquire.done() or stop.done() or deadline.done():
-                    if await _cancel_acquire(acquire):
-                        slots.release()
-                    if stop.done():
-                        self._decide(report, CANCELED, f"canceled before it started: {self._stop_reason}")
-                    else:
-                        self._decide(report, TIMED_OUT, "deadline passed before a slot was free")
-                    return
-            elif self._stop.is_set():
-                self._decide(report, CANCELED, f"canceled before it started: {self._stop_reason}")
+            if self._stop_reason is not None:
+                self._decide(CANCELED, f"canceled before it started: {self._stop_reason}")
                 return
+            if slots.locked():
+                if not await self._wait_for_slot(slots):
+                    return
             else:  # a slot is free: taken at once, nothing to race
                 await slots.acquire()
             try:
-                await self._run_with_slot(deadline, stop, report)
+                await self._run_with_slot()
             finally:
                 slots.release()
         finally:
-            if acquire is not None:
-                acquire.cancel()  # no effect once done; a shutdown may interrupt the wait
-            deadline.cancel()
-            stop.cancel()
+            if deadline is not None:
+                deadline.cancel()
+            if self._grace is not None:
+                self._grace.cancel()
 
-    async def _run_with_slot(self, deadline: asyncio.Task[None], stop: asyncio.Task[Any], report: ReportResult) -> None:
+    async def _wait_for_slot(self, slots: asyncio.Semaphore) -> bool:
+        """True with a slot taken; False (decided) when stopped or out of time first."""
+        acquire = asyncio.ensure_future(slots.acquire())
+        self._slot_wait = acquire
+        try:
+            await asyncio.wait((acquire,))
+        except asyncio.CancelledError:  # the worker stops
+            if await _cancel_acquire(acquire):
+                slots.release()
+            raise
+        finally:
+            self._slot_wait = None
+        if self._stop_reason is None and not self._deadline_passed:
+            return True
+        if not acquire.cancelled():  # it had acquired when the stop came
+            slots.release()
+        if self._stop_reason is not None:
+            self._decide(CANCELED, f"canceled before it started: {self._stop_reason}")
+        else:
+            self._decide(TIMED_OUT, "deadline passed before a slot was free")
+        return False
+
+    async def _run_with_slot(self) -> None:
         self._started_at = self._clock.now()
         if self._tracer is not None:
             self._start_span()
         try:
             work = self._start()
         except _Immediate as failure:
-            self._decide(report, failure.outcome, failure.error)
+            self._decide(failure.outcome, failure.error)
             return
+        task = self._task
+        assert task is not None
+        self._work = work
         try:
-            await asyncio.wait({work.future, deadline, stop}, return_when=asyncio.FIRST_COMPLETED)
-            if work.future.done():
-                self._decide(report, *self._outcome_of(work))
-            elif stop.done():
-                self.context._signal_cancel(f"canceled: {self._stop_reason}")
-                if self._cancel_grace > 0:
-                    grace = asyncio.create_task(self._clock.sleep(self._cancel_grace))
-                    await asyncio.wait({work.future, grace}, return_when=asyncio.FIRST_COMPLETED)
-                    grace.cancel()
-                self._decide(report, CANCELED, f"canceled: {self._stop_reason}")
-            else:
-                self.context._signal_cancel("deadline passed")
-                deadline_at = self.context.deadline_at
-                when = deadline_at.isoformat() if deadline_at else "?"
-                self._decide(report, TIMED_OUT, f"attempt still running at its deadline {when}")
-            if not work.future.done():
-                work.abort()
-                await asyncio.wait({work.future})
+            value = await work.awaitable
         except asyncio.CancelledError:
-            # The worker is shutting down: stop the target, do not wait for it.
-            self.context._signal_cancel("worker stopped")
-            work.abort()
-            raise
+            if task.cancelling() > self._own_cancels:
+                # The worker is shutting down: stop the target, do not wait for it.
+                self.context._signal_cancel("worker stopped")
+                if work.abort is not None:  # an async handler has the CancelledError already
+                    work.abort()
+                raise
+            outcome: tuple[int, str, bytes, timedelta | None] = (
+                FAILED_RETRYABLE, "the handler was cancelled", b"", None,
+            )
+        except Exception as exc:  # noqa: BLE001 - the handler's failure is its outcome
+            outcome = self._failure(exc)
+        else:
+            outcome = self._success(work, value)
         finally:
-            if work.future.done() and not work.future.cancelled():
-                work.future.exception()  # retrieved: no "never retrieved" noise
+            self._work = None
+            while self._own_cancels:  # the async handler has stopped: take back the cancels that stopped it
+                task.uncancel()
+                self._own_cancels -= 1
+        if self._stop_reason is not None:
+            self._decide(CANCELED, f"canceled: {self._stop_reason}")
+        else:
+            self._decide(*outcome)  # no effect when the deadline decided first
 
     def _start(self) -> _Work:
         target = self.assignment.target
         kind = target.WhichOneof("kind")
-        thread_name = f"tickwheel-{self.key[0]}#{self.key[1]}"
         if kind == "handler":
             handler = self._registry.get(target.handler.name)
             if handler is None:
@@ -268,10 +360,9 @@ class Attempt:
                     f"no handler named {target.handler.name!r} in this worker (it serves: {served})",
                 )
             if handler.is_async:
-                task = asyncio.ensure_future(handler.func(self.context))  # type: ignore[arg-type]
-                return _Work(task, task.cancel, "handler")
-            thread = run_in_daemon_thread(handler.func, self.context, name=thread_name)
-            return _Work(asyncio.wrap_future(thread), lambda: None, "handler")
+                return _Work(_call_async(handler.func, self.context), None, "handler")
+            thread = run_in_daemon_thread(handler.func, self.context, name=self._thread_name())
+            return _Work(asyncio.wrap_future(thread), _nothing, "handler")
         if kind == "http":
             if not self._http_enabled:
                 raise _Immediate(FAILED_PERMANENT, "this worker does not run HTTP targets (http disabled)")
@@ -295,36 +386,60 @@ class Attempt:
                 address_policy=self._address_policy,
                 now=self._clock.now,
             )
-            thread = run_in_daemon_thread(call.run, name=thread_name)
+            thread = run_in_daemon_thread(call.run, name=self._thread_name())
             return _Work(asyncio.wrap_future(thread), call.abort, "http")
         raise _Immediate(FAILED_PERMANENT, "the assignment has no target")
 
-    def _outcome_of(self, work: _Work) -> tuple[int, str, bytes, timedelta | None]:
-        future = work.future
-        if future.cancelled():
-            return FAILED_RETRYABLE, "the handler was cancelled", b"", None
-        exc = future.exception()
+    def _thread_name(self) -> str:
+        return f"tickwheel-{self.key[0]}#{self.key[1]}"
+
+    def _abort(self, work: _Work) -> None:
+        """Stop the target; an async handler runs in this attempt's task, so that is cancelled."""
+        if work.abort is not None:
+            work.abort()
+            return
+        assert self._task is not None
+        self._own_cancels += 1
+        self._task.cancel()
+
+    def _on_deadline(self) -> None:
+        if self.decided:
+            return
+        if self._work is not None:
+            if self._stop_reason is not None:
+                return  # canceled: its grace decides
+            self.context._signal_cancel("deadline passed")
+            deadline_at = self.context.deadline_at
+            when = deadline_at.isoformat() if deadline_at else "?"
+            self._decide(TIMED_OUT, f"attempt still running at its deadline {when}")
+            work, self._work = self._work, None  # stopped once
+            self._abort(work)
+        elif self._slot_wait is not None:
+            self._deadline_passed = True
+            self._slot_wait.cancel()
+
+    def _grace_over(self) -> None:
+        """A canceled target had its grace: decide CANCELED and stop it."""
+        self._decide(CANCELED, f"canceled: {self._stop_reason}")
+        if self._work is not None:
+            work, self._work = self._work, None  # stopped once
+            self._abort(work)
+
+    def _failure(self, exc: Exception) -> tuple[int, str, bytes, timedelta | None]:
         if isinstance(exc, PermanentError):
             return FAILED_PERMANENT, str(exc) or type(exc).__name__, b"", None
-        if exc is not None:
-            a = self.assignment
-            log_execution(log, logging.WARNING, "handler failed (attempt %d, delivery %d)", a.attempt, a.delivery,
-                          execution=a.execution_id, job=a.job_id, tenant=a.tenant, exc_info=exc)
-            return FAILED_RETRYABLE, f"{type(exc).__name__}: {exc}", b"", None
-        value = future.result()
+        a = self.assignment
+        log_execution(log, logging.WARNING, "handler failed (attempt %d, delivery %d)", a.attempt, a.delivery,
+                      execution=a.execution_id, job=a.job_id, tenant=a.tenant, exc_info=exc)
+        return FAILED_RETRYABLE, f"{type(exc).__name__}: {exc}", b"", None
+
+    def _success(self, work: _Work, value: Any) -> tuple[int, str, bytes, timedelta | None]:
         if work.kind == "http":
             assert isinstance(value, HttpOutcome)
             return value.outcome, value.error, value.output, value.retry_after
         return SUCCEEDED, "", encode_output(value), None
 
-    def _decide(
-        self,
-        report: ReportResult,
-        outcome: int,
-        error: str = "",
-        output: bytes = b"",
-        retry_after: timedelta | None = None,
-    ) -> None:
+    def _decide(self, outcome: int, error: str = "", output: bytes = b"", retry_after: timedelta | None = None) -> None:
         if self.decided:
             return
         self.decided = True
@@ -338,19 +453,19 @@ class Attempt:
             return
         a = self.assignment
         result = worker_pb2.ExecutionResult(
-            execution_id=a.execution_id,
-            delivery=a.delivery,
-            attempt=a.attempt,
-            outcome=outcome,
-            error=truncate_utf8(error, ERROR_MAX_BYTES),
-            output=output[:OUTPUT_MAX_BYTES],
+            execution_id=a.execution_id, delivery=a.delivery, attempt=a.attempt, outcome=outcome,
         )
+        if error:
+            result.error = truncate_utf8(error, ERROR_MAX_BYTES)
+        if output:
+            result.output = output[:OUTPUT_MAX_BYTES]
         if retry_after is not None:
             result.retry_after.FromTimedelta(retry_after)
         if self._started_at is not None:
-            result.started_at.FromDatetime(self._started_at)
-        result.finished_at.FromDatetime(self._clock.now())
-        report(self, result)
+            _set_timestamp(result.started_at, self._started_at)
+        _set_timestamp(result.finished_at, self._clock.now())
+        assert self._report is not None
+        self._report(self, result)
 
     def _start_span(self) -> None:
         """The client span of the target call; the target sees its traceparent."""
@@ -373,20 +488,24 @@ class Attempt:
         self.context.traceparent = f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
 
     def _seconds_left(self) -> float | None:
-        deadline_at = self.context.deadline_at
-        if deadline_at is None:
+        """Seconds until ``deadline_at`` on the clock (at least 1 ms), None without a deadline."""
+        a = self.assignment
+        if not a.HasField("deadline_at"):
             return None
-        return max(0.001, (deadline_at - self._clock.now()).total_seconds())
-
-    async def _until_deadline(self) -> None:
-        left = self._seconds_left()
-        if left is None:
-            await asyncio.Event().wait()  # no deadline: never
-        else:
-            await self._clock.sleep(left)
+        left = (_micros(a.deadline_at) - (self._clock.now() - EPOCH) // MICROSECOND) / 1e6
+        return max(0.001, left)
 
 
-async def _cancel_acquire(acquire: asyncio.Task[bool]) -> bool:
+async def _call_async(func: Callable[[JobContext], Any], ctx: JobContext) -> Any:
+    """Call an async handler; one that raises before returning its coroutine fails the same way."""
+    return await func(ctx)
+
+
+def _nothing() -> None:
+    """A sync handler's thread cannot be stopped: it is asked to (``ctx.cancel_requested``) and waited for."""
+
+
+async def _cancel_acquire(acquire: asyncio.Future[bool]) -> bool:
     """Cancel a pending ``Semaphore.acquire``; True when it had acquired anyway."""
     acquire.cancel()
     try:

@@ -32,6 +32,7 @@ from typing import Any, TypeVar, Union
 HANDLER_NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
 PROGRESS_MAX_CHARS = 256
 ECHO_HANDLER_NAME = "echo"
+_FLAG_LOCK = threading.Lock()
 
 
 class PermanentError(Exception):
@@ -76,14 +77,12 @@ class JobContext:
     """W3C trace context of the dispatch, empty when there is none."""
     missed_count: int = 0
     """How many missed occurrences this execution stands for (misfire run_once)."""
-    canceled: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
-    """Set when the attempt must stop (server cancel or deadline). Await it in
-    async handlers; it is not thread-safe, so sync handlers poll
-    :attr:`cancel_requested` instead."""
     cancel_reason: str = ""
     """Why ``canceled`` was set; empty until then."""
-    _cancel_flag: threading.Event = field(default_factory=threading.Event, repr=False)
     _progress: str = field(default="", repr=False)
+    _cancel_signalled: bool = field(default=False, init=False, repr=False)
+    _canceled: asyncio.Event | None = field(default=None, init=False, repr=False)
+    _cancel_flag: threading.Event | None = field(default=None, init=False, repr=False)
 
     @property
     def idempotency_key(self) -> str:
@@ -91,9 +90,24 @@ class JobContext:
         return self.execution_id
 
     @property
+    def canceled(self) -> asyncio.Event:
+        """Set when the attempt must stop (server cancel or deadline). Await it
+        in async handlers; it is not thread-safe, so sync handlers poll
+        :attr:`cancel_requested` or call :meth:`wait_canceled_sync` instead.
+
+        Made on first use: most handlers never look, and an Event per
+        execution is a cost every execution would pay.
+        """
+        if self._canceled is None:
+            self._canceled = asyncio.Event()
+            if self._cancel_signalled:
+                self._canceled.set()
+        return self._canceled
+
+    @property
     def cancel_requested(self) -> bool:
         """True once the attempt must stop. Safe to read from any thread."""
-        return self._cancel_flag.is_set()
+        return self._cancel_signalled
 
     @property
     def progress(self) -> str:
@@ -117,14 +131,27 @@ class JobContext:
 
     def wait_canceled_sync(self, timeout: float | None = None) -> bool:
         """Block a sync handler's thread until canceled or ``timeout``; True if canceled."""
-        return self._cancel_flag.wait(timeout)
+        flag = self._cancel_flag
+        if flag is None:
+            with _FLAG_LOCK:  # two threads of one handler must not make two flags
+                if self._cancel_flag is None:
+                    self._cancel_flag = threading.Event()
+                flag = self._cancel_flag
+        # _signal_cancel sets the signal before it looks for the flag, and the
+        # flag is stored before the signal is read here: one of the two sees the other.
+        if self._cancel_signalled:
+            return True
+        return flag.wait(timeout)
 
     def _signal_cancel(self, reason: str) -> None:
         """Called on the event loop by the runtime; idempotent."""
-        if not self.canceled.is_set():
+        if not self._cancel_signalled:
             self.cancel_reason = reason
-            self._cancel_flag.set()
-            self.canceled.set()
+            self._cancel_signalled = True
+            if self._cancel_flag is not None:
+                self._cancel_flag.set()
+            if self._canceled is not None:
+                self._canceled.set()
 
 
 HandlerResult = Union[bytes, bytearray, memoryview, str, None, Any]

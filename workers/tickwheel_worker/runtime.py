@@ -42,6 +42,7 @@ state is bounded by the number of executions held (at most ``2 * slots``).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 from collections.abc import Awaitable, Callable, Iterable
@@ -59,6 +60,7 @@ from tickwheel_worker.attempt import FAILED_RETRYABLE, Attempt, Key
 from tickwheel_worker.backoff import reconnect_delay
 from tickwheel_worker.config import WorkerConfig
 from tickwheel_worker.handlers import HandlerRegistry
+from tickwheel_worker.timers import Timers
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,8 @@ FATAL_CODES = frozenset(
 RESULTS_PER_MESSAGE = 100
 CLOSE_TIMEOUT = 1.0
 """Seconds a clean close waits for the last write and for the server to end the stream."""
+ABANDON_TIMEOUT = 1.0
+"""Seconds a stopping worker waits for its cancelled async handlers to return."""
 MAX_RECEIVE_BYTES = 64 * 1024 * 1024
 """An assignment batch can carry 100 payloads of 64 KiB and more; gRPC's default is 4 MiB."""
 USER_AGENT = f"tickwheel-worker/{VERSION}"
@@ -102,6 +106,7 @@ class _Session:
         self.wake = asyncio.Event()
         self.heartbeat_due = False
         self.draining = False
+        self.drain_received = asyncio.Event()
         self.drain_deadline: datetime | None = None
         self.closing = False
         """Set on a clean end: the writer flushes, half-closes and stops."""
@@ -138,6 +143,8 @@ class Worker:
         self._rng = rng or random.Random()
         self._max_held = 2 * config.slots
         self._slots: asyncio.Semaphore | None = None
+        self._timers = Timers(self._clock)
+        """Every attempt's deadline and cancel grace: one task for all of them."""
         self._attempts: dict[Key, Attempt] = {}
         self._tasks: dict[Key, asyncio.Task[None]] = {}
         self._unacked: dict[Key, worker_pb2.ExecutionResult] = {}
@@ -147,7 +154,8 @@ class Worker:
         self._stopping = False
         self._shutdown = asyncio.Event()
         self._finished = asyncio.Event()
-        self._change = asyncio.Event()
+        self._watchers: list[asyncio.Future[None]] = []
+        """Futures of those waiting for the next change of state (see :meth:`_notify`)."""
 
     # -- public surface ---------------------------------------------------
 
@@ -178,8 +186,9 @@ class Worker:
 
         Raises :class:`WorkerFatalError` when the server refuses the worker
         and ValueError when it could run nothing (no handler, HTTP disabled).
-        On return no attempt is running on the event loop (sync handlers that
-        ignore cancellation may still be running in their threads).
+        On return no attempt is running, except handlers that ignore their
+        cancellation: sync ones in their threads, async ones that swallow
+        ``CancelledError`` (logged) on the event loop.
         """
         if self._started:
             raise RuntimeError("a Worker runs once")
@@ -187,6 +196,7 @@ class Worker:
             raise ValueError("the worker has no handler and HTTP targets are disabled: nothing to run")
         self._started = True
         self._slots = asyncio.Semaphore(self.config.slots)
+        timers = asyncio.create_task(self._timers.run(), name="tickwheel-worker-timers")
         failures = 0
         try:
             while not self._shutdown.is_set():
@@ -218,6 +228,8 @@ class Worker:
             self._shutdown.set()
             self.connected.clear()
             await self._abandon_all()
+            timers.cancel()
+            await asyncio.gather(timers, return_exceptions=True)
             self._finished.set()
 
     async def stop(self, grace: float = 30.0) -> None:
@@ -235,11 +247,11 @@ class Worker:
             return
         deadline = self._clock.monotonic() + grace
         while not self._finished.is_set():
-            change = self._change
+            change = self._next_change()
             left = deadline - self._clock.monotonic()
             if self._quiet() or left <= 0:
                 break
-            await _wait_any(change.wait(), self._clock.sleep(left), self._finished.wait())
+            await _wait_any(change, self._clock.sleep(left), self._finished.wait())
         self._shutdown.set()
         await self._finished.wait()
 
@@ -353,20 +365,26 @@ class Worker:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _until_session_ends(self, session: _Session) -> None:
-        """Return when the worker shuts down, or when a drain is complete."""
+        """Return when the worker shuts down, or when a drain is complete.
+
+        Changes of state are only watched during a drain: before it, waking
+        on every result would cost each execution a round of this loop.
+        """
         while not self._shutdown.is_set():
-            change = self._change
+            if not session.draining:
+                await _wait_any(session.drain_received.wait(), self._shutdown.wait())
+                continue
+            change = self._next_change()
+            if self._quiet():
+                log.info("drained: every attempt decided and acknowledged")
+                return
             left: float | None = None
-            if session.draining:
-                if self._quiet():
-                    log.info("drained: every attempt decided and acknowledged")
+            if session.drain_deadline is not None:
+                left = (session.drain_deadline - self._clock.now()).total_seconds()
+                if left <= 0:
+                    log.info("drain deadline passed with %d in flight", len(self.in_flight()))
                     return
-                if session.drain_deadline is not None:
-                    left = (session.drain_deadline - self._clock.now()).total_seconds()
-                    if left <= 0:
-                        log.info("drain deadline passed with %d in flight", len(self.in_flight()))
-                        return
-            waits: list[Awaitable[Any]] = [change.wait(), self._shutdown.wait()]
+            waits: list[Awaitable[Any]] = [change, self._shutdown.wait()]
             if left is not None:
                 waits.append(self._clock.sleep(left))
             await _wait_any(*waits)
@@ -389,6 +407,7 @@ class Worker:
                 self._apply_acks(session, message.ack.acks)
             elif kind == "drain":
                 session.draining = True
+                session.drain_received.set()
                 if message.drain.HasField("deadline_at"):
                     session.drain_deadline = message.drain.deadline_at.ToDatetime(tzinfo=timezone.utc)
                 log.info("server %s drains: %s", session.server_id, message.drain.reason)
@@ -404,9 +423,9 @@ class Worker:
             await session.wake.wait()
             session.wake.clear()
             while session.unsent:
+                keys = list(itertools.islice(session.unsent, RESULTS_PER_MESSAGE))
                 batch = []
-                while session.unsent and len(batch) < RESULTS_PER_MESSAGE:
-                    key = next(iter(session.unsent))
+                for key in keys:
                     del session.unsent[key]
                     result = self._unacked.get(key)
                     if result is not None:
@@ -453,13 +472,12 @@ class Worker:
         )
 
     def _heartbeat(self) -> worker_pb2.WorkerHeartbeat:
-        return worker_pb2.WorkerHeartbeat(
-            executions=[
-                worker_pb2.ExecutionProgress(execution_id=key[0], delivery=key[1], progress=attempt.progress)
-                for key, attempt in self._attempts.items()
-                if not attempt.decided
-            ]
-        )
+        heartbeat = worker_pb2.WorkerHeartbeat()
+        add = heartbeat.executions.add
+        for key, attempt in self._attempts.items():
+            if not attempt.decided:
+                add(execution_id=key[0], delivery=key[1], progress=attempt.progress)
+        return heartbeat
 
     def _grantable(self, session: _Session) -> int:
         if self._stopping or session.draining or session.closing or self._shutdown.is_set():
@@ -471,9 +489,22 @@ class Worker:
         return not self._unacked and all(attempt.decided for attempt in self._attempts.values())
 
     def _notify(self) -> None:
-        """Wake everyone waiting for a change of state (a broadcast)."""
-        self._change.set()
-        self._change = asyncio.Event()
+        """Wake everyone waiting for a change of state (a broadcast).
+
+        Called for every result and every ack; with nobody waiting (the
+        usual case: only a drain and :meth:`stop` wait) it costs nothing.
+        """
+        if self._watchers:
+            for watcher in self._watchers:
+                if not watcher.done():
+                    watcher.set_result(None)
+            self._watchers = []
+
+    def _next_change(self) -> asyncio.Future[None]:
+        """A future done at the next :meth:`_notify`."""
+        watcher: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._watchers.append(watcher)
+        return watcher
 
     def _matching(self, execution: worker_pb2.InFlightExecution) -> Iterable[Attempt]:
         """Attempts of ``execution``; delivery 0 matches every delivery."""
@@ -520,7 +551,7 @@ class Worker:
     async def _hold(self, attempt: Attempt) -> None:
         assert self._slots is not None
         try:
-            await attempt.run(self._slots, self._on_result)
+            await attempt.run(self._slots, self._timers, self._on_result)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a runtime bug must still end in a result
@@ -563,10 +594,21 @@ class Worker:
         self._notify()
 
     async def _abandon_all(self) -> None:
-        """Stop every attempt without reporting (the server re-delivers them)."""
+        """Stop every attempt without reporting (the server re-delivers them).
+
+        An async handler runs in its attempt's task, so one that swallows its
+        cancellation keeps that task going: it is given ``ABANDON_TIMEOUT``,
+        then left running (and logged).
+        """
         for attempt in list(self._attempts.values()):
             attempt.reject("the worker stopped")
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if not tasks:
+            return
+        stopped = asyncio.ensure_future(asyncio.gather(*tasks, return_exceptions=True))
+        await _wait_any(asyncio.shield(stopped), self._clock.sleep(ABANDON_TIMEOUT))
+        if not stopped.done():
+            log.warning("%d handlers ignored their cancellation and still run",
+                        sum(not task.done() for task in tasks))

@@ -13,6 +13,7 @@ from tickwheel_server.clock import FakeClock
 from tickwheel_worker import HandlerRegistry, JobContext, Worker, WorkerConfig, echo, register_builtins
 from tickwheel_worker.attempt import Attempt, truncate_utf8
 from tickwheel_worker.backoff import reconnect_delay
+from tickwheel_worker.timers import Timers
 from tickwheel_worker.handlers import encode_output
 from tests.unit.worker.worker_fakes import make_assignment
 
@@ -140,7 +141,9 @@ async def test_an_attempt_times_out_by_its_clock() -> None:
     attempt = Attempt(assignment, registry=registry, http_enabled=False, address_policy=lambda h, a: True,
                       clock=clock, cancel_grace=0.0, user_agent="test")
     reported: list[worker_pb2.ExecutionResult] = []
-    task = asyncio.create_task(attempt.run(asyncio.Semaphore(1), lambda a, r: reported.append(r)))
+    timers = Timers(clock)
+    ticking = asyncio.create_task(timers.run())
+    task = asyncio.create_task(attempt.run(asyncio.Semaphore(1), timers, lambda a, r: reported.append(r)))
     for _ in range(5):
         await asyncio.sleep(0)
     clock.advance(59)
@@ -153,3 +156,4 @@ async def test_an_attempt_times_out_by_its_clock() -> None:
     assert result.outcome == OUTCOME.RESULT_OUTCOME_TIMED_OUT
     assert result.finished_at.ToDatetime() - result.started_at.ToDatetime() == timedelta(seconds=60)
     assert attempt.context.cancel_requested
+    ticking.cancel()

@@ -19,7 +19,7 @@ from tickwheel_worker import (
     register_builtins,
 )
 
-from tests.unit.worker.worker_fakes import WAIT, FakeWorkerService, StartWorker, make_assignment
+from tests.unit.worker.worker_fakes import WAIT, FakeStream, FakeWorkerService, StartWorker, make_assignment
 
 OUTCOME = worker_pb2.ResultOutcome
 
@@ -484,3 +484,57 @@ async def _until(predicate: Callable[[], bool]) -> None:
     """Worker-side state the fake server cannot see; callers bound it with wait_for."""
     while not predicate():
         await asyncio.sleep(0.005)
+
+
+async def test_a_heartbeat_lists_every_execution_in_flight(
+    fake_server: FakeWorkerService, start_worker: StartWorker
+) -> None:
+    fake_server.heartbeat_interval = 0.05
+    release = asyncio.Event()
+    registry = HandlerRegistry()
+
+    @registry.handler("long")
+    async def long(ctx: JobContext) -> None:
+        await release.wait()
+
+    count = 40
+    await start_worker(registry, slots=count)
+    stream = await fake_server.stream(0)
+    await stream.assign(*[make_assignment(f"e:{i}", handler="long", delivery=i % 3 + 1) for i in range(count)])
+    expected = {(f"e:{i}", i % 3 + 1) for i in range(count)}
+
+    def listed(s: FakeStream) -> set[tuple[str, int]]:
+        return {(e.execution_id, e.delivery) for e in s.heartbeats[-1].executions} if s.heartbeats else set()
+
+    assert await stream.wait_for(lambda s: listed(s) == expected)
+    release.set()
+    await stream.wait_for(lambda s: len(s.results) == count)
+    await stream.wait_for(lambda s: listed(s) == set() and s.heartbeats[-1].executions == [])
+
+
+async def test_stop_does_not_wait_forever_for_a_handler_that_swallows_its_cancellation(
+    fake_server: FakeWorkerService, start_worker: StartWorker, caplog: pytest.LogCaptureFixture
+) -> None:
+    started = asyncio.Event()
+    swallowed = asyncio.Event()
+    release = asyncio.Event()
+    registry = HandlerRegistry()
+
+    @registry.handler("stubborn")
+    async def stubborn(ctx: JobContext) -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            swallowed.set()
+        await release.wait()
+
+    worker = await start_worker(registry)
+    stream = await fake_server.stream(0)
+    await stream.assign(make_assignment("e:stubborn", handler="stubborn"))
+    await asyncio.wait_for(started.wait(), WAIT)
+    await asyncio.wait_for(worker.stop(grace=0), WAIT)
+
+    assert swallowed.is_set() and "1 handlers ignored their cancellation" in caplog.text
+    assert stream.result_for("e:stubborn") is None
+    release.set()
