@@ -35,6 +35,7 @@ from .store.alerts import AlertStore, NewAlert, alert_from_row, skipped_alert
 from .store.base import SqlStore
 from .store.isolation import status_in
 from .store.tables import alerts, executions, jobs
+from .store.timeline import TERMINAL, in_group
 
 log = logging.getLogger(__name__)
 
@@ -100,13 +101,18 @@ class SkipWatchStore(SqlStore):
 
 def _ran_again(conn: Connection, job_id: str, skipped_to_us: int) -> bool:
     """The job is gone or completed, or an occurrence after ``skipped_to_us``
-    ran to an end (a range scan on ``executions_job``)."""
+    ran to an end (a range scan on ``executions_ended_job``)."""
     state = conn.execute(sa.select(jobs.c.state).where(jobs.c.id == job_id)).scalar()
     if state is None or state == "completed":
         return True
     later = conn.execute(
         sa.select(executions.c.id)
-        .where(executions.c.job_id == job_id, executions.c.nominal_at > skipped_to_us, status_in(executions.c.status, *RAN))
+        .where(
+            executions.c.job_id == job_id,
+            *in_group(TERMINAL),
+            status_in(executions.c.status, *RAN),
+            executions.c.nominal_at > skipped_to_us,
+        )
         .limit(1)
     ).first()
     return later is not None

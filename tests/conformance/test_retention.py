@@ -140,11 +140,12 @@ async def test_only_executions_that_ended_before_the_cutoff_go_with_their_attemp
 
     batch = await store.prune_executions(cutoff, limit=100)
 
-    assert (batch.examined, batch.executions, batch.attempts, batch.next_key) == (6, 3, 4, None)
+    # The walk reads ended executions only (executions_ended): four are nominally old.
+    assert (batch.examined, batch.executions, batch.attempts, batch.next_key) == (4, 3, 4, None)
     assert ids(migrated_engine) == {"old-running", "old-scheduled", "old-recent-end", "recent"}
     assert ids(migrated_engine, attempts) == {"old-recent-end", "recent"}
     again = await store.prune_executions(cutoff, limit=100)
-    assert (again.examined, again.executions) == (3, 0)
+    assert (again.examined, again.executions) == (1, 0)
 
 
 async def test_a_pruned_dead_letter_takes_its_open_alert_with_it(migrated_engine, clock) -> None:
@@ -212,21 +213,25 @@ async def test_attempts_roll_up_per_job_and_day_whatever_the_batch_size(migrated
     assert await store.rollups("job_0", since=day2) == [newest]
 
 
-async def test_a_walk_is_bounded_and_continues_past_what_has_not_ended(migrated_engine, clock) -> None:
+async def test_a_walk_is_bounded_and_continues_past_what_ended_too_recently(migrated_engine, clock) -> None:
     old = START - WINDOW - timedelta(days=1)
     for index in range(5):
         add(migrated_engine, f"run{index}", nominal=old + timedelta(seconds=index), status="running")
+    for index in range(3):
+        add(migrated_engine, f"late{index}", nominal=old + timedelta(seconds=5 + index), finished=START,
+            started=START, tries=[("succeeded", 0)])  # fmt: skip
     for index in range(5):
         add(migrated_engine, f"ok{index}", nominal=old + timedelta(seconds=10 + index), finished=old + timedelta(seconds=20))
     store = RetentionStore(migrated_engine, clock)
     first = await store.prune_executions(START - WINDOW, limit=4)
-    assert (first.examined, first.executions) == (4, 0)
-    assert first.next_key == (to_us(old + timedelta(seconds=3)), "run3")
+    # Running executions are not walked; those that ended inside the window are passed over.
+    assert (first.examined, first.executions) == (4, 1)
+    assert first.next_key == (to_us(old + timedelta(seconds=10)), "ok0")
     second = await store.prune_executions(START - WINDOW, after=first.next_key, limit=4)
-    assert (second.examined, second.executions) == (4, 3)
+    assert (second.examined, second.executions) == (4, 4)
     third = await store.prune_executions(START - WINDOW, after=second.next_key, limit=4)
-    assert (third.examined, third.executions, third.next_key) == (2, 2, None)
-    assert ids(migrated_engine) == {f"run{i}" for i in range(5)}
+    assert (third.examined, third.executions, third.next_key) == (0, 0, None)
+    assert ids(migrated_engine) == {f"run{i}" for i in range(5)} | {f"late{i}" for i in range(3)}
     with pytest.raises(ValueError):
         await store.prune_executions(START, limit=0)
 
@@ -365,7 +370,7 @@ def test_settings_are_checked_when_built() -> None:
 async def test_the_walk_is_an_index_range_scan_on_postgresql(postgres_url) -> None:
     """The statement a real batch sends (captured), explained with its own
     parameters over 20 000 executions, a tenth of them past the window, many
-    sharing one nominal instant: a range scan on executions_nominal that
+    sharing one nominal instant: a range scan on executions_ended that
     starts at the cursor (a row comparison in the index condition) and stops
     at the LIMIT, with no Sort."""
     from sqlalchemy import event
@@ -413,7 +418,7 @@ async def test_the_walk_is_an_index_range_scan_on_postgresql(postgres_url) -> No
             nodes.append(node)
             stack.extend(node.get("Plans", []))
         scans = [n for n in nodes if n.get("Relation Name") == "executions"]
-        assert [n.get("Index Name") for n in scans] == ["executions_nominal"], nodes
+        assert [n.get("Index Name") for n in scans] == ["executions_ended"], nodes
         assert not any(n["Node Type"] == "Sort" for n in nodes), nodes
         assert "ROW(nominal_at, id) >" in scans[0]["Index Cond"], scans[0]
         assert scans[0]["Actual Rows"] + scans[0].get("Rows Removed by Filter", 0) <= 100, scans[0]

@@ -17,7 +17,7 @@ Limit, so the flood's scan stops at its share (the picked rows are then
 taken by primary key); the loose scan (long tenant lists) descends the same
 index once per tenant; the overlap check reads the candidates' jobs' running
 executions (``executions_busy``) and, per job, its executions not started
-up to its newest candidate, under a LIMIT (``executions_active``).
+up to its newest candidate, under a LIMIT (``executions_not_started_job``).
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ async def test_finding_tenants_with_ready_work_reads_one_index_entry_per_tenant(
 async def test_the_overlap_check_reads_a_bounded_part_of_each_job_s_queue(engine) -> None:
     statements = await _statements(engine)
     plan = _explain(engine, *statements["overlap"], analyze=True)
-    shown = _index_scans_only(plan, "executions_active")
+    shown = _index_scans_only(plan, "executions_not_started_job")
     read = sum(n["Actual Rows"] * n.get("Actual Loops", 1) for n in _nodes(plan) if n.get("Relation Name") == "executions")
     # Each flood job has 80 executions not started; the check reads, per job,
     # those up to its newest candidate, at most its candidates' count and two

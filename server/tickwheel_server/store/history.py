@@ -28,12 +28,9 @@ from ..ids import from_us, to_us
 from .base import SqlStore
 from .isolation import after_not_started_canceled, request_cancel
 from .tables import attempts, executions, jobs, skips
+from .timeline import NOT_STARTED, TERMINAL, in_group, newest, scans
 
 EXECUTION_STATUSES = ("scheduled", "waiting", "running", "succeeded", "dead", "canceled")
-NOT_STARTED = ("scheduled", "waiting")
-"""Statuses of executions that no worker holds: pause, update, delete and
-CancelExecution move these to ``canceled`` at once."""
-TERMINAL = ("succeeded", "dead", "canceled")
 SKIP_REASONS = ("overlap", "misfire", "job_paused", "tenant_paused")
 MAX_SKIPS_PER_PAGE = 1000
 """At most this many skip ranges accompany one page of executions (newest first)."""
@@ -208,40 +205,41 @@ def _job_visible(conn: Connection, tenant: str, job_id: str) -> bool:
     """The job exists for ``tenant``, or did: its history is still retained."""
     if conn.execute(sa.select(jobs.c.id).where(jobs.c.id == job_id, jobs.c.tenant == tenant)).first():
         return True
-    for table in (executions, skips):
-        kept = conn.execute(
-            sa.select(table.c.id).where(table.c.job_id == job_id, table.c.tenant == tenant).limit(1)
-        ).first()
-        if kept is not None:
+    for scan in scans([executions.c.id], job_id=job_id, tenant=tenant):
+        if conn.execute(scan.query.limit(1)).first() is not None:
             return True
-    return False
+    skipped = sa.select(skips.c.id).where(skips.c.job_id == job_id, skips.c.tenant == tenant).limit(1)
+    return conn.execute(skipped).first() is not None
 
 
 class HistoryStore(SqlStore):
     """Executions, attempts and skip ranges, as a tenant reads them.
 
-    Reads never block dispatch: they are range scans with a LIMIT on
-    ``executions_job (job_id, nominal_at)``, the attempts primary key and
-    ``skips_job (job_id, to_at)``.
+    Reads never block dispatch: they are range scans with a LIMIT on a job's
+    indexes of each status group (``executions_ended_job``,
+    ``executions_not_started_job``, ``executions_busy``: see
+    :mod:`.timeline`), the attempts primary key and ``skips_job (job_id,
+    to_at)``.
     """
 
     async def last_run(self, tenant: str, job_id: str, scan: int = 1000) -> ExecutionRecord | None:
         """The job's most recently finished execution (succeeded, dead or
         canceled) with its attempts, or None: why the last run failed is its
-        last attempt's error. A backward range scan on ``executions_job``,
-        at most ``scan`` rows (unfinished ones are passed over)."""
+        last attempt's error. A backward range scan on
+        ``executions_ended_job``: of the ``scan`` ended most recently by
+        nominal instant, the one that ended last."""
 
         def fn(conn: Connection) -> ExecutionRecord | None:
             recent = (
                 sa.select(executions)
-                .where(executions.c.job_id == job_id, executions.c.tenant == tenant)
-                .order_by(executions.c.nominal_at.desc())
+                .where(executions.c.job_id == job_id, executions.c.tenant == tenant, *in_group(TERMINAL))
+                .order_by(executions.c.nominal_at.desc(), executions.c.id.desc())
                 .limit(scan)
                 .subquery()
             )
             row = conn.execute(
                 sa.select(recent)
-                .where(recent.c.status.in_(TERMINAL), recent.c.finished_at.is_not(None))
+                .where(recent.c.finished_at.is_not(None))
                 .order_by(recent.c.finished_at.desc())
                 .limit(1)
             ).first()
@@ -292,11 +290,11 @@ class HistoryStore(SqlStore):
         - NotFound when the job is not ``tenant``'s and has no retained
           history under ``tenant`` (a deleted job's history stays readable).
 
-        Four statements in one transaction, each a bounded range scan: the
-        job check (primary key), the page (backwards on ``executions_job``,
-        LIMIT ``limit`` + 1; one more equality lookup only when the LIMIT
-        falls inside a group of executions sharing one instant), its attempts
-        (primary key), the skips (``skips_job``, with a LIMIT).
+        Statements in one transaction, each a bounded range scan: the job
+        check (primary key), the page (per status group the filter wants,
+        backwards on the group's job index from ``before_key`` with LIMIT
+        ``limit`` + 1, merged: see :mod:`.timeline`), its attempts (primary
+        key), the skips (``skips_job``, with a LIMIT).
         """
         if limit < 1:
             raise ValueError("limit must be >= 1")
@@ -311,29 +309,13 @@ class HistoryStore(SqlStore):
         def fn(conn: Connection) -> ExecutionPage:
             if not _job_visible(conn, tenant, job_id):
                 raise NotFound("job", job_id)
-            query = sa.select(executions).where(executions.c.job_id == job_id, executions.c.tenant == tenant)
-            if wanted:
-                query = query.where(executions.c.status.in_(wanted))
+            span = []
             if from_us_ is not None:
-                query = query.where(executions.c.nominal_at >= from_us_)
+                span.append(executions.c.nominal_at >= from_us_)
             if to_us_ is not None:
-                query = query.where(executions.c.nominal_at < to_us_)
-            if key is not None:
-                # The first conjunct bounds the index range; the second breaks ties on id.
-                query = query.where(
-                    executions.c.nominal_at <= key[0],
-                    sa.or_(executions.c.nominal_at < key[0], executions.c.id < key[1]),
-                )
-            # Ordered by the index alone, so the scan stops after limit + 1 rows
-            # (ordering by id as well would let a planner sort the whole history).
-            rows = conn.execute(query.order_by(executions.c.nominal_at.desc()).limit(limit + 1)).all()
-            if len(rows) > limit and rows[limit].nominal_at == rows[limit - 1].nominal_at:
-                # The LIMIT may have cut a group sharing one instant (a trigger at
-                # the instant of an occurrence): read the group whole, so the page
-                # ends exactly in (nominal_at, id) order.
-                tied = conn.execute(query.where(executions.c.nominal_at == rows[limit].nominal_at)).all()
-                rows = list({row.id: row for row in [*rows, *tied]}.values())
-            rows = sorted(rows, key=lambda row: (row.nominal_at, row.id), reverse=True)
+                span.append(executions.c.nominal_at < to_us_)
+            group_scans = scans([executions], job_id=job_id, tenant=tenant, statuses=wanted, where=span, before=key)
+            rows = newest(conn, group_scans, limit + 1)
             more = len(rows) > limit
             rows = rows[:limit]
             found = _attempts_of(conn, [row.id for row in rows])

@@ -42,10 +42,6 @@ from sqlalchemy.engine import Connection
 from .engine import Capabilities
 from .tables import concurrency_keys, executions
 
-ACTIVE = ("scheduled", "waiting", "running")
-"""Statuses of executions that have not ended (the ``executions_active`` index)."""
-
-
 def status_in(column, *values: str):
     """``column IN ('a', 'b')`` with the values as SQL literals, so that a
     partial index on them is usable whatever plan the statement gets (a

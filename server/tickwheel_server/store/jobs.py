@@ -33,8 +33,9 @@ from ..ids import from_us, partition_of, to_us
 from ..schedule import Fire
 from .base import SqlStore
 from .engine import Capabilities
-from .history import NOT_STARTED, SkipRecord
-from .isolation import ACTIVE, set_key_limits, status_in, wake_keys
+from .history import SkipRecord
+from .isolation import set_key_limits, wake_keys
+from .timeline import NOT_STARTED, in_group, newest, scans
 from .tables import executions, job_requests, jobs, skips, tenants
 
 JOB_STATES = ("active", "paused", "completed")
@@ -147,17 +148,12 @@ def _cancel_not_started(conn: Connection, caps: Capabilities, job_id: str, reaso
 
     The status condition is the fence against a gateway handing one out at
     the same moment: a row already ``running`` is not touched. A range scan on
-    ``executions_active`` over the job's executions that have not ended. A
-    concurrency key whose freed slot had woken one of them hands its turn on
-    to the next waiter.
+    ``executions_not_started_job``. A concurrency key whose freed slot had
+    woken one of them hands its turn on to the next waiter.
     """
     canceled = conn.execute(
         executions.update()
-        .where(
-            executions.c.job_id == job_id,
-            status_in(executions.c.status, *ACTIVE),
-            status_in(executions.c.status, *NOT_STARTED),
-        )
+        .where(executions.c.job_id == job_id, *in_group(NOT_STARTED))
         .values(status="canceled", finished_at=now_us, dead_reason=reason)
         .returning(executions.c.job_id, executions.c.tenant, executions.c.wait_key)
     ).all()
@@ -172,15 +168,13 @@ def _last_created_at(conn: Connection, job_id: str) -> datetime | None:
 
     Triggers are left out: their ids do not derive from a nominal instant, so
     they can never collide with an occurrence the dispatcher creates. A
-    backward range scan on ``executions_job`` and one on ``skips_job``, each
-    stopping at the first row.
+    backward range scan on each status group's job index (see
+    :mod:`.timeline`) and one on ``skips_job``, each stopping at the first
+    row.
     """
-    last = conn.execute(
-        sa.select(executions.c.nominal_at)
-        .where(executions.c.job_id == job_id, executions.c.origin != "trigger")
-        .order_by(executions.c.nominal_at.desc())
-        .limit(1)
-    ).scalar()
+    columns = [executions.c.nominal_at, executions.c.id]
+    latest = newest(conn, scans(columns, job_id=job_id, where=[executions.c.origin != "trigger"]), 1)
+    last = latest[0].nominal_at if latest else None
     skipped = conn.execute(
         sa.select(skips.c.to_at)
         .where(skips.c.job_id == job_id, skips.c.reason == OVERLAP_REASON)

@@ -16,14 +16,16 @@ from ..ids import from_us, to_us
 from .base import SqlStore
 from .history import EXECUTION_STATUSES, ExecutionRecord, _attempts_of, execution_from_row
 from .tables import executions
+from .timeline import scans
 
 READY_COUNT_CAP = 100_000
 """A tenant's ready executions are counted up to this many (a deeper queue
 reads as this figure), so one tenant's flood costs a bounded scan."""
 SEARCH_SCAN = 10_000
-"""At most this many executions are examined for one page of a search
-filtered by status; a page that ends there may hold fewer than asked, with a
-token to continue."""
+"""At most this many executions of a status group are examined for one page
+of a search that wants only part of what the group's index range holds (a
+status filter; a tenant's executions not started); a page that ends there
+may hold fewer than asked, with a token to continue."""
 
 # The tenants with any scheduled execution, by a loose index scan of
 # executions_tenant_ready (one descent per tenant); for each, its ready
@@ -120,12 +122,16 @@ class OperationsStore(SqlStore):
           nominal instant in [``from_at``, ``to_at``).
         - Paged by the key (nominal instant, id), descending; ``before_key``
           is the previous page's :attr:`SearchPage.next_key`.
-        - Index: ``executions_job`` with a job, ``executions_tenant_nominal``
-          with a tenant, ``executions_nominal`` otherwise; a backwards range
-          scan from ``before_key`` (or ``to_at``) with a LIMIT. With a status
-          filter at most ``scan`` executions are examined: a page that
-          reaches that bound without ``limit`` matches ends there, with a
-          ``next_key`` to go on from.
+        - One statement per status group the filter wants, merged (see
+          :mod:`.timeline`): a backwards range scan from ``before_key`` (or
+          ``to_at``) with a LIMIT on the group's index of the job or the
+          tenant, or of all (``executions_ended``,
+          ``executions_not_started``); the running ones of the scope, sorted.
+          A group of which the scan wants only part (a status filter; the
+          tenant's executions not started, read from
+          ``executions_not_started``) is examined ``scan`` executions at
+          most: a page that reaches that bound without ``limit`` matches
+          ends there, with a ``next_key`` to go on from.
         - Each execution with its attempts (one primary-key query per page).
         """
         if limit < 1 or scan < limit + 1:
@@ -137,44 +143,38 @@ class OperationsStore(SqlStore):
         from_us_ = None if from_at is None else to_us(from_at)
         to_us_ = None if to_at is None else to_us(to_at)
         key = None if before_key is None else (to_us(before_key[0]), before_key[1])
-        budget = scan if wanted else limit + 1
         e = executions
 
         def fn(conn: Connection) -> SearchPage:
-            conditions = []
-            if job_id:
-                conditions.append(e.c.job_id == job_id)
-            if tenant:
-                conditions.append(e.c.tenant == tenant)
+            span = []
             if from_us_ is not None:
-                conditions.append(e.c.nominal_at >= from_us_)
+                span.append(e.c.nominal_at >= from_us_)
             if to_us_ is not None:
-                conditions.append(e.c.nominal_at < to_us_)
-            keys = sa.select(e.c.id, e.c.nominal_at, e.c.status).where(*conditions)
-            if job_id:
-                # executions_job holds no id: order by the instant alone (the
-                # scan stops at the LIMIT) and complete a cut group of ties,
-                # which within one job are rare and small.
-                if key is not None:
-                    keys = keys.where(e.c.nominal_at <= key[0], sa.or_(e.c.nominal_at < key[0], e.c.id < key[1]))
-                seen = conn.execute(keys.order_by(e.c.nominal_at.desc()).limit(budget)).all()
-                if len(seen) == budget:
-                    tied = conn.execute(keys.where(e.c.nominal_at == seen[-1].nominal_at)).all()
-                    seen = list({row.id: row for row in [*seen, *tied]}.values())
-            else:
-                # The index holds (…, nominal_at, id): a row comparison is a
-                # range bound, so a page deep inside a group of executions
-                # sharing one instant (a million jobs at midnight) starts
-                # where the last one ended.
-                if key is not None:
-                    keys = keys.where(sa.tuple_(e.c.nominal_at, e.c.id) < sa.tuple_(key[0], key[1]))
-                seen = conn.execute(keys.order_by(e.c.nominal_at.desc(), e.c.id.desc()).limit(budget)).all()
-            exhausted = len(seen) < budget
-            seen = sorted(seen, key=lambda row: (row.nominal_at, row.id), reverse=True)
-            matches = [row for row in seen if not wanted or row.status in wanted]
+                span.append(e.c.nominal_at < to_us_)
+            by_id, cuts = {}, []
+            # Every index ends in (nominal_at, id): a row comparison is a range
+            # bound, so a page deep inside a group of executions sharing one
+            # instant (a million jobs at midnight) starts where the last one ended.
+            for part in scans([e.c.id, e.c.nominal_at, e.c.status, e.c.tenant], job_id=job_id, tenant=tenant,
+                              statuses=wanted, where=span, before=key, narrow=False):  # fmt: skip
+                budget = scan if part.unfiltered else limit + 1
+                rows = conn.execute(part.query.limit(budget)).all()
+                by_id.update((row.id, row) for row in rows)  # a job's retry waiting comes twice
+                if len(rows) == budget:
+                    cuts.append((rows[-1].nominal_at, rows[-1].id))
+            # A group cut by its LIMIT was read down to its last row only: the
+            # merge is exact down to the highest such cut, and ends there.
+            floor = max(cuts, default=None)
+            seen = sorted(
+                (row for row in by_id.values() if floor is None or (row.nominal_at, row.id) >= floor),
+                key=lambda row: (row.nominal_at, row.id), reverse=True,
+            )  # fmt: skip
+            matches = [
+                row for row in seen if (not wanted or row.status in wanted) and (not tenant or row.tenant == tenant)
+            ]
             if len(matches) > limit:
                 page, last = matches[:limit], matches[limit - 1]
-            elif not exhausted and seen:
+            elif floor is not None:
                 page, last = matches, seen[-1]
             else:
                 page, last = matches, None

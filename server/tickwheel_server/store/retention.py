@@ -24,7 +24,7 @@ The window (default 30 days) applies to everything that ended:
 Every prune is a bounded batch (default 1000 rows) in its own short
 transaction that touches only rows that ended, which no dispatcher, gateway
 or outcome writes; the runner pauses between batches. Nothing is deleted by
-a table scan: executions are walked on ``executions_nominal`` with a cursor,
+a table scan: executions are walked on ``executions_ended`` with a cursor,
 skips on ``skips_to``, rollups on ``attempt_rollups_day``.
 
 Safe to run on several servers at once: every delete re-checks its
@@ -79,11 +79,11 @@ from .alerts import AlertStore, dead_letter_key, poison_key
 from .base import SqlStore
 from .engine import sqlstate_of
 from .tables import attempt_rollups, attempts, executions, skips
+from .timeline import TERMINAL, in_group
 
 log = logging.getLogger(__name__)
 
 RETENTION_KEY = "/tickwheel/retention"
-TERMINAL = ("succeeded", "dead", "canceled")
 FAILED_ATTEMPTS = ("failed", "timed_out", "lost")
 """Attempt statuses counted as failures (a canceled attempt is not one)."""
 DAY_US = 86_400_000_000
@@ -275,7 +275,7 @@ class ExecutionBatch:
     """What one execution-pruning batch did."""
 
     examined: int
-    """Executions nominally before the cutoff read by the batch (at most the limit)."""
+    """Ended executions nominally before the cutoff read by the batch (at most the limit)."""
     executions: int
     """Executions deleted."""
     attempts: int
@@ -300,13 +300,14 @@ class RetentionStore(SqlStore):
     async def prune_executions(
         self, cutoff: datetime, *, after: tuple[int, str] | None = None, limit: int = 1000
     ) -> ExecutionBatch:
-        """Walk up to ``limit`` executions nominally before ``cutoff`` in
-        ``(nominal_at, id)`` order, starting after ``after``; delete those
-        that ended before ``cutoff`` with their attempts, rolling the
-        attempts up first. Executions that have not ended are passed over
-        (the cursor moves past them; a later pass sees them again).
+        """Walk up to ``limit`` ended executions nominally before ``cutoff``
+        in ``(nominal_at, id)`` order, starting after ``after``; delete
+        those that ended before ``cutoff`` with their attempts, rolling the
+        attempts up first. Executions that have not ended are not walked;
+        those that ended after the cutoff are passed over (the cursor moves
+        past them; a later pass sees them again).
 
-        One transaction: the walk (``executions_nominal``, LIMIT), the
+        One transaction: the walk (``executions_ended``, LIMIT), the
         delete (re-checking status and end), the attempts' delete by primary
         key, the rollup rows read and written, and the dead letters' open
         alerts resolved. Retried on conflict as a whole, so nothing is
@@ -323,7 +324,7 @@ class RetentionStore(SqlStore):
             walk = sa.select(
                 executions.c.id, executions.c.nominal_at, executions.c.status, executions.c.finished_at,
                 executions.c.job_id, executions.c.tenant,
-            ).where(executions.c.nominal_at < cutoff_us)
+            ).where(executions.c.nominal_at < cutoff_us, *in_group(TERMINAL))
             if after is not None:
                 # A row comparison is a range bound on the index, so a batch
                 # deep inside a group sharing one instant (a million jobs at

@@ -36,6 +36,7 @@ from ..jobspec import schedule_of
 from ..schedule import Engine, ScheduleError, UnknownZoneError
 from .base import SqlStore
 from .tables import executions, jobs, tzdata_versions
+from .timeline import GROUPS, in_group
 
 log = logging.getLogger("tickwheel.tzdata")
 
@@ -240,13 +241,18 @@ def _fingerprints(conn: Connection, version: str) -> dict[str, str] | None:
 
 
 def _last_created(conn: Connection, job_ids: Iterable[str]) -> dict[str, int]:
-    """Latest nominal instant with an execution row, per job (triggers excluded)."""
+    """Latest nominal instant with an execution row, per job (triggers
+    excluded): one statement per status group, on the group's job index."""
     ids = list(job_ids)
     if not ids:
         return {}
-    rows = conn.execute(
-        sa.select(executions.c.job_id, sa.func.max(executions.c.nominal_at))
-        .where(executions.c.job_id.in_(ids), executions.c.origin != "trigger")
-        .group_by(executions.c.job_id)
-    ).all()
-    return {job_id: nominal for job_id, nominal in rows}
+    latest: dict[str, int] = {}
+    for group in GROUPS:
+        rows = conn.execute(
+            sa.select(executions.c.job_id, sa.func.max(executions.c.nominal_at))
+            .where(executions.c.job_id.in_(ids), *in_group(group, by_job=True), executions.c.origin != "trigger")
+            .group_by(executions.c.job_id)
+        ).all()
+        for job_id, nominal in rows:
+            latest[job_id] = max(nominal, latest.get(job_id, nominal))
+    return latest
