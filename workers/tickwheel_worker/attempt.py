@@ -25,10 +25,7 @@ execution to someone else) stops the same way but reports nothing.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextvars
 import logging
-import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -48,6 +45,7 @@ from tickwheel_worker.http_target import (
     HttpOutcome,
     build_request,
 )
+from tickwheel_worker.threads import DaemonThreads
 from tickwheel_worker.timers import Timer, Timers
 
 log = logging.getLogger(__name__)
@@ -58,6 +56,8 @@ ReportResult = Callable[["Attempt", worker_pb2.ExecutionResult], None]
 
 ERROR_MAX_BYTES = 4096
 HTTP_TIMEOUT_WITHOUT_DEADLINE = 300.0
+THREADS = DaemonThreads()
+"""Where sync handlers and HTTP calls run: one pool per process, whatever the number of workers."""
 
 SUCCEEDED = worker_pb2.RESULT_OUTCOME_SUCCEEDED
 FAILED_RETRYABLE = worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE
@@ -132,31 +132,6 @@ class AssignedContext(JobContext):
 def context_from_assignment(assignment: worker_pb2.Assignment) -> JobContext:
     """The :class:`JobContext` a handler sees for ``assignment``."""
     return AssignedContext(assignment)
-
-
-def run_in_daemon_thread(func: Callable[..., Any], *args: Any, name: str) -> concurrent.futures.Future[Any]:
-    """Run ``func(*args)`` in a new daemon thread, in a copy of the caller's contextvars.
-
-    Not a ``ThreadPoolExecutor``: its threads are joined at interpreter exit,
-    so one abandoned handler that never returns would hang the process on
-    shutdown. The number of threads is bounded by the worker's slots (a slot
-    is held until its thread returns).
-    """
-    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    context = contextvars.copy_context()
-
-    def target() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            result = context.run(func, *args)
-        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting side
-            future.set_exception(exc)
-        else:
-            future.set_result(result)
-
-    threading.Thread(target=target, name=name, daemon=True).start()
-    return future
 
 
 class _Immediate(Exception):
@@ -361,7 +336,7 @@ class Attempt:
                 )
             if handler.is_async:
                 return _Work(_call_async(handler.func, self.context), None, "handler")
-            thread = run_in_daemon_thread(handler.func, self.context, name=self._thread_name())
+            thread = THREADS.submit(handler.func, self.context, name=self._thread_name())
             return _Work(asyncio.wrap_future(thread), _nothing, "handler")
         if kind == "http":
             if not self._http_enabled:
@@ -386,7 +361,7 @@ class Attempt:
                 address_policy=self._address_policy,
                 now=self._clock.now,
             )
-            thread = run_in_daemon_thread(call.run, name=self._thread_name())
+            thread = THREADS.submit(call.run, name=self._thread_name())
             return _Work(asyncio.wrap_future(thread), call.abort, "http")
         raise _Immediate(FAILED_PERMANENT, "the assignment has no target")
 
