@@ -42,6 +42,7 @@ from sqlalchemy.engine import Connection
 from .engine import Capabilities
 from .tables import concurrency_keys, executions
 
+
 def status_in(column, *values: str):
     """``column IN ('a', 'b')`` with the values as SQL literals, so that a
     partial index on them is usable whatever plan the statement gets (a
