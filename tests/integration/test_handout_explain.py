@@ -28,12 +28,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
-from tickwheel.v1 import job_pb2
+from tickwheel.v1 import job_pb2, worker_pb2
 
 from tickwheel_server.clock import FakeClock
 from tickwheel_server.ids import to_us
 from tickwheel_server.store import create_store_engine, migrate
-from tickwheel_server.store.handout import Capability, HandoutStore
+from tickwheel_server.store.handout import Capability, HandoutStore, ResultIn
 from tickwheel_server.store.tables import executions, jobs, tenants
 
 pytestmark = pytest.mark.postgres
@@ -180,3 +180,36 @@ async def test_the_overlap_check_reads_a_bounded_part_of_each_job_s_queue(engine
     plan = _explain(engine, *statements["busy"], analyze=True)
     shown = _index_scans_only(plan, "executions_busy")
     assert any(n.get("Index Name") == "executions_busy" for n in _nodes(plan)), shown
+
+
+async def test_a_batch_of_results_is_three_array_statements_on_indexes(engine) -> None:
+    """Recording results for a round's hand-outs: the rows are read by primary
+    key and the jobs with waiters on an index of waiting rows, each one
+    statement with an array parameter, and the attempt rows go in as one
+    INSERT, not one per result."""
+    store = HandoutStore(engine, FakeClock(T))
+    handed = await store.claim_ready("s1", T, Capability(("flood", "quiet"), ("echo",), False), 100)
+    captured: list[tuple[str, object, bool]] = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany) -> None:
+        captured.append((statement, parameters, executemany))
+
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        acks = await store.record_results([
+            ResultIn(h.id, h.delivery, h.attempt, worker_pb2.RESULT_OUTCOME_SUCCEEDED, "", "w1") for h in handed
+        ])
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    assert len(acks) == len(handed) > 50 and all(ack.accepted for ack in acks)  # a few were skipped (overlap)
+    inserts = [c for c in captured if c[0].startswith("INSERT INTO attempts")]
+    assert len(inserts) == 1 and not inserts[0][2], [c[0][:60] for c in captured]
+    [(read, read_parameters, _)] = [c for c in captured if "LEFT JOIN jobs AS j" in c[0]]
+    _index_scans_only(_explain(engine, read, read_parameters), "executions_pkey")
+    [(waiters, waiter_parameters, _)] = [c for c in captured if "AS w WHERE" in c[0]]
+    plan = _explain(engine, waiters, waiter_parameters)
+    # Any index that holds only waiting rows (none here, so the planner may
+    # pick the key waiters' as readily as the job waiters'): never the table.
+    waiting_only = {"executions_job_waits", "executions_key_waits", "executions_waiting"}
+    scans = [n for n in _nodes(plan) if n.get("Relation Name") == "executions"]
+    assert scans and all(n.get("Index Name") in waiting_only for n in scans), _describe(plan)

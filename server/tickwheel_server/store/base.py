@@ -2,15 +2,41 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TypeVar
 
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, CursorResult, Engine
 
 from ..clock import Clock
 from .engine import capabilities, run_in_transaction_async
 
 T = TypeVar("T")
+
+_PARAMETER = re.compile(r"(?<![:\w]):(\w+)")
+
+
+def driver_sql(statement: str) -> str:
+    """A statement written with ``:name`` parameters, as psycopg driver SQL
+    for ``Connection.exec_driver_sql`` (PostgreSQL and CockroachDB): every
+    parameter bound in psycopg's binary format (``%(name)b``). The hot
+    paths' parameters are arrays of thousands of ids; the text format quotes
+    each element through a regular expression (5 ms per 2 000 strings), the
+    binary one does not (0.8 ms), and one array parameter keeps one
+    statement text (one plan) whatever the batch, where an expanding ``IN``
+    renders a bind per element. Each statement casts its parameters, so
+    their types are never guessed."""
+    return _PARAMETER.sub(r"%(\1)b", statement)
+
+
+def tuples(result: CursorResult) -> list[tuple]:
+    """Every row of a driver-SQL result as the driver's plain tuples: for the
+    thousands of rows a batch reads, SQLAlchemy's ``Row`` objects cost about
+    3 µs each."""
+    try:
+        return result.cursor.fetchall()
+    finally:
+        result.close()
 
 
 class SqlStore:

@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -91,7 +90,7 @@ from ..retry import backoff_delay
 from .admission import (
     ANYTHING_GOES, Active, Candidate, KeyState, Replace, Rules, Skip, Wait, decide_keys, decide_overlap, rules_of,
 )
-from .base import SqlStore
+from .base import SqlStore, driver_sql, tuples
 from .fairness import Demand, FairShare, Shares
 from .isolation import (
     ensure_keys, insert_for, lock_keys, release_slots, request_cancel, status_in, take_slots, wake_jobs,
@@ -127,34 +126,11 @@ _TAKEN_COLUMNS = (
     executions.c.trace_context,
 )
 
-def _tuples(result: sa.CursorResult) -> list[tuple]:
-    """Every row of a driver-SQL result as the driver's plain tuples: for the
-    thousands of rows a hand-out round reads, SQLAlchemy's ``Row`` objects
-    cost about 3 µs each."""
-    try:
-        return result.cursor.fetchall()
-    finally:
-        result.close()
-
-
-_PARAMETER = re.compile(r"(?<![:\w]):(\w+)")
-
-
-def _driver_sql(statement: str) -> str:
-    """A statement written with ``:name`` parameters, as psycopg driver SQL
-    for ``Connection.exec_driver_sql``: every parameter bound in psycopg's
-    binary format (``%(name)b``). The hot path's parameters are arrays of
-    thousands of ids; the text format quotes each element through a regular
-    expression (5 ms per 2 000 strings), the binary one does not (0.8 ms).
-    Each statement casts its parameters, so their types are never guessed."""
-    return _PARAMETER.sub(r"%(\1)b", statement)
-
-
 # Per tenant, its oldest ready executions up to its share: one range scan on
 # executions_tenant_ready with its own LIMIT each, rows locked as the scan
 # passes them (SKIP LOCKED: a row another server is claiming is passed over),
 # taken in the same statement.
-_LATERAL_PICK = _driver_sql(
+_LATERAL_PICK = driver_sql(
     "SELECT c.id FROM unnest(CAST(:tenants AS TEXT[]), CAST(:quotas AS INTEGER[])) AS q (tenant, n) "
     "CROSS JOIN LATERAL ("
     "SELECT e.id FROM executions AS e "
@@ -168,7 +144,7 @@ _LATERAL_PICK = _driver_sql(
 # planner looks each up rather than scanning the table to join; each with its
 # job's definition (NULL if the job was deleted meanwhile), so the round
 # needs no statement of its own to read the jobs.
-_TAKE_BY_ID = _driver_sql(
+_TAKE_BY_ID = driver_sql(
     "WITH taken AS ("
     "UPDATE executions SET status = 'running', owner = :owner, delivery = executions.delivery + 1, "
     "handed_out_at = :at WHERE executions.id = ANY (CAST(:ids AS TEXT[])) AND executions.status = 'scheduled' "
@@ -200,7 +176,7 @@ _JOBS_BY_ID = sa.text("SELECT id, version, spec, updated_at FROM jobs WHERE id =
 # (FOR UPDATE) until it commits: the round then reads the row as it ends up,
 # and a round that locked first makes the result wait, so the result's
 # wake-up sees a waiter this round queued behind it.
-_BUSY_SHARED = _driver_sql(
+_BUSY_SHARED = driver_sql(
     "SELECT e.id, e.job_id, e.tenant, e.status, e.origin, e.nominal_at, e.ready_at, e.attempt, e.allow_overlap, "
     "e.wait_key, e.cancel_requested_at FROM executions AS e "
     "WHERE e.job_id = ANY (CAST(:jobs AS TEXT[])) "
@@ -211,7 +187,7 @@ _BUSY_SHARED = _driver_sql(
 
 # Part two: per job, its oldest executions not started up to its newest
 # candidate (executions_not_started_job, one LIMITed range each).
-_NOT_STARTED = _driver_sql(
+_NOT_STARTED = driver_sql(
     "SELECT a.id, a.job_id, a.tenant, a.status, a.origin, a.nominal_at, a.ready_at, a.attempt, a.allow_overlap, "
     "a.wait_key, a.cancel_requested_at "
     "FROM unnest(CAST(:jobs AS TEXT[]), CAST(:limits AS INTEGER[]), CAST(:uptos AS BIGINT[])) AS q (job_id, n, upto) "
@@ -225,7 +201,7 @@ _NOT_STARTED = _driver_sql(
 
 # Outcomes of a batch of results (PostgreSQL): every row's new state from
 # parallel arrays, by primary key; whatever held the delivery is cleared.
-_RECORD_OUTCOMES = _driver_sql(
+_RECORD_OUTCOMES = driver_sql(
     "UPDATE executions SET status = v.status, attempt = v.attempt, ready_at = v.ready_at, error = v.error, "
     "dead_reason = v.dead_reason, finished_at = v.finished_at, owner = NULL, worker_id = NULL, "
     "handed_out_at = NULL, held_keys = NULL, wait_key = NULL, waiting_since = NULL, cancel_requested_at = NULL, "
@@ -240,9 +216,51 @@ _OUTCOME_ARRAYS = {
     "deads": "b_dead_reason", "finished": "b_finished_at",
 }
 
+# A batch of results' executions (PostgreSQL), locked, each with its job's
+# definition: one array parameter, one plan whatever the batch.
+_RESULT_ROWS = driver_sql(
+    "SELECT e.id, e.job_id, e.tenant, e.partition, e.status, e.delivery, e.attempt, e.due_at, e.ready_at, "
+    "e.handed_out_at, e.held_keys, e.waiting_since, e.cancel_requested_at, e.cancel_reason, j.spec "
+    "FROM executions AS e LEFT JOIN jobs AS j ON j.id = e.job_id "
+    "WHERE e.id = ANY (CAST(:ids AS TEXT[])) FOR UPDATE OF e"
+)
+
+# A batch of attempt rows (PostgreSQL) from parallel arrays: one statement,
+# not one per row.
+_ATTEMPT_COLUMNS = (
+    ("execution_id", "TEXT"), ("attempt", "INTEGER"), ("delivery", "INTEGER"), ("status", "TEXT"),
+    ("started_at", "BIGINT"), ("finished_at", "BIGINT"), ("lateness_us", "BIGINT"), ("worker_id", "TEXT"),
+    ("error", "TEXT"), ("waited_us", "BIGINT"), ("worker_started_at", "BIGINT"),
+)
+_INSERT_ATTEMPTS = driver_sql(
+    f"INSERT INTO attempts ({', '.join(name for name, _ in _ATTEMPT_COLUMNS)}) "
+    f"SELECT * FROM unnest({', '.join(f'CAST(:{name} AS {kind}[])' for name, kind in _ATTEMPT_COLUMNS)})"
+)
+
+
+class _ResultRow(NamedTuple):
+    """An execution a result names, as :data:`_RESULT_ROWS` reads it."""
+
+    id: str
+    job_id: str
+    tenant: str
+    partition: int
+    status: str
+    delivery: int
+    attempt: int
+    due_at: int
+    ready_at: int
+    handed_out_at: int | None
+    held_keys: str | None
+    waiting_since: int | None
+    cancel_requested_at: int | None
+    cancel_reason: str | None
+    spec: bytes | None
+
+
 # Transaction advisory locks on jobs (PostgreSQL), one per job, taken in one
 # order (the sorted subquery is scanned in its order) so rounds never deadlock.
-_LOCK_JOBS = _driver_sql(
+_LOCK_JOBS = driver_sql(
     "SELECT pg_advisory_xact_lock(s.k) FROM ("
     "SELECT DISTINCT hashtextextended(j, 0) AS k FROM unnest(CAST(:jobs AS TEXT[])) AS j ORDER BY 1"
     ") AS s"
@@ -635,7 +653,7 @@ class HandoutStore(SqlStore):
         if not quotas:
             return []
         if self.caps.is_postgres and self.lateral:
-            picked = _tuples(conn.exec_driver_sql(
+            picked = tuples(conn.exec_driver_sql(
                 _LATERAL_PICK,
                 dict(tenants=list(quotas), quotas=list(quotas.values()), now=now_us,
                      handlers=list(capability.handlers), http=bool(capability.http)),
@@ -643,7 +661,7 @@ class HandoutStore(SqlStore):
             if not picked:
                 return []
             ids = [row[0] for row in picked]
-            taken = _tuples(conn.exec_driver_sql(_TAKE_BY_ID, dict(ids=ids, owner=owner, at=at_us)))
+            taken = tuples(conn.exec_driver_sql(_TAKE_BY_ID, dict(ids=ids, owner=owner, at=at_us)))
             return [_Taken._make(row) for row in taken]
         fits = []
         if capability.handlers:
@@ -1016,20 +1034,11 @@ class HandoutStore(SqlStore):
             now = self.clock.now()
             now_us = to_us(now)
             ids = sorted({r.execution_id for r in results})
-            query = (
-                sa.select(
-                    executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition,
-                    executions.c.status, executions.c.delivery, executions.c.attempt, executions.c.due_at,
-                    executions.c.ready_at, executions.c.handed_out_at, executions.c.held_keys,
-                    executions.c.waiting_since, executions.c.cancel_requested_at, executions.c.cancel_reason,
-                    jobs.c.spec,
-                )
-                .select_from(executions.outerjoin(jobs, jobs.c.id == executions.c.job_id))
-                .where(executions.c.id.in_(ids))
-            )
-            if self.caps.row_locks:
-                query = query.with_for_update(of=executions)
-            rows = {row.id: row for row in conn.execute(query)}
+            if self.caps.is_postgres:
+                read = [_ResultRow._make(row) for row in tuples(conn.exec_driver_sql(_RESULT_ROWS, {"ids": ids}))]
+            else:
+                read = self._result_rows(conn, ids)
+            rows = {row.id: row for row in read}
             mismatched = [
                 r for r in results
                 if r.execution_id in rows and (
@@ -1086,7 +1095,7 @@ class HandoutStore(SqlStore):
                 acks.append(ResultAck(*key, True, retry=retry))
             if updates:
                 self._apply_outcomes(conn, updates)
-                conn.execute(attempts.insert(), history)
+                self._insert_attempts(conn, history)
                 release_slots(conn, self.caps, [(row.tenant, row.held_keys) for row in ended])
                 wake_jobs(conn, finished_jobs)
             if notes:
@@ -1095,6 +1104,32 @@ class HandoutStore(SqlStore):
             return acks
 
         return await self._tx(fn, row_locked=True)
+
+    def _result_rows(self, conn: Connection, ids: list[str]) -> list:
+        """:data:`_RESULT_ROWS` on engines without binary array parameters."""
+        query = (
+            sa.select(
+                executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition,
+                executions.c.status, executions.c.delivery, executions.c.attempt, executions.c.due_at,
+                executions.c.ready_at, executions.c.handed_out_at, executions.c.held_keys,
+                executions.c.waiting_since, executions.c.cancel_requested_at, executions.c.cancel_reason,
+                jobs.c.spec,
+            )
+            .select_from(executions.outerjoin(jobs, jobs.c.id == executions.c.job_id))
+            .where(executions.c.id.in_(ids))
+        )
+        if self.caps.row_locks:
+            query = query.with_for_update(of=executions)
+        return conn.execute(query).all()
+
+    def _insert_attempts(self, conn: Connection, history: list[dict]) -> None:
+        """Insert attempt rows: one statement over arrays on PostgreSQL, an
+        executemany elsewhere."""
+        if self.caps.is_postgres:
+            arrays = {name: [row[name] for row in history] for name, _ in _ATTEMPT_COLUMNS}
+            conn.exec_driver_sql(_INSERT_ATTEMPTS, arrays)
+            return
+        conn.execute(attempts.insert(), history)
 
     def _apply_outcomes(self, conn: Connection, updates: list[dict]) -> None:
         """Write the executions' new states: one statement over arrays on

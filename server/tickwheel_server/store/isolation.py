@@ -39,7 +39,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from .engine import Capabilities
+from .base import driver_sql, tuples
+from .engine import Capabilities, capabilities
 from .tables import concurrency_keys, executions
 
 
@@ -204,6 +205,13 @@ def wake_key_waiters(conn: Connection, wakes: Sequence[tuple[str, str, int]]) ->
     )
 
 
+_JOBS_WITH_WAITERS = driver_sql(
+    "SELECT w.job_id FROM executions AS w WHERE w.job_id = ANY (CAST(:jobs AS TEXT[])) "
+    "AND w.status = 'waiting' AND w.wait_key IS NULL GROUP BY w.job_id"
+)
+"""The jobs of a list that have an execution waiting for the job (``executions_job_waits``)."""
+
+
 def wake_jobs(conn: Connection, job_ids: Iterable[str]) -> None:
     """Each job's oldest execution waiting for the job (not for a key) is
     scheduled again: one of its executions ended, the job may be free. One
@@ -213,11 +221,14 @@ def wake_jobs(conn: Connection, job_ids: Iterable[str]) -> None:
     if not wanted:
         return
     waiting = executions.alias("waiting")
-    queued = conn.execute(
-        sa.select(waiting.c.job_id)
-        .where(waiting.c.job_id.in_(wanted), status_in(waiting.c.status, "waiting"), waiting.c.wait_key.is_(None))
-        .group_by(waiting.c.job_id)
-    ).scalars().all()
+    if capabilities(conn).is_postgres:  # a batch of results names thousands of jobs: one array parameter
+        queued = [row[0] for row in tuples(conn.exec_driver_sql(_JOBS_WITH_WAITERS, {"jobs": wanted}))]
+    else:
+        queued = conn.execute(
+            sa.select(waiting.c.job_id)
+            .where(waiting.c.job_id.in_(wanted), status_in(waiting.c.status, "waiting"), waiting.c.wait_key.is_(None))
+            .group_by(waiting.c.job_id)
+        ).scalars().all()
     if not queued:
         return
     oldest = (
