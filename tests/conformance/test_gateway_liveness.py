@@ -4,11 +4,13 @@ made on any server; with a fake clock, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 import sqlalchemy as sa
 from tickwheel.v1 import worker_pb2
 
+from tickwheel_server.gateway import gateway as gateway_module
 from tickwheel_server.gateway.connections import Connections, WorkerConnection
 from tickwheel_server.gateway.gateway import Gateway
 from tickwheel_server.store.credentials import WorkerCredential
@@ -284,3 +286,40 @@ async def test_a_slow_read_of_the_database_clock_is_not_taken_for_skew(migrated_
     gateway._db_clock = behind
     await gateway._check_skew()
     assert not gateway.handing_out
+
+
+class _SecondClaimMustStartFirst(HandoutStore):
+    """A store whose first claim cannot return before a second has started."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: list[str] = []
+        self.second_started = asyncio.Event()
+
+    async def claim_ready(self, owner, now, capability, limit, on_taken=None):
+        n = sum(1 for call in self.calls if call.startswith("start"))
+        self.calls.append(f"start {n}")
+        if n == 1:
+            self.second_started.set()
+        claimed = await super().claim_ready(owner, now, capability, limit, on_taken)
+        if n == 0:
+            await asyncio.wait_for(self.second_started.wait(), 10)
+        self.calls.append(f"end {n}")
+        return claimed
+
+
+async def test_a_full_take_starts_the_next_claim_before_its_own_claim_ends(migrated_engine, clock, monkeypatch) -> None:
+    """In a burst, the next claim starts once the current one has taken its
+    rows, while it still decides their admission; the two never take one row."""
+    monkeypatch.setattr(gateway_module, "MAX_BATCH", 2)
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    for n in range(4):
+        add_execution(migrated_engine, clock, f"e{n}")
+    connections = Connections()
+    connection = connect(connections, clock, slots=4)
+    store = _SecondClaimMustStartFirst(migrated_engine, clock, rng=random.Random(1))
+    gateway = Gateway(store, connections, clock, owner="s1", heartbeat_timeout=TIMEOUT, reattach_grace=GRACE)
+    assert await gateway.hand_out_round() == 4
+    assert store.calls[:3] == ["start 0", "start 1", "end 0"]
+    sent = [a.execution_id for m in drain_outbox(connection) for a in m.assignment.assignments]
+    assert sorted(sent) == ["e0", "e1", "e2", "e3"]

@@ -45,6 +45,7 @@ import asyncio
 import logging
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from google.protobuf import timestamp_pb2
@@ -123,6 +124,21 @@ def assignment_for(handed: HandedOut, now_us: int) -> worker_pb2.Assignment:
     _stamp(assignment.due_at, handed.due_at_us)
     _stamp(assignment.deadline_at, now_us + timeout_us)
     return assignment
+
+
+def _resolve(future: asyncio.Future[int], value: int) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+@dataclass
+class _Claiming:
+    """A hand-out claim under way: its size, the claim, and how many rows its
+    take moved (resolved as soon as the take is done, before admission)."""
+
+    want: int
+    claiming: asyncio.Future[Claimed]
+    taken: asyncio.Future[int]
 
 
 class Gateway:
@@ -256,19 +272,30 @@ class Gateway:
         backlog = False
         for capability, members in groups.items():
             diverted_passes = full_batches = 0
-            ahead: tuple[int, asyncio.Future[Claimed]] | None = None
-            """The next claim, started while the previous batch is dealt, with its size."""
+            ahead: _Claiming | None = None
+            """The next claim, started while the previous one finishes or is dealt."""
             try:
                 while True:
                     if ahead is None:
                         want = min(self._credit(members), MAX_BATCH)
                         if want <= 0:
                             break
-                        ahead = (want, asyncio.ensure_future(self._claim(capability, want)))
-                    (want, claiming), ahead = ahead, None
-                    handed = await claiming
+                        ahead = self._start_claim(capability, want)
+                    current, ahead = ahead, None
+                    want = current.want
+                    if full_batches + 1 < MAX_FULL_BATCHES:
+                        # A claim whose take came back full (its rows are
+                        # locked and moved) starts the next one while it
+                        # decides admission and commits: the next take skips
+                        # its rows (SKIP LOCKED), as another server's would.
+                        await asyncio.wait({current.claiming, current.taken}, return_when=asyncio.FIRST_COMPLETED)
+                        if not current.claiming.done() and current.taken.result() >= want:
+                            more = min(self._credit(members) - want, MAX_BATCH)
+                            if more > 0:
+                                ahead = self._start_claim(capability, more)
+                    handed = await current.claiming
                     full = len(handed) >= want
-                    if full and full_batches + 1 < MAX_FULL_BATCHES:
+                    if ahead is None and full and full_batches + 1 < MAX_FULL_BATCHES:
                         # A full batch: more may be ready now. Claim the next
                         # while this one is dealt (the store works while the
                         # assignments are built and sent), and go on while
@@ -277,7 +304,7 @@ class Gateway:
                         # per round so the other groups get their turn.
                         more = min(self._credit(members) - len(handed), MAX_BATCH)
                         if more > 0:
-                            ahead = (more, asyncio.ensure_future(self._claim(capability, more)))
+                            ahead = self._start_claim(capability, more)
                             await asyncio.sleep(0)  # let it reach the store before dealing (which may not yield)
                     total += await self._deal(handed, members, self._clock.now())
                     stopped += handed.stopped
@@ -296,7 +323,7 @@ class Gateway:
                         break
             finally:
                 if ahead is not None:  # the round failed while a claim was under way: give its rows back
-                    await self._give_back(ahead[1])
+                    await self._give_back(ahead.claiming)
         self.results.backlog(backlog)
         if stopped:
             await self.signal_cancels()
@@ -306,12 +333,26 @@ class Gateway:
     def _credit(members: list[WorkerConnection]) -> int:
         return sum(c.credit for c in members if not c.closed.is_set())
 
-    async def _claim(self, capability: Capability, want: int) -> Claimed:
+    def _start_claim(self, capability: Capability, want: int) -> "_Claiming":
+        loop = asyncio.get_running_loop()
+        taken: asyncio.Future[int] = loop.create_future()
+
+        def on_taken(count: int) -> None:  # in the store's thread, once the claim's rows are taken
+            try:
+                loop.call_soon_threadsafe(_resolve, taken, count)
+            except RuntimeError:  # the loop closed meanwhile (shutting down): nobody waits for it
+                pass
+
+        claiming = asyncio.ensure_future(self._claim(capability, want, on_taken))
+        claiming.add_done_callback(lambda _: _resolve(taken, 0))  # a claim that ended took what it handed
+        return _Claiming(want, claiming, taken)
+
+    async def _claim(self, capability: Capability, want: int, on_taken: Callable[[int], None] | None = None) -> Claimed:
         # ``now`` decides what is ready; the hand-out instant (lateness,
         # deadlines) is read after the claim reached the store, which may
         # have retried through an outage meanwhile.
         started = self._clock.monotonic()
-        handed = await self._store.claim_ready(self.owner, self._clock.now(), capability, want)
+        handed = await self._store.claim_ready(self.owner, self._clock.now(), capability, want, on_taken=on_taken)
         if handed and self._metrics is not None:
             self._metrics.claimed("handout", len(handed), self._clock.monotonic() - started)
         return handed

@@ -472,7 +472,10 @@ class HandoutStore(SqlStore):
 
     # -- hand-out ---------------------------------------------------------------------------------
 
-    async def claim_ready(self, owner: str, now: datetime, capability: Capability, limit: int) -> "Claimed":
+    async def claim_ready(
+        self, owner: str, now: datetime, capability: Capability, limit: int,
+        on_taken: Callable[[int], None] | None = None,
+    ) -> "Claimed":
         """Hand out up to ``limit`` executions whose ready instant is at or
         before ``now`` and that ``capability`` may run: shared among tenants
         by weighted fair share within their caps, oldest ready first within
@@ -488,7 +491,10 @@ class HandoutStore(SqlStore):
         executions handed out, oldest ready first; ``diverted`` counts the
         candidates that waited, were skipped or were canceled instead, and
         ``stopped`` the running executions asked to stop (overlap
-        ``replace``)."""
+        ``replace``). ``on_taken`` is called (in the store's thread) with
+        how many rows the round took, as soon as they are taken and before
+        their admission is decided: a caller may start its next round then,
+        whose take passes over these rows as another server's would."""
         if limit <= 0 or not capability.tenants or not (capability.handlers or capability.http):
             return Claimed()
         now_us = to_us(now)
@@ -497,7 +503,7 @@ class HandoutStore(SqlStore):
         def fn(conn: Connection) -> Claimed:
             outcome.clear()
             shares = self.fair.begin()
-            claimed = self._claim(conn, owner, now_us, capability, limit, shares)
+            claimed = self._claim(conn, owner, now_us, capability, limit, shares, on_taken)
             outcome.append(shares)
             return claimed
 
@@ -507,7 +513,8 @@ class HandoutStore(SqlStore):
         return claimed
 
     def _claim(
-        self, conn: Connection, owner: str, now_us: int, capability: Capability, limit: int, shares: Shares
+        self, conn: Connection, owner: str, now_us: int, capability: Capability, limit: int, shares: Shares,
+        on_taken: Callable[[int], None] | None = None,
     ) -> "Claimed":
         # This attempt's instant decides what is ready and is the hand-out
         # instant: an attempt retried after a conflict or an outage sees what
@@ -540,6 +547,8 @@ class HandoutStore(SqlStore):
                 extra_got = Counter(row.tenant for row in extra)
                 for name, granted in more.items():
                     shares.refund(name, demands[name].weight, granted - extra_got[name])
+        if on_taken is not None:
+            on_taken(len(rows))
         claimed = Claimed(tenants=sorted(demands))
         if not rows:
             return claimed
