@@ -90,7 +90,7 @@ from ..retry import backoff_delay
 from .admission import (
     ANYTHING_GOES, Active, Candidate, KeyState, Replace, Rules, Skip, Wait, decide_keys, decide_overlap, rules_of,
 )
-from .base import SqlStore, driver_sql, tuples
+from .base import SqlStore, driver_sql, execute_arrays, tuples
 from .fairness import Demand, FairShare, Shares
 from .isolation import (
     ensure_keys, insert_for, lock_keys, release_slots, request_cancel, status_in, take_slots, wake_jobs,
@@ -662,7 +662,8 @@ class HandoutStore(SqlStore):
         if not quotas:
             return []
         if self.caps.is_postgres and self.lateral:
-            picked = tuples(conn.exec_driver_sql(
+            picked = tuples(execute_arrays(
+                conn,
                 _LATERAL_PICK,
                 dict(tenants=list(quotas), quotas=list(quotas.values()), now=now_us,
                      handlers=list(capability.handlers), http=bool(capability.http)),
@@ -670,7 +671,7 @@ class HandoutStore(SqlStore):
             if not picked:
                 return []
             ids = [row[0] for row in picked]
-            taken = tuples(conn.exec_driver_sql(_TAKE_BY_ID, dict(ids=ids, owner=owner, at=at_us)))
+            taken = tuples(execute_arrays(conn, _TAKE_BY_ID, dict(ids=ids, owner=owner, at=at_us)))
             return [_Taken._make(row) for row in taken]
         fits = []
         if capability.handlers:
@@ -764,7 +765,7 @@ class HandoutStore(SqlStore):
             return
         replacing = sorted(job_id for job_id, rule in rules.items() if rule.overlap == "replace")
         if replacing:
-            conn.exec_driver_sql(_LOCK_JOBS, dict(jobs=replacing))
+            execute_arrays(conn, _LOCK_JOBS, dict(jobs=replacing))
 
     def _active(
         self, conn: Connection, candidates: list[Candidate], rules: dict[str, Rules], owner: str, at_us: int
@@ -790,7 +791,8 @@ class HandoutStore(SqlStore):
         # round starts between the two is read as not started, as running,
         # or both (the running row wins below), never as neither.
         if self.caps.is_postgres and self.lateral:
-            rows = conn.exec_driver_sql(
+            rows = execute_arrays(
+                conn,
                 _NOT_STARTED,
                 dict(jobs=job_ids, limits=[wanted[j] + 2 for j in job_ids], uptos=[upto[j] for j in job_ids]),
             ).all()
@@ -807,7 +809,7 @@ class HandoutStore(SqlStore):
                 for job_id in job_ids
             ])
         if self.row_locked_engine is not None:
-            rows += conn.exec_driver_sql(_BUSY_SHARED, dict(jobs=job_ids, owner=owner, at=at_us)).all()
+            rows += execute_arrays(conn, _BUSY_SHARED, dict(jobs=job_ids, owner=owner, at=at_us)).all()
         else:  # serializable: the snapshot and the engine's conflict checks do what the locks do
             rows += conn.execute(sa.select(*_ACTIVE_COLUMNS).where(executions.c.job_id.in_(job_ids), _BUSY)).all()
         # The candidates come back (they run now): they are not "others".
@@ -1044,7 +1046,7 @@ class HandoutStore(SqlStore):
             now_us = to_us(now)
             ids = sorted({r.execution_id for r in results})
             if self.caps.is_postgres:
-                read = [_ResultRow._make(row) for row in tuples(conn.exec_driver_sql(_RESULT_ROWS, {"ids": ids}))]
+                read = [_ResultRow._make(row) for row in tuples(execute_arrays(conn, _RESULT_ROWS, {"ids": ids}))]
             else:
                 read = self._result_rows(conn, ids)
             rows = {row.id: row for row in read}
@@ -1136,7 +1138,7 @@ class HandoutStore(SqlStore):
         executemany elsewhere."""
         if self.caps.is_postgres:
             arrays = {name: [row[name] for row in history] for name, _ in _ATTEMPT_COLUMNS}
-            conn.exec_driver_sql(_INSERT_ATTEMPTS, arrays)
+            execute_arrays(conn, _INSERT_ATTEMPTS, arrays)
             return
         conn.execute(attempts.insert(), history)
 
@@ -1145,7 +1147,7 @@ class HandoutStore(SqlStore):
         PostgreSQL (one plan, one round trip, whatever the batch), one
         statement per row elsewhere."""
         if self.caps.is_postgres:
-            conn.exec_driver_sql(_RECORD_OUTCOMES, {
+            execute_arrays(conn, _RECORD_OUTCOMES, {
                 name: [update[key] for update in updates] for name, key in _OUTCOME_ARRAYS.items()
             })
             return

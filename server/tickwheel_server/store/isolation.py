@@ -39,7 +39,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from .base import driver_sql, tuples
+from .base import driver_sql, execute_arrays, tuples
 from .engine import Capabilities, capabilities
 from .tables import concurrency_keys, executions
 
@@ -222,7 +222,7 @@ def wake_jobs(conn: Connection, job_ids: Iterable[str]) -> None:
         return
     waiting = executions.alias("waiting")
     if capabilities(conn).is_postgres:  # a batch of results names thousands of jobs: one array parameter
-        queued = [row[0] for row in tuples(conn.exec_driver_sql(_JOBS_WITH_WAITERS, {"jobs": wanted}))]
+        queued = [row[0] for row in tuples(execute_arrays(conn, _JOBS_WITH_WAITERS, {"jobs": wanted}))]
     else:
         queued = conn.execute(
             sa.select(waiting.c.job_id)
