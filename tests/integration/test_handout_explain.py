@@ -97,7 +97,7 @@ async def _statements(engine: sa.Engine, tenants_served=("flood", "quiet"), **op
     for statement, parameters in captured:
         for kind, marker in (("candidates", "AS q (tenant, n)"), ("loose", "WITH RECURSIVE"),
                              ("probe", "FROM tenants"), ("overlap", "AS q (job_id, n, upto)"),
-                             ("busy", "FOR SHARE OF e")):
+                             ("busy", "FOR SHARE OF e"), ("taken", "e.trace_context, j.spec")):
             if marker in statement and kind not in found:
                 found[kind] = (statement, parameters)
     return found
@@ -213,3 +213,10 @@ async def test_a_batch_of_results_is_three_array_statements_on_indexes(engine) -
     waiting_only = {"executions_job_waits", "executions_key_waits", "executions_waiting"}
     scans = [n for n in _nodes(plan) if n.get("Relation Name") == "executions"]
     assert scans and all(n.get("Index Name") in waiting_only for n in scans), _describe(plan)
+
+
+async def test_the_taken_rows_are_read_back_by_primary_key(engine) -> None:
+    """The take returns (id, tenant) only; the rows' other columns and their
+    jobs' definitions come from one read by primary key afterwards."""
+    statements = await _statements(engine)
+    _index_scans_only(_explain(engine, *statements["taken"]), "executions_pkey")
