@@ -323,3 +323,38 @@ async def test_a_full_take_starts_the_next_claim_before_its_own_claim_ends(migra
     assert store.calls[:3] == ["start 0", "start 1", "end 0"]
     sent = [a.execution_id for m in drain_outbox(connection) for a in m.assignment.assignments]
     assert sorted(sent) == ["e0", "e1", "e2", "e3"]
+
+
+class _StartsCounted(HandoutStore):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.starts = 0
+        self.third_started = asyncio.Event()
+
+    async def claim_ready(self, owner, now, capability, limit, on_taken=None):
+        self.starts += 1
+        if self.starts == 3:
+            self.third_started.set()
+        return await super().claim_ready(owner, now, capability, limit, on_taken)
+
+
+async def test_claims_chain_on_while_the_round_is_still_dealing(migrated_engine, clock, monkeypatch) -> None:
+    """The next claim starts when the previous take came back full, even
+    while the round is busy sending an earlier batch to a worker."""
+    monkeypatch.setattr(gateway_module, "MAX_BATCH", 2)
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    for n in range(6):
+        add_execution(migrated_engine, clock, f"e{n}")
+    connections = Connections()
+    connection = connect(connections, clock, slots=6)
+    store = _StartsCounted(migrated_engine, clock, rng=random.Random(1))
+    sent = []
+
+    async def send(message) -> None:  # the first batch cannot be sent until a third claim has started
+        await asyncio.wait_for(store.third_started.wait(), 10)
+        sent.extend(a.execution_id for a in message.assignment.assignments)
+
+    monkeypatch.setattr(connection, "send", send)
+    gateway = Gateway(store, connections, clock, owner="s1", heartbeat_timeout=TIMEOUT, reattach_grace=GRACE)
+    assert await gateway.hand_out_round() == 6
+    assert sorted(sent) == [f"e{n}" for n in range(6)] and store.starts >= 3

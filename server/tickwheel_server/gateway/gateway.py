@@ -43,9 +43,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter, OrderedDict, defaultdict
+from collections import Counter, OrderedDict, defaultdict, deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from google.protobuf import timestamp_pb2
@@ -126,19 +126,58 @@ def assignment_for(handed: HandedOut, now_us: int) -> worker_pb2.Assignment:
     return assignment
 
 
-def _resolve(future: asyncio.Future[int], value: int) -> None:
-    if not future.done():
-        future.set_result(value)
-
-
-@dataclass
+@dataclass(eq=False)
 class _Claiming:
-    """A hand-out claim under way: its size, the claim, and how many rows its
-    take moved (resolved as soon as the take is done, before admission)."""
+    """A hand-out claim under way."""
 
     want: int
-    claiming: asyncio.Future[Claimed]
-    taken: asyncio.Future[int]
+    claiming: asyncio.Future[Claimed] = field(init=False)
+    full_take: bool = False
+    """Its take moved ``want`` rows: more may be ready."""
+
+
+class _Chain:
+    """One worker group's claims in a hand-out round.
+
+    A claim whose take came back full (its rows locked and moved) starts the
+    next at once, from the store's callback, while it decides admission,
+    commits and is dealt, and whatever the round is doing meanwhile: the
+    next take passes over its rows (SKIP LOCKED), as another server's would.
+    At most two claims run at once, at most ``MAX_FULL_BATCHES`` start per
+    round, and none after the round ended (:attr:`closed`)."""
+
+    def __init__(self, gateway: "Gateway", capability: Capability, members: list[WorkerConnection]) -> None:
+        self._gateway = gateway
+        self._capability = capability
+        self._members = members
+        self.pending: deque[_Claiming] = deque()
+        """Started, and not yet taken up by the round, oldest first."""
+        self.undealt = 0
+        """Rows the claims started and not yet dealt may take: their credit is not spent yet."""
+        self.closed = False
+        self._started: list[_Claiming] = []
+
+    def room(self) -> int:
+        return min(self._gateway._credit(self._members) - self.undealt, MAX_BATCH)
+
+    def start(self, want: int) -> None:
+        claim = self._gateway._start_claim(self._capability, want, self._progress)
+        self._started.append(claim)
+        self.pending.append(claim)
+        self.undealt += want
+
+    def _progress(self, _claim: _Claiming) -> None:
+        if self.closed or len(self._started) >= MAX_FULL_BATCHES:
+            return
+        newest = self._started[-1]
+        failed = newest.claiming.done() and (newest.claiming.cancelled() or newest.claiming.exception() is not None)
+        if not newest.full_take or failed:
+            return
+        if sum(1 for claim in self._started if not claim.claiming.done()) >= 2:
+            return  # two under way: the next starts when one of them ends
+        more = self.room()
+        if more > 0:
+            self.start(more)
 
 
 class Gateway:
@@ -272,40 +311,20 @@ class Gateway:
         backlog = False
         for capability, members in groups.items():
             diverted_passes = full_batches = 0
-            ahead: _Claiming | None = None
-            """The next claim, started while the previous one finishes or is dealt."""
+            chain = _Chain(self, capability, members)
             try:
                 while True:
-                    if ahead is None:
-                        want = min(self._credit(members), MAX_BATCH)
+                    if not chain.pending:
+                        want = chain.room()
                         if want <= 0:
                             break
-                        ahead = self._start_claim(capability, want)
-                    current, ahead = ahead, None
-                    want = current.want
-                    if full_batches + 1 < MAX_FULL_BATCHES:
-                        # A claim whose take came back full (its rows are
-                        # locked and moved) starts the next one while it
-                        # decides admission and commits: the next take skips
-                        # its rows (SKIP LOCKED), as another server's would.
-                        await asyncio.wait({current.claiming, current.taken}, return_when=asyncio.FIRST_COMPLETED)
-                        if not current.claiming.done() and current.taken.result() >= want:
-                            more = min(self._credit(members) - want, MAX_BATCH)
-                            if more > 0:
-                                ahead = self._start_claim(capability, more)
+                        chain.start(want)
+                    current = chain.pending.popleft()
                     handed = await current.claiming
-                    full = len(handed) >= want
-                    if ahead is None and full and full_batches + 1 < MAX_FULL_BATCHES:
-                        # A full batch: more may be ready now. Claim the next
-                        # while this one is dealt (the store works while the
-                        # assignments are built and sent), and go on while
-                        # credit lasts instead of waiting for a wake-up or the
-                        # sweep: a burst is handed out back to back, bounded
-                        # per round so the other groups get their turn.
-                        more = min(self._credit(members) - len(handed), MAX_BATCH)
-                        if more > 0:
-                            ahead = self._start_claim(capability, more)
-                            await asyncio.sleep(0)  # let it reach the store before dealing (which may not yield)
+                    full = len(handed) >= current.want
+                    # Its credit is spent as it is dealt (before the deal's
+                    # first await): from here on, credit counts it.
+                    chain.undealt -= current.want
                     total += await self._deal(handed, members, self._clock.now())
                     stopped += handed.stopped
                     if full:
@@ -322,8 +341,9 @@ class Gateway:
                     if diverted_passes >= MAX_PASSES:
                         break
             finally:
-                if ahead is not None:  # the round failed while a claim was under way: give its rows back
-                    await self._give_back(ahead.claiming)
+                chain.closed = True
+                for claim in chain.pending:  # the round ended with claims under way: give their rows back
+                    await self._give_back(claim.claiming)
         self.results.backlog(backlog)
         if stopped:
             await self.signal_cancels()
@@ -333,19 +353,25 @@ class Gateway:
     def _credit(members: list[WorkerConnection]) -> int:
         return sum(c.credit for c in members if not c.closed.is_set())
 
-    def _start_claim(self, capability: Capability, want: int) -> "_Claiming":
+    def _start_claim(self, capability: Capability, want: int, progress: Callable[["_Claiming"], None]) -> "_Claiming":
+        """Start a claim; ``progress`` is called (on the loop) once its take
+        is done (:attr:`_Claiming.full_take` set) and once it has ended."""
         loop = asyncio.get_running_loop()
-        taken: asyncio.Future[int] = loop.create_future()
+        claim = _Claiming(want)
+
+        def took(count: int) -> None:
+            claim.full_take = count >= want
+            progress(claim)
 
         def on_taken(count: int) -> None:  # in the store's thread, once the claim's rows are taken
             try:
-                loop.call_soon_threadsafe(_resolve, taken, count)
+                loop.call_soon_threadsafe(took, count)
             except RuntimeError:  # the loop closed meanwhile (shutting down): nobody waits for it
                 pass
 
-        claiming = asyncio.ensure_future(self._claim(capability, want, on_taken))
-        claiming.add_done_callback(lambda _: _resolve(taken, 0))  # a claim that ended took what it handed
-        return _Claiming(want, claiming, taken)
+        claim.claiming = asyncio.ensure_future(self._claim(capability, want, on_taken))
+        claim.claiming.add_done_callback(lambda _: progress(claim))
+        return claim
 
     async def _claim(self, capability: Capability, want: int, on_taken: Callable[[int], None] | None = None) -> Claimed:
         # ``now`` decides what is ready; the hand-out instant (lateness,
