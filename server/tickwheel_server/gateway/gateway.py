@@ -46,7 +46,7 @@ import logging
 from collections import Counter, OrderedDict, defaultdict, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from google.protobuf import timestamp_pb2
 from tickwheel.v1 import job_pb2, worker_pb2

@@ -88,7 +88,7 @@ from ..ids import to_us
 from ..breaker import CircuitBreaker, http_target_host
 from ..retry import backoff_delay
 from .admission import (
-    ANYTHING_GOES, Active, Candidate, KeyState, Replace, Rules, Skip, Wait, decide_keys, decide_overlap, rules_of,
+    ANYTHING_GOES, Active, Candidate, KeyState, Replace, Rules, Skip, decide_keys, decide_overlap, rules_of,
 )
 from .base import SqlStore, driver_sql, execute_arrays, tuples
 from .fairness import Demand, FairShare, Shares
