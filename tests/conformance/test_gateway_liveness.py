@@ -288,66 +288,60 @@ async def test_a_slow_read_of_the_database_clock_is_not_taken_for_skew(migrated_
     assert not gateway.handing_out
 
 
-class _SecondClaimMustStartFirst(HandoutStore):
-    """A store whose first claim cannot return before a second has started."""
+class _ClaimsWatched(HandoutStore):
+    """A store that records when each claim starts and ends; with
+    ``hold_first``, the first claim cannot return before a second started."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, hold_first: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self.hold_first = hold_first
         self.calls: list[str] = []
+        self.starts = 0
         self.second_started = asyncio.Event()
+        self.third_started = asyncio.Event()
 
     async def claim_ready(self, owner, now, capability, limit, on_taken=None):
-        n = sum(1 for call in self.calls if call.startswith("start"))
+        n = self.starts
+        self.starts += 1
         self.calls.append(f"start {n}")
-        if n == 1:
+        if self.starts == 2:
             self.second_started.set()
+        if self.starts == 3:
+            self.third_started.set()
         claimed = await super().claim_ready(owner, now, capability, limit, on_taken)
-        if n == 0:
+        if n == 0 and self.hold_first:
             await asyncio.wait_for(self.second_started.wait(), 10)
         self.calls.append(f"end {n}")
         return claimed
 
 
+async def _burst(engine, clock, monkeypatch, size: int, **options) -> tuple[Gateway, _ClaimsWatched, WorkerConnection]:
+    """``size`` executions ready for one worker with as many slots, claimed two at a time."""
+    monkeypatch.setattr(gateway_module, "MAX_BATCH", 2)
+    await TenantStore(engine, clock).create(Tenant(name="acme"))
+    for n in range(size):
+        add_execution(engine, clock, f"e{n}")
+    connections = Connections()
+    connection = connect(connections, clock, slots=size)
+    store = _ClaimsWatched(engine, clock, rng=random.Random(1), **options)
+    gateway = Gateway(store, connections, clock, owner="s1", heartbeat_timeout=TIMEOUT, reattach_grace=GRACE)
+    return gateway, store, connection
+
+
 async def test_a_full_take_starts_the_next_claim_before_its_own_claim_ends(migrated_engine, clock, monkeypatch) -> None:
     """In a burst, the next claim starts once the current one has taken its
     rows, while it still decides their admission; the two never take one row."""
-    monkeypatch.setattr(gateway_module, "MAX_BATCH", 2)
-    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
-    for n in range(4):
-        add_execution(migrated_engine, clock, f"e{n}")
-    connections = Connections()
-    connection = connect(connections, clock, slots=4)
-    store = _SecondClaimMustStartFirst(migrated_engine, clock, rng=random.Random(1))
-    gateway = Gateway(store, connections, clock, owner="s1", heartbeat_timeout=TIMEOUT, reattach_grace=GRACE)
+    gateway, store, connection = await _burst(migrated_engine, clock, monkeypatch, 4, hold_first=True)
     assert await gateway.hand_out_round() == 4
     assert store.calls[:3] == ["start 0", "start 1", "end 0"]
     sent = [a.execution_id for m in drain_outbox(connection) for a in m.assignment.assignments]
     assert sorted(sent) == ["e0", "e1", "e2", "e3"]
 
 
-class _StartsCounted(HandoutStore):
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.starts = 0
-        self.third_started = asyncio.Event()
-
-    async def claim_ready(self, owner, now, capability, limit, on_taken=None):
-        self.starts += 1
-        if self.starts == 3:
-            self.third_started.set()
-        return await super().claim_ready(owner, now, capability, limit, on_taken)
-
-
 async def test_claims_chain_on_while_the_round_is_still_dealing(migrated_engine, clock, monkeypatch) -> None:
     """The next claim starts when the previous take came back full, even
     while the round is busy sending an earlier batch to a worker."""
-    monkeypatch.setattr(gateway_module, "MAX_BATCH", 2)
-    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
-    for n in range(6):
-        add_execution(migrated_engine, clock, f"e{n}")
-    connections = Connections()
-    connection = connect(connections, clock, slots=6)
-    store = _StartsCounted(migrated_engine, clock, rng=random.Random(1))
+    gateway, store, connection = await _burst(migrated_engine, clock, monkeypatch, 6)
     sent = []
 
     async def send(message) -> None:  # the first batch cannot be sent until a third claim has started
@@ -355,6 +349,5 @@ async def test_claims_chain_on_while_the_round_is_still_dealing(migrated_engine,
         sent.extend(a.execution_id for a in message.assignment.assignments)
 
     monkeypatch.setattr(connection, "send", send)
-    gateway = Gateway(store, connections, clock, owner="s1", heartbeat_timeout=TIMEOUT, reattach_grace=GRACE)
     assert await gateway.hand_out_round() == 6
     assert sorted(sent) == [f"e{n}" for n in range(6)] and store.starts >= 3
