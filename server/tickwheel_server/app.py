@@ -35,6 +35,7 @@ from .store import capabilities, create_store_engine, current_version, migrate, 
 from .dispatcher.dispatcher import Dispatcher
 from .dispatcher.ownership import PartitionOwnership
 from .gateway.gateway import Gateway
+from .heap import tune_collector
 from .ids import to_us
 from .drain import Drainer
 from .lateness import LatenessStore, LatenessWatch
@@ -629,6 +630,7 @@ def server_main(argv: list[str]) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     configure_logging(config.log_level, config.log_format)
+    tune_collector()
     try:
         asyncio.run(serve_until_signalled(TickwheelServer(config)))
     except StartupError as error:

@@ -32,6 +32,7 @@ from pathlib import Path
 from .app import StartupError, TickwheelServer, configure_logging
 from .config import ConfigError, ServerConfig
 from .errors import AlreadyExists
+from .heap import tune_collector
 from .store.tenants import Tenant
 from .targets import LOOPBACK_NETWORKS, TargetPolicy
 from .telemetry.logs import LOG_FORMATS
@@ -185,6 +186,7 @@ def dev_main(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
     configure_logging(args.log_level, args.log_format)
+    tune_collector()
     try:
         asyncio.run(
             run_dev(args.listen, Path(args.data).resolve(), http_listen=args.http_listen, trace_export=args.trace_export)

@@ -64,7 +64,7 @@ async def test_nothing_is_handed_out_before_its_ready_instant(store, migrated_en
     assert await store.claim_ready("s1", clock.now() + timedelta(seconds=0.499999), ANY_ECHO, 10) == []
     handed = await store.claim_ready("s1", clock.now() + timedelta(seconds=0.5), ANY_ECHO, 10)
     assert [(h.id, h.delivery, h.attempt, h.payload) for h in handed] == [("e1", 1, 1, b"p")]
-    assert handed[0].spec  # the job's definition travels with it
+    assert handed[0].definition.target.handler.name == "echo"  # the job's definition travels with it, parsed
     assert await store.claim_ready("s2", clock.now() + timedelta(seconds=5), ANY_ECHO, 10) == []
 
 

@@ -209,8 +209,8 @@ def test_rules_count_a_key_once_with_its_last_limit() -> None:
     job.concurrency_keys.add(key="db", limit=1)
     job.concurrency_keys.add(key="api", limit=4)
     job.concurrency_keys.add(key="db", limit=2)
-    assert rules_of(job.SerializeToString()) == Rules("queue_one", (("api", 4), ("db", 2)))
-    assert rules_of(job_pb2.Job().SerializeToString()).overlap == "skip"
+    assert rules_of(job) == Rules("queue_one", (("api", 4), ("db", 2)))
+    assert rules_of(job_pb2.Job()) == Rules("skip", ())
 
 
 def test_occurrences_ready_in_one_round_start_in_nominal_order() -> None:

@@ -51,6 +51,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tickwheel_server.heap import tune_collector
 from tickwheel_server.targets import LOOPBACK_NETWORKS, TargetPolicy
 from tickwheel_server.telemetry.logs import LOG_FORMATS
 from tickwheel_server.telemetry.logs import configure as configure_logs
@@ -242,6 +243,7 @@ def worker_main(argv: list[str]) -> int:
         config.worker_id, config.address, " over TLS" if config.tls else "", ", ".join(config.handlers.names()),
         config.http, policy.describe() if isinstance(policy, TargetPolicy) else "custom policy", config.slots,
     )
+    tune_collector()
     return asyncio.run(_serve(worker, args.grace))
 
 

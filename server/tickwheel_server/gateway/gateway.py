@@ -43,18 +43,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter, OrderedDict, defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from google.protobuf import timestamp_pb2
-from tickwheel.v1 import job_pb2, worker_pb2
+from tickwheel.v1 import worker_pb2
 
 from ..api.convert import EXECUTION_ORIGIN_TO_PROTO
 from ..clock import Clock
 from ..ids import to_us
-from ..store.handout import Capability, Claimed, HandedOut, HandoutStore, Lost, RequeueResult, ResultIn, Retry
+from ..store.handout import Capability, Claimed, Definition, HandedOut, HandoutStore, Lost, RequeueResult, ResultIn, Retry
 from ..telemetry.metrics import OTHER, OUTCOMES, Metrics
 from ..telemetry.logs import log_execution
 from ..telemetry.tracing import Tracing, traceparent_of
@@ -82,33 +82,14 @@ def _stamp(field: timestamp_pb2.Timestamp, micros: int) -> None:
     field.nanos = rest * 1000
 
 
-class _Definitions:
-    """What an assignment takes from a job's definition (its target and run
-    time limit), parsed once per distinct definition: a burst of jobs made
-    from one template parses one."""
-
-    def __init__(self, size: int = 10_000) -> None:
-        self._size = size
-        self._parsed: OrderedDict[bytes, tuple[job_pb2.Target, int]] = OrderedDict()
-
-    def of(self, spec: bytes) -> tuple[job_pb2.Target, int]:
-        found = self._parsed.get(spec)
-        if found is None:
-            job = job_pb2.Job.FromString(spec) if spec else job_pb2.Job()
-            timeout_us = job.timeout.ToMicroseconds() if job.HasField("timeout") else DEFAULT_TIMEOUT_US
-            found = self._parsed[spec] = (job.target, timeout_us)
-            if len(self._parsed) > self._size:
-                self._parsed.popitem(last=False)
-        return found
-
-
-_DEFINITIONS = _Definitions()
+_NO_DEFINITION = Definition.parse(b"")
+"""For an execution whose job was deleted while it was ready."""
 
 
 def assignment_for(handed: HandedOut, now_us: int) -> worker_pb2.Assignment:
     """The message a worker receives for one hand-out (``now_us``: when it is
     sent, which starts its run time limit)."""
-    target, timeout_us = _DEFINITIONS.of(handed.spec)
+    definition = handed.definition or _NO_DEFINITION
     assignment = worker_pb2.Assignment(
         execution_id=handed.id,
         job_id=handed.job_id,
@@ -116,12 +97,13 @@ def assignment_for(handed: HandedOut, now_us: int) -> worker_pb2.Assignment:
         attempt=handed.attempt,
         delivery=handed.delivery,
         payload=handed.payload,
-        target=target,
+        target=definition.target,
         missed_count=handed.missed_count,
         origin=EXECUTION_ORIGIN_TO_PROTO.get(handed.origin, 0),
     )
     _stamp(assignment.nominal_at, handed.nominal_at_us)
     _stamp(assignment.due_at, handed.due_at_us)
+    timeout_us = DEFAULT_TIMEOUT_US if definition.timeout_us is None else definition.timeout_us
     _stamp(assignment.deadline_at, now_us + timeout_us)
     return assignment
 

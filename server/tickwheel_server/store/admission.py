@@ -66,12 +66,18 @@ ANYTHING_GOES = Rules("allow", ())
 """For an execution whose job is gone (deleted while it was ready)."""
 
 
-def rules_of(spec: bytes) -> Rules:
-    """The :class:`Rules` of a stored definition (``jobs.spec``). A key named
-    twice counts once, with its last limit."""
-    job = job_pb2.Job.FromString(spec)
+_KEYLESS = {overlap: Rules(overlap, ()) for overlap in set(OVERLAP_POLICIES.values())}
+"""One shared :class:`Rules` per policy for the jobs that name no key (most)."""
+
+
+def rules_of(job: job_pb2.Job) -> Rules:
+    """The :class:`Rules` of a definition. A key named twice counts once,
+    with its last limit."""
+    overlap = OVERLAP_POLICIES.get(job.overlap_policy, "skip")
+    if not job.concurrency_keys:
+        return _KEYLESS[overlap]
     limits = {key.key: max(1, key.limit) for key in job.concurrency_keys}
-    return Rules(OVERLAP_POLICIES.get(job.overlap_policy, "skip"), tuple(sorted(limits.items())))
+    return Rules(overlap, tuple(sorted(limits.items())))
 
 
 class Candidate(NamedTuple):
@@ -123,8 +129,9 @@ class KeyState:
     """``ready_at`` of the oldest execution waiting on the key; None when none waits."""
 
 
-@dataclass(frozen=True, slots=True)
-class Start:
+class Start(NamedTuple):
+    """A candidate that starts (a tuple: one per execution handed out)."""
+
     candidate: Candidate
     keys: tuple[str, ...]
     """The keys whose slots it takes."""

@@ -108,7 +108,8 @@ ready work by a loose index scan over the tenants that have any scheduled
 execution, instead of one probe per tenant named."""
 _UNION_BRANCHES = 100
 """Scans per UNION ALL statement (SQLite's compound SELECT limit is 500)."""
-_RULES_CACHE_SIZE = 10_000
+_DEFINITIONS_CACHED = 10_000
+"""Parsed definitions kept (jobs made from one template share theirs)."""
 _BREAKER_OUTCOMES = frozenset((
     worker_pb2.RESULT_OUTCOME_SUCCEEDED, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, worker_pb2.RESULT_OUTCOME_TIMED_OUT,
 ))  # fmt: skip
@@ -298,6 +299,21 @@ class Capability:
     http: bool
 
 
+class Definition(NamedTuple):
+    """What a hand-out needs of a job's definition (``jobs.spec``), parsed
+    once for the store's admission and the gateway's assignment."""
+
+    rules: Rules
+    target: job_pb2.Target
+    timeout_us: int | None
+    """The run time limit it names; None: the gateway's default."""
+
+    @classmethod
+    def parse(cls, spec: bytes) -> "Definition":
+        job = job_pb2.Job.FromString(spec)
+        return cls(rules_of(job), job.target, job.timeout.ToMicroseconds() if job.HasField("timeout") else None)
+
+
 class HandedOut(NamedTuple):
     """One execution a round handed out (a tuple: thousands are made per round)."""
 
@@ -313,8 +329,8 @@ class HandedOut(NamedTuple):
     delivery: int
     payload: bytes
     missed_count: int
-    spec: bytes
-    """The job's definition (target, timeout); empty if the job was deleted meanwhile."""
+    definition: "Definition | None"
+    """The job's definition; None if the job was deleted meanwhile."""
     handed_out_at_us: int
     trace_context: str
     """W3C traceparent of the span that created the execution; empty when it was created untraced."""
@@ -444,10 +460,8 @@ class _Taken(NamedTuple):
     job_updated_at: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class _Job:
-    spec: bytes
-    rules: Rules
+class _Job(NamedTuple):
+    definition: Definition
     updated_at: int
 
 
@@ -478,8 +492,8 @@ class HandoutStore(SqlStore):
         self.lateral = lateral
         """Use LATERAL scans on PostgreSQL; False sends the UNION ALL form other
         engines get (tests run it on PostgreSQL, which shares CockroachDB's SQL)."""
-        self._rules_cache: OrderedDict[bytes, Rules] = OrderedDict()
-        self._rules_lock = threading.Lock()
+        self._definitions: OrderedDict[bytes, Definition] = OrderedDict()
+        self._definitions_lock = threading.Lock()
         self._at_lock = threading.Lock()
         self._last_at = 0
 
@@ -568,7 +582,7 @@ class HandoutStore(SqlStore):
         rows = self._taken(conn, rows)
         rows.sort(key=lambda row: (row.ready_at, row.id))
         jobs_of = self._jobs_of(conn, rows)
-        rules = {job_id: job.rules for job_id, job in jobs_of.items()}
+        rules = {job_id: job.definition.rules for job_id, job in jobs_of.items()}
         candidates = [
             Candidate(r.id, r.job_id, r.tenant, r.origin, r.nominal_at, r.ready_at, r.attempt, r.delivery - 1,
                       bool(r.allow_overlap), r.wait_key)
@@ -598,7 +612,7 @@ class HandoutStore(SqlStore):
             HandedOut(
                 row.id, row.job_id, row.tenant, row.partition, row.origin, row.nominal_at, row.due_at, row.ready_at,
                 row.attempt, row.delivery, bytes(row.payload), row.missed_count,
-                jobs_of[row.job_id].spec if row.job_id in jobs_of else b"", at_us, row.trace_context or "",
+                jobs_of[row.job_id].definition if row.job_id in jobs_of else None, at_us, row.trace_context or "",
             )
             for row in (by_id[start.candidate.id] for start in decision.start)
         ]
@@ -735,15 +749,14 @@ class HandoutStore(SqlStore):
     # -- step 4: what may start --------------------------------------------------------------------
 
     def _jobs_of(self, conn: Connection, rows: list[_Taken]) -> dict[str, "_Job"]:
-        """The candidates' jobs: definition, admission rules (parsed once per
-        distinct definition) and when last written; read with the rows where
-        the take returned them, else in one statement."""
+        """The candidates' jobs: definition (parsed once per distinct
+        definition) and when last written; read with the rows where the take
+        returned them, else in one statement."""
         found: dict[str, _Job] = {}
         if self.caps.is_postgres and self.lateral:
             for row in rows:
                 if row.spec is not None and row.job_id not in found:
-                    spec = bytes(row.spec)
-                    found[row.job_id] = _Job(spec, self._rules(spec), row.job_updated_at)
+                    found[row.job_id] = _Job(self._definition(row.spec), row.job_updated_at)
             return found
         job_ids = sorted({row.job_id for row in rows})
         if self.caps.is_sqlite:
@@ -752,23 +765,23 @@ class HandoutStore(SqlStore):
         else:  # one array parameter: one statement text whatever the count, so its plan is reused
             read = conn.execute(_JOBS_BY_ID, dict(ids=job_ids))
         for job_id, _version, spec, updated_at in read:
-            spec = bytes(spec)
-            found[job_id] = _Job(spec, self._rules(spec), updated_at)
+            found[job_id] = _Job(self._definition(spec), updated_at)
         return found
 
-    def _rules(self, spec: bytes) -> Rules:
-        """The rules of a definition, parsed once per distinct definition
-        (jobs made from one template share theirs)."""
-        with self._rules_lock:
-            cached = self._rules_cache.get(spec)
+    def _definition(self, spec: bytes) -> Definition:
+        """A definition parsed, once per distinct definition while it is
+        among the most recently used."""
+        spec = bytes(spec)
+        with self._definitions_lock:
+            cached = self._definitions.get(spec)
             if cached is not None:
-                self._rules_cache.move_to_end(spec)
+                self._definitions.move_to_end(spec)
                 return cached
-        parsed = rules_of(spec)
-        with self._rules_lock:
-            self._rules_cache[spec] = parsed
-            while len(self._rules_cache) > _RULES_CACHE_SIZE:
-                self._rules_cache.popitem(last=False)
+        parsed = Definition.parse(spec)
+        with self._definitions_lock:
+            self._definitions[spec] = parsed
+            if len(self._definitions) > _DEFINITIONS_CACHED:
+                self._definitions.popitem(last=False)
         return parsed
 
     def _lock_replacing(self, conn: Connection, rules: dict[str, Rules]) -> None:
