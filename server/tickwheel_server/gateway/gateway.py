@@ -86,11 +86,13 @@ _NO_DEFINITION = Definition.parse(b"")
 """For an execution whose job was deleted while it was ready."""
 
 
-def assignment_for(handed: HandedOut, now_us: int) -> worker_pb2.Assignment:
-    """The message a worker receives for one hand-out (``now_us``: when it is
-    sent, which starts its run time limit)."""
+def add_assignment(batch: worker_pb2.PullResponse, handed: HandedOut, now_us: int) -> worker_pb2.Assignment:
+    """Add to ``batch`` the assignment a worker receives for one hand-out
+    (``now_us``: when it is sent, which starts its run time limit). Built
+    in place in the batch: an Assignment built apart is copied whole when
+    it is put in one (9 against 14 µs an assignment, serialised)."""
     definition = handed.definition or _NO_DEFINITION
-    assignment = worker_pb2.Assignment(
+    assignment = batch.assignment.assignments.add(
         execution_id=handed.id,
         job_id=handed.job_id,
         tenant=handed.tenant,
@@ -375,7 +377,7 @@ class Gateway:
             await self._store.release([(item.id, item.delivery) for item in handed])
 
     async def _deal(self, handed: list[HandedOut], members: list[WorkerConnection], now: datetime) -> int:
-        batches: dict[WorkerConnection, list[worker_pb2.Assignment]] = defaultdict(list)
+        batches: dict[WorkerConnection, worker_pb2.PullResponse] = {}
         unsent: list[tuple[str, int]] = []
         spans = []
         debug = log.isEnabledFor(logging.DEBUG)
@@ -398,7 +400,10 @@ class Gateway:
             self.inflight.attach(receiver, (item.id, item.delivery), item.partition, receiver.worker_id, monotonic)
             self._held[(item.id, item.delivery)] = (item.job_id, item.tenant)
             lateness[item.tenant].append((item.handed_out_at_us - max(item.due_at_us, item.ready_at_us)) / 1e6)
-            assignment = assignment_for(item, now_us)
+            batch = batches.get(receiver)
+            if batch is None:
+                batch = batches[receiver] = worker_pb2.PullResponse()
+            assignment = add_assignment(batch, item, now_us)
             if item.trace_context:
                 if self._tracing is not None:
                     span = self._tracing.hand_out_span(
@@ -412,12 +417,11 @@ class Gateway:
                     assignment.traceparent = traceparent_of(span)
                 else:  # not traced here: the worker's span joins the execution's trace directly
                     assignment.traceparent = item.trace_context
-            batches[receiver].append(assignment)
             if debug:
                 log_execution(log, logging.DEBUG, "handed out (delivery %d, attempt %d) to worker %s", item.delivery,
                               item.attempt, receiver.worker_id, execution=item.id, job=item.job_id, tenant=item.tenant)
-        for connection, assignments in batches.items():
-            await connection.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=assignments)))
+        for connection, batch in batches.items():
+            await connection.send(batch)
         for span in spans:
             span.end()
         if self._metrics is not None and lateness:
@@ -559,23 +563,16 @@ class Gateway:
         each to its worker, in order."""
         inputs = [
             ResultIn(
-                execution_id=r.execution_id,
-                delivery=r.delivery,
-                attempt=r.attempt,
-                outcome=r.outcome,
-                error=r.error,
-                worker_id=connection.worker_id,
-                retry_after=r.retry_after.ToTimedelta() if r.HasField("retry_after") else None,
-                worker_started_at_us=(
-                    r.started_at.seconds * 1_000_000 + r.started_at.nanos // 1000 if r.HasField("started_at") else None
-                ),
+                r.execution_id, r.delivery, r.attempt, r.outcome, r.error, connection.worker_id,
+                r.retry_after.ToTimedelta() if r.HasField("retry_after") else None,
+                r.started_at.seconds * 1_000_000 + r.started_at.nanos // 1000 if r.HasField("started_at") else None,
             )
             for connection, r in items
         ]
         acks = await self._store.record_results(inputs)
         debug = log.isEnabledFor(logging.DEBUG)
         self.wake()  # an execution that ended may have freed its job or a key for the next in line
-        replies: dict[WorkerConnection, list[worker_pb2.ResultAck]] = defaultdict(list)
+        replies: dict[WorkerConnection, worker_pb2.PullResponse] = {}
         counted: Counter[tuple[str, int, bool]] = Counter()
         for (connection, result), ack in zip(items, acks):
             self.inflight.done((ack.execution_id, ack.delivery))
@@ -593,14 +590,12 @@ class Gateway:
                 counted[(held[1] if held is not None else OTHER, result.outcome, ack.retry is not None)] += 1
             if ack.retry is not None and self._on_retry is not None:
                 self._on_retry(ack.retry)
-            replies[connection].append(
-                worker_pb2.ResultAck(
-                    execution_id=ack.execution_id, delivery=ack.delivery, accepted=ack.accepted, reason=ack.reason
-                )
+            reply = replies.get(connection)
+            if reply is None:
+                reply = replies[connection] = worker_pb2.PullResponse()
+            reply.ack.acks.add(  # in place: a message built apart is copied whole into the batch
+                execution_id=ack.execution_id, delivery=ack.delivery, accepted=ack.accepted, reason=ack.reason
             )
         if self._metrics is not None:
             self._metrics.results(counted)
-        await asyncio.gather(*(
-            connection.send(worker_pb2.PullResponse(ack=worker_pb2.ResultAcks(acks=replied)))
-            for connection, replied in replies.items()
-        ))
+        await asyncio.gather(*(connection.send(reply) for connection, reply in replies.items()))

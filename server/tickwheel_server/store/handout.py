@@ -74,7 +74,7 @@ from __future__ import annotations
 import json
 import random
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -336,8 +336,9 @@ class HandedOut(NamedTuple):
     """W3C traceparent of the span that created the execution; empty when it was created untraced."""
 
 
-@dataclass(frozen=True)
-class ResultIn:
+class ResultIn(NamedTuple):
+    """A worker's result (a tuple: a batch has thousands)."""
+
     execution_id: str
     delivery: int
     attempt: int
@@ -350,8 +351,7 @@ class ResultIn:
     """When the worker says it started the attempt (its clock); None: not reported."""
 
 
-@dataclass(frozen=True)
-class ResultAck:
+class ResultAck(NamedTuple):
     execution_id: str
     delivery: int
     accepted: bool
@@ -492,8 +492,7 @@ class HandoutStore(SqlStore):
         self.lateral = lateral
         """Use LATERAL scans on PostgreSQL; False sends the UNION ALL form other
         engines get (tests run it on PostgreSQL, which shares CockroachDB's SQL)."""
-        self._definitions: OrderedDict[bytes, Definition] = OrderedDict()
-        self._definitions_lock = threading.Lock()
+        self._definitions: dict[bytes, Definition] = {}
         self._at_lock = threading.Lock()
         self._last_at = 0
 
@@ -769,20 +768,21 @@ class HandoutStore(SqlStore):
         return found
 
     def _definition(self, spec: bytes) -> Definition:
-        """A definition parsed, once per distinct definition while it is
-        among the most recently used."""
+        """A definition parsed, once per distinct definition while cached.
+
+        The cache is a plain dict emptied when full, with no lock: a burst of
+        distinct definitions (every job its own) misses every time, and an
+        LRU's bookkeeping under a lock cost more than the parse. A dict's
+        get and set are atomic for the claims of two threads; the worst race
+        parses one definition twice."""
         spec = bytes(spec)
-        with self._definitions_lock:
-            cached = self._definitions.get(spec)
-            if cached is not None:
-                self._definitions.move_to_end(spec)
-                return cached
-        parsed = Definition.parse(spec)
-        with self._definitions_lock:
-            self._definitions[spec] = parsed
-            if len(self._definitions) > _DEFINITIONS_CACHED:
-                self._definitions.popitem(last=False)
-        return parsed
+        found = self._definitions.get(spec)
+        if found is None:
+            found = Definition.parse(spec)
+            if len(self._definitions) >= _DEFINITIONS_CACHED:
+                self._definitions.clear()
+            self._definitions[spec] = found
+        return found
 
     def _lock_replacing(self, conn: Connection, rules: dict[str, Rules]) -> None:
         """Rounds at READ COMMITTED take turns per ``replace`` job.
