@@ -431,7 +431,11 @@ class Worker:
                     if result is not None:
                         batch.append(result)
                 if batch:
-                    await call.write(worker_pb2.PullRequest(result=worker_pb2.WorkerResults(results=batch)))
+                    # Extending the request's own field copies each result once; PullRequest(result=
+                    # WorkerResults(results=batch)) copies it twice (the WorkerResults is copied too).
+                    request = worker_pb2.PullRequest()
+                    request.result.results.extend(batch)
+                    await call.write(request)
             credit = self._grantable(session)
             if credit > 0:
                 session.outstanding += credit
