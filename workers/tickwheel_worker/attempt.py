@@ -1,8 +1,8 @@
 """One assignment, from receipt until its handler has really stopped.
 
-:meth:`Attempt.run` waits for a slot, starts the target (a named handler or
-an HTTP call), and decides the outcome exactly once, reporting it through a
-callback the moment it is known:
+:meth:`Attempt.start` runs it in a task of its own, which waits for a slot,
+starts the target (a named handler or an HTTP call), and decides the outcome
+exactly once, reporting it through a callback the moment it is known:
 
 * the target finishes -> its outcome (see ``handlers`` and ``http_target``);
 * the server cancels -> ``ctx.canceled`` is set, the handler gets
@@ -15,17 +15,21 @@ target receives that span's traceparent instead (the HTTP ``traceparent``
 header, ``ctx.traceparent``). Without one, the assignment's is passed on.
 
 A target still running after the outcome is decided is aborted (an async
-handler is cancelled, an HTTP call has its socket shut) and ``run`` returns
+handler is cancelled, an HTTP call has its socket shut) and the task ends
 only when it has actually stopped: the slot stays taken until then, so the
 worker never runs more than ``slots`` targets at once, even when a sync
 handler ignores its cancellation. A rejected attempt (the server gave the
 execution to someone else) stops the same way but reports nothing.
+
+Everything an attempt needs from its worker is one :class:`AttemptSettings`,
+built once per worker, so that an assignment costs one small object.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -35,7 +39,7 @@ from typing import Any
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from tickwheel.v1 import worker_pb2
-from tickwheel_server.clock import Clock
+from tickwheel_server.clock import Clock, SystemClock
 from tickwheel_server.telemetry.logs import log_execution
 from tickwheel_worker.handlers import HandlerRegistry, JobContext, PermanentError, encode_output
 from tickwheel_worker.http_target import (
@@ -45,6 +49,7 @@ from tickwheel_worker.http_target import (
     HttpOutcome,
     build_request,
 )
+from tickwheel_worker.slots import Slots
 from tickwheel_worker.threads import DaemonThreads
 from tickwheel_worker.timers import Timer, Timers
 
@@ -52,7 +57,7 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
 """``(execution_id, delivery)``: one hand-out of one execution."""
-ReportResult = Callable[["Attempt", worker_pb2.ExecutionResult], None]
+ReportResult = Callable[[Key, worker_pb2.ExecutionResult], None]
 
 ERROR_MAX_BYTES = 4096
 HTTP_TIMEOUT_WITHOUT_DEADLINE = 300.0
@@ -87,9 +92,21 @@ def _micros(ts: Any) -> int:
     return ts.seconds * 1_000_000 + ts.nanos // 1000
 
 
-def _set_timestamp(ts: Any, instant: datetime) -> None:
-    """``ts.FromDatetime(instant)`` for an aware ``instant``, in a quarter of the time."""
-    seconds, micros = divmod((instant - EPOCH) // MICROSECOND, 1_000_000)
+def now_micros(clock: Clock) -> int:
+    """``clock.now()`` as integer microseconds since the epoch.
+
+    The system clock is read with ``time.time_ns()``, the reading its
+    ``now()`` makes, without the datetime and the timedelta arithmetic (an
+    attempt reads the time three times: 1.5 µs each through datetimes).
+    """
+    if type(clock) is SystemClock:
+        return time.time_ns() // 1000
+    return (clock.now() - EPOCH) // MICROSECOND
+
+
+def _set_timestamp(ts: Any, micros: int) -> None:
+    """Set a protobuf Timestamp to ``micros`` since the epoch (``FromDatetime`` costs 5 µs)."""
+    seconds, micros = divmod(micros, 1_000_000)
     ts.seconds = seconds
     ts.nanos = micros * 1000
 
@@ -134,6 +151,26 @@ def context_from_assignment(assignment: worker_pb2.Assignment) -> JobContext:
     return AssignedContext(assignment)
 
 
+@dataclass(frozen=True)
+class AttemptSettings:
+    """What every attempt of one worker shares."""
+
+    registry: HandlerRegistry
+    clock: Clock
+    timers: Timers
+    """Time the deadlines and cancel graces; its :meth:`Timers.run` must be running."""
+    slots: Slots
+    report: ReportResult
+    """Called with an attempt's outcome the moment it is decided (never for a rejected attempt)."""
+    finished: Callable[[Attempt], None]
+    """Called when an attempt's task ends: its target has stopped and its slot is free."""
+    http_enabled: bool
+    address_policy: AddressPolicy
+    cancel_grace: float
+    user_agent: str
+    tracer: Tracer | None = None
+
+
 class _Immediate(Exception):
     """The attempt fails before anything runs (unknown handler, bad target)."""
 
@@ -155,54 +192,39 @@ class _Work:
 class Attempt:
     """One hand-out (``key``) held by the worker.
 
-    One task runs :meth:`run`; an async handler's coroutine is awaited in
-    that task, not in one of its own. Cancel, reject and the deadline are
-    callbacks (the deadline and the cancel grace are :class:`Timers` entries),
-    so an attempt that just runs costs one task and no timer task. Stopping
-    an async handler cancels that task; :meth:`run` tells its own cancels
-    (``Task.uncancel``) from the worker stopping it.
+    :meth:`start` runs it in one task (:attr:`task`); an async handler's
+    coroutine is awaited in that task, not in one of its own. Cancel, reject
+    and the deadline are callbacks (the deadline and the cancel grace are
+    :class:`Timers` entries), so an attempt that just runs costs one task and
+    no timer task. Stopping an async handler cancels that task; the attempt
+    tells its own cancels (``Task.uncancel``) from the worker stopping it.
     """
 
-    def __init__(
-        self,
-        assignment: worker_pb2.Assignment,
-        *,
-        registry: HandlerRegistry,
-        http_enabled: bool,
-        address_policy: AddressPolicy,
-        clock: Clock,
-        cancel_grace: float,
-        user_agent: str,
-        tracer: Tracer | None = None,
-    ) -> None:
+    def __init__(self, assignment: worker_pb2.Assignment, settings: AttemptSettings) -> None:
         self.assignment = assignment
         self.key: Key = (assignment.execution_id, assignment.delivery)
         self.context = AssignedContext(assignment)
         self.decided = False
         """True once the outcome is known (reported, unless rejected)."""
         self.rejected = False
-        self._registry = registry
-        self._http_enabled = http_enabled
-        self._address_policy = address_policy
-        self._clock = clock
-        self._cancel_grace = cancel_grace
-        self._user_agent = user_agent
-        self._tracer = tracer
+        self.task: asyncio.Task[None] | None = None
+        """Set by :meth:`start`."""
+        self._settings = settings
+        self._cancel_grace = settings.cancel_grace
         self._span: Span | None = None
         self._stop_reason: str | None = None
         """Set by :meth:`cancel`: the outcome is CANCELED."""
         self._deadline_passed = False
-        self._started_at: datetime | None = None
-        self._report: ReportResult | None = None
-        self._timers: Timers | None = None
+        self._started_at: int | None = None
+        """Microseconds since the epoch."""
+        self._deadline: Timer | None = None
         self._grace: Timer | None = None
-        self._task: asyncio.Task[Any] | None = None
-        self._slot_wait: asyncio.Future[bool] | None = None
+        self._slot_wait: asyncio.Future[None] | None = None
         """Set while waiting for a slot; cancelled to stop waiting."""
         self._work: _Work | None = None
         """Set while the target runs."""
         self._own_cancels = 0
-        """Cancels of ``_task`` made to stop an async handler, not yet taken back."""
+        """Cancels of :attr:`task` made to stop an async handler, not yet taken back."""
 
     @property
     def progress(self) -> str:
@@ -215,13 +237,13 @@ class Attempt:
         self._stop_reason = reason or "canceled by the server"
         if self._work is not None:
             self.context._signal_cancel(f"canceled: {self._stop_reason}")
-            if self._cancel_grace > 0 and self._timers is not None:
-                self._grace = self._timers.call_later(self._cancel_grace, self._grace_over)
+            if self._cancel_grace > 0:
+                self._grace = self._settings.timers.call_later(self._cancel_grace, self._grace_over)
             else:
                 self._grace_over()
         elif self._slot_wait is not None:
             self._slot_wait.cancel()
-        # Otherwise run() has not started: it sees the reason when it does.
+        # Otherwise the task has not started: it sees the reason when it does.
 
     def reject(self, reason: str) -> None:
         """Stop the attempt without reporting: it is no longer this worker's."""
@@ -233,52 +255,67 @@ class Attempt:
             elif self._work is not None:  # a cancel's grace is running: end it now
                 self._grace_over()
 
-    async def run(self, slots: asyncio.Semaphore, timers: Timers, report: ReportResult) -> None:
-        """Run to the end; ``report`` is called at most once, with the outcome.
+    def start(self) -> asyncio.Task[None]:
+        """Run the attempt to its end in a task of its own: ``settings.report`` is called at most
+        once, with the outcome, and ``settings.finished`` when the task ends."""
+        self.task = asyncio.get_running_loop().create_task(self._run())
+        return self.task
 
-        The deadline and the cancel grace are timed by ``timers`` (whose
-        :meth:`Timers.run` must be running).
-        """
-        self._report = report
-        self._timers = timers
-        self._task = asyncio.current_task()
-        left = self._seconds_left()
-        deadline = timers.call_later(left, self._on_deadline) if left is not None else None
+    async def _run(self) -> None:
+        settings = self._settings
+        slots = settings.slots
+        self._arm_deadline()
         try:
             if self._stop_reason is not None:
                 self._decide(CANCELED, f"canceled before it started: {self._stop_reason}")
-                return
-            if slots.locked():
-                if not await self._wait_for_slot(slots):
-                    return
-            else:  # a slot is free: taken at once, nothing to race
-                await slots.acquire()
-            try:
-                await self._run_with_slot()
-            finally:
-                slots.release()
+            elif slots.take() or await self._wait_for_slot(slots):
+                try:
+                    await self._run_with_slot()
+                finally:
+                    slots.release()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug of the worker's own must still end in a result
+            self._failed_inside(exc)
         finally:
-            if deadline is not None:
-                deadline.cancel()
+            if self._deadline is not None:
+                self._deadline.cancel()
             if self._grace is not None:
                 self._grace.cancel()
+            settings.finished(self)
 
-    async def _wait_for_slot(self, slots: asyncio.Semaphore) -> bool:
+    def _arm_deadline(self) -> None:
+        """Time ``deadline_at`` on the clock (in at least 1 ms); nothing without a deadline."""
+        a = self.assignment
+        if a.HasField("deadline_at"):
+            left = (_micros(a.deadline_at) - now_micros(self._settings.clock)) / 1e6
+            self._deadline = self._settings.timers.call_later(max(0.001, left), self._on_deadline)
+
+    def _failed_inside(self, exc: Exception) -> None:
+        a = self.assignment
+        log_execution(log, logging.ERROR, "attempt %d (delivery %d) failed inside the worker", a.attempt,
+                      a.delivery, execution=a.execution_id, job=a.job_id, tenant=a.tenant, exc_info=True)
+        if not self.decided and not self.rejected:
+            self.decided = True
+            self._settings.report(self.key, worker_pb2.ExecutionResult(
+                execution_id=a.execution_id, delivery=a.delivery, attempt=a.attempt,
+                outcome=FAILED_RETRYABLE, error=f"worker error: {type(exc).__name__}: {exc}",
+            ))
+
+    async def _wait_for_slot(self, slots: Slots) -> bool:
         """True with a slot taken; False (decided) when stopped or out of time first."""
-        acquire = asyncio.ensure_future(slots.acquire())
-        self._slot_wait = acquire
+        handed = slots.wait()
+        self._slot_wait = handed
         try:
-            await asyncio.wait((acquire,))
+            await asyncio.wait((handed,))
         except asyncio.CancelledError:  # the worker stops
-            if await _cancel_acquire(acquire):
-                slots.release()
+            slots.abandon(handed)
             raise
         finally:
             self._slot_wait = None
         if self._stop_reason is None and not self._deadline_passed:
             return True
-        if not acquire.cancelled():  # it had acquired when the stop came
-            slots.release()
+        slots.abandon(handed)  # it may have been handed a slot when the stop came
         if self._stop_reason is not None:
             self._decide(CANCELED, f"canceled before it started: {self._stop_reason}")
         else:
@@ -286,15 +323,16 @@ class Attempt:
         return False
 
     async def _run_with_slot(self) -> None:
-        self._started_at = self._clock.now()
-        if self._tracer is not None:
+        settings = self._settings
+        self._started_at = now_micros(settings.clock)
+        if settings.tracer is not None:
             self._start_span()
         try:
             work = self._start()
         except _Immediate as failure:
             self._decide(failure.outcome, failure.error)
             return
-        task = self._task
+        task = self.task
         assert task is not None
         self._work = work
         try:
@@ -327,9 +365,10 @@ class Attempt:
         target = self.assignment.target
         kind = target.WhichOneof("kind")
         if kind == "handler":
-            handler = self._registry.get(target.handler.name)
+            registry = self._settings.registry
+            handler = registry.get(target.handler.name)
             if handler is None:
-                served = ", ".join(self._registry.names()) or "none"
+                served = ", ".join(registry.names()) or "none"
                 raise _Immediate(
                     FAILED_PERMANENT,
                     f"no handler named {target.handler.name!r} in this worker (it serves: {served})",
@@ -339,7 +378,8 @@ class Attempt:
             thread = THREADS.submit(handler.func, self.context, name=self._thread_name())
             return _Work(asyncio.wrap_future(thread), _nothing, "handler")
         if kind == "http":
-            if not self._http_enabled:
+            settings = self._settings
+            if not settings.http_enabled:
                 raise _Immediate(FAILED_PERMANENT, "this worker does not run HTTP targets (http disabled)")
             a = self.assignment
             try:
@@ -351,15 +391,15 @@ class Attempt:
                     scheduled_at=a.nominal_at.ToJsonString() if a.HasField("nominal_at") else "",
                     traceparent=self.context.traceparent,
                     payload=a.payload,
-                    user_agent=self._user_agent,
+                    user_agent=settings.user_agent,
                 )
             except ValueError as exc:
                 raise _Immediate(FAILED_PERMANENT, str(exc)) from None
             call = HttpCall(
                 request,
                 timeout=self._seconds_left() or HTTP_TIMEOUT_WITHOUT_DEADLINE,
-                address_policy=self._address_policy,
-                now=self._clock.now,
+                address_policy=settings.address_policy,
+                now=settings.clock.now,
             )
             thread = THREADS.submit(call.run, name=self._thread_name())
             return _Work(asyncio.wrap_future(thread), call.abort, "http")
@@ -373,9 +413,9 @@ class Attempt:
         if work.abort is not None:
             work.abort()
             return
-        assert self._task is not None
+        assert self.task is not None
         self._own_cancels += 1
-        self._task.cancel()
+        self.task.cancel()
 
     def _on_deadline(self) -> None:
         if self.decided:
@@ -438,13 +478,13 @@ class Attempt:
             result.retry_after.FromTimedelta(retry_after)
         if self._started_at is not None:
             _set_timestamp(result.started_at, self._started_at)
-        _set_timestamp(result.finished_at, self._clock.now())
-        assert self._report is not None
-        self._report(self, result)
+        _set_timestamp(result.finished_at, now_micros(self._settings.clock))
+        self._settings.report(self.key, result)
 
     def _start_span(self) -> None:
         """The client span of the target call; the target sees its traceparent."""
-        assert self._tracer is not None
+        tracer = self._settings.tracer
+        assert tracer is not None
         a = self.assignment
         kind = a.target.WhichOneof("kind") or ""
         parent = TraceContextTextMapPropagator().extract({"traceparent": a.traceparent}) if a.traceparent else None
@@ -458,7 +498,7 @@ class Attempt:
             name = f"{attributes['http.request.method']} target"
         else:
             name = f"handler {a.target.handler.name}"
-        self._span = self._tracer.start_span(name, context=parent, kind=SpanKind.CLIENT, attributes=attributes)
+        self._span = tracer.start_span(name, context=parent, kind=SpanKind.CLIENT, attributes=attributes)
         context = self._span.get_span_context()
         self.context.traceparent = f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
 
@@ -467,7 +507,7 @@ class Attempt:
         a = self.assignment
         if not a.HasField("deadline_at"):
             return None
-        left = (_micros(a.deadline_at) - (self._clock.now() - EPOCH) // MICROSECOND) / 1e6
+        left = (_micros(a.deadline_at) - now_micros(self._settings.clock)) / 1e6
         return max(0.001, left)
 
 
@@ -479,12 +519,3 @@ async def _call_async(func: Callable[[JobContext], Any], ctx: JobContext) -> Any
 def _nothing() -> None:
     """A sync handler's thread cannot be stopped: it is asked to (``ctx.cancel_requested``) and waited for."""
 
-
-async def _cancel_acquire(acquire: asyncio.Future[bool]) -> bool:
-    """Cancel a pending ``Semaphore.acquire``; True when it had acquired anyway."""
-    acquire.cancel()
-    try:
-        await acquire
-    except asyncio.CancelledError:
-        return False
-    return True

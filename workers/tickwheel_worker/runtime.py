@@ -56,10 +56,11 @@ from tickwheel.v1 import worker_pb2, worker_pb2_grpc
 from tickwheel_server.clock import Clock, SystemClock
 from tickwheel_server.telemetry.logs import log_execution
 from tickwheel_worker._version import VERSION
-from tickwheel_worker.attempt import FAILED_RETRYABLE, Attempt, Key
+from tickwheel_worker.attempt import FAILED_RETRYABLE, Attempt, AttemptSettings, Key
 from tickwheel_worker.backoff import reconnect_delay
 from tickwheel_worker.config import WorkerConfig
 from tickwheel_worker.handlers import HandlerRegistry
+from tickwheel_worker.slots import Slots
 from tickwheel_worker.timers import Timers
 
 log = logging.getLogger(__name__)
@@ -142,11 +143,22 @@ class Worker:
         self._clock: Clock = clock or SystemClock()
         self._rng = rng or random.Random()
         self._max_held = 2 * config.slots
-        self._slots: asyncio.Semaphore | None = None
         self._timers = Timers(self._clock)
         """Every attempt's deadline and cancel grace: one task for all of them."""
+        self._attempt_settings = AttemptSettings(
+            registry=self.handlers,
+            clock=self._clock,
+            timers=self._timers,
+            slots=Slots(config.slots),
+            report=self._record,
+            finished=self._forget,
+            http_enabled=config.http,
+            address_policy=config.address_policy,
+            cancel_grace=config.cancel_grace,
+            user_agent=USER_AGENT,
+            tracer=config.tracer,
+        )
         self._attempts: dict[Key, Attempt] = {}
-        self._tasks: dict[Key, asyncio.Task[None]] = {}
         self._unacked: dict[Key, worker_pb2.ExecutionResult] = {}
         self._session: _Session | None = None
         self._welcomed = False
@@ -195,7 +207,6 @@ class Worker:
         if not self.config.http and len(self.handlers) == 0:
             raise ValueError("the worker has no handler and HTTP targets are disabled: nothing to run")
         self._started = True
-        self._slots = asyncio.Semaphore(self.config.slots)
         timers = asyncio.create_task(self._timers.run(), name="tickwheel-worker-timers")
         failures = 0
         try:
@@ -539,45 +550,16 @@ class Worker:
                 error=f"worker {self.config.worker_id} over capacity: the assignment exceeded its credit",
             ))
             return
-        attempt = Attempt(
-            assignment,
-            registry=self.handlers,
-            http_enabled=self.config.http,
-            address_policy=self.config.address_policy,
-            clock=self._clock,
-            cancel_grace=self.config.cancel_grace,
-            user_agent=USER_AGENT,
-            tracer=self.config.tracer,
-        )
+        attempt = Attempt(assignment, self._attempt_settings)
         self._attempts[key] = attempt
-        self._tasks[key] = asyncio.create_task(self._hold(attempt), name=f"tickwheel-attempt-{key[0]}#{key[1]}")
+        attempt.start()
 
-    async def _hold(self, attempt: Attempt) -> None:
-        assert self._slots is not None
-        try:
-            await attempt.run(self._slots, self._timers, self._on_result)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a runtime bug must still end in a result
-            a = attempt.assignment
-            log_execution(log, logging.ERROR, "attempt %d (delivery %d) failed inside the worker", a.attempt,
-                          a.delivery, execution=a.execution_id, job=a.job_id, tenant=a.tenant, exc_info=True)
-            if not attempt.decided and not attempt.rejected:
-                attempt.decided = True
-                a = attempt.assignment
-                self._record(attempt.key, worker_pb2.ExecutionResult(
-                    execution_id=a.execution_id, delivery=a.delivery, attempt=a.attempt,
-                    outcome=FAILED_RETRYABLE, error=f"worker error: {type(exc).__name__}: {exc}",
-                ))
-        finally:
-            self._attempts.pop(attempt.key, None)
-            self._tasks.pop(attempt.key, None)
-            if self._session is not None:
-                self._session.wake.set()  # a slot is free: maybe credit
-            self._notify()
-
-    def _on_result(self, attempt: Attempt, result: worker_pb2.ExecutionResult) -> None:
-        self._record(attempt.key, result)
+    def _forget(self, attempt: Attempt) -> None:
+        """The attempt's task ends: its slot is free."""
+        self._attempts.pop(attempt.key, None)
+        if self._session is not None:
+            self._session.wake.set()  # maybe credit
+        self._notify()
 
     def _record(self, key: Key, result: worker_pb2.ExecutionResult) -> None:
         self._unacked[key] = result
@@ -604,9 +586,10 @@ class Worker:
         cancellation keeps that task going: it is given ``ABANDON_TIMEOUT``,
         then left running (and logged).
         """
-        for attempt in list(self._attempts.values()):
+        attempts = list(self._attempts.values())
+        for attempt in attempts:
             attempt.reject("the worker stopped")
-        tasks = list(self._tasks.values())
+        tasks = [attempt.task for attempt in attempts if attempt.task is not None]
         for task in tasks:
             task.cancel()
         if not tasks:

@@ -13,7 +13,8 @@ import pytest
 from tickwheel.v1 import worker_pb2
 from tickwheel_server.clock import FakeClock
 from tickwheel_worker import HandlerRegistry, JobContext
-from tickwheel_worker.attempt import Attempt, context_from_assignment
+from tickwheel_worker.attempt import Attempt, AttemptSettings, context_from_assignment
+from tickwheel_worker.slots import Slots
 from tickwheel_worker.timers import Timers
 
 from tests.unit.worker.worker_fakes import WAIT, make_assignment
@@ -22,23 +23,28 @@ OUTCOME = worker_pb2.ResultOutcome
 
 
 class Harness:
-    """Attempts on one FakeClock, sharing one Timers and a Semaphore of ``slots``."""
+    """Attempts on one FakeClock, sharing one Timers and ``slots`` Slots."""
 
     def __init__(self, clock: FakeClock, timers: Timers, slots: int = 1) -> None:
         self.clock = clock
         self.timers = timers
-        self.slots = asyncio.Semaphore(slots)
+        self.slots = Slots(slots)
         self.registry = HandlerRegistry()
         self.reported: list[worker_pb2.ExecutionResult] = []
+        self.finished: list[Attempt] = []
 
     def attempt(self, name: str, handler: str, deadline_in: float = 60, cancel_grace: float = 0.0) -> Attempt:
         assignment = make_assignment(name, handler=handler)
         assignment.deadline_at.FromDatetime(self.clock.now() + timedelta(seconds=deadline_in))
-        return Attempt(assignment, registry=self.registry, http_enabled=False, address_policy=lambda h, a: True,
-                       clock=self.clock, cancel_grace=cancel_grace, user_agent="test")
+        settings = AttemptSettings(
+            registry=self.registry, clock=self.clock, timers=self.timers, slots=self.slots,
+            report=lambda key, result: self.reported.append(result), finished=self.finished.append,
+            http_enabled=False, address_policy=lambda h, a: True, cancel_grace=cancel_grace, user_agent="test",
+        )
+        return Attempt(assignment, settings)
 
     def run(self, attempt: Attempt) -> asyncio.Task[None]:
-        return asyncio.create_task(attempt.run(self.slots, self.timers, lambda a, r: self.reported.append(r)))
+        return attempt.start()
 
     async def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
@@ -91,7 +97,7 @@ async def test_the_deadline_cancels_an_async_handler_running_in_the_attempts_tas
     assert seen == ["started", "cancelled: deadline passed"] and attempt.context.canceled.is_set()
     # The attempt's own cancel is taken back: run() returned, it was not cancelled.
     assert not task.cancelled() and task.cancelling() == 0
-    assert not harness.slots.locked() and len(harness.timers) == 0
+    assert not harness.slots.locked() and len(harness.timers) == 0 and harness.finished == [attempt]
 
 
 async def test_a_handler_ignoring_the_deadline_is_timed_out_at_once_but_keeps_its_slot(harness: Harness) -> None:
@@ -174,7 +180,7 @@ async def test_reject_during_a_cancels_grace_stops_at_once_without_a_result(harn
 
 @pytest.mark.parametrize("stop", ["cancel", "deadline"])
 async def test_an_attempt_waiting_for_a_slot_stops_waiting(harness: Harness, stop: str) -> None:
-    await harness.slots.acquire()  # the only slot is taken
+    assert harness.slots.take()  # the only slot is taken
     harness.registry.register("echo", lambda ctx: ctx.payload)
     attempt = harness.attempt("e:1", "echo", deadline_in=10)
     task = harness.run(attempt)
@@ -230,7 +236,7 @@ async def test_the_worker_stopping_cancels_the_handler_and_reports_nothing(harne
         await asyncio.wait_for(task, WAIT)
     assert seen == ["cancelled"] and harness.reported == []
     assert attempt.context.cancel_reason == "worker stopped"
-    assert not harness.slots.locked() and len(harness.timers) == 0
+    assert not harness.slots.locked() and len(harness.timers) == 0 and harness.finished == [attempt]
 
 
 def test_the_context_converts_the_assignments_instants_when_read() -> None:
@@ -258,3 +264,18 @@ async def test_cancel_reaches_a_context_whose_event_and_flag_are_made_before_or_
     assert after.canceled.is_set() and after.cancel_requested and after.wait_canceled_sync(0)
     fresh = context_from_assignment(make_assignment("e:3"))
     assert not fresh.cancel_requested and not fresh.wait_canceled_sync(0) and not fresh.canceled.is_set()
+
+
+async def test_a_bug_inside_the_worker_still_ends_in_a_retryable_result(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(name: str) -> None:
+        raise RuntimeError("registry broke")
+
+    monkeypatch.setattr(harness.registry, "get", broken)
+    attempt = harness.attempt("e:1", "echo")
+    await asyncio.wait_for(harness.run(attempt), WAIT)
+    (result,) = harness.reported
+    assert result.outcome == OUTCOME.RESULT_OUTCOME_FAILED_RETRYABLE
+    assert result.error == "worker error: RuntimeError: registry broke"
+    assert harness.finished == [attempt] and not harness.slots.locked() and len(harness.timers) == 0

@@ -11,7 +11,8 @@ import pytest
 from tickwheel.v1 import worker_pb2
 from tickwheel_server.clock import FakeClock
 from tickwheel_worker import HandlerRegistry, JobContext, Worker, WorkerConfig, echo, register_builtins
-from tickwheel_worker.attempt import Attempt, truncate_utf8
+from tickwheel_worker.attempt import Attempt, AttemptSettings, truncate_utf8
+from tickwheel_worker.slots import Slots
 from tickwheel_worker.backoff import reconnect_delay
 from tickwheel_worker.timers import Timers
 from tickwheel_worker.handlers import encode_output
@@ -138,12 +139,16 @@ async def test_an_attempt_times_out_by_its_clock() -> None:
 
     assignment = make_assignment("e:fake", handler="wait")
     assignment.deadline_at.FromDatetime(clock.now() + timedelta(seconds=60))
-    attempt = Attempt(assignment, registry=registry, http_enabled=False, address_policy=lambda h, a: True,
-                      clock=clock, cancel_grace=0.0, user_agent="test")
     reported: list[worker_pb2.ExecutionResult] = []
     timers = Timers(clock)
+    settings = AttemptSettings(
+        registry=registry, clock=clock, timers=timers, slots=Slots(1), report=lambda key, r: reported.append(r),
+        finished=lambda attempt: None, http_enabled=False, address_policy=lambda h, a: True, cancel_grace=0.0,
+        user_agent="test",
+    )
+    attempt = Attempt(assignment, settings)
     ticking = asyncio.create_task(timers.run())
-    task = asyncio.create_task(attempt.run(asyncio.Semaphore(1), timers, lambda a, r: reported.append(r)))
+    task = attempt.start()
     for _ in range(5):
         await asyncio.sleep(0)
     clock.advance(59)
