@@ -30,7 +30,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from functools import cached_property
 from datetime import datetime, timedelta, timezone
@@ -180,13 +181,20 @@ class _Immediate(Exception):
         self.error = error
 
 
+def _nothing() -> None:
+    """A sync handler's thread cannot be stopped: it is asked to (``ctx.cancel_requested``) and waited for."""
+
+
 @dataclass
 class _Work:
-    awaitable: Awaitable[Any]
-    """The handler's coroutine (awaited in the attempt's own task), or a thread's future."""
-    abort: Callable[[], None] | None
-    """Stops the target; None for an async handler, stopped by cancelling the attempt's task."""
-    kind: str  # "handler" or "http"
+    kind: str
+    """"handler" or "http": how the target's value becomes the outcome."""
+    handler: Callable[[JobContext], Awaitable[Any]] | None = None
+    """An async handler: called and awaited in the attempt's own task, stopped by cancelling that task."""
+    thread: asyncio.Future[Any] | None = None
+    """Otherwise the future of the thread that runs the target."""
+    abort: Callable[[], None] = _nothing
+    """Stops the thread's target (an HTTP call's socket is shut)."""
 
 
 class Attempt:
@@ -264,7 +272,6 @@ class Attempt:
     async def _run(self) -> None:
         settings = self._settings
         slots = settings.slots
-        self._arm_deadline()
         try:
             if self._stop_reason is not None:
                 self._decide(CANCELED, f"canceled before it started: {self._stop_reason}")
@@ -285,9 +292,15 @@ class Attempt:
             settings.finished(self)
 
     def _arm_deadline(self) -> None:
-        """Time ``deadline_at`` on the clock (in at least 1 ms); nothing without a deadline."""
+        """Time ``deadline_at`` on the clock (in at least 1 ms), once; nothing without a deadline.
+
+        Called just before the attempt first waits (for a slot, a thread, an
+        async handler that suspends): until then the event loop runs nothing
+        else, so no timer could fire earlier. A handler that returns without
+        awaiting anything never has its deadline timed at all.
+        """
         a = self.assignment
-        if a.HasField("deadline_at"):
+        if self._deadline is None and a.HasField("deadline_at"):
             left = (_micros(a.deadline_at) - now_micros(self._settings.clock)) / 1e6
             self._deadline = self._settings.timers.call_later(max(0.001, left), self._on_deadline)
 
@@ -304,6 +317,7 @@ class Attempt:
 
     async def _wait_for_slot(self, slots: Slots) -> bool:
         """True with a slot taken; False (decided) when stopped or out of time first."""
+        self._arm_deadline()
         handed = slots.wait()
         self._slot_wait = handed
         try:
@@ -336,12 +350,22 @@ class Attempt:
         assert task is not None
         self._work = work
         try:
-            value = await work.awaitable
+            if work.handler is not None:  # called here, so that one raising before its coroutine fails the same way
+                awaitable = work.handler(self.context)
+                if type(awaitable) is types.CoroutineType:
+                    value = await _eagerly(awaitable, self._arm_deadline)
+                else:  # a compiled coroutine, say
+                    self._arm_deadline()
+                    value = await awaitable
+            else:
+                assert work.thread is not None
+                self._arm_deadline()
+                value = await work.thread
         except asyncio.CancelledError:
             if task.cancelling() > self._own_cancels:
                 # The worker is shutting down: stop the target, do not wait for it.
                 self.context._signal_cancel("worker stopped")
-                if work.abort is not None:  # an async handler has the CancelledError already
+                if work.handler is None:  # an async handler has the CancelledError already
                     work.abort()
                 raise
             outcome: tuple[int, str, bytes, timedelta | None] = (
@@ -374,9 +398,9 @@ class Attempt:
                     f"no handler named {target.handler.name!r} in this worker (it serves: {served})",
                 )
             if handler.is_async:
-                return _Work(_call_async(handler.func, self.context), None, "handler")
+                return _Work("handler", handler=handler.func)
             thread = THREADS.submit(handler.func, self.context, name=self._thread_name())
-            return _Work(asyncio.wrap_future(thread), _nothing, "handler")
+            return _Work("handler", thread=asyncio.wrap_future(thread))
         if kind == "http":
             settings = self._settings
             if not settings.http_enabled:
@@ -402,7 +426,7 @@ class Attempt:
                 now=settings.clock.now,
             )
             thread = THREADS.submit(call.run, name=self._thread_name())
-            return _Work(asyncio.wrap_future(thread), call.abort, "http")
+            return _Work("http", thread=asyncio.wrap_future(thread), abort=call.abort)
         raise _Immediate(FAILED_PERMANENT, "the assignment has no target")
 
     def _thread_name(self) -> str:
@@ -410,7 +434,7 @@ class Attempt:
 
     def _abort(self, work: _Work) -> None:
         """Stop the target; an async handler runs in this attempt's task, so that is cancelled."""
-        if work.abort is not None:
+        if work.handler is None:
             work.abort()
             return
         assert self.task is not None
@@ -511,11 +535,32 @@ class Attempt:
         return max(0.001, left)
 
 
-async def _call_async(func: Callable[[JobContext], Any], ctx: JobContext) -> Any:
-    """Call an async handler; one that raises before returning its coroutine fails the same way."""
-    return await func(ctx)
+@types.coroutine
+def _eagerly(coro: Coroutine[Any, Any, Any], suspending: Callable[[], None]) -> Generator[Any, Any, Any]:
+    """``await coro``, whose first step runs at once; ``suspending()`` is called if it does not end there.
 
-
-def _nothing() -> None:
-    """A sync handler's thread cannot be stopped: it is asked to (``ctx.cancel_requested``) and waited for."""
+    What the awaiting task would send into ``coro`` or throw into it (a
+    cancel) is passed on; after the first step has been resumed normally,
+    the rest is a plain ``yield from``. An awaited future's result is read by
+    the future itself, so the task resumes a coroutine with ``send(None)``,
+    as ``yield from`` starts.
+    """
+    try:
+        waiting_on = coro.send(None)
+    except StopIteration as done:
+        return done.value
+    suspending()
+    while True:
+        try:
+            yield waiting_on
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a cancel, thrown into the coroutine where it waits
+            try:
+                waiting_on = coro.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            return (yield from coro)
 

@@ -279,3 +279,34 @@ async def test_a_bug_inside_the_worker_still_ends_in_a_retryable_result(
     assert result.outcome == OUTCOME.RESULT_OUTCOME_FAILED_RETRYABLE
     assert result.error == "worker error: RuntimeError: registry broke"
     assert harness.finished == [attempt] and not harness.slots.locked() and len(harness.timers) == 0
+
+
+async def test_the_deadline_is_timed_only_once_an_async_handler_suspends(harness: Harness) -> None:
+    """The handler's first step runs in the attempt's task before any timer is set; one that
+    returns there never costs a timer, one that awaits has its deadline timed before it waits."""
+    seen: list[tuple[str, int, bool]] = []
+
+    def step(name: str) -> None:
+        seen.append((name, len(harness.timers), asyncio.current_task() is attempt.task))
+
+    @harness.registry.handler("returns")
+    async def returns(ctx: JobContext) -> str:
+        step("first step")
+        return "done"
+
+    @harness.registry.handler("awaits")
+    async def awaits(ctx: JobContext) -> str:
+        step("first step")
+        await asyncio.sleep(0)
+        step("resumed")
+        return "done"
+
+    attempt = harness.attempt("e:1", "returns")
+    await asyncio.wait_for(harness.run(attempt), WAIT)
+    assert seen == [("first step", 0, True)]
+
+    seen.clear()
+    attempt = harness.attempt("e:2", "awaits")
+    await asyncio.wait_for(harness.run(attempt), WAIT)
+    assert seen == [("first step", 0, True), ("resumed", 1, True)]
+    assert [r.output for r in harness.reported] == [b"done", b"done"] and len(harness.timers) == 0
