@@ -18,6 +18,8 @@ from tickwheel_worker import (
     WorkerFatalError,
     register_builtins,
 )
+from tickwheel_worker.http_target import OUTPUT_MAX_BYTES
+from tickwheel_worker.runtime import RESULT_MESSAGE_BYTES
 
 from tests.unit.worker.worker_fakes import WAIT, FakeStream, FakeWorkerService, StartWorker, make_assignment
 
@@ -139,6 +141,24 @@ async def test_unknown_handler_fails_permanently_naming_it(
     result = await stream.wait_result("e:unknown")
     assert result.outcome == OUTCOME.RESULT_OUTCOME_FAILED_PERMANENT
     assert "billing.refund" in result.error and "echo" in result.error
+
+
+async def test_result_messages_stay_under_their_byte_budget(
+    fake_server: FakeWorkerService, start_worker: StartWorker
+) -> None:
+    """A burst of large outputs is split by size, not only by count: no message passes
+    RESULT_MESSAGE_BYTES (the server reads up to 4 MiB), and every result goes once."""
+    count, output = 120, b"o" * OUTPUT_MAX_BYTES  # 1.9 MiB of outputs
+    await start_worker(builtins(), slots=count)
+    stream = await fake_server.stream(0)
+    await stream.assign(*[make_assignment(f"e:{i}", payload=output) for i in range(count)])
+
+    await stream.wait_for(lambda s: len(s.results) == count)
+    messages = stream.of("result")
+    assert len(messages) >= 2
+    assert all(message.ByteSize() <= RESULT_MESSAGE_BYTES for message in messages)
+    assert sorted(r.execution_id for r in stream.results) == sorted(f"e:{i}" for i in range(count))
+    assert all(r.output == output for r in stream.results)
 
 
 async def test_credit_never_exceeds_slots(fake_server: FakeWorkerService, start_worker: StartWorker) -> None:
