@@ -121,7 +121,7 @@ class AssignedContext(JobContext):
     more than the rest of the context together.
     """
 
-    def __init__(self, assignment: worker_pb2.Assignment) -> None:  # noqa: D107 - not the dataclass's
+    def __init__(self, assignment: worker_pb2.Assignment, handler: str) -> None:  # noqa: D107 - not the dataclass's
         self._assignment = assignment
         self.execution_id = assignment.execution_id
         self.job_id = assignment.job_id
@@ -129,7 +129,7 @@ class AssignedContext(JobContext):
         self.attempt = assignment.attempt
         self.delivery = assignment.delivery
         self.payload = assignment.payload
-        self.handler = assignment.target.handler.name  # empty for an HTTP target
+        self.handler = handler  # read with the target's kind by the attempt; empty for an HTTP target
         self.traceparent = assignment.traceparent
         self.missed_count = assignment.missed_count
 
@@ -149,7 +149,7 @@ class AssignedContext(JobContext):
 
 def context_from_assignment(assignment: worker_pb2.Assignment) -> JobContext:
     """The :class:`JobContext` a handler sees for ``assignment``."""
-    return AssignedContext(assignment)
+    return AssignedContext(assignment, assignment.target.handler.name)
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,10 @@ class Attempt:
     def __init__(self, assignment: worker_pb2.Assignment, settings: AttemptSettings) -> None:
         self.assignment = assignment
         self.key: Key = (assignment.execution_id, assignment.delivery)
-        self.context = AssignedContext(assignment)
+        target = assignment.target  # each read of a sub-message costs a wrapper: read once
+        self._kind = target.WhichOneof("kind")
+        """"handler", "http", or None (no target)."""
+        self.context = AssignedContext(assignment, target.handler.name if self._kind == "handler" else "")
         self.decided = False
         """True once the outcome is known (reported, unless rejected)."""
         self.rejected = False
@@ -353,7 +356,14 @@ class Attempt:
             if work.handler is not None:  # called here, so that one raising before its coroutine fails the same way
                 awaitable = work.handler(self.context)
                 if type(awaitable) is types.CoroutineType:
-                    value = await _eagerly(awaitable, self._arm_deadline)
+                    # Its first step runs now, in this task: one that returns there needs no deadline timed.
+                    try:
+                        waiting_on = awaitable.send(None)
+                    except StopIteration as done:
+                        value = done.value
+                    else:
+                        self._arm_deadline()
+                        value = await _resume(awaitable, waiting_on)
                 else:  # a compiled coroutine, say
                     self._arm_deadline()
                     value = await awaitable
@@ -386,16 +396,15 @@ class Attempt:
             self._decide(*outcome)  # no effect when the deadline decided first
 
     def _start(self) -> _Work:
-        target = self.assignment.target
-        kind = target.WhichOneof("kind")
+        kind = self._kind
         if kind == "handler":
             registry = self._settings.registry
-            handler = registry.get(target.handler.name)
+            handler = registry.get(self.context.handler)
             if handler is None:
                 served = ", ".join(registry.names()) or "none"
                 raise _Immediate(
                     FAILED_PERMANENT,
-                    f"no handler named {target.handler.name!r} in this worker (it serves: {served})",
+                    f"no handler named {self.context.handler!r} in this worker (it serves: {served})",
                 )
             if handler.is_async:
                 return _Work("handler", handler=handler.func)
@@ -408,7 +417,7 @@ class Attempt:
             a = self.assignment
             try:
                 request = build_request(
-                    target.http,
+                    a.target.http,
                     execution_id=a.execution_id,
                     attempt=a.attempt,
                     delivery=a.delivery,
@@ -490,9 +499,9 @@ class Attempt:
             self._span.end()
         if self.rejected:
             return
-        a = self.assignment
+        execution_id, delivery = self.key
         result = worker_pb2.ExecutionResult(
-            execution_id=a.execution_id, delivery=a.delivery, attempt=a.attempt, outcome=outcome,
+            execution_id=execution_id, delivery=delivery, attempt=self.context.attempt, outcome=outcome,
         )
         if error:
             result.error = truncate_utf8(error, ERROR_MAX_BYTES)
@@ -510,7 +519,7 @@ class Attempt:
         tracer = self._settings.tracer
         assert tracer is not None
         a = self.assignment
-        kind = a.target.WhichOneof("kind") or ""
+        kind = self._kind
         parent = TraceContextTextMapPropagator().extract({"traceparent": a.traceparent}) if a.traceparent else None
         attributes = {
             "tickwheel.execution_id": a.execution_id, "tickwheel.job_id": a.job_id, "tickwheel.tenant": a.tenant,
@@ -521,7 +530,7 @@ class Attempt:
             attributes["url.full"] = a.target.http.url
             name = f"{attributes['http.request.method']} target"
         else:
-            name = f"handler {a.target.handler.name}"
+            name = f"handler {self.context.handler}"
         self._span = tracer.start_span(name, context=parent, kind=SpanKind.CLIENT, attributes=attributes)
         context = self._span.get_span_context()
         self.context.traceparent = f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
@@ -536,20 +545,15 @@ class Attempt:
 
 
 @types.coroutine
-def _eagerly(coro: Coroutine[Any, Any, Any], suspending: Callable[[], None]) -> Generator[Any, Any, Any]:
-    """``await coro``, whose first step runs at once; ``suspending()`` is called if it does not end there.
+def _resume(coro: Coroutine[Any, Any, Any], waiting_on: Any) -> Generator[Any, Any, Any]:
+    """The rest of ``await coro``, whose first step was run by hand and yielded ``waiting_on``.
 
     What the awaiting task would send into ``coro`` or throw into it (a
-    cancel) is passed on; after the first step has been resumed normally,
-    the rest is a plain ``yield from``. An awaited future's result is read by
-    the future itself, so the task resumes a coroutine with ``send(None)``,
-    as ``yield from`` starts.
+    cancel) is passed on; once it is resumed normally, the rest is a plain
+    ``yield from``. An awaited future's result is read by the future itself,
+    so the task resumes a coroutine with ``send(None)``, as ``yield from``
+    starts.
     """
-    try:
-        waiting_on = coro.send(None)
-    except StopIteration as done:
-        return done.value
-    suspending()
     while True:
         try:
             yield waiting_on

@@ -423,7 +423,9 @@ class Worker:
             session.last_seen = self._clock.monotonic()
             kind = message.WhichOneof("message")
             if kind == "assignment":
-                for assignment in message.assignment.assignments:
+                assignments = message.assignment.assignments
+                session.outstanding = max(0, session.outstanding - len(assignments))
+                for assignment in assignments:
                     self._accept(session, assignment)
             elif kind == "cancel":
                 for execution in message.cancel.executions:
@@ -549,7 +551,6 @@ class Worker:
 
     def _accept(self, session: _Session, assignment: worker_pb2.Assignment) -> None:
         key: Key = (assignment.execution_id, assignment.delivery)
-        session.outstanding = max(0, session.outstanding - 1)
         if key in self._attempts:
             log_execution(log, logging.WARNING, "duplicate assignment (delivery %d) ignored", assignment.delivery,
                           execution=assignment.execution_id, job=assignment.job_id, tenant=assignment.tenant)
