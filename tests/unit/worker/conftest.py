@@ -43,6 +43,11 @@ async def start_worker(fake_server: FakeWorkerService) -> AsyncIterator[StartWor
             cancel_grace=0.2,
             slots=2,
             address_policy=LOOPBACK,
+            # 2 s of silence at the fake's 0.1 s heartbeats: a test process that
+            # stalls (a full collection of a heap grown over a whole suite) must
+            # not make the worker give up on its stream. The tests of that
+            # detection set a short limit themselves.
+            server_silence_intervals=20,
         )
         settings.update(overrides)
         worker = Worker(WorkerConfig(**settings))

@@ -355,7 +355,7 @@ async def test_a_silent_server_is_presumed_dead_and_the_worker_reconnects(
 ) -> None:
     fake_server.heartbeat_interval = 0.05
     fake_server.auto_heartbeat = False  # the server says nothing after its welcome
-    worker = await start_worker(builtins())
+    worker = await start_worker(builtins(), server_silence_intervals=3)
     first = await fake_server.stream(0)
     await asyncio.wait_for(first.ended.wait(), WAIT)  # the worker gave up on it
     second = await fake_server.stream(1)
@@ -367,9 +367,9 @@ async def test_server_heartbeats_keep_the_stream_up(
     fake_server: FakeWorkerService, start_worker: StartWorker
 ) -> None:
     fake_server.heartbeat_interval = 0.05
-    await start_worker(builtins())
+    await start_worker(builtins(), server_silence_intervals=4)
     stream = await fake_server.stream(0)
-    await stream.wait_for(lambda s: len(s.heartbeats) >= 8)  # > 3 intervals, several times over
+    await stream.wait_for(lambda s: len(s.heartbeats) >= 8)  # 0.4 s: twice the silence limit
     assert not stream.ended.is_set() and len(fake_server.streams) == 1
 
 
