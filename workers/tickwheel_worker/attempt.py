@@ -41,6 +41,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from tickwheel.v1 import worker_pb2
 from tickwheel_server.clock import Clock, SystemClock
+from tickwheel_server.ids import set_timestamp_us, timestamp_us, to_us
 from tickwheel_server.telemetry.logs import log_execution
 from tickwheel_worker.handlers import HandlerRegistry, JobContext, PermanentError, encode_output
 from tickwheel_worker.http_target import (
@@ -80,17 +81,8 @@ def truncate_utf8(text: str, limit: int) -> str:
     return data[:limit].decode("utf-8", "ignore")
 
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-MICROSECOND = timedelta(microseconds=1)
-
-
 def _utc(ts: Any) -> datetime:
     return ts.ToDatetime(tzinfo=timezone.utc)
-
-
-def _micros(ts: Any) -> int:
-    """A protobuf Timestamp as integer microseconds since the epoch."""
-    return ts.seconds * 1_000_000 + ts.nanos // 1000
 
 
 def now_micros(clock: Clock) -> int:
@@ -102,14 +94,7 @@ def now_micros(clock: Clock) -> int:
     """
     if type(clock) is SystemClock:
         return time.time_ns() // 1000
-    return (clock.now() - EPOCH) // MICROSECOND
-
-
-def _set_timestamp(ts: Any, micros: int) -> None:
-    """Set a protobuf Timestamp to ``micros`` since the epoch (``FromDatetime`` costs 5 µs)."""
-    seconds, micros = divmod(micros, 1_000_000)
-    ts.seconds = seconds
-    ts.nanos = micros * 1000
+    return to_us(clock.now())
 
 
 class AssignedContext(JobContext):
@@ -304,7 +289,7 @@ class Attempt:
         """
         a = self.assignment
         if self._deadline is None and a.HasField("deadline_at"):
-            left = (_micros(a.deadline_at) - now_micros(self._settings.clock)) / 1e6
+            left = (timestamp_us(a.deadline_at) - now_micros(self._settings.clock)) / 1e6
             self._deadline = self._settings.timers.call_later(max(0.001, left), self._on_deadline)
 
     def _failed_inside(self, exc: Exception) -> None:
@@ -510,8 +495,8 @@ class Attempt:
         if retry_after is not None:
             result.retry_after.FromTimedelta(retry_after)
         if self._started_at is not None:
-            _set_timestamp(result.started_at, self._started_at)
-        _set_timestamp(result.finished_at, now_micros(self._settings.clock))
+            set_timestamp_us(result.started_at, self._started_at)
+        set_timestamp_us(result.finished_at, now_micros(self._settings.clock))
         self._settings.report(self.key, result)
 
     def _start_span(self) -> None:
@@ -540,7 +525,7 @@ class Attempt:
         a = self.assignment
         if not a.HasField("deadline_at"):
             return None
-        left = (_micros(a.deadline_at) - now_micros(self._settings.clock)) / 1e6
+        left = (timestamp_us(a.deadline_at) - now_micros(self._settings.clock)) / 1e6
         return max(0.001, left)
 
 

@@ -48,12 +48,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from google.protobuf import timestamp_pb2
 from tickwheel.v1 import worker_pb2
 
 from ..api.convert import EXECUTION_ORIGIN_TO_PROTO
 from ..clock import Clock
-from ..ids import to_us
+from ..ids import set_timestamp_us, timestamp_us, to_us
 from ..store.handout import Capability, Claimed, Definition, HandedOut, HandoutStore, Lost, RequeueResult, ResultIn, Retry
 from ..telemetry.metrics import OTHER, OUTCOMES, Metrics
 from ..telemetry.logs import log_execution
@@ -73,13 +72,6 @@ MAX_FULL_BATCHES = 20
 
 DEFAULT_TIMEOUT_US = 5 * 60 * 1_000_000
 """A job's run time limit when it names none: 5 minutes."""
-
-
-def _stamp(field: timestamp_pb2.Timestamp, micros: int) -> None:
-    """Set a message's timestamp field in place (no Timestamp built and copied)."""
-    seconds, rest = divmod(micros, 1_000_000)
-    field.seconds = seconds
-    field.nanos = rest * 1000
 
 
 _NO_DEFINITION = Definition.parse(b"")
@@ -103,10 +95,10 @@ def add_assignment(batch: worker_pb2.PullResponse, handed: HandedOut, now_us: in
         missed_count=handed.missed_count,
         origin=EXECUTION_ORIGIN_TO_PROTO.get(handed.origin, 0),
     )
-    _stamp(assignment.nominal_at, handed.nominal_at_us)
-    _stamp(assignment.due_at, handed.due_at_us)
+    set_timestamp_us(assignment.nominal_at, handed.nominal_at_us)
+    set_timestamp_us(assignment.due_at, handed.due_at_us)
     timeout_us = DEFAULT_TIMEOUT_US if definition.timeout_us is None else definition.timeout_us
-    _stamp(assignment.deadline_at, now_us + timeout_us)
+    set_timestamp_us(assignment.deadline_at, now_us + timeout_us)
     return assignment
 
 
@@ -565,7 +557,7 @@ class Gateway:
             ResultIn(
                 r.execution_id, r.delivery, r.attempt, r.outcome, r.error, connection.worker_id,
                 r.retry_after.ToTimedelta() if r.HasField("retry_after") else None,
-                r.started_at.seconds * 1_000_000 + r.started_at.nanos // 1000 if r.HasField("started_at") else None,
+                timestamp_us(r.started_at) if r.HasField("started_at") else None,
             )
             for connection, r in items
         ]
