@@ -2,9 +2,13 @@
 # Set up this checkout on a Debian machine; safe to run again (it only does
 # what is missing).
 #
-#   - PostgreSQL and etcd binaries (Debian's `postgresql`, `etcd-server`) when
-#     absent. The tests start their own throwaway servers; the services the
-#     packages come with are not left running.
+#   - PostgreSQL and etcd binaries (Debian's `postgresql`, `etcd-server`),
+#     `etcdctl` (`etcd-client`) and `openssl` when absent. The tests start
+#     their own throwaway servers; the services the packages come with are not
+#     left running. Every program the tests run comes from here (or the venv,
+#     the npm packages, the Go and Java toolchains below):
+#     tests/unit/test_install_provides.py reads the tests' sources and fails
+#     when one is not installed by this script.
 #   - Python 3.11 with venv support, a `.venv` at the repo root, and this
 #     project installed into it editable with its test extras (skipped when
 #     pyproject.toml has not changed since the last install).
@@ -37,6 +41,14 @@ have_postgres() {
 have_etcd() {
     [[ -n "${TICKWHEEL_ETCD_BIN:-}" && -x "${TICKWHEEL_ETCD_BIN}" ]] && return 0
     command -v etcd >/dev/null
+}
+
+have_etcdctl() {
+    command -v etcdctl >/dev/null
+}
+
+have_openssl() {
+    command -v openssl >/dev/null
 }
 
 have_python() {
@@ -84,6 +96,8 @@ install_debian_packages() {
     local packages=()
     have_postgres || packages+=(postgresql)
     have_etcd || packages+=(etcd-server)
+    have_etcdctl || packages+=(etcd-client)
+    have_openssl || packages+=(openssl)
     if ! have_python; then
         packages+=(python3.11 python3.11-venv)
     fi
@@ -106,6 +120,8 @@ install_debian_packages() {
 
     have_postgres || die "PostgreSQL is still missing after installing it (no /usr/lib/postgresql/*/bin/initdb)"
     have_etcd || die "etcd is still missing after installing etcd-server"
+    have_etcdctl || die "etcdctl is still missing after installing etcd-client"
+    have_openssl || die "openssl is still missing after installing it"
     have_python || die "$PYTHON with venv support is still missing"
 }
 
@@ -132,7 +148,7 @@ setup_venv() {
 # sdk/typescript/package-lock.json; `npm ci` only when the lock file changed.
 
 setup_node() {
-    if ! command -v npm >/dev/null; then
+    if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
         command -v apt-get >/dev/null || die "npm is missing and this is not a Debian-like system"
         log "installing nodejs and npm"
         as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
@@ -209,7 +225,7 @@ setup_go_java() {
     fi
 
     # Java: Debian's JDK and Maven when either is missing.
-    if ! command -v mvn >/dev/null || ! command -v javac >/dev/null; then
+    if ! command -v mvn >/dev/null || ! command -v javac >/dev/null || ! command -v java >/dev/null; then
         command -v apt-get >/dev/null || die "Maven or a JDK is missing and this is not a Debian-like system"
         log "installing maven and default-jdk-headless"
         as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
