@@ -211,7 +211,7 @@ class TickwheelServer:
             server_id=self.server_id, partition_count=cluster.partition_count, clock=self.clock,
         )
         self.gateway = Gateway(
-            self.stores.handout, self.connections, self.clock, owner=self._session_hex(),
+            self.stores.handout, self.connections, self.clock, owner=self._session_hex(), session=self._session,
             db_clock=lambda: database_now(self.engine, self.clock),
             heartbeat_timeout=config.heartbeat_timeout,
             reattach_grace=config.session_ttl,
@@ -480,20 +480,25 @@ class TickwheelServer:
     def _session_hex(self) -> str:
         return session_name(self._session.id) if self._session is not None else ""
 
-    async def _clock_skew_alert(self, skew: float, ok: bool) -> None:
-        """Raise (again) while this server's clock disagrees with the database's; resolve once they agree."""
+    async def _clock_skew_alert(self, skew: float | None, ok: bool) -> None:
+        """Raise (again) while this server's clock disagrees with the
+        database's, or cannot be compared with it; resolve once they agree."""
         key = clock_skew_key(self.server_id)
         if ok:
             if await self.stores.alerts.get(key) is not None:
                 await self.stores.alerts.resolve(key)
             return
+        if skew is None:
+            summary = (f"server {self.server_id} cannot compare its clock with the database's (reads fail or "
+                       "take too long): it hands nothing out until they are compared")
+            details = {"skew_seconds": "unknown"}
+        else:
+            summary = (f"server {self.server_id}'s clock is {skew:+.3f} s off the database's: "
+                       "it hands nothing out until they agree within 250 ms")
+            details = {"skew_seconds": f"{skew:.3f}"}
         await self.stores.alerts.raise_alert(
-            NewAlert(
-                key=key, kind="clock_skew", severity="critical", server_id=self.server_id,
-                summary=f"server {self.server_id}'s clock is {skew:+.3f} s off the database's: "
-                "it hands nothing out until they agree within 250 ms",
-                details={"skew_seconds": f"{skew:.3f}"},
-            )
+            NewAlert(key=key, kind="clock_skew", severity="critical", server_id=self.server_id, summary=summary,
+                     details=details)
         )
 
     async def _on_drain(self) -> None:
@@ -544,11 +549,13 @@ class TickwheelServer:
                     delay = min(delay * 2, self.config.session_ttl / 2)
             delay = 0.2
             old_owner, new_owner = self.gateway.owner, self._session_hex()
-            # Hand out under the new session from now on, then move what was
-            # handed out under the old one (nothing is stamped old afterwards).
+            # The gateway hands nothing out under the lost session (its fence
+            # refuses it): move what runs under it to the new one, then hand
+            # out under the new one. A re-stamp is conditional on the old
+            # owner, so what a reaper took meanwhile stays taken.
             self.info.session_id = self.worker_servicer.session_id = new_owner
-            self.gateway.owner = new_owner
             await self._restamp(old_owner, new_owner)
+            self.gateway.use_session(self._session, new_owner)
             await self.ownership.reset_session(self._session)
             try:
                 await self.presence.publish()

@@ -84,6 +84,20 @@ class FakeClock:
             raise ValueError("FakeClock only moves forward")
         self.advance(delta)
 
+    def freeze(self, seconds: float) -> None:
+        """Move both clocks forward *without* waking anyone: what a process
+        frozen that long (SIGSTOP, a GC pause) finds on waking, before any of
+        its tasks ran. The sleepers now due wake at the next :meth:`advance`."""
+        if seconds < 0:
+            raise ValueError("FakeClock only moves forward")
+        self._now += timedelta(seconds=seconds)
+        self._mono += seconds
+
+    def step_wall(self, seconds: float) -> None:
+        """Step the wall clock by ``seconds`` (negative: back) and leave
+        monotonic time alone, as setting the system clock does."""
+        self._now += timedelta(seconds=seconds)
+
     def advance(self, seconds: float) -> None:
         """Move both clocks forward and wake every sleeper now due."""
         if seconds < 0:

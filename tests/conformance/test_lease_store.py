@@ -215,6 +215,22 @@ async def test_keepalive_keeps_a_session_alive_past_several_ttls(backend: Backen
     await session.close()
 
 
+async def test_a_session_is_surely_alive_only_while_renewed_in_time(backend: Backend) -> None:
+    store = backend.store
+    kept = await store.open_session(TTL)
+    first = kept.alive_until
+    assert kept.surely_alive() and 0 < kept.alive_for() <= kept.ttl
+    await backend.elapse(3 * kept.ttl + 0.5)
+    assert kept.surely_alive() and kept.alive_until > first  # each renewal moved it on
+    unrenewed = await store.open_session(TTL, keepalive=False)
+    assert unrenewed.surely_alive() and not unrenewed.surely_alive(margin=unrenewed.ttl)
+    await backend.until(unrenewed.lost.wait(), within=unrenewed.ttl + 1)
+    assert not unrenewed.surely_alive() and unrenewed.alive_for() == 0
+    await kept.close()
+    assert not kept.surely_alive()
+    await unrenewed.close()
+
+
 async def test_lost_cancels_bound_work(backend: Backend) -> None:
     session = await backend.store.open_session(TTL, keepalive=False)
     started, cancelled = asyncio.Event(), asyncio.Event()
@@ -448,6 +464,22 @@ async def test_memory_frozen_past_ttl_expires_even_with_keepalive() -> None:
     clock.advance(3.5)  # a process frozen longer than the TTL loses its lease
     await asyncio.wait_for(session.lost.wait(), 1)
     assert await store.get("k") is None
+    await store.close()
+
+
+async def test_memory_frozen_past_ttl_is_in_doubt_before_any_task_runs() -> None:
+    # A process woken from SIGSTOP may run any task first: the holder's own
+    # check must not wait for the task that sets ``lost``.
+    clock = FakeClock()
+    store = MemoryLeaseStore(clock)
+    session = await store.open_session(3)
+    await asyncio.sleep(0)  # its keep-alive task waits for its first renewal
+    clock.freeze(2.9)
+    assert session.surely_alive() and not session.surely_alive(margin=0.2)
+    clock.freeze(0.2)
+    assert not session.lost.is_set() and not session.surely_alive()
+    clock.advance(0)
+    await asyncio.wait_for(session.lost.wait(), 1)
     await store.close()
 
 

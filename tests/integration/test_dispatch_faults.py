@@ -447,10 +447,10 @@ class _ClaimReachingTheStoreLate(HandoutStore):
     delay = 1.5
     reached_store_at: datetime | None = None
 
-    async def claim_ready(self, owner, now, capability, limit, on_taken=None):
+    async def claim_ready(self, owner, now, capability, limit, on_taken=None, **options):
         await asyncio.sleep(self.delay)
         self.reached_store_at = self.clock.now()
-        return await super().claim_ready(owner, now, capability, limit, on_taken)
+        return await super().claim_ready(owner, now, capability, limit, on_taken, **options)
 
 
 async def test_an_attempt_starts_when_its_claim_reaches_the_store_not_when_the_round_began(postgres_url: str) -> None:

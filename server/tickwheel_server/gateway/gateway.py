@@ -15,10 +15,28 @@ had to wait or were skipped instead, the group claims again (a few times at
 most) so its credit is not left idle until the next round.
 
 Never early: the claim compares ``ready_at`` with this server's clock. The
-server's clock is compared with the database's at start and every minute;
-while they differ by more than the tolerance (250 ms) no round hands anything
-out, the log says so, and ``on_skew`` raises a clock-skew alert (resolved
-when they agree again).
+server's clock is compared with the database's before the first round and
+every minute (every second while the comparison fails, is too slow to
+decide, or finds them apart); nothing is handed out before a first
+conclusive comparison, while they differ by more than the tolerance (250 ms),
+once the last conclusive one is older than two minutes, or after this
+server's wall clock was stepped (until a new comparison, made at once): the
+rules are :mod:`.clockguard`'s. The log says so, and ``on_skew`` raises a
+clock-skew alert (resolved when they agree again).
+
+Fenced by the session: every hand-out is stamped with this server's session
+(``owner``), which the reaper treats as dead once its lease is gone. So a
+round hands out only while that session surely lives (its
+:meth:`~tickwheel_server.lease.base.Session.surely_alive`, by this server's
+monotonic clock, with a margin of a quarter of its TTL): checked before the
+round, inside each claim's transaction just before it commits (a refusal
+rolls it back: nothing was handed out), and again before the claimed
+executions are dealt (a refusal gives them back). A process frozen past its
+TTL (SIGSTOP, a GC pause, a suspended VM) wakes to a clock past that
+instant, so it hands nothing out under the dead session, whatever task runs
+first; it resumes once the server holds a new session
+(:meth:`Gateway.use_session`). The clock guard is checked at the same three
+points.
 
 The gateway also watches what its workers hold (:mod:`.inflight`): a
 delivery whose heartbeats stop for the heartbeat timeout, or whose stream
@@ -29,6 +47,14 @@ what it still runs; the deliveries still running are re-attached to this
 server's session, the rest are rejected. A retry's ready instant goes into
 the timer wheel through ``on_retry``, the same due-time path as any
 occurrence.
+
+The safety net: every few seconds the gateway reads (a page at a time,
+through the ``executions_owner`` index) the running executions stamped with
+its session, and requeues those that nothing here holds (no :mod:`.inflight`
+entry: a hand-out whose commit was reported as failed but happened, a deal
+that raised after the commit) once they were handed out longer than the
+heartbeat timeout ago and were seen unheld in two passes. Such requeues do
+not count towards the poison cap.
 
 Cancel requests: about once a second (and at once after a round of its own
 made one) the gateway reads the running executions stamped with its session
@@ -52,11 +78,13 @@ from tickwheel.v1 import worker_pb2
 
 from ..api.convert import EXECUTION_ORIGIN_TO_PROTO
 from ..clock import Clock
+from ..lease.base import Session
 from ..ids import set_timestamp_us, timestamp_us, to_us
 from ..store.handout import Capability, Claimed, Definition, HandedOut, HandoutStore, Lost, RequeueResult, ResultIn, Retry
 from ..telemetry.metrics import OTHER, OUTCOMES, Metrics
 from ..telemetry.logs import log_execution
 from ..telemetry.tracing import Tracing, traceparent_of
+from . import clockguard
 from .connections import Connections, WorkerConnection
 from .inflight import InFlight, Key
 from .results import ResultQueue
@@ -72,6 +100,16 @@ MAX_FULL_BATCHES = 20
 
 DEFAULT_TIMEOUT_US = 5 * 60 * 1_000_000
 """A job's run time limit when it names none: 5 minutes."""
+
+SESSION_MARGIN = 0.25
+"""Hand out only while the session surely lives for this part of its TTL more."""
+SKEW_RETRY_INTERVAL = 1.0
+"""Seconds between comparisons of the clocks while hand-out waits for one."""
+CLOCK_STEP = 0.1
+"""Seconds the wall clock may move against the monotonic clock before the
+clocks are compared again (NTP slews at most 0.5 ms/s: 60 ms in two minutes)."""
+ORPHAN_PAGE = 1000
+"""Running executions the safety net reads per pass."""
 
 
 _NO_DEFINITION = Definition.parse(b"")
@@ -122,10 +160,13 @@ class _Chain:
     At most two claims run at once, at most ``MAX_FULL_BATCHES`` start per
     round, and none after the round ended (:attr:`closed`)."""
 
-    def __init__(self, gateway: "Gateway", capability: Capability, members: list[WorkerConnection]) -> None:
+    def __init__(
+        self, gateway: "Gateway", capability: Capability, members: list[WorkerConnection], lease: "_Lease"
+    ) -> None:
         self._gateway = gateway
         self._capability = capability
         self._members = members
+        self._lease = lease
         self.pending: deque[_Claiming] = deque()
         """Started, and not yet taken up by the round, oldest first."""
         self.undealt = 0
@@ -137,7 +178,7 @@ class _Chain:
         return min(self._gateway._credit(self._members) - self.undealt, MAX_BATCH)
 
     def start(self, want: int) -> None:
-        claim = self._gateway._start_claim(self._capability, want, self._progress)
+        claim = self._gateway._start_claim(self._capability, want, self._progress, self._lease)
         self._started.append(claim)
         self.pending.append(claim)
         self.undealt += want
@@ -156,6 +197,15 @@ class _Chain:
             self.start(more)
 
 
+@dataclass(frozen=True)
+class _Lease:
+    """What a round hands out under: the owner it stamps and the session that
+    name stands for (None: not fenced by a session, as in unit tests)."""
+
+    owner: str
+    session: Session | None
+
+
 class Gateway:
     def __init__(
         self,
@@ -164,11 +214,13 @@ class Gateway:
         clock: Clock,
         *,
         owner: str,
+        session: Session | None = None,
         sweep_interval: float = 1.0,
         db_clock=None,
         skew_tolerance: float = 0.25,
         skew_check_interval: float = 60.0,
-        on_skew: Callable[[float, bool], Awaitable[None]] | None = None,
+        skew_max_age: float | None = None,
+        on_skew: Callable[[float | None, bool], Awaitable[None]] | None = None,
         heartbeat_timeout: float = 30.0,
         reattach_grace: float = 10.0,
         on_retry: Callable[[Retry], None] | None = None,
@@ -178,13 +230,26 @@ class Gateway:
         self._store = store
         self._connections = connections
         self._clock = clock
-        self.owner = owner
+        self._lease = _Lease(owner, session)
         self._sweep_interval = sweep_interval
         self._db_clock = db_clock
         self._skew_tolerance = skew_tolerance
         self._skew_check_interval = skew_check_interval
+        self._skew_max_age = 2 * skew_check_interval if skew_max_age is None else skew_max_age
+        self._clock_check: clockguard.ClockCheck | None = None
+        """The last conclusive comparison of the clocks (None: none yet)."""
+        self._next_skew_check = clock.monotonic()
+        self._step_seen: clockguard.ClockCheck | None = None
+        """The check after which a wall-clock step was last noticed (one re-check each)."""
+        self._skew_reported: tuple[bool, float] | None = None
+        """(within tolerance, monotonic instant) of the last ``on_skew`` call."""
+        self._refused: str | None = None
+        """Why hand-out stopped, as last logged (None: it runs)."""
         self._on_skew = on_skew
-        """Called after every check with (skew in seconds, within tolerance): raises or resolves the alert."""
+        """Called after every check that changes the verdict (and every
+        ``skew_check_interval`` while it is not good) with (skew in seconds,
+        or None if the clocks could not be compared; within tolerance):
+        raises or resolves the alert."""
         self._on_retry = on_retry
         self._metrics = metrics
         self._tracing = tracing if tracing is not None and tracing.enabled else None
@@ -194,9 +259,14 @@ class Gateway:
         self.requeued = 0
         self.canceled = 0
         """Deliveries whose workers this gateway told to cancel them (cancel requests)."""
+        self._orphan_cursor = ""
+        self._suspects: dict[Key, float] = {}
+        """Running deliveries stamped with this session that nothing here held
+        when last read: key -> monotonic instant first seen so."""
+        self._suspects_seen: set[Key] = set()
+        self.orphans_requeued = 0
         self._wake = asyncio.Event()
         self.clock_skew: float | None = None
-        self.handing_out = True
         self.rounds = 0
         self.round_done = asyncio.Event()
         self.results: ResultQueue[WorkerConnection, worker_pb2.ExecutionResult] = ResultQueue(
@@ -207,6 +277,63 @@ class Gateway:
     def wake(self) -> None:
         """Run a hand-out round now (something may be ready)."""
         self._wake.set()
+
+    # -- the fences: session and clock -------------------------------------------------------------
+
+    @property
+    def owner(self) -> str:
+        """The session name hand-outs are stamped with."""
+        return self._lease.owner
+
+    @owner.setter
+    def owner(self, owner: str) -> None:
+        self._lease = _Lease(owner, self._lease.session)
+
+    @property
+    def session(self) -> Session | None:
+        return self._lease.session
+
+    def use_session(self, session: Session, owner: str) -> None:
+        """Hand out under ``session`` (named ``owner`` in the store) from now
+        on. The server calls it once the executions stamped with its previous
+        session were re-stamped with this one. Rounds and claims under way
+        keep the session they started with, and their fence refuses it."""
+        self._lease = _Lease(owner, session)
+        self.wake()
+
+    def refusal(self, lease: "_Lease | None" = None) -> str | None:
+        """Why nothing may be handed out under ``lease`` (the current one by
+        default) now, or None if it may: its session is not surely alive
+        for a quarter of its TTL more, or the clock guard refuses
+        (:mod:`.clockguard`). Safe to call from any thread: a claim's
+        transaction calls it just before committing."""
+        session = (lease or self._lease).session
+        if session is not None and not session.surely_alive(SESSION_MARGIN * session.ttl):
+            return f"session {session.id:x} is lost or in doubt ({session.lost_reason or 'not renewed in time'})"
+        return self._clock_refusal()
+
+    def _clock_refusal(self) -> str | None:
+        if self._db_clock is None:
+            return None
+        return clockguard.refusal(
+            self._clock_check, self._clock.now(), self._clock.monotonic(), tolerance=self._skew_tolerance,
+            max_age=self._skew_max_age, step=CLOCK_STEP,
+        )
+
+    @property
+    def handing_out(self) -> bool:
+        """True if a round started now would hand out."""
+        return self.refusal() is None
+
+    def _note_refusal(self, refused: str | None) -> None:
+        """Log when hand-out stops and when it resumes (once each)."""
+        if refused == self._refused:
+            return
+        if refused is None:
+            log.warning("handing out resumes (session %s)", self.owner)
+        else:
+            log.error("handing out stops: %s", refused)
+        self._refused = refused
 
     async def run(self) -> None:
         """Hand out at every wake-up and every sweep, and write the workers'
@@ -219,11 +346,9 @@ class Gateway:
             await asyncio.gather(writer, return_exceptions=True)
 
     async def _hand_out_forever(self) -> None:
-        next_skew_check = self._clock.monotonic()
         while True:
-            if self._db_clock is not None and self._clock.monotonic() >= next_skew_check:
-                await self._check_skew()
-                next_skew_check = self._clock.monotonic() + self._skew_check_interval
+            if self._db_clock is not None:
+                await self._check_skew_if_due()
             try:
                 await self.hand_out_round()
             except Exception:
@@ -240,43 +365,87 @@ class Gateway:
                 waiter.cancel()
             self._wake.clear()
 
-    async def _check_skew(self) -> None:
-        before = self._clock.now()
+    async def _check_skew_if_due(self) -> None:
+        """Compare the clocks when the last comparison is a minute old, and
+        at once after a wall-clock step; while the guard refuses, every
+        second."""
+        stepped = self._clock_refusal() == clockguard.STEPPED
+        if stepped and self._clock_check is not self._step_seen:
+            self._step_seen = self._clock_check
+            log.warning("this server's wall clock was stepped: comparing it with the database's again")
+            self._next_skew_check = self._clock.monotonic()
+        if self._clock.monotonic() < self._next_skew_check:
+            return
+        good = await self._check_skew()
+        refused = self._clock_refusal()
+        again = self._skew_check_interval if good and refused is None else SKEW_RETRY_INTERVAL
+        self._next_skew_check = self._clock.monotonic() + again
+
+    async def _check_skew(self) -> bool:
+        """Read the database's clock once and judge (:func:`clockguard.judge`);
+        True if the comparison was conclusive (whatever it found)."""
+        before, before_mono = self._clock.now(), self._clock.monotonic()
         try:
             db_now = await self._db_clock()
         except Exception as error:
             log.warning("cannot read the database's clock: %s", error)
+            await self._report_skew(None)
+            return False
+        after, after_mono = self._clock.now(), self._clock.monotonic()
+        check = clockguard.judge(before, before_mono, after, after_mono, db_now, tolerance=self._skew_tolerance)
+        if check is None:
+            log.info("the database's clock took %.3f s to read (or this server's clock moved meanwhile): "
+                     "clock skew not checked this time", after_mono - before_mono)
+            await self._report_skew(None)
+            return False
+        previous, self._clock_check = self._clock_check, check
+        self.clock_skew = check.skew
+        ok = check.within(self._skew_tolerance)
+        was_ok = previous is None or previous.within(self._skew_tolerance)
+        if not ok and was_ok:
+            log.error(
+                "clock skew %.3f s between this server and the database exceeds %.3f s: "
+                "handing out stops until they agree (never early)", check.skew, self._skew_tolerance,
+            )
+        elif ok and not was_ok:
+            log.warning("clock skew %.3f s is within %.3f s again", check.skew, self._skew_tolerance)
+        await self._report_skew(check.skew, ok)
+        return True
+
+    async def _report_skew(self, skew: float | None, ok: bool = False) -> None:
+        """Tell ``on_skew`` a verdict: a good one once, a bad one when it
+        starts and again every check interval while it lasts. An
+        inconclusive comparison (``skew`` None) is a bad verdict only once
+        the guard refuses for want of a conclusive one."""
+        if self._on_skew is None:
             return
-        after = self._clock.now()
-        # The database read its clock somewhere between ``before`` and
-        # ``after``: compare with the midpoint, give the round trip's half as
-        # the benefit of the doubt, and decide nothing from a read that took
-        # longer than the tolerance (a busy server or store, not a clock).
-        uncertainty = (after - before).total_seconds() / 2
-        if uncertainty > self._skew_tolerance:
-            log.info("the database's clock took %.3f s to read: clock skew not checked this time", 2 * uncertainty)
+        if skew is None:
+            if self._clock_refusal() not in (clockguard.NOT_CHECKED, clockguard.STALE):
+                return  # the last conclusive verdict still holds
+            ok = False
+        now = self._clock.monotonic()
+        last = self._skew_reported
+        if last is not None and last[0] == ok and (ok or now - last[1] < self._skew_check_interval):
             return
-        skew = (before + (after - before) / 2 - db_now).total_seconds()
-        self.clock_skew = skew
-        ok = abs(skew) - uncertainty <= self._skew_tolerance
-        if ok != self.handing_out:
-            if ok:
-                log.warning("clock skew %.3f s is within %.3f s again: handing out resumes", skew, self._skew_tolerance)
-            else:
-                log.error(
-                    "clock skew %.3f s between this server and the database exceeds %.3f s: "
-                    "handing out stops until they agree (never early)", skew, self._skew_tolerance,
-                )
-        self.handing_out = ok
-        if self._on_skew is not None:
-            try:
-                await self._on_skew(skew, ok)
-            except Exception:
-                log.exception("cannot record the clock-skew alert")
+        try:
+            await self._on_skew(skew, ok)
+        except Exception:
+            log.exception("cannot record the clock-skew alert")
+            return
+        self._skew_reported = (ok, now)
 
     async def hand_out_round(self) -> int:
-        """One round: returns how many executions were handed out."""
-        if not self.handing_out:
+        """One round: returns how many executions were handed out.
+
+        Everything it hands out is stamped with the session current when it
+        starts, and only while :meth:`refusal` says nothing against it:
+        before the round, inside each claim's transaction (a refused claim
+        rolls back) and before each deal (refused: the claimed executions
+        are given back, none reaches a worker)."""
+        lease = self._lease
+        refused = self.refusal(lease)
+        self._note_refusal(refused)
+        if refused is not None:
             return 0
         groups: dict[Capability, list[WorkerConnection]] = defaultdict(list)
         for connection in self._connections.all():
@@ -286,8 +455,10 @@ class Gateway:
         stopped = 0
         backlog = False
         for capability, members in groups.items():
+            if refused is not None:
+                break
             diverted_passes = full_batches = 0
-            chain = _Chain(self, capability, members)
+            chain = _Chain(self, capability, members, lease)
             try:
                 while True:
                     if not chain.pending:
@@ -301,6 +472,11 @@ class Gateway:
                     # Its credit is spent as it is dealt (before the deal's
                     # first await): from here on, credit counts it.
                     chain.undealt -= current.want
+                    refused = handed.fenced or self.refusal(lease)
+                    if refused is not None:
+                        self._note_refusal(refused)
+                        await self._store.release([(item.id, item.delivery) for item in handed])
+                        break
                     total += await self._deal(handed, members, self._clock.now())
                     stopped += handed.stopped
                     if full:
@@ -329,7 +505,9 @@ class Gateway:
     def _credit(members: list[WorkerConnection]) -> int:
         return sum(c.credit for c in members if not c.closed.is_set())
 
-    def _start_claim(self, capability: Capability, want: int, progress: Callable[["_Claiming"], None]) -> "_Claiming":
+    def _start_claim(
+        self, capability: Capability, want: int, progress: Callable[["_Claiming"], None], lease: _Lease
+    ) -> "_Claiming":
         """Start a claim; ``progress`` is called (on the loop) once its take
         is done (:attr:`_Claiming.full_take` set) and once it has ended."""
         loop = asyncio.get_running_loop()
@@ -345,16 +523,20 @@ class Gateway:
             except RuntimeError:  # the loop closed meanwhile (shutting down): nobody waits for it
                 pass
 
-        claim.claiming = asyncio.ensure_future(self._claim(capability, want, on_taken))
+        claim.claiming = asyncio.ensure_future(self._claim(capability, want, lease, on_taken))
         claim.claiming.add_done_callback(lambda _: progress(claim))
         return claim
 
-    async def _claim(self, capability: Capability, want: int, on_taken: Callable[[int], None] | None = None) -> Claimed:
+    async def _claim(
+        self, capability: Capability, want: int, lease: _Lease, on_taken: Callable[[int], None] | None = None
+    ) -> Claimed:
         # ``now`` decides what is ready; the hand-out instant (lateness,
         # deadlines) is read after the claim reached the store, which may
         # have retried through an outage meanwhile.
         started = self._clock.monotonic()
-        handed = await self._store.claim_ready(self.owner, self._clock.now(), capability, want, on_taken=on_taken)
+        handed = await self._store.claim_ready(
+            lease.owner, self._clock.now(), capability, want, on_taken=on_taken, fence=lambda: self.refusal(lease)
+        )
         if handed and self._metrics is not None:
             self._metrics.claimed("handout", len(handed), self._clock.monotonic() - started)
         return handed
@@ -453,7 +635,9 @@ class Gateway:
         """About every ``interval``: requeue the deliveries whose worker went
         silent or away, and tell workers about cancel requests; every
         ``stalled_interval``, wake waiters left asleep beside free key slots
-        or behind a job with nothing running (:meth:`HandoutStore.wake_stalled`)."""
+        or behind a job with nothing running (:meth:`HandoutStore.wake_stalled`)
+        and requeue what runs under this session with nothing here holding
+        it (:meth:`requeue_orphans`)."""
         next_stalled = self._clock.monotonic() + stalled_interval
         while True:
             try:
@@ -471,7 +655,71 @@ class Gateway:
                         self.wake()
                 except Exception:
                     log.exception("waking stalled waiters failed; retrying")
+                try:
+                    await self.requeue_orphans()
+                except Exception:
+                    log.exception("requeuing unheld running executions failed; retrying")
             await self._clock.sleep(interval)
+
+    async def requeue_orphans(self, page: int = ORPHAN_PAGE) -> RequeueResult:
+        """One pass of the safety net: read the next ``page`` of running
+        executions stamped with this session (:meth:`HandoutStore.running_under`,
+        wrapping around at the end) and requeue each that
+
+        - nothing here holds (no :attr:`inflight` entry: no worker of this
+          server runs it, none has a result for it waiting to be recorded),
+        - was handed out more than the heartbeat timeout ago (a claim that
+          committed and is not dealt yet is younger), and
+        - was found so in an earlier pass too (a re-attachment committed
+          and not yet entered here is seen held by the next pass).
+
+        These are hand-outs that reached no worker although their commit
+        happened: a commit reported as failed, a deal that raised. The
+        requeue is conditional on the owner and delivery read, does not
+        count towards the poison cap and wakes a round. Skipped while this
+        server's session is in doubt. An execution left so is requeued
+        within the heartbeat timeout and two passes (with every
+        ``page`` more running executions here, one pass more)."""
+        lease = self._lease
+        if lease.session is not None and not lease.session.surely_alive(SESSION_MARGIN * lease.session.ttl):
+            return RequeueResult()
+        rows = await self._store.running_under(lease.owner, self._orphan_cursor, page)
+        wrapped = len(rows) < page
+        self._orphan_cursor = "" if wrapped else rows[-1].execution_id
+        now_us, now = to_us(self._clock.now()), self._clock.monotonic()
+        cutoff_us = now_us - int(self.inflight.timeout * 1_000_000)
+        lost: list[Lost] = []
+        for row in rows:
+            key = (row.execution_id, row.delivery)
+            if key in self.inflight or row.handed_out_at_us is None or row.handed_out_at_us > cutoff_us:
+                self._suspects.pop(key, None)
+                continue
+            self._suspects_seen.add(key)
+            if key not in self._suspects:
+                self._suspects[key] = now
+            elif now > self._suspects[key]:
+                lost.append(Lost(row.execution_id, row.delivery,
+                                 f"running under session {lease.owner} with no worker of this server holding it",
+                                 row.worker_id))
+        if wrapped:  # a whole cycle read: forget suspects it did not find again
+            self._suspects = {key: at for key, at in self._suspects.items() if key in self._suspects_seen}
+            self._suspects_seen = set()
+        if not lost or lease is not self._lease:
+            return RequeueResult()
+        result = await self._store.requeue(lease.owner, lost, counts=False)
+        for item in lost:
+            self._suspects.pop((item.execution_id, item.delivery), None)
+        taken = {retry.execution_id for retry in result.requeued} | set(result.canceled)
+        for item in lost:
+            if item.execution_id in taken:
+                log_execution(log, logging.WARNING, "delivery %d requeued: %s", item.delivery, item.reason,
+                              execution=item.execution_id, job="", tenant="")
+        if self._metrics is not None:
+            self._metrics.requeued("orphan", len(result.requeued))
+        if result.requeued or result.canceled:
+            self.orphans_requeued += len(result.requeued)
+            self.wake()
+        return result
 
     async def signal_cancels(self) -> int:
         """Send each worker holding a delivery someone asked to stop one

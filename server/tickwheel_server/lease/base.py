@@ -21,7 +21,11 @@ than its successor's and any write it makes elsewhere can be refused on that.
 A session is liveness. ``session.lost`` is set as soon as the lease can no
 longer be trusted; work done as owner runs inside :meth:`Session.scope` (or
 :meth:`Session.run_bound`) so that it is cancelled, not left running, when the
-lease goes. A lost session is final: open a new one.
+lease goes. A lost session is final: open a new one. ``lost`` is an event, and
+a process that was frozen (SIGSTOP, a long GC pause, a suspended VM) may act
+before the task that sets it runs again: a write that must not outlive the
+lease asks :meth:`Session.surely_alive` at the last moment, which compares the
+holder's own monotonic clock with :attr:`Session.alive_until`.
 
 Keys are ``str`` (UTF-8 on the wire); values are ``bytes`` (a ``str`` value is
 encoded as UTF-8).
@@ -177,6 +181,16 @@ class Session(abc.ABC):
       is gone or will be gone within ``ttl``; every ownership under it is void.
       ``lost`` is never cleared: open a new session.
     * ``lost_reason`` says why, once ``lost`` is set.
+    * :attr:`alive_until` is the instant of the store's monotonic clock until
+      which the lease surely exists: when the last successful renewal (or the
+      grant) was *sent*, plus the TTL the store granted with it. The store
+      cannot expire the lease before then (it counts the TTL from when it
+      received the request, later). It only grows while the session lives.
+      :meth:`surely_alive` is the check to make just before a write that must
+      not outlive the lease; it answers False once ``lost`` is set, and also
+      before that when the holder has not renewed in time (keep-alives that
+      stop, or a process that was frozen and has not yet run the task that
+      would set ``lost``).
     * :meth:`close` sets ``lost``, cancels the bound work, stops the renewals
       and revokes the lease, which deletes its keys at once.
     """
@@ -191,6 +205,29 @@ class Session(abc.ABC):
         self._on_lost: list[Callable[[], None]] = []
 
     # -- liveness ---------------------------------------------------------------
+
+    @property
+    @abc.abstractmethod
+    def alive_until(self) -> float:
+        """Monotonic instant (of the store's clock) until which the lease
+        surely exists; see the class docstring."""
+
+    @abc.abstractmethod
+    def _monotonic(self) -> float:
+        """The store clock's monotonic time now."""
+
+    def alive_for(self) -> float:
+        """Seconds the lease surely exists from now (0 once ``lost`` is set or
+        the instant has passed). Safe to call from any thread."""
+        if self.lost.is_set():
+            return 0.0
+        return max(0.0, self.alive_until - self._monotonic())
+
+    def surely_alive(self, margin: float = 0.0) -> bool:
+        """True if ``lost`` is not set and the lease surely exists for more
+        than ``margin`` seconds from now. Safe to call from any thread (a
+        store's transaction checks it just before committing)."""
+        return self.alive_for() > margin
 
     def _mark_lost(self, reason: str) -> None:
         """Record the loss (first reason wins) and cancel every bound scope."""

@@ -246,6 +246,13 @@ class EtcdSession(Session):
         self._expires_at = expires_at  # store clock's monotonic time
         self._tasks: list[asyncio.Task[None]] = []
 
+    @property
+    def alive_until(self) -> float:
+        return self._expires_at
+
+    def _monotonic(self) -> float:
+        return self._store._clock.monotonic()
+
     def _start(self, keepalive: bool) -> None:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._watchdog(), name=f"etcd-lease-watchdog-{self.id:x}"))

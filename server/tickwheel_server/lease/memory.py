@@ -65,6 +65,15 @@ class MemorySession(Session):
         self._keepalive = keepalive
         self._task: asyncio.Task[None] | None = None
 
+    @property
+    def alive_until(self) -> float:
+        # In one process the holder's view is the store's: the lease's expiry.
+        lease = self._store._leases.get(self.id)
+        return lease.expires_at if lease is not None and lease.session is self else float("-inf")
+
+    def _monotonic(self) -> float:
+        return self._store._clock.monotonic()
+
     def _start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"lease-session-{self.id:x}"

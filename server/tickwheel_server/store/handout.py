@@ -407,6 +407,15 @@ class CancelRequest:
     reason: str
 
 
+class Running(NamedTuple):
+    """A running execution as :meth:`HandoutStore.running_under` reads it."""
+
+    execution_id: str
+    delivery: int
+    handed_out_at_us: int | None
+    worker_id: str
+
+
 @dataclass(frozen=True)
 class Reattached:
     execution_id: str
@@ -426,6 +435,16 @@ class Claimed(list):
         """Candidates that waited, were skipped or canceled instead of starting."""
         self.stopped = 0
         """Running executions asked to stop (overlap ``replace``)."""
+        self.fenced: str | None = None
+        """Why the claim's fence refused to commit it (nothing was handed out); None if it did not."""
+
+
+class _Fenced(Exception):
+    """A claim's fence refused to let it commit: roll it back."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class _Moved(NamedTuple):
@@ -500,7 +519,7 @@ class HandoutStore(SqlStore):
 
     async def claim_ready(
         self, owner: str, now: datetime, capability: Capability, limit: int,
-        on_taken: Callable[[int], None] | None = None,
+        on_taken: Callable[[int], None] | None = None, fence: Callable[[], str | None] | None = None,
     ) -> "Claimed":
         """Hand out up to ``limit`` executions whose ready instant is at or
         before ``now`` and that ``capability`` may run: shared among tenants
@@ -520,7 +539,14 @@ class HandoutStore(SqlStore):
         ``replace``). ``on_taken`` is called (in the store's thread) with
         how many rows the round took, as soon as they are taken and before
         their admission is decided: a caller may start its next round then,
-        whose take passes over these rows as another server's would."""
+        whose take passes over these rows as another server's would.
+
+        ``fence`` is asked (in the store's thread) at the end of the
+        transaction, just before it commits, whether ``owner`` may still
+        hand out (:meth:`Gateway.refusal`: its session surely alive, its
+        clock trusted); a reason instead of None rolls the transaction back
+        and returns an empty :class:`Claimed` whose ``fenced`` is that
+        reason: nothing was handed out, changed or counted."""
         if limit <= 0 or not capability.tenants or not (capability.handlers or capability.http):
             return Claimed()
         now_us = to_us(now)
@@ -530,10 +556,18 @@ class HandoutStore(SqlStore):
             outcome.clear()
             shares = self.fair.begin()
             claimed = self._claim(conn, owner, now_us, capability, limit, shares, on_taken)
+            refused = fence() if fence is not None else None
+            if refused is not None:
+                raise _Fenced(refused)
             outcome.append(shares)
             return claimed
 
-        claimed = await self._tx(fn, row_locked=True)
+        try:
+            claimed = await self._tx(fn, row_locked=True)
+        except _Fenced as fenced:
+            refused = Claimed()
+            refused.fenced = fenced.reason
+            return refused
         if outcome:
             self.fair.commit(outcome[0], claimed.tenants)
         return claimed
@@ -545,8 +579,7 @@ class HandoutStore(SqlStore):
         # This attempt's instant decides what is ready and is the hand-out
         # instant: an attempt retried after a conflict or an outage sees what
         # came due meanwhile, and is never early by this server's clock.
-        with self._at_lock:  # unique per round, also for two rounds of this server at once
-            at_us = self._last_at = max(now_us, to_us(self.clock.now()), self._last_at + 1)
+        at_us = self._unique_instant(max(now_us, to_us(self.clock.now())))
         now_us = at_us
         ready = self._ready_tenants(conn, capability, now_us)
         if not ready:
@@ -619,6 +652,24 @@ class HandoutStore(SqlStore):
         claimed.extend(handed)
         claimed.diverted = len(rows) - len(handed)
         return claimed
+
+    def _unique_instant(self, at_us: int) -> int:
+        """``at_us``, or a microsecond past the last round's instant if that is not
+        earlier: rounds of one store stamp distinct instants (a round tells its own
+        rows from other running ones by owner and instant), also two at once.
+
+        Never the old instant after the wall clock was stepped back (more than
+        :data:`_SAME_INSTANT_US` behind the last round): that would judge what is
+        ready by a clock reading the server no longer has, handing out early by
+        the step. The instant then follows the clock back; that it might equal an
+        instant stamped before the step, within the span stepped over, is the one
+        case where rounds are not told apart (docs/architecture.md, never early)."""
+        with self._at_lock:
+            last = self._last_at
+            if last - _SAME_INSTANT_US < at_us <= last:
+                at_us = last + 1
+            self._last_at = at_us
+            return at_us
 
     # -- step 1: who has ready work, and room under their caps -------------------------------------
 
@@ -1472,6 +1523,23 @@ class HandoutStore(SqlStore):
 
         return await self._tx(fn)
 
+    async def running_under(self, owner: str, after: str = "", limit: int = 1000) -> list[Running]:
+        """Up to ``limit`` running executions stamped with ``owner`` whose id
+        sorts after ``after``, in id order: a page of what one server's
+        session holds (the ``executions_owner`` partial index; a server's
+        running executions are at most its workers' slots). Writes nothing."""
+
+        def fn(conn: Connection) -> list[Running]:
+            query = (
+                sa.select(executions.c.id, executions.c.delivery, executions.c.handed_out_at, executions.c.worker_id)
+                .where(executions.c.owner == owner, executions.c.status == "running", executions.c.id > after)
+                .order_by(executions.c.id)
+                .limit(limit)
+            )
+            return [Running(row.id, row.delivery, row.handed_out_at, row.worker_id or "") for row in conn.execute(query)]
+
+        return await self._tx(fn, idempotent=True)
+
     async def reap_owner(self, owner: str, reason: str, limit: int = 1000) -> RequeueResult:
         """Requeue up to ``limit`` running executions stamped with ``owner``, a
         session that no longer exists. Does not count towards the poison cap."""
@@ -1508,6 +1576,11 @@ def _union_all(conn: Connection, scans: list) -> list:
         chunk = [sa.select(scan.subquery()) for scan in scans[start:start + _UNION_BRANCHES]]
         rows += conn.execute(chunk[0] if len(chunk) == 1 else sa.union_all(*chunk)).all()
     return rows
+
+
+_SAME_INSTANT_US = 1000
+"""Rounds whose instants are this close (µs) are told apart by bumping the
+later one; further apart backwards, the wall clock was stepped back."""
 
 
 _REQUEUE_COLUMNS = (
