@@ -18,7 +18,10 @@ the hand-out holds them back on purpose. The scans leave them out (a probe
 of the tenants' key per row read), so pausing a tenant resolves its open
 alerts at the next pass; once it is resumed its executions are measured
 from their ``ready_at`` again, and the next hand-out sweep (every second)
-takes them, well before a threshold's worth of passes.
+takes them, well before a threshold's worth of passes. Nor are the
+executions a paused job holds (``wait_key`` ``PAUSED_WAIT``): its resume
+releases or records them by its own rule (``docs/architecture.md``, "Job
+changes").
 
 A pass runs every few seconds on one server of the cluster: the reaper's
 leader (see :class:`~tickwheel_server.reaper.Reaper`'s ``duties``).
@@ -38,7 +41,7 @@ from .clock import Clock
 from .ids import from_us, to_us
 from .store.alerts import AlertStore, NewAlert
 from .store.base import SqlStore
-from .store.isolation import status_in
+from .store.isolation import not_held, status_in
 from .store.tables import executions, jobs, tenants
 
 log = logging.getLogger(__name__)
@@ -67,7 +70,7 @@ class LatenessStore(SqlStore):
     async def oldest_waiting(self, older_than: datetime, limit: int = SCAN_LIMIT) -> list[Waiting]:
         """Up to ``limit`` executions waiting for a hand-out since before
         ``older_than``, oldest first, each with its job's lateness threshold;
-        those of paused tenants are left out."""
+        those of paused tenants and those paused jobs hold are left out."""
         cutoff = to_us(older_than)
         paused = sa.select(tenants.c.name).where(tenants.c.state == "paused")
 
@@ -87,6 +90,7 @@ class LatenessStore(SqlStore):
                         status_in(executions.c.status, status),
                         executions.c.ready_at <= cutoff,
                         executions.c.tenant.not_in(paused),
+                        *([not_held()] if status == "waiting" else []),
                     )
                     .order_by(executions.c.ready_at)
                     .limit(limit)

@@ -14,9 +14,8 @@ from tickwheel.v1 import job_pb2
 from tickwheel_server.api.validate import normalise_job
 from tickwheel_server.dispatcher.plan import execution_id
 from tickwheel_server.ids import new_job_id, to_us
-from tickwheel_server.schedule import Fire
 from tickwheel_server.store.dispatch import ClaimSpecCache, DispatchStore
-from tickwheel_server.store.jobs import CursorView, JobRecord, JobStore, NewJob
+from tickwheel_server.store.jobs import JobRecord, JobStore, NewJob
 from tickwheel_server.store.partitions import PartitionStore
 from tickwheel_server.store.tables import executions, jobs, skips
 from tickwheel_server.store.tenants import Tenant, TenantStore
@@ -194,15 +193,10 @@ async def test_an_updated_definition_is_read_again_and_an_unchanged_one_is_not(w
     updated, _ = await world.jobs.update(
         "acme", job.id, job.version, name="claim", spec=cron_job(b"v2").SerializeToString(), time_zone="UTC",
         tzdata_version="2026a", payload_size=2,
-        reschedule=_keep_cursor,
+        reschedule=None,  # the schedule is as it was: the cursor stays
     )
     assert updated.version == job.version + 1
     await dispatch.claim_due(OWNED, NOW + 2 * MINUTE)
     assert specs.misses == 2
     payloads = {row.nominal_at: row.payload for row in world.execution_rows().values() if row.status == "scheduled"}
     assert payloads[to_us(NOW + 3 * MINUTE)] == b"v2"
-
-
-def _keep_cursor(view: CursorView) -> Fire | None:
-    """An update that leaves the schedule as it was: the cursor stays."""
-    return None if view.next_run_at is None else Fire(view.next_run_at, view.next_run_at, 0)

@@ -596,8 +596,9 @@ async def test_the_most_recent_job_write_sets_the_limit_and_a_raise_wakes_waiter
     await store.update("acme", first, record.version, name="three", spec=raised.SerializeToString(), time_zone="UTC",
                        tzdata_version="x", payload_size=0, reschedule=None)
     assert key_row(migrated_engine, "acme", "db").max_running == 3
-    # The update canceled the job's executions not started; a fresh one takes a free slot.
-    assert status(migrated_engine, *ids) == ["running", "canceled", "canceled"]
+    # The update leaves the job's waiting executions alone (it changes neither what nor
+    # when they run); the raised limit wakes them into its two free slots.
+    assert status(migrated_engine, *ids) == ["running", "scheduled", "scheduled"]
 
 
 async def test_a_woken_execution_canceled_before_it_starts_hands_its_turn_on(migrated_engine, clock, tenants) -> None:

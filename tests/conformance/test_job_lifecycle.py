@@ -4,7 +4,8 @@ SQLite and PostgreSQL.
 Executions are inserted directly with SQL to stand for occurrences the
 dispatcher claimed in its look-ahead (and for finished history), so these
 tests need no dispatcher. The pure decisions the API makes with the engine
-(the paused span, an updated job's cursor) are tested at the end.
+(the paused span, an updated job's cursor) are tested at the end; the same
+changes with the real claim and hand-out are in test_job_changes.py.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 from tickwheel.v1 import job_pb2
 
-from tickwheel_server.api.scheduler import next_cursor, paused_span, plan_update, resume_plan
+from tickwheel_server.api.scheduler import next_cursor, paused_span, plan_update, replan, resume_plan
 from tickwheel_server.clock import FakeClock
 from tickwheel_server.dispatcher.plan import execution_id
 from tickwheel_server.errors import FailedPrecondition, NotFound, QuotaExceeded, VersionConflict
@@ -24,7 +25,8 @@ from tickwheel_server.ids import new_job_id, to_us
 from tickwheel_server.jobspec import schedule_of
 from tickwheel_server.schedule import Fire, Schedule
 from tickwheel_server.store.history import HistoryStore
-from tickwheel_server.store.jobs import CursorView, JobRecord, JobStore, NewJob
+from tickwheel_server.store.isolation import PAUSED_WAIT
+from tickwheel_server.store.jobs import NOT_IN_NEW_SCHEDULE, CursorView, JobRecord, JobStore, NewJob
 from tickwheel_server.store.tables import attempts, executions, jobs, skips
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
@@ -117,11 +119,13 @@ class World:
         return {row.id: row.status for row in self.rows(executions, job_id=job_id)}
 
     async def resume(self, paused: JobRecord, *, version: int | None = None):
-        """Resume as ResumeJob does: count the span with the engine, then one store call."""
-        span = resume_plan(paused, self.clock.now())
+        """Resume as ResumeJob does: count the span with the engine, then one
+        store call. Returns (job, skip range, released)."""
+        now = self.clock.now()
+        span = resume_plan(paused, now)
         return await self.jobs.resume(
             paused.tenant, paused.id, expected_version=paused.version if version is None else version,
-            next_fire=span.next_fire, skipped=span.skipped, tzdata_version="2026b",
+            next_fire=span.next_fire, skipped=span.skipped, tzdata_version="2026b", now=now,
         )
 
     async def history_pages(self, job_id: str, limit: int) -> list:
@@ -164,18 +168,19 @@ async def test_update_with_a_stale_version_conflicts_and_writes_nothing(w: World
 
     w.clock.advance(1)
     updated, canceled = await w.jobs.update("acme", job.id, 1, **arguments)
-    assert canceled == 1
+    assert canceled == 0  # neither what nor when it runs changed: the claimed run stays, with the new payload
     assert (updated.version, updated.name, updated.spec) == (2, "renamed", changed.SerializeToString())
     assert (updated.state, updated.next_run_at, updated.updated_at) == ("active", job.next_run_at, w.clock.now())
     assert updated.tzdata_version == "2026b"
     [row] = w.rows(executions, id=claimed)
-    assert (row.status, row.dead_reason, row.finished_at) == ("canceled", "canceled: job updated", to_us(w.clock.now()))
+    assert (row.status, row.payload, row.dead_reason, row.finished_at) == ("scheduled", b"new", "", None)
     assert w.rows(skips) == []
 
 
-async def test_update_moves_the_cursor_past_occurrences_already_created(w: World) -> None:
-    """The claimed look-ahead occurrences are canceled, and their ids exist:
-    the new cursor must not point at one again (its id is taken)."""
+async def test_update_re_creates_claimed_occurrences_under_the_new_schedule(w: World) -> None:
+    """The claimed look-ahead occurrences are planned again: one the new
+    schedule keeps keeps its id, one it lacks is canceled; the cursor goes
+    past them (their ids exist)."""
     job = await w.create()
     # The dispatcher claimed 00:01 and 00:02 in its look-ahead and moved the cursor to 00:03.
     with w.engine.begin() as conn:
@@ -188,11 +193,13 @@ async def test_update_moves_the_cursor_past_occurrences_already_created(w: World
     updated, canceled = await w.jobs.update(
         "acme", job.id, 1, name="tick", spec=every_other.SerializeToString(), time_zone="UTC",
         tzdata_version="2026a", payload_size=0,
-        reschedule=lambda view: next_cursor(schedule, w.clock.now(), None, view),
+        reschedule=lambda view: replan(schedule, w.clock.now(), None, view),
     )
-    assert canceled == 2
-    assert updated.next_run_at == T0 + 4 * MINUTE  # 00:02 fits the new schedule but was already created
-    assert set(w.statuses(job.id).values()) == {"canceled"}
+    assert canceled == 1
+    assert updated.next_run_at == T0 + 4 * MINUTE  # 00:02 fits the new schedule and is already created
+    kept, dropped = execution_id(job.id, T0 + 2 * MINUTE), execution_id(job.id, T0 + MINUTE)
+    assert w.statuses(job.id) == {kept: "scheduled", dropped: "canceled"}
+    assert w.rows(executions, id=dropped)[0].dead_reason == NOT_IN_NEW_SCHEDULE
 
 
 async def test_a_paused_job_whose_schedule_changes_records_each_schedules_span(w: World) -> None:
@@ -214,7 +221,7 @@ async def test_a_paused_job_whose_schedule_changes_records_each_schedules_span(w
     assert (first.count, first.reason) == (10, "job_paused")
 
     w.clock.set(T0 + timedelta(minutes=20, seconds=30))
-    resumed, second = await w.resume(updated)
+    resumed, second, _ = await w.resume(updated)
     assert (second.from_at, second.to_at, second.count) == (T0 + 15 * MINUTE, T0 + 20 * MINUTE, 2)
     assert (resumed.state, resumed.next_run_at, resumed.run_count) == ("active", T0 + 25 * MINUTE, 12)
 
@@ -222,30 +229,32 @@ async def test_a_paused_job_whose_schedule_changes_records_each_schedules_span(w
 # --- pause and resume ------------------------------------------------------------------------
 
 
-async def test_pause_cancels_only_executions_not_started_and_records_nothing_else(w: World) -> None:
+async def test_pause_holds_only_executions_not_started_and_records_nothing_else(w: World) -> None:
     job = await w.create()
     ids = {
         status: w.execution(job, T0 - index * MINUTE, status, tries=0 if status == "scheduled" else 1)
         for index, status in enumerate(("scheduled", "waiting", "running", "succeeded"))
     }
+    before = {row.id: row for row in w.rows(executions)}
     w.clock.advance(2)
-    paused, canceled = await w.jobs.pause("acme", job.id, "maintenance")
-    assert canceled == 2
+    paused, held = await w.jobs.pause("acme", job.id, "maintenance")
+    assert held == 2
     assert (paused.state, paused.pause_reason, paused.version) == ("paused", "maintenance", 2)
     assert paused.paused_at == w.clock.now()
     assert (paused.next_run_at, paused.next_due_at, paused.run_count) == (job.next_run_at, job.next_due_at, 0)
     assert w.statuses(job.id) == {
-        ids["scheduled"]: "canceled", ids["waiting"]: "canceled",
+        ids["scheduled"]: "waiting", ids["waiting"]: "waiting",
         ids["running"]: "running", ids["succeeded"]: "succeeded",
     }
     for status in ("scheduled", "waiting"):
         [row] = w.rows(executions, id=ids[status])
-        assert (row.dead_reason, row.finished_at) == ("canceled: job paused: maintenance", to_us(w.clock.now()))
+        assert {**row._asdict(), "status": status, "wait_key": None} == before[ids[status]]._asdict()  # nothing else
+        assert (row.wait_key, row.dead_reason, row.finished_at) == (PAUSED_WAIT, "", None)
     assert w.rows(skips) == []
     assert len(w.rows(attempts)) == 3
 
-    again, canceled_again = await w.jobs.pause("acme", job.id, "other reason")
-    assert (again, canceled_again) == (paused, 0)
+    again, held_again = await w.jobs.pause("acme", job.id, "other reason")
+    assert (again, held_again) == (paused, 0)
 
 
 async def test_resume_records_one_skip_range_and_moves_the_cursor_to_the_future(w: World) -> None:
@@ -256,7 +265,8 @@ async def test_resume_records_one_skip_range_and_moves_the_cursor_to_the_future(
         await w.resume(paused, version=1)
     assert w.rows(skips) == [] and await w.jobs.get("acme", job.id) == paused
 
-    resumed, skip = await w.resume(paused)
+    resumed, skip, released = await w.resume(paused)
+    assert released == 0
     assert (resumed.state, resumed.next_run_at, resumed.run_count) == ("active", T0 + HOUR + MINUTE, 60)
     assert resumed.version == 3
     assert resumed.next_run_at > w.clock.now() and (resumed.paused_at, resumed.pause_reason) == (None, "")
@@ -264,8 +274,8 @@ async def test_resume_records_one_skip_range_and_moves_the_cursor_to_the_future(
     [row] = w.rows(skips)
     assert (row.id, row.count, row.continues_at) == (skip.id, 60, None)
 
-    again, nothing = await w.resume(resumed)
-    assert (again, nothing) == (resumed, None)
+    again, nothing, none_released = await w.resume(resumed)
+    assert (again, nothing, none_released) == (resumed, None, 0)
     assert len(w.rows(skips)) == 1
 
 
@@ -273,22 +283,25 @@ async def test_resume_before_the_cursor_comes_due_records_nothing(w: World) -> N
     job = await w.create()
     paused, _ = await w.jobs.pause("acme", job.id)
     w.clock.advance(10)
-    resumed, skip = await w.resume(paused)
+    resumed, skip, _ = await w.resume(paused)
     assert skip is None and (resumed.state, resumed.next_run_at) == ("active", job.next_run_at)
     assert w.rows(skips) == []
 
 
-async def test_a_completed_job_can_be_paused_and_resumes_completed(w: World) -> None:
-    """A one-off claimed in the look-ahead leaves its job completed before it runs: pausing cancels it."""
+async def test_a_completed_job_can_be_paused_and_resumes_completed_with_its_run(w: World) -> None:
+    """A one-off claimed in the look-ahead leaves its job completed before it
+    runs: pausing holds it, resuming before its instant releases it."""
     job = await w.create()
     with w.engine.begin() as conn:
         ended = dict(state="completed", next_run_at=None, next_due_at=None)
         conn.execute(jobs.update().where(jobs.c.id == job.id).values(**ended))
     claimed = w.execution(job, T0 + MINUTE, "scheduled")
-    paused, canceled = await w.jobs.pause("acme", job.id)
-    assert (paused.state, canceled) == ("paused", 1) and w.statuses(job.id) == {claimed: "canceled"}
-    resumed, skip = await w.resume(paused)
-    assert (resumed.state, resumed.next_run_at, skip) == ("completed", None, None)
+    paused, held = await w.jobs.pause("acme", job.id)
+    assert (paused.state, held) == ("paused", 1) and w.statuses(job.id) == {claimed: "waiting"}
+    resumed, skip, released = await w.resume(paused)
+    assert (resumed.state, resumed.next_run_at, skip, released) == ("completed", None, None, 1)
+    [row] = w.rows(executions, id=claimed)
+    assert (row.status, row.wait_key, row.ready_at) == ("scheduled", None, to_us(T0 + MINUTE))
 
 
 # --- delete ----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 import grpc
 import pytest
+from google.protobuf import field_mask_pb2
 from tickwheel.v1 import execution_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tests.support.workers import builtin_handlers, running_worker
@@ -80,21 +81,48 @@ async def test_a_one_off_already_past_runs_once_marked_late(cluster) -> None:
     assert execution.attempts[0].lateness.ToTimedelta() >= timedelta(hours=3)
 
 
-async def test_pause_cancels_executions_already_claimed_in_the_look_ahead(cluster) -> None:
+async def test_pause_holds_a_run_claimed_ahead_and_resume_releases_it(cluster) -> None:
+    """A one-off claimed in the look-ahead, paused and resumed, runs once:
+    the pause holds it (WAITING, passed over by the gateway), the resume
+    releases it, and it starts at its instant, never before."""
     running, scheduler, key = cluster
     meta = (("authorization", f"Bearer {key}"),)
-    due = datetime.now(timezone.utc) + timedelta(seconds=20)
+    due = datetime.now(timezone.utc) + timedelta(seconds=6)
     created = await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=once_job("later", due), request_id="r3"), metadata=meta)
     # Claimed within the 60 s look-ahead by the dispatcher's next tick.
-    await wait_for_status(scheduler, key, created.job.id, job_pb2.EXECUTION_STATUS_SCHEDULED)
-    paused = await scheduler.PauseJob(scheduler_pb2.PauseJobRequest(id=created.job.id, reason="maintenance"), metadata=meta)
-    assert paused.canceled_executions == 1
+    [claimed] = await wait_for_status(scheduler, key, created.job.id, job_pb2.EXECUTION_STATUS_SCHEDULED)
+    paused = await scheduler.PauseJob(
+        scheduler_pb2.PauseJobRequest(id=created.job.id, reason="maintenance"), metadata=meta
+    )
+    assert (paused.held_executions, paused.canceled_executions) == (1, 0)
     [execution] = await history(scheduler, key, created.job.id)
-    assert execution.status == job_pb2.EXECUTION_STATUS_CANCELED and not execution.attempts
-    # The gateway's sweep passes over it from now on: still canceled after a few rounds.
+    assert execution.status == job_pb2.EXECUTION_STATUS_WAITING and not execution.attempts
+    # The gateway's sweep passes over it while paused: still waiting after a few rounds.
     rounds = running.server.gateway.rounds
     while running.server.gateway.rounds < rounds + 3:
         running.server.gateway.wake()
         await asyncio.sleep(0.05)
     [execution] = await history(scheduler, key, created.job.id)
-    assert execution.status == job_pb2.EXECUTION_STATUS_CANCELED
+    assert execution.status == job_pb2.EXECUTION_STATUS_WAITING
+    resumed = await scheduler.ResumeJob(scheduler_pb2.ResumeJobRequest(id=created.job.id), metadata=meta)
+    assert resumed.released_executions == 1 and not resumed.HasField("skipped")
+    [execution] = await wait_for_status(scheduler, key, created.job.id, job_pb2.EXECUTION_STATUS_SUCCEEDED)
+    assert execution.id == claimed.id and execution.attempts[0].started_at.ToDatetime(tzinfo=timezone.utc) >= due
+
+
+async def test_renaming_a_job_leaves_its_claimed_run_to_run(cluster) -> None:
+    _, scheduler, key = cluster
+    meta = (("authorization", f"Bearer {key}"),)
+    due = datetime.now(timezone.utc) + timedelta(seconds=4)
+    created = await scheduler.CreateJob(
+        scheduler_pb2.CreateJobRequest(job=once_job("old", due), request_id="r4"), metadata=meta
+    )
+    [claimed] = await wait_for_status(scheduler, key, created.job.id, job_pb2.EXECUTION_STATUS_SCHEDULED)
+    change = job_pb2.Job(id=created.job.id, version=created.job.version, name="new")
+    change.labels["team"] = "ops"
+    await scheduler.UpdateJob(
+        scheduler_pb2.UpdateJobRequest(job=change, update_mask=field_mask_pb2.FieldMask(paths=["name", "labels"])),
+        metadata=meta,
+    )
+    [execution] = await wait_for_status(scheduler, key, created.job.id, job_pb2.EXECUTION_STATUS_SUCCEEDED)
+    assert execution.id == claimed.id and execution.attempts[0].started_at.ToDatetime(tzinfo=timezone.utc) >= due

@@ -101,7 +101,7 @@ async def test_pause_and_resume_round_trip(client) -> None:
     job = await create(scheduler, acme)
     paused = await scheduler.PauseJob(scheduler_pb2.PauseJobRequest(id=job.id, reason="audit"), metadata=acme)
     assert (paused.job.state, paused.job.pause_reason, paused.job.version) == (job_pb2.JOB_STATE_PAUSED, "audit", 2)
-    assert paused.canceled_executions == 0 and not paused.job.HasField("next_run_at")
+    assert (paused.canceled_executions, paused.held_executions) == (0, 0) and not paused.job.HasField("next_run_at")
     got = await scheduler.GetJob(scheduler_pb2.GetJobRequest(id=job.id), metadata=acme)
     assert got.job.state == job_pb2.JOB_STATE_PAUSED and list(got.next_runs) == []
     again = await scheduler.PauseJob(scheduler_pb2.PauseJobRequest(id=job.id, reason="other"), metadata=acme)
@@ -110,7 +110,7 @@ async def test_pause_and_resume_round_trip(client) -> None:
     resumed = await scheduler.ResumeJob(scheduler_pb2.ResumeJobRequest(id=job.id), metadata=acme)
     assert (resumed.job.state, resumed.job.version, resumed.job.pause_reason) == (job_pb2.JOB_STATE_ACTIVE, 3, "")
     assert resumed.job.next_run_at == job.next_run_at  # still in the future: nothing was skipped
-    assert not resumed.HasField("skipped")
+    assert not resumed.HasField("skipped") and resumed.released_executions == 0
     still = await scheduler.ResumeJob(scheduler_pb2.ResumeJobRequest(id=job.id), metadata=acme)
     assert still.job.version == 3
     history = await scheduler.ListExecutions(scheduler_pb2.ListExecutionsRequest(job_id=job.id), metadata=acme)

@@ -143,14 +143,15 @@ func (c *Client) DeleteJob(ctx context.Context, request *tickwheelv1.DeleteJobRe
 	return c.scheduler.DeleteJob(ctx, request)
 }
 
-// PauseJob stops creating occurrences and cancels executions that have not
-// started. Never retried.
+// PauseJob stops creating occurrences and holds the executions that have not
+// started until ResumeJob. Never retried.
 func (c *Client) PauseJob(ctx context.Context, request *tickwheelv1.PauseJobRequest) (*tickwheelv1.PauseJobResponse, error) {
 	return c.scheduler.PauseJob(ctx, request)
 }
 
-// ResumeJob resumes a paused job at its next future occurrence; the paused
-// span comes back as one skip range. Never retried.
+// ResumeJob resumes a paused job at its next future occurrence and releases
+// its held executions, except occurrences now past the misfire threshold; those
+// and the paused span come back as one skip range. Never retried.
 func (c *Client) ResumeJob(ctx context.Context, request *tickwheelv1.ResumeJobRequest) (*tickwheelv1.ResumeJobResponse, error) {
 	return c.scheduler.ResumeJob(ctx, request)
 }

@@ -198,7 +198,7 @@ def update_job(
 
 
 def delete_job(job_id: str, *, version: int = 0) -> scheduler_pb2.DeleteJobRequest:
-    """Deletes the job and cancels its executions that have not started;
+    """Deletes the job and cancels its executions that have not started (held ones too);
     history stays for the retention window. ``version`` (when non-zero) must
     equal the stored one: FAILED_PRECONDITION otherwise. Returns
     ``DeleteJobResponse`` (``canceled_executions``). Never retried."""
@@ -206,16 +206,19 @@ def delete_job(job_id: str, *, version: int = 0) -> scheduler_pb2.DeleteJobReque
 
 
 def pause_job(job_id: str, *, reason: str = "") -> scheduler_pb2.PauseJobRequest:
-    """Stops creating occurrences and cancels executions that have not
-    started; ``reason`` is kept with the job. Returns ``PauseJobResponse``
-    (the PAUSED job, ``canceled_executions``). Never retried."""
+    """Stops creating occurrences and holds the executions that have not
+    started until :func:`resume_job`; ``reason`` is kept with the job.
+    Returns ``PauseJobResponse`` (the PAUSED job, ``held_executions``).
+    Never retried."""
     return scheduler_pb2.PauseJobRequest(id=job_id, reason=reason)
 
 
 def resume_job(job_id: str) -> scheduler_pb2.ResumeJobRequest:
-    """Resumes a paused job at its next future occurrence. Returns
-    ``ResumeJobResponse`` (the ACTIVE job, and ``skipped``: the paused span as
-    one skip range). Never retried."""
+    """Resumes a paused job at its next future occurrence and releases its
+    held executions, except occurrences now past the misfire threshold.
+    Returns ``ResumeJobResponse`` (the ACTIVE job, ``skipped``: the paused
+    span and those occurrences as one skip range, and
+    ``released_executions``). Never retried."""
     return scheduler_pb2.ResumeJobRequest(id=job_id)
 
 

@@ -403,13 +403,16 @@ export class TickwheelClient {
     return this.scheduler.deleteJob({ id, version: BigInt(version) }, call);
   }
 
-  /** Stops creating occurrences and cancels executions that have not started. Never retried. */
+  /** Stops creating occurrences and holds the executions that have not started until resumeJob. Never retried. */
   pauseJob(id: string, options: { reason?: string } & CallOptions = {}): Promise<PauseJobResponse> {
     const { reason = "", ...call } = options;
     return this.scheduler.pauseJob({ id, reason }, call);
   }
 
-  /** Resumes a paused job at its next future occurrence; the paused span is one skip range. Never retried. */
+  /**
+   * Resumes a paused job at its next future occurrence and releases its held executions, except
+   * occurrences now past the misfire threshold; those and the paused span are one skip range. Never retried.
+   */
   resumeJob(id: string, options: CallOptions = {}): Promise<ResumeJobResponse> {
     return this.scheduler.resumeJob({ id }, options);
   }

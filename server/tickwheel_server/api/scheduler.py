@@ -4,7 +4,10 @@ Every call is scoped to the caller's tenant. The decisions a call needs
 beyond validation are pure functions below, table-testable without a store:
 which fields an update mask changes (:func:`update_paths`,
 :func:`merge_job`), where an updated job's cursor goes (:func:`plan_update`,
-:func:`next_cursor`) and what a paused span holds (:func:`paused_span`).
+:func:`next_cursor`, :func:`replan`) and what a paused span holds
+(:func:`paused_span`). What a change does to the executions not started is
+:mod:`tickwheel_server.jobchanges`' (see ``docs/architecture.md``, "Job
+changes").
 TriggerJob and BackfillJob create executions through
 :class:`~tickwheel_server.store.manual.ManualStore`; ``on_ready`` tells the
 server's gateway that something is ready now.
@@ -25,6 +28,7 @@ from ..auth.authenticator import Authenticator
 from ..clock import Clock
 from ..errors import FieldViolation, InvalidArgument, QuotaExceeded, VersionConflict
 from ..ids import new_job_id
+from ..jobchanges import Recreation, plan_recreation
 from ..jobspec import schedule_of
 from ..schedule import (
     Fire, Schedule, ScheduleError, ScheduleKind, first_fire, next_fire, preview, tzdata_version, zones,
@@ -133,7 +137,7 @@ class UpdatePlan:
     """What :meth:`JobStore.update` needs beyond the new definition."""
 
     reschedule: Reschedule | None
-    """None: the schedule did not change, the cursor stays."""
+    """None: the schedule did not change, the cursor and the pending occurrences stay."""
     skipped: SkippedSpan | None
     """A paused job whose schedule changed: the old schedule's paused span so far."""
     tzdata_version: str
@@ -145,8 +149,9 @@ def next_cursor(schedule: Schedule, now: datetime, accounted_until: datetime | N
     transaction read.
 
     - Never at or before an occurrence that already has an execution
-      (``view.last_created_at``: its id exists, even if the update cancels it)
-      or that ``accounted_until`` says is recorded as skipped.
+      (``view.last_created_at``: its id exists) or that ``accounted_until``
+      says is recorded as skipped. The update's pending occurrences are not
+      in ``view.last_created_at``: :func:`replan` decides them.
     - Cron: from ``now`` on; but an active job whose cursor is already past
       (the dispatcher is behind) keeps that backlog: the new schedule's
       occurrences from the old cursor on, which the dispatcher's misfire
@@ -168,6 +173,14 @@ def next_cursor(schedule: Schedule, now: datetime, accounted_until: datetime | N
     return next_fire(schedule, after, view.run_count)
 
 
+def replan(schedule: Schedule, now: datetime, accounted_until: datetime | None, view: CursorView) -> Recreation:
+    """An updated job's pending occurrences and cursor under its new
+    ``schedule`` (pure): the cursor rule of :func:`next_cursor`, then
+    :func:`~tickwheel_server.jobchanges.plan_recreation` from there."""
+    start = next_cursor(schedule, now, accounted_until, view)
+    return plan_recreation(schedule, view.pending, start, now=now, runs_so_far=view.run_count)
+
+
 def plan_update(record: JobRecord, stored: job_pb2.Job, job: job_pb2.Job, now: datetime) -> UpdatePlan:
     """Decide an update's cursor. ``stored`` is ``record``'s definition,
     ``job`` the new one (normalised). INVALID_ARGUMENT when the new schedule
@@ -184,7 +197,7 @@ def plan_update(record: JobRecord, stored: job_pb2.Job, job: job_pb2.Job, now: d
         cursor = Fire(record.next_run_at, record.next_due_at or record.next_run_at, 0)
         skipped = paused_span(schedule_of(stored, record.id), cursor, now, record.run_count).skipped
     accounted_until = None if skipped is None else skipped.to_at
-    return UpdatePlan(functools.partial(next_cursor, new_schedule, now, accounted_until), skipped, tzdata_version())
+    return UpdatePlan(functools.partial(replan, new_schedule, now, accounted_until), skipped, tzdata_version())
 
 
 # --- ResumeJob: the paused span (pure) ------------------------------------------------------
@@ -458,10 +471,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     async def UpdateJob(self, request, context):
         """Apply the mask to the stored definition, validate the result as
         CreateJob does, and store it at ``job.version`` + 1 (see
-        :meth:`JobStore.update`: executions not started are canceled). The
-        cursor moves only when the schedule changed (:func:`plan_update`). A
-        request that changes nothing returns the job as it is: no new
-        version, nothing canceled."""
+        :meth:`JobStore.update`). The cursor and the pending occurrences are
+        re-planned only when the schedule changed (:func:`plan_update`);
+        otherwise the executions not started stay, with the new payload or
+        handler if those changed. A request that changes nothing returns the
+        job as it is: no new version."""
         tenant = await self._auth.tenant(context)
         paths = update_paths(request.update_mask)
         job_id, version = request.job.id, request.job.version
@@ -502,34 +516,41 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     @rpc
     async def PauseJob(self, request, context):
         tenant = await self._auth.tenant(context)
-        record, canceled = await self._jobs.pause(tenant.name, _required(request.id, "id"), _reason(request.reason))
-        return scheduler_pb2.PauseJobResponse(job=convert.job_to_proto(record), canceled_executions=canceled)
+        record, held = await self._jobs.pause(tenant.name, _required(request.id, "id"), _reason(request.reason))
+        return scheduler_pb2.PauseJobResponse(job=convert.job_to_proto(record), held_executions=held)
 
     @rpc
     async def ResumeJob(self, request, context):
         """Resume at the next future occurrence; the paused span becomes one
         skip range, counted with the engine up to :data:`MAX_COUNTED_SKIPS`
-        (a longer span records that many; see :func:`paused_span`). The span
-        is counted off the event loop and outside the transaction; if the job
-        changed meanwhile (VersionConflict) it is counted again, up to
-        :data:`RESUME_TRIES` times."""
+        (a longer span records that many; see :func:`paused_span`), with
+        the held occurrences past their misfire threshold; the other held
+        executions are released (:meth:`JobStore.resume`) and the gateway
+        told. The span is counted off the event loop and outside the
+        transaction; if the job changed meanwhile (VersionConflict) it is
+        counted again, up to :data:`RESUME_TRIES` times."""
         tenant = await self._auth.tenant(context)
         job_id = _required(request.id, "id")
         for attempt in range(1, RESUME_TRIES + 1):
             record = await self._jobs.get(tenant.name, job_id)
             if record.state != "paused":
                 return scheduler_pb2.ResumeJobResponse(job=convert.job_to_proto(record))
-            span = await asyncio.to_thread(resume_plan, record, self._clock.now())
+            now = self._clock.now()
+            span = await asyncio.to_thread(resume_plan, record, now)
             try:
-                resumed, skip = await self._jobs.resume(
+                resumed, skip, released = await self._jobs.resume(
                     tenant.name, job_id, expected_version=record.version, next_fire=span.next_fire,
-                    skipped=span.skipped, tzdata_version=tzdata_version(),
+                    skipped=span.skipped, tzdata_version=tzdata_version(), now=now,
                 )
             except VersionConflict:
                 if attempt == RESUME_TRIES:
                     raise
                 continue
-            response = scheduler_pb2.ResumeJobResponse(job=convert.job_to_proto(resumed))
+            if released:
+                self._on_ready()
+            response = scheduler_pb2.ResumeJobResponse(
+                job=convert.job_to_proto(resumed), released_executions=released
+            )
             if skip is not None:
                 response.skipped.CopyFrom(convert.skip_to_proto(skip))
             return response

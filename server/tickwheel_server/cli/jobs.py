@@ -398,7 +398,7 @@ def pause(ctx: Context, a: argparse.Namespace) -> int:
     if ctx.json:
         ctx.emit_json(response)
         return 0
-    ctx.out(f"paused job {response.job.id}; {response.canceled_executions} execution(s) not started were canceled")
+    ctx.out(f"paused job {response.job.id}; {response.held_executions} execution(s) not started are held until resumed")
     return 0
 
 
@@ -407,7 +407,8 @@ def resume(ctx: Context, a: argparse.Namespace) -> int:
     if ctx.json:
         ctx.emit_json(response)
         return 0
-    ctx.out(f"resumed job {response.job.id}, next run {fmt.fmt_ts(response.job, 'next_run_at')}")
+    ctx.out(f"resumed job {response.job.id}, next run {fmt.fmt_ts(response.job, 'next_run_at')}; "
+            f"{response.released_executions} held execution(s) released")  # fmt: skip
     if response.HasField("skipped") and response.skipped.count:
         s = response.skipped
         ctx.out(f"skipped while paused: {s.count} occurrence(s) from {fmt.fmt_ts(s, 'from_at')} "

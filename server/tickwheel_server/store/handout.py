@@ -93,8 +93,8 @@ from .admission import (
 from .base import SqlStore, driver_sql, execute_arrays, tuples
 from .fairness import Demand, FairShare, Shares
 from .isolation import (
-    ensure_keys, insert_for, lock_keys, release_slots, request_cancel, status_in, take_slots, wake_jobs,
-    wake_key_waiters, wake_keys,
+    PAUSED_WAIT, ensure_keys, insert_for, lock_keys, not_held, release_slots, request_cancel, status_in, take_slots,
+    wake_jobs, wake_key_waiters, wake_keys,
 )
 from .tables import attempts, concurrency_keys, executions, jobs, skips, tenant_gates, tenants
 from .timeline import NOT_STARTED, in_group
@@ -192,7 +192,8 @@ _BUSY_SHARED = driver_sql(
 )
 
 # Part two: per job, its oldest executions not started up to its newest
-# candidate (executions_not_started_job, one LIMITed range each).
+# candidate (executions_not_started_job, one LIMITed range each), leaving out
+# those its pause holds (isolation.PAUSED_WAIT): they are in no line.
 _NOT_STARTED = driver_sql(
     "SELECT a.id, a.job_id, a.tenant, a.status, a.origin, a.nominal_at, a.ready_at, a.attempt, a.allow_overlap, "
     "a.wait_key, a.cancel_requested_at "
@@ -201,6 +202,7 @@ _NOT_STARTED = driver_sql(
     "SELECT e.id, e.job_id, e.tenant, e.status, e.origin, e.nominal_at, e.ready_at, e.attempt, e.allow_overlap, "
     "e.wait_key, e.cancel_requested_at FROM executions AS e "
     "WHERE e.job_id = q.job_id AND e.status IN ('scheduled', 'waiting') AND e.nominal_at <= q.upto "
+    f"AND (e.wait_key IS NULL OR e.wait_key <> '{PAUSED_WAIT}') "
     "ORDER BY e.nominal_at, e.id LIMIT q.n"
     ") AS a"
 )
@@ -891,6 +893,7 @@ class HandoutStore(SqlStore):
                     executions.c.job_id == job_id,
                     *in_group(NOT_STARTED),
                     executions.c.nominal_at <= upto[job_id],
+                    not_held(),
                 )
                 .order_by(executions.c.nominal_at, executions.c.id)
                 .limit(wanted[job_id] + 2)

@@ -43,6 +43,19 @@ from .base import driver_sql, execute_arrays, tuples
 from .engine import Capabilities, capabilities
 from .tables import concurrency_keys, executions
 
+PAUSED_WAIT = "(job paused)"
+"""The ``wait_key`` of an execution its job's pause holds (status
+``waiting``). Not a key name (those are ``[A-Za-z0-9_.:-]``), so no key
+slot and no job wake-up (those wake ``wait_key`` NULL) ever moves it: only
+ResumeJob releases it, and UpdateJob, DeleteJob or CancelExecution end it.
+The hand-out's overlap view and the lateness watch leave such executions
+out (:func:`not_held`)."""
+
+
+def not_held(table=executions):
+    """The condition that leaves out executions held by their job's pause."""
+    return sa.or_(table.c.wait_key.is_(None), table.c.wait_key != PAUSED_WAIT).self_group()
+
 
 def status_in(column, *values: str):
     """``column IN ('a', 'b')`` with the values as SQL literals, so that a
@@ -177,7 +190,7 @@ def wake_keys(conn: Connection, caps: Capabilities, pairs: Iterable[tuple[str, s
     """Wake as many waiters of each key as it has free slots (after
     executions woken for a slot were canceled before starting, or a limit
     was raised)."""
-    rows = lock_keys(conn, caps, pairs)
+    rows = lock_keys(conn, caps, (pair for pair in pairs if pair[1] != PAUSED_WAIT))
     wake_key_waiters(conn, [(r.tenant, r.name, r.max_running - r.running) for r in rows.values()
                             if r.max_running > r.running])
 

@@ -9,17 +9,26 @@ engine before calling the store, which applies them in one transaction.
 
 The cursor ``next_run_at`` is the nominal instant of the first occurrence not
 yet consumed: every earlier occurrence has an execution row (it was created)
-or lies in a skip range. Pause, update and delete cancel the job's executions
-that have not started (``scheduled`` or ``waiting``) in the transaction that
-changes the job, recording why in their ``dead_reason`` (``"canceled: job
-paused"``, ``"canceled: job updated"``, ``"canceled: job deleted"``); a
-``running`` execution is left to finish. An occurrence the overlap policy
-skipped has no row; its skip range (reason ``overlap``) accounts for it.
+or lies in a skip range. An occurrence the overlap policy skipped has no row;
+its skip range (reason ``overlap``) accounts for it.
+
+What a change does to the job's executions that have not started
+(``scheduled`` or ``waiting``), in the transaction that changes the job (the
+rules are :mod:`tickwheel_server.jobchanges`'; a ``running`` execution is
+never touched):
+
+- pause holds them (``waiting`` with ``wait_key`` :data:`.isolation.PAUSED_WAIT`);
+- resume releases them, except the scheduled occurrences now past their
+  misfire threshold, which join the paused span's skip range;
+- update re-plans the pending scheduled occurrences when the schedule
+  changed, refreshes their payload when it changed and every row's handler
+  when it changed, and leaves them alone otherwise;
+- delete cancels them (``"canceled: job deleted"``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -28,19 +37,26 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.v1 import job_pb2
 
+from ..dispatcher.plan import execution_id
 from ..errors import NotFound, QuotaExceeded, VersionConflict
 from ..ids import from_us, partition_of, to_us
+from ..jobchanges import Pending, Recreation, expired_at_resume, row_refresh
 from ..schedule import Fire
 from .base import SqlStore
 from .engine import Capabilities
 from .history import SkipRecord
-from .isolation import set_key_limits, wake_keys
+from .isolation import (
+    PAUSED_WAIT, after_not_started_canceled, insert_for, not_held, set_key_limits, status_in, wake_keys,
+)
 from .timeline import NOT_STARTED, in_group, newest, scans
 from .tables import executions, job_requests, jobs, skips, tenants
 
 JOB_STATES = ("active", "paused", "completed")
 PAUSED_REASON = "job_paused"
 OVERLAP_REASON = "overlap"
+NOT_IN_NEW_SCHEDULE = "canceled: job updated: not an occurrence of the new schedule"
+_CHUNK = 500
+"""Ids per statement when rows are named one by one (SQLite binds at most 999 parameters)."""
 
 
 @dataclass(frozen=True)
@@ -87,14 +103,20 @@ class CursorView:
     next_run_at: datetime | None
     """The cursor before the update: the first occurrence not yet consumed."""
     run_count: int
-    """Occurrences consumed so far, including any ``skipped`` the update records."""
+    """Occurrences consumed so far, including any ``skipped`` the update
+    records, not counting the ``pending`` ones (the update plans them again)."""
     last_created_at: datetime | None
     """Nominal instant of the job's latest scheduled or backfilled execution
-    (any status), or None. A new cursor must lie after it: those ids exist."""
+    (any status) other than the ``pending`` ones, or None. A new cursor must
+    lie after it: those ids exist."""
+    pending: tuple[Pending, ...] = ()
+    """The scheduled occurrences claimed ahead that have not started (first
+    attempt, never handed out): what the update re-creates."""
 
 
-Reschedule = Callable[[CursorView], Fire | None]
-"""A pure decision: the job's new cursor (None: the schedule has ended)."""
+Reschedule = Callable[[CursorView], Recreation]
+"""A pure decision: the pending occurrences under the new schedule and the
+job's new cursor (see :func:`tickwheel_server.jobchanges.plan_recreation`)."""
 
 
 @dataclass(frozen=True)
@@ -161,19 +183,116 @@ def _cancel_not_started(conn: Connection, caps: Capabilities, job_id: str, reaso
     return len(canceled)
 
 
-def _last_created_at(conn: Connection, job_id: str) -> datetime | None:
+def _hold_not_started(conn: Connection, caps: Capabilities, job_id: str) -> int:
+    """Hold the job's executions no worker holds (a pause); returns how many.
+
+    They become ``waiting`` on :data:`PAUSED_WAIT`, keeping everything else
+    (``ready_at``, attempt, delivery, payload), so a resume can release them
+    as they were. The status condition is the fence against a hand-out at
+    the same moment, as for a cancel. A key whose freed slot had woken one
+    of them hands its turn on to the next waiter.
+    """
+    held_now = [executions.c.job_id == job_id, *in_group(NOT_STARTED), not_held()]
+    keys = conn.execute(sa.select(executions.c.tenant, executions.c.wait_key).where(*held_now)).all()
+    if not keys:
+        return 0
+    conn.execute(executions.update().where(*held_now).values(status="waiting", wait_key=PAUSED_WAIT))
+    wake_keys(conn, caps, {(row.tenant, row.wait_key) for row in keys if row.wait_key})
+    return len(keys)
+
+
+def _held(job_id: str) -> list:
+    """The conditions naming the job's executions its pause holds."""
+    return [
+        executions.c.job_id == job_id, status_in(executions.c.status, "waiting"), executions.c.wait_key == PAUSED_WAIT,
+    ]
+
+
+def _chunks(items: list, size: int = _CHUNK) -> Iterable[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _pending(conn: Connection, job_id: str) -> list:
+    """The job's scheduled occurrences claimed ahead that have not started:
+    first attempt, never handed out, ``scheduled`` or ``waiting`` (held or
+    not). A range scan on ``executions_not_started_job``."""
+    return conn.execute(
+        sa.select(executions.c.id, executions.c.nominal_at, executions.c.due_at)
+        .where(
+            executions.c.job_id == job_id,
+            *in_group(NOT_STARTED),
+            executions.c.origin == "scheduled",
+            executions.c.attempt == 1,
+            executions.c.delivery == 0,
+        )
+        .order_by(executions.c.nominal_at)
+    ).all()
+
+
+def _recreate(
+    conn: Connection, caps: Capabilities, job: JobRecord, pending: list, plan: Recreation, *, payload: bytes,
+    handler: str | None, held: bool, now_us: int,
+) -> int:
+    """Apply an update's re-plan of the pending occurrences; returns how many were canceled.
+
+    Kept rows are re-created in place: same id, the new due instant (and
+    ``ready_at``), payload and handler, their status (held or not) as it
+    was. Created ones are inserted with their derived ids (held when the
+    job is paused). Every write is conditional on the row not having
+    started meanwhile.
+    """
+    by_instant = {from_us(row.nominal_at): row.id for row in pending}
+    not_started = in_group(NOT_STARTED)
+    if plan.kept:
+        conn.execute(
+            executions.update()
+            .where(executions.c.id == sa.bindparam("b_id"), *not_started)
+            .values(due_at=sa.bindparam("b_due"), ready_at=sa.bindparam("b_due"), payload=payload, handler=handler),
+            [dict(b_id=by_instant[nominal], b_due=to_us(fire.due_at)) for nominal, fire in sorted(plan.kept.items())],
+        )
+    canceled = []
+    for chunk in _chunks([by_instant[nominal] for nominal in plan.canceled]):
+        canceled += conn.execute(
+            executions.update()
+            .where(executions.c.id.in_(chunk), *not_started)
+            .values(status="canceled", finished_at=now_us, dead_reason=NOT_IN_NEW_SCHEDULE)
+            .returning(executions.c.job_id, executions.c.tenant, executions.c.wait_key)
+        ).all()
+    after_not_started_canceled(conn, caps, canceled)
+    if plan.created:
+        conn.execute(
+            insert_for(conn, executions).on_conflict_do_nothing(index_elements=["id"]),
+            [
+                dict(
+                    id=execution_id(job.id, fire.nominal_at), job_id=job.id, tenant=job.tenant,
+                    partition=job.partition, origin="scheduled", nominal_at=to_us(fire.nominal_at),
+                    due_at=to_us(fire.due_at), ready_at=to_us(fire.due_at), attempt=1, delivery=0,
+                    status="waiting" if held else "scheduled", wait_key=PAUSED_WAIT if held else None,
+                    owner=None, worker_id=None, handler=handler, missed_count=1, reap_count=0, payload=payload,
+                    error="", dead_reason="", created_at=now_us, finished_at=None, allow_overlap=False,
+                )
+                for fire in plan.created
+            ],
+        )
+    return len(canceled)
+
+
+def _last_created_at(conn: Connection, job_id: str, excluding: frozenset[str] = frozenset()) -> datetime | None:
     """Nominal instant of the job's latest occurrence that was created: it
     has an execution row, or the overlap policy skipped it (its row was
     deleted, and the skip range accounts for it).
 
     Triggers are left out: their ids do not derive from a nominal instant, so
-    they can never collide with an occurrence the dispatcher creates. A
+    they can never collide with an occurrence the dispatcher creates; so are
+    the executions ``excluding`` names (an update's pending occurrences). A
     backward range scan on each status group's job index (see
-    :mod:`.timeline`) and one on ``skips_job``, each stopping at the first
-    row.
+    :mod:`.timeline`) and one on ``skips_job``, each stopping after
+    ``len(excluding) + 1`` rows.
     """
     columns = [executions.c.nominal_at, executions.c.id]
-    latest = newest(conn, scans(columns, job_id=job_id, where=[executions.c.origin != "trigger"]), 1)
+    scanned = scans(columns, job_id=job_id, where=[executions.c.origin != "trigger"])
+    latest = [row for row in newest(conn, scanned, len(excluding) + 1) if row.id not in excluding]
     last = latest[0].nominal_at if latest else None
     skipped = conn.execute(
         sa.select(skips.c.to_at)
@@ -188,8 +307,9 @@ def _last_created_at(conn: Connection, job_id: str) -> datetime | None:
 def _record_paused_span(conn: Connection, job: JobRecord, span: SkippedSpan, now_us: int) -> SkipRecord:
     """Insert one ``job_paused`` skip range for ``span``.
 
-    Its id derives from the job and the span's first occurrence (which is
-    the cursor the pause kept, so one span is never recorded twice).
+    Its id derives from the job and the span's first occurrence (the cursor
+    the pause kept, or the earliest held occurrence that expired), which no
+    other span counts: one span is never recorded twice.
     ``continues_at`` stays NULL: a paused span is complete when recorded and
     is never extended by a later claim (the dispatcher extends only misfire
     ranges).
@@ -206,10 +326,6 @@ def _record_paused_span(conn: Connection, job: JobRecord, span: SkippedSpan, now
         )
     )
     return record
-
-
-def _reason_text(what: str, reason: str) -> str:
-    return f"canceled: {what}: {reason}" if reason else f"canceled: {what}"
 
 
 class JobStore(SqlStore):
@@ -368,23 +484,35 @@ class JobStore(SqlStore):
           (FAILED_PRECONDITION) when its version is not ``expected_version``;
           QuotaExceeded when ``payload_size`` is over the tenant's
           ``max_payload_bytes``.
-        - The job's executions that have not started are canceled
-          (``"canceled: job updated"``): they carry the old definition.
-        - The cursor: ``reschedule`` None keeps ``next_run_at`` and
-          ``next_due_at``; otherwise they become ``reschedule(view)``, a pure
-          decision called with what this transaction read (perhaps more than
-          once, when the transaction is retried).
+        - ``reschedule`` None (the schedule did not change): the cursor and
+          ``run_count`` stay; the pending occurrences (scheduled, claimed
+          ahead, not started: see :class:`CursorView`) keep their rows and
+          take the new payload if it changed.
+        - ``reschedule`` given: it is called with what this transaction read
+          (perhaps more than once, when the transaction is retried) and its
+          :class:`~tickwheel_server.jobchanges.Recreation` applied: the
+          pending occurrences it keeps are re-created in place (same id, the
+          new due instant, payload and handler), those it cancels end
+          ``canceled`` with :data:`NOT_IN_NEW_SCHEDULE`, those it creates are
+          inserted (held when the job is paused); the cursor and
+          ``run_count`` become its own.
+        - Every execution not started takes the new handler if it changed
+          (the row's handler routes the hand-out, whose target is the job's).
+          Nothing else of an execution changes; a running one is never
+          touched; retries, triggers and backfills keep their payload.
         - ``skipped`` (a paused job whose schedule changed): the paused span
           of the old schedule up to now, recorded as one ``job_paused`` skip
           range and added to ``run_count``. Its ``from_at`` must be the stored
           cursor and the job paused (ValueError otherwise: the caller computed
           it from another version).
-        - State: a paused job stays paused (resume starts it); otherwise
-          ``active`` when there is a cursor, ``completed`` when there is none.
+        - State: a paused job stays paused (resume starts it, and what the
+          update created or kept stays held); otherwise ``active`` when
+          there is a cursor, ``completed`` when there is none.
         - ``version`` + 1, ``updated_at`` = now; ``name``, ``spec``,
           ``time_zone`` and ``tzdata_version`` replaced.
         """
         now_us = to_us(self.clock.now())
+        changed = job_pb2.Job.FromString(spec)
 
         def fn(conn: Connection) -> tuple[JobRecord, int]:
             current = self._locked(conn, tenant, job_id)
@@ -400,16 +528,42 @@ class JobStore(SqlStore):
                 if current.state != "paused" or current.next_run_at != skipped.from_at:
                     raise ValueError("skipped must start at the cursor of a paused job")
                 run_count += skipped.count
+            refresh = row_refresh(job_pb2.Job.FromString(current.spec), changed)
             next_run_at, next_due_at = current.next_run_at, current.next_due_at
+            canceled = 0
             if reschedule is not None:
-                view = CursorView(current.state, current.next_run_at, run_count, _last_created_at(conn, job_id))
-                fire = reschedule(view)
+                pending = _pending(conn, job_id)
+                view = CursorView(
+                    current.state, current.next_run_at, max(0, run_count - len(pending)),
+                    _last_created_at(conn, job_id, frozenset(row.id for row in pending)),
+                    tuple(Pending(from_us(row.nominal_at), from_us(row.due_at)) for row in pending),
+                )
+                plan = reschedule(view)
+                canceled = _recreate(
+                    conn, self.caps, current, pending, plan, payload=changed.payload, handler=refresh.handler,
+                    held=current.state == "paused", now_us=now_us,
+                )
+                run_count = plan.runs
+                fire = plan.next_fire
                 next_run_at, next_due_at = (None, None) if fire is None else (fire.nominal_at, fire.due_at)
+            elif refresh.payload is not None:
+                ids = [row.id for row in _pending(conn, job_id)]
+                for chunk in _chunks(ids):
+                    conn.execute(
+                        executions.update()
+                        .where(executions.c.id.in_(chunk), *in_group(NOT_STARTED))
+                        .values(payload=refresh.payload)
+                    )
+            if refresh.handler_changed:
+                conn.execute(
+                    executions.update()
+                    .where(executions.c.job_id == job_id, *in_group(NOT_STARTED))
+                    .values(handler=refresh.handler)
+                )
             if current.state == "paused":
                 state = "paused"
             else:
                 state = "active" if next_run_at is not None else "completed"
-            canceled = _cancel_not_started(conn, self.caps, job_id, "canceled: job updated", now_us)
             if skipped is not None:
                 _record_paused_span(conn, current, skipped, now_us)
             conn.execute(
@@ -471,26 +625,26 @@ class JobStore(SqlStore):
         return await self._tx(fn)
 
     async def pause(self, tenant: str, job_id: str, reason: str = "") -> tuple[JobRecord, int]:
-        """Pause the job; returns (the job, how many executions were canceled).
+        """Pause the job; returns (the job, how many executions it holds).
 
         In one transaction: NotFound when the job is not ``tenant``'s. A paused
-        job is returned unchanged (0 canceled; the first reason stays).
+        job is returned unchanged (0 held; the first reason stays).
         Otherwise the state becomes ``paused``, ``paused_at`` = now,
         ``pause_reason`` = ``reason``, ``version`` + 1, and the executions
-        that have not started (claimed in the look-ahead, or waiting for a
-        retry) are canceled with ``"canceled: job paused[: reason]"``.
+        that have not started (claimed in the look-ahead, waiting for a
+        retry, triggered or backfilled) are held: no hand-out takes them
+        until :meth:`resume` releases them. A running execution finishes.
         ``next_run_at`` and ``next_due_at`` are kept as they were: they are
         where the paused span starts (:meth:`resume`). A completed job can be
-        paused too, which cancels a one-off already claimed but not started.
+        paused too, which holds a one-off already claimed but not started.
         """
         now_us = to_us(self.clock.now())
-        text = _reason_text("job paused", reason)
 
         def fn(conn: Connection) -> tuple[JobRecord, int]:
             current = self._locked(conn, tenant, job_id)
             if current.state == "paused":
                 return current, 0
-            canceled = _cancel_not_started(conn, self.caps, job_id, text, now_us)
+            held = _hold_not_started(conn, self.caps, job_id)
             conn.execute(
                 jobs.update()
                 .where(jobs.c.id == job_id)
@@ -499,7 +653,7 @@ class JobStore(SqlStore):
                     updated_at=now_us,
                 )
             )
-            return _get(conn, tenant, job_id), canceled
+            return _get(conn, tenant, job_id), held
 
         return await self._tx(fn)
 
@@ -512,43 +666,68 @@ class JobStore(SqlStore):
         next_fire: Fire | None,
         skipped: SkippedSpan | None,
         tzdata_version: str,
-    ) -> tuple[JobRecord, SkipRecord | None]:
+        now: datetime | None = None,
+    ) -> tuple[JobRecord, SkipRecord | None, int]:
         """Resume a paused job at ``next_fire`` (the API computed it with the
-        engine: the next future occurrence, or the stored cursor when that is
-        still in the future).
+        engine at ``now``: the next future occurrence, or the stored cursor
+        when that is still in the future).
 
-        Returns (the job, the skip range recorded or None). In one
-        transaction, nothing written when it raises:
+        Returns (the job, the skip range recorded or None, how many held
+        executions were released). In one transaction, nothing written when
+        it raises:
 
         - NotFound when the job is not ``tenant``'s. A job that is not paused
           is returned unchanged (resuming an active job changes nothing).
         - VersionConflict when the paused job's version is not
           ``expected_version`` (it changed after the API counted the span:
           count again).
-        - ``skipped``, the paused span, becomes ONE ``job_paused`` skip range
-          (from the stored cursor to the last occurrence before
-          ``next_fire``, with its count) and is added to ``run_count``; None
-          records nothing. Its ``from_at`` must be the stored cursor
-          (ValueError otherwise).
+        - The held executions: those
+          :func:`~tickwheel_server.jobchanges.expired_at_resume` says expired
+          by ``now`` (default: the store's clock) under the job's misfire
+          threshold are deleted and counted in the skip range; every other
+          is released (``scheduled`` again, as it was before the pause) and
+          handed out at its ``ready_at``.
+        - ``skipped``, the paused span, and the expired executions become ONE
+          ``job_paused`` skip range (from the earliest to the latest of their
+          nominal instants, with their count); ``skipped.count`` is added to
+          ``run_count`` (the expired executions were counted when claimed).
+          Nothing is recorded when there is neither. ``skipped.from_at``
+          must be the stored cursor (ValueError otherwise).
         - State ``active`` at ``next_fire`` (``completed`` when None: the
           schedule ended while paused); ``paused_at`` and ``pause_reason``
           cleared; ``tzdata_version`` set; ``version`` + 1.
         """
         now_us = to_us(self.clock.now())
+        decided_at = now if now is not None else from_us(now_us)
 
-        def fn(conn: Connection) -> tuple[JobRecord, SkipRecord | None]:
+        def fn(conn: Connection) -> tuple[JobRecord, SkipRecord | None, int]:
             current = self._locked(conn, tenant, job_id)
             if current.state != "paused":
-                return current, None
+                return current, None, 0
             if current.version != expected_version:
                 raise VersionConflict(f"job {job_id!r}", expected_version, current.version)
-            skip = None
-            run_count = current.run_count
-            if skipped is not None:
-                if current.next_run_at != skipped.from_at:
-                    raise ValueError("skipped must start at the paused job's cursor")
-                skip = _record_paused_span(conn, current, skipped, now_us)
-                run_count += skipped.count
+            if skipped is not None and current.next_run_at != skipped.from_at:
+                raise ValueError("skipped must start at the paused job's cursor")
+            threshold = job_pb2.Job.FromString(current.spec).misfire_threshold.ToTimedelta()
+            held = conn.execute(
+                sa.select(
+                    executions.c.id, executions.c.origin, executions.c.nominal_at, executions.c.due_at,
+                    executions.c.attempt, executions.c.delivery,
+                ).where(*_held(job_id))
+            ).all()
+            expired = [
+                row for row in held
+                if expired_at_resume(origin=row.origin, attempt=row.attempt, delivery=row.delivery,
+                                     due_at=from_us(row.due_at), now=decided_at, threshold=threshold)
+            ]
+            for chunk in _chunks([row.id for row in expired]):
+                conn.execute(executions.delete().where(executions.c.id.in_(chunk), *_held(job_id)))
+            released = conn.execute(
+                executions.update().where(*_held(job_id)).values(status="scheduled", wait_key=None)
+            ).rowcount
+            span = _span_with(skipped, [from_us(row.nominal_at) for row in expired])
+            skip = None if span is None else _record_paused_span(conn, current, span, now_us)
+            run_count = current.run_count + (skipped.count if skipped is not None else 0)
             conn.execute(
                 jobs.update()
                 .where(jobs.c.id == job_id)
@@ -560,6 +739,14 @@ class JobStore(SqlStore):
                     version=current.version + 1, updated_at=now_us,
                 )
             )
-            return _get(conn, tenant, job_id), skip
+            return _get(conn, tenant, job_id), skip, released
 
         return await self._tx(fn)
+
+
+def _span_with(span: SkippedSpan | None, expired: list[datetime]) -> SkippedSpan | None:
+    """The paused span widened to the held occurrences that expired: one range."""
+    if not expired:
+        return span
+    instants = expired if span is None else [*expired, span.from_at, span.to_at]
+    return SkippedSpan(min(instants), max(instants), len(expired) + (span.count if span is not None else 0))

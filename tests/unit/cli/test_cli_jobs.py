@@ -115,11 +115,12 @@ def test_job_trigger_prints_the_execution_id_last(cli, fake, tenant) -> None:
 
 
 def test_job_pause_resume_delete(cli, fake, tenant) -> None:
-    fake.reply("PauseJob", scheduler_pb2.PauseJobResponse(job=_stored(), canceled_executions=2))
-    fake.reply("ResumeJob", scheduler_pb2.ResumeJobResponse(job=_stored()))
+    fake.reply("PauseJob", scheduler_pb2.PauseJobResponse(job=_stored(), held_executions=2))
+    fake.reply("ResumeJob", scheduler_pb2.ResumeJobResponse(job=_stored(), released_executions=3))
     fake.reply("DeleteJob", scheduler_pb2.DeleteJobResponse(canceled_executions=1))
-    assert "2 execution(s)" in cli(*tenant, "job", "pause", "job_01NEW", "--reason", "maintenance").out
-    assert "resumed" in cli(*tenant, "job", "resume", "job_01NEW").out
+    paused = cli(*tenant, "job", "pause", "job_01NEW", "--reason", "maintenance")
+    assert "2 execution(s) not started are held" in paused.out
+    assert "3 held execution(s) released" in cli(*tenant, "job", "resume", "job_01NEW").out
     assert cli(*tenant, "job", "delete", "job_01NEW", "--version", "7").code == 0
     assert fake.requests("PauseJob")[0].reason == "maintenance"
     assert fake.requests("DeleteJob")[0].version == 7

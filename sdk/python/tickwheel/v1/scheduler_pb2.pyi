@@ -101,12 +101,14 @@ class PauseJobRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class PauseJobResponse(_message.Message):
-    __slots__ = ("job", "canceled_executions")
+    __slots__ = ("job", "canceled_executions", "held_executions")
     JOB_FIELD_NUMBER: _ClassVar[int]
     CANCELED_EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
+    HELD_EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
     job: _job_pb2.Job
     canceled_executions: int
-    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., canceled_executions: _Optional[int] = ...) -> None: ...
+    held_executions: int
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., canceled_executions: _Optional[int] = ..., held_executions: _Optional[int] = ...) -> None: ...
 
 class ResumeJobRequest(_message.Message):
     __slots__ = ("id",)
@@ -115,12 +117,14 @@ class ResumeJobRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class ResumeJobResponse(_message.Message):
-    __slots__ = ("job", "skipped")
+    __slots__ = ("job", "skipped", "released_executions")
     JOB_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
     job: _job_pb2.Job
     skipped: _execution_pb2.SkipRange
-    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., skipped: _Optional[_Union[_execution_pb2.SkipRange, _Mapping]] = ...) -> None: ...
+    released_executions: int
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., skipped: _Optional[_Union[_execution_pb2.SkipRange, _Mapping]] = ..., released_executions: _Optional[int] = ...) -> None: ...
 
 class TriggerJobRequest(_message.Message):
     __slots__ = ("id", "request_id", "payload", "allow_overlap")

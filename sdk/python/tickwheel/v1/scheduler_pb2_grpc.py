@@ -151,32 +151,61 @@ class SchedulerServiceServicer:
 
     def UpdateJob(self, request, context):
         """Changes a job. The request's `job.version` must equal the stored version:
-        FAILED_PRECONDITION otherwise. Recomputes the next run when the schedule
-        changes, and cancels executions that have not started.
+        FAILED_PRECONDITION otherwise. An update never loses an occurrence still
+        to come and never touches a RUNNING execution. What it does to the
+        executions that have not started, by what changed:
+        - When a job runs (`schedule`, its zone, `dst_policy`, `jitter`,
+        `start_at`, `end_at`, `max_runs`, a one-off's instant): the next run is
+        recomputed, and the occurrences already created ahead of time that have
+        not started are re-created under the new definition by the id rule:
+        an instant the new schedule keeps keeps its execution id (with the new
+        due instant, payload and target); one it does not have is CANCELED
+        ("canceled: job updated: not an occurrence of the new schedule"); one
+        it adds among them is created.
+        - `payload`: those occurrences take the new payload. Retries waiting,
+        re-deliveries, triggers and backfills keep the payload they have.
+        - `target`: every execution not started runs the new target (a change of
+        handler moves it to workers serving the new handler).
+        - Anything else (name, labels, timeout, retry, overlap and
+        misfire policies, concurrency keys, thresholds): executions stay as they
+        are; the new values apply wherever they are read (the timeout, target
+        and overlap policy at hand-out, the retry policy when a result is
+        recorded, the misfire policy when occurrences are created).
+        A paused job stays paused: what the update keeps or creates stays held.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DeleteJob(self, request, context):
-        """Deletes a job and cancels its executions that have not started. History
-        is kept for the retention window.
+        """Deletes a job and cancels its executions that have not started (held
+        ones included), recorded as CANCELED with "canceled: job deleted".
+        A RUNNING execution finishes. History is kept for the retention window.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def PauseJob(self, request, context):
-        """Stops creating occurrences and cancels executions that have not started.
-        Pausing a paused job changes nothing.
+        """Stops creating occurrences and holds the executions that have not started
+        (created ahead of time, waiting for a retry, triggered or backfilled): they
+        show as WAITING and are not handed out until ResumeJob. A RUNNING
+        execution finishes (a failure of it may still be retried). TriggerJob and
+        BackfillJob still run on a paused job: they are asked for. Pausing a
+        paused job changes nothing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ResumeJob(self, request, context):
-        """Starts again at the next future occurrence; the paused span is recorded
-        as one skip range.
+        """Starts again at the next future occurrence. The held executions are
+        released and run, late if need be, except the scheduled occurrences
+        that never reached a worker and are now more than the job's
+        `misfire_threshold` past their due instant: those, with the occurrences
+        that came due while paused, are recorded as one skip range (reason
+        JOB_PAUSED), never run as a catch-up burst. Resuming an active job
+        changes nothing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

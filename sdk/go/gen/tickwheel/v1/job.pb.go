@@ -327,7 +327,8 @@ const (
 	ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED ExecutionStatus = 0
 	// Created and waiting for `ready_at` (first attempt, or a retry's backoff).
 	ExecutionStatus_EXECUTION_STATUS_SCHEDULED ExecutionStatus = 1
-	// Ready but held back by the overlap policy or a concurrency key.
+	// Held back by the overlap policy, a concurrency key, or its job being
+	// paused (PauseJob; ResumeJob releases it).
 	ExecutionStatus_EXECUTION_STATUS_WAITING ExecutionStatus = 2
 	// Handed to a worker; `owner` and `delivery` say which hand-out.
 	ExecutionStatus_EXECUTION_STATUS_RUNNING ExecutionStatus = 3
@@ -336,7 +337,9 @@ const (
 	// Terminal: attempts exhausted, failed permanently, or poison. The payload
 	// is kept for replay; `dead_reason` says why.
 	ExecutionStatus_EXECUTION_STATUS_DEAD ExecutionStatus = 5
-	// Terminal: canceled by a request, a pause, an update or a delete.
+	// Terminal: canceled by a request (CancelExecution), a delete of its job, an
+	// update whose new schedule does not have its instant, or an overlap
+	// policy `replace`.
 	ExecutionStatus_EXECUTION_STATUS_CANCELED ExecutionStatus = 6
 )
 

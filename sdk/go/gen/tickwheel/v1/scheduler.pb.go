@@ -586,7 +586,7 @@ type PauseJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required. The job id.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// Optional text kept with the job and the canceled executions.
+	// Optional text kept with the job (`pause_reason`).
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -641,10 +641,13 @@ type PauseJobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The job, now PAUSED.
 	Job *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
-	// How many executions that had not started were canceled.
+	// Always 0: a pause holds executions (`held_executions`), it no longer
+	// cancels them.
 	CanceledExecutions int64 `protobuf:"varint,2,opt,name=canceled_executions,json=canceledExecutions,proto3" json:"canceled_executions,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// How many executions that had not started are now held.
+	HeldExecutions int64 `protobuf:"varint,3,opt,name=held_executions,json=heldExecutions,proto3" json:"held_executions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PauseJobResponse) Reset() {
@@ -687,6 +690,13 @@ func (x *PauseJobResponse) GetJob() *Job {
 func (x *PauseJobResponse) GetCanceledExecutions() int64 {
 	if x != nil {
 		return x.CanceledExecutions
+	}
+	return 0
+}
+
+func (x *PauseJobResponse) GetHeldExecutions() int64 {
+	if x != nil {
+		return x.HeldExecutions
 	}
 	return 0
 }
@@ -740,12 +750,16 @@ func (x *ResumeJobRequest) GetId() string {
 // ResumeJob output.
 type ResumeJobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The job, now ACTIVE, with its next future run.
+	// The job, now ACTIVE, with its next future run (COMPLETED when its
+	// schedule ended while paused).
 	Job *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
-	// The occurrences that fell in the paused span, if any.
-	Skipped       *SkipRange `protobuf:"bytes,2,opt,name=skipped,proto3" json:"skipped,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The occurrences that fell in the paused span, if any, and the held ones
+	// past their misfire threshold: one range.
+	Skipped *SkipRange `protobuf:"bytes,2,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// How many held executions were released to run.
+	ReleasedExecutions int64 `protobuf:"varint,3,opt,name=released_executions,json=releasedExecutions,proto3" json:"released_executions,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ResumeJobResponse) Reset() {
@@ -790,6 +804,13 @@ func (x *ResumeJobResponse) GetSkipped() *SkipRange {
 		return x.Skipped
 	}
 	return nil
+}
+
+func (x *ResumeJobResponse) GetReleasedExecutions() int64 {
+	if x != nil {
+		return x.ReleasedExecutions
+	}
+	return 0
 }
 
 // TriggerJob input.
@@ -1897,15 +1918,17 @@ const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"\x13canceled_executions\x18\x01 \x01(\x03R\x12canceledExecutions\"9\n" +
 	"\x0fPauseJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"h\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x91\x01\n" +
 	"\x10PauseJobResponse\x12#\n" +
 	"\x03job\x18\x01 \x01(\v2\x11.tickwheel.v1.JobR\x03job\x12/\n" +
-	"\x13canceled_executions\x18\x02 \x01(\x03R\x12canceledExecutions\"\"\n" +
+	"\x13canceled_executions\x18\x02 \x01(\x03R\x12canceledExecutions\x12'\n" +
+	"\x0fheld_executions\x18\x03 \x01(\x03R\x0eheldExecutions\"\"\n" +
 	"\x10ResumeJobRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"k\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x9c\x01\n" +
 	"\x11ResumeJobResponse\x12#\n" +
 	"\x03job\x18\x01 \x01(\v2\x11.tickwheel.v1.JobR\x03job\x121\n" +
-	"\askipped\x18\x02 \x01(\v2\x17.tickwheel.v1.SkipRangeR\askipped\"\x81\x01\n" +
+	"\askipped\x18\x02 \x01(\v2\x17.tickwheel.v1.SkipRangeR\askipped\x12/\n" +
+	"\x13released_executions\x18\x03 \x01(\x03R\x12releasedExecutions\"\x81\x01\n" +
 	"\x11TriggerJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +

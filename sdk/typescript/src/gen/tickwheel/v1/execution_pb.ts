@@ -441,7 +441,8 @@ export enum SkipReason {
   MISFIRE = 2,
 
   /**
-   * The job was paused.
+   * The job was paused: the occurrences that came due while it was, and the
+   * held ones more than the misfire threshold late when it was resumed.
    *
    * @generated from enum value: SKIP_REASON_JOB_PAUSED = 3;
    */

@@ -938,7 +938,8 @@ export enum ExecutionStatus {
   SCHEDULED = 1,
 
   /**
-   * Ready but held back by the overlap policy or a concurrency key.
+   * Held back by the overlap policy, a concurrency key, or its job being
+   * paused (PauseJob; ResumeJob releases it).
    *
    * @generated from enum value: EXECUTION_STATUS_WAITING = 2;
    */
@@ -967,7 +968,9 @@ export enum ExecutionStatus {
   DEAD = 5,
 
   /**
-   * Terminal: canceled by a request, a pause, an update or a delete.
+   * Terminal: canceled by a request (CancelExecution), a delete of its job, an
+   * update whose new schedule does not have its instant, or an overlap
+   * policy `replace`.
    *
    * @generated from enum value: EXECUTION_STATUS_CANCELED = 6;
    */

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file tickwheel/v1/scheduler.proto.
  */
 export const file_tickwheel_v1_scheduler: GenFile = /*@__PURE__*/
-  fileDesc("Chx0aWNrd2hlZWwvdjEvc2NoZWR1bGVyLnByb3RvEgx0aWNrd2hlZWwudjEiRgoQQ3JlYXRlSm9iUmVxdWVzdBIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEhIKCnJlcXVlc3RfaWQYAiABKAkiRAoRQ3JlYXRlSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIPCgdjcmVhdGVkGAIgASgIIi4KDUdldEpvYlJlcXVlc3QSCgoCaWQYASABKAkSEQoJbmV4dF9ydW5zGAIgASgFImAKDkdldEpvYlJlc3BvbnNlEh4KA2pvYhgBIAEoCzIRLnRpY2t3aGVlbC52MS5Kb2ISLgoJbmV4dF9ydW5zGAIgAygLMhsudGlja3doZWVsLnYxLlNjaGVkdWxlZEZpcmUidAoPTGlzdEpvYnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEiUKBXN0YXRlGAMgASgOMhYudGlja3doZWVsLnYxLkpvYlN0YXRlEhMKC25hbWVfcHJlZml4GAQgASgJIkwKEExpc3RKb2JzUmVzcG9uc2USHwoEam9icxgBIAMoCzIRLnRpY2t3aGVlbC52MS5Kb2ISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImMKEFVwZGF0ZUpvYlJlcXVlc3QSHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siMwoRVXBkYXRlSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYiIvChBEZWxldGVKb2JSZXF1ZXN0EgoKAmlkGAEgASgJEg8KB3ZlcnNpb24YAiABKAMiMAoRRGVsZXRlSm9iUmVzcG9uc2USGwoTY2FuY2VsZWRfZXhlY3V0aW9ucxgBIAEoAyItCg9QYXVzZUpvYlJlcXVlc3QSCgoCaWQYASABKAkSDgoGcmVhc29uGAIgASgJIk8KEFBhdXNlSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIbChNjYW5jZWxlZF9leGVjdXRpb25zGAIgASgDIh4KEFJlc3VtZUpvYlJlcXVlc3QSCgoCaWQYASABKAkiXQoRUmVzdW1lSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIoCgdza2lwcGVkGAIgASgLMhcudGlja3doZWVsLnYxLlNraXBSYW5nZSJbChFUcmlnZ2VySm9iUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEg8KB3BheWxvYWQYAyABKAwSFQoNYWxsb3dfb3ZlcmxhcBgEIAEoCCJRChJUcmlnZ2VySm9iUmVzcG9uc2USKgoJZXhlY3V0aW9uGAEgASgLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbhIPCgdjcmVhdGVkGAIgASgIIqABChJCYWNrZmlsbEpvYlJlcXVlc3QSCgoCaWQYASABKAkSKwoHZnJvbV9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdG9fYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2RyeV9ydW4YBCABKAgSFQoNYWxsb3dfb3ZlcmxhcBgFIAEoCCJ7ChNCYWNrZmlsbEpvYlJlc3BvbnNlEjUKC29jY3VycmVuY2VzGAEgAygLMiAudGlja3doZWVsLnYxLkJhY2tmaWxsT2NjdXJyZW5jZRIVCg1jcmVhdGVkX2NvdW50GAIgASgDEhYKDmV4aXN0aW5nX2NvdW50GAMgASgDInIKEkJhY2tmaWxsT2NjdXJyZW5jZRIUCgxleGVjdXRpb25faWQYASABKAkSLgoKbm9taW5hbF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOYWxyZWFkeV9leGlzdHMYAyABKAgikAEKFlByZXZpZXdTY2hlZHVsZVJlcXVlc3QSEAoGam9iX2lkGAEgASgJSAASIAoDam9iGAIgASgLMhEudGlja3doZWVsLnYxLkpvYkgAEikKBWFmdGVyGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVjb3VudBgEIAEoBUIICgZzb3VyY2UiXQoXUHJldmlld1NjaGVkdWxlUmVzcG9uc2USKgoFZmlyZXMYASADKAsyGy50aWNrd2hlZWwudjEuU2NoZWR1bGVkRmlyZRIWCg50emRhdGFfdmVyc2lvbhgCIAEoCSIhChNHZXRFeGVjdXRpb25SZXF1ZXN0EgoKAmlkGAEgASgJIkIKFEdldEV4ZWN1dGlvblJlc3BvbnNlEioKCWV4ZWN1dGlvbhgBIAEoCzIXLnRpY2t3aGVlbC52MS5FeGVjdXRpb24i1wEKFUxpc3RFeGVjdXRpb25zUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSLwoIc3RhdHVzZXMYBCADKA4yHS50aWNrd2hlZWwudjEuRXhlY3V0aW9uU3RhdHVzEisKB2Zyb21fYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBXRvX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKGAQoWTGlzdEV4ZWN1dGlvbnNSZXNwb25zZRIrCgpleGVjdXRpb25zGAEgAygLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbhImCgVza2lwcxgCIAMoCzIXLnRpY2t3aGVlbC52MS5Ta2lwUmFuZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJIjQKFkNhbmNlbEV4ZWN1dGlvblJlcXVlc3QSCgoCaWQYASABKAkSDgoGcmVhc29uGAIgASgJIkUKF0NhbmNlbEV4ZWN1dGlvblJlc3BvbnNlEioKCWV4ZWN1dGlvbhgBIAEoCzIXLnRpY2t3aGVlbC52MS5FeGVjdXRpb24iTwoWTGlzdERlYWRMZXR0ZXJzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiXwoXTGlzdERlYWRMZXR0ZXJzUmVzcG9uc2USKwoKZXhlY3V0aW9ucxgBIAMoCzIXLnRpY2t3aGVlbC52MS5FeGVjdXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIi8KF1JlcGxheURlYWRMZXR0ZXJSZXF1ZXN0EhQKDGV4ZWN1dGlvbl9pZBgBIAEoCSJGChhSZXBsYXlEZWFkTGV0dGVyUmVzcG9uc2USKgoJZXhlY3V0aW9uGAEgASgLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbjKBCgoQU2NoZWR1bGVyU2VydmljZRJMCglDcmVhdGVKb2ISHi50aWNrd2hlZWwudjEuQ3JlYXRlSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5DcmVhdGVKb2JSZXNwb25zZRJDCgZHZXRKb2ISGy50aWNrd2hlZWwudjEuR2V0Sm9iUmVxdWVzdBocLnRpY2t3aGVlbC52MS5HZXRKb2JSZXNwb25zZRJJCghMaXN0Sm9icxIdLnRpY2t3aGVlbC52MS5MaXN0Sm9ic1JlcXVlc3QaHi50aWNrd2hlZWwudjEuTGlzdEpvYnNSZXNwb25zZRJMCglVcGRhdGVKb2ISHi50aWNrd2hlZWwudjEuVXBkYXRlSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5VcGRhdGVKb2JSZXNwb25zZRJMCglEZWxldGVKb2ISHi50aWNrd2hlZWwudjEuRGVsZXRlSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5EZWxldGVKb2JSZXNwb25zZRJJCghQYXVzZUpvYhIdLnRpY2t3aGVlbC52MS5QYXVzZUpvYlJlcXVlc3QaHi50aWNrd2hlZWwudjEuUGF1c2VKb2JSZXNwb25zZRJMCglSZXN1bWVKb2ISHi50aWNrd2hlZWwudjEuUmVzdW1lSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5SZXN1bWVKb2JSZXNwb25zZRJPCgpUcmlnZ2VySm9iEh8udGlja3doZWVsLnYxLlRyaWdnZXJKb2JSZXF1ZXN0GiAudGlja3doZWVsLnYxLlRyaWdnZXJKb2JSZXNwb25zZRJSCgtCYWNrZmlsbEpvYhIgLnRpY2t3aGVlbC52MS5CYWNrZmlsbEpvYlJlcXVlc3QaIS50aWNrd2hlZWwudjEuQmFja2ZpbGxKb2JSZXNwb25zZRJeCg9QcmV2aWV3U2NoZWR1bGUSJC50aWNrd2hlZWwudjEuUHJldmlld1NjaGVkdWxlUmVxdWVzdBolLnRpY2t3aGVlbC52MS5QcmV2aWV3U2NoZWR1bGVSZXNwb25zZRJVCgxHZXRFeGVjdXRpb24SIS50aWNrd2hlZWwudjEuR2V0RXhlY3V0aW9uUmVxdWVzdBoiLnRpY2t3aGVlbC52MS5HZXRFeGVjdXRpb25SZXNwb25zZRJbCg5MaXN0RXhlY3V0aW9ucxIjLnRpY2t3aGVlbC52MS5MaXN0RXhlY3V0aW9uc1JlcXVlc3QaJC50aWNrd2hlZWwudjEuTGlzdEV4ZWN1dGlvbnNSZXNwb25zZRJeCg9DYW5jZWxFeGVjdXRpb24SJC50aWNrd2hlZWwudjEuQ2FuY2VsRXhlY3V0aW9uUmVxdWVzdBolLnRpY2t3aGVlbC52MS5DYW5jZWxFeGVjdXRpb25SZXNwb25zZRJeCg9MaXN0RGVhZExldHRlcnMSJC50aWNrd2hlZWwudjEuTGlzdERlYWRMZXR0ZXJzUmVxdWVzdBolLnRpY2t3aGVlbC52MS5MaXN0RGVhZExldHRlcnNSZXNwb25zZRJhChBSZXBsYXlEZWFkTGV0dGVyEiUudGlja3doZWVsLnYxLlJlcGxheURlYWRMZXR0ZXJSZXF1ZXN0GiYudGlja3doZWVsLnYxLlJlcGxheURlYWRMZXR0ZXJSZXNwb25zZUJoChBkZXYudGlja3doZWVsLnYxQg5TY2hlZHVsZXJQcm90b1ABWkJnaXRodWIuY29tL3RpY2t3aGVlbC90aWNrd2hlZWwvc2RrL2dvL2dlbi90aWNrd2hlZWwvdjE7dGlja3doZWVsdjFiBnByb3RvMw", [file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_tickwheel_v1_execution, file_tickwheel_v1_job]);
+  fileDesc("Chx0aWNrd2hlZWwvdjEvc2NoZWR1bGVyLnByb3RvEgx0aWNrd2hlZWwudjEiRgoQQ3JlYXRlSm9iUmVxdWVzdBIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEhIKCnJlcXVlc3RfaWQYAiABKAkiRAoRQ3JlYXRlSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIPCgdjcmVhdGVkGAIgASgIIi4KDUdldEpvYlJlcXVlc3QSCgoCaWQYASABKAkSEQoJbmV4dF9ydW5zGAIgASgFImAKDkdldEpvYlJlc3BvbnNlEh4KA2pvYhgBIAEoCzIRLnRpY2t3aGVlbC52MS5Kb2ISLgoJbmV4dF9ydW5zGAIgAygLMhsudGlja3doZWVsLnYxLlNjaGVkdWxlZEZpcmUidAoPTGlzdEpvYnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEiUKBXN0YXRlGAMgASgOMhYudGlja3doZWVsLnYxLkpvYlN0YXRlEhMKC25hbWVfcHJlZml4GAQgASgJIkwKEExpc3RKb2JzUmVzcG9uc2USHwoEam9icxgBIAMoCzIRLnRpY2t3aGVlbC52MS5Kb2ISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImMKEFVwZGF0ZUpvYlJlcXVlc3QSHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siMwoRVXBkYXRlSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYiIvChBEZWxldGVKb2JSZXF1ZXN0EgoKAmlkGAEgASgJEg8KB3ZlcnNpb24YAiABKAMiMAoRRGVsZXRlSm9iUmVzcG9uc2USGwoTY2FuY2VsZWRfZXhlY3V0aW9ucxgBIAEoAyItCg9QYXVzZUpvYlJlcXVlc3QSCgoCaWQYASABKAkSDgoGcmVhc29uGAIgASgJImgKEFBhdXNlSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIbChNjYW5jZWxlZF9leGVjdXRpb25zGAIgASgDEhcKD2hlbGRfZXhlY3V0aW9ucxgDIAEoAyIeChBSZXN1bWVKb2JSZXF1ZXN0EgoKAmlkGAEgASgJInoKEVJlc3VtZUpvYlJlc3BvbnNlEh4KA2pvYhgBIAEoCzIRLnRpY2t3aGVlbC52MS5Kb2ISKAoHc2tpcHBlZBgCIAEoCzIXLnRpY2t3aGVlbC52MS5Ta2lwUmFuZ2USGwoTcmVsZWFzZWRfZXhlY3V0aW9ucxgDIAEoAyJbChFUcmlnZ2VySm9iUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEg8KB3BheWxvYWQYAyABKAwSFQoNYWxsb3dfb3ZlcmxhcBgEIAEoCCJRChJUcmlnZ2VySm9iUmVzcG9uc2USKgoJZXhlY3V0aW9uGAEgASgLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbhIPCgdjcmVhdGVkGAIgASgIIqABChJCYWNrZmlsbEpvYlJlcXVlc3QSCgoCaWQYASABKAkSKwoHZnJvbV9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdG9fYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2RyeV9ydW4YBCABKAgSFQoNYWxsb3dfb3ZlcmxhcBgFIAEoCCJ7ChNCYWNrZmlsbEpvYlJlc3BvbnNlEjUKC29jY3VycmVuY2VzGAEgAygLMiAudGlja3doZWVsLnYxLkJhY2tmaWxsT2NjdXJyZW5jZRIVCg1jcmVhdGVkX2NvdW50GAIgASgDEhYKDmV4aXN0aW5nX2NvdW50GAMgASgDInIKEkJhY2tmaWxsT2NjdXJyZW5jZRIUCgxleGVjdXRpb25faWQYASABKAkSLgoKbm9taW5hbF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOYWxyZWFkeV9leGlzdHMYAyABKAgikAEKFlByZXZpZXdTY2hlZHVsZVJlcXVlc3QSEAoGam9iX2lkGAEgASgJSAASIAoDam9iGAIgASgLMhEudGlja3doZWVsLnYxLkpvYkgAEikKBWFmdGVyGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVjb3VudBgEIAEoBUIICgZzb3VyY2UiXQoXUHJldmlld1NjaGVkdWxlUmVzcG9uc2USKgoFZmlyZXMYASADKAsyGy50aWNrd2hlZWwudjEuU2NoZWR1bGVkRmlyZRIWCg50emRhdGFfdmVyc2lvbhgCIAEoCSIhChNHZXRFeGVjdXRpb25SZXF1ZXN0EgoKAmlkGAEgASgJIkIKFEdldEV4ZWN1dGlvblJlc3BvbnNlEioKCWV4ZWN1dGlvbhgBIAEoCzIXLnRpY2t3aGVlbC52MS5FeGVjdXRpb24i1wEKFUxpc3RFeGVjdXRpb25zUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSLwoIc3RhdHVzZXMYBCADKA4yHS50aWNrd2hlZWwudjEuRXhlY3V0aW9uU3RhdHVzEisKB2Zyb21fYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBXRvX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKGAQoWTGlzdEV4ZWN1dGlvbnNSZXNwb25zZRIrCgpleGVjdXRpb25zGAEgAygLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbhImCgVza2lwcxgCIAMoCzIXLnRpY2t3aGVlbC52MS5Ta2lwUmFuZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJIjQKFkNhbmNlbEV4ZWN1dGlvblJlcXVlc3QSCgoCaWQYASABKAkSDgoGcmVhc29uGAIgASgJIkUKF0NhbmNlbEV4ZWN1dGlvblJlc3BvbnNlEioKCWV4ZWN1dGlvbhgBIAEoCzIXLnRpY2t3aGVlbC52MS5FeGVjdXRpb24iTwoWTGlzdERlYWRMZXR0ZXJzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiXwoXTGlzdERlYWRMZXR0ZXJzUmVzcG9uc2USKwoKZXhlY3V0aW9ucxgBIAMoCzIXLnRpY2t3aGVlbC52MS5FeGVjdXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIi8KF1JlcGxheURlYWRMZXR0ZXJSZXF1ZXN0EhQKDGV4ZWN1dGlvbl9pZBgBIAEoCSJGChhSZXBsYXlEZWFkTGV0dGVyUmVzcG9uc2USKgoJZXhlY3V0aW9uGAEgASgLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbjKBCgoQU2NoZWR1bGVyU2VydmljZRJMCglDcmVhdGVKb2ISHi50aWNrd2hlZWwudjEuQ3JlYXRlSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5DcmVhdGVKb2JSZXNwb25zZRJDCgZHZXRKb2ISGy50aWNrd2hlZWwudjEuR2V0Sm9iUmVxdWVzdBocLnRpY2t3aGVlbC52MS5HZXRKb2JSZXNwb25zZRJJCghMaXN0Sm9icxIdLnRpY2t3aGVlbC52MS5MaXN0Sm9ic1JlcXVlc3QaHi50aWNrd2hlZWwudjEuTGlzdEpvYnNSZXNwb25zZRJMCglVcGRhdGVKb2ISHi50aWNrd2hlZWwudjEuVXBkYXRlSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5VcGRhdGVKb2JSZXNwb25zZRJMCglEZWxldGVKb2ISHi50aWNrd2hlZWwudjEuRGVsZXRlSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5EZWxldGVKb2JSZXNwb25zZRJJCghQYXVzZUpvYhIdLnRpY2t3aGVlbC52MS5QYXVzZUpvYlJlcXVlc3QaHi50aWNrd2hlZWwudjEuUGF1c2VKb2JSZXNwb25zZRJMCglSZXN1bWVKb2ISHi50aWNrd2hlZWwudjEuUmVzdW1lSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5SZXN1bWVKb2JSZXNwb25zZRJPCgpUcmlnZ2VySm9iEh8udGlja3doZWVsLnYxLlRyaWdnZXJKb2JSZXF1ZXN0GiAudGlja3doZWVsLnYxLlRyaWdnZXJKb2JSZXNwb25zZRJSCgtCYWNrZmlsbEpvYhIgLnRpY2t3aGVlbC52MS5CYWNrZmlsbEpvYlJlcXVlc3QaIS50aWNrd2hlZWwudjEuQmFja2ZpbGxKb2JSZXNwb25zZRJeCg9QcmV2aWV3U2NoZWR1bGUSJC50aWNrd2hlZWwudjEuUHJldmlld1NjaGVkdWxlUmVxdWVzdBolLnRpY2t3aGVlbC52MS5QcmV2aWV3U2NoZWR1bGVSZXNwb25zZRJVCgxHZXRFeGVjdXRpb24SIS50aWNrd2hlZWwudjEuR2V0RXhlY3V0aW9uUmVxdWVzdBoiLnRpY2t3aGVlbC52MS5HZXRFeGVjdXRpb25SZXNwb25zZRJbCg5MaXN0RXhlY3V0aW9ucxIjLnRpY2t3aGVlbC52MS5MaXN0RXhlY3V0aW9uc1JlcXVlc3QaJC50aWNrd2hlZWwudjEuTGlzdEV4ZWN1dGlvbnNSZXNwb25zZRJeCg9DYW5jZWxFeGVjdXRpb24SJC50aWNrd2hlZWwudjEuQ2FuY2VsRXhlY3V0aW9uUmVxdWVzdBolLnRpY2t3aGVlbC52MS5DYW5jZWxFeGVjdXRpb25SZXNwb25zZRJeCg9MaXN0RGVhZExldHRlcnMSJC50aWNrd2hlZWwudjEuTGlzdERlYWRMZXR0ZXJzUmVxdWVzdBolLnRpY2t3aGVlbC52MS5MaXN0RGVhZExldHRlcnNSZXNwb25zZRJhChBSZXBsYXlEZWFkTGV0dGVyEiUudGlja3doZWVsLnYxLlJlcGxheURlYWRMZXR0ZXJSZXF1ZXN0GiYudGlja3doZWVsLnYxLlJlcGxheURlYWRMZXR0ZXJSZXNwb25zZUJoChBkZXYudGlja3doZWVsLnYxQg5TY2hlZHVsZXJQcm90b1ABWkJnaXRodWIuY29tL3RpY2t3aGVlbC90aWNrd2hlZWwvc2RrL2dvL2dlbi90aWNrd2hlZWwvdjE7dGlja3doZWVsdjFiBnByb3RvMw", [file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_tickwheel_v1_execution, file_tickwheel_v1_job]);
 
 /**
  * CreateJob input.
@@ -320,7 +320,7 @@ export type PauseJobRequest = Message<"tickwheel.v1.PauseJobRequest"> & {
   id: string;
 
   /**
-   * Optional text kept with the job and the canceled executions.
+   * Optional text kept with the job (`pause_reason`).
    *
    * @generated from field: string reason = 2;
    */
@@ -348,11 +348,19 @@ export type PauseJobResponse = Message<"tickwheel.v1.PauseJobResponse"> & {
   job?: Job | undefined;
 
   /**
-   * How many executions that had not started were canceled.
+   * Always 0: a pause holds executions (`held_executions`), it no longer
+   * cancels them.
    *
    * @generated from field: int64 canceled_executions = 2;
    */
   canceledExecutions: bigint;
+
+  /**
+   * How many executions that had not started are now held.
+   *
+   * @generated from field: int64 held_executions = 3;
+   */
+  heldExecutions: bigint;
 };
 
 /**
@@ -390,18 +398,27 @@ export const ResumeJobRequestSchema: GenMessage<ResumeJobRequest> = /*@__PURE__*
  */
 export type ResumeJobResponse = Message<"tickwheel.v1.ResumeJobResponse"> & {
   /**
-   * The job, now ACTIVE, with its next future run.
+   * The job, now ACTIVE, with its next future run (COMPLETED when its
+   * schedule ended while paused).
    *
    * @generated from field: tickwheel.v1.Job job = 1;
    */
   job?: Job | undefined;
 
   /**
-   * The occurrences that fell in the paused span, if any.
+   * The occurrences that fell in the paused span, if any, and the held ones
+   * past their misfire threshold: one range.
    *
    * @generated from field: tickwheel.v1.SkipRange skipped = 2;
    */
   skipped?: SkipRange | undefined;
+
+  /**
+   * How many held executions were released to run.
+   *
+   * @generated from field: int64 released_executions = 3;
+   */
+  releasedExecutions: bigint;
 };
 
 /**
@@ -1018,8 +1035,27 @@ export const SchedulerService: GenService<{
   },
   /**
    * Changes a job. The request's `job.version` must equal the stored version:
-   * FAILED_PRECONDITION otherwise. Recomputes the next run when the schedule
-   * changes, and cancels executions that have not started.
+   * FAILED_PRECONDITION otherwise. An update never loses an occurrence still
+   * to come and never touches a RUNNING execution. What it does to the
+   * executions that have not started, by what changed:
+   * - When a job runs (`schedule`, its zone, `dst_policy`, `jitter`,
+   *   `start_at`, `end_at`, `max_runs`, a one-off's instant): the next run is
+   *   recomputed, and the occurrences already created ahead of time that have
+   *   not started are re-created under the new definition by the id rule:
+   *   an instant the new schedule keeps keeps its execution id (with the new
+   *   due instant, payload and target); one it does not have is CANCELED
+   *   ("canceled: job updated: not an occurrence of the new schedule"); one
+   *   it adds among them is created.
+   * - `payload`: those occurrences take the new payload. Retries waiting,
+   *   re-deliveries, triggers and backfills keep the payload they have.
+   * - `target`: every execution not started runs the new target (a change of
+   *   handler moves it to workers serving the new handler).
+   * - Anything else (name, labels, timeout, retry, overlap and
+   *   misfire policies, concurrency keys, thresholds): executions stay as they
+   *   are; the new values apply wherever they are read (the timeout, target
+   *   and overlap policy at hand-out, the retry policy when a result is
+   *   recorded, the misfire policy when occurrences are created).
+   * A paused job stays paused: what the update keeps or creates stays held.
    *
    * @generated from rpc tickwheel.v1.SchedulerService.UpdateJob
    */
@@ -1029,8 +1065,9 @@ export const SchedulerService: GenService<{
     output: typeof UpdateJobResponseSchema;
   },
   /**
-   * Deletes a job and cancels its executions that have not started. History
-   * is kept for the retention window.
+   * Deletes a job and cancels its executions that have not started (held
+   * ones included), recorded as CANCELED with "canceled: job deleted".
+   * A RUNNING execution finishes. History is kept for the retention window.
    *
    * @generated from rpc tickwheel.v1.SchedulerService.DeleteJob
    */
@@ -1040,8 +1077,12 @@ export const SchedulerService: GenService<{
     output: typeof DeleteJobResponseSchema;
   },
   /**
-   * Stops creating occurrences and cancels executions that have not started.
-   * Pausing a paused job changes nothing.
+   * Stops creating occurrences and holds the executions that have not started
+   * (created ahead of time, waiting for a retry, triggered or backfilled): they
+   * show as WAITING and are not handed out until ResumeJob. A RUNNING
+   * execution finishes (a failure of it may still be retried). TriggerJob and
+   * BackfillJob still run on a paused job: they are asked for. Pausing a
+   * paused job changes nothing.
    *
    * @generated from rpc tickwheel.v1.SchedulerService.PauseJob
    */
@@ -1051,8 +1092,13 @@ export const SchedulerService: GenService<{
     output: typeof PauseJobResponseSchema;
   },
   /**
-   * Starts again at the next future occurrence; the paused span is recorded
-   * as one skip range.
+   * Starts again at the next future occurrence. The held executions are
+   * released and run, late if need be, except the scheduled occurrences
+   * that never reached a worker and are now more than the job's
+   * `misfire_threshold` past their due instant: those, with the occurrences
+   * that came due while paused, are recorded as one skip range (reason
+   * JOB_PAUSED), never run as a catch-up burst. Resuming an active job
+   * changes nothing.
    *
    * @generated from rpc tickwheel.v1.SchedulerService.ResumeJob
    */

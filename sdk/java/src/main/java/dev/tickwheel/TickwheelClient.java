@@ -251,13 +251,17 @@ public final class TickwheelClient implements AutoCloseable {
     return invoke(SchedulerRpcs.DELETE_JOB, request);
   }
 
-  /** Stops creating occurrences and cancels executions that have not started. Never retried. */
+  /**
+   * Stops creating occurrences and holds the executions that have not started until resumeJob.
+   * Never retried.
+   */
   public PauseJobResponse pauseJob(PauseJobRequest request) {
     return invoke(SchedulerRpcs.PAUSE_JOB, request);
   }
 
   /**
-   * Resumes a paused job at its next future occurrence; the paused span comes back as one skip
+   * Resumes a paused job at its next future occurrence and releases its held executions, except
+   * occurrences now past the misfire threshold; those and the paused span come back as one skip
    * range. Never retried.
    */
   public ResumeJobResponse resumeJob(ResumeJobRequest request) {

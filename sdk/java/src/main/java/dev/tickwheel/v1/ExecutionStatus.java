@@ -33,7 +33,8 @@ public enum ExecutionStatus
   EXECUTION_STATUS_SCHEDULED(1),
   /**
    * <pre>
-   * Ready but held back by the overlap policy or a concurrency key.
+   * Held back by the overlap policy, a concurrency key, or its job being
+   * paused (PauseJob; ResumeJob releases it).
    * </pre>
    *
    * <code>EXECUTION_STATUS_WAITING = 2;</code>
@@ -66,7 +67,9 @@ public enum ExecutionStatus
   EXECUTION_STATUS_DEAD(5),
   /**
    * <pre>
-   * Terminal: canceled by a request, a pause, an update or a delete.
+   * Terminal: canceled by a request (CancelExecution), a delete of its job, an
+   * update whose new schedule does not have its instant, or an overlap
+   * policy `replace`.
    * </pre>
    *
    * <code>EXECUTION_STATUS_CANCELED = 6;</code>
@@ -102,7 +105,8 @@ public enum ExecutionStatus
   public static final int EXECUTION_STATUS_SCHEDULED_VALUE = 1;
   /**
    * <pre>
-   * Ready but held back by the overlap policy or a concurrency key.
+   * Held back by the overlap policy, a concurrency key, or its job being
+   * paused (PauseJob; ResumeJob releases it).
    * </pre>
    *
    * <code>EXECUTION_STATUS_WAITING = 2;</code>
@@ -135,7 +139,9 @@ public enum ExecutionStatus
   public static final int EXECUTION_STATUS_DEAD_VALUE = 5;
   /**
    * <pre>
-   * Terminal: canceled by a request, a pause, an update or a delete.
+   * Terminal: canceled by a request (CancelExecution), a delete of its job, an
+   * update whose new schedule does not have its instant, or an overlap
+   * policy `replace`.
    * </pre>
    *
    * <code>EXECUTION_STATUS_CANCELED = 6;</code>

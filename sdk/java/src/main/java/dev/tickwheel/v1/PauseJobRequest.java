@@ -106,7 +106,7 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object reason_ = "";
   /**
    * <pre>
-   * Optional text kept with the job and the canceled executions.
+   * Optional text kept with the job (`pause_reason`).
    * </pre>
    *
    * <code>string reason = 2 [json_name = "reason"];</code>
@@ -127,7 +127,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Optional text kept with the job and the canceled executions.
+   * Optional text kept with the job (`pause_reason`).
    * </pre>
    *
    * <code>string reason = 2 [json_name = "reason"];</code>
@@ -567,7 +567,7 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object reason_ = "";
     /**
      * <pre>
-     * Optional text kept with the job and the canceled executions.
+     * Optional text kept with the job (`pause_reason`).
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>
@@ -587,7 +587,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional text kept with the job and the canceled executions.
+     * Optional text kept with the job (`pause_reason`).
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>
@@ -608,7 +608,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional text kept with the job and the canceled executions.
+     * Optional text kept with the job (`pause_reason`).
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>
@@ -625,7 +625,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional text kept with the job and the canceled executions.
+     * Optional text kept with the job (`pause_reason`).
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>
@@ -639,7 +639,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional text kept with the job and the canceled executions.
+     * Optional text kept with the job (`pause_reason`).
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>

@@ -32,7 +32,7 @@ public interface PauseJobRequestOrBuilder extends
 
   /**
    * <pre>
-   * Optional text kept with the job and the canceled executions.
+   * Optional text kept with the job (`pause_reason`).
    * </pre>
    *
    * <code>string reason = 2 [json_name = "reason"];</code>
@@ -41,7 +41,7 @@ public interface PauseJobRequestOrBuilder extends
   java.lang.String getReason();
   /**
    * <pre>
-   * Optional text kept with the job and the canceled executions.
+   * Optional text kept with the job (`pause_reason`).
    * </pre>
    *
    * <code>string reason = 2 [json_name = "reason"];</code>

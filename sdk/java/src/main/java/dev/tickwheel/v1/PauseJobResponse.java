@@ -95,7 +95,8 @@ private static final long serialVersionUID = 0L;
   private long canceledExecutions_ = 0L;
   /**
    * <pre>
-   * How many executions that had not started were canceled.
+   * Always 0: a pause holds executions (`held_executions`), it no longer
+   * cancels them.
    * </pre>
    *
    * <code>int64 canceled_executions = 2 [json_name = "canceledExecutions"];</code>
@@ -104,6 +105,21 @@ private static final long serialVersionUID = 0L;
   @java.lang.Override
   public long getCanceledExecutions() {
     return canceledExecutions_;
+  }
+
+  public static final int HELD_EXECUTIONS_FIELD_NUMBER = 3;
+  private long heldExecutions_ = 0L;
+  /**
+   * <pre>
+   * How many executions that had not started are now held.
+   * </pre>
+   *
+   * <code>int64 held_executions = 3 [json_name = "heldExecutions"];</code>
+   * @return The heldExecutions.
+   */
+  @java.lang.Override
+  public long getHeldExecutions() {
+    return heldExecutions_;
   }
 
   private byte memoizedIsInitialized = -1;
@@ -126,6 +142,9 @@ private static final long serialVersionUID = 0L;
     if (canceledExecutions_ != 0L) {
       output.writeInt64(2, canceledExecutions_);
     }
+    if (heldExecutions_ != 0L) {
+      output.writeInt64(3, heldExecutions_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -137,6 +156,10 @@ private static final long serialVersionUID = 0L;
     if (canceledExecutions_ != 0L) {
       size += com.google.protobuf.CodedOutputStream
         .computeInt64Size(2, canceledExecutions_);
+    }
+    if (heldExecutions_ != 0L) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt64Size(3, heldExecutions_);
     }
     return size;
   }
@@ -169,6 +192,8 @@ private static final long serialVersionUID = 0L;
     }
     if (getCanceledExecutions()
         != other.getCanceledExecutions()) return false;
+    if (getHeldExecutions()
+        != other.getHeldExecutions()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -187,6 +212,9 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + CANCELED_EXECUTIONS_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
         getCanceledExecutions());
+    hash = (37 * hash) + HELD_EXECUTIONS_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+        getHeldExecutions());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -334,6 +362,7 @@ private static final long serialVersionUID = 0L;
         jobBuilder_ = null;
       }
       canceledExecutions_ = 0L;
+      heldExecutions_ = 0L;
       return this;
     }
 
@@ -377,6 +406,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000002) != 0)) {
         result.canceledExecutions_ = canceledExecutions_;
       }
+      if (((from_bitField0_ & 0x00000004) != 0)) {
+        result.heldExecutions_ = heldExecutions_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -397,6 +429,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getCanceledExecutions() != 0L) {
         setCanceledExecutions(other.getCanceledExecutions());
+      }
+      if (other.getHeldExecutions() != 0L) {
+        setHeldExecutions(other.getHeldExecutions());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -434,6 +469,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000002;
               break;
             } // case 16
+            case 24: {
+              heldExecutions_ = input.readInt64();
+              bitField0_ |= 0x00000004;
+              break;
+            } // case 24
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -609,7 +649,8 @@ private static final long serialVersionUID = 0L;
     private long canceledExecutions_ ;
     /**
      * <pre>
-     * How many executions that had not started were canceled.
+     * Always 0: a pause holds executions (`held_executions`), it no longer
+     * cancels them.
      * </pre>
      *
      * <code>int64 canceled_executions = 2 [json_name = "canceledExecutions"];</code>
@@ -621,7 +662,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * How many executions that had not started were canceled.
+     * Always 0: a pause holds executions (`held_executions`), it no longer
+     * cancels them.
      * </pre>
      *
      * <code>int64 canceled_executions = 2 [json_name = "canceledExecutions"];</code>
@@ -637,7 +679,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * How many executions that had not started were canceled.
+     * Always 0: a pause holds executions (`held_executions`), it no longer
+     * cancels them.
      * </pre>
      *
      * <code>int64 canceled_executions = 2 [json_name = "canceledExecutions"];</code>
@@ -646,6 +689,50 @@ private static final long serialVersionUID = 0L;
     public Builder clearCanceledExecutions() {
       bitField0_ = (bitField0_ & ~0x00000002);
       canceledExecutions_ = 0L;
+      onChanged();
+      return this;
+    }
+
+    private long heldExecutions_ ;
+    /**
+     * <pre>
+     * How many executions that had not started are now held.
+     * </pre>
+     *
+     * <code>int64 held_executions = 3 [json_name = "heldExecutions"];</code>
+     * @return The heldExecutions.
+     */
+    @java.lang.Override
+    public long getHeldExecutions() {
+      return heldExecutions_;
+    }
+    /**
+     * <pre>
+     * How many executions that had not started are now held.
+     * </pre>
+     *
+     * <code>int64 held_executions = 3 [json_name = "heldExecutions"];</code>
+     * @param value The heldExecutions to set.
+     * @return This builder for chaining.
+     */
+    public Builder setHeldExecutions(long value) {
+
+      heldExecutions_ = value;
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * How many executions that had not started are now held.
+     * </pre>
+     *
+     * <code>int64 held_executions = 3 [json_name = "heldExecutions"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearHeldExecutions() {
+      bitField0_ = (bitField0_ & ~0x00000004);
+      heldExecutions_ = 0L;
       onChanged();
       return this;
     }

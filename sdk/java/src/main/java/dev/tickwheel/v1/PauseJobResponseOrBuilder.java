@@ -39,11 +39,22 @@ public interface PauseJobResponseOrBuilder extends
 
   /**
    * <pre>
-   * How many executions that had not started were canceled.
+   * Always 0: a pause holds executions (`held_executions`), it no longer
+   * cancels them.
    * </pre>
    *
    * <code>int64 canceled_executions = 2 [json_name = "canceledExecutions"];</code>
    * @return The canceledExecutions.
    */
   long getCanceledExecutions();
+
+  /**
+   * <pre>
+   * How many executions that had not started are now held.
+   * </pre>
+   *
+   * <code>int64 held_executions = 3 [json_name = "heldExecutions"];</code>
+   * @return The heldExecutions.
+   */
+  long getHeldExecutions();
 }

@@ -57,7 +57,8 @@ private static final long serialVersionUID = 0L;
   private dev.tickwheel.v1.Job job_;
   /**
    * <pre>
-   * The job, now ACTIVE, with its next future run.
+   * The job, now ACTIVE, with its next future run (COMPLETED when its
+   * schedule ended while paused).
    * </pre>
    *
    * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -69,7 +70,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The job, now ACTIVE, with its next future run.
+   * The job, now ACTIVE, with its next future run (COMPLETED when its
+   * schedule ended while paused).
    * </pre>
    *
    * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -81,7 +83,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The job, now ACTIVE, with its next future run.
+   * The job, now ACTIVE, with its next future run (COMPLETED when its
+   * schedule ended while paused).
    * </pre>
    *
    * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -95,7 +98,8 @@ private static final long serialVersionUID = 0L;
   private dev.tickwheel.v1.SkipRange skipped_;
   /**
    * <pre>
-   * The occurrences that fell in the paused span, if any.
+   * The occurrences that fell in the paused span, if any, and the held ones
+   * past their misfire threshold: one range.
    * </pre>
    *
    * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -107,7 +111,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The occurrences that fell in the paused span, if any.
+   * The occurrences that fell in the paused span, if any, and the held ones
+   * past their misfire threshold: one range.
    * </pre>
    *
    * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -119,7 +124,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The occurrences that fell in the paused span, if any.
+   * The occurrences that fell in the paused span, if any, and the held ones
+   * past their misfire threshold: one range.
    * </pre>
    *
    * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -127,6 +133,21 @@ private static final long serialVersionUID = 0L;
   @java.lang.Override
   public dev.tickwheel.v1.SkipRangeOrBuilder getSkippedOrBuilder() {
     return skipped_ == null ? dev.tickwheel.v1.SkipRange.getDefaultInstance() : skipped_;
+  }
+
+  public static final int RELEASED_EXECUTIONS_FIELD_NUMBER = 3;
+  private long releasedExecutions_ = 0L;
+  /**
+   * <pre>
+   * How many held executions were released to run.
+   * </pre>
+   *
+   * <code>int64 released_executions = 3 [json_name = "releasedExecutions"];</code>
+   * @return The releasedExecutions.
+   */
+  @java.lang.Override
+  public long getReleasedExecutions() {
+    return releasedExecutions_;
   }
 
   private byte memoizedIsInitialized = -1;
@@ -149,6 +170,9 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000002) != 0)) {
       output.writeMessage(2, getSkipped());
     }
+    if (releasedExecutions_ != 0L) {
+      output.writeInt64(3, releasedExecutions_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -160,6 +184,10 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000002) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(2, getSkipped());
+    }
+    if (releasedExecutions_ != 0L) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt64Size(3, releasedExecutions_);
     }
     return size;
   }
@@ -195,6 +223,8 @@ private static final long serialVersionUID = 0L;
       if (!getSkipped()
           .equals(other.getSkipped())) return false;
     }
+    if (getReleasedExecutions()
+        != other.getReleasedExecutions()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -214,6 +244,9 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + SKIPPED_FIELD_NUMBER;
       hash = (53 * hash) + getSkipped().hashCode();
     }
+    hash = (37 * hash) + RELEASED_EXECUTIONS_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+        getReleasedExecutions());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -366,6 +399,7 @@ private static final long serialVersionUID = 0L;
         skippedBuilder_.dispose();
         skippedBuilder_ = null;
       }
+      releasedExecutions_ = 0L;
       return this;
     }
 
@@ -412,6 +446,9 @@ private static final long serialVersionUID = 0L;
             : skippedBuilder_.build();
         to_bitField0_ |= 0x00000002;
       }
+      if (((from_bitField0_ & 0x00000004) != 0)) {
+        result.releasedExecutions_ = releasedExecutions_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -432,6 +469,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasSkipped()) {
         mergeSkipped(other.getSkipped());
+      }
+      if (other.getReleasedExecutions() != 0L) {
+        setReleasedExecutions(other.getReleasedExecutions());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -471,6 +511,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000002;
               break;
             } // case 18
+            case 24: {
+              releasedExecutions_ = input.readInt64();
+              bitField0_ |= 0x00000004;
+              break;
+            } // case 24
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -493,7 +538,8 @@ private static final long serialVersionUID = 0L;
         dev.tickwheel.v1.Job, dev.tickwheel.v1.Job.Builder, dev.tickwheel.v1.JobOrBuilder> jobBuilder_;
     /**
      * <pre>
-     * The job, now ACTIVE, with its next future run.
+     * The job, now ACTIVE, with its next future run (COMPLETED when its
+     * schedule ended while paused).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -504,7 +550,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job, now ACTIVE, with its next future run.
+     * The job, now ACTIVE, with its next future run (COMPLETED when its
+     * schedule ended while paused).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -519,7 +566,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job, now ACTIVE, with its next future run.
+     * The job, now ACTIVE, with its next future run (COMPLETED when its
+     * schedule ended while paused).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -537,7 +585,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job, now ACTIVE, with its next future run.
+     * The job, now ACTIVE, with its next future run (COMPLETED when its
+     * schedule ended while paused).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -555,7 +604,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job, now ACTIVE, with its next future run.
+     * The job, now ACTIVE, with its next future run (COMPLETED when its
+     * schedule ended while paused).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -580,7 +630,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job, now ACTIVE, with its next future run.
+     * The job, now ACTIVE, with its next future run (COMPLETED when its
+     * schedule ended while paused).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -597,7 +648,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job, now ACTIVE, with its next future run.
+     * The job, now ACTIVE, with its next future run (COMPLETED when its
+     * schedule ended while paused).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -609,7 +661,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job, now ACTIVE, with its next future run.
+     * The job, now ACTIVE, with its next future run (COMPLETED when its
+     * schedule ended while paused).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -624,7 +677,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job, now ACTIVE, with its next future run.
+     * The job, now ACTIVE, with its next future run (COMPLETED when its
+     * schedule ended while paused).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -648,7 +702,8 @@ private static final long serialVersionUID = 0L;
         dev.tickwheel.v1.SkipRange, dev.tickwheel.v1.SkipRange.Builder, dev.tickwheel.v1.SkipRangeOrBuilder> skippedBuilder_;
     /**
      * <pre>
-     * The occurrences that fell in the paused span, if any.
+     * The occurrences that fell in the paused span, if any, and the held ones
+     * past their misfire threshold: one range.
      * </pre>
      *
      * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -659,7 +714,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The occurrences that fell in the paused span, if any.
+     * The occurrences that fell in the paused span, if any, and the held ones
+     * past their misfire threshold: one range.
      * </pre>
      *
      * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -674,7 +730,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The occurrences that fell in the paused span, if any.
+     * The occurrences that fell in the paused span, if any, and the held ones
+     * past their misfire threshold: one range.
      * </pre>
      *
      * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -692,7 +749,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The occurrences that fell in the paused span, if any.
+     * The occurrences that fell in the paused span, if any, and the held ones
+     * past their misfire threshold: one range.
      * </pre>
      *
      * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -710,7 +768,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The occurrences that fell in the paused span, if any.
+     * The occurrences that fell in the paused span, if any, and the held ones
+     * past their misfire threshold: one range.
      * </pre>
      *
      * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -735,7 +794,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The occurrences that fell in the paused span, if any.
+     * The occurrences that fell in the paused span, if any, and the held ones
+     * past their misfire threshold: one range.
      * </pre>
      *
      * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -752,7 +812,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The occurrences that fell in the paused span, if any.
+     * The occurrences that fell in the paused span, if any, and the held ones
+     * past their misfire threshold: one range.
      * </pre>
      *
      * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -764,7 +825,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The occurrences that fell in the paused span, if any.
+     * The occurrences that fell in the paused span, if any, and the held ones
+     * past their misfire threshold: one range.
      * </pre>
      *
      * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -779,7 +841,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The occurrences that fell in the paused span, if any.
+     * The occurrences that fell in the paused span, if any, and the held ones
+     * past their misfire threshold: one range.
      * </pre>
      *
      * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -796,6 +859,50 @@ private static final long serialVersionUID = 0L;
         skipped_ = null;
       }
       return skippedBuilder_;
+    }
+
+    private long releasedExecutions_ ;
+    /**
+     * <pre>
+     * How many held executions were released to run.
+     * </pre>
+     *
+     * <code>int64 released_executions = 3 [json_name = "releasedExecutions"];</code>
+     * @return The releasedExecutions.
+     */
+    @java.lang.Override
+    public long getReleasedExecutions() {
+      return releasedExecutions_;
+    }
+    /**
+     * <pre>
+     * How many held executions were released to run.
+     * </pre>
+     *
+     * <code>int64 released_executions = 3 [json_name = "releasedExecutions"];</code>
+     * @param value The releasedExecutions to set.
+     * @return This builder for chaining.
+     */
+    public Builder setReleasedExecutions(long value) {
+
+      releasedExecutions_ = value;
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * How many held executions were released to run.
+     * </pre>
+     *
+     * <code>int64 released_executions = 3 [json_name = "releasedExecutions"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearReleasedExecutions() {
+      bitField0_ = (bitField0_ & ~0x00000004);
+      releasedExecutions_ = 0L;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:tickwheel.v1.ResumeJobResponse)

@@ -12,7 +12,8 @@ public interface ResumeJobResponseOrBuilder extends
 
   /**
    * <pre>
-   * The job, now ACTIVE, with its next future run.
+   * The job, now ACTIVE, with its next future run (COMPLETED when its
+   * schedule ended while paused).
    * </pre>
    *
    * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -21,7 +22,8 @@ public interface ResumeJobResponseOrBuilder extends
   boolean hasJob();
   /**
    * <pre>
-   * The job, now ACTIVE, with its next future run.
+   * The job, now ACTIVE, with its next future run (COMPLETED when its
+   * schedule ended while paused).
    * </pre>
    *
    * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -30,7 +32,8 @@ public interface ResumeJobResponseOrBuilder extends
   dev.tickwheel.v1.Job getJob();
   /**
    * <pre>
-   * The job, now ACTIVE, with its next future run.
+   * The job, now ACTIVE, with its next future run (COMPLETED when its
+   * schedule ended while paused).
    * </pre>
    *
    * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -39,7 +42,8 @@ public interface ResumeJobResponseOrBuilder extends
 
   /**
    * <pre>
-   * The occurrences that fell in the paused span, if any.
+   * The occurrences that fell in the paused span, if any, and the held ones
+   * past their misfire threshold: one range.
    * </pre>
    *
    * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -48,7 +52,8 @@ public interface ResumeJobResponseOrBuilder extends
   boolean hasSkipped();
   /**
    * <pre>
-   * The occurrences that fell in the paused span, if any.
+   * The occurrences that fell in the paused span, if any, and the held ones
+   * past their misfire threshold: one range.
    * </pre>
    *
    * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
@@ -57,10 +62,21 @@ public interface ResumeJobResponseOrBuilder extends
   dev.tickwheel.v1.SkipRange getSkipped();
   /**
    * <pre>
-   * The occurrences that fell in the paused span, if any.
+   * The occurrences that fell in the paused span, if any, and the held ones
+   * past their misfire threshold: one range.
    * </pre>
    *
    * <code>.tickwheel.v1.SkipRange skipped = 2 [json_name = "skipped"];</code>
    */
   dev.tickwheel.v1.SkipRangeOrBuilder getSkippedOrBuilder();
+
+  /**
+   * <pre>
+   * How many held executions were released to run.
+   * </pre>
+   *
+   * <code>int64 released_executions = 3 [json_name = "releasedExecutions"];</code>
+   * @return The releasedExecutions.
+   */
+  long getReleasedExecutions();
 }

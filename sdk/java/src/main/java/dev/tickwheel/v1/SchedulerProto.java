@@ -218,102 +218,104 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
       "\007version\"D\n\021DeleteJobResponse\022/\n\023cancele" +
       "d_executions\030\001 \001(\003R\022canceledExecutions\"9" +
       "\n\017PauseJobRequest\022\016\n\002id\030\001 \001(\tR\002id\022\026\n\006rea" +
-      "son\030\002 \001(\tR\006reason\"h\n\020PauseJobResponse\022#\n" +
-      "\003job\030\001 \001(\0132\021.tickwheel.v1.JobR\003job\022/\n\023ca" +
-      "nceled_executions\030\002 \001(\003R\022canceledExecuti" +
-      "ons\"\"\n\020ResumeJobRequest\022\016\n\002id\030\001 \001(\tR\002id\"" +
-      "k\n\021ResumeJobResponse\022#\n\003job\030\001 \001(\0132\021.tick" +
-      "wheel.v1.JobR\003job\0221\n\007skipped\030\002 \001(\0132\027.tic" +
-      "kwheel.v1.SkipRangeR\007skipped\"\201\001\n\021Trigger" +
-      "JobRequest\022\016\n\002id\030\001 \001(\tR\002id\022\035\n\nrequest_id" +
-      "\030\002 \001(\tR\trequestId\022\030\n\007payload\030\003 \001(\014R\007payl" +
-      "oad\022#\n\rallow_overlap\030\004 \001(\010R\014allowOverlap" +
-      "\"e\n\022TriggerJobResponse\0225\n\texecution\030\001 \001(" +
-      "\0132\027.tickwheel.v1.ExecutionR\texecution\022\030\n" +
-      "\007created\030\002 \001(\010R\007created\"\310\001\n\022BackfillJobR" +
-      "equest\022\016\n\002id\030\001 \001(\tR\002id\0223\n\007from_at\030\002 \001(\0132" +
-      "\032.google.protobuf.TimestampR\006fromAt\022/\n\005t" +
-      "o_at\030\003 \001(\0132\032.google.protobuf.TimestampR\004" +
-      "toAt\022\027\n\007dry_run\030\004 \001(\010R\006dryRun\022#\n\rallow_o" +
-      "verlap\030\005 \001(\010R\014allowOverlap\"\245\001\n\023BackfillJ" +
-      "obResponse\022B\n\013occurrences\030\001 \003(\0132 .tickwh" +
-      "eel.v1.BackfillOccurrenceR\013occurrences\022#" +
-      "\n\rcreated_count\030\002 \001(\003R\014createdCount\022%\n\016e" +
-      "xisting_count\030\003 \001(\003R\rexistingCount\"\231\001\n\022B" +
-      "ackfillOccurrence\022!\n\014execution_id\030\001 \001(\tR" +
-      "\013executionId\0229\n\nnominal_at\030\002 \001(\0132\032.googl" +
-      "e.protobuf.TimestampR\tnominalAt\022%\n\016alrea" +
-      "dy_exists\030\003 \001(\010R\ralreadyExists\"\252\001\n\026Previ" +
-      "ewScheduleRequest\022\027\n\006job_id\030\001 \001(\tH\000R\005job" +
-      "Id\022%\n\003job\030\002 \001(\0132\021.tickwheel.v1.JobH\000R\003jo" +
-      "b\0220\n\005after\030\003 \001(\0132\032.google.protobuf.Times" +
-      "tampR\005after\022\024\n\005count\030\004 \001(\005R\005countB\010\n\006sou" +
-      "rce\"s\n\027PreviewScheduleResponse\0221\n\005fires\030" +
-      "\001 \003(\0132\033.tickwheel.v1.ScheduledFireR\005fire" +
-      "s\022%\n\016tzdata_version\030\002 \001(\tR\rtzdataVersion" +
-      "\"%\n\023GetExecutionRequest\022\016\n\002id\030\001 \001(\tR\002id\"" +
-      "M\n\024GetExecutionResponse\0225\n\texecution\030\001 \001" +
-      "(\0132\027.tickwheel.v1.ExecutionR\texecution\"\213" +
-      "\002\n\025ListExecutionsRequest\022\025\n\006job_id\030\001 \001(\t" +
-      "R\005jobId\022\033\n\tpage_size\030\002 \001(\005R\010pageSize\022\035\n\n" +
-      "page_token\030\003 \001(\tR\tpageToken\0229\n\010statuses\030" +
-      "\004 \003(\0162\035.tickwheel.v1.ExecutionStatusR\010st" +
-      "atuses\0223\n\007from_at\030\005 \001(\0132\032.google.protobu" +
-      "f.TimestampR\006fromAt\022/\n\005to_at\030\006 \001(\0132\032.goo" +
-      "gle.protobuf.TimestampR\004toAt\"\250\001\n\026ListExe" +
-      "cutionsResponse\0227\n\nexecutions\030\001 \003(\0132\027.ti" +
-      "ckwheel.v1.ExecutionR\nexecutions\022-\n\005skip" +
-      "s\030\002 \003(\0132\027.tickwheel.v1.SkipRangeR\005skips\022" +
-      "&\n\017next_page_token\030\003 \001(\tR\rnextPageToken\"" +
-      "@\n\026CancelExecutionRequest\022\016\n\002id\030\001 \001(\tR\002i" +
-      "d\022\026\n\006reason\030\002 \001(\tR\006reason\"P\n\027CancelExecu" +
-      "tionResponse\0225\n\texecution\030\001 \001(\0132\027.tickwh" +
-      "eel.v1.ExecutionR\texecution\"k\n\026ListDeadL" +
-      "ettersRequest\022\025\n\006job_id\030\001 \001(\tR\005jobId\022\033\n\t" +
-      "page_size\030\002 \001(\005R\010pageSize\022\035\n\npage_token\030" +
-      "\003 \001(\tR\tpageToken\"z\n\027ListDeadLettersRespo" +
-      "nse\0227\n\nexecutions\030\001 \003(\0132\027.tickwheel.v1.E" +
-      "xecutionR\nexecutions\022&\n\017next_page_token\030" +
-      "\002 \001(\tR\rnextPageToken\"<\n\027ReplayDeadLetter" +
-      "Request\022!\n\014execution_id\030\001 \001(\tR\013execution" +
-      "Id\"Q\n\030ReplayDeadLetterResponse\0225\n\texecut" +
-      "ion\030\001 \001(\0132\027.tickwheel.v1.ExecutionR\texec" +
-      "ution2\201\n\n\020SchedulerService\022L\n\tCreateJob\022" +
-      "\036.tickwheel.v1.CreateJobRequest\032\037.tickwh" +
-      "eel.v1.CreateJobResponse\022C\n\006GetJob\022\033.tic" +
-      "kwheel.v1.GetJobRequest\032\034.tickwheel.v1.G" +
-      "etJobResponse\022I\n\010ListJobs\022\035.tickwheel.v1" +
-      ".ListJobsRequest\032\036.tickwheel.v1.ListJobs" +
-      "Response\022L\n\tUpdateJob\022\036.tickwheel.v1.Upd" +
-      "ateJobRequest\032\037.tickwheel.v1.UpdateJobRe" +
-      "sponse\022L\n\tDeleteJob\022\036.tickwheel.v1.Delet" +
-      "eJobRequest\032\037.tickwheel.v1.DeleteJobResp" +
-      "onse\022I\n\010PauseJob\022\035.tickwheel.v1.PauseJob" +
-      "Request\032\036.tickwheel.v1.PauseJobResponse\022" +
-      "L\n\tResumeJob\022\036.tickwheel.v1.ResumeJobReq" +
-      "uest\032\037.tickwheel.v1.ResumeJobResponse\022O\n" +
-      "\nTriggerJob\022\037.tickwheel.v1.TriggerJobReq" +
-      "uest\032 .tickwheel.v1.TriggerJobResponse\022R" +
-      "\n\013BackfillJob\022 .tickwheel.v1.BackfillJob" +
-      "Request\032!.tickwheel.v1.BackfillJobRespon" +
-      "se\022^\n\017PreviewSchedule\022$.tickwheel.v1.Pre" +
-      "viewScheduleRequest\032%.tickwheel.v1.Previ" +
-      "ewScheduleResponse\022U\n\014GetExecution\022!.tic" +
-      "kwheel.v1.GetExecutionRequest\032\".tickwhee" +
-      "l.v1.GetExecutionResponse\022[\n\016ListExecuti" +
-      "ons\022#.tickwheel.v1.ListExecutionsRequest" +
-      "\032$.tickwheel.v1.ListExecutionsResponse\022^" +
-      "\n\017CancelExecution\022$.tickwheel.v1.CancelE" +
-      "xecutionRequest\032%.tickwheel.v1.CancelExe" +
-      "cutionResponse\022^\n\017ListDeadLetters\022$.tick" +
-      "wheel.v1.ListDeadLettersRequest\032%.tickwh" +
-      "eel.v1.ListDeadLettersResponse\022a\n\020Replay" +
-      "DeadLetter\022%.tickwheel.v1.ReplayDeadLett" +
-      "erRequest\032&.tickwheel.v1.ReplayDeadLette" +
-      "rResponseBh\n\020dev.tickwheel.v1B\016Scheduler" +
-      "ProtoP\001ZBgithub.com/tickwheel/tickwheel/" +
-      "sdk/go/gen/tickwheel/v1;tickwheelv1b\006pro" +
-      "to3"
+      "son\030\002 \001(\tR\006reason\"\221\001\n\020PauseJobResponse\022#" +
+      "\n\003job\030\001 \001(\0132\021.tickwheel.v1.JobR\003job\022/\n\023c" +
+      "anceled_executions\030\002 \001(\003R\022canceledExecut" +
+      "ions\022\'\n\017held_executions\030\003 \001(\003R\016heldExecu" +
+      "tions\"\"\n\020ResumeJobRequest\022\016\n\002id\030\001 \001(\tR\002i" +
+      "d\"\234\001\n\021ResumeJobResponse\022#\n\003job\030\001 \001(\0132\021.t" +
+      "ickwheel.v1.JobR\003job\0221\n\007skipped\030\002 \001(\0132\027." +
+      "tickwheel.v1.SkipRangeR\007skipped\022/\n\023relea" +
+      "sed_executions\030\003 \001(\003R\022releasedExecutions" +
+      "\"\201\001\n\021TriggerJobRequest\022\016\n\002id\030\001 \001(\tR\002id\022\035" +
+      "\n\nrequest_id\030\002 \001(\tR\trequestId\022\030\n\007payload" +
+      "\030\003 \001(\014R\007payload\022#\n\rallow_overlap\030\004 \001(\010R\014" +
+      "allowOverlap\"e\n\022TriggerJobResponse\0225\n\tex" +
+      "ecution\030\001 \001(\0132\027.tickwheel.v1.ExecutionR\t" +
+      "execution\022\030\n\007created\030\002 \001(\010R\007created\"\310\001\n\022" +
+      "BackfillJobRequest\022\016\n\002id\030\001 \001(\tR\002id\0223\n\007fr" +
+      "om_at\030\002 \001(\0132\032.google.protobuf.TimestampR" +
+      "\006fromAt\022/\n\005to_at\030\003 \001(\0132\032.google.protobuf" +
+      ".TimestampR\004toAt\022\027\n\007dry_run\030\004 \001(\010R\006dryRu" +
+      "n\022#\n\rallow_overlap\030\005 \001(\010R\014allowOverlap\"\245" +
+      "\001\n\023BackfillJobResponse\022B\n\013occurrences\030\001 " +
+      "\003(\0132 .tickwheel.v1.BackfillOccurrenceR\013o" +
+      "ccurrences\022#\n\rcreated_count\030\002 \001(\003R\014creat" +
+      "edCount\022%\n\016existing_count\030\003 \001(\003R\rexistin" +
+      "gCount\"\231\001\n\022BackfillOccurrence\022!\n\014executi" +
+      "on_id\030\001 \001(\tR\013executionId\0229\n\nnominal_at\030\002" +
+      " \001(\0132\032.google.protobuf.TimestampR\tnomina" +
+      "lAt\022%\n\016already_exists\030\003 \001(\010R\ralreadyExis" +
+      "ts\"\252\001\n\026PreviewScheduleRequest\022\027\n\006job_id\030" +
+      "\001 \001(\tH\000R\005jobId\022%\n\003job\030\002 \001(\0132\021.tickwheel." +
+      "v1.JobH\000R\003job\0220\n\005after\030\003 \001(\0132\032.google.pr" +
+      "otobuf.TimestampR\005after\022\024\n\005count\030\004 \001(\005R\005" +
+      "countB\010\n\006source\"s\n\027PreviewScheduleRespon" +
+      "se\0221\n\005fires\030\001 \003(\0132\033.tickwheel.v1.Schedul" +
+      "edFireR\005fires\022%\n\016tzdata_version\030\002 \001(\tR\rt" +
+      "zdataVersion\"%\n\023GetExecutionRequest\022\016\n\002i" +
+      "d\030\001 \001(\tR\002id\"M\n\024GetExecutionResponse\0225\n\te" +
+      "xecution\030\001 \001(\0132\027.tickwheel.v1.ExecutionR" +
+      "\texecution\"\213\002\n\025ListExecutionsRequest\022\025\n\006" +
+      "job_id\030\001 \001(\tR\005jobId\022\033\n\tpage_size\030\002 \001(\005R\010" +
+      "pageSize\022\035\n\npage_token\030\003 \001(\tR\tpageToken\022" +
+      "9\n\010statuses\030\004 \003(\0162\035.tickwheel.v1.Executi" +
+      "onStatusR\010statuses\0223\n\007from_at\030\005 \001(\0132\032.go" +
+      "ogle.protobuf.TimestampR\006fromAt\022/\n\005to_at" +
+      "\030\006 \001(\0132\032.google.protobuf.TimestampR\004toAt" +
+      "\"\250\001\n\026ListExecutionsResponse\0227\n\nexecution" +
+      "s\030\001 \003(\0132\027.tickwheel.v1.ExecutionR\nexecut" +
+      "ions\022-\n\005skips\030\002 \003(\0132\027.tickwheel.v1.SkipR" +
+      "angeR\005skips\022&\n\017next_page_token\030\003 \001(\tR\rne" +
+      "xtPageToken\"@\n\026CancelExecutionRequest\022\016\n" +
+      "\002id\030\001 \001(\tR\002id\022\026\n\006reason\030\002 \001(\tR\006reason\"P\n" +
+      "\027CancelExecutionResponse\0225\n\texecution\030\001 " +
+      "\001(\0132\027.tickwheel.v1.ExecutionR\texecution\"" +
+      "k\n\026ListDeadLettersRequest\022\025\n\006job_id\030\001 \001(" +
+      "\tR\005jobId\022\033\n\tpage_size\030\002 \001(\005R\010pageSize\022\035\n" +
+      "\npage_token\030\003 \001(\tR\tpageToken\"z\n\027ListDead" +
+      "LettersResponse\0227\n\nexecutions\030\001 \003(\0132\027.ti" +
+      "ckwheel.v1.ExecutionR\nexecutions\022&\n\017next" +
+      "_page_token\030\002 \001(\tR\rnextPageToken\"<\n\027Repl" +
+      "ayDeadLetterRequest\022!\n\014execution_id\030\001 \001(" +
+      "\tR\013executionId\"Q\n\030ReplayDeadLetterRespon" +
+      "se\0225\n\texecution\030\001 \001(\0132\027.tickwheel.v1.Exe" +
+      "cutionR\texecution2\201\n\n\020SchedulerService\022L" +
+      "\n\tCreateJob\022\036.tickwheel.v1.CreateJobRequ" +
+      "est\032\037.tickwheel.v1.CreateJobResponse\022C\n\006" +
+      "GetJob\022\033.tickwheel.v1.GetJobRequest\032\034.ti" +
+      "ckwheel.v1.GetJobResponse\022I\n\010ListJobs\022\035." +
+      "tickwheel.v1.ListJobsRequest\032\036.tickwheel" +
+      ".v1.ListJobsResponse\022L\n\tUpdateJob\022\036.tick" +
+      "wheel.v1.UpdateJobRequest\032\037.tickwheel.v1" +
+      ".UpdateJobResponse\022L\n\tDeleteJob\022\036.tickwh" +
+      "eel.v1.DeleteJobRequest\032\037.tickwheel.v1.D" +
+      "eleteJobResponse\022I\n\010PauseJob\022\035.tickwheel" +
+      ".v1.PauseJobRequest\032\036.tickwheel.v1.Pause" +
+      "JobResponse\022L\n\tResumeJob\022\036.tickwheel.v1." +
+      "ResumeJobRequest\032\037.tickwheel.v1.ResumeJo" +
+      "bResponse\022O\n\nTriggerJob\022\037.tickwheel.v1.T" +
+      "riggerJobRequest\032 .tickwheel.v1.TriggerJ" +
+      "obResponse\022R\n\013BackfillJob\022 .tickwheel.v1" +
+      ".BackfillJobRequest\032!.tickwheel.v1.Backf" +
+      "illJobResponse\022^\n\017PreviewSchedule\022$.tick" +
+      "wheel.v1.PreviewScheduleRequest\032%.tickwh" +
+      "eel.v1.PreviewScheduleResponse\022U\n\014GetExe" +
+      "cution\022!.tickwheel.v1.GetExecutionReques" +
+      "t\032\".tickwheel.v1.GetExecutionResponse\022[\n" +
+      "\016ListExecutions\022#.tickwheel.v1.ListExecu" +
+      "tionsRequest\032$.tickwheel.v1.ListExecutio" +
+      "nsResponse\022^\n\017CancelExecution\022$.tickwhee" +
+      "l.v1.CancelExecutionRequest\032%.tickwheel." +
+      "v1.CancelExecutionResponse\022^\n\017ListDeadLe" +
+      "tters\022$.tickwheel.v1.ListDeadLettersRequ" +
+      "est\032%.tickwheel.v1.ListDeadLettersRespon" +
+      "se\022a\n\020ReplayDeadLetter\022%.tickwheel.v1.Re" +
+      "playDeadLetterRequest\032&.tickwheel.v1.Rep" +
+      "layDeadLetterResponseBh\n\020dev.tickwheel.v" +
+      "1B\016SchedulerProtoP\001ZBgithub.com/tickwhee" +
+      "l/tickwheel/sdk/go/gen/tickwheel/v1;tick" +
+      "wheelv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -394,7 +396,7 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
     internal_static_tickwheel_v1_PauseJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_PauseJobResponse_descriptor,
-        new java.lang.String[] { "Job", "CanceledExecutions", });
+        new java.lang.String[] { "Job", "CanceledExecutions", "HeldExecutions", });
     internal_static_tickwheel_v1_ResumeJobRequest_descriptor =
       getDescriptor().getMessageType(12);
     internal_static_tickwheel_v1_ResumeJobRequest_fieldAccessorTable = new
@@ -406,7 +408,7 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
     internal_static_tickwheel_v1_ResumeJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ResumeJobResponse_descriptor,
-        new java.lang.String[] { "Job", "Skipped", });
+        new java.lang.String[] { "Job", "Skipped", "ReleasedExecutions", });
     internal_static_tickwheel_v1_TriggerJobRequest_descriptor =
       getDescriptor().getMessageType(14);
     internal_static_tickwheel_v1_TriggerJobRequest_fieldAccessorTable = new

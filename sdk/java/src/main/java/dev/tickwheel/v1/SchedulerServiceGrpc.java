@@ -591,8 +591,27 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Changes a job. The request's `job.version` must equal the stored version:
-     * FAILED_PRECONDITION otherwise. Recomputes the next run when the schedule
-     * changes, and cancels executions that have not started.
+     * FAILED_PRECONDITION otherwise. An update never loses an occurrence still
+     * to come and never touches a RUNNING execution. What it does to the
+     * executions that have not started, by what changed:
+     * - When a job runs (`schedule`, its zone, `dst_policy`, `jitter`,
+     *   `start_at`, `end_at`, `max_runs`, a one-off's instant): the next run is
+     *   recomputed, and the occurrences already created ahead of time that have
+     *   not started are re-created under the new definition by the id rule:
+     *   an instant the new schedule keeps keeps its execution id (with the new
+     *   due instant, payload and target); one it does not have is CANCELED
+     *   ("canceled: job updated: not an occurrence of the new schedule"); one
+     *   it adds among them is created.
+     * - `payload`: those occurrences take the new payload. Retries waiting,
+     *   re-deliveries, triggers and backfills keep the payload they have.
+     * - `target`: every execution not started runs the new target (a change of
+     *   handler moves it to workers serving the new handler).
+     * - Anything else (name, labels, timeout, retry, overlap and
+     *   misfire policies, concurrency keys, thresholds): executions stay as they
+     *   are; the new values apply wherever they are read (the timeout, target
+     *   and overlap policy at hand-out, the retry policy when a result is
+     *   recorded, the misfire policy when occurrences are created).
+     * A paused job stays paused: what the update keeps or creates stays held.
      * </pre>
      */
     default void updateJob(dev.tickwheel.v1.UpdateJobRequest request,
@@ -602,8 +621,9 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Deletes a job and cancels its executions that have not started. History
-     * is kept for the retention window.
+     * Deletes a job and cancels its executions that have not started (held
+     * ones included), recorded as CANCELED with "canceled: job deleted".
+     * A RUNNING execution finishes. History is kept for the retention window.
      * </pre>
      */
     default void deleteJob(dev.tickwheel.v1.DeleteJobRequest request,
@@ -613,8 +633,12 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Stops creating occurrences and cancels executions that have not started.
-     * Pausing a paused job changes nothing.
+     * Stops creating occurrences and holds the executions that have not started
+     * (created ahead of time, waiting for a retry, triggered or backfilled): they
+     * show as WAITING and are not handed out until ResumeJob. A RUNNING
+     * execution finishes (a failure of it may still be retried). TriggerJob and
+     * BackfillJob still run on a paused job: they are asked for. Pausing a
+     * paused job changes nothing.
      * </pre>
      */
     default void pauseJob(dev.tickwheel.v1.PauseJobRequest request,
@@ -624,8 +648,13 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Starts again at the next future occurrence; the paused span is recorded
-     * as one skip range.
+     * Starts again at the next future occurrence. The held executions are
+     * released and run, late if need be, except the scheduled occurrences
+     * that never reached a worker and are now more than the job's
+     * `misfire_threshold` past their due instant: those, with the occurrences
+     * that came due while paused, are recorded as one skip range (reason
+     * JOB_PAUSED), never run as a catch-up burst. Resuming an active job
+     * changes nothing.
      * </pre>
      */
     default void resumeJob(dev.tickwheel.v1.ResumeJobRequest request,
@@ -798,8 +827,27 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Changes a job. The request's `job.version` must equal the stored version:
-     * FAILED_PRECONDITION otherwise. Recomputes the next run when the schedule
-     * changes, and cancels executions that have not started.
+     * FAILED_PRECONDITION otherwise. An update never loses an occurrence still
+     * to come and never touches a RUNNING execution. What it does to the
+     * executions that have not started, by what changed:
+     * - When a job runs (`schedule`, its zone, `dst_policy`, `jitter`,
+     *   `start_at`, `end_at`, `max_runs`, a one-off's instant): the next run is
+     *   recomputed, and the occurrences already created ahead of time that have
+     *   not started are re-created under the new definition by the id rule:
+     *   an instant the new schedule keeps keeps its execution id (with the new
+     *   due instant, payload and target); one it does not have is CANCELED
+     *   ("canceled: job updated: not an occurrence of the new schedule"); one
+     *   it adds among them is created.
+     * - `payload`: those occurrences take the new payload. Retries waiting,
+     *   re-deliveries, triggers and backfills keep the payload they have.
+     * - `target`: every execution not started runs the new target (a change of
+     *   handler moves it to workers serving the new handler).
+     * - Anything else (name, labels, timeout, retry, overlap and
+     *   misfire policies, concurrency keys, thresholds): executions stay as they
+     *   are; the new values apply wherever they are read (the timeout, target
+     *   and overlap policy at hand-out, the retry policy when a result is
+     *   recorded, the misfire policy when occurrences are created).
+     * A paused job stays paused: what the update keeps or creates stays held.
      * </pre>
      */
     public void updateJob(dev.tickwheel.v1.UpdateJobRequest request,
@@ -810,8 +858,9 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Deletes a job and cancels its executions that have not started. History
-     * is kept for the retention window.
+     * Deletes a job and cancels its executions that have not started (held
+     * ones included), recorded as CANCELED with "canceled: job deleted".
+     * A RUNNING execution finishes. History is kept for the retention window.
      * </pre>
      */
     public void deleteJob(dev.tickwheel.v1.DeleteJobRequest request,
@@ -822,8 +871,12 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Stops creating occurrences and cancels executions that have not started.
-     * Pausing a paused job changes nothing.
+     * Stops creating occurrences and holds the executions that have not started
+     * (created ahead of time, waiting for a retry, triggered or backfilled): they
+     * show as WAITING and are not handed out until ResumeJob. A RUNNING
+     * execution finishes (a failure of it may still be retried). TriggerJob and
+     * BackfillJob still run on a paused job: they are asked for. Pausing a
+     * paused job changes nothing.
      * </pre>
      */
     public void pauseJob(dev.tickwheel.v1.PauseJobRequest request,
@@ -834,8 +887,13 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Starts again at the next future occurrence; the paused span is recorded
-     * as one skip range.
+     * Starts again at the next future occurrence. The held executions are
+     * released and run, late if need be, except the scheduled occurrences
+     * that never reached a worker and are now more than the job's
+     * `misfire_threshold` past their due instant: those, with the occurrences
+     * that came due while paused, are recorded as one skip range (reason
+     * JOB_PAUSED), never run as a catch-up burst. Resuming an active job
+     * changes nothing.
      * </pre>
      */
     public void resumeJob(dev.tickwheel.v1.ResumeJobRequest request,
@@ -995,8 +1053,27 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Changes a job. The request's `job.version` must equal the stored version:
-     * FAILED_PRECONDITION otherwise. Recomputes the next run when the schedule
-     * changes, and cancels executions that have not started.
+     * FAILED_PRECONDITION otherwise. An update never loses an occurrence still
+     * to come and never touches a RUNNING execution. What it does to the
+     * executions that have not started, by what changed:
+     * - When a job runs (`schedule`, its zone, `dst_policy`, `jitter`,
+     *   `start_at`, `end_at`, `max_runs`, a one-off's instant): the next run is
+     *   recomputed, and the occurrences already created ahead of time that have
+     *   not started are re-created under the new definition by the id rule:
+     *   an instant the new schedule keeps keeps its execution id (with the new
+     *   due instant, payload and target); one it does not have is CANCELED
+     *   ("canceled: job updated: not an occurrence of the new schedule"); one
+     *   it adds among them is created.
+     * - `payload`: those occurrences take the new payload. Retries waiting,
+     *   re-deliveries, triggers and backfills keep the payload they have.
+     * - `target`: every execution not started runs the new target (a change of
+     *   handler moves it to workers serving the new handler).
+     * - Anything else (name, labels, timeout, retry, overlap and
+     *   misfire policies, concurrency keys, thresholds): executions stay as they
+     *   are; the new values apply wherever they are read (the timeout, target
+     *   and overlap policy at hand-out, the retry policy when a result is
+     *   recorded, the misfire policy when occurrences are created).
+     * A paused job stays paused: what the update keeps or creates stays held.
      * </pre>
      */
     public dev.tickwheel.v1.UpdateJobResponse updateJob(dev.tickwheel.v1.UpdateJobRequest request) throws io.grpc.StatusException {
@@ -1006,8 +1083,9 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Deletes a job and cancels its executions that have not started. History
-     * is kept for the retention window.
+     * Deletes a job and cancels its executions that have not started (held
+     * ones included), recorded as CANCELED with "canceled: job deleted".
+     * A RUNNING execution finishes. History is kept for the retention window.
      * </pre>
      */
     public dev.tickwheel.v1.DeleteJobResponse deleteJob(dev.tickwheel.v1.DeleteJobRequest request) throws io.grpc.StatusException {
@@ -1017,8 +1095,12 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Stops creating occurrences and cancels executions that have not started.
-     * Pausing a paused job changes nothing.
+     * Stops creating occurrences and holds the executions that have not started
+     * (created ahead of time, waiting for a retry, triggered or backfilled): they
+     * show as WAITING and are not handed out until ResumeJob. A RUNNING
+     * execution finishes (a failure of it may still be retried). TriggerJob and
+     * BackfillJob still run on a paused job: they are asked for. Pausing a
+     * paused job changes nothing.
      * </pre>
      */
     public dev.tickwheel.v1.PauseJobResponse pauseJob(dev.tickwheel.v1.PauseJobRequest request) throws io.grpc.StatusException {
@@ -1028,8 +1110,13 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Starts again at the next future occurrence; the paused span is recorded
-     * as one skip range.
+     * Starts again at the next future occurrence. The held executions are
+     * released and run, late if need be, except the scheduled occurrences
+     * that never reached a worker and are now more than the job's
+     * `misfire_threshold` past their due instant: those, with the occurrences
+     * that came due while paused, are recorded as one skip range (reason
+     * JOB_PAUSED), never run as a catch-up burst. Resuming an active job
+     * changes nothing.
      * </pre>
      */
     public dev.tickwheel.v1.ResumeJobResponse resumeJob(dev.tickwheel.v1.ResumeJobRequest request) throws io.grpc.StatusException {
@@ -1180,8 +1267,27 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Changes a job. The request's `job.version` must equal the stored version:
-     * FAILED_PRECONDITION otherwise. Recomputes the next run when the schedule
-     * changes, and cancels executions that have not started.
+     * FAILED_PRECONDITION otherwise. An update never loses an occurrence still
+     * to come and never touches a RUNNING execution. What it does to the
+     * executions that have not started, by what changed:
+     * - When a job runs (`schedule`, its zone, `dst_policy`, `jitter`,
+     *   `start_at`, `end_at`, `max_runs`, a one-off's instant): the next run is
+     *   recomputed, and the occurrences already created ahead of time that have
+     *   not started are re-created under the new definition by the id rule:
+     *   an instant the new schedule keeps keeps its execution id (with the new
+     *   due instant, payload and target); one it does not have is CANCELED
+     *   ("canceled: job updated: not an occurrence of the new schedule"); one
+     *   it adds among them is created.
+     * - `payload`: those occurrences take the new payload. Retries waiting,
+     *   re-deliveries, triggers and backfills keep the payload they have.
+     * - `target`: every execution not started runs the new target (a change of
+     *   handler moves it to workers serving the new handler).
+     * - Anything else (name, labels, timeout, retry, overlap and
+     *   misfire policies, concurrency keys, thresholds): executions stay as they
+     *   are; the new values apply wherever they are read (the timeout, target
+     *   and overlap policy at hand-out, the retry policy when a result is
+     *   recorded, the misfire policy when occurrences are created).
+     * A paused job stays paused: what the update keeps or creates stays held.
      * </pre>
      */
     public dev.tickwheel.v1.UpdateJobResponse updateJob(dev.tickwheel.v1.UpdateJobRequest request) {
@@ -1191,8 +1297,9 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Deletes a job and cancels its executions that have not started. History
-     * is kept for the retention window.
+     * Deletes a job and cancels its executions that have not started (held
+     * ones included), recorded as CANCELED with "canceled: job deleted".
+     * A RUNNING execution finishes. History is kept for the retention window.
      * </pre>
      */
     public dev.tickwheel.v1.DeleteJobResponse deleteJob(dev.tickwheel.v1.DeleteJobRequest request) {
@@ -1202,8 +1309,12 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Stops creating occurrences and cancels executions that have not started.
-     * Pausing a paused job changes nothing.
+     * Stops creating occurrences and holds the executions that have not started
+     * (created ahead of time, waiting for a retry, triggered or backfilled): they
+     * show as WAITING and are not handed out until ResumeJob. A RUNNING
+     * execution finishes (a failure of it may still be retried). TriggerJob and
+     * BackfillJob still run on a paused job: they are asked for. Pausing a
+     * paused job changes nothing.
      * </pre>
      */
     public dev.tickwheel.v1.PauseJobResponse pauseJob(dev.tickwheel.v1.PauseJobRequest request) {
@@ -1213,8 +1324,13 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Starts again at the next future occurrence; the paused span is recorded
-     * as one skip range.
+     * Starts again at the next future occurrence. The held executions are
+     * released and run, late if need be, except the scheduled occurrences
+     * that never reached a worker and are now more than the job's
+     * `misfire_threshold` past their due instant: those, with the occurrences
+     * that came due while paused, are recorded as one skip range (reason
+     * JOB_PAUSED), never run as a catch-up burst. Resuming an active job
+     * changes nothing.
      * </pre>
      */
     public dev.tickwheel.v1.ResumeJobResponse resumeJob(dev.tickwheel.v1.ResumeJobRequest request) {
@@ -1368,8 +1484,27 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Changes a job. The request's `job.version` must equal the stored version:
-     * FAILED_PRECONDITION otherwise. Recomputes the next run when the schedule
-     * changes, and cancels executions that have not started.
+     * FAILED_PRECONDITION otherwise. An update never loses an occurrence still
+     * to come and never touches a RUNNING execution. What it does to the
+     * executions that have not started, by what changed:
+     * - When a job runs (`schedule`, its zone, `dst_policy`, `jitter`,
+     *   `start_at`, `end_at`, `max_runs`, a one-off's instant): the next run is
+     *   recomputed, and the occurrences already created ahead of time that have
+     *   not started are re-created under the new definition by the id rule:
+     *   an instant the new schedule keeps keeps its execution id (with the new
+     *   due instant, payload and target); one it does not have is CANCELED
+     *   ("canceled: job updated: not an occurrence of the new schedule"); one
+     *   it adds among them is created.
+     * - `payload`: those occurrences take the new payload. Retries waiting,
+     *   re-deliveries, triggers and backfills keep the payload they have.
+     * - `target`: every execution not started runs the new target (a change of
+     *   handler moves it to workers serving the new handler).
+     * - Anything else (name, labels, timeout, retry, overlap and
+     *   misfire policies, concurrency keys, thresholds): executions stay as they
+     *   are; the new values apply wherever they are read (the timeout, target
+     *   and overlap policy at hand-out, the retry policy when a result is
+     *   recorded, the misfire policy when occurrences are created).
+     * A paused job stays paused: what the update keeps or creates stays held.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.UpdateJobResponse> updateJob(
@@ -1380,8 +1515,9 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Deletes a job and cancels its executions that have not started. History
-     * is kept for the retention window.
+     * Deletes a job and cancels its executions that have not started (held
+     * ones included), recorded as CANCELED with "canceled: job deleted".
+     * A RUNNING execution finishes. History is kept for the retention window.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.DeleteJobResponse> deleteJob(
@@ -1392,8 +1528,12 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Stops creating occurrences and cancels executions that have not started.
-     * Pausing a paused job changes nothing.
+     * Stops creating occurrences and holds the executions that have not started
+     * (created ahead of time, waiting for a retry, triggered or backfilled): they
+     * show as WAITING and are not handed out until ResumeJob. A RUNNING
+     * execution finishes (a failure of it may still be retried). TriggerJob and
+     * BackfillJob still run on a paused job: they are asked for. Pausing a
+     * paused job changes nothing.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.PauseJobResponse> pauseJob(
@@ -1404,8 +1544,13 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
-     * Starts again at the next future occurrence; the paused span is recorded
-     * as one skip range.
+     * Starts again at the next future occurrence. The held executions are
+     * released and run, late if need be, except the scheduled occurrences
+     * that never reached a worker and are now more than the job's
+     * `misfire_threshold` past their due instant: those, with the occurrences
+     * that came due while paused, are recorded as one skip range (reason
+     * JOB_PAUSED), never run as a catch-up burst. Resuming an active job
+     * changes nothing.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.ResumeJobResponse> resumeJob(

@@ -41,7 +41,8 @@ public enum SkipReason
   SKIP_REASON_MISFIRE(2),
   /**
    * <pre>
-   * The job was paused.
+   * The job was paused: the occurrences that came due while it was, and the
+   * held ones more than the misfire threshold late when it was resumed.
    * </pre>
    *
    * <code>SKIP_REASON_JOB_PAUSED = 3;</code>
@@ -93,7 +94,8 @@ public enum SkipReason
   public static final int SKIP_REASON_MISFIRE_VALUE = 2;
   /**
    * <pre>
-   * The job was paused.
+   * The job was paused: the occurrences that came due while it was, and the
+   * held ones more than the misfire threshold late when it was resumed.
    * </pre>
    *
    * <code>SKIP_REASON_JOB_PAUSED = 3;</code>
