@@ -11,12 +11,20 @@ job's threshold late at claim time (``now - due_at > threshold``).
 for, and skips the rest; ``run_all`` runs the most recent ``run_all_limit``
 and skips older ones; ``skip`` skips them all.
 
-Never stuck: a plan looks at no more than ``scan_limit`` occurrences. A job
-missed for longer than that is planned in several claims: each records what
-it scanned as skipped (one range, extended in place by the next claim through
+Never stuck, and bounded: a plan looks at no more than ``scan_limit``
+occurrences, plus ``run_all_limit`` more under ``run_all``. A job missed for
+longer than that is planned in several claims: each records what it may
+certainly skip (one range, extended in place by the next claim through
 ``continues_at``) and moves the cursor on, until the claim that reaches the
-first occurrence that is not missed. Over such a split the ``run_all`` limit
-applies to the occurrences of the last claim.
+first occurrence that is not missed. Under ``run_all`` an occurrence is
+certainly skipped only when at least ``run_all_limit`` missed ones follow it:
+a claim that walked ``scan_limit + run_all_limit`` missed occurrences and
+found more skips the first ``scan_limit`` and leaves the cursor on the next,
+so the last claim sees the whole tail and runs exactly the
+``run_all_limit`` most recent, whatever ``scan_limit`` is. Going backwards
+from the claim instant would need a previous-fire function the engine does
+not have (and ``max_runs`` counts forwards); this walk costs at most
+``scan_limit + run_all_limit`` next fires per job per claim.
 
 ``runs`` counts occurrences consumed from the schedule, run or skipped; it is
 what ``max_runs`` limits.
@@ -104,11 +112,14 @@ def plan_claim(
     """
     if policy not in (RUN_ONCE, RUN_ALL, SKIP):
         raise ValueError(f"unknown misfire policy {policy!r}")
+    if scan_limit < 1 or run_all_limit < 1:
+        raise ValueError("scan_limit and run_all_limit must be >= 1")
+    keep = run_all_limit if policy == RUN_ALL else 0
     missed: list[Fire] = []
     upcoming: list[Fire] = []
     fire: Fire | None = cursor
     runs = 0
-    while fire is not None and fire.nominal_at <= horizon and runs < scan_limit:
+    while fire is not None and fire.nominal_at <= horizon and runs < scan_limit + keep:
         if now - fire.due_at > threshold:
             missed.append(fire)
         else:
@@ -118,16 +129,24 @@ def plan_claim(
     still_missing = fire is not None and fire.nominal_at <= horizon and now - fire.due_at > threshold
     executions: list[PlannedExecution] = []
     skipped: list[Fire] = []
-    if missed and still_missing:
+    if missed and still_missing and keep and len(missed) > keep:
+        # More are missed than this claim walked: only those with ``keep``
+        # missed ones after them are certainly too old to run. The rest are
+        # walked again by the next claim, from the new cursor.
+        skipped = missed[: len(missed) - keep]
+        fire = missed[len(skipped)]
+        runs = len(skipped)
+        upcoming = []
+    elif missed and still_missing:
         skipped = missed
     elif missed and policy == RUN_ONCE:
         latest = missed[-1]
         executions.append(PlannedExecution(latest.nominal_at, latest.due_at, len(missed) + carried_missed))
         skipped = missed[:-1]
     elif missed and policy == RUN_ALL:
-        keep = missed[-run_all_limit:]
-        skipped = missed[: len(missed) - len(keep)]
-        executions += [PlannedExecution(f.nominal_at, f.due_at, 1) for f in keep]
+        recent = missed[-run_all_limit:]
+        skipped = missed[: len(missed) - len(recent)]
+        executions += [PlannedExecution(f.nominal_at, f.due_at, 1) for f in recent]
     elif missed:
         skipped = missed
     executions += [PlannedExecution(f.nominal_at, f.due_at, 1) for f in upcoming]

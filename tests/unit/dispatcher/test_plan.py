@@ -1,4 +1,5 @@
-"""The claim plan, at fixed instants, over a job that fires every minute."""
+"""The claim plan, at fixed instants: over a job that fires every minute, and
+over the engine's own cron and one-off schedules when many were missed."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tickwheel_server.dispatcher.plan import RUN_ALL, RUN_ONCE, SKIP, execution_id, plan_claim, plan_paused
-from tickwheel_server.schedule import Fire
+from tickwheel_server.schedule import Fire, Schedule, first_fire, iter_fires, next_fire
 
 T0 = datetime(2027, 3, 1, 12, 0, tzinfo=timezone.utc)
 MINUTE = timedelta(minutes=1)
@@ -142,3 +143,121 @@ def test_a_paused_tenants_long_backlog_is_scanned_in_bounded_steps() -> None:
 def test_a_paused_tenants_job_whose_schedule_ends_completes() -> None:
     result = plan_paused(fire(T0), every_minute(limit_runs=3), horizon=T0 + timedelta(hours=1))
     assert (result.skip.count, result.skip.continues_at, result.next_fire) == (3, None, None)
+
+
+# -- many missed, planned over as many claims as the scan limit needs --------------------------------
+
+THRESHOLD = timedelta(seconds=60)
+LOOKAHEAD = timedelta(seconds=60)
+MISSED_10051 = T0 + timedelta(minutes=10_051, seconds=30)
+"""The claim instant at which a minutely job with its cursor at T0 has missed
+10 051 occurrences (T0 … T0 + 10 050 min are over 60 s late; + 10 051 min is
+30 s late, within the threshold, and + 10 052 min is in the look-ahead)."""
+
+
+def catch_up(schedule: Schedule, now: datetime, policy: str, *, scan_limit: int, run_all_limit: int = 100):
+    """Claim at ``now`` as the store does, again and again, until the cursor
+    is past the look-ahead: each plan sees the job's run count and the count
+    of its open misfire range (``carried``), and a skip range continuing the
+    open one extends it. Returns the executions and the ranges."""
+    cursor = first_fire(schedule, T0 - timedelta(seconds=1))
+    runs_so_far, carried = 0, 0
+    executions: list = []
+    ranges: list[list] = []  # [from, to, count, continues_at]
+    claims = 0
+    while cursor is not None and cursor.nominal_at <= now + LOOKAHEAD:
+        claims += 1
+        calls = 0
+
+        def following(previous: Fire, runs: int, base: int = runs_so_far) -> Fire | None:
+            nonlocal calls
+            calls += 1
+            return next_fire(schedule, previous.nominal_at, runs_so_far=base + runs)
+
+        open_range = ranges[-1] if ranges and ranges[-1][3] == cursor.nominal_at else None
+        carried = open_range[2] if open_range is not None and now - cursor.due_at > THRESHOLD else 0
+        result = plan_claim(
+            cursor, following, now=now, horizon=now + LOOKAHEAD, policy=policy, threshold=THRESHOLD,
+            run_all_limit=run_all_limit, carried_missed=carried, scan_limit=scan_limit,
+        )
+        keep = run_all_limit if policy == RUN_ALL else 0
+        assert calls <= scan_limit + keep, "a claim's work is bounded"
+        executions += result.executions
+        if result.skip is not None:
+            skip = result.skip
+            if open_range is not None and skip.from_at == cursor.nominal_at:
+                open_range[1:] = [skip.to_at, open_range[2] + skip.count, skip.continues_at]
+            else:
+                ranges.append([skip.from_at, skip.to_at, skip.count, skip.continues_at])
+        runs_so_far += result.runs
+        assert result.runs > 0 or result.next_fire is None or result.next_fire.nominal_at > now + LOOKAHEAD
+        cursor = result.next_fire
+    return executions, [tuple(r[:3]) for r in ranges], claims
+
+
+MINUTELY = Schedule.cron("* * * * *", "UTC", exact=True)
+
+
+@pytest.mark.parametrize("scan_limit", [7, 100, 10_000, 20_000])
+def test_run_all_runs_exactly_the_limit_of_the_most_recent_however_many_were_missed(scan_limit: int) -> None:
+    executions, ranges, _ = catch_up(MINUTELY, MISSED_10051, RUN_ALL, scan_limit=scan_limit)
+    missed = [e for e in executions if MISSED_10051 - e.due_at > THRESHOLD]
+    assert [e.nominal_at for e in missed] == [T0 + k * MINUTE for k in range(9_951, 10_051)]
+    assert all(e.missed_count == 1 for e in executions)
+    assert ranges == [(T0, T0 + 9_950 * MINUTE, 9_951)], "the older ones are one skip range"
+    upcoming = [e.nominal_at for e in executions if e not in missed]
+    assert upcoming == [T0 + 10_051 * MINUTE, T0 + 10_052 * MINUTE]
+
+
+@pytest.mark.parametrize("scan_limit", [7, 10_000])
+def test_run_once_runs_the_latest_for_all_10051_however_many_were_missed(scan_limit: int) -> None:
+    executions, ranges, _ = catch_up(MINUTELY, MISSED_10051, RUN_ONCE, scan_limit=scan_limit)
+    assert [(e.nominal_at, e.missed_count) for e in executions] == [
+        (T0 + 10_050 * MINUTE, 10_051), (T0 + 10_051 * MINUTE, 1), (T0 + 10_052 * MINUTE, 1),
+    ]
+    assert ranges == [(T0, T0 + 10_049 * MINUTE, 10_050)]
+
+
+@pytest.mark.parametrize("scan_limit", [7, 10_000])
+def test_skip_skips_all_10051_however_many_were_missed(scan_limit: int) -> None:
+    executions, ranges, _ = catch_up(MINUTELY, MISSED_10051, SKIP, scan_limit=scan_limit)
+    assert [e.nominal_at for e in executions] == [T0 + 10_051 * MINUTE, T0 + 10_052 * MINUTE]
+    assert ranges == [(T0, T0 + 10_050 * MINUTE, 10_051)]
+
+
+@pytest.mark.parametrize("scan_limit", [3, 10_000])
+def test_run_all_over_years_of_a_daily_job_across_dst_keeps_the_most_recent(scan_limit: int) -> None:
+    daily = Schedule.cron("30 2 * * *", "Europe/Berlin", exact=True)  # 02:30 is skipped each spring: shifted
+    now = T0 + timedelta(days=3_000)
+    expected = []
+    for fire_ in iter_fires(daily, T0 - timedelta(seconds=1)):
+        if now - fire_.due_at <= THRESHOLD:
+            break
+        expected.append(fire_.nominal_at)
+    executions, ranges, _ = catch_up(daily, now, RUN_ALL, scan_limit=scan_limit, run_all_limit=250)
+    assert [e.nominal_at for e in executions if now - e.due_at > THRESHOLD] == expected[-250:]
+    assert ranges == [(expected[0], expected[-251], len(expected) - 250)]
+
+
+@pytest.mark.parametrize(
+    ("policy", "runs", "skipped"), [(RUN_ALL, [(T0, 1)], []), (RUN_ONCE, [(T0, 1)], []), (SKIP, [], [(T0, T0, 1)])]
+)
+def test_a_missed_one_off_under_each_policy(policy: str, runs: list, skipped: list) -> None:
+    one_off = Schedule.once(T0, exact=True)
+    executions, ranges, claims = catch_up(one_off, T0 + timedelta(days=3), policy, scan_limit=1, run_all_limit=1)
+    assert [(e.nominal_at, e.missed_count) for e in executions] == runs
+    assert ranges == skipped and claims == 1
+
+
+def test_a_run_all_job_whose_max_runs_end_inside_the_backlog_runs_its_last_occurrences() -> None:
+    limited = Schedule.cron("* * * * *", "UTC", exact=True, max_runs=5_000)
+    executions, ranges, _ = catch_up(limited, MISSED_10051, RUN_ALL, scan_limit=1_000)
+    assert [e.nominal_at for e in executions] == [T0 + k * MINUTE for k in range(4_900, 5_000)]
+    assert ranges == [(T0, T0 + 4_899 * MINUTE, 4_900)]
+
+
+def test_limits_below_one_are_refused() -> None:
+    with pytest.raises(ValueError):
+        plan(T0, now=T0, scan_limit=0)
+    with pytest.raises(ValueError):
+        plan(T0, now=T0, policy=RUN_ALL, run_all_limit=0)
