@@ -181,7 +181,7 @@ class TickwheelServer:
             history=HistoryStore(self.engine, self.clock),
             dispatch=DispatchStore(
                 self.engine, self.clock, trace_occurrence=self.tracing.dispatch_span if self.tracing.enabled else None,
-                alerts=alerts,
+                alerts=alerts, server_id=self.server_id,
             ),
             handout=HandoutStore(
                 self.engine, self.clock, on_dead_letter=raise_dead_letter_alert,

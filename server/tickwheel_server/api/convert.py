@@ -54,6 +54,8 @@ ALERT_KIND_TO_PROTO = {
     "partition_unowned": admin_pb2.ALERT_KIND_PARTITION_UNOWNED,
     "clock_skew": admin_pb2.ALERT_KIND_CLOCK_SKEW,
     "tzdata_shift": admin_pb2.ALERT_KIND_TZDATA_SHIFT,
+    "job_unreadable": admin_pb2.ALERT_KIND_JOB_UNREADABLE,
+    "schedule_uncomputable": admin_pb2.ALERT_KIND_SCHEDULE_UNCOMPUTABLE,
 }
 ALERT_KIND_FROM_PROTO = {value: key for key, value in ALERT_KIND_TO_PROTO.items()}
 ALERT_SEVERITY_TO_PROTO = {

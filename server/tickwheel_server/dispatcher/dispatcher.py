@@ -9,6 +9,10 @@ partitions lost and is rebuilt from the store for partitions gained (the
 store is the authority). A claim that finds a partition's epoch moved on
 stops using that partition at once, until ownership reports a change (the
 new owner's key reaches this server through its etcd watch).
+
+Every ``review_every`` seconds a tick also reviews the jobs left out of
+claims as unreadable or uncomputable (:meth:`DispatchStore.review_quarantine`):
+their alerts resolve once the job can be dispatched again.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ class Dispatcher:
         lookahead: timedelta = timedelta(seconds=60),
         batch: int = 1000,
         metrics: Metrics | None = None,
+        review_every: float = 30.0,
     ) -> None:
         self._store = store
         self._ownership = ownership
@@ -61,6 +66,8 @@ class Dispatcher:
         self._lookahead = lookahead
         self._batch = batch
         self._metrics = metrics
+        self._review_every = review_every
+        self._reviewed_at: float | None = None
         self._known: set[int] = set()
         self._stale: set[int] = set()
         self._generation = -1
@@ -110,7 +117,21 @@ class Dispatcher:
             if not result.full:
                 break
         self.claimed += total
+        await self._review(owned)
         return total
+
+    async def _review(self, owned: dict[int, int]) -> None:
+        started = self._clock.monotonic()
+        if self._reviewed_at is not None and started - self._reviewed_at < self._review_every:
+            return
+        self._reviewed_at = started
+        try:
+            resolved = await self._store.review_quarantine(owned)
+        except Exception:
+            log.warning("reviewing the jobs left out of claims failed; again in %g s", self._review_every, exc_info=True)
+            return
+        if resolved:
+            log.info("jobs dispatchable again: %s", resolved[:20])
 
     async def _follow(self, owned: set[int]) -> None:
         lost = self._known - owned

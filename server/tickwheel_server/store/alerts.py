@@ -69,6 +69,7 @@ log = logging.getLogger("tickwheel.alerts")
 
 ALERT_KINDS = (
     "late", "skipped", "dead_letter", "poison", "circuit_open", "partition_unowned", "clock_skew", "tzdata_shift",
+    "job_unreadable", "schedule_uncomputable",
 )  # fmt: skip
 """The kinds of alert, as ``tickwheel.v1.AlertKind`` names them (lower case, without the prefix)."""
 SEVERITIES = ("info", "warning", "critical")
@@ -109,6 +110,16 @@ def skipped_key(job_id: str) -> str:
 def partition_unowned_key(partition: int) -> str:
     """The key of the alert for a partition nobody owns."""
     return f"partition_unowned:{partition}"
+
+
+def job_unreadable_key(job_id: str) -> str:
+    """The key of the alert for a job a server cannot read (one per job, whichever server)."""
+    return f"job_unreadable:{job_id}"
+
+
+def schedule_uncomputable_key(job_id: str) -> str:
+    """The key of the alert for a job whose next fire a server cannot compute."""
+    return f"schedule_uncomputable:{job_id}"
 
 
 @dataclass(frozen=True)
@@ -175,6 +186,30 @@ def skipped_alert(
         tenant=tenant, job_id=job_id,
         details={"reason": reason, "count": str(count), "from": from_at.isoformat(), "to": to_at.isoformat(),
                  "to_us": str(to_us(to_at))},
+    )  # fmt: skip
+
+
+def undispatchable_alert(
+    *, kind: str, job_id: str, tenant: str, version: int, reason: str, server_id: str, tzdata: str
+) -> NewAlert:
+    """The alert for a job the dispatcher of ``server_id`` leaves out of its
+    claims: ``kind`` ``job_unreadable`` (its stored row cannot be read: a
+    definition that does not parse, an enum value from a newer version, an
+    impossible value) or ``schedule_uncomputable`` (its next fire cannot be
+    computed with tzdata ``tzdata``). The job stays active and untouched."""
+    if kind == "job_unreadable":
+        key, what = job_unreadable_key(job_id), "cannot be read"
+    elif kind == "schedule_uncomputable":
+        key, what = schedule_uncomputable_key(job_id), "has a schedule that cannot be computed"
+    else:
+        raise ValueError(f"not a dispatch alert kind: {kind!r}")
+    return NewAlert(
+        key=key, kind=kind, severity="critical",
+        summary=f"job {job_id} (version {version}) {what} by server {server_id or '-'}: {reason}; "
+                "it stays active and is not dispatched until a server that can read it owns its partition "
+                "or the job is updated",
+        tenant=tenant, job_id=job_id, server_id=server_id,
+        details={"reason": reason, "version": str(version), "tzdata": tzdata},
     )  # fmt: skip
 
 

@@ -41,9 +41,10 @@ or not at all. A paused tenant's ranges raise nothing: pausing is asked for.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -52,18 +53,31 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from tickwheel.v1 import job_pb2
 
+from google.protobuf.message import DecodeError
+
 from ..clock import Clock
 from ..dispatcher.plan import DEFAULT_SCAN_LIMIT, Plan, execution_id, plan_claim, plan_paused
+from ..dispatcher.quarantine import JOB_UNREADABLE, KINDS, SCHEDULE_UNCOMPUTABLE, Finding, Quarantine, Unreadable
+from ..errors import InvalidArgument
 from ..ids import from_us, to_us
 from ..jobspec import MISFIRE_POLICIES, handler_of, schedule_of
-from ..schedule import Fire, Schedule, ScheduleError, next_fire
-from .alerts import AlertStore, NewAlert, skipped_alert
+from ..schedule import Fire, Schedule, ScheduleError, next_fire, tzdata_version
+from .alerts import (
+    AlertStore,
+    NewAlert,
+    job_unreadable_key,
+    schedule_uncomputable_key,
+    skipped_alert,
+    undispatchable_alert,
+)
 from .base import SqlStore
 from .partitions import check_epochs
-from .tables import executions, jobs, skips, tenants
+from .tables import alerts, executions, jobs, skips, tenants
 
 MISFIRE_REASON = "misfire"
 TENANT_PAUSED_REASON = "tenant_paused"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -80,6 +94,10 @@ class ClaimResult:
     executions: list[ClaimedExecution] = field(default_factory=list)
     jobs: int = 0
     """Jobs whose cursor this batch advanced."""
+    unreadable: list[Finding] = field(default_factory=list)
+    """Jobs this batch left as they were: unreadable or uncomputable here (see :mod:`..dispatcher.quarantine`)."""
+    readable_again: list[str] = field(default_factory=list)
+    """Jobs of the quarantine this batch read and planned: their alerts were resolved."""
     skipped: int = 0
     """Occurrences recorded as skipped (misfire policy, or the tenant paused)."""
     alerts_raised: int = 0
@@ -105,17 +123,77 @@ class ClaimSpec:
     payload: bytes
 
 
+MAX_RUN_ALL_LIMIT = 10_000
+"""The API's bound on ``misfire_run_all_limit``; a stored value past it is refused, not obeyed."""
+
+
 def claim_spec(job_id: str, spec: bytes) -> ClaimSpec:
-    """Parse a stored definition into a :class:`ClaimSpec` (pure)."""
-    job = job_pb2.Job.FromString(spec)
+    """Parse a stored definition into a :class:`ClaimSpec` (pure).
+
+    Raises :class:`Unreadable` (``job_unreadable``) for a definition this
+    build cannot read: bytes that do not parse, an enum value or a target
+    kind it does not know (a newer version may have written them), a value
+    out of the bounds the API enforces."""
+    try:
+        job = job_pb2.Job.FromString(spec)
+    except DecodeError as error:
+        raise Unreadable(JOB_UNREADABLE, f"the definition does not parse: {error}") from None
+    policy = MISFIRE_POLICIES.get(job.misfire_policy)
+    if policy is None:
+        raise Unreadable(JOB_UNREADABLE, f"unknown misfire_policy value {job.misfire_policy}")
+    target = job.target.WhichOneof("kind")
+    if target is None:
+        raise Unreadable(JOB_UNREADABLE, "no target this server knows (target kind unset or unknown)")
+    run_all_limit = job.misfire_run_all_limit or 100
+    if not 1 <= run_all_limit <= MAX_RUN_ALL_LIMIT:
+        raise Unreadable(JOB_UNREADABLE, f"misfire_run_all_limit {run_all_limit} is outside 1..{MAX_RUN_ALL_LIMIT}")
+    try:
+        schedule = schedule_of(job, job_id)
+        threshold = job.misfire_threshold.ToTimedelta()
+    except InvalidArgument as error:
+        raise Unreadable(JOB_UNREADABLE, str(error)) from None
+    except (ValueError, OverflowError) as error:  # a Timestamp or Duration out of datetime's range
+        raise Unreadable(JOB_UNREADABLE, f"a value out of range: {error}") from None
+    if threshold < timedelta(0):
+        raise Unreadable(JOB_UNREADABLE, "misfire_threshold is negative")
     return ClaimSpec(
-        schedule=schedule_of(job, job_id),
-        policy=MISFIRE_POLICIES[job.misfire_policy],
-        threshold=job.misfire_threshold.ToTimedelta(),
-        run_all_limit=job.misfire_run_all_limit or 100,
+        schedule=schedule,
+        policy=policy,
+        threshold=threshold,
+        run_all_limit=run_all_limit,
         handler=handler_of(job),
         payload=job.payload,
     )
+
+
+def claim_cursor(row) -> Fire:
+    """A due row's cursor (its next fire) as a :class:`Fire` (pure); raises
+    :class:`Unreadable` for impossible values (a due instant missing, before
+    the nominal one or out of range, a negative run count)."""
+    if row.next_due_at is None:
+        raise Unreadable(JOB_UNREADABLE, "next_due_at is NULL while next_run_at is set")
+    if row.run_count is None or row.run_count < 0:
+        raise Unreadable(JOB_UNREADABLE, f"run_count {row.run_count} is negative")
+    if row.next_due_at < row.next_run_at:
+        raise Unreadable(JOB_UNREADABLE, "next_due_at is before next_run_at (jitter only delays)")
+    try:
+        return Fire(from_us(row.next_run_at), from_us(row.next_due_at), 0)
+    except OverflowError:
+        raise Unreadable(JOB_UNREADABLE, f"next_run_at {row.next_run_at} or next_due_at is out of range") from None
+
+
+def following_fires(spec: ClaimSpec, run_count: int) -> Callable[[Fire, int], Fire | None]:
+    """The ``following`` function of a plan (see :func:`plan_claim`): the
+    engine's next fire, an error of the engine raised as :class:`Unreadable`
+    (``schedule_uncomputable``), never taken for the schedule's end."""
+
+    def following(fire: Fire, runs: int) -> Fire | None:
+        try:
+            return next_fire(spec.schedule, fire.nominal_at, runs_so_far=run_count + runs)
+        except (ScheduleError, ValueError, OverflowError) as error:
+            raise Unreadable(SCHEDULE_UNCOMPUTABLE, str(error)) from None
+
+    return following
 
 
 class ClaimSpecCache:
@@ -169,6 +247,16 @@ class ClaimSpecCache:
                     _, (_, evicted) = self._entries.popitem(last=False)
                     self._payload_bytes -= len(evicted.payload)
         return parsed
+
+
+def _dispatchable(row) -> bool:
+    """Whether this server reads a job row and computes its next fire (pure)."""
+    try:
+        spec = claim_spec(row.id, row.spec)
+        following_fires(spec, row.run_count)(claim_cursor(row), 0)
+    except Unreadable:
+        return False
+    return True
 
 
 # ------------------------------------------------------------------- the writes
@@ -301,11 +389,19 @@ class DispatchStore(SqlStore):
         specs: ClaimSpecCache | None = None,
         trace_occurrence: Callable[[str, str, str, int], str] | None = None,
         alerts: AlertStore | None = None,
+        quarantine: Quarantine | None = None,
+        server_id: str = "",
     ) -> None:
         super().__init__(engine, clock)
         self.specs = specs if specs is not None else ClaimSpecCache()
+        self.quarantine = quarantine if quarantine is not None else Quarantine()
+        """The jobs this process cannot dispatch, left out of its claims."""
+        self.server_id = server_id
         self._alerts = alerts
-        """Raises the ``skipped`` alert of a job whose misfire policy skipped occurrences."""
+        """Raises the ``skipped`` alert of a job whose misfire policy skipped occurrences, and the
+        ``job_unreadable`` / ``schedule_uncomputable`` alerts of the quarantine."""
+        self._review_after = ""
+        self._review_local_after = ""
         self._trace_occurrence = trace_occurrence
         """While tracing is on: (execution id, job id, tenant, nominal instant) → the traceparent of a
         new trace for that occurrence, stored on its row."""
@@ -321,20 +417,29 @@ class DispatchStore(SqlStore):
     ) -> ClaimResult:
         """Claim one batch of due jobs of the ``owned`` partitions (partition →
         the epoch this server holds). ``now`` is the dispatcher's clock,
-        decided once for the whole batch."""
+        decided once for the whole batch.
+
+        A job this server cannot read, or whose next fire it cannot compute,
+        is left exactly as it was (no execution, cursor and state untouched),
+        its alert raised in this transaction the first time, and recorded in
+        :attr:`quarantine` after the commit, so later claims leave it out of
+        the scan; the rest of the batch is claimed as usual. ``full`` is set
+        only when the batch made progress (a job planned, or one more left
+        out), so a batch of jobs that can be neither does not repeat."""
         if not owned:
             return ClaimResult()
         now_us = to_us(now)
         horizon = now + lookahead
         horizon_us = to_us(horizon)
         arrays = not self.caps.is_sqlite
+        excluded = self.quarantine.excluded_keys()
 
-        def fn(conn: Connection) -> ClaimResult:
+        def fn(conn: Connection) -> tuple[ClaimResult, int]:
             result = ClaimResult()
             result.stale_partitions = check_epochs(conn, owned)
             live = sorted(set(owned) - result.stale_partitions)
             if not live:
-                return result
+                return result, 0
             if arrays:  # one array parameter: the statement's text is the same whatever is owned
                 in_live = jobs.c.partition == sa.any_(sa.bindparam("live", live, type_=postgresql.ARRAY(sa.Integer)))
             else:
@@ -362,6 +467,12 @@ class DispatchStore(SqlStore):
                 .order_by(jobs.c.partition, jobs.c.next_run_at)
                 .limit(batch)
             )
+            if excluded:  # what this process cannot read, at the version it could not read
+                key = jobs.c.id + "@" + sa.cast(jobs.c.version, sa.Text)
+                if arrays:
+                    query = query.where(key != sa.all_(sa.bindparam("excluded", excluded, type_=postgresql.ARRAY(sa.Text))))
+                else:
+                    query = query.where(key.not_in(excluded))
             if self.caps.skip_locked:
                 query = query.with_for_update(skip_locked=True)
             rows = conn.execute(query).all()
@@ -369,8 +480,20 @@ class DispatchStore(SqlStore):
             writes = _Writes()
             skipped: list[NewAlert] = []
             for row in rows:
-                spec = self.specs.get(row.id, row.version, row.spec)
-                plan = self._plan(conn, row, spec, now, horizon, scan_limit)
+                try:
+                    spec = self.specs.get(row.id, row.version, row.spec)
+                    cursor = claim_cursor(row)
+                except Unreadable as error:
+                    result.unreadable.append(Finding(row.id, row.tenant, row.version, error.kind, error.reason))
+                    continue
+                carried = self._carried(conn, row, spec, cursor, now)
+                try:
+                    plan = self._plan(row, spec, cursor, now, horizon, scan_limit, carried)
+                except Unreadable as error:
+                    result.unreadable.append(Finding(row.id, row.tenant, row.version, error.kind, error.reason))
+                    continue
+                if row.id in self.quarantine:
+                    result.readable_again.append(row.id)
                 result.jobs += 1
                 for planned in plan.executions:
                     ident = execution_id(row.id, planned.nominal_at)
@@ -410,34 +533,146 @@ class DispatchStore(SqlStore):
                 writes.apply_with_arrays(conn, now_us)
             else:
                 writes.apply_per_row(conn, now_us)
+            changed = 0
             if skipped and self._alerts is not None:
-                result.alerts_raised = len(self._alerts.raise_many_in(conn, skipped, now=now))
-            return result
+                result.alerts_raised = changed = len(self._alerts.raise_many_in(conn, skipped, now=now))
+            if self._alerts is not None:
+                changed += self._record_quarantine_alerts(conn, result, now)
+            return result, changed
 
-        result = await self._tx(fn)
-        if result.alerts_raised:
+        result, changed = await self._tx(fn)
+        self._after_claim(result)
+        if changed:
             self._alerts.nudge()
         return result
 
+    # ------------------------------------------------------------ the quarantine
+
+    def _record_quarantine_alerts(self, conn: Connection, result: ClaimResult, now: datetime) -> int:
+        """In the claim's transaction: raise the alert of each finding not
+        already recorded (once per job, version and reason), resolve those
+        of the jobs readable again. How many alerts changed."""
+        new = [finding for finding in result.unreadable if not self.quarantine.is_known(finding)]
+        raised = self._alerts.raise_many_in(conn, [self._alert_of(finding) for finding in new], now=now) if new else []
+        resolved = []
+        if result.readable_again:
+            keys = [key(job_id) for job_id in result.readable_again for key in (job_unreadable_key, schedule_uncomputable_key)]
+            resolved = self._alerts.resolve_many_in(conn, keys, now=now)
+        return len(raised) + len(resolved)
+
+    def _alert_of(self, finding: Finding) -> NewAlert:
+        return undispatchable_alert(
+            kind=finding.kind, job_id=finding.job_id, tenant=finding.tenant, version=finding.version,
+            reason=finding.reason, server_id=self.server_id, tzdata=tzdata_version(),
+        )
+
+    def _after_claim(self, result: ClaimResult) -> None:
+        """After the commit: the quarantine follows what the claim found; a
+        full batch that planned nothing and left nothing more out is not
+        full (the next one would return the same rows)."""
+        for finding in result.unreadable:
+            if not self.quarantine.is_known(finding) and self._alerts is None:
+                log.warning("job %s of tenant %s (version %d) left out of claims: %s: %s", finding.job_id,
+                            finding.tenant, finding.version, finding.kind, finding.reason)  # fmt: skip
+        added = self.quarantine.record(result.unreadable)
+        self.quarantine.forget(result.readable_again)
+        if result.full and result.jobs == 0 and added == 0:
+            result.full = False
+
+    async def review_quarantine(self, owned: Iterable[int], *, limit: int = 100) -> list[str]:
+        """Resolve the ``job_unreadable`` / ``schedule_uncomputable`` alerts
+        of jobs that can be dispatched again, and forget them here; the job
+        ids resolved. Run now and then by the dispatcher (bounded work: one
+        page of ``limit`` open alerts and one of this process's entries per
+        call, walked on across calls).
+
+        An alert is resolved when its job is gone or no longer active, or
+        when the job is in one of the ``owned`` partitions and this server
+        reads it and computes its next fire (a newer server after an
+        upgrade, the job changed by hand). A job of a partition this server
+        does not own is its owner's to judge. An entry of this process is
+        forgotten when its job is gone, no longer active, at another version
+        or dispatchable now (its next claim reads it, and resolves its alert
+        if still open)."""
+        owned = set(owned)
+        now = self.clock.now()
+        after, local_after = self._review_after, self._review_local_after
+        local = self.quarantine.page(local_after, limit)
+
+        def fn(conn: Connection) -> tuple[list[str], list[str], str, int, int]:
+            resolved_jobs: list[str] = []
+            forget: list[str] = []
+            keys: list[str] = []
+            rows = []
+            if self._alerts is not None:
+                rows = conn.execute(
+                    sa.select(
+                        alerts.c.dedup_key, alerts.c.job_id, jobs.c.id, jobs.c.partition, jobs.c.state, jobs.c.spec,
+                        jobs.c.version, jobs.c.next_run_at, jobs.c.next_due_at, jobs.c.run_count,
+                    )
+                    .select_from(alerts.outerjoin(jobs, jobs.c.id == alerts.c.job_id))
+                    .where(alerts.c.resolved_at.is_(None), alerts.c.kind.in_(KINDS), alerts.c.dedup_key > after)
+                    .order_by(alerts.c.dedup_key)
+                    .limit(limit)
+                ).all()
+            for row in rows:
+                if row.id is None or row.state != "active":
+                    keys.append(row.dedup_key)
+                elif row.partition in owned and _dispatchable(row):
+                    keys.append(row.dedup_key)
+                else:
+                    continue
+                resolved_jobs.append(row.job_id)
+                forget.append(row.job_id)
+            if keys:
+                self._alerts.resolve_many_in(conn, keys, now=now)
+            if local:
+                current = {
+                    r.id: r
+                    for r in conn.execute(
+                        sa.select(
+                            jobs.c.id, jobs.c.state, jobs.c.spec, jobs.c.version, jobs.c.next_run_at,
+                            jobs.c.next_due_at, jobs.c.run_count,
+                        ).where(jobs.c.id.in_([f.job_id for f in local]))
+                    )
+                }
+                for finding in local:
+                    r = current.get(finding.job_id)
+                    if r is None or r.state != "active" or r.version != finding.version or _dispatchable(r):
+                        forget.append(finding.job_id)
+            return resolved_jobs, forget, rows[-1].dedup_key if rows else "", len(rows), len(keys)
+
+        resolved_jobs, forget, last_key, seen, resolved = await self._tx(fn)
+        self.quarantine.forget(forget)
+        self._review_after = "" if seen < limit else last_key
+        self._review_local_after = "" if len(local) < limit else local[-1].job_id
+        if resolved:
+            self._alerts.nudge()
+        return resolved_jobs
+
+    # ------------------------------------------------------------- the plan
+
     @staticmethod
-    def _plan(conn: Connection, row, spec: ClaimSpec, now: datetime, horizon: datetime, scan_limit: int) -> Plan:
-        cursor = Fire(from_us(row.next_run_at), from_us(row.next_due_at), 0)
+    def _carried(conn: Connection, row, spec: ClaimSpec, cursor: Fire, now: datetime) -> int:
+        """How many missed occurrences earlier claims recorded for this run of
+        misses (the open misfire range continuing at the cursor); 0 unless
+        the cursor itself is missed."""
+        if row.tenant_state == "paused" or now - cursor.due_at <= spec.threshold:
+            return 0
+        return conn.execute(
+            sa.select(skips.c.count).where(
+                skips.c.job_id == row.id, skips.c.reason == MISFIRE_REASON, skips.c.continues_at == row.next_run_at
+            )
+        ).scalar() or 0
 
-        def following(fire: Fire, runs: int) -> Fire | None:
-            try:
-                return next_fire(spec.schedule, fire.nominal_at, runs_so_far=row.run_count + runs)
-            except ScheduleError:
-                return None
-
+    @staticmethod
+    def _plan(
+        row, spec: ClaimSpec, cursor: Fire, now: datetime, horizon: datetime, scan_limit: int, carried: int
+    ) -> Plan:
+        """The job's plan (pure); :class:`Unreadable` when its schedule cannot be computed."""
+        following = following_fires(spec, row.run_count)
         if row.tenant_state == "paused":
             return plan_paused(cursor, following, horizon=horizon, scan_limit=scan_limit)
-        carried = 0
-        if now - cursor.due_at > spec.threshold:
-            carried = conn.execute(
-                sa.select(skips.c.count).where(
-                    skips.c.job_id == row.id, skips.c.reason == MISFIRE_REASON, skips.c.continues_at == row.next_run_at
-                )
-            ).scalar() or 0
         return plan_claim(
             cursor,
             following,

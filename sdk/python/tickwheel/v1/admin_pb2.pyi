@@ -37,6 +37,8 @@ class AlertKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ALERT_KIND_PARTITION_UNOWNED: _ClassVar[AlertKind]
     ALERT_KIND_CLOCK_SKEW: _ClassVar[AlertKind]
     ALERT_KIND_TZDATA_SHIFT: _ClassVar[AlertKind]
+    ALERT_KIND_JOB_UNREADABLE: _ClassVar[AlertKind]
+    ALERT_KIND_SCHEDULE_UNCOMPUTABLE: _ClassVar[AlertKind]
 
 class AlertSeverity(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -59,6 +61,8 @@ ALERT_KIND_CIRCUIT_OPEN: AlertKind
 ALERT_KIND_PARTITION_UNOWNED: AlertKind
 ALERT_KIND_CLOCK_SKEW: AlertKind
 ALERT_KIND_TZDATA_SHIFT: AlertKind
+ALERT_KIND_JOB_UNREADABLE: AlertKind
+ALERT_KIND_SCHEDULE_UNCOMPUTABLE: AlertKind
 ALERT_SEVERITY_UNSPECIFIED: AlertSeverity
 ALERT_SEVERITY_INFO: AlertSeverity
 ALERT_SEVERITY_WARNING: AlertSeverity

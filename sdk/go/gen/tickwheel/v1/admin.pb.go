@@ -153,31 +153,45 @@ const (
 	AlertKind_ALERT_KIND_CLOCK_SKEW AlertKind = 7
 	// A time-zone database change shifted stored next runs.
 	AlertKind_ALERT_KIND_TZDATA_SHIFT AlertKind = 8
+	// A server cannot read a job's stored row (a definition that does not
+	// parse, an enum value from a newer version, an impossible value): its
+	// claims leave the job out, untouched and active. Resolved when the job can
+	// be dispatched again (updated, or its partition owned by a server that
+	// reads it) or is gone.
+	AlertKind_ALERT_KIND_JOB_UNREADABLE AlertKind = 9
+	// A server cannot compute a job's next fire (a zone only a newer tzdata
+	// knows, an expression its engine rejects): the job stays active and
+	// untouched, and is not dispatched. Resolved as ALERT_KIND_JOB_UNREADABLE.
+	AlertKind_ALERT_KIND_SCHEDULE_UNCOMPUTABLE AlertKind = 10
 )
 
 // Enum value maps for AlertKind.
 var (
 	AlertKind_name = map[int32]string{
-		0: "ALERT_KIND_UNSPECIFIED",
-		1: "ALERT_KIND_LATE",
-		2: "ALERT_KIND_SKIPPED",
-		3: "ALERT_KIND_DEAD_LETTER",
-		4: "ALERT_KIND_POISON",
-		5: "ALERT_KIND_CIRCUIT_OPEN",
-		6: "ALERT_KIND_PARTITION_UNOWNED",
-		7: "ALERT_KIND_CLOCK_SKEW",
-		8: "ALERT_KIND_TZDATA_SHIFT",
+		0:  "ALERT_KIND_UNSPECIFIED",
+		1:  "ALERT_KIND_LATE",
+		2:  "ALERT_KIND_SKIPPED",
+		3:  "ALERT_KIND_DEAD_LETTER",
+		4:  "ALERT_KIND_POISON",
+		5:  "ALERT_KIND_CIRCUIT_OPEN",
+		6:  "ALERT_KIND_PARTITION_UNOWNED",
+		7:  "ALERT_KIND_CLOCK_SKEW",
+		8:  "ALERT_KIND_TZDATA_SHIFT",
+		9:  "ALERT_KIND_JOB_UNREADABLE",
+		10: "ALERT_KIND_SCHEDULE_UNCOMPUTABLE",
 	}
 	AlertKind_value = map[string]int32{
-		"ALERT_KIND_UNSPECIFIED":       0,
-		"ALERT_KIND_LATE":              1,
-		"ALERT_KIND_SKIPPED":           2,
-		"ALERT_KIND_DEAD_LETTER":       3,
-		"ALERT_KIND_POISON":            4,
-		"ALERT_KIND_CIRCUIT_OPEN":      5,
-		"ALERT_KIND_PARTITION_UNOWNED": 6,
-		"ALERT_KIND_CLOCK_SKEW":        7,
-		"ALERT_KIND_TZDATA_SHIFT":      8,
+		"ALERT_KIND_UNSPECIFIED":           0,
+		"ALERT_KIND_LATE":                  1,
+		"ALERT_KIND_SKIPPED":               2,
+		"ALERT_KIND_DEAD_LETTER":           3,
+		"ALERT_KIND_POISON":                4,
+		"ALERT_KIND_CIRCUIT_OPEN":          5,
+		"ALERT_KIND_PARTITION_UNOWNED":     6,
+		"ALERT_KIND_CLOCK_SKEW":            7,
+		"ALERT_KIND_TZDATA_SHIFT":          8,
+		"ALERT_KIND_JOB_UNREADABLE":        9,
+		"ALERT_KIND_SCHEDULE_UNCOMPUTABLE": 10,
 	}
 )
 
@@ -3628,7 +3642,7 @@ const file_tickwheel_v1_admin_proto_rawDesc = "" +
 	"\vTenantState\x12\x1c\n" +
 	"\x18TENANT_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13TENANT_STATE_ACTIVE\x10\x01\x12\x17\n" +
-	"\x13TENANT_STATE_PAUSED\x10\x02*\xfe\x01\n" +
+	"\x13TENANT_STATE_PAUSED\x10\x02*\xc3\x02\n" +
 	"\tAlertKind\x12\x1a\n" +
 	"\x16ALERT_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fALERT_KIND_LATE\x10\x01\x12\x16\n" +
@@ -3638,7 +3652,10 @@ const file_tickwheel_v1_admin_proto_rawDesc = "" +
 	"\x17ALERT_KIND_CIRCUIT_OPEN\x10\x05\x12 \n" +
 	"\x1cALERT_KIND_PARTITION_UNOWNED\x10\x06\x12\x19\n" +
 	"\x15ALERT_KIND_CLOCK_SKEW\x10\a\x12\x1b\n" +
-	"\x17ALERT_KIND_TZDATA_SHIFT\x10\b*\x81\x01\n" +
+	"\x17ALERT_KIND_TZDATA_SHIFT\x10\b\x12\x1d\n" +
+	"\x19ALERT_KIND_JOB_UNREADABLE\x10\t\x12$\n" +
+	" ALERT_KIND_SCHEDULE_UNCOMPUTABLE\x10\n" +
+	"*\x81\x01\n" +
 	"\rAlertSeverity\x12\x1e\n" +
 	"\x1aALERT_SEVERITY_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13ALERT_SEVERITY_INFO\x10\x01\x12\x1a\n" +

@@ -462,66 +462,67 @@ public final class AdminProto extends com.google.protobuf.GeneratedFile {
       "IFIED\020\000\022\026\n\022SESSION_STATE_LIVE\020\001\022\026\n\022SESSI" +
       "ON_STATE_LOST\020\002*]\n\013TenantState\022\034\n\030TENANT" +
       "_STATE_UNSPECIFIED\020\000\022\027\n\023TENANT_STATE_ACT" +
-      "IVE\020\001\022\027\n\023TENANT_STATE_PAUSED\020\002*\376\001\n\tAlert" +
+      "IVE\020\001\022\027\n\023TENANT_STATE_PAUSED\020\002*\303\002\n\tAlert" +
       "Kind\022\032\n\026ALERT_KIND_UNSPECIFIED\020\000\022\023\n\017ALER" +
       "T_KIND_LATE\020\001\022\026\n\022ALERT_KIND_SKIPPED\020\002\022\032\n" +
       "\026ALERT_KIND_DEAD_LETTER\020\003\022\025\n\021ALERT_KIND_" +
       "POISON\020\004\022\033\n\027ALERT_KIND_CIRCUIT_OPEN\020\005\022 \n" +
       "\034ALERT_KIND_PARTITION_UNOWNED\020\006\022\031\n\025ALERT" +
       "_KIND_CLOCK_SKEW\020\007\022\033\n\027ALERT_KIND_TZDATA_" +
-      "SHIFT\020\010*\201\001\n\rAlertSeverity\022\036\n\032ALERT_SEVER" +
-      "ITY_UNSPECIFIED\020\000\022\027\n\023ALERT_SEVERITY_INFO" +
-      "\020\001\022\032\n\026ALERT_SEVERITY_WARNING\020\002\022\033\n\027ALERT_" +
-      "SEVERITY_CRITICAL\020\0032\252\016\n\014AdminService\022X\n\r" +
-      "ClusterStatus\022\".tickwheel.v1.ClusterStat" +
-      "usRequest\032#.tickwheel.v1.ClusterStatusRe" +
-      "sponse\022U\n\014CreateTenant\022!.tickwheel.v1.Cr" +
-      "eateTenantRequest\032\".tickwheel.v1.CreateT" +
-      "enantResponse\022L\n\tGetTenant\022\036.tickwheel.v" +
-      "1.GetTenantRequest\032\037.tickwheel.v1.GetTen" +
-      "antResponse\022R\n\013ListTenants\022 .tickwheel.v" +
-      "1.ListTenantsRequest\032!.tickwheel.v1.List" +
-      "TenantsResponse\022U\n\014UpdateTenant\022!.tickwh" +
-      "eel.v1.UpdateTenantRequest\032\".tickwheel.v" +
-      "1.UpdateTenantResponse\022R\n\013PauseTenant\022 ." +
-      "tickwheel.v1.PauseTenantRequest\032!.tickwh" +
-      "eel.v1.PauseTenantResponse\022U\n\014ResumeTena" +
-      "nt\022!.tickwheel.v1.ResumeTenantRequest\032\"." +
-      "tickwheel.v1.ResumeTenantResponse\022R\n\013Iss" +
-      "ueApiKey\022 .tickwheel.v1.IssueApiKeyReque" +
-      "st\032!.tickwheel.v1.IssueApiKeyResponse\022U\n" +
-      "\014RotateApiKey\022!.tickwheel.v1.RotateApiKe" +
-      "yRequest\032\".tickwheel.v1.RotateApiKeyResp" +
-      "onse\022U\n\014RevokeApiKey\022!.tickwheel.v1.Revo" +
-      "keApiKeyRequest\032\".tickwheel.v1.RevokeApi" +
-      "KeyResponse\022R\n\013ListApiKeys\022 .tickwheel.v" +
-      "1.ListApiKeysRequest\032!.tickwheel.v1.List" +
-      "ApiKeysResponse\022p\n\025IssueWorkerCredential" +
-      "\022*.tickwheel.v1.IssueWorkerCredentialReq" +
-      "uest\032+.tickwheel.v1.IssueWorkerCredentia" +
-      "lResponse\022s\n\026RevokeWorkerCredential\022+.ti" +
-      "ckwheel.v1.RevokeWorkerCredentialRequest" +
-      "\032,.tickwheel.v1.RevokeWorkerCredentialRe" +
-      "sponse\022p\n\025ListWorkerCredentials\022*.tickwh" +
-      "eel.v1.ListWorkerCredentialsRequest\032+.ti" +
-      "ckwheel.v1.ListWorkerCredentialsResponse" +
-      "\022O\n\nSearchJobs\022\037.tickwheel.v1.SearchJobs" +
-      "Request\032 .tickwheel.v1.SearchJobsRespons" +
-      "e\022a\n\020SearchExecutions\022%.tickwheel.v1.Sea" +
-      "rchExecutionsRequest\032&.tickwheel.v1.Sear" +
-      "chExecutionsResponse\022R\n\013DrainServer\022 .ti" +
-      "ckwheel.v1.DrainServerRequest\032!.tickwhee" +
-      "l.v1.DrainServerResponse\022O\n\nListAlerts\022\037" +
-      ".tickwheel.v1.ListAlertsRequest\032 .tickwh" +
-      "eel.v1.ListAlertsResponse\022T\n\013WatchAlerts" +
-      "\022 .tickwheel.v1.WatchAlertsRequest\032!.tic" +
-      "kwheel.v1.WatchAlertsResponse0\001\022g\n\022Recom" +
-      "puteSchedules\022\'.tickwheel.v1.RecomputeSc" +
-      "hedulesRequest\032(.tickwheel.v1.RecomputeS" +
-      "chedulesResponseBd\n\020dev.tickwheel.v1B\nAd" +
-      "minProtoP\001ZBgithub.com/tickwheel/tickwhe" +
-      "el/sdk/go/gen/tickwheel/v1;tickwheelv1b\006" +
-      "proto3"
+      "SHIFT\020\010\022\035\n\031ALERT_KIND_JOB_UNREADABLE\020\t\022$" +
+      "\n ALERT_KIND_SCHEDULE_UNCOMPUTABLE\020\n*\201\001\n" +
+      "\rAlertSeverity\022\036\n\032ALERT_SEVERITY_UNSPECI" +
+      "FIED\020\000\022\027\n\023ALERT_SEVERITY_INFO\020\001\022\032\n\026ALERT" +
+      "_SEVERITY_WARNING\020\002\022\033\n\027ALERT_SEVERITY_CR" +
+      "ITICAL\020\0032\252\016\n\014AdminService\022X\n\rClusterStat" +
+      "us\022\".tickwheel.v1.ClusterStatusRequest\032#" +
+      ".tickwheel.v1.ClusterStatusResponse\022U\n\014C" +
+      "reateTenant\022!.tickwheel.v1.CreateTenantR" +
+      "equest\032\".tickwheel.v1.CreateTenantRespon" +
+      "se\022L\n\tGetTenant\022\036.tickwheel.v1.GetTenant" +
+      "Request\032\037.tickwheel.v1.GetTenantResponse" +
+      "\022R\n\013ListTenants\022 .tickwheel.v1.ListTenan" +
+      "tsRequest\032!.tickwheel.v1.ListTenantsResp" +
+      "onse\022U\n\014UpdateTenant\022!.tickwheel.v1.Upda" +
+      "teTenantRequest\032\".tickwheel.v1.UpdateTen" +
+      "antResponse\022R\n\013PauseTenant\022 .tickwheel.v" +
+      "1.PauseTenantRequest\032!.tickwheel.v1.Paus" +
+      "eTenantResponse\022U\n\014ResumeTenant\022!.tickwh" +
+      "eel.v1.ResumeTenantRequest\032\".tickwheel.v" +
+      "1.ResumeTenantResponse\022R\n\013IssueApiKey\022 ." +
+      "tickwheel.v1.IssueApiKeyRequest\032!.tickwh" +
+      "eel.v1.IssueApiKeyResponse\022U\n\014RotateApiK" +
+      "ey\022!.tickwheel.v1.RotateApiKeyRequest\032\"." +
+      "tickwheel.v1.RotateApiKeyResponse\022U\n\014Rev" +
+      "okeApiKey\022!.tickwheel.v1.RevokeApiKeyReq" +
+      "uest\032\".tickwheel.v1.RevokeApiKeyResponse" +
+      "\022R\n\013ListApiKeys\022 .tickwheel.v1.ListApiKe" +
+      "ysRequest\032!.tickwheel.v1.ListApiKeysResp" +
+      "onse\022p\n\025IssueWorkerCredential\022*.tickwhee" +
+      "l.v1.IssueWorkerCredentialRequest\032+.tick" +
+      "wheel.v1.IssueWorkerCredentialResponse\022s" +
+      "\n\026RevokeWorkerCredential\022+.tickwheel.v1." +
+      "RevokeWorkerCredentialRequest\032,.tickwhee" +
+      "l.v1.RevokeWorkerCredentialResponse\022p\n\025L" +
+      "istWorkerCredentials\022*.tickwheel.v1.List" +
+      "WorkerCredentialsRequest\032+.tickwheel.v1." +
+      "ListWorkerCredentialsResponse\022O\n\nSearchJ" +
+      "obs\022\037.tickwheel.v1.SearchJobsRequest\032 .t" +
+      "ickwheel.v1.SearchJobsResponse\022a\n\020Search" +
+      "Executions\022%.tickwheel.v1.SearchExecutio" +
+      "nsRequest\032&.tickwheel.v1.SearchExecution" +
+      "sResponse\022R\n\013DrainServer\022 .tickwheel.v1." +
+      "DrainServerRequest\032!.tickwheel.v1.DrainS" +
+      "erverResponse\022O\n\nListAlerts\022\037.tickwheel." +
+      "v1.ListAlertsRequest\032 .tickwheel.v1.List" +
+      "AlertsResponse\022T\n\013WatchAlerts\022 .tickwhee" +
+      "l.v1.WatchAlertsRequest\032!.tickwheel.v1.W" +
+      "atchAlertsResponse0\001\022g\n\022RecomputeSchedul" +
+      "es\022\'.tickwheel.v1.RecomputeSchedulesRequ" +
+      "est\032(.tickwheel.v1.RecomputeSchedulesRes" +
+      "ponseBd\n\020dev.tickwheel.v1B\nAdminProtoP\001Z" +
+      "Bgithub.com/tickwheel/tickwheel/sdk/go/g" +
+      "en/tickwheel/v1;tickwheelv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,

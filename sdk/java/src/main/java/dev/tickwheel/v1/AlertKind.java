@@ -87,6 +87,28 @@ public enum AlertKind
    * <code>ALERT_KIND_TZDATA_SHIFT = 8;</code>
    */
   ALERT_KIND_TZDATA_SHIFT(8),
+  /**
+   * <pre>
+   * A server cannot read a job's stored row (a definition that does not
+   * parse, an enum value from a newer version, an impossible value): its
+   * claims leave the job out, untouched and active. Resolved when the job can
+   * be dispatched again (updated, or its partition owned by a server that
+   * reads it) or is gone.
+   * </pre>
+   *
+   * <code>ALERT_KIND_JOB_UNREADABLE = 9;</code>
+   */
+  ALERT_KIND_JOB_UNREADABLE(9),
+  /**
+   * <pre>
+   * A server cannot compute a job's next fire (a zone only a newer tzdata
+   * knows, an expression its engine rejects): the job stays active and
+   * untouched, and is not dispatched. Resolved as ALERT_KIND_JOB_UNREADABLE.
+   * </pre>
+   *
+   * <code>ALERT_KIND_SCHEDULE_UNCOMPUTABLE = 10;</code>
+   */
+  ALERT_KIND_SCHEDULE_UNCOMPUTABLE(10),
   UNRECOGNIZED(-1),
   ;
 
@@ -171,6 +193,28 @@ public enum AlertKind
    * <code>ALERT_KIND_TZDATA_SHIFT = 8;</code>
    */
   public static final int ALERT_KIND_TZDATA_SHIFT_VALUE = 8;
+  /**
+   * <pre>
+   * A server cannot read a job's stored row (a definition that does not
+   * parse, an enum value from a newer version, an impossible value): its
+   * claims leave the job out, untouched and active. Resolved when the job can
+   * be dispatched again (updated, or its partition owned by a server that
+   * reads it) or is gone.
+   * </pre>
+   *
+   * <code>ALERT_KIND_JOB_UNREADABLE = 9;</code>
+   */
+  public static final int ALERT_KIND_JOB_UNREADABLE_VALUE = 9;
+  /**
+   * <pre>
+   * A server cannot compute a job's next fire (a zone only a newer tzdata
+   * knows, an expression its engine rejects): the job stays active and
+   * untouched, and is not dispatched. Resolved as ALERT_KIND_JOB_UNREADABLE.
+   * </pre>
+   *
+   * <code>ALERT_KIND_SCHEDULE_UNCOMPUTABLE = 10;</code>
+   */
+  public static final int ALERT_KIND_SCHEDULE_UNCOMPUTABLE_VALUE = 10;
 
 
   public final int getNumber() {
@@ -206,6 +250,8 @@ public enum AlertKind
       case 6: return ALERT_KIND_PARTITION_UNOWNED;
       case 7: return ALERT_KIND_CLOCK_SKEW;
       case 8: return ALERT_KIND_TZDATA_SHIFT;
+      case 9: return ALERT_KIND_JOB_UNREADABLE;
+      case 10: return ALERT_KIND_SCHEDULE_UNCOMPUTABLE;
       default: return null;
     }
   }
