@@ -37,6 +37,13 @@ skip range a claim creates or extends raises the job's ``skipped`` alert
 (:func:`~tickwheel_server.store.alerts.skipped_alert`) in the claim's own
 transaction: one upsert for the batch, so the alert commits with the range
 or not at all. A paused tenant's ranges raise nothing: pausing is asked for.
+
+A row this server cannot read, or whose next fire it cannot compute, is left
+as it was and the rest of the batch claimed; it raises ``job_unreadable`` or
+``schedule_uncomputable`` once and goes into :attr:`DispatchStore.quarantine`,
+which later scans leave out; :meth:`DispatchStore.review_quarantine` resolves
+those alerts once the job can be dispatched (see
+:mod:`tickwheel_server.dispatcher.quarantine` and ``docs/architecture.md``).
 """
 
 from __future__ import annotations
