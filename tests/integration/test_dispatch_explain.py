@@ -41,6 +41,7 @@ from tickwheel.v1 import job_pb2
 
 from tickwheel_server.api.validate import normalise_job
 from tickwheel_server.clock import FakeClock
+from tickwheel_server.dispatcher.quarantine import JOB_UNREADABLE, Finding, Quarantine
 from tickwheel_server.ids import partition_of, to_us
 from tickwheel_server.schedule import tzdata_version
 from tickwheel_server.store import create_store_engine, migrate
@@ -107,7 +108,9 @@ def _populate(engine: sa.Engine, due_every: int, count: int = JOBS) -> None:
         conn.exec_driver_sql("ANALYZE")
 
 
-async def _claim_statement(engine: sa.Engine, batch: int, at: datetime = T) -> tuple[str, dict, int]:
+async def _claim_statement(
+    engine: sa.Engine, batch: int, at: datetime = T, quarantine: Quarantine | None = None
+) -> tuple[str, dict, int]:
     """The SELECT a real ``claim_due`` sends, with its parameters, and how many jobs it claimed."""
     captured: list[tuple[str, dict]] = []
 
@@ -117,7 +120,8 @@ async def _claim_statement(engine: sa.Engine, batch: int, at: datetime = T) -> t
 
     event.listen(engine, "before_cursor_execute", capture)
     try:
-        result = await DispatchStore(engine, FakeClock(autojump=True)).claim_due(OWNED, at, batch=batch)
+        store = DispatchStore(engine, FakeClock(autojump=True), quarantine=quarantine)
+        result = await store.claim_due(OWNED, at, batch=batch)
     finally:
         event.remove(engine, "before_cursor_execute", capture)
     assert captured, "claim_due sent no SELECT … FROM jobs … FOR UPDATE"
@@ -170,6 +174,25 @@ async def test_the_claim_query_is_a_range_scan_on_jobs_due_with_a_limit(engine) 
     assert "partition" in index_conditions and "next_run_at" in index_conditions, (
         f"jobs_due is scanned as a range over (partition, next_run_at), not filtered: {index_conditions}\n{shown}"
     )
+
+
+async def test_with_jobs_left_out_a_claim_under_a_backlog_still_reads_about_its_batch(engine) -> None:
+    """A full quarantine (1 000 ids left out) must not change the plan: written
+    as ``key <> ALL(:excluded)`` the planner priced the filter as dropping
+    99 % of rows and read and sorted the whole backlog (1 254 rows, then a
+    Sort, for a batch of 50); as ``NOT (:excluded @> ARRAY[key])`` it keeps
+    the ordered scan that stops at the LIMIT."""
+    _populate(engine, due_every=1)
+    batch = 50
+    full = Quarantine()
+    full.record(Finding(f"job_gone_{n}", "acme", 1, JOB_UNREADABLE, "bad") for n in range(full.max_excluded))
+    statement, parameters, claimed = await _claim_statement(engine, batch=batch, quarantine=full)
+    assert claimed == batch and len(parameters["excluded"]) == full.max_excluded
+    plan = _explain(engine, statement, parameters, analyze=True)
+    scans = [n for n in _nodes(plan) if n.get("Relation Name") == "jobs"]
+    read = sum(n["Actual Rows"] + n.get("Rows Removed by Filter", 0) for n in scans)
+    assert read <= 20 * batch, f"the scan read {read} rows for a batch of {batch}:\n{_describe(plan)}"
+    assert not any(n["Node Type"] == "Sort" for n in _nodes(plan)), _describe(plan)
 
 
 async def test_a_claim_under_a_backlog_reads_about_its_batch_not_the_whole_backlog(engine) -> None:
