@@ -35,6 +35,7 @@ from .store import capabilities, create_store_engine, current_version, migrate, 
 from .dispatcher.dispatcher import Dispatcher
 from .dispatcher.ownership import PartitionOwnership
 from .gateway.gateway import Gateway
+from .gateway.revocation import CredentialWatch
 from .heap import tune_collector
 from .ids import to_us
 from .drain import Drainer
@@ -254,6 +255,10 @@ class TickwheelServer:
         auth = Authenticator(
             self.stores.tenants, self.stores.workers, config.admin_token, self.clock, rate_limiter=self.rate_limiter
         )
+        self.credential_watch = CredentialWatch(
+            self.connections, self.stores.workers.live, self.clock, on_revoked=auth.forget_worker_credentials
+        )
+        """Ends the open streams of worker credentials revoked on any server (see ``gateway.revocation``)."""
         self.info = ServerInfo(
             server_id=self.server_id,
             address=config.effective_advertise,
@@ -340,6 +345,7 @@ class TickwheelServer:
         if self.webhook is not None:
             self._tasks.append(asyncio.create_task(self.webhook.run(), name="tickwheel-webhook"))
         self._tasks.append(asyncio.create_task(self.live_servers.run(), name="tickwheel-live-servers"))
+        self._tasks.append(asyncio.create_task(self.credential_watch.run(), name="tickwheel-credential-watch"))
         self._tasks.append(asyncio.create_task(self._circuit_alerts(), name="tickwheel-circuits"))
         for name in ["", *SERVICE_NAMES]:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -38,6 +38,7 @@ from ..store.tenants import (
 )
 from ..auth.authenticator import Authenticator
 from ..gateway.connections import Connections
+from ..gateway.revocation import end_streams
 from . import convert
 from .status import abort, rpc
 
@@ -418,6 +419,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         await self._auth.admin(context)
         await self._workers.revoke(_require(request.id, "id"))
         self._auth.forget()
+        # This server's streams end now; other servers' within their cache time.
+        end_streams(self._connections.all(), {request.id})
         return admin_pb2.RevokeWorkerCredentialResponse()
 
     @rpc

@@ -4,7 +4,9 @@ Authentication, hello and welcome, credit, worker heartbeats, server
 heartbeats and drain happen here; executions are handed out by the gateway
 through each connection's outbox, and results go to the gateway, which
 records them and acknowledges each (a stale delivery is rejected, never
-applied).
+applied). A stream the server ended (its credential was revoked, see
+:mod:`tickwheel_server.gateway.revocation`) ends with that status, and nothing it sends
+afterwards is read.
 """
 
 from __future__ import annotations
@@ -141,6 +143,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 if message is None:
                     break
                 await context.write(message)
+            if connection.ended_by is not None:  # revoked: the worker is told why
+                await abort(context, connection.ended_by)
         finally:
             connection.close()
             for task in tasks:
@@ -154,6 +158,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     async def _read(self, connection: WorkerConnection, request_iterator) -> None:
         try:
             async for request in request_iterator:
+                if connection.ended_by is not None:  # nothing the stream sends after its end counts
+                    break
                 kind = request.WhichOneof("message")
                 if kind == "credit":
                     connection.credit += max(0, request.credit.credits)

@@ -143,3 +143,13 @@ class Authenticator:
     def forget(self) -> None:
         """Drop every cached principal (after a revocation by this server)."""
         self._cache.clear()
+
+    def forget_worker_credentials(self, credential_ids: set[str]) -> None:
+        """Drop the cached principals of these worker credentials (found
+        revoked by another server): a call with one is verified again."""
+        stale = [
+            secret for secret, (_, principal) in self._cache.items()
+            if isinstance(principal, WorkerPrincipal) and principal.credential.id in credential_ids
+        ]  # fmt: skip
+        for secret in stale:
+            del self._cache[secret]

@@ -36,6 +36,8 @@ class WorkerConnection:
         default_factory=lambda: asyncio.Queue(maxsize=OUTBOX_SIZE)
     )
     closed: asyncio.Event = field(default_factory=asyncio.Event)
+    ended_by: Exception | None = None
+    """Why the server ended the stream (:meth:`end`): its status to the worker."""
 
     @property
     def capability(self) -> Capability:
@@ -50,6 +52,18 @@ class WorkerConnection:
         slows its own stream, nothing else)."""
         if not self.closed.is_set():
             await self.outbox.put(message)
+
+    def end(self, error: Exception) -> None:
+        """End the stream now with ``error`` as its status (a revoked
+        credential): what is queued and not yet written is dropped, so no
+        assignment, ack or cancel reaches the worker after this call; what
+        the stream held then follows the lost-worker rule when it closes."""
+        if self.ended_by is None:
+            self.ended_by = error
+        while not self.outbox.empty():
+            self.outbox.get_nowait()
+        self.closed.set()
+        self.outbox.put_nowait(None)
 
     def close(self) -> None:
         """Ask the stream's writer to finish after what is queued."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -14,6 +16,10 @@ from ..errors import NotFound
 from ..ids import from_us, to_us
 from .base import SqlStore
 from .tables import tenants, worker_credentials
+
+_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+LIVE_BATCH = 1000
+"""Credential ids per ``IN`` list of :meth:`WorkerCredentialStore.live`."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,30 @@ class WorkerCredentialStore(SqlStore):
             return _from_row(row)
 
         return await self._tx(fn)
+
+    async def live(self, cred_ids: Collection[str]) -> set[str]:
+        """Of ``cred_ids``, those that exist and are not revoked: one
+        transaction, whatever their number (``IN`` lists of at most
+        :data:`LIVE_BATCH` ids on the primary key). A string that cannot be
+        an id (a NUL, too long) is not live and is not sent to the store."""
+        wanted = sorted({ident for ident in cred_ids if _ID.fullmatch(ident)})
+        if not wanted:
+            return set()
+
+        def fn(conn: Connection) -> set[str]:
+            found: set[str] = set()
+            for start in range(0, len(wanted), LIVE_BATCH):
+                found.update(
+                    conn.scalars(
+                        sa.select(worker_credentials.c.id).where(
+                            worker_credentials.c.id.in_(wanted[start : start + LIVE_BATCH]),
+                            worker_credentials.c.revoked_at.is_(None),
+                        )
+                    )
+                )
+            return found
+
+        return await self._tx(fn, idempotent=True)
 
     async def revoke(self, cred_id: str) -> None:
         """Revoke now. NotFound when unknown or already revoked."""

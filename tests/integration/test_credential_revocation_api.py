@@ -1,0 +1,144 @@
+"""Revoking a worker credential through the real server: its open Pull
+streams end with UNAUTHENTICATED (within the authenticator's cache time when
+another server revoked it, at once on the server that revoked), they get
+nothing more and can report nothing more, and the execution a revoked worker
+was running is requeued after the grace and finished once by another
+worker; on the embedded stores and on PostgreSQL + etcd."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timezone
+
+import grpc
+import sqlalchemy as sa
+from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
+
+from tickwheel_server.auth.authenticator import CACHE_TTL_SECONDS
+from tickwheel_server.clock import SystemClock
+from tickwheel_server.store.credentials import WorkerCredentialStore
+from tests.support.polling import eventually
+from tests.support.workers import builtin_handlers, running_worker
+
+WAIT = 20.0
+
+
+def bearer(secret: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {secret}"),)
+
+
+class RawStream:
+    """A Pull stream driven message by message, as a hostile or simple worker would."""
+
+    def __init__(self, channel: grpc.aio.Channel, credential: str, worker_id: str) -> None:
+        self.call = worker_pb2_grpc.WorkerServiceStub(channel).Pull(metadata=bearer(credential))
+        self.worker_id = worker_id
+
+    async def hello(self) -> worker_pb2.ServerWelcome:
+        hello = worker_pb2.WorkerHello(worker_id=self.worker_id, slots=1, handlers=["echo"])
+        await self.call.write(worker_pb2.PullRequest(hello=hello))
+        return (await self.next()).welcome
+
+    async def next(self, kind: str | None = None) -> worker_pb2.PullResponse:
+        """The next message (of ``kind`` when given, skipping heartbeats and others)."""
+        while True:
+            message = await asyncio.wait_for(self.call.read(), WAIT)
+            assert message is not grpc.aio.EOF, f"stream ended: {await self.call.code()}"
+            if kind is None or message.WhichOneof("message") == kind:
+                return message
+
+    async def ended(self, timeout: float) -> tuple[grpc.StatusCode, str, list[str]]:
+        """Read to the end of the stream; its status and the kinds of message read before it."""
+        kinds = []
+
+        async def drain() -> None:
+            while (message := await self.call.read()) is not grpc.aio.EOF:
+                kinds.append(message.WhichOneof("message"))
+
+        try:
+            await asyncio.wait_for(drain(), timeout)
+        except grpc.aio.AioRpcError:
+            pass
+        return await self.call.code(), await self.call.details(), kinds
+
+
+def once_job(name: str) -> job_pb2.Job:
+    job = job_pb2.Job(name=name, target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")))
+    job.schedule.once_at.FromDatetime(datetime.now(timezone.utc))
+    return job
+
+
+def execution_row(engine: sa.Engine, job_id: str) -> sa.Row:
+    with engine.connect() as conn:
+        return conn.execute(sa.text("SELECT * FROM executions WHERE job_id = :j"), {"j": job_id}).one()
+
+
+def attempts_of(engine: sa.Engine, execution_id: str) -> list[sa.Row]:
+    with engine.connect() as conn:
+        return conn.execute(
+            sa.text("SELECT * FROM attempts WHERE execution_id = :e ORDER BY delivery, attempt"), {"e": execution_id}
+        ).all()
+
+
+async def test_a_credential_revoked_elsewhere_ends_its_stream_and_its_work_finishes_once_elsewhere(server) -> None:
+    key = await server.create_tenant("acme")
+    revoked = await server.issue_worker_credential(["acme"], ["echo"])
+    other = await server.issue_worker_credential(["acme"], http=True)
+    engine = server.server.engine
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        stream = RawStream(channel, revoked, "w-revoked")
+        await stream.hello()
+        created = await scheduler.CreateJob(
+            scheduler_pb2.CreateJobRequest(job=once_job("held"), request_id="held"), metadata=bearer(key)
+        )
+        [assignment] = (await stream.next("assignment")).assignment.assignments
+        assert execution_row(engine, created.job.id).status == "running"
+
+        # Revoked by "another server": straight in the store, so this server learns it only by re-verifying.
+        credential_id = revoked.split("_")[1]
+        await WorkerCredentialStore(engine, SystemClock()).revoke(credential_id)
+        code, details, kinds = await stream.ended(CACHE_TTL_SECONDS + 5)
+        assert code == grpc.StatusCode.UNAUTHENTICATED and "revoked" in details
+        assert "assignment" not in kinds
+        await eventually(lambda: not any(c.credential.id == credential_id for c in server.server.connections.all()),
+                         "the stream's teardown")
+
+        # Its result cannot come back: a new stream with the credential is refused at once.
+        again = RawStream(channel, revoked, "w-revoked")
+        await again.call.write(
+            worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(worker_id="w-revoked", slots=1, handlers=["echo"]))
+        )
+        code, details, kinds = await again.ended(WAIT)
+        assert code == grpc.StatusCode.UNAUTHENTICATED and kinds == []
+
+        # The lost-worker rule: requeued after the grace, run by the other worker, once.
+        async with running_worker(server.address, other, builtin_handlers(), worker_id="w-other"):
+            row = await eventually(
+                lambda: (r := execution_row(engine, created.job.id)).status == "succeeded" and r, "the requeued run"
+            )
+        assert (row.id, row.delivery, row.attempt) == (assignment.execution_id, 2, 1)
+        runs = attempts_of(engine, row.id)
+        assert [(a.delivery, a.worker_id, a.status) for a in runs if a.status == "succeeded"] == [
+            (2, "w-other", "succeeded")]  # fmt: skip
+
+
+async def test_the_revoking_server_ends_the_stream_before_it_answers(server) -> None:
+    await server.create_tenant("acme")
+    revoked = await server.issue_worker_credential(["acme"], ["echo"])
+    kept = await server.issue_worker_credential(["acme"], ["echo"])
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        stream, other = RawStream(channel, revoked, "w-revoked"), RawStream(channel, kept, "w-kept")
+        await stream.hello()
+        await other.hello()
+        from tickwheel.v1 import admin_pb2, admin_pb2_grpc
+
+        await admin_pb2_grpc.AdminServiceStub(channel).RevokeWorkerCredential(
+            admin_pb2.RevokeWorkerCredentialRequest(id=revoked.split("_")[1]), metadata=server.admin_metadata()
+        )
+        ids = {c.worker_id: c.closed.is_set() for c in server.server.connections.all()}
+        assert ids.get("w-revoked", True) and ids["w-kept"] is False, "closed before the answer"
+        code, details, _ = await stream.ended(WAIT)
+        assert code == grpc.StatusCode.UNAUTHENTICATED and "revoked" in details
+        assert (await other.next("heartbeat")).heartbeat.HasField("sent_at"), "the other credential's stream lives on"
+        other.call.cancel()
