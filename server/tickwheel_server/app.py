@@ -255,6 +255,8 @@ class TickwheelServer:
         auth = Authenticator(
             self.stores.tenants, self.stores.workers, config.admin_token, self.clock, rate_limiter=self.rate_limiter
         )
+        self.auth = auth
+        """Who is calling, and what failed authentications may cost (``auth.failures``)."""
         self.credential_watch = CredentialWatch(
             self.connections, self.stores.workers.live, self.clock, on_revoked=auth.forget_worker_credentials
         )

@@ -76,6 +76,15 @@ class QuotaExceeded(TickwheelError):
         super().__init__(f"tenant {tenant!r}: {description} (quota {quota} = {limit})")
 
 
+class RateLimited(TickwheelError):
+    """Too many calls of some kind from ``subject`` (a peer, a server); nothing
+    was done. → RESOURCE_EXHAUSTED with QuotaFailure and RetryInfo."""
+
+    def __init__(self, subject: str, description: str, *, retry_after: float = 1.0) -> None:
+        self.subject, self.description, self.retry_after = subject, description, retry_after
+        super().__init__(description)
+
+
 class Unauthenticated(TickwheelError):
     """No credential, or one that is wrong, expired or revoked. → UNAUTHENTICATED."""
 

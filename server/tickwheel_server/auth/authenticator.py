@@ -10,6 +10,12 @@ costs one store read per TTL, not one per call; a revocation takes effect
 within that TTL (at once on the server that revoked). An API key is never
 cached past its expiry, so a rotated key stops working when its grace ends.
 
+Failed authentications are bounded in what they cost (see
+:mod:`tickwheel_server.auth.failures`): a secret that failed is refused
+again without a store read for a while, and a peer, or all peers together,
+over their rate of failures get RESOURCE_EXHAUSTED without one. Nothing is
+logged per failed call.
+
 A tenant's calls are then counted against its API request rate (see
 :mod:`tickwheel_server.ratelimit`) when a limiter is given: over it, the call
 fails RESOURCE_EXHAUSTED before the servicer reads or writes anything. The
@@ -29,7 +35,8 @@ from ..errors import PermissionDenied, Unauthenticated
 from ..ratelimit import RequestRateLimiter
 from ..store.credentials import WorkerCredential, WorkerCredentialStore
 from ..store.tenants import Tenant, TenantStore
-from . import tokens
+from . import failures, tokens
+from .failures import FailedAuthentications
 
 CACHE_TTL_SECONDS = 5.0
 CACHE_SIZE = 10_000
@@ -61,6 +68,17 @@ def bearer(context: grpc.aio.ServicerContext) -> str:
     raise Unauthenticated("missing authorization metadata: send 'authorization: Bearer <credential>'")
 
 
+def peer_of(context) -> str:
+    """The key a call's failures are limited under (:func:`.failures.peer_key`);
+    ``unknown`` when the context cannot say."""
+    peer = getattr(context, "peer", None)
+    try:
+        text = peer() if callable(peer) else ""
+    except Exception:  # a context without a transport (a test's, a closed call's)
+        text = ""
+    return failures.peer_key(text if isinstance(text, str) else "")
+
+
 class Authenticator:
     """Resolves a call's credential to a principal of the kind the service needs."""
 
@@ -72,6 +90,7 @@ class Authenticator:
         clock: Clock,
         *,
         rate_limiter: RequestRateLimiter | None = None,
+        failures: FailedAuthentications | None = None,
     ) -> None:
         if not admin_token:
             raise ValueError("an admin token is required")
@@ -81,21 +100,35 @@ class Authenticator:
         self._clock = clock
         self._rate_limiter = rate_limiter
         self._cache: OrderedDict[str, tuple[float, object]] = OrderedDict()
+        self.failures = failures or FailedAuthentications(clock)
+        """Failed authentications: the negative cache and their rate limits (:mod:`.failures`)."""
 
     def _is_admin(self, secret: str) -> bool:
         return hmac.compare_digest(secret.encode(), self._admin_token.encode())
 
-    async def _resolve(self, secret: str) -> object | None:
+    async def _resolve(self, secret: str, peer: str = "unknown") -> object | None:
+        """The principal of ``secret`` or None; RateLimited when ``peer`` (a
+        :func:`.failures.peer_key`) or this server is over its failures and
+        the secret is not cached."""
         cached = self._cache.get(secret)
         now = self._clock.monotonic()
         if cached is not None and cached[0] > now:
             self._cache.move_to_end(secret)
             return cached[1]
+        digest = failures.secret_digest(secret)
+        key_id = tokens.parse_secret(secret, tokens.API_KEY_PREFIX)
+        worker_id = tokens.parse_secret(secret, tokens.WORKER_CREDENTIAL_PREFIX)
+        admin = self._is_admin(secret)
+        lookup = None if admin else key_id or worker_id
+        self.failures.check(peer, lookup=lookup)
+        if self.failures.known_bad(digest):
+            self.failures.failed(peer, digest, looked_up=False)
+            return None
         principal: object | None
         until = now + CACHE_TTL_SECONDS
-        if self._is_admin(secret):
+        if admin:
             principal = AdminPrincipal()
-        elif tokens.parse_secret(secret, tokens.API_KEY_PREFIX) is not None:
+        elif key_id is not None:
             verified = await self._tenants.verify_key_until(secret)
             principal = None
             if verified is not None:
@@ -103,11 +136,15 @@ class Authenticator:
                 principal = TenantPrincipal(tenant)
                 if expires_at is not None:
                     until = min(until, now + (expires_at - self._clock.now()).total_seconds())
-        elif tokens.parse_secret(secret, tokens.WORKER_CREDENTIAL_PREFIX) is not None:
+        elif worker_id is not None:
             credential = await self._workers.verify(secret)
             principal = None if credential is None else WorkerPrincipal(credential)
         else:
             principal = None
+        if principal is None:
+            self.failures.failed(peer, digest, looked_up=lookup is not None)
+        elif lookup is not None:
+            self.failures.verified(lookup)
         if principal is not None:
             self._cache[secret] = (until, principal)
             while len(self._cache) > CACHE_SIZE:
@@ -115,7 +152,14 @@ class Authenticator:
         return principal
 
     async def _principal(self, context: grpc.aio.ServicerContext) -> object:
-        principal = await self._resolve(bearer(context))
+        peer = peer_of(context)
+        try:
+            secret = bearer(context)
+        except Unauthenticated:
+            self.failures.check(peer, lookup=None)
+            self.failures.failed(peer, None, looked_up=False)
+            raise
+        principal = await self._resolve(secret, peer)
         if principal is None:
             raise Unauthenticated("the credential is not valid (unknown, expired or revoked)")
         return principal

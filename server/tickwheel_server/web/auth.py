@@ -9,7 +9,9 @@ Its errors become HTTP statuses: no credential or an unknown one 401 (with
 tenant over its API request rate (the rate the gRPC API refuses with
 RESOURCE_EXHAUSTED; console requests count against it too) 429 with the
 limit in the message and ``Retry-After: 1``, since the tenant's bucket
-refills every second.
+refills every second. A client over its failed authentications (see
+``auth.failures``; counted by its address, as on the gRPC port) gets 429
+too.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..auth.authenticator import Authenticator
-from ..errors import PermissionDenied, QuotaExceeded, Unauthenticated
+from ..errors import PermissionDenied, QuotaExceeded, RateLimited, Unauthenticated
 from ..store.tenants import Tenant
 from .router import HttpError, Request
 
@@ -31,9 +33,19 @@ class HeaderMetadata:
     :class:`Authenticator` reads through ``invocation_metadata()``."""
 
     secret: str
+    address: str = ""
+    """The client's ``host:port`` (:attr:`Request.peer`): failed
+    authentications are limited per client address, as on the gRPC port."""
 
     def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
         return (("authorization", f"Bearer {self.secret}"),)
+
+    def peer(self) -> str:
+        """The address as gRPC names a peer (``ipv4:HOST:PORT``, ``ipv6:[HOST]:PORT``)."""
+        host, _, port = self.address.rpartition(":")
+        if not host:
+            return ""
+        return f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"
 
 
 @dataclass(frozen=True)
@@ -53,14 +65,14 @@ def credential_of(request: Request) -> HeaderMetadata:
     scheme, _, secret = value.partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
         raise HttpError(401, "the Authorization header must be 'Bearer <credential>'", CHALLENGE)
-    return HeaderMetadata(secret.strip())
+    return HeaderMetadata(secret.strip(), request.peer)
 
 
 def _unauthenticated(error: Unauthenticated) -> HttpError:
     return HttpError(401, str(error), CHALLENGE)
 
 
-def _over_rate(error: QuotaExceeded) -> HttpError:
+def _over_rate(error: QuotaExceeded | RateLimited) -> HttpError:
     return HttpError(429, str(error), RETRY_AFTER)
 
 
@@ -71,7 +83,7 @@ async def tenant_of(auth: Authenticator, request: Request) -> Tenant:
         return await auth.tenant(credential_of(request))
     except Unauthenticated as error:
         raise _unauthenticated(error) from None
-    except QuotaExceeded as error:
+    except (QuotaExceeded, RateLimited) as error:
         raise _over_rate(error) from None
     except PermissionDenied:
         raise HttpError(403, "the tenant views need a tenant API key") from None
@@ -84,6 +96,8 @@ async def require_admin(auth: Authenticator, request: Request) -> None:
         await auth.admin(credential_of(request))
     except Unauthenticated as error:
         raise _unauthenticated(error) from None
+    except RateLimited as error:
+        raise _over_rate(error) from None
     except PermissionDenied:
         raise HttpError(403, "the cluster view needs the admin token") from None
 
@@ -97,7 +111,7 @@ async def principal_of(auth: Authenticator, request: Request) -> Principal:
         return Principal("tenant", (await auth.tenant(metadata)).name)
     except Unauthenticated as error:
         raise _unauthenticated(error) from None
-    except QuotaExceeded as error:
+    except (QuotaExceeded, RateLimited) as error:
         raise _over_rate(error) from None
     except PermissionDenied:
         pass

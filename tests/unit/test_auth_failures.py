@@ -1,0 +1,199 @@
+"""Failed authentications: the negative cache, the limits per peer and
+overall, and that valid callers are not locked out by another peer's
+failures; the authenticator over counting fake stores on a fake clock."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import grpc
+import pytest
+
+from tickwheel_server.api.status import status_for
+from tickwheel_server.auth import tokens
+from tickwheel_server.auth.authenticator import Authenticator
+from tickwheel_server.auth.failures import FailedAuthentications, FailureLimits, peer_key
+from tickwheel_server.clock import FakeClock
+from tickwheel_server.errors import RateLimited, Unauthenticated
+from tickwheel_server.store.credentials import WorkerCredential
+from tickwheel_server.store.tenants import Tenant
+
+ADMIN = "twa_" + "a" * 30
+
+
+@dataclass
+class FakeTenants:
+    keys: dict[str, Tenant] = field(default_factory=dict)
+    reads: int = 0
+
+    async def verify_key_until(self, secret: str):
+        self.reads += 1
+        tenant = self.keys.get(secret)
+        return None if tenant is None else (tenant, None)
+
+    def issue(self, name: str) -> str:
+        secret = tokens.new_secret(tokens.API_KEY_PREFIX).secret
+        self.keys[secret] = Tenant(name=name)
+        return secret
+
+
+@dataclass
+class FakeWorkers:
+    live: dict[str, WorkerCredential] = field(default_factory=dict)
+    reads: int = 0
+
+    async def verify(self, secret: str):
+        self.reads += 1
+        return self.live.get(secret)
+
+    def issue(self) -> tuple[str, WorkerCredential]:
+        new = tokens.new_secret(tokens.WORKER_CREDENTIAL_PREFIX)
+        credential = WorkerCredential(new.id, ("acme",), (), True, "", datetime(2026, 1, 1, tzinfo=timezone.utc))
+        self.live[new.secret] = credential
+        return new.secret, credential
+
+
+@dataclass
+class Call:
+    """What the authenticator reads of a gRPC call."""
+
+    secret: str | None
+    address: str = "ipv4:10.0.0.1:4242"
+
+    def invocation_metadata(self):
+        return () if self.secret is None else (("authorization", f"Bearer {self.secret}"),)
+
+    def peer(self) -> str:
+        return self.address
+
+
+def random_key() -> str:
+    """A well-formed API key nobody issued."""
+    return f"twk_{secrets.token_hex(8)}_{secrets.token_urlsafe(32)}"
+
+
+def setup(**limits) -> tuple[Authenticator, FakeTenants, FakeWorkers, FakeClock]:
+    clock = FakeClock()
+    tenants, workers = FakeTenants(), FakeWorkers()
+    failures = FailedAuthentications(clock, FailureLimits(**limits))
+    return Authenticator(tenants, workers, ADMIN, clock, failures=failures), tenants, workers, clock
+
+
+async def outcome(auth: Authenticator, call: Call) -> str:
+    try:
+        return (await auth.tenant(call)).name
+    except Unauthenticated:
+        return "unauthenticated"
+    except RateLimited:
+        return "exhausted"
+
+
+@pytest.mark.parametrize(
+    ("peer", "key"),
+    [
+        ("ipv4:10.1.2.3:55000", "ipv4:10.1.2.3"),
+        ("ipv6:[2001:db8:1:2:3:4:5:6]:443", "ipv6:2001:db8:1:2::/64"),
+        ("ipv6:%5B2001:db8:1:2:ffff::1%5D:443", "ipv6:2001:db8:1:2::/64"),
+        ("ipv6:[::1]:1", "ipv6:::/64"),
+        ("unix:/run/tickwheel.sock", "unix:/run/tickwheel.sock"),
+        ("", "unknown"),
+        ("ipv6:[not an address]:1", "ipv6:[not an address]:1"),
+        ("x" * 1000, "x" * 128),
+    ],
+)
+def test_peers_are_keyed_by_address_without_port_and_ipv6_by_its_64(peer: str, key: str) -> None:
+    assert peer_key(peer) == key
+
+
+async def test_a_bogus_key_repeated_costs_one_store_read_per_negative_ttl() -> None:
+    auth, tenants, _, clock = setup(negative_ttl=10.0, peer_burst=1000)
+    bogus = random_key()
+    assert [await outcome(auth, Call(bogus)) for _ in range(50)] == ["unauthenticated"] * 50
+    assert tenants.reads == 1
+    clock.advance(10.0)
+    assert await outcome(auth, Call(bogus)) == "unauthenticated" and tenants.reads == 2
+
+
+async def test_a_peer_over_its_failures_is_refused_without_reads_and_others_are_not() -> None:
+    auth, tenants, _, clock = setup(peer_burst=5, peer_rate=1.0, overall_burst=1000)
+    good = tenants.issue("acme")
+    cached = tenants.issue("globex")
+    attacker, honest = "ipv4:203.0.113.9:1000", "ipv4:198.51.100.7:2000"
+    assert await outcome(auth, Call(cached, attacker)) == "globex", "a valid key from the attacker's address, cached"
+    results = [await outcome(auth, Call(random_key(), attacker)) for _ in range(30)]
+    assert results == ["unauthenticated"] * 5 + ["exhausted"] * 25
+    assert tenants.reads == 1 + 5, "refused calls read nothing"
+    assert await outcome(auth, Call(good, honest)) == "acme", "another peer is not locked out"
+    assert await outcome(auth, Call(None, attacker)) == "exhausted", "no credential at all is refused too"
+    assert await outcome(auth, Call(cached, attacker)) == "globex", "a cached credential still works there"
+    clock.advance(1.0)
+    assert await outcome(auth, Call(random_key(), attacker)) == "unauthenticated", "one failure a second refills"
+    assert await outcome(auth, Call(random_key(), attacker)) == "exhausted"
+
+
+async def test_failures_from_many_peers_are_capped_and_recent_callers_keep_working() -> None:
+    auth, tenants, workers, clock = setup(peer_burst=3, overall_burst=10, overall_rate=1.0)
+    known = tenants.issue("acme")
+    worker_secret, _ = workers.issue()
+    assert await outcome(auth, Call(known, "ipv4:198.51.100.7:1")) == "acme"
+    assert await auth.worker(Call(worker_secret, "ipv4:198.51.100.8:1"))
+    fresh = tenants.issue("globex")  # issued, never used on this server
+    reads = tenants.reads
+    results = [await outcome(auth, Call(random_key(), f"ipv4:203.0.113.{n}:1")) for n in range(40)]
+    assert results == ["unauthenticated"] * 10 + ["exhausted"] * 30
+    assert tenants.reads - reads == 10, "at most the overall burst of failures costs a read"
+    clock.advance(6)  # the positive cache expired; six failures refilled, spent at once by the flood
+    flood = [await outcome(auth, Call(random_key(), f"ipv4:203.0.114.{n}:1")) for n in range(20)]
+    assert flood == ["unauthenticated"] * 6 + ["exhausted"] * 14
+    reads = tenants.reads
+    assert await outcome(auth, Call(known, "ipv4:198.51.100.7:1")) == "acme", "verified here recently: still read"
+    assert tenants.reads == reads + 1
+    assert (await auth.worker(Call(worker_secret, "ipv4:198.51.100.8:1"))).id
+    refused = await outcome(auth, Call(fresh, "ipv4:198.51.100.9:1"))
+    assert refused == "exhausted", "a credential never seen here waits while failures flood in"
+    clock.advance(1.0)
+    assert await outcome(auth, Call(fresh, "ipv4:198.51.100.9:1")) == "globex", "and works once they subside"
+
+
+async def test_the_refusal_is_resource_exhausted_naming_who_and_when_to_retry() -> None:
+    auth, _, _, _ = setup(peer_burst=1)
+    await outcome(auth, Call(random_key()))
+    with pytest.raises(RateLimited) as refused:
+        await auth.tenant(Call(random_key()))
+    code, status = status_for(refused.value)
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "too many failed authentications from ipv4:10.0.0.1" in status.message
+    assert [d.type_url.rsplit(".", 1)[-1] for d in status.details] == ["QuotaFailure", "RetryInfo"]
+
+
+async def test_guessing_the_admin_token_is_limited_per_peer() -> None:
+    auth, tenants, _, _ = setup(peer_burst=3)
+    outcomes = []
+    for n in range(5):
+        try:
+            await auth.admin(Call(f"guess-{n:020d}"))
+            outcomes.append("admin")
+        except Unauthenticated:
+            outcomes.append("unauthenticated")
+        except RateLimited:
+            outcomes.append("exhausted")
+    assert outcomes == ["unauthenticated"] * 3 + ["exhausted"] * 2 and tenants.reads == 0
+    await auth.admin(Call(ADMIN, "ipv4:10.9.9.9:1"))
+
+
+async def test_a_credential_found_revoked_is_dropped_from_the_cache() -> None:
+    auth, _, workers, _ = setup()
+    secret, credential = workers.issue()
+    other_secret, _ = workers.issue()
+    await auth.worker(Call(secret))
+    await auth.worker(Call(other_secret))
+    del workers.live[secret]
+    assert (await auth.worker(Call(secret))).id == credential.id, "cached"
+    auth.forget_worker_credentials({credential.id})
+    with pytest.raises(Unauthenticated):
+        await auth.worker(Call(secret))
+    reads = workers.reads
+    await auth.worker(Call(other_secret))
+    assert workers.reads == reads, "the others stay cached"
