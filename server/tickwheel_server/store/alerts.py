@@ -27,7 +27,8 @@ locked, so numbers are handed out in commit order and a reader following
 that numbers a change writes its log line (one per change entering the
 feed, so repeats raised between two numberings share one line, with their
 count) and wakes the watchers in its process; watchers elsewhere see it at
-their next poll, once a second. :meth:`AlertStore.run` numbers continually
+their next poll, once a second (one reader per server, shared by all its
+watchers: :mod:`.alertfeed`). :meth:`AlertStore.run` numbers continually
 (each server runs it); :meth:`AlertStore.nudge` after a commit that raised
 or resolved makes it number at once instead of at its next poll.
 
@@ -58,8 +59,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from ..ids import from_us, to_us, ulid
+from .alertfeed import WATCH_QUEUE, AlertFeed, matcher
 from .base import SqlStore
-from .errors import RetryableStoreError
 from .tables import alert_feed, alerts
 
 if TYPE_CHECKING:
@@ -367,14 +368,19 @@ class AlertStore(SqlStore):
     this instance only; other processes and instances see changes through
     the store at their next poll."""
 
-    def __init__(self, engine, clock, *, poll_interval: float = DEFAULT_POLL_INTERVAL) -> None:
+    def __init__(
+        self, engine, clock, *, poll_interval: float = DEFAULT_POLL_INTERVAL, watch_queue: int = WATCH_QUEUE
+    ) -> None:
         super().__init__(engine, clock)
         if poll_interval <= 0:
             raise ValueError("poll_interval must be > 0")
         self.poll_interval = poll_interval
+        self.read_batch = READ_BATCH
         self._changed = asyncio.Event()
         self._sequencing = asyncio.Lock()
         self._closed = False
+        self.feed = AlertFeed(self, queue_size=watch_queue)
+        """The one reader of the change feed that every :meth:`watch` shares."""
 
     # --- writes inside another store's transaction ---------------------------------------
 
@@ -729,7 +735,7 @@ class AlertStore(SqlStore):
             sleeper.cancel()
             waiter.cancel()
 
-    async def watch(
+    def watch(
         self, *, kinds: Iterable[str] = (), tenant: str = "", include_open: bool = False
     ) -> AsyncIterator[AlertRecord]:
         """Alerts as they change (raised, seen again, resolved), from now on,
@@ -739,51 +745,45 @@ class AlertStore(SqlStore):
         every open alert (newest first, read in pages), then changes; a
         change already reflected in that first listing is not sent again.
 
-        Reads are range scans on ``alerts_seq`` with a LIMIT, at each wake-up
-        and at least every :attr:`poll_interval` seconds.
+        Every watch of this store shares one reader (:attr:`feed`, see
+        :mod:`.alertfeed`): range scans on ``alerts_seq`` with a LIMIT, at each
+        wake-up and at least every :attr:`poll_interval` seconds while anyone
+        watches. A watch that falls :data:`~.alertfeed.WATCH_QUEUE` alerts
+        behind ends with RateLimited (RESOURCE_EXHAUSTED).
         """
         wanted = frozenset(_checked_kinds(kinds))
 
-        def matches(alert: AlertRecord) -> bool:
-            return (not wanted or alert.kind in wanted) and (not tenant or alert.tenant == tenant)
-
-        # Everything committed before the watch began gets a number up to the
-        # cursor; what changes after gets a larger one.
-        await self.sequence()
-        cursor = await self._tx(
-            lambda conn: conn.execute(sa.select(alert_feed.c.seq).where(alert_feed.c.id == FEED_ROW)).scalar() or 0
-        )
-        shown: dict[str, AlertRecord] = {}
-        if include_open:
+        async def list_open() -> AsyncIterator[AlertRecord]:
             key = None
             while True:
                 page = await self.list(kinds=wanted, tenant=tenant, before_key=key, limit=READ_BATCH)
                 for alert in page.alerts:
-                    shown[alert.id] = alert
                     yield alert
                 key = page.next_key
                 if key is None:
                     break
-        while not self._closed:
-            changed = self._changed
-            try:
-                await self.sequence()
-                found = await self._tx(lambda conn: self._changes_after(conn, cursor))
-            except RetryableStoreError as error:
-                # The cursor is kept: nothing is missed once the store answers again.
-                log.warning("watching alerts: %s; reading again at the next poll", error)
-                await self._wait(changed)
-                continue
-            for seq, alert in found:
-                cursor = seq
-                if matches(alert) and shown.get(alert.id) != alert:
-                    yield alert
-            if len(found) == READ_BATCH:
-                continue
-            # Caught up: any change of an alert in the first listing now has a
-            # number past it, and is news.
-            shown.clear()
-            await self._wait(changed)
+
+        return self.feed.watch(matcher(wanted, tenant), list_open=list_open if include_open else None)
+
+    @property
+    def closed(self) -> bool:
+        """:meth:`close` was called."""
+        return self._closed
+
+    @property
+    def changed_event(self) -> asyncio.Event:
+        """Set when this process next numbers a change (or :meth:`close`)."""
+        return self._changed
+
+    async def feed_position(self) -> int:
+        """The highest number handed out in the change feed (0 before any)."""
+        return await self._tx(
+            lambda conn: conn.execute(sa.select(alert_feed.c.seq).where(alert_feed.c.id == FEED_ROW)).scalar() or 0
+        )
+
+    async def changes_after(self, cursor: int) -> list[tuple[int, AlertRecord]]:
+        """Up to :attr:`read_batch` changes numbered after ``cursor``, in feed order."""
+        return await self._tx(lambda conn: self._changes_after(conn, cursor))
 
     @staticmethod
     def _changes_after(conn: Connection, cursor: int) -> list[tuple[int, AlertRecord]]:
