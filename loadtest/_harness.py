@@ -525,12 +525,13 @@ def start_workers(folder: Path, address: str, credential: str, count: int, slots
         handlers = "_harness:register_held_echo"
         env = {**os.environ, HOLD_ENV: str(hold),
                "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))}
+    env = {**(env or os.environ), "TICKWHEEL_WORKER_CREDENTIAL": credential}  # not a flag: ps would show it
     processes, logs = [], []
     for i in range(count):
         log = folder / f"worker-{i}.log"
         with log.open("w") as out:
             processes.append(subprocess.Popen(
-                [TICKWHEEL, "worker", "--address", address, "--credential", credential, "--handlers", handlers,
+                [TICKWHEEL, "worker", "--address", address, "--handlers", handlers,
                  "--no-http", "--slots", str(slots), "--worker-id", f"bench-w{i}", "--grace", str(10 + hold),
                  "--log-level", "WARNING"],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder, env=env,

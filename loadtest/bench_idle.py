@@ -382,9 +382,10 @@ def scenario(name: str, services: Services, workdir: Path, args: argparse.Namesp
         log = (workdir / f"worker-{name}.log").open("w")
         stack.callback(log.close)
         worker = subprocess.Popen(
-            [TICKWHEEL, "worker", "--address", server.address, "--credential", credential, "--worker-id",
+            [TICKWHEEL, "worker", "--address", server.address, "--worker-id",
              f"idle-{name}", "--handlers", HANDLERS, "--no-http", "--slots", str(args.slots), "--grace", "2"],
-            stdout=log, stderr=subprocess.STDOUT, cwd=workdir, env=dict(os.environ),
+            stdout=log, stderr=subprocess.STDOUT, cwd=workdir,
+            env={**os.environ, "TICKWHEEL_WORKER_CREDENTIAL": credential},  # not a flag: ps would show it
         )
         stack.callback(stop, worker)
         wait_for(lambda: f"worker idle-{name} connected" in server.log(), 30, "the worker connects")

@@ -27,7 +27,7 @@ from .api.worker import WorkerServicer
 from .auth.authenticator import Authenticator
 from .breaker import CircuitBreaker, CircuitChange
 from .clock import Clock, SystemClock
-from .config import ConfigError, ServerConfig, add_server_arguments, load_server_config
+from .config import ConfigError, ServerConfig, add_server_arguments, command_line_secrets, load_server_config
 from .gateway.connections import Connections
 from .lease import LeaseStore, LeaseStoreError, Session, open_lease_store
 from .schedule import default_engine, zones
@@ -645,6 +645,8 @@ def server_main(argv: list[str]) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     configure_logging(config.log_level, config.log_format)
+    for warning in command_line_secrets(args):
+        log.warning(warning)
     tune_collector()
     try:
         asyncio.run(serve_until_signalled(TickwheelServer(config)))

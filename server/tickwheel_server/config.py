@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from .breaker import BreakerSettings
+from .secretargs import flag_warning, url_has_password, url_may_carry_token
 from .targets import TargetPolicy, parse_networks
 from .webhook import check_webhook_url
 from .telemetry.tracing import TRACE_EXPORT_HELP, check_trace_export
@@ -251,7 +252,11 @@ _TLS_KEYS = {"cert_file": "tls_cert", "key_file": "tls_key", "client_ca_file": "
 
 
 def add_server_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", help="store URL (sqlite:///…, postgresql+psycopg://…, cockroachdb+psycopg://…)")
+    parser.add_argument(
+        "--store",
+        help="store URL (sqlite:///…, postgresql+psycopg://…, cockroachdb+psycopg://…); one with a password "
+             "belongs in TICKWHEEL_STORE or the config file, not here",
+    )  # fmt: skip
     parser.add_argument("--etcd", help="etcd endpoints host:port[,host:port], or 'memory'")
     parser.add_argument("--listen", help="HOST:PORT to serve gRPC on (default 0.0.0.0:50051)")
     parser.add_argument("--advertise", help="address shown to other servers and in ClusterStatus")
@@ -336,6 +341,23 @@ def _read_file(path: str) -> dict:
             if not isinstance(value, str):
                 raise ConfigError(f"config: {path!r}: tls.{key} must be a file name")
     return data
+
+
+def command_line_secrets(args: argparse.Namespace) -> list[str]:
+    """Warnings for the secrets ``args`` carry on the command line, where
+    every local user sees them (the admin token has no flag at all)."""
+    warnings = []
+    if getattr(args, "store", None) and url_has_password(args.store):
+        warnings.append(flag_warning(
+            "--store with a password", "TICKWHEEL_STORE", "store in the --config file",
+            "a passfile of the database driver (PGPASSFILE)",
+        ))  # fmt: skip
+    if getattr(args, "alert_webhook", None) and url_may_carry_token(args.alert_webhook):
+        warnings.append(flag_warning(
+            "--alert-webhook (its path or query may be a token)", "TICKWHEEL_ALERT_WEBHOOK",
+            "alert_webhook in the --config file",
+        ))  # fmt: skip
+    return warnings
 
 
 def _read_token(path: str, origin: str) -> str:
@@ -423,4 +445,7 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
         raise ConfigError(f"config: {error}") from None
 
 
-__all__ = ["ConfigError", "ServerConfig", "TlsConfig", "add_server_arguments", "load_server_config", "replace"]
+__all__ = [
+    "ConfigError", "ServerConfig", "TlsConfig", "add_server_arguments", "command_line_secrets", "load_server_config",
+    "replace",
+]  # fmt: skip

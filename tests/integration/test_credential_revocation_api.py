@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 import grpc
 import sqlalchemy as sa
-from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
 
 from tickwheel_server.auth.authenticator import CACHE_TTL_SECONDS
 from tickwheel_server.clock import SystemClock
@@ -131,8 +131,6 @@ async def test_the_revoking_server_ends_the_stream_before_it_answers(server) -> 
         stream, other = RawStream(channel, revoked, "w-revoked"), RawStream(channel, kept, "w-kept")
         await stream.hello()
         await other.hello()
-        from tickwheel.v1 import admin_pb2, admin_pb2_grpc
-
         await admin_pb2_grpc.AdminServiceStub(channel).RevokeWorkerCredential(
             admin_pb2.RevokeWorkerCredentialRequest(id=revoked.split("_")[1]), metadata=server.admin_metadata()
         )

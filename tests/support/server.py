@@ -155,10 +155,10 @@ def start_worker_process(stack: contextlib.ExitStack, tmp_path: Path, address: s
     ``--handlers`` may name a module of the tests. Stopped when ``stack`` closes."""
     log = (tmp_path / f"worker-{worker_id}.log").open("a")
     stack.callback(log.close)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "TICKWHEEL_WORKER_CREDENTIAL": credential}  # the environment, as a deployment should: ps shows flags
     process = subprocess.Popen(
-        [TICKWHEEL, "worker", "--address", address, "--credential", credential, "--worker-id", worker_id,
-         "--grace", "2", *args],
+        [TICKWHEEL, "worker", "--address", address, "--worker-id", worker_id, "--grace", "2", *args],
         stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, env=env,
     )
     stack.callback(stop_process, process)

@@ -1,12 +1,17 @@
 """``tickwheel worker``: run a worker process until SIGTERM or SIGINT.
 
-    tickwheel worker --address HOST:PORT --credential CRED
+    tickwheel worker --address HOST:PORT --credential-file FILE
                      [--dev DIR] [--handlers module:object ...] [--slots N] [--no-http]
                      [--allow-target-network CIDR ...]
                      [--tls | --tls-ca FILE] [--tls-cert FILE --tls-key FILE]
 
+The worker credential comes from ``--credential-file FILE`` (the file
+holds it alone), ``TICKWHEEL_WORKER_CREDENTIAL`` or ``--dev DIR``, in that
+order. ``--credential CRED`` still works but is visible to every local user
+in ``ps``: the worker warns when it is used.
+
 ``--dev DIR`` reads ``address`` and ``worker_credential`` from
-``DIR/dev-credentials.json`` (explicit ``--address``/``--credential`` win)
+``DIR/dev-credentials.json`` (explicit ``--address`` and credentials win)
 and, like ``tickwheel dev``'s built-in worker, lets HTTP targets reach
 loopback.
 
@@ -52,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from tickwheel_server.heap import tune_collector
+from tickwheel_server.secretargs import flag_warning, read_secret_file
 from tickwheel_server.targets import LOOPBACK_NETWORKS, TargetPolicy
 from tickwheel_server.telemetry.logs import LOG_FORMATS
 from tickwheel_server.telemetry.logs import configure as configure_logs
@@ -74,7 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a Tickwheel worker: HTTP targets and named handlers.",
     )
     parser.add_argument("--address", help="server HOST:PORT (or TICKWHEEL_ADDRESS)")
-    parser.add_argument("--credential", help="worker credential (or TICKWHEEL_WORKER_CREDENTIAL)")
+    parser.add_argument(
+        "--credential-file", metavar="FILE",
+        help="file holding the worker credential (or TICKWHEEL_WORKER_CREDENTIAL)",
+    )
+    parser.add_argument(
+        "--credential", metavar="CRED",
+        help="the worker credential itself: visible to local users in ps; prefer --credential-file",
+    )
     parser.add_argument("--dev", metavar="DIR", help="read address and worker_credential from DIR/dev-credentials.json")
     parser.add_argument(
         "--handlers", metavar="MODULE:OBJECT", nargs="+", action="extend", default=[],
@@ -149,11 +162,17 @@ def config_from_args(args: argparse.Namespace) -> WorkerConfig:
     """The worker configuration the parsed arguments describe. UsageError when it is incomplete."""
     dev = _read_dev_credentials(args.dev) if args.dev else {}
     address = args.address or os.environ.get("TICKWHEEL_ADDRESS") or dev.get("address")
-    credential = args.credential or os.environ.get("TICKWHEEL_WORKER_CREDENTIAL") or dev.get("worker_credential")
+    credential = args.credential
+    if not credential and args.credential_file:
+        try:
+            credential = read_secret_file(args.credential_file, "--credential-file")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    credential = credential or os.environ.get("TICKWHEEL_WORKER_CREDENTIAL") or dev.get("worker_credential")
     if not address:
         raise UsageError("no server address: give --address, TICKWHEEL_ADDRESS or --dev DIR")
     if not credential:
-        raise UsageError("no worker credential: give --credential, TICKWHEEL_WORKER_CREDENTIAL or --dev DIR")
+        raise UsageError("no worker credential: give --credential-file FILE, TICKWHEEL_WORKER_CREDENTIAL or --dev DIR")
     registry = HandlerRegistry()
     for spec in args.handlers:
         load_handlers(spec, registry)
@@ -236,6 +255,8 @@ def worker_main(argv: list[str]) -> int:
         print(f"tickwheel worker: {exc}", file=sys.stderr)
         return 2
     configure_logs(level, args.log_format)  # nothing changes when logging is already set up
+    if args.credential:
+        log.warning(flag_warning("--credential", "--credential-file FILE", "TICKWHEEL_WORKER_CREDENTIAL"))
     worker = Worker(config)
     policy = config.address_policy
     log.info(

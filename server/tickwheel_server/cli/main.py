@@ -9,8 +9,9 @@ over the Python SDK.
 Exit status: 0 on success; 2 for bad input (a usage error, a file that cannot
 be read, or the server answering INVALID_ARGUMENT, FAILED_PRECONDITION or
 OUT_OF_RANGE); 1 for every other failure (server errors, UNAVAILABLE,
-UNAUTHENTICATED, NOT_FOUND, ...). A failure prints exactly one line on
-stderr: ``error: CODE: field: description; ...``.
+UNAUTHENTICATED, NOT_FOUND, ...). A failure prints exactly one error line
+on stderr: ``error: CODE: field: description; ...`` (after a ``warning:``
+line for each secret given as a flag instead of a file or the environment).
 """
 
 from __future__ import annotations
@@ -119,7 +120,10 @@ def _error_line(error: TickwheelError, auth: str | None, connection: Connection)
     line = str(error)
     credential = connection.api_key if auth == "tenant" else connection.admin_token
     if error.code_name == "UNAUTHENTICATED" and not credential:
-        hint = "--api-key or TICKWHEEL_API_KEY" if auth == "tenant" else "--admin-token or TICKWHEEL_ADMIN_TOKEN"
+        hint = (
+            "--api-key-file FILE or TICKWHEEL_API_KEY" if auth == "tenant"
+            else "--admin-token-file FILE or TICKWHEEL_ADMIN_TOKEN"
+        )  # fmt: skip
         line += f" (no credential given: use {hint}, or --dev DIR)"
     elif error.code_name == "UNAVAILABLE":
         line += f" (server {connection.address})"
@@ -161,6 +165,8 @@ def _run_client_command(args: argparse.Namespace, stdout: TextIO, stderr: TextIO
     context = None
     try:
         connection = resolve(args)
+        for warning in connection.warnings:
+            stderr.write(f"warning: {warning}\n")
         context = Context(args, connection, stdout, stderr)
         return args.command_handler(context, args)
     except UsageError as error:

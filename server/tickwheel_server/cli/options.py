@@ -5,8 +5,11 @@ top parser and to every client subparser, all with ``default=SUPPRESS``: a
 value given before the subcommand lands in the namespace from the top
 parser, one given after it from the subparser (which wins when both are
 given), and an option given nowhere is simply absent. :func:`resolve` then
-fills the gaps, in this order of precedence: explicit flag, environment
-variable, ``--dev DIR`` credentials file, built-in default.
+fills the gaps, in this order of precedence: explicit flag, for a secret
+its ``--…-file FILE`` flag, environment variable, ``--dev DIR`` credentials
+file, built-in default. A secret given as a flag itself (``--api-key``,
+``--admin-token``) still works, with a warning: every local user sees it in
+``ps``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tickwheel_server.cli.parse import UsageError
+from tickwheel_server.secretargs import flag_warning, read_secret_file
 
 __all__ = [
     "DEFAULT_ADDRESS",
@@ -41,9 +45,12 @@ _SOURCES: dict[str, tuple[str | None, str | None]] = {
     "admin_token": ("TICKWHEEL_ADMIN_TOKEN", "admin_token"),
 }
 
+_SECRET_FILES = {"api_key": "--api-key-file", "admin_token": "--admin-token-file"}
+"""Secret options -> the option naming a file that holds the secret."""
+
 VALUE_OPTIONS = frozenset(
-    {"--address", "--api-key", "--admin-token", "--dev", "--timeout", "--ca-cert", "--client-cert",
-     "--client-key", "--tls-server-name"}
+    {"--address", "--api-key", "--api-key-file", "--admin-token", "--admin-token-file", "--dev", "--timeout",
+     "--ca-cert", "--client-cert", "--client-key", "--tls-server-name"}
 )  # fmt: skip
 """Global options that take a value (the top-level scan for delegated
 commands must skip their values)."""
@@ -75,10 +82,14 @@ def global_options() -> argparse.ArgumentParser:
     add = group.add_argument
     add("--address", metavar="HOST:PORT", default=argparse.SUPPRESS,
         help=f"server address (env TICKWHEEL_ADDRESS; default {DEFAULT_ADDRESS})")
+    add("--api-key-file", metavar="FILE", default=argparse.SUPPRESS,
+        help="file holding the tenant API key (or env TICKWHEEL_API_KEY)")
     add("--api-key", metavar="KEY", default=argparse.SUPPRESS,
-        help="tenant API key (env TICKWHEEL_API_KEY)")
+        help="the tenant API key itself: visible to local users in ps; prefer --api-key-file")
+    add("--admin-token-file", metavar="FILE", default=argparse.SUPPRESS,
+        help="file holding the admin credential for `admin` commands (or env TICKWHEEL_ADMIN_TOKEN)")
     add("--admin-token", metavar="TOKEN", default=argparse.SUPPRESS,
-        help="admin credential for `admin` commands (env TICKWHEEL_ADMIN_TOKEN)")
+        help="the admin credential itself: visible to local users in ps; prefer --admin-token-file")
     add("--dev", metavar="DIR", default=argparse.SUPPRESS,
         help=f"read address and credentials from DIR/{DEV_CREDENTIALS_FILE} "
              "(written by `tickwheel dev`); flags and environment win")
@@ -113,6 +124,8 @@ class Connection:
     client_key: str | None
     tls_server_name: str | None
     dev_dir: str | None
+    warnings: tuple[str, ...] = ()
+    """Said on stderr before the command runs (a secret given as a flag)."""
 
     def tls_options(self) -> Any:
         """``tickwheel.TlsOptions`` or None for plaintext; UsageError when a
@@ -156,9 +169,19 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     dev_dir = given.get("dev")
     dev = read_dev_credentials(dev_dir) if dev_dir else {}
 
+    warnings: list[str] = []
+
     def pick(option: str) -> str | None:
         if given.get(option):
+            if option in _SECRET_FILES:
+                flag = "--" + option.replace("_", "-")
+                warnings.append(flag_warning(flag, f"{flag}-file FILE", _SOURCES[option][0] or ""))
             return str(given[option])
+        if given.get(f"{option}_file"):
+            try:
+                return read_secret_file(given[f"{option}_file"], _SECRET_FILES[option])
+            except ValueError as error:
+                raise UsageError(str(error)) from None
         env_name, dev_key = _SOURCES[option]
         if env_name and environ.get(env_name):
             return environ[env_name]
@@ -166,10 +189,11 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
             return str(dev[dev_key])
         return None
 
+    address, api_key, admin_token = pick("address") or DEFAULT_ADDRESS, pick("api_key"), pick("admin_token")
     return Connection(
-        address=pick("address") or DEFAULT_ADDRESS,
-        api_key=pick("api_key"),
-        admin_token=pick("admin_token"),
+        address=address,
+        api_key=api_key,
+        admin_token=admin_token,
         timeout=given.get("timeout", DEFAULT_TIMEOUT),
         json=bool(given.get("json", False)),
         tls=bool(given.get("tls", False)),
@@ -178,4 +202,5 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         client_key=given.get("client_key"),
         tls_server_name=given.get("tls_server_name"),
         dev_dir=dev_dir,
+        warnings=tuple(warnings),
     )

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from ..secretargs import flag_warning, url_has_password
 from .engine import create_store_engine
 from .errors import StoreError
 from .migrate import current_version, load_migrations, migrate
@@ -13,9 +14,14 @@ from .migrate import current_version, load_migrations, migrate
 
 def migrate_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="tickwheel migrate", description="Apply schema migrations to a store.")
-    parser.add_argument("--store", default=os.environ.get("TICKWHEEL_STORE", ""), help="store URL (or TICKWHEEL_STORE)")
+    parser.add_argument(
+        "--store", help="store URL (or TICKWHEEL_STORE, where a URL with a password belongs: ps shows flags)"
+    )
     parser.add_argument("--status", action="store_true", help="only print the current and latest versions")
     args = parser.parse_args(argv)
+    if args.store and url_has_password(args.store):
+        print(f"warning: {flag_warning('--store with a password', 'TICKWHEEL_STORE', 'PGPASSFILE')}", file=sys.stderr)
+    args.store = args.store or os.environ.get("TICKWHEEL_STORE", "")
     if not args.store:
         print("error: --store URL (or TICKWHEEL_STORE) is required", file=sys.stderr)
         return 2

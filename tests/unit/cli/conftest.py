@@ -46,12 +46,16 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
 
 
 @pytest.fixture
-def tenant(fake: FakeTickwheel) -> list[str]:
-    """Global options reaching the fake as its tenant."""
-    return ["--address", fake.address, "--api-key", fake.api_key]
+def tenant(fake: FakeTickwheel, tmp_path) -> list[str]:
+    """Global options reaching the fake as its tenant (the key in a file, as it should be)."""
+    path = tmp_path / "api-key"
+    path.write_text(fake.api_key + "\n")
+    return ["--address", fake.address, "--api-key-file", str(path)]
 
 
 @pytest.fixture
-def operator(fake: FakeTickwheel) -> list[str]:
-    """Global options reaching the fake as an operator."""
-    return ["--address", fake.address, "--admin-token", fake.admin_token]
+def operator(fake: FakeTickwheel, tmp_path) -> list[str]:
+    """Global options reaching the fake as an operator (the token in a file)."""
+    path = tmp_path / "admin-token"
+    path.write_text(fake.admin_token + "\n")
+    return ["--address", fake.address, "--admin-token-file", str(path)]

@@ -59,8 +59,9 @@ def test_missing_credential_names_how_to_give_one(cli, fake) -> None:
     assert line.startswith("error: UNAUTHENTICATED:") and "--admin-token" in line
 
 
-def test_unreachable_server_is_exit_1(cli) -> None:
-    result = cli("job", "get", "job_1", "--address", "127.0.0.1:1", "--api-key", "k", "--timeout", "1")
+def test_unreachable_server_is_exit_1(cli, monkeypatch) -> None:
+    monkeypatch.setenv("TICKWHEEL_API_KEY", "k")
+    result = cli("job", "get", "job_1", "--address", "127.0.0.1:1", "--timeout", "1")
     assert result.code == 1
     assert _one_error_line(result.err).startswith("error: UNAVAILABLE:")
 

@@ -45,7 +45,11 @@ def test_globals_before_or_after_the_subcommand(cli, fake, get_job, layout) -> N
     result = cli(*layout(fake.address, fake.api_key))
     assert result.code == 0, result.err
     assert fake.requests("GetJob")[0].id == "job_01TEST"
-    assert "nightly" in result.out and result.err == ""
+    assert "nightly" in result.out
+    assert result.err == (
+        "warning: --api-key on the command line is visible to every local user (ps, /proc) and may stay in shell "
+        "history; prefer --api-key-file FILE or TICKWHEEL_API_KEY\n"
+    ), "a secret given as a flag works, with one warning"
 
 
 def test_a_value_after_the_subcommand_wins_over_one_before(cli, fake, get_job) -> None:
@@ -110,3 +114,29 @@ def test_json_prints_the_response_as_one_proto_json_document(cli, fake, tenant, 
 def test_help_exits_zero(cli) -> None:
     result = cli("job", "create", "--help")
     assert result.code == 0 and "--cron" in result.out and "--address" in result.out
+
+
+def test_secrets_come_from_files_without_a_warning(cli, fake, get_job, tmp_path, monkeypatch) -> None:
+    fake.reply("ClusterStatus", admin_pb2.ClusterStatusResponse(partition_count=8, store_engine="sqlite"))
+    (tmp_path / "key").write_text(f"  {fake.api_key}\n")
+    (tmp_path / "token").write_text(fake.admin_token)
+    result = cli("job", "get", "X", "--address", fake.address, "--api-key-file", str(tmp_path / "key"))
+    assert (result.code, result.err) == (0, "")
+    status = cli("--admin-token-file", str(tmp_path / "token"), "admin", "status", "--address", fake.address)
+    assert (status.code, status.err) == (0, "")
+    assert [call.metadata["authorization"] for call in fake.calls] == [
+        f"Bearer {fake.api_key}", f"Bearer {fake.admin_token}"]  # fmt: skip
+    monkeypatch.setenv("TICKWHEEL_API_KEY", "tw_env_loses_to_the_file")
+    assert cli("job", "get", "X", "--address", fake.address, "--api-key-file", str(tmp_path / "key")).code == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"), [(None, "cannot read"), ("\n", "is empty"), ("a\nb", "more than one line")]
+)
+def test_a_bad_secret_file_is_bad_input_naming_the_option(cli, tmp_path, content, message) -> None:
+    path = tmp_path / "key"
+    if content is not None:
+        path.write_text(content)
+    result = cli("job", "get", "X", "--address", "127.0.0.1:1", "--api-key-file", str(path))
+    assert result.code == 2
+    assert result.err.count("\n") == 1 and result.err.startswith("error: --api-key-file: ") and message in result.err

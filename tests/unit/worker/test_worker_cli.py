@@ -118,3 +118,63 @@ async def test_a_worker_process_serves_and_stops_gracefully_on_sigterm(fake_serv
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+def test_the_credential_comes_from_a_file_the_environment_or_a_flag_in_that_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TICKWHEEL_WORKER_CREDENTIAL", raising=False)
+    secret = tmp_path / "credential"
+    secret.write_text("tww_from_file\n")
+    assert parse("--address", "a:1", "--credential-file", str(secret)).credential == "tww_from_file"
+    monkeypatch.setenv("TICKWHEEL_WORKER_CREDENTIAL", "tww_from_env")
+    assert parse("--address", "a:1").credential == "tww_from_env"
+    assert parse("--address", "a:1", "--credential-file", str(secret)).credential == "tww_from_file"
+    assert parse("--address", "a:1", "--credential", "tww_flag", "--credential-file", str(secret)).credential == "tww_flag"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(None, "cannot read"), ("", "is empty"), ("\n  \n", "is empty"), ("a\nb\n", "more than one line"),
+     (b"\xff\xfe", "not UTF-8"), ("x" * 70_000, "larger than")],
+)
+def test_a_bad_credential_file_is_a_usage_error_naming_the_option(tmp_path: Path, content, message) -> None:
+    path = tmp_path / "credential"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    with pytest.raises(UsageError, match=f"--credential-file: .*{message}"):
+        parse("--address", "a:1", "--credential-file", str(path))
+
+
+async def test_a_credential_given_as_a_flag_warns_and_a_file_does_not(
+    fake_server: FakeWorkerService, tmp_path: Path
+) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "workers"), str(REPO / "server"),
+                                                        str(REPO / "sdk" / "python")])}
+    env.pop("TICKWHEEL_WORKER_CREDENTIAL", None)
+    secret = tmp_path / "credential"
+    secret.write_text("file-secret\n")
+    outputs = []
+    for index, source in enumerate((["--credential", "flag-secret"], ["--credential-file", str(secret)])):
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tickwheel_worker.cli", "--address", fake_server.address, *source,
+            "--handlers", "tickwheel_worker.handlers:register_builtins", "--no-http", "--worker-id", f"w{index}",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+        )
+        try:
+            stream = await fake_server.stream(index, timeout=15)
+            outputs.append(stream.metadata["authorization"])
+            process.send_signal(signal.SIGTERM)
+            _, stderr = await asyncio.wait_for(process.communicate(), WAIT)
+            outputs.append(stderr.decode())
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    flag_auth, flag_log, file_auth, file_log = outputs
+    assert (flag_auth, file_auth) == ("Bearer flag-secret", "Bearer file-secret")
+    assert "--credential on the command line is visible to every local user" in flag_log
+    assert "--credential-file FILE or TICKWHEEL_WORKER_CREDENTIAL" in flag_log
+    assert "visible to every local user" not in file_log

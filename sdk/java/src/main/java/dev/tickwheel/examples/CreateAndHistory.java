@@ -27,8 +27,9 @@ import java.util.Map;
  * <p>Against {@code tickwheel dev} (its built-in worker serves the {@code echo} handler):
  *
  * <pre>
- * java -cp target/classes:$(cat target/classpath.txt) dev.tickwheel.examples.CreateAndHistory \
- *     --address 127.0.0.1:50051 --api-key "$(jq -r .api_key .tickwheel/dev-credentials.json)"
+ * TICKWHEEL_API_KEY="$(jq -r .api_key .tickwheel/dev-credentials.json)" \
+ *     java -cp target/classes:$(cat target/classpath.txt) dev.tickwheel.examples.CreateAndHistory \
+ *     --address 127.0.0.1:50051
  * </pre>
  *
  * <p>Options: {@code --address} (default {@code $TICKWHEEL_ADDRESS} or 127.0.0.1:50051), {@code
