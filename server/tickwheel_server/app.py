@@ -20,7 +20,7 @@ from tickwheel.v1 import admin_pb2_grpc, scheduler_pb2_grpc, worker_pb2_grpc
 from tickwheel.v1 import admin_pb2, scheduler_pb2, worker_pb2
 
 from . import __version__
-from .api import reflection
+from .api import decoding, reflection
 from .api.admin import AdminServicer, ServerInfo
 from .api.scheduler import SchedulerServicer
 from .api.worker import WorkerServicer
@@ -312,14 +312,14 @@ class TickwheelServer:
                 auth, self.stores.jobs, self.clock, self.stores.history, self.stores.dead_letters,
                 manual=self.stores.manual, target_policy=config.target_policy, on_ready=self._ready_now,
             ),
-            server,
+            decoding.guard(server),
         )
-        worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.worker_servicer, server)
+        worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.worker_servicer, decoding.guard(server, refuse_nul=False))
         admin_servicer = AdminServicer(
             auth, self.stores.tenants, self.stores.workers, self.stores.jobs, self.info, self.connections,
             self.stores.partitions, self.tzdata, alerts=self.stores.alerts,
         )
-        admin_pb2_grpc.add_AdminServiceServicer_to_server(admin_servicer, server)
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(admin_servicer, decoding.guard(server))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable(server, [*SERVICE_NAMES, health.SERVICE_NAME])
         self.port = self._bind(server)

@@ -22,14 +22,39 @@ class FieldViolation:
     description: str
 
 
+MAX_LISTED_VIOLATIONS = 20
+"""At most this many violations are listed in one error (the rest are counted)."""
+MAX_VIOLATION_FIELD = 160
+MAX_VIOLATION_DESCRIPTION = 400
+"""Each listed field path and description is cut to this many characters."""
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class InvalidArgument(TickwheelError):
-    """The request is malformed; nothing was written. → INVALID_ARGUMENT with BadRequest."""
+    """The request is malformed; nothing was written. → INVALID_ARGUMENT with BadRequest.
+
+    Bounded, so that the status fits in the trailers a client accepts: only
+    the first :data:`MAX_LISTED_VIOLATIONS` violations are kept in
+    ``violations`` (each field and description cut to a fixed length);
+    ``total`` counts them all, and the message says how many were left out.
+    """
 
     def __init__(self, violations: list[FieldViolation] | FieldViolation) -> None:
-        self.violations = [violations] if isinstance(violations, FieldViolation) else list(violations)
-        if not self.violations:
+        found = [violations] if isinstance(violations, FieldViolation) else list(violations)
+        if not found:
             raise ValueError("InvalidArgument needs at least one violation")
-        super().__init__("; ".join(f"{v.field}: {v.description}" for v in self.violations))
+        self.total = len(found)
+        self.violations = [
+            FieldViolation(_cut(v.field, MAX_VIOLATION_FIELD), _cut(v.description, MAX_VIOLATION_DESCRIPTION))
+            for v in found[:MAX_LISTED_VIOLATIONS]
+        ]
+        message = "; ".join(f"{v.field}: {v.description}" if v.field else v.description for v in self.violations)
+        if self.total > len(self.violations):
+            message += f"; and {self.total - len(self.violations)} more violations not listed"
+        super().__init__(message)
 
     @classmethod
     def field(cls, field: str, description: str) -> "InvalidArgument":

@@ -41,6 +41,7 @@ from ..gateway.connections import Connections
 from ..gateway.revocation import end_streams
 from . import convert
 from .status import abort, rpc
+from .validate import NAME_MAX, check_text
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +256,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         server_id = _require(request.server_id, "server_id")
         if not SERVER_ID.match(server_id):
             raise InvalidArgument.field("server_id", "not a server id (ClusterStatus lists them)")
-        grace = request.grace.ToTimedelta() if request.HasField("grace") else DEFAULT_DRAIN_GRACE
+        grace = convert.span(request.grace, "grace") if request.HasField("grace") else DEFAULT_DRAIN_GRACE
         if not timedelta(0) <= grace <= MAX_DRAIN_GRACE:
             raise InvalidArgument.field("grace", "must be between 0 and 6 h")
         drainer = self._info.drainer
@@ -280,8 +281,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         unknown = [v for v in request.statuses if v not in convert.EXECUTION_STATUS_FROM_PROTO]
         if unknown:
             raise InvalidArgument.field("statuses", f"unknown values {unknown}")
-        from_at = convert.instant(request.from_at) if request.HasField("from_at") else None
-        to_at = convert.instant(request.to_at) if request.HasField("to_at") else None
+        from_at = convert.instant(request.from_at, "from_at") if request.HasField("from_at") else None
+        to_at = convert.instant(request.to_at, "to_at") if request.HasField("to_at") else None
         if from_at is not None and to_at is not None and to_at <= from_at:
             raise InvalidArgument.field("to_at", "must be after from_at")
         if len(request.job_id) > 200:
@@ -351,8 +352,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         then do). Idempotent; the reason is kept with the tenant."""
         await self._auth.admin(context)
         name = _require(request.name, "name")
-        if len(request.reason) > 1000:
-            raise InvalidArgument.field("reason", "at most 1000 characters")
+        check_text(request.reason, "reason", 1000)
         tenant = await self._tenants.pause(name, request.reason)
         log.info("tenant %s paused: %s", name, request.reason or "(no reason given)")
         return admin_pb2.PauseTenantResponse(tenant=convert.tenant_to_proto(tenant))
@@ -370,13 +370,13 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     @rpc
     async def IssueApiKey(self, request, context):
         await self._auth.admin(context)
-        issued = await self._tenants.issue_key(_require(request.tenant, "tenant"), request.description[:256])
+        issued = await self._tenants.issue_key(_require(request.tenant, "tenant"), check_text(request.description, "description", 256))
         return admin_pb2.IssueApiKeyResponse(api_key=admin_pb2.IssuedSecret(id=issued.key.id, secret=issued.secret))
 
     @rpc
     async def RotateApiKey(self, request, context):
         await self._auth.admin(context)
-        grace = request.grace.ToTimedelta() if request.HasField("grace") else timedelta(hours=24)
+        grace = convert.span(request.grace, "grace") if request.HasField("grace") else timedelta(hours=24)
         if grace < timedelta(0) or grace > MAX_GRACE:
             raise InvalidArgument.field("grace", "must be between 0 and 30 days")
         issued, old_expiry = await self._tenants.rotate_key(_require(request.id, "id"), grace)
@@ -408,7 +408,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         if bad:
             raise InvalidArgument.field("handlers", f"invalid handler names {bad}: 1 to 200 characters of [A-Za-z0-9_.:-]")
         issued = await self._workers.issue(
-            list(request.tenants), list(request.handlers), request.http, request.description[:256]
+            list(request.tenants), list(request.handlers), request.http, check_text(request.description, "description", 256)
         )
         return admin_pb2.IssueWorkerCredentialResponse(
             credential=admin_pb2.IssuedSecret(id=issued.credential.id, secret=issued.secret)
@@ -437,11 +437,11 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         size = convert.page_size(request.page_size, default=100, maximum=1000)
         state = convert.JOB_STATE_FROM_PROTO.get(request.state, "")
         found = await self._jobs.search(
-            tenant=request.tenant,
+            tenant=_tenant_filter(request.tenant),
             after_id=convert.parse_page_token(request.page_token),
             limit=size + 1,
             state=state,
-            name_prefix=request.name_prefix,
+            name_prefix=check_text(request.name_prefix, "name_prefix", NAME_MAX),
         )
         token = convert.page_token(found[size - 1].id) if len(found) > size else ""
         return admin_pb2.SearchJobsResponse(jobs=[convert.job_to_proto(j) for j in found[:size]], next_page_token=token)

@@ -84,21 +84,17 @@ def fire_to_proto(fire: Fire) -> job_pb2.ScheduledFire:
 def upcoming(schedule: Schedule, after: datetime, count: int, *, runs_so_far: int = 0) -> list[Fire]:
     """Up to ``count`` fires strictly after ``after``, with DST notes."""
     try:
-        return preview(schedule, after, count, runs_so_far)
+        return preview(validate.until_horizon(schedule), after, count, runs_so_far)
     except ScheduleError as error:
         raise validate.schedule_error(error) from None
 
 
 def _required(value: str, field: str) -> str:
-    if not value:
-        raise InvalidArgument.field(field, "required")
-    return value
+    return validate.check_id(value, field)
 
 
 def _reason(value: str) -> str:
-    if len(value) > MAX_REASON:
-        raise InvalidArgument.field("reason", f"at most {MAX_REASON} characters")
-    return value
+    return validate.check_text(value, "reason", MAX_REASON)
 
 
 # --- UpdateJob: the mask, the merge and the new cursor (pure) ------------------------------
@@ -287,8 +283,8 @@ def _statuses(values) -> list[str]:
 
 
 def _window(request) -> tuple[datetime | None, datetime | None]:
-    from_at = convert.instant(request.from_at) if request.HasField("from_at") else None
-    to_at = convert.instant(request.to_at) if request.HasField("to_at") else None
+    from_at = convert.instant(request.from_at, "from_at") if request.HasField("from_at") else None
+    to_at = convert.instant(request.to_at, "to_at") if request.HasField("to_at") else None
     if from_at is not None and to_at is not None and to_at <= from_at:
         raise InvalidArgument.field("to_at", "must be after from_at")
     return from_at, to_at
@@ -353,8 +349,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     @rpc
     async def GetJob(self, request, context):
         tenant = await self._auth.tenant(context)
-        if not request.id:
-            raise InvalidArgument.field("id", "required")
+        _required(request.id, "id")
         count = convert.page_size(request.next_runs, default=5, maximum=100, field="next_runs")
         record = await self._jobs.get(tenant.name, request.id)
         job = convert.job_to_proto(record)
@@ -397,19 +392,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     async def BackfillJob(self, request, context):
         tenant = await self._auth.tenant(context)
         job_id = _required(request.id, "id")
-        now = self._clock.now()
-        violations = []
-        if not request.HasField("from_at"):
-            violations.append(FieldViolation("from_at", "required"))
-        if not request.HasField("to_at"):
-            violations.append(FieldViolation("to_at", "required"))
-        if violations:
-            raise InvalidArgument(violations)
-        start, end = convert.instant(request.from_at), convert.instant(request.to_at)
-        if end <= start:
-            raise InvalidArgument.field("to_at", "must be after from_at")
-        if end > now:
-            raise InvalidArgument.field("to_at", "must not be in the future: the dispatcher runs what is still to come")
+        start, end = validate.backfill_window(request, self._clock.now())
         record = await self._jobs.get(tenant.name, job_id)
         schedule = schedule_of(job_pb2.Job.FromString(record.spec), record.id)
         nominals = await asyncio.to_thread(backfill_occurrences, schedule, start, end)
@@ -442,7 +425,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             after_id=convert.parse_page_token(request.page_token),
             limit=size + 1,
             state=convert.JOB_STATE_FROM_PROTO.get(request.state, ""),
-            name_prefix=request.name_prefix,
+            name_prefix=validate.check_text(request.name_prefix, "name_prefix", validate.NAME_MAX),
         )
         token = convert.page_token(found[size - 1].id) if len(found) > size else ""
         return scheduler_pb2.ListJobsResponse(jobs=[convert.job_to_proto(j) for j in found[:size]], next_page_token=token)
@@ -451,13 +434,15 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     async def PreviewSchedule(self, request, context):
         tenant = await self._auth.tenant(context)
         count = convert.page_size(request.count, default=5, maximum=1000, field="count")
-        after = convert.instant(request.after) if request.HasField("after") else self._clock.now()
+        after = validate.bounded_instant(request.after, "after") if request.HasField("after") else self._clock.now()
         source = request.WhichOneof("source")
         if source == "job_id":
             record = await self._jobs.get(tenant.name, request.job_id)
             schedule = schedule_of(convert.job_to_proto(record), record.id)
             runs_so_far = record.run_count
         elif source == "job":
+            if request.job.id:
+                validate.check_id(request.job.id, "job.id")
             schedule = schedule_of(request.job, request.job.id)
             runs_so_far = 0
         else:

@@ -40,7 +40,13 @@ def status_for(error: Exception) -> tuple[grpc.StatusCode, status_pb2.Status]:
                 for v in error.violations
             ]
         )
-        return grpc.StatusCode.INVALID_ARGUMENT, _status(grpc.StatusCode.INVALID_ARGUMENT, str(error), bad)
+        details = [bad]
+        if error.total > len(error.violations):
+            details.append(error_details_pb2.ErrorInfo(
+                reason="TOO_MANY_VIOLATIONS", domain="tickwheel",
+                metadata={"violations": str(error.total), "listed": str(len(error.violations))},
+            ))  # fmt: skip
+        return grpc.StatusCode.INVALID_ARGUMENT, _status(grpc.StatusCode.INVALID_ARGUMENT, str(error), *details)
     if isinstance(error, errors.NotFound):
         info = error_details_pb2.ResourceInfo(resource_type=error.kind, resource_name=error.ident)
         return grpc.StatusCode.NOT_FOUND, _status(grpc.StatusCode.NOT_FOUND, str(error), info)

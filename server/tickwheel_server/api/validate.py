@@ -9,11 +9,18 @@ An HTTP target's URL is checked against the server's address policy
 (:mod:`tickwheel_server.targets`) without DNS: an IP literal or ``localhost``
 in a refused range is refused here; a host name is checked by the worker,
 after resolution, when it is called.
+
+Every field is bounded: text by length and by the characters it may hold
+(:mod:`.text`), instants and durations first against protobuf's own range
+and then against the field's (checked before any conversion, which would
+raise), and the definition as a whole by its serialized size without the
+payload (:data:`MAX_DEFINITION_BYTES`; the payload is the tenant's quota).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
@@ -21,7 +28,9 @@ from google.protobuf import duration_pb2
 from tickwheel.v1 import job_pb2
 
 from ..errors import FieldViolation, InvalidArgument
-from ..jobspec import schedule_of
+from ..jobspec import EARLIEST_INSTANT, LATEST_INSTANT, schedule_of
+from . import convert
+from .text import HEADER_NAME, HEADER_VALUE, shown, text_problem
 from ..schedule import Schedule, ScheduleError, ScheduleKind
 from ..schedule import validate as validate_schedule
 from ..targets import ALLOW_FLAG, DEFAULT_POLICY, TargetPolicy
@@ -31,8 +40,26 @@ HANDLER = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
 KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 LABEL_KEY = re.compile(r"^[a-z0-9_.-]{1,63}$")
 REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+ID = re.compile(r"^[\x21-\x7e]{1,256}$")
+URL_CHARACTERS = re.compile(r"^[\x21-\x7e]*$")
 HTTP_METHODS = {"GET", "POST", "PUT", "PATCH", "DELETE"}
-RESERVED_HEADERS = {"idempotency-key", "tickwheel-attempt", "tickwheel-delivery", "tickwheel-scheduled-at", "traceparent"}
+RESERVED_HEADERS = {"idempotency-key", "traceparent"}
+"""Headers the worker sets itself, besides every ``Tickwheel-*`` header."""
+FRAMING_HEADERS = {
+    "host", "content-length", "transfer-encoding", "connection", "keep-alive", "proxy-connection", "upgrade", "te",
+    "trailer", "expect",
+}  # fmt: skip
+"""Headers that would change where the request goes or how it is framed."""
+MAX_HEADERS = 32
+MAX_HEADER_NAME = 128
+MAX_HEADER_VALUE = 4096
+MAX_HEADERS_BYTES = 16 * 1024
+MAX_LABELS = 32
+MAX_LABEL_VALUE = 256
+MAX_DEFINITION_BYTES = 64 * 1024
+"""A job's serialized definition without its payload, at most (INVALID_ARGUMENT
+``job``); the payload counts against the tenant's ``max_payload_bytes``, so a
+stored definition is at most that quota plus this."""
 
 DEFAULT_TIMEOUT = timedelta(minutes=5)
 MAX_TIMEOUT = timedelta(hours=6)
@@ -42,6 +69,10 @@ DEFAULT_MAX_BACKOFF = timedelta(hours=1)
 DEFAULT_MISFIRE_THRESHOLD = timedelta(seconds=60)
 DEFAULT_RUN_ALL_LIMIT = 100
 DEFAULT_LATENESS_THRESHOLD = timedelta(minutes=5)
+MIN_BACKOFF = timedelta(milliseconds=100)
+MAX_BACKOFF = timedelta(hours=24)
+MAX_THRESHOLD = timedelta(days=30)
+"""The longest misfire or lateness threshold."""
 
 def _duration(seconds: timedelta) -> duration_pb2.Duration:
     message = duration_pb2.Duration()
@@ -53,6 +84,67 @@ def check_request_id(value: str, field: str = "request_id") -> str:
     if not REQUEST_ID.match(value):
         raise InvalidArgument.field(field, "required: 1 to 128 characters of [A-Za-z0-9_.:-]")
     return value
+
+
+def check_id(value: str, field: str) -> str:
+    """An id the caller names (a job, an execution): required, at most 256
+    printable ASCII characters without spaces; anything else could not be
+    one of ours."""
+    if not value:
+        raise InvalidArgument.field(field, "required")
+    if not ID.match(value):
+        raise InvalidArgument.field(field, "not an id: at most 256 printable ASCII characters without spaces")
+    return value
+
+
+def check_text(value: str, field: str, max_chars: int, *, required: bool = False) -> str:
+    """Free text (a reason, a description, a name prefix): see :mod:`.text`."""
+    problem = text_problem(value, max_chars, required=required)
+    if problem is not None:
+        raise InvalidArgument.field(field, problem)
+    return value
+
+
+def _span(message, name: str, field: str, default: timedelta, violations: list[FieldViolation]) -> timedelta | None:
+    """``message.<name>`` as a timedelta, ``default`` when unset, None (and a
+    violation on ``field``) when it is not a valid protobuf Duration."""
+    if not message.HasField(name):
+        return default
+    value = getattr(message, name)
+    problem = convert.duration_problem(value)
+    if problem is not None:
+        violations.append(FieldViolation(field, problem))
+        return None
+    return value.ToTimedelta()
+
+
+def _header_violations(headers, field: str) -> list[FieldViolation]:
+    violations: list[FieldViolation] = []
+    if len(headers) > MAX_HEADERS:
+        return [FieldViolation(field, f"at most {MAX_HEADERS} headers")]
+    seen: set[str] = set()
+    size = 0
+    for name, value in sorted(headers.items()):
+        where = f"{field}[{shown(name)}]"
+        lowered = name.lower()
+        size += len(name) + len(value)
+        if not name or len(name) > MAX_HEADER_NAME or not HEADER_NAME.match(name):
+            violations.append(FieldViolation(where, f"a header name is an RFC 9110 token of 1 to {MAX_HEADER_NAME} characters"))
+        elif lowered in RESERVED_HEADERS or lowered.startswith("tickwheel-"):
+            violations.append(FieldViolation(where, "cannot be set: Tickwheel sets it"))
+        elif lowered in FRAMING_HEADERS:
+            violations.append(FieldViolation(where, "cannot be set: it changes the request's routing or framing"))
+        elif lowered in seen:
+            violations.append(FieldViolation(where, "named twice (header names are case-insensitive)"))
+        seen.add(lowered)
+        if len(value) > MAX_HEADER_VALUE or not HEADER_VALUE.match(value):
+            violations.append(FieldViolation(
+                where, f"a header value is at most {MAX_HEADER_VALUE} characters of printable ASCII, spaces and tabs "
+                "(no CR, LF or NUL)",
+            ))  # fmt: skip
+    if size > MAX_HEADERS_BYTES:
+        violations.append(FieldViolation(field, f"names and values together at most {MAX_HEADERS_BYTES} characters"))
+    return violations
 
 
 def _target_violations(target: job_pb2.Target, field: str, policy: TargetPolicy) -> list[FieldViolation]:
@@ -70,8 +162,11 @@ def _target_violations(target: job_pb2.Target, field: str, policy: TargetPolicy)
         parts.port  # noqa: B018 - raises ValueError on a port out of range
     except ValueError:
         parts = None
-    if parts is None or len(http.url) > 2048 or parts.scheme not in ("http", "https") or not parts.hostname:
-        violations.append(FieldViolation(f"{field}.http.url", "an absolute http or https URL of at most 2048 characters"))
+    if (parts is None or len(http.url) > 2048 or not URL_CHARACTERS.match(http.url)
+            or parts.scheme not in ("http", "https") or not parts.hostname):
+        violations.append(FieldViolation(
+            f"{field}.http.url", "an absolute http or https URL of at most 2048 printable ASCII characters (no spaces)"
+        ))  # fmt: skip
     elif (refusal := policy.url_refusal(http.url)) is not None:
         violations.append(FieldViolation(
             f"{field}.http.url",
@@ -80,11 +175,7 @@ def _target_violations(target: job_pb2.Target, field: str, policy: TargetPolicy)
         ))
     if http.method and http.method.upper() not in HTTP_METHODS:
         violations.append(FieldViolation(f"{field}.http.method", f"one of {sorted(HTTP_METHODS)}"))
-    if len(http.headers) > 32:
-        violations.append(FieldViolation(f"{field}.http.headers", "at most 32 headers"))
-    reserved = sorted(h for h in http.headers if h.lower() in RESERVED_HEADERS)
-    if reserved:
-        violations.append(FieldViolation(f"{field}.http.headers", f"cannot set {reserved}: Tickwheel sets them"))
+    violations += _header_violations(http.headers, f"{field}.http.headers")
     return violations
 
 
@@ -102,26 +193,30 @@ def normalise_job(
     for output_only in ("id", "tenant", "state", "next_run_at", "next_due_at", "run_count", "version",
                         "tzdata_version", "last_run", "created_at", "updated_at", "pause_reason"):
         out.ClearField(output_only)
-    if not out.name or len(out.name) > NAME_MAX:
-        violations.append(FieldViolation(f"{field}.name", f"required, at most {NAME_MAX} characters"))
+    name_problem = text_problem(out.name, NAME_MAX, required=True)
+    if name_problem is not None:
+        violations.append(FieldViolation(f"{field}.name", name_problem))
     violations += _target_violations(out.target, f"{field}.target", target_policy)
-    timeout = out.timeout.ToTimedelta() if out.HasField("timeout") else DEFAULT_TIMEOUT
-    if not timedelta(0) < timeout <= MAX_TIMEOUT:
-        violations.append(FieldViolation(f"{field}.timeout", "must be more than 0 and at most 6 hours"))
-    out.timeout.CopyFrom(_duration(timeout))
+    timeout = _span(out, "timeout", f"{field}.timeout", DEFAULT_TIMEOUT, violations)
+    if timeout is not None:
+        if not timedelta(0) < timeout <= MAX_TIMEOUT:
+            violations.append(FieldViolation(f"{field}.timeout", "must be more than 0 and at most 6 hours"))
+        out.timeout.CopyFrom(_duration(timeout))
     retry = out.retry_policy
     attempts = retry.max_attempts or DEFAULT_ATTEMPTS
-    initial = retry.initial_backoff.ToTimedelta() if retry.HasField("initial_backoff") else DEFAULT_INITIAL_BACKOFF
-    cap = retry.max_backoff.ToTimedelta() if retry.HasField("max_backoff") else max(DEFAULT_MAX_BACKOFF, initial)
+    initial = _span(retry, "initial_backoff", f"{field}.retry_policy.initial_backoff", DEFAULT_INITIAL_BACKOFF, violations)
+    default_cap = max(DEFAULT_MAX_BACKOFF, initial) if initial is not None else DEFAULT_MAX_BACKOFF
+    cap = _span(retry, "max_backoff", f"{field}.retry_policy.max_backoff", default_cap, violations)
     if not 1 <= attempts <= 100:
         violations.append(FieldViolation(f"{field}.retry_policy.max_attempts", "must be between 1 and 100"))
-    if initial < timedelta(milliseconds=100):
-        violations.append(FieldViolation(f"{field}.retry_policy.initial_backoff", "at least 100 ms"))
-    if cap < initial or cap > timedelta(hours=24):
+    if initial is not None and not MIN_BACKOFF <= initial <= MAX_BACKOFF:
+        violations.append(FieldViolation(f"{field}.retry_policy.initial_backoff", "at least 100 ms and at most 24 hours"))
+    if cap is not None and initial is not None and (cap < initial or cap > MAX_BACKOFF):
         violations.append(FieldViolation(f"{field}.retry_policy.max_backoff", "at least initial_backoff and at most 24 hours"))
     out.retry_policy.max_attempts = attempts
-    out.retry_policy.initial_backoff.CopyFrom(_duration(initial))
-    out.retry_policy.max_backoff.CopyFrom(_duration(cap))
+    if initial is not None and cap is not None:
+        out.retry_policy.initial_backoff.CopyFrom(_duration(initial))
+        out.retry_policy.max_backoff.CopyFrom(_duration(cap))
     if out.overlap_policy not in job_pb2.OverlapPolicy.values():
         violations.append(FieldViolation(f"{field}.overlap_policy", "unknown value"))
     elif out.overlap_policy == job_pb2.OVERLAP_POLICY_UNSPECIFIED:
@@ -130,18 +225,22 @@ def normalise_job(
         violations.append(FieldViolation(f"{field}.misfire_policy", "unknown value"))
     elif out.misfire_policy == job_pb2.MISFIRE_POLICY_UNSPECIFIED:
         out.misfire_policy = job_pb2.MISFIRE_POLICY_RUN_ONCE
-    threshold = out.misfire_threshold.ToTimedelta() if out.HasField("misfire_threshold") else DEFAULT_MISFIRE_THRESHOLD
-    if threshold < timedelta(0):
-        violations.append(FieldViolation(f"{field}.misfire_threshold", "must be >= 0"))
-    out.misfire_threshold.CopyFrom(_duration(threshold))
+    threshold = _span(out, "misfire_threshold", f"{field}.misfire_threshold", DEFAULT_MISFIRE_THRESHOLD, violations)
+    if threshold is not None:
+        if not timedelta(0) <= threshold <= MAX_THRESHOLD:
+            violations.append(FieldViolation(f"{field}.misfire_threshold", "must be >= 0 and at most 30 days"))
+        out.misfire_threshold.CopyFrom(_duration(threshold))
     limit = out.misfire_run_all_limit or DEFAULT_RUN_ALL_LIMIT
     if not 1 <= limit <= 10_000:
         violations.append(FieldViolation(f"{field}.misfire_run_all_limit", "must be between 1 and 10000"))
     out.misfire_run_all_limit = limit
-    lateness = out.lateness_threshold.ToTimedelta() if out.HasField("lateness_threshold") else DEFAULT_LATENESS_THRESHOLD
-    if lateness < timedelta(0):
-        violations.append(FieldViolation(f"{field}.lateness_threshold", "must be >= 0 (0 disables the alert)"))
-    out.lateness_threshold.CopyFrom(_duration(lateness))
+    lateness = _span(out, "lateness_threshold", f"{field}.lateness_threshold", DEFAULT_LATENESS_THRESHOLD, violations)
+    if lateness is not None:
+        if not timedelta(0) <= lateness <= MAX_THRESHOLD:
+            violations.append(FieldViolation(
+                f"{field}.lateness_threshold", "must be >= 0 (0 disables the alert) and at most 30 days"
+            ))  # fmt: skip
+        out.lateness_threshold.CopyFrom(_duration(lateness))
     if len(out.concurrency_keys) > 8:
         violations.append(FieldViolation(f"{field}.concurrency_keys", "at most 8 keys"))
     named: set[str] = set()
@@ -153,11 +252,15 @@ def normalise_job(
         named.add(key.key)
         if key.limit < 1:
             violations.append(FieldViolation(f"{field}.concurrency_keys[{index}].limit", "must be >= 1"))
-    if len(out.labels) > 32:
-        violations.append(FieldViolation(f"{field}.labels", "at most 32 labels"))
-    for key, value in out.labels.items():
-        if not LABEL_KEY.match(key) or len(value) > 256:
-            violations.append(FieldViolation(f"{field}.labels[{key}]", "keys 1-63 characters of [a-z0-9_.-], values at most 256 characters"))
+    if len(out.labels) > MAX_LABELS:
+        violations.append(FieldViolation(f"{field}.labels", f"at most {MAX_LABELS} labels"))
+    for key, value in sorted(out.labels.items()):
+        where = f"{field}.labels[{shown(key)}]"
+        if not LABEL_KEY.match(key):
+            violations.append(FieldViolation(where, "a label key is 1 to 63 characters of [a-z0-9_.-]"))
+        value_problem = text_problem(value, MAX_LABEL_VALUE)
+        if value_problem is not None:
+            violations.append(FieldViolation(where, f"a label value: {value_problem}"))
     if out.dst_policy.gap == job_pb2.DST_GAP_POLICY_UNSPECIFIED:
         out.dst_policy.gap = job_pb2.DST_GAP_POLICY_AUTO
     if out.dst_policy.repeat == job_pb2.DST_REPEAT_POLICY_UNSPECIFIED:
@@ -168,9 +271,60 @@ def normalise_job(
         violations += error.violations
     except ScheduleError as error:
         violations.append(FieldViolation(f"{field}.{error.field}", error.reason))
+    definition = out.ByteSize() - len(out.payload)
+    if definition > MAX_DEFINITION_BYTES:
+        violations.append(FieldViolation(
+            field, f"the definition without its payload is {definition} bytes serialized; at most {MAX_DEFINITION_BYTES}"
+        ))  # fmt: skip
     if violations:
         raise InvalidArgument(violations)
     return out
+
+
+def bounded_instant(message, field: str) -> datetime:
+    """An instant a request names for the schedule engine (PreviewSchedule's
+    ``after``, BackfillJob's window): a valid Timestamp within
+    [EARLIEST_INSTANT, LATEST_INSTANT), INVALID_ARGUMENT ``field`` otherwise.
+    Instants outside have no occurrence a job could have, and the engine's
+    arithmetic near protobuf's limits would overflow."""
+    at = convert.instant(message, field)
+    if not EARLIEST_INSTANT <= at < LATEST_INSTANT:
+        raise InvalidArgument.field(field, "must be between 1970-01-01T00:00:00Z and 9999-01-01T00:00:00Z (exclusive)")
+    return at
+
+
+def backfill_window(request, now: datetime) -> tuple[datetime, datetime]:
+    """BackfillJob's ``[from_at, to_at)``: both required and bounded
+    (:func:`bounded_instant`), ``to_at`` after ``from_at`` and not after
+    ``now``. Raises InvalidArgument naming every field at fault."""
+    violations = [FieldViolation(name, "required") for name in ("from_at", "to_at") if not request.HasField(name)]
+    if violations:
+        raise InvalidArgument(violations)
+    start, end = None, None
+    for name in ("from_at", "to_at"):
+        try:
+            if name == "from_at":
+                start = bounded_instant(request.from_at, name)
+            else:
+                end = bounded_instant(request.to_at, name)
+        except InvalidArgument as error:
+            violations += error.violations
+    if violations:
+        raise InvalidArgument(violations)
+    assert start is not None and end is not None
+    if end <= start:
+        raise InvalidArgument.field("to_at", "must be after from_at")
+    if end > now:
+        raise InvalidArgument.field("to_at", "must not be in the future: the dispatcher runs what is still to come")
+    return start, end
+
+
+def until_horizon(schedule: Schedule) -> Schedule:
+    """``schedule`` ending no later than LATEST_INSTANT: a preview lists the
+    fires before it and then ends, as at the schedule's own end."""
+    if schedule.end_at is not None and schedule.end_at <= LATEST_INSTANT:
+        return schedule
+    return replace(schedule, end_at=LATEST_INSTANT)
 
 
 def schedule_error(error: ScheduleError, field: str = "job") -> InvalidArgument:

@@ -1,0 +1,227 @@
+"""Request decoding at the gRPC edge: bytes that are not the method's message
+answer INVALID_ARGUMENT, never reach a servicer, and are not stored.
+
+grpc.aio calls a method's request deserializer before any servicer code
+runs; one that raises makes the call answer UNKNOWN with the exception's
+class and logs a traceback at ERROR, for every call, before authentication.
+:func:`guard` wraps a server's registration so that each method of a service
+gets a deserializer that never raises: bytes that do not parse (malformed
+wire data, a string field that is not UTF-8, nesting too deep) become a
+:class:`Refused` value, which the wrapped handler answers with
+INVALID_ARGUMENT "the request is not a valid <Message>: ..." (a BadRequest
+on the empty path: the request as a whole) without calling the servicer.
+On a streaming method every message of the stream is guarded; a bad one
+ends the stream with that status. Such refusals are logged at WARNING at
+most once per :data:`LOG_INTERVAL` seconds per service, with a count.
+
+Every decoded request also loses its unknown fields (fields of a newer
+contract, or bytes smuggled in under unused numbers): what this server does
+not know it neither stores nor echoes. With ``refuse_nul`` (tenant and
+operator services), a string field anywhere in the request holding U+0000
+is refused too, naming the field: no such string is ever meaningful and
+PostgreSQL cannot store one.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Callable
+
+import grpc
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+from ..errors import FieldViolation, InvalidArgument
+from .status import abort
+
+log = logging.getLogger(__name__)
+
+LOG_INTERVAL = 60.0
+"""Seconds between two log lines about refused requests of one service."""
+_STRING = FieldDescriptor.TYPE_STRING
+_MESSAGE = FieldDescriptor.TYPE_MESSAGE
+
+
+class Refused:
+    """A request refused while decoding: the error its call answers with;
+    ``undecodable`` when the bytes did not parse (those are logged)."""
+
+    __slots__ = ("error", "undecodable")
+
+    def __init__(self, error: InvalidArgument, undecodable: bool) -> None:
+        self.error = error
+        self.undecodable = undecodable
+
+
+class RefusalLog:
+    """At most one WARNING per ``interval`` seconds, counting the refusals
+    between two lines. ``now`` is a monotonic clock (seconds)."""
+
+    def __init__(self, service: str, interval: float = LOG_INTERVAL, now: Callable[[], float] = time.monotonic) -> None:
+        self._service = service
+        self._interval = interval
+        self._now = now
+        self._next_at = float("-inf")
+        self._count = 0
+
+    def refused(self, method: str, error: InvalidArgument) -> None:
+        self._count += 1
+        at = self._now()
+        if at < self._next_at:
+            return
+        log.warning(
+            "%s: refused %d request(s) that were not valid messages since the last such line; latest %s: %s",
+            self._service, self._count, method, error,
+        )  # fmt: skip
+        self._count = 0
+        self._next_at = at + self._interval
+
+
+def nul_fields(message: Message, prefix: str = "") -> list[str]:
+    """The paths of the string fields of ``message`` (nested messages, lists
+    and maps included) that hold U+0000."""
+    found: list[str] = []
+    for field, value in message.ListFields():
+        path = f"{prefix}{field.name}"
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            key_field, value_field = field.message_type.fields_by_name["key"], field.message_type.fields_by_name["value"]
+            for key, item in value.items():
+                if (key_field.type == _STRING and "\0" in key) or (value_field.type == _STRING and "\0" in item):
+                    found.append(path)
+                    break
+                if value_field.type == _MESSAGE:
+                    found += nul_fields(item, f"{path}.")
+        elif field.type == _STRING:
+            items = value if field.is_repeated else (value,)
+            found += [path for item in items if "\0" in item][:1]
+        elif field.type == _MESSAGE:
+            if field.is_repeated:
+                for index, item in enumerate(value):
+                    found += nul_fields(item, f"{path}[{index}].")
+            else:
+                found += nul_fields(value, f"{path}.")
+    return found
+
+
+def decoder(message_class: type[Message], *, refuse_nul: bool) -> Callable[[bytes], Message | Refused]:
+    """A request deserializer that never raises: the message without its
+    unknown fields, or :class:`Refused`."""
+    name = message_class.DESCRIPTOR.full_name
+    upb_prefix = f"Error parsing message with type '{name}'"
+
+    def decode(raw: bytes) -> Message | Refused:
+        try:
+            message = message_class.FromString(raw)
+        except Exception as error:  # DecodeError, RecursionError, ...: not this message, whatever the cause
+            reason = str(error)
+            if reason.startswith(upb_prefix):
+                reason = reason[len(upb_prefix) :].lstrip(": ")
+            reason = reason or "malformed wire data"
+            return Refused(InvalidArgument.field("", f"the request is not a valid {name}: {reason}"), True)
+        message.DiscardUnknownFields()
+        if refuse_nul:
+            paths = nul_fields(message)
+            if paths:
+                return Refused(InvalidArgument([FieldViolation(p, "may not contain NUL (U+0000)") for p in paths]), False)
+        return message
+
+    return decode
+
+
+def _guard_handler(
+    handler: grpc.RpcMethodHandler, method: str, refusals: RefusalLog, *, refuse_nul: bool
+) -> grpc.RpcMethodHandler:
+    message_class = handler.request_deserializer.__self__
+    decode = decoder(message_class, refuse_nul=refuse_nul)
+    serialize = handler.response_serializer
+
+    async def refuse(context, refused: Refused) -> None:
+        if refused.undecodable:
+            refusals.refused(method, refused.error)
+        await abort(context, refused.error)
+
+    if handler.unary_unary is not None:
+        behaviour = handler.unary_unary
+
+        async def unary_unary(request, context):
+            if type(request) is Refused:
+                await refuse(context, request)
+            return await behaviour(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(unary_unary, request_deserializer=decode, response_serializer=serialize)
+
+    async def checked(requests, context):
+        async for request in requests:
+            if type(request) is Refused:
+                await refuse(context, request)
+            yield request
+
+    if handler.unary_stream is not None:
+        behaviour = handler.unary_stream
+        if inspect.isasyncgenfunction(behaviour):
+
+            async def unary_stream(request, context):
+                if type(request) is Refused:
+                    await refuse(context, request)
+                async for response in behaviour(request, context):
+                    yield response
+
+        else:
+
+            async def unary_stream(request, context):
+                if type(request) is Refused:
+                    await refuse(context, request)
+                return await behaviour(request, context)
+
+        return grpc.unary_stream_rpc_method_handler(unary_stream, request_deserializer=decode, response_serializer=serialize)
+    if handler.stream_unary is not None:
+        behaviour = handler.stream_unary
+
+        async def stream_unary(requests, context):
+            return await behaviour(checked(requests, context), context)
+
+        return grpc.stream_unary_rpc_method_handler(stream_unary, request_deserializer=decode, response_serializer=serialize)
+    behaviour = handler.stream_stream
+    if inspect.isasyncgenfunction(behaviour):
+
+        async def stream_stream(requests, context):
+            async for response in behaviour(checked(requests, context), context):
+                yield response
+
+    else:
+
+        async def stream_stream(requests, context):
+            return await behaviour(checked(requests, context), context)
+
+    return grpc.stream_stream_rpc_method_handler(stream_stream, request_deserializer=decode, response_serializer=serialize)
+
+
+class _GuardedRegistration:
+    """What a generated ``add_<Service>Servicer_to_server`` registers through:
+    the method handlers it passes are guarded, then registered on the server."""
+
+    def __init__(self, server: grpc.aio.Server, refuse_nul: bool) -> None:
+        self._server = server
+        self._refuse_nul = refuse_nul
+
+    def add_generic_rpc_handlers(self, handlers) -> None:
+        """Ignored: the generated code passes the same handlers, by name, to
+        :meth:`add_registered_method_handlers`, which registers both forms."""
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        refusals = RefusalLog(service)
+        guarded = {
+            name: _guard_handler(handler, f"{service}/{name}", refusals, refuse_nul=self._refuse_nul)
+            for name, handler in handlers.items()
+        }
+        self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, guarded),))
+        self._server.add_registered_method_handlers(service, guarded)
+
+
+def guard(server: grpc.aio.Server, *, refuse_nul: bool = True) -> _GuardedRegistration:
+    """Pass this instead of ``server`` to a generated
+    ``add_<Service>Servicer_to_server``: the service's methods are registered
+    with guarded request decoding (see the module docstring)."""
+    return _GuardedRegistration(server, refuse_nul)
