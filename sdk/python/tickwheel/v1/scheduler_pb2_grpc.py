@@ -29,9 +29,13 @@ class SchedulerServiceStub:
     """The tenant-facing API. Every call carries `authorization: Bearer <API key>`
     and sees only the jobs and executions of that key's tenant: another
     tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
-    BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+    BadRequest field violations (INVALID_ARGUMENT; at most 20 listed, the rest
+    counted in the message and an ErrorInfo TOO_MANY_VIOLATIONS), QuotaFailure
     (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
-    is written when a call fails.
+    is written when a call fails. A request that is not a valid message (for
+    example a string that is not UTF-8) gets INVALID_ARGUMENT "the request is
+    not a valid <Message>"; a string holding NUL gets INVALID_ARGUMENT naming
+    it. Fields this server does not know are ignored and never stored.
     """
 
     def __init__(self, channel):
@@ -121,9 +125,13 @@ class SchedulerServiceServicer:
     """The tenant-facing API. Every call carries `authorization: Bearer <API key>`
     and sees only the jobs and executions of that key's tenant: another
     tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
-    BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+    BadRequest field violations (INVALID_ARGUMENT; at most 20 listed, the rest
+    counted in the message and an ErrorInfo TOO_MANY_VIOLATIONS), QuotaFailure
     (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
-    is written when a call fails.
+    is written when a call fails. A request that is not a valid message (for
+    example a string that is not UTF-8) gets INVALID_ARGUMENT "the request is
+    not a valid <Message>"; a string holding NUL gets INVALID_ARGUMENT naming
+    it. Fields this server does not know are ignored and never stored.
     """
 
     def CreateJob(self, request, context):
@@ -360,9 +368,13 @@ class SchedulerService:
     """The tenant-facing API. Every call carries `authorization: Bearer <API key>`
     and sees only the jobs and executions of that key's tenant: another
     tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
-    BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+    BadRequest field violations (INVALID_ARGUMENT; at most 20 listed, the rest
+    counted in the message and an ErrorInfo TOO_MANY_VIOLATIONS), QuotaFailure
     (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
-    is written when a call fails.
+    is written when a call fails. A request that is not a valid message (for
+    example a string that is not UTF-8) gets INVALID_ARGUMENT "the request is
+    not a valid <Message>"; a string holding NUL gets INVALID_ARGUMENT naming
+    it. Fields this server does not know are ignored and never stored.
     """
 
     @staticmethod

@@ -404,7 +404,10 @@ type Job struct {
 	// Output only. The tenant that owns the job (from the caller's API key).
 	Tenant string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// Required. A human-readable name, 1 to 200 characters, unique neither per
-	// tenant nor globally. INVALID_ARGUMENT `job.name` when empty or longer.
+	// tenant nor globally. One printable line: no control character (C0, C1),
+	// line separator or invisible format character (bidirectional overrides
+	// and isolates, zero-width space, BOM; ZWNJ and ZWJ are allowed).
+	// INVALID_ARGUMENT `job.name` when empty, longer or holding one.
 	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	// Required. When the job fires. INVALID_ARGUMENT `job.schedule` when unset
 	// or when it can never fire (for example `0 0 30 2 *`).
@@ -416,7 +419,10 @@ type Job struct {
 	// spread load. Unset: cron jobs get a stable delay in [0, 60 s) from a hash
 	// of the job id; one-off jobs get none.
 	Jitter *Jitter `protobuf:"bytes,6,opt,name=jitter,proto3" json:"jitter,omitempty"`
-	// Optional. No occurrence is nominally before this instant.
+	// Optional. No occurrence is nominally before this instant. Every instant
+	// of a job (`start_at`, `end_at`, `schedule.once_at`) lies in
+	// [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT naming
+	// the field otherwise.
 	StartAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=start_at,json=startAt,proto3" json:"start_at,omitempty"`
 	// Optional. No occurrence is nominally at or after this instant. Must be
 	// after `start_at`: INVALID_ARGUMENT `job.end_at` otherwise.
@@ -428,6 +434,9 @@ type Job struct {
 	Target *Target `protobuf:"bytes,10,opt,name=target,proto3" json:"target,omitempty"`
 	// Opaque bytes handed to the target with every execution. At most the
 	// tenant's payload quota (default 64 KiB): RESOURCE_EXHAUSTED otherwise.
+	// The rest of the definition is at most 64 KiB serialized:
+	// INVALID_ARGUMENT `job` otherwise. Fields this server does not know are
+	// ignored and not stored.
 	Payload []byte `protobuf:"bytes,11,opt,name=payload,proto3" json:"payload,omitempty"`
 	// How long one attempt may run before the worker abandons it and the
 	// attempt fails as retryable. Default 5 minutes; at most 6 hours;
@@ -444,20 +453,24 @@ type Job struct {
 	// Unset: RUN_ONCE.
 	MisfirePolicy MisfirePolicy `protobuf:"varint,15,opt,name=misfire_policy,json=misfirePolicy,proto3,enum=tickwheel.v1.MisfirePolicy" json:"misfire_policy,omitempty"`
 	// An occurrence later than this at claim time is missed. Default 60 s;
-	// INVALID_ARGUMENT `job.misfire_threshold` when negative.
+	// INVALID_ARGUMENT `job.misfire_threshold` when negative or over 30 days.
 	MisfireThreshold *durationpb.Duration `protobuf:"bytes,16,opt,name=misfire_threshold,json=misfireThreshold,proto3" json:"misfire_threshold,omitempty"`
 	// With MISFIRE_POLICY_RUN_ALL, at most this many of the most recent missed
 	// occurrences run; older ones become one skip range. Default 100, at most
 	// 10 000.
 	MisfireRunAllLimit int32 `protobuf:"varint,17,opt,name=misfire_run_all_limit,json=misfireRunAllLimit,proto3" json:"misfire_run_all_limit,omitempty"`
 	// An alert is raised when an occurrence has not started this long after its
-	// due instant. Default 5 minutes; 0 disables the alert.
+	// due instant. Default 5 minutes; 0 disables the alert; at most 30 days.
+	// Every Duration and Timestamp here must be valid protobuf (Duration within
+	// ±315 576 000 000 s, nanos of the same sign; Timestamp nanos in
+	// [0, 10^9)): INVALID_ARGUMENT naming the field otherwise.
 	LatenessThreshold *durationpb.Duration `protobuf:"bytes,18,opt,name=lateness_threshold,json=latenessThreshold,proto3" json:"lateness_threshold,omitempty"`
 	// Mutual exclusion across jobs: for each key, at most `limit` executions of
 	// all jobs naming the key run at once, across the cluster. At most 8 keys.
 	ConcurrencyKeys []*ConcurrencyKey `protobuf:"bytes,19,rep,name=concurrency_keys,json=concurrencyKeys,proto3" json:"concurrency_keys,omitempty"`
 	// Free-form labels for search and grouping: at most 32, keys 1-63
-	// characters of [a-z0-9_.-], values at most 256 characters.
+	// characters of [a-z0-9_.-], values at most 256 characters of one
+	// printable line (the rule of `name`). INVALID_ARGUMENT `job.labels[key]`.
 	Labels map[string]string `protobuf:"bytes,20,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Output only. ACTIVE, PAUSED or COMPLETED.
 	State JobState `protobuf:"varint,21,opt,name=state,proto3,enum=tickwheel.v1.JobState" json:"state,omitempty"`
@@ -815,9 +828,9 @@ type Schedule_Cron struct {
 }
 
 type Schedule_OnceAt struct {
-	// A one-off job at this instant. An instant already past runs at once if
-	// it is within the misfire threshold, otherwise as the misfire policy
-	// says.
+	// A one-off job at this instant, in [1970-01-01, 9999-01-01). An instant
+	// already past runs at once if it is within the misfire threshold,
+	// otherwise as the misfire policy says.
 	OnceAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=once_at,json=onceAt,proto3,oneof"`
 }
 
@@ -841,12 +854,13 @@ type CronSchedule struct {
 	// Sunday), the macros @hourly @daily @midnight @weekly @monthly @yearly
 	// @annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
 	// stable value from a hash of the job id. When both day fields are
-	// restricted, a day matches if either matches. INVALID_ARGUMENT
+	// restricted, a day matches if either matches. At most 512 characters of
+	// printable ASCII, spaces and tabs. INVALID_ARGUMENT
 	// `job.schedule.cron.expression` with the reason on bad syntax, out-of-range
 	// values or an expression that never fires.
 	Expression string `protobuf:"bytes,1,opt,name=expression,proto3" json:"expression,omitempty"`
-	// An IANA zone name such as "Europe/London". Empty means "UTC".
-	// INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
+	// An IANA zone name such as "Europe/London", at most 64 characters. Empty
+	// means "UTC". INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
 	TimeZone      string `protobuf:"bytes,2,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -903,8 +917,8 @@ type LocalTimeSchedule struct {
 	// "2027-03-28T02:30:00". INVALID_ARGUMENT `job.schedule.local.local_time`
 	// when malformed.
 	LocalTime string `protobuf:"bytes,1,opt,name=local_time,json=localTime,proto3" json:"local_time,omitempty"`
-	// An IANA zone name. INVALID_ARGUMENT `job.schedule.local.time_zone` when
-	// unknown or empty.
+	// An IANA zone name, at most 64 characters. INVALID_ARGUMENT
+	// `job.schedule.local.time_zone` when unknown or empty.
 	TimeZone      string `protobuf:"bytes,2,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1160,14 +1174,21 @@ func (*Target_Handler) isTarget_Kind() {}
 // are retryable; other statuses fail permanently.
 type HttpTarget struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Required. An absolute http or https URL, at most 2048 characters. Hosts in
+	// Required. An absolute http or https URL, at most 2048 printable ASCII
+	// characters without spaces. Hosts in
 	// loopback, link-local, private or unspecified ranges are refused unless
 	// the operator allow-lists them: INVALID_ARGUMENT `job.target.http.url`.
 	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
 	// HTTP method. Empty means POST. One of GET, POST, PUT, PATCH, DELETE.
 	Method string `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
-	// Extra request headers, at most 32. The Tickwheel headers above cannot be
-	// overridden.
+	// Extra request headers, at most 32 and 16 KiB in all. Names are RFC 9110
+	// tokens of at most 128 characters, each name once in any case; values at
+	// most 4096 characters of printable ASCII, spaces and tabs (no CR, LF or
+	// NUL). The Tickwheel headers above and every `Tickwheel-*` header, and
+	// the headers that change the request's routing or framing (`Host`,
+	// `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+	// `Proxy-Connection`, `Upgrade`, `TE`, `Trailer`, `Expect`), cannot be set.
+	// INVALID_ARGUMENT `job.target.http.headers[name]`.
 	Headers       map[string]string `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1278,7 +1299,7 @@ type RetryPolicy struct {
 	// Total attempts including the first. Default 5; 1 disables retries; at
 	// most 100. After the last failed attempt the execution is dead-lettered.
 	MaxAttempts int32 `protobuf:"varint,1,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
-	// The backoff base. Default 1 s; at least 100 ms.
+	// The backoff base. Default 1 s; at least 100 ms, at most 24 h.
 	InitialBackoff *durationpb.Duration `protobuf:"bytes,2,opt,name=initial_backoff,json=initialBackoff,proto3" json:"initial_backoff,omitempty"`
 	// The backoff cap. Default 1 h; at least `initial_backoff`, at most 24 h.
 	MaxBackoff    *durationpb.Duration `protobuf:"bytes,3,opt,name=max_backoff,json=maxBackoff,proto3" json:"max_backoff,omitempty"`

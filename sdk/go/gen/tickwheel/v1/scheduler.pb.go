@@ -949,7 +949,8 @@ type BackfillJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required. The job id.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// Required. The window's start (inclusive).
+	// Required. The window's start (inclusive), at or after
+	// 1970-01-01T00:00:00Z: INVALID_ARGUMENT `from_at` otherwise.
 	FromAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=from_at,json=fromAt,proto3" json:"from_at,omitempty"`
 	// Required. The window's end (exclusive); after `from_at` and not in the
 	// future. INVALID_ARGUMENT `to_at` otherwise.
@@ -1166,7 +1167,10 @@ type PreviewScheduleRequest struct {
 	//	*PreviewScheduleRequest_JobId
 	//	*PreviewScheduleRequest_Job
 	Source isPreviewScheduleRequest_Source `protobuf_oneof:"source"`
-	// Fires strictly after this instant. Default now.
+	// Fires strictly after this instant. Default now. Within
+	// [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT `after`
+	// otherwise. Fires are listed up to 9999-01-01 (fewer than `count` when the
+	// schedule reaches it).
 	After *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
 	// How many fires. Default 5, at most 1000.
 	Count         int32 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`

@@ -43,9 +43,13 @@ const (
 // The tenant-facing API. Every call carries `authorization: Bearer <API key>`
 // and sees only the jobs and executions of that key's tenant: another
 // tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
-// BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+// BadRequest field violations (INVALID_ARGUMENT; at most 20 listed, the rest
+// counted in the message and an ErrorInfo TOO_MANY_VIOLATIONS), QuotaFailure
 // (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
-// is written when a call fails.
+// is written when a call fails. A request that is not a valid message (for
+// example a string that is not UTF-8) gets INVALID_ARGUMENT "the request is
+// not a valid <Message>"; a string holding NUL gets INVALID_ARGUMENT naming
+// it. Fields this server does not know are ignored and never stored.
 type SchedulerServiceClient interface {
 	// Creates a job and computes its first run. Idempotent by `request_id`: the
 	// same request id returns the job the first call created and writes
@@ -284,9 +288,13 @@ func (c *schedulerServiceClient) ReplayDeadLetter(ctx context.Context, in *Repla
 // The tenant-facing API. Every call carries `authorization: Bearer <API key>`
 // and sees only the jobs and executions of that key's tenant: another
 // tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
-// BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+// BadRequest field violations (INVALID_ARGUMENT; at most 20 listed, the rest
+// counted in the message and an ErrorInfo TOO_MANY_VIOLATIONS), QuotaFailure
 // (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
-// is written when a call fails.
+// is written when a call fails. A request that is not a valid message (for
+// example a string that is not UTF-8) gets INVALID_ARGUMENT "the request is
+// not a valid <Message>"; a string holding NUL gets INVALID_ARGUMENT naming
+// it. Fields this server does not know are ignored and never stored.
 type SchedulerServiceServer interface {
 	// Creates a job and computes its first run. Idempotent by `request_id`: the
 	// same request id returns the job the first call created and writes

@@ -40,7 +40,10 @@ export type Job = Message<"tickwheel.v1.Job"> & {
 
   /**
    * Required. A human-readable name, 1 to 200 characters, unique neither per
-   * tenant nor globally. INVALID_ARGUMENT `job.name` when empty or longer.
+   * tenant nor globally. One printable line: no control character (C0, C1),
+   * line separator or invisible format character (bidirectional overrides
+   * and isolates, zero-width space, BOM; ZWNJ and ZWJ are allowed).
+   * INVALID_ARGUMENT `job.name` when empty, longer or holding one.
    *
    * @generated from field: string name = 3;
    */
@@ -72,7 +75,10 @@ export type Job = Message<"tickwheel.v1.Job"> & {
   jitter?: Jitter | undefined;
 
   /**
-   * Optional. No occurrence is nominally before this instant.
+   * Optional. No occurrence is nominally before this instant. Every instant
+   * of a job (`start_at`, `end_at`, `schedule.once_at`) lies in
+   * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT naming
+   * the field otherwise.
    *
    * @generated from field: google.protobuf.Timestamp start_at = 7;
    */
@@ -104,6 +110,9 @@ export type Job = Message<"tickwheel.v1.Job"> & {
   /**
    * Opaque bytes handed to the target with every execution. At most the
    * tenant's payload quota (default 64 KiB): RESOURCE_EXHAUSTED otherwise.
+   * The rest of the definition is at most 64 KiB serialized:
+   * INVALID_ARGUMENT `job` otherwise. Fields this server does not know are
+   * ignored and not stored.
    *
    * @generated from field: bytes payload = 11;
    */
@@ -145,7 +154,7 @@ export type Job = Message<"tickwheel.v1.Job"> & {
 
   /**
    * An occurrence later than this at claim time is missed. Default 60 s;
-   * INVALID_ARGUMENT `job.misfire_threshold` when negative.
+   * INVALID_ARGUMENT `job.misfire_threshold` when negative or over 30 days.
    *
    * @generated from field: google.protobuf.Duration misfire_threshold = 16;
    */
@@ -162,7 +171,10 @@ export type Job = Message<"tickwheel.v1.Job"> & {
 
   /**
    * An alert is raised when an occurrence has not started this long after its
-   * due instant. Default 5 minutes; 0 disables the alert.
+   * due instant. Default 5 minutes; 0 disables the alert; at most 30 days.
+   * Every Duration and Timestamp here must be valid protobuf (Duration within
+   * ±315 576 000 000 s, nanos of the same sign; Timestamp nanos in
+   * [0, 10^9)): INVALID_ARGUMENT naming the field otherwise.
    *
    * @generated from field: google.protobuf.Duration lateness_threshold = 18;
    */
@@ -178,7 +190,8 @@ export type Job = Message<"tickwheel.v1.Job"> & {
 
   /**
    * Free-form labels for search and grouping: at most 32, keys 1-63
-   * characters of [a-z0-9_.-], values at most 256 characters.
+   * characters of [a-z0-9_.-], values at most 256 characters of one
+   * printable line (the rule of `name`). INVALID_ARGUMENT `job.labels[key]`.
    *
    * @generated from field: map<string, string> labels = 20;
    */
@@ -286,9 +299,9 @@ export type Schedule = Message<"tickwheel.v1.Schedule"> & {
     case: "cron";
   } | {
     /**
-     * A one-off job at this instant. An instant already past runs at once if
-     * it is within the misfire threshold, otherwise as the misfire policy
-     * says.
+     * A one-off job at this instant, in [1970-01-01, 9999-01-01). An instant
+     * already past runs at once if it is within the misfire threshold,
+     * otherwise as the misfire policy says.
      *
      * @generated from field: google.protobuf.Timestamp once_at = 2;
      */
@@ -325,7 +338,8 @@ export type CronSchedule = Message<"tickwheel.v1.CronSchedule"> & {
    * Sunday), the macros @hourly @daily @midnight @weekly @monthly @yearly
    * @annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
    * stable value from a hash of the job id. When both day fields are
-   * restricted, a day matches if either matches. INVALID_ARGUMENT
+   * restricted, a day matches if either matches. At most 512 characters of
+   * printable ASCII, spaces and tabs. INVALID_ARGUMENT
    * `job.schedule.cron.expression` with the reason on bad syntax, out-of-range
    * values or an expression that never fires.
    *
@@ -334,8 +348,8 @@ export type CronSchedule = Message<"tickwheel.v1.CronSchedule"> & {
   expression: string;
 
   /**
-   * An IANA zone name such as "Europe/London". Empty means "UTC".
-   * INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
+   * An IANA zone name such as "Europe/London", at most 64 characters. Empty
+   * means "UTC". INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
    *
    * @generated from field: string time_zone = 2;
    */
@@ -365,8 +379,8 @@ export type LocalTimeSchedule = Message<"tickwheel.v1.LocalTimeSchedule"> & {
   localTime: string;
 
   /**
-   * An IANA zone name. INVALID_ARGUMENT `job.schedule.local.time_zone` when
-   * unknown or empty.
+   * An IANA zone name, at most 64 characters. INVALID_ARGUMENT
+   * `job.schedule.local.time_zone` when unknown or empty.
    *
    * @generated from field: string time_zone = 2;
    */
@@ -486,7 +500,8 @@ export const TargetSchema: GenMessage<Target> = /*@__PURE__*/
  */
 export type HttpTarget = Message<"tickwheel.v1.HttpTarget"> & {
   /**
-   * Required. An absolute http or https URL, at most 2048 characters. Hosts in
+   * Required. An absolute http or https URL, at most 2048 printable ASCII
+   * characters without spaces. Hosts in
    * loopback, link-local, private or unspecified ranges are refused unless
    * the operator allow-lists them: INVALID_ARGUMENT `job.target.http.url`.
    *
@@ -502,8 +517,14 @@ export type HttpTarget = Message<"tickwheel.v1.HttpTarget"> & {
   method: string;
 
   /**
-   * Extra request headers, at most 32. The Tickwheel headers above cannot be
-   * overridden.
+   * Extra request headers, at most 32 and 16 KiB in all. Names are RFC 9110
+   * tokens of at most 128 characters, each name once in any case; values at
+   * most 4096 characters of printable ASCII, spaces and tabs (no CR, LF or
+   * NUL). The Tickwheel headers above and every `Tickwheel-*` header, and
+   * the headers that change the request's routing or framing (`Host`,
+   * `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+   * `Proxy-Connection`, `Upgrade`, `TE`, `Trailer`, `Expect`), cannot be set.
+   * INVALID_ARGUMENT `job.target.http.headers[name]`.
    *
    * @generated from field: map<string, string> headers = 3;
    */
@@ -555,7 +576,7 @@ export type RetryPolicy = Message<"tickwheel.v1.RetryPolicy"> & {
   maxAttempts: number;
 
   /**
-   * The backoff base. Default 1 s; at least 100 ms.
+   * The backoff base. Default 1 s; at least 100 ms, at most 24 h.
    *
    * @generated from field: google.protobuf.Duration initial_backoff = 2;
    */

@@ -515,7 +515,8 @@ export type BackfillJobRequest = Message<"tickwheel.v1.BackfillJobRequest"> & {
   id: string;
 
   /**
-   * Required. The window's start (inclusive).
+   * Required. The window's start (inclusive), at or after
+   * 1970-01-01T00:00:00Z: INVALID_ARGUMENT `from_at` otherwise.
    *
    * @generated from field: google.protobuf.Timestamp from_at = 2;
    */
@@ -653,7 +654,10 @@ export type PreviewScheduleRequest = Message<"tickwheel.v1.PreviewScheduleReques
   } | { case: undefined; value?: undefined };
 
   /**
-   * Fires strictly after this instant. Default now.
+   * Fires strictly after this instant. Default now. Within
+   * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT `after`
+   * otherwise. Fires are listed up to 9999-01-01 (fewer than `count` when the
+   * schedule reaches it).
    *
    * @generated from field: google.protobuf.Timestamp after = 3;
    */
@@ -994,9 +998,13 @@ export const ReplayDeadLetterResponseSchema: GenMessage<ReplayDeadLetterResponse
  * The tenant-facing API. Every call carries `authorization: Bearer <API key>`
  * and sees only the jobs and executions of that key's tenant: another
  * tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
- * BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+ * BadRequest field violations (INVALID_ARGUMENT; at most 20 listed, the rest
+ * counted in the message and an ErrorInfo TOO_MANY_VIOLATIONS), QuotaFailure
  * (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
- * is written when a call fails.
+ * is written when a call fails. A request that is not a valid message (for
+ * example a string that is not UTF-8) gets INVALID_ARGUMENT "the request is
+ * not a valid <Message>"; a string holding NUL gets INVALID_ARGUMENT naming
+ * it. Fields this server does not know are ignored and never stored.
  *
  * @generated from service tickwheel.v1.SchedulerService
  */

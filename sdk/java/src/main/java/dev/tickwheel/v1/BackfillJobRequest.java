@@ -105,7 +105,8 @@ private static final long serialVersionUID = 0L;
   private com.google.protobuf.Timestamp fromAt_;
   /**
    * <pre>
-   * Required. The window's start (inclusive).
+   * Required. The window's start (inclusive), at or after
+   * 1970-01-01T00:00:00Z: INVALID_ARGUMENT `from_at` otherwise.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp from_at = 2 [json_name = "fromAt"];</code>
@@ -117,7 +118,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Required. The window's start (inclusive).
+   * Required. The window's start (inclusive), at or after
+   * 1970-01-01T00:00:00Z: INVALID_ARGUMENT `from_at` otherwise.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp from_at = 2 [json_name = "fromAt"];</code>
@@ -129,7 +131,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Required. The window's start (inclusive).
+   * Required. The window's start (inclusive), at or after
+   * 1970-01-01T00:00:00Z: INVALID_ARGUMENT `from_at` otherwise.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp from_at = 2 [json_name = "fromAt"];</code>
@@ -738,7 +741,8 @@ private static final long serialVersionUID = 0L;
         com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> fromAtBuilder_;
     /**
      * <pre>
-     * Required. The window's start (inclusive).
+     * Required. The window's start (inclusive), at or after
+     * 1970-01-01T00:00:00Z: INVALID_ARGUMENT `from_at` otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp from_at = 2 [json_name = "fromAt"];</code>
@@ -749,7 +753,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Required. The window's start (inclusive).
+     * Required. The window's start (inclusive), at or after
+     * 1970-01-01T00:00:00Z: INVALID_ARGUMENT `from_at` otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp from_at = 2 [json_name = "fromAt"];</code>
@@ -764,7 +769,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Required. The window's start (inclusive).
+     * Required. The window's start (inclusive), at or after
+     * 1970-01-01T00:00:00Z: INVALID_ARGUMENT `from_at` otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp from_at = 2 [json_name = "fromAt"];</code>
@@ -782,7 +788,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Required. The window's start (inclusive).
+     * Required. The window's start (inclusive), at or after
+     * 1970-01-01T00:00:00Z: INVALID_ARGUMENT `from_at` otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp from_at = 2 [json_name = "fromAt"];</code>
@@ -800,7 +807,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Required. The window's start (inclusive).
+     * Required. The window's start (inclusive), at or after
+     * 1970-01-01T00:00:00Z: INVALID_ARGUMENT `from_at` otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp from_at = 2 [json_name = "fromAt"];</code>
@@ -825,7 +833,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Required. The window's start (inclusive).
+     * Required. The window's start (inclusive), at or after
+     * 1970-01-01T00:00:00Z: INVALID_ARGUMENT `from_at` otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp from_at = 2 [json_name = "fromAt"];</code>
@@ -842,7 +851,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Required. The window's start (inclusive).
+     * Required. The window's start (inclusive), at or after
+     * 1970-01-01T00:00:00Z: INVALID_ARGUMENT `from_at` otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp from_at = 2 [json_name = "fromAt"];</code>
@@ -854,7 +864,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Required. The window's start (inclusive).
+     * Required. The window's start (inclusive), at or after
+     * 1970-01-01T00:00:00Z: INVALID_ARGUMENT `from_at` otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp from_at = 2 [json_name = "fromAt"];</code>
@@ -869,7 +880,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Required. The window's start (inclusive).
+     * Required. The window's start (inclusive), at or after
+     * 1970-01-01T00:00:00Z: INVALID_ARGUMENT `from_at` otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp from_at = 2 [json_name = "fromAt"];</code>

@@ -32,7 +32,8 @@ public interface BackfillJobRequestOrBuilder extends
 
   /**
    * <pre>
-   * Required. The window's start (inclusive).
+   * Required. The window's start (inclusive), at or after
+   * 1970-01-01T00:00:00Z: INVALID_ARGUMENT `from_at` otherwise.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp from_at = 2 [json_name = "fromAt"];</code>
@@ -41,7 +42,8 @@ public interface BackfillJobRequestOrBuilder extends
   boolean hasFromAt();
   /**
    * <pre>
-   * Required. The window's start (inclusive).
+   * Required. The window's start (inclusive), at or after
+   * 1970-01-01T00:00:00Z: INVALID_ARGUMENT `from_at` otherwise.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp from_at = 2 [json_name = "fromAt"];</code>
@@ -50,7 +52,8 @@ public interface BackfillJobRequestOrBuilder extends
   com.google.protobuf.Timestamp getFromAt();
   /**
    * <pre>
-   * Required. The window's start (inclusive).
+   * Required. The window's start (inclusive), at or after
+   * 1970-01-01T00:00:00Z: INVALID_ARGUMENT `from_at` otherwise.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp from_at = 2 [json_name = "fromAt"];</code>

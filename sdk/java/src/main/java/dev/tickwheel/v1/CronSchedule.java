@@ -64,7 +64,8 @@ private static final long serialVersionUID = 0L;
    * Sunday), the macros &#64;hourly &#64;daily &#64;midnight &#64;weekly &#64;monthly &#64;yearly
    * &#64;annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
    * stable value from a hash of the job id. When both day fields are
-   * restricted, a day matches if either matches. INVALID_ARGUMENT
+   * restricted, a day matches if either matches. At most 512 characters of
+   * printable ASCII, spaces and tabs. INVALID_ARGUMENT
    * `job.schedule.cron.expression` with the reason on bad syntax, out-of-range
    * values or an expression that never fires.
    * </pre>
@@ -92,7 +93,8 @@ private static final long serialVersionUID = 0L;
    * Sunday), the macros &#64;hourly &#64;daily &#64;midnight &#64;weekly &#64;monthly &#64;yearly
    * &#64;annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
    * stable value from a hash of the job id. When both day fields are
-   * restricted, a day matches if either matches. INVALID_ARGUMENT
+   * restricted, a day matches if either matches. At most 512 characters of
+   * printable ASCII, spaces and tabs. INVALID_ARGUMENT
    * `job.schedule.cron.expression` with the reason on bad syntax, out-of-range
    * values or an expression that never fires.
    * </pre>
@@ -120,8 +122,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object timeZone_ = "";
   /**
    * <pre>
-   * An IANA zone name such as "Europe/London". Empty means "UTC".
-   * INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
+   * An IANA zone name such as "Europe/London", at most 64 characters. Empty
+   * means "UTC". INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
    * </pre>
    *
    * <code>string time_zone = 2 [json_name = "timeZone"];</code>
@@ -142,8 +144,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * An IANA zone name such as "Europe/London". Empty means "UTC".
-   * INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
+   * An IANA zone name such as "Europe/London", at most 64 characters. Empty
+   * means "UTC". INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
    * </pre>
    *
    * <code>string time_zone = 2 [json_name = "timeZone"];</code>
@@ -496,7 +498,8 @@ private static final long serialVersionUID = 0L;
      * Sunday), the macros &#64;hourly &#64;daily &#64;midnight &#64;weekly &#64;monthly &#64;yearly
      * &#64;annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
      * stable value from a hash of the job id. When both day fields are
-     * restricted, a day matches if either matches. INVALID_ARGUMENT
+     * restricted, a day matches if either matches. At most 512 characters of
+     * printable ASCII, spaces and tabs. INVALID_ARGUMENT
      * `job.schedule.cron.expression` with the reason on bad syntax, out-of-range
      * values or an expression that never fires.
      * </pre>
@@ -523,7 +526,8 @@ private static final long serialVersionUID = 0L;
      * Sunday), the macros &#64;hourly &#64;daily &#64;midnight &#64;weekly &#64;monthly &#64;yearly
      * &#64;annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
      * stable value from a hash of the job id. When both day fields are
-     * restricted, a day matches if either matches. INVALID_ARGUMENT
+     * restricted, a day matches if either matches. At most 512 characters of
+     * printable ASCII, spaces and tabs. INVALID_ARGUMENT
      * `job.schedule.cron.expression` with the reason on bad syntax, out-of-range
      * values or an expression that never fires.
      * </pre>
@@ -551,7 +555,8 @@ private static final long serialVersionUID = 0L;
      * Sunday), the macros &#64;hourly &#64;daily &#64;midnight &#64;weekly &#64;monthly &#64;yearly
      * &#64;annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
      * stable value from a hash of the job id. When both day fields are
-     * restricted, a day matches if either matches. INVALID_ARGUMENT
+     * restricted, a day matches if either matches. At most 512 characters of
+     * printable ASCII, spaces and tabs. INVALID_ARGUMENT
      * `job.schedule.cron.expression` with the reason on bad syntax, out-of-range
      * values or an expression that never fires.
      * </pre>
@@ -575,7 +580,8 @@ private static final long serialVersionUID = 0L;
      * Sunday), the macros &#64;hourly &#64;daily &#64;midnight &#64;weekly &#64;monthly &#64;yearly
      * &#64;annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
      * stable value from a hash of the job id. When both day fields are
-     * restricted, a day matches if either matches. INVALID_ARGUMENT
+     * restricted, a day matches if either matches. At most 512 characters of
+     * printable ASCII, spaces and tabs. INVALID_ARGUMENT
      * `job.schedule.cron.expression` with the reason on bad syntax, out-of-range
      * values or an expression that never fires.
      * </pre>
@@ -596,7 +602,8 @@ private static final long serialVersionUID = 0L;
      * Sunday), the macros &#64;hourly &#64;daily &#64;midnight &#64;weekly &#64;monthly &#64;yearly
      * &#64;annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
      * stable value from a hash of the job id. When both day fields are
-     * restricted, a day matches if either matches. INVALID_ARGUMENT
+     * restricted, a day matches if either matches. At most 512 characters of
+     * printable ASCII, spaces and tabs. INVALID_ARGUMENT
      * `job.schedule.cron.expression` with the reason on bad syntax, out-of-range
      * values or an expression that never fires.
      * </pre>
@@ -618,8 +625,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object timeZone_ = "";
     /**
      * <pre>
-     * An IANA zone name such as "Europe/London". Empty means "UTC".
-     * INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
+     * An IANA zone name such as "Europe/London", at most 64 characters. Empty
+     * means "UTC". INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
      * </pre>
      *
      * <code>string time_zone = 2 [json_name = "timeZone"];</code>
@@ -639,8 +646,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * An IANA zone name such as "Europe/London". Empty means "UTC".
-     * INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
+     * An IANA zone name such as "Europe/London", at most 64 characters. Empty
+     * means "UTC". INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
      * </pre>
      *
      * <code>string time_zone = 2 [json_name = "timeZone"];</code>
@@ -661,8 +668,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * An IANA zone name such as "Europe/London". Empty means "UTC".
-     * INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
+     * An IANA zone name such as "Europe/London", at most 64 characters. Empty
+     * means "UTC". INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
      * </pre>
      *
      * <code>string time_zone = 2 [json_name = "timeZone"];</code>
@@ -679,8 +686,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * An IANA zone name such as "Europe/London". Empty means "UTC".
-     * INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
+     * An IANA zone name such as "Europe/London", at most 64 characters. Empty
+     * means "UTC". INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
      * </pre>
      *
      * <code>string time_zone = 2 [json_name = "timeZone"];</code>
@@ -694,8 +701,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * An IANA zone name such as "Europe/London". Empty means "UTC".
-     * INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
+     * An IANA zone name such as "Europe/London", at most 64 characters. Empty
+     * means "UTC". INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
      * </pre>
      *
      * <code>string time_zone = 2 [json_name = "timeZone"];</code>

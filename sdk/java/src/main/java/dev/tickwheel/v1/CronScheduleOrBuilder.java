@@ -17,7 +17,8 @@ public interface CronScheduleOrBuilder extends
    * Sunday), the macros &#64;hourly &#64;daily &#64;midnight &#64;weekly &#64;monthly &#64;yearly
    * &#64;annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
    * stable value from a hash of the job id. When both day fields are
-   * restricted, a day matches if either matches. INVALID_ARGUMENT
+   * restricted, a day matches if either matches. At most 512 characters of
+   * printable ASCII, spaces and tabs. INVALID_ARGUMENT
    * `job.schedule.cron.expression` with the reason on bad syntax, out-of-range
    * values or an expression that never fires.
    * </pre>
@@ -33,7 +34,8 @@ public interface CronScheduleOrBuilder extends
    * Sunday), the macros &#64;hourly &#64;daily &#64;midnight &#64;weekly &#64;monthly &#64;yearly
    * &#64;annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
    * stable value from a hash of the job id. When both day fields are
-   * restricted, a day matches if either matches. INVALID_ARGUMENT
+   * restricted, a day matches if either matches. At most 512 characters of
+   * printable ASCII, spaces and tabs. INVALID_ARGUMENT
    * `job.schedule.cron.expression` with the reason on bad syntax, out-of-range
    * values or an expression that never fires.
    * </pre>
@@ -46,8 +48,8 @@ public interface CronScheduleOrBuilder extends
 
   /**
    * <pre>
-   * An IANA zone name such as "Europe/London". Empty means "UTC".
-   * INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
+   * An IANA zone name such as "Europe/London", at most 64 characters. Empty
+   * means "UTC". INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
    * </pre>
    *
    * <code>string time_zone = 2 [json_name = "timeZone"];</code>
@@ -56,8 +58,8 @@ public interface CronScheduleOrBuilder extends
   java.lang.String getTimeZone();
   /**
    * <pre>
-   * An IANA zone name such as "Europe/London". Empty means "UTC".
-   * INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
+   * An IANA zone name such as "Europe/London", at most 64 characters. Empty
+   * means "UTC". INVALID_ARGUMENT `job.schedule.cron.time_zone` when unknown.
    * </pre>
    *
    * <code>string time_zone = 2 [json_name = "timeZone"];</code>

@@ -75,7 +75,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object url_ = "";
   /**
    * <pre>
-   * Required. An absolute http or https URL, at most 2048 characters. Hosts in
+   * Required. An absolute http or https URL, at most 2048 printable ASCII
+   * characters without spaces. Hosts in
    * loopback, link-local, private or unspecified ranges are refused unless
    * the operator allow-lists them: INVALID_ARGUMENT `job.target.http.url`.
    * </pre>
@@ -98,7 +99,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Required. An absolute http or https URL, at most 2048 characters. Hosts in
+   * Required. An absolute http or https URL, at most 2048 printable ASCII
+   * characters without spaces. Hosts in
    * loopback, link-local, private or unspecified ranges are refused unless
    * the operator allow-lists them: INVALID_ARGUMENT `job.target.http.url`.
    * </pre>
@@ -196,8 +198,14 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Extra request headers, at most 32. The Tickwheel headers above cannot be
-   * overridden.
+   * Extra request headers, at most 32 and 16 KiB in all. Names are RFC 9110
+   * tokens of at most 128 characters, each name once in any case; values at
+   * most 4096 characters of printable ASCII, spaces and tabs (no CR, LF or
+   * NUL). The Tickwheel headers above and every `Tickwheel-*` header, and
+   * the headers that change the request's routing or framing (`Host`,
+   * `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+   * `Proxy-Connection`, `Upgrade`, `TE`, `Trailer`, `Expect`), cannot be set.
+   * INVALID_ARGUMENT `job.target.http.headers[name]`.
    * </pre>
    *
    * <code>map&lt;string, string&gt; headers = 3 [json_name = "headers"];</code>
@@ -218,8 +226,14 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Extra request headers, at most 32. The Tickwheel headers above cannot be
-   * overridden.
+   * Extra request headers, at most 32 and 16 KiB in all. Names are RFC 9110
+   * tokens of at most 128 characters, each name once in any case; values at
+   * most 4096 characters of printable ASCII, spaces and tabs (no CR, LF or
+   * NUL). The Tickwheel headers above and every `Tickwheel-*` header, and
+   * the headers that change the request's routing or framing (`Host`,
+   * `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+   * `Proxy-Connection`, `Upgrade`, `TE`, `Trailer`, `Expect`), cannot be set.
+   * INVALID_ARGUMENT `job.target.http.headers[name]`.
    * </pre>
    *
    * <code>map&lt;string, string&gt; headers = 3 [json_name = "headers"];</code>
@@ -230,8 +244,14 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Extra request headers, at most 32. The Tickwheel headers above cannot be
-   * overridden.
+   * Extra request headers, at most 32 and 16 KiB in all. Names are RFC 9110
+   * tokens of at most 128 characters, each name once in any case; values at
+   * most 4096 characters of printable ASCII, spaces and tabs (no CR, LF or
+   * NUL). The Tickwheel headers above and every `Tickwheel-*` header, and
+   * the headers that change the request's routing or framing (`Host`,
+   * `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+   * `Proxy-Connection`, `Upgrade`, `TE`, `Trailer`, `Expect`), cannot be set.
+   * INVALID_ARGUMENT `job.target.http.headers[name]`.
    * </pre>
    *
    * <code>map&lt;string, string&gt; headers = 3 [json_name = "headers"];</code>
@@ -249,8 +269,14 @@ java.lang.String defaultValue) {
   }
   /**
    * <pre>
-   * Extra request headers, at most 32. The Tickwheel headers above cannot be
-   * overridden.
+   * Extra request headers, at most 32 and 16 KiB in all. Names are RFC 9110
+   * tokens of at most 128 characters, each name once in any case; values at
+   * most 4096 characters of printable ASCII, spaces and tabs (no CR, LF or
+   * NUL). The Tickwheel headers above and every `Tickwheel-*` header, and
+   * the headers that change the request's routing or framing (`Host`,
+   * `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+   * `Proxy-Connection`, `Upgrade`, `TE`, `Trailer`, `Expect`), cannot be set.
+   * INVALID_ARGUMENT `job.target.http.headers[name]`.
    * </pre>
    *
    * <code>map&lt;string, string&gt; headers = 3 [json_name = "headers"];</code>
@@ -659,7 +685,8 @@ java.lang.String defaultValue) {
     private java.lang.Object url_ = "";
     /**
      * <pre>
-     * Required. An absolute http or https URL, at most 2048 characters. Hosts in
+     * Required. An absolute http or https URL, at most 2048 printable ASCII
+     * characters without spaces. Hosts in
      * loopback, link-local, private or unspecified ranges are refused unless
      * the operator allow-lists them: INVALID_ARGUMENT `job.target.http.url`.
      * </pre>
@@ -681,7 +708,8 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Required. An absolute http or https URL, at most 2048 characters. Hosts in
+     * Required. An absolute http or https URL, at most 2048 printable ASCII
+     * characters without spaces. Hosts in
      * loopback, link-local, private or unspecified ranges are refused unless
      * the operator allow-lists them: INVALID_ARGUMENT `job.target.http.url`.
      * </pre>
@@ -704,7 +732,8 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Required. An absolute http or https URL, at most 2048 characters. Hosts in
+     * Required. An absolute http or https URL, at most 2048 printable ASCII
+     * characters without spaces. Hosts in
      * loopback, link-local, private or unspecified ranges are refused unless
      * the operator allow-lists them: INVALID_ARGUMENT `job.target.http.url`.
      * </pre>
@@ -723,7 +752,8 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Required. An absolute http or https URL, at most 2048 characters. Hosts in
+     * Required. An absolute http or https URL, at most 2048 printable ASCII
+     * characters without spaces. Hosts in
      * loopback, link-local, private or unspecified ranges are refused unless
      * the operator allow-lists them: INVALID_ARGUMENT `job.target.http.url`.
      * </pre>
@@ -739,7 +769,8 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Required. An absolute http or https URL, at most 2048 characters. Hosts in
+     * Required. An absolute http or https URL, at most 2048 printable ASCII
+     * characters without spaces. Hosts in
      * loopback, link-local, private or unspecified ranges are refused unless
      * the operator allow-lists them: INVALID_ARGUMENT `job.target.http.url`.
      * </pre>
@@ -878,8 +909,14 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Extra request headers, at most 32. The Tickwheel headers above cannot be
-     * overridden.
+     * Extra request headers, at most 32 and 16 KiB in all. Names are RFC 9110
+     * tokens of at most 128 characters, each name once in any case; values at
+     * most 4096 characters of printable ASCII, spaces and tabs (no CR, LF or
+     * NUL). The Tickwheel headers above and every `Tickwheel-*` header, and
+     * the headers that change the request's routing or framing (`Host`,
+     * `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+     * `Proxy-Connection`, `Upgrade`, `TE`, `Trailer`, `Expect`), cannot be set.
+     * INVALID_ARGUMENT `job.target.http.headers[name]`.
      * </pre>
      *
      * <code>map&lt;string, string&gt; headers = 3 [json_name = "headers"];</code>
@@ -900,8 +937,14 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Extra request headers, at most 32. The Tickwheel headers above cannot be
-     * overridden.
+     * Extra request headers, at most 32 and 16 KiB in all. Names are RFC 9110
+     * tokens of at most 128 characters, each name once in any case; values at
+     * most 4096 characters of printable ASCII, spaces and tabs (no CR, LF or
+     * NUL). The Tickwheel headers above and every `Tickwheel-*` header, and
+     * the headers that change the request's routing or framing (`Host`,
+     * `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+     * `Proxy-Connection`, `Upgrade`, `TE`, `Trailer`, `Expect`), cannot be set.
+     * INVALID_ARGUMENT `job.target.http.headers[name]`.
      * </pre>
      *
      * <code>map&lt;string, string&gt; headers = 3 [json_name = "headers"];</code>
@@ -912,8 +955,14 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Extra request headers, at most 32. The Tickwheel headers above cannot be
-     * overridden.
+     * Extra request headers, at most 32 and 16 KiB in all. Names are RFC 9110
+     * tokens of at most 128 characters, each name once in any case; values at
+     * most 4096 characters of printable ASCII, spaces and tabs (no CR, LF or
+     * NUL). The Tickwheel headers above and every `Tickwheel-*` header, and
+     * the headers that change the request's routing or framing (`Host`,
+     * `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+     * `Proxy-Connection`, `Upgrade`, `TE`, `Trailer`, `Expect`), cannot be set.
+     * INVALID_ARGUMENT `job.target.http.headers[name]`.
      * </pre>
      *
      * <code>map&lt;string, string&gt; headers = 3 [json_name = "headers"];</code>
@@ -931,8 +980,14 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Extra request headers, at most 32. The Tickwheel headers above cannot be
-     * overridden.
+     * Extra request headers, at most 32 and 16 KiB in all. Names are RFC 9110
+     * tokens of at most 128 characters, each name once in any case; values at
+     * most 4096 characters of printable ASCII, spaces and tabs (no CR, LF or
+     * NUL). The Tickwheel headers above and every `Tickwheel-*` header, and
+     * the headers that change the request's routing or framing (`Host`,
+     * `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+     * `Proxy-Connection`, `Upgrade`, `TE`, `Trailer`, `Expect`), cannot be set.
+     * INVALID_ARGUMENT `job.target.http.headers[name]`.
      * </pre>
      *
      * <code>map&lt;string, string&gt; headers = 3 [json_name = "headers"];</code>
@@ -956,8 +1011,14 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Extra request headers, at most 32. The Tickwheel headers above cannot be
-     * overridden.
+     * Extra request headers, at most 32 and 16 KiB in all. Names are RFC 9110
+     * tokens of at most 128 characters, each name once in any case; values at
+     * most 4096 characters of printable ASCII, spaces and tabs (no CR, LF or
+     * NUL). The Tickwheel headers above and every `Tickwheel-*` header, and
+     * the headers that change the request's routing or framing (`Host`,
+     * `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+     * `Proxy-Connection`, `Upgrade`, `TE`, `Trailer`, `Expect`), cannot be set.
+     * INVALID_ARGUMENT `job.target.http.headers[name]`.
      * </pre>
      *
      * <code>map&lt;string, string&gt; headers = 3 [json_name = "headers"];</code>
@@ -980,8 +1041,14 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Extra request headers, at most 32. The Tickwheel headers above cannot be
-     * overridden.
+     * Extra request headers, at most 32 and 16 KiB in all. Names are RFC 9110
+     * tokens of at most 128 characters, each name once in any case; values at
+     * most 4096 characters of printable ASCII, spaces and tabs (no CR, LF or
+     * NUL). The Tickwheel headers above and every `Tickwheel-*` header, and
+     * the headers that change the request's routing or framing (`Host`,
+     * `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+     * `Proxy-Connection`, `Upgrade`, `TE`, `Trailer`, `Expect`), cannot be set.
+     * INVALID_ARGUMENT `job.target.http.headers[name]`.
      * </pre>
      *
      * <code>map&lt;string, string&gt; headers = 3 [json_name = "headers"];</code>
@@ -998,8 +1065,14 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Extra request headers, at most 32. The Tickwheel headers above cannot be
-     * overridden.
+     * Extra request headers, at most 32 and 16 KiB in all. Names are RFC 9110
+     * tokens of at most 128 characters, each name once in any case; values at
+     * most 4096 characters of printable ASCII, spaces and tabs (no CR, LF or
+     * NUL). The Tickwheel headers above and every `Tickwheel-*` header, and
+     * the headers that change the request's routing or framing (`Host`,
+     * `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+     * `Proxy-Connection`, `Upgrade`, `TE`, `Trailer`, `Expect`), cannot be set.
+     * INVALID_ARGUMENT `job.target.http.headers[name]`.
      * </pre>
      *
      * <code>map&lt;string, string&gt; headers = 3 [json_name = "headers"];</code>

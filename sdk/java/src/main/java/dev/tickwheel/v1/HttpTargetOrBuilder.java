@@ -12,7 +12,8 @@ public interface HttpTargetOrBuilder extends
 
   /**
    * <pre>
-   * Required. An absolute http or https URL, at most 2048 characters. Hosts in
+   * Required. An absolute http or https URL, at most 2048 printable ASCII
+   * characters without spaces. Hosts in
    * loopback, link-local, private or unspecified ranges are refused unless
    * the operator allow-lists them: INVALID_ARGUMENT `job.target.http.url`.
    * </pre>
@@ -23,7 +24,8 @@ public interface HttpTargetOrBuilder extends
   java.lang.String getUrl();
   /**
    * <pre>
-   * Required. An absolute http or https URL, at most 2048 characters. Hosts in
+   * Required. An absolute http or https URL, at most 2048 printable ASCII
+   * characters without spaces. Hosts in
    * loopback, link-local, private or unspecified ranges are refused unless
    * the operator allow-lists them: INVALID_ARGUMENT `job.target.http.url`.
    * </pre>
@@ -56,8 +58,14 @@ public interface HttpTargetOrBuilder extends
 
   /**
    * <pre>
-   * Extra request headers, at most 32. The Tickwheel headers above cannot be
-   * overridden.
+   * Extra request headers, at most 32 and 16 KiB in all. Names are RFC 9110
+   * tokens of at most 128 characters, each name once in any case; values at
+   * most 4096 characters of printable ASCII, spaces and tabs (no CR, LF or
+   * NUL). The Tickwheel headers above and every `Tickwheel-*` header, and
+   * the headers that change the request's routing or framing (`Host`,
+   * `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+   * `Proxy-Connection`, `Upgrade`, `TE`, `Trailer`, `Expect`), cannot be set.
+   * INVALID_ARGUMENT `job.target.http.headers[name]`.
    * </pre>
    *
    * <code>map&lt;string, string&gt; headers = 3 [json_name = "headers"];</code>
@@ -65,8 +73,14 @@ public interface HttpTargetOrBuilder extends
   int getHeadersCount();
   /**
    * <pre>
-   * Extra request headers, at most 32. The Tickwheel headers above cannot be
-   * overridden.
+   * Extra request headers, at most 32 and 16 KiB in all. Names are RFC 9110
+   * tokens of at most 128 characters, each name once in any case; values at
+   * most 4096 characters of printable ASCII, spaces and tabs (no CR, LF or
+   * NUL). The Tickwheel headers above and every `Tickwheel-*` header, and
+   * the headers that change the request's routing or framing (`Host`,
+   * `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+   * `Proxy-Connection`, `Upgrade`, `TE`, `Trailer`, `Expect`), cannot be set.
+   * INVALID_ARGUMENT `job.target.http.headers[name]`.
    * </pre>
    *
    * <code>map&lt;string, string&gt; headers = 3 [json_name = "headers"];</code>
@@ -81,8 +95,14 @@ public interface HttpTargetOrBuilder extends
   getHeaders();
   /**
    * <pre>
-   * Extra request headers, at most 32. The Tickwheel headers above cannot be
-   * overridden.
+   * Extra request headers, at most 32 and 16 KiB in all. Names are RFC 9110
+   * tokens of at most 128 characters, each name once in any case; values at
+   * most 4096 characters of printable ASCII, spaces and tabs (no CR, LF or
+   * NUL). The Tickwheel headers above and every `Tickwheel-*` header, and
+   * the headers that change the request's routing or framing (`Host`,
+   * `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+   * `Proxy-Connection`, `Upgrade`, `TE`, `Trailer`, `Expect`), cannot be set.
+   * INVALID_ARGUMENT `job.target.http.headers[name]`.
    * </pre>
    *
    * <code>map&lt;string, string&gt; headers = 3 [json_name = "headers"];</code>
@@ -91,8 +111,14 @@ public interface HttpTargetOrBuilder extends
   getHeadersMap();
   /**
    * <pre>
-   * Extra request headers, at most 32. The Tickwheel headers above cannot be
-   * overridden.
+   * Extra request headers, at most 32 and 16 KiB in all. Names are RFC 9110
+   * tokens of at most 128 characters, each name once in any case; values at
+   * most 4096 characters of printable ASCII, spaces and tabs (no CR, LF or
+   * NUL). The Tickwheel headers above and every `Tickwheel-*` header, and
+   * the headers that change the request's routing or framing (`Host`,
+   * `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+   * `Proxy-Connection`, `Upgrade`, `TE`, `Trailer`, `Expect`), cannot be set.
+   * INVALID_ARGUMENT `job.target.http.headers[name]`.
    * </pre>
    *
    * <code>map&lt;string, string&gt; headers = 3 [json_name = "headers"];</code>
@@ -104,8 +130,14 @@ java.lang.String getHeadersOrDefault(
 java.lang.String defaultValue);
   /**
    * <pre>
-   * Extra request headers, at most 32. The Tickwheel headers above cannot be
-   * overridden.
+   * Extra request headers, at most 32 and 16 KiB in all. Names are RFC 9110
+   * tokens of at most 128 characters, each name once in any case; values at
+   * most 4096 characters of printable ASCII, spaces and tabs (no CR, LF or
+   * NUL). The Tickwheel headers above and every `Tickwheel-*` header, and
+   * the headers that change the request's routing or framing (`Host`,
+   * `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+   * `Proxy-Connection`, `Upgrade`, `TE`, `Trailer`, `Expect`), cannot be set.
+   * INVALID_ARGUMENT `job.target.http.headers[name]`.
    * </pre>
    *
    * <code>map&lt;string, string&gt; headers = 3 [json_name = "headers"];</code>

@@ -180,7 +180,10 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Required. A human-readable name, 1 to 200 characters, unique neither per
-   * tenant nor globally. INVALID_ARGUMENT `job.name` when empty or longer.
+   * tenant nor globally. One printable line: no control character (C0, C1),
+   * line separator or invisible format character (bidirectional overrides
+   * and isolates, zero-width space, BOM; ZWNJ and ZWJ are allowed).
+   * INVALID_ARGUMENT `job.name` when empty, longer or holding one.
    * </pre>
    *
    * <code>string name = 3 [json_name = "name"];</code>
@@ -202,7 +205,10 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Required. A human-readable name, 1 to 200 characters, unique neither per
-   * tenant nor globally. INVALID_ARGUMENT `job.name` when empty or longer.
+   * tenant nor globally. One printable line: no control character (C0, C1),
+   * line separator or invisible format character (bidirectional overrides
+   * and isolates, zero-width space, BOM; ZWNJ and ZWJ are allowed).
+   * INVALID_ARGUMENT `job.name` when empty, longer or holding one.
    * </pre>
    *
    * <code>string name = 3 [json_name = "name"];</code>
@@ -353,7 +359,10 @@ private static final long serialVersionUID = 0L;
   private com.google.protobuf.Timestamp startAt_;
   /**
    * <pre>
-   * Optional. No occurrence is nominally before this instant.
+   * Optional. No occurrence is nominally before this instant. Every instant
+   * of a job (`start_at`, `end_at`, `schedule.once_at`) lies in
+   * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT naming
+   * the field otherwise.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp start_at = 7 [json_name = "startAt"];</code>
@@ -365,7 +374,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Optional. No occurrence is nominally before this instant.
+   * Optional. No occurrence is nominally before this instant. Every instant
+   * of a job (`start_at`, `end_at`, `schedule.once_at`) lies in
+   * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT naming
+   * the field otherwise.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp start_at = 7 [json_name = "startAt"];</code>
@@ -377,7 +389,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Optional. No occurrence is nominally before this instant.
+   * Optional. No occurrence is nominally before this instant. Every instant
+   * of a job (`start_at`, `end_at`, `schedule.once_at`) lies in
+   * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT naming
+   * the field otherwise.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp start_at = 7 [json_name = "startAt"];</code>
@@ -488,6 +503,9 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * Opaque bytes handed to the target with every execution. At most the
    * tenant's payload quota (default 64 KiB): RESOURCE_EXHAUSTED otherwise.
+   * The rest of the definition is at most 64 KiB serialized:
+   * INVALID_ARGUMENT `job` otherwise. Fields this server does not know are
+   * ignored and not stored.
    * </pre>
    *
    * <code>bytes payload = 11 [json_name = "payload"];</code>
@@ -646,7 +664,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * An occurrence later than this at claim time is missed. Default 60 s;
-   * INVALID_ARGUMENT `job.misfire_threshold` when negative.
+   * INVALID_ARGUMENT `job.misfire_threshold` when negative or over 30 days.
    * </pre>
    *
    * <code>.google.protobuf.Duration misfire_threshold = 16 [json_name = "misfireThreshold"];</code>
@@ -659,7 +677,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * An occurrence later than this at claim time is missed. Default 60 s;
-   * INVALID_ARGUMENT `job.misfire_threshold` when negative.
+   * INVALID_ARGUMENT `job.misfire_threshold` when negative or over 30 days.
    * </pre>
    *
    * <code>.google.protobuf.Duration misfire_threshold = 16 [json_name = "misfireThreshold"];</code>
@@ -672,7 +690,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * An occurrence later than this at claim time is missed. Default 60 s;
-   * INVALID_ARGUMENT `job.misfire_threshold` when negative.
+   * INVALID_ARGUMENT `job.misfire_threshold` when negative or over 30 days.
    * </pre>
    *
    * <code>.google.protobuf.Duration misfire_threshold = 16 [json_name = "misfireThreshold"];</code>
@@ -704,7 +722,10 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * An alert is raised when an occurrence has not started this long after its
-   * due instant. Default 5 minutes; 0 disables the alert.
+   * due instant. Default 5 minutes; 0 disables the alert; at most 30 days.
+   * Every Duration and Timestamp here must be valid protobuf (Duration within
+   * ±315 576 000 000 s, nanos of the same sign; Timestamp nanos in
+   * [0, 10^9)): INVALID_ARGUMENT naming the field otherwise.
    * </pre>
    *
    * <code>.google.protobuf.Duration lateness_threshold = 18 [json_name = "latenessThreshold"];</code>
@@ -717,7 +738,10 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * An alert is raised when an occurrence has not started this long after its
-   * due instant. Default 5 minutes; 0 disables the alert.
+   * due instant. Default 5 minutes; 0 disables the alert; at most 30 days.
+   * Every Duration and Timestamp here must be valid protobuf (Duration within
+   * ±315 576 000 000 s, nanos of the same sign; Timestamp nanos in
+   * [0, 10^9)): INVALID_ARGUMENT naming the field otherwise.
    * </pre>
    *
    * <code>.google.protobuf.Duration lateness_threshold = 18 [json_name = "latenessThreshold"];</code>
@@ -730,7 +754,10 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * An alert is raised when an occurrence has not started this long after its
-   * due instant. Default 5 minutes; 0 disables the alert.
+   * due instant. Default 5 minutes; 0 disables the alert; at most 30 days.
+   * Every Duration and Timestamp here must be valid protobuf (Duration within
+   * ±315 576 000 000 s, nanos of the same sign; Timestamp nanos in
+   * [0, 10^9)): INVALID_ARGUMENT naming the field otherwise.
    * </pre>
    *
    * <code>.google.protobuf.Duration lateness_threshold = 18 [json_name = "latenessThreshold"];</code>
@@ -835,7 +862,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Free-form labels for search and grouping: at most 32, keys 1-63
-   * characters of [a-z0-9_.-], values at most 256 characters.
+   * characters of [a-z0-9_.-], values at most 256 characters of one
+   * printable line (the rule of `name`). INVALID_ARGUMENT `job.labels[key]`.
    * </pre>
    *
    * <code>map&lt;string, string&gt; labels = 20 [json_name = "labels"];</code>
@@ -857,7 +885,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Free-form labels for search and grouping: at most 32, keys 1-63
-   * characters of [a-z0-9_.-], values at most 256 characters.
+   * characters of [a-z0-9_.-], values at most 256 characters of one
+   * printable line (the rule of `name`). INVALID_ARGUMENT `job.labels[key]`.
    * </pre>
    *
    * <code>map&lt;string, string&gt; labels = 20 [json_name = "labels"];</code>
@@ -869,7 +898,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Free-form labels for search and grouping: at most 32, keys 1-63
-   * characters of [a-z0-9_.-], values at most 256 characters.
+   * characters of [a-z0-9_.-], values at most 256 characters of one
+   * printable line (the rule of `name`). INVALID_ARGUMENT `job.labels[key]`.
    * </pre>
    *
    * <code>map&lt;string, string&gt; labels = 20 [json_name = "labels"];</code>
@@ -888,7 +918,8 @@ java.lang.String defaultValue) {
   /**
    * <pre>
    * Free-form labels for search and grouping: at most 32, keys 1-63
-   * characters of [a-z0-9_.-], values at most 256 characters.
+   * characters of [a-z0-9_.-], values at most 256 characters of one
+   * printable line (the rule of `name`). INVALID_ARGUMENT `job.labels[key]`.
    * </pre>
    *
    * <code>map&lt;string, string&gt; labels = 20 [json_name = "labels"];</code>
@@ -2747,7 +2778,10 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * Required. A human-readable name, 1 to 200 characters, unique neither per
-     * tenant nor globally. INVALID_ARGUMENT `job.name` when empty or longer.
+     * tenant nor globally. One printable line: no control character (C0, C1),
+     * line separator or invisible format character (bidirectional overrides
+     * and isolates, zero-width space, BOM; ZWNJ and ZWJ are allowed).
+     * INVALID_ARGUMENT `job.name` when empty, longer or holding one.
      * </pre>
      *
      * <code>string name = 3 [json_name = "name"];</code>
@@ -2768,7 +2802,10 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * Required. A human-readable name, 1 to 200 characters, unique neither per
-     * tenant nor globally. INVALID_ARGUMENT `job.name` when empty or longer.
+     * tenant nor globally. One printable line: no control character (C0, C1),
+     * line separator or invisible format character (bidirectional overrides
+     * and isolates, zero-width space, BOM; ZWNJ and ZWJ are allowed).
+     * INVALID_ARGUMENT `job.name` when empty, longer or holding one.
      * </pre>
      *
      * <code>string name = 3 [json_name = "name"];</code>
@@ -2790,7 +2827,10 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * Required. A human-readable name, 1 to 200 characters, unique neither per
-     * tenant nor globally. INVALID_ARGUMENT `job.name` when empty or longer.
+     * tenant nor globally. One printable line: no control character (C0, C1),
+     * line separator or invisible format character (bidirectional overrides
+     * and isolates, zero-width space, BOM; ZWNJ and ZWJ are allowed).
+     * INVALID_ARGUMENT `job.name` when empty, longer or holding one.
      * </pre>
      *
      * <code>string name = 3 [json_name = "name"];</code>
@@ -2808,7 +2848,10 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * Required. A human-readable name, 1 to 200 characters, unique neither per
-     * tenant nor globally. INVALID_ARGUMENT `job.name` when empty or longer.
+     * tenant nor globally. One printable line: no control character (C0, C1),
+     * line separator or invisible format character (bidirectional overrides
+     * and isolates, zero-width space, BOM; ZWNJ and ZWJ are allowed).
+     * INVALID_ARGUMENT `job.name` when empty, longer or holding one.
      * </pre>
      *
      * <code>string name = 3 [json_name = "name"];</code>
@@ -2823,7 +2866,10 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * Required. A human-readable name, 1 to 200 characters, unique neither per
-     * tenant nor globally. INVALID_ARGUMENT `job.name` when empty or longer.
+     * tenant nor globally. One printable line: no control character (C0, C1),
+     * line separator or invisible format character (bidirectional overrides
+     * and isolates, zero-width space, BOM; ZWNJ and ZWJ are allowed).
+     * INVALID_ARGUMENT `job.name` when empty, longer or holding one.
      * </pre>
      *
      * <code>string name = 3 [json_name = "name"];</code>
@@ -3346,7 +3392,10 @@ java.lang.String defaultValue) {
         com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> startAtBuilder_;
     /**
      * <pre>
-     * Optional. No occurrence is nominally before this instant.
+     * Optional. No occurrence is nominally before this instant. Every instant
+     * of a job (`start_at`, `end_at`, `schedule.once_at`) lies in
+     * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT naming
+     * the field otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp start_at = 7 [json_name = "startAt"];</code>
@@ -3357,7 +3406,10 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Optional. No occurrence is nominally before this instant.
+     * Optional. No occurrence is nominally before this instant. Every instant
+     * of a job (`start_at`, `end_at`, `schedule.once_at`) lies in
+     * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT naming
+     * the field otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp start_at = 7 [json_name = "startAt"];</code>
@@ -3372,7 +3424,10 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Optional. No occurrence is nominally before this instant.
+     * Optional. No occurrence is nominally before this instant. Every instant
+     * of a job (`start_at`, `end_at`, `schedule.once_at`) lies in
+     * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT naming
+     * the field otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp start_at = 7 [json_name = "startAt"];</code>
@@ -3390,7 +3445,10 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Optional. No occurrence is nominally before this instant.
+     * Optional. No occurrence is nominally before this instant. Every instant
+     * of a job (`start_at`, `end_at`, `schedule.once_at`) lies in
+     * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT naming
+     * the field otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp start_at = 7 [json_name = "startAt"];</code>
@@ -3408,7 +3466,10 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Optional. No occurrence is nominally before this instant.
+     * Optional. No occurrence is nominally before this instant. Every instant
+     * of a job (`start_at`, `end_at`, `schedule.once_at`) lies in
+     * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT naming
+     * the field otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp start_at = 7 [json_name = "startAt"];</code>
@@ -3433,7 +3494,10 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Optional. No occurrence is nominally before this instant.
+     * Optional. No occurrence is nominally before this instant. Every instant
+     * of a job (`start_at`, `end_at`, `schedule.once_at`) lies in
+     * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT naming
+     * the field otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp start_at = 7 [json_name = "startAt"];</code>
@@ -3450,7 +3514,10 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Optional. No occurrence is nominally before this instant.
+     * Optional. No occurrence is nominally before this instant. Every instant
+     * of a job (`start_at`, `end_at`, `schedule.once_at`) lies in
+     * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT naming
+     * the field otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp start_at = 7 [json_name = "startAt"];</code>
@@ -3462,7 +3529,10 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Optional. No occurrence is nominally before this instant.
+     * Optional. No occurrence is nominally before this instant. Every instant
+     * of a job (`start_at`, `end_at`, `schedule.once_at`) lies in
+     * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT naming
+     * the field otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp start_at = 7 [json_name = "startAt"];</code>
@@ -3477,7 +3547,10 @@ java.lang.String defaultValue) {
     }
     /**
      * <pre>
-     * Optional. No occurrence is nominally before this instant.
+     * Optional. No occurrence is nominally before this instant. Every instant
+     * of a job (`start_at`, `end_at`, `schedule.once_at`) lies in
+     * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT naming
+     * the field otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp start_at = 7 [json_name = "startAt"];</code>
@@ -3867,6 +3940,9 @@ java.lang.String defaultValue) {
      * <pre>
      * Opaque bytes handed to the target with every execution. At most the
      * tenant's payload quota (default 64 KiB): RESOURCE_EXHAUSTED otherwise.
+     * The rest of the definition is at most 64 KiB serialized:
+     * INVALID_ARGUMENT `job` otherwise. Fields this server does not know are
+     * ignored and not stored.
      * </pre>
      *
      * <code>bytes payload = 11 [json_name = "payload"];</code>
@@ -3880,6 +3956,9 @@ java.lang.String defaultValue) {
      * <pre>
      * Opaque bytes handed to the target with every execution. At most the
      * tenant's payload quota (default 64 KiB): RESOURCE_EXHAUSTED otherwise.
+     * The rest of the definition is at most 64 KiB serialized:
+     * INVALID_ARGUMENT `job` otherwise. Fields this server does not know are
+     * ignored and not stored.
      * </pre>
      *
      * <code>bytes payload = 11 [json_name = "payload"];</code>
@@ -3897,6 +3976,9 @@ java.lang.String defaultValue) {
      * <pre>
      * Opaque bytes handed to the target with every execution. At most the
      * tenant's payload quota (default 64 KiB): RESOURCE_EXHAUSTED otherwise.
+     * The rest of the definition is at most 64 KiB serialized:
+     * INVALID_ARGUMENT `job` otherwise. Fields this server does not know are
+     * ignored and not stored.
      * </pre>
      *
      * <code>bytes payload = 11 [json_name = "payload"];</code>
@@ -4411,7 +4493,7 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * An occurrence later than this at claim time is missed. Default 60 s;
-     * INVALID_ARGUMENT `job.misfire_threshold` when negative.
+     * INVALID_ARGUMENT `job.misfire_threshold` when negative or over 30 days.
      * </pre>
      *
      * <code>.google.protobuf.Duration misfire_threshold = 16 [json_name = "misfireThreshold"];</code>
@@ -4423,7 +4505,7 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * An occurrence later than this at claim time is missed. Default 60 s;
-     * INVALID_ARGUMENT `job.misfire_threshold` when negative.
+     * INVALID_ARGUMENT `job.misfire_threshold` when negative or over 30 days.
      * </pre>
      *
      * <code>.google.protobuf.Duration misfire_threshold = 16 [json_name = "misfireThreshold"];</code>
@@ -4439,7 +4521,7 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * An occurrence later than this at claim time is missed. Default 60 s;
-     * INVALID_ARGUMENT `job.misfire_threshold` when negative.
+     * INVALID_ARGUMENT `job.misfire_threshold` when negative or over 30 days.
      * </pre>
      *
      * <code>.google.protobuf.Duration misfire_threshold = 16 [json_name = "misfireThreshold"];</code>
@@ -4458,7 +4540,7 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * An occurrence later than this at claim time is missed. Default 60 s;
-     * INVALID_ARGUMENT `job.misfire_threshold` when negative.
+     * INVALID_ARGUMENT `job.misfire_threshold` when negative or over 30 days.
      * </pre>
      *
      * <code>.google.protobuf.Duration misfire_threshold = 16 [json_name = "misfireThreshold"];</code>
@@ -4477,7 +4559,7 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * An occurrence later than this at claim time is missed. Default 60 s;
-     * INVALID_ARGUMENT `job.misfire_threshold` when negative.
+     * INVALID_ARGUMENT `job.misfire_threshold` when negative or over 30 days.
      * </pre>
      *
      * <code>.google.protobuf.Duration misfire_threshold = 16 [json_name = "misfireThreshold"];</code>
@@ -4503,7 +4585,7 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * An occurrence later than this at claim time is missed. Default 60 s;
-     * INVALID_ARGUMENT `job.misfire_threshold` when negative.
+     * INVALID_ARGUMENT `job.misfire_threshold` when negative or over 30 days.
      * </pre>
      *
      * <code>.google.protobuf.Duration misfire_threshold = 16 [json_name = "misfireThreshold"];</code>
@@ -4521,7 +4603,7 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * An occurrence later than this at claim time is missed. Default 60 s;
-     * INVALID_ARGUMENT `job.misfire_threshold` when negative.
+     * INVALID_ARGUMENT `job.misfire_threshold` when negative or over 30 days.
      * </pre>
      *
      * <code>.google.protobuf.Duration misfire_threshold = 16 [json_name = "misfireThreshold"];</code>
@@ -4534,7 +4616,7 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * An occurrence later than this at claim time is missed. Default 60 s;
-     * INVALID_ARGUMENT `job.misfire_threshold` when negative.
+     * INVALID_ARGUMENT `job.misfire_threshold` when negative or over 30 days.
      * </pre>
      *
      * <code>.google.protobuf.Duration misfire_threshold = 16 [json_name = "misfireThreshold"];</code>
@@ -4550,7 +4632,7 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * An occurrence later than this at claim time is missed. Default 60 s;
-     * INVALID_ARGUMENT `job.misfire_threshold` when negative.
+     * INVALID_ARGUMENT `job.misfire_threshold` when negative or over 30 days.
      * </pre>
      *
      * <code>.google.protobuf.Duration misfire_threshold = 16 [json_name = "misfireThreshold"];</code>
@@ -4625,7 +4707,10 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * An alert is raised when an occurrence has not started this long after its
-     * due instant. Default 5 minutes; 0 disables the alert.
+     * due instant. Default 5 minutes; 0 disables the alert; at most 30 days.
+     * Every Duration and Timestamp here must be valid protobuf (Duration within
+     * ±315 576 000 000 s, nanos of the same sign; Timestamp nanos in
+     * [0, 10^9)): INVALID_ARGUMENT naming the field otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Duration lateness_threshold = 18 [json_name = "latenessThreshold"];</code>
@@ -4637,7 +4722,10 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * An alert is raised when an occurrence has not started this long after its
-     * due instant. Default 5 minutes; 0 disables the alert.
+     * due instant. Default 5 minutes; 0 disables the alert; at most 30 days.
+     * Every Duration and Timestamp here must be valid protobuf (Duration within
+     * ±315 576 000 000 s, nanos of the same sign; Timestamp nanos in
+     * [0, 10^9)): INVALID_ARGUMENT naming the field otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Duration lateness_threshold = 18 [json_name = "latenessThreshold"];</code>
@@ -4653,7 +4741,10 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * An alert is raised when an occurrence has not started this long after its
-     * due instant. Default 5 minutes; 0 disables the alert.
+     * due instant. Default 5 minutes; 0 disables the alert; at most 30 days.
+     * Every Duration and Timestamp here must be valid protobuf (Duration within
+     * ±315 576 000 000 s, nanos of the same sign; Timestamp nanos in
+     * [0, 10^9)): INVALID_ARGUMENT naming the field otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Duration lateness_threshold = 18 [json_name = "latenessThreshold"];</code>
@@ -4672,7 +4763,10 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * An alert is raised when an occurrence has not started this long after its
-     * due instant. Default 5 minutes; 0 disables the alert.
+     * due instant. Default 5 minutes; 0 disables the alert; at most 30 days.
+     * Every Duration and Timestamp here must be valid protobuf (Duration within
+     * ±315 576 000 000 s, nanos of the same sign; Timestamp nanos in
+     * [0, 10^9)): INVALID_ARGUMENT naming the field otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Duration lateness_threshold = 18 [json_name = "latenessThreshold"];</code>
@@ -4691,7 +4785,10 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * An alert is raised when an occurrence has not started this long after its
-     * due instant. Default 5 minutes; 0 disables the alert.
+     * due instant. Default 5 minutes; 0 disables the alert; at most 30 days.
+     * Every Duration and Timestamp here must be valid protobuf (Duration within
+     * ±315 576 000 000 s, nanos of the same sign; Timestamp nanos in
+     * [0, 10^9)): INVALID_ARGUMENT naming the field otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Duration lateness_threshold = 18 [json_name = "latenessThreshold"];</code>
@@ -4717,7 +4814,10 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * An alert is raised when an occurrence has not started this long after its
-     * due instant. Default 5 minutes; 0 disables the alert.
+     * due instant. Default 5 minutes; 0 disables the alert; at most 30 days.
+     * Every Duration and Timestamp here must be valid protobuf (Duration within
+     * ±315 576 000 000 s, nanos of the same sign; Timestamp nanos in
+     * [0, 10^9)): INVALID_ARGUMENT naming the field otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Duration lateness_threshold = 18 [json_name = "latenessThreshold"];</code>
@@ -4735,7 +4835,10 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * An alert is raised when an occurrence has not started this long after its
-     * due instant. Default 5 minutes; 0 disables the alert.
+     * due instant. Default 5 minutes; 0 disables the alert; at most 30 days.
+     * Every Duration and Timestamp here must be valid protobuf (Duration within
+     * ±315 576 000 000 s, nanos of the same sign; Timestamp nanos in
+     * [0, 10^9)): INVALID_ARGUMENT naming the field otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Duration lateness_threshold = 18 [json_name = "latenessThreshold"];</code>
@@ -4748,7 +4851,10 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * An alert is raised when an occurrence has not started this long after its
-     * due instant. Default 5 minutes; 0 disables the alert.
+     * due instant. Default 5 minutes; 0 disables the alert; at most 30 days.
+     * Every Duration and Timestamp here must be valid protobuf (Duration within
+     * ±315 576 000 000 s, nanos of the same sign; Timestamp nanos in
+     * [0, 10^9)): INVALID_ARGUMENT naming the field otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Duration lateness_threshold = 18 [json_name = "latenessThreshold"];</code>
@@ -4764,7 +4870,10 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * An alert is raised when an occurrence has not started this long after its
-     * due instant. Default 5 minutes; 0 disables the alert.
+     * due instant. Default 5 minutes; 0 disables the alert; at most 30 days.
+     * Every Duration and Timestamp here must be valid protobuf (Duration within
+     * ±315 576 000 000 s, nanos of the same sign; Timestamp nanos in
+     * [0, 10^9)): INVALID_ARGUMENT naming the field otherwise.
      * </pre>
      *
      * <code>.google.protobuf.Duration lateness_threshold = 18 [json_name = "latenessThreshold"];</code>
@@ -5136,7 +5245,8 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * Free-form labels for search and grouping: at most 32, keys 1-63
-     * characters of [a-z0-9_.-], values at most 256 characters.
+     * characters of [a-z0-9_.-], values at most 256 characters of one
+     * printable line (the rule of `name`). INVALID_ARGUMENT `job.labels[key]`.
      * </pre>
      *
      * <code>map&lt;string, string&gt; labels = 20 [json_name = "labels"];</code>
@@ -5158,7 +5268,8 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * Free-form labels for search and grouping: at most 32, keys 1-63
-     * characters of [a-z0-9_.-], values at most 256 characters.
+     * characters of [a-z0-9_.-], values at most 256 characters of one
+     * printable line (the rule of `name`). INVALID_ARGUMENT `job.labels[key]`.
      * </pre>
      *
      * <code>map&lt;string, string&gt; labels = 20 [json_name = "labels"];</code>
@@ -5170,7 +5281,8 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * Free-form labels for search and grouping: at most 32, keys 1-63
-     * characters of [a-z0-9_.-], values at most 256 characters.
+     * characters of [a-z0-9_.-], values at most 256 characters of one
+     * printable line (the rule of `name`). INVALID_ARGUMENT `job.labels[key]`.
      * </pre>
      *
      * <code>map&lt;string, string&gt; labels = 20 [json_name = "labels"];</code>
@@ -5189,7 +5301,8 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * Free-form labels for search and grouping: at most 32, keys 1-63
-     * characters of [a-z0-9_.-], values at most 256 characters.
+     * characters of [a-z0-9_.-], values at most 256 characters of one
+     * printable line (the rule of `name`). INVALID_ARGUMENT `job.labels[key]`.
      * </pre>
      *
      * <code>map&lt;string, string&gt; labels = 20 [json_name = "labels"];</code>
@@ -5214,7 +5327,8 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * Free-form labels for search and grouping: at most 32, keys 1-63
-     * characters of [a-z0-9_.-], values at most 256 characters.
+     * characters of [a-z0-9_.-], values at most 256 characters of one
+     * printable line (the rule of `name`). INVALID_ARGUMENT `job.labels[key]`.
      * </pre>
      *
      * <code>map&lt;string, string&gt; labels = 20 [json_name = "labels"];</code>
@@ -5238,7 +5352,8 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * Free-form labels for search and grouping: at most 32, keys 1-63
-     * characters of [a-z0-9_.-], values at most 256 characters.
+     * characters of [a-z0-9_.-], values at most 256 characters of one
+     * printable line (the rule of `name`). INVALID_ARGUMENT `job.labels[key]`.
      * </pre>
      *
      * <code>map&lt;string, string&gt; labels = 20 [json_name = "labels"];</code>
@@ -5256,7 +5371,8 @@ java.lang.String defaultValue) {
     /**
      * <pre>
      * Free-form labels for search and grouping: at most 32, keys 1-63
-     * characters of [a-z0-9_.-], values at most 256 characters.
+     * characters of [a-z0-9_.-], values at most 256 characters of one
+     * printable line (the rule of `name`). INVALID_ARGUMENT `job.labels[key]`.
      * </pre>
      *
      * <code>map&lt;string, string&gt; labels = 20 [json_name = "labels"];</code>

@@ -55,7 +55,10 @@ public interface JobOrBuilder extends
   /**
    * <pre>
    * Required. A human-readable name, 1 to 200 characters, unique neither per
-   * tenant nor globally. INVALID_ARGUMENT `job.name` when empty or longer.
+   * tenant nor globally. One printable line: no control character (C0, C1),
+   * line separator or invisible format character (bidirectional overrides
+   * and isolates, zero-width space, BOM; ZWNJ and ZWJ are allowed).
+   * INVALID_ARGUMENT `job.name` when empty, longer or holding one.
    * </pre>
    *
    * <code>string name = 3 [json_name = "name"];</code>
@@ -65,7 +68,10 @@ public interface JobOrBuilder extends
   /**
    * <pre>
    * Required. A human-readable name, 1 to 200 characters, unique neither per
-   * tenant nor globally. INVALID_ARGUMENT `job.name` when empty or longer.
+   * tenant nor globally. One printable line: no control character (C0, C1),
+   * line separator or invisible format character (bidirectional overrides
+   * and isolates, zero-width space, BOM; ZWNJ and ZWJ are allowed).
+   * INVALID_ARGUMENT `job.name` when empty, longer or holding one.
    * </pre>
    *
    * <code>string name = 3 [json_name = "name"];</code>
@@ -169,7 +175,10 @@ public interface JobOrBuilder extends
 
   /**
    * <pre>
-   * Optional. No occurrence is nominally before this instant.
+   * Optional. No occurrence is nominally before this instant. Every instant
+   * of a job (`start_at`, `end_at`, `schedule.once_at`) lies in
+   * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT naming
+   * the field otherwise.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp start_at = 7 [json_name = "startAt"];</code>
@@ -178,7 +187,10 @@ public interface JobOrBuilder extends
   boolean hasStartAt();
   /**
    * <pre>
-   * Optional. No occurrence is nominally before this instant.
+   * Optional. No occurrence is nominally before this instant. Every instant
+   * of a job (`start_at`, `end_at`, `schedule.once_at`) lies in
+   * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT naming
+   * the field otherwise.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp start_at = 7 [json_name = "startAt"];</code>
@@ -187,7 +199,10 @@ public interface JobOrBuilder extends
   com.google.protobuf.Timestamp getStartAt();
   /**
    * <pre>
-   * Optional. No occurrence is nominally before this instant.
+   * Optional. No occurrence is nominally before this instant. Every instant
+   * of a job (`start_at`, `end_at`, `schedule.once_at`) lies in
+   * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT naming
+   * the field otherwise.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp start_at = 7 [json_name = "startAt"];</code>
@@ -266,6 +281,9 @@ public interface JobOrBuilder extends
    * <pre>
    * Opaque bytes handed to the target with every execution. At most the
    * tenant's payload quota (default 64 KiB): RESOURCE_EXHAUSTED otherwise.
+   * The rest of the definition is at most 64 KiB serialized:
+   * INVALID_ARGUMENT `job` otherwise. Fields this server does not know are
+   * ignored and not stored.
    * </pre>
    *
    * <code>bytes payload = 11 [json_name = "payload"];</code>
@@ -383,7 +401,7 @@ public interface JobOrBuilder extends
   /**
    * <pre>
    * An occurrence later than this at claim time is missed. Default 60 s;
-   * INVALID_ARGUMENT `job.misfire_threshold` when negative.
+   * INVALID_ARGUMENT `job.misfire_threshold` when negative or over 30 days.
    * </pre>
    *
    * <code>.google.protobuf.Duration misfire_threshold = 16 [json_name = "misfireThreshold"];</code>
@@ -393,7 +411,7 @@ public interface JobOrBuilder extends
   /**
    * <pre>
    * An occurrence later than this at claim time is missed. Default 60 s;
-   * INVALID_ARGUMENT `job.misfire_threshold` when negative.
+   * INVALID_ARGUMENT `job.misfire_threshold` when negative or over 30 days.
    * </pre>
    *
    * <code>.google.protobuf.Duration misfire_threshold = 16 [json_name = "misfireThreshold"];</code>
@@ -403,7 +421,7 @@ public interface JobOrBuilder extends
   /**
    * <pre>
    * An occurrence later than this at claim time is missed. Default 60 s;
-   * INVALID_ARGUMENT `job.misfire_threshold` when negative.
+   * INVALID_ARGUMENT `job.misfire_threshold` when negative or over 30 days.
    * </pre>
    *
    * <code>.google.protobuf.Duration misfire_threshold = 16 [json_name = "misfireThreshold"];</code>
@@ -425,7 +443,10 @@ public interface JobOrBuilder extends
   /**
    * <pre>
    * An alert is raised when an occurrence has not started this long after its
-   * due instant. Default 5 minutes; 0 disables the alert.
+   * due instant. Default 5 minutes; 0 disables the alert; at most 30 days.
+   * Every Duration and Timestamp here must be valid protobuf (Duration within
+   * ±315 576 000 000 s, nanos of the same sign; Timestamp nanos in
+   * [0, 10^9)): INVALID_ARGUMENT naming the field otherwise.
    * </pre>
    *
    * <code>.google.protobuf.Duration lateness_threshold = 18 [json_name = "latenessThreshold"];</code>
@@ -435,7 +456,10 @@ public interface JobOrBuilder extends
   /**
    * <pre>
    * An alert is raised when an occurrence has not started this long after its
-   * due instant. Default 5 minutes; 0 disables the alert.
+   * due instant. Default 5 minutes; 0 disables the alert; at most 30 days.
+   * Every Duration and Timestamp here must be valid protobuf (Duration within
+   * ±315 576 000 000 s, nanos of the same sign; Timestamp nanos in
+   * [0, 10^9)): INVALID_ARGUMENT naming the field otherwise.
    * </pre>
    *
    * <code>.google.protobuf.Duration lateness_threshold = 18 [json_name = "latenessThreshold"];</code>
@@ -445,7 +469,10 @@ public interface JobOrBuilder extends
   /**
    * <pre>
    * An alert is raised when an occurrence has not started this long after its
-   * due instant. Default 5 minutes; 0 disables the alert.
+   * due instant. Default 5 minutes; 0 disables the alert; at most 30 days.
+   * Every Duration and Timestamp here must be valid protobuf (Duration within
+   * ±315 576 000 000 s, nanos of the same sign; Timestamp nanos in
+   * [0, 10^9)): INVALID_ARGUMENT naming the field otherwise.
    * </pre>
    *
    * <code>.google.protobuf.Duration lateness_threshold = 18 [json_name = "latenessThreshold"];</code>
@@ -504,7 +531,8 @@ public interface JobOrBuilder extends
   /**
    * <pre>
    * Free-form labels for search and grouping: at most 32, keys 1-63
-   * characters of [a-z0-9_.-], values at most 256 characters.
+   * characters of [a-z0-9_.-], values at most 256 characters of one
+   * printable line (the rule of `name`). INVALID_ARGUMENT `job.labels[key]`.
    * </pre>
    *
    * <code>map&lt;string, string&gt; labels = 20 [json_name = "labels"];</code>
@@ -513,7 +541,8 @@ public interface JobOrBuilder extends
   /**
    * <pre>
    * Free-form labels for search and grouping: at most 32, keys 1-63
-   * characters of [a-z0-9_.-], values at most 256 characters.
+   * characters of [a-z0-9_.-], values at most 256 characters of one
+   * printable line (the rule of `name`). INVALID_ARGUMENT `job.labels[key]`.
    * </pre>
    *
    * <code>map&lt;string, string&gt; labels = 20 [json_name = "labels"];</code>
@@ -529,7 +558,8 @@ public interface JobOrBuilder extends
   /**
    * <pre>
    * Free-form labels for search and grouping: at most 32, keys 1-63
-   * characters of [a-z0-9_.-], values at most 256 characters.
+   * characters of [a-z0-9_.-], values at most 256 characters of one
+   * printable line (the rule of `name`). INVALID_ARGUMENT `job.labels[key]`.
    * </pre>
    *
    * <code>map&lt;string, string&gt; labels = 20 [json_name = "labels"];</code>
@@ -539,7 +569,8 @@ public interface JobOrBuilder extends
   /**
    * <pre>
    * Free-form labels for search and grouping: at most 32, keys 1-63
-   * characters of [a-z0-9_.-], values at most 256 characters.
+   * characters of [a-z0-9_.-], values at most 256 characters of one
+   * printable line (the rule of `name`). INVALID_ARGUMENT `job.labels[key]`.
    * </pre>
    *
    * <code>map&lt;string, string&gt; labels = 20 [json_name = "labels"];</code>
@@ -552,7 +583,8 @@ java.lang.String defaultValue);
   /**
    * <pre>
    * Free-form labels for search and grouping: at most 32, keys 1-63
-   * characters of [a-z0-9_.-], values at most 256 characters.
+   * characters of [a-z0-9_.-], values at most 256 characters of one
+   * printable line (the rule of `name`). INVALID_ARGUMENT `job.labels[key]`.
    * </pre>
    *
    * <code>map&lt;string, string&gt; labels = 20 [json_name = "labels"];</code>

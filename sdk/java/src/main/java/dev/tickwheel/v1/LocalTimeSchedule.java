@@ -110,8 +110,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object timeZone_ = "";
   /**
    * <pre>
-   * An IANA zone name. INVALID_ARGUMENT `job.schedule.local.time_zone` when
-   * unknown or empty.
+   * An IANA zone name, at most 64 characters. INVALID_ARGUMENT
+   * `job.schedule.local.time_zone` when unknown or empty.
    * </pre>
    *
    * <code>string time_zone = 2 [json_name = "timeZone"];</code>
@@ -132,8 +132,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * An IANA zone name. INVALID_ARGUMENT `job.schedule.local.time_zone` when
-   * unknown or empty.
+   * An IANA zone name, at most 64 characters. INVALID_ARGUMENT
+   * `job.schedule.local.time_zone` when unknown or empty.
    * </pre>
    *
    * <code>string time_zone = 2 [json_name = "timeZone"];</code>
@@ -583,8 +583,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object timeZone_ = "";
     /**
      * <pre>
-     * An IANA zone name. INVALID_ARGUMENT `job.schedule.local.time_zone` when
-     * unknown or empty.
+     * An IANA zone name, at most 64 characters. INVALID_ARGUMENT
+     * `job.schedule.local.time_zone` when unknown or empty.
      * </pre>
      *
      * <code>string time_zone = 2 [json_name = "timeZone"];</code>
@@ -604,8 +604,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * An IANA zone name. INVALID_ARGUMENT `job.schedule.local.time_zone` when
-     * unknown or empty.
+     * An IANA zone name, at most 64 characters. INVALID_ARGUMENT
+     * `job.schedule.local.time_zone` when unknown or empty.
      * </pre>
      *
      * <code>string time_zone = 2 [json_name = "timeZone"];</code>
@@ -626,8 +626,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * An IANA zone name. INVALID_ARGUMENT `job.schedule.local.time_zone` when
-     * unknown or empty.
+     * An IANA zone name, at most 64 characters. INVALID_ARGUMENT
+     * `job.schedule.local.time_zone` when unknown or empty.
      * </pre>
      *
      * <code>string time_zone = 2 [json_name = "timeZone"];</code>
@@ -644,8 +644,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * An IANA zone name. INVALID_ARGUMENT `job.schedule.local.time_zone` when
-     * unknown or empty.
+     * An IANA zone name, at most 64 characters. INVALID_ARGUMENT
+     * `job.schedule.local.time_zone` when unknown or empty.
      * </pre>
      *
      * <code>string time_zone = 2 [json_name = "timeZone"];</code>
@@ -659,8 +659,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * An IANA zone name. INVALID_ARGUMENT `job.schedule.local.time_zone` when
-     * unknown or empty.
+     * An IANA zone name, at most 64 characters. INVALID_ARGUMENT
+     * `job.schedule.local.time_zone` when unknown or empty.
      * </pre>
      *
      * <code>string time_zone = 2 [json_name = "timeZone"];</code>

@@ -36,8 +36,8 @@ public interface LocalTimeScheduleOrBuilder extends
 
   /**
    * <pre>
-   * An IANA zone name. INVALID_ARGUMENT `job.schedule.local.time_zone` when
-   * unknown or empty.
+   * An IANA zone name, at most 64 characters. INVALID_ARGUMENT
+   * `job.schedule.local.time_zone` when unknown or empty.
    * </pre>
    *
    * <code>string time_zone = 2 [json_name = "timeZone"];</code>
@@ -46,8 +46,8 @@ public interface LocalTimeScheduleOrBuilder extends
   java.lang.String getTimeZone();
   /**
    * <pre>
-   * An IANA zone name. INVALID_ARGUMENT `job.schedule.local.time_zone` when
-   * unknown or empty.
+   * An IANA zone name, at most 64 characters. INVALID_ARGUMENT
+   * `job.schedule.local.time_zone` when unknown or empty.
    * </pre>
    *
    * <code>string time_zone = 2 [json_name = "timeZone"];</code>

@@ -205,7 +205,10 @@ private static final long serialVersionUID = 0L;
   private com.google.protobuf.Timestamp after_;
   /**
    * <pre>
-   * Fires strictly after this instant. Default now.
+   * Fires strictly after this instant. Default now. Within
+   * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT `after`
+   * otherwise. Fires are listed up to 9999-01-01 (fewer than `count` when the
+   * schedule reaches it).
    * </pre>
    *
    * <code>.google.protobuf.Timestamp after = 3 [json_name = "after"];</code>
@@ -217,7 +220,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Fires strictly after this instant. Default now.
+   * Fires strictly after this instant. Default now. Within
+   * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT `after`
+   * otherwise. Fires are listed up to 9999-01-01 (fewer than `count` when the
+   * schedule reaches it).
    * </pre>
    *
    * <code>.google.protobuf.Timestamp after = 3 [json_name = "after"];</code>
@@ -229,7 +235,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Fires strictly after this instant. Default now.
+   * Fires strictly after this instant. Default now. Within
+   * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT `after`
+   * otherwise. Fires are listed up to 9999-01-01 (fewer than `count` when the
+   * schedule reaches it).
    * </pre>
    *
    * <code>.google.protobuf.Timestamp after = 3 [json_name = "after"];</code>
@@ -996,7 +1005,10 @@ private static final long serialVersionUID = 0L;
         com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> afterBuilder_;
     /**
      * <pre>
-     * Fires strictly after this instant. Default now.
+     * Fires strictly after this instant. Default now. Within
+     * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT `after`
+     * otherwise. Fires are listed up to 9999-01-01 (fewer than `count` when the
+     * schedule reaches it).
      * </pre>
      *
      * <code>.google.protobuf.Timestamp after = 3 [json_name = "after"];</code>
@@ -1007,7 +1019,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Fires strictly after this instant. Default now.
+     * Fires strictly after this instant. Default now. Within
+     * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT `after`
+     * otherwise. Fires are listed up to 9999-01-01 (fewer than `count` when the
+     * schedule reaches it).
      * </pre>
      *
      * <code>.google.protobuf.Timestamp after = 3 [json_name = "after"];</code>
@@ -1022,7 +1037,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Fires strictly after this instant. Default now.
+     * Fires strictly after this instant. Default now. Within
+     * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT `after`
+     * otherwise. Fires are listed up to 9999-01-01 (fewer than `count` when the
+     * schedule reaches it).
      * </pre>
      *
      * <code>.google.protobuf.Timestamp after = 3 [json_name = "after"];</code>
@@ -1040,7 +1058,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Fires strictly after this instant. Default now.
+     * Fires strictly after this instant. Default now. Within
+     * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT `after`
+     * otherwise. Fires are listed up to 9999-01-01 (fewer than `count` when the
+     * schedule reaches it).
      * </pre>
      *
      * <code>.google.protobuf.Timestamp after = 3 [json_name = "after"];</code>
@@ -1058,7 +1079,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Fires strictly after this instant. Default now.
+     * Fires strictly after this instant. Default now. Within
+     * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT `after`
+     * otherwise. Fires are listed up to 9999-01-01 (fewer than `count` when the
+     * schedule reaches it).
      * </pre>
      *
      * <code>.google.protobuf.Timestamp after = 3 [json_name = "after"];</code>
@@ -1083,7 +1107,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Fires strictly after this instant. Default now.
+     * Fires strictly after this instant. Default now. Within
+     * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT `after`
+     * otherwise. Fires are listed up to 9999-01-01 (fewer than `count` when the
+     * schedule reaches it).
      * </pre>
      *
      * <code>.google.protobuf.Timestamp after = 3 [json_name = "after"];</code>
@@ -1100,7 +1127,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Fires strictly after this instant. Default now.
+     * Fires strictly after this instant. Default now. Within
+     * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT `after`
+     * otherwise. Fires are listed up to 9999-01-01 (fewer than `count` when the
+     * schedule reaches it).
      * </pre>
      *
      * <code>.google.protobuf.Timestamp after = 3 [json_name = "after"];</code>
@@ -1112,7 +1142,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Fires strictly after this instant. Default now.
+     * Fires strictly after this instant. Default now. Within
+     * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT `after`
+     * otherwise. Fires are listed up to 9999-01-01 (fewer than `count` when the
+     * schedule reaches it).
      * </pre>
      *
      * <code>.google.protobuf.Timestamp after = 3 [json_name = "after"];</code>
@@ -1127,7 +1160,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Fires strictly after this instant. Default now.
+     * Fires strictly after this instant. Default now. Within
+     * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT `after`
+     * otherwise. Fires are listed up to 9999-01-01 (fewer than `count` when the
+     * schedule reaches it).
      * </pre>
      *
      * <code>.google.protobuf.Timestamp after = 3 [json_name = "after"];</code>

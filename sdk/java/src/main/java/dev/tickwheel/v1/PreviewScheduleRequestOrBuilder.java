@@ -71,7 +71,10 @@ public interface PreviewScheduleRequestOrBuilder extends
 
   /**
    * <pre>
-   * Fires strictly after this instant. Default now.
+   * Fires strictly after this instant. Default now. Within
+   * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT `after`
+   * otherwise. Fires are listed up to 9999-01-01 (fewer than `count` when the
+   * schedule reaches it).
    * </pre>
    *
    * <code>.google.protobuf.Timestamp after = 3 [json_name = "after"];</code>
@@ -80,7 +83,10 @@ public interface PreviewScheduleRequestOrBuilder extends
   boolean hasAfter();
   /**
    * <pre>
-   * Fires strictly after this instant. Default now.
+   * Fires strictly after this instant. Default now. Within
+   * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT `after`
+   * otherwise. Fires are listed up to 9999-01-01 (fewer than `count` when the
+   * schedule reaches it).
    * </pre>
    *
    * <code>.google.protobuf.Timestamp after = 3 [json_name = "after"];</code>
@@ -89,7 +95,10 @@ public interface PreviewScheduleRequestOrBuilder extends
   com.google.protobuf.Timestamp getAfter();
   /**
    * <pre>
-   * Fires strictly after this instant. Default now.
+   * Fires strictly after this instant. Default now. Within
+   * [1970-01-01T00:00:00Z, 9999-01-01T00:00:00Z): INVALID_ARGUMENT `after`
+   * otherwise. Fires are listed up to 9999-01-01 (fewer than `count` when the
+   * schedule reaches it).
    * </pre>
    *
    * <code>.google.protobuf.Timestamp after = 3 [json_name = "after"];</code>

@@ -74,7 +74,7 @@ private static final long serialVersionUID = 0L;
   private com.google.protobuf.Duration initialBackoff_;
   /**
    * <pre>
-   * The backoff base. Default 1 s; at least 100 ms.
+   * The backoff base. Default 1 s; at least 100 ms, at most 24 h.
    * </pre>
    *
    * <code>.google.protobuf.Duration initial_backoff = 2 [json_name = "initialBackoff"];</code>
@@ -86,7 +86,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The backoff base. Default 1 s; at least 100 ms.
+   * The backoff base. Default 1 s; at least 100 ms, at most 24 h.
    * </pre>
    *
    * <code>.google.protobuf.Duration initial_backoff = 2 [json_name = "initialBackoff"];</code>
@@ -98,7 +98,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The backoff base. Default 1 s; at least 100 ms.
+   * The backoff base. Default 1 s; at least 100 ms, at most 24 h.
    * </pre>
    *
    * <code>.google.protobuf.Duration initial_backoff = 2 [json_name = "initialBackoff"];</code>
@@ -581,7 +581,7 @@ private static final long serialVersionUID = 0L;
         com.google.protobuf.Duration, com.google.protobuf.Duration.Builder, com.google.protobuf.DurationOrBuilder> initialBackoffBuilder_;
     /**
      * <pre>
-     * The backoff base. Default 1 s; at least 100 ms.
+     * The backoff base. Default 1 s; at least 100 ms, at most 24 h.
      * </pre>
      *
      * <code>.google.protobuf.Duration initial_backoff = 2 [json_name = "initialBackoff"];</code>
@@ -592,7 +592,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The backoff base. Default 1 s; at least 100 ms.
+     * The backoff base. Default 1 s; at least 100 ms, at most 24 h.
      * </pre>
      *
      * <code>.google.protobuf.Duration initial_backoff = 2 [json_name = "initialBackoff"];</code>
@@ -607,7 +607,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The backoff base. Default 1 s; at least 100 ms.
+     * The backoff base. Default 1 s; at least 100 ms, at most 24 h.
      * </pre>
      *
      * <code>.google.protobuf.Duration initial_backoff = 2 [json_name = "initialBackoff"];</code>
@@ -625,7 +625,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The backoff base. Default 1 s; at least 100 ms.
+     * The backoff base. Default 1 s; at least 100 ms, at most 24 h.
      * </pre>
      *
      * <code>.google.protobuf.Duration initial_backoff = 2 [json_name = "initialBackoff"];</code>
@@ -643,7 +643,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The backoff base. Default 1 s; at least 100 ms.
+     * The backoff base. Default 1 s; at least 100 ms, at most 24 h.
      * </pre>
      *
      * <code>.google.protobuf.Duration initial_backoff = 2 [json_name = "initialBackoff"];</code>
@@ -668,7 +668,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The backoff base. Default 1 s; at least 100 ms.
+     * The backoff base. Default 1 s; at least 100 ms, at most 24 h.
      * </pre>
      *
      * <code>.google.protobuf.Duration initial_backoff = 2 [json_name = "initialBackoff"];</code>
@@ -685,7 +685,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The backoff base. Default 1 s; at least 100 ms.
+     * The backoff base. Default 1 s; at least 100 ms, at most 24 h.
      * </pre>
      *
      * <code>.google.protobuf.Duration initial_backoff = 2 [json_name = "initialBackoff"];</code>
@@ -697,7 +697,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The backoff base. Default 1 s; at least 100 ms.
+     * The backoff base. Default 1 s; at least 100 ms, at most 24 h.
      * </pre>
      *
      * <code>.google.protobuf.Duration initial_backoff = 2 [json_name = "initialBackoff"];</code>
@@ -712,7 +712,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The backoff base. Default 1 s; at least 100 ms.
+     * The backoff base. Default 1 s; at least 100 ms, at most 24 h.
      * </pre>
      *
      * <code>.google.protobuf.Duration initial_backoff = 2 [json_name = "initialBackoff"];</code>

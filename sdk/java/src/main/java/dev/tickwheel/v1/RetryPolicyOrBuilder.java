@@ -23,7 +23,7 @@ public interface RetryPolicyOrBuilder extends
 
   /**
    * <pre>
-   * The backoff base. Default 1 s; at least 100 ms.
+   * The backoff base. Default 1 s; at least 100 ms, at most 24 h.
    * </pre>
    *
    * <code>.google.protobuf.Duration initial_backoff = 2 [json_name = "initialBackoff"];</code>
@@ -32,7 +32,7 @@ public interface RetryPolicyOrBuilder extends
   boolean hasInitialBackoff();
   /**
    * <pre>
-   * The backoff base. Default 1 s; at least 100 ms.
+   * The backoff base. Default 1 s; at least 100 ms, at most 24 h.
    * </pre>
    *
    * <code>.google.protobuf.Duration initial_backoff = 2 [json_name = "initialBackoff"];</code>
@@ -41,7 +41,7 @@ public interface RetryPolicyOrBuilder extends
   com.google.protobuf.Duration getInitialBackoff();
   /**
    * <pre>
-   * The backoff base. Default 1 s; at least 100 ms.
+   * The backoff base. Default 1 s; at least 100 ms, at most 24 h.
    * </pre>
    *
    * <code>.google.protobuf.Duration initial_backoff = 2 [json_name = "initialBackoff"];</code>

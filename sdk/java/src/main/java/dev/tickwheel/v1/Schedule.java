@@ -142,9 +142,9 @@ private static final long serialVersionUID = 0L;
   public static final int ONCE_AT_FIELD_NUMBER = 2;
   /**
    * <pre>
-   * A one-off job at this instant. An instant already past runs at once if
-   * it is within the misfire threshold, otherwise as the misfire policy
-   * says.
+   * A one-off job at this instant, in [1970-01-01, 9999-01-01). An instant
+   * already past runs at once if it is within the misfire threshold,
+   * otherwise as the misfire policy says.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp once_at = 2 [json_name = "onceAt"];</code>
@@ -156,9 +156,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * A one-off job at this instant. An instant already past runs at once if
-   * it is within the misfire threshold, otherwise as the misfire policy
-   * says.
+   * A one-off job at this instant, in [1970-01-01, 9999-01-01). An instant
+   * already past runs at once if it is within the misfire threshold,
+   * otherwise as the misfire policy says.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp once_at = 2 [json_name = "onceAt"];</code>
@@ -173,9 +173,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * A one-off job at this instant. An instant already past runs at once if
-   * it is within the misfire threshold, otherwise as the misfire policy
-   * says.
+   * A one-off job at this instant, in [1970-01-01, 9999-01-01). An instant
+   * already past runs at once if it is within the misfire threshold,
+   * otherwise as the misfire policy says.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp once_at = 2 [json_name = "onceAt"];</code>
@@ -826,9 +826,9 @@ private static final long serialVersionUID = 0L;
         com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> onceAtBuilder_;
     /**
      * <pre>
-     * A one-off job at this instant. An instant already past runs at once if
-     * it is within the misfire threshold, otherwise as the misfire policy
-     * says.
+     * A one-off job at this instant, in [1970-01-01, 9999-01-01). An instant
+     * already past runs at once if it is within the misfire threshold,
+     * otherwise as the misfire policy says.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp once_at = 2 [json_name = "onceAt"];</code>
@@ -840,9 +840,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * A one-off job at this instant. An instant already past runs at once if
-     * it is within the misfire threshold, otherwise as the misfire policy
-     * says.
+     * A one-off job at this instant, in [1970-01-01, 9999-01-01). An instant
+     * already past runs at once if it is within the misfire threshold,
+     * otherwise as the misfire policy says.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp once_at = 2 [json_name = "onceAt"];</code>
@@ -864,9 +864,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * A one-off job at this instant. An instant already past runs at once if
-     * it is within the misfire threshold, otherwise as the misfire policy
-     * says.
+     * A one-off job at this instant, in [1970-01-01, 9999-01-01). An instant
+     * already past runs at once if it is within the misfire threshold,
+     * otherwise as the misfire policy says.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp once_at = 2 [json_name = "onceAt"];</code>
@@ -884,9 +884,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * A one-off job at this instant. An instant already past runs at once if
-     * it is within the misfire threshold, otherwise as the misfire policy
-     * says.
+     * A one-off job at this instant, in [1970-01-01, 9999-01-01). An instant
+     * already past runs at once if it is within the misfire threshold,
+     * otherwise as the misfire policy says.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp once_at = 2 [json_name = "onceAt"];</code>
@@ -904,9 +904,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * A one-off job at this instant. An instant already past runs at once if
-     * it is within the misfire threshold, otherwise as the misfire policy
-     * says.
+     * A one-off job at this instant, in [1970-01-01, 9999-01-01). An instant
+     * already past runs at once if it is within the misfire threshold,
+     * otherwise as the misfire policy says.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp once_at = 2 [json_name = "onceAt"];</code>
@@ -933,9 +933,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * A one-off job at this instant. An instant already past runs at once if
-     * it is within the misfire threshold, otherwise as the misfire policy
-     * says.
+     * A one-off job at this instant, in [1970-01-01, 9999-01-01). An instant
+     * already past runs at once if it is within the misfire threshold,
+     * otherwise as the misfire policy says.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp once_at = 2 [json_name = "onceAt"];</code>
@@ -958,9 +958,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * A one-off job at this instant. An instant already past runs at once if
-     * it is within the misfire threshold, otherwise as the misfire policy
-     * says.
+     * A one-off job at this instant, in [1970-01-01, 9999-01-01). An instant
+     * already past runs at once if it is within the misfire threshold,
+     * otherwise as the misfire policy says.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp once_at = 2 [json_name = "onceAt"];</code>
@@ -970,9 +970,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * A one-off job at this instant. An instant already past runs at once if
-     * it is within the misfire threshold, otherwise as the misfire policy
-     * says.
+     * A one-off job at this instant, in [1970-01-01, 9999-01-01). An instant
+     * already past runs at once if it is within the misfire threshold,
+     * otherwise as the misfire policy says.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp once_at = 2 [json_name = "onceAt"];</code>
@@ -990,9 +990,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * A one-off job at this instant. An instant already past runs at once if
-     * it is within the misfire threshold, otherwise as the misfire policy
-     * says.
+     * A one-off job at this instant, in [1970-01-01, 9999-01-01). An instant
+     * already past runs at once if it is within the misfire threshold,
+     * otherwise as the misfire policy says.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp once_at = 2 [json_name = "onceAt"];</code>

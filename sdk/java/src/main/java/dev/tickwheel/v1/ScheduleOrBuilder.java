@@ -39,9 +39,9 @@ public interface ScheduleOrBuilder extends
 
   /**
    * <pre>
-   * A one-off job at this instant. An instant already past runs at once if
-   * it is within the misfire threshold, otherwise as the misfire policy
-   * says.
+   * A one-off job at this instant, in [1970-01-01, 9999-01-01). An instant
+   * already past runs at once if it is within the misfire threshold,
+   * otherwise as the misfire policy says.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp once_at = 2 [json_name = "onceAt"];</code>
@@ -50,9 +50,9 @@ public interface ScheduleOrBuilder extends
   boolean hasOnceAt();
   /**
    * <pre>
-   * A one-off job at this instant. An instant already past runs at once if
-   * it is within the misfire threshold, otherwise as the misfire policy
-   * says.
+   * A one-off job at this instant, in [1970-01-01, 9999-01-01). An instant
+   * already past runs at once if it is within the misfire threshold,
+   * otherwise as the misfire policy says.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp once_at = 2 [json_name = "onceAt"];</code>
@@ -61,9 +61,9 @@ public interface ScheduleOrBuilder extends
   com.google.protobuf.Timestamp getOnceAt();
   /**
    * <pre>
-   * A one-off job at this instant. An instant already past runs at once if
-   * it is within the misfire threshold, otherwise as the misfire policy
-   * says.
+   * A one-off job at this instant, in [1970-01-01, 9999-01-01). An instant
+   * already past runs at once if it is within the misfire threshold,
+   * otherwise as the misfire policy says.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp once_at = 2 [json_name = "onceAt"];</code>

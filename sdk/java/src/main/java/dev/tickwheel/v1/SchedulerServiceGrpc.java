@@ -7,9 +7,13 @@ import static io.grpc.MethodDescriptor.generateFullMethodName;
  * The tenant-facing API. Every call carries `authorization: Bearer &lt;API key&gt;`
  * and sees only the jobs and executions of that key's tenant: another
  * tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
- * BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+ * BadRequest field violations (INVALID_ARGUMENT; at most 20 listed, the rest
+ * counted in the message and an ErrorInfo TOO_MANY_VIOLATIONS), QuotaFailure
  * (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
- * is written when a call fails.
+ * is written when a call fails. A request that is not a valid message (for
+ * example a string that is not UTF-8) gets INVALID_ARGUMENT "the request is
+ * not a valid &lt;Message&gt;"; a string holding NUL gets INVALID_ARGUMENT naming
+ * it. Fields this server does not know are ignored and never stored.
  * </pre>
  */
 @io.grpc.stub.annotations.GrpcGenerated
@@ -549,9 +553,13 @@ public final class SchedulerServiceGrpc {
    * The tenant-facing API. Every call carries `authorization: Bearer &lt;API key&gt;`
    * and sees only the jobs and executions of that key's tenant: another
    * tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
-   * BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+   * BadRequest field violations (INVALID_ARGUMENT; at most 20 listed, the rest
+   * counted in the message and an ErrorInfo TOO_MANY_VIOLATIONS), QuotaFailure
    * (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
-   * is written when a call fails.
+   * is written when a call fails. A request that is not a valid message (for
+   * example a string that is not UTF-8) gets INVALID_ARGUMENT "the request is
+   * not a valid &lt;Message&gt;"; a string holding NUL gets INVALID_ARGUMENT naming
+   * it. Fields this server does not know are ignored and never stored.
    * </pre>
    */
   public interface AsyncService {
@@ -752,9 +760,13 @@ public final class SchedulerServiceGrpc {
    * The tenant-facing API. Every call carries `authorization: Bearer &lt;API key&gt;`
    * and sees only the jobs and executions of that key's tenant: another
    * tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
-   * BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+   * BadRequest field violations (INVALID_ARGUMENT; at most 20 listed, the rest
+   * counted in the message and an ErrorInfo TOO_MANY_VIOLATIONS), QuotaFailure
    * (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
-   * is written when a call fails.
+   * is written when a call fails. A request that is not a valid message (for
+   * example a string that is not UTF-8) gets INVALID_ARGUMENT "the request is
+   * not a valid &lt;Message&gt;"; a string holding NUL gets INVALID_ARGUMENT naming
+   * it. Fields this server does not know are ignored and never stored.
    * </pre>
    */
   public static abstract class SchedulerServiceImplBase
@@ -771,9 +783,13 @@ public final class SchedulerServiceGrpc {
    * The tenant-facing API. Every call carries `authorization: Bearer &lt;API key&gt;`
    * and sees only the jobs and executions of that key's tenant: another
    * tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
-   * BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+   * BadRequest field violations (INVALID_ARGUMENT; at most 20 listed, the rest
+   * counted in the message and an ErrorInfo TOO_MANY_VIOLATIONS), QuotaFailure
    * (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
-   * is written when a call fails.
+   * is written when a call fails. A request that is not a valid message (for
+   * example a string that is not UTF-8) gets INVALID_ARGUMENT "the request is
+   * not a valid &lt;Message&gt;"; a string holding NUL gets INVALID_ARGUMENT naming
+   * it. Fields this server does not know are ignored and never stored.
    * </pre>
    */
   public static final class SchedulerServiceStub
@@ -1000,9 +1016,13 @@ public final class SchedulerServiceGrpc {
    * The tenant-facing API. Every call carries `authorization: Bearer &lt;API key&gt;`
    * and sees only the jobs and executions of that key's tenant: another
    * tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
-   * BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+   * BadRequest field violations (INVALID_ARGUMENT; at most 20 listed, the rest
+   * counted in the message and an ErrorInfo TOO_MANY_VIOLATIONS), QuotaFailure
    * (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
-   * is written when a call fails.
+   * is written when a call fails. A request that is not a valid message (for
+   * example a string that is not UTF-8) gets INVALID_ARGUMENT "the request is
+   * not a valid &lt;Message&gt;"; a string holding NUL gets INVALID_ARGUMENT naming
+   * it. Fields this server does not know are ignored and never stored.
    * </pre>
    */
   public static final class SchedulerServiceBlockingV2Stub
@@ -1214,9 +1234,13 @@ public final class SchedulerServiceGrpc {
    * The tenant-facing API. Every call carries `authorization: Bearer &lt;API key&gt;`
    * and sees only the jobs and executions of that key's tenant: another
    * tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
-   * BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+   * BadRequest field violations (INVALID_ARGUMENT; at most 20 listed, the rest
+   * counted in the message and an ErrorInfo TOO_MANY_VIOLATIONS), QuotaFailure
    * (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
-   * is written when a call fails.
+   * is written when a call fails. A request that is not a valid message (for
+   * example a string that is not UTF-8) gets INVALID_ARGUMENT "the request is
+   * not a valid &lt;Message&gt;"; a string holding NUL gets INVALID_ARGUMENT naming
+   * it. Fields this server does not know are ignored and never stored.
    * </pre>
    */
   public static final class SchedulerServiceBlockingStub
@@ -1428,9 +1452,13 @@ public final class SchedulerServiceGrpc {
    * The tenant-facing API. Every call carries `authorization: Bearer &lt;API key&gt;`
    * and sees only the jobs and executions of that key's tenant: another
    * tenant's id gets NOT_FOUND. Errors carry a google.rpc.Status with
-   * BadRequest field violations (INVALID_ARGUMENT), QuotaFailure
+   * BadRequest field violations (INVALID_ARGUMENT; at most 20 listed, the rest
+   * counted in the message and an ErrorInfo TOO_MANY_VIOLATIONS), QuotaFailure
    * (RESOURCE_EXHAUSTED) or PreconditionFailure (FAILED_PRECONDITION); nothing
-   * is written when a call fails.
+   * is written when a call fails. A request that is not a valid message (for
+   * example a string that is not UTF-8) gets INVALID_ARGUMENT "the request is
+   * not a valid &lt;Message&gt;"; a string holding NUL gets INVALID_ARGUMENT naming
+   * it. Fields this server does not know are ignored and never stored.
    * </pre>
    */
   public static final class SchedulerServiceFutureStub
