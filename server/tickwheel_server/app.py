@@ -314,7 +314,9 @@ class TickwheelServer:
             ),
             decoding.guard(server),
         )
-        worker_pb2_grpc.add_WorkerServiceServicer_to_server(self.worker_servicer, decoding.guard(server, refuse_nul=False))
+        worker_pb2_grpc.add_WorkerServiceServicer_to_server(
+            self.worker_servicer, decoding.guard(server, refuse_nul=False, discard_unknown=False)
+        )
         admin_servicer = AdminServicer(
             auth, self.stores.tenants, self.stores.workers, self.stores.jobs, self.info, self.connections,
             self.stores.partitions, self.tzdata, alerts=self.stores.alerts,

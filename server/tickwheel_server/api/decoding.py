@@ -14,12 +14,14 @@ On a streaming method every message of the stream is guarded; a bad one
 ends the stream with that status. Such refusals are logged at WARNING at
 most once per :data:`LOG_INTERVAL` seconds per service, with a count.
 
-Every decoded request also loses its unknown fields (fields of a newer
-contract, or bytes smuggled in under unused numbers): what this server does
-not know it neither stores nor echoes. With ``refuse_nul`` (tenant and
-operator services), a string field anywhere in the request holding U+0000
-is refused too, naming the field: no such string is ever meaningful and
-PostgreSQL cannot store one.
+With ``discard_unknown`` (the default) every decoded request loses its
+unknown fields (fields of a newer contract, or bytes smuggled in under
+unused numbers): what this server does not know it neither stores nor
+echoes. WorkerService turns it off: its messages are read field by field,
+never stored whole, and the Pull stream is a hot path. With ``refuse_nul``
+(tenant and operator services), a string field anywhere in the request
+holding U+0000 is refused too, naming the field: no such string is ever
+meaningful and PostgreSQL cannot store one.
 """
 
 from __future__ import annotations
@@ -105,9 +107,11 @@ def nul_fields(message: Message, prefix: str = "") -> list[str]:
     return found
 
 
-def decoder(message_class: type[Message], *, refuse_nul: bool) -> Callable[[bytes], Message | Refused]:
-    """A request deserializer that never raises: the message without its
-    unknown fields, or :class:`Refused`."""
+def decoder(
+    message_class: type[Message], *, refuse_nul: bool, discard_unknown: bool = True
+) -> Callable[[bytes], Message | Refused]:
+    """A request deserializer that never raises: the message (without its
+    unknown fields when ``discard_unknown``), or :class:`Refused`."""
     name = message_class.DESCRIPTOR.full_name
     upb_prefix = f"Error parsing message with type '{name}'"
 
@@ -120,8 +124,9 @@ def decoder(message_class: type[Message], *, refuse_nul: bool) -> Callable[[byte
                 reason = reason[len(upb_prefix) :].lstrip(": ")
             reason = reason or "malformed wire data"
             return Refused(InvalidArgument.field("", f"the request is not a valid {name}: {reason}"), True)
-        message.DiscardUnknownFields()
-        if refuse_nul:
+        if discard_unknown:
+            message.DiscardUnknownFields()
+        if refuse_nul and b"\0" in raw:  # a NUL in a string is a zero byte on the wire: most requests have none
             paths = nul_fields(message)
             if paths:
                 return Refused(InvalidArgument([FieldViolation(p, "may not contain NUL (U+0000)") for p in paths]), False)
@@ -131,10 +136,10 @@ def decoder(message_class: type[Message], *, refuse_nul: bool) -> Callable[[byte
 
 
 def _guard_handler(
-    handler: grpc.RpcMethodHandler, method: str, refusals: RefusalLog, *, refuse_nul: bool
+    handler: grpc.RpcMethodHandler, method: str, refusals: RefusalLog, *, refuse_nul: bool, discard_unknown: bool
 ) -> grpc.RpcMethodHandler:
     message_class = handler.request_deserializer.__self__
-    decode = decoder(message_class, refuse_nul=refuse_nul)
+    decode = decoder(message_class, refuse_nul=refuse_nul, discard_unknown=discard_unknown)
     serialize = handler.response_serializer
 
     async def refuse(context, refused: Refused) -> None:
@@ -202,9 +207,10 @@ class _GuardedRegistration:
     """What a generated ``add_<Service>Servicer_to_server`` registers through:
     the method handlers it passes are guarded, then registered on the server."""
 
-    def __init__(self, server: grpc.aio.Server, refuse_nul: bool) -> None:
+    def __init__(self, server: grpc.aio.Server, refuse_nul: bool, discard_unknown: bool) -> None:
         self._server = server
         self._refuse_nul = refuse_nul
+        self._discard_unknown = discard_unknown
 
     def add_generic_rpc_handlers(self, handlers) -> None:
         """Ignored: the generated code passes the same handlers, by name, to
@@ -213,15 +219,18 @@ class _GuardedRegistration:
     def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
         refusals = RefusalLog(service)
         guarded = {
-            name: _guard_handler(handler, f"{service}/{name}", refusals, refuse_nul=self._refuse_nul)
+            name: _guard_handler(
+                handler, f"{service}/{name}", refusals, refuse_nul=self._refuse_nul,
+                discard_unknown=self._discard_unknown,
+            )  # fmt: skip
             for name, handler in handlers.items()
         }
         self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, guarded),))
         self._server.add_registered_method_handlers(service, guarded)
 
 
-def guard(server: grpc.aio.Server, *, refuse_nul: bool = True) -> _GuardedRegistration:
+def guard(server: grpc.aio.Server, *, refuse_nul: bool = True, discard_unknown: bool = True) -> _GuardedRegistration:
     """Pass this instead of ``server`` to a generated
     ``add_<Service>Servicer_to_server``: the service's methods are registered
     with guarded request decoding (see the module docstring)."""
-    return _GuardedRegistration(server, refuse_nul)
+    return _GuardedRegistration(server, refuse_nul, discard_unknown)

@@ -1,0 +1,66 @@
+"""Request decoding at the edge (api/decoding.py): never raises, drops
+unknown fields, names strings holding NUL, logs refusals at a bounded rate."""
+
+from __future__ import annotations
+
+import logging
+
+from tickwheel.v1 import admin_pb2, job_pb2, scheduler_pb2
+
+from tickwheel_server.api.decoding import Refused, RefusalLog, decoder, nul_fields
+from tickwheel_server.errors import InvalidArgument
+
+
+def create(**job_fields) -> scheduler_pb2.CreateJobRequest:
+    return scheduler_pb2.CreateJobRequest(job=job_pb2.Job(**job_fields), request_id="r")
+
+
+def test_bytes_that_do_not_parse_are_refused_not_raised() -> None:
+    decode = decoder(scheduler_pb2.CreateJobRequest, refuse_nul=True)
+    valid = create(name="zz").SerializeToString()
+    for raw in (valid.replace(b"zz", b"\xff\xfe"), b"\xff\xff\xff\xff", b"\x0a\x05\x01", b"\x0a" * 200_000):
+        refused = decode(raw)
+        assert type(refused) is Refused and refused.undecodable
+        (violation,) = refused.error.violations
+        assert violation.field == ""
+        assert violation.description.startswith("the request is not a valid tickwheel.v1.CreateJobRequest: ")
+    assert decode(b"\x12\x02\xff\xfe").error.violations[0].description.endswith("String field had bad UTF-8")
+
+
+def test_unknown_fields_are_dropped_at_any_depth() -> None:
+    job = job_pb2.Job(name="x").SerializeToString() + b"\xd2\x3e\x03abc"  # field 1002, 3 bytes
+    raw = b"\x0a" + bytes([len(job)]) + job + b"\xfa\x3e\x01z"
+    decoded = decoder(scheduler_pb2.CreateJobRequest, refuse_nul=True)(raw)
+    assert decoded.SerializeToString() == scheduler_pb2.CreateJobRequest(job=job_pb2.Job(name="x")).SerializeToString()
+    kept = decoder(scheduler_pb2.CreateJobRequest, refuse_nul=True, discard_unknown=False)(raw)
+    assert len(kept.SerializeToString()) == len(raw)
+
+
+def test_strings_with_nul_are_named() -> None:
+    request = create(
+        name="a\0", labels={"env": "x\0"}, concurrency_keys=[job_pb2.ConcurrencyKey(key="ok"), job_pb2.ConcurrencyKey(key="\0")],
+        target=job_pb2.Target(http=job_pb2.HttpTarget(url="https://x", headers={"\0": "v"})),
+        payload=b"\0\0",
+    )
+    assert nul_fields(request) == ["job.name", "job.target.http.headers", "job.concurrency_keys[1].key", "job.labels"]
+    refused = decoder(scheduler_pb2.CreateJobRequest, refuse_nul=True)(request.SerializeToString())
+    assert type(refused) is Refused and not refused.undecodable
+    assert {v.field for v in refused.error.violations} == set(nul_fields(request))
+    assert nul_fields(create(payload=b"\0", name="ok")) == []
+    search = admin_pb2.SearchJobsRequest(tenant="a\0b")
+    assert decoder(admin_pb2.SearchJobsRequest, refuse_nul=True)(search.SerializeToString()).error.violations[0].field == "tenant"
+    assert decoder(admin_pb2.SearchJobsRequest, refuse_nul=False)(search.SerializeToString()).tenant == "a\0b"
+
+
+def test_refusals_are_logged_once_per_interval_with_a_count(caplog) -> None:
+    now = [100.0]
+    refusals = RefusalLog("svc", interval=60, now=lambda: now[0])
+    error = InvalidArgument.field("", "the request is not a valid X: bad")
+    with caplog.at_level(logging.WARNING, "tickwheel_server.api.decoding"):
+        for _ in range(1000):
+            refusals.refused("svc/M", error)
+        now[0] += 61
+        refusals.refused("svc/M", error)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and "refused 1 request" in lines[0] and "refused 1000 request" in lines[1]
+    assert not [r for r in caplog.records if r.exc_info]
