@@ -570,3 +570,38 @@ async def test_backfill_from_year_one_is_invalid_argument(server) -> None:
             await scheduler.BackfillJob(request, metadata=bearer(key))
         assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "from_at" in violations(error.value)
+
+
+async def test_reasons_descriptions_ids_and_filters_are_checked_too(server) -> None:
+    key = await server.create_tenant("acme")
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+        job = (await scheduler.CreateJob(
+            scheduler_pb2.CreateJobRequest(job=cron_job(), request_id="r"), metadata=bearer(key)
+        )).job  # fmt: skip
+        calls = [
+            (scheduler.PauseJob(scheduler_pb2.PauseJobRequest(id=job.id, reason="ok\u202e"), metadata=bearer(key)), "reason"),
+            (scheduler.GetJob(scheduler_pb2.GetJobRequest(id=job.id + "\0"), metadata=bearer(key)), "id"),
+            (scheduler.GetJob(scheduler_pb2.GetJobRequest(id="job x"), metadata=bearer(key)), "id"),
+            (scheduler.ListJobs(scheduler_pb2.ListJobsRequest(name_prefix="\x1b["), metadata=bearer(key)), "name_prefix"),
+            (admin.IssueApiKey(admin_pb2.IssueApiKeyRequest(tenant="acme", description="a\nb"),
+                               metadata=server.admin_metadata()), "description"),
+            (admin.IssueApiKey(admin_pb2.IssueApiKeyRequest(tenant="acme", description="d" * 257),
+                               metadata=server.admin_metadata()), "description"),
+            (admin.PauseTenant(admin_pb2.PauseTenantRequest(name="acme", reason="\u2066x"),
+                               metadata=server.admin_metadata()), "reason"),
+            (admin.SearchJobs(admin_pb2.SearchJobsRequest(tenant="Not A Tenant"), metadata=server.admin_metadata()), "tenant"),
+            (admin.GetTenant(admin_pb2.GetTenantRequest(name="acme\0"), metadata=server.admin_metadata()), "name"),
+        ]  # fmt: skip
+        for pending, field in calls:
+            with pytest.raises(grpc.aio.AioRpcError) as error:
+                await pending
+            assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (field, error.value.details())
+            assert field in violations(error.value), (field, violations(error.value))
+        still = await scheduler.GetJob(scheduler_pb2.GetJobRequest(id=job.id), metadata=bearer(key))
+        assert still.job.state == job_pb2.JOB_STATE_ACTIVE
+        tenant = await admin.GetTenant(admin_pb2.GetTenantRequest(name="acme"), metadata=server.admin_metadata())
+        assert tenant.tenant.state == admin_pb2.TENANT_STATE_ACTIVE
+        assert len((await admin.ListApiKeys(admin_pb2.ListApiKeysRequest(tenant="acme"),
+                                            metadata=server.admin_metadata())).api_keys) == 1  # fmt: skip

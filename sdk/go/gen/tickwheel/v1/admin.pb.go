@@ -1373,7 +1373,9 @@ type PauseTenantRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required. The tenant's name.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// Optional text kept with the tenant.
+	// Optional text kept with the tenant: at most 1000 characters of one
+	// printable line (the rule of `Job.name`); INVALID_ARGUMENT `reason`
+	// otherwise.
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1648,7 +1650,8 @@ type IssueApiKeyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required. The tenant's name.
 	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
-	// Optional free text, at most 256 characters.
+	// Optional free text, at most 256 characters of one printable line (the
+	// rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
 	Description   string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2129,7 +2132,8 @@ type IssueWorkerCredentialRequest struct {
 	Handlers []string `protobuf:"bytes,2,rep,name=handlers,proto3" json:"handlers,omitempty"`
 	// Whether it may run HTTP targets.
 	Http bool `protobuf:"varint,3,opt,name=http,proto3" json:"http,omitempty"`
-	// Optional free text, at most 256 characters.
+	// Optional free text, at most 256 characters of one printable line (the
+	// rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
 	Description   string `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

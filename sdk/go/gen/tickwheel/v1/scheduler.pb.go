@@ -586,7 +586,9 @@ type PauseJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required. The job id.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// Optional text kept with the job (`pause_reason`).
+	// Optional text kept with the job (`pause_reason`): at most 1024
+	// characters of one printable line (the rule of `Job.name`);
+	// INVALID_ARGUMENT `reason` otherwise.
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1573,7 +1575,9 @@ type CancelExecutionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required. The execution id.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// Optional text recorded with the cancellation.
+	// Optional text recorded with the cancellation: at most 1024 characters of
+	// one printable line (the rule of `Job.name`); INVALID_ARGUMENT `reason`
+	// otherwise.
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

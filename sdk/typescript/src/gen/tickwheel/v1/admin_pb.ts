@@ -645,7 +645,9 @@ export type PauseTenantRequest = Message<"tickwheel.v1.PauseTenantRequest"> & {
   name: string;
 
   /**
-   * Optional text kept with the tenant.
+   * Optional text kept with the tenant: at most 1000 characters of one
+   * printable line (the rule of `Job.name`); INVALID_ARGUMENT `reason`
+   * otherwise.
    *
    * @generated from field: string reason = 2;
    */
@@ -785,7 +787,8 @@ export type IssueApiKeyRequest = Message<"tickwheel.v1.IssueApiKeyRequest"> & {
   tenant: string;
 
   /**
-   * Optional free text, at most 256 characters.
+   * Optional free text, at most 256 characters of one printable line (the
+   * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
    *
    * @generated from field: string description = 2;
    */
@@ -1038,7 +1041,8 @@ export type IssueWorkerCredentialRequest = Message<"tickwheel.v1.IssueWorkerCred
   http: boolean;
 
   /**
-   * Optional free text, at most 256 characters.
+   * Optional free text, at most 256 characters of one printable line (the
+   * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
    *
    * @generated from field: string description = 4;
    */

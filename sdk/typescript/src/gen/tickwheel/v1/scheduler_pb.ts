@@ -320,7 +320,9 @@ export type PauseJobRequest = Message<"tickwheel.v1.PauseJobRequest"> & {
   id: string;
 
   /**
-   * Optional text kept with the job (`pause_reason`).
+   * Optional text kept with the job (`pause_reason`): at most 1024
+   * characters of one printable line (the rule of `Job.name`);
+   * INVALID_ARGUMENT `reason` otherwise.
    *
    * @generated from field: string reason = 2;
    */
@@ -853,7 +855,9 @@ export type CancelExecutionRequest = Message<"tickwheel.v1.CancelExecutionReques
   id: string;
 
   /**
-   * Optional text recorded with the cancellation.
+   * Optional text recorded with the cancellation: at most 1024 characters of
+   * one printable line (the rule of `Job.name`); INVALID_ARGUMENT `reason`
+   * otherwise.
    *
    * @generated from field: string reason = 2;
    */

@@ -106,7 +106,9 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object reason_ = "";
   /**
    * <pre>
-   * Optional text recorded with the cancellation.
+   * Optional text recorded with the cancellation: at most 1024 characters of
+   * one printable line (the rule of `Job.name`); INVALID_ARGUMENT `reason`
+   * otherwise.
    * </pre>
    *
    * <code>string reason = 2 [json_name = "reason"];</code>
@@ -127,7 +129,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Optional text recorded with the cancellation.
+   * Optional text recorded with the cancellation: at most 1024 characters of
+   * one printable line (the rule of `Job.name`); INVALID_ARGUMENT `reason`
+   * otherwise.
    * </pre>
    *
    * <code>string reason = 2 [json_name = "reason"];</code>
@@ -567,7 +571,9 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object reason_ = "";
     /**
      * <pre>
-     * Optional text recorded with the cancellation.
+     * Optional text recorded with the cancellation: at most 1024 characters of
+     * one printable line (the rule of `Job.name`); INVALID_ARGUMENT `reason`
+     * otherwise.
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>
@@ -587,7 +593,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional text recorded with the cancellation.
+     * Optional text recorded with the cancellation: at most 1024 characters of
+     * one printable line (the rule of `Job.name`); INVALID_ARGUMENT `reason`
+     * otherwise.
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>
@@ -608,7 +616,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional text recorded with the cancellation.
+     * Optional text recorded with the cancellation: at most 1024 characters of
+     * one printable line (the rule of `Job.name`); INVALID_ARGUMENT `reason`
+     * otherwise.
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>
@@ -625,7 +635,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional text recorded with the cancellation.
+     * Optional text recorded with the cancellation: at most 1024 characters of
+     * one printable line (the rule of `Job.name`); INVALID_ARGUMENT `reason`
+     * otherwise.
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>
@@ -639,7 +651,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional text recorded with the cancellation.
+     * Optional text recorded with the cancellation: at most 1024 characters of
+     * one printable line (the rule of `Job.name`); INVALID_ARGUMENT `reason`
+     * otherwise.
      * </pre>
      *
      * <code>string reason = 2 [json_name = "reason"];</code>

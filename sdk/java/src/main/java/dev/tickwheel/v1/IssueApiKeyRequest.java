@@ -106,7 +106,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object description_ = "";
   /**
    * <pre>
-   * Optional free text, at most 256 characters.
+   * Optional free text, at most 256 characters of one printable line (the
+   * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
    * </pre>
    *
    * <code>string description = 2 [json_name = "description"];</code>
@@ -127,7 +128,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Optional free text, at most 256 characters.
+   * Optional free text, at most 256 characters of one printable line (the
+   * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
    * </pre>
    *
    * <code>string description = 2 [json_name = "description"];</code>
@@ -567,7 +569,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object description_ = "";
     /**
      * <pre>
-     * Optional free text, at most 256 characters.
+     * Optional free text, at most 256 characters of one printable line (the
+     * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
      * </pre>
      *
      * <code>string description = 2 [json_name = "description"];</code>
@@ -587,7 +590,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional free text, at most 256 characters.
+     * Optional free text, at most 256 characters of one printable line (the
+     * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
      * </pre>
      *
      * <code>string description = 2 [json_name = "description"];</code>
@@ -608,7 +612,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional free text, at most 256 characters.
+     * Optional free text, at most 256 characters of one printable line (the
+     * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
      * </pre>
      *
      * <code>string description = 2 [json_name = "description"];</code>
@@ -625,7 +630,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional free text, at most 256 characters.
+     * Optional free text, at most 256 characters of one printable line (the
+     * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
      * </pre>
      *
      * <code>string description = 2 [json_name = "description"];</code>
@@ -639,7 +645,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional free text, at most 256 characters.
+     * Optional free text, at most 256 characters of one printable line (the
+     * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
      * </pre>
      *
      * <code>string description = 2 [json_name = "description"];</code>

@@ -32,7 +32,8 @@ public interface IssueApiKeyRequestOrBuilder extends
 
   /**
    * <pre>
-   * Optional free text, at most 256 characters.
+   * Optional free text, at most 256 characters of one printable line (the
+   * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
    * </pre>
    *
    * <code>string description = 2 [json_name = "description"];</code>
@@ -41,7 +42,8 @@ public interface IssueApiKeyRequestOrBuilder extends
   java.lang.String getDescription();
   /**
    * <pre>
-   * Optional free text, at most 256 characters.
+   * Optional free text, at most 256 characters of one printable line (the
+   * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
    * </pre>
    *
    * <code>string description = 2 [json_name = "description"];</code>

@@ -183,7 +183,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object description_ = "";
   /**
    * <pre>
-   * Optional free text, at most 256 characters.
+   * Optional free text, at most 256 characters of one printable line (the
+   * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
    * </pre>
    *
    * <code>string description = 4 [json_name = "description"];</code>
@@ -204,7 +205,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Optional free text, at most 256 characters.
+   * Optional free text, at most 256 characters of one printable line (the
+   * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
    * </pre>
    *
    * <code>string description = 4 [json_name = "description"];</code>
@@ -966,7 +968,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object description_ = "";
     /**
      * <pre>
-     * Optional free text, at most 256 characters.
+     * Optional free text, at most 256 characters of one printable line (the
+     * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
      * </pre>
      *
      * <code>string description = 4 [json_name = "description"];</code>
@@ -986,7 +989,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional free text, at most 256 characters.
+     * Optional free text, at most 256 characters of one printable line (the
+     * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
      * </pre>
      *
      * <code>string description = 4 [json_name = "description"];</code>
@@ -1007,7 +1011,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional free text, at most 256 characters.
+     * Optional free text, at most 256 characters of one printable line (the
+     * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
      * </pre>
      *
      * <code>string description = 4 [json_name = "description"];</code>
@@ -1024,7 +1029,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional free text, at most 256 characters.
+     * Optional free text, at most 256 characters of one printable line (the
+     * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
      * </pre>
      *
      * <code>string description = 4 [json_name = "description"];</code>
@@ -1038,7 +1044,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional free text, at most 256 characters.
+     * Optional free text, at most 256 characters of one printable line (the
+     * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
      * </pre>
      *
      * <code>string description = 4 [json_name = "description"];</code>

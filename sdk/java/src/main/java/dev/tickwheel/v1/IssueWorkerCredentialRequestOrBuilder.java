@@ -104,7 +104,8 @@ public interface IssueWorkerCredentialRequestOrBuilder extends
 
   /**
    * <pre>
-   * Optional free text, at most 256 characters.
+   * Optional free text, at most 256 characters of one printable line (the
+   * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
    * </pre>
    *
    * <code>string description = 4 [json_name = "description"];</code>
@@ -113,7 +114,8 @@ public interface IssueWorkerCredentialRequestOrBuilder extends
   java.lang.String getDescription();
   /**
    * <pre>
-   * Optional free text, at most 256 characters.
+   * Optional free text, at most 256 characters of one printable line (the
+   * rule of `Job.name`); INVALID_ARGUMENT `description` otherwise.
    * </pre>
    *
    * <code>string description = 4 [json_name = "description"];</code>

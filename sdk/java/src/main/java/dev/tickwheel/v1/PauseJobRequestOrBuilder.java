@@ -32,7 +32,9 @@ public interface PauseJobRequestOrBuilder extends
 
   /**
    * <pre>
-   * Optional text kept with the job (`pause_reason`).
+   * Optional text kept with the job (`pause_reason`): at most 1024
+   * characters of one printable line (the rule of `Job.name`);
+   * INVALID_ARGUMENT `reason` otherwise.
    * </pre>
    *
    * <code>string reason = 2 [json_name = "reason"];</code>
@@ -41,7 +43,9 @@ public interface PauseJobRequestOrBuilder extends
   java.lang.String getReason();
   /**
    * <pre>
-   * Optional text kept with the job (`pause_reason`).
+   * Optional text kept with the job (`pause_reason`): at most 1024
+   * characters of one printable line (the rule of `Job.name`);
+   * INVALID_ARGUMENT `reason` otherwise.
    * </pre>
    *
    * <code>string reason = 2 [json_name = "reason"];</code>

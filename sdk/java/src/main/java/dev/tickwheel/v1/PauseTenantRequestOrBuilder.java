@@ -32,7 +32,9 @@ public interface PauseTenantRequestOrBuilder extends
 
   /**
    * <pre>
-   * Optional text kept with the tenant.
+   * Optional text kept with the tenant: at most 1000 characters of one
+   * printable line (the rule of `Job.name`); INVALID_ARGUMENT `reason`
+   * otherwise.
    * </pre>
    *
    * <code>string reason = 2 [json_name = "reason"];</code>
@@ -41,7 +43,9 @@ public interface PauseTenantRequestOrBuilder extends
   java.lang.String getReason();
   /**
    * <pre>
-   * Optional text kept with the tenant.
+   * Optional text kept with the tenant: at most 1000 characters of one
+   * printable line (the rule of `Job.name`); INVALID_ARGUMENT `reason`
+   * otherwise.
    * </pre>
    *
    * <code>string reason = 2 [json_name = "reason"];</code>
