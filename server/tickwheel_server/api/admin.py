@@ -370,7 +370,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     @rpc
     async def IssueApiKey(self, request, context):
         await self._auth.admin(context)
-        issued = await self._tenants.issue_key(_require(request.tenant, "tenant"), check_text(request.description, "description", 256))
+        description = check_text(request.description, "description", 256)
+        issued = await self._tenants.issue_key(_require(request.tenant, "tenant"), description)
         return admin_pb2.IssueApiKeyResponse(api_key=admin_pb2.IssuedSecret(id=issued.key.id, secret=issued.secret))
 
     @rpc
@@ -407,9 +408,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         bad = [h for h in request.handlers if not HANDLER_NAME.match(h)]
         if bad:
             raise InvalidArgument.field("handlers", f"invalid handler names {bad}: 1 to 200 characters of [A-Za-z0-9_.:-]")
-        issued = await self._workers.issue(
-            list(request.tenants), list(request.handlers), request.http, check_text(request.description, "description", 256)
-        )
+        description = check_text(request.description, "description", 256)
+        issued = await self._workers.issue(list(request.tenants), list(request.handlers), request.http, description)
         return admin_pb2.IssueWorkerCredentialResponse(
             credential=admin_pb2.IssuedSecret(id=issued.credential.id, secret=issued.secret)
         )

@@ -155,7 +155,9 @@ def _guard_handler(
                 await refuse(context, request)
             return await behaviour(request, context)
 
-        return grpc.unary_unary_rpc_method_handler(unary_unary, request_deserializer=decode, response_serializer=serialize)
+        return grpc.unary_unary_rpc_method_handler(
+            unary_unary, request_deserializer=decode, response_serializer=serialize
+        )
 
     async def checked(requests, context):
         async for request in requests:
@@ -180,14 +182,18 @@ def _guard_handler(
                     await refuse(context, request)
                 return await behaviour(request, context)
 
-        return grpc.unary_stream_rpc_method_handler(unary_stream, request_deserializer=decode, response_serializer=serialize)
+        return grpc.unary_stream_rpc_method_handler(
+            unary_stream, request_deserializer=decode, response_serializer=serialize
+        )
     if handler.stream_unary is not None:
         behaviour = handler.stream_unary
 
         async def stream_unary(requests, context):
             return await behaviour(checked(requests, context), context)
 
-        return grpc.stream_unary_rpc_method_handler(stream_unary, request_deserializer=decode, response_serializer=serialize)
+        return grpc.stream_unary_rpc_method_handler(
+            stream_unary, request_deserializer=decode, response_serializer=serialize
+        )
     behaviour = handler.stream_stream
     if inspect.isasyncgenfunction(behaviour):
 
@@ -200,7 +206,9 @@ def _guard_handler(
         async def stream_stream(requests, context):
             return await behaviour(checked(requests, context), context)
 
-    return grpc.stream_stream_rpc_method_handler(stream_stream, request_deserializer=decode, response_serializer=serialize)
+    return grpc.stream_stream_rpc_method_handler(
+        stream_stream, request_deserializer=decode, response_serializer=serialize
+    )
 
 
 class _GuardedRegistration:
