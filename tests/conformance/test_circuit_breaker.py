@@ -21,12 +21,18 @@ from tickwheel_server.store.handout import Capability, HandoutStore
 from tickwheel_server.store.tables import executions
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
-from .test_handout import add_execution, result
+from .test_handout import add_execution
+from .test_handout import result as handout_result
 
 FAILED = worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE
 SUCCEEDED = worker_pb2.RESULT_OUTCOME_SUCCEEDED
 HTTP_WORKERS = Capability(("acme", "globex"), (), True)
 SETTINGS = BreakerSettings(window=60, min_calls=20, failure_ratio=0.5, open_for=30)
+
+
+def result(handed, outcome, **overrides):
+    """The result of a worker serving both tenants."""
+    return handout_result(handed, outcome, tenants=HTTP_WORKERS.tenants, **overrides)
 
 
 def http_job(host: str) -> job_pb2.Job:

@@ -66,7 +66,7 @@ class World:
     async def fail(self, handed, error: str = "card declined", outcome=worker_pb2.RESULT_OUTCOME_FAILED_PERMANENT):
         acks = await self.handout.record_results(
             [ResultIn(execution_id=h.id, delivery=h.delivery, attempt=h.attempt, outcome=outcome, error=error,
-                      worker_id="w1") for h in handed]
+                      worker_id="w1", tenants=("acme", "globex")) for h in handed]
         )  # fmt: skip
         assert all(ack.accepted for ack in acks), acks
 
@@ -169,7 +169,7 @@ async def test_replay_starts_a_fresh_series_with_the_same_id_keeping_delivery(w:
     [again] = await w.hand_out()
     assert (again.id, again.attempt, again.delivery) == (ident, 1, 2)
     acks = await w.handout.record_results(
-        [ResultIn(ident, again.delivery, 1, worker_pb2.RESULT_OUTCOME_SUCCEEDED, "", "w2")]
+        [ResultIn(ident, again.delivery, 1, worker_pb2.RESULT_OUTCOME_SUCCEEDED, "", "w2", ("acme",))]
     )
     assert acks[0].accepted
     execution = await w.history.get_execution("acme", ident)
@@ -182,7 +182,7 @@ async def test_a_result_of_the_first_series_cannot_touch_the_replay(w: World) ->
     [handed] = await w.hand_out()
     await w.fail([handed])
     await w.dead.replay("acme", ident)
-    stale = ResultIn(ident, handed.delivery, handed.attempt, worker_pb2.RESULT_OUTCOME_SUCCEEDED, "", "w1")
+    stale = ResultIn(ident, handed.delivery, handed.attempt, worker_pb2.RESULT_OUTCOME_SUCCEEDED, "", "w1", ("acme",))
     await w.handout.record_results([stale])
     row = w.row(ident)
     assert (row.status, row.attempt, row.delivery) == ("scheduled", 1, 1)

@@ -53,7 +53,7 @@ def add_execution(engine, clock, ident: str, *, due_in: float = 0.0, tenant: str
 
 def result(handed, outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED, **overrides) -> ResultIn:
     values = dict(execution_id=handed.id, delivery=handed.delivery, attempt=handed.attempt, outcome=outcome,
-                  error="", worker_id="w1")
+                  error="", worker_id="w1", tenants=("acme",))
     values.update(overrides)
     return ResultIn(**values)
 
@@ -201,7 +201,7 @@ async def test_a_worker_that_died_is_requeued_with_the_same_id_and_the_next_deli
 async def test_a_requeue_decided_for_another_owner_or_delivery_changes_nothing(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "e1")
     [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
-    assert await store.reattach("s2", "w9", [("e1", handed.delivery)])  # re-attached elsewhere meanwhile
+    assert await store.reattach("s2", "w9", [("e1", handed.delivery)], tenants=("acme",))  # re-attached elsewhere meanwhile
     for owner, delivery in (("s1", handed.delivery), ("s2", handed.delivery + 1)):
         outcome = await store.requeue(owner, [Lost("e1", delivery, "gone")], counts=True)
         assert not outcome.requeued and outcome.skipped == [("e1", delivery)]
@@ -216,7 +216,8 @@ async def test_reattach_takes_what_is_still_running_at_that_delivery_and_nothing
     handed = {h.id: h for h in await store.claim_ready("s1", clock.now(), ANY_ECHO, 3)}
     await store.record_results([result(handed["e2"])])  # finished before the worker reconnected
     taken = await store.reattach("s2", "w1", [("e1", handed["e1"].delivery), ("e2", handed["e2"].delivery),
-                                              ("e3", handed["e3"].delivery + 5), ("missing", 1)])
+                                              ("e3", handed["e3"].delivery + 5), ("missing", 1)],
+                                tenants=("acme",))
     assert [(t.execution_id, t.delivery) for t in taken] == [("e1", handed["e1"].delivery)]
     assert row_of(migrated_engine, "e1").owner == "s2" and row_of(migrated_engine, "e3").owner == "s1"
 
@@ -287,3 +288,69 @@ async def test_retries_keep_the_delivery_and_report_their_ready_instant(store, m
     assert (row.status, row.attempt, row.delivery) == ("scheduled", 2, handed.delivery)
     [again] = await store.record_results([result(handed, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error="boom")])
     assert again.accepted and again.reason == "already recorded" and again.retry is None
+
+
+# -- scope: a worker credential's tenants (issue 15, items 1 to 3) -------------------------------------
+
+
+def counts(engine) -> tuple[int, int]:
+    with engine.connect() as conn:
+        return (conn.execute(sa.select(sa.func.count()).select_from(attempts)).scalar(),
+                conn.execute(sa.select(sa.func.count()).select_from(executions)
+                             .where(executions.c.status == "running")).scalar())
+
+
+async def test_a_result_for_another_tenants_execution_is_answered_as_an_unknown_id(store, migrated_engine, clock) -> None:
+    add_execution(migrated_engine, clock, "g-run", tenant="globex")
+    add_execution(migrated_engine, clock, "g-done", tenant="globex")
+    add_execution(migrated_engine, clock, "g-lost", tenant="globex")
+    globex = Capability(("globex",), ("echo",), True)
+    handed = {h.id: h for h in await store.claim_ready("s1", clock.now(), globex, 3)}
+    await store.record_results([result(handed["g-done"], tenants=("globex",))])
+    await store.requeue("s1", [Lost("g-lost", handed["g-lost"].delivery, "worker gone", "w0")], counts=True)
+    before = attempts_of(migrated_engine, "g-lost")[0].error
+    hostile = [
+        result(handed["g-run"]),  # SUCCEEDED for globex's running execution
+        result(handed["g-run"], worker_pb2.RESULT_OUTCOME_FAILED_PERMANENT, error="forged"),
+        result(handed["g-done"]),  # recorded already: must not say so
+        result(handed["g-lost"]),  # requeued: must not say so, nor note it
+        result(handed["g-run"], execution_id="no-such-execution"),
+    ]
+    acks = await store.record_results(hostile)
+    assert [(a.accepted, a.reason) for a in acks] == [(False, "no such execution held by this worker")] * 5
+    assert row_of(migrated_engine, "g-run").status == "running"
+    assert attempts_of(migrated_engine, "g-lost")[0].error == before
+    assert [a.status for a in attempts_of(migrated_engine, "g-run")] == []
+    # globex's own worker then ends it, once.
+    [ack] = await store.record_results([result(handed["g-run"], tenants=("globex",))])
+    assert (ack.accepted, ack.reason) == (True, "")
+    assert row_of(migrated_engine, "g-run").status == "succeeded"
+
+
+async def test_a_result_not_held_is_classified_but_never_applied(store, migrated_engine, clock) -> None:
+    add_execution(migrated_engine, clock, "e1")
+    add_execution(migrated_engine, clock, "e2")
+    handed = {h.id: h for h in await store.claim_ready("s1", clock.now(), ANY_ECHO, 2)}
+    await store.record_results([result(handed["e2"])])
+    acks = await store.record_results([result(handed["e1"], held=False), result(handed["e2"], held=False)])
+    assert [(a.accepted, a.reason) for a in acks] == [
+        (False, "no such execution held by this worker"), (True, "already recorded"),
+    ]
+    assert row_of(migrated_engine, "e1").status == "running" and attempts_of(migrated_engine, "e1") == []
+
+
+async def test_reattach_takes_only_the_credentials_tenants_and_no_other_workers(store, migrated_engine, clock) -> None:
+    add_execution(migrated_engine, clock, "a1")
+    add_execution(migrated_engine, clock, "g1", tenant="globex")
+    acme = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
+    globex = await store.claim_ready("s1", clock.now(), Capability(("globex",), ("echo",), True), 1)
+    held = [(h.id, h.delivery) for h in acme + globex]
+    taken = await store.reattach("s2", "hostile", held, tenants=("acme",))
+    assert [t.execution_id for t in taken] == ["a1"]
+    row = row_of(migrated_engine, "g1")
+    assert (row.status, row.owner, row.worker_id) == ("running", "s1", None)
+    # Once re-attached by one worker, another worker of the tenant cannot take it over.
+    taken = await store.reattach("s3", "other", held, tenants=("acme", "globex"))
+    assert [t.execution_id for t in taken] == ["g1"]
+    assert row_of(migrated_engine, "a1").owner == "s2" and row_of(migrated_engine, "a1").worker_id == "hostile"
+    assert [t.execution_id for t in await store.reattach("s4", "hostile", held[:1], tenants=("acme",))] == ["a1"]

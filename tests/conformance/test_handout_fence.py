@@ -273,7 +273,7 @@ async def test_the_safety_net_spares_what_is_re_attached_between_two_passes(migr
     # Handed out by a server that died; its worker reconnects here.
     [handed] = await store.claim_ready("dead", clock.now(), ANY_ECHO, 10)
     await elapse(clock, TIMEOUT + 1)
-    await store.reattach(owner, "w1", [(handed.id, handed.delivery)])  # committed, not yet entered in memory
+    await store.reattach(owner, "w1", [(handed.id, handed.delivery)], tenants=("acme",))  # committed, not yet entered in memory
     await gateway.requeue_orphans()  # sees it unheld: a suspect only
     worker = connect(connections, clock)
     attached, _ = await gateway.reattach(worker, [(handed.id, handed.delivery)])

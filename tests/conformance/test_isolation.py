@@ -97,7 +97,7 @@ class Server:
 
     async def finish(self, handed, outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED):
         acks = await self.store.record_results([
-            ResultIn(h.id, h.delivery, h.attempt, outcome, "", "w1") for h in handed
+            ResultIn(h.id, h.delivery, h.attempt, outcome, "", "w1", self.capability.tenants) for h in handed
         ])
         assert all(a.accepted for a in acks), acks
         return acks
@@ -302,7 +302,7 @@ async def test_a_tenant_with_a_backlog_does_not_delay_another_and_never_exceeds_
             .where(executions.c.tenant == "acme", executions.c.status == "running").limit(7)
         ).all()
     await server.store.record_results([ResultIn(r.id, r.delivery, r.attempt, worker_pb2.RESULT_OUTCOME_SUCCEEDED, "",
-                                                "w1") for r in some])
+                                                "w1", ("acme",)) for r in some])
     again = await server.claim(limit=40)
     assert len(again) == 7 and {h.tenant for h in again} == {"acme"}
     assert running_count(migrated_engine, "acme") == 30

@@ -75,7 +75,7 @@ async def test_a_re_attached_execution_is_not_reaped(migrated_engine, clock) -> 
     reaper = Reaper(store, leases, lambda: survivor, clock, server_id="a", grace=GRACE)
     await reaper.reap_once()
     clock.advance(GRACE / 2)
-    await store.reattach(session_name(survivor.id), "w1", [("e1", handed.delivery)])  # its worker came to a
+    await store.reattach(session_name(survivor.id), "w1", [("e1", handed.delivery)], tenants=("acme",))  # its worker came to a
     clock.advance(GRACE)
     assert await reaper.reap_once() == 0
     await leases.close()

@@ -197,7 +197,7 @@ async def test_a_batch_of_results_is_three_array_statements_on_indexes(engine) -
     event.listen(engine, "before_cursor_execute", capture)
     try:
         acks = await store.record_results([
-            ResultIn(h.id, h.delivery, h.attempt, worker_pb2.RESULT_OUTCOME_SUCCEEDED, "", "w1") for h in handed
+            ResultIn(h.id, h.delivery, h.attempt, worker_pb2.RESULT_OUTCOME_SUCCEEDED, "", "w1", ("flood", "quiet")) for h in handed
         ])
     finally:
         event.remove(engine, "before_cursor_execute", capture)

@@ -1,7 +1,8 @@
 """The gateway's result queue (gateway/results.py), on a fake clock: one
 writer, batches across workers, starts first during a backlog (bounded), a
-flood does not hold results back, backpressure, and a failed write is
-retried, never dropped."""
+flood does not hold results back, backpressure, a write the store could
+not make is retried, never dropped, and one that can never be made is
+split until only the result that fails is refused."""
 
 from __future__ import annotations
 
@@ -10,19 +11,36 @@ import asyncio
 import pytest
 
 from tickwheel_server.clock import FakeClock
-from tickwheel_server.gateway.results import ResultQueue
+from tickwheel_server.gateway import results as results_module
+from tickwheel_server.store.errors import StoreUnavailableError
 
 
 class Recorder:
-    def __init__(self, fail: int = 0) -> None:
+    """Records batches; the first ``fail`` calls find the store unavailable;
+    any batch holding one of ``poison`` fails for a reason retrying cannot fix."""
+
+    def __init__(self, fail: int = 0, poison: tuple[int, ...] = ()) -> None:
         self.batches: list[list[tuple[str, int]]] = []
+        self.calls = 0
         self.fail = fail
+        self.poison = poison
+        self.refused: list[tuple[tuple[str, int], str]] = []
 
     async def __call__(self, items):
+        self.calls += 1
         if self.fail:
             self.fail -= 1
-            raise RuntimeError("store unavailable")
+            raise StoreUnavailableError("store unavailable", attempts=3)
+        if any(result in self.poison for _, result in items):
+            raise ValueError("A string literal cannot contain NUL (0x00) characters.")
         self.batches.append(list(items))
+
+    async def refuse(self, item, error) -> None:
+        self.refused.append((item, type(error).__name__))
+
+
+def ResultQueue(recorder: Recorder, clock, **options):  # noqa: N802 - the class, with the recorder's refusals
+    return results_module.ResultQueue(recorder, clock, refuse=recorder.refuse, **options)
 
 
 async def settle() -> None:
@@ -131,6 +149,41 @@ async def test_a_failed_write_is_retried_and_nothing_is_dropped(running) -> None
     clock.advance(1.0)
     await settle()
     assert recorder.batches == [[("w1", 1), ("w1", 2)]] and queue.pending == 0
+
+
+async def test_a_result_that_can_never_be_written_is_refused_alone(running) -> None:
+    clock, recorder = FakeClock(), Recorder(poison=(5,))
+    queue = ResultQueue(recorder, clock, batch=8, max_pending=20, retry_delay=1.0)
+    await queue.submit("w1", [1, 2, 3, 4])
+    await queue.submit("w2", [5, 6, 7, 8, 9])
+    running(queue)
+    await settle()
+    recorded = sorted(result for batch in recorder.batches for _, result in batch)
+    assert recorded == [1, 2, 3, 4, 6, 7, 8, 9]  # everyone else's, at once, nothing retried
+    assert recorder.refused == [(("w2", 5), "ValueError")]
+    assert queue.pending == 0 and queue.refused == 1 and queue.written == 8
+    assert recorder.calls <= 2 * 4 + 1  # split in halves: a few transactions, not one per result
+
+
+async def test_an_outage_while_splitting_keeps_the_rest_for_the_retry(running) -> None:
+    clock, recorder = FakeClock(), Recorder(poison=(1,))
+    queue = ResultQueue(recorder, clock, batch=4, max_pending=20, retry_delay=1.0)
+    await queue.submit("w1", [1, 2, 3, 4])
+    original = recorder.__call__
+
+    async def then_down(items):  # the store goes away after the first split
+        if recorder.calls == 2:
+            recorder.fail = 1
+        await original(items)
+
+    queue._apply = then_down
+    running(queue)
+    await settle()
+    assert recorder.refused == [] and queue.pending == 4
+    clock.advance(1.0)
+    await settle()
+    assert recorder.refused == [(("w1", 1), "ValueError")]
+    assert sorted(r for batch in recorder.batches for _, r in batch) == [2, 3, 4] and queue.pending == 0
 
 
 def test_settings_are_checked() -> None:

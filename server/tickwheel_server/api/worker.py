@@ -4,9 +4,12 @@ Authentication, hello and welcome, credit, worker heartbeats, server
 heartbeats and drain happen here; executions are handed out by the gateway
 through each connection's outbox, and results go to the gateway, which
 records them and acknowledges each (a stale delivery is rejected, never
-applied). A stream the server ended (its credential was revoked, see
-:mod:`tickwheel_server.gateway.revocation`) ends with that status, and nothing it sends
-afterwards is read.
+applied; one the stream does not hold, or another tenant's, is answered as
+an unknown id). A stream the server ended (its credential was revoked, see
+:mod:`tickwheel_server.gateway.revocation`, or it sent more than its
+credential's budget of what its streams do not hold, see
+:mod:`tickwheel_server.gateway.budget`) ends with that status
+(UNAUTHENTICATED, RESOURCE_EXHAUSTED), and nothing it sends afterwards is read.
 """
 
 from __future__ import annotations
@@ -24,14 +27,18 @@ from tickwheel.v1 import worker_pb2, worker_pb2_grpc
 from ..auth.authenticator import Authenticator
 from ..clock import Clock
 from ..errors import FailedPrecondition, InvalidArgument, PermissionDenied, TickwheelError
+from ..gateway.budget import OverBudget
 from ..gateway.connections import Connections, WorkerConnection
 from ..gateway.gateway import Gateway
+from ..store.handout import NOT_HELD
 from .status import abort
 
 log = logging.getLogger(__name__)
 
 WORKER_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 MAX_SLOTS = 10_000
+MAX_IN_FLIGHT = 2 * MAX_SLOTS
+"""Entries of ``hello.in_flight``: a worker holds at most twice its slots."""
 
 
 def _duration(seconds: float) -> duration_pb2.Duration:
@@ -46,6 +53,8 @@ def check_hello(hello: worker_pb2.WorkerHello, credential) -> None:
         raise InvalidArgument.field("hello.worker_id", "1 to 128 characters of [A-Za-z0-9_.:-]")
     if not 0 <= hello.slots <= MAX_SLOTS:
         raise InvalidArgument.field("hello.slots", f"must be between 0 and {MAX_SLOTS} (0 means 1)")
+    if len(hello.in_flight) > MAX_IN_FLIGHT:
+        raise InvalidArgument.field("hello.in_flight", f"at most {MAX_IN_FLIGHT} executions")
     if not hello.handlers and not hello.http:
         raise InvalidArgument.field("hello.handlers", "a worker must serve at least one handler or HTTP targets")
     if credential.handlers:
@@ -111,6 +120,10 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         if self.gateway is not None:
             try:
                 reattached, rejected = await self.gateway.reattach(connection, held)
+            except OverBudget as error:
+                log.warning("worker %s refused: %s", hello.worker_id, error)
+                await abort(context, error)
+                return
             except Exception as error:  # the store is down (UNAVAILABLE): the worker says hello again later
                 log.warning("cannot re-attach worker %s's executions: %s", hello.worker_id, error)
                 await abort(context, error)
@@ -138,12 +151,14 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             asyncio.create_task(self._heartbeats(connection)),
         ]
         try:
-            while True:
+            # Closed with a full outbox, the end marker found no room: the
+            # writer then ends once it has written what is queued.
+            while not (connection.closed.is_set() and connection.outbox.empty()):
                 message = await connection.outbox.get()
                 if message is None:
                     break
                 await context.write(message)
-            if connection.ended_by is not None:  # revoked: the worker is told why
+            if connection.ended_by is not None:  # revoked, or over its budget: the worker is told why
                 await abort(context, connection.ended_by)
         finally:
             connection.close()
@@ -172,14 +187,18 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                             connection, [(e.execution_id, e.delivery) for e in request.heartbeat.executions]
                         )
                 elif kind == "result" and self.gateway is not None:
-                    await self.gateway.submit_results(connection, list(request.result.results))
+                    try:
+                        await self.gateway.submit_results(connection, request.result.results)
+                    except OverBudget as error:
+                        connection.end(error)
+                        return
                 elif kind == "result":
                     acks = [
                         worker_pb2.ResultAck(
                             execution_id=result.execution_id,
                             delivery=result.delivery,
                             accepted=False,
-                            reason="this server holds no such delivery of the execution",
+                            reason=NOT_HELD,
                         )
                         for result in request.result.results
                     ]

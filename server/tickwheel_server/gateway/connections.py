@@ -3,6 +3,10 @@
 One writer per stream: everything sent to a worker goes through its bounded
 outbox, so heartbeats, acks, drains and (later) assignments never interleave
 writes on one stream.
+
+A stream is known by its credential and its worker id: a worker saying
+hello with the worker id of another credential's worker is a different
+worker, and never closes that one's stream.
 """
 
 from __future__ import annotations
@@ -38,6 +42,11 @@ class WorkerConnection:
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     ended_by: Exception | None = None
     """Why the server ended the stream (:meth:`end`): its status to the worker."""
+
+    @property
+    def identity(self) -> tuple[str, str]:
+        """(credential id, worker id): what a reconnect of this worker has in common with this stream."""
+        return self.credential.id, self.worker_id
 
     @property
     def capability(self) -> Capability:
@@ -79,19 +88,20 @@ class Connections:
     """Registry of the live Pull streams on this server."""
 
     def __init__(self) -> None:
-        self._by_worker: dict[str, WorkerConnection] = {}
+        self._by_worker: dict[tuple[str, str], WorkerConnection] = {}
 
     def add(self, connection: WorkerConnection) -> WorkerConnection | None:
-        """Register ``connection``; returns the stream it replaces (same worker id), now closed."""
-        previous = self._by_worker.get(connection.worker_id)
-        self._by_worker[connection.worker_id] = connection
+        """Register ``connection``; returns the stream it replaces (same
+        credential and worker id), now closed."""
+        previous = self._by_worker.get(connection.identity)
+        self._by_worker[connection.identity] = connection
         if previous is not None:
             previous.close()
         return previous
 
     def remove(self, connection: WorkerConnection) -> None:
-        if self._by_worker.get(connection.worker_id) is connection:
-            del self._by_worker[connection.worker_id]
+        if self._by_worker.get(connection.identity) is connection:
+            del self._by_worker[connection.identity]
 
     def __len__(self) -> int:
         return len(self._by_worker)

@@ -43,8 +43,17 @@ delivery whose heartbeats stop for the heartbeat timeout, or whose stream
 closed and was not re-attached within the grace, is requeued through the
 store (same id, the next hand-out is delivery + 1), and a worker still
 holding a stuck one is told to cancel it. A worker that reconnects reports
-what it still runs; the deliveries still running are re-attached to this
-server's session, the rest are rejected. A retry's ready instant goes into
+what it still runs or has a result for; the deliveries of its credential's
+tenants still running (and not held here by another worker's live stream)
+are re-attached to this server's session, the rest are rejected.
+
+A result counts only from the stream that holds its delivery. Each is
+checked field by field first (:mod:`.result_check`: a malformed one is
+refused naming the field, nothing written); one the stream holds is queued
+and its delivery kept alive until it is recorded (:meth:`InFlight.hold_result`);
+one it does not hold is never applied, only classified by the store within
+the credential's tenants (answered like an unknown id otherwise), and costs
+the credential's budget (:mod:`.budget`), as do malformed ones. A retry's ready instant goes into
 the timer wheel through ``on_retry``, the same due-time path as any
 occurrence.
 
@@ -79,14 +88,18 @@ from tickwheel.v1 import worker_pb2
 from ..api.convert import EXECUTION_ORIGIN_TO_PROTO
 from ..clock import Clock
 from ..lease.base import Session
-from ..ids import set_timestamp_us, timestamp_us, to_us
-from ..store.handout import Capability, Claimed, Definition, HandedOut, HandoutStore, Lost, RequeueResult, ResultIn, Retry
+from ..ids import set_timestamp_us, to_us
+from ..store.handout import (
+    Capability, Claimed, Definition, HandedOut, HandoutStore, Lost, RequeueResult, ResultIn, Retry,
+)
 from ..telemetry.metrics import OTHER, OUTCOMES, Metrics
 from ..telemetry.logs import log_execution
 from ..telemetry.tracing import Tracing, traceparent_of
 from . import clockguard
+from .budget import DEFAULT_BURST, DEFAULT_RATE, OverBudget, UnheldBudget
 from .connections import Connections, WorkerConnection
-from .inflight import InFlight, Key
+from .inflight import Holding, InFlight, Key
+from .result_check import EXECUTION_ID, check_result, result_in
 from .results import ResultQueue
 
 log = logging.getLogger(__name__)
@@ -226,6 +239,8 @@ class Gateway:
         on_retry: Callable[[Retry], None] | None = None,
         metrics: Metrics | None = None,
         tracing: Tracing | None = None,
+        unheld_rate: float = DEFAULT_RATE,
+        unheld_burst: float = DEFAULT_BURST,
     ) -> None:
         self._store = store
         self._connections = connections
@@ -269,10 +284,12 @@ class Gateway:
         self.clock_skew: float | None = None
         self.rounds = 0
         self.round_done = asyncio.Event()
-        self.results: ResultQueue[WorkerConnection, worker_pb2.ExecutionResult] = ResultQueue(
-            self._record_batch, clock
+        self.results: ResultQueue[WorkerConnection, ResultIn] = ResultQueue(
+            self._record_batch, clock, refuse=self._refuse
         )
         """Workers' results, written in large batches after the starts (:mod:`.results`)."""
+        self.budget = UnheldBudget(clock, rate=unheld_rate, burst=unheld_burst)
+        """What each worker credential may send that none of its streams holds (:mod:`.budget`)."""
 
     def wake(self) -> None:
         """Run a hand-out round now (something may be ready)."""
@@ -618,10 +635,26 @@ class Gateway:
                      connection.worker_id, held, self.inflight.grace)
 
     async def reattach(self, connection: WorkerConnection, held: Sequence[Key]) -> tuple[list[Key], list[Key]]:
-        """Take over what a reconnecting worker still runs; returns (re-attached, rejected)."""
+        """Take over what a reconnecting worker still runs (or has a result
+        for); returns (re-attached, rejected). Only deliveries of its
+        credential's tenants still running at that delivery are taken, never
+        one held here by a live stream of another worker; the rest are
+        rejected, an unknown id and another tenant's alike, and cost the
+        credential's budget. Raises :class:`OverBudget` when the credential
+        has none left (nothing is read then)."""
         if not held:
             return [], []
-        taken = await self._store.reattach(self.owner, connection.worker_id, held)
+        credential = connection.credential.id
+        if self.budget.exhausted(credential):
+            raise OverBudget(credential, self.budget.message(credential))
+        wanted: list[Key] = []
+        for key in held:
+            holder = self.inflight.holder(key)
+            if EXECUTION_ID.match(key[0]) and key[1] >= 1 and (holder is None or holder.identity == connection.identity):
+                wanted.append(key)
+        taken = await self._store.reattach(
+            self.owner, connection.worker_id, wanted, tenants=connection.credential.tenants
+        ) if wanted else []
         monotonic = self._clock.monotonic()
         attached: list[Key] = []
         for item in taken:
@@ -629,7 +662,9 @@ class Gateway:
             self.inflight.attach(connection, key, item.partition, connection.worker_id, monotonic)
             attached.append(key)
         kept = set(attached)
-        return attached, [key for key in held if key not in kept]
+        rejected = [key for key in held if key not in kept]
+        self.budget.take(credential, len(rejected))
+        return attached, rejected
 
     async def run_liveness(self, interval: float = 1.0, stalled_interval: float = 5.0) -> None:
         """About every ``interval``: requeue the deliveries whose worker went
@@ -789,32 +824,108 @@ class Gateway:
             self.wake()
         return result
 
-    async def submit_results(self, connection: WorkerConnection, results: list[worker_pb2.ExecutionResult]) -> None:
-        """A worker's results: queued for the writer, which records and
-        acknowledges them (waits while the queue is full)."""
-        await self.results.submit(connection, results)
+    async def submit_results(self, connection: WorkerConnection, results: Sequence[worker_pb2.ExecutionResult]) -> None:
+        """A worker's results: each malformed one refused at once, the rest
+        queued for the writer, which records and acknowledges them (waits
+        while the queue is full). Raises :class:`OverBudget` when what the
+        stream does not hold exceeds the credential's budget: the results
+        past it are neither queued nor acknowledged (the worker sends them
+        again), and the stream must end."""
+        admitted, over = await self._admit(connection, results)
+        if admitted:
+            await self.results.submit(connection, admitted)
+        if over:
+            raise OverBudget(connection.credential.id, self.budget.message(connection.credential.id))
 
-    async def record(self, connection: WorkerConnection, results: list[worker_pb2.ExecutionResult]) -> None:
-        """Apply a worker's results and acknowledge each, now."""
-        await self._record_batch([(connection, result) for result in results])
+    async def record(self, connection: WorkerConnection, results: Sequence[worker_pb2.ExecutionResult]) -> None:
+        """:meth:`submit_results`, but applied and acknowledged now (not queued)."""
+        admitted, over = await self._admit(connection, results)
+        await self._record_batch([(connection, item) for item in admitted])
+        if over:
+            raise OverBudget(connection.credential.id, self.budget.message(connection.credential.id))
 
-    async def _record_batch(self, items: list[tuple[WorkerConnection, worker_pb2.ExecutionResult]]) -> None:
+    async def _admit(
+        self, connection: WorkerConnection, results: Sequence[worker_pb2.ExecutionResult]
+    ) -> tuple[list[ResultIn], bool]:
+        """Check a stream's results and decide, for each, whether the stream
+        holds its delivery (then it is pending: its delivery stays alive until
+        it is recorded or refused). Refuses the malformed ones now. Returns
+        what to record, and whether the credential's budget ran out before
+        the end (what is past it is dropped unacknowledged)."""
+        now_us = to_us(self._clock.now())
+        tenants = connection.credential.tenants
+        admitted: list[ResultIn] = []
+        costly: list[tuple[worker_pb2.ExecutionResult, Holding | str]] = []
+        """Results that cost the budget, each with why it was refused, or what holds it."""
+        for result in results:
+            violation = check_result(result, now_us)
+            if violation is not None:
+                costly.append((result, f"invalid result: {violation.field}: {violation.description}"))
+                continue
+            holding = self.inflight.hold_result(connection, (result.execution_id, result.delivery))
+            if holding is Holding.HELD:
+                admitted.append(result_in(result, connection.worker_id, tenants, held=True))
+            else:
+                costly.append((result, holding))
+        granted = self.budget.take(connection.credential.id, len(costly))
+        refused = worker_pb2.PullResponse()
+        for result, why in costly[:granted]:
+            if isinstance(why, str):
+                refused.ack.acks.add(execution_id=result.execution_id, delivery=result.delivery, accepted=False,
+                                     reason=why)
+            else:  # a second result for a pending one is recorded too: recording is idempotent
+                admitted.append(result_in(result, connection.worker_id, tenants, held=why is Holding.DUPLICATE))
+        if refused.ack.acks:
+            first = refused.ack.acks[0]
+            log.info("refused %d malformed results from worker %s (credential %s); the first, for %r: %s",
+                     len(refused.ack.acks), connection.worker_id, connection.credential.id,
+                     first.execution_id[:64], first.reason)
+            await connection.send(refused)
+        if granted < len(costly):
+            log.warning("worker %s: %s", connection.worker_id, self.budget.message(connection.credential.id))
+        return admitted, granted < len(costly)
+
+    async def _refuse(self, item: tuple[WorkerConnection, ResultIn], error: Exception) -> None:
+        """A result whose write fails for a reason retrying cannot fix: its
+        worker is told, and its delivery is watched again (its worker forgot
+        it, so it is requeued when the heartbeat timeout passes)."""
+        connection, result = item
+        key = (result.execution_id, result.delivery)
+        if result.held:
+            self.inflight.result_refused(key)
+        job_id, tenant = self._held.get(key, ("", ""))
+        log_execution(log, logging.ERROR, "result of delivery %d from worker %s cannot be recorded: %s: %s",
+                      result.delivery, connection.worker_id, type(error).__name__, error,
+                      execution=result.execution_id, job=job_id, tenant=tenant)
+        reply = worker_pb2.PullResponse()
+        reply.ack.acks.add(execution_id=result.execution_id, delivery=result.delivery, accepted=False,
+                           reason=f"the server cannot record this result ({type(error).__name__})")
+        try:
+            await connection.send(reply)
+        except Exception:  # noqa: BLE001 - the refusal stands whether or not the worker hears of it
+            log.exception("cannot tell worker %s its result was refused", connection.worker_id)
+
+    async def _record_batch(self, items: list[tuple[WorkerConnection, ResultIn]]) -> None:
         """Apply results of any workers in one transaction and acknowledge
         each to its worker, in order."""
-        inputs = [
-            ResultIn(
-                r.execution_id, r.delivery, r.attempt, r.outcome, r.error, connection.worker_id,
-                r.retry_after.ToTimedelta() if r.HasField("retry_after") else None,
-                timestamp_us(r.started_at) if r.HasField("started_at") else None,
-            )
-            for connection, r in items
-        ]
+        inputs = [result for _, result in items]
         acks = await self._store.record_results(inputs)
         debug = log.isEnabledFor(logging.DEBUG)
         self.wake()  # an execution that ended may have freed its job or a key for the next in line
         replies: dict[WorkerConnection, worker_pb2.PullResponse] = {}
         counted: Counter[tuple[str, int, bool]] = Counter()
         for (connection, result), ack in zip(items, acks):
+            if not result.held:  # never applied: whatever holds that delivery (here or not) keeps it
+                if debug:
+                    log.debug("result of delivery %d of %r from worker %s, not held by its stream: %s", ack.delivery,
+                              ack.execution_id, connection.worker_id, ack.reason or "accepted")
+                reply = replies.get(connection)
+                if reply is None:
+                    reply = replies[connection] = worker_pb2.PullResponse()
+                reply.ack.acks.add(
+                    execution_id=ack.execution_id, delivery=ack.delivery, accepted=ack.accepted, reason=ack.reason
+                )
+                continue
             self.inflight.done((ack.execution_id, ack.delivery))
             held = self._held.pop((ack.execution_id, ack.delivery), None)
             job_id, tenant = held if held is not None else ("", "")

@@ -11,6 +11,13 @@ one is renewed. :meth:`InFlight.expired` returns the deliveries to requeue:
   worker died, or reconnected elsewhere and re-attached there (then the
   requeue, conditional on this server's session, changes nothing).
 
+A delivery whose result this server holds but has not recorded yet
+(:meth:`hold_result`: queued behind a slow or unavailable store) is alive
+whatever its heartbeats and its stream say: the worker no longer lists a
+finished attempt, and requeuing it would run it twice. It is never
+returned by :meth:`expired` until the result is recorded (:meth:`done`) or
+refused (:meth:`result_refused`): late, not lost, not duplicated.
+
 A delivery someone asked to stop (CancelExecution, an overlap ``replace``)
 is told to its worker once per attachment (:meth:`to_cancel`).
 
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Generic, TypeVar
 
 Key = tuple[str, int]
@@ -42,6 +50,8 @@ class Entry(Generic[C]):
     orphaned_at: float | None = None
     cancel_sent: bool = False
     """The worker holding it was told to cancel it (a cancel request)."""
+    result_pending: bool = False
+    """Its worker's result is queued here and not yet recorded: never expired."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,17 @@ class Expired(Generic[C]):
     """Still attached here (stuck): the worker is told to cancel it."""
     worker_id: str
     reason: str
+
+
+class Holding(Enum):
+    """What :meth:`InFlight.hold_result` found for a result a stream sent."""
+
+    HELD = "held"
+    """The stream holds the delivery: its result is now pending."""
+    DUPLICATE = "duplicate"
+    """The stream holds it and a result for it is pending already."""
+    NOT_HELD = "not held"
+    """Unknown here, or held by another stream (or by none: orphaned)."""
 
 
 class InFlight(Generic[C]):
@@ -70,11 +91,38 @@ class InFlight(Generic[C]):
     def held_by(self, connection: C) -> list[Key]:
         return sorted(self._by_connection.get(id(connection), ()))
 
+    def holder(self, key: Key) -> C | None:
+        """The live stream holding ``key`` here, or None (unknown or orphaned)."""
+        entry = self._entries.get(key)
+        return entry.connection if entry is not None else None
+
     def attach(self, connection: C, key: Key, partition: int, worker_id: str, now: float) -> None:
-        """``connection`` holds ``key`` from now on (a hand-out or a re-attachment)."""
+        """``connection`` holds ``key`` from now on (a hand-out or a re-attachment).
+        A result pending for it stays pending."""
+        previous = self._entries.get(key)
         self._forget_connection_of(key)
-        self._entries[key] = Entry(key, partition, connection, worker_id, now)
+        self._entries[key] = Entry(key, partition, connection, worker_id, now,
+                                   result_pending=previous is not None and previous.result_pending)
         self._by_connection.setdefault(id(connection), set()).add(key)
+
+    def hold_result(self, connection: C, key: Key) -> Holding:
+        """A result for ``key`` arrived on ``connection``: HELD (now pending,
+        so never expired until :meth:`done` or :meth:`result_refused`) only
+        when that stream holds it."""
+        entry = self._entries.get(key)
+        if entry is None or entry.connection is not connection:
+            return Holding.NOT_HELD
+        if entry.result_pending:
+            return Holding.DUPLICATE
+        entry.result_pending = True
+        return Holding.HELD
+
+    def result_refused(self, key: Key) -> None:
+        """The pending result for ``key`` could not be recorded and was refused:
+        the delivery is watched again (its worker forgot it, so it expires)."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            entry.result_pending = False
 
     def beat(self, connection: C, keys: Iterable[Key], now: float) -> int:
         """Renew the deliveries ``connection`` says it runs; returns how many it holds here."""
@@ -104,6 +152,8 @@ class InFlight(Generic[C]):
         """Deliveries to requeue now. They stay tracked until :meth:`done`."""
         due: list[Expired[C]] = []
         for entry in self._entries.values():
+            if entry.result_pending:
+                continue
             if entry.connection is None:
                 if entry.orphaned_at is not None and now - entry.orphaned_at >= self.grace:
                     due.append(Expired(entry.key, entry.partition, None, entry.worker_id,

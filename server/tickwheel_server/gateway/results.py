@@ -13,8 +13,17 @@ to lateness, which is what the schedule promises; results then go in large
 batches. A backlog that outlasts the queue's half (a flood, not a burst)
 does not hold results back: they are written as they come, ``batch`` at a
 time. A result is only delayed, never dropped: it stays queued until
-a transaction that recorded it commits (a failed write is retried after
-``retry_delay``), and the worker keeps it until it is acknowledged.
+a transaction that recorded it commits, and the worker keeps it until it
+is acknowledged.
+
+A failed write is one of two things. A retryable one (the store is
+unavailable, SQLSTATE 40001 on every attempt, a commit of unknown outcome:
+``retryable``) is retried, the whole batch, after ``retry_delay``: late,
+not lost. Any other says something in the batch cannot be written, and
+retrying it would fail forever and hold everyone's results back: the batch
+is split in halves, each written on its own, down to the one result that
+fails, which alone is refused (``refuse``: its worker is told why); every
+other result is recorded.
 
 Backpressure: a worker whose result arrives while ``max_pending`` are
 queued waits (its stream is not read meanwhile) until the writer catches up.
@@ -28,6 +37,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
 from ..clock import Clock
+from ..store.errors import AmbiguousCommitError, RetryableStoreError
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +51,14 @@ DEFAULT_RETRY_DELAY = 1.0
 
 Apply = Callable[[list[tuple[C, R]]], Awaitable[None]]
 """Records a batch of (connection, result) pairs and acknowledges them; raises if nothing was recorded."""
+Refuse = Callable[[tuple[C, R], Exception], Awaitable[None]]
+"""Tells the worker that one (connection, result) could not be recorded (``Exception``: why); must not raise."""
+
+
+def store_retryable(error: Exception) -> bool:
+    """Whether a failed write may succeed if tried again later (see :mod:`..store.errors`).
+    A commit of unknown outcome is retried too: recording results is idempotent."""
+    return isinstance(error, (RetryableStoreError, AmbiguousCommitError))
 
 
 class ResultQueue(Generic[C, R]):
@@ -49,6 +67,8 @@ class ResultQueue(Generic[C, R]):
         apply: Apply,
         clock: Clock,
         *,
+        refuse: Refuse,
+        retryable: Callable[[Exception], bool] = store_retryable,
         batch: int = DEFAULT_BATCH,
         max_pending: int = DEFAULT_MAX_PENDING,
         defer: float = DEFAULT_DEFER,
@@ -57,6 +77,8 @@ class ResultQueue(Generic[C, R]):
         if batch < 1 or max_pending < batch or defer < 0 or retry_delay <= 0:
             raise ValueError("need batch >= 1, max_pending >= batch, defer >= 0 and retry_delay > 0")
         self._apply = apply
+        self._refuse = refuse
+        self._retryable = retryable
         self._clock = clock
         self.batch = batch
         self.max_pending = max_pending
@@ -74,6 +96,8 @@ class ResultQueue(Generic[C, R]):
         self._half_full = asyncio.Event()
         self.written = 0
         self.transactions = 0
+        self.refused = 0
+        """Results refused because writing them failed for a reason retrying cannot fix."""
 
     @property
     def pending(self) -> int:
@@ -104,15 +128,12 @@ class ResultQueue(Generic[C, R]):
             await self._arrived.wait()
             await self._wait_for_the_hand_out()
             items = self._pending[: self.batch]
-            try:
-                await self._apply(items)
-            except Exception:
-                log.exception("recording %d results failed; retrying in %.1f s", len(items), self.retry_delay)
+            finished, stopped = await self._write(items)
+            del self._pending[:finished]
+            if stopped is not None:
+                log.warning("recording %d results failed (%s); retrying in %.1f s",
+                            len(items) - finished, stopped, self.retry_delay)
                 await self._clock.sleep(self.retry_delay)
-                continue
-            del self._pending[: len(items)]
-            self.written += len(items)
-            self.transactions += 1
             if self._pending:
                 self._oldest = self._clock.monotonic()
             else:
@@ -122,6 +143,33 @@ class ResultQueue(Generic[C, R]):
                 self._room.set()
             if len(self._pending) * 2 < self.max_pending:
                 self._half_full.clear()
+
+    async def _write(self, items: list[tuple[C, R]]) -> tuple[int, Exception | None]:
+        """Record ``items``, splitting around what cannot be written; returns
+        how many of them, from the first, are finished (recorded or refused),
+        and the retryable error that stopped it before the rest, if one did."""
+        try:
+            await self._apply(items)
+        except Exception as error:  # noqa: BLE001 - classified: retried, split or refused, never dropped
+            if self._retryable(error):
+                return 0, error
+            if len(items) == 1:
+                log.error("a result cannot be recorded and is refused: %s: %s", type(error).__name__, error)
+                self.refused += 1
+                await self._refuse(items[0], error)
+                return 1, None
+            log.warning("recording %d results failed (%s: %s); splitting the batch to find the one that fails",
+                        len(items), type(error).__name__, error)
+        else:
+            self.written += len(items)
+            self.transactions += 1
+            return len(items), None
+        half = len(items) // 2
+        finished, stopped = await self._write(items[:half])
+        if stopped is not None or finished < half:
+            return finished, stopped
+        more, stopped = await self._write(items[half:])
+        return half + more, stopped
 
     async def _wait_for_the_hand_out(self) -> None:
         """While the hand-out has a backlog, wait until it ends or the oldest

@@ -42,10 +42,14 @@ any other delivery than the current one is stale.
 
 :meth:`HandoutStore.record_results` applies workers' results in one
 transaction per batch: one read of the rows (locked), one batched update,
-one batched insert of attempt rows. A result whose delivery is not the
-current one is rejected and changes nothing but a note on the attempt row of
-that delivery, if it was requeued; a repeated result (its attempt row
-exists) is acknowledged again and changes nothing.
+one batched insert of attempt rows. Each result carries the tenants of the
+credential it came with: an execution of any other tenant is answered
+exactly like one that does not exist (:data:`NOT_HELD`). A result whose
+delivery is not the current one is rejected and changes nothing but a note
+on the attempt row of that delivery, if it was requeued; a repeated result
+(its attempt row exists) is acknowledged again and changes nothing. A result
+the caller does not vouch for (``held=False``: the stream that sent it does
+not hold the delivery) is never applied, only classified.
 
 :meth:`requeue` ends a delivery that no worker will finish (its worker died,
 stopped heartbeating, or its server's session expired): an attempt row
@@ -100,6 +104,10 @@ from .tables import attempts, concurrency_keys, executions, jobs, skips, tenant_
 from .timeline import NOT_STARTED, in_group
 
 TERMINAL = ("succeeded", "dead", "canceled")
+NOT_HELD = "no such execution held by this worker"
+"""The answer to a result for an execution that does not exist, is another
+tenant's, or whose current delivery this worker does not hold: one text for
+all three, so an answer never tells a worker whether another tenant's id exists."""
 DEFAULT_POISON_CAP = 3
 OVERLAP_REASON = "overlap"
 LOOSE_SCAN_ABOVE = 64
@@ -348,9 +356,14 @@ class ResultIn(NamedTuple):
     """A ``tickwheel.v1.ResultOutcome``."""
     error: str
     worker_id: str
+    tenants: tuple[str, ...]
+    """The tenants of the worker's credential: an execution of any other is answered as unknown."""
     retry_after: timedelta | None = None
     worker_started_at_us: int | None = None
     """When the worker says it started the attempt (its clock); None: not reported."""
+    held: bool = True
+    """The stream that sent it holds the delivery (the gateway checked); False:
+    the result is classified (already recorded, stale) but never applied."""
 
 
 class ResultAck(NamedTuple):
@@ -1077,22 +1090,32 @@ class HandoutStore(SqlStore):
 
         await self._tx(fn)
 
-    async def reattach(self, owner: str, worker_id: str, held: Sequence[tuple[str, int]]) -> list[Reattached]:
-        """Take over deliveries a reconnecting worker still runs: those still
-        ``running`` at that delivery are stamped with ``owner`` (this server's
-        session); the rest (finished, requeued, another delivery) are not
-        returned and the worker must drop them."""
+    async def reattach(
+        self, owner: str, worker_id: str, held: Sequence[tuple[str, int]], *, tenants: Sequence[str]
+    ) -> list[Reattached]:
+        """Take over deliveries a reconnecting worker still runs: those of
+        ``tenants`` (its credential's) still ``running`` at that delivery, and
+        not re-attached by another worker since (``worker_id`` unset or this
+        one), are stamped with ``owner`` (this server's session) and
+        ``worker_id``; the rest (finished, requeued, another delivery, another
+        tenant's, unknown) are not returned and the worker must drop them."""
         if not held:
             return []
         wanted = dict(held)
+        scope = frozenset(tenants)
 
         def fn(conn: Connection) -> list[Reattached]:
-            query = sa.select(executions.c.id, executions.c.delivery, executions.c.partition).where(
-                executions.c.id.in_(sorted(wanted)), executions.c.status == "running"
-            )
+            query = sa.select(
+                executions.c.id, executions.c.delivery, executions.c.partition, executions.c.tenant,
+                executions.c.worker_id,
+            ).where(executions.c.id.in_(sorted(wanted)), executions.c.status == "running")
             if self.caps.row_locks:
                 query = query.with_for_update()
-            rows = [row for row in conn.execute(query) if wanted.get(row.id) == row.delivery]
+            rows = [
+                row for row in conn.execute(query)
+                if wanted.get(row.id) == row.delivery and row.tenant in scope
+                and row.worker_id in (None, worker_id)
+            ]
             if rows:
                 conn.execute(
                     executions.update()
@@ -1126,7 +1149,15 @@ class HandoutStore(SqlStore):
     # -- outcomes ---------------------------------------------------------------------------------
 
     async def record_results(self, results: list[ResultIn]) -> list[ResultAck]:
-        """Apply outcomes; returns one ack per result, in order."""
+        """Apply outcomes; returns one ack per result, in order.
+
+        A result is applied only if its execution is of one of its
+        ``tenants``, ``running`` at its delivery and attempt, and ``held``.
+        Otherwise nothing of the execution changes: another tenant's or an
+        unknown execution, or a current delivery not held, is answered
+        :data:`NOT_HELD`; a delivery already recorded ``already recorded``
+        (accepted); a requeued one is rejected and, once per lost attempt,
+        noted on its ``lost`` attempt row; any other stale one is rejected."""
         if not results:
             return []
         rng_state = self._rng.getstate()
@@ -1141,13 +1172,14 @@ class HandoutStore(SqlStore):
             else:
                 read = self._result_rows(conn, ids)
             rows = {row.id: row for row in read}
+            # Another tenant's execution is, to this result, no execution at all.
+            mine = [
+                row if row is not None and row.tenant in r.tenants else None
+                for r in results for row in (rows.get(r.execution_id),)
+            ]
             mismatched = [
-                r for r in results
-                if r.execution_id in rows and (
-                    rows[r.execution_id].status != "running"
-                    or rows[r.execution_id].delivery != r.delivery
-                    or rows[r.execution_id].attempt != r.attempt
-                )
+                r for r, row in zip(results, mine)
+                if row is not None and (row.status != "running" or row.delivery != r.delivery or row.attempt != r.attempt)
             ]
             recorded = self._recorded_attempts(conn, mismatched)
             acks: list[ResultAck] = []
@@ -1158,11 +1190,10 @@ class HandoutStore(SqlStore):
             ended: list = []
             finished_jobs: list[str] = []
             seen: set[tuple[str, int]] = set()
-            for result in results:
-                row = rows.get(result.execution_id)
+            for result, row in zip(results, mine):
                 key = (result.execution_id, result.delivery)
                 if row is None:
-                    acks.append(ResultAck(*key, False, "no such execution"))
+                    acks.append(ResultAck(*key, False, NOT_HELD))
                     continue
                 if key in seen:
                     acks.append(ResultAck(*key, True, "already recorded"))
@@ -1183,6 +1214,9 @@ class HandoutStore(SqlStore):
                             )
                         )
                     acks.append(ResultAck(*key, False, reason))
+                    continue
+                if not result.held:  # current, but not this worker's to end
+                    acks.append(ResultAck(*key, False, NOT_HELD))
                     continue
                 seen.add(key)
                 update, attempt_status, retry, dead_letter = self._outcome(row, result, now, now_us)
