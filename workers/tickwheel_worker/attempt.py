@@ -488,8 +488,8 @@ class Attempt:
         result = worker_pb2.ExecutionResult(
             execution_id=execution_id, delivery=delivery, attempt=self.context.attempt, outcome=outcome,
         )
-        if error:
-            result.error = truncate_utf8(error, ERROR_MAX_BYTES)
+        if error:  # a handler's exception text may hold NUL, which the server's store refuses
+            result.error = truncate_utf8(error.replace("\x00", "\ufffd"), ERROR_MAX_BYTES)
         if output:
             result.output = output[:OUTPUT_MAX_BYTES]
         if retry_after is not None:

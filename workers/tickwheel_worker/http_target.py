@@ -43,6 +43,8 @@ AddressPolicy = Callable[[str, IPAddress], bool]
 
 OUTPUT_MAX_BYTES = 16 * 1024
 ERROR_BODY_SNIPPET = 512
+MAX_RETRY_AFTER = timedelta(hours=24)
+"""A longer ``Retry-After`` is cut to this: no retry policy waits longer."""
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 # Headers a job's target may not set: Tickwheel's own, and framing headers
 # http.client computes from the request.
@@ -166,13 +168,14 @@ def classify_status(status: int) -> int:
 def parse_retry_after(value: str | None, now: datetime) -> timedelta | None:
     """``Retry-After`` as a delay from ``now``: delta-seconds or an HTTP date.
 
-    A date in the past gives zero; an unparseable value gives None.
+    A date in the past gives zero; an unparseable value gives None; more
+    than :data:`MAX_RETRY_AFTER` gives that.
     """
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
-        return timedelta(seconds=int(value))
+    if value.isascii() and value.isdigit():
+        return timedelta(seconds=min(int(value), MAX_RETRY_AFTER // timedelta(seconds=1)))
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
@@ -181,7 +184,7 @@ def parse_retry_after(value: str | None, now: datetime) -> timedelta | None:
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
-    return max(timedelta(0), when - now)
+    return min(max(timedelta(0), when - now), MAX_RETRY_AFTER)
 
 
 def _open_checked_socket(
@@ -246,7 +249,9 @@ class _CheckedHTTPSConnection(http.client.HTTPSConnection):
 
 
 def _snippet(body: bytes) -> str:
-    text = body[:ERROR_BODY_SNIPPET].decode("utf-8", "replace").strip()
+    """The start of a response body for an error message: text the server can
+    store (a body's NUL bytes, which PostgreSQL's text refuses, replaced)."""
+    text = body[:ERROR_BODY_SNIPPET].decode("utf-8", "replace").replace("\x00", "\ufffd").strip()
     return f": {text}" if text else ""
 
 

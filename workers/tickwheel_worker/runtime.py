@@ -1,7 +1,9 @@
 """The worker: holds one ``WorkerService.Pull`` stream at a time and keeps it up.
 
 Per stream (a *session*) the worker sends ``hello`` (with the executions it
-still runs, on a reconnect), waits for ``welcome``, then:
+still runs or holds an unacknowledged result for, on a reconnect: a server
+counts a result only from the stream that holds its delivery, so the new
+stream must re-attach those too), waits for ``welcome``, then:
 
 * **credit** - ``hello.slots`` is the stream's initial credit. The worker
   tracks the credit the server still holds and grants more only while
@@ -80,6 +82,8 @@ server reads messages of up to 4 MiB. Every message costs a write (a system call
 read, a submit and an ack there, so a burst's results go in as few as that allows."""
 RESULT_BYTES_BEYOND = 256
 """At least what a result takes beside its execution id, output and error (numbers, timestamps, tags)."""
+MAX_IN_FLIGHT = 20_000
+"""The most ``hello.in_flight`` entries a server takes."""
 CLOSE_TIMEOUT = 1.0
 """Seconds a clean close waits for the last write and for the server to end the stream."""
 ABANDON_TIMEOUT = 1.0
@@ -496,6 +500,12 @@ class Worker:
     # -- state -------------------------------------------------------------
 
     def _hello(self) -> worker_pb2.WorkerHello:
+        """The hello of a new stream: ``in_flight`` lists every attempt not yet
+        decided, then every result not yet acknowledged (at most
+        :data:`MAX_IN_FLIGHT`), so that the server re-attaches their
+        deliveries to this stream and takes their results from it."""
+        held = dict.fromkeys(self.in_flight())
+        held.update(dict.fromkeys(self._unacked))
         return worker_pb2.WorkerHello(
             worker_id=self.config.worker_id,
             version=VERSION,
@@ -503,7 +513,8 @@ class Worker:
             http=self.config.http,
             slots=self.config.slots,
             in_flight=[
-                worker_pb2.InFlightExecution(execution_id=key[0], delivery=key[1]) for key in self.in_flight()
+                worker_pb2.InFlightExecution(execution_id=key[0], delivery=key[1])
+                for key in itertools.islice(held, MAX_IN_FLIGHT)
             ],
         )
 

@@ -4,7 +4,9 @@
  * protocol as the Python worker runtime (`tickwheel_worker.runtime`).
  *
  * Per stream (a *session*) the worker sends `hello` (with the executions it
- * still runs, on a reconnect), waits for `welcome`, then:
+ * still runs or holds an unacked result for, on a reconnect: a server counts
+ * a result only from the stream that holds its delivery, so the new stream
+ * must re-attach those too), waits for `welcome`, then:
  *
  * - **credit**: `hello.slots` is the stream's initial credit. The worker
  *   tracks the credit the server still holds and grants more only while
@@ -94,6 +96,8 @@ const RESULTS_PER_MESSAGE = 100;
 const CLOSE_TIMEOUT_MS = 1000;
 const WORKER_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
 const MAX_SLOTS = 10_000;
+/** The most `hello.inFlight` entries a server takes. */
+const MAX_IN_FLIGHT = 20_000;
 
 /** Where the worker reports what happens to it. */
 export interface Logger {
@@ -719,8 +723,17 @@ export class Worker {
       handlers: [...this.handlers.keys()].sort(),
       http: false,
       slots: this.slots,
-      inFlight: this.inFlight(),
+      inFlight: this.helloInFlight(),
     };
+  }
+
+  /** Every attempt not yet decided, then every result not yet acked: the new stream re-attaches them all. */
+  private helloInFlight(): InFlight[] {
+    const held = new Map<Key, InFlight>();
+    for (const entry of [...this.inFlight(), ...this.unacked()]) {
+      held.set(keyOf(entry.executionId, entry.delivery), entry);
+    }
+    return [...held.values()].slice(0, MAX_IN_FLIGHT);
   }
 
   private progress() {

@@ -54,6 +54,7 @@ class TargetServer:
                     "/ok": (200, {}, b"charged"),
                     "/created": (201, {}, b""),
                     "/fail": (500, {}, b"database exploded"),
+                    "/nul": (500, {}, b"bad\x00bytes\x00"),
                     "/missing": (404, {}, b"no such thing"),
                     "/timeout": (408, {}, b""),
                     "/throttled": (429, {"Retry-After": "2"}, b""),
@@ -162,6 +163,12 @@ def test_status_classification_against_a_real_server(
         assert result.retry_after == timedelta(seconds=2)
 
 
+def test_a_500_with_nul_bytes_in_its_body_reports_an_error_without_nul(target: TargetServer) -> None:
+    result = HttpCall(request_for(target.url("/nul")), timeout=WAIT, address_policy=LOOPBACK).run()
+    assert result.outcome == OUTCOME.RESULT_OUTCOME_FAILED_RETRYABLE
+    assert result.error == "HTTP 500 Internal Server Error: bad\ufffdbytes\ufffd"
+
+
 def test_503_with_retry_after_is_retryable_with_the_delay(target: TargetServer) -> None:
     result = HttpCall(request_for(target.url("/busy")), timeout=WAIT, address_policy=LOOPBACK).run()
     assert result.outcome == OUTCOME.RESULT_OUTCOME_FAILED_RETRYABLE
@@ -262,6 +269,9 @@ NOW = datetime(2026, 10, 21, 7, 27, 30, tzinfo=timezone.utc)
         ("soon", None),
         ("-5", None),
         (None, None),
+        ("9" * 40, timedelta(hours=24)),  # cut to what any retry policy may wait, never an overflow
+        ("Fri, 31 Dec 9999 23:59:59 GMT", timedelta(hours=24)),
+        ("\u0663", None),  # a digit, but not an ASCII one
     ],
 )
 def test_parse_retry_after(value: str | None, expected: timedelta | None) -> None:

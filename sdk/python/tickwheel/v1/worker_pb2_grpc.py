@@ -58,7 +58,13 @@ class WorkerServiceServicer:
         `ack` for each result, `cancel`, `heartbeat` and `drain`. The stream ends
         when either side closes it; executions the worker held are re-delivered
         unless it re-attaches them through a new stream's hello within the grace
-        (one session TTL).
+        (one session TTL). A result counts only from the stream that holds its
+        delivery (handed out on it, or re-attached to it), for a tenant of the
+        credential; anything else is answered exactly like an unknown id. A
+        credential that sends, faster than its server's budget allows, results
+        or re-attachments none of its streams holds (or malformed results) has
+        its stream ended with RESOURCE_EXHAUSTED, and new streams refused so
+        until the budget refills.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -380,8 +380,13 @@ type WorkerHello struct {
 	// How many executions the worker runs at once; the initial credit.
 	// Default 1, at most 10 000.
 	Slots int32 `protobuf:"varint,5,opt,name=slots,proto3" json:"slots,omitempty"`
-	// On reconnect: executions still running in this process. The server
-	// re-attaches those whose delivery is current and cancels the rest.
+	// On reconnect: executions still running in this process, then those whose
+	// result it has sent but not seen acknowledged (it sends them again on the
+	// new stream, which takes a result only for a delivery it holds). The
+	// server re-attaches to this stream those of the credential's tenants
+	// still running at that delivery (and not held by another worker), and
+	// rejects the rest: an unknown id and another tenant's alike. At most
+	// 20 000 entries.
 	InFlight      []*InFlightExecution `protobuf:"bytes,6,rep,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -718,27 +723,35 @@ func (x *WorkerResults) GetResults() []*ExecutionResult {
 	return nil
 }
 
-// How an attempt ended.
+// How an attempt ended. Every field is checked before anything is written:
+// a result with a field out of bounds is refused (its ack has accepted
+// false and a reason naming the field) and changes nothing; the other
+// results of the same message are processed as usual.
 type ExecutionResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The execution id.
+	// The execution id, as the assignment gave it (1 to 256 characters of
+	// [A-Za-z0-9_.:-]).
 	ExecutionId string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
-	// The delivery the worker received; a stale delivery is rejected.
+	// The delivery the worker received, at least 1; a stale delivery is
+	// rejected.
 	Delivery int32 `protobuf:"varint,2,opt,name=delivery,proto3" json:"delivery,omitempty"`
-	// The attempt the worker ran.
+	// The attempt the worker ran, at least 1.
 	Attempt int32 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	// The outcome.
+	// The outcome; UNSPECIFIED or an unknown value is refused.
 	Outcome ResultOutcome `protobuf:"varint,4,opt,name=outcome,proto3,enum=tickwheel.v1.ResultOutcome" json:"outcome,omitempty"`
-	// When failed: what went wrong, at most 4 KiB (longer text is truncated).
+	// When failed: what went wrong, at most 4 KiB (longer text is truncated;
+	// NUL characters are stored as U+FFFD).
 	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
-	// Optional output kept in history, at most 16 KiB.
+	// Optional output kept in history, at most 16 KiB (longer is refused).
 	Output []byte `protobuf:"bytes,6,opt,name=output,proto3" json:"output,omitempty"`
 	// Optional. The target asked to be retried no earlier than this (HTTP
-	// Retry-After); honoured within the retry policy's cap.
+	// Retry-After); honoured within the retry policy's cap (longer than 24
+	// hours counts as 24 hours; negative is refused).
 	RetryAfter *durationpb.Duration `protobuf:"bytes,7,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
-	// When the worker started the attempt.
+	// When the worker started the attempt: a valid timestamp within a year
+	// before and a day after the server's clock.
 	StartedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	// When the attempt ended.
+	// When the attempt ended: a valid timestamp.
 	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1239,9 +1252,13 @@ type ResultAck struct {
 	// The delivery the result carried.
 	Delivery int32 `protobuf:"varint,2,opt,name=delivery,proto3" json:"delivery,omitempty"`
 	// True when the outcome was recorded (or had been already); false when it
-	// was rejected (a stale delivery) and changed nothing.
+	// was rejected (a stale delivery, a delivery this stream does not hold, a
+	// field out of bounds, or a result the server cannot record) and changed
+	// nothing.
 	Accepted bool `protobuf:"varint,3,opt,name=accepted,proto3" json:"accepted,omitempty"`
-	// Why it was rejected.
+	// Why it was rejected. An execution that does not exist, is another
+	// tenant's, or whose current delivery this stream does not hold, is
+	// answered "no such execution held by this worker", all alike.
 	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -185,8 +185,13 @@ export type WorkerHello = Message<"tickwheel.v1.WorkerHello"> & {
   slots: number;
 
   /**
-   * On reconnect: executions still running in this process. The server
-   * re-attaches those whose delivery is current and cancels the rest.
+   * On reconnect: executions still running in this process, then those whose
+   * result it has sent but not seen acknowledged (it sends them again on the
+   * new stream, which takes a result only for a delivery it holds). The
+   * server re-attaches to this stream those of the credential's tenants
+   * still running at that delivery (and not held by another worker), and
+   * rejects the rest: an unknown id and another tenant's alike. At most
+   * 20 000 entries.
    *
    * @generated from field: repeated tickwheel.v1.InFlightExecution in_flight = 6;
    */
@@ -329,48 +334,54 @@ export const WorkerResultsSchema: GenMessage<WorkerResults> = /*@__PURE__*/
   messageDesc(file_tickwheel_v1_worker, 7);
 
 /**
- * How an attempt ended.
+ * How an attempt ended. Every field is checked before anything is written:
+ * a result with a field out of bounds is refused (its ack has accepted
+ * false and a reason naming the field) and changes nothing; the other
+ * results of the same message are processed as usual.
  *
  * @generated from message tickwheel.v1.ExecutionResult
  */
 export type ExecutionResult = Message<"tickwheel.v1.ExecutionResult"> & {
   /**
-   * The execution id.
+   * The execution id, as the assignment gave it (1 to 256 characters of
+   * [A-Za-z0-9_.:-]).
    *
    * @generated from field: string execution_id = 1;
    */
   executionId: string;
 
   /**
-   * The delivery the worker received; a stale delivery is rejected.
+   * The delivery the worker received, at least 1; a stale delivery is
+   * rejected.
    *
    * @generated from field: int32 delivery = 2;
    */
   delivery: number;
 
   /**
-   * The attempt the worker ran.
+   * The attempt the worker ran, at least 1.
    *
    * @generated from field: int32 attempt = 3;
    */
   attempt: number;
 
   /**
-   * The outcome.
+   * The outcome; UNSPECIFIED or an unknown value is refused.
    *
    * @generated from field: tickwheel.v1.ResultOutcome outcome = 4;
    */
   outcome: ResultOutcome;
 
   /**
-   * When failed: what went wrong, at most 4 KiB (longer text is truncated).
+   * When failed: what went wrong, at most 4 KiB (longer text is truncated;
+   * NUL characters are stored as U+FFFD).
    *
    * @generated from field: string error = 5;
    */
   error: string;
 
   /**
-   * Optional output kept in history, at most 16 KiB.
+   * Optional output kept in history, at most 16 KiB (longer is refused).
    *
    * @generated from field: bytes output = 6;
    */
@@ -378,21 +389,23 @@ export type ExecutionResult = Message<"tickwheel.v1.ExecutionResult"> & {
 
   /**
    * Optional. The target asked to be retried no earlier than this (HTTP
-   * Retry-After); honoured within the retry policy's cap.
+   * Retry-After); honoured within the retry policy's cap (longer than 24
+   * hours counts as 24 hours; negative is refused).
    *
    * @generated from field: google.protobuf.Duration retry_after = 7;
    */
   retryAfter?: Duration | undefined;
 
   /**
-   * When the worker started the attempt.
+   * When the worker started the attempt: a valid timestamp within a year
+   * before and a day after the server's clock.
    *
    * @generated from field: google.protobuf.Timestamp started_at = 8;
    */
   startedAt?: Timestamp | undefined;
 
   /**
-   * When the attempt ended.
+   * When the attempt ended: a valid timestamp.
    *
    * @generated from field: google.protobuf.Timestamp finished_at = 9;
    */
@@ -661,14 +674,18 @@ export type ResultAck = Message<"tickwheel.v1.ResultAck"> & {
 
   /**
    * True when the outcome was recorded (or had been already); false when it
-   * was rejected (a stale delivery) and changed nothing.
+   * was rejected (a stale delivery, a delivery this stream does not hold, a
+   * field out of bounds, or a result the server cannot record) and changed
+   * nothing.
    *
    * @generated from field: bool accepted = 3;
    */
   accepted: boolean;
 
   /**
-   * Why it was rejected.
+   * Why it was rejected. An execution that does not exist, is another
+   * tenant's, or whose current delivery this stream does not hold, is
+   * answered "no such execution held by this worker", all alike.
    *
    * @generated from field: string reason = 4;
    */
@@ -803,7 +820,13 @@ export const WorkerService: GenService<{
    * `ack` for each result, `cancel`, `heartbeat` and `drain`. The stream ends
    * when either side closes it; executions the worker held are re-delivered
    * unless it re-attaches them through a new stream's hello within the grace
-   * (one session TTL).
+   * (one session TTL). A result counts only from the stream that holds its
+   * delivery (handed out on it, or re-attached to it), for a tenant of the
+   * credential; anything else is answered exactly like an unknown id. A
+   * credential that sends, faster than its server's budget allows, results
+   * or re-attachments none of its streams holds (or malformed results) has
+   * its stream ended with RESOURCE_EXHAUSTED, and new streams refused so
+   * until the budget refills.
    *
    * @generated from rpc tickwheel.v1.WorkerService.Pull
    */

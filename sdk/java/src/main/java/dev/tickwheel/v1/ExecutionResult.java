@@ -7,7 +7,10 @@ package dev.tickwheel.v1;
 
 /**
  * <pre>
- * How an attempt ended.
+ * How an attempt ended. Every field is checked before anything is written:
+ * a result with a field out of bounds is refused (its ack has accepted
+ * false and a reason naming the field) and changes nothing; the other
+ * results of the same message are processed as usual.
  * </pre>
  *
  * Protobuf type {@code tickwheel.v1.ExecutionResult}
@@ -62,7 +65,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object executionId_ = "";
   /**
    * <pre>
-   * The execution id.
+   * The execution id, as the assignment gave it (1 to 256 characters of
+   * [A-Za-z0-9_.:-]).
    * </pre>
    *
    * <code>string execution_id = 1 [json_name = "executionId"];</code>
@@ -83,7 +87,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The execution id.
+   * The execution id, as the assignment gave it (1 to 256 characters of
+   * [A-Za-z0-9_.:-]).
    * </pre>
    *
    * <code>string execution_id = 1 [json_name = "executionId"];</code>
@@ -108,7 +113,8 @@ private static final long serialVersionUID = 0L;
   private int delivery_ = 0;
   /**
    * <pre>
-   * The delivery the worker received; a stale delivery is rejected.
+   * The delivery the worker received, at least 1; a stale delivery is
+   * rejected.
    * </pre>
    *
    * <code>int32 delivery = 2 [json_name = "delivery"];</code>
@@ -123,7 +129,7 @@ private static final long serialVersionUID = 0L;
   private int attempt_ = 0;
   /**
    * <pre>
-   * The attempt the worker ran.
+   * The attempt the worker ran, at least 1.
    * </pre>
    *
    * <code>int32 attempt = 3 [json_name = "attempt"];</code>
@@ -138,7 +144,7 @@ private static final long serialVersionUID = 0L;
   private int outcome_ = 0;
   /**
    * <pre>
-   * The outcome.
+   * The outcome; UNSPECIFIED or an unknown value is refused.
    * </pre>
    *
    * <code>.tickwheel.v1.ResultOutcome outcome = 4 [json_name = "outcome"];</code>
@@ -149,7 +155,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The outcome.
+   * The outcome; UNSPECIFIED or an unknown value is refused.
    * </pre>
    *
    * <code>.tickwheel.v1.ResultOutcome outcome = 4 [json_name = "outcome"];</code>
@@ -165,7 +171,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object error_ = "";
   /**
    * <pre>
-   * When failed: what went wrong, at most 4 KiB (longer text is truncated).
+   * When failed: what went wrong, at most 4 KiB (longer text is truncated;
+   * NUL characters are stored as U+FFFD).
    * </pre>
    *
    * <code>string error = 5 [json_name = "error"];</code>
@@ -186,7 +193,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * When failed: what went wrong, at most 4 KiB (longer text is truncated).
+   * When failed: what went wrong, at most 4 KiB (longer text is truncated;
+   * NUL characters are stored as U+FFFD).
    * </pre>
    *
    * <code>string error = 5 [json_name = "error"];</code>
@@ -211,7 +219,7 @@ private static final long serialVersionUID = 0L;
   private com.google.protobuf.ByteString output_ = com.google.protobuf.ByteString.EMPTY;
   /**
    * <pre>
-   * Optional output kept in history, at most 16 KiB.
+   * Optional output kept in history, at most 16 KiB (longer is refused).
    * </pre>
    *
    * <code>bytes output = 6 [json_name = "output"];</code>
@@ -227,7 +235,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Optional. The target asked to be retried no earlier than this (HTTP
-   * Retry-After); honoured within the retry policy's cap.
+   * Retry-After); honoured within the retry policy's cap (longer than 24
+   * hours counts as 24 hours; negative is refused).
    * </pre>
    *
    * <code>.google.protobuf.Duration retry_after = 7 [json_name = "retryAfter"];</code>
@@ -240,7 +249,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Optional. The target asked to be retried no earlier than this (HTTP
-   * Retry-After); honoured within the retry policy's cap.
+   * Retry-After); honoured within the retry policy's cap (longer than 24
+   * hours counts as 24 hours; negative is refused).
    * </pre>
    *
    * <code>.google.protobuf.Duration retry_after = 7 [json_name = "retryAfter"];</code>
@@ -253,7 +263,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Optional. The target asked to be retried no earlier than this (HTTP
-   * Retry-After); honoured within the retry policy's cap.
+   * Retry-After); honoured within the retry policy's cap (longer than 24
+   * hours counts as 24 hours; negative is refused).
    * </pre>
    *
    * <code>.google.protobuf.Duration retry_after = 7 [json_name = "retryAfter"];</code>
@@ -267,7 +278,8 @@ private static final long serialVersionUID = 0L;
   private com.google.protobuf.Timestamp startedAt_;
   /**
    * <pre>
-   * When the worker started the attempt.
+   * When the worker started the attempt: a valid timestamp within a year
+   * before and a day after the server's clock.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp started_at = 8 [json_name = "startedAt"];</code>
@@ -279,7 +291,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * When the worker started the attempt.
+   * When the worker started the attempt: a valid timestamp within a year
+   * before and a day after the server's clock.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp started_at = 8 [json_name = "startedAt"];</code>
@@ -291,7 +304,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * When the worker started the attempt.
+   * When the worker started the attempt: a valid timestamp within a year
+   * before and a day after the server's clock.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp started_at = 8 [json_name = "startedAt"];</code>
@@ -305,7 +319,7 @@ private static final long serialVersionUID = 0L;
   private com.google.protobuf.Timestamp finishedAt_;
   /**
    * <pre>
-   * When the attempt ended.
+   * When the attempt ended: a valid timestamp.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp finished_at = 9 [json_name = "finishedAt"];</code>
@@ -317,7 +331,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * When the attempt ended.
+   * When the attempt ended: a valid timestamp.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp finished_at = 9 [json_name = "finishedAt"];</code>
@@ -329,7 +343,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * When the attempt ended.
+   * When the attempt ended: a valid timestamp.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp finished_at = 9 [json_name = "finishedAt"];</code>
@@ -602,7 +616,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * How an attempt ended.
+   * How an attempt ended. Every field is checked before anything is written:
+   * a result with a field out of bounds is refused (its ack has accepted
+   * false and a reason naming the field) and changes nothing; the other
+   * results of the same message are processed as usual.
    * </pre>
    *
    * Protobuf type {@code tickwheel.v1.ExecutionResult}
@@ -878,7 +895,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object executionId_ = "";
     /**
      * <pre>
-     * The execution id.
+     * The execution id, as the assignment gave it (1 to 256 characters of
+     * [A-Za-z0-9_.:-]).
      * </pre>
      *
      * <code>string execution_id = 1 [json_name = "executionId"];</code>
@@ -898,7 +916,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The execution id.
+     * The execution id, as the assignment gave it (1 to 256 characters of
+     * [A-Za-z0-9_.:-]).
      * </pre>
      *
      * <code>string execution_id = 1 [json_name = "executionId"];</code>
@@ -919,7 +938,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The execution id.
+     * The execution id, as the assignment gave it (1 to 256 characters of
+     * [A-Za-z0-9_.:-]).
      * </pre>
      *
      * <code>string execution_id = 1 [json_name = "executionId"];</code>
@@ -936,7 +956,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The execution id.
+     * The execution id, as the assignment gave it (1 to 256 characters of
+     * [A-Za-z0-9_.:-]).
      * </pre>
      *
      * <code>string execution_id = 1 [json_name = "executionId"];</code>
@@ -950,7 +971,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The execution id.
+     * The execution id, as the assignment gave it (1 to 256 characters of
+     * [A-Za-z0-9_.:-]).
      * </pre>
      *
      * <code>string execution_id = 1 [json_name = "executionId"];</code>
@@ -970,7 +992,8 @@ private static final long serialVersionUID = 0L;
     private int delivery_ ;
     /**
      * <pre>
-     * The delivery the worker received; a stale delivery is rejected.
+     * The delivery the worker received, at least 1; a stale delivery is
+     * rejected.
      * </pre>
      *
      * <code>int32 delivery = 2 [json_name = "delivery"];</code>
@@ -982,7 +1005,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The delivery the worker received; a stale delivery is rejected.
+     * The delivery the worker received, at least 1; a stale delivery is
+     * rejected.
      * </pre>
      *
      * <code>int32 delivery = 2 [json_name = "delivery"];</code>
@@ -998,7 +1022,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The delivery the worker received; a stale delivery is rejected.
+     * The delivery the worker received, at least 1; a stale delivery is
+     * rejected.
      * </pre>
      *
      * <code>int32 delivery = 2 [json_name = "delivery"];</code>
@@ -1014,7 +1039,7 @@ private static final long serialVersionUID = 0L;
     private int attempt_ ;
     /**
      * <pre>
-     * The attempt the worker ran.
+     * The attempt the worker ran, at least 1.
      * </pre>
      *
      * <code>int32 attempt = 3 [json_name = "attempt"];</code>
@@ -1026,7 +1051,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The attempt the worker ran.
+     * The attempt the worker ran, at least 1.
      * </pre>
      *
      * <code>int32 attempt = 3 [json_name = "attempt"];</code>
@@ -1042,7 +1067,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The attempt the worker ran.
+     * The attempt the worker ran, at least 1.
      * </pre>
      *
      * <code>int32 attempt = 3 [json_name = "attempt"];</code>
@@ -1058,7 +1083,7 @@ private static final long serialVersionUID = 0L;
     private int outcome_ = 0;
     /**
      * <pre>
-     * The outcome.
+     * The outcome; UNSPECIFIED or an unknown value is refused.
      * </pre>
      *
      * <code>.tickwheel.v1.ResultOutcome outcome = 4 [json_name = "outcome"];</code>
@@ -1069,7 +1094,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The outcome.
+     * The outcome; UNSPECIFIED or an unknown value is refused.
      * </pre>
      *
      * <code>.tickwheel.v1.ResultOutcome outcome = 4 [json_name = "outcome"];</code>
@@ -1084,7 +1109,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The outcome.
+     * The outcome; UNSPECIFIED or an unknown value is refused.
      * </pre>
      *
      * <code>.tickwheel.v1.ResultOutcome outcome = 4 [json_name = "outcome"];</code>
@@ -1097,7 +1122,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The outcome.
+     * The outcome; UNSPECIFIED or an unknown value is refused.
      * </pre>
      *
      * <code>.tickwheel.v1.ResultOutcome outcome = 4 [json_name = "outcome"];</code>
@@ -1114,7 +1139,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The outcome.
+     * The outcome; UNSPECIFIED or an unknown value is refused.
      * </pre>
      *
      * <code>.tickwheel.v1.ResultOutcome outcome = 4 [json_name = "outcome"];</code>
@@ -1130,7 +1155,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object error_ = "";
     /**
      * <pre>
-     * When failed: what went wrong, at most 4 KiB (longer text is truncated).
+     * When failed: what went wrong, at most 4 KiB (longer text is truncated;
+     * NUL characters are stored as U+FFFD).
      * </pre>
      *
      * <code>string error = 5 [json_name = "error"];</code>
@@ -1150,7 +1176,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When failed: what went wrong, at most 4 KiB (longer text is truncated).
+     * When failed: what went wrong, at most 4 KiB (longer text is truncated;
+     * NUL characters are stored as U+FFFD).
      * </pre>
      *
      * <code>string error = 5 [json_name = "error"];</code>
@@ -1171,7 +1198,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When failed: what went wrong, at most 4 KiB (longer text is truncated).
+     * When failed: what went wrong, at most 4 KiB (longer text is truncated;
+     * NUL characters are stored as U+FFFD).
      * </pre>
      *
      * <code>string error = 5 [json_name = "error"];</code>
@@ -1188,7 +1216,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When failed: what went wrong, at most 4 KiB (longer text is truncated).
+     * When failed: what went wrong, at most 4 KiB (longer text is truncated;
+     * NUL characters are stored as U+FFFD).
      * </pre>
      *
      * <code>string error = 5 [json_name = "error"];</code>
@@ -1202,7 +1231,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When failed: what went wrong, at most 4 KiB (longer text is truncated).
+     * When failed: what went wrong, at most 4 KiB (longer text is truncated;
+     * NUL characters are stored as U+FFFD).
      * </pre>
      *
      * <code>string error = 5 [json_name = "error"];</code>
@@ -1222,7 +1252,7 @@ private static final long serialVersionUID = 0L;
     private com.google.protobuf.ByteString output_ = com.google.protobuf.ByteString.EMPTY;
     /**
      * <pre>
-     * Optional output kept in history, at most 16 KiB.
+     * Optional output kept in history, at most 16 KiB (longer is refused).
      * </pre>
      *
      * <code>bytes output = 6 [json_name = "output"];</code>
@@ -1234,7 +1264,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional output kept in history, at most 16 KiB.
+     * Optional output kept in history, at most 16 KiB (longer is refused).
      * </pre>
      *
      * <code>bytes output = 6 [json_name = "output"];</code>
@@ -1250,7 +1280,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional output kept in history, at most 16 KiB.
+     * Optional output kept in history, at most 16 KiB (longer is refused).
      * </pre>
      *
      * <code>bytes output = 6 [json_name = "output"];</code>
@@ -1269,7 +1299,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. The target asked to be retried no earlier than this (HTTP
-     * Retry-After); honoured within the retry policy's cap.
+     * Retry-After); honoured within the retry policy's cap (longer than 24
+     * hours counts as 24 hours; negative is refused).
      * </pre>
      *
      * <code>.google.protobuf.Duration retry_after = 7 [json_name = "retryAfter"];</code>
@@ -1281,7 +1312,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. The target asked to be retried no earlier than this (HTTP
-     * Retry-After); honoured within the retry policy's cap.
+     * Retry-After); honoured within the retry policy's cap (longer than 24
+     * hours counts as 24 hours; negative is refused).
      * </pre>
      *
      * <code>.google.protobuf.Duration retry_after = 7 [json_name = "retryAfter"];</code>
@@ -1297,7 +1329,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. The target asked to be retried no earlier than this (HTTP
-     * Retry-After); honoured within the retry policy's cap.
+     * Retry-After); honoured within the retry policy's cap (longer than 24
+     * hours counts as 24 hours; negative is refused).
      * </pre>
      *
      * <code>.google.protobuf.Duration retry_after = 7 [json_name = "retryAfter"];</code>
@@ -1316,7 +1349,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. The target asked to be retried no earlier than this (HTTP
-     * Retry-After); honoured within the retry policy's cap.
+     * Retry-After); honoured within the retry policy's cap (longer than 24
+     * hours counts as 24 hours; negative is refused).
      * </pre>
      *
      * <code>.google.protobuf.Duration retry_after = 7 [json_name = "retryAfter"];</code>
@@ -1335,7 +1369,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. The target asked to be retried no earlier than this (HTTP
-     * Retry-After); honoured within the retry policy's cap.
+     * Retry-After); honoured within the retry policy's cap (longer than 24
+     * hours counts as 24 hours; negative is refused).
      * </pre>
      *
      * <code>.google.protobuf.Duration retry_after = 7 [json_name = "retryAfter"];</code>
@@ -1361,7 +1396,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. The target asked to be retried no earlier than this (HTTP
-     * Retry-After); honoured within the retry policy's cap.
+     * Retry-After); honoured within the retry policy's cap (longer than 24
+     * hours counts as 24 hours; negative is refused).
      * </pre>
      *
      * <code>.google.protobuf.Duration retry_after = 7 [json_name = "retryAfter"];</code>
@@ -1379,7 +1415,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. The target asked to be retried no earlier than this (HTTP
-     * Retry-After); honoured within the retry policy's cap.
+     * Retry-After); honoured within the retry policy's cap (longer than 24
+     * hours counts as 24 hours; negative is refused).
      * </pre>
      *
      * <code>.google.protobuf.Duration retry_after = 7 [json_name = "retryAfter"];</code>
@@ -1392,7 +1429,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. The target asked to be retried no earlier than this (HTTP
-     * Retry-After); honoured within the retry policy's cap.
+     * Retry-After); honoured within the retry policy's cap (longer than 24
+     * hours counts as 24 hours; negative is refused).
      * </pre>
      *
      * <code>.google.protobuf.Duration retry_after = 7 [json_name = "retryAfter"];</code>
@@ -1408,7 +1446,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Optional. The target asked to be retried no earlier than this (HTTP
-     * Retry-After); honoured within the retry policy's cap.
+     * Retry-After); honoured within the retry policy's cap (longer than 24
+     * hours counts as 24 hours; negative is refused).
      * </pre>
      *
      * <code>.google.protobuf.Duration retry_after = 7 [json_name = "retryAfter"];</code>
@@ -1432,7 +1471,8 @@ private static final long serialVersionUID = 0L;
         com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> startedAtBuilder_;
     /**
      * <pre>
-     * When the worker started the attempt.
+     * When the worker started the attempt: a valid timestamp within a year
+     * before and a day after the server's clock.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp started_at = 8 [json_name = "startedAt"];</code>
@@ -1443,7 +1483,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When the worker started the attempt.
+     * When the worker started the attempt: a valid timestamp within a year
+     * before and a day after the server's clock.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp started_at = 8 [json_name = "startedAt"];</code>
@@ -1458,7 +1499,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When the worker started the attempt.
+     * When the worker started the attempt: a valid timestamp within a year
+     * before and a day after the server's clock.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp started_at = 8 [json_name = "startedAt"];</code>
@@ -1476,7 +1518,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When the worker started the attempt.
+     * When the worker started the attempt: a valid timestamp within a year
+     * before and a day after the server's clock.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp started_at = 8 [json_name = "startedAt"];</code>
@@ -1494,7 +1537,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When the worker started the attempt.
+     * When the worker started the attempt: a valid timestamp within a year
+     * before and a day after the server's clock.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp started_at = 8 [json_name = "startedAt"];</code>
@@ -1519,7 +1563,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When the worker started the attempt.
+     * When the worker started the attempt: a valid timestamp within a year
+     * before and a day after the server's clock.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp started_at = 8 [json_name = "startedAt"];</code>
@@ -1536,7 +1581,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When the worker started the attempt.
+     * When the worker started the attempt: a valid timestamp within a year
+     * before and a day after the server's clock.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp started_at = 8 [json_name = "startedAt"];</code>
@@ -1548,7 +1594,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When the worker started the attempt.
+     * When the worker started the attempt: a valid timestamp within a year
+     * before and a day after the server's clock.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp started_at = 8 [json_name = "startedAt"];</code>
@@ -1563,7 +1610,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When the worker started the attempt.
+     * When the worker started the attempt: a valid timestamp within a year
+     * before and a day after the server's clock.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp started_at = 8 [json_name = "startedAt"];</code>
@@ -1587,7 +1635,7 @@ private static final long serialVersionUID = 0L;
         com.google.protobuf.Timestamp, com.google.protobuf.Timestamp.Builder, com.google.protobuf.TimestampOrBuilder> finishedAtBuilder_;
     /**
      * <pre>
-     * When the attempt ended.
+     * When the attempt ended: a valid timestamp.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp finished_at = 9 [json_name = "finishedAt"];</code>
@@ -1598,7 +1646,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When the attempt ended.
+     * When the attempt ended: a valid timestamp.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp finished_at = 9 [json_name = "finishedAt"];</code>
@@ -1613,7 +1661,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When the attempt ended.
+     * When the attempt ended: a valid timestamp.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp finished_at = 9 [json_name = "finishedAt"];</code>
@@ -1631,7 +1679,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When the attempt ended.
+     * When the attempt ended: a valid timestamp.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp finished_at = 9 [json_name = "finishedAt"];</code>
@@ -1649,7 +1697,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When the attempt ended.
+     * When the attempt ended: a valid timestamp.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp finished_at = 9 [json_name = "finishedAt"];</code>
@@ -1674,7 +1722,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When the attempt ended.
+     * When the attempt ended: a valid timestamp.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp finished_at = 9 [json_name = "finishedAt"];</code>
@@ -1691,7 +1739,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When the attempt ended.
+     * When the attempt ended: a valid timestamp.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp finished_at = 9 [json_name = "finishedAt"];</code>
@@ -1703,7 +1751,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When the attempt ended.
+     * When the attempt ended: a valid timestamp.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp finished_at = 9 [json_name = "finishedAt"];</code>
@@ -1718,7 +1766,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * When the attempt ended.
+     * When the attempt ended: a valid timestamp.
      * </pre>
      *
      * <code>.google.protobuf.Timestamp finished_at = 9 [json_name = "finishedAt"];</code>

@@ -12,7 +12,8 @@ public interface ExecutionResultOrBuilder extends
 
   /**
    * <pre>
-   * The execution id.
+   * The execution id, as the assignment gave it (1 to 256 characters of
+   * [A-Za-z0-9_.:-]).
    * </pre>
    *
    * <code>string execution_id = 1 [json_name = "executionId"];</code>
@@ -21,7 +22,8 @@ public interface ExecutionResultOrBuilder extends
   java.lang.String getExecutionId();
   /**
    * <pre>
-   * The execution id.
+   * The execution id, as the assignment gave it (1 to 256 characters of
+   * [A-Za-z0-9_.:-]).
    * </pre>
    *
    * <code>string execution_id = 1 [json_name = "executionId"];</code>
@@ -32,7 +34,8 @@ public interface ExecutionResultOrBuilder extends
 
   /**
    * <pre>
-   * The delivery the worker received; a stale delivery is rejected.
+   * The delivery the worker received, at least 1; a stale delivery is
+   * rejected.
    * </pre>
    *
    * <code>int32 delivery = 2 [json_name = "delivery"];</code>
@@ -42,7 +45,7 @@ public interface ExecutionResultOrBuilder extends
 
   /**
    * <pre>
-   * The attempt the worker ran.
+   * The attempt the worker ran, at least 1.
    * </pre>
    *
    * <code>int32 attempt = 3 [json_name = "attempt"];</code>
@@ -52,7 +55,7 @@ public interface ExecutionResultOrBuilder extends
 
   /**
    * <pre>
-   * The outcome.
+   * The outcome; UNSPECIFIED or an unknown value is refused.
    * </pre>
    *
    * <code>.tickwheel.v1.ResultOutcome outcome = 4 [json_name = "outcome"];</code>
@@ -61,7 +64,7 @@ public interface ExecutionResultOrBuilder extends
   int getOutcomeValue();
   /**
    * <pre>
-   * The outcome.
+   * The outcome; UNSPECIFIED or an unknown value is refused.
    * </pre>
    *
    * <code>.tickwheel.v1.ResultOutcome outcome = 4 [json_name = "outcome"];</code>
@@ -71,7 +74,8 @@ public interface ExecutionResultOrBuilder extends
 
   /**
    * <pre>
-   * When failed: what went wrong, at most 4 KiB (longer text is truncated).
+   * When failed: what went wrong, at most 4 KiB (longer text is truncated;
+   * NUL characters are stored as U+FFFD).
    * </pre>
    *
    * <code>string error = 5 [json_name = "error"];</code>
@@ -80,7 +84,8 @@ public interface ExecutionResultOrBuilder extends
   java.lang.String getError();
   /**
    * <pre>
-   * When failed: what went wrong, at most 4 KiB (longer text is truncated).
+   * When failed: what went wrong, at most 4 KiB (longer text is truncated;
+   * NUL characters are stored as U+FFFD).
    * </pre>
    *
    * <code>string error = 5 [json_name = "error"];</code>
@@ -91,7 +96,7 @@ public interface ExecutionResultOrBuilder extends
 
   /**
    * <pre>
-   * Optional output kept in history, at most 16 KiB.
+   * Optional output kept in history, at most 16 KiB (longer is refused).
    * </pre>
    *
    * <code>bytes output = 6 [json_name = "output"];</code>
@@ -102,7 +107,8 @@ public interface ExecutionResultOrBuilder extends
   /**
    * <pre>
    * Optional. The target asked to be retried no earlier than this (HTTP
-   * Retry-After); honoured within the retry policy's cap.
+   * Retry-After); honoured within the retry policy's cap (longer than 24
+   * hours counts as 24 hours; negative is refused).
    * </pre>
    *
    * <code>.google.protobuf.Duration retry_after = 7 [json_name = "retryAfter"];</code>
@@ -112,7 +118,8 @@ public interface ExecutionResultOrBuilder extends
   /**
    * <pre>
    * Optional. The target asked to be retried no earlier than this (HTTP
-   * Retry-After); honoured within the retry policy's cap.
+   * Retry-After); honoured within the retry policy's cap (longer than 24
+   * hours counts as 24 hours; negative is refused).
    * </pre>
    *
    * <code>.google.protobuf.Duration retry_after = 7 [json_name = "retryAfter"];</code>
@@ -122,7 +129,8 @@ public interface ExecutionResultOrBuilder extends
   /**
    * <pre>
    * Optional. The target asked to be retried no earlier than this (HTTP
-   * Retry-After); honoured within the retry policy's cap.
+   * Retry-After); honoured within the retry policy's cap (longer than 24
+   * hours counts as 24 hours; negative is refused).
    * </pre>
    *
    * <code>.google.protobuf.Duration retry_after = 7 [json_name = "retryAfter"];</code>
@@ -131,7 +139,8 @@ public interface ExecutionResultOrBuilder extends
 
   /**
    * <pre>
-   * When the worker started the attempt.
+   * When the worker started the attempt: a valid timestamp within a year
+   * before and a day after the server's clock.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp started_at = 8 [json_name = "startedAt"];</code>
@@ -140,7 +149,8 @@ public interface ExecutionResultOrBuilder extends
   boolean hasStartedAt();
   /**
    * <pre>
-   * When the worker started the attempt.
+   * When the worker started the attempt: a valid timestamp within a year
+   * before and a day after the server's clock.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp started_at = 8 [json_name = "startedAt"];</code>
@@ -149,7 +159,8 @@ public interface ExecutionResultOrBuilder extends
   com.google.protobuf.Timestamp getStartedAt();
   /**
    * <pre>
-   * When the worker started the attempt.
+   * When the worker started the attempt: a valid timestamp within a year
+   * before and a day after the server's clock.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp started_at = 8 [json_name = "startedAt"];</code>
@@ -158,7 +169,7 @@ public interface ExecutionResultOrBuilder extends
 
   /**
    * <pre>
-   * When the attempt ended.
+   * When the attempt ended: a valid timestamp.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp finished_at = 9 [json_name = "finishedAt"];</code>
@@ -167,7 +178,7 @@ public interface ExecutionResultOrBuilder extends
   boolean hasFinishedAt();
   /**
    * <pre>
-   * When the attempt ended.
+   * When the attempt ended: a valid timestamp.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp finished_at = 9 [json_name = "finishedAt"];</code>
@@ -176,7 +187,7 @@ public interface ExecutionResultOrBuilder extends
   com.google.protobuf.Timestamp getFinishedAt();
   /**
    * <pre>
-   * When the attempt ended.
+   * When the attempt ended: a valid timestamp.
    * </pre>
    *
    * <code>.google.protobuf.Timestamp finished_at = 9 [json_name = "finishedAt"];</code>

@@ -122,7 +122,9 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * True when the outcome was recorded (or had been already); false when it
-   * was rejected (a stale delivery) and changed nothing.
+   * was rejected (a stale delivery, a delivery this stream does not hold, a
+   * field out of bounds, or a result the server cannot record) and changed
+   * nothing.
    * </pre>
    *
    * <code>bool accepted = 3 [json_name = "accepted"];</code>
@@ -138,7 +140,9 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object reason_ = "";
   /**
    * <pre>
-   * Why it was rejected.
+   * Why it was rejected. An execution that does not exist, is another
+   * tenant's, or whose current delivery this stream does not hold, is
+   * answered "no such execution held by this worker", all alike.
    * </pre>
    *
    * <code>string reason = 4 [json_name = "reason"];</code>
@@ -159,7 +163,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Why it was rejected.
+   * Why it was rejected. An execution that does not exist, is another
+   * tenant's, or whose current delivery this stream does not hold, is
+   * answered "no such execution held by this worker", all alike.
    * </pre>
    *
    * <code>string reason = 4 [json_name = "reason"];</code>
@@ -692,7 +698,9 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * True when the outcome was recorded (or had been already); false when it
-     * was rejected (a stale delivery) and changed nothing.
+     * was rejected (a stale delivery, a delivery this stream does not hold, a
+     * field out of bounds, or a result the server cannot record) and changed
+     * nothing.
      * </pre>
      *
      * <code>bool accepted = 3 [json_name = "accepted"];</code>
@@ -705,7 +713,9 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * True when the outcome was recorded (or had been already); false when it
-     * was rejected (a stale delivery) and changed nothing.
+     * was rejected (a stale delivery, a delivery this stream does not hold, a
+     * field out of bounds, or a result the server cannot record) and changed
+     * nothing.
      * </pre>
      *
      * <code>bool accepted = 3 [json_name = "accepted"];</code>
@@ -722,7 +732,9 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * True when the outcome was recorded (or had been already); false when it
-     * was rejected (a stale delivery) and changed nothing.
+     * was rejected (a stale delivery, a delivery this stream does not hold, a
+     * field out of bounds, or a result the server cannot record) and changed
+     * nothing.
      * </pre>
      *
      * <code>bool accepted = 3 [json_name = "accepted"];</code>
@@ -738,7 +750,9 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object reason_ = "";
     /**
      * <pre>
-     * Why it was rejected.
+     * Why it was rejected. An execution that does not exist, is another
+     * tenant's, or whose current delivery this stream does not hold, is
+     * answered "no such execution held by this worker", all alike.
      * </pre>
      *
      * <code>string reason = 4 [json_name = "reason"];</code>
@@ -758,7 +772,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Why it was rejected.
+     * Why it was rejected. An execution that does not exist, is another
+     * tenant's, or whose current delivery this stream does not hold, is
+     * answered "no such execution held by this worker", all alike.
      * </pre>
      *
      * <code>string reason = 4 [json_name = "reason"];</code>
@@ -779,7 +795,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Why it was rejected.
+     * Why it was rejected. An execution that does not exist, is another
+     * tenant's, or whose current delivery this stream does not hold, is
+     * answered "no such execution held by this worker", all alike.
      * </pre>
      *
      * <code>string reason = 4 [json_name = "reason"];</code>
@@ -796,7 +814,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Why it was rejected.
+     * Why it was rejected. An execution that does not exist, is another
+     * tenant's, or whose current delivery this stream does not hold, is
+     * answered "no such execution held by this worker", all alike.
      * </pre>
      *
      * <code>string reason = 4 [json_name = "reason"];</code>
@@ -810,7 +830,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Why it was rejected.
+     * Why it was rejected. An execution that does not exist, is another
+     * tenant's, or whose current delivery this stream does not hold, is
+     * answered "no such execution held by this worker", all alike.
      * </pre>
      *
      * <code>string reason = 4 [json_name = "reason"];</code>

@@ -43,7 +43,9 @@ public interface ResultAckOrBuilder extends
   /**
    * <pre>
    * True when the outcome was recorded (or had been already); false when it
-   * was rejected (a stale delivery) and changed nothing.
+   * was rejected (a stale delivery, a delivery this stream does not hold, a
+   * field out of bounds, or a result the server cannot record) and changed
+   * nothing.
    * </pre>
    *
    * <code>bool accepted = 3 [json_name = "accepted"];</code>
@@ -53,7 +55,9 @@ public interface ResultAckOrBuilder extends
 
   /**
    * <pre>
-   * Why it was rejected.
+   * Why it was rejected. An execution that does not exist, is another
+   * tenant's, or whose current delivery this stream does not hold, is
+   * answered "no such execution held by this worker", all alike.
    * </pre>
    *
    * <code>string reason = 4 [json_name = "reason"];</code>
@@ -62,7 +66,9 @@ public interface ResultAckOrBuilder extends
   java.lang.String getReason();
   /**
    * <pre>
-   * Why it was rejected.
+   * Why it was rejected. An execution that does not exist, is another
+   * tenant's, or whose current delivery this stream does not hold, is
+   * answered "no such execution held by this worker", all alike.
    * </pre>
    *
    * <code>string reason = 4 [json_name = "reason"];</code>

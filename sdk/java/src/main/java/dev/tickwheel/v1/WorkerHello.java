@@ -246,8 +246,13 @@ private static final long serialVersionUID = 0L;
   private java.util.List<dev.tickwheel.v1.InFlightExecution> inFlight_;
   /**
    * <pre>
-   * On reconnect: executions still running in this process. The server
-   * re-attaches those whose delivery is current and cancels the rest.
+   * On reconnect: executions still running in this process, then those whose
+   * result it has sent but not seen acknowledged (it sends them again on the
+   * new stream, which takes a result only for a delivery it holds). The
+   * server re-attaches to this stream those of the credential's tenants
+   * still running at that delivery (and not held by another worker), and
+   * rejects the rest: an unknown id and another tenant's alike. At most
+   * 20 000 entries.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -258,8 +263,13 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * On reconnect: executions still running in this process. The server
-   * re-attaches those whose delivery is current and cancels the rest.
+   * On reconnect: executions still running in this process, then those whose
+   * result it has sent but not seen acknowledged (it sends them again on the
+   * new stream, which takes a result only for a delivery it holds). The
+   * server re-attaches to this stream those of the credential's tenants
+   * still running at that delivery (and not held by another worker), and
+   * rejects the rest: an unknown id and another tenant's alike. At most
+   * 20 000 entries.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -271,8 +281,13 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * On reconnect: executions still running in this process. The server
-   * re-attaches those whose delivery is current and cancels the rest.
+   * On reconnect: executions still running in this process, then those whose
+   * result it has sent but not seen acknowledged (it sends them again on the
+   * new stream, which takes a result only for a delivery it holds). The
+   * server re-attaches to this stream those of the credential's tenants
+   * still running at that delivery (and not held by another worker), and
+   * rejects the rest: an unknown id and another tenant's alike. At most
+   * 20 000 entries.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -283,8 +298,13 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * On reconnect: executions still running in this process. The server
-   * re-attaches those whose delivery is current and cancels the rest.
+   * On reconnect: executions still running in this process, then those whose
+   * result it has sent but not seen acknowledged (it sends them again on the
+   * new stream, which takes a result only for a delivery it holds). The
+   * server re-attaches to this stream those of the credential's tenants
+   * still running at that delivery (and not held by another worker), and
+   * rejects the rest: an unknown id and another tenant's alike. At most
+   * 20 000 entries.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -295,8 +315,13 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * On reconnect: executions still running in this process. The server
-   * re-attaches those whose delivery is current and cancels the rest.
+   * On reconnect: executions still running in this process, then those whose
+   * result it has sent but not seen acknowledged (it sends them again on the
+   * new stream, which takes a result only for a delivery it holds). The
+   * server re-attaches to this stream those of the credential's tenants
+   * still running at that delivery (and not held by another worker), and
+   * rejects the rest: an unknown id and another tenant's alike. At most
+   * 20 000 entries.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -1243,8 +1268,13 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * On reconnect: executions still running in this process. The server
-     * re-attaches those whose delivery is current and cancels the rest.
+     * On reconnect: executions still running in this process, then those whose
+     * result it has sent but not seen acknowledged (it sends them again on the
+     * new stream, which takes a result only for a delivery it holds). The
+     * server re-attaches to this stream those of the credential's tenants
+     * still running at that delivery (and not held by another worker), and
+     * rejects the rest: an unknown id and another tenant's alike. At most
+     * 20 000 entries.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -1258,8 +1288,13 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * On reconnect: executions still running in this process. The server
-     * re-attaches those whose delivery is current and cancels the rest.
+     * On reconnect: executions still running in this process, then those whose
+     * result it has sent but not seen acknowledged (it sends them again on the
+     * new stream, which takes a result only for a delivery it holds). The
+     * server re-attaches to this stream those of the credential's tenants
+     * still running at that delivery (and not held by another worker), and
+     * rejects the rest: an unknown id and another tenant's alike. At most
+     * 20 000 entries.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -1273,8 +1308,13 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * On reconnect: executions still running in this process. The server
-     * re-attaches those whose delivery is current and cancels the rest.
+     * On reconnect: executions still running in this process, then those whose
+     * result it has sent but not seen acknowledged (it sends them again on the
+     * new stream, which takes a result only for a delivery it holds). The
+     * server re-attaches to this stream those of the credential's tenants
+     * still running at that delivery (and not held by another worker), and
+     * rejects the rest: an unknown id and another tenant's alike. At most
+     * 20 000 entries.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -1288,8 +1328,13 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * On reconnect: executions still running in this process. The server
-     * re-attaches those whose delivery is current and cancels the rest.
+     * On reconnect: executions still running in this process, then those whose
+     * result it has sent but not seen acknowledged (it sends them again on the
+     * new stream, which takes a result only for a delivery it holds). The
+     * server re-attaches to this stream those of the credential's tenants
+     * still running at that delivery (and not held by another worker), and
+     * rejects the rest: an unknown id and another tenant's alike. At most
+     * 20 000 entries.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -1308,8 +1353,13 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * On reconnect: executions still running in this process. The server
-     * re-attaches those whose delivery is current and cancels the rest.
+     * On reconnect: executions still running in this process, then those whose
+     * result it has sent but not seen acknowledged (it sends them again on the
+     * new stream, which takes a result only for a delivery it holds). The
+     * server re-attaches to this stream those of the credential's tenants
+     * still running at that delivery (and not held by another worker), and
+     * rejects the rest: an unknown id and another tenant's alike. At most
+     * 20 000 entries.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -1327,8 +1377,13 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * On reconnect: executions still running in this process. The server
-     * re-attaches those whose delivery is current and cancels the rest.
+     * On reconnect: executions still running in this process, then those whose
+     * result it has sent but not seen acknowledged (it sends them again on the
+     * new stream, which takes a result only for a delivery it holds). The
+     * server re-attaches to this stream those of the credential's tenants
+     * still running at that delivery (and not held by another worker), and
+     * rejects the rest: an unknown id and another tenant's alike. At most
+     * 20 000 entries.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -1346,8 +1401,13 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * On reconnect: executions still running in this process. The server
-     * re-attaches those whose delivery is current and cancels the rest.
+     * On reconnect: executions still running in this process, then those whose
+     * result it has sent but not seen acknowledged (it sends them again on the
+     * new stream, which takes a result only for a delivery it holds). The
+     * server re-attaches to this stream those of the credential's tenants
+     * still running at that delivery (and not held by another worker), and
+     * rejects the rest: an unknown id and another tenant's alike. At most
+     * 20 000 entries.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -1366,8 +1426,13 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * On reconnect: executions still running in this process. The server
-     * re-attaches those whose delivery is current and cancels the rest.
+     * On reconnect: executions still running in this process, then those whose
+     * result it has sent but not seen acknowledged (it sends them again on the
+     * new stream, which takes a result only for a delivery it holds). The
+     * server re-attaches to this stream those of the credential's tenants
+     * still running at that delivery (and not held by another worker), and
+     * rejects the rest: an unknown id and another tenant's alike. At most
+     * 20 000 entries.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -1385,8 +1450,13 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * On reconnect: executions still running in this process. The server
-     * re-attaches those whose delivery is current and cancels the rest.
+     * On reconnect: executions still running in this process, then those whose
+     * result it has sent but not seen acknowledged (it sends them again on the
+     * new stream, which takes a result only for a delivery it holds). The
+     * server re-attaches to this stream those of the credential's tenants
+     * still running at that delivery (and not held by another worker), and
+     * rejects the rest: an unknown id and another tenant's alike. At most
+     * 20 000 entries.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -1404,8 +1474,13 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * On reconnect: executions still running in this process. The server
-     * re-attaches those whose delivery is current and cancels the rest.
+     * On reconnect: executions still running in this process, then those whose
+     * result it has sent but not seen acknowledged (it sends them again on the
+     * new stream, which takes a result only for a delivery it holds). The
+     * server re-attaches to this stream those of the credential's tenants
+     * still running at that delivery (and not held by another worker), and
+     * rejects the rest: an unknown id and another tenant's alike. At most
+     * 20 000 entries.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -1424,8 +1499,13 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * On reconnect: executions still running in this process. The server
-     * re-attaches those whose delivery is current and cancels the rest.
+     * On reconnect: executions still running in this process, then those whose
+     * result it has sent but not seen acknowledged (it sends them again on the
+     * new stream, which takes a result only for a delivery it holds). The
+     * server re-attaches to this stream those of the credential's tenants
+     * still running at that delivery (and not held by another worker), and
+     * rejects the rest: an unknown id and another tenant's alike. At most
+     * 20 000 entries.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -1442,8 +1522,13 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * On reconnect: executions still running in this process. The server
-     * re-attaches those whose delivery is current and cancels the rest.
+     * On reconnect: executions still running in this process, then those whose
+     * result it has sent but not seen acknowledged (it sends them again on the
+     * new stream, which takes a result only for a delivery it holds). The
+     * server re-attaches to this stream those of the credential's tenants
+     * still running at that delivery (and not held by another worker), and
+     * rejects the rest: an unknown id and another tenant's alike. At most
+     * 20 000 entries.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -1460,8 +1545,13 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * On reconnect: executions still running in this process. The server
-     * re-attaches those whose delivery is current and cancels the rest.
+     * On reconnect: executions still running in this process, then those whose
+     * result it has sent but not seen acknowledged (it sends them again on the
+     * new stream, which takes a result only for a delivery it holds). The
+     * server re-attaches to this stream those of the credential's tenants
+     * still running at that delivery (and not held by another worker), and
+     * rejects the rest: an unknown id and another tenant's alike. At most
+     * 20 000 entries.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -1472,8 +1562,13 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * On reconnect: executions still running in this process. The server
-     * re-attaches those whose delivery is current and cancels the rest.
+     * On reconnect: executions still running in this process, then those whose
+     * result it has sent but not seen acknowledged (it sends them again on the
+     * new stream, which takes a result only for a delivery it holds). The
+     * server re-attaches to this stream those of the credential's tenants
+     * still running at that delivery (and not held by another worker), and
+     * rejects the rest: an unknown id and another tenant's alike. At most
+     * 20 000 entries.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -1487,8 +1582,13 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * On reconnect: executions still running in this process. The server
-     * re-attaches those whose delivery is current and cancels the rest.
+     * On reconnect: executions still running in this process, then those whose
+     * result it has sent but not seen acknowledged (it sends them again on the
+     * new stream, which takes a result only for a delivery it holds). The
+     * server re-attaches to this stream those of the credential's tenants
+     * still running at that delivery (and not held by another worker), and
+     * rejects the rest: an unknown id and another tenant's alike. At most
+     * 20 000 entries.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -1503,8 +1603,13 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * On reconnect: executions still running in this process. The server
-     * re-attaches those whose delivery is current and cancels the rest.
+     * On reconnect: executions still running in this process, then those whose
+     * result it has sent but not seen acknowledged (it sends them again on the
+     * new stream, which takes a result only for a delivery it holds). The
+     * server re-attaches to this stream those of the credential's tenants
+     * still running at that delivery (and not held by another worker), and
+     * rejects the rest: an unknown id and another tenant's alike. At most
+     * 20 000 entries.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -1515,8 +1620,13 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * On reconnect: executions still running in this process. The server
-     * re-attaches those whose delivery is current and cancels the rest.
+     * On reconnect: executions still running in this process, then those whose
+     * result it has sent but not seen acknowledged (it sends them again on the
+     * new stream, which takes a result only for a delivery it holds). The
+     * server re-attaches to this stream those of the credential's tenants
+     * still running at that delivery (and not held by another worker), and
+     * rejects the rest: an unknown id and another tenant's alike. At most
+     * 20 000 entries.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -1528,8 +1638,13 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * On reconnect: executions still running in this process. The server
-     * re-attaches those whose delivery is current and cancels the rest.
+     * On reconnect: executions still running in this process, then those whose
+     * result it has sent but not seen acknowledged (it sends them again on the
+     * new stream, which takes a result only for a delivery it holds). The
+     * server re-attaches to this stream those of the credential's tenants
+     * still running at that delivery (and not held by another worker), and
+     * rejects the rest: an unknown id and another tenant's alike. At most
+     * 20 000 entries.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>

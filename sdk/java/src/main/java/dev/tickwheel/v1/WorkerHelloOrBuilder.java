@@ -120,8 +120,13 @@ public interface WorkerHelloOrBuilder extends
 
   /**
    * <pre>
-   * On reconnect: executions still running in this process. The server
-   * re-attaches those whose delivery is current and cancels the rest.
+   * On reconnect: executions still running in this process, then those whose
+   * result it has sent but not seen acknowledged (it sends them again on the
+   * new stream, which takes a result only for a delivery it holds). The
+   * server re-attaches to this stream those of the credential's tenants
+   * still running at that delivery (and not held by another worker), and
+   * rejects the rest: an unknown id and another tenant's alike. At most
+   * 20 000 entries.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -130,8 +135,13 @@ public interface WorkerHelloOrBuilder extends
       getInFlightList();
   /**
    * <pre>
-   * On reconnect: executions still running in this process. The server
-   * re-attaches those whose delivery is current and cancels the rest.
+   * On reconnect: executions still running in this process, then those whose
+   * result it has sent but not seen acknowledged (it sends them again on the
+   * new stream, which takes a result only for a delivery it holds). The
+   * server re-attaches to this stream those of the credential's tenants
+   * still running at that delivery (and not held by another worker), and
+   * rejects the rest: an unknown id and another tenant's alike. At most
+   * 20 000 entries.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -139,8 +149,13 @@ public interface WorkerHelloOrBuilder extends
   dev.tickwheel.v1.InFlightExecution getInFlight(int index);
   /**
    * <pre>
-   * On reconnect: executions still running in this process. The server
-   * re-attaches those whose delivery is current and cancels the rest.
+   * On reconnect: executions still running in this process, then those whose
+   * result it has sent but not seen acknowledged (it sends them again on the
+   * new stream, which takes a result only for a delivery it holds). The
+   * server re-attaches to this stream those of the credential's tenants
+   * still running at that delivery (and not held by another worker), and
+   * rejects the rest: an unknown id and another tenant's alike. At most
+   * 20 000 entries.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -148,8 +163,13 @@ public interface WorkerHelloOrBuilder extends
   int getInFlightCount();
   /**
    * <pre>
-   * On reconnect: executions still running in this process. The server
-   * re-attaches those whose delivery is current and cancels the rest.
+   * On reconnect: executions still running in this process, then those whose
+   * result it has sent but not seen acknowledged (it sends them again on the
+   * new stream, which takes a result only for a delivery it holds). The
+   * server re-attaches to this stream those of the credential's tenants
+   * still running at that delivery (and not held by another worker), and
+   * rejects the rest: an unknown id and another tenant's alike. At most
+   * 20 000 entries.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>
@@ -158,8 +178,13 @@ public interface WorkerHelloOrBuilder extends
       getInFlightOrBuilderList();
   /**
    * <pre>
-   * On reconnect: executions still running in this process. The server
-   * re-attaches those whose delivery is current and cancels the rest.
+   * On reconnect: executions still running in this process, then those whose
+   * result it has sent but not seen acknowledged (it sends them again on the
+   * new stream, which takes a result only for a delivery it holds). The
+   * server re-attaches to this stream those of the credential's tenants
+   * still running at that delivery (and not held by another worker), and
+   * rejects the rest: an unknown id and another tenant's alike. At most
+   * 20 000 entries.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.InFlightExecution in_flight = 6 [json_name = "inFlight"];</code>

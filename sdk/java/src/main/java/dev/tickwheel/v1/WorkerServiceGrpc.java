@@ -125,7 +125,13 @@ public final class WorkerServiceGrpc {
      * `ack` for each result, `cancel`, `heartbeat` and `drain`. The stream ends
      * when either side closes it; executions the worker held are re-delivered
      * unless it re-attaches them through a new stream's hello within the grace
-     * (one session TTL).
+     * (one session TTL). A result counts only from the stream that holds its
+     * delivery (handed out on it, or re-attached to it), for a tenant of the
+     * credential; anything else is answered exactly like an unknown id. A
+     * credential that sends, faster than its server's budget allows, results
+     * or re-attachments none of its streams holds (or malformed results) has
+     * its stream ended with RESOURCE_EXHAUSTED, and new streams refused so
+     * until the budget refills.
      * </pre>
      */
     default io.grpc.stub.StreamObserver<dev.tickwheel.v1.PullRequest> pull(
@@ -180,7 +186,13 @@ public final class WorkerServiceGrpc {
      * `ack` for each result, `cancel`, `heartbeat` and `drain`. The stream ends
      * when either side closes it; executions the worker held are re-delivered
      * unless it re-attaches them through a new stream's hello within the grace
-     * (one session TTL).
+     * (one session TTL). A result counts only from the stream that holds its
+     * delivery (handed out on it, or re-attached to it), for a tenant of the
+     * credential; anything else is answered exactly like an unknown id. A
+     * credential that sends, faster than its server's budget allows, results
+     * or re-attachments none of its streams holds (or malformed results) has
+     * its stream ended with RESOURCE_EXHAUSTED, and new streams refused so
+     * until the budget refills.
      * </pre>
      */
     public io.grpc.stub.StreamObserver<dev.tickwheel.v1.PullRequest> pull(
@@ -220,7 +232,13 @@ public final class WorkerServiceGrpc {
      * `ack` for each result, `cancel`, `heartbeat` and `drain`. The stream ends
      * when either side closes it; executions the worker held are re-delivered
      * unless it re-attaches them through a new stream's hello within the grace
-     * (one session TTL).
+     * (one session TTL). A result counts only from the stream that holds its
+     * delivery (handed out on it, or re-attached to it), for a tenant of the
+     * credential; anything else is answered exactly like an unknown id. A
+     * credential that sends, faster than its server's budget allows, results
+     * or re-attachments none of its streams holds (or malformed results) has
+     * its stream ended with RESOURCE_EXHAUSTED, and new streams refused so
+     * until the budget refills.
      * </pre>
      */
     @io.grpc.ExperimentalApi("https://github.com/grpc/grpc-java/issues/10918")
