@@ -1,0 +1,145 @@
+"""A hostile worker against the real server (issue 15, items 1, 2, 3 and 5),
+on the embedded stores and on PostgreSQL + etcd: with acme's credential it
+reports results for globex's running execution and lists it in its hello,
+and sends malformed results beside good ones in one message. Globex's
+execution is unaffected (answered exactly as an unknown id) and ends once,
+by globex's own worker; of acme's, the malformed result is refused naming
+its field, the others are recorded."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+
+import grpc
+from tickwheel.v1 import (
+    execution_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc,
+)
+
+from tests.support.polling import eventually
+from tests.support.workers import running_worker
+from tickwheel_worker import HandlerRegistry
+
+UNKNOWN = "no such execution held by this worker"
+RUNNING = job_pb2.EXECUTION_STATUS_RUNNING
+SUCCEEDED = worker_pb2.RESULT_OUTCOME_SUCCEEDED
+
+
+def bearer(secret: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {secret}"),)
+
+
+async def create_once(scheduler, key: str, name: str, handler: str) -> str:
+    job = job_pb2.Job(name=name, target=job_pb2.Target(handler=job_pb2.HandlerTarget(name=handler)))
+    job.schedule.once_at.FromDatetime(datetime.now(timezone.utc) + timedelta(seconds=1))
+    reply = await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=job, request_id=name), metadata=bearer(key))
+    return reply.job.id
+
+
+async def executions_of(scheduler, key: str, job_id: str) -> list[execution_pb2.Execution]:
+    reply = await scheduler.ListExecutions(scheduler_pb2.ListExecutionsRequest(job_id=job_id), metadata=bearer(key))
+    return list(reply.executions)
+
+
+async def the_execution(scheduler, key: str, job_id: str, status: int) -> execution_pb2.Execution:
+    async def check():
+        found = await executions_of(scheduler, key, job_id)
+        return found[0] if len(found) == 1 and found[0].status == status else None
+
+    return await eventually(check, f"the execution of {job_id} has status {status}")
+
+
+async def read(call, kind: str) -> list:
+    """Messages of ``kind`` from the server, skipping heartbeats, until one comes."""
+    while True:
+        message = await asyncio.wait_for(call.read(), 20)
+        assert message is not grpc.aio.EOF, "the server ended the stream"
+        if message.WhichOneof("message") == kind:
+            return getattr(message, kind)
+
+
+async def test_a_hostile_worker_cannot_touch_another_tenants_execution_nor_stop_the_results(server) -> None:
+    acme = await server.create_tenant("acme")
+    globex = await server.create_tenant("globex")
+    hostile_credential = await server.issue_worker_credential(["acme"], handlers=["hostile"])
+    globex_credential = await server.issue_worker_credential(["globex"])
+    release = asyncio.Event()
+    calls: list[str] = []
+    registry = HandlerRegistry()
+
+    @registry.handler("slow")
+    async def slow(ctx) -> str:
+        calls.append(ctx.execution_id)
+        await release.wait()
+        return "done"
+
+    async with (
+        grpc.aio.insecure_channel(server.address) as channel,
+        running_worker(server.address, globex_credential, registry, worker_id="g-worker", http=False) as victims_worker,
+    ):
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        victim_job = await create_once(scheduler, globex, "victim", "slow")
+        victim = await the_execution(scheduler, globex, victim_job, RUNNING)
+        mine = [await create_once(scheduler, acme, f"mine-{n}", "hostile") for n in range(3)]
+
+        call = worker_pb2_grpc.WorkerServiceStub(channel).Pull(metadata=bearer(hostile_credential))
+        stolen = worker_pb2.InFlightExecution(execution_id=victim.id, delivery=victim.delivery)
+        unknown = worker_pb2.InFlightExecution(execution_id=victim_job + ":2030-01-01T00:00:00Z", delivery=1)
+        await call.write(worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(
+            worker_id="g-worker", handlers=["hostile"], slots=3, in_flight=[stolen, unknown])))
+        welcome = await read(call, "welcome")
+        assert list(welcome.reattached) == []
+        assert sorted((e.execution_id, e.delivery) for e in welcome.rejected) == sorted(
+            [(stolen.execution_id, stolen.delivery), (unknown.execution_id, unknown.delivery)])
+        assigned: dict[str, worker_pb2.Assignment] = {}
+        while len(assigned) < 3:
+            for assignment in (await read(call, "assignment")).assignments:
+                assigned[assignment.job_id] = assignment
+        assert sorted(assigned) == sorted(mine)
+        far, nul, good = (assigned[job_id] for job_id in mine)
+
+        def result_for(assignment, outcome=SUCCEEDED, **fields) -> worker_pb2.ExecutionResult:
+            return worker_pb2.ExecutionResult(execution_id=assignment.execution_id, delivery=assignment.delivery,
+                                              attempt=assignment.attempt, outcome=outcome, **fields)
+
+        forged = [
+            worker_pb2.ExecutionResult(execution_id=victim.id, delivery=victim.delivery, attempt=1, outcome=SUCCEEDED),
+            worker_pb2.ExecutionResult(execution_id=victim.id, delivery=victim.delivery, attempt=1,
+                                       outcome=worker_pb2.RESULT_OUTCOME_FAILED_PERMANENT, error="forged"),
+            worker_pb2.ExecutionResult(execution_id=unknown.execution_id, delivery=1, attempt=1, outcome=SUCCEEDED),
+        ]
+        distant = result_for(far)
+        distant.started_at.seconds = 2**62
+        message = worker_pb2.PullRequest()
+        message.result.results.extend([*forged, distant, result_for(nul, worker_pb2.RESULT_OUTCOME_FAILED_PERMANENT,
+                                                                     error="HTTP 500: \x00bad\x00"), result_for(good)])
+        await call.write(message)
+        acks: list[worker_pb2.ResultAck] = []
+        while len(acks) < 6:
+            acks += (await read(call, "ack")).acks
+        by_id: dict[str, list[tuple[bool, str]]] = {}
+        for ack in acks:
+            by_id.setdefault(ack.execution_id, []).append((ack.accepted, ack.reason))
+        assert by_id[victim.id] == [(False, UNKNOWN), (False, UNKNOWN)]
+        assert by_id[unknown.execution_id] == [(False, UNKNOWN)]  # exactly as the victim's
+        assert by_id[far.execution_id] == [
+            (False, "invalid result: started_at: a valid timestamp (0001-01-01 to 9999-12-31)")]
+        assert by_id[nul.execution_id] == by_id[good.execution_id] == [(True, "")]
+
+        assert (await executions_of(scheduler, acme, mine[1]))[0].error == "HTTP 500: \ufffdbad\ufffd"
+        await the_execution(scheduler, acme, mine[1], job_pb2.EXECUTION_STATUS_DEAD)
+        await the_execution(scheduler, acme, mine[2], job_pb2.EXECUTION_STATUS_SUCCEEDED)
+        assert (await executions_of(scheduler, acme, mine[0]))[0].status == RUNNING  # refused: nothing written
+        await call.write(worker_pb2.PullRequest(result=worker_pb2.WorkerResults(results=[result_for(far)])))
+        assert [(a.execution_id, a.accepted) for a in (await read(call, "ack")).acks] == [(far.execution_id, True)]
+
+        # The victim's own worker was never disturbed; it ends the execution, once.
+        assert (await executions_of(scheduler, globex, victim_job))[0].status == RUNNING
+        release.set()
+        done = await the_execution(scheduler, globex, victim_job, job_pb2.EXECUTION_STATUS_SUCCEEDED)
+        call.cancel()
+        assert victims_worker.sessions == 1  # a hello with its worker id, from another credential, closed nothing
+    assert calls == [victim.id]
+    assert (done.attempt, done.delivery, done.error) == (1, 1, "")
+    [attempt] = done.attempts
+    assert attempt.status == execution_pb2.ATTEMPT_STATUS_SUCCEEDED and attempt.worker_id == "g-worker"
