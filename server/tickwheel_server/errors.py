@@ -110,6 +110,15 @@ class RateLimited(TickwheelError):
         super().__init__(description)
 
 
+class Unavailable(TickwheelError):
+    """This server cannot do it now, another may, or this one shortly (its
+    session is in doubt, say). → UNAVAILABLE with RetryInfo."""
+
+    def __init__(self, description: str, *, retry_after: float = 1.0) -> None:
+        self.retry_after = retry_after
+        super().__init__(description)
+
+
 class Unauthenticated(TickwheelError):
     """No credential, or one that is wrong, expired or revoked. → UNAUTHENTICATED."""
 

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from tickwheel.v1 import worker_pb2
 
 from tickwheel_server.clock import FakeClock
+from tickwheel_server.errors import Unavailable
 from tickwheel_server.gateway.connections import Connections
 from tickwheel_server.gateway.gateway import Gateway
 from tickwheel_server.lease.memory import MemoryLeaseStore
@@ -94,6 +95,27 @@ async def test_a_session_whose_renewals_stop_hands_out_nothing_before_it_is_even
     assert await gateway.hand_out_round() == 0
     assert status_of(migrated_engine, "e2")[:3] == ("scheduled", None, 0)
     assert sent(connection) == [("e1", 1)]
+
+
+async def test_a_session_in_doubt_re_attaches_nothing(migrated_engine, clock, leases) -> None:
+    # A re-attachment stamps the row with this server's session: under a
+    # session about to be reaped the work would be taken back and run twice.
+    connections = await setup(migrated_engine, clock, "e1")
+    first = connect(connections, clock)
+    session = await leases.open_session(TTL, keepalive=False)
+    gateway = gateway_for(migrated_engine, clock, connections, session)
+    assert await gateway.hand_out_round() == 1
+    gateway.disconnected(first)
+    connections.remove(first)
+    with migrated_engine.begin() as conn:  # as if handed out by a server since gone
+        conn.execute(sa.update(executions).where(executions.c.id == "e1").values(owner="session-gone"))
+    clock.advance(TTL * 0.8)
+    await settle()
+    again = connect(connections, clock)
+    with pytest.raises(Unavailable, match="in doubt"):
+        await gateway.reattach(again, [("e1", 1)])
+    assert status_of(migrated_engine, "e1")[:3] == ("running", "session-gone", 1)
+    assert ("e1", 1) not in gateway.inflight.held_by(again)
 
 
 async def test_a_server_frozen_past_its_ttl_hands_nothing_out_under_the_dead_session(

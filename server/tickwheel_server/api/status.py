@@ -83,6 +83,10 @@ def status_for(error: Exception) -> tuple[grpc.StatusCode, status_pb2.Status]:
         return grpc.StatusCode.RESOURCE_EXHAUSTED, _status(
             grpc.StatusCode.RESOURCE_EXHAUSTED, str(error), failure, retry
         )
+    if isinstance(error, errors.Unavailable):
+        retry = error_details_pb2.RetryInfo()
+        retry.retry_delay.FromMilliseconds(max(1, int(error.retry_after * 1000)))
+        return grpc.StatusCode.UNAVAILABLE, _status(grpc.StatusCode.UNAVAILABLE, str(error), retry)
     if isinstance(error, errors.Unauthenticated):
         return grpc.StatusCode.UNAUTHENTICATED, _status(grpc.StatusCode.UNAUTHENTICATED, str(error))
     if isinstance(error, errors.PermissionDenied):

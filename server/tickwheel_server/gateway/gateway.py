@@ -87,6 +87,7 @@ from tickwheel.v1 import worker_pb2
 
 from ..api.convert import EXECUTION_ORIGIN_TO_PROTO
 from ..clock import Clock
+from ..errors import Unavailable
 from ..lease.base import Session
 from ..ids import set_timestamp_us, to_us
 from ..store.handout import (
@@ -641,12 +642,19 @@ class Gateway:
         one held here by a live stream of another worker; the rest are
         rejected, an unknown id and another tenant's alike, and cost the
         credential's budget. Raises :class:`OverBudget` when the credential
-        has none left (nothing is read then)."""
+        has none left, and :class:`Unavailable` while this server's session
+        is in doubt (a re-attachment stamps the session: under a dying one
+        the reaper would take the work back and it would run twice; the
+        worker says hello again, here or elsewhere); nothing is read then."""
         if not held:
             return [], []
         credential = connection.credential.id
         if self.budget.exhausted(credential):
             raise OverBudget(credential, self.budget.message(credential))
+        session = self._lease.session
+        if session is not None and not session.surely_alive(SESSION_MARGIN * session.ttl):
+            raise Unavailable(f"server session {self.owner} is in doubt: cannot re-attach executions now; "
+                              "say hello again shortly or to another server")
         wanted: list[Key] = []
         for key in held:
             holder = self.inflight.holder(key)
