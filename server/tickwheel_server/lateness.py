@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
+from google.protobuf.message import DecodeError
 from sqlalchemy.engine import Connection
 from tickwheel.v1 import job_pb2
 
@@ -100,7 +101,7 @@ class LatenessStore(SqlStore):
             thresholds: dict[str, timedelta] = {}
             for row in rows:
                 if row.job_id not in thresholds:
-                    spec = job_pb2.Job.FromString(row.spec) if row.spec else job_pb2.Job()
+                    spec = _definition(row.spec)
                     thresholds[row.job_id] = (
                         spec.lateness_threshold.ToTimedelta() if spec.HasField("lateness_threshold") else DEFAULT_THRESHOLD
                     )
@@ -147,3 +148,13 @@ class LatenessWatch:
                     await self._alerts.resolve(alert.key)
                     resolved += 1
         return len(late), resolved
+
+
+def _definition(spec: bytes | None) -> job_pb2.Job:
+    """A job's definition for its lateness threshold; empty (the default
+    threshold) when deleted or when this server cannot parse it, so one
+    damaged row does not stop the watch for every job."""
+    try:
+        return job_pb2.Job.FromString(spec) if spec else job_pb2.Job()
+    except DecodeError:
+        return job_pb2.Job()

@@ -8,7 +8,7 @@ import pytest
 from tickwheel.v1 import job_pb2
 
 from tickwheel_server.clock import FakeClock
-from tickwheel_server.lateness import LatenessStore, LatenessWatch, late_key
+from tickwheel_server.lateness import DEFAULT_THRESHOLD, LatenessStore, LatenessWatch, late_key
 from tickwheel_server.store.alerts import AlertStore, NewAlert
 from tickwheel_server.store.handout import HandoutStore
 from tickwheel_server.store.tables import executions, jobs
@@ -106,3 +106,21 @@ async def test_a_paused_tenants_held_back_executions_are_not_late(migrated_engin
     await tenant_store.resume("acme")
     assert await watch.check_once() == (2, 0)
     assert (await alerts.get(late_key("job_1"))).execution_id == "held"
+
+
+async def test_a_definition_that_does_not_parse_is_late_with_the_default_threshold(migrated_engine, clock) -> None:
+    # One damaged row must not stop the watch for every job.
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    add_execution(migrated_engine, clock, "e0", job_id="job_1")
+    add_execution(migrated_engine, clock, "e1", job_id="job_2")
+    set_threshold(migrated_engine, 30)
+    with migrated_engine.begin() as conn:
+        conn.execute(jobs.update().where(jobs.c.id == "job_2").values(spec=b"\x0a\xff\x01garbage"))
+    alerts = AlertStore(migrated_engine, clock)
+    watch = LatenessWatch(LatenessStore(migrated_engine, clock), alerts, clock)
+    clock.advance(31)
+    assert await watch.check_once() == (1, 0)
+    assert await alerts.get(late_key("job_1")) is not None
+    clock.advance(DEFAULT_THRESHOLD.total_seconds() - 30)  # the default for the one this server cannot read
+    assert await watch.check_once() == (2, 0)
+    assert await alerts.get(late_key("job_2")) is not None

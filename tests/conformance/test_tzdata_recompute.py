@@ -153,3 +153,16 @@ async def test_named_zones_are_recomputed_whatever_the_release(w: World, new_rel
     assert examined == 2
     assert [(r.job_id, r.new_next_run_at) for r in shifted] == [(london, datetime(2030, 3, 26, 8, tzinfo=UTC))]
     assert w.row(tokyo).next_run_at == to_us(datetime(2030, 3, 26, 0, tzinfo=UTC))
+
+
+async def test_a_definition_that_does_not_parse_is_left_as_it_is(w: World, new_release: Engine):
+    # One damaged row in the batch: the others are still recomputed.
+    damaged = await w.create("Europe/London", datetime(2030, 3, 26, 9, tzinfo=UTC))
+    london = await w.create("Europe/London", datetime(2030, 3, 26, 9, tzinfo=UTC))
+    with w.engine.begin() as conn:
+        conn.execute(jobs.update().where(jobs.c.id == damaged).values(spec=b"\x0a\xff\x01garbage"))
+    before = w.row(damaged)
+    examined, shifted = await w.tzdata.recompute(new_release, "2099z", None, NOW, dry_run=False)
+    assert examined == 2
+    assert [(r.job_id, r.new_next_run_at) for r in shifted] == [(london, datetime(2030, 3, 26, 8, tzinfo=UTC))]
+    assert w.row(damaged) == before

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import base64
+import logging
 from datetime import datetime, timedelta, timezone
 
 from google.protobuf import duration_pb2, timestamp_pb2
+from google.protobuf.message import DecodeError
 from tickwheel.v1 import admin_pb2, execution_pb2, job_pb2
 
-from ..errors import InvalidArgument
+from ..errors import FailedPrecondition, InvalidArgument
 from ..ids import from_us, to_us
 from ..store.alerts import AlertRecord
 from ..store.credentials import WorkerCredential
 from ..store.history import AttemptRecord, ExecutionRecord, SkipRecord
 from ..store.jobs import JobRecord
 from ..store.tenants import ApiKey, Tenant
+
+log = logging.getLogger(__name__)
 
 JOB_STATE_TO_PROTO = {
     "active": job_pb2.JOB_STATE_ACTIVE,
@@ -130,14 +134,35 @@ def span(message: duration_pb2.Duration, field: str) -> timedelta:
     return message.ToTimedelta()
 
 
+UNREADABLE = (
+    "its stored definition cannot be read by this server (written by a newer version, or damaged; "
+    "see its JOB_UNREADABLE alert): delete it and create it again, or use a server that reads it"
+)
+
+
+def stored_job(record: JobRecord) -> job_pb2.Job:
+    """The job's stored definition; FailedPrecondition naming the job when
+    this server cannot parse it (the call that needs it changes nothing)."""
+    try:
+        return job_pb2.Job.FromString(record.spec)
+    except DecodeError:
+        raise FailedPrecondition(f"job {record.id!r}", UNREADABLE, kind="JOB_UNREADABLE") from None
+
+
 def job_to_proto(record: JobRecord) -> job_pb2.Job:
     """The stored definition plus the output-only fields from the record.
 
     ``next_run_at`` and ``next_due_at`` are unset unless the job is active, as
     the contract says; a paused job's store row keeps its cursor (where the
-    paused span starts) for ResumeJob.
+    paused span starts) for ResumeJob. A definition this server cannot parse
+    gives the output-only fields alone (logged), so that one such row does
+    not fail a whole listing.
     """
-    job = job_pb2.Job.FromString(record.spec)
+    try:
+        job = job_pb2.Job.FromString(record.spec)
+    except DecodeError:
+        log.warning("job %s of tenant %s: %s", record.id, record.tenant, UNREADABLE)
+        job = job_pb2.Job()
     job.id = record.id
     job.tenant = record.tenant
     job.state = JOB_STATE_TO_PROTO[record.state]

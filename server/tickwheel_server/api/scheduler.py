@@ -264,7 +264,7 @@ def resume_plan(record: JobRecord, now: datetime) -> PausedSpan:
     """:func:`paused_span` for a paused job as stored. CPU-bound for long spans."""
     if record.next_run_at is None:
         return PausedSpan(None, None)
-    schedule = schedule_of(job_pb2.Job.FromString(record.spec), record.id)
+    schedule = schedule_of(convert.stored_job(record), record.id)
     cursor = Fire(record.next_run_at, record.next_due_at or record.next_run_at, 0)
     try:
         return paused_span(schedule, cursor, now, record.run_count)
@@ -354,7 +354,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         record = await self._jobs.get(tenant.name, request.id)
         job = convert.job_to_proto(record)
         next_runs = []
-        if record.state == "active" and record.next_run_at is not None:
+        # An unparsable definition comes back without its schedule (job_to_proto): no next runs.
+        if record.state == "active" and record.next_run_at is not None and job.HasField("schedule"):
             schedule = schedule_of(job, record.id)
             later = upcoming(schedule, record.next_run_at, count - 1, runs_so_far=record.run_count + 1)
             first = Fire(record.next_run_at, record.next_due_at or record.next_run_at, _offset(schedule, record.next_run_at))
@@ -394,7 +395,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         job_id = _required(request.id, "id")
         start, end = validate.backfill_window(request, self._clock.now())
         record = await self._jobs.get(tenant.name, job_id)
-        schedule = schedule_of(job_pb2.Job.FromString(record.spec), record.id)
+        schedule = schedule_of(convert.stored_job(record), record.id)
         nominals = await asyncio.to_thread(backfill_occurrences, schedule, start, end)
         result = await self._manual.backfill(
             tenant.name, job_id, nominals, dry_run=request.dry_run, allow_overlap=request.allow_overlap
@@ -438,7 +439,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         source = request.WhichOneof("source")
         if source == "job_id":
             record = await self._jobs.get(tenant.name, request.job_id)
-            schedule = schedule_of(convert.job_to_proto(record), record.id)
+            schedule = schedule_of(convert.stored_job(record), record.id)
             runs_so_far = record.run_count
         elif source == "job":
             if request.job.id:
@@ -471,7 +472,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         record = await self._jobs.get(tenant.name, job_id)
         if record.version != version:
             raise VersionConflict(f"job {job_id!r}", version, record.version)
-        stored = job_pb2.Job.FromString(record.spec)
+        stored = convert.stored_job(record)
         job = validate.normalise_job(merge_job(stored, request.job, paths), now, target_policy=self._target_policy)
         if job == stored:
             return scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(record))

@@ -85,6 +85,7 @@ from typing import NamedTuple
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
+from google.protobuf.message import DecodeError
 from sqlalchemy.engine import Connection
 from tickwheel.v1 import job_pb2, worker_pb2
 
@@ -320,7 +321,13 @@ class Definition(NamedTuple):
 
     @classmethod
     def parse(cls, spec: bytes) -> "Definition":
-        job = job_pb2.Job.FromString(spec)
+        """The definition of ``spec``; one this server cannot parse (damaged)
+        reads as an empty definition, like a deleted job's: its run gets no
+        target and fails, and no other execution of the batch is held up."""
+        try:
+            job = job_pb2.Job.FromString(spec)
+        except DecodeError:
+            job = job_pb2.Job()
         return cls(rules_of(job), job.target, job.timeout.ToMicroseconds() if job.HasField("timeout") else None)
 
 

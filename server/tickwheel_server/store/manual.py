@@ -27,10 +27,12 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
+from google.protobuf.message import DecodeError
 from sqlalchemy.engine import Connection
 from tickwheel.v1 import job_pb2
 
 from ..dispatcher.plan import execution_id
+from ..errors import FailedPrecondition
 from ..ids import to_us
 from ..jobspec import handler_of
 from ..telemetry.tracing import current_traceparent
@@ -100,7 +102,7 @@ class ManualStore(SqlStore):
         def fn(conn: Connection) -> tuple[ExecutionRecord, bool]:
             now_us = to_us(self.clock.now())
             job = _get(conn, tenant, job_id)
-            spec = job_pb2.Job.FromString(job.spec)
+            spec = _definition(job)
             row = _row(job, ident, "trigger", now_us, now_us, spec.payload if payload is None else payload, now_us,
                        handler_of(spec), allow_overlap, trace_context)
             created = conn.execute(_insert_statement(conn).returning(executions.c.id), row).first() is not None
@@ -122,7 +124,7 @@ class ManualStore(SqlStore):
             now = self.clock.now()
             now_us = to_us(now)
             job = _get(conn, tenant, job_id)
-            spec = job_pb2.Job.FromString(job.spec)
+            spec = _definition(job)
             ids = [execution_id(job_id, nominal) for nominal in nominals]
             existing: set[str] = set()
             for chunk in _chunks(ids):
@@ -141,3 +143,15 @@ class ManualStore(SqlStore):
             return BackfillResult(items, len(fresh), len(items) - len(fresh))
 
         return await self._tx(fn)
+
+
+def _definition(job) -> job_pb2.Job:
+    """The job's stored definition; FailedPrecondition (nothing written) when
+    this server cannot parse it: it cannot know what such a run would do."""
+    try:
+        return job_pb2.Job.FromString(job.spec)
+    except DecodeError:
+        raise FailedPrecondition(
+            f"job {job.id!r}", "its stored definition cannot be read by this server (see its JOB_UNREADABLE alert)",
+            kind="JOB_UNREADABLE",
+        ) from None

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
+from google.protobuf.message import DecodeError
 from sqlalchemy.engine import Connection
 from tickwheel.v1 import job_pb2
 
@@ -200,7 +201,7 @@ class TzdataStore(SqlStore):
                 if created is not None and created >= to_us(after):
                     after = from_us(created)
                 fire = engine.next_fire(schedule, after, row.run_count)
-            except (InvalidArgument, ScheduleError, ValueError) as error:
+            except (InvalidArgument, ScheduleError, ValueError, DecodeError) as error:
                 log.warning("tzdata recompute: job %s (%s) left as it is: %s", row.id, zone, error)
                 continue
             new_run = None if fire is None else to_us(fire.nominal_at)
