@@ -16,7 +16,7 @@ from tickwheel_server.clock import FakeClock
 from tickwheel_server.errors import RateLimited
 from tickwheel_server.store.alerts import AlertRecord, AlertStore, NewAlert, clock_skew_key
 
-from .test_alerts import WAIT, Watch, dead, skew, started
+from .test_alerts import WAIT, dead, skew, started
 
 
 class Reads:

@@ -23,11 +23,10 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TypeVar
 
 import grpc
 import pytest
@@ -35,6 +34,7 @@ import sqlalchemy as sa
 from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2
 
 from tests.support.etcd import EtcdServer
+from tests.support.faults import eventually
 from tests.support.postgres import PostgresServer
 from tests.support.server import TICKWHEEL, ServerProcess, start_cluster_server, start_worker_process, stop_process
 from tickwheel_server.api import validate
@@ -60,22 +60,8 @@ TICK = 1.0  # the dispatcher's and ownership's tick (defaults)
 PARTITIONS = 16
 HANDLERS = "tickwheel_worker.handlers:register_builtins"  # adds `echo`
 
-T = TypeVar("T")
-
 
 # --------------------------------------------------------------------------- helpers
-
-
-def eventually(check: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:
-    """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"not within {timeout:.1f} s: {what} (last: {value!r})")
-        time.sleep(interval)
 
 
 def cli(*args: str) -> str:
