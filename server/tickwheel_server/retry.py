@@ -1,4 +1,4 @@
-"""Retry backoff: full jitter (DESIGN.md, Retries). Pure."""
+"""Retry backoff: full jitter (docs/architecture.md, Semantics: Retries). Pure."""
 
 from __future__ import annotations
 

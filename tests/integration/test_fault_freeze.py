@@ -6,8 +6,9 @@ Its etcd session expires, its partitions move to the other server and the
 reaper requeues the executions it had handed out (their worker, connected
 only to it, cannot re-attach elsewhere: those run again, under the same key,
 which the target recognises). When the process resumes it still believes in
-its old session until it notices otherwise; DESIGN: "A server whose session
-is in doubt hands nothing out until it holds a new one". Anything it handed
+its old session until it notices otherwise; docs/architecture.md (Semantics:
+Delivery): a server whose session is in doubt hands nothing out until it
+holds a new one. Anything it handed
 out under the dead session would be reaped and run a second time.
 
 Real `tickwheel server` processes (two) on one real PostgreSQL and one real

@@ -5,7 +5,7 @@ Given a job's schedule cursor (its next fire), ``now`` and the look-ahead,
 recorded as skipped (misfire policy), and where the cursor moves. The
 dispatcher applies the plan in its claim transaction.
 
-Misfires (DESIGN.md): an occurrence is *missed* when it is more than the
+Misfires (docs/architecture.md, Semantics): an occurrence is *missed* when it is more than the
 job's threshold late at claim time (``now - due_at > threshold``).
 ``run_once`` runs the latest missed occurrence, carrying how many it stands
 for, and skips the rest; ``run_all`` runs the most recent ``run_all_limit``

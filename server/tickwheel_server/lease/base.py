@@ -44,7 +44,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 DEFAULT_SESSION_TTL = 10
-"""Seconds; DESIGN.md: each server holds one session with a 10 s TTL."""
+"""Seconds; each server holds one session with a 10 s TTL (docs/architecture.md, Semantics: Sessions)."""
 
 
 # --------------------------------------------------------------------------- errors

@@ -16,7 +16,7 @@ of the job id and the field position, so every job keeps its own minute
 forever and thousands of ``H * * * *`` jobs spread over the hour. In the
 day-of-month field a bare ``H`` ranges over 1-28 so that it fires every month.
 
-A job is *wild* (DESIGN.md, cronie's rule) when its minute or hour field
+A job is *wild* (docs/architecture.md, Semantics) when its minute or hour field
 starts with ``*`` or with an ``H`` step; otherwise it is *fixed-time*.
 
 croniter is not used here: its matcher is about 4 k next-fire computations a

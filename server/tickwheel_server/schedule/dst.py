@@ -1,6 +1,6 @@
 """The DST rule: which wall times skipped or repeated by a transition fire.
 
-DESIGN.md "DST (cronie's rule, as its code does it)", per job:
+docs/architecture.md, Semantics: "DST, cronie's rule", per job:
 
 - *Gaps* (clocks jump forward from offset ``a`` to ``b`` at instant ``t``: wall
   times ``[t + a, t + b)`` do not exist). ``shift``: the job's wall times in

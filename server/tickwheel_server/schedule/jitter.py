@@ -4,7 +4,7 @@ A million ``0 0 * * *`` jobs must not land on one second. Each job gets a
 delay in ``[0, window)`` from a BLAKE2b hash of its id (never Python's
 ``hash()``, which changes per process), in whole milliseconds, the same for
 every occurrence and on every server. Jitter only delays: the due instant is
-the nominal instant plus this delay. Defaults (DESIGN.md "Jitter"): 60 s for
+the nominal instant plus this delay. Defaults (docs/architecture.md, Semantics: Jitter): 60 s for
 cron jobs, none for one-off jobs; ``exact`` turns it off.
 """
 

@@ -6,8 +6,8 @@ The window (default 30 days) applies to everything that ended:
 - An execution is pruned when it ended (``succeeded``, ``dead`` or
   ``canceled``) and both its nominal instant and its end are before the
   cutoff. The nominal instant keeps the promise that a backfill
-  deduplicates within the window (DESIGN.md: the window is also how far
-  back a backfill deduplicates); the end keeps an old occurrence that was
+  deduplicates within the window (docs/architecture.md, Semantics:
+  Retention); the end keeps an old occurrence that was
   backfilled or replayed recently. Executions that have not ended are never
   pruned.
 - Its attempts go in the same transaction, by primary key, and are first

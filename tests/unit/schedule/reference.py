@@ -1,8 +1,8 @@
 """A brute-force reference for the schedule engine, independent of its code.
 
 :func:`brute_force` walks UTC minute by minute through ``zoneinfo`` (never
-through the engine's zone tables or matcher) and applies DESIGN.md's rule
-literally at each minute:
+through the engine's zone tables or matcher) and applies the DST rule of
+docs/architecture.md (Semantics) literally at each minute:
 
 - the wall time is a match when every field matches (Vixie's day rule);
 - a match at the second occurrence of a repeated wall time (``fold == 1``)
