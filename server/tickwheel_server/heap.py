@@ -5,12 +5,9 @@ CPython's default collects the youngest generation every 700 container
 allocations. A hand-out batch builds thousands of rows, candidates and
 messages that live for the batch: each is scanned by several young
 collections, promoted, and scanned again in the older generations, and a
-full collection walks the whole heap. In-process, for 10 000 executions
-handed out and their results recorded on PostgreSQL, the collector took
-110-145 ms of 470-630 ms of hand-out CPU and 80-130 ms of 220-340 ms
-of result CPU; with a young generation of 50 000 it took 6-15 ms and
-0-10 ms. Garbage in reference cycles waits that much longer to be freed: at
-most a few megabytes.
+full collection walks the whole heap (what that cost, and what a young
+generation of 50 000 saves: loadtest/RESULTS.md). Garbage in reference
+cycles waits that much longer to be freed: at most a few megabytes.
 
 The objects alive once the process has imported its modules (modules,
 classes, functions, the gRPC and SQLAlchemy machinery) live as long as the

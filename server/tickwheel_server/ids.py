@@ -62,8 +62,8 @@ def timestamp_us(ts) -> int:
 
 def set_timestamp_us(ts, micros: int) -> None:
     """Set a protobuf ``Timestamp`` (a message's field, in place) to ``micros``
-    since the epoch: no datetime and no Timestamp built and copied
-    (``FromDatetime`` costs about 5 µs; hot paths set thousands)."""
+    since the epoch: no datetime and no Timestamp built and copied (hot
+    paths set thousands; see loadtest/RESULTS.md for the cost)."""
     seconds, rest = divmod(micros, 1_000_000)
     ts.seconds = seconds
     ts.nanos = rest * 1000

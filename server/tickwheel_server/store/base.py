@@ -32,9 +32,9 @@ def driver_sql(statement: str) -> str:
 def execute_arrays(conn: Connection, statement: str, parameters: dict) -> CursorResult:
     """Run a :func:`driver_sql` statement; list parameters go as array
     literals (:func:`array_literal`). psycopg's own list dumpers handle each
-    element in Python (about 1 µs an element in binary, 2.5 µs in text,
-    where a regular expression decides the quoting); a hand-out round or a
-    batch of results sends tens of thousands of elements."""
+    element in Python (in text a regular expression decides the quoting); a
+    hand-out round or a batch of results sends tens of thousands of
+    elements."""
     return conn.exec_driver_sql(
         statement, {name: array_literal(value) if isinstance(value, list) else value for name, value in parameters.items()}
     )
@@ -83,8 +83,8 @@ def _element(value: object) -> str:
 
 def tuples(result: CursorResult) -> list[tuple]:
     """Every row of a driver-SQL result as the driver's plain tuples: for the
-    thousands of rows a batch reads, SQLAlchemy's ``Row`` objects cost about
-    3 µs each."""
+    thousands of rows a batch reads, SQLAlchemy's ``Row`` objects cost more
+    than the rows' values."""
     try:
         return result.cursor.fetchall()
     finally:

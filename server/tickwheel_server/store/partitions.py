@@ -117,7 +117,7 @@ def check_epochs(conn: Connection, owned: Mapping[int, int]) -> set[int]:
         return set()
     if conn.dialect.name == "sqlite":
         wanted = partitions_table.c.partition.in_(sorted(owned))
-    else:  # one array parameter: cheaper to bind and plan than an IN list of up to 256 (measured 7 → 3 ms)
+    else:  # one array parameter: cheaper to bind and plan than an IN list of up to 256
         wanted = partitions_table.c.partition == sa.any_(
             sa.bindparam("owned", sorted(owned), type_=postgresql.ARRAY(sa.Integer))
         )

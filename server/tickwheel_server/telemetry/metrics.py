@@ -99,9 +99,9 @@ class BatchHistogram:
     """An explicit-bucket histogram fed a batch at a time, for the one
     measurement taken per execution on the hand-out path (start lateness).
 
-    The SDK's ``Histogram.record`` costs about 9 µs a value (attribute
-    hashing, a lock, exemplar filtering); at the 100 k executions/s peak
-    that alone would be most of a core, spent while a burst is being dealt.
+    The SDK's ``Histogram.record`` does per value what a batch needs once
+    (attribute hashing, a lock, exemplar filtering); at the 100 k
+    executions/s peak that would be spent while a burst is being dealt.
     Here a batch of values costs a ``bisect`` each, and the figures become
     an SDK ``Metric`` at collection, rendered like every other histogram
     (same bucket semantics: ``(bounds[i-1], bounds[i]]``, cumulative)."""
