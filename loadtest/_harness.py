@@ -42,7 +42,7 @@ from tests.support import etcd as etcdsupport  # noqa: E402
 from tests.support import postgres as pgsupport  # noqa: E402
 from tests.support.server import TICKWHEEL, ServerProcess, start_server_process  # noqa: E402
 from tickwheel_server.api.validate import normalise_job, zone_of  # noqa: E402
-from tickwheel_server.ids import new_job_id, partition_of, to_us  # noqa: E402
+from tickwheel.shared.ids import new_job_id, partition_of, to_us  # noqa: E402
 from tickwheel_server.jobspec import schedule_of  # noqa: E402
 from tickwheel_server.schedule import tzdata_version  # noqa: E402
 from tickwheel_server.schedule import validate as validate_schedule  # noqa: E402

@@ -72,8 +72,8 @@ from sqlalchemy.engine import make_url
 from tickwheel.v1 import job_pb2
 
 from tickwheel_server.api.validate import normalise_job
-from tickwheel_server.clock import SystemClock
-from tickwheel_server.ids import partition_of, to_us
+from tickwheel.shared.clock import SystemClock
+from tickwheel.shared.ids import partition_of, to_us
 from tickwheel_server.schedule import pin_tzdata, tzdata_version
 from tickwheel_server.store import create_store_engine, migrate
 from tickwheel_server.store.dispatch import ClaimSpecCache, DispatchStore

@@ -20,7 +20,7 @@ at once. Two scenarios:
   freed slot is re-granted and refilled.
 
 The worker's process sets the collector as ``tickwheel worker`` does
-(``tickwheel_server.heap.tune_collector``), so the figures are the CLI's.
+(``tickwheel.shared.heap.tune_collector``), so the figures are the CLI's.
 Each run starts a new Worker, waits for its welcome, then measures the
 process's CPU time (``time.process_time``: every thread, gRPC's included) and
 the wall time from ``go`` until the fake server has every result and the
@@ -63,7 +63,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tickwheel.v1 import worker_pb2, worker_pb2_grpc  # noqa: E402
-from tickwheel_server.heap import tune_collector  # noqa: E402
+from tickwheel.shared.heap import tune_collector  # noqa: E402
 from tickwheel_worker import HandlerRegistry, JobContext, Worker, WorkerConfig, register_builtins  # noqa: E402
 
 BASELINE = {

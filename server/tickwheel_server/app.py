@@ -26,7 +26,7 @@ from .api.scheduler import SchedulerServicer
 from .api.worker import WorkerServicer
 from .auth.authenticator import Authenticator
 from .breaker import CircuitBreaker, CircuitChange
-from .clock import Clock, SystemClock
+from tickwheel.shared.clock import Clock, SystemClock
 from .config import ConfigError, ServerConfig, add_server_arguments, command_line_secrets, load_server_config
 from .gateway.connections import Connections
 from .lease import LeaseStore, LeaseStoreError, Session, open_lease_store
@@ -36,8 +36,8 @@ from .dispatcher.dispatcher import Dispatcher
 from .dispatcher.ownership import PartitionOwnership
 from .gateway.gateway import Gateway
 from .gateway.revocation import CredentialWatch
-from .heap import tune_collector
-from .ids import to_us
+from tickwheel.shared.heap import tune_collector
+from tickwheel.shared.ids import to_us
 from .drain import Drainer
 from .lateness import LatenessStore, LatenessWatch
 from .skipped import SkipWatch, SkipWatchStore, overlap_alerts
@@ -64,7 +64,7 @@ from .web import HttpServer, Router, install_console, server_ssl_context
 from .telemetry.gauges import StoreGauges
 from .telemetry.metrics import Metrics
 from .telemetry.tracing import Tracing, TracingInterceptor
-from .telemetry import logs as telemetry_logs
+from tickwheel.shared import logs as telemetry_logs
 from .web.metrics import install_metrics
 
 log = logging.getLogger("tickwheel.server")

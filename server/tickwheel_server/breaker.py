@@ -59,7 +59,7 @@ from urllib.parse import urlsplit
 
 from tickwheel.v1 import job_pb2
 
-from .clock import Clock
+from tickwheel.shared.clock import Clock
 
 BUCKETS = 60
 """Buckets of a window: one per second with the default 60 s window."""

@@ -32,10 +32,10 @@ from pathlib import Path
 from .app import StartupError, TickwheelServer, configure_logging
 from .config import ConfigError, ServerConfig
 from .errors import AlreadyExists
-from .heap import tune_collector
+from tickwheel.shared.heap import tune_collector
 from .store.tenants import Tenant
-from .targets import LOOPBACK_NETWORKS, TargetPolicy
-from .telemetry.logs import LOG_FORMATS
+from tickwheel.shared.targets import LOOPBACK_NETWORKS, TargetPolicy
+from tickwheel.shared.logs import LOG_FORMATS
 from .telemetry.tracing import TRACE_EXPORT_HELP, Tracing
 
 log = logging.getLogger("tickwheel.dev")

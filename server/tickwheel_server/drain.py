@@ -41,7 +41,7 @@ from datetime import timedelta
 
 from tickwheel.v1 import worker_pb2
 
-from .clock import Clock
+from tickwheel.shared.clock import Clock
 from .dispatcher.ownership import PartitionOwnership
 from .errors import FailedPrecondition, NotFound
 from .gateway.connections import Connections, WorkerConnection

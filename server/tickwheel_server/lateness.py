@@ -38,8 +38,8 @@ from google.protobuf.message import DecodeError
 from sqlalchemy.engine import Connection
 from tickwheel.v1 import job_pb2
 
-from .clock import Clock
-from .ids import from_us, to_us
+from tickwheel.shared.clock import Clock
+from tickwheel.shared.ids import from_us, to_us
 from .store.alerts import AlertStore, NewAlert
 from .store.base import SqlStore
 from .store.isolation import not_held, status_in

@@ -23,8 +23,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 
-from .clock import Clock
-from .ids import to_us
+from tickwheel.shared.clock import Clock
+from tickwheel.shared.ids import to_us
 from .lease import KeyValue, LeaseStore, LeaseStoreError, Session
 from .dispatcher.ownership import OwnershipConfig
 from .reaper import REAPER_KEY, SERVERS_PREFIX, session_name

@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from .clock import Clock
+from tickwheel.shared.clock import Clock
 from .errors import QuotaExceeded
 
 log = logging.getLogger(__name__)

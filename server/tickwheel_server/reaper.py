@@ -31,7 +31,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from .clock import Clock
+from tickwheel.shared.clock import Clock
 from .lease import LeaseStore, LeaseStoreError, Session
 from .store.handout import HandoutStore, Retry
 

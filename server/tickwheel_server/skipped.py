@@ -28,8 +28,8 @@ from collections.abc import Iterable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .clock import Clock
-from .ids import from_us
+from tickwheel.shared.clock import Clock
+from tickwheel.shared.ids import from_us
 from .store.admission import Skip
 from .store.alerts import AlertStore, NewAlert, alert_from_row, skipped_alert
 from .store.base import SqlStore

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from .clock import Clock
+from tickwheel.shared.clock import Clock
 from .store.alerts import AlertStore, partition_unowned_alert
 from .store.partitions import PartitionStore
 

@@ -37,7 +37,7 @@ from datetime import datetime, timedelta, timezone
 from urllib.parse import urlsplit
 
 from . import __version__
-from .clock import Clock
+from tickwheel.shared.clock import Clock
 from .retry import backoff_delay
 from .store.alerts import AlertRecord, AlertStore, Owed
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tickwheel_server.clock import FakeClock
+from tickwheel.shared.clock import FakeClock
 from tickwheel_server.store import create_store_engine, migrate
 
 STORE_BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]

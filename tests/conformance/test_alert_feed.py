@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy import event
 
-from tickwheel_server.clock import FakeClock
+from tickwheel.shared.clock import FakeClock
 from tickwheel_server.errors import RateLimited
 from tickwheel_server.store.alerts import AlertRecord, AlertStore, NewAlert, clock_skew_key
 

@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from tickwheel_server.clock import FakeClock, SystemClock
+from tickwheel.shared.clock import FakeClock, SystemClock
 from tickwheel_server.store import run_in_transaction
 from tickwheel_server.store.alerts import (
     AlertRecord, AlertStore, NewAlert, clock_skew_key, dead_letter_alert, poison_alert,

@@ -14,8 +14,8 @@ from importlib import import_module
 import pytest
 import sqlalchemy as sa
 
-from tickwheel_server.clock import FakeClock
-from tickwheel_server.ids import to_us
+from tickwheel.shared.clock import FakeClock
+from tickwheel.shared.ids import to_us
 from tickwheel_server.lease.memory import MemoryLeaseStore
 from tickwheel_server.store import capabilities, create_store_engine, migrate
 from tickwheel_server.store.alerts import AlertStore

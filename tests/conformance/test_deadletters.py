@@ -17,9 +17,9 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from tickwheel.v1 import job_pb2, worker_pb2
 
-from tickwheel_server.clock import FakeClock
+from tickwheel.shared.clock import FakeClock
 from tickwheel_server.errors import FailedPrecondition, NotFound
-from tickwheel_server.ids import new_job_id
+from tickwheel.shared.ids import new_job_id
 from tickwheel_server.store.alerts import AlertStore, dead_letter_alert, poison_alert
 from tickwheel_server.store.deadletters import DeadLetterStore
 from tickwheel_server.store.dispatch import DispatchStore

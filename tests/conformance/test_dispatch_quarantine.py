@@ -15,7 +15,7 @@ from tickwheel.v1 import job_pb2
 
 from tickwheel_server.api.validate import normalise_job
 from tickwheel_server.dispatcher.quarantine import Quarantine
-from tickwheel_server.ids import new_job_id, to_us
+from tickwheel.shared.ids import new_job_id, to_us
 from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.jobs import JobRecord, JobStore, NewJob

@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 from tickwheel.v1 import job_pb2, worker_pb2
 
-from tickwheel_server.ids import to_us
+from tickwheel.shared.ids import to_us
 from tickwheel_server.store.handout import Capability, HandoutStore, Lost, ResultIn
 from tickwheel_server.store.tables import attempts, executions, jobs
 from tickwheel_server.store.tenants import Tenant, TenantStore

@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 from tickwheel.v1 import worker_pb2
 
-from tickwheel_server.clock import FakeClock
+from tickwheel.shared.clock import FakeClock
 from tickwheel_server.errors import Unavailable
 from tickwheel_server.gateway.connections import Connections
 from tickwheel_server.gateway.gateway import Gateway

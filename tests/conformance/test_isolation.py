@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from tickwheel.v1 import job_pb2, worker_pb2
 
 from tickwheel_server.errors import FailedPrecondition
-from tickwheel_server.ids import to_us
+from tickwheel.shared.ids import to_us
 from tickwheel_server.store.admission import (
     Active, Candidate, KeyState, Rules, admit, rules_of,
 )
@@ -664,7 +664,7 @@ async def test_racing_rounds_on_two_servers_never_start_two_occurrences_of_one_j
     # (SKIP LOCKED) the second ones; no job ever has two running at once.
     import asyncio
 
-    from tickwheel_server.clock import SystemClock
+    from tickwheel.shared.clock import SystemClock
     from tickwheel_server.store import create_store_engine, migrate
 
     engine = create_store_engine(postgres_url, pool_size=4)
@@ -696,7 +696,7 @@ async def test_a_result_recorded_while_a_round_queues_behind_it_leaves_no_waiter
     # never asleep behind an execution that already ended.
     import asyncio
 
-    from tickwheel_server.clock import SystemClock
+    from tickwheel.shared.clock import SystemClock
     from tickwheel_server.store import create_store_engine, migrate
 
     engine = create_store_engine(postgres_url, pool_size=4)

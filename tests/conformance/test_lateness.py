@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from tickwheel.v1 import job_pb2
 
-from tickwheel_server.clock import FakeClock
+from tickwheel.shared.clock import FakeClock
 from tickwheel_server.lateness import DEFAULT_THRESHOLD, LatenessStore, LatenessWatch, late_key
 from tickwheel_server.store.alerts import AlertStore, NewAlert
 from tickwheel_server.store.handout import HandoutStore

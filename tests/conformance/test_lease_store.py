@@ -17,7 +17,7 @@ from typing import TypeVar
 
 import pytest
 
-from tickwheel_server.clock import Clock, FakeClock, SystemClock
+from tickwheel.shared.clock import Clock, FakeClock, SystemClock
 from tickwheel_server.lease import (
     EventType,
     LeaseStore,

@@ -9,7 +9,7 @@ import pytest
 
 from tickwheel_server.dispatcher.plan import execution_id
 from tickwheel_server.errors import NotFound
-from tickwheel_server.ids import to_us
+from tickwheel.shared.ids import to_us
 from tickwheel_server.store.manual import BACKFILL_RATE, ManualStore, trigger_id
 from tickwheel_server.store.tables import executions
 

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 import pytest
 
-from tickwheel_server.clock import FakeClock
+from tickwheel.shared.clock import FakeClock
 from tickwheel_server.lease.memory import MemoryLeaseStore
 from tickwheel_server.reaper import REAPER_KEY, SERVERS_PREFIX, Reaper, session_name
 from tickwheel_server.store.handout import HandoutStore

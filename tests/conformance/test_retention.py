@@ -14,8 +14,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
-from tickwheel_server.clock import FakeClock
-from tickwheel_server.ids import from_us, to_us
+from tickwheel.shared.clock import FakeClock
+from tickwheel.shared.ids import from_us, to_us
 from tickwheel_server.lease.memory import MemoryLeaseStore
 from tickwheel_server.store.errors import TransactionConflictError
 from tickwheel_server.store.alerts import AlertStore, NewAlert, dead_letter_alert, poison_alert

@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tickwheel_server.clock import FakeClock
-from tickwheel_server.ids import to_us
+from tickwheel.shared.clock import FakeClock
+from tickwheel.shared.ids import to_us
 from tickwheel_server.store.history import HistoryStore
 from tickwheel_server.store.operations import OperationsStore
 from tickwheel_server.store.tables import executions

@@ -20,8 +20,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
-from tickwheel_server.clock import FakeClock
-from tickwheel_server.ids import to_us
+from tickwheel.shared.clock import FakeClock
+from tickwheel.shared.ids import to_us
 from tickwheel_server.skipped import SkipWatch, SkipWatchStore, overlap_alerts
 from tickwheel_server.store.alerts import AlertStore, partition_unowned_key, skipped_alert, skipped_key
 from tickwheel_server.store.dispatch import DispatchStore

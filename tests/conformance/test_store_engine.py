@@ -23,7 +23,7 @@ from sqlalchemy import event, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
-from tickwheel_server.clock import FakeClock
+from tickwheel.shared.clock import FakeClock
 from tickwheel_server.store import (
     AmbiguousCommitError,
     Backoff,

@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from tickwheel_server.errors import AlreadyExists, NotFound, QuotaExceeded, VersionConflict
-from tickwheel_server.ids import new_job_id
+from tickwheel.shared.ids import new_job_id
 from tickwheel_server.store.credentials import WorkerCredentialStore
 from tickwheel_server.store.jobs import JobStore, NewJob
 from tickwheel_server.store.tables import metadata

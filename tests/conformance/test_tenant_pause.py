@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from tickwheel_server.dispatcher.plan import execution_id
 from tickwheel_server.errors import NotFound
-from tickwheel_server.ids import new_job_id, to_us
+from tickwheel.shared.ids import new_job_id, to_us
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.jobs import JobRecord, JobStore, NewJob
 from tickwheel_server.store.partitions import PartitionStore

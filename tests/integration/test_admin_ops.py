@@ -26,10 +26,10 @@ from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, sche
 
 from tests.support.polling import eventually
 from tests.support.server import TICKWHEEL, Running, running_server
-from tickwheel_server.clock import FakeClock, SystemClock
+from tickwheel.shared.clock import FakeClock, SystemClock
 from tickwheel_server.dispatcher.ownership import OwnershipConfig, PartitionOwnership
 from tickwheel_server.drain import DRAINS_PREFIX, Drainer
-from tickwheel_server.ids import to_us
+from tickwheel.shared.ids import to_us
 from tickwheel_server.lease import open_lease_store
 from tickwheel_server.presence import Presence
 from tickwheel_server.reaper import SERVERS_PREFIX, session_name

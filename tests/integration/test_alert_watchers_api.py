@@ -11,7 +11,7 @@ from tickwheel.v1 import admin_pb2, admin_pb2_grpc
 
 from tests.integration.test_alerts_api import dead, read, skew
 from tests.support.polling import eventually
-from tickwheel_server.clock import SystemClock
+from tickwheel.shared.clock import SystemClock
 from tickwheel_server.store.alerts import AlertStore
 
 STREAMS = 12

@@ -20,7 +20,7 @@ from tickwheel.v1 import admin_pb2, admin_pb2_grpc
 from tests.integration.test_server_api import bearer, violations
 from tickwheel_server.api.admin import AdminServicer, ServerInfo
 from tickwheel_server.auth.authenticator import Authenticator
-from tickwheel_server.clock import SystemClock
+from tickwheel.shared.clock import SystemClock
 from tickwheel_server.gateway.connections import Connections
 from tickwheel_server.store import create_store_engine, migrate
 from tickwheel_server.store.alerts import AlertStore, NewAlert, clock_skew_key, dead_letter_alert

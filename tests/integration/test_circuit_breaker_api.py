@@ -23,9 +23,9 @@ from tickwheel import AsyncClient, builders
 from tickwheel.v1 import job_pb2
 
 from tests.support.server import running_server
-from tickwheel_server.ids import to_us
+from tickwheel.shared.ids import to_us
 from tickwheel_server.store.alerts import circuit_open_key
-from tickwheel_server.targets import LOOPBACK_NETWORKS, TargetPolicy
+from tickwheel.shared.targets import LOOPBACK_NETWORKS, TargetPolicy
 from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig
 
 WAIT = 60.0

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
 
 from tickwheel_server.auth.authenticator import CACHE_TTL_SECONDS
-from tickwheel_server.clock import SystemClock
+from tickwheel.shared.clock import SystemClock
 from tickwheel_server.store.credentials import WorkerCredentialStore
 from tests.support.polling import eventually
 from tests.support.workers import builtin_handlers, running_worker

@@ -23,7 +23,7 @@ from tickwheel.v1 import admin_pb2, admin_pb2_grpc, execution_pb2, job_pb2, sche
 from tests.integration.test_server_api import bearer, violations
 from tests.support.workers import running_worker
 from tickwheel_server.cli.main import main as cli_main
-from tickwheel_server.clock import SystemClock
+from tickwheel.shared.clock import SystemClock
 from tickwheel_server.store.alerts import AlertStore, dead_letter_alert
 from tickwheel_worker import HandlerRegistry, PermanentError
 

@@ -38,10 +38,10 @@ from tests.support.faults import eventually
 from tests.support.postgres import PostgresServer
 from tests.support.server import TICKWHEEL, ServerProcess, start_cluster_server, start_worker_process, stop_process
 from tickwheel_server.api import validate
-from tickwheel_server.clock import SystemClock
+from tickwheel.shared.clock import SystemClock
 from tickwheel_server.gateway.connections import Connections, WorkerConnection
 from tickwheel_server.gateway.gateway import Gateway
-from tickwheel_server.ids import new_job_id, to_us
+from tickwheel.shared.ids import new_job_id, to_us
 from tickwheel_server.jobspec import schedule_of
 from tickwheel_server.schedule import tzdata_version
 from tickwheel_server.schedule import validate as validate_schedule

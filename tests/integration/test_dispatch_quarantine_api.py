@@ -15,7 +15,7 @@ from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, sche
 
 from tests.integration.test_dispatch_flow import once_job, wait_for_status
 from tests.support.workers import builtin_handlers, running_worker
-from tickwheel_server.ids import to_us
+from tickwheel.shared.ids import to_us
 from tickwheel_server.store.tables import executions, jobs
 
 WAIT = 20.0

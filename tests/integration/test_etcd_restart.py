@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import pytest
 
-from tickwheel_server.clock import SystemClock
+from tickwheel.shared.clock import SystemClock
 from tests.support.etcd import EtcdServer
 from tickwheel_server.lease import EventType, LeaseStore, LeaseStoreUnavailable, open_lease_store
 

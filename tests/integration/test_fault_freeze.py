@@ -39,8 +39,8 @@ from tests.support.faults import (
     LOOPBACK, PARTITIONS, RecordingTarget, count, create_jobs, eventually, migrated_store, now, settle, spaced, start_server,
     start_worker, tenant, wait_connected,
 )
-from tickwheel_server.ids import to_us
-from tickwheel_server.targets import TargetPolicy
+from tickwheel.shared.ids import to_us
+from tickwheel.shared.targets import TargetPolicy
 from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig
 
 pytestmark = [pytest.mark.postgres, pytest.mark.etcd, pytest.mark.slow]

@@ -33,7 +33,7 @@ from tests.support.faults import (
     start_worker, tenant, wait_connected,
 )
 from tests.support.postgres import PostgresServer
-from tickwheel_server.ids import to_us
+from tickwheel.shared.ids import to_us
 
 pytestmark = [pytest.mark.postgres, pytest.mark.etcd, pytest.mark.slow]
 

@@ -30,8 +30,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from tickwheel.v1 import job_pb2, worker_pb2
 
-from tickwheel_server.clock import FakeClock
-from tickwheel_server.ids import to_us
+from tickwheel.shared.clock import FakeClock
+from tickwheel.shared.ids import to_us
 from tickwheel_server.store import create_store_engine, migrate
 from tickwheel_server.store.handout import Capability, HandoutStore, ResultIn
 from tickwheel_server.store.tables import executions, jobs, tenants

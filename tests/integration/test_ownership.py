@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tickwheel_server.clock import Clock, FakeClock, SystemClock
+from tickwheel.shared.clock import Clock, FakeClock, SystemClock
 from tickwheel_server.dispatcher.ownership import OwnershipChange, OwnershipConfig, PartitionOwnership
 from tickwheel_server.lease import LeaseStore, Session, open_lease_store
 from tickwheel_server.lease.memory import MemoryLeaseStore

@@ -34,7 +34,7 @@ from tickwheel.v1 import job_pb2, scheduler_pb2
 from tests.integration.test_dispatch_faults import cli, engine, now, scheduler, spaced, succeeded
 from tests.support.faults import eventually
 from tests.support.server import start_cluster_server, start_worker_process, stop_process
-from tickwheel_server.ids import to_us
+from tickwheel.shared.ids import to_us
 
 pytestmark = [pytest.mark.postgres, pytest.mark.etcd, pytest.mark.slow]
 __all__ = ["engine"]  # the fixture, imported for the test below

@@ -33,7 +33,7 @@ from tickwheel.v1 import job_pb2, worker_pb2
 
 from tests.support.server import running_server, start_server_process
 from tickwheel_server.dev import run_dev
-from tickwheel_server.targets import DEFAULT_POLICY, LOOPBACK_NETWORKS, TargetPolicy
+from tickwheel.shared.targets import DEFAULT_POLICY, LOOPBACK_NETWORKS, TargetPolicy
 from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig
 from tickwheel_worker.http_target import HttpCall, build_request
 

@@ -31,7 +31,7 @@ from tests.integration.test_server_api import bearer
 from tickwheel_server.app import TickwheelServer
 from tickwheel_server.config import ServerConfig
 from tickwheel_server.store.tables import executions
-from tickwheel_server.targets import LOOPBACK_NETWORKS, TargetPolicy
+from tickwheel.shared.targets import LOOPBACK_NETWORKS, TargetPolicy
 from tickwheel_server.telemetry.tracing import Tracing
 from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig
 

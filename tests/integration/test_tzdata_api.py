@@ -70,8 +70,8 @@ async def test_start_recomputes_jobs_of_another_release_and_logs_and_alerts_the_
     zone may have changed) whose stored cursor is off by 30 minutes."""
     from datetime import datetime, timedelta, timezone
 
-    from tickwheel_server.clock import SystemClock
-    from tickwheel_server.ids import new_job_id, to_us
+    from tickwheel.shared.clock import SystemClock
+    from tickwheel.shared.ids import new_job_id, to_us
     from tickwheel_server.schedule import Schedule, next_fire
     from tickwheel_server.store import create_store_engine, migrate
     from tickwheel_server.store.cluster import ensure_cluster

@@ -51,7 +51,7 @@ import sqlalchemy as sa
 from tickwheel.v1 import job_pb2
 
 from tickwheel_server.dispatcher.plan import execution_id
-from tickwheel_server.ids import from_us, to_us
+from tickwheel.shared.ids import from_us, to_us
 from tickwheel_server.jobspec import schedule_of
 from tickwheel_server.schedule import default_engine
 

@@ -13,7 +13,7 @@ from tests.support.audit import (
     AttemptRow, Deliveries, ExecutionRow, JobRow, Occurrence, SkipRow, Snapshot, created_at, expected_occurrences,
     problems, unsettled,
 )
-from tickwheel_server.ids import new_job_id, to_us
+from tickwheel.shared.ids import new_job_id, to_us
 
 T0 = datetime(2030, 5, 1, 12, 0, 0, 250_000, tzinfo=timezone.utc)
 S = 1_000_000  # a second, in microseconds

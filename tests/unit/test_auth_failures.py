@@ -15,7 +15,7 @@ from tickwheel_server.api.status import status_for
 from tickwheel_server.auth import tokens
 from tickwheel_server.auth.authenticator import Authenticator
 from tickwheel_server.auth.failures import FailedAuthentications, FailureLimits, peer_key
-from tickwheel_server.clock import FakeClock
+from tickwheel.shared.clock import FakeClock
 from tickwheel_server.errors import RateLimited, Unauthenticated
 from tickwheel_server.store.credentials import WorkerCredential
 from tickwheel_server.store.tenants import Tenant

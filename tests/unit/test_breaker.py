@@ -14,7 +14,7 @@ from tickwheel.v1 import job_pb2
 from tickwheel_server.breaker import (
     CLOSED, HALF_OPEN, OPEN, SPREAD, BreakerSettings, CircuitBreaker, http_target_host,
 )
-from tickwheel_server.clock import FakeClock
+from tickwheel.shared.clock import FakeClock
 from tickwheel_server.config import ConfigError, add_server_arguments, load_server_config
 
 SETTINGS = BreakerSettings(window=60, min_calls=20, failure_ratio=0.5, open_for=30, probes=1)

@@ -3,14 +3,14 @@
 import subprocess
 import sys
 
-from tickwheel_server import heap
+from tickwheel.shared import heap
 
 
 def test_tune_collector_freezes_what_is_alive_and_widens_the_young_generation() -> None:
     # In a child process: freezing and thresholds are process-wide, and the
     # test process's own collector must stay as pytest set it.
     code = (
-        "import gc, tickwheel_server.heap as h\n"
+        "import gc, tickwheel.shared.heap as h\n"
         "alive = [[] for _ in range(20_000)]\n"
         "before = gc.get_freeze_count()\n"
         "h.tune_collector()\n"

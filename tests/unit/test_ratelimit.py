@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tickwheel_server.clock import FakeClock
+from tickwheel.shared.clock import FakeClock
 from tickwheel_server.errors import QuotaExceeded
 from tickwheel_server.ratelimit import LiveServers, RequestRateLimiter, TokenBucket, share
 

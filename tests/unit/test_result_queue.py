@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from tickwheel_server.clock import FakeClock
+from tickwheel.shared.clock import FakeClock
 from tickwheel_server.gateway import results as results_module
 from tickwheel_server.store.errors import StoreUnavailableError
 

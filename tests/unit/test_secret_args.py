@@ -11,7 +11,7 @@ import pytest
 
 from tickwheel_server import app
 from tickwheel_server.config import add_server_arguments, command_line_secrets, load_server_config
-from tickwheel_server.secretargs import flag_warning, url_has_password, url_may_carry_token
+from tickwheel.shared.secretargs import flag_warning, url_has_password, url_may_carry_token
 from tickwheel_server.store import migrate_cli
 from tickwheel_server.store.errors import StoreError
 

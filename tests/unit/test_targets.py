@@ -17,7 +17,7 @@ from tickwheel.v1 import job_pb2
 from tickwheel_server.api.validate import normalise_job
 from tickwheel_server.config import ConfigError, add_server_arguments, load_server_config
 from tickwheel_server.errors import InvalidArgument
-from tickwheel_server.targets import (
+from tickwheel.shared.targets import (
     DEFAULT_POLICY,
     LOOPBACK_NETWORKS,
     TargetPolicy,

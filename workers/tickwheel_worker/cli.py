@@ -16,7 +16,7 @@ and, like ``tickwheel dev``'s built-in worker, lets HTTP targets reach
 loopback.
 
 HTTP targets are called only at addresses the target address policy allows
-(``tickwheel_server.targets``): loopback, link-local, private, unspecified
+(``tickwheel.shared.targets``): loopback, link-local, private, unspecified
 and reserved addresses are refused, after DNS resolution, unless a network
 holding them is allowed with ``--allow-target-network CIDR`` (repeatable) or
 ``TICKWHEEL_ALLOW_TARGET_NETWORKS`` (CIDRs separated by commas or spaces).
@@ -56,11 +56,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tickwheel_server.heap import tune_collector
-from tickwheel_server.secretargs import flag_warning, read_secret_file
-from tickwheel_server.targets import LOOPBACK_NETWORKS, TargetPolicy
-from tickwheel_server.telemetry.logs import LOG_FORMATS
-from tickwheel_server.telemetry.logs import configure as configure_logs
+from tickwheel.shared.heap import tune_collector
+from tickwheel.shared.secretargs import flag_warning, read_secret_file
+from tickwheel.shared.targets import LOOPBACK_NETWORKS, TargetPolicy
+from tickwheel.shared.logs import LOG_FORMATS
+from tickwheel.shared.logs import configure as configure_logs
 from tickwheel_worker.config import WorkerConfig
 from tickwheel_worker.handlers import HandlerRegistry
 from tickwheel_worker.runtime import Worker, WorkerFatalError

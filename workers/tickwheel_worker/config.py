@@ -11,7 +11,7 @@ from typing import Any
 
 import grpc
 
-from tickwheel_server.targets import DEFAULT_POLICY
+from tickwheel.shared.targets import DEFAULT_POLICY
 from tickwheel_worker.handlers import HandlerRegistry
 from tickwheel_worker.http_target import AddressPolicy
 
@@ -68,7 +68,7 @@ class WorkerConfig:
     """Checked for every resolved address of an HTTP target before connecting
     (see ``http_target``). The default refuses loopback, link-local, private,
     unspecified and reserved addresses; allow networks with
-    ``tickwheel_server.targets.TargetPolicy.allowing([...])``."""
+    ``tickwheel.shared.targets.TargetPolicy.allowing([...])``."""
     tracer: Any = None
     """An OpenTelemetry ``Tracer``: each target call becomes a client span,
     child of the server's hand-out span, and the target receives its

@@ -13,7 +13,7 @@ connecting; the connection is made to that checked address (never resolved
 again), so DNS rebinding cannot slip past it. Addresses it refuses are
 skipped; when it refuses all of them the attempt fails permanently, and the
 error names each address with the rule that refused it when the policy has a
-``refusal(address) -> str | None`` method (``tickwheel_server.targets.TargetPolicy``
+``refusal(address) -> str | None`` method (``tickwheel.shared.targets.TargetPolicy``
 does: the worker's configured policy, which refuses loopback, link-local,
 private and reserved ranges unless allow-listed).
 

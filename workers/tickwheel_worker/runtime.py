@@ -55,8 +55,8 @@ import grpc
 import grpc.aio
 
 from tickwheel.v1 import worker_pb2, worker_pb2_grpc
-from tickwheel_server.clock import Clock, SystemClock
-from tickwheel_server.telemetry.logs import log_execution
+from tickwheel.shared.clock import Clock, SystemClock
+from tickwheel.shared.logs import log_execution
 from tickwheel_worker._version import VERSION
 from tickwheel_worker.attempt import FAILED_RETRYABLE, Attempt, AttemptSettings, Key
 from tickwheel_worker.backoff import reconnect_delay

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from tickwheel_server.clock import Clock
+from tickwheel.shared.clock import Clock
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from tickwheel.v1 import admin_pb2, admin_pb2_grpc
 from .. import __version__
 from ..drain import Drainer, DrainUnanswered
 from ..errors import FieldViolation, InvalidArgument, TickwheelError
-from ..ids import from_us, to_us
+from tickwheel.shared.ids import from_us, to_us
 from ..lease import LeaseStoreError
 from ..presence import Presence, ServerRecord
 from ..store.alerts import AlertStore

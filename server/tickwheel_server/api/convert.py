@@ -11,7 +11,7 @@ from google.protobuf.message import DecodeError
 from tickwheel.v1 import admin_pb2, execution_pb2, job_pb2
 
 from ..errors import FailedPrecondition, InvalidArgument
-from ..ids import from_us, to_us
+from tickwheel.shared.ids import from_us, to_us
 from ..store.alerts import AlertRecord
 from ..store.credentials import WorkerCredential
 from ..store.history import AttemptRecord, ExecutionRecord, SkipRecord

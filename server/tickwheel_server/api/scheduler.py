@@ -25,9 +25,9 @@ from google.protobuf import field_mask_pb2
 from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from ..auth.authenticator import Authenticator
-from ..clock import Clock
+from tickwheel.shared.clock import Clock
 from ..errors import FieldViolation, InvalidArgument, QuotaExceeded, VersionConflict
-from ..ids import new_job_id
+from tickwheel.shared.ids import new_job_id
 from ..jobchanges import Recreation, plan_recreation
 from ..jobspec import schedule_of
 from ..schedule import (
@@ -39,7 +39,7 @@ from ..store.deadletters import DeadLetterStore
 from ..store.history import HistoryStore
 from ..store.jobs import CursorView, JobRecord, JobStore, NewJob, Reschedule, SkippedSpan
 from ..store.manual import ManualStore
-from ..targets import DEFAULT_POLICY, TargetPolicy
+from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
 from . import convert, validate
 from .status import rpc
 

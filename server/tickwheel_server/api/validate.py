@@ -6,7 +6,7 @@ raises :class:`InvalidArgument` listing every violation. Nothing is written
 before this passes.
 
 An HTTP target's URL is checked against the server's address policy
-(:mod:`tickwheel_server.targets`) without DNS: an IP literal or ``localhost``
+(:mod:`tickwheel.shared.targets`) without DNS: an IP literal or ``localhost``
 in a refused range is refused here; a host name is checked by the worker,
 after resolution, when it is called.
 
@@ -33,7 +33,7 @@ from . import convert
 from .text import HEADER_NAME, HEADER_VALUE, shown, text_problem
 from ..schedule import Schedule, ScheduleError, ScheduleKind
 from ..schedule import validate as validate_schedule
-from ..targets import ALLOW_FLAG, DEFAULT_POLICY, TargetPolicy
+from tickwheel.shared.targets import ALLOW_FLAG, DEFAULT_POLICY, TargetPolicy
 
 NAME_MAX = 200
 HANDLER = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from ..clock import Clock
+from tickwheel.shared.clock import Clock
 from ..errors import PermissionDenied, Unauthenticated
 from ..ratelimit import RequestRateLimiter
 from ..store.credentials import WorkerCredential, WorkerCredentialStore

@@ -35,7 +35,7 @@ import urllib.parse
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ..clock import Clock
+from tickwheel.shared.clock import Clock
 from ..errors import RateLimited
 from ..ratelimit import TokenBucket
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tickwheel_server.cli.parse import UsageError
-from tickwheel_server.secretargs import flag_warning, read_secret_file
+from tickwheel.shared.secretargs import flag_warning, read_secret_file
 
 __all__ = [
     "DEFAULT_ADDRESS",

@@ -22,7 +22,7 @@ import logging
 from datetime import timedelta
 from typing import Protocol
 
-from ..clock import Clock
+from tickwheel.shared.clock import Clock
 from ..store.dispatch import DispatchStore
 from ..telemetry.metrics import Metrics
 from ..wheel import WheelRunner

@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TypeVar
 
-from ..clock import Clock
+from tickwheel.shared.clock import Clock
 from ..lease.base import (
     EventType,
     KeyValue,

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ..clock import Clock
+from tickwheel.shared.clock import Clock
 from ..errors import RateLimited
 
 DEFAULT_RATE = 1000.0

@@ -36,7 +36,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
-from ..clock import Clock
+from tickwheel.shared.clock import Clock
 from ..store.errors import AmbiguousCommitError, RetryableStoreError
 
 log = logging.getLogger(__name__)

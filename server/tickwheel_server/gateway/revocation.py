@@ -23,7 +23,7 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable
 
 from ..auth.authenticator import CACHE_TTL_SECONDS
-from ..clock import Clock
+from tickwheel.shared.clock import Clock
 from ..errors import Unauthenticated
 from .connections import Connections, WorkerConnection
 

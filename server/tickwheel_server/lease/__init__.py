@@ -7,7 +7,7 @@ implementations are :mod:`~tickwheel_server.lease.memory` (in-process) and
 
 from __future__ import annotations
 
-from tickwheel_server.clock import Clock
+from tickwheel.shared.clock import Clock
 from tickwheel_server.lease.base import (
     DEFAULT_SESSION_TTL,
     EventType,

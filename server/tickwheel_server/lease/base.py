@@ -8,7 +8,7 @@ same contract and are checked by one conformance suite
 (``tests/conformance/test_lease_store.py``):
 
 * :mod:`tickwheel_server.lease.memory`: in-process, for ``tickwheel dev`` and
-  unit tests; time comes from an injected :class:`~tickwheel_server.clock.Clock`.
+  unit tests; time comes from an injected :class:`~tickwheel.shared.clock.Clock`.
 * :mod:`tickwheel_server.lease.etcd`: a real etcd cluster.
 
 Ownership = identity + fence. :meth:`LeaseStore.try_acquire` creates a key only

@@ -17,7 +17,7 @@ Behaviour worth knowing:
   :class:`LeaseStoreUnavailable`. Every unary call has a deadline
   (``request_timeout``, real time, enforced by gRPC).
 * A session sends a keep-alive every ``ttl / 3`` seconds (of the injected
-  clock; give this store the :class:`~tickwheel_server.clock.SystemClock`, as
+  clock; give this store the :class:`~tickwheel.shared.clock.SystemClock`, as
   etcd measures TTLs in real time). A response with ``TTL <= 0`` means etcd
   expired the lease: ``lost`` is set. If no keep-alive succeeds for ``ttl``
   seconds, counted from when the last successful one was *sent*, ``lost`` is
@@ -45,7 +45,7 @@ import grpc
 import grpc.aio
 from pyetcd.etcdrpc import kv_pb2, rpc_pb2, rpc_pb2_grpc
 
-from tickwheel_server.clock import Clock
+from tickwheel.shared.clock import Clock
 from tickwheel_server.lease.base import (
     DEFAULT_SESSION_TTL,
     EventType,

@@ -4,11 +4,11 @@ Same contract as etcd (see :mod:`tickwheel_server.lease.base`), held in one
 process: a revision counter that every change advances by one, keys with create
 and mod revisions, leases with a TTL, watches with a bounded history.
 
-Time comes from the injected :class:`~tickwheel_server.clock.Clock`. A lease
+Time comes from the injected :class:`~tickwheel.shared.clock.Clock`. A lease
 expires when the clock reaches its last renewal plus its TTL; expiry is checked
 before every operation and every renewal, and each session's background task
 wakes at its next renewal (or, without keepalive, at its expiry). With a
-:class:`~tickwheel_server.clock.FakeClock` this means:
+:class:`~tickwheel.shared.clock.FakeClock` this means:
 
 * ``clock.advance(ttl + 0.1)`` in one step expires the lease (as it would for a
   process frozen that long): its keys are deleted, watchers see the deletes,
@@ -25,7 +25,7 @@ import collections
 import itertools
 from dataclasses import dataclass, field, replace
 
-from tickwheel_server.clock import Clock
+from tickwheel.shared.clock import Clock
 from tickwheel_server.lease.base import (
     DEFAULT_SESSION_TTL,
     EventType,

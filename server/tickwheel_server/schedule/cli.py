@@ -21,7 +21,7 @@ import sys
 from datetime import datetime, timezone
 from typing import TextIO
 
-from ..clock import Clock, SystemClock
+from tickwheel.shared.clock import Clock, SystemClock
 from .engine import Engine, default_engine
 from .errors import ScheduleError
 from .model import Schedule

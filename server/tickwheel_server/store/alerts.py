@@ -58,7 +58,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from ..ids import from_us, to_us, ulid
+from tickwheel.shared.ids import from_us, to_us, ulid
 from .alertfeed import WATCH_QUEUE, AlertFeed, matcher
 from .base import SqlStore
 from .tables import alert_feed, alerts

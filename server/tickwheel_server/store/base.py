@@ -8,7 +8,7 @@ from typing import TypeVar
 
 from sqlalchemy.engine import Connection, CursorResult, Engine
 
-from ..clock import Clock
+from tickwheel.shared.clock import Clock
 from .engine import capabilities, run_in_transaction_async
 
 T = TypeVar("T")

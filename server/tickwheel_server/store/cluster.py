@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..clock import Clock
-from ..ids import to_us
+from tickwheel.shared.clock import Clock
+from tickwheel.shared.ids import to_us
 from .engine import run_in_transaction_async
 
 _cluster = sa.Table(

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from ..auth import tokens
 from ..errors import NotFound
-from ..ids import from_us, to_us
+from tickwheel.shared.ids import from_us, to_us
 from .base import SqlStore
 from .tables import tenants, worker_credentials
 

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..errors import FailedPrecondition, NotFound
-from ..ids import to_us
+from tickwheel.shared.ids import to_us
 from .alerts import AlertRecord, AlertStore, dead_letter_key, poison_key
 from .base import SqlStore
 from .history import ExecutionRecord, _attempts_of, execution_from_row

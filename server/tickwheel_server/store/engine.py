@@ -38,7 +38,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
 from sqlalchemy.pool import QueuePool
 
-from ..clock import Clock, SystemClock
+from tickwheel.shared.clock import Clock, SystemClock
 from .errors import (
     AmbiguousCommitError,
     StoreConfigError,

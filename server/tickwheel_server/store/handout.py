@@ -89,7 +89,7 @@ from google.protobuf.message import DecodeError
 from sqlalchemy.engine import Connection
 from tickwheel.v1 import job_pb2, worker_pb2
 
-from ..ids import to_us
+from tickwheel.shared.ids import to_us
 from ..breaker import CircuitBreaker, http_target_host
 from ..retry import backoff_delay
 from .admission import (

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..errors import FailedPrecondition, NotFound
-from ..ids import from_us, to_us
+from tickwheel.shared.ids import from_us, to_us
 from .base import SqlStore
 from .isolation import after_not_started_canceled, request_cancel
 from .tables import attempts, executions, jobs, skips

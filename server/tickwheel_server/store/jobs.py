@@ -39,7 +39,7 @@ from tickwheel.v1 import job_pb2
 
 from ..dispatcher.plan import execution_id
 from ..errors import NotFound, QuotaExceeded, VersionConflict
-from ..ids import from_us, partition_of, to_us
+from tickwheel.shared.ids import from_us, partition_of, to_us
 from ..jobchanges import Pending, Recreation, expired_at_resume, row_refresh
 from ..schedule import Fire
 from .base import SqlStore

@@ -33,7 +33,7 @@ from tickwheel.v1 import job_pb2
 
 from ..dispatcher.plan import execution_id
 from ..errors import FailedPrecondition
-from ..ids import to_us
+from tickwheel.shared.ids import to_us
 from ..jobspec import handler_of
 from ..telemetry.tracing import current_traceparent
 from .base import SqlStore

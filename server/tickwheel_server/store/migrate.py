@@ -50,8 +50,8 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
-from ..clock import Clock, SystemClock
-from ..ids import from_us, to_us
+from tickwheel.shared.clock import Clock, SystemClock
+from tickwheel.shared.ids import from_us, to_us
 from .engine import Capabilities, capabilities, run_in_transaction
 from .errors import MigrationError
 

@@ -12,7 +12,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..ids import from_us, to_us
+from tickwheel.shared.ids import from_us, to_us
 from .base import SqlStore
 from .history import EXECUTION_STATUSES, ExecutionRecord, _attempts_of, execution_from_row
 from .tables import executions

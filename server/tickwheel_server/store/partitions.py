@@ -63,7 +63,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
-from ..ids import from_us, to_us
+from tickwheel.shared.ids import from_us, to_us
 from .base import SqlStore
 from .engine import capabilities
 

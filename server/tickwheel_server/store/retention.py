@@ -72,8 +72,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
-from ..clock import Clock
-from ..ids import from_us, to_us
+from tickwheel.shared.clock import Clock
+from tickwheel.shared.ids import from_us, to_us
 from ..lease import LeaseStore, LeaseStoreError, Session
 from .alerts import AlertStore, dead_letter_key, poison_key
 from .base import SqlStore

@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 
 from ..auth import tokens
 from ..errors import AlreadyExists, NotFound, VersionConflict
-from ..ids import from_us, to_us
+from tickwheel.shared.ids import from_us, to_us
 from .base import SqlStore
 from .tables import api_keys, tenants
 

@@ -32,7 +32,7 @@ from sqlalchemy.engine import Connection
 from tickwheel.v1 import job_pb2
 
 from ..errors import InvalidArgument
-from ..ids import from_us, to_us
+from tickwheel.shared.ids import from_us, to_us
 from ..jobspec import schedule_of
 from ..schedule import Engine, ScheduleError, UnknownZoneError
 from .base import SqlStore

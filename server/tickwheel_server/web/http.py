@@ -25,7 +25,7 @@ from email.utils import format_datetime
 from http import HTTPStatus
 from urllib.parse import parse_qsl
 
-from ..clock import Clock, SystemClock
+from tickwheel.shared.clock import Clock, SystemClock
 from .router import ALLOWED_METHODS, HttpError, Request, Response, Router
 
 log = logging.getLogger("tickwheel.http")

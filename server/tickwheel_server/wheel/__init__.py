@@ -2,7 +2,7 @@
 in memory, for the next look-ahead (default 60 s) of its partitions.
 
 Instants are integer microseconds since the Unix epoch, UTC, as the store
-keeps them (``tickwheel_server.ids.to_us``/``from_us``). The store stays the
+keeps them (``tickwheel.shared.ids.to_us``/``from_us``). The store stays the
 authority: the wheel only decides *when* to wake the gateway, and is rebuilt
 from the store on start and when a partition is acquired.
 

@@ -26,8 +26,8 @@ import logging
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from typing import Any
 
-from ..clock import Clock
-from ..ids import to_us
+from tickwheel.shared.clock import Clock
+from tickwheel.shared.ids import to_us
 from .timer import Timer
 from .wheel import TimerWheel
 

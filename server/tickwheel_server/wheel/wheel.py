@@ -1,7 +1,7 @@
 """The hierarchical timer wheel: a pure data structure on integer time.
 
 Instants are integer microseconds since the Unix epoch, UTC (the store's
-representation, ``tickwheel_server.ids.to_us``); the wheel never reads a
+representation, ``tickwheel.shared.ids.to_us``); the wheel never reads a
 clock, the caller passes ``now_us`` in.
 
 How it works (Varghese & Lauck's hierarchical wheel, as the Linux kernel's

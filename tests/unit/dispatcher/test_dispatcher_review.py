@@ -3,7 +3,7 @@ failed review does not fail the tick."""
 
 from __future__ import annotations
 
-from tickwheel_server.clock import FakeClock
+from tickwheel.shared.clock import FakeClock
 from tickwheel_server.dispatcher.dispatcher import Dispatcher
 from tickwheel_server.store.dispatch import ClaimResult
 

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tickwheel_server.clock import FakeClock
+from tickwheel.shared.clock import FakeClock
 from tickwheel_server.schedule import jitter_delay
 from tickwheel_server.schedule.cli import cron_next_main
 

@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from tickwheel_server.telemetry.logs import JsonFormatter, TextFormatter, formatter_for, log_execution
+from tickwheel.shared.logs import JsonFormatter, TextFormatter, formatter_for, log_execution
 
 
 def _capture(formatter: logging.Formatter, level: int = logging.DEBUG) -> tuple[logging.Logger, io.StringIO]:

@@ -11,7 +11,7 @@ import pytest
 import json
 
 from tickwheel_server.auth.authenticator import Authenticator
-from tickwheel_server.clock import FakeClock
+from tickwheel.shared.clock import FakeClock
 from tickwheel_server.ratelimit import RequestRateLimiter
 from tickwheel_server.store.credentials import WorkerCredential
 from tickwheel_server.store.tenants import Tenant

@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tickwheel_server.clock import FakeClock
-from tickwheel_server.ids import to_us
+from tickwheel.shared.clock import FakeClock
+from tickwheel.shared.ids import to_us
 from tickwheel_server.wheel import Timer, TimerWheel, WheelRunner
 
 START = datetime(2027, 1, 1, tzinfo=timezone.utc)

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tickwheel_server.ids import to_us
+from tickwheel.shared.ids import to_us
 from tickwheel_server.wheel import Timer, TimerWheel, WheelGeometry
 
 T0 = to_us(datetime(2027, 1, 1, tzinfo=timezone.utc))  # a tick boundary for any tick dividing 1 s

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tickwheel.v1 import worker_pb2
-from tickwheel_server.clock import FakeClock
+from tickwheel.shared.clock import FakeClock
 from tickwheel_worker import HandlerRegistry, JobContext
 from tickwheel_worker.attempt import Attempt, AttemptSettings, context_from_assignment
 from tickwheel_worker.slots import Slots

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from tickwheel.v1 import worker_pb2
-from tickwheel_server.clock import FakeClock
+from tickwheel.shared.clock import FakeClock
 from tickwheel_worker import HandlerRegistry, JobContext, Worker, WorkerConfig, echo, register_builtins
 from tickwheel_worker.attempt import Attempt, AttemptSettings, truncate_utf8
 from tickwheel_worker.slots import Slots

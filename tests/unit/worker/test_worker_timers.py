@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tickwheel_server.clock import FakeClock
+from tickwheel.shared.clock import FakeClock
 from tickwheel_worker.timers import SWEEP_MIN, Timers
 
 from tests.unit.worker.worker_fakes import WAIT

@@ -18,7 +18,7 @@ import grpc
 import grpc.aio
 
 from tickwheel.v1 import job_pb2, worker_pb2, worker_pb2_grpc
-from tickwheel_server.targets import LOOPBACK_NETWORKS, TargetPolicy
+from tickwheel.shared.targets import LOOPBACK_NETWORKS, TargetPolicy
 from tickwheel_worker import Worker
 
 T = TypeVar("T")

@@ -1,7 +1,7 @@
 """Tenants, their credentials, and jobs.
 
 Instants are BIGINT microseconds since the epoch (UTC) on every engine; see
-``tickwheel_server.ids``. The job's definition is kept as the serialised
+``tickwheel.shared.ids``. The job's definition is kept as the serialised
 ``tickwheel.v1.Job`` message (output-only fields cleared) in ``spec``; the
 columns beside it are the ones queries filter, order or update on.
 
