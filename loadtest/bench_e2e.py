@@ -62,8 +62,7 @@ import psycopg
 from tickwheel.v1 import job_pb2
 
 import _harness as h
-from tickwheel_server.dispatcher.plan import execution_id
-from tickwheel.shared.ids import from_us
+from tickwheel.shared.ids import execution_id, from_us
 
 GOAL = {"executions_per_s": 10_000, "ratio": 0.5}
 """And etcd requests per execution near 0 (reported, not judged)."""

@@ -19,14 +19,18 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from tickwheel.v1 import admin_pb2_grpc, scheduler_pb2_grpc, worker_pb2_grpc
 from tickwheel.v1 import admin_pb2, scheduler_pb2, worker_pb2
 
+from tickwheel.shared import logs as telemetry_logs
+from tickwheel.shared.clock import Clock, SystemClock
+from tickwheel.shared.heap import tune_collector
+from tickwheel.shared.ids import to_us
+
 from . import __version__
 from .api import decoding, reflection
 from .api.admin import AdminServicer, ServerInfo
 from .api.scheduler import SchedulerServicer
 from .api.worker import WorkerServicer
 from .auth.authenticator import Authenticator
-from .breaker import CircuitBreaker, CircuitChange
-from tickwheel.shared.clock import Clock, SystemClock
+from .policy.breaker import CircuitBreaker, CircuitChange
 from .config import ConfigError, ServerConfig, add_server_arguments, command_line_secrets, load_server_config
 from .gateway.connections import Connections
 from .lease import LeaseStore, LeaseStoreError, Session, open_lease_store
@@ -36,14 +40,12 @@ from .dispatcher.dispatcher import Dispatcher
 from .dispatcher.ownership import PartitionOwnership
 from .gateway.gateway import Gateway
 from .gateway.revocation import CredentialWatch
-from tickwheel.shared.heap import tune_collector
-from tickwheel.shared.ids import to_us
 from .drain import Drainer
 from .lateness import LatenessStore, LatenessWatch
 from .skipped import SkipWatch, SkipWatchStore, overlap_alerts
 from .unowned import UnownedWatch
 from .presence import Presence
-from .reaper import SERVERS_PREFIX, Reaper, session_name
+from .maintenance.reaper import SERVERS_PREFIX, Reaper, session_name
 from .ratelimit import LiveServers, RequestRateLimiter
 from .webhook import AlertWebhook, WebhookConfig
 from .store.alerts import AlertStore, NewAlert, clock_skew_key, dead_letter_alert, poison_alert
@@ -64,7 +66,6 @@ from .web import HttpServer, Router, install_console, server_ssl_context
 from .telemetry.gauges import StoreGauges
 from .telemetry.metrics import Metrics
 from .telemetry.tracing import Tracing, TracingInterceptor
-from tickwheel.shared import logs as telemetry_logs
 from .web.metrics import install_metrics
 
 log = logging.getLogger("tickwheel.server")

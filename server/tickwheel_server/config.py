@@ -12,12 +12,13 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from .breaker import BreakerSettings
+from tickwheel.shared.logs import LOG_FORMATS
 from tickwheel.shared.secretargs import flag_warning, url_has_password, url_may_carry_token
 from tickwheel.shared.targets import TargetPolicy, parse_networks
+
+from .policy.breaker import BreakerSettings
 from .webhook import check_webhook_url
 from .telemetry.tracing import TRACE_EXPORT_HELP, check_trace_export
-from tickwheel.shared.logs import LOG_FORMATS
 
 
 class ConfigError(ValueError):

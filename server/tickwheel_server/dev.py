@@ -29,13 +29,14 @@ import signal
 import sys
 from pathlib import Path
 
+from tickwheel.shared.heap import tune_collector
+from tickwheel.shared.logs import LOG_FORMATS
+from tickwheel.shared.targets import LOOPBACK_NETWORKS, TargetPolicy
+
 from .app import StartupError, TickwheelServer, configure_logging
 from .config import ConfigError, ServerConfig
 from .errors import AlreadyExists
-from tickwheel.shared.heap import tune_collector
 from .store.tenants import Tenant
-from tickwheel.shared.targets import LOOPBACK_NETWORKS, TargetPolicy
-from tickwheel.shared.logs import LOG_FORMATS
 from .telemetry.tracing import TRACE_EXPORT_HELP, Tracing
 
 log = logging.getLogger("tickwheel.dev")

@@ -42,11 +42,12 @@ from datetime import timedelta
 from tickwheel.v1 import worker_pb2
 
 from tickwheel.shared.clock import Clock
+
 from .dispatcher.ownership import PartitionOwnership
 from .errors import FailedPrecondition, NotFound
 from .gateway.connections import Connections, WorkerConnection
 from .lease import EventType, LeaseStore, LeaseStoreError, Session, WatchCompacted
-from .reaper import SERVERS_PREFIX, session_name
+from .maintenance.reaper import SERVERS_PREFIX, session_name
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ releases or records them by its own rule (``docs/architecture.md``, "Job
 changes").
 
 A pass runs every few seconds on one server of the cluster: the reaper's
-leader (see :class:`~tickwheel_server.reaper.Reaper`'s ``duties``).
+leader (see :class:`~tickwheel_server.maintenance.reaper.Reaper`'s ``duties``).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from tickwheel.v1 import job_pb2
 
 from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import from_us, to_us
+
 from .store.alerts import AlertStore, NewAlert
 from .store.base import SqlStore
 from .store.isolation import not_held, status_in

@@ -25,9 +25,10 @@ from dataclasses import asdict, dataclass, fields
 
 from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import to_us
+
 from .lease import KeyValue, LeaseStore, LeaseStoreError, Session
 from .dispatcher.ownership import OwnershipConfig
-from .reaper import REAPER_KEY, SERVERS_PREFIX, session_name
+from .maintenance.reaper import REAPER_KEY, SERVERS_PREFIX, session_name
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from tickwheel.shared.clock import Clock
+
 from .errors import QuotaExceeded
 
 log = logging.getLogger(__name__)

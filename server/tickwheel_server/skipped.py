@@ -17,7 +17,7 @@ run). A job that keeps overrunning its interval under the ``skip`` overlap
 policy keeps one open alert (every run it finishes is older than the latest
 skip), rather than opening and resolving one per cycle. :class:`SkipWatch`
 checks the open ones on one server of the cluster, the reaper's leader
-(see :class:`~tickwheel_server.reaper.Reaper`'s ``duties``), every pass.
+(see :class:`~tickwheel_server.maintenance.reaper.Reaper`'s ``duties``), every pass.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import from_us
-from .store.admission import Skip
+
+from .policy.admission import Skip
 from .store.alerts import AlertStore, NewAlert, alert_from_row, skipped_alert
 from .store.base import SqlStore
 from .store.isolation import status_in

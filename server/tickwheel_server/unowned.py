@@ -5,7 +5,7 @@ TTL for its lease to expire, then an election) a partition is briefly
 unowned, and that is normal. One that stays unowned longer than ``grace``
 (default two session TTLs) means something is wrong: no live server can
 take it (all draining, etcd refusing writes, a bug). :class:`UnownedWatch`
-is a duty of the reaper's leader (see :class:`~tickwheel_server.reaper.Reaper`'s
+is a duty of the reaper's leader (see :class:`~tickwheel_server.maintenance.reaper.Reaper`'s
 ``duties``): every pass it reads who holds each partition's ownership key
 in etcd (one range read), raises ``partition_unowned:<partition>`` (critical,
 with the partition and the server that last held it) for each partition
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tickwheel.shared.clock import Clock
+
 from .store.alerts import AlertStore, partition_unowned_alert
 from .store.partitions import PartitionStore
 

@@ -36,9 +36,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from urllib.parse import urlsplit
 
-from . import __version__
 from tickwheel.shared.clock import Clock
-from .retry import backoff_delay
+
+from . import __version__
+from .policy.retry import backoff_delay
 from .store.alerts import AlertRecord, AlertStore, Owed
 
 log = logging.getLogger("tickwheel.webhook")

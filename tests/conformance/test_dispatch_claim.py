@@ -12,8 +12,7 @@ import sqlalchemy as sa
 from tickwheel.v1 import job_pb2
 
 from tickwheel_server.api.validate import normalise_job
-from tickwheel_server.dispatcher.plan import execution_id
-from tickwheel.shared.ids import new_job_id, to_us
+from tickwheel.shared.ids import execution_id, new_job_id, to_us
 from tickwheel_server.store.dispatch import ClaimSpecCache, DispatchStore
 from tickwheel_server.store.jobs import JobRecord, JobStore, NewJob
 from tickwheel_server.store.partitions import PartitionStore

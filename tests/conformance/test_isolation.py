@@ -22,10 +22,10 @@ from tickwheel.v1 import job_pb2, worker_pb2
 
 from tickwheel_server.errors import FailedPrecondition
 from tickwheel.shared.ids import to_us
-from tickwheel_server.store.admission import (
+from tickwheel_server.policy.admission import (
     Active, Candidate, KeyState, Rules, admit, rules_of,
 )
-from tickwheel_server.store.fairness import Demand, FairShare, Shares
+from tickwheel_server.policy.fairness import Demand, FairShare, Shares
 from tickwheel_server.store.handout import Capability, HandoutStore, Lost, ResultIn
 from tickwheel_server.store.history import HistoryStore
 from tickwheel_server.store.jobs import JobStore, NewJob

@@ -19,9 +19,8 @@ from tickwheel.v1 import job_pb2
 
 from tickwheel_server.api.scheduler import next_cursor, paused_span, plan_update, replan, resume_plan
 from tickwheel.shared.clock import FakeClock
-from tickwheel_server.dispatcher.plan import execution_id
+from tickwheel.shared.ids import execution_id, new_job_id, to_us
 from tickwheel_server.errors import FailedPrecondition, NotFound, QuotaExceeded, VersionConflict
-from tickwheel.shared.ids import new_job_id, to_us
 from tickwheel_server.jobspec import schedule_of
 from tickwheel_server.schedule import Fire, Schedule
 from tickwheel_server.store.history import HistoryStore

@@ -7,9 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from tickwheel_server.dispatcher.plan import execution_id
+from tickwheel.shared.ids import execution_id, to_us
 from tickwheel_server.errors import NotFound
-from tickwheel.shared.ids import to_us
 from tickwheel_server.store.manual import BACKFILL_RATE, ManualStore, trigger_id
 from tickwheel_server.store.tables import executions
 

@@ -10,9 +10,8 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from tickwheel_server.dispatcher.plan import execution_id
+from tickwheel.shared.ids import execution_id, new_job_id, to_us
 from tickwheel_server.errors import NotFound
-from tickwheel.shared.ids import new_job_id, to_us
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.jobs import JobRecord, JobStore, NewJob
 from tickwheel_server.store.partitions import PartitionStore

@@ -11,8 +11,7 @@ import pytest
 import sqlalchemy as sa
 from tickwheel.v1 import job_pb2
 
-from tickwheel_server.dispatcher.plan import execution_id
-from tickwheel.shared.ids import new_job_id, to_us
+from tickwheel.shared.ids import execution_id, new_job_id, to_us
 from tickwheel_server.schedule import Engine, ZoneRegistry
 from tickwheel_server.schedule.zones import default_registry
 from tickwheel_server.store.jobs import JobStore, NewJob

@@ -32,7 +32,7 @@ from tickwheel_server.drain import DRAINS_PREFIX, Drainer
 from tickwheel.shared.ids import to_us
 from tickwheel_server.lease import open_lease_store
 from tickwheel_server.presence import Presence
-from tickwheel_server.reaper import SERVERS_PREFIX, session_name
+from tickwheel_server.maintenance.reaper import SERVERS_PREFIX, session_name
 from tickwheel_server.store import create_store_engine, migrate
 from tickwheel_server.store.operations import OperationsStore
 from tickwheel_server.store.partitions import PartitionStore

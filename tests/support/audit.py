@@ -50,8 +50,7 @@ from datetime import datetime, timedelta, timezone
 import sqlalchemy as sa
 from tickwheel.v1 import job_pb2
 
-from tickwheel_server.dispatcher.plan import execution_id
-from tickwheel.shared.ids import from_us, to_us
+from tickwheel.shared.ids import execution_id, from_us, to_us
 from tickwheel_server.jobspec import schedule_of
 from tickwheel_server.schedule import default_engine
 

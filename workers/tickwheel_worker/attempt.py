@@ -40,9 +40,6 @@ from typing import Any
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from tickwheel.v1 import worker_pb2
-from tickwheel.shared.clock import Clock, SystemClock
-from tickwheel.shared.ids import set_timestamp_us, timestamp_us, to_us
-from tickwheel.shared.logs import log_execution
 from tickwheel_worker.handlers import HandlerRegistry, JobContext, PermanentError, encode_output
 from tickwheel_worker.http_target import (
     OUTPUT_MAX_BYTES,
@@ -54,6 +51,10 @@ from tickwheel_worker.http_target import (
 from tickwheel_worker.slots import Slots
 from tickwheel_worker.threads import DaemonThreads
 from tickwheel_worker.timers import Timer, Timers
+
+from tickwheel.shared.clock import Clock, SystemClock
+from tickwheel.shared.ids import set_timestamp_us, timestamp_us, to_us
+from tickwheel.shared.logs import log_execution
 
 log = logging.getLogger(__name__)
 

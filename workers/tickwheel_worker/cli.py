@@ -56,14 +56,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tickwheel.shared.heap import tune_collector
-from tickwheel.shared.secretargs import flag_warning, read_secret_file
-from tickwheel.shared.targets import LOOPBACK_NETWORKS, TargetPolicy
-from tickwheel.shared.logs import LOG_FORMATS
-from tickwheel.shared.logs import configure as configure_logs
 from tickwheel_worker.config import WorkerConfig
 from tickwheel_worker.handlers import HandlerRegistry
 from tickwheel_worker.runtime import Worker, WorkerFatalError
+
+from tickwheel.shared.heap import tune_collector
+from tickwheel.shared.logs import LOG_FORMATS, configure as configure_logs
+from tickwheel.shared.secretargs import flag_warning, read_secret_file
+from tickwheel.shared.targets import LOOPBACK_NETWORKS, TargetPolicy
 
 log = logging.getLogger("tickwheel_worker")
 

@@ -11,9 +11,10 @@ from typing import Any
 
 import grpc
 
-from tickwheel.shared.targets import DEFAULT_POLICY
 from tickwheel_worker.handlers import HandlerRegistry
 from tickwheel_worker.http_target import AddressPolicy
+
+from tickwheel.shared.targets import DEFAULT_POLICY
 
 WORKER_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 MAX_SLOTS = 10_000

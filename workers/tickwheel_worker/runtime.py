@@ -55,8 +55,6 @@ import grpc
 import grpc.aio
 
 from tickwheel.v1 import worker_pb2, worker_pb2_grpc
-from tickwheel.shared.clock import Clock, SystemClock
-from tickwheel.shared.logs import log_execution
 from tickwheel_worker._version import VERSION
 from tickwheel_worker.attempt import FAILED_RETRYABLE, Attempt, AttemptSettings, Key
 from tickwheel_worker.backoff import reconnect_delay
@@ -75,6 +73,9 @@ FATAL_CODES = frozenset(
         grpc.StatusCode.UNIMPLEMENTED,
     }
 )
+
+from tickwheel.shared.clock import Clock, SystemClock
+from tickwheel.shared.logs import log_execution
 RESULTS_PER_MESSAGE = 1000
 RESULT_MESSAGE_BYTES = 1024 * 1024
 """A result message takes no more results once their sizes (bounded from above) pass this; the

@@ -25,6 +25,7 @@ from typing import Any
 
 from tickwheel.shared.clock import Clock
 
+
 log = logging.getLogger(__name__)
 
 SWEEP_MIN = 64

@@ -15,10 +15,11 @@ from datetime import datetime, timedelta
 import grpc
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc
 
+from tickwheel.shared.ids import from_us, to_us
+
 from .. import __version__
 from ..drain import Drainer, DrainUnanswered
 from ..errors import FieldViolation, InvalidArgument, TickwheelError
-from tickwheel.shared.ids import from_us, to_us
 from ..lease import LeaseStoreError
 from ..presence import Presence, ServerRecord
 from ..store.alerts import AlertStore

@@ -10,8 +10,9 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from google.protobuf.message import DecodeError
 from tickwheel.v1 import admin_pb2, execution_pb2, job_pb2
 
-from ..errors import FailedPrecondition, InvalidArgument
 from tickwheel.shared.ids import from_us, to_us
+
+from ..errors import FailedPrecondition, InvalidArgument
 from ..store.alerts import AlertRecord
 from ..store.credentials import WorkerCredential
 from ..store.history import AttemptRecord, ExecutionRecord, SkipRecord

@@ -6,7 +6,7 @@ which fields an update mask changes (:func:`update_paths`,
 :func:`merge_job`), where an updated job's cursor goes (:func:`plan_update`,
 :func:`next_cursor`, :func:`replan`) and what a paused span holds
 (:func:`paused_span`). What a change does to the executions not started is
-:mod:`tickwheel_server.jobchanges`' (see ``docs/architecture.md``, "Job
+:mod:`tickwheel_server.policy.jobchanges`' (see ``docs/architecture.md``, "Job
 changes").
 TriggerJob and BackfillJob create executions through
 :class:`~tickwheel_server.store.manual.ManualStore`; ``on_ready`` tells the
@@ -24,11 +24,13 @@ from datetime import datetime, timedelta
 from google.protobuf import field_mask_pb2
 from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
-from ..auth.authenticator import Authenticator
 from tickwheel.shared.clock import Clock
-from ..errors import FieldViolation, InvalidArgument, QuotaExceeded, VersionConflict
 from tickwheel.shared.ids import new_job_id
-from ..jobchanges import Recreation, plan_recreation
+from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
+
+from ..auth.authenticator import Authenticator
+from ..errors import FieldViolation, InvalidArgument, QuotaExceeded, VersionConflict
+from ..policy.jobchanges import Recreation, plan_recreation
 from ..jobspec import schedule_of
 from ..schedule import (
     Fire, Schedule, ScheduleError, ScheduleKind, first_fire, next_fire, preview, tzdata_version, zones,
@@ -39,7 +41,6 @@ from ..store.deadletters import DeadLetterStore
 from ..store.history import HistoryStore
 from ..store.jobs import CursorView, JobRecord, JobStore, NewJob, Reschedule, SkippedSpan
 from ..store.manual import ManualStore
-from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
 from . import convert, validate
 from .status import rpc
 
@@ -172,7 +173,7 @@ def next_cursor(schedule: Schedule, now: datetime, accounted_until: datetime | N
 def replan(schedule: Schedule, now: datetime, accounted_until: datetime | None, view: CursorView) -> Recreation:
     """An updated job's pending occurrences and cursor under its new
     ``schedule`` (pure): the cursor rule of :func:`next_cursor`, then
-    :func:`~tickwheel_server.jobchanges.plan_recreation` from there."""
+    :func:`~tickwheel_server.policy.jobchanges.plan_recreation` from there."""
     start = next_cursor(schedule, now, accounted_until, view)
     return plan_recreation(schedule, view.pending, start, now=now, runs_so_far=view.run_count)
 

@@ -27,13 +27,14 @@ from urllib.parse import urlsplit
 from google.protobuf import duration_pb2
 from tickwheel.v1 import job_pb2
 
+from tickwheel.shared.targets import ALLOW_FLAG, DEFAULT_POLICY, TargetPolicy
+
 from ..errors import FieldViolation, InvalidArgument
 from ..jobspec import EARLIEST_INSTANT, LATEST_INSTANT, schedule_of
 from . import convert
 from .text import HEADER_NAME, HEADER_VALUE, shown, text_problem
 from ..schedule import Schedule, ScheduleError, ScheduleKind
 from ..schedule import validate as validate_schedule
-from tickwheel.shared.targets import ALLOW_FLAG, DEFAULT_POLICY, TargetPolicy
 
 NAME_MAX = 200
 HANDLER = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")

@@ -24,8 +24,9 @@ import grpc
 from google.protobuf import duration_pb2
 from tickwheel.v1 import worker_pb2, worker_pb2_grpc
 
-from ..auth.authenticator import Authenticator
 from tickwheel.shared.clock import Clock
+
+from ..auth.authenticator import Authenticator
 from ..errors import FailedPrecondition, InvalidArgument, PermissionDenied, TickwheelError
 from ..gateway.budget import OverBudget
 from ..gateway.connections import Connections, WorkerConnection

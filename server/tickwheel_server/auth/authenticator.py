@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import grpc
 
 from tickwheel.shared.clock import Clock
+
 from ..errors import PermissionDenied, Unauthenticated
 from ..ratelimit import RequestRateLimiter
 from ..store.credentials import WorkerCredential, WorkerCredentialStore

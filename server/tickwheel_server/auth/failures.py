@@ -36,6 +36,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from tickwheel.shared.clock import Clock
+
 from ..errors import RateLimited
 from ..ratelimit import TokenBucket
 

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from tickwheel_server.cli.parse import UsageError
-from tickwheel.shared.secretargs import flag_warning, read_secret_file
 
 __all__ = [
     "DEFAULT_ADDRESS",
@@ -52,6 +51,8 @@ VALUE_OPTIONS = frozenset(
     {"--address", "--api-key", "--api-key-file", "--admin-token", "--admin-token-file", "--dev", "--timeout",
      "--ca-cert", "--client-cert", "--client-key", "--tls-server-name"}
 )  # fmt: skip
+
+from tickwheel.shared.secretargs import flag_warning, read_secret_file
 """Global options that take a value (the top-level scan for delegated
 commands must skip their values)."""
 

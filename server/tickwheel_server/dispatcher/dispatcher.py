@@ -23,6 +23,7 @@ from datetime import timedelta
 from typing import Protocol
 
 from tickwheel.shared.clock import Clock
+
 from ..store.dispatch import DispatchStore
 from ..telemetry.metrics import Metrics
 from ..wheel import WheelRunner

@@ -66,6 +66,7 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from tickwheel.shared.clock import Clock
+
 from ..lease.base import (
     EventType,
     KeyValue,

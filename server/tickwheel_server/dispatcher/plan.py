@@ -34,8 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, tzinfo
-from functools import lru_cache
+from datetime import datetime, timedelta
 
 from ..schedule import Fire
 
@@ -70,22 +69,6 @@ class Plan:
     """The new cursor: the first occurrence not yet planned (None: the schedule ended)."""
     runs: int = 0
     """Occurrences consumed by this plan."""
-
-
-def execution_id(job_id: str, nominal_at: datetime) -> str:
-    """The derived id of a scheduled occurrence: ``<job id>:<nominal instant, RFC 3339 UTC>``."""
-    return f"{job_id}:{_instant_text(nominal_at, nominal_at.tzinfo)}"
-
-
-@lru_cache(maxsize=4096)
-def _instant_text(nominal_at: datetime, _zone: tzinfo | None) -> str:
-    # Cached: the jobs of a burst share a handful of nominal instants. The
-    # zone is part of the key because aware datetimes of one instant in two
-    # zones are equal (and hash alike) but print differently.
-    text = nominal_at.strftime("%Y-%m-%dT%H:%M:%S")
-    if nominal_at.microsecond:
-        text += f".{nominal_at.microsecond:06d}"
-    return text + "Z"
 
 
 def plan_claim(

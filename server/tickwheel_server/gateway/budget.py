@@ -22,6 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from tickwheel.shared.clock import Clock
+
 from ..errors import RateLimited
 
 DEFAULT_RATE = 1000.0

@@ -85,16 +85,17 @@ from datetime import datetime
 
 from tickwheel.v1 import worker_pb2
 
-from ..api.convert import EXECUTION_ORIGIN_TO_PROTO
 from tickwheel.shared.clock import Clock
+from tickwheel.shared.ids import set_timestamp_us, to_us
+from tickwheel.shared.logs import log_execution
+
+from ..api.convert import EXECUTION_ORIGIN_TO_PROTO
 from ..errors import Unavailable
 from ..lease.base import Session
-from tickwheel.shared.ids import set_timestamp_us, to_us
 from ..store.handout import (
     Capability, Claimed, Definition, HandedOut, HandoutStore, Lost, RequeueResult, ResultIn, Retry,
 )
 from ..telemetry.metrics import OTHER, OUTCOMES, Metrics
-from tickwheel.shared.logs import log_execution
 from ..telemetry.tracing import Tracing, traceparent_of
 from . import clockguard
 from .budget import DEFAULT_BURST, DEFAULT_RATE, OverBudget, UnheldBudget

@@ -17,8 +17,9 @@ from datetime import timedelta
 
 from tickwheel.v1 import worker_pb2
 
-from ..errors import FieldViolation
 from tickwheel.shared.ids import timestamp_us
+
+from ..errors import FieldViolation
 from ..store.handout import ResultIn
 
 EXECUTION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,256}$")

@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
 from tickwheel.shared.clock import Clock
+
 from ..store.errors import AmbiguousCommitError, RetryableStoreError
 
 log = logging.getLogger(__name__)

@@ -22,8 +22,9 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable
 
-from ..auth.authenticator import CACHE_TTL_SECONDS
 from tickwheel.shared.clock import Clock
+
+from ..auth.authenticator import CACHE_TTL_SECONDS
 from ..errors import Unauthenticated
 from .connections import Connections, WorkerConnection
 

@@ -7,7 +7,6 @@ implementations are :mod:`~tickwheel_server.lease.memory` (in-process) and
 
 from __future__ import annotations
 
-from tickwheel.shared.clock import Clock
 from tickwheel_server.lease.base import (
     DEFAULT_SESSION_TTL,
     EventType,
@@ -25,6 +24,8 @@ from tickwheel_server.lease.base import (
     WatchEvent,
     is_retryable,
 )
+
+from tickwheel.shared.clock import Clock
 
 __all__ = [
     "DEFAULT_SESSION_TTL",

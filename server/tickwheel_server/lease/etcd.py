@@ -45,7 +45,6 @@ import grpc
 import grpc.aio
 from pyetcd.etcdrpc import kv_pb2, rpc_pb2, rpc_pb2_grpc
 
-from tickwheel.shared.clock import Clock
 from tickwheel_server.lease.base import (
     DEFAULT_SESSION_TTL,
     EventType,
@@ -85,6 +84,8 @@ _RETRYABLE_CODES = frozenset(
         grpc.StatusCode.CANCELLED,
     }
 )
+
+from tickwheel.shared.clock import Clock
 # Codes that say "this endpoint is no good right now": move to the next one.
 _FAILOVER_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 

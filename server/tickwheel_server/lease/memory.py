@@ -25,7 +25,6 @@ import collections
 import itertools
 from dataclasses import dataclass, field, replace
 
-from tickwheel.shared.clock import Clock
 from tickwheel_server.lease.base import (
     DEFAULT_SESSION_TTL,
     EventType,
@@ -41,6 +40,8 @@ from tickwheel_server.lease.base import (
     validate_key,
     validate_ttl,
 )
+
+from tickwheel.shared.clock import Clock
 
 _CLOSED = object()
 

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from typing import TextIO
 
 from tickwheel.shared.clock import Clock, SystemClock
+
 from .engine import Engine, default_engine
 from .errors import ScheduleError
 from .model import Schedule

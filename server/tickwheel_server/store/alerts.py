@@ -59,12 +59,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from tickwheel.shared.ids import from_us, to_us, ulid
-from .alertfeed import WATCH_QUEUE, AlertFeed, matcher
+
+from ..alerts.feed import WATCH_QUEUE, AlertFeed, matcher
 from .base import SqlStore
 from .tables import alert_feed, alerts
 
 if TYPE_CHECKING:
-    from ..breaker import CircuitChange
+    from ..policy.breaker import CircuitChange
 
 log = logging.getLogger("tickwheel.alerts")
 

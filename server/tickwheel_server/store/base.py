@@ -9,6 +9,7 @@ from typing import TypeVar
 from sqlalchemy.engine import Connection, CursorResult, Engine
 
 from tickwheel.shared.clock import Clock
+
 from .engine import capabilities, run_in_transaction_async
 
 T = TypeVar("T")

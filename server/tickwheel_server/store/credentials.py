@@ -11,9 +11,10 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tickwheel.shared.ids import from_us, to_us
+
 from ..auth import tokens
 from ..errors import NotFound
-from tickwheel.shared.ids import from_us, to_us
 from .base import SqlStore
 from .tables import tenants, worker_credentials
 

@@ -17,8 +17,9 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..errors import FailedPrecondition, NotFound
 from tickwheel.shared.ids import to_us
+
+from ..errors import FailedPrecondition, NotFound
 from .alerts import AlertRecord, AlertStore, dead_letter_key, poison_key
 from .base import SqlStore
 from .history import ExecutionRecord, _attempts_of, execution_from_row

@@ -63,10 +63,11 @@ from tickwheel.v1 import job_pb2
 from google.protobuf.message import DecodeError
 
 from tickwheel.shared.clock import Clock
-from ..dispatcher.plan import DEFAULT_SCAN_LIMIT, Plan, execution_id, plan_claim, plan_paused
+from tickwheel.shared.ids import execution_id, from_us, to_us
+
+from ..dispatcher.plan import DEFAULT_SCAN_LIMIT, Plan, plan_claim, plan_paused
 from ..dispatcher.quarantine import JOB_UNREADABLE, KINDS, SCHEDULE_UNCOMPUTABLE, Finding, Quarantine, Unreadable
 from ..errors import InvalidArgument
-from tickwheel.shared.ids import from_us, to_us
 from ..jobspec import MISFIRE_POLICIES, handler_of, schedule_of
 from ..schedule import Fire, Schedule, ScheduleError, next_fire, tzdata_version
 from .alerts import (

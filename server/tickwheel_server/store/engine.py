@@ -39,6 +39,7 @@ from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
 from sqlalchemy.pool import QueuePool
 
 from tickwheel.shared.clock import Clock, SystemClock
+
 from .errors import (
     AmbiguousCommitError,
     StoreConfigError,

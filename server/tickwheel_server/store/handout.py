@@ -90,13 +90,14 @@ from sqlalchemy.engine import Connection
 from tickwheel.v1 import job_pb2, worker_pb2
 
 from tickwheel.shared.ids import to_us
-from ..breaker import CircuitBreaker, http_target_host
-from ..retry import backoff_delay
-from .admission import (
+
+from ..policy.breaker import CircuitBreaker, http_target_host
+from ..policy.retry import backoff_delay
+from ..policy.admission import (
     ANYTHING_GOES, Active, Candidate, KeyState, Replace, Rules, Skip, decide_keys, decide_overlap, rules_of,
 )
 from .base import SqlStore, driver_sql, execute_arrays, tuples
-from .fairness import Demand, FairShare, Shares
+from ..policy.fairness import Demand, FairShare, Shares
 from .isolation import (
     PAUSED_WAIT, ensure_keys, insert_for, lock_keys, not_held, release_slots, request_cancel, status_in, take_slots,
     wake_jobs, wake_key_waiters, wake_keys,
@@ -1330,7 +1331,7 @@ class HandoutStore(SqlStore):
 
         An HTTP target's outcome is counted by the circuit breaker of
         (tenant, host); while that circuit is open, a retry is scheduled no
-        earlier than the breaker says (see :mod:`tickwheel_server.breaker`).
+        earlier than the breaker says (see :mod:`tickwheel_server.policy.breaker`).
         """
         update = dict(
             b_id=row.id, b_status="succeeded", b_attempt=row.attempt, b_ready_at=row.ready_at,

@@ -23,8 +23,9 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..errors import FailedPrecondition, NotFound
 from tickwheel.shared.ids import from_us, to_us
+
+from ..errors import FailedPrecondition, NotFound
 from .base import SqlStore
 from .isolation import after_not_started_canceled, request_cancel
 from .tables import attempts, executions, jobs, skips

@@ -14,7 +14,7 @@ its skip range (reason ``overlap``) accounts for it.
 
 What a change does to the job's executions that have not started
 (``scheduled`` or ``waiting``), in the transaction that changes the job (the
-rules are :mod:`tickwheel_server.jobchanges`'; a ``running`` execution is
+rules are :mod:`tickwheel_server.policy.jobchanges`'; a ``running`` execution is
 never touched):
 
 - pause holds them (``waiting`` with ``wait_key`` :data:`.isolation.PAUSED_WAIT`);
@@ -37,10 +37,10 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.v1 import job_pb2
 
-from ..dispatcher.plan import execution_id
+from tickwheel.shared.ids import execution_id, from_us, partition_of, to_us
+
 from ..errors import NotFound, QuotaExceeded, VersionConflict
-from tickwheel.shared.ids import from_us, partition_of, to_us
-from ..jobchanges import Pending, Recreation, expired_at_resume, row_refresh
+from ..policy.jobchanges import Pending, Recreation, expired_at_resume, row_refresh
 from ..schedule import Fire
 from .base import SqlStore
 from .engine import Capabilities
@@ -116,7 +116,7 @@ class CursorView:
 
 Reschedule = Callable[[CursorView], Recreation]
 """A pure decision: the pending occurrences under the new schedule and the
-job's new cursor (see :func:`tickwheel_server.jobchanges.plan_recreation`)."""
+job's new cursor (see :func:`tickwheel_server.policy.jobchanges.plan_recreation`)."""
 
 
 @dataclass(frozen=True)
@@ -490,7 +490,7 @@ class JobStore(SqlStore):
           take the new payload if it changed.
         - ``reschedule`` given: it is called with what this transaction read
           (perhaps more than once, when the transaction is retried) and its
-          :class:`~tickwheel_server.jobchanges.Recreation` applied: the
+          :class:`~tickwheel_server.policy.jobchanges.Recreation` applied: the
           pending occurrences it keeps are re-created in place (same id, the
           new due instant, payload and handler), those it cancels end
           ``canceled`` with :data:`NOT_IN_NEW_SCHEDULE`, those it creates are
@@ -682,7 +682,7 @@ class JobStore(SqlStore):
           ``expected_version`` (it changed after the API counted the span:
           count again).
         - The held executions: those
-          :func:`~tickwheel_server.jobchanges.expired_at_resume` says expired
+          :func:`~tickwheel_server.policy.jobchanges.expired_at_resume` says expired
           by ``now`` (default: the store's clock) under the job's misfire
           threshold are deleted and counted in the skip range; every other
           is released (``scheduled`` again, as it was before the pause) and

@@ -31,9 +31,9 @@ from google.protobuf.message import DecodeError
 from sqlalchemy.engine import Connection
 from tickwheel.v1 import job_pb2
 
-from ..dispatcher.plan import execution_id
+from tickwheel.shared.ids import execution_id, to_us
+
 from ..errors import FailedPrecondition
-from tickwheel.shared.ids import to_us
 from ..jobspec import handler_of
 from ..telemetry.tracing import current_traceparent
 from .base import SqlStore

@@ -52,6 +52,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from tickwheel.shared.clock import Clock, SystemClock
 from tickwheel.shared.ids import from_us, to_us
+
 from .engine import Capabilities, capabilities, run_in_transaction
 from .errors import MigrationError
 

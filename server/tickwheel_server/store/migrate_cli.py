@@ -7,6 +7,7 @@ import os
 import sys
 
 from tickwheel.shared.secretargs import flag_warning, url_has_password
+
 from .engine import create_store_engine
 from .errors import StoreError
 from .migrate import current_version, load_migrations, migrate

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tickwheel.shared.ids import from_us, to_us
+
 from .base import SqlStore
 from .history import EXECUTION_STATUSES, ExecutionRecord, _attempts_of, execution_from_row
 from .tables import executions

@@ -64,6 +64,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from tickwheel.shared.ids import from_us, to_us
+
 from .base import SqlStore
 from .engine import capabilities
 

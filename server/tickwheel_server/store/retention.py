@@ -62,7 +62,6 @@ import asyncio
 import json
 import logging
 import math
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -74,6 +73,7 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import from_us, to_us
+
 from ..lease import LeaseStore, LeaseStoreError, Session
 from .alerts import AlertStore, dead_letter_key, poison_key
 from .base import SqlStore

@@ -8,9 +8,10 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from tickwheel.shared.ids import from_us, to_us
+
 from ..auth import tokens
 from ..errors import AlreadyExists, NotFound, VersionConflict
-from tickwheel.shared.ids import from_us, to_us
 from .base import SqlStore
 from .tables import api_keys, tenants
 

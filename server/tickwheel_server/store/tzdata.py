@@ -31,8 +31,9 @@ from google.protobuf.message import DecodeError
 from sqlalchemy.engine import Connection
 from tickwheel.v1 import job_pb2
 
-from ..errors import InvalidArgument
 from tickwheel.shared.ids import from_us, to_us
+
+from ..errors import InvalidArgument
 from ..jobspec import schedule_of
 from ..schedule import Engine, ScheduleError, UnknownZoneError
 from .base import SqlStore

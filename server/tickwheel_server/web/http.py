@@ -26,6 +26,7 @@ from http import HTTPStatus
 from urllib.parse import parse_qsl
 
 from tickwheel.shared.clock import Clock, SystemClock
+
 from .router import ALLOWED_METHODS, HttpError, Request, Response, Router
 
 log = logging.getLogger("tickwheel.http")

@@ -28,6 +28,7 @@ from typing import Any
 
 from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import to_us
+
 from .timer import Timer
 from .wheel import TimerWheel
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
+from functools import lru_cache
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -67,3 +68,19 @@ def set_timestamp_us(ts, micros: int) -> None:
     seconds, rest = divmod(micros, 1_000_000)
     ts.seconds = seconds
     ts.nanos = rest * 1000
+
+
+def execution_id(job_id: str, nominal_at: datetime) -> str:
+    """The derived id of a scheduled occurrence: ``<job id>:<nominal instant, RFC 3339 UTC>``."""
+    return f"{job_id}:{_instant_text(nominal_at, nominal_at.tzinfo)}"
+
+
+@lru_cache(maxsize=4096)
+def _instant_text(nominal_at: datetime, _zone: tzinfo | None) -> str:
+    # Cached: the jobs of a burst share a handful of nominal instants. The
+    # zone is part of the key because aware datetimes of one instant in two
+    # zones are equal (and hash alike) but print differently.
+    text = nominal_at.strftime("%Y-%m-%dT%H:%M:%S")
+    if nominal_at.microsecond:
+        text += f".{nominal_at.microsecond:06d}"
+    return text + "Z"

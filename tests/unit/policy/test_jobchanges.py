@@ -1,5 +1,5 @@
 """The rules of what a job change does to its executions not started
-(``tickwheel_server.jobchanges``), as tables anchored at fixed instants."""
+(``tickwheel_server.policy.jobchanges``), as tables anchored at fixed instants."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from tickwheel.v1 import job_pb2
 
 from tickwheel_server.api.scheduler import replan
-from tickwheel_server.jobchanges import Pending, RowRefresh, expired_at_resume, plan_recreation, row_refresh
+from tickwheel_server.policy.jobchanges import Pending, RowRefresh, expired_at_resume, plan_recreation, row_refresh
 from tickwheel_server.schedule import Fire, Schedule
 from tickwheel_server.store.jobs import CursorView
 

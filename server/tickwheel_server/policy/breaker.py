@@ -61,6 +61,7 @@ from tickwheel.v1 import job_pb2
 
 from tickwheel.shared.clock import Clock
 
+
 BUCKETS = 60
 """Buckets of a window: one per second with the default 60 s window."""
 REMEMBERED_CALLS = 20_000

@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 
 from tickwheel.v1 import job_pb2
 
-from .schedule import Fire, Schedule, next_fire
+from ..schedule import Fire, Schedule, next_fire
 
 _TICK = timedelta(microseconds=1)
 

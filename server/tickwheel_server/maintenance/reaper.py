@@ -32,8 +32,9 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from tickwheel.shared.clock import Clock
-from .lease import LeaseStore, LeaseStoreError, Session
-from .store.handout import HandoutStore, Retry
+
+from ..lease import LeaseStore, LeaseStoreError, Session
+from ..store.handout import HandoutStore, Retry
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import random
 import pytest
 from tickwheel.v1 import job_pb2
 
-from tickwheel_server.breaker import (
+from tickwheel_server.policy.breaker import (
     CLOSED, HALF_OPEN, OPEN, SPREAD, BreakerSettings, CircuitBreaker, http_target_host,
 )
 from tickwheel.shared.clock import FakeClock

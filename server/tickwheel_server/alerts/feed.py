@@ -29,10 +29,10 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ..errors import RateLimited
-from .errors import RetryableStoreError
+from ..store.errors import RetryableStoreError
 
 if TYPE_CHECKING:
-    from .alerts import AlertRecord, AlertStore
+    from ..store.alerts import AlertRecord, AlertStore
 
 log = logging.getLogger("tickwheel.alerts")
 
