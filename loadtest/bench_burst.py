@@ -26,9 +26,10 @@ Figures come from the store, not from the benchmark's clock: *start* is the
 hand-out instant the server recorded in ``attempts.started_at`` (its clock,
 read inside the hand-out claim's transaction), *lateness* = start − the
 execution's ``due_at``, signed (``attempts.lateness_us`` is clamped at 0,
-so an early start would hide there). DESIGN.md measures lateness at the
-hand-out; ``worker_start_lateness_s`` is the same from when the worker
-reported it began (``attempts.worker_started_at``: the worker's clock, on
+so an early start would hide there). Lateness is measured at the hand-out
+(docs/architecture.md, Dispatch (flow 1), step 5);
+``worker_start_lateness_s`` is the same from when the worker reported it
+began (``attempts.worker_started_at``: the worker's clock, on
 this same machine), and ``hand_out_to_worker_start_s`` the difference, the
 assignment's way through the server, the stream and the worker. ``early`` counts starts before ``due_at``
 (must be 0), ``dropped`` the jobs without a succeeded execution when the run

@@ -27,8 +27,10 @@ and etcd are started (``tests/support``) and deleted afterwards.
   reached PostgreSQL (``pg_stat_statements``: statements per execution,
   commits, rollbacks, the costliest shapes) and ``errors_logged`` the ERROR
   lines it logged (serialization failures the store retried).
-- ``ceiling``: DESIGN.md's budget issued directly on one psycopg connection
-  with nothing in between, over the same number of jobs stored the same way,
+- ``ceiling``: the hot path's batched statements (claim+enqueue, hand-out,
+  outcome+history: docs/architecture.md, Dispatch (flow 1)) issued directly
+  on one psycopg connection with nothing in between, over the same number
+  of jobs stored the same way,
   values that do not depend on the database computed before timing:
   claim+enqueue in transactions of 1 000 jobs (the epoch check, the claim's
   ``SELECT … LIMIT … FOR UPDATE SKIP LOCKED``, one ``INSERT … SELECT FROM
