@@ -18,6 +18,7 @@ from ..store.credentials import WorkerCredential
 from ..store.history import AttemptRecord, ExecutionRecord, SkipRecord
 from ..store.jobs import JobRecord
 from ..store.tenants import ApiKey, Tenant
+from ..wire import EXECUTION_ORIGIN_TO_PROTO
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +38,6 @@ EXECUTION_STATUS_TO_PROTO = {
     "canceled": job_pb2.EXECUTION_STATUS_CANCELED,
 }
 EXECUTION_STATUS_FROM_PROTO = {value: key for key, value in EXECUTION_STATUS_TO_PROTO.items()}
-EXECUTION_ORIGIN_TO_PROTO = {
-    "scheduled": execution_pb2.EXECUTION_ORIGIN_SCHEDULED,
-    "trigger": execution_pb2.EXECUTION_ORIGIN_TRIGGER,
-    "backfill": execution_pb2.EXECUTION_ORIGIN_BACKFILL,
-}
 ATTEMPT_STATUS_TO_PROTO = {
     "running": execution_pb2.ATTEMPT_STATUS_RUNNING,
     "succeeded": execution_pb2.ATTEMPT_STATUS_SUCCEEDED,

@@ -89,7 +89,6 @@ from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import set_timestamp_us, to_us
 from tickwheel.shared.logs import log_execution
 
-from ..api.convert import EXECUTION_ORIGIN_TO_PROTO
 from ..errors import Unavailable
 from ..lease.base import Session
 from ..store.handout import (
@@ -97,6 +96,7 @@ from ..store.handout import (
 )
 from ..telemetry.metrics import OTHER, OUTCOMES, Metrics
 from ..telemetry.tracing import Tracing, traceparent_of
+from ..wire import EXECUTION_ORIGIN_TO_PROTO
 from . import clockguard
 from .budget import DEFAULT_BURST, DEFAULT_RATE, OverBudget, UnheldBudget
 from .connections import Connections, WorkerConnection

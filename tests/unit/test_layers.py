@@ -1,0 +1,181 @@
+"""Nothing imports upward: the import rules between the server's rooms, read
+off the source.
+
+Every module under ``server/tickwheel_server`` and ``tickwheel/shared`` is
+parsed (not imported) and each import it makes, at module level or inside a
+function, is resolved to an absolute dotted name (relative imports against
+the module's package; ``from X import y`` counts as importing ``X`` and
+``X.y``, which may be a submodule). Each rule in :data:`RULES` says which
+modules may not import which names. A known breach that another change is
+removing is listed in :data:`ALLOWED` with who removes it; an entry that no
+longer matches an import fails too, so the list only shrinks.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ROOTS = {
+    "tickwheel_server": REPO / "server" / "tickwheel_server",
+    "tickwheel.shared": REPO / "sdk" / "python" / "tickwheel" / "shared",
+    "tickwheel_worker": REPO / "workers" / "tickwheel_worker",
+}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Modules named by ``modules`` (dotted prefixes), except those under
+    ``exempt``, import nothing under ``forbidden``."""
+
+    name: str
+    modules: tuple[str, ...]
+    forbidden: tuple[str, ...]
+    exempt: tuple[str, ...] = ()
+
+
+def _in(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == prefix or name.startswith(prefix + ".") for prefix in prefixes)
+
+
+S = "tickwheel_server."
+RULES = (
+    Rule(
+        "only the API, web, CLI and process wiring import api/",
+        modules=("tickwheel_server",),
+        forbidden=(S + "api",),
+        exempt=(S + "api", S + "web", S + "cli", S + "app", S + "dev"),
+    ),
+    Rule(
+        "store/ is SQL below every component",
+        modules=(S + "store",),
+        forbidden=tuple(S + room for room in (
+            "dispatcher", "gateway", "wheel", "web", "cli", "api", "alerts", "maintenance",
+        )),
+    ),
+    Rule(
+        "policy/ is pure: no store, no wire, no SQLAlchemy",
+        modules=(S + "policy",),
+        forbidden=(S + "store", S + "api", S + "gateway", S + "dispatcher", "sqlalchemy", "grpc"),
+    ),
+    Rule(
+        "tickwheel.shared is what server and worker share: it imports neither",
+        modules=("tickwheel.shared",),
+        forbidden=("tickwheel_server", "tickwheel_worker"),
+    ),
+    Rule(
+        "the worker is what tenants install: it never imports the server",
+        modules=("tickwheel_worker",),
+        forbidden=("tickwheel_server",),
+    ),
+)
+
+ALLOWED = {
+    # (rule name, importing module, imported name): who removes the import.
+    # Remove an entry once the change naming it is merged (a stale entry fails).
+    ("only the API, web, CLI and process wiring import api/", S + "jobspec", S + "api.convert"):
+        "core helper (issue 16): jobspec.py stops importing api.convert",
+    ("store/ is SQL below every component", S + "store.alerts", S + "alerts.feed"):
+        "rooms helper (issue 16): store/alerts.py split into alerts/ and store/",
+    ("store/ is SQL below every component", S + "store.dispatch", S + "dispatcher.plan"):
+        "policy helper (issue 16): dispatcher/plan.py's misfire moves to policy/",
+    ("store/ is SQL below every component", S + "store.dispatch", S + "dispatcher.quarantine"):
+        "unowned in issue 16 (store/dispatch.py is the core helper's): the quarantine registry needs a room "
+        "below store/",
+}  # fmt: skip
+
+
+def module_name(root: str, path: Path) -> tuple[str, bool]:
+    """(dotted name, is a package) of the source file ``path`` under ``root``."""
+    parts = [root, *path.relative_to(ROOTS[root]).with_suffix("").parts]
+    package = parts[-1] == "__init__"
+    if package:
+        parts.pop()
+    return ".".join(parts), package
+
+
+def imported(module: str, package: bool, tree: ast.AST) -> set[str]:
+    """Every dotted name ``tree`` (the source of ``module``) imports."""
+    here = module if package else module.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = here.split(".")
+                if node.level - 1 >= len(parts):
+                    raise AssertionError(f"{module}: relative import beyond the top level (line {node.lineno})")
+                base = ".".join(parts[: len(parts) - (node.level - 1)] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+    return names
+
+
+@functools.cache
+def imports() -> dict[str, set[str]]:
+    """Dotted module name -> what it imports, for every module under :data:`ROOTS`."""
+    found: dict[str, set[str]] = {}
+    for root, directory in ROOTS.items():
+        for path in sorted(directory.rglob("*.py")):
+            module, package = module_name(root, path)
+            found[module] = imported(module, package, ast.parse(path.read_text(), filename=str(path)))
+    return found
+
+
+def breaches(rule: Rule) -> set[tuple[str, str]]:
+    """(module, imported module) pairs breaking ``rule``: each imported name
+    reduced to the shortest of its prefixes that the rule forbids and the
+    source tree holds, so ``from ..api.convert import x`` reads as ``api.convert``."""
+    modules = imports()
+    found: set[tuple[str, str]] = set()
+    for module, names in modules.items():
+        if not _in(module, rule.modules) or _in(module, rule.exempt):
+            continue
+        for name in names:
+            if not _in(name, rule.forbidden):
+                continue
+            parts = name.split(".")
+            known = [".".join(parts[:i]) for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in modules]
+            found.add((module, known[-1] if known else name))
+    return found
+
+
+def test_the_import_reader_resolves_relative_and_from_imports() -> None:
+    source = ast.parse(
+        "from . import sibling\nfrom ..api.convert import x\nimport sqlalchemy.orm\n"
+        "def f():\n    from ..outside import y\n"
+    )
+    assert imported("a.b.c", False, source) == {
+        "a.b", "a.b.sibling", "a.api.convert", "a.api.convert.x", "sqlalchemy.orm", "a.outside", "a.outside.y",
+    }
+    assert imported("a.b", True, ast.parse("from .c import d")) == {"a.b.c", "a.b.c.d"}
+    with pytest.raises(AssertionError, match="beyond the top level"):
+        imported("a.b", False, ast.parse("from ... import z"))
+
+
+def test_every_room_is_read() -> None:
+    modules = imports()
+    for room in ("api.convert", "store.engine", "policy.retry", "gateway.gateway", "app"):
+        assert S + room in modules
+    assert "tickwheel.shared.clock" in modules and "tickwheel_worker" in modules
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.name)
+def test_nothing_imports_upward(rule: Rule) -> None:
+    allowed = {(module, name) for (name_of_rule, module, name) in ALLOWED if name_of_rule == rule.name}
+    unexpected = sorted(breaches(rule) - allowed)
+    assert not unexpected, f"{rule.name}: " + "; ".join(f"{module} imports {name}" for module, name in unexpected)
+
+
+def test_every_allowed_breach_still_exists() -> None:
+    rules = {rule.name: rule for rule in RULES}
+    stale = [key for key in ALLOWED if key[0] not in rules or key[1:] not in breaches(rules[key[0]])]
+    assert not stale, f"remove these entries from ALLOWED, the imports are gone: {stale}"
