@@ -173,15 +173,17 @@ class _Chain:
     commits and is dealt, and whatever the round is doing meanwhile: the
     next take passes over its rows (SKIP LOCKED), as another server's would.
     At most two claims run at once, at most ``MAX_FULL_BATCHES`` start per
-    round, and none after the round ended (:attr:`closed`)."""
+    round, and none after the round ended (:attr:`closed`).
+
+    ``claim(want, on_taken)`` runs one claim of at most ``want`` rows for the
+    group; the store calls ``on_taken(count)``, in its own thread, once the
+    claim's rows are taken."""
 
     def __init__(
-        self, gateway: "Gateway", capability: Capability, members: list[WorkerConnection], lease: "_Lease"
+        self, members: list[WorkerConnection], claim: Callable[[int, Callable[[int], None]], Awaitable[Claimed]]
     ) -> None:
-        self._gateway = gateway
-        self._capability = capability
         self._members = members
-        self._lease = lease
+        self._claim = claim
         self.pending: deque[_Claiming] = deque()
         """Started, and not yet taken up by the round, oldest first."""
         self.undealt = 0
@@ -190,10 +192,28 @@ class _Chain:
         self._started: list[_Claiming] = []
 
     def room(self) -> int:
-        return min(self._gateway._credit(self._members) - self.undealt, MAX_BATCH)
+        credit = sum(c.credit for c in self._members if not c.closed.is_set())
+        return min(credit - self.undealt, MAX_BATCH)
 
     def start(self, want: int) -> None:
-        claim = self._gateway._start_claim(self._capability, want, self._progress, self._lease)
+        """Start a claim of ``want`` rows; :meth:`_progress` runs (on the loop)
+        once its take is done (:attr:`_Claiming.full_take` set) and once it
+        has ended."""
+        loop = asyncio.get_running_loop()
+        claim = _Claiming(want)
+
+        def took(count: int) -> None:
+            claim.full_take = count >= want
+            self._progress(claim)
+
+        def on_taken(count: int) -> None:  # in the store's thread, once the claim's rows are taken
+            try:
+                loop.call_soon_threadsafe(took, count)
+            except RuntimeError:  # the loop closed meanwhile (shutting down): nobody waits for it
+                pass
+
+        claim.claiming = asyncio.ensure_future(self._claim(want, on_taken))
+        claim.claiming.add_done_callback(lambda _: self._progress(claim))
         self._started.append(claim)
         self.pending.append(claim)
         self.undealt += want
@@ -477,7 +497,9 @@ class Gateway:
             if refused is not None:
                 break
             diverted_passes = full_batches = 0
-            chain = _Chain(self, capability, members, lease)
+            chain = _Chain(
+                members, lambda want, on_taken, capability=capability: self._claim(capability, want, lease, on_taken)
+            )
             try:
                 while True:
                     if not chain.pending:
@@ -519,32 +541,6 @@ class Gateway:
         if stopped:
             await self.signal_cancels()
         return total
-
-    @staticmethod
-    def _credit(members: list[WorkerConnection]) -> int:
-        return sum(c.credit for c in members if not c.closed.is_set())
-
-    def _start_claim(
-        self, capability: Capability, want: int, progress: Callable[["_Claiming"], None], lease: _Lease
-    ) -> "_Claiming":
-        """Start a claim; ``progress`` is called (on the loop) once its take
-        is done (:attr:`_Claiming.full_take` set) and once it has ended."""
-        loop = asyncio.get_running_loop()
-        claim = _Claiming(want)
-
-        def took(count: int) -> None:
-            claim.full_take = count >= want
-            progress(claim)
-
-        def on_taken(count: int) -> None:  # in the store's thread, once the claim's rows are taken
-            try:
-                loop.call_soon_threadsafe(took, count)
-            except RuntimeError:  # the loop closed meanwhile (shutting down): nobody waits for it
-                pass
-
-        claim.claiming = asyncio.ensure_future(self._claim(capability, want, lease, on_taken))
-        claim.claiming.add_done_callback(lambda _: progress(claim))
-        return claim
 
     async def _claim(
         self, capability: Capability, want: int, lease: _Lease, on_taken: Callable[[int], None] | None = None
