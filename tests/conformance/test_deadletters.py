@@ -25,7 +25,8 @@ from tickwheel_server.store.deadletters import DeadLetterStore
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.handout import Capability, HandoutStore, ResultIn
 from tickwheel_server.store.history import HistoryStore
-from tickwheel_server.store.jobs import JobStore, NewJob
+from tickwheel_server.store.jobrecords import NewJob
+from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.partitions import PartitionStore
 from tickwheel_server.store.tables import attempts, executions
 from tickwheel_server.store.tenants import Tenant, TenantStore

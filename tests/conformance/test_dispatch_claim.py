@@ -14,7 +14,8 @@ from tickwheel.v1 import job_pb2
 from tickwheel_server.api.validate import normalise_job
 from tickwheel.shared.ids import execution_id, new_job_id, to_us
 from tickwheel_server.store.dispatch import ClaimSpecCache, DispatchStore
-from tickwheel_server.store.jobs import JobRecord, JobStore, NewJob
+from tickwheel_server.store.jobrecords import JobRecord, NewJob
+from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.partitions import PartitionStore
 from tickwheel_server.store.tables import executions, jobs, skips
 from tickwheel_server.store.tenants import Tenant, TenantStore

@@ -18,7 +18,8 @@ from tickwheel_server.dispatcher.quarantine import Quarantine
 from tickwheel.shared.ids import new_job_id, to_us
 from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.dispatch import DispatchStore
-from tickwheel_server.store.jobs import JobRecord, JobStore, NewJob
+from tickwheel_server.store.jobrecords import JobRecord, NewJob
+from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.partitions import PartitionStore
 from tickwheel_server.store.tables import alerts, executions, jobs, skips
 from tickwheel_server.store.tenants import Tenant, TenantStore

@@ -28,7 +28,8 @@ from tickwheel_server.policy.admission import (
 from tickwheel_server.policy.fairness import Demand, FairShare, Shares
 from tickwheel_server.store.handout import Capability, HandoutStore, Lost, ResultIn
 from tickwheel_server.store.history import HistoryStore
-from tickwheel_server.store.jobs import JobStore, NewJob
+from tickwheel_server.store.jobrecords import NewJob
+from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.tables import attempts, concurrency_keys, executions, jobs, skips
 from tickwheel_server.store.tenants import Tenant, TenantStore
 

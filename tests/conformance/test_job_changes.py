@@ -28,7 +28,9 @@ from tickwheel_server.schedule import first_fire, next_fire
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.handout import Capability, HandoutStore
 from tickwheel_server.store.isolation import PAUSED_WAIT
-from tickwheel_server.store.jobs import NOT_IN_NEW_SCHEDULE, JobRecord, JobStore, NewJob
+from tickwheel_server.store.jobexecutions import NOT_IN_NEW_SCHEDULE
+from tickwheel_server.store.jobrecords import JobRecord, NewJob
+from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.manual import ManualStore
 from tickwheel_server.store.partitions import PartitionStore
 from tickwheel_server.store.tables import executions, skips

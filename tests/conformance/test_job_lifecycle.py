@@ -25,7 +25,9 @@ from tickwheel_server.jobspec import schedule_of
 from tickwheel_server.schedule import Fire, Schedule
 from tickwheel_server.store.history import HistoryStore
 from tickwheel_server.store.isolation import PAUSED_WAIT
-from tickwheel_server.store.jobs import NOT_IN_NEW_SCHEDULE, CursorView, JobRecord, JobStore, NewJob
+from tickwheel_server.store.jobexecutions import NOT_IN_NEW_SCHEDULE
+from tickwheel_server.store.jobrecords import CursorView, JobRecord, NewJob
+from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.tables import attempts, executions, jobs, skips
 from tickwheel_server.store.tenants import Tenant, TenantStore
 

@@ -12,7 +12,8 @@ import sqlalchemy as sa
 from tickwheel_server.errors import AlreadyExists, NotFound, QuotaExceeded, VersionConflict
 from tickwheel.shared.ids import new_job_id
 from tickwheel_server.store.credentials import WorkerCredentialStore
-from tickwheel_server.store.jobs import JobStore, NewJob
+from tickwheel_server.store.jobrecords import NewJob
+from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.tables import metadata
 from tickwheel_server.store.tenants import Tenant, TenantStore
 

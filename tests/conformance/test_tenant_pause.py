@@ -13,7 +13,8 @@ import sqlalchemy as sa
 from tickwheel.shared.ids import execution_id, new_job_id, to_us
 from tickwheel_server.errors import NotFound
 from tickwheel_server.store.dispatch import DispatchStore
-from tickwheel_server.store.jobs import JobRecord, JobStore, NewJob
+from tickwheel_server.store.jobrecords import JobRecord, NewJob
+from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.partitions import PartitionStore
 from tickwheel_server.store.tables import executions, jobs, skips
 from tickwheel_server.store.tenants import Tenant, TenantStore

@@ -14,7 +14,8 @@ from tickwheel.v1 import job_pb2
 from tickwheel.shared.ids import execution_id, new_job_id, to_us
 from tickwheel_server.schedule import Engine, ZoneRegistry
 from tickwheel_server.schedule.zones import default_registry
-from tickwheel_server.store.jobs import JobStore, NewJob
+from tickwheel_server.store.jobrecords import NewJob
+from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.tables import executions, jobs
 from tickwheel_server.store.tenants import Tenant, TenantStore
 from tickwheel_server.store.tzdata import ShiftedRun, TzdataStore

@@ -49,7 +49,8 @@ from tickwheel_server.store import create_store_engine, migrate
 from tickwheel_server.store.credentials import WorkerCredential
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.handout import HandoutStore
-from tickwheel_server.store.jobs import JobStore, NewJob
+from tickwheel_server.store.jobrecords import NewJob
+from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.partitions import PartitionStore
 from tickwheel_server.store.tenants import Tenant, TenantStore
 

@@ -75,7 +75,8 @@ async def test_start_recomputes_jobs_of_another_release_and_logs_and_alerts_the_
     from tickwheel_server.schedule import Schedule, next_fire
     from tickwheel_server.store import create_store_engine, migrate
     from tickwheel_server.store.cluster import ensure_cluster
-    from tickwheel_server.store.jobs import JobStore, NewJob
+    from tickwheel_server.store.jobrecords import NewJob
+    from tickwheel_server.store.jobs import JobStore
     from tickwheel_server.store.tables import jobs
     from tickwheel_server.store.tenants import Tenant, TenantStore
 

@@ -16,7 +16,7 @@ from ..errors import FailedPrecondition, InvalidArgument
 from ..store.alerts import AlertRecord
 from ..store.credentials import WorkerCredential
 from ..store.history import AttemptRecord, ExecutionRecord, SkipRecord
-from ..store.jobs import JobRecord
+from ..store.jobrecords import JobRecord
 from ..store.tenants import ApiKey, Tenant
 from ..wire import EXECUTION_ORIGIN_TO_PROTO
 

@@ -39,7 +39,8 @@ from ..schedule import validate as validate_schedule
 from ..store.alerts import AlertStore
 from ..store.deadletters import DeadLetterStore
 from ..store.history import HistoryStore
-from ..store.jobs import CursorView, JobRecord, JobStore, NewJob, Reschedule, SkippedSpan
+from ..store.jobrecords import CursorView, JobRecord, NewJob, Reschedule, SkippedSpan
+from ..store.jobs import JobStore
 from ..store.manual import ManualStore
 from . import convert, validate
 from .status import rpc

@@ -26,10 +26,9 @@ never touched):
 - delete cancels them (``"canceled: job deleted"``).
 """
 
+
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -37,295 +36,23 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.v1 import job_pb2
 
-from tickwheel.shared.ids import execution_id, from_us, partition_of, to_us
+from tickwheel.shared.ids import from_us, partition_of, to_us
 
 from ..errors import NotFound, QuotaExceeded, VersionConflict
-from ..policy.jobchanges import Pending, Recreation, expired_at_resume, row_refresh
+from ..policy.jobchanges import Pending, expired_at_resume, row_refresh
 from ..schedule import Fire
 from .base import SqlStore
-from .engine import Capabilities
 from .history import SkipRecord
-from .isolation import (
-    PAUSED_WAIT, after_not_started_canceled, insert_for, not_held, set_key_limits, status_in, wake_keys,
+from .isolation import set_key_limits
+from .jobexecutions import (
+    cancel_not_started, chunks, held_by_pause, hold_not_started, last_created_at, pending_occurrences,
+    record_paused_span, recreate_pending, span_with,
 )
-from .timeline import NOT_STARTED, in_group, newest, scans
-from .tables import executions, job_requests, jobs, skips, tenants
-
-JOB_STATES = ("active", "paused", "completed")
-PAUSED_REASON = "job_paused"
-OVERLAP_REASON = "overlap"
-NOT_IN_NEW_SCHEDULE = "canceled: job updated: not an occurrence of the new schedule"
-_CHUNK = 500
-"""Ids per statement when rows are named one by one (SQLite binds at most 999 parameters)."""
-
-
-@dataclass(frozen=True)
-class NewJob:
-    """What the API decided for a job about to be created."""
-
-    id: str
-    tenant: str
-    name: str
-    spec: bytes
-    time_zone: str
-    next_run_at: datetime | None
-    next_due_at: datetime | None
-    tzdata_version: str
-    payload_size: int
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    id: str
-    tenant: str
-    partition: int
-    name: str
-    state: str
-    spec: bytes
-    time_zone: str
-    next_run_at: datetime | None
-    next_due_at: datetime | None
-    run_count: int
-    tzdata_version: str
-    pause_reason: str
-    version: int
-    created_at: datetime
-    updated_at: datetime
-    paused_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class CursorView:
-    """What an update's reschedule decision sees, read in the update's
-    transaction (so it includes whatever the dispatcher committed before)."""
-
-    state: str
-    next_run_at: datetime | None
-    """The cursor before the update: the first occurrence not yet consumed."""
-    run_count: int
-    """Occurrences consumed so far, including any ``skipped`` the update
-    records, not counting the ``pending`` ones (the update plans them again)."""
-    last_created_at: datetime | None
-    """Nominal instant of the job's latest scheduled or backfilled execution
-    (any status) other than the ``pending`` ones, or None. A new cursor must
-    lie after it: those ids exist."""
-    pending: tuple[Pending, ...] = ()
-    """The scheduled occurrences claimed ahead that have not started (first
-    attempt, never handed out): what the update re-creates."""
-
-
-Reschedule = Callable[[CursorView], Recreation]
-"""A pure decision: the pending occurrences under the new schedule and the
-job's new cursor (see :func:`tickwheel_server.policy.jobchanges.plan_recreation`)."""
-
-
-@dataclass(frozen=True)
-class SkippedSpan:
-    """Occurrences a pause kept from running, as the API counted them with the
-    engine: the first (the stored cursor), the last, and how many."""
-
-    from_at: datetime
-    to_at: datetime
-    count: int
-
-    def __post_init__(self) -> None:
-        if self.count < 1 or self.to_at < self.from_at:
-            raise ValueError("a skipped span holds at least one occurrence, from_at <= to_at")
-
-
-def _opt(micros: int | None) -> datetime | None:
-    return None if micros is None else from_us(micros)
-
-
-def _from_row(row) -> JobRecord:
-    return JobRecord(
-        id=row.id,
-        tenant=row.tenant,
-        partition=row.partition,
-        name=row.name,
-        state=row.state,
-        spec=bytes(row.spec),
-        time_zone=row.time_zone,
-        next_run_at=_opt(row.next_run_at),
-        next_due_at=_opt(row.next_due_at),
-        run_count=row.run_count,
-        tzdata_version=row.tzdata_version,
-        pause_reason=row.pause_reason,
-        version=row.version,
-        created_at=from_us(row.created_at),
-        updated_at=from_us(row.updated_at),
-        paused_at=_opt(row.paused_at),
-    )
-
-
-def _get(conn: Connection, tenant: str, job_id: str) -> JobRecord:
-    row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id, jobs.c.tenant == tenant)).first()
-    if row is None:
-        raise NotFound("job", job_id)
-    return _from_row(row)
-
-
-def _cancel_not_started(conn: Connection, caps: Capabilities, job_id: str, reason: str, now_us: int) -> int:
-    """Cancel the job's executions no worker holds; returns how many.
-
-    The status condition is the fence against a gateway handing one out at
-    the same moment: a row already ``running`` is not touched. A range scan on
-    ``executions_not_started_job``. A concurrency key whose freed slot had
-    woken one of them hands its turn on to the next waiter.
-    """
-    canceled = conn.execute(
-        executions.update()
-        .where(executions.c.job_id == job_id, *in_group(NOT_STARTED))
-        .values(status="canceled", finished_at=now_us, dead_reason=reason)
-        .returning(executions.c.job_id, executions.c.tenant, executions.c.wait_key)
-    ).all()
-    wake_keys(conn, caps, {(row.tenant, row.wait_key) for row in canceled if row.wait_key})
-    return len(canceled)
-
-
-def _hold_not_started(conn: Connection, caps: Capabilities, job_id: str) -> int:
-    """Hold the job's executions no worker holds (a pause); returns how many.
-
-    They become ``waiting`` on :data:`PAUSED_WAIT`, keeping everything else
-    (``ready_at``, attempt, delivery, payload), so a resume can release them
-    as they were. The status condition is the fence against a hand-out at
-    the same moment, as for a cancel. A key whose freed slot had woken one
-    of them hands its turn on to the next waiter.
-    """
-    held_now = [executions.c.job_id == job_id, *in_group(NOT_STARTED), not_held()]
-    keys = conn.execute(sa.select(executions.c.tenant, executions.c.wait_key).where(*held_now)).all()
-    if not keys:
-        return 0
-    conn.execute(executions.update().where(*held_now).values(status="waiting", wait_key=PAUSED_WAIT))
-    wake_keys(conn, caps, {(row.tenant, row.wait_key) for row in keys if row.wait_key})
-    return len(keys)
-
-
-def _held(job_id: str) -> list:
-    """The conditions naming the job's executions its pause holds."""
-    return [
-        executions.c.job_id == job_id, status_in(executions.c.status, "waiting"), executions.c.wait_key == PAUSED_WAIT,
-    ]
-
-
-def _chunks(items: list, size: int = _CHUNK) -> Iterable[list]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def _pending(conn: Connection, job_id: str) -> list:
-    """The job's scheduled occurrences claimed ahead that have not started:
-    first attempt, never handed out, ``scheduled`` or ``waiting`` (held or
-    not). A range scan on ``executions_not_started_job``."""
-    return conn.execute(
-        sa.select(executions.c.id, executions.c.nominal_at, executions.c.due_at)
-        .where(
-            executions.c.job_id == job_id,
-            *in_group(NOT_STARTED),
-            executions.c.origin == "scheduled",
-            executions.c.attempt == 1,
-            executions.c.delivery == 0,
-        )
-        .order_by(executions.c.nominal_at)
-    ).all()
-
-
-def _recreate(
-    conn: Connection, caps: Capabilities, job: JobRecord, pending: list, plan: Recreation, *, payload: bytes,
-    handler: str | None, held: bool, now_us: int,
-) -> int:
-    """Apply an update's re-plan of the pending occurrences; returns how many were canceled.
-
-    Kept rows are re-created in place: same id, the new due instant (and
-    ``ready_at``), payload and handler, their status (held or not) as it
-    was. Created ones are inserted with their derived ids (held when the
-    job is paused). Every write is conditional on the row not having
-    started meanwhile.
-    """
-    by_instant = {from_us(row.nominal_at): row.id for row in pending}
-    not_started = in_group(NOT_STARTED)
-    if plan.kept:
-        conn.execute(
-            executions.update()
-            .where(executions.c.id == sa.bindparam("b_id"), *not_started)
-            .values(due_at=sa.bindparam("b_due"), ready_at=sa.bindparam("b_due"), payload=payload, handler=handler),
-            [dict(b_id=by_instant[nominal], b_due=to_us(fire.due_at)) for nominal, fire in sorted(plan.kept.items())],
-        )
-    canceled = []
-    for chunk in _chunks([by_instant[nominal] for nominal in plan.canceled]):
-        canceled += conn.execute(
-            executions.update()
-            .where(executions.c.id.in_(chunk), *not_started)
-            .values(status="canceled", finished_at=now_us, dead_reason=NOT_IN_NEW_SCHEDULE)
-            .returning(executions.c.job_id, executions.c.tenant, executions.c.wait_key)
-        ).all()
-    after_not_started_canceled(conn, caps, canceled)
-    if plan.created:
-        conn.execute(
-            insert_for(conn, executions).on_conflict_do_nothing(index_elements=["id"]),
-            [
-                dict(
-                    id=execution_id(job.id, fire.nominal_at), job_id=job.id, tenant=job.tenant,
-                    partition=job.partition, origin="scheduled", nominal_at=to_us(fire.nominal_at),
-                    due_at=to_us(fire.due_at), ready_at=to_us(fire.due_at), attempt=1, delivery=0,
-                    status="waiting" if held else "scheduled", wait_key=PAUSED_WAIT if held else None,
-                    owner=None, worker_id=None, handler=handler, missed_count=1, reap_count=0, payload=payload,
-                    error="", dead_reason="", created_at=now_us, finished_at=None, allow_overlap=False,
-                )
-                for fire in plan.created
-            ],
-        )
-    return len(canceled)
-
-
-def _last_created_at(conn: Connection, job_id: str, excluding: frozenset[str] = frozenset()) -> datetime | None:
-    """Nominal instant of the job's latest occurrence that was created: it
-    has an execution row, or the overlap policy skipped it (its row was
-    deleted, and the skip range accounts for it).
-
-    Triggers are left out: their ids do not derive from a nominal instant, so
-    they can never collide with an occurrence the dispatcher creates; so are
-    the executions ``excluding`` names (an update's pending occurrences). A
-    backward range scan on each status group's job index (see
-    :mod:`.timeline`) and one on ``skips_job``, each stopping after
-    ``len(excluding) + 1`` rows.
-    """
-    columns = [executions.c.nominal_at, executions.c.id]
-    scanned = scans(columns, job_id=job_id, where=[executions.c.origin != "trigger"])
-    latest = [row for row in newest(conn, scanned, len(excluding) + 1) if row.id not in excluding]
-    last = latest[0].nominal_at if latest else None
-    skipped = conn.execute(
-        sa.select(skips.c.to_at)
-        .where(skips.c.job_id == job_id, skips.c.reason == OVERLAP_REASON)
-        .order_by(skips.c.to_at.desc())
-        .limit(1)
-    ).scalar()
-    found = [t for t in (last, skipped) if t is not None]
-    return _opt(max(found)) if found else None
-
-
-def _record_paused_span(conn: Connection, job: JobRecord, span: SkippedSpan, now_us: int) -> SkipRecord:
-    """Insert one ``job_paused`` skip range for ``span``.
-
-    Its id derives from the job and the span's first occurrence (the cursor
-    the pause kept, or the earliest held occurrence that expired), which no
-    other span counts: one span is never recorded twice.
-    ``continues_at`` stays NULL: a paused span is complete when recorded and
-    is never extended by a later claim (the dispatcher extends only misfire
-    ranges).
-    """
-    from_us_ = to_us(span.from_at)
-    record = SkipRecord(
-        id=f"{job.id}:paused:{from_us_}", job_id=job.id, tenant=job.tenant, from_at=from_us(from_us_),
-        to_at=from_us(to_us(span.to_at)), count=span.count, reason=PAUSED_REASON, created_at=from_us(now_us),
-    )
-    conn.execute(
-        skips.insert().values(
-            id=record.id, job_id=job.id, tenant=job.tenant, from_at=from_us_, to_at=to_us(span.to_at),
-            continues_at=None, count=span.count, reason=PAUSED_REASON, created_at=now_us,
-        )
-    )
-    return record
+from .jobrecords import (
+    JOB_STATES, CursorView, JobRecord, NewJob, Reschedule, SkippedSpan, get_job, job_record,
+)
+from .tables import executions, job_requests, jobs, tenants
+from .timeline import NOT_STARTED, in_group
 
 
 class JobStore(SqlStore):
@@ -359,7 +86,7 @@ class JobStore(SqlStore):
                 )
             ).scalar()
             if seen is not None:
-                return _get(conn, job.tenant, seen), False
+                return get_job(conn, job.tenant, seen), False
             tenant = conn.execute(
                 sa.select(tenants.c.job_count, tenants.c.max_jobs, tenants.c.max_payload_bytes).where(
                     tenants.c.name == job.tenant
@@ -406,7 +133,7 @@ class JobStore(SqlStore):
                     tenant=job.tenant, request_id=request_id, job_id=job.id, created_at=now_us
                 )
             )
-            return _get(conn, job.tenant, job.id), True
+            return get_job(conn, job.tenant, job.id), True
 
         record, created = await self._tx(fn)
         if created:
@@ -415,7 +142,7 @@ class JobStore(SqlStore):
 
     async def get(self, tenant: str, job_id: str) -> JobRecord:
         """The job, or NotFound (also for another tenant's job)."""
-        return await self._tx(lambda conn: _get(conn, tenant, job_id))
+        return await self._tx(lambda conn: get_job(conn, tenant, job_id))
 
     async def list(
         self, tenant: str, *, after_id: str = "", limit: int = 100, state: str = "", name_prefix: str = ""
@@ -444,7 +171,7 @@ class JobStore(SqlStore):
             if name_prefix:
                 query = query.where(jobs.c.name.startswith(name_prefix, autoescape=True))
             query = query.order_by(jobs.c.id).limit(limit)
-            return [_from_row(row) for row in conn.execute(query)]
+            return [job_record(row) for row in conn.execute(query)]
 
         return await self._tx(fn)
 
@@ -459,7 +186,7 @@ class JobStore(SqlStore):
         row = conn.execute(query).first()
         if row is None:
             raise NotFound("job", job_id)
-        return _from_row(row)
+        return job_record(row)
 
     async def update(
         self,
@@ -486,16 +213,16 @@ class JobStore(SqlStore):
           ``max_payload_bytes``.
         - ``reschedule`` None (the schedule did not change): the cursor and
           ``run_count`` stay; the pending occurrences (scheduled, claimed
-          ahead, not started: see :class:`CursorView`) keep their rows and
-          take the new payload if it changed.
+          ahead, not started: see :class:`.jobrecords.CursorView`) keep
+          their rows and take the new payload if it changed.
         - ``reschedule`` given: it is called with what this transaction read
           (perhaps more than once, when the transaction is retried) and its
           :class:`~tickwheel_server.policy.jobchanges.Recreation` applied: the
           pending occurrences it keeps are re-created in place (same id, the
           new due instant, payload and handler), those it cancels end
-          ``canceled`` with :data:`NOT_IN_NEW_SCHEDULE`, those it creates are
-          inserted (held when the job is paused); the cursor and
-          ``run_count`` become its own.
+          ``canceled`` with :data:`.jobexecutions.NOT_IN_NEW_SCHEDULE`,
+          those it creates are inserted (held when the job is paused); the
+          cursor and ``run_count`` become its own.
         - Every execution not started takes the new handler if it changed
           (the row's handler routes the hand-out, whose target is the job's).
           Nothing else of an execution changes; a running one is never
@@ -532,14 +259,14 @@ class JobStore(SqlStore):
             next_run_at, next_due_at = current.next_run_at, current.next_due_at
             canceled = 0
             if reschedule is not None:
-                pending = _pending(conn, job_id)
+                pending = pending_occurrences(conn, job_id)
                 view = CursorView(
                     current.state, current.next_run_at, max(0, run_count - len(pending)),
-                    _last_created_at(conn, job_id, frozenset(row.id for row in pending)),
+                    last_created_at(conn, job_id, frozenset(row.id for row in pending)),
                     tuple(Pending(from_us(row.nominal_at), from_us(row.due_at)) for row in pending),
                 )
                 plan = reschedule(view)
-                canceled = _recreate(
+                canceled = recreate_pending(
                     conn, self.caps, current, pending, plan, payload=changed.payload, handler=refresh.handler,
                     held=current.state == "paused", now_us=now_us,
                 )
@@ -547,8 +274,8 @@ class JobStore(SqlStore):
                 fire = plan.next_fire
                 next_run_at, next_due_at = (None, None) if fire is None else (fire.nominal_at, fire.due_at)
             elif refresh.payload is not None:
-                ids = [row.id for row in _pending(conn, job_id)]
-                for chunk in _chunks(ids):
+                ids = [row.id for row in pending_occurrences(conn, job_id)]
+                for chunk in chunks(ids):
                     conn.execute(
                         executions.update()
                         .where(executions.c.id.in_(chunk), *in_group(NOT_STARTED))
@@ -565,7 +292,7 @@ class JobStore(SqlStore):
             else:
                 state = "active" if next_run_at is not None else "completed"
             if skipped is not None:
-                _record_paused_span(conn, current, skipped, now_us)
+                record_paused_span(conn, current, skipped, now_us)
             conn.execute(
                 jobs.update()
                 .where(jobs.c.id == job_id)
@@ -576,7 +303,7 @@ class JobStore(SqlStore):
                     run_count=run_count, version=current.version + 1, updated_at=now_us,
                 )
             )
-            return _get(conn, tenant, job_id), canceled
+            return get_job(conn, tenant, job_id), canceled
 
         record, canceled = await self._tx(fn)
         await self._apply_key_limits(record)
@@ -615,7 +342,7 @@ class JobStore(SqlStore):
             current = self._locked(conn, tenant, job_id)
             if expected_version and current.version != expected_version:
                 raise VersionConflict(f"job {job_id!r}", expected_version, current.version)
-            canceled = _cancel_not_started(conn, self.caps, job_id, "canceled: job deleted", now_us)
+            canceled = cancel_not_started(conn, self.caps, job_id, "canceled: job deleted", now_us)
             conn.execute(jobs.delete().where(jobs.c.id == job_id))
             conn.execute(
                 tenants.update().where(tenants.c.name == tenant).values(job_count=tenants.c.job_count - 1)
@@ -644,7 +371,7 @@ class JobStore(SqlStore):
             current = self._locked(conn, tenant, job_id)
             if current.state == "paused":
                 return current, 0
-            held = _hold_not_started(conn, self.caps, job_id)
+            held = hold_not_started(conn, self.caps, job_id)
             conn.execute(
                 jobs.update()
                 .where(jobs.c.id == job_id)
@@ -653,7 +380,7 @@ class JobStore(SqlStore):
                     updated_at=now_us,
                 )
             )
-            return _get(conn, tenant, job_id), held
+            return get_job(conn, tenant, job_id), held
 
         return await self._tx(fn)
 
@@ -713,20 +440,20 @@ class JobStore(SqlStore):
                 sa.select(
                     executions.c.id, executions.c.origin, executions.c.nominal_at, executions.c.due_at,
                     executions.c.attempt, executions.c.delivery,
-                ).where(*_held(job_id))
+                ).where(*held_by_pause(job_id))
             ).all()
             expired = [
                 row for row in held
                 if expired_at_resume(origin=row.origin, attempt=row.attempt, delivery=row.delivery,
                                      due_at=from_us(row.due_at), now=decided_at, threshold=threshold)
             ]
-            for chunk in _chunks([row.id for row in expired]):
-                conn.execute(executions.delete().where(executions.c.id.in_(chunk), *_held(job_id)))
+            for chunk in chunks([row.id for row in expired]):
+                conn.execute(executions.delete().where(executions.c.id.in_(chunk), *held_by_pause(job_id)))
             released = conn.execute(
-                executions.update().where(*_held(job_id)).values(status="scheduled", wait_key=None)
+                executions.update().where(*held_by_pause(job_id)).values(status="scheduled", wait_key=None)
             ).rowcount
-            span = _span_with(skipped, [from_us(row.nominal_at) for row in expired])
-            skip = None if span is None else _record_paused_span(conn, current, span, now_us)
+            span = span_with(skipped, [from_us(row.nominal_at) for row in expired])
+            skip = None if span is None else record_paused_span(conn, current, span, now_us)
             run_count = current.run_count + (skipped.count if skipped is not None else 0)
             conn.execute(
                 jobs.update()
@@ -739,14 +466,6 @@ class JobStore(SqlStore):
                     version=current.version + 1, updated_at=now_us,
                 )
             )
-            return _get(conn, tenant, job_id), skip, released
+            return get_job(conn, tenant, job_id), skip, released
 
         return await self._tx(fn)
-
-
-def _span_with(span: SkippedSpan | None, expired: list[datetime]) -> SkippedSpan | None:
-    """The paused span widened to the held occurrences that expired: one range."""
-    if not expired:
-        return span
-    instants = expired if span is None else [*expired, span.from_at, span.to_at]
-    return SkippedSpan(min(instants), max(instants), len(expired) + (span.count if span is not None else 0))

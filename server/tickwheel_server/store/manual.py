@@ -38,7 +38,7 @@ from ..jobspec import handler_of
 from ..telemetry.tracing import current_traceparent
 from .base import SqlStore
 from .history import ExecutionRecord, _attempts_of, execution_from_row
-from .jobs import _get
+from .jobrecords import get_job
 from .tables import executions
 
 BACKFILL_RATE = 100
@@ -101,7 +101,7 @@ class ManualStore(SqlStore):
 
         def fn(conn: Connection) -> tuple[ExecutionRecord, bool]:
             now_us = to_us(self.clock.now())
-            job = _get(conn, tenant, job_id)
+            job = get_job(conn, tenant, job_id)
             spec = _definition(job)
             row = _row(job, ident, "trigger", now_us, now_us, spec.payload if payload is None else payload, now_us,
                        handler_of(spec), allow_overlap, trace_context)
@@ -123,7 +123,7 @@ class ManualStore(SqlStore):
         def fn(conn: Connection) -> BackfillResult:
             now = self.clock.now()
             now_us = to_us(now)
-            job = _get(conn, tenant, job_id)
+            job = get_job(conn, tenant, job_id)
             spec = _definition(job)
             ids = [execution_id(job_id, nominal) for nominal in nominals]
             existing: set[str] = set()

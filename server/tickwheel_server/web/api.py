@@ -44,7 +44,8 @@ from ..schedule import Fire, ScheduleKind, zones
 from ..store.deadletters import DeadLetterStore
 from ..store.errors import StoreUnavailableError, TransactionConflictError
 from ..store.history import ExecutionRecord, HistoryStore
-from ..store.jobs import JobRecord, JobStore
+from ..store.jobrecords import JobRecord
+from ..store.jobs import JobStore
 from .auth import principal_of, require_admin, tenant_of
 from .call import CallAborted
 from .cluster import ClusterView

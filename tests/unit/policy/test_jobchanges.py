@@ -11,7 +11,7 @@ from tickwheel.v1 import job_pb2
 from tickwheel_server.api.scheduler import replan
 from tickwheel_server.policy.jobchanges import Pending, RowRefresh, expired_at_resume, plan_recreation, row_refresh
 from tickwheel_server.schedule import Fire, Schedule
-from tickwheel_server.store.jobs import CursorView
+from tickwheel_server.store.jobrecords import CursorView
 
 DAY0 = datetime(2027, 3, 1, tzinfo=timezone.utc)
 TWO_AM = DAY0.replace(hour=2)

@@ -1,0 +1,204 @@
+"""What changing a job writes beside its row: its executions that have not
+started (held, released, canceled, re-planned) and the skip ranges a pause
+leaves.
+
+Each function runs inside the caller's transaction
+(:class:`~tickwheel_server.store.jobs.JobStore`, whose docstrings state what
+each change does); none commits. A ``running`` execution is never touched:
+every write is conditional on the row not having started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from tickwheel.shared.ids import execution_id, from_us, to_us
+
+from ..policy.jobchanges import Recreation
+from .engine import Capabilities
+from .history import SkipRecord
+from .isolation import PAUSED_WAIT, after_not_started_canceled, insert_for, not_held, status_in, wake_keys
+from .jobrecords import JobRecord, SkippedSpan
+from .tables import executions, skips
+from .timeline import NOT_STARTED, in_group, newest, scans
+
+PAUSED_REASON = "job_paused"
+OVERLAP_REASON = "overlap"
+NOT_IN_NEW_SCHEDULE = "canceled: job updated: not an occurrence of the new schedule"
+CHUNK = 500
+"""Ids per statement when rows are named one by one (SQLite binds at most 999 parameters)."""
+
+
+def cancel_not_started(conn: Connection, caps: Capabilities, job_id: str, reason: str, now_us: int) -> int:
+    """Cancel the job's executions no worker holds; returns how many.
+
+    The status condition is the fence against a gateway handing one out at
+    the same moment: a row already ``running`` is not touched. A range scan on
+    ``executions_not_started_job``. A concurrency key whose freed slot had
+    woken one of them hands its turn on to the next waiter.
+    """
+    canceled = conn.execute(
+        executions.update()
+        .where(executions.c.job_id == job_id, *in_group(NOT_STARTED))
+        .values(status="canceled", finished_at=now_us, dead_reason=reason)
+        .returning(executions.c.job_id, executions.c.tenant, executions.c.wait_key)
+    ).all()
+    wake_keys(conn, caps, {(row.tenant, row.wait_key) for row in canceled if row.wait_key})
+    return len(canceled)
+
+
+def hold_not_started(conn: Connection, caps: Capabilities, job_id: str) -> int:
+    """Hold the job's executions no worker holds (a pause); returns how many.
+
+    They become ``waiting`` on :data:`PAUSED_WAIT`, keeping everything else
+    (``ready_at``, attempt, delivery, payload), so a resume can release them
+    as they were. The status condition is the fence against a hand-out at
+    the same moment, as for a cancel. A key whose freed slot had woken one
+    of them hands its turn on to the next waiter.
+    """
+    held_now = [executions.c.job_id == job_id, *in_group(NOT_STARTED), not_held()]
+    keys = conn.execute(sa.select(executions.c.tenant, executions.c.wait_key).where(*held_now)).all()
+    if not keys:
+        return 0
+    conn.execute(executions.update().where(*held_now).values(status="waiting", wait_key=PAUSED_WAIT))
+    wake_keys(conn, caps, {(row.tenant, row.wait_key) for row in keys if row.wait_key})
+    return len(keys)
+
+
+def held_by_pause(job_id: str) -> list:
+    """The conditions naming the job's executions its pause holds."""
+    return [
+        executions.c.job_id == job_id, status_in(executions.c.status, "waiting"), executions.c.wait_key == PAUSED_WAIT,
+    ]
+
+
+def chunks(items: list, size: int = CHUNK) -> Iterable[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def pending_occurrences(conn: Connection, job_id: str) -> list:
+    """The job's scheduled occurrences claimed ahead that have not started:
+    first attempt, never handed out, ``scheduled`` or ``waiting`` (held or
+    not). A range scan on ``executions_not_started_job``."""
+    return conn.execute(
+        sa.select(executions.c.id, executions.c.nominal_at, executions.c.due_at)
+        .where(
+            executions.c.job_id == job_id,
+            *in_group(NOT_STARTED),
+            executions.c.origin == "scheduled",
+            executions.c.attempt == 1,
+            executions.c.delivery == 0,
+        )
+        .order_by(executions.c.nominal_at)
+    ).all()
+
+
+def recreate_pending(
+    conn: Connection, caps: Capabilities, job: JobRecord, pending: list, plan: Recreation, *, payload: bytes,
+    handler: str | None, held: bool, now_us: int,
+) -> int:
+    """Apply an update's re-plan of the pending occurrences; returns how many were canceled.
+
+    Kept rows are re-created in place: same id, the new due instant (and
+    ``ready_at``), payload and handler, their status (held or not) as it
+    was. Created ones are inserted with their derived ids (held when the
+    job is paused). Every write is conditional on the row not having
+    started meanwhile.
+    """
+    by_instant = {from_us(row.nominal_at): row.id for row in pending}
+    not_started = in_group(NOT_STARTED)
+    if plan.kept:
+        conn.execute(
+            executions.update()
+            .where(executions.c.id == sa.bindparam("b_id"), *not_started)
+            .values(due_at=sa.bindparam("b_due"), ready_at=sa.bindparam("b_due"), payload=payload, handler=handler),
+            [dict(b_id=by_instant[nominal], b_due=to_us(fire.due_at)) for nominal, fire in sorted(plan.kept.items())],
+        )
+    canceled = []
+    for chunk in chunks([by_instant[nominal] for nominal in plan.canceled]):
+        canceled += conn.execute(
+            executions.update()
+            .where(executions.c.id.in_(chunk), *not_started)
+            .values(status="canceled", finished_at=now_us, dead_reason=NOT_IN_NEW_SCHEDULE)
+            .returning(executions.c.job_id, executions.c.tenant, executions.c.wait_key)
+        ).all()
+    after_not_started_canceled(conn, caps, canceled)
+    if plan.created:
+        conn.execute(
+            insert_for(conn, executions).on_conflict_do_nothing(index_elements=["id"]),
+            [
+                dict(
+                    id=execution_id(job.id, fire.nominal_at), job_id=job.id, tenant=job.tenant,
+                    partition=job.partition, origin="scheduled", nominal_at=to_us(fire.nominal_at),
+                    due_at=to_us(fire.due_at), ready_at=to_us(fire.due_at), attempt=1, delivery=0,
+                    status="waiting" if held else "scheduled", wait_key=PAUSED_WAIT if held else None,
+                    owner=None, worker_id=None, handler=handler, missed_count=1, reap_count=0, payload=payload,
+                    error="", dead_reason="", created_at=now_us, finished_at=None, allow_overlap=False,
+                )
+                for fire in plan.created
+            ],
+        )
+    return len(canceled)
+
+
+def last_created_at(conn: Connection, job_id: str, excluding: frozenset[str] = frozenset()) -> datetime | None:
+    """Nominal instant of the job's latest occurrence that was created: it
+    has an execution row, or the overlap policy skipped it (its row was
+    deleted, and the skip range accounts for it).
+
+    Triggers are left out: their ids do not derive from a nominal instant, so
+    they can never collide with an occurrence the dispatcher creates; so are
+    the executions ``excluding`` names (an update's pending occurrences). A
+    backward range scan on each status group's job index (see
+    :mod:`.timeline`) and one on ``skips_job``, each stopping after
+    ``len(excluding) + 1`` rows.
+    """
+    columns = [executions.c.nominal_at, executions.c.id]
+    scanned = scans(columns, job_id=job_id, where=[executions.c.origin != "trigger"])
+    latest = [row for row in newest(conn, scanned, len(excluding) + 1) if row.id not in excluding]
+    last = latest[0].nominal_at if latest else None
+    skipped = conn.execute(
+        sa.select(skips.c.to_at)
+        .where(skips.c.job_id == job_id, skips.c.reason == OVERLAP_REASON)
+        .order_by(skips.c.to_at.desc())
+        .limit(1)
+    ).scalar()
+    found = [t for t in (last, skipped) if t is not None]
+    return from_us(max(found)) if found else None
+
+
+def record_paused_span(conn: Connection, job: JobRecord, span: SkippedSpan, now_us: int) -> SkipRecord:
+    """Insert one ``job_paused`` skip range for ``span``.
+
+    Its id derives from the job and the span's first occurrence (the cursor
+    the pause kept, or the earliest held occurrence that expired), which no
+    other span counts: one span is never recorded twice.
+    ``continues_at`` stays NULL: a paused span is complete when recorded and
+    is never extended by a later claim (the dispatcher extends only misfire
+    ranges).
+    """
+    from_us_ = to_us(span.from_at)
+    record = SkipRecord(
+        id=f"{job.id}:paused:{from_us_}", job_id=job.id, tenant=job.tenant, from_at=from_us(from_us_),
+        to_at=from_us(to_us(span.to_at)), count=span.count, reason=PAUSED_REASON, created_at=from_us(now_us),
+    )
+    conn.execute(
+        skips.insert().values(
+            id=record.id, job_id=job.id, tenant=job.tenant, from_at=from_us_, to_at=to_us(span.to_at),
+            continues_at=None, count=span.count, reason=PAUSED_REASON, created_at=now_us,
+        )
+    )
+    return record
+
+
+def span_with(span: SkippedSpan | None, expired: list[datetime]) -> SkippedSpan | None:
+    """The paused span widened to the held occurrences that expired: one range."""
+    if not expired:
+        return span
+    instants = expired if span is None else [*expired, span.from_at, span.to_at]
+    return SkippedSpan(min(instants), max(instants), len(expired) + (span.count if span is not None else 0))
