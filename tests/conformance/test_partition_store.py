@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from tickwheel_server.store.engine import RetryEvent, run_in_transaction
+from tickwheel_server.store.transactions import RetryEvent, run_in_transaction
 from tickwheel_server.store.partitions import PartitionStore, check_epochs, raise_epochs_in
 
 PARTITION = 3

@@ -100,7 +100,6 @@ LONG_ALLOWED = {
     "dispatch.py": "core helper (issue 16): store/dispatch.py under ~500 lines",
     "alerts.py": "rooms helper (issue 16): the catalogue and the watch loop move to alerts/",
     "retention.py": "rooms helper (issue 16): the sketch to policy/, the elected loop to maintenance/",
-    "engine.py": "layers helper (issue 16): the retry loop moves to store/transactions.py",
 }
 
 

@@ -1,24 +1,12 @@
 """The store: jobs, executions, history and partitions in SQL.
 
-The engine layer (:mod:`.engine`) builds engines from URLs, reports what each
-engine can do (:class:`Capabilities`) and runs transactions with retries on
-SQLSTATE 40001; :mod:`.migrate` applies the versioned schema migrations in
+The engine layer (:mod:`.engine`) builds engines from URLs and reports what
+each engine can do (:class:`Capabilities`); :mod:`.transactions` runs
+transactions with retries on SQLSTATE 40001; :mod:`.migrate` applies the versioned schema migrations in
 :mod:`.migrations`.
 """
 
-from .engine import (
-    Backoff,
-    Capabilities,
-    ErrorKind,
-    RetryEvent,
-    capabilities,
-    classify_error,
-    create_store_engine,
-    parse_store_url,
-    run_in_transaction,
-    run_in_transaction_async,
-    sqlstate_of,
-)
+from .engine import Capabilities, capabilities, create_store_engine, parse_store_url
 from .errors import (
     AmbiguousCommitError,
     MigrationError,
@@ -36,6 +24,15 @@ from .migrate import (
     load_migrations,
     migrate,
     pending_migrations,
+)
+from .transactions import (
+    Backoff,
+    ErrorKind,
+    RetryEvent,
+    classify_error,
+    run_in_transaction,
+    run_in_transaction_async,
+    sqlstate_of,
 )
 
 __all__ = [

@@ -10,7 +10,8 @@ from sqlalchemy.engine import Connection, CursorResult, Engine
 
 from tickwheel.shared.clock import Clock
 
-from .engine import capabilities, run_in_transaction_async
+from .engine import capabilities
+from .transactions import run_in_transaction_async
 
 T = TypeVar("T")
 

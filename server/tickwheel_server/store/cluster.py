@@ -11,7 +11,7 @@ from sqlalchemy.engine import Connection, Engine
 from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import to_us
 
-from .engine import run_in_transaction_async
+from .transactions import run_in_transaction_async
 
 _cluster = sa.Table(
     "cluster",

@@ -1,4 +1,4 @@
-"""The store's engine layer: URLs, capabilities and retried transactions.
+"""The store's engine layer: URLs, engines and what each can do.
 
 Three engines, one SQL subset (the one CockroachDB and PostgreSQL share):
 
@@ -12,7 +12,7 @@ Three engines, one SQL subset (the one CockroachDB and PostgreSQL share):
   sqlalchemy-cockroachdb dialect). Both run at SERIALIZABLE by default, which
   is CockroachDB's only sensible level and the one the test suite runs
   PostgreSQL at, so SQLSTATE 40001 is an everyday event that
-  :func:`run_in_transaction` absorbs.
+  :func:`~tickwheel_server.store.transactions.run_in_transaction` absorbs.
 
 Engine-specific SQL goes behind :class:`Capabilities`, never behind a check
 of the URL string.
@@ -20,17 +20,10 @@ of the URL string.
 
 from __future__ import annotations
 
-import asyncio
-import enum
-import logging
-import random
 import sqlite3
-import time
 import uuid
-from collections.abc import Callable
-from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -38,18 +31,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
 from sqlalchemy.pool import QueuePool
 
-from tickwheel.shared.clock import Clock, SystemClock
-
-from .errors import (
-    AmbiguousCommitError,
-    StoreConfigError,
-    StoreUnavailableError,
-    TransactionConflictError,
-)
-
-log = logging.getLogger(__name__)
-
-T = TypeVar("T")
+from .errors import StoreConfigError
 
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
@@ -341,301 +323,3 @@ def capabilities(bind: Engine | Connection | Dialect) -> Capabilities:
             transactional_ddl=True,
         )
     raise StoreConfigError(f"unsupported SQL dialect {name!r}")
-
-
-# ------------------------------------------------------- error classification
-
-
-class ErrorKind(enum.Enum):
-    """What a failed transaction attempt means for retrying it."""
-
-    CONFLICT = "conflict"
-    """Serialization failure (40001), deadlock (40P01), SQLite busy/locked:
-    nothing was applied; retry."""
-    CONNECTION = "connection"
-    """The connection could not be made or was lost before COMMIT: nothing
-    was applied; retry."""
-    AMBIGUOUS = "ambiguous"
-    """The commit may or may not have been applied (40003, or the connection
-    broke during COMMIT)."""
-    FATAL = "fatal"
-    """Anything else: retrying would fail the same way."""
-
-
-CONFLICT_SQLSTATES = frozenset({"40001", "40P01"})
-"""Serialization failure (CockroachDB's "restart transaction") and deadlock."""
-AMBIGUOUS_SQLSTATES = frozenset({"40003"})
-"""statement_completion_unknown: CockroachDB's "result is ambiguous"."""
-CONNECTION_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
-"""admin/crash shutdown, cannot connect now, too many connections (and all of class 08)."""
-_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
-
-
-def sqlstate_of(error: BaseException) -> str | None:
-    """The SQLSTATE behind ``error`` (a SQLAlchemy DBAPIError or a driver error), if any.
-
-    psycopg 3 exposes it as ``sqlstate``, psycopg2 as ``pgcode``; this is the
-    same detection sqlalchemy-cockroachdb's ``run_transaction`` relies on.
-    """
-    candidates = [error]
-    orig = getattr(error, "orig", None)
-    if orig is not None:
-        candidates.insert(0, orig)
-    for candidate in candidates:
-        for attribute in ("sqlstate", "pgcode"):
-            value = getattr(candidate, attribute, None)
-            if isinstance(value, str) and value:
-                return value
-    return None
-
-
-def classify_error(error: BaseException) -> ErrorKind:
-    """Classify an error raised while running or committing a transaction.
-
-    Pure: looks only at the error. (Whether a CONNECTION error becomes
-    AMBIGUOUS depends on when it happened; :func:`run_in_transaction` decides
-    that.)
-    """
-    sqlstate = sqlstate_of(error)
-    if sqlstate is not None:
-        if sqlstate in CONFLICT_SQLSTATES:
-            return ErrorKind.CONFLICT
-        if sqlstate in AMBIGUOUS_SQLSTATES:
-            return ErrorKind.AMBIGUOUS
-        if sqlstate.startswith("08") or sqlstate in CONNECTION_SQLSTATES:
-            return ErrorKind.CONNECTION
-        return ErrorKind.FATAL
-    if isinstance(error, (sa_exc.DisconnectionError, sa_exc.TimeoutError)):
-        return ErrorKind.CONNECTION
-    if isinstance(error, sa_exc.DBAPIError):
-        if error.connection_invalidated:
-            return ErrorKind.CONNECTION
-        orig = error.orig
-        if isinstance(orig, sqlite3.Error):
-            code = getattr(orig, "sqlite_errorcode", None)
-            if code is not None and code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED):
-                return ErrorKind.CONFLICT
-            return ErrorKind.FATAL
-        # psycopg reports "connection refused", "server closed the connection
-        # unexpectedly" and the like as OperationalError without a SQLSTATE.
-        if isinstance(error, sa_exc.OperationalError):
-            return ErrorKind.CONNECTION
-    return ErrorKind.FATAL
-
-
-# ----------------------------------------------------------------- retrying
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Bounded exponential backoff with full jitter.
-
-    Before retry ``n`` (n >= 1) wait uniformly in ``[0, min(cap, base * 2**(n-1))]``
-    seconds. Full jitter spreads contenders that conflicted at the same instant.
-    """
-
-    base: float = 0.01
-    cap: float = 2.0
-
-    def __post_init__(self) -> None:
-        if self.base <= 0 or self.cap < self.base:
-            raise StoreConfigError("Backoff needs base > 0 and cap >= base")
-
-    def ceiling(self, retry: int) -> float:
-        """The longest wait before retry ``retry`` (1-based)."""
-        if retry < 1:
-            raise ValueError("retry counts from 1")
-        # min() before the power would overflow for large retry counts.
-        return min(self.cap, self.base * 2.0 ** min(retry - 1, 64))
-
-    def delay(self, retry: int, rng: random.Random) -> float:
-        """A wait before retry ``retry`` (1-based), drawn from ``rng``."""
-        return rng.uniform(0.0, self.ceiling(retry))
-
-
-DEFAULT_ATTEMPTS = 10
-DEFAULT_BACKOFF = Backoff()
-_default_rng = random.Random()
-
-
-@dataclass(frozen=True)
-class RetryEvent:
-    """Passed to ``on_retry`` before each wait: attempt ``attempt`` failed."""
-
-    attempt: int
-    kind: ErrorKind
-    sqlstate: str | None
-    delay: float
-    error: BaseException
-
-
-class _Attempt:
-    """One try of a transaction, remembering whether COMMIT was reached."""
-
-    def __init__(self, engine: Engine, fn: Callable[[Connection], T]) -> None:
-        self._engine = engine
-        self._fn = fn
-        self.committing = False
-
-    def run(self) -> T:
-        with self._engine.connect() as conn:
-            transaction = conn.begin()
-            try:
-                result = self._fn(conn)
-            except BaseException:
-                try:
-                    transaction.rollback()
-                except Exception:  # the connection is gone; the pool discards it
-                    log.debug("rollback after a failed attempt failed", exc_info=True)
-                raise
-            self.committing = True
-            transaction.commit()
-            return result
-
-
-def _delay_or_raise(
-    error: Exception,
-    *,
-    committing: bool,
-    attempt: int,
-    attempts: int,
-    backoff: Backoff,
-    idempotent: bool,
-    rng: random.Random,
-) -> tuple[ErrorKind, float]:
-    """Decide what follows a failed attempt: a wait before the next, or a raise."""
-    kind = classify_error(error)
-    sqlstate = sqlstate_of(error)
-    if kind is ErrorKind.CONNECTION and committing:
-        kind = ErrorKind.AMBIGUOUS
-    if kind is ErrorKind.FATAL:
-        raise error
-    if kind is ErrorKind.AMBIGUOUS and not idempotent:
-        raise AmbiguousCommitError(
-            "the connection failed while committing; the transaction may or may not have been applied",
-            sqlstate=sqlstate,
-        ) from error
-    if attempt >= attempts:
-        if kind is ErrorKind.CONFLICT:
-            raise TransactionConflictError(
-                f"transaction still conflicting after {attempts} attempts (SQLSTATE {sqlstate or 'n/a'})",
-                attempts=attempts,
-                sqlstate=sqlstate,
-            ) from error
-        raise StoreUnavailableError(
-            f"store unreachable after {attempts} attempts: {error.__class__.__name__}",
-            attempts=attempts,
-            sqlstate=sqlstate,
-        ) from error
-    delay = backoff.delay(attempt, rng)
-    log.debug("transaction attempt %d failed (%s, SQLSTATE %s); retrying in %.3fs", attempt, kind.value, sqlstate, delay)
-    return kind, delay
-
-
-def _check_attempts(attempts: int) -> None:
-    if attempts < 1:
-        raise StoreConfigError("attempts must be >= 1")
-
-
-def run_in_transaction(
-    engine: Engine,
-    fn: Callable[[Connection], T],
-    *,
-    attempts: int = DEFAULT_ATTEMPTS,
-    backoff: Backoff = DEFAULT_BACKOFF,
-    idempotent: bool = False,
-    sleep: Callable[[float], None] = time.sleep,
-    rng: random.Random | None = None,
-    on_retry: Callable[[RetryEvent], None] | None = None,
-) -> T:
-    """Run ``fn(conn)`` in one transaction and commit it, retrying transient failures.
-
-    Contract for ``fn``: it may run several times, each time on a fresh
-    transaction (at the engine's isolation level, SERIALIZABLE by default),
-    and only the last run's writes are kept. So it must have no effects
-    outside the database, must not commit or roll back itself, and must
-    compute from what it reads (pass in ``now`` from the caller's clock,
-    decided once, rather than reading the clock per attempt if the result
-    must be stable).
-
-    Retried, up to ``attempts`` tries in all with ``backoff`` (full jitter)
-    between them: SQLSTATE 40001 and 40P01, SQLite busy/locked, and
-    connection failures before COMMIT. A connection failure *during* COMMIT
-    (or SQLSTATE 40003) is ambiguous: retried only when ``idempotent`` is
-    True, otherwise :class:`AmbiguousCommitError` at once.
-
-    Returns ``fn``'s result from the committed attempt. After the last try
-    raises :class:`TransactionConflictError` or :class:`StoreUnavailableError`
-    (the last error chained). Any other error, including every error of
-    ``fn``'s own, is raised unchanged at once.
-
-    ``sleep`` and ``rng`` are injectable for tests; ``on_retry`` is called
-    before each wait (metrics, tests).
-    """
-    _check_attempts(attempts)
-    rng = rng or _default_rng
-    for attempt in range(1, attempts + 1):
-        runner = _Attempt(engine, fn)
-        try:
-            return runner.run()
-        except Exception as error:
-            kind, delay = _delay_or_raise(
-                error,
-                committing=runner.committing,
-                attempt=attempt,
-                attempts=attempts,
-                backoff=backoff,
-                idempotent=idempotent,
-                rng=rng,
-            )
-            if on_retry is not None:
-                on_retry(RetryEvent(attempt, kind, sqlstate_of(error), delay, error))
-        sleep(delay)
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-async def run_in_transaction_async(
-    engine: Engine,
-    fn: Callable[[Connection], T],
-    *,
-    attempts: int = DEFAULT_ATTEMPTS,
-    backoff: Backoff = DEFAULT_BACKOFF,
-    idempotent: bool = False,
-    clock: Clock | None = None,
-    rng: random.Random | None = None,
-    on_retry: Callable[[RetryEvent], None] | None = None,
-    executor: Executor | None = None,
-) -> T:
-    """:func:`run_in_transaction` for asyncio code; same contract for ``fn``.
-
-    Each attempt runs in ``executor`` (the loop's default thread pool when
-    None); the waits between attempts are ``clock.sleep`` on the event loop,
-    so no thread is held while backing off and a FakeClock drives them in
-    tests.
-
-    Cancelling the awaiting task does not stop an attempt already running in
-    its thread: that attempt may still commit. Writes made as a partition
-    owner are fenced by epoch for exactly this reason.
-    """
-    _check_attempts(attempts)
-    clock = clock or SystemClock()
-    rng = rng or _default_rng
-    loop = asyncio.get_running_loop()
-    for attempt in range(1, attempts + 1):
-        runner = _Attempt(engine, fn)
-        try:
-            return await loop.run_in_executor(executor, runner.run)
-        except Exception as error:
-            kind, delay = _delay_or_raise(
-                error,
-                committing=runner.committing,
-                attempt=attempt,
-                attempts=attempts,
-                backoff=backoff,
-                idempotent=idempotent,
-                rng=rng,
-            )
-            if on_retry is not None:
-                on_retry(RetryEvent(attempt, kind, sqlstate_of(error), delay, error))
-        await clock.sleep(delay)
-    raise AssertionError("unreachable")  # pragma: no cover

@@ -4,7 +4,7 @@ Every error the store layer raises on purpose is a :class:`StoreError`. The
 split that matters to callers (STYLE.md, habit 8):
 
 - :class:`RetryableStoreError`: the operation did not happen and may succeed
-  if tried again later. :func:`~tickwheel_server.store.engine.run_in_transaction`
+  if tried again later. :func:`~tickwheel_server.store.transactions.run_in_transaction`
   already retried it with backoff before raising one of these, so a caller's
   own loop (a dispatcher tick, say) should back off further, not spin.
   - :class:`TransactionConflictError`: SQLSTATE 40001 (serialization failure,

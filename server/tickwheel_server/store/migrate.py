@@ -53,8 +53,9 @@ from sqlalchemy.engine import Connection, Engine
 from tickwheel.shared.clock import Clock, SystemClock
 from tickwheel.shared.ids import from_us, to_us
 
-from .engine import Capabilities, capabilities, run_in_transaction
+from .engine import Capabilities, capabilities
 from .errors import MigrationError
+from .transactions import run_in_transaction
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ write in step 1 touch the same row):
   - raise first, not yet committed: the claim waits on the row lock; once the
     raise commits, the claim fails with SQLSTATE 40001 at SERIALIZABLE or
     REPEATABLE READ (its snapshot predates the update), is retried by
-    :func:`~tickwheel_server.store.engine.run_in_transaction` and then
+    :func:`~tickwheel_server.store.transactions.run_in_transaction` and then
     refuses; at READ COMMITTED it re-reads the updated row and refuses.
 
   So the fence holds at every isolation level PostgreSQL accepts, not only

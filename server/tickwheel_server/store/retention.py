@@ -77,7 +77,7 @@ from tickwheel.shared.ids import from_us, to_us
 from ..lease import LeaseStore, LeaseStoreError, Session
 from .alerts import AlertStore, dead_letter_key, poison_key
 from .base import SqlStore
-from .engine import sqlstate_of
+from .transactions import sqlstate_of
 from .tables import attempt_rollups, attempts, executions, skips
 from .timeline import TERMINAL, in_group
 
