@@ -48,7 +48,9 @@ from .presence import Presence
 from .maintenance.reaper import SERVERS_PREFIX, Reaper, session_name
 from .ratelimit import LiveServers, RequestRateLimiter
 from .webhook import AlertWebhook, WebhookConfig
-from .store.alerts import AlertStore, NewAlert, clock_skew_key, dead_letter_alert, poison_alert
+from .alerts.catalogue import NewAlert, clock_skew_key, dead_letter_alert, poison_alert
+from .alerts.watch import AlertWatch
+from .store.alerts import AlertStore
 from .store.cluster import database_now, ensure_cluster
 from .store.credentials import WorkerCredentialStore
 from .store.deadletters import DeadLetterStore
@@ -57,7 +59,8 @@ from .store.handout import DeadLetter, HandoutStore
 from .store.history import HistoryStore
 from .store.jobs import JobStore
 from .store.manual import ManualStore
-from .store.retention import Retention, RetentionConfig, RetentionStore
+from .maintenance.retention import Retention, RetentionConfig
+from .store.retention import RetentionStore
 from .store.partitions import PartitionStore
 from .store.tenants import TenantStore
 from .store.tzdata import TzdataStore
@@ -195,6 +198,8 @@ class TickwheelServer:
             dead_letters=DeadLetterStore(self.engine, self.clock, alerts),
             manual=ManualStore(self.engine, self.clock),
         )
+        self.alert_watch = AlertWatch(alerts)
+        """Numbers alert changes and serves WatchAlerts over :attr:`Stores.alerts`."""
         self.tzdata = TzdataStore(self.engine, self.clock)
         if self._lease_store is None:
             if config.etcd.strip() == "memory":
@@ -320,7 +325,7 @@ class TickwheelServer:
         )
         admin_servicer = AdminServicer(
             auth, self.stores.tenants, self.stores.workers, self.stores.jobs, self.info, self.connections,
-            self.stores.partitions, self.tzdata, alerts=self.stores.alerts,
+            self.stores.partitions, self.tzdata, alerts=self.stores.alerts, alert_watch=self.alert_watch,
         )
         admin_pb2_grpc.add_AdminServiceServicer_to_server(admin_servicer, decoding.guard(server))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
@@ -339,7 +344,7 @@ class TickwheelServer:
             asyncio.create_task(self.gateway.run(), name="tickwheel-gateway"),
             asyncio.create_task(self.gateway.run_liveness(), name="tickwheel-liveness"),
             asyncio.create_task(self.reaper.run(), name="tickwheel-reaper"),
-            asyncio.create_task(self.stores.alerts.run(), name="tickwheel-alerts"),
+            asyncio.create_task(self.alert_watch.run(), name="tickwheel-alerts"),
             asyncio.create_task(self.presence.run(), name="tickwheel-presence"),
             asyncio.create_task(self.drainer.run(), name="tickwheel-drain"),
             asyncio.create_task(self.retention.run(), name="tickwheel-retention"),

@@ -41,7 +41,8 @@ from tickwheel.v1 import job_pb2
 from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import from_us, to_us
 
-from .store.alerts import AlertStore, NewAlert
+from .alerts.catalogue import NewAlert
+from .store.alerts import AlertStore
 from .store.base import SqlStore
 from .store.isolation import not_held, status_in
 from .store.tables import executions, jobs, tenants

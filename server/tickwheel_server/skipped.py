@@ -32,7 +32,8 @@ from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import from_us
 
 from .policy.admission import Skip
-from .store.alerts import AlertStore, NewAlert, alert_from_row, skipped_alert
+from .alerts.catalogue import NewAlert, skipped_alert
+from .store.alerts import AlertStore, alert_from_row
 from .store.base import SqlStore
 from .store.isolation import status_in
 from .store.tables import alerts, executions, jobs

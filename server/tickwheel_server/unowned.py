@@ -28,7 +28,8 @@ from datetime import datetime
 
 from tickwheel.shared.clock import Clock
 
-from .store.alerts import AlertStore, partition_unowned_alert
+from .alerts.catalogue import partition_unowned_alert
+from .store.alerts import AlertStore
 from .store.partitions import PartitionStore
 
 log = logging.getLogger(__name__)

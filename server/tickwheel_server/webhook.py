@@ -40,7 +40,8 @@ from tickwheel.shared.clock import Clock
 
 from . import __version__
 from .policy.retry import backoff_delay
-from .store.alerts import AlertRecord, AlertStore, Owed
+from .alerts.catalogue import AlertRecord, Owed
+from .store.alerts import AlertStore
 
 log = logging.getLogger("tickwheel.webhook")
 

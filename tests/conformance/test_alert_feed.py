@@ -14,7 +14,9 @@ from sqlalchemy import event
 
 from tickwheel.shared.clock import FakeClock
 from tickwheel_server.errors import RateLimited
-from tickwheel_server.store.alerts import AlertRecord, AlertStore, NewAlert, clock_skew_key
+from tickwheel_server.alerts.catalogue import AlertRecord, NewAlert, clock_skew_key
+from tickwheel_server.alerts.watch import AlertWatch
+from tickwheel_server.store.alerts import AlertStore
 
 from .test_alerts import WAIT, dead, skew, started
 
@@ -35,19 +37,19 @@ class Reads:
         event.remove(self._engine, "before_cursor_execute", self._seen)
 
 
-async def one_poll(store: AlertStore, clock: FakeClock) -> None:
+async def one_poll(alerts: AlertWatch, clock: FakeClock) -> None:
     """Move the clock a poll interval and wait until the reader polled."""
-    polled = store.feed.polled
-    clock.advance(store.poll_interval)
+    polled = alerts.feed.polled
+    clock.advance(alerts.store.poll_interval)
     await asyncio.wait_for(polled.wait(), WAIT)
 
 
-async def reads_per_poll(store: AlertStore, clock: FakeClock, reads: Reads, polls: int = 3) -> list[int]:
-    await one_poll(store, clock)  # settle: whatever the last start asked for is done
+async def reads_per_poll(alerts: AlertWatch, clock: FakeClock, reads: Reads, polls: int = 3) -> list[int]:
+    await one_poll(alerts, clock)  # settle: whatever the last start asked for is done
     counts = []
     for _ in range(polls):
         before = reads.count
-        await one_poll(store, clock)
+        await one_poll(alerts, clock)
         counts.append(reads.count - before)
     return counts
 
@@ -55,15 +57,16 @@ async def reads_per_poll(store: AlertStore, clock: FakeClock, reads: Reads, poll
 async def test_many_watches_cost_the_store_one_read_per_poll(migrated_engine) -> None:
     clock = FakeClock()
     store = AlertStore(migrated_engine, clock)
+    watching = AlertWatch(store)
     reads = Reads(migrated_engine)
-    watches = [await started(store, skew("first"))]
+    watches = [await started(watching, skew("first"))]
     try:
-        alone = await reads_per_poll(store, clock, reads)
+        alone = await reads_per_poll(watching, clock, reads)
         for n in range(19):
             clock.advance(0.001)  # its sentinel is the newest open alert, listed first
-            watches.append(await started(store, skew(f"s{n}")))
-        assert store.feed.watchers == 20
-        shared = await reads_per_poll(store, clock, reads)
+            watches.append(await started(watching, skew(f"s{n}")))
+        assert watching.feed.watchers == 20
+        shared = await reads_per_poll(watching, clock, reads)
         assert shared == alone and alone[0] > 0, "twenty watches read what one does"
         raised = await store.raise_alert(dead("e1"))
         for watch in watches:
@@ -80,6 +83,7 @@ async def test_many_watches_cost_the_store_one_read_per_poll(migrated_engine) ->
 async def test_each_watch_gets_exactly_what_it_would_alone(migrated_engine) -> None:
     clock = FakeClock()
     store = AlertStore(migrated_engine, clock)
+    watching = AlertWatch(store)
     filters: list[dict] = [{}, {"kinds": ["dead_letter"]}, {"tenant": "acme"}, {"kinds": ["clock_skew"]},
                            {"kinds": ["dead_letter", "late"], "tenant": "globex"}]  # fmt: skip
     sentinels = [skew("sent-any"), dead("sent-dead"), NewAlert("late:sent-acme", "late", "info", "x", tenant="acme"),
@@ -88,7 +92,7 @@ async def test_each_watch_gets_exactly_what_it_would_alone(migrated_engine) -> N
     try:
         for f, sentinel in zip(filters, sentinels):
             clock.advance(0.001)  # its sentinel is the newest open alert, listed first
-            watches.append(await started(store, sentinel, **f))
+            watches.append(await started(watching, sentinel, **f))
         changes: list[AlertRecord] = []
         for n in range(12):
             tenant = ("acme", "globex", "initech")[n % 3]
@@ -105,7 +109,7 @@ async def test_each_watch_gets_exactly_what_it_would_alone(migrated_engine) -> N
                 if alert.key not in {s.key for s in sentinels}:
                     got.append(alert)
             assert got == wanted, f"filter {f}"
-        await one_poll(store, clock)
+        await one_poll(watching, clock)
         assert all(w.queue.empty() for w in watches)
     finally:
         for watch in watches:
@@ -118,14 +122,15 @@ def _matches(alert: AlertRecord, kinds: list[str] = (), tenant: str = "") -> boo
 
 async def test_a_watch_that_stops_reading_is_ended_and_the_others_keep_up(migrated_engine) -> None:
     clock = FakeClock()
-    store = AlertStore(migrated_engine, clock, watch_queue=3)
-    keeping_up = await started(store, skew("sentinel"))
-    stalled: AsyncIterator[AlertRecord] = store.watch(include_open=True)
+    store = AlertStore(migrated_engine, clock)
+    watching = AlertWatch(store, watch_queue=3)
+    keeping_up = await started(watching, skew("sentinel"))
+    stalled: AsyncIterator[AlertRecord] = watching.watch(include_open=True)
     assert (await asyncio.wait_for(anext(stalled), WAIT)).key == clock_skew_key("sentinel")
     try:
         raised = [await store.raise_alert(dead(f"e{n}")) for n in range(6)]
         assert [await keeping_up.next() for _ in raised] == raised
-        assert store.feed.watchers == 1, "the stalled watch was dropped"
+        assert watching.feed.watchers == 1, "the stalled watch was dropped"
         got = []
         with pytest.raises(RateLimited, match="fell more than 3 alerts behind"):
             while True:
@@ -139,18 +144,19 @@ async def test_a_watch_that_stops_reading_is_ended_and_the_others_keep_up(migrat
 async def test_nobody_watching_reads_nothing_and_a_new_watch_starts_again(migrated_engine) -> None:
     clock = FakeClock()
     store = AlertStore(migrated_engine, clock)
+    watching = AlertWatch(store)
     reads = Reads(migrated_engine)
     try:
-        watch = await started(store, skew("first"))
+        watch = await started(watching, skew("first"))
         await watch.stop()
         await asyncio.sleep(0)
         before = reads.count
         for _ in range(5):
             clock.advance(store.poll_interval)
             await asyncio.sleep(0.01)
-        assert reads.count == before and store.feed.watchers == 0
+        assert reads.count == before and watching.feed.watchers == 0
         await store.resolve(clock_skew_key("first"))
-        again = await started(store, skew("second"))
+        again = await started(watching, skew("second"))
         raised = await store.raise_alert(dead("e1"))
         assert await again.next() == raised
         await again.stop()
@@ -161,4 +167,4 @@ async def test_nobody_watching_reads_nothing_and_a_new_watch_starts_again(migrat
 async def test_close_ends_a_watch_that_has_not_started_yet(migrated_engine) -> None:
     store = AlertStore(migrated_engine, FakeClock())
     store.close()
-    assert [a async for a in store.watch(include_open=True)] == []
+    assert [a async for a in AlertWatch(store).watch(include_open=True)] == []

@@ -16,7 +16,8 @@ import pytest
 import sqlalchemy as sa
 
 from tickwheel.shared.clock import FakeClock
-from tickwheel_server.store.alerts import AlertStore, NewAlert, dead_letter_alert
+from tickwheel_server.alerts.catalogue import NewAlert, dead_letter_alert
+from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.tables import alerts
 from tickwheel_server.webhook import AlertWebhook, WebhookConfig, alert_payload, check_webhook_url
 

@@ -18,9 +18,9 @@ from sqlalchemy import event
 
 from tickwheel.shared.clock import FakeClock, SystemClock
 from tickwheel_server.store import run_in_transaction
-from tickwheel_server.store.alerts import (
-    AlertRecord, AlertStore, NewAlert, clock_skew_key, dead_letter_alert, poison_alert,
-)  # fmt: skip
+from tickwheel_server.alerts.catalogue import AlertRecord, NewAlert, clock_skew_key, dead_letter_alert, poison_alert
+from tickwheel_server.alerts.watch import AlertWatch
+from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.tables import alert_feed, alerts, tenants
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
@@ -76,11 +76,11 @@ class Watch:
         await asyncio.gather(self._task, return_exceptions=True)
 
 
-async def started(store: AlertStore, sentinel: NewAlert, **filters) -> Watch:
+async def started(alerts: AlertWatch, sentinel: NewAlert, **filters) -> Watch:
     """A watch with ``include_open`` whose first alert is ``sentinel`` (raised
     first): once it has arrived, the watch follows changes from there on."""
-    await store.raise_alert(sentinel)
-    watch = Watch(store.watch(include_open=True, **filters))
+    await alerts.store.raise_alert(sentinel)
+    watch = Watch(alerts.watch(include_open=True, **filters))
     first = await watch.next()
     assert first.key == sentinel.key
     return watch
@@ -267,7 +267,7 @@ async def test_sequencers_on_two_servers_number_each_change_once(migrated_engine
 async def test_a_watch_sees_its_own_servers_changes_without_polling(migrated_engine) -> None:
     clock = FakeClock()  # never moved: no poll ever fires
     store = AlertStore(migrated_engine, clock)
-    watch = await started(store, skew("sentinel"))
+    watch = await started(AlertWatch(store), skew("sentinel"))
     try:
         raised = await store.raise_alert(dead("e1"))
         assert await watch.next() == raised
@@ -281,8 +281,8 @@ async def test_a_watch_sees_its_own_servers_changes_without_polling(migrated_eng
 async def test_a_change_raised_inside_a_transaction_is_delivered_when_nudged(migrated_engine) -> None:
     clock = FakeClock()
     store = AlertStore(migrated_engine, clock)
-    watch = await started(store, skew("sentinel"))
-    runner = asyncio.create_task(store.run())
+    watch = await started(AlertWatch(store), skew("sentinel"))
+    runner = asyncio.create_task(AlertWatch(store).run())
     try:
         raised = run_in_transaction(migrated_engine, lambda conn: store.raise_in(conn, dead("e7"), now=clock.now()))
         store.nudge()
@@ -297,7 +297,7 @@ async def test_a_watch_sees_another_servers_changes_at_its_next_poll(migrated_en
     watcher_clock = FakeClock()
     watcher = AlertStore(migrated_engine, watcher_clock)
     other = AlertStore(migrated_engine, FakeClock(autojump=True))
-    watch = await started(watcher, skew("sentinel"))
+    watch = await started(AlertWatch(watcher), skew("sentinel"))
     try:
         raised = await other.raise_alert(poison_alert(execution_id="e1", job_id="j", tenant="acme", reason="reaped"))
         assert await watch.next(poll=watcher_clock) == raised
@@ -318,7 +318,7 @@ async def test_include_open_lists_the_open_alerts_then_only_news(migrated_engine
         clock.advance(1)
     await store.raise_alert(skew())
     await store.resolve("dead_letter:e4")
-    watch = Watch(store.watch(include_open=True, kinds=["dead_letter"], tenant="acme"))
+    watch = Watch(AlertWatch(store).watch(include_open=True, kinds=["dead_letter"], tenant="acme"))
     try:
         first = [await watch.next(), await watch.next()]
         assert [a.execution_id for a in first] == ["e2", "e0"]  # open, acme's, newest first
@@ -333,7 +333,7 @@ async def test_include_open_lists_the_open_alerts_then_only_news(migrated_engine
 
 async def test_close_ends_every_watch_after_what_it_read(migrated_engine) -> None:
     store = AlertStore(migrated_engine, FakeClock())
-    watch = await started(store, skew("sentinel"))
+    watch = await started(AlertWatch(store), skew("sentinel"))
     store.close()
     await asyncio.wait_for(watch.ended.wait(), WAIT)
     assert watch.queue.empty()
@@ -346,7 +346,7 @@ async def test_the_feed_skips_nothing_while_servers_write_concurrently(migrated_
     clock = SystemClock()
     writers = [AlertStore(migrated_engine, clock) for _ in range(2)]
     watcher = AlertStore(migrated_engine, clock, poll_interval=0.2)
-    watch = await started(watcher, skew("sentinel"))
+    watch = await started(AlertWatch(watcher), skew("sentinel"))
 
     async def write(server: int) -> None:
         store = writers[server]
@@ -375,7 +375,7 @@ async def test_a_watch_outlives_a_store_outage_without_missing_changes(migrated_
 
     clock = FakeClock()
     store = AlertStore(migrated_engine, clock)
-    watch = await started(store, skew("sentinel"))
+    watch = await started(AlertWatch(store), skew("sentinel"))
     real = AlertStore._changes_after
     failures = []
 

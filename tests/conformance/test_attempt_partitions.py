@@ -19,10 +19,9 @@ from tickwheel.shared.ids import to_us
 from tickwheel_server.lease.memory import MemoryLeaseStore
 from tickwheel_server.store import capabilities, create_store_engine, migrate
 from tickwheel_server.store.alerts import AlertStore
-from tickwheel_server.store.retention import (
-    DAY_US, AttemptPartitions, Retention, RetentionConfig, RetentionStore, partition_day, partition_name,
-    plan_partitions,
-)  # fmt: skip
+from tickwheel_server.maintenance.retention import Retention, RetentionConfig
+from tickwheel_server.policy.rollups import DAY_US, partition_name
+from tickwheel_server.store.retention import RetentionStore
 from tickwheel_server.store.tables import attempt_rollups, attempts, executions
 
 START = datetime(2024, 3, 1, 6, tzinfo=timezone.utc)
@@ -72,34 +71,6 @@ def retention(engine, clock, **config) -> Retention:
 def postgres_only(engine) -> None:
     if not capabilities(engine).declarative_partitioning:
         pytest.skip("attempts are partitioned on PostgreSQL only")
-
-
-# --------------------------------------------------------------------------- deciding (pure)
-
-
-@pytest.mark.parametrize(
-    ("attached", "now", "cutoff", "create", "detach"),
-    [
-        # nothing yet: today and the next 2 days; nothing old
-        ((), DAY0 + 5, DAY0 - 30 * DAY_US, [DAY0, DAY0 + DAY_US, DAY0 + 2 * DAY_US], []),
-        # today and tomorrow there: only the day after; the day ending at the cutoff goes, the one across it stays
-        ((DAY0 - 31 * DAY_US, DAY0 - 30 * DAY_US, DAY0, DAY0 + DAY_US), DAY0 + 5, DAY0 - 30 * DAY_US + 1,
-         [DAY0 + 2 * DAY_US], [DAY0 - 31 * DAY_US]),
-        # a cutoff at midnight takes the day that ends there
-        ((DAY0 - DAY_US, DAY0, DAY0 + DAY_US, DAY0 + 2 * DAY_US), DAY0 + 10 * DAY_US, DAY0,
-         [DAY0 + 10 * DAY_US, DAY0 + 11 * DAY_US, DAY0 + 12 * DAY_US], [DAY0 - DAY_US]),
-    ],
-)
-def test_partition_plan(attached, now, cutoff, create, detach) -> None:
-    layout = AttemptPartitions(attached=attached, detached=())
-    assert plan_partitions(layout, now, cutoff, ahead_days=2) == (create, detach)
-
-
-def test_partition_names_are_utc_days() -> None:
-    assert partition_name(DAY0) == "attempts_p20240301"
-    assert partition_day("attempts_p20240301") == DAY0
-    assert partition_day("attempts_default") is None
-    assert partition_day("attempts_p20241399") is None
 
 
 # --------------------------------------------------------------------------- the migration

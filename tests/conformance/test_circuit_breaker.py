@@ -16,7 +16,8 @@ from tickwheel.v1 import job_pb2, worker_pb2
 
 from tickwheel_server.policy.breaker import OPEN, SPREAD, BreakerSettings, CircuitBreaker
 from tickwheel.shared.ids import to_us
-from tickwheel_server.store.alerts import AlertStore, circuit_open_key
+from tickwheel_server.alerts.catalogue import circuit_open_key
+from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.handout import Capability, HandoutStore
 from tickwheel_server.store.tables import executions
 from tickwheel_server.store.tenants import Tenant, TenantStore

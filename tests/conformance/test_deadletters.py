@@ -20,7 +20,8 @@ from tickwheel.v1 import job_pb2, worker_pb2
 from tickwheel.shared.clock import FakeClock
 from tickwheel_server.errors import FailedPrecondition, NotFound
 from tickwheel.shared.ids import new_job_id
-from tickwheel_server.store.alerts import AlertStore, dead_letter_alert, poison_alert
+from tickwheel_server.alerts.catalogue import dead_letter_alert, poison_alert
+from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.deadletters import DeadLetterStore
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.handout import Capability, HandoutStore, ResultIn

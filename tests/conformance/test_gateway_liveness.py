@@ -225,7 +225,8 @@ async def test_a_cancel_for_a_delivery_whose_stream_closed_is_told_after_it_re_a
 async def test_a_skewed_clock_stops_hand_out_and_raises_an_alert_until_they_agree(migrated_engine, clock) -> None:
     from datetime import timedelta
 
-    from tickwheel_server.store.alerts import AlertStore, NewAlert, clock_skew_key
+    from tickwheel_server.alerts.catalogue import NewAlert, clock_skew_key
+    from tickwheel_server.store.alerts import AlertStore
 
     await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
     add_execution(migrated_engine, clock, "e1")

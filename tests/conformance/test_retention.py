@@ -15,13 +15,14 @@ import pytest
 import sqlalchemy as sa
 
 from tickwheel.shared.clock import FakeClock
-from tickwheel.shared.ids import from_us, to_us
+from tickwheel.shared.ids import to_us
 from tickwheel_server.lease.memory import MemoryLeaseStore
 from tickwheel_server.store.errors import TransactionConflictError
-from tickwheel_server.store.alerts import AlertStore, NewAlert, dead_letter_alert, poison_alert
-from tickwheel_server.store.retention import (
-    DAY_US, RETENTION_KEY, LatenessSketch, Retention, RetentionConfig, RetentionStore, day_of,
-)  # fmt: skip
+from tickwheel_server.alerts.catalogue import NewAlert, dead_letter_alert, poison_alert
+from tickwheel_server.store.alerts import AlertStore
+from tickwheel_server.maintenance.retention import RETENTION_KEY, Retention, RetentionConfig
+from tickwheel_server.policy.rollups import DAY_US, LatenessSketch, day_of
+from tickwheel_server.store.retention import RetentionStore
 from tickwheel_server.store.tables import attempt_rollups, attempts, executions, skips
 
 START = datetime(2024, 3, 1, tzinfo=timezone.utc)
@@ -66,57 +67,9 @@ def rollup_rows(engine) -> dict[tuple[str, int], sa.Row]:
         return {(row.job_id, row.day): row for row in conn.execute(sa.select(attempt_rollups))}
 
 
-# --------------------------------------------------------------------------- the sketch (pure)
-
-
 def exact_quantile(values: list[int], q: float) -> int:
     ordered = sorted(values)
     return ordered[math.floor(q * (len(ordered) - 1))]
-
-
-@pytest.mark.parametrize("seed", range(5))
-def test_sketch_quantiles_are_within_one_percent_and_merging_is_exact(seed: int) -> None:
-    rng = random.Random(seed)
-    values = [int(rng.lognormvariate(12, 2.5)) for _ in range(5000)] + [0] * 50
-    whole = LatenessSketch()
-    for value in values:
-        whole.add(value)
-    parts = [LatenessSketch() for _ in range(7)]
-    for index, value in enumerate(values):
-        parts[index % 7].add(value)
-    merged = LatenessSketch.from_json(parts[0].to_json())
-    for part in parts[1:]:
-        merged.merge(LatenessSketch.from_json(part.to_json()))
-    assert merged.counts == whole.counts and merged.total == len(values)
-    for q in (0.0, 0.5, 0.9, 0.99, 1.0):
-        exact = exact_quantile(values, q)
-        estimate = whole.quantile(q)
-        assert abs(estimate - exact) <= max(1, 0.01 * exact), (q, exact, estimate)
-
-
-@pytest.mark.parametrize(
-    ("micros", "bucket"),
-    [(0, 0), (-5, 0), (1, 1), (2, 35), (1_000, 346), (1_000_000, 691), (86_400_000_000, 1260)],
-)
-def test_sketch_buckets_are_fixed(micros: int, bucket: int) -> None:
-    """The mapping is part of the stored format: rollups written by one
-    release are merged by the next."""
-    assert LatenessSketch.bucket(micros) == bucket
-    if micros > 0:
-        value = LatenessSketch.value(bucket)
-        assert abs(value - micros) <= max(1, 0.01 * micros)
-
-
-def test_an_empty_sketch_answers_zero_and_bad_quantiles_are_refused() -> None:
-    assert LatenessSketch().quantile(0.99) == 0
-    with pytest.raises(ValueError):
-        LatenessSketch().quantile(1.5)
-
-
-def test_days_are_utc_days() -> None:
-    at = to_us(datetime(2024, 3, 1, 23, 59, 59, tzinfo=timezone.utc))
-    assert from_us(day_of(at)) == datetime(2024, 3, 1, tzinfo=timezone.utc)
-    assert day_of(at + 1_000_000) == day_of(at) + DAY_US
 
 
 # --------------------------------------------------------------------------- pruning executions

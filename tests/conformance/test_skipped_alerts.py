@@ -23,7 +23,8 @@ import sqlalchemy as sa
 from tickwheel.shared.clock import FakeClock
 from tickwheel.shared.ids import to_us
 from tickwheel_server.skipped import SkipWatch, SkipWatchStore, overlap_alerts
-from tickwheel_server.store.alerts import AlertStore, partition_unowned_key, skipped_alert, skipped_key
+from tickwheel_server.alerts.catalogue import partition_unowned_key, skipped_alert, skipped_key
+from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.partitions import PartitionStore
 from tickwheel_server.store.tables import executions

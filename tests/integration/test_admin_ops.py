@@ -694,7 +694,8 @@ async def test_retention_prunes_what_a_real_run_left_into_daily_rollups(postgres
     worker; retention run on a clock 31 days later: they are gone, rolled up
     per job and day, and the dead letter's alert is resolved with it."""
     from tickwheel_server.store.alerts import AlertStore
-    from tickwheel_server.store.retention import Retention, RetentionConfig, RetentionStore
+    from tickwheel_server.maintenance.retention import Retention, RetentionConfig
+    from tickwheel_server.store.retention import RetentionStore
     from tickwheel_worker.handlers import PermanentError
 
     async with running_server(postgres_url, etcd_endpoint, partition_count=PARTITIONS) as running:

@@ -19,7 +19,7 @@ STREAMS = 12
 
 async def test_many_watch_streams_share_one_reader_and_each_gets_its_own(server) -> None:
     elsewhere = AlertStore(server.server.engine, SystemClock())  # another server's writes
-    feed = server.server.stores.alerts.feed
+    feed = server.server.alert_watch.feed
     async with grpc.aio.insecure_channel(server.address) as channel:
         admin = admin_pb2_grpc.AdminServiceStub(channel)
         sentinels = {"acme": await elsewhere.raise_alert(dead("sentinel-acme", "acme")),

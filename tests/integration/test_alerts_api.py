@@ -23,7 +23,8 @@ from tickwheel_server.auth.authenticator import Authenticator
 from tickwheel.shared.clock import SystemClock
 from tickwheel_server.gateway.connections import Connections
 from tickwheel_server.store import create_store_engine, migrate
-from tickwheel_server.store.alerts import AlertStore, NewAlert, clock_skew_key, dead_letter_alert
+from tickwheel_server.alerts.catalogue import NewAlert, clock_skew_key, dead_letter_alert
+from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.credentials import WorkerCredentialStore
 from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.partitions import PartitionStore

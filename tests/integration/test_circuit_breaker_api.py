@@ -24,7 +24,7 @@ from tickwheel.v1 import job_pb2
 
 from tests.support.server import running_server
 from tickwheel.shared.ids import to_us
-from tickwheel_server.store.alerts import circuit_open_key
+from tickwheel_server.alerts.catalogue import circuit_open_key
 from tickwheel.shared.targets import LOOPBACK_NETWORKS, TargetPolicy
 from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig
 

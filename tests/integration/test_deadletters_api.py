@@ -24,7 +24,8 @@ from tests.integration.test_server_api import bearer, violations
 from tests.support.workers import running_worker
 from tickwheel_server.cli.main import main as cli_main
 from tickwheel.shared.clock import SystemClock
-from tickwheel_server.store.alerts import AlertStore, dead_letter_alert
+from tickwheel_server.alerts.catalogue import dead_letter_alert
+from tickwheel_server.store.alerts import AlertStore
 from tickwheel_worker import HandlerRegistry, PermanentError
 
 WAIT = 20.0

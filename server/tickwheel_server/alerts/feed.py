@@ -32,7 +32,8 @@ from ..errors import RateLimited
 from ..store.errors import RetryableStoreError
 
 if TYPE_CHECKING:
-    from ..store.alerts import AlertRecord, AlertStore
+    from ..store.alerts import AlertStore
+    from .catalogue import AlertRecord
 
 log = logging.getLogger("tickwheel.alerts")
 

@@ -18,6 +18,7 @@ from tickwheel.v1 import admin_pb2, admin_pb2_grpc
 from tickwheel.shared.ids import from_us, to_us
 
 from .. import __version__
+from ..alerts.watch import AlertWatch
 from ..drain import Drainer, DrainUnanswered
 from ..errors import FieldViolation, InvalidArgument, TickwheelError
 from ..lease import LeaseStoreError
@@ -147,6 +148,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         partitions: PartitionStore,
         tzdata: TzdataStore | None = None,
         alerts: AlertStore | None = None,
+        alert_watch: AlertWatch | None = None,
         operations: OperationsStore | None = None,
     ) -> None:
         self._partitions = partitions
@@ -155,6 +157,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         # Without one given, alerts are read through the jobs store's engine
         # and clock; watchers then see changes at their next poll.
         self._alerts = alerts or AlertStore(jobs.engine, jobs.clock)
+        self._alert_watch = alert_watch or AlertWatch(self._alerts)
         self._auth = auth
         self._tenants = tenants
         self._workers = workers
@@ -500,7 +503,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             await self._auth.admin(context)
             kinds = convert.alert_kinds(request.kinds)
             tenant = _tenant_filter(request.tenant)
-            async for alert in self._alerts.watch(kinds=kinds, tenant=tenant, include_open=request.include_open):
+            async for alert in self._alert_watch.watch(kinds=kinds, tenant=tenant, include_open=request.include_open):
                 yield admin_pb2.WatchAlertsResponse(alert=convert.alert_to_proto(alert))
         except (TickwheelError, RetryableStoreError) as error:
             await abort(context, error)

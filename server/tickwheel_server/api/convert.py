@@ -13,7 +13,7 @@ from tickwheel.v1 import admin_pb2, execution_pb2, job_pb2
 from tickwheel.shared.ids import from_us, to_us
 
 from ..errors import FailedPrecondition, InvalidArgument
-from ..store.alerts import AlertRecord
+from ..alerts.catalogue import AlertRecord
 from ..store.credentials import WorkerCredential
 from ..store.history import AttemptRecord, ExecutionRecord, SkipRecord
 from ..store.jobrecords import JobRecord

@@ -1,9 +1,8 @@
-"""Alerts: conditions that need an operator's or a tenant's attention.
+"""The alerts table and its change feed's numbering (SQL only).
 
 One alert per condition while it lasts. The raiser names the condition with
-a deduplication key (:func:`dead_letter_key`, :func:`poison_key`,
-:func:`clock_skew_key`, :func:`skipped_key`, :func:`partition_unowned_key`,
-or any ``<kind>:<subject>``):
+a deduplication key (the key builders and constructors of
+:mod:`tickwheel_server.alerts.catalogue`, any ``<kind>:<subject>``):
 
 - raising a key with no open alert opens one (a new id, ``count`` 1);
 - raising it again while open bumps ``count`` and ``last_seen_at`` and takes
@@ -28,7 +27,8 @@ that numbers a change writes its log line (one per change entering the
 feed, so repeats raised between two numberings share one line, with their
 count) and wakes the watchers in its process; watchers elsewhere see it at
 their next poll, once a second (one reader per server, shared by all its
-watchers: :mod:`.alertfeed`). :meth:`AlertStore.run` numbers continually
+watchers: :mod:`tickwheel_server.alerts.feed`).
+:meth:`tickwheel_server.alerts.watch.AlertWatch.run` numbers continually
 (each server runs it); :meth:`AlertStore.nudge` after a commit that raised
 or resolved makes it number at once instead of at its next poll.
 
@@ -49,9 +49,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
@@ -60,7 +59,9 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.shared.ids import from_us, to_us, ulid
 
-from ..alerts.feed import WATCH_QUEUE, AlertFeed, matcher
+from ..alerts.catalogue import (
+    NOTIFY_STEPS, AlertPage, AlertRecord, NewAlert, Owed, checked_kinds, circuit_open_alert, circuit_open_key,
+)  # fmt: skip
 from .base import SqlStore
 from .tables import alert_feed, alerts
 
@@ -69,12 +70,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tickwheel.alerts")
 
-ALERT_KINDS = (
-    "late", "skipped", "dead_letter", "poison", "circuit_open", "partition_unowned", "clock_skew", "tzdata_shift",
-    "job_unreadable", "schedule_uncomputable",
-)  # fmt: skip
-"""The kinds of alert, as ``tickwheel.v1.AlertKind`` names them (lower case, without the prefix)."""
-SEVERITIES = ("info", "warning", "critical")
 FEED_ROW = 1
 SEQUENCE_BATCH = 1000
 """Changes numbered per sequencing transaction."""
@@ -84,211 +79,11 @@ DEFAULT_POLL_INTERVAL = 1.0
 """Seconds between polls of the feed when nothing wakes the reader sooner."""
 MAX_SUMMARY = 1024
 MAX_DETAIL = 4096
-MAX_ERROR_DETAIL = 1024
 
 _LOG_LEVELS = {"info": logging.INFO, "warning": logging.WARNING, "critical": logging.ERROR}
 
-
-def dead_letter_key(execution_id: str) -> str:
-    """The key of an execution's dead-letter alert (resolved when it is replayed)."""
-    return f"dead_letter:{execution_id}"
-
-
-def poison_key(execution_id: str) -> str:
-    """The key of the alert for an execution dead-lettered because it killed its workers."""
-    return f"poison:{execution_id}"
-
-
-def clock_skew_key(server_id: str) -> str:
-    """The key of a server's clock-skew alert."""
-    return f"clock_skew:{server_id}"
-
-
-def skipped_key(job_id: str) -> str:
-    """The key of a job's skipped-occurrences alert (one per job, whatever the reason)."""
-    return f"skipped:{job_id}"
-
-
-def partition_unowned_key(partition: int) -> str:
-    """The key of the alert for a partition nobody owns."""
-    return f"partition_unowned:{partition}"
-
-
-def job_unreadable_key(job_id: str) -> str:
-    """The key of the alert for a job a server cannot read (one per job, whichever server)."""
-    return f"job_unreadable:{job_id}"
-
-
-def schedule_uncomputable_key(job_id: str) -> str:
-    """The key of the alert for a job whose next fire a server cannot compute."""
-    return f"schedule_uncomputable:{job_id}"
-
-
-@dataclass(frozen=True)
-class NewAlert:
-    """What a raiser knows about a condition. ``kind`` is one of
-    :data:`ALERT_KINDS`, ``severity`` one of :data:`SEVERITIES`; the
-    subjects are ``''`` when the alert concerns none."""
-
-    key: str
-    kind: str
-    severity: str
-    summary: str
-    tenant: str = ""
-    job_id: str = ""
-    execution_id: str = ""
-    server_id: str = ""
-    details: Mapping[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not self.key:
-            raise ValueError("an alert needs a deduplication key")
-        if self.kind not in ALERT_KINDS:
-            raise ValueError(f"unknown alert kind {self.kind!r}; one of {ALERT_KINDS}")
-        if self.severity not in SEVERITIES:
-            raise ValueError(f"unknown alert severity {self.severity!r}; one of {SEVERITIES}")
-
-
-def dead_letter_alert(*, execution_id: str, job_id: str, tenant: str, reason: str, error: str = "") -> NewAlert:
-    """The alert for an execution dead-lettered for ``reason`` (its attempts
-    ran out, or it failed permanently), ``error`` being its last attempt's."""
-    details = {"reason": reason}
-    if error:
-        details["error"] = error[:MAX_ERROR_DETAIL]
-    return NewAlert(
-        key=dead_letter_key(execution_id), kind="dead_letter", severity="warning",
-        summary=f"execution {execution_id} of job {job_id} is dead: {reason}",
-        tenant=tenant, job_id=job_id, execution_id=execution_id, details=details,
-    )  # fmt: skip
-
-
-def poison_alert(*, execution_id: str, job_id: str, tenant: str, reason: str) -> NewAlert:
-    """The alert for an execution dead-lettered as poison: its workers died
-    or went silent under it more often than the cap allows. It stands for the
-    dead letter too (one alert, not two)."""
-    return NewAlert(
-        key=poison_key(execution_id), kind="poison", severity="critical",
-        summary=f"execution {execution_id} of job {job_id} kills its workers; dead-lettered: {reason}",
-        tenant=tenant, job_id=job_id, execution_id=execution_id, details={"reason": reason},
-    )  # fmt: skip
-
-
-def skipped_alert(
-    *, job_id: str, tenant: str, reason: str, from_at: datetime, to_at: datetime, count: int
-) -> NewAlert:
-    """The alert for ``count`` occurrences of a job, nominally from
-    ``from_at`` to ``to_at``, not run because of its ``reason`` policy
-    (``misfire`` or ``overlap``). A repeat while it is open carries the
-    latest range: ``to_us`` is what its resolution compares with (see
-    :mod:`tickwheel_server.skipped`)."""
-    return NewAlert(
-        key=skipped_key(job_id), kind="skipped", severity="warning",
-        summary=f"job {job_id} skipped {count} occurrence{'s' if count != 1 else ''} "
-                f"({reason} policy) from {from_at.isoformat()} to {to_at.isoformat()}",
-        tenant=tenant, job_id=job_id,
-        details={"reason": reason, "count": str(count), "from": from_at.isoformat(), "to": to_at.isoformat(),
-                 "to_us": str(to_us(to_at))},
-    )  # fmt: skip
-
-
-def undispatchable_alert(
-    *, kind: str, job_id: str, tenant: str, version: int, reason: str, server_id: str, tzdata: str
-) -> NewAlert:
-    """The alert for a job the dispatcher of ``server_id`` leaves out of its
-    claims: ``kind`` ``job_unreadable`` (its stored row cannot be read: a
-    definition that does not parse, an enum value from a newer version, an
-    impossible value) or ``schedule_uncomputable`` (its next fire cannot be
-    computed with tzdata ``tzdata``). The job stays active and untouched."""
-    if kind == "job_unreadable":
-        key, what = job_unreadable_key(job_id), "cannot be read"
-    elif kind == "schedule_uncomputable":
-        key, what = schedule_uncomputable_key(job_id), "has a schedule that cannot be computed"
-    else:
-        raise ValueError(f"not a dispatch alert kind: {kind!r}")
-    return NewAlert(
-        key=key, kind=kind, severity="critical",
-        summary=f"job {job_id} (version {version}) {what} by server {server_id or '-'}: {reason}; "
-                "it stays active and is not dispatched until a server that can read it owns its partition "
-                "or the job is updated",
-        tenant=tenant, job_id=job_id, server_id=server_id,
-        details={"reason": reason, "version": str(version), "tzdata": tzdata},
-    )  # fmt: skip
-
-
-def partition_unowned_alert(*, partition: int, since: datetime, last_owner: str) -> NewAlert:
-    """The alert for ``partition`` without an owner in etcd since ``since``:
-    nothing dispatches its jobs (``last_owner`` is the server that last
-    raised its epoch, '' when none ever did)."""
-    return NewAlert(
-        key=partition_unowned_key(partition), kind="partition_unowned", severity="critical",
-        summary=f"partition {partition} has had no owner since {since.isoformat()}: its jobs are not dispatched",
-        server_id=last_owner,
-        details={"partition": str(partition), "since": since.isoformat(), "last_owner": last_owner},
-    )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class AlertRecord:
-    """An alert as stored."""
-
-    id: str
-    key: str
-    kind: str
-    severity: str
-    tenant: str
-    job_id: str
-    execution_id: str
-    server_id: str
-    summary: str
-    details: dict[str, str]
-    raised_at: datetime
-    last_seen_at: datetime
-    count: int
-    resolved_at: datetime | None
-    changed_at: datetime
-
-    @property
-    def open(self) -> bool:
-        return self.resolved_at is None
-
-
-NOTIFY_STEPS = ("", "raised", "resolved")
-"""What the webhook has sent of an alert, in the order it is sent."""
-
-
-@dataclass(frozen=True)
-class Owed:
-    """An alert the webhook sink has not been sent all of: ``notified`` is
-    what was sent so far; the raise is owed when it is ``''``, the resolve
-    when the alert is resolved."""
-
-    alert: AlertRecord
-    notified: str
-
-    @property
-    def events(self) -> tuple[str, ...]:
-        """What to send, in order: ``'raised'`` and/or ``'resolved'``."""
-        owed = ("raised",) if self.notified == "" else ()
-        return owed + (("resolved",) if self.alert.resolved_at is not None else ())
-
-
 _OWED = sa.or_(alerts.c.notified == "", sa.and_(alerts.c.notified == "raised", alerts.c.resolved_at.is_not(None)))
 """The predicate of ``alerts_webhook`` (migration 0012), word for word so the planner uses it."""
-
-
-@dataclass(frozen=True)
-class AlertPage:
-    """One page of alerts, newest ``raised_at`` first."""
-
-    alerts: tuple[AlertRecord, ...]
-    more: bool
-
-    @property
-    def next_key(self) -> tuple[datetime, str] | None:
-        """``before_key`` for the next page, or None on the last page."""
-        if not self.more or not self.alerts:
-            return None
-        return self.alerts[-1].raised_at, self.alerts[-1].id
 
 
 def alert_from_row(row) -> AlertRecord:
@@ -325,42 +120,13 @@ def _merged(batch: Sequence[NewAlert]) -> list[tuple[NewAlert, int]]:
     return list(merged.values())
 
 
-def _checked_kinds(kinds: Iterable[str]) -> tuple[str, ...]:
-    wanted = tuple(kinds)
-    unknown = set(wanted) - set(ALERT_KINDS)
-    if unknown:
-        raise ValueError(f"unknown alert kinds {sorted(unknown)}")
-    return wanted
-
-
 def _filters(query, *, kinds: Iterable[str], tenant: str):
-    wanted = _checked_kinds(kinds)
+    wanted = checked_kinds(kinds)
     if wanted:
         query = query.where(alerts.c.kind.in_(wanted))
     if tenant:
         query = query.where(alerts.c.tenant == tenant)
     return query
-
-
-def circuit_open_key(tenant: str, host: str) -> str:
-    """The key of the alert for the open circuit of (tenant, target host):
-    one per pair across the cluster, whichever server's breaker opened it."""
-    return f"circuit_open:{tenant}:{host}"
-
-
-def circuit_open_alert(*, tenant: str, host: str, reason: str, opened_at: datetime, open_for: float) -> NewAlert:
-    """The alert for a circuit breaker that opened (or re-opened) at
-    ``opened_at`` for ``tenant``'s calls to ``host`` because of ``reason``
-    (the failure ratio, or a failed probe)."""
-    resume = opened_at + timedelta(seconds=open_for)
-    return NewAlert(
-        key=circuit_open_key(tenant, host), kind="circuit_open", severity="warning",
-        summary=f"tenant {tenant}'s calls to {host} are failing: {reason}; "
-                f"its retries to {host} pause for {open_for:g} s, then probes decide",
-        tenant=tenant,
-        details={"host": host, "reason": reason, "opened_at": opened_at.isoformat(),
-                 "probes_from": resume.isoformat(), "probes_from_us": str(to_us(resume))},
-    )  # fmt: skip
 
 
 class AlertStore(SqlStore):
@@ -369,9 +135,7 @@ class AlertStore(SqlStore):
     this instance only; other processes and instances see changes through
     the store at their next poll."""
 
-    def __init__(
-        self, engine, clock, *, poll_interval: float = DEFAULT_POLL_INTERVAL, watch_queue: int = WATCH_QUEUE
-    ) -> None:
+    def __init__(self, engine, clock, *, poll_interval: float = DEFAULT_POLL_INTERVAL) -> None:
         super().__init__(engine, clock)
         if poll_interval <= 0:
             raise ValueError("poll_interval must be > 0")
@@ -380,8 +144,6 @@ class AlertStore(SqlStore):
         self._changed = asyncio.Event()
         self._sequencing = asyncio.Lock()
         self._closed = False
-        self.feed = AlertFeed(self, queue_size=watch_queue)
-        """The one reader of the change feed that every :meth:`watch` shares."""
 
     # --- writes inside another store's transaction ---------------------------------------
 
@@ -640,7 +402,7 @@ class AlertStore(SqlStore):
     async def wait_changed(self, timeout: float) -> None:
         """Until this process raises or resolves an alert (and numbers it in
         the feed), or ``timeout`` seconds pass on the clock."""
-        await self._wait(self._changed, timeout)
+        await self.wait_for(self._changed, timeout)
 
     # --- the change feed -------------------------------------------------------------------
 
@@ -694,29 +456,15 @@ class AlertStore(SqlStore):
         rows = conn.execute(sa.select(alerts).where(alerts.c.id.in_(ids)).order_by(alerts.c.seq)).all()
         return [alert_from_row(row) for row in rows]
 
-    async def run(self) -> None:
-        """Number changes in the feed until cancelled or :meth:`close`: at
-        once when :meth:`nudge` is called, otherwise every
-        :attr:`poll_interval` seconds. Each server runs one, so every change
-        is logged even while nobody watches."""
-        while not self._closed:
-            changed = self._changed
-            try:
-                await self.sequence()
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                log.warning("numbering alert changes failed (%s); retrying at the next poll", error)
-            await self._wait(changed)
-
     def nudge(self) -> None:
         """Something committed a raise or a resolve: number it now. Cheap and
         safe to call from the event loop at any time."""
         self._wake()
 
     def close(self) -> None:
-        """End :meth:`run` and every :meth:`watch` of this store (the server
-        is stopping): watchers return after what they have read."""
+        """End the :class:`~tickwheel_server.alerts.watch.AlertWatch` loop and
+        every watch over this store (the server is stopping): watchers return
+        after what they have read."""
         self._closed = True
         self._wake()
 
@@ -724,8 +472,9 @@ class AlertStore(SqlStore):
         self._changed.set()
         self._changed = asyncio.Event()
 
-    async def _wait(self, changed: asyncio.Event, timeout: float | None = None) -> None:
-        """Until ``changed`` is set or ``timeout`` (default: a poll interval) passes on the clock."""
+    async def wait_for(self, changed: asyncio.Event, timeout: float | None = None) -> None:
+        """Until ``changed`` (a past :attr:`changed_event`) is set or
+        ``timeout`` (default: a poll interval) passes on the clock."""
         if changed.is_set():
             return
         sleeper = asyncio.ensure_future(self.clock.sleep(self.poll_interval if timeout is None else timeout))
@@ -735,36 +484,6 @@ class AlertStore(SqlStore):
         finally:
             sleeper.cancel()
             waiter.cancel()
-
-    def watch(
-        self, *, kinds: Iterable[str] = (), tenant: str = "", include_open: bool = False
-    ) -> AsyncIterator[AlertRecord]:
-        """Alerts as they change (raised, seen again, resolved), from now on,
-        until the caller stops iterating or :meth:`close`; each as it is when
-        read, so a burst of repeats may arrive as one. ``kinds`` and
-        ``tenant`` filter as in :meth:`list`. With ``include_open``, first
-        every open alert (newest first, read in pages), then changes; a
-        change already reflected in that first listing is not sent again.
-
-        Every watch of this store shares one reader (:attr:`feed`, see
-        :mod:`.alertfeed`): range scans on ``alerts_seq`` with a LIMIT, at each
-        wake-up and at least every :attr:`poll_interval` seconds while anyone
-        watches. A watch that falls :data:`~.alertfeed.WATCH_QUEUE` alerts
-        behind ends with RateLimited (RESOURCE_EXHAUSTED).
-        """
-        wanted = frozenset(_checked_kinds(kinds))
-
-        async def list_open() -> AsyncIterator[AlertRecord]:
-            key = None
-            while True:
-                page = await self.list(kinds=wanted, tenant=tenant, before_key=key, limit=READ_BATCH)
-                for alert in page.alerts:
-                    yield alert
-                key = page.next_key
-                if key is None:
-                    break
-
-        return self.feed.watch(matcher(wanted, tenant), list_open=list_open if include_open else None)
 
     @property
     def closed(self) -> bool:

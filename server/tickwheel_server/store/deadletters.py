@@ -20,7 +20,8 @@ from sqlalchemy.engine import Connection
 from tickwheel.shared.ids import to_us
 
 from ..errors import FailedPrecondition, NotFound
-from .alerts import AlertRecord, AlertStore, dead_letter_key, poison_key
+from ..alerts.catalogue import AlertRecord, dead_letter_key, poison_key
+from .alerts import AlertStore
 from .base import SqlStore
 from .history import ExecutionRecord, _attempts_of, execution_from_row
 from .tables import executions

@@ -70,14 +70,10 @@ from ..dispatcher.quarantine import JOB_UNREADABLE, KINDS, SCHEDULE_UNCOMPUTABLE
 from ..errors import InvalidArgument
 from ..jobspec import MISFIRE_POLICIES, handler_of, schedule_of
 from ..schedule import Fire, Schedule, ScheduleError, next_fire, tzdata_version
-from .alerts import (
-    AlertStore,
-    NewAlert,
-    job_unreadable_key,
-    schedule_uncomputable_key,
-    skipped_alert,
-    undispatchable_alert,
-)
+from ..alerts.catalogue import (
+    NewAlert, job_unreadable_key, schedule_uncomputable_key, skipped_alert, undispatchable_alert,
+)  # fmt: skip
+from .alerts import AlertStore
 from .base import SqlStore
 from .partitions import check_epochs
 from .tables import alerts, executions, jobs, skips, tenants

@@ -1,5 +1,5 @@
-"""Retention: what history the store keeps, and the per-job daily rollups
-that outlive it.
+"""The SQL of retention: what history the store keeps, and the per-job daily
+rollups that outlive it.
 
 The window (default 30 days) applies to everything that ended:
 
@@ -31,8 +31,8 @@ Safe to run on several servers at once: every delete re-checks its
 condition and the rollup counts only the attempt rows its own DELETE
 returned, and the rollup rows are read and written in the same
 SERIALIZABLE transaction (two runners conflict and one retries, on SQLite
-they take turns). :class:`Retention` still elects one runner per cluster
-(``/tickwheel/retention``) so the work is not done twice.
+they take turns). :class:`~tickwheel_server.maintenance.retention.Retention`
+still elects one runner per cluster so the work is not done twice.
 
 On PostgreSQL, ``attempts`` is partitioned by UTC day of ``started_at``
 (migration 0013): ``attempts_pYYYYMMDD`` per day and ``attempts_default``
@@ -50,21 +50,20 @@ them are the few the partitions did not (the current day's, the default's).
 An execution kept past the window (not ended, or ended recently) thereby
 loses its attempts older than the window: they are in the rollups.
 
-Lateness percentiles are read from a :class:`LatenessSketch`: logarithmic
-buckets with a relative accuracy of 1 % (DDSketch's mapping), stored with
-the rollup so that batches of one day merge exactly, which percentiles
-themselves cannot.
+Lateness percentiles are read from a
+:class:`~tickwheel_server.policy.rollups.LatenessSketch` stored with the
+rollup, so that batches of one day merge exactly; what a batch adds to each
+(job, day) and the partitions' names and plan are decided in
+:mod:`tickwheel_server.policy.rollups`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import math
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
@@ -74,8 +73,12 @@ from sqlalchemy.engine import Connection
 from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import from_us, to_us
 
-from ..lease import LeaseStore, LeaseStoreError, Session
-from .alerts import AlertStore, dead_letter_key, poison_key
+from ..alerts.catalogue import dead_letter_key, poison_key
+from ..policy.rollups import (
+    DAY_US, PARTITION_PREFIX, AttemptPartitions, DayFigures, LatenessSketch, day_of, partition_day, partition_name,
+    summarise_attempts,
+)  # fmt: skip
+from .alerts import AlertStore
 from .base import SqlStore
 from .transactions import sqlstate_of
 from .tables import attempt_rollups, attempts, executions, skips
@@ -83,162 +86,8 @@ from .timeline import TERMINAL, in_group
 
 log = logging.getLogger(__name__)
 
-RETENTION_KEY = "/tickwheel/retention"
-FAILED_ATTEMPTS = ("failed", "timed_out", "lost")
-"""Attempt statuses counted as failures (a canceled attempt is not one)."""
-DAY_US = 86_400_000_000
-PARTITION_PREFIX = "attempts_p"
-"""Day partitions of ``attempts`` are named ``attempts_pYYYYMMDD`` (UTC), as migration 0013 named them."""
 DEFAULT_PARTITION = "attempts_default"
 LOCK_NOT_AVAILABLE = "55P03"
-
-
-# --------------------------------------------------------------------------- deciding (pure)
-
-
-class LatenessSketch:
-    """A mergeable histogram of non-negative durations in microseconds.
-
-    Bucket ``i >= 1`` holds values in ``(γ^(i-1), γ^i]`` with
-    ``γ = (1 + α) / (1 - α)``, α = 0.01; bucket 0 holds values below 1 µs
-    (lateness 0). A quantile is answered with its bucket's representative
-    ``2γ^i / (γ + 1)``, within 1 % of a value in that bucket. Merging adds
-    counts, so it is exact whatever order batches arrive in. Sparse: a day's
-    lateness spread over 1 ms..1 h fills about 800 buckets at most.
-    """
-
-    ALPHA = 0.01
-    GAMMA = (1 + ALPHA) / (1 - ALPHA)
-    _LOG_GAMMA = math.log(GAMMA)
-
-    def __init__(self, counts: Mapping[int, int] | None = None) -> None:
-        self.counts: dict[int, int] = {int(k): int(v) for k, v in (counts or {}).items() if v}
-
-    @classmethod
-    def bucket(cls, micros: int) -> int:
-        if micros < 1:
-            return 0
-        return max(1, math.ceil(math.log(micros) / cls._LOG_GAMMA))
-
-    @classmethod
-    def value(cls, bucket: int) -> int:
-        """The representative of ``bucket`` in microseconds."""
-        if bucket <= 0:
-            return 0
-        return round(2 * cls.GAMMA**bucket / (cls.GAMMA + 1))
-
-    def add(self, micros: int, count: int = 1) -> None:
-        index = self.bucket(micros)
-        self.counts[index] = self.counts.get(index, 0) + count
-
-    def merge(self, other: "LatenessSketch") -> None:
-        for index, count in other.counts.items():
-            self.counts[index] = self.counts.get(index, 0) + count
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-    def quantile(self, q: float) -> int:
-        """The ``q``-quantile (0 <= q <= 1) in microseconds, lower rank
-        (``q · (n - 1)``, as DDSketch); 0 when empty."""
-        if not 0 <= q <= 1:
-            raise ValueError(f"q must be within [0, 1], got {q}")
-        total = self.total
-        if total == 0:
-            return 0
-        rank = q * (total - 1)
-        seen = 0
-        for index in sorted(self.counts):
-            seen += self.counts[index]
-            if seen > rank:
-                return self.value(index)
-        return self.value(max(self.counts))  # pragma: no cover - seen reaches total > rank
-
-    def to_json(self) -> str:
-        return json.dumps({str(k): v for k, v in sorted(self.counts.items())}, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str) -> "LatenessSketch":
-        return cls({int(k): v for k, v in json.loads(text or "{}").items()})
-
-
-def day_of(micros: int) -> int:
-    """The first instant (µs) of the UTC day holding ``micros``."""
-    return micros - micros % DAY_US
-
-
-@dataclass
-class DayFigures:
-    """What one (job, day) adds to its rollup."""
-
-    tenant: str
-    runs: int = 0
-    failures: int = 0
-    sketch: LatenessSketch = field(default_factory=LatenessSketch)
-
-
-def summarise_attempts(rows: Iterable, tenant_of: Mapping[str, tuple[str, str]]) -> dict[tuple[str, int], DayFigures]:
-    """Group attempt rows (``execution_id``, ``status``, ``started_at``,
-    ``lateness_us``) by (job, UTC day of ``started_at``); ``tenant_of`` maps
-    each execution id to its (job id, tenant)."""
-    figures: dict[tuple[str, int], DayFigures] = {}
-    for row in rows:
-        job_id, tenant = tenant_of[row.execution_id]
-        key = (job_id, day_of(row.started_at))
-        day = figures.get(key)
-        if day is None:
-            day = figures[key] = DayFigures(tenant)
-        day.runs += 1
-        if row.status in FAILED_ATTEMPTS:
-            day.failures += 1
-        day.sketch.add(max(0, row.lateness_us))
-    return figures
-
-
-def partition_name(day_us: int) -> str:
-    """The name of the partition of the UTC day starting at ``day_us``."""
-    return PARTITION_PREFIX + from_us(day_us).strftime("%Y%m%d")
-
-
-def partition_day(name: str) -> int | None:
-    """The first instant (µs) of the day a partition named ``name`` holds;
-    None when ``name`` is not a day partition's."""
-    digits = name.removeprefix(PARTITION_PREFIX)
-    if name == digits or len(digits) != 8 or not digits.isdigit():
-        return None
-    try:
-        return to_us(datetime.strptime(digits, "%Y%m%d").replace(tzinfo=timezone.utc))
-    except ValueError:
-        return None
-
-
-@dataclass(frozen=True)
-class AttemptPartitions:
-    """The day partitions of ``attempts`` as the catalog shows them."""
-
-    attached: tuple[int, ...]
-    """First instants (µs) of the days with an attached partition, ascending."""
-    detached: tuple[str, ...]
-    """Day tables detached by retention and not yet rolled up and dropped."""
-
-
-def plan_partitions(
-    layout: AttemptPartitions, now_us: int, cutoff_us: int, ahead_days: int
-) -> tuple[list[int], list[int]]:
-    """(days to give a partition, days whose partition to take out): today
-    and the ``ahead_days`` after it where missing; every attached day that
-    ends at or before ``cutoff_us``. A day that has not wholly passed the
-    cutoff is kept: its older rows go with their executions, or with the
-    whole day at a later pass."""
-    today = day_of(now_us)
-    attached = set(layout.attached)
-    create = [day for day in (today + n * DAY_US for n in range(ahead_days + 1)) if day not in attached]
-    detach = [day for day in layout.attached if day + DAY_US <= cutoff_us]
-    return create, detach
-
-
-# --------------------------------------------------------------------------- the store
 
 
 @dataclass(frozen=True)
@@ -710,224 +559,3 @@ _UPSERT_FROM_ARRAYS = (
     "lateness_p99_us = excluded.lateness_p99_us, lateness_sketch = excluded.lateness_sketch, "
     "updated_at = excluded.updated_at"
 )
-
-
-# --------------------------------------------------------------------------- the runner
-
-
-@dataclass(frozen=True)
-class RetentionConfig:
-    """How long history is kept and how pruning paces itself."""
-
-    retention: timedelta = timedelta(days=30)
-    """Executions, their attempts, skip ranges and resolved alerts older than
-    this are pruned (attempts into the daily rollups). Also how far back a
-    backfill deduplicates."""
-    rollup_retention: timedelta = timedelta(days=400)
-    """Daily rollups older than this are pruned."""
-    batch: int = 1000
-    """Rows per pruning transaction."""
-    interval: float = 60.0
-    """Seconds between passes (a pass runs until nothing is left to prune)."""
-    pause: float = 0.01
-    """Seconds between two batches of a pass, so pruning yields to dispatch."""
-    partitions_ahead: int = 3
-    """Where attempts are partitioned by day (PostgreSQL): days after today
-    that have their partition made ahead of time."""
-    partition_lock_timeout: float = 1.0
-    """Seconds a partition's attach or detach waits for its lock before
-    giving up until the next pass (results being recorded wait behind it at
-    most this long)."""
-
-    def __post_init__(self) -> None:
-        if self.retention < timedelta(hours=1):
-            raise ValueError(f"retention must be at least 1 hour, got {self.retention}")
-        if self.rollup_retention < self.retention:
-            raise ValueError("rollup_retention must not be shorter than retention")
-        if not 1 <= self.batch <= 100_000:
-            raise ValueError(f"batch must be between 1 and 100000, got {self.batch}")
-        if not self.interval > 0:
-            raise ValueError(f"interval must be > 0 seconds, got {self.interval}")
-        if self.pause < 0:
-            raise ValueError(f"pause must be >= 0 seconds, got {self.pause}")
-        if not 1 <= self.partitions_ahead <= 60:
-            raise ValueError(f"partitions_ahead must be between 1 and 60 days, got {self.partitions_ahead}")
-        if not self.partition_lock_timeout > 0:
-            raise ValueError(f"partition_lock_timeout must be > 0 seconds, got {self.partition_lock_timeout}")
-
-
-@dataclass(frozen=True)
-class PassResult:
-    """What one pass pruned."""
-
-    cutoff: datetime
-    executions: int = 0
-    attempts: int = 0
-    resolved: int = 0
-    """Open alerts of pruned dead letters, resolved."""
-    skips: int = 0
-    alerts: int = 0
-    rollups: int = 0
-    batches: int = 0
-    partitions_created: int = 0
-    """Day partitions of attempts made ahead (PostgreSQL)."""
-    partitions_dropped: int = 0
-    """Day partitions of attempts rolled up and dropped (their rows are in ``attempts``)."""
-
-
-class Retention:
-    """Prunes history past the retention window, one pass every ``interval``,
-    on the server elected under :data:`RETENTION_KEY` (any server may win;
-    the next takes over when its session ends).
-
-    ``run_pass`` is also callable directly (tests, a one-off from a shell):
-    it prunes everything past the window as of the clock's ``now``, batch by
-    batch, and returns what it pruned. ``stop_when`` is checked between
-    batches; the runner passes its leadership's loss, so a deposed runner
-    stops after at most one batch."""
-
-    def __init__(
-        self,
-        store: RetentionStore,
-        alerts: AlertStore,
-        leases: LeaseStore,
-        session: Callable[[], Session],
-        clock: Clock,
-        *,
-        server_id: str,
-        config: RetentionConfig | None = None,
-    ) -> None:
-        self._store = store
-        self._alerts = alerts
-        self._leases = leases
-        self._session = session
-        self._clock = clock
-        self._server_id = server_id
-        self.config = config or RetentionConfig()
-        self.leading = False
-        self.passes = 0
-        self.last_pass: PassResult | None = None
-
-    async def run(self) -> None:
-        """Campaign for :data:`RETENTION_KEY`; while leading, a pass every ``interval``."""
-        while True:
-            session = self._session()
-            try:
-                ownership = await self._leases.wait_acquire(RETENTION_KEY, self._server_id, session)
-            except LeaseStoreError as error:
-                log.debug("retention election: %s; trying again", error)
-                await self._clock.sleep(1.0)
-                continue
-            self.leading = True
-            log.info("this server runs retention (window %s)", self.config.retention)
-            try:
-                while not ownership.lost.is_set():
-                    try:
-                        await self.run_pass(stop_when=ownership.lost.is_set)
-                    except Exception:
-                        log.exception("retention pass failed; trying again next interval")
-                    await _sleep_or(self._clock, self.config.interval, ownership.lost)
-            finally:
-                self.leading = False
-            log.info("this server no longer runs retention")
-
-    async def run_pass(self, *, stop_when: Callable[[], bool] = lambda: False) -> PassResult:
-        now = self._clock.now()
-        config = self.config
-        cutoff = now - config.retention
-        totals = dict(
-            executions=0, attempts=0, resolved=0, skips=0, alerts=0, rollups=0, batches=0,
-            partitions_created=0, partitions_dropped=0,
-        )  # fmt: skip
-
-        async def between() -> bool:
-            totals["batches"] += 1
-            if stop_when():
-                return False
-            if config.pause:
-                await self._clock.sleep(config.pause)
-            return True
-
-        if not await self._partitions(now, cutoff, totals, between):
-            return self._finish(cutoff, totals)
-        after = None
-        while True:
-            batch = await self._store.prune_executions(cutoff, after=after, limit=config.batch)
-            totals["executions"] += batch.executions
-            totals["attempts"] += batch.attempts
-            if batch.resolved:
-                totals["resolved"] += batch.resolved
-                await self._alerts.sequence_after_commit()
-            after = batch.next_key
-            if not await between() or after is None:
-                break
-        for name, prune in (
-            ("skips", lambda: self._store.prune_skips(cutoff, limit=config.batch)),
-            ("alerts", lambda: self._alerts.prune(cutoff, limit=config.batch)),
-            ("rollups", lambda: self._store.prune_rollups(now - config.rollup_retention, limit=config.batch)),
-        ):
-            while not stop_when():
-                pruned = await prune()
-                totals[name] += pruned
-                if not await between() or pruned < config.batch:
-                    break
-        return self._finish(cutoff, totals)
-
-    async def _partitions(
-        self, now: datetime, cutoff: datetime, totals: dict[str, int], between: Callable[[], Awaitable[bool]]
-    ) -> bool:
-        """Keep the day partitions of attempts where there are some: make
-        the coming days', take out (detach, roll up, drop) the days wholly
-        before ``cutoff``, and prune the default partition's old rows.
-        False when ``between`` ended the pass (leadership lost)."""
-        store, config = self._store, self.config
-        layout = await store.attempt_partitions()
-        if layout is None:
-            return True
-        create, detach = plan_partitions(layout, to_us(now), to_us(cutoff), config.partitions_ahead)
-        for day in create:
-            if await store.create_partition(day, lock_timeout=config.partition_lock_timeout):
-                totals["partitions_created"] += 1
-        for day in detach:
-            await store.detach_partition(day, lock_timeout=config.partition_lock_timeout)
-        for name in (await store.attempt_partitions() or layout).detached:
-            while True:
-                batch = await store.roll_up_detached(name, limit=config.batch)
-                totals["attempts"] += batch.rows
-                totals["partitions_dropped"] += batch.dropped
-                if batch.dropped:
-                    log.info("retention: attempt partition %s rolled up (%d rows) and dropped", name, batch.total)
-                if not await between():
-                    return False
-                if batch.done:
-                    break
-        while True:
-            pruned = await store.prune_default_partition(cutoff, limit=config.batch)
-            totals["attempts"] += pruned
-            if not await between():
-                return False
-            if pruned < config.batch:
-                return True
-
-    def _finish(self, cutoff: datetime, totals: dict[str, int]) -> PassResult:
-        result = PassResult(cutoff=cutoff, **totals)
-        self.passes += 1
-        self.last_pass = result
-        if result.executions or result.attempts or result.skips or result.alerts or result.rollups:
-            log.info(
-                "retention: pruned %d executions, %d attempts (rolled up; %d day partitions dropped), "
-                "%d skip ranges, %d alerts, %d rollups older than %s in %d batches",
-                result.executions, result.attempts, result.partitions_dropped, result.skips, result.alerts,
-                result.rollups, cutoff.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), result.batches,
-            )
-        return result
-
-
-async def _sleep_or(clock: Clock, seconds: float, event: asyncio.Event) -> None:
-    sleeper = asyncio.ensure_future(clock.sleep(seconds))
-    waiter = asyncio.ensure_future(event.wait())
-    try:
-        await asyncio.wait({sleeper, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        sleeper.cancel()
-        waiter.cancel()

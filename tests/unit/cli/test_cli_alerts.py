@@ -21,10 +21,10 @@ def _alert(ident: str, **fields) -> admin_pb2.Alert:
 
 def test_the_kind_choices_are_the_contracts_kinds() -> None:
     from tickwheel_server.api import convert
-    from tickwheel_server.store import alerts
+    from tickwheel_server.alerts import catalogue
 
     names = [n[len("ALERT_KIND_"):].lower() for n in admin_pb2.AlertKind.keys() if not n.endswith("UNSPECIFIED")]
-    assert list(ALERT_KINDS) == list(alerts.ALERT_KINDS) == list(convert.ALERT_KIND_TO_PROTO) == names
+    assert list(ALERT_KINDS) == list(catalogue.ALERT_KINDS) == list(convert.ALERT_KIND_TO_PROTO) == names
     assert [convert.ALERT_KIND_TO_PROTO[k] for k in names] == [admin_pb2.AlertKind.Value(f"ALERT_KIND_{k.upper()}")
                                                                for k in names]  # fmt: skip
 
