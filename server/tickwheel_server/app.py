@@ -41,9 +41,9 @@ from .dispatcher.ownership import PartitionOwnership
 from .gateway.gateway import Gateway
 from .gateway.revocation import CredentialWatch
 from .drain import Drainer
-from .lateness import LatenessStore, LatenessWatch
-from .skipped import SkipWatch, SkipWatchStore, overlap_alerts
-from .unowned import UnownedWatch
+from .alerts.lateness import LatenessWatch
+from .alerts.skipped import SkipWatch, overlap_alerts
+from .alerts.unowned import UnownedWatch
 from .presence import Presence
 from .maintenance.reaper import SERVERS_PREFIX, Reaper, session_name
 from .ratelimit import LiveServers, RequestRateLimiter
@@ -60,7 +60,9 @@ from .store.history import HistoryStore
 from .store.jobs import JobStore
 from .store.manual import ManualStore
 from .maintenance.retention import Retention, RetentionConfig
+from .store.lateness import LatenessStore
 from .store.retention import RetentionStore
+from .store.skipped import SkipWatchStore
 from .store.partitions import PartitionStore
 from .store.tenants import TenantStore
 from .store.tzdata import TzdataStore

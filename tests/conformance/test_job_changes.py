@@ -23,7 +23,7 @@ from tickwheel_server.api.scheduler import plan_update, resume_plan
 from tickwheel_server.api.validate import normalise_job
 from tickwheel.shared.ids import execution_id, from_us, new_job_id, to_us
 from tickwheel_server.jobspec import schedule_of
-from tickwheel_server.lateness import LatenessStore
+from tickwheel_server.store.lateness import LatenessStore
 from tickwheel_server.schedule import first_fire, next_fire
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.handout import Capability, HandoutStore

@@ -8,10 +8,11 @@ import pytest
 from tickwheel.v1 import job_pb2
 
 from tickwheel.shared.clock import FakeClock
-from tickwheel_server.lateness import DEFAULT_THRESHOLD, LatenessStore, LatenessWatch, late_key
-from tickwheel_server.alerts.catalogue import NewAlert
+from tickwheel_server.alerts.catalogue import NewAlert, late_key
+from tickwheel_server.alerts.lateness import LatenessWatch
 from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.handout import HandoutStore
+from tickwheel_server.store.lateness import DEFAULT_THRESHOLD, LatenessStore
 from tickwheel_server.store.tables import executions, jobs
 from tickwheel_server.store.tenants import Tenant, TenantStore
 

@@ -22,14 +22,15 @@ import sqlalchemy as sa
 
 from tickwheel.shared.clock import FakeClock
 from tickwheel.shared.ids import to_us
-from tickwheel_server.skipped import SkipWatch, SkipWatchStore, overlap_alerts
 from tickwheel_server.alerts.catalogue import partition_unowned_key, skipped_alert, skipped_key
+from tickwheel_server.alerts.skipped import SkipWatch, overlap_alerts
+from tickwheel_server.alerts.unowned import UnownedWatch
 from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.partitions import PartitionStore
+from tickwheel_server.store.skipped import SkipWatchStore
 from tickwheel_server.store.tables import executions
 from tickwheel_server.store.tenants import Tenant, TenantStore
-from tickwheel_server.unowned import UnownedWatch
 
 from .test_dispatch_claim import MINUTE, NOW, OWNED, World, cron_job
 from .test_isolation import Server, occurrences, spec

@@ -103,6 +103,24 @@ def dead_letter_alert(*, execution_id: str, job_id: str, tenant: str, reason: st
     )  # fmt: skip
 
 
+def late_alert(
+    *, job_id: str, tenant: str, execution_id: str, waiting: int, ready_at: datetime, late_by: timedelta,
+    threshold: timedelta,
+) -> NewAlert:
+    """The alert for a job with ``waiting`` executions not started within
+    its lateness ``threshold``, the oldest (``execution_id``) ready since
+    ``ready_at`` and waiting for ``late_by``."""
+    seconds = late_by.total_seconds()
+    return NewAlert(
+        key=late_key(job_id), kind="late", severity="warning",
+        summary=f"job {job_id} did not run: execution {execution_id} has waited {seconds:.0f} s "
+        f"since it was due (threshold {threshold.total_seconds():g} s)",
+        tenant=tenant, job_id=job_id, execution_id=execution_id,
+        details={"waiting_executions": str(waiting), "ready_at": ready_at.isoformat(),
+                 "late_by_seconds": f"{seconds:.3f}"},
+    )  # fmt: skip
+
+
 def poison_alert(*, execution_id: str, job_id: str, tenant: str, reason: str) -> NewAlert:
     """The alert for an execution dead-lettered as poison: its workers died
     or went silent under it more often than the cap allows. It stands for the
@@ -121,7 +139,7 @@ def skipped_alert(
     ``from_at`` to ``to_at``, not run because of its ``reason`` policy
     (``misfire`` or ``overlap``). A repeat while it is open carries the
     latest range: ``to_us`` is what its resolution compares with (see
-    :mod:`tickwheel_server.skipped`)."""
+    :mod:`tickwheel_server.alerts.skipped`)."""
     return NewAlert(
         key=skipped_key(job_id), kind="skipped", severity="warning",
         summary=f"job {job_id} skipped {count} occurrence{'s' if count != 1 else ''} "

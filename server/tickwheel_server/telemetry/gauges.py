@@ -2,30 +2,27 @@
 dead-letter depth, read before a scrape and cached, so a scrape costs at
 most two bounded reads every ``ttl`` seconds however often it comes.
 
-Queue depth is what ClusterStatus reads (:meth:`OperationsStore.queues`:
-the top tenants by ready executions, each counted up to a cap); dead
-letters are counted on the ``executions_dead`` partial index, up to the same
-cap (a deeper pile reads as the cap).
+The reads are :class:`~tickwheel_server.store.gauges.GaugeStore`'s (each
+counted up to a cap).
 """
 
 from __future__ import annotations
 
 import asyncio
 
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from tickwheel.shared.clock import Clock
 
-from ..store.base import SqlStore
-from ..store.isolation import status_in
-from ..store.operations import READY_COUNT_CAP, OperationsStore
-from ..store.tables import executions
+from ..store.gauges import GaugeStore
+from ..store.operations import READY_COUNT_CAP
 from .metrics import Metrics
 
 
-class StoreGauges(SqlStore):
-    def __init__(self, engine, clock, *, top: int = 20, ttl: float = 5.0) -> None:
-        super().__init__(engine, clock)
-        self._operations = OperationsStore(engine, clock)
+class StoreGauges:
+    """The store's gauges for one server's metrics, read at most every ``ttl`` seconds."""
+
+    def __init__(self, engine, clock: Clock, *, top: int = 20, ttl: float = 5.0) -> None:
+        self.clock = clock
+        self._store = GaugeStore(engine, clock)
         self._top = max(1, top)
         self._ttl = ttl
         self._read_at: float | None = None
@@ -53,12 +50,8 @@ class StoreGauges(SqlStore):
             now = self.clock.monotonic()
             if self._read_at is not None and now - self._read_at < self._ttl:
                 return
-            queues = await self._operations.queues(self.clock.now(), self._top)
-            self.dead_letters = await self._tx(_count_dead, idempotent=True)
+            queues = await self._store.queues(self.clock.now(), self._top)
+            self.dead_letters = await self._store.dead_letters()
             self.queues = [({"tenant": q.tenant}, float(q.ready)) for q in queues]
             self._read_at = self.clock.monotonic()
 
-
-def _count_dead(conn: Connection) -> int:
-    capped = sa.select(sa.literal(1)).where(status_in(executions.c.status, "dead")).limit(READY_COUNT_CAP).subquery()
-    return conn.execute(sa.select(sa.func.count()).select_from(capped)).scalar_one()

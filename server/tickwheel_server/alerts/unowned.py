@@ -28,9 +28,9 @@ from datetime import datetime
 
 from tickwheel.shared.clock import Clock
 
-from .alerts.catalogue import partition_unowned_alert
-from .store.alerts import AlertStore
-from .store.partitions import PartitionStore
+from ..store.alerts import AlertStore
+from ..store.partitions import PartitionStore
+from .catalogue import partition_unowned_alert
 
 log = logging.getLogger(__name__)
 

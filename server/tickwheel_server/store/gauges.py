@@ -1,0 +1,42 @@
+"""The SQL behind the store's gauges: ready queue depth per tenant and
+dead-letter depth, each a bounded read.
+
+Queue depth is what ClusterStatus reads (:meth:`OperationsStore.queues`:
+the top tenants by ready executions, each counted up to a cap); dead
+letters are counted on the ``executions_dead`` partial index, up to the same
+cap (a deeper pile reads as the cap). Caching and publishing them is
+:mod:`tickwheel_server.telemetry.gauges`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from .base import SqlStore
+from .isolation import status_in
+from .operations import READY_COUNT_CAP, OperationsStore, TenantQueue
+from .tables import executions
+
+
+class GaugeStore(SqlStore):
+    """The two reads of :class:`~tickwheel_server.telemetry.gauges.StoreGauges`."""
+
+    def __init__(self, engine, clock) -> None:
+        super().__init__(engine, clock)
+        self._operations = OperationsStore(engine, clock)
+
+    async def queues(self, now: datetime, top: int) -> list[TenantQueue]:
+        """The ``top`` tenants by ready executions as of ``now``, each counted up to :data:`READY_COUNT_CAP`."""
+        return await self._operations.queues(now, top)
+
+    async def dead_letters(self) -> int:
+        """Dead-lettered executions kept (all tenants), counted up to :data:`READY_COUNT_CAP`."""
+        return await self._tx(_count_dead, idempotent=True)
+
+
+def _count_dead(conn: Connection) -> int:
+    capped = sa.select(sa.literal(1)).where(status_in(executions.c.status, "dead")).limit(READY_COUNT_CAP).subquery()
+    return conn.execute(sa.select(sa.func.count()).select_from(capped)).scalar_one()

@@ -1,0 +1,96 @@
+"""The SQL of the lateness watch: the oldest executions still waiting for a
+hand-out, each with its job's lateness threshold.
+
+Late is measured against the instant an execution became ready
+(``ready_at``: the due instant for a first attempt, the backoff's end for a
+retry). :meth:`LatenessStore.oldest_waiting` is a range scan on
+``executions_ready`` (and on ``executions_waiting``) with a LIMIT, joined
+with their jobs for the threshold. Executions of a paused tenant
+(``tenants.state = 'paused'``) and those a paused job holds (``wait_key``
+``PAUSED_WAIT``) are left out: they are held back on purpose. The watch that
+raises and resolves the alerts is :mod:`tickwheel_server.alerts.lateness`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from google.protobuf.message import DecodeError
+from sqlalchemy.engine import Connection
+from tickwheel.v1 import job_pb2
+
+from tickwheel.shared.ids import from_us, to_us
+
+from .base import SqlStore
+from .isolation import not_held, status_in
+from .tables import executions, jobs, tenants
+
+DEFAULT_THRESHOLD = timedelta(minutes=5)
+SCAN_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class Waiting:
+    execution_id: str
+    job_id: str
+    tenant: str
+    nominal_at: datetime
+    ready_at: datetime
+    threshold: timedelta
+
+
+class LatenessStore(SqlStore):
+    async def oldest_waiting(self, older_than: datetime, limit: int = SCAN_LIMIT) -> list[Waiting]:
+        """Up to ``limit`` executions waiting for a hand-out since before
+        ``older_than``, oldest first, each with its job's lateness threshold;
+        those of paused tenants and those paused jobs hold are left out."""
+        cutoff = to_us(older_than)
+        paused = sa.select(tenants.c.name).where(tenants.c.state == "paused")
+
+        def fn(conn: Connection) -> list[Waiting]:
+            rows = []
+            # Ready for a hand-out, and held back by their job's overlap policy
+            # or a concurrency key: one range scan with a LIMIT on each of
+            # executions_ready and executions_waiting, merged oldest first.
+            for status in ("scheduled", "waiting"):
+                rows += conn.execute(
+                    sa.select(
+                        executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.nominal_at,
+                        executions.c.ready_at, jobs.c.spec,
+                    )
+                    .select_from(executions.outerjoin(jobs, jobs.c.id == executions.c.job_id))
+                    .where(
+                        status_in(executions.c.status, status),
+                        executions.c.ready_at <= cutoff,
+                        executions.c.tenant.not_in(paused),
+                        *([not_held()] if status == "waiting" else []),
+                    )
+                    .order_by(executions.c.ready_at)
+                    .limit(limit)
+                ).all()
+            rows = sorted(rows, key=lambda row: row.ready_at)[:limit]
+            found = []
+            thresholds: dict[str, timedelta] = {}
+            for row in rows:
+                if row.job_id not in thresholds:
+                    spec = _definition(row.spec)
+                    thresholds[row.job_id] = (
+                        spec.lateness_threshold.ToTimedelta() if spec.HasField("lateness_threshold") else DEFAULT_THRESHOLD
+                    )
+                found.append(Waiting(row.id, row.job_id, row.tenant, from_us(row.nominal_at), from_us(row.ready_at),
+                                     thresholds[row.job_id]))
+            return found
+
+        return await self._tx(fn)
+
+
+def _definition(spec: bytes | None) -> job_pb2.Job:
+    """A job's definition for its lateness threshold; empty (the default
+    threshold) when deleted or when this server cannot parse it, so one
+    damaged row does not stop the watch for every job."""
+    try:
+        return job_pb2.Job.FromString(spec) if spec else job_pb2.Job()
+    except DecodeError:
+        return job_pb2.Job()
