@@ -45,7 +45,8 @@ from .alerts.lateness import LatenessWatch
 from .alerts.skipped import SkipWatch, overlap_alerts
 from .alerts.unowned import UnownedWatch
 from .presence import Presence
-from .maintenance.reaper import SERVERS_PREFIX, Reaper, session_name
+from .lease.keys import server_key, session_name
+from .maintenance.reaper import Reaper
 from .ratelimit import LiveServers, RequestRateLimiter
 from .webhook import AlertWebhook, WebhookConfig
 from .alerts.catalogue import NewAlert, clock_skew_key, dead_letter_alert, poison_alert
@@ -538,7 +539,7 @@ class TickwheelServer:
             {"server_id": self.server_id, "address": self.config.effective_advertise, "version": __version__}
         )
         try:
-            await self._lease_store.put(SERVERS_PREFIX + self.server_id, value, session=session)
+            await self._lease_store.put(server_key(self.server_id), value, session=session)
         except BaseException:
             await session.close()
             raise

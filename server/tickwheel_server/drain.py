@@ -47,11 +47,10 @@ from .dispatcher.ownership import PartitionOwnership
 from .errors import FailedPrecondition, NotFound
 from .gateway.connections import Connections, WorkerConnection
 from .lease import EventType, LeaseStore, LeaseStoreError, Session, WatchCompacted
-from .maintenance.reaper import SERVERS_PREFIX, session_name
+from .lease.keys import drain_key, drains_prefix, server_key, session_name
 
 log = logging.getLogger(__name__)
 
-DRAINS_PREFIX = "/tickwheel/drains/"
 DEFAULT_ANSWER_TIMEOUT = 10.0
 REASON = "server draining (DrainServer): finish, report and reconnect elsewhere"
 
@@ -154,13 +153,13 @@ class Drainer:
         answer. NotFound when it is not alive; FailedPrecondition when it
         restarted between the lookup and its answer; DrainUnanswered when
         it does not answer within the timeout."""
-        target = await self._leases.get(SERVERS_PREFIX + server_id)
+        target = await self._leases.get(server_key(server_id))
         if target is None or not target.lease:
             raise NotFound("server", server_id)
         session = self._session()
         if session is None or session.lost.is_set():
             raise DrainUnanswered("this server has no etcd session right now")
-        key = f"{DRAINS_PREFIX}{server_id}/{secrets.token_hex(8)}"
+        key = drain_key(server_id, secrets.token_hex(8))
         request = {
             "grace_us": grace // timedelta(microseconds=1),
             "session": session_name(target.lease),
@@ -197,7 +196,7 @@ class Drainer:
 
     async def _follow_requests(self) -> None:
         """The requests present, then every new one (by watch)."""
-        prefix = f"{DRAINS_PREFIX}{self.server_id}/"
+        prefix = drains_prefix(self.server_id)
         while True:
             try:
                 revision = await self._leases.current_revision()

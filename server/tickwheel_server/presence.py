@@ -28,7 +28,9 @@ from tickwheel.shared.ids import to_us
 
 from .lease import KeyValue, LeaseStore, LeaseStoreError, Session
 from .dispatcher.ownership import OwnershipConfig
-from .maintenance.reaper import REAPER_KEY, SERVERS_PREFIX, session_name
+from .lease.keys import (
+    REAPER_KEY, SERVERS_PREFIX, partition_of, partitions_prefix, server_key, server_of, session_name,
+)  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +66,7 @@ class ServerRecord:
         fields are ignored and missing ones take their defaults, so servers
         of neighbouring releases read each other; a value that is not a JSON
         object gives a record with only the id (from the key)."""
-        server_id = kv.key[len(SERVERS_PREFIX) :]
+        server_id = server_of(kv.key) or ""
         try:
             value = json.loads(kv.value)
         except ValueError:
@@ -98,7 +100,7 @@ class Presence:
         self._clock = clock
         self._record = record
         self.interval = interval
-        self._partitions_prefix = (ownership or OwnershipConfig()).partitions_prefix
+        self._ownership_root = (ownership or OwnershipConfig()).key_prefix
 
     async def publish(self) -> bool:
         """Write the record now under the current session; False when there
@@ -110,7 +112,7 @@ class Presence:
             return False
         record = self._record()
         stamped = ServerRecord(**{**asdict(record), "published_at_us": to_us(self._clock.now())})
-        await self._leases.put(SERVERS_PREFIX + record.server_id, stamped.to_json(), session=session)
+        await self._leases.put(server_key(record.server_id), stamped.to_json(), session=session)
         return True
 
     async def run(self) -> None:
@@ -136,8 +138,8 @@ class Presence:
         """Partition -> the server id holding its ownership key now (one
         range read); partitions nobody holds are absent."""
         holders: dict[int, str] = {}
-        for kv in await self._leases.get_prefix(self._partitions_prefix):
-            suffix = kv.key[len(self._partitions_prefix) :]
-            if suffix.isdigit():
-                holders[int(suffix)] = kv.value.decode(errors="replace")
+        for kv in await self._leases.get_prefix(partitions_prefix(self._ownership_root)):
+            partition = partition_of(kv.key, self._ownership_root)
+            if partition is not None:
+                holders[partition] = kv.value.decode(errors="replace")
         return holders

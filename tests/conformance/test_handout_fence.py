@@ -22,7 +22,7 @@ from tickwheel_server.errors import Unavailable
 from tickwheel_server.gateway.connections import Connections
 from tickwheel_server.gateway.gateway import Gateway
 from tickwheel_server.lease.memory import MemoryLeaseStore
-from tickwheel_server.maintenance.reaper import session_name
+from tickwheel_server.lease.keys import session_name
 from tickwheel_server.store.handout import Claimed, HandoutStore
 from tickwheel_server.store.tables import attempts, executions, tenant_gates
 from tickwheel_server.store.tenants import Tenant, TenantStore

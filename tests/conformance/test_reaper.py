@@ -12,7 +12,8 @@ import pytest
 
 from tickwheel.shared.clock import FakeClock
 from tickwheel_server.lease.memory import MemoryLeaseStore
-from tickwheel_server.maintenance.reaper import REAPER_KEY, SERVERS_PREFIX, Reaper, session_name
+from tickwheel_server.lease.keys import REAPER_KEY, SERVERS_PREFIX, session_name
+from tickwheel_server.maintenance.reaper import Reaper
 from tickwheel_server.store.handout import HandoutStore
 from tickwheel_server.store.tables import attempts, executions
 from tickwheel_server.store.tenants import Tenant, TenantStore

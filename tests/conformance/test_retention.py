@@ -16,12 +16,13 @@ import sqlalchemy as sa
 
 from tickwheel.shared.clock import FakeClock
 from tickwheel.shared.ids import to_us
-from tickwheel_server.lease.memory import MemoryLeaseStore
-from tickwheel_server.store.errors import TransactionConflictError
 from tickwheel_server.alerts.catalogue import NewAlert, dead_letter_alert, poison_alert
-from tickwheel_server.store.alerts import AlertStore
-from tickwheel_server.maintenance.retention import RETENTION_KEY, Retention, RetentionConfig
+from tickwheel_server.lease.keys import RETENTION_KEY
+from tickwheel_server.lease.memory import MemoryLeaseStore
+from tickwheel_server.maintenance.retention import Retention, RetentionConfig
 from tickwheel_server.policy.rollups import DAY_US, LatenessSketch, day_of
+from tickwheel_server.store.alerts import AlertStore
+from tickwheel_server.store.errors import TransactionConflictError
 from tickwheel_server.store.retention import RetentionStore
 from tickwheel_server.store.tables import attempt_rollups, attempts, executions, skips
 

@@ -24,7 +24,7 @@ from tests.integration.test_admin_ops import (
 )  # fmt: skip
 from tests.support.polling import eventually
 from tests.support.server import running_server
-from tickwheel_server.maintenance.reaper import session_name
+from tickwheel_server.lease.keys import session_name
 from tickwheel_server.store import load_migrations
 from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig
 from tickwheel_worker.handlers import PermanentError

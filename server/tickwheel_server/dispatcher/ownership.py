@@ -67,6 +67,7 @@ from typing import TypeVar
 
 from tickwheel.shared.clock import Clock
 
+from ..lease import keys
 from ..lease.base import (
     EventType,
     KeyValue,
@@ -85,7 +86,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-DEFAULT_KEY_PREFIX = "/tickwheel/"
+DEFAULT_KEY_PREFIX = keys.ROOT
 DEFAULT_TICK = 1.0
 
 
@@ -113,17 +114,17 @@ class OwnershipConfig:
 
     @property
     def members_prefix(self) -> str:
-        return self.key_prefix + "members/"
+        return keys.members_prefix(self.key_prefix)
 
     @property
     def partitions_prefix(self) -> str:
-        return self.key_prefix + "partitions/"
+        return keys.partitions_prefix(self.key_prefix)
 
     def member_key(self, server_id: str) -> str:
-        return self.members_prefix + server_id
+        return keys.member_key(server_id, self.key_prefix)
 
     def partition_key(self, partition: int) -> str:
-        return f"{self.partitions_prefix}{partition}"
+        return keys.partition_key(partition, self.key_prefix)
 
 
 # --------------------------------------------------------------------------- deciding (pure)
@@ -579,15 +580,11 @@ class PartitionOwnership:
                 await backoff.sleep()
 
     def _member_id(self, key: str) -> str | None:
-        member = key[len(self.config.members_prefix) :]
-        return member if member and "/" not in member else None
+        return keys.member_of(key, self.config.key_prefix)
 
     def _partition_of(self, key: str) -> int | None:
-        suffix = key[len(self.config.partitions_prefix) :]
-        if not suffix.isdigit():
-            return None
-        partition = int(suffix)
-        return partition if partition < self.partition_count else None
+        partition = keys.partition_of(key, self.config.key_prefix)
+        return partition if partition is not None and partition < self.partition_count else None
 
     def _load_members(self, kvs: list[KeyValue], revision: int) -> None:
         self._view.members = {m for m in (self._member_id(kv.key) for kv in kvs) if m is not None}

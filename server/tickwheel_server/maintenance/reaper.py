@@ -34,18 +34,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from tickwheel.shared.clock import Clock
 
 from ..lease import LeaseStore, LeaseStoreError, Session
+from ..lease.keys import REAPER_KEY, SERVERS_PREFIX, session_name
 from ..store.handout import HandoutStore, Retry
 
 log = logging.getLogger(__name__)
-
-REAPER_KEY = "/tickwheel/reaper"
-SERVERS_PREFIX = "/tickwheel/servers/"
-
-
-def session_name(session_id: int) -> str:
-    """How a session is written in ``executions.owner``."""
-    return f"{session_id:x}"
-
 
 class Reaper:
     def __init__(

@@ -25,14 +25,12 @@ from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import to_us
 
 from ..lease import LeaseStore, LeaseStoreError, Session
+from ..lease.keys import RETENTION_KEY
 from ..policy.rollups import plan_partitions
 from ..store.alerts import AlertStore
 from ..store.retention import RetentionStore
 
 log = logging.getLogger(__name__)
-
-RETENTION_KEY = "/tickwheel/retention"
-
 
 @dataclass(frozen=True)
 class RetentionConfig:
