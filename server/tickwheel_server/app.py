@@ -40,17 +40,17 @@ from .dispatcher.dispatcher import Dispatcher
 from .dispatcher.ownership import PartitionOwnership
 from .gateway.gateway import Gateway
 from .gateway.revocation import CredentialWatch
-from .drain import Drainer
 from .alerts.lateness import LatenessWatch
 from .alerts.skipped import SkipWatch, overlap_alerts
 from .alerts.unowned import UnownedWatch
-from .presence import Presence
 from .lease.keys import server_key, session_name
 from .maintenance.reaper import Reaper
 from .ratelimit import LiveServers, RequestRateLimiter
 from .webhook import AlertWebhook, WebhookConfig
 from .alerts.catalogue import NewAlert, clock_skew_key, dead_letter_alert, poison_alert
 from .alerts.watch import AlertWatch
+from .cluster.drain import Drainer
+from .cluster.presence import Presence
 from .store.alerts import AlertStore
 from .store.cluster import database_now, ensure_cluster
 from .store.credentials import WorkerCredentialStore

@@ -28,10 +28,10 @@ from tests.support.polling import eventually
 from tests.support.server import TICKWHEEL, Running, running_server
 from tickwheel.shared.clock import FakeClock, SystemClock
 from tickwheel_server.dispatcher.ownership import OwnershipConfig, PartitionOwnership
-from tickwheel_server.drain import Drainer
+from tickwheel_server.cluster.drain import Drainer
 from tickwheel.shared.ids import to_us
 from tickwheel_server.lease import open_lease_store
-from tickwheel_server.presence import Presence
+from tickwheel_server.cluster.presence import Presence
 from tickwheel_server.lease.keys import DRAINS_PREFIX, SERVERS_PREFIX, session_name
 from tickwheel_server.store import create_store_engine, migrate
 from tickwheel_server.store.operations import OperationsStore

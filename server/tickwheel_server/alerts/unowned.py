@@ -45,7 +45,7 @@ class UnownedWatch:
     """Raises and resolves ``partition_unowned`` alerts; one :meth:`check_once` per reaper pass.
 
     ``holders`` reads partition → owning server id from etcd (absent: no
-    owner), such as :meth:`~tickwheel_server.presence.Presence.partition_holders`.
+    owner), such as :meth:`~tickwheel_server.cluster.presence.Presence.partition_holders`.
     """
 
     def __init__(

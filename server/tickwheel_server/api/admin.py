@@ -19,10 +19,10 @@ from tickwheel.shared.ids import from_us, to_us
 
 from .. import __version__
 from ..alerts.watch import AlertWatch
-from ..drain import Drainer, DrainUnanswered
+from ..cluster.drain import Drainer, DrainUnanswered
+from ..cluster.presence import Presence, ServerRecord
 from ..errors import FieldViolation, InvalidArgument, TickwheelError
 from ..lease import LeaseStoreError
-from ..presence import Presence, ServerRecord
 from ..store.alerts import AlertStore
 from ..store.errors import RetryableStoreError
 from ..store.credentials import WorkerCredentialStore
@@ -87,7 +87,7 @@ class ServerInfo:
     drainer: Drainer | None = None
 
     def record(self) -> ServerRecord:
-        """This server's record as :class:`~tickwheel_server.presence.Presence` publishes it."""
+        """This server's record as :class:`~tickwheel_server.cluster.presence.Presence` publishes it."""
         skew = self.clock_skew()
         return ServerRecord(
             server_id=self.server_id,
@@ -253,7 +253,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     @rpc
     async def DrainServer(self, request, context):
         """Drain this server, or ask the one named to drain (through etcd; see
-        :mod:`tickwheel_server.drain`). Idempotent: again, nothing more is
+        :mod:`tickwheel_server.cluster.drain`). Idempotent: again, nothing more is
         released. NOT_FOUND when no live server has that id, UNAVAILABLE
         when it does not answer in time or etcd cannot be reached."""
         await self._auth.admin(context)

@@ -13,7 +13,7 @@ Draining this server (:meth:`Drainer.drain`):
    connect while the server drains are told the same within
    ``recheck`` (0.5 s); a load balancer that checks health sends them
    elsewhere once ``on_drain`` has marked the worker service NOT_SERVING.
-3. Its record (:mod:`tickwheel_server.presence`) says ``draining``.
+3. Its record (:mod:`tickwheel_server.cluster.presence`) says ``draining``.
 
 Idempotent: a second drain releases nothing more and tells only streams
 not told yet. There is no undrain: restart the server.
@@ -43,11 +43,11 @@ from tickwheel.v1 import worker_pb2
 
 from tickwheel.shared.clock import Clock
 
-from .dispatcher.ownership import PartitionOwnership
-from .errors import FailedPrecondition, NotFound
-from .gateway.connections import Connections, WorkerConnection
-from .lease import EventType, LeaseStore, LeaseStoreError, Session, WatchCompacted
-from .lease.keys import drain_key, drains_prefix, server_key, session_name
+from ..dispatcher.ownership import PartitionOwnership
+from ..errors import FailedPrecondition, NotFound
+from ..gateway.connections import Connections, WorkerConnection
+from ..lease import EventType, LeaseStore, LeaseStoreError, Session, WatchCompacted
+from ..lease.keys import drain_key, drains_prefix, server_key, session_name
 
 log = logging.getLogger(__name__)
 

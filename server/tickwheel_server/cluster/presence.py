@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass, fields
 from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import to_us
 
-from .lease import KeyValue, LeaseStore, LeaseStoreError, Session
-from .dispatcher.ownership import OwnershipConfig
-from .lease.keys import (
+from ..dispatcher.ownership import OwnershipConfig
+from ..lease import KeyValue, LeaseStore, LeaseStoreError, Session
+from ..lease.keys import (
     REAPER_KEY, SERVERS_PREFIX, partition_of, partitions_prefix, server_key, server_of, session_name,
 )  # fmt: skip
 
