@@ -54,20 +54,19 @@ Lateness percentiles are read from a
 :class:`~tickwheel_server.policy.rollups.LatenessSketch` stored with the
 rollup, so that batches of one day merge exactly; what a batch adds to each
 (job, day) and the partitions' names and plan are decided in
-:mod:`tickwheel_server.policy.rollups`.
+:mod:`tickwheel_server.policy.rollups`, and written by :mod:`.rollups`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from tickwheel.shared.clock import Clock
@@ -75,11 +74,11 @@ from tickwheel.shared.ids import from_us, to_us
 
 from ..alerts.catalogue import dead_letter_key, poison_key
 from ..policy.rollups import (
-    DAY_US, PARTITION_PREFIX, AttemptPartitions, DayFigures, LatenessSketch, day_of, partition_day, partition_name,
-    summarise_attempts,
+    DAY_US, PARTITION_PREFIX, AttemptPartitions, day_of, partition_day, partition_name, summarise_attempts,
 )  # fmt: skip
 from .alerts import AlertStore
 from .base import SqlStore
+from .rollups import Rollup, merge_rollups
 from .transactions import sqlstate_of
 from .tables import attempt_rollups, attempts, executions, skips
 from .timeline import TERMINAL, in_group
@@ -88,21 +87,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PARTITION = "attempts_default"
 LOCK_NOT_AVAILABLE = "55P03"
-
-
-@dataclass(frozen=True)
-class Rollup:
-    """One job's attempts of one UTC day, after they left the hot history."""
-
-    job_id: str
-    tenant: str
-    day: datetime
-    """Midnight UTC of the day the attempts started."""
-    runs: int
-    failures: int
-    lateness_p50: timedelta
-    lateness_p90: timedelta
-    lateness_p99: timedelta
 
 
 @dataclass(frozen=True)
@@ -210,7 +194,7 @@ class RetentionStore(SqlStore):
             else:
                 history = conn.execute(sa.select(*columns).where(attempts.c.execution_id.in_(sorted(gone)))).all()
                 conn.execute(doomed)
-            _merge_rollups(conn, summarise_attempts(history, ended), now_us, self.caps.row_locks)
+            merge_rollups(conn, summarise_attempts(history, ended), now_us, self.caps.row_locks)
             resolved = []
             if alerts_store is not None and gone & dead:
                 keys = [key for ident in sorted(gone & dead) for key in (dead_letter_key(ident), poison_key(ident))]
@@ -392,7 +376,7 @@ class RetentionStore(SqlStore):
             query += "ORDER BY a.execution_id, a.attempt, a.delivery, a.started_at LIMIT :limit"
             rows = conn.execute(sa.text(query), params).all()
             tenant_of = {row.execution_id: (row.job_id, row.tenant) for row in rows}
-            _merge_rollups(conn, summarise_attempts(rows, tenant_of), now_us, row_locks)
+            merge_rollups(conn, summarise_attempts(rows, tenant_of), now_us, row_locks)
             if len(rows) < limit:
                 conn.execute(sa.text(f"DROP TABLE {name}"))
                 conn.execute(sa.text("DELETE FROM attempt_partition_walks WHERE partition = :name"), {"name": name})
@@ -432,7 +416,7 @@ class RetentionStore(SqlStore):
                 )
             }
             tenant_of = {ident: known.get(ident, (ident.split(":", 1)[0], "")) for ident in ids}
-            _merge_rollups(conn, summarise_attempts(rows, tenant_of), now_us, row_locks)
+            merge_rollups(conn, summarise_attempts(rows, tenant_of), now_us, row_locks)
             return len(rows)
 
         return await self._tx(fn)
@@ -482,80 +466,3 @@ def _set_lock_timeout(conn: Connection, seconds: float) -> None:
     """Wait at most ``seconds`` for a lock in this transaction: a DDL
     statement queued for a strong lock makes everyone after it queue too."""
     conn.execute(sa.text(f"SET LOCAL lock_timeout = '{max(1, round(seconds * 1000))}ms'"))
-
-
-def _merge_rollups(
-    conn: Connection, figures: Mapping[tuple[str, int], DayFigures], now_us: int, row_locks: bool
-) -> None:
-    """Add ``figures`` to their rollup rows: read the existing ones (by
-    primary key, joined to the keys as arrays on PostgreSQL and CockroachDB,
-    locked; on SQLite a superset by job and day, filtered here), merge, and write
-    every row back with one ``INSERT … ON CONFLICT DO UPDATE`` (over arrays
-    on PostgreSQL and CockroachDB)."""
-    if not figures:
-        return
-    keys = sorted(figures)
-    if conn.dialect.name == "sqlite":
-        query = sa.select(attempt_rollups).where(
-            attempt_rollups.c.job_id.in_(sorted({job for job, _ in keys})),
-            attempt_rollups.c.day.in_(sorted({day for _, day in keys})),
-        )
-        rows = conn.execute(query)
-    else:
-        rows = conn.exec_driver_sql(
-            _LOCK_ROLLUPS if row_locks else _READ_ROLLUPS,
-            {"job_id": [job for job, _ in keys], "day": [day for _, day in keys]},
-        )
-    existing = {(row.job_id, row.day): row for row in rows}
-    merged = []
-    for key in keys:
-        day = figures[key]
-        sketch, runs, failures = LatenessSketch(), day.runs, day.failures
-        row = existing.get(key)
-        if row is not None:
-            sketch = LatenessSketch.from_json(row.lateness_sketch)
-            runs += row.runs
-            failures += row.failures
-        sketch.merge(day.sketch)
-        merged.append(dict(
-            job_id=key[0], day=key[1], tenant=day.tenant, runs=runs, failures=failures,
-            lateness_p50_us=sketch.quantile(0.5), lateness_p90_us=sketch.quantile(0.9),
-            lateness_p99_us=sketch.quantile(0.99), lateness_sketch=sketch.to_json(), updated_at=now_us,
-        ))  # fmt: skip
-    if conn.dialect.name == "sqlite":  # no arrays, no network: an executemany
-        upsert = sqlite_insert(attempt_rollups)
-        conn.execute(
-            upsert.on_conflict_do_update(
-                index_elements=[attempt_rollups.c.job_id, attempt_rollups.c.day],
-                set_={name: upsert.excluded[name] for name in _ROLLUP_WRITTEN},
-            ),
-            merged,
-        )
-        return
-    columns = ("job_id", "day", "tenant", *_ROLLUP_WRITTEN)
-    conn.exec_driver_sql(_UPSERT_FROM_ARRAYS, {name: [row[name] for row in merged] for name in columns})
-
-
-_READ_ROLLUPS = (
-    "SELECT r.* FROM attempt_rollups AS r "
-    "JOIN unnest(CAST(%(job_id)b AS TEXT[]), CAST(%(day)b AS BIGINT[])) AS k (job_id, day) "
-    "ON r.job_id = k.job_id AND r.day = k.day"
-)
-_LOCK_ROLLUPS = _READ_ROLLUPS + " FOR UPDATE OF r"
-_ROLLUP_WRITTEN = (
-    "runs", "failures", "lateness_p50_us", "lateness_p90_us", "lateness_p99_us", "lateness_sketch", "updated_at",
-)  # fmt: skip
-# PostgreSQL and CockroachDB: one statement over arrays, one round trip and
-# one parse for the whole batch (an executemany sends a statement per row).
-_UPSERT_FROM_ARRAYS = (
-    "INSERT INTO attempt_rollups (job_id, day, tenant, runs, failures, lateness_p50_us, lateness_p90_us, "
-    "lateness_p99_us, lateness_sketch, updated_at) "
-    "SELECT * FROM unnest(CAST(%(job_id)b AS TEXT[]), CAST(%(day)b AS BIGINT[]), CAST(%(tenant)b AS TEXT[]), "
-    "CAST(%(runs)b AS BIGINT[]), CAST(%(failures)b AS BIGINT[]), CAST(%(lateness_p50_us)b AS BIGINT[]), "
-    "CAST(%(lateness_p90_us)b AS BIGINT[]), CAST(%(lateness_p99_us)b AS BIGINT[]), "
-    "CAST(%(lateness_sketch)b AS TEXT[]), CAST(%(updated_at)b AS BIGINT[])) "
-    "ON CONFLICT (job_id, day) DO UPDATE SET runs = excluded.runs, failures = excluded.failures, "
-    "lateness_p50_us = excluded.lateness_p50_us, lateness_p90_us = excluded.lateness_p90_us, "
-    "lateness_p99_us = excluded.lateness_p99_us, lateness_sketch = excluded.lateness_sketch, "
-    "updated_at = excluded.updated_at"
-)
