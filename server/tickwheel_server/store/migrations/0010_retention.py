@@ -5,7 +5,7 @@ and the indexes that keep pruning and cross-tenant search range scans.
 from attempts as retention deletes them: ``runs`` (attempts), ``failures``
 (attempts that ``failed``, ``timed_out`` or were ``lost``), the lateness
 percentiles in microseconds and ``lateness_sketch``, the mergeable histogram
-they are read from (JSON; see :mod:`tickwheel_server.store.retention`), so
+they are read from (JSON; see :mod:`tickwheel_server.policy.rollups`), so
 attempts of one day rolled up in several batches give the same figures as
 one batch would. ``day`` is the day's first instant (microseconds since the
 epoch, like every instant). ``attempt_rollups_day`` serves their own
