@@ -31,8 +31,9 @@ stream must re-attach those too), waits for ``welcome``, then:
   ``server_silence_intervals`` heartbeat intervals of silence the server is
   presumed dead and the worker reconnects.
 
-Reconnects wait :func:`~tickwheel_worker.backoff.reconnect_delay` (full
-jitter, doubling per attempt that got no welcome, capped). A server that
+Reconnects wait :func:`~tickwheel.shared.backoff.full_jitter` (doubling
+per attempt that got no welcome, from ``reconnect_initial_backoff`` up to
+``reconnect_max_backoff``). A server that
 refuses the worker (UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT,
 UNIMPLEMENTED) ends :meth:`Worker.run` with :class:`WorkerFatalError`.
 
@@ -54,10 +55,12 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 
+from tickwheel.shared.backoff import full_jitter
+from tickwheel.shared.clock import Clock, SystemClock
+from tickwheel.shared.logs import log_execution
 from tickwheel.v1 import worker_pb2, worker_pb2_grpc
 from tickwheel_worker._version import VERSION
 from tickwheel_worker.attempt import FAILED_RETRYABLE, Attempt, AttemptSettings, Key
-from tickwheel_worker.backoff import reconnect_delay
 from tickwheel_worker.config import WorkerConfig
 from tickwheel_worker.handlers import HandlerRegistry
 from tickwheel_worker.slots import Slots
@@ -74,8 +77,6 @@ FATAL_CODES = frozenset(
     }
 )
 
-from tickwheel.shared.clock import Clock, SystemClock
-from tickwheel.shared.logs import log_execution
 RESULTS_PER_MESSAGE = 1000
 RESULT_MESSAGE_BYTES = 1024 * 1024
 """A result message takes no more results once their sizes (bounded from above) pass this; the
@@ -248,7 +249,7 @@ class Worker:
                 failures = 0 if self._welcomed else failures + 1
                 if self._shutdown.is_set():
                     break
-                delay = reconnect_delay(
+                delay = full_jitter(
                     failures,
                     initial=self.config.reconnect_initial_backoff,
                     cap=self.config.reconnect_max_backoff,

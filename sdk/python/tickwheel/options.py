@@ -13,6 +13,8 @@ from pathlib import Path
 
 import grpc
 
+from tickwheel.shared.backoff import ceiling
+
 __all__ = ["DEFAULT_RETRY", "RetryOptions", "TlsOptions"]
 
 
@@ -147,8 +149,7 @@ class RetryOptions:
         """
         if retry < 1:
             raise ValueError("retry counts from 1")
-        ceiling = min(self.max_backoff, self.initial_backoff * (2 ** min(retry - 1, 62)))
-        return rand() * ceiling
+        return rand() * ceiling(retry - 1, initial=self.initial_backoff, cap=self.max_backoff)
 
 
 DEFAULT_RETRY = RetryOptions()

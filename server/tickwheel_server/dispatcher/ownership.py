@@ -65,6 +65,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TypeVar
 
+from tickwheel.shared.backoff import BackoffSleeper
 from tickwheel.shared.clock import Clock
 
 from ..lease import keys
@@ -85,6 +86,11 @@ from ..store.partitions import PartitionStore
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+# Waits between tries of the ownership work and its watches after a lease
+# store error: full jitter, from 50 ms, doubling, at most 2 s.
+_RETRY_INITIAL = 0.05
+_RETRY_CAP = 2.0
 
 DEFAULT_KEY_PREFIX = keys.ROOT
 DEFAULT_TICK = 1.0
@@ -262,19 +268,6 @@ class OwnershipChange:
     """Everything owned after the change."""
     reason: str
     generation: int
-
-
-class _Backoff:
-    def __init__(self, clock: Clock, first: float = 0.05, cap: float = 2.0) -> None:
-        self._clock, self._first, self._cap = clock, first, cap
-        self._next = first
-
-    def reset(self) -> None:
-        self._next = self._first
-
-    async def sleep(self) -> None:
-        delay, self._next = self._next, min(self._cap, self._next * 2)
-        await self._clock.sleep(delay)
 
 
 @dataclass
@@ -481,7 +474,7 @@ class PartitionOwnership:
     # -- the work -----------------------------------------------------------------
 
     async def _supervise(self) -> None:
-        backoff = _Backoff(self._clock)
+        backoff = BackoffSleeper(self._clock, initial=_RETRY_INITIAL, cap=_RETRY_CAP)
         while True:
             self._session_replaced.clear()
             session = self._session
@@ -559,7 +552,7 @@ class PartitionOwnership:
         """Keep a view of ``prefix``: a snapshot, then every change after it.
         Events between the revision read and the snapshot are delivered again
         by the watch; applying them in order converges to the same state."""
-        backoff = _Backoff(self._clock)
+        backoff = BackoffSleeper(self._clock, initial=_RETRY_INITIAL, cap=_RETRY_CAP)
         while True:
             try:
                 revision = await self._leases.current_revision()

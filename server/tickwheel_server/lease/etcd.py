@@ -45,6 +45,8 @@ import grpc
 import grpc.aio
 from pyetcd.etcdrpc import kv_pb2, rpc_pb2, rpc_pb2_grpc
 
+from tickwheel.shared.backoff import BackoffSleeper
+from tickwheel.shared.clock import Clock
 from tickwheel_server.lease.base import (
     DEFAULT_SESSION_TTL,
     EventType,
@@ -72,6 +74,11 @@ T = TypeVar("T")
 
 DEFAULT_REQUEST_TIMEOUT = 5.0
 
+# Waits between tries of a keep-alive or a watch: full jitter, from 50 ms,
+# doubling, at most 1 s (a keep-alive also at most a quarter of its TTL).
+_RETRY_INITIAL = 0.05
+_RETRY_CAP = 1.0
+
 # Codes after which the same request may succeed later (possibly elsewhere).
 _RETRYABLE_CODES = frozenset(
     {
@@ -85,7 +92,6 @@ _RETRYABLE_CODES = frozenset(
     }
 )
 
-from tickwheel.shared.clock import Clock
 # Codes that say "this endpoint is no good right now": move to the next one.
 _FAILOVER_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
@@ -169,19 +175,6 @@ async def _within(clock: Clock, seconds: float, work: Awaitable[T]) -> T:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
-
-
-class _Backoff:
-    def __init__(self, clock: Clock, first: float = 0.05, cap: float = 1.0) -> None:
-        self._clock, self._first, self._cap = clock, first, cap
-        self._next = first
-
-    def reset(self) -> None:
-        self._next = self._first
-
-    async def sleep(self) -> None:
-        delay, self._next = self._next, min(self._cap, self._next * 2)
-        await self._clock.sleep(delay)
 
 
 @dataclass(slots=True)
@@ -273,7 +266,7 @@ class EtcdSession(Session):
     async def _keepalive(self) -> None:
         store, clock = self._store, self._store._clock
         interval = self.ttl / 3
-        backoff = _Backoff(clock, cap=min(1.0, self.ttl / 4))
+        backoff = BackoffSleeper(clock, initial=_RETRY_INITIAL, cap=min(_RETRY_CAP, self.ttl / 4))
         request = rpc_pb2.LeaseKeepAliveRequest(ID=self.id)
         while not self.lost.is_set():
             stubs = store._endpoints.current()
@@ -350,7 +343,7 @@ class _EtcdWatch(Watch):
         self._call: Any = None
         self._started = False
         self._closed = False
-        self._backoff = _Backoff(store._clock)
+        self._backoff = BackoffSleeper(store._clock, initial=_RETRY_INITIAL, cap=_RETRY_CAP)
 
     def _ending(self) -> bool:
         return self._closed or self._store._closed

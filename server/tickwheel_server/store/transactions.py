@@ -25,6 +25,7 @@ from typing import TypeVar
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
+from tickwheel.shared.backoff import full_jitter
 from tickwheel.shared.clock import Clock, SystemClock
 
 from .errors import (
@@ -124,10 +125,12 @@ def classify_error(error: BaseException) -> ErrorKind:
 
 @dataclass(frozen=True)
 class Backoff:
-    """Bounded exponential backoff with full jitter.
+    """The parameters of the wait between tries of a transaction.
 
-    Before retry ``n`` (n >= 1) wait uniformly in ``[0, min(cap, base * 2**(n-1))]``
-    seconds. Full jitter spreads contenders that conflicted at the same instant.
+    Before retry ``n`` (n >= 1) wait
+    ``tickwheel.shared.backoff.full_jitter(n - 1, initial=base, cap=cap)``:
+    uniform in ``[0, min(cap, base * 2**(n-1))]`` seconds. Full jitter spreads
+    contenders that conflicted at the same instant.
     """
 
     base: float = 0.01
@@ -136,17 +139,6 @@ class Backoff:
     def __post_init__(self) -> None:
         if self.base <= 0 or self.cap < self.base:
             raise StoreConfigError("Backoff needs base > 0 and cap >= base")
-
-    def ceiling(self, retry: int) -> float:
-        """The longest wait before retry ``retry`` (1-based)."""
-        if retry < 1:
-            raise ValueError("retry counts from 1")
-        # min() before the power would overflow for large retry counts.
-        return min(self.cap, self.base * 2.0 ** min(retry - 1, 64))
-
-    def delay(self, retry: int, rng: random.Random) -> float:
-        """A wait before retry ``retry`` (1-based), drawn from ``rng``."""
-        return rng.uniform(0.0, self.ceiling(retry))
 
 
 DEFAULT_ATTEMPTS = 10
@@ -223,7 +215,7 @@ def _delay_or_raise(
             attempts=attempts,
             sqlstate=sqlstate,
         ) from error
-    delay = backoff.delay(attempt, rng)
+    delay = full_jitter(attempt - 1, initial=backoff.base, cap=backoff.cap, rng=rng)
     log.debug("transaction attempt %d failed (%s, SQLSTATE %s); retrying in %.3fs", attempt, kind.value, sqlstate, delay)
     return kind, delay
 

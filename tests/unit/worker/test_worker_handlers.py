@@ -1,9 +1,8 @@
-"""The handler registry, the context, output encoding, backoff, and one Attempt on a FakeClock."""
+"""The handler registry, the context, output encoding, and one Attempt on a FakeClock."""
 
 from __future__ import annotations
 
 import asyncio
-import random
 from datetime import timedelta
 
 import pytest
@@ -13,7 +12,6 @@ from tickwheel.shared.clock import FakeClock
 from tickwheel_worker import HandlerRegistry, JobContext, Worker, WorkerConfig, echo, register_builtins
 from tickwheel_worker.attempt import Attempt, AttemptSettings, truncate_utf8
 from tickwheel_worker.slots import Slots
-from tickwheel_worker.backoff import reconnect_delay
 from tickwheel_worker.timers import Timers
 from tickwheel_worker.handlers import encode_output
 from tests.unit.worker.worker_fakes import make_assignment
@@ -115,16 +113,6 @@ def _context() -> JobContext:
     from tickwheel_worker.attempt import context_from_assignment
 
     return context_from_assignment(make_assignment("e:1", payload=b"payload"))
-
-
-def test_reconnect_delay_is_full_jitter_doubling_and_capped() -> None:
-    rng = random.Random(7)
-    for failures, ceiling in [(0, 0.1), (1, 0.2), (3, 0.8), (10, 5.0), (1000, 5.0)]:
-        delays = [reconnect_delay(failures, initial=0.1, cap=5.0, rng=rng) for _ in range(300)]
-        assert all(0.0 <= d <= ceiling for d in delays)
-        assert max(delays) > ceiling * 0.9 and min(delays) < ceiling * 0.1  # spread over the whole range
-    with pytest.raises(ValueError):
-        reconnect_delay(-1, initial=0.1, cap=1.0, rng=rng)
 
 
 async def test_an_attempt_times_out_by_its_clock() -> None:
