@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy as sa
 from tickwheel.v1 import job_pb2
 
-from tickwheel_server.api.scheduler import plan_update, resume_plan
+from tickwheel_server.api.scheduler import resume_span, update_plan
 from tickwheel_server.api.validate import normalise_job
 from tickwheel.shared.ids import execution_id, from_us, new_job_id, to_us
 from tickwheel_server.jobspec import schedule_of
@@ -98,7 +98,7 @@ class World:
         """As ResumeJob does; returns (job, skip range, released)."""
         self.clock.set(at)
         record = await self.jobs.get("acme", job_id)
-        span = resume_plan(record, at)
+        span = resume_span(record, at)
         return await self.jobs.resume(
             "acme", job_id, expected_version=record.version, next_fire=span.next_fire, skipped=span.skipped,
             tzdata_version="2026a", now=at,
@@ -113,7 +113,7 @@ class World:
         job.CopyFrom(stored)
         change(job)
         job = normalise_job(job, at)
-        plan = plan_update(record, stored, job, at)
+        plan = update_plan(record, stored, job, at)
         return await self.jobs.update(
             "acme", job_id, record.version, name=job.name, spec=job.SerializeToString(), time_zone="UTC",
             tzdata_version=plan.tzdata_version, payload_size=len(job.payload), reschedule=plan.reschedule,

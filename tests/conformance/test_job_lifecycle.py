@@ -3,8 +3,8 @@ SQLite and PostgreSQL.
 
 Executions are inserted directly with SQL to stand for occurrences the
 dispatcher claimed in its look-ahead (and for finished history), so these
-tests need no dispatcher. The pure decisions the API makes with the engine
-(the paused span, an updated job's cursor) are tested at the end; the same
+tests need no dispatcher. The pure plans (the paused span, an updated job's
+cursor) are table-tested in tests/unit/policy/test_jobchanges.py; the same
 changes with the real claim and hand-out are in test_job_changes.py.
 """
 
@@ -17,16 +17,17 @@ import pytest
 import sqlalchemy as sa
 from tickwheel.v1 import job_pb2
 
-from tickwheel_server.api.scheduler import next_cursor, paused_span, plan_update, replan, resume_plan
+from tickwheel_server.api.scheduler import resume_span, update_plan
 from tickwheel.shared.clock import FakeClock
 from tickwheel.shared.ids import execution_id, new_job_id, to_us
 from tickwheel_server.errors import FailedPrecondition, NotFound, QuotaExceeded, VersionConflict
 from tickwheel_server.jobspec import schedule_of
-from tickwheel_server.schedule import Fire, Schedule
+from tickwheel_server.schedule import Fire
 from tickwheel_server.store.history import HistoryStore
 from tickwheel_server.store.isolation import PAUSED_WAIT
+from tickwheel_server.policy.jobchanges import replan
 from tickwheel_server.store.jobexecutions import NOT_IN_NEW_SCHEDULE
-from tickwheel_server.store.jobrecords import CursorView, JobRecord, NewJob
+from tickwheel_server.store.jobrecords import JobRecord, NewJob
 from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.tables import attempts, executions, jobs, skips
 from tickwheel_server.store.tenants import Tenant, TenantStore
@@ -123,7 +124,7 @@ class World:
         """Resume as ResumeJob does: count the span with the engine, then one
         store call. Returns (job, skip range, released)."""
         now = self.clock.now()
-        span = resume_plan(paused, now)
+        span = resume_span(paused, now)
         return await self.jobs.resume(
             paused.tenant, paused.id, expected_version=paused.version if version is None else version,
             next_fire=span.next_fire, skipped=span.skipped, tzdata_version="2026b", now=now,
@@ -211,7 +212,7 @@ async def test_a_paused_job_whose_schedule_changes_records_each_schedules_span(w
     w.clock.set(T0 + timedelta(minutes=10, seconds=30))
     stored = job_pb2.Job.FromString(paused.spec)
     changed = every_minute(expression="*/5 * * * *")
-    plan = plan_update(paused, stored, changed, w.clock.now())
+    plan = update_plan(paused, stored, changed, w.clock.now())
     updated, _ = await w.jobs.update(
         "acme", job.id, paused.version, name="tick", spec=changed.SerializeToString(), time_zone="UTC",
         tzdata_version=plan.tzdata_version, payload_size=0, reschedule=plan.reschedule, skipped=plan.skipped,
@@ -423,39 +424,3 @@ async def test_another_tenants_job_and_executions_are_not_found(w: World) -> Non
     assert await w.jobs.get("acme", job.id) == job
     assert w.statuses(job.id) == {claimed: "scheduled"}
     assert (await w.tenants.get("acme")).job_count == 1 and (await w.tenants.get("globex")).job_count == 0
-
-
-# --- the pure decisions the API makes with the engine ----------------------------------------
-
-
-def test_paused_span_is_counted_up_to_the_limit_and_still_ends_at_the_last_occurrence() -> None:
-    schedule = Schedule.cron("* * * * *", exact=True, job_id="job_x")
-    cursor = Fire(T0, T0, 0)
-    now = T0 + 3 * HOUR + timedelta(seconds=5)
-    full = paused_span(schedule, cursor, now, 0)
-    assert (full.skipped.count, full.skipped.to_at, full.capped) == (181, T0 + 3 * HOUR, False)
-    capped = paused_span(schedule, cursor, now, 0, limit=50)
-    assert (capped.skipped.count, capped.skipped.to_at, capped.capped) == (50, T0 + 3 * HOUR, True)
-    assert capped.next_fire.nominal_at == full.next_fire.nominal_at == T0 + 3 * HOUR + MINUTE
-    limited = paused_span(Schedule.cron("* * * * *", exact=True, max_runs=10, job_id="job_x"), cursor, now, 4)
-    assert (limited.skipped.count, limited.next_fire) == (6, None)  # max_runs reached while paused
-
-
-def test_an_updated_one_off_runs_once_unless_its_instant_already_has_an_execution() -> None:
-    at = T0 + HOUR
-    schedule = Schedule.once(at, job_id="job_x")
-    fresh = CursorView("active", at, 0, None)
-    assert next_cursor(schedule, T0 + 2 * HOUR, None, fresh).nominal_at == at  # past: the misfire policy decides
-    ran = CursorView("completed", None, 1, at)
-    assert next_cursor(schedule, T0, None, ran) is None
-
-
-def test_an_updated_active_job_keeps_a_backlog_the_dispatcher_has_not_claimed() -> None:
-    schedule = Schedule.cron("*/10 * * * *", exact=True, job_id="job_x")
-    now = T0 + HOUR + timedelta(seconds=5)
-    behind = CursorView("active", T0 + 5 * MINUTE, 0, T0)
-    assert next_cursor(schedule, now, None, behind).nominal_at == T0 + 10 * MINUTE  # the misfire policy decides
-    on_time = CursorView("active", T0 + HOUR + MINUTE, 0, T0 + HOUR)
-    assert next_cursor(schedule, now, None, on_time).nominal_at == T0 + HOUR + 10 * MINUTE
-    paused = CursorView("paused", T0 + 5 * MINUTE, 0, T0)
-    assert next_cursor(schedule, now, T0 + HOUR, paused).nominal_at == T0 + HOUR + 10 * MINUTE

@@ -1,13 +1,12 @@
 """SchedulerService: tenants' calls. Thin: proto in, domain call, proto out.
 
-Every call is scoped to the caller's tenant. The decisions a call needs
-beyond validation are pure functions below, table-testable without a store:
-which fields an update mask changes (:func:`update_paths`,
-:func:`merge_job`), where an updated job's cursor goes (:func:`plan_update`,
-:func:`next_cursor`, :func:`replan`) and what a paused span holds
-(:func:`paused_span`). What a change does to the executions not started is
-:mod:`tickwheel_server.policy.jobchanges`' (see ``docs/architecture.md``, "Job
-changes").
+Every call is scoped to the caller's tenant. Which fields an update mask
+changes is decided here (:func:`update_paths`, :func:`merge_job`: the
+request's shape). Where an updated or resumed job's cursor goes, what a
+paused span holds and what a change does to the executions not started are
+:mod:`tickwheel_server.policy.jobchanges`' plans; :func:`update_plan` and
+:func:`resume_span` decode the definitions and call them (see
+``docs/architecture.md``, "Job changes").
 TriggerJob and BackfillJob create executions through
 :class:`~tickwheel_server.store.manual.ManualStore`; ``on_ready`` tells the
 server's gateway that something is ready now.
@@ -16,9 +15,7 @@ server's gateway that something is ready now.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from google.protobuf import field_mask_pb2
@@ -30,16 +27,17 @@ from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
 
 from ..auth.authenticator import Authenticator
 from ..errors import FieldViolation, InvalidArgument, QuotaExceeded, VersionConflict
-from ..policy.jobchanges import Recreation, plan_recreation
+from ..policy import jobchanges
+from ..policy.jobchanges import PausedSpan, UpdatePlan
 from ..jobspec import schedule_of
 from ..schedule import (
-    Fire, Schedule, ScheduleError, ScheduleKind, first_fire, next_fire, preview, tzdata_version, zones,
+    Fire, Schedule, ScheduleError, ScheduleKind, next_fire, preview, tzdata_version, zones,
 )
 from ..schedule import validate as validate_schedule
 from ..store.alerts import AlertStore
 from ..store.deadletters import DeadLetterStore
 from ..store.history import HistoryStore
-from ..store.jobrecords import CursorView, JobRecord, NewJob, Reschedule, SkippedSpan
+from ..store.jobrecords import JobRecord, NewJob
 from ..store.jobs import JobStore
 from ..store.manual import ManualStore
 from . import convert, validate
@@ -51,8 +49,6 @@ OUTPUT_ONLY_FIELDS = frozenset(
 )  # fmt: skip
 MUTABLE_FIELDS = tuple(f.name for f in job_pb2.Job.DESCRIPTOR.fields if f.name not in OUTPUT_ONLY_FIELDS)
 """What an empty update mask means: every field the caller may set."""
-MAX_COUNTED_SKIPS = 100_000
-"""A paused span is counted occurrence by occurrence up to this many (see :func:`paused_span`)."""
 MAX_REASON = 1024
 RESUME_TRIES = 3
 MAX_BACKFILL = 10_000
@@ -99,7 +95,7 @@ def _reason(value: str) -> str:
     return validate.check_text(value, "reason", MAX_REASON)
 
 
-# --- UpdateJob: the mask, the merge and the new cursor (pure) ------------------------------
+# --- UpdateJob: the mask and the merge (pure) ------------------------------------------------
 
 
 def update_paths(mask: field_mask_pb2.FieldMask) -> tuple[str, ...]:
@@ -130,146 +126,26 @@ def merge_job(stored: job_pb2.Job, patch: job_pb2.Job, paths: tuple[str, ...]) -
     return merged
 
 
-@dataclass(frozen=True)
-class UpdatePlan:
-    """What :meth:`JobStore.update` needs beyond the new definition."""
-
-    reschedule: Reschedule | None
-    """None: the schedule did not change, the cursor and the pending occurrences stay."""
-    skipped: SkippedSpan | None
-    """A paused job whose schedule changed: the old schedule's paused span so far."""
-    tzdata_version: str
-
-
-def next_cursor(schedule: Schedule, now: datetime, accounted_until: datetime | None, view: CursorView) -> Fire | None:
-    """Where an updated job's cursor goes: the first occurrence of the new
-    ``schedule`` not yet accounted for. Pure; the store calls it with what its
-    transaction read.
-
-    - Never at or before an occurrence that already has an execution
-      (``view.last_created_at``: its id exists) or that ``accounted_until``
-      says is recorded as skipped. The update's pending occurrences are not
-      in ``view.last_created_at``: :func:`replan` decides them.
-    - Cron: from ``now`` on; but an active job whose cursor is already past
-      (the dispatcher is behind) keeps that backlog: the new schedule's
-      occurrences from the old cursor on, which the dispatcher's misfire
-      policy then runs or records.
-    - One-off: its instant, even when past (the misfire policy decides, as at
-      CreateJob), unless already accounted for.
-    """
-    floors = [t for t in (view.last_created_at, accounted_until) if t is not None]
-    accounted = max(floors) if floors else None
-    if schedule.kind is not ScheduleKind.CRON:
-        if accounted is None:
-            return first_fire(schedule, now)
-        return next_fire(schedule, accounted, view.run_count)
-    after = now
-    if view.state == "active" and view.next_run_at is not None and view.next_run_at <= now:
-        after = view.next_run_at - timedelta(microseconds=1)
-    if accounted is not None and accounted > after:
-        after = accounted
-    return next_fire(schedule, after, view.run_count)
-
-
-def replan(schedule: Schedule, now: datetime, accounted_until: datetime | None, view: CursorView) -> Recreation:
-    """An updated job's pending occurrences and cursor under its new
-    ``schedule`` (pure): the cursor rule of :func:`next_cursor`, then
-    :func:`~tickwheel_server.policy.jobchanges.plan_recreation` from there."""
-    start = next_cursor(schedule, now, accounted_until, view)
-    return plan_recreation(schedule, view.pending, start, now=now, runs_so_far=view.run_count)
-
-
-def plan_update(record: JobRecord, stored: job_pb2.Job, job: job_pb2.Job, now: datetime) -> UpdatePlan:
-    """Decide an update's cursor. ``stored`` is ``record``'s definition,
-    ``job`` the new one (normalised). INVALID_ARGUMENT when the new schedule
-    cannot fire. CPU-bound when a paused span is long: run it off the loop."""
-    new_schedule = schedule_of(job, record.id)
+def update_plan(record: JobRecord, stored: job_pb2.Job, job: job_pb2.Job, now: datetime) -> UpdatePlan:
+    """Decode ``record``'s definition ``stored`` and the new (normalised)
+    ``job``, check the new schedule can fire (INVALID_ARGUMENT otherwise),
+    then :func:`~tickwheel_server.policy.jobchanges.plan_update`. CPU-bound
+    when a paused span is long: run it off the loop."""
+    changed = schedule_of(job, record.id)
     try:
-        validate_schedule(new_schedule, now)
+        validate_schedule(changed, now)
     except ScheduleError as error:
         raise validate.schedule_error(error) from None
-    if new_schedule == schedule_of(stored, record.id):
-        return UpdatePlan(None, None, record.tzdata_version)
-    skipped = None
-    if record.state == "paused" and record.next_run_at is not None and record.next_run_at <= now:
-        cursor = Fire(record.next_run_at, record.next_due_at or record.next_run_at, 0)
-        skipped = paused_span(schedule_of(stored, record.id), cursor, now, record.run_count).skipped
-    accounted_until = None if skipped is None else skipped.to_at
-    return UpdatePlan(functools.partial(replan, new_schedule, now, accounted_until), skipped, tzdata_version())
+    return jobchanges.plan_update(record, schedule_of(stored, record.id), changed, now, tzdata=tzdata_version())
 
 
-# --- ResumeJob: the paused span (pure) ------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PausedSpan:
-    next_fire: Fire | None
-    """The new cursor: the first occurrence after now (the old cursor when it
-    is still in the future); None when the schedule ended while paused."""
-    skipped: SkippedSpan | None
-    """The occurrences from the old cursor up to now; None when there were none."""
-    capped: bool = False
-    """True when the span held more than the counting limit (see :func:`paused_span`)."""
-
-
-def _last_fire_at_or_before(schedule: Schedule, now: datetime, floor: datetime) -> datetime | None:
-    """The last fire nominally in ``(floor, now]`` (``max_runs`` ignored), found
-    in windows that double backwards from ``now``: it lists only the fires of
-    the first window that holds one."""
-    width = timedelta(minutes=1)
-    while True:
-        start = max(now - width, floor)
-        last = None
-        fire = next_fire(schedule, start)
-        while fire is not None and fire.nominal_at <= now:
-            last = fire.nominal_at
-            fire = next_fire(schedule, last)
-        if last is not None or start == floor:
-            return last
-        width *= 2
-
-
-def paused_span(
-    schedule: Schedule, cursor: Fire, now: datetime, runs_so_far: int, *, limit: int = MAX_COUNTED_SKIPS
-) -> PausedSpan:
-    """What a pause kept from running, and where the job resumes. Pure.
-
-    ``cursor`` is the stored cursor (the first occurrence not consumed when
-    the job was paused). An occurrence is in the span when it is nominally at
-    or before ``now``; the job resumes at the first one nominally after
-    ``now`` ("future"), or at ``cursor`` when that is still in the future
-    (nothing skipped).
-
-    Bounded: at most ``limit`` (100 000) occurrences are counted one by one,
-    which takes under a second. A longer span (a job every minute paused for
-    more than ~70 days) is recorded with ``count`` = ``limit`` (what was
-    counted, a lower bound; ``capped`` says so), while ``to_at`` is still the
-    true last occurrence before ``now``, found by a backward search, and the
-    cursor still the first after ``now``. ``max_runs`` then counts the
-    recorded ``count`` only.
-    """
-    if cursor.nominal_at > now:
-        return PausedSpan(cursor, None)
-    count, last = 1, cursor.nominal_at
-    fire = next_fire(schedule, last, runs_so_far + count)
-    while fire is not None and fire.nominal_at <= now:
-        if count >= limit:
-            last = _last_fire_at_or_before(schedule, now, last) or last
-            following = next_fire(schedule, now, runs_so_far + count)
-            return PausedSpan(following, SkippedSpan(cursor.nominal_at, last, count), capped=True)
-        count, last = count + 1, fire.nominal_at
-        fire = next_fire(schedule, last, runs_so_far + count)
-    return PausedSpan(fire, SkippedSpan(cursor.nominal_at, last, count))
-
-
-def resume_plan(record: JobRecord, now: datetime) -> PausedSpan:
-    """:func:`paused_span` for a paused job as stored. CPU-bound for long spans."""
-    if record.next_run_at is None:
-        return PausedSpan(None, None)
+def resume_span(record: JobRecord, now: datetime) -> PausedSpan:
+    """Decode a paused job's schedule, then
+    :func:`~tickwheel_server.policy.jobchanges.resume_plan`.
+    CPU-bound for long spans."""
     schedule = schedule_of(convert.stored_job(record), record.id)
-    cursor = Fire(record.next_run_at, record.next_due_at or record.next_run_at, 0)
     try:
-        return paused_span(schedule, cursor, now, record.run_count)
+        return jobchanges.resume_plan(schedule, record, now)
     except ScheduleError as error:
         raise validate.schedule_error(error) from None
 
@@ -478,7 +354,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         job = validate.normalise_job(merge_job(stored, request.job, paths), now, target_policy=self._target_policy)
         if job == stored:
             return scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(record))
-        plan = await asyncio.to_thread(plan_update, record, stored, job, now)
+        plan = await asyncio.to_thread(update_plan, record, stored, job, now)
         updated, _ = await self._jobs.update(
             tenant.name,
             job_id,
@@ -510,8 +386,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     @rpc
     async def ResumeJob(self, request, context):
         """Resume at the next future occurrence; the paused span becomes one
-        skip range, counted with the engine up to :data:`MAX_COUNTED_SKIPS`
-        (a longer span records that many; see :func:`paused_span`), with
+        skip range, counted with the engine up to
+        :data:`~tickwheel_server.policy.jobchanges.MAX_COUNTED_SKIPS` (a
+        longer span records that many; see
+        :func:`~tickwheel_server.policy.jobchanges.paused_span`), with
         the held occurrences past their misfire threshold; the other held
         executions are released (:meth:`JobStore.resume`) and the gateway
         told. The span is counted off the event loop and outside the
@@ -524,7 +402,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             if record.state != "paused":
                 return scheduler_pb2.ResumeJobResponse(job=convert.job_to_proto(record))
             now = self._clock.now()
-            span = await asyncio.to_thread(resume_plan, record, now)
+            span = await asyncio.to_thread(resume_span, record, now)
             try:
                 resumed, skip, released = await self._jobs.resume(
                     tenant.name, job_id, expected_version=record.version, next_fire=span.next_fire,

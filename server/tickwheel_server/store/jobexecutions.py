@@ -18,11 +18,11 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.shared.ids import execution_id, from_us, to_us
 
-from ..policy.jobchanges import Recreation
+from ..policy.jobchanges import Recreation, SkippedSpan
 from .engine import Capabilities
 from .history import SkipRecord
 from .isolation import PAUSED_WAIT, after_not_started_canceled, insert_for, not_held, status_in, wake_keys
-from .jobrecords import JobRecord, SkippedSpan
+from .jobrecords import JobRecord
 from .tables import executions, skips
 from .timeline import NOT_STARTED, in_group, newest, scans
 

@@ -1,14 +1,14 @@
 """The job store's records: what it takes and returns, and a job row read as one.
 
-:class:`JobRecord` is a job as stored; :class:`NewJob`, :class:`CursorView`,
-:data:`Reschedule` and :class:`SkippedSpan` are what the API decides and
-hands to :class:`~tickwheel_server.store.jobs.JobStore`. :func:`job_record`
+:class:`JobRecord` is a job as stored; :class:`NewJob` is what the API
+decides and hands to :class:`~tickwheel_server.store.jobs.JobStore` (the
+plans of a job change, ``CursorView``, ``Reschedule`` and ``SkippedSpan``,
+are :mod:`tickwheel_server.policy.jobchanges`'). :func:`job_record`
 and :func:`get_job` are the one place a ``jobs`` row becomes a record.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -18,7 +18,6 @@ from sqlalchemy.engine import Connection
 from tickwheel.shared.ids import from_us
 
 from ..errors import NotFound
-from ..policy.jobchanges import Pending, Recreation
 from .tables import jobs
 
 JOB_STATES = ("active", "paused", "completed")
@@ -59,45 +58,6 @@ class JobRecord:
     created_at: datetime
     updated_at: datetime
     paused_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class CursorView:
-    """What an update's reschedule decision sees, read in the update's
-    transaction (so it includes whatever the dispatcher committed before)."""
-
-    state: str
-    next_run_at: datetime | None
-    """The cursor before the update: the first occurrence not yet consumed."""
-    run_count: int
-    """Occurrences consumed so far, including any ``skipped`` the update
-    records, not counting the ``pending`` ones (the update plans them again)."""
-    last_created_at: datetime | None
-    """Nominal instant of the job's latest scheduled or backfilled execution
-    (any status) other than the ``pending`` ones, or None. A new cursor must
-    lie after it: those ids exist."""
-    pending: tuple[Pending, ...] = ()
-    """The scheduled occurrences claimed ahead that have not started (first
-    attempt, never handed out): what the update re-creates."""
-
-
-Reschedule = Callable[[CursorView], Recreation]
-"""A pure decision: the pending occurrences under the new schedule and the
-job's new cursor (see :func:`tickwheel_server.policy.jobchanges.plan_recreation`)."""
-
-
-@dataclass(frozen=True)
-class SkippedSpan:
-    """Occurrences a pause kept from running, as the API counted them with the
-    engine: the first (the stored cursor), the last, and how many."""
-
-    from_at: datetime
-    to_at: datetime
-    count: int
-
-    def __post_init__(self) -> None:
-        if self.count < 1 or self.to_at < self.from_at:
-            raise ValueError("a skipped span holds at least one occurrence, from_at <= to_at")
 
 
 def _opt(micros: int | None) -> datetime | None:

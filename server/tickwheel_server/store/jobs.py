@@ -39,7 +39,7 @@ from tickwheel.v1 import job_pb2
 from tickwheel.shared.ids import from_us, partition_of, to_us
 
 from ..errors import NotFound, QuotaExceeded, VersionConflict
-from ..policy.jobchanges import Pending, expired_at_resume, row_refresh
+from ..policy.jobchanges import CursorView, Pending, Reschedule, SkippedSpan, expired_at_resume, row_refresh
 from ..schedule import Fire
 from .base import SqlStore
 from .history import SkipRecord
@@ -48,9 +48,7 @@ from .jobexecutions import (
     cancel_not_started, chunks, held_by_pause, hold_not_started, last_created_at, pending_occurrences,
     record_paused_span, recreate_pending, span_with,
 )
-from .jobrecords import (
-    JOB_STATES, CursorView, JobRecord, NewJob, Reschedule, SkippedSpan, get_job, job_record,
-)
+from .jobrecords import JOB_STATES, JobRecord, NewJob, get_job, job_record
 from .tables import executions, job_requests, jobs, tenants
 from .timeline import NOT_STARTED, in_group
 

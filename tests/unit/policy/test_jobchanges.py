@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 import pytest
 from tickwheel.v1 import job_pb2
 
-from tickwheel_server.api.scheduler import replan
-from tickwheel_server.policy.jobchanges import Pending, RowRefresh, expired_at_resume, plan_recreation, row_refresh
+from tickwheel_server.policy.jobchanges import (
+    CursorView, PausedSpan, Pending, RowRefresh, SkippedSpan, expired_at_resume, next_cursor, paused_span,
+    plan_recreation, plan_update, replan, resume_plan, row_refresh,
+)
 from tickwheel_server.schedule import Fire, Schedule
-from tickwheel_server.store.jobrecords import CursorView
 
 DAY0 = datetime(2027, 3, 1, tzinfo=timezone.utc)
 TWO_AM = DAY0.replace(hour=2)
@@ -172,3 +174,138 @@ def test_replan_counts_max_runs_over_what_it_keeps() -> None:
     view = CursorView("active", DAY0 + 3 * MINUTE, 2, None, pending(DAY0 + MINUTE, DAY0 + 2 * MINUTE))
     got = plan_recreation(cron("* * * * *", max_runs=3), view.pending, fire(DAY0 + MINUTE), now=DAY0, runs_so_far=2)
     assert (list(got.kept), got.canceled, got.next_fire, got.runs) == ([DAY0 + MINUTE], [DAY0 + 2 * MINUTE], None, 3)
+
+
+# --- where an updated job's cursor goes ----------------------------------------------------------
+
+HOUR = timedelta(hours=1)
+EVERY_TEN = Schedule.cron("*/10 * * * *", "UTC", exact=True, job_id="job_x")
+ONE_OFF = Schedule.once(DAY0 + HOUR, job_id="job_x")
+
+
+@pytest.mark.parametrize(
+    "case, schedule, now, accounted_until, view, expected",
+    [
+        ("a one-off, past: the misfire policy decides", ONE_OFF, DAY0 + 2 * HOUR, None,
+         CursorView("active", DAY0 + HOUR, 0, None), DAY0 + HOUR),
+        ("a one-off, future", ONE_OFF, DAY0, None, CursorView("active", DAY0 + HOUR, 0, None), DAY0 + HOUR),
+        ("a one-off whose instant already ran", ONE_OFF, DAY0, None,
+         CursorView("completed", None, 1, DAY0 + HOUR), None),
+        ("a one-off whose instant is recorded skipped", ONE_OFF, DAY0 + 2 * HOUR, DAY0 + HOUR,
+         CursorView("paused", DAY0 + HOUR, 0, None), None),
+        ("cron, on time: from now", EVERY_TEN, DAY0 + HOUR + 5 * SECOND, None,
+         CursorView("active", DAY0 + HOUR + MINUTE, 0, DAY0 + HOUR), DAY0 + HOUR + 10 * MINUTE),
+        ("cron, dispatcher behind: keeps the backlog", EVERY_TEN, DAY0 + HOUR + 5 * SECOND, None,
+         CursorView("active", DAY0 + 5 * MINUTE, 0, DAY0), DAY0 + 10 * MINUTE),
+        ("cron, behind exactly on an occurrence: keeps it", EVERY_TEN, DAY0 + HOUR, None,
+         CursorView("active", DAY0 + 10 * MINUTE, 0, DAY0), DAY0 + 10 * MINUTE),
+        ("cron, paused: the backlog is the span's, from after it", EVERY_TEN, DAY0 + HOUR + 5 * SECOND, DAY0 + HOUR,
+         CursorView("paused", DAY0 + 5 * MINUTE, 0, DAY0), DAY0 + HOUR + 10 * MINUTE),
+        ("cron, never at or before an existing execution", EVERY_TEN, DAY0 + 5 * SECOND, None,
+         CursorView("active", DAY0 + 10 * MINUTE, 0, DAY0 + 20 * MINUTE), DAY0 + 30 * MINUTE),
+        ("cron, an ended schedule", Schedule.cron("*/10 * * * *", "UTC", exact=True, max_runs=2, job_id="job_x"),
+         DAY0, None, CursorView("active", DAY0 + 10 * MINUTE, 2, None), None),
+    ],
+)
+def test_next_cursor(case, schedule, now, accounted_until, view, expected) -> None:
+    got = next_cursor(schedule, now, accounted_until, view)
+    assert (None if got is None else got.nominal_at) == expected, case
+
+
+@dataclass(frozen=True)
+class Stored:
+    """The cursor fields of a stored job (what ``JobRecord`` carries)."""
+
+    state: str
+    next_run_at: datetime | None
+    next_due_at: datetime | None = None
+    run_count: int = 0
+    tzdata_version: str = "2025a"
+
+
+EVERY_MINUTE = cron("* * * * *")
+EVERY_FIVE = cron("*/5 * * * *")
+
+
+@pytest.mark.parametrize(
+    "case, job, stored, changed, now, rescheduled, skipped, tzdata",
+    [
+        ("the same schedule: nothing moves, the tzdata version stays", Stored("active", DAY0 + MINUTE),
+         EVERY_MINUTE, cron("* * * * *"), DAY0, False, None, "2025a"),
+        ("a paused job, the same schedule: no span recorded", Stored("paused", DAY0 + MINUTE),
+         EVERY_MINUTE, EVERY_MINUTE, DAY0 + 10 * MINUTE, False, None, "2025a"),
+        ("an active job, a new schedule", Stored("active", DAY0 + MINUTE),
+         EVERY_MINUTE, EVERY_FIVE, DAY0 + 30 * SECOND, True, None, "2026b"),
+        ("a paused job behind now: the old schedule's span so far", Stored("paused", DAY0 + MINUTE, run_count=3),
+         EVERY_MINUTE, EVERY_FIVE, DAY0 + 10 * MINUTE + 30 * SECOND, True,
+         SkippedSpan(DAY0 + MINUTE, DAY0 + 10 * MINUTE, 10), "2026b"),
+        ("a paused job, cursor exactly now: it is in the span", Stored("paused", DAY0 + MINUTE),
+         EVERY_MINUTE, EVERY_FIVE, DAY0 + MINUTE, True, SkippedSpan(DAY0 + MINUTE, DAY0 + MINUTE, 1), "2026b"),
+        ("a paused job, cursor still ahead: no span", Stored("paused", DAY0 + 2 * MINUTE),
+         EVERY_MINUTE, EVERY_FIVE, DAY0 + MINUTE, True, None, "2026b"),
+        ("a paused job whose schedule ended: no span", Stored("paused", None),
+         EVERY_MINUTE, EVERY_FIVE, DAY0 + MINUTE, True, None, "2026b"),
+        ("an active job behind now records no span (the misfire policy decides)", Stored("active", DAY0 + MINUTE),
+         EVERY_MINUTE, EVERY_FIVE, DAY0 + 10 * MINUTE, True, None, "2026b"),
+    ],
+)
+def test_plan_update(case, job, stored, changed, now, rescheduled, skipped, tzdata) -> None:
+    plan = plan_update(job, stored, changed, now, tzdata="2026b")
+    assert (plan.reschedule is not None, plan.skipped, plan.tzdata_version) == (rescheduled, skipped, tzdata), case
+
+
+def test_an_update_reschedules_after_the_paused_span_it_records() -> None:
+    """Paused at 00:01, every minute becomes every five at 00:10:30: the span
+    00:01..00:10 is recorded, and the store's re-plan starts after it."""
+    job = Stored("paused", DAY0 + MINUTE)
+    now = DAY0 + 10 * MINUTE + 30 * SECOND
+    plan = plan_update(job, EVERY_MINUTE, EVERY_FIVE, now, tzdata="2026b")
+    got = plan.reschedule(CursorView("paused", DAY0 + MINUTE, 10, DAY0))
+    assert (got.next_fire.nominal_at, got.kept, got.created, got.canceled) == (DAY0 + 15 * MINUTE, {}, [], [])
+    active = plan_update(Stored("active", DAY0 + MINUTE), EVERY_MINUTE, EVERY_FIVE, DAY0 + 30 * SECOND, tzdata="x")
+    assert active.reschedule(CursorView("active", DAY0 + MINUTE, 0, None)).next_fire.nominal_at == DAY0 + 5 * MINUTE
+
+
+# --- where a resumed job's cursor goes -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "case, schedule, job, now, next_at, skipped",
+    [
+        ("a schedule that ended while running", EVERY_MINUTE, Stored("paused", None), DAY0 + HOUR, None, None),
+        ("resumed before the cursor: nothing skipped", EVERY_MINUTE,
+         Stored("paused", DAY0 + MINUTE, DAY0 + MINUTE + SECOND), DAY0 + 30 * SECOND, DAY0 + MINUTE, None),
+        ("resumed exactly at the cursor: it is skipped", EVERY_MINUTE, Stored("paused", DAY0 + MINUTE),
+         DAY0 + MINUTE, DAY0 + 2 * MINUTE, SkippedSpan(DAY0 + MINUTE, DAY0 + MINUTE, 1)),
+        ("ten minutes paused", EVERY_MINUTE, Stored("paused", DAY0 + MINUTE), DAY0 + 10 * MINUTE + 30 * SECOND,
+         DAY0 + 11 * MINUTE, SkippedSpan(DAY0 + MINUTE, DAY0 + 10 * MINUTE, 10)),
+        ("max_runs reached while paused", cron("* * * * *", max_runs=10),
+         Stored("paused", DAY0 + MINUTE, run_count=4), DAY0 + HOUR, None,
+         SkippedSpan(DAY0 + MINUTE, DAY0 + 6 * MINUTE, 6)),
+    ],
+)
+def test_resume_plan(case, schedule, job, now, next_at, skipped) -> None:
+    got = resume_plan(schedule, job, now)
+    assert ((None if got.next_fire is None else got.next_fire.nominal_at), got.skipped) == (next_at, skipped), case
+
+
+def test_a_resume_before_the_cursor_keeps_the_stored_due_instant() -> None:
+    job = Stored("paused", DAY0 + MINUTE, DAY0 + MINUTE + 7 * SECOND)
+    assert resume_plan(EVERY_MINUTE, job, DAY0) == PausedSpan(Fire(DAY0 + MINUTE, DAY0 + MINUTE + 7 * SECOND, 0), None)
+
+
+@pytest.mark.parametrize(
+    "case, limit, count, capped",
+    [
+        ("under the limit: counted one by one", 100_000, 181, False),
+        ("over the limit: that many recorded, capped", 50, 50, True),
+        ("exactly the limit: not capped", 181, 181, False),
+    ],
+)
+def test_a_paused_span_is_counted_up_to_the_limit_and_still_ends_at_the_last_occurrence(
+    case, limit, count, capped
+) -> None:
+    now = DAY0 + 3 * HOUR + 5 * SECOND
+    got = paused_span(cron("* * * * *"), fire(DAY0), now, 0, limit=limit)
+    assert (got.skipped.count, got.skipped.to_at, got.capped) == (count, DAY0 + 3 * HOUR, capped), case
+    assert got.next_fire.nominal_at == DAY0 + 3 * HOUR + MINUTE, case
