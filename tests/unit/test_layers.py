@@ -87,8 +87,6 @@ ALLOWED = {
     # Remove an entry once the change naming it is merged (a stale entry fails).
     ("only the API, web, CLI and process wiring import api/", S + "jobspec", S + "api.convert"):
         "core helper (issue 16): jobspec.py stops importing api.convert",
-    ("store/ is SQL below every component", S + "store.dispatch", S + "dispatcher.plan"):
-        "policy helper (issue 16): dispatcher/plan.py's misfire moves to policy/",
     ("store/ is SQL below every component", S + "store.dispatch", S + "dispatcher.quarantine"):
         "unowned in issue 16 (store/dispatch.py is the core helper's): the quarantine registry needs a room "
         "below store/",

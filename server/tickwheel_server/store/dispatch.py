@@ -65,7 +65,7 @@ from google.protobuf.message import DecodeError
 from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import execution_id, from_us, to_us
 
-from ..dispatcher.plan import DEFAULT_SCAN_LIMIT, Plan, plan_claim, plan_paused
+from ..policy.claim import DEFAULT_SCAN_LIMIT, Plan, plan_claim, plan_paused
 from ..dispatcher.quarantine import JOB_UNREADABLE, KINDS, SCHEDULE_UNCOMPUTABLE, Finding, Quarantine, Unreadable
 from ..errors import InvalidArgument
 from ..jobspec import MISFIRE_POLICIES, handler_of, schedule_of

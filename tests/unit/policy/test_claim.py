@@ -8,7 +8,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tickwheel.shared.ids import execution_id
-from tickwheel_server.dispatcher.plan import RUN_ALL, RUN_ONCE, SKIP, plan_claim, plan_paused
+from tickwheel_server.policy.claim import plan_claim, plan_paused
+from tickwheel_server.policy.misfire import RUN_ALL, RUN_ONCE, SKIP
 from tickwheel_server.schedule import Fire, Schedule, first_fire, iter_fires, next_fire
 
 T0 = datetime(2027, 3, 1, 12, 0, tzinfo=timezone.utc)

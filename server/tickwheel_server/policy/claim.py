@@ -3,13 +3,12 @@
 Given a job's schedule cursor (its next fire), ``now`` and the look-ahead,
 :func:`plan_claim` decides which occurrences become executions, which are
 recorded as skipped (misfire policy), and where the cursor moves. The
-dispatcher applies the plan in its claim transaction.
+dispatcher's claim (``store/dispatch.py``) applies the plan in its claim
+transaction.
 
-Misfires (docs/architecture.md, Semantics): an occurrence is *missed* when it is more than the
-job's threshold late at claim time (``now - due_at > threshold``).
-``run_once`` runs the latest missed occurrence, carrying how many it stands
-for, and skips the rest; ``run_all`` runs the most recent ``run_all_limit``
-and skips older ones; ``skip`` skips them all.
+Which occurrences are missed and which of them run is the misfire rule
+(:mod:`tickwheel_server.policy.misfire`); this module walks the schedule to
+find them, within bounds.
 
 Never stuck, and bounded: a plan looks at no more than ``scan_limit``
 occurrences, plus ``run_all_limit`` more under ``run_all``. A job missed for
@@ -37,10 +36,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from ..schedule import Fire
+from .misfire import RUN_ALL, check_policy, decide_missed, is_missed
 
-RUN_ONCE = "run_once"
-RUN_ALL = "run_all"
-SKIP = "skip"
 DEFAULT_SCAN_LIMIT = 10_000
 
 
@@ -93,23 +90,24 @@ def plan_claim(
     recorded for this run of misses (the open skip range's count), so a
     ``run_once`` execution reports the whole run.
     """
-    if policy not in (RUN_ONCE, RUN_ALL, SKIP):
-        raise ValueError(f"unknown misfire policy {policy!r}")
-    if scan_limit < 1 or run_all_limit < 1:
-        raise ValueError("scan_limit and run_all_limit must be >= 1")
+    check_policy(policy, run_all_limit)
+    if scan_limit < 1:
+        raise ValueError("scan_limit must be >= 1")
     keep = run_all_limit if policy == RUN_ALL else 0
     missed: list[Fire] = []
     upcoming: list[Fire] = []
     fire: Fire | None = cursor
     runs = 0
     while fire is not None and fire.nominal_at <= horizon and runs < scan_limit + keep:
-        if now - fire.due_at > threshold:
+        if is_missed(fire.due_at, now=now, threshold=threshold):
             missed.append(fire)
         else:
             upcoming.append(fire)
         runs += 1
         fire = following(fire, runs)
-    still_missing = fire is not None and fire.nominal_at <= horizon and now - fire.due_at > threshold
+    still_missing = (
+        fire is not None and fire.nominal_at <= horizon and is_missed(fire.due_at, now=now, threshold=threshold)
+    )
     executions: list[PlannedExecution] = []
     skipped: list[Fire] = []
     if missed and still_missing and keep and len(missed) > keep:
@@ -122,16 +120,10 @@ def plan_claim(
         upcoming = []
     elif missed and still_missing:
         skipped = missed
-    elif missed and policy == RUN_ONCE:
-        latest = missed[-1]
-        executions.append(PlannedExecution(latest.nominal_at, latest.due_at, len(missed) + carried_missed))
-        skipped = missed[:-1]
-    elif missed and policy == RUN_ALL:
-        recent = missed[-run_all_limit:]
-        skipped = missed[: len(missed) - len(recent)]
-        executions += [PlannedExecution(f.nominal_at, f.due_at, 1) for f in recent]
     elif missed:
-        skipped = missed
+        decision = decide_missed(policy, missed, run_all_limit=run_all_limit, carried_missed=carried_missed)
+        executions += [PlannedExecution(f.nominal_at, f.due_at, count) for f, count in decision.run]
+        skipped = decision.skipped
     executions += [PlannedExecution(f.nominal_at, f.due_at, 1) for f in upcoming]
     skip = None
     if skipped:
