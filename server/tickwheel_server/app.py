@@ -30,7 +30,8 @@ from .api.admin import AdminServicer, ServerInfo
 from .api.scheduler import SchedulerServicer
 from .api.worker import WorkerServicer
 from .auth.authenticator import Authenticator
-from .policy.breaker import CircuitBreaker, CircuitChange
+from .circuits import CircuitBreaker
+from .policy.breaker import CircuitChange
 from .config import ConfigError, ServerConfig, add_server_arguments, command_line_secrets, load_server_config
 from .gateway.connections import Connections
 from .lease import LeaseStore, LeaseStoreError, Session, open_lease_store

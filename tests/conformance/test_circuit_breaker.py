@@ -14,7 +14,8 @@ import pytest
 import sqlalchemy as sa
 from tickwheel.v1 import job_pb2, worker_pb2
 
-from tickwheel_server.policy.breaker import OPEN, SPREAD, BreakerSettings, CircuitBreaker
+from tickwheel_server.circuits import CircuitBreaker
+from tickwheel_server.policy.breaker import OPEN, SPREAD, BreakerSettings
 from tickwheel.shared.ids import to_us
 from tickwheel_server.alerts.catalogue import circuit_open_key
 from tickwheel_server.store.alerts import AlertStore

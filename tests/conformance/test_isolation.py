@@ -25,7 +25,8 @@ from tickwheel.shared.ids import to_us
 from tickwheel_server.policy.admission import (
     Active, Candidate, KeyState, Rules, admit, rules_of,
 )
-from tickwheel_server.policy.fairness import Demand, FairShare, Shares
+from tickwheel_server.policy.fairness import Demand, Shares
+from tickwheel_server.store.fairshare import FairShare
 from tickwheel_server.store.handout import Capability, HandoutStore, Lost, ResultIn
 from tickwheel_server.store.history import HistoryStore
 from tickwheel_server.store.jobrecords import NewJob

@@ -20,9 +20,9 @@ a tenant was granted but did not use (it had fewer ready than its grant, or
 they had to wait for their job or a key) are given back with
 :meth:`Shares.refund`, so an allocation costs only what was handed out.
 
-:class:`FairShare` keeps the passes of one server between rounds. A round
-works on a copy (:meth:`FairShare.begin`) and stores it only when its
-transaction committed (:meth:`FairShare.commit`), so a retried transaction
+:class:`~tickwheel_server.store.fairshare.FairShare` keeps the passes of
+one server between rounds. A round works on a copy (:meth:`Shares.copy`) and
+stores it only when its transaction committed, so a retried transaction
 decides the same way. The state is this server's alone: every server is
 fair to the tenants its workers serve, so the cluster is too; the caps, which
 must hold exactly, are counted in the store.
@@ -31,14 +31,8 @@ must hold exactly, are counted in the store.
 from __future__ import annotations
 
 import heapq
-import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-
-MAX_TRACKED = 10_000
-"""Passes kept for idle tenants beyond this many are dropped (they would
-restart at the virtual time anyway)."""
-
 
 @dataclass(frozen=True, slots=True)
 class Demand:
@@ -104,35 +98,3 @@ class Shares:
         """Give back ``slots`` the tenant was granted and did not use."""
         if slots > 0 and tenant in self.passes:
             self.passes[tenant] -= slots / weight
-
-
-class FairShare:
-    """One server's fair-share state between rounds (thread-safe: rounds run
-    their transactions in executor threads)."""
-
-    def __init__(self) -> None:
-        self._shares = Shares()
-        self._lock = threading.Lock()
-
-    def begin(self) -> Shares:
-        """A copy for one round to work on."""
-        with self._lock:
-            return self._shares.copy()
-
-    def commit(self, shares: Shares, active: Iterable[str] = ()) -> None:
-        """Keep what a committed round decided. ``active``: the tenants it
-        saw with ready work; passes of others may be dropped when too many
-        are tracked (their next round restarts them at the virtual time)."""
-        with self._lock:
-            merged = self._shares
-            merged.virtual = max(merged.virtual, shares.virtual)
-            merged.passes.update(shares.passes)
-            if len(merged.passes) > MAX_TRACKED:
-                keep = set(active)
-                merged.passes = {
-                    name: value for name, value in merged.passes.items() if name in keep or value > merged.virtual
-                }
-
-    def passes(self) -> Mapping[str, float]:
-        with self._lock:
-            return dict(self._shares.passes)

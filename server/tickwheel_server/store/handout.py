@@ -91,13 +91,15 @@ from tickwheel.v1 import job_pb2, worker_pb2
 
 from tickwheel.shared.ids import to_us
 
-from ..policy.breaker import CircuitBreaker, http_target_host
+from ..circuits import CircuitBreaker
+from ..policy.breaker import http_target_host
 from ..policy.retry import backoff_delay
 from ..policy.admission import (
     ANYTHING_GOES, Active, Candidate, KeyState, Replace, Rules, Skip, decide_keys, decide_overlap, rules_of,
 )
 from .base import SqlStore, driver_sql, execute_arrays, tuples
-from ..policy.fairness import Demand, FairShare, Shares
+from .fairshare import FairShare
+from ..policy.fairness import Demand, Shares
 from .isolation import (
     PAUSED_WAIT, ensure_keys, insert_for, lock_keys, not_held, release_slots, request_cancel, status_in, take_slots,
     wake_jobs, wake_key_waiters, wake_keys,

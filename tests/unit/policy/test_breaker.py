@@ -1,180 +1,122 @@
-"""The circuit breaker on a fake clock: the sliding window, the minimum of
-calls, the ratio, open → half-open → closed, re-opening on a failed probe,
-how long retries are held, and bounded memory."""
+"""The circuit breaker's rule (``tickwheel_server.policy.breaker``) as tables
+at fixed instants: what one call does to a closed, open or half-open circuit,
+how long its retry is held, when an idle circuit closes; and the settings."""
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import random
+from collections import deque
 
 import pytest
 from tickwheel.v1 import job_pb2
 
-from tickwheel_server.policy.breaker import (
-    CLOSED, HALF_OPEN, OPEN, SPREAD, BreakerSettings, CircuitBreaker, http_target_host,
-)
-from tickwheel.shared.clock import FakeClock
 from tickwheel_server.config import ConfigError, add_server_arguments, load_server_config
+from tickwheel_server.policy.breaker import (
+    CLOSED, HALF_OPEN, OPEN, BreakerSettings, Circuit, close, http_target_host, idle_expired, record_call, state_of,
+)
 
 SETTINGS = BreakerSettings(window=60, min_calls=20, failure_ratio=0.5, open_for=30, probes=1)
-_calls = itertools.count()
+NOW = 1000.0
+"""The instant every case decides at (monotonic seconds; a window bucket is 1 s)."""
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+class NoSpread(random.Random):
+    """Every spread drawn is 0, so holds are exact."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return a
 
 
-@pytest.fixture
-def breaker(clock) -> CircuitBreaker:
-    return CircuitBreaker(SETTINGS, clock, rng=random.Random(1))
+def closed(calls: int, failures: int, *, at: float = NOW) -> Circuit:
+    return Circuit(buckets=deque([[int(at), calls, failures]]), calls=calls, failures=failures)
 
 
-def calls(breaker: CircuitBreaker, failed: int, ok: int, *, tenant: str = "acme", host: str = "a.example",
-          age: float = 0.0) -> list:
-    """Record ``ok`` successes then ``failed`` failures; the answers to the failures."""
-    for _ in range(ok):
-        breaker.record(tenant, host, next(_calls), failed=False, age=age)
-    return [breaker.record(tenant, host, next(_calls), failed=True, age=age) for _ in range(failed)]
+def opened(until: float, probes_left: int) -> Circuit:
+    return Circuit(open_until=until, probes_left=probes_left)
 
 
-def test_fewer_calls_than_the_minimum_never_open_even_all_failing(breaker) -> None:
-    assert calls(breaker, 19, 0) == [None] * 19
-    assert breaker.state("acme", "a.example") == CLOSED
-    assert breaker.take_changes() == []
+@pytest.mark.parametrize(
+    "case, circuit, failed, started, hold, change, state",
+    [
+        ("closed, 19 calls all failed: under the minimum", closed(18, 18), True, NOW, None, None, CLOSED),
+        ("closed, the 20th failure opens: it is the probe", closed(19, 19), True, NOW, 30.0, True, OPEN),
+        ("closed, exactly the ratio opens", closed(19, 9), True, NOW, 30.0, True, OPEN),
+        ("closed, under the ratio stays closed", closed(19, 9), False, NOW, None, None, CLOSED),
+        ("closed, a success that completes the ratio opens, not held", closed(19, 19), False, NOW, None, True, OPEN),
+        ("closed, old failures slid out of the window", closed(15, 15, at=NOW - 61), True, NOW, None, None, CLOSED),
+        ("open, a failure takes the probe slot", opened(NOW + 20, 1), True, NOW, 20.0, None, OPEN),
+        ("open, no probe slot: one more pause", opened(NOW + 20, 0), True, NOW, 50.0, None, OPEN),
+        ("open, a success does not count", opened(NOW + 20, 0), False, NOW, None, None, OPEN),
+        ("half-open, a fresh success closes", opened(NOW - 10, 0), False, NOW - 5, None, False, CLOSED),
+        ("half-open, an old success decides nothing", opened(NOW - 10, 0), False, NOW - 20, None, None, HALF_OPEN),
+        ("half-open, a fresh failure re-opens: the probe", opened(NOW - 10, 0), True, NOW - 5, 30.0, True, OPEN),
+        ("half-open, an old failure, a probe slot left: normal backoff", opened(NOW - 10, 1), True, NOW - 20, None,
+         None, HALF_OPEN),
+        ("half-open, an old failure, no slot: one pause", opened(NOW - 10, 0), True, NOW - 20, 30.0, None, HALF_OPEN),
+    ],
+)
+def test_record_call(case, circuit, failed, started, hold, change, state) -> None:
+    got = record_call(circuit, SETTINGS, "a.example", failed=failed, started=started, now=NOW, rng=NoSpread())
+    assert (got.hold, got.opened, state_of(circuit, NOW)) == (hold, change, state), case
+    assert (got.reason != "") is (change is not None), case
 
 
-def test_below_the_ratio_stays_closed_and_at_the_ratio_opens(breaker) -> None:
-    calls(breaker, 10, 11)
-    assert breaker.state("acme", "a.example") == CLOSED, "10 of 21 failed: 47.6 %"
-    [held] = calls(breaker, 1, 0)
-    assert breaker.state("acme", "a.example") == OPEN, "11 of 22 failed: 50 %"
-    [change] = breaker.take_changes()
-    assert (change.tenant, change.host, change.opened) == ("acme", "a.example", True)
-    assert "11 of 22 calls" in change.reason and change.open_for == 30
-    assert 30 <= held <= 30 + SPREAD * 30, "the failure that opened it is the probe: due when the pause ends"
+def test_opening_names_the_counts_and_starts_a_fresh_window() -> None:
+    circuit = closed(19, 19)
+    got = record_call(circuit, SETTINGS, "a.example", failed=True, started=NOW, now=NOW, rng=NoSpread())
+    assert got.reason == "20 of 20 calls in 60 s failed (100%; 50% opens it)"
+    assert (circuit.calls, circuit.failures, list(circuit.buckets)) == (0, 0, [])
+    assert (circuit.open_until, circuit.probes_left) == (NOW + 30, 0), "the opening failure took the probe slot"
+    assert "probe call to a.example failed" in record_call(
+        opened(NOW - 1, 0), SETTINGS, "a.example", failed=True, started=NOW, now=NOW, rng=NoSpread()
+    ).reason
 
 
-def test_the_window_slides_old_failures_out(breaker, clock) -> None:
-    calls(breaker, 15, 0)
-    clock.advance(61)
-    calls(breaker, 5, 10)
-    assert breaker.state("acme", "a.example") == CLOSED, "5 of 15 in the window; the 15 old failures slid out"
-    calls(breaker, 5, 0)
-    assert breaker.state("acme", "a.example") == OPEN, "10 of 20 in the window"
+def test_held_retries_spread_over_a_tenth_of_the_pause() -> None:
+    rng, twin = random.Random(3), random.Random(3)
+    holds = [
+        record_call(opened(NOW + 20, 0), SETTINGS, "h", failed=True, started=NOW, now=NOW, rng=rng).hold
+        for _ in range(200)
+    ]
+    assert holds == [50.0 + twin.uniform(0, 3.0) for _ in range(200)]
+    assert min(holds) < 50.3 and max(holds) > 52.7
 
 
-def test_calls_within_the_window_all_count(breaker, clock) -> None:
-    for _ in range(10):
-        calls(breaker, 1, 1)
-        clock.advance(5)
-    assert breaker.state("acme", "a.example") == OPEN, "20 calls over 50 s, half failed"
+def test_a_success_draws_no_spread() -> None:
+    rng = random.Random(5)
+    record_call(closed(0, 0), SETTINGS, "h", failed=False, started=NOW, now=NOW, rng=rng)
+    assert rng.random() == random.Random(5).random()
 
 
-def test_retries_are_held_until_the_pause_ends_probes_first(breaker, clock) -> None:
-    calls(breaker, 20, 0)
-    assert breaker.state("acme", "a.example") == OPEN
-    clock.advance(10)
-    later = calls(breaker, 3, 0)
-    assert all(30 + 20 <= hold <= 30 + 20 + SPREAD * 30 for hold in later), (
-        "the probe went to the failure that opened it; the rest wait one more pause"
-    )
-    assert calls(breaker, 0, 5) == [], "results while open do not count"
-    assert breaker.state("acme", "a.example") == OPEN
+@pytest.mark.parametrize(
+    "case, circuit, now, idle",
+    [
+        ("closed", closed(5, 5), NOW + 10_000, False),
+        ("open", opened(NOW, 1), NOW - 1, False),
+        ("half-open, a window not yet over", opened(NOW, 0), NOW + 59.9, False),
+        ("half-open, a window over", opened(NOW, 0), NOW + 60, True),
+    ],
+)
+def test_idle_expired(case, circuit, now, idle) -> None:
+    assert idle_expired(circuit, SETTINGS, now) is idle, case
 
 
-def test_open_then_half_open_then_a_probe_success_closes(breaker, clock) -> None:
-    calls(breaker, 20, 0)
-    breaker.take_changes()
-    clock.advance(30)
-    assert breaker.state("acme", "a.example") == HALF_OPEN
-    calls(breaker, 0, 1, age=31)
-    assert breaker.state("acme", "a.example") == HALF_OPEN, "a call from before the pause ended decides nothing"
-    calls(breaker, 0, 1, age=0)
-    assert breaker.state("acme", "a.example") == CLOSED
-    [change] = breaker.take_changes()
-    assert not change.opened and "succeeded" in change.reason
-    assert calls(breaker, 19, 0) == [None] * 19, "a fresh window after closing"
-
-
-def test_a_failed_probe_opens_it_again(breaker, clock) -> None:
-    calls(breaker, 20, 0)
-    clock.advance(31)
-    [held] = calls(breaker, 1, 0)
-    assert breaker.state("acme", "a.example") == OPEN
-    assert 30 <= held <= 30 + SPREAD * 30
-    opened = breaker.take_changes()
-    assert [c.opened for c in opened] == [True, True] and "probe call to a.example failed" in opened[1].reason
-    assert breaker.opened == 2
-
-
-def test_in_half_open_a_straggler_failure_takes_a_probe_slot_then_waits(clock) -> None:
-    breaker = CircuitBreaker(BreakerSettings(min_calls=2, open_for=30, probes=2), clock, rng=random.Random(1))
-    calls(breaker, 2, 0)  # opened; the second failure took one of the two probe slots
-    clock.advance(40)
-    straggler, waiter = calls(breaker, 2, 0, age=20)
-    assert straggler is None, "the last probe slot: its normal backoff"
-    assert 30 <= waiter <= 30 + SPREAD * 30, "no slot left: it waits for the next decision"
-    assert breaker.state("acme", "a.example") == HALF_OPEN
-
-
-def test_other_tenants_and_hosts_are_unaffected(breaker) -> None:
-    calls(breaker, 20, 0)
-    assert breaker.state("acme", "a.example") == OPEN
-    assert calls(breaker, 3, 0, host="b.example") == [None] * 3
-    assert calls(breaker, 3, 0, tenant="globex") == [None] * 3
-    assert breaker.state("acme", "b.example") == breaker.state("globex", "a.example") == CLOSED
-
-
-def test_a_call_recorded_again_gets_its_first_answer_and_counts_once(breaker) -> None:
-    calls(breaker, 18, 0)
-    first = breaker.record("acme", "a.example", ("e1", 1), failed=True)
-    again = breaker.record("acme", "a.example", ("e1", 1), failed=True)
-    assert first is None and again is None
-    assert breaker.state("acme", "a.example") == CLOSED, "19 calls, not 20"
-    held = breaker.record("acme", "a.example", ("e2", 1), failed=True)
-    assert held is not None and breaker.record("acme", "a.example", ("e2", 1), failed=True) == held
-
-
-def test_an_idle_half_open_circuit_closes(breaker, clock) -> None:
-    calls(breaker, 20, 0)
-    clock.advance(30 + 59)
-    assert [c.opened for c in breaker.take_changes()] == [True]
-    clock.advance(1)
-    [closed] = breaker.take_changes()
-    assert not closed.opened and "idle" in closed.reason
-    assert breaker.circuits() == []
-
-
-def test_circuits_shows_those_not_closed(breaker, clock) -> None:
-    calls(breaker, 20, 0)
-    calls(breaker, 1, 1, host="b.example")
-    clock.advance(10)
-    [view] = breaker.circuits()
-    assert (view.tenant, view.host, view.state, view.remaining) == ("acme", "a.example", OPEN, 20)
-    clock.advance(20)
-    assert breaker.circuits()[0].state == HALF_OPEN
-
-
-def test_memory_is_bounded_and_a_forgotten_open_circuit_is_reported_closed(clock) -> None:
-    breaker = CircuitBreaker(BreakerSettings(min_calls=1, max_circuits=3), clock)
-    calls(breaker, 1, 0, host="h0")
-    breaker.take_changes()
-    for index in range(1, 4):
-        calls(breaker, 0, 1, host=f"h{index}")
-    assert len(breaker) == 3
-    [forgotten] = breaker.take_changes()
-    assert (forgotten.host, forgotten.opened) == ("h0", False) and "forgotten" in forgotten.reason
-    assert breaker.state("acme", "h0") == CLOSED
-
-
-def test_a_window_keeps_at_most_sixty_buckets(breaker, clock) -> None:
-    for _ in range(500):
-        calls(breaker, 0, 1)
-        clock.advance(0.5)
-    circuit = breaker._circuits[("acme", "a.example")]
-    assert len(circuit.buckets) <= 61 and circuit.calls == 120
+@pytest.mark.parametrize(
+    "case, circuit, now, state",
+    [
+        ("none yet", None, NOW, CLOSED),
+        ("closed", closed(3, 1), NOW, CLOSED),
+        ("before the pause ends", opened(NOW + 1, 0), NOW, OPEN),
+        ("the instant it ends", opened(NOW, 0), NOW, HALF_OPEN),
+        ("closed again", opened(NOW, 0), NOW, None),
+    ],
+)
+def test_state_of(case, circuit, now, state) -> None:
+    if state is None:
+        close(circuit)
+        state = CLOSED
+    assert state_of(circuit, now) == state, case
 
 
 @pytest.mark.parametrize(
