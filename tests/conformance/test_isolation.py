@@ -4,6 +4,9 @@ each overlap policy with executions that keep running across rounds,
 concurrency keys across two "servers" (two stores, two sessions), the cancel
 signal for running executions, and the wake-ups that keep queues moving.
 
+The pure rules (the fair-share allocation, the overlap and key decisions)
+are table-tested in tests/unit/policy/test_fairness.py and test_admission.py.
+
 A "long-running handler" here is an execution handed out and not finished:
 no result is recorded until the test says so. Two servers are two
 :class:`HandoutStore` instances with their own sessions over one database.
@@ -11,7 +14,6 @@ no result is recorded until the test says so. Two servers are two
 
 from __future__ import annotations
 
-import heapq
 import json
 import random
 from datetime import timedelta
@@ -22,11 +24,6 @@ from tickwheel.v1 import job_pb2, worker_pb2
 
 from tickwheel_server.errors import FailedPrecondition
 from tickwheel.shared.ids import to_us
-from tickwheel_server.policy.admission import (
-    Active, Candidate, KeyState, Rules, admit, rules_of,
-)
-from tickwheel_server.policy.fairness import Demand, Shares
-from tickwheel_server.store.fairshare import FairShare
 from tickwheel_server.store.handout import Capability, HandoutStore, Lost, ResultIn
 from tickwheel_server.store.history import HistoryStore
 from tickwheel_server.store.jobrecords import NewJob
@@ -123,134 +120,6 @@ def occurrences(engine, clock, job_id: str, count: int, *, job: job_pb2.Job, eve
                       origin=origin)
         idents.append(ident)
     return idents
-
-
-# ----------------------------------------------------------------------------- fair share (pure)
-
-
-def test_stride_shares_follow_the_weights_over_many_small_rounds() -> None:
-    shares = Shares()
-    got = {"a": 0, "b": 0}
-    for _ in range(10):
-        for name, n in shares.allocate(4, [Demand("a", 1), Demand("b", 3)]).items():
-            got[name] += n
-    assert got == {"a": 10, "b": 30}
-
-
-def test_a_capped_tenant_gets_no_more_than_its_room_and_the_rest_goes_to_others() -> None:
-    grants = Shares().allocate(10, [Demand("a", 5, room=2), Demand("b", 1), Demand("c", 1, room=0)])
-    assert grants == {"a": 2, "b": 8, "c": 0}
-
-
-def test_an_idle_tenant_does_not_bank_credit() -> None:
-    shares = Shares()
-    for _ in range(100):  # b was idle while a was served alone
-        shares.allocate(10, [Demand("a", 1)])
-    grants = shares.allocate(10, [Demand("a", 1), Demand("b", 1)])
-    assert grants == {"a": 5, "b": 5}
-
-
-def test_refunded_slots_are_not_charged() -> None:
-    charged, refunded = Shares(), Shares()
-    for shares in (charged, refunded):
-        assert shares.allocate(2, [Demand("a", 1), Demand("b", 1)]) == {"a": 1, "b": 1}
-    refunded.refund("b", 1, 1)  # b had nothing for these workers after all
-    assert charged.allocate(1, [Demand("a", 1), Demand("b", 1)]) == {"a": 1, "b": 0}  # a tie: by name
-    assert refunded.allocate(1, [Demand("a", 1), Demand("b", 1)]) == {"a": 0, "b": 1}
-
-
-def test_one_tenant_alone_is_served_as_slot_by_slot_stride_would() -> None:
-    """The one-tenant short cut grants and advances the passes exactly as the
-    per-slot stride loop (a reference copy here) would, up to float rounding."""
-    import heapq
-    import random
-
-    def stride(shares: Shares, budget: int, demand: Demand) -> int:
-        start = max(shares.passes.get(demand.tenant, shares.virtual), shares.virtual)
-        shares.passes[demand.tenant] = start
-        heap, granted = [(start + 1.0 / demand.weight, demand.tenant)], 0
-        while budget > 0 and heap:
-            finish, _ = heapq.heappop(heap)
-            granted, budget = granted + 1, budget - 1
-            shares.virtual = max(shares.virtual, finish - 1.0 / demand.weight)
-            shares.passes[demand.tenant] = finish
-            if demand.room is None or granted < demand.room:
-                heapq.heappush(heap, (finish + 1.0 / demand.weight, demand.tenant))
-        return granted
-
-    rng = random.Random(7)
-    fast, reference = Shares(), Shares()
-    for _ in range(200):
-        demand = Demand(rng.choice("ab"), rng.choice((1, 3, 7)), rng.choice((None, 1, 5, 500)))
-        budget = rng.randint(1, 2000)
-        assert fast.allocate(budget, [demand, Demand("c", 1, room=0)]) == {
-            demand.tenant: stride(reference, budget, demand), "c": 0}
-        assert fast.virtual == pytest.approx(reference.virtual)
-        assert fast.passes == pytest.approx(reference.passes)
-
-
-def test_a_round_commits_only_what_its_transaction_kept() -> None:
-    fair = FairShare()
-    tried = fair.begin()
-    tried.allocate(10, [Demand("a", 1)])  # a transaction that was rolled back and retried
-    kept = fair.begin()
-    assert kept.allocate(2, [Demand("a", 1), Demand("b", 1)]) == {"a": 1, "b": 1}
-    fair.commit(kept, ["a", "b"])
-    assert fair.passes() == {"a": 1.0, "b": 1.0}
-
-
-# ----------------------------------------------------------------------------- admission (pure)
-
-
-def cand(ident: str, nominal: int, origin: str = "scheduled", job: str = "j", **kw) -> Candidate:
-    return Candidate(ident, job, "acme", origin, nominal, nominal, **kw)
-
-
-def test_rules_count_a_key_once_with_its_last_limit() -> None:
-    job = spec(job_pb2.OVERLAP_POLICY_QUEUE_ONE)
-    job.concurrency_keys.add(key="db", limit=1)
-    job.concurrency_keys.add(key="api", limit=4)
-    job.concurrency_keys.add(key="db", limit=2)
-    assert rules_of(job) == Rules("queue_one", (("api", 4), ("db", 2)))
-    assert rules_of(job_pb2.Job()) == Rules("skip", ())
-
-
-def test_occurrences_ready_in_one_round_start_in_nominal_order() -> None:
-    batch = [cand("j:3", 3), cand("j:1", 1), cand("j:2", 2)]
-    for policy, started, waiting, skipped in (
-        ("skip", ["j:1"], [], ["j:2", "j:3"]),
-        ("queue_one", ["j:1"], ["j:2"], ["j:3"]),
-        ("allow", ["j:1", "j:2", "j:3"], [], []),
-    ):
-        out = admit(batch, {"j": Rules(policy)}, [], {}, now_us=10)
-        assert [s.candidate.id for s in out.start] == started, policy
-        assert [w.candidate.id for w in out.wait] == waiting, policy
-        assert [s.candidate.id for s in out.skip] == skipped, policy
-    out = admit(batch, {"j": Rules("replace")}, [], {}, now_us=10)
-    assert [s.candidate.id for s in out.start] == ["j:3"]
-    assert sorted(c.id for c in out.cancel) == ["j:1", "j:2"]
-    assert [(r.job_id, r.id, r.reason) for r in out.replace] == [("j", "j:3", "canceled: replaced by j:3")]
-
-
-def test_an_earlier_occurrence_ready_elsewhere_keeps_a_later_one_from_starting() -> None:
-    # j:1 is ready but being claimed by another server (not a candidate here).
-    pending = Active("j:1", "j", "acme", "scheduled", "scheduled", 1, 1)
-    out = admit([cand("j:2", 2)], {"j": Rules("skip")}, [pending], {}, now_us=10)
-    assert [(s.candidate.id, s.blocker_id) for s in out.skip] == [("j:2", "j:1")]
-    later = Active("j:3", "j", "acme", "waiting", "scheduled", 3, 3)
-    out = admit([cand("j:2", 2)], {"j": Rules("skip")}, [later], {}, now_us=10)
-    assert [s.candidate.id for s in out.start] == ["j:2"]  # a waiting later one is behind it
-
-
-def test_keys_admit_in_ready_order_and_never_past_an_older_waiter() -> None:
-    rules = {"a": Rules("allow", (("db", 2),)), "b": Rules("allow", (("db", 2),))}
-    batch = [cand("a:1", 5, job="a"), cand("b:1", 6, job="b"), cand("a:2", 7, job="a")]
-    out = admit(batch, rules, [], {("acme", "db"): KeyState(2, 1)}, now_us=10)
-    assert [s.candidate.id for s in out.start] == ["a:1"]
-    assert [(w.candidate.id, w.key) for w in out.wait] == [("b:1", "db"), ("a:2", "db")]
-    out = admit(batch, rules, [], {("acme", "db"): KeyState(3, 0, head_ready_at=5)}, now_us=10)
-    assert [s.candidate.id for s in out.start] == ["a:1"]  # b:1 and a:2 are behind the waiter ready at 5
-    assert out.wake == {("acme", "db"): 2}  # free slots and sleeping waiters: wake them
 
 
 # ----------------------------------------------------------------------------- fair share in the store
