@@ -20,6 +20,7 @@ from tickwheel.v1 import admin_pb2_grpc, scheduler_pb2_grpc, worker_pb2_grpc
 from tickwheel.v1 import admin_pb2, scheduler_pb2, worker_pb2
 
 from tickwheel.shared import logs as telemetry_logs
+from tickwheel.shared.backoff import BackoffSleeper
 from tickwheel.shared.clock import Clock, SystemClock
 from tickwheel.shared.heap import tune_collector
 from tickwheel.shared.ids import to_us
@@ -551,7 +552,7 @@ class TickwheelServer:
 
     async def _keep_session(self) -> None:
         """Reopen the session whenever it is lost, with capped backoff."""
-        delay = 0.2
+        backoff = BackoffSleeper(self.clock, initial=0.2, cap=self.config.session_ttl / 2)
         while True:
             await self._session.lost.wait()
             log.warning("etcd session %x lost: %s; opening a new one", self._session.id, self._session.lost_reason)
@@ -565,9 +566,8 @@ class TickwheelServer:
                     break
                 except LeaseStoreError as error:
                     log.warning("cannot open an etcd session yet: %s", error)
-                    await self.clock.sleep(delay)
-                    delay = min(delay * 2, self.config.session_ttl / 2)
-            delay = 0.2
+                    await backoff.sleep()
+            backoff.reset()
             old_owner, new_owner = self.gateway.owner, self._session_hex()
             # The gateway hands nothing out under the lost session (its fence
             # refuses it): move what runs under it to the new one, then hand
@@ -586,7 +586,7 @@ class TickwheelServer:
         """Put the executions this server's workers run under its new session
         before the reaper's grace for the old one ends; retried while the
         store is unreachable."""
-        delay = 0.2
+        backoff = BackoffSleeper(self.clock, initial=0.2, cap=self.config.session_ttl / 4)
         while True:
             try:
                 moved = await self.stores.handout.restamp(old_owner, new_owner)
@@ -594,8 +594,7 @@ class TickwheelServer:
                 return
             except Exception as error:
                 log.warning("cannot re-stamp running executions yet: %s", error)
-                await self.clock.sleep(delay)
-                delay = min(delay * 2, self.config.session_ttl / 4)
+                await backoff.sleep()
 
     async def stop(self, grace: float | None = None) -> None:
         grace = self.config.shutdown_grace if grace is None else grace
