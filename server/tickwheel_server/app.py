@@ -47,8 +47,8 @@ from .alerts.skipped import SkipWatch, overlap_alerts
 from .alerts.unowned import UnownedWatch
 from .lease.keys import server_key, session_name
 from .maintenance.reaper import Reaper
-from .ratelimit import LiveServers, RequestRateLimiter
-from .webhook import AlertWebhook, WebhookConfig
+from .auth.ratelimit import LiveServers, RequestRateLimiter
+from .alerts.webhook import AlertWebhook, WebhookConfig
 from .alerts.catalogue import NewAlert, clock_skew_key, dead_letter_alert, poison_alert
 from .alerts.watch import AlertWatch
 from .cluster.drain import Drainer

@@ -17,7 +17,7 @@ from tickwheel.shared.secretargs import flag_warning, url_has_password, url_may_
 from tickwheel.shared.targets import TargetPolicy, parse_networks
 
 from .policy.breaker import BreakerSettings
-from .webhook import check_webhook_url
+from .alerts.webhook import check_webhook_url
 from .telemetry.tracing import TRACE_EXPORT_HELP, check_trace_export
 
 

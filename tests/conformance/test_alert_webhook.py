@@ -19,7 +19,7 @@ from tickwheel.shared.clock import FakeClock
 from tickwheel_server.alerts.catalogue import NewAlert, dead_letter_alert
 from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.tables import alerts
-from tickwheel_server.webhook import AlertWebhook, WebhookConfig, alert_payload, check_webhook_url
+from tickwheel_server.alerts.webhook import AlertWebhook, WebhookConfig, alert_payload, check_webhook_url
 
 URL = "https://alerts.example.com/hook?token=s3cret"
 WAIT = 20.0

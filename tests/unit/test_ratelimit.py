@@ -7,7 +7,7 @@ import pytest
 
 from tickwheel.shared.clock import FakeClock
 from tickwheel_server.errors import QuotaExceeded
-from tickwheel_server.ratelimit import LiveServers, RequestRateLimiter, TokenBucket, share
+from tickwheel_server.auth.ratelimit import LiveServers, RequestRateLimiter, TokenBucket, share
 
 
 def burst(limiter: RequestRateLimiter, tenant: str, rate: int, calls: int) -> int:

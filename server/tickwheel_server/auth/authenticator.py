@@ -17,7 +17,7 @@ over their rate of failures get RESOURCE_EXHAUSTED without one. Nothing is
 logged per failed call.
 
 A tenant's calls are then counted against its API request rate (see
-:mod:`tickwheel_server.ratelimit`) when a limiter is given: over it, the call
+:mod:`tickwheel_server.auth.ratelimit`) when a limiter is given: over it, the call
 fails RESOURCE_EXHAUSTED before the servicer reads or writes anything. The
 rate is the tenant's as cached, so a changed quota holds within the TTL.
 """
@@ -33,7 +33,7 @@ import grpc
 from tickwheel.shared.clock import Clock
 
 from ..errors import PermissionDenied, Unauthenticated
-from ..ratelimit import RequestRateLimiter
+from .ratelimit import RequestRateLimiter
 from ..store.credentials import WorkerCredential, WorkerCredentialStore
 from ..store.tenants import Tenant, TenantStore
 from . import failures, tokens

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from tickwheel.shared.clock import Clock
 
 from ..errors import RateLimited
-from ..ratelimit import TokenBucket
+from .ratelimit import TokenBucket
 
 NEGATIVE_TTL_SECONDS = 10.0
 NEGATIVE_SIZE = 10_000

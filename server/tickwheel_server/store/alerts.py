@@ -35,7 +35,7 @@ or resolved makes it number at once instead of at its next poll.
 Resolved alerts stay listable until :meth:`AlertStore.prune` deletes them
 (after the retention window), in bounded batches.
 
-The webhook sink (:mod:`tickwheel_server.webhook`) is owed each alert's
+The webhook sink (:mod:`tickwheel_server.alerts.webhook`) is owed each alert's
 raise and its resolve. ``notified`` records what was sent (``''``,
 ``'raised'``, ``'resolved'``; NULL for alerts from before it existed, never
 sent): a new alert starts at ``''``, a repeat leaves it alone.

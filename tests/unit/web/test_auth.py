@@ -12,7 +12,7 @@ import json
 
 from tickwheel_server.auth.authenticator import Authenticator
 from tickwheel.shared.clock import FakeClock
-from tickwheel_server.ratelimit import RequestRateLimiter
+from tickwheel_server.auth.ratelimit import RequestRateLimiter
 from tickwheel_server.store.credentials import WorkerCredential
 from tickwheel_server.store.tenants import Tenant
 from tickwheel_server.web.api import ConsoleApi

@@ -38,10 +38,10 @@ from urllib.parse import urlsplit
 
 from tickwheel.shared.clock import Clock
 
-from . import __version__
-from .policy.retry import backoff_delay
-from .alerts.catalogue import AlertRecord, Owed
-from .store.alerts import AlertStore
+from .. import __version__
+from ..policy.retry import backoff_delay
+from .catalogue import AlertRecord, Owed
+from ..store.alerts import AlertStore
 
 log = logging.getLogger("tickwheel.webhook")
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from tickwheel.shared.clock import Clock
 
-from .errors import QuotaExceeded
+from ..errors import QuotaExceeded
 
 log = logging.getLogger(__name__)
 
