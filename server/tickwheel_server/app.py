@@ -283,7 +283,7 @@ class TickwheelServer:
             session_id=self._session_hex(),
             partitions_owned=lambda: len(self.ownership.owned()),
             wheel_size=lambda: len(self.wheel.wheel),
-            clock_skew=lambda: self.gateway.clock_skew,
+            clock_skew=lambda: self.gateway.fence.clock_skew,
             workers=lambda: len(self.connections),
             reaper_leading=lambda: self.reaper.leading,
             session_live=lambda: self._session is not None and not self._session.lost.is_set(),
@@ -347,7 +347,7 @@ class TickwheelServer:
         self._tasks = [
             asyncio.create_task(self.wheel.run(), name="tickwheel-wheel"),
             asyncio.create_task(self.gateway.run(), name="tickwheel-gateway"),
-            asyncio.create_task(self.gateway.run_liveness(), name="tickwheel-liveness"),
+            asyncio.create_task(self.gateway.liveness.run(), name="tickwheel-liveness"),
             asyncio.create_task(self.reaper.run(), name="tickwheel-reaper"),
             asyncio.create_task(self.alert_watch.run(), name="tickwheel-alerts"),
             asyncio.create_task(self.presence.run(), name="tickwheel-presence"),
@@ -568,7 +568,7 @@ class TickwheelServer:
                     log.warning("cannot open an etcd session yet: %s", error)
                     await backoff.sleep()
             backoff.reset()
-            old_owner, new_owner = self.gateway.owner, self._session_hex()
+            old_owner, new_owner = self.gateway.fence.owner, self._session_hex()
             # The gateway hands nothing out under the lost session (its fence
             # refuses it): move what runs under it to the new one, then hand
             # out under the new one. A re-stamp is conditional on the old

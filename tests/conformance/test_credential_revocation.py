@@ -61,7 +61,7 @@ async def test_a_revoked_credentials_streams_end_get_nothing_more_and_their_work
                       heartbeat_timeout=30.0, reattach_grace=GRACE)  # fmt: skip
     add_execution(migrated_engine, clock, "e1")
     add_execution(migrated_engine, clock, "e2")
-    assert await gateway.hand_out_round() == 2  # one to each stream of the credential, still in their outboxes
+    assert await gateway.rounds.hand_out_round() == 2  # one to each stream of the credential, still in their outboxes
 
     reads: list[set[str]] = []
     forgotten: set[str] = set()
@@ -86,20 +86,20 @@ async def test_a_revoked_credentials_streams_end_get_nothing_more_and_their_work
     assert not keeper.closed.is_set() and keeper.ended_by is None
 
     # Between the end and the stream's teardown, nothing more goes to it.
-    assert await gateway.hand_out_round() == 0
+    assert await gateway.rounds.hand_out_round() == 0
     assert status_of(migrated_engine, "e3")[0] == "scheduled"
     for connection in (first, second):  # the Pull's teardown
         connections.remove(connection)
-        gateway.disconnected(connection)
+        gateway.liveness.disconnected(connection)
 
     # The lost-worker rule: held for the grace, then requeued (delivery 2).
     clock.advance(GRACE - 1)
-    assert not (await gateway.requeue_expired()).requeued
+    assert not (await gateway.liveness.requeue_expired()).requeued
     assert status_of(migrated_engine, "e1") == ("running", 1)
     clock.advance(1)
-    assert sorted(item.execution_id for item in (await gateway.requeue_expired()).requeued) == ["e1", "e2"]
+    assert sorted(item.execution_id for item in (await gateway.liveness.requeue_expired()).requeued) == ["e1", "e2"]
     keeper.credit = 3
-    assert await gateway.hand_out_round() == 3
+    assert await gateway.rounds.hand_out_round() == 3
     assignments = [a for m in queued(keeper) if m is not None for a in m.assignment.assignments]
     assert sorted((a.execution_id, a.delivery) for a in assignments) == [("e1", 2), ("e2", 2), ("e3", 1)]
     results = [
@@ -107,7 +107,7 @@ async def test_a_revoked_credentials_streams_end_get_nothing_more_and_their_work
                                    outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED)
         for a in assignments
     ]  # fmt: skip
-    await gateway.record(keeper, results)
+    await gateway.intake.record(keeper, results)
     assert [status_of(migrated_engine, e) for e in ("e1", "e2", "e3")] == [
         ("succeeded", 2), ("succeeded", 2), ("succeeded", 1)]  # fmt: skip
 

@@ -10,7 +10,7 @@ import random
 import sqlalchemy as sa
 from tickwheel.v1 import worker_pb2
 
-from tickwheel_server.gateway import gateway as gateway_module
+from tickwheel_server.gateway import rounds as rounds_module
 from tickwheel_server.gateway.connections import Connections, WorkerConnection
 from tickwheel_server.gateway.gateway import Gateway
 from tickwheel_server.store.credentials import WorkerCredential
@@ -64,18 +64,18 @@ async def test_a_job_heartbeating_for_twenty_timeouts_is_never_requeued(migrated
     connections = Connections()
     connection = connect(connections, clock)
     gateway = make_gateway(migrated_engine, clock, connections)
-    assert await gateway.hand_out_round() == 1
+    assert await gateway.rounds.hand_out_round() == 1
     [key] = gateway.inflight.held_by(connection)
     for _ in range(20 * 6):
         clock.advance(TIMEOUT / 6)
-        gateway.heartbeat(connection, [key])
-        result = await gateway.requeue_expired()
+        gateway.liveness.heartbeat(connection, [key])
+        result = await gateway.liveness.requeue_expired()
         assert not result.requeued
     assert status_of(migrated_engine, "e1")[0] == "running"
     result = worker_pb2.ExecutionResult(
         execution_id=key[0], delivery=key[1], attempt=1, outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED)
     result.started_at.FromMicroseconds(1_780_000_000_123_456)  # the worker's own start, by its clock
-    await gateway.record(connection, [result])
+    await gateway.intake.record(connection, [result])
     assert status_of(migrated_engine, "e1")[0] == "succeeded" and len(gateway.inflight) == 0
     with migrated_engine.connect() as conn:
         started = conn.execute(sa.select(attempts.c.worker_started_at).where(attempts.c.execution_id == "e1")).scalar()
@@ -89,26 +89,26 @@ async def test_silence_for_the_timeout_requeues_and_tells_the_worker_to_cancel(m
     connections = Connections()
     connection = connect(connections, clock)
     gateway = make_gateway(migrated_engine, clock, connections)
-    assert await gateway.hand_out_round() == 2
+    assert await gateway.rounds.hand_out_round() == 2
     drain_outbox(connection)
     alive, silent = sorted(gateway.inflight.held_by(connection))
     clock.advance(TIMEOUT - 1)
-    gateway.heartbeat(connection, [alive, ("unknown", 3)])
-    assert not (await gateway.requeue_expired()).requeued
+    gateway.liveness.heartbeat(connection, [alive, ("unknown", 3)])
+    assert not (await gateway.liveness.requeue_expired()).requeued
     clock.advance(1)
-    result = await gateway.requeue_expired()
+    result = await gateway.liveness.requeue_expired()
     assert [r.execution_id for r in result.requeued] == [silent[0]]
     assert status_of(migrated_engine, silent[0]) == ("scheduled", None, silent[1], 1)
     assert status_of(migrated_engine, alive[0])[0] == "running"
     [cancel] = [m.cancel for m in drain_outbox(connection) if m.WhichOneof("message") == "cancel"]
     assert [(e.execution_id, e.delivery) for e in cancel.executions] == [silent]
     # The worker's CANCELED result for the requeued delivery is rejected, the hand-out goes on.
-    await gateway.record(connection, [worker_pb2.ExecutionResult(
+    await gateway.intake.record(connection, [worker_pb2.ExecutionResult(
         execution_id=silent[0], delivery=silent[1], attempt=1, outcome=worker_pb2.RESULT_OUTCOME_CANCELED)])
     [ack] = [m.ack for m in drain_outbox(connection) if m.WhichOneof("message") == "ack"]
     assert not ack.acks[0].accepted
     connection.credit = 1
-    assert await gateway.hand_out_round() == 1
+    assert await gateway.rounds.hand_out_round() == 1
     assert status_of(migrated_engine, silent[0])[:3] == ("running", "s1", silent[1] + 1)
 
 
@@ -119,18 +119,18 @@ async def test_a_closed_stream_waits_the_grace_then_requeues_unless_re_attached(
     connections = Connections()
     first = connect(connections, clock)
     gateway = make_gateway(migrated_engine, clock, connections)
-    assert await gateway.hand_out_round() == 2
+    assert await gateway.rounds.hand_out_round() == 2
     back, gone = sorted(gateway.inflight.held_by(first))
     first.close()
     connections.remove(first)
-    gateway.disconnected(first)
+    gateway.liveness.disconnected(first)
     clock.advance(GRACE / 2)
-    assert not (await gateway.requeue_expired()).requeued
+    assert not (await gateway.liveness.requeue_expired()).requeued
     second = connect(connections, clock)  # the same worker reconnects with one of the two
-    attached, rejected = await gateway.reattach(second, [back, ("e2", gone[1] + 7)])
+    attached, rejected = await gateway.liveness.reattach(second, [back, ("e2", gone[1] + 7)])
     assert attached == [back] and rejected == [("e2", gone[1] + 7)]
     clock.advance(GRACE / 2)
-    result = await gateway.requeue_expired()
+    result = await gateway.liveness.requeue_expired()
     assert [r.execution_id for r in result.requeued] == [gone[0]]
     assert status_of(migrated_engine, back[0])[:2] == ("running", "s1")
     assert gateway.inflight.held_by(second) == [back]
@@ -143,12 +143,12 @@ async def test_a_worker_killed_every_time_is_dead_lettered_as_poison(migrated_en
     gateway = make_gateway(migrated_engine, clock, connections, poison_cap=3)
     for life in range(4):
         connection = connect(connections, clock, worker_id=f"w{life}")
-        assert await gateway.hand_out_round() == 1
+        assert await gateway.rounds.hand_out_round() == 1
         connection.close()
         connections.remove(connection)
-        gateway.disconnected(connection)
+        gateway.liveness.disconnected(connection)
         clock.advance(GRACE)
-        result = await gateway.requeue_expired()
+        result = await gateway.liveness.requeue_expired()
     assert not result.requeued and [d.execution_id for d in result.dead] == ["e1"]
     status, _, delivery, reaps = status_of(migrated_engine, "e1")
     assert (status, delivery, reaps) == ("dead", 4, 4)
@@ -164,9 +164,9 @@ async def test_a_retry_goes_to_the_timer_wheel_at_its_ready_instant(migrated_eng
     connection = connect(connections, clock)
     retries: list = []
     gateway = make_gateway(migrated_engine, clock, connections, retries)
-    assert await gateway.hand_out_round() == 1
+    assert await gateway.rounds.hand_out_round() == 1
     [key] = gateway.inflight.held_by(connection)
-    await gateway.record(connection, [worker_pb2.ExecutionResult(
+    await gateway.intake.record(connection, [worker_pb2.ExecutionResult(
         execution_id=key[0], delivery=key[1], attempt=1, outcome=worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE)])
     with migrated_engine.connect() as conn:
         ready_at = conn.execute(sa.select(executions.c.ready_at)).scalar()
@@ -182,19 +182,19 @@ async def test_a_cancel_requested_through_another_server_reaches_the_worker_hold
     elsewhere = connect(there, clock, worker_id="w2")
     gateway = make_gateway(migrated_engine, clock, here)
     other = Gateway(HandoutStore(migrated_engine, clock), there, clock, owner="s2")
-    assert await gateway.hand_out_round() == 2
+    assert await gateway.rounds.hand_out_round() == 2
     drain_outbox(connection)
     # CancelExecution arrives at the other server: it records the request.
     canceled = await HistoryStore(migrated_engine, clock).cancel_execution("acme", "e1", "wrong input")
     assert canceled.status == "running"
-    assert await other.signal_cancels() == 0  # not its execution
+    assert await other.liveness.signal_cancels() == 0  # not its execution
     assert drain_outbox(elsewhere) == []
-    assert await gateway.signal_cancels() == 1
+    assert await gateway.liveness.signal_cancels() == 1
     [cancel] = [m.cancel for m in drain_outbox(connection) if m.WhichOneof("message") == "cancel"]
     [key] = [(e.execution_id, e.delivery) for e in cancel.executions]
     assert key[0] == "e1" and cancel.reason == "canceled: wrong input"
-    assert await gateway.signal_cancels() == 0  # told once
-    await gateway.record(connection, [worker_pb2.ExecutionResult(
+    assert await gateway.liveness.signal_cancels() == 0  # told once
+    await gateway.intake.record(connection, [worker_pb2.ExecutionResult(
         execution_id=key[0], delivery=key[1], attempt=1, outcome=worker_pb2.RESULT_OUTCOME_CANCELED)])
     with migrated_engine.connect() as conn:
         row = conn.execute(sa.select(executions).where(executions.c.id == "e1")).one()
@@ -208,16 +208,16 @@ async def test_a_cancel_for_a_delivery_whose_stream_closed_is_told_after_it_re_a
     connections = Connections()
     first = connect(connections, clock)
     gateway = make_gateway(migrated_engine, clock, connections)
-    assert await gateway.hand_out_round() == 1
+    assert await gateway.rounds.hand_out_round() == 1
     [key] = gateway.inflight.held_by(first)
     first.close()
     connections.remove(first)
-    gateway.disconnected(first)
+    gateway.liveness.disconnected(first)
     await HistoryStore(migrated_engine, clock).cancel_execution("acme", "e1")
-    assert await gateway.signal_cancels() == 0  # nobody to tell yet
+    assert await gateway.liveness.signal_cancels() == 0  # nobody to tell yet
     second = connect(connections, clock)
-    assert (await gateway.reattach(second, [key]))[0] == [key]
-    assert await gateway.signal_cancels() == 1
+    assert (await gateway.liveness.reattach(second, [key]))[0] == [key]
+    assert await gateway.liveness.signal_cancels() == 1
     [cancel] = [m.cancel for m in drain_outbox(second) if m.WhichOneof("message") == "cancel"]
     assert [(e.execution_id, e.delivery) for e in cancel.executions] == [key]
 
@@ -247,14 +247,14 @@ async def test_a_skewed_clock_stops_hand_out_and_raises_an_alert_until_they_agre
     connect(connections, clock)
     gateway = Gateway(HandoutStore(migrated_engine, clock), connections, clock, owner="s1", db_clock=db_clock,
                       on_skew=on_skew)
-    await gateway._check_skew()
-    assert not gateway.handing_out and gateway.clock_skew == 0.4
-    assert await gateway.hand_out_round() == 0
+    await gateway.fence.check_skew()
+    assert not gateway.fence.handing_out and gateway.fence.clock_skew == 0.4
+    assert await gateway.rounds.hand_out_round() == 0
     assert (await alerts.get(clock_skew_key("s1"))).kind == "clock_skew"
     offset[0] = timedelta(milliseconds=-200)
-    await gateway._check_skew()
-    assert gateway.handing_out and await alerts.get(clock_skew_key("s1")) is None
-    assert await gateway.hand_out_round() == 1
+    await gateway.fence.check_skew()
+    assert gateway.fence.handing_out and await alerts.get(clock_skew_key("s1")) is None
+    assert await gateway.rounds.hand_out_round() == 1
 
 
 async def test_a_slow_read_of_the_database_clock_is_not_taken_for_skew(migrated_engine, clock) -> None:
@@ -276,21 +276,21 @@ async def test_a_slow_read_of_the_database_clock_is_not_taken_for_skew(migrated_
     connections = Connections()
     connect(connections, clock)
     gateway = Gateway(HandoutStore(migrated_engine, clock), connections, clock, owner="s1", db_clock=db_clock)
-    assert not gateway.handing_out  # not compared yet
-    assert await gateway._check_skew() and gateway.handing_out and gateway.clock_skew == 0.0
+    assert not gateway.fence.handing_out  # not compared yet
+    assert await gateway.fence.check_skew() and gateway.fence.handing_out and gateway.fence.clock_skew == 0.0
     delay[0] = 1.0
-    assert not await gateway._check_skew()
-    assert gateway.handing_out and gateway.clock_skew == 0.0
+    assert not await gateway.fence.check_skew()
+    assert gateway.fence.handing_out and gateway.fence.clock_skew == 0.0
     delay[0] = 0.1
-    await gateway._check_skew()
-    assert gateway.handing_out and abs(gateway.clock_skew - 0.05) < 1e-6
+    await gateway.fence.check_skew()
+    assert gateway.fence.handing_out and abs(gateway.fence.clock_skew - 0.05) < 1e-6
 
     async def behind():  # 400 ms behind, read at once
         return clock.now() - timedelta(milliseconds=400)
 
-    gateway._db_clock = behind
-    await gateway._check_skew()
-    assert not gateway.handing_out
+    gateway.fence._db_clock = behind
+    await gateway.fence.check_skew()
+    assert not gateway.fence.handing_out
 
 
 class _ClaimsWatched(HandoutStore):
@@ -322,7 +322,7 @@ class _ClaimsWatched(HandoutStore):
 
 async def _burst(engine, clock, monkeypatch, size: int, **options) -> tuple[Gateway, _ClaimsWatched, WorkerConnection]:
     """``size`` executions ready for one worker with as many slots, claimed two at a time."""
-    monkeypatch.setattr(gateway_module, "MAX_BATCH", 2)
+    monkeypatch.setattr(rounds_module, "MAX_BATCH", 2)
     await TenantStore(engine, clock).create(Tenant(name="acme"))
     for n in range(size):
         add_execution(engine, clock, f"e{n}")
@@ -337,7 +337,7 @@ async def test_a_full_take_starts_the_next_claim_before_its_own_claim_ends(migra
     """In a burst, the next claim starts once the current one has taken its
     rows, while it still decides their admission; the two never take one row."""
     gateway, store, connection = await _burst(migrated_engine, clock, monkeypatch, 4, hold_first=True)
-    assert await gateway.hand_out_round() == 4
+    assert await gateway.rounds.hand_out_round() == 4
     assert store.calls[:3] == ["start 0", "start 1", "end 0"]
     sent = [a.execution_id for m in drain_outbox(connection) for a in m.assignment.assignments]
     assert sorted(sent) == ["e0", "e1", "e2", "e3"]
@@ -354,5 +354,5 @@ async def test_claims_chain_on_while_the_round_is_still_dealing(migrated_engine,
         sent.extend(a.execution_id for a in message.assignment.assignments)
 
     monkeypatch.setattr(connection, "send", send)
-    assert await gateway.hand_out_round() == 6
+    assert await gateway.rounds.hand_out_round() == 6
     assert sorted(sent) == [f"e{n}" for n in range(6)] and store.starts >= 3

@@ -113,25 +113,26 @@ async def test_another_tenants_worker_can_neither_end_nor_re_attach_its_executio
     connections = Connections()
     globex = connect(connections, clock, "globex", "g-worker")
     gateway = make_gateway(migrated_engine, clock, connections)
-    assert await gateway.hand_out_round() == 1
+    assert await gateway.rounds.hand_out_round() == 1
     [key] = gateway.inflight.held_by(globex)
     hostile = connect(connections, clock, "acme", "a-worker")
     forged = [result(key), result(key, worker_pb2.RESULT_OUTCOME_FAILED_PERMANENT, error="forged"),
               result(("no-such-execution", 1))]
-    await gateway.record(hostile, forged)
+    await gateway.intake.record(hostile, forged)
     assert acks_of(hostile) == [(key[0], key[1], False, UNKNOWN), (key[0], key[1], False, UNKNOWN),
                                 ("no-such-execution", 1, False, UNKNOWN)]
     # A worker of another credential, claiming globex's worker's id, takes nothing either.
     impostor = connect(connections, clock, "acme", "g-worker")
     assert not globex.closed.is_set()
-    assert await gateway.reattach(impostor, [key, ("no-such-execution", 1)]) == ([], [key, ("no-such-execution", 1)])
+    unknown = ("no-such-execution", 1)
+    assert await gateway.liveness.reattach(impostor, [key, unknown]) == ([], [key, unknown])
     assert gateway.inflight.holder(key) is globex
     assert (row(migrated_engine, "g1").status, history(migrated_engine, "g1")) == ("running", [])
     clock.advance(TIMEOUT - 1)  # globex's worker still heartbeats it: nobody took it over
-    gateway.heartbeat(globex, [key])
+    gateway.liveness.heartbeat(globex, [key])
     clock.advance(TIMEOUT - 1)
-    assert not (await gateway.requeue_expired()).requeued
-    await gateway.record(globex, [result(key)])
+    assert not (await gateway.liveness.requeue_expired()).requeued
+    await gateway.intake.record(globex, [result(key)])
     assert acks_of(globex)[-1] == (key[0], key[1], True, "")
     assert row(migrated_engine, "g1").status == "succeeded"
     assert history(migrated_engine, "g1") == [(key[1], "succeeded", "g-worker", "")]
@@ -142,14 +143,14 @@ async def test_a_live_delivery_of_another_worker_of_the_tenant_is_not_re_attache
     connections = Connections()
     owner = connect(connections, clock, "acme", "w1")
     gateway = make_gateway(migrated_engine, clock, connections)
-    assert await gateway.hand_out_round() == 1
+    assert await gateway.rounds.hand_out_round() == 1
     [key] = gateway.inflight.held_by(owner)
     other = connect(connections, clock, "acme", "w2")
-    assert await gateway.reattach(other, [key]) == ([], [key])
+    assert await gateway.liveness.reattach(other, [key]) == ([], [key])
     assert gateway.inflight.holder(key) is owner
     again = connect(connections, clock, "acme", "w1")  # the holder itself reconnecting takes it back
     assert owner.closed.is_set()
-    assert await gateway.reattach(again, [key]) == ([key], [])
+    assert await gateway.liveness.reattach(again, [key]) == ([key], [])
 
 
 async def test_a_result_waiting_for_the_store_keeps_its_execution_alive(tenants, migrated_engine, clock) -> None:
@@ -157,28 +158,28 @@ async def test_a_result_waiting_for_the_store_keeps_its_execution_alive(tenants,
     connections = Connections()
     connection = connect(connections, clock, "acme", "w1")
     gateway = make_gateway(migrated_engine, clock, connections, store_class=Outage)
-    assert await gateway.hand_out_round() == 1
+    assert await gateway.rounds.hand_out_round() == 1
     [key] = gateway.inflight.held_by(connection)
-    writer = asyncio.create_task(gateway.results.run())
+    writer = asyncio.create_task(gateway.intake.results.run())
     try:
-        gateway._store.down = True
-        await gateway.submit_results(connection, [result(key)])
+        gateway.intake._store.down = True
+        await gateway.intake.submit_results(connection, [result(key)])
         await settle()
-        assert gateway.results.pending == 1
+        assert gateway.intake.results.pending == 1
         for _ in range(int(TIMEOUT)):  # the worker lists a finished attempt no more
             clock.advance(1)
             await settle()
-            assert not (await gateway.requeue_expired()).requeued
+            assert not (await gateway.liveness.requeue_expired()).requeued
         connection.close()  # and then its stream drops: past the grace, still not requeued
         connections.remove(connection)
-        gateway.disconnected(connection)
+        gateway.liveness.disconnected(connection)
         clock.advance(GRACE + 1)
         await settle()
-        assert not (await gateway.requeue_expired()).requeued
+        assert not (await gateway.liveness.requeue_expired()).requeued
         assert row(migrated_engine, "e1").status == "running"
-        gateway._store.down = False  # late, not lost
+        gateway.intake._store.down = False  # late, not lost
         clock.advance(1)
-        await wait_for(lambda: gateway.results.pending == 0, "the result is recorded")
+        await wait_for(lambda: gateway.intake.results.pending == 0, "the result is recorded")
     finally:
         writer.cancel()
         await asyncio.gather(writer, return_exceptions=True)
@@ -194,7 +195,7 @@ async def test_malformed_results_are_refused_by_field_and_the_others_recorded(te
     connections = Connections()
     connection = connect(connections, clock, "acme", "w1")
     gateway = make_gateway(migrated_engine, clock, connections)
-    assert await gateway.hand_out_round() == 5
+    assert await gateway.rounds.hand_out_round() == 5
     keys = dict(gateway.inflight.held_by(connection))
     far = worker_pb2.ExecutionResult()
     far.started_at.seconds = 2**62
@@ -208,7 +209,7 @@ async def test_malformed_results_are_refused_by_field_and_the_others_recorded(te
         result(("e5", keys["e5"])),
         result(("e\n" + "x" * 10_000, 1)),
     ]
-    await gateway.record(connection, message)
+    await gateway.intake.record(connection, message)
     acks = {a[0]: a[2:] for a in acks_of(connection)}
     assert acks["e1"] == (False, "invalid result: started_at: a valid timestamp (0001-01-01 to 9999-12-31)")
     assert acks["e2"] == (False, "invalid result: retry_after: a valid duration of at least 0")
@@ -220,7 +221,7 @@ async def test_malformed_results_are_refused_by_field_and_the_others_recorded(te
     ]
     assert row(migrated_engine, "e3").error == history(migrated_engine, "e3")[0][3] == "HTTP 500: \ufffd\ufffdboom\ufffd"
     # What was refused is the worker's to send again, right: it is still held.
-    await gateway.record(connection, [result(("e1", keys["e1"]))])
+    await gateway.intake.record(connection, [result(("e1", keys["e1"]))])
     assert row(migrated_engine, "e1").status == "succeeded"
 
 
@@ -230,16 +231,16 @@ async def test_a_result_the_store_cannot_write_is_refused_alone(tenants, migrate
     connections = Connections()
     connection = connect(connections, clock, "acme", "w1")
     gateway = make_gateway(migrated_engine, clock, connections)
-    assert await gateway.hand_out_round() == 3
+    assert await gateway.rounds.hand_out_round() == 3
     keys = dict(gateway.inflight.held_by(connection))
     with migrated_engine.begin() as conn:  # e2's job definition cannot be read any more
         conn.execute(jobs.update().where(jobs.c.id == "job_e2").values(spec=b"\x0a\xff"))
-    writer = asyncio.create_task(gateway.results.run())
+    writer = asyncio.create_task(gateway.intake.results.run())
     try:
-        await gateway.submit_results(connection, [
+        await gateway.intake.submit_results(connection, [
             result((i, keys[i]), worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error="boom") for i in ("e1", "e2", "e3")
         ])
-        await wait_for(lambda: gateway.results.pending == 0, "the batch is settled")
+        await wait_for(lambda: gateway.intake.results.pending == 0, "the batch is settled")
     finally:
         writer.cancel()
         await asyncio.gather(writer, return_exceptions=True)
@@ -247,9 +248,9 @@ async def test_a_result_the_store_cannot_write_is_refused_alone(tenants, migrate
     assert acks["e1"] == acks["e3"] == (True, "")
     assert acks["e2"][0] is False and "cannot record" in acks["e2"][1]
     assert [row(migrated_engine, i).status for i in ("e1", "e2", "e3")] == ["scheduled", "running", "scheduled"]
-    assert gateway.results.refused == 1
+    assert gateway.intake.results.refused == 1
     clock.advance(TIMEOUT)  # its worker forgot it: the lost-worker rule takes it back
-    requeued = await gateway.requeue_expired()
+    requeued = await gateway.liveness.requeue_expired()
     assert [r.execution_id for r in requeued.requeued] == ["e2"]
 
 
@@ -259,23 +260,23 @@ async def test_what_a_credential_sends_that_it_does_not_hold_is_budgeted(tenants
     connections = Connections()
     mine = connect(connections, clock, "acme", "w1", slots=1)
     gateway = make_gateway(migrated_engine, clock, connections, unheld_rate=2.0, unheld_burst=4.0)
-    assert await gateway.hand_out_round() == 1
+    assert await gateway.rounds.hand_out_round() == 1
     [key] = gateway.inflight.held_by(mine)
-    await gateway.record(mine, [result(("g1", 1)), result(("g1", 1)), result(("bad id", 1))])
+    await gateway.intake.record(mine, [result(("g1", 1)), result(("g1", 1)), result(("bad id", 1))])
     assert sorted(a[2:] for a in acks_of(mine)) == [
         (False, "invalid result: execution_id: 1 to 256 characters of [A-Za-z0-9_.:-], as the assignment gave it"),
         (False, UNKNOWN), (False, UNKNOWN),
     ]  # the malformed one is answered at once, before the store is asked about the others
     with pytest.raises(OverBudget, match="worker credential cred-acme sent more than 2 per second"):
-        await gateway.record(mine, [result(key), result(("g1", 1)), result(("g1", 2))])
+        await gateway.intake.record(mine, [result(key), result(("g1", 1)), result(("g1", 2))])
     # Its own held result went through; the one past the budget got no answer.
     assert [a[:3] for a in acks_of(mine)] == [(key[0], key[1], True), ("g1", 1, False)]
     assert row(migrated_engine, "e1").status == "succeeded"
     other = connect(connections, clock, "acme", "w2")
     with pytest.raises(OverBudget):  # a new stream's re-attachments are refused while the bucket is empty
-        await gateway.reattach(other, [("g1", 1)])
+        await gateway.liveness.reattach(other, [("g1", 1)])
     clock.advance(1)  # two tokens later
-    assert await gateway.reattach(other, [("g1", 1)]) == ([], [("g1", 1)])
+    assert await gateway.liveness.reattach(other, [("g1", 1)]) == ([], [("g1", 1)])
     globex = connect(connections, clock, "globex", "g1-worker")  # another credential has its own budget
-    await gateway.record(globex, [result(("e1", 1))])
+    await gateway.intake.record(globex, [result(("e1", 1))])
     assert acks_of(globex) == [("e1", 1, False, UNKNOWN)]

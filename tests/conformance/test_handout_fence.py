@@ -87,12 +87,12 @@ async def test_a_session_whose_renewals_stop_hands_out_nothing_before_it_is_even
     connection = connect(connections, clock)
     session = await leases.open_session(TTL, keepalive=False)  # renewals that do not happen
     gateway = gateway_for(migrated_engine, clock, connections, session)
-    assert await gateway.hand_out_round() == 1
+    assert await gateway.rounds.hand_out_round() == 1
     add_execution(migrated_engine, clock, "e2")
     clock.advance(TTL * 0.8)  # 2 s left: the lease still exists, but not surely for a quarter TTL more
     await settle()
     assert not session.lost.is_set()
-    assert await gateway.hand_out_round() == 0
+    assert await gateway.rounds.hand_out_round() == 0
     assert status_of(migrated_engine, "e2")[:3] == ("scheduled", None, 0)
     assert sent(connection) == [("e1", 1)]
 
@@ -104,8 +104,8 @@ async def test_a_session_in_doubt_re_attaches_nothing(migrated_engine, clock, le
     first = connect(connections, clock)
     session = await leases.open_session(TTL, keepalive=False)
     gateway = gateway_for(migrated_engine, clock, connections, session)
-    assert await gateway.hand_out_round() == 1
-    gateway.disconnected(first)
+    assert await gateway.rounds.hand_out_round() == 1
+    gateway.liveness.disconnected(first)
     connections.remove(first)
     with migrated_engine.begin() as conn:  # as if handed out by a server since gone
         conn.execute(sa.update(executions).where(executions.c.id == "e1").values(owner="session-gone"))
@@ -113,7 +113,7 @@ async def test_a_session_in_doubt_re_attaches_nothing(migrated_engine, clock, le
     await settle()
     again = connect(connections, clock)
     with pytest.raises(Unavailable, match="in doubt"):
-        await gateway.reattach(again, [("e1", 1)])
+        await gateway.liveness.reattach(again, [("e1", 1)])
     assert status_of(migrated_engine, "e1")[:3] == ("running", "session-gone", 1)
     assert ("e1", 1) not in gateway.inflight.held_by(again)
 
@@ -127,21 +127,21 @@ async def test_a_server_frozen_past_its_ttl_hands_nothing_out_under_the_dead_ses
     old = session_name(session.id)
     store = HandoutStore(migrated_engine, clock, rng=random.Random(1))
     gateway = gateway_for(migrated_engine, clock, connections, session, store)
-    assert await gateway.hand_out_round() == 1
+    assert await gateway.rounds.hand_out_round() == 1
     add_execution(migrated_engine, clock, "e2")
     clock.freeze(TTL + 1)  # SIGSTOP past the TTL, then SIGCONT: the hand-out runs before anything else
     assert not session.lost.is_set()
-    assert await gateway.hand_out_round() == 0
+    assert await gateway.rounds.hand_out_round() == 0
     assert status_of(migrated_engine, "e2")[:3] == ("scheduled", None, 0)
     clock.advance(0)  # the lease store's own task runs: the lease is gone
     await asyncio.wait_for(session.lost.wait(), 1)
-    assert await gateway.hand_out_round() == 0
+    assert await gateway.rounds.hand_out_round() == 0
     # What the server does: a new session, its running executions re-stamped, then hand-out under it.
     fresh = await leases.open_session(TTL)
     new = session_name(fresh.id)
     assert await store.restamp(old, new) == 1
     gateway.use_session(fresh, new)
-    assert await gateway.hand_out_round() == 1
+    assert await gateway.rounds.hand_out_round() == 1
     assert status_of(migrated_engine, "e1")[:2] == ("running", new)
     assert status_of(migrated_engine, "e2")[:3] == ("running", new, 1)
     assert sent(connection) == [("e1", 1), ("e2", 1)]
@@ -169,7 +169,7 @@ async def test_a_claim_frozen_past_the_ttl_before_it_commits_is_rolled_back(migr
     store.freeze = TTL + 1
     gateway = gateway_for(migrated_engine, clock, connections, session, store)
     await TenantStore(migrated_engine, clock).update("acme", max_concurrency=5)  # a gate row is written too
-    assert await gateway.hand_out_round() == 0
+    assert await gateway.rounds.hand_out_round() == 0
     assert status_of(migrated_engine, "e1")[:3] == ("scheduled", None, 0)
     with migrated_engine.connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(tenant_gates)).scalar() == 0
@@ -208,7 +208,7 @@ async def test_claimed_executions_are_given_back_when_the_session_is_in_doubt_at
     store = _FrozenAfterCommit(migrated_engine, clock, rng=random.Random(1))
     store.freeze = TTL + 1
     gateway = gateway_for(migrated_engine, clock, connections, session, store)
-    assert await gateway.hand_out_round() == 0
+    assert await gateway.rounds.hand_out_round() == 0
     for ident in ("e1", "e2"):
         assert status_of(migrated_engine, ident)[:3] == ("scheduled", None, 0)
     assert sent(connection) == [] and len(gateway.inflight) == 0
@@ -224,7 +224,7 @@ async def test_results_of_a_delivery_reaped_while_its_server_was_frozen_are_stal
     old = session_name(session.id)
     store = HandoutStore(migrated_engine, clock, rng=random.Random(1))
     gateway = gateway_for(migrated_engine, clock, connections, session, store)
-    assert await gateway.hand_out_round() == 1
+    assert await gateway.rounds.hand_out_round() == 1
     [key] = gateway.inflight.held_by(here)
     clock.freeze(3 * TTL)  # frozen: the session expired and another server's reaper took e1 ...
     reaped = await store.reap_owner(old, "server session expired")
@@ -232,11 +232,11 @@ async def test_results_of_a_delivery_reaped_while_its_server_was_frozen_are_stal
     elsewhere = Connections()
     there = connect(elsewhere, clock, worker_id="w2")
     other = Gateway(HandoutStore(migrated_engine, clock), elsewhere, clock, owner="s2")
-    assert await other.hand_out_round() == 1  # ... and handed it out again
+    assert await other.rounds.hand_out_round() == 1  # ... and handed it out again
     assert status_of(migrated_engine, "e1")[:3] == ("running", "s2", 2)
     # The frozen server wakes: its worker heartbeats and reports the reaped delivery.
-    gateway.heartbeat(here, [key])
-    await gateway.record(here, [worker_pb2.ExecutionResult(
+    gateway.liveness.heartbeat(here, [key])
+    await gateway.intake.record(here, [worker_pb2.ExecutionResult(
         execution_id=key[0], delivery=key[1], attempt=1, outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED)])
     [ack] = [m.ack for m in drain_outbox(here) if m.WhichOneof("message") == "ack"]
     assert not ack.acks[0].accepted and "stale delivery" in ack.acks[0].reason
@@ -246,7 +246,7 @@ async def test_results_of_a_delivery_reaped_while_its_server_was_frozen_are_stal
     fresh = await leases.open_session(TTL)
     assert await store.restamp(old, session_name(fresh.id)) == 0  # what the reaper took stays taken
     [delivery] = [(a.execution_id, a.delivery) for m in drain_outbox(there) for a in m.assignment.assignments]
-    await other.record(there, [worker_pb2.ExecutionResult(
+    await other.intake.record(there, [worker_pb2.ExecutionResult(
         execution_id="e1", delivery=delivery[1], attempt=1, outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED)])
     with migrated_engine.connect() as conn:
         rows = conn.execute(sa.select(attempts.c.delivery, attempts.c.status).order_by(attempts.c.delivery)).all()
@@ -264,22 +264,22 @@ async def test_a_running_execution_nothing_holds_is_requeued_by_the_safety_net(m
     owner = session_name(session.id)
     store = HandoutStore(migrated_engine, clock, rng=random.Random(1))
     gateway = gateway_for(migrated_engine, clock, connections, session, store)
-    assert await gateway.hand_out_round() == 1
+    assert await gateway.rounds.hand_out_round() == 1
     # A claim whose commit the gateway never learnt of (its connection broke while committing).
     add_execution(migrated_engine, clock, "orphan")
     assert [h.id for h in await store.claim_ready(owner, clock.now(), ANY_ECHO, 10)] == ["orphan"]
     passes = 0
     while status_of(migrated_engine, "orphan")[0] == "running":
-        await gateway.requeue_orphans()
+        await gateway.liveness.requeue_orphans()
         passes += 1
         assert passes <= TIMEOUT / 5 + 3, "not requeued within the timeout and two passes"
         await elapse(clock, 5)  # the liveness loop's pace
-        gateway.heartbeat(connection, gateway.inflight.held_by(connection))
+        gateway.liveness.heartbeat(connection, gateway.inflight.held_by(connection))
     assert passes > TIMEOUT / 5  # not before it was handed out a heartbeat timeout ago
     status, owner_now, delivery, reaps = status_of(migrated_engine, "orphan")
     assert (status, owner_now, delivery, reaps) == ("scheduled", None, 1, 0)  # not counted towards poison
     assert status_of(migrated_engine, "held")[:2] == ("running", owner)
-    assert gateway.orphans_requeued == 1
+    assert gateway.liveness.orphans_requeued == 1
     with migrated_engine.connect() as conn:
         lost = conn.execute(sa.select(attempts.c.execution_id, attempts.c.status, attempts.c.error)).all()
     assert [(r.execution_id, r.status) for r in lost] == [("orphan", "lost")]
@@ -296,12 +296,12 @@ async def test_the_safety_net_spares_what_is_re_attached_between_two_passes(migr
     [handed] = await store.claim_ready("dead", clock.now(), ANY_ECHO, 10)
     await elapse(clock, TIMEOUT + 1)
     await store.reattach(owner, "w1", [(handed.id, handed.delivery)], tenants=("acme",))  # committed, not yet entered in memory
-    await gateway.requeue_orphans()  # sees it unheld: a suspect only
+    await gateway.liveness.requeue_orphans()  # sees it unheld: a suspect only
     worker = connect(connections, clock)
-    attached, _ = await gateway.reattach(worker, [(handed.id, handed.delivery)])
+    attached, _ = await gateway.liveness.reattach(worker, [(handed.id, handed.delivery)])
     assert attached == [(handed.id, handed.delivery)]
     await elapse(clock, 5)
-    result = await gateway.requeue_orphans()
+    result = await gateway.liveness.requeue_orphans()
     assert not result.requeued and status_of(migrated_engine, "e1")[:2] == ("running", owner)
 
 
@@ -316,10 +316,10 @@ async def test_the_safety_net_reads_a_page_at_a_time_and_still_finds_every_orpha
     assert len(await store.claim_ready(owner, clock.now(), ANY_ECHO, 10)) == 5
     for _ in range(7):  # a page of 2: three passes a cycle, each orphan seen twice in two cycles
         await elapse(clock, TIMEOUT / 2)
-        await gateway.requeue_orphans(page=2)
+        await gateway.liveness.requeue_orphans(page=2)
     with migrated_engine.connect() as conn:
         statuses = conn.execute(sa.select(executions.c.status).distinct()).scalars().all()
-    assert statuses == ["scheduled"] and gateway.orphans_requeued == 5
+    assert statuses == ["scheduled"] and gateway.liveness.orphans_requeued == 5
 
 
 # --------------------------------------------------------------------------- the clock guard
@@ -344,8 +344,8 @@ async def test_no_hand_out_while_the_database_clock_cannot_be_read(migrated_engi
 
     gateway, reported = await _clock_setup(migrated_engine, clock, failing)
     for _ in range(3):
-        await gateway._check_skew_if_due()
-        assert await gateway.hand_out_round() == 0
+        await gateway.fence.check_skew_if_due()
+        assert await gateway.rounds.hand_out_round() == 0
         clock.advance(1)
     assert status_of(migrated_engine, "e1")[0] == "scheduled"
     assert reported == [(None, False)]  # the alert: the clocks cannot be compared
@@ -359,8 +359,8 @@ async def test_no_hand_out_while_every_read_of_the_database_clock_is_too_slow(mi
 
     gateway, _ = await _clock_setup(migrated_engine, clock, slow)
     for _ in range(5):
-        await gateway._check_skew_if_due()
-        assert await gateway.hand_out_round() == 0
+        await gateway.fence.check_skew_if_due()
+        assert await gateway.rounds.hand_out_round() == 0
         clock.advance(1)
     assert status_of(migrated_engine, "e1")[0] == "scheduled"
 
@@ -374,12 +374,12 @@ async def test_a_failed_check_is_tried_again_within_a_second_not_a_minute(migrat
         return clock.now()
 
     gateway, reported = await _clock_setup(migrated_engine, clock, db_clock)
-    await gateway._check_skew_if_due()
-    assert await gateway.hand_out_round() == 0
+    await gateway.fence.check_skew_if_due()
+    assert await gateway.rounds.hand_out_round() == 0
     fails[0] = False
     clock.advance(1)
-    await gateway._check_skew_if_due()
-    assert await gateway.hand_out_round() == 1
+    await gateway.fence.check_skew_if_due()
+    assert await gateway.rounds.hand_out_round() == 1
     assert reported == [(None, False), (0.0, True)]
 
 
@@ -392,16 +392,16 @@ async def test_an_old_verdict_stops_counting_once_checks_keep_failing(migrated_e
         return clock.now()
 
     gateway, reported = await _clock_setup(migrated_engine, clock, db_clock, skew_check_interval=60)
-    await gateway._check_skew_if_due()
-    assert gateway.handing_out
+    await gateway.fence.check_skew_if_due()
+    assert gateway.fence.handing_out
     fails[0] = True
     for _ in range(119):  # two minutes of failed checks, one a second after the first: the verdict holds
         clock.advance(1)
-        await gateway._check_skew_if_due()
-    assert gateway.handing_out
+        await gateway.fence.check_skew_if_due()
+    assert gateway.fence.handing_out
     clock.advance(1.5)
-    await gateway._check_skew_if_due()
-    assert not gateway.handing_out and await gateway.hand_out_round() == 0
+    await gateway.fence.check_skew_if_due()
+    assert not gateway.fence.handing_out and await gateway.rounds.hand_out_round() == 0
     assert reported == [(0.0, True), (None, False)]
 
 
@@ -411,16 +411,16 @@ async def test_a_wall_clock_stepped_forward_stops_hand_out_until_checked_again(m
 
     step = [timedelta(0)]
     gateway, reported = await _clock_setup(migrated_engine, clock, database)
-    await gateway._check_skew_if_due()
-    assert await gateway.hand_out_round() == 1
+    await gateway.fence.check_skew_if_due()
+    assert await gateway.rounds.hand_out_round() == 1
     add_execution(migrated_engine, clock, "e2", due_in=5)
     clock.step_wall(10)
     step[0] = timedelta(seconds=10)
-    assert not gateway.handing_out  # at once, before any check
-    assert await gateway.hand_out_round() == 0  # e2 is due in 5 s by the true time: it would be early
-    await gateway._check_skew_if_due()  # checked again at once, not a minute later
+    assert not gateway.fence.handing_out  # at once, before any check
+    assert await gateway.rounds.hand_out_round() == 0  # e2 is due in 5 s by the true time: it would be early
+    await gateway.fence.check_skew_if_due()  # checked again at once, not a minute later
     assert reported[-1] == (10.0, False)
-    assert await gateway.hand_out_round() == 0
+    assert await gateway.rounds.hand_out_round() == 0
     assert status_of(migrated_engine, "e2")[0] == "scheduled"
 
 
@@ -429,15 +429,15 @@ async def test_a_wall_clock_stepped_back_hands_out_by_the_new_reading(migrated_e
         return clock.now()
 
     gateway, _ = await _clock_setup(migrated_engine, clock, database)
-    await gateway._check_skew_if_due()
-    assert await gateway.hand_out_round() == 1
+    await gateway.fence.check_skew_if_due()
+    assert await gateway.rounds.hand_out_round() == 1
     clock.step_wall(-3600)
     add_execution(migrated_engine, clock, "soon", due_in=1800)  # due in 30 min by the clock it now reads
     add_execution(migrated_engine, clock, "now")
-    assert not gateway.handing_out
-    await gateway._check_skew_if_due()
-    assert gateway.handing_out
-    assert await gateway.hand_out_round() == 1
+    assert not gateway.fence.handing_out
+    await gateway.fence.check_skew_if_due()
+    assert gateway.fence.handing_out
+    assert await gateway.rounds.hand_out_round() == 1
     assert status_of(migrated_engine, "soon")[0] == "scheduled"
     assert status_of(migrated_engine, "now")[0] == "running"
 

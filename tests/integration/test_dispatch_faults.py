@@ -469,10 +469,10 @@ async def test_an_attempt_starts_when_its_claim_reaches_the_store_not_when_the_r
         connections.add(connection)
         store = _ClaimReachingTheStoreLate(engine, clock)
         gateway = Gateway(store, connections, clock, owner="s1")
-        assert await gateway.hand_out_round() == 1
+        assert await gateway.rounds.hand_out_round() == 1
         [(execution_id, delivery)] = gateway.inflight.held_by(connection)
         assert execution_id == execution.id
-        await gateway.record(
+        await gateway.intake.record(
             connection,
             [worker_pb2.ExecutionResult(
                 execution_id=execution_id, delivery=delivery, attempt=1,

@@ -98,8 +98,8 @@ async def test_pause_holds_a_run_claimed_ahead_and_resume_releases_it(cluster) -
     [execution] = await history(scheduler, key, created.job.id)
     assert execution.status == job_pb2.EXECUTION_STATUS_WAITING and not execution.attempts
     # The gateway's sweep passes over it while paused: still waiting after a few rounds.
-    rounds = running.server.gateway.rounds
-    while running.server.gateway.rounds < rounds + 3:
+    rounds = running.server.gateway.rounds_run
+    while running.server.gateway.rounds_run < rounds + 3:
         running.server.gateway.wake()
         await asyncio.sleep(0.05)
     [execution] = await history(scheduler, key, created.job.id)

@@ -155,10 +155,10 @@ async def test_an_execution_created_before_the_pause_waits_for_the_resume(world)
                                            metadata=bearer(world.keys["globex"]))  # fmt: skip
     await eventually(lambda: _ran(world, ran.execution.id), "globex's trigger ran")
     gateway = world.running.server.gateway
-    rounds = gateway.rounds
+    rounds = gateway.rounds_run
 
     async def three_more_rounds() -> bool:
-        return gateway.rounds > rounds + 2
+        return gateway.rounds_run > rounds + 2
 
     await eventually(three_more_rounds, "three more hand-out rounds")
     assert await world.status("acme", held.execution.id) == job_pb2.EXECUTION_STATUS_SCHEDULED

@@ -1,4 +1,4 @@
-"""One worker group's chain of hand-out claims (gateway/gateway.py's
+"""One worker group's chain of hand-out claims (gateway/rounds.py's
 ``_Chain``), on its own: the room its members' credit leaves, a full take
 starting the next claim at once, at most two claims under way, none after a
 failed one or after the round ended, and at most ``MAX_FULL_BATCHES`` per
@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tickwheel_server.gateway.gateway import MAX_BATCH, MAX_FULL_BATCHES, _Chain
+from tickwheel_server.gateway.rounds import MAX_BATCH, MAX_FULL_BATCHES, _Chain
 
 
 @dataclass

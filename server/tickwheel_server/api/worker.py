@@ -120,7 +120,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         held = [(item.execution_id, item.delivery) for item in hello.in_flight]
         if self.gateway is not None:
             try:
-                reattached, rejected = await self.gateway.reattach(connection, held)
+                reattached, rejected = await self.gateway.liveness.reattach(connection, held)
             except OverBudget as error:
                 log.warning("worker %s refused: %s", hello.worker_id, error)
                 await abort(context, error)
@@ -168,7 +168,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             await asyncio.gather(*tasks, return_exceptions=True)
             self._connections.remove(connection)
             if self.gateway is not None:
-                self.gateway.disconnected(connection)
+                self.gateway.liveness.disconnected(connection)
             log.info("worker %s disconnected", hello.worker_id)
 
     async def _read(self, connection: WorkerConnection, request_iterator) -> None:
@@ -184,12 +184,12 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 elif kind == "heartbeat":
                     connection.last_heartbeat = self._clock.monotonic()
                     if self.gateway is not None:
-                        self.gateway.heartbeat(
+                        self.gateway.liveness.heartbeat(
                             connection, [(e.execution_id, e.delivery) for e in request.heartbeat.executions]
                         )
                 elif kind == "result" and self.gateway is not None:
                     try:
-                        await self.gateway.submit_results(connection, request.result.results)
+                        await self.gateway.intake.submit_results(connection, request.result.results)
                     except OverBudget as error:
                         connection.end(error)
                         return

@@ -11,7 +11,7 @@ as a new call with it). The server that revokes ends them at once
 Ending a stream (:meth:`WorkerConnection.end`) drops what is queued for it
 and closes it at once: no hand-out round deals to it any more, no result it
 sends after is read, and the worker gets UNAUTHENTICATED. What it held then
-follows the lost-worker rule (``Gateway.disconnected``): it waits the
+follows the lost-worker rule (``Liveness.disconnected``): it waits the
 re-attachment grace, which a revoked credential cannot use, and is
 requeued.
 """

@@ -1,0 +1,338 @@
+"""Hand-out rounds: this server's workers with credit get the ready
+executions they may run, claimed from the store and dealt out in batches.
+
+Each round groups the workers with credit by what they may run and claims,
+per group, at most their total credit from the store (one transaction:
+weighted fair share across tenants within their caps, overlap policies,
+concurrency keys; see :mod:`tickwheel_server.store.handout`), then deals the
+claimed executions out and sends each worker one batched ``Assignments``
+message. When candidates had to wait or were skipped instead, the group
+claims again (a few times at most) so its credit is not left idle until the
+next round. Every claim and deal passes the :mod:`.fence` first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict, deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from tickwheel.v1 import worker_pb2
+
+from tickwheel.shared.clock import Clock
+from tickwheel.shared.ids import set_timestamp_us, to_us
+from tickwheel.shared.logs import log_execution
+
+from ..store.handout import Capability, Claimed, Definition, HandedOut, HandoutStore
+from ..telemetry.metrics import Metrics
+from ..telemetry.tracing import Tracing, traceparent_of
+from ..wire import EXECUTION_ORIGIN_TO_PROTO
+from .connections import Connections, WorkerConnection
+from .fence import Fence, Lease
+from .inflight import InFlight, Key
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH = 2000
+MAX_PASSES = 4
+"""Claims per group and round while candidates are diverted (waited, skipped)."""
+MAX_FULL_BATCHES = 20
+"""Full batches per group and round before the round yields (and runs again at once)."""
+
+
+DEFAULT_TIMEOUT_US = 5 * 60 * 1_000_000
+"""A job's run time limit when it names none: 5 minutes."""
+
+
+_NO_DEFINITION = Definition.parse(b"")
+"""For an execution whose job was deleted while it was ready."""
+
+
+def add_assignment(batch: worker_pb2.PullResponse, handed: HandedOut, now_us: int) -> worker_pb2.Assignment:
+    """Add to ``batch`` the assignment a worker receives for one hand-out
+    (``now_us``: when it is sent, which starts its run time limit). Built
+    in place in the batch: an Assignment built apart is copied whole when
+    it is put in one."""
+    definition = handed.definition or _NO_DEFINITION
+    assignment = batch.assignment.assignments.add(
+        execution_id=handed.id,
+        job_id=handed.job_id,
+        tenant=handed.tenant,
+        attempt=handed.attempt,
+        delivery=handed.delivery,
+        payload=handed.payload,
+        target=definition.target,
+        missed_count=handed.missed_count,
+        origin=EXECUTION_ORIGIN_TO_PROTO.get(handed.origin, 0),
+    )
+    set_timestamp_us(assignment.nominal_at, handed.nominal_at_us)
+    set_timestamp_us(assignment.due_at, handed.due_at_us)
+    timeout_us = DEFAULT_TIMEOUT_US if definition.timeout_us is None else definition.timeout_us
+    set_timestamp_us(assignment.deadline_at, now_us + timeout_us)
+    return assignment
+
+
+@dataclass(eq=False)
+class _Claiming:
+    """A hand-out claim under way."""
+
+    want: int
+    claiming: asyncio.Future[Claimed] = field(init=False)
+    full_take: bool = False
+    """Its take moved ``want`` rows: more may be ready."""
+
+
+class _Chain:
+    """One worker group's claims in a hand-out round.
+
+    A claim whose take came back full (its rows locked and moved) starts the
+    next at once, from the store's callback, while it decides admission,
+    commits and is dealt, and whatever the round is doing meanwhile: the
+    next take passes over its rows (SKIP LOCKED), as another server's would.
+    At most two claims run at once, at most ``MAX_FULL_BATCHES`` start per
+    round, and none after the round ended (:attr:`closed`).
+
+    ``claim(want, on_taken)`` runs one claim of at most ``want`` rows for the
+    group; the store calls ``on_taken(count)``, in its own thread, once the
+    claim's rows are taken."""
+
+    def __init__(
+        self, members: list[WorkerConnection], claim: Callable[[int, Callable[[int], None]], Awaitable[Claimed]]
+    ) -> None:
+        self._members = members
+        self._claim = claim
+        self.pending: deque[_Claiming] = deque()
+        """Started, and not yet taken up by the round, oldest first."""
+        self.undealt = 0
+        """Rows the claims started and not yet dealt may take: their credit is not spent yet."""
+        self.closed = False
+        self._started: list[_Claiming] = []
+
+    def room(self) -> int:
+        credit = sum(c.credit for c in self._members if not c.closed.is_set())
+        return min(credit - self.undealt, MAX_BATCH)
+
+    def start(self, want: int) -> None:
+        """Start a claim of ``want`` rows; :meth:`_progress` runs (on the loop)
+        once its take is done (:attr:`_Claiming.full_take` set) and once it
+        has ended."""
+        loop = asyncio.get_running_loop()
+        claim = _Claiming(want)
+
+        def took(count: int) -> None:
+            claim.full_take = count >= want
+            self._progress(claim)
+
+        def on_taken(count: int) -> None:  # in the store's thread, once the claim's rows are taken
+            try:
+                loop.call_soon_threadsafe(took, count)
+            except RuntimeError:  # the loop closed meanwhile (shutting down): nobody waits for it
+                pass
+
+        claim.claiming = asyncio.ensure_future(self._claim(want, on_taken))
+        claim.claiming.add_done_callback(lambda _: self._progress(claim))
+        self._started.append(claim)
+        self.pending.append(claim)
+        self.undealt += want
+
+    def _progress(self, _claim: _Claiming) -> None:
+        if self.closed or len(self._started) >= MAX_FULL_BATCHES:
+            return
+        newest = self._started[-1]
+        failed = newest.claiming.done() and (newest.claiming.cancelled() or newest.claiming.exception() is not None)
+        if not newest.full_take or failed:
+            return
+        if sum(1 for claim in self._started if not claim.claiming.done()) >= 2:
+            return  # two under way: the next starts when one of them ends
+        more = self.room()
+        if more > 0:
+            self.start(more)
+
+
+class Rounds:
+    """Runs hand-out rounds (:meth:`hand_out_round`) for the workers of
+    ``connections``: what it hands out is attached in ``inflight`` and noted
+    in ``held`` (job id, tenant), which the gateway shares with the parts
+    that end deliveries. ``backlog(full)`` says whether the round found more
+    ready than it could take, ``signal_cancels()`` runs after a round that
+    asked running executions to stop (an overlap ``replace``), and ``wake()``
+    runs another round at once."""
+
+    def __init__(
+        self,
+        store: HandoutStore,
+        connections: Connections,
+        clock: Clock,
+        fence: Fence,
+        inflight: InFlight[WorkerConnection],
+        held: dict[Key, tuple[str, str]],
+        *,
+        wake: Callable[[], None],
+        backlog: Callable[[bool], None],
+        signal_cancels: Callable[[], Awaitable[int]],
+        metrics: Metrics | None = None,
+        tracing: Tracing | None = None,
+    ) -> None:
+        self._store = store
+        self._connections = connections
+        self._clock = clock
+        self._fence = fence
+        self._inflight = inflight
+        self._held = held
+        self._wake = wake
+        self._backlog = backlog
+        self._signal_cancels = signal_cancels
+        self._metrics = metrics
+        self._tracing = tracing if tracing is not None and tracing.enabled else None
+
+    async def hand_out_round(self) -> int:
+        """One round: returns how many executions were handed out.
+
+        Everything it hands out is stamped with the session current when it
+        starts, and only while :meth:`.Fence.refusal` says nothing against it:
+        before the round, inside each claim's transaction (a refused claim
+        rolls back) and before each deal (refused: the claimed executions
+        are given back, none reaches a worker)."""
+        fence = self._fence
+        lease = fence.lease
+        refused = fence.refusal(lease)
+        fence.note_refusal(refused)
+        if refused is not None:
+            return 0
+        groups: dict[Capability, list[WorkerConnection]] = defaultdict(list)
+        for connection in self._connections.all():
+            if connection.credit > 0 and not connection.draining and not connection.closed.is_set():
+                groups[connection.capability].append(connection)
+        total = 0
+        stopped = 0
+        backlog = False
+        for capability, members in groups.items():
+            if refused is not None:
+                break
+            diverted_passes = full_batches = 0
+            chain = _Chain(
+                members, lambda want, on_taken, capability=capability: self._claim(capability, want, lease, on_taken)
+            )
+            try:
+                while True:
+                    if not chain.pending:
+                        want = chain.room()
+                        if want <= 0:
+                            break
+                        chain.start(want)
+                    current = chain.pending.popleft()
+                    handed = await current.claiming
+                    full = len(handed) >= current.want
+                    # Its credit is spent as it is dealt (before the deal's
+                    # first await): from here on, credit counts it.
+                    chain.undealt -= current.want
+                    refused = handed.fenced or fence.refusal(lease)
+                    if refused is not None:
+                        fence.note_refusal(refused)
+                        await self._store.release([(item.id, item.delivery) for item in handed])
+                        break
+                    total += await self._deal(handed, members, self._clock.now())
+                    stopped += handed.stopped
+                    if full:
+                        full_batches += 1
+                        self._backlog(True)
+                        if full_batches >= MAX_FULL_BATCHES:
+                            backlog = True
+                            self._wake()
+                            break
+                        continue
+                    if not handed.diverted:
+                        break
+                    diverted_passes += 1
+                    if diverted_passes >= MAX_PASSES:
+                        break
+            finally:
+                chain.closed = True
+                for claim in chain.pending:  # the round ended with claims under way: give their rows back
+                    await self._give_back(claim.claiming)
+        self._backlog(backlog)
+        if stopped:
+            await self._signal_cancels()
+        return total
+
+    async def _claim(
+        self, capability: Capability, want: int, lease: Lease, on_taken: Callable[[int], None] | None = None
+    ) -> Claimed:
+        # ``now`` decides what is ready; the hand-out instant (lateness,
+        # deadlines) is read after the claim reached the store, which may
+        # have retried through an outage meanwhile.
+        started = self._clock.monotonic()
+        refusal = self._fence.refusal
+        handed = await self._store.claim_ready(
+            lease.owner, self._clock.now(), capability, want, on_taken=on_taken, fence=lambda: refusal(lease)
+        )
+        if handed and self._metrics is not None:
+            self._metrics.claimed("handout", len(handed), self._clock.monotonic() - started)
+        return handed
+
+    async def _give_back(self, claiming: asyncio.Future[Claimed]) -> None:
+        try:
+            handed = await asyncio.shield(claiming)
+        except Exception:
+            log.exception("a claim under way when its round failed failed too")
+            return
+        if handed:
+            await self._store.release([(item.id, item.delivery) for item in handed])
+
+    async def _deal(self, handed: list[HandedOut], members: list[WorkerConnection], now: datetime) -> int:
+        batches: dict[WorkerConnection, worker_pb2.PullResponse] = {}
+        unsent: list[tuple[str, int]] = []
+        spans = []
+        debug = log.isEnabledFor(logging.DEBUG)
+        monotonic = self._clock.monotonic()
+        now_us = to_us(now)
+        lateness: dict[str, list[float]] = defaultdict(list)
+        index = 0
+        for item in handed:
+            receiver = None
+            for _ in range(len(members)):
+                candidate = members[index % len(members)]
+                index += 1
+                if candidate.credit > 0 and not candidate.closed.is_set():
+                    receiver = candidate
+                    break
+            if receiver is None:
+                unsent.append((item.id, item.delivery))
+                continue
+            receiver.credit -= 1
+            self._inflight.attach(receiver, (item.id, item.delivery), item.partition, receiver.worker_id, monotonic)
+            self._held[(item.id, item.delivery)] = (item.job_id, item.tenant)
+            lateness[item.tenant].append((item.handed_out_at_us - max(item.due_at_us, item.ready_at_us)) / 1e6)
+            batch = batches.get(receiver)
+            if batch is None:
+                batch = batches[receiver] = worker_pb2.PullResponse()
+            assignment = add_assignment(batch, item, now_us)
+            if item.trace_context:
+                if self._tracing is not None:
+                    span = self._tracing.hand_out_span(
+                        item.trace_context,
+                        {"tickwheel.execution_id": item.id, "tickwheel.job_id": item.job_id,
+                         "tickwheel.tenant": item.tenant, "tickwheel.delivery": item.delivery,
+                         "tickwheel.attempt": item.attempt, "tickwheel.worker_id": receiver.worker_id},
+                        item.handed_out_at_us * 1000,
+                    )  # fmt: skip
+                    spans.append(span)
+                    assignment.traceparent = traceparent_of(span)
+                else:  # not traced here: the worker's span joins the execution's trace directly
+                    assignment.traceparent = item.trace_context
+            if debug:
+                log_execution(log, logging.DEBUG, "handed out (delivery %d, attempt %d) to worker %s", item.delivery,
+                              item.attempt, receiver.worker_id, execution=item.id, job=item.job_id, tenant=item.tenant)
+        for connection, batch in batches.items():
+            await connection.send(batch)
+        for span in spans:
+            span.end()
+        if self._metrics is not None and lateness:
+            self._metrics.handed_out(lateness)
+        if unsent:
+            await self._store.release(unsent)
+        return len(handed) - len(unsent)
+
