@@ -80,6 +80,11 @@ RULES = (
         modules=("tickwheel_worker",),
         forbidden=("tickwheel_server",),
     ),
+    Rule(
+        "the gateway's parts reach each other only through the wiring (gateway.py); all may ask the fence",
+        modules=tuple(S + "gateway." + part for part in ("fence", "rounds", "intake", "liveness")),
+        forbidden=tuple(S + "gateway." + part for part in ("gateway", "rounds", "intake", "liveness")),
+    ),
 )
 
 ALLOWED = {
