@@ -22,7 +22,7 @@ Cancel requests: about once a second (and at once after a round of its own
 made one) the gateway reads the running executions stamped with its session
 that someone asked to stop (CancelExecution on any server, an overlap
 ``replace``) and sends each holding worker one ``CancelExecutions``; the
-worker's CANCELED result ends them. Every 30 s it also wakes the waiters of
+worker's CANCELED result ends them. Every 5 s it also wakes the waiters of
 concurrency keys that have free slots (a safety net under the wake-ups made
 where slots are given back).
 """
