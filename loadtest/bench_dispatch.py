@@ -76,7 +76,8 @@ from tickwheel.shared.clock import SystemClock
 from tickwheel.shared.ids import partition_of, to_us
 from tickwheel_server.schedule import pin_tzdata, tzdata_version
 from tickwheel_server.store import create_store_engine, migrate
-from tickwheel_server.store.dispatch import ClaimSpecCache, DispatchStore
+from tickwheel_server.jobspec import DefinitionCache
+from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.partitions import raise_epochs_in
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -289,19 +290,19 @@ def gc_frozen():
         gc.unfreeze()
 
 
-def fill(specs: ClaimSpecCache, seed: int, jobs: int) -> None:
+def fill(specs: DefinitionCache, seed: int, jobs: int) -> None:
     """The cache a server has once it claimed these jobs before: every
     definition parsed (before timing)."""
     for row in job_rows(seed, jobs):
         specs.get(row[0], row[JOB_COLUMNS.index("version")], row[JOB_COLUMNS.index("spec")])
 
 
-async def run_store(url: str, owned: dict[int, int], batch: int, specs: ClaimSpecCache) -> tuple[dict, Capture]:
+async def run_store(url: str, owned: dict[int, int], batch: int, specs: DefinitionCache) -> tuple[dict, Capture]:
     """Claim until a batch comes back short, with ``specs`` as the store's
     cache of parsed definitions (empty: cold; filled by an earlier claim of
     the same jobs: warm)."""
     engine = create_store_engine(url)
-    store = DispatchStore(engine, SystemClock(), specs=specs)
+    store = DispatchStore(engine, SystemClock(), definitions=specs)
     claimed = batches = 0
     misses = specs.misses
     try:
@@ -421,7 +422,7 @@ async def throughput(url: str, jobs: int, batch: int, rounds: int, seed: int) ->
             for name in order:
                 load(pg, job_rows(seed, jobs))
                 if name.startswith("store"):
-                    specs = ClaimSpecCache()
+                    specs = DefinitionCache()
                     if name == "store":
                         fill(specs, seed, jobs)
                     figures, capture = await run_store(url, owned, batch, specs)

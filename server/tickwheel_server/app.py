@@ -35,6 +35,7 @@ from .circuits import CircuitBreaker
 from .policy.breaker import CircuitChange
 from .config import ConfigError, ServerConfig, add_server_arguments, command_line_secrets, load_server_config
 from .gateway.connections import Connections
+from .jobspec import DefinitionCache
 from .lease import LeaseStore, LeaseStoreError, Session, open_lease_store
 from .schedule import default_engine, zones
 from .store import capabilities, create_store_engine, current_version, migrate, pending_migrations
@@ -184,6 +185,7 @@ class TickwheelServer:
 
         self.breaker = CircuitBreaker(config.breaker_settings, self.clock)
         """Circuits per (tenant, target host) over the results this server records (see ``breaker``)."""
+        definitions = DefinitionCache()  # one per server: what the claim parsed, the hand-out finds
         self.stores = Stores(
             tenants=TenantStore(self.engine, self.clock),
             workers=WorkerCredentialStore(self.engine, self.clock),
@@ -191,12 +193,12 @@ class TickwheelServer:
             history=HistoryStore(self.engine, self.clock),
             dispatch=DispatchStore(
                 self.engine, self.clock, trace_occurrence=self.tracing.dispatch_span if self.tracing.enabled else None,
-                alerts=alerts, server_id=self.server_id,
+                alerts=alerts, server_id=self.server_id, definitions=definitions,
             ),
             handout=HandoutStore(
                 self.engine, self.clock, on_dead_letter=raise_dead_letter_alert,
                 on_skip=lambda conn, skipped: alerts.raise_many_in(conn, overlap_alerts(skipped)),
-                breaker=self.breaker,
+                breaker=self.breaker, definitions=definitions,
             ),
             partitions=PartitionStore(self.engine, self.clock),
             alerts=alerts,

@@ -1,20 +1,44 @@
-"""A job's definition (``tickwheel.v1.Job``) read as the engine and the
-dispatcher need it: its :class:`Schedule`, misfire policy, payload and target.
-Pure; shared by the API (validation, preview) and the dispatcher (claims).
+"""A job's stored definition (``tickwheel.v1.Job``) read once into what every
+reader needs: :class:`JobDefinition`, parsed once per (job id, version) through
+one bounded LRU (:class:`DefinitionCache`), owning the defaults a definition
+may leave unset. Pure; shared by the API (validation, preview), the
+dispatcher's claim, the hand-out and the recording of outcomes.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from datetime import datetime, timedelta, timezone
+from typing import NamedTuple
 
 from google.protobuf import timestamp_pb2
+from google.protobuf.message import DecodeError
 from tickwheel.v1 import job_pb2
 
-from .api.convert import duration_problem, timestamp_problem
 from .errors import FieldViolation, InvalidArgument
+from .fields import duration_problem, timestamp_problem
+from .policy.admission import Rules, rules_of
+from .policy.breaker import http_target_host
 from .schedule import GapPolicy, RepeatPolicy, Schedule, ScheduleError, parse_local_time
 
+DEFAULT_MAX_ATTEMPTS = 5
+"""Attempts of an execution when the retry policy names none."""
+DEFAULT_INITIAL_BACKOFF = timedelta(seconds=1)
+"""The first retry's backoff ceiling when the retry policy names none."""
+DEFAULT_MAX_BACKOFF = timedelta(hours=1)
+"""The backoff's cap when the retry policy names none (the API writes at
+least ``initial_backoff`` when that is longer)."""
+DEFAULT_TIMEOUT = timedelta(minutes=5)
+"""A run's time limit when the job names none."""
+DEFAULT_TIMEOUT_US = 5 * 60 * 1_000_000
+DEFAULT_LATENESS_THRESHOLD = timedelta(minutes=5)
+"""How long a due execution may wait before it is late, when the job names no threshold."""
+DEFAULT_RUN_ALL_LIMIT = 100
+"""Occurrences a ``run_all`` misfire runs at most when the job names no limit."""
+MAX_RUN_ALL_LIMIT = 10_000
+"""The API's bound on ``misfire_run_all_limit``; a stored value past it is refused, not obeyed."""
 MAX_JITTER = timedelta(hours=1)
 EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=timezone.utc)
 LATEST_INSTANT = datetime(9999, 1, 1, tzinfo=timezone.utc)
@@ -139,3 +163,217 @@ def _instant(message, name: str, prefix: str, violations: list[FieldViolation]) 
 def handler_of(job: job_pb2.Job) -> str | None:
     """The handler name a worker must serve, or None for an HTTP target."""
     return job.target.handler.name if job.target.WhichOneof("kind") == "handler" else None
+
+
+# ------------------------------------------------------------ the parsed definition
+
+
+class RetryPolicy(NamedTuple):
+    """A definition's retry policy, defaults filled in."""
+
+    max_attempts: int
+    initial_backoff: timedelta
+    max_backoff: timedelta
+
+
+_DEFAULT_RETRY = RetryPolicy(DEFAULT_MAX_ATTEMPTS, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF)
+
+
+class JobDefinition(NamedTuple):
+    """A job's stored definition (``jobs.spec``) at one version, read once
+    into what its readers need, each attribute computed at parse.
+
+    A definition this server cannot read is still a value: ``problem`` says
+    why the dispatcher may not claim it (it quarantines the job), the
+    hand-out reads bytes that do not parse as an empty definition, and the
+    outcome of a result fails where it needs the retry policy or the
+    target's host (:meth:`retry_policy`, :meth:`host`). A tuple: cheaper to build than a frozen
+    dataclass, and read on every hand-out and result."""
+
+    job_id: str
+    version: int
+    # -- the hand-out and the gateway's assignment
+    rules: Rules
+    """Overlap policy and concurrency keys (:mod:`.policy.admission`)."""
+    target: job_pb2.Target
+    timeout_us: int
+    """The run's time limit, the default filled in."""
+    # -- the outcome of a result
+    retry: RetryPolicy
+    breaker_host: str
+    """The host an HTTP target calls (the circuit breaker's key beside the tenant); '' for a handler."""
+    unparsed: str | None
+    """Why the bytes do not parse; None when they do. The other attributes
+    then read an empty definition's values."""
+    retry_problem: str | None
+    """Why the retry policy cannot be read (a backoff out of range); then
+    ``retry`` holds the defaults and :meth:`retry_policy` raises."""
+    # -- the dispatcher's claim
+    problem: str | None
+    """Why the dispatcher cannot claim it (``job_unreadable``); None: the claim fields below are set."""
+    schedule: Schedule | None
+    misfire_policy: str
+    misfire_threshold: timedelta
+    run_all_limit: int
+    handler: str | None
+    """The handler name a worker must serve; None for an HTTP target."""
+    payload: bytes
+    lateness_threshold: timedelta
+    """How long a due execution may wait before it is late, the default filled in."""
+
+    @classmethod
+    def parse(cls, job_id: str, version: int, spec: bytes | None) -> "JobDefinition":
+        """Read ``spec`` (None or empty: a deleted job's, read as an empty
+        definition). Never raises: a definition this build cannot read
+        (bytes that do not parse, an enum value or a target kind it does not
+        know, a value out of the bounds the API enforces) gets ``problem``;
+        bytes that do not parse are otherwise read as an empty definition."""
+        decoded: str | None = None
+        try:
+            job = job_pb2.Job.FromString(spec) if spec else job_pb2.Job()
+        except DecodeError as error:
+            decoded = str(error)
+            job = job_pb2.Job()
+        retry, retry_problem = _retry_of(job)
+        unparsed = None if decoded is None else f"the definition does not parse: {decoded}"
+        claim = _claim_of(job, job_id)
+        problem = unparsed if unparsed is not None else claim[0]
+        return cls(
+            job_id,
+            version,
+            rules_of(job),
+            job.target,
+            job.timeout.ToMicroseconds() if job.HasField("timeout") else DEFAULT_TIMEOUT_US,
+            retry,
+            http_target_host(job),
+            unparsed,
+            retry_problem,
+            problem,
+            claim[1] if problem is None else None,
+            MISFIRE_POLICIES.get(job.misfire_policy, ""),
+            claim[2],
+            job.misfire_run_all_limit or DEFAULT_RUN_ALL_LIMIT,
+            handler_of(job),
+            job.payload,
+            _lateness_of(job),
+        )
+
+    def retry_policy(self) -> RetryPolicy:
+        """The retry policy; raises :class:`DecodeError` (the bytes do not
+        parse) or ValueError (a backoff out of range) when it cannot be read."""
+        if self.unparsed is not None:
+            raise DecodeError(self.unparsed)
+        if self.retry_problem is not None:
+            raise ValueError(self.retry_problem)
+        return self.retry
+
+    def host(self) -> str:
+        """:attr:`breaker_host`; raises :class:`DecodeError` when the bytes do not parse."""
+        if self.unparsed is not None:
+            raise DecodeError(self.unparsed)
+        return self.breaker_host
+
+
+def _retry_of(job: job_pb2.Job) -> tuple[RetryPolicy, str | None]:
+    policy = job.retry_policy
+    if not (policy.max_attempts or policy.HasField("initial_backoff") or policy.HasField("max_backoff")):
+        return _DEFAULT_RETRY, None
+    try:
+        return RetryPolicy(
+            policy.max_attempts or DEFAULT_MAX_ATTEMPTS,
+            policy.initial_backoff.ToTimedelta() if policy.HasField("initial_backoff") else DEFAULT_INITIAL_BACKOFF,
+            policy.max_backoff.ToTimedelta() if policy.HasField("max_backoff") else DEFAULT_MAX_BACKOFF,
+        ), None
+    except (ValueError, OverflowError) as error:  # a Duration out of timedelta's range
+        return _DEFAULT_RETRY, f"retry_policy: a value out of range: {error}"
+
+
+def _lateness_of(job: job_pb2.Job) -> timedelta:
+    """The lateness threshold; the default when unset or out of timedelta's range (the API bounds it to 30 days)."""
+    if not job.HasField("lateness_threshold"):
+        return DEFAULT_LATENESS_THRESHOLD
+    try:
+        return job.lateness_threshold.ToTimedelta()
+    except (ValueError, OverflowError):
+        return DEFAULT_LATENESS_THRESHOLD
+
+
+def _claim_of(job: job_pb2.Job, job_id: str) -> tuple[str | None, Schedule | None, timedelta]:
+    """(why the dispatcher cannot claim it or None, its schedule, its misfire threshold)."""
+    if job.misfire_policy not in MISFIRE_POLICIES:
+        return f"unknown misfire_policy value {job.misfire_policy}", None, timedelta(0)
+    if job.target.WhichOneof("kind") is None:
+        return "no target this server knows (target kind unset or unknown)", None, timedelta(0)
+    run_all_limit = job.misfire_run_all_limit or DEFAULT_RUN_ALL_LIMIT
+    if not 1 <= run_all_limit <= MAX_RUN_ALL_LIMIT:
+        return f"misfire_run_all_limit {run_all_limit} is outside 1..{MAX_RUN_ALL_LIMIT}", None, timedelta(0)
+    try:
+        schedule = schedule_of(job, job_id)
+        threshold = job.misfire_threshold.ToTimedelta()
+    except InvalidArgument as error:
+        return str(error), None, timedelta(0)
+    except (ValueError, OverflowError) as error:  # a Timestamp or Duration out of datetime's range
+        return f"a value out of range: {error}", None, timedelta(0)
+    if threshold < timedelta(0):
+        return "misfire_threshold is negative", None, timedelta(0)
+    return None, schedule, threshold
+
+
+NO_DEFINITION = JobDefinition.parse("", 0, None)
+"""The definition of an execution whose job was deleted: every default."""
+
+
+class DefinitionCache:
+    """Parsed definitions by job id, valid for one job version: a bounded LRU.
+
+    Sound because a job's ``spec`` changes only with its ``version``
+    (``JobStore.update`` replaces both; ids are never reused), so an entry
+    recorded for another version is parsed again and replaced: an update is
+    never served stale. Bounded by ``max_entries`` and by
+    ``max_payload_bytes`` (payloads are up to the tenant's
+    ``max_payload_bytes`` each); the least recently used entries go first.
+    Safe to share between threads (claims, hand-outs and results run in
+    executor threads); one instance serves a server's dispatcher, hand-out
+    and outcomes, so what the claim parsed the hand-out finds."""
+
+    def __init__(self, max_entries: int = 100_000, max_payload_bytes: int = 64 << 20) -> None:
+        if max_entries < 1 or max_payload_bytes < 0:
+            raise ValueError("max_entries must be >= 1 and max_payload_bytes >= 0")
+        self.max_entries = max_entries
+        self.max_payload_bytes = max_payload_bytes
+        self._entries: OrderedDict[str, JobDefinition] = OrderedDict()
+        self._payload_bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def payload_bytes(self) -> int:
+        return self._payload_bytes
+
+    def get(self, job_id: str, version: int, spec: bytes | None) -> JobDefinition:
+        """The definition of ``job_id`` at ``version`` (its bytes ``spec``),
+        from the cache or parsed now (see :meth:`JobDefinition.parse`)."""
+        with self._lock:
+            found = self._entries.get(job_id)
+            if found is not None and found.version == version:
+                self._entries.move_to_end(job_id)
+                self.hits += 1
+                return found
+        parsed = JobDefinition.parse(job_id, version, bytes(spec) if spec is not None else None)
+        with self._lock:
+            self.misses += 1
+            old = self._entries.pop(job_id, None)
+            if old is not None:
+                self._payload_bytes -= len(old.payload)
+            size = len(parsed.payload)
+            if size <= self.max_payload_bytes:
+                self._entries[job_id] = parsed
+                self._payload_bytes += size
+                while len(self._entries) > self.max_entries or self._payload_bytes > self.max_payload_bytes:
+                    _, evicted = self._entries.popitem(last=False)
+                    self._payload_bytes -= len(evicted.payload)
+        return parsed

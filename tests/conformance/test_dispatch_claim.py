@@ -13,7 +13,8 @@ from tickwheel.v1 import job_pb2
 
 from tickwheel_server.api.validate import normalise_job
 from tickwheel.shared.ids import execution_id, new_job_id, to_us
-from tickwheel_server.store.dispatch import ClaimSpecCache, DispatchStore
+from tickwheel_server.jobspec import DefinitionCache
+from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.jobrecords import JobRecord, NewJob
 from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.partitions import PartitionStore
@@ -183,8 +184,8 @@ async def test_a_partition_with_a_newer_owner_is_reported_and_left_alone(world) 
 
 
 async def test_an_updated_definition_is_read_again_and_an_unchanged_one_is_not(world) -> None:
-    specs = ClaimSpecCache()
-    dispatch = DispatchStore(world.engine, world.clock, specs=specs)
+    specs = DefinitionCache()
+    dispatch = DispatchStore(world.engine, world.clock, definitions=specs)
     job = await world.create(cron_job(b"v1"), NOW + MINUTE)
     await dispatch.claim_due(OWNED, NOW)
     assert (specs.misses, specs.hits) == (1, 0)

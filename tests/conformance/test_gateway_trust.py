@@ -233,8 +233,8 @@ async def test_a_result_the_store_cannot_write_is_refused_alone(tenants, migrate
     gateway = make_gateway(migrated_engine, clock, connections)
     assert await gateway.rounds.hand_out_round() == 3
     keys = dict(gateway.inflight.held_by(connection))
-    with migrated_engine.begin() as conn:  # e2's job definition cannot be read any more
-        conn.execute(jobs.update().where(jobs.c.id == "job_e2").values(spec=b"\x0a\xff"))
+    with migrated_engine.begin() as conn:  # e2's job definition cannot be read any more (a new version)
+        conn.execute(jobs.update().where(jobs.c.id == "job_e2").values(spec=b"\x0a\xff", version=jobs.c.version + 1))
     writer = asyncio.create_task(gateway.intake.results.run())
     try:
         await gateway.intake.submit_results(connection, [

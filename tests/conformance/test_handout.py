@@ -68,6 +68,25 @@ async def test_nothing_is_handed_out_before_its_ready_instant(store, migrated_en
     assert await store.claim_ready("s2", clock.now() + timedelta(seconds=5), ANY_ECHO, 10) == []
 
 
+async def test_a_new_version_of_a_definition_is_read_by_the_hand_out_and_the_outcome(
+    store, migrated_engine, clock
+) -> None:
+    add_execution(migrated_engine, clock, "e1", job_id="job_1", max_attempts=3)
+    [first] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 10)
+    assert first.definition.target.handler.name == "echo" and first.definition.retry.max_attempts == 3
+    changed = job_pb2.Job(name="j", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")))
+    changed.retry_policy.max_attempts = 1
+    changed.timeout.FromSeconds(7)
+    with migrated_engine.begin() as conn:  # what JobStore.update writes: the definition with the next version
+        conn.execute(jobs.update().where(jobs.c.id == "job_1").values(
+            spec=changed.SerializeToString(), version=jobs.c.version + 1))
+    [ack] = await store.record_results([result(first, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error="boom")])
+    assert ack.accepted and ack.retry is None, "the new version allows one attempt: dead, not retried"
+    add_execution(migrated_engine, clock, "e2", job_id="job_1")
+    [second] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 10)
+    assert (second.id, second.definition.version, second.definition.timeout_us) == ("e2", 2, 7_000_000)
+
+
 async def test_hand_out_respects_tenants_handlers_http_and_the_limit(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "echo-1")
     add_execution(migrated_engine, clock, "echo-2")

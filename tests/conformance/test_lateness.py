@@ -10,9 +10,10 @@ from tickwheel.v1 import job_pb2
 from tickwheel.shared.clock import FakeClock
 from tickwheel_server.alerts.catalogue import NewAlert, late_key
 from tickwheel_server.alerts.lateness import LatenessWatch
+from tickwheel_server.jobspec import DEFAULT_LATENESS_THRESHOLD
 from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.handout import HandoutStore
-from tickwheel_server.store.lateness import DEFAULT_THRESHOLD, LatenessStore
+from tickwheel_server.store.lateness import LatenessStore
 from tickwheel_server.store.tables import executions, jobs
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
@@ -123,6 +124,6 @@ async def test_a_definition_that_does_not_parse_is_late_with_the_default_thresho
     clock.advance(31)
     assert await watch.check_once() == (1, 0)
     assert await alerts.get(late_key("job_1")) is not None
-    clock.advance(DEFAULT_THRESHOLD.total_seconds() - 30)  # the default for the one this server cannot read
+    clock.advance(DEFAULT_LATENESS_THRESHOLD.total_seconds() - 30)  # the default for the one this server cannot read
     assert await watch.check_once() == (2, 0)
     assert await alerts.get(late_key("job_2")) is not None

@@ -90,8 +90,6 @@ RULES = (
 ALLOWED = {
     # (rule name, importing module, imported name): who removes the import.
     # Remove an entry once the change naming it is merged (a stale entry fails).
-    ("only the API, web, CLI and process wiring import api/", S + "jobspec", S + "api.convert"):
-        "core helper (issue 16): jobspec.py stops importing api.convert",
     ("store/ is SQL below every component", S + "store.dispatch", S + "dispatcher.quarantine"):
         "unowned in issue 16 (store/dispatch.py is the core helper's): the quarantine registry needs a room "
         "below store/",

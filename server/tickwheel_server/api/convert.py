@@ -14,6 +14,7 @@ from tickwheel.shared.ids import from_us, to_us
 
 from ..errors import FailedPrecondition, InvalidArgument
 from ..alerts.catalogue import AlertRecord
+from ..fields import duration_problem, timestamp_problem
 from ..store.credentials import WorkerCredential
 from ..store.history import AttemptRecord, ExecutionRecord, SkipRecord
 from ..store.jobrecords import JobRecord
@@ -78,39 +79,6 @@ def timestamp(instant: datetime | None) -> timestamp_pb2.Timestamp | None:
     message = timestamp_pb2.Timestamp()
     message.FromDatetime(instant.astimezone(timezone.utc))
     return message
-
-
-TIMESTAMP_MIN_SECONDS = -62_135_596_800
-"""0001-01-01T00:00:00Z, the first instant a protobuf Timestamp may hold."""
-TIMESTAMP_MAX_SECONDS = 253_402_300_799
-"""9999-12-31T23:59:59Z, the last second a protobuf Timestamp may hold."""
-DURATION_MAX_SECONDS = 315_576_000_000
-"""About 10 000 years: the longest protobuf Duration, either sign."""
-_NANOS = 1_000_000_000
-
-
-def timestamp_problem(message: timestamp_pb2.Timestamp) -> str | None:
-    """Why ``message`` is not a valid protobuf Timestamp, or None when it is.
-    Checked before any conversion, which would raise on it."""
-    if not TIMESTAMP_MIN_SECONDS <= message.seconds <= TIMESTAMP_MAX_SECONDS:
-        return "not a valid Timestamp: must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z"
-    if not 0 <= message.nanos < _NANOS:
-        return "not a valid Timestamp: nanos must be between 0 and 999999999"
-    return None
-
-
-def duration_problem(message: duration_pb2.Duration) -> str | None:
-    """Why ``message`` is not a valid protobuf Duration (seconds within
-    ±315 576 000 000, nanos within ±999 999 999 and of the same sign as
-    seconds), or None when it is."""
-    seconds, nanos = message.seconds, message.nanos
-    if not -DURATION_MAX_SECONDS <= seconds <= DURATION_MAX_SECONDS:
-        return "not a valid Duration: must be within ±315576000000 seconds"
-    if not -_NANOS < nanos < _NANOS:
-        return "not a valid Duration: nanos must be within ±999999999"
-    if (seconds > 0 and nanos < 0) or (seconds < 0 and nanos > 0):
-        return "not a valid Duration: seconds and nanos must have the same sign"
-    return None
 
 
 def instant(message: timestamp_pb2.Timestamp, field: str = "timestamp") -> datetime:

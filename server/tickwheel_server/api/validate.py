@@ -30,7 +30,11 @@ from tickwheel.v1 import job_pb2
 from tickwheel.shared.targets import ALLOW_FLAG, DEFAULT_POLICY, TargetPolicy
 
 from ..errors import FieldViolation, InvalidArgument
-from ..jobspec import EARLIEST_INSTANT, LATEST_INSTANT, schedule_of
+from ..fields import duration_problem
+from ..jobspec import (
+    DEFAULT_INITIAL_BACKOFF, DEFAULT_LATENESS_THRESHOLD, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BACKOFF,
+    DEFAULT_RUN_ALL_LIMIT, DEFAULT_TIMEOUT, EARLIEST_INSTANT, LATEST_INSTANT, schedule_of,
+)
 from . import convert
 from .text import HEADER_NAME, HEADER_VALUE, shown, text_problem
 from ..schedule import Schedule, ScheduleError, ScheduleKind
@@ -62,14 +66,8 @@ MAX_DEFINITION_BYTES = 64 * 1024
 ``job``); the payload counts against the tenant's ``max_payload_bytes``, so a
 stored definition is at most that quota plus this."""
 
-DEFAULT_TIMEOUT = timedelta(minutes=5)
 MAX_TIMEOUT = timedelta(hours=6)
-DEFAULT_ATTEMPTS = 5
-DEFAULT_INITIAL_BACKOFF = timedelta(seconds=1)
-DEFAULT_MAX_BACKOFF = timedelta(hours=1)
 DEFAULT_MISFIRE_THRESHOLD = timedelta(seconds=60)
-DEFAULT_RUN_ALL_LIMIT = 100
-DEFAULT_LATENESS_THRESHOLD = timedelta(minutes=5)
 MIN_BACKOFF = timedelta(milliseconds=100)
 MAX_BACKOFF = timedelta(hours=24)
 MAX_THRESHOLD = timedelta(days=30)
@@ -112,7 +110,7 @@ def _span(message, name: str, field: str, default: timedelta, violations: list[F
     if not message.HasField(name):
         return default
     value = getattr(message, name)
-    problem = convert.duration_problem(value)
+    problem = duration_problem(value)
     if problem is not None:
         violations.append(FieldViolation(field, problem))
         return None
@@ -204,7 +202,7 @@ def normalise_job(
             violations.append(FieldViolation(f"{field}.timeout", "must be more than 0 and at most 6 hours"))
         out.timeout.CopyFrom(_duration(timeout))
     retry = out.retry_policy
-    attempts = retry.max_attempts or DEFAULT_ATTEMPTS
+    attempts = retry.max_attempts or DEFAULT_MAX_ATTEMPTS
     initial = _span(retry, "initial_backoff", f"{field}.retry_policy.initial_backoff", DEFAULT_INITIAL_BACKOFF, violations)
     default_cap = max(DEFAULT_MAX_BACKOFF, initial) if initial is not None else DEFAULT_MAX_BACKOFF
     cap = _span(retry, "max_backoff", f"{field}.retry_policy.max_backoff", default_cap, violations)

@@ -26,7 +26,8 @@ from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import set_timestamp_us, to_us
 from tickwheel.shared.logs import log_execution
 
-from ..store.handout import Capability, Claimed, Definition, HandedOut, HandoutStore
+from ..jobspec import NO_DEFINITION
+from ..store.handout import Capability, Claimed, HandedOut, HandoutStore
 from ..telemetry.metrics import Metrics
 from ..telemetry.tracing import Tracing, traceparent_of
 from ..wire import EXECUTION_ORIGIN_TO_PROTO
@@ -43,20 +44,12 @@ MAX_FULL_BATCHES = 20
 """Full batches per group and round before the round yields (and runs again at once)."""
 
 
-DEFAULT_TIMEOUT_US = 5 * 60 * 1_000_000
-"""A job's run time limit when it names none: 5 minutes."""
-
-
-_NO_DEFINITION = Definition.parse(b"")
-"""For an execution whose job was deleted while it was ready."""
-
-
 def add_assignment(batch: worker_pb2.PullResponse, handed: HandedOut, now_us: int) -> worker_pb2.Assignment:
     """Add to ``batch`` the assignment a worker receives for one hand-out
     (``now_us``: when it is sent, which starts its run time limit). Built
     in place in the batch: an Assignment built apart is copied whole when
     it is put in one."""
-    definition = handed.definition or _NO_DEFINITION
+    definition = handed.definition or NO_DEFINITION  # the job was deleted while it was ready
     assignment = batch.assignment.assignments.add(
         execution_id=handed.id,
         job_id=handed.job_id,
@@ -70,8 +63,7 @@ def add_assignment(batch: worker_pb2.PullResponse, handed: HandedOut, now_us: in
     )
     set_timestamp_us(assignment.nominal_at, handed.nominal_at_us)
     set_timestamp_us(assignment.due_at, handed.due_at_us)
-    timeout_us = DEFAULT_TIMEOUT_US if definition.timeout_us is None else definition.timeout_us
-    set_timestamp_us(assignment.deadline_at, now_us + timeout_us)
+    set_timestamp_us(assignment.deadline_at, now_us + definition.timeout_us)
     return assignment
 
 

@@ -21,9 +21,10 @@ parse, where a driver-level executemany sends a statement per row
 array parameter too, so the claim's text is the same every tick. SQLite has
 no arrays and no network: there it is an executemany and an ``IN`` list.
 
-A job's definition is parsed once per version: :class:`ClaimSpecCache` keeps
-what a claim needs of it (schedule, misfire policy, handler, payload) by job
-id and version, so a minutely job is not parsed again every minute.
+A job's definition is parsed once per version: the store's
+:class:`~tickwheel_server.jobspec.DefinitionCache` keeps what a claim needs of
+it (schedule, misfire policy, handler, payload) by job id and version, so a
+minutely job is not parsed again every minute.
 
 A paused tenant's jobs are claimed like the others, but planned by
 :func:`plan_paused`: their occurrences become one ``tenant_paused`` skip
@@ -49,8 +50,6 @@ those alerts once the job can be dispatched (see
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -58,18 +57,14 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
-from tickwheel.v1 import job_pb2
-
-from google.protobuf.message import DecodeError
 
 from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import execution_id, from_us, to_us
 
 from ..policy.claim import DEFAULT_SCAN_LIMIT, Plan, plan_claim, plan_paused
 from ..dispatcher.quarantine import JOB_UNREADABLE, KINDS, SCHEDULE_UNCOMPUTABLE, Finding, Quarantine, Unreadable
-from ..errors import InvalidArgument
-from ..jobspec import MISFIRE_POLICIES, handler_of, schedule_of
-from ..schedule import Fire, Schedule, ScheduleError, next_fire, tzdata_version
+from ..jobspec import DefinitionCache, JobDefinition
+from ..schedule import Fire, ScheduleError, next_fire, tzdata_version
 from ..alerts.catalogue import (
     NewAlert, job_unreadable_key, schedule_uncomputable_key, skipped_alert, undispatchable_alert,
 )  # fmt: skip
@@ -115,59 +110,12 @@ class ClaimResult:
 # ------------------------------------------------------------ parsed definitions
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimSpec:
-    """What a claim reads from a job's definition (``jobs.spec``)."""
-
-    schedule: Schedule
-    policy: str
-    threshold: timedelta
-    run_all_limit: int
-    handler: str | None
-    payload: bytes
-
-
-MAX_RUN_ALL_LIMIT = 10_000
-"""The API's bound on ``misfire_run_all_limit``; a stored value past it is refused, not obeyed."""
-
-
-def claim_spec(job_id: str, spec: bytes) -> ClaimSpec:
-    """Parse a stored definition into a :class:`ClaimSpec` (pure).
-
-    Raises :class:`Unreadable` (``job_unreadable``) for a definition this
-    build cannot read: bytes that do not parse, an enum value or a target
-    kind it does not know (a newer version may have written them), a value
-    out of the bounds the API enforces."""
-    try:
-        job = job_pb2.Job.FromString(spec)
-    except DecodeError as error:
-        raise Unreadable(JOB_UNREADABLE, f"the definition does not parse: {error}") from None
-    policy = MISFIRE_POLICIES.get(job.misfire_policy)
-    if policy is None:
-        raise Unreadable(JOB_UNREADABLE, f"unknown misfire_policy value {job.misfire_policy}")
-    target = job.target.WhichOneof("kind")
-    if target is None:
-        raise Unreadable(JOB_UNREADABLE, "no target this server knows (target kind unset or unknown)")
-    run_all_limit = job.misfire_run_all_limit or 100
-    if not 1 <= run_all_limit <= MAX_RUN_ALL_LIMIT:
-        raise Unreadable(JOB_UNREADABLE, f"misfire_run_all_limit {run_all_limit} is outside 1..{MAX_RUN_ALL_LIMIT}")
-    try:
-        schedule = schedule_of(job, job_id)
-        threshold = job.misfire_threshold.ToTimedelta()
-    except InvalidArgument as error:
-        raise Unreadable(JOB_UNREADABLE, str(error)) from None
-    except (ValueError, OverflowError) as error:  # a Timestamp or Duration out of datetime's range
-        raise Unreadable(JOB_UNREADABLE, f"a value out of range: {error}") from None
-    if threshold < timedelta(0):
-        raise Unreadable(JOB_UNREADABLE, "misfire_threshold is negative")
-    return ClaimSpec(
-        schedule=schedule,
-        policy=policy,
-        threshold=threshold,
-        run_all_limit=run_all_limit,
-        handler=handler_of(job),
-        payload=job.payload,
-    )
+def claimable(definition: JobDefinition) -> JobDefinition:
+    """``definition`` if the claim can read it; raises :class:`Unreadable`
+    (``job_unreadable``) with its problem otherwise (pure)."""
+    if definition.problem is not None:
+        raise Unreadable(JOB_UNREADABLE, definition.problem)
+    return definition
 
 
 def claim_cursor(row) -> Fire:
@@ -186,7 +134,7 @@ def claim_cursor(row) -> Fire:
         raise Unreadable(JOB_UNREADABLE, f"next_run_at {row.next_run_at} or next_due_at is out of range") from None
 
 
-def following_fires(spec: ClaimSpec, run_count: int) -> Callable[[Fire, int], Fire | None]:
+def following_fires(spec: JobDefinition, run_count: int) -> Callable[[Fire, int], Fire | None]:
     """The ``following`` function of a plan (see :func:`plan_claim`): the
     engine's next fire, an error of the engine raised as :class:`Unreadable`
     (``schedule_uncomputable``), never taken for the schedule's end."""
@@ -200,63 +148,10 @@ def following_fires(spec: ClaimSpec, run_count: int) -> Callable[[Fire, int], Fi
     return following
 
 
-class ClaimSpecCache:
-    """Parsed definitions by job id, valid for one job version: a bounded LRU.
-
-    Sound because a job's ``spec`` changes only with its ``version``
-    (``JobStore.update`` replaces both; ids are never reused), so an entry
-    recorded for another version is parsed again and replaced. Bounded by
-    ``max_entries`` and by ``max_payload_bytes`` (payloads are up to the
-    tenant's ``max_payload_bytes`` each); the least recently used entries go
-    first. Safe to share between threads (claims run in executor threads).
-    """
-
-    def __init__(self, max_entries: int = 100_000, max_payload_bytes: int = 64 << 20) -> None:
-        if max_entries < 1 or max_payload_bytes < 0:
-            raise ValueError("max_entries must be >= 1 and max_payload_bytes >= 0")
-        self.max_entries = max_entries
-        self.max_payload_bytes = max_payload_bytes
-        self._entries: OrderedDict[str, tuple[int, ClaimSpec]] = OrderedDict()
-        self._payload_bytes = 0
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    @property
-    def payload_bytes(self) -> int:
-        return self._payload_bytes
-
-    def get(self, job_id: str, version: int, spec: bytes) -> ClaimSpec:
-        """The parsed ``spec`` of ``job_id`` at ``version``, from the cache or parsed now."""
-        with self._lock:
-            found = self._entries.get(job_id)
-            if found is not None and found[0] == version:
-                self._entries.move_to_end(job_id)
-                self.hits += 1
-                return found[1]
-        parsed = claim_spec(job_id, spec)
-        with self._lock:
-            self.misses += 1
-            old = self._entries.pop(job_id, None)
-            if old is not None:
-                self._payload_bytes -= len(old[1].payload)
-            size = len(parsed.payload)
-            if size <= self.max_payload_bytes:
-                self._entries[job_id] = (version, parsed)
-                self._payload_bytes += size
-                while len(self._entries) > self.max_entries or self._payload_bytes > self.max_payload_bytes:
-                    _, (_, evicted) = self._entries.popitem(last=False)
-                    self._payload_bytes -= len(evicted.payload)
-        return parsed
-
-
 def _dispatchable(row) -> bool:
     """Whether this server reads a job row and computes its next fire (pure)."""
     try:
-        spec = claim_spec(row.id, row.spec)
+        spec = claimable(JobDefinition.parse(row.id, row.version, row.spec))
         following_fires(spec, row.run_count)(claim_cursor(row), 0)
     except Unreadable:
         return False
@@ -390,14 +285,15 @@ class DispatchStore(SqlStore):
         engine: Engine,
         clock: Clock,
         *,
-        specs: ClaimSpecCache | None = None,
+        definitions: DefinitionCache | None = None,
         trace_occurrence: Callable[[str, str, str, int], str] | None = None,
         alerts: AlertStore | None = None,
         quarantine: Quarantine | None = None,
         server_id: str = "",
     ) -> None:
         super().__init__(engine, clock)
-        self.specs = specs if specs is not None else ClaimSpecCache()
+        self.definitions = definitions if definitions is not None else DefinitionCache()
+        """Parsed definitions by (job id, version); shared with the hand-out and outcomes where one server runs both."""
         self.quarantine = quarantine if quarantine is not None else Quarantine()
         """The jobs this process cannot dispatch, left out of its claims."""
         self.server_id = server_id
@@ -492,7 +388,7 @@ class DispatchStore(SqlStore):
             skipped: list[NewAlert] = []
             for row in rows:
                 try:
-                    spec = self.specs.get(row.id, row.version, row.spec)
+                    spec = claimable(self.definitions.get(row.id, row.version, row.spec))
                     cursor = claim_cursor(row)
                 except Unreadable as error:
                     result.unreadable.append(Finding(row.id, row.tenant, row.version, error.kind, error.reason))
@@ -664,11 +560,11 @@ class DispatchStore(SqlStore):
     # ------------------------------------------------------------- the plan
 
     @staticmethod
-    def _carried(conn: Connection, row, spec: ClaimSpec, cursor: Fire, now: datetime) -> int:
+    def _carried(conn: Connection, row, spec: JobDefinition, cursor: Fire, now: datetime) -> int:
         """How many missed occurrences earlier claims recorded for this run of
         misses (the open misfire range continuing at the cursor); 0 unless
         the cursor itself is missed."""
-        if row.tenant_state == "paused" or now - cursor.due_at <= spec.threshold:
+        if row.tenant_state == "paused" or now - cursor.due_at <= spec.misfire_threshold:
             return 0
         return conn.execute(
             sa.select(skips.c.count).where(
@@ -678,7 +574,7 @@ class DispatchStore(SqlStore):
 
     @staticmethod
     def _plan(
-        row, spec: ClaimSpec, cursor: Fire, now: datetime, horizon: datetime, scan_limit: int, carried: int
+        row, spec: JobDefinition, cursor: Fire, now: datetime, horizon: datetime, scan_limit: int, carried: int
     ) -> Plan:
         """The job's plan (pure); :class:`Unreadable` when its schedule cannot be computed."""
         following = following_fires(spec, row.run_count)
@@ -689,8 +585,8 @@ class DispatchStore(SqlStore):
             following,
             now=now,
             horizon=horizon,
-            policy=spec.policy,
-            threshold=spec.threshold,
+            policy=spec.misfire_policy,
+            threshold=spec.misfire_threshold,
             run_all_limit=spec.run_all_limit,
             carried_missed=carried,
             scan_limit=scan_limit,

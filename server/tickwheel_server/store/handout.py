@@ -85,17 +85,16 @@ from typing import NamedTuple
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
-from google.protobuf.message import DecodeError
 from sqlalchemy.engine import Connection
-from tickwheel.v1 import job_pb2, worker_pb2
+from tickwheel.v1 import worker_pb2
 
 from tickwheel.shared.ids import to_us
 
 from ..circuits import CircuitBreaker
-from ..policy.breaker import http_target_host
+from ..jobspec import NO_DEFINITION, DefinitionCache, JobDefinition
 from ..policy.retry import backoff_delay
 from ..policy.admission import (
-    ANYTHING_GOES, Active, Candidate, KeyState, Replace, Rules, Skip, decide_keys, decide_overlap, rules_of,
+    ANYTHING_GOES, Active, Candidate, KeyState, Replace, Rules, Skip, decide_keys, decide_overlap,
 )
 from .base import SqlStore, driver_sql, execute_arrays, tuples
 from .fairshare import FairShare
@@ -120,8 +119,6 @@ ready work by a loose index scan over the tenants that have any scheduled
 execution, instead of one probe per tenant named."""
 _UNION_BRANCHES = 100
 """Scans per UNION ALL statement (SQLite's compound SELECT limit is 500)."""
-_DEFINITIONS_CACHED = 10_000
-"""Parsed definitions kept (jobs made from one template share theirs)."""
 _BREAKER_OUTCOMES = frozenset((
     worker_pb2.RESULT_OUTCOME_SUCCEEDED, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, worker_pb2.RESULT_OUTCOME_TIMED_OUT,
 ))  # fmt: skip
@@ -170,7 +167,8 @@ _TAKE_BY_ID = driver_sql(
 # needs no statement of its own to read the jobs.
 _TAKEN_ROWS = driver_sql(
     "SELECT e.id, e.job_id, e.tenant, e.partition, e.origin, e.nominal_at, e.due_at, e.ready_at, e.attempt, "
-    "e.delivery, e.payload, e.missed_count, e.allow_overlap, e.wait_key, e.trace_context, j.spec, j.updated_at "
+    "e.delivery, e.payload, e.missed_count, e.allow_overlap, e.wait_key, e.trace_context, j.spec, j.version, "
+    "j.updated_at "
     "FROM executions AS e LEFT JOIN jobs AS j ON j.id = e.job_id WHERE e.id = ANY (CAST(:ids AS TEXT[]))"
 )
 
@@ -240,7 +238,7 @@ _OUTCOME_ARRAYS = {
 # definition: one array parameter, one plan whatever the batch.
 _RESULT_ROWS = driver_sql(
     "SELECT e.id, e.job_id, e.tenant, e.partition, e.status, e.delivery, e.attempt, e.due_at, e.ready_at, "
-    "e.handed_out_at, e.held_keys, e.waiting_since, e.cancel_requested_at, e.cancel_reason, j.spec "
+    "e.handed_out_at, e.held_keys, e.waiting_since, e.cancel_requested_at, e.cancel_reason, j.spec, j.version "
     "FROM executions AS e LEFT JOIN jobs AS j ON j.id = e.job_id "
     "WHERE e.id = ANY (CAST(:ids AS TEXT[])) FOR UPDATE OF e"
 )
@@ -276,6 +274,8 @@ class _ResultRow(NamedTuple):
     cancel_requested_at: int | None
     cancel_reason: str | None
     spec: bytes | None
+    version: int | None
+    """The job's version (None: the job was deleted): the definition's cache key with its id."""
 
 
 # Transaction advisory locks on jobs (PostgreSQL), one per job, taken in one
@@ -313,27 +313,6 @@ class Capability:
     http: bool
 
 
-class Definition(NamedTuple):
-    """What a hand-out needs of a job's definition (``jobs.spec``), parsed
-    once for the store's admission and the gateway's assignment."""
-
-    rules: Rules
-    target: job_pb2.Target
-    timeout_us: int | None
-    """The run time limit it names; None: the gateway's default."""
-
-    @classmethod
-    def parse(cls, spec: bytes) -> "Definition":
-        """The definition of ``spec``; one this server cannot parse (damaged)
-        reads as an empty definition, like a deleted job's: its run gets no
-        target and fails, and no other execution of the batch is held up."""
-        try:
-            job = job_pb2.Job.FromString(spec)
-        except DecodeError:
-            job = job_pb2.Job()
-        return cls(rules_of(job), job.target, job.timeout.ToMicroseconds() if job.HasField("timeout") else None)
-
-
 class HandedOut(NamedTuple):
     """One execution a round handed out (a tuple: thousands are made per round)."""
 
@@ -349,7 +328,7 @@ class HandedOut(NamedTuple):
     delivery: int
     payload: bytes
     missed_count: int
-    definition: "Definition | None"
+    definition: JobDefinition | None
     """The job's definition; None if the job was deleted meanwhile."""
     handed_out_at_us: int
     trace_context: str
@@ -501,11 +480,12 @@ class _Taken(NamedTuple):
     trace_context: str | None
     spec: bytes | None
     """The job's definition, where the take read it (PostgreSQL); else None."""
+    job_version: int | None
     job_updated_at: int | None
 
 
 class _Job(NamedTuple):
-    definition: Definition
+    definition: JobDefinition
     updated_at: int
 
 
@@ -523,6 +503,7 @@ class HandoutStore(SqlStore):
         loose_scan_above: int = LOOSE_SCAN_ABOVE,
         lateral: bool = True,
         breaker: CircuitBreaker | None = None,
+        definitions: DefinitionCache | None = None,
     ) -> None:
         super().__init__(engine, clock)
         self._rng = rng or random.Random()
@@ -536,7 +517,8 @@ class HandoutStore(SqlStore):
         self.lateral = lateral
         """Use LATERAL scans on PostgreSQL; False sends the UNION ALL form other
         engines get (tests run it on PostgreSQL, which shares CockroachDB's SQL)."""
-        self._definitions: dict[bytes, Definition] = {}
+        self.definitions = definitions if definitions is not None else DefinitionCache()
+        """Parsed definitions by (job id, version); shared with the dispatcher where one server runs both."""
         self._at_lock = threading.Lock()
         self._last_at = 0
 
@@ -810,7 +792,7 @@ class HandoutStore(SqlStore):
                 .values(status="running", owner=owner, delivery=executions.c.delivery + 1, handed_out_at=at_us)
                 .returning(*_TAKEN_COLUMNS)
             ).all()
-        return [_Taken._make((*row, None, None)) for row in rows]
+        return [_Taken._make((*row, None, None, None)) for row in rows]
 
     def _taken(self, conn: Connection, moved: list) -> list[_Taken]:
         """The taken rows whole, each with its job's definition: read by
@@ -831,7 +813,8 @@ class HandoutStore(SqlStore):
         if self.caps.is_postgres and self.lateral:
             for row in rows:
                 if row.spec is not None and row.job_id not in found:
-                    found[row.job_id] = _Job(self._definition(row.spec), row.job_updated_at)
+                    found[row.job_id] = _Job(self.definitions.get(row.job_id, row.job_version, row.spec),
+                                             row.job_updated_at)
             return found
         job_ids = sorted({row.job_id for row in rows})
         if self.caps.is_sqlite:
@@ -839,25 +822,8 @@ class HandoutStore(SqlStore):
             read = conn.execute(query)
         else:  # one array parameter: one statement text whatever the count, so its plan is reused
             read = conn.execute(_JOBS_BY_ID, dict(ids=job_ids))
-        for job_id, _version, spec, updated_at in read:
-            found[job_id] = _Job(self._definition(spec), updated_at)
-        return found
-
-    def _definition(self, spec: bytes) -> Definition:
-        """A definition parsed, once per distinct definition while cached.
-
-        The cache is a plain dict emptied when full, with no lock: a burst of
-        distinct definitions (every job its own) misses every time, and an
-        LRU's bookkeeping under a lock cost more than the parse. A dict's
-        get and set are atomic for the claims of two threads; the worst race
-        parses one definition twice."""
-        spec = bytes(spec)
-        found = self._definitions.get(spec)
-        if found is None:
-            found = Definition.parse(spec)
-            if len(self._definitions) >= _DEFINITIONS_CACHED:
-                self._definitions.clear()
-            self._definitions[spec] = found
+        for job_id, version, spec, updated_at in read:
+            found[job_id] = _Job(self.definitions.get(job_id, version, spec), updated_at)
         return found
 
     def _lock_replacing(self, conn: Connection, rules: dict[str, Rules]) -> None:
@@ -1259,7 +1225,7 @@ class HandoutStore(SqlStore):
                 executions.c.status, executions.c.delivery, executions.c.attempt, executions.c.due_at,
                 executions.c.ready_at, executions.c.handed_out_at, executions.c.held_keys,
                 executions.c.waiting_since, executions.c.cancel_requested_at, executions.c.cancel_reason,
-                jobs.c.spec,
+                jobs.c.spec, jobs.c.version,
             )
             .select_from(executions.outerjoin(jobs, jobs.c.id == executions.c.job_id))
             .where(executions.c.id.in_(ids))
@@ -1340,11 +1306,10 @@ class HandoutStore(SqlStore):
             b_error=result.error[:4096], b_dead_reason="", b_finished_at=now_us,
         )
         outcome = result.outcome
-        job = None
+        definition = self.definitions.get(row.job_id, row.version, row.spec) if row.spec else None
         hold = None
-        if self.breaker is not None and row.spec and outcome in _BREAKER_OUTCOMES:
-            job = job_pb2.Job.FromString(row.spec)
-            host = http_target_host(job)
+        if self.breaker is not None and definition is not None and outcome in _BREAKER_OUTCOMES:
+            host = definition.host()
             if host:
                 age = (now_us - (row.handed_out_at or now_us)) / 1e6
                 hold = self.breaker.record(
@@ -1362,16 +1327,12 @@ class HandoutStore(SqlStore):
         if row.cancel_requested_at is not None:  # asked to stop: not retried
             update.update(b_status="canceled", b_dead_reason=row.cancel_reason or "canceled: by request")
             return update, attempt_status, None, None
-        if job is None and row.spec:
-            job = job_pb2.Job.FromString(row.spec)
-        policy = job.retry_policy if job is not None else job_pb2.RetryPolicy()
-        max_attempts = policy.max_attempts or 5
+        policy = (definition or NO_DEFINITION).retry_policy()
+        max_attempts = policy.max_attempts
         if row.attempt >= max_attempts:
             return self._dead(update, row, f"attempts exhausted ({row.attempt} of {max_attempts})", result.error,
                               attempt_status)
-        initial = policy.initial_backoff.ToTimedelta() if policy.HasField("initial_backoff") else timedelta(seconds=1)
-        cap = policy.max_backoff.ToTimedelta() if policy.HasField("max_backoff") else timedelta(hours=1)
-        delay = backoff_delay(row.attempt + 1, initial, cap, self._rng, result.retry_after)
+        delay = backoff_delay(row.attempt + 1, policy.initial_backoff, policy.max_backoff, self._rng, result.retry_after)
         if hold is not None:  # the circuit of its (tenant, host) is open: the retry waits for it
             delay = max(delay, timedelta(seconds=hold))
         ready_us = to_us(now + delay)

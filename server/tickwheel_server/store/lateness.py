@@ -17,17 +17,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
-from google.protobuf.message import DecodeError
 from sqlalchemy.engine import Connection
-from tickwheel.v1 import job_pb2
 
 from tickwheel.shared.ids import from_us, to_us
 
+from ..jobspec import JobDefinition
 from .base import SqlStore
 from .isolation import not_held, status_in
 from .tables import executions, jobs, tenants
 
-DEFAULT_THRESHOLD = timedelta(minutes=5)
 SCAN_LIMIT = 1000
 
 
@@ -75,22 +73,11 @@ class LatenessStore(SqlStore):
             thresholds: dict[str, timedelta] = {}
             for row in rows:
                 if row.job_id not in thresholds:
-                    spec = _definition(row.spec)
-                    thresholds[row.job_id] = (
-                        spec.lateness_threshold.ToTimedelta() if spec.HasField("lateness_threshold") else DEFAULT_THRESHOLD
-                    )
+                    # Deleted, or unreadable here: the default threshold, so one
+                    # damaged row does not stop the watch for every job.
+                    thresholds[row.job_id] = JobDefinition.parse(row.job_id, 0, row.spec).lateness_threshold
                 found.append(Waiting(row.id, row.job_id, row.tenant, from_us(row.nominal_at), from_us(row.ready_at),
                                      thresholds[row.job_id]))
             return found
 
         return await self._tx(fn)
-
-
-def _definition(spec: bytes | None) -> job_pb2.Job:
-    """A job's definition for its lateness threshold; empty (the default
-    threshold) when deleted or when this server cannot parse it, so one
-    damaged row does not stop the watch for every job."""
-    try:
-        return job_pb2.Job.FromString(spec) if spec else job_pb2.Job()
-    except DecodeError:
-        return job_pb2.Job()

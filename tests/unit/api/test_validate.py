@@ -12,7 +12,8 @@ import pytest
 from google.protobuf import duration_pb2, timestamp_pb2
 from tickwheel.v1 import job_pb2, scheduler_pb2
 
-from tickwheel_server.api import convert, validate
+from tickwheel_server import fields
+from tickwheel_server.api import validate
 from tickwheel_server.api.scheduler import upcoming
 from tickwheel_server.api.status import status_for
 from tickwheel_server.api.text import shown, text_problem
@@ -215,7 +216,7 @@ def test_violations_are_cut_to_a_bounded_length() -> None:
     ],
 )
 def test_timestamp_range(message, problem) -> None:
-    found = convert.timestamp_problem(message)
+    found = fields.timestamp_problem(message)
     assert (found is None) if problem is None else (problem in found)
 
 
@@ -233,7 +234,7 @@ def test_timestamp_range(message, problem) -> None:
     ],
 )
 def test_duration_range(message, valid) -> None:
-    assert (convert.duration_problem(message) is None) is valid
+    assert (fields.duration_problem(message) is None) is valid
 
 
 @pytest.mark.parametrize(

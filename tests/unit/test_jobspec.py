@@ -1,0 +1,141 @@
+"""The one job definition type: read once per (job id, version) into what
+the claim, the hand-out and the outcomes need, defaults filled in, through
+a bounded LRU that never serves an old version."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from google.protobuf.message import DecodeError
+from tickwheel.v1 import job_pb2
+
+from tickwheel_server.jobspec import NO_DEFINITION, DefinitionCache, JobDefinition, RetryPolicy
+from tickwheel_server.schedule import ScheduleKind
+
+
+def spec(payload: bytes = b"", *, expression: str = "*/5 * * * *", http: bool = False, **fields) -> bytes:
+    fields.setdefault("misfire_run_all_limit", 7)
+    job = job_pb2.Job(
+        name="j", schedule=job_pb2.Schedule(cron=job_pb2.CronSchedule(expression=expression, time_zone="UTC")),
+        payload=payload, misfire_policy=job_pb2.MISFIRE_POLICY_RUN_ALL, **fields,
+    )
+    if http:
+        job.target.http.url = "https://Example.com:8443/hook"
+    else:
+        job.target.handler.name = "billing.charge"
+    job.misfire_threshold.FromTimedelta(timedelta(seconds=90))
+    return job.SerializeToString()
+
+
+def test_a_definition_is_read_as_the_claim_needs_it() -> None:
+    parsed = JobDefinition.parse("job_1", 3, spec(b"x"))
+    assert parsed.problem is None and parsed.version == 3
+    assert parsed.schedule.kind is ScheduleKind.CRON and parsed.schedule.expression == "*/5 * * * *"
+    assert parsed.schedule.job_id == "job_1", "H and jitter are seeded by the job's id"
+    assert (parsed.misfire_policy, parsed.misfire_threshold, parsed.run_all_limit) == ("run_all", timedelta(seconds=90), 7)
+    assert (parsed.handler, parsed.payload) == ("billing.charge", b"x")
+    http = JobDefinition.parse("job_1", 1, spec(http=True))
+    assert (http.handler, http.breaker_host) == (None, "example.com")
+    assert parsed.breaker_host == ""
+
+
+def test_what_a_definition_leaves_unset_gets_the_defaults() -> None:
+    parsed = JobDefinition.parse("job_1", 1, spec())
+    assert parsed.retry == RetryPolicy(5, timedelta(seconds=1), timedelta(hours=1))
+    assert parsed.timeout_us == 5 * 60 * 1_000_000
+    assert parsed.rules.overlap == "skip" and parsed.rules.keys == ()
+    assert parsed.lateness_threshold == timedelta(minutes=5)
+    for empty in (NO_DEFINITION, JobDefinition.parse("job_1", 1, None), JobDefinition.parse("job_1", 1, b"")):
+        assert empty.retry == RetryPolicy(5, timedelta(seconds=1), timedelta(hours=1))
+        assert (empty.timeout_us, empty.target.WhichOneof("kind"), empty.breaker_host) == (300_000_000, None, "")
+        assert empty.retry_policy() == empty.retry
+
+
+def test_what_a_definition_names_wins_over_the_defaults() -> None:
+    retry = job_pb2.RetryPolicy(max_attempts=2)
+    retry.initial_backoff.FromTimedelta(timedelta(seconds=3))
+    retry.max_backoff.FromTimedelta(timedelta(seconds=30))
+    timeout = job_pb2.Job().timeout
+    timeout.FromTimedelta(timedelta(seconds=7))
+    parsed = JobDefinition.parse("job_1", 1, spec(retry_policy=retry, timeout=timeout))
+    assert parsed.retry_policy() == RetryPolicy(2, timedelta(seconds=3), timedelta(seconds=30))
+    assert parsed.timeout_us == 7_000_000
+    only_attempts = JobDefinition.parse("job_1", 1, spec(retry_policy=job_pb2.RetryPolicy(max_attempts=9)))
+    assert only_attempts.retry == RetryPolicy(9, timedelta(seconds=1), timedelta(hours=1))
+
+
+def test_bytes_that_do_not_parse_are_a_problem_for_the_claim_and_the_retry_and_empty_for_the_hand_out() -> None:
+    damaged = JobDefinition.parse("job_1", 1, b"\xff\xff\xff")
+    assert damaged.problem.startswith("the definition does not parse")
+    assert damaged.target.WhichOneof("kind") is None and damaged.timeout_us == 300_000_000
+    with pytest.raises(DecodeError):
+        damaged.retry_policy()
+    with pytest.raises(DecodeError):
+        damaged.host()
+
+
+def test_a_backoff_out_of_range_fails_only_the_retry() -> None:
+    retry = job_pb2.RetryPolicy(max_attempts=3)
+    retry.max_backoff.seconds = 10**14  # past timedelta's range
+    parsed = JobDefinition.parse("job_1", 1, spec(retry_policy=retry))
+    assert parsed.problem is None and parsed.unparsed is None
+    with pytest.raises(ValueError):
+        parsed.retry_policy()
+
+
+def test_a_value_the_claim_cannot_obey_is_a_problem() -> None:
+    assert "outside 1..10000" in JobDefinition.parse("j", 1, spec(misfire_run_all_limit=10_001)).problem
+    unknown = job_pb2.Job.FromString(spec())
+    unknown.ClearField("target")
+    assert "no target" in JobDefinition.parse("j", 1, unknown.SerializeToString()).problem
+    assert "expression" in JobDefinition.parse("j", 1, spec(expression="*" * 513)).problem
+
+
+def test_the_same_version_is_parsed_once_and_a_new_version_never_served_stale() -> None:
+    cache = DefinitionCache()
+    first = cache.get("job_1", 1, spec(b"v1"))
+    assert cache.get("job_1", 1, spec(b"v1")) is first
+    assert (cache.misses, cache.hits) == (1, 1)
+    second = cache.get("job_1", 2, spec(b"v2"))
+    assert second.payload == b"v2" and (cache.misses, len(cache)) == (2, 1)
+    assert cache.get("job_1", 2, spec(b"v2")) is second
+    assert cache.payload_bytes == 2
+    other = cache.get("job_2", 1, spec(b"v1"))
+    assert other is not first and other.job_id == "job_2", "keyed by job id: the schedule is seeded by it"
+
+
+def test_the_least_recently_used_goes_first_when_full() -> None:
+    cache = DefinitionCache(max_entries=2)
+    a = cache.get("a", 1, spec())
+    cache.get("b", 1, spec())
+    assert cache.get("a", 1, spec()) is a  # a is now the most recent
+    cache.get("c", 1, spec())
+    assert len(cache) == 2
+    misses = cache.misses
+    assert cache.get("a", 1, spec()) is a and cache.misses == misses, "a stayed"
+    cache.get("b", 1, spec())
+    assert cache.misses == misses + 1, "b went"
+
+
+def test_payload_bytes_are_bounded_and_a_payload_over_the_bound_is_not_kept() -> None:
+    cache = DefinitionCache(max_payload_bytes=10)
+    cache.get("a", 1, spec(b"123456"))
+    cache.get("b", 1, spec(b"123456"))
+    assert (len(cache), cache.payload_bytes) == (1, 6), "a went to make room for b"
+    big = cache.get("c", 1, spec(b"x" * 11))
+    assert big.payload == b"x" * 11, "parsed all the same"
+    assert (len(cache), cache.payload_bytes) == (1, 6)
+
+
+def test_many_jobs_stay_within_the_bound() -> None:
+    cache = DefinitionCache(max_entries=50)
+    for n in range(500):
+        cache.get(f"job_{n}", 1, spec())
+    assert len(cache) == 50
+
+
+@pytest.mark.parametrize("bounds", [dict(max_entries=0), dict(max_payload_bytes=-1)])
+def test_bounds_are_checked(bounds) -> None:
+    with pytest.raises(ValueError):
+        DefinitionCache(**bounds)
