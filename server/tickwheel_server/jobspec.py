@@ -21,6 +21,7 @@ from .errors import FieldViolation, InvalidArgument
 from .fields import duration_problem, timestamp_problem
 from .policy.admission import Rules, rules_of
 from .policy.breaker import http_target_host
+from .policy.outcome import RetryPolicy
 from .schedule import GapPolicy, RepeatPolicy, Schedule, ScheduleError, parse_local_time
 
 DEFAULT_MAX_ATTEMPTS = 5
@@ -168,14 +169,6 @@ def handler_of(job: job_pb2.Job) -> str | None:
 # ------------------------------------------------------------ the parsed definition
 
 
-class RetryPolicy(NamedTuple):
-    """A definition's retry policy, defaults filled in."""
-
-    max_attempts: int
-    initial_backoff: timedelta
-    max_backoff: timedelta
-
-
 _DEFAULT_RETRY = RetryPolicy(DEFAULT_MAX_ATTEMPTS, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF)
 
 
@@ -187,7 +180,7 @@ class JobDefinition(NamedTuple):
     why the dispatcher may not claim it (it quarantines the job), the
     hand-out reads bytes that do not parse as an empty definition, and the
     outcome of a result fails where it needs the retry policy or the
-    target's host (:meth:`retry_policy`, :meth:`host`). A tuple: cheaper to build than a frozen
+    target's host (:meth:`retry_or_problem`, :meth:`host`). A tuple: cheaper to build than a frozen
     dataclass, and read on every hand-out and result."""
 
     job_id: str
@@ -207,7 +200,7 @@ class JobDefinition(NamedTuple):
     then read an empty definition's values."""
     retry_problem: str | None
     """Why the retry policy cannot be read (a backoff out of range); then
-    ``retry`` holds the defaults and :meth:`retry_policy` raises."""
+    ``retry`` holds the defaults and :meth:`retry_or_problem` says why."""
     # -- the dispatcher's claim
     problem: str | None
     """Why the dispatcher cannot claim it (``job_unreadable``); None: the claim fields below are set."""
@@ -258,14 +251,10 @@ class JobDefinition(NamedTuple):
             _lateness_of(job),
         )
 
-    def retry_policy(self) -> RetryPolicy:
-        """The retry policy; raises :class:`DecodeError` (the bytes do not
-        parse) or ValueError (a backoff out of range) when it cannot be read."""
-        if self.unparsed is not None:
-            raise DecodeError(self.unparsed)
-        if self.retry_problem is not None:
-            raise ValueError(self.retry_problem)
-        return self.retry
+    def retry_or_problem(self) -> RetryPolicy | str:
+        """The retry policy, or why it cannot be read (the bytes do not
+        parse, a backoff out of range): what :func:`.policy.outcome.decide` takes."""
+        return self.unparsed or self.retry_problem or self.retry
 
     def host(self) -> str:
         """:attr:`breaker_host`; raises :class:`DecodeError` when the bytes do not parse."""

@@ -10,7 +10,8 @@ import pytest
 from google.protobuf.message import DecodeError
 from tickwheel.v1 import job_pb2
 
-from tickwheel_server.jobspec import NO_DEFINITION, DefinitionCache, JobDefinition, RetryPolicy
+from tickwheel_server.jobspec import NO_DEFINITION, DefinitionCache, JobDefinition
+from tickwheel_server.policy.outcome import RetryPolicy
 from tickwheel_server.schedule import ScheduleKind
 
 
@@ -49,7 +50,7 @@ def test_what_a_definition_leaves_unset_gets_the_defaults() -> None:
     for empty in (NO_DEFINITION, JobDefinition.parse("job_1", 1, None), JobDefinition.parse("job_1", 1, b"")):
         assert empty.retry == RetryPolicy(5, timedelta(seconds=1), timedelta(hours=1))
         assert (empty.timeout_us, empty.target.WhichOneof("kind"), empty.breaker_host) == (300_000_000, None, "")
-        assert empty.retry_policy() == empty.retry
+        assert empty.retry_or_problem() == empty.retry
 
 
 def test_what_a_definition_names_wins_over_the_defaults() -> None:
@@ -59,7 +60,7 @@ def test_what_a_definition_names_wins_over_the_defaults() -> None:
     timeout = job_pb2.Job().timeout
     timeout.FromTimedelta(timedelta(seconds=7))
     parsed = JobDefinition.parse("job_1", 1, spec(retry_policy=retry, timeout=timeout))
-    assert parsed.retry_policy() == RetryPolicy(2, timedelta(seconds=3), timedelta(seconds=30))
+    assert parsed.retry_or_problem() == RetryPolicy(2, timedelta(seconds=3), timedelta(seconds=30))
     assert parsed.timeout_us == 7_000_000
     only_attempts = JobDefinition.parse("job_1", 1, spec(retry_policy=job_pb2.RetryPolicy(max_attempts=9)))
     assert only_attempts.retry == RetryPolicy(9, timedelta(seconds=1), timedelta(hours=1))
@@ -69,8 +70,7 @@ def test_bytes_that_do_not_parse_are_a_problem_for_the_claim_and_the_retry_and_e
     damaged = JobDefinition.parse("job_1", 1, b"\xff\xff\xff")
     assert damaged.problem.startswith("the definition does not parse")
     assert damaged.target.WhichOneof("kind") is None and damaged.timeout_us == 300_000_000
-    with pytest.raises(DecodeError):
-        damaged.retry_policy()
+    assert damaged.retry_or_problem().startswith("the definition does not parse")
     with pytest.raises(DecodeError):
         damaged.host()
 
@@ -80,8 +80,7 @@ def test_a_backoff_out_of_range_fails_only_the_retry() -> None:
     retry.max_backoff.seconds = 10**14  # past timedelta's range
     parsed = JobDefinition.parse("job_1", 1, spec(retry_policy=retry))
     assert parsed.problem is None and parsed.unparsed is None
-    with pytest.raises(ValueError):
-        parsed.retry_policy()
+    assert parsed.retry_or_problem().startswith("retry_policy: a value out of range")
 
 
 def test_a_value_the_claim_cannot_obey_is_a_problem() -> None:

@@ -92,7 +92,7 @@ from tickwheel.shared.ids import to_us
 
 from ..circuits import CircuitBreaker
 from ..jobspec import NO_DEFINITION, DefinitionCache, JobDefinition
-from ..policy.retry import backoff_delay
+from ..policy.outcome import BREAKER_OUTCOMES, Facts, breaker_event, decide
 from ..policy.admission import (
     ANYTHING_GOES, Active, Candidate, KeyState, Replace, Rules, Skip, decide_keys, decide_overlap,
 )
@@ -119,11 +119,6 @@ ready work by a loose index scan over the tenants that have any scheduled
 execution, instead of one probe per tenant named."""
 _UNION_BRANCHES = 100
 """Scans per UNION ALL statement (SQLite's compound SELECT limit is 500)."""
-_BREAKER_OUTCOMES = frozenset((
-    worker_pb2.RESULT_OUTCOME_SUCCEEDED, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, worker_pb2.RESULT_OUTCOME_TIMED_OUT,
-))  # fmt: skip
-"""Outcomes the circuit breaker counts: a permanent failure says the request is wrong, not that the host is down."""
-
 DeadLetterHook = Callable[[Connection, "DeadLetter"], None]
 """Called inside the transaction that dead-letters an execution (raises its alert)."""
 SkipHook = Callable[[Connection, list[Skip]], None]
@@ -1295,54 +1290,37 @@ class HandoutStore(SqlStore):
     def _outcome(
         self, row, result: ResultIn, now: datetime, now_us: int
     ) -> tuple[dict, str, Retry | None, DeadLetter | None]:
-        """The execution's new values, the attempt's status, and the retry or dead letter it makes, for one result.
+        """The execution's new values, the attempt's status, and the retry or dead letter it makes, for one result,
+        as :func:`~tickwheel_server.policy.outcome.decide` decides.
 
         An HTTP target's outcome is counted by the circuit breaker of
         (tenant, host); while that circuit is open, a retry is scheduled no
         earlier than the breaker says (see :mod:`tickwheel_server.policy.breaker`).
+        A definition that cannot be read fails the result where the decision
+        needs it (the result writer then refuses that result alone).
         """
-        update = dict(
-            b_id=row.id, b_status="succeeded", b_attempt=row.attempt, b_ready_at=row.ready_at,
-            b_error=result.error[:4096], b_dead_reason="", b_finished_at=now_us,
-        )
-        outcome = result.outcome
         definition = self.definitions.get(row.job_id, row.version, row.spec) if row.spec else None
         hold = None
-        if self.breaker is not None and definition is not None and outcome in _BREAKER_OUTCOMES:
-            host = definition.host()
-            if host:
-                age = (now_us - (row.handed_out_at or now_us)) / 1e6
-                hold = self.breaker.record(
-                    row.tenant, host, (row.id, result.delivery),
-                    failed=outcome != worker_pb2.RESULT_OUTCOME_SUCCEEDED, age=age,
-                )  # fmt: skip
-        if outcome == worker_pb2.RESULT_OUTCOME_SUCCEEDED:
-            return update, "succeeded", None, None
-        if outcome == worker_pb2.RESULT_OUTCOME_CANCELED:
-            update.update(b_status="canceled", b_dead_reason=row.cancel_reason or "canceled: by its worker")
-            return update, "canceled", None, None
-        attempt_status = "timed_out" if outcome == worker_pb2.RESULT_OUTCOME_TIMED_OUT else "failed"
-        if outcome == worker_pb2.RESULT_OUTCOME_FAILED_PERMANENT:
-            return self._dead(update, row, "failed permanently", result.error)
-        if row.cancel_requested_at is not None:  # asked to stop: not retried
-            update.update(b_status="canceled", b_dead_reason=row.cancel_reason or "canceled: by request")
-            return update, attempt_status, None, None
-        policy = (definition or NO_DEFINITION).retry_policy()
-        max_attempts = policy.max_attempts
-        if row.attempt >= max_attempts:
-            return self._dead(update, row, f"attempts exhausted ({row.attempt} of {max_attempts})", result.error,
-                              attempt_status)
-        delay = backoff_delay(row.attempt + 1, policy.initial_backoff, policy.max_backoff, self._rng, result.retry_after)
-        if hold is not None:  # the circuit of its (tenant, host) is open: the retry waits for it
-            delay = max(delay, timedelta(seconds=hold))
-        ready_us = to_us(now + delay)
-        update.update(b_status="scheduled", b_attempt=row.attempt + 1, b_ready_at=ready_us, b_finished_at=None)
-        return update, attempt_status, Retry(row.id, row.partition, ready_us), None
-
-    @staticmethod
-    def _dead(update: dict, row, reason: str, error: str, attempt_status: str = "failed"):
-        update.update(b_status="dead", b_dead_reason=reason)
-        return update, attempt_status, None, DeadLetter(row.id, row.job_id, row.tenant, reason, error, poison=False)
+        if self.breaker is not None and definition is not None and result.outcome in BREAKER_OUTCOMES:
+            event = breaker_event(result.outcome, definition.host(), row.handed_out_at, now_us)
+            if event is not None:
+                hold = self.breaker.record(row.tenant, event.host, (row.id, result.delivery), failed=event.failed,
+                                           age=event.age)
+        facts = Facts(row.attempt, row.cancel_requested_at is not None, row.cancel_reason)
+        retry = (definition or NO_DEFINITION).retry_or_problem()
+        decision = decide(facts, result.outcome, result.retry_after, retry, hold, now, self._rng)
+        retrying = decision.status == "scheduled"
+        update = dict(
+            b_id=row.id, b_status=decision.status, b_attempt=decision.attempt,
+            b_ready_at=decision.ready_at_us if retrying else row.ready_at, b_error=result.error[:4096],
+            b_dead_reason=decision.reason, b_finished_at=None if retrying else now_us,
+        )
+        retry_of = Retry(row.id, row.partition, decision.ready_at_us) if retrying else None
+        dead = (
+            DeadLetter(row.id, row.job_id, row.tenant, decision.reason, result.error, poison=False)
+            if decision.dead else None
+        )
+        return update, decision.attempt_status, retry_of, dead
 
     def _dead_lettered(self, conn: Connection, dead: Iterable[DeadLetter]) -> None:
         if self._on_dead_letter is None:
