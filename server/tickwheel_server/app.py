@@ -59,7 +59,8 @@ from .store.cluster import database_now, ensure_cluster
 from .store.credentials import WorkerCredentialStore
 from .store.deadletters import DeadLetterStore
 from .store.dispatch import DispatchStore
-from .store.handout import DeadLetter, HandoutStore
+from .store.executions import DeadLetter
+from .store.queue import ExecutionQueue
 from .store.history import HistoryStore
 from .store.jobs import JobStore
 from .store.manual import ManualStore
@@ -97,7 +98,7 @@ class Stores:
     jobs: JobStore
     history: HistoryStore
     dispatch: DispatchStore
-    handout: HandoutStore
+    queue: ExecutionQueue
     partitions: PartitionStore
     alerts: AlertStore
     dead_letters: DeadLetterStore
@@ -195,7 +196,7 @@ class TickwheelServer:
                 self.engine, self.clock, trace_occurrence=self.tracing.dispatch_span if self.tracing.enabled else None,
                 alerts=alerts, server_id=self.server_id, definitions=definitions,
             ),
-            handout=HandoutStore(
+            queue=ExecutionQueue(
                 self.engine, self.clock, on_dead_letter=raise_dead_letter_alert,
                 on_skip=lambda conn, skipped: alerts.raise_many_in(conn, overlap_alerts(skipped)),
                 breaker=self.breaker, definitions=definitions,
@@ -225,7 +226,7 @@ class TickwheelServer:
             server_id=self.server_id, partition_count=cluster.partition_count, clock=self.clock,
         )
         self.gateway = Gateway(
-            self.stores.handout, self.connections, self.clock, owner=self._session_hex(), session=self._session,
+            self.stores.queue, self.connections, self.clock, owner=self._session_hex(), session=self._session,
             db_clock=lambda: database_now(self.engine, self.clock),
             heartbeat_timeout=config.heartbeat_timeout,
             reattach_grace=config.session_ttl,
@@ -240,7 +241,7 @@ class TickwheelServer:
 
         self.wheel = WheelRunner(TimerWheel(to_us(self.clock.now())), self.clock, wake_gateway)
         self.reaper = Reaper(
-            self.stores.handout, self._lease_store, lambda: self._session, self.clock,
+            self.stores.queue.requeues, self._lease_store, lambda: self._session, self.clock,
             server_id=self.server_id, grace=config.session_ttl,
             on_requeued=self._reaped,
             duties=[
@@ -591,7 +592,7 @@ class TickwheelServer:
         backoff = BackoffSleeper(self.clock, initial=0.2, cap=self.config.session_ttl / 4)
         while True:
             try:
-                moved = await self.stores.handout.restamp(old_owner, new_owner)
+                moved = await self.stores.queue.requeues.restamp(old_owner, new_owner)
                 log.info("re-stamped %d running executions from session %s to %s", moved, old_owner, new_owner)
                 return
             except Exception as error:

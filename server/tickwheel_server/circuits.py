@@ -2,7 +2,7 @@
 
 Each server keeps one :class:`CircuitBreaker`, fed with the outcome of every
 HTTP-target call whose result its workers return (recorded by
-:meth:`HandoutStore.record_results <tickwheel_server.store.handout.HandoutStore.record_results>`).
+:meth:`OutcomeStore.record_results <tickwheel_server.store.outcomes.OutcomeStore.record_results>`).
 The window is this server's: with several servers, each sees the results of
 its own workers, the usual approximation (a shared window would cost a store
 write per result). What a circuit does with a call is the rule in

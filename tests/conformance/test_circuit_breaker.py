@@ -19,7 +19,8 @@ from tickwheel_server.policy.breaker import OPEN, SPREAD, BreakerSettings
 from tickwheel.shared.ids import to_us
 from tickwheel_server.alerts.catalogue import circuit_open_key
 from tickwheel_server.store.alerts import AlertStore
-from tickwheel_server.store.handout import Capability, HandoutStore
+from tickwheel_server.store.executions import Capability
+from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.tables import executions
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
@@ -51,10 +52,10 @@ async def breaker(clock) -> CircuitBreaker:
 
 
 @pytest.fixture
-async def store(migrated_engine, clock, breaker) -> HandoutStore:
+async def store(migrated_engine, clock, breaker) -> ExecutionQueue:
     for name in ("acme", "globex"):
         await TenantStore(migrated_engine, clock).create(Tenant(name=name))
-    return HandoutStore(migrated_engine, clock, rng=random.Random(7), breaker=breaker)
+    return ExecutionQueue(migrated_engine, clock, rng=random.Random(7), breaker=breaker)
 
 
 def ready_at(engine, ids) -> dict[str, tuple[str, int, int]]:
@@ -79,9 +80,9 @@ async def test_retries_to_a_failing_host_pause_and_the_alert_follows_the_circuit
     others = sorted(i for i in hosts if not i.startswith("acme-a"))
 
     # Every first attempt fails; acme's 20th call to A opens its circuit.
-    handed = {h.id: h for h in await store.claim_ready("s1", clock.now(), HTTP_WORKERS, 100)}
+    handed = {h.id: h for h in await store.handout.hand_out_ready("s1", clock.now(), HTTP_WORKERS, 100)}
     assert sorted(handed) == sorted(hosts)
-    await store.record_results([result(handed[i], FAILED) for i in a_ids + others])
+    await store.outcomes.record_results([result(handed[i], FAILED) for i in a_ids + others])
     opened_at = clock.now()
     assert breaker.state("acme", "a.example") == OPEN
     [change] = breaker.take_changes()
@@ -105,9 +106,9 @@ async def test_retries_to_a_failing_host_pause_and_the_alert_follows_the_circuit
     # The retries come due: acme's to A fail again and are held one pause
     # past the probe; acme's to B and globex's to A succeed at once.
     clock.advance(2)
-    retried = {h.id: h for h in await store.claim_ready("s1", clock.now(), HTTP_WORKERS, 100)}
+    retried = {h.id: h for h in await store.handout.hand_out_ready("s1", clock.now(), HTTP_WORKERS, 100)}
     assert sorted(retried) == sorted(a_ids[:19] + others)
-    await store.record_results(
+    await store.outcomes.record_results(
         [result(retried[i], FAILED) for i in a_ids[:19]] + [result(retried[i], SUCCEEDED) for i in others]
     )
     rows = ready_at(migrated_engine, hosts)
@@ -118,9 +119,9 @@ async def test_retries_to_a_failing_host_pause_and_the_alert_follows_the_circuit
 
     # The pause ends: only the probe is ready; it succeeds and closes the circuit.
     clock.set(opened_at + timedelta(seconds=30 * (1 + SPREAD)))
-    [probing] = await store.claim_ready("s1", clock.now(), HTTP_WORKERS, 100)
+    [probing] = await store.handout.hand_out_ready("s1", clock.now(), HTTP_WORKERS, 100)
     assert probing.id == probe
-    await store.record_results([result(probing, SUCCEEDED)])
+    await store.outcomes.record_results([result(probing, SUCCEEDED)])
     [closed] = breaker.take_changes()
     assert (closed.host, closed.opened) == ("a.example", False)
     await alerts.record_circuits([closed])
@@ -134,9 +135,9 @@ async def test_handler_targets_and_permanent_failures_are_not_counted(store, bre
         add_execution(migrated_engine, clock, f"echo-{n}", handler="echo")
         add_execution(migrated_engine, clock, f"bad-{n}", handler=None, spec=http_job("a.example"))
     workers = Capability(("acme",), ("echo",), True)
-    handed = await store.claim_ready("s1", clock.now(), workers, 100)
+    handed = await store.handout.hand_out_ready("s1", clock.now(), workers, 100)
     assert len(handed) == 40
-    await store.record_results(
+    await store.outcomes.record_results(
         [result(h, FAILED if h.id.startswith("echo") else worker_pb2.RESULT_OUTCOME_FAILED_PERMANENT) for h in handed]
     )
     assert len(breaker) == 0 and breaker.take_changes() == []

@@ -15,7 +15,7 @@ from tickwheel_server.gateway.connections import Connections, WorkerConnection
 from tickwheel_server.gateway.gateway import Gateway
 from tickwheel_server.gateway.revocation import CredentialWatch, end_streams, revoked_streams
 from tickwheel_server.store.credentials import LIVE_BATCH, WorkerCredential, WorkerCredentialStore
-from tickwheel_server.store.handout import HandoutStore
+from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.tables import executions
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
@@ -57,7 +57,7 @@ async def test_a_revoked_credentials_streams_end_get_nothing_more_and_their_work
     first = connect(connections, clock, revoked, "w1", credit=1)
     second = connect(connections, clock, revoked, "w2", credit=1)
     keeper = connect(connections, clock, kept, "w3", credit=0)
-    gateway = Gateway(HandoutStore(migrated_engine, clock, rng=random.Random(1)), connections, clock, owner="s1",
+    gateway = Gateway(ExecutionQueue(migrated_engine, clock, rng=random.Random(1)), connections, clock, owner="s1",
                       heartbeat_timeout=30.0, reattach_grace=GRACE)  # fmt: skip
     add_execution(migrated_engine, clock, "e1")
     add_execution(migrated_engine, clock, "e2")

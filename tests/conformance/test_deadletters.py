@@ -3,7 +3,7 @@ SQLite and PostgreSQL.
 
 Dead executions are made the way the server makes them, through the stores:
 a one-off job is created (JobStore), claimed into an execution
-(DispatchStore, partition 0 at epoch 1), handed out (HandoutStore) and its
+(DispatchStore, partition 0 at epoch 1), handed out (ExecutionQueue) and its
 attempt fails permanently (``record_results``).
 """
 
@@ -24,7 +24,8 @@ from tickwheel_server.alerts.catalogue import dead_letter_alert, poison_alert
 from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.deadletters import DeadLetterStore
 from tickwheel_server.store.dispatch import DispatchStore
-from tickwheel_server.store.handout import Capability, HandoutStore, ResultIn
+from tickwheel_server.store.executions import Capability, ResultIn
+from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.history import HistoryStore
 from tickwheel_server.store.jobrecords import NewJob
 from tickwheel_server.store.jobs import JobStore
@@ -41,7 +42,7 @@ class World:
     clock: FakeClock
     jobs: JobStore
     dispatch: DispatchStore
-    handout: HandoutStore
+    queue: ExecutionQueue
     history: HistoryStore
     alerts: AlertStore
     dead: DeadLetterStore
@@ -63,10 +64,12 @@ class World:
         return execution.id
 
     async def hand_out(self, tenant: str = "acme"):
-        return await self.handout.claim_ready(OWNER, self.clock.now(), Capability((tenant,), ("echo",), False), 100)
+        return await self.queue.handout.hand_out_ready(
+            OWNER, self.clock.now(), Capability((tenant,), ("echo",), False), 100
+        )
 
     async def fail(self, handed, error: str = "card declined", outcome=worker_pb2.RESULT_OUTCOME_FAILED_PERMANENT):
-        acks = await self.handout.record_results(
+        acks = await self.queue.outcomes.record_results(
             [ResultIn(execution_id=h.id, delivery=h.delivery, attempt=h.attempt, outcome=outcome, error=error,
                       worker_id="w1", tenants=("acme", "globex")) for h in handed]
         )  # fmt: skip
@@ -92,7 +95,7 @@ async def w(migrated_engine, clock) -> World:
     alerts = AlertStore(migrated_engine, clock)
     return World(
         migrated_engine, clock, JobStore(migrated_engine, clock, partition_count=1),
-        DispatchStore(migrated_engine, clock), HandoutStore(migrated_engine, clock),
+        DispatchStore(migrated_engine, clock), ExecutionQueue(migrated_engine, clock),
         HistoryStore(migrated_engine, clock), alerts, DeadLetterStore(migrated_engine, clock, alerts),
     )  # fmt: skip
 
@@ -170,7 +173,7 @@ async def test_replay_starts_a_fresh_series_with_the_same_id_keeping_delivery(w:
 
     [again] = await w.hand_out()
     assert (again.id, again.attempt, again.delivery) == (ident, 1, 2)
-    acks = await w.handout.record_results(
+    acks = await w.queue.outcomes.record_results(
         [ResultIn(ident, again.delivery, 1, worker_pb2.RESULT_OUTCOME_SUCCEEDED, "", "w2", ("acme",))]
     )
     assert acks[0].accepted
@@ -185,7 +188,7 @@ async def test_a_result_of_the_first_series_cannot_touch_the_replay(w: World) ->
     await w.fail([handed])
     await w.dead.replay("acme", ident)
     stale = ResultIn(ident, handed.delivery, handed.attempt, worker_pb2.RESULT_OUTCOME_SUCCEEDED, "", "w1", ("acme",))
-    await w.handout.record_results([stale])
+    await w.queue.outcomes.record_results([stale])
     row = w.row(ident)
     assert (row.status, row.attempt, row.delivery) == ("scheduled", 1, 1)
     with w.engine.connect() as conn:

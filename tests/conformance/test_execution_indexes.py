@@ -17,7 +17,8 @@ import pytest
 import sqlalchemy as sa
 from tickwheel.v1 import worker_pb2
 
-from tickwheel_server.store.handout import HandoutStore, ResultIn
+from tickwheel_server.store.executions import ResultIn
+from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
 from .test_handout import ANY_ECHO, add_execution
@@ -58,15 +59,15 @@ def indexes_holding(engine: sa.Engine, execution_id: str) -> set[str]:
 
 
 @pytest.fixture
-async def store(migrated_engine, clock) -> HandoutStore:
+async def store(migrated_engine, clock) -> ExecutionQueue:
     await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
-    return HandoutStore(migrated_engine, clock, rng=random.Random(3))
+    return ExecutionQueue(migrated_engine, clock, rng=random.Random(3))
 
 
 async def test_a_handed_out_execution_is_in_four_indexes_only(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "e1")
     scheduled = indexes_holding(migrated_engine, "e1")
-    [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
+    [handed] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
 
     assert indexes_holding(migrated_engine, handed.id) == RUNNING
     # What the take leaves: every index over executions not started (search,
@@ -74,7 +75,7 @@ async def test_a_handed_out_execution_is_in_four_indexes_only(store, migrated_en
     assert {"executions_not_started", "executions_not_started_job"} <= scheduled
     assert not scheduled & RUNNING - {PRIMARY_KEY}
 
-    await store.record_results([ResultIn(handed.id, handed.delivery, handed.attempt,
+    await store.outcomes.record_results([ResultIn(handed.id, handed.delivery, handed.attempt,
                                          worker_pb2.RESULT_OUTCOME_SUCCEEDED, "", "w1", ("acme",))])  # fmt: skip
     assert indexes_holding(migrated_engine, handed.id) == {
         PRIMARY_KEY, "executions_ended", "executions_ended_tenant", "executions_ended_job",

@@ -15,6 +15,7 @@ from tickwheel_server.gateway.connections import Connections, WorkerConnection
 from tickwheel_server.gateway.gateway import Gateway
 from tickwheel_server.store.credentials import WorkerCredential
 from tickwheel_server.store.handout import HandoutStore
+from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.history import HistoryStore
 from tickwheel_server.store.tables import attempts, executions
 from tickwheel_server.store.tenants import Tenant, TenantStore
@@ -53,7 +54,7 @@ def status_of(engine, ident: str) -> tuple:
 
 
 def make_gateway(engine, clock, connections, retries=None, *, poison_cap: int = 3) -> Gateway:
-    store = HandoutStore(engine, clock, rng=random.Random(1), poison_cap=poison_cap)
+    store = ExecutionQueue(engine, clock, rng=random.Random(1), poison_cap=poison_cap)
     return Gateway(store, connections, clock, owner="s1", heartbeat_timeout=TIMEOUT, reattach_grace=GRACE,
                    on_retry=None if retries is None else retries.append)
 
@@ -181,7 +182,7 @@ async def test_a_cancel_requested_through_another_server_reaches_the_worker_hold
     connection = connect(here, clock)
     elsewhere = connect(there, clock, worker_id="w2")
     gateway = make_gateway(migrated_engine, clock, here)
-    other = Gateway(HandoutStore(migrated_engine, clock), there, clock, owner="s2")
+    other = Gateway(ExecutionQueue(migrated_engine, clock), there, clock, owner="s2")
     assert await gateway.rounds.hand_out_round() == 2
     drain_outbox(connection)
     # CancelExecution arrives at the other server: it records the request.
@@ -245,7 +246,7 @@ async def test_a_skewed_clock_stops_hand_out_and_raises_an_alert_until_they_agre
 
     connections = Connections()
     connect(connections, clock)
-    gateway = Gateway(HandoutStore(migrated_engine, clock), connections, clock, owner="s1", db_clock=db_clock,
+    gateway = Gateway(ExecutionQueue(migrated_engine, clock), connections, clock, owner="s1", db_clock=db_clock,
                       on_skew=on_skew)
     await gateway.fence.check_skew()
     assert not gateway.fence.handing_out and gateway.fence.clock_skew == 0.4
@@ -275,7 +276,7 @@ async def test_a_slow_read_of_the_database_clock_is_not_taken_for_skew(migrated_
 
     connections = Connections()
     connect(connections, clock)
-    gateway = Gateway(HandoutStore(migrated_engine, clock), connections, clock, owner="s1", db_clock=db_clock)
+    gateway = Gateway(ExecutionQueue(migrated_engine, clock), connections, clock, owner="s1", db_clock=db_clock)
     assert not gateway.fence.handing_out  # not compared yet
     assert await gateway.fence.check_skew() and gateway.fence.handing_out and gateway.fence.clock_skew == 0.0
     delay[0] = 1.0
@@ -305,7 +306,7 @@ class _ClaimsWatched(HandoutStore):
         self.second_started = asyncio.Event()
         self.third_started = asyncio.Event()
 
-    async def claim_ready(self, owner, now, capability, limit, on_taken=None, **options):
+    async def hand_out_ready(self, owner, now, capability, limit, on_taken=None, **options):
         n = self.starts
         self.starts += 1
         self.calls.append(f"start {n}")
@@ -313,7 +314,7 @@ class _ClaimsWatched(HandoutStore):
             self.second_started.set()
         if self.starts == 3:
             self.third_started.set()
-        claimed = await super().claim_ready(owner, now, capability, limit, on_taken, **options)
+        claimed = await super().hand_out_ready(owner, now, capability, limit, on_taken, **options)
         if n == 0 and self.hold_first:
             await asyncio.wait_for(self.second_started.wait(), 10)
         self.calls.append(f"end {n}")
@@ -328,8 +329,9 @@ async def _burst(engine, clock, monkeypatch, size: int, **options) -> tuple[Gate
         add_execution(engine, clock, f"e{n}")
     connections = Connections()
     connection = connect(connections, clock, slots=size)
-    store = _ClaimsWatched(engine, clock, rng=random.Random(1), **options)
-    gateway = Gateway(store, connections, clock, owner="s1", heartbeat_timeout=TIMEOUT, reattach_grace=GRACE)
+    queue = ExecutionQueue(engine, clock, rng=random.Random(1))
+    queue.handout = store = _ClaimsWatched(engine, clock, **options)
+    gateway = Gateway(queue, connections, clock, owner="s1", heartbeat_timeout=TIMEOUT, reattach_grace=GRACE)
     return gateway, store, connection
 
 

@@ -20,7 +20,8 @@ from tickwheel_server.gateway.connections import Connections, WorkerConnection
 from tickwheel_server.gateway.gateway import Gateway
 from tickwheel_server.store.credentials import WorkerCredential
 from tickwheel_server.store.errors import StoreUnavailableError
-from tickwheel_server.store.handout import HandoutStore
+from tickwheel_server.store.outcomes import OutcomeStore
+from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.tables import attempts, executions, jobs
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
@@ -68,7 +69,7 @@ def result(key, outcome=SUCCEEDED, **fields) -> worker_pb2.ExecutionResult:
     return worker_pb2.ExecutionResult(execution_id=key[0], delivery=key[1], attempt=1, outcome=outcome, **fields)
 
 
-class Outage(HandoutStore):
+class Outage(OutcomeStore):
     """A store whose result writes fail as an unavailable store's do while ``down``."""
 
     down = False
@@ -85,8 +86,10 @@ async def tenants(migrated_engine, clock) -> None:
         await TenantStore(migrated_engine, clock).create(Tenant(name=name))
 
 
-def make_gateway(engine, clock, connections, store_class=HandoutStore, **options) -> Gateway:
-    store = store_class(engine, clock, rng=random.Random(1))
+def make_gateway(engine, clock, connections, outcomes_class=None, **options) -> Gateway:
+    store = ExecutionQueue(engine, clock, rng=random.Random(1))
+    if outcomes_class is not None:
+        store.outcomes = outcomes_class(engine, clock, rng=random.Random(1))
     return Gateway(store, connections, clock, owner="s1", heartbeat_timeout=TIMEOUT, reattach_grace=GRACE, **options)
 
 
@@ -157,7 +160,7 @@ async def test_a_result_waiting_for_the_store_keeps_its_execution_alive(tenants,
     add_execution(migrated_engine, clock, "e1")
     connections = Connections()
     connection = connect(connections, clock, "acme", "w1")
-    gateway = make_gateway(migrated_engine, clock, connections, store_class=Outage)
+    gateway = make_gateway(migrated_engine, clock, connections, outcomes_class=Outage)
     assert await gateway.rounds.hand_out_round() == 1
     [key] = gateway.inflight.held_by(connection)
     writer = asyncio.create_task(gateway.intake.results.run())

@@ -11,7 +11,8 @@ import sqlalchemy as sa
 from tickwheel.v1 import job_pb2, worker_pb2
 
 from tickwheel.shared.ids import to_us
-from tickwheel_server.store.handout import Capability, HandoutStore, Lost, ResultIn
+from tickwheel_server.store.executions import Capability, Lost, ResultIn
+from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.tables import attempts, executions, jobs
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
@@ -19,10 +20,10 @@ ANY_ECHO = Capability(("acme",), ("echo",), True)
 
 
 @pytest.fixture
-async def store(migrated_engine, clock) -> HandoutStore:
+async def store(migrated_engine, clock) -> ExecutionQueue:
     await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
     await TenantStore(migrated_engine, clock).create(Tenant(name="globex"))
-    return HandoutStore(migrated_engine, clock, rng=random.Random(7))
+    return ExecutionQueue(migrated_engine, clock, rng=random.Random(7))
 
 
 def add_execution(engine, clock, ident: str, *, due_in: float = 0.0, tenant: str = "acme", handler: str | None = "echo",
@@ -60,19 +61,19 @@ def result(handed, outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED, **overrides) -> 
 
 async def test_nothing_is_handed_out_before_its_ready_instant(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "e1", due_in=0.5)
-    assert await store.claim_ready("s1", clock.now(), ANY_ECHO, 10) == []
-    assert await store.claim_ready("s1", clock.now() + timedelta(seconds=0.499999), ANY_ECHO, 10) == []
-    handed = await store.claim_ready("s1", clock.now() + timedelta(seconds=0.5), ANY_ECHO, 10)
+    assert await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 10) == []
+    assert await store.handout.hand_out_ready("s1", clock.now() + timedelta(seconds=0.499999), ANY_ECHO, 10) == []
+    handed = await store.handout.hand_out_ready("s1", clock.now() + timedelta(seconds=0.5), ANY_ECHO, 10)
     assert [(h.id, h.delivery, h.attempt, h.payload) for h in handed] == [("e1", 1, 1, b"p")]
     assert handed[0].definition.target.handler.name == "echo"  # the job's definition travels with it, parsed
-    assert await store.claim_ready("s2", clock.now() + timedelta(seconds=5), ANY_ECHO, 10) == []
+    assert await store.handout.hand_out_ready("s2", clock.now() + timedelta(seconds=5), ANY_ECHO, 10) == []
 
 
 async def test_a_new_version_of_a_definition_is_read_by_the_hand_out_and_the_outcome(
     store, migrated_engine, clock
 ) -> None:
     add_execution(migrated_engine, clock, "e1", job_id="job_1", max_attempts=3)
-    [first] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 10)
+    [first] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 10)
     assert first.definition.target.handler.name == "echo" and first.definition.retry.max_attempts == 3
     changed = job_pb2.Job(name="j", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")))
     changed.retry_policy.max_attempts = 1
@@ -80,10 +81,10 @@ async def test_a_new_version_of_a_definition_is_read_by_the_hand_out_and_the_out
     with migrated_engine.begin() as conn:  # what JobStore.update writes: the definition with the next version
         conn.execute(jobs.update().where(jobs.c.id == "job_1").values(
             spec=changed.SerializeToString(), version=jobs.c.version + 1))
-    [ack] = await store.record_results([result(first, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error="boom")])
+    [ack] = await store.outcomes.record_results([result(first, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error="boom")])
     assert ack.accepted and ack.retry is None, "the new version allows one attempt: dead, not retried"
     add_execution(migrated_engine, clock, "e2", job_id="job_1")
-    [second] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 10)
+    [second] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 10)
     assert (second.id, second.definition.version, second.definition.timeout_us) == ("e2", 2, 7_000_000)
 
 
@@ -93,18 +94,18 @@ async def test_hand_out_respects_tenants_handlers_http_and_the_limit(store, migr
     add_execution(migrated_engine, clock, "http-1", handler=None)
     add_execution(migrated_engine, clock, "other-1", handler="billing")
     add_execution(migrated_engine, clock, "globex-1", tenant="globex")
-    only_http = await store.claim_ready("s1", clock.now(), Capability(("acme",), (), True), 10)
+    only_http = await store.handout.hand_out_ready("s1", clock.now(), Capability(("acme",), (), True), 10)
     assert [h.id for h in only_http] == ["http-1"]
-    one = await store.claim_ready("s1", clock.now(), Capability(("acme",), ("echo",), False), 1)
+    one = await store.handout.hand_out_ready("s1", clock.now(), Capability(("acme",), ("echo",), False), 1)
     assert len(one) == 1 and one[0].id.startswith("echo-")
-    rest = await store.claim_ready("s1", clock.now(), Capability(("acme",), ("echo", "nothing"), False), 10)
+    rest = await store.handout.hand_out_ready("s1", clock.now(), Capability(("acme",), ("echo", "nothing"), False), 10)
     assert len(rest) == 1 and rest[0].id.startswith("echo-") and rest[0].id != one[0].id
 
 
 async def test_concurrent_claims_never_hand_out_one_execution_twice(store, migrated_engine, clock) -> None:
     for index in range(40):
         add_execution(migrated_engine, clock, f"e{index:02d}")
-    batches = await asyncio.gather(*(store.claim_ready(f"s{n}", clock.now(), ANY_ECHO, 15) for n in range(4)))
+    batches = await asyncio.gather(*(store.handout.hand_out_ready(f"s{n}", clock.now(), ANY_ECHO, 15) for n in range(4)))
     handed = [h.id for batch in batches for h in batch]
     assert len(handed) == len(set(handed)) == 40
 
@@ -112,10 +113,10 @@ async def test_concurrent_claims_never_hand_out_one_execution_twice(store, migra
 async def test_success_is_recorded_once_with_an_attempt_row(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "e1")
     clock.advance(2)
-    [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
-    acks = await store.record_results([result(handed)])
+    [handed] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
+    acks = await store.outcomes.record_results([result(handed)])
     assert [(a.accepted, a.reason) for a in acks] == [(True, "")]
-    again = await store.record_results([result(handed)])
+    again = await store.outcomes.record_results([result(handed)])
     assert [(a.accepted, a.reason) for a in again] == [(True, "already recorded")]
     with migrated_engine.connect() as conn:
         row = conn.execute(sa.select(executions).where(executions.c.id == "e1")).one()
@@ -127,12 +128,12 @@ async def test_success_is_recorded_once_with_an_attempt_row(store, migrated_engi
 
 async def test_a_stale_delivery_is_rejected_and_changes_nothing(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "e1")
-    [first] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
+    [first] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
     with migrated_engine.begin() as conn:  # as a reaper would: back to scheduled for a second delivery
         conn.execute(executions.update().values(status="scheduled", owner=None))
-    [second] = await store.claim_ready("s2", clock.now(), ANY_ECHO, 1)
+    [second] = await store.handout.hand_out_ready("s2", clock.now(), ANY_ECHO, 1)
     assert second.delivery == first.delivery + 1
-    [ack] = await store.record_results([result(first)])
+    [ack] = await store.outcomes.record_results([result(first)])
     assert not ack.accepted and "stale delivery" in ack.reason
     with migrated_engine.connect() as conn:
         assert conn.execute(sa.select(executions.c.status)).scalar() == "running"
@@ -144,9 +145,9 @@ async def test_retryable_failures_back_off_with_full_jitter_then_dead_letter(sto
     waits = []
     for attempt in (1, 2, 3):
         clock.advance(60)
-        [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
+        [handed] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
         assert handed.attempt == attempt and handed.delivery == attempt  # deliveries only grow
-        await store.record_results([result(handed, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error=f"boom {attempt}")])
+        await store.outcomes.record_results([result(handed, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error=f"boom {attempt}")])
         with migrated_engine.connect() as conn:
             row = conn.execute(sa.select(executions).where(executions.c.id == "e1")).one()
         if attempt < 3:
@@ -161,8 +162,8 @@ async def test_retryable_failures_back_off_with_full_jitter_then_dead_letter(sto
 
 async def test_a_permanent_failure_is_dead_at_once(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "e1")
-    [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
-    await store.record_results([result(handed, worker_pb2.RESULT_OUTCOME_FAILED_PERMANENT, error="404")])
+    [handed] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
+    await store.outcomes.record_results([result(handed, worker_pb2.RESULT_OUTCOME_FAILED_PERMANENT, error="404")])
     with migrated_engine.connect() as conn:
         row = conn.execute(sa.select(executions).where(executions.c.id == "e1")).one()
     assert (row.status, row.dead_reason) == ("dead", "failed permanently")
@@ -170,9 +171,9 @@ async def test_a_permanent_failure_is_dead_at_once(store, migrated_engine, clock
 
 async def test_release_puts_back_what_was_never_sent(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "e1")
-    [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
-    await store.release([(handed.id, handed.delivery)])
-    [again] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
+    [handed] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
+    await store.requeues.release([(handed.id, handed.delivery)])
+    [again] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
     assert again.delivery == handed.delivery
 
 
@@ -191,11 +192,11 @@ def attempts_of(engine, ident: str):
 async def test_the_hand_out_instant_is_stored_and_lateness_comes_from_it(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "e1")
     clock.advance(3)
-    [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
+    [handed] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
     assert row_of(migrated_engine, "e1").handed_out_at == handed.handed_out_at_us == to_us(clock.now())
     clock.advance(10)  # the result comes much later, maybe through another server
     worker_start = handed.handed_out_at_us + 40_000  # what the worker reports, by its clock
-    await store.record_results([result(handed, worker_started_at_us=worker_start)])
+    await store.outcomes.record_results([result(handed, worker_started_at_us=worker_start)])
     [attempt] = attempts_of(migrated_engine, "e1")
     assert attempt.started_at == handed.handed_out_at_us and attempt.lateness_us == 3_000_000
     assert attempt.worker_started_at == worker_start  # kept beside the hand-out instant, which lateness uses
@@ -204,13 +205,13 @@ async def test_the_hand_out_instant_is_stored_and_lateness_comes_from_it(store, 
 
 async def test_a_worker_that_died_is_requeued_with_the_same_id_and_the_next_delivery(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "e1")
-    [first] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
-    outcome = await store.requeue("s1", [Lost("e1", first.delivery, "no heartbeat from worker w1 for 30 s", "w1")],
+    [first] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
+    outcome = await store.requeues.requeue("s1", [Lost("e1", first.delivery, "no heartbeat from worker w1 for 30 s", "w1")],
                                   counts=True)
     assert [r.execution_id for r in outcome.requeued] == ["e1"] and not outcome.dead
     row = row_of(migrated_engine, "e1")
     assert (row.status, row.owner, row.reap_count, row.attempt) == ("scheduled", None, 1, 1)
-    [second] = await store.claim_ready("s2", clock.now(), ANY_ECHO, 1)
+    [second] = await store.handout.hand_out_ready("s2", clock.now(), ANY_ECHO, 1)
     assert (second.id, second.delivery, second.attempt) == ("e1", first.delivery + 1, 1)
     [lost] = attempts_of(migrated_engine, "e1")
     assert (lost.delivery, lost.status, lost.worker_id) == (first.delivery, "lost", "w1")
@@ -219,10 +220,10 @@ async def test_a_worker_that_died_is_requeued_with_the_same_id_and_the_next_deli
 
 async def test_a_requeue_decided_for_another_owner_or_delivery_changes_nothing(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "e1")
-    [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
-    assert await store.reattach("s2", "w9", [("e1", handed.delivery)], tenants=("acme",))  # re-attached elsewhere meanwhile
+    [handed] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
+    assert await store.requeues.reattach("s2", "w9", [("e1", handed.delivery)], tenants=("acme",))  # re-attached elsewhere meanwhile
     for owner, delivery in (("s1", handed.delivery), ("s2", handed.delivery + 1)):
-        outcome = await store.requeue(owner, [Lost("e1", delivery, "gone")], counts=True)
+        outcome = await store.requeues.requeue(owner, [Lost("e1", delivery, "gone")], counts=True)
         assert not outcome.requeued and outcome.skipped == [("e1", delivery)]
     row = row_of(migrated_engine, "e1")
     assert (row.status, row.owner, row.worker_id, row.reap_count) == ("running", "s2", "w9", 0)
@@ -232,9 +233,9 @@ async def test_a_requeue_decided_for_another_owner_or_delivery_changes_nothing(s
 async def test_reattach_takes_what_is_still_running_at_that_delivery_and_nothing_else(store, migrated_engine, clock) -> None:
     for ident in ("e1", "e2", "e3"):
         add_execution(migrated_engine, clock, ident)
-    handed = {h.id: h for h in await store.claim_ready("s1", clock.now(), ANY_ECHO, 3)}
-    await store.record_results([result(handed["e2"])])  # finished before the worker reconnected
-    taken = await store.reattach("s2", "w1", [("e1", handed["e1"].delivery), ("e2", handed["e2"].delivery),
+    handed = {h.id: h for h in await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 3)}
+    await store.outcomes.record_results([result(handed["e2"])])  # finished before the worker reconnected
+    taken = await store.requeues.reattach("s2", "w1", [("e1", handed["e1"].delivery), ("e2", handed["e2"].delivery),
                                               ("e3", handed["e3"].delivery + 5), ("missing", 1)],
                                 tenants=("acme",))
     assert [(t.execution_id, t.delivery) for t in taken] == [("e1", handed["e1"].delivery)]
@@ -243,47 +244,47 @@ async def test_reattach_takes_what_is_still_running_at_that_delivery_and_nothing
 
 async def test_a_result_after_a_requeue_is_rejected_and_noted_on_the_lost_attempt(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "e1")
-    [first] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
-    await store.requeue("s1", [Lost("e1", first.delivery, "worker w1 disconnected", "w1")], counts=True)
+    [first] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
+    await store.requeues.requeue("s1", [Lost("e1", first.delivery, "worker w1 disconnected", "w1")], counts=True)
     for _ in range(2):  # the worker sends it again after a reconnect: still rejected, noted once
-        [ack] = await store.record_results([result(first)])
+        [ack] = await store.outcomes.record_results([result(first)])
         assert not ack.accepted and "was requeued" in ack.reason
     row = row_of(migrated_engine, "e1")
     assert (row.status, row.delivery) == ("scheduled", first.delivery)
     [lost] = attempts_of(migrated_engine, "e1")
     assert lost.status == "lost" and lost.error.count("late result (succeeded)") == 1
-    [second] = await store.claim_ready("s2", clock.now(), ANY_ECHO, 1)
-    [ack] = await store.record_results([result(first)])
+    [second] = await store.handout.hand_out_ready("s2", clock.now(), ANY_ECHO, 1)
+    [ack] = await store.outcomes.record_results([result(first)])
     assert not ack.accepted
-    [ack] = await store.record_results([result(second)])
+    [ack] = await store.outcomes.record_results([result(second)])
     assert ack.accepted and row_of(migrated_engine, "e1").status == "succeeded"
 
 
 async def test_requeued_past_the_poison_cap_is_dead_lettered_once(migrated_engine, clock) -> None:
     await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
     letters = []
-    store = HandoutStore(migrated_engine, clock, poison_cap=2, on_dead_letter=lambda conn, letter: letters.append(letter))
+    store = ExecutionQueue(migrated_engine, clock, poison_cap=2, on_dead_letter=lambda conn, letter: letters.append(letter))
     add_execution(migrated_engine, clock, "e1")
     for round_ in range(3):
-        [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
-        outcome = await store.requeue("s1", [Lost("e1", handed.delivery, f"worker w{round_} died")], counts=True)
+        [handed] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
+        outcome = await store.requeues.requeue("s1", [Lost("e1", handed.delivery, f"worker w{round_} died")], counts=True)
     assert not outcome.requeued and [d.execution_id for d in outcome.dead] == ["e1"]
     row = row_of(migrated_engine, "e1")
     assert (row.status, row.reap_count) == ("dead", 3) and row.dead_reason.startswith("poison")
     assert [(l.execution_id, l.poison) for l in letters] == [("e1", True)]
     assert [a.status for a in attempts_of(migrated_engine, "e1")] == ["lost"] * 3
-    assert await store.claim_ready("s1", clock.now(), ANY_ECHO, 1) == []
+    assert await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1) == []
 
 
 async def test_a_session_loss_reap_does_not_count_towards_poison(store, migrated_engine, clock) -> None:
     for index in range(5):
         add_execution(migrated_engine, clock, f"e{index}")
-    await store.claim_ready("dead-session", clock.now(), ANY_ECHO, 5)
-    assert await store.running_owners() == ["dead-session"]
-    first = await store.reap_owner("dead-session", "server session expired", limit=3)
-    second = await store.reap_owner("dead-session", "server session expired", limit=3)
+    await store.handout.hand_out_ready("dead-session", clock.now(), ANY_ECHO, 5)
+    assert await store.requeues.running_owners() == ["dead-session"]
+    first = await store.requeues.reap_owner("dead-session", "server session expired", limit=3)
+    second = await store.requeues.reap_owner("dead-session", "server session expired", limit=3)
     assert (len(first.requeued), len(second.requeued)) == (3, 2)
-    assert await store.running_owners() == []
+    assert await store.requeues.running_owners() == []
     with migrated_engine.connect() as conn:
         rows = conn.execute(sa.select(executions.c.status, executions.c.reap_count)).all()
     assert {tuple(r) for r in rows} == {("scheduled", 0)}
@@ -292,20 +293,20 @@ async def test_a_session_loss_reap_does_not_count_towards_poison(store, migrated
 async def test_restamp_moves_running_executions_to_the_new_session(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "e1")
     add_execution(migrated_engine, clock, "e2")
-    [handed, _] = await store.claim_ready("old", clock.now(), ANY_ECHO, 2)
-    await store.record_results([result(handed)])
-    assert await store.restamp("old", "new") == 1
-    assert await store.running_owners() == ["new"]
+    [handed, _] = await store.handout.hand_out_ready("old", clock.now(), ANY_ECHO, 2)
+    await store.outcomes.record_results([result(handed)])
+    assert await store.requeues.restamp("old", "new") == 1
+    assert await store.requeues.running_owners() == ["new"]
 
 
 async def test_retries_keep_the_delivery_and_report_their_ready_instant(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "e1")
-    [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
-    [ack] = await store.record_results([result(handed, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error="boom")])
+    [handed] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
+    [ack] = await store.outcomes.record_results([result(handed, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error="boom")])
     row = row_of(migrated_engine, "e1")
     assert ack.retry is not None and (ack.retry.execution_id, ack.retry.ready_at_us) == ("e1", row.ready_at)
     assert (row.status, row.attempt, row.delivery) == ("scheduled", 2, handed.delivery)
-    [again] = await store.record_results([result(handed, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error="boom")])
+    [again] = await store.outcomes.record_results([result(handed, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error="boom")])
     assert again.accepted and again.reason == "already recorded" and again.retry is None
 
 
@@ -324,9 +325,9 @@ async def test_a_result_for_another_tenants_execution_is_answered_as_an_unknown_
     add_execution(migrated_engine, clock, "g-done", tenant="globex")
     add_execution(migrated_engine, clock, "g-lost", tenant="globex")
     globex = Capability(("globex",), ("echo",), True)
-    handed = {h.id: h for h in await store.claim_ready("s1", clock.now(), globex, 3)}
-    await store.record_results([result(handed["g-done"], tenants=("globex",))])
-    await store.requeue("s1", [Lost("g-lost", handed["g-lost"].delivery, "worker gone", "w0")], counts=True)
+    handed = {h.id: h for h in await store.handout.hand_out_ready("s1", clock.now(), globex, 3)}
+    await store.outcomes.record_results([result(handed["g-done"], tenants=("globex",))])
+    await store.requeues.requeue("s1", [Lost("g-lost", handed["g-lost"].delivery, "worker gone", "w0")], counts=True)
     before = attempts_of(migrated_engine, "g-lost")[0].error
     hostile = [
         result(handed["g-run"]),  # SUCCEEDED for globex's running execution
@@ -335,13 +336,13 @@ async def test_a_result_for_another_tenants_execution_is_answered_as_an_unknown_
         result(handed["g-lost"]),  # requeued: must not say so, nor note it
         result(handed["g-run"], execution_id="no-such-execution"),
     ]
-    acks = await store.record_results(hostile)
+    acks = await store.outcomes.record_results(hostile)
     assert [(a.accepted, a.reason) for a in acks] == [(False, "no such execution held by this worker")] * 5
     assert row_of(migrated_engine, "g-run").status == "running"
     assert attempts_of(migrated_engine, "g-lost")[0].error == before
     assert [a.status for a in attempts_of(migrated_engine, "g-run")] == []
     # globex's own worker then ends it, once.
-    [ack] = await store.record_results([result(handed["g-run"], tenants=("globex",))])
+    [ack] = await store.outcomes.record_results([result(handed["g-run"], tenants=("globex",))])
     assert (ack.accepted, ack.reason) == (True, "")
     assert row_of(migrated_engine, "g-run").status == "succeeded"
 
@@ -349,9 +350,9 @@ async def test_a_result_for_another_tenants_execution_is_answered_as_an_unknown_
 async def test_a_result_not_held_is_classified_but_never_applied(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "e1")
     add_execution(migrated_engine, clock, "e2")
-    handed = {h.id: h for h in await store.claim_ready("s1", clock.now(), ANY_ECHO, 2)}
-    await store.record_results([result(handed["e2"])])
-    acks = await store.record_results([result(handed["e1"], held=False), result(handed["e2"], held=False)])
+    handed = {h.id: h for h in await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 2)}
+    await store.outcomes.record_results([result(handed["e2"])])
+    acks = await store.outcomes.record_results([result(handed["e1"], held=False), result(handed["e2"], held=False)])
     assert [(a.accepted, a.reason) for a in acks] == [
         (False, "no such execution held by this worker"), (True, "already recorded"),
     ]
@@ -361,15 +362,15 @@ async def test_a_result_not_held_is_classified_but_never_applied(store, migrated
 async def test_reattach_takes_only_the_credentials_tenants_and_no_other_workers(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "a1")
     add_execution(migrated_engine, clock, "g1", tenant="globex")
-    acme = await store.claim_ready("s1", clock.now(), ANY_ECHO, 1)
-    globex = await store.claim_ready("s1", clock.now(), Capability(("globex",), ("echo",), True), 1)
+    acme = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
+    globex = await store.handout.hand_out_ready("s1", clock.now(), Capability(("globex",), ("echo",), True), 1)
     held = [(h.id, h.delivery) for h in acme + globex]
-    taken = await store.reattach("s2", "hostile", held, tenants=("acme",))
+    taken = await store.requeues.reattach("s2", "hostile", held, tenants=("acme",))
     assert [t.execution_id for t in taken] == ["a1"]
     row = row_of(migrated_engine, "g1")
     assert (row.status, row.owner, row.worker_id) == ("running", "s1", None)
     # Once re-attached by one worker, another worker of the tenant cannot take it over.
-    taken = await store.reattach("s3", "other", held, tenants=("acme", "globex"))
+    taken = await store.requeues.reattach("s3", "other", held, tenants=("acme", "globex"))
     assert [t.execution_id for t in taken] == ["g1"]
     assert row_of(migrated_engine, "a1").owner == "s2" and row_of(migrated_engine, "a1").worker_id == "hostile"
-    assert [t.execution_id for t in await store.reattach("s4", "hostile", held[:1], tenants=("acme",))] == ["a1"]
+    assert [t.execution_id for t in await store.requeues.reattach("s4", "hostile", held[:1], tenants=("acme",))] == ["a1"]

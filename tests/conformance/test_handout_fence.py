@@ -23,7 +23,9 @@ from tickwheel_server.gateway.connections import Connections
 from tickwheel_server.gateway.gateway import Gateway
 from tickwheel_server.lease.memory import MemoryLeaseStore
 from tickwheel_server.lease.keys import session_name
-from tickwheel_server.store.handout import Claimed, HandoutStore
+from tickwheel_server.store.executions import HandOutRound
+from tickwheel_server.store.handout import HandoutStore
+from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.tables import attempts, executions, tenant_gates
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
@@ -67,8 +69,8 @@ async def setup(engine, clock, *idents: str) -> Connections:
     return Connections()
 
 
-def gateway_for(engine, clock, connections, session, store: HandoutStore | None = None, **options) -> Gateway:
-    store = store or HandoutStore(engine, clock, rng=random.Random(1))
+def gateway_for(engine, clock, connections, session, store: ExecutionQueue | None = None, **options) -> Gateway:
+    store = store or ExecutionQueue(engine, clock, rng=random.Random(1))
     return Gateway(store, connections, clock, owner=session_name(session.id), session=session,
                    heartbeat_timeout=TIMEOUT, reattach_grace=TTL, **options)
 
@@ -125,7 +127,7 @@ async def test_a_server_frozen_past_its_ttl_hands_nothing_out_under_the_dead_ses
     connection = connect(connections, clock)
     session = await leases.open_session(TTL)
     old = session_name(session.id)
-    store = HandoutStore(migrated_engine, clock, rng=random.Random(1))
+    store = ExecutionQueue(migrated_engine, clock, rng=random.Random(1))
     gateway = gateway_for(migrated_engine, clock, connections, session, store)
     assert await gateway.rounds.hand_out_round() == 1
     add_execution(migrated_engine, clock, "e2")
@@ -139,7 +141,7 @@ async def test_a_server_frozen_past_its_ttl_hands_nothing_out_under_the_dead_ses
     # What the server does: a new session, its running executions re-stamped, then hand-out under it.
     fresh = await leases.open_session(TTL)
     new = session_name(fresh.id)
-    assert await store.restamp(old, new) == 1
+    assert await store.requeues.restamp(old, new) == 1
     gateway.use_session(fresh, new)
     assert await gateway.rounds.hand_out_round() == 1
     assert status_of(migrated_engine, "e1")[:2] == ("running", new)
@@ -153,8 +155,8 @@ class _FrozenBeforeCommit(HandoutStore):
 
     freeze = 0.0
 
-    def _claim(self, *args, **kwargs):
-        claimed = super()._claim(*args, **kwargs)
+    def _round(self, *args, **kwargs):
+        claimed = super()._round(*args, **kwargs)
         if self.freeze:
             self.clock.freeze(self.freeze)
             self.freeze = 0.0
@@ -165,8 +167,9 @@ async def test_a_claim_frozen_past_the_ttl_before_it_commits_is_rolled_back(migr
     connections = await setup(migrated_engine, clock, "e1")
     connection = connect(connections, clock)
     session = await leases.open_session(TTL)
-    store = _FrozenBeforeCommit(migrated_engine, clock, rng=random.Random(1))
-    store.freeze = TTL + 1
+    store = ExecutionQueue(migrated_engine, clock, rng=random.Random(1))
+    store.handout = _FrozenBeforeCommit(migrated_engine, clock)
+    store.handout.freeze = TTL + 1
     gateway = gateway_for(migrated_engine, clock, connections, session, store)
     await TenantStore(migrated_engine, clock).update("acme", max_concurrency=5)  # a gate row is written too
     assert await gateway.rounds.hand_out_round() == 0
@@ -178,11 +181,11 @@ async def test_a_claim_frozen_past_the_ttl_before_it_commits_is_rolled_back(migr
 
 async def test_the_store_rolls_back_a_claim_its_fence_refuses(migrated_engine, clock) -> None:
     await setup(migrated_engine, clock, "e1")
-    store = HandoutStore(migrated_engine, clock)
-    claimed = await store.claim_ready("s1", clock.now(), ANY_ECHO, 10, fence=lambda: "session in doubt")
+    store = ExecutionQueue(migrated_engine, clock)
+    claimed = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 10, fence=lambda: "session in doubt")
     assert claimed == [] and claimed.fenced == "session in doubt"
     assert status_of(migrated_engine, "e1")[:3] == ("scheduled", None, 0)
-    claimed = await store.claim_ready("s1", clock.now(), ANY_ECHO, 10, fence=lambda: None)
+    claimed = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 10, fence=lambda: None)
     assert [h.id for h in claimed] == ["e1"] and claimed.fenced is None
 
 
@@ -191,8 +194,8 @@ class _FrozenAfterCommit(HandoutStore):
 
     freeze = 0.0
 
-    async def claim_ready(self, *args, **kwargs) -> Claimed:
-        claimed = await super().claim_ready(*args, **kwargs)
+    async def hand_out_ready(self, *args, **kwargs) -> HandOutRound:
+        claimed = await super().hand_out_ready(*args, **kwargs)
         if self.freeze and claimed:
             self.clock.freeze(self.freeze)
             self.freeze = 0.0
@@ -205,8 +208,9 @@ async def test_claimed_executions_are_given_back_when_the_session_is_in_doubt_at
     connections = await setup(migrated_engine, clock, "e1", "e2")
     connection = connect(connections, clock)
     session = await leases.open_session(TTL)
-    store = _FrozenAfterCommit(migrated_engine, clock, rng=random.Random(1))
-    store.freeze = TTL + 1
+    store = ExecutionQueue(migrated_engine, clock, rng=random.Random(1))
+    store.handout = _FrozenAfterCommit(migrated_engine, clock)
+    store.handout.freeze = TTL + 1
     gateway = gateway_for(migrated_engine, clock, connections, session, store)
     assert await gateway.rounds.hand_out_round() == 0
     for ident in ("e1", "e2"):
@@ -222,16 +226,16 @@ async def test_results_of_a_delivery_reaped_while_its_server_was_frozen_are_stal
     here = connect(connections, clock, worker_id="w1")
     session = await leases.open_session(TTL)
     old = session_name(session.id)
-    store = HandoutStore(migrated_engine, clock, rng=random.Random(1))
+    store = ExecutionQueue(migrated_engine, clock, rng=random.Random(1))
     gateway = gateway_for(migrated_engine, clock, connections, session, store)
     assert await gateway.rounds.hand_out_round() == 1
     [key] = gateway.inflight.held_by(here)
     clock.freeze(3 * TTL)  # frozen: the session expired and another server's reaper took e1 ...
-    reaped = await store.reap_owner(old, "server session expired")
+    reaped = await store.requeues.reap_owner(old, "server session expired")
     assert [r.execution_id for r in reaped.requeued] == ["e1"]
     elsewhere = Connections()
     there = connect(elsewhere, clock, worker_id="w2")
-    other = Gateway(HandoutStore(migrated_engine, clock), elsewhere, clock, owner="s2")
+    other = Gateway(ExecutionQueue(migrated_engine, clock), elsewhere, clock, owner="s2")
     assert await other.rounds.hand_out_round() == 1  # ... and handed it out again
     assert status_of(migrated_engine, "e1")[:3] == ("running", "s2", 2)
     # The frozen server wakes: its worker heartbeats and reports the reaped delivery.
@@ -244,7 +248,7 @@ async def test_results_of_a_delivery_reaped_while_its_server_was_frozen_are_stal
     clock.advance(0)
     await asyncio.wait_for(session.lost.wait(), 1)
     fresh = await leases.open_session(TTL)
-    assert await store.restamp(old, session_name(fresh.id)) == 0  # what the reaper took stays taken
+    assert await store.requeues.restamp(old, session_name(fresh.id)) == 0  # what the reaper took stays taken
     [delivery] = [(a.execution_id, a.delivery) for m in drain_outbox(there) for a in m.assignment.assignments]
     await other.intake.record(there, [worker_pb2.ExecutionResult(
         execution_id="e1", delivery=delivery[1], attempt=1, outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED)])
@@ -262,12 +266,12 @@ async def test_a_running_execution_nothing_holds_is_requeued_by_the_safety_net(m
     connection = connect(connections, clock, slots=1)
     session = await leases.open_session(TTL)
     owner = session_name(session.id)
-    store = HandoutStore(migrated_engine, clock, rng=random.Random(1))
+    store = ExecutionQueue(migrated_engine, clock, rng=random.Random(1))
     gateway = gateway_for(migrated_engine, clock, connections, session, store)
     assert await gateway.rounds.hand_out_round() == 1
     # A claim whose commit the gateway never learnt of (its connection broke while committing).
     add_execution(migrated_engine, clock, "orphan")
-    assert [h.id for h in await store.claim_ready(owner, clock.now(), ANY_ECHO, 10)] == ["orphan"]
+    assert [h.id for h in await store.handout.hand_out_ready(owner, clock.now(), ANY_ECHO, 10)] == ["orphan"]
     passes = 0
     while status_of(migrated_engine, "orphan")[0] == "running":
         await gateway.liveness.requeue_orphans()
@@ -290,12 +294,12 @@ async def test_the_safety_net_spares_what_is_re_attached_between_two_passes(migr
     connections = await setup(migrated_engine, clock, "e1")
     session = await leases.open_session(TTL)
     owner = session_name(session.id)
-    store = HandoutStore(migrated_engine, clock, rng=random.Random(1))
+    store = ExecutionQueue(migrated_engine, clock, rng=random.Random(1))
     gateway = gateway_for(migrated_engine, clock, connections, session, store)
     # Handed out by a server that died; its worker reconnects here.
-    [handed] = await store.claim_ready("dead", clock.now(), ANY_ECHO, 10)
+    [handed] = await store.handout.hand_out_ready("dead", clock.now(), ANY_ECHO, 10)
     await elapse(clock, TIMEOUT + 1)
-    await store.reattach(owner, "w1", [(handed.id, handed.delivery)], tenants=("acme",))  # committed, not yet entered in memory
+    await store.requeues.reattach(owner, "w1", [(handed.id, handed.delivery)], tenants=("acme",))  # committed, not yet entered in memory
     await gateway.liveness.requeue_orphans()  # sees it unheld: a suspect only
     worker = connect(connections, clock)
     attached, _ = await gateway.liveness.reattach(worker, [(handed.id, handed.delivery)])
@@ -311,9 +315,9 @@ async def test_the_safety_net_reads_a_page_at_a_time_and_still_finds_every_orpha
     connections = await setup(migrated_engine, clock, *(f"e{n}" for n in range(5)))
     session = await leases.open_session(TTL)
     owner = session_name(session.id)
-    store = HandoutStore(migrated_engine, clock, rng=random.Random(1))
+    store = ExecutionQueue(migrated_engine, clock, rng=random.Random(1))
     gateway = gateway_for(migrated_engine, clock, connections, session, store)
-    assert len(await store.claim_ready(owner, clock.now(), ANY_ECHO, 10)) == 5
+    assert len(await store.handout.hand_out_ready(owner, clock.now(), ANY_ECHO, 10)) == 5
     for _ in range(7):  # a page of 2: three passes a cycle, each orphan seen twice in two cycles
         await elapse(clock, TIMEOUT / 2)
         await gateway.liveness.requeue_orphans(page=2)
@@ -333,7 +337,7 @@ async def _clock_setup(engine, clock, db_clock, **options) -> tuple[Gateway, lis
     async def on_skew(skew, ok) -> None:
         reported.append((skew, ok))
 
-    gateway = Gateway(HandoutStore(engine, clock), connections, clock, owner="s1", db_clock=db_clock,
+    gateway = Gateway(ExecutionQueue(engine, clock), connections, clock, owner="s1", db_clock=db_clock,
                       on_skew=on_skew, **options)
     return gateway, reported
 
@@ -444,11 +448,11 @@ async def test_a_wall_clock_stepped_back_hands_out_by_the_new_reading(migrated_e
 
 async def test_the_claim_never_judges_by_an_instant_from_before_the_clock_stepped_back(migrated_engine, clock) -> None:
     await setup(migrated_engine, clock, "e1")
-    store = HandoutStore(migrated_engine, clock)
-    assert [h.id for h in await store.claim_ready("s1", clock.now(), ANY_ECHO, 10)] == ["e1"]
+    store = ExecutionQueue(migrated_engine, clock)
+    assert [h.id for h in await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 10)] == ["e1"]
     clock.step_wall(-3600)
     add_execution(migrated_engine, clock, "e2", due_in=1800)
-    assert await store.claim_ready("s1", clock.now(), ANY_ECHO, 10) == []
+    assert await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 10) == []
     clock.advance(1800)
-    [handed] = await store.claim_ready("s1", clock.now(), ANY_ECHO, 10)
+    [handed] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 10)
     assert handed.id == "e2" and handed.handed_out_at_us >= handed.due_at_us

@@ -9,7 +9,7 @@ are table-tested in tests/unit/policy/test_fairness.py and test_admission.py.
 
 A "long-running handler" here is an execution handed out and not finished:
 no result is recorded until the test says so. Two servers are two
-:class:`HandoutStore` instances with their own sessions over one database.
+:class:`ExecutionQueue` instances with their own sessions over one database.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from tickwheel.v1 import job_pb2, worker_pb2
 
 from tickwheel_server.errors import FailedPrecondition
 from tickwheel.shared.ids import to_us
-from tickwheel_server.store.handout import Capability, HandoutStore, Lost, ResultIn
+from tickwheel_server.store.executions import Capability, Lost, ResultIn
+from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.history import HistoryStore
 from tickwheel_server.store.jobrecords import NewJob
 from tickwheel_server.store.jobs import JobStore
@@ -86,16 +87,16 @@ class Server:
     """One server's view: its store (own fair-share state) and session."""
 
     def __init__(self, engine, clock, owner: str, tenants=("acme", "globex"), **options) -> None:
-        self.store = HandoutStore(engine, clock, rng=random.Random(3), **options)
+        self.store = ExecutionQueue(engine, clock, rng=random.Random(3), **options)
         self.owner = owner
         self.clock = clock
         self.capability = Capability(tuple(tenants), ECHO, False)
 
     async def claim(self, limit: int = 100, at: float = 0.0):
-        return await self.store.claim_ready(self.owner, self.clock.now() + timedelta(seconds=at), self.capability, limit)
+        return await self.store.handout.hand_out_ready(self.owner, self.clock.now() + timedelta(seconds=at), self.capability, limit)
 
     async def finish(self, handed, outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED):
-        acks = await self.store.record_results([
+        acks = await self.store.outcomes.record_results([
             ResultIn(h.id, h.delivery, h.attempt, outcome, "", "w1", self.capability.tenants) for h in handed
         ])
         assert all(a.accepted for a in acks), acks
@@ -165,14 +166,14 @@ async def test_a_tenant_with_a_backlog_does_not_delay_another_and_never_exceeds_
     assert running_count(migrated_engine, "acme") == 30
     # A second server counts the same running executions: the cap holds across servers.
     assert await Server(migrated_engine, clock, "s2").claim(limit=40) == []
-    acme = [h for h in await server.store.claim_ready("s1", clock.now(), server.capability, 40)]
+    acme = [h for h in await server.store.handout.hand_out_ready("s1", clock.now(), server.capability, 40)]
     assert acme == []
     with migrated_engine.connect() as conn:
         some = conn.execute(
             sa.select(executions.c.id, executions.c.delivery, executions.c.attempt)
             .where(executions.c.tenant == "acme", executions.c.status == "running").limit(7)
         ).all()
-    await server.store.record_results([ResultIn(r.id, r.delivery, r.attempt, worker_pb2.RESULT_OUTCOME_SUCCEEDED, "",
+    await server.store.outcomes.record_results([ResultIn(r.id, r.delivery, r.attempt, worker_pb2.RESULT_OUTCOME_SUCCEEDED, "",
                                                 "w1", ("acme",)) for r in some])
     again = await server.claim(limit=40)
     assert len(again) == 7 and {h.tenant for h in again} == {"acme"}
@@ -290,8 +291,8 @@ async def test_replace_cancels_the_running_one_through_its_worker_then_starts(mi
     handed = await s2.claim()  # another server decides the replacement
     assert handed == [] and handed.stopped == 1
     assert status(migrated_engine, old, new) == ["running", "waiting"]
-    assert await s2.store.cancel_requests("s2") == []
-    [request] = await s1.store.cancel_requests("s1")
+    assert await s2.store.requeues.cancel_requests("s2") == []
+    [request] = await s1.store.requeues.cancel_requests("s1")
     assert (request.execution_id, request.delivery, request.reason) == (old, running.delivery,
                                                                          f"canceled: replaced by {new}")
     await s1.finish([running], worker_pb2.RESULT_OUTCOME_CANCELED)  # the worker's answer
@@ -360,7 +361,7 @@ async def test_a_requeue_of_an_execution_asked_to_stop_ends_it_and_frees_the_job
     [running] = await server.claim()
     clock.advance(MINUTE)
     assert (await server.claim()).stopped == 1
-    result = await server.store.requeue("s1", [Lost(old, running.delivery, "worker w1 disconnected", "w1")],
+    result = await server.store.requeues.requeue("s1", [Lost(old, running.delivery, "worker w1 disconnected", "w1")],
                                         counts=True)
     assert result.canceled == [old] and not result.requeued
     assert status(migrated_engine, old, new) == ["canceled", "scheduled"]
@@ -416,7 +417,7 @@ async def test_a_reaped_execution_gives_its_slot_back(migrated_engine, clock, te
     clock.advance(1)
     assert [h.id for h in await dead.claim()] == a
     assert await alive.claim() == []
-    result = await alive.store.reap_owner("dead-session", "server session expired")
+    result = await alive.store.requeues.reap_owner("dead-session", "server session expired")
     assert [r.execution_id for r in result.requeued] == a
     assert key_row(migrated_engine, "acme", "db").running == 0
     assert status(migrated_engine, *b) == ["scheduled"]  # woken by the reap
@@ -432,7 +433,7 @@ async def test_releasing_a_hand_out_gives_its_slots_back(migrated_engine, clock,
     clock.advance(1)
     handed = await server.claim()
     assert key_row(migrated_engine, "acme", "db").running == 2
-    await server.store.release([(h.id, h.delivery) for h in handed])
+    await server.store.requeues.release([(h.id, h.delivery) for h in handed])
     assert key_row(migrated_engine, "acme", "db").running == 0
     assert status(migrated_engine, *ids) == ["scheduled", "scheduled"]
     assert row_of(migrated_engine, ids[0]).held_keys is None
@@ -496,9 +497,9 @@ async def test_the_safety_net_wakes_waiters_beside_free_slots(migrated_engine, c
     [first] = await server.claim()
     with migrated_engine.begin() as conn:  # a slot freed by a path that forgot to wake (simulated)
         conn.execute(concurrency_keys.update().values(running=0))
-    assert await server.store.wake_stalled() == 1
+    assert await server.store.requeues.wake_stalled() == 1
     assert status(migrated_engine, ids[1]) == ["scheduled"]
-    assert await server.store.wake_stalled() == 0
+    assert await server.store.requeues.wake_stalled() == 0
 
 
 async def test_the_safety_net_wakes_a_job_waiter_left_behind_by_a_concurrent_result(
@@ -514,12 +515,12 @@ async def test_the_safety_net_wakes_a_job_waiter_left_behind_by_a_concurrent_res
     clock.advance(MINUTE)
     assert await server.claim() == []
     assert status(migrated_engine, *ids[:2]) == ["running", "waiting"]
-    assert await server.store.wake_stalled() == 0  # its job is busy: it waits rightly
+    assert await server.store.requeues.wake_stalled() == 0  # its job is busy: it waits rightly
     with migrated_engine.begin() as conn:
         conn.execute(executions.update().where(executions.c.id == current.id).values(status="succeeded"))
-    assert await server.store.wake_stalled() == 1
+    assert await server.store.requeues.wake_stalled() == 1
     assert status(migrated_engine, *ids[:2]) == ["succeeded", "scheduled"]
-    assert await server.store.wake_stalled() == 0  # woken and ready: nothing more to wake
+    assert await server.store.requeues.wake_stalled() == 0  # woken and ready: nothing more to wake
     [buffered] = await server.claim()
     assert buffered.id == ids[1]
 
@@ -589,7 +590,7 @@ async def test_a_result_recorded_while_a_round_queues_behind_it_leaves_no_waiter
                 sa.select(executions.c.id).where(executions.c.status == "waiting")
             ).scalars().all()
         assert asleep == [], asleep
-        assert await s1.store.wake_stalled() == 0
+        assert await s1.store.requeues.wake_stalled() == 0
     finally:
         engine.dispose()
 
@@ -606,12 +607,12 @@ async def test_cancel_execution_of_a_running_one_is_a_request_its_owner_reads(mi
     assert still.status == "running"
     again = await history.cancel_execution("acme", ident, "second thoughts")  # the first reason stands
     assert again.status == "running"
-    [request] = await s1.store.cancel_requests("s1")
+    [request] = await s1.store.requeues.cancel_requests("s1")
     assert (request.execution_id, request.reason) == (ident, "canceled: wrong data")
     # A retryable failure after the request is not retried.
     await s1.finish([running], worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE)
     row = row_of(migrated_engine, ident)
     assert (row.status, row.dead_reason, row.attempt) == ("canceled", "canceled: wrong data", 1)
-    assert await s1.store.cancel_requests("s1") == []
+    assert await s1.store.requeues.cancel_requests("s1") == []
     with pytest.raises(FailedPrecondition):
         await history.cancel_execution("acme", ident)

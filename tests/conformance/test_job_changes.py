@@ -1,6 +1,6 @@
 """Pause, resume, update and delete never lose an occurrence, on SQLite and
 PostgreSQL, through the real claim (``DispatchStore``), hand-out
-(``HandoutStore``) and job store, at fixed instants of a fake clock.
+(``ExecutionQueue``) and job store, at fixed instants of a fake clock.
 
 Each change is made as the API makes it (the pure plan with the engine, then
 one store call). After each scenario an audit accounts for every occurrence
@@ -26,7 +26,8 @@ from tickwheel_server.jobspec import schedule_of
 from tickwheel_server.store.lateness import LatenessStore
 from tickwheel_server.schedule import first_fire, next_fire
 from tickwheel_server.store.dispatch import DispatchStore
-from tickwheel_server.store.handout import Capability, HandoutStore
+from tickwheel_server.store.executions import Capability
+from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.isolation import PAUSED_WAIT
 from tickwheel_server.store.jobexecutions import NOT_IN_NEW_SCHEDULE
 from tickwheel_server.store.jobrecords import JobRecord, NewJob
@@ -65,7 +66,7 @@ class World:
     clock: object
     jobs: JobStore
     dispatch: DispatchStore
-    handout: HandoutStore
+    queue: ExecutionQueue
     manual: ManualStore
 
     async def create(self, job: job_pb2.Job, at: datetime) -> JobRecord:
@@ -88,7 +89,7 @@ class World:
 
     async def hand_out(self, at: datetime) -> list[str]:
         self.clock.set(at)
-        return [h.id for h in await self.handout.claim_ready("s1", at, WORKERS, 100)]
+        return [h.id for h in await self.queue.handout.hand_out_ready("s1", at, WORKERS, 100)]
 
     async def pause(self, job_id: str, at: datetime) -> int:
         self.clock.set(at)
@@ -158,7 +159,7 @@ async def w(migrated_engine, clock) -> World:
     await PartitionStore(migrated_engine, clock).raise_epochs(OWNED, "claimer")
     return World(
         migrated_engine, clock, JobStore(migrated_engine, clock, partition_count=PARTITIONS),
-        DispatchStore(migrated_engine, clock), HandoutStore(migrated_engine, clock, rng=random.Random(7)),
+        DispatchStore(migrated_engine, clock), ExecutionQueue(migrated_engine, clock, rng=random.Random(7)),
         ManualStore(migrated_engine, clock),
     )
 

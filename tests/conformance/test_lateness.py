@@ -12,8 +12,8 @@ from tickwheel_server.alerts.catalogue import NewAlert, late_key
 from tickwheel_server.alerts.lateness import LatenessWatch
 from tickwheel_server.jobspec import DEFAULT_LATENESS_THRESHOLD
 from tickwheel_server.store.alerts import AlertStore
-from tickwheel_server.store.handout import HandoutStore
 from tickwheel_server.store.lateness import LatenessStore
+from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.tables import executions, jobs
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
@@ -48,7 +48,7 @@ async def test_a_late_occurrence_raises_one_alert_per_job_that_resolves_after_it
     alert = await alerts.get(late_key("job_1"))
     assert alert is not None and alert.kind == "late" and alert.tenant == "acme" and alert.count == 2
     assert alert.details["waiting_executions"] == "3" and alert.execution_id == "e0"
-    await HandoutStore(migrated_engine, clock).claim_ready("s1", clock.now(), ANY_ECHO, 3)
+    await ExecutionQueue(migrated_engine, clock).handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 3)
     assert await watch.check_once() == (0, 1)
     assert await alerts.get(late_key("job_1")) is None
 

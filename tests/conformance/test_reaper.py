@@ -14,7 +14,7 @@ from tickwheel.shared.clock import FakeClock
 from tickwheel_server.lease.memory import MemoryLeaseStore
 from tickwheel_server.lease.keys import REAPER_KEY, SERVERS_PREFIX, session_name
 from tickwheel_server.maintenance.reaper import Reaper
-from tickwheel_server.store.handout import HandoutStore
+from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.tables import attempts, executions
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
@@ -40,11 +40,11 @@ async def test_a_dead_sessions_executions_are_requeued_after_the_grace(migrated_
     doomed = await leases.open_session(TTL)
     await leases.put(SERVERS_PREFIX + "a", "{}", session=alive)
     await leases.put(SERVERS_PREFIX + "b", "{}", session=doomed)
-    store = HandoutStore(migrated_engine, clock)
-    assert len(await store.claim_ready(session_name(alive.id), clock.now(), ANY_ECHO, 3)) == 3
-    assert len(await store.claim_ready(session_name(doomed.id), clock.now(), ANY_ECHO, 3)) == 3
+    store = ExecutionQueue(migrated_engine, clock)
+    assert len(await store.handout.hand_out_ready(session_name(alive.id), clock.now(), ANY_ECHO, 3)) == 3
+    assert len(await store.handout.hand_out_ready(session_name(doomed.id), clock.now(), ANY_ECHO, 3)) == 3
     requeued = []
-    reaper = Reaper(store, leases, lambda: alive, clock, server_id="a", grace=GRACE, batch=2,
+    reaper = Reaper(store.requeues, leases, lambda: alive, clock, server_id="a", grace=GRACE, batch=2,
                     on_requeued=requeued.extend)
     assert await reaper.reap_once() == 0
     await doomed.close()  # server b is gone: its key with it
@@ -71,12 +71,12 @@ async def test_a_re_attached_execution_is_not_reaped(migrated_engine, clock) -> 
     leases = MemoryLeaseStore(clock)
     survivor = await leases.open_session(TTL)
     await leases.put(SERVERS_PREFIX + "a", "{}", session=survivor)
-    store = HandoutStore(migrated_engine, clock)
-    [handed] = await store.claim_ready("deadbeef", clock.now(), ANY_ECHO, 1)
-    reaper = Reaper(store, leases, lambda: survivor, clock, server_id="a", grace=GRACE)
+    store = ExecutionQueue(migrated_engine, clock)
+    [handed] = await store.handout.hand_out_ready("deadbeef", clock.now(), ANY_ECHO, 1)
+    reaper = Reaper(store.requeues, leases, lambda: survivor, clock, server_id="a", grace=GRACE)
     await reaper.reap_once()
     clock.advance(GRACE / 2)
-    await store.reattach(session_name(survivor.id), "w1", [("e1", handed.delivery)], tenants=("acme",))  # its worker came to a
+    await store.requeues.reattach(session_name(survivor.id), "w1", [("e1", handed.delivery)], tenants=("acme",))  # its worker came to a
     clock.advance(GRACE)
     assert await reaper.reap_once() == 0
     await leases.close()
@@ -86,9 +86,9 @@ async def test_one_reaper_per_cluster_and_another_takes_over(migrated_engine, cl
     leases = MemoryLeaseStore(clock)
     first_session = await leases.open_session(TTL)
     second_session = await leases.open_session(TTL)
-    store = HandoutStore(migrated_engine, clock)
-    first = Reaper(store, leases, lambda: first_session, clock, server_id="a", grace=GRACE, interval=0.5)
-    second = Reaper(store, leases, lambda: second_session, clock, server_id="b", grace=GRACE, interval=0.5)
+    store = ExecutionQueue(migrated_engine, clock)
+    first = Reaper(store.requeues, leases, lambda: first_session, clock, server_id="a", grace=GRACE, interval=0.5)
+    second = Reaper(store.requeues, leases, lambda: second_session, clock, server_id="b", grace=GRACE, interval=0.5)
     tasks = [asyncio.create_task(first.run()), asyncio.create_task(second.run())]
     try:
         for _ in range(100):

@@ -51,6 +51,7 @@ from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.handout import HandoutStore
 from tickwheel_server.store.jobrecords import NewJob
 from tickwheel_server.store.jobs import JobStore
+from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.partitions import PartitionStore
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
@@ -438,10 +439,10 @@ class _ClaimReachingTheStoreLate(HandoutStore):
     delay = 1.5
     reached_store_at: datetime | None = None
 
-    async def claim_ready(self, owner, now, capability, limit, on_taken=None, **options):
+    async def hand_out_ready(self, owner, now, capability, limit, on_taken=None, **options):
         await asyncio.sleep(self.delay)
         self.reached_store_at = self.clock.now()
-        return await super().claim_ready(owner, now, capability, limit, on_taken, **options)
+        return await super().hand_out_ready(owner, now, capability, limit, on_taken, **options)
 
 
 async def test_an_attempt_starts_when_its_claim_reaches_the_store_not_when_the_round_began(postgres_url: str) -> None:
@@ -467,7 +468,8 @@ async def test_an_attempt_starts_when_its_claim_reaches_the_store_not_when_the_r
             connected_at=clock.now(), credit=1,
         )
         connections.add(connection)
-        store = _ClaimReachingTheStoreLate(engine, clock)
+        store = ExecutionQueue(engine, clock)
+        store.handout = _ClaimReachingTheStoreLate(engine, clock)
         gateway = Gateway(store, connections, clock, owner="s1")
         assert await gateway.rounds.hand_out_round() == 1
         [(execution_id, delivery)] = gateway.inflight.held_by(connection)
@@ -483,7 +485,7 @@ async def test_an_attempt_starts_when_its_claim_reaches_the_store_not_when_the_r
             started_at, lateness_us = conn.execute(
                 sa.text("SELECT started_at, lateness_us FROM attempts WHERE execution_id = :id"), {"id": execution_id}
             ).one()
-        assert started_at >= to_us(store.reached_store_at), "attempt recorded as started before it was handed out"
-        assert lateness_us >= to_us(store.reached_store_at) - execution.due_at_us
+        assert started_at >= to_us(store.handout.reached_store_at), "attempt recorded as started before it was handed out"
+        assert lateness_us >= to_us(store.handout.reached_store_at) - execution.due_at_us
     finally:
         engine.dispose()

@@ -1,7 +1,7 @@
 """The fair hand-out's statements on PostgreSQL, shown with EXPLAIN (issue 6:
 "the candidate query must not be dominated by one tenant's backlog").
 
-The statements explained are those ``HandoutStore.claim_ready`` really sends,
+The statements explained are those ``HandoutStore.hand_out_ready`` really sends,
 captured with a ``before_cursor_execute`` listener during a real claim, and
 explained with their own parameters. The data: tenant ``flood`` has 20 000
 executions ready and 20 000 more due within the minute (claimed ahead by the
@@ -33,7 +33,8 @@ from tickwheel.v1 import job_pb2, worker_pb2
 from tickwheel.shared.clock import FakeClock
 from tickwheel.shared.ids import to_us
 from tickwheel_server.store import create_store_engine, migrate
-from tickwheel_server.store.handout import Capability, HandoutStore, ResultIn
+from tickwheel_server.store.executions import Capability, ResultIn
+from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.tables import executions, jobs, tenants
 
 pytestmark = pytest.mark.postgres
@@ -88,8 +89,8 @@ async def _statements(engine: sa.Engine, tenants_served=("flood", "quiet"), **op
 
     event.listen(engine, "before_cursor_execute", capture)
     try:
-        store = HandoutStore(engine, FakeClock(T), **options)
-        handed = await store.claim_ready("s1", T, Capability(("flood", "quiet"), ("echo",), False), 100)
+        store = ExecutionQueue(engine, FakeClock(T), **options)
+        handed = await store.handout.hand_out_ready("s1", T, Capability(("flood", "quiet"), ("echo",), False), 100)
     finally:
         event.remove(engine, "before_cursor_execute", capture)
     assert {h.tenant for h in handed} == set(tenants_served)
@@ -187,8 +188,8 @@ async def test_a_batch_of_results_is_three_array_statements_on_indexes(engine) -
     key and the jobs with waiters on an index of waiting rows, each one
     statement with an array parameter, and the attempt rows go in as one
     INSERT, not one per result."""
-    store = HandoutStore(engine, FakeClock(T))
-    handed = await store.claim_ready("s1", T, Capability(("flood", "quiet"), ("echo",), False), 100)
+    store = ExecutionQueue(engine, FakeClock(T))
+    handed = await store.handout.hand_out_ready("s1", T, Capability(("flood", "quiet"), ("echo",), False), 100)
     captured: list[tuple[str, object, bool]] = []
 
     def capture(conn, cursor, statement, parameters, context, executemany) -> None:
@@ -196,7 +197,7 @@ async def test_a_batch_of_results_is_three_array_statements_on_indexes(engine) -
 
     event.listen(engine, "before_cursor_execute", capture)
     try:
-        acks = await store.record_results([
+        acks = await store.outcomes.record_results([
             ResultIn(h.id, h.delivery, h.attempt, worker_pb2.RESULT_OUTCOME_SUCCEEDED, "", "w1", ("flood", "quiet")) for h in handed
         ])
     finally:

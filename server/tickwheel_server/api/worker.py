@@ -31,7 +31,7 @@ from ..errors import FailedPrecondition, InvalidArgument, PermissionDenied, Tick
 from ..gateway.budget import OverBudget
 from ..gateway.connections import Connections, WorkerConnection
 from ..gateway.gateway import Gateway
-from ..store.handout import NOT_HELD
+from ..store.executions import NOT_HELD
 from .status import abort
 
 log = logging.getLogger(__name__)

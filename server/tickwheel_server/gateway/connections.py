@@ -18,7 +18,7 @@ from datetime import datetime
 from tickwheel.v1 import worker_pb2
 
 from ..store.credentials import WorkerCredential
-from ..store.handout import Capability
+from ..store.executions import Capability
 
 OUTBOX_SIZE = 1024
 

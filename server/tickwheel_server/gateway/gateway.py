@@ -34,7 +34,8 @@ from collections.abc import Awaitable, Callable
 from tickwheel.shared.clock import Clock
 
 from ..lease.base import Session
-from ..store.handout import HandoutStore, Retry
+from ..store.executions import Retry
+from ..store.queue import ExecutionQueue
 from ..telemetry.metrics import Metrics
 from ..telemetry.tracing import Tracing
 from .budget import DEFAULT_BURST, DEFAULT_RATE, UnheldBudget
@@ -55,7 +56,7 @@ class Gateway:
 
     def __init__(
         self,
-        store: HandoutStore,
+        store: ExecutionQueue,
         connections: Connections,
         clock: Clock,
         *,
@@ -89,9 +90,9 @@ class Gateway:
             skew_check_interval=skew_check_interval, skew_max_age=skew_max_age, on_skew=on_skew,
         )
         self.intake = Intake(
-            store, clock, self.inflight, held, budget, wake=wake, on_retry=on_retry, metrics=metrics
+            store.outcomes, clock, self.inflight, held, budget, wake=wake, on_retry=on_retry, metrics=metrics
         )
-        self.liveness = Liveness(store, clock, self.fence, self.inflight, held, budget, wake=wake, metrics=metrics)
+        self.liveness = Liveness(store.requeues, clock, self.fence, self.inflight, held, budget, wake=wake, metrics=metrics)
         self.rounds = Rounds(
             store, connections, clock, self.fence, self.inflight, held, wake=wake,
             backlog=self.intake.results.backlog, signal_cancels=self.liveness.signal_cancels,

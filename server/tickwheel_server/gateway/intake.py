@@ -25,7 +25,8 @@ from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import to_us
 from tickwheel.shared.logs import log_execution
 
-from ..store.handout import HandoutStore, ResultIn, Retry
+from ..store.executions import ResultIn, Retry
+from ..store.outcomes import OutcomeStore
 from ..telemetry.metrics import OTHER, OUTCOMES, Metrics
 from .budget import OverBudget, UnheldBudget
 from .connections import WorkerConnection
@@ -46,7 +47,7 @@ class Intake:
 
     def __init__(
         self,
-        store: HandoutStore,
+        store: OutcomeStore,
         clock: Clock,
         inflight: InFlight[WorkerConnection],
         held: dict[Key, tuple[str, str]],

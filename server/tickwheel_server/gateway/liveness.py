@@ -40,7 +40,8 @@ from tickwheel.shared.ids import to_us
 from tickwheel.shared.logs import log_execution
 
 from ..errors import Unavailable
-from ..store.handout import HandoutStore, Lost, RequeueResult
+from ..store.executions import Lost, RequeueResult
+from ..store.requeue import RequeueStore
 from ..telemetry.metrics import Metrics
 from .budget import OverBudget, UnheldBudget
 from .connections import WorkerConnection
@@ -63,7 +64,7 @@ class Liveness:
 
     def __init__(
         self,
-        store: HandoutStore,
+        store: RequeueStore,
         clock: Clock,
         fence: Fence,
         inflight: InFlight[WorkerConnection],
@@ -145,7 +146,7 @@ class Liveness:
         """About every ``interval``: requeue the deliveries whose worker went
         silent or away, and tell workers about cancel requests; every
         ``stalled_interval``, wake waiters left asleep beside free key slots
-        or behind a job with nothing running (:meth:`HandoutStore.wake_stalled`)
+        or behind a job with nothing running (:meth:`RequeueStore.wake_stalled`)
         and requeue what runs under this session with nothing here holding
         it (:meth:`requeue_orphans`)."""
         next_stalled = self._clock.monotonic() + stalled_interval
@@ -173,7 +174,7 @@ class Liveness:
 
     async def requeue_orphans(self, page: int = ORPHAN_PAGE) -> RequeueResult:
         """One pass of the safety net: read the next ``page`` of running
-        executions stamped with this session (:meth:`HandoutStore.running_under`,
+        executions stamped with this session (:meth:`RequeueStore.running_under`,
         wrapping around at the end) and requeue each that
 
         - nothing here holds (no :mod:`.inflight` entry: no worker of this

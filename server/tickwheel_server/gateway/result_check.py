@@ -20,7 +20,7 @@ from tickwheel.v1 import worker_pb2
 from tickwheel.shared.ids import timestamp_us
 
 from ..errors import FieldViolation
-from ..store.handout import ResultIn
+from ..store.executions import ResultIn
 
 EXECUTION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,256}$")
 """As execution ids are made: ``<job id>:<RFC 3339 instant>`` or ``<job id>:trigger:<request id>``."""

@@ -27,7 +27,8 @@ from tickwheel.shared.ids import set_timestamp_us, to_us
 from tickwheel.shared.logs import log_execution
 
 from ..jobspec import NO_DEFINITION
-from ..store.handout import Capability, Claimed, HandedOut, HandoutStore
+from ..store.executions import Capability, HandedOut, HandOutRound
+from ..store.queue import ExecutionQueue
 from ..telemetry.metrics import Metrics
 from ..telemetry.tracing import Tracing, traceparent_of
 from ..wire import EXECUTION_ORIGIN_TO_PROTO
@@ -72,7 +73,7 @@ class _Claiming:
     """A hand-out claim under way."""
 
     want: int
-    claiming: asyncio.Future[Claimed] = field(init=False)
+    claiming: asyncio.Future[HandOutRound] = field(init=False)
     full_take: bool = False
     """Its take moved ``want`` rows: more may be ready."""
 
@@ -92,7 +93,7 @@ class _Chain:
     claim's rows are taken."""
 
     def __init__(
-        self, members: list[WorkerConnection], claim: Callable[[int, Callable[[int], None]], Awaitable[Claimed]]
+        self, members: list[WorkerConnection], claim: Callable[[int, Callable[[int], None]], Awaitable[HandOutRound]]
     ) -> None:
         self._members = members
         self._claim = claim
@@ -155,7 +156,7 @@ class Rounds:
 
     def __init__(
         self,
-        store: HandoutStore,
+        store: ExecutionQueue,
         connections: Connections,
         clock: Clock,
         fence: Fence,
@@ -224,7 +225,7 @@ class Rounds:
                     refused = handed.fenced or fence.refusal(lease)
                     if refused is not None:
                         fence.note_refusal(refused)
-                        await self._store.release([(item.id, item.delivery) for item in handed])
+                        await self._store.requeues.release([(item.id, item.delivery) for item in handed])
                         break
                     total += await self._deal(handed, members, self._clock.now())
                     stopped += handed.stopped
@@ -252,27 +253,27 @@ class Rounds:
 
     async def _claim(
         self, capability: Capability, want: int, lease: Lease, on_taken: Callable[[int], None] | None = None
-    ) -> Claimed:
+    ) -> HandOutRound:
         # ``now`` decides what is ready; the hand-out instant (lateness,
         # deadlines) is read after the claim reached the store, which may
         # have retried through an outage meanwhile.
         started = self._clock.monotonic()
         refusal = self._fence.refusal
-        handed = await self._store.claim_ready(
+        handed = await self._store.handout.hand_out_ready(
             lease.owner, self._clock.now(), capability, want, on_taken=on_taken, fence=lambda: refusal(lease)
         )
         if handed and self._metrics is not None:
             self._metrics.claimed("handout", len(handed), self._clock.monotonic() - started)
         return handed
 
-    async def _give_back(self, claiming: asyncio.Future[Claimed]) -> None:
+    async def _give_back(self, claiming: asyncio.Future[HandOutRound]) -> None:
         try:
             handed = await asyncio.shield(claiming)
         except Exception:
             log.exception("a claim under way when its round failed failed too")
             return
         if handed:
-            await self._store.release([(item.id, item.delivery) for item in handed])
+            await self._store.requeues.release([(item.id, item.delivery) for item in handed])
 
     async def _deal(self, handed: list[HandedOut], members: list[WorkerConnection], now: datetime) -> int:
         batches: dict[WorkerConnection, worker_pb2.PullResponse] = {}
@@ -325,6 +326,6 @@ class Rounds:
         if self._metrics is not None and lateness:
             self._metrics.handed_out(lateness)
         if unsent:
-            await self._store.release(unsent)
+            await self._store.requeues.release(unsent)
         return len(handed) - len(unsent)
 

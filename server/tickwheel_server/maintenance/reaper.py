@@ -22,7 +22,7 @@ the row still being ``running`` under the dead owner (and takes rows with
 ``SKIP LOCKED``), so two reapers at once, or a reaper racing a
 re-attachment, can never requeue one delivery twice. A server whose own
 session was lost re-stamps its rows under its new session (see
-:meth:`HandoutStore.restamp`) well within the grace.
+:meth:`RequeueStore.restamp <tickwheel_server.store.requeue.RequeueStore.restamp>`) well within the grace.
 """
 
 from __future__ import annotations
@@ -35,14 +35,15 @@ from tickwheel.shared.clock import Clock
 
 from ..lease import LeaseStore, LeaseStoreError, Session
 from ..lease.keys import REAPER_KEY, SERVERS_PREFIX, session_name
-from ..store.handout import HandoutStore, Retry
+from ..store.executions import Retry
+from ..store.requeue import RequeueStore
 
 log = logging.getLogger(__name__)
 
 class Reaper:
     def __init__(
         self,
-        store: HandoutStore,
+        store: RequeueStore,
         leases: LeaseStore,
         session: Callable[[], Session],
         clock: Clock,

@@ -1,0 +1,338 @@
+"""Results: workers' outcomes recorded on their executions (succeeded, a
+retry, a dead letter, canceled), as :mod:`tickwheel_server.policy.outcome`
+decides.
+
+:meth:`OutcomeStore.record_results` applies workers' results in one
+transaction per batch: one read of the rows (locked), one batched update,
+one batched insert of attempt rows. Each result carries the tenants of the
+credential it came with: an execution of any other tenant is answered
+exactly like one that does not exist (:data:`.executions.NOT_HELD`). A result whose
+delivery is not the current one is rejected and changes nothing but a note
+on the attempt row of that delivery, if it was requeued; a repeated result
+(its attempt row exists) is acknowledged again and changes nothing. A result
+the caller does not vouch for (``held=False``: the stream that sent it does
+not hold the delivery) is never applied, only classified.
+
+Ending a delivery gives its concurrency-key slots back and wakes the
+next in line (:mod:`.isolation`), in the same transaction. An execution with
+a cancel request ends ``canceled`` instead of being retried or requeued.
+
+On PostgreSQL, result batches run at READ COMMITTED (see
+:class:`.base.SqlStore`): each batch locks its executions' rows (FOR UPDATE)
+first.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime
+from typing import NamedTuple
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from tickwheel.v1 import worker_pb2
+
+from tickwheel.shared.ids import to_us
+
+from ..jobspec import NO_DEFINITION, DefinitionCache
+from ..circuits import CircuitBreaker
+from ..policy.outcome import BREAKER_OUTCOMES, Facts, breaker_event, decide
+from .base import SqlStore, driver_sql, execute_arrays, tuples
+from .executions import (
+    NOT_HELD, TERMINAL, DeadLetter, DeadLetterHook, ResultAck, ResultIn, Retry, attempt_row, dead_lettered,
+)
+from .isolation import release_slots, wake_jobs
+from .tables import attempts, executions, jobs
+
+# Outcomes of a batch of results (PostgreSQL): every row's new state from
+# parallel arrays, by primary key; whatever held the delivery is cleared.
+_RECORD_OUTCOMES = driver_sql(
+    "UPDATE executions SET status = v.status, attempt = v.attempt, ready_at = v.ready_at, error = v.error, "
+    "dead_reason = v.dead_reason, finished_at = v.finished_at, owner = NULL, worker_id = NULL, "
+    "handed_out_at = NULL, held_keys = NULL, wait_key = NULL, waiting_since = NULL, cancel_requested_at = NULL, "
+    "cancel_reason = NULL "
+    "FROM unnest(CAST(:ids AS TEXT[]), CAST(:statuses AS TEXT[]), CAST(:attempts AS INTEGER[]), "
+    "CAST(:ready AS BIGINT[]), CAST(:errors AS TEXT[]), CAST(:deads AS TEXT[]), CAST(:finished AS BIGINT[])) "
+    "AS v (id, status, attempt, ready_at, error, dead_reason, finished_at) "
+    "WHERE executions.id = v.id"
+)
+_OUTCOME_ARRAYS = {
+    "ids": "b_id", "statuses": "b_status", "attempts": "b_attempt", "ready": "b_ready_at", "errors": "b_error",
+    "deads": "b_dead_reason", "finished": "b_finished_at",
+}
+
+# A batch of results' executions (PostgreSQL), locked, each with its job's
+# definition: one array parameter, one plan whatever the batch.
+_RESULT_ROWS = driver_sql(
+    "SELECT e.id, e.job_id, e.tenant, e.partition, e.status, e.delivery, e.attempt, e.due_at, e.ready_at, "
+    "e.handed_out_at, e.held_keys, e.waiting_since, e.cancel_requested_at, e.cancel_reason, j.spec, j.version "
+    "FROM executions AS e LEFT JOIN jobs AS j ON j.id = e.job_id "
+    "WHERE e.id = ANY (CAST(:ids AS TEXT[])) FOR UPDATE OF e"
+)
+
+# A batch of attempt rows (PostgreSQL) from parallel arrays: one statement,
+# not one per row.
+_ATTEMPT_COLUMNS = (
+    ("execution_id", "TEXT"), ("attempt", "INTEGER"), ("delivery", "INTEGER"), ("status", "TEXT"),
+    ("started_at", "BIGINT"), ("finished_at", "BIGINT"), ("lateness_us", "BIGINT"), ("worker_id", "TEXT"),
+    ("error", "TEXT"), ("waited_us", "BIGINT"), ("worker_started_at", "BIGINT"),
+)
+_INSERT_ATTEMPTS = driver_sql(
+    f"INSERT INTO attempts ({', '.join(name for name, _ in _ATTEMPT_COLUMNS)}) "
+    f"SELECT * FROM unnest({', '.join(f'CAST(:{name} AS {kind}[])' for name, kind in _ATTEMPT_COLUMNS)})"
+)
+
+
+class _ResultRow(NamedTuple):
+    """An execution a result names, as :data:`_RESULT_ROWS` reads it."""
+
+    id: str
+    job_id: str
+    tenant: str
+    partition: int
+    status: str
+    delivery: int
+    attempt: int
+    due_at: int
+    ready_at: int
+    handed_out_at: int | None
+    held_keys: str | None
+    waiting_since: int | None
+    cancel_requested_at: int | None
+    cancel_reason: str | None
+    spec: bytes | None
+    version: int | None
+    """The job's version (None: the job was deleted): the definition's cache key with its id."""
+
+
+class OutcomeStore(SqlStore):
+    def __init__(
+        self,
+        engine,
+        clock,
+        *,
+        rng: random.Random | None = None,
+        on_dead_letter: DeadLetterHook | None = None,
+        breaker: CircuitBreaker | None = None,
+        definitions: DefinitionCache | None = None,
+    ) -> None:
+        super().__init__(engine, clock)
+        self._rng = rng or random.Random()
+        """Draws the retries' jitter."""
+        self._on_dead_letter = on_dead_letter
+        self.breaker = breaker
+        """Counts HTTP-target outcomes per (tenant, host) and holds retries while a circuit is open; None: no breaker."""
+        self.definitions = definitions if definitions is not None else DefinitionCache()
+        """Parsed definitions by (job id, version); shared with the dispatcher and hand-out where one server runs them."""
+
+    async def record_results(self, results: list[ResultIn]) -> list[ResultAck]:
+        """Apply outcomes; returns one ack per result, in order.
+
+        A result is applied only if its execution is of one of its
+        ``tenants``, ``running`` at its delivery and attempt, and ``held``.
+        Otherwise nothing of the execution changes: another tenant's or an
+        unknown execution, or a current delivery not held, is answered
+        :data:`NOT_HELD`; a delivery already recorded ``already recorded``
+        (accepted); a requeued one is rejected and, once per lost attempt,
+        noted on its ``lost`` attempt row; any other stale one is rejected."""
+        if not results:
+            return []
+        rng_state = self._rng.getstate()
+
+        def fn(conn: Connection) -> list[ResultAck]:
+            self._rng.setstate(rng_state)  # the same delays if the transaction is retried
+            now = self.clock.now()
+            now_us = to_us(now)
+            ids = sorted({r.execution_id for r in results})
+            if self.caps.is_postgres:
+                read = [_ResultRow._make(row) for row in tuples(execute_arrays(conn, _RESULT_ROWS, {"ids": ids}))]
+            else:
+                read = self._result_rows(conn, ids)
+            rows = {row.id: row for row in read}
+            # Another tenant's execution is, to this result, no execution at all.
+            mine = [
+                row if row is not None and row.tenant in r.tenants else None
+                for r in results for row in (rows.get(r.execution_id),)
+            ]
+            mismatched = [
+                r for r, row in zip(results, mine)
+                if row is not None and (row.status != "running" or row.delivery != r.delivery or row.attempt != r.attempt)
+            ]
+            recorded = self._recorded_attempts(conn, mismatched)
+            acks: list[ResultAck] = []
+            updates: list[dict] = []
+            history: list[dict] = []
+            notes: list[dict] = []
+            dead: list[DeadLetter] = []
+            ended: list = []
+            finished_jobs: list[str] = []
+            seen: set[tuple[str, int]] = set()
+            for result, row in zip(results, mine):
+                key = (result.execution_id, result.delivery)
+                if row is None:
+                    acks.append(ResultAck(*key, False, NOT_HELD))
+                    continue
+                if key in seen:
+                    acks.append(ResultAck(*key, True, "already recorded"))
+                    continue
+                if row.status != "running" or row.delivery != result.delivery or row.attempt != result.attempt:
+                    status = recorded.get((result.execution_id, result.attempt, result.delivery))
+                    if status is not None and status != "lost":
+                        acks.append(ResultAck(*key, True, "already recorded"))
+                        continue
+                    reason = f"stale delivery: the current one is {row.delivery} ({row.status})"
+                    if status == "lost":
+                        reason = f"stale delivery: delivery {result.delivery} was requeued (lost)"
+                        notes.append(
+                            dict(
+                                b_id=result.execution_id, b_attempt=result.attempt, b_delivery=result.delivery,
+                                b_note=f"; a late result ({_OUTCOME_NAMES.get(result.outcome, 'unknown')}) "
+                                f"from worker {result.worker_id} was rejected",
+                            )
+                        )
+                    acks.append(ResultAck(*key, False, reason))
+                    continue
+                if not result.held:  # current, but not this worker's to end
+                    acks.append(ResultAck(*key, False, NOT_HELD))
+                    continue
+                seen.add(key)
+                update, attempt_status, retry, dead_letter = self._outcome(row, result, now, now_us)
+                updates.append(update)
+                history.append(attempt_row(row, attempt_status, result.worker_id, result.error, now_us,
+                                            result.worker_started_at_us))
+                ended.append(row)
+                if update["b_status"] in TERMINAL:
+                    finished_jobs.append(row.job_id)
+                if dead_letter is not None:
+                    dead.append(dead_letter)
+                acks.append(ResultAck(*key, True, retry=retry))
+            if updates:
+                self._apply_outcomes(conn, updates)
+                self._insert_attempts(conn, history)
+                release_slots(conn, self.caps, [(row.tenant, row.held_keys) for row in ended])
+                wake_jobs(conn, finished_jobs)
+            if notes:
+                self._note_late_results(conn, notes)
+            dead_lettered(conn, self._on_dead_letter, dead)
+            return acks
+
+        return await self._tx(fn, row_locked=True)
+
+    def _result_rows(self, conn: Connection, ids: list[str]) -> list:
+        """:data:`_RESULT_ROWS` on engines without binary array parameters."""
+        query = (
+            sa.select(
+                executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition,
+                executions.c.status, executions.c.delivery, executions.c.attempt, executions.c.due_at,
+                executions.c.ready_at, executions.c.handed_out_at, executions.c.held_keys,
+                executions.c.waiting_since, executions.c.cancel_requested_at, executions.c.cancel_reason,
+                jobs.c.spec, jobs.c.version,
+            )
+            .select_from(executions.outerjoin(jobs, jobs.c.id == executions.c.job_id))
+            .where(executions.c.id.in_(ids))
+        )
+        if self.caps.row_locks:
+            query = query.with_for_update(of=executions)
+        return conn.execute(query).all()
+
+    def _insert_attempts(self, conn: Connection, history: list[dict]) -> None:
+        """Insert attempt rows: one statement over arrays on PostgreSQL, an
+        executemany elsewhere."""
+        if self.caps.is_postgres:
+            arrays = {name: [row[name] for row in history] for name, _ in _ATTEMPT_COLUMNS}
+            execute_arrays(conn, _INSERT_ATTEMPTS, arrays)
+            return
+        conn.execute(attempts.insert(), history)
+
+    def _apply_outcomes(self, conn: Connection, updates: list[dict]) -> None:
+        """Write the executions' new states: one statement over arrays on
+        PostgreSQL (one plan, one round trip, whatever the batch), one
+        statement per row elsewhere."""
+        if self.caps.is_postgres:
+            execute_arrays(conn, _RECORD_OUTCOMES, {
+                name: [update[key] for update in updates] for name, key in _OUTCOME_ARRAYS.items()
+            })
+            return
+        conn.execute(
+            executions.update()
+            .where(executions.c.id == sa.bindparam("b_id"))
+            .values(
+                status=sa.bindparam("b_status"), attempt=sa.bindparam("b_attempt"),
+                ready_at=sa.bindparam("b_ready_at"), error=sa.bindparam("b_error"),
+                dead_reason=sa.bindparam("b_dead_reason"), finished_at=sa.bindparam("b_finished_at"),
+                owner=None, worker_id=None, handed_out_at=None, held_keys=None, wait_key=None,
+                waiting_since=None, cancel_requested_at=None, cancel_reason=None,
+            ),
+            updates,
+        )
+
+    def _recorded_attempts(self, conn: Connection, results: list[ResultIn]) -> dict[tuple[str, int, int], str]:
+        """The attempt rows, by (execution, attempt, delivery), of results that do not match their execution's current delivery."""
+        if not results:
+            return {}
+        rows = conn.execute(
+            sa.select(attempts.c.execution_id, attempts.c.attempt, attempts.c.delivery, attempts.c.status).where(
+                attempts.c.execution_id.in_(sorted({r.execution_id for r in results}))
+            )
+        )
+        return {(r.execution_id, r.attempt, r.delivery): r.status for r in rows}
+
+    @staticmethod
+    def _note_late_results(conn: Connection, notes: list[dict]) -> None:
+        """Record a rejected late result on the ``lost`` attempt row of its delivery."""
+        conn.execute(
+            attempts.update()
+            .where(
+                attempts.c.execution_id == sa.bindparam("b_id"),
+                attempts.c.attempt == sa.bindparam("b_attempt"),
+                attempts.c.delivery == sa.bindparam("b_delivery"),
+                attempts.c.status == "lost",
+                attempts.c.error.not_like("%was rejected"),
+            )
+            .values(error=attempts.c.error + sa.bindparam("b_note")),
+            notes,
+        )
+
+    def _outcome(
+        self, row, result: ResultIn, now: datetime, now_us: int
+    ) -> tuple[dict, str, Retry | None, DeadLetter | None]:
+        """The execution's new values, the attempt's status, and the retry or dead letter it makes, for one result,
+        as :func:`~tickwheel_server.policy.outcome.decide` decides.
+
+        An HTTP target's outcome is counted by the circuit breaker of
+        (tenant, host); while that circuit is open, a retry is scheduled no
+        earlier than the breaker says (see :mod:`tickwheel_server.policy.breaker`).
+        A definition that cannot be read fails the result where the decision
+        needs it (the result writer then refuses that result alone).
+        """
+        definition = self.definitions.get(row.job_id, row.version, row.spec) if row.spec else None
+        hold = None
+        if self.breaker is not None and definition is not None and result.outcome in BREAKER_OUTCOMES:
+            event = breaker_event(result.outcome, definition.host(), row.handed_out_at, now_us)
+            if event is not None:
+                hold = self.breaker.record(row.tenant, event.host, (row.id, result.delivery), failed=event.failed,
+                                           age=event.age)
+        facts = Facts(row.attempt, row.cancel_requested_at is not None, row.cancel_reason)
+        retry = (definition or NO_DEFINITION).retry_or_problem()
+        decision = decide(facts, result.outcome, result.retry_after, retry, hold, now, self._rng)
+        retrying = decision.status == "scheduled"
+        update = dict(
+            b_id=row.id, b_status=decision.status, b_attempt=decision.attempt,
+            b_ready_at=decision.ready_at_us if retrying else row.ready_at, b_error=result.error[:4096],
+            b_dead_reason=decision.reason, b_finished_at=None if retrying else now_us,
+        )
+        retry_of = Retry(row.id, row.partition, decision.ready_at_us) if retrying else None
+        dead = (
+            DeadLetter(row.id, row.job_id, row.tenant, decision.reason, result.error, poison=False)
+            if decision.dead else None
+        )
+        return update, decision.attempt_status, retry_of, dead
+
+
+_OUTCOME_NAMES = {
+    worker_pb2.RESULT_OUTCOME_SUCCEEDED: "succeeded",
+    worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE: "failed, retryable",
+    worker_pb2.RESULT_OUTCOME_FAILED_PERMANENT: "failed permanently",
+    worker_pb2.RESULT_OUTCOME_TIMED_OUT: "timed out",
+    worker_pb2.RESULT_OUTCOME_CANCELED: "canceled",
+}

@@ -1,0 +1,360 @@
+"""Requeues: deliveries no worker will finish ended and their executions
+scheduled again (release, requeue, reap, re-attach, restamp), and the
+signals around running executions (cancel requests, stalled queues woken,
+who runs what).
+
+:meth:`RequeueStore.requeue` ends a delivery that no worker will finish (its worker died,
+stopped heartbeating, or its server's session expired): an attempt row
+``lost`` with the reason, and the execution ``scheduled`` again with the same
+id (the next hand-out is delivery + 1). Every update is conditional on the
+delivery and the owner it was decided for, so a worker that re-attached
+elsewhere meanwhile (:meth:`reattach`) keeps its execution. Requeues that
+count (the worker died or went silent, not the server) raise ``reap_count``;
+past the poison cap the execution is dead-lettered instead.
+
+Whatever ends a delivery gives its concurrency-key slots back and wakes the
+next in line (:mod:`.isolation`), in the same transaction. An execution with
+a cancel request ends ``canceled`` instead of being retried or requeued.
+
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from tickwheel.shared.ids import to_us
+
+from .base import SqlStore
+from .executions import (
+    CancelRequest, DeadLetter, DeadLetterHook, Lost, Reattached, RequeueResult, Retry, Running, attempt_row,
+    dead_lettered,
+)
+from .isolation import release_slots, status_in, wake_jobs, wake_keys
+from .tables import attempts, concurrency_keys, executions
+from .timeline import NOT_STARTED, in_group
+
+DEFAULT_POISON_CAP = 3
+"""Requeues that count (the worker died or went silent) an execution survives; one more and it is dead."""
+
+_REQUEUE_COLUMNS = (
+    executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition, executions.c.delivery,
+    executions.c.attempt, executions.c.ready_at, executions.c.due_at, executions.c.handed_out_at,
+    executions.c.reap_count, executions.c.worker_id, executions.c.held_keys, executions.c.waiting_since,
+    executions.c.cancel_requested_at, executions.c.cancel_reason,
+)
+
+
+class RequeueStore(SqlStore):
+    def __init__(
+        self, engine, clock, *, on_dead_letter: DeadLetterHook | None = None, poison_cap: int = DEFAULT_POISON_CAP
+    ) -> None:
+        super().__init__(engine, clock)
+        self._on_dead_letter = on_dead_letter
+        self.poison_cap = poison_cap
+
+    async def release(self, handed: list[tuple[str, int]]) -> None:
+        """Put back executions handed out but never sent to a worker (their
+        stream closed first): ``scheduled`` again, and the delivery taken
+        back, since no worker ever saw it; their key slots are given back."""
+        if not handed:
+            return
+
+        def fn(conn: Connection) -> None:
+            wanted = dict(handed)
+            query = sa.select(executions.c.id, executions.c.tenant, executions.c.delivery, executions.c.held_keys).where(
+                executions.c.id.in_(sorted(wanted)), status_in(executions.c.status, "running")
+            )
+            if self.caps.row_locks:
+                query = query.with_for_update()
+            rows = [row for row in conn.execute(query) if wanted[row.id] == row.delivery]
+            if not rows:
+                return
+            conn.execute(
+                executions.update()
+                .where(
+                    executions.c.id == sa.bindparam("b_id"),
+                    executions.c.delivery == sa.bindparam("b_delivery"),
+                    executions.c.status == "running",
+                )
+                .values(
+                    status="scheduled", owner=None, worker_id=None, handed_out_at=None, held_keys=None,
+                    delivery=executions.c.delivery - 1,
+                ),
+                [dict(b_id=row.id, b_delivery=row.delivery) for row in rows],
+            )
+            release_slots(conn, self.caps, [(row.tenant, row.held_keys) for row in rows])
+
+        await self._tx(fn)
+
+    async def reattach(
+        self, owner: str, worker_id: str, held: Sequence[tuple[str, int]], *, tenants: Sequence[str]
+    ) -> list[Reattached]:
+        """Take over deliveries a reconnecting worker still runs: those of
+        ``tenants`` (its credential's) still ``running`` at that delivery, and
+        not re-attached by another worker since (``worker_id`` unset or this
+        one), are stamped with ``owner`` (this server's session) and
+        ``worker_id``; the rest (finished, requeued, another delivery, another
+        tenant's, unknown) are not returned and the worker must drop them."""
+        if not held:
+            return []
+        wanted = dict(held)
+        scope = frozenset(tenants)
+
+        def fn(conn: Connection) -> list[Reattached]:
+            query = sa.select(
+                executions.c.id, executions.c.delivery, executions.c.partition, executions.c.tenant,
+                executions.c.worker_id,
+            ).where(executions.c.id.in_(sorted(wanted)), executions.c.status == "running")
+            if self.caps.row_locks:
+                query = query.with_for_update()
+            rows = [
+                row for row in conn.execute(query)
+                if wanted.get(row.id) == row.delivery and row.tenant in scope
+                and row.worker_id in (None, worker_id)
+            ]
+            if rows:
+                conn.execute(
+                    executions.update()
+                    .where(
+                        executions.c.id == sa.bindparam("b_id"),
+                        executions.c.delivery == sa.bindparam("b_delivery"),
+                        executions.c.status == "running",
+                    )
+                    .values(owner=owner, worker_id=worker_id),
+                    [dict(b_id=row.id, b_delivery=row.delivery) for row in rows],
+                )
+            return [Reattached(row.id, row.delivery, row.partition) for row in rows]
+
+        return await self._tx(fn)
+
+    async def restamp(self, old_owner: str, new_owner: str) -> int:
+        """A server that lost its session and opened a new one takes its
+        running executions over under the new one, before a reaper takes them."""
+        if not old_owner or old_owner == new_owner:
+            return 0
+
+        def fn(conn: Connection) -> int:
+            return conn.execute(
+                executions.update()
+                .where(executions.c.owner == old_owner, executions.c.status == "running")
+                .values(owner=new_owner)
+            ).rowcount
+
+        return await self._tx(fn)
+
+    async def requeue(self, owner: str, lost: Sequence[Lost], *, counts: bool) -> RequeueResult:
+        """End deliveries no worker will finish, if they are still running at
+        that delivery under ``owner``: an attempt row ``lost`` with the reason,
+        then ``scheduled`` again (same id, same attempt) or, when ``counts``
+        and the execution was requeued more than the poison cap, dead.
+
+        ``counts``: the worker died or stopped heartbeating (it may be the
+        execution killing it); False when the server's session expired."""
+        if not lost:
+            return RequeueResult()
+
+        def fn(conn: Connection) -> RequeueResult:
+            now_us = to_us(self.clock.now())
+            wanted = {item.execution_id: item for item in lost}
+            query = sa.select(*_REQUEUE_COLUMNS).where(
+                executions.c.id.in_(sorted(wanted)), executions.c.status == "running", executions.c.owner == owner
+            )
+            if self.caps.row_locks:
+                query = query.with_for_update()
+            rows = [row for row in conn.execute(query) if wanted[row.id].delivery == row.delivery]
+            return self._requeue_rows(
+                conn, rows, {row.id: wanted[row.id].reason for row in rows}, counts, now_us,
+                skipped=[(i.execution_id, i.delivery) for i in lost],
+                workers={row.id: wanted[row.id].worker_id for row in rows},
+            )
+
+        return await self._tx(fn)
+
+    def _requeue_rows(
+        self, conn: Connection, rows: list, reasons: dict[str, str], counts: bool, now_us: int,
+        skipped: list[tuple[str, int]] | None = None, workers: dict[str, str] | None = None,
+    ) -> RequeueResult:
+        result = RequeueResult()
+        taken = {(row.id, row.delivery) for row in rows}
+        result.skipped = [key for key in (skipped or []) if key not in taken]
+        if not rows:
+            return result
+        updates: list[dict] = []
+        history: list[dict] = []
+        finished_jobs: list[str] = []
+        for row in rows:
+            reaps = row.reap_count + (1 if counts else 0)
+            reason = reasons[row.id]
+            history.append(
+                attempt_row(row, "lost", (workers or {}).get(row.id) or row.worker_id or "", reason, now_us)
+            )
+            if row.cancel_requested_at is not None:  # asked to stop: it ends here, not run again
+                updates.append(dict(b_id=row.id, b_status="canceled", b_reaps=reaps, b_finished=now_us,
+                                    b_dead_reason=row.cancel_reason or "canceled: by request", b_error=reason[:4096]))
+                result.canceled.append(row.id)
+                finished_jobs.append(row.job_id)
+            elif counts and reaps > self.poison_cap:
+                dead_reason = f"poison: requeued {reaps} times because its worker died or stopped heartbeating"
+                updates.append(dict(b_id=row.id, b_status="dead", b_reaps=reaps, b_finished=now_us,
+                                    b_dead_reason=dead_reason, b_error=reason[:4096]))
+                result.dead.append(DeadLetter(row.id, row.job_id, row.tenant, dead_reason, reason, poison=True))
+                finished_jobs.append(row.job_id)
+            else:
+                updates.append(dict(b_id=row.id, b_status="scheduled", b_reaps=reaps, b_finished=None,
+                                    b_dead_reason="", b_error=reason[:4096]))
+                result.requeued.append(Retry(row.id, row.partition, row.ready_at))
+        conn.execute(
+            executions.update()
+            .where(executions.c.id == sa.bindparam("b_id"))
+            .values(
+                status=sa.bindparam("b_status"), reap_count=sa.bindparam("b_reaps"),
+                finished_at=sa.bindparam("b_finished"), dead_reason=sa.bindparam("b_dead_reason"),
+                error=sa.bindparam("b_error"), owner=None, worker_id=None, handed_out_at=None, held_keys=None,
+                waiting_since=None, cancel_requested_at=None, cancel_reason=None,
+            ),
+            updates,
+        )
+        conn.execute(attempts.insert(), history)
+        release_slots(conn, self.caps, [(row.tenant, row.held_keys) for row in rows])
+        wake_jobs(conn, finished_jobs)
+        dead_lettered(conn, self._on_dead_letter, result.dead)
+        return result
+
+    # -- the cancel signal and stalled queues ------------------------------------------------------
+
+    async def cancel_requests(self, owner: str, limit: int = 1000) -> list[CancelRequest]:
+        """Running executions stamped with ``owner`` that someone asked to
+        stop (a scan of the ``executions_cancel_requested`` partial index,
+        which holds only those)."""
+
+        def fn(conn: Connection) -> list[CancelRequest]:
+            query = (
+                sa.select(executions.c.id, executions.c.delivery, executions.c.cancel_reason)
+                .where(
+                    executions.c.owner == owner,
+                    status_in(executions.c.status, "running"),
+                    executions.c.cancel_requested_at.is_not(None),
+                )
+                .order_by(executions.c.owner, executions.c.id)
+                .limit(limit)
+            )
+            return [CancelRequest(r.id, r.delivery, r.cancel_reason or "canceled: by request") for r in conn.execute(query)]
+
+        return await self._tx(fn)
+
+    async def wake_stalled(self, limit: int = 1000) -> int:
+        """The safety net under the wake-ups: every key with free slots and
+        sleeping waiters gets that many woken, and every job with executions
+        waiting for it but nothing running, retrying or ready gets its oldest
+        waiter woken (a result recorded while a hand-out round decided, at
+        READ COMMITTED, to queue behind that very execution leaves one so).
+        Returns how many keys and jobs had some. A scan of
+        ``concurrency_keys`` (one row per key in use) with one index probe
+        per key that has room, and a scan of ``executions_job_waits`` (only
+        job waiters: usually empty) with one probe of ``executions_busy``
+        and one of ``executions_not_started_job`` per job."""
+
+        now_us = to_us(self.clock.now())
+
+        def fn(conn: Connection) -> int:
+            waiting = executions.alias("waiting")
+            sleeping = (
+                sa.select(waiting.c.id)
+                .where(
+                    status_in(waiting.c.status, "waiting"),
+                    waiting.c.tenant == concurrency_keys.c.tenant,
+                    waiting.c.wait_key == concurrency_keys.c.name,
+                )
+                .limit(1)
+                .exists()
+            )
+            pairs = conn.execute(
+                sa.select(concurrency_keys.c.tenant, concurrency_keys.c.name)
+                .where(concurrency_keys.c.running < concurrency_keys.c.max_running, sleeping)
+                .order_by(concurrency_keys.c.tenant, concurrency_keys.c.name)
+                .limit(limit)
+            ).all()
+            wake_keys(conn, self.caps, [(row.tenant, row.name) for row in pairs])
+            other = executions.alias("other")
+            retrying = sa.and_(status_in(other.c.status, "scheduled"), other.c.attempt > 1)
+            busy = (  # executions_busy, its predicate as the index writes it
+                sa.select(other.c.id)
+                .where(other.c.job_id == waiting.c.job_id, sa.or_(status_in(other.c.status, "running"), retrying))
+                .limit(1)
+                .exists()
+            )
+            ready = (
+                sa.select(other.c.id)
+                .where(
+                    other.c.job_id == waiting.c.job_id,
+                    *in_group(NOT_STARTED, table=other),
+                    status_in(other.c.status, "scheduled"),
+                    other.c.ready_at <= now_us,
+                )
+                .limit(1)
+                .exists()
+            )
+            stranded = conn.execute(
+                sa.select(waiting.c.job_id)
+                .where(status_in(waiting.c.status, "waiting"), waiting.c.wait_key.is_(None), ~busy, ~ready)
+                .group_by(waiting.c.job_id)
+                .order_by(waiting.c.job_id)
+                .limit(limit)
+            ).scalars().all()
+            wake_jobs(conn, stranded)
+            return len(pairs) + len(stranded)
+
+        return await self._tx(fn)
+
+    async def running_owners(self, limit: int = 1000) -> list[str]:
+        """The sessions that running executions are stamped with (a scan of the
+        ``executions_owner`` partial index)."""
+
+        def fn(conn: Connection) -> list[str]:
+            query = (
+                sa.select(executions.c.owner)
+                .where(executions.c.status == "running", executions.c.owner.is_not(None))
+                .group_by(executions.c.owner)
+                .limit(limit)
+            )
+            return [row.owner for row in conn.execute(query)]
+
+        return await self._tx(fn)
+
+    async def running_under(self, owner: str, after: str = "", limit: int = 1000) -> list[Running]:
+        """Up to ``limit`` running executions stamped with ``owner`` whose id
+        sorts after ``after``, in id order: a page of what one server's
+        session holds (the ``executions_owner`` partial index; a server's
+        running executions are at most its workers' slots). Writes nothing."""
+
+        def fn(conn: Connection) -> list[Running]:
+            query = (
+                sa.select(executions.c.id, executions.c.delivery, executions.c.handed_out_at, executions.c.worker_id)
+                .where(executions.c.owner == owner, executions.c.status == "running", executions.c.id > after)
+                .order_by(executions.c.id)
+                .limit(limit)
+            )
+            return [Running(row.id, row.delivery, row.handed_out_at, row.worker_id or "") for row in conn.execute(query)]
+
+        return await self._tx(fn, idempotent=True)
+
+    async def reap_owner(self, owner: str, reason: str, limit: int = 1000) -> RequeueResult:
+        """Requeue up to ``limit`` running executions stamped with ``owner``, a
+        session that no longer exists. Does not count towards the poison cap."""
+
+        def fn(conn: Connection) -> RequeueResult:
+            now_us = to_us(self.clock.now())
+            query = (
+                sa.select(*_REQUEUE_COLUMNS)
+                .where(executions.c.owner == owner, executions.c.status == "running")
+                .limit(limit)
+            )
+            if self.caps.skip_locked:
+                query = query.with_for_update(skip_locked=True)
+            rows = conn.execute(query).all()
+            return self._requeue_rows(conn, rows, {row.id: reason for row in rows}, False, now_us)
+
+        return await self._tx(fn)
