@@ -13,10 +13,10 @@ transaction first: a job of a partition whose stored epoch is no longer the
 one this server won is left alone. A crash anywhere leaves nothing or the
 whole batch.
 
-The writes are two statements per batch whatever its size. On PostgreSQL and
-CockroachDB each is one statement over arrays (``INSERT … SELECT FROM
-unnest(…)``, ``UPDATE jobs … FROM unnest(…)``): one round trip and one
-parse, where a driver-level executemany sends a statement per row
+The writes (:mod:`.claim_writes`) are two statements per batch whatever its
+size. On PostgreSQL and CockroachDB each is one statement over arrays
+(``INSERT … SELECT FROM unnest(…)``, ``UPDATE jobs … FROM unnest(…)``): one
+round trip and one parse, where a driver-level executemany sends a statement per row
 (``loadtest/bench_dispatch.py`` measures both). The owned partitions are one
 array parameter too, so the claim's text is the same every tick. SQLite has
 no arrays and no network: there it is an executemany and an ``IN`` list.
@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Engine
 
 from tickwheel.shared.clock import Clock
@@ -70,11 +70,9 @@ from ..alerts.catalogue import (
 )  # fmt: skip
 from .alerts import AlertStore
 from .base import SqlStore
+from .claim_writes import MISFIRE_REASON, TENANT_PAUSED_REASON, ClaimWrites, carried_missed, record_skip
 from .partitions import check_epochs
-from .tables import alerts, executions, jobs, skips, tenants
-
-MISFIRE_REASON = "misfire"
-TENANT_PAUSED_REASON = "tenant_paused"
+from .tables import alerts, executions, jobs, tenants
 
 log = logging.getLogger(__name__)
 
@@ -156,124 +154,6 @@ def _dispatchable(row) -> bool:
     except Unreadable:
         return False
     return True
-
-
-# ------------------------------------------------------------------- the writes
-
-# Columns every new scheduled execution has in common are constants of the
-# statement; the arrays carry only what differs per row. Sent as driver SQL
-# with psycopg's binary placeholders (``%(name)b``): a list becomes one
-# binary array parameter, without the per-element quoting of the text format.
-_INSERT_FROM_ARRAYS = (
-    "INSERT INTO executions (id, job_id, tenant, partition, origin, nominal_at, due_at, ready_at, attempt, "
-    "delivery, status, owner, worker_id, handler, missed_count, reap_count, payload, error, dead_reason, "
-    "created_at, finished_at) "
-    "SELECT v.id, v.job_id, v.tenant, v.partition, 'scheduled', v.nominal_at, v.due_at, v.due_at, 1, "
-    "0, 'scheduled', NULL, NULL, v.handler, v.missed_count, 0, v.payload, '', '', "
-    "CAST(%(created_at)b AS BIGINT), NULL "
-    "FROM unnest(CAST(%(ids)b AS TEXT[]), CAST(%(job_ids)b AS TEXT[]), CAST(%(tenants)b AS TEXT[]), "
-    "CAST(%(partitions)b AS INTEGER[]), CAST(%(nominal_ats)b AS BIGINT[]), CAST(%(due_ats)b AS BIGINT[]), "
-    "CAST(%(handlers)b AS TEXT[]), CAST(%(missed_counts)b AS INTEGER[]), CAST(%(payloads)b AS BYTEA[])) "
-    "AS v (id, job_id, tenant, partition, nominal_at, due_at, handler, missed_count, payload) "
-    "ON CONFLICT (id) DO NOTHING"
-)
-# The same with each row's trace context, while tracing is on.
-_INSERT_TRACED_FROM_ARRAYS = (
-    _INSERT_FROM_ARRAYS.replace("created_at, finished_at) ", "created_at, finished_at, trace_context) ")
-    .replace("CAST(%(created_at)b AS BIGINT), NULL ", "CAST(%(created_at)b AS BIGINT), NULL, v.trace_context ")
-    .replace("CAST(%(payloads)b AS BYTEA[]))", "CAST(%(payloads)b AS BYTEA[]), CAST(%(trace_contexts)b AS TEXT[]))")
-    .replace("missed_count, payload) ", "missed_count, payload, trace_context) ")
-)
-_ADVANCE_FROM_ARRAYS = (
-    "UPDATE jobs SET next_run_at = v.next_run_at, next_due_at = v.next_due_at, run_count = v.run_count, "
-    "state = v.state "
-    "FROM unnest(CAST(%(ids)b AS TEXT[]), CAST(%(next_run_ats)b AS BIGINT[]), CAST(%(next_due_ats)b AS BIGINT[]), "
-    "CAST(%(run_counts)b AS BIGINT[]), CAST(%(states)b AS TEXT[])) "
-    "AS v (id, next_run_at, next_due_at, run_count, state) "
-    "WHERE jobs.id = v.id"
-)
-_ADVANCE_ROW = (
-    jobs.update()
-    .where(jobs.c.id == sa.bindparam("b_id"))
-    .values(
-        next_run_at=sa.bindparam("b_next_run"),
-        next_due_at=sa.bindparam("b_next_due"),
-        run_count=sa.bindparam("b_runs"),
-        state=sa.bindparam("b_state"),
-    )
-)
-
-
-@dataclass
-class _Writes:
-    """One batch's new executions and advanced cursors, column by column."""
-
-    ids: list[str] = field(default_factory=list)
-    job_ids: list[str] = field(default_factory=list)
-    tenants: list[str] = field(default_factory=list)
-    partitions: list[int] = field(default_factory=list)
-    nominal_ats: list[int] = field(default_factory=list)
-    due_ats: list[int] = field(default_factory=list)
-    handlers: list[str | None] = field(default_factory=list)
-    missed_counts: list[int] = field(default_factory=list)
-    payloads: list[bytes] = field(default_factory=list)
-    trace_contexts: list[str] = field(default_factory=list)
-    """Empty unless tracing is on: then one traceparent per new execution."""
-    cursor_ids: list[str] = field(default_factory=list)
-    next_run_ats: list[int | None] = field(default_factory=list)
-    next_due_ats: list[int | None] = field(default_factory=list)
-    run_counts: list[int] = field(default_factory=list)
-    states: list[str] = field(default_factory=list)
-
-    def apply_with_arrays(self, conn: Connection, now_us: int) -> None:
-        """PostgreSQL and CockroachDB: one INSERT and one UPDATE over arrays."""
-        if self.ids:
-            traced = dict(trace_contexts=self.trace_contexts) if self.trace_contexts else {}
-            conn.exec_driver_sql(
-                _INSERT_TRACED_FROM_ARRAYS if traced else _INSERT_FROM_ARRAYS,
-                dict(
-                    ids=self.ids, job_ids=self.job_ids, tenants=self.tenants, partitions=self.partitions,
-                    nominal_ats=self.nominal_ats, due_ats=self.due_ats, handlers=self.handlers,
-                    missed_counts=self.missed_counts, payloads=self.payloads, created_at=now_us, **traced,
-                ),
-            )
-        if self.cursor_ids:
-            conn.exec_driver_sql(
-                _ADVANCE_FROM_ARRAYS,
-                dict(
-                    ids=self.cursor_ids, next_run_ats=self.next_run_ats, next_due_ats=self.next_due_ats,
-                    run_counts=self.run_counts, states=self.states,
-                ),
-            )
-
-    def apply_per_row(self, conn: Connection, now_us: int) -> None:
-        """SQLite: the same rows through executemany (no arrays, no network)."""
-        if self.ids:
-            rows = [
-                dict(
-                    id=ident, job_id=job_id, tenant=tenant, partition=partition, origin="scheduled",
-                    nominal_at=nominal, due_at=due, ready_at=due, attempt=1, delivery=0, status="scheduled",
-                    owner=None, worker_id=None, handler=handler, missed_count=missed, reap_count=0, payload=payload,
-                    error="", dead_reason="", created_at=now_us, finished_at=None,
-                )
-                for ident, job_id, tenant, partition, nominal, due, handler, missed, payload in zip(
-                    self.ids, self.job_ids, self.tenants, self.partitions, self.nominal_ats, self.due_ats,
-                    self.handlers, self.missed_counts, self.payloads,
-                )
-            ]
-            for row, trace_context in zip(rows, self.trace_contexts):
-                row["trace_context"] = trace_context
-            conn.execute(sqlite.insert(executions).on_conflict_do_nothing(index_elements=["id"]), rows)
-        if self.cursor_ids:
-            conn.execute(
-                _ADVANCE_ROW,
-                [
-                    dict(b_id=ident, b_next_run=next_run, b_next_due=next_due, b_runs=runs, b_state=state)
-                    for ident, next_run, next_due, runs, state in zip(
-                        self.cursor_ids, self.next_run_ats, self.next_due_ats, self.run_counts, self.states
-                    )
-                ],
-            )
 
 
 # -------------------------------------------------------------------- the store
@@ -384,7 +264,7 @@ class DispatchStore(SqlStore):
                 query = query.with_for_update(skip_locked=True)
             rows = conn.execute(query).all()
             result.full = len(rows) == batch
-            writes = _Writes()
+            writes = ClaimWrites()
             skipped: list[NewAlert] = []
             for row in rows:
                 try:
@@ -393,7 +273,7 @@ class DispatchStore(SqlStore):
                 except Unreadable as error:
                     result.unreadable.append(Finding(row.id, row.tenant, row.version, error.kind, error.reason))
                     continue
-                carried = self._carried(conn, row, spec, cursor, now)
+                carried = carried_missed(conn, row, spec, cursor, now)
                 try:
                     plan = self._plan(row, spec, cursor, now, horizon, scan_limit, carried)
                 except Unreadable as error:
@@ -422,7 +302,7 @@ class DispatchStore(SqlStore):
                 if plan.skip is not None:
                     result.skipped += plan.skip.count
                     reason = TENANT_PAUSED_REASON if row.tenant_state == "paused" else MISFIRE_REASON
-                    self._record_skip(conn, row, plan, reason, now_us)
+                    record_skip(conn, row, plan, reason, now_us)
                     if reason == MISFIRE_REASON:
                         skipped.append(
                             skipped_alert(
@@ -560,19 +440,6 @@ class DispatchStore(SqlStore):
     # ------------------------------------------------------------- the plan
 
     @staticmethod
-    def _carried(conn: Connection, row, spec: JobDefinition, cursor: Fire, now: datetime) -> int:
-        """How many missed occurrences earlier claims recorded for this run of
-        misses (the open misfire range continuing at the cursor); 0 unless
-        the cursor itself is missed."""
-        if row.tenant_state == "paused" or now - cursor.due_at <= spec.misfire_threshold:
-            return 0
-        return conn.execute(
-            sa.select(skips.c.count).where(
-                skips.c.job_id == row.id, skips.c.reason == MISFIRE_REASON, skips.c.continues_at == row.next_run_at
-            )
-        ).scalar() or 0
-
-    @staticmethod
     def _plan(
         row, spec: JobDefinition, cursor: Fire, now: datetime, horizon: datetime, scan_limit: int, carried: int
     ) -> Plan:
@@ -591,28 +458,6 @@ class DispatchStore(SqlStore):
             carried_missed=carried,
             scan_limit=scan_limit,
         )
-
-    @staticmethod
-    def _record_skip(conn: Connection, row, plan: Plan, reason: str, now_us: int) -> None:
-        """Extend the job's open range of ``reason`` that continues at this
-        skip's first occurrence, or start one (id ``<job>:skip:<from>`` for a
-        misfire, ``<job>:tenant_paused:<from>`` for a paused tenant)."""
-        skip = plan.skip
-        from_us_, to_us_ = to_us(skip.from_at), to_us(skip.to_at)
-        continues = None if skip.continues_at is None else to_us(skip.continues_at)
-        extended = conn.execute(
-            skips.update()
-            .where(skips.c.job_id == row.id, skips.c.reason == reason, skips.c.continues_at == from_us_)
-            .values(to_at=to_us_, continues_at=continues, count=skips.c.count + skip.count)
-        )
-        if extended.rowcount == 0:
-            label = "skip" if reason == MISFIRE_REASON else reason
-            conn.execute(
-                skips.insert().values(
-                    id=f"{row.id}:{label}:{from_us_}", job_id=row.id, tenant=row.tenant, from_at=from_us_, to_at=to_us_,
-                    continues_at=continues, count=skip.count, reason=reason, created_at=now_us,
-                )
-            )
 
     async def scheduled_in(self, partitions: list[int], until: datetime, limit: int = 100_000) -> list[ClaimedExecution]:
         """Executions of ``partitions`` waiting to be handed out whose ready
