@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from tickwheel.v1 import job_pb2
 
 from tickwheel_server.api.validate import normalise_job
-from tickwheel_server.dispatcher.quarantine import Quarantine
+from tickwheel_server.store.quarantine import Quarantine
 from tickwheel.shared.ids import new_job_id, to_us
 from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.dispatch import DispatchStore

@@ -41,7 +41,7 @@ from tickwheel.v1 import job_pb2
 
 from tickwheel_server.api.validate import normalise_job
 from tickwheel.shared.clock import FakeClock
-from tickwheel_server.dispatcher.quarantine import JOB_UNREADABLE, Finding, Quarantine
+from tickwheel_server.store.quarantine import JOB_UNREADABLE, Finding, Quarantine
 from tickwheel.shared.ids import partition_of, to_us
 from tickwheel_server.schedule import tzdata_version
 from tickwheel_server.store import create_store_engine, migrate

@@ -6,13 +6,11 @@ parsed (not imported) and each import it makes, at module level or inside a
 function, is resolved to an absolute dotted name (relative imports against
 the module's package; ``from X import y`` counts as importing ``X`` and
 ``X.y``, which may be a submodule). Each rule in :data:`RULES` says which
-modules may not import which names. A known breach that another change is
-removing is listed in :data:`ALLOWED` with who removes it; an entry that no
-longer matches an import fails too, so the list only shrinks.
+modules may not import which names; there is no allow-list.
 
 A module of ``store/`` holds the SQL of one aggregate, or of one job of it,
-in at most :data:`STORE_MODULE_LINES` lines; :data:`LONG_ALLOWED` lists the
-ones being split, the same way.
+in at most :data:`STORE_MODULE_LINES` lines; :data:`LONG_ALLOWED` names the
+exceptions and why (an entry whose module is short again fails).
 """
 
 from __future__ import annotations
@@ -87,17 +85,9 @@ RULES = (
     ),
 )
 
-ALLOWED = {
-    # (rule name, importing module, imported name): who removes the import.
-    # Remove an entry once the change naming it is merged (a stale entry fails).
-    ("store/ is SQL below every component", S + "store.dispatch", S + "dispatcher.quarantine"):
-        "unowned in issue 16 (store/dispatch.py is the core helper's): the quarantine registry needs a room "
-        "below store/",
-}  # fmt: skip
-
 STORE_MODULE_LINES = 500
 LONG_ALLOWED = {
-    # store module: who splits it (a stale entry fails, as for ALLOWED).
+    # store module: why it may be longer (a stale entry fails).
     "alerts.py": "SQL only since issue 16; the numbering transaction stays with the rows it numbers (533 lines)",
 }
 
@@ -182,15 +172,8 @@ def test_every_room_is_read() -> None:
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.name)
 def test_nothing_imports_upward(rule: Rule) -> None:
-    allowed = {(module, name) for (name_of_rule, module, name) in ALLOWED if name_of_rule == rule.name}
-    unexpected = sorted(breaches(rule) - allowed)
+    unexpected = sorted(breaches(rule))
     assert not unexpected, f"{rule.name}: " + "; ".join(f"{module} imports {name}" for module, name in unexpected)
-
-
-def test_every_allowed_breach_still_exists() -> None:
-    rules = {rule.name: rule for rule in RULES}
-    stale = [key for key in ALLOWED if key[0] not in rules or key[1:] not in breaches(rules[key[0]])]
-    assert not stale, f"remove these entries from ALLOWED, the imports are gone: {stale}"
 
 
 def long_store_modules() -> dict[str, int]:

@@ -44,7 +44,7 @@ as it was and the rest of the batch claimed; it raises ``job_unreadable`` or
 ``schedule_uncomputable`` once and goes into :attr:`DispatchStore.quarantine`,
 which later scans leave out; :meth:`DispatchStore.review_quarantine` resolves
 those alerts once the job can be dispatched (see
-:mod:`tickwheel_server.dispatcher.quarantine` and ``docs/architecture.md``).
+:mod:`tickwheel_server.store.quarantine` and ``docs/architecture.md``).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import execution_id, from_us, to_us
 
 from ..policy.claim import DEFAULT_SCAN_LIMIT, Plan, plan_claim, plan_paused
-from ..dispatcher.quarantine import JOB_UNREADABLE, KINDS, SCHEDULE_UNCOMPUTABLE, Finding, Quarantine, Unreadable
+from .quarantine import JOB_UNREADABLE, KINDS, SCHEDULE_UNCOMPUTABLE, Finding, Quarantine, Unreadable
 from ..jobspec import DefinitionCache, JobDefinition
 from ..schedule import Fire, ScheduleError, next_fire, tzdata_version
 from ..alerts.catalogue import (
@@ -92,7 +92,7 @@ class ClaimResult:
     jobs: int = 0
     """Jobs whose cursor this batch advanced."""
     unreadable: list[Finding] = field(default_factory=list)
-    """Jobs this batch left as they were: unreadable or uncomputable here (see :mod:`..dispatcher.quarantine`)."""
+    """Jobs this batch left as they were: unreadable or uncomputable here (see :mod:`.quarantine`)."""
     readable_again: list[str] = field(default_factory=list)
     """Jobs of the quarantine this batch read and planned: their alerts were resolved."""
     skipped: int = 0

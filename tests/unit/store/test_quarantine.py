@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tickwheel_server.dispatcher.quarantine import (
+from tickwheel_server.store.quarantine import (
     JOB_UNREADABLE,
     MAX_REASON,
     SCHEDULE_UNCOMPUTABLE,
