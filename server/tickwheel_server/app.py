@@ -1,15 +1,13 @@
-"""`tickwheel server`: one program that runs every role against a shared store
-and etcd. This module assembles the parts and owns start and graceful stop.
+"""The server process assembled: every role against a shared store and etcd,
+started in order and stopped gracefully (the command line is
+:mod:`tickwheel_server.cli.server`; the rooms are in docs/architecture.md).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
-import signal
-import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -19,10 +17,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from tickwheel.v1 import admin_pb2_grpc, scheduler_pb2_grpc, worker_pb2_grpc
 from tickwheel.v1 import admin_pb2, scheduler_pb2, worker_pb2
 
-from tickwheel.shared import logs as telemetry_logs
 from tickwheel.shared.backoff import BackoffSleeper
 from tickwheel.shared.clock import Clock, SystemClock
-from tickwheel.shared.heap import tune_collector
 from tickwheel.shared.ids import to_us
 
 from . import __version__
@@ -32,8 +28,7 @@ from .api.scheduler import SchedulerServicer
 from .api.worker import WorkerServicer
 from .auth.authenticator import Authenticator
 from .circuits import CircuitBreaker
-from .policy.breaker import CircuitChange
-from .config import ConfigError, ServerConfig, add_server_arguments, command_line_secrets, load_server_config
+from .config import ServerConfig
 from .gateway.connections import Connections
 from .jobspec import DefinitionCache
 from .lease import LeaseStore, LeaseStoreError, Session, open_lease_store
@@ -50,7 +45,8 @@ from .lease.keys import server_key, session_name
 from .maintenance.reaper import Reaper
 from .auth.ratelimit import LiveServers, RequestRateLimiter
 from .alerts.webhook import AlertWebhook, WebhookConfig
-from .alerts.catalogue import NewAlert, clock_skew_key, dead_letter_alert, poison_alert
+from .alerts.catalogue import NewAlert, dead_letter_alert, poison_alert
+from .alerts.server import ClockSkewAlert, record_circuits
 from .alerts.watch import AlertWatch
 from .cluster.drain import Drainer
 from .cluster.presence import Presence
@@ -231,7 +227,7 @@ class TickwheelServer:
             heartbeat_timeout=config.heartbeat_timeout,
             reattach_grace=config.session_ttl,
             on_retry=self._wheel_insert,
-            on_skew=self._clock_skew_alert,
+            on_skew=ClockSkewAlert(self.stores.alerts, self.server_id),
             metrics=self.metrics,
             tracing=self.tracing,
         )
@@ -364,7 +360,9 @@ class TickwheelServer:
             self._tasks.append(asyncio.create_task(self.webhook.run(), name="tickwheel-webhook"))
         self._tasks.append(asyncio.create_task(self.live_servers.run(), name="tickwheel-live-servers"))
         self._tasks.append(asyncio.create_task(self.credential_watch.run(), name="tickwheel-credential-watch"))
-        self._tasks.append(asyncio.create_task(self._circuit_alerts(), name="tickwheel-circuits"))
+        self._tasks.append(asyncio.create_task(
+            record_circuits(self.breaker, self.stores.alerts, self.clock), name="tickwheel-circuits"
+        ))
         for name in ["", *SERVICE_NAMES]:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info(
@@ -451,30 +449,6 @@ class TickwheelServer:
         )
         StoreGauges(self.engine, self.clock, top=max(1, self.config.metrics_top_tenants)).install(metrics)
 
-    async def _circuit_alerts(self, interval: float = 1.0) -> None:
-        """About every ``interval``: the circuits that opened or closed since
-        the last pass are logged and their ``circuit_open`` alerts raised or
-        resolved in one transaction, off the results' path; a failed write is
-        tried again with the next pass's changes."""
-        pending: list[CircuitChange] = []
-        while True:
-            changes = self.breaker.take_changes()
-            for change in changes:
-                if change.opened:
-                    log.warning("circuit open for tenant %s's calls to %s: %s; retries pause %g s",
-                                change.tenant, change.host, change.reason, change.open_for)
-                else:
-                    log.info("circuit closed for tenant %s's calls to %s: %s", change.tenant, change.host,
-                             change.reason)
-            pending += changes
-            if pending:
-                try:
-                    await self.stores.alerts.record_circuits(pending)
-                    pending = []
-                except Exception:
-                    log.exception("cannot record %d circuit changes as alerts; retrying", len(pending))
-            await self.clock.sleep(interval)
-
     def _reaped(self, requeued) -> None:
         """The reaper requeued executions of an expired session: hand them out again."""
         self.metrics.requeued("session", len(requeued))
@@ -503,27 +477,6 @@ class TickwheelServer:
 
     def _session_hex(self) -> str:
         return session_name(self._session.id) if self._session is not None else ""
-
-    async def _clock_skew_alert(self, skew: float | None, ok: bool) -> None:
-        """Raise (again) while this server's clock disagrees with the
-        database's, or cannot be compared with it; resolve once they agree."""
-        key = clock_skew_key(self.server_id)
-        if ok:
-            if await self.stores.alerts.get(key) is not None:
-                await self.stores.alerts.resolve(key)
-            return
-        if skew is None:
-            summary = (f"server {self.server_id} cannot compare its clock with the database's (reads fail or "
-                       "take too long): it hands nothing out until they are compared")
-            details = {"skew_seconds": "unknown"}
-        else:
-            summary = (f"server {self.server_id}'s clock is {skew:+.3f} s off the database's: "
-                       "it hands nothing out until they agree within 250 ms")
-            details = {"skew_seconds": f"{skew:.3f}"}
-        await self.stores.alerts.raise_alert(
-            NewAlert(key=key, kind="clock_skew", severity="critical", server_id=self.server_id, summary=summary,
-                     details=details)
-        )
 
     async def _on_drain(self) -> None:
         """Draining: workers are told to go elsewhere; health says so for WorkerService."""
@@ -632,39 +585,3 @@ class TickwheelServer:
 
 def _rfc3339(instant: datetime | None) -> str:
     return "none (schedule ended)" if instant is None else instant.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-async def serve_until_signalled(server: TickwheelServer) -> None:
-    """Start, then stop gracefully on SIGTERM or SIGINT."""
-    loop = asyncio.get_running_loop()
-    stop_requested = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop_requested.set)
-    await server.start()
-    await stop_requested.wait()
-    await server.stop()
-
-
-def configure_logging(level: str, log_format: str = "text") -> None:
-    telemetry_logs.configure(level, log_format)
-
-
-def server_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="tickwheel server", description="Run a Tickwheel server.")
-    add_server_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        config = load_server_config(args)
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    configure_logging(config.log_level, config.log_format)
-    for warning in command_line_secrets(args):
-        log.warning(warning)
-    tune_collector()
-    try:
-        asyncio.run(serve_until_signalled(TickwheelServer(config)))
-    except StartupError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    return 0

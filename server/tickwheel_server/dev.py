@@ -30,10 +30,11 @@ import sys
 from pathlib import Path
 
 from tickwheel.shared.heap import tune_collector
+from tickwheel.shared import logs
 from tickwheel.shared.logs import LOG_FORMATS
 from tickwheel.shared.targets import LOOPBACK_NETWORKS, TargetPolicy
 
-from .app import StartupError, TickwheelServer, configure_logging
+from .app import StartupError, TickwheelServer
 from .config import ConfigError, ServerConfig
 from .errors import AlreadyExists
 from .store.tenants import Tenant
@@ -186,7 +187,7 @@ def dev_main(argv: list[str]) -> int:
         help=f"where spans go (the server's and the built-in worker's): {TRACE_EXPORT_HELP}",
     )
     args = parser.parse_args(argv)
-    configure_logging(args.log_level, args.log_format)
+    logs.configure(args.log_level, args.log_format)
     tune_collector()
     try:
         asyncio.run(

@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from tickwheel_server import app
+from tickwheel_server.cli import server as server_cli
 from tickwheel_server.config import add_server_arguments, command_line_secrets, load_server_config
 from tickwheel.shared.secretargs import flag_warning, url_has_password, url_may_carry_token
 from tickwheel_server.store import migrate_cli
@@ -57,12 +57,12 @@ def test_the_server_logs_the_warning_once_it_has_its_logging(monkeypatch, caplog
     async def serve(server) -> None:
         started.append(server)
 
-    monkeypatch.setattr(app, "serve_until_signalled", serve)
-    monkeypatch.setattr(app, "TickwheelServer", lambda config: config)
-    monkeypatch.setattr(app, "configure_logging", lambda *args: None)
+    monkeypatch.setattr(server_cli, "serve_until_signalled", serve)
+    monkeypatch.setattr(server_cli, "TickwheelServer", lambda config: config)
+    monkeypatch.setattr(server_cli.logs, "configure", lambda *args: None)
     monkeypatch.setenv("TICKWHEEL_ADMIN_TOKEN", "t" * 20)
     caplog.set_level(logging.WARNING, logger="tickwheel.server")
-    assert app.server_main(["--store", PG, "--etcd", "memory"]) == 0
+    assert server_cli.server_main(["--store", PG, "--etcd", "memory"]) == 0
     assert started and started[0].store == PG, "the flag still works"
     [record] = [r for r in caplog.records if "visible to every local user" in r.getMessage()]
     assert record.levelno == logging.WARNING and "s3cret" not in record.getMessage()

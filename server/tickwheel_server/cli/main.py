@@ -33,7 +33,7 @@ __all__ = ["DELEGATES", "build_parser", "main"]
 # command words -> (module, function(argv: list[str]) -> int)
 DELEGATES: dict[tuple[str, ...], tuple[str, str, str]] = {
     ("dev",): ("tickwheel_server.dev", "dev_main", "run everything on this machine (SQLite, built-in worker)"),
-    ("server",): ("tickwheel_server.app", "server_main", "run a server (PostgreSQL/CockroachDB + etcd)"),
+    ("server",): ("tickwheel_server.cli.server", "server_main", "run a server (PostgreSQL/CockroachDB + etcd)"),
     ("worker",): ("tickwheel_worker.cli", "worker_main", "run a worker process"),
     ("migrate",): ("tickwheel_server.store.migrate_cli", "migrate_main", "apply store schema migrations"),
     ("cron", "next"): ("tickwheel_server.schedule.cli", "cron_next_main", "print the next fires of a cron expression"),

@@ -126,7 +126,7 @@ def owners(monkeypatch):
         monkeypatch.setitem(sys.modules, module, types.SimpleNamespace(**{function: entry}))
 
     install("tickwheel_server.dev", "dev_main")
-    install("tickwheel_server.app", "server_main", status=3)
+    install("tickwheel_server.cli.server", "server_main", status=3)
     install("tickwheel_worker.cli", "worker_main")
     install("tickwheel_server.store.migrate_cli", "migrate_main")
     install("tickwheel_server.schedule.cli", "cron_next_main")

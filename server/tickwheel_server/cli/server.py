@@ -1,0 +1,51 @@
+"""`tickwheel server`: parse the server's flags, configure logs and the
+collector, run a :class:`~tickwheel_server.app.TickwheelServer` until SIGTERM
+or SIGINT, then stop it gracefully."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from tickwheel.shared import logs
+from tickwheel.shared.heap import tune_collector
+
+from ..app import StartupError, TickwheelServer
+from ..config import ConfigError, add_server_arguments, command_line_secrets, load_server_config
+
+log = logging.getLogger("tickwheel.server")
+
+
+async def serve_until_signalled(server: TickwheelServer) -> None:
+    """Start, then stop gracefully on SIGTERM or SIGINT."""
+    loop = asyncio.get_running_loop()
+    stop_requested = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop_requested.set)
+    await server.start()
+    await stop_requested.wait()
+    await server.stop()
+
+
+def server_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="tickwheel server", description="Run a Tickwheel server.")
+    add_server_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        config = load_server_config(args)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    logs.configure(config.log_level, config.log_format)
+    for warning in command_line_secrets(args):
+        log.warning(warning)
+    tune_collector()
+    try:
+        asyncio.run(serve_until_signalled(TickwheelServer(config)))
+    except StartupError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
