@@ -27,7 +27,7 @@ print("\\n".join(sorted(n for n in sys.modules if any(n == f or n.startswith(f +
 
 def test_every_rule_module_is_found() -> None:
     names = {name.rsplit(".", 1)[1] for name in MODULES}
-    assert {"admission", "breaker", "fairness", "jobchanges", "misfire", "retry"} <= names
+    assert {"admission", "breaker", "fairness", "jobchanges", "misfire", "ownership", "retry"} <= names
 
 
 @pytest.mark.parametrize("module", MODULES)

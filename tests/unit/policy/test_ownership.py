@@ -1,13 +1,20 @@
-"""The pure ownership decisions: the share function and one member's plan."""
+"""The partition shares rule: who owns which partition, and one member's plan.
+
+Tables at fixed member sets and partition counts pin the exact shares: every
+server of a cluster, whatever its release or process, must compute the same.
+"""
 
 from __future__ import annotations
 
 import math
+import os
 import random
+import subprocess
+import sys
 
 import pytest
 
-from tickwheel_server.dispatcher.ownership import OwnershipPlan, assign_partitions, plan_ownership
+from tickwheel_server.policy.ownership import OwnershipPlan, _member_seed, _score, assign_partitions, plan_ownership
 
 
 def servers(n: int, seed: int = 0) -> list[str]:
@@ -24,6 +31,65 @@ def moved(before: dict[int, str], after: dict[int, str]) -> int:
 
 
 # --------------------------------------------------------------------------- assign_partitions
+
+
+@pytest.mark.parametrize(
+    ("members", "partitions", "holders", "expected"),
+    [
+        pytest.param(["a"], 4, {}, {"a": {0, 1, 2, 3}}, id="alone: everything"),
+        pytest.param(["a", "b"], 6, {}, {"a": {0, 4, 5}, "b": {1, 2, 3}}, id="two over six"),
+        pytest.param(["a", "b", "c"], 8, {}, {"a": {0, 4, 6}, "b": {2, 3, 7}, "c": {1, 5}}, id="three over eight"),
+        pytest.param(
+            ["srv-1", "srv-2", "srv-3", "srv-4"], 10, {},
+            {"srv-1": {0, 6}, "srv-2": {5, 7, 8}, "srv-3": {1, 2}, "srv-4": {3, 4, 9}},
+            id="four over ten",
+        ),
+        pytest.param(["x", "y"], 1, {}, {"x": {0}, "y": set()}, id="fewer partitions than members"),
+        pytest.param(["a", "b", "c"], 2, {}, {"a": {0}, "b": {1}, "c": set()}, id="two partitions, three members"),
+        pytest.param(
+            ["a", "b", "c", "d"], 12,
+            {0: "a", 4: "a", 8: "a", 9: "a", 2: "b", 3: "b", 7: "b", 10: "b", 1: "c", 5: "c", 6: "c", 11: "c"},
+            {"a": {4, 8, 9}, "b": {3, 7, 10}, "c": {1, 5, 11}, "d": {0, 2, 6}},
+            id="d joins a, b, c: takes one from each",
+        ),
+        pytest.param(
+            ["a", "b"], 6, {0: "a", 4: "a", 5: "a", 1: "b", 2: "b", 3: "c"},
+            {"a": {0, 4, 5}, "b": {1, 2, 3}},
+            id="c left: its partition goes to the member short of its quota",
+        ),
+    ],
+)
+def test_shares_table(
+    members: list[str], partitions: int, holders: dict[int, str], expected: dict[str, set[int]]
+) -> None:
+    # Servers of different versions share one cluster during a rolling upgrade:
+    # they must agree on the assignment. Changing a row is a protocol change.
+    assert {member: set(share) for member, share in assign_partitions(members, partitions, holders).items()} == expected
+
+
+def test_weights_are_pinned() -> None:
+    # The rendezvous weight is splitmix64 of a BLAKE2b seed: the same in every
+    # process and release (Python's str hash is randomised per process).
+    assert _member_seed("a") == 4681665781835383343
+    assert _score(_member_seed("a"), 0) == 1786339900719625571
+    assert _score(_member_seed("srv-1"), 7) == 639676419825632972
+
+
+def test_the_same_shares_in_another_process() -> None:
+    members = servers(6, seed=3)
+    probe = (
+        "import sys; from tickwheel_server.policy.ownership import assign_partitions; "
+        "a = assign_partitions(sys.argv[1:], 64); print(sorted((m, sorted(s)) for m, s in a.items()))"
+    )
+    outputs = set()
+    for hash_seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+        result = subprocess.run(
+            [sys.executable, "-c", probe, *members], capture_output=True, text=True, env=env, timeout=60, check=True
+        )
+        outputs.add(result.stdout)
+    here = str(sorted((m, sorted(s)) for m, s in assign_partitions(members, 64).items()))
+    assert outputs == {here + "\n"}
 
 
 @pytest.mark.parametrize(
@@ -51,16 +117,6 @@ def test_deterministic_whatever_the_order_or_duplicates() -> None:
     assert assign_partitions(list(reversed(members)), 64) == reference
     assert assign_partitions(members + members[:2], 64) == reference
     assert assign_partitions(iter(members), 64) == reference
-
-
-def test_pinned_assignment_so_every_release_computes_the_same() -> None:
-    # Servers of different versions share one cluster during a rolling upgrade:
-    # they must agree on the assignment. Changing this is a protocol change.
-    assert assign_partitions(["a", "b", "c"], 8) == {
-        "a": frozenset({0, 4, 6}),
-        "b": frozenset({2, 3, 7}),
-        "c": frozenset({1, 5}),
-    }
 
 
 def test_no_members_no_assignment_and_bad_count_refused() -> None:
