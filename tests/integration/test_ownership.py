@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from tickwheel.shared.clock import Clock, FakeClock, SystemClock
-from tickwheel_server.dispatcher.ownership import OwnershipChange, OwnershipConfig, PartitionOwnership
+from tickwheel_server.dispatcher.ownership import OwnershipConfig, PartitionOwnership
+from tickwheel_server.dispatcher.ownership_holdings import OwnershipChange
 from tickwheel_server.lease import LeaseStore, Session, open_lease_store
 from tickwheel_server.lease.memory import MemoryLeaseStore
 from tickwheel_server.store import create_store_engine, migrate
@@ -266,7 +267,7 @@ async def test_a_refused_raise_is_never_reported_as_owned(cluster: Cluster, capl
     # Partition 0's stored epoch is ahead of anything the lease store has
     # issued (as after the lease store's revisions started again).
     await cluster.store.raise_epoch(0, 10**12, "srv-from-another-life")
-    caplog.set_level(logging.ERROR, logger="tickwheel_server.dispatcher.ownership")
+    caplog.set_level(logging.ERROR, logger="tickwheel_server.dispatcher.ownership_fence")
     a = await cluster.add("srv-a")
     await cluster.until(lambda: set(a.owned()) == ALL - {0}, within=5, what="a owns all but partition 0")
 

@@ -1,20 +1,18 @@
 """Partition ownership: which partitions this server dispatches, won in the
 lease store and fenced in the SQL store.
 
-Keys (``key_prefix`` defaults to ``/tickwheel/``):
-
-* ``<key_prefix>members/<server id>``: this server takes part in ownership.
-  Written under the server's session, so it vanishes with the session. It is
-  separate from ``/tickwheel/servers/`` (which says a server is up) so that a
-  draining server can leave the member set, handing its partitions over,
-  while it still serves its workers.
-* ``<key_prefix>partitions/<n>``: the owner of partition ``n`` (value: its
-  server id), created by compare-and-create under the owner's session. Its
-  create revision is the owner's fencing epoch.
+Keys (:mod:`tickwheel_server.lease.keys`; ``key_prefix`` defaults to
+``/tickwheel/``): ``<key_prefix>members/<server id>`` says this server takes
+part in ownership, under its session, so it vanishes with the session (apart
+from ``/tickwheel/servers/``, so that a draining server can leave the member
+set while it still serves its workers); ``<key_prefix>partitions/<n>`` holds
+the owner of partition ``n`` (value: its server id), created by
+compare-and-create under the owner's session, its create revision the
+owner's fencing epoch.
 
 What each server does (all members run the same deterministic plan):
 
-1. Follow both prefixes (snapshot, then a watch from the snapshot's revision).
+1. Follow both prefixes (:mod:`~tickwheel_server.dispatcher.ownership_view`).
 2. Compute the assignment
    (:func:`~tickwheel_server.policy.ownership.assign_partitions`) from the
    live members and the current holders: balanced to within one partition,
@@ -24,7 +22,7 @@ What each server does (all members run the same deterministic plan):
    partitions of its share that nobody holds; wait (by watch) for those that
    another member still holds and is about to release.
 4. Raise each newly won partition's epoch in the SQL store to the ownership's
-   fencing revision (:class:`~tickwheel_server.store.partitions.PartitionStore`);
+   fencing revision (:mod:`~tickwheel_server.dispatcher.ownership_fence`);
    only then is the partition reported in :meth:`PartitionOwnership.owned`.
    A raise refused because the store already holds a higher epoch means the
    ownership is stale: it is resigned, never used.
@@ -46,9 +44,8 @@ resigns any key the lease store still shows under its name.
 
 Losing the session empties :meth:`~PartitionOwnership.owned` at once (it checks
 ``session.lost``) and cancels the component's work; it then waits for
-:meth:`~PartitionOwnership.reset_session`. The SQL epoch check
-(:func:`~tickwheel_server.store.partitions.check_epochs`, inside every claim
-transaction) is what stops a deposed owner that has not noticed yet.
+:meth:`~PartitionOwnership.reset_session`. The SQL epoch check stops a deposed
+owner that has not noticed yet.
 
 Known limit: a member that stays registered (its session alive) but never
 acquires its share leaves that share unowned; the component restarts its own
@@ -60,38 +57,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from tickwheel.shared.backoff import BackoffSleeper
 from tickwheel.shared.clock import Clock
 
 from ..lease import keys
-from ..lease.base import (
-    EventType,
-    KeyValue,
-    LeaseStore,
-    LeaseStoreClosed,
-    LeaseStoreError,
-    Ownership,
-    Session,
-    SessionLost,
-    WatchCompacted,
-    WatchEvent,
-)
+from ..lease.base import LeaseStore, LeaseStoreClosed, LeaseStoreError, Ownership, Session, SessionLost
 from ..policy.ownership import OwnershipPlan, plan_ownership
 from ..store.partitions import PartitionStore
+from .ownership_fence import EpochFence
+from .ownership_holdings import Holdings, OwnershipChange
+from .ownership_view import RETRY_CAP, RETRY_INITIAL, OwnershipView
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
-# Waits between tries of the ownership work and its watches after a lease
-# store error: full jitter, from 50 ms, doubling, at most 2 s.
-_RETRY_INITIAL = 0.05
-_RETRY_CAP = 2.0
 
 DEFAULT_KEY_PREFIX = keys.ROOT
 DEFAULT_TICK = 1.0
@@ -134,30 +114,6 @@ class OwnershipConfig:
         return keys.partition_key(partition, self.key_prefix)
 
 
-@dataclass(frozen=True)
-class OwnershipChange:
-    """Passed to listeners whenever :meth:`PartitionOwnership.owned` changes."""
-
-    acquired: Mapping[int, int]
-    """Partitions now owned, with their epoch (rebuild their timers from the store)."""
-    lost: frozenset[int]
-    """Partitions no longer owned (drop their timers; stop claiming them)."""
-    owned: Mapping[int, int]
-    """Everything owned after the change."""
-    reason: str
-    generation: int
-
-
-@dataclass
-class _View:
-    """The lease store as followed by the watches, for one session's work."""
-
-    members: set[str] = field(default_factory=set)
-    holders: dict[int, str] = field(default_factory=dict)
-    members_ready: asyncio.Event = field(default_factory=asyncio.Event)
-    holders_ready: asyncio.Event = field(default_factory=asyncio.Event)
-
-
 class PartitionOwnership:
     """Wins, keeps, rebalances and fences this server's partitions.
 
@@ -198,50 +154,37 @@ class PartitionOwnership:
         self.partition_count = partition_count
         self.config = config or OwnershipConfig()
         self._leases = leases
-        self._store = store
+        self._fence = EpochFence(store, leases, server_id)
         self._clock = clock
-        self._session = session
         self._session_replaced = asyncio.Event()
-        self._view = _View()
-        self._held: dict[int, Ownership] = {}  # keys we hold under self._session
-        self._fenced: set[int] = set()  # ... whose epoch is raised: what owned() reports
+        self._holdings = Holdings(server_id, session)
         self._refused: set[int] = set()  # stale raise; not retried before the next tick
         self._plan: OwnershipPlan | None = None
         self._unsettled = True
         self._dirty = asyncio.Event()
-        self._generation = 0
-        self._changed = asyncio.Event()
-        self._listeners: list[Callable[[OwnershipChange], None]] = []
+        self._view = self._new_view()
         self._task: asyncio.Task[None] | None = None
         self._work: asyncio.Task[None] | None = None
         self._stopping = False
         self._draining = False
         self._reconciling = asyncio.Lock()  # a drain waits for a reconcile in progress, never interleaves
-        self._store_calls: set[asyncio.Future[object]] = set()
 
     # -- reading ------------------------------------------------------------------
 
     def owned(self) -> dict[int, int]:
         """Partition -> epoch of every partition this server owns now (see the
         class contract)."""
-        session = self._session
-        if session.lost.is_set():
-            return {}
-        return {
-            partition: self._held[partition].fencing_revision
-            for partition in sorted(self._fenced)
-            if self._held[partition].session is session
-        }
+        return self._holdings.owned()
 
     @property
     def session(self) -> Session:
         """The session ownership is held under (bind claim work to its scope)."""
-        return self._session
+        return self._holdings.session
 
     @property
     def generation(self) -> int:
         """Bumped on every change of :meth:`owned`."""
-        return self._generation
+        return self._holdings.generation
 
     @property
     def plan(self) -> OwnershipPlan | None:
@@ -259,19 +202,11 @@ class PartitionOwnership:
 
     async def wait_changed(self, after: int) -> int:
         """Wait until :attr:`generation` is greater than ``after``; return it."""
-        while self._generation <= after:
-            await self._changed.wait()
-        return self._generation
+        return await self._holdings.wait_changed(after)
 
     def add_listener(self, listener: Callable[[OwnershipChange], None]) -> Callable[[], None]:
         """Call ``listener`` on every change; returns a function that removes it."""
-        self._listeners.append(listener)
-
-        def remove() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
-        return remove
+        return self._holdings.add_listener(listener)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -285,9 +220,9 @@ class PartitionOwnership:
         """Continue under ``session`` (the app opened it after the previous one
         was lost). Everything held under the previous session is dropped at
         once; the caller closes that session, which deletes its keys."""
-        if session is self._session:
+        if session is self._holdings.session:
             return
-        self._session = session
+        self._holdings.session = session
         self._drop_all("session replaced")
         work = self._work
         if work is not None and not work.done():
@@ -310,10 +245,9 @@ class PartitionOwnership:
             return 0
         self._draining = True
         async with self._reconciling:
-            held = list(self._held.values())
             self._plan = OwnershipPlan(frozenset(), frozenset(), frozenset(), frozenset())
-            self._drop_all("draining")
-            session = self._session
+            held = self._drop_all("draining")
+            session = self._holdings.session
             released = 0
             if not session.lost.is_set():
                 try:
@@ -338,10 +272,9 @@ class PartitionOwnership:
             await asyncio.gather(self._task, return_exceptions=True)
         # A cancelled store call keeps running in its thread; let it finish
         # (bounded by its retries) so no connection outlives the component.
-        await asyncio.gather(*self._store_calls, return_exceptions=True)
-        held = list(self._held.values())
-        self._drop_all("stopped")
-        session = self._session
+        await self._fence.settle()
+        held = self._drop_all("stopped")
+        session = self._holdings.session
         if release and not session.lost.is_set():
             try:
                 await self._leases.delete(self.config.member_key(self.server_id))
@@ -352,17 +285,17 @@ class PartitionOwnership:
     # -- the work -----------------------------------------------------------------
 
     async def _supervise(self) -> None:
-        backoff = BackoffSleeper(self._clock, initial=_RETRY_INITIAL, cap=_RETRY_CAP)
+        backoff = BackoffSleeper(self._clock, initial=RETRY_INITIAL, cap=RETRY_CAP)
         while True:
             self._session_replaced.clear()
-            session = self._session
+            session = self._holdings.session
             if session.lost.is_set():
                 self._drop_all("session lost")
                 log.warning(
                     "server %s: session %x lost (%s); owning nothing until a new session",
                     self.server_id, session.id, session.lost_reason,
                 )
-                if self._session is session:
+                if self._holdings.session is session:
                     await self._session_replaced.wait()
                 continue
             self._work = asyncio.create_task(
@@ -394,20 +327,13 @@ class PartitionOwnership:
 
     async def _session_work(self, session: Session) -> None:
         async with session.scope():
-            # Only keys won under this session count (after a reset, nothing else).
-            self._held = {p: o for p, o in self._held.items() if o.session is session}
-            self._fenced &= set(self._held)
+            self._holdings.keep_session()
             if not self._draining:
                 await self._leases.put(self.config.member_key(self.server_id), self.server_id, session=session)
-            self._view = view = _View()
-            config = self.config
+            self._view = view = self._new_view()
             tasks = [
-                asyncio.create_task(
-                    self._follow(config.members_prefix, self._load_members, self._apply_member, view.members_ready)
-                ),
-                asyncio.create_task(
-                    self._follow(config.partitions_prefix, self._load_holders, self._apply_holder, view.holders_ready)
-                ),
+                asyncio.create_task(view.follow_members()),
+                asyncio.create_task(view.follow_holders()),
                 asyncio.create_task(self._ticker()),
                 asyncio.create_task(self._reconcile_loop(session, view)),
             ]
@@ -420,80 +346,27 @@ class PartitionOwnership:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _follow(
-        self,
-        prefix: str,
-        load: Callable[[list[KeyValue], int], None],
-        apply: Callable[[WatchEvent], None],
-        ready: asyncio.Event,
-    ) -> None:
-        """Keep a view of ``prefix``: a snapshot, then every change after it.
-        Events between the revision read and the snapshot are delivered again
-        by the watch; applying them in order converges to the same state."""
-        backoff = BackoffSleeper(self._clock, initial=_RETRY_INITIAL, cap=_RETRY_CAP)
-        while True:
-            try:
-                revision = await self._leases.current_revision()
-                load(await self._leases.get_prefix(prefix), revision)
-                ready.set()
-                self._dirty.set()
-                backoff.reset()
-                async with self._leases.watch(prefix, prefix=True, start_revision=revision + 1) as events:
-                    async for event in events:
-                        apply(event)
-                        self._dirty.set()
-            except WatchCompacted:
-                log.info("watch on %s compacted; reading it again", prefix)
-            except LeaseStoreError as error:
-                if not error.retryable:
-                    raise
-                log.warning("following %s: %s; retrying", prefix, error)
-                await backoff.sleep()
+    def _new_view(self) -> OwnershipView:
+        return OwnershipView(
+            self._leases,
+            self._clock,
+            key_prefix=self.config.key_prefix,
+            partition_count=self.partition_count,
+            changed=self._dirty.set,
+            holders_read=self._holders_read,
+            holder_deleted=self._holder_deleted,
+        )
 
-    def _member_id(self, key: str) -> str | None:
-        return keys.member_of(key, self.config.key_prefix)
-
-    def _partition_of(self, key: str) -> int | None:
-        partition = keys.partition_of(key, self.config.key_prefix)
-        return partition if partition is not None and partition < self.partition_count else None
-
-    def _load_members(self, kvs: list[KeyValue], revision: int) -> None:
-        self._view.members = {m for m in (self._member_id(kv.key) for kv in kvs) if m is not None}
-
-    def _apply_member(self, event: WatchEvent) -> None:
-        member = self._member_id(event.key)
-        if member is None:
-            return
-        if event.type is EventType.PUT:
-            self._view.members.add(member)
-        else:
-            self._view.members.discard(member)
-
-    def _load_holders(self, kvs: list[KeyValue], revision: int) -> None:
-        holders: dict[int, str] = {}
-        created: dict[int, int] = {}
-        for kv in kvs:
-            partition = self._partition_of(kv.key)
-            if partition is not None:
-                holders[partition] = kv.value.decode(errors="replace")
-                created[partition] = kv.create_revision
-        self._view.holders = holders
+    def _holders_read(self, created: Mapping[int, int], revision: int) -> None:
         # Keys we won at or before `revision` must be in a snapshot read after it.
-        for partition, ownership in list(self._held.items()):
+        for partition, ownership in list(self._holdings.held.items()):
             if ownership.fencing_revision <= revision and created.get(partition) != ownership.fencing_revision:
                 self._forget(partition, "partition key gone")
 
-    def _apply_holder(self, event: WatchEvent) -> None:
-        partition = self._partition_of(event.key)
-        if partition is None:
-            return
-        if event.type is EventType.PUT:
-            self._view.holders[partition] = event.value.decode(errors="replace")
-            return
-        self._view.holders.pop(partition, None)
-        ownership = self._held.get(partition)
+    def _holder_deleted(self, partition: int, revision: int) -> None:
+        ownership = self._holdings.held.get(partition)
         # A delete after our key's creation can only be of our key.
-        if ownership is not None and event.revision > ownership.fencing_revision:
+        if ownership is not None and revision > ownership.fencing_revision:
             self._forget(partition, "partition key deleted")
 
     async def _ticker(self) -> None:
@@ -503,9 +376,8 @@ class PartitionOwnership:
             if self._unsettled:
                 self._dirty.set()
 
-    async def _reconcile_loop(self, session: Session, view: _View) -> None:
-        await view.members_ready.wait()
-        await view.holders_ready.wait()
+    async def _reconcile_loop(self, session: Session, view: OwnershipView) -> None:
+        await view.ready()
         while True:
             await self._dirty.wait()
             self._dirty.clear()
@@ -521,24 +393,22 @@ class PartitionOwnership:
                 self._unsettled = True
                 log.warning("partition ownership: %s; trying again next tick", error)
 
-    async def _reconcile(self, session: Session, view: _View) -> None:
+    async def _reconcile(self, session: Session, view: OwnershipView) -> None:
         if self.server_id not in view.members:
             # Our member key went (deleted by hand?) while our session lives: rejoin.
             await self._leases.put(self.config.member_key(self.server_id), self.server_id, session=session)
             view.members.add(self.server_id)
-        plan = plan_ownership(self.server_id, view.members, self.partition_count, view.holders, self._held)
+        holdings = self._holdings
+        plan = plan_ownership(self.server_id, view.members, self.partition_count, view.holders, holdings.held)
         self._plan = plan
 
         if plan.release:
-            lost = plan.release & self._fenced
-            self._fenced -= lost
-            if lost:
-                self._announce(lost=lost, reason="rebalance")
-            leaving = {p: self._held[p] for p in sorted(plan.release) if p in self._held}
+            holdings.disown(plan.release, "rebalance")
+            leaving = {p: holdings.held[p] for p in sorted(plan.release) if p in holdings.held}
             await asyncio.gather(*(self._leases.resign(ownership) for ownership in leaving.values()))
             for partition, ownership in leaving.items():
-                if self._held.get(partition) is ownership:
-                    del self._held[partition]
+                if holdings.held.get(partition) is ownership:
+                    del holdings.held[partition]
 
         wanted = sorted(plan.acquire - self._refused)
         step = self.config.acquire_concurrency
@@ -548,20 +418,20 @@ class PartitionOwnership:
                 *(self._leases.try_acquire(self.config.partition_key(p), self.server_id, session) for p in chunk)
             )
             for partition, ownership in zip(chunk, won):
-                if ownership is not None and partition not in self._held:
-                    self._held[partition] = ownership
+                if ownership is not None and partition not in holdings.held:
+                    holdings.held[partition] = ownership
 
         raised_ok = await self._raise_epochs(plan)
-        self._unsettled = not (plan.settled and raised_ok and self._fenced == set(self._held))
+        self._unsettled = not (plan.settled and raised_ok and holdings.fenced == set(holdings.held))
 
-    async def _reconcile_draining(self, session: Session, view: _View) -> None:
+    async def _reconcile_draining(self, session: Session, view: OwnershipView) -> None:
         """While draining: out of the member set, and no partition key under
         our name (a resign that failed, a key won by a reply we never saw)."""
         strays = sorted(p for p, holder in view.holders.items() if holder == self.server_id)
         if self.server_id in view.members:
             await self._leases.delete(self.config.member_key(self.server_id))
         for partition in strays:
-            ownership = self._held.pop(partition, None)
+            ownership = self._holdings.held.pop(partition, None)
             if ownership is None:
                 # Adopted only if it is this session's; an earlier session's key goes with that lease.
                 ownership = await self._leases.try_acquire(self.config.partition_key(partition), self.server_id, session)
@@ -573,69 +443,36 @@ class PartitionOwnership:
         """Raise the epoch of every held, unfenced partition of our share;
         announce those that took effect; resign those refused as stale. False
         if the store could not be reached (retried next tick)."""
+        holdings = self._holdings
         pending = {
             partition: ownership
-            for partition, ownership in self._held.items()
-            if partition not in self._fenced and partition in plan.target
+            for partition, ownership in holdings.held.items()
+            if partition not in holdings.fenced and partition in plan.target
         }
         if not pending:
             return True
-        try:
-            took = await self._store_call(
-                self._store.raise_epochs(
-                    {partition: ownership.fencing_revision for partition, ownership in pending.items()}, self.server_id
-                )
-            )
-        except Exception as error:  # the store is down or conflicting: keep the keys, try again
-            log.warning("cannot raise the epochs of partitions %s yet: %s", sorted(pending), error)
+        took = await self._fence.raise_epochs(pending)
+        if took is None:
             return False
-        acquired: dict[int, int] = {}
+        raised: dict[int, Ownership] = {}
         refused: dict[int, Ownership] = {}
         for partition, ownership in pending.items():
-            if self._held.get(partition) is not ownership:
+            if holdings.held.get(partition) is not ownership:
                 continue  # lost while raising
             if partition in took:
-                self._fenced.add(partition)
-                acquired[partition] = ownership.fencing_revision
+                raised[partition] = ownership
             else:
                 refused[partition] = ownership
-                del self._held[partition]
+                del holdings.held[partition]
                 self._refused.add(partition)
-        if acquired:
-            self._announce(acquired=acquired, reason="acquired")
+        holdings.fence(raised)
         if refused:
-            await self._report_refused(sorted(refused))
+            await self._fence.explain_refused(sorted(refused))
             await asyncio.gather(*(self._leases.resign(ownership) for ownership in refused.values()))
         return True
 
-    async def _report_refused(self, partitions: list[int]) -> None:
-        try:
-            highest = max((await self._store_call(self._store.epochs(partitions))).values(), default=0)
-            revision = await self._leases.current_revision()
-        except Exception as error:
-            log.warning("partitions %s: epoch raise refused (%s while reading why)", partitions, error)
-            return
-        if highest > revision:
-            log.error(
-                "partition epochs in the store (up to %d) are above the lease store's revision (%d): its "
-                "revisions started again (a fresh etcd or in-process store). No epoch can be raised until "
-                "its revision passes %d.",
-                highest, revision, highest,
-            )
-        else:
-            log.warning("partitions %s: a later owner already raised the epoch; resigning", partitions)
-
-    async def _store_call(self, call: Awaitable[T]) -> T:
-        """Await a store call; if we are cancelled meanwhile, the call goes on
-        (its transaction may be in a thread already) and :meth:`stop` waits for it."""
-        future = asyncio.ensure_future(call)
-        self._store_calls.add(future)
-        future.add_done_callback(self._store_calls.discard)
-        return await asyncio.shield(future)
-
     async def _release_everything(self, session: Session) -> None:
-        held = list(self._held.values())
-        self._drop_all("ownership restarting")
+        held = self._drop_all("ownership restarting")
         if not session.lost.is_set():
             try:
                 await asyncio.gather(*(self._leases.resign(ownership) for ownership in held))
@@ -645,37 +482,9 @@ class PartitionOwnership:
     # -- state changes ------------------------------------------------------------
 
     def _forget(self, partition: int, reason: str) -> None:
-        self._held.pop(partition, None)
-        if partition in self._fenced:
-            self._fenced.discard(partition)
-            self._announce(lost={partition}, reason=reason)
+        self._holdings.forget(partition, reason)
         self._unsettled = True
 
-    def _drop_all(self, reason: str) -> None:
-        lost = set(self._fenced)
-        self._held.clear()
-        self._fenced.clear()
+    def _drop_all(self, reason: str) -> list[Ownership]:
         self._unsettled = True
-        if lost:
-            self._announce(lost=lost, reason=reason)
-
-    def _announce(self, *, acquired: Mapping[int, int] | None = None, lost: Iterable[int] = (), reason: str) -> None:
-        self._generation += 1
-        change = OwnershipChange(
-            acquired=MappingProxyType(dict(acquired or {})),
-            lost=frozenset(lost),
-            owned=MappingProxyType(self.owned()),
-            reason=reason,
-            generation=self._generation,
-        )
-        log.info(
-            "server %s: partitions %s (acquired %s, lost %s); owns %d",
-            self.server_id, reason, sorted(change.acquired), sorted(change.lost), len(change.owned),
-        )
-        event, self._changed = self._changed, asyncio.Event()
-        event.set()
-        for listener in list(self._listeners):
-            try:
-                listener(change)
-            except Exception:
-                log.exception("ownership listener failed")
+        return self._holdings.drop_all(reason)
