@@ -162,7 +162,7 @@ def _delete_prefix(endpoint: str, prefix: str) -> None:
     import grpc
     from pyetcd.etcdrpc import rpc_pb2, rpc_pb2_grpc
 
-    from tickwheel_server.lease.base import prefix_range_end
+    from tickwheel_server.lease.types import prefix_range_end
 
     with grpc.insecure_channel(endpoint) as channel:
         rpc_pb2_grpc.KVStub(channel).DeleteRange(

@@ -64,7 +64,8 @@ from tickwheel.shared.backoff import BackoffSleeper
 from tickwheel.shared.clock import Clock
 
 from ..lease import keys
-from ..lease.base import LeaseStore, LeaseStoreClosed, LeaseStoreError, Ownership, Session, SessionLost
+from ..lease.base import LeaseStore, Session
+from ..lease.types import LeaseStoreClosed, LeaseStoreError, Ownership, SessionLost
 from ..policy.ownership import OwnershipPlan, plan_ownership
 from ..store.partitions import PartitionStore
 from .ownership_fence import EpochFence

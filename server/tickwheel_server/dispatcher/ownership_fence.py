@@ -17,7 +17,8 @@ import logging
 from collections.abc import Awaitable, Collection, Mapping
 from typing import TypeVar
 
-from ..lease.base import LeaseStore, Ownership
+from ..lease.base import LeaseStore
+from ..lease.types import Ownership
 from ..store.partitions import PartitionStore
 
 log = logging.getLogger(__name__)

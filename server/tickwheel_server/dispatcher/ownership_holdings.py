@@ -16,7 +16,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..lease.base import Ownership, Session
+from ..lease.base import Session
+from ..lease.types import Ownership
 
 log = logging.getLogger(__name__)
 

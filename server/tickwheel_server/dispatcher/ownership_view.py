@@ -27,7 +27,8 @@ from tickwheel.shared.backoff import BackoffSleeper
 from tickwheel.shared.clock import Clock
 
 from ..lease import keys
-from ..lease.base import EventType, KeyValue, LeaseStore, LeaseStoreError, WatchCompacted, WatchEvent
+from ..lease.base import LeaseStore
+from ..lease.types import EventType, KeyValue, LeaseStoreError, WatchCompacted, WatchEvent
 
 log = logging.getLogger(__name__)
 

@@ -1,25 +1,23 @@
 """Lease store: sessions, leased keys, elections with fencing revisions, watches.
 
-The protocol and its contracts are in :mod:`tickwheel_server.lease.base`; the
+The protocol and its contracts are in :mod:`tickwheel_server.lease.base`, its
+errors and records in :mod:`tickwheel_server.lease.types`; the
 implementations are :mod:`~tickwheel_server.lease.memory` (in-process) and
 :mod:`~tickwheel_server.lease.etcd`. Build one with :func:`open_lease_store`.
 """
 
 from __future__ import annotations
 
-from tickwheel_server.lease.base import (
-    DEFAULT_SESSION_TTL,
+from tickwheel_server.lease.base import DEFAULT_SESSION_TTL, LeaseStore, Session, Watch
+from tickwheel_server.lease.types import (
     EventType,
     KeyValue,
-    LeaseStore,
     LeaseStoreClosed,
     LeaseStoreError,
     LeaseStoreFatal,
     LeaseStoreUnavailable,
     Ownership,
-    Session,
     SessionLost,
-    Watch,
     WatchCompacted,
     WatchEvent,
     is_retryable,

@@ -27,8 +27,8 @@ before the task that sets it runs again: a write that must not outlive the
 lease asks :meth:`Session.surely_alive` at the last moment, which compares the
 holder's own monotonic clock with :attr:`Session.alive_until`.
 
-Keys are ``str`` (UTF-8 on the wire); values are ``bytes`` (a ``str`` value is
-encoded as UTF-8).
+The errors raised and the records returned (keys, events, ownerships) are
+in :mod:`tickwheel_server.lease.types`.
 """
 
 from __future__ import annotations
@@ -36,129 +36,23 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
-import enum
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import TypeVar
+
+from tickwheel_server.lease.types import (
+    EventType,
+    KeyValue,
+    Ownership,
+    SessionLost,
+    WatchCompacted,
+    WatchEvent,
+    to_bytes,
+)
 
 T = TypeVar("T")
 
 DEFAULT_SESSION_TTL = 10
 """Seconds; each server holds one session with a 10 s TTL (docs/architecture.md, Semantics: Sessions)."""
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class LeaseStoreError(Exception):
-    """Base of every lease-store error. ``retryable`` says whether the same call
-    may succeed later without the caller changing anything."""
-
-    retryable = False
-
-
-class LeaseStoreUnavailable(LeaseStoreError):
-    """The store could not be reached or did not answer in time (connection
-    refused, no leader, request timed out, every endpoint down).
-
-    Retryable with backoff. The operation may or may not have been applied:
-    ``put`` and ``delete`` are safe to repeat; ``try_acquire`` is safe to
-    repeat because a key already held under the caller's own session is
-    adopted; a repeated ``open_session`` may leave an orphan lease that expires
-    by its TTL."""
-
-    retryable = True
-
-
-class LeaseStoreFatal(LeaseStoreError):
-    """The store refused the request for a reason retrying will not fix
-    (invalid argument, permission denied, unsupported server). A bug or a
-    configuration error."""
-
-
-class LeaseStoreClosed(LeaseStoreFatal):
-    """The store (or a watch) was used after :meth:`LeaseStore.close`."""
-
-
-class SessionLost(LeaseStoreError):
-    """The session's lease is gone or can no longer be trusted (expired,
-    revoked, closed, or not renewed within its TTL). Every ownership held under
-    it is void. Not retryable with this session: open a new one."""
-
-
-class WatchCompacted(LeaseStoreError):
-    """A watch asked for history the store no longer keeps. Read the current
-    state and watch again from ``current_revision() + 1``."""
-
-    def __init__(self, message: str, compact_revision: int) -> None:
-        super().__init__(message)
-        self.compact_revision = compact_revision
-
-
-def is_retryable(exc: BaseException) -> bool:
-    """True when ``exc`` is a lease-store error worth retrying with backoff."""
-    return isinstance(exc, LeaseStoreError) and exc.retryable
-
-
-# --------------------------------------------------------------------------- values
-
-
-@dataclass(frozen=True, slots=True)
-class KeyValue:
-    """A key as stored.
-
-    ``create_revision`` is the store revision of the put that created the key
-    (it survives later puts and changes only if the key is deleted and created
-    again); ``mod_revision`` that of the latest put; ``version`` counts puts
-    since creation (1 after the create); ``lease`` is the session id the key is
-    attached to, 0 for none."""
-
-    key: str
-    value: bytes
-    create_revision: int
-    mod_revision: int
-    version: int
-    lease: int
-
-
-class EventType(enum.Enum):
-    PUT = "put"
-    DELETE = "delete"
-
-
-@dataclass(frozen=True, slots=True)
-class WatchEvent:
-    """One change seen by a watch.
-
-    ``revision`` is the store revision of the change (for a put, the key's new
-    mod revision). ``value`` and ``create_revision`` are empty/0 for a delete.
-    Keys deleted together (a session ending) share one revision."""
-
-    type: EventType
-    key: str
-    value: bytes
-    revision: int
-    create_revision: int = 0
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Ownership:
-    """Proof of holding ``key`` under ``session``.
-
-    ``fencing_revision`` is the key's create revision: strictly greater than
-    that of every earlier owner of the key. Pass it along with every write made
-    as owner (for partitions, it becomes the fencing epoch checked in SQL).
-    The ownership ends when the key is deleted (:meth:`LeaseStore.resign`) or
-    the session is lost; ``lost`` fires in the latter case."""
-
-    key: str
-    value: bytes
-    fencing_revision: int
-    session: "Session"
-
-    @property
-    def lost(self) -> asyncio.Event:
-        return self.session.lost
 
 
 # --------------------------------------------------------------------------- session
@@ -434,7 +328,7 @@ class LeaseStore(abc.ABC):
         ambiguous :class:`LeaseStoreUnavailable` is safe. Raises
         :class:`SessionLost` if ``session`` is lost."""
         session.raise_if_lost()
-        ownership, _ = await self._acquire_once(key, _to_bytes(value), session)
+        ownership, _ = await self._acquire_once(key, to_bytes(value), session)
         return ownership
 
     async def wait_acquire(self, key: str, value: bytes | str, session: Session) -> Ownership:
@@ -447,7 +341,7 @@ class LeaseStore(abc.ABC):
         :class:`LeaseStoreUnavailable` if an acquisition attempt cannot reach the
         store (the wait itself rides out reconnections). Bound it with
         ``asyncio.timeout`` if the caller must give up."""
-        data = _to_bytes(value)
+        data = to_bytes(value)
         async with session.scope():
             while True:
                 ownership, seen_revision = await self._acquire_once(key, data, session)
@@ -505,37 +399,3 @@ async def _absorb_cancellation(task: asyncio.Task[object]) -> None:
         pass
     if task.uncancel() > 0:
         raise asyncio.CancelledError()
-
-
-def _to_bytes(value: bytes | str) -> bytes:
-    if isinstance(value, str):
-        return value.encode()
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    raise TypeError(f"lease store values are bytes or str, not {type(value).__name__}")
-
-
-def validate_ttl(ttl: int) -> int:
-    """``ttl`` as whole seconds >= 1, or ValueError."""
-    if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1:
-        raise ValueError(f"session ttl must be a whole number of seconds >= 1, got {ttl!r}")
-    return ttl
-
-
-def validate_key(key: str) -> str:
-    if not isinstance(key, str) or not key:
-        raise ValueError(f"lease store keys are non-empty str, got {key!r}")
-    return key
-
-
-def prefix_range_end(prefix: bytes) -> bytes:
-    """The smallest key greater than every key starting with ``prefix``
-    (etcd's range_end for a prefix); ``b"\\0"`` means "to the end"."""
-    end = bytearray(prefix)
-    while end:
-        if end[-1] < 0xFF:
-            end[-1] += 1
-            return bytes(end)
-        end.pop()
-    return b"\0"
-

@@ -47,23 +47,20 @@ from pyetcd.etcdrpc import kv_pb2, rpc_pb2, rpc_pb2_grpc
 
 from tickwheel.shared.backoff import BackoffSleeper
 from tickwheel.shared.clock import Clock
-from tickwheel_server.lease.base import (
-    DEFAULT_SESSION_TTL,
+from tickwheel_server.lease.base import DEFAULT_SESSION_TTL, LeaseStore, Session, Watch
+from tickwheel_server.lease.types import (
     EventType,
     KeyValue,
-    LeaseStore,
     LeaseStoreClosed,
     LeaseStoreError,
     LeaseStoreFatal,
     LeaseStoreUnavailable,
     Ownership,
-    Session,
     SessionLost,
-    Watch,
     WatchCompacted,
     WatchEvent,
-    _to_bytes,
     prefix_range_end,
+    to_bytes,
     validate_key,
     validate_ttl,
 )
@@ -572,7 +569,7 @@ class EtcdLeaseStore(LeaseStore):
     # -- keys ---------------------------------------------------------------------------
 
     async def put(self, key: str, value: bytes | str, *, session: Session | None = None) -> int:
-        request = rpc_pb2.PutRequest(key=validate_key(key).encode(), value=_to_bytes(value))
+        request = rpc_pb2.PutRequest(key=validate_key(key).encode(), value=to_bytes(value))
         if session is None:
             response = await self._call(lambda s: s.kv.Put, request, "put")
         else:

@@ -25,18 +25,15 @@ import collections
 import itertools
 from dataclasses import dataclass, field, replace
 
-from tickwheel_server.lease.base import (
-    DEFAULT_SESSION_TTL,
+from tickwheel_server.lease.base import DEFAULT_SESSION_TTL, LeaseStore, Session, Watch
+from tickwheel_server.lease.types import (
     EventType,
     KeyValue,
-    LeaseStore,
     LeaseStoreClosed,
     Ownership,
-    Session,
-    Watch,
     WatchCompacted,
     WatchEvent,
-    _to_bytes,
+    to_bytes,
     validate_key,
     validate_ttl,
 )
@@ -277,7 +274,7 @@ class MemoryLeaseStore(LeaseStore):
 
     async def put(self, key: str, value: bytes | str, *, session: Session | None = None) -> int:
         validate_key(key)
-        data = _to_bytes(value)
+        data = to_bytes(value)
         self._check_open()
         self._expire_due()
         lease = self._live_lease(session) if session is not None else None

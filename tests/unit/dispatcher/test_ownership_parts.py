@@ -12,7 +12,7 @@ from tickwheel.shared.clock import FakeClock
 from tickwheel_server.dispatcher.ownership_holdings import Holdings, OwnershipChange
 from tickwheel_server.dispatcher.ownership_view import OwnershipView
 from tickwheel_server.lease import keys
-from tickwheel_server.lease.base import Ownership
+from tickwheel_server.lease.types import Ownership
 from tickwheel_server.lease.memory import MemoryLeaseStore
 
 PREFIX = "/unit/"
