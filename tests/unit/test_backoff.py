@@ -11,7 +11,7 @@ from tickwheel.options import RetryOptions
 from tickwheel.shared.backoff import BackoffSleeper, ceiling, full_jitter
 from tickwheel.shared.clock import FakeClock
 from tickwheel_server.dispatcher import ownership_view
-from tickwheel_server.lease import etcd
+from tickwheel_server.lease import etcd_transport
 from tickwheel_server.store.transactions import DEFAULT_BACKOFF
 from tickwheel_worker.config import WorkerConfig
 
@@ -94,7 +94,7 @@ def test_a_sleeper_with_impossible_parameters_is_refused(initial: float, cap: fl
     [
         ("store 40001 retries", DEFAULT_BACKOFF.base, DEFAULT_BACKOFF.cap, (0.01, 2.0)),
         ("partition ownership", ownership_view.RETRY_INITIAL, ownership_view.RETRY_CAP, (0.05, 2.0)),
-        ("etcd keep-alive and watch", etcd._RETRY_INITIAL, etcd._RETRY_CAP, (0.05, 1.0)),
+        ("etcd keep-alive and watch", etcd_transport.RETRY_INITIAL, etcd_transport.RETRY_CAP, (0.05, 1.0)),
         ("worker reconnect", WorkerConfig.reconnect_initial_backoff, WorkerConfig.reconnect_max_backoff, (0.2, 15.0)),
     ],
 )

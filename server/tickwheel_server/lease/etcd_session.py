@@ -1,0 +1,157 @@
+"""A session on etcd: one lease kept alive over a ``LeaseKeepAlive`` stream, and lost in time.
+
+* A session sends a keep-alive every ``ttl / 3`` seconds (of the injected
+  clock; give the store the :class:`~tickwheel.shared.clock.SystemClock`, as
+  etcd measures TTLs in real time). A response with ``TTL <= 0`` means etcd
+  expired the lease: ``lost`` is set. If no keep-alive succeeds for ``ttl``
+  seconds, counted from when the last successful one was *sent*, ``lost`` is
+  set as well, so the holder stops no later than etcd could expire the lease.
+* etcd restarts: etcd keeps leases across a restart (and extends them by a
+  TTL when it comes back). If keep-alives resume within the TTL the session
+  simply survives; otherwise the holder sees ``lost`` and must open a new
+  session (``lost`` is final). Closing the lost session still tries to revoke
+  its lease, so keys an etcd restart kept alive do not linger for another TTL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import grpc
+import grpc.aio
+from pyetcd.etcdrpc import rpc_pb2
+
+from tickwheel.shared.backoff import BackoffSleeper
+from tickwheel_server.lease.base import Session
+from tickwheel_server.lease.etcd_transport import (
+    FAILOVER_CODES,
+    RETRY_CAP,
+    RETRY_INITIAL,
+    RETRYABLE_CODES,
+    STREAM_BROKEN,
+    LocallyCancelled,
+    Transport,
+    read,
+    within,
+    write,
+)
+from tickwheel_server.lease.types import LeaseStoreError, SessionLost
+
+log = logging.getLogger(__name__)
+
+
+class EtcdSession(Session):
+    """An etcd lease kept alive over a ``LeaseKeepAlive`` stream; see
+    :class:`Session` and the module docstring.
+
+    Built by :meth:`~tickwheel_server.lease.etcd.EtcdLeaseStore.open_session`
+    once etcd granted the lease, which then calls :meth:`start`. ``sessions``
+    is the store's set of open sessions: this one leaves it when closed.
+    """
+
+    def __init__(
+        self, transport: Transport, lease_id: int, ttl: int, expires_at: float, sessions: set[EtcdSession]
+    ) -> None:
+        super().__init__()
+        self.id = lease_id
+        self.ttl = ttl
+        self.renewals = 0
+        """Successful keep-alives so far (for diagnostics and tests)."""
+        self._transport = transport
+        self._sessions = sessions
+        self._expires_at = expires_at  # transport clock's monotonic time
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def alive_until(self) -> float:
+        return self._expires_at
+
+    def _monotonic(self) -> float:
+        return self._transport.clock.monotonic()
+
+    def start(self, keepalive: bool) -> None:
+        """Start the watchdog that sets ``lost`` once the lease may have
+        expired, and (with ``keepalive``) the renewals."""
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._watchdog(), name=f"etcd-lease-watchdog-{self.id:x}"))
+        if keepalive:
+            self._tasks.append(loop.create_task(self._keepalive(), name=f"etcd-lease-keepalive-{self.id:x}"))
+
+    def expire(self, reason: str) -> None:
+        """etcd no longer knows the lease: set ``lost`` and stop renewing."""
+        self._mark_lost(reason)
+        self._stop_tasks()
+
+    async def _watchdog(self) -> None:
+        clock = self._transport.clock
+        while not self.lost.is_set():
+            remaining = self._expires_at - clock.monotonic()
+            if remaining <= 0:
+                self.expire(f"lease not renewed within its TTL ({self.ttl}s)")
+                return
+            await clock.sleep(remaining)
+
+    async def _keepalive(self) -> None:
+        transport, clock = self._transport, self._transport.clock
+        interval = self.ttl / 3
+        backoff = BackoffSleeper(clock, initial=RETRY_INITIAL, cap=min(RETRY_CAP, self.ttl / 4))
+        request = rpc_pb2.LeaseKeepAliveRequest(ID=self.id)
+        while not self.lost.is_set():
+            stubs = transport.endpoints.current()
+            call = stubs.lease.LeaseKeepAlive()
+
+            async def round_trip() -> rpc_pb2.LeaseKeepAliveResponse:
+                await write(call, request, self.lost.is_set)
+                return await read(call, self.lost.is_set)
+
+            try:
+                while not self.lost.is_set():
+                    sent_at = clock.monotonic()
+                    response = await within(clock, interval, round_trip())
+                    if response.TTL <= 0:
+                        self.expire("lease expired (etcd answered the keep-alive with TTL 0)")
+                        return
+                    self._expires_at = max(self._expires_at, sent_at + response.TTL)
+                    self.renewals += 1
+                    backoff.reset()
+                    await clock.sleep(interval)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() not in RETRYABLE_CODES:
+                    self.expire(f"keep-alive refused: {exc.code().name}: {exc.details()}")
+                    return
+                log.debug("lease %x keep-alive via %s failed: %s", self.id, stubs.endpoint, exc.code().name)
+                if exc.code() in FAILOVER_CODES:
+                    transport.endpoints.failover(stubs.endpoint)
+                await backoff.sleep()
+            except (*STREAM_BROKEN, TimeoutError, LocallyCancelled) as exc:
+                log.debug("lease %x keep-alive via %s failed: %s", self.id, stubs.endpoint, exc)
+                transport.endpoints.failover(stubs.endpoint)
+                await backoff.sleep()
+            finally:
+                call.cancel()
+
+    def _stop_tasks(self) -> None:
+        current = asyncio.current_task()
+        for task in self._tasks:
+            if task is not current:
+                task.cancel()
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._mark_lost("closed")
+        self._stop_tasks()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._sessions.discard(self)
+        if self._transport.closed:
+            return
+        try:
+            await self._transport.call(
+                lambda s: s.lease.LeaseRevoke, rpc_pb2.LeaseRevokeRequest(ID=self.id), "lease revoke"
+            )
+        except SessionLost:
+            pass  # already expired or revoked
+        except LeaseStoreError as exc:
+            log.warning("could not revoke lease %x (its keys expire with its TTL): %s", self.id, exc)

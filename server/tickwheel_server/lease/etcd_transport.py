@@ -1,0 +1,260 @@
+"""The gRPC connection to etcd: a channel per endpoint, failover between them, calls and stream steps.
+
+Endpoints are tried in order; a unary call that fails with ``UNAVAILABLE``
+moves to the next endpoint and is retried there once per endpoint, then
+raises :class:`~tickwheel_server.lease.types.LeaseStoreUnavailable`. Every
+unary call has a deadline (``request_timeout``, real time, enforced by gRPC).
+Streams (a session's keep-alive, a watch) are opened by their owners on
+:meth:`Endpoints.current`, read and written with :func:`read` and
+:func:`write`, and move on with :meth:`Endpoints.failover`.
+
+Only the generated stubs of etcd-sdk-python (``pyetcd.etcdrpc``) are used;
+see :mod:`tickwheel_server.lease.etcd` for why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+import grpc.aio
+from pyetcd.etcdrpc import rpc_pb2_grpc
+
+from tickwheel.shared.clock import Clock
+from tickwheel_server.lease.types import (
+    LeaseStoreClosed,
+    LeaseStoreError,
+    LeaseStoreFatal,
+    LeaseStoreUnavailable,
+    SessionLost,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+RETRY_INITIAL = 0.05
+RETRY_CAP = 1.0
+"""Waits between tries of a keep-alive or a watch: full jitter, from
+``RETRY_INITIAL`` seconds, doubling, at most ``RETRY_CAP`` (a keep-alive
+also at most a quarter of its TTL)."""
+
+RETRYABLE_CODES = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.CANCELLED,
+    }
+)
+"""Codes after which the same request may succeed later (possibly elsewhere)."""
+
+FAILOVER_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+"""Codes that say "this endpoint is no good right now": move to the next one."""
+
+_CHANNEL_OPTIONS = [
+    # Reconnect quickly after an etcd restart instead of gRPC's default
+    # exponential backoff up to two minutes.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+    # Notice a dead connection that sends no RST; etcd's default enforcement
+    # allows pings every 5 s.
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+]
+
+
+class StreamEnded(Exception):
+    """etcd closed a stream without a status (treated like UNAVAILABLE)."""
+
+
+class LocallyCancelled(Exception):
+    """A stream we cancelled ourselves (its watch or the store was closed)."""
+
+
+STREAM_BROKEN = (StreamEnded, grpc.aio.UsageError, asyncio.InvalidStateError)
+"""Ways a stream can break besides a gRPC status: all mean "open a new one"."""
+
+
+async def read(call: Any, ending: Callable[[], bool]) -> Any:
+    """The next message of a stream; :class:`StreamEnded` at its end.
+
+    grpc.aio raises ``asyncio.CancelledError`` when reading a call that was
+    cancelled locally; when that is our own doing (``ending()``) and not a
+    cancellation of the current task, it becomes :class:`LocallyCancelled`."""
+    try:
+        response = await call.read()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if ending() and (task is None or task.cancelling() == 0):
+            raise LocallyCancelled() from None
+        raise
+    if response is grpc.aio.EOF:
+        raise StreamEnded("stream ended")
+    return response
+
+
+async def write(call: Any, message: Any, ending: Callable[[], bool]) -> None:
+    """Send ``message`` on a stream; a local cancellation as in :func:`read`."""
+    try:
+        await call.write(message)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if ending() and (task is None or task.cancelling() == 0):
+            raise LocallyCancelled() from None
+        raise
+
+
+def translate(exc: grpc.aio.AioRpcError, what: str) -> LeaseStoreError:
+    """The lease store error a gRPC status stands for: an unknown lease is
+    :class:`SessionLost`, a retryable code unavailable, anything else fatal."""
+    code, details = exc.code(), exc.details() or ""
+    message = f"etcd {what}: {code.name}: {details}"
+    if code is grpc.StatusCode.NOT_FOUND and "lease not found" in details:
+        return SessionLost(message)
+    if code in RETRYABLE_CODES:
+        return LeaseStoreUnavailable(message)
+    return LeaseStoreFatal(message)
+
+
+async def within(clock: Clock, seconds: float, work: Awaitable[T]) -> T:
+    """``work``'s result, or TimeoutError after ``seconds`` of ``clock`` time
+    (``work`` is then cancelled)."""
+    task = asyncio.ensure_future(work)
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            return task.result()
+        raise TimeoutError(f"no answer within {seconds:.2f}s")
+    finally:
+        timer.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+
+@dataclass(slots=True)
+class Stubs:
+    """The stubs of one endpoint's channel."""
+
+    endpoint: str
+    channel: grpc.aio.Channel
+    kv: rpc_pb2_grpc.KVStub
+    lease: rpc_pb2_grpc.LeaseStub
+    watch: rpc_pb2_grpc.WatchStub
+
+
+class Endpoints:
+    """One lazily created channel per endpoint and the one in use now."""
+
+    def __init__(self, endpoints: Sequence[str]) -> None:
+        if not endpoints:
+            raise ValueError("at least one etcd endpoint is needed")
+        self.endpoints = list(endpoints)
+        self._index = 0
+        self._stubs: dict[str, Stubs] = {}
+
+    @property
+    def in_use(self) -> str:
+        """The endpoint calls and streams go to now."""
+        return self.endpoints[self._index]
+
+    def current(self) -> Stubs:
+        """The stubs of :attr:`in_use` (its channel is created on first use)."""
+        endpoint = self.in_use
+        stubs = self._stubs.get(endpoint)
+        if stubs is None:
+            channel = grpc.aio.insecure_channel(endpoint, options=_CHANNEL_OPTIONS)
+            stubs = Stubs(
+                endpoint,
+                channel,
+                rpc_pb2_grpc.KVStub(channel),
+                rpc_pb2_grpc.LeaseStub(channel),
+                rpc_pb2_grpc.WatchStub(channel),
+            )
+            self._stubs[endpoint] = stubs
+        return stubs
+
+    def failover(self, endpoint: str) -> None:
+        """``endpoint`` failed: use the next one (unless someone already moved)."""
+        if self.in_use == endpoint and len(self.endpoints) > 1:
+            self._index = (self._index + 1) % len(self.endpoints)
+            log.info("etcd endpoint %s failed; switching to %s", endpoint, self.in_use)
+
+    async def close(self) -> None:
+        stubs, self._stubs = list(self._stubs.values()), {}
+        for s in stubs:
+            await s.channel.close()
+
+
+class Transport:
+    """What the store, its sessions and its watches share: the endpoints,
+    the clock, unary calls with failover, and the store's closing state.
+
+    Closing has two steps: :meth:`begin_close` (``closing``: no new session
+    or watch, open watches end) while sessions still revoke their leases,
+    then :meth:`close` (``closed``: channels closed, every call raises
+    :class:`LeaseStoreClosed`).
+    """
+
+    def __init__(self, endpoints: Sequence[str], clock: Clock, request_timeout: float) -> None:
+        if request_timeout <= 0:
+            raise ValueError(f"request_timeout must be > 0, got {request_timeout!r}")
+        self.endpoints = Endpoints(endpoints)
+        self.clock = clock
+        self.request_timeout = request_timeout
+        self.closing = False
+        self.closed = False
+
+    def begin_close(self) -> None:
+        self.closing = True
+
+    async def call(self, pick: Callable[[Stubs], Callable[..., Any]], request: Any, what: str) -> Any:
+        """One unary call with failover: retried on the next endpoint after
+        UNAVAILABLE, at most once per endpoint."""
+        if self.closed:
+            raise LeaseStoreClosed("lease store closed")
+        endpoints = self.endpoints
+        last: grpc.aio.AioRpcError | None = None
+        for _ in range(len(endpoints.endpoints)):
+            stubs = endpoints.current()
+            try:
+                return await pick(stubs)(request, timeout=self.request_timeout)
+            except asyncio.CancelledError:
+                # closing the channels cancels calls in flight (grpc.aio raises
+                # CancelledError for those), unlike a cancellation of the task
+                task = asyncio.current_task()
+                if self.closed and (task is None or task.cancelling() == 0):
+                    raise LeaseStoreClosed("lease store closed") from None
+                raise
+            except grpc.aio.AioRpcError as exc:
+                if self.closed:
+                    raise LeaseStoreClosed("lease store closed") from exc
+                if exc.code() not in FAILOVER_CODES:
+                    raise translate(exc, what) from exc
+                endpoints.failover(stubs.endpoint)
+                last = exc
+                if exc.code() is not grpc.StatusCode.UNAVAILABLE:
+                    break  # a deadline already spent its time; let the caller decide
+        assert last is not None
+        raise LeaseStoreUnavailable(
+            f"etcd {what}: no endpoint answered ({', '.join(endpoints.endpoints)}): "
+            f"{last.code().name}: {last.details()}"
+        ) from last
+
+    async def close(self) -> None:
+        """Refuse calls from now on and close every channel."""
+        self.closed = True
+        await self.endpoints.close()
