@@ -27,7 +27,7 @@ hand-out instant the server recorded in ``attempts.started_at`` (its clock,
 read inside the hand-out claim's transaction), *lateness* = start − the
 execution's ``due_at``, signed (``attempts.lateness_us`` is clamped at 0,
 so an early start would hide there). Lateness is measured at the hand-out
-(docs/architecture.md, Dispatch (flow 1), step 5);
+(docs/architecture.md, Dispatch, step 5);
 ``worker_start_lateness_s`` is the same from when the worker reported it
 began (``attempts.worker_started_at``: the worker's clock, on
 this same machine), and ``hand_out_to_worker_start_s`` the difference, the

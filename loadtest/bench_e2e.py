@@ -28,7 +28,7 @@ and etcd are started (``tests/support``) and deleted afterwards.
   commits, rollbacks, the costliest shapes) and ``errors_logged`` the ERROR
   lines it logged (serialization failures the store retried).
 - ``ceiling``: the hot path's batched statements (claim+enqueue, hand-out,
-  outcome+history: docs/architecture.md, Dispatch (flow 1)) issued directly
+  outcome+history: docs/architecture.md, Dispatch) issued directly
   on one psycopg connection with nothing in between, over the same number
   of jobs stored the same way,
   values that do not depend on the database computed before timing:

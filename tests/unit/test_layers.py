@@ -69,6 +69,18 @@ RULES = (
         forbidden=(S + "store", S + "api", S + "gateway", S + "dispatcher", "sqlalchemy", "grpc"),
     ),
     Rule(
+        "lease/ speaks to etcd and nothing else of the server",
+        modules=(S + "lease",),
+        forbidden=("tickwheel_server",),
+        permitted=(S + "lease",),
+    ),
+    Rule(
+        "schedule/ is pure: it needs nothing else of the server",
+        modules=(S + "schedule",),
+        forbidden=("tickwheel_server", "sqlalchemy", "grpc"),
+        permitted=(S + "schedule",),
+    ),
+    Rule(
         "tickwheel.shared is what server and worker share: it imports neither",
         modules=("tickwheel.shared",),
         forbidden=("tickwheel_server", "tickwheel_worker"),
