@@ -241,7 +241,7 @@ class TickwheelServer:
             server_id=self.server_id, grace=config.session_ttl,
             on_requeued=self._reaped,
             duties=[
-                LatenessWatch(LatenessStore(self.engine, self.clock), self.stores.alerts, self.clock).check_once,
+                LatenessWatch(LatenessStore(self.engine, self.clock, definitions=definitions), self.stores.alerts, self.clock).check_once,
                 SkipWatch(SkipWatchStore(self.engine, self.clock, self.stores.alerts)).check_once,
                 UnownedWatch(
                     lambda: self.presence.partition_holders(), cluster.partition_count, self.stores.partitions,

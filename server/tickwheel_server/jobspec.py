@@ -11,7 +11,6 @@ import re
 import threading
 from collections import OrderedDict
 from datetime import datetime, timedelta, timezone
-from typing import NamedTuple
 
 from google.protobuf import timestamp_pb2
 from google.protobuf.message import DecodeError
@@ -34,6 +33,7 @@ least ``initial_backoff`` when that is longer)."""
 DEFAULT_TIMEOUT = timedelta(minutes=5)
 """A run's time limit when the job names none."""
 DEFAULT_TIMEOUT_US = 5 * 60 * 1_000_000
+"""``DEFAULT_TIMEOUT`` in microseconds, as the hand-out reads it."""
 DEFAULT_LATENESS_THRESHOLD = timedelta(minutes=5)
 """How long a due execution may wait before it is late, when the job names no threshold."""
 DEFAULT_RUN_ALL_LIMIT = 100
@@ -143,7 +143,6 @@ def schedule_of(job: job_pb2.Job, job_id: str, field: str = "job") -> Schedule:
     return schedule
 
 
-
 def _instant(message, name: str, prefix: str, violations: list[FieldViolation]) -> datetime | None:
     """``message.<name>`` as an aware instant, None when unset; a violation
     (and None) when it is not a valid Timestamp or lies outside
@@ -172,16 +171,27 @@ def handler_of(job: job_pb2.Job) -> str | None:
 _DEFAULT_RETRY = RetryPolicy(DEFAULT_MAX_ATTEMPTS, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF)
 
 
-class JobDefinition(NamedTuple):
+class JobDefinition:
     """A job's stored definition (``jobs.spec``) at one version, read once
-    into what its readers need, each attribute computed at parse.
+    into what its readers need.
+
+    What the claim and the hand-out read is computed at parse; what only the
+    outcome of a failed run or the lateness watch reads (the retry policy,
+    the target's host, the lateness threshold) on first use, from the message
+    kept here, and then kept too. Both ways the value is the same, so a
+    definition shared between threads may compute one twice, never wrongly.
 
     A definition this server cannot read is still a value: ``problem`` says
     why the dispatcher may not claim it (it quarantines the job), the
     hand-out reads bytes that do not parse as an empty definition, and the
     outcome of a result fails where it needs the retry policy or the
-    target's host (:meth:`retry_or_problem`, :meth:`host`). A tuple: cheaper to build than a frozen
-    dataclass, and read on every hand-out and result."""
+    target's host (:meth:`retry_or_problem`, :meth:`host`)."""
+
+    __slots__ = (
+        "job_id", "version", "rules", "target", "timeout_us", "unparsed", "problem", "schedule",
+        "misfire_policy", "misfire_threshold", "run_all_limit", "handler", "payload",
+        "_job", "_retry", "_host", "_lateness",
+    )
 
     job_id: str
     version: int
@@ -191,16 +201,9 @@ class JobDefinition(NamedTuple):
     target: job_pb2.Target
     timeout_us: int
     """The run's time limit, the default filled in."""
-    # -- the outcome of a result
-    retry: RetryPolicy
-    breaker_host: str
-    """The host an HTTP target calls (the circuit breaker's key beside the tenant); '' for a handler."""
     unparsed: str | None
     """Why the bytes do not parse; None when they do. The other attributes
     then read an empty definition's values."""
-    retry_problem: str | None
-    """Why the retry policy cannot be read (a backoff out of range); then
-    ``retry`` holds the defaults and :meth:`retry_or_problem` says why."""
     # -- the dispatcher's claim
     problem: str | None
     """Why the dispatcher cannot claim it (``job_unreadable``); None: the claim fields below are set."""
@@ -211,8 +214,6 @@ class JobDefinition(NamedTuple):
     handler: str | None
     """The handler name a worker must serve; None for an HTTP target."""
     payload: bytes
-    lateness_threshold: timedelta
-    """How long a due execution may wait before it is late, the default filled in."""
 
     @classmethod
     def parse(cls, job_id: str, version: int, spec: bytes | None) -> "JobDefinition":
@@ -227,29 +228,56 @@ class JobDefinition(NamedTuple):
         except DecodeError as error:
             decoded = str(error)
             job = job_pb2.Job()
-        retry, retry_problem = _retry_of(job)
-        unparsed = None if decoded is None else f"the definition does not parse: {decoded}"
-        claim = _claim_of(job, job_id)
-        problem = unparsed if unparsed is not None else claim[0]
-        return cls(
-            job_id,
-            version,
-            rules_of(job),
-            job.target,
-            job.timeout.ToMicroseconds() if job.HasField("timeout") else DEFAULT_TIMEOUT_US,
-            retry,
-            http_target_host(job),
-            unparsed,
-            retry_problem,
-            problem,
-            claim[1] if problem is None else None,
-            MISFIRE_POLICIES.get(job.misfire_policy, ""),
-            claim[2],
-            job.misfire_run_all_limit or DEFAULT_RUN_ALL_LIMIT,
-            handler_of(job),
-            job.payload,
-            _lateness_of(job),
-        )
+        self = cls.__new__(cls)
+        self.job_id = job_id
+        self.version = version
+        self.rules = rules_of(job)
+        self.target = job.target
+        self.timeout_us = job.timeout.ToMicroseconds() if job.HasField("timeout") else DEFAULT_TIMEOUT_US
+        self.unparsed = None if decoded is None else f"the definition does not parse: {decoded}"
+        problem, schedule, self.misfire_threshold = _claim_of(job, job_id)
+        self.problem = self.unparsed if self.unparsed is not None else problem
+        self.schedule = schedule if self.problem is None else None
+        self.misfire_policy = MISFIRE_POLICIES.get(job.misfire_policy, "")
+        self.run_all_limit = job.misfire_run_all_limit or DEFAULT_RUN_ALL_LIMIT
+        self.handler = handler_of(job)
+        self.payload = job.payload
+        self._job = job
+        self._retry = self._host = self._lateness = None
+        return self
+
+    def __repr__(self) -> str:
+        return f"JobDefinition({self.job_id!r}, version={self.version}, problem={self.problem!r})"
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """The retry policy, the defaults filled in (the defaults too when it cannot be read)."""
+        return self._retry_read()[0]
+
+    @property
+    def retry_problem(self) -> str | None:
+        """Why the retry policy cannot be read (a backoff out of range); then
+        :attr:`retry` holds the defaults and :meth:`retry_or_problem` says why."""
+        return self._retry_read()[1]
+
+    def _retry_read(self) -> tuple[RetryPolicy, str | None]:
+        if self._retry is None:
+            self._retry = _retry_of(self._job)
+        return self._retry
+
+    @property
+    def breaker_host(self) -> str:
+        """The host an HTTP target calls (the circuit breaker's key beside the tenant); '' for a handler."""
+        if self._host is None:
+            self._host = http_target_host(self._job)
+        return self._host
+
+    @property
+    def lateness_threshold(self) -> timedelta:
+        """How long a due execution may wait before it is late, the default filled in."""
+        if self._lateness is None:
+            self._lateness = _lateness_of(self._job)
+        return self._lateness
 
     def retry_or_problem(self) -> RetryPolicy | str:
         """The retry policy, or why it cannot be read (the bytes do not

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.shared.ids import from_us, to_us
 
-from ..jobspec import JobDefinition
+from ..jobspec import DefinitionCache
 from .base import SqlStore
 from .isolation import not_held, status_in
 from .tables import executions, jobs, tenants
@@ -40,6 +40,11 @@ class Waiting:
 
 
 class LatenessStore(SqlStore):
+    def __init__(self, engine, clock, *, definitions: DefinitionCache | None = None) -> None:
+        super().__init__(engine, clock)
+        self.definitions = definitions if definitions is not None else DefinitionCache()
+        """Parsed definitions by (job id, version): the server's own, so what the claim parsed is not parsed again."""
+
     async def oldest_waiting(self, older_than: datetime, limit: int = SCAN_LIMIT) -> list[Waiting]:
         """Up to ``limit`` executions waiting for a hand-out since before
         ``older_than``, oldest first, each with its job's lateness threshold;
@@ -56,7 +61,7 @@ class LatenessStore(SqlStore):
                 rows += conn.execute(
                     sa.select(
                         executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.nominal_at,
-                        executions.c.ready_at, jobs.c.spec,
+                        executions.c.ready_at, jobs.c.spec, jobs.c.version,
                     )
                     .select_from(executions.outerjoin(jobs, jobs.c.id == executions.c.job_id))
                     .where(
@@ -75,7 +80,8 @@ class LatenessStore(SqlStore):
                 if row.job_id not in thresholds:
                     # Deleted, or unreadable here: the default threshold, so one
                     # damaged row does not stop the watch for every job.
-                    thresholds[row.job_id] = JobDefinition.parse(row.job_id, 0, row.spec).lateness_threshold
+                    version = row.version if row.version is not None else -1
+                    thresholds[row.job_id] = self.definitions.get(row.job_id, version, row.spec).lateness_threshold
                 found.append(Waiting(row.id, row.job_id, row.tenant, from_us(row.nominal_at), from_us(row.ready_at),
                                      thresholds[row.job_id]))
             return found
