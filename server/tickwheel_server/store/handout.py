@@ -231,7 +231,7 @@ class HandoutStore(SqlStore):
 
         ``fence`` is asked (in the store's thread) at the end of the
         transaction, just before it commits, whether ``owner`` may still
-        hand out (:meth:`Gateway.refusal`: its session surely alive, its
+        hand out (:meth:`~tickwheel_server.gateway.fence.Fence.refusal`: its session surely alive, its
         clock trusted); a reason instead of None rolls the transaction back
         and returns an empty :class:`HandOutRound` whose ``fenced`` is that
         reason: nothing was handed out, changed or counted."""
