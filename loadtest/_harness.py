@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -346,11 +347,24 @@ def profiled(pids: dict[str, int], folder: Path | None) -> Iterator[None]:
                 sampler.wait(10)
 
 
+_WRITTEN_TABLE = re.compile(r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+([A-Za-z_][A-Za-z0-9_.]*)", re.IGNORECASE)
+
+
+def written_table(query: str) -> str | None:
+    """The table an INSERT, UPDATE or DELETE statement writes; None for any
+    other statement, including a write inside a ``WITH`` clause (the store
+    issues none)."""
+    found = _WRITTEN_TABLE.match(query)
+    return found.group(1).lower() if found else None
+
+
 class Statements:
     """What reached PostgreSQL, from ``pg_stat_statements`` when the server
     has it loaded (the throwaway one does): statements by shape with their
     calls, rows and time, including ``COMMIT`` and ``ROLLBACK`` (a rollback
-    is a failed try, usually a serialization conflict the store retried)."""
+    is a failed try, usually a serialization conflict the store retried),
+    and the rows written (inserted, updated or deleted) per table, as the
+    statements that wrote them counted them."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -381,14 +395,24 @@ class Statements:
                 (OWN_QUERY + "%",),
             ).fetchall()
         by_keyword: dict[str, int] = {}
-        for query, calls, _, _ in rows:
+        written: dict[str, int] = {}
+        for query, calls, nrows, _ in rows:
             keyword = query.split(None, 1)[0].upper() if query.strip() else "?"
             by_keyword[keyword] = by_keyword.get(keyword, 0) + calls
+            table = written_table(query)
+            if table is not None:
+                written[table] = written.get(table, 0) + nrows
         calls = sum(r[1] for r in rows)
         per = max(executions, 1)
         return {
             "statements": calls,
             "statements_per_execution": round(calls / per, 3),
+            "rows_written": sum(written.values()),
+            "rows_written_per_execution": round(sum(written.values()) / per, 3),
+            "rows_written_by_table": {
+                table: {"rows": count, "per_execution": round(count / per, 3)}
+                for table, count in sorted(written.items(), key=lambda kv: -kv[1])
+            },
             "by_kind": dict(sorted(by_keyword.items(), key=lambda kv: -kv[1])),
             "commits": by_keyword.get("COMMIT", 0),
             "rollbacks": by_keyword.get("ROLLBACK", 0),
