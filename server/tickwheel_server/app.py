@@ -33,7 +33,9 @@ from .gateway.connections import Connections
 from .jobspec import DefinitionCache
 from .lease import LeaseStore, LeaseStoreError, Session, open_lease_store
 from .schedule import default_engine, zones
-from .store import capabilities, create_store_engine, current_version, migrate, pending_migrations
+from .store import (
+    attempts_running, capabilities, create_store_engine, current_version, migrate, pending_migrations, settle,
+)
 from .dispatcher.dispatcher import Dispatcher
 from .dispatcher.ownership import PartitionOwnership
 from .gateway.gateway import Gateway
@@ -81,6 +83,10 @@ SERVICE_NAMES = [
     worker_pb2.DESCRIPTOR.services_by_name["WorkerService"].full_name,
     admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
 ]
+
+
+STOP_SETTLE = 5.0
+"""Seconds a stopping server waits for store transactions still running in their threads."""
 
 
 class StartupError(RuntimeError):
@@ -573,6 +579,10 @@ class TickwheelServer:
             await self._session.close()
         if self._lease_store is not None:
             await self._lease_store.close()
+        # A cancelled task's transaction may still run in its thread: let it
+        # end before the pool is closed under it.
+        if not await settle(self.engine, STOP_SETTLE):
+            log.warning("stopping with %d store transactions still running", attempts_running(self.engine))
         self.engine.dispose()
         self.metrics.close()
         self.tracing.close()

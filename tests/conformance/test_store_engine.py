@@ -34,6 +34,7 @@ from tickwheel_server.store import (
     StoreConfigError,
     StoreUnavailableError,
     TransactionConflictError,
+    attempts_running,
     capabilities,
     classify_error,
     create_store_engine,
@@ -43,6 +44,7 @@ from tickwheel_server.store import (
     parse_store_url,
     run_in_transaction,
     run_in_transaction_async,
+    settle,
 )
 from tickwheel_server.store.migrate import applied_migrations, split_sql
 
@@ -523,6 +525,33 @@ async def test_the_async_wrapper_retries_on_the_injected_clock(tmp_path, make_en
     clock.advance(5.0)
     assert await asyncio.wait_for(task, timeout=10) == 1
     assert threading.get_ident() not in threads and read_counter(engine) == 1
+
+
+
+async def test_settle_waits_for_an_attempt_whose_task_was_cancelled(engine: Engine) -> None:
+    """Cancelling the awaiting task leaves its attempt running in its thread,
+    holding a connection; settle() returns only once it has ended, so a
+    stopping server disposes of the engine after it."""
+    make_counter(engine)
+    entered, release = threading.Event(), threading.Event()
+
+    def held(conn: Connection) -> int:
+        entered.set()
+        release.wait(10)
+        return increment(conn)
+
+    task = asyncio.create_task(run_in_transaction_async(engine, held))
+    assert await asyncio.to_thread(entered.wait, 10)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert task.cancelled() and attempts_running(engine) == 1, "the attempt still runs in its thread"
+    assert await settle(engine, timeout=0.05) is False
+    waiting = asyncio.create_task(settle(engine, timeout=10))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    release.set()
+    assert await asyncio.wait_for(waiting, timeout=10) is True
+    assert attempts_running(engine) == 0 and read_counter(engine) == 1, "it committed, then settle() returned"
 
 
 # ---------------------------------------------------------------- migrations

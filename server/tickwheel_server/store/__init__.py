@@ -30,8 +30,10 @@ from .transactions import (
     ErrorKind,
     RetryEvent,
     classify_error,
+    attempts_running,
     run_in_transaction,
     run_in_transaction_async,
+    settle,
     sqlstate_of,
 )
 
@@ -50,6 +52,7 @@ __all__ = [
     "StoreUnavailableError",
     "TransactionConflictError",
     "applied_migrations",
+    "attempts_running",
     "capabilities",
     "classify_error",
     "create_store_engine",
@@ -60,5 +63,6 @@ __all__ = [
     "pending_migrations",
     "run_in_transaction",
     "run_in_transaction_async",
+    "settle",
     "sqlstate_of",
 ]

@@ -16,7 +16,9 @@ import enum
 import logging
 import random
 import sqlite3
+import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -157,6 +159,33 @@ class RetryEvent:
     error: BaseException
 
 
+_in_flight: weakref.WeakKeyDictionary[Engine, int] = weakref.WeakKeyDictionary()
+"""Transaction attempts running per engine, in any thread."""
+_in_flight_lock = threading.Lock()
+
+
+def attempts_running(engine: Engine) -> int:
+    """How many transaction attempts are running on ``engine`` now, in any
+    thread, including those whose awaiting task was cancelled."""
+    with _in_flight_lock:
+        return _in_flight.get(engine, 0)
+
+
+async def settle(engine: Engine, timeout: float, poll: float = 0.01) -> bool:
+    """Wait, at most ``timeout`` seconds of real time, until no transaction
+    attempt runs on ``engine`` (see :func:`attempts_running`): what a caller
+    does before ``engine.dispose()``, so that no attempt a cancelled task left
+    in its thread still holds a connection. True when none is left. Real
+    time, not the injected clock: it waits for threads, which no fake clock
+    drives."""
+    deadline = time.monotonic() + timeout
+    while attempts_running(engine):
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(poll)
+    return True
+
+
 class _Attempt:
     """One try of a transaction, remembering whether COMMIT was reached."""
 
@@ -166,6 +195,16 @@ class _Attempt:
         self.committing = False
 
     def run(self) -> T:
+        engine = self._engine
+        with _in_flight_lock:
+            _in_flight[engine] = _in_flight.get(engine, 0) + 1
+        try:
+            return self._run()
+        finally:
+            with _in_flight_lock:
+                _in_flight[engine] -= 1
+
+    def _run(self) -> T:
         with self._engine.connect() as conn:
             transaction = conn.begin()
             try:
