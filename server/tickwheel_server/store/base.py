@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 from sqlalchemy.engine import Connection, CursorResult, Engine
@@ -127,3 +127,10 @@ class SqlStore:
     async def _tx(self, fn: Callable[[Connection], T], *, idempotent: bool = False, row_locked: bool = False) -> T:
         engine = self.row_locked_engine if row_locked and self.row_locked_engine is not None else self.engine
         return await run_in_transaction_async(engine, fn, clock=self.clock, idempotent=idempotent)
+
+
+def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    """``items`` in consecutive slices of at most ``size``: how a long id list
+    is bound in several statements, each within the engine's parameter limit."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -10,7 +10,6 @@ every write is conditional on the row not having started.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -19,6 +18,7 @@ from sqlalchemy.engine import Connection
 from tickwheel.shared.ids import execution_id, from_us, to_us
 
 from ..policy.jobchanges import Recreation, SkippedSpan
+from .base import chunks
 from .engine import Capabilities
 from .history import SkipRecord
 from .isolation import PAUSED_WAIT, after_not_started_canceled, insert_for, not_held, status_in, wake_keys
@@ -76,11 +76,6 @@ def held_by_pause(job_id: str) -> list:
     ]
 
 
-def chunks(items: list, size: int = CHUNK) -> Iterable[list]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
 def pending_occurrences(conn: Connection, job_id: str) -> list:
     """The job's scheduled occurrences claimed ahead that have not started:
     first attempt, never handed out, ``scheduled`` or ``waiting`` (held or
@@ -120,7 +115,7 @@ def recreate_pending(
             [dict(b_id=by_instant[nominal], b_due=to_us(fire.due_at)) for nominal, fire in sorted(plan.kept.items())],
         )
     canceled = []
-    for chunk in chunks([by_instant[nominal] for nominal in plan.canceled]):
+    for chunk in chunks([by_instant[nominal] for nominal in plan.canceled], CHUNK):
         canceled += conn.execute(
             executions.update()
             .where(executions.c.id.in_(chunk), *not_started)

@@ -41,11 +41,11 @@ from tickwheel.shared.ids import from_us, partition_of, to_us
 from ..errors import NotFound, QuotaExceeded, VersionConflict
 from ..policy.jobchanges import CursorView, Pending, Reschedule, SkippedSpan, expired_at_resume, row_refresh
 from ..schedule import Fire
-from .base import SqlStore
+from .base import SqlStore, chunks
 from .history import SkipRecord
 from .isolation import set_key_limits
 from .jobexecutions import (
-    cancel_not_started, chunks, held_by_pause, hold_not_started, last_created_at, pending_occurrences,
+    CHUNK, cancel_not_started, held_by_pause, hold_not_started, last_created_at, pending_occurrences,
     record_paused_span, recreate_pending, span_with,
 )
 from .jobrecords import JOB_STATES, JobRecord, NewJob, get_job, job_record
@@ -273,7 +273,7 @@ class JobStore(SqlStore):
                 next_run_at, next_due_at = (None, None) if fire is None else (fire.nominal_at, fire.due_at)
             elif refresh.payload is not None:
                 ids = [row.id for row in pending_occurrences(conn, job_id)]
-                for chunk in chunks(ids):
+                for chunk in chunks(ids, CHUNK):
                     conn.execute(
                         executions.update()
                         .where(executions.c.id.in_(chunk), *in_group(NOT_STARTED))
@@ -445,7 +445,7 @@ class JobStore(SqlStore):
                 if expired_at_resume(origin=row.origin, attempt=row.attempt, delivery=row.delivery,
                                      due_at=from_us(row.due_at), now=decided_at, threshold=threshold)
             ]
-            for chunk in chunks([row.id for row in expired]):
+            for chunk in chunks([row.id for row in expired], CHUNK):
                 conn.execute(executions.delete().where(executions.c.id.in_(chunk), *held_by_pause(job_id)))
             released = conn.execute(
                 executions.update().where(*held_by_pause(job_id)).values(status="scheduled", wait_key=None)

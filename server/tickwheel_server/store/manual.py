@@ -21,7 +21,6 @@ creates (``trace_context``): their hand-out and target call join its trace.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -36,7 +35,7 @@ from tickwheel.shared.ids import execution_id, to_us
 from ..errors import FailedPrecondition
 from ..jobspec import handler_of
 from ..telemetry.tracing import current_traceparent
-from .base import SqlStore
+from .base import SqlStore, chunks
 from .history import ExecutionRecord, _attempts_of, execution_from_row
 from .jobrecords import get_job
 from .tables import executions
@@ -62,11 +61,6 @@ class BackfillResult:
 
 def trigger_id(job_id: str, request_id: str) -> str:
     return f"{job_id}:trigger:{request_id}"
-
-
-def _chunks(items: list, size: int = BATCH) -> Iterator[list]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 def _insert_statement(conn: Connection):
@@ -127,7 +121,7 @@ class ManualStore(SqlStore):
             spec = _definition(job)
             ids = [execution_id(job_id, nominal) for nominal in nominals]
             existing: set[str] = set()
-            for chunk in _chunks(ids):
+            for chunk in chunks(ids, BATCH):
                 existing.update(conn.execute(sa.select(executions.c.id).where(executions.c.id.in_(chunk))).scalars())
             items = [BackfillItem(i, n, i in existing) for i, n in zip(ids, nominals)]
             fresh = [item for item in items if not item.already_exists]
@@ -138,7 +132,7 @@ class ManualStore(SqlStore):
                     due_us = to_us(now + timedelta(seconds=index / BACKFILL_RATE))
                     rows.append(_row(job, item.execution_id, "backfill", to_us(item.nominal_at), due_us, spec.payload,
                                      now_us, handler, allow_overlap, trace_context))
-                for chunk in _chunks(rows):
+                for chunk in chunks(rows, BATCH):
                     conn.execute(_insert_statement(conn), chunk)
             return BackfillResult(items, len(fresh), len(items) - len(fresh))
 
