@@ -22,6 +22,7 @@ from .policy.admission import Rules, rules_of
 from .policy.breaker import http_target_host
 from .policy.outcome import RetryPolicy
 from .schedule import GapPolicy, RepeatPolicy, Schedule, ScheduleError, parse_local_time
+from .schedule.jitter import MAX_WINDOW as MAX_JITTER_WINDOW
 
 DEFAULT_MAX_ATTEMPTS = 5
 """Attempts of an execution when the retry policy names none."""
@@ -32,7 +33,7 @@ DEFAULT_MAX_BACKOFF = timedelta(hours=1)
 least ``initial_backoff`` when that is longer)."""
 DEFAULT_TIMEOUT = timedelta(minutes=5)
 """A run's time limit when the job names none."""
-DEFAULT_TIMEOUT_US = 5 * 60 * 1_000_000
+DEFAULT_TIMEOUT_US = DEFAULT_TIMEOUT // timedelta(microseconds=1)
 """``DEFAULT_TIMEOUT`` in microseconds, as the hand-out reads it."""
 DEFAULT_LATENESS_THRESHOLD = timedelta(minutes=5)
 """How long a due execution may wait before it is late, when the job names no threshold."""
@@ -40,7 +41,6 @@ DEFAULT_RUN_ALL_LIMIT = 100
 """Occurrences a ``run_all`` misfire runs at most when the job names no limit."""
 MAX_RUN_ALL_LIMIT = 10_000
 """The API's bound on ``misfire_run_all_limit``; a stored value past it is refused, not obeyed."""
-MAX_JITTER = timedelta(hours=1)
 EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=timezone.utc)
 LATEST_INSTANT = datetime(9999, 1, 1, tzinfo=timezone.utc)
 """A job's instants (``start_at``, ``end_at``, ``once_at``) lie in
@@ -97,7 +97,7 @@ def schedule_of(job: job_pb2.Job, job_id: str, field: str = "job") -> Schedule:
     if common["repeat"] is None:
         violations.append(FieldViolation(f"{field}.dst_policy.repeat", "unknown value"))
     window = common["jitter_window"]
-    if window is not None and not timedelta(0) <= window <= MAX_JITTER:
+    if window is not None and not timedelta(0) <= window <= MAX_JITTER_WINDOW:
         violations.append(FieldViolation(f"{field}.jitter.window", "must be between 0 and 1 hour"))
     if job.max_runs < 0:
         violations.append(FieldViolation(f"{field}.max_runs", "must be >= 0 (0 means unlimited)"))
