@@ -83,6 +83,17 @@ def test_a_backoff_out_of_range_fails_only_the_retry() -> None:
     assert parsed.retry_or_problem().startswith("retry_policy: a value out of range")
 
 
+def test_a_stored_lateness_threshold_out_of_range_reads_as_the_default() -> None:
+    # Only a damaged row or a newer version can store one (the API bounds it
+    # to 30 days): the lateness watch then uses the default, the claim and the
+    # retry are untouched.
+    threshold = job_pb2.Job().lateness_threshold
+    threshold.seconds = 10**14  # past timedelta's range
+    parsed = JobDefinition.parse("job_1", 1, spec(lateness_threshold=threshold))
+    assert parsed.lateness_threshold == timedelta(minutes=5)
+    assert parsed.problem is None and isinstance(parsed.retry_or_problem(), RetryPolicy)
+
+
 def test_a_value_the_claim_cannot_obey_is_a_problem() -> None:
     assert "outside 1..10000" in JobDefinition.parse("j", 1, spec(misfire_run_all_limit=10_001)).problem
     unknown = job_pb2.Job.FromString(spec())
