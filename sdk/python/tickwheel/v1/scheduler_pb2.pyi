@@ -2,6 +2,7 @@ import datetime
 
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.rpc import status_pb2 as _status_pb2
 from tickwheel.v1 import execution_pb2 as _execution_pb2
 from tickwheel.v1 import job_pb2 as _job_pb2
 from google.protobuf.internal import containers as _containers
@@ -27,6 +28,32 @@ class CreateJobResponse(_message.Message):
     job: _job_pb2.Job
     created: bool
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class BatchCreateJobsRequest(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[CreateJobRequest]
+    def __init__(self, items: _Optional[_Iterable[_Union[CreateJobRequest, _Mapping]]] = ...) -> None: ...
+
+class BatchCreateJobsResponse(_message.Message):
+    __slots__ = ("results", "created_count", "existing_count", "failed_count")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    EXISTING_COUNT_FIELD_NUMBER: _ClassVar[int]
+    FAILED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[BatchCreateJobsResult]
+    created_count: int
+    existing_count: int
+    failed_count: int
+    def __init__(self, results: _Optional[_Iterable[_Union[BatchCreateJobsResult, _Mapping]]] = ..., created_count: _Optional[int] = ..., existing_count: _Optional[int] = ..., failed_count: _Optional[int] = ...) -> None: ...
+
+class BatchCreateJobsResult(_message.Message):
+    __slots__ = ("job", "error")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    job: CreateJobResponse
+    error: _status_pb2.Status
+    def __init__(self, job: _Optional[_Union[CreateJobResponse, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("id", "next_runs")

@@ -49,6 +49,11 @@ class SchedulerServiceStub:
                 request_serializer=tickwheel_dot_v1_dot_scheduler__pb2.CreateJobRequest.SerializeToString,
                 response_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.CreateJobResponse.FromString,
                 _registered_method=True)
+        self.BatchCreateJobs = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/BatchCreateJobs',
+                request_serializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchCreateJobsRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchCreateJobsResponse.FromString,
+                _registered_method=True)
         self.GetJob = channel.unary_unary(
                 '/tickwheel.v1.SchedulerService/GetJob',
                 request_serializer=tickwheel_dot_v1_dot_scheduler__pb2.GetJobRequest.SerializeToString,
@@ -138,6 +143,22 @@ class SchedulerServiceServicer:
         """Creates a job and computes its first run. Idempotent by `request_id`: the
         same request id returns the job the first call created and writes
         nothing. The job is durable before the reply.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BatchCreateJobs(self, request, context):
+        """Creates up to 1 000 jobs in one call. Each item is a CreateJobRequest
+        with its own `request_id` and is validated, deduplicated and counted
+        against the tenant's `max_jobs` on its own: a bad item, or one over the
+        quota, gets its error in its result and does not fail the others. The
+        items created are stored in one transaction, durable before the reply;
+        a repeat of an item's request id (in this call or an earlier one)
+        returns the job its first request created and writes nothing. The call
+        itself fails only when it is not a batch: no items or more than 1 000
+        (INVALID_ARGUMENT `items`), or when the store is unavailable
+        (UNAVAILABLE; nothing written, retrying the same call is safe).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -286,6 +307,11 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     request_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.CreateJobRequest.FromString,
                     response_serializer=tickwheel_dot_v1_dot_scheduler__pb2.CreateJobResponse.SerializeToString,
             ),
+            'BatchCreateJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchCreateJobs,
+                    request_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchCreateJobsRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchCreateJobsResponse.SerializeToString,
+            ),
             'GetJob': grpc.unary_unary_rpc_method_handler(
                     servicer.GetJob,
                     request_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.GetJobRequest.FromString,
@@ -394,6 +420,33 @@ class SchedulerService:
             '/tickwheel.v1.SchedulerService/CreateJob',
             tickwheel_dot_v1_dot_scheduler__pb2.CreateJobRequest.SerializeToString,
             tickwheel_dot_v1_dot_scheduler__pb2.CreateJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BatchCreateJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/BatchCreateJobs',
+            tickwheel_dot_v1_dot_scheduler__pb2.BatchCreateJobsRequest.SerializeToString,
+            tickwheel_dot_v1_dot_scheduler__pb2.BatchCreateJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -7,6 +7,7 @@
 package tickwheelv1
 
 import (
+	status "google.golang.org/genproto/googleapis/rpc/status"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -135,6 +136,214 @@ func (x *CreateJobResponse) GetCreated() bool {
 	return false
 }
 
+// BatchCreateJobs input.
+type BatchCreateJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 1 000 items, each as CreateJob takes it.
+	Items         []*CreateJobRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreateJobsRequest) Reset() {
+	*x = BatchCreateJobsRequest{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreateJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreateJobsRequest) ProtoMessage() {}
+
+func (x *BatchCreateJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreateJobsRequest.ProtoReflect.Descriptor instead.
+func (*BatchCreateJobsRequest) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *BatchCreateJobsRequest) GetItems() []*CreateJobRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// BatchCreateJobs output.
+type BatchCreateJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per item, in the order of the request.
+	Results []*BatchCreateJobsResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// How many items created a job.
+	CreatedCount int32 `protobuf:"varint,2,opt,name=created_count,json=createdCount,proto3" json:"created_count,omitempty"`
+	// How many items repeated a request id already seen (the job returned).
+	ExistingCount int32 `protobuf:"varint,3,opt,name=existing_count,json=existingCount,proto3" json:"existing_count,omitempty"`
+	// How many items failed (their `error` set).
+	FailedCount   int32 `protobuf:"varint,4,opt,name=failed_count,json=failedCount,proto3" json:"failed_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreateJobsResponse) Reset() {
+	*x = BatchCreateJobsResponse{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreateJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreateJobsResponse) ProtoMessage() {}
+
+func (x *BatchCreateJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreateJobsResponse.ProtoReflect.Descriptor instead.
+func (*BatchCreateJobsResponse) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *BatchCreateJobsResponse) GetResults() []*BatchCreateJobsResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *BatchCreateJobsResponse) GetCreatedCount() int32 {
+	if x != nil {
+		return x.CreatedCount
+	}
+	return 0
+}
+
+func (x *BatchCreateJobsResponse) GetExistingCount() int32 {
+	if x != nil {
+		return x.ExistingCount
+	}
+	return 0
+}
+
+func (x *BatchCreateJobsResponse) GetFailedCount() int32 {
+	if x != nil {
+		return x.FailedCount
+	}
+	return 0
+}
+
+// What became of one BatchCreateJobs item.
+type BatchCreateJobsResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*BatchCreateJobsResult_Job
+	//	*BatchCreateJobsResult_Error
+	Result        isBatchCreateJobsResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreateJobsResult) Reset() {
+	*x = BatchCreateJobsResult{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreateJobsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreateJobsResult) ProtoMessage() {}
+
+func (x *BatchCreateJobsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreateJobsResult.ProtoReflect.Descriptor instead.
+func (*BatchCreateJobsResult) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BatchCreateJobsResult) GetResult() isBatchCreateJobsResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *BatchCreateJobsResult) GetJob() *CreateJobResponse {
+	if x != nil {
+		if x, ok := x.Result.(*BatchCreateJobsResult_Job); ok {
+			return x.Job
+		}
+	}
+	return nil
+}
+
+func (x *BatchCreateJobsResult) GetError() *status.Status {
+	if x != nil {
+		if x, ok := x.Result.(*BatchCreateJobsResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isBatchCreateJobsResult_Result interface {
+	isBatchCreateJobsResult_Result()
+}
+
+type BatchCreateJobsResult_Job struct {
+	// The job created, or found by the item's request id (`created` false).
+	Job *CreateJobResponse `protobuf:"bytes,1,opt,name=job,proto3,oneof"`
+}
+
+type BatchCreateJobsResult_Error struct {
+	// Why the item was refused, with the code and details CreateJob would
+	// have answered for it alone: INVALID_ARGUMENT with BadRequest field
+	// violations (field paths relative to the item, as in CreateJob),
+	// RESOURCE_EXHAUSTED with a QuotaFailure, NOT_FOUND when the job its
+	// request id created was deleted since. Nothing of it was written.
+	Error *status.Status `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+}
+
+func (*BatchCreateJobsResult_Job) isBatchCreateJobsResult_Result() {}
+
+func (*BatchCreateJobsResult_Error) isBatchCreateJobsResult_Result() {}
+
 // GetJob input.
 type GetJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -148,7 +357,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[2]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -160,7 +369,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[2]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -173,7 +382,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{2}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetJobRequest) GetId() string {
@@ -204,7 +413,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[3]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -216,7 +425,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[3]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -229,7 +438,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{3}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -264,7 +473,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[4]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -276,7 +485,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[4]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -289,7 +498,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{4}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListJobsRequest) GetPageSize() int32 {
@@ -333,7 +542,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[5]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -345,7 +554,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[5]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -358,7 +567,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{5}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -391,7 +600,7 @@ type UpdateJobRequest struct {
 
 func (x *UpdateJobRequest) Reset() {
 	*x = UpdateJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[6]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -403,7 +612,7 @@ func (x *UpdateJobRequest) String() string {
 func (*UpdateJobRequest) ProtoMessage() {}
 
 func (x *UpdateJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[6]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -416,7 +625,7 @@ func (x *UpdateJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJobRequest.ProtoReflect.Descriptor instead.
 func (*UpdateJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{6}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UpdateJobRequest) GetJob() *Job {
@@ -444,7 +653,7 @@ type UpdateJobResponse struct {
 
 func (x *UpdateJobResponse) Reset() {
 	*x = UpdateJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[7]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -456,7 +665,7 @@ func (x *UpdateJobResponse) String() string {
 func (*UpdateJobResponse) ProtoMessage() {}
 
 func (x *UpdateJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[7]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -469,7 +678,7 @@ func (x *UpdateJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateJobResponse.ProtoReflect.Descriptor instead.
 func (*UpdateJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{7}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpdateJobResponse) GetJob() *Job {
@@ -493,7 +702,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[8]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +714,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[8]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +727,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{8}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteJobRequest) GetId() string {
@@ -546,7 +755,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[9]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -558,7 +767,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[9]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -571,7 +780,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{9}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteJobResponse) GetCanceledExecutions() int64 {
@@ -596,7 +805,7 @@ type PauseJobRequest struct {
 
 func (x *PauseJobRequest) Reset() {
 	*x = PauseJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[10]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +817,7 @@ func (x *PauseJobRequest) String() string {
 func (*PauseJobRequest) ProtoMessage() {}
 
 func (x *PauseJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[10]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +830,7 @@ func (x *PauseJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseJobRequest.ProtoReflect.Descriptor instead.
 func (*PauseJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{10}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PauseJobRequest) GetId() string {
@@ -654,7 +863,7 @@ type PauseJobResponse struct {
 
 func (x *PauseJobResponse) Reset() {
 	*x = PauseJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[11]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +875,7 @@ func (x *PauseJobResponse) String() string {
 func (*PauseJobResponse) ProtoMessage() {}
 
 func (x *PauseJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[11]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +888,7 @@ func (x *PauseJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseJobResponse.ProtoReflect.Descriptor instead.
 func (*PauseJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{11}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PauseJobResponse) GetJob() *Job {
@@ -714,7 +923,7 @@ type ResumeJobRequest struct {
 
 func (x *ResumeJobRequest) Reset() {
 	*x = ResumeJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[12]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +935,7 @@ func (x *ResumeJobRequest) String() string {
 func (*ResumeJobRequest) ProtoMessage() {}
 
 func (x *ResumeJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[12]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +948,7 @@ func (x *ResumeJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeJobRequest.ProtoReflect.Descriptor instead.
 func (*ResumeJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{12}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResumeJobRequest) GetId() string {
@@ -766,7 +975,7 @@ type ResumeJobResponse struct {
 
 func (x *ResumeJobResponse) Reset() {
 	*x = ResumeJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[13]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +987,7 @@ func (x *ResumeJobResponse) String() string {
 func (*ResumeJobResponse) ProtoMessage() {}
 
 func (x *ResumeJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[13]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +1000,7 @@ func (x *ResumeJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeJobResponse.ProtoReflect.Descriptor instead.
 func (*ResumeJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{13}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResumeJobResponse) GetJob() *Job {
@@ -834,7 +1043,7 @@ type TriggerJobRequest struct {
 
 func (x *TriggerJobRequest) Reset() {
 	*x = TriggerJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[14]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +1055,7 @@ func (x *TriggerJobRequest) String() string {
 func (*TriggerJobRequest) ProtoMessage() {}
 
 func (x *TriggerJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[14]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +1068,7 @@ func (x *TriggerJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerJobRequest.ProtoReflect.Descriptor instead.
 func (*TriggerJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{14}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TriggerJobRequest) GetId() string {
@@ -904,7 +1113,7 @@ type TriggerJobResponse struct {
 
 func (x *TriggerJobResponse) Reset() {
 	*x = TriggerJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[15]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1125,7 @@ func (x *TriggerJobResponse) String() string {
 func (*TriggerJobResponse) ProtoMessage() {}
 
 func (x *TriggerJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[15]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1138,7 @@ func (x *TriggerJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerJobResponse.ProtoReflect.Descriptor instead.
 func (*TriggerJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{15}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TriggerJobResponse) GetExecution() *Execution {
@@ -967,7 +1176,7 @@ type BackfillJobRequest struct {
 
 func (x *BackfillJobRequest) Reset() {
 	*x = BackfillJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[16]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1188,7 @@ func (x *BackfillJobRequest) String() string {
 func (*BackfillJobRequest) ProtoMessage() {}
 
 func (x *BackfillJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[16]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1201,7 @@ func (x *BackfillJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillJobRequest.ProtoReflect.Descriptor instead.
 func (*BackfillJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{16}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BackfillJobRequest) GetId() string {
@@ -1046,7 +1255,7 @@ type BackfillJobResponse struct {
 
 func (x *BackfillJobResponse) Reset() {
 	*x = BackfillJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[17]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1267,7 @@ func (x *BackfillJobResponse) String() string {
 func (*BackfillJobResponse) ProtoMessage() {}
 
 func (x *BackfillJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[17]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1280,7 @@ func (x *BackfillJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillJobResponse.ProtoReflect.Descriptor instead.
 func (*BackfillJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{17}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BackfillJobResponse) GetOccurrences() []*BackfillOccurrence {
@@ -1110,7 +1319,7 @@ type BackfillOccurrence struct {
 
 func (x *BackfillOccurrence) Reset() {
 	*x = BackfillOccurrence{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[18]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1331,7 @@ func (x *BackfillOccurrence) String() string {
 func (*BackfillOccurrence) ProtoMessage() {}
 
 func (x *BackfillOccurrence) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[18]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1344,7 @@ func (x *BackfillOccurrence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillOccurrence.ProtoReflect.Descriptor instead.
 func (*BackfillOccurrence) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{18}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BackfillOccurrence) GetExecutionId() string {
@@ -1182,7 +1391,7 @@ type PreviewScheduleRequest struct {
 
 func (x *PreviewScheduleRequest) Reset() {
 	*x = PreviewScheduleRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[19]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1403,7 @@ func (x *PreviewScheduleRequest) String() string {
 func (*PreviewScheduleRequest) ProtoMessage() {}
 
 func (x *PreviewScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[19]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1416,7 @@ func (x *PreviewScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PreviewScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{19}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PreviewScheduleRequest) GetSource() isPreviewScheduleRequest_Source {
@@ -1281,7 +1490,7 @@ type PreviewScheduleResponse struct {
 
 func (x *PreviewScheduleResponse) Reset() {
 	*x = PreviewScheduleResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[20]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1502,7 @@ func (x *PreviewScheduleResponse) String() string {
 func (*PreviewScheduleResponse) ProtoMessage() {}
 
 func (x *PreviewScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[20]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1515,7 @@ func (x *PreviewScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PreviewScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{20}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PreviewScheduleResponse) GetFires() []*ScheduledFire {
@@ -1334,7 +1543,7 @@ type GetExecutionRequest struct {
 
 func (x *GetExecutionRequest) Reset() {
 	*x = GetExecutionRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[21]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1555,7 @@ func (x *GetExecutionRequest) String() string {
 func (*GetExecutionRequest) ProtoMessage() {}
 
 func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[21]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1568,7 @@ func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionRequest.ProtoReflect.Descriptor instead.
 func (*GetExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{21}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetExecutionRequest) GetId() string {
@@ -1380,7 +1589,7 @@ type GetExecutionResponse struct {
 
 func (x *GetExecutionResponse) Reset() {
 	*x = GetExecutionResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[22]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1601,7 @@ func (x *GetExecutionResponse) String() string {
 func (*GetExecutionResponse) ProtoMessage() {}
 
 func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[22]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1614,7 @@ func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionResponse.ProtoReflect.Descriptor instead.
 func (*GetExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{22}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetExecutionResponse) GetExecution() *Execution {
@@ -1436,7 +1645,7 @@ type ListExecutionsRequest struct {
 
 func (x *ListExecutionsRequest) Reset() {
 	*x = ListExecutionsRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[23]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1448,7 +1657,7 @@ func (x *ListExecutionsRequest) String() string {
 func (*ListExecutionsRequest) ProtoMessage() {}
 
 func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[23]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1461,7 +1670,7 @@ func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{23}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListExecutionsRequest) GetJobId() string {
@@ -1521,7 +1730,7 @@ type ListExecutionsResponse struct {
 
 func (x *ListExecutionsResponse) Reset() {
 	*x = ListExecutionsResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[24]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1742,7 @@ func (x *ListExecutionsResponse) String() string {
 func (*ListExecutionsResponse) ProtoMessage() {}
 
 func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[24]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1755,7 @@ func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{24}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListExecutionsResponse) GetExecutions() []*Execution {
@@ -1585,7 +1794,7 @@ type CancelExecutionRequest struct {
 
 func (x *CancelExecutionRequest) Reset() {
 	*x = CancelExecutionRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[25]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1806,7 @@ func (x *CancelExecutionRequest) String() string {
 func (*CancelExecutionRequest) ProtoMessage() {}
 
 func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[25]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1819,7 @@ func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionRequest.ProtoReflect.Descriptor instead.
 func (*CancelExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{25}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CancelExecutionRequest) GetId() string {
@@ -1639,7 +1848,7 @@ type CancelExecutionResponse struct {
 
 func (x *CancelExecutionResponse) Reset() {
 	*x = CancelExecutionResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[26]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1860,7 @@ func (x *CancelExecutionResponse) String() string {
 func (*CancelExecutionResponse) ProtoMessage() {}
 
 func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[26]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1873,7 @@ func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionResponse.ProtoReflect.Descriptor instead.
 func (*CancelExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{26}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelExecutionResponse) GetExecution() *Execution {
@@ -1689,7 +1898,7 @@ type ListDeadLettersRequest struct {
 
 func (x *ListDeadLettersRequest) Reset() {
 	*x = ListDeadLettersRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[27]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1910,7 @@ func (x *ListDeadLettersRequest) String() string {
 func (*ListDeadLettersRequest) ProtoMessage() {}
 
 func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[27]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1923,7 @@ func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{27}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListDeadLettersRequest) GetJobId() string {
@@ -1751,7 +1960,7 @@ type ListDeadLettersResponse struct {
 
 func (x *ListDeadLettersResponse) Reset() {
 	*x = ListDeadLettersResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[28]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +1972,7 @@ func (x *ListDeadLettersResponse) String() string {
 func (*ListDeadLettersResponse) ProtoMessage() {}
 
 func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[28]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +1985,7 @@ func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{28}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListDeadLettersResponse) GetExecutions() []*Execution {
@@ -1804,7 +2013,7 @@ type ReplayDeadLetterRequest struct {
 
 func (x *ReplayDeadLetterRequest) Reset() {
 	*x = ReplayDeadLetterRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[29]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +2025,7 @@ func (x *ReplayDeadLetterRequest) String() string {
 func (*ReplayDeadLetterRequest) ProtoMessage() {}
 
 func (x *ReplayDeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[29]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +2038,7 @@ func (x *ReplayDeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{29}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReplayDeadLetterRequest) GetExecutionId() string {
@@ -1850,7 +2059,7 @@ type ReplayDeadLetterResponse struct {
 
 func (x *ReplayDeadLetterResponse) Reset() {
 	*x = ReplayDeadLetterResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[30]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1862,7 +2071,7 @@ func (x *ReplayDeadLetterResponse) String() string {
 func (*ReplayDeadLetterResponse) ProtoMessage() {}
 
 func (x *ReplayDeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[30]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +2084,7 @@ func (x *ReplayDeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{30}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReplayDeadLetterResponse) GetExecution() *Execution {
@@ -1889,14 +2098,25 @@ var File_tickwheel_v1_scheduler_proto protoreflect.FileDescriptor
 
 const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"\n" +
-	"\x1ctickwheel/v1/scheduler.proto\x12\ftickwheel.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ctickwheel/v1/execution.proto\x1a\x16tickwheel/v1/job.proto\"V\n" +
+	"\x1ctickwheel/v1/scheduler.proto\x12\ftickwheel.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x1ctickwheel/v1/execution.proto\x1a\x16tickwheel/v1/job.proto\"V\n" +
 	"\x10CreateJobRequest\x12#\n" +
 	"\x03job\x18\x01 \x01(\v2\x11.tickwheel.v1.JobR\x03job\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\"R\n" +
 	"\x11CreateJobResponse\x12#\n" +
 	"\x03job\x18\x01 \x01(\v2\x11.tickwheel.v1.JobR\x03job\x12\x18\n" +
-	"\acreated\x18\x02 \x01(\bR\acreated\"<\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"N\n" +
+	"\x16BatchCreateJobsRequest\x124\n" +
+	"\x05items\x18\x01 \x03(\v2\x1e.tickwheel.v1.CreateJobRequestR\x05items\"\xc7\x01\n" +
+	"\x17BatchCreateJobsResponse\x12=\n" +
+	"\aresults\x18\x01 \x03(\v2#.tickwheel.v1.BatchCreateJobsResultR\aresults\x12#\n" +
+	"\rcreated_count\x18\x02 \x01(\x05R\fcreatedCount\x12%\n" +
+	"\x0eexisting_count\x18\x03 \x01(\x05R\rexistingCount\x12!\n" +
+	"\ffailed_count\x18\x04 \x01(\x05R\vfailedCount\"\x82\x01\n" +
+	"\x15BatchCreateJobsResult\x123\n" +
+	"\x03job\x18\x01 \x01(\v2\x1f.tickwheel.v1.CreateJobResponseH\x00R\x03job\x12*\n" +
+	"\x05error\x18\x02 \x01(\v2\x12.google.rpc.StatusH\x00R\x05errorB\b\n" +
+	"\x06result\"<\n" +
 	"\rGetJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tnext_runs\x18\x02 \x01(\x05R\bnextRuns\"o\n" +
@@ -2006,10 +2226,11 @@ const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"\x17ReplayDeadLetterRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"Q\n" +
 	"\x18ReplayDeadLetterResponse\x125\n" +
-	"\texecution\x18\x01 \x01(\v2\x17.tickwheel.v1.ExecutionR\texecution2\x81\n" +
+	"\texecution\x18\x01 \x01(\v2\x17.tickwheel.v1.ExecutionR\texecution2\xe1\n" +
 	"\n" +
 	"\x10SchedulerService\x12L\n" +
-	"\tCreateJob\x12\x1e.tickwheel.v1.CreateJobRequest\x1a\x1f.tickwheel.v1.CreateJobResponse\x12C\n" +
+	"\tCreateJob\x12\x1e.tickwheel.v1.CreateJobRequest\x1a\x1f.tickwheel.v1.CreateJobResponse\x12^\n" +
+	"\x0fBatchCreateJobs\x12$.tickwheel.v1.BatchCreateJobsRequest\x1a%.tickwheel.v1.BatchCreateJobsResponse\x12C\n" +
 	"\x06GetJob\x12\x1b.tickwheel.v1.GetJobRequest\x1a\x1c.tickwheel.v1.GetJobResponse\x12I\n" +
 	"\bListJobs\x12\x1d.tickwheel.v1.ListJobsRequest\x1a\x1e.tickwheel.v1.ListJobsResponse\x12L\n" +
 	"\tUpdateJob\x12\x1e.tickwheel.v1.UpdateJobRequest\x1a\x1f.tickwheel.v1.UpdateJobResponse\x12L\n" +
@@ -2039,113 +2260,123 @@ func file_tickwheel_v1_scheduler_proto_rawDescGZIP() []byte {
 	return file_tickwheel_v1_scheduler_proto_rawDescData
 }
 
-var file_tickwheel_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_tickwheel_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_tickwheel_v1_scheduler_proto_goTypes = []any{
 	(*CreateJobRequest)(nil),         // 0: tickwheel.v1.CreateJobRequest
 	(*CreateJobResponse)(nil),        // 1: tickwheel.v1.CreateJobResponse
-	(*GetJobRequest)(nil),            // 2: tickwheel.v1.GetJobRequest
-	(*GetJobResponse)(nil),           // 3: tickwheel.v1.GetJobResponse
-	(*ListJobsRequest)(nil),          // 4: tickwheel.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),         // 5: tickwheel.v1.ListJobsResponse
-	(*UpdateJobRequest)(nil),         // 6: tickwheel.v1.UpdateJobRequest
-	(*UpdateJobResponse)(nil),        // 7: tickwheel.v1.UpdateJobResponse
-	(*DeleteJobRequest)(nil),         // 8: tickwheel.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),        // 9: tickwheel.v1.DeleteJobResponse
-	(*PauseJobRequest)(nil),          // 10: tickwheel.v1.PauseJobRequest
-	(*PauseJobResponse)(nil),         // 11: tickwheel.v1.PauseJobResponse
-	(*ResumeJobRequest)(nil),         // 12: tickwheel.v1.ResumeJobRequest
-	(*ResumeJobResponse)(nil),        // 13: tickwheel.v1.ResumeJobResponse
-	(*TriggerJobRequest)(nil),        // 14: tickwheel.v1.TriggerJobRequest
-	(*TriggerJobResponse)(nil),       // 15: tickwheel.v1.TriggerJobResponse
-	(*BackfillJobRequest)(nil),       // 16: tickwheel.v1.BackfillJobRequest
-	(*BackfillJobResponse)(nil),      // 17: tickwheel.v1.BackfillJobResponse
-	(*BackfillOccurrence)(nil),       // 18: tickwheel.v1.BackfillOccurrence
-	(*PreviewScheduleRequest)(nil),   // 19: tickwheel.v1.PreviewScheduleRequest
-	(*PreviewScheduleResponse)(nil),  // 20: tickwheel.v1.PreviewScheduleResponse
-	(*GetExecutionRequest)(nil),      // 21: tickwheel.v1.GetExecutionRequest
-	(*GetExecutionResponse)(nil),     // 22: tickwheel.v1.GetExecutionResponse
-	(*ListExecutionsRequest)(nil),    // 23: tickwheel.v1.ListExecutionsRequest
-	(*ListExecutionsResponse)(nil),   // 24: tickwheel.v1.ListExecutionsResponse
-	(*CancelExecutionRequest)(nil),   // 25: tickwheel.v1.CancelExecutionRequest
-	(*CancelExecutionResponse)(nil),  // 26: tickwheel.v1.CancelExecutionResponse
-	(*ListDeadLettersRequest)(nil),   // 27: tickwheel.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),  // 28: tickwheel.v1.ListDeadLettersResponse
-	(*ReplayDeadLetterRequest)(nil),  // 29: tickwheel.v1.ReplayDeadLetterRequest
-	(*ReplayDeadLetterResponse)(nil), // 30: tickwheel.v1.ReplayDeadLetterResponse
-	(*Job)(nil),                      // 31: tickwheel.v1.Job
-	(*ScheduledFire)(nil),            // 32: tickwheel.v1.ScheduledFire
-	(JobState)(0),                    // 33: tickwheel.v1.JobState
-	(*fieldmaskpb.FieldMask)(nil),    // 34: google.protobuf.FieldMask
-	(*SkipRange)(nil),                // 35: tickwheel.v1.SkipRange
-	(*Execution)(nil),                // 36: tickwheel.v1.Execution
-	(*timestamppb.Timestamp)(nil),    // 37: google.protobuf.Timestamp
-	(ExecutionStatus)(0),             // 38: tickwheel.v1.ExecutionStatus
+	(*BatchCreateJobsRequest)(nil),   // 2: tickwheel.v1.BatchCreateJobsRequest
+	(*BatchCreateJobsResponse)(nil),  // 3: tickwheel.v1.BatchCreateJobsResponse
+	(*BatchCreateJobsResult)(nil),    // 4: tickwheel.v1.BatchCreateJobsResult
+	(*GetJobRequest)(nil),            // 5: tickwheel.v1.GetJobRequest
+	(*GetJobResponse)(nil),           // 6: tickwheel.v1.GetJobResponse
+	(*ListJobsRequest)(nil),          // 7: tickwheel.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),         // 8: tickwheel.v1.ListJobsResponse
+	(*UpdateJobRequest)(nil),         // 9: tickwheel.v1.UpdateJobRequest
+	(*UpdateJobResponse)(nil),        // 10: tickwheel.v1.UpdateJobResponse
+	(*DeleteJobRequest)(nil),         // 11: tickwheel.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),        // 12: tickwheel.v1.DeleteJobResponse
+	(*PauseJobRequest)(nil),          // 13: tickwheel.v1.PauseJobRequest
+	(*PauseJobResponse)(nil),         // 14: tickwheel.v1.PauseJobResponse
+	(*ResumeJobRequest)(nil),         // 15: tickwheel.v1.ResumeJobRequest
+	(*ResumeJobResponse)(nil),        // 16: tickwheel.v1.ResumeJobResponse
+	(*TriggerJobRequest)(nil),        // 17: tickwheel.v1.TriggerJobRequest
+	(*TriggerJobResponse)(nil),       // 18: tickwheel.v1.TriggerJobResponse
+	(*BackfillJobRequest)(nil),       // 19: tickwheel.v1.BackfillJobRequest
+	(*BackfillJobResponse)(nil),      // 20: tickwheel.v1.BackfillJobResponse
+	(*BackfillOccurrence)(nil),       // 21: tickwheel.v1.BackfillOccurrence
+	(*PreviewScheduleRequest)(nil),   // 22: tickwheel.v1.PreviewScheduleRequest
+	(*PreviewScheduleResponse)(nil),  // 23: tickwheel.v1.PreviewScheduleResponse
+	(*GetExecutionRequest)(nil),      // 24: tickwheel.v1.GetExecutionRequest
+	(*GetExecutionResponse)(nil),     // 25: tickwheel.v1.GetExecutionResponse
+	(*ListExecutionsRequest)(nil),    // 26: tickwheel.v1.ListExecutionsRequest
+	(*ListExecutionsResponse)(nil),   // 27: tickwheel.v1.ListExecutionsResponse
+	(*CancelExecutionRequest)(nil),   // 28: tickwheel.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil),  // 29: tickwheel.v1.CancelExecutionResponse
+	(*ListDeadLettersRequest)(nil),   // 30: tickwheel.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),  // 31: tickwheel.v1.ListDeadLettersResponse
+	(*ReplayDeadLetterRequest)(nil),  // 32: tickwheel.v1.ReplayDeadLetterRequest
+	(*ReplayDeadLetterResponse)(nil), // 33: tickwheel.v1.ReplayDeadLetterResponse
+	(*Job)(nil),                      // 34: tickwheel.v1.Job
+	(*status.Status)(nil),            // 35: google.rpc.Status
+	(*ScheduledFire)(nil),            // 36: tickwheel.v1.ScheduledFire
+	(JobState)(0),                    // 37: tickwheel.v1.JobState
+	(*fieldmaskpb.FieldMask)(nil),    // 38: google.protobuf.FieldMask
+	(*SkipRange)(nil),                // 39: tickwheel.v1.SkipRange
+	(*Execution)(nil),                // 40: tickwheel.v1.Execution
+	(*timestamppb.Timestamp)(nil),    // 41: google.protobuf.Timestamp
+	(ExecutionStatus)(0),             // 42: tickwheel.v1.ExecutionStatus
 }
 var file_tickwheel_v1_scheduler_proto_depIdxs = []int32{
-	31, // 0: tickwheel.v1.CreateJobRequest.job:type_name -> tickwheel.v1.Job
-	31, // 1: tickwheel.v1.CreateJobResponse.job:type_name -> tickwheel.v1.Job
-	31, // 2: tickwheel.v1.GetJobResponse.job:type_name -> tickwheel.v1.Job
-	32, // 3: tickwheel.v1.GetJobResponse.next_runs:type_name -> tickwheel.v1.ScheduledFire
-	33, // 4: tickwheel.v1.ListJobsRequest.state:type_name -> tickwheel.v1.JobState
-	31, // 5: tickwheel.v1.ListJobsResponse.jobs:type_name -> tickwheel.v1.Job
-	31, // 6: tickwheel.v1.UpdateJobRequest.job:type_name -> tickwheel.v1.Job
-	34, // 7: tickwheel.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
-	31, // 8: tickwheel.v1.UpdateJobResponse.job:type_name -> tickwheel.v1.Job
-	31, // 9: tickwheel.v1.PauseJobResponse.job:type_name -> tickwheel.v1.Job
-	31, // 10: tickwheel.v1.ResumeJobResponse.job:type_name -> tickwheel.v1.Job
-	35, // 11: tickwheel.v1.ResumeJobResponse.skipped:type_name -> tickwheel.v1.SkipRange
-	36, // 12: tickwheel.v1.TriggerJobResponse.execution:type_name -> tickwheel.v1.Execution
-	37, // 13: tickwheel.v1.BackfillJobRequest.from_at:type_name -> google.protobuf.Timestamp
-	37, // 14: tickwheel.v1.BackfillJobRequest.to_at:type_name -> google.protobuf.Timestamp
-	18, // 15: tickwheel.v1.BackfillJobResponse.occurrences:type_name -> tickwheel.v1.BackfillOccurrence
-	37, // 16: tickwheel.v1.BackfillOccurrence.nominal_at:type_name -> google.protobuf.Timestamp
-	31, // 17: tickwheel.v1.PreviewScheduleRequest.job:type_name -> tickwheel.v1.Job
-	37, // 18: tickwheel.v1.PreviewScheduleRequest.after:type_name -> google.protobuf.Timestamp
-	32, // 19: tickwheel.v1.PreviewScheduleResponse.fires:type_name -> tickwheel.v1.ScheduledFire
-	36, // 20: tickwheel.v1.GetExecutionResponse.execution:type_name -> tickwheel.v1.Execution
-	38, // 21: tickwheel.v1.ListExecutionsRequest.statuses:type_name -> tickwheel.v1.ExecutionStatus
-	37, // 22: tickwheel.v1.ListExecutionsRequest.from_at:type_name -> google.protobuf.Timestamp
-	37, // 23: tickwheel.v1.ListExecutionsRequest.to_at:type_name -> google.protobuf.Timestamp
-	36, // 24: tickwheel.v1.ListExecutionsResponse.executions:type_name -> tickwheel.v1.Execution
-	35, // 25: tickwheel.v1.ListExecutionsResponse.skips:type_name -> tickwheel.v1.SkipRange
-	36, // 26: tickwheel.v1.CancelExecutionResponse.execution:type_name -> tickwheel.v1.Execution
-	36, // 27: tickwheel.v1.ListDeadLettersResponse.executions:type_name -> tickwheel.v1.Execution
-	36, // 28: tickwheel.v1.ReplayDeadLetterResponse.execution:type_name -> tickwheel.v1.Execution
-	0,  // 29: tickwheel.v1.SchedulerService.CreateJob:input_type -> tickwheel.v1.CreateJobRequest
-	2,  // 30: tickwheel.v1.SchedulerService.GetJob:input_type -> tickwheel.v1.GetJobRequest
-	4,  // 31: tickwheel.v1.SchedulerService.ListJobs:input_type -> tickwheel.v1.ListJobsRequest
-	6,  // 32: tickwheel.v1.SchedulerService.UpdateJob:input_type -> tickwheel.v1.UpdateJobRequest
-	8,  // 33: tickwheel.v1.SchedulerService.DeleteJob:input_type -> tickwheel.v1.DeleteJobRequest
-	10, // 34: tickwheel.v1.SchedulerService.PauseJob:input_type -> tickwheel.v1.PauseJobRequest
-	12, // 35: tickwheel.v1.SchedulerService.ResumeJob:input_type -> tickwheel.v1.ResumeJobRequest
-	14, // 36: tickwheel.v1.SchedulerService.TriggerJob:input_type -> tickwheel.v1.TriggerJobRequest
-	16, // 37: tickwheel.v1.SchedulerService.BackfillJob:input_type -> tickwheel.v1.BackfillJobRequest
-	19, // 38: tickwheel.v1.SchedulerService.PreviewSchedule:input_type -> tickwheel.v1.PreviewScheduleRequest
-	21, // 39: tickwheel.v1.SchedulerService.GetExecution:input_type -> tickwheel.v1.GetExecutionRequest
-	23, // 40: tickwheel.v1.SchedulerService.ListExecutions:input_type -> tickwheel.v1.ListExecutionsRequest
-	25, // 41: tickwheel.v1.SchedulerService.CancelExecution:input_type -> tickwheel.v1.CancelExecutionRequest
-	27, // 42: tickwheel.v1.SchedulerService.ListDeadLetters:input_type -> tickwheel.v1.ListDeadLettersRequest
-	29, // 43: tickwheel.v1.SchedulerService.ReplayDeadLetter:input_type -> tickwheel.v1.ReplayDeadLetterRequest
-	1,  // 44: tickwheel.v1.SchedulerService.CreateJob:output_type -> tickwheel.v1.CreateJobResponse
-	3,  // 45: tickwheel.v1.SchedulerService.GetJob:output_type -> tickwheel.v1.GetJobResponse
-	5,  // 46: tickwheel.v1.SchedulerService.ListJobs:output_type -> tickwheel.v1.ListJobsResponse
-	7,  // 47: tickwheel.v1.SchedulerService.UpdateJob:output_type -> tickwheel.v1.UpdateJobResponse
-	9,  // 48: tickwheel.v1.SchedulerService.DeleteJob:output_type -> tickwheel.v1.DeleteJobResponse
-	11, // 49: tickwheel.v1.SchedulerService.PauseJob:output_type -> tickwheel.v1.PauseJobResponse
-	13, // 50: tickwheel.v1.SchedulerService.ResumeJob:output_type -> tickwheel.v1.ResumeJobResponse
-	15, // 51: tickwheel.v1.SchedulerService.TriggerJob:output_type -> tickwheel.v1.TriggerJobResponse
-	17, // 52: tickwheel.v1.SchedulerService.BackfillJob:output_type -> tickwheel.v1.BackfillJobResponse
-	20, // 53: tickwheel.v1.SchedulerService.PreviewSchedule:output_type -> tickwheel.v1.PreviewScheduleResponse
-	22, // 54: tickwheel.v1.SchedulerService.GetExecution:output_type -> tickwheel.v1.GetExecutionResponse
-	24, // 55: tickwheel.v1.SchedulerService.ListExecutions:output_type -> tickwheel.v1.ListExecutionsResponse
-	26, // 56: tickwheel.v1.SchedulerService.CancelExecution:output_type -> tickwheel.v1.CancelExecutionResponse
-	28, // 57: tickwheel.v1.SchedulerService.ListDeadLetters:output_type -> tickwheel.v1.ListDeadLettersResponse
-	30, // 58: tickwheel.v1.SchedulerService.ReplayDeadLetter:output_type -> tickwheel.v1.ReplayDeadLetterResponse
-	44, // [44:59] is the sub-list for method output_type
-	29, // [29:44] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	34, // 0: tickwheel.v1.CreateJobRequest.job:type_name -> tickwheel.v1.Job
+	34, // 1: tickwheel.v1.CreateJobResponse.job:type_name -> tickwheel.v1.Job
+	0,  // 2: tickwheel.v1.BatchCreateJobsRequest.items:type_name -> tickwheel.v1.CreateJobRequest
+	4,  // 3: tickwheel.v1.BatchCreateJobsResponse.results:type_name -> tickwheel.v1.BatchCreateJobsResult
+	1,  // 4: tickwheel.v1.BatchCreateJobsResult.job:type_name -> tickwheel.v1.CreateJobResponse
+	35, // 5: tickwheel.v1.BatchCreateJobsResult.error:type_name -> google.rpc.Status
+	34, // 6: tickwheel.v1.GetJobResponse.job:type_name -> tickwheel.v1.Job
+	36, // 7: tickwheel.v1.GetJobResponse.next_runs:type_name -> tickwheel.v1.ScheduledFire
+	37, // 8: tickwheel.v1.ListJobsRequest.state:type_name -> tickwheel.v1.JobState
+	34, // 9: tickwheel.v1.ListJobsResponse.jobs:type_name -> tickwheel.v1.Job
+	34, // 10: tickwheel.v1.UpdateJobRequest.job:type_name -> tickwheel.v1.Job
+	38, // 11: tickwheel.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
+	34, // 12: tickwheel.v1.UpdateJobResponse.job:type_name -> tickwheel.v1.Job
+	34, // 13: tickwheel.v1.PauseJobResponse.job:type_name -> tickwheel.v1.Job
+	34, // 14: tickwheel.v1.ResumeJobResponse.job:type_name -> tickwheel.v1.Job
+	39, // 15: tickwheel.v1.ResumeJobResponse.skipped:type_name -> tickwheel.v1.SkipRange
+	40, // 16: tickwheel.v1.TriggerJobResponse.execution:type_name -> tickwheel.v1.Execution
+	41, // 17: tickwheel.v1.BackfillJobRequest.from_at:type_name -> google.protobuf.Timestamp
+	41, // 18: tickwheel.v1.BackfillJobRequest.to_at:type_name -> google.protobuf.Timestamp
+	21, // 19: tickwheel.v1.BackfillJobResponse.occurrences:type_name -> tickwheel.v1.BackfillOccurrence
+	41, // 20: tickwheel.v1.BackfillOccurrence.nominal_at:type_name -> google.protobuf.Timestamp
+	34, // 21: tickwheel.v1.PreviewScheduleRequest.job:type_name -> tickwheel.v1.Job
+	41, // 22: tickwheel.v1.PreviewScheduleRequest.after:type_name -> google.protobuf.Timestamp
+	36, // 23: tickwheel.v1.PreviewScheduleResponse.fires:type_name -> tickwheel.v1.ScheduledFire
+	40, // 24: tickwheel.v1.GetExecutionResponse.execution:type_name -> tickwheel.v1.Execution
+	42, // 25: tickwheel.v1.ListExecutionsRequest.statuses:type_name -> tickwheel.v1.ExecutionStatus
+	41, // 26: tickwheel.v1.ListExecutionsRequest.from_at:type_name -> google.protobuf.Timestamp
+	41, // 27: tickwheel.v1.ListExecutionsRequest.to_at:type_name -> google.protobuf.Timestamp
+	40, // 28: tickwheel.v1.ListExecutionsResponse.executions:type_name -> tickwheel.v1.Execution
+	39, // 29: tickwheel.v1.ListExecutionsResponse.skips:type_name -> tickwheel.v1.SkipRange
+	40, // 30: tickwheel.v1.CancelExecutionResponse.execution:type_name -> tickwheel.v1.Execution
+	40, // 31: tickwheel.v1.ListDeadLettersResponse.executions:type_name -> tickwheel.v1.Execution
+	40, // 32: tickwheel.v1.ReplayDeadLetterResponse.execution:type_name -> tickwheel.v1.Execution
+	0,  // 33: tickwheel.v1.SchedulerService.CreateJob:input_type -> tickwheel.v1.CreateJobRequest
+	2,  // 34: tickwheel.v1.SchedulerService.BatchCreateJobs:input_type -> tickwheel.v1.BatchCreateJobsRequest
+	5,  // 35: tickwheel.v1.SchedulerService.GetJob:input_type -> tickwheel.v1.GetJobRequest
+	7,  // 36: tickwheel.v1.SchedulerService.ListJobs:input_type -> tickwheel.v1.ListJobsRequest
+	9,  // 37: tickwheel.v1.SchedulerService.UpdateJob:input_type -> tickwheel.v1.UpdateJobRequest
+	11, // 38: tickwheel.v1.SchedulerService.DeleteJob:input_type -> tickwheel.v1.DeleteJobRequest
+	13, // 39: tickwheel.v1.SchedulerService.PauseJob:input_type -> tickwheel.v1.PauseJobRequest
+	15, // 40: tickwheel.v1.SchedulerService.ResumeJob:input_type -> tickwheel.v1.ResumeJobRequest
+	17, // 41: tickwheel.v1.SchedulerService.TriggerJob:input_type -> tickwheel.v1.TriggerJobRequest
+	19, // 42: tickwheel.v1.SchedulerService.BackfillJob:input_type -> tickwheel.v1.BackfillJobRequest
+	22, // 43: tickwheel.v1.SchedulerService.PreviewSchedule:input_type -> tickwheel.v1.PreviewScheduleRequest
+	24, // 44: tickwheel.v1.SchedulerService.GetExecution:input_type -> tickwheel.v1.GetExecutionRequest
+	26, // 45: tickwheel.v1.SchedulerService.ListExecutions:input_type -> tickwheel.v1.ListExecutionsRequest
+	28, // 46: tickwheel.v1.SchedulerService.CancelExecution:input_type -> tickwheel.v1.CancelExecutionRequest
+	30, // 47: tickwheel.v1.SchedulerService.ListDeadLetters:input_type -> tickwheel.v1.ListDeadLettersRequest
+	32, // 48: tickwheel.v1.SchedulerService.ReplayDeadLetter:input_type -> tickwheel.v1.ReplayDeadLetterRequest
+	1,  // 49: tickwheel.v1.SchedulerService.CreateJob:output_type -> tickwheel.v1.CreateJobResponse
+	3,  // 50: tickwheel.v1.SchedulerService.BatchCreateJobs:output_type -> tickwheel.v1.BatchCreateJobsResponse
+	6,  // 51: tickwheel.v1.SchedulerService.GetJob:output_type -> tickwheel.v1.GetJobResponse
+	8,  // 52: tickwheel.v1.SchedulerService.ListJobs:output_type -> tickwheel.v1.ListJobsResponse
+	10, // 53: tickwheel.v1.SchedulerService.UpdateJob:output_type -> tickwheel.v1.UpdateJobResponse
+	12, // 54: tickwheel.v1.SchedulerService.DeleteJob:output_type -> tickwheel.v1.DeleteJobResponse
+	14, // 55: tickwheel.v1.SchedulerService.PauseJob:output_type -> tickwheel.v1.PauseJobResponse
+	16, // 56: tickwheel.v1.SchedulerService.ResumeJob:output_type -> tickwheel.v1.ResumeJobResponse
+	18, // 57: tickwheel.v1.SchedulerService.TriggerJob:output_type -> tickwheel.v1.TriggerJobResponse
+	20, // 58: tickwheel.v1.SchedulerService.BackfillJob:output_type -> tickwheel.v1.BackfillJobResponse
+	23, // 59: tickwheel.v1.SchedulerService.PreviewSchedule:output_type -> tickwheel.v1.PreviewScheduleResponse
+	25, // 60: tickwheel.v1.SchedulerService.GetExecution:output_type -> tickwheel.v1.GetExecutionResponse
+	27, // 61: tickwheel.v1.SchedulerService.ListExecutions:output_type -> tickwheel.v1.ListExecutionsResponse
+	29, // 62: tickwheel.v1.SchedulerService.CancelExecution:output_type -> tickwheel.v1.CancelExecutionResponse
+	31, // 63: tickwheel.v1.SchedulerService.ListDeadLetters:output_type -> tickwheel.v1.ListDeadLettersResponse
+	33, // 64: tickwheel.v1.SchedulerService.ReplayDeadLetter:output_type -> tickwheel.v1.ReplayDeadLetterResponse
+	49, // [49:65] is the sub-list for method output_type
+	33, // [33:49] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_tickwheel_v1_scheduler_proto_init() }
@@ -2155,7 +2386,11 @@ func file_tickwheel_v1_scheduler_proto_init() {
 	}
 	file_tickwheel_v1_execution_proto_init()
 	file_tickwheel_v1_job_proto_init()
-	file_tickwheel_v1_scheduler_proto_msgTypes[19].OneofWrappers = []any{
+	file_tickwheel_v1_scheduler_proto_msgTypes[4].OneofWrappers = []any{
+		(*BatchCreateJobsResult_Job)(nil),
+		(*BatchCreateJobsResult_Error)(nil),
+	}
+	file_tickwheel_v1_scheduler_proto_msgTypes[22].OneofWrappers = []any{
 		(*PreviewScheduleRequest_JobId)(nil),
 		(*PreviewScheduleRequest_Job)(nil),
 	}
@@ -2165,7 +2400,7 @@ func file_tickwheel_v1_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tickwheel_v1_scheduler_proto_rawDesc), len(file_tickwheel_v1_scheduler_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	SchedulerService_CreateJob_FullMethodName        = "/tickwheel.v1.SchedulerService/CreateJob"
+	SchedulerService_BatchCreateJobs_FullMethodName  = "/tickwheel.v1.SchedulerService/BatchCreateJobs"
 	SchedulerService_GetJob_FullMethodName           = "/tickwheel.v1.SchedulerService/GetJob"
 	SchedulerService_ListJobs_FullMethodName         = "/tickwheel.v1.SchedulerService/ListJobs"
 	SchedulerService_UpdateJob_FullMethodName        = "/tickwheel.v1.SchedulerService/UpdateJob"
@@ -55,6 +56,17 @@ type SchedulerServiceClient interface {
 	// same request id returns the job the first call created and writes
 	// nothing. The job is durable before the reply.
 	CreateJob(ctx context.Context, in *CreateJobRequest, opts ...grpc.CallOption) (*CreateJobResponse, error)
+	// Creates up to 1 000 jobs in one call. Each item is a CreateJobRequest
+	// with its own `request_id` and is validated, deduplicated and counted
+	// against the tenant's `max_jobs` on its own: a bad item, or one over the
+	// quota, gets its error in its result and does not fail the others. The
+	// items created are stored in one transaction, durable before the reply;
+	// a repeat of an item's request id (in this call or an earlier one)
+	// returns the job its first request created and writes nothing. The call
+	// itself fails only when it is not a batch: no items or more than 1 000
+	// (INVALID_ARGUMENT `items`), or when the store is unavailable
+	// (UNAVAILABLE; nothing written, retrying the same call is safe).
+	BatchCreateJobs(ctx context.Context, in *BatchCreateJobsRequest, opts ...grpc.CallOption) (*BatchCreateJobsResponse, error)
 	// Returns a job with its next runs and its last outcome.
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
 	// Lists the tenant's jobs, ordered by id, paged.
@@ -135,6 +147,16 @@ func (c *schedulerServiceClient) CreateJob(ctx context.Context, in *CreateJobReq
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateJobResponse)
 	err := c.cc.Invoke(ctx, SchedulerService_CreateJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulerServiceClient) BatchCreateJobs(ctx context.Context, in *BatchCreateJobsRequest, opts ...grpc.CallOption) (*BatchCreateJobsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BatchCreateJobsResponse)
+	err := c.cc.Invoke(ctx, SchedulerService_BatchCreateJobs_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -300,6 +322,17 @@ type SchedulerServiceServer interface {
 	// same request id returns the job the first call created and writes
 	// nothing. The job is durable before the reply.
 	CreateJob(context.Context, *CreateJobRequest) (*CreateJobResponse, error)
+	// Creates up to 1 000 jobs in one call. Each item is a CreateJobRequest
+	// with its own `request_id` and is validated, deduplicated and counted
+	// against the tenant's `max_jobs` on its own: a bad item, or one over the
+	// quota, gets its error in its result and does not fail the others. The
+	// items created are stored in one transaction, durable before the reply;
+	// a repeat of an item's request id (in this call or an earlier one)
+	// returns the job its first request created and writes nothing. The call
+	// itself fails only when it is not a batch: no items or more than 1 000
+	// (INVALID_ARGUMENT `items`), or when the store is unavailable
+	// (UNAVAILABLE; nothing written, retrying the same call is safe).
+	BatchCreateJobs(context.Context, *BatchCreateJobsRequest) (*BatchCreateJobsResponse, error)
 	// Returns a job with its next runs and its last outcome.
 	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)
 	// Lists the tenant's jobs, ordered by id, paged.
@@ -379,6 +412,9 @@ type UnimplementedSchedulerServiceServer struct{}
 func (UnimplementedSchedulerServiceServer) CreateJob(context.Context, *CreateJobRequest) (*CreateJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateJob not implemented")
 }
+func (UnimplementedSchedulerServiceServer) BatchCreateJobs(context.Context, *BatchCreateJobsRequest) (*BatchCreateJobsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BatchCreateJobs not implemented")
+}
 func (UnimplementedSchedulerServiceServer) GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetJob not implemented")
 }
@@ -456,6 +492,24 @@ func _SchedulerService_CreateJob_Handler(srv interface{}, ctx context.Context, d
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(SchedulerServiceServer).CreateJob(ctx, req.(*CreateJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SchedulerService_BatchCreateJobs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BatchCreateJobsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulerServiceServer).BatchCreateJobs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SchedulerService_BatchCreateJobs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulerServiceServer).BatchCreateJobs(ctx, req.(*BatchCreateJobsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -722,6 +776,10 @@ var SchedulerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateJob",
 			Handler:    _SchedulerService_CreateJob_Handler,
+		},
+		{
+			MethodName: "BatchCreateJobs",
+			Handler:    _SchedulerService_BatchCreateJobs_Handler,
 		},
 		{
 			MethodName: "GetJob",

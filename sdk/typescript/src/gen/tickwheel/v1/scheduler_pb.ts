@@ -6,6 +6,8 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Status } from "../../google/rpc/status_pb.js";
+import { file_google_rpc_status } from "../../google/rpc/status_pb.js";
 import type { Execution, SkipRange } from "./execution_pb.js";
 import { file_tickwheel_v1_execution } from "./execution_pb.js";
 import type { ExecutionStatus, Job, JobState, ScheduledFire } from "./job_pb.js";
@@ -16,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file tickwheel/v1/scheduler.proto.
  */
 export const file_tickwheel_v1_scheduler: GenFile = /*@__PURE__*/
-  fileDesc("Chx0aWNrd2hlZWwvdjEvc2NoZWR1bGVyLnByb3RvEgx0aWNrd2hlZWwudjEiRgoQQ3JlYXRlSm9iUmVxdWVzdBIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEhIKCnJlcXVlc3RfaWQYAiABKAkiRAoRQ3JlYXRlSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIPCgdjcmVhdGVkGAIgASgIIi4KDUdldEpvYlJlcXVlc3QSCgoCaWQYASABKAkSEQoJbmV4dF9ydW5zGAIgASgFImAKDkdldEpvYlJlc3BvbnNlEh4KA2pvYhgBIAEoCzIRLnRpY2t3aGVlbC52MS5Kb2ISLgoJbmV4dF9ydW5zGAIgAygLMhsudGlja3doZWVsLnYxLlNjaGVkdWxlZEZpcmUidAoPTGlzdEpvYnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEiUKBXN0YXRlGAMgASgOMhYudGlja3doZWVsLnYxLkpvYlN0YXRlEhMKC25hbWVfcHJlZml4GAQgASgJIkwKEExpc3RKb2JzUmVzcG9uc2USHwoEam9icxgBIAMoCzIRLnRpY2t3aGVlbC52MS5Kb2ISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImMKEFVwZGF0ZUpvYlJlcXVlc3QSHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siMwoRVXBkYXRlSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYiIvChBEZWxldGVKb2JSZXF1ZXN0EgoKAmlkGAEgASgJEg8KB3ZlcnNpb24YAiABKAMiMAoRRGVsZXRlSm9iUmVzcG9uc2USGwoTY2FuY2VsZWRfZXhlY3V0aW9ucxgBIAEoAyItCg9QYXVzZUpvYlJlcXVlc3QSCgoCaWQYASABKAkSDgoGcmVhc29uGAIgASgJImgKEFBhdXNlSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIbChNjYW5jZWxlZF9leGVjdXRpb25zGAIgASgDEhcKD2hlbGRfZXhlY3V0aW9ucxgDIAEoAyIeChBSZXN1bWVKb2JSZXF1ZXN0EgoKAmlkGAEgASgJInoKEVJlc3VtZUpvYlJlc3BvbnNlEh4KA2pvYhgBIAEoCzIRLnRpY2t3aGVlbC52MS5Kb2ISKAoHc2tpcHBlZBgCIAEoCzIXLnRpY2t3aGVlbC52MS5Ta2lwUmFuZ2USGwoTcmVsZWFzZWRfZXhlY3V0aW9ucxgDIAEoAyJbChFUcmlnZ2VySm9iUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEg8KB3BheWxvYWQYAyABKAwSFQoNYWxsb3dfb3ZlcmxhcBgEIAEoCCJRChJUcmlnZ2VySm9iUmVzcG9uc2USKgoJZXhlY3V0aW9uGAEgASgLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbhIPCgdjcmVhdGVkGAIgASgIIqABChJCYWNrZmlsbEpvYlJlcXVlc3QSCgoCaWQYASABKAkSKwoHZnJvbV9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdG9fYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2RyeV9ydW4YBCABKAgSFQoNYWxsb3dfb3ZlcmxhcBgFIAEoCCJ7ChNCYWNrZmlsbEpvYlJlc3BvbnNlEjUKC29jY3VycmVuY2VzGAEgAygLMiAudGlja3doZWVsLnYxLkJhY2tmaWxsT2NjdXJyZW5jZRIVCg1jcmVhdGVkX2NvdW50GAIgASgDEhYKDmV4aXN0aW5nX2NvdW50GAMgASgDInIKEkJhY2tmaWxsT2NjdXJyZW5jZRIUCgxleGVjdXRpb25faWQYASABKAkSLgoKbm9taW5hbF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOYWxyZWFkeV9leGlzdHMYAyABKAgikAEKFlByZXZpZXdTY2hlZHVsZVJlcXVlc3QSEAoGam9iX2lkGAEgASgJSAASIAoDam9iGAIgASgLMhEudGlja3doZWVsLnYxLkpvYkgAEikKBWFmdGVyGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVjb3VudBgEIAEoBUIICgZzb3VyY2UiXQoXUHJldmlld1NjaGVkdWxlUmVzcG9uc2USKgoFZmlyZXMYASADKAsyGy50aWNrd2hlZWwudjEuU2NoZWR1bGVkRmlyZRIWCg50emRhdGFfdmVyc2lvbhgCIAEoCSIhChNHZXRFeGVjdXRpb25SZXF1ZXN0EgoKAmlkGAEgASgJIkIKFEdldEV4ZWN1dGlvblJlc3BvbnNlEioKCWV4ZWN1dGlvbhgBIAEoCzIXLnRpY2t3aGVlbC52MS5FeGVjdXRpb24i1wEKFUxpc3RFeGVjdXRpb25zUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSLwoIc3RhdHVzZXMYBCADKA4yHS50aWNrd2hlZWwudjEuRXhlY3V0aW9uU3RhdHVzEisKB2Zyb21fYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBXRvX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKGAQoWTGlzdEV4ZWN1dGlvbnNSZXNwb25zZRIrCgpleGVjdXRpb25zGAEgAygLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbhImCgVza2lwcxgCIAMoCzIXLnRpY2t3aGVlbC52MS5Ta2lwUmFuZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJIjQKFkNhbmNlbEV4ZWN1dGlvblJlcXVlc3QSCgoCaWQYASABKAkSDgoGcmVhc29uGAIgASgJIkUKF0NhbmNlbEV4ZWN1dGlvblJlc3BvbnNlEioKCWV4ZWN1dGlvbhgBIAEoCzIXLnRpY2t3aGVlbC52MS5FeGVjdXRpb24iTwoWTGlzdERlYWRMZXR0ZXJzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiXwoXTGlzdERlYWRMZXR0ZXJzUmVzcG9uc2USKwoKZXhlY3V0aW9ucxgBIAMoCzIXLnRpY2t3aGVlbC52MS5FeGVjdXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIi8KF1JlcGxheURlYWRMZXR0ZXJSZXF1ZXN0EhQKDGV4ZWN1dGlvbl9pZBgBIAEoCSJGChhSZXBsYXlEZWFkTGV0dGVyUmVzcG9uc2USKgoJZXhlY3V0aW9uGAEgASgLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbjKBCgoQU2NoZWR1bGVyU2VydmljZRJMCglDcmVhdGVKb2ISHi50aWNrd2hlZWwudjEuQ3JlYXRlSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5DcmVhdGVKb2JSZXNwb25zZRJDCgZHZXRKb2ISGy50aWNrd2hlZWwudjEuR2V0Sm9iUmVxdWVzdBocLnRpY2t3aGVlbC52MS5HZXRKb2JSZXNwb25zZRJJCghMaXN0Sm9icxIdLnRpY2t3aGVlbC52MS5MaXN0Sm9ic1JlcXVlc3QaHi50aWNrd2hlZWwudjEuTGlzdEpvYnNSZXNwb25zZRJMCglVcGRhdGVKb2ISHi50aWNrd2hlZWwudjEuVXBkYXRlSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5VcGRhdGVKb2JSZXNwb25zZRJMCglEZWxldGVKb2ISHi50aWNrd2hlZWwudjEuRGVsZXRlSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5EZWxldGVKb2JSZXNwb25zZRJJCghQYXVzZUpvYhIdLnRpY2t3aGVlbC52MS5QYXVzZUpvYlJlcXVlc3QaHi50aWNrd2hlZWwudjEuUGF1c2VKb2JSZXNwb25zZRJMCglSZXN1bWVKb2ISHi50aWNrd2hlZWwudjEuUmVzdW1lSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5SZXN1bWVKb2JSZXNwb25zZRJPCgpUcmlnZ2VySm9iEh8udGlja3doZWVsLnYxLlRyaWdnZXJKb2JSZXF1ZXN0GiAudGlja3doZWVsLnYxLlRyaWdnZXJKb2JSZXNwb25zZRJSCgtCYWNrZmlsbEpvYhIgLnRpY2t3aGVlbC52MS5CYWNrZmlsbEpvYlJlcXVlc3QaIS50aWNrd2hlZWwudjEuQmFja2ZpbGxKb2JSZXNwb25zZRJeCg9QcmV2aWV3U2NoZWR1bGUSJC50aWNrd2hlZWwudjEuUHJldmlld1NjaGVkdWxlUmVxdWVzdBolLnRpY2t3aGVlbC52MS5QcmV2aWV3U2NoZWR1bGVSZXNwb25zZRJVCgxHZXRFeGVjdXRpb24SIS50aWNrd2hlZWwudjEuR2V0RXhlY3V0aW9uUmVxdWVzdBoiLnRpY2t3aGVlbC52MS5HZXRFeGVjdXRpb25SZXNwb25zZRJbCg5MaXN0RXhlY3V0aW9ucxIjLnRpY2t3aGVlbC52MS5MaXN0RXhlY3V0aW9uc1JlcXVlc3QaJC50aWNrd2hlZWwudjEuTGlzdEV4ZWN1dGlvbnNSZXNwb25zZRJeCg9DYW5jZWxFeGVjdXRpb24SJC50aWNrd2hlZWwudjEuQ2FuY2VsRXhlY3V0aW9uUmVxdWVzdBolLnRpY2t3aGVlbC52MS5DYW5jZWxFeGVjdXRpb25SZXNwb25zZRJeCg9MaXN0RGVhZExldHRlcnMSJC50aWNrd2hlZWwudjEuTGlzdERlYWRMZXR0ZXJzUmVxdWVzdBolLnRpY2t3aGVlbC52MS5MaXN0RGVhZExldHRlcnNSZXNwb25zZRJhChBSZXBsYXlEZWFkTGV0dGVyEiUudGlja3doZWVsLnYxLlJlcGxheURlYWRMZXR0ZXJSZXF1ZXN0GiYudGlja3doZWVsLnYxLlJlcGxheURlYWRMZXR0ZXJSZXNwb25zZUJoChBkZXYudGlja3doZWVsLnYxQg5TY2hlZHVsZXJQcm90b1ABWkJnaXRodWIuY29tL3RpY2t3aGVlbC90aWNrd2hlZWwvc2RrL2dvL2dlbi90aWNrd2hlZWwvdjE7dGlja3doZWVsdjFiBnByb3RvMw", [file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_tickwheel_v1_execution, file_tickwheel_v1_job]);
+  fileDesc("Chx0aWNrd2hlZWwvdjEvc2NoZWR1bGVyLnByb3RvEgx0aWNrd2hlZWwudjEiRgoQQ3JlYXRlSm9iUmVxdWVzdBIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEhIKCnJlcXVlc3RfaWQYAiABKAkiRAoRQ3JlYXRlSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIPCgdjcmVhdGVkGAIgASgIIkcKFkJhdGNoQ3JlYXRlSm9ic1JlcXVlc3QSLQoFaXRlbXMYASADKAsyHi50aWNrd2hlZWwudjEuQ3JlYXRlSm9iUmVxdWVzdCKUAQoXQmF0Y2hDcmVhdGVKb2JzUmVzcG9uc2USNAoHcmVzdWx0cxgBIAMoCzIjLnRpY2t3aGVlbC52MS5CYXRjaENyZWF0ZUpvYnNSZXN1bHQSFQoNY3JlYXRlZF9jb3VudBgCIAEoBRIWCg5leGlzdGluZ19jb3VudBgDIAEoBRIUCgxmYWlsZWRfY291bnQYBCABKAUidgoVQmF0Y2hDcmVhdGVKb2JzUmVzdWx0Ei4KA2pvYhgBIAEoCzIfLnRpY2t3aGVlbC52MS5DcmVhdGVKb2JSZXNwb25zZUgAEiMKBWVycm9yGAIgASgLMhIuZ29vZ2xlLnJwYy5TdGF0dXNIAEIICgZyZXN1bHQiLgoNR2V0Sm9iUmVxdWVzdBIKCgJpZBgBIAEoCRIRCgluZXh0X3J1bnMYAiABKAUiYAoOR2V0Sm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIuCgluZXh0X3J1bnMYAiADKAsyGy50aWNrd2hlZWwudjEuU2NoZWR1bGVkRmlyZSJ0Cg9MaXN0Sm9ic1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSJQoFc3RhdGUYAyABKA4yFi50aWNrd2hlZWwudjEuSm9iU3RhdGUSEwoLbmFtZV9wcmVmaXgYBCABKAkiTAoQTGlzdEpvYnNSZXNwb25zZRIfCgRqb2JzGAEgAygLMhEudGlja3doZWVsLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiYwoQVXBkYXRlSm9iUmVxdWVzdBIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEi8KC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayIzChFVcGRhdGVKb2JSZXNwb25zZRIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iIi8KEERlbGV0ZUpvYlJlcXVlc3QSCgoCaWQYASABKAkSDwoHdmVyc2lvbhgCIAEoAyIwChFEZWxldGVKb2JSZXNwb25zZRIbChNjYW5jZWxlZF9leGVjdXRpb25zGAEgASgDIi0KD1BhdXNlSm9iUmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiaAoQUGF1c2VKb2JSZXNwb25zZRIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEhsKE2NhbmNlbGVkX2V4ZWN1dGlvbnMYAiABKAMSFwoPaGVsZF9leGVjdXRpb25zGAMgASgDIh4KEFJlc3VtZUpvYlJlcXVlc3QSCgoCaWQYASABKAkiegoRUmVzdW1lSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIoCgdza2lwcGVkGAIgASgLMhcudGlja3doZWVsLnYxLlNraXBSYW5nZRIbChNyZWxlYXNlZF9leGVjdXRpb25zGAMgASgDIlsKEVRyaWdnZXJKb2JSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSDwoHcGF5bG9hZBgDIAEoDBIVCg1hbGxvd19vdmVybGFwGAQgASgIIlEKElRyaWdnZXJKb2JSZXNwb25zZRIqCglleGVjdXRpb24YASABKAsyFy50aWNrd2hlZWwudjEuRXhlY3V0aW9uEg8KB2NyZWF0ZWQYAiABKAgioAEKEkJhY2tmaWxsSm9iUmVxdWVzdBIKCgJpZBgBIAEoCRIrCgdmcm9tX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgV0b19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHZHJ5X3J1bhgEIAEoCBIVCg1hbGxvd19vdmVybGFwGAUgASgIInsKE0JhY2tmaWxsSm9iUmVzcG9uc2USNQoLb2NjdXJyZW5jZXMYASADKAsyIC50aWNrd2hlZWwudjEuQmFja2ZpbGxPY2N1cnJlbmNlEhUKDWNyZWF0ZWRfY291bnQYAiABKAMSFgoOZXhpc3RpbmdfY291bnQYAyABKAMicgoSQmFja2ZpbGxPY2N1cnJlbmNlEhQKDGV4ZWN1dGlvbl9pZBgBIAEoCRIuCgpub21pbmFsX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg5hbHJlYWR5X2V4aXN0cxgDIAEoCCKQAQoWUHJldmlld1NjaGVkdWxlUmVxdWVzdBIQCgZqb2JfaWQYASABKAlIABIgCgNqb2IYAiABKAsyES50aWNrd2hlZWwudjEuSm9iSAASKQoFYWZ0ZXIYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWNvdW50GAQgASgFQggKBnNvdXJjZSJdChdQcmV2aWV3U2NoZWR1bGVSZXNwb25zZRIqCgVmaXJlcxgBIAMoCzIbLnRpY2t3aGVlbC52MS5TY2hlZHVsZWRGaXJlEhYKDnR6ZGF0YV92ZXJzaW9uGAIgASgJIiEKE0dldEV4ZWN1dGlvblJlcXVlc3QSCgoCaWQYASABKAkiQgoUR2V0RXhlY3V0aW9uUmVzcG9uc2USKgoJZXhlY3V0aW9uGAEgASgLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbiLXAQoVTGlzdEV4ZWN1dGlvbnNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIvCghzdGF0dXNlcxgEIAMoDjIdLnRpY2t3aGVlbC52MS5FeGVjdXRpb25TdGF0dXMSKwoHZnJvbV9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdG9fYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIoYBChZMaXN0RXhlY3V0aW9uc1Jlc3BvbnNlEisKCmV4ZWN1dGlvbnMYASADKAsyFy50aWNrd2hlZWwudjEuRXhlY3V0aW9uEiYKBXNraXBzGAIgAygLMhcudGlja3doZWVsLnYxLlNraXBSYW5nZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiNAoWQ2FuY2VsRXhlY3V0aW9uUmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiRQoXQ2FuY2VsRXhlY3V0aW9uUmVzcG9uc2USKgoJZXhlY3V0aW9uGAEgASgLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbiJPChZMaXN0RGVhZExldHRlcnNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJfChdMaXN0RGVhZExldHRlcnNSZXNwb25zZRIrCgpleGVjdXRpb25zGAEgAygLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiLwoXUmVwbGF5RGVhZExldHRlclJlcXVlc3QSFAoMZXhlY3V0aW9uX2lkGAEgASgJIkYKGFJlcGxheURlYWRMZXR0ZXJSZXNwb25zZRIqCglleGVjdXRpb24YASABKAsyFy50aWNrd2hlZWwudjEuRXhlY3V0aW9uMuEKChBTY2hlZHVsZXJTZXJ2aWNlEkwKCUNyZWF0ZUpvYhIeLnRpY2t3aGVlbC52MS5DcmVhdGVKb2JSZXF1ZXN0Gh8udGlja3doZWVsLnYxLkNyZWF0ZUpvYlJlc3BvbnNlEl4KD0JhdGNoQ3JlYXRlSm9icxIkLnRpY2t3aGVlbC52MS5CYXRjaENyZWF0ZUpvYnNSZXF1ZXN0GiUudGlja3doZWVsLnYxLkJhdGNoQ3JlYXRlSm9ic1Jlc3BvbnNlEkMKBkdldEpvYhIbLnRpY2t3aGVlbC52MS5HZXRKb2JSZXF1ZXN0GhwudGlja3doZWVsLnYxLkdldEpvYlJlc3BvbnNlEkkKCExpc3RKb2JzEh0udGlja3doZWVsLnYxLkxpc3RKb2JzUmVxdWVzdBoeLnRpY2t3aGVlbC52MS5MaXN0Sm9ic1Jlc3BvbnNlEkwKCVVwZGF0ZUpvYhIeLnRpY2t3aGVlbC52MS5VcGRhdGVKb2JSZXF1ZXN0Gh8udGlja3doZWVsLnYxLlVwZGF0ZUpvYlJlc3BvbnNlEkwKCURlbGV0ZUpvYhIeLnRpY2t3aGVlbC52MS5EZWxldGVKb2JSZXF1ZXN0Gh8udGlja3doZWVsLnYxLkRlbGV0ZUpvYlJlc3BvbnNlEkkKCFBhdXNlSm9iEh0udGlja3doZWVsLnYxLlBhdXNlSm9iUmVxdWVzdBoeLnRpY2t3aGVlbC52MS5QYXVzZUpvYlJlc3BvbnNlEkwKCVJlc3VtZUpvYhIeLnRpY2t3aGVlbC52MS5SZXN1bWVKb2JSZXF1ZXN0Gh8udGlja3doZWVsLnYxLlJlc3VtZUpvYlJlc3BvbnNlEk8KClRyaWdnZXJKb2ISHy50aWNrd2hlZWwudjEuVHJpZ2dlckpvYlJlcXVlc3QaIC50aWNrd2hlZWwudjEuVHJpZ2dlckpvYlJlc3BvbnNlElIKC0JhY2tmaWxsSm9iEiAudGlja3doZWVsLnYxLkJhY2tmaWxsSm9iUmVxdWVzdBohLnRpY2t3aGVlbC52MS5CYWNrZmlsbEpvYlJlc3BvbnNlEl4KD1ByZXZpZXdTY2hlZHVsZRIkLnRpY2t3aGVlbC52MS5QcmV2aWV3U2NoZWR1bGVSZXF1ZXN0GiUudGlja3doZWVsLnYxLlByZXZpZXdTY2hlZHVsZVJlc3BvbnNlElUKDEdldEV4ZWN1dGlvbhIhLnRpY2t3aGVlbC52MS5HZXRFeGVjdXRpb25SZXF1ZXN0GiIudGlja3doZWVsLnYxLkdldEV4ZWN1dGlvblJlc3BvbnNlElsKDkxpc3RFeGVjdXRpb25zEiMudGlja3doZWVsLnYxLkxpc3RFeGVjdXRpb25zUmVxdWVzdBokLnRpY2t3aGVlbC52MS5MaXN0RXhlY3V0aW9uc1Jlc3BvbnNlEl4KD0NhbmNlbEV4ZWN1dGlvbhIkLnRpY2t3aGVlbC52MS5DYW5jZWxFeGVjdXRpb25SZXF1ZXN0GiUudGlja3doZWVsLnYxLkNhbmNlbEV4ZWN1dGlvblJlc3BvbnNlEl4KD0xpc3REZWFkTGV0dGVycxIkLnRpY2t3aGVlbC52MS5MaXN0RGVhZExldHRlcnNSZXF1ZXN0GiUudGlja3doZWVsLnYxLkxpc3REZWFkTGV0dGVyc1Jlc3BvbnNlEmEKEFJlcGxheURlYWRMZXR0ZXISJS50aWNrd2hlZWwudjEuUmVwbGF5RGVhZExldHRlclJlcXVlc3QaJi50aWNrd2hlZWwudjEuUmVwbGF5RGVhZExldHRlclJlc3BvbnNlQmgKEGRldi50aWNrd2hlZWwudjFCDlNjaGVkdWxlclByb3RvUAFaQmdpdGh1Yi5jb20vdGlja3doZWVsL3RpY2t3aGVlbC9zZGsvZ28vZ2VuL3RpY2t3aGVlbC92MTt0aWNrd2hlZWx2MWIGcHJvdG8z", [file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_google_rpc_status, file_tickwheel_v1_execution, file_tickwheel_v1_job]);
 
 /**
  * CreateJob input.
@@ -77,6 +79,108 @@ export const CreateJobResponseSchema: GenMessage<CreateJobResponse> = /*@__PURE_
   messageDesc(file_tickwheel_v1_scheduler, 1);
 
 /**
+ * BatchCreateJobs input.
+ *
+ * @generated from message tickwheel.v1.BatchCreateJobsRequest
+ */
+export type BatchCreateJobsRequest = Message<"tickwheel.v1.BatchCreateJobsRequest"> & {
+  /**
+   * 1 to 1 000 items, each as CreateJob takes it.
+   *
+   * @generated from field: repeated tickwheel.v1.CreateJobRequest items = 1;
+   */
+  items: CreateJobRequest[];
+};
+
+/**
+ * Describes the message tickwheel.v1.BatchCreateJobsRequest.
+ * Use `create(BatchCreateJobsRequestSchema)` to create a new message.
+ */
+export const BatchCreateJobsRequestSchema: GenMessage<BatchCreateJobsRequest> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 2);
+
+/**
+ * BatchCreateJobs output.
+ *
+ * @generated from message tickwheel.v1.BatchCreateJobsResponse
+ */
+export type BatchCreateJobsResponse = Message<"tickwheel.v1.BatchCreateJobsResponse"> & {
+  /**
+   * One result per item, in the order of the request.
+   *
+   * @generated from field: repeated tickwheel.v1.BatchCreateJobsResult results = 1;
+   */
+  results: BatchCreateJobsResult[];
+
+  /**
+   * How many items created a job.
+   *
+   * @generated from field: int32 created_count = 2;
+   */
+  createdCount: number;
+
+  /**
+   * How many items repeated a request id already seen (the job returned).
+   *
+   * @generated from field: int32 existing_count = 3;
+   */
+  existingCount: number;
+
+  /**
+   * How many items failed (their `error` set).
+   *
+   * @generated from field: int32 failed_count = 4;
+   */
+  failedCount: number;
+};
+
+/**
+ * Describes the message tickwheel.v1.BatchCreateJobsResponse.
+ * Use `create(BatchCreateJobsResponseSchema)` to create a new message.
+ */
+export const BatchCreateJobsResponseSchema: GenMessage<BatchCreateJobsResponse> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 3);
+
+/**
+ * What became of one BatchCreateJobs item.
+ *
+ * @generated from message tickwheel.v1.BatchCreateJobsResult
+ */
+export type BatchCreateJobsResult = Message<"tickwheel.v1.BatchCreateJobsResult"> & {
+  /**
+   * @generated from oneof tickwheel.v1.BatchCreateJobsResult.result
+   */
+  result: {
+    /**
+     * The job created, or found by the item's request id (`created` false).
+     *
+     * @generated from field: tickwheel.v1.CreateJobResponse job = 1;
+     */
+    value: CreateJobResponse;
+    case: "job";
+  } | {
+    /**
+     * Why the item was refused, with the code and details CreateJob would
+     * have answered for it alone: INVALID_ARGUMENT with BadRequest field
+     * violations (field paths relative to the item, as in CreateJob),
+     * RESOURCE_EXHAUSTED with a QuotaFailure, NOT_FOUND when the job its
+     * request id created was deleted since. Nothing of it was written.
+     *
+     * @generated from field: google.rpc.Status error = 2;
+     */
+    value: Status;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message tickwheel.v1.BatchCreateJobsResult.
+ * Use `create(BatchCreateJobsResultSchema)` to create a new message.
+ */
+export const BatchCreateJobsResultSchema: GenMessage<BatchCreateJobsResult> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 4);
+
+/**
  * GetJob input.
  *
  * @generated from message tickwheel.v1.GetJobRequest
@@ -102,7 +206,7 @@ export type GetJobRequest = Message<"tickwheel.v1.GetJobRequest"> & {
  * Use `create(GetJobRequestSchema)` to create a new message.
  */
 export const GetJobRequestSchema: GenMessage<GetJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 2);
+  messageDesc(file_tickwheel_v1_scheduler, 5);
 
 /**
  * GetJob output.
@@ -131,7 +235,7 @@ export type GetJobResponse = Message<"tickwheel.v1.GetJobResponse"> & {
  * Use `create(GetJobResponseSchema)` to create a new message.
  */
 export const GetJobResponseSchema: GenMessage<GetJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 3);
+  messageDesc(file_tickwheel_v1_scheduler, 6);
 
 /**
  * ListJobs input.
@@ -174,7 +278,7 @@ export type ListJobsRequest = Message<"tickwheel.v1.ListJobsRequest"> & {
  * Use `create(ListJobsRequestSchema)` to create a new message.
  */
 export const ListJobsRequestSchema: GenMessage<ListJobsRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 4);
+  messageDesc(file_tickwheel_v1_scheduler, 7);
 
 /**
  * ListJobs output.
@@ -202,7 +306,7 @@ export type ListJobsResponse = Message<"tickwheel.v1.ListJobsResponse"> & {
  * Use `create(ListJobsResponseSchema)` to create a new message.
  */
 export const ListJobsResponseSchema: GenMessage<ListJobsResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 5);
+  messageDesc(file_tickwheel_v1_scheduler, 8);
 
 /**
  * UpdateJob input.
@@ -233,7 +337,7 @@ export type UpdateJobRequest = Message<"tickwheel.v1.UpdateJobRequest"> & {
  * Use `create(UpdateJobRequestSchema)` to create a new message.
  */
 export const UpdateJobRequestSchema: GenMessage<UpdateJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 6);
+  messageDesc(file_tickwheel_v1_scheduler, 9);
 
 /**
  * UpdateJob output.
@@ -254,7 +358,7 @@ export type UpdateJobResponse = Message<"tickwheel.v1.UpdateJobResponse"> & {
  * Use `create(UpdateJobResponseSchema)` to create a new message.
  */
 export const UpdateJobResponseSchema: GenMessage<UpdateJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 7);
+  messageDesc(file_tickwheel_v1_scheduler, 10);
 
 /**
  * DeleteJob input.
@@ -283,7 +387,7 @@ export type DeleteJobRequest = Message<"tickwheel.v1.DeleteJobRequest"> & {
  * Use `create(DeleteJobRequestSchema)` to create a new message.
  */
 export const DeleteJobRequestSchema: GenMessage<DeleteJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 8);
+  messageDesc(file_tickwheel_v1_scheduler, 11);
 
 /**
  * DeleteJob output.
@@ -304,7 +408,7 @@ export type DeleteJobResponse = Message<"tickwheel.v1.DeleteJobResponse"> & {
  * Use `create(DeleteJobResponseSchema)` to create a new message.
  */
 export const DeleteJobResponseSchema: GenMessage<DeleteJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 9);
+  messageDesc(file_tickwheel_v1_scheduler, 12);
 
 /**
  * PauseJob input.
@@ -334,7 +438,7 @@ export type PauseJobRequest = Message<"tickwheel.v1.PauseJobRequest"> & {
  * Use `create(PauseJobRequestSchema)` to create a new message.
  */
 export const PauseJobRequestSchema: GenMessage<PauseJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 10);
+  messageDesc(file_tickwheel_v1_scheduler, 13);
 
 /**
  * PauseJob output.
@@ -370,7 +474,7 @@ export type PauseJobResponse = Message<"tickwheel.v1.PauseJobResponse"> & {
  * Use `create(PauseJobResponseSchema)` to create a new message.
  */
 export const PauseJobResponseSchema: GenMessage<PauseJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 11);
+  messageDesc(file_tickwheel_v1_scheduler, 14);
 
 /**
  * ResumeJob input.
@@ -391,7 +495,7 @@ export type ResumeJobRequest = Message<"tickwheel.v1.ResumeJobRequest"> & {
  * Use `create(ResumeJobRequestSchema)` to create a new message.
  */
 export const ResumeJobRequestSchema: GenMessage<ResumeJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 12);
+  messageDesc(file_tickwheel_v1_scheduler, 15);
 
 /**
  * ResumeJob output.
@@ -428,7 +532,7 @@ export type ResumeJobResponse = Message<"tickwheel.v1.ResumeJobResponse"> & {
  * Use `create(ResumeJobResponseSchema)` to create a new message.
  */
 export const ResumeJobResponseSchema: GenMessage<ResumeJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 13);
+  messageDesc(file_tickwheel_v1_scheduler, 16);
 
 /**
  * TriggerJob input.
@@ -472,7 +576,7 @@ export type TriggerJobRequest = Message<"tickwheel.v1.TriggerJobRequest"> & {
  * Use `create(TriggerJobRequestSchema)` to create a new message.
  */
 export const TriggerJobRequestSchema: GenMessage<TriggerJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 14);
+  messageDesc(file_tickwheel_v1_scheduler, 17);
 
 /**
  * TriggerJob output.
@@ -501,7 +605,7 @@ export type TriggerJobResponse = Message<"tickwheel.v1.TriggerJobResponse"> & {
  * Use `create(TriggerJobResponseSchema)` to create a new message.
  */
 export const TriggerJobResponseSchema: GenMessage<TriggerJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 15);
+  messageDesc(file_tickwheel_v1_scheduler, 18);
 
 /**
  * BackfillJob input.
@@ -552,7 +656,7 @@ export type BackfillJobRequest = Message<"tickwheel.v1.BackfillJobRequest"> & {
  * Use `create(BackfillJobRequestSchema)` to create a new message.
  */
 export const BackfillJobRequestSchema: GenMessage<BackfillJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 16);
+  messageDesc(file_tickwheel_v1_scheduler, 19);
 
 /**
  * BackfillJob output.
@@ -588,7 +692,7 @@ export type BackfillJobResponse = Message<"tickwheel.v1.BackfillJobResponse"> & 
  * Use `create(BackfillJobResponseSchema)` to create a new message.
  */
 export const BackfillJobResponseSchema: GenMessage<BackfillJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 17);
+  messageDesc(file_tickwheel_v1_scheduler, 20);
 
 /**
  * One occurrence of a backfill window.
@@ -623,7 +727,7 @@ export type BackfillOccurrence = Message<"tickwheel.v1.BackfillOccurrence"> & {
  * Use `create(BackfillOccurrenceSchema)` to create a new message.
  */
 export const BackfillOccurrenceSchema: GenMessage<BackfillOccurrence> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 18);
+  messageDesc(file_tickwheel_v1_scheduler, 21);
 
 /**
  * PreviewSchedule input.
@@ -678,7 +782,7 @@ export type PreviewScheduleRequest = Message<"tickwheel.v1.PreviewScheduleReques
  * Use `create(PreviewScheduleRequestSchema)` to create a new message.
  */
 export const PreviewScheduleRequestSchema: GenMessage<PreviewScheduleRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 19);
+  messageDesc(file_tickwheel_v1_scheduler, 22);
 
 /**
  * PreviewSchedule output.
@@ -706,7 +810,7 @@ export type PreviewScheduleResponse = Message<"tickwheel.v1.PreviewScheduleRespo
  * Use `create(PreviewScheduleResponseSchema)` to create a new message.
  */
 export const PreviewScheduleResponseSchema: GenMessage<PreviewScheduleResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 20);
+  messageDesc(file_tickwheel_v1_scheduler, 23);
 
 /**
  * GetExecution input.
@@ -727,7 +831,7 @@ export type GetExecutionRequest = Message<"tickwheel.v1.GetExecutionRequest"> & 
  * Use `create(GetExecutionRequestSchema)` to create a new message.
  */
 export const GetExecutionRequestSchema: GenMessage<GetExecutionRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 21);
+  messageDesc(file_tickwheel_v1_scheduler, 24);
 
 /**
  * GetExecution output.
@@ -748,7 +852,7 @@ export type GetExecutionResponse = Message<"tickwheel.v1.GetExecutionResponse"> 
  * Use `create(GetExecutionResponseSchema)` to create a new message.
  */
 export const GetExecutionResponseSchema: GenMessage<GetExecutionResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 22);
+  messageDesc(file_tickwheel_v1_scheduler, 25);
 
 /**
  * ListExecutions input.
@@ -804,7 +908,7 @@ export type ListExecutionsRequest = Message<"tickwheel.v1.ListExecutionsRequest"
  * Use `create(ListExecutionsRequestSchema)` to create a new message.
  */
 export const ListExecutionsRequestSchema: GenMessage<ListExecutionsRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 23);
+  messageDesc(file_tickwheel_v1_scheduler, 26);
 
 /**
  * ListExecutions output.
@@ -839,7 +943,7 @@ export type ListExecutionsResponse = Message<"tickwheel.v1.ListExecutionsRespons
  * Use `create(ListExecutionsResponseSchema)` to create a new message.
  */
 export const ListExecutionsResponseSchema: GenMessage<ListExecutionsResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 24);
+  messageDesc(file_tickwheel_v1_scheduler, 27);
 
 /**
  * CancelExecution input.
@@ -869,7 +973,7 @@ export type CancelExecutionRequest = Message<"tickwheel.v1.CancelExecutionReques
  * Use `create(CancelExecutionRequestSchema)` to create a new message.
  */
 export const CancelExecutionRequestSchema: GenMessage<CancelExecutionRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 25);
+  messageDesc(file_tickwheel_v1_scheduler, 28);
 
 /**
  * CancelExecution output.
@@ -891,7 +995,7 @@ export type CancelExecutionResponse = Message<"tickwheel.v1.CancelExecutionRespo
  * Use `create(CancelExecutionResponseSchema)` to create a new message.
  */
 export const CancelExecutionResponseSchema: GenMessage<CancelExecutionResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 26);
+  messageDesc(file_tickwheel_v1_scheduler, 29);
 
 /**
  * ListDeadLetters input.
@@ -926,7 +1030,7 @@ export type ListDeadLettersRequest = Message<"tickwheel.v1.ListDeadLettersReques
  * Use `create(ListDeadLettersRequestSchema)` to create a new message.
  */
 export const ListDeadLettersRequestSchema: GenMessage<ListDeadLettersRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 27);
+  messageDesc(file_tickwheel_v1_scheduler, 30);
 
 /**
  * ListDeadLetters output.
@@ -954,7 +1058,7 @@ export type ListDeadLettersResponse = Message<"tickwheel.v1.ListDeadLettersRespo
  * Use `create(ListDeadLettersResponseSchema)` to create a new message.
  */
 export const ListDeadLettersResponseSchema: GenMessage<ListDeadLettersResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 28);
+  messageDesc(file_tickwheel_v1_scheduler, 31);
 
 /**
  * ReplayDeadLetter input.
@@ -975,7 +1079,7 @@ export type ReplayDeadLetterRequest = Message<"tickwheel.v1.ReplayDeadLetterRequ
  * Use `create(ReplayDeadLetterRequestSchema)` to create a new message.
  */
 export const ReplayDeadLetterRequestSchema: GenMessage<ReplayDeadLetterRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 29);
+  messageDesc(file_tickwheel_v1_scheduler, 32);
 
 /**
  * ReplayDeadLetter output.
@@ -996,7 +1100,7 @@ export type ReplayDeadLetterResponse = Message<"tickwheel.v1.ReplayDeadLetterRes
  * Use `create(ReplayDeadLetterResponseSchema)` to create a new message.
  */
 export const ReplayDeadLetterResponseSchema: GenMessage<ReplayDeadLetterResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 30);
+  messageDesc(file_tickwheel_v1_scheduler, 33);
 
 /**
  * The tenant-facing API. Every call carries `authorization: Bearer <API key>`
@@ -1024,6 +1128,25 @@ export const SchedulerService: GenService<{
     methodKind: "unary";
     input: typeof CreateJobRequestSchema;
     output: typeof CreateJobResponseSchema;
+  },
+  /**
+   * Creates up to 1 000 jobs in one call. Each item is a CreateJobRequest
+   * with its own `request_id` and is validated, deduplicated and counted
+   * against the tenant's `max_jobs` on its own: a bad item, or one over the
+   * quota, gets its error in its result and does not fail the others. The
+   * items created are stored in one transaction, durable before the reply;
+   * a repeat of an item's request id (in this call or an earlier one)
+   * returns the job its first request created and writes nothing. The call
+   * itself fails only when it is not a batch: no items or more than 1 000
+   * (INVALID_ARGUMENT `items`), or when the store is unavailable
+   * (UNAVAILABLE; nothing written, retrying the same call is safe).
+   *
+   * @generated from rpc tickwheel.v1.SchedulerService.BatchCreateJobs
+   */
+  batchCreateJobs: {
+    methodKind: "unary";
+    input: typeof BatchCreateJobsRequestSchema;
+    output: typeof BatchCreateJobsResponseSchema;
   },
   /**
    * Returns a job with its next runs and its last outcome.

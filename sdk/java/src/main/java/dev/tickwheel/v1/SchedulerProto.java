@@ -37,6 +37,21 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_tickwheel_v1_CreateJobResponse_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_BatchCreateJobsRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_BatchCreateJobsRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_BatchCreateJobsResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_BatchCreateJobsResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_BatchCreateJobsResult_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_BatchCreateJobsResult_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_tickwheel_v1_GetJobRequest_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -192,13 +207,24 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
     java.lang.String[] descriptorData = {
       "\n\034tickwheel/v1/scheduler.proto\022\014tickwhee" +
       "l.v1\032 google/protobuf/field_mask.proto\032\037" +
-      "google/protobuf/timestamp.proto\032\034tickwhe" +
-      "el/v1/execution.proto\032\026tickwheel/v1/job." +
-      "proto\"V\n\020CreateJobRequest\022#\n\003job\030\001 \001(\0132\021" +
-      ".tickwheel.v1.JobR\003job\022\035\n\nrequest_id\030\002 \001" +
-      "(\tR\trequestId\"R\n\021CreateJobResponse\022#\n\003jo" +
-      "b\030\001 \001(\0132\021.tickwheel.v1.JobR\003job\022\030\n\007creat" +
-      "ed\030\002 \001(\010R\007created\"<\n\rGetJobRequest\022\016\n\002id" +
+      "google/protobuf/timestamp.proto\032\027google/" +
+      "rpc/status.proto\032\034tickwheel/v1/execution" +
+      ".proto\032\026tickwheel/v1/job.proto\"V\n\020Create" +
+      "JobRequest\022#\n\003job\030\001 \001(\0132\021.tickwheel.v1.J" +
+      "obR\003job\022\035\n\nrequest_id\030\002 \001(\tR\trequestId\"R" +
+      "\n\021CreateJobResponse\022#\n\003job\030\001 \001(\0132\021.tickw" +
+      "heel.v1.JobR\003job\022\030\n\007created\030\002 \001(\010R\007creat" +
+      "ed\"N\n\026BatchCreateJobsRequest\0224\n\005items\030\001 " +
+      "\003(\0132\036.tickwheel.v1.CreateJobRequestR\005ite" +
+      "ms\"\307\001\n\027BatchCreateJobsResponse\022=\n\007result" +
+      "s\030\001 \003(\0132#.tickwheel.v1.BatchCreateJobsRe" +
+      "sultR\007results\022#\n\rcreated_count\030\002 \001(\005R\014cr" +
+      "eatedCount\022%\n\016existing_count\030\003 \001(\005R\rexis" +
+      "tingCount\022!\n\014failed_count\030\004 \001(\005R\013failedC" +
+      "ount\"\202\001\n\025BatchCreateJobsResult\0223\n\003job\030\001 " +
+      "\001(\0132\037.tickwheel.v1.CreateJobResponseH\000R\003" +
+      "job\022*\n\005error\030\002 \001(\0132\022.google.rpc.StatusH\000" +
+      "R\005errorB\010\n\006result\"<\n\rGetJobRequest\022\016\n\002id" +
       "\030\001 \001(\tR\002id\022\033\n\tnext_runs\030\002 \001(\005R\010nextRuns\"" +
       "o\n\016GetJobResponse\022#\n\003job\030\001 \001(\0132\021.tickwhe" +
       "el.v1.JobR\003job\0228\n\tnext_runs\030\002 \003(\0132\033.tick" +
@@ -280,48 +306,51 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
       "ayDeadLetterRequest\022!\n\014execution_id\030\001 \001(" +
       "\tR\013executionId\"Q\n\030ReplayDeadLetterRespon" +
       "se\0225\n\texecution\030\001 \001(\0132\027.tickwheel.v1.Exe" +
-      "cutionR\texecution2\201\n\n\020SchedulerService\022L" +
+      "cutionR\texecution2\341\n\n\020SchedulerService\022L" +
       "\n\tCreateJob\022\036.tickwheel.v1.CreateJobRequ" +
-      "est\032\037.tickwheel.v1.CreateJobResponse\022C\n\006" +
-      "GetJob\022\033.tickwheel.v1.GetJobRequest\032\034.ti" +
-      "ckwheel.v1.GetJobResponse\022I\n\010ListJobs\022\035." +
-      "tickwheel.v1.ListJobsRequest\032\036.tickwheel" +
-      ".v1.ListJobsResponse\022L\n\tUpdateJob\022\036.tick" +
-      "wheel.v1.UpdateJobRequest\032\037.tickwheel.v1" +
-      ".UpdateJobResponse\022L\n\tDeleteJob\022\036.tickwh" +
-      "eel.v1.DeleteJobRequest\032\037.tickwheel.v1.D" +
-      "eleteJobResponse\022I\n\010PauseJob\022\035.tickwheel" +
-      ".v1.PauseJobRequest\032\036.tickwheel.v1.Pause" +
-      "JobResponse\022L\n\tResumeJob\022\036.tickwheel.v1." +
-      "ResumeJobRequest\032\037.tickwheel.v1.ResumeJo" +
-      "bResponse\022O\n\nTriggerJob\022\037.tickwheel.v1.T" +
-      "riggerJobRequest\032 .tickwheel.v1.TriggerJ" +
-      "obResponse\022R\n\013BackfillJob\022 .tickwheel.v1" +
-      ".BackfillJobRequest\032!.tickwheel.v1.Backf" +
-      "illJobResponse\022^\n\017PreviewSchedule\022$.tick" +
-      "wheel.v1.PreviewScheduleRequest\032%.tickwh" +
-      "eel.v1.PreviewScheduleResponse\022U\n\014GetExe" +
-      "cution\022!.tickwheel.v1.GetExecutionReques" +
-      "t\032\".tickwheel.v1.GetExecutionResponse\022[\n" +
-      "\016ListExecutions\022#.tickwheel.v1.ListExecu" +
-      "tionsRequest\032$.tickwheel.v1.ListExecutio" +
-      "nsResponse\022^\n\017CancelExecution\022$.tickwhee" +
-      "l.v1.CancelExecutionRequest\032%.tickwheel." +
-      "v1.CancelExecutionResponse\022^\n\017ListDeadLe" +
-      "tters\022$.tickwheel.v1.ListDeadLettersRequ" +
-      "est\032%.tickwheel.v1.ListDeadLettersRespon" +
-      "se\022a\n\020ReplayDeadLetter\022%.tickwheel.v1.Re" +
-      "playDeadLetterRequest\032&.tickwheel.v1.Rep" +
-      "layDeadLetterResponseBh\n\020dev.tickwheel.v" +
-      "1B\016SchedulerProtoP\001ZBgithub.com/tickwhee" +
-      "l/tickwheel/sdk/go/gen/tickwheel/v1;tick" +
-      "wheelv1b\006proto3"
+      "est\032\037.tickwheel.v1.CreateJobResponse\022^\n\017" +
+      "BatchCreateJobs\022$.tickwheel.v1.BatchCrea" +
+      "teJobsRequest\032%.tickwheel.v1.BatchCreate" +
+      "JobsResponse\022C\n\006GetJob\022\033.tickwheel.v1.Ge" +
+      "tJobRequest\032\034.tickwheel.v1.GetJobRespons" +
+      "e\022I\n\010ListJobs\022\035.tickwheel.v1.ListJobsReq" +
+      "uest\032\036.tickwheel.v1.ListJobsResponse\022L\n\t" +
+      "UpdateJob\022\036.tickwheel.v1.UpdateJobReques" +
+      "t\032\037.tickwheel.v1.UpdateJobResponse\022L\n\tDe" +
+      "leteJob\022\036.tickwheel.v1.DeleteJobRequest\032" +
+      "\037.tickwheel.v1.DeleteJobResponse\022I\n\010Paus" +
+      "eJob\022\035.tickwheel.v1.PauseJobRequest\032\036.ti" +
+      "ckwheel.v1.PauseJobResponse\022L\n\tResumeJob" +
+      "\022\036.tickwheel.v1.ResumeJobRequest\032\037.tickw" +
+      "heel.v1.ResumeJobResponse\022O\n\nTriggerJob\022" +
+      "\037.tickwheel.v1.TriggerJobRequest\032 .tickw" +
+      "heel.v1.TriggerJobResponse\022R\n\013BackfillJo" +
+      "b\022 .tickwheel.v1.BackfillJobRequest\032!.ti" +
+      "ckwheel.v1.BackfillJobResponse\022^\n\017Previe" +
+      "wSchedule\022$.tickwheel.v1.PreviewSchedule" +
+      "Request\032%.tickwheel.v1.PreviewScheduleRe" +
+      "sponse\022U\n\014GetExecution\022!.tickwheel.v1.Ge" +
+      "tExecutionRequest\032\".tickwheel.v1.GetExec" +
+      "utionResponse\022[\n\016ListExecutions\022#.tickwh" +
+      "eel.v1.ListExecutionsRequest\032$.tickwheel" +
+      ".v1.ListExecutionsResponse\022^\n\017CancelExec" +
+      "ution\022$.tickwheel.v1.CancelExecutionRequ" +
+      "est\032%.tickwheel.v1.CancelExecutionRespon" +
+      "se\022^\n\017ListDeadLetters\022$.tickwheel.v1.Lis" +
+      "tDeadLettersRequest\032%.tickwheel.v1.ListD" +
+      "eadLettersResponse\022a\n\020ReplayDeadLetter\022%" +
+      ".tickwheel.v1.ReplayDeadLetterRequest\032&." +
+      "tickwheel.v1.ReplayDeadLetterResponseBh\n" +
+      "\020dev.tickwheel.v1B\016SchedulerProtoP\001ZBgit" +
+      "hub.com/tickwheel/tickwheel/sdk/go/gen/t" +
+      "ickwheel/v1;tickwheelv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
         new com.google.protobuf.Descriptors.FileDescriptor[] {
           com.google.protobuf.FieldMaskProto.getDescriptor(),
           com.google.protobuf.TimestampProto.getDescriptor(),
+          com.google.rpc.StatusProto.getDescriptor(),
           dev.tickwheel.v1.ExecutionProto.getDescriptor(),
           dev.tickwheel.v1.JobProto.getDescriptor(),
         });
@@ -337,176 +366,194 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_CreateJobResponse_descriptor,
         new java.lang.String[] { "Job", "Created", });
-    internal_static_tickwheel_v1_GetJobRequest_descriptor =
+    internal_static_tickwheel_v1_BatchCreateJobsRequest_descriptor =
       getDescriptor().getMessageType(2);
+    internal_static_tickwheel_v1_BatchCreateJobsRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_BatchCreateJobsRequest_descriptor,
+        new java.lang.String[] { "Items", });
+    internal_static_tickwheel_v1_BatchCreateJobsResponse_descriptor =
+      getDescriptor().getMessageType(3);
+    internal_static_tickwheel_v1_BatchCreateJobsResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_BatchCreateJobsResponse_descriptor,
+        new java.lang.String[] { "Results", "CreatedCount", "ExistingCount", "FailedCount", });
+    internal_static_tickwheel_v1_BatchCreateJobsResult_descriptor =
+      getDescriptor().getMessageType(4);
+    internal_static_tickwheel_v1_BatchCreateJobsResult_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_BatchCreateJobsResult_descriptor,
+        new java.lang.String[] { "Job", "Error", "Result", });
+    internal_static_tickwheel_v1_GetJobRequest_descriptor =
+      getDescriptor().getMessageType(5);
     internal_static_tickwheel_v1_GetJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_GetJobRequest_descriptor,
         new java.lang.String[] { "Id", "NextRuns", });
     internal_static_tickwheel_v1_GetJobResponse_descriptor =
-      getDescriptor().getMessageType(3);
+      getDescriptor().getMessageType(6);
     internal_static_tickwheel_v1_GetJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_GetJobResponse_descriptor,
         new java.lang.String[] { "Job", "NextRuns", });
     internal_static_tickwheel_v1_ListJobsRequest_descriptor =
-      getDescriptor().getMessageType(4);
+      getDescriptor().getMessageType(7);
     internal_static_tickwheel_v1_ListJobsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListJobsRequest_descriptor,
         new java.lang.String[] { "PageSize", "PageToken", "State", "NamePrefix", });
     internal_static_tickwheel_v1_ListJobsResponse_descriptor =
-      getDescriptor().getMessageType(5);
+      getDescriptor().getMessageType(8);
     internal_static_tickwheel_v1_ListJobsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListJobsResponse_descriptor,
         new java.lang.String[] { "Jobs", "NextPageToken", });
     internal_static_tickwheel_v1_UpdateJobRequest_descriptor =
-      getDescriptor().getMessageType(6);
+      getDescriptor().getMessageType(9);
     internal_static_tickwheel_v1_UpdateJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_UpdateJobRequest_descriptor,
         new java.lang.String[] { "Job", "UpdateMask", });
     internal_static_tickwheel_v1_UpdateJobResponse_descriptor =
-      getDescriptor().getMessageType(7);
+      getDescriptor().getMessageType(10);
     internal_static_tickwheel_v1_UpdateJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_UpdateJobResponse_descriptor,
         new java.lang.String[] { "Job", });
     internal_static_tickwheel_v1_DeleteJobRequest_descriptor =
-      getDescriptor().getMessageType(8);
+      getDescriptor().getMessageType(11);
     internal_static_tickwheel_v1_DeleteJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_DeleteJobRequest_descriptor,
         new java.lang.String[] { "Id", "Version", });
     internal_static_tickwheel_v1_DeleteJobResponse_descriptor =
-      getDescriptor().getMessageType(9);
+      getDescriptor().getMessageType(12);
     internal_static_tickwheel_v1_DeleteJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_DeleteJobResponse_descriptor,
         new java.lang.String[] { "CanceledExecutions", });
     internal_static_tickwheel_v1_PauseJobRequest_descriptor =
-      getDescriptor().getMessageType(10);
+      getDescriptor().getMessageType(13);
     internal_static_tickwheel_v1_PauseJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_PauseJobRequest_descriptor,
         new java.lang.String[] { "Id", "Reason", });
     internal_static_tickwheel_v1_PauseJobResponse_descriptor =
-      getDescriptor().getMessageType(11);
+      getDescriptor().getMessageType(14);
     internal_static_tickwheel_v1_PauseJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_PauseJobResponse_descriptor,
         new java.lang.String[] { "Job", "CanceledExecutions", "HeldExecutions", });
     internal_static_tickwheel_v1_ResumeJobRequest_descriptor =
-      getDescriptor().getMessageType(12);
+      getDescriptor().getMessageType(15);
     internal_static_tickwheel_v1_ResumeJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ResumeJobRequest_descriptor,
         new java.lang.String[] { "Id", });
     internal_static_tickwheel_v1_ResumeJobResponse_descriptor =
-      getDescriptor().getMessageType(13);
+      getDescriptor().getMessageType(16);
     internal_static_tickwheel_v1_ResumeJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ResumeJobResponse_descriptor,
         new java.lang.String[] { "Job", "Skipped", "ReleasedExecutions", });
     internal_static_tickwheel_v1_TriggerJobRequest_descriptor =
-      getDescriptor().getMessageType(14);
+      getDescriptor().getMessageType(17);
     internal_static_tickwheel_v1_TriggerJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_TriggerJobRequest_descriptor,
         new java.lang.String[] { "Id", "RequestId", "Payload", "AllowOverlap", });
     internal_static_tickwheel_v1_TriggerJobResponse_descriptor =
-      getDescriptor().getMessageType(15);
+      getDescriptor().getMessageType(18);
     internal_static_tickwheel_v1_TriggerJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_TriggerJobResponse_descriptor,
         new java.lang.String[] { "Execution", "Created", });
     internal_static_tickwheel_v1_BackfillJobRequest_descriptor =
-      getDescriptor().getMessageType(16);
+      getDescriptor().getMessageType(19);
     internal_static_tickwheel_v1_BackfillJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BackfillJobRequest_descriptor,
         new java.lang.String[] { "Id", "FromAt", "ToAt", "DryRun", "AllowOverlap", });
     internal_static_tickwheel_v1_BackfillJobResponse_descriptor =
-      getDescriptor().getMessageType(17);
+      getDescriptor().getMessageType(20);
     internal_static_tickwheel_v1_BackfillJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BackfillJobResponse_descriptor,
         new java.lang.String[] { "Occurrences", "CreatedCount", "ExistingCount", });
     internal_static_tickwheel_v1_BackfillOccurrence_descriptor =
-      getDescriptor().getMessageType(18);
+      getDescriptor().getMessageType(21);
     internal_static_tickwheel_v1_BackfillOccurrence_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BackfillOccurrence_descriptor,
         new java.lang.String[] { "ExecutionId", "NominalAt", "AlreadyExists", });
     internal_static_tickwheel_v1_PreviewScheduleRequest_descriptor =
-      getDescriptor().getMessageType(19);
+      getDescriptor().getMessageType(22);
     internal_static_tickwheel_v1_PreviewScheduleRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_PreviewScheduleRequest_descriptor,
         new java.lang.String[] { "JobId", "Job", "After", "Count", "Source", });
     internal_static_tickwheel_v1_PreviewScheduleResponse_descriptor =
-      getDescriptor().getMessageType(20);
+      getDescriptor().getMessageType(23);
     internal_static_tickwheel_v1_PreviewScheduleResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_PreviewScheduleResponse_descriptor,
         new java.lang.String[] { "Fires", "TzdataVersion", });
     internal_static_tickwheel_v1_GetExecutionRequest_descriptor =
-      getDescriptor().getMessageType(21);
+      getDescriptor().getMessageType(24);
     internal_static_tickwheel_v1_GetExecutionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_GetExecutionRequest_descriptor,
         new java.lang.String[] { "Id", });
     internal_static_tickwheel_v1_GetExecutionResponse_descriptor =
-      getDescriptor().getMessageType(22);
+      getDescriptor().getMessageType(25);
     internal_static_tickwheel_v1_GetExecutionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_GetExecutionResponse_descriptor,
         new java.lang.String[] { "Execution", });
     internal_static_tickwheel_v1_ListExecutionsRequest_descriptor =
-      getDescriptor().getMessageType(23);
+      getDescriptor().getMessageType(26);
     internal_static_tickwheel_v1_ListExecutionsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListExecutionsRequest_descriptor,
         new java.lang.String[] { "JobId", "PageSize", "PageToken", "Statuses", "FromAt", "ToAt", });
     internal_static_tickwheel_v1_ListExecutionsResponse_descriptor =
-      getDescriptor().getMessageType(24);
+      getDescriptor().getMessageType(27);
     internal_static_tickwheel_v1_ListExecutionsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListExecutionsResponse_descriptor,
         new java.lang.String[] { "Executions", "Skips", "NextPageToken", });
     internal_static_tickwheel_v1_CancelExecutionRequest_descriptor =
-      getDescriptor().getMessageType(25);
+      getDescriptor().getMessageType(28);
     internal_static_tickwheel_v1_CancelExecutionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_CancelExecutionRequest_descriptor,
         new java.lang.String[] { "Id", "Reason", });
     internal_static_tickwheel_v1_CancelExecutionResponse_descriptor =
-      getDescriptor().getMessageType(26);
+      getDescriptor().getMessageType(29);
     internal_static_tickwheel_v1_CancelExecutionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_CancelExecutionResponse_descriptor,
         new java.lang.String[] { "Execution", });
     internal_static_tickwheel_v1_ListDeadLettersRequest_descriptor =
-      getDescriptor().getMessageType(27);
+      getDescriptor().getMessageType(30);
     internal_static_tickwheel_v1_ListDeadLettersRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListDeadLettersRequest_descriptor,
         new java.lang.String[] { "JobId", "PageSize", "PageToken", });
     internal_static_tickwheel_v1_ListDeadLettersResponse_descriptor =
-      getDescriptor().getMessageType(28);
+      getDescriptor().getMessageType(31);
     internal_static_tickwheel_v1_ListDeadLettersResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListDeadLettersResponse_descriptor,
         new java.lang.String[] { "Executions", "NextPageToken", });
     internal_static_tickwheel_v1_ReplayDeadLetterRequest_descriptor =
-      getDescriptor().getMessageType(29);
+      getDescriptor().getMessageType(32);
     internal_static_tickwheel_v1_ReplayDeadLetterRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ReplayDeadLetterRequest_descriptor,
         new java.lang.String[] { "ExecutionId", });
     internal_static_tickwheel_v1_ReplayDeadLetterResponse_descriptor =
-      getDescriptor().getMessageType(30);
+      getDescriptor().getMessageType(33);
     internal_static_tickwheel_v1_ReplayDeadLetterResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ReplayDeadLetterResponse_descriptor,
@@ -514,6 +561,7 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
     descriptor.resolveAllFeaturesImmutable();
     com.google.protobuf.FieldMaskProto.getDescriptor();
     com.google.protobuf.TimestampProto.getDescriptor();
+    com.google.rpc.StatusProto.getDescriptor();
     dev.tickwheel.v1.ExecutionProto.getDescriptor();
     dev.tickwheel.v1.JobProto.getDescriptor();
   }

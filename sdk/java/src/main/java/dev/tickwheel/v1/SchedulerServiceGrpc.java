@@ -55,6 +55,37 @@ public final class SchedulerServiceGrpc {
     return getCreateJobMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.BatchCreateJobsRequest,
+      dev.tickwheel.v1.BatchCreateJobsResponse> getBatchCreateJobsMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "BatchCreateJobs",
+      requestType = dev.tickwheel.v1.BatchCreateJobsRequest.class,
+      responseType = dev.tickwheel.v1.BatchCreateJobsResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.BatchCreateJobsRequest,
+      dev.tickwheel.v1.BatchCreateJobsResponse> getBatchCreateJobsMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.BatchCreateJobsRequest, dev.tickwheel.v1.BatchCreateJobsResponse> getBatchCreateJobsMethod;
+    if ((getBatchCreateJobsMethod = SchedulerServiceGrpc.getBatchCreateJobsMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getBatchCreateJobsMethod = SchedulerServiceGrpc.getBatchCreateJobsMethod) == null) {
+          SchedulerServiceGrpc.getBatchCreateJobsMethod = getBatchCreateJobsMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.BatchCreateJobsRequest, dev.tickwheel.v1.BatchCreateJobsResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "BatchCreateJobs"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.BatchCreateJobsRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.BatchCreateJobsResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("BatchCreateJobs"))
+              .build();
+        }
+      }
+    }
+    return getBatchCreateJobsMethod;
+  }
+
   private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.GetJobRequest,
       dev.tickwheel.v1.GetJobResponse> getGetJobMethod;
 
@@ -578,6 +609,25 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
+     * Creates up to 1 000 jobs in one call. Each item is a CreateJobRequest
+     * with its own `request_id` and is validated, deduplicated and counted
+     * against the tenant's `max_jobs` on its own: a bad item, or one over the
+     * quota, gets its error in its result and does not fail the others. The
+     * items created are stored in one transaction, durable before the reply;
+     * a repeat of an item's request id (in this call or an earlier one)
+     * returns the job its first request created and writes nothing. The call
+     * itself fails only when it is not a batch: no items or more than 1 000
+     * (INVALID_ARGUMENT `items`), or when the store is unavailable
+     * (UNAVAILABLE; nothing written, retrying the same call is safe).
+     * </pre>
+     */
+    default void batchCreateJobs(dev.tickwheel.v1.BatchCreateJobsRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.BatchCreateJobsResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getBatchCreateJobsMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
      * Returns a job with its next runs and its last outcome.
      * </pre>
      */
@@ -820,6 +870,26 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
+     * Creates up to 1 000 jobs in one call. Each item is a CreateJobRequest
+     * with its own `request_id` and is validated, deduplicated and counted
+     * against the tenant's `max_jobs` on its own: a bad item, or one over the
+     * quota, gets its error in its result and does not fail the others. The
+     * items created are stored in one transaction, durable before the reply;
+     * a repeat of an item's request id (in this call or an earlier one)
+     * returns the job its first request created and writes nothing. The call
+     * itself fails only when it is not a batch: no items or more than 1 000
+     * (INVALID_ARGUMENT `items`), or when the store is unavailable
+     * (UNAVAILABLE; nothing written, retrying the same call is safe).
+     * </pre>
+     */
+    public void batchCreateJobs(dev.tickwheel.v1.BatchCreateJobsRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.BatchCreateJobsResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getBatchCreateJobsMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
      * Returns a job with its next runs and its last outcome.
      * </pre>
      */
@@ -1052,6 +1122,25 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
+     * Creates up to 1 000 jobs in one call. Each item is a CreateJobRequest
+     * with its own `request_id` and is validated, deduplicated and counted
+     * against the tenant's `max_jobs` on its own: a bad item, or one over the
+     * quota, gets its error in its result and does not fail the others. The
+     * items created are stored in one transaction, durable before the reply;
+     * a repeat of an item's request id (in this call or an earlier one)
+     * returns the job its first request created and writes nothing. The call
+     * itself fails only when it is not a batch: no items or more than 1 000
+     * (INVALID_ARGUMENT `items`), or when the store is unavailable
+     * (UNAVAILABLE; nothing written, retrying the same call is safe).
+     * </pre>
+     */
+    public dev.tickwheel.v1.BatchCreateJobsResponse batchCreateJobs(dev.tickwheel.v1.BatchCreateJobsRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getBatchCreateJobsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
      * Returns a job with its next runs and its last outcome.
      * </pre>
      */
@@ -1266,6 +1355,25 @@ public final class SchedulerServiceGrpc {
     public dev.tickwheel.v1.CreateJobResponse createJob(dev.tickwheel.v1.CreateJobRequest request) {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getCreateJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Creates up to 1 000 jobs in one call. Each item is a CreateJobRequest
+     * with its own `request_id` and is validated, deduplicated and counted
+     * against the tenant's `max_jobs` on its own: a bad item, or one over the
+     * quota, gets its error in its result and does not fail the others. The
+     * items created are stored in one transaction, durable before the reply;
+     * a repeat of an item's request id (in this call or an earlier one)
+     * returns the job its first request created and writes nothing. The call
+     * itself fails only when it is not a batch: no items or more than 1 000
+     * (INVALID_ARGUMENT `items`), or when the store is unavailable
+     * (UNAVAILABLE; nothing written, retrying the same call is safe).
+     * </pre>
+     */
+    public dev.tickwheel.v1.BatchCreateJobsResponse batchCreateJobs(dev.tickwheel.v1.BatchCreateJobsRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getBatchCreateJobsMethod(), getCallOptions(), request);
     }
 
     /**
@@ -1489,6 +1597,26 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
+     * Creates up to 1 000 jobs in one call. Each item is a CreateJobRequest
+     * with its own `request_id` and is validated, deduplicated and counted
+     * against the tenant's `max_jobs` on its own: a bad item, or one over the
+     * quota, gets its error in its result and does not fail the others. The
+     * items created are stored in one transaction, durable before the reply;
+     * a repeat of an item's request id (in this call or an earlier one)
+     * returns the job its first request created and writes nothing. The call
+     * itself fails only when it is not a batch: no items or more than 1 000
+     * (INVALID_ARGUMENT `items`), or when the store is unavailable
+     * (UNAVAILABLE; nothing written, retrying the same call is safe).
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.BatchCreateJobsResponse> batchCreateJobs(
+        dev.tickwheel.v1.BatchCreateJobsRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getBatchCreateJobsMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
      * Returns a job with its next runs and its last outcome.
      * </pre>
      */
@@ -1680,20 +1808,21 @@ public final class SchedulerServiceGrpc {
   }
 
   private static final int METHODID_CREATE_JOB = 0;
-  private static final int METHODID_GET_JOB = 1;
-  private static final int METHODID_LIST_JOBS = 2;
-  private static final int METHODID_UPDATE_JOB = 3;
-  private static final int METHODID_DELETE_JOB = 4;
-  private static final int METHODID_PAUSE_JOB = 5;
-  private static final int METHODID_RESUME_JOB = 6;
-  private static final int METHODID_TRIGGER_JOB = 7;
-  private static final int METHODID_BACKFILL_JOB = 8;
-  private static final int METHODID_PREVIEW_SCHEDULE = 9;
-  private static final int METHODID_GET_EXECUTION = 10;
-  private static final int METHODID_LIST_EXECUTIONS = 11;
-  private static final int METHODID_CANCEL_EXECUTION = 12;
-  private static final int METHODID_LIST_DEAD_LETTERS = 13;
-  private static final int METHODID_REPLAY_DEAD_LETTER = 14;
+  private static final int METHODID_BATCH_CREATE_JOBS = 1;
+  private static final int METHODID_GET_JOB = 2;
+  private static final int METHODID_LIST_JOBS = 3;
+  private static final int METHODID_UPDATE_JOB = 4;
+  private static final int METHODID_DELETE_JOB = 5;
+  private static final int METHODID_PAUSE_JOB = 6;
+  private static final int METHODID_RESUME_JOB = 7;
+  private static final int METHODID_TRIGGER_JOB = 8;
+  private static final int METHODID_BACKFILL_JOB = 9;
+  private static final int METHODID_PREVIEW_SCHEDULE = 10;
+  private static final int METHODID_GET_EXECUTION = 11;
+  private static final int METHODID_LIST_EXECUTIONS = 12;
+  private static final int METHODID_CANCEL_EXECUTION = 13;
+  private static final int METHODID_LIST_DEAD_LETTERS = 14;
+  private static final int METHODID_REPLAY_DEAD_LETTER = 15;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -1715,6 +1844,10 @@ public final class SchedulerServiceGrpc {
         case METHODID_CREATE_JOB:
           serviceImpl.createJob((dev.tickwheel.v1.CreateJobRequest) request,
               (io.grpc.stub.StreamObserver<dev.tickwheel.v1.CreateJobResponse>) responseObserver);
+          break;
+        case METHODID_BATCH_CREATE_JOBS:
+          serviceImpl.batchCreateJobs((dev.tickwheel.v1.BatchCreateJobsRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.BatchCreateJobsResponse>) responseObserver);
           break;
         case METHODID_GET_JOB:
           serviceImpl.getJob((dev.tickwheel.v1.GetJobRequest) request,
@@ -1797,6 +1930,13 @@ public final class SchedulerServiceGrpc {
               dev.tickwheel.v1.CreateJobRequest,
               dev.tickwheel.v1.CreateJobResponse>(
                 service, METHODID_CREATE_JOB)))
+        .addMethod(
+          getBatchCreateJobsMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.BatchCreateJobsRequest,
+              dev.tickwheel.v1.BatchCreateJobsResponse>(
+                service, METHODID_BATCH_CREATE_JOBS)))
         .addMethod(
           getGetJobMethod(),
           io.grpc.stub.ServerCalls.asyncUnaryCall(
@@ -1944,6 +2084,7 @@ public final class SchedulerServiceGrpc {
           serviceDescriptor = result = io.grpc.ServiceDescriptor.newBuilder(SERVICE_NAME)
               .setSchemaDescriptor(new SchedulerServiceFileDescriptorSupplier())
               .addMethod(getCreateJobMethod())
+              .addMethod(getBatchCreateJobsMethod())
               .addMethod(getGetJobMethod())
               .addMethod(getListJobsMethod())
               .addMethod(getUpdateJobMethod())
