@@ -170,8 +170,8 @@ def prepare_schema(url: str) -> None:
             conn.execute(
                 sa.text(
                     "INSERT INTO tenants (name, weight, max_concurrency, max_jobs, max_payload_bytes, "
-                    "requests_per_second, state, pause_reason, job_count, created_at, updated_at, version) "
-                    "VALUES (:n, 1, 0, 100000000, 65536, 1000, 'active', '', 0, :t, :t, 1)"
+                    "requests_per_second, state, pause_reason, created_at, updated_at, version) "
+                    "VALUES (:n, 1, 0, 100000000, 65536, 1000, 'active', '', :t, :t, 1)"
                 ),
                 {"n": TENANT, "t": T_US},
             )

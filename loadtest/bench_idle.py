@@ -285,7 +285,12 @@ def load_jobs(pg: psycopg.Connection, tenant: str, rows) -> int:
         for row in rows:
             copy.write_row(row)
             count += 1
-    pg.execute("UPDATE tenants SET job_count = job_count + %s WHERE name = %s", (count, tenant))
+    # Counted in the tenant's quota slot 0, where a COPY without quota_slot puts them.
+    pg.execute(
+        "UPDATE tenant_quota SET used = used + %s, allowance = GREATEST(allowance, used + %s) "
+        "WHERE tenant = %s AND slot = 0",
+        (count, count, tenant),
+    )
     # A table at rest has been vacuumed and analysed; the burst is what makes garbage.
     pg.execute("VACUUM ANALYZE jobs")
     return count

@@ -133,7 +133,7 @@ def insert_jobs(url: str, counts: dict[str, int], due: datetime) -> dict:
                 for row in requests:
                     copy.write_row(row)
             for tenant, count in counts.items():
-                cur.execute("UPDATE tenants SET job_count = job_count + %s WHERE name = %s", (count, tenant))
+                h.count_jobs(cur, tenant, count)
         pg.commit()
         committed_at = time.time()
     return {"jobs": len(jobs), "build_s": round(built_at - began, 2),

@@ -136,7 +136,7 @@ async def test_job_create_is_idempotent_by_request_id(tenants: TenantStore, jobs
     again, created_again = await jobs.create(new_job(clock), "req-1")
     assert not created_again and again.id == first.id
     assert len(await jobs.list("acme")) == 1
-    assert (await tenants.get("acme")).job_count == 1
+    assert await tenants.job_count("acme") == 1
 
 
 async def test_concurrent_creates_with_one_request_id_write_once(tenants: TenantStore, jobs: JobStore, clock) -> None:
@@ -144,7 +144,7 @@ async def test_concurrent_creates_with_one_request_id_write_once(tenants: Tenant
     results = await asyncio.gather(*(jobs.create(new_job(clock), "same") for _ in range(4)))
     assert len({record.id for record, _ in results}) == 1
     assert sum(created for _, created in results) == 1
-    assert (await tenants.get("acme")).job_count == 1
+    assert await tenants.job_count("acme") == 1
 
 
 async def test_jobs_are_scoped_to_their_tenant(tenants: TenantStore, jobs: JobStore, clock) -> None:
@@ -168,7 +168,7 @@ async def test_job_quotas_write_nothing_when_exceeded(tenants: TenantStore, jobs
         await jobs.create(new_job(clock), "two")
     assert count_error.value.quota == "max_jobs"
     assert len(await jobs.list("acme")) == 1
-    assert (await tenants.get("acme")).job_count == 1
+    assert await tenants.job_count("acme") == 1
 
 
 async def test_job_list_pages_and_filters(tenants: TenantStore, jobs: JobStore, clock) -> None:

@@ -98,7 +98,7 @@ def _populate(engine: sa.Engine, due_every: int, count: int = JOBS) -> None:
         conn.execute(
             tenants.insert().values(
                 name="acme", weight=1, max_concurrency=0, max_jobs=1_000_000, max_payload_bytes=65536,
-                requests_per_second=100, state="active", pause_reason="", job_count=count, created_at=now_us,
+                requests_per_second=100, state="active", pause_reason="", created_at=now_us,
                 updated_at=now_us, version=1,
             )
         )

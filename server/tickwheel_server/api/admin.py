@@ -324,7 +324,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     async def GetTenant(self, request, context):
         await self._auth.admin(context)
         tenant = await self._tenants.get(_require(request.name, "name"))
-        return admin_pb2.GetTenantResponse(tenant=convert.tenant_to_proto(tenant), job_count=tenant.job_count)
+        count = await self._tenants.job_count(tenant.name)
+        return admin_pb2.GetTenantResponse(tenant=convert.tenant_to_proto(tenant), job_count=count)
 
     @rpc
     async def ListTenants(self, request, context):

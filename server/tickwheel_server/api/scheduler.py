@@ -26,7 +26,7 @@ from tickwheel.shared.ids import new_job_id
 from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
 
 from ..auth.authenticator import Authenticator
-from ..errors import FieldViolation, InvalidArgument, QuotaExceeded, VersionConflict
+from ..errors import FieldViolation, InvalidArgument, QuotaExceeded, TickwheelError, VersionConflict
 from ..policy import jobchanges
 from ..policy.jobchanges import PausedSpan, UpdatePlan
 from ..jobspec import schedule_of
@@ -41,7 +41,7 @@ from ..store.jobrecords import JobRecord, NewJob
 from ..store.jobs import JobStore
 from ..store.manual import ManualStore
 from . import convert, validate
-from .status import rpc
+from .status import rpc, status_for
 
 OUTPUT_ONLY_FIELDS = frozenset(
     {"id", "tenant", "state", "next_run_at", "next_due_at", "run_count", "version", "tzdata_version", "last_run",
@@ -53,6 +53,8 @@ MAX_REASON = 1024
 RESUME_TRIES = 3
 MAX_BACKFILL = 10_000
 """Occurrences one BackfillJob call may cover (the CLI splits larger windows)."""
+MAX_BATCH = 1000
+"""Items one BatchCreateJobs call may hold."""
 
 
 def backfill_occurrences(schedule: Schedule, start: datetime, end: datetime, limit: int = MAX_BACKFILL) -> list[datetime]:
@@ -199,8 +201,46 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     @rpc
     async def CreateJob(self, request, context):
         tenant = await self._auth.tenant(context)
-        request_id = validate.check_request_id(request.request_id)
+        job, request_id = self._new_job(request, tenant.name, self._clock.now())
+        record, created = await self._jobs.create(job, request_id)
+        return scheduler_pb2.CreateJobResponse(job=convert.job_to_proto(record), created=created)
+
+    @rpc
+    async def BatchCreateJobs(self, request, context):
+        tenant = await self._auth.tenant(context)
+        if not 1 <= len(request.items) <= MAX_BATCH:
+            raise InvalidArgument([FieldViolation("items", f"must hold 1 to {MAX_BATCH} items, not {len(request.items)}")])
         now = self._clock.now()
+        results: list[scheduler_pb2.BatchCreateJobsResult | None] = [None] * len(request.items)
+        accepted: list[int] = []
+        items = []
+        for index, item in enumerate(request.items):
+            try:
+                items.append(self._new_job(item, tenant.name, now))
+                accepted.append(index)
+            except TickwheelError as error:
+                results[index] = scheduler_pb2.BatchCreateJobsResult(error=status_for(error)[1])
+        outcomes = await self._jobs.create_many(tenant.name, items) if items else []
+        for index, outcome in zip(accepted, outcomes):
+            if isinstance(outcome, Exception):
+                results[index] = scheduler_pb2.BatchCreateJobsResult(error=status_for(outcome)[1])
+            else:
+                response = scheduler_pb2.CreateJobResponse(job=convert.job_to_proto(outcome[0]), created=outcome[1])
+                results[index] = scheduler_pb2.BatchCreateJobsResult(job=response)
+        reply = scheduler_pb2.BatchCreateJobsResponse(results=results)
+        for result in reply.results:
+            if result.HasField("error"):
+                reply.failed_count += 1
+            elif result.job.created:
+                reply.created_count += 1
+            else:
+                reply.existing_count += 1
+        return reply
+
+    def _new_job(self, request, tenant: str, now: datetime) -> tuple[NewJob, str]:
+        """What CreateJob ``request`` asks for, validated, with its schedule's
+        first fire; InvalidArgument naming the field otherwise."""
+        request_id = validate.check_request_id(request.request_id)
         job = validate.normalise_job(request.job, now, target_policy=self._target_policy)
         job_id = new_job_id(now)
         schedule = schedule_of(job, job_id)
@@ -208,21 +248,17 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             fire = validate_schedule(schedule, now)
         except ScheduleError as error:
             raise validate.schedule_error(error) from None
-        record, created = await self._jobs.create(
-            NewJob(
-                id=job_id,
-                tenant=tenant.name,
-                name=job.name,
-                spec=job.SerializeToString(),
-                time_zone=validate.zone_of(schedule),
-                next_run_at=fire.nominal_at,
-                next_due_at=fire.due_at,
-                tzdata_version=tzdata_version(),
-                payload_size=len(job.payload),
-            ),
-            request_id,
-        )
-        return scheduler_pb2.CreateJobResponse(job=convert.job_to_proto(record), created=created)
+        return NewJob(
+            id=job_id,
+            tenant=tenant,
+            name=job.name,
+            spec=job.SerializeToString(),
+            time_zone=validate.zone_of(schedule),
+            next_run_at=fire.nominal_at,
+            next_due_at=fire.due_at,
+            tzdata_version=tzdata_version(),
+            payload_size=len(job.payload),
+        ), request_id
 
     @rpc
     async def GetJob(self, request, context):

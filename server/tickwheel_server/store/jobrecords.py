@@ -86,9 +86,17 @@ def job_record(row) -> JobRecord:
     )
 
 
-def get_job(conn: Connection, tenant: str, job_id: str) -> JobRecord:
-    """``tenant``'s job ``job_id``, or NotFound (also for another tenant's job)."""
-    row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id, jobs.c.tenant == tenant)).first()
+def get_job(conn: Connection, tenant: str, job_id: str, *, share: bool = False) -> JobRecord:
+    """``tenant``'s job ``job_id``, or NotFound (also for another tenant's job).
+
+    ``share``: the row stays share-locked until the transaction ends, where
+    the engine has row locks: a change of the job (delete, pause) that
+    locks it waits for this transaction, and reads what it wrote.
+    """
+    query = sa.select(jobs).where(jobs.c.id == job_id, jobs.c.tenant == tenant)
+    if share and conn.dialect.name != "sqlite":
+        query = query.with_for_update(read=True)
+    row = conn.execute(query).first()
     if row is None:
         raise NotFound("job", job_id)
     return job_record(row)

@@ -29,6 +29,7 @@ never touched):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -36,11 +37,12 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.v1 import job_pb2
 
-from tickwheel.shared.ids import from_us, partition_of, to_us
+from tickwheel.shared.ids import from_us, to_us
 
 from ..errors import NotFound, QuotaExceeded, VersionConflict
 from ..policy.jobchanges import CursorView, Pending, Reschedule, SkippedSpan, expired_at_resume, row_refresh
 from ..schedule import Fire
+from . import quota
 from .base import SqlStore, chunks
 from .history import SkipRecord
 from .isolation import set_key_limits
@@ -48,8 +50,10 @@ from .jobexecutions import (
     CHUNK, cancel_not_started, held_by_pause, hold_not_started, last_created_at, pending_occurrences,
     record_paused_span, recreate_pending, span_with,
 )
+from .jobcreate import Outcome, create_jobs
 from .jobrecords import JOB_STATES, JobRecord, NewJob, get_job, job_record
-from .tables import executions, job_requests, jobs, tenants
+from .quota import SlotPicker
+from .tables import executions, jobs, tenants
 from .timeline import NOT_STARTED, in_group
 
 
@@ -64,79 +68,44 @@ class JobStore(SqlStore):
         if partition_count < 1:
             raise ValueError("partition_count must be >= 1")
         self.partition_count = partition_count
+        self._slots = SlotPicker()
 
     async def create(self, job: NewJob, request_id: str) -> tuple[JobRecord, bool]:
         """Create ``job`` unless ``request_id`` was seen for this tenant.
 
         Returns (the job, True) when created, (the job the first request
         created, False) on a repeat; a repeat writes nothing. In one
-        transaction: the request id is recorded, the tenant's job count and
-        payload quotas are checked (QuotaExceeded, nothing written), the job
-        row is inserted. Committed before it returns.
+        transaction: the request id is recorded, the tenant's quotas are
+        checked (QuotaExceeded, nothing written), the job row is inserted
+        (:func:`.jobcreate.create_jobs`). Committed before it returns.
         """
+        (outcome,) = await self.create_many(job.tenant, [(job, request_id)])
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    async def create_many(self, tenant: str, items: Sequence[tuple[NewJob, str]]) -> list[Outcome]:
+        """Create each (job, request id) of ``tenant`` as :meth:`create`
+        would, in one transaction with a fixed number of statements; one
+        outcome per item in order: (the job, created) or the error that
+        item alone would have raised (nothing of it written). NotFound is
+        raised when the tenant does not exist (nothing written). The
+        concurrency-key limits the created jobs name are applied after, in
+        a transaction of their own (:meth:`_apply_key_limits`)."""
+        if not items:
+            return []
         now_us = to_us(self.clock.now())
-        partition = partition_of(job.id, self.partition_count)
-
-        def fn(conn: Connection) -> tuple[JobRecord, bool]:
-            seen = conn.execute(
-                sa.select(job_requests.c.job_id).where(
-                    job_requests.c.tenant == job.tenant, job_requests.c.request_id == request_id
-                )
-            ).scalar()
-            if seen is not None:
-                return get_job(conn, job.tenant, seen), False
-            tenant = conn.execute(
-                sa.select(tenants.c.job_count, tenants.c.max_jobs, tenants.c.max_payload_bytes).where(
-                    tenants.c.name == job.tenant
-                )
-            ).first()
-            if tenant is None:
-                raise NotFound("tenant", job.tenant)
-            if job.payload_size > tenant.max_payload_bytes:
-                raise QuotaExceeded(
-                    job.tenant,
-                    "max_payload_bytes",
-                    tenant.max_payload_bytes,
-                    f"payload of {job.payload_size} bytes is over the limit",
-                )
-            if tenant.job_count >= tenant.max_jobs:
-                raise QuotaExceeded(job.tenant, "max_jobs", tenant.max_jobs, "the tenant has as many jobs as it may")
-            conn.execute(
-                tenants.update()
-                .where(tenants.c.name == job.tenant)
-                .values(job_count=tenants.c.job_count + 1)
+        with self._slots.slot(tenant) as slot:
+            outcomes = await self._tx(
+                lambda conn: create_jobs(
+                    conn, self.caps, tenant, items, slot=slot, partition_count=self.partition_count, now_us=now_us
+                ),
+                row_locked=True,
             )
-            conn.execute(
-                jobs.insert().values(
-                    id=job.id,
-                    tenant=job.tenant,
-                    partition=partition,
-                    name=job.name,
-                    state="active" if job.next_run_at is not None else "completed",
-                    spec=job.spec,
-                    time_zone=job.time_zone,
-                    next_run_at=None if job.next_run_at is None else to_us(job.next_run_at),
-                    next_due_at=None if job.next_due_at is None else to_us(job.next_due_at),
-                    run_count=0,
-                    tzdata_version=job.tzdata_version,
-                    pause_reason="",
-                    paused_at=None,
-                    version=1,
-                    created_at=now_us,
-                    updated_at=now_us,
-                )
-            )
-            conn.execute(
-                job_requests.insert().values(
-                    tenant=job.tenant, request_id=request_id, job_id=job.id, created_at=now_us
-                )
-            )
-            return get_job(conn, job.tenant, job.id), True
-
-        record, created = await self._tx(fn)
+        created = [outcome[0] for outcome in outcomes if isinstance(outcome, tuple) and outcome[1]]
         if created:
-            await self._apply_key_limits(record)
-        return record, created
+            await self._apply_key_limits(*created)
+        return outcomes
 
     async def get(self, tenant: str, job_id: str) -> JobRecord:
         """The job, or NotFound (also for another tenant's job)."""
@@ -307,19 +276,24 @@ class JobStore(SqlStore):
         await self._apply_key_limits(record)
         return record, canceled
 
-    async def _apply_key_limits(self, record: JobRecord) -> None:
-        """The limits of the concurrency keys ``record`` names become every
-        job's (the most recent write wins), in a transaction of their own
-        after the job's: key rows are locked after executions rows by every
-        writer, and the job's transaction locks its executions. Should this
-        one not happen (the server died in between), the hand-out creates a
-        missing key with the limit its job names; a changed limit then waits
-        for the next write of a job naming the key."""
-        limits = {key.key: max(1, key.limit) for key in job_pb2.Job.FromString(record.spec).concurrency_keys}
+    async def _apply_key_limits(self, *records: JobRecord) -> None:
+        """The limits of the concurrency keys ``records`` name become every
+        job's (the most recent write wins; within ``records``, the last
+        one), in a transaction of their own after the jobs': key rows are
+        locked after executions rows by every writer, and a job's
+        transaction locks its executions. Should this one not happen (the
+        server died in between), the hand-out creates a missing key with
+        the limit its job names; a changed limit then waits for the next
+        write of a job naming the key."""
+        limits: dict[str, int] = {}
+        for record in records:
+            for key in job_pb2.Job.FromString(record.spec).concurrency_keys:
+                limits[key.key] = max(1, key.limit)
         if not limits:
             return
-        set_at = to_us(record.updated_at)
-        await self._tx(lambda conn: set_key_limits(conn, self.caps, record.tenant, limits, set_at))
+        tenant = records[0].tenant
+        set_at = max(to_us(record.updated_at) for record in records)
+        await self._tx(lambda conn: set_key_limits(conn, self.caps, tenant, limits, set_at))
 
     async def delete(self, tenant: str, job_id: str, expected_version: int = 0) -> int:
         """Delete the job; returns how many executions were canceled.
@@ -328,7 +302,7 @@ class JobStore(SqlStore):
         job is not ``tenant``'s; VersionConflict when ``expected_version`` is
         not 0 and not the stored version. The job's executions that have not
         started are canceled (``"canceled: job deleted"``), the job row is
-        deleted and the tenant's ``job_count`` decremented. Executions,
+        deleted and its unit of the quota given back to its slot. Executions,
         attempts and skip ranges are kept (history, pruned by retention); a
         running execution finishes and its outcome is recorded. The request
         ids that created the job stay recorded: repeating that CreateJob
@@ -341,13 +315,15 @@ class JobStore(SqlStore):
             if expected_version and current.version != expected_version:
                 raise VersionConflict(f"job {job_id!r}", expected_version, current.version)
             canceled = cancel_not_started(conn, self.caps, job_id, "canceled: job deleted", now_us)
-            conn.execute(jobs.delete().where(jobs.c.id == job_id))
-            conn.execute(
-                tenants.update().where(tenants.c.name == tenant).values(job_count=tenants.c.job_count - 1)
-            )
+            slot = conn.execute(sa.delete(jobs).where(jobs.c.id == job_id).returning(jobs.c.quota_slot)).scalar()
+            quota.give_back(conn, tenant, {slot: 1})
             return canceled
 
-        return await self._tx(fn)
+        # READ COMMITTED on PostgreSQL: every statement here is a locked read
+        # or a conditional write, and what else adds executions to the job
+        # holds its row (the dispatcher's claim) or share-locks it (trigger,
+        # backfill), so the cancel sees what they committed.
+        return await self._tx(fn, row_locked=True)
 
     async def pause(self, tenant: str, job_id: str, reason: str = "") -> tuple[JobRecord, int]:
         """Pause the job; returns (the job, how many executions it holds).

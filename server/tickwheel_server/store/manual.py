@@ -95,7 +95,7 @@ class ManualStore(SqlStore):
 
         def fn(conn: Connection) -> tuple[ExecutionRecord, bool]:
             now_us = to_us(self.clock.now())
-            job = get_job(conn, tenant, job_id)
+            job = get_job(conn, tenant, job_id, share=True)
             spec = _definition(job)
             row = _row(job, ident, "trigger", now_us, now_us, spec.payload if payload is None else payload, now_us,
                        handler_of(spec), allow_overlap, trace_context)
@@ -117,7 +117,7 @@ class ManualStore(SqlStore):
         def fn(conn: Connection) -> BackfillResult:
             now = self.clock.now()
             now_us = to_us(now)
-            job = get_job(conn, tenant, job_id)
+            job = get_job(conn, tenant, job_id, share=True)
             spec = _definition(job)
             ids = [execution_id(job_id, nominal) for nominal in nominals]
             existing: set[str] = set()

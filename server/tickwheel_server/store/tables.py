@@ -22,7 +22,6 @@ tenants = sa.Table(
     sa.Column("requests_per_second", sa.Integer, nullable=False),
     sa.Column("state", sa.Text, nullable=False),
     sa.Column("pause_reason", sa.Text, nullable=False),
-    sa.Column("job_count", sa.BigInteger, nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.Column("version", sa.BigInteger, nullable=False),
@@ -71,6 +70,16 @@ jobs = sa.Table(
     sa.Column("version", sa.BigInteger, nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.Column("quota_slot", sa.Integer, nullable=False),
+)
+
+tenant_quota = sa.Table(
+    "tenant_quota",
+    metadata,
+    sa.Column("tenant", sa.Text, primary_key=True),
+    sa.Column("slot", sa.Integer, primary_key=True),
+    sa.Column("used", sa.BigInteger, nullable=False),
+    sa.Column("allowance", sa.BigInteger, nullable=False),
 )
 
 job_requests = sa.Table(

@@ -12,6 +12,7 @@ from tickwheel.shared.ids import from_us, to_us
 
 from ..auth import tokens
 from ..errors import AlreadyExists, NotFound, VersionConflict
+from . import quota
 from .base import SqlStore
 from .tables import api_keys, tenants
 
@@ -30,7 +31,6 @@ class Tenant:
     requests_per_second: int = DEFAULT_REQUESTS_PER_SECOND
     state: str = "active"
     pause_reason: str = ""
-    job_count: int = 0
     created_at: datetime | None = None
     updated_at: datetime | None = None
     version: int = 0
@@ -61,7 +61,6 @@ def _tenant_from_row(row) -> Tenant:
         requests_per_second=row.requests_per_second,
         state=row.state,
         pause_reason=row.pause_reason,
-        job_count=row.job_count,
         created_at=from_us(row.created_at),
         updated_at=from_us(row.updated_at),
         version=row.version,
@@ -128,12 +127,12 @@ class TenantStore(SqlStore):
                     requests_per_second=tenant.requests_per_second,
                     state="active",
                     pause_reason="",
-                    job_count=0,
                     created_at=now_us,
                     updated_at=now_us,
                     version=1,
                 )
             )
+            quota.redeal(conn, self.caps, tenant.name)
             issued = _insert_key(conn, tenant.name, key_description, now_us)
             return _get_tenant(conn, tenant.name), issued
 
@@ -142,6 +141,11 @@ class TenantStore(SqlStore):
     async def get(self, name: str) -> Tenant:
         """The tenant, or NotFound."""
         return await self._tx(lambda conn: _get_tenant(conn, name))
+
+    async def job_count(self, name: str) -> int:
+        """How many jobs the tenant has (what its quota slots count); 0 for
+        an unknown tenant."""
+        return await self._tx(lambda conn: quota.job_count(conn, name))
 
     async def list(self, *, after: str = "", limit: int = 100) -> list[Tenant]:
         """Up to ``limit`` tenants with names after ``after``, by name."""
@@ -173,6 +177,8 @@ class TenantStore(SqlStore):
                 .where(tenants.c.name == name)
                 .values(**changes, updated_at=now_us, version=current.version + 1)
             )
+            if "max_jobs" in changes and changes["max_jobs"] != current.max_jobs:
+                quota.redeal(conn, self.caps, name)
             return replace(current, **changes, updated_at=from_us(now_us), version=current.version + 1)
 
         return await self._tx(fn)

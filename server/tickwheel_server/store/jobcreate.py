@@ -1,0 +1,186 @@
+"""Creating jobs, one or a batch: request ids, the quota, the rows, in few statements.
+
+:func:`create_jobs` is the transaction body of
+:meth:`~tickwheel_server.store.jobs.JobStore.create` and
+:meth:`~tickwheel_server.store.jobs.JobStore.create_many`. Whatever the
+batch's size it costs a fixed number of statements: the tenant's limits,
+one insert of the request ids (``ON CONFLICT DO NOTHING``: a request id
+already recorded is a repeat, told apart without reading the index first),
+one update of a quota slot (:mod:`.quota`), one insert of the jobs; a batch
+with repeats reads their jobs with one more, one over the quota deletes its
+refused request ids with one more. No row every create writes: concurrent
+creates of one tenant touch different quota slots and different index
+entries (docs/architecture.md, "Job writes at scale").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from tickwheel.shared.ids import partition_of, to_us
+
+from ..errors import NotFound, QuotaExceeded, TickwheelError
+from . import quota
+from .engine import Capabilities
+from .jobrecords import JobRecord, NewJob, job_record
+from .tables import job_requests, jobs, tenants
+
+Outcome = tuple[JobRecord, bool] | TickwheelError
+"""What became of one item: (the job, whether this call created it), or why
+nothing was written for it."""
+
+
+def create_jobs(
+    conn: Connection,
+    caps: Capabilities,
+    tenant: str,
+    items: Sequence[tuple[NewJob, str]],
+    *,
+    slot: int,
+    partition_count: int,
+    now_us: int,
+) -> list[Outcome]:
+    """Create each (job, request id) of ``tenant`` unless its request id was
+    seen; one outcome per item, in order.
+
+    - NotFound (raised: nothing written) when the tenant does not exist.
+    - An item whose request id was recorded before (by an earlier call, or
+      by an earlier item of this one) gets the job that request created,
+      ``created`` False, and writes nothing; NotFound("job") when that job
+      was deleted since.
+    - A new item over the tenant's ``max_payload_bytes``, or past its
+      ``max_jobs`` (the items in order: the first ones that fit are
+      created), gets QuotaExceeded and writes nothing.
+    - Every other item is created: its request id recorded, a unit of the
+      quota taken from ``slot``, the job row inserted (``quota_slot`` =
+      ``slot``), all in the caller's transaction.
+    """
+    limits = conn.execute(
+        sa.select(tenants.c.max_jobs, tenants.c.max_payload_bytes).where(tenants.c.name == tenant)
+    ).first()
+    if limits is None:
+        raise NotFound("tenant", tenant)
+    outcomes: list[Outcome | None] = [None] * len(items)
+    first_of: dict[str, int] = {}
+    repeats: list[int] = []
+    candidates: list[int] = []
+    for index, (job, request_id) in enumerate(items):
+        if job.tenant != tenant:
+            raise ValueError("every job must be the tenant's")
+        if request_id in first_of:
+            repeats.append(index)
+        elif job.payload_size > limits.max_payload_bytes:
+            first_of[request_id] = index
+            outcomes[index] = QuotaExceeded(
+                tenant, "max_payload_bytes", limits.max_payload_bytes,
+                f"payload of {job.payload_size} bytes is over the limit",
+            )
+        else:
+            first_of[request_id] = index
+            candidates.append(index)
+    fresh = _record_requests(conn, caps, tenant, [(items[i][1], items[i][0].id) for i in candidates], now_us)
+    new = [i for i in candidates if items[i][1] in fresh]
+    seen = [i for i in candidates if items[i][1] not in fresh]
+    granted = quota.take(conn, caps, tenant, slot, len(new))
+    refused, new = new[granted:], new[:granted]
+    if refused:
+        _forget_requests(conn, tenant, [items[i][1] for i in refused])
+        for index in refused:
+            outcomes[index] = QuotaExceeded(
+                tenant, "max_jobs", limits.max_jobs, "the tenant has as many jobs as it may"
+            )
+    if new:
+        rows = [_job_row(items[i][0], slot, partition_count, now_us) for i in new]
+        conn.execute(jobs.insert(), rows)
+        for index, row in zip(new, rows):
+            outcomes[index] = (job_record(_Row(row)), True)
+    if seen:
+        found = _jobs_of_requests(conn, tenant, [items[i][1] for i in seen])
+        for index in seen:
+            outcomes[index] = found[items[index][1]]
+    for index in repeats:
+        first = outcomes[first_of[items[index][1]]]
+        outcomes[index] = (first[0], False) if isinstance(first, tuple) else first
+    assert all(outcome is not None for outcome in outcomes)
+    return outcomes  # type: ignore[return-value]
+
+
+def _record_requests(
+    conn: Connection, caps: Capabilities, tenant: str, pairs: list[tuple[str, str]], now_us: int
+) -> set[str]:
+    """Insert the (request id, job id) pairs not recorded yet; returns the
+    request ids inserted."""
+    if not pairs:
+        return set()
+    dialect = sqlite if caps.is_sqlite else postgresql
+    statement = (
+        dialect.insert(job_requests)
+        .values([dict(tenant=tenant, request_id=request_id, job_id=job_id, created_at=now_us)
+                 for request_id, job_id in pairs])
+        .on_conflict_do_nothing(index_elements=["tenant", "request_id"])
+        .returning(job_requests.c.request_id)
+    )  # fmt: skip
+    return set(conn.execute(statement).scalars())
+
+
+def _forget_requests(conn: Connection, tenant: str, request_ids: list[str]) -> None:
+    conn.execute(
+        job_requests.delete().where(job_requests.c.tenant == tenant, job_requests.c.request_id.in_(request_ids))
+    )
+
+
+def _jobs_of_requests(conn: Connection, tenant: str, request_ids: list[str]) -> dict[str, Outcome]:
+    """What each recorded request id of ``tenant`` created: (its job, False),
+    or NotFound when the job was deleted since."""
+    rows = conn.execute(
+        sa.select(job_requests.c.request_id, job_requests.c.job_id, jobs)
+        .join(jobs, sa.and_(jobs.c.id == job_requests.c.job_id, jobs.c.tenant == job_requests.c.tenant), isouter=True)
+        .where(job_requests.c.tenant == tenant, job_requests.c.request_id.in_(request_ids))
+    ).all()
+    return {
+        row.request_id: (job_record(row), False) if row.id is not None else NotFound("job", row.job_id)
+        for row in rows
+    }
+
+
+def _job_row(job: NewJob, slot: int, partition_count: int, now_us: int) -> dict:
+    return dict(
+        id=job.id,
+        tenant=job.tenant,
+        partition=partition_of(job.id, partition_count),
+        name=job.name,
+        state="active" if job.next_run_at is not None else "completed",
+        spec=job.spec,
+        time_zone=job.time_zone,
+        next_run_at=None if job.next_run_at is None else to_us(job.next_run_at),
+        next_due_at=None if job.next_due_at is None else to_us(job.next_due_at),
+        run_count=0,
+        tzdata_version=job.tzdata_version,
+        pause_reason="",
+        paused_at=None,
+        version=1,
+        created_at=now_us,
+        updated_at=now_us,
+        quota_slot=slot,
+    )
+
+
+class _Row:
+    """A row dict read as attributes, so :func:`job_record` reads an inserted
+    row as it reads a selected one."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: dict) -> None:
+        self._values = values
+
+    def __getattr__(self, name: str):
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+

@@ -1,0 +1,17 @@
+"""``jobs.quota_slot``: the ``tenant_quota`` slot that counts the job.
+
+Deleting a job gives its unit back to this slot, so every slot's ``used`` is
+exactly the number of the tenant's jobs that name it. Existing jobs are in
+slot 0, where the previous migration put each tenant's count.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from tickwheel_server.store.engine import Capabilities
+
+
+def upgrade(conn: Connection, caps: Capabilities) -> None:
+    conn.execute(text("ALTER TABLE jobs ADD COLUMN quota_slot INTEGER NOT NULL DEFAULT 0"))

@@ -1,0 +1,142 @@
+"""The max-jobs quota's rows (``tenant_quota``): take, give back, deal again.
+
+The rule is :mod:`tickwheel_server.policy.quota`'s. Every function runs
+inside the caller's transaction, so a job and the unit that counts it are
+written together or not at all.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..policy.quota import SLOTS, deal
+from .engine import Capabilities
+from .tables import tenant_quota, tenants
+
+_SET_SLOT = (
+    tenant_quota.update()
+    .where(tenant_quota.c.tenant == sa.bindparam("b_tenant"), tenant_quota.c.slot == sa.bindparam("b_slot"))
+    .values(used=sa.bindparam("b_used"), allowance=sa.bindparam("b_allowance"))
+)
+
+
+class SlotPicker:
+    """Which slot a create of this process takes its units from: one no
+    other transaction of this process is using if there is one, at random
+    among those (so servers spread over the slots too). Held for the
+    whole transaction, retries included."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self._rng = rng or random.Random()
+        self._busy: dict[tuple[str, int], int] = {}
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def slot(self, tenant: str) -> Iterator[int]:
+        with self._lock:
+            free = [index for index in range(SLOTS) if (tenant, index) not in self._busy]
+            chosen = self._rng.choice(free) if free else self._rng.randrange(SLOTS)
+            self._busy[(tenant, chosen)] = self._busy.get((tenant, chosen), 0) + 1
+        try:
+            yield chosen
+        finally:
+            with self._lock:
+                left = self._busy.pop((tenant, chosen)) - 1
+                if left:
+                    self._busy[(tenant, chosen)] = left
+
+
+def take(conn: Connection, caps: Capabilities, tenant: str, slot: int, want: int) -> int:
+    """Take up to ``want`` units for ``tenant`` from ``slot``; returns how
+    many were taken (fewer than ``want`` only when the tenant has fewer
+    than that left under its ``max_jobs``).
+
+    One conditional UPDATE of the slot's row when its allowance covers
+    ``want``. Otherwise every slot of the tenant is read under row locks,
+    then ``max_jobs``, and dealt again
+    (:func:`~tickwheel_server.policy.quota.deal`), written only when
+    something changed: creates refused at the limit read and write nothing
+    but their locks. Exact at READ COMMITTED too: the conditional update
+    is evaluated on the row's latest version under its lock, and the deal
+    reads ``max_jobs`` after taking every slot's lock, which a change of
+    ``max_jobs`` takes to deal again (:func:`redeal`).
+    """
+    if want <= 0:
+        return 0
+    taken = conn.execute(
+        tenant_quota.update()
+        .where(
+            tenant_quota.c.tenant == tenant,
+            tenant_quota.c.slot == slot,
+            tenant_quota.c.used + want <= tenant_quota.c.allowance,
+        )
+        .values(used=tenant_quota.c.used + want)
+    ).rowcount
+    if taken:
+        return want
+    return _deal(conn, caps, tenant, slot=slot, want=want)
+
+
+def give_back(conn: Connection, tenant: str, counted: Mapping[int, int]) -> None:
+    """Give back units: ``counted`` maps a slot to how many of the
+    tenant's jobs it counted that are gone. Each leaves its slot with its
+    allowance (the unit returns to the pool at the next deal): were it left
+    in the slot's allowance, a tenant whose ``max_jobs`` was lowered under
+    its count could create again before deletes brought it under."""
+    for slot, count in counted.items():
+        if count:
+            conn.execute(
+                tenant_quota.update()
+                .where(tenant_quota.c.tenant == tenant, tenant_quota.c.slot == slot)
+                .values(used=tenant_quota.c.used - count, allowance=tenant_quota.c.allowance - count)
+            )
+
+
+def redeal(conn: Connection, caps: Capabilities, tenant: str) -> None:
+    """Spread the tenant's ``max_jobs`` over its slots again (it changed in
+    this transaction, or the tenant is new and has no rows yet)."""
+    _deal(conn, caps, tenant)
+
+
+def job_count(conn: Connection, tenant: str) -> int:
+    """How many jobs the tenant has: what its slots count."""
+    return int(
+        conn.execute(
+            sa.select(sa.func.coalesce(sa.func.sum(tenant_quota.c.used), 0)).where(tenant_quota.c.tenant == tenant)
+        ).scalar()
+    )
+
+
+def _deal(conn: Connection, caps: Capabilities, tenant: str, *, slot: int = 0, want: int = 0) -> int:
+    # In slot order: two deals lock the rows in one order, never deadlock.
+    query = (
+        sa.select(tenant_quota.c.slot, tenant_quota.c.used, tenant_quota.c.allowance)
+        .where(tenant_quota.c.tenant == tenant)
+        .order_by(tenant_quota.c.slot)
+    )
+    if caps.row_locks:
+        query = query.with_for_update()
+    rows = {row.slot: (row.used, row.allowance) for row in conn.execute(query)}
+    max_jobs = conn.execute(sa.select(tenants.c.max_jobs).where(tenants.c.name == tenant)).scalar() or 0
+    decision = deal({index: used for index, (used, _) in rows.items()}, max_jobs, slot=slot, want=want)
+    changed = [
+        dict(b_tenant=tenant, b_slot=index, b_used=used, b_allowance=allowance)
+        for index, (used, allowance) in decision.slots.items()
+        if index in rows and rows[index] != (used, allowance)
+    ]
+    missing = [
+        dict(tenant=tenant, slot=index, used=used, allowance=allowance)
+        for index, (used, allowance) in decision.slots.items()
+        if index not in rows
+    ]
+    if changed:
+        conn.execute(_SET_SLOT, changed)
+    if missing:
+        conn.execute(tenant_quota.insert(), missing)
+    return decision.granted

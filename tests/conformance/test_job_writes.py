@@ -1,0 +1,235 @@
+"""Creating jobs in batches and concurrently, on SQLite and PostgreSQL: per-item
+outcomes, idempotency per request id, and the max-jobs quota exact when
+creates race (docs/architecture.md, "Job writes at scale")."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from tests.conformance.conftest import STORE_BACKENDS
+from tickwheel.shared.ids import new_job_id
+from tickwheel_server.store import create_store_engine, migrate
+from tickwheel_server.errors import NotFound, QuotaExceeded
+from tickwheel_server.store.jobrecords import NewJob
+from tickwheel_server.store.jobs import JobStore
+from tickwheel_server.store.tables import job_requests, jobs as jobs_table, tenant_quota
+from tickwheel_server.store.tenants import Tenant, TenantStore
+from tickwheel_server.store.errors import TransactionConflictError
+
+
+@pytest.fixture
+def tenants(migrated_engine, clock) -> TenantStore:
+    return TenantStore(migrated_engine, clock)
+
+
+@pytest.fixture
+def jobs(migrated_engine, clock) -> JobStore:
+    return JobStore(migrated_engine, clock, partition_count=16)
+
+
+def new_job(clock, tenant: str = "acme", payload_size: int = 10, name: str = "nightly") -> NewJob:
+    now = clock.now()
+    return NewJob(
+        id=new_job_id(now), tenant=tenant, name=name, spec=b"\x1a\x07nightly", time_zone="UTC",
+        next_run_at=now + timedelta(minutes=5), next_due_at=now + timedelta(minutes=5), tzdata_version="2026a",
+        payload_size=payload_size,
+    )  # fmt: skip
+
+
+def counts(engine, tenant: str = "acme") -> tuple[int, int, int]:
+    """(jobs stored, what the quota slots count, request ids recorded)."""
+    with engine.connect() as conn:
+        stored = conn.execute(sa.select(sa.func.count()).select_from(jobs_table).where(jobs_table.c.tenant == tenant))
+        counted = conn.execute(
+            sa.select(sa.func.coalesce(sa.func.sum(tenant_quota.c.used), 0)).where(tenant_quota.c.tenant == tenant)
+        )
+        requests = conn.execute(
+            sa.select(sa.func.count()).select_from(job_requests).where(job_requests.c.tenant == tenant)
+        )
+        return stored.scalar(), counted.scalar(), requests.scalar()
+
+
+def slots_hold(engine, tenant: str = "acme") -> None:
+    """Every slot counts exactly the jobs that name it, within its allowance."""
+    with engine.connect() as conn:
+        by_slot = dict(
+            conn.execute(
+                sa.select(jobs_table.c.quota_slot, sa.func.count())
+                .where(jobs_table.c.tenant == tenant)
+                .group_by(jobs_table.c.quota_slot)
+            ).all()
+        )
+        for slot, used, allowance in conn.execute(
+            sa.select(tenant_quota.c.slot, tenant_quota.c.used, tenant_quota.c.allowance).where(
+                tenant_quota.c.tenant == tenant
+            )
+        ):
+            assert used == by_slot.get(slot, 0), f"slot {slot}"
+            assert 0 <= used <= allowance, f"slot {slot}"
+
+
+async def test_a_batch_answers_each_item(tenants: TenantStore, jobs: JobStore, clock, migrated_engine) -> None:
+    await tenants.create(Tenant(name="acme", max_jobs=4, max_payload_bytes=100))
+    (earlier, _) = await jobs.create(new_job(clock), "seen-before")
+    items = [
+        (new_job(clock, name="a"), "r-a"),
+        (new_job(clock, name="dup"), "seen-before"),  # an earlier call's request id
+        (new_job(clock, name="big", payload_size=101), "r-big"),
+        (new_job(clock, name="b"), "r-b"),
+        (new_job(clock, name="a-again"), "r-a"),  # this call's own request id again
+        (new_job(clock, name="c"), "r-c"),
+        (new_job(clock, name="d"), "r-d"),  # past max_jobs = 4
+    ]
+    outcomes = await jobs.create_many("acme", items)
+    assert len(outcomes) == len(items)
+    a, dup, big, b, again, c, d = outcomes
+    assert a[1] and a[0].name == "a" and b[1] and c[1]
+    assert dup == (earlier, False)
+    assert isinstance(big, QuotaExceeded) and big.quota == "max_payload_bytes"
+    assert again == (a[0], False)
+    assert isinstance(d, QuotaExceeded) and d.quota == "max_jobs"
+    assert counts(migrated_engine) == (4, 4, 4), "refused items leave no job, unit or request id"
+    slots_hold(migrated_engine)
+
+    again = await jobs.create_many("acme", items)
+    assert [(o[0].id, o[1]) for o in again if isinstance(o, tuple)] == [
+        (a[0].id, False), (earlier.id, False), (b[0].id, False), (a[0].id, False), (c[0].id, False)
+    ]
+    assert counts(migrated_engine) == (4, 4, 4), "a repeated batch writes nothing"
+
+
+async def test_a_request_whose_job_was_deleted_is_not_found(tenants: TenantStore, jobs: JobStore, clock) -> None:
+    await tenants.create(Tenant(name="acme"))
+    record, _ = await jobs.create(new_job(clock), "r-1")
+    await jobs.delete("acme", record.id)
+    (outcome,) = await jobs.create_many("acme", [(new_job(clock), "r-1")])
+    assert isinstance(outcome, NotFound) and outcome.ident == record.id
+    with pytest.raises(NotFound):
+        await jobs.create(new_job(clock), "r-1")
+    with pytest.raises(NotFound):
+        await jobs.create_many("nobody", [(new_job(clock, tenant="nobody"), "r-1")])
+
+
+async def test_request_ids_are_per_tenant(tenants: TenantStore, jobs: JobStore, clock) -> None:
+    await tenants.create(Tenant(name="acme"))
+    await tenants.create(Tenant(name="globex"))
+    mine, _ = await jobs.create(new_job(clock), "shared-id")
+    (theirs,) = await jobs.create_many("globex", [(new_job(clock, tenant="globex"), "shared-id")])
+    assert theirs[1] and theirs[0].tenant == "globex" and theirs[0].id != mine.id
+    with pytest.raises(ValueError):
+        await jobs.create_many("acme", [(new_job(clock, tenant="globex"), "x")])
+
+
+async def test_lowering_max_jobs_under_the_count_refuses_creates_until_deletes(
+    tenants: TenantStore, jobs: JobStore, clock, migrated_engine
+) -> None:
+    await tenants.create(Tenant(name="acme", max_jobs=100))
+    made = [o[0] for o in await jobs.create_many("acme", [(new_job(clock), f"r{i}") for i in range(10)])]
+    await tenants.update("acme", max_jobs=5)
+    with pytest.raises(QuotaExceeded):
+        await jobs.create(new_job(clock), "over")
+    for record in made[:6]:
+        await jobs.delete("acme", record.id)
+    assert await tenants.job_count("acme") == 4
+    await jobs.create(new_job(clock), "fits")
+    with pytest.raises(QuotaExceeded):
+        await jobs.create(new_job(clock), "over-again")
+    assert counts(migrated_engine)[:2] == (5, 5)
+    slots_hold(migrated_engine)
+    await tenants.update("acme", max_jobs=8)
+    outcomes = await jobs.create_many("acme", [(new_job(clock), f"more{i}") for i in range(5)])
+    assert [isinstance(o, tuple) for o in outcomes] == [True, True, True, False, False]
+    slots_hold(migrated_engine)
+
+
+@pytest.mark.parametrize("batch", [1, 7])
+async def test_creates_racing_at_the_limit_stop_exactly_at_max_jobs(
+    tenants: TenantStore, jobs: JobStore, clock, migrated_engine, batch: int
+) -> None:
+    """16 writers race past max_jobs with single creates or batches: exactly
+    max_jobs jobs exist after, every refusal says max_jobs, none fails."""
+    await tenants.create(Tenant(name="acme", max_jobs=50))
+
+    async def writer(w: int) -> list:
+        out = []
+        for n in range(0, 12, batch):
+            out += await jobs.create_many("acme", [(new_job(clock), f"w{w}-{n + i}") for i in range(batch)])
+        return out
+
+    outcomes = [o for part in await asyncio.gather(*(writer(w) for w in range(16))) for o in part]
+    created = [o for o in outcomes if isinstance(o, tuple)]
+    refused = [o for o in outcomes if not isinstance(o, tuple)]
+    assert len(created) == 50 and all(c for _, c in created)
+    assert refused and all(isinstance(o, QuotaExceeded) and o.quota == "max_jobs" for o in refused)
+    assert counts(migrated_engine) == (50, 50, 50)
+    slots_hold(migrated_engine)
+
+
+async def test_concurrent_creates_and_deletes_of_one_tenant_neither_fail_nor_drift(
+    tenants: TenantStore, jobs: JobStore, clock, migrated_engine
+) -> None:
+    """16 writers create and delete jobs of one tenant at once, singly and in
+    batches: no call runs out of retries, and the count is the jobs that
+    exist."""
+    await tenants.create(Tenant(name="acme"))
+    rng = random.Random(4)
+
+    async def writer(w: int) -> int:
+        mine = []
+        for n in range(24):
+            if mine and rng.random() < 0.3:
+                record = mine.pop(rng.randrange(len(mine)))
+                await jobs.delete("acme", record.id)
+            elif rng.random() < 0.2:
+                made = await jobs.create_many("acme", [(new_job(clock), f"w{w}-{n}-{i}") for i in range(5)])
+                mine += [record for record, _ in made]
+            else:
+                record, _ = await jobs.create(new_job(clock), f"w{w}-{n}")
+                mine.append(record)
+        return len(mine)
+
+    try:
+        kept = sum(await asyncio.gather(*(writer(w) for w in range(16))))
+    except TransactionConflictError as error:  # pragma: no cover - the failure this test guards against
+        pytest.fail(f"a job write of one tenant ran out of retries: {error}")
+    stored, counted, _ = counts(migrated_engine)
+    assert stored == counted == kept
+    assert await tenants.job_count("acme") == kept
+    slots_hold(migrated_engine)
+
+
+@pytest.mark.parametrize("backend", STORE_BACKENDS)
+def test_the_quota_migration_keeps_every_tenants_count(request, tmp_path, backend: str) -> None:
+    """A store migrated before the quota slots, with jobs: after the
+    migrations each tenant's count is in slot 0 with its jobs, the rest of
+    max_jobs dealt as allowances."""
+    url = f"sqlite:///{tmp_path / 'old.db'}" if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    engine = create_store_engine(url)
+    try:
+        migrate(engine, target=15)
+        with engine.begin() as conn:
+            for name, max_jobs, count in (("acme", 10, 3), ("globex", 100_000, 0), ("full", 2, 5)):
+                conn.execute(sa.text(
+                    "INSERT INTO tenants (name, weight, max_concurrency, max_jobs, max_payload_bytes, "
+                    "requests_per_second, state, pause_reason, job_count, created_at, updated_at, version) "
+                    "VALUES (:n, 1, 0, :m, 65536, 100, 'active', '', :c, 0, 0, 1)"
+                ), {"n": name, "m": max_jobs, "c": count})  # fmt: skip
+        migrate(engine)
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT tenant, slot, used, allowance FROM tenant_quota")).all()
+        by_tenant: dict[str, list] = {}
+        for tenant, slot, used, allowance in rows:
+            by_tenant.setdefault(tenant, []).append((slot, used, allowance))
+        for tenant, max_jobs, count in (("acme", 10, 3), ("globex", 100_000, 0), ("full", 2, 5)):
+            slots = by_tenant[tenant]
+            assert len(slots) == 32
+            assert sum(used for _, used, _ in slots) == count
+            assert [used for slot, used, _ in slots if slot != 0] == [0] * 31
+            assert sum(allowance for _, _, allowance in slots) == max(max_jobs, count)
+    finally:
+        engine.dispose()

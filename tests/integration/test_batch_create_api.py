@@ -1,0 +1,125 @@
+"""BatchCreateJobs against the real gRPC server, on the embedded stores and
+on PostgreSQL + etcd: per-item answers, idempotency per request id, the
+quota counted exactly, and hostile batches refused whole with nothing
+written."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+from google.protobuf import field_mask_pb2
+from google.rpc import code_pb2, error_details_pb2
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
+
+from .test_server_api import bearer, cron_job, violations
+
+
+def item(request_id: str, job: job_pb2.Job | None = None) -> scheduler_pb2.CreateJobRequest:
+    return scheduler_pb2.CreateJobRequest(job=job or cron_job(), request_id=request_id)
+
+
+def item_violations(status) -> dict[str, str]:
+    found = {}
+    for detail in status.details:
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            found.update({v.field: v.description for v in bad.field_violations})
+    return found
+
+
+async def job_count(server, channel) -> int:
+    admin = admin_pb2_grpc.AdminServiceStub(channel)
+    reply = await admin.GetTenant(admin_pb2.GetTenantRequest(name="acme"), metadata=server.admin_metadata())
+    return reply.job_count
+
+
+async def test_each_item_gets_its_own_answer_and_a_repeat_writes_nothing(server) -> None:
+    key = await server.create_tenant("acme")
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        earlier = await scheduler.CreateJob(item("seen"), metadata=bearer(key))
+        request = scheduler_pb2.BatchCreateJobsRequest(items=[
+            item("a"),
+            item("bad-cron", cron_job("61 * * * *")),
+            item("seen"),
+            item("bad zone", cron_job("0 9 * * *", "Mars/Olympus")),  # and a request id with a space
+            item("a"),
+            item("b", job_pb2.Job(name="no target", schedule=cron_job().schedule)),
+            item("c"),
+        ])  # fmt: skip
+        reply = await scheduler.BatchCreateJobs(request, metadata=bearer(key))
+        results = list(reply.results)
+        assert len(results) == 7
+        assert results[0].job.created and results[0].job.job.name == "report"
+        assert results[1].error.code == code_pb2.INVALID_ARGUMENT
+        assert "job.schedule.cron.expression" in item_violations(results[1].error)
+        assert not results[2].job.created and results[2].job.job.id == earlier.job.id
+        assert results[3].error.code == code_pb2.INVALID_ARGUMENT and "request_id" in item_violations(results[3].error)
+        assert not results[4].job.created and results[4].job.job.id == results[0].job.job.id
+        assert results[5].error.code == code_pb2.INVALID_ARGUMENT and "job.target" in item_violations(results[5].error)
+        assert results[6].job.created
+        assert (reply.created_count, reply.existing_count, reply.failed_count) == (2, 2, 3)
+        assert await job_count(server, channel) == 3
+
+        again = await scheduler.BatchCreateJobs(request, metadata=bearer(key))
+        assert (again.created_count, again.existing_count, again.failed_count) == (0, 4, 3)
+        assert [r.job.job.id for r in again.results if r.HasField("job")] == [
+            r.job.job.id for r in results if r.HasField("job")
+        ]
+        assert await job_count(server, channel) == 3, "a repeated batch writes nothing"
+
+
+async def test_a_batch_that_is_not_one_is_refused_whole(server) -> None:
+    key = await server.create_tenant("acme")
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        for size in (0, 1001):
+            request = scheduler_pb2.BatchCreateJobsRequest(items=[item(f"r{i}") for i in range(size)])
+            with pytest.raises(grpc.aio.AioRpcError) as error:
+                await scheduler.BatchCreateJobs(request, metadata=bearer(key))
+            assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "items" in violations(error.value)
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await scheduler.BatchCreateJobs(scheduler_pb2.BatchCreateJobsRequest(items=[item("x")]))
+        assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert await job_count(server, channel) == 0
+
+
+async def test_a_full_batch_counts_against_max_jobs_exactly(server) -> None:
+    """Two clients race batches of 1 000 at a tenant with room for 1 500:
+    exactly 1 500 are created, every other item says max_jobs."""
+    key = await server.create_tenant("acme")
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+        await admin.UpdateTenant(
+            admin_pb2.UpdateTenantRequest(
+                tenant=admin_pb2.Tenant(name="acme", quotas=admin_pb2.TenantQuotas(max_jobs=1500)),
+                update_mask=field_mask_pb2.FieldMask(paths=["quotas"]),
+            ),
+            metadata=server.admin_metadata(),
+        )  # fmt: skip
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        replies = await asyncio.gather(*(
+            scheduler.BatchCreateJobs(
+                scheduler_pb2.BatchCreateJobsRequest(items=[item(f"c{c}-{i}") for i in range(1000)]),
+                metadata=bearer(key),
+            )
+            for c in range(2)
+        ))  # fmt: skip
+        assert sum(r.created_count for r in replies) == 1500
+        refused = [r.error for reply in replies for r in reply.results if r.HasField("error")]
+        assert len(refused) == 500
+        assert all(e.code == code_pb2.RESOURCE_EXHAUSTED and "max_jobs" in e.message for e in refused)
+        assert await job_count(server, channel) == 1500
+        listed, token = 0, ""
+        while True:
+            page = await scheduler.ListJobs(scheduler_pb2.ListJobsRequest(page_size=500, page_token=token),
+                                            metadata=bearer(key))  # fmt: skip
+            listed += len(page.jobs)
+            token = page.next_page_token
+            if not token:
+                break
+        assert listed == 1500
