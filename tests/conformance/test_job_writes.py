@@ -170,12 +170,12 @@ async def test_creates_racing_at_the_limit_stop_exactly_at_max_jobs(
     slots_hold(migrated_engine)
 
 
-async def test_concurrent_creates_and_deletes_of_one_tenant_neither_fail_nor_drift(
+async def test_concurrent_writes_of_one_tenant_neither_fail_nor_drift(
     tenants: TenantStore, jobs: JobStore, clock, migrated_engine
 ) -> None:
-    """16 writers create and delete jobs of one tenant at once, singly and in
-    batches: no call runs out of retries, and the count is the jobs that
-    exist."""
+    """16 writers create (singly and in batches), pause, resume, update and
+    delete jobs of one tenant at once: no call runs out of retries, and the
+    count is the jobs that exist."""
     await tenants.create(Tenant(name="acme"))
     rng = random.Random(4)
 
@@ -185,6 +185,17 @@ async def test_concurrent_creates_and_deletes_of_one_tenant_neither_fail_nor_dri
             if mine and rng.random() < 0.3:
                 record = mine.pop(rng.randrange(len(mine)))
                 await jobs.delete("acme", record.id)
+            elif mine and rng.random() < 0.3:
+                index = rng.randrange(len(mine))
+                paused, _ = await jobs.pause("acme", mine[index].id, "racing")
+                resumed, _, _ = await jobs.resume(
+                    "acme", paused.id, expected_version=paused.version, next_fire=None, skipped=None,
+                    tzdata_version="2026a",
+                )
+                mine[index], _ = await jobs.update(
+                    "acme", resumed.id, resumed.version, name=f"renamed-{n}", spec=resumed.spec, time_zone="UTC",
+                    tzdata_version="2026a", payload_size=0, reschedule=None,
+                )
             elif rng.random() < 0.2:
                 made = await jobs.create_many("acme", [(new_job(clock), f"w{w}-{n}-{i}") for i in range(5)])
                 mine += [record for record, _ in made]

@@ -61,10 +61,16 @@ def hold_not_started(conn: Connection, caps: Capabilities, job_id: str) -> int:
     of them hands its turn on to the next waiter.
     """
     held_now = [executions.c.job_id == job_id, *in_group(NOT_STARTED), not_held()]
-    keys = conn.execute(sa.select(executions.c.tenant, executions.c.wait_key).where(*held_now)).all()
+    query = sa.select(executions.c.id, executions.c.tenant, executions.c.wait_key).where(*held_now)
+    if caps.row_locks:
+        query = query.with_for_update()  # what is read is what is held (as pending_occurrences)
+    keys = conn.execute(query).all()
     if not keys:
         return 0
-    conn.execute(executions.update().where(*held_now).values(status="waiting", wait_key=PAUSED_WAIT))
+    for chunk in chunks([row.id for row in keys], CHUNK):
+        conn.execute(
+            executions.update().where(executions.c.id.in_(chunk), *held_now).values(status="waiting", wait_key=PAUSED_WAIT)
+        )
     wake_keys(conn, caps, {(row.tenant, row.wait_key) for row in keys if row.wait_key})
     return len(keys)
 
@@ -76,11 +82,14 @@ def held_by_pause(job_id: str) -> list:
     ]
 
 
-def pending_occurrences(conn: Connection, job_id: str) -> list:
+def pending_occurrences(conn: Connection, caps: Capabilities, job_id: str) -> list:
     """The job's scheduled occurrences claimed ahead that have not started:
     first attempt, never handed out, ``scheduled`` or ``waiting`` (held or
-    not). A range scan on ``executions_not_started_job``."""
-    return conn.execute(
+    not). A range scan on ``executions_not_started_job``. Locked where the
+    engine has row locks: a hand-out (which picks ``SKIP LOCKED``) then
+    passes over them until the caller commits, and one it picked first is
+    read after it started, so not at all."""
+    query = (
         sa.select(executions.c.id, executions.c.nominal_at, executions.c.due_at)
         .where(
             executions.c.job_id == job_id,
@@ -90,7 +99,10 @@ def pending_occurrences(conn: Connection, job_id: str) -> list:
             executions.c.delivery == 0,
         )
         .order_by(executions.c.nominal_at)
-    ).all()
+    )
+    if caps.row_locks:
+        query = query.with_for_update()
+    return conn.execute(query).all()
 
 
 def recreate_pending(

@@ -24,6 +24,12 @@ never touched):
   changed, refreshes their payload when it changed and every row's handler
   when it changed, and leaves them alone otherwise;
 - delete cancels them (``"canceled: job deleted"``).
+
+Every change of a job runs at READ COMMITTED on PostgreSQL (``row_locked``):
+it locks the job row first, then reads the executions it changes locked
+(or changes them with writes conditional on their status), so what it
+decides from is what it writes; creating, triggering and backfilling hold
+or share-lock the job row (docs/architecture.md, "Job writes at scale").
 """
 
 
@@ -226,7 +232,7 @@ class JobStore(SqlStore):
             next_run_at, next_due_at = current.next_run_at, current.next_due_at
             canceled = 0
             if reschedule is not None:
-                pending = pending_occurrences(conn, job_id)
+                pending = pending_occurrences(conn, self.caps, job_id)
                 view = CursorView(
                     current.state, current.next_run_at, max(0, run_count - len(pending)),
                     last_created_at(conn, job_id, frozenset(row.id for row in pending)),
@@ -241,7 +247,7 @@ class JobStore(SqlStore):
                 fire = plan.next_fire
                 next_run_at, next_due_at = (None, None) if fire is None else (fire.nominal_at, fire.due_at)
             elif refresh.payload is not None:
-                ids = [row.id for row in pending_occurrences(conn, job_id)]
+                ids = [row.id for row in pending_occurrences(conn, self.caps, job_id)]
                 for chunk in chunks(ids, CHUNK):
                     conn.execute(
                         executions.update()
@@ -272,7 +278,7 @@ class JobStore(SqlStore):
             )
             return get_job(conn, tenant, job_id), canceled
 
-        record, canceled = await self._tx(fn)
+        record, canceled = await self._tx(fn, row_locked=True)
         await self._apply_key_limits(record)
         return record, canceled
 
@@ -319,10 +325,9 @@ class JobStore(SqlStore):
             quota.give_back(conn, tenant, {slot: 1})
             return canceled
 
-        # READ COMMITTED on PostgreSQL: every statement here is a locked read
-        # or a conditional write, and what else adds executions to the job
-        # holds its row (the dispatcher's claim) or share-locks it (trigger,
-        # backfill), so the cancel sees what they committed.
+        # What else adds executions to the job holds its row (the
+        # dispatcher's claim) or share-locks it (trigger, backfill), so the
+        # cancel sees what they committed.
         return await self._tx(fn, row_locked=True)
 
     async def pause(self, tenant: str, job_id: str, reason: str = "") -> tuple[JobRecord, int]:
@@ -356,7 +361,7 @@ class JobStore(SqlStore):
             )
             return get_job(conn, tenant, job_id), held
 
-        return await self._tx(fn)
+        return await self._tx(fn, row_locked=True)
 
     async def resume(
         self,
@@ -410,12 +415,13 @@ class JobStore(SqlStore):
             if skipped is not None and current.next_run_at != skipped.from_at:
                 raise ValueError("skipped must start at the paused job's cursor")
             threshold = job_pb2.Job.FromString(current.spec).misfire_threshold.ToTimedelta()
-            held = conn.execute(
-                sa.select(
-                    executions.c.id, executions.c.origin, executions.c.nominal_at, executions.c.due_at,
-                    executions.c.attempt, executions.c.delivery,
-                ).where(*held_by_pause(job_id))
-            ).all()
+            query = sa.select(
+                executions.c.id, executions.c.origin, executions.c.nominal_at, executions.c.due_at,
+                executions.c.attempt, executions.c.delivery,
+            ).where(*held_by_pause(job_id))
+            if self.caps.row_locks:
+                query = query.with_for_update()  # what is read is what is released or expired
+            held = conn.execute(query).all()
             expired = [
                 row for row in held
                 if expired_at_resume(origin=row.origin, attempt=row.attempt, delivery=row.delivery,
@@ -442,4 +448,4 @@ class JobStore(SqlStore):
             )
             return get_job(conn, tenant, job_id), skip, released
 
-        return await self._tx(fn)
+        return await self._tx(fn, row_locked=True)
