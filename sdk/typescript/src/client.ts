@@ -11,9 +11,9 @@
  *
  * Retries: UNAVAILABLE (by default) is retried with exponential backoff and
  * full jitter, within the call's deadline, and only for calls that are safe
- * to repeat: reads, CreateJob and TriggerJob (a request id makes them
- * idempotent; the client generates one when you do not), and dry runs.
- * Other writes fail on the first error.
+ * to repeat: reads, CreateJob, BatchCreateJobs and TriggerJob (request ids
+ * make them idempotent; the client generates them when you do not), and dry
+ * runs. Other writes fail on the first error.
  *
  * ```ts
  * const client = new TickwheelClient({ address: "127.0.0.1:50051", apiKey: process.env.TICKWHEEL_API_KEY });
@@ -36,6 +36,7 @@ import {
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { Code, createClient, type Interceptor } from "@connectrpc/connect";
 
+import { batchResults, planBatches, type CreateJobsResult } from "./batch.js";
 import { payloadBytes, timestamp, executionStatus, jobState, type ExecutionStatusName, type JobStateName, type TimestampLike } from "./builders.js";
 import { systemClock, type Clock } from "./clock.js";
 import { TickwheelError } from "./errors.js";
@@ -43,8 +44,10 @@ import { AdminService } from "./gen/tickwheel/v1/admin_pb.js";
 import type { Execution } from "./gen/tickwheel/v1/execution_pb.js";
 import { JobSchema, type ExecutionStatus, type Job, type JobState } from "./gen/tickwheel/v1/job_pb.js";
 import {
+  CreateJobRequestSchema,
   SchedulerService,
   type BackfillJobResponse,
+  type BatchCreateJobsResponse,
   type CancelExecutionResponse,
   type CreateJobResponse,
   type DeleteJobResponse,
@@ -129,6 +132,17 @@ const withRequestId: CallPolicy = {
   idempotent: (request) => Boolean(request["requestId"]),
   prepare: (request) => (request["requestId"] ? request : { ...request, requestId: newRequestId() }),
 };
+const withItemRequestIds: CallPolicy = {
+  idempotent: (request) => {
+    const items = request["items"];
+    return Array.isArray(items) && items.length > 0 && items.every((item: Request) => Boolean(item?.["requestId"]));
+  },
+  prepare: (request) => {
+    const items = request["items"];
+    if (!Array.isArray(items)) return request;
+    return { ...request, items: items.map((item: Request) => (item?.["requestId"] ? item : { ...item, requestId: newRequestId() })) };
+  },
+};
 const whenDryRun: CallPolicy = { idempotent: (request) => Boolean(request["dryRun"]) };
 
 /**
@@ -140,6 +154,7 @@ const whenDryRun: CallPolicy = { idempotent: (request) => Boolean(request["dryRu
 const POLICIES: Record<string, Record<string, CallPolicy>> = {
   [SchedulerService.typeName]: {
     createJob: withRequestId,
+    batchCreateJobs: withItemRequestIds,
     triggerJob: withRequestId,
     backfillJob: whenDryRun,
     getJob: always,
@@ -356,6 +371,52 @@ export class TickwheelClient {
   createJob(job: Job | MessageInitShape<typeof JobSchema>, options: { requestId?: string } & CallOptions = {}): Promise<CreateJobResponse> {
     const { requestId, ...call } = options;
     return this.scheduler.createJob({ job: create(JobSchema, job), requestId: requestId || newRequestId() }, call);
+  }
+
+  /**
+   * Creates every job of `jobs` through BatchCreateJobs and returns one
+   * {@link CreateJobsResult} per job, in order: the job as stored and
+   * `created`, or the {@link TickwheelError} CreateJob would have thrown for
+   * that job alone (with its field violations). A bad job does not stop the
+   * others. No jobs: no call, an empty array.
+   *
+   * The jobs go in calls of at most 1000, one after the other; each call
+   * has the client's (or `timeoutMs`') deadline and is retried on
+   * UNAVAILABLE with the client's retry options, resending the same request
+   * ids. `requestIds` (one per job; `undefined` or `""` for a fresh UUID)
+   * makes each job idempotent for 24 h: pass stable ids to make re-running
+   * your program safe, including after a failure part way.
+   *
+   * Throws when a call fails as a whole (after its retries, e.g.
+   * UNAUTHENTICATED, or UNAVAILABLE past the attempts), or when the server
+   * answers a call with another number of results than jobs (INTERNAL): the
+   * calls before it took effect, their results are not returned, and
+   * sending the same jobs with the same request ids again is safe.
+   */
+  async createJobs(
+    jobs: Iterable<Job | MessageInitShape<typeof JobSchema>>,
+    options: { requestIds?: readonly (string | undefined)[] } & CallOptions = {},
+  ): Promise<CreateJobsResult[]> {
+    const { requestIds, ...call } = options;
+    const results: CreateJobsResult[] = [];
+    for (const items of planBatches(jobs, requestIds, newRequestId)) {
+      const response = await this.batchCreateJobs(items, call);
+      results.push(...batchResults(items, response));
+    }
+    return results;
+  }
+
+  /**
+   * One BatchCreateJobs call: 1 to 1000 items, each a CreateJobRequest
+   * (an item without a request id gets a fresh one). Returns the response
+   * unchanged: one result per item, in order. Retried. Prefer
+   * {@link createJobs}, which takes any number of jobs and maps each result.
+   */
+  batchCreateJobs(
+    items: readonly MessageInitShape<typeof CreateJobRequestSchema>[],
+    options: CallOptions = {},
+  ): Promise<BatchCreateJobsResponse> {
+    return this.scheduler.batchCreateJobs({ items: [...items] }, options);
   }
 
   /**

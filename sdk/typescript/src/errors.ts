@@ -22,7 +22,7 @@ import {
   RetryInfoSchema,
   type BadRequest,
 } from "./gen/google/rpc/error_details_pb.js";
-import { StatusSchema } from "./gen/google/rpc/status_pb.js";
+import { StatusSchema, type Status } from "./gen/google/rpc/status_pb.js";
 
 export { Code };
 
@@ -128,16 +128,36 @@ export class TickwheelError extends Error {
     const error = ConnectError.from(reason);
     const code = isConnectionFailure(error) ? Code.Unavailable : error.code;
     const details = statusDetails(error);
-    const violations: FieldViolation[] = [];
-    for (const detail of details) {
-      if (isBadRequest(detail)) {
-        for (const v of detail.fieldViolations) {
-          violations.push({ field: v.field, description: v.description });
-        }
+    return new TickwheelError(code, error.rawMessage, violationsOf(details), details, { cause: reason });
+  }
+
+  /**
+   * Builds the error a `google.rpc.Status` message describes, as
+   * {@link from} does for the status of a failed call: the same code,
+   * message, details and field violations. BatchCreateJobs answers a refused
+   * item with one. A status whose code is OK describes no error: it gives
+   * INTERNAL rather than an error that reads as a success.
+   */
+  static fromStatus(status: Status): TickwheelError {
+    if (status.code === 0) {
+      return new TickwheelError(Code.Internal, `the server sent an error status with code OK: ${status.message}`);
+    }
+    const details = unpackDetails(status.details);
+    return new TickwheelError(status.code as Code, status.message, violationsOf(details), details);
+  }
+}
+
+/** The BadRequest field violations among `details`, in order. */
+function violationsOf(details: readonly (Message | Any)[]): FieldViolation[] {
+  const violations: FieldViolation[] = [];
+  for (const detail of details) {
+    if (isBadRequest(detail)) {
+      for (const v of detail.fieldViolations) {
+        violations.push({ field: v.field, description: v.description });
       }
     }
-    return new TickwheelError(code, error.rawMessage, violations, details, { cause: reason });
   }
+  return violations;
 }
 
 /** Node error codes of a connection that could not be made or did not last. */
@@ -199,6 +219,11 @@ function statusDetails(error: ConnectError): (Message | Any)[] {
       "type" in d ? [create(AnySchema, { typeUrl: `type.googleapis.com/${d.type}`, value: d.value })] : [],
     );
   }
+  return unpackDetails(anys);
+}
+
+/** Each detail unpacked when its type is known, else the raw `Any`. */
+function unpackDetails(anys: readonly Any[]): (Message | Any)[] {
   const out: (Message | Any)[] = [];
   for (const any of anys) {
     let unpacked: Message | undefined;

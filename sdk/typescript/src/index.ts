@@ -40,6 +40,7 @@ export {
   type OverlapName,
   type TimestampLike,
 } from "./builders.js";
+export { MAX_BATCH_ITEMS, type CreateJobsResult } from "./batch.js";
 export { Code, TickwheelError, codeName, type FieldViolation } from "./errors.js";
 export {
   DEFAULT_RETRY,
