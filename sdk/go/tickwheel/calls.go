@@ -16,6 +16,7 @@ import (
 // has an entry, so a new one forces a decision).
 var repeatable = map[string]func(request any) bool{
 	tickwheelv1.SchedulerService_CreateJob_FullMethodName:        hasRequestID,
+	tickwheelv1.SchedulerService_BatchCreateJobs_FullMethodName:  everyItemHasRequestID,
 	tickwheelv1.SchedulerService_GetJob_FullMethodName:           always,
 	tickwheelv1.SchedulerService_ListJobs_FullMethodName:         always,
 	tickwheelv1.SchedulerService_UpdateJob_FullMethodName:        never,
@@ -38,6 +39,21 @@ func never(any) bool  { return false }
 func hasRequestID(request any) bool {
 	r, ok := request.(interface{ GetRequestId() string })
 	return ok && r.GetRequestId() != ""
+}
+
+// everyItemHasRequestID is true for a BatchCreateJobs request whose every
+// item carries its request id: then a repeat answers each item as before.
+func everyItemHasRequestID(request any) bool {
+	r, ok := request.(*tickwheelv1.BatchCreateJobsRequest)
+	if !ok || len(r.GetItems()) == 0 {
+		return false
+	}
+	for _, item := range r.GetItems() {
+		if item.GetRequestId() == "" {
+			return false
+		}
+	}
+	return true
 }
 
 func isDryRun(request any) bool {

@@ -114,6 +114,24 @@ func (c *Client) CreateJob(ctx context.Context, request *tickwheelv1.CreateJobRe
 	return c.scheduler.CreateJob(ctx, request)
 }
 
+// BatchCreateJobs creates up to 1000 jobs in one call: each item of
+// request.Items is a CreateJobRequest, and an item without a request id
+// gets a fresh one (the caller's request is not changed). The reply holds
+// one result per item, in order: the item's CreateJobResponse or its error
+// (a google.rpc.Status). Retried. Prefer [Client.CreateJobs], which takes
+// any number of jobs and maps each result.
+func (c *Client) BatchCreateJobs(ctx context.Context, request *tickwheelv1.BatchCreateJobsRequest) (*tickwheelv1.BatchCreateJobsResponse, error) {
+	if !everyItemHasRequestID(request) && len(request.GetItems()) > 0 {
+		request = proto.CloneOf(request)
+		for _, item := range request.Items {
+			if item != nil && item.GetRequestId() == "" {
+				item.RequestId = NewRequestID()
+			}
+		}
+	}
+	return c.scheduler.BatchCreateJobs(ctx, request)
+}
+
 // GetJob returns a job with its last outcome and its upcoming fires
 // (request.NextRuns, default 5, at most 100). NOT_FOUND for an unknown id or
 // another tenant's job. Retried.

@@ -103,7 +103,7 @@ func (f *fakeScheduler) ListExecutions(ctx context.Context, r *tickwheelv1.ListE
 }
 
 // serve starts fake on an in-memory listener and returns a client for it.
-func serve(t *testing.T, fake *fakeScheduler, options ...Option) (*Client, *[]time.Duration) {
+func serve(t *testing.T, fake tickwheelv1.SchedulerServiceServer, options ...Option) (*Client, *[]time.Duration) {
 	t.Helper()
 	listener := bufconn.Listen(1 << 20)
 	server := grpc.NewServer()

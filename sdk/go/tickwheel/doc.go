@@ -12,9 +12,11 @@
 //
 // Retries: UNAVAILABLE (by default) is retried with exponential backoff and
 // full jitter, within the deadline, and only for calls that are safe to
-// repeat: reads, CreateJob and TriggerJob (a request id makes them
-// idempotent; the client generates one when the request has none), and dry
-// runs. Other writes fail on the first error.
+// repeat: reads, CreateJob, BatchCreateJobs and TriggerJob (request ids make
+// them idempotent; the client generates them where the request has none),
+// and dry runs. Other writes fail on the first error. [Client.CreateJobs]
+// creates any number of jobs, 1000 per BatchCreateJobs call, with one
+// result per job.
 //
 // The helpers [CronJob], [OnceJob] and [LocalJob], with [Handler] or [HTTP]
 // targets and [JobOption]s such as [Retry] and [Overlap], build the common
