@@ -2,6 +2,8 @@ package dev.tickwheel;
 
 import dev.tickwheel.v1.BackfillJobRequest;
 import dev.tickwheel.v1.BackfillJobResponse;
+import dev.tickwheel.v1.BatchCreateJobsRequest;
+import dev.tickwheel.v1.BatchCreateJobsResponse;
 import dev.tickwheel.v1.CancelExecutionRequest;
 import dev.tickwheel.v1.CancelExecutionResponse;
 import dev.tickwheel.v1.CreateJobRequest;
@@ -66,6 +68,14 @@ final class SchedulerRpcs {
 
   static final Rpc<CreateJobRequest, CreateJobResponse> CREATE_JOB =
       rpc("CreateJob", SchedulerServiceBlockingStub::createJob, r -> !r.getRequestId().isEmpty());
+  /** Repeatable when every item carries its request id: a repeat answers each item as before. */
+  static final Rpc<BatchCreateJobsRequest, BatchCreateJobsResponse> BATCH_CREATE_JOBS =
+      rpc(
+          "BatchCreateJobs",
+          SchedulerServiceBlockingStub::batchCreateJobs,
+          r ->
+              r.getItemsCount() > 0
+                  && r.getItemsList().stream().noneMatch(item -> item.getRequestId().isEmpty()));
   static final Rpc<GetJobRequest, GetJobResponse> GET_JOB =
       rpc("GetJob", SchedulerServiceBlockingStub::getJob, always());
   static final Rpc<ListJobsRequest, ListJobsResponse> LIST_JOBS =
@@ -98,6 +108,7 @@ final class SchedulerRpcs {
   static final List<Rpc<?, ?>> ALL =
       List.of(
           CREATE_JOB,
+          BATCH_CREATE_JOBS,
           GET_JOB,
           LIST_JOBS,
           UPDATE_JOB,

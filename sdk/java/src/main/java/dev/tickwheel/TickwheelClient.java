@@ -3,6 +3,8 @@ package dev.tickwheel;
 import dev.tickwheel.SchedulerRpcs.Rpc;
 import dev.tickwheel.v1.BackfillJobRequest;
 import dev.tickwheel.v1.BackfillJobResponse;
+import dev.tickwheel.v1.BatchCreateJobsRequest;
+import dev.tickwheel.v1.BatchCreateJobsResponse;
 import dev.tickwheel.v1.CancelExecutionRequest;
 import dev.tickwheel.v1.CancelExecutionResponse;
 import dev.tickwheel.v1.CreateJobRequest;
@@ -48,6 +50,7 @@ import io.grpc.Metadata;
 import io.grpc.StatusRuntimeException;
 import io.grpc.stub.MetadataUtils;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 import java.util.NoSuchElementException;
@@ -67,9 +70,10 @@ import java.util.function.Function;
  * TickwheelException}, carrying the status code and the BadRequest field violations.
  *
  * <p>Retries: UNAVAILABLE (by default) is retried with exponential backoff and full jitter, within
- * the deadline, and only for calls that are safe to repeat: reads, CreateJob and TriggerJob (a
- * request id makes them idempotent; the client generates one when the request has none), and dry
- * runs. Other writes fail on the first error.
+ * the deadline, and only for calls that are safe to repeat: reads, CreateJob, BatchCreateJobs and
+ * TriggerJob (request ids make them idempotent; the client generates them where the request has
+ * none), and dry runs. Other writes fail on the first error. {@link #createJobs} creates any number
+ * of jobs, 1000 per BatchCreateJobs call, with one result per job.
  *
  * <pre>{@code
  * try (TickwheelClient client = TickwheelClient.builder("127.0.0.1:50051").apiKey(key).build()) {
@@ -89,6 +93,9 @@ public final class TickwheelClient implements AutoCloseable {
   interface Sleeper {
     void sleep(Duration duration) throws InterruptedException;
   }
+
+  /** The most items one BatchCreateJobs call takes. */
+  public static final int MAX_BATCH_ITEMS = 1000;
 
   private static final String USER_AGENT = "tickwheel-java";
   private static final Metadata.Key<String> AUTHORIZATION =
@@ -211,6 +218,49 @@ public final class TickwheelClient implements AutoCloseable {
       request = request.toBuilder().setRequestId(newRequestId()).build();
     }
     return invoke(SchedulerRpcs.CREATE_JOB, request);
+  }
+
+  /**
+   * Creates the job of every request through BatchCreateJobs and returns one {@link
+   * CreateJobResult} per request, in order: the job as stored and {@code created}, or the {@link
+   * TickwheelException} CreateJob would have thrown for that request alone (with its field
+   * violations). A refused job does not stop the others. No requests: no call, an empty list.
+   *
+   * <p>The requests go in calls of at most {@link #MAX_BATCH_ITEMS}, one after the other; each call
+   * has the client's timeout and is retried on UNAVAILABLE with the client's retry options,
+   * resending the same request ids. A request without a request id gets a fresh one, once: set
+   * stable ids to make re-running your program safe, including after a failure part way.
+   *
+   * @throws TickwheelException when a call fails as a whole (after its retries: UNAUTHENTICATED,
+   *     or UNAVAILABLE past the attempts), or when the server answers a call with another number
+   *     of results than items (INTERNAL). The calls before it took effect; sending the same
+   *     requests again with the same request ids is safe.
+   */
+  public List<CreateJobResult> createJobs(List<CreateJobRequest> requests) {
+    List<CreateJobResult> results = new ArrayList<>(requests.size());
+    for (BatchCreateJobsRequest batch :
+        Batches.plan(requests, MAX_BATCH_ITEMS, TickwheelClient::newRequestId)) {
+      results.addAll(Batches.results(batch, invoke(SchedulerRpcs.BATCH_CREATE_JOBS, batch)));
+    }
+    return results;
+  }
+
+  /**
+   * One BatchCreateJobs call: 1 to 1000 items, each a CreateJobRequest (an item without a request
+   * id gets a fresh one). Returns the response unchanged: one result per item, in order. Retried.
+   * Prefer {@link #createJobs}, which takes any number of jobs and maps each result.
+   */
+  public BatchCreateJobsResponse batchCreateJobs(BatchCreateJobsRequest request) {
+    if (request.getItemsList().stream().anyMatch(item -> item.getRequestId().isEmpty())) {
+      BatchCreateJobsRequest.Builder filled = request.toBuilder();
+      for (CreateJobRequest.Builder item : filled.getItemsBuilderList()) {
+        if (item.getRequestId().isEmpty()) {
+          item.setRequestId(newRequestId());
+        }
+      }
+      request = filled.build();
+    }
+    return invoke(SchedulerRpcs.BATCH_CREATE_JOBS, request);
   }
 
   /** The job with its last outcome and its five upcoming fires. Retried. */

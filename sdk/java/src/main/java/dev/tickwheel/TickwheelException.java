@@ -93,6 +93,24 @@ public final class TickwheelException extends RuntimeException {
         status.getCode(), status.getDescription(), violations, details, failure);
   }
 
+  /**
+   * The error a {@code google.rpc.Status} message describes, as {@link #from} builds it for a
+   * failed call: the same code, message, details and field violations. BatchCreateJobs answers a
+   * refused item with one. A status whose code is OK describes no error: it gives INTERNAL rather
+   * than an error that reads as a success.
+   */
+  public static TickwheelException fromStatus(com.google.rpc.Status status) {
+    if (status.getCode() == Status.Code.OK.value()) {
+      return new TickwheelException(
+          Status.Code.INTERNAL,
+          "the server sent an error status with code OK: " + status.getMessage(),
+          List.of(),
+          List.of(),
+          null);
+    }
+    return from(StatusProto.toStatusRuntimeException(status));
+  }
+
   /** The gRPC status code. */
   public Status.Code code() {
     return code;
