@@ -212,6 +212,35 @@ def test_an_invalid_cron_expression_is_invalid_argument_naming_the_field(dev, hi
     assert job_count(dev) == before, "a refused job writes nothing"
 
 
+def check_batch(run, dev: dict[str, str], prefix: str, a_year_ahead: tuple[str, ...]) -> None:
+    """Drives an example program's batch mode (``run(*args)``) against the dev
+    server: 1001 one-off jobs a year ahead in two calls, the last one refused
+    with its field, every result in order; the same request ids again create
+    nothing."""
+    before = job_count(dev)
+    args = (*a_year_ahead, "--batch", "1001", "--request-prefix", prefix, "--invalid-at", "1000")
+    status, first = run(*args)
+    assert status == 0, first[-3:]
+    assert [(e["event"], e["index"], e["request_id"]) for e in first] == [("batch", i, f"{prefix}-{i}") for i in range(1001)]
+    assert all(e["created"] is True and e["job_id"].startswith("job_") for e in first[:1000])
+    assert len({e["job_id"] for e in first[:1000]}) == 1000
+    assert first[1000]["code"] == "INVALID_ARGUMENT" and "job_id" not in first[1000]
+    assert [v["field"] for v in first[1000]["field_violations"]] == ["job.schedule.cron.expression"]
+    assert job_count(dev) == before + 1000
+    status, again = run(*args)
+    assert status == 0, again[-3:]
+    assert [(e["job_id"], e["created"]) for e in again[:1000]] == [(e["job_id"], False) for e in first[:1000]]
+    assert again[1000]["code"] == "INVALID_ARGUMENT"
+    assert job_count(dev) == before + 1000, "the same request ids create nothing twice"
+
+
+def test_a_batch_created_through_go_keeps_the_order_and_is_idempotent_per_job(dev, history_program: Path) -> None:
+    def run(*args: str) -> tuple[int, list[dict]]:
+        return run_history(history_program, dev["address"], dev["api_key"], *args)
+
+    check_batch(run, dev, "go-batch", ("--in", "8760h"))
+
+
 async def test_mutual_tls_previews_and_refuses_without_a_client_certificate(history_program: Path, pki, tmp_path: Path) -> None:
     async def run(address: str, api_key: str, *args: str) -> tuple[int, list[dict]]:
         return await run_json_async([str(history_program), "--address", address, "--api-key", api_key, *args])

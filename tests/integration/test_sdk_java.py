@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_processes import start_dev
-from tests.integration.test_sdk_go import check_mutual_tls, job_count, run_json, run_json_async
+from tests.integration.test_sdk_go import check_batch, check_mutual_tls, job_count, run_json, run_json_async
 from tests.integration.test_sdk_go import pki  # noqa: F401 (the fixture, shared)
 from tests.support.server import REPO
 from tickwheel import Client
@@ -131,6 +131,11 @@ def test_an_invalid_cron_expression_is_invalid_argument_naming_the_field(dev, bu
     assert fields == ["job.schedule.cron.expression"]
     assert "61" in error["field_violations"][0]["description"]
     assert job_count(dev) == before, "a refused job writes nothing"
+
+
+def test_a_batch_created_through_java_keeps_the_order_and_is_idempotent_per_job(dev, build: Path) -> None:
+    check_batch(lambda *args: run_example(build, dev["address"], dev["api_key"], *args), dev, "java-batch",
+                ("--in", str(365 * 24 * 3600)))
 
 
 async def test_mutual_tls_previews_and_refuses_without_a_client_certificate(build: Path, pki, tmp_path: Path) -> None:

@@ -244,6 +244,23 @@ async def test_client_errors_carry_the_code_and_the_field(built_sdk, cluster) ->
     assert invalid["jobsAfter"] == 0, "a rejected job writes nothing"
 
 
+async def test_create_jobs_splits_a_batch_keeps_the_order_and_is_idempotent_per_job(built_sdk, cluster) -> None:
+    _, config = cluster
+    out = await scenario("batch", {**config, "count": 1001, "badIndex": 1000})
+    first, again = out["first"], out["again"]
+    assert [r["requestId"] for r in first] == [f"ts-batch-{i}" for i in range(1001)]
+    assert all(r["created"] and r["name"] == f"batch-{i}" for i, r in enumerate(first[:1000]))
+    bad = first[1000]
+    assert bad["codeName"] == "INVALID_ARGUMENT", bad
+    assert [v["field"] for v in bad["fieldViolations"]] == ["job.schedule.cron.expression"]
+    assert "jobId" not in bad
+    assert len({r["jobId"] for r in first[:1000]}) == 1000
+    # The same request ids again: the jobs already created, none twice; the bad one refused again.
+    assert [(r["jobId"], r["created"]) for r in again[:1000]] == [(r["jobId"], False) for r in first[:1000]]
+    assert again[1000]["codeName"] == "INVALID_ARGUMENT"
+    assert out["listed"] == 1000
+
+
 async def test_preview_of_an_unsaved_cron_job_in_a_zone(built_sdk, cluster) -> None:
     _, config = cluster
     out = await scenario("preview", config)

@@ -7,11 +7,15 @@
 //
 // By default the job is a one-off three seconds ahead; -cron makes it a
 // recurring job instead; -preview N prints the job's next N fires (after
-// -after, default now) and creates nothing. -ca, -cert and -key connect over
-// TLS (mutual with -cert and -key). Each step prints one JSON object on a
-// line:
+// -after, default now) and creates nothing; -batch N creates N such jobs in
+// one CreateJobs (request ids <-request-prefix>-<i> when a prefix is given;
+// -invalid-at I gives job I the cron expression "61 * * * *") and prints one
+// line per job. -ca, -cert and -key connect over TLS (mutual with -cert and
+// -key). Each step prints one JSON object on a line:
 //
 //	{"event":"created","job_id":"job_…","next_run_at":"…"}
+//	{"event":"batch","index":0,"request_id":"…","job_id":"job_…","created":true}
+//	{"event":"batch","index":1,"request_id":"…","code":"INVALID_ARGUMENT","field_violations":[…]}
 //	{"event":"history","job_id":"job_…","executions":[{"id":"…","status":"EXECUTION_STATUS_SUCCEEDED","attempts":[…]}]}
 //	{"event":"preview","fires":[{"nominal_at":"…","local_time":"…","note":""}]}
 //
@@ -23,8 +27,11 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	tickwheelv1 "github.com/tickwheel/tickwheel/sdk/go/gen/tickwheel/v1"
 	"github.com/tickwheel/tickwheel/sdk/go/tickwheel"
@@ -58,6 +65,9 @@ func main() {
 	caFile := flag.String("ca", "", "PEM CA bundle of the server's certificate: connect over TLS")
 	certFile := flag.String("cert", "", "PEM client certificate, for mutual TLS")
 	keyFile := flag.String("key", "", "PEM key of -cert")
+	batch := flag.Int("batch", 0, "create this many jobs in one CreateJobs and print each result")
+	requestPrefix := flag.String("request-prefix", "", "with -batch: request ids <prefix>-<index> (default fresh ones)")
+	invalidAt := flag.Int("invalid-at", -1, "with -batch: the job at this index gets an invalid cron expression")
 	flag.Parse()
 
 	options := []tickwheel.Option{tickwheel.WithAPIKey(*apiKey)}
@@ -102,6 +112,10 @@ func main() {
 		emit(map[string]any{"event": "preview", "fires": rows})
 		return
 	}
+	if *batch > 0 {
+		createBatch(ctx, client, job, *batch, *requestPrefix, *invalidAt)
+		return
+	}
 	created, err := client.CreateJob(ctx, &tickwheelv1.CreateJobRequest{Job: job})
 	if err != nil {
 		fail(err)
@@ -127,6 +141,39 @@ func main() {
 			return
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// createBatch creates count copies of job named example-batch-<i> through
+// CreateJobs and prints one line per result, in order.
+func createBatch(ctx context.Context, client *tickwheel.Client, job *tickwheelv1.Job, count int, requestPrefix string, invalidAt int) {
+	requests := make([]*tickwheelv1.CreateJobRequest, count)
+	for i := range requests {
+		copied := proto.CloneOf(job)
+		copied.Name = fmt.Sprintf("example-batch-%d", i)
+		if i == invalidAt {
+			copied.Schedule = &tickwheelv1.Schedule{Kind: &tickwheelv1.Schedule_Cron{Cron: &tickwheelv1.CronSchedule{Expression: "61 * * * *", TimeZone: "UTC"}}}
+		}
+		requests[i] = &tickwheelv1.CreateJobRequest{Job: copied}
+		if requestPrefix != "" {
+			requests[i].RequestId = fmt.Sprintf("%s-%d", requestPrefix, i)
+		}
+	}
+	results, err := client.CreateJobs(ctx, requests)
+	if err != nil {
+		fail(err)
+	}
+	for i, result := range results {
+		row := map[string]any{"event": "batch", "index": i, "request_id": result.RequestID}
+		if result.Err != nil {
+			failure := tickwheel.AsError(result.Err)
+			row["code"] = tickwheel.CodeName(failure.Code)
+			row["field_violations"] = violations(failure)
+		} else {
+			row["job_id"] = result.Job.GetId()
+			row["created"] = result.Created
+		}
+		emit(row)
 	}
 }
 
@@ -167,17 +214,21 @@ func readHistory(ctx context.Context, client *tickwheel.Client, jobID string) ([
 
 func fail(err error) {
 	failure := tickwheel.AsError(err)
-	violations := []map[string]string{}
-	for _, v := range failure.FieldViolations {
-		violations = append(violations, map[string]string{"field": v.Field, "description": v.Description})
-	}
 	emit(map[string]any{
 		"event":            "error",
 		"code":             tickwheel.CodeName(failure.Code),
 		"message":          failure.Message,
-		"field_violations": violations,
+		"field_violations": violations(failure),
 	})
 	os.Exit(1)
+}
+
+func violations(failure *tickwheel.Error) []map[string]string {
+	out := []map[string]string{}
+	for _, v := range failure.FieldViolations {
+		out = append(out, map[string]string{"field": v.Field, "description": v.Description})
+	}
+	return out
 }
 
 func emit(value any) {

@@ -39,6 +39,9 @@ interface Config {
   progressEveryMs?: number;
   /** How long to wait for the execution to end, in milliseconds. */
   waitMs?: number;
+  /** How many jobs the batch scenario creates, and which one is invalid. */
+  count?: number;
+  badIndex?: number;
   /** PEM files: the CA that signs the server's certificate, and the client's certificate and key. */
   tls?: { ca?: string; cert?: string; key?: string };
 }
@@ -271,6 +274,35 @@ const scenarios: Record<string, (config: Config) => Promise<unknown>> = {
     } catch (error) {
       const listed = await client.listJobs();
       return { ...describeError(error), jobsAfter: listed.jobs.length };
+    } finally {
+      client.close();
+    }
+  },
+
+  /**
+   * createJobs of `count` one-off jobs a year ahead, the one at index
+   * `badIndex` with an invalid cron expression, each with a stable request
+   * id; then the same jobs again with the same ids.
+   */
+  async batch(config) {
+    const client = new TickwheelClient({ address: config.address, apiKey: config.apiKey });
+    try {
+      const count = config.count ?? 1001;
+      const badIndex = config.badIndex ?? 1000;
+      const at = new Date(Date.now() + 365 * 24 * 3600 * 1000);
+      const jobs = Array.from({ length: count }, (_, i) =>
+        i === badIndex ? cronJob(`batch-${i}`, "61 * * * *", "UTC", { handler: "ts.echo" }) : onceJob(`batch-${i}`, at, { handler: "ts.echo" }),
+      );
+      const requestIds = jobs.map((_, i) => `ts-batch-${i}`);
+      const describe = (results: Awaited<ReturnType<TickwheelClient["createJobs"]>>) =>
+        results.map((r) =>
+          r.error === undefined ? { requestId: r.requestId, jobId: r.job.id, name: r.job.name, created: r.created } : { requestId: r.requestId, ...describeError(r.error) },
+        );
+      const first = describe(await client.createJobs(jobs, { requestIds }));
+      const again = describe(await client.createJobs(jobs, { requestIds }));
+      let listed = 0;
+      for await (const _ of client.iterJobs({ namePrefix: "batch-", pageSize: 1000 })) listed += 1;
+      return { first, again, listed };
     } finally {
       client.close();
     }

@@ -1,15 +1,19 @@
 package dev.tickwheel.examples;
 
+import dev.tickwheel.CreateJobResult;
 import dev.tickwheel.Jobs;
 import dev.tickwheel.TickwheelClient;
 import dev.tickwheel.TickwheelException;
 import dev.tickwheel.TlsOptions;
 import dev.tickwheel.v1.Attempt;
+import dev.tickwheel.v1.CreateJobRequest;
 import dev.tickwheel.v1.CreateJobResponse;
+import dev.tickwheel.v1.CronSchedule;
 import dev.tickwheel.v1.Execution;
 import dev.tickwheel.v1.ExecutionStatus;
 import dev.tickwheel.v1.Job;
 import dev.tickwheel.v1.PreviewScheduleRequest;
+import dev.tickwheel.v1.Schedule;
 import dev.tickwheel.v1.ScheduledFire;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -38,11 +42,15 @@ import java.util.Map;
  * {@code --tz} its zone (default UTC), {@code --wait} seconds for the first execution to end
  * (default 60), {@code --preview N} to print the job's next N fires (after {@code --after}, an
  * RFC 3339 instant, default now) and create nothing, {@code --ca}, {@code --cert} and {@code
- * --key} (PEM files) to connect over TLS, mutual with a client certificate. Each step prints one
- * JSON object on a line:
+ * --key} (PEM files) to connect over TLS, mutual with a client certificate. {@code --batch N}
+ * creates N such jobs in one {@code createJobs} (request ids {@code <--request-prefix>-<i>} when a
+ * prefix is given; {@code --invalid-at I} gives job I the cron expression {@code 61 * * * *}) and
+ * prints one line per job. Each step prints one JSON object on a line:
  *
  * <pre>
  * {"event":"created","job_id":"job_…","next_run_at":"…"}
+ * {"event":"batch","index":0,"request_id":"…","job_id":"job_…","created":true}
+ * {"event":"batch","index":1,"request_id":"…","code":"INVALID_ARGUMENT","field_violations":[…]}
  * {"event":"history","job_id":"job_…","executions":[{"id":"…","status":"EXECUTION_STATUS_SUCCEEDED","attempts":[…]}]}
  * {"event":"preview","fires":[{"nominal_at":"…","local_time":"…","note":""}]}
  * </pre>
@@ -59,12 +67,16 @@ public final class CreateAndHistory {
     Duration in;
     Duration wait;
     int preview;
+    int batch;
+    int invalidAt;
     Instant after;
     try {
       options = parse(args);
       in = seconds(options.getOrDefault("in", "3"));
       wait = seconds(options.getOrDefault("wait", "60"));
       preview = Integer.parseInt(options.getOrDefault("preview", "0"));
+      batch = Integer.parseInt(options.getOrDefault("batch", "0"));
+      invalidAt = Integer.parseInt(options.getOrDefault("invalid-at", "-1"));
       after = options.containsKey("after") ? Instant.parse(options.get("after")) : Instant.now();
     } catch (IllegalArgumentException | DateTimeParseException e) { // NumberFormatException too
       System.err.println("CreateAndHistory: " + e.getMessage());
@@ -120,6 +132,10 @@ public final class CreateAndHistory {
         emit("{\"event\":\"preview\",\"fires\":[" + String.join(",", rows) + "]}");
         return;
       }
+      if (batch > 0) {
+        createBatch(client, job, batch, options.getOrDefault("request-prefix", ""), invalidAt);
+        return;
+      }
       CreateJobResponse created = client.createJob(job);
       String jobId = created.getJob().getId();
       emit(
@@ -149,26 +165,72 @@ public final class CreateAndHistory {
         Thread.sleep(250);
       }
     } catch (TickwheelException e) {
-      List<String> violations = new ArrayList<>();
-      e.fieldViolations()
-          .forEach(
-              v ->
-                  violations.add(
-                      "{\"field\":"
-                          + quote(v.field())
-                          + ",\"description\":"
-                          + quote(v.description())
-                          + "}"));
       emit(
           "{\"event\":\"error\",\"code\":"
               + quote(e.codeName())
               + ",\"message\":"
               + quote(e.statusMessage())
-              + ",\"field_violations\":["
-              + String.join(",", violations)
-              + "]}");
+              + ",\"field_violations\":"
+              + violations(e)
+              + "}");
       System.exit(1);
     }
+  }
+
+  /**
+   * Creates {@code count} copies of {@code job} named {@code example-batch-<i>} through createJobs
+   * and prints one line per result, in order.
+   */
+  private static void createBatch(
+      TickwheelClient client, Job job, int count, String requestPrefix, int invalidAt) {
+    List<CreateJobRequest> requests = new ArrayList<>();
+    for (int i = 0; i < count; i++) {
+      Job.Builder copy = job.toBuilder().setName("example-batch-" + i);
+      if (i == invalidAt) {
+        copy.setSchedule(
+            Schedule.newBuilder()
+                .setCron(CronSchedule.newBuilder().setExpression("61 * * * *").setTimeZone("UTC")));
+      }
+      CreateJobRequest.Builder request = CreateJobRequest.newBuilder().setJob(copy);
+      if (!requestPrefix.isEmpty()) {
+        request.setRequestId(requestPrefix + "-" + i);
+      }
+      requests.add(request.build());
+    }
+    List<CreateJobResult> results = client.createJobs(requests);
+    for (int i = 0; i < results.size(); i++) {
+      CreateJobResult result = results.get(i);
+      String head =
+          "{\"event\":\"batch\",\"index\":" + i + ",\"request_id\":" + quote(result.requestId());
+      emit(
+          result.ok()
+              ? head
+                  + ",\"job_id\":"
+                  + quote(result.job().getId())
+                  + ",\"created\":"
+                  + result.created()
+                  + "}"
+              : head
+                  + ",\"code\":"
+                  + quote(result.error().codeName())
+                  + ",\"field_violations\":"
+                  + violations(result.error())
+                  + "}");
+    }
+  }
+
+  private static String violations(TickwheelException e) {
+    List<String> rows = new ArrayList<>();
+    e.fieldViolations()
+        .forEach(
+            v ->
+                rows.add(
+                    "{\"field\":"
+                        + quote(v.field())
+                        + ",\"description\":"
+                        + quote(v.description())
+                        + "}"));
+    return "[" + String.join(",", rows) + "]";
   }
 
   private static boolean ended(Execution execution) {
