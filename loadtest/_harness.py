@@ -252,6 +252,47 @@ def tree_cpu_s(root: int) -> float:
     return total / CLK_TCK
 
 
+_SS_USER = re.compile(r"pid=(\d+),")
+_SS_BYTES = re.compile(r"\bbytes_(sent|received):(\d+)")
+
+
+def socket_bytes(pid: int, etcd_port: int | None) -> dict[str, list[int]]:
+    """Bytes sent and received (TCP payload, from ``ss -tinp``) on ``pid``'s
+    open connections, by peer: ``workers`` (connections to a port ``pid``
+    listens on), ``etcd`` (to ``etcd_port``), ``store`` (the rest: the
+    server's only other peer is the job store). Cumulative per connection, so
+    a difference of two readings misses connections that closed in between
+    (the store's pool and the streams stay open through a run)."""
+
+    def lines(*flags: str) -> list[str]:
+        out = subprocess.run(["ss", "-H", *flags], capture_output=True, text=True, check=False).stdout
+        return out.splitlines()
+
+    listening = set()
+    for line in lines("-tlnp"):
+        if f"pid={pid}," in line:
+            listening.add(line.split()[3].rsplit(":", 1)[1])
+    totals: dict[str, list[int]] = {"workers": [0, 0], "etcd": [0, 0], "store": [0, 0]}
+    pairs: list[list[str]] = []
+    for line in lines("-tinp"):
+        if line[:1].isspace() and pairs:
+            pairs[-1][1] += line
+        else:
+            pairs.append([line, ""])
+    for head, info in pairs:
+        users = _SS_USER.findall(head)
+        if str(pid) not in users:
+            continue
+        fields = head.split()
+        local_port, peer_port = fields[3].rsplit(":", 1)[1], fields[4].rsplit(":", 1)[1]
+        peer = ("workers" if local_port in listening else
+                "etcd" if etcd_port is not None and peer_port == str(etcd_port) else "store")
+        counted = dict(_SS_BYTES.findall(info))
+        totals[peer][0] += int(counted.get("sent", 0))
+        totals[peer][1] += int(counted.get("received", 0))
+    return totals
+
+
 def etcd_counters(endpoint: str) -> dict[str, float]:
     """etcd's gRPC counters from ``/metrics``: messages received and calls
     started in total and per method (``grpc_server_msg_received_total`` counts
@@ -276,6 +317,8 @@ class Reading:
     at: float
     cpu: dict[str, float]
     etcd: dict[str, float]
+    network: dict[str, list[int]] = field(default_factory=dict)
+    """The server's TCP bytes (sent, received) by peer (``socket_bytes``)."""
 
 
 @dataclass
@@ -288,18 +331,27 @@ class Meter:
     def read(self) -> Reading:
         cpu = {role: sum(tree_cpu_s(pid) for pid in pids) for role, pids in self.roles.items()}
         counters = etcd_counters(self.etcd_endpoint) if self.etcd_endpoint else {}
-        return Reading(time.time(), cpu, counters)
+        port = int(self.etcd_endpoint.rsplit(":", 1)[1]) if self.etcd_endpoint else None
+        network = socket_bytes(self.roles["server"][0], port) if self.roles.get("server") else {}
+        return Reading(time.time(), cpu, counters, network)
 
     @staticmethod
     def difference(before: Reading, after: Reading, executions: int) -> dict:
-        """CPU per role (seconds, and milliseconds per execution) and etcd
-        requests (total, per execution, by method) between two readings."""
+        """CPU per role (seconds, and milliseconds per execution), etcd
+        requests (total, per execution, by method) and the server's network
+        bytes per execution by peer, between two readings."""
         cpu = {
             role: {
                 "cpu_s": round(after.cpu[role] - before.cpu[role], 2),
                 "cpu_ms_per_execution": round((after.cpu[role] - before.cpu[role]) * 1000 / max(executions, 1), 4),
             }
             for role in after.cpu
+        }
+        network = {
+            peer: {"sent_bytes_per_execution": round((sent - before.network.get(peer, [0, 0])[0]) / max(executions, 1), 1),
+                   "received_bytes_per_execution":
+                       round((received - before.network.get(peer, [0, 0])[1]) / max(executions, 1), 1)}
+            for peer, (sent, received) in after.network.items()
         }
         received = "grpc_server_msg_received_total"
         delta = {k: after.etcd.get(k, 0.0) - before.etcd.get(k, 0.0) for k in after.etcd}
@@ -311,7 +363,7 @@ class Meter:
             "requests_by_method": by_method,
             "seconds": round(after.at - before.at, 2),
         } if after.etcd else None
-        return {"cpu": cpu, "etcd": etcd_figures}
+        return {"cpu": cpu, "etcd": etcd_figures, "server_network": network or None}
 
 
 @contextlib.contextmanager
@@ -364,11 +416,13 @@ class Statements:
     calls, rows and time, including ``COMMIT`` and ``ROLLBACK`` (a rollback
     is a failed try, usually a serialization conflict the store retried),
     and the rows written (inserted, updated or deleted) per table, as the
-    statements that wrote them counted them."""
+    statements that wrote them counted them, and the WAL written since the
+    reset."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.available = False
+        self._wal_at = "0/0"
         try:
             with observe(url) as pg:
                 pg.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
@@ -381,6 +435,7 @@ class Statements:
         if self.available:
             with observe(self.url) as pg:
                 pg.execute("SELECT pg_stat_statements_reset()")
+                self._wal_at = pg.execute(OWN_QUERY + " SELECT pg_current_wal_lsn()").fetchone()[0]
 
     def report(self, executions: int, top: int = 12) -> dict | None:
         """Since the last reset, in this database: calls per execution, commits,
@@ -394,6 +449,8 @@ class Statements:
                 "AND query NOT LIKE '%%pg_stat_statements%%' AND query NOT LIKE %s ORDER BY total_exec_time DESC",
                 (OWN_QUERY + "%",),
             ).fetchall()
+            wal = pg.execute(OWN_QUERY + " SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)",
+                             (self._wal_at,)).fetchone()[0]
         by_keyword: dict[str, int] = {}
         written: dict[str, int] = {}
         for query, calls, nrows, _ in rows:
@@ -409,6 +466,9 @@ class Statements:
             "statements_per_execution": round(calls / per, 3),
             "rows_written": sum(written.values()),
             "rows_written_per_execution": round(sum(written.values()) / per, 3),
+            # The whole cluster's WAL since the reset (autovacuum included).
+            "wal_bytes": int(wal),
+            "wal_bytes_per_execution": round(float(wal) / per, 1),
             "rows_written_by_table": {
                 table: {"rows": count, "per_execution": round(count / per, 3)}
                 for table, count in sorted(written.items(), key=lambda kv: -kv[1])
