@@ -86,6 +86,8 @@ class Config:
     peak: int = 10_000
     peak_at: float = 40.0
     peak_window: float = 0.0
+    peaks: int = 1
+    peak_period: float = 60.0
     horizon: float = 30.0
     max_late: float = 600.0
     tick: float = 1.0
@@ -120,7 +122,7 @@ class Config:
         for name in ("db_cores", "worker_cores", "tick", "sweep", "wheel_tick", "ttl", "reaper_every"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0")
-        for name in ("claim_batch", "handout_batch", "handout_in_flight", "result_batch", "result_queue"):
+        for name in ("claim_batch", "handout_batch", "handout_in_flight", "result_batch", "result_queue", "peaks"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
         if not 0 <= self.deal_share <= 1:
@@ -162,11 +164,16 @@ class Lane:
         self.pool = pool
         self.free = 0.0
         self.busy = 0.0
+        self.by_second: dict[int, float] = {}
 
     def run(self, at: float, cpu: float) -> float:
         start = max(at, self.free)
         self.free = self.pool.run(start, cpu) if self.pool is not None else start + cpu
         self.busy += cpu
+        start, second = self.free - cpu, math.floor(self.free - cpu)
+        while cpu > 0 and second < self.free:  # busy seconds by second of the run (ends aligned)
+            self.by_second[second] = self.by_second.get(second, 0.0) + min(self.free, second + 1) - max(start, second)
+            second += 1
         return self.free
 
 
@@ -213,9 +220,10 @@ class Simulation:
 
     def _make_occurrences(self) -> None:
         c, rng = self.c, self.rng
-        dues = [c.peak_at + (rng.random() * c.peak_window if c.peak_window else 0.0) for _ in range(c.peak)]
+        dues = [c.peak_at + k * c.peak_period + (rng.random() * c.peak_window if c.peak_window else 0.0)
+                for k in range(c.peaks) for _ in range(c.peak)]
         self.peak_count = len(dues)
-        end = c.peak_at + c.peak_window + c.horizon
+        end = c.peak_at + (c.peaks - 1) * c.peak_period + c.peak_window + c.horizon
         background = int(c.background_rate * end)
         dues += sorted(rng.random() * end for _ in range(background))
         self.due = dues
@@ -503,7 +511,8 @@ class Simulation:
         end = max((self.started_at[i] for i in started), default=0.0)
         peak_end = max((self.started_at[i] for i in peak), default=c.peak_at)
         span = max(end, 1e-9)
-        window = (math.floor(c.peak_at), max(peak_end, math.floor(c.peak_at) + 1.0))
+        first_end = max((self.started_at[i] for i in peak if i < c.peak), default=c.peak_at)
+        window = (math.floor(c.peak_at), max(first_end, math.floor(c.peak_at) + 1.0))  # the first peak
         cores = c.shared_cores or c.db_cores
         out = {
             "config": {f.name: getattr(c, f.name) for f in fields(c)},
@@ -517,7 +526,9 @@ class Simulation:
                 "occurrences": self.peak_count,
                 "lateness_at_start_s": lateness(peak, self.started_at),
                 "lateness_at_hand_out_s": lateness(peak, self.taken_at),
-                "drain_per_s": round(len(peak) / max(peak_end - c.peak_at, 1e-9), 1) if peak else None,
+                "drain_per_s": round(len(peak) / max(peak_end - c.peak_at, 1e-9), 1) if peak and c.peaks == 1 else None,
+                "each": [lateness(peak[k * c.peak:(k + 1) * c.peak], self.started_at) for k in range(c.peaks)]
+                if c.peaks > 1 and len(peak) == self.peak_count else None,
             },
             "all": {"lateness_at_start_s": lateness(started, self.started_at)},
             "executions_per_s_max": max(per_second.values(), default=0),
@@ -533,6 +544,8 @@ class Simulation:
             },
             "servers": {
                 "busiest_utilisation": round(max(s.lane.busy for s in self.servers) / span, 3),
+                "busiest_second_utilisation": round(max(max(s.lane.by_second.values(), default=0.0)
+                                                        for s in self.servers), 3),
                 "cpu_s": round(sum(s.lane.busy for s in self.servers), 3),
             },
             "simulated_s": round(end, 3),
@@ -566,6 +579,7 @@ def main(argv: list[str] | None = None) -> None:
         "jobs": "stored jobs", "runs_per_job_per_day": "each job's runs a day, spread evenly (the background load)",
         "peak": "occurrences due at the peak", "peak_at": "the peak's due instant (s from the start; 0: due at once)",
         "peak_window": "peak occurrences spread evenly over this many seconds (0: one instant)",
+        "peaks": "how many peaks, one every --peak-period (a minutely peak's next claim meets its hand-out)",
         "horizon": "background occurrences go on this long after the peak (s)",
         "max_late": "stop this long after the last due instant (s)",
         "kill_server_at": "kill server 0 at this instant (s)",
