@@ -30,10 +30,12 @@ What is modelled (``docs/architecture.md``, Dispatch and Workers and failures):
   every store call and to every hand-out and result on the wire.
 * ``--kill-server-at T`` kills server 0 at T: its takes not committed are
   rolled back (their rows ready again), rows it took but had not dealt stay
-  stamped with its session until the reaper requeues them (one session TTL of
-  grace, then the reaper's next pass, every 2 s); its queued results are sent
+  stamped with its session until the reaper requeues them (its first pass
+  after the lease expired sees the owner dead, a pass one session TTL of
+  grace later requeues: about two TTLs); its queued results are sent
   again by the workers to the next server; its partitions move to the
-  survivors (balanced) one ``--ttl`` plus up to a tick after the death, and
+  survivors (balanced) when its lease expires (one ``--ttl`` after its last
+  keep-alive, sent every TTL/3) plus up to a tick, and
   their new owners read their scheduled executions into their wheels and
   claim what was not claimed yet. Other servers' sweeps take its partitions'
   ready rows meanwhile.
@@ -241,6 +243,7 @@ class Simulation:
         self.stamped_dead: list[int] = []  # taken by the dead server, not dealt
         self.moved: set[int] = set()  # partitions of the killed server
         self.killed_at: float | None = None
+        self.reaped: list[int] = []  # taken by the dead server, not dealt: requeued by the reaper
         self.last_due = max(dues, default=0.0)
         self.warm_claimed: list[int] = []
         if c.warm:  # the background due within the first look-ahead: claimed before the run began
@@ -447,6 +450,7 @@ class Simulation:
                 heapq.heappush(self.ready, (self.due[i], i))
         for batch in s.dealing.values():
             self.stamped_dead.extend(batch)
+        self.reaped = list(self.stamped_dead)
         s.open_takes, s.dealing = {}, {}
         survivor = self._survivor(s)
         while s.results:
@@ -455,10 +459,13 @@ class Simulation:
             survivor.queued += count
         s.queued = 0
         self.write(survivor)
-        self.at(self.now + c.ttl + self.rng.random() * c.tick, self.move, s)
-        grace_end = self.now + c.ttl
-        passes = math.ceil((grace_end - self.now) / c.reaper_every)
-        self.at(self.now + passes * c.reaper_every + self.rng.random() * c.reaper_every, self.reap)
+        # etcd expires the lease one TTL after the last keep-alive it got (sent every TTL/3).
+        expiry = self.now + c.ttl - self.rng.random() * c.ttl / 3
+        self.at(expiry + self.rng.random() * c.tick, self.move, s)
+        # The reaper's first pass after the expiry sees the owner dead; the pass
+        # one grace (a session TTL) later requeues what is still stamped with it.
+        seen_dead = expiry + self.rng.random() * c.reaper_every
+        self.at(seen_dead + math.ceil(c.ttl / c.reaper_every) * c.reaper_every, self.reap)
 
     def reap(self) -> None:
         for i in self.stamped_dead:
@@ -557,6 +564,7 @@ class Simulation:
             out["killed"] = {
                 "at": self.killed_at,
                 "partitions_moved": len(self.moved),
+                "reaped_lateness_at_start_s": lateness([i for i in self.reaped if self.starts[i]], self.started_at),
                 "their_lateness_at_start_s": lateness(moved, self.started_at),
                 "others_lateness_at_start_s": lateness(
                     [i for i in started if self.partition[i] not in self.moved], self.started_at),
