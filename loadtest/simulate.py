@@ -40,13 +40,20 @@ What is modelled (``docs/architecture.md``, Dispatch and Workers and failures):
   claim what was not claimed yet. Other servers' sweeps take its partitions'
   ready rows meanwhile.
 
+The load: ``--peak`` occurrences due at ``--peak-at`` (spread over
+``--peak-window``), ``--peaks`` times ``--peak-period`` apart, over a
+background of ``--jobs`` × ``--runs-per-job-per-day`` spread evenly;
+``--warm`` starts with the background's first look-ahead claimed, as a
+cluster that was already running has it.
+
 Not modelled: fair share between tenants, caps and keys (one tenant), worker
 credit (enough slots, as ``bench_burst.py`` gives), retries, the CPU a take
-spends waiting on locks, and a worker's stream moving to another server.
+spends waiting on locks, a worker's stream moving to another server, and a
+claim's cost growing with the jobs stored (taken as constant per job).
 
 The defaults are the costs measured on the project's 2-core machine
-(``loadtest/RESULTS.md``, "Capacity model inputs"; how each is derived:
-``docs/capacity.md``). Prints JSON; the same arguments and ``--seed`` give the
+(``loadtest/RESULTS.md``, "2026-12-04: capacity model inputs"; how each is
+derived: ``docs/capacity.md``). Prints JSON; the same arguments and ``--seed`` give the
 same output.
 
     .venv/bin/python loadtest/simulate.py --shared-cores 2 --peak 10000 --peak-at 40
@@ -276,8 +283,7 @@ class Simulation:
         for index, times in by_server.items():
             self._wake(self.servers[index], times)
         limit = self.last_due + c.max_late
-        remaining = len(self.due)
-        self.remaining = remaining
+        self.remaining = len(self.due)
         while self.events and self.remaining:
             time, _, action, args = heapq.heappop(self.events)
             if time > limit:
@@ -286,7 +292,7 @@ class Simulation:
             action(*args)
         return self.figures()
 
-    # ------------------------------------------------------------ the dispatcher
+    # ------------------------------------------------------------ the store
 
     def store(self, at: float, cpu: float) -> float:
         """A store transaction sent at ``at``: when its answer is back."""
@@ -299,6 +305,8 @@ class Simulation:
             self.db_by_second[second] = self.db_by_second.get(second, 0.0) + share * self.db.speed
             second += 1
         return finish + self.c.rtt
+
+    # ------------------------------------------------------------ the dispatcher
 
     def claim(self, s: Server, generation: int) -> None:
         """One claim batch of ``s``'s partitions; the next at once if it was full, else after a tick."""
