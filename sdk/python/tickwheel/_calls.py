@@ -42,6 +42,10 @@ def _has_request_id(request: Any) -> bool:
     return bool(request.request_id)
 
 
+def _every_item_has_request_id(request: Any) -> bool:
+    return bool(request.items) and all(item.request_id for item in request.items)
+
+
 def _is_dry_run(request: Any) -> bool:
     return bool(request.dry_run)
 
@@ -69,6 +73,7 @@ S = scheduler_pb2
 A = admin_pb2
 
 CREATE_JOB = _sched("CreateJob", S.CreateJobResponse, _has_request_id)
+BATCH_CREATE_JOBS = _sched("BatchCreateJobs", S.BatchCreateJobsResponse, _every_item_has_request_id)
 GET_JOB = _sched("GetJob", S.GetJobResponse, _always)
 LIST_JOBS = _sched("ListJobs", S.ListJobsResponse, _always)
 UPDATE_JOB = _sched("UpdateJob", S.UpdateJobResponse, _never)
@@ -155,6 +160,31 @@ def create_job(job: job_pb2.Job, *, request_id: str | None = None) -> scheduler_
     (``job.schedule.cron.expression``).
     """
     return scheduler_pb2.CreateJobRequest(job=job, request_id=request_id or new_request_id())
+
+
+MAX_BATCH_ITEMS = 1000
+"""The most items one BatchCreateJobs call takes."""
+
+
+def batch_create_jobs(items: Sequence[scheduler_pb2.CreateJobRequest]) -> scheduler_pb2.BatchCreateJobsRequest:
+    """Creates up to 1 000 jobs in one call, each item a ``CreateJobRequest``
+    with its own ``request_id`` (idempotent per item). Returns
+    ``BatchCreateJobsResponse``: one result per item, in order, each the
+    item's ``CreateJobResponse`` or its ``error`` (a ``google.rpc.Status``
+    with the code and details CreateJob would have answered); a bad item
+    does not fail the others. A store failure fails the whole call
+    (UNAVAILABLE, nothing written). Retried: every item carries a request id
+    (an item without one is refused here). Prefer ``create_jobs``, which
+    takes any number of jobs and maps each result."""
+    items = list(items)
+    if not 1 <= len(items) <= MAX_BATCH_ITEMS:
+        raise ValueError(f"batch_create_jobs takes 1 to {MAX_BATCH_ITEMS} items, got {len(items)}")
+    for index, item in enumerate(items):
+        if not isinstance(item, scheduler_pb2.CreateJobRequest):
+            raise TypeError(f"items[{index}] is a {type(item).__name__}, not a CreateJobRequest")
+        if not item.request_id:
+            raise ValueError(f"items[{index}] has no request_id: each item needs its own")
+    return scheduler_pb2.BatchCreateJobsRequest(items=items)
 
 
 def get_job(job_id: str, *, next_runs: int = 0) -> scheduler_pb2.GetJobRequest:

@@ -12,7 +12,8 @@ Retries: UNAVAILABLE (by default) is retried with exponential backoff and
 full jitter, within the client's deadline, and only for calls that are safe
 to repeat: reads, CreateJob and TriggerJob (a request id makes them
 idempotent; the client generates one when you do not), and dry runs. Other
-writes fail on the first error.
+writes fail on the first error. ``create_jobs`` creates any number of jobs
+through BatchCreateJobs, 1 000 per call, one ``CreateOutcome`` per job.
 
 >>> from tickwheel import Client, cron_job
 >>> with Client("127.0.0.1:50051", api_key="...") as client:
@@ -27,15 +28,16 @@ import asyncio
 import inspect
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
-from tickwheel import _calls
+from tickwheel import _calls, batch
 from tickwheel._calls import Rpc
+from tickwheel.batch import CreateOutcome
 from tickwheel.errors import TickwheelError
 from tickwheel.options import DEFAULT_RETRY, RetryOptions, TlsOptions
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc, execution_pb2, job_pb2, scheduler_pb2_grpc
@@ -380,6 +382,34 @@ class Client(_Base):
             self._sleep(delay)
             attempt += 1
 
+    def create_jobs(
+        self,
+        jobs: Iterable[job_pb2.Job],
+        request_ids: Sequence[str | None] | None = None,
+        *,
+        batch_size: int = batch.MAX_BATCH_ITEMS,
+    ) -> list[CreateOutcome]:
+        """Creates ``jobs`` through BatchCreateJobs, ``batch_size`` (at most
+        1 000) per call, one call after the other, and returns one
+        :class:`~tickwheel.batch.CreateOutcome` per job, in order: the job
+        (``created`` False when its request id had been seen) or the error
+        CreateJob would have raised for it (``field_violations`` relative to
+        the item). A bad job does not fail the others.
+
+        ``request_ids`` (one per job; None entries get a uuid4) makes a rerun
+        of the program idempotent; each id is chosen once and kept across the
+        retries of its call. Each call is retried on UNAVAILABLE like
+        ``create_job``, within the client's deadline. A call that still fails
+        raises ``TickwheelError``: the calls before it were applied, and
+        calling again with the same request ids is safe. So is the
+        ``TickwheelError`` (INTERNAL) raised when the server answers another
+        number of results than items."""
+        out: list[CreateOutcome] = []
+        for request in batch.plan(jobs, request_ids, batch_size=batch_size):
+            response = self._invoke(_calls.BATCH_CREATE_JOBS, request)
+            out.extend(batch.outcomes(request, response))
+        return out
+
     def pages(self, list_method: Callable[..., Page], /, **kwargs: Any) -> Iterator[Page]:
         """Every page of a list method (``client.list_jobs``,
         ``client.admin.search_jobs``, ...) called with ``kwargs``, following
@@ -394,6 +424,7 @@ class Client(_Base):
 
     # SchedulerService
     create_job = _SyncUnary(_calls.CREATE_JOB, _calls.create_job)
+    batch_create_jobs = _SyncUnary(_calls.BATCH_CREATE_JOBS, _calls.batch_create_jobs)
     get_job = _SyncUnary(_calls.GET_JOB, _calls.get_job)
     list_jobs = _SyncUnary(_calls.LIST_JOBS, _calls.list_jobs)
     update_job = _SyncUnary(_calls.UPDATE_JOB, _calls.update_job)
@@ -544,6 +575,20 @@ class AsyncClient(_Base):
             await self._sleep(delay)
             attempt += 1
 
+    async def create_jobs(
+        self,
+        jobs: Iterable[job_pb2.Job],
+        request_ids: Sequence[str | None] | None = None,
+        *,
+        batch_size: int = batch.MAX_BATCH_ITEMS,
+    ) -> list[CreateOutcome]:
+        """As :meth:`Client.create_jobs`, awaited (the calls one after the other)."""
+        out: list[CreateOutcome] = []
+        for request in batch.plan(jobs, request_ids, batch_size=batch_size):
+            response = await self._invoke(_calls.BATCH_CREATE_JOBS, request)
+            out.extend(batch.outcomes(request, response))
+        return out
+
     async def pages(self, list_method: Callable[..., Awaitable[Page]], /, **kwargs: Any) -> AsyncIterator[Page]:
         """As :meth:`Client.pages`, as an async iterator."""
         token = kwargs.pop("page_token", "")
@@ -556,6 +601,7 @@ class AsyncClient(_Base):
 
     # SchedulerService
     create_job = _AsyncUnary(_calls.CREATE_JOB, _calls.create_job)
+    batch_create_jobs = _AsyncUnary(_calls.BATCH_CREATE_JOBS, _calls.batch_create_jobs)
     get_job = _AsyncUnary(_calls.GET_JOB, _calls.get_job)
     list_jobs = _AsyncUnary(_calls.LIST_JOBS, _calls.list_jobs)
     update_job = _AsyncUnary(_calls.UPDATE_JOB, _calls.update_job)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from google.rpc import error_details_pb2
+from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 __all__ = ["FieldViolation", "TickwheelError"]
@@ -100,21 +100,39 @@ class TickwheelError(Exception):
         """
         code = _call_attr(error, "code") or grpc.StatusCode.UNKNOWN
         message = _call_attr(error, "details") or ""
-        details: list[Any] = []
-        violations: list[FieldViolation] = []
         try:
             status = rpc_status.from_call(error)  # type: ignore[arg-type]
         except Exception:  # inconsistent (ValueError) or corrupt (DecodeError) trailer
             status = None
-        if status is not None:
-            for any_detail in status.details:
-                unpacked = _unpack(any_detail)
-                details.append(unpacked)
-                if isinstance(unpacked, error_details_pb2.BadRequest):
-                    violations.extend(
-                        FieldViolation(v.field, v.description) for v in unpacked.field_violations
-                    )
+        violations, details = _parse_details(status.details if status is not None else ())
         return cls(code, message, violations, details)
+
+    @classmethod
+    def from_status(cls, status: status_pb2.Status) -> TickwheelError:
+        """Builds the error from a ``google.rpc.Status`` carried in a response
+        (a BatchCreateJobs item's ``error``), mapped as :meth:`from_rpc_error`
+        maps a failed call's. A code outside gRPC's range, or OK (an error
+        that claims success), reads as UNKNOWN."""
+        code = _CODES.get(status.code, grpc.StatusCode.UNKNOWN)
+        if code == grpc.StatusCode.OK:
+            code = grpc.StatusCode.UNKNOWN
+        violations, details = _parse_details(status.details)
+        return cls(code, status.message, violations, details)
+
+
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def _parse_details(any_details: Any) -> tuple[list[FieldViolation], list[Any]]:
+    """The BadRequest field violations and every detail, unpacked where known."""
+    details: list[Any] = []
+    violations: list[FieldViolation] = []
+    for any_detail in any_details:
+        unpacked = _unpack(any_detail)
+        details.append(unpacked)
+        if isinstance(unpacked, error_details_pb2.BadRequest):
+            violations.extend(FieldViolation(v.field, v.description) for v in unpacked.field_violations)
+    return violations, details
 
 
 _KNOWN_DETAILS = (
