@@ -1,6 +1,7 @@
 """Creating any number of jobs through BatchCreateJobs: the pure half.
 
-``plan`` splits jobs into calls of at most 1 000 items and gives each item
+``plan`` splits jobs into calls of at most 1 000 items (and fewer when
+their payloads would make a call larger than a server takes) and gives each item
 its request id once (the caller's, or a fresh uuid4), so a retried call
 resends the very same ids and the server answers a repeat instead of
 creating twice. ``outcomes`` turns one call's response into one
@@ -20,7 +21,12 @@ from tickwheel._calls import MAX_BATCH_ITEMS, batch_create_jobs, new_request_id
 from tickwheel.errors import TickwheelError
 from tickwheel.v1 import job_pb2, scheduler_pb2
 
-__all__ = ["MAX_BATCH_ITEMS", "CreateOutcome", "outcomes", "plan"]
+__all__ = ["MAX_BATCH_ITEMS", "MAX_CALL_BYTES", "CreateOutcome", "outcomes", "plan"]
+
+MAX_CALL_BYTES = 3 * 1024 * 1024
+"""Items are packed into one call up to this many bytes: gRPC servers refuse
+messages over 4 MiB by default, and a thousand jobs with 64 KiB payloads
+would be 64 MiB."""
 
 
 @dataclass(frozen=True)
@@ -49,9 +55,11 @@ def plan(
     request_ids: Sequence[str | None] | None = None,
     *,
     batch_size: int = MAX_BATCH_ITEMS,
+    max_bytes: int = MAX_CALL_BYTES,
 ) -> list[scheduler_pb2.BatchCreateJobsRequest]:
     """The BatchCreateJobs requests that create ``jobs``, in order, at most
-    ``batch_size`` (1..1000) items each; none for no jobs.
+    ``batch_size`` (1..1000) items each and, past the first item, at most
+    ``max_bytes`` of items; none for no jobs.
 
     ``request_ids``, when given, has one entry per job: a string is that
     job's request id, None or empty gets a fresh uuid4. Without it every job
@@ -73,7 +81,16 @@ def plan(
             raise TypeError(f"jobs[{index}] is a {type(job).__name__}, not a tickwheel.v1.job_pb2.Job")
         given = request_ids[index] if request_ids is not None else None
         items.append(scheduler_pb2.CreateJobRequest(job=job, request_id=given or new_request_id()))
-    return [batch_create_jobs(items[i : i + batch_size]) for i in range(0, len(items), batch_size)]
+    calls: list[list[scheduler_pb2.CreateJobRequest]] = []
+    size = 0
+    for item in items:
+        item_bytes = item.ByteSize() + 8  # the field's tag and length prefix, generously
+        if not calls or len(calls[-1]) >= batch_size or size + item_bytes > max_bytes:
+            calls.append([])
+            size = 0
+        calls[-1].append(item)
+        size += item_bytes
+    return [batch_create_jobs(call) for call in calls]
 
 
 def outcomes(

@@ -230,3 +230,16 @@ def test_plan_is_pure_and_assigns_each_id_once() -> None:
     ids = [item.request_id for r in requests for item in r.items]
     assert ids[0] == "a" and ids[2] == "c" and len(set(ids)) == 4
     assert [len(r.items) for r in requests] == [3, 1]
+
+
+def test_plan_keeps_calls_under_the_message_size_a_server_takes() -> None:
+    jobs = _jobs(40)
+    for job in jobs:
+        job.payload = b"x" * (256 * 1024)
+    requests = batch.plan(jobs)
+    assert len(requests) > 1 and sum(len(r.items) for r in requests) == 40
+    assert all(r.ByteSize() <= batch.MAX_CALL_BYTES for r in requests)
+    assert [i.job.name for r in requests for i in r.items] == [f"job-{i}" for i in range(40)]
+    huge = _jobs(2)
+    huge[0].payload = b"x" * (batch.MAX_CALL_BYTES + 1)  # alone in its call: the server judges it
+    assert [len(r.items) for r in batch.plan(huge)] == [1, 1]
