@@ -41,6 +41,10 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="idempotency key: repeating the command with it returns the same job "
                         "(default: a fresh uuid4)")
 
+    from tickwheel_server.cli import jobimport
+
+    jobimport.register(jobs, parents)
+
     p = leaf(jobs, "get", parents, get, auth="tenant", help="show a job, its last run and next runs")
     p.add_argument("id", metavar="ID")
     p.add_argument("--next-runs", type=int, default=5, metavar="N", help="upcoming fires to show (default 5)")

@@ -1,0 +1,297 @@
+"""``tickwheel job import`` against the scripted server: the jobs each line
+builds, request ids stable across runs, every line's fate in the summary,
+the failures file, and hostile files (huge lines, NUL bytes, formula
+cells, another tenant's ids)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import grpc
+import pytest
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+
+from tests.unit.sdk.fake_tickwheel import FakeTickwheel, failure
+from tickwheel.v1 import job_pb2, scheduler_pb2
+from tickwheel_server.cli import jobimport
+from tickwheel_server.cli.importrows import canonical, derived_request_id
+
+
+class Store:
+    """A BatchCreateJobs that remembers request ids (a repeat answers
+    created false) and refuses items named ``bad...`` on ``job.name``."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, job_pb2.Job] = {}
+
+    def __call__(self, request, _context):
+        response = scheduler_pb2.BatchCreateJobsResponse()
+        for item in request.items:
+            if item.job.name.startswith("bad"):
+                detail = any_pb2.Any()
+                detail.Pack(error_details_pb2.BadRequest(field_violations=[
+                    error_details_pb2.BadRequest.FieldViolation(field="job.name", description="no bad names")]))
+                response.results.add(error=status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message="invalid",
+                                                             details=[detail]))  # fmt: skip
+                continue
+            seen = item.request_id in self.jobs
+            if not seen:
+                self.jobs[item.request_id] = job_pb2.Job(id=f"job_{len(self.jobs):04d}", name=item.job.name)
+            response.results.add(job=scheduler_pb2.CreateJobResponse(job=self.jobs[item.request_id], created=not seen))
+        return response
+
+
+@pytest.fixture
+def store(fake: FakeTickwheel) -> Store:
+    answer = Store()
+    fake.reply("BatchCreateJobs", answer)
+    return answer
+
+
+def _items(fake: FakeTickwheel) -> list[scheduler_pb2.CreateJobRequest]:
+    return [item for request in fake.requests("BatchCreateJobs") for item in request.items]
+
+
+def _jsonl(tmp_path, *lines: str | bytes, name: str = "jobs.jsonl"):
+    path = tmp_path / name
+    path.write_bytes(b"".join((x if isinstance(x, bytes) else x.encode()) + b"\n" for x in lines))
+    return path
+
+
+def _line(**fields) -> str:
+    fields.setdefault("cron", "0 2 * * *")
+    fields.setdefault("handler", "echo")
+    return json.dumps(fields)
+
+
+def test_jsonl_lines_become_the_jobs_job_create_would_build(cli, fake, tenant, store, tmp_path) -> None:
+    path = _jsonl(tmp_path, _line(name="nightly", tz="Europe/London", payload={"day": "yesterday"}, jitter="1m30s",
+                                  overlap="queue_one", max_attempts=3, initial_backoff="2s", labels={"team": "data"},
+                                  concurrency_keys={"db": 2}),
+                  json.dumps({"name": "ping", "at": "2030-06-01T09:00:00+02:00", "url": "https://example.com/hook",
+                              "method": "put", "headers": {"X-Team": "data"}, "exact": True, "max_runs": 0}))
+    result = cli(*tenant, "job", "import", str(path))
+    assert result.code == 0, result.err
+    assert "2 lines, 2 created, 0 already existed, 0 failed" in result.out
+
+    nightly, ping = _items(fake)
+    job = nightly.job
+    assert (job.name, job.schedule.cron.expression, job.schedule.cron.time_zone) == ("nightly", "0 2 * * *",
+                                                                                     "Europe/London")
+    assert job.target.handler.name == "echo" and json.loads(job.payload) == {"day": "yesterday"}
+    assert job.jitter.window.seconds == 90 and job.overlap_policy == job_pb2.OVERLAP_POLICY_QUEUE_ONE
+    assert job.retry_policy.max_attempts == 3 and job.retry_policy.initial_backoff.seconds == 2
+    assert dict(job.labels) == {"team": "data"} and (job.concurrency_keys[0].key, job.concurrency_keys[0].limit) == (
+        "db", 2)
+    assert ping.job.target.http.method == "PUT" and dict(ping.job.target.http.headers) == {"X-Team": "data"}
+    assert ping.job.jitter.exact and ping.job.schedule.once_at.seconds > 0
+
+
+def test_importing_again_creates_nothing_twice(cli, fake, tenant, store, tmp_path) -> None:
+    path = _jsonl(tmp_path, *(_line(name=f"job-{i}") for i in range(5)), _line(name="job-0"))
+    first = cli(*tenant, "job", "import", str(path))
+    assert first.code == 0 and "6 lines, 6 created, 0 already existed" in first.out
+    # formatting the same content differently keeps every id
+    path.write_text("\n".join(json.dumps(json.loads(x), indent=None, separators=(", ", " : "))
+                              for x in path.read_text().splitlines()) + "\n")  # fmt: skip
+    again = cli(*tenant, "job", "import", str(path))
+    assert again.code == 0 and "6 lines, 0 created, 6 already existed, 0 failed" in again.out
+
+    first_ids = [i.request_id for i in _items(fake)[:6]]
+    assert first_ids == [i.request_id for i in _items(fake)[6:]]
+    assert len(set(first_ids)) == 6, "identical lines on different lines are different jobs"
+    assert first_ids[0] == derived_request_id(1, canonical(json.loads(_line(name="job-0"))))
+    assert len(store.jobs) == 6
+
+
+def test_an_explicit_request_id_is_used_and_checked(cli, fake, tenant, store, tmp_path) -> None:
+    path = _jsonl(tmp_path, _line(name="a", request_id="deploy:42"), _line(name="b", request_id="no spaces"),
+                  _line(name="c", request_id="x" * 129))
+    result = cli(*tenant, "--json", "job", "import", str(path))
+    assert result.code == 1
+    summary = json.loads(result.out)
+    assert [i.request_id for i in _items(fake)] == ["deploy:42"]
+    assert [(f["line"], f["field"]) for f in summary["failures"]] == [(2, "request_id"), (3, "request_id")]
+
+
+def test_the_json_summary_lists_every_failure_with_its_line_field_and_reason(cli, fake, tenant, store,
+                                                                              tmp_path) -> None:
+    path = _jsonl(tmp_path, _line(name="good"), "{not json", _line(name="bad-name"), "",
+                  _line(name="x", max_runs="3"), _line(name="x", overlap="sometimes"), '["a list"]',
+                  _line(name="x", cron=None, at="2030-01-01T00:00:00Z", handler=None),
+                  _line(name="x", at="2030-01-01T00:00:00Z"), _line(name="x", start_at="tomorrow"),
+                  _line(name="x", crno="typo"), _line(name="x", at="now", cron=None))
+    result = cli(*tenant, "--json", "job", "import", str(path))
+    assert result.code == 1 and result.err == ""
+    summary = json.loads(result.out)
+    assert set(summary) == {"file", "format", "lines", "created", "existing", "failed", "failures", "failures_file",
+                            "call_error"}
+    assert (summary["lines"], summary["created"], summary["existing"], summary["failed"]) == (11, 1, 0, 10)
+    assert [(f["line"], f["code"], f["field"]) for f in summary["failures"]] == [
+        (2, "INVALID_ARGUMENT", ""),
+        (3, "INVALID_ARGUMENT", "job.name"),
+        (5, "INVALID_ARGUMENT", "max_runs"),
+        (6, "INVALID_ARGUMENT", "overlap"),
+        (7, "INVALID_ARGUMENT", ""),
+        (8, "INVALID_ARGUMENT", "handler"),
+        (9, "INVALID_ARGUMENT", "at"),
+        (10, "INVALID_ARGUMENT", "start_at"),
+        (11, "INVALID_ARGUMENT", "crno"),
+        (12, "INVALID_ARGUMENT", "at"),
+    ]
+    assert summary["failures"][1]["reason"] == "no bad names"
+    assert summary["failures"][1]["request_id"].startswith("import-")
+    assert [i.job.name for i in _items(fake)] == ["good", "bad-name"], "only well-formed lines are sent"
+
+
+def test_the_failures_file_holds_the_failed_lines_to_fix_and_import_again(cli, fake, tenant, store,
+                                                                           tmp_path) -> None:
+    bad_json = '{"name": "broken", '
+    path = _jsonl(tmp_path, _line(name="good"), _line(name="bad-1"), bad_json, _line(name="bad-2", request_id="r2"))
+    failures = tmp_path / "failed.jsonl"
+    result = cli(*tenant, "job", "import", str(path), "--failures", str(failures))
+    assert result.code == 1
+    assert "line 2: job.name: no bad names (INVALID_ARGUMENT)" in result.out
+    assert "line 3: not valid JSON" in result.out
+    assert f"failed lines written to {failures}" in result.out
+
+    written = failures.read_text().splitlines()
+    sent_id = _items(fake)[1].request_id
+    assert json.loads(written[0]) == {**json.loads(_line(name="bad-1")), "request_id": sent_id}
+    assert written[1] == bad_json and json.loads(written[2])["request_id"] == "r2"
+
+    # fixed, then imported again: the fixed lines keep the ids they were first sent with
+    failures.write_text("\n".join([written[0].replace("bad-1", "fixed-1"), _line(name="broken"),
+                                   written[2].replace("bad-2", "fixed-2")]) + "\n")  # fmt: skip
+    result = cli(*tenant, "job", "import", str(failures))
+    assert result.code == 0 and "3 lines, 3 created" in result.out
+    assert [i.request_id for i in _items(fake)[-3:]][::2] == [sent_id, "r2"]
+
+
+def test_csv_columns_are_the_same_keys_and_a_formula_cell_is_just_data(cli, fake, tenant, store, tmp_path) -> None:
+    path = tmp_path / "jobs.csv"
+    with path.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["name", "cron", "tz", "handler", "labels", "payload", "max_runs", "exact", "id"])
+        writer.writerow(["=HYPERLINK(\"http://evil\",\"x\")", "0 2 * * *", "UTC", "echo", '{"team": "data"}',
+                         '{"a": 1}', "2", "true", "job_of_someone_else"])  # fmt: skip
+        writer.writerow(["@SUM(1+1)", "*/5 * * * *", "", "echo", "", "", "", "", ""])
+        writer.writerow(["third", "0 2 * * *", "", "echo", "not json", "", "", "", ""])
+        writer.writerow(["fourth", "0 2 * * *", "", "echo", "", "", "two", "", ""])
+        writer.writerow(["fifth", "0 2 * * *", "", "echo", "", "", "", "", "", "an extra cell"])
+    failures = tmp_path / "failed.csv"
+    result = cli(*tenant, "--json", "job", "import", str(path), "--failures", str(failures))
+    assert result.code == 1
+    summary = json.loads(result.out)
+    assert summary["format"] == "csv" and (summary["created"], summary["failed"]) == (2, 3)
+    assert [(f["line"], f["field"]) for f in summary["failures"]] == [(4, "labels"), (5, "max_runs"), (6, "")]
+    first, second = _items(fake)
+    assert first.job.name == '=HYPERLINK("http://evil","x")' and second.job.name == "@SUM(1+1)"
+    assert dict(first.job.labels) == {"team": "data"} and first.job.payload == b'{"a": 1}'
+    assert first.job.max_runs == 2 and first.job.jitter.exact and not first.job.id
+    rows = list(csv.reader(failures.open(newline="")))
+    assert rows[0][-1] == "request_id" and [r[0] for r in rows[1:]] == ["third", "fourth", "fifth"]
+
+
+def test_an_unknown_csv_column_is_a_usage_error_and_nothing_is_sent(cli, fake, tenant, store, tmp_path) -> None:
+    path = tmp_path / "jobs.csv"
+    path.write_text("name,cron,handler,crno\nx,0 2 * * *,echo,\n")
+    result = cli(*tenant, "job", "import", str(path))
+    assert result.code == 2 and "unknown CSV column 'crno'" in result.err
+    assert fake.calls == []
+
+
+def test_another_tenants_ids_in_a_line_are_ignored(cli, fake, tenant, store, tmp_path) -> None:
+    path = _jsonl(tmp_path, _line(name="mine", id="job_01OTHERTENANT", tenant="victim", version=7, state="paused",
+                                  created_at="2020-01-01T00:00:00Z"))  # fmt: skip
+    result = cli(*tenant, "job", "import", str(path))
+    assert result.code == 0, result.out
+    (item,) = _items(fake)
+    assert (item.job.id, item.job.tenant, item.job.version, item.job.state) == ("", "", 0, 0)
+    assert fake.calls[0].metadata["authorization"] == f"Bearer {fake.api_key}"
+
+
+def test_a_10_mb_line_and_nul_bytes_fail_alone(cli, fake, tenant, store, tmp_path) -> None:
+    huge = _line(name="huge", payload="x" * (10 * 1024 * 1024))
+    path = _jsonl(tmp_path, _line(name="before"), huge, b'{"name": "raw\x00nul", "cron": "0 2 * * *"}',
+                  _line(name="escaped\u0000nul"), _line(name="after"))
+    failures = tmp_path / "failed.jsonl"
+    result = cli(*tenant, "--json", "job", "import", str(path), "--failures", str(failures))
+    assert result.code == 1
+    summary = json.loads(result.out)
+    assert [(f["line"], f["field"]) for f in summary["failures"]] == [(2, ""), (3, ""), (4, "name")]
+    assert "longer than" in summary["failures"][0]["reason"]
+    assert [i.job.name for i in _items(fake)] == ["before", "after"]
+    assert failures.stat().st_size < 1024, "the huge line is not copied"
+
+
+def test_a_huge_csv_cell_fails_its_record_alone(cli, fake, tenant, store, tmp_path) -> None:
+    path = tmp_path / "jobs.csv"
+    path.write_text("name,cron,handler,payload\n" + "a,0 2 * * *,echo,\n" + "b,0 2 * * *,echo," + "1" * (10 * 2**20)
+                    + "\n" + "c,0 2 * * *,echo,\n")  # fmt: skip
+    result = cli(*tenant, "--json", "job", "import", str(path))
+    summary = json.loads(result.out)
+    assert result.code == 1 and [f["line"] for f in summary["failures"]] == [3]
+    assert [i.job.name for i in _items(fake)] == ["a", "c"]
+
+
+def test_lines_go_in_calls_of_batch_size(cli, fake, tenant, store, tmp_path) -> None:
+    path = _jsonl(tmp_path, *(_line(name=f"j{i}") for i in range(5)))
+    assert cli(*tenant, "job", "import", str(path), "--batch-size", "2").code == 0
+    assert [len(r.items) for r in fake.requests("BatchCreateJobs")] == [2, 2, 1]
+    for size in ("0", "1001"):
+        result = cli(*tenant, "job", "import", str(path), "--batch-size", size)
+        assert result.code == 2 and "--batch-size" in result.err
+
+
+def test_a_call_that_fails_fails_its_lines_and_the_rest_are_not_sent(cli, fake, tenant, store, tmp_path) -> None:
+    fake.script("BatchCreateJobs", store, *[failure(grpc.StatusCode.UNAVAILABLE, "store down")] * 5)
+    path = _jsonl(tmp_path, *(_line(name=f"j{i}") for i in range(6)))
+    failures = tmp_path / "failed.jsonl"
+    result = cli(*tenant, "--json", "--timeout", "5", "job", "import", str(path), "--batch-size", "2",
+                 "--failures", str(failures))  # fmt: skip
+    assert result.code == 1
+    summary = json.loads(result.out)
+    assert summary["created"] == 2 and summary["call_error"].startswith("UNAVAILABLE")
+    assert [(f["line"], f["code"]) for f in summary["failures"]] == [
+        (3, "UNAVAILABLE"), (4, "UNAVAILABLE"), (5, "ABORTED"), (6, "ABORTED")]
+    assert len(fake.requests("BatchCreateJobs")) == 6, "one good call, one retried to the SDK's limit, no more"
+    written = [json.loads(x) for x in failures.read_text().splitlines()]
+    assert [w["name"] for w in written] == ["j2", "j3", "j4", "j5"]
+    assert all(w["request_id"].startswith("import-") for w in written)
+
+
+def test_stdin_needs_a_format(cli, fake, tenant, store, monkeypatch) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO((_line(name="piped") + "\n").encode())))
+    result = cli(*tenant, "job", "import", "-")
+    assert result.code == 2 and "--format" in result.err
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO((_line(name="piped") + "\n").encode())))
+    result = cli(*tenant, "job", "import", "-", "--format", "jsonl")
+    assert result.code == 0 and [i.job.name for i in _items(fake)] == ["piped"]
+
+
+def test_usage_errors_send_nothing(cli, fake, tenant, store, tmp_path) -> None:
+    path = _jsonl(tmp_path, _line(name="a"))
+    assert cli(*tenant, "job", "import", str(tmp_path / "missing.jsonl")).code == 2
+    assert cli(*tenant, "job", "import", str(_jsonl(tmp_path, _line(name="a"), name="jobs.txt"))).code == 2
+    result = cli(*tenant, "job", "import", str(path), "--failures", str(path))
+    assert result.code == 2 and "must not be the file" in result.err
+    assert path.read_text() == _line(name="a") + "\n"
+    assert fake.calls == []
+
+
+def test_no_progress_bar_unless_stderr_is_a_terminal(cli, fake, tenant, store, tmp_path) -> None:
+    path = _jsonl(tmp_path, _line(name="a"))
+    assert cli(*tenant, "job", "import", str(path)).err == ""
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    shown = Terminal()
+    summary = jobimport.Summary("f", "jsonl", lines=10, created=4, existing=1)
+    jobimport.Progress(shown, total_bytes=200).show(summary, 100)
+    assert shown.getvalue().startswith("\rimport: [###############") and "50.0% 10 lines: 4 created" in shown.getvalue()
