@@ -268,10 +268,20 @@ setup_browser() {
     fi
 }
 
+# --bench: also the benchmarks' own dependencies (pyproject's `bench` extra:
+# pgqueuer, the peer loadtest/bench_create.py measures). The tests never
+# need them, so nothing installs them unless asked.
+setup_bench() {
+    if ! "$VENV/bin/python" -c 'import pgqueuer' 2>/dev/null; then
+        log "installing the bench extra into $VENV (pip install -e '.[test,bench]')"
+        "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e '.[test,bench]'
+    fi
+}
+
 # --dev: only what `tickwheel dev` needs (Python and the venv); the tests and
 # code generation also need PostgreSQL, etcd, the npm packages and the Go and
 # Java toolchains.
-if [[ "${1:-}" == "--dev" ]]; then
+if [[ " $* " == *" --dev "* ]]; then
     have_python || install_debian_packages
     setup_venv
 else
@@ -280,5 +290,8 @@ else
     setup_browser
     setup_node
     setup_go_java
+fi
+if [[ " $* " == *" --bench "* ]]; then
+    setup_bench
 fi
 log "ready: $VENV"

@@ -1,0 +1,463 @@
+"""Benchmark: creating jobs through the API. CreateJob from one client and
+from many, BatchCreateJobs, the time to load N jobs, and paging over them,
+beside pgqueuer's batch enqueue on the same PostgreSQL in the same run.
+
+    .venv/bin/python loadtest/bench_create.py [--jobs 1000000] [--calls 2000] [--clients 16]
+                                              [--batch-jobs 100000] [--load-clients 4]
+                                              [--pg URL] [--etcd HOST:PORT] [--logs DIR] [--no-pgqueuer] [--smoke]
+
+Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL
+and etcd are started (``tests/support``) and deleted afterwards. One
+``tickwheel server`` process (``--migrate``, no workers) serves one tenant
+whose quotas let everything through; every job is a handler job with a cron
+schedule that is not due during the run (``0 3 1 1 *`` UTC), so nothing but
+creating is measured.
+
+- ``create_1``: ``--calls`` CreateJob calls one after the other from one
+  SDK client (``AsyncClient``, its default retries). ``create_16``: as many
+  calls from ``--clients`` clients at once, each its own channel. Each
+  reports jobs/s, latency, failures by status code (what the SDK raised
+  after its retries) and the retries it made.
+- ``batch``: ``--batch-jobs`` jobs through BatchCreateJobs, 1 000 per call,
+  one call after the other. ``load``: ``--jobs`` jobs the same way from
+  ``--load-clients`` callers at once: the time to load them. The requests
+  are serialised before the clock starts (the client's cost kept out of the
+  server's figure); a call answering UNAVAILABLE is resent as is (same
+  request ids) up to 5 times. Failures: calls by status code, and items by
+  the code of their ``error``.
+- ``paging``: every page of ListJobs (the tenant's) and of the admin's
+  SearchJobs at 1 000 jobs a page over everything loaded; the latency of
+  the first, middle and last pages (each the median of 3 pages) and
+  ``last_over_first``: flat paging keeps it near 1.
+- ``sql`` in each phase: what reached PostgreSQL (``pg_stat_statements``):
+  statements and rows written per job, by table, the costliest shapes;
+  ``errors_logged``: the ERROR lines PostgreSQL logged (serialization
+  failures the store retried show there).
+- ``pgqueuer``: pgqueuer's ``Queries.enqueue`` of ``--jobs`` jobs (1 000
+  per call, one connection) into its own database on the same PostgreSQL,
+  with its ``sql`` figures. pgqueuer is the ``bench`` extra
+  (``scripts/install.sh --bench``); without it, or with ``--no-pgqueuer``,
+  this part says why it was skipped.
+
+``goal`` sets the issue's goals beside the figures, each with ``met``.
+``--smoke`` runs tiny sizes so CI keeps the script working; its figures mean
+nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+import psycopg
+
+import _harness as h
+from tickwheel import AsyncClient, TickwheelError
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
+
+GOAL = {
+    "create_16_jobs_per_s": 2_000,
+    "create_16_failures": 0,
+    "batch_jobs_per_s": 20_000,
+    "load_1m_s": 120,
+    "paging_last_over_first": 2.0,
+}
+CRON = "0 3 1 1 *"
+BATCH = 1000
+PAGE_SIZE = 1000
+RESENDS = 5
+SERVER_ID = "bench-create"
+
+
+def bench_job(name: str) -> job_pb2.Job:
+    return job_pb2.Job(
+        name=name,
+        schedule=job_pb2.Schedule(cron=job_pb2.CronSchedule(expression=CRON, time_zone="UTC")),
+        target=job_pb2.Target(handler=job_pb2.HandlerTarget(name=h.HANDLER)),
+        payload=b'{"bench": true}',
+    )
+
+
+def latency_ms(values: list[float]) -> dict:
+    ordered = sorted(values)
+    if not ordered:
+        return {}
+    return {name: round(h.percentile(ordered, q) * 1000, 2)
+            for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))} | {"max": round(ordered[-1] * 1000, 2)}
+
+
+# ------------------------------------------------------------------ the server
+
+
+async def create_tenant(server: h.ServerProcess, max_jobs: int) -> str:
+    """The bench tenant with room for every job and no request-rate limit
+    that matters; returns its API key."""
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+        tenant = admin_pb2.Tenant(name=h.TENANT, quotas=admin_pb2.TenantQuotas(
+            max_jobs=max_jobs, requests_per_second=1_000_000))
+        created = await admin.CreateTenant(admin_pb2.CreateTenantRequest(tenant=tenant),
+                                           metadata=h.admin_metadata(server))
+    return created.api_key.secret
+
+
+class Phase:
+    """The SQL and logged errors of one phase, from its start."""
+
+    def __init__(self, url: str) -> None:
+        self.statements = h.Statements(url)
+        self.statements.reset()
+        self.errors = h.PostgresErrors()
+        self.load_before = h.load_average()
+
+    def report(self, jobs: int) -> dict:
+        sql = self.statements.report(jobs)
+        if sql is not None:
+            sql["errors_logged"] = self.errors.counts()
+            # per job, not per execution: the harness's key names mean "per unit of work"
+            sql = json.loads(json.dumps(sql).replace("per_execution", "per_job"))
+        return {"sql": sql, "load_average_before": self.load_before, "load_average_after": h.load_average()}
+
+
+async def run_create(address: str, api_key: str, calls: int, clients: int, tag: str) -> dict:
+    """``calls`` CreateJob calls from ``clients`` SDK clients at once."""
+    failures: Counter[str] = Counter()
+    retries = 0
+    latencies: list[float] = []
+    next_call = 0
+
+    async def counted_sleep(seconds: float) -> None:
+        nonlocal retries
+        retries += 1
+        await asyncio.sleep(seconds)
+
+    async def client_loop() -> None:
+        nonlocal next_call
+        async with AsyncClient(address, api_key, sleep=counted_sleep) as client:
+            while next_call < calls:
+                i, next_call = next_call, next_call + 1
+                began = time.perf_counter()
+                try:
+                    await client.create_job(bench_job(f"{tag}-{i:07d}"), request_id=f"{tag}-{i}")
+                except TickwheelError as error:
+                    failures[error.code_name] += 1
+                latencies.append(time.perf_counter() - began)
+
+    began = time.perf_counter()
+    await asyncio.gather(*(client_loop() for _ in range(clients)))
+    seconds = time.perf_counter() - began
+    ok = calls - sum(failures.values())
+    return {
+        "calls": calls, "clients": clients, "seconds": round(seconds, 2), "jobs_per_s": round(ok / seconds),
+        "failures": sum(failures.values()), "failures_by_code": dict(failures), "retries": retries,
+        "latency_ms": latency_ms(latencies),
+    }
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def serialized_batches(jobs: int, tag: str) -> list[bytes]:
+    """BatchCreateJobsRequest bytes of ``jobs`` items, 1 000 a call, each
+    with request id ``<tag>-<n>``: one job serialised once and the items
+    assembled from it (``CreateJobRequest``: field 1 the job, field 2 the
+    request id), checked against the generated code on the first call."""
+    job = bench_job(f"{tag}").SerializeToString()
+    job_field = b"\x0a" + _varint(len(job)) + job
+    out = []
+    for start in range(0, jobs, BATCH):
+        parts = []
+        for i in range(start, min(start + BATCH, jobs)):
+            rid = f"{tag}-{i}".encode()
+            item = job_field + b"\x12" + _varint(len(rid)) + rid
+            parts.append(b"\x0a" + _varint(len(item)) + item)
+        out.append(b"".join(parts))
+    parsed = scheduler_pb2.BatchCreateJobsRequest.FromString(out[0])
+    assert parsed.items[0].request_id == f"{tag}-0" and parsed.items[0].job.name == tag
+    return out
+
+
+async def run_batches(address: str, api_key: str, batches: list[bytes], clients: int) -> dict:
+    """Sends every request, ``clients`` at once; UNAVAILABLE resent as is."""
+    metadata = (("authorization", f"Bearer {api_key}"),)
+    calls: Counter[str] = Counter()
+    items: Counter[str] = Counter()
+    resends = 0
+    latencies: list[float] = []
+    next_batch = 0
+
+    async def caller() -> None:
+        nonlocal next_batch, resends
+        async with grpc.aio.insecure_channel(address) as channel:
+            send = channel.unary_unary(
+                "/tickwheel.v1.SchedulerService/BatchCreateJobs",
+                request_serializer=lambda raw: raw,
+                response_deserializer=scheduler_pb2.BatchCreateJobsResponse.FromString,
+            )
+            while next_batch < len(batches):
+                i, next_batch = next_batch, next_batch + 1
+                for attempt in range(RESENDS + 1):
+                    began = time.perf_counter()
+                    try:
+                        response = await send(batches[i], metadata=metadata, timeout=120)
+                    except grpc.aio.AioRpcError as error:
+                        if error.code() == grpc.StatusCode.UNAVAILABLE and attempt < RESENDS:
+                            resends += 1
+                            await asyncio.sleep(0.2 * 2**attempt)
+                            continue
+                        calls[error.code().name] += 1
+                        break
+                    latencies.append(time.perf_counter() - began)
+                    calls["OK"] += 1
+                    items["created"] += response.created_count
+                    items["existing"] += response.existing_count
+                    for result in response.results:
+                        if result.WhichOneof("result") == "error":
+                            items[grpc.StatusCode(_code(result.error.code)).name] += 1
+                    break
+
+    began = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(clients)))
+    seconds = time.perf_counter() - began
+    jobs_ok = items["created"] + items["existing"]
+    item_failures = {k: v for k, v in items.items() if k not in ("created", "existing")}
+    call_failures = {k: v for k, v in calls.items() if k != "OK"}
+    return {
+        "calls": sum(calls.values()), "clients": clients, "seconds": round(seconds, 2),
+        "jobs_per_s": round(jobs_ok / seconds) if seconds else 0, "created": items["created"],
+        "existing": items["existing"], "failures": sum(item_failures.values()) + BATCH * sum(call_failures.values()),
+        "call_failures_by_code": call_failures, "item_failures_by_code": item_failures, "resends": resends,
+        "call_latency_ms": latency_ms(latencies),
+    }
+
+
+def _code(value: int) -> tuple:
+    return next((c.value for c in grpc.StatusCode if c.value[0] == value), grpc.StatusCode.UNKNOWN.value)
+
+
+async def walk(fetch, pages_seen: list[float]) -> int:
+    """Every page through ``fetch(token)``, each page's latency appended; returns the jobs seen."""
+    token, jobs = "", 0
+    while True:
+        began = time.perf_counter()
+        page = await fetch(token)
+        pages_seen.append(time.perf_counter() - began)
+        jobs += len(page.jobs)
+        token = page.next_page_token
+        if not token:
+            return jobs
+
+
+def page_figures(latencies: list[float], jobs: int) -> dict:
+    def around(i: int) -> float:
+        window = latencies[max(0, min(i, len(latencies) - 3)):][:3]
+        return statistics.median(window)
+
+    first, middle, last = around(0), around(len(latencies) // 2 - 1), around(len(latencies) - 3)
+    return {
+        "pages": len(latencies), "jobs": jobs, "page_size": PAGE_SIZE,
+        "first_ms": round(first * 1000, 2), "middle_ms": round(middle * 1000, 2), "last_ms": round(last * 1000, 2),
+        "last_over_first": round(last / first, 2) if first else None,
+        "latency_ms": latency_ms(latencies), "seconds": round(sum(latencies), 2),
+    }
+
+
+async def run_paging(server: h.ServerProcess, api_key: str) -> dict:
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+        tenant_md = (("authorization", f"Bearer {api_key}"),)
+        out = {}
+        listed: list[float] = []
+        jobs = await walk(lambda token: scheduler.ListJobs(
+            scheduler_pb2.ListJobsRequest(page_size=PAGE_SIZE, page_token=token), metadata=tenant_md, timeout=60),
+            listed)
+        out["list_jobs"] = page_figures(listed, jobs)
+        searched: list[float] = []
+        jobs = await walk(lambda token: admin.SearchJobs(
+            admin_pb2.SearchJobsRequest(page_size=PAGE_SIZE, page_token=token), metadata=h.admin_metadata(server),
+            timeout=60), searched)
+        out["search_jobs"] = page_figures(searched, jobs)
+    return out
+
+
+def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: Path) -> dict:
+    total = 2 * args.calls + args.batch_jobs + args.jobs
+    server = h.start_server_process(folder, "--store", url, "--etcd", etcd_endpoint, "--migrate",
+                                    "--server-id", SERVER_ID)
+    try:
+        api_key = asyncio.run(create_tenant(server, max_jobs=total + 1000))
+        h.wait_started(url, server)
+        out: dict[str, Any] = {}
+
+        phase = Phase(url)
+        out["create_1"] = asyncio.run(run_create(server.address, api_key, args.calls, 1, "one"))
+        out["create_1"] |= phase.report(args.calls)
+
+        phase = Phase(url)
+        out["create_16"] = asyncio.run(run_create(server.address, api_key, args.calls, args.clients, "many"))
+        out["create_16"] |= phase.report(args.calls)
+
+        batches = serialized_batches(args.batch_jobs, "batch")
+        phase = Phase(url)
+        out["batch"] = asyncio.run(run_batches(server.address, api_key, batches, 1))
+        out["batch"] |= phase.report(args.batch_jobs)
+        del batches
+
+        batches = serialized_batches(args.jobs, "load")
+        phase = Phase(url)
+        out["load"] = asyncio.run(run_batches(server.address, api_key, batches, args.load_clients))
+        out["load"] |= phase.report(args.jobs)
+        out["load"]["jobs"] = args.jobs
+        del batches
+
+        with h.observe(url) as pg:
+            out["jobs_stored"] = pg.execute(f"{h.OWN_QUERY} SELECT count(*) FROM jobs").fetchone()[0]
+        out["paging"] = asyncio.run(run_paging(server, api_key))
+        out["exit_code"] = server.terminate(30)
+        return out
+    finally:
+        if server.process.poll() is None:
+            server.kill()
+
+
+# ------------------------------------------------------------------ pgqueuer
+
+
+def pgqueuer_url(url: str) -> str:
+    """A new database ``bench_pgqueuer`` on the server of ``url``."""
+    with h.observe(url) as pg:
+        pg.execute("DROP DATABASE IF EXISTS bench_pgqueuer")
+        pg.execute("CREATE DATABASE bench_pgqueuer")
+    return h.make_url(url).set(database="bench_pgqueuer").render_as_string(hide_password=False)
+
+
+async def run_pgqueuer(url: str, jobs: int) -> dict:
+    from pgqueuer.db import PsycopgDriver
+    from pgqueuer.queries import Queries
+
+    conn = await psycopg.AsyncConnection.connect(h.conninfo(url), autocommit=True)
+    try:
+        queries = Queries(PsycopgDriver(conn))
+        await queries.install()
+        with h.observe(url) as pg:
+            pg.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        phase = Phase(url)
+        payload = b'{"bench": true}'
+        began = time.perf_counter()
+        for start in range(0, jobs, BATCH):
+            n = min(BATCH, jobs - start)
+            await queries.enqueue(["bench"] * n, [payload] * n, [0] * n)
+        seconds = time.perf_counter() - began
+        with h.observe(url) as pg:
+            stored = pg.execute(f"{h.OWN_QUERY} SELECT count(*) FROM pgqueuer").fetchone()[0]
+        return {"jobs": jobs, "stored": stored, "seconds": round(seconds, 2), "jobs_per_s": round(jobs / seconds),
+                "batch": BATCH, "connections": 1} | phase.report(jobs)
+    finally:
+        await conn.close()
+
+
+def peer(args: argparse.Namespace, url: str) -> dict:
+    if args.no_pgqueuer:
+        return {"skipped": "--no-pgqueuer"}
+    try:
+        import pgqueuer  # noqa: F401
+    except ImportError:
+        return {"skipped": "pgqueuer is not installed: scripts/install.sh --bench"}
+    from importlib.metadata import version
+
+    return {"version": version("pgqueuer")} | asyncio.run(run_pgqueuer(pgqueuer_url(url), args.jobs))
+
+
+# ------------------------------------------------------------------ main
+
+
+def goals(server: dict) -> dict:
+    c16, batch, load = server["create_16"], server["batch"], server["load"]
+    paging = server["paging"]
+    projected = round(1_000_000 / load["jobs_per_s"], 1) if load["jobs_per_s"] else None
+    flat = max(p["last_over_first"] or 0 for p in paging.values())
+    return {
+        "create_16_jobs_per_s": {"goal": GOAL["create_16_jobs_per_s"], "value": c16["jobs_per_s"],
+                                 "met": c16["jobs_per_s"] >= GOAL["create_16_jobs_per_s"]},
+        "create_16_failures": {"goal": GOAL["create_16_failures"], "value": c16["failures"],
+                               "met": c16["failures"] == 0},
+        "batch_jobs_per_s": {"goal": GOAL["batch_jobs_per_s"], "value": batch["jobs_per_s"],
+                             "met": batch["jobs_per_s"] >= GOAL["batch_jobs_per_s"]},
+        "load_1m_s": {"goal": GOAL["load_1m_s"], "value": projected, "measured_jobs": load["jobs"],
+                      "measured_s": load["seconds"], "failures": load["failures"],
+                      "met": projected is not None and projected < GOAL["load_1m_s"] and load["failures"] == 0,
+                      "note": "1 000 000 / the load phase's jobs/s (measured, not projected, when --jobs is 1 000 000)"},
+        "paging_last_over_first": {"goal": GOAL["paging_last_over_first"], "value": flat,
+                                   "met": flat <= GOAL["paging_last_over_first"]},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=1_000_000, help="jobs loaded through BatchCreateJobs (default 1 000 000)")
+    parser.add_argument("--calls", type=int, default=2000, help="CreateJob calls in each of create_1 and create_16")
+    parser.add_argument("--clients", type=int, default=16, help="concurrent CreateJob clients (default 16)")
+    parser.add_argument("--batch-jobs", type=int, default=100_000, help="jobs in the one-caller batch phase")
+    parser.add_argument("--load-clients", type=int, default=4, help="concurrent BatchCreateJobs callers of the load")
+    parser.add_argument("--pg", help="a PostgreSQL database (postgresql://…); default: a throwaway server")
+    parser.add_argument("--etcd", help="etcd HOST:PORT; default: a throwaway etcd")
+    parser.add_argument("--pg-set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting of the throwaway PostgreSQL (repeatable), for experiments")
+    parser.add_argument("--logs", metavar="DIR", help="keep the server's log in DIR")
+    parser.add_argument("--no-pgqueuer", action="store_true", help="skip the pgqueuer peer")
+    parser.add_argument("--smoke", action="store_true", help="tiny run for CI; figures are meaningless")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.jobs, args.calls, args.clients, args.batch_jobs, args.load_clients = 3000, 40, 4, 2000, 2
+    if min(args.jobs, args.calls, args.clients, args.batch_jobs, args.load_clients) < 1:
+        parser.error("--jobs, --calls, --clients, --batch-jobs and --load-clients must be positive")
+    try:
+        pg_settings = h.parse_settings(args.pg_set)
+    except ValueError as error:
+        parser.error(str(error))
+    began = time.perf_counter()
+    with h.postgres(args.pg, pg_settings) as url, h.etcd(args.etcd) as etcd_endpoint, \
+            h.workdir(args.logs, "tickwheel-bench-create-") as folder:
+        h.reset_data(url)
+        server = run_server(args, url, etcd_endpoint, folder)
+        pgqueuer = peer(args, url)
+        settings = h.server_settings(url)
+    report = {
+        "benchmark": "create",
+        "smoke": args.smoke,
+        "server": server,
+        "pgqueuer": pgqueuer,
+        "batch_over_pgqueuer": round(server["batch"]["jobs_per_s"] / pgqueuer["jobs_per_s"], 3)
+        if "jobs_per_s" in pgqueuer else None,
+        "goal": goals(server),
+        "postgres": {**settings, "throwaway": not args.pg, "set": pg_settings},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "total_s": round(time.perf_counter() - began, 1),
+    }
+    json.dump(report, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.exit(main())
