@@ -149,6 +149,7 @@ def read_csv(lines: LineReader) -> tuple[list[str], Iterator[Line]]:
     """The header (checked: known, distinct column names; a ``UsageError``
     otherwise, before anything is sent) and one :class:`Line` per record."""
     too_long: set[int] = set()
+    not_utf8: set[int] = set()
     physical = 0
 
     def text() -> Iterator[str]:
@@ -159,7 +160,11 @@ def read_csv(lines: LineReader) -> tuple[list[str], Iterator[Line]]:
                 too_long.add(physical)
                 yield "\n"  # an empty record in its place, reported below
                 continue
-            yield raw.decode("utf-8", "replace")
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError:
+                not_utf8.add(physical)
+                yield raw.decode("utf-8", "replace")
 
     reader = csv.reader(text())
     csv.field_size_limit(MAX_LINE_BYTES)
@@ -188,7 +193,8 @@ def read_csv(lines: LineReader) -> tuple[list[str], Iterator[Line]]:
                 previous = reader.line_num
                 continue
             number, previous = previous + 1, reader.line_num
-            if number in too_long:
+            spanned = range(number, previous + 1)  # a quoted cell may hold line breaks
+            if any(n in too_long for n in spanned):
                 yield _too_long(number)
                 continue
             if not cells or all(not c.strip() for c in cells):
@@ -196,7 +202,7 @@ def read_csv(lines: LineReader) -> tuple[list[str], Iterator[Line]]:
             line = Line(number, cells=cells)
             if len(cells) > len(header):
                 line.error = RowError("", f"{len(cells)} cells for {len(header)} columns")
-            elif any("\ufffd" in c for c in cells):
+            elif any(n in not_utf8 for n in spanned):
                 line.error = RowError("", "not UTF-8")
             else:
                 line.row = dict(zip(header, cells))

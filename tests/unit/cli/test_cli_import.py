@@ -295,3 +295,20 @@ def test_no_progress_bar_unless_stderr_is_a_terminal(cli, fake, tenant, store, t
     summary = jobimport.Summary("f", "jsonl", lines=10, created=4, existing=1)
     jobimport.Progress(shown, total_bytes=200).show(summary, 100)
     assert shown.getvalue().startswith("\rimport: [###############") and "50.0% 10 lines: 4 created" in shown.getvalue()
+
+
+def test_csv_records_keep_their_first_line_number_and_bad_bytes_fail_alone(cli, fake, tenant, store,
+                                                                          tmp_path) -> None:
+    path = tmp_path / "jobs.csv"
+    path.write_bytes(b'name,cron,handler,payload\n'
+                     b'a,0 2 * * *,echo,"{\n""text"": 2}"\n'
+                     b'b\xff,0 2 * * *,echo,\n'
+                     b'c \xef\xbf\xbd,0 2 * * *,echo,\n'
+                     b'd,0 2 * * *,echo,"{""bad"": \n"\n')  # fmt: skip
+    result = cli(*tenant, "--json", "job", "import", str(path))
+    summary = json.loads(result.out)
+    assert [(f["line"], f["reason"]) for f in summary["failures"]] == [
+        (4, "not UTF-8"), (6, summary["failures"][1]["reason"])]
+    assert summary["failures"][1]["field"] == "payload"
+    assert [i.job.name for i in _items(fake)] == ["a", "c \ufffd"], "a real U+FFFD is just a character"
+    assert json.loads(_items(fake)[0].job.payload) == {"text": 2}
