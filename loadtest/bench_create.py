@@ -4,7 +4,8 @@ beside pgqueuer's batch enqueue on the same PostgreSQL in the same run.
 
     .venv/bin/python loadtest/bench_create.py [--jobs 1000000] [--calls 2000] [--clients 16]
                                               [--batch-jobs 100000] [--load-clients 4]
-                                              [--pg URL] [--etcd HOST:PORT] [--logs DIR] [--no-pgqueuer] [--smoke]
+                                              [--pg URL] [--etcd HOST:PORT] [--logs DIR] [--profile DIR]
+                                              [--no-pgqueuer] [--smoke]
 
 Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL
 and etcd are started (``tests/support``) and deleted afterwards. One
@@ -27,7 +28,8 @@ creating is measured.
   the code of their ``error``.
 - ``paging``: every page of ListJobs (the tenant's) and of the admin's
   SearchJobs at 1 000 jobs a page over everything loaded; the latency of
-  the first, middle and last pages (each the median of 3 pages) and
+  the first, middle and last pages (each the median of a twentieth of the
+  pages, 3 to 25) and
   ``last_over_first``: flat paging keeps it near 1.
 - ``sql`` in each phase: what reached PostgreSQL (``pg_stat_statements``):
   statements and rows written per job, by table, the costliest shapes;
@@ -39,6 +41,8 @@ creating is measured.
   (``scripts/install.sh --bench``); without it, or with ``--no-pgqueuer``,
   this part says why it was skipped.
 
+``--profile DIR`` samples the server with py-spy during the batch and load
+phases (``DIR/batch.txt``, ``DIR/load.txt``, collapsed stacks).
 ``goal`` sets the issue's goals beside the figures, each with ``met``.
 ``--smoke`` runs tiny sizes so CI keeps the script working; its figures mean
 nothing.
@@ -267,13 +271,18 @@ async def walk(fetch, pages_seen: list[float]) -> int:
 
 
 def page_figures(latencies: list[float], jobs: int) -> dict:
-    def around(i: int) -> float:
-        window = latencies[max(0, min(i, len(latencies) - 3)):][:3]
-        return statistics.median(window)
+    """First, middle and last page latency, each the median of a window of
+    pages (a twentieth of them, 3 to 25) so that one page slowed by the
+    shared machine does not decide flatness."""
+    width = max(3, min(25, len(latencies) // 20))
 
-    first, middle, last = around(0), around(len(latencies) // 2 - 1), around(len(latencies) - 3)
+    def around(start: int) -> float:
+        start = max(0, min(start, len(latencies) - width))
+        return statistics.median(latencies[start : start + width])
+
+    first, middle, last = around(0), around((len(latencies) - width) // 2), around(len(latencies) - width)
     return {
-        "pages": len(latencies), "jobs": jobs, "page_size": PAGE_SIZE,
+        "pages": len(latencies), "jobs": jobs, "page_size": PAGE_SIZE, "window_pages": width,
         "first_ms": round(first * 1000, 2), "middle_ms": round(middle * 1000, 2), "last_ms": round(last * 1000, 2),
         "last_over_first": round(last / first, 2) if first else None,
         "latency_ms": latency_ms(latencies), "seconds": round(sum(latencies), 2),
@@ -301,6 +310,7 @@ async def run_paging(server: h.ServerProcess, api_key: str) -> dict:
 
 def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: Path) -> dict:
     total = 2 * args.calls + args.batch_jobs + args.jobs
+    profile = Path(args.profile) if args.profile else None
     server = h.start_server_process(folder, "--store", url, "--etcd", etcd_endpoint, "--migrate",
                                     "--server-id", SERVER_ID)
     try:
@@ -318,13 +328,15 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
 
         batches = serialized_batches(args.batch_jobs, "batch")
         phase = Phase(url)
-        out["batch"] = asyncio.run(run_batches(server.address, api_key, batches, 1))
+        with h.profiled({"batch": server.process.pid}, profile):
+            out["batch"] = asyncio.run(run_batches(server.address, api_key, batches, 1))
         out["batch"] |= phase.report(args.batch_jobs)
         del batches
 
         batches = serialized_batches(args.jobs, "load")
         phase = Phase(url)
-        out["load"] = asyncio.run(run_batches(server.address, api_key, batches, args.load_clients))
+        with h.profiled({"load": server.process.pid}, profile):
+            out["load"] = asyncio.run(run_batches(server.address, api_key, batches, args.load_clients))
         out["load"] |= phase.report(args.jobs)
         out["load"]["jobs"] = args.jobs
         del batches
@@ -423,6 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg-set", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting of the throwaway PostgreSQL (repeatable), for experiments")
     parser.add_argument("--logs", metavar="DIR", help="keep the server's log in DIR")
+    parser.add_argument("--profile", metavar="DIR", help="sample the server with py-spy into DIR")
     parser.add_argument("--no-pgqueuer", action="store_true", help="skip the pgqueuer peer")
     parser.add_argument("--smoke", action="store_true", help="tiny run for CI; figures are meaningless")
     args = parser.parse_args(argv)
