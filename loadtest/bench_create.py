@@ -31,13 +31,16 @@ creating is measured.
   the first, middle and last pages (each the median of a twentieth of the
   pages, 3 to 25) and
   ``last_over_first``: flat paging keeps it near 1.
+- ``cpu`` in each phase: CPU seconds of the server process and of
+  PostgreSQL (``/proc``), and milliseconds per job.
 - ``sql`` in each phase: what reached PostgreSQL (``pg_stat_statements``):
   statements and rows written per job, by table, the costliest shapes;
   ``errors_logged``: the ERROR lines PostgreSQL logged (serialization
   failures the store retried show there).
 - ``pgqueuer``: pgqueuer's ``Queries.enqueue`` of ``--jobs`` jobs (1 000
   per call, one connection) into its own database on the same PostgreSQL,
-  with its ``sql`` figures. pgqueuer is the ``bench`` extra
+  with its ``sql`` and ``cpu`` figures (``client``: this process, where
+  pgqueuer runs). pgqueuer is the ``bench`` extra
   (``scripts/install.sh --bench``); without it, or with ``--no-pgqueuer``,
   this part says why it was skipped.
 
@@ -118,21 +121,27 @@ async def create_tenant(server: h.ServerProcess, max_jobs: int) -> str:
 
 
 class Phase:
-    """The SQL and logged errors of one phase, from its start."""
+    """The SQL, logged errors and CPU (of the processes in ``meter``) of one
+    phase, from its start."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, meter: h.Meter | None = None) -> None:
         self.statements = h.Statements(url)
         self.statements.reset()
         self.errors = h.PostgresErrors()
         self.load_before = h.load_average()
+        self.meter = meter
+        self.cpu_before = meter.read() if meter is not None else None
 
     def report(self, jobs: int) -> dict:
         sql = self.statements.report(jobs)
         if sql is not None:
             sql["errors_logged"] = self.errors.counts()
-            # per job, not per execution: the harness's key names mean "per unit of work"
-            sql = json.loads(json.dumps(sql).replace("per_execution", "per_job"))
-        return {"sql": sql, "load_average_before": self.load_before, "load_average_after": h.load_average()}
+        cpu = None
+        if self.meter is not None and self.cpu_before is not None:
+            cpu = h.Meter.difference(self.cpu_before, self.meter.read(), jobs)["cpu"]
+        # per job, not per execution: the harness's key names mean "per unit of work"
+        figures = json.loads(json.dumps({"sql": sql, "cpu": cpu}).replace("per_execution", "per_job"))
+        return figures | {"load_average_before": self.load_before, "load_average_after": h.load_average()}
 
 
 async def run_create(address: str, api_key: str, calls: int, clients: int, tag: str) -> dict:
@@ -317,24 +326,26 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
         api_key = asyncio.run(create_tenant(server, max_jobs=total + 1000))
         h.wait_started(url, server)
         out: dict[str, Any] = {}
+        meter = h.Meter({"server": [server.process.pid],
+                         **({"postgres": [pg]} if (pg := h.postmaster_pid(url)) else {})})
 
-        phase = Phase(url)
+        phase = Phase(url, meter)
         out["create_1"] = asyncio.run(run_create(server.address, api_key, args.calls, 1, "one"))
         out["create_1"] |= phase.report(args.calls)
 
-        phase = Phase(url)
+        phase = Phase(url, meter)
         out["create_16"] = asyncio.run(run_create(server.address, api_key, args.calls, args.clients, "many"))
         out["create_16"] |= phase.report(args.calls)
 
         batches = serialized_batches(args.batch_jobs, "batch")
-        phase = Phase(url)
+        phase = Phase(url, meter)
         with h.profiled({"batch": server.process.pid}, profile):
             out["batch"] = asyncio.run(run_batches(server.address, api_key, batches, 1))
         out["batch"] |= phase.report(args.batch_jobs)
         del batches
 
         batches = serialized_batches(args.jobs, "load")
-        phase = Phase(url)
+        phase = Phase(url, meter)
         with h.profiled({"load": server.process.pid}, profile):
             out["load"] = asyncio.run(run_batches(server.address, api_key, batches, args.load_clients))
         out["load"] |= phase.report(args.jobs)
@@ -372,7 +383,9 @@ async def run_pgqueuer(url: str, jobs: int) -> dict:
         await queries.install()
         with h.observe(url) as pg:
             pg.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-        phase = Phase(url)
+        pg = h.postmaster_pid(url)
+        meter = h.Meter({"client": [os.getpid()], **({"postgres": [pg]} if pg else {})})
+        phase = Phase(url, meter)
         payload = b'{"bench": true}'
         began = time.perf_counter()
         for start in range(0, jobs, BATCH):
