@@ -51,6 +51,12 @@ have_openssl() {
     command -v openssl >/dev/null
 }
 
+have_ss() {
+    # The benchmarks' harness reads the server's TCP bytes with ss (iproute2);
+    # the suite's benchmark smoke tests run it.
+    command -v ss >/dev/null 2>&1
+}
+
 have_python() {
     command -v "$PYTHON" >/dev/null && "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null
 }
@@ -98,6 +104,7 @@ install_debian_packages() {
     have_etcd || packages+=(etcd-server)
     have_etcdctl || packages+=(etcd-client)
     have_openssl || packages+=(openssl)
+    have_ss || packages+=(iproute2)
     if ! have_python; then
         packages+=(python3.11 python3.11-venv)
     fi
@@ -122,6 +129,7 @@ install_debian_packages() {
     have_etcd || die "etcd is still missing after installing etcd-server"
     have_etcdctl || die "etcdctl is still missing after installing etcd-client"
     have_openssl || die "openssl is still missing after installing it"
+    have_ss || die "ss is still missing after installing iproute2"
     have_python || die "$PYTHON with venv support is still missing"
 }
 

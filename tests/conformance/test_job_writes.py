@@ -93,6 +93,8 @@ async def test_a_batch_answers_each_item(tenants: TenantStore, jobs: JobStore, c
     assert isinstance(big, QuotaExceeded) and big.quota == "max_payload_bytes"
     assert again == (a[0], False)
     assert isinstance(d, QuotaExceeded) and d.quota == "max_jobs"
+    for outcome in (a, b, c):
+        assert outcome[0] == await jobs.get("acme", outcome[0].id), "the answer is the row as stored"
     assert counts(migrated_engine) == (4, 4, 4), "refused items leave no job, unit or request id"
     slots_hold(migrated_engine)
 

@@ -58,6 +58,7 @@ DEBIAN = {
     "initdb": "postgresql",
     "postgres": "postgresql",
     "openssl": "openssl",
+    "ss": "iproute2",
     "go": "golang-go",
     "mvn": "maven",
     "java": "default-jdk-headless",

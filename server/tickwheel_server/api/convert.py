@@ -77,8 +77,16 @@ def timestamp(instant: datetime | None) -> timestamp_pb2.Timestamp | None:
     if instant is None:
         return None
     message = timestamp_pb2.Timestamp()
-    message.FromDatetime(instant.astimezone(timezone.utc))
+    set_timestamp(message, instant)
     return message
+
+
+def set_timestamp(message: timestamp_pb2.Timestamp, instant: datetime) -> None:
+    """``message`` = the aware ``instant``, to the microsecond: what
+    ``FromDatetime`` gives, without its time-tuple round trip."""
+    seconds, micros = divmod(to_us(instant), 1_000_000)
+    message.seconds = seconds
+    message.nanos = micros * 1000
 
 
 def instant(message: timestamp_pb2.Timestamp, field: str = "timestamp") -> datetime:
@@ -143,7 +151,7 @@ def job_to_proto(record: JobRecord) -> job_pb2.Job:
         ("updated_at", record.updated_at),
     ):
         if value is not None:
-            getattr(job, field).CopyFrom(timestamp(value))
+            set_timestamp(getattr(job, field), value)
     return job
 
 

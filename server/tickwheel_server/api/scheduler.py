@@ -241,13 +241,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         """What CreateJob ``request`` asks for, validated, with its schedule's
         first fire; InvalidArgument naming the field otherwise."""
         request_id = validate.check_request_id(request.request_id)
-        job = validate.normalise_job(request.job, now, target_policy=self._target_policy)
         job_id = new_job_id(now)
-        schedule = schedule_of(job, job_id)
-        try:
-            fire = validate_schedule(schedule, now)
-        except ScheduleError as error:
-            raise validate.schedule_error(error) from None
+        job, schedule, fire = validate.new_job(request.job, now, job_id, target_policy=self._target_policy)
         return NewJob(
             id=job_id,
             tenant=tenant,

@@ -37,7 +37,7 @@ from ..jobspec import (
 )
 from . import convert
 from .text import HEADER_NAME, HEADER_VALUE, shown, text_problem
-from ..schedule import Schedule, ScheduleError, ScheduleKind
+from ..schedule import Fire, Schedule, ScheduleError, ScheduleKind
 from ..schedule import validate as validate_schedule
 
 NAME_MAX = 200
@@ -73,10 +73,12 @@ MAX_BACKOFF = timedelta(hours=24)
 MAX_THRESHOLD = timedelta(days=30)
 """The longest misfire or lateness threshold."""
 
-def _duration(seconds: timedelta) -> duration_pb2.Duration:
-    message = duration_pb2.Duration()
-    message.FromTimedelta(seconds)
-    return message
+def _duration(span: timedelta) -> duration_pb2.Duration:
+    micros = (span.days * 86_400 + span.seconds) * 1_000_000 + span.microseconds
+    seconds, rest = divmod(micros, 1_000_000)
+    if seconds < 0 and rest:  # protobuf: nanos take the sign of seconds
+        seconds, rest = seconds + 1, rest - 1_000_000
+    return duration_pb2.Duration(seconds=seconds, nanos=rest * 1000)
 
 
 def check_request_id(value: str, field: str = "request_id") -> str:
@@ -186,6 +188,27 @@ def normalise_job(
     one-off); an HTTP target's URL must pass ``target_policy`` (the server's,
     from ``--allow-target-network``; without one, nothing is allow-listed).
     Raises InvalidArgument listing every problem."""
+    return _normalise(job, now, field, target_policy, "job_validation")[0]
+
+
+def new_job(
+    job: job_pb2.Job, now: datetime, job_id: str, *, target_policy: TargetPolicy = DEFAULT_POLICY
+) -> tuple[job_pb2.Job, Schedule, Fire]:
+    """:func:`normalise_job` for a job about to be created as ``job_id``:
+    the normalised definition, its schedule and its first fire, the
+    schedule computed and validated once (its jitter is the job id's)."""
+    out, schedule, fire = _normalise(job, now, "job", target_policy, job_id)
+    assert schedule is not None and fire is not None  # no violation: both computed
+    return out, schedule, fire
+
+
+_OVERLAP_POLICIES = frozenset(job_pb2.OverlapPolicy.values())
+_MISFIRE_POLICIES = frozenset(job_pb2.MisfirePolicy.values())
+
+
+def _normalise(
+    job: job_pb2.Job, now: datetime, field: str, target_policy: TargetPolicy, job_id: str
+) -> tuple[job_pb2.Job, Schedule | None, Fire | None]:
     violations: list[FieldViolation] = []
     out = job_pb2.Job()
     out.CopyFrom(job)
@@ -216,11 +239,11 @@ def normalise_job(
     if initial is not None and cap is not None:
         out.retry_policy.initial_backoff.CopyFrom(_duration(initial))
         out.retry_policy.max_backoff.CopyFrom(_duration(cap))
-    if out.overlap_policy not in job_pb2.OverlapPolicy.values():
+    if out.overlap_policy not in _OVERLAP_POLICIES:
         violations.append(FieldViolation(f"{field}.overlap_policy", "unknown value"))
     elif out.overlap_policy == job_pb2.OVERLAP_POLICY_UNSPECIFIED:
         out.overlap_policy = job_pb2.OVERLAP_POLICY_SKIP
-    if out.misfire_policy not in job_pb2.MisfirePolicy.values():
+    if out.misfire_policy not in _MISFIRE_POLICIES:
         violations.append(FieldViolation(f"{field}.misfire_policy", "unknown value"))
     elif out.misfire_policy == job_pb2.MISFIRE_POLICY_UNSPECIFIED:
         out.misfire_policy = job_pb2.MISFIRE_POLICY_RUN_ONCE
@@ -264,8 +287,10 @@ def normalise_job(
         out.dst_policy.gap = job_pb2.DST_GAP_POLICY_AUTO
     if out.dst_policy.repeat == job_pb2.DST_REPEAT_POLICY_UNSPECIFIED:
         out.dst_policy.repeat = job_pb2.DST_REPEAT_POLICY_AUTO
+    schedule = fire = None
     try:
-        validate_schedule(schedule_of(out, job_id="job_validation", field=field), now)
+        schedule = schedule_of(out, job_id=job_id, field=field)
+        fire = validate_schedule(schedule, now)
     except InvalidArgument as error:
         violations += error.violations
     except ScheduleError as error:
@@ -277,7 +302,7 @@ def normalise_job(
         ))  # fmt: skip
     if violations:
         raise InvalidArgument(violations)
-    return out
+    return out, schedule, fire
 
 
 def bounded_instant(message, field: str) -> datetime:

@@ -16,18 +16,42 @@ entries (docs/architecture.md, "Job writes at scale").
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
-from tickwheel.shared.ids import partition_of, to_us
+from tickwheel.shared.ids import from_us, partition_of, to_us
 
 from ..errors import NotFound, QuotaExceeded, TickwheelError
 from . import quota
+from .base import tuples
 from .engine import Capabilities
 from .jobrecords import JobRecord, NewJob, job_record
 from .tables import job_requests, jobs, tenants
+
+# PostgreSQL and CockroachDB: one statement over arrays each, sent as driver
+# SQL with binary array parameters (as the claim's writes): a fixed text, one
+# plan, whatever the batch; SQLAlchemy would compile a multi-row VALUES anew
+# for every batch size.
+_RECORD_REQUESTS = (
+    "INSERT INTO job_requests (tenant, request_id, job_id, created_at) "
+    "SELECT CAST(%(tenant)b AS TEXT), v.request_id, v.job_id, CAST(%(created_at)b AS BIGINT) "
+    "FROM unnest(CAST(%(request_ids)b AS TEXT[]), CAST(%(job_ids)b AS TEXT[])) AS v (request_id, job_id) "
+    "ON CONFLICT (tenant, request_id) DO NOTHING RETURNING request_id"
+)
+_INSERT_JOBS = (
+    "INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, next_run_at, next_due_at, run_count, "
+    "tzdata_version, pause_reason, paused_at, version, created_at, updated_at, quota_slot) "
+    "SELECT v.id, CAST(%(tenant)b AS TEXT), v.partition, v.name, v.state, v.spec, v.time_zone, v.next_run_at, "
+    "v.next_due_at, 0, v.tzdata_version, '', NULL, 1, CAST(%(now)b AS BIGINT), CAST(%(now)b AS BIGINT), "
+    "CAST(%(slot)b AS INTEGER) "
+    "FROM unnest(CAST(%(ids)b AS TEXT[]), CAST(%(partitions)b AS INTEGER[]), CAST(%(names)b AS TEXT[]), "
+    "CAST(%(states)b AS TEXT[]), CAST(%(specs)b AS BYTEA[]), CAST(%(zones)b AS TEXT[]), "
+    "CAST(%(next_runs)b AS BIGINT[]), CAST(%(next_dues)b AS BIGINT[]), CAST(%(tzdata)b AS TEXT[])) "
+    "AS v (id, partition, name, state, spec, time_zone, next_run_at, next_due_at, tzdata_version)"
+)
 
 Outcome = tuple[JobRecord, bool] | TickwheelError
 """What became of one item: (the job, whether this call created it), or why
@@ -82,7 +106,8 @@ def create_jobs(
         else:
             first_of[request_id] = index
             candidates.append(index)
-    fresh = _record_requests(conn, caps, tenant, [(items[i][1], items[i][0].id) for i in candidates], now_us)
+    fresh = _record_requests(conn, caps, tenant, [items[i][1] for i in candidates],
+                             [items[i][0].id for i in candidates], now_us)
     new = [i for i in candidates if items[i][1] in fresh]
     seen = [i for i in candidates if items[i][1] not in fresh]
     granted = quota.take(conn, caps, tenant, slot, len(new))
@@ -94,10 +119,21 @@ def create_jobs(
                 tenant, "max_jobs", limits.max_jobs, "the tenant has as many jobs as it may"
             )
     if new:
-        rows = [_job_row(items[i][0], slot, partition_count, now_us) for i in new]
-        conn.execute(jobs.insert(), rows)
-        for index, row in zip(new, rows):
-            outcomes[index] = (job_record(_Row(row)), True)
+        created = [items[i][0] for i in new]
+        partitions = [partition_of(job.id, partition_count) for job in created]
+        if caps.is_sqlite:
+            conn.execute(jobs.insert(), [_job_row(job, p, slot, now_us) for job, p in zip(created, partitions)])
+        else:
+            conn.exec_driver_sql(_INSERT_JOBS, dict(
+                tenant=tenant, now=now_us, slot=slot, ids=[job.id for job in created], partitions=partitions,
+                names=[job.name for job in created], states=[_state(job) for job in created],
+                specs=[job.spec for job in created], zones=[job.time_zone for job in created],
+                next_runs=[_us(job.next_run_at) for job in created], next_dues=[_us(job.next_due_at) for job in created],
+                tzdata=[job.tzdata_version for job in created],
+            ))  # fmt: skip
+        created_at = from_us(now_us)
+        for index, job, partition in zip(new, created, partitions):
+            outcomes[index] = (_record(job, partition, created_at), True)
     if seen:
         found = _jobs_of_requests(conn, tenant, [items[i][1] for i in seen])
         for index in seen:
@@ -110,17 +146,21 @@ def create_jobs(
 
 
 def _record_requests(
-    conn: Connection, caps: Capabilities, tenant: str, pairs: list[tuple[str, str]], now_us: int
+    conn: Connection, caps: Capabilities, tenant: str, request_ids: list[str], job_ids: list[str], now_us: int
 ) -> set[str]:
     """Insert the (request id, job id) pairs not recorded yet; returns the
     request ids inserted."""
-    if not pairs:
+    if not request_ids:
         return set()
-    dialect = sqlite if caps.is_sqlite else postgresql
+    if not caps.is_sqlite:
+        result = conn.exec_driver_sql(
+            _RECORD_REQUESTS, dict(tenant=tenant, created_at=now_us, request_ids=request_ids, job_ids=job_ids)
+        )
+        return {row[0] for row in tuples(result)}
     statement = (
-        dialect.insert(job_requests)
+        sqlite.insert(job_requests)
         .values([dict(tenant=tenant, request_id=request_id, job_id=job_id, created_at=now_us)
-                 for request_id, job_id in pairs])
+                 for request_id, job_id in zip(request_ids, job_ids)])
         .on_conflict_do_nothing(index_elements=["tenant", "request_id"])
         .returning(job_requests.c.request_id)
     )  # fmt: skip
@@ -147,40 +187,33 @@ def _jobs_of_requests(conn: Connection, tenant: str, request_ids: list[str]) -> 
     }
 
 
-def _job_row(job: NewJob, slot: int, partition_count: int, now_us: int) -> dict:
+def _us(at: datetime | None) -> int | None:
+    return None if at is None else to_us(at)
+
+
+def _state(job: NewJob) -> str:
+    return "active" if job.next_run_at is not None else "completed"
+
+
+def _job_row(job: NewJob, partition: int, slot: int, now_us: int) -> dict:
     return dict(
-        id=job.id,
-        tenant=job.tenant,
-        partition=partition_of(job.id, partition_count),
-        name=job.name,
-        state="active" if job.next_run_at is not None else "completed",
-        spec=job.spec,
-        time_zone=job.time_zone,
-        next_run_at=None if job.next_run_at is None else to_us(job.next_run_at),
-        next_due_at=None if job.next_due_at is None else to_us(job.next_due_at),
-        run_count=0,
-        tzdata_version=job.tzdata_version,
-        pause_reason="",
-        paused_at=None,
-        version=1,
-        created_at=now_us,
-        updated_at=now_us,
-        quota_slot=slot,
+        id=job.id, tenant=job.tenant, partition=partition, name=job.name, state=_state(job), spec=job.spec,
+        time_zone=job.time_zone, next_run_at=_us(job.next_run_at), next_due_at=_us(job.next_due_at), run_count=0,
+        tzdata_version=job.tzdata_version, pause_reason="", paused_at=None, version=1, created_at=now_us,
+        updated_at=now_us, quota_slot=slot,
     )
 
 
-class _Row:
-    """A row dict read as attributes, so :func:`job_record` reads an inserted
-    row as it reads a selected one."""
+def _record(job: NewJob, partition: int, created_at: datetime) -> JobRecord:
+    """The record of the row a create inserted, as :func:`.jobrecords.job_record`
+    would read it back (instants to the microsecond, as stored)."""
+    return JobRecord(
+        id=job.id, tenant=job.tenant, partition=partition, name=job.name, state=_state(job), spec=job.spec,
+        time_zone=job.time_zone, next_run_at=_stored(job.next_run_at), next_due_at=_stored(job.next_due_at),
+        run_count=0, tzdata_version=job.tzdata_version, pause_reason="", version=1, created_at=created_at,
+        updated_at=created_at, paused_at=None,
+    )
 
-    __slots__ = ("_values",)
 
-    def __init__(self, values: dict) -> None:
-        self._values = values
-
-    def __getattr__(self, name: str):
-        try:
-            return self._values[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
+def _stored(at: datetime | None) -> datetime | None:
+    return None if at is None else from_us(to_us(at))

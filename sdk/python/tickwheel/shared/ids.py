@@ -13,6 +13,7 @@ compare identically, with no driver time-zone conversion in between.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 from datetime import datetime, timedelta, timezone, tzinfo
@@ -22,15 +23,17 @@ _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
+_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD.encode())
+
+
 def ulid(now: datetime) -> str:
     """A 26-character ULID for ``now`` (aware) with 80 random bits."""
     millis = int((now - _EPOCH) / timedelta(milliseconds=1))
     value = (millis << 80) | int.from_bytes(os.urandom(10), "big")
-    chars = []
-    for _ in range(26):
-        chars.append(_CROCKFORD[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    # Base32 of 20 bytes is 32 characters of 5 bits; the last 26 are the
+    # value's low 130 bits (a ULID's 128, two leading zero bits), in the
+    # standard alphabet, translated to Crockford's.
+    return base64.b32encode(value.to_bytes(20, "big"))[6:].translate(_TO_CROCKFORD).decode()
 
 
 def new_job_id(now: datetime) -> str:
