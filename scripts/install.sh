@@ -277,10 +277,11 @@ setup_browser() {
 }
 
 # --bench: also the benchmarks' own dependencies (pyproject's `bench` extra:
-# pgqueuer, the peer loadtest/bench_create.py measures). The tests never
-# need them, so nothing installs them unless asked.
+# pgqueuer, the peer loadtest/bench_create.py measures; pgqueuer, APScheduler
+# and asyncpg, the peers loadtest/peers.py runs beside Tickwheel). The tests
+# never need them, so nothing installs them unless asked.
 setup_bench() {
-    if ! "$VENV/bin/python" -c 'import pgqueuer' 2>/dev/null; then
+    if ! "$VENV/bin/python" -c 'import pgqueuer, psycopg_pool, apscheduler, asyncpg' 2>/dev/null; then
         log "installing the bench extra into $VENV (pip install -e '.[test,bench]')"
         "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e '.[test,bench]'
     fi
