@@ -486,6 +486,40 @@ class Statements:
         }
 
 
+def table_writes(url: str, settle: float = 5.0) -> dict[str, int]:
+    """Rows inserted, updated and deleted so far in each table of ``url``'s
+    database (``pg_stat_user_tables``), once two readings 0.5 s apart agree
+    (backends report their counts when idle or exiting, not at once) or
+    after ``settle`` seconds. Unlike ``Statements``' figure it counts writes
+    inside ``WITH`` clauses too: what a peer that writes in CTEs wrote."""
+    deadline = time.monotonic() + settle
+    last: dict[str, int] | None = None
+    with observe(url) as pg:
+        while True:
+            rows = pg.execute(
+                f"{OWN_QUERY} SELECT relname, n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables"
+            ).fetchall()
+            now = {name: int(count) for name, count in rows}
+            if now == last or time.monotonic() > deadline:
+                return now
+            last = now
+            time.sleep(0.5)  # waiting for other backends to report; nothing to await
+
+
+def writes_between(before: dict[str, int], after: dict[str, int], executions: int) -> dict:
+    """Rows written per table between two :func:`table_writes` readings, in
+    total and per execution."""
+    per = max(executions, 1)
+    delta = {t: after[t] - before.get(t, 0) for t in after if after[t] - before.get(t, 0)}
+    total = sum(delta.values())
+    return {
+        "rows_written": total,
+        "rows_written_per_execution": round(total / per, 3),
+        "rows_written_by_table": {t: {"rows": n, "per_execution": round(n / per, 3)}
+                                  for t, n in sorted(delta.items(), key=lambda kv: -kv[1])},
+    }
+
+
 # ------------------------------------------------------------------ the cluster
 
 

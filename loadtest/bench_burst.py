@@ -2,6 +2,7 @@
 PostgreSQL + etcd, a real ``tickwheel server`` and no-op worker processes.
 
     .venv/bin/python loadtest/bench_burst.py [--sizes 10000,30000] [--workers 4] [--lead 40] [--hold 0]
+                                             [--peer-settings 5x10,10x50] [--no-peer]
                                              [--pg URL] [--etcd HOST:PORT] [--profile DIR] [--logs DIR] [--smoke]
 
 Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL
@@ -42,8 +43,24 @@ PostgreSQL (all its processes), the workers and etcd, and etcd's requests,
 are measured from 1 s before ``D`` to the end; ``/proc/loadavg`` before and
 after each run (the machine is shared).
 
-``baseline`` repeats figures measured earlier on this machine with other
-schedulers (constants: they were not measured in this run).
+The headline is ``p99_at_worker_start_s`` (what a user sees), with the
+hand-out's p99 beside it. ``peers`` (unless ``--no-peer``; they need the
+``bench`` extra: ``bash scripts/install.sh --bench``) fires the same number
+of jobs due in one second, after Tickwheel's run, on the same PostgreSQL
+server, each in a database of its own (``peers.py``):
+
+- ``pgqueuer``: once per ``--peer-settings`` item (worker processes ×
+  dequeue batch), the workers connected and idle, the jobs enqueued in one
+  transaction deferred to one whole second ``--peer-lead`` seconds on;
+  lateness = when its job function started (the worker's clock) − the due
+  second; ``best`` the setting with the lowest p99;
+- ``apscheduler``: APScheduler 3's BackgroundScheduler with its SQLAlchemy
+  job store on PostgreSQL (10 threads, misfire grace unlimited so that no
+  late job is skipped), the jobs stored in its own row format in one
+  transaction; lateness = when the job function started − the due second.
+
+``ratio_to_pgqueuer`` = Tickwheel's p99 at the worker's start / pgqueuer's
+best p99 (goal ≤ 0.25 at 10 000), ``ratio_to_apscheduler`` likewise.
 
 For finding where the time goes: ``--hold S`` makes the no-op handler wait S
 seconds before answering, so results do not compete with the hand-out;
@@ -74,17 +91,11 @@ from pathlib import Path
 import psycopg
 
 import _harness as h
+import peers
 
-BASELINE = {
-    "note": "measured earlier on this machine, not in this run",
-    "apscheduler_postgresql": {
-        "10000": {"p99_s": [7, 8], "note": "with its default 1 s misfire grace it silently skipped 9 263 of 10 000"},
-        "30000": {"p99_s": [27, 31]},
-    },
-    "pgqueuer": {"10000": {"p99_s": [2.2, 2.4]}},
-}
-REQUIRED = {"size": 10_000, "early": 0, "dropped": 0, "p99_s": 1.0}
-GOAL = {"size": 30_000, "early": 0, "dropped": 0, "p99_s": 1.0}
+REQUIRED = {"size": 10_000, "early": 0, "dropped": 0, "p99_s": 1.0, "at": "hand-out"}
+GOAL = {"size": 30_000, "early": 0, "dropped": 0, "p99_s": 1.0, "at": "worker start"}
+PEER_GOAL = {"size": 10_000, "ratio_to_pgqueuer": 0.25, "at": "worker start"}
 POLL = 0.25
 
 
@@ -140,24 +151,12 @@ def outcome(url: str, due_us: int) -> dict:
         "redelivered": redelivered,
         "claimed_ahead": claimed_ahead,
         "statuses": statuses,
-        "lateness_s": distribution(lateness) or dict.fromkeys(("min", "p50", "p90", "p99", "max")),
-        "worker_start_lateness_s": distribution(worker_lateness),
-        "hand_out_to_worker_start_s": distribution(transit),
+        "lateness_s": peers.distribution(lateness) or dict.fromkeys(("min", "p50", "p90", "p99", "max")),
+        "worker_start_lateness_s": peers.distribution(worker_lateness),
+        "hand_out_to_worker_start_s": peers.distribution(transit),
         "hand_out_span_s": round((max(starts) - min(starts)) / 1e6, 3) if starts else None,
         "hand_out_batches": batches(starts),
         "started_per_worker": dict(sorted(per_worker.items())),
-    }
-
-
-def distribution(values: list[float]) -> dict | None:
-    """min, p50, p90, p99 and max of ``values`` (seconds), None for none."""
-    if not values:
-        return None
-    values = sorted(values)
-    return {
-        "min": round(values[0], 4), "p50": round(h.percentile(values, 0.50), 4),
-        "p90": round(h.percentile(values, 0.90), 4), "p99": round(h.percentile(values, 0.99), 4),
-        "max": round(values[-1], 4),
     }
 
 
@@ -235,8 +234,20 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
         server_exit = server.terminate(30)
     figures = outcome(url, due_us)
     lateness = figures["lateness_s"]
+    at_worker = (figures["worker_start_lateness_s"] or {}).get("p99")
+    found = {}
+    if not args.no_peer:
+        found["pgqueuer"] = peers.run_pgqueuer(url, size, args.peer_settings, folder, due_in=args.peer_lead,
+                                               stall=args.timeout)
+        found["apscheduler"] = peers.run_apscheduler(url, size, folder, lead=args.aps_lead, timeout=args.timeout)
+    pgqueuer_best = (found["pgqueuer"]["best"] or {}).get("p99_s") if found else None
     return {
         "size": size,
+        "p99_at_worker_start_s": {"tickwheel": at_worker, "tickwheel_hand_out": lateness["p99"],
+                                  "pgqueuer_best": pgqueuer_best,
+                                  "apscheduler": found["apscheduler"]["p99_s"] if found else None},
+        "ratio_to_pgqueuer": peers.ratio(at_worker, pgqueuer_best),
+        "ratio_to_apscheduler": peers.ratio(at_worker, found["apscheduler"]["p99_s"] if found else None),
         "workers": args.workers,
         "slots_per_worker": slots,
         "due_at": due.isoformat(),
@@ -249,18 +260,30 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
         "all_claimed_ahead": figures["claimed_ahead"] == size,
         "met": figures["early"] == 0 and figures["dropped"] == 0 and lateness["p99"] is not None
         and lateness["p99"] <= REQUIRED["p99_s"],
+        "met_at_worker_start": figures["early"] == 0 and figures["dropped"] == 0 and at_worker is not None
+        and at_worker <= GOAL["p99_s"],
         **costs,
         "sql": sql,
         "exit_codes": {"workers": stopped_workers, "server": server_exit},
         "load_average_before": load_before,
         "load_average_after": h.load_average(),
+        "peers": found or None,
     }
 
 
-def verdict(runs: list[dict], size: int) -> bool | None:
+def verdict(runs: list[dict], size: int, key: str = "met") -> bool | None:
     """Whether the run of ``size`` jobs met the bar (None: no such run)."""
-    found = [run["met"] for run in runs if run["size"] == size]
+    found = [run[key] for run in runs if run["size"] == size]
     return all(found) if found else None
+
+
+def peer_verdict(runs: list[dict]) -> bool | None:
+    """Whether the run of ``PEER_GOAL``'s size was within its ratio of
+    pgqueuer's p99 (None: no such run, or no peer)."""
+    found = [run["ratio_to_pgqueuer"] for run in runs if run["size"] == PEER_GOAL["size"]]
+    if not found or any(r is None for r in found):
+        return None
+    return all(r <= PEER_GOAL["ratio_to_pgqueuer"] for r in found)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -274,6 +297,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hold", type=float, default=0.0,
                         help="seconds the no-op handler waits before answering (default 0); with a hold longer than "
                              "the hand-out, results do not compete with it: the hand-out measured alone")
+    parser.add_argument("--peer-settings", default=peers.PGQUEUER_SETTINGS, metavar="WxB,…",
+                        help=f"pgqueuer worker processes x dequeue batch, each run (default {peers.PGQUEUER_SETTINGS})")
+    parser.add_argument("--peer-lead", type=float, default=5.0,
+                        help="seconds between enqueueing pgqueuer's jobs and their due second (default 5)")
+    parser.add_argument("--aps-lead", type=float, default=15.0,
+                        help="seconds between starting the APScheduler peer and its jobs' due second (default 15)")
+    parser.add_argument("--no-peer", action="store_true", help="leave the peers out (no bench extra needed)")
     parser.add_argument("--pg", help="a PostgreSQL database (postgresql://…); default: a throwaway server")
     parser.add_argument("--etcd", help="etcd HOST:PORT; default: a throwaway etcd")
     parser.add_argument("--pg-set", action="append", default=[], metavar="NAME=VALUE",
@@ -285,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.smoke:
         args.sizes, args.workers, args.lead, args.timeout = "200", 2, 4.0, 60.0
+        args.peer_settings, args.peer_lead, args.aps_lead = "2x10", 3.0, 5.0
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     if not sizes or min(sizes) < 1 or args.workers < 1:
         parser.error("--sizes and --workers must be positive")
@@ -292,8 +323,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--lead must be at least 2 s and under the dispatcher's 60 s look-ahead")
     try:
         pg_settings = h.parse_settings(args.pg_set)
+        args.peer_settings = peers.parse_pgqueuer_settings(args.peer_settings)
     except ValueError as error:
         parser.error(str(error))
+    if not args.no_peer:  # before anything runs: a missing extra is said at once
+        for module in ("pgqueuer", "asyncpg", "apscheduler"):
+            peers.require(module)
     began = time.perf_counter()
     runs = []
     with h.postgres(args.pg, pg_settings) as url, h.etcd(args.etcd) as etcd_endpoint, \
@@ -306,8 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         "smoke": args.smoke,
         "runs": runs,
         "required": {**REQUIRED, "met": verdict(runs, REQUIRED["size"])},
-        "goal": {**GOAL, "met": verdict(runs, GOAL["size"])},
-        "baseline": BASELINE,
+        "goal": {**GOAL, "met": verdict(runs, GOAL["size"], "met_at_worker_start")},
+        "goal_vs_pgqueuer": {**PEER_GOAL, "met": peer_verdict(runs)},
         "postgres": {**settings, "throwaway": not args.pg, "set": pg_settings},
         "etcd_throwaway": not args.etcd,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},

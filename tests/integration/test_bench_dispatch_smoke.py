@@ -1,5 +1,7 @@
 """The dispatch benchmark still runs against PostgreSQL: smoke mode, JSON shape
-only (no timing assertions)."""
+only (no timing assertions). Without its peer, the raw claim over asyncpg
+(``--no-peer``): the test suite does not need the bench extra;
+tests/integration/test_bench_raw_claim.py covers the raw claim's SQL."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ pytestmark = pytest.mark.postgres
 
 def test_bench_dispatch_smoke(postgres_url):
     done = subprocess.run(
-        [sys.executable, str(ROOT / "loadtest" / "bench_dispatch.py"), "--pg", postgres_url, "--smoke"],
+        [sys.executable, str(ROOT / "loadtest" / "bench_dispatch.py"), "--pg", postgres_url, "--smoke", "--no-peer"],
         capture_output=True, text=True, timeout=120, cwd=ROOT, check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -28,10 +30,10 @@ def test_bench_dispatch_smoke(postgres_url):
     assert {"throughput", "latency", "explain", "server", "partitions_owned", "lookahead_s"} <= set(report)
 
     throughput = report["throughput"]
-    expected = {"jobs", "batch", "store", "store_cold_cache", "ceiling", "ceiling_executemany", "ratio",
-                "ratio_cold_cache", "ratio_executemany"}
+    expected = {"jobs", "batch", "store", "store_cold_cache", "replay", "replay_executemany", "raw", "ratio",
+                "ratio_cold_cache", "ratio_to_replay", "ratio_executemany_to_replay", "goal_ratio"}
     assert expected <= set(throughput)
-    for name in ("store", "store_cold_cache", "ceiling", "ceiling_executemany"):
+    for name in ("store", "store_cold_cache", "replay", "replay_executemany"):
         assert RUN <= set(throughput[name])
         assert throughput[name]["occurrences"] == throughput["jobs"], "every due job claimed exactly once"
         assert throughput[name]["occurrences_per_s"] > 0
@@ -40,7 +42,11 @@ def test_bench_dispatch_smoke(postgres_url):
     # Cold: every definition parsed once; warm: the cache from the cold run serves them all.
     assert throughput["store_cold_cache"]["definitions_parsed"] == throughput["jobs"]
     assert throughput["store"]["definitions_parsed"] == 0
-    assert throughput["ratio"] > 0 and throughput["ratio_cold_cache"] > 0
+    assert throughput["ratio_to_replay"] > 0 and throughput["ratio_executemany_to_replay"] > 0
+    # No peer ran: no raw figure and no ratio to it.
+    assert throughput["raw"] is None and throughput["raw_by_batch"] is None
+    assert throughput["ratio"] is None and throughput["ratio_cold_cache"] is None
+    assert throughput["occurrences_per_s"] == {"tickwheel": throughput["store"]["occurrences_per_s"], "raw_best": None}
 
     latency = report["latency"]
     assert {"due", "sizes", "ratio_largest_smallest"} <= set(latency)
