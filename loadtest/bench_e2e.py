@@ -39,8 +39,11 @@ and etcd are started (``tests/support``) and deleted afterwards.
   completion as its log recorded them, CPU of its workers and of PostgreSQL
   per execution, its statements and rows written; ``best`` is the setting
   with the most executions/s. ``ratio`` = server / pgqueuer's best (goal
-  ≥ 1.5); ``cpu_ms_per_execution`` sets the two side by side. ``--no-peer``
-  leaves the peer out (``peer``, ``ratio`` null).
+  ≥ 1.5); ``cpu_ms_per_execution``, ``statements_per_execution`` and
+  ``rows_written_per_execution`` set the two side by side (pgqueuer's rows
+  from its tables' counters: it writes in ``WITH`` clauses, which
+  ``pg_stat_statements``' rows leave out). ``--no-peer`` leaves the peer
+  out (``peer``, ``ratio`` null).
 - ``replay``: where Tickwheel's own time goes, not a peer: the hot path's
   batched statements (claim+enqueue, hand-out, outcome+history:
   docs/architecture.md, Dispatch) issued directly on one psycopg
@@ -370,6 +373,10 @@ def main(argv: list[str] | None = None) -> int:
         "ratio": ratio,
         "cpu_ms_per_execution": {"tickwheel": peers.cpu_ms_per_execution(server["cpu"]),
                                  "pgqueuer_best": peers.cpu_ms_per_execution(best["cpu"]) if best else None},
+        "statements_per_execution": {"tickwheel": (server["sql"] or {}).get("statements_per_execution"),
+                                     "pgqueuer_best": best["statements_per_execution"] if best else None},
+        "rows_written_per_execution": {"tickwheel": (server["sql"] or {}).get("rows_written_per_execution"),
+                                       "pgqueuer_best": best["rows_written_per_execution"] if best else None},
         "server": server,
         "peer": peer,
         "replay": replay,

@@ -381,10 +381,10 @@ def run_pgqueuer(url: str, jobs: int, settings: list[tuple[int, int]], folder: P
     to the last completion, both as pgqueuer logged them (``pgqueuer_log``,
     the database's clock); the start of each job's function against its due
     instant; CPU of the workers and of PostgreSQL per execution; statements
-    (``pg_stat_statements`` in its database) and rows written
-    (``sql.writes``: pgqueuer writes in ``WITH`` clauses, which the
-    statements' own figure leaves out), both counting the enqueue, since
-    pgqueuer's queue row is its execution."""
+    (``sql``: ``pg_stat_statements`` in its database, when the server has it)
+    and rows written (``writes``, from the tables' own counters: pgqueuer
+    writes in ``WITH`` clauses, which ``sql``'s figure leaves out), both
+    counting the enqueue, since pgqueuer's queue row is its execution."""
     require("pgqueuer")
     require("asyncpg")
     out: dict = {"peer": f"pgqueuer {_version('pgqueuer')}", "driver": f"asyncpg {_version('asyncpg')}",
@@ -422,8 +422,7 @@ def run_pgqueuer(url: str, jobs: int, settings: list[tuple[int, int]], folder: P
                 sql = statements.report(jobs)
             finally:
                 recorded = pool.stop()
-            if sql is not None:
-                sql["writes"] = h.writes_between(writes_before, h.table_writes(sqlalchemy_dsn), jobs)
+            writes = h.writes_between(writes_before, h.table_writes(sqlalchemy_dsn), jobs)
             state = _pgqueuer_state(dsn)
             starts = [start for worker in recorded for start in worker["starts"]]
             window = (state["last_done"] - state["first_pick"]) if state["first_pick"] and state["last_done"] else None
@@ -437,6 +436,7 @@ def run_pgqueuer(url: str, jobs: int, settings: list[tuple[int, int]], folder: P
                 "from_commit_s": round(state["last_done"] - committed_at, 3) if state["last_done"] else None,
                 **h.Meter.difference(before, after, jobs),
                 "sql": sql,
+                "writes": writes,
                 "load_average_before": load_before,
                 "load_average_after": h.load_average(),
             }
@@ -467,7 +467,9 @@ def _best_pgqueuer(runs: list[dict], *, burst: bool) -> dict | None:
     if found is None:
         return None
     keep = ("workers", "batch", "executions_per_s", "p99_s", "lateness_s", "cpu")
-    return {k: found[k] for k in keep if k in found}
+    return {**{k: found[k] for k in keep if k in found},
+            "statements_per_execution": (found.get("sql") or {}).get("statements_per_execution"),
+            "rows_written_per_execution": found["writes"]["rows_written_per_execution"]}
 
 
 def _version(module: str) -> str:
@@ -575,15 +577,30 @@ async def _raw_claim(dsn: str, schema: str, batch: int, horizon_us: int, step_us
         claim = await connection.prepare(sql.claim)
         insert = await connection.prepare(sql.insert)
         reschedule = await connection.prepare(sql.reschedule)
+        phases = dict.fromkeys(("claim", "insert", "reschedule", "commit"), 0.0)
         began = time.perf_counter()
         while True:
-            async with connection.transaction():
+            transaction = connection.transaction()
+            await transaction.start()
+            try:
+                mark = time.perf_counter()
                 rows = await claim.fetch(horizon_us, batch)
+                phases["claim"] += time.perf_counter() - mark
                 if rows:
                     ids = [row[0] for row in rows]
+                    mark = time.perf_counter()
                     await insert.fetch(ids, [row[1] for row in rows], [row[2] for row in rows],
                                        [row[3] for row in rows], [row[4] for row in rows], handler, payload, created_at)
+                    phases["insert"] += time.perf_counter() - mark
+                    mark = time.perf_counter()
                     await reschedule.fetch(ids, step_us)
+                    phases["reschedule"] += time.perf_counter() - mark
+            except BaseException:
+                await transaction.rollback()
+                raise
+            mark = time.perf_counter()
+            await transaction.commit()
+            phases["commit"] += time.perf_counter() - mark
             claimed += len(rows)
             batches += 1
             if len(rows) < batch:
@@ -592,7 +609,8 @@ async def _raw_claim(dsn: str, schema: str, batch: int, horizon_us: int, step_us
     finally:
         await connection.close()
     return {"batch": batch, "occurrences": claimed, "batches": batches, "seconds": round(elapsed, 3),
-            "occurrences_per_s": round(claimed / elapsed) if elapsed > 0 else None}
+            "occurrences_per_s": round(claimed / elapsed) if elapsed > 0 else None,
+            "phases_s": {name: round(seconds, 3) for name, seconds in phases.items()}}
 
 
 async def run_raw_claim(url: str, batch: int, *, horizon_us: int, step_us: int, handler: str, payload: bytes,
@@ -601,7 +619,8 @@ async def run_raw_claim(url: str, batch: int, *, horizon_us: int, step_us: int, 
     default, what a plain queue runs at), ``batch`` jobs per transaction,
     until a batch comes back short, on the tables :func:`prepare_raw_tables`
     made: every job due by ``horizon_us`` claimed once, an execution row
-    inserted for it and its cursor moved on by ``step_us``."""
+    inserted for it and its cursor moved on by ``step_us``. ``phases_s``:
+    the time inside each statement and the commits, summed."""
     require("asyncpg")
     return await _raw_claim(libpq_url(url), schema, batch, horizon_us, step_us, handler, payload, created_at)
 
