@@ -241,10 +241,6 @@ def peer_database(url: str, suffix: str) -> Iterator[str]:
 # ------------------------------------------------------------------ pgqueuer
 
 
-def _program(*args: str) -> list[str]:
-    return [sys.executable, str(HERE / "peers.py"), *args]
-
-
 @dataclass
 class PgqueuerWorkers:
     """pgqueuer worker processes, each one QueueManager on its own asyncpg
@@ -288,7 +284,7 @@ def start_pgqueuer_workers(dsn: str, workers: int, batch: int, folder: Path) -> 
         out = folder / f"pgqueuer-{workers}x{batch}-{i}.json"
         out.unlink(missing_ok=True)
         processes.append(subprocess.Popen(
-            _program("pgqueuer-worker", "--batch", str(batch), "--out", str(out)),
+            [sys.executable, str(HERE / "peers.py"), "pgqueuer-worker", "--batch", str(batch), "--out", str(out)],
             stdout=subprocess.PIPE, stderr=(folder / f"pgqueuer-{i}.log").open("w"), stdin=subprocess.DEVNULL,
             text=True, env={**os.environ, "TICKWHEEL_PEER_DSN": dsn},
         ))
@@ -551,8 +547,8 @@ def run_apscheduler(url: str, jobs: int, folder: Path, *, lead: float = 10.0, ti
         log = folder / "apscheduler.log"
         with log.open("w") as err:
             done = subprocess.run(
-                _program("apscheduler", "--jobs", str(jobs), "--lead", str(lead), "--timeout", str(timeout),
-                         "--threads", str(threads)),
+                [sys.executable, str(HERE / "peers.py"), "apscheduler", "--jobs", str(jobs), "--lead", str(lead),
+                 "--timeout", str(timeout), "--threads", str(threads)],
                 stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True, timeout=lead + timeout + 120,
                 env={**os.environ, "TICKWHEEL_PEER_DSN": dsn}, check=False,
             )
