@@ -10,24 +10,14 @@ import asyncio
 import grpc
 import pytest
 from google.protobuf import field_mask_pb2
-from google.rpc import code_pb2, error_details_pb2
+from google.rpc import code_pb2
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
-from .test_server_api import bearer, cron_job, violations
+from .test_server_api import bearer, cron_job, status_violations, violations
 
 
 def item(request_id: str, job: job_pb2.Job | None = None) -> scheduler_pb2.CreateJobRequest:
     return scheduler_pb2.CreateJobRequest(job=job or cron_job(), request_id=request_id)
-
-
-def item_violations(status) -> dict[str, str]:
-    found = {}
-    for detail in status.details:
-        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            detail.Unpack(bad)
-            found.update({v.field: v.description for v in bad.field_violations})
-    return found
 
 
 async def job_count(server, channel) -> int:
@@ -55,11 +45,11 @@ async def test_each_item_gets_its_own_answer_and_a_repeat_writes_nothing(server)
         assert len(results) == 7
         assert results[0].job.created and results[0].job.job.name == "report"
         assert results[1].error.code == code_pb2.INVALID_ARGUMENT
-        assert "job.schedule.cron.expression" in item_violations(results[1].error)
+        assert "job.schedule.cron.expression" in status_violations(results[1].error)
         assert not results[2].job.created and results[2].job.job.id == earlier.job.id
-        assert results[3].error.code == code_pb2.INVALID_ARGUMENT and "request_id" in item_violations(results[3].error)
+        assert results[3].error.code == code_pb2.INVALID_ARGUMENT and "request_id" in status_violations(results[3].error)
         assert not results[4].job.created and results[4].job.job.id == results[0].job.job.id
-        assert results[5].error.code == code_pb2.INVALID_ARGUMENT and "job.target" in item_violations(results[5].error)
+        assert results[5].error.code == code_pb2.INVALID_ARGUMENT and "job.target" in status_violations(results[5].error)
         assert results[6].job.created
         assert (reply.created_count, reply.existing_count, reply.failed_count) == (2, 2, 3)
         assert await job_count(server, channel) == 3

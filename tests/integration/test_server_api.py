@@ -34,6 +34,11 @@ def cron_job(expression: str = "*/5 * * * *", zone: str = "Europe/London") -> jo
 def violations(error: grpc.aio.AioRpcError) -> dict[str, str]:
     status = rpc_status.from_call(error)
     assert status is not None, "the error carries no google.rpc.Status"
+    return status_violations(status)
+
+
+def status_violations(status) -> dict[str, str]:
+    """The BadRequest field violations of a google.rpc.Status, by field."""
     found = {}
     for detail in status.details:
         if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
