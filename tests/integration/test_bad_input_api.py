@@ -312,6 +312,53 @@ def test_fuzzed_create_job(live, channel, tenant_key, no_errors_logged) -> None:
     assert_healthy(live, channel, tenant_key)
 
 
+def valid_batch() -> bytes:
+    return scheduler_pb2.BatchCreateJobsRequest(
+        items=[scheduler_pb2.CreateJobRequest.FromString(valid_create()) for _ in range(2)]
+    ).SerializeToString()
+
+
+ITEM_ANSWERS = {code.value[0] for code in ANSWERS - {grpc.StatusCode.OK}}
+
+
+def test_fuzzed_batch_create_jobs(live, channel, tenant_key, no_errors_logged) -> None:
+    """Fuzzed batches: refused whole with nothing written, or one answer per
+    item, each a job or a refusal naming what is wrong, and exactly the jobs
+    the answer says were created written."""
+    counter = iter(range(1_000_000))
+
+    @FUZZ
+    @given(data=st.data())
+    def run(data) -> None:
+        if data.draw(st.booleans(), label="structured"):
+            items = [
+                scheduler_pb2.CreateJobRequest(
+                    job=data.draw(jobs()),
+                    request_id=data.draw(st.one_of(st.just(f"fuzz-b{next(counter)}"), st.just("fuzz-b-same"), TEXT)),
+                )
+                for _ in range(data.draw(st.integers(0, 4), label="items"))
+            ]
+            raw = scheduler_pb2.BatchCreateJobsRequest(items=items).SerializeToString()
+        else:
+            raw = data.draw(raw_requests(valid_batch(), b"zz"), label="raw")
+        before = job_count(live, channel)
+        code, reply = call(channel, "BatchCreateJobs", raw, tenant_key)
+        assert code in ANSWERS, code
+        if code != grpc.StatusCode.OK:
+            assert job_count(live, channel) == before, "a failed BatchCreateJobs wrote a job"
+            return
+        answer = scheduler_pb2.BatchCreateJobsResponse.FromString(reply)
+        sent = scheduler_pb2.BatchCreateJobsRequest.FromString(raw)
+        assert len(answer.results) == len(sent.items) >= 1
+        for result in answer.results:
+            assert result.HasField("job") or result.error.code in ITEM_ANSWERS, result
+        assert answer.created_count + answer.existing_count + answer.failed_count == len(sent.items)
+        assert job_count(live, channel) == before + answer.created_count
+
+    run()
+    assert_healthy(live, channel, tenant_key)
+
+
 def test_fuzzed_update_job(live, channel, tenant_key, no_errors_logged) -> None:
     scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
     job = scheduler.CreateJob(
