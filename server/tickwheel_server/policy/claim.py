@@ -32,8 +32,8 @@ what ``max_runs`` limits.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from ..schedule import Fire
 from .misfire import RUN_ALL, check_policy, decide_missed, is_missed
@@ -41,16 +41,14 @@ from .misfire import RUN_ALL, check_policy, decide_missed, is_missed
 DEFAULT_SCAN_LIMIT = 10_000
 
 
-@dataclass(frozen=True)
-class PlannedExecution:
+class PlannedExecution(NamedTuple):
     nominal_at: datetime
     due_at: datetime
     missed_count: int
     """How many occurrences this execution stands for (1 when none was missed)."""
 
 
-@dataclass(frozen=True)
-class PlannedSkip:
+class PlannedSkip(NamedTuple):
     from_at: datetime
     to_at: datetime
     count: int
@@ -58,9 +56,12 @@ class PlannedSkip:
     """The nominal instant after ``to_at`` (the cursor), or None when the schedule ended."""
 
 
-@dataclass(frozen=True)
-class Plan:
-    executions: list[PlannedExecution] = field(default_factory=list)
+class Plan(NamedTuple):
+    """One job's plan. Named tuples, not dataclasses: a claim builds one per
+    job it claims, thousands a batch, and a named tuple is several times
+    cheaper to build."""
+
+    executions: list[PlannedExecution]
     skip: PlannedSkip | None = None
     next_fire: Fire | None = None
     """The new cursor: the first occurrence not yet planned (None: the schedule ended)."""
@@ -129,7 +130,7 @@ def plan_claim(
     if skipped:
         after_skip = executions[0].nominal_at if executions else (fire.nominal_at if fire is not None else None)
         skip = PlannedSkip(skipped[0].nominal_at, skipped[-1].nominal_at, len(skipped), after_skip)
-    return Plan(executions=executions, skip=skip, next_fire=fire, runs=runs)
+    return Plan(executions, skip, fire, runs)
 
 
 def plan_paused(
@@ -165,4 +166,4 @@ def plan_paused(
     skip = None
     if first is not None and last is not None:
         skip = PlannedSkip(first.nominal_at, last.nominal_at, runs, fire.nominal_at if fire is not None else None)
-    return Plan(skip=skip, next_fire=fire, runs=runs)
+    return Plan([], skip, fire, runs)

@@ -50,13 +50,18 @@ _INSERT_TRACED_FROM_ARRAYS = (
     .replace("CAST(%(payloads)b AS BYTEA[]))", "CAST(%(payloads)b AS BYTEA[]), CAST(%(trace_contexts)b AS TEXT[]))")
     .replace("missed_count, payload) ", "missed_count, payload, trace_context) ")
 )
+# ``jobs.id = ANY(:ids)`` beside the join gives the planner a path to the
+# claimed rows by their primary key: with the join alone it hashes the
+# table's every row to probe the arrays (a Seq Scan per batch, its cost
+# growing with the jobs stored) until the table is large enough for a
+# nested loop.
 _ADVANCE_FROM_ARRAYS = (
     "UPDATE jobs SET next_run_at = v.next_run_at, next_due_at = v.next_due_at, run_count = v.run_count, "
     "state = v.state "
     "FROM unnest(CAST(%(ids)b AS TEXT[]), CAST(%(next_run_ats)b AS BIGINT[]), CAST(%(next_due_ats)b AS BIGINT[]), "
     "CAST(%(run_counts)b AS BIGINT[]), CAST(%(states)b AS TEXT[])) "
     "AS v (id, next_run_at, next_due_at, run_count, state) "
-    "WHERE jobs.id = v.id"
+    "WHERE jobs.id = ANY(CAST(%(ids)b AS TEXT[])) AND jobs.id = v.id"
 )
 _ADVANCE_ROW = (
     jobs.update()

@@ -53,9 +53,10 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
+from typing import NamedTuple
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Engine
 
 from tickwheel.shared.clock import Clock
@@ -69,7 +70,7 @@ from ..alerts.catalogue import (
     NewAlert, job_unreadable_key, schedule_uncomputable_key, skipped_alert, undispatchable_alert,
 )  # fmt: skip
 from .alerts import AlertStore
-from .base import SqlStore
+from .base import SqlStore, driver_sql, execute_arrays, tuples
 from .claim_writes import MISFIRE_REASON, TENANT_PAUSED_REASON, ClaimWrites, carried_missed, record_skip
 from .partitions import check_epochs
 from .tables import alerts, executions, jobs, tenants
@@ -77,13 +78,26 @@ from .tables import alerts, executions, jobs, tenants
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class ClaimedExecution:
+class ClaimedExecution(NamedTuple):
     """An execution the claim created (or found already created), for the wheel."""
 
     id: str
     partition: int
     due_at_us: int
+
+
+class DueRow(NamedTuple):
+    """A due job as the claim's SELECT returns it."""
+
+    id: str
+    tenant: str
+    partition: int
+    spec: bytes
+    version: int
+    next_run_at: int
+    next_due_at: int | None
+    run_count: int | None
+    tenant_state: str | None
 
 
 @dataclass
@@ -116,20 +130,33 @@ def claimable(definition: JobDefinition) -> JobDefinition:
     return definition
 
 
-def claim_cursor(row) -> Fire:
+def claim_cursor(row, instants: dict[int, datetime] | None = None) -> Fire:
     """A due row's cursor (its next fire) as a :class:`Fire` (pure); raises
     :class:`Unreadable` for impossible values (a due instant missing, before
-    the nominal one or out of range, a negative run count)."""
-    if row.next_due_at is None:
+    the nominal one or out of range, a negative run count).
+
+    ``instants`` (microseconds → instant) is a memo the caller keeps for one
+    batch: the jobs of a batch share a few cursors (minute boundaries), and
+    converting each again costs more than the rest of this check."""
+    next_run_at, next_due_at = row.next_run_at, row.next_due_at
+    if next_due_at is None:
         raise Unreadable(JOB_UNREADABLE, "next_due_at is NULL while next_run_at is set")
     if row.run_count is None or row.run_count < 0:
         raise Unreadable(JOB_UNREADABLE, f"run_count {row.run_count} is negative")
-    if row.next_due_at < row.next_run_at:
+    if next_due_at < next_run_at:
         raise Unreadable(JOB_UNREADABLE, "next_due_at is before next_run_at (jitter only delays)")
+    if instants is None:
+        instants = {}
     try:
-        return Fire(from_us(row.next_run_at), from_us(row.next_due_at), 0)
+        nominal = instants.get(next_run_at)
+        if nominal is None:
+            nominal = instants[next_run_at] = from_us(next_run_at)
+        due = instants.get(next_due_at)
+        if due is None:
+            due = instants[next_due_at] = from_us(next_due_at)
     except OverflowError:
-        raise Unreadable(JOB_UNREADABLE, f"next_run_at {row.next_run_at} or next_due_at is out of range") from None
+        raise Unreadable(JOB_UNREADABLE, f"next_run_at {next_run_at} or next_due_at is out of range") from None
+    return _new_fire((nominal, due, 0, ""))
 
 
 def following_fires(spec: JobDefinition, run_count: int) -> Callable[[Fire, int], Fire | None]:
@@ -154,6 +181,78 @@ def _dispatchable(row) -> bool:
     except Unreadable:
         return False
     return True
+
+
+# ------------------------------------------------------------------ the due rows
+
+_new_fire = partial(tuple.__new__, Fire)
+_make_due = DueRow._make
+
+
+def _due_sql(*, excluding: bool, skip_locked: bool) -> str:
+    """The claim's SELECT as driver SQL (PostgreSQL and CockroachDB): the
+    owned partitions and the excluded keys as one array parameter each, so
+    the statement's text is the same every tick, and its rows read as the
+    driver's tuples (no SQLAlchemy compilation nor ``Row`` per row).
+
+    Per returned row, one probe of the tenants' primary key: it leaves the
+    scan on jobs_due (and its LIMIT) as it is, and FOR UPDATE locks only the
+    jobs in FROM.
+
+    ORDER BY the order of jobs_due itself, so the index gives it with no
+    sort and the scan stops at the LIMIT. Without it the plan hangs on the
+    statistics of next_run_at, which every claim makes stale: estimating
+    many rows due, PostgreSQL prefers a Seq Scan that would stop early, and
+    when nothing is due it reads the whole table every tick. (Not
+    next_run_at alone: across partitions the index cannot give that order,
+    and a sort would read every due row before the LIMIT.)
+
+    The excluded keys (what this process cannot read, at the version it
+    could not read) as NOT (:excluded @> ARRAY[key]), not key <> ALL(:excluded):
+    the planner prices the latter as dropping nearly every row (0.995 ^ n)
+    and trades the ordered scan that stops at the LIMIT for reading and
+    sorting every due row; an array containment gets its default
+    selectivity, so the plan stays that of the claim without exclusions."""
+    sql = (
+        "SELECT jobs.id, jobs.tenant, jobs.partition, jobs.spec, jobs.version, jobs.next_run_at, jobs.next_due_at, "
+        "jobs.run_count, (SELECT tenants.state FROM tenants WHERE tenants.name = jobs.tenant) AS tenant_state "
+        "FROM jobs WHERE jobs.state = 'active' AND jobs.partition = ANY(CAST(:live AS INTEGER[])) "
+        "AND jobs.next_run_at <= :horizon"
+    )
+    if excluding:
+        sql += " AND NOT (CAST(:excluded AS TEXT[]) @> ARRAY[jobs.id || '@' || CAST(jobs.version AS TEXT)])"
+    sql += " ORDER BY jobs.partition, jobs.next_run_at LIMIT :batch"
+    if skip_locked:
+        sql += " FOR UPDATE SKIP LOCKED"
+    return driver_sql(sql)
+
+
+_DUE_SQL = {
+    (excluding, skip_locked): _due_sql(excluding=excluding, skip_locked=skip_locked)
+    for excluding in (False, True)
+    for skip_locked in (False, True)
+}
+
+
+def _due_select(live: list[int], horizon_us: int, batch: int, excluded: list[str], skip_locked: bool):
+    """The same SELECT for SQLite (an ``IN`` list, no arrays)."""
+    tenant_state = (
+        sa.select(tenants.c.state).where(tenants.c.name == jobs.c.tenant).scalar_subquery().label("tenant_state")
+    )
+    query = (
+        sa.select(
+            jobs.c.id, jobs.c.tenant, jobs.c.partition, jobs.c.spec, jobs.c.version,
+            jobs.c.next_run_at, jobs.c.next_due_at, jobs.c.run_count, tenant_state,
+        )
+        .where(jobs.c.state == "active", jobs.c.partition.in_(live), jobs.c.next_run_at <= horizon_us)
+        .order_by(jobs.c.partition, jobs.c.next_run_at)
+        .limit(batch)
+    )  # fmt: skip
+    if excluded:
+        query = query.where((jobs.c.id + "@" + sa.cast(jobs.c.version, sa.Text)).not_in(excluded))
+    if skip_locked:
+        query = query.with_for_update(skip_locked=True)
+    return query
 
 
 # -------------------------------------------------------------------- the store
@@ -220,85 +319,67 @@ class DispatchStore(SqlStore):
             live = sorted(set(owned) - result.stale_partitions)
             if not live:
                 return result, 0
-            if arrays:  # one array parameter: the statement's text is the same whatever is owned
-                in_live = jobs.c.partition == sa.any_(sa.bindparam("live", live, type_=postgresql.ARRAY(sa.Integer)))
+            skip_locked = self.caps.skip_locked
+            if arrays:
+                parameters = dict(live=live, horizon=horizon_us, batch=batch)
+                if excluded:
+                    parameters["excluded"] = excluded
+                rows = tuples(execute_arrays(conn, _DUE_SQL[bool(excluded), skip_locked], parameters))
             else:
-                in_live = jobs.c.partition.in_(live)
-            # Per returned row, one probe of the tenants' primary key: it
-            # leaves the scan on jobs_due (and its LIMIT) as it is, and
-            # FOR UPDATE locks only the jobs in FROM.
-            tenant_state = (
-                sa.select(tenants.c.state).where(tenants.c.name == jobs.c.tenant).scalar_subquery().label("tenant_state")
-            )
-            query = (
-                sa.select(
-                    jobs.c.id, jobs.c.tenant, jobs.c.partition, jobs.c.spec, jobs.c.version,
-                    jobs.c.next_run_at, jobs.c.next_due_at, jobs.c.run_count, tenant_state,
-                )
-                .where(jobs.c.state == "active", in_live, jobs.c.next_run_at <= horizon_us)
-                # The order of jobs_due itself, so the index gives it with no
-                # sort and the scan stops at the LIMIT. Without it the plan
-                # hangs on the statistics of next_run_at, which every claim
-                # makes stale: estimating many rows due, PostgreSQL prefers a
-                # Seq Scan that would stop early, and when nothing is due it
-                # reads the whole table every tick. (Not next_run_at alone:
-                # across partitions the index cannot give that order, and a
-                # sort would read every due row before the LIMIT.)
-                .order_by(jobs.c.partition, jobs.c.next_run_at)
-                .limit(batch)
-            )
-            if excluded:  # what this process cannot read, at the version it could not read
-                key = jobs.c.id + "@" + sa.cast(jobs.c.version, sa.Text)
-                if arrays:
-                    # NOT (:excluded @> ARRAY[key]), not key <> ALL(:excluded):
-                    # the planner prices the latter as dropping nearly every
-                    # row (0.995 ^ n) and trades the ordered scan that stops
-                    # at the LIMIT for reading and sorting every due row; an
-                    # array containment gets its default selectivity, so the
-                    # plan stays that of the claim without exclusions.
-                    held = sa.bindparam("excluded", excluded, type_=postgresql.ARRAY(sa.Text))
-                    query = query.where(sa.not_(held.contains(postgresql.array([key]))))
-                else:
-                    query = query.where(key.not_in(excluded))
-            if self.caps.skip_locked:
-                query = query.with_for_update(skip_locked=True)
-            rows = conn.execute(query).all()
+                rows = conn.execute(_due_select(live, horizon_us, batch, excluded, skip_locked)).all()
             result.full = len(rows) == batch
             writes = ClaimWrites()
             skipped: list[NewAlert] = []
-            for row in rows:
+            definition = self.definitions.get
+            quarantine = self.quarantine
+            trace = self._trace_occurrence
+            executions = result.executions
+            # Per batch: instants by microseconds and back (the jobs of a
+            # batch share a few cursors), execution ids by column.
+            instants: dict[int, datetime] = {}
+            micros: dict[datetime, int] = {}
+            ids, job_ids, tenants_, partitions = writes.ids, writes.job_ids, writes.tenants, writes.partitions
+            nominal_ats, due_ats, handlers, missed_counts = (
+                writes.nominal_ats, writes.due_ats, writes.handlers, writes.missed_counts
+            )
+            payloads = writes.payloads
+            for row in map(_make_due, rows):
+                job_id = row.id
                 try:
-                    spec = claimable(self.definitions.get(row.id, row.version, row.spec))
-                    cursor = claim_cursor(row)
+                    spec = claimable(definition(job_id, row.version, row.spec))
+                    cursor = claim_cursor(row, instants)
                 except Unreadable as error:
-                    result.unreadable.append(Finding(row.id, row.tenant, row.version, error.kind, error.reason))
+                    result.unreadable.append(Finding(job_id, row.tenant, row.version, error.kind, error.reason))
                     continue
                 carried = carried_missed(conn, row, spec, cursor, now)
                 try:
                     plan = self._plan(row, spec, cursor, now, horizon, scan_limit, carried)
                 except Unreadable as error:
-                    result.unreadable.append(Finding(row.id, row.tenant, row.version, error.kind, error.reason))
+                    result.unreadable.append(Finding(job_id, row.tenant, row.version, error.kind, error.reason))
                     continue
-                if row.id in self.quarantine:
-                    result.readable_again.append(row.id)
+                if job_id in quarantine:
+                    result.readable_again.append(job_id)
                 result.jobs += 1
-                for planned in plan.executions:
-                    ident = execution_id(row.id, planned.nominal_at)
-                    due_us = to_us(planned.due_at)
-                    writes.ids.append(ident)
-                    writes.job_ids.append(row.id)
-                    writes.tenants.append(row.tenant)
-                    writes.partitions.append(row.partition)
-                    writes.nominal_ats.append(to_us(planned.nominal_at))
-                    writes.due_ats.append(due_us)
-                    writes.handlers.append(spec.handler)
-                    writes.missed_counts.append(planned.missed_count)
-                    writes.payloads.append(spec.payload)
-                    if self._trace_occurrence is not None:
-                        writes.trace_contexts.append(
-                            self._trace_occurrence(ident, row.id, row.tenant, to_us(planned.nominal_at))
-                        )
-                    result.executions.append(ClaimedExecution(ident, row.partition, due_us))
+                for nominal_at, due_at, missed_count in plan.executions:
+                    ident = execution_id(job_id, nominal_at)
+                    nominal_us = micros.get(nominal_at)
+                    if nominal_us is None:
+                        nominal_us = micros[nominal_at] = to_us(nominal_at)
+                    due_us = micros.get(due_at)
+                    if due_us is None:
+                        due_us = micros[due_at] = to_us(due_at)
+                    ids.append(ident)
+                    job_ids.append(job_id)
+                    tenants_.append(row.tenant)
+                    partitions.append(row.partition)
+                    nominal_ats.append(nominal_us)
+                    due_ats.append(due_us)
+                    handlers.append(spec.handler)
+                    missed_counts.append(missed_count)
+                    payloads.append(spec.payload)
+                    if trace is not None:
+                        writes.trace_contexts.append(trace(ident, job_id, row.tenant, nominal_us))
+                    executions.append(ClaimedExecution(ident, row.partition, due_us))
                 if plan.skip is not None:
                     result.skipped += plan.skip.count
                     reason = TENANT_PAUSED_REASON if row.tenant_state == "paused" else MISFIRE_REASON
@@ -306,16 +387,27 @@ class DispatchStore(SqlStore):
                     if reason == MISFIRE_REASON:
                         skipped.append(
                             skipped_alert(
-                                job_id=row.id, tenant=row.tenant, reason=reason, from_at=plan.skip.from_at,
+                                job_id=job_id, tenant=row.tenant, reason=reason, from_at=plan.skip.from_at,
                                 to_at=plan.skip.to_at, count=plan.skip.count,
                             )
                         )
                 following = plan.next_fire
-                writes.cursor_ids.append(row.id)
-                writes.next_run_ats.append(None if following is None else to_us(following.nominal_at))
-                writes.next_due_ats.append(None if following is None else to_us(following.due_at))
+                writes.cursor_ids.append(job_id)
+                if following is None:
+                    writes.next_run_ats.append(None)
+                    writes.next_due_ats.append(None)
+                    writes.states.append("completed")
+                else:
+                    next_us = micros.get(following.nominal_at)
+                    if next_us is None:
+                        next_us = micros[following.nominal_at] = to_us(following.nominal_at)
+                    writes.next_run_ats.append(next_us)
+                    next_us = micros.get(following.due_at)
+                    if next_us is None:
+                        next_us = micros[following.due_at] = to_us(following.due_at)
+                    writes.next_due_ats.append(next_us)
+                    writes.states.append("active")
                 writes.run_counts.append(row.run_count + plan.runs)
-                writes.states.append("active" if following is not None else "completed")
             if arrays:
                 writes.apply_with_arrays(conn, now_us)
             else:
