@@ -18,8 +18,14 @@ size. On PostgreSQL and CockroachDB each is one statement over arrays
 (``INSERT … SELECT FROM unnest(…)``, ``UPDATE jobs … FROM unnest(…)``): one
 round trip and one parse, where a driver-level executemany sends a statement per row
 (``loadtest/bench_dispatch.py`` measures both). The owned partitions are one
-array parameter too, so the claim's text is the same every tick. SQLite has
-no arrays and no network: there it is an executemany and an ``IN`` list.
+array parameter too, so the claim's text is the same every tick, and the
+SELECT names the state ``'active'`` as a constant: psycopg prepares a
+statement it runs often and PostgreSQL may then keep one generic plan for
+it, which can use the partial index ``jobs_due`` only if its predicate is in
+the text. The SELECT is driver SQL read as the driver's tuples, and the
+per-row work of a batch is lookups and appends: instants are converted once
+per batch, the plan's values are named tuples. SQLite has no arrays and no
+network: there it is an executemany and an ``IN`` list.
 
 A job's definition is parsed once per version: the store's
 :class:`~tickwheel_server.jobspec.DefinitionCache` keeps what a claim needs of
