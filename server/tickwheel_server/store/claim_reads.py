@@ -1,0 +1,167 @@
+"""The dispatcher's claim reads (see :mod:`.dispatch`): the due jobs of the
+owned partitions, one batch in the order of ``jobs_due``, and what a due
+row says: its definition if the claim can read it, its cursor, the fires
+after it (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from functools import partial
+from typing import NamedTuple
+
+import sqlalchemy as sa
+
+from tickwheel.shared.ids import from_us
+
+from ..jobspec import JobDefinition
+from ..schedule import Fire, ScheduleError, next_fire
+from .base import driver_sql
+from .quarantine import JOB_UNREADABLE, SCHEDULE_UNCOMPUTABLE, Unreadable
+from .tables import jobs, tenants
+
+_new_fire = partial(tuple.__new__, Fire)
+
+
+class DueRow(NamedTuple):
+    """A due job as the claim's SELECT returns it."""
+
+    id: str
+    tenant: str
+    partition: int
+    spec: bytes
+    version: int
+    next_run_at: int
+    next_due_at: int | None
+    run_count: int | None
+    tenant_state: str | None
+
+
+def due_sql(*, excluding: bool, skip_locked: bool) -> str:
+    """The claim's SELECT as driver SQL (PostgreSQL and CockroachDB): the
+    owned partitions and the excluded keys as one array parameter each, so
+    the statement's text is the same every tick, and its rows read as the
+    driver's tuples (no SQLAlchemy compilation nor ``Row`` per row).
+
+    Per returned row, one probe of the tenants' primary key: it leaves the
+    scan on jobs_due (and its LIMIT) as it is, and FOR UPDATE locks only the
+    jobs in FROM.
+
+    ORDER BY the order of jobs_due itself, so the index gives it with no
+    sort and the scan stops at the LIMIT. Without it the plan hangs on the
+    statistics of next_run_at, which every claim makes stale: estimating
+    many rows due, PostgreSQL prefers a Seq Scan that would stop early, and
+    when nothing is due it reads the whole table every tick. (Not
+    next_run_at alone: across partitions the index cannot give that order,
+    and a sort would read every due row before the LIMIT.)
+
+    The excluded keys (what this process cannot read, at the version it
+    could not read) as NOT (:excluded @> ARRAY[key]), not key <> ALL(:excluded):
+    the planner prices the latter as dropping nearly every row (0.995 ^ n)
+    and trades the ordered scan that stops at the LIMIT for reading and
+    sorting every due row; an array containment gets its default
+    selectivity, so the plan stays that of the claim without exclusions."""
+    sql = (
+        "SELECT jobs.id, jobs.tenant, jobs.partition, jobs.spec, jobs.version, jobs.next_run_at, jobs.next_due_at, "
+        "jobs.run_count, (SELECT tenants.state FROM tenants WHERE tenants.name = jobs.tenant) AS tenant_state "
+        "FROM jobs WHERE jobs.state = 'active' AND jobs.partition = ANY(CAST(:live AS INTEGER[])) "
+        "AND jobs.next_run_at <= :horizon"
+    )
+    if excluding:
+        sql += " AND NOT (CAST(:excluded AS TEXT[]) @> ARRAY[jobs.id || '@' || CAST(jobs.version AS TEXT)])"
+    sql += " ORDER BY jobs.partition, jobs.next_run_at LIMIT :batch"
+    if skip_locked:
+        sql += " FOR UPDATE SKIP LOCKED"
+    return driver_sql(sql)
+
+
+DUE_SQL = {
+    (excluding, skip_locked): due_sql(excluding=excluding, skip_locked=skip_locked)
+    for excluding in (False, True)
+    for skip_locked in (False, True)
+}
+
+
+def due_select(live: list[int], horizon_us: int, batch: int, excluded: list[str], skip_locked: bool):
+    """The same SELECT for SQLite (an ``IN`` list, no arrays)."""
+    tenant_state = (
+        sa.select(tenants.c.state).where(tenants.c.name == jobs.c.tenant).scalar_subquery().label("tenant_state")
+    )
+    query = (
+        sa.select(
+            jobs.c.id, jobs.c.tenant, jobs.c.partition, jobs.c.spec, jobs.c.version,
+            jobs.c.next_run_at, jobs.c.next_due_at, jobs.c.run_count, tenant_state,
+        )
+        .where(jobs.c.state == "active", jobs.c.partition.in_(live), jobs.c.next_run_at <= horizon_us)
+        .order_by(jobs.c.partition, jobs.c.next_run_at)
+        .limit(batch)
+    )  # fmt: skip
+    if excluded:
+        query = query.where((jobs.c.id + "@" + sa.cast(jobs.c.version, sa.Text)).not_in(excluded))
+    if skip_locked:
+        query = query.with_for_update(skip_locked=True)
+    return query
+
+
+# ------------------------------------------------------------ what a due row says
+
+
+def claimable(definition: JobDefinition) -> JobDefinition:
+    """``definition`` if the claim can read it; raises :class:`Unreadable`
+    (``job_unreadable``) with its problem otherwise (pure)."""
+    if definition.problem is not None:
+        raise Unreadable(JOB_UNREADABLE, definition.problem)
+    return definition
+
+
+def claim_cursor(row, instants: dict[int, datetime] | None = None) -> Fire:
+    """A due row's cursor (its next fire) as a :class:`Fire` (pure); raises
+    :class:`Unreadable` for impossible values (a due instant missing, before
+    the nominal one or out of range, a negative run count).
+
+    ``instants`` (microseconds → instant) is a memo the caller keeps for one
+    batch: the jobs of a batch share a few cursors (minute boundaries), and
+    converting each again costs more than the rest of this check."""
+    next_run_at, next_due_at = row.next_run_at, row.next_due_at
+    if next_due_at is None:
+        raise Unreadable(JOB_UNREADABLE, "next_due_at is NULL while next_run_at is set")
+    if row.run_count is None or row.run_count < 0:
+        raise Unreadable(JOB_UNREADABLE, f"run_count {row.run_count} is negative")
+    if next_due_at < next_run_at:
+        raise Unreadable(JOB_UNREADABLE, "next_due_at is before next_run_at (jitter only delays)")
+    if instants is None:
+        instants = {}
+    try:
+        nominal = instants.get(next_run_at)
+        if nominal is None:
+            nominal = instants[next_run_at] = from_us(next_run_at)
+        due = instants.get(next_due_at)
+        if due is None:
+            due = instants[next_due_at] = from_us(next_due_at)
+    except OverflowError:
+        raise Unreadable(JOB_UNREADABLE, f"next_run_at {next_run_at} or next_due_at is out of range") from None
+    return _new_fire((nominal, due, 0, ""))
+
+
+def following_fires(spec: JobDefinition, run_count: int) -> Callable[[Fire, int], Fire | None]:
+    """The ``following`` function of a plan (see :func:`plan_claim`): the
+    engine's next fire, an error of the engine raised as :class:`Unreadable`
+    (``schedule_uncomputable``), never taken for the schedule's end."""
+
+    def following(fire: Fire, runs: int) -> Fire | None:
+        try:
+            return next_fire(spec.schedule, fire.nominal_at, runs_so_far=run_count + runs)
+        except (ScheduleError, ValueError, OverflowError) as error:
+            raise Unreadable(SCHEDULE_UNCOMPUTABLE, str(error)) from None
+
+    return following
+
+
+def dispatchable(row) -> bool:
+    """Whether this server reads a job row and computes its next fire (pure)."""
+    try:
+        spec = claimable(JobDefinition.parse(row.id, row.version, row.spec))
+        following_fires(spec, row.run_count)(claim_cursor(row), 0)
+    except Unreadable:
+        return False
+    return True
