@@ -2,7 +2,8 @@
 keep their due instants in the timer wheel.
 
 Each tick (default 1 s) it runs :meth:`DispatchStore.claim_due` over all
-owned partitions at once, in batches until a batch comes back short, and
+owned partitions at once, in batches until a batch comes back short (first
+what is due now, then the look-ahead), and
 puts each execution's due instant in the wheel; the wheel wakes the gateway
 at that instant. When the owned set changes, the wheel drops the timers of
 partitions lost and is rebuilt from the store for partitions gained (the
@@ -101,22 +102,30 @@ class Dispatcher:
         owned = {p: epoch for p, epoch in self._ownership.owned().items() if p not in self._stale}
         await self._follow(set(owned))
         total = 0
-        while owned:
-            started = self._clock.monotonic()
-            result = await self._store.claim_due(owned, self._clock.now(), lookahead=self._lookahead, batch=self._batch)
-            if result.executions and self._metrics is not None:
-                self._metrics.claimed("dispatch", len(result.executions), self._clock.monotonic() - started)
-            for execution in result.executions:
-                self._runner.insert(execution.id, execution.due_at_us, execution.partition)
-            total += len(result.executions)
-            if result.stale_partitions:
-                log.warning("partitions %s have a newer owner: no longer claiming them", sorted(result.stale_partitions))
-                self._stale |= result.stale_partitions
-                for partition in result.stale_partitions:
-                    owned.pop(partition, None)
-                await self._follow(set(owned))
-            if not result.full:
-                break
+        # What is due now first, in every owned partition, then the
+        # look-ahead: a batch scans in the index's order (partition, then
+        # due instant), so one pass would claim a low partition's next
+        # minute before a high partition's overdue jobs when the claim
+        # falls behind.
+        passes = (timedelta(0), self._lookahead) if self._lookahead > timedelta(0) else (self._lookahead,)
+        for lookahead in passes:
+            while owned:
+                started = self._clock.monotonic()
+                result = await self._store.claim_due(owned, self._clock.now(), lookahead=lookahead, batch=self._batch)
+                if result.executions and self._metrics is not None:
+                    self._metrics.claimed("dispatch", len(result.executions), self._clock.monotonic() - started)
+                for execution in result.executions:
+                    self._runner.insert(execution.id, execution.due_at_us, execution.partition)
+                total += len(result.executions)
+                if result.stale_partitions:
+                    log.warning("partitions %s have a newer owner: no longer claiming them",
+                                sorted(result.stale_partitions))
+                    self._stale |= result.stale_partitions
+                    for partition in result.stale_partitions:
+                        owned.pop(partition, None)
+                    await self._follow(set(owned))
+                if not result.full:
+                    break
         self.claimed += total
         await self._review(owned)
         return total

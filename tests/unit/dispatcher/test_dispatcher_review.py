@@ -1,7 +1,10 @@
-"""The dispatcher reviews the jobs left out of claims now and then, and a
-failed review does not fail the tick."""
+"""The dispatcher's tick: it claims what is due now before the look-ahead,
+reviews the jobs left out of claims now and then, and a failed review does
+not fail the tick."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from tickwheel.shared.clock import FakeClock
 from tickwheel_server.dispatcher.dispatcher import Dispatcher
@@ -55,3 +58,32 @@ async def test_the_review_runs_at_the_first_tick_then_every_review_period() -> N
     store.fail = True
     assert await dispatcher.tick_once() == 0, "a failed review is logged, the tick goes on"
     assert len(store.reviews) == 2
+
+
+class Backlog(Store):
+    """Three full batches of overdue jobs, then one full batch ahead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lookaheads: list[float] = []
+        self.overdue, self.ahead = 3, 1
+
+    async def claim_due(self, owned, now, *, lookahead, batch) -> ClaimResult:
+        self.lookaheads.append(lookahead.total_seconds())
+        if lookahead.total_seconds() == 0 and self.overdue:
+            self.overdue -= 1
+            return ClaimResult(full=True)
+        if lookahead.total_seconds() > 0 and self.ahead:
+            self.ahead -= 1
+            return ClaimResult(full=True)
+        return ClaimResult()
+
+
+async def test_a_tick_claims_what_is_due_now_in_every_partition_before_the_look_ahead() -> None:
+    """A batch scans partition by partition: claimed in one pass, a low
+    partition's next minute would come before a high partition's overdue
+    jobs when the claim falls behind."""
+    store = Backlog()
+    dispatcher = Dispatcher(store, Ownership(), Runner(), FakeClock(), lookahead=timedelta(seconds=60))
+    await dispatcher.tick_once()
+    assert store.lookaheads == [0, 0, 0, 0, 60, 60]
