@@ -105,6 +105,19 @@ async def test_a_batch_answers_each_item(tenants: TenantStore, jobs: JobStore, c
     assert counts(migrated_engine) == (4, 4, 4), "a repeated batch writes nothing"
 
 
+async def test_a_repeat_gets_the_first_job_whatever_its_own_payload(tenants: TenantStore, jobs: JobStore, clock) -> None:
+    """The request id decides: a repeat whose own definition would now be
+    refused (a payload over the quota) still answers the job its first
+    request created, as a repeat of CreateJob always has."""
+    await tenants.create(Tenant(name="acme", max_payload_bytes=100))
+    first, _ = await jobs.create(new_job(clock), "r-1")
+    (again, fresh) = await jobs.create_many(
+        "acme", [(new_job(clock, payload_size=101), "r-1"), (new_job(clock, payload_size=101), "r-2")]
+    )
+    assert again == (first, False)
+    assert isinstance(fresh, QuotaExceeded) and fresh.quota == "max_payload_bytes"
+
+
 async def test_a_request_whose_job_was_deleted_is_not_found(tenants: TenantStore, jobs: JobStore, clock) -> None:
     await tenants.create(Tenant(name="acme"))
     record, _ = await jobs.create(new_job(clock), "r-1")

@@ -227,15 +227,12 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             else:
                 response = scheduler_pb2.CreateJobResponse(job=convert.job_to_proto(outcome[0]), created=outcome[1])
                 results[index] = scheduler_pb2.BatchCreateJobsResult(job=response)
-        reply = scheduler_pb2.BatchCreateJobsResponse(results=results)
-        for result in reply.results:
-            if result.HasField("error"):
-                reply.failed_count += 1
-            elif result.job.created:
-                reply.created_count += 1
-            else:
-                reply.existing_count += 1
-        return reply
+        created = sum(1 for outcome in outcomes if isinstance(outcome, tuple) and outcome[1])
+        existing = sum(1 for outcome in outcomes if isinstance(outcome, tuple)) - created
+        return scheduler_pb2.BatchCreateJobsResponse(
+            results=results, created_count=created, existing_count=existing,
+            failed_count=len(results) - created - existing,
+        )
 
     def _new_job(self, request, tenant: str, now: datetime) -> tuple[NewJob, str]:
         """What CreateJob ``request`` asks for, validated, with its schedule's

@@ -74,8 +74,8 @@ def create_jobs(
     - NotFound (raised: nothing written) when the tenant does not exist.
     - An item whose request id was recorded before (by an earlier call, or
       by an earlier item of this one) gets the job that request created,
-      ``created`` False, and writes nothing; NotFound("job") when that job
-      was deleted since.
+      ``created`` False, and writes nothing, whatever its own definition;
+      NotFound("job") when that job was deleted since.
     - A new item over the tenant's ``max_payload_bytes``, or past its
       ``max_jobs`` (the items in order: the first ones that fit are
       created), gets QuotaExceeded and writes nothing.
@@ -92,6 +92,7 @@ def create_jobs(
     first_of: dict[str, int] = {}
     repeats: list[int] = []
     candidates: list[int] = []
+    oversized: list[int] = []
     for index, (job, request_id) in enumerate(items):
         if job.tenant != tenant:
             raise ValueError("every job must be the tenant's")
@@ -99,10 +100,7 @@ def create_jobs(
             repeats.append(index)
         elif job.payload_size > limits.max_payload_bytes:
             first_of[request_id] = index
-            outcomes[index] = QuotaExceeded(
-                tenant, "max_payload_bytes", limits.max_payload_bytes,
-                f"payload of {job.payload_size} bytes is over the limit",
-            )
+            oversized.append(index)
         else:
             first_of[request_id] = index
             candidates.append(index)
@@ -134,10 +132,17 @@ def create_jobs(
         created_at = from_us(now_us)
         for index, job, partition in zip(new, created, partitions):
             outcomes[index] = (_record(job, partition, created_at), True)
-    if seen:
-        found = _jobs_of_requests(conn, tenant, [items[i][1] for i in seen])
+    if seen or oversized:
+        # An oversized item whose request id was seen is a repeat like any
+        # other: it gets the job its first request created.
+        found = _jobs_of_requests(conn, tenant, [items[i][1] for i in seen + oversized])
         for index in seen:
             outcomes[index] = found[items[index][1]]
+        for index in oversized:
+            outcomes[index] = found.get(items[index][1]) or QuotaExceeded(
+                tenant, "max_payload_bytes", limits.max_payload_bytes,
+                f"payload of {items[index][0].payload_size} bytes is over the limit",
+            )
     for index in repeats:
         first = outcomes[first_of[items[index][1]]]
         outcomes[index] = (first[0], False) if isinstance(first, tuple) else first
