@@ -113,3 +113,18 @@ async def test_a_full_batch_counts_against_max_jobs_exactly(server) -> None:
             if not token:
                 break
         assert listed == 1500
+
+
+async def test_a_batch_over_the_message_limit_is_refused_and_writes_nothing(server) -> None:
+    """1 000 items of 5 KiB payloads (5 MB) pass every item's quota but not
+    the server's 4 MiB message limit: refused whole, nothing written."""
+    key = await server.create_tenant("acme")
+    async with grpc.aio.insecure_channel(server.address, options=[("grpc.max_send_message_length", 16 << 20)]) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        job = cron_job()
+        job.payload = b"x" * 5000
+        request = scheduler_pb2.BatchCreateJobsRequest(items=[item(f"big-{i}", job) for i in range(1000)])
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await scheduler.BatchCreateJobs(request, metadata=bearer(key))
+        assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert await job_count(server, channel) == 0
