@@ -57,6 +57,16 @@ have_ss() {
     command -v ss >/dev/null 2>&1
 }
 
+have_promtool() {
+    # tests/integration/test_deploy.py checks deploy/prometheus's rules with it.
+    command -v promtool >/dev/null 2>&1
+}
+
+have_systemd_analyze() {
+    # tests/integration/test_deploy.py verifies deploy/systemd's units with it.
+    command -v systemd-analyze >/dev/null 2>&1
+}
+
 have_python() {
     command -v "$PYTHON" >/dev/null && "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null
 }
@@ -84,11 +94,19 @@ remove_our_policy_rc() {
 }
 
 stop_package_services() {
-    # Only services these packages just installed: never a server someone set up.
-    if [[ -d /run/systemd/system ]]; then
-        as_root systemctl disable --now postgresql etcd >/dev/null 2>&1 || true
+    # Only services of the packages just installed ("$@"): never a server someone set up.
+    local services=() package
+    for package in "$@"; do
+        case "$package" in
+            postgresql) services+=(postgresql) ;;
+            etcd-server) services+=(etcd) ;;
+            prometheus) services+=(prometheus) ;;
+        esac
+    done
+    if [[ -d /run/systemd/system && ${#services[@]} -gt 0 ]]; then
+        as_root systemctl disable --now "${services[@]}" >/dev/null 2>&1 || true
     fi
-    if command -v pg_lsclusters >/dev/null; then
+    if [[ " ${services[*]} " == *" postgresql "* ]] && command -v pg_lsclusters >/dev/null; then
         pg_lsclusters --no-header 2>/dev/null | while read -r version cluster _port status _rest; do
             if [[ "$status" == online* ]]; then
                 log "stopping the Debian PostgreSQL cluster $version/$cluster the package started"
@@ -105,6 +123,8 @@ install_debian_packages() {
     have_etcdctl || packages+=(etcd-client)
     have_openssl || packages+=(openssl)
     have_ss || packages+=(iproute2)
+    have_promtool || packages+=(prometheus)
+    have_systemd_analyze || packages+=(systemd)
     if ! have_python; then
         packages+=(python3.11 python3.11-venv)
     fi
@@ -123,13 +143,15 @@ install_debian_packages() {
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
         -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${packages[@]}"
     remove_our_policy_rc
-    stop_package_services
+    stop_package_services "${packages[@]}"
 
     have_postgres || die "PostgreSQL is still missing after installing it (no /usr/lib/postgresql/*/bin/initdb)"
     have_etcd || die "etcd is still missing after installing etcd-server"
     have_etcdctl || die "etcdctl is still missing after installing etcd-client"
     have_openssl || die "openssl is still missing after installing it"
     have_ss || die "ss is still missing after installing iproute2"
+    have_promtool || die "promtool is still missing after installing prometheus"
+    have_systemd_analyze || die "systemd-analyze is still missing after installing systemd"
     have_python || die "$PYTHON with venv support is still missing"
 }
 

@@ -453,7 +453,16 @@ class TickwheelServer:
             "tickwheel_circuits_open", "Circuit breakers open or half-open on this server",
             lambda: len(self.breaker.circuits()),
         )
+        metrics.observe(
+            "tickwheel_clock_skew_seconds",
+            "This server's clock minus the store's, as last compared (none before the first comparison)",
+            self._clock_skew,
+        )
         StoreGauges(self.engine, self.clock, top=max(1, self.config.metrics_top_tenants)).install(metrics)
+
+    def _clock_skew(self) -> list[tuple[dict[str, str], float]]:
+        skew = self.gateway.fence.clock_skew
+        return [] if skew is None else [({}, skew)]
 
     def _reaped(self, requeued) -> None:
         """The reaper requeued executions of an expired session: hand them out again."""

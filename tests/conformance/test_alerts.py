@@ -21,6 +21,7 @@ from tickwheel_server.store import run_in_transaction
 from tickwheel_server.alerts.catalogue import AlertRecord, NewAlert, clock_skew_key, dead_letter_alert, poison_alert
 from tickwheel_server.alerts.watch import AlertWatch
 from tickwheel_server.store.alerts import AlertStore
+from tickwheel_server.store.gauges import GaugeStore
 from tickwheel_server.store.tables import alert_feed, alerts, tenants
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
@@ -397,3 +398,15 @@ async def test_a_watch_outlives_a_store_outage_without_missing_changes(migrated_
 async def test_a_poll_interval_must_be_positive(migrated_engine) -> None:
     with pytest.raises(ValueError):
         AlertStore(migrated_engine, FakeClock(), poll_interval=0)
+
+
+async def test_open_alerts_are_counted_by_kind_for_the_metrics(store, migrated_engine, clock) -> None:
+    # tickwheel_alerts_open{kind} (telemetry/gauges.py) reads this: open
+    # alerts only, by kind; a resolved one and a repeat of an open key count
+    # nothing more.
+    gauges = GaugeStore(migrated_engine, clock)
+    assert await gauges.open_alerts() == {}
+    await store.raise_many([dead("e1"), dead("e2"), dead("e3", tenant="other"), skew("s1"), skew("s2")])
+    await store.raise_alert(dead("e1"))
+    await store.resolve(clock_skew_key("s2"))
+    assert await gauges.open_alerts() == {"dead_letter": 3, "clock_skew": 1}

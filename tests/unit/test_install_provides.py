@@ -59,6 +59,8 @@ DEBIAN = {
     "postgres": "postgresql",
     "openssl": "openssl",
     "ss": "iproute2",
+    "promtool": "prometheus",
+    "systemd-analyze": "systemd",
     "go": "golang-go",
     "mvn": "maven",
     "java": "default-jdk-headless",

@@ -1,10 +1,11 @@
-"""The SQL behind the store's gauges: ready queue depth per tenant and
-dead-letter depth, each a bounded read.
+"""The SQL behind the store's gauges: ready queue depth per tenant,
+dead-letter depth and open alerts by kind, each a bounded read.
 
 Queue depth is what ClusterStatus reads (:meth:`OperationsStore.queues`:
 the top tenants by ready executions, each counted up to a cap); dead
 letters are counted on the ``executions_dead`` partial index, up to the same
-cap (a deeper pile reads as the cap). Caching and publishing them is
+cap (a deeper pile reads as the cap); open alerts are read on the
+``alerts_open`` partial index, up to the same cap in all. Caching and publishing them is
 :mod:`tickwheel_server.telemetry.gauges`.
 """
 
@@ -18,11 +19,11 @@ from sqlalchemy.engine import Connection
 from .base import SqlStore
 from .isolation import status_in
 from .operations import READY_COUNT_CAP, OperationsStore, TenantQueue
-from .tables import executions
+from .tables import alerts, executions
 
 
 class GaugeStore(SqlStore):
-    """The two reads of :class:`~tickwheel_server.telemetry.gauges.StoreGauges`."""
+    """The reads of :class:`~tickwheel_server.telemetry.gauges.StoreGauges`."""
 
     def __init__(self, engine, clock) -> None:
         super().__init__(engine, clock)
@@ -36,7 +37,17 @@ class GaugeStore(SqlStore):
         """Dead-lettered executions kept (all tenants), counted up to :data:`READY_COUNT_CAP`."""
         return await self._tx(_count_dead, idempotent=True)
 
+    async def open_alerts(self) -> dict[str, int]:
+        """Open alerts by kind (kinds with none left out), :data:`READY_COUNT_CAP` counted in all."""
+        return await self._tx(_count_open_alerts, idempotent=True)
+
 
 def _count_dead(conn: Connection) -> int:
     capped = sa.select(sa.literal(1)).where(status_in(executions.c.status, "dead")).limit(READY_COUNT_CAP).subquery()
     return conn.execute(sa.select(sa.func.count()).select_from(capped)).scalar_one()
+
+
+def _count_open_alerts(conn: Connection) -> dict[str, int]:
+    capped = sa.select(alerts.c.kind).where(alerts.c.resolved_at.is_(None)).limit(READY_COUNT_CAP).subquery()
+    rows = conn.execute(sa.select(capped.c.kind, sa.func.count()).group_by(capped.c.kind))
+    return {kind: count for kind, count in rows}

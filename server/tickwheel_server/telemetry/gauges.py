@@ -1,6 +1,7 @@
-"""The metrics that only the store knows: ready queue depth per tenant and
-dead-letter depth, read before a scrape and cached, so a scrape costs at
-most two bounded reads every ``ttl`` seconds however often it comes.
+"""The metrics that only the store knows: ready queue depth per tenant,
+dead-letter depth and open alerts by kind, read before a scrape and cached,
+so a scrape costs at most three bounded reads every ``ttl`` seconds however
+often it comes.
 
 The reads are :class:`~tickwheel_server.store.gauges.GaugeStore`'s (each
 counted up to a cap).
@@ -12,6 +13,7 @@ import asyncio
 
 from tickwheel.shared.clock import Clock
 
+from ..alerts.catalogue import ALERT_KINDS
 from ..store.gauges import GaugeStore
 from ..store.operations import READY_COUNT_CAP
 from .metrics import Metrics
@@ -29,6 +31,7 @@ class StoreGauges:
         self._lock = asyncio.Lock()
         self.queues: list[tuple[dict[str, str], float]] = []
         self.dead_letters = 0
+        self.open_alerts: list[tuple[dict[str, str], float]] = []
 
     def install(self, metrics: Metrics) -> None:
         metrics.before_scrape(self.refresh)
@@ -43,6 +46,12 @@ class StoreGauges:
             f"Dead-lettered executions kept (all tenants, counted up to {READY_COUNT_CAP})",
             lambda: self.dead_letters,
         )
+        metrics.observe(
+            "tickwheel_alerts_open",
+            f"Open alerts by kind, every kind shown (0 when none; counted up to {READY_COUNT_CAP} in all); "
+            f"read from the store at most every {self._ttl:g} s",
+            lambda: self.open_alerts,
+        )
 
     async def refresh(self) -> None:
         """Read both figures again unless they are younger than ``ttl``."""
@@ -52,6 +61,8 @@ class StoreGauges:
                 return
             queues = await self._store.queues(self.clock.now(), self._top)
             self.dead_letters = await self._store.dead_letters()
+            open_alerts = await self._store.open_alerts()
+            self.open_alerts = [({"kind": kind}, float(open_alerts.get(kind, 0))) for kind in ALERT_KINDS]
             self.queues = [({"tenant": q.tenant}, float(q.ready)) for q in queues]
             self._read_at = self.clock.monotonic()
 

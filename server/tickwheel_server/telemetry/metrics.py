@@ -47,6 +47,9 @@ LATENESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 CLAIM_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 BATCH_SIZE_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500)
 
+REQUEUE_CAUSES = ("worker", "session", "orphan")
+"""Why a delivery is taken back (``tickwheel_requeues_total{cause}``): its worker went silent or away, the
+handing-out server's session expired (the reaper), or no worker here holds it (the safety net)."""
 OUTCOMES = {1: "succeeded", 2: "failed_retryable", 3: "failed_permanent", 4: "timed_out", 5: "canceled"}
 """``tickwheel.v1.ResultOutcome`` → the ``outcome`` label."""
 
@@ -191,6 +194,12 @@ class Metrics:
             "tickwheel_session_losses_total", description="etcd sessions this server lost and replaced"
         )
         self._refreshers: list[Callable[[], Awaitable[None]]] = []
+        # Counters whose label values are known ahead are exported from the
+        # start at 0: a rule over ``increase(...)`` sees the first event, and
+        # a dashboard shows 0 rather than "no data" (docs/operations.md).
+        self._session_losses.add(0)
+        for cause in REQUEUE_CAUSES:
+            self._requeues.add(0, {"cause": cause})
 
     # -- events ------------------------------------------------------------------------------------
 
