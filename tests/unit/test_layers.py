@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -200,3 +201,13 @@ def test_no_store_module_outgrows_one_job() -> None:
     assert not unexpected, f"store modules over {STORE_MODULE_LINES} lines (split by aggregate or job): {unexpected}"
     stale = sorted(set(LONG_ALLOWED) - set(long_store_modules()))
     assert not stale, f"remove these entries from LONG_ALLOWED, the modules are short now: {stale}"
+
+
+def test_croniter_is_a_benchmark_dependency_only() -> None:
+    # The schedule engine is Tickwheel's own (docs/architecture.md, "Time
+    # zones and tzdata updates"); croniter is bench_next_fire.py's baseline.
+    importing = sorted(module for module, names in imports().items() if any(_in(n, ("croniter",)) for n in names))
+    assert not importing, f"croniter imported at run time by {importing}"
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert not [d for d in project["dependencies"] if d.lower().startswith("croniter")]
+    assert any(d.startswith("croniter") for d in project["optional-dependencies"]["bench"])
