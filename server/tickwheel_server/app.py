@@ -20,6 +20,7 @@ from tickwheel.v1 import admin_pb2, scheduler_pb2, worker_pb2
 from tickwheel.shared.backoff import BackoffSleeper
 from tickwheel.shared.clock import Clock, SystemClock
 from tickwheel.shared.ids import to_us
+from tickwheel_worker.exporters import metric_exporter
 
 from . import __version__
 from .api import decoding, reflection
@@ -140,11 +141,14 @@ class TickwheelServer:
         and any a component registers before ``start`` (``/metrics``)."""
         self.http: HttpServer | None = None
         self.stopped = asyncio.Event()
-        self.metrics = Metrics(top_tenants=config.metrics_top_tenants)
-        """This server's instruments, scraped on ``/metrics``."""
+        self.metrics = Metrics(
+            top_tenants=config.metrics_top_tenants,
+            exporter=metric_exporter(config.metrics_export, config.otlp) if config.metrics_export != "none" else None,
+        )
+        """This server's instruments, scraped on ``/metrics`` (and pushed with ``--metrics-export otlp``)."""
         self._renewals_before = 0
         """Renewals of the sessions this server had before the current one."""
-        self.tracing = tracing if tracing is not None else Tracing.from_setting(config.trace_export)
+        self.tracing = tracing if tracing is not None else Tracing.from_setting(config.trace_export, otlp=config.otlp)
         """Spans of API calls, dispatches and hand-outs (``--trace-export``; a test may pass its own)."""
 
     async def start(self) -> None:
@@ -365,6 +369,8 @@ class TickwheelServer:
         if self.webhook is not None:
             self._tasks.append(asyncio.create_task(self.webhook.run(), name="tickwheel-webhook"))
         self._tasks.append(asyncio.create_task(self.live_servers.run(), name="tickwheel-live-servers"))
+        if self.metrics.push_interval is not None:
+            self._tasks.append(asyncio.create_task(self.metrics.keep_fresh(self.clock.sleep), name="tickwheel-metrics"))
         self._tasks.append(asyncio.create_task(self.credential_watch.run(), name="tickwheel-credential-watch"))
         self._tasks.append(asyncio.create_task(
             record_circuits(self.breaker, self.stores.alerts, self.clock), name="tickwheel-circuits"

@@ -18,7 +18,14 @@ from tickwheel.shared.targets import TargetPolicy, parse_networks
 
 from .policy.breaker import BreakerSettings
 from .alerts.webhook import check_webhook_url
-from .telemetry.tracing import TRACE_EXPORT_HELP, check_trace_export
+from tickwheel_worker.exporters import (
+    METRICS_EXPORT_HELP,
+    PROTOCOLS,
+    TRACE_EXPORT_HELP,
+    Otlp,
+    check_metrics_export,
+    check_trace_export,
+)
 
 
 class ConfigError(ValueError):
@@ -122,7 +129,13 @@ class ServerConfig:
     metrics_top_tenants: int = 20
     """Tenants labelled by name on ``/metrics`` (the busiest by volume); the rest are ``other``."""
     trace_export: str = "none"
-    """Where spans go: ``none``, ``console`` or ``jsonl:PATH`` (see ``telemetry.tracing``)."""
+    """Where spans go: ``none``, ``console``, ``jsonl:PATH`` or ``otlp`` (see ``tickwheel_worker.exporters``)."""
+    metrics_export: str = "none"
+    """``otlp`` pushes the metrics of ``/metrics`` to an OTLP collector as well; ``none`` does not."""
+    otlp_endpoint: str = ""
+    """The OTLP collector's base URL; empty leaves it to ``OTEL_EXPORTER_OTLP_[TRACES_|METRICS_]ENDPOINT``."""
+    otlp_protocol: str = ""
+    """``grpc`` or ``http/protobuf``; empty leaves it to ``OTEL_EXPORTER_OTLP_[...]PROTOCOL`` (default http/protobuf)."""
     log_format: str = "text"
     """``text`` or ``json`` (one object per line; see ``telemetry.logs``)."""
     breaker_window: float = 60.0
@@ -188,6 +201,14 @@ class ServerConfig:
             check_trace_export(self.trace_export)
         except ValueError as error:
             raise ConfigError(f"trace_export (--trace-export): {error}") from None
+        try:
+            check_metrics_export(self.metrics_export)
+        except ValueError as error:
+            raise ConfigError(f"metrics_export (--metrics-export): {error}") from None
+        try:
+            self.otlp
+        except ValueError as error:
+            raise ConfigError(f"otlp (--otlp-endpoint, --otlp-protocol): {error}") from None
         if self.log_format not in LOG_FORMATS:
             raise ConfigError(f"log_format (--log-format): one of {', '.join(LOG_FORMATS)}")
         try:
@@ -195,6 +216,11 @@ class ServerConfig:
         except ValueError as error:
             name, _, problem = str(error).partition(": ")
             raise ConfigError(f"{_BREAKER_SETTINGS.get(name, name)}: {problem}") from None
+
+    @property
+    def otlp(self) -> Otlp:
+        """The OTLP settings of the command line (the rest come from ``OTEL_EXPORTER_OTLP_*``)."""
+        return Otlp(self.otlp_endpoint, self.otlp_protocol)
 
     @property
     def effective_server_id(self) -> str:
@@ -237,6 +263,7 @@ _ENV = {
     "tls_client_ca": "TICKWHEEL_TLS_CLIENT_CA",
     "metrics_top_tenants": "TICKWHEEL_METRICS_TOP_TENANTS",
     "trace_export": "TICKWHEEL_TRACE_EXPORT",
+    "metrics_export": "TICKWHEEL_METRICS_EXPORT",
     "log_format": "TICKWHEEL_LOG_FORMAT",
     "breaker_window": "TICKWHEEL_BREAKER_WINDOW",
     "breaker_min_calls": "TICKWHEEL_BREAKER_MIN_CALLS",
@@ -297,6 +324,17 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         help="tenants labelled by name on /metrics, the busiest first; the rest are 'other' (default 20)",
     )
     parser.add_argument("--trace-export", metavar="WHERE", help=f"where spans go: {TRACE_EXPORT_HELP}")
+    parser.add_argument(
+        "--metrics-export", metavar="WHERE", help=f"where metrics are pushed besides /metrics: {METRICS_EXPORT_HELP}"
+    )
+    parser.add_argument(
+        "--otlp-endpoint", metavar="URL",
+        help="OTLP collector base URL, e.g. http://127.0.0.1:4318 (or OTEL_EXPORTER_OTLP_ENDPOINT)",
+    )
+    parser.add_argument(
+        "--otlp-protocol", choices=PROTOCOLS,
+        help="OTLP over grpc or http/protobuf (or OTEL_EXPORTER_OTLP_PROTOCOL; default http/protobuf)",
+    )
     parser.add_argument(
         "--log-format", choices=LOG_FORMATS,
         help="text (default) or json: one JSON object per line, execution, job and tenant ids as fields",
@@ -396,8 +434,8 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value
-    for name in ("metrics_top_tenants", "trace_export", "log_format", "breaker_window", "breaker_min_calls",
-                 "breaker_failure_ratio", "breaker_open"):  # fmt: skip
+    for name in ("metrics_top_tenants", "trace_export", "metrics_export", "otlp_endpoint", "otlp_protocol",
+                 "log_format", "breaker_window", "breaker_min_calls", "breaker_failure_ratio", "breaker_open"):  # fmt: skip
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value

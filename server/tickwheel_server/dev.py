@@ -33,12 +33,13 @@ from tickwheel.shared.heap import tune_collector
 from tickwheel.shared import logs
 from tickwheel.shared.logs import LOG_FORMATS
 from tickwheel.shared.targets import LOOPBACK_NETWORKS, TargetPolicy
+from tickwheel_worker.exporters import TRACE_EXPORT_HELP
 
 from .app import StartupError, TickwheelServer
 from .config import ConfigError, ServerConfig
 from .errors import AlreadyExists
 from .store.tenants import Tenant
-from .telemetry.tracing import TRACE_EXPORT_HELP, Tracing
+from .telemetry.tracing import Tracing
 
 log = logging.getLogger("tickwheel.dev")
 

@@ -148,14 +148,15 @@ def start_cluster_server(stack: contextlib.ExitStack, tmp_path: Path, store: str
 
 
 def start_worker_process(stack: contextlib.ExitStack, tmp_path: Path, address: str, credential: str, worker_id: str,
-                         *args: str) -> subprocess.Popen:
+                         *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     """`tickwheel worker` as ``worker_id`` on the server at ``address`` (a
-    2 s stop grace; ``args`` are added), its output appended to
-    ``worker-ID.log`` in ``tmp_path``. The repository is on its PYTHONPATH, so
-    ``--handlers`` may name a module of the tests. Stopped when ``stack`` closes."""
+    2 s stop grace; ``args`` are added; ``env`` added to its environment), its
+    output appended to ``worker-ID.log`` in ``tmp_path``. The repository is on
+    its PYTHONPATH, so ``--handlers`` may name a module of the tests. Stopped
+    when ``stack`` closes."""
     log = (tmp_path / f"worker-{worker_id}.log").open("a")
     stack.callback(log.close)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
            "TICKWHEEL_WORKER_CREDENTIAL": credential}  # the environment, as a deployment should: ps shows flags
     process = subprocess.Popen(
         [TICKWHEEL, "worker", "--address", address, "--worker-id", worker_id, "--grace", "2", *args],

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from tickwheel_worker.config import WorkerConfig
+from tickwheel_worker.exporters import PROTOCOLS, TRACE_EXPORT_HELP, Otlp, tracer_provider
 from tickwheel_worker.handlers import HandlerRegistry
 from tickwheel_worker.runtime import Worker, WorkerFatalError
 
@@ -111,6 +112,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-format", choices=LOG_FORMATS, default="text",
         help="text (default) or json: one JSON object per line, execution, job and tenant ids as fields",
     )
+    parser.add_argument(
+        "--trace-export", metavar="WHERE", default=os.environ.get("TICKWHEEL_TRACE_EXPORT") or "none",
+        help=f"where the target calls' spans go (or TICKWHEEL_TRACE_EXPORT): {TRACE_EXPORT_HELP}",
+    )
+    parser.add_argument(
+        "--otlp-endpoint", metavar="URL", default="",
+        help="OTLP collector base URL, e.g. http://127.0.0.1:4318 (or OTEL_EXPORTER_OTLP_ENDPOINT)",
+    )
+    parser.add_argument(
+        "--otlp-protocol", choices=PROTOCOLS, default="",
+        help="OTLP over grpc or http/protobuf (or OTEL_EXPORTER_OTLP_PROTOCOL; default http/protobuf)",
+    )
     return parser
 
 
@@ -158,8 +171,17 @@ def _read_dev_credentials(folder: str) -> dict[str, Any]:
     return data
 
 
-def config_from_args(args: argparse.Namespace) -> WorkerConfig:
-    """The worker configuration the parsed arguments describe. UsageError when it is incomplete."""
+def tracing_from_args(args: argparse.Namespace):
+    """The tracer provider ``--trace-export`` asks for (None for ``none``); UsageError naming the flags."""
+    try:
+        return tracer_provider(args.trace_export, "tickwheel-worker", Otlp(args.otlp_endpoint, args.otlp_protocol))
+    except ValueError as exc:
+        raise UsageError(f"--trace-export/--otlp-endpoint/--otlp-protocol: {exc}") from None
+
+
+def config_from_args(args: argparse.Namespace, tracer: Any = None) -> WorkerConfig:
+    """The worker configuration the parsed arguments describe, its target
+    calls traced by ``tracer`` when given. UsageError when it is incomplete."""
     dev = _read_dev_credentials(args.dev) if args.dev else {}
     address = args.address or os.environ.get("TICKWHEEL_ADDRESS") or dev.get("address")
     credential = args.credential
@@ -197,6 +219,8 @@ def config_from_args(args: argparse.Namespace) -> WorkerConfig:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     extra: dict[str, Any] = {"worker_id": args.worker_id} if args.worker_id else {}
+    if tracer is not None:
+        extra["tracer"] = tracer
     try:
         return WorkerConfig(
             address=str(address),
@@ -250,7 +274,8 @@ def worker_main(argv: list[str]) -> int:
         level = logging.getLevelName(args.log_level.upper())
         if not isinstance(level, int):
             raise UsageError(f"--log-level {args.log_level!r} is not a log level")
-        config = config_from_args(args)
+        provider = tracing_from_args(args)
+        config = config_from_args(args, provider.get_tracer("tickwheel-worker") if provider is not None else None)
     except UsageError as exc:
         print(f"tickwheel worker: {exc}", file=sys.stderr)
         return 2
@@ -265,7 +290,11 @@ def worker_main(argv: list[str]) -> int:
         config.http, policy.describe() if isinstance(policy, TargetPolicy) else "custom policy", config.slots,
     )
     tune_collector()
-    return asyncio.run(_serve(worker, args.grace))
+    try:
+        return asyncio.run(_serve(worker, args.grace))
+    finally:
+        if provider is not None:
+            provider.shutdown()  # the spans still buffered are exported before the process exits
 
 
 if __name__ == "__main__":

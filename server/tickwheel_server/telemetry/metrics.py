@@ -3,7 +3,12 @@ its own, read on scrape and rendered as Prometheus text.
 
 Each server owns its provider and reader (an ``InMemoryMetricReader``,
 collected when ``/metrics`` is asked), so several servers in one process
-(the tests) never share a series, and nothing is exported unless scraped.
+(the tests) never share a series, and nothing is exported unless scraped
+or, with ``--metrics-export otlp``, pushed: a ``PeriodicExportingMetricReader``
+beside the scrape's reader sends the same series, the lateness histogram
+included, to an OTLP collector every ``OTEL_METRIC_EXPORT_INTERVAL``
+milliseconds (default 60 000), and :meth:`Metrics.keep_fresh` refreshes the
+store gauges at that pace instead of a scrape.
 Components record events through the few methods below; what is already in
 memory (wheel size, partitions owned, workers, session renewals) is read by
 observable callbacks at collection time; the only store reads
@@ -21,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
+import os
+import threading
 import time
 from bisect import bisect_left
 from collections import Counter
@@ -29,8 +36,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import (
-    AggregationTemporality, Histogram, HistogramDataPoint, InMemoryMetricReader, Metric, MetricsData, ResourceMetrics,
-    ScopeMetrics,
+    AggregationTemporality, Histogram, HistogramDataPoint, InMemoryMetricReader, Metric, MetricExporter,
+    MetricExportResult, MetricsData, PeriodicExportingMetricReader, ResourceMetrics, ScopeMetrics,
 )
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -116,8 +123,14 @@ class BatchHistogram:
         self._points: dict[str, list] = {}
         """label → [bucket counts, sum, count, min, max]"""
         self._start_ns = time.time_ns()
+        self._lock = threading.Lock()
+        """Held per batch and per collection: an OTLP push collects in the reader's thread."""
 
     def record_many(self, label: str, values: Iterable[float]) -> None:
+        with self._lock:
+            self._record_many(label, values)
+
+    def _record_many(self, label: str, values: Iterable[float]) -> None:
         point = self._points.get(label)
         if point is None:
             point = self._points[label] = [[0] * (len(self.bounds) + 1), 0.0, 0, float("inf"), float("-inf")]
@@ -139,16 +152,17 @@ class BatchHistogram:
 
     def metric(self, attribute: str) -> Metric | None:
         """The figures so far as an SDK metric (cumulative), one point per label."""
-        if not self._points:
-            return None
-        now = time.time_ns()
-        points = [
-            HistogramDataPoint(
-                attributes={attribute: label}, start_time_unix_nano=self._start_ns, time_unix_nano=now, count=count,
-                sum=total, bucket_counts=list(counts), explicit_bounds=self.bounds, min=low, max=high,
-            )
-            for label, (counts, total, count, low, high) in self._points.items()
-        ]
+        with self._lock:
+            if not self._points:
+                return None
+            now = time.time_ns()
+            points = [
+                HistogramDataPoint(
+                    attributes={attribute: label}, start_time_unix_nano=self._start_ns, time_unix_nano=now,
+                    count=count, sum=total, bucket_counts=list(counts), explicit_bounds=self.bounds, min=low, max=high,
+                )
+                for label, (counts, total, count, low, high) in self._points.items()
+            ]
         return Metric(self.name, self.description, "s", Histogram(points, AggregationTemporality.CUMULATIVE))
 
 
@@ -156,19 +170,26 @@ class Metrics:
     """The instruments of one server. Methods are called from the event
     loop; each costs a dictionary lookup and an SDK update, nothing else."""
 
-    def __init__(self, *, top_tenants: int = 20) -> None:
-        self._reader = InMemoryMetricReader()
-        self._provider = MeterProvider(
-            metric_readers=[self._reader], exemplar_filter=AlwaysOffExemplarFilter(), shutdown_on_exit=False
-        )
-        self._meter = self._provider.get_meter("tickwheel_server")
-        self.tenants = TenantLabels(top_tenants)
-        meter = self._meter
+    def __init__(self, *, top_tenants: int = 20, exporter: MetricExporter | None = None) -> None:
+        """``exporter``: where to push the metrics besides ``/metrics`` (an OTLP exporter), or None."""
         self._lateness = BatchHistogram(
             "tickwheel_start_lateness_seconds",
             "Seconds from an execution's due (or retry-ready) instant to its hand-out to a worker",
             LATENESS_BUCKETS,
         )
+        self._reader = InMemoryMetricReader()
+        readers = [self._reader]
+        self.push_interval: float | None = None
+        """Seconds between pushes to ``exporter``; None when nothing is pushed."""
+        if exporter is not None:
+            self.push_interval = float(os.environ.get("OTEL_METRIC_EXPORT_INTERVAL") or 60_000) / 1000
+            readers.append(PeriodicExportingMetricReader(_WithLateness(exporter, self._lateness)))
+        self._provider = MeterProvider(
+            metric_readers=readers, exemplar_filter=AlwaysOffExemplarFilter(), shutdown_on_exit=False
+        )
+        self._meter = self._provider.get_meter("tickwheel_server")
+        self.tenants = TenantLabels(top_tenants)
+        meter = self._meter
         self._executions = meter.create_counter(
             "tickwheel_executions_total", description="Attempt results accepted, by the outcome the worker reported"
         )
@@ -258,8 +279,8 @@ class Metrics:
         """Run ``refresh`` (bounded, cached by its owner) before each collection."""
         self._refreshers.append(refresh)
 
-    async def scrape(self) -> str:
-        """Every metric in the Prometheus text format."""
+    async def refresh(self) -> None:
+        """Read the store's gauges again (each bounded and cached by its owner)."""
         for refresh in self._refreshers:
             try:
                 await refresh()
@@ -267,13 +288,52 @@ class Metrics:
                 raise
             except Exception as error:  # the last values stay; the scrape still answers
                 log.warning("metrics: refreshing a store gauge failed: %s", error)
-        data = self._reader.get_metrics_data()
-        lateness = self._lateness.metric("tenant")
-        if lateness is not None:
-            scope = ScopeMetrics(InstrumentationScope("tickwheel_server"), [lateness], "")
-            extra = ResourceMetrics(Resource.get_empty(), [scope], "")
-            data = MetricsData([*(data.resource_metrics if data is not None else []), extra])
-        return render(data)
+
+    async def scrape(self) -> str:
+        """Every metric in the Prometheus text format."""
+        await self.refresh()
+        return render(_with_lateness(self._reader.get_metrics_data(), self._lateness))
+
+    async def keep_fresh(self, sleep: Callable[[float], Awaitable[None]]) -> None:
+        """While metrics are pushed, refresh the store's gauges before each
+        push, as a scrape would (``sleep``: the clock's). Returns at once when
+        nothing is pushed; runs until cancelled otherwise."""
+        if self.push_interval is None:
+            return
+        while True:
+            await self.refresh()
+            await sleep(self.push_interval)
 
     def close(self) -> None:
         self._provider.shutdown()
+
+
+def _with_lateness(data: MetricsData | None, lateness: BatchHistogram) -> MetricsData | None:
+    """``data`` with the lateness histogram, which lives outside the SDK, added."""
+    metric = lateness.metric("tenant")
+    if metric is None:
+        return data
+    scope = ScopeMetrics(InstrumentationScope("tickwheel_server"), [metric], "")
+    extra = ResourceMetrics(Resource.get_empty(), [scope], "")
+    return MetricsData([*(data.resource_metrics if data is not None else []), extra])
+
+
+class _WithLateness(MetricExporter):
+    """An exporter that adds the lateness histogram to what it passes on."""
+
+    def __init__(self, inner: MetricExporter, lateness: BatchHistogram) -> None:
+        super().__init__(
+            preferred_temporality=inner._preferred_temporality, preferred_aggregation=inner._preferred_aggregation
+        )
+        self._inner = inner
+        self._lateness = lateness
+
+    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs) -> MetricExportResult:
+        data = _with_lateness(metrics_data, self._lateness)
+        return self._inner.export(data, timeout_millis=timeout_millis, **kwargs)
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return self._inner.force_flush(timeout_millis=timeout_millis)
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs) -> None:
+        self._inner.shutdown(timeout_millis=timeout_millis, **kwargs)

@@ -17,44 +17,26 @@ The path of one execution, each step a span of the same trace:
 
 Off by default (``--trace-export none``): no provider, no tracer, and each
 place that would make a span checks :attr:`Tracing.enabled` first, so an
-execution costs no span object. The exporters are those that work offline:
-``console`` (the SDK's, to stdout) and ``jsonl:PATH`` (one JSON span per line
-appended to PATH). A server builds its own provider (never the global one),
-so tests can run servers with their own in-memory exporters side by side.
+execution costs no span object. Where spans go (``console``, ``jsonl:PATH``,
+``otlp``) is :mod:`tickwheel_worker.exporters`', shared with the worker. A
+server builds its own provider (never the global one), so tests can run
+servers with their own in-memory exporters side by side.
 """
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Sequence
 from typing import Any
 
 import grpc
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    ConsoleSpanExporter,
-    SpanExporter,
-    SpanExportResult,
-)
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from tickwheel_worker.exporters import Otlp, tracer_provider
+
 _PROPAGATOR = TraceContextTextMapPropagator()
-TRACE_EXPORT_HELP = "none (default), console, or jsonl:PATH (one JSON span per line appended to PATH)"
-
-
-def check_trace_export(setting: str) -> None:
-    """ValueError unless ``setting`` names an exporter this build has."""
-    if setting in ("none", "console"):
-        return
-    kind, _, path = setting.partition(":")
-    if kind != "jsonl" or not path:
-        raise ValueError(f"{setting!r} is not one of: {TRACE_EXPORT_HELP}")
 
 
 def traceparent_of(span: Span) -> str:
@@ -78,27 +60,6 @@ def context_of(traceparent: str) -> Context | None:
     return context if trace.get_current_span(context).get_span_context().is_valid else None
 
 
-class JsonLinesSpanExporter(SpanExporter):
-    """Appends each finished span to a file as one JSON object per line."""
-
-    def __init__(self, path: str) -> None:
-        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by shutdown
-        self._lock = threading.Lock()
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        lines = "".join(json.dumps(json.loads(span.to_json(indent=None)), separators=(",", ":")) + "\n" for span in spans)
-        with self._lock:
-            if self._file.closed:
-                return SpanExportResult.FAILURE
-            self._file.write(lines)
-            self._file.flush()
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        with self._lock:
-            self._file.close()
-
-
 class Tracing:
     """A process part's tracer, or none (tracing off)."""
 
@@ -111,17 +72,9 @@ class Tracing:
         return self.tracer is not None
 
     @classmethod
-    def from_setting(cls, setting: str, *, service: str = "tickwheel-server") -> "Tracing":
-        """The tracing ``--trace-export`` asks for (checked by :func:`check_trace_export`)."""
-        check_trace_export(setting)
-        if setting == "none":
-            return cls()
-        exporter: SpanExporter = ConsoleSpanExporter() if setting == "console" else JsonLinesSpanExporter(
-            setting.partition(":")[2]
-        )
-        provider = TracerProvider(resource=Resource.create({"service.name": service}), shutdown_on_exit=False)
-        provider.add_span_processor(BatchSpanProcessor(exporter))
-        return cls(provider)
+    def from_setting(cls, setting: str, *, service: str = "tickwheel-server", otlp: Otlp = Otlp()) -> "Tracing":
+        """The tracing ``--trace-export`` asks for (ValueError for a setting that names none)."""
+        return cls(tracer_provider(setting, service, otlp))
 
     def dispatch_span(self, execution_id: str, job_id: str, tenant: str, nominal_at_us: int) -> str:
         """Start and end the root span of a new scheduled occurrence; its traceparent."""

@@ -72,4 +72,4 @@ def test_the_server_refuses_an_unknown_log_format_naming_the_flag() -> None:
     with pytest.raises(ConfigError, match=r"--log-format"):
         ServerConfig(store="sqlite://", etcd="memory", admin_token="x" * 16, log_format="xml")
     with pytest.raises(ConfigError, match=r"--trace-export"):
-        ServerConfig(store="sqlite://", etcd="memory", admin_token="x" * 16, trace_export="otlp")
+        ServerConfig(store="sqlite://", etcd="memory", admin_token="x" * 16, trace_export="zipkin")
