@@ -1,5 +1,5 @@
 """One server's metrics: OpenTelemetry SDK instruments on a MeterProvider of
-its own, read on scrape and rendered as Prometheus text.
+its own, read on scrape and exposed by ``prometheus_client`` (:mod:`.prometheus`).
 
 Each server owns its provider and reader (an ``InMemoryMetricReader``,
 collected when ``/metrics`` is asked), so several servers in one process
@@ -42,7 +42,7 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from .prometheus import render
+from .prometheus import exposition
 
 log = logging.getLogger(__name__)
 
@@ -290,9 +290,13 @@ class Metrics:
                 log.warning("metrics: refreshing a store gauge failed: %s", error)
 
     async def scrape(self) -> str:
-        """Every metric in the Prometheus text format."""
+        """Every metric in the Prometheus text format (0.0.4)."""
+        return (await self.exposition())[0].decode()
+
+    async def exposition(self, accept: str = "") -> tuple[bytes, str]:
+        """Every metric as (body, content type), in the format a scraper's ``Accept`` header asks for."""
         await self.refresh()
-        return render(_with_lateness(self._reader.get_metrics_data(), self._lateness))
+        return exposition(_with_lateness(self._reader.get_metrics_data(), self._lateness), accept)
 
     async def keep_fresh(self, sleep: Callable[[float], Awaitable[None]]) -> None:
         """While metrics are pushed, refresh the store's gauges before each

@@ -1,4 +1,5 @@
-"""``GET /metrics``: the server's metrics in the Prometheus text format.
+"""``GET /metrics``: the server's metrics in the Prometheus text format (or
+OpenMetrics, when the scraper's ``Accept`` header asks for it).
 
 Only for the operator: the admin token as ``Authorization: Bearer …`` (a
 Prometheus scrape job's ``authorization: {credentials_file: …}``), since
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 from ..auth.authenticator import Authenticator
 from ..telemetry.metrics import Metrics
-from ..telemetry.prometheus import CONTENT_TYPE
 from .auth import require_admin
 from .router import Request, Response, Router
 
@@ -19,6 +19,7 @@ def install_metrics(router: Router, *, auth: Authenticator, metrics: Metrics) ->
 
     async def scrape(request: Request) -> Response:
         await require_admin(auth, request)
-        return Response(200, (await metrics.scrape()).encode(), CONTENT_TYPE)
+        body, content_type = await metrics.exposition(request.headers.get("accept", ""))
+        return Response(200, body, content_type)
 
     router.get("/metrics", scrape)

@@ -64,7 +64,7 @@ def test_rendering_of_a_histogram_a_counter_and_gauges() -> None:
     assert "# TYPE tickwheel_executions_total counter\n" in text
     assert "# TYPE tickwheel_wheel_size gauge\n" in text
     assert "# HELP tickwheel_wheel_size Due instants\n" in text
-    assert 'tickwheel_queue_depth{tenant="we\\"ird\\\\"} 4' in text
+    assert 'tickwheel_queue_depth{tenant="we\\"ird\\\\"} 4.0' in text
     samples = parse_samples(text)
     acme = (("tenant", "acme"),)
     buckets = [samples[("tickwheel_start_lateness_seconds_bucket", tuple(sorted({"tenant": "acme", "le": le}.items())))]
@@ -122,3 +122,27 @@ def test_the_batch_histogram_renders_what_the_sdk_histogram_would() -> None:
     lateness = {key: value for key, value in got.items() if key[0].startswith("tickwheel_start_lateness_seconds")}
     assert lateness == expected
     assert got[("tickwheel_start_lateness_seconds_count", (("tenant", "acme"),))] == len(values)
+
+
+def test_the_exposition_follows_the_scrapers_accept_header() -> None:
+    # prometheus_client negotiates: the text format 0.0.4 by default,
+    # OpenMetrics (ending in "# EOF", counters as families without _total)
+    # when the scraper asks for it; the same samples either way.
+    import asyncio
+
+    metrics = Metrics(top_tenants=5)
+    try:
+        metrics.results({("acme", 1, False): 2})
+        metrics.handed_out({"acme": [0.2]})
+        text, text_type = asyncio.run(metrics.exposition(""))
+        open_metrics, open_type = asyncio.run(
+            metrics.exposition("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
+        )
+    finally:
+        metrics.close()
+    assert text_type == "text/plain; version=0.0.4; charset=utf-8"
+    assert open_type.startswith("application/openmetrics-text; version=1.0.0")
+    assert open_metrics.decode().endswith("# EOF\n") and "# TYPE tickwheel_executions counter" in open_metrics.decode()
+    assert 'tickwheel_executions_total{outcome="succeeded",tenant="acme"} 2.0' in open_metrics.decode()
+    assert 'tickwheel_executions_total{outcome="succeeded",tenant="acme"} 2.0' in text.decode()
+    assert 'tickwheel_start_lateness_seconds_bucket{le="0.25",tenant="acme"} 1.0' in text.decode()
