@@ -74,7 +74,7 @@ from .wheel import TimerWheel, WheelRunner
 from .web import HttpServer, Router, install_console, server_ssl_context
 from .telemetry.gauges import StoreGauges
 from .telemetry.metrics import Metrics
-from .telemetry.tracing import Tracing, TracingInterceptor
+from .telemetry.tracing import Tracing, server_interceptor
 from .web.metrics import install_metrics
 
 log = logging.getLogger("tickwheel.server")
@@ -325,7 +325,7 @@ class TickwheelServer:
         )
         server = grpc.aio.server(
             options=[("grpc.so_reuseport", 0), ("grpc.keepalive_time_ms", 30_000)],
-            interceptors=[TracingInterceptor(self.tracing)] if self.tracing.enabled else None,
+            interceptors=[server_interceptor(self.tracing)] if self.tracing.enabled else None,
         )
         scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
             SchedulerServicer(

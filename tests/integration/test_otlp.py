@@ -197,7 +197,7 @@ async def test_one_trace_and_the_metrics_reach_an_otlp_receiver(protocol: str, t
             def whole_trace():
                 spans = receiver.spans()
                 names = {span.name for _, span in spans}
-                wanted = {"tickwheel.v1.SchedulerService/TriggerJob", "hand-out", "POST target"}
+                wanted = {"/tickwheel.v1.SchedulerService/TriggerJob", "hand-out", "POST target"}
                 return spans if wanted <= names else None
 
             spans = await eventually(whole_trace, "the API call, hand-out and target call spans", timeout=WAIT)
@@ -210,7 +210,7 @@ async def test_one_trace_and_the_metrics_reach_an_otlp_receiver(protocol: str, t
 
     services = {span.name: service for service, span in spans}
     traced = [span for _, span in spans if span.trace_id == bytes.fromhex(CALLER_TRACE)]
-    api = _one(traced, "tickwheel.v1.SchedulerService/TriggerJob")
+    api = _one(traced, "/tickwheel.v1.SchedulerService/TriggerJob")
     hand_out = _one(traced, "hand-out")
     call = _one(traced, "POST target")
     assert services["hand-out"] == "tickwheel-server" and services["POST target"] == "tickwheel-worker"

@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
+from opentelemetry.trace import StatusCode as OtelStatusCode
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tests.integration.test_server_api import bearer
@@ -166,7 +167,7 @@ async def test_one_trace_from_trigger_to_the_target_call(backend, request, tmp_p
         assert await asyncio.to_thread(target.received.wait, WAIT)
         spans = await stack.finished_spans("POST ")
 
-    api = _one(spans, "tickwheel.v1.SchedulerService/TriggerJob")
+    api = _one(spans, "/tickwheel.v1.SchedulerService/TriggerJob")
     hand_out = _one(spans, "hand-out")
     call = _one(spans, "POST target")
     trace_id = int(CALLER_TRACE, 16)
@@ -192,7 +193,7 @@ async def test_a_scheduled_occurrence_starts_its_own_trace_with_a_dispatch_span(
         assert await asyncio.to_thread(target.received.wait, WAIT)
         spans = await stack.finished_spans("POST ")
 
-    create = _one(spans, "tickwheel.v1.SchedulerService/CreateJob")
+    create = _one(spans, "/tickwheel.v1.SchedulerService/CreateJob")
     dispatch = _one(spans, "dispatch")
     hand_out = _one(spans, "hand-out")
     call = _one(spans, "POST target")
@@ -214,3 +215,22 @@ async def test_untraced_executions_store_and_send_no_trace_context(tmp_path, tar
             stored = conn.execute(sa.select(executions.c.trace_context).where(executions.c.job_id == job_id)).scalar()
     assert stored is None and target.traceparents == [""]
     assert stack.spans.get_finished_spans() == ()
+
+
+async def test_a_failed_call_is_an_error_span_and_streams_get_none(tmp_path) -> None:
+    # The API spans are opentelemetry-instrumentation-grpc's: a refused call
+    # records its status code, and by the semantic conventions a client's
+    # mistake (NOT_FOUND) leaves the server span's status unset (only the
+    # server's faults, INTERNAL, UNAVAILABLE and the like, are errors); the
+    # Pull stream, which lasts as long as the worker, is left out.
+    async with Stack(f"sqlite:///{tmp_path / 'store.db'}", "memory") as stack:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stack.scheduler.GetJob(scheduler_pb2.GetJobRequest(id="job_missing"), metadata=bearer(stack.api_key))
+        assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+        spans = await stack.finished_spans("/tickwheel.v1.SchedulerService/GetJob")
+    get = _one(spans, "/tickwheel.v1.SchedulerService/GetJob")
+    assert get.kind == SpanKind.SERVER and get.status.status_code == OtelStatusCode.UNSET
+    assert get.attributes["rpc.grpc.status_code"] == grpc.StatusCode.NOT_FOUND.value[0]
+    names = {span.name for span in stack.spans.get_finished_spans()}
+    assert "/tickwheel.v1.AdminService/CreateTenant" in names
+    assert not [name for name in names if name.endswith(("/Pull", "/WatchAlerts"))], names

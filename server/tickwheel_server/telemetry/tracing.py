@@ -2,7 +2,7 @@
 
 The path of one execution, each step a span of the same trace:
 
-- the API call (:class:`TracingInterceptor`, a server span per unary RPC,
+- the API call (:func:`server_interceptor`, a server span per unary RPC,
   child of the caller's ``traceparent`` metadata when it sends one): a
   trigger or a backfill stores the call's traceparent on the executions it
   creates (``executions.trace_context``);
@@ -31,8 +31,10 @@ import grpc
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind
+from opentelemetry.instrumentation.grpc import aio_server_interceptor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from tickwheel.v1 import admin_pb2, scheduler_pb2, worker_pb2
 
 from tickwheel_worker.exporters import Otlp, tracer_provider
 
@@ -100,38 +102,31 @@ class Tracing:
             self.provider.shutdown()
 
 
-class TracingInterceptor(grpc.aio.ServerInterceptor):
-    """A server span around every unary call (not the Pull stream), made
-    current while the handler runs, child of the ``traceparent`` metadata
-    the caller sent, if any."""
+def server_interceptor(tracing: Tracing) -> grpc.aio.ServerInterceptor:
+    """A server span around every unary call of the contract's services,
+    made current while the handler runs, child of the ``traceparent``
+    metadata the caller sent, if any: ``opentelemetry-instrumentation-grpc``'s
+    interceptor on this server's provider. Streaming calls (the Pull stream,
+    WatchAlerts) are left out: one span for a stream that lasts hours would
+    say nothing; their executions are traced by the hand-out's spans."""
+    assert tracing.provider is not None
+    return aio_server_interceptor(tracer_provider=tracing.provider, filter_=_unary)
 
-    def __init__(self, tracing: Tracing) -> None:
-        assert tracing.tracer is not None
-        self._tracer = tracing.tracer
 
-    async def intercept_service(self, continuation, handler_call_details):
-        handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
-            return handler
-        method = handler_call_details.method.lstrip("/")
-        service, _, name = method.rpartition("/")
-        parent = ""
-        for key, value in handler_call_details.invocation_metadata or ():
-            if key == "traceparent":
-                parent = value if isinstance(value, str) else value.decode("ascii", "replace")
-        behavior, tracer = handler.unary_unary, self._tracer
+def _streaming_methods() -> frozenset[str]:
+    methods = set()
+    for module in (admin_pb2, scheduler_pb2, worker_pb2):
+        for service in module.DESCRIPTOR.services_by_name.values():
+            methods.update(
+                f"/{service.full_name}/{method.name}"
+                for method in service.methods
+                if method.client_streaming or method.server_streaming
+            )
+    return frozenset(methods)
 
-        async def traced(request, context):
-            with tracer.start_as_current_span(
-                method, context=context_of(parent), kind=SpanKind.SERVER,
-                attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": name},
-            ) as span:  # fmt: skip
-                response = await behavior(request, context)
-                code = context.code()
-                if code not in (None, grpc.StatusCode.OK):
-                    span.set_status(Status(StatusCode.ERROR, f"{code.name}"))
-                return response
 
-        return grpc.unary_unary_rpc_method_handler(
-            traced, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
-        )
+_STREAMING = _streaming_methods()
+
+
+def _unary(details: grpc.HandlerCallDetails) -> bool:
+    return details.method not in _STREAMING
