@@ -29,6 +29,7 @@ from .api.scheduler import SchedulerServicer
 from .api.worker import WorkerServicer
 from .auth.authenticator import Authenticator
 from .circuits import CircuitBreaker
+from .coalescer import CreateCoalescer
 from .config import ServerConfig
 from .gateway.connections import Connections
 from .jobspec import DefinitionCache
@@ -327,10 +328,12 @@ class TickwheelServer:
             options=[("grpc.so_reuseport", 0), ("grpc.keepalive_time_ms", 30_000)],
             interceptors=[server_interceptor(self.tracing)] if self.tracing.enabled else None,
         )
+        self.creates = CreateCoalescer(self.stores.jobs.create_many)
         scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
             SchedulerServicer(
                 auth, self.stores.jobs, self.clock, self.stores.history, self.stores.dead_letters,
                 manual=self.stores.manual, target_policy=config.target_policy, on_ready=self._ready_now,
+                creates=self.creates,
             ),
             decoding.guard(server),
         )

@@ -26,6 +26,7 @@ from tickwheel.shared.ids import new_job_id
 from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
 
 from ..auth.authenticator import Authenticator
+from ..coalescer import CreateCoalescer
 from ..errors import FieldViolation, InvalidArgument, QuotaExceeded, TickwheelError, VersionConflict
 from ..policy import jobchanges
 from ..policy.jobchanges import PausedSpan, UpdatePlan
@@ -182,9 +183,13 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         manual: ManualStore | None = None,
         target_policy: TargetPolicy = DEFAULT_POLICY,
         on_ready: Callable[[], None] | None = None,
+        creates: CreateCoalescer | None = None,
     ) -> None:
         self._auth = auth
         self._jobs = jobs
+        # Concurrent CreateJob calls of a tenant share one transaction
+        # (docs/architecture.md, "Job writes at scale").
+        self._creates = creates or CreateCoalescer(jobs.create_many)
         self._clock = clock
         self._target_policy = target_policy
         self._manual = manual or ManualStore(jobs.engine, jobs.clock)
@@ -202,7 +207,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     async def CreateJob(self, request, context):
         tenant = await self._auth.tenant(context)
         job, request_id = self._new_job(request, tenant.name, self._clock.now())
-        record, created = await self._jobs.create(job, request_id)
+        record, created = await self._creates.create(job, request_id)
         return scheduler_pb2.CreateJobResponse(job=convert.job_to_proto(record), created=created)
 
     @rpc

@@ -1,0 +1,211 @@
+"""Group commit for CreateJob: concurrent creates of one tenant stored in one transaction.
+
+A lone create pays a transaction's fixed cost (a pooled connection, its
+round trips, the commit) for one job; a batch pays it once for up to
+:data:`MAX_GROUP` (docs/architecture.md, "Job writes at scale"). The
+:class:`CreateCoalescer` gives concurrent CreateJob calls the batch's cost
+without changing what any of them answers:
+
+- Per tenant, at most one store write is in flight. A call that finds none
+  starts one at once (no timer: a lone call waits for nothing); calls that
+  arrive while one is in flight queue, and when it finishes the queue's head
+  goes in the next write, up to :data:`MAX_GROUP` calls and
+  :data:`MAX_GROUP_BYTES` of definitions (:func:`plan_group`).
+- Each call gets what a lone :meth:`~tickwheel_server.store.jobs.JobStore.create`
+  would have answered: the store's per-item outcome (the job and
+  ``created``, or QuotaExceeded, NotFound, …), counted against the quota in
+  queue order. Two calls with the same request id never share a write: the
+  later one waits for the next, so it answers as a sequential repeat does.
+- A write that raises (the store unavailable: nothing written) raises the
+  same error to every call of its group; each is safe to retry with its
+  request id. Nothing is written for a call that is still queued when its
+  caller goes away; one already in a write may be created (as after a
+  cancel that comes once the commit is sent).
+- The queue is bounded per tenant (:data:`MAX_QUEUED` calls,
+  :data:`MAX_QUEUED_BYTES` of definitions): a call that finds it full is
+  refused at once with :class:`~tickwheel_server.errors.RateLimited`
+  (RESOURCE_EXHAUSTED with a retry delay), nothing written, rather than
+  held: a held call would be memory the bound exists to cap.
+
+Tenants do not share writes (the store's batch is one tenant's), so two
+tenants' writes run side by side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from .errors import RateLimited, Unavailable
+from .store.jobcreate import Outcome
+from .store.jobrecords import JobRecord, NewJob
+
+MAX_GROUP = 1000
+"""Calls one write may carry: a BatchCreateJobs call's item limit."""
+MAX_GROUP_BYTES = 4 * 1024 * 1024
+"""Definition bytes one write may carry: the server's message limit, what
+one BatchCreateJobs call can hold (a larger lone call still goes alone)."""
+MAX_QUEUED = 4 * MAX_GROUP
+"""Calls of one tenant that may wait behind its write in flight."""
+MAX_QUEUED_BYTES = 4 * MAX_GROUP_BYTES
+"""Definition bytes of one tenant that may wait behind its write in flight."""
+
+Write = Callable[[str, Sequence[tuple[NewJob, str]]], Awaitable[list[Outcome]]]
+"""``JobStore.create_many``: one tenant's (job, request id) items in one
+transaction, one outcome per item in order; raises when nothing was written."""
+
+
+def plan_group(queued: Sequence[tuple[str, int]], *, max_items: int, max_bytes: int) -> list[int]:
+    """Which of ``queued`` (request id, definition bytes), oldest first, go in
+    the next write: the indices taken, in order.
+
+    From the oldest: a call whose request id is already taken waits for a
+    later write (so a repeat answers as it would after the first); the rest
+    are taken until ``max_items`` are, or until the next one would bring
+    the bytes over ``max_bytes`` (the first is always taken, however large,
+    so no call waits for ever)."""
+    taken: list[int] = []
+    ids: set[str] = set()
+    size = 0
+    for index, (request_id, nbytes) in enumerate(queued):
+        if len(taken) == max_items:
+            break
+        if request_id in ids:
+            continue
+        if taken and size + nbytes > max_bytes:
+            break
+        taken.append(index)
+        ids.add(request_id)
+        size += nbytes
+    return taken
+
+
+@dataclass(eq=False)
+class _Call:
+    job: NewJob
+    request_id: str
+    size: int
+    answer: asyncio.Future
+
+
+@dataclass(eq=False)
+class _Queue:
+    """One tenant's calls waiting behind its write in flight."""
+
+    calls: deque[_Call] = field(default_factory=deque)
+    size: int = 0
+    writer: asyncio.Task | None = None
+
+
+class CreateCoalescer:
+    """CreateJob calls of each tenant stored together through ``write``
+    (see the module's docstring). Lives on one event loop."""
+
+    def __init__(
+        self,
+        write: Write,
+        *,
+        max_group: int = MAX_GROUP,
+        max_group_bytes: int = MAX_GROUP_BYTES,
+        max_queued: int = MAX_QUEUED,
+        max_queued_bytes: int = MAX_QUEUED_BYTES,
+    ) -> None:
+        if min(max_group, max_group_bytes, max_queued, max_queued_bytes) < 1:
+            raise ValueError("every bound must be >= 1")
+        self._write = write
+        self._max_group, self._max_group_bytes = max_group, max_group_bytes
+        self._max_queued, self._max_queued_bytes = max_queued, max_queued_bytes
+        self._queues: dict[str, _Queue] = {}
+        self.writes = 0
+        """Writes started so far (tests read it)."""
+
+    def queued(self, tenant: str) -> int:
+        """Calls of ``tenant`` waiting behind its write in flight."""
+        queue = self._queues.get(tenant)
+        return len(queue.calls) if queue is not None else 0
+
+    def writing(self, tenant: str) -> bool:
+        """Whether a write of ``tenant`` is in flight or about to start."""
+        return tenant in self._queues
+
+    async def create(self, job: NewJob, request_id: str) -> tuple[JobRecord, bool]:
+        """What :meth:`~tickwheel_server.store.jobs.JobStore.create` answers
+        for ``job`` and ``request_id`` (the job and whether this call created
+        it, or its error), stored in a write shared with the tenant's
+        concurrent calls. RateLimited, nothing written, when the tenant's
+        queue is full."""
+        tenant = job.tenant
+        queue = self._queues.get(tenant)
+        if queue is None:
+            queue = self._queues[tenant] = _Queue()
+        size = len(job.spec)
+        if queue.calls and (len(queue.calls) >= self._max_queued or queue.size + size > self._max_queued_bytes):
+            raise RateLimited(
+                f"tenant:{tenant}", "too many CreateJob calls of this tenant are waiting to be stored; "
+                "retry later or send them in BatchCreateJobs",
+            )
+        call = _Call(job, request_id, size, asyncio.get_running_loop().create_future())
+        queue.calls.append(call)
+        queue.size += size
+        if queue.writer is None:
+            queue.writer = asyncio.create_task(self._drain(tenant, queue), name=f"create-writes:{tenant}")
+        try:
+            return await call.answer
+        except asyncio.CancelledError:
+            # Still queued: leave nothing behind (its job is not created).
+            # Already in a write: the write goes on for the others.
+            if call in queue.calls:
+                queue.calls.remove(call)
+                queue.size -= call.size
+            raise
+
+    def _next_group(self, queue: _Queue) -> list[_Call]:
+        calls = [call for call in queue.calls if not call.answer.done()]
+        taken = plan_group(
+            [(call.request_id, call.size) for call in calls], max_items=self._max_group, max_bytes=self._max_group_bytes
+        )
+        chosen = set(taken)
+        queue.calls = deque(call for index, call in enumerate(calls) if index not in chosen)
+        queue.size = sum(call.size for call in queue.calls)
+        return [calls[index] for index in taken]
+
+    async def _drain(self, tenant: str, queue: _Queue) -> None:
+        """Write the tenant's queue, one group at a time, until it is empty;
+        then forget the tenant (a later call starts a new writer)."""
+        group: list[_Call] = []
+        try:
+            while queue.calls:
+                group = self._next_group(queue)
+                if not group:
+                    continue
+                self.writes += 1
+                try:
+                    outcomes = await self._write(tenant, [(call.job, call.request_id) for call in group])
+                except Exception as error:  # noqa: BLE001 - every call of the group answers it
+                    _answer(group, [error] * len(group))
+                else:
+                    if len(outcomes) != len(group):
+                        _answer(group, [RuntimeError("the store answered a different number of outcomes")] * len(group))
+                    else:
+                        _answer(group, outcomes)
+                group = []
+        finally:
+            # Cancelled (the server is stopping): no call is left waiting.
+            stopped = Unavailable("the server is stopping; retry with the same request id")
+            _answer(group + list(queue.calls), [stopped] * (len(group) + len(queue.calls)))
+            queue.calls.clear()
+            queue.size = 0
+            if self._queues.get(tenant) is queue:
+                del self._queues[tenant]
+
+
+def _answer(calls: Sequence[_Call], outcomes: Sequence[Outcome | BaseException]) -> None:
+    for call, outcome in zip(calls, outcomes):
+        if call.answer.done():  # its caller went away
+            continue
+        if isinstance(outcome, BaseException):
+            call.answer.set_exception(outcome)
+        else:
+            call.answer.set_result(outcome)

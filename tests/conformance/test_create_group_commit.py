@@ -1,0 +1,84 @@
+"""CreateJob group commit (coalescer.py) over the real job store, on SQLite
+and PostgreSQL: a write that fails inside its transaction fails every call
+of its group with a retryable status and writes nothing of any of them, and
+each call retried with its request id is then created once
+(docs/architecture.md, "Job writes at scale")."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+
+from tests.conformance.test_job_writes import counts, new_job, slots_hold
+from tickwheel_server.api.status import status_for
+from tickwheel_server.coalescer import CreateCoalescer
+from tickwheel_server.store.errors import StoreUnavailableError
+from tickwheel_server.store.jobs import JobStore
+from tickwheel_server.store.tenants import Tenant, TenantStore
+
+TIMEOUT = 30
+
+
+class FaultyJobStore(JobStore):
+    """A job store whose first write waits for ``hold_first``, and whose
+    write number ``fail_write`` fails inside its transaction after every
+    statement of the create ran (so the transaction rolls back)."""
+
+    def __init__(self, *args, fail_write: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.hold_first = asyncio.Event()
+        self.fail_write = fail_write
+        self.writes = 0
+        self._failing = False
+
+    async def create_many(self, tenant, items):
+        self.writes += 1
+        if self.writes == 1:
+            await self.hold_first.wait()
+        self._failing = self.writes == self.fail_write
+        return await super().create_many(tenant, items)
+
+    async def _tx(self, fn, **kwargs):
+        if not self._failing:
+            return await super()._tx(fn, **kwargs)
+        self._failing = False
+
+        def failing(conn):
+            fn(conn)
+            raise StoreUnavailableError("the connection dropped before COMMIT", attempts=1)
+
+        return await super()._tx(failing, **kwargs)
+
+
+async def until(predicate) -> None:
+    async def spin() -> None:
+        while not predicate():
+            await asyncio.sleep(0)
+
+    await asyncio.wait_for(spin(), TIMEOUT)
+
+
+async def test_a_failed_group_fails_each_call_retryably_and_writes_nothing(migrated_engine, clock) -> None:
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme", max_jobs=100))
+    store = FaultyJobStore(migrated_engine, clock, partition_count=16, fail_write=2)
+    coalescer = CreateCoalescer(store.create_many)
+    first = asyncio.create_task(coalescer.create(new_job(clock, name="first"), "r-first"))
+    await until(lambda: store.writes == 1)
+    group = [asyncio.create_task(coalescer.create(new_job(clock, name=f"j{i}"), f"r{i}")) for i in range(5)]
+    await until(lambda: coalescer.queued("acme") == 5)
+    store.hold_first.set()
+    assert (await asyncio.wait_for(first, TIMEOUT))[1] is True
+    results = await asyncio.gather(*group, return_exceptions=True)
+    assert store.writes == 2, "the five queued calls went in one write"
+    assert all(isinstance(r, StoreUnavailableError) for r in results)
+    assert all(status_for(r)[0] == grpc.StatusCode.UNAVAILABLE for r in results)
+    assert counts(migrated_engine) == (1, 1, 1), "nothing of the failed group was written"
+    slots_hold(migrated_engine)
+
+    retried = await asyncio.gather(*(coalescer.create(new_job(clock, name=f"j{i}"), f"r{i}") for i in range(5)))
+    assert all(created for _, created in retried), "each call retried with its request id is created"
+    assert counts(migrated_engine) == (6, 6, 6)
+    again = await coalescer.create(new_job(clock, name="j0"), "r0")
+    assert again == (retried[0][0], False)
+    assert not coalescer.writing("acme")

@@ -1,0 +1,157 @@
+"""CreateJob group commit against the real gRPC server: concurrent calls of
+one tenant share a transaction (on PostgreSQL the first write is held on its
+quota rows so the rest queue behind it, deterministically), each call keeps
+a lone call's answer: the quota exact at the limit, one job per request id,
+a caller that goes away while queued leaves nothing and wedges nothing
+(docs/architecture.md, "Job writes at scale")."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import grpc
+import pytest
+import sqlalchemy as sa
+from google.protobuf import field_mask_pb2
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
+
+from tests.support.polling import eventually
+from tests.support.server import running_server
+
+from .test_batch_create_api import item, job_count
+from .test_server_api import bearer
+
+
+@pytest.fixture
+async def pg_server(postgres_url, etcd_endpoint):
+    async with running_server(postgres_url, etcd_endpoint) as running:
+        yield running
+
+
+@pytest.fixture
+def store(postgres_url):
+    engine = sa.create_engine(postgres_url)
+    yield engine
+    engine.dispose()
+
+
+@contextlib.contextmanager
+def quota_held(engine, tenant: str):
+    """Hold every quota row of ``tenant`` locked: a create's write waits
+    at its quota update until the block ends."""
+    with engine.connect() as conn:
+        with conn.begin():
+            rows = conn.execute(sa.text(
+                "SELECT slot FROM tenant_quota WHERE tenant = :tenant FOR UPDATE"), {"tenant": tenant}).all()
+            assert rows, "the tenant has quota rows"
+            yield
+
+
+def slots_used(engine, tenant: str) -> int:
+    """How many quota slots the tenant's jobs name: one per write that created some."""
+    with engine.connect() as conn:
+        return conn.execute(sa.text(
+            "SELECT count(DISTINCT quota_slot) FROM jobs WHERE tenant = :tenant"), {"tenant": tenant}).scalar()
+
+
+async def set_max_jobs(server, channel, max_jobs: int) -> None:
+    await admin_pb2_grpc.AdminServiceStub(channel).UpdateTenant(
+        admin_pb2.UpdateTenantRequest(
+            tenant=admin_pb2.Tenant(name="acme", quotas=admin_pb2.TenantQuotas(max_jobs=max_jobs)),
+            update_mask=field_mask_pb2.FieldMask(paths=["quotas"]),
+        ),
+        metadata=server.admin_metadata(),
+    )  # fmt: skip
+
+
+async def queue_behind_held_write(server, scheduler, key, request_ids: list[str]):
+    """Send the first request id's call, wait until its write holds (on the
+    locked quota rows), then send the rest and wait until they all queue.
+    Returns the calls' tasks, in order; the caller releases the lock."""
+    creates = server.server.creates
+
+    async def call(request_id: str) -> scheduler_pb2.CreateJobResponse:
+        return await scheduler.CreateJob(item(request_id), metadata=bearer(key))
+
+    first = asyncio.create_task(call(request_ids[0]))
+    await eventually(lambda: creates.writing("acme") and creates.queued("acme") == 0 and creates.writes == 1,
+                     "the first write in flight")
+    rest = [asyncio.create_task(call(rid)) for rid in request_ids[1:]]
+    await eventually(lambda: creates.queued("acme") == len(rest), "the other calls queued")
+    return [first, *rest]
+
+
+@pytest.mark.postgres
+@pytest.mark.etcd
+async def test_calls_racing_at_max_jobs_share_one_write_and_stop_at_exactly_max_jobs(pg_server, store) -> None:
+    key = await pg_server.create_tenant("acme")
+    async with grpc.aio.insecure_channel(pg_server.address) as channel:
+        await set_max_jobs(pg_server, channel, 25)
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        with quota_held(store, "acme"):
+            calls = await queue_behind_held_write(pg_server, scheduler, key, [f"r{i}" for i in range(60)])
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        created = [r for r in results if isinstance(r, scheduler_pb2.CreateJobResponse)]
+        refused = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
+        assert len(created) == 25 and all(r.created for r in created)
+        assert len(refused) == 35
+        assert all(r.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_jobs" in r.details() for r in refused)
+        assert await job_count(pg_server, channel) == 25
+        assert pg_server.server.creates.writes == 2
+        assert slots_used(store, "acme") == 2, "the 59 queued calls were stored by one transaction"
+
+
+@pytest.mark.postgres
+@pytest.mark.etcd
+async def test_concurrent_calls_with_one_request_id_create_one_job(pg_server, store) -> None:
+    key = await pg_server.create_tenant("acme")
+    async with grpc.aio.insecure_channel(pg_server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        with quota_held(store, "acme"):
+            calls = await queue_behind_held_write(pg_server, scheduler, key,
+                                                  ["first", "x", "x", "y", "first", "x", "y"])
+        results = await asyncio.gather(*calls)
+        by_id: dict[str, set[str]] = {}
+        for rid, reply in zip(["first", "x", "x", "y", "first", "x", "y"], results):
+            by_id.setdefault(rid, set()).add(reply.job.id)
+        assert all(len(ids) == 1 for ids in by_id.values()), "every call of a request id answers its one job"
+        assert [r.created for r in results] == [True, True, False, True, False, False, False]
+        assert await job_count(pg_server, channel) == 3
+
+
+@pytest.mark.postgres
+@pytest.mark.etcd
+async def test_a_caller_gone_while_queued_leaves_nothing_and_wedges_nothing(pg_server, store) -> None:
+    key = await pg_server.create_tenant("acme")
+    creates = pg_server.server.creates
+    async with grpc.aio.insecure_channel(pg_server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        with quota_held(store, "acme"):
+            first, gone, stays = await queue_behind_held_write(pg_server, scheduler, key, ["a", "gone", "b"])
+            gone.cancel()
+            await eventually(lambda: creates.queued("acme") == 1, "the cancelled call left the queue")
+        assert (await first).created and (await stays).created
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        await eventually(lambda: not creates.writing("acme"), "the writer finished")
+        assert await job_count(pg_server, channel) == 2
+        again = await scheduler.CreateJob(item("gone"), metadata=bearer(key))
+        assert again.created, "the cancelled call's request id was never recorded"
+        assert await job_count(pg_server, channel) == 3
+
+
+async def test_concurrent_calls_racing_at_max_jobs_on_each_backend(server) -> None:
+    """Without holding any write: whatever groups form, the quota is exact."""
+    key = await server.create_tenant("acme")
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        await set_max_jobs(server, channel, 30)
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        results = await asyncio.gather(
+            *(scheduler.CreateJob(item(f"r{i}"), metadata=bearer(key)) for i in range(90)), return_exceptions=True
+        )
+        created = [r for r in results if isinstance(r, scheduler_pb2.CreateJobResponse)]
+        refused = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
+        assert len(created) == 30 and len({r.job.id for r in created}) == 30
+        assert len(refused) == 60 and all(r.code() == grpc.StatusCode.RESOURCE_EXHAUSTED for r in refused)
+        assert await job_count(server, channel) == 30

@@ -1,0 +1,283 @@
+"""CreateJob group commit (coalescer.py) with a fake store driven by
+asyncio events: a lone call is written at once, calls that arrive during a
+write go together in the next, each gets its own outcome, a failed write
+fails its group only, a caller that goes away leaves nothing behind, the
+queue is bounded, and a repeated request id never shares a write."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timezone
+
+import grpc
+import pytest
+
+from tickwheel_server.api.status import status_for
+from tickwheel_server.coalescer import CreateCoalescer, plan_group
+from tickwheel_server.errors import NotFound, QuotaExceeded, RateLimited
+from tickwheel_server.store.errors import StoreUnavailableError
+from tickwheel_server.store.jobrecords import JobRecord, NewJob
+
+AT = datetime(2026, 12, 5, 3, 0, tzinfo=timezone.utc)
+TIMEOUT = 5
+
+
+def job(ident: str, tenant: str = "acme", spec: bytes = b"spec") -> NewJob:
+    return NewJob(
+        id=ident, tenant=tenant, name=ident, spec=spec, time_zone="UTC", next_run_at=AT, next_due_at=AT,
+        tzdata_version="2026a", payload_size=0,
+    )  # fmt: skip
+
+
+def record(new: NewJob) -> JobRecord:
+    return JobRecord(
+        id=new.id, tenant=new.tenant, partition=0, name=new.name, state="active", spec=new.spec, time_zone="UTC",
+        next_run_at=AT, next_due_at=AT, run_count=0, tzdata_version="2026a", pause_reason="", version=1,
+        created_at=AT, updated_at=AT, paused_at=None,
+    )  # fmt: skip
+
+
+class FakeStore:
+    """``create_many`` that records each write and holds it until the test
+    releases it; request ids seen before answer their first job (created
+    False); an item whose request id is in ``refuse`` gets QuotaExceeded;
+    ``fail`` makes the next write raise (nothing recorded)."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, list[str]]] = []
+        self.release: asyncio.Event = asyncio.Event()
+        self.hold = False
+        self.fail: Exception | None = None
+        self.refuse: set[str] = set()
+        self.seen: dict[tuple[str, str], JobRecord] = {}
+
+    async def create_many(self, tenant, items):
+        self.writes.append((tenant, [request_id for _, request_id in items]))
+        if self.hold:
+            await self.release.wait()
+            self.release = asyncio.Event()
+        if self.fail is not None:
+            error, self.fail = self.fail, None
+            raise error
+        outcomes = []
+        for new, request_id in items:
+            if (tenant, request_id) in self.seen:
+                outcomes.append((self.seen[tenant, request_id], False))
+            elif request_id in self.refuse:
+                outcomes.append(QuotaExceeded(tenant, "max_jobs", 1, "full"))
+            else:
+                self.seen[tenant, request_id] = record(new)
+                outcomes.append((self.seen[tenant, request_id], True))
+        return outcomes
+
+
+async def until(predicate) -> None:
+    """Let the loop run until ``predicate()`` holds (bounded by TIMEOUT)."""
+
+    async def spin() -> None:
+        while not predicate():
+            await asyncio.sleep(0)
+
+    await asyncio.wait_for(spin(), TIMEOUT)
+
+
+@pytest.mark.parametrize(
+    ("queued", "max_items", "max_bytes", "taken"),
+    [
+        ([], 10, 100, []),
+        ([("a", 1), ("b", 1), ("c", 1)], 10, 100, [0, 1, 2]),
+        ([("a", 1), ("b", 1), ("c", 1)], 2, 100, [0, 1]),  # the item bound
+        ([("a", 60), ("b", 30), ("c", 20)], 10, 100, [0, 1]),  # the bytes bound: c would pass 100
+        ([("a", 500), ("b", 1)], 10, 100, [0]),  # the first always goes, however large
+        ([("a", 1), ("a", 1), ("b", 1), ("a", 1)], 10, 100, [0, 2]),  # a repeat waits for the next write
+        ([("a", 1), ("a", 1), ("b", 1)], 1, 100, [0]),
+    ],
+)
+def test_plan_group(queued, max_items, max_bytes, taken) -> None:
+    assert plan_group(queued, max_items=max_items, max_bytes=max_bytes) == taken
+
+
+async def test_a_lone_call_is_written_at_once_and_the_tenant_forgotten_after() -> None:
+    store = FakeStore()
+    coalescer = CreateCoalescer(store.create_many)
+    created, fresh = await asyncio.wait_for(coalescer.create(job("j1"), "r1"), TIMEOUT)
+    assert (created.id, fresh) == ("j1", True)
+    assert store.writes == [("acme", ["r1"])]
+    assert not coalescer.writing("acme")
+
+
+async def test_calls_during_a_write_go_together_in_the_next_each_with_its_outcome() -> None:
+    store = FakeStore()
+    store.hold = True
+    store.refuse = {"r3"}
+    coalescer = CreateCoalescer(store.create_many)
+    first = asyncio.create_task(coalescer.create(job("j0"), "r0"))
+    await until(lambda: len(store.writes) == 1)
+    later = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in range(1, 5)]
+    await until(lambda: coalescer.queued("acme") == 4)
+    assert len(store.writes) == 1, "nothing else is written while a write is in flight"
+    store.release.set()
+    await until(lambda: len(store.writes) == 2)
+    assert store.writes[1] == ("acme", ["r1", "r2", "r3", "r4"])
+    store.release.set()
+    assert (await first)[0].id == "j0"
+    results = await asyncio.gather(*later, return_exceptions=True)
+    assert [r[0].id if isinstance(r, tuple) else r for r in results[:2]] == ["j1", "j2"]
+    assert isinstance(results[2], QuotaExceeded), "an item's error goes to its call alone"
+    assert results[3][0].id == "j4" and results[3][1] is True
+    assert len(store.writes) == 2 and not coalescer.writing("acme")
+
+
+async def test_a_failed_write_fails_every_call_of_its_group_and_no_other() -> None:
+    store = FakeStore()
+    store.hold = True
+    coalescer = CreateCoalescer(store.create_many)
+    first = asyncio.create_task(coalescer.create(job("j0"), "r0"))
+    await until(lambda: len(store.writes) == 1)
+    group = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in range(1, 4)]
+    await until(lambda: coalescer.queued("acme") == 3)
+    store.release.set()
+    await until(lambda: len(store.writes) == 2)
+    store.fail = StoreUnavailableError("the store went away", attempts=3)
+    store.release.set()
+    assert (await first)[1] is True
+    results = await asyncio.gather(*group, return_exceptions=True)
+    assert all(isinstance(r, StoreUnavailableError) for r in results)
+    assert all(status_for(r)[0] == grpc.StatusCode.UNAVAILABLE for r in results)
+    store.hold = False
+    retried = [await coalescer.create(job(f"k{i}"), f"r{i}") for i in range(1, 4)]
+    assert [r[1] for r in retried] == [True, True, True], "nothing of the failed group was written"
+    assert not coalescer.writing("acme")
+
+
+async def test_a_caller_gone_while_queued_leaves_nothing_behind() -> None:
+    store = FakeStore()
+    store.hold = True
+    coalescer = CreateCoalescer(store.create_many)
+    first = asyncio.create_task(coalescer.create(job("j0"), "r0"))
+    await until(lambda: len(store.writes) == 1)
+    gone = asyncio.create_task(coalescer.create(job("j1"), "r1"))
+    stays = asyncio.create_task(coalescer.create(job("j2"), "r2"))
+    await until(lambda: coalescer.queued("acme") == 2)
+    gone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert coalescer.queued("acme") == 1
+    store.release.set()
+    await until(lambda: len(store.writes) == 2)
+    assert store.writes[1] == ("acme", ["r2"]), "the call that went away is not written"
+    store.release.set()
+    assert (await first)[1] and (await stays)[1]
+    assert not coalescer.writing("acme")
+
+
+async def test_a_caller_gone_during_its_write_does_not_break_the_others() -> None:
+    store = FakeStore()
+    store.hold = True
+    coalescer = CreateCoalescer(store.create_many)
+    first = asyncio.create_task(coalescer.create(job("j0"), "r0"))
+    await until(lambda: len(store.writes) == 1)
+    group = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in range(1, 4)]
+    await until(lambda: coalescer.queued("acme") == 3)
+    store.release.set()
+    await until(lambda: len(store.writes) == 2)
+    group[1].cancel()  # its write is in flight: the others still get their answers
+    store.release.set()
+    await first
+    assert (await group[0])[1] and (await group[2])[1]
+    with pytest.raises(asyncio.CancelledError):
+        await group[1]
+    assert not coalescer.writing("acme")
+    store.hold = False
+    assert (await coalescer.create(job("j9"), "r1"))[1] is False, "its job may be created, as after a commit"
+
+
+async def test_a_full_queue_refuses_at_once_and_writes_nothing_for_the_refused() -> None:
+    store = FakeStore()
+    store.hold = True
+    coalescer = CreateCoalescer(store.create_many, max_queued=2, max_queued_bytes=100)
+    first = asyncio.create_task(coalescer.create(job("j0"), "r0"))
+    await until(lambda: len(store.writes) == 1)
+    queued = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in (1, 2)]
+    await until(lambda: coalescer.queued("acme") == 2)
+    with pytest.raises(RateLimited) as refused:
+        await coalescer.create(job("j3"), "r3")
+    assert status_for(refused.value)[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
+    # Another tenant has a queue of its own, and a write in flight beside acme's.
+    store.hold = False
+    assert (await asyncio.wait_for(coalescer.create(job("b1", "bravo"), "r1"), TIMEOUT))[1] is True
+    store.release.set()
+    await first
+    await asyncio.gather(*queued)
+    assert [ids for _, ids in store.writes] == [["r0"], ["r1"], ["r1", "r2"]]
+    # Bytes bound the queue too: one large call fills it.
+    store.hold = True
+    first = asyncio.create_task(coalescer.create(job("j4"), "r4"))
+    await until(lambda: len(store.writes) == 4)
+    big = asyncio.create_task(coalescer.create(job("j5", spec=b"x" * 90), "r5"))
+    await until(lambda: coalescer.queued("acme") == 1)
+    with pytest.raises(RateLimited):
+        await coalescer.create(job("j6", spec=b"x" * 20), "r6")
+    store.hold = False
+    store.release.set()
+    await first
+    await big
+    assert ("acme", ["r6"]) not in store.writes and not coalescer.writing("acme")
+
+
+async def test_a_repeated_request_id_waits_for_the_next_write_and_answers_the_first_job() -> None:
+    store = FakeStore()
+    store.hold = True
+    coalescer = CreateCoalescer(store.create_many)
+    first = asyncio.create_task(coalescer.create(job("j0"), "r0"))
+    await until(lambda: len(store.writes) == 1)
+    calls = [asyncio.create_task(coalescer.create(job(f"j{i}"), rid)) for i, rid in enumerate(["x", "x", "y", "x"], 1)]
+    await until(lambda: coalescer.queued("acme") == 4)
+    store.hold = False
+    store.release.set()
+    await first
+    results = await asyncio.gather(*calls)
+    assert [ids for _, ids in store.writes] == [["r0"], ["x", "y"], ["x"], ["x"]]
+    assert [(r[0].id, r[1]) for r in results] == [("j1", True), ("j1", False), ("j3", True), ("j1", False)]
+
+
+async def test_a_group_is_bounded_by_items() -> None:
+    store = FakeStore()
+    store.hold = True
+    coalescer = CreateCoalescer(store.create_many, max_group=2)
+    first = asyncio.create_task(coalescer.create(job("j0"), "r0"))
+    await until(lambda: len(store.writes) == 1)
+    calls = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in range(1, 6)]
+    await until(lambda: coalescer.queued("acme") == 5)
+    store.hold = False
+    store.release.set()
+    await first
+    await asyncio.gather(*calls)
+    assert [ids for _, ids in store.writes] == [["r0"], ["r1", "r2"], ["r3", "r4"], ["r5"]]
+
+
+async def test_a_tenant_that_does_not_exist_fails_each_call_as_alone() -> None:
+    async def missing(tenant, items):
+        raise NotFound("tenant", tenant)
+
+    coalescer = CreateCoalescer(missing)
+    with pytest.raises(NotFound):
+        await coalescer.create(job("j0", "ghost"), "r0")
+    assert not coalescer.writing("ghost")
+
+
+async def test_a_stopping_writer_answers_every_waiting_call() -> None:
+    store = FakeStore()
+    store.hold = True
+    coalescer = CreateCoalescer(store.create_many)
+    first = asyncio.create_task(coalescer.create(job("j0"), "r0"))
+    await until(lambda: len(store.writes) == 1)
+    queued = asyncio.create_task(coalescer.create(job("j1"), "r1"))
+    await until(lambda: coalescer.queued("acme") == 1)
+    writer = coalescer._queues["acme"].writer
+    writer.cancel()
+    for call in (first, queued):
+        with pytest.raises(Exception) as error:
+            await asyncio.wait_for(call, TIMEOUT)
+        assert status_for(error.value)[0] == grpc.StatusCode.UNAVAILABLE
+    assert not coalescer.writing("acme")
