@@ -44,8 +44,9 @@ creating is measured.
   (``scripts/install.sh --bench``); without it, or with ``--no-pgqueuer``,
   this part says why it was skipped.
 
-``--profile DIR`` samples the server with py-spy during the batch and load
-phases (``DIR/batch.txt``, ``DIR/load.txt``, collapsed stacks).
+``--profile DIR`` samples the server with py-spy during each create phase
+(``DIR/create_1.txt``, ``DIR/create_16.txt``, ``DIR/batch.txt``,
+``DIR/load.txt``, collapsed stacks).
 ``goal`` sets the issue's goals beside the figures, each with ``met``.
 ``--smoke`` runs tiny sizes so CI keeps the script working; its figures mean
 nothing.
@@ -330,11 +331,13 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
                          **({"postgres": [pg]} if (pg := h.postmaster_pid(url)) else {})})
 
         phase = Phase(url, meter)
-        out["create_1"] = asyncio.run(run_create(server.address, api_key, args.calls, 1, "one"))
+        with h.profiled({"create_1": server.process.pid}, profile):
+            out["create_1"] = asyncio.run(run_create(server.address, api_key, args.calls, 1, "one"))
         out["create_1"] |= phase.report(args.calls)
 
         phase = Phase(url, meter)
-        out["create_16"] = asyncio.run(run_create(server.address, api_key, args.calls, args.clients, "many"))
+        with h.profiled({"create_16": server.process.pid}, profile):
+            out["create_16"] = asyncio.run(run_create(server.address, api_key, args.calls, args.clients, "many"))
         out["create_16"] |= phase.report(args.calls)
 
         batches = serialized_batches(args.batch_jobs, "batch")
