@@ -9,9 +9,10 @@
 #     the npm packages, the Go and Java toolchains below):
 #     tests/unit/test_install_provides.py reads the tests' sources and fails
 #     when one is not installed by this script.
-#   - Python 3.11 with venv support, a `.venv` at the repo root, and this
-#     project installed into it editable with its test extras (skipped when
-#     pyproject.toml has not changed since the last install).
+#   - Python 3.11 with venv support, a `.venv` at the repo root, and the
+#     project's two distributions installed into it editable, the server's
+#     with its test extras (skipped when neither pyproject.toml has changed
+#     since the last install).
 #
 # Needs root (or sudo) only when a Debian package is missing.
 set -euo pipefail
@@ -164,12 +165,14 @@ setup_venv() {
     fi
 
     local want
-    want=$( { sha256sum pyproject.toml; "$VENV/bin/python" -VV; } | sha256sum | cut -c1-64)
+    want=$( { sha256sum pyproject.toml server/pyproject.toml; "$VENV/bin/python" -VV; } | sha256sum | cut -c1-64)
     if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]] && "$VENV/bin/python" -c 'import tickwheel_server' 2>/dev/null; then
         return 0
     fi
-    log "installing the project into $VENV (pip install -e '.[test]')"
-    "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e '.[test]'
+    # Two distributions, both editable: tickwheel (SDK and worker, ./) and
+    # tickwheel-server (./server), with the test extra.
+    log "installing the project into $VENV (pip install -e . -e './server[test]')"
+    "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e . -e './server[test]'
     echo "$want" >"$STAMP"
 }
 
@@ -298,14 +301,14 @@ setup_browser() {
     fi
 }
 
-# --bench: also the benchmarks' own dependencies (pyproject's `bench` extra:
+# --bench: also the benchmarks' own dependencies (server/pyproject's `bench` extra:
 # pgqueuer, the peer loadtest/bench_create.py measures; pgqueuer, APScheduler
 # and asyncpg, the peers loadtest/peers.py runs beside Tickwheel). The tests
 # never need them, so nothing installs them unless asked.
 setup_bench() {
     if ! "$VENV/bin/python" -c 'import pgqueuer, psycopg_pool, apscheduler, asyncpg' 2>/dev/null; then
-        log "installing the bench extra into $VENV (pip install -e '.[test,bench]')"
-        "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e '.[test,bench]'
+        log "installing the bench extra into $VENV (pip install -e . -e './server[test,bench]')"
+        "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e . -e './server[test,bench]'
     fi
 }
 

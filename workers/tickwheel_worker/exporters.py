@@ -90,9 +90,21 @@ class Otlp:
         return {"endpoint": f"{self.endpoint.rstrip('/')}/{_SIGNAL_PATHS[signal]}"}
 
 
+def _needs_sdk() -> None:
+    """ValueError saying what to install when the OpenTelemetry SDK is missing
+    (the ``tickwheel`` distribution alone has only the API)."""
+    try:
+        import opentelemetry.sdk  # noqa: F401
+    except ImportError:
+        raise ValueError(
+            "exporting telemetry needs the OpenTelemetry SDK and exporters: pip install 'tickwheel[otlp]'"
+        ) from None
+
+
 def span_exporter(setting: str, otlp: Otlp = Otlp()):
     """The span exporter ``setting`` names (not ``none``)."""
     check_trace_export(setting)
+    _needs_sdk()
     if setting == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
@@ -110,6 +122,7 @@ def span_exporter(setting: str, otlp: Otlp = Otlp()):
 def metric_exporter(setting: str, otlp: Otlp = Otlp()):
     """The metric exporter ``setting`` names (``otlp``), cumulative like ``/metrics``."""
     check_metrics_export(setting)
+    _needs_sdk()
     protocol = otlp.protocol_for("metrics")
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
@@ -124,6 +137,7 @@ def tracer_provider(setting: str, service: str, otlp: Otlp = Otlp()):
     check_trace_export(setting)
     if setting == "none":
         return None
+    _needs_sdk()
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
