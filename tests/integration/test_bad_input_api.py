@@ -1,9 +1,10 @@
 """Hostile request bytes against the real gRPC server, in process, on the
 embedded stores and on PostgreSQL + etcd.
 
-Hypothesis sends CreateJob, UpdateJob, PreviewSchedule and BackfillJob
-requests as raw protobuf bytes: mutated valid messages, random bytes, unknown
-fields, invalid UTF-8 in string fields, and well-formed messages with extreme
+Hypothesis sends CreateJob, BatchCreateJobs, UpdateJob, BatchUpdateJobs,
+BatchDeleteJobs, PreviewSchedule and BackfillJob requests as raw protobuf
+bytes: mutated valid messages, random bytes, unknown fields, invalid UTF-8
+in string fields, and well-formed messages with extreme
 values (instants and durations anywhere in int64, any text). Every answer is
 OK or a status that names what is wrong (INVALID_ARGUMENT, NOT_FOUND,
 RESOURCE_EXHAUSTED, FAILED_PRECONDITION), never INTERNAL or UNKNOWN; nothing
@@ -386,6 +387,112 @@ def test_fuzzed_update_job(live, channel, tenant_key, no_errors_logged) -> None:
         after = scheduler.GetJob(scheduler_pb2.GetJobRequest(id=job.id), metadata=bearer(tenant_key)).job
         if code != grpc.StatusCode.OK:
             assert after.version == current.version, "a failed UpdateJob changed the job"
+
+    run()
+    assert_healthy(live, channel, tenant_key)
+
+
+MASK_PATHS = ["name", "schedule", "target", "labels", "timeout", "retry_policy", "jitter", "payload", "version", "id"]
+
+
+def test_fuzzed_batch_update_jobs(live, channel, tenant_key, no_errors_logged) -> None:
+    """Fuzzed BatchUpdateJobs: refused whole with nothing changed, or one
+    answer per item; a job's version moves exactly by the items answered
+    with a new version of it, and a failed item changes nothing."""
+    scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+    ids = [
+        scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=cron_job(), request_id=f"to-batch-update-{i}"),
+                            metadata=bearer(tenant_key)).job.id
+        for i in range(2)
+    ]  # fmt: skip
+
+    def versions() -> dict[str, int]:
+        return {
+            job_id: scheduler.GetJob(scheduler_pb2.GetJobRequest(id=job_id), metadata=bearer(tenant_key)).job.version
+            for job_id in ids
+        }
+
+    @FUZZ
+    @given(data=st.data())
+    def run(data) -> None:
+        before = versions()
+        if data.draw(st.booleans(), label="structured"):
+            items = []
+            for _ in range(data.draw(st.integers(0, 4), label="items")):
+                patch = data.draw(jobs())
+                patch.id = data.draw(st.one_of(st.sampled_from(ids), TEXT))
+                patch.version = data.draw(st.one_of(st.sampled_from(sorted(set(before.values()))), st.integers(0, 5)))
+                paths = data.draw(st.lists(st.one_of(st.sampled_from(MASK_PATHS), TEXT), max_size=4))
+                items.append(scheduler_pb2.UpdateJobRequest(job=patch, update_mask={"paths": paths}))
+            raw = scheduler_pb2.BatchUpdateJobsRequest(items=items).SerializeToString()
+        else:
+            patch = job_pb2.Job(id=ids[0], version=before[ids[0]], name="zz")
+            valid = scheduler_pb2.BatchUpdateJobsRequest(
+                items=[scheduler_pb2.UpdateJobRequest(job=patch, update_mask={"paths": ["name"]})]
+            ).SerializeToString()
+            raw = data.draw(raw_requests(valid, b"zz"), label="raw")
+        code, reply = call(channel, "BatchUpdateJobs", raw, tenant_key)
+        assert code in ANSWERS, code
+        after = versions()
+        if code != grpc.StatusCode.OK:
+            assert after == before, "a failed BatchUpdateJobs changed a job"
+            return
+        answer = scheduler_pb2.BatchUpdateJobsResponse.FromString(reply)
+        sent = scheduler_pb2.BatchUpdateJobsRequest.FromString(raw)
+        assert len(answer.results) == len(sent.items) >= 1
+        assert answer.updated_count + answer.failed_count == len(sent.items)
+        for job_id in ids:
+            answered = [r.job.job.version for item, r in zip(sent.items, answer.results)
+                        if item.job.id == job_id and r.HasField("job")]  # fmt: skip
+            for result in answer.results:
+                assert result.HasField("job") or result.error.code in ITEM_ANSWERS, result
+            assert after[job_id] == max([before[job_id], *answered])
+
+    run()
+    assert_healthy(live, channel, tenant_key)
+
+
+def test_fuzzed_batch_delete_jobs(live, channel, tenant_key, no_errors_logged) -> None:
+    """Fuzzed BatchDeleteJobs: refused whole with nothing deleted, or one
+    answer per item and exactly the jobs answered deleted gone."""
+    scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+    counter = iter(range(1_000_000))
+
+    @FUZZ
+    @given(data=st.data())
+    def run(data) -> None:
+        mine = [
+            scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=cron_job(), request_id=f"doomed-{next(counter)}"),
+                                metadata=bearer(tenant_key)).job.id
+            for _ in range(2)
+        ]  # fmt: skip
+        if data.draw(st.booleans(), label="structured"):
+            items = [
+                scheduler_pb2.DeleteJobRequest(
+                    id=data.draw(st.one_of(st.sampled_from(mine), TEXT)),
+                    version=data.draw(st.one_of(st.just(0), st.just(1), st.integers(-(2**63), 2**63 - 1))),
+                )
+                for _ in range(data.draw(st.integers(0, 4), label="items"))
+            ]
+            raw = scheduler_pb2.BatchDeleteJobsRequest(items=items).SerializeToString()
+        else:
+            valid = scheduler_pb2.BatchDeleteJobsRequest(
+                items=[scheduler_pb2.DeleteJobRequest(id=job_id) for job_id in mine]
+            ).SerializeToString()
+            raw = data.draw(raw_requests(valid, b"job_"), label="raw")
+        before = job_count(live, channel)
+        code, reply = call(channel, "BatchDeleteJobs", raw, tenant_key)
+        assert code in ANSWERS, code
+        if code != grpc.StatusCode.OK:
+            assert job_count(live, channel) == before, "a failed BatchDeleteJobs deleted a job"
+            return
+        answer = scheduler_pb2.BatchDeleteJobsResponse.FromString(reply)
+        sent = scheduler_pb2.BatchDeleteJobsRequest.FromString(raw)
+        assert len(answer.results) == len(sent.items) >= 1
+        for result in answer.results:
+            assert result.HasField("deleted") or result.error.code in ITEM_ANSWERS, result
+        assert answer.deleted_count + answer.failed_count == len(sent.items)
+        assert job_count(live, channel) == before - answer.deleted_count
 
     run()
     assert_healthy(live, channel, tenant_key)

@@ -261,6 +261,17 @@ async def test_create_jobs_splits_a_batch_keeps_the_order_and_is_idempotent_per_
     assert out["listed"] == 1000
 
 
+async def test_update_jobs_and_delete_jobs_answer_each_item(built_sdk, cluster) -> None:
+    _, config = cluster
+    out = await scenario("batchChanges", config)
+    ids = out["ids"]
+    assert out["updated"][:3] == [{"name": f"renamed-{job_id}", "version": 2} for job_id in ids]
+    assert out["updated"][3]["codeName"] == "FAILED_PRECONDITION"
+    assert out["deleted"][0] == {"canceled": 0}
+    assert [d["codeName"] for d in out["deleted"][1:]] == ["NOT_FOUND", "NOT_FOUND"]
+    assert out["left"] == sorted(f"renamed-{job_id}" for job_id in (ids[0], ids[2]))
+
+
 async def test_preview_of_an_unsaved_cron_job_in_a_zone(built_sdk, cluster) -> None:
     _, config = cluster
     out = await scenario("preview", config)

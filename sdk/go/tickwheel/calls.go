@@ -15,12 +15,16 @@ import (
 // missing here is never retried (a test checks that every RPC of the service
 // has an entry, so a new one forces a decision).
 var repeatable = map[string]func(request any) bool{
-	tickwheelv1.SchedulerService_CreateJob_FullMethodName:        hasRequestID,
-	tickwheelv1.SchedulerService_BatchCreateJobs_FullMethodName:  everyItemHasRequestID,
-	tickwheelv1.SchedulerService_GetJob_FullMethodName:           always,
-	tickwheelv1.SchedulerService_ListJobs_FullMethodName:         always,
-	tickwheelv1.SchedulerService_UpdateJob_FullMethodName:        never,
-	tickwheelv1.SchedulerService_DeleteJob_FullMethodName:        never,
+	tickwheelv1.SchedulerService_CreateJob_FullMethodName:       hasRequestID,
+	tickwheelv1.SchedulerService_BatchCreateJobs_FullMethodName: everyItemHasRequestID,
+	tickwheelv1.SchedulerService_GetJob_FullMethodName:          always,
+	tickwheelv1.SchedulerService_ListJobs_FullMethodName:        always,
+	tickwheelv1.SchedulerService_UpdateJob_FullMethodName:       never,
+	tickwheelv1.SchedulerService_DeleteJob_FullMethodName:       never,
+	// A delete happens once and each update names its version: a retried
+	// batch applies nothing twice.
+	tickwheelv1.SchedulerService_BatchUpdateJobs_FullMethodName:  everyItemHasVersion,
+	tickwheelv1.SchedulerService_BatchDeleteJobs_FullMethodName:  always,
 	tickwheelv1.SchedulerService_PauseJob_FullMethodName:         never,
 	tickwheelv1.SchedulerService_ResumeJob_FullMethodName:        never,
 	tickwheelv1.SchedulerService_TriggerJob_FullMethodName:       hasRequestID,

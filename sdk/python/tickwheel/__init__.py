@@ -34,7 +34,7 @@ if TYPE_CHECKING:
         retry_policy,
         timestamp,
     )
-    from tickwheel.batch import CreateOutcome
+    from tickwheel.batch import CreateOutcome, DeleteOutcome, UpdateOutcome
     from tickwheel.client import Admin, AsyncAdmin, AsyncClient, Client
     from tickwheel.errors import FieldViolation, TickwheelError
     from tickwheel.options import DEFAULT_RETRY, RetryOptions, TlsOptions
@@ -44,7 +44,7 @@ _EXPORTS = {
         "cron_job", "dst_policy", "duration", "execution_status", "handler_target", "http_target",
         "job_state", "local_job", "misfire_policy", "once_job", "overlap_policy", "retry_policy", "timestamp",
     ),
-    "tickwheel.batch": ("CreateOutcome",),
+    "tickwheel.batch": ("CreateOutcome", "DeleteOutcome", "UpdateOutcome"),
     "tickwheel.client": ("Admin", "AsyncAdmin", "AsyncClient", "Client"),
     "tickwheel.errors": ("FieldViolation", "TickwheelError"),
     "tickwheel.options": ("DEFAULT_RETRY", "RetryOptions", "TlsOptions"),

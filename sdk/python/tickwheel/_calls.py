@@ -46,6 +46,10 @@ def _every_item_has_request_id(request: Any) -> bool:
     return bool(request.items) and all(item.request_id for item in request.items)
 
 
+def _every_item_has_version(request: Any) -> bool:
+    return bool(request.items) and all(item.job.version for item in request.items)
+
+
 def _is_dry_run(request: Any) -> bool:
     return bool(request.dry_run)
 
@@ -78,6 +82,12 @@ GET_JOB = _sched("GetJob", S.GetJobResponse, _always)
 LIST_JOBS = _sched("ListJobs", S.ListJobsResponse, _always)
 UPDATE_JOB = _sched("UpdateJob", S.UpdateJobResponse, _never)
 DELETE_JOB = _sched("DeleteJob", S.DeleteJobResponse, _never)
+# A batch is retried on UNAVAILABLE: each update item carries the version it
+# expects, each delete deletes at most once, so no item applies twice. An
+# item a lost attempt did apply answers FAILED_PRECONDITION (update) or
+# NOT_FOUND (delete) on the retry.
+BATCH_UPDATE_JOBS = _sched("BatchUpdateJobs", S.BatchUpdateJobsResponse, _every_item_has_version)
+BATCH_DELETE_JOBS = _sched("BatchDeleteJobs", S.BatchDeleteJobsResponse, _always)
 PAUSE_JOB = _sched("PauseJob", S.PauseJobResponse, _never)
 RESUME_JOB = _sched("ResumeJob", S.ResumeJobResponse, _never)
 TRIGGER_JOB = _sched("TriggerJob", S.TriggerJobResponse, _has_request_id)
@@ -163,7 +173,7 @@ def create_job(job: job_pb2.Job, *, request_id: str | None = None) -> scheduler_
 
 
 MAX_BATCH_ITEMS = 1000
-"""The most items one BatchCreateJobs call takes."""
+"""The most items one BatchCreateJobs, BatchUpdateJobs or BatchDeleteJobs call takes."""
 
 
 def batch_create_jobs(items: Sequence[scheduler_pb2.CreateJobRequest]) -> scheduler_pb2.BatchCreateJobsRequest:
@@ -233,6 +243,40 @@ def delete_job(job_id: str, *, version: int = 0) -> scheduler_pb2.DeleteJobReque
     equal the stored one: FAILED_PRECONDITION otherwise. Returns
     ``DeleteJobResponse`` (``canceled_executions``). Never retried."""
     return scheduler_pb2.DeleteJobRequest(id=job_id, version=version)
+
+
+def _batch_items(name: str, items: Sequence[Any], kind: type) -> list:
+    items = list(items)
+    if not 1 <= len(items) <= MAX_BATCH_ITEMS:
+        raise ValueError(f"{name} takes 1 to {MAX_BATCH_ITEMS} items, got {len(items)}")
+    for index, item in enumerate(items):
+        if not isinstance(item, kind):
+            raise TypeError(f"items[{index}] is a {type(item).__name__}, not a {kind.__name__}")
+    return items
+
+
+def batch_update_jobs(items: Sequence[scheduler_pb2.UpdateJobRequest]) -> scheduler_pb2.BatchUpdateJobsRequest:
+    """Changes up to 1 000 jobs in one call, each item an ``UpdateJobRequest``
+    (``job.id`` and ``job.version`` required, as for ``update_job``), applied
+    in order in one transaction. Returns ``BatchUpdateJobsResponse``: one
+    result per item, the job as stored or the ``error`` UpdateJob would have
+    answered; a bad item does not fail the others. Retried on UNAVAILABLE:
+    the versions make each change apply once (an item the lost attempt
+    applied answers FAILED_PRECONDITION). Prefer ``update_jobs``."""
+    return scheduler_pb2.BatchUpdateJobsRequest(
+        items=_batch_items("batch_update_jobs", items, scheduler_pb2.UpdateJobRequest)
+    )
+
+
+def batch_delete_jobs(items: Sequence[scheduler_pb2.DeleteJobRequest]) -> scheduler_pb2.BatchDeleteJobsRequest:
+    """Deletes up to 1 000 jobs in one call, each item a ``DeleteJobRequest``,
+    in order in one transaction. Returns ``BatchDeleteJobsResponse``: one
+    result per item, ``deleted`` (``canceled_executions``) or the ``error``
+    DeleteJob would have answered. Retried on UNAVAILABLE: a job the lost
+    attempt deleted answers NOT_FOUND. Prefer ``delete_jobs``."""
+    return scheduler_pb2.BatchDeleteJobsRequest(
+        items=_batch_items("batch_delete_jobs", items, scheduler_pb2.DeleteJobRequest)
+    )
 
 
 def pause_job(job_id: str, *, reason: str = "") -> scheduler_pb2.PauseJobRequest:

@@ -13,7 +13,9 @@ full jitter, within the client's deadline, and only for calls that are safe
 to repeat: reads, CreateJob and TriggerJob (a request id makes them
 idempotent; the client generates one when you do not), and dry runs. Other
 writes fail on the first error. ``create_jobs`` creates any number of jobs
-through BatchCreateJobs, 1 000 per call, one ``CreateOutcome`` per job.
+through BatchCreateJobs, 1 000 per call, one ``CreateOutcome`` per job;
+``update_jobs`` and ``delete_jobs`` do the same through BatchUpdateJobs and
+BatchDeleteJobs (retried: versions make each change apply once).
 
 >>> from tickwheel import Client, cron_job
 >>> with Client("127.0.0.1:50051", api_key="...") as client:
@@ -33,14 +35,15 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import grpc
 import grpc.aio
+from google.protobuf import field_mask_pb2
 from google.protobuf.message import Message
 
 from tickwheel import _calls, batch
 from tickwheel._calls import Rpc
-from tickwheel.batch import CreateOutcome
+from tickwheel.batch import CreateOutcome, DeleteOutcome, UpdateOutcome
 from tickwheel.errors import TickwheelError
 from tickwheel.options import DEFAULT_RETRY, RetryOptions, TlsOptions
-from tickwheel.v1 import admin_pb2, admin_pb2_grpc, execution_pb2, job_pb2, scheduler_pb2_grpc
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, execution_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 __all__ = ["AsyncAdmin", "AsyncClient", "Admin", "Client"]
 
@@ -410,6 +413,56 @@ class Client(_Base):
             out.extend(batch.outcomes(request, response))
         return out
 
+    def update_jobs(
+        self,
+        changes: Iterable[job_pb2.Job | scheduler_pb2.UpdateJobRequest],
+        update_mask: Sequence[str] | field_mask_pb2.FieldMask | None = None,
+        *,
+        batch_size: int = batch.MAX_BATCH_ITEMS,
+    ) -> list[UpdateOutcome]:
+        """Changes any number of jobs through BatchUpdateJobs, ``batch_size``
+        (at most 1 000) per call, one call after the other, and returns one
+        :class:`~tickwheel.batch.UpdateOutcome` per change, in order: the
+        job as stored, or the error UpdateJob would have raised for it
+        (a bad change does not fail the others). A change is a ``Job`` with
+        ``id``, the ``version`` last read and the new values of
+        ``update_mask`` (None: every mutable field), or an
+        ``UpdateJobRequest``. Changes are applied in order: a job named
+        twice sees the first change (and its new version).
+
+        Each call is retried on UNAVAILABLE within the client's deadline:
+        the versions make a change apply once, and a change a lost attempt
+        applied then answers FAILED_PRECONDITION (read the job to tell). A
+        call that still fails raises ``TickwheelError``: the calls before
+        it were applied."""
+        out: list[UpdateOutcome] = []
+        for request in batch.plan_updates(changes, update_mask, batch_size=batch_size):
+            response = self._invoke(_calls.BATCH_UPDATE_JOBS, request)
+            out.extend(batch.update_outcomes(request, response))
+        return out
+
+    def delete_jobs(
+        self,
+        job_ids: Iterable[str],
+        versions: Sequence[int] | None = None,
+        *,
+        batch_size: int = batch.MAX_BATCH_ITEMS,
+    ) -> list[DeleteOutcome]:
+        """Deletes any number of jobs through BatchDeleteJobs, ``batch_size``
+        (at most 1 000) per call, and returns one
+        :class:`~tickwheel.batch.DeleteOutcome` per id, in order: deleted
+        (with ``canceled_executions``) or the error DeleteJob would have
+        raised (NOT_FOUND for an unknown id, one named twice, or another
+        tenant's; FAILED_PRECONDITION when a non-zero ``versions`` entry is
+        stale). Retried on UNAVAILABLE: a job a lost attempt deleted then
+        answers NOT_FOUND. A call that still fails raises
+        ``TickwheelError``: the calls before it were applied."""
+        out: list[DeleteOutcome] = []
+        for request in batch.plan_deletes(job_ids, versions, batch_size=batch_size):
+            response = self._invoke(_calls.BATCH_DELETE_JOBS, request)
+            out.extend(batch.delete_outcomes(request, response))
+        return out
+
     def pages(self, list_method: Callable[..., Page], /, **kwargs: Any) -> Iterator[Page]:
         """Every page of a list method (``client.list_jobs``,
         ``client.admin.search_jobs``, ...) called with ``kwargs``, following
@@ -425,6 +478,8 @@ class Client(_Base):
     # SchedulerService
     create_job = _SyncUnary(_calls.CREATE_JOB, _calls.create_job)
     batch_create_jobs = _SyncUnary(_calls.BATCH_CREATE_JOBS, _calls.batch_create_jobs)
+    batch_update_jobs = _SyncUnary(_calls.BATCH_UPDATE_JOBS, _calls.batch_update_jobs)
+    batch_delete_jobs = _SyncUnary(_calls.BATCH_DELETE_JOBS, _calls.batch_delete_jobs)
     get_job = _SyncUnary(_calls.GET_JOB, _calls.get_job)
     list_jobs = _SyncUnary(_calls.LIST_JOBS, _calls.list_jobs)
     update_job = _SyncUnary(_calls.UPDATE_JOB, _calls.update_job)
@@ -589,6 +644,34 @@ class AsyncClient(_Base):
             out.extend(batch.outcomes(request, response))
         return out
 
+    async def update_jobs(
+        self,
+        changes: Iterable[job_pb2.Job | scheduler_pb2.UpdateJobRequest],
+        update_mask: Sequence[str] | field_mask_pb2.FieldMask | None = None,
+        *,
+        batch_size: int = batch.MAX_BATCH_ITEMS,
+    ) -> list[UpdateOutcome]:
+        """As :meth:`Client.update_jobs`, awaited (the calls one after the other)."""
+        out: list[UpdateOutcome] = []
+        for request in batch.plan_updates(changes, update_mask, batch_size=batch_size):
+            response = await self._invoke(_calls.BATCH_UPDATE_JOBS, request)
+            out.extend(batch.update_outcomes(request, response))
+        return out
+
+    async def delete_jobs(
+        self,
+        job_ids: Iterable[str],
+        versions: Sequence[int] | None = None,
+        *,
+        batch_size: int = batch.MAX_BATCH_ITEMS,
+    ) -> list[DeleteOutcome]:
+        """As :meth:`Client.delete_jobs`, awaited (the calls one after the other)."""
+        out: list[DeleteOutcome] = []
+        for request in batch.plan_deletes(job_ids, versions, batch_size=batch_size):
+            response = await self._invoke(_calls.BATCH_DELETE_JOBS, request)
+            out.extend(batch.delete_outcomes(request, response))
+        return out
+
     async def pages(self, list_method: Callable[..., Awaitable[Page]], /, **kwargs: Any) -> AsyncIterator[Page]:
         """As :meth:`Client.pages`, as an async iterator."""
         token = kwargs.pop("page_token", "")
@@ -602,6 +685,8 @@ class AsyncClient(_Base):
     # SchedulerService
     create_job = _AsyncUnary(_calls.CREATE_JOB, _calls.create_job)
     batch_create_jobs = _AsyncUnary(_calls.BATCH_CREATE_JOBS, _calls.batch_create_jobs)
+    batch_update_jobs = _AsyncUnary(_calls.BATCH_UPDATE_JOBS, _calls.batch_update_jobs)
+    batch_delete_jobs = _AsyncUnary(_calls.BATCH_DELETE_JOBS, _calls.batch_delete_jobs)
     get_job = _AsyncUnary(_calls.GET_JOB, _calls.get_job)
     list_jobs = _AsyncUnary(_calls.LIST_JOBS, _calls.list_jobs)
     update_job = _AsyncUnary(_calls.UPDATE_JOB, _calls.update_job)

@@ -1,5 +1,5 @@
 /**
- * Creating any number of jobs through BatchCreateJobs: the pure half.
+ * Creating, changing and deleting any number of jobs through the batch RPCs: the pure half.
  *
  * {@link planBatches} splits jobs into calls of at most
  * {@link MAX_BATCH_ITEMS} items and gives each item its request id once (the
@@ -8,6 +8,13 @@
  * {@link batchResults} turns one call's response into one
  * {@link CreateJobsResult} per item, in order. `TickwheelClient.createJobs`
  * sends the planned calls between the two.
+ *
+ * {@link planUpdates}/{@link updateResults} and {@link planDeletes}/
+ * {@link deleteResults} do the same for BatchUpdateJobs and BatchDeleteJobs
+ * (`updateJobs`, `deleteJobs`). Those carry no request ids: each update names
+ * the version it expects and a delete happens once, so a retried call applies
+ * nothing twice; an item a lost attempt applied answers FAILED_PRECONDITION
+ * (update) or NOT_FOUND (delete) instead.
  */
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
@@ -15,13 +22,20 @@ import { Code } from "@connectrpc/connect";
 
 import { TickwheelError } from "./errors.js";
 import { JobSchema, type Job } from "./gen/tickwheel/v1/job_pb.js";
+import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import {
   CreateJobRequestSchema,
+  DeleteJobRequestSchema,
+  UpdateJobRequestSchema,
   type BatchCreateJobsResponse,
+  type BatchDeleteJobsResponse,
+  type BatchUpdateJobsResponse,
   type CreateJobRequest,
+  type DeleteJobRequest,
+  type UpdateJobRequest,
 } from "./gen/tickwheel/v1/scheduler_pb.js";
 
-/** The most items one BatchCreateJobs call takes. */
+/** The most items one BatchCreateJobs, BatchUpdateJobs or BatchDeleteJobs call takes. */
 export const MAX_BATCH_ITEMS = 1000;
 
 /**
@@ -92,5 +106,112 @@ export function batchResults(items: readonly CreateJobRequest[], response: Batch
       return { requestId: item.requestId, error: TickwheelError.fromStatus(result.value) };
     }
     throw new TickwheelError(Code.Internal, `BatchCreateJobs result ${index} has neither a job nor an error`);
+  });
+}
+
+/**
+ * What became of one change given to `updateJobs`: the job as stored after
+ * it (at its old version when it changed nothing), or `error`, what
+ * UpdateJob would have thrown for it alone (NOT_FOUND, FAILED_PRECONDITION
+ * for a stale version, INVALID_ARGUMENT with `fieldViolations` relative to
+ * the item).
+ */
+export type UpdateJobsResult =
+  | { readonly jobId: string; readonly job: Job; readonly error?: undefined }
+  | { readonly jobId: string; readonly job?: undefined; readonly error: TickwheelError };
+
+/**
+ * What became of one id given to `deleteJobs`: deleted, with how many
+ * executions that had not started were canceled, or `error`, what
+ * DeleteJob would have thrown for it alone. NOT_FOUND after a retried call
+ * may mean an earlier attempt of the call deleted it.
+ */
+export type DeleteJobsResult =
+  | { readonly jobId: string; readonly canceledExecutions: bigint; readonly error?: undefined }
+  | { readonly jobId: string; readonly canceledExecutions?: undefined; readonly error: TickwheelError };
+
+function chunk<T>(items: T[]): T[][] {
+  const batches: T[][] = [];
+  for (let start = 0; start < items.length; start += MAX_BATCH_ITEMS) {
+    batches.push(items.slice(start, start + MAX_BATCH_ITEMS));
+  }
+  return batches;
+}
+
+/**
+ * The items of each BatchUpdateJobs call that applies `changes`, in order,
+ * at most {@link MAX_BATCH_ITEMS} per call. A change is a Job (`id`, the
+ * `version` last read, the new values), sent with `updateMask` (unset or
+ * empty: every mutable field), or an UpdateJobRequest with its own mask.
+ */
+export function planUpdates(
+  changes: Iterable<Job | MessageInitShape<typeof JobSchema> | UpdateJobRequest>,
+  updateMask: readonly string[] | undefined,
+): UpdateJobRequest[][] {
+  const items = [...changes].map((change) => {
+    if ((change as { $typeName?: string }).$typeName === UpdateJobRequestSchema.typeName) {
+      return change as UpdateJobRequest;
+    }
+    return create(UpdateJobRequestSchema, {
+      job: create(JobSchema, change as MessageInitShape<typeof JobSchema>),
+      ...(updateMask !== undefined ? { updateMask: create(FieldMaskSchema, { paths: [...updateMask] }) } : {}),
+    });
+  });
+  return chunk(items);
+}
+
+/**
+ * The items of each BatchDeleteJobs call that deletes `ids`, in order, at
+ * most {@link MAX_BATCH_ITEMS} per call. `versions`, when given, has one
+ * entry per id (0: any version); a TypeError otherwise.
+ */
+export function planDeletes(
+  ids: Iterable<string>,
+  versions: readonly (bigint | number)[] | undefined,
+): DeleteJobRequest[][] {
+  if (typeof ids === "string") {
+    throw new TypeError("ids is a list of job ids, not one string");
+  }
+  const list = [...ids];
+  if (versions !== undefined && versions.length !== list.length) {
+    throw new TypeError(`versions has ${versions.length} entries for ${list.length} ids`);
+  }
+  return chunk(list.map((id, index) => create(DeleteJobRequestSchema, { id, version: BigInt(versions?.[index] ?? 0) })));
+}
+
+function sameLength(method: string, items: number, results: number): void {
+  if (results !== items) {
+    throw new TickwheelError(Code.Internal, `${method} answered ${results} results for ${items} items`);
+  }
+}
+
+/** One result per item of a BatchUpdateJobs call, in order; INTERNAL when the response breaks the contract. */
+export function updateResults(items: readonly UpdateJobRequest[], response: BatchUpdateJobsResponse): UpdateJobsResult[] {
+  sameLength("BatchUpdateJobs", items.length, response.results.length);
+  return items.map((item, index): UpdateJobsResult => {
+    const jobId = item.job?.id ?? "";
+    const result = response.results[index]!.result;
+    if (result.case === "job" && result.value.job !== undefined) {
+      return { jobId, job: result.value.job };
+    }
+    if (result.case === "error") {
+      return { jobId, error: TickwheelError.fromStatus(result.value) };
+    }
+    throw new TickwheelError(Code.Internal, `BatchUpdateJobs result ${index} has neither a job nor an error`);
+  });
+}
+
+/** One result per item of a BatchDeleteJobs call, in order; INTERNAL when the response breaks the contract. */
+export function deleteResults(items: readonly DeleteJobRequest[], response: BatchDeleteJobsResponse): DeleteJobsResult[] {
+  sameLength("BatchDeleteJobs", items.length, response.results.length);
+  return items.map((item, index): DeleteJobsResult => {
+    const result = response.results[index]!.result;
+    if (result.case === "deleted") {
+      return { jobId: item.id, canceledExecutions: result.value.canceledExecutions };
+    }
+    if (result.case === "error") {
+      return { jobId: item.id, error: TickwheelError.fromStatus(result.value) };
+    }
+    throw new TickwheelError(Code.Internal, `BatchDeleteJobs result ${index} has neither a deletion nor an error`);
   });
 }

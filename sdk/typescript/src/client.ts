@@ -12,8 +12,9 @@
  * Retries: UNAVAILABLE (by default) is retried with exponential backoff and
  * full jitter, within the call's deadline, and only for calls that are safe
  * to repeat: reads, CreateJob, BatchCreateJobs and TriggerJob (request ids
- * make them idempotent; the client generates them when you do not), and dry
- * runs. Other writes fail on the first error.
+ * make them idempotent; the client generates them when you do not),
+ * BatchUpdateJobs and BatchDeleteJobs (versions make each change apply
+ * once), and dry runs. Other writes fail on the first error.
  *
  * ```ts
  * const client = new TickwheelClient({ address: "127.0.0.1:50051", apiKey: process.env.TICKWHEEL_API_KEY });
@@ -36,7 +37,17 @@ import {
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { Code, createClient, type Interceptor } from "@connectrpc/connect";
 
-import { batchResults, planBatches, type CreateJobsResult } from "./batch.js";
+import {
+  batchResults,
+  deleteResults,
+  planBatches,
+  planDeletes,
+  planUpdates,
+  updateResults,
+  type CreateJobsResult,
+  type DeleteJobsResult,
+  type UpdateJobsResult,
+} from "./batch.js";
 import { payloadBytes, timestamp, executionStatus, jobState, type ExecutionStatusName, type JobStateName, type TimestampLike } from "./builders.js";
 import { systemClock, type Clock } from "./clock.js";
 import { TickwheelError } from "./errors.js";
@@ -45,9 +56,13 @@ import type { Execution } from "./gen/tickwheel/v1/execution_pb.js";
 import { JobSchema, type ExecutionStatus, type Job, type JobState } from "./gen/tickwheel/v1/job_pb.js";
 import {
   CreateJobRequestSchema,
+  DeleteJobRequestSchema,
   SchedulerService,
+  UpdateJobRequestSchema,
   type BackfillJobResponse,
   type BatchCreateJobsResponse,
+  type BatchDeleteJobsResponse,
+  type BatchUpdateJobsResponse,
   type CancelExecutionResponse,
   type CreateJobResponse,
   type DeleteJobResponse,
@@ -61,6 +76,7 @@ import {
   type ReplayDeadLetterResponse,
   type ResumeJobResponse,
   type TriggerJobResponse,
+  type UpdateJobRequest,
   type UpdateJobResponse,
 } from "./gen/tickwheel/v1/scheduler_pb.js";
 import { backoffMs, retryOptions, type RetryOptions, type TlsOptions } from "./options.js";
@@ -144,6 +160,13 @@ const withItemRequestIds: CallPolicy = {
   },
 };
 const whenDryRun: CallPolicy = { idempotent: (request) => Boolean(request["dryRun"]) };
+/** Each update item names the version it expects: a retry cannot apply one twice. */
+const withItemVersions: CallPolicy = {
+  idempotent: (request) => {
+    const items = request["items"];
+    return Array.isArray(items) && items.length > 0 && items.every((item: Request) => Boolean((item?.["job"] as Request | undefined)?.["version"]));
+  },
+};
 
 /**
  * Per RPC (by its local name), when it may be retried. Anything not listed
@@ -155,6 +178,11 @@ const POLICIES: Record<string, Record<string, CallPolicy>> = {
   [SchedulerService.typeName]: {
     createJob: withRequestId,
     batchCreateJobs: withItemRequestIds,
+    // A delete happens once and each update carries its version: a retried
+    // batch applies nothing twice (an item a lost attempt applied answers
+    // NOT_FOUND or FAILED_PRECONDITION).
+    batchUpdateJobs: withItemVersions,
+    batchDeleteJobs: always,
     triggerJob: withRequestId,
     backfillJob: whenDryRun,
     getJob: always,
@@ -417,6 +445,70 @@ export class TickwheelClient {
     options: CallOptions = {},
   ): Promise<BatchCreateJobsResponse> {
     return this.scheduler.batchCreateJobs({ items: [...items] }, options);
+  }
+
+  /**
+   * Changes every job of `changes` through BatchUpdateJobs and returns one
+   * {@link UpdateJobsResult} per change, in order: the job as stored, or the
+   * {@link TickwheelError} UpdateJob would have thrown for it alone. A change
+   * is a Job with `id`, the `version` last read and the new values of
+   * `updateMask` (unset: every mutable field), or an UpdateJobRequest with
+   * its own mask. Changes apply in order: a job named twice sees the first
+   * change (and its new version). Calls of at most 1000, one after the other,
+   * each retried on UNAVAILABLE: the versions make a change apply once, and
+   * one a lost attempt applied then answers FAILED_PRECONDITION. Throws when
+   * a call fails as a whole: the calls before it were applied.
+   */
+  async updateJobs(
+    changes: Iterable<Job | MessageInitShape<typeof JobSchema> | UpdateJobRequest>,
+    options: { updateMask?: readonly string[] } & CallOptions = {},
+  ): Promise<UpdateJobsResult[]> {
+    const { updateMask, ...call } = options;
+    const results: UpdateJobsResult[] = [];
+    for (const items of planUpdates(changes, updateMask)) {
+      const response = await this.batchUpdateJobs(items, call);
+      results.push(...updateResults(items, response));
+    }
+    return results;
+  }
+
+  /**
+   * Deletes every job of `ids` through BatchDeleteJobs and returns one
+   * {@link DeleteJobsResult} per id, in order: deleted (with
+   * `canceledExecutions`) or the {@link TickwheelError} DeleteJob would have
+   * thrown (NOT_FOUND for an unknown id, one named twice or another
+   * tenant's; FAILED_PRECONDITION when a non-zero `versions` entry is
+   * stale). Retried on UNAVAILABLE: a job a lost attempt deleted then
+   * answers NOT_FOUND. Throws when a call fails as a whole: the calls before
+   * it were applied.
+   */
+  async deleteJobs(
+    ids: Iterable<string>,
+    options: { versions?: readonly (bigint | number)[] } & CallOptions = {},
+  ): Promise<DeleteJobsResult[]> {
+    const { versions, ...call } = options;
+    const results: DeleteJobsResult[] = [];
+    for (const items of planDeletes(ids, versions)) {
+      const response = await this.batchDeleteJobs(items, call);
+      results.push(...deleteResults(items, response));
+    }
+    return results;
+  }
+
+  /** One BatchUpdateJobs call: 1 to 1000 UpdateJobRequest items. Retried when every item has a version. Prefer {@link updateJobs}. */
+  batchUpdateJobs(
+    items: readonly MessageInitShape<typeof UpdateJobRequestSchema>[],
+    options: CallOptions = {},
+  ): Promise<BatchUpdateJobsResponse> {
+    return this.scheduler.batchUpdateJobs({ items: [...items] }, options);
+  }
+
+  /** One BatchDeleteJobs call: 1 to 1000 DeleteJobRequest items. Retried. Prefer {@link deleteJobs}. */
+  batchDeleteJobs(
+    items: readonly MessageInitShape<typeof DeleteJobRequestSchema>[],
+    options: CallOptions = {},
+  ): Promise<BatchDeleteJobsResponse> {
+    return this.scheduler.batchDeleteJobs({ items: [...items] }, options);
   }
 
   /**

@@ -40,7 +40,7 @@ export {
   type OverlapName,
   type TimestampLike,
 } from "./builders.js";
-export { MAX_BATCH_ITEMS, type CreateJobsResult } from "./batch.js";
+export { MAX_BATCH_ITEMS, type CreateJobsResult, type DeleteJobsResult, type UpdateJobsResult } from "./batch.js";
 export { Code, TickwheelError, codeName, type FieldViolation } from "./errors.js";
 export {
   DEFAULT_RETRY,

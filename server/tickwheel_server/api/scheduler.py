@@ -38,6 +38,7 @@ from ..schedule import validate as validate_schedule
 from ..store.alerts import AlertStore
 from ..store.deadletters import DeadLetterStore
 from ..store.history import HistoryStore
+from ..store.jobbatch import Decide, JobChange
 from ..store.jobrecords import JobRecord, NewJob
 from ..store.jobs import JobStore
 from ..store.manual import ManualStore
@@ -55,7 +56,7 @@ RESUME_TRIES = 3
 MAX_BACKFILL = 10_000
 """Occurrences one BackfillJob call may cover (the CLI splits larger windows)."""
 MAX_BATCH = 1000
-"""Items one BatchCreateJobs call may hold."""
+"""Items one BatchCreateJobs, BatchUpdateJobs or BatchDeleteJobs call may hold."""
 
 
 def backfill_occurrences(schedule: Schedule, start: datetime, end: datetime, limit: int = MAX_BACKFILL) -> list[datetime]:
@@ -92,6 +93,12 @@ def upcoming(schedule: Schedule, after: datetime, count: int, *, runs_so_far: in
 
 def _required(value: str, field: str) -> str:
     return validate.check_id(value, field)
+
+
+def _delete_version(version: int) -> int:
+    if version < 0:
+        raise InvalidArgument.field("version", "must be >= 0 (0: any version)")
+    return version
 
 
 def _reason(value: str) -> str:
@@ -140,6 +147,45 @@ def update_plan(record: JobRecord, stored: job_pb2.Job, job: job_pb2.Job, now: d
     except ScheduleError as error:
         raise validate.schedule_error(error) from None
     return jobchanges.plan_update(record, schedule_of(stored, record.id), changed, now, tzdata=tzdata_version())
+
+
+def update_change(
+    record: JobRecord, patch: job_pb2.Job, paths: tuple[str, ...], now: datetime, target_policy: TargetPolicy
+) -> JobChange | None:
+    """What UpdateJob's ``patch`` at ``paths`` writes to ``record``: the
+    merged definition validated as CreateJob validates (INVALID_ARGUMENT
+    naming the field otherwise) and its :func:`update_plan`; None when it
+    changes nothing. CPU-bound when a paused span is long: run it off the
+    loop (a batch runs it in the store's transaction thread)."""
+    stored = convert.stored_job(record)
+    job = validate.normalise_job(merge_job(stored, patch, paths), now, target_policy=target_policy)
+    if job == stored:
+        return None
+    plan = update_plan(record, stored, job, now)
+    return JobChange(
+        name=job.name, spec=job.SerializeToString(), time_zone=validate.zone_of(schedule_of(job, record.id)),
+        tzdata_version=plan.tzdata_version, payload_size=len(job.payload), reschedule=plan.reschedule,
+        skipped=plan.skipped,
+    )
+
+
+def batch_items(items) -> None:
+    """INVALID_ARGUMENT ``items`` unless a batch holds 1 to :data:`MAX_BATCH` items."""
+    if not 1 <= len(items) <= MAX_BATCH:
+        raise InvalidArgument([FieldViolation("items", f"must hold 1 to {MAX_BATCH} items, not {len(items)}")])
+
+
+def update_item(request, now: datetime, target_policy: TargetPolicy) -> tuple[str, int, Decide]:
+    """An UpdateJob ``request`` as the store applies it: (job id, expected
+    version, the decision from the job as stored). INVALID_ARGUMENT
+    ``update_mask``, ``job.id`` or ``job.version`` when it cannot be one."""
+    paths = update_paths(request.update_mask)
+    job_id, version = request.job.id, request.job.version
+    missing = [name for name, value in (("id", job_id), ("version", version)) if not value]
+    if missing:
+        raise InvalidArgument([FieldViolation(f"job.{name}", "required") for name in missing])
+    patch = request.job
+    return job_id, version, lambda record: update_change(record, patch, paths, now, target_policy)
 
 
 def resume_span(record: JobRecord, now: datetime) -> PausedSpan:
@@ -213,8 +259,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     @rpc
     async def BatchCreateJobs(self, request, context):
         tenant = await self._auth.tenant(context)
-        if not 1 <= len(request.items) <= MAX_BATCH:
-            raise InvalidArgument([FieldViolation("items", f"must hold 1 to {MAX_BATCH} items, not {len(request.items)}")])
+        batch_items(request.items)
         now = self._clock.now()
         results: list[scheduler_pb2.BatchCreateJobsResult | None] = [None] * len(request.items)
         accepted: list[int] = []
@@ -374,41 +419,82 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         handler if those changed. A request that changes nothing returns the
         job as it is: no new version."""
         tenant = await self._auth.tenant(context)
-        paths = update_paths(request.update_mask)
-        job_id, version = request.job.id, request.job.version
-        missing = [name for name, value in (("id", job_id), ("version", version)) if not value]
-        if missing:
-            raise InvalidArgument([FieldViolation(f"job.{name}", "required") for name in missing])
         now = self._clock.now()
+        job_id, version, decide = update_item(request, now, self._target_policy)
         record = await self._jobs.get(tenant.name, job_id)
         if record.version != version:
             raise VersionConflict(f"job {job_id!r}", version, record.version)
-        stored = convert.stored_job(record)
-        job = validate.normalise_job(merge_job(stored, request.job, paths), now, target_policy=self._target_policy)
-        if job == stored:
+        change = await asyncio.to_thread(decide, record)
+        if change is None:
             return scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(record))
-        plan = await asyncio.to_thread(update_plan, record, stored, job, now)
         updated, _ = await self._jobs.update(
-            tenant.name,
-            job_id,
-            version,
-            name=job.name,
-            spec=job.SerializeToString(),
-            time_zone=validate.zone_of(schedule_of(job, job_id)),
-            tzdata_version=plan.tzdata_version,
-            payload_size=len(job.payload),
-            reschedule=plan.reschedule,
-            skipped=plan.skipped,
+            tenant.name, job_id, version, name=change.name, spec=change.spec, time_zone=change.time_zone,
+            tzdata_version=change.tzdata_version, payload_size=change.payload_size, reschedule=change.reschedule,
+            skipped=change.skipped,
         )
         return scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(updated))
 
     @rpc
+    async def BatchUpdateJobs(self, request, context):
+        """Each item as :meth:`UpdateJob` would apply it alone, in request
+        order, in one transaction (:meth:`JobStore.update_many`): the
+        decisions run under the jobs' row locks, against each job as the
+        batch's earlier items left it."""
+        tenant = await self._auth.tenant(context)
+        batch_items(request.items)
+        now = self._clock.now()
+        results: list[scheduler_pb2.BatchUpdateJobsResult | None] = [None] * len(request.items)
+        accepted: list[int] = []
+        work = []
+        for index, item in enumerate(request.items):
+            try:
+                work.append(update_item(item, now, self._target_policy))
+                accepted.append(index)
+            except TickwheelError as error:
+                results[index] = scheduler_pb2.BatchUpdateJobsResult(error=status_for(error)[1])
+        outcomes = await self._jobs.update_many(tenant.name, work) if work else []
+        for index, outcome in zip(accepted, outcomes):
+            if isinstance(outcome, Exception):
+                results[index] = scheduler_pb2.BatchUpdateJobsResult(error=status_for(outcome)[1])
+            else:
+                response = scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(outcome[0]))
+                results[index] = scheduler_pb2.BatchUpdateJobsResult(job=response)
+        updated = sum(1 for outcome in outcomes if not isinstance(outcome, Exception))
+        return scheduler_pb2.BatchUpdateJobsResponse(
+            results=results, updated_count=updated, failed_count=len(results) - updated
+        )
+
+    @rpc
     async def DeleteJob(self, request, context):
         tenant = await self._auth.tenant(context)
-        if request.version < 0:
-            raise InvalidArgument.field("version", "must be >= 0 (0: any version)")
-        canceled = await self._jobs.delete(tenant.name, _required(request.id, "id"), request.version)
+        version = _delete_version(request.version)
+        canceled = await self._jobs.delete(tenant.name, _required(request.id, "id"), version)
         return scheduler_pb2.DeleteJobResponse(canceled_executions=canceled)
+
+    @rpc
+    async def BatchDeleteJobs(self, request, context):
+        """Each item as :meth:`DeleteJob` would delete it alone, in request
+        order, in one transaction (:meth:`JobStore.delete_many`)."""
+        tenant = await self._auth.tenant(context)
+        batch_items(request.items)
+        results: list[scheduler_pb2.BatchDeleteJobsResult | None] = [None] * len(request.items)
+        accepted: list[int] = []
+        work = []
+        for index, item in enumerate(request.items):
+            try:
+                work.append((_required(item.id, "id"), _delete_version(item.version)))
+                accepted.append(index)
+            except TickwheelError as error:
+                results[index] = scheduler_pb2.BatchDeleteJobsResult(error=status_for(error)[1])
+        outcomes = await self._jobs.delete_many(tenant.name, work) if work else []
+        for index, outcome in zip(accepted, outcomes):
+            if isinstance(outcome, Exception):
+                results[index] = scheduler_pb2.BatchDeleteJobsResult(error=status_for(outcome)[1])
+            else:
+                deleted = scheduler_pb2.DeleteJobResponse(canceled_executions=outcome)
+                results[index] = scheduler_pb2.BatchDeleteJobsResult(deleted=deleted)
+        count = sum(1 for outcome in outcomes if not isinstance(outcome, Exception))
+        return scheduler_pb2.BatchDeleteJobsResponse(results=results, deleted_count=count, failed_count=len(results) - count)
 
     @rpc
     async def PauseJob(self, request, context):

@@ -41,7 +41,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="idempotency key: repeating the command with it returns the same job "
                         "(default: a fresh uuid4)")
 
-    from tickwheel_server.cli import jobimport
+    from tickwheel_server.cli import jobbulk, jobimport
 
     jobimport.register(jobs, parents)
 
@@ -55,13 +55,16 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--page-size", type=int, default=0, metavar="N", help="jobs per request (server default 100)")
     p.add_argument("--limit", type=int, default=0, metavar="N", help="stop after N jobs (default: all)")
 
-    p = leaf(jobs, "update", parents, update, auth="tenant", help="change a job's fields",
+    p = leaf(jobs, "update", parents, update, auth="tenant", help="change the fields of one job or many",
              description="Change the fields whose flags are given (the update mask is built from them). "
-                         "--version is the version you last read (job get); a stale one is refused.")
-    p.add_argument("id", metavar="ID")
-    p.add_argument("--version", type=int, required=True, metavar="V")
+                         "--version is the version you last read (job get); a stale one is refused. "
+                         "With --file (ID VERSION lines) the same change goes to every job listed, through "
+                         "BatchUpdateJobs; each job's outcome is reported, exit status 1 when any failed.")
+    p.add_argument("ids", metavar="ID", nargs="*")
+    p.add_argument("--version", type=int, metavar="V")
     p.add_argument("--name")
     _add_spec_args(p, create=False)
+    jobbulk.add_bulk_args(p, update=True)
 
     p = leaf(jobs, "pause", parents, pause, auth="tenant", help="pause a job (cancels executions not started)")
     p.add_argument("id", metavar="ID")
@@ -70,9 +73,14 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = leaf(jobs, "resume", parents, resume, auth="tenant", help="resume a paused job at its next future run")
     p.add_argument("id", metavar="ID")
 
-    p = leaf(jobs, "delete", parents, delete, auth="tenant", help="delete a job (history is kept)")
-    p.add_argument("id", metavar="ID")
-    p.add_argument("--version", type=int, default=0, metavar="V", help="refuse unless the job is at this version")
+    p = leaf(jobs, "delete", parents, delete, auth="tenant", help="delete jobs (history is kept)",
+             description="Delete the jobs named (and those of --file) and cancel their executions not "
+                         "started. Several jobs go through BatchDeleteJobs; each job's outcome is reported, "
+                         "exit status 1 when any failed.")
+    p.add_argument("ids", metavar="ID", nargs="*")
+    p.add_argument("--version", type=int, default=0, metavar="V",
+                   help="refuse unless the job is at this version (one ID)")
+    jobbulk.add_bulk_args(p, update=False)
 
     p = leaf(jobs, "trigger", parents, trigger, auth="tenant", help="run a job now; prints the execution id last")
     p.add_argument("id", metavar="ID")
@@ -383,6 +391,13 @@ def list_jobs(ctx: Context, a: argparse.Namespace) -> int:
 def update(ctx: Context, a: argparse.Namespace) -> int:
     from tickwheel.v1 import job_pb2
 
+    from tickwheel_server.cli import jobbulk
+
+    if jobbulk.wants_bulk(a):
+        return jobbulk.update_many(ctx, a)
+    if a.version is None:
+        raise UsageError("--version is required: the version you last read (job get)")
+    (a.id,) = a.ids
     current = ctx.client.get_job(a.id).job if _needs_current(a) else None
     job = job_pb2.Job(id=a.id, version=a.version)
     paths = apply_spec(job, a, current)
@@ -421,6 +436,11 @@ def resume(ctx: Context, a: argparse.Namespace) -> int:
 
 
 def delete(ctx: Context, a: argparse.Namespace) -> int:
+    from tickwheel_server.cli import jobbulk
+
+    if jobbulk.wants_bulk(a):
+        return jobbulk.delete_many(ctx, a)
+    (a.id,) = a.ids
     response = ctx.client.delete_job(a.id, version=a.version)
     if ctx.json:
         ctx.emit_json(response)

@@ -45,22 +45,21 @@ from tickwheel.v1 import job_pb2
 
 from tickwheel.shared.ids import from_us, to_us
 
-from ..errors import NotFound, QuotaExceeded, VersionConflict
-from ..policy.jobchanges import CursorView, Pending, Reschedule, SkippedSpan, expired_at_resume, row_refresh
+from ..errors import NotFound, TickwheelError, VersionConflict
+from ..policy.jobchanges import Reschedule, SkippedSpan, expired_at_resume
 from ..schedule import Fire
 from . import quota
 from .base import SqlStore, chunks
 from .history import SkipRecord
 from .isolation import set_key_limits
-from .jobexecutions import (
-    CHUNK, cancel_not_started, held_by_pause, hold_not_started, last_created_at, pending_occurrences,
-    record_paused_span, recreate_pending, span_with,
+from .jobbatch import (
+    Decide, JobChange, UpdateOutcome, apply_update, delete_jobs, payload_limit, row_values, update_jobs,
 )
+from .jobexecutions import CHUNK, cancel_not_started, held_by_pause, hold_not_started, record_paused_span, span_with
 from .jobcreate import Outcome, create_jobs
 from .jobrecords import JOB_STATES, JobRecord, NewJob, get_job, job_record
 from .quota import SlotPicker
-from .tables import executions, jobs, tenants
-from .timeline import NOT_STARTED, in_group
+from .tables import executions, jobs
 
 
 class JobStore(SqlStore):
@@ -212,75 +211,52 @@ class JobStore(SqlStore):
           ``time_zone`` and ``tzdata_version`` replaced.
         """
         now_us = to_us(self.clock.now())
-        changed = job_pb2.Job.FromString(spec)
+        change = JobChange(
+            name=name, spec=spec, time_zone=time_zone, tzdata_version=tzdata_version, payload_size=payload_size,
+            reschedule=reschedule, skipped=skipped,
+        )
 
         def fn(conn: Connection) -> tuple[JobRecord, int]:
             current = self._locked(conn, tenant, job_id)
             if current.version != expected_version:
                 raise VersionConflict(f"job {job_id!r}", expected_version, current.version)
-            quota = conn.execute(sa.select(tenants.c.max_payload_bytes).where(tenants.c.name == tenant)).scalar()
-            if quota is not None and payload_size > quota:
-                raise QuotaExceeded(
-                    tenant, "max_payload_bytes", quota, f"payload of {payload_size} bytes is over the limit"
-                )
-            run_count = current.run_count
-            if skipped is not None:
-                if current.state != "paused" or current.next_run_at != skipped.from_at:
-                    raise ValueError("skipped must start at the cursor of a paused job")
-                run_count += skipped.count
-            refresh = row_refresh(job_pb2.Job.FromString(current.spec), changed)
-            next_run_at, next_due_at = current.next_run_at, current.next_due_at
-            canceled = 0
-            if reschedule is not None:
-                pending = pending_occurrences(conn, self.caps, job_id)
-                view = CursorView(
-                    current.state, current.next_run_at, max(0, run_count - len(pending)),
-                    last_created_at(conn, job_id, frozenset(row.id for row in pending)),
-                    tuple(Pending(from_us(row.nominal_at), from_us(row.due_at)) for row in pending),
-                )
-                plan = reschedule(view)
-                canceled = recreate_pending(
-                    conn, self.caps, current, pending, plan, payload=changed.payload, handler=refresh.handler,
-                    held=current.state == "paused", now_us=now_us,
-                )
-                run_count = plan.runs
-                fire = plan.next_fire
-                next_run_at, next_due_at = (None, None) if fire is None else (fire.nominal_at, fire.due_at)
-            elif refresh.payload is not None:
-                ids = [row.id for row in pending_occurrences(conn, self.caps, job_id)]
-                for chunk in chunks(ids, CHUNK):
-                    conn.execute(
-                        executions.update()
-                        .where(executions.c.id.in_(chunk), *in_group(NOT_STARTED))
-                        .values(payload=refresh.payload)
-                    )
-            if refresh.handler_changed:
-                conn.execute(
-                    executions.update()
-                    .where(executions.c.job_id == job_id, *in_group(NOT_STARTED))
-                    .values(handler=refresh.handler)
-                )
-            if current.state == "paused":
-                state = "paused"
-            else:
-                state = "active" if next_run_at is not None else "completed"
-            if skipped is not None:
-                record_paused_span(conn, current, skipped, now_us)
-            conn.execute(
-                jobs.update()
-                .where(jobs.c.id == job_id)
-                .values(
-                    name=name, spec=spec, time_zone=time_zone, tzdata_version=tzdata_version, state=state,
-                    next_run_at=None if next_run_at is None else to_us(next_run_at),
-                    next_due_at=None if next_due_at is None else to_us(next_due_at),
-                    run_count=run_count, version=current.version + 1, updated_at=now_us,
-                )
+            updated, canceled = apply_update(
+                conn, self.caps, current, change, limit=payload_limit(conn, tenant), now_us=now_us
             )
+            conn.execute(jobs.update().where(jobs.c.id == job_id).values(**row_values(updated)))
             return get_job(conn, tenant, job_id), canceled
 
         record, canceled = await self._tx(fn, row_locked=True)
         await self._apply_key_limits(record)
         return record, canceled
+
+    async def update_many(self, tenant: str, items: Sequence[tuple[str, int, Decide]]) -> list[UpdateOutcome]:
+        """Apply each (job id, expected version, decision) of ``tenant`` in
+        request order, each as :meth:`update` would, in one transaction
+        (:func:`.jobbatch.update_jobs`); one outcome per item: (the job after
+        it, executions canceled) or the error that item alone would have
+        raised, nothing of it written. The concurrency-key limits of the
+        changed jobs are applied after, as :meth:`update` does."""
+        if not items:
+            return []
+        now_us = to_us(self.clock.now())
+        outcomes, changed = await self._tx(
+            lambda conn: update_jobs(conn, self.caps, tenant, items, now_us=now_us), row_locked=True
+        )
+        if changed:
+            await self._apply_key_limits(*changed)
+        return outcomes
+
+    async def delete_many(self, tenant: str, items: Sequence[tuple[str, int]]) -> list[int | TickwheelError]:
+        """Delete each (job id, expected version; 0 for any) of ``tenant`` in
+        request order, each as :meth:`delete` would, in one transaction
+        (:func:`.jobbatch.delete_jobs`); one outcome per item: how many
+        executions were canceled, or the error that item alone would have
+        raised (NotFound for an id deleted by an earlier item)."""
+        if not items:
+            return []
+        now_us = to_us(self.clock.now())
+        return await self._tx(lambda conn: delete_jobs(conn, self.caps, tenant, items, now_us=now_us), row_locked=True)
 
     async def _apply_key_limits(self, *records: JobRecord) -> None:
         """The limits of the concurrency keys ``records`` name become every

@@ -105,6 +105,30 @@ class UpdateJobResponse(_message.Message):
     job: _job_pb2.Job
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
 
+class BatchUpdateJobsRequest(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[UpdateJobRequest]
+    def __init__(self, items: _Optional[_Iterable[_Union[UpdateJobRequest, _Mapping]]] = ...) -> None: ...
+
+class BatchUpdateJobsResponse(_message.Message):
+    __slots__ = ("results", "updated_count", "failed_count")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    FAILED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[BatchUpdateJobsResult]
+    updated_count: int
+    failed_count: int
+    def __init__(self, results: _Optional[_Iterable[_Union[BatchUpdateJobsResult, _Mapping]]] = ..., updated_count: _Optional[int] = ..., failed_count: _Optional[int] = ...) -> None: ...
+
+class BatchUpdateJobsResult(_message.Message):
+    __slots__ = ("job", "error")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    job: UpdateJobResponse
+    error: _status_pb2.Status
+    def __init__(self, job: _Optional[_Union[UpdateJobResponse, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+
 class DeleteJobRequest(_message.Message):
     __slots__ = ("id", "version")
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -118,6 +142,30 @@ class DeleteJobResponse(_message.Message):
     CANCELED_EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
     canceled_executions: int
     def __init__(self, canceled_executions: _Optional[int] = ...) -> None: ...
+
+class BatchDeleteJobsRequest(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[DeleteJobRequest]
+    def __init__(self, items: _Optional[_Iterable[_Union[DeleteJobRequest, _Mapping]]] = ...) -> None: ...
+
+class BatchDeleteJobsResponse(_message.Message):
+    __slots__ = ("results", "deleted_count", "failed_count")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    DELETED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    FAILED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[BatchDeleteJobsResult]
+    deleted_count: int
+    failed_count: int
+    def __init__(self, results: _Optional[_Iterable[_Union[BatchDeleteJobsResult, _Mapping]]] = ..., deleted_count: _Optional[int] = ..., failed_count: _Optional[int] = ...) -> None: ...
+
+class BatchDeleteJobsResult(_message.Message):
+    __slots__ = ("deleted", "error")
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    deleted: DeleteJobResponse
+    error: _status_pb2.Status
+    def __init__(self, deleted: _Optional[_Union[DeleteJobResponse, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class PauseJobRequest(_message.Message):
     __slots__ = ("id", "reason")

@@ -69,10 +69,20 @@ class SchedulerServiceStub:
                 request_serializer=tickwheel_dot_v1_dot_scheduler__pb2.UpdateJobRequest.SerializeToString,
                 response_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.UpdateJobResponse.FromString,
                 _registered_method=True)
+        self.BatchUpdateJobs = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/BatchUpdateJobs',
+                request_serializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchUpdateJobsRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchUpdateJobsResponse.FromString,
+                _registered_method=True)
         self.DeleteJob = channel.unary_unary(
                 '/tickwheel.v1.SchedulerService/DeleteJob',
                 request_serializer=tickwheel_dot_v1_dot_scheduler__pb2.DeleteJobRequest.SerializeToString,
                 response_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.DeleteJobResponse.FromString,
+                _registered_method=True)
+        self.BatchDeleteJobs = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/BatchDeleteJobs',
+                request_serializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchDeleteJobsRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchDeleteJobsResponse.FromString,
                 _registered_method=True)
         self.PauseJob = channel.unary_unary(
                 '/tickwheel.v1.SchedulerService/PauseJob',
@@ -206,10 +216,52 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BatchUpdateJobs(self, request, context):
+        """Changes up to 1 000 jobs in one call. Each item is an UpdateJobRequest
+        and is answered as UpdateJob would answer it alone: the job as stored
+        after the change, or the error (INVALID_ARGUMENT with BadRequest field
+        violations relative to the item, e.g. `update_mask` or `job.version`;
+        NOT_FOUND for an id that is not one of the tenant's jobs, another
+        tenant's included; FAILED_PRECONDITION with a PreconditionFailure when
+        `job.version` is not the stored version; RESOURCE_EXHAUSTED over
+        `max_payload_bytes`). A bad item writes nothing and does not fail the
+        others. The items are applied in request order in one transaction,
+        durable before the reply: an id repeated in the call sees what its
+        earlier items did (its version among them, so a repeat carrying the
+        version it read before the call gets FAILED_PRECONDITION when an earlier
+        item changed the job). The call itself fails only when it is not a
+        batch: no items or more than 1 000 (INVALID_ARGUMENT `items`), or when
+        the store is unavailable (UNAVAILABLE; nothing written, and retrying the
+        same call is safe: each item's `job.version` makes a change apply once).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DeleteJob(self, request, context):
         """Deletes a job and cancels its executions that have not started (held
         ones included), recorded as CANCELED with "canceled: job deleted".
         A RUNNING execution finishes. History is kept for the retention window.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BatchDeleteJobs(self, request, context):
+        """Deletes up to 1 000 jobs in one call. Each item is a DeleteJobRequest
+        and is answered as DeleteJob would answer it alone: how many of the
+        job's executions that had not started were canceled, or the error
+        (INVALID_ARGUMENT naming the item's field, e.g. `id`; NOT_FOUND for an
+        id that is not one of the tenant's jobs, another tenant's included;
+        FAILED_PRECONDITION when a non-zero `version` is not the stored
+        version). A bad item writes nothing and does not fail the others. The
+        items are applied in request order in one transaction, durable before
+        the reply: an id repeated in the call gets NOT_FOUND after its first
+        delete. The call itself fails only when it is not a batch: no items or
+        more than 1 000 (INVALID_ARGUMENT `items`), or when the store is
+        unavailable (UNAVAILABLE; nothing written, retrying is safe). A retried
+        call whose first attempt did commit (the reply was lost) answers
+        NOT_FOUND for the jobs it deleted.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -327,10 +379,20 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     request_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.UpdateJobRequest.FromString,
                     response_serializer=tickwheel_dot_v1_dot_scheduler__pb2.UpdateJobResponse.SerializeToString,
             ),
+            'BatchUpdateJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchUpdateJobs,
+                    request_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchUpdateJobsRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchUpdateJobsResponse.SerializeToString,
+            ),
             'DeleteJob': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteJob,
                     request_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.DeleteJobRequest.FromString,
                     response_serializer=tickwheel_dot_v1_dot_scheduler__pb2.DeleteJobResponse.SerializeToString,
+            ),
+            'BatchDeleteJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchDeleteJobs,
+                    request_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchDeleteJobsRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchDeleteJobsResponse.SerializeToString,
             ),
             'PauseJob': grpc.unary_unary_rpc_method_handler(
                     servicer.PauseJob,
@@ -539,6 +601,33 @@ class SchedulerService:
             _registered_method=True)
 
     @staticmethod
+    def BatchUpdateJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/BatchUpdateJobs',
+            tickwheel_dot_v1_dot_scheduler__pb2.BatchUpdateJobsRequest.SerializeToString,
+            tickwheel_dot_v1_dot_scheduler__pb2.BatchUpdateJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def DeleteJob(request,
             target,
             options=(),
@@ -555,6 +644,33 @@ class SchedulerService:
             '/tickwheel.v1.SchedulerService/DeleteJob',
             tickwheel_dot_v1_dot_scheduler__pb2.DeleteJobRequest.SerializeToString,
             tickwheel_dot_v1_dot_scheduler__pb2.DeleteJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BatchDeleteJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/BatchDeleteJobs',
+            tickwheel_dot_v1_dot_scheduler__pb2.BatchDeleteJobsRequest.SerializeToString,
+            tickwheel_dot_v1_dot_scheduler__pb2.BatchDeleteJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

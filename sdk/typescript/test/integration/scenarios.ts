@@ -308,6 +308,35 @@ const scenarios: Record<string, (config: Config) => Promise<unknown>> = {
     }
   },
 
+  /**
+   * Three one-off jobs a year ahead, then updateJobs (a rename of each at
+   * version 1, a second rename of the first at the stale version 1) and
+   * deleteJobs (the second, an unknown id, the second again).
+   */
+  async batchChanges(config) {
+    const client = new TickwheelClient({ address: config.address, apiKey: config.apiKey });
+    try {
+      const at = new Date(Date.now() + 365 * 24 * 3600 * 1000);
+      const created = await client.createJobs([0, 1, 2].map((i) => onceJob(`change-${i}`, at, { handler: "ts.echo" })));
+      const ids = created.map((r) => r.job!.id);
+      const updated = await client.updateJobs(
+        [...ids.map((id) => ({ id, version: 1n, name: `renamed-${id}` })), { id: ids[0]!, version: 1n, name: "stale" }],
+        { updateMask: ["name"] },
+      );
+      const deleted = await client.deleteJobs([ids[1]!, "job_unknown", ids[1]!]);
+      const left: string[] = [];
+      for await (const job of client.iterJobs({ pageSize: 100 })) left.push(job.name);
+      return {
+        ids,
+        updated: updated.map((r) => (r.error === undefined ? { name: r.job.name, version: Number(r.job.version) } : describeError(r.error))),
+        deleted: deleted.map((r) => (r.error === undefined ? { canceled: Number(r.canceledExecutions) } : describeError(r.error))),
+        left: left.sort(),
+      };
+    } finally {
+      client.close();
+    }
+  },
+
   /** Preview of the next runs of an unsaved cron job in a zone. */
   async preview(config) {
     const client = new TickwheelClient({ address: config.address, apiKey: config.apiKey });

@@ -688,6 +688,205 @@ func (x *UpdateJobResponse) GetJob() *Job {
 	return nil
 }
 
+// BatchUpdateJobs input.
+type BatchUpdateJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 1 000 items, each as UpdateJob takes it.
+	Items         []*UpdateJobRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchUpdateJobsRequest) Reset() {
+	*x = BatchUpdateJobsRequest{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchUpdateJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchUpdateJobsRequest) ProtoMessage() {}
+
+func (x *BatchUpdateJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchUpdateJobsRequest.ProtoReflect.Descriptor instead.
+func (*BatchUpdateJobsRequest) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *BatchUpdateJobsRequest) GetItems() []*UpdateJobRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// BatchUpdateJobs output.
+type BatchUpdateJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per item, in the order of the request.
+	Results []*BatchUpdateJobsResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// How many items were applied (their `job` set), those that changed
+	// nothing included.
+	UpdatedCount int32 `protobuf:"varint,2,opt,name=updated_count,json=updatedCount,proto3" json:"updated_count,omitempty"`
+	// How many items failed (their `error` set).
+	FailedCount   int32 `protobuf:"varint,3,opt,name=failed_count,json=failedCount,proto3" json:"failed_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchUpdateJobsResponse) Reset() {
+	*x = BatchUpdateJobsResponse{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchUpdateJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchUpdateJobsResponse) ProtoMessage() {}
+
+func (x *BatchUpdateJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchUpdateJobsResponse.ProtoReflect.Descriptor instead.
+func (*BatchUpdateJobsResponse) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *BatchUpdateJobsResponse) GetResults() []*BatchUpdateJobsResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *BatchUpdateJobsResponse) GetUpdatedCount() int32 {
+	if x != nil {
+		return x.UpdatedCount
+	}
+	return 0
+}
+
+func (x *BatchUpdateJobsResponse) GetFailedCount() int32 {
+	if x != nil {
+		return x.FailedCount
+	}
+	return 0
+}
+
+// What became of one BatchUpdateJobs item.
+type BatchUpdateJobsResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*BatchUpdateJobsResult_Job
+	//	*BatchUpdateJobsResult_Error
+	Result        isBatchUpdateJobsResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchUpdateJobsResult) Reset() {
+	*x = BatchUpdateJobsResult{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchUpdateJobsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchUpdateJobsResult) ProtoMessage() {}
+
+func (x *BatchUpdateJobsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchUpdateJobsResult.ProtoReflect.Descriptor instead.
+func (*BatchUpdateJobsResult) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *BatchUpdateJobsResult) GetResult() isBatchUpdateJobsResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *BatchUpdateJobsResult) GetJob() *UpdateJobResponse {
+	if x != nil {
+		if x, ok := x.Result.(*BatchUpdateJobsResult_Job); ok {
+			return x.Job
+		}
+	}
+	return nil
+}
+
+func (x *BatchUpdateJobsResult) GetError() *status.Status {
+	if x != nil {
+		if x, ok := x.Result.(*BatchUpdateJobsResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isBatchUpdateJobsResult_Result interface {
+	isBatchUpdateJobsResult_Result()
+}
+
+type BatchUpdateJobsResult_Job struct {
+	// The job as stored after the item (unchanged, at its version, when the
+	// item changed nothing).
+	Job *UpdateJobResponse `protobuf:"bytes,1,opt,name=job,proto3,oneof"`
+}
+
+type BatchUpdateJobsResult_Error struct {
+	// Why the item was refused, with the code and details UpdateJob would
+	// have answered for it alone (field paths relative to the item, as in
+	// UpdateJob). Nothing of it was written.
+	Error *status.Status `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+}
+
+func (*BatchUpdateJobsResult_Job) isBatchUpdateJobsResult_Result() {}
+
+func (*BatchUpdateJobsResult_Error) isBatchUpdateJobsResult_Result() {}
+
 // DeleteJob input.
 type DeleteJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -702,7 +901,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[11]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +913,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[11]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +926,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{11}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteJobRequest) GetId() string {
@@ -755,7 +954,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[12]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +966,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[12]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +979,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{12}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteJobResponse) GetCanceledExecutions() int64 {
@@ -789,6 +988,202 @@ func (x *DeleteJobResponse) GetCanceledExecutions() int64 {
 	}
 	return 0
 }
+
+// BatchDeleteJobs input.
+type BatchDeleteJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 1 000 items, each as DeleteJob takes it.
+	Items         []*DeleteJobRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchDeleteJobsRequest) Reset() {
+	*x = BatchDeleteJobsRequest{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchDeleteJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchDeleteJobsRequest) ProtoMessage() {}
+
+func (x *BatchDeleteJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchDeleteJobsRequest.ProtoReflect.Descriptor instead.
+func (*BatchDeleteJobsRequest) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *BatchDeleteJobsRequest) GetItems() []*DeleteJobRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// BatchDeleteJobs output.
+type BatchDeleteJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per item, in the order of the request.
+	Results []*BatchDeleteJobsResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// How many items deleted a job.
+	DeletedCount int32 `protobuf:"varint,2,opt,name=deleted_count,json=deletedCount,proto3" json:"deleted_count,omitempty"`
+	// How many items failed (their `error` set).
+	FailedCount   int32 `protobuf:"varint,3,opt,name=failed_count,json=failedCount,proto3" json:"failed_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchDeleteJobsResponse) Reset() {
+	*x = BatchDeleteJobsResponse{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchDeleteJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchDeleteJobsResponse) ProtoMessage() {}
+
+func (x *BatchDeleteJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchDeleteJobsResponse.ProtoReflect.Descriptor instead.
+func (*BatchDeleteJobsResponse) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *BatchDeleteJobsResponse) GetResults() []*BatchDeleteJobsResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *BatchDeleteJobsResponse) GetDeletedCount() int32 {
+	if x != nil {
+		return x.DeletedCount
+	}
+	return 0
+}
+
+func (x *BatchDeleteJobsResponse) GetFailedCount() int32 {
+	if x != nil {
+		return x.FailedCount
+	}
+	return 0
+}
+
+// What became of one BatchDeleteJobs item.
+type BatchDeleteJobsResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*BatchDeleteJobsResult_Deleted
+	//	*BatchDeleteJobsResult_Error
+	Result        isBatchDeleteJobsResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchDeleteJobsResult) Reset() {
+	*x = BatchDeleteJobsResult{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchDeleteJobsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchDeleteJobsResult) ProtoMessage() {}
+
+func (x *BatchDeleteJobsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchDeleteJobsResult.ProtoReflect.Descriptor instead.
+func (*BatchDeleteJobsResult) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *BatchDeleteJobsResult) GetResult() isBatchDeleteJobsResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *BatchDeleteJobsResult) GetDeleted() *DeleteJobResponse {
+	if x != nil {
+		if x, ok := x.Result.(*BatchDeleteJobsResult_Deleted); ok {
+			return x.Deleted
+		}
+	}
+	return nil
+}
+
+func (x *BatchDeleteJobsResult) GetError() *status.Status {
+	if x != nil {
+		if x, ok := x.Result.(*BatchDeleteJobsResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isBatchDeleteJobsResult_Result interface {
+	isBatchDeleteJobsResult_Result()
+}
+
+type BatchDeleteJobsResult_Deleted struct {
+	// The job was deleted: how many of its executions were canceled.
+	Deleted *DeleteJobResponse `protobuf:"bytes,1,opt,name=deleted,proto3,oneof"`
+}
+
+type BatchDeleteJobsResult_Error struct {
+	// Why the item was refused, with the code and details DeleteJob would
+	// have answered for it alone. Nothing of it was written.
+	Error *status.Status `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+}
+
+func (*BatchDeleteJobsResult_Deleted) isBatchDeleteJobsResult_Result() {}
+
+func (*BatchDeleteJobsResult_Error) isBatchDeleteJobsResult_Result() {}
 
 // PauseJob input.
 type PauseJobRequest struct {
@@ -805,7 +1200,7 @@ type PauseJobRequest struct {
 
 func (x *PauseJobRequest) Reset() {
 	*x = PauseJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[13]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +1212,7 @@ func (x *PauseJobRequest) String() string {
 func (*PauseJobRequest) ProtoMessage() {}
 
 func (x *PauseJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[13]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +1225,7 @@ func (x *PauseJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseJobRequest.ProtoReflect.Descriptor instead.
 func (*PauseJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{13}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PauseJobRequest) GetId() string {
@@ -863,7 +1258,7 @@ type PauseJobResponse struct {
 
 func (x *PauseJobResponse) Reset() {
 	*x = PauseJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[14]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +1270,7 @@ func (x *PauseJobResponse) String() string {
 func (*PauseJobResponse) ProtoMessage() {}
 
 func (x *PauseJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[14]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +1283,7 @@ func (x *PauseJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseJobResponse.ProtoReflect.Descriptor instead.
 func (*PauseJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{14}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PauseJobResponse) GetJob() *Job {
@@ -923,7 +1318,7 @@ type ResumeJobRequest struct {
 
 func (x *ResumeJobRequest) Reset() {
 	*x = ResumeJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[15]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1330,7 @@ func (x *ResumeJobRequest) String() string {
 func (*ResumeJobRequest) ProtoMessage() {}
 
 func (x *ResumeJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[15]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1343,7 @@ func (x *ResumeJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeJobRequest.ProtoReflect.Descriptor instead.
 func (*ResumeJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{15}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ResumeJobRequest) GetId() string {
@@ -975,7 +1370,7 @@ type ResumeJobResponse struct {
 
 func (x *ResumeJobResponse) Reset() {
 	*x = ResumeJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[16]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1382,7 @@ func (x *ResumeJobResponse) String() string {
 func (*ResumeJobResponse) ProtoMessage() {}
 
 func (x *ResumeJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[16]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1395,7 @@ func (x *ResumeJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeJobResponse.ProtoReflect.Descriptor instead.
 func (*ResumeJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{16}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResumeJobResponse) GetJob() *Job {
@@ -1043,7 +1438,7 @@ type TriggerJobRequest struct {
 
 func (x *TriggerJobRequest) Reset() {
 	*x = TriggerJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[17]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1450,7 @@ func (x *TriggerJobRequest) String() string {
 func (*TriggerJobRequest) ProtoMessage() {}
 
 func (x *TriggerJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[17]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1463,7 @@ func (x *TriggerJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerJobRequest.ProtoReflect.Descriptor instead.
 func (*TriggerJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{17}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TriggerJobRequest) GetId() string {
@@ -1113,7 +1508,7 @@ type TriggerJobResponse struct {
 
 func (x *TriggerJobResponse) Reset() {
 	*x = TriggerJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[18]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1520,7 @@ func (x *TriggerJobResponse) String() string {
 func (*TriggerJobResponse) ProtoMessage() {}
 
 func (x *TriggerJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[18]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1533,7 @@ func (x *TriggerJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerJobResponse.ProtoReflect.Descriptor instead.
 func (*TriggerJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{18}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TriggerJobResponse) GetExecution() *Execution {
@@ -1176,7 +1571,7 @@ type BackfillJobRequest struct {
 
 func (x *BackfillJobRequest) Reset() {
 	*x = BackfillJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[19]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1583,7 @@ func (x *BackfillJobRequest) String() string {
 func (*BackfillJobRequest) ProtoMessage() {}
 
 func (x *BackfillJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[19]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1596,7 @@ func (x *BackfillJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillJobRequest.ProtoReflect.Descriptor instead.
 func (*BackfillJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{19}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BackfillJobRequest) GetId() string {
@@ -1255,7 +1650,7 @@ type BackfillJobResponse struct {
 
 func (x *BackfillJobResponse) Reset() {
 	*x = BackfillJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[20]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1662,7 @@ func (x *BackfillJobResponse) String() string {
 func (*BackfillJobResponse) ProtoMessage() {}
 
 func (x *BackfillJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[20]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1675,7 @@ func (x *BackfillJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillJobResponse.ProtoReflect.Descriptor instead.
 func (*BackfillJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{20}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BackfillJobResponse) GetOccurrences() []*BackfillOccurrence {
@@ -1319,7 +1714,7 @@ type BackfillOccurrence struct {
 
 func (x *BackfillOccurrence) Reset() {
 	*x = BackfillOccurrence{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[21]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1726,7 @@ func (x *BackfillOccurrence) String() string {
 func (*BackfillOccurrence) ProtoMessage() {}
 
 func (x *BackfillOccurrence) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[21]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1739,7 @@ func (x *BackfillOccurrence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillOccurrence.ProtoReflect.Descriptor instead.
 func (*BackfillOccurrence) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{21}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *BackfillOccurrence) GetExecutionId() string {
@@ -1391,7 +1786,7 @@ type PreviewScheduleRequest struct {
 
 func (x *PreviewScheduleRequest) Reset() {
 	*x = PreviewScheduleRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[22]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1798,7 @@ func (x *PreviewScheduleRequest) String() string {
 func (*PreviewScheduleRequest) ProtoMessage() {}
 
 func (x *PreviewScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[22]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1811,7 @@ func (x *PreviewScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PreviewScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{22}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PreviewScheduleRequest) GetSource() isPreviewScheduleRequest_Source {
@@ -1490,7 +1885,7 @@ type PreviewScheduleResponse struct {
 
 func (x *PreviewScheduleResponse) Reset() {
 	*x = PreviewScheduleResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[23]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1897,7 @@ func (x *PreviewScheduleResponse) String() string {
 func (*PreviewScheduleResponse) ProtoMessage() {}
 
 func (x *PreviewScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[23]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1910,7 @@ func (x *PreviewScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PreviewScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{23}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PreviewScheduleResponse) GetFires() []*ScheduledFire {
@@ -1543,7 +1938,7 @@ type GetExecutionRequest struct {
 
 func (x *GetExecutionRequest) Reset() {
 	*x = GetExecutionRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[24]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +1950,7 @@ func (x *GetExecutionRequest) String() string {
 func (*GetExecutionRequest) ProtoMessage() {}
 
 func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[24]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +1963,7 @@ func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionRequest.ProtoReflect.Descriptor instead.
 func (*GetExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{24}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetExecutionRequest) GetId() string {
@@ -1589,7 +1984,7 @@ type GetExecutionResponse struct {
 
 func (x *GetExecutionResponse) Reset() {
 	*x = GetExecutionResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[25]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1996,7 @@ func (x *GetExecutionResponse) String() string {
 func (*GetExecutionResponse) ProtoMessage() {}
 
 func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[25]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +2009,7 @@ func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionResponse.ProtoReflect.Descriptor instead.
 func (*GetExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{25}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetExecutionResponse) GetExecution() *Execution {
@@ -1645,7 +2040,7 @@ type ListExecutionsRequest struct {
 
 func (x *ListExecutionsRequest) Reset() {
 	*x = ListExecutionsRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[26]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +2052,7 @@ func (x *ListExecutionsRequest) String() string {
 func (*ListExecutionsRequest) ProtoMessage() {}
 
 func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[26]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +2065,7 @@ func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{26}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListExecutionsRequest) GetJobId() string {
@@ -1730,7 +2125,7 @@ type ListExecutionsResponse struct {
 
 func (x *ListExecutionsResponse) Reset() {
 	*x = ListExecutionsResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[27]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1742,7 +2137,7 @@ func (x *ListExecutionsResponse) String() string {
 func (*ListExecutionsResponse) ProtoMessage() {}
 
 func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[27]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1755,7 +2150,7 @@ func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{27}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListExecutionsResponse) GetExecutions() []*Execution {
@@ -1794,7 +2189,7 @@ type CancelExecutionRequest struct {
 
 func (x *CancelExecutionRequest) Reset() {
 	*x = CancelExecutionRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[28]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +2201,7 @@ func (x *CancelExecutionRequest) String() string {
 func (*CancelExecutionRequest) ProtoMessage() {}
 
 func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[28]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +2214,7 @@ func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionRequest.ProtoReflect.Descriptor instead.
 func (*CancelExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{28}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CancelExecutionRequest) GetId() string {
@@ -1848,7 +2243,7 @@ type CancelExecutionResponse struct {
 
 func (x *CancelExecutionResponse) Reset() {
 	*x = CancelExecutionResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[29]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +2255,7 @@ func (x *CancelExecutionResponse) String() string {
 func (*CancelExecutionResponse) ProtoMessage() {}
 
 func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[29]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2268,7 @@ func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionResponse.ProtoReflect.Descriptor instead.
 func (*CancelExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{29}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CancelExecutionResponse) GetExecution() *Execution {
@@ -1898,7 +2293,7 @@ type ListDeadLettersRequest struct {
 
 func (x *ListDeadLettersRequest) Reset() {
 	*x = ListDeadLettersRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[30]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2305,7 @@ func (x *ListDeadLettersRequest) String() string {
 func (*ListDeadLettersRequest) ProtoMessage() {}
 
 func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[30]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2318,7 @@ func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{30}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListDeadLettersRequest) GetJobId() string {
@@ -1960,7 +2355,7 @@ type ListDeadLettersResponse struct {
 
 func (x *ListDeadLettersResponse) Reset() {
 	*x = ListDeadLettersResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[31]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2367,7 @@ func (x *ListDeadLettersResponse) String() string {
 func (*ListDeadLettersResponse) ProtoMessage() {}
 
 func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[31]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2380,7 @@ func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{31}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListDeadLettersResponse) GetExecutions() []*Execution {
@@ -2013,7 +2408,7 @@ type ReplayDeadLetterRequest struct {
 
 func (x *ReplayDeadLetterRequest) Reset() {
 	*x = ReplayDeadLetterRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[32]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2420,7 @@ func (x *ReplayDeadLetterRequest) String() string {
 func (*ReplayDeadLetterRequest) ProtoMessage() {}
 
 func (x *ReplayDeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[32]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2433,7 @@ func (x *ReplayDeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{32}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReplayDeadLetterRequest) GetExecutionId() string {
@@ -2059,7 +2454,7 @@ type ReplayDeadLetterResponse struct {
 
 func (x *ReplayDeadLetterResponse) Reset() {
 	*x = ReplayDeadLetterResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[33]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2466,7 @@ func (x *ReplayDeadLetterResponse) String() string {
 func (*ReplayDeadLetterResponse) ProtoMessage() {}
 
 func (x *ReplayDeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[33]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2479,7 @@ func (x *ReplayDeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{33}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReplayDeadLetterResponse) GetExecution() *Execution {
@@ -2138,12 +2533,32 @@ const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
 	"updateMask\"8\n" +
 	"\x11UpdateJobResponse\x12#\n" +
-	"\x03job\x18\x01 \x01(\v2\x11.tickwheel.v1.JobR\x03job\"<\n" +
+	"\x03job\x18\x01 \x01(\v2\x11.tickwheel.v1.JobR\x03job\"N\n" +
+	"\x16BatchUpdateJobsRequest\x124\n" +
+	"\x05items\x18\x01 \x03(\v2\x1e.tickwheel.v1.UpdateJobRequestR\x05items\"\xa0\x01\n" +
+	"\x17BatchUpdateJobsResponse\x12=\n" +
+	"\aresults\x18\x01 \x03(\v2#.tickwheel.v1.BatchUpdateJobsResultR\aresults\x12#\n" +
+	"\rupdated_count\x18\x02 \x01(\x05R\fupdatedCount\x12!\n" +
+	"\ffailed_count\x18\x03 \x01(\x05R\vfailedCount\"\x82\x01\n" +
+	"\x15BatchUpdateJobsResult\x123\n" +
+	"\x03job\x18\x01 \x01(\v2\x1f.tickwheel.v1.UpdateJobResponseH\x00R\x03job\x12*\n" +
+	"\x05error\x18\x02 \x01(\v2\x12.google.rpc.StatusH\x00R\x05errorB\b\n" +
+	"\x06result\"<\n" +
 	"\x10DeleteJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\"D\n" +
 	"\x11DeleteJobResponse\x12/\n" +
-	"\x13canceled_executions\x18\x01 \x01(\x03R\x12canceledExecutions\"9\n" +
+	"\x13canceled_executions\x18\x01 \x01(\x03R\x12canceledExecutions\"N\n" +
+	"\x16BatchDeleteJobsRequest\x124\n" +
+	"\x05items\x18\x01 \x03(\v2\x1e.tickwheel.v1.DeleteJobRequestR\x05items\"\xa0\x01\n" +
+	"\x17BatchDeleteJobsResponse\x12=\n" +
+	"\aresults\x18\x01 \x03(\v2#.tickwheel.v1.BatchDeleteJobsResultR\aresults\x12#\n" +
+	"\rdeleted_count\x18\x02 \x01(\x05R\fdeletedCount\x12!\n" +
+	"\ffailed_count\x18\x03 \x01(\x05R\vfailedCount\"\x8a\x01\n" +
+	"\x15BatchDeleteJobsResult\x12;\n" +
+	"\adeleted\x18\x01 \x01(\v2\x1f.tickwheel.v1.DeleteJobResponseH\x00R\adeleted\x12*\n" +
+	"\x05error\x18\x02 \x01(\v2\x12.google.rpc.StatusH\x00R\x05errorB\b\n" +
+	"\x06result\"9\n" +
 	"\x0fPauseJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x91\x01\n" +
@@ -2226,15 +2641,16 @@ const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"\x17ReplayDeadLetterRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"Q\n" +
 	"\x18ReplayDeadLetterResponse\x125\n" +
-	"\texecution\x18\x01 \x01(\v2\x17.tickwheel.v1.ExecutionR\texecution2\xe1\n" +
-	"\n" +
+	"\texecution\x18\x01 \x01(\v2\x17.tickwheel.v1.ExecutionR\texecution2\xa1\f\n" +
 	"\x10SchedulerService\x12L\n" +
 	"\tCreateJob\x12\x1e.tickwheel.v1.CreateJobRequest\x1a\x1f.tickwheel.v1.CreateJobResponse\x12^\n" +
 	"\x0fBatchCreateJobs\x12$.tickwheel.v1.BatchCreateJobsRequest\x1a%.tickwheel.v1.BatchCreateJobsResponse\x12C\n" +
 	"\x06GetJob\x12\x1b.tickwheel.v1.GetJobRequest\x1a\x1c.tickwheel.v1.GetJobResponse\x12I\n" +
 	"\bListJobs\x12\x1d.tickwheel.v1.ListJobsRequest\x1a\x1e.tickwheel.v1.ListJobsResponse\x12L\n" +
-	"\tUpdateJob\x12\x1e.tickwheel.v1.UpdateJobRequest\x1a\x1f.tickwheel.v1.UpdateJobResponse\x12L\n" +
-	"\tDeleteJob\x12\x1e.tickwheel.v1.DeleteJobRequest\x1a\x1f.tickwheel.v1.DeleteJobResponse\x12I\n" +
+	"\tUpdateJob\x12\x1e.tickwheel.v1.UpdateJobRequest\x1a\x1f.tickwheel.v1.UpdateJobResponse\x12^\n" +
+	"\x0fBatchUpdateJobs\x12$.tickwheel.v1.BatchUpdateJobsRequest\x1a%.tickwheel.v1.BatchUpdateJobsResponse\x12L\n" +
+	"\tDeleteJob\x12\x1e.tickwheel.v1.DeleteJobRequest\x1a\x1f.tickwheel.v1.DeleteJobResponse\x12^\n" +
+	"\x0fBatchDeleteJobs\x12$.tickwheel.v1.BatchDeleteJobsRequest\x1a%.tickwheel.v1.BatchDeleteJobsResponse\x12I\n" +
 	"\bPauseJob\x12\x1d.tickwheel.v1.PauseJobRequest\x1a\x1e.tickwheel.v1.PauseJobResponse\x12L\n" +
 	"\tResumeJob\x12\x1e.tickwheel.v1.ResumeJobRequest\x1a\x1f.tickwheel.v1.ResumeJobResponse\x12O\n" +
 	"\n" +
@@ -2260,7 +2676,7 @@ func file_tickwheel_v1_scheduler_proto_rawDescGZIP() []byte {
 	return file_tickwheel_v1_scheduler_proto_rawDescData
 }
 
-var file_tickwheel_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_tickwheel_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_tickwheel_v1_scheduler_proto_goTypes = []any{
 	(*CreateJobRequest)(nil),         // 0: tickwheel.v1.CreateJobRequest
 	(*CreateJobResponse)(nil),        // 1: tickwheel.v1.CreateJobResponse
@@ -2273,110 +2689,128 @@ var file_tickwheel_v1_scheduler_proto_goTypes = []any{
 	(*ListJobsResponse)(nil),         // 8: tickwheel.v1.ListJobsResponse
 	(*UpdateJobRequest)(nil),         // 9: tickwheel.v1.UpdateJobRequest
 	(*UpdateJobResponse)(nil),        // 10: tickwheel.v1.UpdateJobResponse
-	(*DeleteJobRequest)(nil),         // 11: tickwheel.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),        // 12: tickwheel.v1.DeleteJobResponse
-	(*PauseJobRequest)(nil),          // 13: tickwheel.v1.PauseJobRequest
-	(*PauseJobResponse)(nil),         // 14: tickwheel.v1.PauseJobResponse
-	(*ResumeJobRequest)(nil),         // 15: tickwheel.v1.ResumeJobRequest
-	(*ResumeJobResponse)(nil),        // 16: tickwheel.v1.ResumeJobResponse
-	(*TriggerJobRequest)(nil),        // 17: tickwheel.v1.TriggerJobRequest
-	(*TriggerJobResponse)(nil),       // 18: tickwheel.v1.TriggerJobResponse
-	(*BackfillJobRequest)(nil),       // 19: tickwheel.v1.BackfillJobRequest
-	(*BackfillJobResponse)(nil),      // 20: tickwheel.v1.BackfillJobResponse
-	(*BackfillOccurrence)(nil),       // 21: tickwheel.v1.BackfillOccurrence
-	(*PreviewScheduleRequest)(nil),   // 22: tickwheel.v1.PreviewScheduleRequest
-	(*PreviewScheduleResponse)(nil),  // 23: tickwheel.v1.PreviewScheduleResponse
-	(*GetExecutionRequest)(nil),      // 24: tickwheel.v1.GetExecutionRequest
-	(*GetExecutionResponse)(nil),     // 25: tickwheel.v1.GetExecutionResponse
-	(*ListExecutionsRequest)(nil),    // 26: tickwheel.v1.ListExecutionsRequest
-	(*ListExecutionsResponse)(nil),   // 27: tickwheel.v1.ListExecutionsResponse
-	(*CancelExecutionRequest)(nil),   // 28: tickwheel.v1.CancelExecutionRequest
-	(*CancelExecutionResponse)(nil),  // 29: tickwheel.v1.CancelExecutionResponse
-	(*ListDeadLettersRequest)(nil),   // 30: tickwheel.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),  // 31: tickwheel.v1.ListDeadLettersResponse
-	(*ReplayDeadLetterRequest)(nil),  // 32: tickwheel.v1.ReplayDeadLetterRequest
-	(*ReplayDeadLetterResponse)(nil), // 33: tickwheel.v1.ReplayDeadLetterResponse
-	(*Job)(nil),                      // 34: tickwheel.v1.Job
-	(*status.Status)(nil),            // 35: google.rpc.Status
-	(*ScheduledFire)(nil),            // 36: tickwheel.v1.ScheduledFire
-	(JobState)(0),                    // 37: tickwheel.v1.JobState
-	(*fieldmaskpb.FieldMask)(nil),    // 38: google.protobuf.FieldMask
-	(*SkipRange)(nil),                // 39: tickwheel.v1.SkipRange
-	(*Execution)(nil),                // 40: tickwheel.v1.Execution
-	(*timestamppb.Timestamp)(nil),    // 41: google.protobuf.Timestamp
-	(ExecutionStatus)(0),             // 42: tickwheel.v1.ExecutionStatus
+	(*BatchUpdateJobsRequest)(nil),   // 11: tickwheel.v1.BatchUpdateJobsRequest
+	(*BatchUpdateJobsResponse)(nil),  // 12: tickwheel.v1.BatchUpdateJobsResponse
+	(*BatchUpdateJobsResult)(nil),    // 13: tickwheel.v1.BatchUpdateJobsResult
+	(*DeleteJobRequest)(nil),         // 14: tickwheel.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),        // 15: tickwheel.v1.DeleteJobResponse
+	(*BatchDeleteJobsRequest)(nil),   // 16: tickwheel.v1.BatchDeleteJobsRequest
+	(*BatchDeleteJobsResponse)(nil),  // 17: tickwheel.v1.BatchDeleteJobsResponse
+	(*BatchDeleteJobsResult)(nil),    // 18: tickwheel.v1.BatchDeleteJobsResult
+	(*PauseJobRequest)(nil),          // 19: tickwheel.v1.PauseJobRequest
+	(*PauseJobResponse)(nil),         // 20: tickwheel.v1.PauseJobResponse
+	(*ResumeJobRequest)(nil),         // 21: tickwheel.v1.ResumeJobRequest
+	(*ResumeJobResponse)(nil),        // 22: tickwheel.v1.ResumeJobResponse
+	(*TriggerJobRequest)(nil),        // 23: tickwheel.v1.TriggerJobRequest
+	(*TriggerJobResponse)(nil),       // 24: tickwheel.v1.TriggerJobResponse
+	(*BackfillJobRequest)(nil),       // 25: tickwheel.v1.BackfillJobRequest
+	(*BackfillJobResponse)(nil),      // 26: tickwheel.v1.BackfillJobResponse
+	(*BackfillOccurrence)(nil),       // 27: tickwheel.v1.BackfillOccurrence
+	(*PreviewScheduleRequest)(nil),   // 28: tickwheel.v1.PreviewScheduleRequest
+	(*PreviewScheduleResponse)(nil),  // 29: tickwheel.v1.PreviewScheduleResponse
+	(*GetExecutionRequest)(nil),      // 30: tickwheel.v1.GetExecutionRequest
+	(*GetExecutionResponse)(nil),     // 31: tickwheel.v1.GetExecutionResponse
+	(*ListExecutionsRequest)(nil),    // 32: tickwheel.v1.ListExecutionsRequest
+	(*ListExecutionsResponse)(nil),   // 33: tickwheel.v1.ListExecutionsResponse
+	(*CancelExecutionRequest)(nil),   // 34: tickwheel.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil),  // 35: tickwheel.v1.CancelExecutionResponse
+	(*ListDeadLettersRequest)(nil),   // 36: tickwheel.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),  // 37: tickwheel.v1.ListDeadLettersResponse
+	(*ReplayDeadLetterRequest)(nil),  // 38: tickwheel.v1.ReplayDeadLetterRequest
+	(*ReplayDeadLetterResponse)(nil), // 39: tickwheel.v1.ReplayDeadLetterResponse
+	(*Job)(nil),                      // 40: tickwheel.v1.Job
+	(*status.Status)(nil),            // 41: google.rpc.Status
+	(*ScheduledFire)(nil),            // 42: tickwheel.v1.ScheduledFire
+	(JobState)(0),                    // 43: tickwheel.v1.JobState
+	(*fieldmaskpb.FieldMask)(nil),    // 44: google.protobuf.FieldMask
+	(*SkipRange)(nil),                // 45: tickwheel.v1.SkipRange
+	(*Execution)(nil),                // 46: tickwheel.v1.Execution
+	(*timestamppb.Timestamp)(nil),    // 47: google.protobuf.Timestamp
+	(ExecutionStatus)(0),             // 48: tickwheel.v1.ExecutionStatus
 }
 var file_tickwheel_v1_scheduler_proto_depIdxs = []int32{
-	34, // 0: tickwheel.v1.CreateJobRequest.job:type_name -> tickwheel.v1.Job
-	34, // 1: tickwheel.v1.CreateJobResponse.job:type_name -> tickwheel.v1.Job
+	40, // 0: tickwheel.v1.CreateJobRequest.job:type_name -> tickwheel.v1.Job
+	40, // 1: tickwheel.v1.CreateJobResponse.job:type_name -> tickwheel.v1.Job
 	0,  // 2: tickwheel.v1.BatchCreateJobsRequest.items:type_name -> tickwheel.v1.CreateJobRequest
 	4,  // 3: tickwheel.v1.BatchCreateJobsResponse.results:type_name -> tickwheel.v1.BatchCreateJobsResult
 	1,  // 4: tickwheel.v1.BatchCreateJobsResult.job:type_name -> tickwheel.v1.CreateJobResponse
-	35, // 5: tickwheel.v1.BatchCreateJobsResult.error:type_name -> google.rpc.Status
-	34, // 6: tickwheel.v1.GetJobResponse.job:type_name -> tickwheel.v1.Job
-	36, // 7: tickwheel.v1.GetJobResponse.next_runs:type_name -> tickwheel.v1.ScheduledFire
-	37, // 8: tickwheel.v1.ListJobsRequest.state:type_name -> tickwheel.v1.JobState
-	34, // 9: tickwheel.v1.ListJobsResponse.jobs:type_name -> tickwheel.v1.Job
-	34, // 10: tickwheel.v1.UpdateJobRequest.job:type_name -> tickwheel.v1.Job
-	38, // 11: tickwheel.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
-	34, // 12: tickwheel.v1.UpdateJobResponse.job:type_name -> tickwheel.v1.Job
-	34, // 13: tickwheel.v1.PauseJobResponse.job:type_name -> tickwheel.v1.Job
-	34, // 14: tickwheel.v1.ResumeJobResponse.job:type_name -> tickwheel.v1.Job
-	39, // 15: tickwheel.v1.ResumeJobResponse.skipped:type_name -> tickwheel.v1.SkipRange
-	40, // 16: tickwheel.v1.TriggerJobResponse.execution:type_name -> tickwheel.v1.Execution
-	41, // 17: tickwheel.v1.BackfillJobRequest.from_at:type_name -> google.protobuf.Timestamp
-	41, // 18: tickwheel.v1.BackfillJobRequest.to_at:type_name -> google.protobuf.Timestamp
-	21, // 19: tickwheel.v1.BackfillJobResponse.occurrences:type_name -> tickwheel.v1.BackfillOccurrence
-	41, // 20: tickwheel.v1.BackfillOccurrence.nominal_at:type_name -> google.protobuf.Timestamp
-	34, // 21: tickwheel.v1.PreviewScheduleRequest.job:type_name -> tickwheel.v1.Job
-	41, // 22: tickwheel.v1.PreviewScheduleRequest.after:type_name -> google.protobuf.Timestamp
-	36, // 23: tickwheel.v1.PreviewScheduleResponse.fires:type_name -> tickwheel.v1.ScheduledFire
-	40, // 24: tickwheel.v1.GetExecutionResponse.execution:type_name -> tickwheel.v1.Execution
-	42, // 25: tickwheel.v1.ListExecutionsRequest.statuses:type_name -> tickwheel.v1.ExecutionStatus
-	41, // 26: tickwheel.v1.ListExecutionsRequest.from_at:type_name -> google.protobuf.Timestamp
-	41, // 27: tickwheel.v1.ListExecutionsRequest.to_at:type_name -> google.protobuf.Timestamp
-	40, // 28: tickwheel.v1.ListExecutionsResponse.executions:type_name -> tickwheel.v1.Execution
-	39, // 29: tickwheel.v1.ListExecutionsResponse.skips:type_name -> tickwheel.v1.SkipRange
-	40, // 30: tickwheel.v1.CancelExecutionResponse.execution:type_name -> tickwheel.v1.Execution
-	40, // 31: tickwheel.v1.ListDeadLettersResponse.executions:type_name -> tickwheel.v1.Execution
-	40, // 32: tickwheel.v1.ReplayDeadLetterResponse.execution:type_name -> tickwheel.v1.Execution
-	0,  // 33: tickwheel.v1.SchedulerService.CreateJob:input_type -> tickwheel.v1.CreateJobRequest
-	2,  // 34: tickwheel.v1.SchedulerService.BatchCreateJobs:input_type -> tickwheel.v1.BatchCreateJobsRequest
-	5,  // 35: tickwheel.v1.SchedulerService.GetJob:input_type -> tickwheel.v1.GetJobRequest
-	7,  // 36: tickwheel.v1.SchedulerService.ListJobs:input_type -> tickwheel.v1.ListJobsRequest
-	9,  // 37: tickwheel.v1.SchedulerService.UpdateJob:input_type -> tickwheel.v1.UpdateJobRequest
-	11, // 38: tickwheel.v1.SchedulerService.DeleteJob:input_type -> tickwheel.v1.DeleteJobRequest
-	13, // 39: tickwheel.v1.SchedulerService.PauseJob:input_type -> tickwheel.v1.PauseJobRequest
-	15, // 40: tickwheel.v1.SchedulerService.ResumeJob:input_type -> tickwheel.v1.ResumeJobRequest
-	17, // 41: tickwheel.v1.SchedulerService.TriggerJob:input_type -> tickwheel.v1.TriggerJobRequest
-	19, // 42: tickwheel.v1.SchedulerService.BackfillJob:input_type -> tickwheel.v1.BackfillJobRequest
-	22, // 43: tickwheel.v1.SchedulerService.PreviewSchedule:input_type -> tickwheel.v1.PreviewScheduleRequest
-	24, // 44: tickwheel.v1.SchedulerService.GetExecution:input_type -> tickwheel.v1.GetExecutionRequest
-	26, // 45: tickwheel.v1.SchedulerService.ListExecutions:input_type -> tickwheel.v1.ListExecutionsRequest
-	28, // 46: tickwheel.v1.SchedulerService.CancelExecution:input_type -> tickwheel.v1.CancelExecutionRequest
-	30, // 47: tickwheel.v1.SchedulerService.ListDeadLetters:input_type -> tickwheel.v1.ListDeadLettersRequest
-	32, // 48: tickwheel.v1.SchedulerService.ReplayDeadLetter:input_type -> tickwheel.v1.ReplayDeadLetterRequest
-	1,  // 49: tickwheel.v1.SchedulerService.CreateJob:output_type -> tickwheel.v1.CreateJobResponse
-	3,  // 50: tickwheel.v1.SchedulerService.BatchCreateJobs:output_type -> tickwheel.v1.BatchCreateJobsResponse
-	6,  // 51: tickwheel.v1.SchedulerService.GetJob:output_type -> tickwheel.v1.GetJobResponse
-	8,  // 52: tickwheel.v1.SchedulerService.ListJobs:output_type -> tickwheel.v1.ListJobsResponse
-	10, // 53: tickwheel.v1.SchedulerService.UpdateJob:output_type -> tickwheel.v1.UpdateJobResponse
-	12, // 54: tickwheel.v1.SchedulerService.DeleteJob:output_type -> tickwheel.v1.DeleteJobResponse
-	14, // 55: tickwheel.v1.SchedulerService.PauseJob:output_type -> tickwheel.v1.PauseJobResponse
-	16, // 56: tickwheel.v1.SchedulerService.ResumeJob:output_type -> tickwheel.v1.ResumeJobResponse
-	18, // 57: tickwheel.v1.SchedulerService.TriggerJob:output_type -> tickwheel.v1.TriggerJobResponse
-	20, // 58: tickwheel.v1.SchedulerService.BackfillJob:output_type -> tickwheel.v1.BackfillJobResponse
-	23, // 59: tickwheel.v1.SchedulerService.PreviewSchedule:output_type -> tickwheel.v1.PreviewScheduleResponse
-	25, // 60: tickwheel.v1.SchedulerService.GetExecution:output_type -> tickwheel.v1.GetExecutionResponse
-	27, // 61: tickwheel.v1.SchedulerService.ListExecutions:output_type -> tickwheel.v1.ListExecutionsResponse
-	29, // 62: tickwheel.v1.SchedulerService.CancelExecution:output_type -> tickwheel.v1.CancelExecutionResponse
-	31, // 63: tickwheel.v1.SchedulerService.ListDeadLetters:output_type -> tickwheel.v1.ListDeadLettersResponse
-	33, // 64: tickwheel.v1.SchedulerService.ReplayDeadLetter:output_type -> tickwheel.v1.ReplayDeadLetterResponse
-	49, // [49:65] is the sub-list for method output_type
-	33, // [33:49] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	41, // 5: tickwheel.v1.BatchCreateJobsResult.error:type_name -> google.rpc.Status
+	40, // 6: tickwheel.v1.GetJobResponse.job:type_name -> tickwheel.v1.Job
+	42, // 7: tickwheel.v1.GetJobResponse.next_runs:type_name -> tickwheel.v1.ScheduledFire
+	43, // 8: tickwheel.v1.ListJobsRequest.state:type_name -> tickwheel.v1.JobState
+	40, // 9: tickwheel.v1.ListJobsResponse.jobs:type_name -> tickwheel.v1.Job
+	40, // 10: tickwheel.v1.UpdateJobRequest.job:type_name -> tickwheel.v1.Job
+	44, // 11: tickwheel.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
+	40, // 12: tickwheel.v1.UpdateJobResponse.job:type_name -> tickwheel.v1.Job
+	9,  // 13: tickwheel.v1.BatchUpdateJobsRequest.items:type_name -> tickwheel.v1.UpdateJobRequest
+	13, // 14: tickwheel.v1.BatchUpdateJobsResponse.results:type_name -> tickwheel.v1.BatchUpdateJobsResult
+	10, // 15: tickwheel.v1.BatchUpdateJobsResult.job:type_name -> tickwheel.v1.UpdateJobResponse
+	41, // 16: tickwheel.v1.BatchUpdateJobsResult.error:type_name -> google.rpc.Status
+	14, // 17: tickwheel.v1.BatchDeleteJobsRequest.items:type_name -> tickwheel.v1.DeleteJobRequest
+	18, // 18: tickwheel.v1.BatchDeleteJobsResponse.results:type_name -> tickwheel.v1.BatchDeleteJobsResult
+	15, // 19: tickwheel.v1.BatchDeleteJobsResult.deleted:type_name -> tickwheel.v1.DeleteJobResponse
+	41, // 20: tickwheel.v1.BatchDeleteJobsResult.error:type_name -> google.rpc.Status
+	40, // 21: tickwheel.v1.PauseJobResponse.job:type_name -> tickwheel.v1.Job
+	40, // 22: tickwheel.v1.ResumeJobResponse.job:type_name -> tickwheel.v1.Job
+	45, // 23: tickwheel.v1.ResumeJobResponse.skipped:type_name -> tickwheel.v1.SkipRange
+	46, // 24: tickwheel.v1.TriggerJobResponse.execution:type_name -> tickwheel.v1.Execution
+	47, // 25: tickwheel.v1.BackfillJobRequest.from_at:type_name -> google.protobuf.Timestamp
+	47, // 26: tickwheel.v1.BackfillJobRequest.to_at:type_name -> google.protobuf.Timestamp
+	27, // 27: tickwheel.v1.BackfillJobResponse.occurrences:type_name -> tickwheel.v1.BackfillOccurrence
+	47, // 28: tickwheel.v1.BackfillOccurrence.nominal_at:type_name -> google.protobuf.Timestamp
+	40, // 29: tickwheel.v1.PreviewScheduleRequest.job:type_name -> tickwheel.v1.Job
+	47, // 30: tickwheel.v1.PreviewScheduleRequest.after:type_name -> google.protobuf.Timestamp
+	42, // 31: tickwheel.v1.PreviewScheduleResponse.fires:type_name -> tickwheel.v1.ScheduledFire
+	46, // 32: tickwheel.v1.GetExecutionResponse.execution:type_name -> tickwheel.v1.Execution
+	48, // 33: tickwheel.v1.ListExecutionsRequest.statuses:type_name -> tickwheel.v1.ExecutionStatus
+	47, // 34: tickwheel.v1.ListExecutionsRequest.from_at:type_name -> google.protobuf.Timestamp
+	47, // 35: tickwheel.v1.ListExecutionsRequest.to_at:type_name -> google.protobuf.Timestamp
+	46, // 36: tickwheel.v1.ListExecutionsResponse.executions:type_name -> tickwheel.v1.Execution
+	45, // 37: tickwheel.v1.ListExecutionsResponse.skips:type_name -> tickwheel.v1.SkipRange
+	46, // 38: tickwheel.v1.CancelExecutionResponse.execution:type_name -> tickwheel.v1.Execution
+	46, // 39: tickwheel.v1.ListDeadLettersResponse.executions:type_name -> tickwheel.v1.Execution
+	46, // 40: tickwheel.v1.ReplayDeadLetterResponse.execution:type_name -> tickwheel.v1.Execution
+	0,  // 41: tickwheel.v1.SchedulerService.CreateJob:input_type -> tickwheel.v1.CreateJobRequest
+	2,  // 42: tickwheel.v1.SchedulerService.BatchCreateJobs:input_type -> tickwheel.v1.BatchCreateJobsRequest
+	5,  // 43: tickwheel.v1.SchedulerService.GetJob:input_type -> tickwheel.v1.GetJobRequest
+	7,  // 44: tickwheel.v1.SchedulerService.ListJobs:input_type -> tickwheel.v1.ListJobsRequest
+	9,  // 45: tickwheel.v1.SchedulerService.UpdateJob:input_type -> tickwheel.v1.UpdateJobRequest
+	11, // 46: tickwheel.v1.SchedulerService.BatchUpdateJobs:input_type -> tickwheel.v1.BatchUpdateJobsRequest
+	14, // 47: tickwheel.v1.SchedulerService.DeleteJob:input_type -> tickwheel.v1.DeleteJobRequest
+	16, // 48: tickwheel.v1.SchedulerService.BatchDeleteJobs:input_type -> tickwheel.v1.BatchDeleteJobsRequest
+	19, // 49: tickwheel.v1.SchedulerService.PauseJob:input_type -> tickwheel.v1.PauseJobRequest
+	21, // 50: tickwheel.v1.SchedulerService.ResumeJob:input_type -> tickwheel.v1.ResumeJobRequest
+	23, // 51: tickwheel.v1.SchedulerService.TriggerJob:input_type -> tickwheel.v1.TriggerJobRequest
+	25, // 52: tickwheel.v1.SchedulerService.BackfillJob:input_type -> tickwheel.v1.BackfillJobRequest
+	28, // 53: tickwheel.v1.SchedulerService.PreviewSchedule:input_type -> tickwheel.v1.PreviewScheduleRequest
+	30, // 54: tickwheel.v1.SchedulerService.GetExecution:input_type -> tickwheel.v1.GetExecutionRequest
+	32, // 55: tickwheel.v1.SchedulerService.ListExecutions:input_type -> tickwheel.v1.ListExecutionsRequest
+	34, // 56: tickwheel.v1.SchedulerService.CancelExecution:input_type -> tickwheel.v1.CancelExecutionRequest
+	36, // 57: tickwheel.v1.SchedulerService.ListDeadLetters:input_type -> tickwheel.v1.ListDeadLettersRequest
+	38, // 58: tickwheel.v1.SchedulerService.ReplayDeadLetter:input_type -> tickwheel.v1.ReplayDeadLetterRequest
+	1,  // 59: tickwheel.v1.SchedulerService.CreateJob:output_type -> tickwheel.v1.CreateJobResponse
+	3,  // 60: tickwheel.v1.SchedulerService.BatchCreateJobs:output_type -> tickwheel.v1.BatchCreateJobsResponse
+	6,  // 61: tickwheel.v1.SchedulerService.GetJob:output_type -> tickwheel.v1.GetJobResponse
+	8,  // 62: tickwheel.v1.SchedulerService.ListJobs:output_type -> tickwheel.v1.ListJobsResponse
+	10, // 63: tickwheel.v1.SchedulerService.UpdateJob:output_type -> tickwheel.v1.UpdateJobResponse
+	12, // 64: tickwheel.v1.SchedulerService.BatchUpdateJobs:output_type -> tickwheel.v1.BatchUpdateJobsResponse
+	15, // 65: tickwheel.v1.SchedulerService.DeleteJob:output_type -> tickwheel.v1.DeleteJobResponse
+	17, // 66: tickwheel.v1.SchedulerService.BatchDeleteJobs:output_type -> tickwheel.v1.BatchDeleteJobsResponse
+	20, // 67: tickwheel.v1.SchedulerService.PauseJob:output_type -> tickwheel.v1.PauseJobResponse
+	22, // 68: tickwheel.v1.SchedulerService.ResumeJob:output_type -> tickwheel.v1.ResumeJobResponse
+	24, // 69: tickwheel.v1.SchedulerService.TriggerJob:output_type -> tickwheel.v1.TriggerJobResponse
+	26, // 70: tickwheel.v1.SchedulerService.BackfillJob:output_type -> tickwheel.v1.BackfillJobResponse
+	29, // 71: tickwheel.v1.SchedulerService.PreviewSchedule:output_type -> tickwheel.v1.PreviewScheduleResponse
+	31, // 72: tickwheel.v1.SchedulerService.GetExecution:output_type -> tickwheel.v1.GetExecutionResponse
+	33, // 73: tickwheel.v1.SchedulerService.ListExecutions:output_type -> tickwheel.v1.ListExecutionsResponse
+	35, // 74: tickwheel.v1.SchedulerService.CancelExecution:output_type -> tickwheel.v1.CancelExecutionResponse
+	37, // 75: tickwheel.v1.SchedulerService.ListDeadLetters:output_type -> tickwheel.v1.ListDeadLettersResponse
+	39, // 76: tickwheel.v1.SchedulerService.ReplayDeadLetter:output_type -> tickwheel.v1.ReplayDeadLetterResponse
+	59, // [59:77] is the sub-list for method output_type
+	41, // [41:59] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_tickwheel_v1_scheduler_proto_init() }
@@ -2390,7 +2824,15 @@ func file_tickwheel_v1_scheduler_proto_init() {
 		(*BatchCreateJobsResult_Job)(nil),
 		(*BatchCreateJobsResult_Error)(nil),
 	}
-	file_tickwheel_v1_scheduler_proto_msgTypes[22].OneofWrappers = []any{
+	file_tickwheel_v1_scheduler_proto_msgTypes[13].OneofWrappers = []any{
+		(*BatchUpdateJobsResult_Job)(nil),
+		(*BatchUpdateJobsResult_Error)(nil),
+	}
+	file_tickwheel_v1_scheduler_proto_msgTypes[18].OneofWrappers = []any{
+		(*BatchDeleteJobsResult_Deleted)(nil),
+		(*BatchDeleteJobsResult_Error)(nil),
+	}
+	file_tickwheel_v1_scheduler_proto_msgTypes[28].OneofWrappers = []any{
 		(*PreviewScheduleRequest_JobId)(nil),
 		(*PreviewScheduleRequest_Job)(nil),
 	}
@@ -2400,7 +2842,7 @@ func file_tickwheel_v1_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tickwheel_v1_scheduler_proto_rawDesc), len(file_tickwheel_v1_scheduler_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

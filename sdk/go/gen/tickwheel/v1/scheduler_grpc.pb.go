@@ -24,7 +24,9 @@ const (
 	SchedulerService_GetJob_FullMethodName           = "/tickwheel.v1.SchedulerService/GetJob"
 	SchedulerService_ListJobs_FullMethodName         = "/tickwheel.v1.SchedulerService/ListJobs"
 	SchedulerService_UpdateJob_FullMethodName        = "/tickwheel.v1.SchedulerService/UpdateJob"
+	SchedulerService_BatchUpdateJobs_FullMethodName  = "/tickwheel.v1.SchedulerService/BatchUpdateJobs"
 	SchedulerService_DeleteJob_FullMethodName        = "/tickwheel.v1.SchedulerService/DeleteJob"
+	SchedulerService_BatchDeleteJobs_FullMethodName  = "/tickwheel.v1.SchedulerService/BatchDeleteJobs"
 	SchedulerService_PauseJob_FullMethodName         = "/tickwheel.v1.SchedulerService/PauseJob"
 	SchedulerService_ResumeJob_FullMethodName        = "/tickwheel.v1.SchedulerService/ResumeJob"
 	SchedulerService_TriggerJob_FullMethodName       = "/tickwheel.v1.SchedulerService/TriggerJob"
@@ -95,10 +97,42 @@ type SchedulerServiceClient interface {
 	//
 	// A paused job stays paused: what the update keeps or creates stays held.
 	UpdateJob(ctx context.Context, in *UpdateJobRequest, opts ...grpc.CallOption) (*UpdateJobResponse, error)
+	// Changes up to 1 000 jobs in one call. Each item is an UpdateJobRequest
+	// and is answered as UpdateJob would answer it alone: the job as stored
+	// after the change, or the error (INVALID_ARGUMENT with BadRequest field
+	// violations relative to the item, e.g. `update_mask` or `job.version`;
+	// NOT_FOUND for an id that is not one of the tenant's jobs, another
+	// tenant's included; FAILED_PRECONDITION with a PreconditionFailure when
+	// `job.version` is not the stored version; RESOURCE_EXHAUSTED over
+	// `max_payload_bytes`). A bad item writes nothing and does not fail the
+	// others. The items are applied in request order in one transaction,
+	// durable before the reply: an id repeated in the call sees what its
+	// earlier items did (its version among them, so a repeat carrying the
+	// version it read before the call gets FAILED_PRECONDITION when an earlier
+	// item changed the job). The call itself fails only when it is not a
+	// batch: no items or more than 1 000 (INVALID_ARGUMENT `items`), or when
+	// the store is unavailable (UNAVAILABLE; nothing written, and retrying the
+	// same call is safe: each item's `job.version` makes a change apply once).
+	BatchUpdateJobs(ctx context.Context, in *BatchUpdateJobsRequest, opts ...grpc.CallOption) (*BatchUpdateJobsResponse, error)
 	// Deletes a job and cancels its executions that have not started (held
 	// ones included), recorded as CANCELED with "canceled: job deleted".
 	// A RUNNING execution finishes. History is kept for the retention window.
 	DeleteJob(ctx context.Context, in *DeleteJobRequest, opts ...grpc.CallOption) (*DeleteJobResponse, error)
+	// Deletes up to 1 000 jobs in one call. Each item is a DeleteJobRequest
+	// and is answered as DeleteJob would answer it alone: how many of the
+	// job's executions that had not started were canceled, or the error
+	// (INVALID_ARGUMENT naming the item's field, e.g. `id`; NOT_FOUND for an
+	// id that is not one of the tenant's jobs, another tenant's included;
+	// FAILED_PRECONDITION when a non-zero `version` is not the stored
+	// version). A bad item writes nothing and does not fail the others. The
+	// items are applied in request order in one transaction, durable before
+	// the reply: an id repeated in the call gets NOT_FOUND after its first
+	// delete. The call itself fails only when it is not a batch: no items or
+	// more than 1 000 (INVALID_ARGUMENT `items`), or when the store is
+	// unavailable (UNAVAILABLE; nothing written, retrying is safe). A retried
+	// call whose first attempt did commit (the reply was lost) answers
+	// NOT_FOUND for the jobs it deleted.
+	BatchDeleteJobs(ctx context.Context, in *BatchDeleteJobsRequest, opts ...grpc.CallOption) (*BatchDeleteJobsResponse, error)
 	// Stops creating occurrences and holds the executions that have not started
 	// (created ahead of time, waiting for a retry, triggered or backfilled): they
 	// show as WAITING and are not handed out until ResumeJob. A RUNNING
@@ -193,10 +227,30 @@ func (c *schedulerServiceClient) UpdateJob(ctx context.Context, in *UpdateJobReq
 	return out, nil
 }
 
+func (c *schedulerServiceClient) BatchUpdateJobs(ctx context.Context, in *BatchUpdateJobsRequest, opts ...grpc.CallOption) (*BatchUpdateJobsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BatchUpdateJobsResponse)
+	err := c.cc.Invoke(ctx, SchedulerService_BatchUpdateJobs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *schedulerServiceClient) DeleteJob(ctx context.Context, in *DeleteJobRequest, opts ...grpc.CallOption) (*DeleteJobResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteJobResponse)
 	err := c.cc.Invoke(ctx, SchedulerService_DeleteJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulerServiceClient) BatchDeleteJobs(ctx context.Context, in *BatchDeleteJobsRequest, opts ...grpc.CallOption) (*BatchDeleteJobsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BatchDeleteJobsResponse)
+	err := c.cc.Invoke(ctx, SchedulerService_BatchDeleteJobs_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -361,10 +415,42 @@ type SchedulerServiceServer interface {
 	//
 	// A paused job stays paused: what the update keeps or creates stays held.
 	UpdateJob(context.Context, *UpdateJobRequest) (*UpdateJobResponse, error)
+	// Changes up to 1 000 jobs in one call. Each item is an UpdateJobRequest
+	// and is answered as UpdateJob would answer it alone: the job as stored
+	// after the change, or the error (INVALID_ARGUMENT with BadRequest field
+	// violations relative to the item, e.g. `update_mask` or `job.version`;
+	// NOT_FOUND for an id that is not one of the tenant's jobs, another
+	// tenant's included; FAILED_PRECONDITION with a PreconditionFailure when
+	// `job.version` is not the stored version; RESOURCE_EXHAUSTED over
+	// `max_payload_bytes`). A bad item writes nothing and does not fail the
+	// others. The items are applied in request order in one transaction,
+	// durable before the reply: an id repeated in the call sees what its
+	// earlier items did (its version among them, so a repeat carrying the
+	// version it read before the call gets FAILED_PRECONDITION when an earlier
+	// item changed the job). The call itself fails only when it is not a
+	// batch: no items or more than 1 000 (INVALID_ARGUMENT `items`), or when
+	// the store is unavailable (UNAVAILABLE; nothing written, and retrying the
+	// same call is safe: each item's `job.version` makes a change apply once).
+	BatchUpdateJobs(context.Context, *BatchUpdateJobsRequest) (*BatchUpdateJobsResponse, error)
 	// Deletes a job and cancels its executions that have not started (held
 	// ones included), recorded as CANCELED with "canceled: job deleted".
 	// A RUNNING execution finishes. History is kept for the retention window.
 	DeleteJob(context.Context, *DeleteJobRequest) (*DeleteJobResponse, error)
+	// Deletes up to 1 000 jobs in one call. Each item is a DeleteJobRequest
+	// and is answered as DeleteJob would answer it alone: how many of the
+	// job's executions that had not started were canceled, or the error
+	// (INVALID_ARGUMENT naming the item's field, e.g. `id`; NOT_FOUND for an
+	// id that is not one of the tenant's jobs, another tenant's included;
+	// FAILED_PRECONDITION when a non-zero `version` is not the stored
+	// version). A bad item writes nothing and does not fail the others. The
+	// items are applied in request order in one transaction, durable before
+	// the reply: an id repeated in the call gets NOT_FOUND after its first
+	// delete. The call itself fails only when it is not a batch: no items or
+	// more than 1 000 (INVALID_ARGUMENT `items`), or when the store is
+	// unavailable (UNAVAILABLE; nothing written, retrying is safe). A retried
+	// call whose first attempt did commit (the reply was lost) answers
+	// NOT_FOUND for the jobs it deleted.
+	BatchDeleteJobs(context.Context, *BatchDeleteJobsRequest) (*BatchDeleteJobsResponse, error)
 	// Stops creating occurrences and holds the executions that have not started
 	// (created ahead of time, waiting for a retry, triggered or backfilled): they
 	// show as WAITING and are not handed out until ResumeJob. A RUNNING
@@ -424,8 +510,14 @@ func (UnimplementedSchedulerServiceServer) ListJobs(context.Context, *ListJobsRe
 func (UnimplementedSchedulerServiceServer) UpdateJob(context.Context, *UpdateJobRequest) (*UpdateJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateJob not implemented")
 }
+func (UnimplementedSchedulerServiceServer) BatchUpdateJobs(context.Context, *BatchUpdateJobsRequest) (*BatchUpdateJobsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BatchUpdateJobs not implemented")
+}
 func (UnimplementedSchedulerServiceServer) DeleteJob(context.Context, *DeleteJobRequest) (*DeleteJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteJob not implemented")
+}
+func (UnimplementedSchedulerServiceServer) BatchDeleteJobs(context.Context, *BatchDeleteJobsRequest) (*BatchDeleteJobsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BatchDeleteJobs not implemented")
 }
 func (UnimplementedSchedulerServiceServer) PauseJob(context.Context, *PauseJobRequest) (*PauseJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PauseJob not implemented")
@@ -568,6 +660,24 @@ func _SchedulerService_UpdateJob_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SchedulerService_BatchUpdateJobs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BatchUpdateJobsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulerServiceServer).BatchUpdateJobs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SchedulerService_BatchUpdateJobs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulerServiceServer).BatchUpdateJobs(ctx, req.(*BatchUpdateJobsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SchedulerService_DeleteJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeleteJobRequest)
 	if err := dec(in); err != nil {
@@ -582,6 +692,24 @@ func _SchedulerService_DeleteJob_Handler(srv interface{}, ctx context.Context, d
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(SchedulerServiceServer).DeleteJob(ctx, req.(*DeleteJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SchedulerService_BatchDeleteJobs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BatchDeleteJobsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulerServiceServer).BatchDeleteJobs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SchedulerService_BatchDeleteJobs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulerServiceServer).BatchDeleteJobs(ctx, req.(*BatchDeleteJobsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -794,8 +922,16 @@ var SchedulerService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _SchedulerService_UpdateJob_Handler,
 		},
 		{
+			MethodName: "BatchUpdateJobs",
+			Handler:    _SchedulerService_BatchUpdateJobs_Handler,
+		},
+		{
 			MethodName: "DeleteJob",
 			Handler:    _SchedulerService_DeleteJob_Handler,
+		},
+		{
+			MethodName: "BatchDeleteJobs",
+			Handler:    _SchedulerService_BatchDeleteJobs_Handler,
 		},
 		{
 			MethodName: "PauseJob",

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file tickwheel/v1/scheduler.proto.
  */
 export const file_tickwheel_v1_scheduler: GenFile = /*@__PURE__*/
-  fileDesc("Chx0aWNrd2hlZWwvdjEvc2NoZWR1bGVyLnByb3RvEgx0aWNrd2hlZWwudjEiRgoQQ3JlYXRlSm9iUmVxdWVzdBIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEhIKCnJlcXVlc3RfaWQYAiABKAkiRAoRQ3JlYXRlSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIPCgdjcmVhdGVkGAIgASgIIkcKFkJhdGNoQ3JlYXRlSm9ic1JlcXVlc3QSLQoFaXRlbXMYASADKAsyHi50aWNrd2hlZWwudjEuQ3JlYXRlSm9iUmVxdWVzdCKUAQoXQmF0Y2hDcmVhdGVKb2JzUmVzcG9uc2USNAoHcmVzdWx0cxgBIAMoCzIjLnRpY2t3aGVlbC52MS5CYXRjaENyZWF0ZUpvYnNSZXN1bHQSFQoNY3JlYXRlZF9jb3VudBgCIAEoBRIWCg5leGlzdGluZ19jb3VudBgDIAEoBRIUCgxmYWlsZWRfY291bnQYBCABKAUidgoVQmF0Y2hDcmVhdGVKb2JzUmVzdWx0Ei4KA2pvYhgBIAEoCzIfLnRpY2t3aGVlbC52MS5DcmVhdGVKb2JSZXNwb25zZUgAEiMKBWVycm9yGAIgASgLMhIuZ29vZ2xlLnJwYy5TdGF0dXNIAEIICgZyZXN1bHQiLgoNR2V0Sm9iUmVxdWVzdBIKCgJpZBgBIAEoCRIRCgluZXh0X3J1bnMYAiABKAUiYAoOR2V0Sm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIuCgluZXh0X3J1bnMYAiADKAsyGy50aWNrd2hlZWwudjEuU2NoZWR1bGVkRmlyZSJ0Cg9MaXN0Sm9ic1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSJQoFc3RhdGUYAyABKA4yFi50aWNrd2hlZWwudjEuSm9iU3RhdGUSEwoLbmFtZV9wcmVmaXgYBCABKAkiTAoQTGlzdEpvYnNSZXNwb25zZRIfCgRqb2JzGAEgAygLMhEudGlja3doZWVsLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiYwoQVXBkYXRlSm9iUmVxdWVzdBIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEi8KC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayIzChFVcGRhdGVKb2JSZXNwb25zZRIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iIi8KEERlbGV0ZUpvYlJlcXVlc3QSCgoCaWQYASABKAkSDwoHdmVyc2lvbhgCIAEoAyIwChFEZWxldGVKb2JSZXNwb25zZRIbChNjYW5jZWxlZF9leGVjdXRpb25zGAEgASgDIi0KD1BhdXNlSm9iUmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiaAoQUGF1c2VKb2JSZXNwb25zZRIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEhsKE2NhbmNlbGVkX2V4ZWN1dGlvbnMYAiABKAMSFwoPaGVsZF9leGVjdXRpb25zGAMgASgDIh4KEFJlc3VtZUpvYlJlcXVlc3QSCgoCaWQYASABKAkiegoRUmVzdW1lSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIoCgdza2lwcGVkGAIgASgLMhcudGlja3doZWVsLnYxLlNraXBSYW5nZRIbChNyZWxlYXNlZF9leGVjdXRpb25zGAMgASgDIlsKEVRyaWdnZXJKb2JSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSDwoHcGF5bG9hZBgDIAEoDBIVCg1hbGxvd19vdmVybGFwGAQgASgIIlEKElRyaWdnZXJKb2JSZXNwb25zZRIqCglleGVjdXRpb24YASABKAsyFy50aWNrd2hlZWwudjEuRXhlY3V0aW9uEg8KB2NyZWF0ZWQYAiABKAgioAEKEkJhY2tmaWxsSm9iUmVxdWVzdBIKCgJpZBgBIAEoCRIrCgdmcm9tX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgV0b19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHZHJ5X3J1bhgEIAEoCBIVCg1hbGxvd19vdmVybGFwGAUgASgIInsKE0JhY2tmaWxsSm9iUmVzcG9uc2USNQoLb2NjdXJyZW5jZXMYASADKAsyIC50aWNrd2hlZWwudjEuQmFja2ZpbGxPY2N1cnJlbmNlEhUKDWNyZWF0ZWRfY291bnQYAiABKAMSFgoOZXhpc3RpbmdfY291bnQYAyABKAMicgoSQmFja2ZpbGxPY2N1cnJlbmNlEhQKDGV4ZWN1dGlvbl9pZBgBIAEoCRIuCgpub21pbmFsX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg5hbHJlYWR5X2V4aXN0cxgDIAEoCCKQAQoWUHJldmlld1NjaGVkdWxlUmVxdWVzdBIQCgZqb2JfaWQYASABKAlIABIgCgNqb2IYAiABKAsyES50aWNrd2hlZWwudjEuSm9iSAASKQoFYWZ0ZXIYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWNvdW50GAQgASgFQggKBnNvdXJjZSJdChdQcmV2aWV3U2NoZWR1bGVSZXNwb25zZRIqCgVmaXJlcxgBIAMoCzIbLnRpY2t3aGVlbC52MS5TY2hlZHVsZWRGaXJlEhYKDnR6ZGF0YV92ZXJzaW9uGAIgASgJIiEKE0dldEV4ZWN1dGlvblJlcXVlc3QSCgoCaWQYASABKAkiQgoUR2V0RXhlY3V0aW9uUmVzcG9uc2USKgoJZXhlY3V0aW9uGAEgASgLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbiLXAQoVTGlzdEV4ZWN1dGlvbnNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIvCghzdGF0dXNlcxgEIAMoDjIdLnRpY2t3aGVlbC52MS5FeGVjdXRpb25TdGF0dXMSKwoHZnJvbV9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdG9fYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIoYBChZMaXN0RXhlY3V0aW9uc1Jlc3BvbnNlEisKCmV4ZWN1dGlvbnMYASADKAsyFy50aWNrd2hlZWwudjEuRXhlY3V0aW9uEiYKBXNraXBzGAIgAygLMhcudGlja3doZWVsLnYxLlNraXBSYW5nZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiNAoWQ2FuY2VsRXhlY3V0aW9uUmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiRQoXQ2FuY2VsRXhlY3V0aW9uUmVzcG9uc2USKgoJZXhlY3V0aW9uGAEgASgLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbiJPChZMaXN0RGVhZExldHRlcnNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJfChdMaXN0RGVhZExldHRlcnNSZXNwb25zZRIrCgpleGVjdXRpb25zGAEgAygLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiLwoXUmVwbGF5RGVhZExldHRlclJlcXVlc3QSFAoMZXhlY3V0aW9uX2lkGAEgASgJIkYKGFJlcGxheURlYWRMZXR0ZXJSZXNwb25zZRIqCglleGVjdXRpb24YASABKAsyFy50aWNrd2hlZWwudjEuRXhlY3V0aW9uMuEKChBTY2hlZHVsZXJTZXJ2aWNlEkwKCUNyZWF0ZUpvYhIeLnRpY2t3aGVlbC52MS5DcmVhdGVKb2JSZXF1ZXN0Gh8udGlja3doZWVsLnYxLkNyZWF0ZUpvYlJlc3BvbnNlEl4KD0JhdGNoQ3JlYXRlSm9icxIkLnRpY2t3aGVlbC52MS5CYXRjaENyZWF0ZUpvYnNSZXF1ZXN0GiUudGlja3doZWVsLnYxLkJhdGNoQ3JlYXRlSm9ic1Jlc3BvbnNlEkMKBkdldEpvYhIbLnRpY2t3aGVlbC52MS5HZXRKb2JSZXF1ZXN0GhwudGlja3doZWVsLnYxLkdldEpvYlJlc3BvbnNlEkkKCExpc3RKb2JzEh0udGlja3doZWVsLnYxLkxpc3RKb2JzUmVxdWVzdBoeLnRpY2t3aGVlbC52MS5MaXN0Sm9ic1Jlc3BvbnNlEkwKCVVwZGF0ZUpvYhIeLnRpY2t3aGVlbC52MS5VcGRhdGVKb2JSZXF1ZXN0Gh8udGlja3doZWVsLnYxLlVwZGF0ZUpvYlJlc3BvbnNlEkwKCURlbGV0ZUpvYhIeLnRpY2t3aGVlbC52MS5EZWxldGVKb2JSZXF1ZXN0Gh8udGlja3doZWVsLnYxLkRlbGV0ZUpvYlJlc3BvbnNlEkkKCFBhdXNlSm9iEh0udGlja3doZWVsLnYxLlBhdXNlSm9iUmVxdWVzdBoeLnRpY2t3aGVlbC52MS5QYXVzZUpvYlJlc3BvbnNlEkwKCVJlc3VtZUpvYhIeLnRpY2t3aGVlbC52MS5SZXN1bWVKb2JSZXF1ZXN0Gh8udGlja3doZWVsLnYxLlJlc3VtZUpvYlJlc3BvbnNlEk8KClRyaWdnZXJKb2ISHy50aWNrd2hlZWwudjEuVHJpZ2dlckpvYlJlcXVlc3QaIC50aWNrd2hlZWwudjEuVHJpZ2dlckpvYlJlc3BvbnNlElIKC0JhY2tmaWxsSm9iEiAudGlja3doZWVsLnYxLkJhY2tmaWxsSm9iUmVxdWVzdBohLnRpY2t3aGVlbC52MS5CYWNrZmlsbEpvYlJlc3BvbnNlEl4KD1ByZXZpZXdTY2hlZHVsZRIkLnRpY2t3aGVlbC52MS5QcmV2aWV3U2NoZWR1bGVSZXF1ZXN0GiUudGlja3doZWVsLnYxLlByZXZpZXdTY2hlZHVsZVJlc3BvbnNlElUKDEdldEV4ZWN1dGlvbhIhLnRpY2t3aGVlbC52MS5HZXRFeGVjdXRpb25SZXF1ZXN0GiIudGlja3doZWVsLnYxLkdldEV4ZWN1dGlvblJlc3BvbnNlElsKDkxpc3RFeGVjdXRpb25zEiMudGlja3doZWVsLnYxLkxpc3RFeGVjdXRpb25zUmVxdWVzdBokLnRpY2t3aGVlbC52MS5MaXN0RXhlY3V0aW9uc1Jlc3BvbnNlEl4KD0NhbmNlbEV4ZWN1dGlvbhIkLnRpY2t3aGVlbC52MS5DYW5jZWxFeGVjdXRpb25SZXF1ZXN0GiUudGlja3doZWVsLnYxLkNhbmNlbEV4ZWN1dGlvblJlc3BvbnNlEl4KD0xpc3REZWFkTGV0dGVycxIkLnRpY2t3aGVlbC52MS5MaXN0RGVhZExldHRlcnNSZXF1ZXN0GiUudGlja3doZWVsLnYxLkxpc3REZWFkTGV0dGVyc1Jlc3BvbnNlEmEKEFJlcGxheURlYWRMZXR0ZXISJS50aWNrd2hlZWwudjEuUmVwbGF5RGVhZExldHRlclJlcXVlc3QaJi50aWNrd2hlZWwudjEuUmVwbGF5RGVhZExldHRlclJlc3BvbnNlQmgKEGRldi50aWNrd2hlZWwudjFCDlNjaGVkdWxlclByb3RvUAFaQmdpdGh1Yi5jb20vdGlja3doZWVsL3RpY2t3aGVlbC9zZGsvZ28vZ2VuL3RpY2t3aGVlbC92MTt0aWNrd2hlZWx2MWIGcHJvdG8z", [file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_google_rpc_status, file_tickwheel_v1_execution, file_tickwheel_v1_job]);
+  fileDesc("Chx0aWNrd2hlZWwvdjEvc2NoZWR1bGVyLnByb3RvEgx0aWNrd2hlZWwudjEiRgoQQ3JlYXRlSm9iUmVxdWVzdBIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEhIKCnJlcXVlc3RfaWQYAiABKAkiRAoRQ3JlYXRlSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIPCgdjcmVhdGVkGAIgASgIIkcKFkJhdGNoQ3JlYXRlSm9ic1JlcXVlc3QSLQoFaXRlbXMYASADKAsyHi50aWNrd2hlZWwudjEuQ3JlYXRlSm9iUmVxdWVzdCKUAQoXQmF0Y2hDcmVhdGVKb2JzUmVzcG9uc2USNAoHcmVzdWx0cxgBIAMoCzIjLnRpY2t3aGVlbC52MS5CYXRjaENyZWF0ZUpvYnNSZXN1bHQSFQoNY3JlYXRlZF9jb3VudBgCIAEoBRIWCg5leGlzdGluZ19jb3VudBgDIAEoBRIUCgxmYWlsZWRfY291bnQYBCABKAUidgoVQmF0Y2hDcmVhdGVKb2JzUmVzdWx0Ei4KA2pvYhgBIAEoCzIfLnRpY2t3aGVlbC52MS5DcmVhdGVKb2JSZXNwb25zZUgAEiMKBWVycm9yGAIgASgLMhIuZ29vZ2xlLnJwYy5TdGF0dXNIAEIICgZyZXN1bHQiLgoNR2V0Sm9iUmVxdWVzdBIKCgJpZBgBIAEoCRIRCgluZXh0X3J1bnMYAiABKAUiYAoOR2V0Sm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIuCgluZXh0X3J1bnMYAiADKAsyGy50aWNrd2hlZWwudjEuU2NoZWR1bGVkRmlyZSJ0Cg9MaXN0Sm9ic1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSJQoFc3RhdGUYAyABKA4yFi50aWNrd2hlZWwudjEuSm9iU3RhdGUSEwoLbmFtZV9wcmVmaXgYBCABKAkiTAoQTGlzdEpvYnNSZXNwb25zZRIfCgRqb2JzGAEgAygLMhEudGlja3doZWVsLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiYwoQVXBkYXRlSm9iUmVxdWVzdBIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEi8KC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayIzChFVcGRhdGVKb2JSZXNwb25zZRIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iIkcKFkJhdGNoVXBkYXRlSm9ic1JlcXVlc3QSLQoFaXRlbXMYASADKAsyHi50aWNrd2hlZWwudjEuVXBkYXRlSm9iUmVxdWVzdCJ8ChdCYXRjaFVwZGF0ZUpvYnNSZXNwb25zZRI0CgdyZXN1bHRzGAEgAygLMiMudGlja3doZWVsLnYxLkJhdGNoVXBkYXRlSm9ic1Jlc3VsdBIVCg11cGRhdGVkX2NvdW50GAIgASgFEhQKDGZhaWxlZF9jb3VudBgDIAEoBSJ2ChVCYXRjaFVwZGF0ZUpvYnNSZXN1bHQSLgoDam9iGAEgASgLMh8udGlja3doZWVsLnYxLlVwZGF0ZUpvYlJlc3BvbnNlSAASIwoFZXJyb3IYAiABKAsyEi5nb29nbGUucnBjLlN0YXR1c0gAQggKBnJlc3VsdCIvChBEZWxldGVKb2JSZXF1ZXN0EgoKAmlkGAEgASgJEg8KB3ZlcnNpb24YAiABKAMiMAoRRGVsZXRlSm9iUmVzcG9uc2USGwoTY2FuY2VsZWRfZXhlY3V0aW9ucxgBIAEoAyJHChZCYXRjaERlbGV0ZUpvYnNSZXF1ZXN0Ei0KBWl0ZW1zGAEgAygLMh4udGlja3doZWVsLnYxLkRlbGV0ZUpvYlJlcXVlc3QifAoXQmF0Y2hEZWxldGVKb2JzUmVzcG9uc2USNAoHcmVzdWx0cxgBIAMoCzIjLnRpY2t3aGVlbC52MS5CYXRjaERlbGV0ZUpvYnNSZXN1bHQSFQoNZGVsZXRlZF9jb3VudBgCIAEoBRIUCgxmYWlsZWRfY291bnQYAyABKAUiegoVQmF0Y2hEZWxldGVKb2JzUmVzdWx0EjIKB2RlbGV0ZWQYASABKAsyHy50aWNrd2hlZWwudjEuRGVsZXRlSm9iUmVzcG9uc2VIABIjCgVlcnJvchgCIAEoCzISLmdvb2dsZS5ycGMuU3RhdHVzSABCCAoGcmVzdWx0Ii0KD1BhdXNlSm9iUmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiaAoQUGF1c2VKb2JSZXNwb25zZRIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEhsKE2NhbmNlbGVkX2V4ZWN1dGlvbnMYAiABKAMSFwoPaGVsZF9leGVjdXRpb25zGAMgASgDIh4KEFJlc3VtZUpvYlJlcXVlc3QSCgoCaWQYASABKAkiegoRUmVzdW1lSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIoCgdza2lwcGVkGAIgASgLMhcudGlja3doZWVsLnYxLlNraXBSYW5nZRIbChNyZWxlYXNlZF9leGVjdXRpb25zGAMgASgDIlsKEVRyaWdnZXJKb2JSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSDwoHcGF5bG9hZBgDIAEoDBIVCg1hbGxvd19vdmVybGFwGAQgASgIIlEKElRyaWdnZXJKb2JSZXNwb25zZRIqCglleGVjdXRpb24YASABKAsyFy50aWNrd2hlZWwudjEuRXhlY3V0aW9uEg8KB2NyZWF0ZWQYAiABKAgioAEKEkJhY2tmaWxsSm9iUmVxdWVzdBIKCgJpZBgBIAEoCRIrCgdmcm9tX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgV0b19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHZHJ5X3J1bhgEIAEoCBIVCg1hbGxvd19vdmVybGFwGAUgASgIInsKE0JhY2tmaWxsSm9iUmVzcG9uc2USNQoLb2NjdXJyZW5jZXMYASADKAsyIC50aWNrd2hlZWwudjEuQmFja2ZpbGxPY2N1cnJlbmNlEhUKDWNyZWF0ZWRfY291bnQYAiABKAMSFgoOZXhpc3RpbmdfY291bnQYAyABKAMicgoSQmFja2ZpbGxPY2N1cnJlbmNlEhQKDGV4ZWN1dGlvbl9pZBgBIAEoCRIuCgpub21pbmFsX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg5hbHJlYWR5X2V4aXN0cxgDIAEoCCKQAQoWUHJldmlld1NjaGVkdWxlUmVxdWVzdBIQCgZqb2JfaWQYASABKAlIABIgCgNqb2IYAiABKAsyES50aWNrd2hlZWwudjEuSm9iSAASKQoFYWZ0ZXIYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWNvdW50GAQgASgFQggKBnNvdXJjZSJdChdQcmV2aWV3U2NoZWR1bGVSZXNwb25zZRIqCgVmaXJlcxgBIAMoCzIbLnRpY2t3aGVlbC52MS5TY2hlZHVsZWRGaXJlEhYKDnR6ZGF0YV92ZXJzaW9uGAIgASgJIiEKE0dldEV4ZWN1dGlvblJlcXVlc3QSCgoCaWQYASABKAkiQgoUR2V0RXhlY3V0aW9uUmVzcG9uc2USKgoJZXhlY3V0aW9uGAEgASgLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbiLXAQoVTGlzdEV4ZWN1dGlvbnNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIvCghzdGF0dXNlcxgEIAMoDjIdLnRpY2t3aGVlbC52MS5FeGVjdXRpb25TdGF0dXMSKwoHZnJvbV9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdG9fYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIoYBChZMaXN0RXhlY3V0aW9uc1Jlc3BvbnNlEisKCmV4ZWN1dGlvbnMYASADKAsyFy50aWNrd2hlZWwudjEuRXhlY3V0aW9uEiYKBXNraXBzGAIgAygLMhcudGlja3doZWVsLnYxLlNraXBSYW5nZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiNAoWQ2FuY2VsRXhlY3V0aW9uUmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiRQoXQ2FuY2VsRXhlY3V0aW9uUmVzcG9uc2USKgoJZXhlY3V0aW9uGAEgASgLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbiJPChZMaXN0RGVhZExldHRlcnNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJfChdMaXN0RGVhZExldHRlcnNSZXNwb25zZRIrCgpleGVjdXRpb25zGAEgAygLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiLwoXUmVwbGF5RGVhZExldHRlclJlcXVlc3QSFAoMZXhlY3V0aW9uX2lkGAEgASgJIkYKGFJlcGxheURlYWRMZXR0ZXJSZXNwb25zZRIqCglleGVjdXRpb24YASABKAsyFy50aWNrd2hlZWwudjEuRXhlY3V0aW9uMqEMChBTY2hlZHVsZXJTZXJ2aWNlEkwKCUNyZWF0ZUpvYhIeLnRpY2t3aGVlbC52MS5DcmVhdGVKb2JSZXF1ZXN0Gh8udGlja3doZWVsLnYxLkNyZWF0ZUpvYlJlc3BvbnNlEl4KD0JhdGNoQ3JlYXRlSm9icxIkLnRpY2t3aGVlbC52MS5CYXRjaENyZWF0ZUpvYnNSZXF1ZXN0GiUudGlja3doZWVsLnYxLkJhdGNoQ3JlYXRlSm9ic1Jlc3BvbnNlEkMKBkdldEpvYhIbLnRpY2t3aGVlbC52MS5HZXRKb2JSZXF1ZXN0GhwudGlja3doZWVsLnYxLkdldEpvYlJlc3BvbnNlEkkKCExpc3RKb2JzEh0udGlja3doZWVsLnYxLkxpc3RKb2JzUmVxdWVzdBoeLnRpY2t3aGVlbC52MS5MaXN0Sm9ic1Jlc3BvbnNlEkwKCVVwZGF0ZUpvYhIeLnRpY2t3aGVlbC52MS5VcGRhdGVKb2JSZXF1ZXN0Gh8udGlja3doZWVsLnYxLlVwZGF0ZUpvYlJlc3BvbnNlEl4KD0JhdGNoVXBkYXRlSm9icxIkLnRpY2t3aGVlbC52MS5CYXRjaFVwZGF0ZUpvYnNSZXF1ZXN0GiUudGlja3doZWVsLnYxLkJhdGNoVXBkYXRlSm9ic1Jlc3BvbnNlEkwKCURlbGV0ZUpvYhIeLnRpY2t3aGVlbC52MS5EZWxldGVKb2JSZXF1ZXN0Gh8udGlja3doZWVsLnYxLkRlbGV0ZUpvYlJlc3BvbnNlEl4KD0JhdGNoRGVsZXRlSm9icxIkLnRpY2t3aGVlbC52MS5CYXRjaERlbGV0ZUpvYnNSZXF1ZXN0GiUudGlja3doZWVsLnYxLkJhdGNoRGVsZXRlSm9ic1Jlc3BvbnNlEkkKCFBhdXNlSm9iEh0udGlja3doZWVsLnYxLlBhdXNlSm9iUmVxdWVzdBoeLnRpY2t3aGVlbC52MS5QYXVzZUpvYlJlc3BvbnNlEkwKCVJlc3VtZUpvYhIeLnRpY2t3aGVlbC52MS5SZXN1bWVKb2JSZXF1ZXN0Gh8udGlja3doZWVsLnYxLlJlc3VtZUpvYlJlc3BvbnNlEk8KClRyaWdnZXJKb2ISHy50aWNrd2hlZWwudjEuVHJpZ2dlckpvYlJlcXVlc3QaIC50aWNrd2hlZWwudjEuVHJpZ2dlckpvYlJlc3BvbnNlElIKC0JhY2tmaWxsSm9iEiAudGlja3doZWVsLnYxLkJhY2tmaWxsSm9iUmVxdWVzdBohLnRpY2t3aGVlbC52MS5CYWNrZmlsbEpvYlJlc3BvbnNlEl4KD1ByZXZpZXdTY2hlZHVsZRIkLnRpY2t3aGVlbC52MS5QcmV2aWV3U2NoZWR1bGVSZXF1ZXN0GiUudGlja3doZWVsLnYxLlByZXZpZXdTY2hlZHVsZVJlc3BvbnNlElUKDEdldEV4ZWN1dGlvbhIhLnRpY2t3aGVlbC52MS5HZXRFeGVjdXRpb25SZXF1ZXN0GiIudGlja3doZWVsLnYxLkdldEV4ZWN1dGlvblJlc3BvbnNlElsKDkxpc3RFeGVjdXRpb25zEiMudGlja3doZWVsLnYxLkxpc3RFeGVjdXRpb25zUmVxdWVzdBokLnRpY2t3aGVlbC52MS5MaXN0RXhlY3V0aW9uc1Jlc3BvbnNlEl4KD0NhbmNlbEV4ZWN1dGlvbhIkLnRpY2t3aGVlbC52MS5DYW5jZWxFeGVjdXRpb25SZXF1ZXN0GiUudGlja3doZWVsLnYxLkNhbmNlbEV4ZWN1dGlvblJlc3BvbnNlEl4KD0xpc3REZWFkTGV0dGVycxIkLnRpY2t3aGVlbC52MS5MaXN0RGVhZExldHRlcnNSZXF1ZXN0GiUudGlja3doZWVsLnYxLkxpc3REZWFkTGV0dGVyc1Jlc3BvbnNlEmEKEFJlcGxheURlYWRMZXR0ZXISJS50aWNrd2hlZWwudjEuUmVwbGF5RGVhZExldHRlclJlcXVlc3QaJi50aWNrd2hlZWwudjEuUmVwbGF5RGVhZExldHRlclJlc3BvbnNlQmgKEGRldi50aWNrd2hlZWwudjFCDlNjaGVkdWxlclByb3RvUAFaQmdpdGh1Yi5jb20vdGlja3doZWVsL3RpY2t3aGVlbC9zZGsvZ28vZ2VuL3RpY2t3aGVlbC92MTt0aWNrd2hlZWx2MWIGcHJvdG8z", [file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_google_rpc_status, file_tickwheel_v1_execution, file_tickwheel_v1_job]);
 
 /**
  * CreateJob input.
@@ -361,6 +361,101 @@ export const UpdateJobResponseSchema: GenMessage<UpdateJobResponse> = /*@__PURE_
   messageDesc(file_tickwheel_v1_scheduler, 10);
 
 /**
+ * BatchUpdateJobs input.
+ *
+ * @generated from message tickwheel.v1.BatchUpdateJobsRequest
+ */
+export type BatchUpdateJobsRequest = Message<"tickwheel.v1.BatchUpdateJobsRequest"> & {
+  /**
+   * 1 to 1 000 items, each as UpdateJob takes it.
+   *
+   * @generated from field: repeated tickwheel.v1.UpdateJobRequest items = 1;
+   */
+  items: UpdateJobRequest[];
+};
+
+/**
+ * Describes the message tickwheel.v1.BatchUpdateJobsRequest.
+ * Use `create(BatchUpdateJobsRequestSchema)` to create a new message.
+ */
+export const BatchUpdateJobsRequestSchema: GenMessage<BatchUpdateJobsRequest> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 11);
+
+/**
+ * BatchUpdateJobs output.
+ *
+ * @generated from message tickwheel.v1.BatchUpdateJobsResponse
+ */
+export type BatchUpdateJobsResponse = Message<"tickwheel.v1.BatchUpdateJobsResponse"> & {
+  /**
+   * One result per item, in the order of the request.
+   *
+   * @generated from field: repeated tickwheel.v1.BatchUpdateJobsResult results = 1;
+   */
+  results: BatchUpdateJobsResult[];
+
+  /**
+   * How many items were applied (their `job` set), those that changed
+   * nothing included.
+   *
+   * @generated from field: int32 updated_count = 2;
+   */
+  updatedCount: number;
+
+  /**
+   * How many items failed (their `error` set).
+   *
+   * @generated from field: int32 failed_count = 3;
+   */
+  failedCount: number;
+};
+
+/**
+ * Describes the message tickwheel.v1.BatchUpdateJobsResponse.
+ * Use `create(BatchUpdateJobsResponseSchema)` to create a new message.
+ */
+export const BatchUpdateJobsResponseSchema: GenMessage<BatchUpdateJobsResponse> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 12);
+
+/**
+ * What became of one BatchUpdateJobs item.
+ *
+ * @generated from message tickwheel.v1.BatchUpdateJobsResult
+ */
+export type BatchUpdateJobsResult = Message<"tickwheel.v1.BatchUpdateJobsResult"> & {
+  /**
+   * @generated from oneof tickwheel.v1.BatchUpdateJobsResult.result
+   */
+  result: {
+    /**
+     * The job as stored after the item (unchanged, at its version, when the
+     * item changed nothing).
+     *
+     * @generated from field: tickwheel.v1.UpdateJobResponse job = 1;
+     */
+    value: UpdateJobResponse;
+    case: "job";
+  } | {
+    /**
+     * Why the item was refused, with the code and details UpdateJob would
+     * have answered for it alone (field paths relative to the item, as in
+     * UpdateJob). Nothing of it was written.
+     *
+     * @generated from field: google.rpc.Status error = 2;
+     */
+    value: Status;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message tickwheel.v1.BatchUpdateJobsResult.
+ * Use `create(BatchUpdateJobsResultSchema)` to create a new message.
+ */
+export const BatchUpdateJobsResultSchema: GenMessage<BatchUpdateJobsResult> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 13);
+
+/**
  * DeleteJob input.
  *
  * @generated from message tickwheel.v1.DeleteJobRequest
@@ -387,7 +482,7 @@ export type DeleteJobRequest = Message<"tickwheel.v1.DeleteJobRequest"> & {
  * Use `create(DeleteJobRequestSchema)` to create a new message.
  */
 export const DeleteJobRequestSchema: GenMessage<DeleteJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 11);
+  messageDesc(file_tickwheel_v1_scheduler, 14);
 
 /**
  * DeleteJob output.
@@ -408,7 +503,99 @@ export type DeleteJobResponse = Message<"tickwheel.v1.DeleteJobResponse"> & {
  * Use `create(DeleteJobResponseSchema)` to create a new message.
  */
 export const DeleteJobResponseSchema: GenMessage<DeleteJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 12);
+  messageDesc(file_tickwheel_v1_scheduler, 15);
+
+/**
+ * BatchDeleteJobs input.
+ *
+ * @generated from message tickwheel.v1.BatchDeleteJobsRequest
+ */
+export type BatchDeleteJobsRequest = Message<"tickwheel.v1.BatchDeleteJobsRequest"> & {
+  /**
+   * 1 to 1 000 items, each as DeleteJob takes it.
+   *
+   * @generated from field: repeated tickwheel.v1.DeleteJobRequest items = 1;
+   */
+  items: DeleteJobRequest[];
+};
+
+/**
+ * Describes the message tickwheel.v1.BatchDeleteJobsRequest.
+ * Use `create(BatchDeleteJobsRequestSchema)` to create a new message.
+ */
+export const BatchDeleteJobsRequestSchema: GenMessage<BatchDeleteJobsRequest> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 16);
+
+/**
+ * BatchDeleteJobs output.
+ *
+ * @generated from message tickwheel.v1.BatchDeleteJobsResponse
+ */
+export type BatchDeleteJobsResponse = Message<"tickwheel.v1.BatchDeleteJobsResponse"> & {
+  /**
+   * One result per item, in the order of the request.
+   *
+   * @generated from field: repeated tickwheel.v1.BatchDeleteJobsResult results = 1;
+   */
+  results: BatchDeleteJobsResult[];
+
+  /**
+   * How many items deleted a job.
+   *
+   * @generated from field: int32 deleted_count = 2;
+   */
+  deletedCount: number;
+
+  /**
+   * How many items failed (their `error` set).
+   *
+   * @generated from field: int32 failed_count = 3;
+   */
+  failedCount: number;
+};
+
+/**
+ * Describes the message tickwheel.v1.BatchDeleteJobsResponse.
+ * Use `create(BatchDeleteJobsResponseSchema)` to create a new message.
+ */
+export const BatchDeleteJobsResponseSchema: GenMessage<BatchDeleteJobsResponse> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 17);
+
+/**
+ * What became of one BatchDeleteJobs item.
+ *
+ * @generated from message tickwheel.v1.BatchDeleteJobsResult
+ */
+export type BatchDeleteJobsResult = Message<"tickwheel.v1.BatchDeleteJobsResult"> & {
+  /**
+   * @generated from oneof tickwheel.v1.BatchDeleteJobsResult.result
+   */
+  result: {
+    /**
+     * The job was deleted: how many of its executions were canceled.
+     *
+     * @generated from field: tickwheel.v1.DeleteJobResponse deleted = 1;
+     */
+    value: DeleteJobResponse;
+    case: "deleted";
+  } | {
+    /**
+     * Why the item was refused, with the code and details DeleteJob would
+     * have answered for it alone. Nothing of it was written.
+     *
+     * @generated from field: google.rpc.Status error = 2;
+     */
+    value: Status;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message tickwheel.v1.BatchDeleteJobsResult.
+ * Use `create(BatchDeleteJobsResultSchema)` to create a new message.
+ */
+export const BatchDeleteJobsResultSchema: GenMessage<BatchDeleteJobsResult> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 18);
 
 /**
  * PauseJob input.
@@ -438,7 +625,7 @@ export type PauseJobRequest = Message<"tickwheel.v1.PauseJobRequest"> & {
  * Use `create(PauseJobRequestSchema)` to create a new message.
  */
 export const PauseJobRequestSchema: GenMessage<PauseJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 13);
+  messageDesc(file_tickwheel_v1_scheduler, 19);
 
 /**
  * PauseJob output.
@@ -474,7 +661,7 @@ export type PauseJobResponse = Message<"tickwheel.v1.PauseJobResponse"> & {
  * Use `create(PauseJobResponseSchema)` to create a new message.
  */
 export const PauseJobResponseSchema: GenMessage<PauseJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 14);
+  messageDesc(file_tickwheel_v1_scheduler, 20);
 
 /**
  * ResumeJob input.
@@ -495,7 +682,7 @@ export type ResumeJobRequest = Message<"tickwheel.v1.ResumeJobRequest"> & {
  * Use `create(ResumeJobRequestSchema)` to create a new message.
  */
 export const ResumeJobRequestSchema: GenMessage<ResumeJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 15);
+  messageDesc(file_tickwheel_v1_scheduler, 21);
 
 /**
  * ResumeJob output.
@@ -532,7 +719,7 @@ export type ResumeJobResponse = Message<"tickwheel.v1.ResumeJobResponse"> & {
  * Use `create(ResumeJobResponseSchema)` to create a new message.
  */
 export const ResumeJobResponseSchema: GenMessage<ResumeJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 16);
+  messageDesc(file_tickwheel_v1_scheduler, 22);
 
 /**
  * TriggerJob input.
@@ -576,7 +763,7 @@ export type TriggerJobRequest = Message<"tickwheel.v1.TriggerJobRequest"> & {
  * Use `create(TriggerJobRequestSchema)` to create a new message.
  */
 export const TriggerJobRequestSchema: GenMessage<TriggerJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 17);
+  messageDesc(file_tickwheel_v1_scheduler, 23);
 
 /**
  * TriggerJob output.
@@ -605,7 +792,7 @@ export type TriggerJobResponse = Message<"tickwheel.v1.TriggerJobResponse"> & {
  * Use `create(TriggerJobResponseSchema)` to create a new message.
  */
 export const TriggerJobResponseSchema: GenMessage<TriggerJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 18);
+  messageDesc(file_tickwheel_v1_scheduler, 24);
 
 /**
  * BackfillJob input.
@@ -656,7 +843,7 @@ export type BackfillJobRequest = Message<"tickwheel.v1.BackfillJobRequest"> & {
  * Use `create(BackfillJobRequestSchema)` to create a new message.
  */
 export const BackfillJobRequestSchema: GenMessage<BackfillJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 19);
+  messageDesc(file_tickwheel_v1_scheduler, 25);
 
 /**
  * BackfillJob output.
@@ -692,7 +879,7 @@ export type BackfillJobResponse = Message<"tickwheel.v1.BackfillJobResponse"> & 
  * Use `create(BackfillJobResponseSchema)` to create a new message.
  */
 export const BackfillJobResponseSchema: GenMessage<BackfillJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 20);
+  messageDesc(file_tickwheel_v1_scheduler, 26);
 
 /**
  * One occurrence of a backfill window.
@@ -727,7 +914,7 @@ export type BackfillOccurrence = Message<"tickwheel.v1.BackfillOccurrence"> & {
  * Use `create(BackfillOccurrenceSchema)` to create a new message.
  */
 export const BackfillOccurrenceSchema: GenMessage<BackfillOccurrence> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 21);
+  messageDesc(file_tickwheel_v1_scheduler, 27);
 
 /**
  * PreviewSchedule input.
@@ -782,7 +969,7 @@ export type PreviewScheduleRequest = Message<"tickwheel.v1.PreviewScheduleReques
  * Use `create(PreviewScheduleRequestSchema)` to create a new message.
  */
 export const PreviewScheduleRequestSchema: GenMessage<PreviewScheduleRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 22);
+  messageDesc(file_tickwheel_v1_scheduler, 28);
 
 /**
  * PreviewSchedule output.
@@ -810,7 +997,7 @@ export type PreviewScheduleResponse = Message<"tickwheel.v1.PreviewScheduleRespo
  * Use `create(PreviewScheduleResponseSchema)` to create a new message.
  */
 export const PreviewScheduleResponseSchema: GenMessage<PreviewScheduleResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 23);
+  messageDesc(file_tickwheel_v1_scheduler, 29);
 
 /**
  * GetExecution input.
@@ -831,7 +1018,7 @@ export type GetExecutionRequest = Message<"tickwheel.v1.GetExecutionRequest"> & 
  * Use `create(GetExecutionRequestSchema)` to create a new message.
  */
 export const GetExecutionRequestSchema: GenMessage<GetExecutionRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 24);
+  messageDesc(file_tickwheel_v1_scheduler, 30);
 
 /**
  * GetExecution output.
@@ -852,7 +1039,7 @@ export type GetExecutionResponse = Message<"tickwheel.v1.GetExecutionResponse"> 
  * Use `create(GetExecutionResponseSchema)` to create a new message.
  */
 export const GetExecutionResponseSchema: GenMessage<GetExecutionResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 25);
+  messageDesc(file_tickwheel_v1_scheduler, 31);
 
 /**
  * ListExecutions input.
@@ -908,7 +1095,7 @@ export type ListExecutionsRequest = Message<"tickwheel.v1.ListExecutionsRequest"
  * Use `create(ListExecutionsRequestSchema)` to create a new message.
  */
 export const ListExecutionsRequestSchema: GenMessage<ListExecutionsRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 26);
+  messageDesc(file_tickwheel_v1_scheduler, 32);
 
 /**
  * ListExecutions output.
@@ -943,7 +1130,7 @@ export type ListExecutionsResponse = Message<"tickwheel.v1.ListExecutionsRespons
  * Use `create(ListExecutionsResponseSchema)` to create a new message.
  */
 export const ListExecutionsResponseSchema: GenMessage<ListExecutionsResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 27);
+  messageDesc(file_tickwheel_v1_scheduler, 33);
 
 /**
  * CancelExecution input.
@@ -973,7 +1160,7 @@ export type CancelExecutionRequest = Message<"tickwheel.v1.CancelExecutionReques
  * Use `create(CancelExecutionRequestSchema)` to create a new message.
  */
 export const CancelExecutionRequestSchema: GenMessage<CancelExecutionRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 28);
+  messageDesc(file_tickwheel_v1_scheduler, 34);
 
 /**
  * CancelExecution output.
@@ -995,7 +1182,7 @@ export type CancelExecutionResponse = Message<"tickwheel.v1.CancelExecutionRespo
  * Use `create(CancelExecutionResponseSchema)` to create a new message.
  */
 export const CancelExecutionResponseSchema: GenMessage<CancelExecutionResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 29);
+  messageDesc(file_tickwheel_v1_scheduler, 35);
 
 /**
  * ListDeadLetters input.
@@ -1030,7 +1217,7 @@ export type ListDeadLettersRequest = Message<"tickwheel.v1.ListDeadLettersReques
  * Use `create(ListDeadLettersRequestSchema)` to create a new message.
  */
 export const ListDeadLettersRequestSchema: GenMessage<ListDeadLettersRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 30);
+  messageDesc(file_tickwheel_v1_scheduler, 36);
 
 /**
  * ListDeadLetters output.
@@ -1058,7 +1245,7 @@ export type ListDeadLettersResponse = Message<"tickwheel.v1.ListDeadLettersRespo
  * Use `create(ListDeadLettersResponseSchema)` to create a new message.
  */
 export const ListDeadLettersResponseSchema: GenMessage<ListDeadLettersResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 31);
+  messageDesc(file_tickwheel_v1_scheduler, 37);
 
 /**
  * ReplayDeadLetter input.
@@ -1079,7 +1266,7 @@ export type ReplayDeadLetterRequest = Message<"tickwheel.v1.ReplayDeadLetterRequ
  * Use `create(ReplayDeadLetterRequestSchema)` to create a new message.
  */
 export const ReplayDeadLetterRequestSchema: GenMessage<ReplayDeadLetterRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 32);
+  messageDesc(file_tickwheel_v1_scheduler, 38);
 
 /**
  * ReplayDeadLetter output.
@@ -1100,7 +1287,7 @@ export type ReplayDeadLetterResponse = Message<"tickwheel.v1.ReplayDeadLetterRes
  * Use `create(ReplayDeadLetterResponseSchema)` to create a new message.
  */
 export const ReplayDeadLetterResponseSchema: GenMessage<ReplayDeadLetterResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 33);
+  messageDesc(file_tickwheel_v1_scheduler, 39);
 
 /**
  * The tenant-facing API. Every call carries `authorization: Bearer <API key>`
@@ -1200,6 +1387,31 @@ export const SchedulerService: GenService<{
     output: typeof UpdateJobResponseSchema;
   },
   /**
+   * Changes up to 1 000 jobs in one call. Each item is an UpdateJobRequest
+   * and is answered as UpdateJob would answer it alone: the job as stored
+   * after the change, or the error (INVALID_ARGUMENT with BadRequest field
+   * violations relative to the item, e.g. `update_mask` or `job.version`;
+   * NOT_FOUND for an id that is not one of the tenant's jobs, another
+   * tenant's included; FAILED_PRECONDITION with a PreconditionFailure when
+   * `job.version` is not the stored version; RESOURCE_EXHAUSTED over
+   * `max_payload_bytes`). A bad item writes nothing and does not fail the
+   * others. The items are applied in request order in one transaction,
+   * durable before the reply: an id repeated in the call sees what its
+   * earlier items did (its version among them, so a repeat carrying the
+   * version it read before the call gets FAILED_PRECONDITION when an earlier
+   * item changed the job). The call itself fails only when it is not a
+   * batch: no items or more than 1 000 (INVALID_ARGUMENT `items`), or when
+   * the store is unavailable (UNAVAILABLE; nothing written, and retrying the
+   * same call is safe: each item's `job.version` makes a change apply once).
+   *
+   * @generated from rpc tickwheel.v1.SchedulerService.BatchUpdateJobs
+   */
+  batchUpdateJobs: {
+    methodKind: "unary";
+    input: typeof BatchUpdateJobsRequestSchema;
+    output: typeof BatchUpdateJobsResponseSchema;
+  },
+  /**
    * Deletes a job and cancels its executions that have not started (held
    * ones included), recorded as CANCELED with "canceled: job deleted".
    * A RUNNING execution finishes. History is kept for the retention window.
@@ -1210,6 +1422,29 @@ export const SchedulerService: GenService<{
     methodKind: "unary";
     input: typeof DeleteJobRequestSchema;
     output: typeof DeleteJobResponseSchema;
+  },
+  /**
+   * Deletes up to 1 000 jobs in one call. Each item is a DeleteJobRequest
+   * and is answered as DeleteJob would answer it alone: how many of the
+   * job's executions that had not started were canceled, or the error
+   * (INVALID_ARGUMENT naming the item's field, e.g. `id`; NOT_FOUND for an
+   * id that is not one of the tenant's jobs, another tenant's included;
+   * FAILED_PRECONDITION when a non-zero `version` is not the stored
+   * version). A bad item writes nothing and does not fail the others. The
+   * items are applied in request order in one transaction, durable before
+   * the reply: an id repeated in the call gets NOT_FOUND after its first
+   * delete. The call itself fails only when it is not a batch: no items or
+   * more than 1 000 (INVALID_ARGUMENT `items`), or when the store is
+   * unavailable (UNAVAILABLE; nothing written, retrying is safe). A retried
+   * call whose first attempt did commit (the reply was lost) answers
+   * NOT_FOUND for the jobs it deleted.
+   *
+   * @generated from rpc tickwheel.v1.SchedulerService.BatchDeleteJobs
+   */
+  batchDeleteJobs: {
+    methodKind: "unary";
+    input: typeof BatchDeleteJobsRequestSchema;
+    output: typeof BatchDeleteJobsResponseSchema;
   },
   /**
    * Stops creating occurrences and holds the executions that have not started

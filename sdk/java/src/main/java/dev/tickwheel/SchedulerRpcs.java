@@ -4,6 +4,10 @@ import dev.tickwheel.v1.BackfillJobRequest;
 import dev.tickwheel.v1.BackfillJobResponse;
 import dev.tickwheel.v1.BatchCreateJobsRequest;
 import dev.tickwheel.v1.BatchCreateJobsResponse;
+import dev.tickwheel.v1.BatchDeleteJobsRequest;
+import dev.tickwheel.v1.BatchDeleteJobsResponse;
+import dev.tickwheel.v1.BatchUpdateJobsRequest;
+import dev.tickwheel.v1.BatchUpdateJobsResponse;
 import dev.tickwheel.v1.CancelExecutionRequest;
 import dev.tickwheel.v1.CancelExecutionResponse;
 import dev.tickwheel.v1.CreateJobRequest;
@@ -84,6 +88,20 @@ final class SchedulerRpcs {
       rpc("UpdateJob", SchedulerServiceBlockingStub::updateJob, never());
   static final Rpc<DeleteJobRequest, DeleteJobResponse> DELETE_JOB =
       rpc("DeleteJob", SchedulerServiceBlockingStub::deleteJob, never());
+  /**
+   * Repeatable when every item names the version it expects: a change then applies once (one a
+   * lost attempt applied answers FAILED_PRECONDITION).
+   */
+  static final Rpc<BatchUpdateJobsRequest, BatchUpdateJobsResponse> BATCH_UPDATE_JOBS =
+      rpc(
+          "BatchUpdateJobs",
+          SchedulerServiceBlockingStub::batchUpdateJobs,
+          r ->
+              r.getItemsCount() > 0
+                  && r.getItemsList().stream().noneMatch(item -> item.getJob().getVersion() == 0));
+  /** Repeatable: a delete happens once (one a lost attempt applied answers NOT_FOUND). */
+  static final Rpc<BatchDeleteJobsRequest, BatchDeleteJobsResponse> BATCH_DELETE_JOBS =
+      rpc("BatchDeleteJobs", SchedulerServiceBlockingStub::batchDeleteJobs, always());
   static final Rpc<PauseJobRequest, PauseJobResponse> PAUSE_JOB =
       rpc("PauseJob", SchedulerServiceBlockingStub::pauseJob, never());
   static final Rpc<ResumeJobRequest, ResumeJobResponse> RESUME_JOB =
@@ -113,6 +131,8 @@ final class SchedulerRpcs {
           LIST_JOBS,
           UPDATE_JOB,
           DELETE_JOB,
+          BATCH_UPDATE_JOBS,
+          BATCH_DELETE_JOBS,
           PAUSE_JOB,
           RESUME_JOB,
           TRIGGER_JOB,

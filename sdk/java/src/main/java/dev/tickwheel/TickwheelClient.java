@@ -5,6 +5,10 @@ import dev.tickwheel.v1.BackfillJobRequest;
 import dev.tickwheel.v1.BackfillJobResponse;
 import dev.tickwheel.v1.BatchCreateJobsRequest;
 import dev.tickwheel.v1.BatchCreateJobsResponse;
+import dev.tickwheel.v1.BatchDeleteJobsRequest;
+import dev.tickwheel.v1.BatchDeleteJobsResponse;
+import dev.tickwheel.v1.BatchUpdateJobsRequest;
+import dev.tickwheel.v1.BatchUpdateJobsResponse;
 import dev.tickwheel.v1.CancelExecutionRequest;
 import dev.tickwheel.v1.CancelExecutionResponse;
 import dev.tickwheel.v1.CreateJobRequest;
@@ -72,8 +76,10 @@ import java.util.function.Function;
  * <p>Retries: UNAVAILABLE (by default) is retried with exponential backoff and full jitter, within
  * the deadline, and only for calls that are safe to repeat: reads, CreateJob, BatchCreateJobs and
  * TriggerJob (request ids make them idempotent; the client generates them where the request has
- * none), and dry runs. Other writes fail on the first error. {@link #createJobs} creates any number
- * of jobs, 1000 per BatchCreateJobs call, with one result per job.
+ * none), BatchUpdateJobs and BatchDeleteJobs (versions make each change apply once), and dry runs.
+ * Other writes fail on the first error. {@link #createJobs} creates any number of jobs, 1000 per
+ * BatchCreateJobs call, with one result per job; {@link #updateJobs} and {@link #deleteJobs} do
+ * the same for changes and deletes.
  *
  * <pre>{@code
  * try (TickwheelClient client = TickwheelClient.builder("127.0.0.1:50051").apiKey(key).build()) {
@@ -261,6 +267,55 @@ public final class TickwheelClient implements AutoCloseable {
       request = filled.build();
     }
     return invoke(SchedulerRpcs.BATCH_CREATE_JOBS, request);
+  }
+
+  /**
+   * Applies every request through BatchUpdateJobs and returns one {@link UpdateJobResult} per
+   * request, in order: the job as stored, or the {@link TickwheelException} UpdateJob would have
+   * thrown for it alone. Requests apply in order: a job named twice sees the first change (and its
+   * new version). Calls of at most {@link #MAX_BATCH_ITEMS}, one after the other, each retried on
+   * UNAVAILABLE when every item names its version: a change applies once, and one a lost attempt
+   * applied then answers FAILED_PRECONDITION.
+   *
+   * @throws TickwheelException when a call fails as a whole, or the server answers another number
+   *     of results than items (INTERNAL); the calls before it took effect.
+   */
+  public List<UpdateJobResult> updateJobs(List<UpdateJobRequest> requests) {
+    List<UpdateJobResult> results = new ArrayList<>(requests.size());
+    for (BatchUpdateJobsRequest batch : BatchChanges.planUpdates(requests, MAX_BATCH_ITEMS)) {
+      BatchUpdateJobsResponse response = invoke(SchedulerRpcs.BATCH_UPDATE_JOBS, batch);
+      results.addAll(BatchChanges.updateResults(batch, response));
+    }
+    return results;
+  }
+
+  /**
+   * Deletes the job of every request through BatchDeleteJobs and returns one {@link
+   * DeleteJobResult} per request, in order: deleted (with the executions canceled) or the {@link
+   * TickwheelException} DeleteJob would have thrown (NOT_FOUND for an unknown id, one named twice
+   * or another tenant's; FAILED_PRECONDITION when a non-zero version is stale). Calls of at most
+   * {@link #MAX_BATCH_ITEMS}, each retried on UNAVAILABLE: a job a lost attempt deleted then
+   * answers NOT_FOUND.
+   *
+   * @throws TickwheelException as {@link #updateJobs}
+   */
+  public List<DeleteJobResult> deleteJobs(List<DeleteJobRequest> requests) {
+    List<DeleteJobResult> results = new ArrayList<>(requests.size());
+    for (BatchDeleteJobsRequest batch : BatchChanges.planDeletes(requests, MAX_BATCH_ITEMS)) {
+      BatchDeleteJobsResponse response = invoke(SchedulerRpcs.BATCH_DELETE_JOBS, batch);
+      results.addAll(BatchChanges.deleteResults(batch, response));
+    }
+    return results;
+  }
+
+  /** One BatchUpdateJobs call: 1 to 1000 items. Retried when every item names its version. */
+  public BatchUpdateJobsResponse batchUpdateJobs(BatchUpdateJobsRequest request) {
+    return invoke(SchedulerRpcs.BATCH_UPDATE_JOBS, request);
+  }
+
+  /** One BatchDeleteJobs call: 1 to 1000 items. Retried. */
+  public BatchDeleteJobsResponse batchDeleteJobs(BatchDeleteJobsRequest request) {
+    return invoke(SchedulerRpcs.BATCH_DELETE_JOBS, request);
   }
 
   /** The job with its last outcome and its five upcoming fires. Retried. */

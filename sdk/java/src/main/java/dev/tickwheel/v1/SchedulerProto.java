@@ -82,6 +82,21 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_tickwheel_v1_UpdateJobResponse_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_BatchUpdateJobsRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_BatchUpdateJobsRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_BatchUpdateJobsResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_BatchUpdateJobsResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_BatchUpdateJobsResult_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_BatchUpdateJobsResult_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_tickwheel_v1_DeleteJobRequest_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -91,6 +106,21 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_tickwheel_v1_DeleteJobResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_BatchDeleteJobsRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_BatchDeleteJobsRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_BatchDeleteJobsResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_BatchDeleteJobsResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_BatchDeleteJobsResult_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_BatchDeleteJobsResult_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
     internal_static_tickwheel_v1_PauseJobRequest_descriptor;
   static final 
@@ -239,10 +269,29 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
       "\001(\0132\021.tickwheel.v1.JobR\003job\022;\n\013update_ma" +
       "sk\030\002 \001(\0132\032.google.protobuf.FieldMaskR\nup" +
       "dateMask\"8\n\021UpdateJobResponse\022#\n\003job\030\001 \001" +
-      "(\0132\021.tickwheel.v1.JobR\003job\"<\n\020DeleteJobR" +
-      "equest\022\016\n\002id\030\001 \001(\tR\002id\022\030\n\007version\030\002 \001(\003R" +
-      "\007version\"D\n\021DeleteJobResponse\022/\n\023cancele" +
-      "d_executions\030\001 \001(\003R\022canceledExecutions\"9" +
+      "(\0132\021.tickwheel.v1.JobR\003job\"N\n\026BatchUpdat" +
+      "eJobsRequest\0224\n\005items\030\001 \003(\0132\036.tickwheel." +
+      "v1.UpdateJobRequestR\005items\"\240\001\n\027BatchUpda" +
+      "teJobsResponse\022=\n\007results\030\001 \003(\0132#.tickwh" +
+      "eel.v1.BatchUpdateJobsResultR\007results\022#\n" +
+      "\rupdated_count\030\002 \001(\005R\014updatedCount\022!\n\014fa" +
+      "iled_count\030\003 \001(\005R\013failedCount\"\202\001\n\025BatchU" +
+      "pdateJobsResult\0223\n\003job\030\001 \001(\0132\037.tickwheel" +
+      ".v1.UpdateJobResponseH\000R\003job\022*\n\005error\030\002 " +
+      "\001(\0132\022.google.rpc.StatusH\000R\005errorB\010\n\006resu" +
+      "lt\"<\n\020DeleteJobRequest\022\016\n\002id\030\001 \001(\tR\002id\022\030" +
+      "\n\007version\030\002 \001(\003R\007version\"D\n\021DeleteJobRes" +
+      "ponse\022/\n\023canceled_executions\030\001 \001(\003R\022canc" +
+      "eledExecutions\"N\n\026BatchDeleteJobsRequest" +
+      "\0224\n\005items\030\001 \003(\0132\036.tickwheel.v1.DeleteJob" +
+      "RequestR\005items\"\240\001\n\027BatchDeleteJobsRespon" +
+      "se\022=\n\007results\030\001 \003(\0132#.tickwheel.v1.Batch" +
+      "DeleteJobsResultR\007results\022#\n\rdeleted_cou" +
+      "nt\030\002 \001(\005R\014deletedCount\022!\n\014failed_count\030\003" +
+      " \001(\005R\013failedCount\"\212\001\n\025BatchDeleteJobsRes" +
+      "ult\022;\n\007deleted\030\001 \001(\0132\037.tickwheel.v1.Dele" +
+      "teJobResponseH\000R\007deleted\022*\n\005error\030\002 \001(\0132" +
+      "\022.google.rpc.StatusH\000R\005errorB\010\n\006result\"9" +
       "\n\017PauseJobRequest\022\016\n\002id\030\001 \001(\tR\002id\022\026\n\006rea" +
       "son\030\002 \001(\tR\006reason\"\221\001\n\020PauseJobResponse\022#" +
       "\n\003job\030\001 \001(\0132\021.tickwheel.v1.JobR\003job\022/\n\023c" +
@@ -306,7 +355,7 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
       "ayDeadLetterRequest\022!\n\014execution_id\030\001 \001(" +
       "\tR\013executionId\"Q\n\030ReplayDeadLetterRespon" +
       "se\0225\n\texecution\030\001 \001(\0132\027.tickwheel.v1.Exe" +
-      "cutionR\texecution2\341\n\n\020SchedulerService\022L" +
+      "cutionR\texecution2\241\014\n\020SchedulerService\022L" +
       "\n\tCreateJob\022\036.tickwheel.v1.CreateJobRequ" +
       "est\032\037.tickwheel.v1.CreateJobResponse\022^\n\017" +
       "BatchCreateJobs\022$.tickwheel.v1.BatchCrea" +
@@ -316,34 +365,39 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
       "e\022I\n\010ListJobs\022\035.tickwheel.v1.ListJobsReq" +
       "uest\032\036.tickwheel.v1.ListJobsResponse\022L\n\t" +
       "UpdateJob\022\036.tickwheel.v1.UpdateJobReques" +
-      "t\032\037.tickwheel.v1.UpdateJobResponse\022L\n\tDe" +
-      "leteJob\022\036.tickwheel.v1.DeleteJobRequest\032" +
-      "\037.tickwheel.v1.DeleteJobResponse\022I\n\010Paus" +
-      "eJob\022\035.tickwheel.v1.PauseJobRequest\032\036.ti" +
-      "ckwheel.v1.PauseJobResponse\022L\n\tResumeJob" +
-      "\022\036.tickwheel.v1.ResumeJobRequest\032\037.tickw" +
-      "heel.v1.ResumeJobResponse\022O\n\nTriggerJob\022" +
-      "\037.tickwheel.v1.TriggerJobRequest\032 .tickw" +
-      "heel.v1.TriggerJobResponse\022R\n\013BackfillJo" +
-      "b\022 .tickwheel.v1.BackfillJobRequest\032!.ti" +
-      "ckwheel.v1.BackfillJobResponse\022^\n\017Previe" +
-      "wSchedule\022$.tickwheel.v1.PreviewSchedule" +
-      "Request\032%.tickwheel.v1.PreviewScheduleRe" +
-      "sponse\022U\n\014GetExecution\022!.tickwheel.v1.Ge" +
-      "tExecutionRequest\032\".tickwheel.v1.GetExec" +
-      "utionResponse\022[\n\016ListExecutions\022#.tickwh" +
-      "eel.v1.ListExecutionsRequest\032$.tickwheel" +
-      ".v1.ListExecutionsResponse\022^\n\017CancelExec" +
-      "ution\022$.tickwheel.v1.CancelExecutionRequ" +
-      "est\032%.tickwheel.v1.CancelExecutionRespon" +
-      "se\022^\n\017ListDeadLetters\022$.tickwheel.v1.Lis" +
-      "tDeadLettersRequest\032%.tickwheel.v1.ListD" +
-      "eadLettersResponse\022a\n\020ReplayDeadLetter\022%" +
-      ".tickwheel.v1.ReplayDeadLetterRequest\032&." +
-      "tickwheel.v1.ReplayDeadLetterResponseBh\n" +
-      "\020dev.tickwheel.v1B\016SchedulerProtoP\001ZBgit" +
-      "hub.com/tickwheel/tickwheel/sdk/go/gen/t" +
-      "ickwheel/v1;tickwheelv1b\006proto3"
+      "t\032\037.tickwheel.v1.UpdateJobResponse\022^\n\017Ba" +
+      "tchUpdateJobs\022$.tickwheel.v1.BatchUpdate" +
+      "JobsRequest\032%.tickwheel.v1.BatchUpdateJo" +
+      "bsResponse\022L\n\tDeleteJob\022\036.tickwheel.v1.D" +
+      "eleteJobRequest\032\037.tickwheel.v1.DeleteJob" +
+      "Response\022^\n\017BatchDeleteJobs\022$.tickwheel." +
+      "v1.BatchDeleteJobsRequest\032%.tickwheel.v1" +
+      ".BatchDeleteJobsResponse\022I\n\010PauseJob\022\035.t" +
+      "ickwheel.v1.PauseJobRequest\032\036.tickwheel." +
+      "v1.PauseJobResponse\022L\n\tResumeJob\022\036.tickw" +
+      "heel.v1.ResumeJobRequest\032\037.tickwheel.v1." +
+      "ResumeJobResponse\022O\n\nTriggerJob\022\037.tickwh" +
+      "eel.v1.TriggerJobRequest\032 .tickwheel.v1." +
+      "TriggerJobResponse\022R\n\013BackfillJob\022 .tick" +
+      "wheel.v1.BackfillJobRequest\032!.tickwheel." +
+      "v1.BackfillJobResponse\022^\n\017PreviewSchedul" +
+      "e\022$.tickwheel.v1.PreviewScheduleRequest\032" +
+      "%.tickwheel.v1.PreviewScheduleResponse\022U" +
+      "\n\014GetExecution\022!.tickwheel.v1.GetExecuti" +
+      "onRequest\032\".tickwheel.v1.GetExecutionRes" +
+      "ponse\022[\n\016ListExecutions\022#.tickwheel.v1.L" +
+      "istExecutionsRequest\032$.tickwheel.v1.List" +
+      "ExecutionsResponse\022^\n\017CancelExecution\022$." +
+      "tickwheel.v1.CancelExecutionRequest\032%.ti" +
+      "ckwheel.v1.CancelExecutionResponse\022^\n\017Li" +
+      "stDeadLetters\022$.tickwheel.v1.ListDeadLet" +
+      "tersRequest\032%.tickwheel.v1.ListDeadLette" +
+      "rsResponse\022a\n\020ReplayDeadLetter\022%.tickwhe" +
+      "el.v1.ReplayDeadLetterRequest\032&.tickwhee" +
+      "l.v1.ReplayDeadLetterResponseBh\n\020dev.tic" +
+      "kwheel.v1B\016SchedulerProtoP\001ZBgithub.com/" +
+      "tickwheel/tickwheel/sdk/go/gen/tickwheel" +
+      "/v1;tickwheelv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -420,140 +474,176 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_UpdateJobResponse_descriptor,
         new java.lang.String[] { "Job", });
-    internal_static_tickwheel_v1_DeleteJobRequest_descriptor =
+    internal_static_tickwheel_v1_BatchUpdateJobsRequest_descriptor =
       getDescriptor().getMessageType(11);
+    internal_static_tickwheel_v1_BatchUpdateJobsRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_BatchUpdateJobsRequest_descriptor,
+        new java.lang.String[] { "Items", });
+    internal_static_tickwheel_v1_BatchUpdateJobsResponse_descriptor =
+      getDescriptor().getMessageType(12);
+    internal_static_tickwheel_v1_BatchUpdateJobsResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_BatchUpdateJobsResponse_descriptor,
+        new java.lang.String[] { "Results", "UpdatedCount", "FailedCount", });
+    internal_static_tickwheel_v1_BatchUpdateJobsResult_descriptor =
+      getDescriptor().getMessageType(13);
+    internal_static_tickwheel_v1_BatchUpdateJobsResult_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_BatchUpdateJobsResult_descriptor,
+        new java.lang.String[] { "Job", "Error", "Result", });
+    internal_static_tickwheel_v1_DeleteJobRequest_descriptor =
+      getDescriptor().getMessageType(14);
     internal_static_tickwheel_v1_DeleteJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_DeleteJobRequest_descriptor,
         new java.lang.String[] { "Id", "Version", });
     internal_static_tickwheel_v1_DeleteJobResponse_descriptor =
-      getDescriptor().getMessageType(12);
+      getDescriptor().getMessageType(15);
     internal_static_tickwheel_v1_DeleteJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_DeleteJobResponse_descriptor,
         new java.lang.String[] { "CanceledExecutions", });
+    internal_static_tickwheel_v1_BatchDeleteJobsRequest_descriptor =
+      getDescriptor().getMessageType(16);
+    internal_static_tickwheel_v1_BatchDeleteJobsRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_BatchDeleteJobsRequest_descriptor,
+        new java.lang.String[] { "Items", });
+    internal_static_tickwheel_v1_BatchDeleteJobsResponse_descriptor =
+      getDescriptor().getMessageType(17);
+    internal_static_tickwheel_v1_BatchDeleteJobsResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_BatchDeleteJobsResponse_descriptor,
+        new java.lang.String[] { "Results", "DeletedCount", "FailedCount", });
+    internal_static_tickwheel_v1_BatchDeleteJobsResult_descriptor =
+      getDescriptor().getMessageType(18);
+    internal_static_tickwheel_v1_BatchDeleteJobsResult_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_BatchDeleteJobsResult_descriptor,
+        new java.lang.String[] { "Deleted", "Error", "Result", });
     internal_static_tickwheel_v1_PauseJobRequest_descriptor =
-      getDescriptor().getMessageType(13);
+      getDescriptor().getMessageType(19);
     internal_static_tickwheel_v1_PauseJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_PauseJobRequest_descriptor,
         new java.lang.String[] { "Id", "Reason", });
     internal_static_tickwheel_v1_PauseJobResponse_descriptor =
-      getDescriptor().getMessageType(14);
+      getDescriptor().getMessageType(20);
     internal_static_tickwheel_v1_PauseJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_PauseJobResponse_descriptor,
         new java.lang.String[] { "Job", "CanceledExecutions", "HeldExecutions", });
     internal_static_tickwheel_v1_ResumeJobRequest_descriptor =
-      getDescriptor().getMessageType(15);
+      getDescriptor().getMessageType(21);
     internal_static_tickwheel_v1_ResumeJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ResumeJobRequest_descriptor,
         new java.lang.String[] { "Id", });
     internal_static_tickwheel_v1_ResumeJobResponse_descriptor =
-      getDescriptor().getMessageType(16);
+      getDescriptor().getMessageType(22);
     internal_static_tickwheel_v1_ResumeJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ResumeJobResponse_descriptor,
         new java.lang.String[] { "Job", "Skipped", "ReleasedExecutions", });
     internal_static_tickwheel_v1_TriggerJobRequest_descriptor =
-      getDescriptor().getMessageType(17);
+      getDescriptor().getMessageType(23);
     internal_static_tickwheel_v1_TriggerJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_TriggerJobRequest_descriptor,
         new java.lang.String[] { "Id", "RequestId", "Payload", "AllowOverlap", });
     internal_static_tickwheel_v1_TriggerJobResponse_descriptor =
-      getDescriptor().getMessageType(18);
+      getDescriptor().getMessageType(24);
     internal_static_tickwheel_v1_TriggerJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_TriggerJobResponse_descriptor,
         new java.lang.String[] { "Execution", "Created", });
     internal_static_tickwheel_v1_BackfillJobRequest_descriptor =
-      getDescriptor().getMessageType(19);
+      getDescriptor().getMessageType(25);
     internal_static_tickwheel_v1_BackfillJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BackfillJobRequest_descriptor,
         new java.lang.String[] { "Id", "FromAt", "ToAt", "DryRun", "AllowOverlap", });
     internal_static_tickwheel_v1_BackfillJobResponse_descriptor =
-      getDescriptor().getMessageType(20);
+      getDescriptor().getMessageType(26);
     internal_static_tickwheel_v1_BackfillJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BackfillJobResponse_descriptor,
         new java.lang.String[] { "Occurrences", "CreatedCount", "ExistingCount", });
     internal_static_tickwheel_v1_BackfillOccurrence_descriptor =
-      getDescriptor().getMessageType(21);
+      getDescriptor().getMessageType(27);
     internal_static_tickwheel_v1_BackfillOccurrence_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BackfillOccurrence_descriptor,
         new java.lang.String[] { "ExecutionId", "NominalAt", "AlreadyExists", });
     internal_static_tickwheel_v1_PreviewScheduleRequest_descriptor =
-      getDescriptor().getMessageType(22);
+      getDescriptor().getMessageType(28);
     internal_static_tickwheel_v1_PreviewScheduleRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_PreviewScheduleRequest_descriptor,
         new java.lang.String[] { "JobId", "Job", "After", "Count", "Source", });
     internal_static_tickwheel_v1_PreviewScheduleResponse_descriptor =
-      getDescriptor().getMessageType(23);
+      getDescriptor().getMessageType(29);
     internal_static_tickwheel_v1_PreviewScheduleResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_PreviewScheduleResponse_descriptor,
         new java.lang.String[] { "Fires", "TzdataVersion", });
     internal_static_tickwheel_v1_GetExecutionRequest_descriptor =
-      getDescriptor().getMessageType(24);
+      getDescriptor().getMessageType(30);
     internal_static_tickwheel_v1_GetExecutionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_GetExecutionRequest_descriptor,
         new java.lang.String[] { "Id", });
     internal_static_tickwheel_v1_GetExecutionResponse_descriptor =
-      getDescriptor().getMessageType(25);
+      getDescriptor().getMessageType(31);
     internal_static_tickwheel_v1_GetExecutionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_GetExecutionResponse_descriptor,
         new java.lang.String[] { "Execution", });
     internal_static_tickwheel_v1_ListExecutionsRequest_descriptor =
-      getDescriptor().getMessageType(26);
+      getDescriptor().getMessageType(32);
     internal_static_tickwheel_v1_ListExecutionsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListExecutionsRequest_descriptor,
         new java.lang.String[] { "JobId", "PageSize", "PageToken", "Statuses", "FromAt", "ToAt", });
     internal_static_tickwheel_v1_ListExecutionsResponse_descriptor =
-      getDescriptor().getMessageType(27);
+      getDescriptor().getMessageType(33);
     internal_static_tickwheel_v1_ListExecutionsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListExecutionsResponse_descriptor,
         new java.lang.String[] { "Executions", "Skips", "NextPageToken", });
     internal_static_tickwheel_v1_CancelExecutionRequest_descriptor =
-      getDescriptor().getMessageType(28);
+      getDescriptor().getMessageType(34);
     internal_static_tickwheel_v1_CancelExecutionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_CancelExecutionRequest_descriptor,
         new java.lang.String[] { "Id", "Reason", });
     internal_static_tickwheel_v1_CancelExecutionResponse_descriptor =
-      getDescriptor().getMessageType(29);
+      getDescriptor().getMessageType(35);
     internal_static_tickwheel_v1_CancelExecutionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_CancelExecutionResponse_descriptor,
         new java.lang.String[] { "Execution", });
     internal_static_tickwheel_v1_ListDeadLettersRequest_descriptor =
-      getDescriptor().getMessageType(30);
+      getDescriptor().getMessageType(36);
     internal_static_tickwheel_v1_ListDeadLettersRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListDeadLettersRequest_descriptor,
         new java.lang.String[] { "JobId", "PageSize", "PageToken", });
     internal_static_tickwheel_v1_ListDeadLettersResponse_descriptor =
-      getDescriptor().getMessageType(31);
+      getDescriptor().getMessageType(37);
     internal_static_tickwheel_v1_ListDeadLettersResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListDeadLettersResponse_descriptor,
         new java.lang.String[] { "Executions", "NextPageToken", });
     internal_static_tickwheel_v1_ReplayDeadLetterRequest_descriptor =
-      getDescriptor().getMessageType(32);
+      getDescriptor().getMessageType(38);
     internal_static_tickwheel_v1_ReplayDeadLetterRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ReplayDeadLetterRequest_descriptor,
         new java.lang.String[] { "ExecutionId", });
     internal_static_tickwheel_v1_ReplayDeadLetterResponse_descriptor =
-      getDescriptor().getMessageType(33);
+      getDescriptor().getMessageType(39);
     internal_static_tickwheel_v1_ReplayDeadLetterResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ReplayDeadLetterResponse_descriptor,

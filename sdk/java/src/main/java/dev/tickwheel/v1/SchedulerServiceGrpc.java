@@ -179,6 +179,37 @@ public final class SchedulerServiceGrpc {
     return getUpdateJobMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.BatchUpdateJobsRequest,
+      dev.tickwheel.v1.BatchUpdateJobsResponse> getBatchUpdateJobsMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "BatchUpdateJobs",
+      requestType = dev.tickwheel.v1.BatchUpdateJobsRequest.class,
+      responseType = dev.tickwheel.v1.BatchUpdateJobsResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.BatchUpdateJobsRequest,
+      dev.tickwheel.v1.BatchUpdateJobsResponse> getBatchUpdateJobsMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.BatchUpdateJobsRequest, dev.tickwheel.v1.BatchUpdateJobsResponse> getBatchUpdateJobsMethod;
+    if ((getBatchUpdateJobsMethod = SchedulerServiceGrpc.getBatchUpdateJobsMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getBatchUpdateJobsMethod = SchedulerServiceGrpc.getBatchUpdateJobsMethod) == null) {
+          SchedulerServiceGrpc.getBatchUpdateJobsMethod = getBatchUpdateJobsMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.BatchUpdateJobsRequest, dev.tickwheel.v1.BatchUpdateJobsResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "BatchUpdateJobs"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.BatchUpdateJobsRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.BatchUpdateJobsResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("BatchUpdateJobs"))
+              .build();
+        }
+      }
+    }
+    return getBatchUpdateJobsMethod;
+  }
+
   private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.DeleteJobRequest,
       dev.tickwheel.v1.DeleteJobResponse> getDeleteJobMethod;
 
@@ -208,6 +239,37 @@ public final class SchedulerServiceGrpc {
       }
     }
     return getDeleteJobMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.BatchDeleteJobsRequest,
+      dev.tickwheel.v1.BatchDeleteJobsResponse> getBatchDeleteJobsMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "BatchDeleteJobs",
+      requestType = dev.tickwheel.v1.BatchDeleteJobsRequest.class,
+      responseType = dev.tickwheel.v1.BatchDeleteJobsResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.BatchDeleteJobsRequest,
+      dev.tickwheel.v1.BatchDeleteJobsResponse> getBatchDeleteJobsMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.BatchDeleteJobsRequest, dev.tickwheel.v1.BatchDeleteJobsResponse> getBatchDeleteJobsMethod;
+    if ((getBatchDeleteJobsMethod = SchedulerServiceGrpc.getBatchDeleteJobsMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getBatchDeleteJobsMethod = SchedulerServiceGrpc.getBatchDeleteJobsMethod) == null) {
+          SchedulerServiceGrpc.getBatchDeleteJobsMethod = getBatchDeleteJobsMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.BatchDeleteJobsRequest, dev.tickwheel.v1.BatchDeleteJobsResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "BatchDeleteJobs"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.BatchDeleteJobsRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.BatchDeleteJobsResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("BatchDeleteJobs"))
+              .build();
+        }
+      }
+    }
+    return getBatchDeleteJobsMethod;
   }
 
   private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.PauseJobRequest,
@@ -679,6 +741,31 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
+     * Changes up to 1 000 jobs in one call. Each item is an UpdateJobRequest
+     * and is answered as UpdateJob would answer it alone: the job as stored
+     * after the change, or the error (INVALID_ARGUMENT with BadRequest field
+     * violations relative to the item, e.g. `update_mask` or `job.version`;
+     * NOT_FOUND for an id that is not one of the tenant's jobs, another
+     * tenant's included; FAILED_PRECONDITION with a PreconditionFailure when
+     * `job.version` is not the stored version; RESOURCE_EXHAUSTED over
+     * `max_payload_bytes`). A bad item writes nothing and does not fail the
+     * others. The items are applied in request order in one transaction,
+     * durable before the reply: an id repeated in the call sees what its
+     * earlier items did (its version among them, so a repeat carrying the
+     * version it read before the call gets FAILED_PRECONDITION when an earlier
+     * item changed the job). The call itself fails only when it is not a
+     * batch: no items or more than 1 000 (INVALID_ARGUMENT `items`), or when
+     * the store is unavailable (UNAVAILABLE; nothing written, and retrying the
+     * same call is safe: each item's `job.version` makes a change apply once).
+     * </pre>
+     */
+    default void batchUpdateJobs(dev.tickwheel.v1.BatchUpdateJobsRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.BatchUpdateJobsResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getBatchUpdateJobsMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
      * Deletes a job and cancels its executions that have not started (held
      * ones included), recorded as CANCELED with "canceled: job deleted".
      * A RUNNING execution finishes. History is kept for the retention window.
@@ -687,6 +774,29 @@ public final class SchedulerServiceGrpc {
     default void deleteJob(dev.tickwheel.v1.DeleteJobRequest request,
         io.grpc.stub.StreamObserver<dev.tickwheel.v1.DeleteJobResponse> responseObserver) {
       io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getDeleteJobMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Deletes up to 1 000 jobs in one call. Each item is a DeleteJobRequest
+     * and is answered as DeleteJob would answer it alone: how many of the
+     * job's executions that had not started were canceled, or the error
+     * (INVALID_ARGUMENT naming the item's field, e.g. `id`; NOT_FOUND for an
+     * id that is not one of the tenant's jobs, another tenant's included;
+     * FAILED_PRECONDITION when a non-zero `version` is not the stored
+     * version). A bad item writes nothing and does not fail the others. The
+     * items are applied in request order in one transaction, durable before
+     * the reply: an id repeated in the call gets NOT_FOUND after its first
+     * delete. The call itself fails only when it is not a batch: no items or
+     * more than 1 000 (INVALID_ARGUMENT `items`), or when the store is
+     * unavailable (UNAVAILABLE; nothing written, retrying is safe). A retried
+     * call whose first attempt did commit (the reply was lost) answers
+     * NOT_FOUND for the jobs it deleted.
+     * </pre>
+     */
+    default void batchDeleteJobs(dev.tickwheel.v1.BatchDeleteJobsRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.BatchDeleteJobsResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getBatchDeleteJobsMethod(), responseObserver);
     }
 
     /**
@@ -944,6 +1054,32 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
+     * Changes up to 1 000 jobs in one call. Each item is an UpdateJobRequest
+     * and is answered as UpdateJob would answer it alone: the job as stored
+     * after the change, or the error (INVALID_ARGUMENT with BadRequest field
+     * violations relative to the item, e.g. `update_mask` or `job.version`;
+     * NOT_FOUND for an id that is not one of the tenant's jobs, another
+     * tenant's included; FAILED_PRECONDITION with a PreconditionFailure when
+     * `job.version` is not the stored version; RESOURCE_EXHAUSTED over
+     * `max_payload_bytes`). A bad item writes nothing and does not fail the
+     * others. The items are applied in request order in one transaction,
+     * durable before the reply: an id repeated in the call sees what its
+     * earlier items did (its version among them, so a repeat carrying the
+     * version it read before the call gets FAILED_PRECONDITION when an earlier
+     * item changed the job). The call itself fails only when it is not a
+     * batch: no items or more than 1 000 (INVALID_ARGUMENT `items`), or when
+     * the store is unavailable (UNAVAILABLE; nothing written, and retrying the
+     * same call is safe: each item's `job.version` makes a change apply once).
+     * </pre>
+     */
+    public void batchUpdateJobs(dev.tickwheel.v1.BatchUpdateJobsRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.BatchUpdateJobsResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getBatchUpdateJobsMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
      * Deletes a job and cancels its executions that have not started (held
      * ones included), recorded as CANCELED with "canceled: job deleted".
      * A RUNNING execution finishes. History is kept for the retention window.
@@ -953,6 +1089,30 @@ public final class SchedulerServiceGrpc {
         io.grpc.stub.StreamObserver<dev.tickwheel.v1.DeleteJobResponse> responseObserver) {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getDeleteJobMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Deletes up to 1 000 jobs in one call. Each item is a DeleteJobRequest
+     * and is answered as DeleteJob would answer it alone: how many of the
+     * job's executions that had not started were canceled, or the error
+     * (INVALID_ARGUMENT naming the item's field, e.g. `id`; NOT_FOUND for an
+     * id that is not one of the tenant's jobs, another tenant's included;
+     * FAILED_PRECONDITION when a non-zero `version` is not the stored
+     * version). A bad item writes nothing and does not fail the others. The
+     * items are applied in request order in one transaction, durable before
+     * the reply: an id repeated in the call gets NOT_FOUND after its first
+     * delete. The call itself fails only when it is not a batch: no items or
+     * more than 1 000 (INVALID_ARGUMENT `items`), or when the store is
+     * unavailable (UNAVAILABLE; nothing written, retrying is safe). A retried
+     * call whose first attempt did commit (the reply was lost) answers
+     * NOT_FOUND for the jobs it deleted.
+     * </pre>
+     */
+    public void batchDeleteJobs(dev.tickwheel.v1.BatchDeleteJobsRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.BatchDeleteJobsResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getBatchDeleteJobsMethod(), getCallOptions()), request, responseObserver);
     }
 
     /**
@@ -1192,6 +1352,31 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
+     * Changes up to 1 000 jobs in one call. Each item is an UpdateJobRequest
+     * and is answered as UpdateJob would answer it alone: the job as stored
+     * after the change, or the error (INVALID_ARGUMENT with BadRequest field
+     * violations relative to the item, e.g. `update_mask` or `job.version`;
+     * NOT_FOUND for an id that is not one of the tenant's jobs, another
+     * tenant's included; FAILED_PRECONDITION with a PreconditionFailure when
+     * `job.version` is not the stored version; RESOURCE_EXHAUSTED over
+     * `max_payload_bytes`). A bad item writes nothing and does not fail the
+     * others. The items are applied in request order in one transaction,
+     * durable before the reply: an id repeated in the call sees what its
+     * earlier items did (its version among them, so a repeat carrying the
+     * version it read before the call gets FAILED_PRECONDITION when an earlier
+     * item changed the job). The call itself fails only when it is not a
+     * batch: no items or more than 1 000 (INVALID_ARGUMENT `items`), or when
+     * the store is unavailable (UNAVAILABLE; nothing written, and retrying the
+     * same call is safe: each item's `job.version` makes a change apply once).
+     * </pre>
+     */
+    public dev.tickwheel.v1.BatchUpdateJobsResponse batchUpdateJobs(dev.tickwheel.v1.BatchUpdateJobsRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getBatchUpdateJobsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
      * Deletes a job and cancels its executions that have not started (held
      * ones included), recorded as CANCELED with "canceled: job deleted".
      * A RUNNING execution finishes. History is kept for the retention window.
@@ -1200,6 +1385,29 @@ public final class SchedulerServiceGrpc {
     public dev.tickwheel.v1.DeleteJobResponse deleteJob(dev.tickwheel.v1.DeleteJobRequest request) throws io.grpc.StatusException {
       return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
           getChannel(), getDeleteJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Deletes up to 1 000 jobs in one call. Each item is a DeleteJobRequest
+     * and is answered as DeleteJob would answer it alone: how many of the
+     * job's executions that had not started were canceled, or the error
+     * (INVALID_ARGUMENT naming the item's field, e.g. `id`; NOT_FOUND for an
+     * id that is not one of the tenant's jobs, another tenant's included;
+     * FAILED_PRECONDITION when a non-zero `version` is not the stored
+     * version). A bad item writes nothing and does not fail the others. The
+     * items are applied in request order in one transaction, durable before
+     * the reply: an id repeated in the call gets NOT_FOUND after its first
+     * delete. The call itself fails only when it is not a batch: no items or
+     * more than 1 000 (INVALID_ARGUMENT `items`), or when the store is
+     * unavailable (UNAVAILABLE; nothing written, retrying is safe). A retried
+     * call whose first attempt did commit (the reply was lost) answers
+     * NOT_FOUND for the jobs it deleted.
+     * </pre>
+     */
+    public dev.tickwheel.v1.BatchDeleteJobsResponse batchDeleteJobs(dev.tickwheel.v1.BatchDeleteJobsRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getBatchDeleteJobsMethod(), getCallOptions(), request);
     }
 
     /**
@@ -1429,6 +1637,31 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
+     * Changes up to 1 000 jobs in one call. Each item is an UpdateJobRequest
+     * and is answered as UpdateJob would answer it alone: the job as stored
+     * after the change, or the error (INVALID_ARGUMENT with BadRequest field
+     * violations relative to the item, e.g. `update_mask` or `job.version`;
+     * NOT_FOUND for an id that is not one of the tenant's jobs, another
+     * tenant's included; FAILED_PRECONDITION with a PreconditionFailure when
+     * `job.version` is not the stored version; RESOURCE_EXHAUSTED over
+     * `max_payload_bytes`). A bad item writes nothing and does not fail the
+     * others. The items are applied in request order in one transaction,
+     * durable before the reply: an id repeated in the call sees what its
+     * earlier items did (its version among them, so a repeat carrying the
+     * version it read before the call gets FAILED_PRECONDITION when an earlier
+     * item changed the job). The call itself fails only when it is not a
+     * batch: no items or more than 1 000 (INVALID_ARGUMENT `items`), or when
+     * the store is unavailable (UNAVAILABLE; nothing written, and retrying the
+     * same call is safe: each item's `job.version` makes a change apply once).
+     * </pre>
+     */
+    public dev.tickwheel.v1.BatchUpdateJobsResponse batchUpdateJobs(dev.tickwheel.v1.BatchUpdateJobsRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getBatchUpdateJobsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
      * Deletes a job and cancels its executions that have not started (held
      * ones included), recorded as CANCELED with "canceled: job deleted".
      * A RUNNING execution finishes. History is kept for the retention window.
@@ -1437,6 +1670,29 @@ public final class SchedulerServiceGrpc {
     public dev.tickwheel.v1.DeleteJobResponse deleteJob(dev.tickwheel.v1.DeleteJobRequest request) {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getDeleteJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Deletes up to 1 000 jobs in one call. Each item is a DeleteJobRequest
+     * and is answered as DeleteJob would answer it alone: how many of the
+     * job's executions that had not started were canceled, or the error
+     * (INVALID_ARGUMENT naming the item's field, e.g. `id`; NOT_FOUND for an
+     * id that is not one of the tenant's jobs, another tenant's included;
+     * FAILED_PRECONDITION when a non-zero `version` is not the stored
+     * version). A bad item writes nothing and does not fail the others. The
+     * items are applied in request order in one transaction, durable before
+     * the reply: an id repeated in the call gets NOT_FOUND after its first
+     * delete. The call itself fails only when it is not a batch: no items or
+     * more than 1 000 (INVALID_ARGUMENT `items`), or when the store is
+     * unavailable (UNAVAILABLE; nothing written, retrying is safe). A retried
+     * call whose first attempt did commit (the reply was lost) answers
+     * NOT_FOUND for the jobs it deleted.
+     * </pre>
+     */
+    public dev.tickwheel.v1.BatchDeleteJobsResponse batchDeleteJobs(dev.tickwheel.v1.BatchDeleteJobsRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getBatchDeleteJobsMethod(), getCallOptions(), request);
     }
 
     /**
@@ -1671,6 +1927,32 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
+     * Changes up to 1 000 jobs in one call. Each item is an UpdateJobRequest
+     * and is answered as UpdateJob would answer it alone: the job as stored
+     * after the change, or the error (INVALID_ARGUMENT with BadRequest field
+     * violations relative to the item, e.g. `update_mask` or `job.version`;
+     * NOT_FOUND for an id that is not one of the tenant's jobs, another
+     * tenant's included; FAILED_PRECONDITION with a PreconditionFailure when
+     * `job.version` is not the stored version; RESOURCE_EXHAUSTED over
+     * `max_payload_bytes`). A bad item writes nothing and does not fail the
+     * others. The items are applied in request order in one transaction,
+     * durable before the reply: an id repeated in the call sees what its
+     * earlier items did (its version among them, so a repeat carrying the
+     * version it read before the call gets FAILED_PRECONDITION when an earlier
+     * item changed the job). The call itself fails only when it is not a
+     * batch: no items or more than 1 000 (INVALID_ARGUMENT `items`), or when
+     * the store is unavailable (UNAVAILABLE; nothing written, and retrying the
+     * same call is safe: each item's `job.version` makes a change apply once).
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.BatchUpdateJobsResponse> batchUpdateJobs(
+        dev.tickwheel.v1.BatchUpdateJobsRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getBatchUpdateJobsMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
      * Deletes a job and cancels its executions that have not started (held
      * ones included), recorded as CANCELED with "canceled: job deleted".
      * A RUNNING execution finishes. History is kept for the retention window.
@@ -1680,6 +1962,30 @@ public final class SchedulerServiceGrpc {
         dev.tickwheel.v1.DeleteJobRequest request) {
       return io.grpc.stub.ClientCalls.futureUnaryCall(
           getChannel().newCall(getDeleteJobMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Deletes up to 1 000 jobs in one call. Each item is a DeleteJobRequest
+     * and is answered as DeleteJob would answer it alone: how many of the
+     * job's executions that had not started were canceled, or the error
+     * (INVALID_ARGUMENT naming the item's field, e.g. `id`; NOT_FOUND for an
+     * id that is not one of the tenant's jobs, another tenant's included;
+     * FAILED_PRECONDITION when a non-zero `version` is not the stored
+     * version). A bad item writes nothing and does not fail the others. The
+     * items are applied in request order in one transaction, durable before
+     * the reply: an id repeated in the call gets NOT_FOUND after its first
+     * delete. The call itself fails only when it is not a batch: no items or
+     * more than 1 000 (INVALID_ARGUMENT `items`), or when the store is
+     * unavailable (UNAVAILABLE; nothing written, retrying is safe). A retried
+     * call whose first attempt did commit (the reply was lost) answers
+     * NOT_FOUND for the jobs it deleted.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.BatchDeleteJobsResponse> batchDeleteJobs(
+        dev.tickwheel.v1.BatchDeleteJobsRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getBatchDeleteJobsMethod(), getCallOptions()), request);
     }
 
     /**
@@ -1812,17 +2118,19 @@ public final class SchedulerServiceGrpc {
   private static final int METHODID_GET_JOB = 2;
   private static final int METHODID_LIST_JOBS = 3;
   private static final int METHODID_UPDATE_JOB = 4;
-  private static final int METHODID_DELETE_JOB = 5;
-  private static final int METHODID_PAUSE_JOB = 6;
-  private static final int METHODID_RESUME_JOB = 7;
-  private static final int METHODID_TRIGGER_JOB = 8;
-  private static final int METHODID_BACKFILL_JOB = 9;
-  private static final int METHODID_PREVIEW_SCHEDULE = 10;
-  private static final int METHODID_GET_EXECUTION = 11;
-  private static final int METHODID_LIST_EXECUTIONS = 12;
-  private static final int METHODID_CANCEL_EXECUTION = 13;
-  private static final int METHODID_LIST_DEAD_LETTERS = 14;
-  private static final int METHODID_REPLAY_DEAD_LETTER = 15;
+  private static final int METHODID_BATCH_UPDATE_JOBS = 5;
+  private static final int METHODID_DELETE_JOB = 6;
+  private static final int METHODID_BATCH_DELETE_JOBS = 7;
+  private static final int METHODID_PAUSE_JOB = 8;
+  private static final int METHODID_RESUME_JOB = 9;
+  private static final int METHODID_TRIGGER_JOB = 10;
+  private static final int METHODID_BACKFILL_JOB = 11;
+  private static final int METHODID_PREVIEW_SCHEDULE = 12;
+  private static final int METHODID_GET_EXECUTION = 13;
+  private static final int METHODID_LIST_EXECUTIONS = 14;
+  private static final int METHODID_CANCEL_EXECUTION = 15;
+  private static final int METHODID_LIST_DEAD_LETTERS = 16;
+  private static final int METHODID_REPLAY_DEAD_LETTER = 17;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -1861,9 +2169,17 @@ public final class SchedulerServiceGrpc {
           serviceImpl.updateJob((dev.tickwheel.v1.UpdateJobRequest) request,
               (io.grpc.stub.StreamObserver<dev.tickwheel.v1.UpdateJobResponse>) responseObserver);
           break;
+        case METHODID_BATCH_UPDATE_JOBS:
+          serviceImpl.batchUpdateJobs((dev.tickwheel.v1.BatchUpdateJobsRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.BatchUpdateJobsResponse>) responseObserver);
+          break;
         case METHODID_DELETE_JOB:
           serviceImpl.deleteJob((dev.tickwheel.v1.DeleteJobRequest) request,
               (io.grpc.stub.StreamObserver<dev.tickwheel.v1.DeleteJobResponse>) responseObserver);
+          break;
+        case METHODID_BATCH_DELETE_JOBS:
+          serviceImpl.batchDeleteJobs((dev.tickwheel.v1.BatchDeleteJobsRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.BatchDeleteJobsResponse>) responseObserver);
           break;
         case METHODID_PAUSE_JOB:
           serviceImpl.pauseJob((dev.tickwheel.v1.PauseJobRequest) request,
@@ -1959,12 +2275,26 @@ public final class SchedulerServiceGrpc {
               dev.tickwheel.v1.UpdateJobResponse>(
                 service, METHODID_UPDATE_JOB)))
         .addMethod(
+          getBatchUpdateJobsMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.BatchUpdateJobsRequest,
+              dev.tickwheel.v1.BatchUpdateJobsResponse>(
+                service, METHODID_BATCH_UPDATE_JOBS)))
+        .addMethod(
           getDeleteJobMethod(),
           io.grpc.stub.ServerCalls.asyncUnaryCall(
             new MethodHandlers<
               dev.tickwheel.v1.DeleteJobRequest,
               dev.tickwheel.v1.DeleteJobResponse>(
                 service, METHODID_DELETE_JOB)))
+        .addMethod(
+          getBatchDeleteJobsMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.BatchDeleteJobsRequest,
+              dev.tickwheel.v1.BatchDeleteJobsResponse>(
+                service, METHODID_BATCH_DELETE_JOBS)))
         .addMethod(
           getPauseJobMethod(),
           io.grpc.stub.ServerCalls.asyncUnaryCall(
@@ -2088,7 +2418,9 @@ public final class SchedulerServiceGrpc {
               .addMethod(getGetJobMethod())
               .addMethod(getListJobsMethod())
               .addMethod(getUpdateJobMethod())
+              .addMethod(getBatchUpdateJobsMethod())
               .addMethod(getDeleteJobMethod())
+              .addMethod(getBatchDeleteJobsMethod())
               .addMethod(getPauseJobMethod())
               .addMethod(getResumeJobMethod())
               .addMethod(getTriggerJobMethod())

@@ -1,0 +1,193 @@
+"""``tickwheel job delete`` and ``job update`` of many jobs: the ids from the
+command line and ``--file``, sent through BatchDeleteJobs/BatchUpdateJobs
+(the SDK's ``delete_jobs``/``update_jobs``), each id's outcome reported.
+
+One id and no ``--file`` keeps the single call (DeleteJob, UpdateJob) and
+its output. Otherwise every id is sent, in the order given, 1 000 per call;
+an id that fails (not found, stale version, refused field) fails alone and
+is listed with its code and reason. A call that fails as a whole (after the
+SDK's retries) stops there: the ids before it were applied, the rest are
+reported not sent. Exit status: 0 when every id was applied, 1 when any
+failed, 2 for a usage error (nothing sent).
+
+``--file`` holds one id per line (``delete``) or ``ID VERSION`` per line
+(``update``: the version last read, as ``job update --version``); blank
+lines and lines starting with ``#`` are skipped; ``-`` reads stdin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+from tickwheel_server.cli.context import Context
+from tickwheel_server.cli.parse import UsageError
+
+__all__ = ["MAX_IDS", "add_bulk_args", "bulk_problem", "delete_many", "read_targets", "update_many", "wants_bulk"]
+
+MAX_IDS = 1_000_000
+"""Ids one command takes (each call carries at most 1 000)."""
+MAX_LINE = 1024
+SHOWN_FAILURES = 50
+"""Failures listed in the text summary (``--json`` lists them all)."""
+
+
+def add_bulk_args(p: argparse.ArgumentParser, *, update: bool) -> None:
+    """``--file`` on ``job delete`` / ``job update``."""
+    what = "ID VERSION per line (the version last read)" if update else "one job id per line"
+    p.add_argument("--file", metavar="FILE",
+                   help=f"more jobs: {what}; blank lines and # comments skipped; '-' reads stdin. "
+                        "Several jobs go through the batch RPC, 1 000 per call")  # fmt: skip
+
+
+def wants_bulk(a: argparse.Namespace) -> bool:
+    """Several ids, or a file of them: the batch path."""
+    return bool(a.file) or len(a.ids) != 1
+
+
+def _lines(a: argparse.Namespace) -> Iterator[tuple[int, str]]:
+    if not a.file:
+        return
+    stream: TextIO
+    if a.file == "-":
+        stream = sys.stdin
+    else:
+        try:
+            stream = open(a.file, encoding="utf-8")  # noqa: SIM115 - closed below
+        except OSError as error:
+            raise UsageError(f"--file: {error.strerror or error}: {a.file}") from None
+    try:
+        for number, line in enumerate(stream, start=1):
+            if len(line) > MAX_LINE:
+                raise UsageError(f"--file line {number}: longer than {MAX_LINE} characters")
+            text = line.strip()
+            if text and not text.startswith("#"):
+                yield number, text
+    except UnicodeDecodeError:
+        raise UsageError(f"--file {a.file}: not UTF-8") from None
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+
+
+def read_targets(a: argparse.Namespace, *, with_version: bool) -> list[tuple[str, int]]:
+    """(id, version) of every job named, in order: the positional ids (with
+    ``--version``, or 0), then ``--file``'s. ``UsageError`` for a malformed
+    line, no id at all, or more than :data:`MAX_IDS`."""
+    targets = [(job_id, a.version or 0) for job_id in a.ids]
+    for number, text in _lines(a):
+        parts = text.split()
+        if with_version:
+            if len(parts) != 2 or not parts[1].isdigit() or int(parts[1]) < 1:
+                raise UsageError(f"--file line {number}: expected ID VERSION (a version of 1 or more)")
+            targets.append((parts[0], int(parts[1])))
+        else:
+            if len(parts) != 1:
+                raise UsageError(f"--file line {number}: expected one job id")
+            targets.append((parts[0], 0))
+        if len(targets) > MAX_IDS:
+            raise UsageError(f"more than {MAX_IDS} jobs: split the file")
+    if not targets:
+        raise UsageError("no job ids: give IDs or --file")
+    if with_version and any(version < 1 for _, version in targets):
+        raise UsageError("every job needs the version last read: --version for IDs, ID VERSION lines in --file")
+    return targets
+
+
+def _report(ctx: Context, verb: str, targets: list[tuple[str, int]], outcomes: list[Any], call_error: str | None,
+            extra: dict[str, Any]) -> int:  # fmt: skip
+    failures = [
+        {"id": outcome.job_id, "code": outcome.error.code.name, "reason": outcome.error.message}
+        for outcome in outcomes if not outcome.ok
+    ]  # fmt: skip
+    applied = len(outcomes) - len(failures)
+    not_sent = len(targets) - len(outcomes)
+    if ctx.json:
+        ctx.out(json.dumps({verb: applied, "failed": len(failures), "not_sent": not_sent, **extra,
+                            "failures": failures, "call_error": call_error}))  # fmt: skip
+    else:
+        details = "".join(f"; {value} {name.replace('_', ' ')}" for name, value in extra.items())
+        ctx.out(f"{verb} {applied} of {len(targets)} job(s), {len(failures)} failed{details}")
+        for failure in failures[:SHOWN_FAILURES]:
+            ctx.note(f"{failure['id']}: {failure['code']}: {failure['reason']}")
+        if len(failures) > SHOWN_FAILURES:
+            ctx.note(f"... and {len(failures) - SHOWN_FAILURES} more (--json lists them all)")
+        if call_error is not None:
+            ctx.note(f"a call failed, {not_sent} job(s) not sent: {call_error}")
+    return 1 if failures or call_error is not None else 0
+
+
+def _send(ctx: Context, items: list, send: Any) -> tuple[list[Any], str | None]:
+    """Outcomes of ``items`` sent 1 000 per call until one call fails."""
+    from tickwheel import TickwheelError
+
+    outcomes: list[Any] = []
+    for start in range(0, len(items), 1000):
+        try:
+            outcomes.extend(send(items[start : start + 1000]))
+        except TickwheelError as error:
+            return outcomes, str(error)
+    return outcomes, None
+
+
+def delete_many(ctx: Context, a: argparse.Namespace) -> int:
+    """``job delete`` of several ids (BatchDeleteJobs)."""
+    if a.version and len(a.ids) != 1:
+        raise UsageError("--version names one job's version: delete several jobs without it")
+    targets = read_targets(a, with_version=False)
+
+    def send(chunk: list[tuple[str, int]]) -> list[Any]:
+        return ctx.client.delete_jobs([job_id for job_id, _ in chunk], [version for _, version in chunk])
+
+    outcomes, call_error = _send(ctx, targets, send)
+    canceled = sum(outcome.canceled_executions for outcome in outcomes if outcome.ok)
+    return _report(ctx, "deleted", targets, outcomes, call_error, {"canceled_executions": canceled})
+
+
+def update_many(ctx: Context, a: argparse.Namespace) -> int:
+    """``job update`` of several ids (BatchUpdateJobs): the change the flags
+    build applied to each job, each at its own version."""
+    from tickwheel.v1 import job_pb2
+
+    from tickwheel_server.cli.jobs import apply_spec
+
+    problem = bulk_problem(a)
+    if problem is not None:
+        raise UsageError(problem)
+    if a.version is not None and len(a.ids) > 1:
+        raise UsageError("--version names one job's version: list several jobs as ID VERSION lines in --file")
+    patch = job_pb2.Job()
+    paths = apply_spec(patch, a)
+    if not paths:
+        raise UsageError("nothing to update: give the flags of the fields to change")
+    targets = read_targets(a, with_version=True)
+
+    def send(chunk: list[tuple[str, int]]) -> list[Any]:
+        changes = []
+        for job_id, version in chunk:
+            job = job_pb2.Job()
+            job.CopyFrom(patch)
+            job.id, job.version = job_id, version
+            changes.append(job)
+        return ctx.client.update_jobs(changes, paths)
+
+    outcomes, call_error = _send(ctx, targets, send)
+    return _report(ctx, "updated", targets, outcomes, call_error, {})
+
+
+def bulk_problem(a: argparse.Namespace) -> str | None:
+    """Why the flags cannot apply to many jobs at once: a flag that changes
+    part of a sub-message needs each job's stored value (a GetJob each)."""
+    if a.at is None and (a.cron is None) != (a.tz is None):
+        return "updating several jobs, give --cron and --tz together (or --at)"
+    partial = [flag for flag, value in (
+        ("--dst-gap", a.dst_gap), ("--dst-repeat", a.dst_repeat), ("--max-attempts", a.max_attempts),
+        ("--initial-backoff", a.initial_backoff), ("--max-backoff", a.max_backoff),
+        ("--method", a.method if a.url is None else None), ("--header", a.header if a.url is None else None),
+    ) if value is not None]  # fmt: skip
+    if partial:
+        return f"{partial[0]} changes part of what each job holds: update those jobs one by one"
+    return None

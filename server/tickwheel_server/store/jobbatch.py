@@ -1,0 +1,284 @@
+"""Changing jobs, one or a batch: updates and deletes applied in request order under locks taken in id order.
+
+:func:`update_jobs` and :func:`delete_jobs` are the transaction bodies of
+:meth:`~tickwheel_server.store.jobs.JobStore.update_many` and
+:meth:`~tickwheel_server.store.jobs.JobStore.delete_many`;
+:func:`apply_update` is what one update writes beside the job row, shared
+with :meth:`~tickwheel_server.store.jobs.JobStore.update`.
+
+Both read the batch's jobs with one ``SELECT … WHERE tenant = :tenant AND id
+IN (…) ORDER BY id FOR UPDATE`` per :data:`CHUNK` ids, the ids sorted first:
+two batches over overlapping jobs take their row locks in the same order,
+so one waits for the other instead of deadlocking. Then each item is applied
+in request order against the records as the earlier items left them (an id
+repeated in a batch sees its earlier items). Another tenant's id reads as
+missing (NotFound), like an id that never existed.
+
+A delete batch costs a fixed number of statements per :data:`CHUNK` jobs
+(the locked read, one cancel of the executions not started, one delete of
+the rows) plus one quota write per slot its jobs were counted in, and the
+key wake-ups its cancels need. An update batch writes the job rows with
+one executemany and reads the tenant's payload limit once; per job, only
+what the job's own executions need: an update that changes when a job runs
+re-plans its pending occurrences (a locked read of them and the writes the
+plan asks for: they differ per job), one that changes the payload or the
+handler rewrites its executions not started. An update of anything else
+(name, labels, policies) writes nothing but the job row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from tickwheel.v1 import job_pb2
+
+from tickwheel.shared.ids import from_us, to_us
+
+from ..errors import NotFound, QuotaExceeded, TickwheelError, VersionConflict
+from ..policy.jobchanges import CursorView, Pending, Reschedule, SkippedSpan, row_refresh
+from . import quota
+from .base import chunks
+from .engine import Capabilities
+from .isolation import wake_keys
+from .jobexecutions import (
+    CHUNK, last_created_at, pending_occurrences, record_paused_span, recreate_pending,
+)
+from .jobrecords import JobRecord, job_record
+from .tables import executions, jobs, tenants
+from .timeline import NOT_STARTED, in_group
+
+DELETED_REASON = "canceled: job deleted"
+
+
+@dataclass(frozen=True)
+class JobChange:
+    """What the API decided one update writes (see
+    :meth:`~tickwheel_server.store.jobs.JobStore.update` for each field)."""
+
+    name: str
+    spec: bytes
+    time_zone: str
+    tzdata_version: str
+    payload_size: int
+    reschedule: Reschedule | None
+    skipped: SkippedSpan | None = None
+
+
+Decide = Callable[[JobRecord], "JobChange | None"]
+"""One update item's decision, given the job as the transaction sees it
+(after the batch's earlier items): the change, None when the item changes
+nothing, or a raised TickwheelError (the item's answer; nothing of it is
+written). Called under the job's row lock, perhaps more than once when the
+transaction is retried: it must decide from its argument alone."""
+
+UpdateOutcome = tuple[JobRecord, int] | TickwheelError
+"""(the job as stored after the item, executions canceled), or why nothing was written for it."""
+
+
+def lock_jobs(conn: Connection, caps: Capabilities, tenant: str, ids: Sequence[str]) -> dict[str, JobRecord]:
+    """``tenant``'s jobs among ``ids``, their rows locked in id order until
+    the transaction ends where the engine has row locks (SQLite locks the
+    whole database instead). Missing ids, and other tenants', are absent."""
+    found: dict[str, JobRecord] = {}
+    for chunk in chunks(sorted(set(ids)), CHUNK):
+        query = sa.select(jobs).where(jobs.c.tenant == tenant, jobs.c.id.in_(chunk)).order_by(jobs.c.id)
+        if caps.row_locks:
+            query = query.with_for_update()
+        found.update((row.id, job_record(row)) for row in conn.execute(query))
+    return found
+
+
+def payload_limit(conn: Connection, tenant: str) -> int | None:
+    """The tenant's ``max_payload_bytes`` (None when the tenant is gone)."""
+    return conn.execute(sa.select(tenants.c.max_payload_bytes).where(tenants.c.name == tenant)).scalar()
+
+
+def apply_update(
+    conn: Connection, caps: Capabilities, current: JobRecord, change: JobChange, *, limit: int | None, now_us: int
+) -> tuple[JobRecord, int]:
+    """Apply ``change`` to ``current`` (locked, its version checked by the
+    caller): QuotaExceeded when the payload is over ``limit``; otherwise
+    the executions are changed as :meth:`JobStore.update` states and the
+    returned record (with how many executions were canceled) is what the
+    job row must become. The job row itself is not written here."""
+    if limit is not None and change.payload_size > limit:
+        raise QuotaExceeded(
+            current.tenant, "max_payload_bytes", limit, f"payload of {change.payload_size} bytes is over the limit"
+        )
+    skipped, job_id = change.skipped, current.id
+    run_count = current.run_count
+    if skipped is not None:
+        if current.state != "paused" or current.next_run_at != skipped.from_at:
+            raise ValueError("skipped must start at the cursor of a paused job")
+        run_count += skipped.count
+    changed = job_pb2.Job.FromString(change.spec)
+    refresh = row_refresh(job_pb2.Job.FromString(current.spec), changed)
+    next_run_at, next_due_at = current.next_run_at, current.next_due_at
+    canceled = 0
+    if change.reschedule is not None:
+        pending = pending_occurrences(conn, caps, job_id)
+        view = CursorView(
+            current.state, current.next_run_at, max(0, run_count - len(pending)),
+            last_created_at(conn, job_id, frozenset(row.id for row in pending)),
+            tuple(Pending(from_us(row.nominal_at), from_us(row.due_at)) for row in pending),
+        )
+        plan = change.reschedule(view)
+        canceled = recreate_pending(
+            conn, caps, current, pending, plan, payload=changed.payload, handler=refresh.handler,
+            held=current.state == "paused", now_us=now_us,
+        )
+        run_count = plan.runs
+        fire = plan.next_fire
+        next_run_at, next_due_at = (None, None) if fire is None else (fire.nominal_at, fire.due_at)
+    elif refresh.payload is not None:
+        ids = [row.id for row in pending_occurrences(conn, caps, job_id)]
+        for chunk in chunks(ids, CHUNK):
+            conn.execute(
+                executions.update()
+                .where(executions.c.id.in_(chunk), *in_group(NOT_STARTED))
+                .values(payload=refresh.payload)
+            )
+    if refresh.handler_changed:
+        conn.execute(
+            executions.update()
+            .where(executions.c.job_id == job_id, *in_group(NOT_STARTED))
+            .values(handler=refresh.handler)
+        )
+    if current.state == "paused":
+        state = "paused"
+    else:
+        state = "active" if next_run_at is not None else "completed"
+    if skipped is not None:
+        record_paused_span(conn, current, skipped, now_us)
+    updated = dataclasses.replace(
+        current, name=change.name, spec=change.spec, time_zone=change.time_zone,
+        tzdata_version=change.tzdata_version, state=state,
+        next_run_at=None if next_run_at is None else from_us(to_us(next_run_at)),
+        next_due_at=None if next_due_at is None else from_us(to_us(next_due_at)),
+        run_count=run_count, version=current.version + 1, updated_at=from_us(now_us),
+    )
+    return updated, canceled
+
+
+def row_values(record: JobRecord) -> dict:
+    """The ``jobs`` columns an update writes (:data:`_ROW_COLUMNS`), from the record it leaves."""
+    return dict(
+        name=record.name, spec=record.spec, time_zone=record.time_zone, tzdata_version=record.tzdata_version,
+        state=record.state, next_run_at=None if record.next_run_at is None else to_us(record.next_run_at),
+        next_due_at=None if record.next_due_at is None else to_us(record.next_due_at),
+        run_count=record.run_count, version=record.version, updated_at=to_us(record.updated_at),
+    )
+
+
+_ROW_COLUMNS = (
+    "name", "spec", "time_zone", "tzdata_version", "state", "next_run_at", "next_due_at", "run_count", "version",
+    "updated_at",
+)
+_WRITE_JOB = (
+    jobs.update()
+    .where(jobs.c.id == sa.bindparam("b_id"))
+    .values({name: sa.bindparam(f"b_{name}") for name in _ROW_COLUMNS})
+)
+
+
+def update_jobs(
+    conn: Connection, caps: Capabilities, tenant: str, items: Sequence[tuple[str, int, Decide]], *, now_us: int
+) -> tuple[list[UpdateOutcome], list[JobRecord]]:
+    """Apply each (job id, expected version, decision) of ``tenant`` in
+    order; one outcome per item: (the job after it, canceled executions),
+    or the error that item alone would have raised, nothing of it written;
+    and the jobs changed, as the batch left them, by id.
+
+    Per item: NotFound when the id is not ``tenant``'s job; VersionConflict
+    when the job's version (as the batch's earlier items left it) is not
+    the expected one; then the decision (its error is the item's); None
+    answers the job as it is; a change is applied (:func:`apply_update`,
+    QuotaExceeded over the payload limit). Each changed job's row is
+    written once, with the last change of it.
+    """
+    current = lock_jobs(conn, caps, tenant, [job_id for job_id, _, _ in items])
+    limit = payload_limit(conn, tenant) if current else None
+    written: dict[str, JobRecord] = {}
+    outcomes: list[UpdateOutcome] = []
+    for job_id, expected_version, decide in items:
+        try:
+            record = current.get(job_id)
+            if record is None:
+                raise NotFound("job", job_id)
+            if record.version != expected_version:
+                raise VersionConflict(f"job {job_id!r}", expected_version, record.version)
+            change = decide(record)
+            if change is None:
+                outcomes.append((record, 0))
+                continue
+            updated, canceled = apply_update(conn, caps, record, change, limit=limit, now_us=now_us)
+        except TickwheelError as error:
+            outcomes.append(error)
+            continue
+        current[job_id] = written[job_id] = updated
+        outcomes.append((updated, canceled))
+    if written:
+        conn.execute(
+            _WRITE_JOB,
+            [{"b_id": job_id, **{f"b_{k}": v for k, v in row_values(record).items()}}
+             for job_id, record in sorted(written.items())],
+        )
+    return outcomes, [record for _, record in sorted(written.items())]
+
+
+def delete_jobs(
+    conn: Connection, caps: Capabilities, tenant: str, items: Sequence[tuple[str, int]], *, now_us: int
+) -> list[int | TickwheelError]:
+    """Delete each (job id, expected version; 0 for any) of ``tenant`` in
+    order; one outcome per item: how many of its executions not started
+    were canceled, or the error that item alone would have raised (NotFound
+    when the id is not ``tenant``'s job or an earlier item deleted it;
+    VersionConflict), nothing of it written.
+
+    What each delete does is :meth:`JobStore.delete`'s: executions not
+    started canceled with :data:`DELETED_REASON` (a running one finishes),
+    the row deleted, its quota unit given back to its slot (the slots in
+    slot order). History and request ids stay.
+    """
+    current = lock_jobs(conn, caps, tenant, [job_id for job_id, _ in items])
+    deleted: dict[str, JobRecord] = {}
+    outcomes: list[int | TickwheelError] = []
+    for job_id, expected_version in items:
+        record = current.get(job_id)
+        if record is None or job_id in deleted:
+            outcomes.append(NotFound("job", job_id))
+        elif expected_version and record.version != expected_version:
+            outcomes.append(VersionConflict(f"job {job_id!r}", expected_version, record.version))
+        else:
+            deleted[job_id] = record
+            outcomes.append(0)
+    if not deleted:
+        return outcomes
+    ids = sorted(deleted)
+    canceled_rows = []
+    slots: dict[int, int] = {}
+    for chunk in chunks(ids, CHUNK):
+        canceled_rows += conn.execute(
+            executions.update()
+            .where(executions.c.job_id.in_(chunk), *in_group(NOT_STARTED))
+            .values(status="canceled", finished_at=now_us, dead_reason=DELETED_REASON)
+            .returning(executions.c.job_id, executions.c.tenant, executions.c.wait_key)
+        ).all()
+        for slot in conn.execute(
+            sa.delete(jobs).where(jobs.c.tenant == tenant, jobs.c.id.in_(chunk)).returning(jobs.c.quota_slot)
+        ).scalars():
+            slots[slot] = slots.get(slot, 0) + 1
+    wake_keys(conn, caps, {(row.tenant, row.wait_key) for row in canceled_rows if row.wait_key})
+    quota.give_back(conn, tenant, dict(sorted(slots.items())))
+    per_job: dict[str, int] = {}
+    for row in canceled_rows:
+        per_job[row.job_id] = per_job.get(row.job_id, 0) + 1
+    return [
+        per_job.get(job_id, 0) if isinstance(outcome, int) else outcome
+        for (job_id, _), outcome in zip(items, outcomes)
+    ]

@@ -1,0 +1,88 @@
+"""``tickwheel job delete`` / ``job update`` of many jobs against the scripted
+server: the batch calls they send, each id's outcome, the exit status, and
+usage errors that send nothing."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+
+from tests.unit.sdk.fake_tickwheel import failure
+from tests.unit.sdk.test_sdk_batch_changes import _deleted, _updated
+
+
+def test_delete_of_several_ids_and_a_file_goes_in_batches_in_order(cli, fake, tenant, tmp_path) -> None:
+    fake.reply("BatchDeleteJobs", _deleted)
+    listed = tmp_path / "ids.txt"
+    listed.write_text("# doomed\njob_c\n\n  gone_d  \n" + "".join(f"job_{i}\n" for i in range(1500)))
+    result = cli(*tenant, "job", "delete", "job_a", "job_b", "--file", str(listed))
+    assert result.code == 1, "gone_d failed"
+    calls = fake.requests("BatchDeleteJobs")
+    assert [len(call.items) for call in calls] == [1000, 504]
+    ids = [item.id for call in calls for item in call.items]
+    assert ids[:4] == ["job_a", "job_b", "job_c", "gone_d"] and len(ids) == 1504
+    assert result.out.startswith("deleted 1503 of 1504 job(s), 1 failed")
+    assert "gone_d: NOT_FOUND" in result.err
+    assert fake.requests("DeleteJob") == []
+
+
+def test_delete_of_one_id_keeps_the_single_call(cli, fake, tenant) -> None:
+    from tickwheel.v1 import scheduler_pb2
+
+    fake.reply("DeleteJob", scheduler_pb2.DeleteJobResponse(canceled_executions=2))
+    result = cli(*tenant, "job", "delete", "job_a", "--version", "3")
+    assert result.code == 0 and "2 execution(s) not started were canceled" in result.out
+    assert fake.requests("DeleteJob")[0].version == 3 and fake.requests("BatchDeleteJobs") == []
+
+
+def test_delete_json_lists_every_failure(cli, fake, tenant) -> None:
+    fake.reply("BatchDeleteJobs", _deleted)
+    result = cli(*tenant, "--json", "job", "delete", "gone_1", "job_22")
+    document = json.loads(result.out)
+    assert document["deleted"] == 1 and document["failed"] == 1
+    assert document["canceled_executions"] == len("job_22")
+    assert document["failures"] == [{"id": "gone_1", "code": "NOT_FOUND", "reason": "job not found"}]
+
+
+def test_a_call_failing_stops_and_says_what_was_not_sent(cli, fake, tenant, tmp_path) -> None:
+    fake.script("BatchDeleteJobs", _deleted)
+    fake.reply("BatchDeleteJobs", failure(grpc.StatusCode.PERMISSION_DENIED, "no"))
+    listed = tmp_path / "ids.txt"
+    listed.write_text("".join(f"job_{i}\n" for i in range(1200)))
+    result = cli(*tenant, "job", "delete", "--file", str(listed))
+    assert result.code == 1
+    assert "deleted 1000 of 1200" in result.out and "200 job(s) not sent" in result.err
+
+
+def test_update_of_a_file_sends_the_change_to_each_job_at_its_version(cli, fake, tenant, tmp_path) -> None:
+    fake.reply("BatchUpdateJobs", _updated)
+    listed = tmp_path / "jobs.txt"
+    listed.write_text("job_a 3\njob_b 7\ngone_c 1\n")
+    result = cli(*tenant, "job", "update", "--file", str(listed), "--name", "renamed", "--label", "team=ops")
+    assert result.code == 1 and "updated 2 of 3 job(s), 1 failed" in result.out
+    (call,) = fake.requests("BatchUpdateJobs")
+    assert [(item.job.id, item.job.version) for item in call.items] == [("job_a", 3), ("job_b", 7), ("gone_c", 1)]
+    assert all(item.job.name == "renamed" and dict(item.job.labels) == {"team": "ops"} for item in call.items)
+    assert all(sorted(item.update_mask.paths) == ["labels", "name"] for item in call.items)
+
+
+def test_bulk_usage_errors_send_nothing(cli, fake, tenant, tmp_path) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text("job_a three\n")
+    cases = [
+        ("job", "update", "job_a", "job_b", "--version", "1", "--name", "x"),
+        ("job", "update", "--file", str(bad), "--name", "x"),
+        ("job", "update", "job_a", "job_b", "--name", "x"),
+        ("job", "update", "--file", str(bad), "--tz", "UTC"),
+        ("job", "update", "--file", str(bad), "--max-attempts", "3"),
+        ("job", "update", "--file", str(bad)),
+        ("job", "delete", "job_a", "job_b", "--version", "2"),
+        ("job", "delete"),
+        ("job", "delete", "--file", str(tmp_path / "missing.txt")),
+        ("job", "update", "job_a", "--name", "x"),
+    ]
+    for argv in cases:
+        result = cli(*tenant, *argv)
+        assert result.code == 2, (argv, result.err)
+    assert fake.calls == []
