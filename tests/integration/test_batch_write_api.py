@@ -300,3 +300,77 @@ async def test_the_readme_grpcurl_calls_answer_per_item(server) -> None:
     assert deleted.returncode == 0, deleted.stderr
     answer = json.loads(deleted.stdout)
     assert "deleted" in answer["results"][0] and answer["results"][1]["error"]["code"] == code_pb2.FAILED_PRECONDITION
+
+
+async def test_pause_and_resume_in_batches_answer_each_item_as_alone(server) -> None:
+    """An operator pausing a team's jobs during an incident, then resuming
+    them: held executions, repeats in one call, another tenant's ids and bad
+    fields answered per item."""
+    acme, other = await server.create_tenant("acme"), await server.create_tenant("other")
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        a, b, c = await create(scheduler, acme, 3)
+        (theirs,) = await create(scheduler, other, 1, "t")
+        triggered = await scheduler.TriggerJob(
+            scheduler_pb2.TriggerJobRequest(id=a.id, request_id="now"), metadata=bearer(acme)
+        )
+        pause = scheduler_pb2.PauseJobRequest
+        reply = await scheduler.BatchPauseJobs(scheduler_pb2.BatchPauseJobsRequest(items=[
+            pause(id=a.id, reason="incident 42"), pause(id=b.id), pause(id=a.id, reason="again"),
+            pause(id=theirs.id), pause(id=""), pause(id=c.id, reason="x" * 2000),
+        ]), metadata=bearer(acme))  # fmt: skip
+        results = list(reply.results)
+        assert results[0].job.held_executions == 1 and results[0].job.job.state == job_pb2.JOB_STATE_PAUSED
+        assert results[0].job.job.pause_reason == "incident 42" and results[0].job.job.version == 2
+        assert results[1].job.job.state == job_pb2.JOB_STATE_PAUSED
+        assert results[2].job.held_executions == 0 and results[2].job.job.pause_reason == "incident 42"
+        assert results[3].error.code == code_pb2.NOT_FOUND
+        assert results[4].error.code == code_pb2.INVALID_ARGUMENT and "id" in status_violations(results[4].error)
+        assert results[5].error.code == code_pb2.INVALID_ARGUMENT and "reason" in status_violations(results[5].error)
+        assert (reply.paused_count, reply.failed_count) == (3, 3)
+        held = await scheduler.GetExecution(
+            scheduler_pb2.GetExecutionRequest(id=triggered.execution.id), metadata=bearer(acme)
+        )
+        assert held.execution.status == job_pb2.EXECUTION_STATUS_WAITING
+        assert (await get(scheduler, acme, c.id)).state == job_pb2.JOB_STATE_ACTIVE
+        assert (await get(scheduler, other, theirs.id)).state == job_pb2.JOB_STATE_ACTIVE, "another tenant's job paused"
+
+        resume = scheduler_pb2.ResumeJobRequest
+        reply = await scheduler.BatchResumeJobs(scheduler_pb2.BatchResumeJobsRequest(items=[
+            resume(id=a.id), resume(id=b.id), resume(id=a.id), resume(id=theirs.id), resume(id=c.id),
+        ]), metadata=bearer(acme))  # fmt: skip
+        results = list(reply.results)
+        assert results[0].job.released_executions == 1 and results[0].job.job.state == job_pb2.JOB_STATE_ACTIVE
+        assert results[0].job.job.version == 3 and results[0].job.job.HasField("next_run_at")
+        assert results[1].job.job.state == job_pb2.JOB_STATE_ACTIVE
+        assert results[2].job.released_executions == 0 and results[2].job.job.version == 3
+        assert results[3].error.code == code_pb2.NOT_FOUND
+        assert results[4].job.job.version == 1, "resuming an active job changes nothing"
+        assert (reply.resumed_count, reply.failed_count) == (4, 1)
+        released = await scheduler.GetExecution(
+            scheduler_pb2.GetExecutionRequest(id=triggered.execution.id), metadata=bearer(acme)
+        )
+        assert released.execution.status == job_pb2.EXECUTION_STATUS_SCHEDULED
+
+
+async def test_concurrent_overlapping_pauses_pause_each_job_once(server) -> None:
+    key = await server.create_tenant("acme")
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        jobs = await create(scheduler, key, 90)
+        rng = random.Random(3)
+        requests = [
+            scheduler_pb2.BatchPauseJobsRequest(
+                items=[scheduler_pb2.PauseJobRequest(id=job.id, reason=f"p{n}") for job in rng.sample(jobs, 60)]
+            )
+            for n in range(4)
+        ]
+        replies = await asyncio.gather(*(scheduler.BatchPauseJobs(r, metadata=bearer(key)) for r in requests))
+        assert all(reply.failed_count == 0 for reply in replies)
+        paused_by: dict[str, set[str]] = {}
+        for reply in replies:
+            for result in reply.results:
+                paused_by.setdefault(result.job.job.id, set()).add(result.job.job.pause_reason)
+        for job_id, reasons in paused_by.items():
+            stored = await get(scheduler, key, job_id)
+            assert stored.version == 2 and reasons == {stored.pause_reason}, (job_id, reasons)

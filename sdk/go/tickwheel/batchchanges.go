@@ -137,6 +137,20 @@ func (c *Client) BatchDeleteJobs(ctx context.Context, request *tickwheelv1.Batch
 	return c.scheduler.BatchDeleteJobs(ctx, request)
 }
 
+// BatchPauseJobs pauses up to 1000 jobs in one call, each item a
+// PauseJobRequest answered as PauseJob would answer it alone. Retried
+// (pausing a paused job changes nothing).
+func (c *Client) BatchPauseJobs(ctx context.Context, request *tickwheelv1.BatchPauseJobsRequest) (*tickwheelv1.BatchPauseJobsResponse, error) {
+	return c.scheduler.BatchPauseJobs(ctx, request)
+}
+
+// BatchResumeJobs resumes up to 1000 jobs in one call, each item a
+// ResumeJobRequest answered as ResumeJob would answer it alone. Retried
+// (resuming an active job changes nothing).
+func (c *Client) BatchResumeJobs(ctx context.Context, request *tickwheelv1.BatchResumeJobsRequest) (*tickwheelv1.BatchResumeJobsResponse, error) {
+	return c.scheduler.BatchResumeJobs(ctx, request)
+}
+
 // everyItemHasVersion is true for a BatchUpdateJobs request whose every item
 // names the version it expects: a repeat cannot apply a change twice.
 func everyItemHasVersion(request any) bool {

@@ -23,10 +23,14 @@ var repeatable = map[string]func(request any) bool{
 	tickwheelv1.SchedulerService_DeleteJob_FullMethodName:       never,
 	// A delete happens once and each update names its version: a retried
 	// batch applies nothing twice.
-	tickwheelv1.SchedulerService_BatchUpdateJobs_FullMethodName:  everyItemHasVersion,
-	tickwheelv1.SchedulerService_BatchDeleteJobs_FullMethodName:  always,
-	tickwheelv1.SchedulerService_PauseJob_FullMethodName:         never,
-	tickwheelv1.SchedulerService_ResumeJob_FullMethodName:        never,
+	tickwheelv1.SchedulerService_BatchUpdateJobs_FullMethodName: everyItemHasVersion,
+	tickwheelv1.SchedulerService_BatchDeleteJobs_FullMethodName: always,
+	tickwheelv1.SchedulerService_PauseJob_FullMethodName:        never,
+	tickwheelv1.SchedulerService_ResumeJob_FullMethodName:       never,
+	// Pausing a paused job and resuming an active one change nothing: a
+	// retried batch answers those items unchanged.
+	tickwheelv1.SchedulerService_BatchPauseJobs_FullMethodName:   always,
+	tickwheelv1.SchedulerService_BatchResumeJobs_FullMethodName:  always,
 	tickwheelv1.SchedulerService_TriggerJob_FullMethodName:       hasRequestID,
 	tickwheelv1.SchedulerService_BackfillJob_FullMethodName:      isDryRun,
 	tickwheelv1.SchedulerService_PreviewSchedule_FullMethodName:  always,

@@ -88,6 +88,9 @@ DELETE_JOB = _sched("DeleteJob", S.DeleteJobResponse, _never)
 # NOT_FOUND (delete) on the retry.
 BATCH_UPDATE_JOBS = _sched("BatchUpdateJobs", S.BatchUpdateJobsResponse, _every_item_has_version)
 BATCH_DELETE_JOBS = _sched("BatchDeleteJobs", S.BatchDeleteJobsResponse, _always)
+# Pausing a paused job and resuming an active one change nothing.
+BATCH_PAUSE_JOBS = _sched("BatchPauseJobs", S.BatchPauseJobsResponse, _always)
+BATCH_RESUME_JOBS = _sched("BatchResumeJobs", S.BatchResumeJobsResponse, _always)
 PAUSE_JOB = _sched("PauseJob", S.PauseJobResponse, _never)
 RESUME_JOB = _sched("ResumeJob", S.ResumeJobResponse, _never)
 TRIGGER_JOB = _sched("TriggerJob", S.TriggerJobResponse, _has_request_id)
@@ -276,6 +279,24 @@ def batch_delete_jobs(items: Sequence[scheduler_pb2.DeleteJobRequest]) -> schedu
     attempt deleted answers NOT_FOUND. Prefer ``delete_jobs``."""
     return scheduler_pb2.BatchDeleteJobsRequest(
         items=_batch_items("batch_delete_jobs", items, scheduler_pb2.DeleteJobRequest)
+    )
+
+
+def batch_pause_jobs(items: Sequence[scheduler_pb2.PauseJobRequest]) -> scheduler_pb2.BatchPauseJobsRequest:
+    """Pauses up to 1 000 jobs in one call, each item a ``PauseJobRequest``
+    answered as ``pause_job`` would be alone (``BatchPauseJobsResponse``),
+    in order, in one transaction. Retried: pausing a paused job changes
+    nothing."""
+    return scheduler_pb2.BatchPauseJobsRequest(items=_batch_items("batch_pause_jobs", items, scheduler_pb2.PauseJobRequest))
+
+
+def batch_resume_jobs(items: Sequence[scheduler_pb2.ResumeJobRequest]) -> scheduler_pb2.BatchResumeJobsRequest:
+    """Resumes up to 1 000 jobs in one call, each item a ``ResumeJobRequest``
+    answered as ``resume_job`` would be alone (``BatchResumeJobsResponse``),
+    in order, in one transaction. Retried: resuming an active job changes
+    nothing."""
+    return scheduler_pb2.BatchResumeJobsRequest(
+        items=_batch_items("batch_resume_jobs", items, scheduler_pb2.ResumeJobRequest)
     )
 
 

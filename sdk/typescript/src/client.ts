@@ -57,11 +57,15 @@ import { JobSchema, type ExecutionStatus, type Job, type JobState } from "./gen/
 import {
   CreateJobRequestSchema,
   DeleteJobRequestSchema,
+  PauseJobRequestSchema,
+  ResumeJobRequestSchema,
   SchedulerService,
   UpdateJobRequestSchema,
   type BackfillJobResponse,
   type BatchCreateJobsResponse,
   type BatchDeleteJobsResponse,
+  type BatchPauseJobsResponse,
+  type BatchResumeJobsResponse,
   type BatchUpdateJobsResponse,
   type CancelExecutionResponse,
   type CreateJobResponse,
@@ -183,6 +187,9 @@ const POLICIES: Record<string, Record<string, CallPolicy>> = {
     // NOT_FOUND or FAILED_PRECONDITION).
     batchUpdateJobs: withItemVersions,
     batchDeleteJobs: always,
+    // Pausing a paused job and resuming an active one change nothing.
+    batchPauseJobs: always,
+    batchResumeJobs: always,
     triggerJob: withRequestId,
     backfillJob: whenDryRun,
     getJob: always,
@@ -509,6 +516,22 @@ export class TickwheelClient {
     options: CallOptions = {},
   ): Promise<BatchDeleteJobsResponse> {
     return this.scheduler.batchDeleteJobs({ items: [...items] }, options);
+  }
+
+  /** One BatchPauseJobs call: 1 to 1000 items, each answered as pauseJob would be alone. Retried. */
+  batchPauseJobs(
+    items: readonly MessageInitShape<typeof PauseJobRequestSchema>[],
+    options: CallOptions = {},
+  ): Promise<BatchPauseJobsResponse> {
+    return this.scheduler.batchPauseJobs({ items: [...items] }, options);
+  }
+
+  /** One BatchResumeJobs call: 1 to 1000 items, each answered as resumeJob would be alone. Retried. */
+  batchResumeJobs(
+    items: readonly MessageInitShape<typeof ResumeJobRequestSchema>[],
+    options: CallOptions = {},
+  ): Promise<BatchResumeJobsResponse> {
+    return this.scheduler.batchResumeJobs({ items: [...items] }, options);
   }
 
   /**

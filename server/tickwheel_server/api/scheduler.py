@@ -56,7 +56,8 @@ RESUME_TRIES = 3
 MAX_BACKFILL = 10_000
 """Occurrences one BackfillJob call may cover (the CLI splits larger windows)."""
 MAX_BATCH = 1000
-"""Items one BatchCreateJobs, BatchUpdateJobs or BatchDeleteJobs call may hold."""
+"""Items one batch call (BatchCreateJobs, BatchUpdateJobs, BatchDeleteJobs,
+BatchPauseJobs, BatchResumeJobs) may hold."""
 
 
 def backfill_occurrences(schedule: Schedule, start: datetime, end: datetime, limit: int = MAX_BACKFILL) -> list[datetime]:
@@ -501,6 +502,70 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         tenant = await self._auth.tenant(context)
         record, held = await self._jobs.pause(tenant.name, _required(request.id, "id"), _reason(request.reason))
         return scheduler_pb2.PauseJobResponse(job=convert.job_to_proto(record), held_executions=held)
+
+    @rpc
+    async def BatchPauseJobs(self, request, context):
+        """Each item as :meth:`PauseJob` would pause it alone, in request
+        order, in one transaction (:meth:`JobStore.pause_many`)."""
+        tenant = await self._auth.tenant(context)
+        batch_items(request.items)
+        results: list[scheduler_pb2.BatchPauseJobsResult | None] = [None] * len(request.items)
+        accepted: list[int] = []
+        work = []
+        for index, item in enumerate(request.items):
+            try:
+                work.append((_required(item.id, "id"), _reason(item.reason)))
+                accepted.append(index)
+            except TickwheelError as error:
+                results[index] = scheduler_pb2.BatchPauseJobsResult(error=status_for(error)[1])
+        outcomes = await self._jobs.pause_many(tenant.name, work) if work else []
+        for index, outcome in zip(accepted, outcomes):
+            if isinstance(outcome, Exception):
+                results[index] = scheduler_pb2.BatchPauseJobsResult(error=status_for(outcome)[1])
+            else:
+                paused = scheduler_pb2.PauseJobResponse(job=convert.job_to_proto(outcome[0]), held_executions=outcome[1])
+                results[index] = scheduler_pb2.BatchPauseJobsResult(job=paused)
+        count = sum(1 for outcome in outcomes if not isinstance(outcome, Exception))
+        return scheduler_pb2.BatchPauseJobsResponse(results=results, paused_count=count, failed_count=len(results) - count)
+
+    @rpc
+    async def BatchResumeJobs(self, request, context):
+        """Each item as :meth:`ResumeJob` would resume it alone, in request
+        order, in one transaction (:meth:`JobStore.resume_many`): each span
+        is counted under the job's lock (in the store's transaction thread),
+        so no version can move between counting and writing."""
+        tenant = await self._auth.tenant(context)
+        batch_items(request.items)
+        now = self._clock.now()
+        results: list[scheduler_pb2.BatchResumeJobsResult | None] = [None] * len(request.items)
+        accepted: list[int] = []
+        work = []
+        for index, item in enumerate(request.items):
+            try:
+                work.append((_required(item.id, "id"), lambda record: resume_span(record, now)))
+                accepted.append(index)
+            except TickwheelError as error:
+                results[index] = scheduler_pb2.BatchResumeJobsResult(error=status_for(error)[1])
+        outcomes = (
+            await self._jobs.resume_many(tenant.name, work, now=now, tzdata_version=tzdata_version()) if work else []
+        )
+        released = 0
+        for index, outcome in zip(accepted, outcomes):
+            if isinstance(outcome, Exception):
+                results[index] = scheduler_pb2.BatchResumeJobsResult(error=status_for(outcome)[1])
+                continue
+            record, skip, count = outcome
+            resumed = scheduler_pb2.ResumeJobResponse(job=convert.job_to_proto(record), released_executions=count)
+            if skip is not None:
+                resumed.skipped.CopyFrom(convert.skip_to_proto(skip))
+            results[index] = scheduler_pb2.BatchResumeJobsResult(job=resumed)
+            released += count
+        if released:
+            self._on_ready()
+        count = sum(1 for outcome in outcomes if not isinstance(outcome, Exception))
+        return scheduler_pb2.BatchResumeJobsResponse(
+            results=results, resumed_count=count, failed_count=len(results) - count
+        )
 
     @rpc
     async def ResumeJob(self, request, context):

@@ -1,10 +1,11 @@
-"""Changing jobs, one or a batch: updates and deletes applied in request order under locks taken in id order.
+"""Changing jobs, one or a batch: updates, deletes, pauses and resumes applied in request order under locks taken in id order.
 
-:func:`update_jobs` and :func:`delete_jobs` are the transaction bodies of
-:meth:`~tickwheel_server.store.jobs.JobStore.update_many` and
-:meth:`~tickwheel_server.store.jobs.JobStore.delete_many`;
-:func:`apply_update` is what one update writes beside the job row, shared
-with :meth:`~tickwheel_server.store.jobs.JobStore.update`.
+:func:`update_jobs`, :func:`delete_jobs`, :func:`pause_jobs` and
+:func:`resume_jobs` are the transaction bodies of
+:meth:`~tickwheel_server.store.jobs.JobStore.update_many`, ``delete_many``,
+``pause_many`` and ``resume_many``; :func:`apply_update` (what one update
+writes beside the job row) and :func:`apply_resume` are shared with the
+single :meth:`~tickwheel_server.store.jobs.JobStore.update` and ``resume``.
 
 Both read the batch's jobs with one ``SELECT … WHERE tenant = :tenant AND id
 IN (…) ORDER BY id FOR UPDATE`` per :data:`CHUNK` ids, the ids sorted first:
@@ -23,7 +24,12 @@ what the job's own executions need: an update that changes when a job runs
 re-plans its pending occurrences (a locked read of them and the writes the
 plan asks for: they differ per job), one that changes the payload or the
 handler rewrites its executions not started. An update of anything else
-(name, labels, policies) writes nothing but the job row.
+(name, labels, policies) writes nothing but the job row. A pause batch
+holds every paused job's executions with one locked read and one update per
+:data:`CHUNK` jobs and writes the job rows with one executemany. A resume is
+per job (its held executions are read locked, those past the job's own
+misfire threshold deleted into its skip range, the rest released, its row
+written): the thresholds and spans differ per job.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -40,15 +47,20 @@ from tickwheel.v1 import job_pb2
 from tickwheel.shared.ids import from_us, to_us
 
 from ..errors import NotFound, QuotaExceeded, TickwheelError, VersionConflict
-from ..policy.jobchanges import CursorView, Pending, Reschedule, SkippedSpan, row_refresh
+from ..policy.jobchanges import (
+    CursorView, PausedSpan, Pending, Reschedule, SkippedSpan, expired_at_resume, row_refresh,
+)
+from ..schedule import Fire
 from . import quota
 from .base import chunks
 from .engine import Capabilities
 from .isolation import wake_keys
+from .history import SkipRecord
 from .jobexecutions import (
-    CHUNK, last_created_at, pending_occurrences, record_paused_span, recreate_pending,
+    CHUNK, held_by_pause, hold_not_started_of, last_created_at, pending_occurrences, record_paused_span,
+    recreate_pending, span_with,
 )
-from .jobrecords import JobRecord, job_record
+from .jobrecords import JobRecord, get_job, job_record
 from .tables import executions, jobs, tenants
 from .timeline import NOT_STARTED, in_group
 
@@ -78,6 +90,17 @@ transaction is retried: it must decide from its argument alone."""
 
 UpdateOutcome = tuple[JobRecord, int] | TickwheelError
 """(the job as stored after the item, executions canceled), or why nothing was written for it."""
+
+PauseOutcome = tuple[JobRecord, int] | TickwheelError
+"""(the job after the item, executions it held), or NotFound."""
+
+ResumeDecide = Callable[[JobRecord], PausedSpan]
+"""A paused job's span, counted with the schedule engine from the job as the
+transaction sees it (a raised TickwheelError is the item's answer). Called
+under the job's lock, perhaps more than once: it decides from its argument."""
+
+ResumeOutcome = tuple[JobRecord, SkipRecord | None, int] | TickwheelError
+"""(the job after the item, the skip range recorded or None, executions released), or the item's error."""
 
 
 def lock_jobs(conn: Connection, caps: Capabilities, tenant: str, ids: Sequence[str]) -> dict[str, JobRecord]:
@@ -282,3 +305,130 @@ def delete_jobs(
         per_job.get(job_id, 0) if isinstance(outcome, int) else outcome
         for (job_id, _), outcome in zip(items, outcomes)
     ]
+
+
+_WRITE_PAUSE = (
+    jobs.update()
+    .where(jobs.c.id == sa.bindparam("b_id"))
+    .values(
+        state="paused", paused_at=sa.bindparam("b_at"), pause_reason=sa.bindparam("b_reason"),
+        version=sa.bindparam("b_version"), updated_at=sa.bindparam("b_at"),
+    )
+)
+
+
+def pause_jobs(
+    conn: Connection, caps: Capabilities, tenant: str, items: Sequence[tuple[str, str]], *, now_us: int
+) -> list[PauseOutcome]:
+    """Pause each (job id, reason) of ``tenant`` in order, as
+    :meth:`JobStore.pause` does: NotFound when the id is not ``tenant``'s
+    job; a paused job (an earlier item's included) answered unchanged with
+    0 held; otherwise paused at ``now_us`` with ``reason``, ``version`` + 1,
+    its executions not started held (:func:`.jobexecutions.hold_not_started_of`)."""
+    current = lock_jobs(conn, caps, tenant, [job_id for job_id, _ in items])
+    paused: dict[str, JobRecord] = {}
+    decided: list[tuple[str, JobRecord] | TickwheelError] = []
+    for job_id, reason in items:
+        record = current.get(job_id)
+        if record is None:
+            decided.append(NotFound("job", job_id))
+            continue
+        if record.state != "paused":
+            record = current[job_id] = paused[job_id] = dataclasses.replace(
+                record, state="paused", paused_at=from_us(now_us), pause_reason=reason, version=record.version + 1,
+                updated_at=from_us(now_us),
+            )
+            decided.append(("held", record))
+        else:
+            decided.append(("kept", record))
+    held = hold_not_started_of(conn, caps, list(paused)) if paused else {}
+    if paused:
+        conn.execute(_WRITE_PAUSE, [
+            {"b_id": job_id, "b_at": now_us, "b_reason": record.pause_reason, "b_version": record.version}
+            for job_id, record in sorted(paused.items())
+        ])  # fmt: skip
+    return [
+        outcome if isinstance(outcome, TickwheelError)
+        else (outcome[1], held.get(outcome[1].id, 0) if outcome[0] == "held" else 0)
+        for outcome in decided
+    ]
+
+
+def apply_resume(
+    conn: Connection, caps: Capabilities, current: JobRecord, *, next_fire: Fire | None,
+    skipped: SkippedSpan | None, tzdata_version: str, decided_at: datetime, now_us: int,
+) -> tuple[JobRecord, SkipRecord | None, int]:
+    """Resume ``current`` (paused, locked, its span counted from it) as
+    :meth:`JobStore.resume` states: the held executions past the job's
+    misfire threshold at ``decided_at`` deleted into the paused span's one
+    skip range, the others released; the row written. Returns (the job as
+    stored, the skip range or None, how many were released)."""
+    job_id = current.id
+    if skipped is not None and current.next_run_at != skipped.from_at:
+        raise ValueError("skipped must start at the paused job's cursor")
+    threshold = job_pb2.Job.FromString(current.spec).misfire_threshold.ToTimedelta()
+    query = sa.select(
+        executions.c.id, executions.c.origin, executions.c.nominal_at, executions.c.due_at,
+        executions.c.attempt, executions.c.delivery,
+    ).where(*held_by_pause(job_id))
+    if caps.row_locks:
+        query = query.with_for_update()  # what is read is what is released or expired
+    held = conn.execute(query).all()
+    expired = [
+        row for row in held
+        if expired_at_resume(origin=row.origin, attempt=row.attempt, delivery=row.delivery,
+                             due_at=from_us(row.due_at), now=decided_at, threshold=threshold)
+    ]  # fmt: skip
+    for chunk in chunks([row.id for row in expired], CHUNK):
+        conn.execute(executions.delete().where(executions.c.id.in_(chunk), *held_by_pause(job_id)))
+    released = conn.execute(
+        executions.update().where(*held_by_pause(job_id)).values(status="scheduled", wait_key=None)
+    ).rowcount
+    span = span_with(skipped, [from_us(row.nominal_at) for row in expired])
+    skip = None if span is None else record_paused_span(conn, current, span, now_us)
+    run_count = current.run_count + (skipped.count if skipped is not None else 0)
+    conn.execute(
+        jobs.update()
+        .where(jobs.c.id == job_id)
+        .values(
+            state="active" if next_fire is not None else "completed",
+            next_run_at=None if next_fire is None else to_us(next_fire.nominal_at),
+            next_due_at=None if next_fire is None else to_us(next_fire.due_at),
+            run_count=run_count, paused_at=None, pause_reason="", tzdata_version=tzdata_version,
+            version=current.version + 1, updated_at=now_us,
+        )
+    )
+    return get_job(conn, current.tenant, job_id), skip, released
+
+
+def resume_jobs(
+    conn: Connection, caps: Capabilities, tenant: str, items: Sequence[tuple[str, ResumeDecide]], *,
+    decided_at: datetime, tzdata_version: str, now_us: int,
+) -> list[ResumeOutcome]:
+    """Resume each (job id, span decision) of ``tenant`` in order, as
+    :meth:`JobStore.resume` does: NotFound when the id is not ``tenant``'s
+    job; a job that is not paused (an earlier item resumed it, say)
+    answered unchanged; otherwise its span decided from the locked record
+    and :func:`apply_resume` applied."""
+    current = lock_jobs(conn, caps, tenant, [job_id for job_id, _ in items])
+    outcomes: list[ResumeOutcome] = []
+    for job_id, decide in items:
+        record = current.get(job_id)
+        if record is None:
+            outcomes.append(NotFound("job", job_id))
+            continue
+        if record.state != "paused":
+            outcomes.append((record, None, 0))
+            continue
+        try:
+            span = decide(record)
+        except TickwheelError as error:
+            outcomes.append(error)
+            continue
+        resumed, skip, released = apply_resume(
+            conn, caps, record, next_fire=span.next_fire, skipped=span.skipped, tzdata_version=tzdata_version,
+            decided_at=decided_at, now_us=now_us,
+        )
+        current[job_id] = resumed
+        outcomes.append((resumed, skip, released))
+    return outcomes

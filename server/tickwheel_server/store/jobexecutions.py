@@ -10,6 +10,7 @@ every write is conditional on the row not having started.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -52,27 +53,43 @@ def cancel_not_started(conn: Connection, caps: Capabilities, job_id: str, reason
 
 
 def hold_not_started(conn: Connection, caps: Capabilities, job_id: str) -> int:
-    """Hold the job's executions no worker holds (a pause); returns how many.
+    """Hold the job's executions no worker holds (a pause); returns how many
+    (see :func:`hold_not_started_of`)."""
+    return hold_not_started_of(conn, caps, [job_id]).get(job_id, 0)
+
+
+def hold_not_started_of(conn: Connection, caps: Capabilities, job_ids: Sequence[str]) -> dict[str, int]:
+    """Hold the executions no worker holds of each job of ``job_ids`` (a
+    pause); returns how many per job (jobs with none absent).
 
     They become ``waiting`` on :data:`PAUSED_WAIT`, keeping everything else
     (``ready_at``, attempt, delivery, payload), so a resume can release them
     as they were. The status condition is the fence against a hand-out at
     the same moment, as for a cancel. A key whose freed slot had woken one
-    of them hands its turn on to the next waiter.
+    of them hands its turn on to the next waiter. One locked read and one
+    update per :data:`CHUNK` jobs' executions, whatever the number of jobs.
     """
-    held_now = [executions.c.job_id == job_id, *in_group(NOT_STARTED), not_held()]
-    query = sa.select(executions.c.id, executions.c.tenant, executions.c.wait_key).where(*held_now)
-    if caps.row_locks:
-        query = query.with_for_update()  # what is read is what is held (as pending_occurrences)
-    keys = conn.execute(query).all()
+    keys = []
+    for chunk in chunks(sorted(set(job_ids)), CHUNK):
+        query = sa.select(executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.wait_key).where(
+            executions.c.job_id.in_(chunk), *in_group(NOT_STARTED), not_held()
+        )
+        if caps.row_locks:
+            query = query.with_for_update()  # what is read is what is held (as pending_occurrences)
+        keys += conn.execute(query).all()
     if not keys:
-        return 0
+        return {}
     for chunk in chunks([row.id for row in keys], CHUNK):
         conn.execute(
-            executions.update().where(executions.c.id.in_(chunk), *held_now).values(status="waiting", wait_key=PAUSED_WAIT)
+            executions.update()
+            .where(executions.c.id.in_(chunk), *in_group(NOT_STARTED), not_held())
+            .values(status="waiting", wait_key=PAUSED_WAIT)
         )
     wake_keys(conn, caps, {(row.tenant, row.wait_key) for row in keys if row.wait_key})
-    return len(keys)
+    held: dict[str, int] = {}
+    for row in keys:
+        held[row.job_id] = held.get(row.job_id, 0) + 1
+    return held
 
 
 def held_by_pause(job_id: str) -> list:

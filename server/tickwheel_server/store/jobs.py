@@ -46,20 +46,21 @@ from tickwheel.v1 import job_pb2
 from tickwheel.shared.ids import from_us, to_us
 
 from ..errors import NotFound, TickwheelError, VersionConflict
-from ..policy.jobchanges import Reschedule, SkippedSpan, expired_at_resume
+from ..policy.jobchanges import Reschedule, SkippedSpan
 from ..schedule import Fire
 from . import quota
-from .base import SqlStore, chunks
+from .base import SqlStore
 from .history import SkipRecord
 from .isolation import set_key_limits
 from .jobbatch import (
-    Decide, JobChange, UpdateOutcome, apply_update, delete_jobs, payload_limit, row_values, update_jobs,
+    Decide, JobChange, PauseOutcome, ResumeDecide, ResumeOutcome, UpdateOutcome, apply_resume, apply_update,
+    delete_jobs, pause_jobs, payload_limit, resume_jobs, row_values, update_jobs,
 )
-from .jobexecutions import CHUNK, cancel_not_started, held_by_pause, hold_not_started, record_paused_span, span_with
+from .jobexecutions import cancel_not_started, hold_not_started
 from .jobcreate import Outcome, create_jobs
 from .jobrecords import JOB_STATES, JobRecord, NewJob, get_job, job_record
 from .quota import SlotPicker
-from .tables import executions, jobs
+from .tables import jobs
 
 
 class JobStore(SqlStore):
@@ -258,6 +259,34 @@ class JobStore(SqlStore):
         now_us = to_us(self.clock.now())
         return await self._tx(lambda conn: delete_jobs(conn, self.caps, tenant, items, now_us=now_us), row_locked=True)
 
+    async def pause_many(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[PauseOutcome]:
+        """Pause each (job id, reason) of ``tenant`` in request order, each as
+        :meth:`pause` would, in one transaction (:func:`.jobbatch.pause_jobs`);
+        one outcome per item: (the job, executions held) or NotFound."""
+        if not items:
+            return []
+        now_us = to_us(self.clock.now())
+        return await self._tx(lambda conn: pause_jobs(conn, self.caps, tenant, items, now_us=now_us), row_locked=True)
+
+    async def resume_many(
+        self, tenant: str, items: Sequence[tuple[str, ResumeDecide]], *, now: datetime, tzdata_version: str
+    ) -> list[ResumeOutcome]:
+        """Resume each (job id, span decision) of ``tenant`` in request order,
+        each as :meth:`resume` would at ``now``, in one transaction
+        (:func:`.jobbatch.resume_jobs`); the span is counted under the job's
+        lock, so no version can move in between. One outcome per item: (the
+        job, the skip range or None, executions released) or the error that
+        item alone would have raised."""
+        if not items:
+            return []
+        now_us = to_us(self.clock.now())
+        return await self._tx(
+            lambda conn: resume_jobs(
+                conn, self.caps, tenant, items, decided_at=now, tzdata_version=tzdata_version, now_us=now_us
+            ),
+            row_locked=True,
+        )
+
     async def _apply_key_limits(self, *records: JobRecord) -> None:
         """The limits of the concurrency keys ``records`` name become every
         job's (the most recent write wins; within ``records``, the last
@@ -390,38 +419,9 @@ class JobStore(SqlStore):
                 raise VersionConflict(f"job {job_id!r}", expected_version, current.version)
             if skipped is not None and current.next_run_at != skipped.from_at:
                 raise ValueError("skipped must start at the paused job's cursor")
-            threshold = job_pb2.Job.FromString(current.spec).misfire_threshold.ToTimedelta()
-            query = sa.select(
-                executions.c.id, executions.c.origin, executions.c.nominal_at, executions.c.due_at,
-                executions.c.attempt, executions.c.delivery,
-            ).where(*held_by_pause(job_id))
-            if self.caps.row_locks:
-                query = query.with_for_update()  # what is read is what is released or expired
-            held = conn.execute(query).all()
-            expired = [
-                row for row in held
-                if expired_at_resume(origin=row.origin, attempt=row.attempt, delivery=row.delivery,
-                                     due_at=from_us(row.due_at), now=decided_at, threshold=threshold)
-            ]
-            for chunk in chunks([row.id for row in expired], CHUNK):
-                conn.execute(executions.delete().where(executions.c.id.in_(chunk), *held_by_pause(job_id)))
-            released = conn.execute(
-                executions.update().where(*held_by_pause(job_id)).values(status="scheduled", wait_key=None)
-            ).rowcount
-            span = span_with(skipped, [from_us(row.nominal_at) for row in expired])
-            skip = None if span is None else record_paused_span(conn, current, span, now_us)
-            run_count = current.run_count + (skipped.count if skipped is not None else 0)
-            conn.execute(
-                jobs.update()
-                .where(jobs.c.id == job_id)
-                .values(
-                    state="active" if next_fire is not None else "completed",
-                    next_run_at=None if next_fire is None else to_us(next_fire.nominal_at),
-                    next_due_at=None if next_fire is None else to_us(next_fire.due_at),
-                    run_count=run_count, paused_at=None, pause_reason="", tzdata_version=tzdata_version,
-                    version=current.version + 1, updated_at=now_us,
-                )
+            return apply_resume(
+                conn, self.caps, current, next_fire=next_fire, skipped=skipped, tzdata_version=tzdata_version,
+                decided_at=decided_at, now_us=now_us,
             )
-            return get_job(conn, tenant, job_id), skip, released
 
         return await self._tx(fn, row_locked=True)

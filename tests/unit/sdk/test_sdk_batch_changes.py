@@ -177,3 +177,18 @@ def test_the_async_client_sends_the_same_calls(fake: FakeTickwheel) -> None:
     assert [len(call.items) for call in fake.requests("BatchUpdateJobs")] == [2, 1]
     assert [o.job.version for o in updated] == [2, 2, 2]
     assert not deleted[0].ok and deleted[1].ok
+
+
+def test_batch_pause_and_resume_are_sent_as_given_and_retried(fake: FakeTickwheel) -> None:
+    unavailable = failure(grpc.StatusCode.UNAVAILABLE, "store unreachable")
+    fake.script("BatchPauseJobs", unavailable)
+    fake.reply("BatchPauseJobs", scheduler_pb2.BatchPauseJobsResponse(paused_count=1))
+    fake.reply("BatchResumeJobs", scheduler_pb2.BatchResumeJobsResponse(resumed_count=1))
+    with _client(fake) as client:
+        client.batch_pause_jobs([scheduler_pb2.PauseJobRequest(id="a", reason="incident")])
+        client.batch_resume_jobs([scheduler_pb2.ResumeJobRequest(id="a")])
+        with pytest.raises(ValueError):
+            client.batch_pause_jobs([])
+    paused = fake.requests("BatchPauseJobs")
+    assert len(paused) == 2 and paused[0] == paused[1] and paused[0].items[0].reason == "incident"
+    assert fake.requests("BatchResumeJobs")[0].items[0].id == "a"

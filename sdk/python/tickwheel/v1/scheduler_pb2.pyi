@@ -185,6 +185,30 @@ class PauseJobResponse(_message.Message):
     held_executions: int
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., canceled_executions: _Optional[int] = ..., held_executions: _Optional[int] = ...) -> None: ...
 
+class BatchPauseJobsRequest(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[PauseJobRequest]
+    def __init__(self, items: _Optional[_Iterable[_Union[PauseJobRequest, _Mapping]]] = ...) -> None: ...
+
+class BatchPauseJobsResponse(_message.Message):
+    __slots__ = ("results", "paused_count", "failed_count")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    FAILED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[BatchPauseJobsResult]
+    paused_count: int
+    failed_count: int
+    def __init__(self, results: _Optional[_Iterable[_Union[BatchPauseJobsResult, _Mapping]]] = ..., paused_count: _Optional[int] = ..., failed_count: _Optional[int] = ...) -> None: ...
+
+class BatchPauseJobsResult(_message.Message):
+    __slots__ = ("job", "error")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    job: PauseJobResponse
+    error: _status_pb2.Status
+    def __init__(self, job: _Optional[_Union[PauseJobResponse, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+
 class ResumeJobRequest(_message.Message):
     __slots__ = ("id",)
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -200,6 +224,30 @@ class ResumeJobResponse(_message.Message):
     skipped: _execution_pb2.SkipRange
     released_executions: int
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., skipped: _Optional[_Union[_execution_pb2.SkipRange, _Mapping]] = ..., released_executions: _Optional[int] = ...) -> None: ...
+
+class BatchResumeJobsRequest(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[ResumeJobRequest]
+    def __init__(self, items: _Optional[_Iterable[_Union[ResumeJobRequest, _Mapping]]] = ...) -> None: ...
+
+class BatchResumeJobsResponse(_message.Message):
+    __slots__ = ("results", "resumed_count", "failed_count")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    FAILED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[BatchResumeJobsResult]
+    resumed_count: int
+    failed_count: int
+    def __init__(self, results: _Optional[_Iterable[_Union[BatchResumeJobsResult, _Mapping]]] = ..., resumed_count: _Optional[int] = ..., failed_count: _Optional[int] = ...) -> None: ...
+
+class BatchResumeJobsResult(_message.Message):
+    __slots__ = ("job", "error")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    job: ResumeJobResponse
+    error: _status_pb2.Status
+    def __init__(self, job: _Optional[_Union[ResumeJobResponse, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class TriggerJobRequest(_message.Message):
     __slots__ = ("id", "request_id", "payload", "allow_overlap")

@@ -89,10 +89,20 @@ class SchedulerServiceStub:
                 request_serializer=tickwheel_dot_v1_dot_scheduler__pb2.PauseJobRequest.SerializeToString,
                 response_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.PauseJobResponse.FromString,
                 _registered_method=True)
+        self.BatchPauseJobs = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/BatchPauseJobs',
+                request_serializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchPauseJobsRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchPauseJobsResponse.FromString,
+                _registered_method=True)
         self.ResumeJob = channel.unary_unary(
                 '/tickwheel.v1.SchedulerService/ResumeJob',
                 request_serializer=tickwheel_dot_v1_dot_scheduler__pb2.ResumeJobRequest.SerializeToString,
                 response_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.ResumeJobResponse.FromString,
+                _registered_method=True)
+        self.BatchResumeJobs = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/BatchResumeJobs',
+                request_serializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchResumeJobsRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchResumeJobsResponse.FromString,
                 _registered_method=True)
         self.TriggerJob = channel.unary_unary(
                 '/tickwheel.v1.SchedulerService/TriggerJob',
@@ -279,6 +289,23 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BatchPauseJobs(self, request, context):
+        """Pauses up to 1 000 jobs in one call (an operator stopping a team's jobs
+        during an incident). Each item is a PauseJobRequest answered as PauseJob
+        would answer it alone: the job, now PAUSED, with the executions it held
+        (a job already paused, by an earlier item too, is answered unchanged),
+        or the error (NOT_FOUND for an id that is not one of the tenant's jobs,
+        another tenant's included; INVALID_ARGUMENT naming the item's field).
+        The items are applied in request order in one transaction, durable
+        before the reply. The call itself fails only when it is not a batch (no
+        items or more than 1 000: INVALID_ARGUMENT `items`) or when the store is
+        unavailable (UNAVAILABLE; nothing written, retrying is safe: pausing a
+        paused job changes nothing).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ResumeJob(self, request, context):
         """Starts again at the next future occurrence. The held executions are
         released and run, late if need be, except the scheduled occurrences
@@ -287,6 +314,23 @@ class SchedulerServiceServicer:
         that came due while paused, are recorded as one skip range (reason
         JOB_PAUSED), never run as a catch-up burst. Resuming an active job
         changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BatchResumeJobs(self, request, context):
+        """Resumes up to 1 000 jobs in one call. Each item is a ResumeJobRequest
+        answered as ResumeJob would answer it alone: the job with its next
+        future run, the skip range of its paused span and the executions it
+        released (a job that is not paused, resumed by an earlier item too, is
+        answered unchanged), or the error (NOT_FOUND for an id that is not one
+        of the tenant's jobs; INVALID_ARGUMENT naming the item's field). Each
+        span is counted under the job's lock, in request order, in one
+        transaction. The call itself fails only when it is not a batch
+        (INVALID_ARGUMENT `items`) or when the store is unavailable
+        (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
+        changes nothing).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -399,10 +443,20 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     request_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.PauseJobRequest.FromString,
                     response_serializer=tickwheel_dot_v1_dot_scheduler__pb2.PauseJobResponse.SerializeToString,
             ),
+            'BatchPauseJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchPauseJobs,
+                    request_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchPauseJobsRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchPauseJobsResponse.SerializeToString,
+            ),
             'ResumeJob': grpc.unary_unary_rpc_method_handler(
                     servicer.ResumeJob,
                     request_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.ResumeJobRequest.FromString,
                     response_serializer=tickwheel_dot_v1_dot_scheduler__pb2.ResumeJobResponse.SerializeToString,
+            ),
+            'BatchResumeJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchResumeJobs,
+                    request_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchResumeJobsRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchResumeJobsResponse.SerializeToString,
             ),
             'TriggerJob': grpc.unary_unary_rpc_method_handler(
                     servicer.TriggerJob,
@@ -709,6 +763,33 @@ class SchedulerService:
             _registered_method=True)
 
     @staticmethod
+    def BatchPauseJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/BatchPauseJobs',
+            tickwheel_dot_v1_dot_scheduler__pb2.BatchPauseJobsRequest.SerializeToString,
+            tickwheel_dot_v1_dot_scheduler__pb2.BatchPauseJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def ResumeJob(request,
             target,
             options=(),
@@ -725,6 +806,33 @@ class SchedulerService:
             '/tickwheel.v1.SchedulerService/ResumeJob',
             tickwheel_dot_v1_dot_scheduler__pb2.ResumeJobRequest.SerializeToString,
             tickwheel_dot_v1_dot_scheduler__pb2.ResumeJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BatchResumeJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/BatchResumeJobs',
+            tickwheel_dot_v1_dot_scheduler__pb2.BatchResumeJobsRequest.SerializeToString,
+            tickwheel_dot_v1_dot_scheduler__pb2.BatchResumeJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

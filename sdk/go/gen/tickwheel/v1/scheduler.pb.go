@@ -1307,6 +1307,203 @@ func (x *PauseJobResponse) GetHeldExecutions() int64 {
 	return 0
 }
 
+// BatchPauseJobs input.
+type BatchPauseJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 1 000 items, each as PauseJob takes it.
+	Items         []*PauseJobRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchPauseJobsRequest) Reset() {
+	*x = BatchPauseJobsRequest{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchPauseJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchPauseJobsRequest) ProtoMessage() {}
+
+func (x *BatchPauseJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchPauseJobsRequest.ProtoReflect.Descriptor instead.
+func (*BatchPauseJobsRequest) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *BatchPauseJobsRequest) GetItems() []*PauseJobRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// BatchPauseJobs output.
+type BatchPauseJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per item, in the order of the request.
+	Results []*BatchPauseJobsResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// How many items were answered with their job (those already paused
+	// included).
+	PausedCount int32 `protobuf:"varint,2,opt,name=paused_count,json=pausedCount,proto3" json:"paused_count,omitempty"`
+	// How many items failed (their `error` set).
+	FailedCount   int32 `protobuf:"varint,3,opt,name=failed_count,json=failedCount,proto3" json:"failed_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchPauseJobsResponse) Reset() {
+	*x = BatchPauseJobsResponse{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchPauseJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchPauseJobsResponse) ProtoMessage() {}
+
+func (x *BatchPauseJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchPauseJobsResponse.ProtoReflect.Descriptor instead.
+func (*BatchPauseJobsResponse) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *BatchPauseJobsResponse) GetResults() []*BatchPauseJobsResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *BatchPauseJobsResponse) GetPausedCount() int32 {
+	if x != nil {
+		return x.PausedCount
+	}
+	return 0
+}
+
+func (x *BatchPauseJobsResponse) GetFailedCount() int32 {
+	if x != nil {
+		return x.FailedCount
+	}
+	return 0
+}
+
+// What became of one BatchPauseJobs item.
+type BatchPauseJobsResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*BatchPauseJobsResult_Job
+	//	*BatchPauseJobsResult_Error
+	Result        isBatchPauseJobsResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchPauseJobsResult) Reset() {
+	*x = BatchPauseJobsResult{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchPauseJobsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchPauseJobsResult) ProtoMessage() {}
+
+func (x *BatchPauseJobsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchPauseJobsResult.ProtoReflect.Descriptor instead.
+func (*BatchPauseJobsResult) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *BatchPauseJobsResult) GetResult() isBatchPauseJobsResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *BatchPauseJobsResult) GetJob() *PauseJobResponse {
+	if x != nil {
+		if x, ok := x.Result.(*BatchPauseJobsResult_Job); ok {
+			return x.Job
+		}
+	}
+	return nil
+}
+
+func (x *BatchPauseJobsResult) GetError() *status.Status {
+	if x != nil {
+		if x, ok := x.Result.(*BatchPauseJobsResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isBatchPauseJobsResult_Result interface {
+	isBatchPauseJobsResult_Result()
+}
+
+type BatchPauseJobsResult_Job struct {
+	// The job, now PAUSED, as PauseJob answers it.
+	Job *PauseJobResponse `protobuf:"bytes,1,opt,name=job,proto3,oneof"`
+}
+
+type BatchPauseJobsResult_Error struct {
+	// Why the item was refused, with the code and details PauseJob would
+	// have answered for it alone. Nothing of it was written.
+	Error *status.Status `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+}
+
+func (*BatchPauseJobsResult_Job) isBatchPauseJobsResult_Result() {}
+
+func (*BatchPauseJobsResult_Error) isBatchPauseJobsResult_Result() {}
+
 // ResumeJob input.
 type ResumeJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1318,7 +1515,7 @@ type ResumeJobRequest struct {
 
 func (x *ResumeJobRequest) Reset() {
 	*x = ResumeJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[21]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1527,7 @@ func (x *ResumeJobRequest) String() string {
 func (*ResumeJobRequest) ProtoMessage() {}
 
 func (x *ResumeJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[21]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1540,7 @@ func (x *ResumeJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeJobRequest.ProtoReflect.Descriptor instead.
 func (*ResumeJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{21}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResumeJobRequest) GetId() string {
@@ -1370,7 +1567,7 @@ type ResumeJobResponse struct {
 
 func (x *ResumeJobResponse) Reset() {
 	*x = ResumeJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[22]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1579,7 @@ func (x *ResumeJobResponse) String() string {
 func (*ResumeJobResponse) ProtoMessage() {}
 
 func (x *ResumeJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[22]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1592,7 @@ func (x *ResumeJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeJobResponse.ProtoReflect.Descriptor instead.
 func (*ResumeJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{22}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResumeJobResponse) GetJob() *Job {
@@ -1419,6 +1616,203 @@ func (x *ResumeJobResponse) GetReleasedExecutions() int64 {
 	return 0
 }
 
+// BatchResumeJobs input.
+type BatchResumeJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 1 000 items, each as ResumeJob takes it.
+	Items         []*ResumeJobRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchResumeJobsRequest) Reset() {
+	*x = BatchResumeJobsRequest{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchResumeJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchResumeJobsRequest) ProtoMessage() {}
+
+func (x *BatchResumeJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchResumeJobsRequest.ProtoReflect.Descriptor instead.
+func (*BatchResumeJobsRequest) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *BatchResumeJobsRequest) GetItems() []*ResumeJobRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// BatchResumeJobs output.
+type BatchResumeJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per item, in the order of the request.
+	Results []*BatchResumeJobsResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// How many items were answered with their job (those not paused
+	// included).
+	ResumedCount int32 `protobuf:"varint,2,opt,name=resumed_count,json=resumedCount,proto3" json:"resumed_count,omitempty"`
+	// How many items failed (their `error` set).
+	FailedCount   int32 `protobuf:"varint,3,opt,name=failed_count,json=failedCount,proto3" json:"failed_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchResumeJobsResponse) Reset() {
+	*x = BatchResumeJobsResponse{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchResumeJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchResumeJobsResponse) ProtoMessage() {}
+
+func (x *BatchResumeJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchResumeJobsResponse.ProtoReflect.Descriptor instead.
+func (*BatchResumeJobsResponse) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *BatchResumeJobsResponse) GetResults() []*BatchResumeJobsResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *BatchResumeJobsResponse) GetResumedCount() int32 {
+	if x != nil {
+		return x.ResumedCount
+	}
+	return 0
+}
+
+func (x *BatchResumeJobsResponse) GetFailedCount() int32 {
+	if x != nil {
+		return x.FailedCount
+	}
+	return 0
+}
+
+// What became of one BatchResumeJobs item.
+type BatchResumeJobsResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*BatchResumeJobsResult_Job
+	//	*BatchResumeJobsResult_Error
+	Result        isBatchResumeJobsResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchResumeJobsResult) Reset() {
+	*x = BatchResumeJobsResult{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchResumeJobsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchResumeJobsResult) ProtoMessage() {}
+
+func (x *BatchResumeJobsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchResumeJobsResult.ProtoReflect.Descriptor instead.
+func (*BatchResumeJobsResult) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *BatchResumeJobsResult) GetResult() isBatchResumeJobsResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *BatchResumeJobsResult) GetJob() *ResumeJobResponse {
+	if x != nil {
+		if x, ok := x.Result.(*BatchResumeJobsResult_Job); ok {
+			return x.Job
+		}
+	}
+	return nil
+}
+
+func (x *BatchResumeJobsResult) GetError() *status.Status {
+	if x != nil {
+		if x, ok := x.Result.(*BatchResumeJobsResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isBatchResumeJobsResult_Result interface {
+	isBatchResumeJobsResult_Result()
+}
+
+type BatchResumeJobsResult_Job struct {
+	// The job, as ResumeJob answers it.
+	Job *ResumeJobResponse `protobuf:"bytes,1,opt,name=job,proto3,oneof"`
+}
+
+type BatchResumeJobsResult_Error struct {
+	// Why the item was refused, with the code and details ResumeJob would
+	// have answered for it alone. Nothing of it was written.
+	Error *status.Status `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+}
+
+func (*BatchResumeJobsResult_Job) isBatchResumeJobsResult_Result() {}
+
+func (*BatchResumeJobsResult_Error) isBatchResumeJobsResult_Result() {}
+
 // TriggerJob input.
 type TriggerJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1438,7 +1832,7 @@ type TriggerJobRequest struct {
 
 func (x *TriggerJobRequest) Reset() {
 	*x = TriggerJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[23]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1844,7 @@ func (x *TriggerJobRequest) String() string {
 func (*TriggerJobRequest) ProtoMessage() {}
 
 func (x *TriggerJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[23]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1857,7 @@ func (x *TriggerJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerJobRequest.ProtoReflect.Descriptor instead.
 func (*TriggerJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{23}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TriggerJobRequest) GetId() string {
@@ -1508,7 +1902,7 @@ type TriggerJobResponse struct {
 
 func (x *TriggerJobResponse) Reset() {
 	*x = TriggerJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[24]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1914,7 @@ func (x *TriggerJobResponse) String() string {
 func (*TriggerJobResponse) ProtoMessage() {}
 
 func (x *TriggerJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[24]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1927,7 @@ func (x *TriggerJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerJobResponse.ProtoReflect.Descriptor instead.
 func (*TriggerJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{24}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TriggerJobResponse) GetExecution() *Execution {
@@ -1571,7 +1965,7 @@ type BackfillJobRequest struct {
 
 func (x *BackfillJobRequest) Reset() {
 	*x = BackfillJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[25]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1977,7 @@ func (x *BackfillJobRequest) String() string {
 func (*BackfillJobRequest) ProtoMessage() {}
 
 func (x *BackfillJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[25]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1990,7 @@ func (x *BackfillJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillJobRequest.ProtoReflect.Descriptor instead.
 func (*BackfillJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{25}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *BackfillJobRequest) GetId() string {
@@ -1650,7 +2044,7 @@ type BackfillJobResponse struct {
 
 func (x *BackfillJobResponse) Reset() {
 	*x = BackfillJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[26]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +2056,7 @@ func (x *BackfillJobResponse) String() string {
 func (*BackfillJobResponse) ProtoMessage() {}
 
 func (x *BackfillJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[26]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +2069,7 @@ func (x *BackfillJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillJobResponse.ProtoReflect.Descriptor instead.
 func (*BackfillJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{26}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *BackfillJobResponse) GetOccurrences() []*BackfillOccurrence {
@@ -1714,7 +2108,7 @@ type BackfillOccurrence struct {
 
 func (x *BackfillOccurrence) Reset() {
 	*x = BackfillOccurrence{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[27]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +2120,7 @@ func (x *BackfillOccurrence) String() string {
 func (*BackfillOccurrence) ProtoMessage() {}
 
 func (x *BackfillOccurrence) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[27]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +2133,7 @@ func (x *BackfillOccurrence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillOccurrence.ProtoReflect.Descriptor instead.
 func (*BackfillOccurrence) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{27}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *BackfillOccurrence) GetExecutionId() string {
@@ -1786,7 +2180,7 @@ type PreviewScheduleRequest struct {
 
 func (x *PreviewScheduleRequest) Reset() {
 	*x = PreviewScheduleRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[28]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +2192,7 @@ func (x *PreviewScheduleRequest) String() string {
 func (*PreviewScheduleRequest) ProtoMessage() {}
 
 func (x *PreviewScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[28]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +2205,7 @@ func (x *PreviewScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PreviewScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{28}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PreviewScheduleRequest) GetSource() isPreviewScheduleRequest_Source {
@@ -1885,7 +2279,7 @@ type PreviewScheduleResponse struct {
 
 func (x *PreviewScheduleResponse) Reset() {
 	*x = PreviewScheduleResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[29]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1897,7 +2291,7 @@ func (x *PreviewScheduleResponse) String() string {
 func (*PreviewScheduleResponse) ProtoMessage() {}
 
 func (x *PreviewScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[29]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1910,7 +2304,7 @@ func (x *PreviewScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PreviewScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{29}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PreviewScheduleResponse) GetFires() []*ScheduledFire {
@@ -1938,7 +2332,7 @@ type GetExecutionRequest struct {
 
 func (x *GetExecutionRequest) Reset() {
 	*x = GetExecutionRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[30]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2344,7 @@ func (x *GetExecutionRequest) String() string {
 func (*GetExecutionRequest) ProtoMessage() {}
 
 func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[30]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2357,7 @@ func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionRequest.ProtoReflect.Descriptor instead.
 func (*GetExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{30}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetExecutionRequest) GetId() string {
@@ -1984,7 +2378,7 @@ type GetExecutionResponse struct {
 
 func (x *GetExecutionResponse) Reset() {
 	*x = GetExecutionResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[31]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2390,7 @@ func (x *GetExecutionResponse) String() string {
 func (*GetExecutionResponse) ProtoMessage() {}
 
 func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[31]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2403,7 @@ func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionResponse.ProtoReflect.Descriptor instead.
 func (*GetExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{31}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetExecutionResponse) GetExecution() *Execution {
@@ -2040,7 +2434,7 @@ type ListExecutionsRequest struct {
 
 func (x *ListExecutionsRequest) Reset() {
 	*x = ListExecutionsRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[32]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2052,7 +2446,7 @@ func (x *ListExecutionsRequest) String() string {
 func (*ListExecutionsRequest) ProtoMessage() {}
 
 func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[32]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2065,7 +2459,7 @@ func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{32}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListExecutionsRequest) GetJobId() string {
@@ -2125,7 +2519,7 @@ type ListExecutionsResponse struct {
 
 func (x *ListExecutionsResponse) Reset() {
 	*x = ListExecutionsResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[33]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2531,7 @@ func (x *ListExecutionsResponse) String() string {
 func (*ListExecutionsResponse) ProtoMessage() {}
 
 func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[33]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2544,7 @@ func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{33}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListExecutionsResponse) GetExecutions() []*Execution {
@@ -2189,7 +2583,7 @@ type CancelExecutionRequest struct {
 
 func (x *CancelExecutionRequest) Reset() {
 	*x = CancelExecutionRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[34]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2201,7 +2595,7 @@ func (x *CancelExecutionRequest) String() string {
 func (*CancelExecutionRequest) ProtoMessage() {}
 
 func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[34]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2214,7 +2608,7 @@ func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionRequest.ProtoReflect.Descriptor instead.
 func (*CancelExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{34}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CancelExecutionRequest) GetId() string {
@@ -2243,7 +2637,7 @@ type CancelExecutionResponse struct {
 
 func (x *CancelExecutionResponse) Reset() {
 	*x = CancelExecutionResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[35]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2255,7 +2649,7 @@ func (x *CancelExecutionResponse) String() string {
 func (*CancelExecutionResponse) ProtoMessage() {}
 
 func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[35]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2268,7 +2662,7 @@ func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionResponse.ProtoReflect.Descriptor instead.
 func (*CancelExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{35}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CancelExecutionResponse) GetExecution() *Execution {
@@ -2293,7 +2687,7 @@ type ListDeadLettersRequest struct {
 
 func (x *ListDeadLettersRequest) Reset() {
 	*x = ListDeadLettersRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[36]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2305,7 +2699,7 @@ func (x *ListDeadLettersRequest) String() string {
 func (*ListDeadLettersRequest) ProtoMessage() {}
 
 func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[36]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2318,7 +2712,7 @@ func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{36}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListDeadLettersRequest) GetJobId() string {
@@ -2355,7 +2749,7 @@ type ListDeadLettersResponse struct {
 
 func (x *ListDeadLettersResponse) Reset() {
 	*x = ListDeadLettersResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[37]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2761,7 @@ func (x *ListDeadLettersResponse) String() string {
 func (*ListDeadLettersResponse) ProtoMessage() {}
 
 func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[37]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +2774,7 @@ func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{37}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListDeadLettersResponse) GetExecutions() []*Execution {
@@ -2408,7 +2802,7 @@ type ReplayDeadLetterRequest struct {
 
 func (x *ReplayDeadLetterRequest) Reset() {
 	*x = ReplayDeadLetterRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[38]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2420,7 +2814,7 @@ func (x *ReplayDeadLetterRequest) String() string {
 func (*ReplayDeadLetterRequest) ProtoMessage() {}
 
 func (x *ReplayDeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[38]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2433,7 +2827,7 @@ func (x *ReplayDeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{38}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ReplayDeadLetterRequest) GetExecutionId() string {
@@ -2454,7 +2848,7 @@ type ReplayDeadLetterResponse struct {
 
 func (x *ReplayDeadLetterResponse) Reset() {
 	*x = ReplayDeadLetterResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[39]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2466,7 +2860,7 @@ func (x *ReplayDeadLetterResponse) String() string {
 func (*ReplayDeadLetterResponse) ProtoMessage() {}
 
 func (x *ReplayDeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[39]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2479,7 +2873,7 @@ func (x *ReplayDeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{39}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ReplayDeadLetterResponse) GetExecution() *Execution {
@@ -2565,13 +2959,33 @@ const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"\x10PauseJobResponse\x12#\n" +
 	"\x03job\x18\x01 \x01(\v2\x11.tickwheel.v1.JobR\x03job\x12/\n" +
 	"\x13canceled_executions\x18\x02 \x01(\x03R\x12canceledExecutions\x12'\n" +
-	"\x0fheld_executions\x18\x03 \x01(\x03R\x0eheldExecutions\"\"\n" +
+	"\x0fheld_executions\x18\x03 \x01(\x03R\x0eheldExecutions\"L\n" +
+	"\x15BatchPauseJobsRequest\x123\n" +
+	"\x05items\x18\x01 \x03(\v2\x1d.tickwheel.v1.PauseJobRequestR\x05items\"\x9c\x01\n" +
+	"\x16BatchPauseJobsResponse\x12<\n" +
+	"\aresults\x18\x01 \x03(\v2\".tickwheel.v1.BatchPauseJobsResultR\aresults\x12!\n" +
+	"\fpaused_count\x18\x02 \x01(\x05R\vpausedCount\x12!\n" +
+	"\ffailed_count\x18\x03 \x01(\x05R\vfailedCount\"\x80\x01\n" +
+	"\x14BatchPauseJobsResult\x122\n" +
+	"\x03job\x18\x01 \x01(\v2\x1e.tickwheel.v1.PauseJobResponseH\x00R\x03job\x12*\n" +
+	"\x05error\x18\x02 \x01(\v2\x12.google.rpc.StatusH\x00R\x05errorB\b\n" +
+	"\x06result\"\"\n" +
 	"\x10ResumeJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x9c\x01\n" +
 	"\x11ResumeJobResponse\x12#\n" +
 	"\x03job\x18\x01 \x01(\v2\x11.tickwheel.v1.JobR\x03job\x121\n" +
 	"\askipped\x18\x02 \x01(\v2\x17.tickwheel.v1.SkipRangeR\askipped\x12/\n" +
-	"\x13released_executions\x18\x03 \x01(\x03R\x12releasedExecutions\"\x81\x01\n" +
+	"\x13released_executions\x18\x03 \x01(\x03R\x12releasedExecutions\"N\n" +
+	"\x16BatchResumeJobsRequest\x124\n" +
+	"\x05items\x18\x01 \x03(\v2\x1e.tickwheel.v1.ResumeJobRequestR\x05items\"\xa0\x01\n" +
+	"\x17BatchResumeJobsResponse\x12=\n" +
+	"\aresults\x18\x01 \x03(\v2#.tickwheel.v1.BatchResumeJobsResultR\aresults\x12#\n" +
+	"\rresumed_count\x18\x02 \x01(\x05R\fresumedCount\x12!\n" +
+	"\ffailed_count\x18\x03 \x01(\x05R\vfailedCount\"\x82\x01\n" +
+	"\x15BatchResumeJobsResult\x123\n" +
+	"\x03job\x18\x01 \x01(\v2\x1f.tickwheel.v1.ResumeJobResponseH\x00R\x03job\x12*\n" +
+	"\x05error\x18\x02 \x01(\v2\x12.google.rpc.StatusH\x00R\x05errorB\b\n" +
+	"\x06result\"\x81\x01\n" +
 	"\x11TriggerJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -2641,7 +3055,7 @@ const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"\x17ReplayDeadLetterRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"Q\n" +
 	"\x18ReplayDeadLetterResponse\x125\n" +
-	"\texecution\x18\x01 \x01(\v2\x17.tickwheel.v1.ExecutionR\texecution2\xa1\f\n" +
+	"\texecution\x18\x01 \x01(\v2\x17.tickwheel.v1.ExecutionR\texecution2\xde\r\n" +
 	"\x10SchedulerService\x12L\n" +
 	"\tCreateJob\x12\x1e.tickwheel.v1.CreateJobRequest\x1a\x1f.tickwheel.v1.CreateJobResponse\x12^\n" +
 	"\x0fBatchCreateJobs\x12$.tickwheel.v1.BatchCreateJobsRequest\x1a%.tickwheel.v1.BatchCreateJobsResponse\x12C\n" +
@@ -2651,8 +3065,10 @@ const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"\x0fBatchUpdateJobs\x12$.tickwheel.v1.BatchUpdateJobsRequest\x1a%.tickwheel.v1.BatchUpdateJobsResponse\x12L\n" +
 	"\tDeleteJob\x12\x1e.tickwheel.v1.DeleteJobRequest\x1a\x1f.tickwheel.v1.DeleteJobResponse\x12^\n" +
 	"\x0fBatchDeleteJobs\x12$.tickwheel.v1.BatchDeleteJobsRequest\x1a%.tickwheel.v1.BatchDeleteJobsResponse\x12I\n" +
-	"\bPauseJob\x12\x1d.tickwheel.v1.PauseJobRequest\x1a\x1e.tickwheel.v1.PauseJobResponse\x12L\n" +
-	"\tResumeJob\x12\x1e.tickwheel.v1.ResumeJobRequest\x1a\x1f.tickwheel.v1.ResumeJobResponse\x12O\n" +
+	"\bPauseJob\x12\x1d.tickwheel.v1.PauseJobRequest\x1a\x1e.tickwheel.v1.PauseJobResponse\x12[\n" +
+	"\x0eBatchPauseJobs\x12#.tickwheel.v1.BatchPauseJobsRequest\x1a$.tickwheel.v1.BatchPauseJobsResponse\x12L\n" +
+	"\tResumeJob\x12\x1e.tickwheel.v1.ResumeJobRequest\x1a\x1f.tickwheel.v1.ResumeJobResponse\x12^\n" +
+	"\x0fBatchResumeJobs\x12$.tickwheel.v1.BatchResumeJobsRequest\x1a%.tickwheel.v1.BatchResumeJobsResponse\x12O\n" +
 	"\n" +
 	"TriggerJob\x12\x1f.tickwheel.v1.TriggerJobRequest\x1a .tickwheel.v1.TriggerJobResponse\x12R\n" +
 	"\vBackfillJob\x12 .tickwheel.v1.BackfillJobRequest\x1a!.tickwheel.v1.BackfillJobResponse\x12^\n" +
@@ -2676,7 +3092,7 @@ func file_tickwheel_v1_scheduler_proto_rawDescGZIP() []byte {
 	return file_tickwheel_v1_scheduler_proto_rawDescData
 }
 
-var file_tickwheel_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_tickwheel_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_tickwheel_v1_scheduler_proto_goTypes = []any{
 	(*CreateJobRequest)(nil),         // 0: tickwheel.v1.CreateJobRequest
 	(*CreateJobResponse)(nil),        // 1: tickwheel.v1.CreateJobResponse
@@ -2699,118 +3115,136 @@ var file_tickwheel_v1_scheduler_proto_goTypes = []any{
 	(*BatchDeleteJobsResult)(nil),    // 18: tickwheel.v1.BatchDeleteJobsResult
 	(*PauseJobRequest)(nil),          // 19: tickwheel.v1.PauseJobRequest
 	(*PauseJobResponse)(nil),         // 20: tickwheel.v1.PauseJobResponse
-	(*ResumeJobRequest)(nil),         // 21: tickwheel.v1.ResumeJobRequest
-	(*ResumeJobResponse)(nil),        // 22: tickwheel.v1.ResumeJobResponse
-	(*TriggerJobRequest)(nil),        // 23: tickwheel.v1.TriggerJobRequest
-	(*TriggerJobResponse)(nil),       // 24: tickwheel.v1.TriggerJobResponse
-	(*BackfillJobRequest)(nil),       // 25: tickwheel.v1.BackfillJobRequest
-	(*BackfillJobResponse)(nil),      // 26: tickwheel.v1.BackfillJobResponse
-	(*BackfillOccurrence)(nil),       // 27: tickwheel.v1.BackfillOccurrence
-	(*PreviewScheduleRequest)(nil),   // 28: tickwheel.v1.PreviewScheduleRequest
-	(*PreviewScheduleResponse)(nil),  // 29: tickwheel.v1.PreviewScheduleResponse
-	(*GetExecutionRequest)(nil),      // 30: tickwheel.v1.GetExecutionRequest
-	(*GetExecutionResponse)(nil),     // 31: tickwheel.v1.GetExecutionResponse
-	(*ListExecutionsRequest)(nil),    // 32: tickwheel.v1.ListExecutionsRequest
-	(*ListExecutionsResponse)(nil),   // 33: tickwheel.v1.ListExecutionsResponse
-	(*CancelExecutionRequest)(nil),   // 34: tickwheel.v1.CancelExecutionRequest
-	(*CancelExecutionResponse)(nil),  // 35: tickwheel.v1.CancelExecutionResponse
-	(*ListDeadLettersRequest)(nil),   // 36: tickwheel.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),  // 37: tickwheel.v1.ListDeadLettersResponse
-	(*ReplayDeadLetterRequest)(nil),  // 38: tickwheel.v1.ReplayDeadLetterRequest
-	(*ReplayDeadLetterResponse)(nil), // 39: tickwheel.v1.ReplayDeadLetterResponse
-	(*Job)(nil),                      // 40: tickwheel.v1.Job
-	(*status.Status)(nil),            // 41: google.rpc.Status
-	(*ScheduledFire)(nil),            // 42: tickwheel.v1.ScheduledFire
-	(JobState)(0),                    // 43: tickwheel.v1.JobState
-	(*fieldmaskpb.FieldMask)(nil),    // 44: google.protobuf.FieldMask
-	(*SkipRange)(nil),                // 45: tickwheel.v1.SkipRange
-	(*Execution)(nil),                // 46: tickwheel.v1.Execution
-	(*timestamppb.Timestamp)(nil),    // 47: google.protobuf.Timestamp
-	(ExecutionStatus)(0),             // 48: tickwheel.v1.ExecutionStatus
+	(*BatchPauseJobsRequest)(nil),    // 21: tickwheel.v1.BatchPauseJobsRequest
+	(*BatchPauseJobsResponse)(nil),   // 22: tickwheel.v1.BatchPauseJobsResponse
+	(*BatchPauseJobsResult)(nil),     // 23: tickwheel.v1.BatchPauseJobsResult
+	(*ResumeJobRequest)(nil),         // 24: tickwheel.v1.ResumeJobRequest
+	(*ResumeJobResponse)(nil),        // 25: tickwheel.v1.ResumeJobResponse
+	(*BatchResumeJobsRequest)(nil),   // 26: tickwheel.v1.BatchResumeJobsRequest
+	(*BatchResumeJobsResponse)(nil),  // 27: tickwheel.v1.BatchResumeJobsResponse
+	(*BatchResumeJobsResult)(nil),    // 28: tickwheel.v1.BatchResumeJobsResult
+	(*TriggerJobRequest)(nil),        // 29: tickwheel.v1.TriggerJobRequest
+	(*TriggerJobResponse)(nil),       // 30: tickwheel.v1.TriggerJobResponse
+	(*BackfillJobRequest)(nil),       // 31: tickwheel.v1.BackfillJobRequest
+	(*BackfillJobResponse)(nil),      // 32: tickwheel.v1.BackfillJobResponse
+	(*BackfillOccurrence)(nil),       // 33: tickwheel.v1.BackfillOccurrence
+	(*PreviewScheduleRequest)(nil),   // 34: tickwheel.v1.PreviewScheduleRequest
+	(*PreviewScheduleResponse)(nil),  // 35: tickwheel.v1.PreviewScheduleResponse
+	(*GetExecutionRequest)(nil),      // 36: tickwheel.v1.GetExecutionRequest
+	(*GetExecutionResponse)(nil),     // 37: tickwheel.v1.GetExecutionResponse
+	(*ListExecutionsRequest)(nil),    // 38: tickwheel.v1.ListExecutionsRequest
+	(*ListExecutionsResponse)(nil),   // 39: tickwheel.v1.ListExecutionsResponse
+	(*CancelExecutionRequest)(nil),   // 40: tickwheel.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil),  // 41: tickwheel.v1.CancelExecutionResponse
+	(*ListDeadLettersRequest)(nil),   // 42: tickwheel.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),  // 43: tickwheel.v1.ListDeadLettersResponse
+	(*ReplayDeadLetterRequest)(nil),  // 44: tickwheel.v1.ReplayDeadLetterRequest
+	(*ReplayDeadLetterResponse)(nil), // 45: tickwheel.v1.ReplayDeadLetterResponse
+	(*Job)(nil),                      // 46: tickwheel.v1.Job
+	(*status.Status)(nil),            // 47: google.rpc.Status
+	(*ScheduledFire)(nil),            // 48: tickwheel.v1.ScheduledFire
+	(JobState)(0),                    // 49: tickwheel.v1.JobState
+	(*fieldmaskpb.FieldMask)(nil),    // 50: google.protobuf.FieldMask
+	(*SkipRange)(nil),                // 51: tickwheel.v1.SkipRange
+	(*Execution)(nil),                // 52: tickwheel.v1.Execution
+	(*timestamppb.Timestamp)(nil),    // 53: google.protobuf.Timestamp
+	(ExecutionStatus)(0),             // 54: tickwheel.v1.ExecutionStatus
 }
 var file_tickwheel_v1_scheduler_proto_depIdxs = []int32{
-	40, // 0: tickwheel.v1.CreateJobRequest.job:type_name -> tickwheel.v1.Job
-	40, // 1: tickwheel.v1.CreateJobResponse.job:type_name -> tickwheel.v1.Job
+	46, // 0: tickwheel.v1.CreateJobRequest.job:type_name -> tickwheel.v1.Job
+	46, // 1: tickwheel.v1.CreateJobResponse.job:type_name -> tickwheel.v1.Job
 	0,  // 2: tickwheel.v1.BatchCreateJobsRequest.items:type_name -> tickwheel.v1.CreateJobRequest
 	4,  // 3: tickwheel.v1.BatchCreateJobsResponse.results:type_name -> tickwheel.v1.BatchCreateJobsResult
 	1,  // 4: tickwheel.v1.BatchCreateJobsResult.job:type_name -> tickwheel.v1.CreateJobResponse
-	41, // 5: tickwheel.v1.BatchCreateJobsResult.error:type_name -> google.rpc.Status
-	40, // 6: tickwheel.v1.GetJobResponse.job:type_name -> tickwheel.v1.Job
-	42, // 7: tickwheel.v1.GetJobResponse.next_runs:type_name -> tickwheel.v1.ScheduledFire
-	43, // 8: tickwheel.v1.ListJobsRequest.state:type_name -> tickwheel.v1.JobState
-	40, // 9: tickwheel.v1.ListJobsResponse.jobs:type_name -> tickwheel.v1.Job
-	40, // 10: tickwheel.v1.UpdateJobRequest.job:type_name -> tickwheel.v1.Job
-	44, // 11: tickwheel.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
-	40, // 12: tickwheel.v1.UpdateJobResponse.job:type_name -> tickwheel.v1.Job
+	47, // 5: tickwheel.v1.BatchCreateJobsResult.error:type_name -> google.rpc.Status
+	46, // 6: tickwheel.v1.GetJobResponse.job:type_name -> tickwheel.v1.Job
+	48, // 7: tickwheel.v1.GetJobResponse.next_runs:type_name -> tickwheel.v1.ScheduledFire
+	49, // 8: tickwheel.v1.ListJobsRequest.state:type_name -> tickwheel.v1.JobState
+	46, // 9: tickwheel.v1.ListJobsResponse.jobs:type_name -> tickwheel.v1.Job
+	46, // 10: tickwheel.v1.UpdateJobRequest.job:type_name -> tickwheel.v1.Job
+	50, // 11: tickwheel.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
+	46, // 12: tickwheel.v1.UpdateJobResponse.job:type_name -> tickwheel.v1.Job
 	9,  // 13: tickwheel.v1.BatchUpdateJobsRequest.items:type_name -> tickwheel.v1.UpdateJobRequest
 	13, // 14: tickwheel.v1.BatchUpdateJobsResponse.results:type_name -> tickwheel.v1.BatchUpdateJobsResult
 	10, // 15: tickwheel.v1.BatchUpdateJobsResult.job:type_name -> tickwheel.v1.UpdateJobResponse
-	41, // 16: tickwheel.v1.BatchUpdateJobsResult.error:type_name -> google.rpc.Status
+	47, // 16: tickwheel.v1.BatchUpdateJobsResult.error:type_name -> google.rpc.Status
 	14, // 17: tickwheel.v1.BatchDeleteJobsRequest.items:type_name -> tickwheel.v1.DeleteJobRequest
 	18, // 18: tickwheel.v1.BatchDeleteJobsResponse.results:type_name -> tickwheel.v1.BatchDeleteJobsResult
 	15, // 19: tickwheel.v1.BatchDeleteJobsResult.deleted:type_name -> tickwheel.v1.DeleteJobResponse
-	41, // 20: tickwheel.v1.BatchDeleteJobsResult.error:type_name -> google.rpc.Status
-	40, // 21: tickwheel.v1.PauseJobResponse.job:type_name -> tickwheel.v1.Job
-	40, // 22: tickwheel.v1.ResumeJobResponse.job:type_name -> tickwheel.v1.Job
-	45, // 23: tickwheel.v1.ResumeJobResponse.skipped:type_name -> tickwheel.v1.SkipRange
-	46, // 24: tickwheel.v1.TriggerJobResponse.execution:type_name -> tickwheel.v1.Execution
-	47, // 25: tickwheel.v1.BackfillJobRequest.from_at:type_name -> google.protobuf.Timestamp
-	47, // 26: tickwheel.v1.BackfillJobRequest.to_at:type_name -> google.protobuf.Timestamp
-	27, // 27: tickwheel.v1.BackfillJobResponse.occurrences:type_name -> tickwheel.v1.BackfillOccurrence
-	47, // 28: tickwheel.v1.BackfillOccurrence.nominal_at:type_name -> google.protobuf.Timestamp
-	40, // 29: tickwheel.v1.PreviewScheduleRequest.job:type_name -> tickwheel.v1.Job
-	47, // 30: tickwheel.v1.PreviewScheduleRequest.after:type_name -> google.protobuf.Timestamp
-	42, // 31: tickwheel.v1.PreviewScheduleResponse.fires:type_name -> tickwheel.v1.ScheduledFire
-	46, // 32: tickwheel.v1.GetExecutionResponse.execution:type_name -> tickwheel.v1.Execution
-	48, // 33: tickwheel.v1.ListExecutionsRequest.statuses:type_name -> tickwheel.v1.ExecutionStatus
-	47, // 34: tickwheel.v1.ListExecutionsRequest.from_at:type_name -> google.protobuf.Timestamp
-	47, // 35: tickwheel.v1.ListExecutionsRequest.to_at:type_name -> google.protobuf.Timestamp
-	46, // 36: tickwheel.v1.ListExecutionsResponse.executions:type_name -> tickwheel.v1.Execution
-	45, // 37: tickwheel.v1.ListExecutionsResponse.skips:type_name -> tickwheel.v1.SkipRange
-	46, // 38: tickwheel.v1.CancelExecutionResponse.execution:type_name -> tickwheel.v1.Execution
-	46, // 39: tickwheel.v1.ListDeadLettersResponse.executions:type_name -> tickwheel.v1.Execution
-	46, // 40: tickwheel.v1.ReplayDeadLetterResponse.execution:type_name -> tickwheel.v1.Execution
-	0,  // 41: tickwheel.v1.SchedulerService.CreateJob:input_type -> tickwheel.v1.CreateJobRequest
-	2,  // 42: tickwheel.v1.SchedulerService.BatchCreateJobs:input_type -> tickwheel.v1.BatchCreateJobsRequest
-	5,  // 43: tickwheel.v1.SchedulerService.GetJob:input_type -> tickwheel.v1.GetJobRequest
-	7,  // 44: tickwheel.v1.SchedulerService.ListJobs:input_type -> tickwheel.v1.ListJobsRequest
-	9,  // 45: tickwheel.v1.SchedulerService.UpdateJob:input_type -> tickwheel.v1.UpdateJobRequest
-	11, // 46: tickwheel.v1.SchedulerService.BatchUpdateJobs:input_type -> tickwheel.v1.BatchUpdateJobsRequest
-	14, // 47: tickwheel.v1.SchedulerService.DeleteJob:input_type -> tickwheel.v1.DeleteJobRequest
-	16, // 48: tickwheel.v1.SchedulerService.BatchDeleteJobs:input_type -> tickwheel.v1.BatchDeleteJobsRequest
-	19, // 49: tickwheel.v1.SchedulerService.PauseJob:input_type -> tickwheel.v1.PauseJobRequest
-	21, // 50: tickwheel.v1.SchedulerService.ResumeJob:input_type -> tickwheel.v1.ResumeJobRequest
-	23, // 51: tickwheel.v1.SchedulerService.TriggerJob:input_type -> tickwheel.v1.TriggerJobRequest
-	25, // 52: tickwheel.v1.SchedulerService.BackfillJob:input_type -> tickwheel.v1.BackfillJobRequest
-	28, // 53: tickwheel.v1.SchedulerService.PreviewSchedule:input_type -> tickwheel.v1.PreviewScheduleRequest
-	30, // 54: tickwheel.v1.SchedulerService.GetExecution:input_type -> tickwheel.v1.GetExecutionRequest
-	32, // 55: tickwheel.v1.SchedulerService.ListExecutions:input_type -> tickwheel.v1.ListExecutionsRequest
-	34, // 56: tickwheel.v1.SchedulerService.CancelExecution:input_type -> tickwheel.v1.CancelExecutionRequest
-	36, // 57: tickwheel.v1.SchedulerService.ListDeadLetters:input_type -> tickwheel.v1.ListDeadLettersRequest
-	38, // 58: tickwheel.v1.SchedulerService.ReplayDeadLetter:input_type -> tickwheel.v1.ReplayDeadLetterRequest
-	1,  // 59: tickwheel.v1.SchedulerService.CreateJob:output_type -> tickwheel.v1.CreateJobResponse
-	3,  // 60: tickwheel.v1.SchedulerService.BatchCreateJobs:output_type -> tickwheel.v1.BatchCreateJobsResponse
-	6,  // 61: tickwheel.v1.SchedulerService.GetJob:output_type -> tickwheel.v1.GetJobResponse
-	8,  // 62: tickwheel.v1.SchedulerService.ListJobs:output_type -> tickwheel.v1.ListJobsResponse
-	10, // 63: tickwheel.v1.SchedulerService.UpdateJob:output_type -> tickwheel.v1.UpdateJobResponse
-	12, // 64: tickwheel.v1.SchedulerService.BatchUpdateJobs:output_type -> tickwheel.v1.BatchUpdateJobsResponse
-	15, // 65: tickwheel.v1.SchedulerService.DeleteJob:output_type -> tickwheel.v1.DeleteJobResponse
-	17, // 66: tickwheel.v1.SchedulerService.BatchDeleteJobs:output_type -> tickwheel.v1.BatchDeleteJobsResponse
-	20, // 67: tickwheel.v1.SchedulerService.PauseJob:output_type -> tickwheel.v1.PauseJobResponse
-	22, // 68: tickwheel.v1.SchedulerService.ResumeJob:output_type -> tickwheel.v1.ResumeJobResponse
-	24, // 69: tickwheel.v1.SchedulerService.TriggerJob:output_type -> tickwheel.v1.TriggerJobResponse
-	26, // 70: tickwheel.v1.SchedulerService.BackfillJob:output_type -> tickwheel.v1.BackfillJobResponse
-	29, // 71: tickwheel.v1.SchedulerService.PreviewSchedule:output_type -> tickwheel.v1.PreviewScheduleResponse
-	31, // 72: tickwheel.v1.SchedulerService.GetExecution:output_type -> tickwheel.v1.GetExecutionResponse
-	33, // 73: tickwheel.v1.SchedulerService.ListExecutions:output_type -> tickwheel.v1.ListExecutionsResponse
-	35, // 74: tickwheel.v1.SchedulerService.CancelExecution:output_type -> tickwheel.v1.CancelExecutionResponse
-	37, // 75: tickwheel.v1.SchedulerService.ListDeadLetters:output_type -> tickwheel.v1.ListDeadLettersResponse
-	39, // 76: tickwheel.v1.SchedulerService.ReplayDeadLetter:output_type -> tickwheel.v1.ReplayDeadLetterResponse
-	59, // [59:77] is the sub-list for method output_type
-	41, // [41:59] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	47, // 20: tickwheel.v1.BatchDeleteJobsResult.error:type_name -> google.rpc.Status
+	46, // 21: tickwheel.v1.PauseJobResponse.job:type_name -> tickwheel.v1.Job
+	19, // 22: tickwheel.v1.BatchPauseJobsRequest.items:type_name -> tickwheel.v1.PauseJobRequest
+	23, // 23: tickwheel.v1.BatchPauseJobsResponse.results:type_name -> tickwheel.v1.BatchPauseJobsResult
+	20, // 24: tickwheel.v1.BatchPauseJobsResult.job:type_name -> tickwheel.v1.PauseJobResponse
+	47, // 25: tickwheel.v1.BatchPauseJobsResult.error:type_name -> google.rpc.Status
+	46, // 26: tickwheel.v1.ResumeJobResponse.job:type_name -> tickwheel.v1.Job
+	51, // 27: tickwheel.v1.ResumeJobResponse.skipped:type_name -> tickwheel.v1.SkipRange
+	24, // 28: tickwheel.v1.BatchResumeJobsRequest.items:type_name -> tickwheel.v1.ResumeJobRequest
+	28, // 29: tickwheel.v1.BatchResumeJobsResponse.results:type_name -> tickwheel.v1.BatchResumeJobsResult
+	25, // 30: tickwheel.v1.BatchResumeJobsResult.job:type_name -> tickwheel.v1.ResumeJobResponse
+	47, // 31: tickwheel.v1.BatchResumeJobsResult.error:type_name -> google.rpc.Status
+	52, // 32: tickwheel.v1.TriggerJobResponse.execution:type_name -> tickwheel.v1.Execution
+	53, // 33: tickwheel.v1.BackfillJobRequest.from_at:type_name -> google.protobuf.Timestamp
+	53, // 34: tickwheel.v1.BackfillJobRequest.to_at:type_name -> google.protobuf.Timestamp
+	33, // 35: tickwheel.v1.BackfillJobResponse.occurrences:type_name -> tickwheel.v1.BackfillOccurrence
+	53, // 36: tickwheel.v1.BackfillOccurrence.nominal_at:type_name -> google.protobuf.Timestamp
+	46, // 37: tickwheel.v1.PreviewScheduleRequest.job:type_name -> tickwheel.v1.Job
+	53, // 38: tickwheel.v1.PreviewScheduleRequest.after:type_name -> google.protobuf.Timestamp
+	48, // 39: tickwheel.v1.PreviewScheduleResponse.fires:type_name -> tickwheel.v1.ScheduledFire
+	52, // 40: tickwheel.v1.GetExecutionResponse.execution:type_name -> tickwheel.v1.Execution
+	54, // 41: tickwheel.v1.ListExecutionsRequest.statuses:type_name -> tickwheel.v1.ExecutionStatus
+	53, // 42: tickwheel.v1.ListExecutionsRequest.from_at:type_name -> google.protobuf.Timestamp
+	53, // 43: tickwheel.v1.ListExecutionsRequest.to_at:type_name -> google.protobuf.Timestamp
+	52, // 44: tickwheel.v1.ListExecutionsResponse.executions:type_name -> tickwheel.v1.Execution
+	51, // 45: tickwheel.v1.ListExecutionsResponse.skips:type_name -> tickwheel.v1.SkipRange
+	52, // 46: tickwheel.v1.CancelExecutionResponse.execution:type_name -> tickwheel.v1.Execution
+	52, // 47: tickwheel.v1.ListDeadLettersResponse.executions:type_name -> tickwheel.v1.Execution
+	52, // 48: tickwheel.v1.ReplayDeadLetterResponse.execution:type_name -> tickwheel.v1.Execution
+	0,  // 49: tickwheel.v1.SchedulerService.CreateJob:input_type -> tickwheel.v1.CreateJobRequest
+	2,  // 50: tickwheel.v1.SchedulerService.BatchCreateJobs:input_type -> tickwheel.v1.BatchCreateJobsRequest
+	5,  // 51: tickwheel.v1.SchedulerService.GetJob:input_type -> tickwheel.v1.GetJobRequest
+	7,  // 52: tickwheel.v1.SchedulerService.ListJobs:input_type -> tickwheel.v1.ListJobsRequest
+	9,  // 53: tickwheel.v1.SchedulerService.UpdateJob:input_type -> tickwheel.v1.UpdateJobRequest
+	11, // 54: tickwheel.v1.SchedulerService.BatchUpdateJobs:input_type -> tickwheel.v1.BatchUpdateJobsRequest
+	14, // 55: tickwheel.v1.SchedulerService.DeleteJob:input_type -> tickwheel.v1.DeleteJobRequest
+	16, // 56: tickwheel.v1.SchedulerService.BatchDeleteJobs:input_type -> tickwheel.v1.BatchDeleteJobsRequest
+	19, // 57: tickwheel.v1.SchedulerService.PauseJob:input_type -> tickwheel.v1.PauseJobRequest
+	21, // 58: tickwheel.v1.SchedulerService.BatchPauseJobs:input_type -> tickwheel.v1.BatchPauseJobsRequest
+	24, // 59: tickwheel.v1.SchedulerService.ResumeJob:input_type -> tickwheel.v1.ResumeJobRequest
+	26, // 60: tickwheel.v1.SchedulerService.BatchResumeJobs:input_type -> tickwheel.v1.BatchResumeJobsRequest
+	29, // 61: tickwheel.v1.SchedulerService.TriggerJob:input_type -> tickwheel.v1.TriggerJobRequest
+	31, // 62: tickwheel.v1.SchedulerService.BackfillJob:input_type -> tickwheel.v1.BackfillJobRequest
+	34, // 63: tickwheel.v1.SchedulerService.PreviewSchedule:input_type -> tickwheel.v1.PreviewScheduleRequest
+	36, // 64: tickwheel.v1.SchedulerService.GetExecution:input_type -> tickwheel.v1.GetExecutionRequest
+	38, // 65: tickwheel.v1.SchedulerService.ListExecutions:input_type -> tickwheel.v1.ListExecutionsRequest
+	40, // 66: tickwheel.v1.SchedulerService.CancelExecution:input_type -> tickwheel.v1.CancelExecutionRequest
+	42, // 67: tickwheel.v1.SchedulerService.ListDeadLetters:input_type -> tickwheel.v1.ListDeadLettersRequest
+	44, // 68: tickwheel.v1.SchedulerService.ReplayDeadLetter:input_type -> tickwheel.v1.ReplayDeadLetterRequest
+	1,  // 69: tickwheel.v1.SchedulerService.CreateJob:output_type -> tickwheel.v1.CreateJobResponse
+	3,  // 70: tickwheel.v1.SchedulerService.BatchCreateJobs:output_type -> tickwheel.v1.BatchCreateJobsResponse
+	6,  // 71: tickwheel.v1.SchedulerService.GetJob:output_type -> tickwheel.v1.GetJobResponse
+	8,  // 72: tickwheel.v1.SchedulerService.ListJobs:output_type -> tickwheel.v1.ListJobsResponse
+	10, // 73: tickwheel.v1.SchedulerService.UpdateJob:output_type -> tickwheel.v1.UpdateJobResponse
+	12, // 74: tickwheel.v1.SchedulerService.BatchUpdateJobs:output_type -> tickwheel.v1.BatchUpdateJobsResponse
+	15, // 75: tickwheel.v1.SchedulerService.DeleteJob:output_type -> tickwheel.v1.DeleteJobResponse
+	17, // 76: tickwheel.v1.SchedulerService.BatchDeleteJobs:output_type -> tickwheel.v1.BatchDeleteJobsResponse
+	20, // 77: tickwheel.v1.SchedulerService.PauseJob:output_type -> tickwheel.v1.PauseJobResponse
+	22, // 78: tickwheel.v1.SchedulerService.BatchPauseJobs:output_type -> tickwheel.v1.BatchPauseJobsResponse
+	25, // 79: tickwheel.v1.SchedulerService.ResumeJob:output_type -> tickwheel.v1.ResumeJobResponse
+	27, // 80: tickwheel.v1.SchedulerService.BatchResumeJobs:output_type -> tickwheel.v1.BatchResumeJobsResponse
+	30, // 81: tickwheel.v1.SchedulerService.TriggerJob:output_type -> tickwheel.v1.TriggerJobResponse
+	32, // 82: tickwheel.v1.SchedulerService.BackfillJob:output_type -> tickwheel.v1.BackfillJobResponse
+	35, // 83: tickwheel.v1.SchedulerService.PreviewSchedule:output_type -> tickwheel.v1.PreviewScheduleResponse
+	37, // 84: tickwheel.v1.SchedulerService.GetExecution:output_type -> tickwheel.v1.GetExecutionResponse
+	39, // 85: tickwheel.v1.SchedulerService.ListExecutions:output_type -> tickwheel.v1.ListExecutionsResponse
+	41, // 86: tickwheel.v1.SchedulerService.CancelExecution:output_type -> tickwheel.v1.CancelExecutionResponse
+	43, // 87: tickwheel.v1.SchedulerService.ListDeadLetters:output_type -> tickwheel.v1.ListDeadLettersResponse
+	45, // 88: tickwheel.v1.SchedulerService.ReplayDeadLetter:output_type -> tickwheel.v1.ReplayDeadLetterResponse
+	69, // [69:89] is the sub-list for method output_type
+	49, // [49:69] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_tickwheel_v1_scheduler_proto_init() }
@@ -2832,7 +3266,15 @@ func file_tickwheel_v1_scheduler_proto_init() {
 		(*BatchDeleteJobsResult_Deleted)(nil),
 		(*BatchDeleteJobsResult_Error)(nil),
 	}
+	file_tickwheel_v1_scheduler_proto_msgTypes[23].OneofWrappers = []any{
+		(*BatchPauseJobsResult_Job)(nil),
+		(*BatchPauseJobsResult_Error)(nil),
+	}
 	file_tickwheel_v1_scheduler_proto_msgTypes[28].OneofWrappers = []any{
+		(*BatchResumeJobsResult_Job)(nil),
+		(*BatchResumeJobsResult_Error)(nil),
+	}
+	file_tickwheel_v1_scheduler_proto_msgTypes[34].OneofWrappers = []any{
 		(*PreviewScheduleRequest_JobId)(nil),
 		(*PreviewScheduleRequest_Job)(nil),
 	}
@@ -2842,7 +3284,7 @@ func file_tickwheel_v1_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tickwheel_v1_scheduler_proto_rawDesc), len(file_tickwheel_v1_scheduler_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

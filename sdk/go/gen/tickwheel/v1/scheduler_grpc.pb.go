@@ -28,7 +28,9 @@ const (
 	SchedulerService_DeleteJob_FullMethodName        = "/tickwheel.v1.SchedulerService/DeleteJob"
 	SchedulerService_BatchDeleteJobs_FullMethodName  = "/tickwheel.v1.SchedulerService/BatchDeleteJobs"
 	SchedulerService_PauseJob_FullMethodName         = "/tickwheel.v1.SchedulerService/PauseJob"
+	SchedulerService_BatchPauseJobs_FullMethodName   = "/tickwheel.v1.SchedulerService/BatchPauseJobs"
 	SchedulerService_ResumeJob_FullMethodName        = "/tickwheel.v1.SchedulerService/ResumeJob"
+	SchedulerService_BatchResumeJobs_FullMethodName  = "/tickwheel.v1.SchedulerService/BatchResumeJobs"
 	SchedulerService_TriggerJob_FullMethodName       = "/tickwheel.v1.SchedulerService/TriggerJob"
 	SchedulerService_BackfillJob_FullMethodName      = "/tickwheel.v1.SchedulerService/BackfillJob"
 	SchedulerService_PreviewSchedule_FullMethodName  = "/tickwheel.v1.SchedulerService/PreviewSchedule"
@@ -140,6 +142,18 @@ type SchedulerServiceClient interface {
 	// BackfillJob still run on a paused job: they are asked for. Pausing a
 	// paused job changes nothing.
 	PauseJob(ctx context.Context, in *PauseJobRequest, opts ...grpc.CallOption) (*PauseJobResponse, error)
+	// Pauses up to 1 000 jobs in one call (an operator stopping a team's jobs
+	// during an incident). Each item is a PauseJobRequest answered as PauseJob
+	// would answer it alone: the job, now PAUSED, with the executions it held
+	// (a job already paused, by an earlier item too, is answered unchanged),
+	// or the error (NOT_FOUND for an id that is not one of the tenant's jobs,
+	// another tenant's included; INVALID_ARGUMENT naming the item's field).
+	// The items are applied in request order in one transaction, durable
+	// before the reply. The call itself fails only when it is not a batch (no
+	// items or more than 1 000: INVALID_ARGUMENT `items`) or when the store is
+	// unavailable (UNAVAILABLE; nothing written, retrying is safe: pausing a
+	// paused job changes nothing).
+	BatchPauseJobs(ctx context.Context, in *BatchPauseJobsRequest, opts ...grpc.CallOption) (*BatchPauseJobsResponse, error)
 	// Starts again at the next future occurrence. The held executions are
 	// released and run, late if need be, except the scheduled occurrences
 	// that never reached a worker and are now more than the job's
@@ -148,6 +162,18 @@ type SchedulerServiceClient interface {
 	// JOB_PAUSED), never run as a catch-up burst. Resuming an active job
 	// changes nothing.
 	ResumeJob(ctx context.Context, in *ResumeJobRequest, opts ...grpc.CallOption) (*ResumeJobResponse, error)
+	// Resumes up to 1 000 jobs in one call. Each item is a ResumeJobRequest
+	// answered as ResumeJob would answer it alone: the job with its next
+	// future run, the skip range of its paused span and the executions it
+	// released (a job that is not paused, resumed by an earlier item too, is
+	// answered unchanged), or the error (NOT_FOUND for an id that is not one
+	// of the tenant's jobs; INVALID_ARGUMENT naming the item's field). Each
+	// span is counted under the job's lock, in request order, in one
+	// transaction. The call itself fails only when it is not a batch
+	// (INVALID_ARGUMENT `items`) or when the store is unavailable
+	// (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
+	// changes nothing).
+	BatchResumeJobs(ctx context.Context, in *BatchResumeJobsRequest, opts ...grpc.CallOption) (*BatchResumeJobsResponse, error)
 	// Runs the job now, once per request id: the execution id is
 	// `<job id>:trigger:<request id>`.
 	TriggerJob(ctx context.Context, in *TriggerJobRequest, opts ...grpc.CallOption) (*TriggerJobResponse, error)
@@ -267,10 +293,30 @@ func (c *schedulerServiceClient) PauseJob(ctx context.Context, in *PauseJobReque
 	return out, nil
 }
 
+func (c *schedulerServiceClient) BatchPauseJobs(ctx context.Context, in *BatchPauseJobsRequest, opts ...grpc.CallOption) (*BatchPauseJobsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BatchPauseJobsResponse)
+	err := c.cc.Invoke(ctx, SchedulerService_BatchPauseJobs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *schedulerServiceClient) ResumeJob(ctx context.Context, in *ResumeJobRequest, opts ...grpc.CallOption) (*ResumeJobResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResumeJobResponse)
 	err := c.cc.Invoke(ctx, SchedulerService_ResumeJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulerServiceClient) BatchResumeJobs(ctx context.Context, in *BatchResumeJobsRequest, opts ...grpc.CallOption) (*BatchResumeJobsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BatchResumeJobsResponse)
+	err := c.cc.Invoke(ctx, SchedulerService_BatchResumeJobs_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -458,6 +504,18 @@ type SchedulerServiceServer interface {
 	// BackfillJob still run on a paused job: they are asked for. Pausing a
 	// paused job changes nothing.
 	PauseJob(context.Context, *PauseJobRequest) (*PauseJobResponse, error)
+	// Pauses up to 1 000 jobs in one call (an operator stopping a team's jobs
+	// during an incident). Each item is a PauseJobRequest answered as PauseJob
+	// would answer it alone: the job, now PAUSED, with the executions it held
+	// (a job already paused, by an earlier item too, is answered unchanged),
+	// or the error (NOT_FOUND for an id that is not one of the tenant's jobs,
+	// another tenant's included; INVALID_ARGUMENT naming the item's field).
+	// The items are applied in request order in one transaction, durable
+	// before the reply. The call itself fails only when it is not a batch (no
+	// items or more than 1 000: INVALID_ARGUMENT `items`) or when the store is
+	// unavailable (UNAVAILABLE; nothing written, retrying is safe: pausing a
+	// paused job changes nothing).
+	BatchPauseJobs(context.Context, *BatchPauseJobsRequest) (*BatchPauseJobsResponse, error)
 	// Starts again at the next future occurrence. The held executions are
 	// released and run, late if need be, except the scheduled occurrences
 	// that never reached a worker and are now more than the job's
@@ -466,6 +524,18 @@ type SchedulerServiceServer interface {
 	// JOB_PAUSED), never run as a catch-up burst. Resuming an active job
 	// changes nothing.
 	ResumeJob(context.Context, *ResumeJobRequest) (*ResumeJobResponse, error)
+	// Resumes up to 1 000 jobs in one call. Each item is a ResumeJobRequest
+	// answered as ResumeJob would answer it alone: the job with its next
+	// future run, the skip range of its paused span and the executions it
+	// released (a job that is not paused, resumed by an earlier item too, is
+	// answered unchanged), or the error (NOT_FOUND for an id that is not one
+	// of the tenant's jobs; INVALID_ARGUMENT naming the item's field). Each
+	// span is counted under the job's lock, in request order, in one
+	// transaction. The call itself fails only when it is not a batch
+	// (INVALID_ARGUMENT `items`) or when the store is unavailable
+	// (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
+	// changes nothing).
+	BatchResumeJobs(context.Context, *BatchResumeJobsRequest) (*BatchResumeJobsResponse, error)
 	// Runs the job now, once per request id: the execution id is
 	// `<job id>:trigger:<request id>`.
 	TriggerJob(context.Context, *TriggerJobRequest) (*TriggerJobResponse, error)
@@ -522,8 +592,14 @@ func (UnimplementedSchedulerServiceServer) BatchDeleteJobs(context.Context, *Bat
 func (UnimplementedSchedulerServiceServer) PauseJob(context.Context, *PauseJobRequest) (*PauseJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PauseJob not implemented")
 }
+func (UnimplementedSchedulerServiceServer) BatchPauseJobs(context.Context, *BatchPauseJobsRequest) (*BatchPauseJobsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BatchPauseJobs not implemented")
+}
 func (UnimplementedSchedulerServiceServer) ResumeJob(context.Context, *ResumeJobRequest) (*ResumeJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResumeJob not implemented")
+}
+func (UnimplementedSchedulerServiceServer) BatchResumeJobs(context.Context, *BatchResumeJobsRequest) (*BatchResumeJobsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BatchResumeJobs not implemented")
 }
 func (UnimplementedSchedulerServiceServer) TriggerJob(context.Context, *TriggerJobRequest) (*TriggerJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TriggerJob not implemented")
@@ -732,6 +808,24 @@ func _SchedulerService_PauseJob_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SchedulerService_BatchPauseJobs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BatchPauseJobsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulerServiceServer).BatchPauseJobs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SchedulerService_BatchPauseJobs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulerServiceServer).BatchPauseJobs(ctx, req.(*BatchPauseJobsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SchedulerService_ResumeJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ResumeJobRequest)
 	if err := dec(in); err != nil {
@@ -746,6 +840,24 @@ func _SchedulerService_ResumeJob_Handler(srv interface{}, ctx context.Context, d
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(SchedulerServiceServer).ResumeJob(ctx, req.(*ResumeJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SchedulerService_BatchResumeJobs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BatchResumeJobsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulerServiceServer).BatchResumeJobs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SchedulerService_BatchResumeJobs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulerServiceServer).BatchResumeJobs(ctx, req.(*BatchResumeJobsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -938,8 +1050,16 @@ var SchedulerService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _SchedulerService_PauseJob_Handler,
 		},
 		{
+			MethodName: "BatchPauseJobs",
+			Handler:    _SchedulerService_BatchPauseJobs_Handler,
+		},
+		{
 			MethodName: "ResumeJob",
 			Handler:    _SchedulerService_ResumeJob_Handler,
+		},
+		{
+			MethodName: "BatchResumeJobs",
+			Handler:    _SchedulerService_BatchResumeJobs_Handler,
 		},
 		{
 			MethodName: "TriggerJob",

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file tickwheel/v1/scheduler.proto.
  */
 export const file_tickwheel_v1_scheduler: GenFile = /*@__PURE__*/
-  fileDesc("Chx0aWNrd2hlZWwvdjEvc2NoZWR1bGVyLnByb3RvEgx0aWNrd2hlZWwudjEiRgoQQ3JlYXRlSm9iUmVxdWVzdBIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEhIKCnJlcXVlc3RfaWQYAiABKAkiRAoRQ3JlYXRlSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIPCgdjcmVhdGVkGAIgASgIIkcKFkJhdGNoQ3JlYXRlSm9ic1JlcXVlc3QSLQoFaXRlbXMYASADKAsyHi50aWNrd2hlZWwudjEuQ3JlYXRlSm9iUmVxdWVzdCKUAQoXQmF0Y2hDcmVhdGVKb2JzUmVzcG9uc2USNAoHcmVzdWx0cxgBIAMoCzIjLnRpY2t3aGVlbC52MS5CYXRjaENyZWF0ZUpvYnNSZXN1bHQSFQoNY3JlYXRlZF9jb3VudBgCIAEoBRIWCg5leGlzdGluZ19jb3VudBgDIAEoBRIUCgxmYWlsZWRfY291bnQYBCABKAUidgoVQmF0Y2hDcmVhdGVKb2JzUmVzdWx0Ei4KA2pvYhgBIAEoCzIfLnRpY2t3aGVlbC52MS5DcmVhdGVKb2JSZXNwb25zZUgAEiMKBWVycm9yGAIgASgLMhIuZ29vZ2xlLnJwYy5TdGF0dXNIAEIICgZyZXN1bHQiLgoNR2V0Sm9iUmVxdWVzdBIKCgJpZBgBIAEoCRIRCgluZXh0X3J1bnMYAiABKAUiYAoOR2V0Sm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIuCgluZXh0X3J1bnMYAiADKAsyGy50aWNrd2hlZWwudjEuU2NoZWR1bGVkRmlyZSJ0Cg9MaXN0Sm9ic1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSJQoFc3RhdGUYAyABKA4yFi50aWNrd2hlZWwudjEuSm9iU3RhdGUSEwoLbmFtZV9wcmVmaXgYBCABKAkiTAoQTGlzdEpvYnNSZXNwb25zZRIfCgRqb2JzGAEgAygLMhEudGlja3doZWVsLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiYwoQVXBkYXRlSm9iUmVxdWVzdBIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEi8KC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayIzChFVcGRhdGVKb2JSZXNwb25zZRIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iIkcKFkJhdGNoVXBkYXRlSm9ic1JlcXVlc3QSLQoFaXRlbXMYASADKAsyHi50aWNrd2hlZWwudjEuVXBkYXRlSm9iUmVxdWVzdCJ8ChdCYXRjaFVwZGF0ZUpvYnNSZXNwb25zZRI0CgdyZXN1bHRzGAEgAygLMiMudGlja3doZWVsLnYxLkJhdGNoVXBkYXRlSm9ic1Jlc3VsdBIVCg11cGRhdGVkX2NvdW50GAIgASgFEhQKDGZhaWxlZF9jb3VudBgDIAEoBSJ2ChVCYXRjaFVwZGF0ZUpvYnNSZXN1bHQSLgoDam9iGAEgASgLMh8udGlja3doZWVsLnYxLlVwZGF0ZUpvYlJlc3BvbnNlSAASIwoFZXJyb3IYAiABKAsyEi5nb29nbGUucnBjLlN0YXR1c0gAQggKBnJlc3VsdCIvChBEZWxldGVKb2JSZXF1ZXN0EgoKAmlkGAEgASgJEg8KB3ZlcnNpb24YAiABKAMiMAoRRGVsZXRlSm9iUmVzcG9uc2USGwoTY2FuY2VsZWRfZXhlY3V0aW9ucxgBIAEoAyJHChZCYXRjaERlbGV0ZUpvYnNSZXF1ZXN0Ei0KBWl0ZW1zGAEgAygLMh4udGlja3doZWVsLnYxLkRlbGV0ZUpvYlJlcXVlc3QifAoXQmF0Y2hEZWxldGVKb2JzUmVzcG9uc2USNAoHcmVzdWx0cxgBIAMoCzIjLnRpY2t3aGVlbC52MS5CYXRjaERlbGV0ZUpvYnNSZXN1bHQSFQoNZGVsZXRlZF9jb3VudBgCIAEoBRIUCgxmYWlsZWRfY291bnQYAyABKAUiegoVQmF0Y2hEZWxldGVKb2JzUmVzdWx0EjIKB2RlbGV0ZWQYASABKAsyHy50aWNrd2hlZWwudjEuRGVsZXRlSm9iUmVzcG9uc2VIABIjCgVlcnJvchgCIAEoCzISLmdvb2dsZS5ycGMuU3RhdHVzSABCCAoGcmVzdWx0Ii0KD1BhdXNlSm9iUmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiaAoQUGF1c2VKb2JSZXNwb25zZRIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEhsKE2NhbmNlbGVkX2V4ZWN1dGlvbnMYAiABKAMSFwoPaGVsZF9leGVjdXRpb25zGAMgASgDIh4KEFJlc3VtZUpvYlJlcXVlc3QSCgoCaWQYASABKAkiegoRUmVzdW1lSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIoCgdza2lwcGVkGAIgASgLMhcudGlja3doZWVsLnYxLlNraXBSYW5nZRIbChNyZWxlYXNlZF9leGVjdXRpb25zGAMgASgDIlsKEVRyaWdnZXJKb2JSZXF1ZXN0EgoKAmlkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSDwoHcGF5bG9hZBgDIAEoDBIVCg1hbGxvd19vdmVybGFwGAQgASgIIlEKElRyaWdnZXJKb2JSZXNwb25zZRIqCglleGVjdXRpb24YASABKAsyFy50aWNrd2hlZWwudjEuRXhlY3V0aW9uEg8KB2NyZWF0ZWQYAiABKAgioAEKEkJhY2tmaWxsSm9iUmVxdWVzdBIKCgJpZBgBIAEoCRIrCgdmcm9tX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgV0b19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHZHJ5X3J1bhgEIAEoCBIVCg1hbGxvd19vdmVybGFwGAUgASgIInsKE0JhY2tmaWxsSm9iUmVzcG9uc2USNQoLb2NjdXJyZW5jZXMYASADKAsyIC50aWNrd2hlZWwudjEuQmFja2ZpbGxPY2N1cnJlbmNlEhUKDWNyZWF0ZWRfY291bnQYAiABKAMSFgoOZXhpc3RpbmdfY291bnQYAyABKAMicgoSQmFja2ZpbGxPY2N1cnJlbmNlEhQKDGV4ZWN1dGlvbl9pZBgBIAEoCRIuCgpub21pbmFsX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg5hbHJlYWR5X2V4aXN0cxgDIAEoCCKQAQoWUHJldmlld1NjaGVkdWxlUmVxdWVzdBIQCgZqb2JfaWQYASABKAlIABIgCgNqb2IYAiABKAsyES50aWNrd2hlZWwudjEuSm9iSAASKQoFYWZ0ZXIYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWNvdW50GAQgASgFQggKBnNvdXJjZSJdChdQcmV2aWV3U2NoZWR1bGVSZXNwb25zZRIqCgVmaXJlcxgBIAMoCzIbLnRpY2t3aGVlbC52MS5TY2hlZHVsZWRGaXJlEhYKDnR6ZGF0YV92ZXJzaW9uGAIgASgJIiEKE0dldEV4ZWN1dGlvblJlcXVlc3QSCgoCaWQYASABKAkiQgoUR2V0RXhlY3V0aW9uUmVzcG9uc2USKgoJZXhlY3V0aW9uGAEgASgLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbiLXAQoVTGlzdEV4ZWN1dGlvbnNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIvCghzdGF0dXNlcxgEIAMoDjIdLnRpY2t3aGVlbC52MS5FeGVjdXRpb25TdGF0dXMSKwoHZnJvbV9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdG9fYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIoYBChZMaXN0RXhlY3V0aW9uc1Jlc3BvbnNlEisKCmV4ZWN1dGlvbnMYASADKAsyFy50aWNrd2hlZWwudjEuRXhlY3V0aW9uEiYKBXNraXBzGAIgAygLMhcudGlja3doZWVsLnYxLlNraXBSYW5nZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiNAoWQ2FuY2VsRXhlY3V0aW9uUmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiRQoXQ2FuY2VsRXhlY3V0aW9uUmVzcG9uc2USKgoJZXhlY3V0aW9uGAEgASgLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbiJPChZMaXN0RGVhZExldHRlcnNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJfChdMaXN0RGVhZExldHRlcnNSZXNwb25zZRIrCgpleGVjdXRpb25zGAEgAygLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiLwoXUmVwbGF5RGVhZExldHRlclJlcXVlc3QSFAoMZXhlY3V0aW9uX2lkGAEgASgJIkYKGFJlcGxheURlYWRMZXR0ZXJSZXNwb25zZRIqCglleGVjdXRpb24YASABKAsyFy50aWNrd2hlZWwudjEuRXhlY3V0aW9uMqEMChBTY2hlZHVsZXJTZXJ2aWNlEkwKCUNyZWF0ZUpvYhIeLnRpY2t3aGVlbC52MS5DcmVhdGVKb2JSZXF1ZXN0Gh8udGlja3doZWVsLnYxLkNyZWF0ZUpvYlJlc3BvbnNlEl4KD0JhdGNoQ3JlYXRlSm9icxIkLnRpY2t3aGVlbC52MS5CYXRjaENyZWF0ZUpvYnNSZXF1ZXN0GiUudGlja3doZWVsLnYxLkJhdGNoQ3JlYXRlSm9ic1Jlc3BvbnNlEkMKBkdldEpvYhIbLnRpY2t3aGVlbC52MS5HZXRKb2JSZXF1ZXN0GhwudGlja3doZWVsLnYxLkdldEpvYlJlc3BvbnNlEkkKCExpc3RKb2JzEh0udGlja3doZWVsLnYxLkxpc3RKb2JzUmVxdWVzdBoeLnRpY2t3aGVlbC52MS5MaXN0Sm9ic1Jlc3BvbnNlEkwKCVVwZGF0ZUpvYhIeLnRpY2t3aGVlbC52MS5VcGRhdGVKb2JSZXF1ZXN0Gh8udGlja3doZWVsLnYxLlVwZGF0ZUpvYlJlc3BvbnNlEl4KD0JhdGNoVXBkYXRlSm9icxIkLnRpY2t3aGVlbC52MS5CYXRjaFVwZGF0ZUpvYnNSZXF1ZXN0GiUudGlja3doZWVsLnYxLkJhdGNoVXBkYXRlSm9ic1Jlc3BvbnNlEkwKCURlbGV0ZUpvYhIeLnRpY2t3aGVlbC52MS5EZWxldGVKb2JSZXF1ZXN0Gh8udGlja3doZWVsLnYxLkRlbGV0ZUpvYlJlc3BvbnNlEl4KD0JhdGNoRGVsZXRlSm9icxIkLnRpY2t3aGVlbC52MS5CYXRjaERlbGV0ZUpvYnNSZXF1ZXN0GiUudGlja3doZWVsLnYxLkJhdGNoRGVsZXRlSm9ic1Jlc3BvbnNlEkkKCFBhdXNlSm9iEh0udGlja3doZWVsLnYxLlBhdXNlSm9iUmVxdWVzdBoeLnRpY2t3aGVlbC52MS5QYXVzZUpvYlJlc3BvbnNlEkwKCVJlc3VtZUpvYhIeLnRpY2t3aGVlbC52MS5SZXN1bWVKb2JSZXF1ZXN0Gh8udGlja3doZWVsLnYxLlJlc3VtZUpvYlJlc3BvbnNlEk8KClRyaWdnZXJKb2ISHy50aWNrd2hlZWwudjEuVHJpZ2dlckpvYlJlcXVlc3QaIC50aWNrd2hlZWwudjEuVHJpZ2dlckpvYlJlc3BvbnNlElIKC0JhY2tmaWxsSm9iEiAudGlja3doZWVsLnYxLkJhY2tmaWxsSm9iUmVxdWVzdBohLnRpY2t3aGVlbC52MS5CYWNrZmlsbEpvYlJlc3BvbnNlEl4KD1ByZXZpZXdTY2hlZHVsZRIkLnRpY2t3aGVlbC52MS5QcmV2aWV3U2NoZWR1bGVSZXF1ZXN0GiUudGlja3doZWVsLnYxLlByZXZpZXdTY2hlZHVsZVJlc3BvbnNlElUKDEdldEV4ZWN1dGlvbhIhLnRpY2t3aGVlbC52MS5HZXRFeGVjdXRpb25SZXF1ZXN0GiIudGlja3doZWVsLnYxLkdldEV4ZWN1dGlvblJlc3BvbnNlElsKDkxpc3RFeGVjdXRpb25zEiMudGlja3doZWVsLnYxLkxpc3RFeGVjdXRpb25zUmVxdWVzdBokLnRpY2t3aGVlbC52MS5MaXN0RXhlY3V0aW9uc1Jlc3BvbnNlEl4KD0NhbmNlbEV4ZWN1dGlvbhIkLnRpY2t3aGVlbC52MS5DYW5jZWxFeGVjdXRpb25SZXF1ZXN0GiUudGlja3doZWVsLnYxLkNhbmNlbEV4ZWN1dGlvblJlc3BvbnNlEl4KD0xpc3REZWFkTGV0dGVycxIkLnRpY2t3aGVlbC52MS5MaXN0RGVhZExldHRlcnNSZXF1ZXN0GiUudGlja3doZWVsLnYxLkxpc3REZWFkTGV0dGVyc1Jlc3BvbnNlEmEKEFJlcGxheURlYWRMZXR0ZXISJS50aWNrd2hlZWwudjEuUmVwbGF5RGVhZExldHRlclJlcXVlc3QaJi50aWNrd2hlZWwudjEuUmVwbGF5RGVhZExldHRlclJlc3BvbnNlQmgKEGRldi50aWNrd2hlZWwudjFCDlNjaGVkdWxlclByb3RvUAFaQmdpdGh1Yi5jb20vdGlja3doZWVsL3RpY2t3aGVlbC9zZGsvZ28vZ2VuL3RpY2t3aGVlbC92MTt0aWNrd2hlZWx2MWIGcHJvdG8z", [file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_google_rpc_status, file_tickwheel_v1_execution, file_tickwheel_v1_job]);
+  fileDesc("Chx0aWNrd2hlZWwvdjEvc2NoZWR1bGVyLnByb3RvEgx0aWNrd2hlZWwudjEiRgoQQ3JlYXRlSm9iUmVxdWVzdBIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEhIKCnJlcXVlc3RfaWQYAiABKAkiRAoRQ3JlYXRlSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIPCgdjcmVhdGVkGAIgASgIIkcKFkJhdGNoQ3JlYXRlSm9ic1JlcXVlc3QSLQoFaXRlbXMYASADKAsyHi50aWNrd2hlZWwudjEuQ3JlYXRlSm9iUmVxdWVzdCKUAQoXQmF0Y2hDcmVhdGVKb2JzUmVzcG9uc2USNAoHcmVzdWx0cxgBIAMoCzIjLnRpY2t3aGVlbC52MS5CYXRjaENyZWF0ZUpvYnNSZXN1bHQSFQoNY3JlYXRlZF9jb3VudBgCIAEoBRIWCg5leGlzdGluZ19jb3VudBgDIAEoBRIUCgxmYWlsZWRfY291bnQYBCABKAUidgoVQmF0Y2hDcmVhdGVKb2JzUmVzdWx0Ei4KA2pvYhgBIAEoCzIfLnRpY2t3aGVlbC52MS5DcmVhdGVKb2JSZXNwb25zZUgAEiMKBWVycm9yGAIgASgLMhIuZ29vZ2xlLnJwYy5TdGF0dXNIAEIICgZyZXN1bHQiLgoNR2V0Sm9iUmVxdWVzdBIKCgJpZBgBIAEoCRIRCgluZXh0X3J1bnMYAiABKAUiYAoOR2V0Sm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIuCgluZXh0X3J1bnMYAiADKAsyGy50aWNrd2hlZWwudjEuU2NoZWR1bGVkRmlyZSJ0Cg9MaXN0Sm9ic1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSJQoFc3RhdGUYAyABKA4yFi50aWNrd2hlZWwudjEuSm9iU3RhdGUSEwoLbmFtZV9wcmVmaXgYBCABKAkiTAoQTGlzdEpvYnNSZXNwb25zZRIfCgRqb2JzGAEgAygLMhEudGlja3doZWVsLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiYwoQVXBkYXRlSm9iUmVxdWVzdBIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEi8KC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayIzChFVcGRhdGVKb2JSZXNwb25zZRIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iIkcKFkJhdGNoVXBkYXRlSm9ic1JlcXVlc3QSLQoFaXRlbXMYASADKAsyHi50aWNrd2hlZWwudjEuVXBkYXRlSm9iUmVxdWVzdCJ8ChdCYXRjaFVwZGF0ZUpvYnNSZXNwb25zZRI0CgdyZXN1bHRzGAEgAygLMiMudGlja3doZWVsLnYxLkJhdGNoVXBkYXRlSm9ic1Jlc3VsdBIVCg11cGRhdGVkX2NvdW50GAIgASgFEhQKDGZhaWxlZF9jb3VudBgDIAEoBSJ2ChVCYXRjaFVwZGF0ZUpvYnNSZXN1bHQSLgoDam9iGAEgASgLMh8udGlja3doZWVsLnYxLlVwZGF0ZUpvYlJlc3BvbnNlSAASIwoFZXJyb3IYAiABKAsyEi5nb29nbGUucnBjLlN0YXR1c0gAQggKBnJlc3VsdCIvChBEZWxldGVKb2JSZXF1ZXN0EgoKAmlkGAEgASgJEg8KB3ZlcnNpb24YAiABKAMiMAoRRGVsZXRlSm9iUmVzcG9uc2USGwoTY2FuY2VsZWRfZXhlY3V0aW9ucxgBIAEoAyJHChZCYXRjaERlbGV0ZUpvYnNSZXF1ZXN0Ei0KBWl0ZW1zGAEgAygLMh4udGlja3doZWVsLnYxLkRlbGV0ZUpvYlJlcXVlc3QifAoXQmF0Y2hEZWxldGVKb2JzUmVzcG9uc2USNAoHcmVzdWx0cxgBIAMoCzIjLnRpY2t3aGVlbC52MS5CYXRjaERlbGV0ZUpvYnNSZXN1bHQSFQoNZGVsZXRlZF9jb3VudBgCIAEoBRIUCgxmYWlsZWRfY291bnQYAyABKAUiegoVQmF0Y2hEZWxldGVKb2JzUmVzdWx0EjIKB2RlbGV0ZWQYASABKAsyHy50aWNrd2hlZWwudjEuRGVsZXRlSm9iUmVzcG9uc2VIABIjCgVlcnJvchgCIAEoCzISLmdvb2dsZS5ycGMuU3RhdHVzSABCCAoGcmVzdWx0Ii0KD1BhdXNlSm9iUmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiaAoQUGF1c2VKb2JSZXNwb25zZRIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEhsKE2NhbmNlbGVkX2V4ZWN1dGlvbnMYAiABKAMSFwoPaGVsZF9leGVjdXRpb25zGAMgASgDIkUKFUJhdGNoUGF1c2VKb2JzUmVxdWVzdBIsCgVpdGVtcxgBIAMoCzIdLnRpY2t3aGVlbC52MS5QYXVzZUpvYlJlcXVlc3QieQoWQmF0Y2hQYXVzZUpvYnNSZXNwb25zZRIzCgdyZXN1bHRzGAEgAygLMiIudGlja3doZWVsLnYxLkJhdGNoUGF1c2VKb2JzUmVzdWx0EhQKDHBhdXNlZF9jb3VudBgCIAEoBRIUCgxmYWlsZWRfY291bnQYAyABKAUidAoUQmF0Y2hQYXVzZUpvYnNSZXN1bHQSLQoDam9iGAEgASgLMh4udGlja3doZWVsLnYxLlBhdXNlSm9iUmVzcG9uc2VIABIjCgVlcnJvchgCIAEoCzISLmdvb2dsZS5ycGMuU3RhdHVzSABCCAoGcmVzdWx0Ih4KEFJlc3VtZUpvYlJlcXVlc3QSCgoCaWQYASABKAkiegoRUmVzdW1lSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIoCgdza2lwcGVkGAIgASgLMhcudGlja3doZWVsLnYxLlNraXBSYW5nZRIbChNyZWxlYXNlZF9leGVjdXRpb25zGAMgASgDIkcKFkJhdGNoUmVzdW1lSm9ic1JlcXVlc3QSLQoFaXRlbXMYASADKAsyHi50aWNrd2hlZWwudjEuUmVzdW1lSm9iUmVxdWVzdCJ8ChdCYXRjaFJlc3VtZUpvYnNSZXNwb25zZRI0CgdyZXN1bHRzGAEgAygLMiMudGlja3doZWVsLnYxLkJhdGNoUmVzdW1lSm9ic1Jlc3VsdBIVCg1yZXN1bWVkX2NvdW50GAIgASgFEhQKDGZhaWxlZF9jb3VudBgDIAEoBSJ2ChVCYXRjaFJlc3VtZUpvYnNSZXN1bHQSLgoDam9iGAEgASgLMh8udGlja3doZWVsLnYxLlJlc3VtZUpvYlJlc3BvbnNlSAASIwoFZXJyb3IYAiABKAsyEi5nb29nbGUucnBjLlN0YXR1c0gAQggKBnJlc3VsdCJbChFUcmlnZ2VySm9iUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEg8KB3BheWxvYWQYAyABKAwSFQoNYWxsb3dfb3ZlcmxhcBgEIAEoCCJRChJUcmlnZ2VySm9iUmVzcG9uc2USKgoJZXhlY3V0aW9uGAEgASgLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbhIPCgdjcmVhdGVkGAIgASgIIqABChJCYWNrZmlsbEpvYlJlcXVlc3QSCgoCaWQYASABKAkSKwoHZnJvbV9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdG9fYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2RyeV9ydW4YBCABKAgSFQoNYWxsb3dfb3ZlcmxhcBgFIAEoCCJ7ChNCYWNrZmlsbEpvYlJlc3BvbnNlEjUKC29jY3VycmVuY2VzGAEgAygLMiAudGlja3doZWVsLnYxLkJhY2tmaWxsT2NjdXJyZW5jZRIVCg1jcmVhdGVkX2NvdW50GAIgASgDEhYKDmV4aXN0aW5nX2NvdW50GAMgASgDInIKEkJhY2tmaWxsT2NjdXJyZW5jZRIUCgxleGVjdXRpb25faWQYASABKAkSLgoKbm9taW5hbF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOYWxyZWFkeV9leGlzdHMYAyABKAgikAEKFlByZXZpZXdTY2hlZHVsZVJlcXVlc3QSEAoGam9iX2lkGAEgASgJSAASIAoDam9iGAIgASgLMhEudGlja3doZWVsLnYxLkpvYkgAEikKBWFmdGVyGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVjb3VudBgEIAEoBUIICgZzb3VyY2UiXQoXUHJldmlld1NjaGVkdWxlUmVzcG9uc2USKgoFZmlyZXMYASADKAsyGy50aWNrd2hlZWwudjEuU2NoZWR1bGVkRmlyZRIWCg50emRhdGFfdmVyc2lvbhgCIAEoCSIhChNHZXRFeGVjdXRpb25SZXF1ZXN0EgoKAmlkGAEgASgJIkIKFEdldEV4ZWN1dGlvblJlc3BvbnNlEioKCWV4ZWN1dGlvbhgBIAEoCzIXLnRpY2t3aGVlbC52MS5FeGVjdXRpb24i1wEKFUxpc3RFeGVjdXRpb25zUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSLwoIc3RhdHVzZXMYBCADKA4yHS50aWNrd2hlZWwudjEuRXhlY3V0aW9uU3RhdHVzEisKB2Zyb21fYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBXRvX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKGAQoWTGlzdEV4ZWN1dGlvbnNSZXNwb25zZRIrCgpleGVjdXRpb25zGAEgAygLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbhImCgVza2lwcxgCIAMoCzIXLnRpY2t3aGVlbC52MS5Ta2lwUmFuZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJIjQKFkNhbmNlbEV4ZWN1dGlvblJlcXVlc3QSCgoCaWQYASABKAkSDgoGcmVhc29uGAIgASgJIkUKF0NhbmNlbEV4ZWN1dGlvblJlc3BvbnNlEioKCWV4ZWN1dGlvbhgBIAEoCzIXLnRpY2t3aGVlbC52MS5FeGVjdXRpb24iTwoWTGlzdERlYWRMZXR0ZXJzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiXwoXTGlzdERlYWRMZXR0ZXJzUmVzcG9uc2USKwoKZXhlY3V0aW9ucxgBIAMoCzIXLnRpY2t3aGVlbC52MS5FeGVjdXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIi8KF1JlcGxheURlYWRMZXR0ZXJSZXF1ZXN0EhQKDGV4ZWN1dGlvbl9pZBgBIAEoCSJGChhSZXBsYXlEZWFkTGV0dGVyUmVzcG9uc2USKgoJZXhlY3V0aW9uGAEgASgLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbjLeDQoQU2NoZWR1bGVyU2VydmljZRJMCglDcmVhdGVKb2ISHi50aWNrd2hlZWwudjEuQ3JlYXRlSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5DcmVhdGVKb2JSZXNwb25zZRJeCg9CYXRjaENyZWF0ZUpvYnMSJC50aWNrd2hlZWwudjEuQmF0Y2hDcmVhdGVKb2JzUmVxdWVzdBolLnRpY2t3aGVlbC52MS5CYXRjaENyZWF0ZUpvYnNSZXNwb25zZRJDCgZHZXRKb2ISGy50aWNrd2hlZWwudjEuR2V0Sm9iUmVxdWVzdBocLnRpY2t3aGVlbC52MS5HZXRKb2JSZXNwb25zZRJJCghMaXN0Sm9icxIdLnRpY2t3aGVlbC52MS5MaXN0Sm9ic1JlcXVlc3QaHi50aWNrd2hlZWwudjEuTGlzdEpvYnNSZXNwb25zZRJMCglVcGRhdGVKb2ISHi50aWNrd2hlZWwudjEuVXBkYXRlSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5VcGRhdGVKb2JSZXNwb25zZRJeCg9CYXRjaFVwZGF0ZUpvYnMSJC50aWNrd2hlZWwudjEuQmF0Y2hVcGRhdGVKb2JzUmVxdWVzdBolLnRpY2t3aGVlbC52MS5CYXRjaFVwZGF0ZUpvYnNSZXNwb25zZRJMCglEZWxldGVKb2ISHi50aWNrd2hlZWwudjEuRGVsZXRlSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5EZWxldGVKb2JSZXNwb25zZRJeCg9CYXRjaERlbGV0ZUpvYnMSJC50aWNrd2hlZWwudjEuQmF0Y2hEZWxldGVKb2JzUmVxdWVzdBolLnRpY2t3aGVlbC52MS5CYXRjaERlbGV0ZUpvYnNSZXNwb25zZRJJCghQYXVzZUpvYhIdLnRpY2t3aGVlbC52MS5QYXVzZUpvYlJlcXVlc3QaHi50aWNrd2hlZWwudjEuUGF1c2VKb2JSZXNwb25zZRJbCg5CYXRjaFBhdXNlSm9icxIjLnRpY2t3aGVlbC52MS5CYXRjaFBhdXNlSm9ic1JlcXVlc3QaJC50aWNrd2hlZWwudjEuQmF0Y2hQYXVzZUpvYnNSZXNwb25zZRJMCglSZXN1bWVKb2ISHi50aWNrd2hlZWwudjEuUmVzdW1lSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5SZXN1bWVKb2JSZXNwb25zZRJeCg9CYXRjaFJlc3VtZUpvYnMSJC50aWNrd2hlZWwudjEuQmF0Y2hSZXN1bWVKb2JzUmVxdWVzdBolLnRpY2t3aGVlbC52MS5CYXRjaFJlc3VtZUpvYnNSZXNwb25zZRJPCgpUcmlnZ2VySm9iEh8udGlja3doZWVsLnYxLlRyaWdnZXJKb2JSZXF1ZXN0GiAudGlja3doZWVsLnYxLlRyaWdnZXJKb2JSZXNwb25zZRJSCgtCYWNrZmlsbEpvYhIgLnRpY2t3aGVlbC52MS5CYWNrZmlsbEpvYlJlcXVlc3QaIS50aWNrd2hlZWwudjEuQmFja2ZpbGxKb2JSZXNwb25zZRJeCg9QcmV2aWV3U2NoZWR1bGUSJC50aWNrd2hlZWwudjEuUHJldmlld1NjaGVkdWxlUmVxdWVzdBolLnRpY2t3aGVlbC52MS5QcmV2aWV3U2NoZWR1bGVSZXNwb25zZRJVCgxHZXRFeGVjdXRpb24SIS50aWNrd2hlZWwudjEuR2V0RXhlY3V0aW9uUmVxdWVzdBoiLnRpY2t3aGVlbC52MS5HZXRFeGVjdXRpb25SZXNwb25zZRJbCg5MaXN0RXhlY3V0aW9ucxIjLnRpY2t3aGVlbC52MS5MaXN0RXhlY3V0aW9uc1JlcXVlc3QaJC50aWNrd2hlZWwudjEuTGlzdEV4ZWN1dGlvbnNSZXNwb25zZRJeCg9DYW5jZWxFeGVjdXRpb24SJC50aWNrd2hlZWwudjEuQ2FuY2VsRXhlY3V0aW9uUmVxdWVzdBolLnRpY2t3aGVlbC52MS5DYW5jZWxFeGVjdXRpb25SZXNwb25zZRJeCg9MaXN0RGVhZExldHRlcnMSJC50aWNrd2hlZWwudjEuTGlzdERlYWRMZXR0ZXJzUmVxdWVzdBolLnRpY2t3aGVlbC52MS5MaXN0RGVhZExldHRlcnNSZXNwb25zZRJhChBSZXBsYXlEZWFkTGV0dGVyEiUudGlja3doZWVsLnYxLlJlcGxheURlYWRMZXR0ZXJSZXF1ZXN0GiYudGlja3doZWVsLnYxLlJlcGxheURlYWRMZXR0ZXJSZXNwb25zZUJoChBkZXYudGlja3doZWVsLnYxQg5TY2hlZHVsZXJQcm90b1ABWkJnaXRodWIuY29tL3RpY2t3aGVlbC90aWNrd2hlZWwvc2RrL2dvL2dlbi90aWNrd2hlZWwvdjE7dGlja3doZWVsdjFiBnByb3RvMw", [file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_google_rpc_status, file_tickwheel_v1_execution, file_tickwheel_v1_job]);
 
 /**
  * CreateJob input.
@@ -664,6 +664,99 @@ export const PauseJobResponseSchema: GenMessage<PauseJobResponse> = /*@__PURE__*
   messageDesc(file_tickwheel_v1_scheduler, 20);
 
 /**
+ * BatchPauseJobs input.
+ *
+ * @generated from message tickwheel.v1.BatchPauseJobsRequest
+ */
+export type BatchPauseJobsRequest = Message<"tickwheel.v1.BatchPauseJobsRequest"> & {
+  /**
+   * 1 to 1 000 items, each as PauseJob takes it.
+   *
+   * @generated from field: repeated tickwheel.v1.PauseJobRequest items = 1;
+   */
+  items: PauseJobRequest[];
+};
+
+/**
+ * Describes the message tickwheel.v1.BatchPauseJobsRequest.
+ * Use `create(BatchPauseJobsRequestSchema)` to create a new message.
+ */
+export const BatchPauseJobsRequestSchema: GenMessage<BatchPauseJobsRequest> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 21);
+
+/**
+ * BatchPauseJobs output.
+ *
+ * @generated from message tickwheel.v1.BatchPauseJobsResponse
+ */
+export type BatchPauseJobsResponse = Message<"tickwheel.v1.BatchPauseJobsResponse"> & {
+  /**
+   * One result per item, in the order of the request.
+   *
+   * @generated from field: repeated tickwheel.v1.BatchPauseJobsResult results = 1;
+   */
+  results: BatchPauseJobsResult[];
+
+  /**
+   * How many items were answered with their job (those already paused
+   * included).
+   *
+   * @generated from field: int32 paused_count = 2;
+   */
+  pausedCount: number;
+
+  /**
+   * How many items failed (their `error` set).
+   *
+   * @generated from field: int32 failed_count = 3;
+   */
+  failedCount: number;
+};
+
+/**
+ * Describes the message tickwheel.v1.BatchPauseJobsResponse.
+ * Use `create(BatchPauseJobsResponseSchema)` to create a new message.
+ */
+export const BatchPauseJobsResponseSchema: GenMessage<BatchPauseJobsResponse> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 22);
+
+/**
+ * What became of one BatchPauseJobs item.
+ *
+ * @generated from message tickwheel.v1.BatchPauseJobsResult
+ */
+export type BatchPauseJobsResult = Message<"tickwheel.v1.BatchPauseJobsResult"> & {
+  /**
+   * @generated from oneof tickwheel.v1.BatchPauseJobsResult.result
+   */
+  result: {
+    /**
+     * The job, now PAUSED, as PauseJob answers it.
+     *
+     * @generated from field: tickwheel.v1.PauseJobResponse job = 1;
+     */
+    value: PauseJobResponse;
+    case: "job";
+  } | {
+    /**
+     * Why the item was refused, with the code and details PauseJob would
+     * have answered for it alone. Nothing of it was written.
+     *
+     * @generated from field: google.rpc.Status error = 2;
+     */
+    value: Status;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message tickwheel.v1.BatchPauseJobsResult.
+ * Use `create(BatchPauseJobsResultSchema)` to create a new message.
+ */
+export const BatchPauseJobsResultSchema: GenMessage<BatchPauseJobsResult> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 23);
+
+/**
  * ResumeJob input.
  *
  * @generated from message tickwheel.v1.ResumeJobRequest
@@ -682,7 +775,7 @@ export type ResumeJobRequest = Message<"tickwheel.v1.ResumeJobRequest"> & {
  * Use `create(ResumeJobRequestSchema)` to create a new message.
  */
 export const ResumeJobRequestSchema: GenMessage<ResumeJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 21);
+  messageDesc(file_tickwheel_v1_scheduler, 24);
 
 /**
  * ResumeJob output.
@@ -719,7 +812,100 @@ export type ResumeJobResponse = Message<"tickwheel.v1.ResumeJobResponse"> & {
  * Use `create(ResumeJobResponseSchema)` to create a new message.
  */
 export const ResumeJobResponseSchema: GenMessage<ResumeJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 22);
+  messageDesc(file_tickwheel_v1_scheduler, 25);
+
+/**
+ * BatchResumeJobs input.
+ *
+ * @generated from message tickwheel.v1.BatchResumeJobsRequest
+ */
+export type BatchResumeJobsRequest = Message<"tickwheel.v1.BatchResumeJobsRequest"> & {
+  /**
+   * 1 to 1 000 items, each as ResumeJob takes it.
+   *
+   * @generated from field: repeated tickwheel.v1.ResumeJobRequest items = 1;
+   */
+  items: ResumeJobRequest[];
+};
+
+/**
+ * Describes the message tickwheel.v1.BatchResumeJobsRequest.
+ * Use `create(BatchResumeJobsRequestSchema)` to create a new message.
+ */
+export const BatchResumeJobsRequestSchema: GenMessage<BatchResumeJobsRequest> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 26);
+
+/**
+ * BatchResumeJobs output.
+ *
+ * @generated from message tickwheel.v1.BatchResumeJobsResponse
+ */
+export type BatchResumeJobsResponse = Message<"tickwheel.v1.BatchResumeJobsResponse"> & {
+  /**
+   * One result per item, in the order of the request.
+   *
+   * @generated from field: repeated tickwheel.v1.BatchResumeJobsResult results = 1;
+   */
+  results: BatchResumeJobsResult[];
+
+  /**
+   * How many items were answered with their job (those not paused
+   * included).
+   *
+   * @generated from field: int32 resumed_count = 2;
+   */
+  resumedCount: number;
+
+  /**
+   * How many items failed (their `error` set).
+   *
+   * @generated from field: int32 failed_count = 3;
+   */
+  failedCount: number;
+};
+
+/**
+ * Describes the message tickwheel.v1.BatchResumeJobsResponse.
+ * Use `create(BatchResumeJobsResponseSchema)` to create a new message.
+ */
+export const BatchResumeJobsResponseSchema: GenMessage<BatchResumeJobsResponse> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 27);
+
+/**
+ * What became of one BatchResumeJobs item.
+ *
+ * @generated from message tickwheel.v1.BatchResumeJobsResult
+ */
+export type BatchResumeJobsResult = Message<"tickwheel.v1.BatchResumeJobsResult"> & {
+  /**
+   * @generated from oneof tickwheel.v1.BatchResumeJobsResult.result
+   */
+  result: {
+    /**
+     * The job, as ResumeJob answers it.
+     *
+     * @generated from field: tickwheel.v1.ResumeJobResponse job = 1;
+     */
+    value: ResumeJobResponse;
+    case: "job";
+  } | {
+    /**
+     * Why the item was refused, with the code and details ResumeJob would
+     * have answered for it alone. Nothing of it was written.
+     *
+     * @generated from field: google.rpc.Status error = 2;
+     */
+    value: Status;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message tickwheel.v1.BatchResumeJobsResult.
+ * Use `create(BatchResumeJobsResultSchema)` to create a new message.
+ */
+export const BatchResumeJobsResultSchema: GenMessage<BatchResumeJobsResult> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 28);
 
 /**
  * TriggerJob input.
@@ -763,7 +949,7 @@ export type TriggerJobRequest = Message<"tickwheel.v1.TriggerJobRequest"> & {
  * Use `create(TriggerJobRequestSchema)` to create a new message.
  */
 export const TriggerJobRequestSchema: GenMessage<TriggerJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 23);
+  messageDesc(file_tickwheel_v1_scheduler, 29);
 
 /**
  * TriggerJob output.
@@ -792,7 +978,7 @@ export type TriggerJobResponse = Message<"tickwheel.v1.TriggerJobResponse"> & {
  * Use `create(TriggerJobResponseSchema)` to create a new message.
  */
 export const TriggerJobResponseSchema: GenMessage<TriggerJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 24);
+  messageDesc(file_tickwheel_v1_scheduler, 30);
 
 /**
  * BackfillJob input.
@@ -843,7 +1029,7 @@ export type BackfillJobRequest = Message<"tickwheel.v1.BackfillJobRequest"> & {
  * Use `create(BackfillJobRequestSchema)` to create a new message.
  */
 export const BackfillJobRequestSchema: GenMessage<BackfillJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 25);
+  messageDesc(file_tickwheel_v1_scheduler, 31);
 
 /**
  * BackfillJob output.
@@ -879,7 +1065,7 @@ export type BackfillJobResponse = Message<"tickwheel.v1.BackfillJobResponse"> & 
  * Use `create(BackfillJobResponseSchema)` to create a new message.
  */
 export const BackfillJobResponseSchema: GenMessage<BackfillJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 26);
+  messageDesc(file_tickwheel_v1_scheduler, 32);
 
 /**
  * One occurrence of a backfill window.
@@ -914,7 +1100,7 @@ export type BackfillOccurrence = Message<"tickwheel.v1.BackfillOccurrence"> & {
  * Use `create(BackfillOccurrenceSchema)` to create a new message.
  */
 export const BackfillOccurrenceSchema: GenMessage<BackfillOccurrence> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 27);
+  messageDesc(file_tickwheel_v1_scheduler, 33);
 
 /**
  * PreviewSchedule input.
@@ -969,7 +1155,7 @@ export type PreviewScheduleRequest = Message<"tickwheel.v1.PreviewScheduleReques
  * Use `create(PreviewScheduleRequestSchema)` to create a new message.
  */
 export const PreviewScheduleRequestSchema: GenMessage<PreviewScheduleRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 28);
+  messageDesc(file_tickwheel_v1_scheduler, 34);
 
 /**
  * PreviewSchedule output.
@@ -997,7 +1183,7 @@ export type PreviewScheduleResponse = Message<"tickwheel.v1.PreviewScheduleRespo
  * Use `create(PreviewScheduleResponseSchema)` to create a new message.
  */
 export const PreviewScheduleResponseSchema: GenMessage<PreviewScheduleResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 29);
+  messageDesc(file_tickwheel_v1_scheduler, 35);
 
 /**
  * GetExecution input.
@@ -1018,7 +1204,7 @@ export type GetExecutionRequest = Message<"tickwheel.v1.GetExecutionRequest"> & 
  * Use `create(GetExecutionRequestSchema)` to create a new message.
  */
 export const GetExecutionRequestSchema: GenMessage<GetExecutionRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 30);
+  messageDesc(file_tickwheel_v1_scheduler, 36);
 
 /**
  * GetExecution output.
@@ -1039,7 +1225,7 @@ export type GetExecutionResponse = Message<"tickwheel.v1.GetExecutionResponse"> 
  * Use `create(GetExecutionResponseSchema)` to create a new message.
  */
 export const GetExecutionResponseSchema: GenMessage<GetExecutionResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 31);
+  messageDesc(file_tickwheel_v1_scheduler, 37);
 
 /**
  * ListExecutions input.
@@ -1095,7 +1281,7 @@ export type ListExecutionsRequest = Message<"tickwheel.v1.ListExecutionsRequest"
  * Use `create(ListExecutionsRequestSchema)` to create a new message.
  */
 export const ListExecutionsRequestSchema: GenMessage<ListExecutionsRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 32);
+  messageDesc(file_tickwheel_v1_scheduler, 38);
 
 /**
  * ListExecutions output.
@@ -1130,7 +1316,7 @@ export type ListExecutionsResponse = Message<"tickwheel.v1.ListExecutionsRespons
  * Use `create(ListExecutionsResponseSchema)` to create a new message.
  */
 export const ListExecutionsResponseSchema: GenMessage<ListExecutionsResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 33);
+  messageDesc(file_tickwheel_v1_scheduler, 39);
 
 /**
  * CancelExecution input.
@@ -1160,7 +1346,7 @@ export type CancelExecutionRequest = Message<"tickwheel.v1.CancelExecutionReques
  * Use `create(CancelExecutionRequestSchema)` to create a new message.
  */
 export const CancelExecutionRequestSchema: GenMessage<CancelExecutionRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 34);
+  messageDesc(file_tickwheel_v1_scheduler, 40);
 
 /**
  * CancelExecution output.
@@ -1182,7 +1368,7 @@ export type CancelExecutionResponse = Message<"tickwheel.v1.CancelExecutionRespo
  * Use `create(CancelExecutionResponseSchema)` to create a new message.
  */
 export const CancelExecutionResponseSchema: GenMessage<CancelExecutionResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 35);
+  messageDesc(file_tickwheel_v1_scheduler, 41);
 
 /**
  * ListDeadLetters input.
@@ -1217,7 +1403,7 @@ export type ListDeadLettersRequest = Message<"tickwheel.v1.ListDeadLettersReques
  * Use `create(ListDeadLettersRequestSchema)` to create a new message.
  */
 export const ListDeadLettersRequestSchema: GenMessage<ListDeadLettersRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 36);
+  messageDesc(file_tickwheel_v1_scheduler, 42);
 
 /**
  * ListDeadLetters output.
@@ -1245,7 +1431,7 @@ export type ListDeadLettersResponse = Message<"tickwheel.v1.ListDeadLettersRespo
  * Use `create(ListDeadLettersResponseSchema)` to create a new message.
  */
 export const ListDeadLettersResponseSchema: GenMessage<ListDeadLettersResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 37);
+  messageDesc(file_tickwheel_v1_scheduler, 43);
 
 /**
  * ReplayDeadLetter input.
@@ -1266,7 +1452,7 @@ export type ReplayDeadLetterRequest = Message<"tickwheel.v1.ReplayDeadLetterRequ
  * Use `create(ReplayDeadLetterRequestSchema)` to create a new message.
  */
 export const ReplayDeadLetterRequestSchema: GenMessage<ReplayDeadLetterRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 38);
+  messageDesc(file_tickwheel_v1_scheduler, 44);
 
 /**
  * ReplayDeadLetter output.
@@ -1287,7 +1473,7 @@ export type ReplayDeadLetterResponse = Message<"tickwheel.v1.ReplayDeadLetterRes
  * Use `create(ReplayDeadLetterResponseSchema)` to create a new message.
  */
 export const ReplayDeadLetterResponseSchema: GenMessage<ReplayDeadLetterResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 39);
+  messageDesc(file_tickwheel_v1_scheduler, 45);
 
 /**
  * The tenant-facing API. Every call carries `authorization: Bearer <API key>`
@@ -1462,6 +1648,26 @@ export const SchedulerService: GenService<{
     output: typeof PauseJobResponseSchema;
   },
   /**
+   * Pauses up to 1 000 jobs in one call (an operator stopping a team's jobs
+   * during an incident). Each item is a PauseJobRequest answered as PauseJob
+   * would answer it alone: the job, now PAUSED, with the executions it held
+   * (a job already paused, by an earlier item too, is answered unchanged),
+   * or the error (NOT_FOUND for an id that is not one of the tenant's jobs,
+   * another tenant's included; INVALID_ARGUMENT naming the item's field).
+   * The items are applied in request order in one transaction, durable
+   * before the reply. The call itself fails only when it is not a batch (no
+   * items or more than 1 000: INVALID_ARGUMENT `items`) or when the store is
+   * unavailable (UNAVAILABLE; nothing written, retrying is safe: pausing a
+   * paused job changes nothing).
+   *
+   * @generated from rpc tickwheel.v1.SchedulerService.BatchPauseJobs
+   */
+  batchPauseJobs: {
+    methodKind: "unary";
+    input: typeof BatchPauseJobsRequestSchema;
+    output: typeof BatchPauseJobsResponseSchema;
+  },
+  /**
    * Starts again at the next future occurrence. The held executions are
    * released and run, late if need be, except the scheduled occurrences
    * that never reached a worker and are now more than the job's
@@ -1476,6 +1682,26 @@ export const SchedulerService: GenService<{
     methodKind: "unary";
     input: typeof ResumeJobRequestSchema;
     output: typeof ResumeJobResponseSchema;
+  },
+  /**
+   * Resumes up to 1 000 jobs in one call. Each item is a ResumeJobRequest
+   * answered as ResumeJob would answer it alone: the job with its next
+   * future run, the skip range of its paused span and the executions it
+   * released (a job that is not paused, resumed by an earlier item too, is
+   * answered unchanged), or the error (NOT_FOUND for an id that is not one
+   * of the tenant's jobs; INVALID_ARGUMENT naming the item's field). Each
+   * span is counted under the job's lock, in request order, in one
+   * transaction. The call itself fails only when it is not a batch
+   * (INVALID_ARGUMENT `items`) or when the store is unavailable
+   * (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
+   * changes nothing).
+   *
+   * @generated from rpc tickwheel.v1.SchedulerService.BatchResumeJobs
+   */
+  batchResumeJobs: {
+    methodKind: "unary";
+    input: typeof BatchResumeJobsRequestSchema;
+    output: typeof BatchResumeJobsResponseSchema;
   },
   /**
    * Runs the job now, once per request id: the execution id is

@@ -6,6 +6,10 @@ import dev.tickwheel.v1.BatchCreateJobsRequest;
 import dev.tickwheel.v1.BatchCreateJobsResponse;
 import dev.tickwheel.v1.BatchDeleteJobsRequest;
 import dev.tickwheel.v1.BatchDeleteJobsResponse;
+import dev.tickwheel.v1.BatchPauseJobsRequest;
+import dev.tickwheel.v1.BatchPauseJobsResponse;
+import dev.tickwheel.v1.BatchResumeJobsRequest;
+import dev.tickwheel.v1.BatchResumeJobsResponse;
 import dev.tickwheel.v1.BatchUpdateJobsRequest;
 import dev.tickwheel.v1.BatchUpdateJobsResponse;
 import dev.tickwheel.v1.CancelExecutionRequest;
@@ -106,6 +110,12 @@ final class SchedulerRpcs {
       rpc("PauseJob", SchedulerServiceBlockingStub::pauseJob, never());
   static final Rpc<ResumeJobRequest, ResumeJobResponse> RESUME_JOB =
       rpc("ResumeJob", SchedulerServiceBlockingStub::resumeJob, never());
+  /** Repeatable: pausing a paused job changes nothing. */
+  static final Rpc<BatchPauseJobsRequest, BatchPauseJobsResponse> BATCH_PAUSE_JOBS =
+      rpc("BatchPauseJobs", SchedulerServiceBlockingStub::batchPauseJobs, always());
+  /** Repeatable: resuming an active job changes nothing. */
+  static final Rpc<BatchResumeJobsRequest, BatchResumeJobsResponse> BATCH_RESUME_JOBS =
+      rpc("BatchResumeJobs", SchedulerServiceBlockingStub::batchResumeJobs, always());
   static final Rpc<TriggerJobRequest, TriggerJobResponse> TRIGGER_JOB =
       rpc("TriggerJob", SchedulerServiceBlockingStub::triggerJob, r -> !r.getRequestId().isEmpty());
   static final Rpc<BackfillJobRequest, BackfillJobResponse> BACKFILL_JOB =
@@ -135,6 +145,8 @@ final class SchedulerRpcs {
           BATCH_DELETE_JOBS,
           PAUSE_JOB,
           RESUME_JOB,
+          BATCH_PAUSE_JOBS,
+          BATCH_RESUME_JOBS,
           TRIGGER_JOB,
           BACKFILL_JOB,
           PREVIEW_SCHEDULE,

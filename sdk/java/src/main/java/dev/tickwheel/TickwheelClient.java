@@ -7,6 +7,10 @@ import dev.tickwheel.v1.BatchCreateJobsRequest;
 import dev.tickwheel.v1.BatchCreateJobsResponse;
 import dev.tickwheel.v1.BatchDeleteJobsRequest;
 import dev.tickwheel.v1.BatchDeleteJobsResponse;
+import dev.tickwheel.v1.BatchPauseJobsRequest;
+import dev.tickwheel.v1.BatchPauseJobsResponse;
+import dev.tickwheel.v1.BatchResumeJobsRequest;
+import dev.tickwheel.v1.BatchResumeJobsResponse;
 import dev.tickwheel.v1.BatchUpdateJobsRequest;
 import dev.tickwheel.v1.BatchUpdateJobsResponse;
 import dev.tickwheel.v1.CancelExecutionRequest;
@@ -316,6 +320,22 @@ public final class TickwheelClient implements AutoCloseable {
   /** One BatchDeleteJobs call: 1 to 1000 items. Retried. */
   public BatchDeleteJobsResponse batchDeleteJobs(BatchDeleteJobsRequest request) {
     return invoke(SchedulerRpcs.BATCH_DELETE_JOBS, request);
+  }
+
+  /**
+   * One BatchPauseJobs call: 1 to 1000 items, each answered as PauseJob would answer it alone.
+   * Retried (pausing a paused job changes nothing).
+   */
+  public BatchPauseJobsResponse batchPauseJobs(BatchPauseJobsRequest request) {
+    return invoke(SchedulerRpcs.BATCH_PAUSE_JOBS, request);
+  }
+
+  /**
+   * One BatchResumeJobs call: 1 to 1000 items, each answered as ResumeJob would answer it alone.
+   * Retried (resuming an active job changes nothing).
+   */
+  public BatchResumeJobsResponse batchResumeJobs(BatchResumeJobsRequest request) {
+    return invoke(SchedulerRpcs.BATCH_RESUME_JOBS, request);
   }
 
   /** The job with its last outcome and its five upcoming fires. Retried. */

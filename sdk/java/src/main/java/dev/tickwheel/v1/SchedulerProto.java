@@ -132,6 +132,21 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_tickwheel_v1_PauseJobResponse_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_BatchPauseJobsRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_BatchPauseJobsRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_BatchPauseJobsResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_BatchPauseJobsResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_BatchPauseJobsResult_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_BatchPauseJobsResult_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_tickwheel_v1_ResumeJobRequest_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -141,6 +156,21 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_tickwheel_v1_ResumeJobResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_BatchResumeJobsRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_BatchResumeJobsRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_BatchResumeJobsResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_BatchResumeJobsResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_BatchResumeJobsResult_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_BatchResumeJobsResult_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
     internal_static_tickwheel_v1_TriggerJobRequest_descriptor;
   static final 
@@ -297,107 +327,130 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
       "\n\003job\030\001 \001(\0132\021.tickwheel.v1.JobR\003job\022/\n\023c" +
       "anceled_executions\030\002 \001(\003R\022canceledExecut" +
       "ions\022\'\n\017held_executions\030\003 \001(\003R\016heldExecu" +
-      "tions\"\"\n\020ResumeJobRequest\022\016\n\002id\030\001 \001(\tR\002i" +
-      "d\"\234\001\n\021ResumeJobResponse\022#\n\003job\030\001 \001(\0132\021.t" +
-      "ickwheel.v1.JobR\003job\0221\n\007skipped\030\002 \001(\0132\027." +
-      "tickwheel.v1.SkipRangeR\007skipped\022/\n\023relea" +
-      "sed_executions\030\003 \001(\003R\022releasedExecutions" +
-      "\"\201\001\n\021TriggerJobRequest\022\016\n\002id\030\001 \001(\tR\002id\022\035" +
-      "\n\nrequest_id\030\002 \001(\tR\trequestId\022\030\n\007payload" +
-      "\030\003 \001(\014R\007payload\022#\n\rallow_overlap\030\004 \001(\010R\014" +
-      "allowOverlap\"e\n\022TriggerJobResponse\0225\n\tex" +
-      "ecution\030\001 \001(\0132\027.tickwheel.v1.ExecutionR\t" +
-      "execution\022\030\n\007created\030\002 \001(\010R\007created\"\310\001\n\022" +
-      "BackfillJobRequest\022\016\n\002id\030\001 \001(\tR\002id\0223\n\007fr" +
-      "om_at\030\002 \001(\0132\032.google.protobuf.TimestampR" +
-      "\006fromAt\022/\n\005to_at\030\003 \001(\0132\032.google.protobuf" +
-      ".TimestampR\004toAt\022\027\n\007dry_run\030\004 \001(\010R\006dryRu" +
-      "n\022#\n\rallow_overlap\030\005 \001(\010R\014allowOverlap\"\245" +
-      "\001\n\023BackfillJobResponse\022B\n\013occurrences\030\001 " +
-      "\003(\0132 .tickwheel.v1.BackfillOccurrenceR\013o" +
-      "ccurrences\022#\n\rcreated_count\030\002 \001(\003R\014creat" +
-      "edCount\022%\n\016existing_count\030\003 \001(\003R\rexistin" +
-      "gCount\"\231\001\n\022BackfillOccurrence\022!\n\014executi" +
-      "on_id\030\001 \001(\tR\013executionId\0229\n\nnominal_at\030\002" +
-      " \001(\0132\032.google.protobuf.TimestampR\tnomina" +
-      "lAt\022%\n\016already_exists\030\003 \001(\010R\ralreadyExis" +
-      "ts\"\252\001\n\026PreviewScheduleRequest\022\027\n\006job_id\030" +
-      "\001 \001(\tH\000R\005jobId\022%\n\003job\030\002 \001(\0132\021.tickwheel." +
-      "v1.JobH\000R\003job\0220\n\005after\030\003 \001(\0132\032.google.pr" +
-      "otobuf.TimestampR\005after\022\024\n\005count\030\004 \001(\005R\005" +
-      "countB\010\n\006source\"s\n\027PreviewScheduleRespon" +
-      "se\0221\n\005fires\030\001 \003(\0132\033.tickwheel.v1.Schedul" +
-      "edFireR\005fires\022%\n\016tzdata_version\030\002 \001(\tR\rt" +
-      "zdataVersion\"%\n\023GetExecutionRequest\022\016\n\002i" +
-      "d\030\001 \001(\tR\002id\"M\n\024GetExecutionResponse\0225\n\te" +
-      "xecution\030\001 \001(\0132\027.tickwheel.v1.ExecutionR" +
-      "\texecution\"\213\002\n\025ListExecutionsRequest\022\025\n\006" +
-      "job_id\030\001 \001(\tR\005jobId\022\033\n\tpage_size\030\002 \001(\005R\010" +
-      "pageSize\022\035\n\npage_token\030\003 \001(\tR\tpageToken\022" +
-      "9\n\010statuses\030\004 \003(\0162\035.tickwheel.v1.Executi" +
-      "onStatusR\010statuses\0223\n\007from_at\030\005 \001(\0132\032.go" +
+      "tions\"L\n\025BatchPauseJobsRequest\0223\n\005items\030" +
+      "\001 \003(\0132\035.tickwheel.v1.PauseJobRequestR\005it" +
+      "ems\"\234\001\n\026BatchPauseJobsResponse\022<\n\007result" +
+      "s\030\001 \003(\0132\".tickwheel.v1.BatchPauseJobsRes" +
+      "ultR\007results\022!\n\014paused_count\030\002 \001(\005R\013paus" +
+      "edCount\022!\n\014failed_count\030\003 \001(\005R\013failedCou" +
+      "nt\"\200\001\n\024BatchPauseJobsResult\0222\n\003job\030\001 \001(\013" +
+      "2\036.tickwheel.v1.PauseJobResponseH\000R\003job\022" +
+      "*\n\005error\030\002 \001(\0132\022.google.rpc.StatusH\000R\005er" +
+      "rorB\010\n\006result\"\"\n\020ResumeJobRequest\022\016\n\002id\030" +
+      "\001 \001(\tR\002id\"\234\001\n\021ResumeJobResponse\022#\n\003job\030\001" +
+      " \001(\0132\021.tickwheel.v1.JobR\003job\0221\n\007skipped\030" +
+      "\002 \001(\0132\027.tickwheel.v1.SkipRangeR\007skipped\022" +
+      "/\n\023released_executions\030\003 \001(\003R\022releasedEx" +
+      "ecutions\"N\n\026BatchResumeJobsRequest\0224\n\005it" +
+      "ems\030\001 \003(\0132\036.tickwheel.v1.ResumeJobReques" +
+      "tR\005items\"\240\001\n\027BatchResumeJobsResponse\022=\n\007" +
+      "results\030\001 \003(\0132#.tickwheel.v1.BatchResume" +
+      "JobsResultR\007results\022#\n\rresumed_count\030\002 \001" +
+      "(\005R\014resumedCount\022!\n\014failed_count\030\003 \001(\005R\013" +
+      "failedCount\"\202\001\n\025BatchResumeJobsResult\0223\n" +
+      "\003job\030\001 \001(\0132\037.tickwheel.v1.ResumeJobRespo" +
+      "nseH\000R\003job\022*\n\005error\030\002 \001(\0132\022.google.rpc.S" +
+      "tatusH\000R\005errorB\010\n\006result\"\201\001\n\021TriggerJobR" +
+      "equest\022\016\n\002id\030\001 \001(\tR\002id\022\035\n\nrequest_id\030\002 \001" +
+      "(\tR\trequestId\022\030\n\007payload\030\003 \001(\014R\007payload\022" +
+      "#\n\rallow_overlap\030\004 \001(\010R\014allowOverlap\"e\n\022" +
+      "TriggerJobResponse\0225\n\texecution\030\001 \001(\0132\027." +
+      "tickwheel.v1.ExecutionR\texecution\022\030\n\007cre" +
+      "ated\030\002 \001(\010R\007created\"\310\001\n\022BackfillJobReque" +
+      "st\022\016\n\002id\030\001 \001(\tR\002id\0223\n\007from_at\030\002 \001(\0132\032.go" +
       "ogle.protobuf.TimestampR\006fromAt\022/\n\005to_at" +
-      "\030\006 \001(\0132\032.google.protobuf.TimestampR\004toAt" +
-      "\"\250\001\n\026ListExecutionsResponse\0227\n\nexecution" +
-      "s\030\001 \003(\0132\027.tickwheel.v1.ExecutionR\nexecut" +
-      "ions\022-\n\005skips\030\002 \003(\0132\027.tickwheel.v1.SkipR" +
-      "angeR\005skips\022&\n\017next_page_token\030\003 \001(\tR\rne" +
-      "xtPageToken\"@\n\026CancelExecutionRequest\022\016\n" +
-      "\002id\030\001 \001(\tR\002id\022\026\n\006reason\030\002 \001(\tR\006reason\"P\n" +
-      "\027CancelExecutionResponse\0225\n\texecution\030\001 " +
-      "\001(\0132\027.tickwheel.v1.ExecutionR\texecution\"" +
-      "k\n\026ListDeadLettersRequest\022\025\n\006job_id\030\001 \001(" +
-      "\tR\005jobId\022\033\n\tpage_size\030\002 \001(\005R\010pageSize\022\035\n" +
-      "\npage_token\030\003 \001(\tR\tpageToken\"z\n\027ListDead" +
-      "LettersResponse\0227\n\nexecutions\030\001 \003(\0132\027.ti" +
-      "ckwheel.v1.ExecutionR\nexecutions\022&\n\017next" +
-      "_page_token\030\002 \001(\tR\rnextPageToken\"<\n\027Repl" +
-      "ayDeadLetterRequest\022!\n\014execution_id\030\001 \001(" +
-      "\tR\013executionId\"Q\n\030ReplayDeadLetterRespon" +
-      "se\0225\n\texecution\030\001 \001(\0132\027.tickwheel.v1.Exe" +
-      "cutionR\texecution2\241\014\n\020SchedulerService\022L" +
-      "\n\tCreateJob\022\036.tickwheel.v1.CreateJobRequ" +
-      "est\032\037.tickwheel.v1.CreateJobResponse\022^\n\017" +
-      "BatchCreateJobs\022$.tickwheel.v1.BatchCrea" +
-      "teJobsRequest\032%.tickwheel.v1.BatchCreate" +
-      "JobsResponse\022C\n\006GetJob\022\033.tickwheel.v1.Ge" +
-      "tJobRequest\032\034.tickwheel.v1.GetJobRespons" +
-      "e\022I\n\010ListJobs\022\035.tickwheel.v1.ListJobsReq" +
-      "uest\032\036.tickwheel.v1.ListJobsResponse\022L\n\t" +
-      "UpdateJob\022\036.tickwheel.v1.UpdateJobReques" +
-      "t\032\037.tickwheel.v1.UpdateJobResponse\022^\n\017Ba" +
-      "tchUpdateJobs\022$.tickwheel.v1.BatchUpdate" +
-      "JobsRequest\032%.tickwheel.v1.BatchUpdateJo" +
-      "bsResponse\022L\n\tDeleteJob\022\036.tickwheel.v1.D" +
-      "eleteJobRequest\032\037.tickwheel.v1.DeleteJob" +
-      "Response\022^\n\017BatchDeleteJobs\022$.tickwheel." +
-      "v1.BatchDeleteJobsRequest\032%.tickwheel.v1" +
-      ".BatchDeleteJobsResponse\022I\n\010PauseJob\022\035.t" +
-      "ickwheel.v1.PauseJobRequest\032\036.tickwheel." +
-      "v1.PauseJobResponse\022L\n\tResumeJob\022\036.tickw" +
-      "heel.v1.ResumeJobRequest\032\037.tickwheel.v1." +
-      "ResumeJobResponse\022O\n\nTriggerJob\022\037.tickwh" +
-      "eel.v1.TriggerJobRequest\032 .tickwheel.v1." +
-      "TriggerJobResponse\022R\n\013BackfillJob\022 .tick" +
-      "wheel.v1.BackfillJobRequest\032!.tickwheel." +
-      "v1.BackfillJobResponse\022^\n\017PreviewSchedul" +
-      "e\022$.tickwheel.v1.PreviewScheduleRequest\032" +
-      "%.tickwheel.v1.PreviewScheduleResponse\022U" +
-      "\n\014GetExecution\022!.tickwheel.v1.GetExecuti" +
-      "onRequest\032\".tickwheel.v1.GetExecutionRes" +
-      "ponse\022[\n\016ListExecutions\022#.tickwheel.v1.L" +
-      "istExecutionsRequest\032$.tickwheel.v1.List" +
-      "ExecutionsResponse\022^\n\017CancelExecution\022$." +
-      "tickwheel.v1.CancelExecutionRequest\032%.ti" +
-      "ckwheel.v1.CancelExecutionResponse\022^\n\017Li" +
-      "stDeadLetters\022$.tickwheel.v1.ListDeadLet" +
-      "tersRequest\032%.tickwheel.v1.ListDeadLette" +
-      "rsResponse\022a\n\020ReplayDeadLetter\022%.tickwhe" +
-      "el.v1.ReplayDeadLetterRequest\032&.tickwhee" +
-      "l.v1.ReplayDeadLetterResponseBh\n\020dev.tic" +
-      "kwheel.v1B\016SchedulerProtoP\001ZBgithub.com/" +
-      "tickwheel/tickwheel/sdk/go/gen/tickwheel" +
-      "/v1;tickwheelv1b\006proto3"
+      "\030\003 \001(\0132\032.google.protobuf.TimestampR\004toAt" +
+      "\022\027\n\007dry_run\030\004 \001(\010R\006dryRun\022#\n\rallow_overl" +
+      "ap\030\005 \001(\010R\014allowOverlap\"\245\001\n\023BackfillJobRe" +
+      "sponse\022B\n\013occurrences\030\001 \003(\0132 .tickwheel." +
+      "v1.BackfillOccurrenceR\013occurrences\022#\n\rcr" +
+      "eated_count\030\002 \001(\003R\014createdCount\022%\n\016exist" +
+      "ing_count\030\003 \001(\003R\rexistingCount\"\231\001\n\022Backf" +
+      "illOccurrence\022!\n\014execution_id\030\001 \001(\tR\013exe" +
+      "cutionId\0229\n\nnominal_at\030\002 \001(\0132\032.google.pr" +
+      "otobuf.TimestampR\tnominalAt\022%\n\016already_e" +
+      "xists\030\003 \001(\010R\ralreadyExists\"\252\001\n\026PreviewSc" +
+      "heduleRequest\022\027\n\006job_id\030\001 \001(\tH\000R\005jobId\022%" +
+      "\n\003job\030\002 \001(\0132\021.tickwheel.v1.JobH\000R\003job\0220\n" +
+      "\005after\030\003 \001(\0132\032.google.protobuf.Timestamp" +
+      "R\005after\022\024\n\005count\030\004 \001(\005R\005countB\010\n\006source\"" +
+      "s\n\027PreviewScheduleResponse\0221\n\005fires\030\001 \003(" +
+      "\0132\033.tickwheel.v1.ScheduledFireR\005fires\022%\n" +
+      "\016tzdata_version\030\002 \001(\tR\rtzdataVersion\"%\n\023" +
+      "GetExecutionRequest\022\016\n\002id\030\001 \001(\tR\002id\"M\n\024G" +
+      "etExecutionResponse\0225\n\texecution\030\001 \001(\0132\027" +
+      ".tickwheel.v1.ExecutionR\texecution\"\213\002\n\025L" +
+      "istExecutionsRequest\022\025\n\006job_id\030\001 \001(\tR\005jo" +
+      "bId\022\033\n\tpage_size\030\002 \001(\005R\010pageSize\022\035\n\npage" +
+      "_token\030\003 \001(\tR\tpageToken\0229\n\010statuses\030\004 \003(" +
+      "\0162\035.tickwheel.v1.ExecutionStatusR\010status" +
+      "es\0223\n\007from_at\030\005 \001(\0132\032.google.protobuf.Ti" +
+      "mestampR\006fromAt\022/\n\005to_at\030\006 \001(\0132\032.google." +
+      "protobuf.TimestampR\004toAt\"\250\001\n\026ListExecuti" +
+      "onsResponse\0227\n\nexecutions\030\001 \003(\0132\027.tickwh" +
+      "eel.v1.ExecutionR\nexecutions\022-\n\005skips\030\002 " +
+      "\003(\0132\027.tickwheel.v1.SkipRangeR\005skips\022&\n\017n" +
+      "ext_page_token\030\003 \001(\tR\rnextPageToken\"@\n\026C" +
+      "ancelExecutionRequest\022\016\n\002id\030\001 \001(\tR\002id\022\026\n" +
+      "\006reason\030\002 \001(\tR\006reason\"P\n\027CancelExecution" +
+      "Response\0225\n\texecution\030\001 \001(\0132\027.tickwheel." +
+      "v1.ExecutionR\texecution\"k\n\026ListDeadLette" +
+      "rsRequest\022\025\n\006job_id\030\001 \001(\tR\005jobId\022\033\n\tpage" +
+      "_size\030\002 \001(\005R\010pageSize\022\035\n\npage_token\030\003 \001(" +
+      "\tR\tpageToken\"z\n\027ListDeadLettersResponse\022" +
+      "7\n\nexecutions\030\001 \003(\0132\027.tickwheel.v1.Execu" +
+      "tionR\nexecutions\022&\n\017next_page_token\030\002 \001(" +
+      "\tR\rnextPageToken\"<\n\027ReplayDeadLetterRequ" +
+      "est\022!\n\014execution_id\030\001 \001(\tR\013executionId\"Q" +
+      "\n\030ReplayDeadLetterResponse\0225\n\texecution\030" +
+      "\001 \001(\0132\027.tickwheel.v1.ExecutionR\texecutio" +
+      "n2\336\r\n\020SchedulerService\022L\n\tCreateJob\022\036.ti" +
+      "ckwheel.v1.CreateJobRequest\032\037.tickwheel." +
+      "v1.CreateJobResponse\022^\n\017BatchCreateJobs\022" +
+      "$.tickwheel.v1.BatchCreateJobsRequest\032%." +
+      "tickwheel.v1.BatchCreateJobsResponse\022C\n\006" +
+      "GetJob\022\033.tickwheel.v1.GetJobRequest\032\034.ti" +
+      "ckwheel.v1.GetJobResponse\022I\n\010ListJobs\022\035." +
+      "tickwheel.v1.ListJobsRequest\032\036.tickwheel" +
+      ".v1.ListJobsResponse\022L\n\tUpdateJob\022\036.tick" +
+      "wheel.v1.UpdateJobRequest\032\037.tickwheel.v1" +
+      ".UpdateJobResponse\022^\n\017BatchUpdateJobs\022$." +
+      "tickwheel.v1.BatchUpdateJobsRequest\032%.ti" +
+      "ckwheel.v1.BatchUpdateJobsResponse\022L\n\tDe" +
+      "leteJob\022\036.tickwheel.v1.DeleteJobRequest\032" +
+      "\037.tickwheel.v1.DeleteJobResponse\022^\n\017Batc" +
+      "hDeleteJobs\022$.tickwheel.v1.BatchDeleteJo" +
+      "bsRequest\032%.tickwheel.v1.BatchDeleteJobs" +
+      "Response\022I\n\010PauseJob\022\035.tickwheel.v1.Paus" +
+      "eJobRequest\032\036.tickwheel.v1.PauseJobRespo" +
+      "nse\022[\n\016BatchPauseJobs\022#.tickwheel.v1.Bat" +
+      "chPauseJobsRequest\032$.tickwheel.v1.BatchP" +
+      "auseJobsResponse\022L\n\tResumeJob\022\036.tickwhee" +
+      "l.v1.ResumeJobRequest\032\037.tickwheel.v1.Res" +
+      "umeJobResponse\022^\n\017BatchResumeJobs\022$.tick" +
+      "wheel.v1.BatchResumeJobsRequest\032%.tickwh" +
+      "eel.v1.BatchResumeJobsResponse\022O\n\nTrigge" +
+      "rJob\022\037.tickwheel.v1.TriggerJobRequest\032 ." +
+      "tickwheel.v1.TriggerJobResponse\022R\n\013Backf" +
+      "illJob\022 .tickwheel.v1.BackfillJobRequest" +
+      "\032!.tickwheel.v1.BackfillJobResponse\022^\n\017P" +
+      "reviewSchedule\022$.tickwheel.v1.PreviewSch" +
+      "eduleRequest\032%.tickwheel.v1.PreviewSched" +
+      "uleResponse\022U\n\014GetExecution\022!.tickwheel." +
+      "v1.GetExecutionRequest\032\".tickwheel.v1.Ge" +
+      "tExecutionResponse\022[\n\016ListExecutions\022#.t" +
+      "ickwheel.v1.ListExecutionsRequest\032$.tick" +
+      "wheel.v1.ListExecutionsResponse\022^\n\017Cance" +
+      "lExecution\022$.tickwheel.v1.CancelExecutio" +
+      "nRequest\032%.tickwheel.v1.CancelExecutionR" +
+      "esponse\022^\n\017ListDeadLetters\022$.tickwheel.v" +
+      "1.ListDeadLettersRequest\032%.tickwheel.v1." +
+      "ListDeadLettersResponse\022a\n\020ReplayDeadLet" +
+      "ter\022%.tickwheel.v1.ReplayDeadLetterReque" +
+      "st\032&.tickwheel.v1.ReplayDeadLetterRespon" +
+      "seBh\n\020dev.tickwheel.v1B\016SchedulerProtoP\001" +
+      "ZBgithub.com/tickwheel/tickwheel/sdk/go/" +
+      "gen/tickwheel/v1;tickwheelv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -534,116 +587,152 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_PauseJobResponse_descriptor,
         new java.lang.String[] { "Job", "CanceledExecutions", "HeldExecutions", });
-    internal_static_tickwheel_v1_ResumeJobRequest_descriptor =
+    internal_static_tickwheel_v1_BatchPauseJobsRequest_descriptor =
       getDescriptor().getMessageType(21);
+    internal_static_tickwheel_v1_BatchPauseJobsRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_BatchPauseJobsRequest_descriptor,
+        new java.lang.String[] { "Items", });
+    internal_static_tickwheel_v1_BatchPauseJobsResponse_descriptor =
+      getDescriptor().getMessageType(22);
+    internal_static_tickwheel_v1_BatchPauseJobsResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_BatchPauseJobsResponse_descriptor,
+        new java.lang.String[] { "Results", "PausedCount", "FailedCount", });
+    internal_static_tickwheel_v1_BatchPauseJobsResult_descriptor =
+      getDescriptor().getMessageType(23);
+    internal_static_tickwheel_v1_BatchPauseJobsResult_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_BatchPauseJobsResult_descriptor,
+        new java.lang.String[] { "Job", "Error", "Result", });
+    internal_static_tickwheel_v1_ResumeJobRequest_descriptor =
+      getDescriptor().getMessageType(24);
     internal_static_tickwheel_v1_ResumeJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ResumeJobRequest_descriptor,
         new java.lang.String[] { "Id", });
     internal_static_tickwheel_v1_ResumeJobResponse_descriptor =
-      getDescriptor().getMessageType(22);
+      getDescriptor().getMessageType(25);
     internal_static_tickwheel_v1_ResumeJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ResumeJobResponse_descriptor,
         new java.lang.String[] { "Job", "Skipped", "ReleasedExecutions", });
+    internal_static_tickwheel_v1_BatchResumeJobsRequest_descriptor =
+      getDescriptor().getMessageType(26);
+    internal_static_tickwheel_v1_BatchResumeJobsRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_BatchResumeJobsRequest_descriptor,
+        new java.lang.String[] { "Items", });
+    internal_static_tickwheel_v1_BatchResumeJobsResponse_descriptor =
+      getDescriptor().getMessageType(27);
+    internal_static_tickwheel_v1_BatchResumeJobsResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_BatchResumeJobsResponse_descriptor,
+        new java.lang.String[] { "Results", "ResumedCount", "FailedCount", });
+    internal_static_tickwheel_v1_BatchResumeJobsResult_descriptor =
+      getDescriptor().getMessageType(28);
+    internal_static_tickwheel_v1_BatchResumeJobsResult_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_BatchResumeJobsResult_descriptor,
+        new java.lang.String[] { "Job", "Error", "Result", });
     internal_static_tickwheel_v1_TriggerJobRequest_descriptor =
-      getDescriptor().getMessageType(23);
+      getDescriptor().getMessageType(29);
     internal_static_tickwheel_v1_TriggerJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_TriggerJobRequest_descriptor,
         new java.lang.String[] { "Id", "RequestId", "Payload", "AllowOverlap", });
     internal_static_tickwheel_v1_TriggerJobResponse_descriptor =
-      getDescriptor().getMessageType(24);
+      getDescriptor().getMessageType(30);
     internal_static_tickwheel_v1_TriggerJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_TriggerJobResponse_descriptor,
         new java.lang.String[] { "Execution", "Created", });
     internal_static_tickwheel_v1_BackfillJobRequest_descriptor =
-      getDescriptor().getMessageType(25);
+      getDescriptor().getMessageType(31);
     internal_static_tickwheel_v1_BackfillJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BackfillJobRequest_descriptor,
         new java.lang.String[] { "Id", "FromAt", "ToAt", "DryRun", "AllowOverlap", });
     internal_static_tickwheel_v1_BackfillJobResponse_descriptor =
-      getDescriptor().getMessageType(26);
+      getDescriptor().getMessageType(32);
     internal_static_tickwheel_v1_BackfillJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BackfillJobResponse_descriptor,
         new java.lang.String[] { "Occurrences", "CreatedCount", "ExistingCount", });
     internal_static_tickwheel_v1_BackfillOccurrence_descriptor =
-      getDescriptor().getMessageType(27);
+      getDescriptor().getMessageType(33);
     internal_static_tickwheel_v1_BackfillOccurrence_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BackfillOccurrence_descriptor,
         new java.lang.String[] { "ExecutionId", "NominalAt", "AlreadyExists", });
     internal_static_tickwheel_v1_PreviewScheduleRequest_descriptor =
-      getDescriptor().getMessageType(28);
+      getDescriptor().getMessageType(34);
     internal_static_tickwheel_v1_PreviewScheduleRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_PreviewScheduleRequest_descriptor,
         new java.lang.String[] { "JobId", "Job", "After", "Count", "Source", });
     internal_static_tickwheel_v1_PreviewScheduleResponse_descriptor =
-      getDescriptor().getMessageType(29);
+      getDescriptor().getMessageType(35);
     internal_static_tickwheel_v1_PreviewScheduleResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_PreviewScheduleResponse_descriptor,
         new java.lang.String[] { "Fires", "TzdataVersion", });
     internal_static_tickwheel_v1_GetExecutionRequest_descriptor =
-      getDescriptor().getMessageType(30);
+      getDescriptor().getMessageType(36);
     internal_static_tickwheel_v1_GetExecutionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_GetExecutionRequest_descriptor,
         new java.lang.String[] { "Id", });
     internal_static_tickwheel_v1_GetExecutionResponse_descriptor =
-      getDescriptor().getMessageType(31);
+      getDescriptor().getMessageType(37);
     internal_static_tickwheel_v1_GetExecutionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_GetExecutionResponse_descriptor,
         new java.lang.String[] { "Execution", });
     internal_static_tickwheel_v1_ListExecutionsRequest_descriptor =
-      getDescriptor().getMessageType(32);
+      getDescriptor().getMessageType(38);
     internal_static_tickwheel_v1_ListExecutionsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListExecutionsRequest_descriptor,
         new java.lang.String[] { "JobId", "PageSize", "PageToken", "Statuses", "FromAt", "ToAt", });
     internal_static_tickwheel_v1_ListExecutionsResponse_descriptor =
-      getDescriptor().getMessageType(33);
+      getDescriptor().getMessageType(39);
     internal_static_tickwheel_v1_ListExecutionsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListExecutionsResponse_descriptor,
         new java.lang.String[] { "Executions", "Skips", "NextPageToken", });
     internal_static_tickwheel_v1_CancelExecutionRequest_descriptor =
-      getDescriptor().getMessageType(34);
+      getDescriptor().getMessageType(40);
     internal_static_tickwheel_v1_CancelExecutionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_CancelExecutionRequest_descriptor,
         new java.lang.String[] { "Id", "Reason", });
     internal_static_tickwheel_v1_CancelExecutionResponse_descriptor =
-      getDescriptor().getMessageType(35);
+      getDescriptor().getMessageType(41);
     internal_static_tickwheel_v1_CancelExecutionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_CancelExecutionResponse_descriptor,
         new java.lang.String[] { "Execution", });
     internal_static_tickwheel_v1_ListDeadLettersRequest_descriptor =
-      getDescriptor().getMessageType(36);
+      getDescriptor().getMessageType(42);
     internal_static_tickwheel_v1_ListDeadLettersRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListDeadLettersRequest_descriptor,
         new java.lang.String[] { "JobId", "PageSize", "PageToken", });
     internal_static_tickwheel_v1_ListDeadLettersResponse_descriptor =
-      getDescriptor().getMessageType(37);
+      getDescriptor().getMessageType(43);
     internal_static_tickwheel_v1_ListDeadLettersResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListDeadLettersResponse_descriptor,
         new java.lang.String[] { "Executions", "NextPageToken", });
     internal_static_tickwheel_v1_ReplayDeadLetterRequest_descriptor =
-      getDescriptor().getMessageType(38);
+      getDescriptor().getMessageType(44);
     internal_static_tickwheel_v1_ReplayDeadLetterRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ReplayDeadLetterRequest_descriptor,
         new java.lang.String[] { "ExecutionId", });
     internal_static_tickwheel_v1_ReplayDeadLetterResponse_descriptor =
-      getDescriptor().getMessageType(39);
+      getDescriptor().getMessageType(45);
     internal_static_tickwheel_v1_ReplayDeadLetterResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ReplayDeadLetterResponse_descriptor,

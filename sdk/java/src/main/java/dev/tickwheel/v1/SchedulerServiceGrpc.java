@@ -303,6 +303,37 @@ public final class SchedulerServiceGrpc {
     return getPauseJobMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.BatchPauseJobsRequest,
+      dev.tickwheel.v1.BatchPauseJobsResponse> getBatchPauseJobsMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "BatchPauseJobs",
+      requestType = dev.tickwheel.v1.BatchPauseJobsRequest.class,
+      responseType = dev.tickwheel.v1.BatchPauseJobsResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.BatchPauseJobsRequest,
+      dev.tickwheel.v1.BatchPauseJobsResponse> getBatchPauseJobsMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.BatchPauseJobsRequest, dev.tickwheel.v1.BatchPauseJobsResponse> getBatchPauseJobsMethod;
+    if ((getBatchPauseJobsMethod = SchedulerServiceGrpc.getBatchPauseJobsMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getBatchPauseJobsMethod = SchedulerServiceGrpc.getBatchPauseJobsMethod) == null) {
+          SchedulerServiceGrpc.getBatchPauseJobsMethod = getBatchPauseJobsMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.BatchPauseJobsRequest, dev.tickwheel.v1.BatchPauseJobsResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "BatchPauseJobs"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.BatchPauseJobsRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.BatchPauseJobsResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("BatchPauseJobs"))
+              .build();
+        }
+      }
+    }
+    return getBatchPauseJobsMethod;
+  }
+
   private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.ResumeJobRequest,
       dev.tickwheel.v1.ResumeJobResponse> getResumeJobMethod;
 
@@ -332,6 +363,37 @@ public final class SchedulerServiceGrpc {
       }
     }
     return getResumeJobMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.BatchResumeJobsRequest,
+      dev.tickwheel.v1.BatchResumeJobsResponse> getBatchResumeJobsMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "BatchResumeJobs",
+      requestType = dev.tickwheel.v1.BatchResumeJobsRequest.class,
+      responseType = dev.tickwheel.v1.BatchResumeJobsResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.BatchResumeJobsRequest,
+      dev.tickwheel.v1.BatchResumeJobsResponse> getBatchResumeJobsMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.BatchResumeJobsRequest, dev.tickwheel.v1.BatchResumeJobsResponse> getBatchResumeJobsMethod;
+    if ((getBatchResumeJobsMethod = SchedulerServiceGrpc.getBatchResumeJobsMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getBatchResumeJobsMethod = SchedulerServiceGrpc.getBatchResumeJobsMethod) == null) {
+          SchedulerServiceGrpc.getBatchResumeJobsMethod = getBatchResumeJobsMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.BatchResumeJobsRequest, dev.tickwheel.v1.BatchResumeJobsResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "BatchResumeJobs"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.BatchResumeJobsRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.BatchResumeJobsResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("BatchResumeJobs"))
+              .build();
+        }
+      }
+    }
+    return getBatchResumeJobsMethod;
   }
 
   private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.TriggerJobRequest,
@@ -816,6 +878,26 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
+     * Pauses up to 1 000 jobs in one call (an operator stopping a team's jobs
+     * during an incident). Each item is a PauseJobRequest answered as PauseJob
+     * would answer it alone: the job, now PAUSED, with the executions it held
+     * (a job already paused, by an earlier item too, is answered unchanged),
+     * or the error (NOT_FOUND for an id that is not one of the tenant's jobs,
+     * another tenant's included; INVALID_ARGUMENT naming the item's field).
+     * The items are applied in request order in one transaction, durable
+     * before the reply. The call itself fails only when it is not a batch (no
+     * items or more than 1 000: INVALID_ARGUMENT `items`) or when the store is
+     * unavailable (UNAVAILABLE; nothing written, retrying is safe: pausing a
+     * paused job changes nothing).
+     * </pre>
+     */
+    default void batchPauseJobs(dev.tickwheel.v1.BatchPauseJobsRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.BatchPauseJobsResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getBatchPauseJobsMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
      * Starts again at the next future occurrence. The held executions are
      * released and run, late if need be, except the scheduled occurrences
      * that never reached a worker and are now more than the job's
@@ -828,6 +910,26 @@ public final class SchedulerServiceGrpc {
     default void resumeJob(dev.tickwheel.v1.ResumeJobRequest request,
         io.grpc.stub.StreamObserver<dev.tickwheel.v1.ResumeJobResponse> responseObserver) {
       io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getResumeJobMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Resumes up to 1 000 jobs in one call. Each item is a ResumeJobRequest
+     * answered as ResumeJob would answer it alone: the job with its next
+     * future run, the skip range of its paused span and the executions it
+     * released (a job that is not paused, resumed by an earlier item too, is
+     * answered unchanged), or the error (NOT_FOUND for an id that is not one
+     * of the tenant's jobs; INVALID_ARGUMENT naming the item's field). Each
+     * span is counted under the job's lock, in request order, in one
+     * transaction. The call itself fails only when it is not a batch
+     * (INVALID_ARGUMENT `items`) or when the store is unavailable
+     * (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
+     * changes nothing).
+     * </pre>
+     */
+    default void batchResumeJobs(dev.tickwheel.v1.BatchResumeJobsRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.BatchResumeJobsResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getBatchResumeJobsMethod(), responseObserver);
     }
 
     /**
@@ -1133,6 +1235,27 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
+     * Pauses up to 1 000 jobs in one call (an operator stopping a team's jobs
+     * during an incident). Each item is a PauseJobRequest answered as PauseJob
+     * would answer it alone: the job, now PAUSED, with the executions it held
+     * (a job already paused, by an earlier item too, is answered unchanged),
+     * or the error (NOT_FOUND for an id that is not one of the tenant's jobs,
+     * another tenant's included; INVALID_ARGUMENT naming the item's field).
+     * The items are applied in request order in one transaction, durable
+     * before the reply. The call itself fails only when it is not a batch (no
+     * items or more than 1 000: INVALID_ARGUMENT `items`) or when the store is
+     * unavailable (UNAVAILABLE; nothing written, retrying is safe: pausing a
+     * paused job changes nothing).
+     * </pre>
+     */
+    public void batchPauseJobs(dev.tickwheel.v1.BatchPauseJobsRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.BatchPauseJobsResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getBatchPauseJobsMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
      * Starts again at the next future occurrence. The held executions are
      * released and run, late if need be, except the scheduled occurrences
      * that never reached a worker and are now more than the job's
@@ -1146,6 +1269,27 @@ public final class SchedulerServiceGrpc {
         io.grpc.stub.StreamObserver<dev.tickwheel.v1.ResumeJobResponse> responseObserver) {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getResumeJobMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Resumes up to 1 000 jobs in one call. Each item is a ResumeJobRequest
+     * answered as ResumeJob would answer it alone: the job with its next
+     * future run, the skip range of its paused span and the executions it
+     * released (a job that is not paused, resumed by an earlier item too, is
+     * answered unchanged), or the error (NOT_FOUND for an id that is not one
+     * of the tenant's jobs; INVALID_ARGUMENT naming the item's field). Each
+     * span is counted under the job's lock, in request order, in one
+     * transaction. The call itself fails only when it is not a batch
+     * (INVALID_ARGUMENT `items`) or when the store is unavailable
+     * (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
+     * changes nothing).
+     * </pre>
+     */
+    public void batchResumeJobs(dev.tickwheel.v1.BatchResumeJobsRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.BatchResumeJobsResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getBatchResumeJobsMethod(), getCallOptions()), request, responseObserver);
     }
 
     /**
@@ -1427,6 +1571,26 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
+     * Pauses up to 1 000 jobs in one call (an operator stopping a team's jobs
+     * during an incident). Each item is a PauseJobRequest answered as PauseJob
+     * would answer it alone: the job, now PAUSED, with the executions it held
+     * (a job already paused, by an earlier item too, is answered unchanged),
+     * or the error (NOT_FOUND for an id that is not one of the tenant's jobs,
+     * another tenant's included; INVALID_ARGUMENT naming the item's field).
+     * The items are applied in request order in one transaction, durable
+     * before the reply. The call itself fails only when it is not a batch (no
+     * items or more than 1 000: INVALID_ARGUMENT `items`) or when the store is
+     * unavailable (UNAVAILABLE; nothing written, retrying is safe: pausing a
+     * paused job changes nothing).
+     * </pre>
+     */
+    public dev.tickwheel.v1.BatchPauseJobsResponse batchPauseJobs(dev.tickwheel.v1.BatchPauseJobsRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getBatchPauseJobsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
      * Starts again at the next future occurrence. The held executions are
      * released and run, late if need be, except the scheduled occurrences
      * that never reached a worker and are now more than the job's
@@ -1439,6 +1603,26 @@ public final class SchedulerServiceGrpc {
     public dev.tickwheel.v1.ResumeJobResponse resumeJob(dev.tickwheel.v1.ResumeJobRequest request) throws io.grpc.StatusException {
       return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
           getChannel(), getResumeJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Resumes up to 1 000 jobs in one call. Each item is a ResumeJobRequest
+     * answered as ResumeJob would answer it alone: the job with its next
+     * future run, the skip range of its paused span and the executions it
+     * released (a job that is not paused, resumed by an earlier item too, is
+     * answered unchanged), or the error (NOT_FOUND for an id that is not one
+     * of the tenant's jobs; INVALID_ARGUMENT naming the item's field). Each
+     * span is counted under the job's lock, in request order, in one
+     * transaction. The call itself fails only when it is not a batch
+     * (INVALID_ARGUMENT `items`) or when the store is unavailable
+     * (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
+     * changes nothing).
+     * </pre>
+     */
+    public dev.tickwheel.v1.BatchResumeJobsResponse batchResumeJobs(dev.tickwheel.v1.BatchResumeJobsRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getBatchResumeJobsMethod(), getCallOptions(), request);
     }
 
     /**
@@ -1712,6 +1896,26 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
+     * Pauses up to 1 000 jobs in one call (an operator stopping a team's jobs
+     * during an incident). Each item is a PauseJobRequest answered as PauseJob
+     * would answer it alone: the job, now PAUSED, with the executions it held
+     * (a job already paused, by an earlier item too, is answered unchanged),
+     * or the error (NOT_FOUND for an id that is not one of the tenant's jobs,
+     * another tenant's included; INVALID_ARGUMENT naming the item's field).
+     * The items are applied in request order in one transaction, durable
+     * before the reply. The call itself fails only when it is not a batch (no
+     * items or more than 1 000: INVALID_ARGUMENT `items`) or when the store is
+     * unavailable (UNAVAILABLE; nothing written, retrying is safe: pausing a
+     * paused job changes nothing).
+     * </pre>
+     */
+    public dev.tickwheel.v1.BatchPauseJobsResponse batchPauseJobs(dev.tickwheel.v1.BatchPauseJobsRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getBatchPauseJobsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
      * Starts again at the next future occurrence. The held executions are
      * released and run, late if need be, except the scheduled occurrences
      * that never reached a worker and are now more than the job's
@@ -1724,6 +1928,26 @@ public final class SchedulerServiceGrpc {
     public dev.tickwheel.v1.ResumeJobResponse resumeJob(dev.tickwheel.v1.ResumeJobRequest request) {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getResumeJobMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Resumes up to 1 000 jobs in one call. Each item is a ResumeJobRequest
+     * answered as ResumeJob would answer it alone: the job with its next
+     * future run, the skip range of its paused span and the executions it
+     * released (a job that is not paused, resumed by an earlier item too, is
+     * answered unchanged), or the error (NOT_FOUND for an id that is not one
+     * of the tenant's jobs; INVALID_ARGUMENT naming the item's field). Each
+     * span is counted under the job's lock, in request order, in one
+     * transaction. The call itself fails only when it is not a batch
+     * (INVALID_ARGUMENT `items`) or when the store is unavailable
+     * (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
+     * changes nothing).
+     * </pre>
+     */
+    public dev.tickwheel.v1.BatchResumeJobsResponse batchResumeJobs(dev.tickwheel.v1.BatchResumeJobsRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getBatchResumeJobsMethod(), getCallOptions(), request);
     }
 
     /**
@@ -2006,6 +2230,27 @@ public final class SchedulerServiceGrpc {
 
     /**
      * <pre>
+     * Pauses up to 1 000 jobs in one call (an operator stopping a team's jobs
+     * during an incident). Each item is a PauseJobRequest answered as PauseJob
+     * would answer it alone: the job, now PAUSED, with the executions it held
+     * (a job already paused, by an earlier item too, is answered unchanged),
+     * or the error (NOT_FOUND for an id that is not one of the tenant's jobs,
+     * another tenant's included; INVALID_ARGUMENT naming the item's field).
+     * The items are applied in request order in one transaction, durable
+     * before the reply. The call itself fails only when it is not a batch (no
+     * items or more than 1 000: INVALID_ARGUMENT `items`) or when the store is
+     * unavailable (UNAVAILABLE; nothing written, retrying is safe: pausing a
+     * paused job changes nothing).
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.BatchPauseJobsResponse> batchPauseJobs(
+        dev.tickwheel.v1.BatchPauseJobsRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getBatchPauseJobsMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
      * Starts again at the next future occurrence. The held executions are
      * released and run, late if need be, except the scheduled occurrences
      * that never reached a worker and are now more than the job's
@@ -2019,6 +2264,27 @@ public final class SchedulerServiceGrpc {
         dev.tickwheel.v1.ResumeJobRequest request) {
       return io.grpc.stub.ClientCalls.futureUnaryCall(
           getChannel().newCall(getResumeJobMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Resumes up to 1 000 jobs in one call. Each item is a ResumeJobRequest
+     * answered as ResumeJob would answer it alone: the job with its next
+     * future run, the skip range of its paused span and the executions it
+     * released (a job that is not paused, resumed by an earlier item too, is
+     * answered unchanged), or the error (NOT_FOUND for an id that is not one
+     * of the tenant's jobs; INVALID_ARGUMENT naming the item's field). Each
+     * span is counted under the job's lock, in request order, in one
+     * transaction. The call itself fails only when it is not a batch
+     * (INVALID_ARGUMENT `items`) or when the store is unavailable
+     * (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
+     * changes nothing).
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.BatchResumeJobsResponse> batchResumeJobs(
+        dev.tickwheel.v1.BatchResumeJobsRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getBatchResumeJobsMethod(), getCallOptions()), request);
     }
 
     /**
@@ -2122,15 +2388,17 @@ public final class SchedulerServiceGrpc {
   private static final int METHODID_DELETE_JOB = 6;
   private static final int METHODID_BATCH_DELETE_JOBS = 7;
   private static final int METHODID_PAUSE_JOB = 8;
-  private static final int METHODID_RESUME_JOB = 9;
-  private static final int METHODID_TRIGGER_JOB = 10;
-  private static final int METHODID_BACKFILL_JOB = 11;
-  private static final int METHODID_PREVIEW_SCHEDULE = 12;
-  private static final int METHODID_GET_EXECUTION = 13;
-  private static final int METHODID_LIST_EXECUTIONS = 14;
-  private static final int METHODID_CANCEL_EXECUTION = 15;
-  private static final int METHODID_LIST_DEAD_LETTERS = 16;
-  private static final int METHODID_REPLAY_DEAD_LETTER = 17;
+  private static final int METHODID_BATCH_PAUSE_JOBS = 9;
+  private static final int METHODID_RESUME_JOB = 10;
+  private static final int METHODID_BATCH_RESUME_JOBS = 11;
+  private static final int METHODID_TRIGGER_JOB = 12;
+  private static final int METHODID_BACKFILL_JOB = 13;
+  private static final int METHODID_PREVIEW_SCHEDULE = 14;
+  private static final int METHODID_GET_EXECUTION = 15;
+  private static final int METHODID_LIST_EXECUTIONS = 16;
+  private static final int METHODID_CANCEL_EXECUTION = 17;
+  private static final int METHODID_LIST_DEAD_LETTERS = 18;
+  private static final int METHODID_REPLAY_DEAD_LETTER = 19;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -2185,9 +2453,17 @@ public final class SchedulerServiceGrpc {
           serviceImpl.pauseJob((dev.tickwheel.v1.PauseJobRequest) request,
               (io.grpc.stub.StreamObserver<dev.tickwheel.v1.PauseJobResponse>) responseObserver);
           break;
+        case METHODID_BATCH_PAUSE_JOBS:
+          serviceImpl.batchPauseJobs((dev.tickwheel.v1.BatchPauseJobsRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.BatchPauseJobsResponse>) responseObserver);
+          break;
         case METHODID_RESUME_JOB:
           serviceImpl.resumeJob((dev.tickwheel.v1.ResumeJobRequest) request,
               (io.grpc.stub.StreamObserver<dev.tickwheel.v1.ResumeJobResponse>) responseObserver);
+          break;
+        case METHODID_BATCH_RESUME_JOBS:
+          serviceImpl.batchResumeJobs((dev.tickwheel.v1.BatchResumeJobsRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.BatchResumeJobsResponse>) responseObserver);
           break;
         case METHODID_TRIGGER_JOB:
           serviceImpl.triggerJob((dev.tickwheel.v1.TriggerJobRequest) request,
@@ -2303,12 +2579,26 @@ public final class SchedulerServiceGrpc {
               dev.tickwheel.v1.PauseJobResponse>(
                 service, METHODID_PAUSE_JOB)))
         .addMethod(
+          getBatchPauseJobsMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.BatchPauseJobsRequest,
+              dev.tickwheel.v1.BatchPauseJobsResponse>(
+                service, METHODID_BATCH_PAUSE_JOBS)))
+        .addMethod(
           getResumeJobMethod(),
           io.grpc.stub.ServerCalls.asyncUnaryCall(
             new MethodHandlers<
               dev.tickwheel.v1.ResumeJobRequest,
               dev.tickwheel.v1.ResumeJobResponse>(
                 service, METHODID_RESUME_JOB)))
+        .addMethod(
+          getBatchResumeJobsMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.BatchResumeJobsRequest,
+              dev.tickwheel.v1.BatchResumeJobsResponse>(
+                service, METHODID_BATCH_RESUME_JOBS)))
         .addMethod(
           getTriggerJobMethod(),
           io.grpc.stub.ServerCalls.asyncUnaryCall(
@@ -2422,7 +2712,9 @@ public final class SchedulerServiceGrpc {
               .addMethod(getDeleteJobMethod())
               .addMethod(getBatchDeleteJobsMethod())
               .addMethod(getPauseJobMethod())
+              .addMethod(getBatchPauseJobsMethod())
               .addMethod(getResumeJobMethod())
+              .addMethod(getBatchResumeJobsMethod())
               .addMethod(getTriggerJobMethod())
               .addMethod(getBackfillJobMethod())
               .addMethod(getPreviewScheduleMethod())
