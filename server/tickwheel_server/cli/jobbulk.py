@@ -1,16 +1,16 @@
-"""``tickwheel job delete`` and ``job update`` of many jobs: the ids from the
-command line and ``--file``, sent through BatchDeleteJobs/BatchUpdateJobs
-(the SDK's ``delete_jobs``/``update_jobs``), each id's outcome reported.
+"""``tickwheel job delete``, ``update``, ``pause`` and ``resume`` of many jobs: ids from the command line and ``--file`` through the batch RPCs, each id's outcome reported.
 
-One id and no ``--file`` keeps the single call (DeleteJob, UpdateJob) and
-its output. Otherwise every id is sent, in the order given, 1 000 per call;
+Deletes and updates go through the SDK's ``delete_jobs``/``update_jobs``,
+pauses and resumes through BatchPauseJobs/BatchResumeJobs. One id and no
+``--file`` keeps the single call (DeleteJob, UpdateJob, PauseJob,
+ResumeJob) and its output. Otherwise every id is sent, in the order given, 1 000 per call;
 an id that fails (not found, stale version, refused field) fails alone and
 is listed with its code and reason. A call that fails as a whole (after the
 SDK's retries) stops there: the ids before it were applied, the rest are
 reported not sent. Exit status: 0 when every id was applied, 1 when any
 failed, 2 for a usage error (nothing sent).
 
-``--file`` holds one id per line (``delete``) or ``ID VERSION`` per line
+``--file`` holds one id per line (``delete``, ``pause``, ``resume``) or ``ID VERSION`` per line
 (``update``: the version last read, as ``job update --version``); blank
 lines and lines starting with ``#`` are skipped; ``-`` reads stdin.
 """
@@ -21,12 +21,16 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from tickwheel_server.cli.context import Context
 from tickwheel_server.cli.parse import UsageError
 
-__all__ = ["MAX_IDS", "add_bulk_args", "bulk_problem", "delete_many", "read_targets", "update_many", "wants_bulk"]
+__all__ = [
+    "MAX_IDS", "add_bulk_args", "bulk_problem", "delete_many", "pause_many", "read_targets", "resume_many",
+    "update_many", "wants_bulk",
+]
 
 MAX_IDS = 1_000_000
 """Ids one command takes (each call carries at most 1 000)."""
@@ -77,7 +81,7 @@ def read_targets(a: argparse.Namespace, *, with_version: bool) -> list[tuple[str
     """(id, version) of every job named, in order: the positional ids (with
     ``--version``, or 0), then ``--file``'s. ``UsageError`` for a malformed
     line, no id at all, or more than :data:`MAX_IDS`."""
-    targets = [(job_id, a.version or 0) for job_id in a.ids]
+    targets = [(job_id, getattr(a, "version", 0) or 0) for job_id in a.ids]
     for number, text in _lines(a):
         parts = text.split()
         if with_version:
@@ -191,3 +195,67 @@ def bulk_problem(a: argparse.Namespace) -> str | None:
     if partial:
         return f"{partial[0]} changes part of what each job holds: update those jobs one by one"
     return None
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """One item of a pause or resume batch, shaped as the SDK's outcomes."""
+
+    job_id: str
+    count: int = 0
+    error: Any = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _outcomes(method: str, items: list, response: Any, count_of: Any) -> list[_Outcome]:
+    """One outcome per item; a response that breaks the contract fails the call (INTERNAL)."""
+    import grpc
+    from tickwheel import TickwheelError
+
+    if len(response.results) != len(items):
+        raise TickwheelError(
+            grpc.StatusCode.INTERNAL, f"{method} answered {len(response.results)} results for {len(items)} items"
+        )
+    out = []
+    for item, result in zip(items, response.results):
+        if result.WhichOneof("result") == "job":
+            out.append(_Outcome(item.id, count=count_of(result.job)))
+        elif result.WhichOneof("result") == "error":
+            out.append(_Outcome(item.id, error=TickwheelError.from_status(result.error)))
+        else:
+            raise TickwheelError(grpc.StatusCode.INTERNAL, f"{method}: a result with neither a job nor an error")
+    return out
+
+
+def pause_many(ctx: Context, a: argparse.Namespace) -> int:
+    """``job pause`` of several ids (BatchPauseJobs), each with ``--reason``."""
+    from tickwheel.v1 import scheduler_pb2
+
+    targets = read_targets(a, with_version=False)
+
+    def send(chunk: list[tuple[str, int]]) -> list[Any]:
+        items = [scheduler_pb2.PauseJobRequest(id=job_id, reason=a.reason) for job_id, _ in chunk]
+        return _outcomes("BatchPauseJobs", items, ctx.client.batch_pause_jobs(items), lambda r: r.held_executions)
+
+    outcomes, call_error = _send(ctx, targets, send)
+    held = sum(outcome.count for outcome in outcomes if outcome.ok)
+    return _report(ctx, "paused", targets, outcomes, call_error, {"held_executions": held})
+
+
+def resume_many(ctx: Context, a: argparse.Namespace) -> int:
+    """``job resume`` of several ids (BatchResumeJobs)."""
+    from tickwheel.v1 import scheduler_pb2
+
+    targets = read_targets(a, with_version=False)
+
+    def send(chunk: list[tuple[str, int]]) -> list[Any]:
+        items = [scheduler_pb2.ResumeJobRequest(id=job_id) for job_id, _ in chunk]
+        return _outcomes("BatchResumeJobs", items, ctx.client.batch_resume_jobs(items),
+                         lambda r: r.released_executions)  # fmt: skip
+
+    outcomes, call_error = _send(ctx, targets, send)
+    released = sum(outcome.count for outcome in outcomes if outcome.ok)
+    return _report(ctx, "resumed", targets, outcomes, call_error, {"released_executions": released})

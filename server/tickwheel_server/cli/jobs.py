@@ -66,12 +66,15 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     _add_spec_args(p, create=False)
     jobbulk.add_bulk_args(p, update=True)
 
-    p = leaf(jobs, "pause", parents, pause, auth="tenant", help="pause a job (cancels executions not started)")
-    p.add_argument("id", metavar="ID")
+    p = leaf(jobs, "pause", parents, pause, auth="tenant",
+             help="pause jobs (their executions not started are held until resumed)")
+    p.add_argument("ids", metavar="ID", nargs="*")
     p.add_argument("--reason", default="")
+    jobbulk.add_bulk_args(p, update=False)
 
-    p = leaf(jobs, "resume", parents, resume, auth="tenant", help="resume a paused job at its next future run")
-    p.add_argument("id", metavar="ID")
+    p = leaf(jobs, "resume", parents, resume, auth="tenant", help="resume paused jobs at their next future run")
+    p.add_argument("ids", metavar="ID", nargs="*")
+    jobbulk.add_bulk_args(p, update=False)
 
     p = leaf(jobs, "delete", parents, delete, auth="tenant", help="delete jobs (history is kept)",
              description="Delete the jobs named (and those of --file) and cancel their executions not "
@@ -413,6 +416,11 @@ def update(ctx: Context, a: argparse.Namespace) -> int:
 
 
 def pause(ctx: Context, a: argparse.Namespace) -> int:
+    from tickwheel_server.cli import jobbulk
+
+    if jobbulk.wants_bulk(a):
+        return jobbulk.pause_many(ctx, a)
+    (a.id,) = a.ids
     response = ctx.client.pause_job(a.id, reason=a.reason)
     if ctx.json:
         ctx.emit_json(response)
@@ -422,6 +430,11 @@ def pause(ctx: Context, a: argparse.Namespace) -> int:
 
 
 def resume(ctx: Context, a: argparse.Namespace) -> int:
+    from tickwheel_server.cli import jobbulk
+
+    if jobbulk.wants_bulk(a):
+        return jobbulk.resume_many(ctx, a)
+    (a.id,) = a.ids
     response = ctx.client.resume_job(a.id)
     if ctx.json:
         ctx.emit_json(response)

@@ -1,4 +1,4 @@
-"""``tickwheel job delete`` / ``job update`` of many jobs against the scripted
+"""``tickwheel job delete`` / ``update`` / ``pause`` / ``resume`` of many jobs against the scripted
 server: the batch calls they send, each id's outcome, the exit status, and
 usage errors that send nothing."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import grpc
+from google.rpc import code_pb2, status_pb2
 
 from tests.unit.sdk.fake_tickwheel import failure
 from tests.unit.sdk.test_sdk_batch_changes import _deleted, _updated
@@ -86,3 +87,43 @@ def test_bulk_usage_errors_send_nothing(cli, fake, tenant, tmp_path) -> None:
         result = cli(*tenant, *argv)
         assert result.code == 2, (argv, result.err)
     assert fake.calls == []
+
+
+def _paused(request, _context=None):
+    from tickwheel.v1 import job_pb2, scheduler_pb2
+
+    response = scheduler_pb2.BatchPauseJobsResponse()
+    for item in request.items:
+        if item.id.startswith("gone"):
+            response.results.add(error=status_pb2.Status(code=code_pb2.NOT_FOUND, message="job not found"))
+        else:
+            job = job_pb2.Job(id=item.id, state=job_pb2.JOB_STATE_PAUSED, pause_reason=item.reason)
+            response.results.add(job=scheduler_pb2.PauseJobResponse(job=job, held_executions=2))
+    return response
+
+
+def test_pause_and_resume_of_several_ids_go_through_the_batch_calls(cli, fake, tenant) -> None:
+    from tickwheel.v1 import job_pb2, scheduler_pb2
+
+    fake.reply("BatchPauseJobs", _paused)
+    fake.reply("BatchResumeJobs", lambda request, _ctx=None: scheduler_pb2.BatchResumeJobsResponse(results=[
+        scheduler_pb2.BatchResumeJobsResult(job=scheduler_pb2.ResumeJobResponse(
+            job=job_pb2.Job(id=item.id), released_executions=1)) for item in request.items
+    ]))  # fmt: skip
+    paused = cli(*tenant, "job", "pause", "job_a", "gone_b", "job_c", "--reason", "incident 42")
+    assert paused.code == 1 and paused.out.startswith("paused 2 of 3 job(s), 1 failed; 4 held executions")
+    (call,) = fake.requests("BatchPauseJobs")
+    assert [(item.id, item.reason) for item in call.items] == [
+        ("job_a", "incident 42"), ("gone_b", "incident 42"), ("job_c", "incident 42")
+    ]
+    resumed = cli(*tenant, "--json", "job", "resume", "job_a", "job_c")
+    assert resumed.code == 0 and json.loads(resumed.out)["released_executions"] == 2
+    assert fake.requests("PauseJob") == [] and fake.requests("ResumeJob") == []
+
+
+def test_a_short_batch_answer_fails_the_call_not_an_item(cli, fake, tenant) -> None:
+    from tickwheel.v1 import scheduler_pb2
+
+    fake.reply("BatchResumeJobs", scheduler_pb2.BatchResumeJobsResponse())
+    result = cli(*tenant, "job", "resume", "job_a", "job_b")
+    assert result.code == 1 and "2 job(s) not sent" in result.err and "INTERNAL" in result.err
