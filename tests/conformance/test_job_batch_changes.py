@@ -11,10 +11,13 @@ import logging
 
 import pytest
 
+from tests.conformance.test_job_lifecycle import MINUTE, T0, World, w  # noqa: F401 - w is a fixture
 from tests.conformance.test_job_writes import counts, new_job, slots_hold
+from tickwheel_server.api.scheduler import resume_span
 from tickwheel_server.errors import NotFound, VersionConflict
 from tickwheel_server.store.jobbatch import JobChange
 from tickwheel_server.store.jobs import JobStore
+from tickwheel_server.store.tables import executions
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
 
@@ -107,3 +110,47 @@ async def test_repeated_ids_see_the_earlier_items(jobs, tenants, clock) -> None:
     assert outcomes[2][0].version == 3 and seen[-1].name == "first"
     stored = await jobs.get("acme", a.id)
     assert (stored.name, stored.version) == ("third", 3)
+
+
+async def test_a_batch_delete_cancels_what_has_not_started_and_leaves_running_ones(w: World) -> None:
+    """As DeleteJob: a paused job's held executions are canceled too, a
+    running one finishes, history stays; the quota counts what is left."""
+    one, two, kept = await w.create(), await w.create(), await w.create()
+    waiting = w.execution(one, T0 - MINUTE, "scheduled")
+    running = w.execution(one, T0 - 3 * MINUTE, "running", tries=1)
+    done = w.execution(two, T0 - 2 * MINUTE, "succeeded", tries=1)
+    held = w.execution(two, T0 + MINUTE, "scheduled")
+    await w.jobs.pause("acme", two.id)
+    assert w.statuses(two.id)[held] == "waiting"
+    outcomes = await w.jobs.delete_many("acme", [(one.id, 1), (two.id, 0)])
+    assert outcomes == [1, 1]
+    assert w.statuses(one.id) == {waiting: "canceled", running: "running"}
+    assert w.statuses(two.id) == {done: "succeeded", held: "canceled"}
+    assert {row.dead_reason for row in w.rows(executions, status="canceled")} == {"canceled: job deleted"}
+    assert [j.id for j in await w.jobs.list("acme")] == [kept.id]
+    assert await w.tenants.job_count("acme") == 1
+
+
+async def test_batch_pause_holds_and_batch_resume_releases_as_the_single_calls(w: World) -> None:
+    one, two = await w.create(), await w.create()
+    ahead = w.execution(one, T0 + MINUTE, "scheduled")
+    running = w.execution(two, T0 - MINUTE, "running", tries=1)
+    paused = await w.jobs.pause_many("acme", [(one.id, "incident"), (two.id, ""), (one.id, "again"), ("nope", "")])
+    assert [(o[0].state, o[0].pause_reason, o[1]) for o in paused[:3]] == [
+        ("paused", "incident", 1), ("paused", "", 0), ("paused", "incident", 0)
+    ]
+    assert isinstance(paused[3], NotFound)
+    assert w.statuses(one.id)[ahead] == "waiting" and w.statuses(two.id)[running] == "running"
+    assert (await w.jobs.get("acme", one.id)).version == 2
+
+    w.clock.advance(30)  # still within the misfire threshold of `ahead`
+    now = w.clock.now()
+    resumed = await w.jobs.resume_many(
+        "acme", [(one.id, lambda record: resume_span(record, now)), (one.id, lambda record: resume_span(record, now))],
+        now=now, tzdata_version="2026b",
+    )
+    (first, _, released), (again, _, released_again) = resumed
+    assert (first.state, first.version, released) == ("active", 3, 1)
+    assert (again.version, released_again) == (3, 0), "a second resume of one job in a batch changes nothing"
+    assert w.statuses(one.id)[ahead] == "scheduled"
+    assert (await w.jobs.get("acme", two.id)).state == "paused"
