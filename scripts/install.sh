@@ -68,6 +68,11 @@ have_systemd_analyze() {
     command -v systemd-analyze >/dev/null 2>&1
 }
 
+have_zsh() {
+    # tests/unit/cli/test_completion.py runs `tickwheel completion zsh` in it.
+    command -v zsh >/dev/null 2>&1
+}
+
 have_python() {
     command -v "$PYTHON" >/dev/null && "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null
 }
@@ -126,6 +131,7 @@ install_debian_packages() {
     have_ss || packages+=(iproute2)
     have_promtool || packages+=(prometheus)
     have_systemd_analyze || packages+=(systemd)
+    have_zsh || packages+=(zsh)
     if ! have_python; then
         packages+=(python3.11 python3.11-venv)
     fi
@@ -153,6 +159,7 @@ install_debian_packages() {
     have_ss || die "ss is still missing after installing iproute2"
     have_promtool || die "promtool is still missing after installing prometheus"
     have_systemd_analyze || die "systemd-analyze is still missing after installing systemd"
+    have_zsh || die "zsh is still missing after installing it"
     have_python || die "$PYTHON with venv support is still missing"
 }
 

@@ -168,7 +168,8 @@ async def run_dev(
         await server.stop()
 
 
-def dev_main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The flags of ``tickwheel dev`` (also read by ``tickwheel completion``)."""
     parser = argparse.ArgumentParser(prog="tickwheel dev", description="Run Tickwheel on one machine, no services needed.")
     parser.add_argument("--listen", default="127.0.0.1:50051", help="HOST:PORT (default 127.0.0.1:50051)")
     parser.add_argument(
@@ -187,7 +188,11 @@ def dev_main(argv: list[str]) -> int:
         "--trace-export", metavar="WHERE", default="none",
         help=f"where spans go (the server's and the built-in worker's): {TRACE_EXPORT_HELP}",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def dev_main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
     logs.configure(args.log_level, args.log_format)
     tune_collector()
     try:

@@ -66,6 +66,7 @@ DEBIAN = {
     "ss": "iproute2",
     "promtool": "prometheus",
     "systemd-analyze": "systemd",
+    "zsh": "zsh",
     "go": "golang-go",
     "mvn": "maven",
     "java": "default-jdk-headless",

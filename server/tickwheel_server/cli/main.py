@@ -37,6 +37,7 @@ DELEGATES: dict[tuple[str, ...], tuple[str, str, str]] = {
     ("worker",): ("tickwheel_worker.cli", "worker_main", "run a worker process"),
     ("migrate",): ("tickwheel_server.store.migrate_cli", "migrate_main", "apply store schema migrations"),
     ("cron", "next"): ("tickwheel_server.schedule.cli", "cron_next_main", "print the next fires of a cron expression"),
+    ("completion",): ("tickwheel_server.cli.completion", "completion_main", "print a shell completion script (bash, zsh)"),
 }  # fmt: skip
 
 _BAD_INPUT_CODES = frozenset({"INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE"})

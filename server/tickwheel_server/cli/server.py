@@ -30,10 +30,15 @@ async def serve_until_signalled(server: TickwheelServer) -> None:
     await server.stop()
 
 
-def server_main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The flags of ``tickwheel server`` (also read by ``tickwheel completion``)."""
     parser = argparse.ArgumentParser(prog="tickwheel server", description="Run a Tickwheel server.")
     add_server_arguments(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def server_main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
     try:
         config = load_server_config(args)
     except ConfigError as error:

@@ -40,7 +40,8 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(message)
 
 
-def _parser() -> _Parser:
+def build_parser() -> _Parser:
+    """The arguments of ``tickwheel cron next`` (also read by ``tickwheel completion``)."""
     parser = _Parser(prog="tickwheel cron next", description="Print the next fire instants of a cron expression.")
     parser.add_argument("expression", metavar="EXPR", help='five-field cron expression or macro, e.g. "30 2 * * *"')
     parser.add_argument("--tz", required=True, metavar="ZONE", help="IANA time zone, e.g. Europe/London")
@@ -83,10 +84,10 @@ def cron_next_main(
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     if any(arg in ("-h", "--help") for arg in argv):
-        _parser().print_help(out)
+        build_parser().print_help(out)
         return 0
     try:
-        args = _parser().parse_args(argv)
+        args = build_parser().parse_args(argv)
         if not 1 <= args.count <= MAX_COUNT:
             raise _UsageError(f"--count must be from 1 to {MAX_COUNT}")
         after = _parse_after(args.after) if args.after else (clock or SystemClock()).now()

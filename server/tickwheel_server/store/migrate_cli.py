@@ -13,13 +13,18 @@ from .errors import StoreError
 from .migrate import current_version, load_migrations, migrate
 
 
-def migrate_main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The flags of ``tickwheel migrate`` (also read by ``tickwheel completion``)."""
     parser = argparse.ArgumentParser(prog="tickwheel migrate", description="Apply schema migrations to a store.")
     parser.add_argument(
         "--store", help="store URL (or TICKWHEEL_STORE, where a URL with a password belongs: ps shows flags)"
     )
     parser.add_argument("--status", action="store_true", help="only print the current and latest versions")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def migrate_main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
     if args.store and url_has_password(args.store):
         print(f"warning: {flag_warning('--store with a password', 'TICKWHEEL_STORE', 'PGPASSFILE')}", file=sys.stderr)
     args.store = args.store or os.environ.get("TICKWHEEL_STORE", "")
