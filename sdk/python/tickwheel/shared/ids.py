@@ -13,7 +13,6 @@ compare identically, with no driver time-zone conversion in between.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import os
 from datetime import datetime, timedelta, timezone, tzinfo
@@ -23,17 +22,21 @@ _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD.encode())
+_PAIRS = tuple(high + low for high in _CROCKFORD for low in _CROCKFORD)
+"""Every 10-bit value as two Crockford characters."""
+_PAIR_SHIFTS = tuple(range(120, -1, -10))
+_MILLISECOND = timedelta(milliseconds=1)
 
 
 def ulid(now: datetime) -> str:
     """A 26-character ULID for ``now`` (aware) with 80 random bits."""
-    millis = int((now - _EPOCH) / timedelta(milliseconds=1))
+    millis = int((now - _EPOCH) / _MILLISECOND)
     value = (millis << 80) | int.from_bytes(os.urandom(10), "big")
-    # Base32 of 20 bytes is 32 characters of 5 bits; the last 26 are the
-    # value's low 130 bits (a ULID's 128, two leading zero bits), in the
-    # standard alphabet, translated to Crockford's.
-    return base64.b32encode(value.to_bytes(20, "big"))[6:].translate(_TO_CROCKFORD).decode()
+    if value >> 128:  # before 1970 (a datetime cannot pass a ULID's last instant, in year 10889)
+        raise OverflowError(f"{now.isoformat()} is outside a ULID's 48 bits of milliseconds")
+    # 26 characters of 5 bits are the value's low 130 bits (a ULID's 128,
+    # two leading zero bits): 13 pairs of 10 bits, each one table lookup.
+    return "".join([_PAIRS[(value >> shift) & 1023] for shift in _PAIR_SHIFTS])
 
 
 def new_job_id(now: datetime) -> str:
@@ -51,7 +54,8 @@ def to_us(instant: datetime) -> int:
     """Microseconds since the epoch for an aware datetime."""
     if instant.tzinfo is None:
         raise ValueError("naive datetime: instants must be timezone-aware")
-    return (instant - _EPOCH) // timedelta(microseconds=1)
+    delta = instant - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def from_us(micros: int) -> datetime:

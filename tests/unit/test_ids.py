@@ -1,0 +1,74 @@
+"""Job ids and stored instants: the fast encodings give what the plain ones give."""
+
+from __future__ import annotations
+
+import base64
+import os
+from datetime import datetime, timedelta, timezone
+from unittest import mock
+
+import pytest
+
+from tickwheel.shared import ids
+from tickwheel.shared.ids import from_us, new_job_id, to_us, ulid
+
+_STANDARD_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", b"0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def reference_ulid(now: datetime, random: bytes) -> str:
+    """The ULID spelled out: 48 bits of milliseconds then 80 random bits,
+    128 bits as 26 Crockford characters (two leading zero bits)."""
+    millis = int((now - EPOCH) / timedelta(milliseconds=1))
+    value = (millis << 80) | int.from_bytes(random, "big")
+    return base64.b32encode(value.to_bytes(20, "big"))[6:].translate(_STANDARD_TO_CROCKFORD).decode()
+
+
+@pytest.mark.parametrize("now", [
+    EPOCH,
+    datetime(2026, 12, 5, 3, 0, 0, 123_456, tzinfo=timezone.utc),
+    datetime(2026, 12, 5, 4, 0, 0, 999_999, tzinfo=timezone(timedelta(hours=1))),
+    datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=timezone.utc),
+])  # fmt: skip
+@pytest.mark.parametrize("random", [bytes(10), b"\xff" * 10, bytes(range(10)), b"\x80" + bytes(9)])
+def test_ulid_spells_milliseconds_then_randomness_in_crockford(now: datetime, random: bytes) -> None:
+    with mock.patch.object(ids.os, "urandom", return_value=random):
+        assert ulid(now) == reference_ulid(now, random)
+
+
+def test_ulid_of_random_bits_matches_the_reference() -> None:
+    now = datetime(2026, 12, 5, tzinfo=timezone.utc)
+    for _ in range(2000):
+        random = os.urandom(10)
+        with mock.patch.object(ids.os, "urandom", return_value=random):
+            assert ulid(now) == reference_ulid(now, random)
+
+
+def test_job_ids_sort_by_creation_millisecond() -> None:
+    earlier = new_job_id(datetime(2026, 12, 5, 3, 0, 0, 1000, tzinfo=timezone.utc))
+    later = new_job_id(datetime(2026, 12, 5, 3, 0, 0, 2000, tzinfo=timezone.utc))
+    assert earlier.startswith("job_") and len(earlier) == 30
+    assert earlier < later
+
+
+def test_ulid_refuses_an_instant_before_the_epoch() -> None:
+    with pytest.raises(OverflowError):
+        ulid(EPOCH - timedelta(seconds=1))
+
+
+@pytest.mark.parametrize("instant", [
+    EPOCH,
+    EPOCH - timedelta(microseconds=1),
+    datetime(1, 1, 1, tzinfo=timezone.utc),
+    datetime(2026, 3, 29, 1, 59, 59, 999_999, tzinfo=timezone.utc),
+    datetime(2026, 3, 29, 3, 0, 0, 1, tzinfo=timezone(timedelta(hours=2))),
+    datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=timezone.utc),
+])  # fmt: skip
+def test_to_us_counts_microseconds_since_the_epoch(instant: datetime) -> None:
+    assert to_us(instant) == (instant - EPOCH) // timedelta(microseconds=1)
+    assert from_us(to_us(instant)) == instant
+
+
+def test_to_us_refuses_a_naive_datetime() -> None:
+    with pytest.raises(ValueError):
+        to_us(datetime(2026, 1, 1))
