@@ -37,7 +37,7 @@ from ..jobspec import (
 )
 from . import convert
 from .text import HEADER_NAME, HEADER_VALUE, shown, text_problem
-from ..schedule import Fire, Schedule, ScheduleError, ScheduleKind
+from ..schedule import Fire, Schedule, ScheduleError, ScheduleKind, due_at, fires_depend_on_job_id
 from ..schedule import validate as validate_schedule
 
 NAME_MAX = 200
@@ -196,10 +196,111 @@ def new_job(
 ) -> tuple[job_pb2.Job, Schedule, Fire]:
     """:func:`normalise_job` for a job about to be created as ``job_id``:
     the normalised definition, its schedule and its first fire, the
-    schedule computed and validated once (its jitter is the job id's)."""
-    out, schedule, fire = _normalise(job, now, "job", target_policy, job_id)
-    assert schedule is not None and fire is not None  # no violation: both computed
-    return out, schedule, fire
+    schedule computed and validated once (its jitter is the job id's).
+
+    Jobs that differ only in name and payload (a batch's usual shape) share
+    one validated template (:class:`_Template`): the first is validated in
+    full, the next ones check their name and size and take their schedule
+    and first fire from it. Same answers and same violations as validating
+    each in full (``tests/unit/api/test_validate_templates.py``)."""
+    shape = job_pb2.Job()
+    shape.CopyFrom(job)
+    for output_only in _OUTPUT_ONLY:
+        shape.ClearField(output_only)
+    name, payload = shape.name, shape.payload
+    shape.ClearField("name")
+    shape.ClearField("payload")
+    key = shape.SerializeToString(deterministic=True)
+    template = _TEMPLATES.get(key)
+    if template is None or not (template.policy is target_policy or template.policy == target_policy):
+        out, schedule, fire = _normalise(job, now, "job", target_policy, job_id)
+        assert schedule is not None and fire is not None  # no violation: both computed
+        if len(key) <= MAX_TEMPLATE_BYTES:
+            if len(_TEMPLATES) >= MAX_TEMPLATES:
+                _TEMPLATES.clear()
+            _TEMPLATES[key] = _Template(out, schedule, fire, now, target_policy)
+        return out, schedule, fire
+    return template.new_job(name, payload, now, job_id)
+
+
+MAX_TEMPLATES = 512
+"""Validated templates kept (:func:`new_job`); a full cache is emptied and refills."""
+MAX_TEMPLATE_BYTES = 4096
+"""A definition (without name and payload) longer than this, serialized, is
+validated in full every time rather than kept: the cache holds at most
+about ``MAX_TEMPLATES`` times this."""
+_OUTPUT_ONLY = ("id", "tenant", "state", "next_run_at", "next_due_at", "run_count", "version", "tzdata_version",
+                "last_run", "created_at", "updated_at", "pause_reason")  # fmt: skip
+
+
+class _Template:
+    """A definition that passed validation in full, without its name and
+    payload: what every job of the same shape (its serialized definition
+    without output-only fields, name and payload, and the same target
+    policy) normalises to. Sound because :func:`_normalise` reads the name
+    only to check it and the payload only to size the definition, and
+    everything else (defaults, target, policies, the schedule's fields) is
+    a function of the shape; the job id and ``now`` enter only the first
+    fire, computed per job here. Immutable but for ``last``, a one-entry
+    memo that a race can only recompute."""
+
+    __slots__ = ("job", "schedule", "by_job_id", "policy", "last")
+
+    def __init__(self, out: job_pb2.Job, schedule: Schedule, fire: Fire, now: datetime, policy: TargetPolicy) -> None:
+        self.job = job_pb2.Job()
+        self.job.CopyFrom(out)
+        self.job.ClearField("name")
+        self.job.ClearField("payload")
+        self.schedule = schedule.for_job("")
+        self.by_job_id = fires_depend_on_job_id(schedule)
+        """The nominal fires depend on the job id (``H``): computed per job."""
+        self.policy = policy
+        unjittered = Fire(fire.nominal_at, fire.nominal_at, fire.utc_offset, fire.note)
+        self.last: tuple[datetime, Fire | ScheduleError] = (now, unjittered)
+        """(``now``, the first fire after it without jitter, or why there is none), for the last ``now`` asked."""
+
+    def new_job(self, name: str, payload: bytes, now: datetime, job_id: str) -> tuple[job_pb2.Job, Schedule, Fire]:
+        """:func:`_normalise` of this shape with ``name`` and ``payload`` as ``job_id`` at ``now``."""
+        violations: list[FieldViolation] = []
+        name_problem = text_problem(name, NAME_MAX, required=True)
+        if name_problem is not None:
+            violations.append(FieldViolation("job.name", name_problem))
+        schedule = self.schedule.for_job(job_id)
+        fire = None
+        try:
+            if self.by_job_id:
+                fire = validate_schedule(schedule, now)
+            else:
+                last = self.last
+                if last[0] != now:
+                    try:
+                        last = (now, validate_schedule(self.schedule, now))
+                    except ScheduleError as error:
+                        last = (now, error)
+                    self.last = last
+                if isinstance(last[1], ScheduleError):
+                    raise last[1]
+                nominal = last[1].nominal_at
+                fire = Fire(nominal, due_at(schedule, nominal), last[1].utc_offset, last[1].note)
+        except ScheduleError as error:
+            violations.append(FieldViolation(f"job.{error.field}", error.reason))
+        out = job_pb2.Job()
+        out.CopyFrom(self.job)
+        out.name = name
+        out.payload = payload
+        definition = out.ByteSize() - len(payload)
+        if definition > MAX_DEFINITION_BYTES:
+            violations.append(FieldViolation(
+                "job",
+                f"the definition without its payload is {definition} bytes serialized; at most {MAX_DEFINITION_BYTES}",
+            ))  # fmt: skip
+        if violations:
+            raise InvalidArgument(violations)
+        assert fire is not None
+        return out, schedule, fire
+
+
+_TEMPLATES: dict[bytes, _Template] = {}
 
 
 _OVERLAP_POLICIES = frozenset(job_pb2.OverlapPolicy.values())
@@ -212,8 +313,7 @@ def _normalise(
     violations: list[FieldViolation] = []
     out = job_pb2.Job()
     out.CopyFrom(job)
-    for output_only in ("id", "tenant", "state", "next_run_at", "next_due_at", "run_count", "version",
-                        "tzdata_version", "last_run", "created_at", "updated_at", "pause_reason"):
+    for output_only in _OUTPUT_ONLY:
         out.ClearField(output_only)
     name_problem = text_problem(out.name, NAME_MAX, required=True)
     if name_problem is not None:

@@ -6,13 +6,14 @@ Public API (pure functions; instants are aware datetimes, results in UTC):
   :class:`RepeatPolicy`: the input; :class:`Fire`: nominal and due instant,
   UTC offset and DST note.
 - :func:`next_fire`, :func:`iter_fires`, :func:`preview`, :func:`first_fire`,
-  :func:`validate`: on the default :class:`Engine` (pinned tzdata, compiled
+  :func:`validate`, :func:`fires_depend_on_job_id`: on the default :class:`Engine` (pinned tzdata, compiled
   schedules cached); build an :class:`Engine` over another
   :class:`ZoneRegistry` to compute against another tzdata release.
 - :class:`ScheduleError`: invalid input, with ``field`` and ``reason``.
 - tzdata: :func:`pin_tzdata`, :func:`tzdata_version`,
   :func:`zone_fingerprints`, :func:`zones_changed`.
-- :func:`jitter_delay`, :func:`parse_local_time`.
+- :func:`jitter_delay`, :func:`due_at` (a nominal instant plus its job's jitter),
+  :func:`parse_local_time`.
 
 Files: ``cron.py`` (syntax, H, matcher), ``tzif.py`` (zone files),
 ``zones.py`` (zone tables, tzdata version and fingerprints), ``dst.py`` (the
@@ -21,7 +22,10 @@ DST rule and its notes), ``jitter.py``, ``model.py`` (Schedule, Fire),
 """
 
 from .dst import GapPolicy, RepeatPolicy
-from .engine import CompiledCron, Engine, default_engine, first_fire, iter_fires, next_fire, preview, validate
+from .engine import (
+    CompiledCron, Engine, default_engine, due_at, fires_depend_on_job_id, first_fire, iter_fires, next_fire, preview,
+    validate,
+)
 from .errors import ScheduleError, UnknownZoneError
 from .jitter import jitter_delay
 
@@ -41,6 +45,8 @@ __all__ = [
     "Zone",
     "ZoneRegistry",
     "default_engine",
+    "due_at",
+    "fires_depend_on_job_id",
     "first_fire",
     "iter_fires",
     "jitter_delay",

@@ -258,6 +258,19 @@ class Engine:
                 self._with_h[h_key] = compiled
         return compiled  # type: ignore[return-value]
 
+    def fires_depend_on_job_id(self, schedule: Schedule) -> bool:
+        """Whether the nominal instants of ``schedule`` depend on its job id
+        (a cron expression with ``H``); due instants always do (jitter).
+        When not, every job with this schedule has the same nominal fires
+        (:meth:`validate` with the job id left empty says which). Raises
+        :class:`ScheduleError` for a bad expression."""
+        if schedule.kind is not _CRON:
+            return False
+        compiled = self._plain.get((schedule.expression, schedule.zone or "UTC"))
+        if compiled is not None:
+            return compiled is _USES_H
+        return self._parse(schedule.expression).uses_h
+
     def next_fire(self, schedule: Schedule, after: datetime, runs_so_far: int = 0) -> Fire | None:
         """The first fire of ``schedule`` nominally strictly after ``after``.
 
@@ -291,11 +304,7 @@ class Engine:
             nominal = EPOCH + timedelta(0, instant)
         except OverflowError:
             return None
-        if schedule.exact:
-            return _new_fire((nominal, nominal, offset, note))
-        window = schedule.jitter_window
-        delay = _jitter(schedule.job_id, DEFAULT_CRON_WINDOW if window is None else window)
-        return _new_fire((nominal, nominal + delay, offset, note))
+        return _new_fire((nominal, due_at(schedule, nominal), offset, note))
 
     def iter_fires(self, schedule: Schedule, after: datetime, runs_so_far: int = 0) -> Iterator[Fire]:
         """Every fire strictly after ``after``, in order, until the schedule ends.
@@ -426,11 +435,23 @@ class Engine:
                 continue
             if schedule.end_at is not None and nominal >= schedule.end_at:
                 return None
-            window = schedule.jitter_window
-            if schedule.exact or window is None:
-                return Fire(nominal, nominal, offset, note)
-            return Fire(nominal, nominal + jitter_delay(schedule.job_id, window), offset, note)
+            return Fire(nominal, due_at(schedule, nominal), offset, note)
         return None
+
+
+def due_at(schedule: Schedule, nominal: datetime) -> datetime:
+    """The due instant of ``schedule``'s fire at ``nominal``: nominal plus the
+    job's jitter (docs/architecture.md, Semantics: Jitter). Cron jobs are
+    jittered within 60 s unless ``exact`` or another window is set; one-offs
+    only when a window is set."""
+    if schedule.exact:
+        return nominal
+    window = schedule.jitter_window
+    if window is None:
+        if schedule.kind is not _CRON:
+            return nominal
+        return nominal + _jitter(schedule.job_id, DEFAULT_CRON_WINDOW)
+    return nominal + _jitter(schedule.job_id, window)
 
 
 def _transition_between(zone, first: int, second: int) -> int:
@@ -474,6 +495,11 @@ def iter_fires(schedule: Schedule, after: datetime, runs_so_far: int = 0) -> Ite
 def preview(schedule: Schedule, after: datetime, count: int, runs_so_far: int = 0) -> list[Fire]:
     """:meth:`Engine.preview` on the default engine."""
     return _DEFAULT_ENGINE.preview(schedule, after, count, runs_so_far)
+
+
+def fires_depend_on_job_id(schedule: Schedule) -> bool:
+    """:meth:`Engine.fires_depend_on_job_id` on the default engine."""
+    return _DEFAULT_ENGINE.fires_depend_on_job_id(schedule)
 
 
 def first_fire(schedule: Schedule, now: datetime) -> Fire | None:

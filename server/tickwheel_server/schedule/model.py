@@ -66,6 +66,13 @@ class Schedule:
         """A recurring cron schedule."""
         return cls(kind=ScheduleKind.CRON, expression=expression, zone=zone or "UTC", **fields)
 
+    def for_job(self, job_id: str) -> Schedule:
+        """This schedule for job ``job_id`` (every other field the same)."""
+        return Schedule(
+            self.kind, self.expression, self.zone, self.at, self.gap, self.repeat, self.exact, self.jitter_window,
+            self.start_at, self.end_at, self.max_runs, job_id,
+        )
+
     @classmethod
     def once(cls, at: datetime, **fields: Any) -> Schedule:
         """A one-off schedule at an aware instant."""

@@ -1,0 +1,201 @@
+"""new_job's validated templates: a job validated from a template gets what
+validating it in full gives (definition, schedule, first fire, or the same
+violations), whatever the zone, the instant of the call, the job id (H,
+jitter) and the server's target policy; the cache stays bounded."""
+
+from __future__ import annotations
+
+import ipaddress
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from google.protobuf import duration_pb2, timestamp_pb2
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tickwheel.v1 import job_pb2
+
+from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
+from tickwheel_server.api import validate
+from tickwheel_server.errors import InvalidArgument
+from tickwheel_server.schedule import Fire, Schedule, first_fire
+
+# 2027-03-28 01:00 UTC Europe/Berlin springs forward; 2027-03-14 America/New_York does.
+BEFORE_BERLIN_GAP = datetime(2027, 3, 27, 12, 0, tzinfo=timezone.utc)
+AFTER_BERLIN_GAP = datetime(2027, 3, 28, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2027, 3, 1, 12, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture(autouse=True)
+def empty_cache():
+    validate._TEMPLATES.clear()
+    yield
+    validate._TEMPLATES.clear()
+
+
+def cron(expression: str, zone: str = "UTC", name: str = "report", **fields) -> job_pb2.Job:
+    job = job_pb2.Job(
+        name=name,
+        schedule=job_pb2.Schedule(cron=job_pb2.CronSchedule(expression=expression, time_zone=zone)),
+        target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="report")),
+    )
+    job.MergeFrom(job_pb2.Job(**fields))
+    return job
+
+
+def in_full(job: job_pb2.Job, now: datetime, job_id: str, policy: TargetPolicy = DEFAULT_POLICY):
+    """What validating ``job`` without any template gives: its answer or its violations."""
+    try:
+        return validate._normalise(job, now, "job", policy, job_id)
+    except InvalidArgument as error:
+        return error.violations
+
+
+def cached(job: job_pb2.Job, now: datetime, job_id: str, policy: TargetPolicy = DEFAULT_POLICY):
+    try:
+        return validate.new_job(job, now, job_id, target_policy=policy)
+    except InvalidArgument as error:
+        return error.violations
+
+
+def test_a_second_job_of_the_same_shape_comes_from_the_template() -> None:
+    first = cached(cron("0 3 * * *", name="a", payload=b"1"), NOW, "job_A")
+    second = cached(cron("0 3 * * *", name="b", payload=b"22"), NOW, "job_B")
+    assert len(validate._TEMPLATES) == 1
+    assert second == in_full(cron("0 3 * * *", name="b", payload=b"22"), NOW, "job_B")
+    assert first[2].nominal_at == second[2].nominal_at
+    assert first[2].due_at != second[2].due_at  # each job's own jitter
+
+
+def test_one_cron_in_two_zones_in_one_batch_fires_at_each_zones_instant() -> None:
+    berlin = cached(cron("0 9 * * *", "Europe/Berlin"), NOW, "job_A")
+    new_york = cached(cron("0 9 * * *", "America/New_York"), NOW, "job_B")
+    berlin_again = cached(cron("0 9 * * *", "Europe/Berlin", name="again"), NOW, "job_C")
+    assert berlin[2].nominal_at == datetime(2027, 3, 2, 8, 0, tzinfo=timezone.utc)
+    assert new_york[2].nominal_at == datetime(2027, 3, 1, 14, 0, tzinfo=timezone.utc)
+    assert berlin_again == in_full(cron("0 9 * * *", "Europe/Berlin", name="again"), NOW, "job_C")
+
+
+def test_one_cron_across_calls_either_side_of_each_zones_dst_change() -> None:
+    # The same shapes asked again later: the first fire is recomputed for the new instant.
+    utc = timezone.utc
+    expected = {
+        # Berlin's 02:30 on 2027-03-28 does not exist: it fires at the gap's end (03:00 CEST).
+        ("Europe/Berlin", BEFORE_BERLIN_GAP): (datetime(2027, 3, 28, 1, 0, tzinfo=utc), 7200, True),
+        ("Europe/Berlin", AFTER_BERLIN_GAP): (datetime(2027, 3, 29, 0, 30, tzinfo=utc), 7200, False),
+        ("America/New_York", BEFORE_BERLIN_GAP): (datetime(2027, 3, 28, 6, 30, tzinfo=utc), -14400, False),
+        ("America/New_York", AFTER_BERLIN_GAP): (datetime(2027, 3, 29, 6, 30, tzinfo=utc), -14400, False),
+    }
+    for call in (1, 2):
+        for (zone, now), (nominal, offset, noted) in expected.items():
+            job = cron("30 2 * * *", zone, name=f"call{call}")
+            answer = cached(job, now, f"job_{call}")
+            assert answer == in_full(job, now, f"job_{call}")
+            assert (answer[2].nominal_at, answer[2].utc_offset, bool(answer[2].note)) == (nominal, offset, noted)
+    assert len(validate._TEMPLATES) == 2
+
+
+def test_a_later_call_past_the_end_is_refused_though_an_earlier_one_was_not() -> None:
+    end = timestamp_pb2.Timestamp()
+    end.FromDatetime(datetime(2027, 3, 3, tzinfo=timezone.utc))
+    job = cron("0 3 * * *", end_at=end)
+    assert isinstance(cached(job, NOW, "job_A"), tuple)
+    later = NOW + timedelta(days=2)
+    assert cached(job, later, "job_B") == in_full(job, later, "job_B")
+    assert [v.field for v in cached(job, later, "job_B")] == ["job.schedule"]
+    assert isinstance(cached(job, NOW, "job_C"), tuple)  # and back: the memo follows the instant asked
+
+
+def test_h_fires_are_each_jobs_own() -> None:
+    answers = [cached(cron("H H * * *", name=f"j{i}"), NOW, f"job_{i}") for i in range(20)]
+    assert len(validate._TEMPLATES) == 1
+    assert len({answer[2].nominal_at for answer in answers}) > 1
+    for i, answer in enumerate(answers):
+        assert answer == in_full(cron("H H * * *", name=f"j{i}"), NOW, f"job_{i}")
+
+
+def test_h_that_never_fires_for_one_job_is_refused_for_that_job_only() -> None:
+    # H(28-31) in February: days 28 and (in leap years) 29 exist, 30 and 31 never do.
+    shape = "0 0 H(28-31) 2 *"
+    answers = {f"job_{i}": cached(cron(shape, name=f"j{i}"), NOW, f"job_{i}") for i in range(40)}
+    refused = [job_id for job_id, answer in answers.items() if isinstance(answer, list)]
+    assert refused and len(refused) < len(answers)
+    for i, (job_id, answer) in enumerate(answers.items()):
+        assert answer == in_full(cron(shape, name=f"j{i}"), NOW, job_id)
+
+
+def test_a_template_of_one_target_policy_does_not_answer_for_another() -> None:
+    private = job_pb2.Job(
+        name="hook",
+        schedule=job_pb2.Schedule(cron=job_pb2.CronSchedule(expression="0 3 * * *")),
+        target=job_pb2.Target(http=job_pb2.HttpTarget(url="http://10.1.2.3/hook")),
+    )
+    allowing = TargetPolicy(allowed=(ipaddress.ip_network("10.0.0.0/8"),))
+    assert isinstance(cached(private, NOW, "job_A", allowing), tuple)
+    refused = cached(private, NOW, "job_B", DEFAULT_POLICY)
+    assert [v.field for v in refused] == ["job.target.http.url"]
+    assert isinstance(cached(private, NOW, "job_C", TargetPolicy(allowed=(ipaddress.ip_network("10.0.0.0/8"),))), tuple)
+
+
+@pytest.mark.parametrize("name", ["", "x" * 201, "bad\x00name", "rtl\u202eoverride"])
+def test_a_bad_name_is_refused_from_the_template_as_in_full(name: str) -> None:
+    assert isinstance(cached(cron("0 3 * * *", name="good"), NOW, "job_A"), tuple)
+    answer = cached(cron("0 3 * * *", name=name), NOW, "job_B")
+    assert answer == in_full(cron("0 3 * * *", name=name), NOW, "job_B")
+    assert [v.field for v in answer] == ["job.name"]
+
+
+def test_output_only_fields_are_cleared_whatever_the_template() -> None:
+    assert isinstance(cached(cron("0 3 * * *"), NOW, "job_A"), tuple)
+    job = cron("0 3 * * *", name="other", id="job_forged", tenant="someone-else", run_count=7, version=9)
+    answer = cached(job, NOW, "job_B")
+    assert answer == in_full(job, NOW, "job_B")
+    assert not answer[0].id and not answer[0].tenant and answer[0].run_count == 0
+
+
+def test_the_cache_is_bounded_and_skips_large_definitions() -> None:
+    for i in range(validate.MAX_TEMPLATES + 10):
+        assert isinstance(cached(cron(f"{i % 60} {i // 60 % 24} * * *", labels={"n": str(i)}), NOW, f"job_{i}"), tuple)
+        assert len(validate._TEMPLATES) <= validate.MAX_TEMPLATES
+    validate._TEMPLATES.clear()
+    large = cron("0 3 * * *", labels={f"k{i}": "v" * 200 for i in range(30)})
+    assert isinstance(cached(large, NOW, "job_L"), tuple)
+    assert len(validate._TEMPLATES) == 0
+
+
+_ZONES = st.sampled_from(["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Pacific/Apia", "Nope/Zone"])
+_EXPRESSIONS = st.sampled_from(["0 3 * * *", "*/15 * * * *", "30 2 * * *", "H H * * *", "0 0 H(28-31) 2 *",
+                                "0 0 30 2 *", "bad", "H/20 2 * * 0"])  # fmt: skip
+
+
+@st.composite
+def jobs(draw) -> job_pb2.Job:
+    job = cron(draw(_EXPRESSIONS), draw(_ZONES), name=draw(st.sampled_from(["a", "b", "", "x\x00"])),
+               payload=draw(st.binary(max_size=8)))  # fmt: skip
+    if draw(st.booleans()):
+        job.jitter.CopyFrom(job_pb2.Jitter(window=duration_pb2.Duration(seconds=draw(st.integers(-5, 4000)))))
+    job.jitter.exact = draw(st.booleans())
+    job.dst_policy.gap = draw(st.sampled_from([0, 1, 2, 3, 99]))
+    job.dst_policy.repeat = draw(st.sampled_from([0, 1, 2, 3]))
+    if draw(st.booleans()):
+        job.end_at.FromDatetime(draw(st.sampled_from([NOW + timedelta(days=1), NOW + timedelta(days=40)])))
+    if draw(st.booleans()):
+        job.start_at.FromDatetime(NOW + timedelta(days=draw(st.integers(0, 30))))
+    job.max_runs = draw(st.integers(-1, 3))
+    return job
+
+
+@given(
+    st.lists(st.tuples(jobs(), st.sampled_from([NOW, BEFORE_BERLIN_GAP, AFTER_BERLIN_GAP])), min_size=1, max_size=12)
+)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_templates_answer_as_validating_in_full(calls) -> None:
+    validate._TEMPLATES.clear()
+    for index, (job, now) in enumerate(calls):
+        job_id = f"job_{index:04d}"
+        assert cached(job, now, job_id) == in_full(job, now, job_id)
+
+
+def test_the_first_fire_without_jitter_is_the_engines() -> None:
+    answer = cached(cron("0 3 * * *", "Europe/Berlin"), NOW, "job_A")
+    expected = first_fire(Schedule.cron("0 3 * * *", "Europe/Berlin", job_id="job_A"), NOW)
+    assert answer[2] == expected and isinstance(answer[2], Fire)
