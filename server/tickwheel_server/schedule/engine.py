@@ -41,7 +41,6 @@ _ZERO = timedelta(0)
 _YEAR = 366 * 86400
 _CRON = ScheduleKind.CRON
 _new_fire = partial(tuple.__new__, Fire)
-_jitter = lru_cache(maxsize=1 << 16)(jitter_delay)
 
 
 def _floor_seconds(instant: datetime) -> int:
@@ -450,8 +449,8 @@ def due_at(schedule: Schedule, nominal: datetime) -> datetime:
     if window is None:
         if schedule.kind is not _CRON:
             return nominal
-        return nominal + _jitter(schedule.job_id, DEFAULT_CRON_WINDOW)
-    return nominal + _jitter(schedule.job_id, window)
+        return nominal + jitter_delay(schedule.job_id, DEFAULT_CRON_WINDOW)
+    return nominal + jitter_delay(schedule.job_id, window)
 
 
 def _transition_between(zone, first: int, second: int) -> int:

@@ -12,25 +12,29 @@ from __future__ import annotations
 
 import hashlib
 from datetime import timedelta
-from functools import lru_cache
 
 DEFAULT_CRON_WINDOW = timedelta(seconds=60)
 MAX_WINDOW = timedelta(hours=1)
 
 
-@lru_cache(maxsize=1 << 16)
-def _delay_ms(job_id: str, window_ms: int) -> int:
-    digest = hashlib.blake2b(job_id.encode(), digest_size=8, person=b"tickwheel-jit").digest()
-    return int.from_bytes(digest, "big") % window_ms
+_MILLISECOND = timedelta(milliseconds=1)
+_ZERO = timedelta(0)
+_HASH = hashlib.blake2b(digest_size=8, person=b"tickwheel-jit")
+"""The keyed hash before any input: each delay hashes a copy of it."""
 
 
 def jitter_delay(job_id: str, window: timedelta) -> timedelta:
     """The stable delay of ``job_id`` within ``[0, window)``, whole milliseconds.
 
     Zero when ``job_id`` is empty (an unsaved schedule has no identity to
-    hash) or ``window`` is under a millisecond.
+    hash) or ``window`` is under a millisecond. Not cached: most calls are
+    for a job id never seen before (a job being created), and a hash costs
+    about what a cache lookup and insertion would.
     """
-    window_ms = window // timedelta(milliseconds=1)
+    window_ms = window // _MILLISECOND
     if not job_id or window_ms <= 0:
-        return timedelta(0)
-    return timedelta(milliseconds=_delay_ms(job_id, window_ms))
+        return _ZERO
+    digest = _HASH.copy()
+    digest.update(job_id.encode())
+    seconds, millis = divmod(int.from_bytes(digest.digest(), "big") % window_ms, 1000)
+    return timedelta(0, seconds, millis * 1000)
