@@ -128,3 +128,29 @@ async def test_a_batch_over_the_message_limit_is_refused_and_writes_nothing(serv
             await scheduler.BatchCreateJobs(request, metadata=bearer(key))
         assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert await job_count(server, channel) == 0
+
+
+async def test_each_answered_job_is_what_get_job_reads_back(server) -> None:
+    """The answer of a created item is built from its definition, not read
+    back from the store: it must be exactly what GetJob then answers, for
+    jobs that share a definition and for jobs that do not."""
+    key = await server.create_tenant("acme")
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        once = job_pb2.Job(name="once", target=cron_job().target, payload=b"\x00\x01")
+        once.schedule.once_at.FromSeconds(4_102_444_800)  # 2100-01-01
+        once.jitter.window.FromSeconds(30)
+        hooked = cron_job("H 3 * * *", "America/New_York")
+        hooked.target.CopyFrom(job_pb2.Target(http=job_pb2.HttpTarget(url="https://example.com/x", headers={"X-A": "1"})))
+        hooked.labels["team"] = "ops"
+        items = [item(f"same-{i}", job_pb2.Job(name=f"same {i}", schedule=cron_job().schedule, target=cron_job().target,
+                                                payload=b"p" * i))
+                 for i in range(5)] + [item("once", once), item("hooked", hooked), item("same-0")]  # fmt: skip
+        reply = await scheduler.BatchCreateJobs(scheduler_pb2.BatchCreateJobsRequest(items=items), metadata=bearer(key))
+        assert (reply.created_count, reply.existing_count, reply.failed_count) == (7, 1, 0)
+        for result in reply.results:
+            stored = await scheduler.GetJob(scheduler_pb2.GetJobRequest(id=result.job.job.id), metadata=bearer(key))
+            assert result.job.job == stored.job
+        assert reply.results[1].job.job.payload == b"p"
+        assert reply.results[6].job.job.labels["team"] == "ops"
+        assert reply.results[7].job.job == reply.results[0].job.job

@@ -136,6 +136,13 @@ def job_to_proto(record: JobRecord) -> job_pb2.Job:
     except DecodeError:
         log.warning("job %s of tenant %s: %s", record.id, record.tenant, UNREADABLE)
         job = job_pb2.Job()
+    set_output_fields(job, record)
+    return job
+
+
+def set_output_fields(job: job_pb2.Job, record: JobRecord) -> None:
+    """Set ``job``'s output-only fields from ``record`` (in place), as
+    :func:`job_to_proto` answers them; ``job`` holds the definition."""
     job.id = record.id
     job.tenant = record.tenant
     job.state = JOB_STATE_TO_PROTO[record.state]
@@ -152,7 +159,6 @@ def job_to_proto(record: JobRecord) -> job_pb2.Job:
     ):
         if value is not None:
             set_timestamp(getattr(job, field), value)
-    return job
 
 
 def _duration(delta) -> duration_pb2.Duration:

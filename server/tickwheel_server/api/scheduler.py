@@ -262,32 +262,58 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         tenant = await self._auth.tenant(context)
         batch_items(request.items)
         now = self._clock.now()
-        results: list[scheduler_pb2.BatchCreateJobsResult | None] = [None] * len(request.items)
+        refused: dict[int, TickwheelError] = {}
         accepted: list[int] = []
-        items = []
+        items: list[tuple[NewJob, str]] = []
+        definitions: list[job_pb2.Job] = []
         for index, item in enumerate(request.items):
             try:
-                items.append(self._new_job(item, tenant.name, now))
-                accepted.append(index)
+                job, request_id, definition = self._validated_job(item, tenant.name, now)
             except TickwheelError as error:
-                results[index] = scheduler_pb2.BatchCreateJobsResult(error=status_for(error)[1])
+                refused[index] = error
+                continue
+            accepted.append(index)
+            items.append((job, request_id))
+            definitions.append(definition)
         outcomes = await self._jobs.create_many(tenant.name, items) if items else []
-        for index, outcome in zip(accepted, outcomes):
+        answers = dict(zip(accepted, zip(outcomes, definitions)))
+        # Each result is filled in place, in item order: nothing built twice, nothing copied twice.
+        response = scheduler_pb2.BatchCreateJobsResponse()
+        results = response.results
+        created = existing = 0
+        for index in range(len(request.items)):
+            result = results.add()
+            if index in refused:
+                result.error.CopyFrom(status_for(refused[index])[1])
+                continue
+            outcome, definition = answers[index]
             if isinstance(outcome, Exception):
-                results[index] = scheduler_pb2.BatchCreateJobsResult(error=status_for(outcome)[1])
+                result.error.CopyFrom(status_for(outcome)[1])
+                continue
+            record, new = outcome
+            answer = result.job
+            answer.created = new
+            if new:
+                # What this call stored is ``definition`` serialized: answer it without parsing it back.
+                answer.job.CopyFrom(definition)
+                convert.set_output_fields(answer.job, record)
+                created += 1
             else:
-                response = scheduler_pb2.CreateJobResponse(job=convert.job_to_proto(outcome[0]), created=outcome[1])
-                results[index] = scheduler_pb2.BatchCreateJobsResult(job=response)
-        created = sum(1 for outcome in outcomes if isinstance(outcome, tuple) and outcome[1])
-        existing = sum(1 for outcome in outcomes if isinstance(outcome, tuple)) - created
-        return scheduler_pb2.BatchCreateJobsResponse(
-            results=results, created_count=created, existing_count=existing,
-            failed_count=len(results) - created - existing,
-        )
+                answer.job.CopyFrom(convert.job_to_proto(record))  # an earlier request's job, not this item's
+                existing += 1
+        response.created_count = created
+        response.existing_count = existing
+        response.failed_count = len(request.items) - created - existing
+        return response
 
     def _new_job(self, request, tenant: str, now: datetime) -> tuple[NewJob, str]:
         """What CreateJob ``request`` asks for, validated, with its schedule's
         first fire; InvalidArgument naming the field otherwise."""
+        job, request_id, _ = self._validated_job(request, tenant, now)
+        return job, request_id
+
+    def _validated_job(self, request, tenant: str, now: datetime) -> tuple[NewJob, str, job_pb2.Job]:
+        """:meth:`_new_job`, and the normalised definition its ``spec`` is serialized from."""
         request_id = validate.check_request_id(request.request_id)
         job_id = new_job_id(now)
         job, schedule, fire = validate.new_job(request.job, now, job_id, target_policy=self._target_policy)
@@ -301,7 +327,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             next_due_at=fire.due_at,
             tzdata_version=tzdata_version(),
             payload_size=len(job.payload),
-        ), request_id
+        ), request_id, job
 
     @rpc
     async def GetJob(self, request, context):

@@ -16,7 +16,7 @@ entries (docs/architecture.md, "Job writes at scale").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
@@ -221,4 +221,5 @@ def _record(job: NewJob, partition: int, created_at: datetime) -> JobRecord:
 
 
 def _stored(at: datetime | None) -> datetime | None:
-    return None if at is None else from_us(to_us(at))
+    # A datetime holds microseconds already: only the zone can differ from what is read back.
+    return at if at is None or at.tzinfo is timezone.utc else from_us(to_us(at))
