@@ -17,9 +17,9 @@ EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def reference_ulid(now: datetime, random: bytes) -> str:
-    """The ULID spelled out: 48 bits of milliseconds then 80 random bits,
-    128 bits as 26 Crockford characters (two leading zero bits)."""
-    millis = int((now - EPOCH) / timedelta(milliseconds=1))
+    """The ULID spelled out: 48 bits of whole milliseconds then 80 random
+    bits, 128 bits as 26 Crockford characters (two leading zero bits)."""
+    millis = (now - EPOCH) // timedelta(milliseconds=1)
     value = (millis << 80) | int.from_bytes(random, "big")
     return base64.b32encode(value.to_bytes(20, "big"))[6:].translate(_STANDARD_TO_CROCKFORD).decode()
 
@@ -49,6 +49,16 @@ def test_job_ids_sort_by_creation_millisecond() -> None:
     later = new_job_id(datetime(2026, 12, 5, 3, 0, 0, 2000, tzinfo=timezone.utc))
     assert earlier.startswith("job_") and len(earlier) == 30
     assert earlier < later
+
+
+def test_ulid_counts_whole_milliseconds_without_float_rounding() -> None:
+    # The last datetime's 253 402 300 799 999.999 ms is rounded up by a float division.
+    for instant in (datetime(2026, 12, 5, 3, 0, 0, 123_999, tzinfo=timezone.utc),
+                    datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=timezone.utc)):  # fmt: skip
+        millis = 0
+        for char in ulid(instant)[:10]:  # the first 10 characters: 50 bits, the 48 of milliseconds
+            millis = millis * 32 + "0123456789ABCDEFGHJKMNPQRSTVWXYZ".index(char)
+        assert millis == (instant - EPOCH) // timedelta(milliseconds=1)
 
 
 def test_ulid_refuses_an_instant_before_the_epoch() -> None:

@@ -22,6 +22,7 @@ from ..store.tenants import ApiKey, Tenant
 from ..wire import EXECUTION_ORIGIN_TO_PROTO
 
 log = logging.getLogger(__name__)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 JOB_STATE_TO_PROTO = {
     "active": job_pb2.JOB_STATE_ACTIVE,
@@ -84,9 +85,11 @@ def timestamp(instant: datetime | None) -> timestamp_pb2.Timestamp | None:
 def set_timestamp(message: timestamp_pb2.Timestamp, instant: datetime) -> None:
     """``message`` = the aware ``instant``, to the microsecond: what
     ``FromDatetime`` gives, without its time-tuple round trip."""
-    seconds, micros = divmod(to_us(instant), 1_000_000)
-    message.seconds = seconds
-    message.nanos = micros * 1000
+    if instant.tzinfo is None:
+        raise ValueError("naive datetime: instants must be timezone-aware")
+    delta = instant - _EPOCH
+    message.seconds = delta.days * 86_400 + delta.seconds  # a timedelta's seconds and microseconds are never negative
+    message.nanos = delta.microseconds * 1000
 
 
 def instant(message: timestamp_pb2.Timestamp, field: str = "timestamp") -> datetime:
@@ -150,15 +153,15 @@ def set_output_fields(job: job_pb2.Job, record: JobRecord) -> None:
     job.version = record.version
     job.tzdata_version = record.tzdata_version
     job.pause_reason = record.pause_reason
-    active = record.state == "active"
-    for field, value in (
-        ("next_run_at", record.next_run_at if active else None),
-        ("next_due_at", record.next_due_at if active else None),
-        ("created_at", record.created_at),
-        ("updated_at", record.updated_at),
-    ):
-        if value is not None:
-            set_timestamp(getattr(job, field), value)
+    if record.state == "active":
+        if record.next_run_at is not None:
+            set_timestamp(job.next_run_at, record.next_run_at)
+        if record.next_due_at is not None:
+            set_timestamp(job.next_due_at, record.next_due_at)
+    if record.created_at is not None:
+        set_timestamp(job.created_at, record.created_at)
+    if record.updated_at is not None:
+        set_timestamp(job.updated_at, record.updated_at)
 
 
 def _duration(delta) -> duration_pb2.Duration:

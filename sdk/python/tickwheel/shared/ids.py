@@ -25,14 +25,14 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _PAIRS = tuple(high + low for high in _CROCKFORD for low in _CROCKFORD)
 """Every 10-bit value as two Crockford characters."""
 _PAIR_SHIFTS = tuple(range(120, -1, -10))
-_MILLISECOND = timedelta(milliseconds=1)
 
 
 def ulid(now: datetime) -> str:
     """A 26-character ULID for ``now`` (aware) with 80 random bits."""
-    millis = int((now - _EPOCH) / _MILLISECOND)
+    delta = now - _EPOCH
+    millis = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
     value = (millis << 80) | int.from_bytes(os.urandom(10), "big")
-    if value >> 128:  # before 1970 (a datetime cannot pass a ULID's last instant, in year 10889)
+    if value >> 128:  # before 1970 (no datetime reaches a ULID's last instant, in year 10889)
         raise OverflowError(f"{now.isoformat()} is outside a ULID's 48 bits of milliseconds")
     # 26 characters of 5 bits are the value's low 130 bits (a ULID's 128,
     # two leading zero bits): 13 pairs of 10 bits, each one table lookup.
