@@ -32,7 +32,8 @@ creating is measured.
   pages, 3 to 25) and
   ``last_over_first``: flat paging keeps it near 1.
 - ``cpu`` in each phase: CPU seconds of the server process and of
-  PostgreSQL (``/proc``), and milliseconds per job.
+  PostgreSQL (``/proc``), and of ``callers`` (this process: the clients'
+  threads, sending and reading the answers), and milliseconds per job.
 - ``sql`` in each phase: what reached PostgreSQL (``pg_stat_statements``):
   statements and rows written per job, by table, the costliest shapes;
   ``errors_logged``: the ERROR lines PostgreSQL logged (serialization
@@ -132,6 +133,7 @@ class Phase:
         self.load_before = h.load_average()
         self.meter = meter
         self.cpu_before = meter.read() if meter is not None else None
+        self.callers_before = time.process_time()
 
     def report(self, jobs: int) -> dict:
         sql = self.statements.report(jobs)
@@ -140,6 +142,8 @@ class Phase:
         cpu = None
         if self.meter is not None and self.cpu_before is not None:
             cpu = h.Meter.difference(self.cpu_before, self.meter.read(), jobs)["cpu"]
+            callers = time.process_time() - self.callers_before
+            cpu["callers"] = {"cpu_s": round(callers, 2), "cpu_ms_per_execution": round(callers * 1000 / max(jobs, 1), 4)}
         # per job, not per execution: the harness's key names mean "per unit of work"
         figures = json.loads(json.dumps({"sql": sql, "cpu": cpu}).replace("per_execution", "per_job"))
         return figures | {"load_average_before": self.load_before, "load_average_after": h.load_average()}
