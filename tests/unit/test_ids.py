@@ -82,3 +82,18 @@ def test_to_us_counts_microseconds_since_the_epoch(instant: datetime) -> None:
 def test_to_us_refuses_a_naive_datetime() -> None:
     with pytest.raises(ValueError):
         to_us(datetime(2026, 1, 1))
+
+
+def test_a_batch_of_ids_reads_the_randomness_once_and_spells_each_as_ulid_does() -> None:
+    now = datetime(2026, 12, 5, 3, 0, 0, 5_000, tzinfo=timezone.utc)
+    randomness = bytes(range(30))
+    with mock.patch.object(ids.os, "urandom", return_value=randomness) as urandom:
+        batch = ids.new_job_ids(now, 3)
+    urandom.assert_called_once_with(30)
+    assert batch == ["job_" + reference_ulid(now, randomness[i : i + 10]) for i in (0, 10, 20)]
+
+
+def test_a_batch_of_ids_holds_no_duplicate() -> None:
+    batch = ids.new_job_ids(datetime(2026, 12, 5, tzinfo=timezone.utc), 1000)
+    assert len(set(batch)) == 1000 and all(len(job_id) == 30 for job_id in batch)
+    assert ids.new_job_ids(datetime(2026, 12, 5, tzinfo=timezone.utc), 0) == []

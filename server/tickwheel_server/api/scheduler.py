@@ -22,7 +22,7 @@ from google.protobuf import field_mask_pb2
 from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tickwheel.shared.clock import Clock
-from tickwheel.shared.ids import new_job_id
+from tickwheel.shared.ids import new_job_id, new_job_ids
 from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
 
 from ..auth.authenticator import Authenticator
@@ -266,9 +266,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         accepted: list[int] = []
         items: list[tuple[NewJob, str]] = []
         definitions: list[job_pb2.Job] = []
+        job_ids = new_job_ids(now, len(request.items))
         for index, item in enumerate(request.items):
             try:
-                job, request_id, definition = self._validated_job(item, tenant.name, now)
+                job, request_id, definition = self._validated_job(item, tenant.name, now, job_ids[index])
             except TickwheelError as error:
                 refused[index] = error
                 continue
@@ -309,13 +310,13 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     def _new_job(self, request, tenant: str, now: datetime) -> tuple[NewJob, str]:
         """What CreateJob ``request`` asks for, validated, with its schedule's
         first fire; InvalidArgument naming the field otherwise."""
-        job, request_id, _ = self._validated_job(request, tenant, now)
+        job, request_id, _ = self._validated_job(request, tenant, now, new_job_id(now))
         return job, request_id
 
-    def _validated_job(self, request, tenant: str, now: datetime) -> tuple[NewJob, str, job_pb2.Job]:
-        """:meth:`_new_job`, and the normalised definition its ``spec`` is serialized from."""
+    def _validated_job(self, request, tenant: str, now: datetime, job_id: str) -> tuple[NewJob, str, job_pb2.Job]:
+        """:meth:`_new_job` as ``job_id`` (fresh: :func:`new_job_ids`), and
+        the normalised definition its ``spec`` is serialized from."""
         request_id = validate.check_request_id(request.request_id)
-        job_id = new_job_id(now)
         job, schedule, fire = validate.new_job(request.job, now, job_id, target_policy=self._target_policy)
         return NewJob(
             id=job_id,
