@@ -148,6 +148,20 @@ def _header_violations(headers, field: str) -> list[FieldViolation]:
     return violations
 
 
+def _label_violations(labels, field: str) -> list[FieldViolation]:
+    violations = []
+    if len(labels) > MAX_LABELS:
+        violations.append(FieldViolation(f"{field}.labels", f"at most {MAX_LABELS} labels"))
+    for key, value in sorted(labels.items()):
+        where = f"{field}.labels[{shown(key)}]"
+        if not LABEL_KEY.match(key):
+            violations.append(FieldViolation(where, "a label key is 1 to 63 characters of [a-z0-9_.-]"))
+        value_problem = text_problem(value, MAX_LABEL_VALUE)
+        if value_problem is not None:
+            violations.append(FieldViolation(where, f"a label value: {value_problem}"))
+    return violations
+
+
 def _target_violations(target: job_pb2.Target, field: str, policy: TargetPolicy) -> list[FieldViolation]:
     kind = target.WhichOneof("kind")
     if kind is None:
@@ -198,10 +212,10 @@ def new_job(
     the normalised definition, its schedule and its first fire, the
     schedule computed and validated once (its jitter is the job id's).
 
-    Jobs that differ only in name and payload (a batch's usual shape) share
-    one validated template (:class:`_Template`): the first is validated in
-    full, the next ones check their name and size and take their schedule
-    and first fire from it. Same answers and same violations as validating
+    Jobs that differ only in name, labels and payload (a batch's usual
+    shape) share one validated template (:class:`_Template`): the first is
+    validated in full, the next ones check their name, labels and size and
+    take their schedule and first fire from it. Same answers and same violations as validating
     each in full (``tests/unit/api/test_validate_templates.py``)."""
     shape = job_pb2.Job()
     shape.CopyFrom(job)
@@ -210,6 +224,10 @@ def new_job(
     name, payload = shape.name, shape.payload
     shape.ClearField("name")
     shape.ClearField("payload")
+    labels: dict[str, str] = {}
+    if shape.labels:
+        labels = dict(shape.labels)
+        shape.ClearField("labels")
     key = shape.SerializeToString(deterministic=True)
     template = _TEMPLATES.get(key)
     if template is None or not (template.policy is target_policy or template.policy == target_policy):
@@ -220,13 +238,13 @@ def new_job(
                 _TEMPLATES.clear()
             _TEMPLATES[key] = _Template(out, schedule, fire, now, target_policy)
         return out, schedule, fire
-    return template.new_job(name, payload, now, job_id)
+    return template.new_job(name, payload, labels, now, job_id)
 
 
 MAX_TEMPLATES = 512
 """Validated templates kept (:func:`new_job`); a full cache is emptied and refills."""
 MAX_TEMPLATE_BYTES = 4096
-"""A definition (without name and payload) longer than this, serialized, is
+"""A definition (without name, labels and payload) longer than this, serialized, is
 validated in full every time rather than kept: the cache holds at most
 about ``MAX_TEMPLATES`` times this."""
 _OUTPUT_ONLY = ("id", "tenant", "state", "next_run_at", "next_due_at", "run_count", "version", "tzdata_version",
@@ -234,14 +252,14 @@ _OUTPUT_ONLY = ("id", "tenant", "state", "next_run_at", "next_due_at", "run_coun
 
 
 class _Template:
-    """A definition that passed validation in full, without its name and
-    payload: what every job of the same shape (its serialized definition
-    without output-only fields, name and payload, and the same target
-    policy) normalises to. Sound because :func:`_normalise` reads the name
-    only to check it and the payload only to size the definition, and
-    everything else (defaults, target, policies, the schedule's fields) is
-    a function of the shape; the job id and ``now`` enter only the first
-    fire, computed per job here. Immutable but for ``last``, a one-entry
+    """A definition that passed validation in full, without its name,
+    labels and payload: what every job of the same shape (its serialized
+    definition without output-only fields, name, labels and payload, and
+    the same target policy) normalises to. Sound because :func:`_normalise`
+    reads the name and the labels only to check each on its own and the
+    payload only to size the definition, and everything else (defaults,
+    target, policies, the schedule's fields) is a function of the shape;
+    the job id and ``now`` enter only the first fire, computed per job here. Immutable but for ``last``, a one-entry
     memo that a race can only recompute."""
 
     __slots__ = ("job", "schedule", "by_job_id", "policy", "last")
@@ -251,6 +269,7 @@ class _Template:
         self.job.CopyFrom(out)
         self.job.ClearField("name")
         self.job.ClearField("payload")
+        self.job.ClearField("labels")
         self.schedule = schedule.for_job("")
         self.by_job_id = fires_depend_on_job_id(schedule)
         """The nominal fires depend on the job id (``H``): computed per job."""
@@ -259,12 +278,16 @@ class _Template:
         self.last: tuple[datetime, Fire | ScheduleError] = (now, unjittered)
         """(``now``, the first fire after it without jitter, or why there is none), for the last ``now`` asked."""
 
-    def new_job(self, name: str, payload: bytes, now: datetime, job_id: str) -> tuple[job_pb2.Job, Schedule, Fire]:
-        """:func:`_normalise` of this shape with ``name`` and ``payload`` as ``job_id`` at ``now``."""
+    def new_job(
+        self, name: str, payload: bytes, labels: dict[str, str], now: datetime, job_id: str
+    ) -> tuple[job_pb2.Job, Schedule, Fire]:
+        """:func:`_normalise` of this shape with ``name``, ``payload`` and ``labels`` as ``job_id`` at ``now``."""
         violations: list[FieldViolation] = []
         name_problem = text_problem(name, NAME_MAX, required=True)
         if name_problem is not None:
             violations.append(FieldViolation("job.name", name_problem))
+        if labels:
+            violations += _label_violations(labels, "job")
         schedule = self.schedule.for_job(job_id)
         fire = None
         try:
@@ -288,6 +311,8 @@ class _Template:
         out.CopyFrom(self.job)
         out.name = name
         out.payload = payload
+        if labels:
+            out.labels.update(labels)
         definition = out.ByteSize() - len(payload)
         if definition > MAX_DEFINITION_BYTES:
             violations.append(FieldViolation(
@@ -374,15 +399,7 @@ def _normalise(
         named.add(key.key)
         if key.limit < 1:
             violations.append(FieldViolation(f"{field}.concurrency_keys[{index}].limit", "must be >= 1"))
-    if len(out.labels) > MAX_LABELS:
-        violations.append(FieldViolation(f"{field}.labels", f"at most {MAX_LABELS} labels"))
-    for key, value in sorted(out.labels.items()):
-        where = f"{field}.labels[{shown(key)}]"
-        if not LABEL_KEY.match(key):
-            violations.append(FieldViolation(where, "a label key is 1 to 63 characters of [a-z0-9_.-]"))
-        value_problem = text_problem(value, MAX_LABEL_VALUE)
-        if value_problem is not None:
-            violations.append(FieldViolation(where, f"a label value: {value_problem}"))
+    violations += _label_violations(out.labels, field)
     if out.dst_policy.gap == job_pb2.DST_GAP_POLICY_UNSPECIFIED:
         out.dst_policy.gap = job_pb2.DST_GAP_POLICY_AUTO
     if out.dst_policy.repeat == job_pb2.DST_REPEAT_POLICY_UNSPECIFIED:

@@ -1,7 +1,8 @@
 """new_job's validated templates: a job validated from a template gets what
 validating it in full gives (definition, schedule, first fire, or the same
-violations), whatever the zone, the instant of the call, the job id (H,
-jitter) and the server's target policy; the cache stays bounded."""
+violations), whatever its name, labels and payload, the zone, the instant
+of the call, the job id (H, jitter) and the server's target policy; the
+cache stays bounded."""
 
 from __future__ import annotations
 
@@ -154,12 +155,26 @@ def test_output_only_fields_are_cleared_whatever_the_template() -> None:
 
 def test_the_cache_is_bounded_and_skips_large_definitions() -> None:
     for i in range(validate.MAX_TEMPLATES + 10):
-        assert isinstance(cached(cron(f"{i % 60} {i // 60 % 24} * * *", labels={"n": str(i)}), NOW, f"job_{i}"), tuple)
+        assert isinstance(cached(cron(f"{i % 60} {i // 60 % 24} * * *"), NOW, f"job_{i}"), tuple)
         assert len(validate._TEMPLATES) <= validate.MAX_TEMPLATES
     validate._TEMPLATES.clear()
-    large = cron("0 3 * * *", labels={f"k{i}": "v" * 200 for i in range(30)})
+    large = cron("0 3 * * *")
+    large.target.CopyFrom(job_pb2.Target(http=job_pb2.HttpTarget(
+        url="https://example.com/hook", headers={f"X-H{i}": "v" * 400 for i in range(12)})))  # fmt: skip
     assert isinstance(cached(large, NOW, "job_L"), tuple)
     assert len(validate._TEMPLATES) == 0
+
+
+def test_labels_are_each_jobs_own_and_checked_each_time() -> None:
+    first = cached(cron("0 3 * * *", labels={"team": "ops", "n": "1"}), NOW, "job_A")
+    second = cached(cron("0 3 * * *", labels={"n": "2"}), NOW, "job_B")
+    bare = cached(cron("0 3 * * *"), NOW, "job_C")
+    bad = cron("0 3 * * *", labels={"Bad Key": "x", "ok": "line\nbreak", **{f"k{i}": "v" for i in range(40)}})
+    assert len(validate._TEMPLATES) == 1
+    assert dict(first[0].labels) == {"team": "ops", "n": "1"} and dict(second[0].labels) == {"n": "2"}
+    assert not bare[0].labels
+    assert cached(bad, NOW, "job_D") == in_full(bad, NOW, "job_D")
+    assert {v.field for v in cached(bad, NOW, "job_D")} >= {"job.labels", "job.labels[Bad Key]", "job.labels[ok]"}
 
 
 _ZONES = st.sampled_from(["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Pacific/Apia", "Nope/Zone"])
@@ -181,6 +196,8 @@ def jobs(draw) -> job_pb2.Job:
     if draw(st.booleans()):
         job.start_at.FromDatetime(NOW + timedelta(days=draw(st.integers(0, 30))))
     job.max_runs = draw(st.integers(-1, 3))
+    job.labels.update(draw(st.dictionaries(st.sampled_from(["a", "b", "Bad", "x" * 64]),
+                                           st.sampled_from(["", "v", "\x00", "w" * 257]), max_size=3)))  # fmt: skip
     return job
 
 
