@@ -215,8 +215,9 @@ def new_job(
     Jobs that differ only in name, labels and payload (a batch's usual
     shape) share one validated template (:class:`_Template`): the first is
     validated in full, the next ones check their name, labels and size and
-    take their schedule and first fire from it. Same answers and same violations as validating
-    each in full (``tests/unit/api/test_validate_templates.py``)."""
+    take their schedule and first fire from it. Same answers and same
+    violations as validating each in full
+    (``tests/unit/api/test_validate_templates.py``)."""
     shape = job_pb2.Job()
     shape.CopyFrom(job)
     for output_only in _OUTPUT_ONLY:
@@ -244,9 +245,9 @@ def new_job(
 MAX_TEMPLATES = 512
 """Validated templates kept (:func:`new_job`); a full cache is emptied and refills."""
 MAX_TEMPLATE_BYTES = 4096
-"""A definition (without name, labels and payload) longer than this, serialized, is
-validated in full every time rather than kept: the cache holds at most
-about ``MAX_TEMPLATES`` times this."""
+"""A definition (without name, labels and payload) longer than this,
+serialized, is validated in full every time rather than kept: the cache
+holds at most about ``MAX_TEMPLATES`` times this."""
 _OUTPUT_ONLY = ("id", "tenant", "state", "next_run_at", "next_due_at", "run_count", "version", "tzdata_version",
                 "last_run", "created_at", "updated_at", "pause_reason")  # fmt: skip
 
@@ -259,8 +260,9 @@ class _Template:
     reads the name and the labels only to check each on its own and the
     payload only to size the definition, and everything else (defaults,
     target, policies, the schedule's fields) is a function of the shape;
-    the job id and ``now`` enter only the first fire, computed per job here. Immutable but for ``last``, a one-entry
-    memo that a race can only recompute."""
+    the job id and ``now`` enter only the first fire, computed per job
+    here. Immutable but for ``last``, a one-entry memo that a race can only
+    recompute."""
 
     __slots__ = ("job", "schedule", "by_job_id", "policy", "last")
 
@@ -275,8 +277,9 @@ class _Template:
         """The nominal fires depend on the job id (``H``): computed per job."""
         self.policy = policy
         unjittered = Fire(fire.nominal_at, fire.nominal_at, fire.utc_offset, fire.note)
-        self.last: tuple[datetime, Fire | ScheduleError] = (now, unjittered)
-        """(``now``, the first fire after it without jitter, or why there is none), for the last ``now`` asked."""
+        self.last: tuple[datetime, Fire | FieldViolation] = (now, unjittered)
+        """(``now``, the first fire after it without jitter or the violation
+        saying why there is none), for the last ``now`` asked."""
 
     def new_job(
         self, name: str, payload: bytes, labels: dict[str, str], now: datetime, job_id: str
@@ -290,23 +293,24 @@ class _Template:
             violations += _label_violations(labels, "job")
         schedule = self.schedule.for_job(job_id)
         fire = None
-        try:
-            if self.by_job_id:
+        if self.by_job_id:
+            try:
                 fire = validate_schedule(schedule, now)
+            except ScheduleError as error:
+                violations.append(FieldViolation(f"job.{error.field}", error.reason))
+        else:
+            last = self.last
+            if last[0] != now:
+                try:
+                    last = (now, validate_schedule(self.schedule, now))
+                except ScheduleError as error:
+                    last = (now, FieldViolation(f"job.{error.field}", error.reason))
+                self.last = last
+            first = last[1]
+            if isinstance(first, FieldViolation):
+                violations.append(first)
             else:
-                last = self.last
-                if last[0] != now:
-                    try:
-                        last = (now, validate_schedule(self.schedule, now))
-                    except ScheduleError as error:
-                        last = (now, error)
-                    self.last = last
-                if isinstance(last[1], ScheduleError):
-                    raise last[1]
-                nominal = last[1].nominal_at
-                fire = Fire(nominal, due_at(schedule, nominal), last[1].utc_offset, last[1].note)
-        except ScheduleError as error:
-            violations.append(FieldViolation(f"job.{error.field}", error.reason))
+                fire = Fire(first.nominal_at, due_at(schedule, first.nominal_at), first.utc_offset, first.note)
         out = job_pb2.Job()
         out.CopyFrom(self.job)
         out.name = name
