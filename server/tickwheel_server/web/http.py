@@ -313,8 +313,14 @@ class HttpServer:
             log.exception("a handler's response cannot be sent")
             encoded = self._encode(request, HttpError(500, "internal error").response(), keep_alive)
         writer.write(encoded)
-        async with asyncio.timeout(self._write_timeout):
-            await writer.drain()
+        try:
+            async with asyncio.timeout(self._write_timeout):
+                await writer.drain()
+        except TimeoutError:
+            # A client that stopped reading: drop what is buffered for it
+            # now (closing would keep it, and this task, until it reads).
+            writer.transport.abort()
+            raise
 
     def _encode(self, request: Request | None, response: Response, keep_alive: bool) -> bytes:
         """Status line, headers and (except for HEAD, 204 and 304) the body."""

@@ -4,6 +4,7 @@ limits, the security headers, errors, stopping, and TLS."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 
@@ -28,6 +29,7 @@ class App:
         self.router.get("/held", self.held)
         self.router.get("/cached", self.cached)
         self.router.get("/bad-header", self.bad_header)
+        self.router.get("/big", self.big)
 
     async def echo(self, request: Request) -> Response:
         return Response.json({"name": request.params["name"], "query": dict(request.query),
@@ -43,6 +45,9 @@ class App:
 
     async def cached(self, request: Request) -> Response:
         return Response.text("kept", headers=(("Cache-Control", "max-age=60"),))
+
+    async def big(self, request: Request) -> Response:
+        return Response(200, b"x" * (64 << 20), "application/octet-stream")
 
     async def bad_header(self, request: Request) -> Response:
         return Response.text("x", headers=(("X-Injected", "a\r\nSet-Cookie: b"),))
@@ -216,6 +221,28 @@ async def test_connections_beyond_the_limit_are_turned_away(app) -> None:
     finally:
         for _, writer in held:
             writer.close()
+
+
+async def test_a_client_that_stops_reading_is_dropped_with_what_was_buffered_for_it() -> None:
+    # 64 MiB is more than the sockets buffer: the rest waits in the server.
+    # After the write timeout the connection is aborted, so the response is
+    # not kept for a client that never reads (closing would flush it first).
+    app = App()
+    server = HttpServer(app.router, "127.0.0.1:0", write_timeout=0.5)
+    await server.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port, limit=1024)
+        writer.write(get("/big"))
+        await writer.drain()
+        await asyncio.sleep(2.0)  # the client reads nothing for four write timeouts
+        received = 0
+        with contextlib.suppress(ConnectionError):
+            while chunk := await asyncio.wait_for(reader.read(1 << 20), WAIT):
+                received += len(chunk)
+        assert received < 64 << 20
+        writer.close()
+    finally:
+        await asyncio.wait_for(server.stop(1.0), WAIT)
 
 
 async def test_stop_closes_idle_connections_and_lets_a_request_in_progress_finish(app) -> None:
