@@ -33,6 +33,10 @@ BREAKER_OUTCOMES = frozenset((SUCCEEDED, FAILED_RETRYABLE, TIMED_OUT))
 """Outcomes the circuit breaker counts: a permanent failure says the request
 is wrong, not that the host is down; a cancel says nothing of the host."""
 
+DECIDED_WITHOUT_POLICY = frozenset((SUCCEEDED, CANCELED, FAILED_PERMANENT))
+"""Outcomes :func:`decide` settles without reading the retry policy: the
+caller need not read (or parse) the policy for them."""
+
 
 class RetryPolicy(NamedTuple):
     """A definition's retry policy, its defaults filled in (:mod:`tickwheel_server.jobspec`)."""
@@ -117,7 +121,8 @@ def decide(
 
     ``retry`` as a string says why the retry policy cannot be read (its
     definition is damaged); a result that needs it raises ValueError with
-    that reason, and the store refuses it alone. ``rng`` is drawn from only
+    that reason, and the store refuses it alone. ``retry`` is not read for
+    an outcome in :data:`DECIDED_WITHOUT_POLICY`. ``rng`` is drawn from only
     for a retry."""
     attempt_status = "timed_out" if outcome == TIMED_OUT else "failed"
     if outcome == SUCCEEDED:

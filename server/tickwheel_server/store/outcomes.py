@@ -36,7 +36,7 @@ from tickwheel.shared.ids import to_us
 
 from ..jobspec import NO_DEFINITION, DefinitionCache
 from ..circuits import CircuitBreaker
-from ..policy.outcome import BREAKER_OUTCOMES, Facts, breaker_event, decide
+from ..policy.outcome import BREAKER_OUTCOMES, DECIDED_WITHOUT_POLICY, Facts, breaker_event, decide
 from .base import SqlStore, driver_sql, execute_arrays, tuples
 from .executions import (
     NOT_HELD, TERMINAL, DeadLetter, DeadLetterHook, ResultAck, ResultIn, Retry, attempt_row, dead_lettered,
@@ -307,13 +307,19 @@ class OutcomeStore(SqlStore):
         """
         definition = self.definitions.get(row.job_id, row.version, row.spec) if row.spec else None
         hold = None
-        if self.breaker is not None and definition is not None and result.outcome in BREAKER_OUTCOMES:
+        # A handler target has no host (nor does a damaged definition, whose host() raises: its result is refused).
+        if (self.breaker is not None and definition is not None and definition.handler is None
+                and result.outcome in BREAKER_OUTCOMES):
             event = breaker_event(result.outcome, definition.host(), row.handed_out_at, now_us)
             if event is not None:
                 hold = self.breaker.record(row.tenant, event.host, (row.id, result.delivery), failed=event.failed,
                                            age=event.age)
         facts = Facts(row.attempt, row.cancel_requested_at is not None, row.cancel_reason)
-        retry = (definition or NO_DEFINITION).retry_or_problem()
+        # The policy is read only where the decision needs it: a success does not parse its job's retry policy.
+        retry = (
+            NO_DEFINITION.retry if result.outcome in DECIDED_WITHOUT_POLICY
+            else (definition or NO_DEFINITION).retry_or_problem()
+        )
         decision = decide(facts, result.outcome, result.retry_after, retry, hold, now, self._rng)
         retrying = decision.status == "scheduled"
         update = dict(

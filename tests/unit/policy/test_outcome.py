@@ -12,8 +12,8 @@ import pytest
 
 from tickwheel.shared.ids import to_us
 from tickwheel_server.policy.outcome import (
-    CANCELED, FAILED_PERMANENT, FAILED_RETRYABLE, SUCCEEDED, TIMED_OUT, BreakerEvent, Decision, Facts, RetryPolicy,
-    breaker_event, decide,
+    CANCELED, DECIDED_WITHOUT_POLICY, FAILED_PERMANENT, FAILED_RETRYABLE, SUCCEEDED, TIMED_OUT, BreakerEvent,
+    Decision, Facts, RetryPolicy, breaker_event, decide,
 )
 
 NOW = datetime(2026, 3, 29, 1, 30, tzinfo=timezone.utc)
@@ -117,6 +117,20 @@ def test_the_jitter_is_full_and_drawn_from_the_rng() -> None:
 def test_a_result_that_needs_an_unreadable_retry_policy_raises_its_reason() -> None:
     with pytest.raises(ValueError, match="does not parse"):
         decide(RUNNING, FAILED_RETRYABLE, None, "the definition does not parse", None, NOW, FixedRng())
+
+
+@pytest.mark.parametrize("outcome", [SUCCEEDED, FAILED_RETRYABLE, FAILED_PERMANENT, TIMED_OUT, CANCELED, 99])
+def test_the_outcomes_decided_without_the_policy_never_read_it(outcome: int) -> None:
+    """The store passes no policy for these (it does not parse one): the
+    decision must not depend on it, and every other outcome must read it."""
+    unreadable = "the definition does not parse"
+    if outcome in DECIDED_WITHOUT_POLICY:
+        assert decide(RUNNING, outcome, None, unreadable, None, NOW, FixedRng()) == decide(
+            RUNNING, outcome, None, POLICY, None, NOW, FixedRng()
+        )
+    else:
+        with pytest.raises(ValueError, match="does not parse"):
+            decide(RUNNING, outcome, None, unreadable, None, NOW, FixedRng())
 
 
 @pytest.mark.parametrize(
