@@ -123,6 +123,14 @@ _TAKEN_ROWS = driver_sql(
     "FROM executions AS e LEFT JOIN jobs AS j ON j.id = e.job_id WHERE e.id = ANY (CAST(:ids AS TEXT[]))"
 )
 
+# The named tenants' settings and oldest ready instants (one descent of
+# executions_tenant_ready each); one array parameter: one text, one plan.
+_READY_TENANTS = driver_sql(
+    "SELECT t.name, t.weight, t.max_concurrency, (SELECT e.ready_at FROM executions AS e WHERE e.tenant = t.name "
+    "AND e.status = 'scheduled' ORDER BY e.ready_at LIMIT 1) AS oldest "
+    "FROM tenants AS t WHERE t.name = ANY (CAST(:names AS TEXT[])) AND t.state <> 'paused'"
+)
+
 # The tenants that have any scheduled execution, by a loose index scan of
 # executions_tenant_ready (one descent per tenant), each with its oldest
 # ready instant (one more descent) and its settings.
@@ -365,7 +373,9 @@ class HandoutStore(SqlStore):
         """The tenants of ``capability`` with an execution ready by ``now_us``
         (any handler: the scan decides), with their weight and cap. A paused
         tenant has none: its executions wait for its resume."""
-        if len(capability.tenants) <= self.loose_scan_above:
+        if len(capability.tenants) <= self.loose_scan_above and self.caps.is_postgres:
+            rows = execute_arrays(conn, _READY_TENANTS, {"names": sorted(capability.tenants)}).all()
+        elif len(capability.tenants) <= self.loose_scan_above:
             first = executions.alias("first")
             oldest = (
                 sa.select(first.c.ready_at)
