@@ -11,6 +11,8 @@ import sqlalchemy as sa
 from tickwheel.v1 import job_pb2, worker_pb2
 
 from tickwheel.shared.ids import to_us
+from tickwheel_server.circuits import CircuitBreaker
+from tickwheel_server.policy.breaker import BreakerSettings
 from tickwheel_server.store.executions import Capability, Lost, ResultIn
 from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.tables import attempts, executions, jobs
@@ -86,6 +88,32 @@ async def test_a_new_version_of_a_definition_is_read_by_the_hand_out_and_the_out
     add_execution(migrated_engine, clock, "e2", job_id="job_1")
     [second] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 10)
     assert (second.id, second.definition.version, second.definition.timeout_us) == ("e2", 2, 7_000_000)
+
+
+async def test_an_outcome_needing_nothing_of_a_damaged_definition_is_recorded(migrated_engine, clock) -> None:
+    """A success of a handler target reads nothing of its job's definition,
+    so a definition that no longer parses does not stop it being recorded;
+    a retry (its policy) and an HTTP target's success (its host, for the
+    breaker) still need it, and fail."""
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    store = ExecutionQueue(migrated_engine, clock, rng=random.Random(7),
+                           breaker=CircuitBreaker(BreakerSettings(), clock))
+    for ident, handler in (("done", "echo"), ("retry", "echo"), ("call", None)):
+        add_execution(migrated_engine, clock, ident, handler=handler)
+    handed = {h.id: h for h in await store.handout.hand_out_ready("s1", clock.now(), Capability(("acme",), ("echo",), True), 10)}
+    with migrated_engine.begin() as conn:  # a new version this server cannot read
+        conn.execute(jobs.update().values(spec=b"\x0a\xff", version=jobs.c.version + 1))
+    [ack] = await store.outcomes.record_results([result(handed["done"])])
+    assert ack.accepted and ack.reason == ""
+    with migrated_engine.connect() as conn:
+        assert conn.execute(sa.select(executions.c.status).where(executions.c.id == "done")).scalar() == "succeeded"
+        assert conn.execute(sa.select(attempts.c.status).where(attempts.c.execution_id == "done")).scalar() == "succeeded"
+    for needing in (result(handed["retry"], worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE), result(handed["call"])):
+        with pytest.raises(Exception, match="does not parse"):
+            await store.outcomes.record_results([needing])
+    with migrated_engine.connect() as conn:
+        assert dict(conn.execute(sa.select(executions.c.id, executions.c.status)).all()) == {
+            "done": "succeeded", "retry": "running", "call": "running"}
 
 
 async def test_hand_out_respects_tenants_handlers_http_and_the_limit(store, migrated_engine, clock) -> None:

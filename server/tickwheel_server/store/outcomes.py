@@ -3,9 +3,11 @@ retry, a dead letter, canceled), as :mod:`tickwheel_server.policy.outcome`
 decides.
 
 :meth:`OutcomeStore.record_results` applies workers' results in one
-transaction per batch: one read of the rows (locked), one batched update,
-one batched insert of attempt rows. Each result carries the tenants of the
-credential it came with: an execution of any other tenant is answered
+transaction per batch: one read of the rows (locked), one read of the job
+definitions the decisions need (none for a batch of handler targets'
+successes: only a retry policy or an HTTP target's host is read from a
+definition), one batched update, one batched insert of attempt rows. Each
+result carries the tenants of the credential it came with: an execution of any other tenant is answered
 exactly like one that does not exist (:data:`.executions.NOT_HELD`). A result whose
 delivery is not the current one is rejected and changes nothing but a note
 on the attempt row of that delivery, if it was requeued; a repeated result
@@ -61,14 +63,17 @@ _OUTCOME_ARRAYS = {
     "deads": "b_dead_reason", "finished": "b_finished_at",
 }
 
-# A batch of results' executions (PostgreSQL), locked, each with its job's
-# definition: one array parameter, one plan whatever the batch.
+# A batch of results' executions (PostgreSQL), locked: one array parameter,
+# one plan whatever the batch. Their jobs' definitions are read apart
+# (:data:`_JOB_SPECS`), for the results whose decision needs one.
 _RESULT_ROWS = driver_sql(
     "SELECT e.id, e.job_id, e.tenant, e.partition, e.status, e.delivery, e.attempt, e.due_at, e.ready_at, "
-    "e.handed_out_at, e.held_keys, e.waiting_since, e.cancel_requested_at, e.cancel_reason, j.spec, j.version "
-    "FROM executions AS e LEFT JOIN jobs AS j ON j.id = e.job_id "
-    "WHERE e.id = ANY (CAST(:ids AS TEXT[])) FOR UPDATE OF e"
+    "e.handed_out_at, e.held_keys, e.waiting_since, e.cancel_requested_at, e.cancel_reason, e.handler "
+    "FROM executions AS e WHERE e.id = ANY (CAST(:ids AS TEXT[])) FOR UPDATE"
 )
+
+# The definitions of some jobs (PostgreSQL), by primary key.
+_JOB_SPECS = driver_sql("SELECT j.id, j.spec, j.version FROM jobs AS j WHERE j.id = ANY (CAST(:ids AS TEXT[]))")
 
 # A batch of attempt rows (PostgreSQL) from parallel arrays: one statement,
 # not one per row.
@@ -100,8 +105,11 @@ class _ResultRow(NamedTuple):
     waiting_since: int | None
     cancel_requested_at: int | None
     cancel_reason: str | None
-    spec: bytes | None
-    version: int | None
+    handler: str | None
+    """The handler it was claimed for; None: an HTTP target."""
+    spec: bytes | None = None
+    """The job's definition, where it was read (None: deleted, or not read: not needed)."""
+    version: int | None = None
     """The job's version (None: the job was deleted): the definition's cache key with its id."""
 
 
@@ -145,15 +153,17 @@ class OutcomeStore(SqlStore):
             now_us = to_us(now)
             ids = sorted({r.execution_id for r in results})
             if self.caps.is_postgres:
-                read = [_ResultRow._make(row) for row in tuples(execute_arrays(conn, _RESULT_ROWS, {"ids": ids}))]
+                read = [_ResultRow(*row) for row in tuples(execute_arrays(conn, _RESULT_ROWS, {"ids": ids}))]
             else:
-                read = self._result_rows(conn, ids)
+                read = [_ResultRow(*row) for row in self._result_rows(conn, ids)]
             rows = {row.id: row for row in read}
             # Another tenant's execution is, to this result, no execution at all.
             mine = [
                 row if row is not None and row.tenant in r.tenants else None
                 for r in results for row in (rows.get(r.execution_id),)
             ]
+            if self.caps.is_postgres:
+                mine = self._with_definitions(conn, results, mine)
             mismatched = [
                 r for r, row in zip(results, mine)
                 if row is not None and (row.status != "running" or row.delivery != r.delivery or row.attempt != r.attempt)
@@ -218,15 +228,43 @@ class OutcomeStore(SqlStore):
 
         return await self._tx(fn, row_locked=True)
 
+    def _needs_definition(self, row: _ResultRow, result: ResultIn) -> bool:
+        """Whether deciding ``result`` reads its job's definition: its retry
+        policy (an outcome not in :data:`DECIDED_WITHOUT_POLICY`), or the
+        host an HTTP target calls, for the circuit breaker."""
+        return result.outcome not in DECIDED_WITHOUT_POLICY or (
+            row.handler is None and self.breaker is not None and result.outcome in BREAKER_OUTCOMES
+        )
+
+    def _with_definitions(
+        self, conn: Connection, results: list[ResultIn], rows: list[_ResultRow | None]
+    ) -> list[_ResultRow | None]:
+        """``rows`` (PostgreSQL), each whose result needs its job's definition
+        with the job's spec and version, read in one statement; the others
+        as they are (most results, successes of handler targets, need none)."""
+        wanted = sorted({
+            row.job_id for row, result in zip(rows, results)
+            if row is not None and self._needs_definition(row, result)
+        })
+        if not wanted:
+            return rows
+        specs = {job_id: (spec, version) for job_id, spec, version in
+                 tuples(execute_arrays(conn, _JOB_SPECS, {"ids": wanted}))}
+        return [
+            row._replace(spec=found[0], version=found[1]) if row is not None and found is not None else row
+            for row in rows for found in (specs.get(row.job_id) if row is not None else None,)
+        ]
+
     def _result_rows(self, conn: Connection, ids: list[str]) -> list:
-        """:data:`_RESULT_ROWS` on engines without binary array parameters."""
+        """:data:`_RESULT_ROWS` on engines without binary array parameters,
+        each row with its job's definition."""
         query = (
             sa.select(
                 executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition,
                 executions.c.status, executions.c.delivery, executions.c.attempt, executions.c.due_at,
                 executions.c.ready_at, executions.c.handed_out_at, executions.c.held_keys,
                 executions.c.waiting_since, executions.c.cancel_requested_at, executions.c.cancel_reason,
-                jobs.c.spec, jobs.c.version,
+                executions.c.handler, jobs.c.spec, jobs.c.version,
             )
             .select_from(executions.outerjoin(jobs, jobs.c.id == executions.c.job_id))
             .where(executions.c.id.in_(ids))
@@ -305,7 +343,10 @@ class OutcomeStore(SqlStore):
         A definition that cannot be read fails the result where the decision
         needs it (the result writer then refuses that result alone).
         """
-        definition = self.definitions.get(row.job_id, row.version, row.spec) if row.spec else None
+        # Read only where the decision needs it (the same rule on every engine):
+        # a success of a handler target is recorded whatever its job's definition.
+        needed = self._needs_definition(row, result)
+        definition = self.definitions.get(row.job_id, row.version, row.spec) if needed and row.spec else None
         hold = None
         # A handler target has no host (nor does a damaged definition, whose host() raises: its result is refused).
         if (self.breaker is not None and definition is not None and definition.handler is None
