@@ -53,6 +53,8 @@ DECLARED: dict[tuple[str, str], frozenset[str]] = {
     # Example programs the test itself builds with `go build` (run_history's callers).
     ("tests/integration/test_sdk_go.py", "run_json"): frozenset(),
     ("tests/integration/test_sdk_go.py", "run_json_async"): frozenset(),
+    # The toolchains whose commands test_sdk_packages.py passes to its _run.
+    ("tests/integration/test_sdk_packages.py", "_run"): frozenset({"npm", "node", "go", "mvn", "java"}),
 }
 
 DEBIAN = {
