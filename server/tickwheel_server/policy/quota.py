@@ -25,6 +25,11 @@ from dataclasses import dataclass
 SLOTS = 32
 """Rows per tenant. More slots make two concurrent creates less likely to
 pick the same row; a dry slot costs one read of them all."""
+RESERVE_CALLS = 8
+"""A slot that ran dry is dealt, beyond its even share, a reserve of this
+many more of what it just asked for (at most half of what is left): the
+process that asked keeps taking from it (``store.quota.SlotPicker`` prefers
+it), so a bulk load deals every few calls instead of nearly every call."""
 
 
 @dataclass(frozen=True)
@@ -38,14 +43,16 @@ class Deal:
 
 def deal(used: Mapping[int, int], max_jobs: int, *, slot: int = 0, want: int = 0) -> Deal:
     """Grant ``slot`` up to ``want`` units and spread what is left of
-    ``max_jobs`` evenly over the :data:`SLOTS` slots.
+    ``max_jobs`` over the :data:`SLOTS` slots.
 
     ``used`` maps each slot to what it counts (a missing slot counts 0).
     ``granted`` = min(want, max_jobs - total used), never negative; it is
-    added to ``slot``'s used. Every slot's allowance is then its used plus
-    an even share of the rest, the remainder going to the slots from
-    ``slot`` on (so the asking slot is not dry again at once). The shares
-    add up to exactly ``max(0, max_jobs - total used - granted)``.
+    added to ``slot``'s used. The asking slot then gets a reserve of
+    ``RESERVE_CALLS * want``, at most half of the rest; every slot's
+    allowance is its used plus an even share of what remains after that,
+    the remainder going to the slots from ``slot`` on (so the asking slot is
+    not dry again at once). Reserve and shares add up to exactly
+    ``max(0, max_jobs - total used - granted)``.
     """
     if not 0 <= slot < SLOTS:
         raise ValueError(f"slot must be in [0, {SLOTS})")
@@ -56,9 +63,10 @@ def deal(used: Mapping[int, int], max_jobs: int, *, slot: int = 0, want: int = 0
     granted = min(want, free)
     counted[slot] += granted
     rest = free - granted
-    share, extra = divmod(rest, SLOTS)
+    reserve = min(rest // 2, RESERVE_CALLS * want)
+    share, extra = divmod(rest - reserve, SLOTS)
     slots = {}
     for index in range(SLOTS):
         bonus = 1 if (index - slot) % SLOTS < extra else 0
-        slots[index] = (counted[index], counted[index] + share + bonus)
+        slots[index] = (counted[index], counted[index] + share + bonus + (reserve if index == slot else 0))
     return Deal(granted, slots)

@@ -28,20 +28,38 @@ _SET_SLOT = (
 
 class SlotPicker:
     """Which slot a create of this process takes its units from: one no
-    other transaction of this process is using if there is one, at random
-    among those (so servers spread over the slots too). Held for the
-    whole transaction, retries included."""
+    other transaction of this process is using if there is one; among
+    those, one this process used before (most recently first: a slot that
+    ran dry was dealt a reserve for its next calls, see
+    :data:`~tickwheel_server.policy.quota.RESERVE_CALLS`), else one at
+    random (so servers spread over the slots too). Held for the whole
+    transaction, retries included. Remembers at most :data:`SLOTS` slots of
+    at most ``tenants`` tenants."""
 
-    def __init__(self, rng: random.Random | None = None) -> None:
+    def __init__(self, rng: random.Random | None = None, *, tenants: int = 1024) -> None:
         self._rng = rng or random.Random()
         self._busy: dict[tuple[str, int], int] = {}
+        self._recent: dict[str, list[int]] = {}
+        """tenant -> slots this process used, most recent last (insertion order: the oldest tenant first)."""
+        self._tenants = tenants
         self._lock = threading.Lock()
 
     @contextmanager
     def slot(self, tenant: str) -> Iterator[int]:
         with self._lock:
-            free = [index for index in range(SLOTS) if (tenant, index) not in self._busy]
-            chosen = self._rng.choice(free) if free else self._rng.randrange(SLOTS)
+            recent = self._recent.pop(tenant, [])
+            self._recent[tenant] = recent  # now the most recently used tenant
+            if len(self._recent) > self._tenants:
+                del self._recent[next(iter(self._recent))]
+            warm = [index for index in reversed(recent) if (tenant, index) not in self._busy]
+            if warm:
+                chosen = warm[0]
+            else:
+                free = [index for index in range(SLOTS) if (tenant, index) not in self._busy]
+                chosen = self._rng.choice(free) if free else self._rng.randrange(SLOTS)
+            if chosen in recent:
+                recent.remove(chosen)
+            recent.append(chosen)
             self._busy[(tenant, chosen)] = self._busy.get((tenant, chosen), 0) + 1
         try:
             yield chosen

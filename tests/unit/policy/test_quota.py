@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tickwheel_server.policy.quota import SLOTS, deal
+from tickwheel_server.policy.quota import RESERVE_CALLS, SLOTS, deal
 
 
 def test_a_new_tenant_gets_its_quota_spread_over_every_slot() -> None:
@@ -22,9 +22,21 @@ def test_the_asking_slot_is_granted_first_and_gets_the_remainder() -> None:
     decision = deal({3: 10}, 10 + 5 + SLOTS + 1, slot=5, want=5)
     assert decision.granted == 5
     used, allowance = decision.slots[5]
-    assert used == 5 and allowance == 5 + 1 + 1  # its share and the one left over
-    assert decision.slots[3] == (10, 11)
+    # Of the 33 left: a reserve of 16 (half, less than 8 calls of 5), then
+    # 17 spread one each over slots 5 to 21 (slot 3 is not among them).
+    assert used == 5 and allowance == 5 + 16 + 1
+    assert decision.slots[3] == (10, 10) and decision.slots[21] == (0, 1) and decision.slots[22] == (0, 0)
     assert sum(a for _, a in decision.slots.values()) == 10 + 5 + SLOTS + 1
+
+
+def test_a_dry_slot_gets_a_reserve_of_its_next_calls() -> None:
+    decision = deal({3: 10}, 10 + 5 + 1000, slot=5, want=5)
+    assert decision.slots[5] == (5, 5 + RESERVE_CALLS * 5 + (1000 - RESERVE_CALLS * 5) // SLOTS)
+    assert decision.slots[3] == (10, 10 + (1000 - RESERVE_CALLS * 5) // SLOTS)
+    assert sum(a for _, a in decision.slots.values()) == 10 + 5 + 1000
+    # Near the limit the reserve is at most half of what is left.
+    tight = deal({}, 1000 + 64, slot=0, want=1000)
+    assert tight.granted == 1000 and tight.slots[0][1] == 1000 + 32 + 1 and tight.slots[1] == (0, 1)
 
 
 @pytest.mark.parametrize(
