@@ -483,7 +483,9 @@ def backfill(ctx: Context, a: argparse.Namespace) -> int:
         raise UsageError("--from must be before --to")
     client = ctx.client
     total_seconds = (end - start).total_seconds()
-    live = ctx.stderr.isatty() if hasattr(ctx.stderr, "isatty") else False
+    # A progress line only on a terminal, and never beside --json: piped or
+    # scripted output stays the result alone (as `job import` does).
+    live = not ctx.json and hasattr(ctx.stderr, "isatty") and ctx.stderr.isatty()
 
     def call(lo: Any, hi: Any) -> Any:
         return client.backfill_job(a.id, lo, hi, dry_run=a.dry_run, allow_overlap=a.allow_overlap)
@@ -492,10 +494,10 @@ def backfill(ctx: Context, a: argparse.Namespace) -> int:
         done = 100.0 * (until - start).total_seconds() / total_seconds
         line = (f"backfill: {done:5.1f}% through {until.astimezone(timezone.utc):%Y-%m-%dT%H:%M:%SZ}, "
                 f"{chunks} chunk(s), {merged.created_count} created, {merged.existing_count} existing")  # fmt: skip
-        ctx.stderr.write(("\r" + line) if live else (line + "\n"))
+        ctx.stderr.write("\r" + line)
         ctx.stderr.flush()
 
-    merged, chunks = backfill_in_chunks(call, start, end, progress=progress)
+    merged, chunks = backfill_in_chunks(call, start, end, progress=progress if live else None)
     if live and chunks > 1:
         ctx.stderr.write("\n")
     if ctx.json:

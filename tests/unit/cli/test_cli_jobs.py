@@ -3,7 +3,9 @@ requests the flags build, and what is printed."""
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -12,6 +14,7 @@ from google.protobuf import timestamp_pb2
 
 from tests.unit.sdk.fake_tickwheel import failure
 from tickwheel.v1 import execution_pb2, job_pb2, scheduler_pb2
+from tickwheel_server.cli.main import main
 
 
 def _ts(text: str) -> timestamp_pb2.Timestamp:
@@ -241,7 +244,20 @@ def test_backfill_bisects_windows_over_the_cap_and_shows_progress(cli, fake, ten
     assert ids == sorted(ids)
     accepted = [r for r in fake.requests("BackfillJob")]
     assert len(accepted) < 40  # bisected, then walked at the width that worked
-    assert "backfill:" in result.err and "100.0%" in result.err
+    assert result.err == ""  # no progress line unless stderr is a terminal
+
+
+def test_backfill_shows_its_progress_on_a_terminal(fake, tenant, monkeypatch) -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    fake.reply("BackfillJob", _minute_backfill(cap=100))
+    shown = Terminal()
+    monkeypatch.setattr(sys, "stderr", shown)
+    code = main([*tenant, "job", "backfill", "job_a", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T10:00:00Z"])
+    assert code == 0
+    assert shown.getvalue().startswith("\rbackfill: ") and "100.0% through 2026-01-01T10:00:00Z" in shown.getvalue()
 
 
 def test_backfill_other_invalid_argument_is_not_bisected(cli, fake, tenant) -> None:
