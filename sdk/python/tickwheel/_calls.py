@@ -230,9 +230,12 @@ def update_job(
     names such as ``"schedule"``, ``"payload"``, ``"retry_policy"``; None or
     empty means every mutable field). ``job.id`` and ``job.version`` (as last
     read) are required: FAILED_PRECONDITION when the stored version moved on.
-    Returns ``UpdateJobResponse`` with the job as stored. Executions not yet
-    started are canceled. Never retried: a lost reply after a commit would
-    make the retry fail on the version anyway."""
+    Returns ``UpdateJobResponse`` with the job as stored. Running executions
+    are never touched; those not yet started follow the change as the
+    contract's UpdateJob comment says (a new schedule keeps the instants it
+    shares, cancels the rest; a new target or payload applies to them).
+    Never retried: a lost reply after a commit would make the retry fail on
+    the version anyway."""
     request = scheduler_pb2.UpdateJobRequest(job=job)
     mask = field_mask(update_mask)
     if mask is not None:
