@@ -176,6 +176,33 @@ def batch_items(items) -> None:
         raise InvalidArgument([FieldViolation("items", f"must hold 1 to {MAX_BATCH} items, not {len(items)}")])
 
 
+async def apply_batch(items, result_type, decode: Callable, apply: Callable, answer: Callable) -> tuple[list, list]:
+    """The shared body of the batch changes (update, delete, pause, resume):
+    each item ``decode``d (a TickwheelError is that item's answer), the
+    decoded ones ``apply``-ed in one store call that returns an outcome per
+    item (an Exception or the single call's result), each outcome turned
+    into its ``result_type`` by ``answer``. Returns the results, one per
+    item in order, and the successful outcomes."""
+    results: list = [None] * len(items)
+    accepted: list[int] = []
+    work = []
+    for index, item in enumerate(items):
+        try:
+            work.append(decode(item))
+            accepted.append(index)
+        except TickwheelError as error:
+            results[index] = result_type(error=status_for(error)[1])
+    outcomes = await apply(work) if work else []
+    done = []
+    for index, outcome in zip(accepted, outcomes):
+        if isinstance(outcome, Exception):
+            results[index] = result_type(error=status_for(outcome)[1])
+        else:
+            results[index] = answer(outcome)
+            done.append(outcome)
+    return results, done
+
+
 def update_item(request, now: datetime, target_policy: TargetPolicy) -> tuple[str, int, Decide]:
     """An UpdateJob ``request`` as the store applies it: (job id, expected
     version, the decision from the job as stored). INVALID_ARGUMENT
@@ -471,25 +498,16 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         tenant = await self._auth.tenant(context)
         batch_items(request.items)
         now = self._clock.now()
-        results: list[scheduler_pb2.BatchUpdateJobsResult | None] = [None] * len(request.items)
-        accepted: list[int] = []
-        work = []
-        for index, item in enumerate(request.items):
-            try:
-                work.append(update_item(item, now, self._target_policy))
-                accepted.append(index)
-            except TickwheelError as error:
-                results[index] = scheduler_pb2.BatchUpdateJobsResult(error=status_for(error)[1])
-        outcomes = await self._jobs.update_many(tenant.name, work) if work else []
-        for index, outcome in zip(accepted, outcomes):
-            if isinstance(outcome, Exception):
-                results[index] = scheduler_pb2.BatchUpdateJobsResult(error=status_for(outcome)[1])
-            else:
-                response = scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(outcome[0]))
-                results[index] = scheduler_pb2.BatchUpdateJobsResult(job=response)
-        updated = sum(1 for outcome in outcomes if not isinstance(outcome, Exception))
+        results, done = await apply_batch(
+            request.items, scheduler_pb2.BatchUpdateJobsResult,
+            lambda item: update_item(item, now, self._target_policy),
+            lambda work: self._jobs.update_many(tenant.name, work),
+            lambda outcome: scheduler_pb2.BatchUpdateJobsResult(
+                job=scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(outcome[0]))
+            ),
+        )  # fmt: skip
         return scheduler_pb2.BatchUpdateJobsResponse(
-            results=results, updated_count=updated, failed_count=len(results) - updated
+            results=results, updated_count=len(done), failed_count=len(results) - len(done)
         )
 
     @rpc
@@ -505,24 +523,17 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         order, in one transaction (:meth:`JobStore.delete_many`)."""
         tenant = await self._auth.tenant(context)
         batch_items(request.items)
-        results: list[scheduler_pb2.BatchDeleteJobsResult | None] = [None] * len(request.items)
-        accepted: list[int] = []
-        work = []
-        for index, item in enumerate(request.items):
-            try:
-                work.append((_required(item.id, "id"), _delete_version(item.version)))
-                accepted.append(index)
-            except TickwheelError as error:
-                results[index] = scheduler_pb2.BatchDeleteJobsResult(error=status_for(error)[1])
-        outcomes = await self._jobs.delete_many(tenant.name, work) if work else []
-        for index, outcome in zip(accepted, outcomes):
-            if isinstance(outcome, Exception):
-                results[index] = scheduler_pb2.BatchDeleteJobsResult(error=status_for(outcome)[1])
-            else:
-                deleted = scheduler_pb2.DeleteJobResponse(canceled_executions=outcome)
-                results[index] = scheduler_pb2.BatchDeleteJobsResult(deleted=deleted)
-        count = sum(1 for outcome in outcomes if not isinstance(outcome, Exception))
-        return scheduler_pb2.BatchDeleteJobsResponse(results=results, deleted_count=count, failed_count=len(results) - count)
+        results, done = await apply_batch(
+            request.items, scheduler_pb2.BatchDeleteJobsResult,
+            lambda item: (_required(item.id, "id"), _delete_version(item.version)),
+            lambda work: self._jobs.delete_many(tenant.name, work),
+            lambda canceled: scheduler_pb2.BatchDeleteJobsResult(
+                deleted=scheduler_pb2.DeleteJobResponse(canceled_executions=canceled)
+            ),
+        )  # fmt: skip
+        return scheduler_pb2.BatchDeleteJobsResponse(
+            results=results, deleted_count=len(done), failed_count=len(results) - len(done)
+        )
 
     @rpc
     async def PauseJob(self, request, context):
@@ -536,24 +547,17 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         order, in one transaction (:meth:`JobStore.pause_many`)."""
         tenant = await self._auth.tenant(context)
         batch_items(request.items)
-        results: list[scheduler_pb2.BatchPauseJobsResult | None] = [None] * len(request.items)
-        accepted: list[int] = []
-        work = []
-        for index, item in enumerate(request.items):
-            try:
-                work.append((_required(item.id, "id"), _reason(item.reason)))
-                accepted.append(index)
-            except TickwheelError as error:
-                results[index] = scheduler_pb2.BatchPauseJobsResult(error=status_for(error)[1])
-        outcomes = await self._jobs.pause_many(tenant.name, work) if work else []
-        for index, outcome in zip(accepted, outcomes):
-            if isinstance(outcome, Exception):
-                results[index] = scheduler_pb2.BatchPauseJobsResult(error=status_for(outcome)[1])
-            else:
-                paused = scheduler_pb2.PauseJobResponse(job=convert.job_to_proto(outcome[0]), held_executions=outcome[1])
-                results[index] = scheduler_pb2.BatchPauseJobsResult(job=paused)
-        count = sum(1 for outcome in outcomes if not isinstance(outcome, Exception))
-        return scheduler_pb2.BatchPauseJobsResponse(results=results, paused_count=count, failed_count=len(results) - count)
+        results, done = await apply_batch(
+            request.items, scheduler_pb2.BatchPauseJobsResult,
+            lambda item: (_required(item.id, "id"), _reason(item.reason)),
+            lambda work: self._jobs.pause_many(tenant.name, work),
+            lambda outcome: scheduler_pb2.BatchPauseJobsResult(
+                job=scheduler_pb2.PauseJobResponse(job=convert.job_to_proto(outcome[0]), held_executions=outcome[1])
+            ),
+        )  # fmt: skip
+        return scheduler_pb2.BatchPauseJobsResponse(
+            results=results, paused_count=len(done), failed_count=len(results) - len(done)
+        )
 
     @rpc
     async def BatchResumeJobs(self, request, context):
@@ -564,34 +568,24 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         tenant = await self._auth.tenant(context)
         batch_items(request.items)
         now = self._clock.now()
-        results: list[scheduler_pb2.BatchResumeJobsResult | None] = [None] * len(request.items)
-        accepted: list[int] = []
-        work = []
-        for index, item in enumerate(request.items):
-            try:
-                work.append((_required(item.id, "id"), lambda record: resume_span(record, now)))
-                accepted.append(index)
-            except TickwheelError as error:
-                results[index] = scheduler_pb2.BatchResumeJobsResult(error=status_for(error)[1])
-        outcomes = (
-            await self._jobs.resume_many(tenant.name, work, now=now, tzdata_version=tzdata_version()) if work else []
-        )
-        released = 0
-        for index, outcome in zip(accepted, outcomes):
-            if isinstance(outcome, Exception):
-                results[index] = scheduler_pb2.BatchResumeJobsResult(error=status_for(outcome)[1])
-                continue
+
+        def answer(outcome) -> scheduler_pb2.BatchResumeJobsResult:
             record, skip, count = outcome
             resumed = scheduler_pb2.ResumeJobResponse(job=convert.job_to_proto(record), released_executions=count)
             if skip is not None:
                 resumed.skipped.CopyFrom(convert.skip_to_proto(skip))
-            results[index] = scheduler_pb2.BatchResumeJobsResult(job=resumed)
-            released += count
-        if released:
+            return scheduler_pb2.BatchResumeJobsResult(job=resumed)
+
+        results, done = await apply_batch(
+            request.items, scheduler_pb2.BatchResumeJobsResult,
+            lambda item: (_required(item.id, "id"), lambda record: resume_span(record, now)),
+            lambda work: self._jobs.resume_many(tenant.name, work, now=now, tzdata_version=tzdata_version()),
+            answer,
+        )  # fmt: skip
+        if any(count for _, _, count in done):
             self._on_ready()
-        count = sum(1 for outcome in outcomes if not isinstance(outcome, Exception))
         return scheduler_pb2.BatchResumeJobsResponse(
-            results=results, resumed_count=count, failed_count=len(results) - count
+            results=results, resumed_count=len(done), failed_count=len(results) - len(done)
         )
 
     @rpc
