@@ -34,30 +34,6 @@ CHUNK = 500
 """Ids per statement when rows are named one by one (SQLite binds at most 999 parameters)."""
 
 
-def cancel_not_started(conn: Connection, caps: Capabilities, job_id: str, reason: str, now_us: int) -> int:
-    """Cancel the job's executions no worker holds; returns how many.
-
-    The status condition is the fence against a gateway handing one out at
-    the same moment: a row already ``running`` is not touched. A range scan on
-    ``executions_not_started_job``. A concurrency key whose freed slot had
-    woken one of them hands its turn on to the next waiter.
-    """
-    canceled = conn.execute(
-        executions.update()
-        .where(executions.c.job_id == job_id, *in_group(NOT_STARTED))
-        .values(status="canceled", finished_at=now_us, dead_reason=reason)
-        .returning(executions.c.job_id, executions.c.tenant, executions.c.wait_key)
-    ).all()
-    wake_keys(conn, caps, {(row.tenant, row.wait_key) for row in canceled if row.wait_key})
-    return len(canceled)
-
-
-def hold_not_started(conn: Connection, caps: Capabilities, job_id: str) -> int:
-    """Hold the job's executions no worker holds (a pause); returns how many
-    (see :func:`hold_not_started_of`)."""
-    return hold_not_started_of(conn, caps, [job_id]).get(job_id, 0)
-
-
 def hold_not_started_of(conn: Connection, caps: Capabilities, job_ids: Sequence[str]) -> dict[str, int]:
     """Hold the executions no worker holds of each job of ``job_ids`` (a
     pause); returns how many per job (jobs with none absent).

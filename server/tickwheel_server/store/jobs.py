@@ -48,7 +48,6 @@ from tickwheel.shared.ids import from_us, to_us
 from ..errors import NotFound, TickwheelError, VersionConflict
 from ..policy.jobchanges import Reschedule, SkippedSpan
 from ..schedule import Fire
-from . import quota
 from .base import SqlStore
 from .history import SkipRecord
 from .isolation import set_key_limits
@@ -56,7 +55,6 @@ from .jobbatch import (
     Decide, JobChange, PauseOutcome, ResumeDecide, ResumeOutcome, UpdateOutcome, apply_resume, apply_update,
     delete_jobs, pause_jobs, payload_limit, resume_jobs, row_values, update_jobs,
 )
-from .jobexecutions import cancel_not_started, hold_not_started
 from .jobcreate import Outcome, create_jobs
 from .jobrecords import JOB_STATES, JobRecord, NewJob, get_job, job_record
 from .quota import SlotPicker
@@ -319,21 +317,10 @@ class JobStore(SqlStore):
         ids that created the job stay recorded: repeating that CreateJob
         finds the job gone (NotFound) rather than creating it again.
         """
-        now_us = to_us(self.clock.now())
-
-        def fn(conn: Connection) -> int:
-            current = self._locked(conn, tenant, job_id)
-            if expected_version and current.version != expected_version:
-                raise VersionConflict(f"job {job_id!r}", expected_version, current.version)
-            canceled = cancel_not_started(conn, self.caps, job_id, "canceled: job deleted", now_us)
-            slot = conn.execute(sa.delete(jobs).where(jobs.c.id == job_id).returning(jobs.c.quota_slot)).scalar()
-            quota.give_back(conn, tenant, {slot: 1})
-            return canceled
-
-        # What else adds executions to the job holds its row (the
-        # dispatcher's claim) or share-locks it (trigger, backfill), so the
-        # cancel sees what they committed.
-        return await self._tx(fn, row_locked=True)
+        (outcome,) = await self.delete_many(tenant, [(job_id, expected_version)])
+        if isinstance(outcome, TickwheelError):
+            raise outcome
+        return outcome
 
     async def pause(self, tenant: str, job_id: str, reason: str = "") -> tuple[JobRecord, int]:
         """Pause the job; returns (the job, how many executions it holds).
@@ -349,24 +336,10 @@ class JobStore(SqlStore):
         where the paused span starts (:meth:`resume`). A completed job can be
         paused too, which holds a one-off already claimed but not started.
         """
-        now_us = to_us(self.clock.now())
-
-        def fn(conn: Connection) -> tuple[JobRecord, int]:
-            current = self._locked(conn, tenant, job_id)
-            if current.state == "paused":
-                return current, 0
-            held = hold_not_started(conn, self.caps, job_id)
-            conn.execute(
-                jobs.update()
-                .where(jobs.c.id == job_id)
-                .values(
-                    state="paused", paused_at=now_us, pause_reason=reason, version=current.version + 1,
-                    updated_at=now_us,
-                )
-            )
-            return get_job(conn, tenant, job_id), held
-
-        return await self._tx(fn, row_locked=True)
+        (outcome,) = await self.pause_many(tenant, [(job_id, reason)])
+        if isinstance(outcome, TickwheelError):
+            raise outcome
+        return outcome
 
     async def resume(
         self,
