@@ -27,8 +27,12 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 
 def exposition(data: MetricsData | None, accept: str = "") -> tuple[bytes, str]:
-    """(body, content type) of ``data`` in the format ``accept`` asks for."""
-    encode, content_type = choose_encoder(accept)
+    """(body, content type) of ``data`` in the format ``accept`` asks for;
+    the text format 0.0.4 when ``accept`` asks for none or cannot be read."""
+    try:
+        encode, content_type = choose_encoder(accept)
+    except (TypeError, ValueError):  # e.g. "text/plain;version=abc": the library compares str with int
+        encode, content_type = choose_encoder("")
     return encode(_registry(data)), content_type
 
 

@@ -146,3 +146,22 @@ def test_the_exposition_follows_the_scrapers_accept_header() -> None:
     assert 'tickwheel_executions_total{outcome="succeeded",tenant="acme"} 2.0' in open_metrics.decode()
     assert 'tickwheel_executions_total{outcome="succeeded",tenant="acme"} 2.0' in text.decode()
     assert 'tickwheel_start_lateness_seconds_bucket{le="0.25",tenant="acme"} 1.0' in text.decode()
+
+
+@pytest.mark.parametrize(
+    "accept",
+    ["text/plain;version=abc", "application/openmetrics-text;version=x", "a" * 20_000, "\x00;;,,=", "*/*"],
+)
+def test_an_accept_header_that_cannot_be_read_gets_the_text_format(accept: str) -> None:
+    # prometheus_client raises TypeError on a version it cannot parse: the
+    # scrape answers the default format instead of failing.
+    import asyncio
+
+    metrics = Metrics(top_tenants=5)
+    try:
+        metrics.results({("acme", 1, False): 1})
+        body, content_type = asyncio.run(metrics.exposition(accept))
+    finally:
+        metrics.close()
+    assert content_type == "text/plain; version=0.0.4; charset=utf-8"
+    assert b'tickwheel_executions_total{outcome="succeeded",tenant="acme"} 1.0' in body
