@@ -12,11 +12,13 @@ import asyncio
 from datetime import datetime, timedelta, timezone
 
 import grpc
+import pytest
 from tickwheel.v1 import (
     execution_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc,
 )
 
 from tests.support.polling import eventually
+from tests.support.server import running_server
 from tests.support.workers import running_worker
 from tickwheel_worker import HandlerRegistry
 
@@ -143,3 +145,44 @@ async def test_a_hostile_worker_cannot_touch_another_tenants_execution_nor_stop_
     assert (done.attempt, done.delivery, done.error) == (1, 1, "")
     [attempt] = done.attempts
     assert attempt.status == execution_pb2.ATTEMPT_STATUS_SUCCEEDED and attempt.worker_id == "g-worker"
+
+
+async def test_a_silent_stream_is_ended_and_its_work_goes_to_a_live_worker(store_and_etcd) -> None:
+    """A worker that says hello, takes credit and then sends nothing (frozen,
+    cut off) has its stream ended with UNAVAILABLE after the heartbeat
+    timeout: it is handed nothing more, and what it held runs elsewhere."""
+    store, etcd = store_and_etcd
+    async with running_server(store, etcd, heartbeat_interval=0.2, heartbeat_timeout=1.5) as server:
+        acme = await server.create_tenant("acme")
+        credential = await server.issue_worker_credential(["acme"])
+        registry = HandlerRegistry()
+        ran: list[tuple[str, int]] = []
+
+        @registry.handler("work")
+        async def work(ctx) -> str:
+            ran.append((ctx.execution_id, ctx.delivery))
+            return "done"
+
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+            call = worker_pb2_grpc.WorkerServiceStub(channel).Pull(metadata=bearer(credential))
+            await call.write(worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(
+                worker_id="silent", handlers=["work"], slots=10)))
+            await read(call, "welcome")
+            job_id = await create_once(scheduler, acme, "taken", "work")
+            [held] = (await read(call, "assignment")).assignments
+            assert held.job_id == job_id
+            # From here the stream says nothing, but stays open.
+            with pytest.raises(grpc.aio.AioRpcError) as ended:
+                while True:
+                    message = await asyncio.wait_for(call.read(), 20)
+                    assert message.WhichOneof("message") in ("heartbeat", "cancel"), message
+            assert ended.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert "no message from worker silent" in ended.value.details()
+            async with running_worker(server.address, credential, registry, worker_id="alive", http=False):
+                later = await create_once(scheduler, acme, "later", "work")
+                done = await the_execution(scheduler, acme, job_id, job_pb2.EXECUTION_STATUS_SUCCEEDED)
+                await the_execution(scheduler, acme, later, job_pb2.EXECUTION_STATUS_SUCCEEDED)
+    assert (done.delivery, [a.status for a in done.attempts]) == (
+        2, [execution_pb2.ATTEMPT_STATUS_LOST, execution_pb2.ATTEMPT_STATUS_SUCCEEDED])
+    assert sorted(d for _, d in ran) == [1, 2], "each ran once, on the live worker"

@@ -50,10 +50,10 @@ def start_dev(data: Path, *extra: str) -> subprocess.Popen:
     return process
 
 
-def wait_succeeded(data: Path, job_id: str, failure: str) -> None:
+def wait_succeeded(data: Path, job_id: str, failure: str, timeout: float = 30.0) -> None:
     """Poll `tickwheel job history` (through the dev server at ``data``) until
-    one of the job's executions has succeeded; fail with ``failure`` after 30 s."""
-    deadline = time.monotonic() + 30
+    one of the job's executions has succeeded; fail with ``failure`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         history = json.loads(cli("job", "history", job_id, "--json", "--dev", str(data)).stdout or "{}")
         if any(e.get("status") == "EXECUTION_STATUS_SUCCEEDED" for e in history.get("executions", [])):

@@ -159,15 +159,15 @@ async def test_a_job_longer_than_the_heartbeat_timeout_heartbeats_and_completes_
     running, config = cluster
     run_ms = 3000
     assert run_ms / 1000 > 2 * HEARTBEAT_TIMEOUT, "the job must outlive the heartbeat timeout"
-    # The worker's heartbeats as the server sees them: (wall time, its last-heartbeat mark) at each change.
+    # The worker's heartbeats as the server sees them: (wall time, its last-message mark) at each change.
     seen: list[tuple[float, float]] = []
     done = asyncio.Event()
 
     async def watch() -> None:
         while not done.is_set():
             for connection in running.server.connections.all():
-                if connection.worker_id == "ts-heartbeat" and (not seen or seen[-1][1] != connection.last_heartbeat):
-                    seen.append((time.time() * 1000, connection.last_heartbeat))
+                if connection.worker_id == "ts-heartbeat" and (not seen or seen[-1][1] != connection.last_message):
+                    seen.append((time.time() * 1000, connection.last_message))
             await asyncio.sleep(0.02)
 
     watcher = asyncio.create_task(watch())
@@ -284,19 +284,21 @@ async def test_preview_of_an_unsaved_cron_job_in_a_zone(built_sdk, cluster) -> N
 
 
 async def test_the_examples_run_a_job_in_the_example_worker(built_sdk, cluster) -> None:
+    """examples/worker/run (the echo-ts worker) serves the job that
+    create-and-history.js creates, and SIGTERM stops it cleanly."""
     _, config = cluster
     env = {**os.environ, "NODE_OPTIONS": "", "TICKWHEEL_ADDRESS": config["address"]}
     worker = await asyncio.create_subprocess_exec(
-        _tool("node"), "dist/examples/worker.js", cwd=SDK, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        str(SDK / "examples" / "worker" / "run"), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env={**env, "TICKWHEEL_WORKER_CREDENTIAL": config["workerCredential"]},
     )
     try:
-        banner = (await asyncio.wait_for(worker.stdout.readline(), 30)).decode()
-        assert "serving example.greet" in banner, banner
+        banner = (await asyncio.wait_for(worker.stderr.readline(), 120)).decode()
+        assert "serving echo-ts" in banner, banner
         example = await asyncio.create_subprocess_exec(
             _tool("node"), "dist/examples/create-and-history.js", cwd=SDK,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env={**env, "TICKWHEEL_API_KEY": config["apiKey"], "TICKWHEEL_HANDLER": "example.greet"},
+            env={**env, "TICKWHEEL_API_KEY": config["apiKey"], "TICKWHEEL_HANDLER": "echo-ts"},
         )
         stdout, stderr = await asyncio.wait_for(example.communicate(), SCENARIO_TIMEOUT)
         text = stdout.decode()
@@ -308,6 +310,7 @@ async def test_the_examples_run_a_job_in_the_example_worker(built_sdk, cluster) 
     finally:
         if worker.returncode is None:
             worker.terminate()
-        rest, errors = await asyncio.wait_for(worker.communicate(), 30)
+        events, errors = await asyncio.wait_for(worker.communicate(), 30)
     assert worker.returncode == 0, errors.decode()
-    assert "worker stopped" in rest.decode()
+    assert "worker stopped" in errors.decode()
+    assert [json.loads(line)["event"] for line in events.decode().splitlines()] == ["started", "finished"]

@@ -17,6 +17,7 @@ extras). A fresh machine once failed a test because ``etcdctl`` was neither.
 from __future__ import annotations
 
 import ast
+import os
 import functools
 import re
 import tomllib
@@ -79,6 +80,14 @@ DEBIAN = {
 }
 ESSENTIAL = {"bash"}
 """Debian's Essential packages: on every Debian system, never installed by anyone."""
+
+IN_THE_TREE = {
+    # program: the repository's own scripts of that name, each run through its path
+    "run": ("sdk/python/examples/worker/run", "sdk/typescript/examples/worker/run"),
+}
+"""Scripts of the repository the tests run by path; the toolchains they call
+(python, node and npm, go, mvn and java) are run by other tests as well, so
+they are checked above like any program."""
 
 NOT_RUN_BY_THE_SUITE = {
     "py-spy": "loadtest/_harness.py samples with it only under a benchmark's --profile, which no test passes",
@@ -381,6 +390,11 @@ def test_install_sh_provides_every_program_the_suite_runs() -> None:
     missing = []
     for program, where in sorted(programs.items()):
         if program in from_venv or program in NOT_RUN_BY_THE_SUITE:
+            continue
+        if program in IN_THE_TREE:
+            lacking = [script for script in IN_THE_TREE[program] if not os.access(REPO / script, os.X_OK)]
+            if lacking:
+                missing.append(f"{program} (run at {', '.join(where[:3])}): not executable in the tree: {lacking}")
             continue
         package = DEBIAN.get(program)
         if package is None:

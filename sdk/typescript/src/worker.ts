@@ -33,7 +33,8 @@
  *   `serverSilenceIntervals` heartbeat intervals of silence the server is
  *   presumed dead and the worker reconnects.
  *
- * Reconnects wait {@link reconnectDelayMs} (full jitter, doubling per attempt
+ * Each reconnect tries the next of the configured addresses (one, or a list
+ * of servers). Reconnects wait {@link reconnectDelayMs} (full jitter, doubling per attempt
  * that got no welcome, capped). A server that refuses the worker
  * (UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT, UNIMPLEMENTED) ends
  * {@link Worker.run} with {@link WorkerFatalError}.
@@ -117,8 +118,12 @@ export const stderrLogger: Logger = {
 
 /** How a worker connects and what it runs. The constructor throws on bad values. */
 export interface WorkerOptions {
-  /** Required. The server's `host:port` (or an `http(s)://` URL). */
-  address: string;
+  /**
+   * Required. The server's `host:port` (or an `http(s)://` URL), or several:
+   * each reconnect tries the next one in turn, so a worker whose server died
+   * re-attaches its executions on another.
+   */
+  address: string | readonly string[];
   /** Required. The worker credential, sent as `authorization: Bearer <credential>`. */
   credential: string;
   /** Stable for this process across reconnects; 1-128 of `[A-Za-z0-9_.:-]`. Default `<host>-<pid>-<6 hex>`. */
@@ -229,7 +234,9 @@ export class Worker {
   /** How many streams were welcomed so far. */
   sessions = 0;
 
-  private readonly address: string;
+  private readonly addresses: readonly string[];
+  /** Index into `addresses` of the server the current (or next) stream uses. */
+  private addressIndex = 0;
   private readonly credential: string;
   private readonly tls: TlsOptions | undefined;
   private readonly reconnectInitialBackoffMs: number;
@@ -264,10 +271,11 @@ export class Worker {
     if (credential === undefined) {
       throw new TypeError("credential is required (a worker credential)");
     }
-    if (!options.address) {
-      throw new TypeError("address is required (host:port of a Tickwheel server)");
+    const addresses = typeof options.address === "string" ? [options.address] : [...(options.address ?? [])];
+    if (addresses.length === 0 || addresses.some((address) => typeof address !== "string" || address === "")) {
+      throw new TypeError("address is required (host:port of a Tickwheel server, or a non-empty list of them)");
     }
-    this.address = options.address;
+    this.addresses = addresses;
     this.credential = credential;
     this.tls = options.tls;
     this.workerId = options.workerId ?? defaultWorkerId();
@@ -403,6 +411,7 @@ export class Worker {
         if (this.shutdown.signal.aborted) {
           break;
         }
+        this.addressIndex = (this.addressIndex + 1) % this.addresses.length;
         const delay = reconnectDelayMs(failures, {
           initialMs: this.reconnectInitialBackoffMs,
           capMs: this.reconnectMaxBackoffMs,
@@ -450,6 +459,11 @@ export class Worker {
   }
 
   // --- one stream -------------------------------------------------------------------
+
+  /** The server the current (or next) stream connects to. */
+  private get address(): string {
+    return this.addresses[this.addressIndex] ?? "";
+  }
 
   private classify(error: unknown): void {
     if (error instanceof SessionLost) {

@@ -1,7 +1,8 @@
 """WorkerService.Pull: the worker's one long-lived stream.
 
 Authentication, hello and welcome, credit, worker heartbeats, server
-heartbeats and drain happen here; executions are handed out by the gateway
+heartbeats and drain happen here (a worker silent for the heartbeat
+timeout has its stream ended with UNAVAILABLE); executions are handed out by the gateway
 through each connection's outbox, and results go to the gateway, which
 records them and acknowledges each (a stale delivery is rejected, never
 applied; one the stream does not hold, or another tenant's, is answered as
@@ -27,7 +28,7 @@ from tickwheel.v1 import worker_pb2, worker_pb2_grpc
 from tickwheel.shared.clock import Clock
 
 from ..auth.authenticator import Authenticator
-from ..errors import FailedPrecondition, InvalidArgument, PermissionDenied, TickwheelError
+from ..errors import FailedPrecondition, InvalidArgument, PermissionDenied, TickwheelError, Unavailable
 from ..gateway.budget import OverBudget
 from ..gateway.connections import Connections, WorkerConnection
 from ..gateway.gateway import Gateway
@@ -115,7 +116,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             slots=hello.slots or 1,
             connected_at=self._clock.now(),
             credit=hello.slots or 1,
-            last_heartbeat=self._clock.monotonic(),
+            last_message=self._clock.monotonic(),
         )
         held = [(item.execution_id, item.delivery) for item in hello.in_flight]
         if self.gateway is not None:
@@ -176,13 +177,13 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             async for request in request_iterator:
                 if connection.ended_by is not None:  # nothing the stream sends after its end counts
                     break
+                connection.last_message = self._clock.monotonic()
                 kind = request.WhichOneof("message")
                 if kind == "credit":
                     connection.credit += max(0, request.credit.credits)
                     if self.gateway is not None:
                         self.gateway.wake()
                 elif kind == "heartbeat":
-                    connection.last_heartbeat = self._clock.monotonic()
                     if self.gateway is not None:
                         self.gateway.liveness.heartbeat(
                             connection, [(e.execution_id, e.delivery) for e in request.heartbeat.executions]
@@ -210,8 +211,19 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             connection.close()
 
     async def _heartbeats(self, connection: WorkerConnection) -> None:
+        """Every heartbeat interval: a server heartbeat, unless the worker has
+        been silent for the heartbeat timeout. Such a stream is ended: a
+        frozen or cut-off worker would otherwise keep its credit and be
+        handed work that waits a whole timeout to be taken back. A worker
+        that is alive reconnects and says what it still holds."""
         while not connection.closed.is_set():
             await self._clock.sleep(self._heartbeat_interval)
+            silent = self._clock.monotonic() - connection.last_message
+            if silent >= self._heartbeat_timeout:
+                log.warning("worker %s silent for %.1f s: its stream is ended", connection.worker_id, silent)
+                connection.end(Unavailable(f"no message from worker {connection.worker_id} for {silent:.1f} s "
+                                           f"(the heartbeat timeout is {self._heartbeat_timeout:g} s): reconnect"))
+                return
             beat = worker_pb2.ServerHeartbeat()
             beat.sent_at.FromDatetime(self._clock.now())
             await connection.send(worker_pb2.PullResponse(heartbeat=beat))

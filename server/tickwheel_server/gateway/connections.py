@@ -34,7 +34,9 @@ class WorkerConnection:
     slots: int
     connected_at: datetime
     credit: int = 0
-    last_heartbeat: float = 0.0
+    last_message: float = 0.0
+    """Monotonic instant of the last message the worker sent (any kind): a
+    stream silent for the heartbeat timeout is ended (``api.worker``)."""
     draining: bool = False
     outbox: asyncio.Queue[worker_pb2.PullResponse | None] = field(
         default_factory=lambda: asyncio.Queue(maxsize=OUTBOX_SIZE)

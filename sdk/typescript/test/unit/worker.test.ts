@@ -164,6 +164,31 @@ describe("Worker over a Pull stream", () => {
     assert.equal(w.sessions, 2);
   });
 
+  test("with several addresses, a lost stream re-attaches its execution on the next server", async () => {
+    const other = new FakeServer();
+    await other.start();
+    try {
+      const release = gate();
+      const w = start({ address: [server.address, other.address] }, { h: async () => { await release.promise; return "x"; } });
+      const first = await server.nextStream();
+      await first.expect("hello");
+      welcome(first);
+      first.send({ case: "assignment", value: { assignments: [assignment("e1")] } });
+      await eventually(() => w.inFlight().length === 1, "the handler runs");
+      first.fail(Code.Unavailable, "the server dies");
+
+      const second = await other.nextStream();
+      const hello = await second.expect("hello");
+      assert.deepEqual(hello.inFlight.map((e) => [e.executionId, e.delivery]), [["e1", 1]], "re-attached on the other server");
+      welcome(second);
+      release.open();
+      const { results } = await second.expect("result");
+      assert.deepEqual(results.map((r) => [r.executionId, r.outcome]), [["e1", ResultOutcome.SUCCEEDED]]);
+    } finally {
+      await other.stop();
+    }
+  });
+
   test("cancel aborts the handler's signal and reports CANCELED", async () => {
     const started = gate();
     let reason: unknown;
@@ -280,6 +305,8 @@ describe("Worker configuration", () => {
   test("bad values fail at construction", () => {
     const base = { address: "127.0.0.1:1", credential: "tww_x" };
     assert.throws(() => new Worker({ ...base, credential: "" }), /credential is required/);
+    assert.throws(() => new Worker({ ...base, address: [] }), /address is required/);
+    assert.throws(() => new Worker({ ...base, address: ["127.0.0.1:1", ""] }), /address is required/);
     assert.throws(() => new Worker({ ...base, workerId: "has space" }), /workerId/);
     assert.throws(() => new Worker({ ...base, slots: 0 }), /slots/);
     assert.throws(() => new Worker({ ...base, reconnectInitialBackoffMs: 100, reconnectMaxBackoffMs: 10 }), /reconnectMaxBackoffMs/);
