@@ -52,15 +52,19 @@ ZONES = [
     "Australia/Lord_Howe", "Pacific/Auckland", "Africa/Cairo",
 ]
 
+# Quartz's day terms: croniter reads only some of them, so its share of the workload leaves them out.
+QUARTZ = ["0 9 L * *", "0 18 LW * *", "0 9 * * FRI#3", "30 1 * * SUNL", "0 8 1W * *", "0 9 L,15 * 1"]
+
 # (weight, expressions, zones): each job picks a row by weight, then an expression and a zone from it.
 MIX = [
     (10, ["* * * * *"], ["UTC"]),
     (10, ["*/15 * * * *", "*/5 * * * *"], ["UTC", "Europe/London", "America/New_York"]),
     (15, ["0 * * * *", "@hourly", "30 * * * *"], ZONES),
-    (25, ["0 9 * * *", "30 2 * * *", "0 0 * * *", "15 18 * * *"], ZONES),
+    (20, ["0 9 * * *", "30 2 * * *", "0 0 * * *", "15 18 * * *"], ZONES),
     (15, ["0 9 * * 1-5", "30 8 * * MON-FRI"], ZONES),
     (10, ["0 0 1 * *", "0 6 15 * *", "@monthly"], ZONES),
     (15, ["H * * * *", "H H * * *", "H/15 * * * *", "H(0-29) 3 * * *"], ZONES),
+    (5, QUARTZ, ZONES),
 ]
 
 
@@ -215,10 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     pin_tzdata()
     workload = build_workload(args.jobs, args.seed)
     tickwheel, ours = bench_tickwheel(workload)
-    cron_workload = workload[: args.croniter_jobs]
+    picked = [i for i, (schedule, _) in enumerate(workload) if schedule.expression not in QUARTZ][: args.croniter_jobs]
+    cron_workload = [workload[i] for i in picked]
     croniter_figures, theirs = bench_croniter(cron_workload)
     # H picks different values in the two (different hashes), so compare the other jobs only.
-    pairs = [(a, b) for (schedule, _), a, b in zip(cron_workload, ours, theirs) if not _uses_h(schedule)]
+    pairs = [(ours[i], b) for i, b in zip(picked, theirs) if not _uses_h(workload[i][0])]
     agree = sum(1 for a, b in pairs if a == b) / max(1, len(pairs))
     report = {
         "benchmark": "next_fire",

@@ -4,9 +4,11 @@ validation, on the embedded stores and on real PostgreSQL + etcd."""
 from __future__ import annotations
 
 import asyncio
+import calendar
 import json
 import subprocess
 import sys
+from datetime import date, datetime
 from pathlib import Path
 
 import grpc
@@ -158,10 +160,12 @@ async def test_malformed_create_is_invalid_argument_naming_fields_and_writes_not
                 await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=job, request_id="r-" + field.replace("[", "-").replace("]", "")), metadata=bearer(key))
             assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT, field
             assert field in violations(error.value), (field, violations(error.value))
-        never = cron_job("0 0 30 2 *")
-        with pytest.raises(grpc.aio.AioRpcError) as error:
-            await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=never, request_id="never"), metadata=bearer(key))
-        assert "job.schedule.cron.expression" in violations(error.value)
+        for bad in ("0 0 30 2 *", "0 0 30W 2 *", "0 0 L-31 * *", "0 0 * * 5#6", "0 0 * * 8#1", "0 0 LX * *"):
+            with pytest.raises(grpc.aio.AioRpcError) as error:
+                await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=cron_job(bad), request_id="never"),
+                                          metadata=bearer(key))
+            assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT, bad
+            assert "job.schedule.cron.expression" in violations(error.value), bad
         with pytest.raises(grpc.aio.AioRpcError) as no_request_id:
             await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=cron_job()), metadata=bearer(key))
         assert "request_id" in violations(no_request_id.value)
@@ -259,3 +263,19 @@ async def test_admin_tenants_and_worker_credentials(server) -> None:
         assert unknown_tenant.value.code() == grpc.StatusCode.NOT_FOUND
         listed = await admin.ListTenants(admin_pb2.ListTenantsRequest(), metadata=meta)
         assert [t.name for t in listed.tenants] == ["acme"]
+
+
+async def test_a_job_with_quartz_day_terms_previews_its_runs(server) -> None:
+    key = await server.create_tenant("acme")
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        created = await scheduler.CreateJob(
+            scheduler_pb2.CreateJobRequest(job=cron_job("0 9 LW * FRI#3", "UTC"), request_id="quartz"),
+            metadata=bearer(key))
+        got = await scheduler.GetJob(scheduler_pb2.GetJobRequest(id=created.job.id, next_runs=6), metadata=bearer(key))
+    for run in got.next_runs:
+        local = datetime.fromisoformat(run.local_time)
+        last = calendar.monthrange(local.year, local.month)[1]
+        last_weekday = max(d for d in range(last - 2, last + 1) if date(local.year, local.month, d).weekday() < 5)
+        third_friday = [d for d in range(1, 22) if date(local.year, local.month, d).weekday() == 4][2]
+        assert local.day in (last_weekday, third_friday) and (local.hour, local.minute) == (9, 0), run.local_time

@@ -10,8 +10,9 @@ job's due instants (nominal plus its stable jitter, milliseconds shown when
 not zero), with ``H`` resolved from the id. An expression using ``H``
 without ``--job-id`` is refused. ``--after`` defaults to the clock's now,
 ``--count`` to 5 (1 to 10 000). ``--explain`` appends, tab-separated, the
-nominal instant's local wall time with its offset and, when a DST rule
-applied, a note. Bad input: one line on stderr, exit status 2.
+nominal instant's local wall time with its offset, when a DST rule applied
+a note, and when Quartz day terms (``L``, ``15W``, ``FRI#3``...) name the
+day, which ones. Bad input: one line on stderr, exit status 2.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import TextIO
 
 from tickwheel.shared.clock import Clock, SystemClock
 
+from .cron import parse_cron
+from .dayterms import terms_naming
 from .engine import Engine, default_engine
 from .errors import ScheduleError
 from .model import Schedule
@@ -96,6 +99,8 @@ def cron_next_main(
         schedule = Schedule.cron(args.expression, args.tz, job_id=args.job_id, exact=not args.job_id)
         if args.explain:
             fires = engine.preview(schedule, after, args.count)
+            fields = parse_cron(args.expression).resolve(args.job_id or None)
+            day_terms = fields.dom_terms + fields.dow_terms
         else:
             fires = list(_take(engine, schedule, after, args.count))
     except _UsageError as error:
@@ -111,6 +116,9 @@ def cron_next_main(
             line += "\t" + fire.local_text
             if fire.note:
                 line += "\t" + fire.note
+            named = terms_naming(day_terms, datetime.fromisoformat(fire.local_text).date()) if day_terms else []
+            if named:
+                line += "\tday: " + "; ".join(term.describe() for term in named)
         print(line, file=out)
     return 0
 

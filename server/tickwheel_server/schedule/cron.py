@@ -6,7 +6,9 @@ day of week (0-7 or SUN-SAT; 0 and 7 are Sunday). Each field is a comma list
 of terms: ``*``, ``N``, ``A-B``, each optionally ``/STEP`` (``N/STEP`` means
 ``N-max/STEP``), or Jenkins' ``H``, ``H(A-B)``, ``H/STEP``, ``H(A-B)/STEP``.
 Names are case-insensitive; a day-of-week range may end on Sunday
-(``FRI-SUN``). The macros ``@hourly @daily @midnight @weekly @monthly
+(``FRI-SUN``). The day fields also take Quartz's day terms
+(:mod:`.dayterms`): ``L``, ``L-n``, ``nW`` and ``LW`` in the day of the
+month, ``d#k`` and ``dL`` in the day of the week, alone or in lists. The macros ``@hourly @daily @midnight @weekly @monthly
 @yearly @annually`` stand for their five-field forms. Vixie cron's day rule
 holds: when both day fields are restricted (neither starts with ``*``) a day
 matches if either matches, otherwise both must.
@@ -33,6 +35,7 @@ from array import array
 from dataclasses import dataclass
 from datetime import date
 
+from .dayterms import DayTerm, month_mask_function, parse_day_of_month_term, parse_day_of_week_term
 from .errors import ScheduleError
 
 EXPRESSION_FIELD = "schedule.cron.expression"
@@ -96,7 +99,7 @@ class CronExpression:
 
     text: str
     fields: tuple[str, ...]
-    terms: tuple[tuple[_Term, ...], ...]
+    terms: tuple[tuple[_Term | DayTerm, ...], ...]
     wild: bool
     dom_star: bool
     dow_star: bool
@@ -113,9 +116,14 @@ class CronExpression:
                 EXPRESSION_FIELD, "H needs a job id to pick its value (save the job first, or pass one)"
             )
         sets: list[frozenset[int]] = []
+        day_terms: list[tuple[DayTerm, ...]] = []
         for index, terms in enumerate(self.terms):
             values: set[int] = set()
+            if index in (2, 4):
+                day_terms.append(tuple(term for term in terms if isinstance(term, DayTerm)))
             for term in terms:
+                if isinstance(term, DayTerm):
+                    continue
                 if term.is_h:
                     digest = hashlib.blake2b(
                         (job_id or "").encode(), digest_size=8, person=b"tickwheel-H%d" % index
@@ -132,14 +140,16 @@ class CronExpression:
                 values.discard(7)
                 values.add(0)
             sets.append(frozenset(values))
-        fields = CronFields(*sets, dom_star=self.dom_star, dow_star=self.dow_star, wild=self.wild)
+        fields = CronFields(*sets, dom_star=self.dom_star, dow_star=self.dow_star, wild=self.wild,
+                            dom_terms=day_terms[0], dow_terms=day_terms[1])
         _check_fires(fields)
         return fields
 
 
 @dataclass(frozen=True, slots=True)
 class CronFields:
-    """Resolved value sets (day of week 0-6, Sunday 0) and the day-rule flags."""
+    """Resolved value sets (day of week 0-6, Sunday 0), the day-rule flags,
+    and the Quartz day terms of each day field (:mod:`.dayterms`)."""
 
     minutes: frozenset[int]
     hours: frozenset[int]
@@ -149,6 +159,8 @@ class CronFields:
     dom_star: bool
     dow_star: bool
     wild: bool
+    dom_terms: tuple[DayTerm, ...] = ()
+    dow_terms: tuple[DayTerm, ...] = ()
 
     @property
     def days_or(self) -> bool:
@@ -159,7 +171,14 @@ class CronFields:
 def _check_fires(fields: CronFields) -> None:
     """Raise when no date can match: both day fields must match (one starts
     with ``*``) and no listed day of the month exists in any listed month.
-    Otherwise some date matches within 400 years (the Gregorian cycle)."""
+    Otherwise some date matches within 400 years (the Gregorian cycle).
+    With Quartz day terms, the matcher itself searches those 400 years."""
+    if fields.dom_terms or fields.dow_terms:
+        if _compile_search(fields)(0) is None:
+            terms = " ".join(term.text for term in fields.dom_terms + fields.dow_terms)
+            months = ", ".join(_MONTH_LABELS[m] for m in sorted(fields.months))
+            raise ScheduleError(EXPRESSION_FIELD, f"never fires: the day fields ({terms}) match no day of {months}")
+        return
     if fields.days_or:
         return
     possible = [m for m in sorted(fields.months) if min(fields.days) <= _MAX_MONTH_LENGTH[m]]
@@ -206,12 +225,25 @@ def parse_cron(text: str) -> CronExpression:
         wild=wild,
         dom_star=parts[2].startswith("*"),
         dow_star=parts[4].startswith("*"),
-        uses_h=any(term.is_h for field_terms in terms for term in field_terms),
+        uses_h=any(isinstance(term, _Term) and term.is_h for field_terms in terms for term in field_terms),
     )
 
 
-def _parse_field(text: str, spec: _FieldSpec) -> tuple[_Term, ...]:
-    return tuple(_parse_term(term, spec) for term in text.split(","))
+def _parse_field(text: str, spec: _FieldSpec) -> tuple[_Term | DayTerm, ...]:
+    return tuple(_parse_day_term(term, spec) or _parse_term(term, spec) for term in text.split(","))
+
+
+def _parse_day_term(text: str, spec: _FieldSpec) -> DayTerm | None:
+    """A Quartz day term of the day fields, or None (not one: parsed as usual)."""
+
+    def fail(reason: str) -> ScheduleError:
+        return _fail(spec, reason)
+
+    if spec.name == "day-of-month":
+        return parse_day_of_month_term(text, fail)
+    if spec.name == "day-of-week":
+        return parse_day_of_week_term(text, lambda token: _value(token, spec), fail)
+    return None
 
 
 def _fail(spec: _FieldSpec, reason: str) -> ScheduleError:
@@ -275,7 +307,7 @@ _SEARCH_YEARS = 400  # every month/day/weekday combination recurs within 400 yea
 _NONE = 99
 
 
-_ALL_DAYS, _DAYS_OR, _DOM_ONLY, _DOW_ONLY, _DOM_AND_DOW = range(5)
+_ALL_DAYS, _DAYS_OR, _DOM_ONLY, _DOW_ONLY, _DOM_AND_DOW, _BY_MONTH = range(6)
 _MONTH_LENGTHS = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
@@ -344,7 +376,11 @@ def _compile_search(fields: CronFields):
     dow_delta = tuple(min((k for k in range(7) if (w + k) % 7 in fields.weekdays), default=_NONE) for w in range(7))
     doms, weekdays = fields.days, fields.weekdays
     dom_all, dow_all = len(doms) == 31, len(weekdays) == 7
-    if fields.days_or:
+    month_mask = None
+    if fields.dom_terms or fields.dow_terms:
+        mode = _BY_MONTH
+        month_mask = month_mask_function(doms, weekdays, fields.dom_terms, fields.dow_terms, fields.days_or)
+    elif fields.days_or:
         mode = _DAYS_OR
     elif dom_all and dow_all:
         mode = _ALL_DAYS
@@ -407,6 +443,9 @@ def _compile_search(fields: CronFields):
                 by_weekday = day + dow_delta[(days + 4) % 7]
                 if by_weekday < found:
                     found = by_weekday
+            elif mode == _BY_MONTH:
+                left = month_mask(length, (days - day + 5) % 7) >> day << day
+                found = (left & -left).bit_length() - 1 if left else _NONE
             else:
                 found = _NONE
                 weekday = (days + 4) % 7

@@ -24,8 +24,9 @@ zones).
 from __future__ import annotations
 
 import struct
+import calendar
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
@@ -48,12 +49,17 @@ class Rule:
     wild: bool
     gap: str = "auto"
     repeat: str = "auto"
+    dom_terms: tuple[tuple[int | str, ...], ...] = ()
+    """Quartz day-of-month terms: ("L", n), ("W", n), ("LW",)."""
+    dow_terms: tuple[tuple[int | str, ...], ...] = ()
+    """Quartz day-of-week terms: ("#", weekday, k), ("DL", weekday); Sunday 0."""
 
     def day_matches(self, wall: datetime) -> bool:
         if wall.month not in self.months:
             return False
-        dom = wall.day in self.days
-        dow = wall.isoweekday() % 7 in self.weekdays
+        dom = wall.day in self.days or any(wall.day in _term_days(t, wall.year, wall.month) for t in self.dom_terms)
+        dow = wall.isoweekday() % 7 in self.weekdays or any(
+            wall.day in _term_days(t, wall.year, wall.month) for t in self.dow_terms)
         if self.dom_star or self.dow_star:
             return dom and dow
         return dom or dow
@@ -74,10 +80,39 @@ class Rule:
         return self.repeat == "once"
 
     def ever_fires(self) -> bool:
+        if self.dom_terms or self.dow_terms:
+            # Weekdays repeat every 28 years between 1901 and 2099.
+            return any(self.day_matches(datetime(year, month, day))
+                       for year in range(2000, 2028) for month in self.months
+                       for day in range(1, calendar.monthrange(year, month)[1] + 1))
         if not (self.dom_star or self.dow_star):
             return True
         longest = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
         return any(min(self.days) <= longest[m] for m in self.months)
+
+
+@lru_cache(maxsize=None)
+def _term_days(term: tuple[int | str, ...], year: int, month: int) -> frozenset[int]:
+    """The days of ``year``-``month`` a Quartz term names, by the words of its
+    definition: the last day less n; the weekday (Monday-Friday) of the month
+    nearest day n; the last weekday; the k-th and the last of a weekday."""
+    length = calendar.monthrange(year, month)[1]
+    days = range(1, length + 1)
+    weekdays = [d for d in days if date(year, month, d).weekday() < 5]
+    kind = term[0]
+    if kind == "L":
+        return frozenset({length - int(term[1])} & set(days))
+    if kind == "W":
+        n = int(term[1])
+        return frozenset({min(weekdays, key=lambda d: abs(d - n))}) if n <= length else frozenset()
+    if kind == "LW":
+        return frozenset({max(weekdays)})
+    same = [d for d in days if date(year, month, d).isoweekday() % 7 == int(term[1]) % 7]
+    if kind == "#":
+        k = int(term[2])
+        return frozenset({same[k - 1]}) if k <= len(same) else frozenset()
+    assert kind == "DL", term
+    return frozenset({same[-1]})
 
 
 def _wall(t: datetime, zone: ZoneInfo) -> tuple[datetime, int]:

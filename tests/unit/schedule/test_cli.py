@@ -93,3 +93,22 @@ def test_bad_input_is_one_line_on_stderr_and_exit_2(argv, message):
 def test_help():
     code, lines, _ = run("--help")
     assert code == 0 and lines[0].startswith("usage: tickwheel cron next")
+
+
+def test_explain_says_which_quartz_day_term_named_the_day():
+    code, lines, err = run("30 1 1W,L * FRI#3", "--tz", "Europe/London", "--after", "2027-03-01T00:00:00Z",
+                           "--count", "3", "--explain")
+    assert (code, err) == (0, "")
+    assert lines == [
+        "2027-03-01T01:30:00Z\t2027-03-01T01:30:00+00:00\tday: 1W: the weekday nearest day 1",
+        "2027-03-19T01:30:00Z\t2027-03-19T01:30:00+00:00\tday: FRI#3: the third Friday of the month",
+        "2027-03-31T00:30:00Z\t2027-03-31T01:30:00+01:00\tday: L: the last day of the month",
+    ]
+
+
+@pytest.mark.parametrize("expression", ["0 0 L-31 * *", "0 0 32W * *", "0 0 * * 5#6", "0 0 * * 8#1", "0 0 * * 5#0",
+                                        "0 0 LX * *"])
+def test_malformed_day_terms_exit_2_naming_the_field(expression):
+    code, lines, err = run(expression, "--tz", "UTC")
+    assert (code, lines) == (2, [])
+    assert err.startswith("tickwheel cron next: EXPR: day-of-")

@@ -79,12 +79,54 @@ def field(draw, lo: int, hi: int, names: list[str] | None = None, star_hi: int |
 
 
 @st.composite
-def rules(draw, policies: bool = False):
+def day_of_month_term(draw):
+    """(text, term) of a Quartz day-of-month term, as reference.Rule holds it."""
+    kind = draw(st.sampled_from(["L", "L-n", "nW", "LW"]))
+    if kind == "L":
+        return "L", ("L", 0)
+    if kind == "L-n":
+        n = draw(st.integers(0, 30))
+        return f"L-{n}", ("L", n)
+    if kind == "nW":
+        n = draw(st.integers(1, 31))
+        return f"{n}W", ("W", n)
+    return "LW", ("LW",)
+
+
+@st.composite
+def day_of_week_term(draw):
+    weekday = draw(st.integers(0, 7))
+    text = DAY_NAMES[weekday % 7] if draw(st.booleans()) else str(weekday)
+    if draw(st.booleans()):
+        k = draw(st.integers(1, 5))
+        return f"{text}#{k}", ("#", weekday % 7, k)
+    return f"{text}L", ("DL", weekday % 7)
+
+
+@st.composite
+def with_terms(draw, plain: tuple[str, frozenset[int]], term):
+    """A day field with 0-2 Quartz terms added; a ``*`` field becomes terms alone."""
+    drawn = draw(st.lists(term(), max_size=2))
+    if not drawn:
+        return plain, ()
+    texts = [text for text, _ in drawn]
+    if plain[0].startswith("*"):
+        return (",".join(texts), frozenset()), tuple(t for _, t in drawn)
+    return (",".join([plain[0], *texts]), plain[1]), tuple(t for _, t in drawn)
+
+
+@st.composite
+def rules(draw, policies: bool = False, quartz: bool = False):
     minute = draw(field(0, 59))
     hour = draw(field(0, 23))
     dom = draw(field(1, 31))
     month = draw(field(1, 12, MONTH_NAMES))
     dow = draw(field(0, 7, DAY_NAMES, star_hi=6))
+    dom_terms = dow_terms = ()
+    if quartz:
+        dom, dom_terms = draw(with_terms(dom, day_of_month_term))
+        dow, dow_terms = draw(with_terms(dow, day_of_week_term))
+        assume(dom_terms or dow_terms)
     weekdays = frozenset(v % 7 for v in dow[1])
     gap = draw(st.sampled_from(["auto", "shift", "skip"])) if policies else "auto"
     repeat = draw(st.sampled_from(["auto", "once", "both"])) if policies else "auto"
@@ -99,6 +141,8 @@ def rules(draw, policies: bool = False):
         wild=minute[0].startswith("*") or hour[0].startswith("*"),
         gap=gap,
         repeat=repeat,
+        dom_terms=dom_terms,
+        dow_terms=dow_terms,
     )
     expression = " ".join(part[0] for part in (minute, hour, dom, month, dow))
     return expression, rule
@@ -162,6 +206,16 @@ def check_against_reference(expression: str, rule: Rule, zone: str, after: datet
 
 @given(data=st.data(), rule=rules(), zone=st.sampled_from(ZONES))
 def test_auto_policy_matches_reference(data, rule, zone):
+    expression, rule = rule
+    assume(rule.ever_fires())
+    after = data.draw(instants(zone))
+    check_against_reference(expression, rule, zone, after)
+
+
+@given(data=st.data(), rule=rules(quartz=True), zone=st.sampled_from(ZONES))
+def test_quartz_day_terms_match_reference(data, rule, zone):
+    """L, L-n, nW, LW, d#k and dL, alone and in lists with plain values, under
+    Vixie's day rule, against the reference's own reading of each term."""
     expression, rule = rule
     assume(rule.ever_fires())
     after = data.draw(instants(zone))

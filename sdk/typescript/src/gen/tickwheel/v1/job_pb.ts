@@ -337,7 +337,9 @@ export type CronSchedule = Message<"tickwheel.v1.CronSchedule"> & {
    * ranges, steps, month and day names, day of week 0-7 (0 and 7 are
    * Sunday), the macros @hourly @daily @midnight @weekly @monthly @yearly
    * @annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
-   * stable value from a hash of the job id. When both day fields are
+   * stable value from a hash of the job id. Quartz's day terms: `L`, `L-n`
+   * (0-30), `nW` and `LW` in the day of the month, `d#k` (k 1-5) and `dL` in
+   * the day of the week (`FRI#3`, `FRIL`). When both day fields are
    * restricted, a day matches if either matches. At most 512 characters of
    * printable ASCII, spaces and tabs. INVALID_ARGUMENT
    * `job.schedule.cron.expression` with the reason on bad syntax, out-of-range

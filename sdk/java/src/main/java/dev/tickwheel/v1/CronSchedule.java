@@ -63,7 +63,9 @@ private static final long serialVersionUID = 0L;
    * ranges, steps, month and day names, day of week 0-7 (0 and 7 are
    * Sunday), the macros &#64;hourly &#64;daily &#64;midnight &#64;weekly &#64;monthly &#64;yearly
    * &#64;annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
-   * stable value from a hash of the job id. When both day fields are
+   * stable value from a hash of the job id. Quartz's day terms: `L`, `L-n`
+   * (0-30), `nW` and `LW` in the day of the month, `d#k` (k 1-5) and `dL` in
+   * the day of the week (`FRI#3`, `FRIL`). When both day fields are
    * restricted, a day matches if either matches. At most 512 characters of
    * printable ASCII, spaces and tabs. INVALID_ARGUMENT
    * `job.schedule.cron.expression` with the reason on bad syntax, out-of-range
@@ -92,7 +94,9 @@ private static final long serialVersionUID = 0L;
    * ranges, steps, month and day names, day of week 0-7 (0 and 7 are
    * Sunday), the macros &#64;hourly &#64;daily &#64;midnight &#64;weekly &#64;monthly &#64;yearly
    * &#64;annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
-   * stable value from a hash of the job id. When both day fields are
+   * stable value from a hash of the job id. Quartz's day terms: `L`, `L-n`
+   * (0-30), `nW` and `LW` in the day of the month, `d#k` (k 1-5) and `dL` in
+   * the day of the week (`FRI#3`, `FRIL`). When both day fields are
    * restricted, a day matches if either matches. At most 512 characters of
    * printable ASCII, spaces and tabs. INVALID_ARGUMENT
    * `job.schedule.cron.expression` with the reason on bad syntax, out-of-range
@@ -497,7 +501,9 @@ private static final long serialVersionUID = 0L;
      * ranges, steps, month and day names, day of week 0-7 (0 and 7 are
      * Sunday), the macros &#64;hourly &#64;daily &#64;midnight &#64;weekly &#64;monthly &#64;yearly
      * &#64;annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
-     * stable value from a hash of the job id. When both day fields are
+     * stable value from a hash of the job id. Quartz's day terms: `L`, `L-n`
+     * (0-30), `nW` and `LW` in the day of the month, `d#k` (k 1-5) and `dL` in
+     * the day of the week (`FRI#3`, `FRIL`). When both day fields are
      * restricted, a day matches if either matches. At most 512 characters of
      * printable ASCII, spaces and tabs. INVALID_ARGUMENT
      * `job.schedule.cron.expression` with the reason on bad syntax, out-of-range
@@ -525,7 +531,9 @@ private static final long serialVersionUID = 0L;
      * ranges, steps, month and day names, day of week 0-7 (0 and 7 are
      * Sunday), the macros &#64;hourly &#64;daily &#64;midnight &#64;weekly &#64;monthly &#64;yearly
      * &#64;annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
-     * stable value from a hash of the job id. When both day fields are
+     * stable value from a hash of the job id. Quartz's day terms: `L`, `L-n`
+     * (0-30), `nW` and `LW` in the day of the month, `d#k` (k 1-5) and `dL` in
+     * the day of the week (`FRI#3`, `FRIL`). When both day fields are
      * restricted, a day matches if either matches. At most 512 characters of
      * printable ASCII, spaces and tabs. INVALID_ARGUMENT
      * `job.schedule.cron.expression` with the reason on bad syntax, out-of-range
@@ -554,7 +562,9 @@ private static final long serialVersionUID = 0L;
      * ranges, steps, month and day names, day of week 0-7 (0 and 7 are
      * Sunday), the macros &#64;hourly &#64;daily &#64;midnight &#64;weekly &#64;monthly &#64;yearly
      * &#64;annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
-     * stable value from a hash of the job id. When both day fields are
+     * stable value from a hash of the job id. Quartz's day terms: `L`, `L-n`
+     * (0-30), `nW` and `LW` in the day of the month, `d#k` (k 1-5) and `dL` in
+     * the day of the week (`FRI#3`, `FRIL`). When both day fields are
      * restricted, a day matches if either matches. At most 512 characters of
      * printable ASCII, spaces and tabs. INVALID_ARGUMENT
      * `job.schedule.cron.expression` with the reason on bad syntax, out-of-range
@@ -579,7 +589,9 @@ private static final long serialVersionUID = 0L;
      * ranges, steps, month and day names, day of week 0-7 (0 and 7 are
      * Sunday), the macros &#64;hourly &#64;daily &#64;midnight &#64;weekly &#64;monthly &#64;yearly
      * &#64;annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
-     * stable value from a hash of the job id. When both day fields are
+     * stable value from a hash of the job id. Quartz's day terms: `L`, `L-n`
+     * (0-30), `nW` and `LW` in the day of the month, `d#k` (k 1-5) and `dL` in
+     * the day of the week (`FRI#3`, `FRIL`). When both day fields are
      * restricted, a day matches if either matches. At most 512 characters of
      * printable ASCII, spaces and tabs. INVALID_ARGUMENT
      * `job.schedule.cron.expression` with the reason on bad syntax, out-of-range
@@ -601,7 +613,9 @@ private static final long serialVersionUID = 0L;
      * ranges, steps, month and day names, day of week 0-7 (0 and 7 are
      * Sunday), the macros &#64;hourly &#64;daily &#64;midnight &#64;weekly &#64;monthly &#64;yearly
      * &#64;annually, and Jenkins' `H` forms (`H`, `H(0-29)`, `H/15`) that pick a
-     * stable value from a hash of the job id. When both day fields are
+     * stable value from a hash of the job id. Quartz's day terms: `L`, `L-n`
+     * (0-30), `nW` and `LW` in the day of the month, `d#k` (k 1-5) and `dL` in
+     * the day of the week (`FRI#3`, `FRIL`). When both day fields are
      * restricted, a day matches if either matches. At most 512 characters of
      * printable ASCII, spaces and tabs. INVALID_ARGUMENT
      * `job.schedule.cron.expression` with the reason on bad syntax, out-of-range
