@@ -10,10 +10,13 @@ import (
 	tickwheelv1 "github.com/tickwheel/tickwheel/sdk/go/gen/tickwheel/v1"
 )
 
-// repeatable says, for every SchedulerService RPC, whether an attempt that
-// failed with a retryable status may be sent again with this request. An RPC
-// missing here is never retried (a test checks that every RPC of the service
-// has an entry, so a new one forces a decision).
+// repeatable says, for every SchedulerService and AdminService RPC, whether
+// an attempt that failed with a retryable status may be sent again with this
+// request: only when repeating it cannot apply a change twice (reads,
+// writes made idempotent by a request id or by naming their version, dry
+// runs). The rule is [mayRepeat]: an RPC missing here is never retried, so
+// forgetting one fails safe; a test checks that every RPC of both services
+// has an entry, so a new one forces a decision.
 var repeatable = map[string]func(request any) bool{
 	tickwheelv1.SchedulerService_CreateJob_FullMethodName:       hasRequestID,
 	tickwheelv1.SchedulerService_BatchCreateJobs_FullMethodName: everyItemHasRequestID,
@@ -39,6 +42,40 @@ var repeatable = map[string]func(request any) bool{
 	tickwheelv1.SchedulerService_CancelExecution_FullMethodName:  never,
 	tickwheelv1.SchedulerService_ListDeadLetters_FullMethodName:  always,
 	tickwheelv1.SchedulerService_ReplayDeadLetter_FullMethodName: never,
+
+	// AdminService, as the Python SDK decides: its writes carry no request
+	// id, so a retry after a lost reply would issue a second key or
+	// credential, or answer ALREADY_EXISTS, NOT_FOUND or FAILED_PRECONDITION
+	// for a change the first attempt made.
+	tickwheelv1.AdminService_ClusterStatus_FullMethodName:          always,
+	tickwheelv1.AdminService_CreateTenant_FullMethodName:           never,
+	tickwheelv1.AdminService_GetTenant_FullMethodName:              always,
+	tickwheelv1.AdminService_ListTenants_FullMethodName:            always,
+	tickwheelv1.AdminService_UpdateTenant_FullMethodName:           never,
+	tickwheelv1.AdminService_PauseTenant_FullMethodName:            never,
+	tickwheelv1.AdminService_ResumeTenant_FullMethodName:           never,
+	tickwheelv1.AdminService_IssueApiKey_FullMethodName:            never,
+	tickwheelv1.AdminService_RotateApiKey_FullMethodName:           never,
+	tickwheelv1.AdminService_RevokeApiKey_FullMethodName:           never,
+	tickwheelv1.AdminService_ListApiKeys_FullMethodName:            always,
+	tickwheelv1.AdminService_IssueWorkerCredential_FullMethodName:  never,
+	tickwheelv1.AdminService_RevokeWorkerCredential_FullMethodName: never,
+	tickwheelv1.AdminService_ListWorkerCredentials_FullMethodName:  always,
+	tickwheelv1.AdminService_SearchJobs_FullMethodName:             always,
+	tickwheelv1.AdminService_SearchExecutions_FullMethodName:       always,
+	tickwheelv1.AdminService_DrainServer_FullMethodName:            never,
+	tickwheelv1.AdminService_ListAlerts_FullMethodName:             always,
+	// A stream: no deadline, no retry (the caller watches again).
+	tickwheelv1.AdminService_WatchAlerts_FullMethodName:        never,
+	tickwheelv1.AdminService_RecomputeSchedules_FullMethodName: isDryRun,
+}
+
+// mayRepeat reports whether request, sent to method (a full gRPC method
+// name), may be sent again after an attempt failed with a retryable status.
+// False for a method repeatable does not list.
+func mayRepeat(method string, request any) bool {
+	safe, listed := repeatable[method]
+	return listed && safe(request)
 }
 
 func always(any) bool { return true }
@@ -74,8 +111,7 @@ func isDryRun(request any) bool {
 // attempts are spent, or the wait would end past the deadline.
 func (c *Client) retryDelay(method string, request any, err *Error, attempt int, deadline time.Time, hasDeadline bool) (time.Duration, bool) {
 	retry := c.settings.retry
-	safe := repeatable[method]
-	if !retry.retryable(err.Code) || safe == nil || !safe(request) || attempt >= retry.MaxAttempts {
+	if !retry.retryable(err.Code) || !mayRepeat(method, request) || attempt >= retry.MaxAttempts {
 		return 0, false
 	}
 	delay := retry.Backoff(attempt, c.settings.rand())
@@ -85,12 +121,13 @@ func (c *Client) retryDelay(method string, request any, err *Error, attempt int,
 	return delay, true
 }
 
-// intercept is the client's unary interceptor: it adds the API key, bounds
+// intercept is the client's unary interceptor: it adds the credential
+// (the admin token for AdminService, the API key otherwise), bounds
 // the call (every attempt and wait) by the client's timeout, retries as
 // retryDelay allows, and turns a failure into an *Error.
 func (c *Client) intercept(ctx context.Context, method string, request, reply any, conn *grpc.ClientConn, invoke grpc.UnaryInvoker, options ...grpc.CallOption) error {
-	if c.settings.apiKey != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.settings.apiKey)
+	if credential := c.settings.credentialFor(method); credential != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+credential)
 	}
 	if c.settings.timeout > 0 {
 		var cancel context.CancelFunc

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+
+	tickwheelv1 "github.com/tickwheel/tickwheel/sdk/go/gen/tickwheel/v1"
 )
 
 // RetryOptions says how a call that failed with a retryable status is
@@ -126,6 +128,13 @@ func (t TLSOptions) validate() error {
 	return nil
 }
 
+// TransportCredentials is t as gRPC transport credentials (TLS 1.2 or
+// newer), for a connection made elsewhere, such as the worker's
+// (package tickwheel/worker). It fails as [WithTLS] does on bad options.
+func (t TLSOptions) TransportCredentials() (credentials.TransportCredentials, error) {
+	return t.transportCredentials()
+}
+
 func (t TLSOptions) transportCredentials() (credentials.TransportCredentials, error) {
 	if err := t.validate(); err != nil {
 		return nil, err
@@ -151,6 +160,7 @@ func (t TLSOptions) transportCredentials() (credentials.TransportCredentials, er
 // settings is what the Options of New set.
 type settings struct {
 	apiKey      string
+	adminToken  string
 	tls         *TLSOptions
 	timeout     time.Duration
 	retry       RetryOptions
@@ -167,12 +177,39 @@ type Option func(*settings) error
 // every call. Without one the server answers UNAUTHENTICATED.
 func WithAPIKey(key string) Option {
 	return func(s *settings) error {
-		if key != strings.TrimSpace(key) || strings.ContainsAny(key, "\r\n\x00") {
-			return errors.New("tickwheel: the API key must be one line without surrounding spaces")
+		if err := checkCredential("API key", key); err != nil {
+			return err
 		}
 		s.apiKey = key
 		return nil
 	}
+}
+
+// WithAdminToken sets the admin token that AdminService calls send as
+// "authorization: Bearer <token>" (SchedulerService calls send the API key).
+func WithAdminToken(token string) Option {
+	return func(s *settings) error {
+		if err := checkCredential("admin token", token); err != nil {
+			return err
+		}
+		s.adminToken = token
+		return nil
+	}
+}
+
+// credentialFor is the bearer credential a call to method carries.
+func (s *settings) credentialFor(method string) string {
+	if strings.HasPrefix(method, "/"+tickwheelv1.AdminService_ServiceDesc.ServiceName+"/") {
+		return s.adminToken
+	}
+	return s.apiKey
+}
+
+func checkCredential(what, value string) error {
+	if value != strings.TrimSpace(value) || strings.ContainsAny(value, "\r\n\x00") {
+		return fmt.Errorf("tickwheel: the %s must be one line without surrounding spaces", what)
+	}
+	return nil
 }
 
 // WithTLS connects over TLS (the default is plaintext).

@@ -8,24 +8,29 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	tickwheelv1 "github.com/tickwheel/tickwheel/sdk/go/gen/tickwheel/v1"
 )
 
-func TestEverySchedulerRPCHasARetryDecision(t *testing.T) {
-	service := tickwheelv1.File_tickwheel_v1_scheduler_proto.Services().ByName("SchedulerService")
-	methods := service.Methods()
+func TestEverySchedulerAndAdminRPCHasARetryDecision(t *testing.T) {
 	seen := map[string]bool{}
-	for i := range methods.Len() {
-		name := "/" + string(service.FullName()) + "/" + string(methods.Get(i).Name())
-		seen[name] = true
-		if repeatable[name] == nil {
-			t.Errorf("%s has no entry in repeatable: decide whether it may be retried", name)
+	for _, service := range []protoreflect.ServiceDescriptor{
+		tickwheelv1.File_tickwheel_v1_scheduler_proto.Services().ByName("SchedulerService"),
+		tickwheelv1.File_tickwheel_v1_admin_proto.Services().ByName("AdminService"),
+	} {
+		methods := service.Methods()
+		for i := range methods.Len() {
+			name := "/" + string(service.FullName()) + "/" + string(methods.Get(i).Name())
+			seen[name] = true
+			if repeatable[name] == nil {
+				t.Errorf("%s has no entry in repeatable: decide whether it may be retried", name)
+			}
 		}
 	}
 	for name := range repeatable {
 		if !seen[name] {
-			t.Errorf("repeatable names %s, which SchedulerService does not have", name)
+			t.Errorf("repeatable names %s, which neither service has", name)
 		}
 	}
 }
@@ -58,6 +63,7 @@ func TestOptionsAreCheckedWhenTheClientIsBuilt(t *testing.T) {
 		want   string
 	}{
 		{"api key with a newline", WithAPIKey("twk_a\nb"), "one line"},
+		{"admin token with a NUL", WithAdminToken("twa_a\x00b"), "one line"},
 		{"negative timeout", WithTimeout(-time.Second), "negative"},
 		{"no attempts", WithRetryOptions(RetryOptions{}), "MaxAttempts"},
 		{"cap below base", WithRetryOptions(RetryOptions{MaxAttempts: 2, InitialBackoff: time.Second}), "InitialBackoff"},
