@@ -1,0 +1,77 @@
+// Package worker runs Tickwheel jobs whose target is a named handler in a
+// Go process: it holds one WorkerService.Pull stream at a time to a
+// Tickwheel server and keeps it up, with the protocol of the Python worker
+// runtime (tickwheel_worker) and the TypeScript worker. HTTP targets stay in
+// the Python worker: this one says http: false in its hello, so the server
+// never hands it one.
+//
+// Per stream (a session) the worker sends hello (on a reconnect, with the
+// executions it still runs or holds an unacknowledged result for: a server
+// counts a result only from the stream that holds its delivery, so the new
+// stream must re-attach those too), waits for welcome, then:
+//
+//   - credit: hello.slots is the stream's initial credit. The worker tracks
+//     the credit the server still holds and grants more only while
+//     held + outstanding < slots, where held counts every assignment it has
+//     not finished with (waiting for a slot, running, or decided with a
+//     handler that has not yet returned). After a reconnect the executions
+//     still running are held while the server's credit restarts at slots;
+//     the worker never runs more than slots handlers at once (a semaphore),
+//     lets the surplus wait for a slot, and grants nothing until
+//     held + outstanding is back under slots. An assignment beyond 2·slots
+//     held (a server ignoring credit) is answered FAILED_RETRYABLE at once.
+//   - heartbeats: every welcome.heartbeat_interval, listing every execution
+//     not yet decided with the progress its handler last reported
+//     ([Job.Heartbeat]).
+//   - results: sent the moment each attempt's outcome is known, up to 100
+//     per message, and kept until acknowledged; after a reconnect every
+//     unacknowledged result is sent again (the server's result handling is
+//     idempotent). An ack forgets the execution.
+//   - cancel: the handler's context is canceled (its cause wraps
+//     [ErrCanceled] with the server's reason); it gets the cancel grace to
+//     return, then the attempt is reported CANCELED. welcome.rejected: the
+//     context is canceled ([ErrRejected]) and nothing is reported: the
+//     execution is someone else's now.
+//   - deadline: at the assignment's deadline_at the context is canceled
+//     ([ErrTimedOut]; ctx.Deadline reports the instant) and TIMED_OUT is
+//     reported at once.
+//   - drain: no more credit; when every attempt is decided and every result
+//     acknowledged, or at the drain's deadline, the worker closes the stream
+//     and reconnects (to the next address of its list), re-attaching what
+//     still runs.
+//   - server liveness: any message from the server counts; after
+//     [WithServerSilenceIntervals] heartbeat intervals of silence the
+//     server is presumed dead and the worker reconnects.
+//
+// Reconnects go round the address list ([WithAddresses]) and wait
+// [ReconnectDelay]: full jitter, doubling per attempt that got no welcome,
+// capped ([WithReconnectBackoff]). A server that refuses the worker
+// (UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT, UNIMPLEMENTED) ends
+// [Worker.Run] with a [*FatalError]; any other failure is retried.
+//
+// Nothing is queued without bound: outgoing messages are computed from
+// state (results not yet sent, credit owed, a heartbeat due) by the one
+// goroutine that writes the stream, and the state is bounded by what the
+// worker holds: at most 2·slots attempts, and results only for attempts it
+// accepted (no credit is granted while attempts and unacknowledged results
+// together would pass the 20 000 entries a hello may list).
+//
+// A handler returns the output (kept in history, at most 16 KiB; longer is
+// cut) or an error: [Permanent] makes it FAILED_PERMANENT (dead-lettered at
+// once), any other error FAILED_RETRYABLE (retried within the job's retry
+// policy), as does a panic.
+//
+//	w, err := worker.New("127.0.0.1:50051", os.Getenv("TICKWHEEL_WORKER_CREDENTIAL"),
+//		worker.WithHandler("reports.nightly", func(ctx context.Context, job *worker.Job) ([]byte, error) {
+//			job.Heartbeat("rendering")
+//			return render(ctx, job.Payload)
+//		}))
+//	if err != nil { log.Fatal(err) }
+//	go func() {
+//		<-sigterm
+//		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+//		defer cancel()
+//		_ = w.Stop(ctx) // drain: finish in-flight work, report it, then stop
+//	}()
+//	if err := w.Run(context.Background()); err != nil { log.Fatal(err) }
+package worker

@@ -1,0 +1,480 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	tickwheelv1 "github.com/tickwheel/tickwheel/sdk/go/gen/tickwheel/v1"
+)
+
+// sessionLost: the stream ended or the server went silent; reconnect.
+type sessionLost struct{ reason string }
+
+func (e *sessionLost) Error() string { return e.reason }
+
+func lost(format string, args ...any) error { return &sessionLost{fmt.Sprintf(format, args...)} }
+
+// dialError: the address cannot be dialed at all (not a valid target).
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+
+// session is the state of one Pull stream. Fields other than wake are
+// guarded by the Worker's mutex.
+type session struct {
+	// Signals the writer that there may be something to send (capacity 1).
+	wake     chan struct{}
+	interval time.Duration
+	lastSeen time.Time
+	// Credit the server holds for this worker on this stream.
+	outstanding int
+	// Results (keys into Worker.unacked) not yet written to this stream, in
+	// order; unsentSet says which entries of unsent still count.
+	unsent        []key
+	unsentSet     map[key]struct{}
+	heartbeatDue  bool
+	draining      bool
+	drainDeadline time.Time
+	// Set on a clean end: the writer flushes, half-closes and stops.
+	closing  bool
+	serverID string
+}
+
+func (s *session) wakeUp() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *session) addUnsent(k key) {
+	if _, ok := s.unsentSet[k]; ok {
+		return
+	}
+	s.unsentSet[k] = struct{}{}
+	s.unsent = append(s.unsent, k)
+}
+
+// runSession holds one stream to address until it ends; welcomed says
+// whether the server welcomed it. A nil error is a clean end (drained, or
+// the worker stops).
+func (w *Worker) runSession(address string) (welcomed bool, err error) {
+	conn, err := grpc.NewClient(address, w.dialOptions...)
+	if err != nil {
+		return false, &dialError{err}
+	}
+	defer conn.Close()
+	md := metadata.Pairs("authorization", "Bearer "+w.credential, "x-tickwheel-sdk", "go/"+Version)
+	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(context.Background(), md))
+	defer cancel()
+
+	// Connecting, hello and welcome within the welcome timeout; a stop meanwhile ends it.
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(w.settings.welcomeTimeout, func() { timedOut.Store(true); cancel() })
+	handshaken := make(chan struct{})
+	go func() {
+		select {
+		case <-w.shutdown:
+			cancel()
+		case <-handshaken:
+		}
+	}()
+	stream, welcome, err := w.handshake(ctx, conn)
+	timer.Stop()
+	close(handshaken)
+	if err != nil {
+		switch {
+		case w.isShutdown():
+			return false, nil
+		case timedOut.Load():
+			return false, lost("no welcome within %v", w.settings.welcomeTimeout)
+		}
+		return false, err
+	}
+
+	s := &session{
+		wake:        make(chan struct{}, 1),
+		interval:    w.settings.heartbeatInterval,
+		lastSeen:    time.Now(),
+		outstanding: w.settings.slots,
+		unsentSet:   map[key]struct{}{},
+		serverID:    welcome.GetServerId(),
+	}
+	if d := welcome.GetHeartbeatInterval(); d != nil && d.AsDuration() > 0 {
+		s.interval = d.AsDuration()
+	}
+	w.mu.Lock()
+	for _, rejected := range welcome.GetRejected() {
+		for _, at := range w.matchingLocked(rejected) {
+			at.reject(ErrRejected)
+		}
+	}
+	resend := make([]key, 0, len(w.unacked))
+	for k := range w.unacked {
+		resend = append(resend, k)
+	}
+	sortKeys(resend)
+	for _, k := range resend {
+		s.addUnsent(k)
+	}
+	w.session = s
+	w.sessions++
+	w.notifyLocked()
+	w.mu.Unlock()
+	s.wakeUp()
+	w.log.Info("connected", "address", address, "server_id", s.serverID,
+		"reattached", len(welcome.GetReattached()), "rejected", len(welcome.GetRejected()), "results_to_resend", len(resend))
+	defer func() {
+		w.mu.Lock()
+		if w.session == s {
+			w.session = nil
+		}
+		w.notifyLocked()
+		w.mu.Unlock()
+	}()
+	return true, w.serve(s, stream, cancel)
+}
+
+// handshake opens the stream, sends hello and reads the welcome.
+func (w *Worker) handshake(ctx context.Context, conn *grpc.ClientConn) (grpc.BidiStreamingClient[tickwheelv1.PullRequest, tickwheelv1.PullResponse], *tickwheelv1.ServerWelcome, error) {
+	stream, err := tickwheelv1.NewWorkerServiceClient(conn).Pull(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	w.mu.Lock()
+	hello := w.helloLocked()
+	w.mu.Unlock()
+	// A failed Send reports io.EOF; the stream's status comes from Recv.
+	if err := stream.Send(&tickwheelv1.PullRequest{Message: &tickwheelv1.PullRequest_Hello{Hello: hello}}); err != nil && !errors.Is(err, io.EOF) {
+		return nil, nil, err
+	}
+	first, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return nil, nil, lost("the server closed the stream before its welcome")
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	welcome := first.GetWelcome()
+	if welcome == nil {
+		return nil, nil, lost("protocol error: expected welcome, got %T", first.GetMessage())
+	}
+	return stream, welcome, nil
+}
+
+// serve runs a welcomed stream until it fails (the error) or ends cleanly
+// (nil): the reader applies what the server sends, this goroutine is the
+// only writer. A clean end (drain complete, or the worker stops)
+// half-closes the stream after the last pending write and gives the server
+// up to closeTimeout to end its side, so it sees a finished stream rather
+// than a canceled one.
+func (w *Worker) serve(s *session, stream grpc.BidiStreamingClient[tickwheelv1.PullRequest, tickwheelv1.PullResponse], cancel context.CancelFunc) error {
+	readerDone := make(chan error, 1)
+	go func() { readerDone <- w.readLoop(s, stream) }()
+	heartbeat := time.NewTicker(s.interval)
+	defer heartbeat.Stop()
+	silenceLimit := s.interval * time.Duration(w.settings.serverSilenceIntervals)
+	silence := time.NewTimer(silenceLimit)
+	defer silence.Stop()
+	var drainTimer *time.Timer
+	var drainC <-chan time.Time
+	defer func() {
+		if drainTimer != nil {
+			drainTimer.Stop()
+		}
+	}()
+
+	for {
+		closing, err := w.flush(s, stream)
+		if err != nil {
+			// The stream broke; its status comes from the reader.
+			select {
+			case readErr := <-readerDone:
+				if readErr != nil {
+					return readErr
+				}
+			case <-time.After(closeTimeout):
+			}
+			return lost("sending failed: %v", err)
+		}
+		if closing {
+			break
+		}
+		select {
+		case <-s.wake:
+		case <-heartbeat.C:
+			w.mu.Lock()
+			s.heartbeatDue = true
+			w.mu.Unlock()
+		case <-silence.C:
+			w.mu.Lock()
+			quietFor := time.Since(s.lastSeen)
+			w.mu.Unlock()
+			if quietFor >= silenceLimit {
+				return lost("no message from the server for %v: presumed dead", quietFor.Round(time.Millisecond))
+			}
+			silence.Reset(silenceLimit - quietFor)
+		case err := <-readerDone:
+			if err == nil {
+				return lost("the server closed the stream")
+			}
+			return err
+		case <-w.shutdown:
+			w.mu.Lock()
+			s.closing = true
+			w.mu.Unlock()
+		case <-drainC:
+		}
+		w.mu.Lock()
+		if s.draining && !s.closing {
+			switch {
+			case w.quietLocked():
+				w.log.Info("drained: every attempt decided and acknowledged", "server_id", s.serverID)
+				s.closing = true
+			case !s.drainDeadline.IsZero() && !time.Now().Before(s.drainDeadline):
+				w.log.Info("drain deadline passed", "server_id", s.serverID, "in_flight", len(w.inFlightLocked()))
+				s.closing = true
+			case !s.drainDeadline.IsZero() && drainTimer == nil:
+				drainTimer = time.NewTimer(time.Until(s.drainDeadline))
+				drainC = drainTimer.C
+			}
+		}
+		w.mu.Unlock()
+	}
+	select {
+	case <-readerDone:
+	case <-time.After(closeTimeout):
+	}
+	cancel()
+	return nil
+}
+
+// flush writes what the state asks for: pending results, then credit, then
+// (on a clean end) the half-close, or a heartbeat when one is due. It
+// reports whether the stream is closing.
+func (w *Worker) flush(s *session, stream grpc.BidiStreamingClient[tickwheelv1.PullRequest, tickwheelv1.PullResponse]) (bool, error) {
+	for {
+		w.mu.Lock()
+		batch := w.nextResultsLocked(s)
+		w.mu.Unlock()
+		if len(batch) == 0 {
+			break
+		}
+		request := &tickwheelv1.PullRequest{Message: &tickwheelv1.PullRequest_Result{Result: &tickwheelv1.WorkerResults{Results: batch}}}
+		if err := stream.Send(request); err != nil {
+			return false, err
+		}
+	}
+	w.mu.Lock()
+	credit := w.grantableLocked(s)
+	s.outstanding += credit
+	closing := s.closing
+	var beat *tickwheelv1.WorkerHeartbeat
+	if s.heartbeatDue && !closing {
+		s.heartbeatDue = false
+		beat = w.heartbeatLocked()
+	}
+	w.mu.Unlock()
+	if credit > 0 {
+		request := &tickwheelv1.PullRequest{Message: &tickwheelv1.PullRequest_Credit{Credit: &tickwheelv1.WorkerCredit{Credits: int32(credit)}}}
+		if err := stream.Send(request); err != nil {
+			return false, err
+		}
+	}
+	if closing {
+		return true, stream.CloseSend()
+	}
+	if beat != nil {
+		if err := stream.Send(&tickwheelv1.PullRequest{Message: &tickwheelv1.PullRequest_Heartbeat{Heartbeat: beat}}); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// readLoop applies every message from the server until the stream ends:
+// nil when the server ended it cleanly, its status otherwise.
+func (w *Worker) readLoop(s *session, stream grpc.BidiStreamingClient[tickwheelv1.PullRequest, tickwheelv1.PullResponse]) error {
+	for {
+		message, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		w.mu.Lock()
+		s.lastSeen = time.Now()
+		switch m := message.GetMessage().(type) {
+		case *tickwheelv1.PullResponse_Assignment:
+			for _, a := range m.Assignment.GetAssignments() {
+				w.acceptLocked(s, a)
+			}
+		case *tickwheelv1.PullResponse_Cancel:
+			for _, execution := range m.Cancel.GetExecutions() {
+				for _, at := range w.matchingLocked(execution) {
+					at.stop(m.Cancel.GetReason())
+				}
+			}
+		case *tickwheelv1.PullResponse_Ack:
+			w.applyAcksLocked(s, m.Ack.GetAcks())
+		case *tickwheelv1.PullResponse_Drain:
+			s.draining = true
+			if m.Drain.GetDeadlineAt() != nil {
+				s.drainDeadline = m.Drain.GetDeadlineAt().AsTime()
+			}
+			w.log.Info("server drains", "server_id", s.serverID, "reason", m.Drain.GetReason())
+			w.notifyLocked()
+		case *tickwheelv1.PullResponse_Welcome:
+			w.log.Warn("ignoring a second welcome", "server_id", s.serverID)
+		default: // a server heartbeat: seeing it was the point
+		}
+		w.mu.Unlock()
+		s.wakeUp()
+	}
+}
+
+// acceptLocked takes one assignment: a new attempt, or a repeat answered
+// from what the worker already has.
+func (w *Worker) acceptLocked(s *session, a *tickwheelv1.Assignment) {
+	k := key{a.GetExecutionId(), a.GetDelivery()}
+	s.outstanding = max(0, s.outstanding-1)
+	if _, ok := w.attempts[k]; ok {
+		w.log.Warn("duplicate assignment ignored", "execution_id", k.executionID, "delivery", k.delivery)
+		return
+	}
+	if _, ok := w.unacked[k]; ok {
+		s.addUnsent(k) // finished, but the server did not see the result yet
+		return
+	}
+	if len(w.attempts) >= 2*w.settings.slots {
+		if len(w.attempts)+len(w.unacked) >= maxHelloEntries {
+			// Past every bound: not even a refusal is kept. The server
+			// re-delivers it when its heartbeats do not come.
+			w.log.Error("assignment beyond this worker's credit dropped", "execution_id", k.executionID, "delivery", k.delivery)
+			return
+		}
+		w.log.Error("assignment beyond this worker's credit refused", "execution_id", k.executionID, "delivery", k.delivery)
+		w.recordLocked(k, &tickwheelv1.ExecutionResult{
+			ExecutionId: k.executionID,
+			Delivery:    k.delivery,
+			Attempt:     a.GetAttempt(),
+			Outcome:     tickwheelv1.ResultOutcome_RESULT_OUTCOME_FAILED_RETRYABLE,
+			Error:       cleanText(fmt.Sprintf("worker %s over capacity: the assignment exceeded its credit", w.settings.workerID), errorMaxBytes),
+		})
+		return
+	}
+	at := newAttempt(a)
+	w.attempts[k] = at
+	w.running.Add(1)
+	go w.runAttempt(at)
+}
+
+func (w *Worker) applyAcksLocked(s *session, acks []*tickwheelv1.ResultAck) {
+	for _, ack := range acks {
+		k := key{ack.GetExecutionId(), ack.GetDelivery()}
+		delete(w.unacked, k)
+		delete(s.unsentSet, k)
+		if !ack.GetAccepted() {
+			w.log.Warn("the server rejected a result", "execution_id", k.executionID, "delivery", k.delivery, "reason", ack.GetReason())
+		}
+	}
+	w.notifyLocked()
+}
+
+// nextResultsLocked takes up to resultsPerMessage results not yet sent on s.
+func (w *Worker) nextResultsLocked(s *session) []*tickwheelv1.ExecutionResult {
+	var batch []*tickwheelv1.ExecutionResult
+	taken := 0
+	for taken < len(s.unsent) && len(batch) < resultsPerMessage {
+		k := s.unsent[taken]
+		taken++
+		if _, ok := s.unsentSet[k]; !ok {
+			continue // acknowledged meanwhile
+		}
+		delete(s.unsentSet, k)
+		if result, ok := w.unacked[k]; ok {
+			batch = append(batch, result)
+		}
+	}
+	s.unsent = s.unsent[taken:]
+	if len(s.unsent) == 0 {
+		s.unsent = nil // let the array go
+	}
+	return batch
+}
+
+// grantableLocked is the credit to grant now: enough that what the server
+// may send plus what the worker holds reaches slots, none while stopping,
+// draining or closing, and never so much that a hello could not list
+// everything held.
+func (w *Worker) grantableLocked(s *session) int {
+	if w.stopping || s.draining || s.closing || w.isShutdown() {
+		return 0
+	}
+	credit := w.settings.slots - len(w.attempts) - s.outstanding
+	credit = min(credit, maxHelloEntries-len(w.attempts)-len(w.unacked)-s.outstanding)
+	return max(0, credit)
+}
+
+// helloLocked lists every attempt not yet decided, then every result not
+// yet acknowledged, so that the new stream re-attaches their deliveries and
+// takes their results.
+func (w *Worker) helloLocked() *tickwheelv1.WorkerHello {
+	held := w.inFlightLocked()
+	sortKeys(held)
+	seen := make(map[key]struct{}, len(held))
+	for _, k := range held {
+		seen[k] = struct{}{}
+	}
+	unacked := make([]key, 0, len(w.unacked))
+	for k := range w.unacked {
+		if _, ok := seen[k]; !ok {
+			unacked = append(unacked, k)
+		}
+	}
+	sortKeys(unacked)
+	held = append(held, unacked...)
+	if len(held) > maxHelloEntries {
+		held = held[:maxHelloEntries]
+	}
+	inFlight := make([]*tickwheelv1.InFlightExecution, len(held))
+	for i, k := range held {
+		inFlight[i] = &tickwheelv1.InFlightExecution{ExecutionId: k.executionID, Delivery: k.delivery}
+	}
+	return &tickwheelv1.WorkerHello{
+		WorkerId: w.settings.workerID,
+		Version:  Version,
+		Handlers: w.handlerNames(),
+		Http:     false,
+		Slots:    int32(w.settings.slots),
+		InFlight: inFlight,
+	}
+}
+
+func (w *Worker) heartbeatLocked() *tickwheelv1.WorkerHeartbeat {
+	keys := w.inFlightLocked()
+	sortKeys(keys)
+	beat := &tickwheelv1.WorkerHeartbeat{Executions: make([]*tickwheelv1.ExecutionProgress, len(keys))}
+	for i, k := range keys {
+		beat.Executions[i] = &tickwheelv1.ExecutionProgress{ExecutionId: k.executionID, Delivery: k.delivery, Progress: w.attempts[k].job.Progress()}
+	}
+	return beat
+}
+
+func sortKeys(keys []key) {
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].executionID != keys[j].executionID {
+			return keys[i].executionID < keys[j].executionID
+		}
+		return keys[i].delivery < keys[j].delivery
+	})
+}
