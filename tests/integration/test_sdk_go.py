@@ -1,6 +1,8 @@
 """The Go SDK (sdk/go): `go vet` and its unit tests, and its example program
 against a real `tickwheel dev`, whose built-in worker serves the `echo`
-handler, and against a real server that requires mutual TLS.
+handler, and against a real server that requires mutual TLS; and the example
+worker (sdk/go/examples/worker, started through its `run` script) serving
+`echo-go` against both.
 
 The example (sdk/go/examples/history) is built once per module; it creates a
 job, waits for its first execution to end and prints the job's history as
@@ -26,6 +28,7 @@ import pytest
 from tests.integration.test_processes import start_dev
 from tests.support.server import REPO, running_server
 from tickwheel import AsyncClient, Client, TlsOptions, cron_job
+from tickwheel.v1 import job_pb2
 from tickwheel_server.config import TlsConfig
 
 pytestmark = pytest.mark.slow
@@ -58,7 +61,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     data = tmp_path_factory.mktemp("dev")
     process = start_dev(data)
     try:
-        yield json.loads((data / "dev-credentials.json").read_text())
+        yield {**json.loads((data / "dev-credentials.json").read_text()), "data": str(data)}
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
@@ -163,7 +166,9 @@ def test_go_vet_and_unit_tests_pass() -> None:
     assert vet.returncode == 0, vet.stdout + vet.stderr
     tested = go("test", "-count=1", "./...")
     assert tested.returncode == 0, tested.stdout + tested.stderr
-    assert "ok  \tgithub.com/tickwheel/tickwheel/sdk/go/tickwheel" in tested.stdout
+    assert "ok  \tgithub.com/tickwheel/tickwheel/sdk/go/tickwheel\t" in tested.stdout
+    assert "ok  \tgithub.com/tickwheel/tickwheel/sdk/go/tickwheel/worker\t" in tested.stdout
+    assert "ok  \tgithub.com/tickwheel/tickwheel/sdk/go/examples/worker\t" in tested.stdout
 
 
 def test_a_one_off_job_created_through_go_runs_and_its_history_reads_back(dev, history_program: Path) -> None:
@@ -250,3 +255,165 @@ async def test_mutual_tls_previews_and_refuses_without_a_client_certificate(hist
 
 def _instant(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+# --- the example worker (sdk/go/examples/worker) ---------------------------------------
+
+RUN_WORKER = SDK / "examples" / "worker" / "run"
+SUCCEEDED = job_pb2.EXECUTION_STATUS_SUCCEEDED
+CANCELED = job_pb2.EXECUTION_STATUS_CANCELED
+
+
+class GoWorker:
+    """The example worker as a child process started through its `run`
+    script; its stdout lines (JSON objects, nothing else) are read as events."""
+
+    def __init__(self, process: asyncio.subprocess.Process, log: Path) -> None:
+        self.process = process
+        self.log = log
+        self.events: list[dict] = []
+
+    @classmethod
+    async def start(cls, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> GoWorker:
+        log = tmp_path / f"go-worker-{len(list(tmp_path.glob('go-worker-*.log')))}.log"
+        base = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
+        with log.open("w") as stderr:
+            process = await asyncio.create_subprocess_exec(
+                str(RUN_WORKER), *args, stdout=asyncio.subprocess.PIPE, stderr=stderr,
+                env={**base, "GOTOOLCHAIN": "local", **(env or {})}, cwd=tmp_path,
+            )
+        return cls(process, log)
+
+    async def event(self, kind: str, execution_id: str, timeout: float = 120) -> dict:
+        """The next event of ``kind`` for ``execution_id`` (others are kept in ``events``)."""
+        async def read() -> dict:
+            while True:
+                line = await self.process.stdout.readline()
+                if not line:
+                    raise AssertionError(f"the worker ended before {kind} of {execution_id}:\n{self.log.read_text()}")
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    raise AssertionError(f"the worker printed more than JSON lines: {line!r}") from None
+                self.events.append(event)
+                if event["event"] == kind and event["execution_id"] == execution_id:
+                    return event
+
+        try:
+            return await asyncio.wait_for(read(), timeout)
+        except TimeoutError:
+            raise AssertionError(f"no {kind} of {execution_id} within {timeout}s:\n{self.log.read_text()}") from None
+
+    async def terminate(self, timeout: float = 40) -> int:
+        """SIGTERM, then the exit status (SIGKILL if it does not exit in time)."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            rest = await asyncio.wait_for(self.process.stdout.read(), timeout)  # to the end: the events of the drain
+            await asyncio.wait_for(self.process.wait(), timeout)
+        except TimeoutError:
+            self.process.kill()
+            await self.process.wait()
+            raise AssertionError(f"the worker did not exit within {timeout}s of SIGTERM:\n{self.log.read_text()}") from None
+        try:
+            self.events.extend(json.loads(line) for line in rest.splitlines())
+        except json.JSONDecodeError:
+            raise AssertionError(f"the worker printed more than JSON lines: {rest!r}") from None
+        return self.process.returncode
+
+    async def close(self) -> None:
+        if self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+
+
+async def wait_status(client: AsyncClient, execution_id: str, statuses: set[int], timeout: float = 60):
+    """Polls GetExecution until the execution reaches one of ``statuses``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        execution = (await client.get_execution(execution_id)).execution
+        if execution.status in statuses:
+            return execution
+        if loop.time() > deadline:
+            raise AssertionError(f"{execution_id} is still {job_pb2.ExecutionStatus.Name(execution.status)}: {execution}")
+        await asyncio.sleep(0.1)
+
+
+async def echo_job(client: AsyncClient) -> str:
+    """A job for echo-go that runs only when triggered; returns its id."""
+    job = cron_job("go-example-worker", "0 0 1 1 *", "UTC", handler="echo-go")
+    return (await client.create_job(job)).job.id
+
+
+async def trigger(client: AsyncClient, job_id: str, payload: bytes) -> str:
+    return (await client.trigger_job(job_id, payload=payload, allow_overlap=True)).execution.id
+
+
+async def check_echo_runs(worker: GoWorker, client: AsyncClient, job_id: str, payload: bytes) -> None:
+    """One echo-go execution: started with delivery and attempt 1, finished, SUCCEEDED by the Go worker."""
+    execution_id = await trigger(client, job_id, payload)
+    started = await worker.event("started", execution_id)
+    assert started == {"event": "started", "execution_id": execution_id, "delivery": 1, "attempt": 1}
+    assert await worker.event("finished", execution_id) == {"event": "finished", "execution_id": execution_id}
+    execution = await wait_status(client, execution_id, {SUCCEEDED, CANCELED, job_pb2.EXECUTION_STATUS_DEAD})
+    assert execution.status == SUCCEEDED, execution
+    [attempt] = execution.attempts
+    assert not attempt.worker_id.startswith("dev-worker"), "the Go worker ran it, not the built-in one"
+    assert execution.payload == payload
+
+
+async def test_the_example_worker_runs_cancels_and_drains_echo_go_jobs(dev, tmp_path: Path) -> None:
+    worker = await GoWorker.start(tmp_path, "--dev", dev["data"], env={"TICKWHEEL_SLOTS": "2"})
+    try:
+        async with AsyncClient(dev["address"], api_key=dev["api_key"]) as client:
+            job_id = await echo_job(client)
+            await check_echo_runs(worker, client, job_id, b'{"hello": "go", "n": [1, 2]}')
+
+            # CancelExecution reaches the handler, which ends its wait at once.
+            sleeping = await trigger(client, job_id, b'{"sleep_ms": 60000}')
+            await worker.event("started", sleeping)
+            await client.cancel_execution(sleeping, reason="by the test")
+            assert await worker.event("canceled", sleeping, timeout=30) == {"event": "canceled", "execution_id": sleeping}
+            await worker.event("finished", sleeping)
+            assert (await wait_status(client, sleeping, {CANCELED, SUCCEEDED})).status == CANCELED
+
+            # SIGTERM drains: the in-flight sleep finishes, its result is acked, exit 0.
+            draining = await trigger(client, job_id, b'{"sleep_ms": 1500}')
+            await worker.event("started", draining)
+            assert await worker.terminate() == 0
+            assert {"event": "finished", "execution_id": draining} in worker.events
+            assert {"event": "canceled", "execution_id": draining} not in worker.events
+            execution = await wait_status(client, draining, {SUCCEEDED, CANCELED}, timeout=10)
+            assert execution.status == SUCCEEDED and execution.attempt == 1 and execution.delivery == 1
+    finally:
+        await worker.close()
+
+
+async def test_the_example_worker_refuses_to_start_without_a_credential_and_ends_on_a_wrong_one(dev, tmp_path: Path) -> None:
+    missing = await GoWorker.start(tmp_path, env={"TICKWHEEL_ADDRESS": dev["address"]})
+    assert await asyncio.wait_for(missing.process.wait(), 120) == 2
+    assert (await missing.process.stdout.read()) == b""
+    assert "no worker credential" in missing.log.read_text()
+
+    wrong = await GoWorker.start(tmp_path, env={"TICKWHEEL_ADDRESS": dev["address"], "TICKWHEEL_WORKER_CREDENTIAL": "tww_wrong"})
+    assert await asyncio.wait_for(wrong.process.wait(), 120) == 1
+    assert "UNAUTHENTICATED" in wrong.log.read_text()
+
+
+async def test_the_example_worker_over_mutual_tls(pki, tmp_path: Path) -> None:
+    tls = TlsConfig(str(pki["server.pem"]), str(pki["server.key"]), client_ca_file=str(pki["ca.pem"]))
+    client_tls = TlsOptions.from_files(pki["ca.pem"], pki["client.pem"], pki["client.key"])
+    mutual = ("--tls-ca", str(pki["ca.pem"]), "--tls-cert", str(pki["client.pem"]), "--tls-key", str(pki["client.key"]))
+    async with running_server(f"sqlite:///{tmp_path / 'tls.db'}", tls=tls) as running:
+        async with AsyncClient(running.address, admin_token=running.admin_token, tls=client_tls) as admin:
+            api_key = (await admin.admin.create_tenant("acme")).api_key.secret
+            credential = (await admin.admin.issue_worker_credential(["acme"], handlers=["echo-go"])).credential.secret
+        env = {"TICKWHEEL_ADDRESS": running.address, "TICKWHEEL_WORKER_CREDENTIAL": credential}
+        worker = await GoWorker.start(tmp_path, *mutual, env=env)
+        try:
+            async with AsyncClient(running.address, api_key=api_key, tls=client_tls) as client:
+                job_id = await echo_job(client)
+                await check_echo_runs(worker, client, job_id, b"over mutual TLS")
+            assert await worker.terminate() == 0
+        finally:
+            await worker.close()
