@@ -15,6 +15,12 @@ import (
 	tickwheelv1 "github.com/tickwheel/tickwheel/sdk/go/gen/tickwheel/v1"
 )
 
+// The heartbeat interval a welcome may set is clamped to these.
+const (
+	minHeartbeatInterval = 10 * time.Millisecond
+	maxHeartbeatInterval = 5 * time.Minute
+)
+
 // sessionLost: the stream ended or the server went silent; reconnect.
 type sessionLost struct{ reason string }
 
@@ -109,7 +115,9 @@ func (w *Worker) runSession(address string) (welcomed bool, err error) {
 		serverID:    welcome.GetServerId(),
 	}
 	if d := welcome.GetHeartbeatInterval(); d != nil && d.AsDuration() > 0 {
-		s.interval = d.AsDuration()
+		// Bounded, so a hostile or broken value neither spins the writer nor
+		// turns silence detection off.
+		s.interval = min(max(d.AsDuration(), minHeartbeatInterval), maxHeartbeatInterval)
 	}
 	w.mu.Lock()
 	for _, rejected := range welcome.GetRejected() {
@@ -175,15 +183,63 @@ func (w *Worker) handshake(ctx context.Context, conn *grpc.ClientConn) (grpc.Bid
 // only writer. A clean end (drain complete, or the worker stops)
 // half-closes the stream after the last pending write and gives the server
 // up to closeTimeout to end its side, so it sees a finished stream rather
-// than a canceled one.
+// than a canceled one. A watchdog cancels the stream when the server is
+// silent too long, or when a stop finds the writer stuck (a server that
+// stopped reading), so no path waits on the server forever. The reader has
+// returned when serve does.
 func (w *Worker) serve(s *session, stream grpc.BidiStreamingClient[tickwheelv1.PullRequest, tickwheelv1.PullResponse], cancel context.CancelFunc) error {
-	readerDone := make(chan error, 1)
-	go func() { readerDone <- w.readLoop(s, stream) }()
+	var readErr error
+	readerStopped := make(chan struct{})
+	go func() {
+		defer close(readerStopped)
+		readErr = w.readLoop(s, stream)
+	}()
+	served := make(chan struct{})
+	defer func() {
+		close(served)
+		cancel()
+		<-readerStopped
+	}()
+
+	silenceLimit := s.interval * time.Duration(w.settings.serverSilenceIntervals)
+	var presumedDead atomic.Bool
+	go func() {
+		silence := time.NewTimer(silenceLimit)
+		defer silence.Stop()
+		shutdown := w.shutdown
+		var stuck <-chan time.Time
+		for {
+			select {
+			case <-served:
+				return
+			case <-shutdown:
+				shutdown = nil
+				stuck = time.After(2 * closeTimeout)
+			case <-stuck:
+				cancel()
+				return
+			case <-silence.C:
+				w.mu.Lock()
+				quietFor := time.Since(s.lastSeen)
+				w.mu.Unlock()
+				if quietFor >= silenceLimit {
+					presumedDead.Store(true)
+					cancel()
+					return
+				}
+				silence.Reset(silenceLimit - quietFor)
+			}
+		}
+	}()
+	failed := func(err error) error {
+		if presumedDead.Load() {
+			return lost("no message from the server for %v: presumed dead", silenceLimit)
+		}
+		return err
+	}
+
 	heartbeat := time.NewTicker(s.interval)
 	defer heartbeat.Stop()
-	silenceLimit := s.interval * time.Duration(w.settings.serverSilenceIntervals)
-	silence := time.NewTimer(silenceLimit)
-	defer silence.Stop()
 	var drainTimer *time.Timer
 	var drainC <-chan time.Time
 	defer func() {
@@ -191,19 +247,18 @@ func (w *Worker) serve(s *session, stream grpc.BidiStreamingClient[tickwheelv1.P
 			drainTimer.Stop()
 		}
 	}()
-
 	for {
 		closing, err := w.flush(s, stream)
 		if err != nil {
 			// The stream broke; its status comes from the reader.
 			select {
-			case readErr := <-readerDone:
+			case <-readerStopped:
 				if readErr != nil {
-					return readErr
+					return failed(readErr)
 				}
 			case <-time.After(closeTimeout):
 			}
-			return lost("sending failed: %v", err)
+			return failed(lost("sending failed: %v", err))
 		}
 		if closing {
 			break
@@ -214,19 +269,11 @@ func (w *Worker) serve(s *session, stream grpc.BidiStreamingClient[tickwheelv1.P
 			w.mu.Lock()
 			s.heartbeatDue = true
 			w.mu.Unlock()
-		case <-silence.C:
-			w.mu.Lock()
-			quietFor := time.Since(s.lastSeen)
-			w.mu.Unlock()
-			if quietFor >= silenceLimit {
-				return lost("no message from the server for %v: presumed dead", quietFor.Round(time.Millisecond))
-			}
-			silence.Reset(silenceLimit - quietFor)
-		case err := <-readerDone:
-			if err == nil {
+		case <-readerStopped:
+			if readErr == nil {
 				return lost("the server closed the stream")
 			}
-			return err
+			return failed(readErr)
 		case <-w.shutdown:
 			w.mu.Lock()
 			s.closing = true
@@ -250,10 +297,9 @@ func (w *Worker) serve(s *session, stream grpc.BidiStreamingClient[tickwheelv1.P
 		w.mu.Unlock()
 	}
 	select {
-	case <-readerDone:
+	case <-readerStopped:
 	case <-time.After(closeTimeout):
 	}
-	cancel()
 	return nil
 }
 
