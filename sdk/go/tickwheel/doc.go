@@ -18,6 +18,11 @@
 // creates any number of jobs, 1000 per BatchCreateJobs call, with one
 // result per job.
 //
+// An [AdminClient] ([NewAdmin], or [Client.Admin] over a client's
+// connection) has one method per AdminService RPC, with the same deadline,
+// error mapping and retry rules; it sends the [WithAdminToken] token. The
+// worker that runs handlers is package tickwheel/worker.
+//
 // The helpers [CronJob], [OnceJob] and [LocalJob], with [Handler] or [HTTP]
 // targets and [JobOption]s such as [Retry] and [Overlap], build the common
 // jobs in one line:

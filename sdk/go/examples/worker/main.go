@@ -5,7 +5,8 @@
 //	sdk/go/examples/worker/run --dev .tickwheel      # beside `tickwheel dev --data .tickwheel`
 //	TICKWHEEL_ADDRESS=host:port TICKWHEEL_WORKER_CREDENTIAL=... sdk/go/examples/worker/run
 //
-// The address and credential come from TICKWHEEL_ADDRESS and
+// The address (several separated by commas: the worker moves to the next
+// when its server goes away) and credential come from TICKWHEEL_ADDRESS and
 // TICKWHEEL_WORKER_CREDENTIAL, else from --dev DIR (DIR/dev-credentials.json,
 // written by `tickwheel dev --data DIR`); TICKWHEEL_SLOTS sets the handlers
 // run at once (default 4). --tls-ca, --tls-cert and --tls-key connect over
@@ -37,6 +38,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -191,7 +193,14 @@ func main() {
 		}
 		options = append(options, worker.WithTLS(tls))
 	}
-	w, err := worker.New(address, credential, options...)
+	// TICKWHEEL_ADDRESS may list several servers, separated by commas: the
+	// worker moves to the next when its server goes away.
+	addresses := strings.Split(address, ",")
+	for i := range addresses {
+		addresses[i] = strings.TrimSpace(addresses[i])
+	}
+	options = append(options, worker.WithAddresses(addresses[1:]...))
+	w, err := worker.New(addresses[0], credential, options...)
 	if err != nil {
 		usage("%v", err)
 	}
