@@ -124,6 +124,14 @@ func (w *Worker) runSession(address string) (welcomed bool, err error) {
 		for _, at := range w.matchingLocked(rejected) {
 			at.reject(ErrRejected)
 		}
+		// A result for a delivery this stream does not hold can never
+		// count: sending it would only spend the credential's budget.
+		for k := range w.unacked {
+			if k.executionID == rejected.GetExecutionId() && (rejected.GetDelivery() == 0 || k.delivery == rejected.GetDelivery()) {
+				delete(w.unacked, k)
+				w.log.Warn("result dropped: the server gave the execution to another worker", "execution_id", k.executionID, "delivery", k.delivery)
+			}
+		}
 	}
 	resend := make([]key, 0, len(w.unacked))
 	for k := range w.unacked {

@@ -274,6 +274,32 @@ func TestAnExecutionTheWelcomeRejectsIsStoppedAndNeverReported(t *testing.T) {
 	}
 }
 
+func TestAnUnackedResultTheWelcomeRejectsIsNotSentAgain(t *testing.T) {
+	f := newFakeServer(t, "a")
+	w, _ := started(t, f, WithHandler("h", func(context.Context, *Job) ([]byte, error) { return []byte("x"), nil }))
+	first := f.next()
+	expect[*tickwheelv1.PullRequest_Hello](first)
+	first.welcome(time.Minute)
+	first.assign(assignment("e1", "h", 1), assignment("e2", "h", 1))
+	for sent := 0; sent < 2; { // both results, in one message or two
+		sent += len(results(expect[*tickwheelv1.PullRequest_Result](first)))
+	}
+	first.fail(codes.Unavailable, "frozen past the heartbeat timeout")
+
+	second := f.next()
+	if n := len(expect[*tickwheelv1.PullRequest_Hello](second).Hello.GetInFlight()); n != 2 {
+		t.Fatalf("hello lists %d executions, want both unacked ones", n)
+	}
+	second.welcome(time.Minute, &tickwheelv1.InFlightExecution{ExecutionId: "e1", Delivery: 1})
+	r := results(expect[*tickwheelv1.PullRequest_Result](second))
+	if len(r) != 1 || r[0].GetExecutionId() != "e2" {
+		t.Fatalf("resent %v, want e2 alone: e1's delivery is someone else's now", r)
+	}
+	if got := w.Unacked(); !slices.Equal(got, []Execution{{"e2", 1}}) {
+		t.Fatalf("unacked = %v", got)
+	}
+}
+
 func TestCancelCancelsTheContextWithTheReasonAndReportsCanceled(t *testing.T) {
 	f := newFakeServer(t, "a")
 	h := newBlocking(true)
