@@ -96,13 +96,15 @@ func (j *Job) IdempotencyKey() string { return j.ExecutionID }
 
 // Heartbeat records progress; the worker's next heartbeat carries it to the
 // server (shown in history). Liveness does not depend on it: the worker
-// heartbeats every execution it runs. Progress is cut to 256 characters; an
-// empty one keeps the previous. Safe from any goroutine.
+// heartbeats every execution it runs. Progress is cut to 256 characters,
+// invalid UTF-8 and NUL become U+FFFD; an empty one keeps the previous.
+// Safe from any goroutine.
 func (j *Job) Heartbeat(progress string) {
 	if progress == "" {
 		return
 	}
-	progress = strings.ToValidUTF8(progress, "\uFFFD")
+	// Valid UTF-8 (protobuf refuses anything else) without NUL (the store does).
+	progress = strings.ReplaceAll(strings.ToValidUTF8(progress, "\uFFFD"), "\x00", "\uFFFD")
 	if utf8.RuneCountInString(progress) > progressMaxRunes {
 		progress = string([]rune(progress)[:progressMaxRunes])
 	}

@@ -723,3 +723,19 @@ func TestOptionsAreCheckedByNew(t *testing.T) {
 		t.Fatal("a Worker runs once")
 	}
 }
+
+func TestHeartbeatProgressIsBoundedAndClean(t *testing.T) {
+	job := &Job{}
+	job.Heartbeat(strings.Repeat("ü", 300))
+	if got := job.Progress(); got != strings.Repeat("ü", 256) {
+		t.Fatalf("progress has %d characters, want 256", len([]rune(got)))
+	}
+	job.Heartbeat("a\x00b\xffc")
+	if got := job.Progress(); got != "a\uFFFDb\uFFFDc" {
+		t.Fatalf("progress = %q", got)
+	}
+	job.Heartbeat("")
+	if got := job.Progress(); got != "a\uFFFDb\uFFFDc" {
+		t.Fatalf("an empty progress replaced the last one: %q", got)
+	}
+}
