@@ -215,6 +215,29 @@ const POLICIES: Record<string, Record<string, CallPolicy>> = {
 const NEVER: CallPolicy = { idempotent: () => false };
 
 /**
+ * The unary RPCs never retried, named so that a new RPC must be placed in
+ * one table or the other (the unit tests check every RPC of the services).
+ */
+const NOT_RETRIED: Record<string, readonly string[]> = {
+  [SchedulerService.typeName]: [
+    "updateJob", "deleteJob", "pauseJob", "resumeJob", "cancelExecution", "replayDeadLetter",
+  ],
+  [AdminService.typeName]: [
+    "createTenant", "updateTenant", "pauseTenant", "resumeTenant", "issueApiKey", "rotateApiKey", "revokeApiKey",
+    "issueWorkerCredential", "revokeWorkerCredential", "drainServer",
+  ],
+};
+
+/** The unary RPCs of `service` that neither retry table names (none, when the tables are complete). */
+export function unclassifiedRpcs(service: DescService): string[] {
+  const listed = POLICIES[service.typeName] ?? {};
+  const never = new Set(NOT_RETRIED[service.typeName] ?? []);
+  return service.methods
+    .filter((method) => method.methodKind === "unary" && !(method.localName in listed) && !never.has(method.localName))
+    .map((method) => method.localName);
+}
+
+/**
  * How long to wait before attempt `attempt + 1`, in milliseconds, or
  * `undefined` to give up: when the status is not retryable, the call is not
  * safe to repeat, the attempts are spent, or the wait would end past the

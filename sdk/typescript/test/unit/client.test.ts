@@ -11,7 +11,9 @@ import { anyPack, durationMs, timestampDate, type Any } from "@bufbuild/protobuf
 import { Code, ConnectError } from "@connectrpc/connect";
 
 import { cronJob, duration, executionStatus, localJob, onceJob, overlapPolicy, retryPolicy } from "../../src/builders.js";
-import { TickwheelClient, retryDelayMs } from "../../src/client.js";
+import { TickwheelClient, retryDelayMs, unclassifiedRpcs } from "../../src/client.js";
+import { AdminService } from "../../src/gen/tickwheel/v1/admin_pb.js";
+import { SchedulerService } from "../../src/gen/tickwheel/v1/scheduler_pb.js";
 import { TickwheelError } from "../../src/errors.js";
 import { BadRequestSchema, QuotaFailureSchema } from "../../src/gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../src/gen/google/rpc/status_pb.js";
@@ -22,6 +24,11 @@ import { reconnectDelayMs } from "../../src/backoff.js";
 const unavailable = new TickwheelError(Code.Unavailable, "down");
 
 describe("retries", () => {
+  test("every unary RPC of both services has a retry decision, so a new one is placed on purpose", () => {
+    assert.deepEqual(unclassifiedRpcs(SchedulerService), []);
+    assert.deepEqual(unclassifiedRpcs(AdminService), []);
+  });
+
   test("backoff is full jitter under a doubling, capped ceiling", () => {
     const retry = retryOptions({ initialBackoffMs: 100, maxBackoffMs: 1000 });
     assert.deepEqual([1, 2, 3, 4, 5, 60].map((n) => backoffMs(retry, n, () => 1)), [100, 200, 400, 800, 1000, 1000]);
