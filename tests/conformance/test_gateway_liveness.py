@@ -113,6 +113,33 @@ async def test_silence_for_the_timeout_requeues_and_tells_the_worker_to_cancel(m
     assert status_of(migrated_engine, silent[0])[:3] == ("running", "s1", silent[1] + 1)
 
 
+async def test_a_stream_silent_for_the_timeout_is_handed_nothing_until_it_speaks(migrated_engine, clock) -> None:
+    """A frozen worker keeps its stream and its credit; what it were given
+    would wait another timeout. Its requeued delivery, and new work, go to
+    the worker that speaks."""
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    add_execution(migrated_engine, clock, "e1")
+    connections = Connections()
+    frozen = connect(connections, clock, "frozen", slots=2)
+    frozen.last_message = clock.monotonic()
+    gateway = make_gateway(migrated_engine, clock, connections)
+    assert await gateway.rounds.hand_out_round() == 1
+    [held] = gateway.inflight.held_by(frozen)
+    clock.advance(TIMEOUT)
+    assert [r.execution_id for r in (await gateway.liveness.requeue_expired()).requeued] == [held[0]]
+    add_execution(migrated_engine, clock, "e2")
+    assert frozen.credit == 1
+    assert await gateway.rounds.hand_out_round() == 0, "a silent stream is given nothing"
+    alive = connect(connections, clock, "alive", slots=2)
+    alive.last_message = clock.monotonic()
+    assert await gateway.rounds.hand_out_round() == 2
+    assert sorted(key[0] for key in gateway.inflight.held_by(alive)) == ["e1", "e2"]
+    assert gateway.inflight.held_by(frozen) == []
+    frozen.last_message = clock.monotonic()  # it speaks again: eligible again
+    add_execution(migrated_engine, clock, "e3")
+    assert await gateway.rounds.hand_out_round() == 1
+
+
 async def test_a_closed_stream_waits_the_grace_then_requeues_unless_re_attached(migrated_engine, clock) -> None:
     await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
     add_execution(migrated_engine, clock, "e1")

@@ -218,8 +218,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         that is alive reconnects and says what it still holds."""
         while not connection.closed.is_set():
             await self._clock.sleep(self._heartbeat_interval)
-            silent = self._clock.monotonic() - connection.last_message
-            if silent >= self._heartbeat_timeout:
+            now = self._clock.monotonic()
+            if connection.silent(now, self._heartbeat_timeout):
+                silent = now - (connection.last_message or now)
                 log.warning("worker %s silent for %.1f s: its stream is ended", connection.worker_id, silent)
                 connection.end(Unavailable(f"no message from worker {connection.worker_id} for {silent:.1f} s "
                                            f"(the heartbeat timeout is {self._heartbeat_timeout:g} s): reconnect"))

@@ -34,9 +34,11 @@ class WorkerConnection:
     slots: int
     connected_at: datetime
     credit: int = 0
-    last_message: float = 0.0
-    """Monotonic instant of the last message the worker sent (any kind): a
-    stream silent for the heartbeat timeout is ended (``api.worker``)."""
+    last_message: float | None = None
+    """Monotonic instant of the last message the worker sent (any kind); None:
+    not tracked (a connection made outside the Pull servicer, in tests). A
+    stream silent for the heartbeat timeout is handed nothing (the gateway's
+    rounds) and ended (``api.worker``)."""
     draining: bool = False
     outbox: asyncio.Queue[worker_pb2.PullResponse | None] = field(
         default_factory=lambda: asyncio.Queue(maxsize=OUTBOX_SIZE)
@@ -44,6 +46,11 @@ class WorkerConnection:
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     ended_by: Exception | None = None
     """Why the server ended the stream (:meth:`end`): its status to the worker."""
+
+    def silent(self, now: float, timeout: float) -> bool:
+        """Nothing came from the worker for ``timeout`` seconds up to the
+        monotonic instant ``now`` (never, when not tracked)."""
+        return self.last_message is not None and now - self.last_message >= timeout
 
     @property
     def identity(self) -> tuple[str, str]:

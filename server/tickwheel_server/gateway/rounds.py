@@ -196,8 +196,12 @@ class Rounds:
         if refused is not None:
             return 0
         groups: dict[Capability, list[WorkerConnection]] = defaultdict(list)
+        monotonic, timeout = self._clock.monotonic(), self._inflight.timeout
         for connection in self._connections.all():
-            if connection.credit > 0 and not connection.draining and not connection.closed.is_set():
+            # A stream silent for the heartbeat timeout belongs to a frozen or cut-off
+            # worker: what it were given would wait a whole timeout to be taken back.
+            if (connection.credit > 0 and not connection.draining and not connection.closed.is_set()
+                    and not connection.silent(monotonic, timeout)):
                 groups[connection.capability].append(connection)
         total = 0
         stopped = 0
@@ -289,7 +293,8 @@ class Rounds:
             for _ in range(len(members)):
                 candidate = members[index % len(members)]
                 index += 1
-                if candidate.credit > 0 and not candidate.closed.is_set():
+                if (candidate.credit > 0 and not candidate.closed.is_set()
+                        and not candidate.silent(monotonic, self._inflight.timeout)):
                     receiver = candidate
                     break
             if receiver is None:
