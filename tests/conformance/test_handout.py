@@ -14,6 +14,7 @@ from tickwheel.shared.ids import to_us
 from tickwheel_server.circuits import CircuitBreaker
 from tickwheel_server.policy.breaker import BreakerSettings
 from tickwheel_server.store.executions import Capability, Lost, ResultIn
+from tickwheel_server.store.history import HistoryStore
 from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.tables import attempts, executions, jobs
 from tickwheel_server.store.tenants import Tenant, TenantStore
@@ -229,6 +230,25 @@ async def test_the_hand_out_instant_is_stored_and_lateness_comes_from_it(store, 
     assert attempt.started_at == handed.handed_out_at_us and attempt.lateness_us == 3_000_000
     assert attempt.worker_started_at == worker_start  # kept beside the hand-out instant, which lateness uses
     assert row_of(migrated_engine, "e1").handed_out_at is None
+
+
+async def test_a_results_output_is_kept_on_its_attempt_up_to_4_kib(store, migrated_engine, clock) -> None:
+    """Binary output (NUL, quote, backslash, every byte value) is kept as is,
+    cut to its first 4 KiB; none is NULL; GetExecution's read carries it and
+    a page of executions does not."""
+    add_execution(migrated_engine, clock, "e1")
+    add_execution(migrated_engine, clock, "e2")
+    handed = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 10)
+    by_id = {h.id: h for h in handed}
+    output = bytes(range(256)) * 20  # 5 120 bytes
+    await store.outcomes.record_results([result(by_id["e1"], output=output), result(by_id["e2"])])
+    assert [a.output for a in attempts_of(migrated_engine, "e1")] == [output[:4096]]
+    assert [a.output for a in attempts_of(migrated_engine, "e2")] == [None]
+    history = HistoryStore(migrated_engine, clock)
+    [kept] = (await history.get_execution("acme", "e1")).attempts
+    assert kept.output == output[:4096]
+    page = await history.list_executions("acme", "job_e1")
+    assert [a.output for e in page.executions for a in e.attempts] == [b""]
 
 
 async def test_a_worker_that_died_is_requeued_with_the_same_id_and_the_next_delivery(store, migrated_engine, clock) -> None:

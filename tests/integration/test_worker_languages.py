@@ -4,7 +4,7 @@
 
 Each language's worker is driven through the same story, in order:
 
-1. a job runs and succeeds;
+1. a job runs and succeeds, its output (kept in history) the payload;
 2. CancelExecution reaches the running handler (its `canceled` line) and the
    execution ends CANCELED;
 3. the server the worker is connected to is SIGKILLed mid-execution: the
@@ -134,13 +134,16 @@ class Tenant:
             eventually(listed, 30, f"the execution of {job.name}")
         return found[0]
 
-    def history(self, address: str, execution_id: str) -> list[tuple[int, int, str]]:
-        """(delivery, attempt, status) of each attempt, as GetExecution answers."""
+    def attempts(self, address: str, execution_id: str) -> list[execution_pb2.Attempt]:
         with grpc.insecure_channel(address) as channel:
             reply = scheduler_pb2_grpc.SchedulerServiceStub(channel).GetExecution(
                 scheduler_pb2.GetExecutionRequest(id=execution_id), metadata=self.meta, timeout=10
             )
-        return [(a.delivery, a.attempt, ATTEMPT.get(a.status, str(a.status))) for a in reply.execution.attempts]
+        return list(reply.execution.attempts)
+
+    def history(self, address: str, execution_id: str) -> list[tuple[int, int, str]]:
+        """(delivery, attempt, status) of each attempt, as GetExecution answers."""
+        return [(a.delivery, a.attempt, ATTEMPT.get(a.status, str(a.status))) for a in self.attempts(address, execution_id)]
 
     def cancel(self, address: str, execution_id: str) -> None:
         with grpc.insecure_channel(address) as channel:
@@ -192,6 +195,7 @@ def test_the_example_worker_survives_kills_freezes_cancels_and_drains(
         eventually(ended(engine, ran), 30, "the first job ends")
         assert execution(engine, ran).status == "succeeded"
         assert tenant.history(first.address, ran) == [(1, 1, "succeeded")]
+        assert [a.output for a in tenant.attempts(first.address, ran)] == [json.dumps({"hello": language}).encode()]
         assert one.wait_event("finished", ran, 5)
 
         # 2. A cancel reaches the handler.

@@ -180,6 +180,7 @@ def attempt_to_proto(record: AttemptRecord) -> execution_pb2.Attempt:
         lateness=_duration(record.lateness),
         worker_id=record.worker_id,
         error=record.error,
+        output=record.output,
     )
 
 

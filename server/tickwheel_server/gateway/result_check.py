@@ -114,4 +114,5 @@ def result_in(
         result.execution_id, result.delivery, result.attempt, result.outcome,
         clean_text(result.error, ERROR_MAX_CHARS) if result.error else "", worker_id, tuple(tenants),
         retry_after, timestamp_us(result.started_at) if result.HasField("started_at") else None, held,
+        result.output,
     )

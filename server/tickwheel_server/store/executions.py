@@ -14,6 +14,10 @@ from sqlalchemy.engine import Connection
 from ..jobspec import JobDefinition
 
 TERMINAL = ("succeeded", "dead", "canceled")
+OUTPUT_KEPT_BYTES = 4096
+"""How much of a result's output (the protocol allows 16 KiB) an attempt row
+keeps: a bound on what every execution may add to the store
+(docs/capacity.md)."""
 NOT_HELD = "no such execution held by this worker"
 """The answer to a result for an execution that does not exist, is another
 tenant's, or whose current delivery this worker does not hold: one text for
@@ -72,6 +76,9 @@ class ResultIn(NamedTuple):
     held: bool = True
     """The stream that sent it holds the delivery (the gateway checked); False:
     the result is classified (already recorded, stale) but never applied."""
+    output: bytes = b""
+    """What the worker reported as the attempt's output; its first
+    :data:`OUTPUT_KEPT_BYTES` are kept on the attempt row."""
 
 
 class ResultAck(NamedTuple):
@@ -162,7 +169,8 @@ class HandOutRound(list):
         """Why the round's fence refused to commit it (nothing was handed out); None if it did not."""
 
 
-def attempt_row(row, status: str, worker_id: str, error: str, now_us: int, worker_started_us: int | None = None) -> dict:
+def attempt_row(row, status: str, worker_id: str, error: str, now_us: int, worker_started_us: int | None = None,
+                output: bytes = b"") -> dict:
     """The attempt row that ends ``row``'s current delivery (an outcome, or a requeue's ``lost``).
 
     It started when it was handed out; its lateness is measured from when it
@@ -174,7 +182,7 @@ def attempt_row(row, status: str, worker_id: str, error: str, now_us: int, worke
         execution_id=row.id, attempt=row.attempt, delivery=row.delivery, status=status,
         started_at=started_us, finished_at=now_us, lateness_us=max(0, started_us - max(row.due_at, row.ready_at)),
         worker_id=worker_id, error=error[:4096], waited_us=_waited(row.waiting_since, started_us),
-        worker_started_at=worker_started_us,
+        worker_started_at=worker_started_us, output=output[:OUTPUT_KEPT_BYTES] or None,
     )
 
 

@@ -52,6 +52,9 @@ class AttemptRecord:
     """``started_at`` minus the due instant (or the retry's ready instant); never negative."""
     worker_id: str
     error: str
+    output: bytes = b""
+    """The first 4 KiB of the output the worker reported; read for one
+    execution only (:meth:`HistoryStore.get_execution`), empty in lists."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,7 @@ def attempt_from_row(row) -> AttemptRecord:
         lateness=timedelta(microseconds=max(0, row.lateness_us)),
         worker_id=row.worker_id,
         error=row.error,
+        output=bytes(getattr(row, "output", None) or b""),
     )
 
 
@@ -178,13 +182,18 @@ def skip_from_row(row) -> SkipRecord:
     )
 
 
-def _attempts_of(conn: Connection, execution_ids: list[str]) -> dict[str, list[AttemptRecord]]:
-    """The attempts of ``execution_ids``, oldest first, in ONE query (primary-key ranges)."""
+_LISTED_ATTEMPT_COLUMNS = [column for column in attempts.c if column.name != "output"]
+
+
+def _attempts_of(conn: Connection, execution_ids: list[str], *, output: bool = False) -> dict[str, list[AttemptRecord]]:
+    """The attempts of ``execution_ids``, oldest first, in ONE query
+    (primary-key ranges); with their output only when ``output`` (one
+    execution: a page of them could carry 4 KiB per attempt)."""
     found: dict[str, list[AttemptRecord]] = {ident: [] for ident in execution_ids}
     if not execution_ids:
         return found
     query = (
-        sa.select(attempts)
+        sa.select(*(attempts.c if output else _LISTED_ATTEMPT_COLUMNS))
         .where(attempts.c.execution_id.in_(execution_ids))
         .order_by(attempts.c.execution_id, attempts.c.attempt, attempts.c.delivery)
     )
@@ -251,12 +260,12 @@ class HistoryStore(SqlStore):
         return await self._tx(fn)
 
     async def get_execution(self, tenant: str, execution_id: str) -> ExecutionRecord:
-        """The execution with its attempts (oldest first); NotFound when
-        missing or another tenant's. Two statements, one transaction."""
+        """The execution with its attempts (oldest first, with their output);
+        NotFound when missing or another tenant's. Two statements, one transaction."""
 
         def fn(conn: Connection) -> ExecutionRecord:
             row = _get_row(conn, tenant, execution_id)
-            return execution_from_row(row, _attempts_of(conn, [row.id])[row.id])
+            return execution_from_row(row, _attempts_of(conn, [row.id], output=True)[row.id])
 
         return await self._tx(fn)
 

@@ -80,7 +80,7 @@ _JOB_SPECS = driver_sql("SELECT j.id, j.spec, j.version FROM jobs AS j WHERE j.i
 _ATTEMPT_COLUMNS = (
     ("execution_id", "TEXT"), ("attempt", "INTEGER"), ("delivery", "INTEGER"), ("status", "TEXT"),
     ("started_at", "BIGINT"), ("finished_at", "BIGINT"), ("lateness_us", "BIGINT"), ("worker_id", "TEXT"),
-    ("error", "TEXT"), ("waited_us", "BIGINT"), ("worker_started_at", "BIGINT"),
+    ("error", "TEXT"), ("waited_us", "BIGINT"), ("worker_started_at", "BIGINT"), ("output", "BYTEA"),
 )
 _INSERT_ATTEMPTS = driver_sql(
     f"INSERT INTO attempts ({', '.join(name for name, _ in _ATTEMPT_COLUMNS)}) "
@@ -209,7 +209,7 @@ class OutcomeStore(SqlStore):
                 update, attempt_status, retry, dead_letter = self._outcome(row, result, now, now_us)
                 updates.append(update)
                 history.append(attempt_row(row, attempt_status, result.worker_id, result.error, now_us,
-                                            result.worker_started_at_us))
+                                            result.worker_started_at_us, result.output))
                 ended.append(row)
                 if update["b_status"] in TERMINAL:
                     finished_jobs.append(row.job_id)
@@ -278,6 +278,8 @@ class OutcomeStore(SqlStore):
         executemany elsewhere."""
         if self.caps.is_postgres:
             arrays = {name: [row[name] for row in history] for name, _ in _ATTEMPT_COLUMNS}
+            # BYTEA[] from text: each element in the hex input format, NULL for none.
+            arrays["output"] = [None if out is None else "\\x" + out.hex() for out in arrays["output"]]
             execute_arrays(conn, _INSERT_ATTEMPTS, arrays)
             return
         conn.execute(attempts.insert(), history)

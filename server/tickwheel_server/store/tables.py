@@ -139,6 +139,7 @@ attempts = sa.Table(
     sa.Column("error", sa.Text, nullable=False),
     sa.Column("waited_us", sa.BigInteger, nullable=False),
     sa.Column("worker_started_at", sa.BigInteger),
+    sa.Column("output", sa.LargeBinary),
 )
 
 skips = sa.Table(

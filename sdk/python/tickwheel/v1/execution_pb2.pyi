@@ -98,7 +98,7 @@ class Execution(_message.Message):
     def __init__(self, id: _Optional[str] = ..., job_id: _Optional[str] = ..., tenant: _Optional[str] = ..., origin: _Optional[_Union[ExecutionOrigin, str]] = ..., nominal_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ready_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempt: _Optional[int] = ..., delivery: _Optional[int] = ..., status: _Optional[_Union[_job_pb2.ExecutionStatus, str]] = ..., owner: _Optional[str] = ..., worker_id: _Optional[str] = ..., error: _Optional[str] = ..., dead_reason: _Optional[str] = ..., missed_count: _Optional[int] = ..., payload: _Optional[bytes] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reap_count: _Optional[int] = ...) -> None: ...
 
 class Attempt(_message.Message):
-    __slots__ = ("attempt", "delivery", "status", "started_at", "finished_at", "lateness", "worker_id", "error")
+    __slots__ = ("attempt", "delivery", "status", "started_at", "finished_at", "lateness", "worker_id", "error", "output")
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +107,7 @@ class Attempt(_message.Message):
     LATENESS_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
     attempt: int
     delivery: int
     status: AttemptStatus
@@ -115,7 +116,8 @@ class Attempt(_message.Message):
     lateness: _duration_pb2.Duration
     worker_id: str
     error: str
-    def __init__(self, attempt: _Optional[int] = ..., delivery: _Optional[int] = ..., status: _Optional[_Union[AttemptStatus, str]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lateness: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., worker_id: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+    output: bytes
+    def __init__(self, attempt: _Optional[int] = ..., delivery: _Optional[int] = ..., status: _Optional[_Union[AttemptStatus, str]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lateness: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., worker_id: _Optional[str] = ..., error: _Optional[str] = ..., output: _Optional[bytes] = ...) -> None: ...
 
 class SkipRange(_message.Message):
     __slots__ = ("job_id", "from_at", "to_at", "count", "reason", "created_at")

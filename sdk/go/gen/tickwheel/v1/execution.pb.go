@@ -460,7 +460,12 @@ type Attempt struct {
 	// The worker that ran it.
 	WorkerId string `protobuf:"bytes,7,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// The error text of a failed attempt, at most 4 KiB.
-	Error         string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	// The first 4 KiB of the output the worker reported for the attempt (a
+	// handler's return value, an HTTP target's response body); empty when it
+	// reported none. Set by GetExecution only: lists and searches leave it
+	// empty, so that a page stays small.
+	Output        []byte `protobuf:"bytes,9,opt,name=output,proto3" json:"output,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -549,6 +554,13 @@ func (x *Attempt) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *Attempt) GetOutput() []byte {
+	if x != nil {
+		return x.Output
+	}
+	return nil
 }
 
 // A range of a job's occurrences that were not run, one row per range.
@@ -673,7 +685,7 @@ const file_tickwheel_v1_execution_proto_rawDesc = "" +
 	"\vfinished_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x1d\n" +
 	"\n" +
-	"reap_count\x18\x14 \x01(\x05R\treapCount\"\xd6\x02\n" +
+	"reap_count\x18\x14 \x01(\x05R\treapCount\"\xee\x02\n" +
 	"\aAttempt\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x1a\n" +
 	"\bdelivery\x18\x02 \x01(\x05R\bdelivery\x123\n" +
@@ -684,7 +696,8 @@ const file_tickwheel_v1_execution_proto_rawDesc = "" +
 	"finishedAt\x125\n" +
 	"\blateness\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\blateness\x12\x1b\n" +
 	"\tworker_id\x18\a \x01(\tR\bworkerId\x12\x14\n" +
-	"\x05error\x18\b \x01(\tR\x05error\"\x8b\x02\n" +
+	"\x05error\x18\b \x01(\tR\x05error\x12\x16\n" +
+	"\x06output\x18\t \x01(\fR\x06output\"\x8b\x02\n" +
 	"\tSkipRange\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x123\n" +
 	"\afrom_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x06fromAt\x12/\n" +

@@ -742,7 +742,8 @@ type ExecutionResult struct {
 	// When failed: what went wrong, at most 4 KiB (longer text is truncated;
 	// NUL characters are stored as U+FFFD).
 	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
-	// Optional output kept in history, at most 16 KiB (longer is refused).
+	// Optional output, at most 16 KiB (longer is refused); its first 4 KiB are
+	// kept in history (`Attempt.output`, read by GetExecution).
 	Output []byte `protobuf:"bytes,6,opt,name=output,proto3" json:"output,omitempty"`
 	// Optional. The target asked to be retried no earlier than this (HTTP
 	// Retry-After); honoured within the retry policy's cap (longer than 24

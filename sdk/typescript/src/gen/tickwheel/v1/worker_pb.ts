@@ -381,7 +381,8 @@ export type ExecutionResult = Message<"tickwheel.v1.ExecutionResult"> & {
   error: string;
 
   /**
-   * Optional output kept in history, at most 16 KiB (longer is refused).
+   * Optional output, at most 16 KiB (longer is refused); its first 4 KiB are
+   * kept in history (`Attempt.output`, read by GetExecution).
    *
    * @generated from field: bytes output = 6;
    */

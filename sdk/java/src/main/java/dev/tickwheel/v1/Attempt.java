@@ -35,6 +35,7 @@ private static final long serialVersionUID = 0L;
     status_ = 0;
     workerId_ = "";
     error_ = "";
+    output_ = com.google.protobuf.ByteString.EMPTY;
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -323,6 +324,24 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int OUTPUT_FIELD_NUMBER = 9;
+  private com.google.protobuf.ByteString output_ = com.google.protobuf.ByteString.EMPTY;
+  /**
+   * <pre>
+   * The first 4 KiB of the output the worker reported for the attempt (a
+   * handler's return value, an HTTP target's response body); empty when it
+   * reported none. Set by GetExecution only: lists and searches leave it
+   * empty, so that a page stays small.
+   * </pre>
+   *
+   * <code>bytes output = 9 [json_name = "output"];</code>
+   * @return The output.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString getOutput() {
+    return output_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -361,6 +380,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(error_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 8, error_);
     }
+    if (!output_.isEmpty()) {
+      output.writeBytes(9, output_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -394,6 +416,10 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(error_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(8, error_);
+    }
+    if (!output_.isEmpty()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBytesSize(9, output_);
     }
     return size;
   }
@@ -443,6 +469,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getWorkerId())) return false;
     if (!getError()
         .equals(other.getError())) return false;
+    if (!getOutput()
+        .equals(other.getOutput())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -476,6 +504,8 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getWorkerId().hashCode();
     hash = (37 * hash) + ERROR_FIELD_NUMBER;
     hash = (53 * hash) + getError().hashCode();
+    hash = (37 * hash) + OUTPUT_FIELD_NUMBER;
+    hash = (53 * hash) + getOutput().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -639,6 +669,7 @@ private static final long serialVersionUID = 0L;
       }
       workerId_ = "";
       error_ = "";
+      output_ = com.google.protobuf.ByteString.EMPTY;
       return this;
     }
 
@@ -706,6 +737,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000080) != 0)) {
         result.error_ = error_;
       }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.output_ = output_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -748,6 +782,9 @@ private static final long serialVersionUID = 0L;
         error_ = other.error_;
         bitField0_ |= 0x00000080;
         onChanged();
+      }
+      if (!other.getOutput().isEmpty()) {
+        setOutput(other.getOutput());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -819,6 +856,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000080;
               break;
             } // case 66
+            case 74: {
+              output_ = input.readBytes();
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 74
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1650,6 +1692,59 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       error_ = value;
       bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.ByteString output_ = com.google.protobuf.ByteString.EMPTY;
+    /**
+     * <pre>
+     * The first 4 KiB of the output the worker reported for the attempt (a
+     * handler's return value, an HTTP target's response body); empty when it
+     * reported none. Set by GetExecution only: lists and searches leave it
+     * empty, so that a page stays small.
+     * </pre>
+     *
+     * <code>bytes output = 9 [json_name = "output"];</code>
+     * @return The output.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString getOutput() {
+      return output_;
+    }
+    /**
+     * <pre>
+     * The first 4 KiB of the output the worker reported for the attempt (a
+     * handler's return value, an HTTP target's response body); empty when it
+     * reported none. Set by GetExecution only: lists and searches leave it
+     * empty, so that a page stays small.
+     * </pre>
+     *
+     * <code>bytes output = 9 [json_name = "output"];</code>
+     * @param value The output to set.
+     * @return This builder for chaining.
+     */
+    public Builder setOutput(com.google.protobuf.ByteString value) {
+      java.util.Objects.requireNonNull(value);
+      output_ = value;
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The first 4 KiB of the output the worker reported for the attempt (a
+     * handler's return value, an HTTP target's response body); empty when it
+     * reported none. Set by GetExecution only: lists and searches leave it
+     * empty, so that a page stays small.
+     * </pre>
+     *
+     * <code>bytes output = 9 [json_name = "output"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearOutput() {
+      bitField0_ = (bitField0_ & ~0x00000100);
+      output_ = getDefaultInstance().getOutput();
       onChanged();
       return this;
     }

@@ -172,4 +172,17 @@ public interface AttemptOrBuilder extends
    */
   com.google.protobuf.ByteString
       getErrorBytes();
+
+  /**
+   * <pre>
+   * The first 4 KiB of the output the worker reported for the attempt (a
+   * handler's return value, an HTTP target's response body); empty when it
+   * reported none. Set by GetExecution only: lists and searches leave it
+   * empty, so that a page stays small.
+   * </pre>
+   *
+   * <code>bytes output = 9 [json_name = "output"];</code>
+   * @return The output.
+   */
+  com.google.protobuf.ByteString getOutput();
 }

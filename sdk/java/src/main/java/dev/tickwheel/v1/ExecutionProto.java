@@ -72,7 +72,7 @@ public final class ExecutionProto extends com.google.protobuf.GeneratedFile {
       "\ncreated_at\030\022 \001(\0132\032.google.protobuf.Time" +
       "stampR\tcreatedAt\022;\n\013finished_at\030\023 \001(\0132\032." +
       "google.protobuf.TimestampR\nfinishedAt\022\035\n" +
-      "\nreap_count\030\024 \001(\005R\treapCount\"\326\002\n\007Attempt" +
+      "\nreap_count\030\024 \001(\005R\treapCount\"\356\002\n\007Attempt" +
       "\022\030\n\007attempt\030\001 \001(\005R\007attempt\022\032\n\010delivery\030\002" +
       " \001(\005R\010delivery\0223\n\006status\030\003 \001(\0162\033.tickwhe" +
       "el.v1.AttemptStatusR\006status\0229\n\nstarted_a" +
@@ -81,29 +81,30 @@ public final class ExecutionProto extends com.google.protobuf.GeneratedFile {
       "tobuf.TimestampR\nfinishedAt\0225\n\010lateness\030" +
       "\006 \001(\0132\031.google.protobuf.DurationR\010latene" +
       "ss\022\033\n\tworker_id\030\007 \001(\tR\010workerId\022\024\n\005error" +
-      "\030\010 \001(\tR\005error\"\213\002\n\tSkipRange\022\025\n\006job_id\030\001 " +
-      "\001(\tR\005jobId\0223\n\007from_at\030\002 \001(\0132\032.google.pro" +
-      "tobuf.TimestampR\006fromAt\022/\n\005to_at\030\003 \001(\0132\032" +
-      ".google.protobuf.TimestampR\004toAt\022\024\n\005coun" +
-      "t\030\004 \001(\003R\005count\0220\n\006reason\030\005 \001(\0162\030.tickwhe" +
-      "el.v1.SkipReasonR\006reason\0229\n\ncreated_at\030\006" +
-      " \001(\0132\032.google.protobuf.TimestampR\tcreate" +
-      "dAt*\220\001\n\017ExecutionOrigin\022 \n\034EXECUTION_ORI" +
-      "GIN_UNSPECIFIED\020\000\022\036\n\032EXECUTION_ORIGIN_SC" +
-      "HEDULED\020\001\022\034\n\030EXECUTION_ORIGIN_TRIGGER\020\002\022" +
-      "\035\n\031EXECUTION_ORIGIN_BACKFILL\020\003*\330\001\n\rAttem" +
-      "ptStatus\022\036\n\032ATTEMPT_STATUS_UNSPECIFIED\020\000" +
-      "\022\032\n\026ATTEMPT_STATUS_RUNNING\020\001\022\034\n\030ATTEMPT_" +
-      "STATUS_SUCCEEDED\020\002\022\031\n\025ATTEMPT_STATUS_FAI" +
-      "LED\020\003\022\034\n\030ATTEMPT_STATUS_TIMED_OUT\020\004\022\027\n\023A" +
-      "TTEMPT_STATUS_LOST\020\005\022\033\n\027ATTEMPT_STATUS_C" +
-      "ANCELED\020\006*\226\001\n\nSkipReason\022\033\n\027SKIP_REASON_" +
-      "UNSPECIFIED\020\000\022\027\n\023SKIP_REASON_OVERLAP\020\001\022\027" +
-      "\n\023SKIP_REASON_MISFIRE\020\002\022\032\n\026SKIP_REASON_J" +
-      "OB_PAUSED\020\003\022\035\n\031SKIP_REASON_TENANT_PAUSED" +
-      "\020\004Bh\n\020dev.tickwheel.v1B\016ExecutionProtoP\001" +
-      "ZBgithub.com/tickwheel/tickwheel/sdk/go/" +
-      "gen/tickwheel/v1;tickwheelv1b\006proto3"
+      "\030\010 \001(\tR\005error\022\026\n\006output\030\t \001(\014R\006output\"\213\002" +
+      "\n\tSkipRange\022\025\n\006job_id\030\001 \001(\tR\005jobId\0223\n\007fr" +
+      "om_at\030\002 \001(\0132\032.google.protobuf.TimestampR" +
+      "\006fromAt\022/\n\005to_at\030\003 \001(\0132\032.google.protobuf" +
+      ".TimestampR\004toAt\022\024\n\005count\030\004 \001(\003R\005count\0220" +
+      "\n\006reason\030\005 \001(\0162\030.tickwheel.v1.SkipReason" +
+      "R\006reason\0229\n\ncreated_at\030\006 \001(\0132\032.google.pr" +
+      "otobuf.TimestampR\tcreatedAt*\220\001\n\017Executio" +
+      "nOrigin\022 \n\034EXECUTION_ORIGIN_UNSPECIFIED\020" +
+      "\000\022\036\n\032EXECUTION_ORIGIN_SCHEDULED\020\001\022\034\n\030EXE" +
+      "CUTION_ORIGIN_TRIGGER\020\002\022\035\n\031EXECUTION_ORI" +
+      "GIN_BACKFILL\020\003*\330\001\n\rAttemptStatus\022\036\n\032ATTE" +
+      "MPT_STATUS_UNSPECIFIED\020\000\022\032\n\026ATTEMPT_STAT" +
+      "US_RUNNING\020\001\022\034\n\030ATTEMPT_STATUS_SUCCEEDED" +
+      "\020\002\022\031\n\025ATTEMPT_STATUS_FAILED\020\003\022\034\n\030ATTEMPT" +
+      "_STATUS_TIMED_OUT\020\004\022\027\n\023ATTEMPT_STATUS_LO" +
+      "ST\020\005\022\033\n\027ATTEMPT_STATUS_CANCELED\020\006*\226\001\n\nSk" +
+      "ipReason\022\033\n\027SKIP_REASON_UNSPECIFIED\020\000\022\027\n" +
+      "\023SKIP_REASON_OVERLAP\020\001\022\027\n\023SKIP_REASON_MI" +
+      "SFIRE\020\002\022\032\n\026SKIP_REASON_JOB_PAUSED\020\003\022\035\n\031S" +
+      "KIP_REASON_TENANT_PAUSED\020\004Bh\n\020dev.tickwh" +
+      "eel.v1B\016ExecutionProtoP\001ZBgithub.com/tic" +
+      "kwheel/tickwheel/sdk/go/gen/tickwheel/v1" +
+      ";tickwheelv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -123,7 +124,7 @@ public final class ExecutionProto extends com.google.protobuf.GeneratedFile {
     internal_static_tickwheel_v1_Attempt_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_Attempt_descriptor,
-        new java.lang.String[] { "Attempt", "Delivery", "Status", "StartedAt", "FinishedAt", "Lateness", "WorkerId", "Error", });
+        new java.lang.String[] { "Attempt", "Delivery", "Status", "StartedAt", "FinishedAt", "Lateness", "WorkerId", "Error", "Output", });
     internal_static_tickwheel_v1_SkipRange_descriptor =
       getDescriptor().getMessageType(2);
     internal_static_tickwheel_v1_SkipRange_fieldAccessorTable = new

@@ -219,7 +219,8 @@ private static final long serialVersionUID = 0L;
   private com.google.protobuf.ByteString output_ = com.google.protobuf.ByteString.EMPTY;
   /**
    * <pre>
-   * Optional output kept in history, at most 16 KiB (longer is refused).
+   * Optional output, at most 16 KiB (longer is refused); its first 4 KiB are
+   * kept in history (`Attempt.output`, read by GetExecution).
    * </pre>
    *
    * <code>bytes output = 6 [json_name = "output"];</code>
@@ -1252,7 +1253,8 @@ private static final long serialVersionUID = 0L;
     private com.google.protobuf.ByteString output_ = com.google.protobuf.ByteString.EMPTY;
     /**
      * <pre>
-     * Optional output kept in history, at most 16 KiB (longer is refused).
+     * Optional output, at most 16 KiB (longer is refused); its first 4 KiB are
+     * kept in history (`Attempt.output`, read by GetExecution).
      * </pre>
      *
      * <code>bytes output = 6 [json_name = "output"];</code>
@@ -1264,7 +1266,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional output kept in history, at most 16 KiB (longer is refused).
+     * Optional output, at most 16 KiB (longer is refused); its first 4 KiB are
+     * kept in history (`Attempt.output`, read by GetExecution).
      * </pre>
      *
      * <code>bytes output = 6 [json_name = "output"];</code>
@@ -1280,7 +1283,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Optional output kept in history, at most 16 KiB (longer is refused).
+     * Optional output, at most 16 KiB (longer is refused); its first 4 KiB are
+     * kept in history (`Attempt.output`, read by GetExecution).
      * </pre>
      *
      * <code>bytes output = 6 [json_name = "output"];</code>

@@ -96,7 +96,8 @@ public interface ExecutionResultOrBuilder extends
 
   /**
    * <pre>
-   * Optional output kept in history, at most 16 KiB (longer is refused).
+   * Optional output, at most 16 KiB (longer is refused); its first 4 KiB are
+   * kept in history (`Attempt.output`, read by GetExecution).
    * </pre>
    *
    * <code>bytes output = 6 [json_name = "output"];</code>
