@@ -48,14 +48,12 @@ import dev.tickwheel.v1.UpdateJobRequest;
 import dev.tickwheel.v1.UpdateJobResponse;
 import io.grpc.Channel;
 import io.grpc.ChannelCredentials;
-import io.grpc.Deadline;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.ManagedChannelBuilder;
 import io.grpc.ManagedChannelRegistry;
 import io.grpc.Metadata;
-import io.grpc.StatusRuntimeException;
 import io.grpc.stub.MetadataUtils;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -99,10 +97,7 @@ import java.util.function.Function;
  */
 public final class TickwheelClient implements AutoCloseable {
   /** How the client waits between retries. */
-  @FunctionalInterface
-  interface Sleeper {
-    void sleep(Duration duration) throws InterruptedException;
-  }
+  interface Sleeper extends Calls.Sleeper {}
 
   /** The most items one BatchCreateJobs call takes. */
   public static final int MAX_BATCH_ITEMS = 1000;
@@ -558,46 +553,8 @@ public final class TickwheelClient implements AutoCloseable {
    * allow, every attempt and wait within the client's timeout.
    */
   private <Req, Resp> Resp invoke(Rpc<Req, Resp> rpc, Req request) {
-    Deadline deadline =
-        timeout == null ? null : Deadline.after(timeout.toNanos(), TimeUnit.NANOSECONDS);
-    SchedulerServiceBlockingStub bounded = deadline == null ? stub : stub.withDeadline(deadline);
-    for (int attempt = 1; ; attempt++) {
-      TickwheelException failure;
-      try {
-        return rpc.send().apply(bounded, request);
-      } catch (StatusRuntimeException e) {
-        failure = TickwheelException.from(e);
-      }
-      Duration delay = retryDelay(rpc, request, failure, attempt, deadline);
-      if (delay == null) {
-        throw failure;
-      }
-      try {
-        sleeper.sleep(delay);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw failure;
-      }
-    }
-  }
-
-  /**
-   * How long to wait before attempt {@code attempt + 1}, or null to give up: when the status is
-   * not retryable, the call is not safe to repeat, the attempts are spent, or the wait would end
-   * past the deadline.
-   */
-  private <Req> Duration retryDelay(
-      Rpc<Req, ?> rpc, Req request, TickwheelException failure, int attempt, Deadline deadline) {
-    if (!retry.retryableCodes().contains(failure.code())
-        || !rpc.repeatable().test(request)
-        || attempt >= retry.maxAttempts()) {
-      return null;
-    }
-    Duration delay = retry.backoff(attempt, random.getAsDouble());
-    if (deadline != null && delay.toNanos() >= deadline.timeRemaining(TimeUnit.NANOSECONDS)) {
-      return null;
-    }
-    return delay;
+    return Calls.invoke(
+        stub, rpc.send(), rpc.repeatable(), request, timeout, retry, sleeper, random);
   }
 
   /** Options of a {@link TickwheelClient}, checked as they are set. */
