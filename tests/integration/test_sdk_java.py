@@ -1,24 +1,32 @@
-"""The Java SDK (sdk/java): its JUnit tests, and its example program against a
+"""The Java SDK (sdk/java): its JUnit tests, its history example against a
 real `tickwheel dev`, whose built-in worker serves the `echo` handler, and
 against a real server that requires mutual TLS (the checks shared with
-test_sdk_go.py).
+test_sdk_go.py), and its example worker (sdk/java/examples/worker/run)
+against a real `tickwheel dev`.
 
 The SDK is compiled once per module into a folder of the test run's own
 (`-Dtickwheel.build.dir`), so runs side by side never share `target/`; the
-example (dev.tickwheel.examples.CreateAndHistory) then runs on a plain `java`
-command line with the runtime class path Maven wrote. It creates a job, waits
-for its first execution to end and prints the job's history as JSON, or the
-failed call's status, code name and field violations.
+history example (sdk/java/examples/history, outside the SDK's jar) is
+compiled with javac against it and runs on a plain `java` command line with
+the runtime class path Maven wrote. It creates a job, waits for its first
+execution to end and prints the job's history as JSON, or the failed call's
+status, code name and field violations. The example worker is started through
+its own `run` script (which builds into a folder of the test run's own too).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import queue
 import shutil
 import signal
 import subprocess
+import threading
+import time
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -26,14 +34,19 @@ import pytest
 from tests.integration.test_processes import start_dev
 from tests.integration.test_sdk_go import check_batch, check_mutual_tls, job_count, run_json, run_json_async
 from tests.integration.test_sdk_go import pki  # noqa: F401 (the fixture, shared)
+from tests.support.faults import eventually
 from tests.support.server import REPO
 from tickwheel import Client
+from tickwheel.builders import once_job
+from tickwheel.v1 import execution_pb2, job_pb2
 
 pytestmark = pytest.mark.slow
 
 SDK = REPO / "sdk" / "java"
 MVN = shutil.which("mvn") or "/usr/bin/mvn"
 JAVA = shutil.which("java") or "/usr/bin/java"
+JAVAC = shutil.which("javac") or "/usr/bin/javac"
+WORKER_RUN = SDK / "examples" / "worker" / "run"
 
 
 def mvn(build: Path, *goals: str) -> subprocess.CompletedProcess:
@@ -52,16 +65,23 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
         f"-Dmdep.outputFile={build / 'classpath.txt'}", "-Dmdep.includeScope=runtime",
     )
     assert compiled.returncode == 0, compiled.stdout + compiled.stderr
+    classpath = f"{build / 'classes'}:{(build / 'classpath.txt').read_text().strip()}"
+    examples = subprocess.run(
+        [JAVAC, "-d", str(build / "examples"), "-cp", classpath, str(SDK / "examples" / "history" / "CreateAndHistory.java")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert examples.returncode == 0, examples.stdout + examples.stderr
     return build
 
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """A `tickwheel dev` for this module; yields its saved credentials."""
+    """A `tickwheel dev` for this module; yields its saved credentials, and its
+    data folder under "data"."""
     data = tmp_path_factory.mktemp("dev")
     process = start_dev(data)
     try:
-        yield json.loads((data / "dev-credentials.json").read_text())
+        yield {**json.loads((data / "dev-credentials.json").read_text()), "data": str(data)}
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
@@ -69,7 +89,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 
 def example(build: Path, address: str, api_key: str, *args: str) -> list[str]:
     """The command line of CreateAndHistory on the runtime class path Maven wrote."""
-    classpath = f"{build / 'classes'}:{(build / 'classpath.txt').read_text().strip()}"
+    classpath = f"{build / 'examples'}:{build / 'classes'}:{(build / 'classpath.txt').read_text().strip()}"
     return [JAVA, "-cp", classpath, "dev.tickwheel.examples.CreateAndHistory",
             "--address", address, "--api-key", api_key, *args]  # fmt: skip
 
@@ -88,7 +108,10 @@ def test_junit_tests_pass(build: Path) -> None:
         suites.add(suite.get("name"))
         for key in counts:
             counts[key] += int(suite.get(key, "0"))
-    assert {"dev.tickwheel.TickwheelClientTest", "dev.tickwheel.SchedulerRpcsTest"} <= suites
+    assert {
+        "dev.tickwheel.TickwheelClientTest", "dev.tickwheel.SchedulerRpcsTest", "dev.tickwheel.TickwheelAdminClientTest",
+        "dev.tickwheel.worker.WorkerTest", "dev.tickwheel.worker.BackoffTest",
+    } <= suites  # fmt: skip
     assert counts["failures"] == counts["errors"] == 0 and counts["tests"] >= 20, counts
 
 
@@ -143,3 +166,112 @@ async def test_mutual_tls_previews_and_refuses_without_a_client_certificate(buil
         return await run_json_async(example(build, address, api_key, *args))
 
     await check_mutual_tls(run, pki, f"sqlite:///{tmp_path / 'tls.db'}")
+
+
+# --- the example worker (sdk/java/examples/worker/run) --------------------------------------
+
+
+class ExampleWorker:
+    """`run --dev DIR` as a child process; its stdout JSON lines are read as they come."""
+
+    def __init__(self, data: str, build: Path) -> None:
+        env = {**os.environ, "TICKWHEEL_JAVA_EXAMPLE_BUILD": str(build), "TICKWHEEL_SLOTS": "2"}
+        env.pop("TICKWHEEL_ADDRESS", None)
+        env.pop("TICKWHEEL_WORKER_CREDENTIAL", None)
+        self.stderr = build.parent / f"worker-{time.monotonic_ns()}.stderr"
+        with self.stderr.open("w") as stderr:
+            self.process = subprocess.Popen(
+                [str(WORKER_RUN), "--dev", data], stdout=subprocess.PIPE, stderr=stderr, text=True, env=env
+            )
+        self.events: queue.Queue[dict | None] = queue.Queue()
+        self.lines: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        for line in self.process.stdout:
+            self.lines.append(line)
+            self.events.put(json.loads(line))  # anything but JSON on stdout fails the test here
+        self.events.put(None)
+
+    def next_event(self, timeout: float = 240) -> dict:
+        """The next stdout event; fails when none comes within ``timeout`` (the first run builds)."""
+        try:
+            event = self.events.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no event within {timeout} s; stderr:\n{self.stderr.read_text()}") from None
+        assert event is not None, f"the worker exited ({self.process.poll()}); stderr:\n{self.stderr.read_text()}"
+        return event
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(30)
+
+
+@pytest.fixture(scope="module")
+def worker_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the example worker's `run` builds (one folder for the module's runs)."""
+    return tmp_path_factory.mktemp("java-worker") / "build"
+
+
+@pytest.fixture
+def example_worker(dev, worker_build: Path) -> Iterator[ExampleWorker]:
+    worker = ExampleWorker(dev["data"], worker_build)
+    try:
+        yield worker
+    finally:
+        worker.stop()
+
+
+def trigger_echo(dev: dict[str, str], payload: bytes) -> str:
+    """Triggers a far-future one-off `echo-java` job with ``payload``; returns the execution id."""
+    with Client(dev["address"], api_key=dev["api_key"]) as client:
+        job = once_job("java-worker", datetime.now(UTC) + timedelta(days=365), handler="echo-java", payload=payload)
+        job_id = client.create_job(job).job.id
+        return client.trigger_job(job_id, payload=payload).execution.id
+
+
+def wait_ended(dev: dict[str, str], execution_id: str, timeout: float = 60) -> execution_pb2.Execution:
+    """The execution once it has ended; fails after ``timeout`` seconds."""
+    ended = {job_pb2.EXECUTION_STATUS_SUCCEEDED, job_pb2.EXECUTION_STATUS_DEAD, job_pb2.EXECUTION_STATUS_CANCELED}
+    with Client(dev["address"], api_key=dev["api_key"]) as client:
+
+        def read() -> execution_pb2.Execution | None:
+            execution = client.get_execution(execution_id).execution
+            return execution if execution.status in ended else None
+
+        return eventually(read, timeout, f"execution {execution_id} ends")
+
+
+def test_the_example_worker_runs_an_echo_java_job_to_succeeded(dev, example_worker: ExampleWorker) -> None:
+    payload = b'{"from":"java-worker","n":1}'
+    execution_id = trigger_echo(dev, payload)
+    started = example_worker.next_event()
+    assert started == {"event": "started", "execution_id": execution_id, "delivery": 1, "attempt": 1}
+    assert example_worker.next_event() == {"event": "finished", "execution_id": execution_id}
+    execution = wait_ended(dev, execution_id)
+    assert execution.status == job_pb2.EXECUTION_STATUS_SUCCEEDED, execution
+    assert execution.payload == payload
+    [attempt] = execution.attempts
+    assert attempt.status == execution_pb2.ATTEMPT_STATUS_SUCCEEDED and attempt.worker_id
+
+
+def test_sigterm_drains_the_example_workers_in_flight_sleep(dev, example_worker: ExampleWorker) -> None:
+    payload = b'{"sleep_ms": 3000}'
+    execution_id = trigger_echo(dev, payload)
+    assert example_worker.next_event()["event"] == "started"
+    example_worker.process.send_signal(signal.SIGTERM)
+    assert example_worker.next_event(60) == {"event": "finished", "execution_id": execution_id}
+    assert example_worker.process.wait(40) == 0, example_worker.stderr.read_text()
+    assert all(json.loads(line)["event"] != "canceled" for line in example_worker.lines)
+    execution = wait_ended(dev, execution_id)
+    assert execution.status == job_pb2.EXECUTION_STATUS_SUCCEEDED, execution
+    assert [a.status for a in execution.attempts] == [execution_pb2.ATTEMPT_STATUS_SUCCEEDED]
+
+
+def test_the_example_worker_without_address_or_credential_exits_2(worker_build: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
+    env["TICKWHEEL_JAVA_EXAMPLE_BUILD"] = str(worker_build)
+    result = subprocess.run([str(WORKER_RUN)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines()[-1] == "echo-java: no address: set TICKWHEEL_ADDRESS or pass --dev DIR"

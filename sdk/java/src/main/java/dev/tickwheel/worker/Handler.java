@@ -10,8 +10,9 @@ package dev.tickwheel.worker;
  *   <li>returns: SUCCEEDED, with the returned bytes as the output (null: empty; more than 16 KiB is
  *       cut to 16 KiB);
  *   <li>throws {@link PermanentException}: FAILED_PERMANENT, no retry (dead letter);
- *   <li>throws anything else (such as {@link RetryableException}): FAILED_RETRYABLE, retried
- *       within the job's retry policy;
+ *   <li>throws {@link RetryableException}: FAILED_RETRYABLE with its message (and its retry
+ *       after), retried within the job's retry policy;
+ *   <li>throws anything else: FAILED_RETRYABLE, the error being the exception's class and message;
  *   <li>the server cancels the execution: the context turns {@link JobContext#isCancelled()
  *       cancelled}, its listeners run and the handler thread is interrupted; CANCELED is reported
  *       when the handler returns or after the worker's cancel grace, whichever is first;

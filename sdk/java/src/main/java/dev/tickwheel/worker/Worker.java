@@ -1246,13 +1246,15 @@ public final class Worker {
               message == null || message.isEmpty() ? failure.getClass().getName() : message,
               null,
               null);
-        } else {
-          LOG.log(Level.WARNING, "handler for " + key + " failed", failure);
+        } else if (failure instanceof RetryableException retryable) {
           decide(
               ResultOutcome.RESULT_OUTCOME_FAILED_RETRYABLE,
-              describe(failure),
+              retryable.getMessage() == null ? describe(failure) : retryable.getMessage(),
               null,
-              failure instanceof RetryableException r ? r.retryAfter().orElse(null) : null);
+              retryable.retryAfter().orElse(null));
+        } else {
+          LOG.log(Level.WARNING, "handler for " + key + " failed", failure);
+          decide(ResultOutcome.RESULT_OUTCOME_FAILED_RETRYABLE, describe(failure), null, null);
         }
         finish();
       } finally {

@@ -672,6 +672,7 @@ class WorkerTest {
     assertEquals(ResultOutcome.RESULT_OUTCOME_FAILED_PERMANENT, byId.get("p").getOutcome());
     assertEquals("cannot ever work", byId.get("p").getError());
     assertEquals(ResultOutcome.RESULT_OUTCOME_FAILED_RETRYABLE, byId.get("r").getOutcome());
+    assertEquals("later", byId.get("r").getError());
     assertEquals(7, byId.get("r").getRetryAfter().getSeconds());
     assertEquals(ResultOutcome.RESULT_OUTCOME_FAILED_RETRYABLE, byId.get("b").getOutcome());
     assertEquals("java.lang.IllegalStateException: bug", byId.get("b").getError());
