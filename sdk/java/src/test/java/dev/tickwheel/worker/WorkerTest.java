@@ -471,7 +471,7 @@ class WorkerTest {
   void drainGrantsNoCreditAndClosesTheStreamOnceEverythingIsAcked() throws Exception {
     CountDownLatch release = new CountDownLatch(1);
     start(
-        b -> b.slots(1),
+        b -> b.slots(2), // a finished attempt would leave room for one more credit
         handlers(
             "h",
             (Handler)
