@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import tarfile
 import uuid
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -288,6 +289,10 @@ def test_the_maven_artifact_installs_and_a_project_of_its_own_compiles_and_runs(
     # The SDK's own tests are test_sdk_java.py's; here only the artifact.
     _run(*maven, f"-Dtickwheel.build.dir={build}", "-Dmaven.test.skip=true", "install", cwd=JAVA_SDK)
     [jar] = build.glob("tickwheel-sdk-*.jar")
+    with zipfile.ZipFile(jar) as archive:
+        classes = archive.namelist()
+    assert "dev/tickwheel/worker/Worker.class" in classes and "dev/tickwheel/TickwheelAdminClient.class" in classes
+    assert not [name for name in classes if name.startswith("dev/tickwheel/examples/")], "examples stay out of the jar"
     coordinates = {"groupId": "dev.tickwheel", "artifactId": "tickwheel-sdk", "version": jar.stem.removeprefix("tickwheel-sdk-")}
 
     project = tmp_path / "consumer"
