@@ -16,6 +16,7 @@ its own `run` script (which builds into a folder of the test run's own too).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import queue
@@ -35,9 +36,11 @@ from tests.integration.test_processes import start_dev
 from tests.integration.test_sdk_go import check_batch, check_mutual_tls, job_count, run_json, run_json_async
 from tests.integration.test_sdk_go import pki  # noqa: F401 (the fixture, shared)
 from tests.support.faults import eventually
-from tests.support.server import REPO
-from tickwheel import Client
+from tests.support.polling import eventually as polling_eventually
+from tests.support.server import REPO, running_server
+from tickwheel import AsyncClient, Client, TlsOptions
 from tickwheel.builders import once_job
+from tickwheel_server.config import TlsConfig
 from tickwheel.v1 import execution_pb2, job_pb2
 
 pytestmark = pytest.mark.slow
@@ -172,16 +175,15 @@ async def test_mutual_tls_previews_and_refuses_without_a_client_certificate(buil
 
 
 class ExampleWorker:
-    """`run --dev DIR` as a child process; its stdout JSON lines are read as they come."""
+    """`run ARGS` as a child process; its stdout JSON lines are read as they come."""
 
-    def __init__(self, data: str, build: Path) -> None:
-        env = {**os.environ, "TICKWHEEL_JAVA_EXAMPLE_BUILD": str(build), "TICKWHEEL_SLOTS": "2"}
-        env.pop("TICKWHEEL_ADDRESS", None)
-        env.pop("TICKWHEEL_WORKER_CREDENTIAL", None)
+    def __init__(self, build: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
+        env = {**base, "TICKWHEEL_JAVA_EXAMPLE_BUILD": str(build), "TICKWHEEL_SLOTS": "2", **(env or {})}
         self.stderr = build.parent / f"worker-{time.monotonic_ns()}.stderr"
         with self.stderr.open("w") as stderr:
             self.process = subprocess.Popen(
-                [str(WORKER_RUN), "--dev", data], stdout=subprocess.PIPE, stderr=stderr, text=True, env=env
+                [str(WORKER_RUN), *args], stdout=subprocess.PIPE, stderr=stderr, text=True, env=env
             )
         self.events: queue.Queue[dict | None] = queue.Queue()
         self.lines: list[str] = []
@@ -216,7 +218,7 @@ def worker_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def example_worker(dev, worker_build: Path) -> Iterator[ExampleWorker]:
-    worker = ExampleWorker(dev["data"], worker_build)
+    worker = ExampleWorker(worker_build, "--dev", dev["data"])
     try:
         yield worker
     finally:
@@ -275,3 +277,32 @@ def test_the_example_worker_without_address_or_credential_exits_2(worker_build: 
     result = subprocess.run([str(WORKER_RUN)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.strip().splitlines()[-1] == "echo-java: no address: set TICKWHEEL_ADDRESS or pass --dev DIR"
+
+
+async def test_the_example_worker_runs_a_job_over_mutual_tls(pki, worker_build: Path, tmp_path: Path) -> None:
+    tls = TlsConfig(str(pki["server.pem"]), str(pki["server.key"]), client_ca_file=str(pki["ca.pem"]))
+    client_tls = TlsOptions.from_files(pki["ca.pem"], pki["client.pem"], pki["client.key"])
+    async with running_server(f"sqlite:///{tmp_path / 'tls.db'}", tls=tls) as running:
+        async with AsyncClient(running.address, admin_token=running.admin_token, tls=client_tls) as admin:
+            api_key = (await admin.admin.create_tenant("acme")).api_key.secret
+            credential = (await admin.admin.issue_worker_credential(["acme"], handlers=["echo-java"])).credential.secret
+        worker = ExampleWorker(
+            worker_build, "--ca-cert", str(pki["ca.pem"]), "--client-cert", str(pki["client.pem"]),
+            "--client-key", str(pki["client.key"]),
+            env={"TICKWHEEL_ADDRESS": running.address, "TICKWHEEL_WORKER_CREDENTIAL": credential},
+        )  # fmt: skip
+        try:
+            async with AsyncClient(running.address, api_key=api_key, tls=client_tls) as client:
+                job = once_job("tls", datetime.now(UTC) + timedelta(days=365), handler="echo-java")
+                job_id = (await client.create_job(job)).job.id
+                execution_id = (await client.trigger_job(job_id, payload=b"over mtls")).execution.id
+                started = await asyncio.to_thread(worker.next_event)
+                assert started["event"] == "started" and started["execution_id"] == execution_id
+
+                async def succeeded() -> bool:
+                    execution = (await client.get_execution(execution_id)).execution
+                    return execution.status == job_pb2.EXECUTION_STATUS_SUCCEEDED
+
+                await polling_eventually(succeeded, "the execution succeeds over mutual TLS", timeout=60)
+        finally:
+            worker.stop()

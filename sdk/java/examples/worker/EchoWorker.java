@@ -4,6 +4,7 @@ import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import com.google.gson.JsonPrimitive;
+import dev.tickwheel.TlsOptions;
 import dev.tickwheel.worker.JobContext;
 import dev.tickwheel.worker.PermanentException;
 import dev.tickwheel.worker.RetryableException;
@@ -32,7 +33,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * <p>Address and credential: {@code --dev DIR} reads {@code DIR/dev-credentials.json} (written by
  * {@code tickwheel dev --data DIR}), else {@code TICKWHEEL_ADDRESS} (a comma-separated list is
  * tried in turn) and {@code TICKWHEEL_WORKER_CREDENTIAL}; {@code TICKWHEEL_SLOTS} (default 4).
- * Missing either: one line on stderr, exit 2.
+ * Missing either: one line on stderr, exit 2. TLS as the {@code tickwheel} CLI says it: {@code
+ * --ca-cert FILE} (the CA bundle of the server's certificate), and for mutual TLS {@code
+ * --client-cert FILE --client-key FILE}.
  *
  * <p>Stdout carries one JSON object per line and nothing else: {@code started} (execution id,
  * delivery, attempt), {@code canceled} when the handler sees the cancellation, {@code finished}
@@ -45,12 +48,50 @@ public final class EchoWorker {
 
   private EchoWorker() {}
 
+  /** The command line: {@code --dev DIR} and the TLS files. */
+  private record Flags(String dev, Path caCert, Path clientCert, Path clientKey) {
+    static Flags parse(String[] args) {
+      String dev = null;
+      Path ca = null;
+      Path cert = null;
+      Path key = null;
+      for (int i = 0; i < args.length; i++) {
+        String flag = args[i];
+        if (i + 1 >= args.length
+            || !List.of("--dev", "--ca-cert", "--client-cert", "--client-key").contains(flag)) {
+          throw new IllegalArgumentException(
+              "unknown argument "
+                  + flag
+                  + " (usage: run [--dev DIR] [--ca-cert FILE [--client-cert FILE --client-key FILE]])");
+        }
+        String value = args[++i];
+        switch (flag) {
+          case "--dev" -> dev = value;
+          case "--ca-cert" -> ca = Path.of(value);
+          case "--client-cert" -> cert = Path.of(value);
+          default -> key = Path.of(value);
+        }
+      }
+      if ((cert == null) != (key == null)) {
+        throw new IllegalArgumentException("--client-cert and --client-key go together");
+      }
+      return new Flags(dev, ca, cert, key);
+    }
+
+    TlsOptions tls() {
+      return caCert == null && clientCert == null ? null : TlsOptions.fromFiles(caCert, clientCert, clientKey);
+    }
+  }
+
   public static void main(String[] args) {
     List<String> addresses;
     String credential;
     int slots;
+    TlsOptions tls;
     try {
-      String[] found = addressAndCredential(args);
+      Flags flags = Flags.parse(args);
+      tls = flags.tls();
+      String[] found = addressAndCredential(flags.dev());
       addresses = Arrays.stream(found[0].split(",")).map(String::strip).filter(a -> !a.isEmpty()).toList();
       credential = found[1];
       String configured = System.getenv("TICKWHEEL_SLOTS");
@@ -58,7 +99,7 @@ public final class EchoWorker {
       if (addresses.isEmpty()) {
         throw new IllegalArgumentException("TICKWHEEL_ADDRESS names no address");
       }
-    } catch (IllegalArgumentException | IOException e) {
+    } catch (IllegalArgumentException | IOException | java.io.UncheckedIOException e) {
       System.err.println("echo-java: " + e.getMessage());
       System.exit(2);
       return;
@@ -70,6 +111,7 @@ public final class EchoWorker {
           Worker.builder(addresses)
               .credential(credential)
               .slots(slots)
+              .tls(tls)
               .handler("echo-java", EchoWorker::echo)
               .build();
     } catch (IllegalArgumentException | IllegalStateException e) {
@@ -136,18 +178,8 @@ public final class EchoWorker {
     }
   }
 
-  /** {@code [address, credential]} from {@code --dev DIR} or the environment. */
-  private static String[] addressAndCredential(String[] args) throws IOException {
-    String dev = null;
-    for (int i = 0; i < args.length; i++) {
-      if (args[i].equals("--dev") && i + 1 < args.length) {
-        dev = args[++i];
-      } else if (args[i].startsWith("--dev=")) {
-        dev = args[i].substring("--dev=".length());
-      } else {
-        throw new IllegalArgumentException("unknown argument " + args[i] + " (usage: run [--dev DIR])");
-      }
-    }
+  /** {@code [address, credential]} from {@code --dev DIR} (when not null) or the environment. */
+  private static String[] addressAndCredential(String dev) throws IOException {
     String address = System.getenv("TICKWHEEL_ADDRESS");
     String credential = System.getenv("TICKWHEEL_WORKER_CREDENTIAL");
     if (dev != null) {
