@@ -73,6 +73,7 @@ DEBIAN = {
     "go": "golang-go",
     "mvn": "maven",
     "java": "default-jdk-headless",
+    "javac": "default-jdk-headless",
     "node": "nodejs",
     "npm": "npm",
     "chromium": "chromium",
@@ -83,7 +84,8 @@ ESSENTIAL = {"bash"}
 
 IN_THE_TREE = {
     # program: the repository's own scripts of that name, each run through its path
-    "run": ("sdk/python/examples/worker/run", "sdk/typescript/examples/worker/run", "sdk/go/examples/worker/run"),
+    "run": ("sdk/python/examples/worker/run", "sdk/typescript/examples/worker/run", "sdk/go/examples/worker/run",
+            "sdk/java/examples/worker/run"),
 }
 """Scripts of the repository the tests run by path; the toolchains they call
 (python, node and npm, go, mvn and java) are run by other tests as well, so
