@@ -54,7 +54,7 @@ SESSION_TTL = 2
 HEARTBEAT_TIMEOUT = 3.0
 # How long a worker may take to build and connect (Maven and Go build on first use).
 START_TIMEOUT = 240.0
-LANGUAGES = ["python", "typescript", "go"]
+LANGUAGES = ["python", "typescript", "go", "java"]
 SHORT = {"python": "python", "typescript": "ts", "go": "go", "java": "java"}
 
 
