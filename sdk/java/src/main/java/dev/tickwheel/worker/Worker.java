@@ -376,7 +376,8 @@ public final class Worker {
    *
    * <p>On return every attempt has been told to stop (context cancelled, thread interrupted;
    * handlers that ignore both may still be running on their daemon threads), and results not yet
-   * acknowledged are left to the server, which re-delivers those executions.
+   * acknowledged are left to the server, which re-delivers those executions. Interrupting the
+   * thread that runs it ends it too, as {@code stop(Duration.ZERO)} would.
    *
    * @throws WorkerFatalException when the server refuses the worker
    * @throws IllegalStateException when called a second time
