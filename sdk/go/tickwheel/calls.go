@@ -42,6 +42,13 @@ var repeatable = map[string]func(request any) bool{
 	tickwheelv1.SchedulerService_CancelExecution_FullMethodName:  never,
 	tickwheelv1.SchedulerService_ListDeadLetters_FullMethodName:  always,
 	tickwheelv1.SchedulerService_ReplayDeadLetter_FullMethodName: never,
+	// Calendars as jobs: a create carries a request id, reads are safe, an
+	// update or delete is never repeated.
+	tickwheelv1.SchedulerService_CreateCalendar_FullMethodName: hasRequestID,
+	tickwheelv1.SchedulerService_GetCalendar_FullMethodName:    always,
+	tickwheelv1.SchedulerService_ListCalendars_FullMethodName:  always,
+	tickwheelv1.SchedulerService_UpdateCalendar_FullMethodName: never,
+	tickwheelv1.SchedulerService_DeleteCalendar_FullMethodName: never,
 
 	// AdminService, as the Python SDK decides: its writes carry no request
 	// id, so a retry after a lost reply would issue a second key or

@@ -231,6 +231,45 @@ func (c *Client) ReplayDeadLetter(ctx context.Context, request *tickwheelv1.Repl
 	return c.scheduler.ReplayDeadLetter(ctx, request)
 }
 
+// CreateCalendar creates a business-day calendar of the tenant; the reply
+// holds it as stored (version 1) and Created, false when the request id had
+// been seen. An empty request id gets a fresh one (the caller's request is
+// not changed). ALREADY_EXISTS when the name is taken, RESOURCE_EXHAUSTED
+// past 1 000 calendars. Retried.
+func (c *Client) CreateCalendar(ctx context.Context, request *tickwheelv1.CreateCalendarRequest) (*tickwheelv1.CreateCalendarResponse, error) {
+	if request.GetRequestId() == "" {
+		request = proto.CloneOf(request)
+		request.RequestId = NewRequestID()
+	}
+	return c.scheduler.CreateCalendar(ctx, request)
+}
+
+// GetCalendar returns a calendar with every holiday and half-day. NOT_FOUND
+// for an unknown name or another tenant's. Retried.
+func (c *Client) GetCalendar(ctx context.Context, request *tickwheelv1.GetCalendarRequest) (*tickwheelv1.GetCalendarResponse, error) {
+	return c.scheduler.GetCalendar(ctx, request)
+}
+
+// ListCalendars returns one page of the tenant's calendars by name, without
+// their dates (their counts instead). Retried.
+func (c *Client) ListCalendars(ctx context.Context, request *tickwheelv1.ListCalendarsRequest) (*tickwheelv1.ListCalendarsResponse, error) {
+	return c.scheduler.ListCalendars(ctx, request)
+}
+
+// UpdateCalendar replaces the fields in request.UpdateMask (empty: zone,
+// business days, holidays and half-days). Calendar.Name and
+// Calendar.Version (as last read) are required: FAILED_PRECONDITION when
+// the stored version moved on. Never retried.
+func (c *Client) UpdateCalendar(ctx context.Context, request *tickwheelv1.UpdateCalendarRequest) (*tickwheelv1.UpdateCalendarResponse, error) {
+	return c.scheduler.UpdateCalendar(ctx, request)
+}
+
+// DeleteCalendar deletes a calendar; a non-zero Version must equal the
+// stored one. Never retried.
+func (c *Client) DeleteCalendar(ctx context.Context, request *tickwheelv1.DeleteCalendarRequest) (*tickwheelv1.DeleteCalendarResponse, error) {
+	return c.scheduler.DeleteCalendar(ctx, request)
+}
+
 // Preview returns the next count fires (0: the server's default, 5) of an
 // unsaved job after now: its schedule, DST policy, jitter, start, end and
 // max runs are used, and its Id (may be empty) seeds H and jitter.

@@ -25,7 +25,7 @@ from google.protobuf.message import Message
 
 from tickwheel import builders
 from tickwheel.builders import DurationLike, TimestampLike
-from tickwheel.v1 import admin_pb2, job_pb2, scheduler_pb2
+from tickwheel.v1 import admin_pb2, calendar_pb2, job_pb2, scheduler_pb2
 
 Resp = TypeVar("Resp", bound=Message)
 
@@ -101,6 +101,14 @@ LIST_EXECUTIONS = _sched("ListExecutions", S.ListExecutionsResponse, _always)
 CANCEL_EXECUTION = _sched("CancelExecution", S.CancelExecutionResponse, _never)
 LIST_DEAD_LETTERS = _sched("ListDeadLetters", S.ListDeadLettersResponse, _always)
 REPLAY_DEAD_LETTER = _sched("ReplayDeadLetter", S.ReplayDeadLetterResponse, _never)
+# Calendars follow the jobs' rule: a create carries a request id, reads are
+# safe, an update or delete is never repeated (a reply lost after a commit
+# would make the retry answer FAILED_PRECONDITION or NOT_FOUND).
+CREATE_CALENDAR = _sched("CreateCalendar", calendar_pb2.CreateCalendarResponse, _has_request_id)
+GET_CALENDAR = _sched("GetCalendar", calendar_pb2.GetCalendarResponse, _always)
+LIST_CALENDARS = _sched("ListCalendars", calendar_pb2.ListCalendarsResponse, _always)
+UPDATE_CALENDAR = _sched("UpdateCalendar", calendar_pb2.UpdateCalendarResponse, _never)
+DELETE_CALENDAR = _sched("DeleteCalendar", calendar_pb2.DeleteCalendarResponse, _never)
 
 CLUSTER_STATUS = _admin("ClusterStatus", A.ClusterStatusResponse, _always)
 CREATE_TENANT = _admin("CreateTenant", A.CreateTenantResponse, _never)
@@ -436,6 +444,56 @@ def replay_dead_letter(execution_id: str) -> scheduler_pb2.ReplayDeadLetterReque
 
 # --- AdminService ---------------------------------------------------------------
 
+
+
+# --- calendars ----------------------------------------------------------------
+
+def create_calendar(
+    calendar: calendar_pb2.Calendar, *, request_id: str | None = None
+) -> calendar_pb2.CreateCalendarRequest:
+    """Creates a business-day calendar of the tenant (build one with
+    :func:`tickwheel.builders.calendar`).
+    Returns ``CreateCalendarResponse``: the calendar as stored (version 1)
+    and ``created``, False when the request id had been seen. ALREADY_EXISTS
+    when the name is taken, RESOURCE_EXHAUSTED past 1 000 calendars,
+    INVALID_ARGUMENT naming the field (``calendar.holidays[3]``). Retried
+    (the request id, a fresh uuid4 when omitted, makes it safe)."""
+    return calendar_pb2.CreateCalendarRequest(calendar=calendar, request_id=request_id or new_request_id())
+
+
+def get_calendar(name: str) -> calendar_pb2.GetCalendarRequest:
+    """Returns ``GetCalendarResponse``: the calendar with every holiday and
+    half-day. NOT_FOUND for an unknown name or another tenant's. Retried."""
+    return calendar_pb2.GetCalendarRequest(name=name)
+
+
+def list_calendars(*, page_size: int = 0, page_token: str = "") -> calendar_pb2.ListCalendarsRequest:
+    """One page of the tenant's calendars by name, without their dates (their
+    counts instead): ``ListCalendarsResponse``. ``page_size`` default 100,
+    at most 1000. Use ``iter_calendars`` to walk every page. Retried."""
+    return calendar_pb2.ListCalendarsRequest(page_size=page_size, page_token=page_token)
+
+
+def update_calendar(
+    calendar: calendar_pb2.Calendar, *, update_mask: Sequence[str] | field_mask_pb2.FieldMask | None = None
+) -> calendar_pb2.UpdateCalendarRequest:
+    """Replaces the fields of ``calendar`` named in ``update_mask``
+    (``"time_zone"``, ``"business_days"``, ``"holidays"``, ``"half_days"``;
+    None or empty means all four). ``calendar.name`` and ``calendar.version``
+    (as last read) are required: FAILED_PRECONDITION when the stored
+    version moved on. Returns ``UpdateCalendarResponse``. Never retried."""
+    request = calendar_pb2.UpdateCalendarRequest(calendar=calendar)
+    mask = field_mask(update_mask)
+    if mask is not None:
+        request.update_mask.CopyFrom(mask)
+    return request
+
+
+def delete_calendar(name: str, *, version: int = 0) -> calendar_pb2.DeleteCalendarRequest:
+    """Deletes a calendar; ``version`` (when non-zero) must equal the stored
+    one: FAILED_PRECONDITION otherwise. Returns ``DeleteCalendarResponse``.
+    Never retried."""
+    return calendar_pb2.DeleteCalendarRequest(name=name, version=version)
 
 def cluster_status(*, top_tenants: int = 0) -> admin_pb2.ClusterStatusRequest:
     """Returns ``ClusterStatusResponse``: live servers, partition owners and

@@ -43,7 +43,7 @@ from tickwheel._calls import Rpc
 from tickwheel.batch import CreateOutcome, DeleteOutcome, UpdateOutcome
 from tickwheel.errors import TickwheelError
 from tickwheel.options import DEFAULT_RETRY, RetryOptions, TlsOptions
-from tickwheel.v1 import admin_pb2, admin_pb2_grpc, execution_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, calendar_pb2, execution_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 __all__ = ["AsyncAdmin", "AsyncClient", "Admin", "Client"]
 
@@ -496,6 +496,11 @@ class Client(_Base):
     cancel_execution = _SyncUnary(_calls.CANCEL_EXECUTION, _calls.cancel_execution)
     list_dead_letters = _SyncUnary(_calls.LIST_DEAD_LETTERS, _calls.list_dead_letters)
     replay_dead_letter = _SyncUnary(_calls.REPLAY_DEAD_LETTER, _calls.replay_dead_letter)
+    create_calendar = _SyncUnary(_calls.CREATE_CALENDAR, _calls.create_calendar)
+    get_calendar = _SyncUnary(_calls.GET_CALENDAR, _calls.get_calendar)
+    list_calendars = _SyncUnary(_calls.LIST_CALENDARS, _calls.list_calendars)
+    update_calendar = _SyncUnary(_calls.UPDATE_CALENDAR, _calls.update_calendar)
+    delete_calendar = _SyncUnary(_calls.DELETE_CALENDAR, _calls.delete_calendar)
 
     def iter_jobs(self, **kwargs: Any) -> Iterator[job_pb2.Job]:
         """Every job :meth:`list_jobs` would list with ``kwargs``, across pages."""
@@ -512,6 +517,11 @@ class Client(_Base):
         """Every dead execution, newest first, across pages."""
         for page in self.pages(self.list_dead_letters, **kwargs):
             yield from page.executions
+
+    def iter_calendars(self, **kwargs: Any) -> Iterator[calendar_pb2.Calendar]:
+        """Every calendar :meth:`list_calendars` would list, across pages (without their dates)."""
+        for page in self.pages(self.list_calendars, **kwargs):
+            yield from page.calendars
 
 
 # --- asyncio client -------------------------------------------------------------------
@@ -705,6 +715,11 @@ class AsyncClient(_Base):
     cancel_execution = _AsyncUnary(_calls.CANCEL_EXECUTION, _calls.cancel_execution)
     list_dead_letters = _AsyncUnary(_calls.LIST_DEAD_LETTERS, _calls.list_dead_letters)
     replay_dead_letter = _AsyncUnary(_calls.REPLAY_DEAD_LETTER, _calls.replay_dead_letter)
+    create_calendar = _AsyncUnary(_calls.CREATE_CALENDAR, _calls.create_calendar)
+    get_calendar = _AsyncUnary(_calls.GET_CALENDAR, _calls.get_calendar)
+    list_calendars = _AsyncUnary(_calls.LIST_CALENDARS, _calls.list_calendars)
+    update_calendar = _AsyncUnary(_calls.UPDATE_CALENDAR, _calls.update_calendar)
+    delete_calendar = _AsyncUnary(_calls.DELETE_CALENDAR, _calls.delete_calendar)
 
     async def iter_jobs(self, **kwargs: Any) -> AsyncIterator[job_pb2.Job]:
         """As :meth:`Client.iter_jobs`."""
@@ -723,4 +738,10 @@ class AsyncClient(_Base):
         async for page in self.pages(self.list_dead_letters, **kwargs):
             for execution in page.executions:
                 yield execution
+
+    async def iter_calendars(self, **kwargs: Any) -> AsyncIterator[calendar_pb2.Calendar]:
+        """As :meth:`Client.iter_calendars`."""
+        async for page in self.pages(self.list_calendars, **kwargs):
+            for item in page.calendars:
+                yield item
 

@@ -175,7 +175,8 @@ const withItemVersions: CallPolicy = {
 /**
  * Per RPC (by its local name), when it may be retried. Anything not listed
  * is never retried: UpdateJob, DeleteJob, PauseJob, ResumeJob,
- * CancelExecution, ReplayDeadLetter and the admin writes, because a reply
+ * CancelExecution, ReplayDeadLetter, UpdateCalendar, DeleteCalendar and the
+ * admin writes, because a reply
  * lost after the server committed would otherwise apply them twice.
  */
 const POLICIES: Record<string, Record<string, CallPolicy>> = {
@@ -198,6 +199,11 @@ const POLICIES: Record<string, Record<string, CallPolicy>> = {
     getExecution: always,
     listExecutions: always,
     listDeadLetters: always,
+    // Calendars as jobs: a create carries a request id, reads are safe;
+    // UpdateCalendar and DeleteCalendar are never repeated.
+    createCalendar: withRequestId,
+    getCalendar: always,
+    listCalendars: always,
   },
   [AdminService.typeName]: {
     clusterStatus: always,
@@ -221,6 +227,7 @@ const NEVER: CallPolicy = { idempotent: () => false };
 const NOT_RETRIED: Record<string, readonly string[]> = {
   [SchedulerService.typeName]: [
     "updateJob", "deleteJob", "pauseJob", "resumeJob", "cancelExecution", "replayDeadLetter",
+    "updateCalendar", "deleteCalendar",
   ],
   [AdminService.typeName]: [
     "createTenant", "updateTenant", "pauseTenant", "resumeTenant", "issueApiKey", "rotateApiKey", "revokeApiKey",

@@ -36,6 +36,7 @@ from ..schedule import (
 )
 from ..schedule import validate as validate_schedule
 from ..store.alerts import AlertStore
+from ..store.calendars import CalendarStore
 from ..store.deadletters import DeadLetterStore
 from ..store.history import HistoryStore
 from ..store.jobbatch import Decide, JobChange
@@ -43,6 +44,7 @@ from ..store.jobrecords import JobRecord, NewJob
 from ..store.jobs import JobStore
 from ..store.manual import ManualStore
 from . import convert, validate
+from .calendars import CalendarCalls
 from .status import rpc, status_for
 
 OUTPUT_ONLY_FIELDS = frozenset(
@@ -258,8 +260,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         target_policy: TargetPolicy = DEFAULT_POLICY,
         on_ready: Callable[[], None] | None = None,
         creates: CreateCoalescer | None = None,
+        calendars: CalendarStore | None = None,
     ) -> None:
         self._auth = auth
+        self._calendars = CalendarCalls(auth, calendars or CalendarStore(jobs.engine, jobs.clock))
         self._jobs = jobs
         # Concurrent CreateJob calls of a tenant share one transaction
         # (docs/architecture.md, "Job writes at scale").
@@ -676,6 +680,23 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         tenant = await self._auth.tenant(context)
         execution = await self._dead_letters.replay(tenant.name, _required(request.execution_id, "execution_id"))
         return scheduler_pb2.ReplayDeadLetterResponse(execution=convert.execution_to_proto(execution))
+
+    # --- calendars: served by api/calendars.py ---------------------------------------------
+
+    async def CreateCalendar(self, request, context):
+        return await self._calendars.CreateCalendar(request, context)
+
+    async def GetCalendar(self, request, context):
+        return await self._calendars.GetCalendar(request, context)
+
+    async def ListCalendars(self, request, context):
+        return await self._calendars.ListCalendars(request, context)
+
+    async def UpdateCalendar(self, request, context):
+        return await self._calendars.UpdateCalendar(request, context)
+
+    async def DeleteCalendar(self, request, context):
+        return await self._calendars.DeleteCalendar(request, context)
 
 
 def _offset(schedule: Schedule, at: datetime) -> int:

@@ -224,3 +224,28 @@ attempt_rollups = sa.Table(
     sa.Column("lateness_sketch", sa.Text, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
 )
+
+calendars = sa.Table(
+    "calendars",
+    metadata,
+    sa.Column("tenant", sa.Text, primary_key=True),
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("spec", sa.LargeBinary, nullable=False),
+    sa.Column("time_zone", sa.Text, nullable=False),
+    sa.Column("business_days", sa.Integer, nullable=False),
+    sa.Column("holiday_count", sa.Integer, nullable=False),
+    sa.Column("half_day_count", sa.Integer, nullable=False),
+    sa.Column("request_id", sa.Text, nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+)
+
+calendar_requests = sa.Table(
+    "calendar_requests",
+    metadata,
+    sa.Column("tenant", sa.Text, primary_key=True),
+    sa.Column("request_id", sa.Text, primary_key=True),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)

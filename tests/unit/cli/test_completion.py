@@ -34,7 +34,7 @@ def complete(script: str, *words: str) -> list[str]:
 @pytest.mark.parametrize(
     ("words", "expected"),
     [
-        (("tickwheel", ""), {"job", "admin", "dev", "server", "worker", "migrate", "cron", "completion", "dlq"}),
+        (("tickwheel", ""), {"job", "calendar", "admin", "dev", "server", "worker", "migrate", "cron", "completion", "dlq"}),
         (("tickwheel", "jo"), {"job"}),
         (("tickwheel", "job", "cr"), {"create"}),
         (("tickwheel", "job", "create", "--na"), {"--name"}),

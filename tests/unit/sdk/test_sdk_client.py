@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 
 import grpc
 import pytest
@@ -241,3 +241,44 @@ def test_with_options_shares_the_channel(fake: FakeTickwheel) -> None:
 def test_methods_document_their_contract() -> None:
     assert "idempotent" in (Client.create_job.__doc__ or "")
     assert "Never retried" in (Client.update_job.__doc__ or "")
+
+
+def test_calendar_calls_follow_the_retry_rule_of_jobs(fake: FakeTickwheel) -> None:
+    """Create carries a request id and is retried with it; reads are
+    retried; update and delete are never repeated."""
+    from tickwheel import builders
+    from tickwheel.v1 import calendar_pb2
+
+    unavailable = failure(grpc.StatusCode.UNAVAILABLE, "down")
+    stored = calendar_pb2.Calendar(name="uk", time_zone="Europe/London", version=1)
+    fake.script("CreateCalendar", unavailable)
+    fake.reply("CreateCalendar", calendar_pb2.CreateCalendarResponse(calendar=stored, created=True))
+    fake.script("GetCalendar", unavailable)
+    fake.reply("GetCalendar", calendar_pb2.GetCalendarResponse(calendar=stored))
+    fake.reply("UpdateCalendar", unavailable)
+    fake.reply("DeleteCalendar", unavailable)
+    fake.script(
+        "ListCalendars",
+        calendar_pb2.ListCalendarsResponse(calendars=[stored], next_page_token="p2"),
+        calendar_pb2.ListCalendarsResponse(calendars=[calendar_pb2.Calendar(name="us")]),
+    )
+    sleeps: list[float] = []
+    made = builders.calendar("uk", "Europe/London", business_days=["mon", "Friday", 3],
+                             holidays=[date(2026, 12, 25), "2026-12-28"])  # fmt: skip
+    with _client(fake, sleeps) as client:
+        assert client.create_calendar(made).created
+        assert client.get_calendar("uk").calendar == stored
+        assert [c.name for c in client.iter_calendars(page_size=1)] == ["uk", "us"]
+        with pytest.raises(TickwheelError):
+            client.update_calendar(stored, update_mask=["holidays"])
+        with pytest.raises(TickwheelError):
+            client.delete_calendar("uk", version=1)
+    first, second = fake.requests("CreateCalendar")
+    assert first.request_id and first.request_id == second.request_id
+    assert list(first.calendar.business_days) == [1, 5, 3] and list(first.calendar.holidays) == ["2026-12-25", "2026-12-28"]
+    assert len(fake.requests("GetCalendar")) == 2
+    assert len(fake.requests("UpdateCalendar")) == 1 and len(fake.requests("DeleteCalendar")) == 1
+    assert list(fake.requests("UpdateCalendar")[0].update_mask.paths) == ["holidays"]
+    assert fake.requests("DeleteCalendar")[0].version == 1
+    with pytest.raises(ValueError, match="not a weekday"):
+        builders.calendar("uk", "UTC", business_days=["someday"])

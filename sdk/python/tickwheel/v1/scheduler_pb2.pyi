@@ -3,6 +3,7 @@ import datetime
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.rpc import status_pb2 as _status_pb2
+from tickwheel.v1 import calendar_pb2 as _calendar_pb2
 from tickwheel.v1 import execution_pb2 as _execution_pb2
 from tickwheel.v1 import job_pb2 as _job_pb2
 from google.protobuf.internal import containers as _containers

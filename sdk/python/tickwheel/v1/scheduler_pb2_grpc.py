@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from tickwheel.v1 import calendar_pb2 as tickwheel_dot_v1_dot_calendar__pb2
 from tickwheel.v1 import scheduler_pb2 as tickwheel_dot_v1_dot_scheduler__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -143,6 +144,31 @@ class SchedulerServiceStub:
                 '/tickwheel.v1.SchedulerService/ReplayDeadLetter',
                 request_serializer=tickwheel_dot_v1_dot_scheduler__pb2.ReplayDeadLetterRequest.SerializeToString,
                 response_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.ReplayDeadLetterResponse.FromString,
+                _registered_method=True)
+        self.CreateCalendar = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/CreateCalendar',
+                request_serializer=tickwheel_dot_v1_dot_calendar__pb2.CreateCalendarRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_calendar__pb2.CreateCalendarResponse.FromString,
+                _registered_method=True)
+        self.GetCalendar = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/GetCalendar',
+                request_serializer=tickwheel_dot_v1_dot_calendar__pb2.GetCalendarRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_calendar__pb2.GetCalendarResponse.FromString,
+                _registered_method=True)
+        self.ListCalendars = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/ListCalendars',
+                request_serializer=tickwheel_dot_v1_dot_calendar__pb2.ListCalendarsRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_calendar__pb2.ListCalendarsResponse.FromString,
+                _registered_method=True)
+        self.UpdateCalendar = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/UpdateCalendar',
+                request_serializer=tickwheel_dot_v1_dot_calendar__pb2.UpdateCalendarRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_calendar__pb2.UpdateCalendarResponse.FromString,
+                _registered_method=True)
+        self.DeleteCalendar = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/DeleteCalendar',
+                request_serializer=tickwheel_dot_v1_dot_calendar__pb2.DeleteCalendarRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_calendar__pb2.DeleteCalendarResponse.FromString,
                 _registered_method=True)
 
 
@@ -395,6 +421,58 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateCalendar(self, request, context):
+        """Creates a business-day calendar (see `Calendar` for every bound).
+        Idempotent by `request_id` for 24 hours: a repeat returns the calendar
+        the first call created (`created` false) and writes nothing, whatever its
+        own definition; NOT_FOUND when that calendar was deleted since.
+        ALREADY_EXISTS when the tenant has a calendar of that name (created by
+        another request). RESOURCE_EXHAUSTED (QuotaFailure, quota
+        `max_calendars`) when the tenant has 1 000 calendars, the most it may
+        have. Durable before the reply.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCalendar(self, request, context):
+        """Returns one calendar with every holiday and half-day. NOT_FOUND for a
+        name that is not one of the tenant's calendars, another tenant's
+        included.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListCalendars(self, request, context):
+        """Lists the tenant's calendars, ordered by name, paged, without their
+        dates (their counts instead).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateCalendar(self, request, context):
+        """Changes a calendar. `calendar.version` is required and must equal the
+        stored version: FAILED_PRECONDITION otherwise. The fields in
+        `update_mask` are replaced (a list is replaced whole, not merged) and the
+        result is validated as CreateCalendar validates; it is stored at version
+        + 1, or returned unchanged when it changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteCalendar(self, request, context):
+        """Deletes a calendar. FAILED_PRECONDITION when a non-zero `version` is not
+        the stored version. Once jobs can name a calendar (a later change),
+        deleting one that a job names will be refused with FAILED_PRECONDITION;
+        today no job can name one.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -497,6 +575,31 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.ReplayDeadLetter,
                     request_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.ReplayDeadLetterRequest.FromString,
                     response_serializer=tickwheel_dot_v1_dot_scheduler__pb2.ReplayDeadLetterResponse.SerializeToString,
+            ),
+            'CreateCalendar': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateCalendar,
+                    request_deserializer=tickwheel_dot_v1_dot_calendar__pb2.CreateCalendarRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_calendar__pb2.CreateCalendarResponse.SerializeToString,
+            ),
+            'GetCalendar': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCalendar,
+                    request_deserializer=tickwheel_dot_v1_dot_calendar__pb2.GetCalendarRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_calendar__pb2.GetCalendarResponse.SerializeToString,
+            ),
+            'ListCalendars': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCalendars,
+                    request_deserializer=tickwheel_dot_v1_dot_calendar__pb2.ListCalendarsRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_calendar__pb2.ListCalendarsResponse.SerializeToString,
+            ),
+            'UpdateCalendar': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateCalendar,
+                    request_deserializer=tickwheel_dot_v1_dot_calendar__pb2.UpdateCalendarRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_calendar__pb2.UpdateCalendarResponse.SerializeToString,
+            ),
+            'DeleteCalendar': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteCalendar,
+                    request_deserializer=tickwheel_dot_v1_dot_calendar__pb2.DeleteCalendarRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_calendar__pb2.DeleteCalendarResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1049,6 +1152,141 @@ class SchedulerService:
             '/tickwheel.v1.SchedulerService/ReplayDeadLetter',
             tickwheel_dot_v1_dot_scheduler__pb2.ReplayDeadLetterRequest.SerializeToString,
             tickwheel_dot_v1_dot_scheduler__pb2.ReplayDeadLetterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateCalendar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/CreateCalendar',
+            tickwheel_dot_v1_dot_calendar__pb2.CreateCalendarRequest.SerializeToString,
+            tickwheel_dot_v1_dot_calendar__pb2.CreateCalendarResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCalendar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/GetCalendar',
+            tickwheel_dot_v1_dot_calendar__pb2.GetCalendarRequest.SerializeToString,
+            tickwheel_dot_v1_dot_calendar__pb2.GetCalendarResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCalendars(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/ListCalendars',
+            tickwheel_dot_v1_dot_calendar__pb2.ListCalendarsRequest.SerializeToString,
+            tickwheel_dot_v1_dot_calendar__pb2.ListCalendarsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateCalendar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/UpdateCalendar',
+            tickwheel_dot_v1_dot_calendar__pb2.UpdateCalendarRequest.SerializeToString,
+            tickwheel_dot_v1_dot_calendar__pb2.UpdateCalendarResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteCalendar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/DeleteCalendar',
+            tickwheel_dot_v1_dot_calendar__pb2.DeleteCalendarRequest.SerializeToString,
+            tickwheel_dot_v1_dot_calendar__pb2.DeleteCalendarResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -2887,7 +2887,7 @@ var File_tickwheel_v1_scheduler_proto protoreflect.FileDescriptor
 
 const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"\n" +
-	"\x1ctickwheel/v1/scheduler.proto\x12\ftickwheel.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x1ctickwheel/v1/execution.proto\x1a\x16tickwheel/v1/job.proto\"V\n" +
+	"\x1ctickwheel/v1/scheduler.proto\x12\ftickwheel.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x1btickwheel/v1/calendar.proto\x1a\x1ctickwheel/v1/execution.proto\x1a\x16tickwheel/v1/job.proto\"V\n" +
 	"\x10CreateJobRequest\x12#\n" +
 	"\x03job\x18\x01 \x01(\v2\x11.tickwheel.v1.JobR\x03job\x12\x1d\n" +
 	"\n" +
@@ -3055,7 +3055,7 @@ const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"\x17ReplayDeadLetterRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"Q\n" +
 	"\x18ReplayDeadLetterResponse\x125\n" +
-	"\texecution\x18\x01 \x01(\v2\x17.tickwheel.v1.ExecutionR\texecution2\xde\r\n" +
+	"\texecution\x18\x01 \x01(\v2\x17.tickwheel.v1.ExecutionR\texecution2\xa3\x11\n" +
 	"\x10SchedulerService\x12L\n" +
 	"\tCreateJob\x12\x1e.tickwheel.v1.CreateJobRequest\x1a\x1f.tickwheel.v1.CreateJobResponse\x12^\n" +
 	"\x0fBatchCreateJobs\x12$.tickwheel.v1.BatchCreateJobsRequest\x1a%.tickwheel.v1.BatchCreateJobsResponse\x12C\n" +
@@ -3077,7 +3077,12 @@ const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"\x0eListExecutions\x12#.tickwheel.v1.ListExecutionsRequest\x1a$.tickwheel.v1.ListExecutionsResponse\x12^\n" +
 	"\x0fCancelExecution\x12$.tickwheel.v1.CancelExecutionRequest\x1a%.tickwheel.v1.CancelExecutionResponse\x12^\n" +
 	"\x0fListDeadLetters\x12$.tickwheel.v1.ListDeadLettersRequest\x1a%.tickwheel.v1.ListDeadLettersResponse\x12a\n" +
-	"\x10ReplayDeadLetter\x12%.tickwheel.v1.ReplayDeadLetterRequest\x1a&.tickwheel.v1.ReplayDeadLetterResponseBh\n" +
+	"\x10ReplayDeadLetter\x12%.tickwheel.v1.ReplayDeadLetterRequest\x1a&.tickwheel.v1.ReplayDeadLetterResponse\x12[\n" +
+	"\x0eCreateCalendar\x12#.tickwheel.v1.CreateCalendarRequest\x1a$.tickwheel.v1.CreateCalendarResponse\x12R\n" +
+	"\vGetCalendar\x12 .tickwheel.v1.GetCalendarRequest\x1a!.tickwheel.v1.GetCalendarResponse\x12X\n" +
+	"\rListCalendars\x12\".tickwheel.v1.ListCalendarsRequest\x1a#.tickwheel.v1.ListCalendarsResponse\x12[\n" +
+	"\x0eUpdateCalendar\x12#.tickwheel.v1.UpdateCalendarRequest\x1a$.tickwheel.v1.UpdateCalendarResponse\x12[\n" +
+	"\x0eDeleteCalendar\x12#.tickwheel.v1.DeleteCalendarRequest\x1a$.tickwheel.v1.DeleteCalendarResponseBh\n" +
 	"\x10dev.tickwheel.v1B\x0eSchedulerProtoP\x01ZBgithub.com/tickwheel/tickwheel/sdk/go/gen/tickwheel/v1;tickwheelv1b\x06proto3"
 
 var (
@@ -3149,6 +3154,16 @@ var file_tickwheel_v1_scheduler_proto_goTypes = []any{
 	(*Execution)(nil),                // 52: tickwheel.v1.Execution
 	(*timestamppb.Timestamp)(nil),    // 53: google.protobuf.Timestamp
 	(ExecutionStatus)(0),             // 54: tickwheel.v1.ExecutionStatus
+	(*CreateCalendarRequest)(nil),    // 55: tickwheel.v1.CreateCalendarRequest
+	(*GetCalendarRequest)(nil),       // 56: tickwheel.v1.GetCalendarRequest
+	(*ListCalendarsRequest)(nil),     // 57: tickwheel.v1.ListCalendarsRequest
+	(*UpdateCalendarRequest)(nil),    // 58: tickwheel.v1.UpdateCalendarRequest
+	(*DeleteCalendarRequest)(nil),    // 59: tickwheel.v1.DeleteCalendarRequest
+	(*CreateCalendarResponse)(nil),   // 60: tickwheel.v1.CreateCalendarResponse
+	(*GetCalendarResponse)(nil),      // 61: tickwheel.v1.GetCalendarResponse
+	(*ListCalendarsResponse)(nil),    // 62: tickwheel.v1.ListCalendarsResponse
+	(*UpdateCalendarResponse)(nil),   // 63: tickwheel.v1.UpdateCalendarResponse
+	(*DeleteCalendarResponse)(nil),   // 64: tickwheel.v1.DeleteCalendarResponse
 }
 var file_tickwheel_v1_scheduler_proto_depIdxs = []int32{
 	46, // 0: tickwheel.v1.CreateJobRequest.job:type_name -> tickwheel.v1.Job
@@ -3220,28 +3235,38 @@ var file_tickwheel_v1_scheduler_proto_depIdxs = []int32{
 	40, // 66: tickwheel.v1.SchedulerService.CancelExecution:input_type -> tickwheel.v1.CancelExecutionRequest
 	42, // 67: tickwheel.v1.SchedulerService.ListDeadLetters:input_type -> tickwheel.v1.ListDeadLettersRequest
 	44, // 68: tickwheel.v1.SchedulerService.ReplayDeadLetter:input_type -> tickwheel.v1.ReplayDeadLetterRequest
-	1,  // 69: tickwheel.v1.SchedulerService.CreateJob:output_type -> tickwheel.v1.CreateJobResponse
-	3,  // 70: tickwheel.v1.SchedulerService.BatchCreateJobs:output_type -> tickwheel.v1.BatchCreateJobsResponse
-	6,  // 71: tickwheel.v1.SchedulerService.GetJob:output_type -> tickwheel.v1.GetJobResponse
-	8,  // 72: tickwheel.v1.SchedulerService.ListJobs:output_type -> tickwheel.v1.ListJobsResponse
-	10, // 73: tickwheel.v1.SchedulerService.UpdateJob:output_type -> tickwheel.v1.UpdateJobResponse
-	12, // 74: tickwheel.v1.SchedulerService.BatchUpdateJobs:output_type -> tickwheel.v1.BatchUpdateJobsResponse
-	15, // 75: tickwheel.v1.SchedulerService.DeleteJob:output_type -> tickwheel.v1.DeleteJobResponse
-	17, // 76: tickwheel.v1.SchedulerService.BatchDeleteJobs:output_type -> tickwheel.v1.BatchDeleteJobsResponse
-	20, // 77: tickwheel.v1.SchedulerService.PauseJob:output_type -> tickwheel.v1.PauseJobResponse
-	22, // 78: tickwheel.v1.SchedulerService.BatchPauseJobs:output_type -> tickwheel.v1.BatchPauseJobsResponse
-	25, // 79: tickwheel.v1.SchedulerService.ResumeJob:output_type -> tickwheel.v1.ResumeJobResponse
-	27, // 80: tickwheel.v1.SchedulerService.BatchResumeJobs:output_type -> tickwheel.v1.BatchResumeJobsResponse
-	30, // 81: tickwheel.v1.SchedulerService.TriggerJob:output_type -> tickwheel.v1.TriggerJobResponse
-	32, // 82: tickwheel.v1.SchedulerService.BackfillJob:output_type -> tickwheel.v1.BackfillJobResponse
-	35, // 83: tickwheel.v1.SchedulerService.PreviewSchedule:output_type -> tickwheel.v1.PreviewScheduleResponse
-	37, // 84: tickwheel.v1.SchedulerService.GetExecution:output_type -> tickwheel.v1.GetExecutionResponse
-	39, // 85: tickwheel.v1.SchedulerService.ListExecutions:output_type -> tickwheel.v1.ListExecutionsResponse
-	41, // 86: tickwheel.v1.SchedulerService.CancelExecution:output_type -> tickwheel.v1.CancelExecutionResponse
-	43, // 87: tickwheel.v1.SchedulerService.ListDeadLetters:output_type -> tickwheel.v1.ListDeadLettersResponse
-	45, // 88: tickwheel.v1.SchedulerService.ReplayDeadLetter:output_type -> tickwheel.v1.ReplayDeadLetterResponse
-	69, // [69:89] is the sub-list for method output_type
-	49, // [49:69] is the sub-list for method input_type
+	55, // 69: tickwheel.v1.SchedulerService.CreateCalendar:input_type -> tickwheel.v1.CreateCalendarRequest
+	56, // 70: tickwheel.v1.SchedulerService.GetCalendar:input_type -> tickwheel.v1.GetCalendarRequest
+	57, // 71: tickwheel.v1.SchedulerService.ListCalendars:input_type -> tickwheel.v1.ListCalendarsRequest
+	58, // 72: tickwheel.v1.SchedulerService.UpdateCalendar:input_type -> tickwheel.v1.UpdateCalendarRequest
+	59, // 73: tickwheel.v1.SchedulerService.DeleteCalendar:input_type -> tickwheel.v1.DeleteCalendarRequest
+	1,  // 74: tickwheel.v1.SchedulerService.CreateJob:output_type -> tickwheel.v1.CreateJobResponse
+	3,  // 75: tickwheel.v1.SchedulerService.BatchCreateJobs:output_type -> tickwheel.v1.BatchCreateJobsResponse
+	6,  // 76: tickwheel.v1.SchedulerService.GetJob:output_type -> tickwheel.v1.GetJobResponse
+	8,  // 77: tickwheel.v1.SchedulerService.ListJobs:output_type -> tickwheel.v1.ListJobsResponse
+	10, // 78: tickwheel.v1.SchedulerService.UpdateJob:output_type -> tickwheel.v1.UpdateJobResponse
+	12, // 79: tickwheel.v1.SchedulerService.BatchUpdateJobs:output_type -> tickwheel.v1.BatchUpdateJobsResponse
+	15, // 80: tickwheel.v1.SchedulerService.DeleteJob:output_type -> tickwheel.v1.DeleteJobResponse
+	17, // 81: tickwheel.v1.SchedulerService.BatchDeleteJobs:output_type -> tickwheel.v1.BatchDeleteJobsResponse
+	20, // 82: tickwheel.v1.SchedulerService.PauseJob:output_type -> tickwheel.v1.PauseJobResponse
+	22, // 83: tickwheel.v1.SchedulerService.BatchPauseJobs:output_type -> tickwheel.v1.BatchPauseJobsResponse
+	25, // 84: tickwheel.v1.SchedulerService.ResumeJob:output_type -> tickwheel.v1.ResumeJobResponse
+	27, // 85: tickwheel.v1.SchedulerService.BatchResumeJobs:output_type -> tickwheel.v1.BatchResumeJobsResponse
+	30, // 86: tickwheel.v1.SchedulerService.TriggerJob:output_type -> tickwheel.v1.TriggerJobResponse
+	32, // 87: tickwheel.v1.SchedulerService.BackfillJob:output_type -> tickwheel.v1.BackfillJobResponse
+	35, // 88: tickwheel.v1.SchedulerService.PreviewSchedule:output_type -> tickwheel.v1.PreviewScheduleResponse
+	37, // 89: tickwheel.v1.SchedulerService.GetExecution:output_type -> tickwheel.v1.GetExecutionResponse
+	39, // 90: tickwheel.v1.SchedulerService.ListExecutions:output_type -> tickwheel.v1.ListExecutionsResponse
+	41, // 91: tickwheel.v1.SchedulerService.CancelExecution:output_type -> tickwheel.v1.CancelExecutionResponse
+	43, // 92: tickwheel.v1.SchedulerService.ListDeadLetters:output_type -> tickwheel.v1.ListDeadLettersResponse
+	45, // 93: tickwheel.v1.SchedulerService.ReplayDeadLetter:output_type -> tickwheel.v1.ReplayDeadLetterResponse
+	60, // 94: tickwheel.v1.SchedulerService.CreateCalendar:output_type -> tickwheel.v1.CreateCalendarResponse
+	61, // 95: tickwheel.v1.SchedulerService.GetCalendar:output_type -> tickwheel.v1.GetCalendarResponse
+	62, // 96: tickwheel.v1.SchedulerService.ListCalendars:output_type -> tickwheel.v1.ListCalendarsResponse
+	63, // 97: tickwheel.v1.SchedulerService.UpdateCalendar:output_type -> tickwheel.v1.UpdateCalendarResponse
+	64, // 98: tickwheel.v1.SchedulerService.DeleteCalendar:output_type -> tickwheel.v1.DeleteCalendarResponse
+	74, // [74:99] is the sub-list for method output_type
+	49, // [49:74] is the sub-list for method input_type
 	49, // [49:49] is the sub-list for extension type_name
 	49, // [49:49] is the sub-list for extension extendee
 	0,  // [0:49] is the sub-list for field type_name
@@ -3252,6 +3277,7 @@ func file_tickwheel_v1_scheduler_proto_init() {
 	if File_tickwheel_v1_scheduler_proto != nil {
 		return
 	}
+	file_tickwheel_v1_calendar_proto_init()
 	file_tickwheel_v1_execution_proto_init()
 	file_tickwheel_v1_job_proto_init()
 	file_tickwheel_v1_scheduler_proto_msgTypes[4].OneofWrappers = []any{

@@ -39,6 +39,11 @@ const (
 	SchedulerService_CancelExecution_FullMethodName  = "/tickwheel.v1.SchedulerService/CancelExecution"
 	SchedulerService_ListDeadLetters_FullMethodName  = "/tickwheel.v1.SchedulerService/ListDeadLetters"
 	SchedulerService_ReplayDeadLetter_FullMethodName = "/tickwheel.v1.SchedulerService/ReplayDeadLetter"
+	SchedulerService_CreateCalendar_FullMethodName   = "/tickwheel.v1.SchedulerService/CreateCalendar"
+	SchedulerService_GetCalendar_FullMethodName      = "/tickwheel.v1.SchedulerService/GetCalendar"
+	SchedulerService_ListCalendars_FullMethodName    = "/tickwheel.v1.SchedulerService/ListCalendars"
+	SchedulerService_UpdateCalendar_FullMethodName   = "/tickwheel.v1.SchedulerService/UpdateCalendar"
+	SchedulerService_DeleteCalendar_FullMethodName   = "/tickwheel.v1.SchedulerService/DeleteCalendar"
 )
 
 // SchedulerServiceClient is the client API for SchedulerService service.
@@ -193,6 +198,33 @@ type SchedulerServiceClient interface {
 	ListDeadLetters(ctx context.Context, in *ListDeadLettersRequest, opts ...grpc.CallOption) (*ListDeadLettersResponse, error)
 	// Starts a fresh attempt series for a dead execution, with the same id.
 	ReplayDeadLetter(ctx context.Context, in *ReplayDeadLetterRequest, opts ...grpc.CallOption) (*ReplayDeadLetterResponse, error)
+	// Creates a business-day calendar (see `Calendar` for every bound).
+	// Idempotent by `request_id` for 24 hours: a repeat returns the calendar
+	// the first call created (`created` false) and writes nothing, whatever its
+	// own definition; NOT_FOUND when that calendar was deleted since.
+	// ALREADY_EXISTS when the tenant has a calendar of that name (created by
+	// another request). RESOURCE_EXHAUSTED (QuotaFailure, quota
+	// `max_calendars`) when the tenant has 1 000 calendars, the most it may
+	// have. Durable before the reply.
+	CreateCalendar(ctx context.Context, in *CreateCalendarRequest, opts ...grpc.CallOption) (*CreateCalendarResponse, error)
+	// Returns one calendar with every holiday and half-day. NOT_FOUND for a
+	// name that is not one of the tenant's calendars, another tenant's
+	// included.
+	GetCalendar(ctx context.Context, in *GetCalendarRequest, opts ...grpc.CallOption) (*GetCalendarResponse, error)
+	// Lists the tenant's calendars, ordered by name, paged, without their
+	// dates (their counts instead).
+	ListCalendars(ctx context.Context, in *ListCalendarsRequest, opts ...grpc.CallOption) (*ListCalendarsResponse, error)
+	// Changes a calendar. `calendar.version` is required and must equal the
+	// stored version: FAILED_PRECONDITION otherwise. The fields in
+	// `update_mask` are replaced (a list is replaced whole, not merged) and the
+	// result is validated as CreateCalendar validates; it is stored at version
+	// + 1, or returned unchanged when it changes nothing.
+	UpdateCalendar(ctx context.Context, in *UpdateCalendarRequest, opts ...grpc.CallOption) (*UpdateCalendarResponse, error)
+	// Deletes a calendar. FAILED_PRECONDITION when a non-zero `version` is not
+	// the stored version. Once jobs can name a calendar (a later change),
+	// deleting one that a job names will be refused with FAILED_PRECONDITION;
+	// today no job can name one.
+	DeleteCalendar(ctx context.Context, in *DeleteCalendarRequest, opts ...grpc.CallOption) (*DeleteCalendarResponse, error)
 }
 
 type schedulerServiceClient struct {
@@ -403,6 +435,56 @@ func (c *schedulerServiceClient) ReplayDeadLetter(ctx context.Context, in *Repla
 	return out, nil
 }
 
+func (c *schedulerServiceClient) CreateCalendar(ctx context.Context, in *CreateCalendarRequest, opts ...grpc.CallOption) (*CreateCalendarResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateCalendarResponse)
+	err := c.cc.Invoke(ctx, SchedulerService_CreateCalendar_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulerServiceClient) GetCalendar(ctx context.Context, in *GetCalendarRequest, opts ...grpc.CallOption) (*GetCalendarResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetCalendarResponse)
+	err := c.cc.Invoke(ctx, SchedulerService_GetCalendar_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulerServiceClient) ListCalendars(ctx context.Context, in *ListCalendarsRequest, opts ...grpc.CallOption) (*ListCalendarsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListCalendarsResponse)
+	err := c.cc.Invoke(ctx, SchedulerService_ListCalendars_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulerServiceClient) UpdateCalendar(ctx context.Context, in *UpdateCalendarRequest, opts ...grpc.CallOption) (*UpdateCalendarResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateCalendarResponse)
+	err := c.cc.Invoke(ctx, SchedulerService_UpdateCalendar_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulerServiceClient) DeleteCalendar(ctx context.Context, in *DeleteCalendarRequest, opts ...grpc.CallOption) (*DeleteCalendarResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteCalendarResponse)
+	err := c.cc.Invoke(ctx, SchedulerService_DeleteCalendar_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SchedulerServiceServer is the server API for SchedulerService service.
 // All implementations must embed UnimplementedSchedulerServiceServer
 // for forward compatibility.
@@ -555,6 +637,33 @@ type SchedulerServiceServer interface {
 	ListDeadLetters(context.Context, *ListDeadLettersRequest) (*ListDeadLettersResponse, error)
 	// Starts a fresh attempt series for a dead execution, with the same id.
 	ReplayDeadLetter(context.Context, *ReplayDeadLetterRequest) (*ReplayDeadLetterResponse, error)
+	// Creates a business-day calendar (see `Calendar` for every bound).
+	// Idempotent by `request_id` for 24 hours: a repeat returns the calendar
+	// the first call created (`created` false) and writes nothing, whatever its
+	// own definition; NOT_FOUND when that calendar was deleted since.
+	// ALREADY_EXISTS when the tenant has a calendar of that name (created by
+	// another request). RESOURCE_EXHAUSTED (QuotaFailure, quota
+	// `max_calendars`) when the tenant has 1 000 calendars, the most it may
+	// have. Durable before the reply.
+	CreateCalendar(context.Context, *CreateCalendarRequest) (*CreateCalendarResponse, error)
+	// Returns one calendar with every holiday and half-day. NOT_FOUND for a
+	// name that is not one of the tenant's calendars, another tenant's
+	// included.
+	GetCalendar(context.Context, *GetCalendarRequest) (*GetCalendarResponse, error)
+	// Lists the tenant's calendars, ordered by name, paged, without their
+	// dates (their counts instead).
+	ListCalendars(context.Context, *ListCalendarsRequest) (*ListCalendarsResponse, error)
+	// Changes a calendar. `calendar.version` is required and must equal the
+	// stored version: FAILED_PRECONDITION otherwise. The fields in
+	// `update_mask` are replaced (a list is replaced whole, not merged) and the
+	// result is validated as CreateCalendar validates; it is stored at version
+	// + 1, or returned unchanged when it changes nothing.
+	UpdateCalendar(context.Context, *UpdateCalendarRequest) (*UpdateCalendarResponse, error)
+	// Deletes a calendar. FAILED_PRECONDITION when a non-zero `version` is not
+	// the stored version. Once jobs can name a calendar (a later change),
+	// deleting one that a job names will be refused with FAILED_PRECONDITION;
+	// today no job can name one.
+	DeleteCalendar(context.Context, *DeleteCalendarRequest) (*DeleteCalendarResponse, error)
 	mustEmbedUnimplementedSchedulerServiceServer()
 }
 
@@ -624,6 +733,21 @@ func (UnimplementedSchedulerServiceServer) ListDeadLetters(context.Context, *Lis
 }
 func (UnimplementedSchedulerServiceServer) ReplayDeadLetter(context.Context, *ReplayDeadLetterRequest) (*ReplayDeadLetterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReplayDeadLetter not implemented")
+}
+func (UnimplementedSchedulerServiceServer) CreateCalendar(context.Context, *CreateCalendarRequest) (*CreateCalendarResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateCalendar not implemented")
+}
+func (UnimplementedSchedulerServiceServer) GetCalendar(context.Context, *GetCalendarRequest) (*GetCalendarResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCalendar not implemented")
+}
+func (UnimplementedSchedulerServiceServer) ListCalendars(context.Context, *ListCalendarsRequest) (*ListCalendarsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCalendars not implemented")
+}
+func (UnimplementedSchedulerServiceServer) UpdateCalendar(context.Context, *UpdateCalendarRequest) (*UpdateCalendarResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateCalendar not implemented")
+}
+func (UnimplementedSchedulerServiceServer) DeleteCalendar(context.Context, *DeleteCalendarRequest) (*DeleteCalendarResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteCalendar not implemented")
 }
 func (UnimplementedSchedulerServiceServer) mustEmbedUnimplementedSchedulerServiceServer() {}
 func (UnimplementedSchedulerServiceServer) testEmbeddedByValue()                          {}
@@ -1006,6 +1130,96 @@ func _SchedulerService_ReplayDeadLetter_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SchedulerService_CreateCalendar_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateCalendarRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulerServiceServer).CreateCalendar(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SchedulerService_CreateCalendar_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulerServiceServer).CreateCalendar(ctx, req.(*CreateCalendarRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SchedulerService_GetCalendar_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCalendarRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulerServiceServer).GetCalendar(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SchedulerService_GetCalendar_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulerServiceServer).GetCalendar(ctx, req.(*GetCalendarRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SchedulerService_ListCalendars_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCalendarsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulerServiceServer).ListCalendars(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SchedulerService_ListCalendars_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulerServiceServer).ListCalendars(ctx, req.(*ListCalendarsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SchedulerService_UpdateCalendar_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateCalendarRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulerServiceServer).UpdateCalendar(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SchedulerService_UpdateCalendar_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulerServiceServer).UpdateCalendar(ctx, req.(*UpdateCalendarRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SchedulerService_DeleteCalendar_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteCalendarRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulerServiceServer).DeleteCalendar(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SchedulerService_DeleteCalendar_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulerServiceServer).DeleteCalendar(ctx, req.(*DeleteCalendarRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SchedulerService_ServiceDesc is the grpc.ServiceDesc for SchedulerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1092,6 +1306,26 @@ var SchedulerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReplayDeadLetter",
 			Handler:    _SchedulerService_ReplayDeadLetter_Handler,
+		},
+		{
+			MethodName: "CreateCalendar",
+			Handler:    _SchedulerService_CreateCalendar_Handler,
+		},
+		{
+			MethodName: "GetCalendar",
+			Handler:    _SchedulerService_GetCalendar_Handler,
+		},
+		{
+			MethodName: "ListCalendars",
+			Handler:    _SchedulerService_ListCalendars_Handler,
+		},
+		{
+			MethodName: "UpdateCalendar",
+			Handler:    _SchedulerService_UpdateCalendar_Handler,
+		},
+		{
+			MethodName: "DeleteCalendar",
+			Handler:    _SchedulerService_DeleteCalendar_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -14,14 +14,22 @@ import dev.tickwheel.v1.BatchUpdateJobsRequest;
 import dev.tickwheel.v1.BatchUpdateJobsResponse;
 import dev.tickwheel.v1.CancelExecutionRequest;
 import dev.tickwheel.v1.CancelExecutionResponse;
+import dev.tickwheel.v1.CreateCalendarRequest;
+import dev.tickwheel.v1.CreateCalendarResponse;
 import dev.tickwheel.v1.CreateJobRequest;
 import dev.tickwheel.v1.CreateJobResponse;
+import dev.tickwheel.v1.DeleteCalendarRequest;
+import dev.tickwheel.v1.DeleteCalendarResponse;
 import dev.tickwheel.v1.DeleteJobRequest;
 import dev.tickwheel.v1.DeleteJobResponse;
+import dev.tickwheel.v1.GetCalendarRequest;
+import dev.tickwheel.v1.GetCalendarResponse;
 import dev.tickwheel.v1.GetExecutionRequest;
 import dev.tickwheel.v1.GetExecutionResponse;
 import dev.tickwheel.v1.GetJobRequest;
 import dev.tickwheel.v1.GetJobResponse;
+import dev.tickwheel.v1.ListCalendarsRequest;
+import dev.tickwheel.v1.ListCalendarsResponse;
 import dev.tickwheel.v1.ListDeadLettersRequest;
 import dev.tickwheel.v1.ListDeadLettersResponse;
 import dev.tickwheel.v1.ListExecutionsRequest;
@@ -39,6 +47,8 @@ import dev.tickwheel.v1.ResumeJobResponse;
 import dev.tickwheel.v1.SchedulerServiceGrpc.SchedulerServiceBlockingStub;
 import dev.tickwheel.v1.TriggerJobRequest;
 import dev.tickwheel.v1.TriggerJobResponse;
+import dev.tickwheel.v1.UpdateCalendarRequest;
+import dev.tickwheel.v1.UpdateCalendarResponse;
 import dev.tickwheel.v1.UpdateJobRequest;
 import dev.tickwheel.v1.UpdateJobResponse;
 import java.util.List;
@@ -132,6 +142,20 @@ final class SchedulerRpcs {
       rpc("ListDeadLetters", SchedulerServiceBlockingStub::listDeadLetters, always());
   static final Rpc<ReplayDeadLetterRequest, ReplayDeadLetterResponse> REPLAY_DEAD_LETTER =
       rpc("ReplayDeadLetter", SchedulerServiceBlockingStub::replayDeadLetter, never());
+  /** Calendars as jobs: a create carries a request id; an update or delete is never repeated. */
+  static final Rpc<CreateCalendarRequest, CreateCalendarResponse> CREATE_CALENDAR =
+      rpc(
+          "CreateCalendar",
+          SchedulerServiceBlockingStub::createCalendar,
+          r -> !r.getRequestId().isEmpty());
+  static final Rpc<GetCalendarRequest, GetCalendarResponse> GET_CALENDAR =
+      rpc("GetCalendar", SchedulerServiceBlockingStub::getCalendar, always());
+  static final Rpc<ListCalendarsRequest, ListCalendarsResponse> LIST_CALENDARS =
+      rpc("ListCalendars", SchedulerServiceBlockingStub::listCalendars, always());
+  static final Rpc<UpdateCalendarRequest, UpdateCalendarResponse> UPDATE_CALENDAR =
+      rpc("UpdateCalendar", SchedulerServiceBlockingStub::updateCalendar, never());
+  static final Rpc<DeleteCalendarRequest, DeleteCalendarResponse> DELETE_CALENDAR =
+      rpc("DeleteCalendar", SchedulerServiceBlockingStub::deleteCalendar, never());
 
   static final List<Rpc<?, ?>> ALL =
       List.of(
@@ -154,5 +178,10 @@ final class SchedulerRpcs {
           LIST_EXECUTIONS,
           CANCEL_EXECUTION,
           LIST_DEAD_LETTERS,
-          REPLAY_DEAD_LETTER);
+          REPLAY_DEAD_LETTER,
+          CREATE_CALENDAR,
+          GET_CALENDAR,
+          LIST_CALENDARS,
+          UPDATE_CALENDAR,
+          DELETE_CALENDAR);
 }

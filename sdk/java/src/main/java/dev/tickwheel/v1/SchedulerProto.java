@@ -268,189 +268,201 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
       "\n\034tickwheel/v1/scheduler.proto\022\014tickwhee" +
       "l.v1\032 google/protobuf/field_mask.proto\032\037" +
       "google/protobuf/timestamp.proto\032\027google/" +
-      "rpc/status.proto\032\034tickwheel/v1/execution" +
-      ".proto\032\026tickwheel/v1/job.proto\"V\n\020Create" +
-      "JobRequest\022#\n\003job\030\001 \001(\0132\021.tickwheel.v1.J" +
-      "obR\003job\022\035\n\nrequest_id\030\002 \001(\tR\trequestId\"R" +
-      "\n\021CreateJobResponse\022#\n\003job\030\001 \001(\0132\021.tickw" +
-      "heel.v1.JobR\003job\022\030\n\007created\030\002 \001(\010R\007creat" +
-      "ed\"N\n\026BatchCreateJobsRequest\0224\n\005items\030\001 " +
-      "\003(\0132\036.tickwheel.v1.CreateJobRequestR\005ite" +
-      "ms\"\307\001\n\027BatchCreateJobsResponse\022=\n\007result" +
-      "s\030\001 \003(\0132#.tickwheel.v1.BatchCreateJobsRe" +
-      "sultR\007results\022#\n\rcreated_count\030\002 \001(\005R\014cr" +
-      "eatedCount\022%\n\016existing_count\030\003 \001(\005R\rexis" +
-      "tingCount\022!\n\014failed_count\030\004 \001(\005R\013failedC" +
-      "ount\"\202\001\n\025BatchCreateJobsResult\0223\n\003job\030\001 " +
-      "\001(\0132\037.tickwheel.v1.CreateJobResponseH\000R\003" +
-      "job\022*\n\005error\030\002 \001(\0132\022.google.rpc.StatusH\000" +
-      "R\005errorB\010\n\006result\"<\n\rGetJobRequest\022\016\n\002id" +
-      "\030\001 \001(\tR\002id\022\033\n\tnext_runs\030\002 \001(\005R\010nextRuns\"" +
-      "o\n\016GetJobResponse\022#\n\003job\030\001 \001(\0132\021.tickwhe" +
-      "el.v1.JobR\003job\0228\n\tnext_runs\030\002 \003(\0132\033.tick" +
-      "wheel.v1.ScheduledFireR\010nextRuns\"\234\001\n\017Lis" +
-      "tJobsRequest\022\033\n\tpage_size\030\001 \001(\005R\010pageSiz" +
-      "e\022\035\n\npage_token\030\002 \001(\tR\tpageToken\022,\n\005stat" +
-      "e\030\003 \001(\0162\026.tickwheel.v1.JobStateR\005state\022\037" +
-      "\n\013name_prefix\030\004 \001(\tR\nnamePrefix\"a\n\020ListJ" +
-      "obsResponse\022%\n\004jobs\030\001 \003(\0132\021.tickwheel.v1" +
-      ".JobR\004jobs\022&\n\017next_page_token\030\002 \001(\tR\rnex" +
-      "tPageToken\"t\n\020UpdateJobRequest\022#\n\003job\030\001 " +
-      "\001(\0132\021.tickwheel.v1.JobR\003job\022;\n\013update_ma" +
-      "sk\030\002 \001(\0132\032.google.protobuf.FieldMaskR\nup" +
-      "dateMask\"8\n\021UpdateJobResponse\022#\n\003job\030\001 \001" +
-      "(\0132\021.tickwheel.v1.JobR\003job\"N\n\026BatchUpdat" +
-      "eJobsRequest\0224\n\005items\030\001 \003(\0132\036.tickwheel." +
-      "v1.UpdateJobRequestR\005items\"\240\001\n\027BatchUpda" +
-      "teJobsResponse\022=\n\007results\030\001 \003(\0132#.tickwh" +
-      "eel.v1.BatchUpdateJobsResultR\007results\022#\n" +
-      "\rupdated_count\030\002 \001(\005R\014updatedCount\022!\n\014fa" +
-      "iled_count\030\003 \001(\005R\013failedCount\"\202\001\n\025BatchU" +
-      "pdateJobsResult\0223\n\003job\030\001 \001(\0132\037.tickwheel" +
-      ".v1.UpdateJobResponseH\000R\003job\022*\n\005error\030\002 " +
+      "rpc/status.proto\032\033tickwheel/v1/calendar." +
+      "proto\032\034tickwheel/v1/execution.proto\032\026tic" +
+      "kwheel/v1/job.proto\"V\n\020CreateJobRequest\022" +
+      "#\n\003job\030\001 \001(\0132\021.tickwheel.v1.JobR\003job\022\035\n\n" +
+      "request_id\030\002 \001(\tR\trequestId\"R\n\021CreateJob" +
+      "Response\022#\n\003job\030\001 \001(\0132\021.tickwheel.v1.Job" +
+      "R\003job\022\030\n\007created\030\002 \001(\010R\007created\"N\n\026Batch" +
+      "CreateJobsRequest\0224\n\005items\030\001 \003(\0132\036.tickw" +
+      "heel.v1.CreateJobRequestR\005items\"\307\001\n\027Batc" +
+      "hCreateJobsResponse\022=\n\007results\030\001 \003(\0132#.t" +
+      "ickwheel.v1.BatchCreateJobsResultR\007resul" +
+      "ts\022#\n\rcreated_count\030\002 \001(\005R\014createdCount\022" +
+      "%\n\016existing_count\030\003 \001(\005R\rexistingCount\022!" +
+      "\n\014failed_count\030\004 \001(\005R\013failedCount\"\202\001\n\025Ba" +
+      "tchCreateJobsResult\0223\n\003job\030\001 \001(\0132\037.tickw" +
+      "heel.v1.CreateJobResponseH\000R\003job\022*\n\005erro" +
+      "r\030\002 \001(\0132\022.google.rpc.StatusH\000R\005errorB\010\n\006" +
+      "result\"<\n\rGetJobRequest\022\016\n\002id\030\001 \001(\tR\002id\022" +
+      "\033\n\tnext_runs\030\002 \001(\005R\010nextRuns\"o\n\016GetJobRe" +
+      "sponse\022#\n\003job\030\001 \001(\0132\021.tickwheel.v1.JobR\003" +
+      "job\0228\n\tnext_runs\030\002 \003(\0132\033.tickwheel.v1.Sc" +
+      "heduledFireR\010nextRuns\"\234\001\n\017ListJobsReques" +
+      "t\022\033\n\tpage_size\030\001 \001(\005R\010pageSize\022\035\n\npage_t" +
+      "oken\030\002 \001(\tR\tpageToken\022,\n\005state\030\003 \001(\0162\026.t" +
+      "ickwheel.v1.JobStateR\005state\022\037\n\013name_pref" +
+      "ix\030\004 \001(\tR\nnamePrefix\"a\n\020ListJobsResponse" +
+      "\022%\n\004jobs\030\001 \003(\0132\021.tickwheel.v1.JobR\004jobs\022" +
+      "&\n\017next_page_token\030\002 \001(\tR\rnextPageToken\"" +
+      "t\n\020UpdateJobRequest\022#\n\003job\030\001 \001(\0132\021.tickw" +
+      "heel.v1.JobR\003job\022;\n\013update_mask\030\002 \001(\0132\032." +
+      "google.protobuf.FieldMaskR\nupdateMask\"8\n" +
+      "\021UpdateJobResponse\022#\n\003job\030\001 \001(\0132\021.tickwh" +
+      "eel.v1.JobR\003job\"N\n\026BatchUpdateJobsReques" +
+      "t\0224\n\005items\030\001 \003(\0132\036.tickwheel.v1.UpdateJo" +
+      "bRequestR\005items\"\240\001\n\027BatchUpdateJobsRespo" +
+      "nse\022=\n\007results\030\001 \003(\0132#.tickwheel.v1.Batc" +
+      "hUpdateJobsResultR\007results\022#\n\rupdated_co" +
+      "unt\030\002 \001(\005R\014updatedCount\022!\n\014failed_count\030" +
+      "\003 \001(\005R\013failedCount\"\202\001\n\025BatchUpdateJobsRe" +
+      "sult\0223\n\003job\030\001 \001(\0132\037.tickwheel.v1.UpdateJ" +
+      "obResponseH\000R\003job\022*\n\005error\030\002 \001(\0132\022.googl" +
+      "e.rpc.StatusH\000R\005errorB\010\n\006result\"<\n\020Delet" +
+      "eJobRequest\022\016\n\002id\030\001 \001(\tR\002id\022\030\n\007version\030\002" +
+      " \001(\003R\007version\"D\n\021DeleteJobResponse\022/\n\023ca" +
+      "nceled_executions\030\001 \001(\003R\022canceledExecuti" +
+      "ons\"N\n\026BatchDeleteJobsRequest\0224\n\005items\030\001" +
+      " \003(\0132\036.tickwheel.v1.DeleteJobRequestR\005it" +
+      "ems\"\240\001\n\027BatchDeleteJobsResponse\022=\n\007resul" +
+      "ts\030\001 \003(\0132#.tickwheel.v1.BatchDeleteJobsR" +
+      "esultR\007results\022#\n\rdeleted_count\030\002 \001(\005R\014d" +
+      "eletedCount\022!\n\014failed_count\030\003 \001(\005R\013faile" +
+      "dCount\"\212\001\n\025BatchDeleteJobsResult\022;\n\007dele" +
+      "ted\030\001 \001(\0132\037.tickwheel.v1.DeleteJobRespon" +
+      "seH\000R\007deleted\022*\n\005error\030\002 \001(\0132\022.google.rp" +
+      "c.StatusH\000R\005errorB\010\n\006result\"9\n\017PauseJobR" +
+      "equest\022\016\n\002id\030\001 \001(\tR\002id\022\026\n\006reason\030\002 \001(\tR\006" +
+      "reason\"\221\001\n\020PauseJobResponse\022#\n\003job\030\001 \001(\013" +
+      "2\021.tickwheel.v1.JobR\003job\022/\n\023canceled_exe" +
+      "cutions\030\002 \001(\003R\022canceledExecutions\022\'\n\017hel" +
+      "d_executions\030\003 \001(\003R\016heldExecutions\"L\n\025Ba" +
+      "tchPauseJobsRequest\0223\n\005items\030\001 \003(\0132\035.tic" +
+      "kwheel.v1.PauseJobRequestR\005items\"\234\001\n\026Bat" +
+      "chPauseJobsResponse\022<\n\007results\030\001 \003(\0132\".t" +
+      "ickwheel.v1.BatchPauseJobsResultR\007result" +
+      "s\022!\n\014paused_count\030\002 \001(\005R\013pausedCount\022!\n\014" +
+      "failed_count\030\003 \001(\005R\013failedCount\"\200\001\n\024Batc" +
+      "hPauseJobsResult\0222\n\003job\030\001 \001(\0132\036.tickwhee" +
+      "l.v1.PauseJobResponseH\000R\003job\022*\n\005error\030\002 " +
       "\001(\0132\022.google.rpc.StatusH\000R\005errorB\010\n\006resu" +
-      "lt\"<\n\020DeleteJobRequest\022\016\n\002id\030\001 \001(\tR\002id\022\030" +
-      "\n\007version\030\002 \001(\003R\007version\"D\n\021DeleteJobRes" +
-      "ponse\022/\n\023canceled_executions\030\001 \001(\003R\022canc" +
-      "eledExecutions\"N\n\026BatchDeleteJobsRequest" +
-      "\0224\n\005items\030\001 \003(\0132\036.tickwheel.v1.DeleteJob" +
-      "RequestR\005items\"\240\001\n\027BatchDeleteJobsRespon" +
-      "se\022=\n\007results\030\001 \003(\0132#.tickwheel.v1.Batch" +
-      "DeleteJobsResultR\007results\022#\n\rdeleted_cou" +
-      "nt\030\002 \001(\005R\014deletedCount\022!\n\014failed_count\030\003" +
-      " \001(\005R\013failedCount\"\212\001\n\025BatchDeleteJobsRes" +
-      "ult\022;\n\007deleted\030\001 \001(\0132\037.tickwheel.v1.Dele" +
-      "teJobResponseH\000R\007deleted\022*\n\005error\030\002 \001(\0132" +
-      "\022.google.rpc.StatusH\000R\005errorB\010\n\006result\"9" +
-      "\n\017PauseJobRequest\022\016\n\002id\030\001 \001(\tR\002id\022\026\n\006rea" +
-      "son\030\002 \001(\tR\006reason\"\221\001\n\020PauseJobResponse\022#" +
-      "\n\003job\030\001 \001(\0132\021.tickwheel.v1.JobR\003job\022/\n\023c" +
-      "anceled_executions\030\002 \001(\003R\022canceledExecut" +
-      "ions\022\'\n\017held_executions\030\003 \001(\003R\016heldExecu" +
-      "tions\"L\n\025BatchPauseJobsRequest\0223\n\005items\030" +
-      "\001 \003(\0132\035.tickwheel.v1.PauseJobRequestR\005it" +
-      "ems\"\234\001\n\026BatchPauseJobsResponse\022<\n\007result" +
-      "s\030\001 \003(\0132\".tickwheel.v1.BatchPauseJobsRes" +
-      "ultR\007results\022!\n\014paused_count\030\002 \001(\005R\013paus" +
-      "edCount\022!\n\014failed_count\030\003 \001(\005R\013failedCou" +
-      "nt\"\200\001\n\024BatchPauseJobsResult\0222\n\003job\030\001 \001(\013" +
-      "2\036.tickwheel.v1.PauseJobResponseH\000R\003job\022" +
+      "lt\"\"\n\020ResumeJobRequest\022\016\n\002id\030\001 \001(\tR\002id\"\234" +
+      "\001\n\021ResumeJobResponse\022#\n\003job\030\001 \001(\0132\021.tick" +
+      "wheel.v1.JobR\003job\0221\n\007skipped\030\002 \001(\0132\027.tic" +
+      "kwheel.v1.SkipRangeR\007skipped\022/\n\023released" +
+      "_executions\030\003 \001(\003R\022releasedExecutions\"N\n" +
+      "\026BatchResumeJobsRequest\0224\n\005items\030\001 \003(\0132\036" +
+      ".tickwheel.v1.ResumeJobRequestR\005items\"\240\001" +
+      "\n\027BatchResumeJobsResponse\022=\n\007results\030\001 \003" +
+      "(\0132#.tickwheel.v1.BatchResumeJobsResultR" +
+      "\007results\022#\n\rresumed_count\030\002 \001(\005R\014resumed" +
+      "Count\022!\n\014failed_count\030\003 \001(\005R\013failedCount" +
+      "\"\202\001\n\025BatchResumeJobsResult\0223\n\003job\030\001 \001(\0132" +
+      "\037.tickwheel.v1.ResumeJobResponseH\000R\003job\022" +
       "*\n\005error\030\002 \001(\0132\022.google.rpc.StatusH\000R\005er" +
-      "rorB\010\n\006result\"\"\n\020ResumeJobRequest\022\016\n\002id\030" +
-      "\001 \001(\tR\002id\"\234\001\n\021ResumeJobResponse\022#\n\003job\030\001" +
-      " \001(\0132\021.tickwheel.v1.JobR\003job\0221\n\007skipped\030" +
-      "\002 \001(\0132\027.tickwheel.v1.SkipRangeR\007skipped\022" +
-      "/\n\023released_executions\030\003 \001(\003R\022releasedEx" +
-      "ecutions\"N\n\026BatchResumeJobsRequest\0224\n\005it" +
-      "ems\030\001 \003(\0132\036.tickwheel.v1.ResumeJobReques" +
-      "tR\005items\"\240\001\n\027BatchResumeJobsResponse\022=\n\007" +
-      "results\030\001 \003(\0132#.tickwheel.v1.BatchResume" +
-      "JobsResultR\007results\022#\n\rresumed_count\030\002 \001" +
-      "(\005R\014resumedCount\022!\n\014failed_count\030\003 \001(\005R\013" +
-      "failedCount\"\202\001\n\025BatchResumeJobsResult\0223\n" +
-      "\003job\030\001 \001(\0132\037.tickwheel.v1.ResumeJobRespo" +
-      "nseH\000R\003job\022*\n\005error\030\002 \001(\0132\022.google.rpc.S" +
-      "tatusH\000R\005errorB\010\n\006result\"\201\001\n\021TriggerJobR" +
-      "equest\022\016\n\002id\030\001 \001(\tR\002id\022\035\n\nrequest_id\030\002 \001" +
-      "(\tR\trequestId\022\030\n\007payload\030\003 \001(\014R\007payload\022" +
-      "#\n\rallow_overlap\030\004 \001(\010R\014allowOverlap\"e\n\022" +
-      "TriggerJobResponse\0225\n\texecution\030\001 \001(\0132\027." +
-      "tickwheel.v1.ExecutionR\texecution\022\030\n\007cre" +
-      "ated\030\002 \001(\010R\007created\"\310\001\n\022BackfillJobReque" +
-      "st\022\016\n\002id\030\001 \001(\tR\002id\0223\n\007from_at\030\002 \001(\0132\032.go" +
-      "ogle.protobuf.TimestampR\006fromAt\022/\n\005to_at" +
-      "\030\003 \001(\0132\032.google.protobuf.TimestampR\004toAt" +
-      "\022\027\n\007dry_run\030\004 \001(\010R\006dryRun\022#\n\rallow_overl" +
-      "ap\030\005 \001(\010R\014allowOverlap\"\245\001\n\023BackfillJobRe" +
-      "sponse\022B\n\013occurrences\030\001 \003(\0132 .tickwheel." +
-      "v1.BackfillOccurrenceR\013occurrences\022#\n\rcr" +
-      "eated_count\030\002 \001(\003R\014createdCount\022%\n\016exist" +
-      "ing_count\030\003 \001(\003R\rexistingCount\"\231\001\n\022Backf" +
-      "illOccurrence\022!\n\014execution_id\030\001 \001(\tR\013exe" +
-      "cutionId\0229\n\nnominal_at\030\002 \001(\0132\032.google.pr" +
-      "otobuf.TimestampR\tnominalAt\022%\n\016already_e" +
-      "xists\030\003 \001(\010R\ralreadyExists\"\252\001\n\026PreviewSc" +
-      "heduleRequest\022\027\n\006job_id\030\001 \001(\tH\000R\005jobId\022%" +
-      "\n\003job\030\002 \001(\0132\021.tickwheel.v1.JobH\000R\003job\0220\n" +
-      "\005after\030\003 \001(\0132\032.google.protobuf.Timestamp" +
-      "R\005after\022\024\n\005count\030\004 \001(\005R\005countB\010\n\006source\"" +
-      "s\n\027PreviewScheduleResponse\0221\n\005fires\030\001 \003(" +
-      "\0132\033.tickwheel.v1.ScheduledFireR\005fires\022%\n" +
-      "\016tzdata_version\030\002 \001(\tR\rtzdataVersion\"%\n\023" +
-      "GetExecutionRequest\022\016\n\002id\030\001 \001(\tR\002id\"M\n\024G" +
-      "etExecutionResponse\0225\n\texecution\030\001 \001(\0132\027" +
-      ".tickwheel.v1.ExecutionR\texecution\"\213\002\n\025L" +
-      "istExecutionsRequest\022\025\n\006job_id\030\001 \001(\tR\005jo" +
-      "bId\022\033\n\tpage_size\030\002 \001(\005R\010pageSize\022\035\n\npage" +
-      "_token\030\003 \001(\tR\tpageToken\0229\n\010statuses\030\004 \003(" +
-      "\0162\035.tickwheel.v1.ExecutionStatusR\010status" +
-      "es\0223\n\007from_at\030\005 \001(\0132\032.google.protobuf.Ti" +
-      "mestampR\006fromAt\022/\n\005to_at\030\006 \001(\0132\032.google." +
-      "protobuf.TimestampR\004toAt\"\250\001\n\026ListExecuti" +
-      "onsResponse\0227\n\nexecutions\030\001 \003(\0132\027.tickwh" +
-      "eel.v1.ExecutionR\nexecutions\022-\n\005skips\030\002 " +
-      "\003(\0132\027.tickwheel.v1.SkipRangeR\005skips\022&\n\017n" +
-      "ext_page_token\030\003 \001(\tR\rnextPageToken\"@\n\026C" +
-      "ancelExecutionRequest\022\016\n\002id\030\001 \001(\tR\002id\022\026\n" +
-      "\006reason\030\002 \001(\tR\006reason\"P\n\027CancelExecution" +
+      "rorB\010\n\006result\"\201\001\n\021TriggerJobRequest\022\016\n\002i" +
+      "d\030\001 \001(\tR\002id\022\035\n\nrequest_id\030\002 \001(\tR\trequest" +
+      "Id\022\030\n\007payload\030\003 \001(\014R\007payload\022#\n\rallow_ov" +
+      "erlap\030\004 \001(\010R\014allowOverlap\"e\n\022TriggerJobR" +
+      "esponse\0225\n\texecution\030\001 \001(\0132\027.tickwheel.v" +
+      "1.ExecutionR\texecution\022\030\n\007created\030\002 \001(\010R" +
+      "\007created\"\310\001\n\022BackfillJobRequest\022\016\n\002id\030\001 " +
+      "\001(\tR\002id\0223\n\007from_at\030\002 \001(\0132\032.google.protob" +
+      "uf.TimestampR\006fromAt\022/\n\005to_at\030\003 \001(\0132\032.go" +
+      "ogle.protobuf.TimestampR\004toAt\022\027\n\007dry_run" +
+      "\030\004 \001(\010R\006dryRun\022#\n\rallow_overlap\030\005 \001(\010R\014a" +
+      "llowOverlap\"\245\001\n\023BackfillJobResponse\022B\n\013o" +
+      "ccurrences\030\001 \003(\0132 .tickwheel.v1.Backfill" +
+      "OccurrenceR\013occurrences\022#\n\rcreated_count" +
+      "\030\002 \001(\003R\014createdCount\022%\n\016existing_count\030\003" +
+      " \001(\003R\rexistingCount\"\231\001\n\022BackfillOccurren" +
+      "ce\022!\n\014execution_id\030\001 \001(\tR\013executionId\0229\n" +
+      "\nnominal_at\030\002 \001(\0132\032.google.protobuf.Time" +
+      "stampR\tnominalAt\022%\n\016already_exists\030\003 \001(\010" +
+      "R\ralreadyExists\"\252\001\n\026PreviewScheduleReque" +
+      "st\022\027\n\006job_id\030\001 \001(\tH\000R\005jobId\022%\n\003job\030\002 \001(\013" +
+      "2\021.tickwheel.v1.JobH\000R\003job\0220\n\005after\030\003 \001(" +
+      "\0132\032.google.protobuf.TimestampR\005after\022\024\n\005" +
+      "count\030\004 \001(\005R\005countB\010\n\006source\"s\n\027PreviewS" +
+      "cheduleResponse\0221\n\005fires\030\001 \003(\0132\033.tickwhe" +
+      "el.v1.ScheduledFireR\005fires\022%\n\016tzdata_ver" +
+      "sion\030\002 \001(\tR\rtzdataVersion\"%\n\023GetExecutio" +
+      "nRequest\022\016\n\002id\030\001 \001(\tR\002id\"M\n\024GetExecution" +
       "Response\0225\n\texecution\030\001 \001(\0132\027.tickwheel." +
-      "v1.ExecutionR\texecution\"k\n\026ListDeadLette" +
-      "rsRequest\022\025\n\006job_id\030\001 \001(\tR\005jobId\022\033\n\tpage" +
+      "v1.ExecutionR\texecution\"\213\002\n\025ListExecutio" +
+      "nsRequest\022\025\n\006job_id\030\001 \001(\tR\005jobId\022\033\n\tpage" +
       "_size\030\002 \001(\005R\010pageSize\022\035\n\npage_token\030\003 \001(" +
-      "\tR\tpageToken\"z\n\027ListDeadLettersResponse\022" +
-      "7\n\nexecutions\030\001 \003(\0132\027.tickwheel.v1.Execu" +
-      "tionR\nexecutions\022&\n\017next_page_token\030\002 \001(" +
-      "\tR\rnextPageToken\"<\n\027ReplayDeadLetterRequ" +
-      "est\022!\n\014execution_id\030\001 \001(\tR\013executionId\"Q" +
-      "\n\030ReplayDeadLetterResponse\0225\n\texecution\030" +
-      "\001 \001(\0132\027.tickwheel.v1.ExecutionR\texecutio" +
-      "n2\336\r\n\020SchedulerService\022L\n\tCreateJob\022\036.ti" +
-      "ckwheel.v1.CreateJobRequest\032\037.tickwheel." +
-      "v1.CreateJobResponse\022^\n\017BatchCreateJobs\022" +
-      "$.tickwheel.v1.BatchCreateJobsRequest\032%." +
-      "tickwheel.v1.BatchCreateJobsResponse\022C\n\006" +
-      "GetJob\022\033.tickwheel.v1.GetJobRequest\032\034.ti" +
-      "ckwheel.v1.GetJobResponse\022I\n\010ListJobs\022\035." +
-      "tickwheel.v1.ListJobsRequest\032\036.tickwheel" +
-      ".v1.ListJobsResponse\022L\n\tUpdateJob\022\036.tick" +
-      "wheel.v1.UpdateJobRequest\032\037.tickwheel.v1" +
-      ".UpdateJobResponse\022^\n\017BatchUpdateJobs\022$." +
-      "tickwheel.v1.BatchUpdateJobsRequest\032%.ti" +
-      "ckwheel.v1.BatchUpdateJobsResponse\022L\n\tDe" +
-      "leteJob\022\036.tickwheel.v1.DeleteJobRequest\032" +
-      "\037.tickwheel.v1.DeleteJobResponse\022^\n\017Batc" +
-      "hDeleteJobs\022$.tickwheel.v1.BatchDeleteJo" +
-      "bsRequest\032%.tickwheel.v1.BatchDeleteJobs" +
-      "Response\022I\n\010PauseJob\022\035.tickwheel.v1.Paus" +
-      "eJobRequest\032\036.tickwheel.v1.PauseJobRespo" +
-      "nse\022[\n\016BatchPauseJobs\022#.tickwheel.v1.Bat" +
-      "chPauseJobsRequest\032$.tickwheel.v1.BatchP" +
-      "auseJobsResponse\022L\n\tResumeJob\022\036.tickwhee" +
-      "l.v1.ResumeJobRequest\032\037.tickwheel.v1.Res" +
-      "umeJobResponse\022^\n\017BatchResumeJobs\022$.tick" +
-      "wheel.v1.BatchResumeJobsRequest\032%.tickwh" +
-      "eel.v1.BatchResumeJobsResponse\022O\n\nTrigge" +
-      "rJob\022\037.tickwheel.v1.TriggerJobRequest\032 ." +
-      "tickwheel.v1.TriggerJobResponse\022R\n\013Backf" +
-      "illJob\022 .tickwheel.v1.BackfillJobRequest" +
-      "\032!.tickwheel.v1.BackfillJobResponse\022^\n\017P" +
-      "reviewSchedule\022$.tickwheel.v1.PreviewSch" +
-      "eduleRequest\032%.tickwheel.v1.PreviewSched" +
-      "uleResponse\022U\n\014GetExecution\022!.tickwheel." +
-      "v1.GetExecutionRequest\032\".tickwheel.v1.Ge" +
-      "tExecutionResponse\022[\n\016ListExecutions\022#.t" +
-      "ickwheel.v1.ListExecutionsRequest\032$.tick" +
-      "wheel.v1.ListExecutionsResponse\022^\n\017Cance" +
-      "lExecution\022$.tickwheel.v1.CancelExecutio" +
-      "nRequest\032%.tickwheel.v1.CancelExecutionR" +
-      "esponse\022^\n\017ListDeadLetters\022$.tickwheel.v" +
-      "1.ListDeadLettersRequest\032%.tickwheel.v1." +
-      "ListDeadLettersResponse\022a\n\020ReplayDeadLet" +
-      "ter\022%.tickwheel.v1.ReplayDeadLetterReque" +
-      "st\032&.tickwheel.v1.ReplayDeadLetterRespon" +
-      "seBh\n\020dev.tickwheel.v1B\016SchedulerProtoP\001" +
-      "ZBgithub.com/tickwheel/tickwheel/sdk/go/" +
-      "gen/tickwheel/v1;tickwheelv1b\006proto3"
+      "\tR\tpageToken\0229\n\010statuses\030\004 \003(\0162\035.tickwhe" +
+      "el.v1.ExecutionStatusR\010statuses\0223\n\007from_" +
+      "at\030\005 \001(\0132\032.google.protobuf.TimestampR\006fr" +
+      "omAt\022/\n\005to_at\030\006 \001(\0132\032.google.protobuf.Ti" +
+      "mestampR\004toAt\"\250\001\n\026ListExecutionsResponse" +
+      "\0227\n\nexecutions\030\001 \003(\0132\027.tickwheel.v1.Exec" +
+      "utionR\nexecutions\022-\n\005skips\030\002 \003(\0132\027.tickw" +
+      "heel.v1.SkipRangeR\005skips\022&\n\017next_page_to" +
+      "ken\030\003 \001(\tR\rnextPageToken\"@\n\026CancelExecut" +
+      "ionRequest\022\016\n\002id\030\001 \001(\tR\002id\022\026\n\006reason\030\002 \001" +
+      "(\tR\006reason\"P\n\027CancelExecutionResponse\0225\n" +
+      "\texecution\030\001 \001(\0132\027.tickwheel.v1.Executio" +
+      "nR\texecution\"k\n\026ListDeadLettersRequest\022\025" +
+      "\n\006job_id\030\001 \001(\tR\005jobId\022\033\n\tpage_size\030\002 \001(\005" +
+      "R\010pageSize\022\035\n\npage_token\030\003 \001(\tR\tpageToke" +
+      "n\"z\n\027ListDeadLettersResponse\0227\n\nexecutio" +
+      "ns\030\001 \003(\0132\027.tickwheel.v1.ExecutionR\nexecu" +
+      "tions\022&\n\017next_page_token\030\002 \001(\tR\rnextPage" +
+      "Token\"<\n\027ReplayDeadLetterRequest\022!\n\014exec" +
+      "ution_id\030\001 \001(\tR\013executionId\"Q\n\030ReplayDea" +
+      "dLetterResponse\0225\n\texecution\030\001 \001(\0132\027.tic" +
+      "kwheel.v1.ExecutionR\texecution2\243\021\n\020Sched" +
+      "ulerService\022L\n\tCreateJob\022\036.tickwheel.v1." +
+      "CreateJobRequest\032\037.tickwheel.v1.CreateJo" +
+      "bResponse\022^\n\017BatchCreateJobs\022$.tickwheel" +
+      ".v1.BatchCreateJobsRequest\032%.tickwheel.v" +
+      "1.BatchCreateJobsResponse\022C\n\006GetJob\022\033.ti" +
+      "ckwheel.v1.GetJobRequest\032\034.tickwheel.v1." +
+      "GetJobResponse\022I\n\010ListJobs\022\035.tickwheel.v" +
+      "1.ListJobsRequest\032\036.tickwheel.v1.ListJob" +
+      "sResponse\022L\n\tUpdateJob\022\036.tickwheel.v1.Up" +
+      "dateJobRequest\032\037.tickwheel.v1.UpdateJobR" +
+      "esponse\022^\n\017BatchUpdateJobs\022$.tickwheel.v" +
+      "1.BatchUpdateJobsRequest\032%.tickwheel.v1." +
+      "BatchUpdateJobsResponse\022L\n\tDeleteJob\022\036.t" +
+      "ickwheel.v1.DeleteJobRequest\032\037.tickwheel" +
+      ".v1.DeleteJobResponse\022^\n\017BatchDeleteJobs" +
+      "\022$.tickwheel.v1.BatchDeleteJobsRequest\032%" +
+      ".tickwheel.v1.BatchDeleteJobsResponse\022I\n" +
+      "\010PauseJob\022\035.tickwheel.v1.PauseJobRequest" +
+      "\032\036.tickwheel.v1.PauseJobResponse\022[\n\016Batc" +
+      "hPauseJobs\022#.tickwheel.v1.BatchPauseJobs" +
+      "Request\032$.tickwheel.v1.BatchPauseJobsRes" +
+      "ponse\022L\n\tResumeJob\022\036.tickwheel.v1.Resume" +
+      "JobRequest\032\037.tickwheel.v1.ResumeJobRespo" +
+      "nse\022^\n\017BatchResumeJobs\022$.tickwheel.v1.Ba" +
+      "tchResumeJobsRequest\032%.tickwheel.v1.Batc" +
+      "hResumeJobsResponse\022O\n\nTriggerJob\022\037.tick" +
+      "wheel.v1.TriggerJobRequest\032 .tickwheel.v" +
+      "1.TriggerJobResponse\022R\n\013BackfillJob\022 .ti" +
+      "ckwheel.v1.BackfillJobRequest\032!.tickwhee" +
+      "l.v1.BackfillJobResponse\022^\n\017PreviewSched" +
+      "ule\022$.tickwheel.v1.PreviewScheduleReques" +
+      "t\032%.tickwheel.v1.PreviewScheduleResponse" +
+      "\022U\n\014GetExecution\022!.tickwheel.v1.GetExecu" +
+      "tionRequest\032\".tickwheel.v1.GetExecutionR" +
+      "esponse\022[\n\016ListExecutions\022#.tickwheel.v1" +
+      ".ListExecutionsRequest\032$.tickwheel.v1.Li" +
+      "stExecutionsResponse\022^\n\017CancelExecution\022" +
+      "$.tickwheel.v1.CancelExecutionRequest\032%." +
+      "tickwheel.v1.CancelExecutionResponse\022^\n\017" +
+      "ListDeadLetters\022$.tickwheel.v1.ListDeadL" +
+      "ettersRequest\032%.tickwheel.v1.ListDeadLet" +
+      "tersResponse\022a\n\020ReplayDeadLetter\022%.tickw" +
+      "heel.v1.ReplayDeadLetterRequest\032&.tickwh" +
+      "eel.v1.ReplayDeadLetterResponse\022[\n\016Creat" +
+      "eCalendar\022#.tickwheel.v1.CreateCalendarR" +
+      "equest\032$.tickwheel.v1.CreateCalendarResp" +
+      "onse\022R\n\013GetCalendar\022 .tickwheel.v1.GetCa" +
+      "lendarRequest\032!.tickwheel.v1.GetCalendar" +
+      "Response\022X\n\rListCalendars\022\".tickwheel.v1" +
+      ".ListCalendarsRequest\032#.tickwheel.v1.Lis" +
+      "tCalendarsResponse\022[\n\016UpdateCalendar\022#.t" +
+      "ickwheel.v1.UpdateCalendarRequest\032$.tick" +
+      "wheel.v1.UpdateCalendarResponse\022[\n\016Delet" +
+      "eCalendar\022#.tickwheel.v1.DeleteCalendarR" +
+      "equest\032$.tickwheel.v1.DeleteCalendarResp" +
+      "onseBh\n\020dev.tickwheel.v1B\016SchedulerProto" +
+      "P\001ZBgithub.com/tickwheel/tickwheel/sdk/g" +
+      "o/gen/tickwheel/v1;tickwheelv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -458,6 +470,7 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
           com.google.protobuf.FieldMaskProto.getDescriptor(),
           com.google.protobuf.TimestampProto.getDescriptor(),
           com.google.rpc.StatusProto.getDescriptor(),
+          dev.tickwheel.v1.CalendarProto.getDescriptor(),
           dev.tickwheel.v1.ExecutionProto.getDescriptor(),
           dev.tickwheel.v1.JobProto.getDescriptor(),
         });
@@ -741,6 +754,7 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.FieldMaskProto.getDescriptor();
     com.google.protobuf.TimestampProto.getDescriptor();
     com.google.rpc.StatusProto.getDescriptor();
+    dev.tickwheel.v1.CalendarProto.getDescriptor();
     dev.tickwheel.v1.ExecutionProto.getDescriptor();
     dev.tickwheel.v1.JobProto.getDescriptor();
   }

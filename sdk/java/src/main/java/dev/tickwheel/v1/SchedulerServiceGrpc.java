@@ -644,6 +644,161 @@ public final class SchedulerServiceGrpc {
     return getReplayDeadLetterMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.CreateCalendarRequest,
+      dev.tickwheel.v1.CreateCalendarResponse> getCreateCalendarMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "CreateCalendar",
+      requestType = dev.tickwheel.v1.CreateCalendarRequest.class,
+      responseType = dev.tickwheel.v1.CreateCalendarResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.CreateCalendarRequest,
+      dev.tickwheel.v1.CreateCalendarResponse> getCreateCalendarMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.CreateCalendarRequest, dev.tickwheel.v1.CreateCalendarResponse> getCreateCalendarMethod;
+    if ((getCreateCalendarMethod = SchedulerServiceGrpc.getCreateCalendarMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getCreateCalendarMethod = SchedulerServiceGrpc.getCreateCalendarMethod) == null) {
+          SchedulerServiceGrpc.getCreateCalendarMethod = getCreateCalendarMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.CreateCalendarRequest, dev.tickwheel.v1.CreateCalendarResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "CreateCalendar"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.CreateCalendarRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.CreateCalendarResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("CreateCalendar"))
+              .build();
+        }
+      }
+    }
+    return getCreateCalendarMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.GetCalendarRequest,
+      dev.tickwheel.v1.GetCalendarResponse> getGetCalendarMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "GetCalendar",
+      requestType = dev.tickwheel.v1.GetCalendarRequest.class,
+      responseType = dev.tickwheel.v1.GetCalendarResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.GetCalendarRequest,
+      dev.tickwheel.v1.GetCalendarResponse> getGetCalendarMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.GetCalendarRequest, dev.tickwheel.v1.GetCalendarResponse> getGetCalendarMethod;
+    if ((getGetCalendarMethod = SchedulerServiceGrpc.getGetCalendarMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getGetCalendarMethod = SchedulerServiceGrpc.getGetCalendarMethod) == null) {
+          SchedulerServiceGrpc.getGetCalendarMethod = getGetCalendarMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.GetCalendarRequest, dev.tickwheel.v1.GetCalendarResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "GetCalendar"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.GetCalendarRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.GetCalendarResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("GetCalendar"))
+              .build();
+        }
+      }
+    }
+    return getGetCalendarMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.ListCalendarsRequest,
+      dev.tickwheel.v1.ListCalendarsResponse> getListCalendarsMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "ListCalendars",
+      requestType = dev.tickwheel.v1.ListCalendarsRequest.class,
+      responseType = dev.tickwheel.v1.ListCalendarsResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.ListCalendarsRequest,
+      dev.tickwheel.v1.ListCalendarsResponse> getListCalendarsMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.ListCalendarsRequest, dev.tickwheel.v1.ListCalendarsResponse> getListCalendarsMethod;
+    if ((getListCalendarsMethod = SchedulerServiceGrpc.getListCalendarsMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getListCalendarsMethod = SchedulerServiceGrpc.getListCalendarsMethod) == null) {
+          SchedulerServiceGrpc.getListCalendarsMethod = getListCalendarsMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.ListCalendarsRequest, dev.tickwheel.v1.ListCalendarsResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "ListCalendars"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.ListCalendarsRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.ListCalendarsResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("ListCalendars"))
+              .build();
+        }
+      }
+    }
+    return getListCalendarsMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.UpdateCalendarRequest,
+      dev.tickwheel.v1.UpdateCalendarResponse> getUpdateCalendarMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "UpdateCalendar",
+      requestType = dev.tickwheel.v1.UpdateCalendarRequest.class,
+      responseType = dev.tickwheel.v1.UpdateCalendarResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.UpdateCalendarRequest,
+      dev.tickwheel.v1.UpdateCalendarResponse> getUpdateCalendarMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.UpdateCalendarRequest, dev.tickwheel.v1.UpdateCalendarResponse> getUpdateCalendarMethod;
+    if ((getUpdateCalendarMethod = SchedulerServiceGrpc.getUpdateCalendarMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getUpdateCalendarMethod = SchedulerServiceGrpc.getUpdateCalendarMethod) == null) {
+          SchedulerServiceGrpc.getUpdateCalendarMethod = getUpdateCalendarMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.UpdateCalendarRequest, dev.tickwheel.v1.UpdateCalendarResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "UpdateCalendar"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.UpdateCalendarRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.UpdateCalendarResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("UpdateCalendar"))
+              .build();
+        }
+      }
+    }
+    return getUpdateCalendarMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.DeleteCalendarRequest,
+      dev.tickwheel.v1.DeleteCalendarResponse> getDeleteCalendarMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "DeleteCalendar",
+      requestType = dev.tickwheel.v1.DeleteCalendarRequest.class,
+      responseType = dev.tickwheel.v1.DeleteCalendarResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.DeleteCalendarRequest,
+      dev.tickwheel.v1.DeleteCalendarResponse> getDeleteCalendarMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.DeleteCalendarRequest, dev.tickwheel.v1.DeleteCalendarResponse> getDeleteCalendarMethod;
+    if ((getDeleteCalendarMethod = SchedulerServiceGrpc.getDeleteCalendarMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getDeleteCalendarMethod = SchedulerServiceGrpc.getDeleteCalendarMethod) == null) {
+          SchedulerServiceGrpc.getDeleteCalendarMethod = getDeleteCalendarMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.DeleteCalendarRequest, dev.tickwheel.v1.DeleteCalendarResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "DeleteCalendar"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.DeleteCalendarRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.DeleteCalendarResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("DeleteCalendar"))
+              .build();
+        }
+      }
+    }
+    return getDeleteCalendarMethod;
+  }
+
   /**
    * Creates a new async stub that supports all call types for the service
    */
@@ -1014,6 +1169,73 @@ public final class SchedulerServiceGrpc {
         io.grpc.stub.StreamObserver<dev.tickwheel.v1.ReplayDeadLetterResponse> responseObserver) {
       io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getReplayDeadLetterMethod(), responseObserver);
     }
+
+    /**
+     * <pre>
+     * Creates a business-day calendar (see `Calendar` for every bound).
+     * Idempotent by `request_id` for 24 hours: a repeat returns the calendar
+     * the first call created (`created` false) and writes nothing, whatever its
+     * own definition; NOT_FOUND when that calendar was deleted since.
+     * ALREADY_EXISTS when the tenant has a calendar of that name (created by
+     * another request). RESOURCE_EXHAUSTED (QuotaFailure, quota
+     * `max_calendars`) when the tenant has 1 000 calendars, the most it may
+     * have. Durable before the reply.
+     * </pre>
+     */
+    default void createCalendar(dev.tickwheel.v1.CreateCalendarRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.CreateCalendarResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getCreateCalendarMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Returns one calendar with every holiday and half-day. NOT_FOUND for a
+     * name that is not one of the tenant's calendars, another tenant's
+     * included.
+     * </pre>
+     */
+    default void getCalendar(dev.tickwheel.v1.GetCalendarRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.GetCalendarResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getGetCalendarMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Lists the tenant's calendars, ordered by name, paged, without their
+     * dates (their counts instead).
+     * </pre>
+     */
+    default void listCalendars(dev.tickwheel.v1.ListCalendarsRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.ListCalendarsResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getListCalendarsMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Changes a calendar. `calendar.version` is required and must equal the
+     * stored version: FAILED_PRECONDITION otherwise. The fields in
+     * `update_mask` are replaced (a list is replaced whole, not merged) and the
+     * result is validated as CreateCalendar validates; it is stored at version
+     * + 1, or returned unchanged when it changes nothing.
+     * </pre>
+     */
+    default void updateCalendar(dev.tickwheel.v1.UpdateCalendarRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.UpdateCalendarResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getUpdateCalendarMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Deletes a calendar. FAILED_PRECONDITION when a non-zero `version` is not
+     * the stored version. Once jobs can name a calendar (a later change),
+     * deleting one that a job names will be refused with FAILED_PRECONDITION;
+     * today no job can name one.
+     * </pre>
+     */
+    default void deleteCalendar(dev.tickwheel.v1.DeleteCalendarRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.DeleteCalendarResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getDeleteCalendarMethod(), responseObserver);
+    }
   }
 
   /**
@@ -1382,6 +1604,78 @@ public final class SchedulerServiceGrpc {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getReplayDeadLetterMethod(), getCallOptions()), request, responseObserver);
     }
+
+    /**
+     * <pre>
+     * Creates a business-day calendar (see `Calendar` for every bound).
+     * Idempotent by `request_id` for 24 hours: a repeat returns the calendar
+     * the first call created (`created` false) and writes nothing, whatever its
+     * own definition; NOT_FOUND when that calendar was deleted since.
+     * ALREADY_EXISTS when the tenant has a calendar of that name (created by
+     * another request). RESOURCE_EXHAUSTED (QuotaFailure, quota
+     * `max_calendars`) when the tenant has 1 000 calendars, the most it may
+     * have. Durable before the reply.
+     * </pre>
+     */
+    public void createCalendar(dev.tickwheel.v1.CreateCalendarRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.CreateCalendarResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getCreateCalendarMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Returns one calendar with every holiday and half-day. NOT_FOUND for a
+     * name that is not one of the tenant's calendars, another tenant's
+     * included.
+     * </pre>
+     */
+    public void getCalendar(dev.tickwheel.v1.GetCalendarRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.GetCalendarResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getGetCalendarMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Lists the tenant's calendars, ordered by name, paged, without their
+     * dates (their counts instead).
+     * </pre>
+     */
+    public void listCalendars(dev.tickwheel.v1.ListCalendarsRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.ListCalendarsResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getListCalendarsMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Changes a calendar. `calendar.version` is required and must equal the
+     * stored version: FAILED_PRECONDITION otherwise. The fields in
+     * `update_mask` are replaced (a list is replaced whole, not merged) and the
+     * result is validated as CreateCalendar validates; it is stored at version
+     * + 1, or returned unchanged when it changes nothing.
+     * </pre>
+     */
+    public void updateCalendar(dev.tickwheel.v1.UpdateCalendarRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.UpdateCalendarResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getUpdateCalendarMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Deletes a calendar. FAILED_PRECONDITION when a non-zero `version` is not
+     * the stored version. Once jobs can name a calendar (a later change),
+     * deleting one that a job names will be refused with FAILED_PRECONDITION;
+     * today no job can name one.
+     * </pre>
+     */
+    public void deleteCalendar(dev.tickwheel.v1.DeleteCalendarRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.DeleteCalendarResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getDeleteCalendarMethod(), getCallOptions()), request, responseObserver);
+    }
   }
 
   /**
@@ -1707,6 +2001,73 @@ public final class SchedulerServiceGrpc {
       return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
           getChannel(), getReplayDeadLetterMethod(), getCallOptions(), request);
     }
+
+    /**
+     * <pre>
+     * Creates a business-day calendar (see `Calendar` for every bound).
+     * Idempotent by `request_id` for 24 hours: a repeat returns the calendar
+     * the first call created (`created` false) and writes nothing, whatever its
+     * own definition; NOT_FOUND when that calendar was deleted since.
+     * ALREADY_EXISTS when the tenant has a calendar of that name (created by
+     * another request). RESOURCE_EXHAUSTED (QuotaFailure, quota
+     * `max_calendars`) when the tenant has 1 000 calendars, the most it may
+     * have. Durable before the reply.
+     * </pre>
+     */
+    public dev.tickwheel.v1.CreateCalendarResponse createCalendar(dev.tickwheel.v1.CreateCalendarRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getCreateCalendarMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Returns one calendar with every holiday and half-day. NOT_FOUND for a
+     * name that is not one of the tenant's calendars, another tenant's
+     * included.
+     * </pre>
+     */
+    public dev.tickwheel.v1.GetCalendarResponse getCalendar(dev.tickwheel.v1.GetCalendarRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getGetCalendarMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Lists the tenant's calendars, ordered by name, paged, without their
+     * dates (their counts instead).
+     * </pre>
+     */
+    public dev.tickwheel.v1.ListCalendarsResponse listCalendars(dev.tickwheel.v1.ListCalendarsRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getListCalendarsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Changes a calendar. `calendar.version` is required and must equal the
+     * stored version: FAILED_PRECONDITION otherwise. The fields in
+     * `update_mask` are replaced (a list is replaced whole, not merged) and the
+     * result is validated as CreateCalendar validates; it is stored at version
+     * + 1, or returned unchanged when it changes nothing.
+     * </pre>
+     */
+    public dev.tickwheel.v1.UpdateCalendarResponse updateCalendar(dev.tickwheel.v1.UpdateCalendarRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getUpdateCalendarMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Deletes a calendar. FAILED_PRECONDITION when a non-zero `version` is not
+     * the stored version. Once jobs can name a calendar (a later change),
+     * deleting one that a job names will be refused with FAILED_PRECONDITION;
+     * today no job can name one.
+     * </pre>
+     */
+    public dev.tickwheel.v1.DeleteCalendarResponse deleteCalendar(dev.tickwheel.v1.DeleteCalendarRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getDeleteCalendarMethod(), getCallOptions(), request);
+    }
   }
 
   /**
@@ -2031,6 +2392,73 @@ public final class SchedulerServiceGrpc {
     public dev.tickwheel.v1.ReplayDeadLetterResponse replayDeadLetter(dev.tickwheel.v1.ReplayDeadLetterRequest request) {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getReplayDeadLetterMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Creates a business-day calendar (see `Calendar` for every bound).
+     * Idempotent by `request_id` for 24 hours: a repeat returns the calendar
+     * the first call created (`created` false) and writes nothing, whatever its
+     * own definition; NOT_FOUND when that calendar was deleted since.
+     * ALREADY_EXISTS when the tenant has a calendar of that name (created by
+     * another request). RESOURCE_EXHAUSTED (QuotaFailure, quota
+     * `max_calendars`) when the tenant has 1 000 calendars, the most it may
+     * have. Durable before the reply.
+     * </pre>
+     */
+    public dev.tickwheel.v1.CreateCalendarResponse createCalendar(dev.tickwheel.v1.CreateCalendarRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getCreateCalendarMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Returns one calendar with every holiday and half-day. NOT_FOUND for a
+     * name that is not one of the tenant's calendars, another tenant's
+     * included.
+     * </pre>
+     */
+    public dev.tickwheel.v1.GetCalendarResponse getCalendar(dev.tickwheel.v1.GetCalendarRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getGetCalendarMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Lists the tenant's calendars, ordered by name, paged, without their
+     * dates (their counts instead).
+     * </pre>
+     */
+    public dev.tickwheel.v1.ListCalendarsResponse listCalendars(dev.tickwheel.v1.ListCalendarsRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getListCalendarsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Changes a calendar. `calendar.version` is required and must equal the
+     * stored version: FAILED_PRECONDITION otherwise. The fields in
+     * `update_mask` are replaced (a list is replaced whole, not merged) and the
+     * result is validated as CreateCalendar validates; it is stored at version
+     * + 1, or returned unchanged when it changes nothing.
+     * </pre>
+     */
+    public dev.tickwheel.v1.UpdateCalendarResponse updateCalendar(dev.tickwheel.v1.UpdateCalendarRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getUpdateCalendarMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Deletes a calendar. FAILED_PRECONDITION when a non-zero `version` is not
+     * the stored version. Once jobs can name a calendar (a later change),
+     * deleting one that a job names will be refused with FAILED_PRECONDITION;
+     * today no job can name one.
+     * </pre>
+     */
+    public dev.tickwheel.v1.DeleteCalendarResponse deleteCalendar(dev.tickwheel.v1.DeleteCalendarRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getDeleteCalendarMethod(), getCallOptions(), request);
     }
   }
 
@@ -2377,6 +2805,78 @@ public final class SchedulerServiceGrpc {
       return io.grpc.stub.ClientCalls.futureUnaryCall(
           getChannel().newCall(getReplayDeadLetterMethod(), getCallOptions()), request);
     }
+
+    /**
+     * <pre>
+     * Creates a business-day calendar (see `Calendar` for every bound).
+     * Idempotent by `request_id` for 24 hours: a repeat returns the calendar
+     * the first call created (`created` false) and writes nothing, whatever its
+     * own definition; NOT_FOUND when that calendar was deleted since.
+     * ALREADY_EXISTS when the tenant has a calendar of that name (created by
+     * another request). RESOURCE_EXHAUSTED (QuotaFailure, quota
+     * `max_calendars`) when the tenant has 1 000 calendars, the most it may
+     * have. Durable before the reply.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.CreateCalendarResponse> createCalendar(
+        dev.tickwheel.v1.CreateCalendarRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getCreateCalendarMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Returns one calendar with every holiday and half-day. NOT_FOUND for a
+     * name that is not one of the tenant's calendars, another tenant's
+     * included.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.GetCalendarResponse> getCalendar(
+        dev.tickwheel.v1.GetCalendarRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getGetCalendarMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Lists the tenant's calendars, ordered by name, paged, without their
+     * dates (their counts instead).
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.ListCalendarsResponse> listCalendars(
+        dev.tickwheel.v1.ListCalendarsRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getListCalendarsMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Changes a calendar. `calendar.version` is required and must equal the
+     * stored version: FAILED_PRECONDITION otherwise. The fields in
+     * `update_mask` are replaced (a list is replaced whole, not merged) and the
+     * result is validated as CreateCalendar validates; it is stored at version
+     * + 1, or returned unchanged when it changes nothing.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.UpdateCalendarResponse> updateCalendar(
+        dev.tickwheel.v1.UpdateCalendarRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getUpdateCalendarMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Deletes a calendar. FAILED_PRECONDITION when a non-zero `version` is not
+     * the stored version. Once jobs can name a calendar (a later change),
+     * deleting one that a job names will be refused with FAILED_PRECONDITION;
+     * today no job can name one.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.DeleteCalendarResponse> deleteCalendar(
+        dev.tickwheel.v1.DeleteCalendarRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getDeleteCalendarMethod(), getCallOptions()), request);
+    }
   }
 
   private static final int METHODID_CREATE_JOB = 0;
@@ -2399,6 +2899,11 @@ public final class SchedulerServiceGrpc {
   private static final int METHODID_CANCEL_EXECUTION = 17;
   private static final int METHODID_LIST_DEAD_LETTERS = 18;
   private static final int METHODID_REPLAY_DEAD_LETTER = 19;
+  private static final int METHODID_CREATE_CALENDAR = 20;
+  private static final int METHODID_GET_CALENDAR = 21;
+  private static final int METHODID_LIST_CALENDARS = 22;
+  private static final int METHODID_UPDATE_CALENDAR = 23;
+  private static final int METHODID_DELETE_CALENDAR = 24;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -2496,6 +3001,26 @@ public final class SchedulerServiceGrpc {
         case METHODID_REPLAY_DEAD_LETTER:
           serviceImpl.replayDeadLetter((dev.tickwheel.v1.ReplayDeadLetterRequest) request,
               (io.grpc.stub.StreamObserver<dev.tickwheel.v1.ReplayDeadLetterResponse>) responseObserver);
+          break;
+        case METHODID_CREATE_CALENDAR:
+          serviceImpl.createCalendar((dev.tickwheel.v1.CreateCalendarRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.CreateCalendarResponse>) responseObserver);
+          break;
+        case METHODID_GET_CALENDAR:
+          serviceImpl.getCalendar((dev.tickwheel.v1.GetCalendarRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.GetCalendarResponse>) responseObserver);
+          break;
+        case METHODID_LIST_CALENDARS:
+          serviceImpl.listCalendars((dev.tickwheel.v1.ListCalendarsRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.ListCalendarsResponse>) responseObserver);
+          break;
+        case METHODID_UPDATE_CALENDAR:
+          serviceImpl.updateCalendar((dev.tickwheel.v1.UpdateCalendarRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.UpdateCalendarResponse>) responseObserver);
+          break;
+        case METHODID_DELETE_CALENDAR:
+          serviceImpl.deleteCalendar((dev.tickwheel.v1.DeleteCalendarRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.DeleteCalendarResponse>) responseObserver);
           break;
         default:
           throw new AssertionError();
@@ -2655,6 +3180,41 @@ public final class SchedulerServiceGrpc {
               dev.tickwheel.v1.ReplayDeadLetterRequest,
               dev.tickwheel.v1.ReplayDeadLetterResponse>(
                 service, METHODID_REPLAY_DEAD_LETTER)))
+        .addMethod(
+          getCreateCalendarMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.CreateCalendarRequest,
+              dev.tickwheel.v1.CreateCalendarResponse>(
+                service, METHODID_CREATE_CALENDAR)))
+        .addMethod(
+          getGetCalendarMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.GetCalendarRequest,
+              dev.tickwheel.v1.GetCalendarResponse>(
+                service, METHODID_GET_CALENDAR)))
+        .addMethod(
+          getListCalendarsMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.ListCalendarsRequest,
+              dev.tickwheel.v1.ListCalendarsResponse>(
+                service, METHODID_LIST_CALENDARS)))
+        .addMethod(
+          getUpdateCalendarMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.UpdateCalendarRequest,
+              dev.tickwheel.v1.UpdateCalendarResponse>(
+                service, METHODID_UPDATE_CALENDAR)))
+        .addMethod(
+          getDeleteCalendarMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.DeleteCalendarRequest,
+              dev.tickwheel.v1.DeleteCalendarResponse>(
+                service, METHODID_DELETE_CALENDAR)))
         .build();
   }
 
@@ -2723,6 +3283,11 @@ public final class SchedulerServiceGrpc {
               .addMethod(getCancelExecutionMethod())
               .addMethod(getListDeadLettersMethod())
               .addMethod(getReplayDeadLetterMethod())
+              .addMethod(getCreateCalendarMethod())
+              .addMethod(getGetCalendarMethod())
+              .addMethod(getListCalendarsMethod())
+              .addMethod(getUpdateCalendarMethod())
+              .addMethod(getDeleteCalendarMethod())
               .build();
         }
       }
