@@ -28,8 +28,11 @@ var repeatable = map[string]func(request any) bool{
 	// batch applies nothing twice.
 	tickwheelv1.SchedulerService_BatchUpdateJobs_FullMethodName: everyItemHasVersion,
 	tickwheelv1.SchedulerService_BatchDeleteJobs_FullMethodName: always,
-	tickwheelv1.SchedulerService_PauseJob_FullMethodName:        never,
-	tickwheelv1.SchedulerService_ResumeJob_FullMethodName:       never,
+	// A read. (UpdateJob with validate_only writes nothing, but it is
+	// UpdateJob, decided above by the RPC: never retried.)
+	tickwheelv1.SchedulerService_ListJobRevisions_FullMethodName: always,
+	tickwheelv1.SchedulerService_PauseJob_FullMethodName:         never,
+	tickwheelv1.SchedulerService_ResumeJob_FullMethodName:        never,
 	// Pausing a paused job and resuming an active one change nothing: a
 	// retried batch answers those items unchanged.
 	tickwheelv1.SchedulerService_BatchPauseJobs_FullMethodName:   always,

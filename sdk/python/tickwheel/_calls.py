@@ -81,6 +81,10 @@ BATCH_CREATE_JOBS = _sched("BatchCreateJobs", S.BatchCreateJobsResponse, _every_
 GET_JOB = _sched("GetJob", S.GetJobResponse, _always)
 LIST_JOBS = _sched("ListJobs", S.ListJobsResponse, _always)
 UPDATE_JOB = _sched("UpdateJob", S.UpdateJobResponse, _never)
+# UpdateJob with validate_only writes nothing, but it is UpdateJob: as the
+# other SDKs decide by RPC, never retried.
+PREVIEW_UPDATE = _sched("UpdateJob", S.UpdateJobResponse, _never)
+LIST_JOB_REVISIONS = _sched("ListJobRevisions", S.ListJobRevisionsResponse, _always)
 DELETE_JOB = _sched("DeleteJob", S.DeleteJobResponse, _never)
 # A batch is retried on UNAVAILABLE: each update item carries the version it
 # expects, each delete deletes at most once, so no item applies twice. An
@@ -208,11 +212,13 @@ def batch_create_jobs(items: Sequence[scheduler_pb2.CreateJobRequest]) -> schedu
     return scheduler_pb2.BatchCreateJobsRequest(items=items)
 
 
-def get_job(job_id: str, *, next_runs: int = 0) -> scheduler_pb2.GetJobRequest:
+def get_job(job_id: str, *, next_runs: int = 0, revision: int = 0) -> scheduler_pb2.GetJobRequest:
     """Returns ``GetJobResponse``: the job with its last outcome and its
     upcoming fires (``next_runs``, default 5, at most 100). NOT_FOUND for an
-    unknown id or another tenant's job. Retried."""
-    return scheduler_pb2.GetJobRequest(id=job_id, next_runs=next_runs)
+    unknown id or another tenant's job. ``revision`` (non-zero): the job as
+    it was at that version, one ``list_job_revisions`` lists (NOT_FOUND
+    otherwise), without next runs. Retried."""
+    return scheduler_pb2.GetJobRequest(id=job_id, next_runs=next_runs, revision=revision)
 
 
 def list_jobs(
@@ -249,6 +255,37 @@ def update_job(
     if mask is not None:
         request.update_mask.CopyFrom(mask)
     return request
+
+
+def preview_update(
+    job: job_pb2.Job,
+    *,
+    update_mask: Sequence[str] | field_mask_pb2.FieldMask | None = None,
+    diff_window: DurationLike | None = None,
+) -> scheduler_pb2.UpdateJobRequest:
+    """``update_job`` with ``validate_only``: the change is checked as
+    UpdateJob checks it (the same errors, the version check included) and
+    nothing is written. Returns ``UpdateJobResponse`` with the job as the
+    change would define it and ``run_diff``: the runs added, removed and
+    moved over ``diff_window`` from now (default 30 days, between 1 minute
+    and 366 days; seconds or a timedelta), at most 100 listed per kind with
+    their counts. Never retried (it is UpdateJob)."""
+    request = update_job(job, update_mask=update_mask)
+    request.validate_only = True
+    if diff_window is not None:
+        request.diff_window.CopyFrom(builders.duration(diff_window))
+    return request
+
+
+def list_job_revisions(job_id: str, *, page_size: int = 0, page_token: str = "") -> scheduler_pb2.ListJobRevisionsRequest:
+    """Returns one page of the job's revisions, newest first
+    (``ListJobRevisionsResponse``): each the definition an applied update
+    replaced (without its payload: ``get_job(job_id, revision=...)`` has
+    it), who changed it, when and with which mask. ``page_size`` default 20,
+    at most 100. To roll back, update the job to a revision's definition:
+    ``update_job(get_job(id, revision=n).job`` with the current version, no
+    mask). Retried."""
+    return scheduler_pb2.ListJobRevisionsRequest(id=job_id, page_size=page_size, page_token=page_token)
 
 
 def delete_job(job_id: str, *, version: int = 0) -> scheduler_pb2.DeleteJobRequest:

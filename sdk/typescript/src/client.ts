@@ -195,6 +195,8 @@ const POLICIES: Record<string, Record<string, CallPolicy>> = {
     backfillJob: whenDryRun,
     getJob: always,
     listJobs: always,
+    // A read. UpdateJob with validateOnly writes nothing but is UpdateJob: never retried.
+    listJobRevisions: always,
     previewSchedule: always,
     getExecution: always,
     listExecutions: always,

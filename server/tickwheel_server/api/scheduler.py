@@ -25,7 +25,7 @@ from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import new_job_id, new_job_ids
 from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
 
-from ..auth.authenticator import Authenticator
+from ..auth.authenticator import Authenticator, api_key_actor
 from ..coalescer import CreateCoalescer
 from ..errors import FieldViolation, InvalidArgument, QuotaExceeded, TickwheelError, VersionConflict
 from ..policy import jobchanges
@@ -43,7 +43,8 @@ from ..store.jobbatch import Decide, JobChange
 from ..store.jobrecords import JobRecord, NewJob
 from ..store.jobs import JobStore
 from ..store.manual import ManualStore
-from . import convert, validate
+from ..store.revisions import RevisionStore
+from . import convert, dryrun, revisionview, validate
 from .calendars import CalendarCalls
 from .status import rpc, status_for
 
@@ -153,13 +154,16 @@ def update_plan(record: JobRecord, stored: job_pb2.Job, job: job_pb2.Job, now: d
 
 
 def update_change(
-    record: JobRecord, patch: job_pb2.Job, paths: tuple[str, ...], now: datetime, target_policy: TargetPolicy
+    record: JobRecord, patch: job_pb2.Job, paths: tuple[str, ...], now: datetime, target_policy: TargetPolicy,
+    *, changed_by: str = "", update_mask: tuple[str, ...] = (),
 ) -> JobChange | None:
     """What UpdateJob's ``patch`` at ``paths`` writes to ``record``: the
     merged definition validated as CreateJob validates (INVALID_ARGUMENT
     naming the field otherwise) and its :func:`update_plan`; None when it
-    changes nothing. CPU-bound when a paused span is long: run it off the
-    loop (a batch runs it in the store's transaction thread)."""
+    changes nothing. ``changed_by`` and ``update_mask`` (the request's, as
+    given) go to the revision the change keeps. CPU-bound when a paused
+    span is long: run it off the loop (a batch runs it in the store's
+    transaction thread)."""
     stored = convert.stored_job(record)
     job = validate.normalise_job(merge_job(stored, patch, paths), now, target_policy=target_policy)
     if job == stored:
@@ -168,7 +172,7 @@ def update_change(
     return JobChange(
         name=job.name, spec=job.SerializeToString(), time_zone=validate.zone_of(schedule_of(job, record.id)),
         tzdata_version=plan.tzdata_version, payload_size=len(job.payload), reschedule=plan.reschedule,
-        skipped=plan.skipped,
+        skipped=plan.skipped, changed_by=changed_by, update_mask=update_mask,
     )
 
 
@@ -205,17 +209,32 @@ async def apply_batch(items, result_type, decode: Callable, apply: Callable, ans
     return results, done
 
 
-def update_item(request, now: datetime, target_policy: TargetPolicy) -> tuple[str, int, Decide]:
+def update_item(
+    request, now: datetime, target_policy: TargetPolicy, *, changed_by: str = "", in_batch: bool = False
+) -> tuple[str, int, Decide]:
     """An UpdateJob ``request`` as the store applies it: (job id, expected
-    version, the decision from the job as stored). INVALID_ARGUMENT
-    ``update_mask``, ``job.id`` or ``job.version`` when it cannot be one."""
+    version, the decision from the job as stored, which records
+    ``changed_by`` and the request's mask for the revision). INVALID_ARGUMENT
+    ``update_mask``, ``job.id`` or ``job.version`` when it cannot be one;
+    ``validate_only`` or ``diff_window`` when a batch item (``in_batch``)
+    sets them."""
+    if in_batch:
+        refused = [name for name, set_ in (("validate_only", request.validate_only),
+                                            ("diff_window", request.HasField("diff_window"))) if set_]
+        if refused:
+            raise InvalidArgument(
+                [FieldViolation(name, "not in a batch: preview changes one at a time with UpdateJob") for name in refused]
+            )
     paths = update_paths(request.update_mask)
+    mask = tuple(request.update_mask.paths)
     job_id, version = request.job.id, request.job.version
     missing = [name for name, value in (("id", job_id), ("version", version)) if not value]
     if missing:
         raise InvalidArgument([FieldViolation(f"job.{name}", "required") for name in missing])
     patch = request.job
-    return job_id, version, lambda record: update_change(record, patch, paths, now, target_policy)
+    return job_id, version, lambda record: update_change(
+        record, patch, paths, now, target_policy, changed_by=changed_by, update_mask=mask
+    )
 
 
 def resume_span(record: JobRecord, now: datetime) -> PausedSpan:
@@ -280,6 +299,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self._dead_letters = dead_letters or DeadLetterStore(
             jobs.engine, jobs.clock, AlertStore(jobs.engine, jobs.clock)
         )
+        self._revisions = RevisionStore(jobs.engine, jobs.clock)
 
     @rpc
     async def CreateJob(self, request, context):
@@ -366,7 +386,12 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         tenant = await self._auth.tenant(context)
         _required(request.id, "id")
         count = convert.page_size(request.next_runs, default=5, maximum=100, field="next_runs")
+        if request.revision < 0:
+            raise InvalidArgument.field("revision", "must be >= 0 (0: the job as it is now)")
         record = await self._jobs.get(tenant.name, request.id)
+        if request.revision and request.revision != record.version:
+            revision = await self._revisions.get(tenant.name, record.id, request.revision)
+            return scheduler_pb2.GetJobResponse(job=revisionview.revision_job(revision, record))
         job = convert.job_to_proto(record)
         next_runs = []
         # An unparsable definition comes back without its schedule (job_to_proto): no next runs.
@@ -476,20 +501,27 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         re-planned only when the schedule changed (:func:`plan_update`);
         otherwise the executions not started stay, with the new payload or
         handler if those changed. A request that changes nothing returns the
-        job as it is: no new version."""
+        job as it is: no new version. With ``validate_only`` every check is
+        made and nothing written: the answer holds the run diff
+        (:mod:`.dryrun`)."""
         tenant = await self._auth.tenant(context)
         now = self._clock.now()
-        job_id, version, decide = update_item(request, now, self._target_policy)
+        window = dryrun.diff_window(request)
+        job_id, version, decide = update_item(request, now, self._target_policy, changed_by=api_key_actor(context))
         record = await self._jobs.get(tenant.name, job_id)
         if record.version != version:
             raise VersionConflict(f"job {job_id!r}", version, record.version)
         change = await asyncio.to_thread(decide, record)
+        if request.validate_only:
+            return await asyncio.to_thread(
+                dryrun.dry_run, record, change, max_payload_bytes=tenant.max_payload_bytes, now=now, window=window
+            )
         if change is None:
             return scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(record))
         updated, _ = await self._jobs.update(
             tenant.name, job_id, version, name=change.name, spec=change.spec, time_zone=change.time_zone,
             tzdata_version=change.tzdata_version, payload_size=change.payload_size, reschedule=change.reschedule,
-            skipped=change.skipped,
+            skipped=change.skipped, changed_by=change.changed_by, update_mask=change.update_mask,
         )
         return scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(updated))
 
@@ -502,9 +534,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         tenant = await self._auth.tenant(context)
         batch_items(request.items)
         now = self._clock.now()
+        actor = api_key_actor(context)
         results, done = await apply_batch(
             request.items, scheduler_pb2.BatchUpdateJobsResult,
-            lambda item: update_item(item, now, self._target_policy),
+            lambda item: update_item(item, now, self._target_policy, changed_by=actor, in_batch=True),
             lambda work: self._jobs.update_many(tenant.name, work),
             lambda outcome: scheduler_pb2.BatchUpdateJobsResult(
                 job=scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(outcome[0]))
@@ -512,6 +545,21 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         )  # fmt: skip
         return scheduler_pb2.BatchUpdateJobsResponse(
             results=results, updated_count=len(done), failed_count=len(results) - len(done)
+        )
+
+    @rpc
+    async def ListJobRevisions(self, request, context):
+        """A job's revisions, newest first, paged by version
+        (:class:`~tickwheel_server.store.revisions.RevisionStore`)."""
+        tenant = await self._auth.tenant(context)
+        job_id = _required(request.id, "id")
+        size = convert.page_size(request.page_size, default=20, maximum=100)
+        before = revisionview.parse_page_token(request.page_token)
+        record = await self._jobs.get(tenant.name, job_id)
+        found = await self._revisions.list(tenant.name, job_id, before_version=before, limit=size + 1)
+        token = revisionview.page_token(found[size - 1].version) if len(found) > size else ""
+        return scheduler_pb2.ListJobRevisionsResponse(
+            revisions=[revisionview.revision_to_proto(r, record) for r in found[:size]], next_page_token=token
         )
 
     @rpc

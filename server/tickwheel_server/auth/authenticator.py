@@ -69,6 +69,15 @@ def bearer(context: grpc.aio.ServicerContext) -> str:
     raise Unauthenticated("missing authorization metadata: send 'authorization: Bearer <credential>'")
 
 
+def api_key_actor(context: grpc.aio.ServicerContext) -> str:
+    """Who a SchedulerService call acts as, as revisions record it:
+    ``"api_key:<key id>"`` of its bearer API key. Call it once
+    :meth:`Authenticator.tenant` accepted the call (the key is then one
+    this server issued)."""
+    key_id = tokens.parse_secret(bearer(context), tokens.API_KEY_PREFIX)
+    return f"api_key:{key_id}"
+
+
 def peer_of(context) -> str:
     """The key a call's failures are limited under (:func:`.failures.peer_key`);
     ``unknown`` when the context cannot say."""

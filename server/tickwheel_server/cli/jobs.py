@@ -41,7 +41,7 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="idempotency key: repeating the command with it returns the same job "
                         "(default: a fresh uuid4)")
 
-    from tickwheel_server.cli import jobbulk, jobimport
+    from tickwheel_server.cli import jobbulk, jobimport, safechanges
 
     jobimport.register(jobs, parents)
 
@@ -65,6 +65,8 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--name")
     _add_spec_args(p, create=False)
     jobbulk.add_bulk_args(p, update=True)
+    safechanges.add_dry_run_args(p)
+    safechanges.register(jobs, parents)
 
     p = leaf(jobs, "pause", parents, pause, auth="tenant",
              help="pause jobs (their executions not started are held until resumed)")
@@ -394,10 +396,14 @@ def list_jobs(ctx: Context, a: argparse.Namespace) -> int:
 def update(ctx: Context, a: argparse.Namespace) -> int:
     from tickwheel.v1 import job_pb2
 
-    from tickwheel_server.cli import jobbulk
+    from tickwheel_server.cli import jobbulk, safechanges
 
     if jobbulk.wants_bulk(a):
+        if a.dry_run:
+            raise UsageError("--dry-run previews one job at a time")
         return jobbulk.update_many(ctx, a)
+    if a.diff_window is not None and not a.dry_run:
+        raise UsageError("--diff-window goes with --dry-run")
     if a.version is None:
         raise UsageError("--version is required: the version you last read (job get)")
     (a.id,) = a.ids
@@ -406,6 +412,10 @@ def update(ctx: Context, a: argparse.Namespace) -> int:
     paths = apply_spec(job, a, current)
     if not paths:
         raise UsageError("nothing to update: give the flags of the fields to change")
+    if a.dry_run:
+        return safechanges.print_dry_run(
+            ctx, ctx.client.preview_update(job, update_mask=paths, diff_window=safechanges.diff_window(a))
+        )
     response = ctx.client.update_job(job, update_mask=paths)
     if ctx.json:
         ctx.emit_json(response)

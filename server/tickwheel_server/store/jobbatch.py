@@ -61,6 +61,7 @@ from .jobexecutions import (
     recreate_pending, span_with,
 )
 from .jobrecords import JobRecord, get_job, job_record
+from .revisions import delete_revisions, keep_revisions, revision_of
 from .tables import executions, jobs, tenants
 from .timeline import NOT_STARTED, in_group
 
@@ -79,6 +80,10 @@ class JobChange:
     payload_size: int
     reschedule: Reschedule | None
     skipped: SkippedSpan | None = None
+    changed_by: str = ""
+    """Who asked for the change (the revision it keeps records it)."""
+    update_mask: tuple[str, ...] = ()
+    """The request's update mask as given (empty: every mutable field)."""
 
 
 Decide = Callable[[JobRecord], "JobChange | None"]
@@ -222,11 +227,13 @@ def update_jobs(
     the expected one; then the decision (its error is the item's); None
     answers the job as it is; a change is applied (:func:`apply_update`,
     QuotaExceeded over the payload limit). Each changed job's row is
-    written once, with the last change of it.
+    written once, with the last change of it; each applied change keeps
+    the definition it replaced as a revision (:func:`.revisions.keep_revisions`).
     """
     current = lock_jobs(conn, caps, tenant, [job_id for job_id, _, _ in items])
     limit = payload_limit(conn, tenant) if current else None
     written: dict[str, JobRecord] = {}
+    kept = []
     outcomes: list[UpdateOutcome] = []
     for job_id, expected_version, decide in items:
         try:
@@ -243,6 +250,7 @@ def update_jobs(
         except TickwheelError as error:
             outcomes.append(error)
             continue
+        kept.append(revision_of(record, updated, changed_by=change.changed_by, update_mask=change.update_mask))
         current[job_id] = written[job_id] = updated
         outcomes.append((updated, canceled))
     if written:
@@ -251,6 +259,7 @@ def update_jobs(
             [{"b_id": job_id, **{f"b_{k}": v for k, v in row_values(record).items()}}
              for job_id, record in sorted(written.items())],
         )
+    keep_revisions(conn, kept)
     return outcomes, [record for _, record in sorted(written.items())]
 
 
@@ -265,8 +274,8 @@ def delete_jobs(
 
     What each delete does is :meth:`JobStore.delete`'s: executions not
     started canceled with :data:`DELETED_REASON` (a running one finishes),
-    the row deleted, its quota unit given back to its slot (the slots in
-    slot order). History and request ids stay.
+    the row deleted with its revisions, its quota unit given back to its
+    slot (the slots in slot order). History and request ids stay.
     """
     current = lock_jobs(conn, caps, tenant, [job_id for job_id, _ in items])
     deleted: dict[str, JobRecord] = {}
@@ -296,6 +305,7 @@ def delete_jobs(
             sa.delete(jobs).where(jobs.c.tenant == tenant, jobs.c.id.in_(chunk)).returning(jobs.c.quota_slot)
         ).scalars():
             slots[slot] = slots.get(slot, 0) + 1
+        delete_revisions(conn, tenant, chunk)
     wake_keys(conn, caps, {(row.tenant, row.wait_key) for row in canceled_rows if row.wait_key})
     quota.give_back(conn, tenant, dict(sorted(slots.items())))
     per_job: dict[str, int] = {}

@@ -58,6 +58,7 @@ from .jobbatch import (
 from .jobcreate import Outcome, create_jobs
 from .jobrecords import JOB_STATES, JobRecord, NewJob, get_job, job_record
 from .quota import SlotPicker
+from .revisions import keep_revisions, revision_of
 from .tables import jobs
 
 
@@ -172,6 +173,8 @@ class JobStore(SqlStore):
         payload_size: int,
         reschedule: Reschedule | None,
         skipped: SkippedSpan | None = None,
+        changed_by: str = "",
+        update_mask: Sequence[str] = (),
     ) -> tuple[JobRecord, int]:
         """Replace the definition of ``job_id`` (the API validated ``spec``).
 
@@ -208,11 +211,13 @@ class JobStore(SqlStore):
           there is a cursor, ``completed`` when there is none.
         - ``version`` + 1, ``updated_at`` = now; ``name``, ``spec``,
           ``time_zone`` and ``tzdata_version`` replaced.
+        - The definition replaced is kept as a revision, with ``changed_by``
+          and ``update_mask`` (:mod:`.revisions`).
         """
         now_us = to_us(self.clock.now())
         change = JobChange(
             name=name, spec=spec, time_zone=time_zone, tzdata_version=tzdata_version, payload_size=payload_size,
-            reschedule=reschedule, skipped=skipped,
+            reschedule=reschedule, skipped=skipped, changed_by=changed_by, update_mask=tuple(update_mask),
         )
 
         def fn(conn: Connection) -> tuple[JobRecord, int]:
@@ -223,6 +228,7 @@ class JobStore(SqlStore):
                 conn, self.caps, current, change, limit=payload_limit(conn, tenant), now_us=now_us
             )
             conn.execute(jobs.update().where(jobs.c.id == job_id).values(**row_values(updated)))
+            keep_revisions(conn, [revision_of(current, updated, changed_by=changed_by, update_mask=update_mask)])
             return get_job(conn, tenant, job_id), canceled
 
         record, canceled = await self._tx(fn, row_locked=True)

@@ -82,6 +82,21 @@ tenant_quota = sa.Table(
     sa.Column("allowance", sa.BigInteger, nullable=False),
 )
 
+job_revisions = sa.Table(
+    "job_revisions",
+    metadata,
+    sa.Column("job_id", sa.Text, primary_key=True),
+    sa.Column("version", sa.BigInteger, primary_key=True),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("spec", sa.LargeBinary, nullable=False),
+    sa.Column("version_at", sa.BigInteger, nullable=False),
+    sa.Column("changed_at", sa.BigInteger, nullable=False),
+    sa.Column("changed_by", sa.Text, nullable=False),
+    sa.Column("update_mask", sa.Text, nullable=False),
+    sa.Column("changed_to_version", sa.BigInteger, nullable=False),
+)
+
 job_requests = sa.Table(
     "job_requests",
     metadata,

@@ -275,3 +275,44 @@ def test_backfill_dry_run_table(cli, fake, tenant) -> None:
     assert result.code == 0 and fake.requests("BackfillJob")[0].dry_run
     assert result.out.count("job_a:2026-01-01T00:0") == 3
     assert result.err == ""  # one chunk: no progress line
+
+
+def test_job_update_dry_run_prints_the_diff_and_writes_through_validate_only(cli, fake, tenant) -> None:
+    def answer(request, _ctx):
+        fire = job_pb2.ScheduledFire(local_time="2027-01-11T10:00:00+00:00")
+        fire.nominal_at.FromSeconds(1_799_661_600)
+        diff = scheduler_pb2.RunDiff(added=[fire], added_count=3, removed_count=0, unchanged_count=2)
+        return scheduler_pb2.UpdateJobResponse(job=request.job, run_diff=diff)
+
+    fake.reply("UpdateJob", answer)
+    result = cli(*tenant, "job", "update", "job_01NEW", "--version", "4", "--payload", "[]", "--dry-run",
+                 "--diff-window", "7")  # fmt: skip
+    assert result.code == 0, result.err
+    request = fake.requests("UpdateJob")[0]
+    assert request.validate_only and request.diff_window.seconds == 7 * 86400
+    assert "3 added, 0 removed, 0 moved, 2 unchanged" in result.out and "(first 1 of 3)" in result.out
+    assert "2027-01-11T10:00:00+00:00" in result.out
+
+
+def test_job_update_dry_run_refuses_a_batch_and_a_window_alone(cli, fake, tenant) -> None:
+    assert cli(*tenant, "job", "update", "a", "b", "--version", "1", "--payload", "[]", "--dry-run").code == 2
+    assert cli(*tenant, "job", "update", "a", "--version", "1", "--payload", "[]", "--diff-window", "3").code == 2
+    assert fake.calls == []
+
+
+def test_job_rollback_updates_to_the_revision_at_the_current_version(cli, fake, tenant) -> None:
+    old = _stored("job_01NEW")
+    old.name, old.version = "before", 2
+
+    def get(request, _ctx):
+        job = _stored("job_01NEW")
+        job.name, job.version = "now", 5
+        return scheduler_pb2.GetJobResponse(job=old if request.revision == 2 else job)
+
+    fake.reply("GetJob", get)
+    fake.reply("UpdateJob", lambda request, _ctx: scheduler_pb2.UpdateJobResponse(job=request.job))
+    result = cli(*tenant, "job", "rollback", "job_01NEW", "--to-version", "2")
+    assert result.code == 0, result.err
+    (sent,) = fake.requests("UpdateJob")
+    assert (sent.job.name, sent.job.version, list(sent.update_mask.paths), sent.validate_only) == ("before", 5, [], False)
+    assert cli(*tenant, "job", "rollback", "job_01NEW", "--to-version", "2", "--diff-window", "3").code == 2

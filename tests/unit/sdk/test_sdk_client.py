@@ -282,3 +282,30 @@ def test_calendar_calls_follow_the_retry_rule_of_jobs(fake: FakeTickwheel) -> No
     assert fake.requests("DeleteCalendar")[0].version == 1
     with pytest.raises(ValueError, match="not a weekday"):
         builders.calendar("uk", "UTC", business_days=["someday"])
+
+
+def test_preview_update_asks_validate_only_and_is_not_retried(fake: FakeTickwheel) -> None:
+    fake.reply("UpdateJob", failure(grpc.StatusCode.UNAVAILABLE, "down"))
+    sleeps: list[float] = []
+    with _client(fake, sleeps) as client, pytest.raises(TickwheelError):
+        client.preview_update(_job(payload=b"{}"), update_mask=["payload"], diff_window=timedelta(days=7))
+    (sent,) = fake.requests("UpdateJob")
+    assert sent.validate_only and sent.diff_window.ToTimedelta() == timedelta(days=7) and sleeps == []
+    assert list(sent.update_mask.paths) == ["payload"]
+    with _client(fake) as client, pytest.raises(TickwheelError):
+        client.update_job(_job())
+    assert not fake.requests("UpdateJob")[-1].validate_only and not fake.requests("UpdateJob")[-1].HasField("diff_window")
+
+
+def test_revisions_are_read_and_retried(fake: FakeTickwheel) -> None:
+    fake.script("ListJobRevisions", failure(grpc.StatusCode.UNAVAILABLE, "down"))
+    fake.reply("ListJobRevisions", scheduler_pb2.ListJobRevisionsResponse(
+        revisions=[scheduler_pb2.JobRevision(version=1, changed_by="api_key:k")]))  # fmt: skip
+    fake.reply("GetJob", scheduler_pb2.GetJobResponse(job=_job()))
+    with _client(fake) as client:
+        page = client.list_job_revisions("job_01TEST", page_size=5, page_token="t")
+        client.get_job("job_01TEST", revision=1)
+    assert [r.version for r in page.revisions] == [1] and len(fake.requests("ListJobRevisions")) == 2
+    sent = fake.requests("ListJobRevisions")[0]
+    assert (sent.id, sent.page_size, sent.page_token) == ("job_01TEST", 5, "t")
+    assert fake.requests("GetJob")[0].revision == 1

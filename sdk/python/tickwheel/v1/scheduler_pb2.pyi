@@ -1,5 +1,6 @@
 import datetime
 
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.rpc import status_pb2 as _status_pb2
@@ -57,12 +58,14 @@ class BatchCreateJobsResult(_message.Message):
     def __init__(self, job: _Optional[_Union[CreateJobResponse, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
-    __slots__ = ("id", "next_runs")
+    __slots__ = ("id", "next_runs", "revision")
     ID_FIELD_NUMBER: _ClassVar[int]
     NEXT_RUNS_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
     id: str
     next_runs: int
-    def __init__(self, id: _Optional[str] = ..., next_runs: _Optional[int] = ...) -> None: ...
+    revision: int
+    def __init__(self, id: _Optional[str] = ..., next_runs: _Optional[int] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class GetJobResponse(_message.Message):
     __slots__ = ("job", "next_runs")
@@ -93,18 +96,90 @@ class ListJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[_job_pb2.Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class UpdateJobRequest(_message.Message):
-    __slots__ = ("job", "update_mask")
+    __slots__ = ("job", "update_mask", "validate_only", "diff_window")
     JOB_FIELD_NUMBER: _ClassVar[int]
     UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    DIFF_WINDOW_FIELD_NUMBER: _ClassVar[int]
     job: _job_pb2.Job
     update_mask: _field_mask_pb2.FieldMask
-    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ...) -> None: ...
+    validate_only: bool
+    diff_window: _duration_pb2.Duration
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., validate_only: _Optional[bool] = ..., diff_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class UpdateJobResponse(_message.Message):
-    __slots__ = ("job",)
+    __slots__ = ("job", "run_diff")
     JOB_FIELD_NUMBER: _ClassVar[int]
+    RUN_DIFF_FIELD_NUMBER: _ClassVar[int]
     job: _job_pb2.Job
-    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+    run_diff: RunDiff
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., run_diff: _Optional[_Union[RunDiff, _Mapping]] = ...) -> None: ...
+
+class RunDiff(_message.Message):
+    __slots__ = ("from_at", "to_at", "window_truncated", "added", "added_count", "removed", "removed_count", "moved", "moved_count", "unchanged_count")
+    FROM_AT_FIELD_NUMBER: _ClassVar[int]
+    TO_AT_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    ADDED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MOVED_FIELD_NUMBER: _ClassVar[int]
+    MOVED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    from_at: _timestamp_pb2.Timestamp
+    to_at: _timestamp_pb2.Timestamp
+    window_truncated: bool
+    added: _containers.RepeatedCompositeFieldContainer[_job_pb2.ScheduledFire]
+    added_count: int
+    removed: _containers.RepeatedCompositeFieldContainer[_job_pb2.ScheduledFire]
+    removed_count: int
+    moved: _containers.RepeatedCompositeFieldContainer[MovedRun]
+    moved_count: int
+    unchanged_count: int
+    def __init__(self, from_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., to_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., window_truncated: _Optional[bool] = ..., added: _Optional[_Iterable[_Union[_job_pb2.ScheduledFire, _Mapping]]] = ..., added_count: _Optional[int] = ..., removed: _Optional[_Iterable[_Union[_job_pb2.ScheduledFire, _Mapping]]] = ..., removed_count: _Optional[int] = ..., moved: _Optional[_Iterable[_Union[MovedRun, _Mapping]]] = ..., moved_count: _Optional[int] = ..., unchanged_count: _Optional[int] = ...) -> None: ...
+
+class MovedRun(_message.Message):
+    __slots__ = ("before", "after")
+    BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    before: _job_pb2.ScheduledFire
+    after: _job_pb2.ScheduledFire
+    def __init__(self, before: _Optional[_Union[_job_pb2.ScheduledFire, _Mapping]] = ..., after: _Optional[_Union[_job_pb2.ScheduledFire, _Mapping]] = ...) -> None: ...
+
+class ListJobRevisionsRequest(_message.Message):
+    __slots__ = ("id", "page_size", "page_token")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    page_size: int
+    page_token: str
+    def __init__(self, id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListJobRevisionsResponse(_message.Message):
+    __slots__ = ("revisions", "next_page_token")
+    REVISIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    revisions: _containers.RepeatedCompositeFieldContainer[JobRevision]
+    next_page_token: str
+    def __init__(self, revisions: _Optional[_Iterable[_Union[JobRevision, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class JobRevision(_message.Message):
+    __slots__ = ("version", "job", "changed_at", "changed_by", "update_mask", "changed_to_version")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_AT_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_BY_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_TO_VERSION_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    job: _job_pb2.Job
+    changed_at: _timestamp_pb2.Timestamp
+    changed_by: str
+    update_mask: _field_mask_pb2.FieldMask
+    changed_to_version: int
+    def __init__(self, version: _Optional[int] = ..., job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., changed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., changed_by: _Optional[str] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., changed_to_version: _Optional[int] = ...) -> None: ...
 
 class BatchUpdateJobsRequest(_message.Message):
     __slots__ = ("items",)

@@ -75,6 +75,11 @@ class SchedulerServiceStub:
                 request_serializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchUpdateJobsRequest.SerializeToString,
                 response_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchUpdateJobsResponse.FromString,
                 _registered_method=True)
+        self.ListJobRevisions = channel.unary_unary(
+                '/tickwheel.v1.SchedulerService/ListJobRevisions',
+                request_serializer=tickwheel_dot_v1_dot_scheduler__pb2.ListJobRevisionsRequest.SerializeToString,
+                response_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.ListJobRevisionsResponse.FromString,
+                _registered_method=True)
         self.DeleteJob = channel.unary_unary(
                 '/tickwheel.v1.SchedulerService/DeleteJob',
                 request_serializer=tickwheel_dot_v1_dot_scheduler__pb2.DeleteJobRequest.SerializeToString,
@@ -247,6 +252,13 @@ class SchedulerServiceServicer:
         and overlap policy at hand-out, the retry policy when a result is
         recorded, the misfire policy when occurrences are created).
         A paused job stays paused: what the update keeps or creates stays held.
+        Each applied change keeps the definition it replaced as a revision
+        (ListJobRevisions); a change that changes nothing keeps none. Rollback
+        is an UpdateJob whose `job` is a revision's definition (GetJob with
+        `revision`) at the current `version`, with an empty `update_mask`.
+        With `validate_only`, the request is checked as an update (the same
+        errors, the version check included) and nothing is written; the answer
+        holds the diff of the job's runs (UpdateJobResponse.run_diff).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -269,6 +281,20 @@ class SchedulerServiceServicer:
         batch: no items or more than 1 000 (INVALID_ARGUMENT `items`), or when
         the store is unavailable (UNAVAILABLE; nothing written, and retrying the
         same call is safe: each item's `job.version` makes a change apply once).
+        An item with `validate_only` is refused (INVALID_ARGUMENT
+        `validate_only`): preview changes one at a time with UpdateJob.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListJobRevisions(self, request, context):
+        """The revisions of a job, newest first, paged: each one the definition an
+        applied UpdateJob (single, batch or a rollback) replaced, with who
+        changed it, when, and the change's mask. The last 100 revisions of a
+        job are kept (older ones are deleted as new ones come); deleting the
+        job deletes its revisions. NOT_FOUND for an id that is not one of the
+        tenant's jobs, another tenant's included.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -505,6 +531,11 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.BatchUpdateJobs,
                     request_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchUpdateJobsRequest.FromString,
                     response_serializer=tickwheel_dot_v1_dot_scheduler__pb2.BatchUpdateJobsResponse.SerializeToString,
+            ),
+            'ListJobRevisions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobRevisions,
+                    request_deserializer=tickwheel_dot_v1_dot_scheduler__pb2.ListJobRevisionsRequest.FromString,
+                    response_serializer=tickwheel_dot_v1_dot_scheduler__pb2.ListJobRevisionsResponse.SerializeToString,
             ),
             'DeleteJob': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteJob,
@@ -774,6 +805,33 @@ class SchedulerService:
             '/tickwheel.v1.SchedulerService/BatchUpdateJobs',
             tickwheel_dot_v1_dot_scheduler__pb2.BatchUpdateJobsRequest.SerializeToString,
             tickwheel_dot_v1_dot_scheduler__pb2.BatchUpdateJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListJobRevisions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tickwheel.v1.SchedulerService/ListJobRevisions',
+            tickwheel_dot_v1_dot_scheduler__pb2.ListJobRevisionsRequest.SerializeToString,
+            tickwheel_dot_v1_dot_scheduler__pb2.ListJobRevisionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -10,6 +10,7 @@ import (
 	status "google.golang.org/genproto/googleapis/rpc/status"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -350,7 +351,16 @@ type GetJobRequest struct {
 	// Required. The job id.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// How many upcoming fires to include. Default 5, at most 100.
-	NextRuns      int32 `protobuf:"varint,2,opt,name=next_runs,json=nextRuns,proto3" json:"next_runs,omitempty"`
+	NextRuns int32 `protobuf:"varint,2,opt,name=next_runs,json=nextRuns,proto3" json:"next_runs,omitempty"`
+	// 0 (default): the job as it is now. Otherwise a version of the job: its
+	// current version (the job as it is now), or the `version` of one of its
+	// revisions (ListJobRevisions), answered as that definition with `id`,
+	// `tenant`, `version` (this one), `created_at` and `updated_at` (when that
+	// version was written) set, the other output-only fields unset and no
+	// `next_runs`. NOT_FOUND for any other version (one moved by PauseJob or
+	// ResumeJob, which change no definition, or one older than the revisions
+	// kept); INVALID_ARGUMENT `revision` when negative.
+	Revision      int64 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -395,6 +405,13 @@ func (x *GetJobRequest) GetId() string {
 func (x *GetJobRequest) GetNextRuns() int32 {
 	if x != nil {
 		return x.NextRuns
+	}
+	return 0
+}
+
+func (x *GetJobRequest) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
 	}
 	return 0
 }
@@ -593,7 +610,18 @@ type UpdateJobRequest struct {
 	// Paths of the `Job` fields to change, for example "schedule", "payload",
 	// "retry_policy". Empty means every mutable field. Output-only fields:
 	// INVALID_ARGUMENT `update_mask`.
-	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	// Check the update and answer what it would do, writing nothing: no new
+	// version, no revision, no execution changed. Every check of a real
+	// update is made (the same errors: INVALID_ARGUMENT naming the field,
+	// NOT_FOUND for another tenant's job, FAILED_PRECONDITION when
+	// `job.version` is not the stored one, RESOURCE_EXHAUSTED over
+	// `max_payload_bytes`). Not in a BatchUpdateJobs item.
+	ValidateOnly bool `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	// With `validate_only`: how far ahead of now `run_diff` compares the
+	// runs. Default 30 days; between 1 minute and 366 days (INVALID_ARGUMENT
+	// `diff_window` otherwise, also when set without `validate_only`).
+	DiffWindow    *durationpb.Duration `protobuf:"bytes,4,opt,name=diff_window,json=diffWindow,proto3" json:"diff_window,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -642,11 +670,30 @@ func (x *UpdateJobRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
 	return nil
 }
 
+func (x *UpdateJobRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+func (x *UpdateJobRequest) GetDiffWindow() *durationpb.Duration {
+	if x != nil {
+		return x.DiffWindow
+	}
+	return nil
+}
+
 // UpdateJob output.
 type UpdateJobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The job as stored after the change.
-	Job           *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// The job as stored after the change. With `validate_only`: the job as
+	// the change would define it, its output-only fields as stored now
+	// (`version` unchanged: nothing was written).
+	Job *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// Set with `validate_only` only: the runs the change adds, removes and
+	// moves over the window.
+	RunDiff       *RunDiff `protobuf:"bytes,2,opt,name=run_diff,json=runDiff,proto3" json:"run_diff,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -688,6 +735,436 @@ func (x *UpdateJobResponse) GetJob() *Job {
 	return nil
 }
 
+func (x *UpdateJobResponse) GetRunDiff() *RunDiff {
+	if x != nil {
+		return x.RunDiff
+	}
+	return nil
+}
+
+// How a change of a job's definition changes its runs over a window.
+//
+// The runs compared are the fires of the stored and of the changed
+// definition (their schedule, zone, DST policy, jitter, start_at, end_at
+// and max_runs: `max_runs` counts the runs made before the window) whose
+// nominal instant is in [from_at, to_at), whatever the job's state (a paused
+// job's runs are the ones it would have when resumed). Each run is a
+// ScheduledFire: nominal instant (its identity: the execution id), due
+// instant (nominal plus the job's jitter), and local time in its
+// definition's zone. Pairing, in this order:
+//  1. Same occurrence: an old and a new run with the same nominal instant
+//     (the same execution id) are unchanged when their due instants are
+//     equal, otherwise moved (a jitter change).
+//  2. Same slot: among the runs left, an old and a new run whose nominal
+//     instants read the same wall-clock date and time, each in its own
+//     definition's zone (a zone or DST-policy change), are moved; a wall time
+//     held by several runs on one side (a repeated hour run twice) pairs in
+//     order.
+//  3. A one-off changed into a one-off: its one run left on each side is moved.
+//
+// Every run left is removed (old) or added (new). A changed expression
+// therefore shows as runs added and removed, except the instants both
+// expressions share, which are unchanged.
+type RunDiff struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The window's start: now.
+	FromAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=from_at,json=fromAt,proto3" json:"from_at,omitempty"`
+	// The window's end: from_at + diff_window, or earlier when
+	// `window_truncated`.
+	ToAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=to_at,json=toAt,proto3" json:"to_at,omitempty"`
+	// True when a definition has more than 50 000 runs in the window asked
+	// for: `to_at` is then cut to the nominal instant of its 50 001st run, so
+	// that neither definition has more than 50 000 runs in [from_at, to_at).
+	WindowTruncated bool `protobuf:"varint,3,opt,name=window_truncated,json=windowTruncated,proto3" json:"window_truncated,omitempty"`
+	// The first 100 runs added (earliest first); `added_count` counts them all.
+	Added []*ScheduledFire `protobuf:"bytes,4,rep,name=added,proto3" json:"added,omitempty"`
+	// How many runs are added, all of them.
+	AddedCount int32 `protobuf:"varint,5,opt,name=added_count,json=addedCount,proto3" json:"added_count,omitempty"`
+	// The first 100 runs removed (earliest first); `removed_count` counts them all.
+	Removed []*ScheduledFire `protobuf:"bytes,6,rep,name=removed,proto3" json:"removed,omitempty"`
+	// How many runs are removed, all of them.
+	RemovedCount int32 `protobuf:"varint,7,opt,name=removed_count,json=removedCount,proto3" json:"removed_count,omitempty"`
+	// The first 100 runs moved (earliest by their old nominal instant);
+	// `moved_count` counts them all.
+	Moved []*MovedRun `protobuf:"bytes,8,rep,name=moved,proto3" json:"moved,omitempty"`
+	// How many runs are moved, all of them.
+	MovedCount int32 `protobuf:"varint,9,opt,name=moved_count,json=movedCount,proto3" json:"moved_count,omitempty"`
+	// Runs the change leaves as they are.
+	UnchangedCount int32 `protobuf:"varint,10,opt,name=unchanged_count,json=unchangedCount,proto3" json:"unchanged_count,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RunDiff) Reset() {
+	*x = RunDiff{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunDiff) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunDiff) ProtoMessage() {}
+
+func (x *RunDiff) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunDiff.ProtoReflect.Descriptor instead.
+func (*RunDiff) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RunDiff) GetFromAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FromAt
+	}
+	return nil
+}
+
+func (x *RunDiff) GetToAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ToAt
+	}
+	return nil
+}
+
+func (x *RunDiff) GetWindowTruncated() bool {
+	if x != nil {
+		return x.WindowTruncated
+	}
+	return false
+}
+
+func (x *RunDiff) GetAdded() []*ScheduledFire {
+	if x != nil {
+		return x.Added
+	}
+	return nil
+}
+
+func (x *RunDiff) GetAddedCount() int32 {
+	if x != nil {
+		return x.AddedCount
+	}
+	return 0
+}
+
+func (x *RunDiff) GetRemoved() []*ScheduledFire {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+func (x *RunDiff) GetRemovedCount() int32 {
+	if x != nil {
+		return x.RemovedCount
+	}
+	return 0
+}
+
+func (x *RunDiff) GetMoved() []*MovedRun {
+	if x != nil {
+		return x.Moved
+	}
+	return nil
+}
+
+func (x *RunDiff) GetMovedCount() int32 {
+	if x != nil {
+		return x.MovedCount
+	}
+	return 0
+}
+
+func (x *RunDiff) GetUnchangedCount() int32 {
+	if x != nil {
+		return x.UnchangedCount
+	}
+	return 0
+}
+
+// One run a change moves: the same occurrence or slot, at another instant.
+type MovedRun struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run under the stored definition.
+	Before *ScheduledFire `protobuf:"bytes,1,opt,name=before,proto3" json:"before,omitempty"`
+	// The run under the changed definition.
+	After         *ScheduledFire `protobuf:"bytes,2,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MovedRun) Reset() {
+	*x = MovedRun{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MovedRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MovedRun) ProtoMessage() {}
+
+func (x *MovedRun) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MovedRun.ProtoReflect.Descriptor instead.
+func (*MovedRun) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *MovedRun) GetBefore() *ScheduledFire {
+	if x != nil {
+		return x.Before
+	}
+	return nil
+}
+
+func (x *MovedRun) GetAfter() *ScheduledFire {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+// ListJobRevisions input.
+type ListJobRevisionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The job id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// At most this many revisions. Default 20, at most 100
+	// (INVALID_ARGUMENT `page_size` otherwise).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's `next_page_token`; empty for the first page.
+	// INVALID_ARGUMENT `page_token` when not one of ours.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListJobRevisionsRequest) Reset() {
+	*x = ListJobRevisionsRequest{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListJobRevisionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListJobRevisionsRequest) ProtoMessage() {}
+
+func (x *ListJobRevisionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListJobRevisionsRequest.ProtoReflect.Descriptor instead.
+func (*ListJobRevisionsRequest) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListJobRevisionsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ListJobRevisionsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListJobRevisionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListJobRevisions output.
+type ListJobRevisionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The page, newest first (by `version`, descending).
+	Revisions []*JobRevision `protobuf:"bytes,1,rep,name=revisions,proto3" json:"revisions,omitempty"`
+	// Empty when this is the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListJobRevisionsResponse) Reset() {
+	*x = ListJobRevisionsResponse{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListJobRevisionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListJobRevisionsResponse) ProtoMessage() {}
+
+func (x *ListJobRevisionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListJobRevisionsResponse.ProtoReflect.Descriptor instead.
+func (*ListJobRevisionsResponse) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListJobRevisionsResponse) GetRevisions() []*JobRevision {
+	if x != nil {
+		return x.Revisions
+	}
+	return nil
+}
+
+func (x *ListJobRevisionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// A job's definition as it was at one version, kept when an applied change
+// replaced it, with that change.
+type JobRevision struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version whose definition this is (GetJob `revision`).
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// The definition at `version`, as GetJob with `revision` answers it but
+	// without its `payload` (left out to keep pages small: GetJob returns it).
+	Job *Job `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	// When the change that replaced this definition was applied.
+	ChangedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=changed_at,json=changedAt,proto3" json:"changed_at,omitempty"`
+	// Who applied it: "api_key:<key id>" of the request's API key.
+	ChangedBy string `protobuf:"bytes,4,opt,name=changed_by,json=changedBy,proto3" json:"changed_by,omitempty"`
+	// The change's `update_mask` as the request gave it (empty: every
+	// mutable field).
+	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,5,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	// The version the change produced.
+	ChangedToVersion int64 `protobuf:"varint,6,opt,name=changed_to_version,json=changedToVersion,proto3" json:"changed_to_version,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *JobRevision) Reset() {
+	*x = JobRevision{}
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobRevision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobRevision) ProtoMessage() {}
+
+func (x *JobRevision) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobRevision.ProtoReflect.Descriptor instead.
+func (*JobRevision) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *JobRevision) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *JobRevision) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *JobRevision) GetChangedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ChangedAt
+	}
+	return nil
+}
+
+func (x *JobRevision) GetChangedBy() string {
+	if x != nil {
+		return x.ChangedBy
+	}
+	return ""
+}
+
+func (x *JobRevision) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+func (x *JobRevision) GetChangedToVersion() int64 {
+	if x != nil {
+		return x.ChangedToVersion
+	}
+	return 0
+}
+
 // BatchUpdateJobs input.
 type BatchUpdateJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -699,7 +1176,7 @@ type BatchUpdateJobsRequest struct {
 
 func (x *BatchUpdateJobsRequest) Reset() {
 	*x = BatchUpdateJobsRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[11]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +1188,7 @@ func (x *BatchUpdateJobsRequest) String() string {
 func (*BatchUpdateJobsRequest) ProtoMessage() {}
 
 func (x *BatchUpdateJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[11]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +1201,7 @@ func (x *BatchUpdateJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchUpdateJobsRequest.ProtoReflect.Descriptor instead.
 func (*BatchUpdateJobsRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{11}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BatchUpdateJobsRequest) GetItems() []*UpdateJobRequest {
@@ -750,7 +1227,7 @@ type BatchUpdateJobsResponse struct {
 
 func (x *BatchUpdateJobsResponse) Reset() {
 	*x = BatchUpdateJobsResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[12]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +1239,7 @@ func (x *BatchUpdateJobsResponse) String() string {
 func (*BatchUpdateJobsResponse) ProtoMessage() {}
 
 func (x *BatchUpdateJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[12]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +1252,7 @@ func (x *BatchUpdateJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchUpdateJobsResponse.ProtoReflect.Descriptor instead.
 func (*BatchUpdateJobsResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{12}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *BatchUpdateJobsResponse) GetResults() []*BatchUpdateJobsResult {
@@ -813,7 +1290,7 @@ type BatchUpdateJobsResult struct {
 
 func (x *BatchUpdateJobsResult) Reset() {
 	*x = BatchUpdateJobsResult{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[13]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +1302,7 @@ func (x *BatchUpdateJobsResult) String() string {
 func (*BatchUpdateJobsResult) ProtoMessage() {}
 
 func (x *BatchUpdateJobsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[13]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +1315,7 @@ func (x *BatchUpdateJobsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchUpdateJobsResult.ProtoReflect.Descriptor instead.
 func (*BatchUpdateJobsResult) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{13}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *BatchUpdateJobsResult) GetResult() isBatchUpdateJobsResult_Result {
@@ -901,7 +1378,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[14]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1390,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[14]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1403,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{14}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteJobRequest) GetId() string {
@@ -954,7 +1431,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[15]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1443,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[15]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1456,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{15}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteJobResponse) GetCanceledExecutions() int64 {
@@ -1000,7 +1477,7 @@ type BatchDeleteJobsRequest struct {
 
 func (x *BatchDeleteJobsRequest) Reset() {
 	*x = BatchDeleteJobsRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[16]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1489,7 @@ func (x *BatchDeleteJobsRequest) String() string {
 func (*BatchDeleteJobsRequest) ProtoMessage() {}
 
 func (x *BatchDeleteJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[16]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1502,7 @@ func (x *BatchDeleteJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchDeleteJobsRequest.ProtoReflect.Descriptor instead.
 func (*BatchDeleteJobsRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{16}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BatchDeleteJobsRequest) GetItems() []*DeleteJobRequest {
@@ -1050,7 +1527,7 @@ type BatchDeleteJobsResponse struct {
 
 func (x *BatchDeleteJobsResponse) Reset() {
 	*x = BatchDeleteJobsResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[17]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1539,7 @@ func (x *BatchDeleteJobsResponse) String() string {
 func (*BatchDeleteJobsResponse) ProtoMessage() {}
 
 func (x *BatchDeleteJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[17]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1552,7 @@ func (x *BatchDeleteJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchDeleteJobsResponse.ProtoReflect.Descriptor instead.
 func (*BatchDeleteJobsResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{17}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BatchDeleteJobsResponse) GetResults() []*BatchDeleteJobsResult {
@@ -1113,7 +1590,7 @@ type BatchDeleteJobsResult struct {
 
 func (x *BatchDeleteJobsResult) Reset() {
 	*x = BatchDeleteJobsResult{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[18]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1602,7 @@ func (x *BatchDeleteJobsResult) String() string {
 func (*BatchDeleteJobsResult) ProtoMessage() {}
 
 func (x *BatchDeleteJobsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[18]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1615,7 @@ func (x *BatchDeleteJobsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchDeleteJobsResult.ProtoReflect.Descriptor instead.
 func (*BatchDeleteJobsResult) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{18}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BatchDeleteJobsResult) GetResult() isBatchDeleteJobsResult_Result {
@@ -1200,7 +1677,7 @@ type PauseJobRequest struct {
 
 func (x *PauseJobRequest) Reset() {
 	*x = PauseJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[19]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1689,7 @@ func (x *PauseJobRequest) String() string {
 func (*PauseJobRequest) ProtoMessage() {}
 
 func (x *PauseJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[19]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1702,7 @@ func (x *PauseJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseJobRequest.ProtoReflect.Descriptor instead.
 func (*PauseJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{19}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PauseJobRequest) GetId() string {
@@ -1258,7 +1735,7 @@ type PauseJobResponse struct {
 
 func (x *PauseJobResponse) Reset() {
 	*x = PauseJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[20]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +1747,7 @@ func (x *PauseJobResponse) String() string {
 func (*PauseJobResponse) ProtoMessage() {}
 
 func (x *PauseJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[20]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +1760,7 @@ func (x *PauseJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseJobResponse.ProtoReflect.Descriptor instead.
 func (*PauseJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{20}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PauseJobResponse) GetJob() *Job {
@@ -1318,7 +1795,7 @@ type BatchPauseJobsRequest struct {
 
 func (x *BatchPauseJobsRequest) Reset() {
 	*x = BatchPauseJobsRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[21]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1807,7 @@ func (x *BatchPauseJobsRequest) String() string {
 func (*BatchPauseJobsRequest) ProtoMessage() {}
 
 func (x *BatchPauseJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[21]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1820,7 @@ func (x *BatchPauseJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchPauseJobsRequest.ProtoReflect.Descriptor instead.
 func (*BatchPauseJobsRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{21}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BatchPauseJobsRequest) GetItems() []*PauseJobRequest {
@@ -1369,7 +1846,7 @@ type BatchPauseJobsResponse struct {
 
 func (x *BatchPauseJobsResponse) Reset() {
 	*x = BatchPauseJobsResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[22]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1858,7 @@ func (x *BatchPauseJobsResponse) String() string {
 func (*BatchPauseJobsResponse) ProtoMessage() {}
 
 func (x *BatchPauseJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[22]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1871,7 @@ func (x *BatchPauseJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchPauseJobsResponse.ProtoReflect.Descriptor instead.
 func (*BatchPauseJobsResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{22}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *BatchPauseJobsResponse) GetResults() []*BatchPauseJobsResult {
@@ -1432,7 +1909,7 @@ type BatchPauseJobsResult struct {
 
 func (x *BatchPauseJobsResult) Reset() {
 	*x = BatchPauseJobsResult{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[23]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1921,7 @@ func (x *BatchPauseJobsResult) String() string {
 func (*BatchPauseJobsResult) ProtoMessage() {}
 
 func (x *BatchPauseJobsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[23]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1934,7 @@ func (x *BatchPauseJobsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchPauseJobsResult.ProtoReflect.Descriptor instead.
 func (*BatchPauseJobsResult) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{23}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BatchPauseJobsResult) GetResult() isBatchPauseJobsResult_Result {
@@ -1515,7 +1992,7 @@ type ResumeJobRequest struct {
 
 func (x *ResumeJobRequest) Reset() {
 	*x = ResumeJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[24]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +2004,7 @@ func (x *ResumeJobRequest) String() string {
 func (*ResumeJobRequest) ProtoMessage() {}
 
 func (x *ResumeJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[24]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +2017,7 @@ func (x *ResumeJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeJobRequest.ProtoReflect.Descriptor instead.
 func (*ResumeJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{24}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ResumeJobRequest) GetId() string {
@@ -1567,7 +2044,7 @@ type ResumeJobResponse struct {
 
 func (x *ResumeJobResponse) Reset() {
 	*x = ResumeJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[25]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +2056,7 @@ func (x *ResumeJobResponse) String() string {
 func (*ResumeJobResponse) ProtoMessage() {}
 
 func (x *ResumeJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[25]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +2069,7 @@ func (x *ResumeJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeJobResponse.ProtoReflect.Descriptor instead.
 func (*ResumeJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{25}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ResumeJobResponse) GetJob() *Job {
@@ -1627,7 +2104,7 @@ type BatchResumeJobsRequest struct {
 
 func (x *BatchResumeJobsRequest) Reset() {
 	*x = BatchResumeJobsRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[26]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +2116,7 @@ func (x *BatchResumeJobsRequest) String() string {
 func (*BatchResumeJobsRequest) ProtoMessage() {}
 
 func (x *BatchResumeJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[26]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +2129,7 @@ func (x *BatchResumeJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResumeJobsRequest.ProtoReflect.Descriptor instead.
 func (*BatchResumeJobsRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{26}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *BatchResumeJobsRequest) GetItems() []*ResumeJobRequest {
@@ -1678,7 +2155,7 @@ type BatchResumeJobsResponse struct {
 
 func (x *BatchResumeJobsResponse) Reset() {
 	*x = BatchResumeJobsResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[27]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +2167,7 @@ func (x *BatchResumeJobsResponse) String() string {
 func (*BatchResumeJobsResponse) ProtoMessage() {}
 
 func (x *BatchResumeJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[27]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +2180,7 @@ func (x *BatchResumeJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResumeJobsResponse.ProtoReflect.Descriptor instead.
 func (*BatchResumeJobsResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{27}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *BatchResumeJobsResponse) GetResults() []*BatchResumeJobsResult {
@@ -1741,7 +2218,7 @@ type BatchResumeJobsResult struct {
 
 func (x *BatchResumeJobsResult) Reset() {
 	*x = BatchResumeJobsResult{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[28]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1753,7 +2230,7 @@ func (x *BatchResumeJobsResult) String() string {
 func (*BatchResumeJobsResult) ProtoMessage() {}
 
 func (x *BatchResumeJobsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[28]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1766,7 +2243,7 @@ func (x *BatchResumeJobsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResumeJobsResult.ProtoReflect.Descriptor instead.
 func (*BatchResumeJobsResult) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{28}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *BatchResumeJobsResult) GetResult() isBatchResumeJobsResult_Result {
@@ -1832,7 +2309,7 @@ type TriggerJobRequest struct {
 
 func (x *TriggerJobRequest) Reset() {
 	*x = TriggerJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[29]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +2321,7 @@ func (x *TriggerJobRequest) String() string {
 func (*TriggerJobRequest) ProtoMessage() {}
 
 func (x *TriggerJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[29]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +2334,7 @@ func (x *TriggerJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerJobRequest.ProtoReflect.Descriptor instead.
 func (*TriggerJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{29}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TriggerJobRequest) GetId() string {
@@ -1902,7 +2379,7 @@ type TriggerJobResponse struct {
 
 func (x *TriggerJobResponse) Reset() {
 	*x = TriggerJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[30]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +2391,7 @@ func (x *TriggerJobResponse) String() string {
 func (*TriggerJobResponse) ProtoMessage() {}
 
 func (x *TriggerJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[30]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1927,7 +2404,7 @@ func (x *TriggerJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerJobResponse.ProtoReflect.Descriptor instead.
 func (*TriggerJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{30}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TriggerJobResponse) GetExecution() *Execution {
@@ -1965,7 +2442,7 @@ type BackfillJobRequest struct {
 
 func (x *BackfillJobRequest) Reset() {
 	*x = BackfillJobRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[31]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +2454,7 @@ func (x *BackfillJobRequest) String() string {
 func (*BackfillJobRequest) ProtoMessage() {}
 
 func (x *BackfillJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[31]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +2467,7 @@ func (x *BackfillJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillJobRequest.ProtoReflect.Descriptor instead.
 func (*BackfillJobRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{31}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BackfillJobRequest) GetId() string {
@@ -2044,7 +2521,7 @@ type BackfillJobResponse struct {
 
 func (x *BackfillJobResponse) Reset() {
 	*x = BackfillJobResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[32]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2533,7 @@ func (x *BackfillJobResponse) String() string {
 func (*BackfillJobResponse) ProtoMessage() {}
 
 func (x *BackfillJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[32]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2546,7 @@ func (x *BackfillJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillJobResponse.ProtoReflect.Descriptor instead.
 func (*BackfillJobResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{32}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *BackfillJobResponse) GetOccurrences() []*BackfillOccurrence {
@@ -2108,7 +2585,7 @@ type BackfillOccurrence struct {
 
 func (x *BackfillOccurrence) Reset() {
 	*x = BackfillOccurrence{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[33]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2597,7 @@ func (x *BackfillOccurrence) String() string {
 func (*BackfillOccurrence) ProtoMessage() {}
 
 func (x *BackfillOccurrence) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[33]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2610,7 @@ func (x *BackfillOccurrence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillOccurrence.ProtoReflect.Descriptor instead.
 func (*BackfillOccurrence) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{33}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BackfillOccurrence) GetExecutionId() string {
@@ -2180,7 +2657,7 @@ type PreviewScheduleRequest struct {
 
 func (x *PreviewScheduleRequest) Reset() {
 	*x = PreviewScheduleRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[34]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2192,7 +2669,7 @@ func (x *PreviewScheduleRequest) String() string {
 func (*PreviewScheduleRequest) ProtoMessage() {}
 
 func (x *PreviewScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[34]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2205,7 +2682,7 @@ func (x *PreviewScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PreviewScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{34}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PreviewScheduleRequest) GetSource() isPreviewScheduleRequest_Source {
@@ -2279,7 +2756,7 @@ type PreviewScheduleResponse struct {
 
 func (x *PreviewScheduleResponse) Reset() {
 	*x = PreviewScheduleResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[35]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2291,7 +2768,7 @@ func (x *PreviewScheduleResponse) String() string {
 func (*PreviewScheduleResponse) ProtoMessage() {}
 
 func (x *PreviewScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[35]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2304,7 +2781,7 @@ func (x *PreviewScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PreviewScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PreviewScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{35}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PreviewScheduleResponse) GetFires() []*ScheduledFire {
@@ -2332,7 +2809,7 @@ type GetExecutionRequest struct {
 
 func (x *GetExecutionRequest) Reset() {
 	*x = GetExecutionRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[36]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2344,7 +2821,7 @@ func (x *GetExecutionRequest) String() string {
 func (*GetExecutionRequest) ProtoMessage() {}
 
 func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[36]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2357,7 +2834,7 @@ func (x *GetExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionRequest.ProtoReflect.Descriptor instead.
 func (*GetExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{36}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetExecutionRequest) GetId() string {
@@ -2378,7 +2855,7 @@ type GetExecutionResponse struct {
 
 func (x *GetExecutionResponse) Reset() {
 	*x = GetExecutionResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[37]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2390,7 +2867,7 @@ func (x *GetExecutionResponse) String() string {
 func (*GetExecutionResponse) ProtoMessage() {}
 
 func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[37]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2403,7 +2880,7 @@ func (x *GetExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecutionResponse.ProtoReflect.Descriptor instead.
 func (*GetExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{37}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetExecutionResponse) GetExecution() *Execution {
@@ -2434,7 +2911,7 @@ type ListExecutionsRequest struct {
 
 func (x *ListExecutionsRequest) Reset() {
 	*x = ListExecutionsRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[38]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2446,7 +2923,7 @@ func (x *ListExecutionsRequest) String() string {
 func (*ListExecutionsRequest) ProtoMessage() {}
 
 func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[38]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2459,7 +2936,7 @@ func (x *ListExecutionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsRequest.ProtoReflect.Descriptor instead.
 func (*ListExecutionsRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{38}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListExecutionsRequest) GetJobId() string {
@@ -2519,7 +2996,7 @@ type ListExecutionsResponse struct {
 
 func (x *ListExecutionsResponse) Reset() {
 	*x = ListExecutionsResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[39]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +3008,7 @@ func (x *ListExecutionsResponse) String() string {
 func (*ListExecutionsResponse) ProtoMessage() {}
 
 func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[39]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +3021,7 @@ func (x *ListExecutionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExecutionsResponse.ProtoReflect.Descriptor instead.
 func (*ListExecutionsResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{39}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListExecutionsResponse) GetExecutions() []*Execution {
@@ -2583,7 +3060,7 @@ type CancelExecutionRequest struct {
 
 func (x *CancelExecutionRequest) Reset() {
 	*x = CancelExecutionRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[40]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2595,7 +3072,7 @@ func (x *CancelExecutionRequest) String() string {
 func (*CancelExecutionRequest) ProtoMessage() {}
 
 func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[40]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2608,7 +3085,7 @@ func (x *CancelExecutionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionRequest.ProtoReflect.Descriptor instead.
 func (*CancelExecutionRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{40}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CancelExecutionRequest) GetId() string {
@@ -2637,7 +3114,7 @@ type CancelExecutionResponse struct {
 
 func (x *CancelExecutionResponse) Reset() {
 	*x = CancelExecutionResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[41]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2649,7 +3126,7 @@ func (x *CancelExecutionResponse) String() string {
 func (*CancelExecutionResponse) ProtoMessage() {}
 
 func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[41]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2662,7 +3139,7 @@ func (x *CancelExecutionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelExecutionResponse.ProtoReflect.Descriptor instead.
 func (*CancelExecutionResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{41}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CancelExecutionResponse) GetExecution() *Execution {
@@ -2687,7 +3164,7 @@ type ListDeadLettersRequest struct {
 
 func (x *ListDeadLettersRequest) Reset() {
 	*x = ListDeadLettersRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[42]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2699,7 +3176,7 @@ func (x *ListDeadLettersRequest) String() string {
 func (*ListDeadLettersRequest) ProtoMessage() {}
 
 func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[42]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2712,7 +3189,7 @@ func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{42}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListDeadLettersRequest) GetJobId() string {
@@ -2749,7 +3226,7 @@ type ListDeadLettersResponse struct {
 
 func (x *ListDeadLettersResponse) Reset() {
 	*x = ListDeadLettersResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[43]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2761,7 +3238,7 @@ func (x *ListDeadLettersResponse) String() string {
 func (*ListDeadLettersResponse) ProtoMessage() {}
 
 func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[43]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +3251,7 @@ func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{43}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListDeadLettersResponse) GetExecutions() []*Execution {
@@ -2802,7 +3279,7 @@ type ReplayDeadLetterRequest struct {
 
 func (x *ReplayDeadLetterRequest) Reset() {
 	*x = ReplayDeadLetterRequest{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[44]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2814,7 +3291,7 @@ func (x *ReplayDeadLetterRequest) String() string {
 func (*ReplayDeadLetterRequest) ProtoMessage() {}
 
 func (x *ReplayDeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[44]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2827,7 +3304,7 @@ func (x *ReplayDeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{44}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ReplayDeadLetterRequest) GetExecutionId() string {
@@ -2848,7 +3325,7 @@ type ReplayDeadLetterResponse struct {
 
 func (x *ReplayDeadLetterResponse) Reset() {
 	*x = ReplayDeadLetterResponse{}
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[45]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +3337,7 @@ func (x *ReplayDeadLetterResponse) String() string {
 func (*ReplayDeadLetterResponse) ProtoMessage() {}
 
 func (x *ReplayDeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[45]
+	mi := &file_tickwheel_v1_scheduler_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +3350,7 @@ func (x *ReplayDeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayDeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*ReplayDeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{45}
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ReplayDeadLetterResponse) GetExecution() *Execution {
@@ -2887,7 +3364,7 @@ var File_tickwheel_v1_scheduler_proto protoreflect.FileDescriptor
 
 const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"\n" +
-	"\x1ctickwheel/v1/scheduler.proto\x12\ftickwheel.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x1btickwheel/v1/calendar.proto\x1a\x1ctickwheel/v1/execution.proto\x1a\x16tickwheel/v1/job.proto\"V\n" +
+	"\x1ctickwheel/v1/scheduler.proto\x12\ftickwheel.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x1btickwheel/v1/calendar.proto\x1a\x1ctickwheel/v1/execution.proto\x1a\x16tickwheel/v1/job.proto\"V\n" +
 	"\x10CreateJobRequest\x12#\n" +
 	"\x03job\x18\x01 \x01(\v2\x11.tickwheel.v1.JobR\x03job\x12\x1d\n" +
 	"\n" +
@@ -2905,10 +3382,11 @@ const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"\x15BatchCreateJobsResult\x123\n" +
 	"\x03job\x18\x01 \x01(\v2\x1f.tickwheel.v1.CreateJobResponseH\x00R\x03job\x12*\n" +
 	"\x05error\x18\x02 \x01(\v2\x12.google.rpc.StatusH\x00R\x05errorB\b\n" +
-	"\x06result\"<\n" +
+	"\x06result\"X\n" +
 	"\rGetJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
-	"\tnext_runs\x18\x02 \x01(\x05R\bnextRuns\"o\n" +
+	"\tnext_runs\x18\x02 \x01(\x05R\bnextRuns\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\"o\n" +
 	"\x0eGetJobResponse\x12#\n" +
 	"\x03job\x18\x01 \x01(\v2\x11.tickwheel.v1.JobR\x03job\x128\n" +
 	"\tnext_runs\x18\x02 \x03(\v2\x1b.tickwheel.v1.ScheduledFireR\bnextRuns\"\x9c\x01\n" +
@@ -2921,13 +3399,52 @@ const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"namePrefix\"a\n" +
 	"\x10ListJobsResponse\x12%\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x11.tickwheel.v1.JobR\x04jobs\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"t\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd5\x01\n" +
 	"\x10UpdateJobRequest\x12#\n" +
 	"\x03job\x18\x01 \x01(\v2\x11.tickwheel.v1.JobR\x03job\x12;\n" +
 	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
-	"updateMask\"8\n" +
+	"updateMask\x12#\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\x12:\n" +
+	"\vdiff_window\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"diffWindow\"j\n" +
 	"\x11UpdateJobResponse\x12#\n" +
-	"\x03job\x18\x01 \x01(\v2\x11.tickwheel.v1.JobR\x03job\"N\n" +
+	"\x03job\x18\x01 \x01(\v2\x11.tickwheel.v1.JobR\x03job\x120\n" +
+	"\brun_diff\x18\x02 \x01(\v2\x15.tickwheel.v1.RunDiffR\arunDiff\"\xc2\x03\n" +
+	"\aRunDiff\x123\n" +
+	"\afrom_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x06fromAt\x12/\n" +
+	"\x05to_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04toAt\x12)\n" +
+	"\x10window_truncated\x18\x03 \x01(\bR\x0fwindowTruncated\x121\n" +
+	"\x05added\x18\x04 \x03(\v2\x1b.tickwheel.v1.ScheduledFireR\x05added\x12\x1f\n" +
+	"\vadded_count\x18\x05 \x01(\x05R\n" +
+	"addedCount\x125\n" +
+	"\aremoved\x18\x06 \x03(\v2\x1b.tickwheel.v1.ScheduledFireR\aremoved\x12#\n" +
+	"\rremoved_count\x18\a \x01(\x05R\fremovedCount\x12,\n" +
+	"\x05moved\x18\b \x03(\v2\x16.tickwheel.v1.MovedRunR\x05moved\x12\x1f\n" +
+	"\vmoved_count\x18\t \x01(\x05R\n" +
+	"movedCount\x12'\n" +
+	"\x0funchanged_count\x18\n" +
+	" \x01(\x05R\x0eunchangedCount\"r\n" +
+	"\bMovedRun\x123\n" +
+	"\x06before\x18\x01 \x01(\v2\x1b.tickwheel.v1.ScheduledFireR\x06before\x121\n" +
+	"\x05after\x18\x02 \x01(\v2\x1b.tickwheel.v1.ScheduledFireR\x05after\"e\n" +
+	"\x17ListJobRevisionsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"{\n" +
+	"\x18ListJobRevisionsResponse\x127\n" +
+	"\trevisions\x18\x01 \x03(\v2\x19.tickwheel.v1.JobRevisionR\trevisions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x91\x02\n" +
+	"\vJobRevision\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12#\n" +
+	"\x03job\x18\x02 \x01(\v2\x11.tickwheel.v1.JobR\x03job\x129\n" +
+	"\n" +
+	"changed_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tchangedAt\x12\x1d\n" +
+	"\n" +
+	"changed_by\x18\x04 \x01(\tR\tchangedBy\x12;\n" +
+	"\vupdate_mask\x18\x05 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\x12,\n" +
+	"\x12changed_to_version\x18\x06 \x01(\x03R\x10changedToVersion\"N\n" +
 	"\x16BatchUpdateJobsRequest\x124\n" +
 	"\x05items\x18\x01 \x03(\v2\x1e.tickwheel.v1.UpdateJobRequestR\x05items\"\xa0\x01\n" +
 	"\x17BatchUpdateJobsResponse\x12=\n" +
@@ -3055,14 +3572,15 @@ const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"\x17ReplayDeadLetterRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"Q\n" +
 	"\x18ReplayDeadLetterResponse\x125\n" +
-	"\texecution\x18\x01 \x01(\v2\x17.tickwheel.v1.ExecutionR\texecution2\xa3\x11\n" +
+	"\texecution\x18\x01 \x01(\v2\x17.tickwheel.v1.ExecutionR\texecution2\x86\x12\n" +
 	"\x10SchedulerService\x12L\n" +
 	"\tCreateJob\x12\x1e.tickwheel.v1.CreateJobRequest\x1a\x1f.tickwheel.v1.CreateJobResponse\x12^\n" +
 	"\x0fBatchCreateJobs\x12$.tickwheel.v1.BatchCreateJobsRequest\x1a%.tickwheel.v1.BatchCreateJobsResponse\x12C\n" +
 	"\x06GetJob\x12\x1b.tickwheel.v1.GetJobRequest\x1a\x1c.tickwheel.v1.GetJobResponse\x12I\n" +
 	"\bListJobs\x12\x1d.tickwheel.v1.ListJobsRequest\x1a\x1e.tickwheel.v1.ListJobsResponse\x12L\n" +
 	"\tUpdateJob\x12\x1e.tickwheel.v1.UpdateJobRequest\x1a\x1f.tickwheel.v1.UpdateJobResponse\x12^\n" +
-	"\x0fBatchUpdateJobs\x12$.tickwheel.v1.BatchUpdateJobsRequest\x1a%.tickwheel.v1.BatchUpdateJobsResponse\x12L\n" +
+	"\x0fBatchUpdateJobs\x12$.tickwheel.v1.BatchUpdateJobsRequest\x1a%.tickwheel.v1.BatchUpdateJobsResponse\x12a\n" +
+	"\x10ListJobRevisions\x12%.tickwheel.v1.ListJobRevisionsRequest\x1a&.tickwheel.v1.ListJobRevisionsResponse\x12L\n" +
 	"\tDeleteJob\x12\x1e.tickwheel.v1.DeleteJobRequest\x1a\x1f.tickwheel.v1.DeleteJobResponse\x12^\n" +
 	"\x0fBatchDeleteJobs\x12$.tickwheel.v1.BatchDeleteJobsRequest\x1a%.tickwheel.v1.BatchDeleteJobsResponse\x12I\n" +
 	"\bPauseJob\x12\x1d.tickwheel.v1.PauseJobRequest\x1a\x1e.tickwheel.v1.PauseJobResponse\x12[\n" +
@@ -3097,7 +3615,7 @@ func file_tickwheel_v1_scheduler_proto_rawDescGZIP() []byte {
 	return file_tickwheel_v1_scheduler_proto_rawDescData
 }
 
-var file_tickwheel_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_tickwheel_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_tickwheel_v1_scheduler_proto_goTypes = []any{
 	(*CreateJobRequest)(nil),         // 0: tickwheel.v1.CreateJobRequest
 	(*CreateJobResponse)(nil),        // 1: tickwheel.v1.CreateJobResponse
@@ -3110,166 +3628,187 @@ var file_tickwheel_v1_scheduler_proto_goTypes = []any{
 	(*ListJobsResponse)(nil),         // 8: tickwheel.v1.ListJobsResponse
 	(*UpdateJobRequest)(nil),         // 9: tickwheel.v1.UpdateJobRequest
 	(*UpdateJobResponse)(nil),        // 10: tickwheel.v1.UpdateJobResponse
-	(*BatchUpdateJobsRequest)(nil),   // 11: tickwheel.v1.BatchUpdateJobsRequest
-	(*BatchUpdateJobsResponse)(nil),  // 12: tickwheel.v1.BatchUpdateJobsResponse
-	(*BatchUpdateJobsResult)(nil),    // 13: tickwheel.v1.BatchUpdateJobsResult
-	(*DeleteJobRequest)(nil),         // 14: tickwheel.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),        // 15: tickwheel.v1.DeleteJobResponse
-	(*BatchDeleteJobsRequest)(nil),   // 16: tickwheel.v1.BatchDeleteJobsRequest
-	(*BatchDeleteJobsResponse)(nil),  // 17: tickwheel.v1.BatchDeleteJobsResponse
-	(*BatchDeleteJobsResult)(nil),    // 18: tickwheel.v1.BatchDeleteJobsResult
-	(*PauseJobRequest)(nil),          // 19: tickwheel.v1.PauseJobRequest
-	(*PauseJobResponse)(nil),         // 20: tickwheel.v1.PauseJobResponse
-	(*BatchPauseJobsRequest)(nil),    // 21: tickwheel.v1.BatchPauseJobsRequest
-	(*BatchPauseJobsResponse)(nil),   // 22: tickwheel.v1.BatchPauseJobsResponse
-	(*BatchPauseJobsResult)(nil),     // 23: tickwheel.v1.BatchPauseJobsResult
-	(*ResumeJobRequest)(nil),         // 24: tickwheel.v1.ResumeJobRequest
-	(*ResumeJobResponse)(nil),        // 25: tickwheel.v1.ResumeJobResponse
-	(*BatchResumeJobsRequest)(nil),   // 26: tickwheel.v1.BatchResumeJobsRequest
-	(*BatchResumeJobsResponse)(nil),  // 27: tickwheel.v1.BatchResumeJobsResponse
-	(*BatchResumeJobsResult)(nil),    // 28: tickwheel.v1.BatchResumeJobsResult
-	(*TriggerJobRequest)(nil),        // 29: tickwheel.v1.TriggerJobRequest
-	(*TriggerJobResponse)(nil),       // 30: tickwheel.v1.TriggerJobResponse
-	(*BackfillJobRequest)(nil),       // 31: tickwheel.v1.BackfillJobRequest
-	(*BackfillJobResponse)(nil),      // 32: tickwheel.v1.BackfillJobResponse
-	(*BackfillOccurrence)(nil),       // 33: tickwheel.v1.BackfillOccurrence
-	(*PreviewScheduleRequest)(nil),   // 34: tickwheel.v1.PreviewScheduleRequest
-	(*PreviewScheduleResponse)(nil),  // 35: tickwheel.v1.PreviewScheduleResponse
-	(*GetExecutionRequest)(nil),      // 36: tickwheel.v1.GetExecutionRequest
-	(*GetExecutionResponse)(nil),     // 37: tickwheel.v1.GetExecutionResponse
-	(*ListExecutionsRequest)(nil),    // 38: tickwheel.v1.ListExecutionsRequest
-	(*ListExecutionsResponse)(nil),   // 39: tickwheel.v1.ListExecutionsResponse
-	(*CancelExecutionRequest)(nil),   // 40: tickwheel.v1.CancelExecutionRequest
-	(*CancelExecutionResponse)(nil),  // 41: tickwheel.v1.CancelExecutionResponse
-	(*ListDeadLettersRequest)(nil),   // 42: tickwheel.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),  // 43: tickwheel.v1.ListDeadLettersResponse
-	(*ReplayDeadLetterRequest)(nil),  // 44: tickwheel.v1.ReplayDeadLetterRequest
-	(*ReplayDeadLetterResponse)(nil), // 45: tickwheel.v1.ReplayDeadLetterResponse
-	(*Job)(nil),                      // 46: tickwheel.v1.Job
-	(*status.Status)(nil),            // 47: google.rpc.Status
-	(*ScheduledFire)(nil),            // 48: tickwheel.v1.ScheduledFire
-	(JobState)(0),                    // 49: tickwheel.v1.JobState
-	(*fieldmaskpb.FieldMask)(nil),    // 50: google.protobuf.FieldMask
-	(*SkipRange)(nil),                // 51: tickwheel.v1.SkipRange
-	(*Execution)(nil),                // 52: tickwheel.v1.Execution
-	(*timestamppb.Timestamp)(nil),    // 53: google.protobuf.Timestamp
-	(ExecutionStatus)(0),             // 54: tickwheel.v1.ExecutionStatus
-	(*CreateCalendarRequest)(nil),    // 55: tickwheel.v1.CreateCalendarRequest
-	(*GetCalendarRequest)(nil),       // 56: tickwheel.v1.GetCalendarRequest
-	(*ListCalendarsRequest)(nil),     // 57: tickwheel.v1.ListCalendarsRequest
-	(*UpdateCalendarRequest)(nil),    // 58: tickwheel.v1.UpdateCalendarRequest
-	(*DeleteCalendarRequest)(nil),    // 59: tickwheel.v1.DeleteCalendarRequest
-	(*CreateCalendarResponse)(nil),   // 60: tickwheel.v1.CreateCalendarResponse
-	(*GetCalendarResponse)(nil),      // 61: tickwheel.v1.GetCalendarResponse
-	(*ListCalendarsResponse)(nil),    // 62: tickwheel.v1.ListCalendarsResponse
-	(*UpdateCalendarResponse)(nil),   // 63: tickwheel.v1.UpdateCalendarResponse
-	(*DeleteCalendarResponse)(nil),   // 64: tickwheel.v1.DeleteCalendarResponse
+	(*RunDiff)(nil),                  // 11: tickwheel.v1.RunDiff
+	(*MovedRun)(nil),                 // 12: tickwheel.v1.MovedRun
+	(*ListJobRevisionsRequest)(nil),  // 13: tickwheel.v1.ListJobRevisionsRequest
+	(*ListJobRevisionsResponse)(nil), // 14: tickwheel.v1.ListJobRevisionsResponse
+	(*JobRevision)(nil),              // 15: tickwheel.v1.JobRevision
+	(*BatchUpdateJobsRequest)(nil),   // 16: tickwheel.v1.BatchUpdateJobsRequest
+	(*BatchUpdateJobsResponse)(nil),  // 17: tickwheel.v1.BatchUpdateJobsResponse
+	(*BatchUpdateJobsResult)(nil),    // 18: tickwheel.v1.BatchUpdateJobsResult
+	(*DeleteJobRequest)(nil),         // 19: tickwheel.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),        // 20: tickwheel.v1.DeleteJobResponse
+	(*BatchDeleteJobsRequest)(nil),   // 21: tickwheel.v1.BatchDeleteJobsRequest
+	(*BatchDeleteJobsResponse)(nil),  // 22: tickwheel.v1.BatchDeleteJobsResponse
+	(*BatchDeleteJobsResult)(nil),    // 23: tickwheel.v1.BatchDeleteJobsResult
+	(*PauseJobRequest)(nil),          // 24: tickwheel.v1.PauseJobRequest
+	(*PauseJobResponse)(nil),         // 25: tickwheel.v1.PauseJobResponse
+	(*BatchPauseJobsRequest)(nil),    // 26: tickwheel.v1.BatchPauseJobsRequest
+	(*BatchPauseJobsResponse)(nil),   // 27: tickwheel.v1.BatchPauseJobsResponse
+	(*BatchPauseJobsResult)(nil),     // 28: tickwheel.v1.BatchPauseJobsResult
+	(*ResumeJobRequest)(nil),         // 29: tickwheel.v1.ResumeJobRequest
+	(*ResumeJobResponse)(nil),        // 30: tickwheel.v1.ResumeJobResponse
+	(*BatchResumeJobsRequest)(nil),   // 31: tickwheel.v1.BatchResumeJobsRequest
+	(*BatchResumeJobsResponse)(nil),  // 32: tickwheel.v1.BatchResumeJobsResponse
+	(*BatchResumeJobsResult)(nil),    // 33: tickwheel.v1.BatchResumeJobsResult
+	(*TriggerJobRequest)(nil),        // 34: tickwheel.v1.TriggerJobRequest
+	(*TriggerJobResponse)(nil),       // 35: tickwheel.v1.TriggerJobResponse
+	(*BackfillJobRequest)(nil),       // 36: tickwheel.v1.BackfillJobRequest
+	(*BackfillJobResponse)(nil),      // 37: tickwheel.v1.BackfillJobResponse
+	(*BackfillOccurrence)(nil),       // 38: tickwheel.v1.BackfillOccurrence
+	(*PreviewScheduleRequest)(nil),   // 39: tickwheel.v1.PreviewScheduleRequest
+	(*PreviewScheduleResponse)(nil),  // 40: tickwheel.v1.PreviewScheduleResponse
+	(*GetExecutionRequest)(nil),      // 41: tickwheel.v1.GetExecutionRequest
+	(*GetExecutionResponse)(nil),     // 42: tickwheel.v1.GetExecutionResponse
+	(*ListExecutionsRequest)(nil),    // 43: tickwheel.v1.ListExecutionsRequest
+	(*ListExecutionsResponse)(nil),   // 44: tickwheel.v1.ListExecutionsResponse
+	(*CancelExecutionRequest)(nil),   // 45: tickwheel.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil),  // 46: tickwheel.v1.CancelExecutionResponse
+	(*ListDeadLettersRequest)(nil),   // 47: tickwheel.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),  // 48: tickwheel.v1.ListDeadLettersResponse
+	(*ReplayDeadLetterRequest)(nil),  // 49: tickwheel.v1.ReplayDeadLetterRequest
+	(*ReplayDeadLetterResponse)(nil), // 50: tickwheel.v1.ReplayDeadLetterResponse
+	(*Job)(nil),                      // 51: tickwheel.v1.Job
+	(*status.Status)(nil),            // 52: google.rpc.Status
+	(*ScheduledFire)(nil),            // 53: tickwheel.v1.ScheduledFire
+	(JobState)(0),                    // 54: tickwheel.v1.JobState
+	(*fieldmaskpb.FieldMask)(nil),    // 55: google.protobuf.FieldMask
+	(*durationpb.Duration)(nil),      // 56: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 57: google.protobuf.Timestamp
+	(*SkipRange)(nil),                // 58: tickwheel.v1.SkipRange
+	(*Execution)(nil),                // 59: tickwheel.v1.Execution
+	(ExecutionStatus)(0),             // 60: tickwheel.v1.ExecutionStatus
+	(*CreateCalendarRequest)(nil),    // 61: tickwheel.v1.CreateCalendarRequest
+	(*GetCalendarRequest)(nil),       // 62: tickwheel.v1.GetCalendarRequest
+	(*ListCalendarsRequest)(nil),     // 63: tickwheel.v1.ListCalendarsRequest
+	(*UpdateCalendarRequest)(nil),    // 64: tickwheel.v1.UpdateCalendarRequest
+	(*DeleteCalendarRequest)(nil),    // 65: tickwheel.v1.DeleteCalendarRequest
+	(*CreateCalendarResponse)(nil),   // 66: tickwheel.v1.CreateCalendarResponse
+	(*GetCalendarResponse)(nil),      // 67: tickwheel.v1.GetCalendarResponse
+	(*ListCalendarsResponse)(nil),    // 68: tickwheel.v1.ListCalendarsResponse
+	(*UpdateCalendarResponse)(nil),   // 69: tickwheel.v1.UpdateCalendarResponse
+	(*DeleteCalendarResponse)(nil),   // 70: tickwheel.v1.DeleteCalendarResponse
 }
 var file_tickwheel_v1_scheduler_proto_depIdxs = []int32{
-	46, // 0: tickwheel.v1.CreateJobRequest.job:type_name -> tickwheel.v1.Job
-	46, // 1: tickwheel.v1.CreateJobResponse.job:type_name -> tickwheel.v1.Job
+	51, // 0: tickwheel.v1.CreateJobRequest.job:type_name -> tickwheel.v1.Job
+	51, // 1: tickwheel.v1.CreateJobResponse.job:type_name -> tickwheel.v1.Job
 	0,  // 2: tickwheel.v1.BatchCreateJobsRequest.items:type_name -> tickwheel.v1.CreateJobRequest
 	4,  // 3: tickwheel.v1.BatchCreateJobsResponse.results:type_name -> tickwheel.v1.BatchCreateJobsResult
 	1,  // 4: tickwheel.v1.BatchCreateJobsResult.job:type_name -> tickwheel.v1.CreateJobResponse
-	47, // 5: tickwheel.v1.BatchCreateJobsResult.error:type_name -> google.rpc.Status
-	46, // 6: tickwheel.v1.GetJobResponse.job:type_name -> tickwheel.v1.Job
-	48, // 7: tickwheel.v1.GetJobResponse.next_runs:type_name -> tickwheel.v1.ScheduledFire
-	49, // 8: tickwheel.v1.ListJobsRequest.state:type_name -> tickwheel.v1.JobState
-	46, // 9: tickwheel.v1.ListJobsResponse.jobs:type_name -> tickwheel.v1.Job
-	46, // 10: tickwheel.v1.UpdateJobRequest.job:type_name -> tickwheel.v1.Job
-	50, // 11: tickwheel.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
-	46, // 12: tickwheel.v1.UpdateJobResponse.job:type_name -> tickwheel.v1.Job
-	9,  // 13: tickwheel.v1.BatchUpdateJobsRequest.items:type_name -> tickwheel.v1.UpdateJobRequest
-	13, // 14: tickwheel.v1.BatchUpdateJobsResponse.results:type_name -> tickwheel.v1.BatchUpdateJobsResult
-	10, // 15: tickwheel.v1.BatchUpdateJobsResult.job:type_name -> tickwheel.v1.UpdateJobResponse
-	47, // 16: tickwheel.v1.BatchUpdateJobsResult.error:type_name -> google.rpc.Status
-	14, // 17: tickwheel.v1.BatchDeleteJobsRequest.items:type_name -> tickwheel.v1.DeleteJobRequest
-	18, // 18: tickwheel.v1.BatchDeleteJobsResponse.results:type_name -> tickwheel.v1.BatchDeleteJobsResult
-	15, // 19: tickwheel.v1.BatchDeleteJobsResult.deleted:type_name -> tickwheel.v1.DeleteJobResponse
-	47, // 20: tickwheel.v1.BatchDeleteJobsResult.error:type_name -> google.rpc.Status
-	46, // 21: tickwheel.v1.PauseJobResponse.job:type_name -> tickwheel.v1.Job
-	19, // 22: tickwheel.v1.BatchPauseJobsRequest.items:type_name -> tickwheel.v1.PauseJobRequest
-	23, // 23: tickwheel.v1.BatchPauseJobsResponse.results:type_name -> tickwheel.v1.BatchPauseJobsResult
-	20, // 24: tickwheel.v1.BatchPauseJobsResult.job:type_name -> tickwheel.v1.PauseJobResponse
-	47, // 25: tickwheel.v1.BatchPauseJobsResult.error:type_name -> google.rpc.Status
-	46, // 26: tickwheel.v1.ResumeJobResponse.job:type_name -> tickwheel.v1.Job
-	51, // 27: tickwheel.v1.ResumeJobResponse.skipped:type_name -> tickwheel.v1.SkipRange
-	24, // 28: tickwheel.v1.BatchResumeJobsRequest.items:type_name -> tickwheel.v1.ResumeJobRequest
-	28, // 29: tickwheel.v1.BatchResumeJobsResponse.results:type_name -> tickwheel.v1.BatchResumeJobsResult
-	25, // 30: tickwheel.v1.BatchResumeJobsResult.job:type_name -> tickwheel.v1.ResumeJobResponse
-	47, // 31: tickwheel.v1.BatchResumeJobsResult.error:type_name -> google.rpc.Status
-	52, // 32: tickwheel.v1.TriggerJobResponse.execution:type_name -> tickwheel.v1.Execution
-	53, // 33: tickwheel.v1.BackfillJobRequest.from_at:type_name -> google.protobuf.Timestamp
-	53, // 34: tickwheel.v1.BackfillJobRequest.to_at:type_name -> google.protobuf.Timestamp
-	33, // 35: tickwheel.v1.BackfillJobResponse.occurrences:type_name -> tickwheel.v1.BackfillOccurrence
-	53, // 36: tickwheel.v1.BackfillOccurrence.nominal_at:type_name -> google.protobuf.Timestamp
-	46, // 37: tickwheel.v1.PreviewScheduleRequest.job:type_name -> tickwheel.v1.Job
-	53, // 38: tickwheel.v1.PreviewScheduleRequest.after:type_name -> google.protobuf.Timestamp
-	48, // 39: tickwheel.v1.PreviewScheduleResponse.fires:type_name -> tickwheel.v1.ScheduledFire
-	52, // 40: tickwheel.v1.GetExecutionResponse.execution:type_name -> tickwheel.v1.Execution
-	54, // 41: tickwheel.v1.ListExecutionsRequest.statuses:type_name -> tickwheel.v1.ExecutionStatus
-	53, // 42: tickwheel.v1.ListExecutionsRequest.from_at:type_name -> google.protobuf.Timestamp
-	53, // 43: tickwheel.v1.ListExecutionsRequest.to_at:type_name -> google.protobuf.Timestamp
-	52, // 44: tickwheel.v1.ListExecutionsResponse.executions:type_name -> tickwheel.v1.Execution
-	51, // 45: tickwheel.v1.ListExecutionsResponse.skips:type_name -> tickwheel.v1.SkipRange
-	52, // 46: tickwheel.v1.CancelExecutionResponse.execution:type_name -> tickwheel.v1.Execution
-	52, // 47: tickwheel.v1.ListDeadLettersResponse.executions:type_name -> tickwheel.v1.Execution
-	52, // 48: tickwheel.v1.ReplayDeadLetterResponse.execution:type_name -> tickwheel.v1.Execution
-	0,  // 49: tickwheel.v1.SchedulerService.CreateJob:input_type -> tickwheel.v1.CreateJobRequest
-	2,  // 50: tickwheel.v1.SchedulerService.BatchCreateJobs:input_type -> tickwheel.v1.BatchCreateJobsRequest
-	5,  // 51: tickwheel.v1.SchedulerService.GetJob:input_type -> tickwheel.v1.GetJobRequest
-	7,  // 52: tickwheel.v1.SchedulerService.ListJobs:input_type -> tickwheel.v1.ListJobsRequest
-	9,  // 53: tickwheel.v1.SchedulerService.UpdateJob:input_type -> tickwheel.v1.UpdateJobRequest
-	11, // 54: tickwheel.v1.SchedulerService.BatchUpdateJobs:input_type -> tickwheel.v1.BatchUpdateJobsRequest
-	14, // 55: tickwheel.v1.SchedulerService.DeleteJob:input_type -> tickwheel.v1.DeleteJobRequest
-	16, // 56: tickwheel.v1.SchedulerService.BatchDeleteJobs:input_type -> tickwheel.v1.BatchDeleteJobsRequest
-	19, // 57: tickwheel.v1.SchedulerService.PauseJob:input_type -> tickwheel.v1.PauseJobRequest
-	21, // 58: tickwheel.v1.SchedulerService.BatchPauseJobs:input_type -> tickwheel.v1.BatchPauseJobsRequest
-	24, // 59: tickwheel.v1.SchedulerService.ResumeJob:input_type -> tickwheel.v1.ResumeJobRequest
-	26, // 60: tickwheel.v1.SchedulerService.BatchResumeJobs:input_type -> tickwheel.v1.BatchResumeJobsRequest
-	29, // 61: tickwheel.v1.SchedulerService.TriggerJob:input_type -> tickwheel.v1.TriggerJobRequest
-	31, // 62: tickwheel.v1.SchedulerService.BackfillJob:input_type -> tickwheel.v1.BackfillJobRequest
-	34, // 63: tickwheel.v1.SchedulerService.PreviewSchedule:input_type -> tickwheel.v1.PreviewScheduleRequest
-	36, // 64: tickwheel.v1.SchedulerService.GetExecution:input_type -> tickwheel.v1.GetExecutionRequest
-	38, // 65: tickwheel.v1.SchedulerService.ListExecutions:input_type -> tickwheel.v1.ListExecutionsRequest
-	40, // 66: tickwheel.v1.SchedulerService.CancelExecution:input_type -> tickwheel.v1.CancelExecutionRequest
-	42, // 67: tickwheel.v1.SchedulerService.ListDeadLetters:input_type -> tickwheel.v1.ListDeadLettersRequest
-	44, // 68: tickwheel.v1.SchedulerService.ReplayDeadLetter:input_type -> tickwheel.v1.ReplayDeadLetterRequest
-	55, // 69: tickwheel.v1.SchedulerService.CreateCalendar:input_type -> tickwheel.v1.CreateCalendarRequest
-	56, // 70: tickwheel.v1.SchedulerService.GetCalendar:input_type -> tickwheel.v1.GetCalendarRequest
-	57, // 71: tickwheel.v1.SchedulerService.ListCalendars:input_type -> tickwheel.v1.ListCalendarsRequest
-	58, // 72: tickwheel.v1.SchedulerService.UpdateCalendar:input_type -> tickwheel.v1.UpdateCalendarRequest
-	59, // 73: tickwheel.v1.SchedulerService.DeleteCalendar:input_type -> tickwheel.v1.DeleteCalendarRequest
-	1,  // 74: tickwheel.v1.SchedulerService.CreateJob:output_type -> tickwheel.v1.CreateJobResponse
-	3,  // 75: tickwheel.v1.SchedulerService.BatchCreateJobs:output_type -> tickwheel.v1.BatchCreateJobsResponse
-	6,  // 76: tickwheel.v1.SchedulerService.GetJob:output_type -> tickwheel.v1.GetJobResponse
-	8,  // 77: tickwheel.v1.SchedulerService.ListJobs:output_type -> tickwheel.v1.ListJobsResponse
-	10, // 78: tickwheel.v1.SchedulerService.UpdateJob:output_type -> tickwheel.v1.UpdateJobResponse
-	12, // 79: tickwheel.v1.SchedulerService.BatchUpdateJobs:output_type -> tickwheel.v1.BatchUpdateJobsResponse
-	15, // 80: tickwheel.v1.SchedulerService.DeleteJob:output_type -> tickwheel.v1.DeleteJobResponse
-	17, // 81: tickwheel.v1.SchedulerService.BatchDeleteJobs:output_type -> tickwheel.v1.BatchDeleteJobsResponse
-	20, // 82: tickwheel.v1.SchedulerService.PauseJob:output_type -> tickwheel.v1.PauseJobResponse
-	22, // 83: tickwheel.v1.SchedulerService.BatchPauseJobs:output_type -> tickwheel.v1.BatchPauseJobsResponse
-	25, // 84: tickwheel.v1.SchedulerService.ResumeJob:output_type -> tickwheel.v1.ResumeJobResponse
-	27, // 85: tickwheel.v1.SchedulerService.BatchResumeJobs:output_type -> tickwheel.v1.BatchResumeJobsResponse
-	30, // 86: tickwheel.v1.SchedulerService.TriggerJob:output_type -> tickwheel.v1.TriggerJobResponse
-	32, // 87: tickwheel.v1.SchedulerService.BackfillJob:output_type -> tickwheel.v1.BackfillJobResponse
-	35, // 88: tickwheel.v1.SchedulerService.PreviewSchedule:output_type -> tickwheel.v1.PreviewScheduleResponse
-	37, // 89: tickwheel.v1.SchedulerService.GetExecution:output_type -> tickwheel.v1.GetExecutionResponse
-	39, // 90: tickwheel.v1.SchedulerService.ListExecutions:output_type -> tickwheel.v1.ListExecutionsResponse
-	41, // 91: tickwheel.v1.SchedulerService.CancelExecution:output_type -> tickwheel.v1.CancelExecutionResponse
-	43, // 92: tickwheel.v1.SchedulerService.ListDeadLetters:output_type -> tickwheel.v1.ListDeadLettersResponse
-	45, // 93: tickwheel.v1.SchedulerService.ReplayDeadLetter:output_type -> tickwheel.v1.ReplayDeadLetterResponse
-	60, // 94: tickwheel.v1.SchedulerService.CreateCalendar:output_type -> tickwheel.v1.CreateCalendarResponse
-	61, // 95: tickwheel.v1.SchedulerService.GetCalendar:output_type -> tickwheel.v1.GetCalendarResponse
-	62, // 96: tickwheel.v1.SchedulerService.ListCalendars:output_type -> tickwheel.v1.ListCalendarsResponse
-	63, // 97: tickwheel.v1.SchedulerService.UpdateCalendar:output_type -> tickwheel.v1.UpdateCalendarResponse
-	64, // 98: tickwheel.v1.SchedulerService.DeleteCalendar:output_type -> tickwheel.v1.DeleteCalendarResponse
-	74, // [74:99] is the sub-list for method output_type
-	49, // [49:74] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	52, // 5: tickwheel.v1.BatchCreateJobsResult.error:type_name -> google.rpc.Status
+	51, // 6: tickwheel.v1.GetJobResponse.job:type_name -> tickwheel.v1.Job
+	53, // 7: tickwheel.v1.GetJobResponse.next_runs:type_name -> tickwheel.v1.ScheduledFire
+	54, // 8: tickwheel.v1.ListJobsRequest.state:type_name -> tickwheel.v1.JobState
+	51, // 9: tickwheel.v1.ListJobsResponse.jobs:type_name -> tickwheel.v1.Job
+	51, // 10: tickwheel.v1.UpdateJobRequest.job:type_name -> tickwheel.v1.Job
+	55, // 11: tickwheel.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
+	56, // 12: tickwheel.v1.UpdateJobRequest.diff_window:type_name -> google.protobuf.Duration
+	51, // 13: tickwheel.v1.UpdateJobResponse.job:type_name -> tickwheel.v1.Job
+	11, // 14: tickwheel.v1.UpdateJobResponse.run_diff:type_name -> tickwheel.v1.RunDiff
+	57, // 15: tickwheel.v1.RunDiff.from_at:type_name -> google.protobuf.Timestamp
+	57, // 16: tickwheel.v1.RunDiff.to_at:type_name -> google.protobuf.Timestamp
+	53, // 17: tickwheel.v1.RunDiff.added:type_name -> tickwheel.v1.ScheduledFire
+	53, // 18: tickwheel.v1.RunDiff.removed:type_name -> tickwheel.v1.ScheduledFire
+	12, // 19: tickwheel.v1.RunDiff.moved:type_name -> tickwheel.v1.MovedRun
+	53, // 20: tickwheel.v1.MovedRun.before:type_name -> tickwheel.v1.ScheduledFire
+	53, // 21: tickwheel.v1.MovedRun.after:type_name -> tickwheel.v1.ScheduledFire
+	15, // 22: tickwheel.v1.ListJobRevisionsResponse.revisions:type_name -> tickwheel.v1.JobRevision
+	51, // 23: tickwheel.v1.JobRevision.job:type_name -> tickwheel.v1.Job
+	57, // 24: tickwheel.v1.JobRevision.changed_at:type_name -> google.protobuf.Timestamp
+	55, // 25: tickwheel.v1.JobRevision.update_mask:type_name -> google.protobuf.FieldMask
+	9,  // 26: tickwheel.v1.BatchUpdateJobsRequest.items:type_name -> tickwheel.v1.UpdateJobRequest
+	18, // 27: tickwheel.v1.BatchUpdateJobsResponse.results:type_name -> tickwheel.v1.BatchUpdateJobsResult
+	10, // 28: tickwheel.v1.BatchUpdateJobsResult.job:type_name -> tickwheel.v1.UpdateJobResponse
+	52, // 29: tickwheel.v1.BatchUpdateJobsResult.error:type_name -> google.rpc.Status
+	19, // 30: tickwheel.v1.BatchDeleteJobsRequest.items:type_name -> tickwheel.v1.DeleteJobRequest
+	23, // 31: tickwheel.v1.BatchDeleteJobsResponse.results:type_name -> tickwheel.v1.BatchDeleteJobsResult
+	20, // 32: tickwheel.v1.BatchDeleteJobsResult.deleted:type_name -> tickwheel.v1.DeleteJobResponse
+	52, // 33: tickwheel.v1.BatchDeleteJobsResult.error:type_name -> google.rpc.Status
+	51, // 34: tickwheel.v1.PauseJobResponse.job:type_name -> tickwheel.v1.Job
+	24, // 35: tickwheel.v1.BatchPauseJobsRequest.items:type_name -> tickwheel.v1.PauseJobRequest
+	28, // 36: tickwheel.v1.BatchPauseJobsResponse.results:type_name -> tickwheel.v1.BatchPauseJobsResult
+	25, // 37: tickwheel.v1.BatchPauseJobsResult.job:type_name -> tickwheel.v1.PauseJobResponse
+	52, // 38: tickwheel.v1.BatchPauseJobsResult.error:type_name -> google.rpc.Status
+	51, // 39: tickwheel.v1.ResumeJobResponse.job:type_name -> tickwheel.v1.Job
+	58, // 40: tickwheel.v1.ResumeJobResponse.skipped:type_name -> tickwheel.v1.SkipRange
+	29, // 41: tickwheel.v1.BatchResumeJobsRequest.items:type_name -> tickwheel.v1.ResumeJobRequest
+	33, // 42: tickwheel.v1.BatchResumeJobsResponse.results:type_name -> tickwheel.v1.BatchResumeJobsResult
+	30, // 43: tickwheel.v1.BatchResumeJobsResult.job:type_name -> tickwheel.v1.ResumeJobResponse
+	52, // 44: tickwheel.v1.BatchResumeJobsResult.error:type_name -> google.rpc.Status
+	59, // 45: tickwheel.v1.TriggerJobResponse.execution:type_name -> tickwheel.v1.Execution
+	57, // 46: tickwheel.v1.BackfillJobRequest.from_at:type_name -> google.protobuf.Timestamp
+	57, // 47: tickwheel.v1.BackfillJobRequest.to_at:type_name -> google.protobuf.Timestamp
+	38, // 48: tickwheel.v1.BackfillJobResponse.occurrences:type_name -> tickwheel.v1.BackfillOccurrence
+	57, // 49: tickwheel.v1.BackfillOccurrence.nominal_at:type_name -> google.protobuf.Timestamp
+	51, // 50: tickwheel.v1.PreviewScheduleRequest.job:type_name -> tickwheel.v1.Job
+	57, // 51: tickwheel.v1.PreviewScheduleRequest.after:type_name -> google.protobuf.Timestamp
+	53, // 52: tickwheel.v1.PreviewScheduleResponse.fires:type_name -> tickwheel.v1.ScheduledFire
+	59, // 53: tickwheel.v1.GetExecutionResponse.execution:type_name -> tickwheel.v1.Execution
+	60, // 54: tickwheel.v1.ListExecutionsRequest.statuses:type_name -> tickwheel.v1.ExecutionStatus
+	57, // 55: tickwheel.v1.ListExecutionsRequest.from_at:type_name -> google.protobuf.Timestamp
+	57, // 56: tickwheel.v1.ListExecutionsRequest.to_at:type_name -> google.protobuf.Timestamp
+	59, // 57: tickwheel.v1.ListExecutionsResponse.executions:type_name -> tickwheel.v1.Execution
+	58, // 58: tickwheel.v1.ListExecutionsResponse.skips:type_name -> tickwheel.v1.SkipRange
+	59, // 59: tickwheel.v1.CancelExecutionResponse.execution:type_name -> tickwheel.v1.Execution
+	59, // 60: tickwheel.v1.ListDeadLettersResponse.executions:type_name -> tickwheel.v1.Execution
+	59, // 61: tickwheel.v1.ReplayDeadLetterResponse.execution:type_name -> tickwheel.v1.Execution
+	0,  // 62: tickwheel.v1.SchedulerService.CreateJob:input_type -> tickwheel.v1.CreateJobRequest
+	2,  // 63: tickwheel.v1.SchedulerService.BatchCreateJobs:input_type -> tickwheel.v1.BatchCreateJobsRequest
+	5,  // 64: tickwheel.v1.SchedulerService.GetJob:input_type -> tickwheel.v1.GetJobRequest
+	7,  // 65: tickwheel.v1.SchedulerService.ListJobs:input_type -> tickwheel.v1.ListJobsRequest
+	9,  // 66: tickwheel.v1.SchedulerService.UpdateJob:input_type -> tickwheel.v1.UpdateJobRequest
+	16, // 67: tickwheel.v1.SchedulerService.BatchUpdateJobs:input_type -> tickwheel.v1.BatchUpdateJobsRequest
+	13, // 68: tickwheel.v1.SchedulerService.ListJobRevisions:input_type -> tickwheel.v1.ListJobRevisionsRequest
+	19, // 69: tickwheel.v1.SchedulerService.DeleteJob:input_type -> tickwheel.v1.DeleteJobRequest
+	21, // 70: tickwheel.v1.SchedulerService.BatchDeleteJobs:input_type -> tickwheel.v1.BatchDeleteJobsRequest
+	24, // 71: tickwheel.v1.SchedulerService.PauseJob:input_type -> tickwheel.v1.PauseJobRequest
+	26, // 72: tickwheel.v1.SchedulerService.BatchPauseJobs:input_type -> tickwheel.v1.BatchPauseJobsRequest
+	29, // 73: tickwheel.v1.SchedulerService.ResumeJob:input_type -> tickwheel.v1.ResumeJobRequest
+	31, // 74: tickwheel.v1.SchedulerService.BatchResumeJobs:input_type -> tickwheel.v1.BatchResumeJobsRequest
+	34, // 75: tickwheel.v1.SchedulerService.TriggerJob:input_type -> tickwheel.v1.TriggerJobRequest
+	36, // 76: tickwheel.v1.SchedulerService.BackfillJob:input_type -> tickwheel.v1.BackfillJobRequest
+	39, // 77: tickwheel.v1.SchedulerService.PreviewSchedule:input_type -> tickwheel.v1.PreviewScheduleRequest
+	41, // 78: tickwheel.v1.SchedulerService.GetExecution:input_type -> tickwheel.v1.GetExecutionRequest
+	43, // 79: tickwheel.v1.SchedulerService.ListExecutions:input_type -> tickwheel.v1.ListExecutionsRequest
+	45, // 80: tickwheel.v1.SchedulerService.CancelExecution:input_type -> tickwheel.v1.CancelExecutionRequest
+	47, // 81: tickwheel.v1.SchedulerService.ListDeadLetters:input_type -> tickwheel.v1.ListDeadLettersRequest
+	49, // 82: tickwheel.v1.SchedulerService.ReplayDeadLetter:input_type -> tickwheel.v1.ReplayDeadLetterRequest
+	61, // 83: tickwheel.v1.SchedulerService.CreateCalendar:input_type -> tickwheel.v1.CreateCalendarRequest
+	62, // 84: tickwheel.v1.SchedulerService.GetCalendar:input_type -> tickwheel.v1.GetCalendarRequest
+	63, // 85: tickwheel.v1.SchedulerService.ListCalendars:input_type -> tickwheel.v1.ListCalendarsRequest
+	64, // 86: tickwheel.v1.SchedulerService.UpdateCalendar:input_type -> tickwheel.v1.UpdateCalendarRequest
+	65, // 87: tickwheel.v1.SchedulerService.DeleteCalendar:input_type -> tickwheel.v1.DeleteCalendarRequest
+	1,  // 88: tickwheel.v1.SchedulerService.CreateJob:output_type -> tickwheel.v1.CreateJobResponse
+	3,  // 89: tickwheel.v1.SchedulerService.BatchCreateJobs:output_type -> tickwheel.v1.BatchCreateJobsResponse
+	6,  // 90: tickwheel.v1.SchedulerService.GetJob:output_type -> tickwheel.v1.GetJobResponse
+	8,  // 91: tickwheel.v1.SchedulerService.ListJobs:output_type -> tickwheel.v1.ListJobsResponse
+	10, // 92: tickwheel.v1.SchedulerService.UpdateJob:output_type -> tickwheel.v1.UpdateJobResponse
+	17, // 93: tickwheel.v1.SchedulerService.BatchUpdateJobs:output_type -> tickwheel.v1.BatchUpdateJobsResponse
+	14, // 94: tickwheel.v1.SchedulerService.ListJobRevisions:output_type -> tickwheel.v1.ListJobRevisionsResponse
+	20, // 95: tickwheel.v1.SchedulerService.DeleteJob:output_type -> tickwheel.v1.DeleteJobResponse
+	22, // 96: tickwheel.v1.SchedulerService.BatchDeleteJobs:output_type -> tickwheel.v1.BatchDeleteJobsResponse
+	25, // 97: tickwheel.v1.SchedulerService.PauseJob:output_type -> tickwheel.v1.PauseJobResponse
+	27, // 98: tickwheel.v1.SchedulerService.BatchPauseJobs:output_type -> tickwheel.v1.BatchPauseJobsResponse
+	30, // 99: tickwheel.v1.SchedulerService.ResumeJob:output_type -> tickwheel.v1.ResumeJobResponse
+	32, // 100: tickwheel.v1.SchedulerService.BatchResumeJobs:output_type -> tickwheel.v1.BatchResumeJobsResponse
+	35, // 101: tickwheel.v1.SchedulerService.TriggerJob:output_type -> tickwheel.v1.TriggerJobResponse
+	37, // 102: tickwheel.v1.SchedulerService.BackfillJob:output_type -> tickwheel.v1.BackfillJobResponse
+	40, // 103: tickwheel.v1.SchedulerService.PreviewSchedule:output_type -> tickwheel.v1.PreviewScheduleResponse
+	42, // 104: tickwheel.v1.SchedulerService.GetExecution:output_type -> tickwheel.v1.GetExecutionResponse
+	44, // 105: tickwheel.v1.SchedulerService.ListExecutions:output_type -> tickwheel.v1.ListExecutionsResponse
+	46, // 106: tickwheel.v1.SchedulerService.CancelExecution:output_type -> tickwheel.v1.CancelExecutionResponse
+	48, // 107: tickwheel.v1.SchedulerService.ListDeadLetters:output_type -> tickwheel.v1.ListDeadLettersResponse
+	50, // 108: tickwheel.v1.SchedulerService.ReplayDeadLetter:output_type -> tickwheel.v1.ReplayDeadLetterResponse
+	66, // 109: tickwheel.v1.SchedulerService.CreateCalendar:output_type -> tickwheel.v1.CreateCalendarResponse
+	67, // 110: tickwheel.v1.SchedulerService.GetCalendar:output_type -> tickwheel.v1.GetCalendarResponse
+	68, // 111: tickwheel.v1.SchedulerService.ListCalendars:output_type -> tickwheel.v1.ListCalendarsResponse
+	69, // 112: tickwheel.v1.SchedulerService.UpdateCalendar:output_type -> tickwheel.v1.UpdateCalendarResponse
+	70, // 113: tickwheel.v1.SchedulerService.DeleteCalendar:output_type -> tickwheel.v1.DeleteCalendarResponse
+	88, // [88:114] is the sub-list for method output_type
+	62, // [62:88] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_tickwheel_v1_scheduler_proto_init() }
@@ -3284,23 +3823,23 @@ func file_tickwheel_v1_scheduler_proto_init() {
 		(*BatchCreateJobsResult_Job)(nil),
 		(*BatchCreateJobsResult_Error)(nil),
 	}
-	file_tickwheel_v1_scheduler_proto_msgTypes[13].OneofWrappers = []any{
+	file_tickwheel_v1_scheduler_proto_msgTypes[18].OneofWrappers = []any{
 		(*BatchUpdateJobsResult_Job)(nil),
 		(*BatchUpdateJobsResult_Error)(nil),
 	}
-	file_tickwheel_v1_scheduler_proto_msgTypes[18].OneofWrappers = []any{
+	file_tickwheel_v1_scheduler_proto_msgTypes[23].OneofWrappers = []any{
 		(*BatchDeleteJobsResult_Deleted)(nil),
 		(*BatchDeleteJobsResult_Error)(nil),
 	}
-	file_tickwheel_v1_scheduler_proto_msgTypes[23].OneofWrappers = []any{
+	file_tickwheel_v1_scheduler_proto_msgTypes[28].OneofWrappers = []any{
 		(*BatchPauseJobsResult_Job)(nil),
 		(*BatchPauseJobsResult_Error)(nil),
 	}
-	file_tickwheel_v1_scheduler_proto_msgTypes[28].OneofWrappers = []any{
+	file_tickwheel_v1_scheduler_proto_msgTypes[33].OneofWrappers = []any{
 		(*BatchResumeJobsResult_Job)(nil),
 		(*BatchResumeJobsResult_Error)(nil),
 	}
-	file_tickwheel_v1_scheduler_proto_msgTypes[34].OneofWrappers = []any{
+	file_tickwheel_v1_scheduler_proto_msgTypes[39].OneofWrappers = []any{
 		(*PreviewScheduleRequest_JobId)(nil),
 		(*PreviewScheduleRequest_Job)(nil),
 	}
@@ -3310,7 +3849,7 @@ func file_tickwheel_v1_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tickwheel_v1_scheduler_proto_rawDesc), len(file_tickwheel_v1_scheduler_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   46,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	SchedulerService_ListJobs_FullMethodName         = "/tickwheel.v1.SchedulerService/ListJobs"
 	SchedulerService_UpdateJob_FullMethodName        = "/tickwheel.v1.SchedulerService/UpdateJob"
 	SchedulerService_BatchUpdateJobs_FullMethodName  = "/tickwheel.v1.SchedulerService/BatchUpdateJobs"
+	SchedulerService_ListJobRevisions_FullMethodName = "/tickwheel.v1.SchedulerService/ListJobRevisions"
 	SchedulerService_DeleteJob_FullMethodName        = "/tickwheel.v1.SchedulerService/DeleteJob"
 	SchedulerService_BatchDeleteJobs_FullMethodName  = "/tickwheel.v1.SchedulerService/BatchDeleteJobs"
 	SchedulerService_PauseJob_FullMethodName         = "/tickwheel.v1.SchedulerService/PauseJob"
@@ -103,6 +104,13 @@ type SchedulerServiceClient interface {
 	//     recorded, the misfire policy when occurrences are created).
 	//
 	// A paused job stays paused: what the update keeps or creates stays held.
+	// Each applied change keeps the definition it replaced as a revision
+	// (ListJobRevisions); a change that changes nothing keeps none. Rollback
+	// is an UpdateJob whose `job` is a revision's definition (GetJob with
+	// `revision`) at the current `version`, with an empty `update_mask`.
+	// With `validate_only`, the request is checked as an update (the same
+	// errors, the version check included) and nothing is written; the answer
+	// holds the diff of the job's runs (UpdateJobResponse.run_diff).
 	UpdateJob(ctx context.Context, in *UpdateJobRequest, opts ...grpc.CallOption) (*UpdateJobResponse, error)
 	// Changes up to 1 000 jobs in one call. Each item is an UpdateJobRequest
 	// and is answered as UpdateJob would answer it alone: the job as stored
@@ -120,7 +128,16 @@ type SchedulerServiceClient interface {
 	// batch: no items or more than 1 000 (INVALID_ARGUMENT `items`), or when
 	// the store is unavailable (UNAVAILABLE; nothing written, and retrying the
 	// same call is safe: each item's `job.version` makes a change apply once).
+	// An item with `validate_only` is refused (INVALID_ARGUMENT
+	// `validate_only`): preview changes one at a time with UpdateJob.
 	BatchUpdateJobs(ctx context.Context, in *BatchUpdateJobsRequest, opts ...grpc.CallOption) (*BatchUpdateJobsResponse, error)
+	// The revisions of a job, newest first, paged: each one the definition an
+	// applied UpdateJob (single, batch or a rollback) replaced, with who
+	// changed it, when, and the change's mask. The last 100 revisions of a
+	// job are kept (older ones are deleted as new ones come); deleting the
+	// job deletes its revisions. NOT_FOUND for an id that is not one of the
+	// tenant's jobs, another tenant's included.
+	ListJobRevisions(ctx context.Context, in *ListJobRevisionsRequest, opts ...grpc.CallOption) (*ListJobRevisionsResponse, error)
 	// Deletes a job and cancels its executions that have not started (held
 	// ones included), recorded as CANCELED with "canceled: job deleted".
 	// A RUNNING execution finishes. History is kept for the retention window.
@@ -289,6 +306,16 @@ func (c *schedulerServiceClient) BatchUpdateJobs(ctx context.Context, in *BatchU
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(BatchUpdateJobsResponse)
 	err := c.cc.Invoke(ctx, SchedulerService_BatchUpdateJobs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulerServiceClient) ListJobRevisions(ctx context.Context, in *ListJobRevisionsRequest, opts ...grpc.CallOption) (*ListJobRevisionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListJobRevisionsResponse)
+	err := c.cc.Invoke(ctx, SchedulerService_ListJobRevisions_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -542,6 +569,13 @@ type SchedulerServiceServer interface {
 	//     recorded, the misfire policy when occurrences are created).
 	//
 	// A paused job stays paused: what the update keeps or creates stays held.
+	// Each applied change keeps the definition it replaced as a revision
+	// (ListJobRevisions); a change that changes nothing keeps none. Rollback
+	// is an UpdateJob whose `job` is a revision's definition (GetJob with
+	// `revision`) at the current `version`, with an empty `update_mask`.
+	// With `validate_only`, the request is checked as an update (the same
+	// errors, the version check included) and nothing is written; the answer
+	// holds the diff of the job's runs (UpdateJobResponse.run_diff).
 	UpdateJob(context.Context, *UpdateJobRequest) (*UpdateJobResponse, error)
 	// Changes up to 1 000 jobs in one call. Each item is an UpdateJobRequest
 	// and is answered as UpdateJob would answer it alone: the job as stored
@@ -559,7 +593,16 @@ type SchedulerServiceServer interface {
 	// batch: no items or more than 1 000 (INVALID_ARGUMENT `items`), or when
 	// the store is unavailable (UNAVAILABLE; nothing written, and retrying the
 	// same call is safe: each item's `job.version` makes a change apply once).
+	// An item with `validate_only` is refused (INVALID_ARGUMENT
+	// `validate_only`): preview changes one at a time with UpdateJob.
 	BatchUpdateJobs(context.Context, *BatchUpdateJobsRequest) (*BatchUpdateJobsResponse, error)
+	// The revisions of a job, newest first, paged: each one the definition an
+	// applied UpdateJob (single, batch or a rollback) replaced, with who
+	// changed it, when, and the change's mask. The last 100 revisions of a
+	// job are kept (older ones are deleted as new ones come); deleting the
+	// job deletes its revisions. NOT_FOUND for an id that is not one of the
+	// tenant's jobs, another tenant's included.
+	ListJobRevisions(context.Context, *ListJobRevisionsRequest) (*ListJobRevisionsResponse, error)
 	// Deletes a job and cancels its executions that have not started (held
 	// ones included), recorded as CANCELED with "canceled: job deleted".
 	// A RUNNING execution finishes. History is kept for the retention window.
@@ -691,6 +734,9 @@ func (UnimplementedSchedulerServiceServer) UpdateJob(context.Context, *UpdateJob
 }
 func (UnimplementedSchedulerServiceServer) BatchUpdateJobs(context.Context, *BatchUpdateJobsRequest) (*BatchUpdateJobsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BatchUpdateJobs not implemented")
+}
+func (UnimplementedSchedulerServiceServer) ListJobRevisions(context.Context, *ListJobRevisionsRequest) (*ListJobRevisionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListJobRevisions not implemented")
 }
 func (UnimplementedSchedulerServiceServer) DeleteJob(context.Context, *DeleteJobRequest) (*DeleteJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteJob not implemented")
@@ -874,6 +920,24 @@ func _SchedulerService_BatchUpdateJobs_Handler(srv interface{}, ctx context.Cont
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(SchedulerServiceServer).BatchUpdateJobs(ctx, req.(*BatchUpdateJobsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SchedulerService_ListJobRevisions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListJobRevisionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulerServiceServer).ListJobRevisions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SchedulerService_ListJobRevisions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulerServiceServer).ListJobRevisions(ctx, req.(*ListJobRevisionsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1250,6 +1314,10 @@ var SchedulerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "BatchUpdateJobs",
 			Handler:    _SchedulerService_BatchUpdateJobs_Handler,
+		},
+		{
+			MethodName: "ListJobRevisions",
+			Handler:    _SchedulerService_ListJobRevisions_Handler,
 		},
 		{
 			MethodName: "DeleteJob",

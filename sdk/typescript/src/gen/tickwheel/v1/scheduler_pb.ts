@@ -4,8 +4,8 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, FieldMask, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Status } from "../../google/rpc/status_pb.js";
 import { file_google_rpc_status } from "../../google/rpc/status_pb.js";
 import type { CreateCalendarRequestSchema, CreateCalendarResponseSchema, DeleteCalendarRequestSchema, DeleteCalendarResponseSchema, GetCalendarRequestSchema, GetCalendarResponseSchema, ListCalendarsRequestSchema, ListCalendarsResponseSchema, UpdateCalendarRequestSchema, UpdateCalendarResponseSchema } from "./calendar_pb.js";
@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file tickwheel/v1/scheduler.proto.
  */
 export const file_tickwheel_v1_scheduler: GenFile = /*@__PURE__*/
-  fileDesc("Chx0aWNrd2hlZWwvdjEvc2NoZWR1bGVyLnByb3RvEgx0aWNrd2hlZWwudjEiRgoQQ3JlYXRlSm9iUmVxdWVzdBIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEhIKCnJlcXVlc3RfaWQYAiABKAkiRAoRQ3JlYXRlSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIPCgdjcmVhdGVkGAIgASgIIkcKFkJhdGNoQ3JlYXRlSm9ic1JlcXVlc3QSLQoFaXRlbXMYASADKAsyHi50aWNrd2hlZWwudjEuQ3JlYXRlSm9iUmVxdWVzdCKUAQoXQmF0Y2hDcmVhdGVKb2JzUmVzcG9uc2USNAoHcmVzdWx0cxgBIAMoCzIjLnRpY2t3aGVlbC52MS5CYXRjaENyZWF0ZUpvYnNSZXN1bHQSFQoNY3JlYXRlZF9jb3VudBgCIAEoBRIWCg5leGlzdGluZ19jb3VudBgDIAEoBRIUCgxmYWlsZWRfY291bnQYBCABKAUidgoVQmF0Y2hDcmVhdGVKb2JzUmVzdWx0Ei4KA2pvYhgBIAEoCzIfLnRpY2t3aGVlbC52MS5DcmVhdGVKb2JSZXNwb25zZUgAEiMKBWVycm9yGAIgASgLMhIuZ29vZ2xlLnJwYy5TdGF0dXNIAEIICgZyZXN1bHQiLgoNR2V0Sm9iUmVxdWVzdBIKCgJpZBgBIAEoCRIRCgluZXh0X3J1bnMYAiABKAUiYAoOR2V0Sm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIuCgluZXh0X3J1bnMYAiADKAsyGy50aWNrd2hlZWwudjEuU2NoZWR1bGVkRmlyZSJ0Cg9MaXN0Sm9ic1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSJQoFc3RhdGUYAyABKA4yFi50aWNrd2hlZWwudjEuSm9iU3RhdGUSEwoLbmFtZV9wcmVmaXgYBCABKAkiTAoQTGlzdEpvYnNSZXNwb25zZRIfCgRqb2JzGAEgAygLMhEudGlja3doZWVsLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiYwoQVXBkYXRlSm9iUmVxdWVzdBIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEi8KC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayIzChFVcGRhdGVKb2JSZXNwb25zZRIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iIkcKFkJhdGNoVXBkYXRlSm9ic1JlcXVlc3QSLQoFaXRlbXMYASADKAsyHi50aWNrd2hlZWwudjEuVXBkYXRlSm9iUmVxdWVzdCJ8ChdCYXRjaFVwZGF0ZUpvYnNSZXNwb25zZRI0CgdyZXN1bHRzGAEgAygLMiMudGlja3doZWVsLnYxLkJhdGNoVXBkYXRlSm9ic1Jlc3VsdBIVCg11cGRhdGVkX2NvdW50GAIgASgFEhQKDGZhaWxlZF9jb3VudBgDIAEoBSJ2ChVCYXRjaFVwZGF0ZUpvYnNSZXN1bHQSLgoDam9iGAEgASgLMh8udGlja3doZWVsLnYxLlVwZGF0ZUpvYlJlc3BvbnNlSAASIwoFZXJyb3IYAiABKAsyEi5nb29nbGUucnBjLlN0YXR1c0gAQggKBnJlc3VsdCIvChBEZWxldGVKb2JSZXF1ZXN0EgoKAmlkGAEgASgJEg8KB3ZlcnNpb24YAiABKAMiMAoRRGVsZXRlSm9iUmVzcG9uc2USGwoTY2FuY2VsZWRfZXhlY3V0aW9ucxgBIAEoAyJHChZCYXRjaERlbGV0ZUpvYnNSZXF1ZXN0Ei0KBWl0ZW1zGAEgAygLMh4udGlja3doZWVsLnYxLkRlbGV0ZUpvYlJlcXVlc3QifAoXQmF0Y2hEZWxldGVKb2JzUmVzcG9uc2USNAoHcmVzdWx0cxgBIAMoCzIjLnRpY2t3aGVlbC52MS5CYXRjaERlbGV0ZUpvYnNSZXN1bHQSFQoNZGVsZXRlZF9jb3VudBgCIAEoBRIUCgxmYWlsZWRfY291bnQYAyABKAUiegoVQmF0Y2hEZWxldGVKb2JzUmVzdWx0EjIKB2RlbGV0ZWQYASABKAsyHy50aWNrd2hlZWwudjEuRGVsZXRlSm9iUmVzcG9uc2VIABIjCgVlcnJvchgCIAEoCzISLmdvb2dsZS5ycGMuU3RhdHVzSABCCAoGcmVzdWx0Ii0KD1BhdXNlSm9iUmVxdWVzdBIKCgJpZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiaAoQUGF1c2VKb2JSZXNwb25zZRIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEhsKE2NhbmNlbGVkX2V4ZWN1dGlvbnMYAiABKAMSFwoPaGVsZF9leGVjdXRpb25zGAMgASgDIkUKFUJhdGNoUGF1c2VKb2JzUmVxdWVzdBIsCgVpdGVtcxgBIAMoCzIdLnRpY2t3aGVlbC52MS5QYXVzZUpvYlJlcXVlc3QieQoWQmF0Y2hQYXVzZUpvYnNSZXNwb25zZRIzCgdyZXN1bHRzGAEgAygLMiIudGlja3doZWVsLnYxLkJhdGNoUGF1c2VKb2JzUmVzdWx0EhQKDHBhdXNlZF9jb3VudBgCIAEoBRIUCgxmYWlsZWRfY291bnQYAyABKAUidAoUQmF0Y2hQYXVzZUpvYnNSZXN1bHQSLQoDam9iGAEgASgLMh4udGlja3doZWVsLnYxLlBhdXNlSm9iUmVzcG9uc2VIABIjCgVlcnJvchgCIAEoCzISLmdvb2dsZS5ycGMuU3RhdHVzSABCCAoGcmVzdWx0Ih4KEFJlc3VtZUpvYlJlcXVlc3QSCgoCaWQYASABKAkiegoRUmVzdW1lSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIoCgdza2lwcGVkGAIgASgLMhcudGlja3doZWVsLnYxLlNraXBSYW5nZRIbChNyZWxlYXNlZF9leGVjdXRpb25zGAMgASgDIkcKFkJhdGNoUmVzdW1lSm9ic1JlcXVlc3QSLQoFaXRlbXMYASADKAsyHi50aWNrd2hlZWwudjEuUmVzdW1lSm9iUmVxdWVzdCJ8ChdCYXRjaFJlc3VtZUpvYnNSZXNwb25zZRI0CgdyZXN1bHRzGAEgAygLMiMudGlja3doZWVsLnYxLkJhdGNoUmVzdW1lSm9ic1Jlc3VsdBIVCg1yZXN1bWVkX2NvdW50GAIgASgFEhQKDGZhaWxlZF9jb3VudBgDIAEoBSJ2ChVCYXRjaFJlc3VtZUpvYnNSZXN1bHQSLgoDam9iGAEgASgLMh8udGlja3doZWVsLnYxLlJlc3VtZUpvYlJlc3BvbnNlSAASIwoFZXJyb3IYAiABKAsyEi5nb29nbGUucnBjLlN0YXR1c0gAQggKBnJlc3VsdCJbChFUcmlnZ2VySm9iUmVxdWVzdBIKCgJpZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEg8KB3BheWxvYWQYAyABKAwSFQoNYWxsb3dfb3ZlcmxhcBgEIAEoCCJRChJUcmlnZ2VySm9iUmVzcG9uc2USKgoJZXhlY3V0aW9uGAEgASgLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbhIPCgdjcmVhdGVkGAIgASgIIqABChJCYWNrZmlsbEpvYlJlcXVlc3QSCgoCaWQYASABKAkSKwoHZnJvbV9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdG9fYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2RyeV9ydW4YBCABKAgSFQoNYWxsb3dfb3ZlcmxhcBgFIAEoCCJ7ChNCYWNrZmlsbEpvYlJlc3BvbnNlEjUKC29jY3VycmVuY2VzGAEgAygLMiAudGlja3doZWVsLnYxLkJhY2tmaWxsT2NjdXJyZW5jZRIVCg1jcmVhdGVkX2NvdW50GAIgASgDEhYKDmV4aXN0aW5nX2NvdW50GAMgASgDInIKEkJhY2tmaWxsT2NjdXJyZW5jZRIUCgxleGVjdXRpb25faWQYASABKAkSLgoKbm9taW5hbF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOYWxyZWFkeV9leGlzdHMYAyABKAgikAEKFlByZXZpZXdTY2hlZHVsZVJlcXVlc3QSEAoGam9iX2lkGAEgASgJSAASIAoDam9iGAIgASgLMhEudGlja3doZWVsLnYxLkpvYkgAEikKBWFmdGVyGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVjb3VudBgEIAEoBUIICgZzb3VyY2UiXQoXUHJldmlld1NjaGVkdWxlUmVzcG9uc2USKgoFZmlyZXMYASADKAsyGy50aWNrd2hlZWwudjEuU2NoZWR1bGVkRmlyZRIWCg50emRhdGFfdmVyc2lvbhgCIAEoCSIhChNHZXRFeGVjdXRpb25SZXF1ZXN0EgoKAmlkGAEgASgJIkIKFEdldEV4ZWN1dGlvblJlc3BvbnNlEioKCWV4ZWN1dGlvbhgBIAEoCzIXLnRpY2t3aGVlbC52MS5FeGVjdXRpb24i1wEKFUxpc3RFeGVjdXRpb25zUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSLwoIc3RhdHVzZXMYBCADKA4yHS50aWNrd2hlZWwudjEuRXhlY3V0aW9uU3RhdHVzEisKB2Zyb21fYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBXRvX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKGAQoWTGlzdEV4ZWN1dGlvbnNSZXNwb25zZRIrCgpleGVjdXRpb25zGAEgAygLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbhImCgVza2lwcxgCIAMoCzIXLnRpY2t3aGVlbC52MS5Ta2lwUmFuZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJIjQKFkNhbmNlbEV4ZWN1dGlvblJlcXVlc3QSCgoCaWQYASABKAkSDgoGcmVhc29uGAIgASgJIkUKF0NhbmNlbEV4ZWN1dGlvblJlc3BvbnNlEioKCWV4ZWN1dGlvbhgBIAEoCzIXLnRpY2t3aGVlbC52MS5FeGVjdXRpb24iTwoWTGlzdERlYWRMZXR0ZXJzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiXwoXTGlzdERlYWRMZXR0ZXJzUmVzcG9uc2USKwoKZXhlY3V0aW9ucxgBIAMoCzIXLnRpY2t3aGVlbC52MS5FeGVjdXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIi8KF1JlcGxheURlYWRMZXR0ZXJSZXF1ZXN0EhQKDGV4ZWN1dGlvbl9pZBgBIAEoCSJGChhSZXBsYXlEZWFkTGV0dGVyUmVzcG9uc2USKgoJZXhlY3V0aW9uGAEgASgLMhcudGlja3doZWVsLnYxLkV4ZWN1dGlvbjKjEQoQU2NoZWR1bGVyU2VydmljZRJMCglDcmVhdGVKb2ISHi50aWNrd2hlZWwudjEuQ3JlYXRlSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5DcmVhdGVKb2JSZXNwb25zZRJeCg9CYXRjaENyZWF0ZUpvYnMSJC50aWNrd2hlZWwudjEuQmF0Y2hDcmVhdGVKb2JzUmVxdWVzdBolLnRpY2t3aGVlbC52MS5CYXRjaENyZWF0ZUpvYnNSZXNwb25zZRJDCgZHZXRKb2ISGy50aWNrd2hlZWwudjEuR2V0Sm9iUmVxdWVzdBocLnRpY2t3aGVlbC52MS5HZXRKb2JSZXNwb25zZRJJCghMaXN0Sm9icxIdLnRpY2t3aGVlbC52MS5MaXN0Sm9ic1JlcXVlc3QaHi50aWNrd2hlZWwudjEuTGlzdEpvYnNSZXNwb25zZRJMCglVcGRhdGVKb2ISHi50aWNrd2hlZWwudjEuVXBkYXRlSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5VcGRhdGVKb2JSZXNwb25zZRJeCg9CYXRjaFVwZGF0ZUpvYnMSJC50aWNrd2hlZWwudjEuQmF0Y2hVcGRhdGVKb2JzUmVxdWVzdBolLnRpY2t3aGVlbC52MS5CYXRjaFVwZGF0ZUpvYnNSZXNwb25zZRJMCglEZWxldGVKb2ISHi50aWNrd2hlZWwudjEuRGVsZXRlSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5EZWxldGVKb2JSZXNwb25zZRJeCg9CYXRjaERlbGV0ZUpvYnMSJC50aWNrd2hlZWwudjEuQmF0Y2hEZWxldGVKb2JzUmVxdWVzdBolLnRpY2t3aGVlbC52MS5CYXRjaERlbGV0ZUpvYnNSZXNwb25zZRJJCghQYXVzZUpvYhIdLnRpY2t3aGVlbC52MS5QYXVzZUpvYlJlcXVlc3QaHi50aWNrd2hlZWwudjEuUGF1c2VKb2JSZXNwb25zZRJbCg5CYXRjaFBhdXNlSm9icxIjLnRpY2t3aGVlbC52MS5CYXRjaFBhdXNlSm9ic1JlcXVlc3QaJC50aWNrd2hlZWwudjEuQmF0Y2hQYXVzZUpvYnNSZXNwb25zZRJMCglSZXN1bWVKb2ISHi50aWNrd2hlZWwudjEuUmVzdW1lSm9iUmVxdWVzdBofLnRpY2t3aGVlbC52MS5SZXN1bWVKb2JSZXNwb25zZRJeCg9CYXRjaFJlc3VtZUpvYnMSJC50aWNrd2hlZWwudjEuQmF0Y2hSZXN1bWVKb2JzUmVxdWVzdBolLnRpY2t3aGVlbC52MS5CYXRjaFJlc3VtZUpvYnNSZXNwb25zZRJPCgpUcmlnZ2VySm9iEh8udGlja3doZWVsLnYxLlRyaWdnZXJKb2JSZXF1ZXN0GiAudGlja3doZWVsLnYxLlRyaWdnZXJKb2JSZXNwb25zZRJSCgtCYWNrZmlsbEpvYhIgLnRpY2t3aGVlbC52MS5CYWNrZmlsbEpvYlJlcXVlc3QaIS50aWNrd2hlZWwudjEuQmFja2ZpbGxKb2JSZXNwb25zZRJeCg9QcmV2aWV3U2NoZWR1bGUSJC50aWNrd2hlZWwudjEuUHJldmlld1NjaGVkdWxlUmVxdWVzdBolLnRpY2t3aGVlbC52MS5QcmV2aWV3U2NoZWR1bGVSZXNwb25zZRJVCgxHZXRFeGVjdXRpb24SIS50aWNrd2hlZWwudjEuR2V0RXhlY3V0aW9uUmVxdWVzdBoiLnRpY2t3aGVlbC52MS5HZXRFeGVjdXRpb25SZXNwb25zZRJbCg5MaXN0RXhlY3V0aW9ucxIjLnRpY2t3aGVlbC52MS5MaXN0RXhlY3V0aW9uc1JlcXVlc3QaJC50aWNrd2hlZWwudjEuTGlzdEV4ZWN1dGlvbnNSZXNwb25zZRJeCg9DYW5jZWxFeGVjdXRpb24SJC50aWNrd2hlZWwudjEuQ2FuY2VsRXhlY3V0aW9uUmVxdWVzdBolLnRpY2t3aGVlbC52MS5DYW5jZWxFeGVjdXRpb25SZXNwb25zZRJeCg9MaXN0RGVhZExldHRlcnMSJC50aWNrd2hlZWwudjEuTGlzdERlYWRMZXR0ZXJzUmVxdWVzdBolLnRpY2t3aGVlbC52MS5MaXN0RGVhZExldHRlcnNSZXNwb25zZRJhChBSZXBsYXlEZWFkTGV0dGVyEiUudGlja3doZWVsLnYxLlJlcGxheURlYWRMZXR0ZXJSZXF1ZXN0GiYudGlja3doZWVsLnYxLlJlcGxheURlYWRMZXR0ZXJSZXNwb25zZRJbCg5DcmVhdGVDYWxlbmRhchIjLnRpY2t3aGVlbC52MS5DcmVhdGVDYWxlbmRhclJlcXVlc3QaJC50aWNrd2hlZWwudjEuQ3JlYXRlQ2FsZW5kYXJSZXNwb25zZRJSCgtHZXRDYWxlbmRhchIgLnRpY2t3aGVlbC52MS5HZXRDYWxlbmRhclJlcXVlc3QaIS50aWNrd2hlZWwudjEuR2V0Q2FsZW5kYXJSZXNwb25zZRJYCg1MaXN0Q2FsZW5kYXJzEiIudGlja3doZWVsLnYxLkxpc3RDYWxlbmRhcnNSZXF1ZXN0GiMudGlja3doZWVsLnYxLkxpc3RDYWxlbmRhcnNSZXNwb25zZRJbCg5VcGRhdGVDYWxlbmRhchIjLnRpY2t3aGVlbC52MS5VcGRhdGVDYWxlbmRhclJlcXVlc3QaJC50aWNrd2hlZWwudjEuVXBkYXRlQ2FsZW5kYXJSZXNwb25zZRJbCg5EZWxldGVDYWxlbmRhchIjLnRpY2t3aGVlbC52MS5EZWxldGVDYWxlbmRhclJlcXVlc3QaJC50aWNrd2hlZWwudjEuRGVsZXRlQ2FsZW5kYXJSZXNwb25zZUJoChBkZXYudGlja3doZWVsLnYxQg5TY2hlZHVsZXJQcm90b1ABWkJnaXRodWIuY29tL3RpY2t3aGVlbC90aWNrd2hlZWwvc2RrL2dvL2dlbi90aWNrd2hlZWwvdjE7dGlja3doZWVsdjFiBnByb3RvMw", [file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_google_rpc_status, file_tickwheel_v1_calendar, file_tickwheel_v1_execution, file_tickwheel_v1_job]);
+  fileDesc("Chx0aWNrd2hlZWwvdjEvc2NoZWR1bGVyLnByb3RvEgx0aWNrd2hlZWwudjEiRgoQQ3JlYXRlSm9iUmVxdWVzdBIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEhIKCnJlcXVlc3RfaWQYAiABKAkiRAoRQ3JlYXRlSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIPCgdjcmVhdGVkGAIgASgIIkcKFkJhdGNoQ3JlYXRlSm9ic1JlcXVlc3QSLQoFaXRlbXMYASADKAsyHi50aWNrd2hlZWwudjEuQ3JlYXRlSm9iUmVxdWVzdCKUAQoXQmF0Y2hDcmVhdGVKb2JzUmVzcG9uc2USNAoHcmVzdWx0cxgBIAMoCzIjLnRpY2t3aGVlbC52MS5CYXRjaENyZWF0ZUpvYnNSZXN1bHQSFQoNY3JlYXRlZF9jb3VudBgCIAEoBRIWCg5leGlzdGluZ19jb3VudBgDIAEoBRIUCgxmYWlsZWRfY291bnQYBCABKAUidgoVQmF0Y2hDcmVhdGVKb2JzUmVzdWx0Ei4KA2pvYhgBIAEoCzIfLnRpY2t3aGVlbC52MS5DcmVhdGVKb2JSZXNwb25zZUgAEiMKBWVycm9yGAIgASgLMhIuZ29vZ2xlLnJwYy5TdGF0dXNIAEIICgZyZXN1bHQiQAoNR2V0Sm9iUmVxdWVzdBIKCgJpZBgBIAEoCRIRCgluZXh0X3J1bnMYAiABKAUSEAoIcmV2aXNpb24YAyABKAMiYAoOR2V0Sm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIuCgluZXh0X3J1bnMYAiADKAsyGy50aWNrd2hlZWwudjEuU2NoZWR1bGVkRmlyZSJ0Cg9MaXN0Sm9ic1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSJQoFc3RhdGUYAyABKA4yFi50aWNrd2hlZWwudjEuSm9iU3RhdGUSEwoLbmFtZV9wcmVmaXgYBCABKAkiTAoQTGlzdEpvYnNSZXNwb25zZRIfCgRqb2JzGAEgAygLMhEudGlja3doZWVsLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiqgEKEFVwZGF0ZUpvYlJlcXVlc3QSHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sSFQoNdmFsaWRhdGVfb25seRgDIAEoCBIuCgtkaWZmX3dpbmRvdxgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiJcChFVcGRhdGVKb2JSZXNwb25zZRIeCgNqb2IYASABKAsyES50aWNrd2hlZWwudjEuSm9iEicKCHJ1bl9kaWZmGAIgASgLMhUudGlja3doZWVsLnYxLlJ1bkRpZmYi1gIKB1J1bkRpZmYSKwoHZnJvbV9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdG9fYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhgKEHdpbmRvd190cnVuY2F0ZWQYAyABKAgSKgoFYWRkZWQYBCADKAsyGy50aWNrd2hlZWwudjEuU2NoZWR1bGVkRmlyZRITCgthZGRlZF9jb3VudBgFIAEoBRIsCgdyZW1vdmVkGAYgAygLMhsudGlja3doZWVsLnYxLlNjaGVkdWxlZEZpcmUSFQoNcmVtb3ZlZF9jb3VudBgHIAEoBRIlCgVtb3ZlZBgIIAMoCzIWLnRpY2t3aGVlbC52MS5Nb3ZlZFJ1bhITCgttb3ZlZF9jb3VudBgJIAEoBRIXCg91bmNoYW5nZWRfY291bnQYCiABKAUiYwoITW92ZWRSdW4SKwoGYmVmb3JlGAEgASgLMhsudGlja3doZWVsLnYxLlNjaGVkdWxlZEZpcmUSKgoFYWZ0ZXIYAiABKAsyGy50aWNrd2hlZWwudjEuU2NoZWR1bGVkRmlyZSJMChdMaXN0Sm9iUmV2aXNpb25zUmVxdWVzdBIKCgJpZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJhChhMaXN0Sm9iUmV2aXNpb25zUmVzcG9uc2USLAoJcmV2aXNpb25zGAEgAygLMhkudGlja3doZWVsLnYxLkpvYlJldmlzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLPAQoLSm9iUmV2aXNpb24SDwoHdmVyc2lvbhgBIAEoAxIeCgNqb2IYAiABKAsyES50aWNrd2hlZWwudjEuSm9iEi4KCmNoYW5nZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmNoYW5nZWRfYnkYBCABKAkSLwoLdXBkYXRlX21hc2sYBSABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrEhoKEmNoYW5nZWRfdG9fdmVyc2lvbhgGIAEoAyJHChZCYXRjaFVwZGF0ZUpvYnNSZXF1ZXN0Ei0KBWl0ZW1zGAEgAygLMh4udGlja3doZWVsLnYxLlVwZGF0ZUpvYlJlcXVlc3QifAoXQmF0Y2hVcGRhdGVKb2JzUmVzcG9uc2USNAoHcmVzdWx0cxgBIAMoCzIjLnRpY2t3aGVlbC52MS5CYXRjaFVwZGF0ZUpvYnNSZXN1bHQSFQoNdXBkYXRlZF9jb3VudBgCIAEoBRIUCgxmYWlsZWRfY291bnQYAyABKAUidgoVQmF0Y2hVcGRhdGVKb2JzUmVzdWx0Ei4KA2pvYhgBIAEoCzIfLnRpY2t3aGVlbC52MS5VcGRhdGVKb2JSZXNwb25zZUgAEiMKBWVycm9yGAIgASgLMhIuZ29vZ2xlLnJwYy5TdGF0dXNIAEIICgZyZXN1bHQiLwoQRGVsZXRlSm9iUmVxdWVzdBIKCgJpZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgDIjAKEURlbGV0ZUpvYlJlc3BvbnNlEhsKE2NhbmNlbGVkX2V4ZWN1dGlvbnMYASABKAMiRwoWQmF0Y2hEZWxldGVKb2JzUmVxdWVzdBItCgVpdGVtcxgBIAMoCzIeLnRpY2t3aGVlbC52MS5EZWxldGVKb2JSZXF1ZXN0InwKF0JhdGNoRGVsZXRlSm9ic1Jlc3BvbnNlEjQKB3Jlc3VsdHMYASADKAsyIy50aWNrd2hlZWwudjEuQmF0Y2hEZWxldGVKb2JzUmVzdWx0EhUKDWRlbGV0ZWRfY291bnQYAiABKAUSFAoMZmFpbGVkX2NvdW50GAMgASgFInoKFUJhdGNoRGVsZXRlSm9ic1Jlc3VsdBIyCgdkZWxldGVkGAEgASgLMh8udGlja3doZWVsLnYxLkRlbGV0ZUpvYlJlc3BvbnNlSAASIwoFZXJyb3IYAiABKAsyEi5nb29nbGUucnBjLlN0YXR1c0gAQggKBnJlc3VsdCItCg9QYXVzZUpvYlJlcXVlc3QSCgoCaWQYASABKAkSDgoGcmVhc29uGAIgASgJImgKEFBhdXNlSm9iUmVzcG9uc2USHgoDam9iGAEgASgLMhEudGlja3doZWVsLnYxLkpvYhIbChNjYW5jZWxlZF9leGVjdXRpb25zGAIgASgDEhcKD2hlbGRfZXhlY3V0aW9ucxgDIAEoAyJFChVCYXRjaFBhdXNlSm9ic1JlcXVlc3QSLAoFaXRlbXMYASADKAsyHS50aWNrd2hlZWwudjEuUGF1c2VKb2JSZXF1ZXN0InkKFkJhdGNoUGF1c2VKb2JzUmVzcG9uc2USMwoHcmVzdWx0cxgBIAMoCzIiLnRpY2t3aGVlbC52MS5CYXRjaFBhdXNlSm9ic1Jlc3VsdBIUCgxwYXVzZWRfY291bnQYAiABKAUSFAoMZmFpbGVkX2NvdW50GAMgASgFInQKFEJhdGNoUGF1c2VKb2JzUmVzdWx0Ei0KA2pvYhgBIAEoCzIeLnRpY2t3aGVlbC52MS5QYXVzZUpvYlJlc3BvbnNlSAASIwoFZXJyb3IYAiABKAsyEi5nb29nbGUucnBjLlN0YXR1c0gAQggKBnJlc3VsdCIeChBSZXN1bWVKb2JSZXF1ZXN0EgoKAmlkGAEgASgJInoKEVJlc3VtZUpvYlJlc3BvbnNlEh4KA2pvYhgBIAEoCzIRLnRpY2t3aGVlbC52MS5Kb2ISKAoHc2tpcHBlZBgCIAEoCzIXLnRpY2t3aGVlbC52MS5Ta2lwUmFuZ2USGwoTcmVsZWFzZWRfZXhlY3V0aW9ucxgDIAEoAyJHChZCYXRjaFJlc3VtZUpvYnNSZXF1ZXN0Ei0KBWl0ZW1zGAEgAygLMh4udGlja3doZWVsLnYxLlJlc3VtZUpvYlJlcXVlc3QifAoXQmF0Y2hSZXN1bWVKb2JzUmVzcG9uc2USNAoHcmVzdWx0cxgBIAMoCzIjLnRpY2t3aGVlbC52MS5CYXRjaFJlc3VtZUpvYnNSZXN1bHQSFQoNcmVzdW1lZF9jb3VudBgCIAEoBRIUCgxmYWlsZWRfY291bnQYAyABKAUidgoVQmF0Y2hSZXN1bWVKb2JzUmVzdWx0Ei4KA2pvYhgBIAEoCzIfLnRpY2t3aGVlbC52MS5SZXN1bWVKb2JSZXNwb25zZUgAEiMKBWVycm9yGAIgASgLMhIuZ29vZ2xlLnJwYy5TdGF0dXNIAEIICgZyZXN1bHQiWwoRVHJpZ2dlckpvYlJlcXVlc3QSCgoCaWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIPCgdwYXlsb2FkGAMgASgMEhUKDWFsbG93X292ZXJsYXAYBCABKAgiUQoSVHJpZ2dlckpvYlJlc3BvbnNlEioKCWV4ZWN1dGlvbhgBIAEoCzIXLnRpY2t3aGVlbC52MS5FeGVjdXRpb24SDwoHY3JlYXRlZBgCIAEoCCKgAQoSQmFja2ZpbGxKb2JSZXF1ZXN0EgoKAmlkGAEgASgJEisKB2Zyb21fYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBXRvX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdkcnlfcnVuGAQgASgIEhUKDWFsbG93X292ZXJsYXAYBSABKAgiewoTQmFja2ZpbGxKb2JSZXNwb25zZRI1CgtvY2N1cnJlbmNlcxgBIAMoCzIgLnRpY2t3aGVlbC52MS5CYWNrZmlsbE9jY3VycmVuY2USFQoNY3JlYXRlZF9jb3VudBgCIAEoAxIWCg5leGlzdGluZ19jb3VudBgDIAEoAyJyChJCYWNrZmlsbE9jY3VycmVuY2USFAoMZXhlY3V0aW9uX2lkGAEgASgJEi4KCm5vbWluYWxfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKDmFscmVhZHlfZXhpc3RzGAMgASgIIpABChZQcmV2aWV3U2NoZWR1bGVSZXF1ZXN0EhAKBmpvYl9pZBgBIAEoCUgAEiAKA2pvYhgCIAEoCzIRLnRpY2t3aGVlbC52MS5Kb2JIABIpCgVhZnRlchgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFY291bnQYBCABKAVCCAoGc291cmNlIl0KF1ByZXZpZXdTY2hlZHVsZVJlc3BvbnNlEioKBWZpcmVzGAEgAygLMhsudGlja3doZWVsLnYxLlNjaGVkdWxlZEZpcmUSFgoOdHpkYXRhX3ZlcnNpb24YAiABKAkiIQoTR2V0RXhlY3V0aW9uUmVxdWVzdBIKCgJpZBgBIAEoCSJCChRHZXRFeGVjdXRpb25SZXNwb25zZRIqCglleGVjdXRpb24YASABKAsyFy50aWNrd2hlZWwudjEuRXhlY3V0aW9uItcBChVMaXN0RXhlY3V0aW9uc1JlcXVlc3QSDgoGam9iX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEi8KCHN0YXR1c2VzGAQgAygOMh0udGlja3doZWVsLnYxLkV4ZWN1dGlvblN0YXR1cxIrCgdmcm9tX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgV0b19hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAihgEKFkxpc3RFeGVjdXRpb25zUmVzcG9uc2USKwoKZXhlY3V0aW9ucxgBIAMoCzIXLnRpY2t3aGVlbC52MS5FeGVjdXRpb24SJgoFc2tpcHMYAiADKAsyFy50aWNrd2hlZWwudjEuU2tpcFJhbmdlEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSI0ChZDYW5jZWxFeGVjdXRpb25SZXF1ZXN0EgoKAmlkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJFChdDYW5jZWxFeGVjdXRpb25SZXNwb25zZRIqCglleGVjdXRpb24YASABKAsyFy50aWNrd2hlZWwudjEuRXhlY3V0aW9uIk8KFkxpc3REZWFkTGV0dGVyc1JlcXVlc3QSDgoGam9iX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl8KF0xpc3REZWFkTGV0dGVyc1Jlc3BvbnNlEisKCmV4ZWN1dGlvbnMYASADKAsyFy50aWNrd2hlZWwudjEuRXhlY3V0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIvChdSZXBsYXlEZWFkTGV0dGVyUmVxdWVzdBIUCgxleGVjdXRpb25faWQYASABKAkiRgoYUmVwbGF5RGVhZExldHRlclJlc3BvbnNlEioKCWV4ZWN1dGlvbhgBIAEoCzIXLnRpY2t3aGVlbC52MS5FeGVjdXRpb24yhhIKEFNjaGVkdWxlclNlcnZpY2USTAoJQ3JlYXRlSm9iEh4udGlja3doZWVsLnYxLkNyZWF0ZUpvYlJlcXVlc3QaHy50aWNrd2hlZWwudjEuQ3JlYXRlSm9iUmVzcG9uc2USXgoPQmF0Y2hDcmVhdGVKb2JzEiQudGlja3doZWVsLnYxLkJhdGNoQ3JlYXRlSm9ic1JlcXVlc3QaJS50aWNrd2hlZWwudjEuQmF0Y2hDcmVhdGVKb2JzUmVzcG9uc2USQwoGR2V0Sm9iEhsudGlja3doZWVsLnYxLkdldEpvYlJlcXVlc3QaHC50aWNrd2hlZWwudjEuR2V0Sm9iUmVzcG9uc2USSQoITGlzdEpvYnMSHS50aWNrd2hlZWwudjEuTGlzdEpvYnNSZXF1ZXN0Gh4udGlja3doZWVsLnYxLkxpc3RKb2JzUmVzcG9uc2USTAoJVXBkYXRlSm9iEh4udGlja3doZWVsLnYxLlVwZGF0ZUpvYlJlcXVlc3QaHy50aWNrd2hlZWwudjEuVXBkYXRlSm9iUmVzcG9uc2USXgoPQmF0Y2hVcGRhdGVKb2JzEiQudGlja3doZWVsLnYxLkJhdGNoVXBkYXRlSm9ic1JlcXVlc3QaJS50aWNrd2hlZWwudjEuQmF0Y2hVcGRhdGVKb2JzUmVzcG9uc2USYQoQTGlzdEpvYlJldmlzaW9ucxIlLnRpY2t3aGVlbC52MS5MaXN0Sm9iUmV2aXNpb25zUmVxdWVzdBomLnRpY2t3aGVlbC52MS5MaXN0Sm9iUmV2aXNpb25zUmVzcG9uc2USTAoJRGVsZXRlSm9iEh4udGlja3doZWVsLnYxLkRlbGV0ZUpvYlJlcXVlc3QaHy50aWNrd2hlZWwudjEuRGVsZXRlSm9iUmVzcG9uc2USXgoPQmF0Y2hEZWxldGVKb2JzEiQudGlja3doZWVsLnYxLkJhdGNoRGVsZXRlSm9ic1JlcXVlc3QaJS50aWNrd2hlZWwudjEuQmF0Y2hEZWxldGVKb2JzUmVzcG9uc2USSQoIUGF1c2VKb2ISHS50aWNrd2hlZWwudjEuUGF1c2VKb2JSZXF1ZXN0Gh4udGlja3doZWVsLnYxLlBhdXNlSm9iUmVzcG9uc2USWwoOQmF0Y2hQYXVzZUpvYnMSIy50aWNrd2hlZWwudjEuQmF0Y2hQYXVzZUpvYnNSZXF1ZXN0GiQudGlja3doZWVsLnYxLkJhdGNoUGF1c2VKb2JzUmVzcG9uc2USTAoJUmVzdW1lSm9iEh4udGlja3doZWVsLnYxLlJlc3VtZUpvYlJlcXVlc3QaHy50aWNrd2hlZWwudjEuUmVzdW1lSm9iUmVzcG9uc2USXgoPQmF0Y2hSZXN1bWVKb2JzEiQudGlja3doZWVsLnYxLkJhdGNoUmVzdW1lSm9ic1JlcXVlc3QaJS50aWNrd2hlZWwudjEuQmF0Y2hSZXN1bWVKb2JzUmVzcG9uc2USTwoKVHJpZ2dlckpvYhIfLnRpY2t3aGVlbC52MS5UcmlnZ2VySm9iUmVxdWVzdBogLnRpY2t3aGVlbC52MS5UcmlnZ2VySm9iUmVzcG9uc2USUgoLQmFja2ZpbGxKb2ISIC50aWNrd2hlZWwudjEuQmFja2ZpbGxKb2JSZXF1ZXN0GiEudGlja3doZWVsLnYxLkJhY2tmaWxsSm9iUmVzcG9uc2USXgoPUHJldmlld1NjaGVkdWxlEiQudGlja3doZWVsLnYxLlByZXZpZXdTY2hlZHVsZVJlcXVlc3QaJS50aWNrd2hlZWwudjEuUHJldmlld1NjaGVkdWxlUmVzcG9uc2USVQoMR2V0RXhlY3V0aW9uEiEudGlja3doZWVsLnYxLkdldEV4ZWN1dGlvblJlcXVlc3QaIi50aWNrd2hlZWwudjEuR2V0RXhlY3V0aW9uUmVzcG9uc2USWwoOTGlzdEV4ZWN1dGlvbnMSIy50aWNrd2hlZWwudjEuTGlzdEV4ZWN1dGlvbnNSZXF1ZXN0GiQudGlja3doZWVsLnYxLkxpc3RFeGVjdXRpb25zUmVzcG9uc2USXgoPQ2FuY2VsRXhlY3V0aW9uEiQudGlja3doZWVsLnYxLkNhbmNlbEV4ZWN1dGlvblJlcXVlc3QaJS50aWNrd2hlZWwudjEuQ2FuY2VsRXhlY3V0aW9uUmVzcG9uc2USXgoPTGlzdERlYWRMZXR0ZXJzEiQudGlja3doZWVsLnYxLkxpc3REZWFkTGV0dGVyc1JlcXVlc3QaJS50aWNrd2hlZWwudjEuTGlzdERlYWRMZXR0ZXJzUmVzcG9uc2USYQoQUmVwbGF5RGVhZExldHRlchIlLnRpY2t3aGVlbC52MS5SZXBsYXlEZWFkTGV0dGVyUmVxdWVzdBomLnRpY2t3aGVlbC52MS5SZXBsYXlEZWFkTGV0dGVyUmVzcG9uc2USWwoOQ3JlYXRlQ2FsZW5kYXISIy50aWNrd2hlZWwudjEuQ3JlYXRlQ2FsZW5kYXJSZXF1ZXN0GiQudGlja3doZWVsLnYxLkNyZWF0ZUNhbGVuZGFyUmVzcG9uc2USUgoLR2V0Q2FsZW5kYXISIC50aWNrd2hlZWwudjEuR2V0Q2FsZW5kYXJSZXF1ZXN0GiEudGlja3doZWVsLnYxLkdldENhbGVuZGFyUmVzcG9uc2USWAoNTGlzdENhbGVuZGFycxIiLnRpY2t3aGVlbC52MS5MaXN0Q2FsZW5kYXJzUmVxdWVzdBojLnRpY2t3aGVlbC52MS5MaXN0Q2FsZW5kYXJzUmVzcG9uc2USWwoOVXBkYXRlQ2FsZW5kYXISIy50aWNrd2hlZWwudjEuVXBkYXRlQ2FsZW5kYXJSZXF1ZXN0GiQudGlja3doZWVsLnYxLlVwZGF0ZUNhbGVuZGFyUmVzcG9uc2USWwoORGVsZXRlQ2FsZW5kYXISIy50aWNrd2hlZWwudjEuRGVsZXRlQ2FsZW5kYXJSZXF1ZXN0GiQudGlja3doZWVsLnYxLkRlbGV0ZUNhbGVuZGFyUmVzcG9uc2VCaAoQZGV2LnRpY2t3aGVlbC52MUIOU2NoZWR1bGVyUHJvdG9QAVpCZ2l0aHViLmNvbS90aWNrd2hlZWwvdGlja3doZWVsL3Nkay9nby9nZW4vdGlja3doZWVsL3YxO3RpY2t3aGVlbHYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_google_rpc_status, file_tickwheel_v1_calendar, file_tickwheel_v1_execution, file_tickwheel_v1_job]);
 
 /**
  * CreateJob input.
@@ -201,6 +201,20 @@ export type GetJobRequest = Message<"tickwheel.v1.GetJobRequest"> & {
    * @generated from field: int32 next_runs = 2;
    */
   nextRuns: number;
+
+  /**
+   * 0 (default): the job as it is now. Otherwise a version of the job: its
+   * current version (the job as it is now), or the `version` of one of its
+   * revisions (ListJobRevisions), answered as that definition with `id`,
+   * `tenant`, `version` (this one), `created_at` and `updated_at` (when that
+   * version was written) set, the other output-only fields unset and no
+   * `next_runs`. NOT_FOUND for any other version (one moved by PauseJob or
+   * ResumeJob, which change no definition, or one older than the revisions
+   * kept); INVALID_ARGUMENT `revision` when negative.
+   *
+   * @generated from field: int64 revision = 3;
+   */
+  revision: bigint;
 };
 
 /**
@@ -332,6 +346,27 @@ export type UpdateJobRequest = Message<"tickwheel.v1.UpdateJobRequest"> & {
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
   updateMask?: FieldMask | undefined;
+
+  /**
+   * Check the update and answer what it would do, writing nothing: no new
+   * version, no revision, no execution changed. Every check of a real
+   * update is made (the same errors: INVALID_ARGUMENT naming the field,
+   * NOT_FOUND for another tenant's job, FAILED_PRECONDITION when
+   * `job.version` is not the stored one, RESOURCE_EXHAUSTED over
+   * `max_payload_bytes`). Not in a BatchUpdateJobs item.
+   *
+   * @generated from field: bool validate_only = 3;
+   */
+  validateOnly: boolean;
+
+  /**
+   * With `validate_only`: how far ahead of now `run_diff` compares the
+   * runs. Default 30 days; between 1 minute and 366 days (INVALID_ARGUMENT
+   * `diff_window` otherwise, also when set without `validate_only`).
+   *
+   * @generated from field: google.protobuf.Duration diff_window = 4;
+   */
+  diffWindow?: Duration | undefined;
 };
 
 /**
@@ -348,11 +383,21 @@ export const UpdateJobRequestSchema: GenMessage<UpdateJobRequest> = /*@__PURE__*
  */
 export type UpdateJobResponse = Message<"tickwheel.v1.UpdateJobResponse"> & {
   /**
-   * The job as stored after the change.
+   * The job as stored after the change. With `validate_only`: the job as
+   * the change would define it, its output-only fields as stored now
+   * (`version` unchanged: nothing was written).
    *
    * @generated from field: tickwheel.v1.Job job = 1;
    */
   job?: Job | undefined;
+
+  /**
+   * Set with `validate_only` only: the runs the change adds, removes and
+   * moves over the window.
+   *
+   * @generated from field: tickwheel.v1.RunDiff run_diff = 2;
+   */
+  runDiff?: RunDiff | undefined;
 };
 
 /**
@@ -361,6 +406,267 @@ export type UpdateJobResponse = Message<"tickwheel.v1.UpdateJobResponse"> & {
  */
 export const UpdateJobResponseSchema: GenMessage<UpdateJobResponse> = /*@__PURE__*/
   messageDesc(file_tickwheel_v1_scheduler, 10);
+
+/**
+ * How a change of a job's definition changes its runs over a window.
+ *
+ * The runs compared are the fires of the stored and of the changed
+ * definition (their schedule, zone, DST policy, jitter, start_at, end_at
+ * and max_runs: `max_runs` counts the runs made before the window) whose
+ * nominal instant is in [from_at, to_at), whatever the job's state (a paused
+ * job's runs are the ones it would have when resumed). Each run is a
+ * ScheduledFire: nominal instant (its identity: the execution id), due
+ * instant (nominal plus the job's jitter), and local time in its
+ * definition's zone. Pairing, in this order:
+ * 1. Same occurrence: an old and a new run with the same nominal instant
+ *    (the same execution id) are unchanged when their due instants are
+ *    equal, otherwise moved (a jitter change).
+ * 2. Same slot: among the runs left, an old and a new run whose nominal
+ *    instants read the same wall-clock date and time, each in its own
+ *    definition's zone (a zone or DST-policy change), are moved; a wall time
+ *    held by several runs on one side (a repeated hour run twice) pairs in
+ *    order.
+ * 3. A one-off changed into a one-off: its one run left on each side is moved.
+ * Every run left is removed (old) or added (new). A changed expression
+ * therefore shows as runs added and removed, except the instants both
+ * expressions share, which are unchanged.
+ *
+ * @generated from message tickwheel.v1.RunDiff
+ */
+export type RunDiff = Message<"tickwheel.v1.RunDiff"> & {
+  /**
+   * The window's start: now.
+   *
+   * @generated from field: google.protobuf.Timestamp from_at = 1;
+   */
+  fromAt?: Timestamp | undefined;
+
+  /**
+   * The window's end: from_at + diff_window, or earlier when
+   * `window_truncated`.
+   *
+   * @generated from field: google.protobuf.Timestamp to_at = 2;
+   */
+  toAt?: Timestamp | undefined;
+
+  /**
+   * True when a definition has more than 50 000 runs in the window asked
+   * for: `to_at` is then cut to the nominal instant of its 50 001st run, so
+   * that neither definition has more than 50 000 runs in [from_at, to_at).
+   *
+   * @generated from field: bool window_truncated = 3;
+   */
+  windowTruncated: boolean;
+
+  /**
+   * The first 100 runs added (earliest first); `added_count` counts them all.
+   *
+   * @generated from field: repeated tickwheel.v1.ScheduledFire added = 4;
+   */
+  added: ScheduledFire[];
+
+  /**
+   * How many runs are added, all of them.
+   *
+   * @generated from field: int32 added_count = 5;
+   */
+  addedCount: number;
+
+  /**
+   * The first 100 runs removed (earliest first); `removed_count` counts them all.
+   *
+   * @generated from field: repeated tickwheel.v1.ScheduledFire removed = 6;
+   */
+  removed: ScheduledFire[];
+
+  /**
+   * How many runs are removed, all of them.
+   *
+   * @generated from field: int32 removed_count = 7;
+   */
+  removedCount: number;
+
+  /**
+   * The first 100 runs moved (earliest by their old nominal instant);
+   * `moved_count` counts them all.
+   *
+   * @generated from field: repeated tickwheel.v1.MovedRun moved = 8;
+   */
+  moved: MovedRun[];
+
+  /**
+   * How many runs are moved, all of them.
+   *
+   * @generated from field: int32 moved_count = 9;
+   */
+  movedCount: number;
+
+  /**
+   * Runs the change leaves as they are.
+   *
+   * @generated from field: int32 unchanged_count = 10;
+   */
+  unchangedCount: number;
+};
+
+/**
+ * Describes the message tickwheel.v1.RunDiff.
+ * Use `create(RunDiffSchema)` to create a new message.
+ */
+export const RunDiffSchema: GenMessage<RunDiff> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 11);
+
+/**
+ * One run a change moves: the same occurrence or slot, at another instant.
+ *
+ * @generated from message tickwheel.v1.MovedRun
+ */
+export type MovedRun = Message<"tickwheel.v1.MovedRun"> & {
+  /**
+   * The run under the stored definition.
+   *
+   * @generated from field: tickwheel.v1.ScheduledFire before = 1;
+   */
+  before?: ScheduledFire | undefined;
+
+  /**
+   * The run under the changed definition.
+   *
+   * @generated from field: tickwheel.v1.ScheduledFire after = 2;
+   */
+  after?: ScheduledFire | undefined;
+};
+
+/**
+ * Describes the message tickwheel.v1.MovedRun.
+ * Use `create(MovedRunSchema)` to create a new message.
+ */
+export const MovedRunSchema: GenMessage<MovedRun> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 12);
+
+/**
+ * ListJobRevisions input.
+ *
+ * @generated from message tickwheel.v1.ListJobRevisionsRequest
+ */
+export type ListJobRevisionsRequest = Message<"tickwheel.v1.ListJobRevisionsRequest"> & {
+  /**
+   * Required. The job id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * At most this many revisions. Default 20, at most 100
+   * (INVALID_ARGUMENT `page_size` otherwise).
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * From a previous response's `next_page_token`; empty for the first page.
+   * INVALID_ARGUMENT `page_token` when not one of ours.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message tickwheel.v1.ListJobRevisionsRequest.
+ * Use `create(ListJobRevisionsRequestSchema)` to create a new message.
+ */
+export const ListJobRevisionsRequestSchema: GenMessage<ListJobRevisionsRequest> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 13);
+
+/**
+ * ListJobRevisions output.
+ *
+ * @generated from message tickwheel.v1.ListJobRevisionsResponse
+ */
+export type ListJobRevisionsResponse = Message<"tickwheel.v1.ListJobRevisionsResponse"> & {
+  /**
+   * The page, newest first (by `version`, descending).
+   *
+   * @generated from field: repeated tickwheel.v1.JobRevision revisions = 1;
+   */
+  revisions: JobRevision[];
+
+  /**
+   * Empty when this is the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message tickwheel.v1.ListJobRevisionsResponse.
+ * Use `create(ListJobRevisionsResponseSchema)` to create a new message.
+ */
+export const ListJobRevisionsResponseSchema: GenMessage<ListJobRevisionsResponse> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 14);
+
+/**
+ * A job's definition as it was at one version, kept when an applied change
+ * replaced it, with that change.
+ *
+ * @generated from message tickwheel.v1.JobRevision
+ */
+export type JobRevision = Message<"tickwheel.v1.JobRevision"> & {
+  /**
+   * The version whose definition this is (GetJob `revision`).
+   *
+   * @generated from field: int64 version = 1;
+   */
+  version: bigint;
+
+  /**
+   * The definition at `version`, as GetJob with `revision` answers it but
+   * without its `payload` (left out to keep pages small: GetJob returns it).
+   *
+   * @generated from field: tickwheel.v1.Job job = 2;
+   */
+  job?: Job | undefined;
+
+  /**
+   * When the change that replaced this definition was applied.
+   *
+   * @generated from field: google.protobuf.Timestamp changed_at = 3;
+   */
+  changedAt?: Timestamp | undefined;
+
+  /**
+   * Who applied it: "api_key:<key id>" of the request's API key.
+   *
+   * @generated from field: string changed_by = 4;
+   */
+  changedBy: string;
+
+  /**
+   * The change's `update_mask` as the request gave it (empty: every
+   * mutable field).
+   *
+   * @generated from field: google.protobuf.FieldMask update_mask = 5;
+   */
+  updateMask?: FieldMask | undefined;
+
+  /**
+   * The version the change produced.
+   *
+   * @generated from field: int64 changed_to_version = 6;
+   */
+  changedToVersion: bigint;
+};
+
+/**
+ * Describes the message tickwheel.v1.JobRevision.
+ * Use `create(JobRevisionSchema)` to create a new message.
+ */
+export const JobRevisionSchema: GenMessage<JobRevision> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_scheduler, 15);
 
 /**
  * BatchUpdateJobs input.
@@ -381,7 +687,7 @@ export type BatchUpdateJobsRequest = Message<"tickwheel.v1.BatchUpdateJobsReques
  * Use `create(BatchUpdateJobsRequestSchema)` to create a new message.
  */
 export const BatchUpdateJobsRequestSchema: GenMessage<BatchUpdateJobsRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 11);
+  messageDesc(file_tickwheel_v1_scheduler, 16);
 
 /**
  * BatchUpdateJobs output.
@@ -417,7 +723,7 @@ export type BatchUpdateJobsResponse = Message<"tickwheel.v1.BatchUpdateJobsRespo
  * Use `create(BatchUpdateJobsResponseSchema)` to create a new message.
  */
 export const BatchUpdateJobsResponseSchema: GenMessage<BatchUpdateJobsResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 12);
+  messageDesc(file_tickwheel_v1_scheduler, 17);
 
 /**
  * What became of one BatchUpdateJobs item.
@@ -455,7 +761,7 @@ export type BatchUpdateJobsResult = Message<"tickwheel.v1.BatchUpdateJobsResult"
  * Use `create(BatchUpdateJobsResultSchema)` to create a new message.
  */
 export const BatchUpdateJobsResultSchema: GenMessage<BatchUpdateJobsResult> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 13);
+  messageDesc(file_tickwheel_v1_scheduler, 18);
 
 /**
  * DeleteJob input.
@@ -484,7 +790,7 @@ export type DeleteJobRequest = Message<"tickwheel.v1.DeleteJobRequest"> & {
  * Use `create(DeleteJobRequestSchema)` to create a new message.
  */
 export const DeleteJobRequestSchema: GenMessage<DeleteJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 14);
+  messageDesc(file_tickwheel_v1_scheduler, 19);
 
 /**
  * DeleteJob output.
@@ -505,7 +811,7 @@ export type DeleteJobResponse = Message<"tickwheel.v1.DeleteJobResponse"> & {
  * Use `create(DeleteJobResponseSchema)` to create a new message.
  */
 export const DeleteJobResponseSchema: GenMessage<DeleteJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 15);
+  messageDesc(file_tickwheel_v1_scheduler, 20);
 
 /**
  * BatchDeleteJobs input.
@@ -526,7 +832,7 @@ export type BatchDeleteJobsRequest = Message<"tickwheel.v1.BatchDeleteJobsReques
  * Use `create(BatchDeleteJobsRequestSchema)` to create a new message.
  */
 export const BatchDeleteJobsRequestSchema: GenMessage<BatchDeleteJobsRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 16);
+  messageDesc(file_tickwheel_v1_scheduler, 21);
 
 /**
  * BatchDeleteJobs output.
@@ -561,7 +867,7 @@ export type BatchDeleteJobsResponse = Message<"tickwheel.v1.BatchDeleteJobsRespo
  * Use `create(BatchDeleteJobsResponseSchema)` to create a new message.
  */
 export const BatchDeleteJobsResponseSchema: GenMessage<BatchDeleteJobsResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 17);
+  messageDesc(file_tickwheel_v1_scheduler, 22);
 
 /**
  * What became of one BatchDeleteJobs item.
@@ -597,7 +903,7 @@ export type BatchDeleteJobsResult = Message<"tickwheel.v1.BatchDeleteJobsResult"
  * Use `create(BatchDeleteJobsResultSchema)` to create a new message.
  */
 export const BatchDeleteJobsResultSchema: GenMessage<BatchDeleteJobsResult> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 18);
+  messageDesc(file_tickwheel_v1_scheduler, 23);
 
 /**
  * PauseJob input.
@@ -627,7 +933,7 @@ export type PauseJobRequest = Message<"tickwheel.v1.PauseJobRequest"> & {
  * Use `create(PauseJobRequestSchema)` to create a new message.
  */
 export const PauseJobRequestSchema: GenMessage<PauseJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 19);
+  messageDesc(file_tickwheel_v1_scheduler, 24);
 
 /**
  * PauseJob output.
@@ -663,7 +969,7 @@ export type PauseJobResponse = Message<"tickwheel.v1.PauseJobResponse"> & {
  * Use `create(PauseJobResponseSchema)` to create a new message.
  */
 export const PauseJobResponseSchema: GenMessage<PauseJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 20);
+  messageDesc(file_tickwheel_v1_scheduler, 25);
 
 /**
  * BatchPauseJobs input.
@@ -684,7 +990,7 @@ export type BatchPauseJobsRequest = Message<"tickwheel.v1.BatchPauseJobsRequest"
  * Use `create(BatchPauseJobsRequestSchema)` to create a new message.
  */
 export const BatchPauseJobsRequestSchema: GenMessage<BatchPauseJobsRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 21);
+  messageDesc(file_tickwheel_v1_scheduler, 26);
 
 /**
  * BatchPauseJobs output.
@@ -720,7 +1026,7 @@ export type BatchPauseJobsResponse = Message<"tickwheel.v1.BatchPauseJobsRespons
  * Use `create(BatchPauseJobsResponseSchema)` to create a new message.
  */
 export const BatchPauseJobsResponseSchema: GenMessage<BatchPauseJobsResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 22);
+  messageDesc(file_tickwheel_v1_scheduler, 27);
 
 /**
  * What became of one BatchPauseJobs item.
@@ -756,7 +1062,7 @@ export type BatchPauseJobsResult = Message<"tickwheel.v1.BatchPauseJobsResult"> 
  * Use `create(BatchPauseJobsResultSchema)` to create a new message.
  */
 export const BatchPauseJobsResultSchema: GenMessage<BatchPauseJobsResult> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 23);
+  messageDesc(file_tickwheel_v1_scheduler, 28);
 
 /**
  * ResumeJob input.
@@ -777,7 +1083,7 @@ export type ResumeJobRequest = Message<"tickwheel.v1.ResumeJobRequest"> & {
  * Use `create(ResumeJobRequestSchema)` to create a new message.
  */
 export const ResumeJobRequestSchema: GenMessage<ResumeJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 24);
+  messageDesc(file_tickwheel_v1_scheduler, 29);
 
 /**
  * ResumeJob output.
@@ -814,7 +1120,7 @@ export type ResumeJobResponse = Message<"tickwheel.v1.ResumeJobResponse"> & {
  * Use `create(ResumeJobResponseSchema)` to create a new message.
  */
 export const ResumeJobResponseSchema: GenMessage<ResumeJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 25);
+  messageDesc(file_tickwheel_v1_scheduler, 30);
 
 /**
  * BatchResumeJobs input.
@@ -835,7 +1141,7 @@ export type BatchResumeJobsRequest = Message<"tickwheel.v1.BatchResumeJobsReques
  * Use `create(BatchResumeJobsRequestSchema)` to create a new message.
  */
 export const BatchResumeJobsRequestSchema: GenMessage<BatchResumeJobsRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 26);
+  messageDesc(file_tickwheel_v1_scheduler, 31);
 
 /**
  * BatchResumeJobs output.
@@ -871,7 +1177,7 @@ export type BatchResumeJobsResponse = Message<"tickwheel.v1.BatchResumeJobsRespo
  * Use `create(BatchResumeJobsResponseSchema)` to create a new message.
  */
 export const BatchResumeJobsResponseSchema: GenMessage<BatchResumeJobsResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 27);
+  messageDesc(file_tickwheel_v1_scheduler, 32);
 
 /**
  * What became of one BatchResumeJobs item.
@@ -907,7 +1213,7 @@ export type BatchResumeJobsResult = Message<"tickwheel.v1.BatchResumeJobsResult"
  * Use `create(BatchResumeJobsResultSchema)` to create a new message.
  */
 export const BatchResumeJobsResultSchema: GenMessage<BatchResumeJobsResult> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 28);
+  messageDesc(file_tickwheel_v1_scheduler, 33);
 
 /**
  * TriggerJob input.
@@ -951,7 +1257,7 @@ export type TriggerJobRequest = Message<"tickwheel.v1.TriggerJobRequest"> & {
  * Use `create(TriggerJobRequestSchema)` to create a new message.
  */
 export const TriggerJobRequestSchema: GenMessage<TriggerJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 29);
+  messageDesc(file_tickwheel_v1_scheduler, 34);
 
 /**
  * TriggerJob output.
@@ -980,7 +1286,7 @@ export type TriggerJobResponse = Message<"tickwheel.v1.TriggerJobResponse"> & {
  * Use `create(TriggerJobResponseSchema)` to create a new message.
  */
 export const TriggerJobResponseSchema: GenMessage<TriggerJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 30);
+  messageDesc(file_tickwheel_v1_scheduler, 35);
 
 /**
  * BackfillJob input.
@@ -1031,7 +1337,7 @@ export type BackfillJobRequest = Message<"tickwheel.v1.BackfillJobRequest"> & {
  * Use `create(BackfillJobRequestSchema)` to create a new message.
  */
 export const BackfillJobRequestSchema: GenMessage<BackfillJobRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 31);
+  messageDesc(file_tickwheel_v1_scheduler, 36);
 
 /**
  * BackfillJob output.
@@ -1067,7 +1373,7 @@ export type BackfillJobResponse = Message<"tickwheel.v1.BackfillJobResponse"> & 
  * Use `create(BackfillJobResponseSchema)` to create a new message.
  */
 export const BackfillJobResponseSchema: GenMessage<BackfillJobResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 32);
+  messageDesc(file_tickwheel_v1_scheduler, 37);
 
 /**
  * One occurrence of a backfill window.
@@ -1102,7 +1408,7 @@ export type BackfillOccurrence = Message<"tickwheel.v1.BackfillOccurrence"> & {
  * Use `create(BackfillOccurrenceSchema)` to create a new message.
  */
 export const BackfillOccurrenceSchema: GenMessage<BackfillOccurrence> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 33);
+  messageDesc(file_tickwheel_v1_scheduler, 38);
 
 /**
  * PreviewSchedule input.
@@ -1157,7 +1463,7 @@ export type PreviewScheduleRequest = Message<"tickwheel.v1.PreviewScheduleReques
  * Use `create(PreviewScheduleRequestSchema)` to create a new message.
  */
 export const PreviewScheduleRequestSchema: GenMessage<PreviewScheduleRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 34);
+  messageDesc(file_tickwheel_v1_scheduler, 39);
 
 /**
  * PreviewSchedule output.
@@ -1185,7 +1491,7 @@ export type PreviewScheduleResponse = Message<"tickwheel.v1.PreviewScheduleRespo
  * Use `create(PreviewScheduleResponseSchema)` to create a new message.
  */
 export const PreviewScheduleResponseSchema: GenMessage<PreviewScheduleResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 35);
+  messageDesc(file_tickwheel_v1_scheduler, 40);
 
 /**
  * GetExecution input.
@@ -1206,7 +1512,7 @@ export type GetExecutionRequest = Message<"tickwheel.v1.GetExecutionRequest"> & 
  * Use `create(GetExecutionRequestSchema)` to create a new message.
  */
 export const GetExecutionRequestSchema: GenMessage<GetExecutionRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 36);
+  messageDesc(file_tickwheel_v1_scheduler, 41);
 
 /**
  * GetExecution output.
@@ -1227,7 +1533,7 @@ export type GetExecutionResponse = Message<"tickwheel.v1.GetExecutionResponse"> 
  * Use `create(GetExecutionResponseSchema)` to create a new message.
  */
 export const GetExecutionResponseSchema: GenMessage<GetExecutionResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 37);
+  messageDesc(file_tickwheel_v1_scheduler, 42);
 
 /**
  * ListExecutions input.
@@ -1283,7 +1589,7 @@ export type ListExecutionsRequest = Message<"tickwheel.v1.ListExecutionsRequest"
  * Use `create(ListExecutionsRequestSchema)` to create a new message.
  */
 export const ListExecutionsRequestSchema: GenMessage<ListExecutionsRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 38);
+  messageDesc(file_tickwheel_v1_scheduler, 43);
 
 /**
  * ListExecutions output.
@@ -1318,7 +1624,7 @@ export type ListExecutionsResponse = Message<"tickwheel.v1.ListExecutionsRespons
  * Use `create(ListExecutionsResponseSchema)` to create a new message.
  */
 export const ListExecutionsResponseSchema: GenMessage<ListExecutionsResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 39);
+  messageDesc(file_tickwheel_v1_scheduler, 44);
 
 /**
  * CancelExecution input.
@@ -1348,7 +1654,7 @@ export type CancelExecutionRequest = Message<"tickwheel.v1.CancelExecutionReques
  * Use `create(CancelExecutionRequestSchema)` to create a new message.
  */
 export const CancelExecutionRequestSchema: GenMessage<CancelExecutionRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 40);
+  messageDesc(file_tickwheel_v1_scheduler, 45);
 
 /**
  * CancelExecution output.
@@ -1370,7 +1676,7 @@ export type CancelExecutionResponse = Message<"tickwheel.v1.CancelExecutionRespo
  * Use `create(CancelExecutionResponseSchema)` to create a new message.
  */
 export const CancelExecutionResponseSchema: GenMessage<CancelExecutionResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 41);
+  messageDesc(file_tickwheel_v1_scheduler, 46);
 
 /**
  * ListDeadLetters input.
@@ -1405,7 +1711,7 @@ export type ListDeadLettersRequest = Message<"tickwheel.v1.ListDeadLettersReques
  * Use `create(ListDeadLettersRequestSchema)` to create a new message.
  */
 export const ListDeadLettersRequestSchema: GenMessage<ListDeadLettersRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 42);
+  messageDesc(file_tickwheel_v1_scheduler, 47);
 
 /**
  * ListDeadLetters output.
@@ -1433,7 +1739,7 @@ export type ListDeadLettersResponse = Message<"tickwheel.v1.ListDeadLettersRespo
  * Use `create(ListDeadLettersResponseSchema)` to create a new message.
  */
 export const ListDeadLettersResponseSchema: GenMessage<ListDeadLettersResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 43);
+  messageDesc(file_tickwheel_v1_scheduler, 48);
 
 /**
  * ReplayDeadLetter input.
@@ -1454,7 +1760,7 @@ export type ReplayDeadLetterRequest = Message<"tickwheel.v1.ReplayDeadLetterRequ
  * Use `create(ReplayDeadLetterRequestSchema)` to create a new message.
  */
 export const ReplayDeadLetterRequestSchema: GenMessage<ReplayDeadLetterRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 44);
+  messageDesc(file_tickwheel_v1_scheduler, 49);
 
 /**
  * ReplayDeadLetter output.
@@ -1475,7 +1781,7 @@ export type ReplayDeadLetterResponse = Message<"tickwheel.v1.ReplayDeadLetterRes
  * Use `create(ReplayDeadLetterResponseSchema)` to create a new message.
  */
 export const ReplayDeadLetterResponseSchema: GenMessage<ReplayDeadLetterResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_scheduler, 45);
+  messageDesc(file_tickwheel_v1_scheduler, 50);
 
 /**
  * The tenant-facing API. Every call carries `authorization: Bearer <API key>`
@@ -1566,6 +1872,13 @@ export const SchedulerService: GenService<{
    *   and overlap policy at hand-out, the retry policy when a result is
    *   recorded, the misfire policy when occurrences are created).
    * A paused job stays paused: what the update keeps or creates stays held.
+   * Each applied change keeps the definition it replaced as a revision
+   * (ListJobRevisions); a change that changes nothing keeps none. Rollback
+   * is an UpdateJob whose `job` is a revision's definition (GetJob with
+   * `revision`) at the current `version`, with an empty `update_mask`.
+   * With `validate_only`, the request is checked as an update (the same
+   * errors, the version check included) and nothing is written; the answer
+   * holds the diff of the job's runs (UpdateJobResponse.run_diff).
    *
    * @generated from rpc tickwheel.v1.SchedulerService.UpdateJob
    */
@@ -1591,6 +1904,8 @@ export const SchedulerService: GenService<{
    * batch: no items or more than 1 000 (INVALID_ARGUMENT `items`), or when
    * the store is unavailable (UNAVAILABLE; nothing written, and retrying the
    * same call is safe: each item's `job.version` makes a change apply once).
+   * An item with `validate_only` is refused (INVALID_ARGUMENT
+   * `validate_only`): preview changes one at a time with UpdateJob.
    *
    * @generated from rpc tickwheel.v1.SchedulerService.BatchUpdateJobs
    */
@@ -1598,6 +1913,21 @@ export const SchedulerService: GenService<{
     methodKind: "unary";
     input: typeof BatchUpdateJobsRequestSchema;
     output: typeof BatchUpdateJobsResponseSchema;
+  },
+  /**
+   * The revisions of a job, newest first, paged: each one the definition an
+   * applied UpdateJob (single, batch or a rollback) replaced, with who
+   * changed it, when, and the change's mask. The last 100 revisions of a
+   * job are kept (older ones are deleted as new ones come); deleting the
+   * job deletes its revisions. NOT_FOUND for an id that is not one of the
+   * tenant's jobs, another tenant's included.
+   *
+   * @generated from rpc tickwheel.v1.SchedulerService.ListJobRevisions
+   */
+  listJobRevisions: {
+    methodKind: "unary";
+    input: typeof ListJobRevisionsRequestSchema;
+    output: typeof ListJobRevisionsResponseSchema;
   },
   /**
    * Deletes a job and cancels its executions that have not started (held

@@ -34,6 +34,8 @@ import dev.tickwheel.v1.ListDeadLettersRequest;
 import dev.tickwheel.v1.ListDeadLettersResponse;
 import dev.tickwheel.v1.ListExecutionsRequest;
 import dev.tickwheel.v1.ListExecutionsResponse;
+import dev.tickwheel.v1.ListJobRevisionsRequest;
+import dev.tickwheel.v1.ListJobRevisionsResponse;
 import dev.tickwheel.v1.ListJobsRequest;
 import dev.tickwheel.v1.ListJobsResponse;
 import dev.tickwheel.v1.PauseJobRequest;
@@ -98,8 +100,11 @@ final class SchedulerRpcs {
       rpc("GetJob", SchedulerServiceBlockingStub::getJob, always());
   static final Rpc<ListJobsRequest, ListJobsResponse> LIST_JOBS =
       rpc("ListJobs", SchedulerServiceBlockingStub::listJobs, always());
+  /** Never repeated, {@code validate_only} included: it is UpdateJob, decided by the RPC. */
   static final Rpc<UpdateJobRequest, UpdateJobResponse> UPDATE_JOB =
       rpc("UpdateJob", SchedulerServiceBlockingStub::updateJob, never());
+  static final Rpc<ListJobRevisionsRequest, ListJobRevisionsResponse> LIST_JOB_REVISIONS =
+      rpc("ListJobRevisions", SchedulerServiceBlockingStub::listJobRevisions, always());
   static final Rpc<DeleteJobRequest, DeleteJobResponse> DELETE_JOB =
       rpc("DeleteJob", SchedulerServiceBlockingStub::deleteJob, never());
   /**
@@ -167,6 +172,7 @@ final class SchedulerRpcs {
           DELETE_JOB,
           BATCH_UPDATE_JOBS,
           BATCH_DELETE_JOBS,
+          LIST_JOB_REVISIONS,
           PAUSE_JOB,
           RESUME_JOB,
           BATCH_PAUSE_JOBS,

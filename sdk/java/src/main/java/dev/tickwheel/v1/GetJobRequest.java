@@ -115,6 +115,28 @@ private static final long serialVersionUID = 0L;
     return nextRuns_;
   }
 
+  public static final int REVISION_FIELD_NUMBER = 3;
+  private long revision_ = 0L;
+  /**
+   * <pre>
+   * 0 (default): the job as it is now. Otherwise a version of the job: its
+   * current version (the job as it is now), or the `version` of one of its
+   * revisions (ListJobRevisions), answered as that definition with `id`,
+   * `tenant`, `version` (this one), `created_at` and `updated_at` (when that
+   * version was written) set, the other output-only fields unset and no
+   * `next_runs`. NOT_FOUND for any other version (one moved by PauseJob or
+   * ResumeJob, which change no definition, or one older than the revisions
+   * kept); INVALID_ARGUMENT `revision` when negative.
+   * </pre>
+   *
+   * <code>int64 revision = 3 [json_name = "revision"];</code>
+   * @return The revision.
+   */
+  @java.lang.Override
+  public long getRevision() {
+    return revision_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -135,6 +157,9 @@ private static final long serialVersionUID = 0L;
     if (nextRuns_ != 0) {
       output.writeInt32(2, nextRuns_);
     }
+    if (revision_ != 0L) {
+      output.writeInt64(3, revision_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -145,6 +170,10 @@ private static final long serialVersionUID = 0L;
     if (nextRuns_ != 0) {
       size += com.google.protobuf.CodedOutputStream
         .computeInt32Size(2, nextRuns_);
+    }
+    if (revision_ != 0L) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt64Size(3, revision_);
     }
     return size;
   }
@@ -174,6 +203,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getId())) return false;
     if (getNextRuns()
         != other.getNextRuns()) return false;
+    if (getRevision()
+        != other.getRevision()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -189,6 +220,9 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getId().hashCode();
     hash = (37 * hash) + NEXT_RUNS_FIELD_NUMBER;
     hash = (53 * hash) + getNextRuns();
+    hash = (37 * hash) + REVISION_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+        getRevision());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -326,6 +360,7 @@ private static final long serialVersionUID = 0L;
       bitField0_ = 0;
       id_ = "";
       nextRuns_ = 0;
+      revision_ = 0L;
       return this;
     }
 
@@ -365,6 +400,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000002) != 0)) {
         result.nextRuns_ = nextRuns_;
       }
+      if (((from_bitField0_ & 0x00000004) != 0)) {
+        result.revision_ = revision_;
+      }
     }
 
     @java.lang.Override
@@ -386,6 +424,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getNextRuns() != 0) {
         setNextRuns(other.getNextRuns());
+      }
+      if (other.getRevision() != 0L) {
+        setRevision(other.getRevision());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -421,6 +462,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000002;
               break;
             } // case 16
+            case 24: {
+              revision_ = input.readInt64();
+              bitField0_ |= 0x00000004;
+              break;
+            } // case 24
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -570,6 +616,71 @@ private static final long serialVersionUID = 0L;
     public Builder clearNextRuns() {
       bitField0_ = (bitField0_ & ~0x00000002);
       nextRuns_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private long revision_ ;
+    /**
+     * <pre>
+     * 0 (default): the job as it is now. Otherwise a version of the job: its
+     * current version (the job as it is now), or the `version` of one of its
+     * revisions (ListJobRevisions), answered as that definition with `id`,
+     * `tenant`, `version` (this one), `created_at` and `updated_at` (when that
+     * version was written) set, the other output-only fields unset and no
+     * `next_runs`. NOT_FOUND for any other version (one moved by PauseJob or
+     * ResumeJob, which change no definition, or one older than the revisions
+     * kept); INVALID_ARGUMENT `revision` when negative.
+     * </pre>
+     *
+     * <code>int64 revision = 3 [json_name = "revision"];</code>
+     * @return The revision.
+     */
+    @java.lang.Override
+    public long getRevision() {
+      return revision_;
+    }
+    /**
+     * <pre>
+     * 0 (default): the job as it is now. Otherwise a version of the job: its
+     * current version (the job as it is now), or the `version` of one of its
+     * revisions (ListJobRevisions), answered as that definition with `id`,
+     * `tenant`, `version` (this one), `created_at` and `updated_at` (when that
+     * version was written) set, the other output-only fields unset and no
+     * `next_runs`. NOT_FOUND for any other version (one moved by PauseJob or
+     * ResumeJob, which change no definition, or one older than the revisions
+     * kept); INVALID_ARGUMENT `revision` when negative.
+     * </pre>
+     *
+     * <code>int64 revision = 3 [json_name = "revision"];</code>
+     * @param value The revision to set.
+     * @return This builder for chaining.
+     */
+    public Builder setRevision(long value) {
+
+      revision_ = value;
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * 0 (default): the job as it is now. Otherwise a version of the job: its
+     * current version (the job as it is now), or the `version` of one of its
+     * revisions (ListJobRevisions), answered as that definition with `id`,
+     * `tenant`, `version` (this one), `created_at` and `updated_at` (when that
+     * version was written) set, the other output-only fields unset and no
+     * `next_runs`. NOT_FOUND for any other version (one moved by PauseJob or
+     * ResumeJob, which change no definition, or one older than the revisions
+     * kept); INVALID_ARGUMENT `revision` when negative.
+     * </pre>
+     *
+     * <code>int64 revision = 3 [json_name = "revision"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearRevision() {
+      bitField0_ = (bitField0_ & ~0x00000004);
+      revision_ = 0L;
       onChanged();
       return this;
     }

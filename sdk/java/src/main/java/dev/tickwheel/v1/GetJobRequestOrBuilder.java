@@ -39,4 +39,21 @@ public interface GetJobRequestOrBuilder extends
    * @return The nextRuns.
    */
   int getNextRuns();
+
+  /**
+   * <pre>
+   * 0 (default): the job as it is now. Otherwise a version of the job: its
+   * current version (the job as it is now), or the `version` of one of its
+   * revisions (ListJobRevisions), answered as that definition with `id`,
+   * `tenant`, `version` (this one), `created_at` and `updated_at` (when that
+   * version was written) set, the other output-only fields unset and no
+   * `next_runs`. NOT_FOUND for any other version (one moved by PauseJob or
+   * ResumeJob, which change no definition, or one older than the revisions
+   * kept); INVALID_ARGUMENT `revision` when negative.
+   * </pre>
+   *
+   * <code>int64 revision = 3 [json_name = "revision"];</code>
+   * @return The revision.
+   */
+  long getRevision();
 }

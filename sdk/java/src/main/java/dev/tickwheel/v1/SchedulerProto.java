@@ -82,6 +82,31 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_tickwheel_v1_UpdateJobResponse_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_RunDiff_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_RunDiff_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_MovedRun_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_MovedRun_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_ListJobRevisionsRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_ListJobRevisionsRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_ListJobRevisionsResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_ListJobRevisionsResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_JobRevision_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_JobRevision_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_tickwheel_v1_BatchUpdateJobsRequest_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -266,207 +291,243 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
   static {
     java.lang.String[] descriptorData = {
       "\n\034tickwheel/v1/scheduler.proto\022\014tickwhee" +
-      "l.v1\032 google/protobuf/field_mask.proto\032\037" +
-      "google/protobuf/timestamp.proto\032\027google/" +
-      "rpc/status.proto\032\033tickwheel/v1/calendar." +
-      "proto\032\034tickwheel/v1/execution.proto\032\026tic" +
-      "kwheel/v1/job.proto\"V\n\020CreateJobRequest\022" +
-      "#\n\003job\030\001 \001(\0132\021.tickwheel.v1.JobR\003job\022\035\n\n" +
-      "request_id\030\002 \001(\tR\trequestId\"R\n\021CreateJob" +
-      "Response\022#\n\003job\030\001 \001(\0132\021.tickwheel.v1.Job" +
-      "R\003job\022\030\n\007created\030\002 \001(\010R\007created\"N\n\026Batch" +
-      "CreateJobsRequest\0224\n\005items\030\001 \003(\0132\036.tickw" +
-      "heel.v1.CreateJobRequestR\005items\"\307\001\n\027Batc" +
-      "hCreateJobsResponse\022=\n\007results\030\001 \003(\0132#.t" +
-      "ickwheel.v1.BatchCreateJobsResultR\007resul" +
-      "ts\022#\n\rcreated_count\030\002 \001(\005R\014createdCount\022" +
-      "%\n\016existing_count\030\003 \001(\005R\rexistingCount\022!" +
-      "\n\014failed_count\030\004 \001(\005R\013failedCount\"\202\001\n\025Ba" +
-      "tchCreateJobsResult\0223\n\003job\030\001 \001(\0132\037.tickw" +
-      "heel.v1.CreateJobResponseH\000R\003job\022*\n\005erro" +
-      "r\030\002 \001(\0132\022.google.rpc.StatusH\000R\005errorB\010\n\006" +
-      "result\"<\n\rGetJobRequest\022\016\n\002id\030\001 \001(\tR\002id\022" +
-      "\033\n\tnext_runs\030\002 \001(\005R\010nextRuns\"o\n\016GetJobRe" +
-      "sponse\022#\n\003job\030\001 \001(\0132\021.tickwheel.v1.JobR\003" +
-      "job\0228\n\tnext_runs\030\002 \003(\0132\033.tickwheel.v1.Sc" +
-      "heduledFireR\010nextRuns\"\234\001\n\017ListJobsReques" +
-      "t\022\033\n\tpage_size\030\001 \001(\005R\010pageSize\022\035\n\npage_t" +
-      "oken\030\002 \001(\tR\tpageToken\022,\n\005state\030\003 \001(\0162\026.t" +
-      "ickwheel.v1.JobStateR\005state\022\037\n\013name_pref" +
-      "ix\030\004 \001(\tR\nnamePrefix\"a\n\020ListJobsResponse" +
-      "\022%\n\004jobs\030\001 \003(\0132\021.tickwheel.v1.JobR\004jobs\022" +
-      "&\n\017next_page_token\030\002 \001(\tR\rnextPageToken\"" +
-      "t\n\020UpdateJobRequest\022#\n\003job\030\001 \001(\0132\021.tickw" +
-      "heel.v1.JobR\003job\022;\n\013update_mask\030\002 \001(\0132\032." +
-      "google.protobuf.FieldMaskR\nupdateMask\"8\n" +
-      "\021UpdateJobResponse\022#\n\003job\030\001 \001(\0132\021.tickwh" +
-      "eel.v1.JobR\003job\"N\n\026BatchUpdateJobsReques" +
-      "t\0224\n\005items\030\001 \003(\0132\036.tickwheel.v1.UpdateJo" +
-      "bRequestR\005items\"\240\001\n\027BatchUpdateJobsRespo" +
-      "nse\022=\n\007results\030\001 \003(\0132#.tickwheel.v1.Batc" +
-      "hUpdateJobsResultR\007results\022#\n\rupdated_co" +
-      "unt\030\002 \001(\005R\014updatedCount\022!\n\014failed_count\030" +
-      "\003 \001(\005R\013failedCount\"\202\001\n\025BatchUpdateJobsRe" +
-      "sult\0223\n\003job\030\001 \001(\0132\037.tickwheel.v1.UpdateJ" +
-      "obResponseH\000R\003job\022*\n\005error\030\002 \001(\0132\022.googl" +
-      "e.rpc.StatusH\000R\005errorB\010\n\006result\"<\n\020Delet" +
-      "eJobRequest\022\016\n\002id\030\001 \001(\tR\002id\022\030\n\007version\030\002" +
-      " \001(\003R\007version\"D\n\021DeleteJobResponse\022/\n\023ca" +
-      "nceled_executions\030\001 \001(\003R\022canceledExecuti" +
-      "ons\"N\n\026BatchDeleteJobsRequest\0224\n\005items\030\001" +
-      " \003(\0132\036.tickwheel.v1.DeleteJobRequestR\005it" +
-      "ems\"\240\001\n\027BatchDeleteJobsResponse\022=\n\007resul" +
-      "ts\030\001 \003(\0132#.tickwheel.v1.BatchDeleteJobsR" +
-      "esultR\007results\022#\n\rdeleted_count\030\002 \001(\005R\014d" +
-      "eletedCount\022!\n\014failed_count\030\003 \001(\005R\013faile" +
-      "dCount\"\212\001\n\025BatchDeleteJobsResult\022;\n\007dele" +
-      "ted\030\001 \001(\0132\037.tickwheel.v1.DeleteJobRespon" +
-      "seH\000R\007deleted\022*\n\005error\030\002 \001(\0132\022.google.rp" +
-      "c.StatusH\000R\005errorB\010\n\006result\"9\n\017PauseJobR" +
-      "equest\022\016\n\002id\030\001 \001(\tR\002id\022\026\n\006reason\030\002 \001(\tR\006" +
-      "reason\"\221\001\n\020PauseJobResponse\022#\n\003job\030\001 \001(\013" +
-      "2\021.tickwheel.v1.JobR\003job\022/\n\023canceled_exe" +
-      "cutions\030\002 \001(\003R\022canceledExecutions\022\'\n\017hel" +
-      "d_executions\030\003 \001(\003R\016heldExecutions\"L\n\025Ba" +
-      "tchPauseJobsRequest\0223\n\005items\030\001 \003(\0132\035.tic" +
-      "kwheel.v1.PauseJobRequestR\005items\"\234\001\n\026Bat" +
-      "chPauseJobsResponse\022<\n\007results\030\001 \003(\0132\".t" +
-      "ickwheel.v1.BatchPauseJobsResultR\007result" +
-      "s\022!\n\014paused_count\030\002 \001(\005R\013pausedCount\022!\n\014" +
-      "failed_count\030\003 \001(\005R\013failedCount\"\200\001\n\024Batc" +
-      "hPauseJobsResult\0222\n\003job\030\001 \001(\0132\036.tickwhee" +
-      "l.v1.PauseJobResponseH\000R\003job\022*\n\005error\030\002 " +
-      "\001(\0132\022.google.rpc.StatusH\000R\005errorB\010\n\006resu" +
-      "lt\"\"\n\020ResumeJobRequest\022\016\n\002id\030\001 \001(\tR\002id\"\234" +
-      "\001\n\021ResumeJobResponse\022#\n\003job\030\001 \001(\0132\021.tick" +
-      "wheel.v1.JobR\003job\0221\n\007skipped\030\002 \001(\0132\027.tic" +
-      "kwheel.v1.SkipRangeR\007skipped\022/\n\023released" +
-      "_executions\030\003 \001(\003R\022releasedExecutions\"N\n" +
-      "\026BatchResumeJobsRequest\0224\n\005items\030\001 \003(\0132\036" +
-      ".tickwheel.v1.ResumeJobRequestR\005items\"\240\001" +
-      "\n\027BatchResumeJobsResponse\022=\n\007results\030\001 \003" +
-      "(\0132#.tickwheel.v1.BatchResumeJobsResultR" +
-      "\007results\022#\n\rresumed_count\030\002 \001(\005R\014resumed" +
-      "Count\022!\n\014failed_count\030\003 \001(\005R\013failedCount" +
-      "\"\202\001\n\025BatchResumeJobsResult\0223\n\003job\030\001 \001(\0132" +
-      "\037.tickwheel.v1.ResumeJobResponseH\000R\003job\022" +
-      "*\n\005error\030\002 \001(\0132\022.google.rpc.StatusH\000R\005er" +
-      "rorB\010\n\006result\"\201\001\n\021TriggerJobRequest\022\016\n\002i" +
-      "d\030\001 \001(\tR\002id\022\035\n\nrequest_id\030\002 \001(\tR\trequest" +
-      "Id\022\030\n\007payload\030\003 \001(\014R\007payload\022#\n\rallow_ov" +
-      "erlap\030\004 \001(\010R\014allowOverlap\"e\n\022TriggerJobR" +
-      "esponse\0225\n\texecution\030\001 \001(\0132\027.tickwheel.v" +
-      "1.ExecutionR\texecution\022\030\n\007created\030\002 \001(\010R" +
-      "\007created\"\310\001\n\022BackfillJobRequest\022\016\n\002id\030\001 " +
-      "\001(\tR\002id\0223\n\007from_at\030\002 \001(\0132\032.google.protob" +
-      "uf.TimestampR\006fromAt\022/\n\005to_at\030\003 \001(\0132\032.go" +
-      "ogle.protobuf.TimestampR\004toAt\022\027\n\007dry_run" +
-      "\030\004 \001(\010R\006dryRun\022#\n\rallow_overlap\030\005 \001(\010R\014a" +
-      "llowOverlap\"\245\001\n\023BackfillJobResponse\022B\n\013o" +
-      "ccurrences\030\001 \003(\0132 .tickwheel.v1.Backfill" +
-      "OccurrenceR\013occurrences\022#\n\rcreated_count" +
-      "\030\002 \001(\003R\014createdCount\022%\n\016existing_count\030\003" +
-      " \001(\003R\rexistingCount\"\231\001\n\022BackfillOccurren" +
-      "ce\022!\n\014execution_id\030\001 \001(\tR\013executionId\0229\n" +
-      "\nnominal_at\030\002 \001(\0132\032.google.protobuf.Time" +
-      "stampR\tnominalAt\022%\n\016already_exists\030\003 \001(\010" +
-      "R\ralreadyExists\"\252\001\n\026PreviewScheduleReque" +
-      "st\022\027\n\006job_id\030\001 \001(\tH\000R\005jobId\022%\n\003job\030\002 \001(\013" +
-      "2\021.tickwheel.v1.JobH\000R\003job\0220\n\005after\030\003 \001(" +
-      "\0132\032.google.protobuf.TimestampR\005after\022\024\n\005" +
-      "count\030\004 \001(\005R\005countB\010\n\006source\"s\n\027PreviewS" +
-      "cheduleResponse\0221\n\005fires\030\001 \003(\0132\033.tickwhe" +
-      "el.v1.ScheduledFireR\005fires\022%\n\016tzdata_ver" +
-      "sion\030\002 \001(\tR\rtzdataVersion\"%\n\023GetExecutio" +
-      "nRequest\022\016\n\002id\030\001 \001(\tR\002id\"M\n\024GetExecution" +
+      "l.v1\032\036google/protobuf/duration.proto\032 go" +
+      "ogle/protobuf/field_mask.proto\032\037google/p" +
+      "rotobuf/timestamp.proto\032\027google/rpc/stat" +
+      "us.proto\032\033tickwheel/v1/calendar.proto\032\034t" +
+      "ickwheel/v1/execution.proto\032\026tickwheel/v" +
+      "1/job.proto\"V\n\020CreateJobRequest\022#\n\003job\030\001" +
+      " \001(\0132\021.tickwheel.v1.JobR\003job\022\035\n\nrequest_" +
+      "id\030\002 \001(\tR\trequestId\"R\n\021CreateJobResponse" +
+      "\022#\n\003job\030\001 \001(\0132\021.tickwheel.v1.JobR\003job\022\030\n" +
+      "\007created\030\002 \001(\010R\007created\"N\n\026BatchCreateJo" +
+      "bsRequest\0224\n\005items\030\001 \003(\0132\036.tickwheel.v1." +
+      "CreateJobRequestR\005items\"\307\001\n\027BatchCreateJ" +
+      "obsResponse\022=\n\007results\030\001 \003(\0132#.tickwheel" +
+      ".v1.BatchCreateJobsResultR\007results\022#\n\rcr" +
+      "eated_count\030\002 \001(\005R\014createdCount\022%\n\016exist" +
+      "ing_count\030\003 \001(\005R\rexistingCount\022!\n\014failed" +
+      "_count\030\004 \001(\005R\013failedCount\"\202\001\n\025BatchCreat" +
+      "eJobsResult\0223\n\003job\030\001 \001(\0132\037.tickwheel.v1." +
+      "CreateJobResponseH\000R\003job\022*\n\005error\030\002 \001(\0132" +
+      "\022.google.rpc.StatusH\000R\005errorB\010\n\006result\"X" +
+      "\n\rGetJobRequest\022\016\n\002id\030\001 \001(\tR\002id\022\033\n\tnext_" +
+      "runs\030\002 \001(\005R\010nextRuns\022\032\n\010revision\030\003 \001(\003R\010" +
+      "revision\"o\n\016GetJobResponse\022#\n\003job\030\001 \001(\0132" +
+      "\021.tickwheel.v1.JobR\003job\0228\n\tnext_runs\030\002 \003" +
+      "(\0132\033.tickwheel.v1.ScheduledFireR\010nextRun" +
+      "s\"\234\001\n\017ListJobsRequest\022\033\n\tpage_size\030\001 \001(\005" +
+      "R\010pageSize\022\035\n\npage_token\030\002 \001(\tR\tpageToke" +
+      "n\022,\n\005state\030\003 \001(\0162\026.tickwheel.v1.JobState" +
+      "R\005state\022\037\n\013name_prefix\030\004 \001(\tR\nnamePrefix" +
+      "\"a\n\020ListJobsResponse\022%\n\004jobs\030\001 \003(\0132\021.tic" +
+      "kwheel.v1.JobR\004jobs\022&\n\017next_page_token\030\002" +
+      " \001(\tR\rnextPageToken\"\325\001\n\020UpdateJobRequest" +
+      "\022#\n\003job\030\001 \001(\0132\021.tickwheel.v1.JobR\003job\022;\n" +
+      "\013update_mask\030\002 \001(\0132\032.google.protobuf.Fie" +
+      "ldMaskR\nupdateMask\022#\n\rvalidate_only\030\003 \001(" +
+      "\010R\014validateOnly\022:\n\013diff_window\030\004 \001(\0132\031.g" +
+      "oogle.protobuf.DurationR\ndiffWindow\"j\n\021U" +
+      "pdateJobResponse\022#\n\003job\030\001 \001(\0132\021.tickwhee" +
+      "l.v1.JobR\003job\0220\n\010run_diff\030\002 \001(\0132\025.tickwh" +
+      "eel.v1.RunDiffR\007runDiff\"\302\003\n\007RunDiff\0223\n\007f" +
+      "rom_at\030\001 \001(\0132\032.google.protobuf.Timestamp" +
+      "R\006fromAt\022/\n\005to_at\030\002 \001(\0132\032.google.protobu" +
+      "f.TimestampR\004toAt\022)\n\020window_truncated\030\003 " +
+      "\001(\010R\017windowTruncated\0221\n\005added\030\004 \003(\0132\033.ti" +
+      "ckwheel.v1.ScheduledFireR\005added\022\037\n\013added" +
+      "_count\030\005 \001(\005R\naddedCount\0225\n\007removed\030\006 \003(" +
+      "\0132\033.tickwheel.v1.ScheduledFireR\007removed\022" +
+      "#\n\rremoved_count\030\007 \001(\005R\014removedCount\022,\n\005" +
+      "moved\030\010 \003(\0132\026.tickwheel.v1.MovedRunR\005mov" +
+      "ed\022\037\n\013moved_count\030\t \001(\005R\nmovedCount\022\'\n\017u" +
+      "nchanged_count\030\n \001(\005R\016unchangedCount\"r\n\010" +
+      "MovedRun\0223\n\006before\030\001 \001(\0132\033.tickwheel.v1." +
+      "ScheduledFireR\006before\0221\n\005after\030\002 \001(\0132\033.t" +
+      "ickwheel.v1.ScheduledFireR\005after\"e\n\027List" +
+      "JobRevisionsRequest\022\016\n\002id\030\001 \001(\tR\002id\022\033\n\tp" +
+      "age_size\030\002 \001(\005R\010pageSize\022\035\n\npage_token\030\003" +
+      " \001(\tR\tpageToken\"{\n\030ListJobRevisionsRespo" +
+      "nse\0227\n\trevisions\030\001 \003(\0132\031.tickwheel.v1.Jo" +
+      "bRevisionR\trevisions\022&\n\017next_page_token\030" +
+      "\002 \001(\tR\rnextPageToken\"\221\002\n\013JobRevision\022\030\n\007" +
+      "version\030\001 \001(\003R\007version\022#\n\003job\030\002 \001(\0132\021.ti" +
+      "ckwheel.v1.JobR\003job\0229\n\nchanged_at\030\003 \001(\0132" +
+      "\032.google.protobuf.TimestampR\tchangedAt\022\035" +
+      "\n\nchanged_by\030\004 \001(\tR\tchangedBy\022;\n\013update_" +
+      "mask\030\005 \001(\0132\032.google.protobuf.FieldMaskR\n" +
+      "updateMask\022,\n\022changed_to_version\030\006 \001(\003R\020" +
+      "changedToVersion\"N\n\026BatchUpdateJobsReque" +
+      "st\0224\n\005items\030\001 \003(\0132\036.tickwheel.v1.UpdateJ" +
+      "obRequestR\005items\"\240\001\n\027BatchUpdateJobsResp" +
+      "onse\022=\n\007results\030\001 \003(\0132#.tickwheel.v1.Bat" +
+      "chUpdateJobsResultR\007results\022#\n\rupdated_c" +
+      "ount\030\002 \001(\005R\014updatedCount\022!\n\014failed_count" +
+      "\030\003 \001(\005R\013failedCount\"\202\001\n\025BatchUpdateJobsR" +
+      "esult\0223\n\003job\030\001 \001(\0132\037.tickwheel.v1.Update" +
+      "JobResponseH\000R\003job\022*\n\005error\030\002 \001(\0132\022.goog" +
+      "le.rpc.StatusH\000R\005errorB\010\n\006result\"<\n\020Dele" +
+      "teJobRequest\022\016\n\002id\030\001 \001(\tR\002id\022\030\n\007version\030" +
+      "\002 \001(\003R\007version\"D\n\021DeleteJobResponse\022/\n\023c" +
+      "anceled_executions\030\001 \001(\003R\022canceledExecut" +
+      "ions\"N\n\026BatchDeleteJobsRequest\0224\n\005items\030" +
+      "\001 \003(\0132\036.tickwheel.v1.DeleteJobRequestR\005i" +
+      "tems\"\240\001\n\027BatchDeleteJobsResponse\022=\n\007resu" +
+      "lts\030\001 \003(\0132#.tickwheel.v1.BatchDeleteJobs" +
+      "ResultR\007results\022#\n\rdeleted_count\030\002 \001(\005R\014" +
+      "deletedCount\022!\n\014failed_count\030\003 \001(\005R\013fail" +
+      "edCount\"\212\001\n\025BatchDeleteJobsResult\022;\n\007del" +
+      "eted\030\001 \001(\0132\037.tickwheel.v1.DeleteJobRespo" +
+      "nseH\000R\007deleted\022*\n\005error\030\002 \001(\0132\022.google.r" +
+      "pc.StatusH\000R\005errorB\010\n\006result\"9\n\017PauseJob" +
+      "Request\022\016\n\002id\030\001 \001(\tR\002id\022\026\n\006reason\030\002 \001(\tR" +
+      "\006reason\"\221\001\n\020PauseJobResponse\022#\n\003job\030\001 \001(" +
+      "\0132\021.tickwheel.v1.JobR\003job\022/\n\023canceled_ex" +
+      "ecutions\030\002 \001(\003R\022canceledExecutions\022\'\n\017he" +
+      "ld_executions\030\003 \001(\003R\016heldExecutions\"L\n\025B" +
+      "atchPauseJobsRequest\0223\n\005items\030\001 \003(\0132\035.ti" +
+      "ckwheel.v1.PauseJobRequestR\005items\"\234\001\n\026Ba" +
+      "tchPauseJobsResponse\022<\n\007results\030\001 \003(\0132\"." +
+      "tickwheel.v1.BatchPauseJobsResultR\007resul" +
+      "ts\022!\n\014paused_count\030\002 \001(\005R\013pausedCount\022!\n" +
+      "\014failed_count\030\003 \001(\005R\013failedCount\"\200\001\n\024Bat" +
+      "chPauseJobsResult\0222\n\003job\030\001 \001(\0132\036.tickwhe" +
+      "el.v1.PauseJobResponseH\000R\003job\022*\n\005error\030\002" +
+      " \001(\0132\022.google.rpc.StatusH\000R\005errorB\010\n\006res" +
+      "ult\"\"\n\020ResumeJobRequest\022\016\n\002id\030\001 \001(\tR\002id\"" +
+      "\234\001\n\021ResumeJobResponse\022#\n\003job\030\001 \001(\0132\021.tic" +
+      "kwheel.v1.JobR\003job\0221\n\007skipped\030\002 \001(\0132\027.ti" +
+      "ckwheel.v1.SkipRangeR\007skipped\022/\n\023release" +
+      "d_executions\030\003 \001(\003R\022releasedExecutions\"N" +
+      "\n\026BatchResumeJobsRequest\0224\n\005items\030\001 \003(\0132" +
+      "\036.tickwheel.v1.ResumeJobRequestR\005items\"\240" +
+      "\001\n\027BatchResumeJobsResponse\022=\n\007results\030\001 " +
+      "\003(\0132#.tickwheel.v1.BatchResumeJobsResult" +
+      "R\007results\022#\n\rresumed_count\030\002 \001(\005R\014resume" +
+      "dCount\022!\n\014failed_count\030\003 \001(\005R\013failedCoun" +
+      "t\"\202\001\n\025BatchResumeJobsResult\0223\n\003job\030\001 \001(\013" +
+      "2\037.tickwheel.v1.ResumeJobResponseH\000R\003job" +
+      "\022*\n\005error\030\002 \001(\0132\022.google.rpc.StatusH\000R\005e" +
+      "rrorB\010\n\006result\"\201\001\n\021TriggerJobRequest\022\016\n\002" +
+      "id\030\001 \001(\tR\002id\022\035\n\nrequest_id\030\002 \001(\tR\treques" +
+      "tId\022\030\n\007payload\030\003 \001(\014R\007payload\022#\n\rallow_o" +
+      "verlap\030\004 \001(\010R\014allowOverlap\"e\n\022TriggerJob" +
       "Response\0225\n\texecution\030\001 \001(\0132\027.tickwheel." +
-      "v1.ExecutionR\texecution\"\213\002\n\025ListExecutio" +
-      "nsRequest\022\025\n\006job_id\030\001 \001(\tR\005jobId\022\033\n\tpage" +
-      "_size\030\002 \001(\005R\010pageSize\022\035\n\npage_token\030\003 \001(" +
-      "\tR\tpageToken\0229\n\010statuses\030\004 \003(\0162\035.tickwhe" +
-      "el.v1.ExecutionStatusR\010statuses\0223\n\007from_" +
-      "at\030\005 \001(\0132\032.google.protobuf.TimestampR\006fr" +
-      "omAt\022/\n\005to_at\030\006 \001(\0132\032.google.protobuf.Ti" +
-      "mestampR\004toAt\"\250\001\n\026ListExecutionsResponse" +
-      "\0227\n\nexecutions\030\001 \003(\0132\027.tickwheel.v1.Exec" +
-      "utionR\nexecutions\022-\n\005skips\030\002 \003(\0132\027.tickw" +
-      "heel.v1.SkipRangeR\005skips\022&\n\017next_page_to" +
-      "ken\030\003 \001(\tR\rnextPageToken\"@\n\026CancelExecut" +
-      "ionRequest\022\016\n\002id\030\001 \001(\tR\002id\022\026\n\006reason\030\002 \001" +
-      "(\tR\006reason\"P\n\027CancelExecutionResponse\0225\n" +
-      "\texecution\030\001 \001(\0132\027.tickwheel.v1.Executio" +
-      "nR\texecution\"k\n\026ListDeadLettersRequest\022\025" +
-      "\n\006job_id\030\001 \001(\tR\005jobId\022\033\n\tpage_size\030\002 \001(\005" +
-      "R\010pageSize\022\035\n\npage_token\030\003 \001(\tR\tpageToke" +
-      "n\"z\n\027ListDeadLettersResponse\0227\n\nexecutio" +
-      "ns\030\001 \003(\0132\027.tickwheel.v1.ExecutionR\nexecu" +
-      "tions\022&\n\017next_page_token\030\002 \001(\tR\rnextPage" +
-      "Token\"<\n\027ReplayDeadLetterRequest\022!\n\014exec" +
-      "ution_id\030\001 \001(\tR\013executionId\"Q\n\030ReplayDea" +
-      "dLetterResponse\0225\n\texecution\030\001 \001(\0132\027.tic" +
-      "kwheel.v1.ExecutionR\texecution2\243\021\n\020Sched" +
-      "ulerService\022L\n\tCreateJob\022\036.tickwheel.v1." +
-      "CreateJobRequest\032\037.tickwheel.v1.CreateJo" +
-      "bResponse\022^\n\017BatchCreateJobs\022$.tickwheel" +
-      ".v1.BatchCreateJobsRequest\032%.tickwheel.v" +
-      "1.BatchCreateJobsResponse\022C\n\006GetJob\022\033.ti" +
-      "ckwheel.v1.GetJobRequest\032\034.tickwheel.v1." +
-      "GetJobResponse\022I\n\010ListJobs\022\035.tickwheel.v" +
-      "1.ListJobsRequest\032\036.tickwheel.v1.ListJob" +
-      "sResponse\022L\n\tUpdateJob\022\036.tickwheel.v1.Up" +
-      "dateJobRequest\032\037.tickwheel.v1.UpdateJobR" +
-      "esponse\022^\n\017BatchUpdateJobs\022$.tickwheel.v" +
-      "1.BatchUpdateJobsRequest\032%.tickwheel.v1." +
-      "BatchUpdateJobsResponse\022L\n\tDeleteJob\022\036.t" +
-      "ickwheel.v1.DeleteJobRequest\032\037.tickwheel" +
-      ".v1.DeleteJobResponse\022^\n\017BatchDeleteJobs" +
-      "\022$.tickwheel.v1.BatchDeleteJobsRequest\032%" +
-      ".tickwheel.v1.BatchDeleteJobsResponse\022I\n" +
-      "\010PauseJob\022\035.tickwheel.v1.PauseJobRequest" +
-      "\032\036.tickwheel.v1.PauseJobResponse\022[\n\016Batc" +
-      "hPauseJobs\022#.tickwheel.v1.BatchPauseJobs" +
-      "Request\032$.tickwheel.v1.BatchPauseJobsRes" +
-      "ponse\022L\n\tResumeJob\022\036.tickwheel.v1.Resume" +
-      "JobRequest\032\037.tickwheel.v1.ResumeJobRespo" +
-      "nse\022^\n\017BatchResumeJobs\022$.tickwheel.v1.Ba" +
-      "tchResumeJobsRequest\032%.tickwheel.v1.Batc" +
-      "hResumeJobsResponse\022O\n\nTriggerJob\022\037.tick" +
-      "wheel.v1.TriggerJobRequest\032 .tickwheel.v" +
-      "1.TriggerJobResponse\022R\n\013BackfillJob\022 .ti" +
-      "ckwheel.v1.BackfillJobRequest\032!.tickwhee" +
-      "l.v1.BackfillJobResponse\022^\n\017PreviewSched" +
-      "ule\022$.tickwheel.v1.PreviewScheduleReques" +
-      "t\032%.tickwheel.v1.PreviewScheduleResponse" +
-      "\022U\n\014GetExecution\022!.tickwheel.v1.GetExecu" +
-      "tionRequest\032\".tickwheel.v1.GetExecutionR" +
-      "esponse\022[\n\016ListExecutions\022#.tickwheel.v1" +
-      ".ListExecutionsRequest\032$.tickwheel.v1.Li" +
-      "stExecutionsResponse\022^\n\017CancelExecution\022" +
-      "$.tickwheel.v1.CancelExecutionRequest\032%." +
-      "tickwheel.v1.CancelExecutionResponse\022^\n\017" +
-      "ListDeadLetters\022$.tickwheel.v1.ListDeadL" +
-      "ettersRequest\032%.tickwheel.v1.ListDeadLet" +
-      "tersResponse\022a\n\020ReplayDeadLetter\022%.tickw" +
-      "heel.v1.ReplayDeadLetterRequest\032&.tickwh" +
-      "eel.v1.ReplayDeadLetterResponse\022[\n\016Creat" +
-      "eCalendar\022#.tickwheel.v1.CreateCalendarR" +
-      "equest\032$.tickwheel.v1.CreateCalendarResp" +
-      "onse\022R\n\013GetCalendar\022 .tickwheel.v1.GetCa" +
-      "lendarRequest\032!.tickwheel.v1.GetCalendar" +
-      "Response\022X\n\rListCalendars\022\".tickwheel.v1" +
-      ".ListCalendarsRequest\032#.tickwheel.v1.Lis" +
-      "tCalendarsResponse\022[\n\016UpdateCalendar\022#.t" +
-      "ickwheel.v1.UpdateCalendarRequest\032$.tick" +
-      "wheel.v1.UpdateCalendarResponse\022[\n\016Delet" +
-      "eCalendar\022#.tickwheel.v1.DeleteCalendarR" +
-      "equest\032$.tickwheel.v1.DeleteCalendarResp" +
-      "onseBh\n\020dev.tickwheel.v1B\016SchedulerProto" +
-      "P\001ZBgithub.com/tickwheel/tickwheel/sdk/g" +
-      "o/gen/tickwheel/v1;tickwheelv1b\006proto3"
+      "v1.ExecutionR\texecution\022\030\n\007created\030\002 \001(\010" +
+      "R\007created\"\310\001\n\022BackfillJobRequest\022\016\n\002id\030\001" +
+      " \001(\tR\002id\0223\n\007from_at\030\002 \001(\0132\032.google.proto" +
+      "buf.TimestampR\006fromAt\022/\n\005to_at\030\003 \001(\0132\032.g" +
+      "oogle.protobuf.TimestampR\004toAt\022\027\n\007dry_ru" +
+      "n\030\004 \001(\010R\006dryRun\022#\n\rallow_overlap\030\005 \001(\010R\014" +
+      "allowOverlap\"\245\001\n\023BackfillJobResponse\022B\n\013" +
+      "occurrences\030\001 \003(\0132 .tickwheel.v1.Backfil" +
+      "lOccurrenceR\013occurrences\022#\n\rcreated_coun" +
+      "t\030\002 \001(\003R\014createdCount\022%\n\016existing_count\030" +
+      "\003 \001(\003R\rexistingCount\"\231\001\n\022BackfillOccurre" +
+      "nce\022!\n\014execution_id\030\001 \001(\tR\013executionId\0229" +
+      "\n\nnominal_at\030\002 \001(\0132\032.google.protobuf.Tim" +
+      "estampR\tnominalAt\022%\n\016already_exists\030\003 \001(" +
+      "\010R\ralreadyExists\"\252\001\n\026PreviewScheduleRequ" +
+      "est\022\027\n\006job_id\030\001 \001(\tH\000R\005jobId\022%\n\003job\030\002 \001(" +
+      "\0132\021.tickwheel.v1.JobH\000R\003job\0220\n\005after\030\003 \001" +
+      "(\0132\032.google.protobuf.TimestampR\005after\022\024\n" +
+      "\005count\030\004 \001(\005R\005countB\010\n\006source\"s\n\027Preview" +
+      "ScheduleResponse\0221\n\005fires\030\001 \003(\0132\033.tickwh" +
+      "eel.v1.ScheduledFireR\005fires\022%\n\016tzdata_ve" +
+      "rsion\030\002 \001(\tR\rtzdataVersion\"%\n\023GetExecuti" +
+      "onRequest\022\016\n\002id\030\001 \001(\tR\002id\"M\n\024GetExecutio" +
+      "nResponse\0225\n\texecution\030\001 \001(\0132\027.tickwheel" +
+      ".v1.ExecutionR\texecution\"\213\002\n\025ListExecuti" +
+      "onsRequest\022\025\n\006job_id\030\001 \001(\tR\005jobId\022\033\n\tpag" +
+      "e_size\030\002 \001(\005R\010pageSize\022\035\n\npage_token\030\003 \001" +
+      "(\tR\tpageToken\0229\n\010statuses\030\004 \003(\0162\035.tickwh" +
+      "eel.v1.ExecutionStatusR\010statuses\0223\n\007from" +
+      "_at\030\005 \001(\0132\032.google.protobuf.TimestampR\006f" +
+      "romAt\022/\n\005to_at\030\006 \001(\0132\032.google.protobuf.T" +
+      "imestampR\004toAt\"\250\001\n\026ListExecutionsRespons" +
+      "e\0227\n\nexecutions\030\001 \003(\0132\027.tickwheel.v1.Exe" +
+      "cutionR\nexecutions\022-\n\005skips\030\002 \003(\0132\027.tick" +
+      "wheel.v1.SkipRangeR\005skips\022&\n\017next_page_t" +
+      "oken\030\003 \001(\tR\rnextPageToken\"@\n\026CancelExecu" +
+      "tionRequest\022\016\n\002id\030\001 \001(\tR\002id\022\026\n\006reason\030\002 " +
+      "\001(\tR\006reason\"P\n\027CancelExecutionResponse\0225" +
+      "\n\texecution\030\001 \001(\0132\027.tickwheel.v1.Executi" +
+      "onR\texecution\"k\n\026ListDeadLettersRequest\022" +
+      "\025\n\006job_id\030\001 \001(\tR\005jobId\022\033\n\tpage_size\030\002 \001(" +
+      "\005R\010pageSize\022\035\n\npage_token\030\003 \001(\tR\tpageTok" +
+      "en\"z\n\027ListDeadLettersResponse\0227\n\nexecuti" +
+      "ons\030\001 \003(\0132\027.tickwheel.v1.ExecutionR\nexec" +
+      "utions\022&\n\017next_page_token\030\002 \001(\tR\rnextPag" +
+      "eToken\"<\n\027ReplayDeadLetterRequest\022!\n\014exe" +
+      "cution_id\030\001 \001(\tR\013executionId\"Q\n\030ReplayDe" +
+      "adLetterResponse\0225\n\texecution\030\001 \001(\0132\027.ti" +
+      "ckwheel.v1.ExecutionR\texecution2\206\022\n\020Sche" +
+      "dulerService\022L\n\tCreateJob\022\036.tickwheel.v1" +
+      ".CreateJobRequest\032\037.tickwheel.v1.CreateJ" +
+      "obResponse\022^\n\017BatchCreateJobs\022$.tickwhee" +
+      "l.v1.BatchCreateJobsRequest\032%.tickwheel." +
+      "v1.BatchCreateJobsResponse\022C\n\006GetJob\022\033.t" +
+      "ickwheel.v1.GetJobRequest\032\034.tickwheel.v1" +
+      ".GetJobResponse\022I\n\010ListJobs\022\035.tickwheel." +
+      "v1.ListJobsRequest\032\036.tickwheel.v1.ListJo" +
+      "bsResponse\022L\n\tUpdateJob\022\036.tickwheel.v1.U" +
+      "pdateJobRequest\032\037.tickwheel.v1.UpdateJob" +
+      "Response\022^\n\017BatchUpdateJobs\022$.tickwheel." +
+      "v1.BatchUpdateJobsRequest\032%.tickwheel.v1" +
+      ".BatchUpdateJobsResponse\022a\n\020ListJobRevis" +
+      "ions\022%.tickwheel.v1.ListJobRevisionsRequ" +
+      "est\032&.tickwheel.v1.ListJobRevisionsRespo" +
+      "nse\022L\n\tDeleteJob\022\036.tickwheel.v1.DeleteJo" +
+      "bRequest\032\037.tickwheel.v1.DeleteJobRespons" +
+      "e\022^\n\017BatchDeleteJobs\022$.tickwheel.v1.Batc" +
+      "hDeleteJobsRequest\032%.tickwheel.v1.BatchD" +
+      "eleteJobsResponse\022I\n\010PauseJob\022\035.tickwhee" +
+      "l.v1.PauseJobRequest\032\036.tickwheel.v1.Paus" +
+      "eJobResponse\022[\n\016BatchPauseJobs\022#.tickwhe" +
+      "el.v1.BatchPauseJobsRequest\032$.tickwheel." +
+      "v1.BatchPauseJobsResponse\022L\n\tResumeJob\022\036" +
+      ".tickwheel.v1.ResumeJobRequest\032\037.tickwhe" +
+      "el.v1.ResumeJobResponse\022^\n\017BatchResumeJo" +
+      "bs\022$.tickwheel.v1.BatchResumeJobsRequest" +
+      "\032%.tickwheel.v1.BatchResumeJobsResponse\022" +
+      "O\n\nTriggerJob\022\037.tickwheel.v1.TriggerJobR" +
+      "equest\032 .tickwheel.v1.TriggerJobResponse" +
+      "\022R\n\013BackfillJob\022 .tickwheel.v1.BackfillJ" +
+      "obRequest\032!.tickwheel.v1.BackfillJobResp" +
+      "onse\022^\n\017PreviewSchedule\022$.tickwheel.v1.P" +
+      "reviewScheduleRequest\032%.tickwheel.v1.Pre" +
+      "viewScheduleResponse\022U\n\014GetExecution\022!.t" +
+      "ickwheel.v1.GetExecutionRequest\032\".tickwh" +
+      "eel.v1.GetExecutionResponse\022[\n\016ListExecu" +
+      "tions\022#.tickwheel.v1.ListExecutionsReque" +
+      "st\032$.tickwheel.v1.ListExecutionsResponse" +
+      "\022^\n\017CancelExecution\022$.tickwheel.v1.Cance" +
+      "lExecutionRequest\032%.tickwheel.v1.CancelE" +
+      "xecutionResponse\022^\n\017ListDeadLetters\022$.ti" +
+      "ckwheel.v1.ListDeadLettersRequest\032%.tick" +
+      "wheel.v1.ListDeadLettersResponse\022a\n\020Repl" +
+      "ayDeadLetter\022%.tickwheel.v1.ReplayDeadLe" +
+      "tterRequest\032&.tickwheel.v1.ReplayDeadLet" +
+      "terResponse\022[\n\016CreateCalendar\022#.tickwhee" +
+      "l.v1.CreateCalendarRequest\032$.tickwheel.v" +
+      "1.CreateCalendarResponse\022R\n\013GetCalendar\022" +
+      " .tickwheel.v1.GetCalendarRequest\032!.tick" +
+      "wheel.v1.GetCalendarResponse\022X\n\rListCale" +
+      "ndars\022\".tickwheel.v1.ListCalendarsReques" +
+      "t\032#.tickwheel.v1.ListCalendarsResponse\022[" +
+      "\n\016UpdateCalendar\022#.tickwheel.v1.UpdateCa" +
+      "lendarRequest\032$.tickwheel.v1.UpdateCalen" +
+      "darResponse\022[\n\016DeleteCalendar\022#.tickwhee" +
+      "l.v1.DeleteCalendarRequest\032$.tickwheel.v" +
+      "1.DeleteCalendarResponseBh\n\020dev.tickwhee" +
+      "l.v1B\016SchedulerProtoP\001ZBgithub.com/tickw" +
+      "heel/tickwheel/sdk/go/gen/tickwheel/v1;t" +
+      "ickwheelv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
         new com.google.protobuf.Descriptors.FileDescriptor[] {
+          com.google.protobuf.DurationProto.getDescriptor(),
           com.google.protobuf.FieldMaskProto.getDescriptor(),
           com.google.protobuf.TimestampProto.getDescriptor(),
           com.google.rpc.StatusProto.getDescriptor(),
@@ -509,7 +570,7 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
     internal_static_tickwheel_v1_GetJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_GetJobRequest_descriptor,
-        new java.lang.String[] { "Id", "NextRuns", });
+        new java.lang.String[] { "Id", "NextRuns", "Revision", });
     internal_static_tickwheel_v1_GetJobResponse_descriptor =
       getDescriptor().getMessageType(6);
     internal_static_tickwheel_v1_GetJobResponse_fieldAccessorTable = new
@@ -533,224 +594,255 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
     internal_static_tickwheel_v1_UpdateJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_UpdateJobRequest_descriptor,
-        new java.lang.String[] { "Job", "UpdateMask", });
+        new java.lang.String[] { "Job", "UpdateMask", "ValidateOnly", "DiffWindow", });
     internal_static_tickwheel_v1_UpdateJobResponse_descriptor =
       getDescriptor().getMessageType(10);
     internal_static_tickwheel_v1_UpdateJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_UpdateJobResponse_descriptor,
-        new java.lang.String[] { "Job", });
-    internal_static_tickwheel_v1_BatchUpdateJobsRequest_descriptor =
+        new java.lang.String[] { "Job", "RunDiff", });
+    internal_static_tickwheel_v1_RunDiff_descriptor =
       getDescriptor().getMessageType(11);
+    internal_static_tickwheel_v1_RunDiff_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_RunDiff_descriptor,
+        new java.lang.String[] { "FromAt", "ToAt", "WindowTruncated", "Added4", "AddedCount5", "Removed6", "RemovedCount7", "Moved8", "MovedCount9", "UnchangedCount", });
+    internal_static_tickwheel_v1_MovedRun_descriptor =
+      getDescriptor().getMessageType(12);
+    internal_static_tickwheel_v1_MovedRun_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_MovedRun_descriptor,
+        new java.lang.String[] { "Before", "After", });
+    internal_static_tickwheel_v1_ListJobRevisionsRequest_descriptor =
+      getDescriptor().getMessageType(13);
+    internal_static_tickwheel_v1_ListJobRevisionsRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_ListJobRevisionsRequest_descriptor,
+        new java.lang.String[] { "Id", "PageSize", "PageToken", });
+    internal_static_tickwheel_v1_ListJobRevisionsResponse_descriptor =
+      getDescriptor().getMessageType(14);
+    internal_static_tickwheel_v1_ListJobRevisionsResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_ListJobRevisionsResponse_descriptor,
+        new java.lang.String[] { "Revisions", "NextPageToken", });
+    internal_static_tickwheel_v1_JobRevision_descriptor =
+      getDescriptor().getMessageType(15);
+    internal_static_tickwheel_v1_JobRevision_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_JobRevision_descriptor,
+        new java.lang.String[] { "Version", "Job", "ChangedAt", "ChangedBy", "UpdateMask", "ChangedToVersion", });
+    internal_static_tickwheel_v1_BatchUpdateJobsRequest_descriptor =
+      getDescriptor().getMessageType(16);
     internal_static_tickwheel_v1_BatchUpdateJobsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BatchUpdateJobsRequest_descriptor,
         new java.lang.String[] { "Items", });
     internal_static_tickwheel_v1_BatchUpdateJobsResponse_descriptor =
-      getDescriptor().getMessageType(12);
+      getDescriptor().getMessageType(17);
     internal_static_tickwheel_v1_BatchUpdateJobsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BatchUpdateJobsResponse_descriptor,
         new java.lang.String[] { "Results", "UpdatedCount", "FailedCount", });
     internal_static_tickwheel_v1_BatchUpdateJobsResult_descriptor =
-      getDescriptor().getMessageType(13);
+      getDescriptor().getMessageType(18);
     internal_static_tickwheel_v1_BatchUpdateJobsResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BatchUpdateJobsResult_descriptor,
         new java.lang.String[] { "Job", "Error", "Result", });
     internal_static_tickwheel_v1_DeleteJobRequest_descriptor =
-      getDescriptor().getMessageType(14);
+      getDescriptor().getMessageType(19);
     internal_static_tickwheel_v1_DeleteJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_DeleteJobRequest_descriptor,
         new java.lang.String[] { "Id", "Version", });
     internal_static_tickwheel_v1_DeleteJobResponse_descriptor =
-      getDescriptor().getMessageType(15);
+      getDescriptor().getMessageType(20);
     internal_static_tickwheel_v1_DeleteJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_DeleteJobResponse_descriptor,
         new java.lang.String[] { "CanceledExecutions", });
     internal_static_tickwheel_v1_BatchDeleteJobsRequest_descriptor =
-      getDescriptor().getMessageType(16);
+      getDescriptor().getMessageType(21);
     internal_static_tickwheel_v1_BatchDeleteJobsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BatchDeleteJobsRequest_descriptor,
         new java.lang.String[] { "Items", });
     internal_static_tickwheel_v1_BatchDeleteJobsResponse_descriptor =
-      getDescriptor().getMessageType(17);
+      getDescriptor().getMessageType(22);
     internal_static_tickwheel_v1_BatchDeleteJobsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BatchDeleteJobsResponse_descriptor,
         new java.lang.String[] { "Results", "DeletedCount", "FailedCount", });
     internal_static_tickwheel_v1_BatchDeleteJobsResult_descriptor =
-      getDescriptor().getMessageType(18);
+      getDescriptor().getMessageType(23);
     internal_static_tickwheel_v1_BatchDeleteJobsResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BatchDeleteJobsResult_descriptor,
         new java.lang.String[] { "Deleted", "Error", "Result", });
     internal_static_tickwheel_v1_PauseJobRequest_descriptor =
-      getDescriptor().getMessageType(19);
+      getDescriptor().getMessageType(24);
     internal_static_tickwheel_v1_PauseJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_PauseJobRequest_descriptor,
         new java.lang.String[] { "Id", "Reason", });
     internal_static_tickwheel_v1_PauseJobResponse_descriptor =
-      getDescriptor().getMessageType(20);
+      getDescriptor().getMessageType(25);
     internal_static_tickwheel_v1_PauseJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_PauseJobResponse_descriptor,
         new java.lang.String[] { "Job", "CanceledExecutions", "HeldExecutions", });
     internal_static_tickwheel_v1_BatchPauseJobsRequest_descriptor =
-      getDescriptor().getMessageType(21);
+      getDescriptor().getMessageType(26);
     internal_static_tickwheel_v1_BatchPauseJobsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BatchPauseJobsRequest_descriptor,
         new java.lang.String[] { "Items", });
     internal_static_tickwheel_v1_BatchPauseJobsResponse_descriptor =
-      getDescriptor().getMessageType(22);
+      getDescriptor().getMessageType(27);
     internal_static_tickwheel_v1_BatchPauseJobsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BatchPauseJobsResponse_descriptor,
         new java.lang.String[] { "Results", "PausedCount", "FailedCount", });
     internal_static_tickwheel_v1_BatchPauseJobsResult_descriptor =
-      getDescriptor().getMessageType(23);
+      getDescriptor().getMessageType(28);
     internal_static_tickwheel_v1_BatchPauseJobsResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BatchPauseJobsResult_descriptor,
         new java.lang.String[] { "Job", "Error", "Result", });
     internal_static_tickwheel_v1_ResumeJobRequest_descriptor =
-      getDescriptor().getMessageType(24);
+      getDescriptor().getMessageType(29);
     internal_static_tickwheel_v1_ResumeJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ResumeJobRequest_descriptor,
         new java.lang.String[] { "Id", });
     internal_static_tickwheel_v1_ResumeJobResponse_descriptor =
-      getDescriptor().getMessageType(25);
+      getDescriptor().getMessageType(30);
     internal_static_tickwheel_v1_ResumeJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ResumeJobResponse_descriptor,
         new java.lang.String[] { "Job", "Skipped", "ReleasedExecutions", });
     internal_static_tickwheel_v1_BatchResumeJobsRequest_descriptor =
-      getDescriptor().getMessageType(26);
+      getDescriptor().getMessageType(31);
     internal_static_tickwheel_v1_BatchResumeJobsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BatchResumeJobsRequest_descriptor,
         new java.lang.String[] { "Items", });
     internal_static_tickwheel_v1_BatchResumeJobsResponse_descriptor =
-      getDescriptor().getMessageType(27);
+      getDescriptor().getMessageType(32);
     internal_static_tickwheel_v1_BatchResumeJobsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BatchResumeJobsResponse_descriptor,
         new java.lang.String[] { "Results", "ResumedCount", "FailedCount", });
     internal_static_tickwheel_v1_BatchResumeJobsResult_descriptor =
-      getDescriptor().getMessageType(28);
+      getDescriptor().getMessageType(33);
     internal_static_tickwheel_v1_BatchResumeJobsResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BatchResumeJobsResult_descriptor,
         new java.lang.String[] { "Job", "Error", "Result", });
     internal_static_tickwheel_v1_TriggerJobRequest_descriptor =
-      getDescriptor().getMessageType(29);
+      getDescriptor().getMessageType(34);
     internal_static_tickwheel_v1_TriggerJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_TriggerJobRequest_descriptor,
         new java.lang.String[] { "Id", "RequestId", "Payload", "AllowOverlap", });
     internal_static_tickwheel_v1_TriggerJobResponse_descriptor =
-      getDescriptor().getMessageType(30);
+      getDescriptor().getMessageType(35);
     internal_static_tickwheel_v1_TriggerJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_TriggerJobResponse_descriptor,
         new java.lang.String[] { "Execution", "Created", });
     internal_static_tickwheel_v1_BackfillJobRequest_descriptor =
-      getDescriptor().getMessageType(31);
+      getDescriptor().getMessageType(36);
     internal_static_tickwheel_v1_BackfillJobRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BackfillJobRequest_descriptor,
         new java.lang.String[] { "Id", "FromAt", "ToAt", "DryRun", "AllowOverlap", });
     internal_static_tickwheel_v1_BackfillJobResponse_descriptor =
-      getDescriptor().getMessageType(32);
+      getDescriptor().getMessageType(37);
     internal_static_tickwheel_v1_BackfillJobResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BackfillJobResponse_descriptor,
         new java.lang.String[] { "Occurrences", "CreatedCount", "ExistingCount", });
     internal_static_tickwheel_v1_BackfillOccurrence_descriptor =
-      getDescriptor().getMessageType(33);
+      getDescriptor().getMessageType(38);
     internal_static_tickwheel_v1_BackfillOccurrence_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BackfillOccurrence_descriptor,
         new java.lang.String[] { "ExecutionId", "NominalAt", "AlreadyExists", });
     internal_static_tickwheel_v1_PreviewScheduleRequest_descriptor =
-      getDescriptor().getMessageType(34);
+      getDescriptor().getMessageType(39);
     internal_static_tickwheel_v1_PreviewScheduleRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_PreviewScheduleRequest_descriptor,
         new java.lang.String[] { "JobId", "Job", "After", "Count", "Source", });
     internal_static_tickwheel_v1_PreviewScheduleResponse_descriptor =
-      getDescriptor().getMessageType(35);
+      getDescriptor().getMessageType(40);
     internal_static_tickwheel_v1_PreviewScheduleResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_PreviewScheduleResponse_descriptor,
         new java.lang.String[] { "Fires", "TzdataVersion", });
     internal_static_tickwheel_v1_GetExecutionRequest_descriptor =
-      getDescriptor().getMessageType(36);
+      getDescriptor().getMessageType(41);
     internal_static_tickwheel_v1_GetExecutionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_GetExecutionRequest_descriptor,
         new java.lang.String[] { "Id", });
     internal_static_tickwheel_v1_GetExecutionResponse_descriptor =
-      getDescriptor().getMessageType(37);
+      getDescriptor().getMessageType(42);
     internal_static_tickwheel_v1_GetExecutionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_GetExecutionResponse_descriptor,
         new java.lang.String[] { "Execution", });
     internal_static_tickwheel_v1_ListExecutionsRequest_descriptor =
-      getDescriptor().getMessageType(38);
+      getDescriptor().getMessageType(43);
     internal_static_tickwheel_v1_ListExecutionsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListExecutionsRequest_descriptor,
         new java.lang.String[] { "JobId", "PageSize", "PageToken", "Statuses", "FromAt", "ToAt", });
     internal_static_tickwheel_v1_ListExecutionsResponse_descriptor =
-      getDescriptor().getMessageType(39);
+      getDescriptor().getMessageType(44);
     internal_static_tickwheel_v1_ListExecutionsResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListExecutionsResponse_descriptor,
         new java.lang.String[] { "Executions", "Skips", "NextPageToken", });
     internal_static_tickwheel_v1_CancelExecutionRequest_descriptor =
-      getDescriptor().getMessageType(40);
+      getDescriptor().getMessageType(45);
     internal_static_tickwheel_v1_CancelExecutionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_CancelExecutionRequest_descriptor,
         new java.lang.String[] { "Id", "Reason", });
     internal_static_tickwheel_v1_CancelExecutionResponse_descriptor =
-      getDescriptor().getMessageType(41);
+      getDescriptor().getMessageType(46);
     internal_static_tickwheel_v1_CancelExecutionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_CancelExecutionResponse_descriptor,
         new java.lang.String[] { "Execution", });
     internal_static_tickwheel_v1_ListDeadLettersRequest_descriptor =
-      getDescriptor().getMessageType(42);
+      getDescriptor().getMessageType(47);
     internal_static_tickwheel_v1_ListDeadLettersRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListDeadLettersRequest_descriptor,
         new java.lang.String[] { "JobId", "PageSize", "PageToken", });
     internal_static_tickwheel_v1_ListDeadLettersResponse_descriptor =
-      getDescriptor().getMessageType(43);
+      getDescriptor().getMessageType(48);
     internal_static_tickwheel_v1_ListDeadLettersResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ListDeadLettersResponse_descriptor,
         new java.lang.String[] { "Executions", "NextPageToken", });
     internal_static_tickwheel_v1_ReplayDeadLetterRequest_descriptor =
-      getDescriptor().getMessageType(44);
+      getDescriptor().getMessageType(49);
     internal_static_tickwheel_v1_ReplayDeadLetterRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ReplayDeadLetterRequest_descriptor,
         new java.lang.String[] { "ExecutionId", });
     internal_static_tickwheel_v1_ReplayDeadLetterResponse_descriptor =
-      getDescriptor().getMessageType(45);
+      getDescriptor().getMessageType(50);
     internal_static_tickwheel_v1_ReplayDeadLetterResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ReplayDeadLetterResponse_descriptor,
         new java.lang.String[] { "Execution", });
     descriptor.resolveAllFeaturesImmutable();
+    com.google.protobuf.DurationProto.getDescriptor();
     com.google.protobuf.FieldMaskProto.getDescriptor();
     com.google.protobuf.TimestampProto.getDescriptor();
     com.google.rpc.StatusProto.getDescriptor();

@@ -210,6 +210,37 @@ public final class SchedulerServiceGrpc {
     return getBatchUpdateJobsMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.ListJobRevisionsRequest,
+      dev.tickwheel.v1.ListJobRevisionsResponse> getListJobRevisionsMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "ListJobRevisions",
+      requestType = dev.tickwheel.v1.ListJobRevisionsRequest.class,
+      responseType = dev.tickwheel.v1.ListJobRevisionsResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.tickwheel.v1.ListJobRevisionsRequest,
+      dev.tickwheel.v1.ListJobRevisionsResponse> getListJobRevisionsMethod() {
+    io.grpc.MethodDescriptor<dev.tickwheel.v1.ListJobRevisionsRequest, dev.tickwheel.v1.ListJobRevisionsResponse> getListJobRevisionsMethod;
+    if ((getListJobRevisionsMethod = SchedulerServiceGrpc.getListJobRevisionsMethod) == null) {
+      synchronized (SchedulerServiceGrpc.class) {
+        if ((getListJobRevisionsMethod = SchedulerServiceGrpc.getListJobRevisionsMethod) == null) {
+          SchedulerServiceGrpc.getListJobRevisionsMethod = getListJobRevisionsMethod =
+              io.grpc.MethodDescriptor.<dev.tickwheel.v1.ListJobRevisionsRequest, dev.tickwheel.v1.ListJobRevisionsResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "ListJobRevisions"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.ListJobRevisionsRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.tickwheel.v1.ListJobRevisionsResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new SchedulerServiceMethodDescriptorSupplier("ListJobRevisions"))
+              .build();
+        }
+      }
+    }
+    return getListJobRevisionsMethod;
+  }
+
   private static volatile io.grpc.MethodDescriptor<dev.tickwheel.v1.DeleteJobRequest,
       dev.tickwheel.v1.DeleteJobResponse> getDeleteJobMethod;
 
@@ -949,6 +980,13 @@ public final class SchedulerServiceGrpc {
      *   and overlap policy at hand-out, the retry policy when a result is
      *   recorded, the misfire policy when occurrences are created).
      * A paused job stays paused: what the update keeps or creates stays held.
+     * Each applied change keeps the definition it replaced as a revision
+     * (ListJobRevisions); a change that changes nothing keeps none. Rollback
+     * is an UpdateJob whose `job` is a revision's definition (GetJob with
+     * `revision`) at the current `version`, with an empty `update_mask`.
+     * With `validate_only`, the request is checked as an update (the same
+     * errors, the version check included) and nothing is written; the answer
+     * holds the diff of the job's runs (UpdateJobResponse.run_diff).
      * </pre>
      */
     default void updateJob(dev.tickwheel.v1.UpdateJobRequest request,
@@ -974,11 +1012,28 @@ public final class SchedulerServiceGrpc {
      * batch: no items or more than 1 000 (INVALID_ARGUMENT `items`), or when
      * the store is unavailable (UNAVAILABLE; nothing written, and retrying the
      * same call is safe: each item's `job.version` makes a change apply once).
+     * An item with `validate_only` is refused (INVALID_ARGUMENT
+     * `validate_only`): preview changes one at a time with UpdateJob.
      * </pre>
      */
     default void batchUpdateJobs(dev.tickwheel.v1.BatchUpdateJobsRequest request,
         io.grpc.stub.StreamObserver<dev.tickwheel.v1.BatchUpdateJobsResponse> responseObserver) {
       io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getBatchUpdateJobsMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * The revisions of a job, newest first, paged: each one the definition an
+     * applied UpdateJob (single, batch or a rollback) replaced, with who
+     * changed it, when, and the change's mask. The last 100 revisions of a
+     * job are kept (older ones are deleted as new ones come); deleting the
+     * job deletes its revisions. NOT_FOUND for an id that is not one of the
+     * tenant's jobs, another tenant's included.
+     * </pre>
+     */
+    default void listJobRevisions(dev.tickwheel.v1.ListJobRevisionsRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.ListJobRevisionsResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getListJobRevisionsMethod(), responseObserver);
     }
 
     /**
@@ -1368,6 +1423,13 @@ public final class SchedulerServiceGrpc {
      *   and overlap policy at hand-out, the retry policy when a result is
      *   recorded, the misfire policy when occurrences are created).
      * A paused job stays paused: what the update keeps or creates stays held.
+     * Each applied change keeps the definition it replaced as a revision
+     * (ListJobRevisions); a change that changes nothing keeps none. Rollback
+     * is an UpdateJob whose `job` is a revision's definition (GetJob with
+     * `revision`) at the current `version`, with an empty `update_mask`.
+     * With `validate_only`, the request is checked as an update (the same
+     * errors, the version check included) and nothing is written; the answer
+     * holds the diff of the job's runs (UpdateJobResponse.run_diff).
      * </pre>
      */
     public void updateJob(dev.tickwheel.v1.UpdateJobRequest request,
@@ -1394,12 +1456,30 @@ public final class SchedulerServiceGrpc {
      * batch: no items or more than 1 000 (INVALID_ARGUMENT `items`), or when
      * the store is unavailable (UNAVAILABLE; nothing written, and retrying the
      * same call is safe: each item's `job.version` makes a change apply once).
+     * An item with `validate_only` is refused (INVALID_ARGUMENT
+     * `validate_only`): preview changes one at a time with UpdateJob.
      * </pre>
      */
     public void batchUpdateJobs(dev.tickwheel.v1.BatchUpdateJobsRequest request,
         io.grpc.stub.StreamObserver<dev.tickwheel.v1.BatchUpdateJobsResponse> responseObserver) {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getBatchUpdateJobsMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * The revisions of a job, newest first, paged: each one the definition an
+     * applied UpdateJob (single, batch or a rollback) replaced, with who
+     * changed it, when, and the change's mask. The last 100 revisions of a
+     * job are kept (older ones are deleted as new ones come); deleting the
+     * job deletes its revisions. NOT_FOUND for an id that is not one of the
+     * tenant's jobs, another tenant's included.
+     * </pre>
+     */
+    public void listJobRevisions(dev.tickwheel.v1.ListJobRevisionsRequest request,
+        io.grpc.stub.StreamObserver<dev.tickwheel.v1.ListJobRevisionsResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getListJobRevisionsMethod(), getCallOptions()), request, responseObserver);
     }
 
     /**
@@ -1781,6 +1861,13 @@ public final class SchedulerServiceGrpc {
      *   and overlap policy at hand-out, the retry policy when a result is
      *   recorded, the misfire policy when occurrences are created).
      * A paused job stays paused: what the update keeps or creates stays held.
+     * Each applied change keeps the definition it replaced as a revision
+     * (ListJobRevisions); a change that changes nothing keeps none. Rollback
+     * is an UpdateJob whose `job` is a revision's definition (GetJob with
+     * `revision`) at the current `version`, with an empty `update_mask`.
+     * With `validate_only`, the request is checked as an update (the same
+     * errors, the version check included) and nothing is written; the answer
+     * holds the diff of the job's runs (UpdateJobResponse.run_diff).
      * </pre>
      */
     public dev.tickwheel.v1.UpdateJobResponse updateJob(dev.tickwheel.v1.UpdateJobRequest request) throws io.grpc.StatusException {
@@ -1806,11 +1893,28 @@ public final class SchedulerServiceGrpc {
      * batch: no items or more than 1 000 (INVALID_ARGUMENT `items`), or when
      * the store is unavailable (UNAVAILABLE; nothing written, and retrying the
      * same call is safe: each item's `job.version` makes a change apply once).
+     * An item with `validate_only` is refused (INVALID_ARGUMENT
+     * `validate_only`): preview changes one at a time with UpdateJob.
      * </pre>
      */
     public dev.tickwheel.v1.BatchUpdateJobsResponse batchUpdateJobs(dev.tickwheel.v1.BatchUpdateJobsRequest request) throws io.grpc.StatusException {
       return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
           getChannel(), getBatchUpdateJobsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * The revisions of a job, newest first, paged: each one the definition an
+     * applied UpdateJob (single, batch or a rollback) replaced, with who
+     * changed it, when, and the change's mask. The last 100 revisions of a
+     * job are kept (older ones are deleted as new ones come); deleting the
+     * job deletes its revisions. NOT_FOUND for an id that is not one of the
+     * tenant's jobs, another tenant's included.
+     * </pre>
+     */
+    public dev.tickwheel.v1.ListJobRevisionsResponse listJobRevisions(dev.tickwheel.v1.ListJobRevisionsRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getListJobRevisionsMethod(), getCallOptions(), request);
     }
 
     /**
@@ -2173,6 +2277,13 @@ public final class SchedulerServiceGrpc {
      *   and overlap policy at hand-out, the retry policy when a result is
      *   recorded, the misfire policy when occurrences are created).
      * A paused job stays paused: what the update keeps or creates stays held.
+     * Each applied change keeps the definition it replaced as a revision
+     * (ListJobRevisions); a change that changes nothing keeps none. Rollback
+     * is an UpdateJob whose `job` is a revision's definition (GetJob with
+     * `revision`) at the current `version`, with an empty `update_mask`.
+     * With `validate_only`, the request is checked as an update (the same
+     * errors, the version check included) and nothing is written; the answer
+     * holds the diff of the job's runs (UpdateJobResponse.run_diff).
      * </pre>
      */
     public dev.tickwheel.v1.UpdateJobResponse updateJob(dev.tickwheel.v1.UpdateJobRequest request) {
@@ -2198,11 +2309,28 @@ public final class SchedulerServiceGrpc {
      * batch: no items or more than 1 000 (INVALID_ARGUMENT `items`), or when
      * the store is unavailable (UNAVAILABLE; nothing written, and retrying the
      * same call is safe: each item's `job.version` makes a change apply once).
+     * An item with `validate_only` is refused (INVALID_ARGUMENT
+     * `validate_only`): preview changes one at a time with UpdateJob.
      * </pre>
      */
     public dev.tickwheel.v1.BatchUpdateJobsResponse batchUpdateJobs(dev.tickwheel.v1.BatchUpdateJobsRequest request) {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getBatchUpdateJobsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * The revisions of a job, newest first, paged: each one the definition an
+     * applied UpdateJob (single, batch or a rollback) replaced, with who
+     * changed it, when, and the change's mask. The last 100 revisions of a
+     * job are kept (older ones are deleted as new ones come); deleting the
+     * job deletes its revisions. NOT_FOUND for an id that is not one of the
+     * tenant's jobs, another tenant's included.
+     * </pre>
+     */
+    public dev.tickwheel.v1.ListJobRevisionsResponse listJobRevisions(dev.tickwheel.v1.ListJobRevisionsRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getListJobRevisionsMethod(), getCallOptions(), request);
     }
 
     /**
@@ -2569,6 +2697,13 @@ public final class SchedulerServiceGrpc {
      *   and overlap policy at hand-out, the retry policy when a result is
      *   recorded, the misfire policy when occurrences are created).
      * A paused job stays paused: what the update keeps or creates stays held.
+     * Each applied change keeps the definition it replaced as a revision
+     * (ListJobRevisions); a change that changes nothing keeps none. Rollback
+     * is an UpdateJob whose `job` is a revision's definition (GetJob with
+     * `revision`) at the current `version`, with an empty `update_mask`.
+     * With `validate_only`, the request is checked as an update (the same
+     * errors, the version check included) and nothing is written; the answer
+     * holds the diff of the job's runs (UpdateJobResponse.run_diff).
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.UpdateJobResponse> updateJob(
@@ -2595,12 +2730,30 @@ public final class SchedulerServiceGrpc {
      * batch: no items or more than 1 000 (INVALID_ARGUMENT `items`), or when
      * the store is unavailable (UNAVAILABLE; nothing written, and retrying the
      * same call is safe: each item's `job.version` makes a change apply once).
+     * An item with `validate_only` is refused (INVALID_ARGUMENT
+     * `validate_only`): preview changes one at a time with UpdateJob.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.BatchUpdateJobsResponse> batchUpdateJobs(
         dev.tickwheel.v1.BatchUpdateJobsRequest request) {
       return io.grpc.stub.ClientCalls.futureUnaryCall(
           getChannel().newCall(getBatchUpdateJobsMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * The revisions of a job, newest first, paged: each one the definition an
+     * applied UpdateJob (single, batch or a rollback) replaced, with who
+     * changed it, when, and the change's mask. The last 100 revisions of a
+     * job are kept (older ones are deleted as new ones come); deleting the
+     * job deletes its revisions. NOT_FOUND for an id that is not one of the
+     * tenant's jobs, another tenant's included.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.ListJobRevisionsResponse> listJobRevisions(
+        dev.tickwheel.v1.ListJobRevisionsRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getListJobRevisionsMethod(), getCallOptions()), request);
     }
 
     /**
@@ -2885,25 +3038,26 @@ public final class SchedulerServiceGrpc {
   private static final int METHODID_LIST_JOBS = 3;
   private static final int METHODID_UPDATE_JOB = 4;
   private static final int METHODID_BATCH_UPDATE_JOBS = 5;
-  private static final int METHODID_DELETE_JOB = 6;
-  private static final int METHODID_BATCH_DELETE_JOBS = 7;
-  private static final int METHODID_PAUSE_JOB = 8;
-  private static final int METHODID_BATCH_PAUSE_JOBS = 9;
-  private static final int METHODID_RESUME_JOB = 10;
-  private static final int METHODID_BATCH_RESUME_JOBS = 11;
-  private static final int METHODID_TRIGGER_JOB = 12;
-  private static final int METHODID_BACKFILL_JOB = 13;
-  private static final int METHODID_PREVIEW_SCHEDULE = 14;
-  private static final int METHODID_GET_EXECUTION = 15;
-  private static final int METHODID_LIST_EXECUTIONS = 16;
-  private static final int METHODID_CANCEL_EXECUTION = 17;
-  private static final int METHODID_LIST_DEAD_LETTERS = 18;
-  private static final int METHODID_REPLAY_DEAD_LETTER = 19;
-  private static final int METHODID_CREATE_CALENDAR = 20;
-  private static final int METHODID_GET_CALENDAR = 21;
-  private static final int METHODID_LIST_CALENDARS = 22;
-  private static final int METHODID_UPDATE_CALENDAR = 23;
-  private static final int METHODID_DELETE_CALENDAR = 24;
+  private static final int METHODID_LIST_JOB_REVISIONS = 6;
+  private static final int METHODID_DELETE_JOB = 7;
+  private static final int METHODID_BATCH_DELETE_JOBS = 8;
+  private static final int METHODID_PAUSE_JOB = 9;
+  private static final int METHODID_BATCH_PAUSE_JOBS = 10;
+  private static final int METHODID_RESUME_JOB = 11;
+  private static final int METHODID_BATCH_RESUME_JOBS = 12;
+  private static final int METHODID_TRIGGER_JOB = 13;
+  private static final int METHODID_BACKFILL_JOB = 14;
+  private static final int METHODID_PREVIEW_SCHEDULE = 15;
+  private static final int METHODID_GET_EXECUTION = 16;
+  private static final int METHODID_LIST_EXECUTIONS = 17;
+  private static final int METHODID_CANCEL_EXECUTION = 18;
+  private static final int METHODID_LIST_DEAD_LETTERS = 19;
+  private static final int METHODID_REPLAY_DEAD_LETTER = 20;
+  private static final int METHODID_CREATE_CALENDAR = 21;
+  private static final int METHODID_GET_CALENDAR = 22;
+  private static final int METHODID_LIST_CALENDARS = 23;
+  private static final int METHODID_UPDATE_CALENDAR = 24;
+  private static final int METHODID_DELETE_CALENDAR = 25;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -2945,6 +3099,10 @@ public final class SchedulerServiceGrpc {
         case METHODID_BATCH_UPDATE_JOBS:
           serviceImpl.batchUpdateJobs((dev.tickwheel.v1.BatchUpdateJobsRequest) request,
               (io.grpc.stub.StreamObserver<dev.tickwheel.v1.BatchUpdateJobsResponse>) responseObserver);
+          break;
+        case METHODID_LIST_JOB_REVISIONS:
+          serviceImpl.listJobRevisions((dev.tickwheel.v1.ListJobRevisionsRequest) request,
+              (io.grpc.stub.StreamObserver<dev.tickwheel.v1.ListJobRevisionsResponse>) responseObserver);
           break;
         case METHODID_DELETE_JOB:
           serviceImpl.deleteJob((dev.tickwheel.v1.DeleteJobRequest) request,
@@ -3082,6 +3240,13 @@ public final class SchedulerServiceGrpc {
               dev.tickwheel.v1.BatchUpdateJobsRequest,
               dev.tickwheel.v1.BatchUpdateJobsResponse>(
                 service, METHODID_BATCH_UPDATE_JOBS)))
+        .addMethod(
+          getListJobRevisionsMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.tickwheel.v1.ListJobRevisionsRequest,
+              dev.tickwheel.v1.ListJobRevisionsResponse>(
+                service, METHODID_LIST_JOB_REVISIONS)))
         .addMethod(
           getDeleteJobMethod(),
           io.grpc.stub.ServerCalls.asyncUnaryCall(
@@ -3269,6 +3434,7 @@ public final class SchedulerServiceGrpc {
               .addMethod(getListJobsMethod())
               .addMethod(getUpdateJobMethod())
               .addMethod(getBatchUpdateJobsMethod())
+              .addMethod(getListJobRevisionsMethod())
               .addMethod(getDeleteJobMethod())
               .addMethod(getBatchDeleteJobsMethod())
               .addMethod(getPauseJobMethod())

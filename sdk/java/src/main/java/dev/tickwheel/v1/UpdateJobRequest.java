@@ -138,6 +138,70 @@ private static final long serialVersionUID = 0L;
     return updateMask_ == null ? com.google.protobuf.FieldMask.getDefaultInstance() : updateMask_;
   }
 
+  public static final int VALIDATE_ONLY_FIELD_NUMBER = 3;
+  private boolean validateOnly_ = false;
+  /**
+   * <pre>
+   * Check the update and answer what it would do, writing nothing: no new
+   * version, no revision, no execution changed. Every check of a real
+   * update is made (the same errors: INVALID_ARGUMENT naming the field,
+   * NOT_FOUND for another tenant's job, FAILED_PRECONDITION when
+   * `job.version` is not the stored one, RESOURCE_EXHAUSTED over
+   * `max_payload_bytes`). Not in a BatchUpdateJobs item.
+   * </pre>
+   *
+   * <code>bool validate_only = 3 [json_name = "validateOnly"];</code>
+   * @return The validateOnly.
+   */
+  @java.lang.Override
+  public boolean getValidateOnly() {
+    return validateOnly_;
+  }
+
+  public static final int DIFF_WINDOW_FIELD_NUMBER = 4;
+  private com.google.protobuf.Duration diffWindow_;
+  /**
+   * <pre>
+   * With `validate_only`: how far ahead of now `run_diff` compares the
+   * runs. Default 30 days; between 1 minute and 366 days (INVALID_ARGUMENT
+   * `diff_window` otherwise, also when set without `validate_only`).
+   * </pre>
+   *
+   * <code>.google.protobuf.Duration diff_window = 4 [json_name = "diffWindow"];</code>
+   * @return Whether the diffWindow field is set.
+   */
+  @java.lang.Override
+  public boolean hasDiffWindow() {
+    return ((bitField0_ & 0x00000004) != 0);
+  }
+  /**
+   * <pre>
+   * With `validate_only`: how far ahead of now `run_diff` compares the
+   * runs. Default 30 days; between 1 minute and 366 days (INVALID_ARGUMENT
+   * `diff_window` otherwise, also when set without `validate_only`).
+   * </pre>
+   *
+   * <code>.google.protobuf.Duration diff_window = 4 [json_name = "diffWindow"];</code>
+   * @return The diffWindow.
+   */
+  @java.lang.Override
+  public com.google.protobuf.Duration getDiffWindow() {
+    return diffWindow_ == null ? com.google.protobuf.Duration.getDefaultInstance() : diffWindow_;
+  }
+  /**
+   * <pre>
+   * With `validate_only`: how far ahead of now `run_diff` compares the
+   * runs. Default 30 days; between 1 minute and 366 days (INVALID_ARGUMENT
+   * `diff_window` otherwise, also when set without `validate_only`).
+   * </pre>
+   *
+   * <code>.google.protobuf.Duration diff_window = 4 [json_name = "diffWindow"];</code>
+   */
+  @java.lang.Override
+  public com.google.protobuf.DurationOrBuilder getDiffWindowOrBuilder() {
+    return diffWindow_ == null ? com.google.protobuf.Duration.getDefaultInstance() : diffWindow_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -158,6 +222,12 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000002) != 0)) {
       output.writeMessage(2, getUpdateMask());
     }
+    if (validateOnly_ != false) {
+      output.writeBool(3, validateOnly_);
+    }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      output.writeMessage(4, getDiffWindow());
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -169,6 +239,14 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000002) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(2, getUpdateMask());
+    }
+    if (validateOnly_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(3, validateOnly_);
+    }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(4, getDiffWindow());
     }
     return size;
   }
@@ -204,6 +282,13 @@ private static final long serialVersionUID = 0L;
       if (!getUpdateMask()
           .equals(other.getUpdateMask())) return false;
     }
+    if (getValidateOnly()
+        != other.getValidateOnly()) return false;
+    if (hasDiffWindow() != other.hasDiffWindow()) return false;
+    if (hasDiffWindow()) {
+      if (!getDiffWindow()
+          .equals(other.getDiffWindow())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -222,6 +307,13 @@ private static final long serialVersionUID = 0L;
     if (hasUpdateMask()) {
       hash = (37 * hash) + UPDATE_MASK_FIELD_NUMBER;
       hash = (53 * hash) + getUpdateMask().hashCode();
+    }
+    hash = (37 * hash) + VALIDATE_ONLY_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getValidateOnly());
+    if (hasDiffWindow()) {
+      hash = (37 * hash) + DIFF_WINDOW_FIELD_NUMBER;
+      hash = (53 * hash) + getDiffWindow().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -359,6 +451,7 @@ private static final long serialVersionUID = 0L;
               .alwaysUseFieldBuilders) {
         internalGetJobFieldBuilder();
         internalGetUpdateMaskFieldBuilder();
+        internalGetDiffWindowFieldBuilder();
       }
     }
     @java.lang.Override
@@ -374,6 +467,12 @@ private static final long serialVersionUID = 0L;
       if (updateMaskBuilder_ != null) {
         updateMaskBuilder_.dispose();
         updateMaskBuilder_ = null;
+      }
+      validateOnly_ = false;
+      diffWindow_ = null;
+      if (diffWindowBuilder_ != null) {
+        diffWindowBuilder_.dispose();
+        diffWindowBuilder_ = null;
       }
       return this;
     }
@@ -421,6 +520,15 @@ private static final long serialVersionUID = 0L;
             : updateMaskBuilder_.build();
         to_bitField0_ |= 0x00000002;
       }
+      if (((from_bitField0_ & 0x00000004) != 0)) {
+        result.validateOnly_ = validateOnly_;
+      }
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        result.diffWindow_ = diffWindowBuilder_ == null
+            ? diffWindow_
+            : diffWindowBuilder_.build();
+        to_bitField0_ |= 0x00000004;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -441,6 +549,12 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasUpdateMask()) {
         mergeUpdateMask(other.getUpdateMask());
+      }
+      if (other.getValidateOnly() != false) {
+        setValidateOnly(other.getValidateOnly());
+      }
+      if (other.hasDiffWindow()) {
+        mergeDiffWindow(other.getDiffWindow());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -480,6 +594,18 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000002;
               break;
             } // case 18
+            case 24: {
+              validateOnly_ = input.readBool();
+              bitField0_ |= 0x00000004;
+              break;
+            } // case 24
+            case 34: {
+              input.readMessage(
+                  internalGetDiffWindowFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000008;
+              break;
+            } // case 34
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -832,6 +958,238 @@ private static final long serialVersionUID = 0L;
         updateMask_ = null;
       }
       return updateMaskBuilder_;
+    }
+
+    private boolean validateOnly_ ;
+    /**
+     * <pre>
+     * Check the update and answer what it would do, writing nothing: no new
+     * version, no revision, no execution changed. Every check of a real
+     * update is made (the same errors: INVALID_ARGUMENT naming the field,
+     * NOT_FOUND for another tenant's job, FAILED_PRECONDITION when
+     * `job.version` is not the stored one, RESOURCE_EXHAUSTED over
+     * `max_payload_bytes`). Not in a BatchUpdateJobs item.
+     * </pre>
+     *
+     * <code>bool validate_only = 3 [json_name = "validateOnly"];</code>
+     * @return The validateOnly.
+     */
+    @java.lang.Override
+    public boolean getValidateOnly() {
+      return validateOnly_;
+    }
+    /**
+     * <pre>
+     * Check the update and answer what it would do, writing nothing: no new
+     * version, no revision, no execution changed. Every check of a real
+     * update is made (the same errors: INVALID_ARGUMENT naming the field,
+     * NOT_FOUND for another tenant's job, FAILED_PRECONDITION when
+     * `job.version` is not the stored one, RESOURCE_EXHAUSTED over
+     * `max_payload_bytes`). Not in a BatchUpdateJobs item.
+     * </pre>
+     *
+     * <code>bool validate_only = 3 [json_name = "validateOnly"];</code>
+     * @param value The validateOnly to set.
+     * @return This builder for chaining.
+     */
+    public Builder setValidateOnly(boolean value) {
+
+      validateOnly_ = value;
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Check the update and answer what it would do, writing nothing: no new
+     * version, no revision, no execution changed. Every check of a real
+     * update is made (the same errors: INVALID_ARGUMENT naming the field,
+     * NOT_FOUND for another tenant's job, FAILED_PRECONDITION when
+     * `job.version` is not the stored one, RESOURCE_EXHAUSTED over
+     * `max_payload_bytes`). Not in a BatchUpdateJobs item.
+     * </pre>
+     *
+     * <code>bool validate_only = 3 [json_name = "validateOnly"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearValidateOnly() {
+      bitField0_ = (bitField0_ & ~0x00000004);
+      validateOnly_ = false;
+      onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.Duration diffWindow_;
+    private com.google.protobuf.SingleFieldBuilder<
+        com.google.protobuf.Duration, com.google.protobuf.Duration.Builder, com.google.protobuf.DurationOrBuilder> diffWindowBuilder_;
+    /**
+     * <pre>
+     * With `validate_only`: how far ahead of now `run_diff` compares the
+     * runs. Default 30 days; between 1 minute and 366 days (INVALID_ARGUMENT
+     * `diff_window` otherwise, also when set without `validate_only`).
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration diff_window = 4 [json_name = "diffWindow"];</code>
+     * @return Whether the diffWindow field is set.
+     */
+    public boolean hasDiffWindow() {
+      return ((bitField0_ & 0x00000008) != 0);
+    }
+    /**
+     * <pre>
+     * With `validate_only`: how far ahead of now `run_diff` compares the
+     * runs. Default 30 days; between 1 minute and 366 days (INVALID_ARGUMENT
+     * `diff_window` otherwise, also when set without `validate_only`).
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration diff_window = 4 [json_name = "diffWindow"];</code>
+     * @return The diffWindow.
+     */
+    public com.google.protobuf.Duration getDiffWindow() {
+      if (diffWindowBuilder_ == null) {
+        return diffWindow_ == null ? com.google.protobuf.Duration.getDefaultInstance() : diffWindow_;
+      } else {
+        return diffWindowBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * With `validate_only`: how far ahead of now `run_diff` compares the
+     * runs. Default 30 days; between 1 minute and 366 days (INVALID_ARGUMENT
+     * `diff_window` otherwise, also when set without `validate_only`).
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration diff_window = 4 [json_name = "diffWindow"];</code>
+     */
+    public Builder setDiffWindow(com.google.protobuf.Duration value) {
+      if (diffWindowBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        diffWindow_ = value;
+      } else {
+        diffWindowBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * With `validate_only`: how far ahead of now `run_diff` compares the
+     * runs. Default 30 days; between 1 minute and 366 days (INVALID_ARGUMENT
+     * `diff_window` otherwise, also when set without `validate_only`).
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration diff_window = 4 [json_name = "diffWindow"];</code>
+     */
+    public Builder setDiffWindow(
+        com.google.protobuf.Duration.Builder builderForValue) {
+      if (diffWindowBuilder_ == null) {
+        diffWindow_ = builderForValue.build();
+      } else {
+        diffWindowBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * With `validate_only`: how far ahead of now `run_diff` compares the
+     * runs. Default 30 days; between 1 minute and 366 days (INVALID_ARGUMENT
+     * `diff_window` otherwise, also when set without `validate_only`).
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration diff_window = 4 [json_name = "diffWindow"];</code>
+     */
+    public Builder mergeDiffWindow(com.google.protobuf.Duration value) {
+      if (diffWindowBuilder_ == null) {
+        if (((bitField0_ & 0x00000008) != 0) &&
+          diffWindow_ != null &&
+          diffWindow_ != com.google.protobuf.Duration.getDefaultInstance()) {
+          getDiffWindowBuilder().mergeFrom(value);
+        } else {
+          diffWindow_ = value;
+        }
+      } else {
+        diffWindowBuilder_.mergeFrom(value);
+      }
+      if (diffWindow_ != null) {
+        bitField0_ |= 0x00000008;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * With `validate_only`: how far ahead of now `run_diff` compares the
+     * runs. Default 30 days; between 1 minute and 366 days (INVALID_ARGUMENT
+     * `diff_window` otherwise, also when set without `validate_only`).
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration diff_window = 4 [json_name = "diffWindow"];</code>
+     */
+    public Builder clearDiffWindow() {
+      bitField0_ = (bitField0_ & ~0x00000008);
+      diffWindow_ = null;
+      if (diffWindowBuilder_ != null) {
+        diffWindowBuilder_.dispose();
+        diffWindowBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * With `validate_only`: how far ahead of now `run_diff` compares the
+     * runs. Default 30 days; between 1 minute and 366 days (INVALID_ARGUMENT
+     * `diff_window` otherwise, also when set without `validate_only`).
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration diff_window = 4 [json_name = "diffWindow"];</code>
+     */
+    public com.google.protobuf.Duration.Builder getDiffWindowBuilder() {
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return internalGetDiffWindowFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * With `validate_only`: how far ahead of now `run_diff` compares the
+     * runs. Default 30 days; between 1 minute and 366 days (INVALID_ARGUMENT
+     * `diff_window` otherwise, also when set without `validate_only`).
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration diff_window = 4 [json_name = "diffWindow"];</code>
+     */
+    public com.google.protobuf.DurationOrBuilder getDiffWindowOrBuilder() {
+      if (diffWindowBuilder_ != null) {
+        return diffWindowBuilder_.getMessageOrBuilder();
+      } else {
+        return diffWindow_ == null ?
+            com.google.protobuf.Duration.getDefaultInstance() : diffWindow_;
+      }
+    }
+    /**
+     * <pre>
+     * With `validate_only`: how far ahead of now `run_diff` compares the
+     * runs. Default 30 days; between 1 minute and 366 days (INVALID_ARGUMENT
+     * `diff_window` otherwise, also when set without `validate_only`).
+     * </pre>
+     *
+     * <code>.google.protobuf.Duration diff_window = 4 [json_name = "diffWindow"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        com.google.protobuf.Duration, com.google.protobuf.Duration.Builder, com.google.protobuf.DurationOrBuilder> 
+        internalGetDiffWindowFieldBuilder() {
+      if (diffWindowBuilder_ == null) {
+        diffWindowBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            com.google.protobuf.Duration, com.google.protobuf.Duration.Builder, com.google.protobuf.DurationOrBuilder>(
+                getDiffWindow(),
+                getParentForChildren(),
+                isClean());
+        diffWindow_ = null;
+      }
+      return diffWindowBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:tickwheel.v1.UpdateJobRequest)

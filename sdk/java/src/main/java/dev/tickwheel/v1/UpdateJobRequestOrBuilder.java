@@ -72,4 +72,52 @@ public interface UpdateJobRequestOrBuilder extends
    * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
    */
   com.google.protobuf.FieldMaskOrBuilder getUpdateMaskOrBuilder();
+
+  /**
+   * <pre>
+   * Check the update and answer what it would do, writing nothing: no new
+   * version, no revision, no execution changed. Every check of a real
+   * update is made (the same errors: INVALID_ARGUMENT naming the field,
+   * NOT_FOUND for another tenant's job, FAILED_PRECONDITION when
+   * `job.version` is not the stored one, RESOURCE_EXHAUSTED over
+   * `max_payload_bytes`). Not in a BatchUpdateJobs item.
+   * </pre>
+   *
+   * <code>bool validate_only = 3 [json_name = "validateOnly"];</code>
+   * @return The validateOnly.
+   */
+  boolean getValidateOnly();
+
+  /**
+   * <pre>
+   * With `validate_only`: how far ahead of now `run_diff` compares the
+   * runs. Default 30 days; between 1 minute and 366 days (INVALID_ARGUMENT
+   * `diff_window` otherwise, also when set without `validate_only`).
+   * </pre>
+   *
+   * <code>.google.protobuf.Duration diff_window = 4 [json_name = "diffWindow"];</code>
+   * @return Whether the diffWindow field is set.
+   */
+  boolean hasDiffWindow();
+  /**
+   * <pre>
+   * With `validate_only`: how far ahead of now `run_diff` compares the
+   * runs. Default 30 days; between 1 minute and 366 days (INVALID_ARGUMENT
+   * `diff_window` otherwise, also when set without `validate_only`).
+   * </pre>
+   *
+   * <code>.google.protobuf.Duration diff_window = 4 [json_name = "diffWindow"];</code>
+   * @return The diffWindow.
+   */
+  com.google.protobuf.Duration getDiffWindow();
+  /**
+   * <pre>
+   * With `validate_only`: how far ahead of now `run_diff` compares the
+   * runs. Default 30 days; between 1 minute and 366 days (INVALID_ARGUMENT
+   * `diff_window` otherwise, also when set without `validate_only`).
+   * </pre>
+   *
+   * <code>.google.protobuf.Duration diff_window = 4 [json_name = "diffWindow"];</code>
+   */
+  com.google.protobuf.DurationOrBuilder getDiffWindowOrBuilder();
 }

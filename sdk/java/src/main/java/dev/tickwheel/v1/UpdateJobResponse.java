@@ -57,7 +57,9 @@ private static final long serialVersionUID = 0L;
   private dev.tickwheel.v1.Job job_;
   /**
    * <pre>
-   * The job as stored after the change.
+   * The job as stored after the change. With `validate_only`: the job as
+   * the change would define it, its output-only fields as stored now
+   * (`version` unchanged: nothing was written).
    * </pre>
    *
    * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -69,7 +71,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The job as stored after the change.
+   * The job as stored after the change. With `validate_only`: the job as
+   * the change would define it, its output-only fields as stored now
+   * (`version` unchanged: nothing was written).
    * </pre>
    *
    * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -81,7 +85,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The job as stored after the change.
+   * The job as stored after the change. With `validate_only`: the job as
+   * the change would define it, its output-only fields as stored now
+   * (`version` unchanged: nothing was written).
    * </pre>
    *
    * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -89,6 +95,47 @@ private static final long serialVersionUID = 0L;
   @java.lang.Override
   public dev.tickwheel.v1.JobOrBuilder getJobOrBuilder() {
     return job_ == null ? dev.tickwheel.v1.Job.getDefaultInstance() : job_;
+  }
+
+  public static final int RUN_DIFF_FIELD_NUMBER = 2;
+  private dev.tickwheel.v1.RunDiff runDiff_;
+  /**
+   * <pre>
+   * Set with `validate_only` only: the runs the change adds, removes and
+   * moves over the window.
+   * </pre>
+   *
+   * <code>.tickwheel.v1.RunDiff run_diff = 2 [json_name = "runDiff"];</code>
+   * @return Whether the runDiff field is set.
+   */
+  @java.lang.Override
+  public boolean hasRunDiff() {
+    return ((bitField0_ & 0x00000002) != 0);
+  }
+  /**
+   * <pre>
+   * Set with `validate_only` only: the runs the change adds, removes and
+   * moves over the window.
+   * </pre>
+   *
+   * <code>.tickwheel.v1.RunDiff run_diff = 2 [json_name = "runDiff"];</code>
+   * @return The runDiff.
+   */
+  @java.lang.Override
+  public dev.tickwheel.v1.RunDiff getRunDiff() {
+    return runDiff_ == null ? dev.tickwheel.v1.RunDiff.getDefaultInstance() : runDiff_;
+  }
+  /**
+   * <pre>
+   * Set with `validate_only` only: the runs the change adds, removes and
+   * moves over the window.
+   * </pre>
+   *
+   * <code>.tickwheel.v1.RunDiff run_diff = 2 [json_name = "runDiff"];</code>
+   */
+  @java.lang.Override
+  public dev.tickwheel.v1.RunDiffOrBuilder getRunDiffOrBuilder() {
+    return runDiff_ == null ? dev.tickwheel.v1.RunDiff.getDefaultInstance() : runDiff_;
   }
 
   private byte memoizedIsInitialized = -1;
@@ -108,6 +155,9 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       output.writeMessage(1, getJob());
     }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      output.writeMessage(2, getRunDiff());
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -115,6 +165,10 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(1, getJob());
+    }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(2, getRunDiff());
     }
     return size;
   }
@@ -145,6 +199,11 @@ private static final long serialVersionUID = 0L;
       if (!getJob()
           .equals(other.getJob())) return false;
     }
+    if (hasRunDiff() != other.hasRunDiff()) return false;
+    if (hasRunDiff()) {
+      if (!getRunDiff()
+          .equals(other.getRunDiff())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -159,6 +218,10 @@ private static final long serialVersionUID = 0L;
     if (hasJob()) {
       hash = (37 * hash) + JOB_FIELD_NUMBER;
       hash = (53 * hash) + getJob().hashCode();
+    }
+    if (hasRunDiff()) {
+      hash = (37 * hash) + RUN_DIFF_FIELD_NUMBER;
+      hash = (53 * hash) + getRunDiff().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -295,6 +358,7 @@ private static final long serialVersionUID = 0L;
       if (com.google.protobuf.GeneratedMessage
               .alwaysUseFieldBuilders) {
         internalGetJobFieldBuilder();
+        internalGetRunDiffFieldBuilder();
       }
     }
     @java.lang.Override
@@ -305,6 +369,11 @@ private static final long serialVersionUID = 0L;
       if (jobBuilder_ != null) {
         jobBuilder_.dispose();
         jobBuilder_ = null;
+      }
+      runDiff_ = null;
+      if (runDiffBuilder_ != null) {
+        runDiffBuilder_.dispose();
+        runDiffBuilder_ = null;
       }
       return this;
     }
@@ -346,6 +415,12 @@ private static final long serialVersionUID = 0L;
             : jobBuilder_.build();
         to_bitField0_ |= 0x00000001;
       }
+      if (((from_bitField0_ & 0x00000002) != 0)) {
+        result.runDiff_ = runDiffBuilder_ == null
+            ? runDiff_
+            : runDiffBuilder_.build();
+        to_bitField0_ |= 0x00000002;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -363,6 +438,9 @@ private static final long serialVersionUID = 0L;
       if (other == dev.tickwheel.v1.UpdateJobResponse.getDefaultInstance()) return this;
       if (other.hasJob()) {
         mergeJob(other.getJob());
+      }
+      if (other.hasRunDiff()) {
+        mergeRunDiff(other.getRunDiff());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -395,6 +473,13 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000001;
               break;
             } // case 10
+            case 18: {
+              input.readMessage(
+                  internalGetRunDiffFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000002;
+              break;
+            } // case 18
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -417,7 +502,9 @@ private static final long serialVersionUID = 0L;
         dev.tickwheel.v1.Job, dev.tickwheel.v1.Job.Builder, dev.tickwheel.v1.JobOrBuilder> jobBuilder_;
     /**
      * <pre>
-     * The job as stored after the change.
+     * The job as stored after the change. With `validate_only`: the job as
+     * the change would define it, its output-only fields as stored now
+     * (`version` unchanged: nothing was written).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -428,7 +515,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job as stored after the change.
+     * The job as stored after the change. With `validate_only`: the job as
+     * the change would define it, its output-only fields as stored now
+     * (`version` unchanged: nothing was written).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -443,7 +532,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job as stored after the change.
+     * The job as stored after the change. With `validate_only`: the job as
+     * the change would define it, its output-only fields as stored now
+     * (`version` unchanged: nothing was written).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -461,7 +552,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job as stored after the change.
+     * The job as stored after the change. With `validate_only`: the job as
+     * the change would define it, its output-only fields as stored now
+     * (`version` unchanged: nothing was written).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -479,7 +572,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job as stored after the change.
+     * The job as stored after the change. With `validate_only`: the job as
+     * the change would define it, its output-only fields as stored now
+     * (`version` unchanged: nothing was written).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -504,7 +599,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job as stored after the change.
+     * The job as stored after the change. With `validate_only`: the job as
+     * the change would define it, its output-only fields as stored now
+     * (`version` unchanged: nothing was written).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -521,7 +618,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job as stored after the change.
+     * The job as stored after the change. With `validate_only`: the job as
+     * the change would define it, its output-only fields as stored now
+     * (`version` unchanged: nothing was written).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -533,7 +632,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job as stored after the change.
+     * The job as stored after the change. With `validate_only`: the job as
+     * the change would define it, its output-only fields as stored now
+     * (`version` unchanged: nothing was written).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -548,7 +649,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The job as stored after the change.
+     * The job as stored after the change. With `validate_only`: the job as
+     * the change would define it, its output-only fields as stored now
+     * (`version` unchanged: nothing was written).
      * </pre>
      *
      * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -565,6 +668,170 @@ private static final long serialVersionUID = 0L;
         job_ = null;
       }
       return jobBuilder_;
+    }
+
+    private dev.tickwheel.v1.RunDiff runDiff_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.tickwheel.v1.RunDiff, dev.tickwheel.v1.RunDiff.Builder, dev.tickwheel.v1.RunDiffOrBuilder> runDiffBuilder_;
+    /**
+     * <pre>
+     * Set with `validate_only` only: the runs the change adds, removes and
+     * moves over the window.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.RunDiff run_diff = 2 [json_name = "runDiff"];</code>
+     * @return Whether the runDiff field is set.
+     */
+    public boolean hasRunDiff() {
+      return ((bitField0_ & 0x00000002) != 0);
+    }
+    /**
+     * <pre>
+     * Set with `validate_only` only: the runs the change adds, removes and
+     * moves over the window.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.RunDiff run_diff = 2 [json_name = "runDiff"];</code>
+     * @return The runDiff.
+     */
+    public dev.tickwheel.v1.RunDiff getRunDiff() {
+      if (runDiffBuilder_ == null) {
+        return runDiff_ == null ? dev.tickwheel.v1.RunDiff.getDefaultInstance() : runDiff_;
+      } else {
+        return runDiffBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Set with `validate_only` only: the runs the change adds, removes and
+     * moves over the window.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.RunDiff run_diff = 2 [json_name = "runDiff"];</code>
+     */
+    public Builder setRunDiff(dev.tickwheel.v1.RunDiff value) {
+      if (runDiffBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        runDiff_ = value;
+      } else {
+        runDiffBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Set with `validate_only` only: the runs the change adds, removes and
+     * moves over the window.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.RunDiff run_diff = 2 [json_name = "runDiff"];</code>
+     */
+    public Builder setRunDiff(
+        dev.tickwheel.v1.RunDiff.Builder builderForValue) {
+      if (runDiffBuilder_ == null) {
+        runDiff_ = builderForValue.build();
+      } else {
+        runDiffBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Set with `validate_only` only: the runs the change adds, removes and
+     * moves over the window.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.RunDiff run_diff = 2 [json_name = "runDiff"];</code>
+     */
+    public Builder mergeRunDiff(dev.tickwheel.v1.RunDiff value) {
+      if (runDiffBuilder_ == null) {
+        if (((bitField0_ & 0x00000002) != 0) &&
+          runDiff_ != null &&
+          runDiff_ != dev.tickwheel.v1.RunDiff.getDefaultInstance()) {
+          getRunDiffBuilder().mergeFrom(value);
+        } else {
+          runDiff_ = value;
+        }
+      } else {
+        runDiffBuilder_.mergeFrom(value);
+      }
+      if (runDiff_ != null) {
+        bitField0_ |= 0x00000002;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Set with `validate_only` only: the runs the change adds, removes and
+     * moves over the window.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.RunDiff run_diff = 2 [json_name = "runDiff"];</code>
+     */
+    public Builder clearRunDiff() {
+      bitField0_ = (bitField0_ & ~0x00000002);
+      runDiff_ = null;
+      if (runDiffBuilder_ != null) {
+        runDiffBuilder_.dispose();
+        runDiffBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Set with `validate_only` only: the runs the change adds, removes and
+     * moves over the window.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.RunDiff run_diff = 2 [json_name = "runDiff"];</code>
+     */
+    public dev.tickwheel.v1.RunDiff.Builder getRunDiffBuilder() {
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return internalGetRunDiffFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Set with `validate_only` only: the runs the change adds, removes and
+     * moves over the window.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.RunDiff run_diff = 2 [json_name = "runDiff"];</code>
+     */
+    public dev.tickwheel.v1.RunDiffOrBuilder getRunDiffOrBuilder() {
+      if (runDiffBuilder_ != null) {
+        return runDiffBuilder_.getMessageOrBuilder();
+      } else {
+        return runDiff_ == null ?
+            dev.tickwheel.v1.RunDiff.getDefaultInstance() : runDiff_;
+      }
+    }
+    /**
+     * <pre>
+     * Set with `validate_only` only: the runs the change adds, removes and
+     * moves over the window.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.RunDiff run_diff = 2 [json_name = "runDiff"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.tickwheel.v1.RunDiff, dev.tickwheel.v1.RunDiff.Builder, dev.tickwheel.v1.RunDiffOrBuilder> 
+        internalGetRunDiffFieldBuilder() {
+      if (runDiffBuilder_ == null) {
+        runDiffBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.tickwheel.v1.RunDiff, dev.tickwheel.v1.RunDiff.Builder, dev.tickwheel.v1.RunDiffOrBuilder>(
+                getRunDiff(),
+                getParentForChildren(),
+                isClean());
+        runDiff_ = null;
+      }
+      return runDiffBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:tickwheel.v1.UpdateJobResponse)

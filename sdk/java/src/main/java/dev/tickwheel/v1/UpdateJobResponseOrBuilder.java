@@ -12,7 +12,9 @@ public interface UpdateJobResponseOrBuilder extends
 
   /**
    * <pre>
-   * The job as stored after the change.
+   * The job as stored after the change. With `validate_only`: the job as
+   * the change would define it, its output-only fields as stored now
+   * (`version` unchanged: nothing was written).
    * </pre>
    *
    * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -21,7 +23,9 @@ public interface UpdateJobResponseOrBuilder extends
   boolean hasJob();
   /**
    * <pre>
-   * The job as stored after the change.
+   * The job as stored after the change. With `validate_only`: the job as
+   * the change would define it, its output-only fields as stored now
+   * (`version` unchanged: nothing was written).
    * </pre>
    *
    * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
@@ -30,10 +34,42 @@ public interface UpdateJobResponseOrBuilder extends
   dev.tickwheel.v1.Job getJob();
   /**
    * <pre>
-   * The job as stored after the change.
+   * The job as stored after the change. With `validate_only`: the job as
+   * the change would define it, its output-only fields as stored now
+   * (`version` unchanged: nothing was written).
    * </pre>
    *
    * <code>.tickwheel.v1.Job job = 1 [json_name = "job"];</code>
    */
   dev.tickwheel.v1.JobOrBuilder getJobOrBuilder();
+
+  /**
+   * <pre>
+   * Set with `validate_only` only: the runs the change adds, removes and
+   * moves over the window.
+   * </pre>
+   *
+   * <code>.tickwheel.v1.RunDiff run_diff = 2 [json_name = "runDiff"];</code>
+   * @return Whether the runDiff field is set.
+   */
+  boolean hasRunDiff();
+  /**
+   * <pre>
+   * Set with `validate_only` only: the runs the change adds, removes and
+   * moves over the window.
+   * </pre>
+   *
+   * <code>.tickwheel.v1.RunDiff run_diff = 2 [json_name = "runDiff"];</code>
+   * @return The runDiff.
+   */
+  dev.tickwheel.v1.RunDiff getRunDiff();
+  /**
+   * <pre>
+   * Set with `validate_only` only: the runs the change adds, removes and
+   * moves over the window.
+   * </pre>
+   *
+   * <code>.tickwheel.v1.RunDiff run_diff = 2 [json_name = "runDiff"];</code>
+   */
+  dev.tickwheel.v1.RunDiffOrBuilder getRunDiffOrBuilder();
 }
