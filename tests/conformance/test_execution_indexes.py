@@ -1,11 +1,14 @@
-"""Which indexes an execution is in, by status, on SQLite and PostgreSQL.
+"""Which indexes an execution is in, by status, and a job by state, on
+SQLite and PostgreSQL.
 
 A change of status is never a HOT update, so the engine inserts the new row
 version into every index whose predicate it satisfies: the indexes a
 ``running`` execution is in are what each hand-out pays per row (migration
-0014). Membership is read from the engine's own catalog (every index of
-``executions`` with its predicate) and each predicate evaluated on the real
-row, so an index added later that holds running executions fails here.
+0014), those a ``scheduled`` one is in what each claim pays per occurrence
+and those a completed job is in what the claim of a one-off job pays
+(migration 0022). Membership is read from the engine's own catalog (every
+index of the table with its predicate) and each predicate evaluated on the
+real row, so an index added later that holds such rows fails here.
 """
 
 from __future__ import annotations
@@ -17,22 +20,30 @@ import pytest
 import sqlalchemy as sa
 from tickwheel.v1 import worker_pb2
 
+from tickwheel_server.store import create_store_engine, migrate
+from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.executions import ResultIn
+from tickwheel_server.store.partitions import PartitionStore
 from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
+from .test_dispatch_claim import NOW, OWNED, World, once_job
 from .test_handout import ANY_ECHO, add_execution
 
 PRIMARY_KEY = "primary key"
 RUNNING = {PRIMARY_KEY, "executions_owner", "executions_busy", "executions_running_tenant"}
+SCHEDULED = {
+    PRIMARY_KEY, "executions_scheduled", "executions_tenant_ready", "executions_not_started",
+    "executions_not_started_job",
+}  # fmt: skip
 
 
-def _indexes(conn: sa.Connection) -> dict[str, str | None]:
-    """Every index of ``executions`` → its predicate (None: every row)."""
+def _indexes(conn: sa.Connection, table: str = "executions") -> dict[str, str | None]:
+    """Every index of ``table`` → its predicate (None: every row)."""
     if conn.dialect.name == "sqlite":
         found = {}
         for name, sql in conn.exec_driver_sql(
-            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'executions'"
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", (table,)
         ):
             if sql is None:  # the primary key's automatic index
                 found[PRIMARY_KEY] = None
@@ -42,18 +53,19 @@ def _indexes(conn: sa.Connection) -> dict[str, str | None]:
         return found
     rows = conn.exec_driver_sql(
         "SELECT c.relname, pg_get_expr(i.indpred, i.indrelid), i.indisprimary FROM pg_index AS i "
-        "JOIN pg_class AS c ON c.oid = i.indexrelid WHERE i.indrelid = 'executions'::regclass"
+        "JOIN pg_class AS c ON c.oid = i.indexrelid WHERE i.indrelid = CAST(%(table)s AS regclass)",
+        {"table": table},
     )
     return {PRIMARY_KEY if primary else name: predicate for name, predicate, primary in rows}
 
 
-def indexes_holding(engine: sa.Engine, execution_id: str) -> set[str]:
-    """The indexes of ``executions`` whose predicate the row satisfies."""
+def indexes_holding(engine: sa.Engine, row_id: str, table: str = "executions") -> set[str]:
+    """The indexes of ``table`` whose predicate its row ``row_id`` satisfies."""
     with engine.connect() as conn:
         held = set()
-        for name, predicate in _indexes(conn).items():
-            check = f"SELECT count(*) FROM executions WHERE id = :id AND ({predicate or 'TRUE'})"
-            if conn.execute(sa.text(check), {"id": execution_id}).scalar_one():
+        for name, predicate in _indexes(conn, table).items():
+            check = f"SELECT count(*) FROM {table} WHERE id = :id AND ({predicate or 'TRUE'})"
+            if conn.execute(sa.text(check), {"id": row_id}).scalar_one():
                 held.add(name)
         return held
 
@@ -80,3 +92,52 @@ async def test_a_handed_out_execution_is_in_four_indexes_only(store, migrated_en
     assert indexes_holding(migrated_engine, handed.id) == {
         PRIMARY_KEY, "executions_ended", "executions_ended_tenant", "executions_ended_job",
     }  # fmt: skip
+
+
+async def test_a_claimed_occurrence_is_in_five_indexes_and_its_completed_job_in_three(migrated_engine, clock) -> None:
+    """What a claim of a one-off job writes: the new scheduled execution goes
+    into five indexes (the timer wheel's rebuild reads the hand-out's
+    ``executions_scheduled`` instead of an index by partition of its own) and
+    the job, completed, into three (the tzdata recompute's
+    ``jobs_active_zone`` holds active jobs only)."""
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    await PartitionStore(migrated_engine, clock).raise_epochs(OWNED, "claimer")
+    world = World(migrated_engine, clock)
+    job = await world.create(once_job(NOW), NOW)
+    assert "jobs_active_zone" in indexes_holding(migrated_engine, job.id, "jobs")
+
+    claimed = await DispatchStore(migrated_engine, clock).claim_due(OWNED, NOW)
+
+    [execution] = claimed.executions
+    assert indexes_holding(migrated_engine, execution.id) == SCHEDULED
+    assert world.job_row(job.id).state == "completed"
+    assert indexes_holding(migrated_engine, job.id, "jobs") == {PRIMARY_KEY, "jobs_tenant", "jobs_tenant_name"}
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_migration_22_moves_existing_rows_to_the_new_indexes(backend, request, tmp_path, clock) -> None:
+    """A store written before migration 0022 keeps its rows, each in the new
+    indexes as its state says; the three indexes replaced are gone."""
+    url = f"sqlite:///{tmp_path / 'old.db'}" if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    engine = create_store_engine(url)
+    try:
+        migrate(engine, target=21)
+        await TenantStore(engine, clock).create(Tenant(name="acme"))
+        add_execution(engine, clock, "e1", job_id="job_active")
+        with engine.begin() as conn:
+            conn.execute(sa.text(
+                "INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, next_run_at, next_due_at, "
+                "run_count, tzdata_version, pause_reason, paused_at, version, created_at, updated_at) "
+                "VALUES ('job_done', 'acme', 0, 'j', 'completed', :spec, 'UTC', NULL, NULL, 1, 'x', '', NULL, 1, 0, 0)"
+            ), {"spec": b""})
+        migrate(engine)
+        with engine.connect() as conn:
+            names = set(_indexes(conn)) | set(_indexes(conn, "jobs"))
+        assert not names & {"executions_ready", "executions_partition", "jobs_zone"}
+        assert indexes_holding(engine, "e1") == SCHEDULED
+        assert "jobs_active_zone" in indexes_holding(engine, "job_active", "jobs")
+        assert "jobs_active_zone" not in indexes_holding(engine, "job_done", "jobs")
+        [rebuilt] = await DispatchStore(engine, clock).scheduled_in([0], clock.now())
+        assert rebuilt.id == "e1"
+    finally:
+        engine.dispose()

@@ -44,11 +44,12 @@ from tickwheel_server.api.validate import normalise_job
 from tickwheel.shared.clock import FakeClock
 from tickwheel_server.store.quarantine import JOB_UNREADABLE, Finding, Quarantine
 from tickwheel.shared.ids import partition_of, to_us
-from tickwheel_server.schedule import tzdata_version
+from tickwheel_server.schedule import Engine as ScheduleEngine, tzdata_version
 from tickwheel_server.store import create_store_engine, migrate
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.partitions import raise_epochs_in
 from tickwheel_server.store.tables import jobs, tenants
+from tickwheel_server.store.tzdata import TzdataStore
 
 pytestmark = pytest.mark.postgres
 
@@ -275,3 +276,50 @@ async def test_the_claim_query_stays_on_jobs_due_in_a_generic_plan(engine) -> No
     shown = _describe(plan[0]["Plan"])
     assert not any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "jobs" for n in nodes), shown
     assert any(n["Node Type"] in INDEX_SCANS and n.get("Index Name") == "jobs_due" for n in nodes), shown
+
+
+async def test_the_tzdata_recompute_reads_a_zone_s_active_jobs_on_their_partial_index(engine) -> None:
+    """The recompute's batch (a zone's active jobs, paged by id) is a range
+    scan of ``jobs_active_zone (time_zone, id) WHERE state = 'active'``, in a
+    generic plan too (the state is a literal in its text): the index holds
+    active jobs only, so a claim that completes a one-off job, or a pause,
+    writes no entry into it (migration 0022)."""
+    _populate(engine, due_every=50, count=20_000)
+    zones = ["UTC", "Europe/Paris", "Asia/Tokyo", "America/New_York", "Australia/Sydney"]
+    with engine.begin() as conn:
+        for index, zone in enumerate(zones):
+            conn.execute(sa.text("UPDATE jobs SET time_zone = :zone WHERE mod(length(name) + partition, 5) = :index"),
+                         {"zone": zone, "index": index})
+        # A finished half of the jobs, as a store of one-off jobs has.
+        conn.execute(sa.text("UPDATE jobs SET state = 'completed', next_run_at = NULL WHERE mod(partition, 2) = 0"))
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("ANALYZE jobs")
+    captured: list[tuple[str, dict]] = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany) -> None:
+        if "FROM jobs" in statement and "ORDER BY jobs.id" in statement:
+            captured.append((statement, dict(parameters)))
+
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        examined, _ = await TzdataStore(engine, FakeClock(T)).recompute(
+            ScheduleEngine(), tzdata_version(), {"Asia/Tokyo"}, T, dry_run=True, batch=100
+        )
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    assert examined > 100 and captured
+    statement, parameters = captured[0]
+    plan = _explain(engine, statement, parameters)
+    shown = _describe(plan)
+    assert any(n.get("Index Name") == "jobs_active_zone" for n in _nodes(plan)), shown
+    prepared, arguments = _as_prepared(statement, parameters)
+    with engine.connect() as conn:
+        try:
+            conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+            conn.exec_driver_sql(f"PREPARE zone_batch AS {prepared}")
+            plan = conn.exec_driver_sql(f"EXPLAIN (FORMAT JSON) EXECUTE zone_batch({arguments})").scalar()[0]["Plan"]
+        finally:
+            conn.rollback()
+    shown = _describe(plan)
+    assert any(n.get("Index Name") == "jobs_active_zone" for n in _nodes(plan)), shown
+    assert not any(n["Node Type"] == "Seq Scan" for n in _nodes(plan)), shown

@@ -33,7 +33,9 @@ from tickwheel.v1 import job_pb2, worker_pb2
 from tickwheel.shared.clock import FakeClock
 from tickwheel.shared.ids import to_us
 from tickwheel_server.store import create_store_engine, migrate
+from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.executions import Capability, ResultIn
+from tickwheel_server.store.lateness import LatenessStore
 from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.tables import executions, jobs, tenants
 
@@ -223,3 +225,40 @@ async def test_the_taken_rows_are_read_back_by_primary_key(engine) -> None:
     jobs' definitions come from one read by primary key afterwards."""
     statements = await _statements(engine)
     _index_scans_only(_explain(engine, *statements["taken"]), "executions_pkey")
+
+
+async def test_the_wheel_s_rebuild_and_the_lateness_watch_read_executions_scheduled(engine) -> None:
+    """Both read the scheduled rows in ``ready_at`` order with a LIMIT from
+    ``executions_scheduled (ready_at, partition)``: the rebuild keeps the
+    partitions gained as it scans (there is no index by partition: it would
+    cost an entry at every insert of a scheduled row, migration 0022), the
+    lateness watch stops at its oldest. Beside the 40 000 scheduled rows,
+    the history a store keeps: 200 000 ended ones."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO executions (id, job_id, tenant, partition, origin, nominal_at, due_at, ready_at, attempt, "
+            "delivery, status, handler, missed_count, reap_count, payload, error, dead_reason, created_at, finished_at) "
+            "SELECT 'old_' || g, 'job_flood_' || mod(g, 500), 'flood', mod(g, 256), 'scheduled', g, g, g, 1, 1, "
+            "'succeeded', 'echo', 1, 0, '', '', '', g, g FROM generate_series(1, 200000) AS g"
+        )
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("ANALYZE executions")
+    captured: list[tuple[str, object]] = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany) -> None:
+        if "FROM executions" in statement and "ORDER BY executions.ready_at" in statement:
+            captured.append((statement, parameters))
+
+    gained = list(range(0, 256, 3))
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        waiting = await DispatchStore(engine, FakeClock(T)).scheduled_in(gained, T + timedelta(minutes=2))
+        late = await LatenessStore(engine, FakeClock(T)).oldest_waiting(T)
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    assert waiting and {w.partition for w in waiting} <= set(gained) and late
+    assert len(captured) == 3, [c[0][:80] for c in captured]  # the rebuild; the watch's scheduled and waiting rows
+    for statement, parameters in captured[:2]:
+        plan = _explain(engine, statement, parameters)
+        shown = _index_scans_only(plan, "executions_scheduled")
+        assert any(n["Node Type"] == "Limit" for n in _nodes(plan)), shown

@@ -37,6 +37,7 @@ from ..errors import InvalidArgument
 from ..jobspec import schedule_of
 from ..schedule import Engine, ScheduleError, UnknownZoneError
 from .base import SqlStore
+from .isolation import status_in
 from .tables import executions, jobs, tzdata_versions
 from .timeline import GROUPS, in_group
 
@@ -98,7 +99,7 @@ class TzdataStore(SqlStore):
         ``zones`` None: active jobs recorded with another release, in the
         zones whose rules differ between that release and the current one.
         ``zones`` given: every active job in those zones, whatever its release.
-        Each batch (at most ``batch`` jobs, a range scan of ``jobs_zone``
+        Each batch (at most ``batch`` jobs, a range scan of ``jobs_active_zone``
         paged by id) is one transaction: moved cursors are written with one
         batched UPDATE, and jobs whose cursor stayed only get
         ``tzdata_version``. ``dry_run`` writes nothing. Returns (jobs
@@ -177,7 +178,7 @@ class TzdataStore(SqlStore):
                 jobs.c.id, jobs.c.tenant, jobs.c.spec, jobs.c.next_run_at, jobs.c.next_due_at, jobs.c.run_count,
                 jobs.c.tzdata_version,
             )
-            .where(jobs.c.time_zone == zone, jobs.c.id > after_id, jobs.c.state == "active")
+            .where(jobs.c.time_zone == zone, jobs.c.id > after_id, status_in(jobs.c.state, "active"))
             .order_by(jobs.c.id)
             .limit(batch)
         )
