@@ -155,6 +155,44 @@ async def test_success_is_recorded_once_with_an_attempt_row(store, migrated_engi
     assert history[0].lateness_us == 2_000_000
 
 
+async def test_one_batch_of_mixed_outcomes_writes_each_row_as_its_outcome_decides(store, migrated_engine, clock) -> None:
+    """Plain successes are written apart from the other outcomes on
+    PostgreSQL (one statement with the ids as its one array): in one batch, a
+    plain success, a success that reports error text, a retry and a dead
+    letter each end as they would alone, and the attempts and ready instants
+    of the successes are kept."""
+    for ident in ("plain", "noisy", "retry", "dead"):
+        add_execution(migrated_engine, clock, ident, max_attempts=3)
+    clock.advance(2)
+    handed = {h.id: h for h in await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 4)}
+    with migrated_engine.connect() as conn:
+        before = {r.id: r for r in conn.execute(sa.select(executions))}
+    acks = await store.outcomes.record_results([
+        result(handed["plain"]),
+        result(handed["noisy"], error="a warning"),
+        result(handed["retry"], worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error="boom"),
+        result(handed["dead"], worker_pb2.RESULT_OUTCOME_FAILED_PERMANENT, error="404"),
+    ])
+    assert [a.accepted for a in acks] == [True] * 4
+    with migrated_engine.connect() as conn:
+        rows = {r.id: r for r in conn.execute(sa.select(executions))}
+        history = {h.execution_id: h for h in conn.execute(sa.select(attempts))}
+    now_us = to_us(clock.now())
+    for ident in ("plain", "noisy"):
+        row = rows[ident]
+        assert (row.status, row.attempt, row.ready_at, row.dead_reason, row.owner, row.worker_id, row.handed_out_at) == (
+            "succeeded", 1, before[ident].ready_at, "", None, None, None)
+        assert row.finished_at is not None and row.finished_at <= now_us
+    assert (rows["plain"].error, rows["noisy"].error) == ("", "a warning")
+    assert (rows["retry"].status, rows["retry"].attempt, rows["retry"].error, rows["retry"].finished_at) == (
+        "scheduled", 2, "boom", None)
+    assert rows["retry"].ready_at >= before["retry"].ready_at
+    assert (rows["dead"].status, rows["dead"].dead_reason, rows["dead"].error) == ("dead", "failed permanently", "404")
+    assert rows["plain"].finished_at == rows["noisy"].finished_at == rows["dead"].finished_at
+    assert {k: h.status for k, h in history.items()} == {
+        "plain": "succeeded", "noisy": "succeeded", "retry": "failed", "dead": "failed"}
+
+
 async def test_a_stale_delivery_is_rejected_and_changes_nothing(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "e1")
     [first] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)

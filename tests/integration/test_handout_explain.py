@@ -220,6 +220,35 @@ async def test_a_batch_of_results_is_three_array_statements_on_indexes(engine) -
     assert scans and all(n.get("Index Name") in waiting_only for n in scans), _describe(plan)
 
 
+async def test_a_batch_of_successes_is_written_with_its_ids_as_the_only_array(engine) -> None:
+    """A batch of plain successes (the common outcome) is one UPDATE whose
+    one array is the ids, found through the primary key: none of the seven
+    arrays joined to the table that other outcomes need (the batch's ids,
+    statuses, attempts, ready instants, errors, reasons and end instants)."""
+    store = ExecutionQueue(engine, FakeClock(T))
+    handed = await store.handout.hand_out_ready("s1", T, Capability(("flood", "quiet"), ("echo",), False), 100)
+    captured: list[tuple[str, object]] = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany) -> None:
+        if statement.startswith("UPDATE executions"):
+            captured.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        acks = await store.outcomes.record_results([
+            ResultIn(h.id, h.delivery, h.attempt, worker_pb2.RESULT_OUTCOME_SUCCEEDED, "", "w1", ("flood", "quiet"))
+            for h in handed
+        ])
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    assert len(acks) == len(handed) > 50 and all(ack.accepted for ack in acks)
+    [(update, parameters)] = captured
+    assert "unnest" not in update, update
+    arrays = [name for name, value in parameters.items() if isinstance(value, str) and value.startswith("{")]
+    assert arrays == ["ids"], parameters.keys()
+    _index_scans_only(_explain(engine, update, parameters), "executions_pkey")
+
+
 async def test_the_taken_rows_are_read_back_by_primary_key(engine) -> None:
     """The take returns (id, tenant) only; the rows' other columns and their
     jobs' definitions come from one read by primary key afterwards."""

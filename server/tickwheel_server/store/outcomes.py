@@ -58,6 +58,16 @@ _RECORD_OUTCOMES = driver_sql(
     "AS v (id, status, attempt, ready_at, error, dead_reason, finished_at) "
     "WHERE executions.id = v.id"
 )
+# The common outcome, a success without error text, as constants (PostgreSQL):
+# one array parameter, the ids, where :data:`_RECORD_OUTCOMES` parses seven
+# arrays and joins them to the table. ``attempt`` and ``ready_at`` are left as
+# they are: a success keeps both (:func:`~tickwheel_server.policy.outcome.decide`).
+_RECORD_SUCCESSES = driver_sql(
+    "UPDATE executions SET status = 'succeeded', error = '', dead_reason = '', finished_at = :finished, "
+    "owner = NULL, worker_id = NULL, handed_out_at = NULL, held_keys = NULL, wait_key = NULL, waiting_since = NULL, "
+    "cancel_requested_at = NULL, cancel_reason = NULL "
+    "WHERE executions.id = ANY (CAST(:ids AS TEXT[]))"
+)
 _OUTCOME_ARRAYS = {
     "ids": "b_id", "statuses": "b_status", "attempts": "b_attempt", "ready": "b_ready_at", "errors": "b_error",
     "deads": "b_dead_reason", "finished": "b_finished_at",
@@ -171,6 +181,7 @@ class OutcomeStore(SqlStore):
             recorded = self._recorded_attempts(conn, mismatched)
             acks: list[ResultAck] = []
             updates: list[dict] = []
+            plain: list[bool] = []
             history: list[dict] = []
             notes: list[dict] = []
             dead: list[DeadLetter] = []
@@ -208,6 +219,7 @@ class OutcomeStore(SqlStore):
                 seen.add(key)
                 update, attempt_status, retry, dead_letter = self._outcome(row, result, now, now_us)
                 updates.append(update)
+                plain.append(_plain_success(update, row, now_us))
                 history.append(attempt_row(row, attempt_status, result.worker_id, result.error, now_us,
                                             result.worker_started_at_us, result.output))
                 ended.append(row)
@@ -217,7 +229,7 @@ class OutcomeStore(SqlStore):
                     dead.append(dead_letter)
                 acks.append(ResultAck(*key, True, retry=retry))
             if updates:
-                self._apply_outcomes(conn, updates)
+                self._apply_outcomes(conn, updates, plain, now_us)
                 self._insert_attempts(conn, history)
                 release_slots(conn, self.caps, [(row.tenant, row.held_keys) for row in ended])
                 wake_jobs(conn, finished_jobs)
@@ -284,14 +296,21 @@ class OutcomeStore(SqlStore):
             return
         conn.execute(attempts.insert(), history)
 
-    def _apply_outcomes(self, conn: Connection, updates: list[dict]) -> None:
-        """Write the executions' new states: one statement over arrays on
-        PostgreSQL (one plan, one round trip, whatever the batch), one
-        statement per row elsewhere."""
+    def _apply_outcomes(self, conn: Connection, updates: list[dict], plain: list[bool], now_us: int) -> None:
+        """Write the executions' new states (``plain[i]``: ``updates[i]`` is
+        a plain success, see :func:`_plain_success`). On PostgreSQL at most
+        two statements whatever the batch: the plain successes' with their
+        ids as its one array, the other outcomes' over arrays; elsewhere one
+        statement per row."""
         if self.caps.is_postgres:
-            execute_arrays(conn, _RECORD_OUTCOMES, {
-                name: [update[key] for update in updates] for name, key in _OUTCOME_ARRAYS.items()
-            })
+            successes = [update["b_id"] for update, simple in zip(updates, plain) if simple]
+            others = [update for update, simple in zip(updates, plain) if not simple]
+            if successes:
+                execute_arrays(conn, _RECORD_SUCCESSES, {"ids": successes, "finished": now_us})
+            if others:
+                execute_arrays(conn, _RECORD_OUTCOMES, {
+                    name: [update[key] for update in others] for name, key in _OUTCOME_ARRAYS.items()
+                })
             return
         conn.execute(
             executions.update()
@@ -376,6 +395,17 @@ class OutcomeStore(SqlStore):
             if decision.dead else None
         )
         return update, decision.attempt_status, retry_of, dead
+
+
+def _plain_success(update: dict, row, now_us: int) -> bool:
+    """Whether ``update`` is exactly what :data:`_RECORD_SUCCESSES` writes for
+    ``row``: succeeded now, no error text nor reason, its attempt and ready
+    instant kept."""
+    return (
+        update["b_status"] == "succeeded" and update["b_error"] == "" and update["b_dead_reason"] == ""
+        and update["b_finished_at"] == now_us and update["b_attempt"] == row.attempt
+        and update["b_ready_at"] == row.ready_at
+    )
 
 
 _OUTCOME_NAMES = {
