@@ -160,6 +160,12 @@ def _instant(message, name: str, prefix: str, violations: list[FieldViolation]) 
     return None
 
 
+def key_limits(job: job_pb2.Job) -> tuple[tuple[str, int], ...]:
+    """The (key, limit) pairs of ``job``'s concurrency keys, as the store
+    records them (a limit under 1 counts as 1)."""
+    return tuple((key.key, max(1, key.limit)) for key in job.concurrency_keys)
+
+
 def handler_of(job: job_pb2.Job) -> str | None:
     """The handler name a worker must serve, or None for an HTTP target."""
     return job.target.handler.name if job.target.WhichOneof("kind") == "handler" else None

@@ -22,7 +22,7 @@ from google.protobuf import field_mask_pb2
 from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tickwheel.shared.clock import Clock
-from tickwheel.shared.ids import new_job_id, new_job_ids
+from tickwheel.shared.ids import from_us, new_job_id, new_job_ids
 from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
 
 from ..auth.authenticator import Authenticator, api_key_actor
@@ -40,11 +40,12 @@ from ..store.calendars import CalendarStore
 from ..store.deadletters import DeadLetterStore
 from ..store.history import HistoryStore
 from ..store.jobbatch import Decide, JobChange
-from ..store.jobrecords import JobRecord, NewJob
+from ..store.jobrecords import JobRecord, NewJob, NewJobs
 from ..store.jobs import JobStore
 from ..store.manual import ManualStore
 from ..store.revisions import RevisionStore
 from . import convert, dryrun, revisionview, validate
+from .batchanswer import batch_create_response
 from .calendars import CalendarCalls
 from .status import rpc, status_for
 
@@ -310,76 +311,54 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
 
     @rpc
     async def BatchCreateJobs(self, request, context):
+        """Each item validated on its own (a refused one is answered with
+        its violations and stored nothing), the valid ones created in one
+        store call (:meth:`JobStore.create_batch`), column by column, and
+        answered from what was stored (:mod:`.batchanswer`)."""
         tenant = await self._auth.tenant(context)
-        batch_items(request.items)
+        items = request.items
+        batch_items(items)
         now = self._clock.now()
         refused: dict[int, TickwheelError] = {}
         accepted: list[int] = []
-        items: list[tuple[NewJob, str]] = []
-        definitions: list[job_pb2.Job] = []
-        job_ids = new_job_ids(now, len(request.items))
-        for index, item in enumerate(request.items):
+        batch = NewJobs(tenant.name)
+        job_ids = new_job_ids(now, len(items))
+        tzdata, policy = tzdata_version(), self._target_policy
+        for index, item in enumerate(items):
+            job = item.job
             try:
-                job, request_id, definition = self._validated_job(item, tenant.name, now, job_ids[index])
+                request_id = validate.check_request_id(item.request_id)
+                spec, next_run, next_due, zone, key_limits = validate.new_definition(
+                    job, now, job_ids[index], target_policy=policy
+                )
             except TickwheelError as error:
                 refused[index] = error
                 continue
             accepted.append(index)
-            items.append((job, request_id))
-            definitions.append(definition)
-        outcomes = await self._jobs.create_many(tenant.name, items) if items else []
-        answers = dict(zip(accepted, zip(outcomes, definitions)))
-        # Each result is filled in place, in item order: nothing built twice, nothing copied twice.
-        response = scheduler_pb2.BatchCreateJobsResponse()
-        results = response.results
-        created = existing = 0
-        for index in range(len(request.items)):
-            result = results.add()
-            if index in refused:
-                result.error.CopyFrom(status_for(refused[index])[1])
-                continue
-            outcome, definition = answers[index]
-            if isinstance(outcome, Exception):
-                result.error.CopyFrom(status_for(outcome)[1])
-                continue
-            record, new = outcome
-            answer = result.job
-            answer.created = new
-            if new:
-                # What this call stored is ``definition`` serialized: answer it without parsing it back.
-                answer.job.CopyFrom(definition)
-                convert.set_output_fields(answer.job, record)
-                created += 1
-            else:
-                answer.job.CopyFrom(convert.job_to_proto(record))  # an earlier request's job, not this item's
-                existing += 1
-        response.created_count = created
-        response.existing_count = existing
-        response.failed_count = len(request.items) - created - existing
-        return response
+            batch.add(job_ids[index], request_id, job.name, spec, zone, next_run, next_due, tzdata, len(job.payload),
+                      key_limits)  # fmt: skip
+        outcomes, created_at = await self._jobs.create_batch(batch)
+        return batch_create_response(len(items), refused, accepted, batch, outcomes, created_at)
 
     def _new_job(self, request, tenant: str, now: datetime) -> tuple[NewJob, str]:
         """What CreateJob ``request`` asks for, validated, with its schedule's
         first fire; InvalidArgument naming the field otherwise."""
-        job, request_id, _ = self._validated_job(request, tenant, now, new_job_id(now))
-        return job, request_id
-
-    def _validated_job(self, request, tenant: str, now: datetime, job_id: str) -> tuple[NewJob, str, job_pb2.Job]:
-        """:meth:`_new_job` as ``job_id`` (fresh: :func:`new_job_ids`), and
-        the normalised definition its ``spec`` is serialized from."""
         request_id = validate.check_request_id(request.request_id)
-        job, schedule, fire = validate.new_job(request.job, now, job_id, target_policy=self._target_policy)
+        job_id = new_job_id(now)
+        spec, next_run, next_due, zone, _ = validate.new_definition(
+            request.job, now, job_id, target_policy=self._target_policy
+        )
         return NewJob(
             id=job_id,
             tenant=tenant,
-            name=job.name,
-            spec=job.SerializeToString(),
-            time_zone=validate.zone_of(schedule),
-            next_run_at=fire.nominal_at,
-            next_due_at=fire.due_at,
+            name=request.job.name,
+            spec=spec,
+            time_zone=zone,
+            next_run_at=None if next_run is None else from_us(next_run),
+            next_due_at=None if next_due is None else from_us(next_due),
             tzdata_version=tzdata_version(),
-            payload_size=len(job.payload),
-        ), request_id, job
+            payload_size=len(request.job.payload),
+        ), request_id
 
     @rpc
     async def GetJob(self, request, context):

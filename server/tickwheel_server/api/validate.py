@@ -27,17 +27,20 @@ from urllib.parse import urlsplit
 from google.protobuf import duration_pb2
 from tickwheel.v1 import job_pb2
 
+from tickwheel.shared.ids import from_us, to_us
 from tickwheel.shared.targets import ALLOW_FLAG, DEFAULT_POLICY, TargetPolicy
 
 from ..errors import FieldViolation, InvalidArgument
 from ..fields import duration_problem
 from ..jobspec import (
     DEFAULT_INITIAL_BACKOFF, DEFAULT_LATENESS_THRESHOLD, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BACKOFF,
-    DEFAULT_RUN_ALL_LIMIT, DEFAULT_TIMEOUT, EARLIEST_INSTANT, LATEST_INSTANT, schedule_of,
+    DEFAULT_RUN_ALL_LIMIT, DEFAULT_TIMEOUT, EARLIEST_INSTANT, LATEST_INSTANT, key_limits, schedule_of,
 )
 from . import convert
 from .text import HEADER_NAME, HEADER_VALUE, shown, text_problem
-from ..schedule import Fire, Schedule, ScheduleError, ScheduleKind, due_at, fires_depend_on_job_id
+from ..schedule import (
+    Fire, Schedule, ScheduleError, ScheduleKind, fires_depend_on_job_id, jitter_micros, jitter_window,
+)
 from ..schedule import validate as validate_schedule
 
 NAME_MAX = 200
@@ -205,6 +208,25 @@ def normalise_job(
     return _normalise(job, now, field, target_policy, "job_validation")[0]
 
 
+Definition = tuple[bytes, int | None, int | None, str, tuple[tuple[str, int], ...]]
+"""What :func:`new_definition` decides for a job: its normalised definition
+serialized, its first fire's nominal and due instants (microseconds since
+the epoch), the zone it is stored under (:func:`zone_of`) and its
+concurrency-key limits (:func:`~tickwheel_server.jobspec.key_limits`)."""
+
+
+def new_definition(
+    job: job_pb2.Job, now: datetime, job_id: str, *, target_policy: TargetPolicy = DEFAULT_POLICY
+) -> Definition:
+    """:func:`new_job` as the store takes it (:data:`Definition`), without
+    a message or a datetime per job: a job of a known shape is its
+    template's serialized definition followed by its own name, payload
+    and labels serialized, which parses as the normalised job (a field
+    appears once; the order of fields does not change a message)."""
+    spec, template, _, next_run, next_due = _definition(job, now, job_id, target_policy)
+    return spec, next_run, next_due, template.zone, template.key_limits
+
+
 def new_job(
     job: job_pb2.Job, now: datetime, job_id: str, *, target_policy: TargetPolicy = DEFAULT_POLICY
 ) -> tuple[job_pb2.Job, Schedule, Fire]:
@@ -218,10 +240,24 @@ def new_job(
     take their schedule and first fire from it. Same answers and same
     violations as validating each in full
     (``tests/unit/api/test_validate_templates.py``)."""
+    spec, template, first, _, next_due = _definition(job, now, job_id, target_policy)
+    due = first.due_at if next_due is None else from_us(next_due)
+    return (job_pb2.Job.FromString(spec), template.schedule.for_job(job_id),
+            Fire(first.nominal_at, due, first.utc_offset, first.note))  # fmt: skip
+
+
+def _definition(
+    job: job_pb2.Job, now: datetime, job_id: str, target_policy: TargetPolicy
+) -> tuple[bytes, _Template, Fire, int | None, int | None]:
+    """(the serialized definition, its template, its first fire as the
+    template knows it (not jittered unless computed for this job), the
+    nominal and due instants in microseconds); InvalidArgument listing
+    every violation."""
+    # The shape keeps any output-only field the request set: _normalise
+    # clears them, so such a job only misses the template a job without
+    # them made and makes its own (equal) one.
     shape = job_pb2.Job()
     shape.CopyFrom(job)
-    for output_only in _OUTPUT_ONLY:
-        shape.ClearField(output_only)
     name, payload = shape.name, shape.payload
     shape.ClearField("name")
     shape.ClearField("payload")
@@ -234,12 +270,13 @@ def new_job(
     if template is None or not (template.policy is target_policy or template.policy == target_policy):
         out, schedule, fire = _normalise(job, now, "job", target_policy, job_id)
         assert schedule is not None and fire is not None  # no violation: both computed
+        template = _Template(out, schedule, fire, now, target_policy)
         if len(key) <= MAX_TEMPLATE_BYTES:
             if len(_TEMPLATES) >= MAX_TEMPLATES:
                 _TEMPLATES.clear()
-            _TEMPLATES[key] = _Template(out, schedule, fire, now, target_policy)
-        return out, schedule, fire
-    return template.new_job(name, payload, labels, now, job_id)
+            _TEMPLATES[key] = template
+        return out.SerializeToString(), template, fire, to_us(fire.nominal_at), to_us(fire.due_at)
+    return template.definition(name, payload, labels, now, job_id)
 
 
 MAX_TEMPLATES = 512
@@ -255,8 +292,8 @@ _OUTPUT_ONLY = ("id", "tenant", "state", "next_run_at", "next_due_at", "run_coun
 class _Template:
     """A definition that passed validation in full, without its name,
     labels and payload: what every job of the same shape (its serialized
-    definition without output-only fields, name, labels and payload, and
-    the same target policy) normalises to. Sound because :func:`_normalise`
+    definition without name, labels and payload, and the same target
+    policy) normalises to. Sound because :func:`_normalise`
     reads the name and the labels only to check each on its own and the
     payload only to size the definition, and everything else (defaults,
     target, policies, the schedule's fields) is a function of the shape;
@@ -264,60 +301,64 @@ class _Template:
     here. Immutable but for ``last``, a one-entry memo that a race can only
     recompute."""
 
-    __slots__ = ("job", "schedule", "by_job_id", "policy", "last")
+    __slots__ = ("prefix", "schedule", "by_job_id", "window", "zone", "key_limits", "policy", "last")
 
     def __init__(self, out: job_pb2.Job, schedule: Schedule, fire: Fire, now: datetime, policy: TargetPolicy) -> None:
-        self.job = job_pb2.Job()
-        self.job.CopyFrom(out)
-        self.job.ClearField("name")
-        self.job.ClearField("payload")
-        self.job.ClearField("labels")
+        job = job_pb2.Job()
+        job.CopyFrom(out)
+        job.ClearField("name")
+        job.ClearField("payload")
+        job.ClearField("labels")
+        self.prefix = job.SerializeToString()
+        """The shape's normalised definition, serialized."""
         self.schedule = schedule.for_job("")
         self.by_job_id = fires_depend_on_job_id(schedule)
         """The nominal fires depend on the job id (``H``): computed per job."""
+        self.window = jitter_window(schedule)
+        """Each job's due instant is its nominal one plus its own delay in this window."""
+        self.zone = zone_of(schedule)
+        self.key_limits = key_limits(out)
         self.policy = policy
         unjittered = Fire(fire.nominal_at, fire.nominal_at, fire.utc_offset, fire.note)
-        self.last: tuple[datetime, Fire | FieldViolation] = (now, unjittered)
+        self.last: tuple[datetime, Fire | FieldViolation, int] = (now, unjittered, to_us(fire.nominal_at))
         """(``now``, the first fire after it without jitter or the violation
-        saying why there is none), for the last ``now`` asked."""
+        saying why there is none, that fire's nominal instant in
+        microseconds), for the last ``now`` asked."""
 
-    def new_job(
+    def definition(
         self, name: str, payload: bytes, labels: dict[str, str], now: datetime, job_id: str
-    ) -> tuple[job_pb2.Job, Schedule, Fire]:
-        """:func:`_normalise` of this shape with ``name``, ``payload`` and ``labels`` as ``job_id`` at ``now``."""
+    ) -> tuple[bytes, _Template, Fire, int, int]:
+        """:func:`_definition` of this shape with ``name``, ``payload`` and ``labels`` as ``job_id`` at ``now``."""
         violations: list[FieldViolation] = []
         name_problem = text_problem(name, NAME_MAX, required=True)
         if name_problem is not None:
             violations.append(FieldViolation("job.name", name_problem))
         if labels:
             violations += _label_violations(labels, "job")
-        schedule = self.schedule.for_job(job_id)
-        fire = None
+        fire: Fire | None = None
+        next_run = next_due = 0
         if self.by_job_id:
             try:
-                fire = validate_schedule(schedule, now)
+                fire = validate_schedule(self.schedule.for_job(job_id), now)
+                next_run, next_due = to_us(fire.nominal_at), to_us(fire.due_at)
             except ScheduleError as error:
                 violations.append(FieldViolation(f"job.{error.field}", error.reason))
         else:
             last = self.last
             if last[0] != now:
                 try:
-                    last = (now, validate_schedule(self.schedule, now))
+                    first = validate_schedule(self.schedule, now)
+                    last = (now, first, to_us(first.nominal_at))
                 except ScheduleError as error:
-                    last = (now, FieldViolation(f"job.{error.field}", error.reason))
+                    last = (now, FieldViolation(f"job.{error.field}", error.reason), 0)
                 self.last = last
-            first = last[1]
-            if isinstance(first, FieldViolation):
-                violations.append(first)
+            if isinstance(last[1], FieldViolation):
+                violations.append(last[1])
             else:
-                fire = Fire(first.nominal_at, due_at(schedule, first.nominal_at), first.utc_offset, first.note)
-        out = job_pb2.Job()
-        out.CopyFrom(self.job)
-        out.name = name
-        out.payload = payload
-        if labels:
-            out.labels.update(labels)
-        definition = out.ByteSize() - len(payload)
+                fire, next_run = last[1], last[2]
+                next_due = next_run + jitter_micros(job_id, self.window)
+        spec = self.prefix + job_pb2.Job(name=name, payload=payload, labels=labels).SerializeToString()
+        definition = len(spec) - len(payload)
         if definition > MAX_DEFINITION_BYTES:
             violations.append(FieldViolation(
                 "job",
@@ -326,7 +367,7 @@ class _Template:
         if violations:
             raise InvalidArgument(violations)
         assert fire is not None
-        return out, schedule, fire
+        return spec, self, fire, next_run, next_due
 
 
 _TEMPLATES: dict[bytes, _Template] = {}

@@ -12,7 +12,8 @@ Public API (pure functions; instants are aware datetimes, results in UTC):
 - :class:`ScheduleError`: invalid input, with ``field`` and ``reason``.
 - tzdata: :func:`pin_tzdata`, :func:`tzdata_version`,
   :func:`zone_fingerprints`, :func:`zones_changed`.
-- :func:`jitter_delay`, :func:`due_at` (a nominal instant plus its job's jitter),
+- :func:`jitter_delay`, :func:`jitter_micros`, :func:`jitter_window`,
+  :func:`due_at` (a nominal instant plus its job's jitter),
   :func:`parse_local_time`.
 
 Files: ``cron.py`` (syntax, H, matcher), ``tzif.py`` (zone files),
@@ -23,11 +24,11 @@ DST rule and its notes), ``jitter.py``, ``model.py`` (Schedule, Fire),
 
 from .dst import GapPolicy, RepeatPolicy
 from .engine import (
-    CompiledCron, Engine, default_engine, due_at, fires_depend_on_job_id, first_fire, iter_fires, next_fire, preview,
-    validate,
+    CompiledCron, Engine, default_engine, due_at, fires_depend_on_job_id, first_fire, iter_fires, jitter_window,
+    next_fire, preview, validate,
 )
 from .errors import ScheduleError, UnknownZoneError
-from .jitter import jitter_delay
+from .jitter import jitter_delay, jitter_micros
 
 from .model import Fire, Schedule, ScheduleKind, parse_local_time
 from .zones import Zone, ZoneRegistry, pin_tzdata, tzdata_version, zone_fingerprints, zones_changed
@@ -50,6 +51,8 @@ __all__ = [
     "first_fire",
     "iter_fires",
     "jitter_delay",
+    "jitter_micros",
+    "jitter_window",
     "next_fire",
     "parse_local_time",
     "pin_tzdata",

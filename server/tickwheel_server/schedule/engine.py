@@ -440,17 +440,28 @@ class Engine:
 
 def due_at(schedule: Schedule, nominal: datetime) -> datetime:
     """The due instant of ``schedule``'s fire at ``nominal``: nominal plus the
-    job's jitter (docs/architecture.md, Semantics: Jitter). Cron jobs are
-    jittered within 60 s unless ``exact`` or another window is set; one-offs
-    only when a window is set."""
-    if schedule.exact:
+    job's jitter (docs/architecture.md, Semantics: Jitter) within
+    :func:`jitter_window`."""
+    window = jitter_window(schedule)
+    if not window:
         return nominal
+    return nominal + jitter_delay(schedule.job_id, window)
+
+
+def jitter_window(schedule: Schedule) -> timedelta:
+    """The window ``schedule``'s fires are jittered within (zero: none).
+    Cron jobs are jittered within 60 s unless ``exact`` or another window
+    is set; one-offs only when a window is set. Every fire of one job is
+    delayed by the same ``jitter_delay(job_id, window)``."""
+    if schedule.exact:
+        return _NO_WINDOW
     window = schedule.jitter_window
     if window is None:
-        if schedule.kind is not _CRON:
-            return nominal
-        return nominal + jitter_delay(schedule.job_id, DEFAULT_CRON_WINDOW)
-    return nominal + jitter_delay(schedule.job_id, window)
+        return DEFAULT_CRON_WINDOW if schedule.kind is _CRON else _NO_WINDOW
+    return window
+
+
+_NO_WINDOW = timedelta(0)
 
 
 def _transition_between(zone, first: int, second: int) -> int:

@@ -18,7 +18,6 @@ MAX_WINDOW = timedelta(hours=1)
 
 
 _MILLISECOND = timedelta(milliseconds=1)
-_ZERO = timedelta(0)
 _HASH = hashlib.blake2b(digest_size=8, person=b"tickwheel-jit")
 """The keyed hash before any input: each delay hashes a copy of it."""
 
@@ -31,10 +30,15 @@ def jitter_delay(job_id: str, window: timedelta) -> timedelta:
     for a job id never seen before (a job being created), and a hash costs
     about what a cache lookup and insertion would.
     """
+    return timedelta(microseconds=jitter_micros(job_id, window))
+
+
+def jitter_micros(job_id: str, window: timedelta) -> int:
+    """:func:`jitter_delay` in microseconds (a multiple of 1 000), for
+    callers that keep instants as microseconds since the epoch."""
     window_ms = window // _MILLISECOND
     if not job_id or window_ms <= 0:
-        return _ZERO
+        return 0
     digest = _HASH.copy()
     digest.update(job_id.encode())
-    seconds, millis = divmod(int.from_bytes(digest.digest(), "big") % window_ms, 1000)
-    return timedelta(0, seconds, millis * 1000)
+    return int.from_bytes(digest.digest(), "big") % window_ms * 1000

@@ -2,8 +2,10 @@
 
 :func:`create_jobs` is the transaction body of
 :meth:`~tickwheel_server.store.jobs.JobStore.create` and
-:meth:`~tickwheel_server.store.jobs.JobStore.create_many`. Whatever the
-batch's size it costs a fixed number of statements: the tenant's limits,
+:meth:`~tickwheel_server.store.jobs.JobStore.create_many`. It takes the batch
+column by column (:class:`.jobrecords.NewJobs`) and answers a created job
+with :data:`CREATED` rather than a record: no Python object per job on
+the way to the rows. Whatever the batch's size it costs a fixed number of statements: the tenant's limits,
 one insert of the request ids (``ON CONFLICT DO NOTHING``: a request id
 already recorded is a repeat, told apart without reading the index first),
 one update of a quota slot (:mod:`.quota`), one insert of the jobs; a batch
@@ -15,20 +17,17 @@ entries (docs/architecture.md, "Job writes at scale").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime, timezone
-
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
-from tickwheel.shared.ids import from_us, partition_of, to_us
+from tickwheel.shared.ids import from_us, partition_of
 
 from ..errors import NotFound, QuotaExceeded, TickwheelError
 from . import quota
 from .base import tuples
 from .engine import Capabilities
-from .jobrecords import JobRecord, NewJob, job_record
+from .jobrecords import JobRecord, NewJobs, job_record
 from .tables import job_requests, jobs, tenants
 
 # PostgreSQL and CockroachDB: one statement over arrays each, sent as driver
@@ -56,20 +55,22 @@ _INSERT_JOBS = (
 Outcome = tuple[JobRecord, bool] | TickwheelError
 """What became of one item: (the job, whether this call created it), or why
 nothing was written for it."""
+CREATED = None
+"""The outcome of an item :func:`create_jobs` created as its batch gives it
+(its record is :meth:`.jobrecords.NewJobs.record`, not built unless asked)."""
 
 
 def create_jobs(
     conn: Connection,
     caps: Capabilities,
-    tenant: str,
-    items: Sequence[tuple[NewJob, str]],
+    batch: NewJobs,
     *,
     slot: int,
     partition_count: int,
     now_us: int,
-) -> list[Outcome]:
-    """Create each (job, request id) of ``tenant`` unless its request id was
-    seen; one outcome per item, in order.
+) -> list[Outcome | None]:
+    """Create each job of ``batch`` unless its request id was seen; one
+    outcome per job, in order.
 
     - NotFound (raised: nothing written) when the tenant does not exist.
     - An item whose request id was recorded before (by an earlier call, or
@@ -79,75 +80,104 @@ def create_jobs(
     - A new item over the tenant's ``max_payload_bytes``, or past its
       ``max_jobs`` (the items in order: the first ones that fit are
       created), gets QuotaExceeded and writes nothing.
-    - Every other item is created: its request id recorded, a unit of the
-      quota taken from ``slot``, the job row inserted (``quota_slot`` =
-      ``slot``), all in the caller's transaction.
+    - Every other item is created (:data:`CREATED`): its request id
+      recorded, a unit of the quota taken from ``slot``, the job row
+      inserted (``quota_slot`` = ``slot``, ``created_at`` = ``now_us``),
+      all in the caller's transaction.
     """
+    tenant = batch.tenant
+    request_ids = batch.request_ids
     limits = conn.execute(
         sa.select(tenants.c.max_jobs, tenants.c.max_payload_bytes).where(tenants.c.name == tenant)
     ).first()
     if limits is None:
         raise NotFound("tenant", tenant)
-    outcomes: list[Outcome | None] = [None] * len(items)
+    outcomes: list[Outcome | None] = [None] * len(batch)
     first_of: dict[str, int] = {}
     repeats: list[int] = []
     candidates: list[int] = []
     oversized: list[int] = []
-    for index, (job, request_id) in enumerate(items):
-        if job.tenant != tenant:
-            raise ValueError("every job must be the tenant's")
+    max_payload = limits.max_payload_bytes
+    for index, (request_id, payload_size) in enumerate(zip(request_ids, batch.payload_sizes)):
         if request_id in first_of:
             repeats.append(index)
-        elif job.payload_size > limits.max_payload_bytes:
-            first_of[request_id] = index
+            continue
+        first_of[request_id] = index
+        if payload_size > max_payload:
             oversized.append(index)
         else:
-            first_of[request_id] = index
             candidates.append(index)
-    fresh = _record_requests(conn, caps, tenant, [items[i][1] for i in candidates],
-                             [items[i][0].id for i in candidates], now_us)
-    new = [i for i in candidates if items[i][1] in fresh]
-    seen = [i for i in candidates if items[i][1] not in fresh]
+    everyone = len(candidates) == len(batch)
+    fresh = _record_requests(conn, caps, tenant, request_ids if everyone else [request_ids[i] for i in candidates],
+                             batch.ids if everyone else [batch.ids[i] for i in candidates], now_us)  # fmt: skip
+    if len(fresh) == len(candidates):
+        new, seen = candidates, []
+    else:
+        new = [i for i in candidates if request_ids[i] in fresh]
+        seen = [i for i in candidates if request_ids[i] not in fresh]
     granted = quota.take(conn, caps, tenant, slot, len(new))
     refused, new = new[granted:], new[:granted]
     if refused:
-        _forget_requests(conn, tenant, [items[i][1] for i in refused])
+        _forget_requests(conn, tenant, [request_ids[i] for i in refused])
         for index in refused:
             outcomes[index] = QuotaExceeded(
                 tenant, "max_jobs", limits.max_jobs, "the tenant has as many jobs as it may"
             )
     if new:
-        created = [items[i][0] for i in new]
-        partitions = [partition_of(job.id, partition_count) for job in created]
-        if caps.is_sqlite:
-            conn.execute(jobs.insert(), [_job_row(job, p, slot, now_us) for job, p in zip(created, partitions)])
-        else:
-            conn.exec_driver_sql(_INSERT_JOBS, dict(
-                tenant=tenant, now=now_us, slot=slot, ids=[job.id for job in created], partitions=partitions,
-                names=[job.name for job in created], states=[_state(job) for job in created],
-                specs=[job.spec for job in created], zones=[job.time_zone for job in created],
-                next_runs=[_us(job.next_run_at) for job in created], next_dues=[_us(job.next_due_at) for job in created],
-                tzdata=[job.tzdata_version for job in created],
-            ))  # fmt: skip
-        created_at = from_us(now_us)
-        for index, job, partition in zip(new, created, partitions):
-            outcomes[index] = (_record(job, partition, created_at), True)
+        _insert_jobs(conn, caps, batch, new if len(new) < len(batch) else None, slot, partition_count, now_us)
     if seen or oversized:
         # An oversized item whose request id was seen is a repeat like any
         # other: it gets the job its first request created.
-        found = _jobs_of_requests(conn, tenant, [items[i][1] for i in seen + oversized])
+        found = _jobs_of_requests(conn, tenant, [request_ids[i] for i in seen + oversized])
         for index in seen:
-            outcomes[index] = found[items[index][1]]
+            outcomes[index] = found[request_ids[index]]
         for index in oversized:
-            outcomes[index] = found.get(items[index][1]) or QuotaExceeded(
-                tenant, "max_payload_bytes", limits.max_payload_bytes,
-                f"payload of {items[index][0].payload_size} bytes is over the limit",
+            outcomes[index] = found.get(request_ids[index]) or QuotaExceeded(
+                tenant, "max_payload_bytes", max_payload,
+                f"payload of {batch.payload_sizes[index]} bytes is over the limit",
             )
-    for index in repeats:
-        first = outcomes[first_of[items[index][1]]]
-        outcomes[index] = (first[0], False) if isinstance(first, tuple) else first
-    assert all(outcome is not None for outcome in outcomes)
-    return outcomes  # type: ignore[return-value]
+    if repeats:
+        created_at = from_us(now_us)
+        for index in repeats:
+            first_index = first_of[request_ids[index]]
+            first = outcomes[first_index]
+            if first is CREATED:
+                outcomes[index] = (batch.record(first_index, partition_of(batch.ids[first_index], partition_count),
+                                                created_at), False)  # fmt: skip
+            else:
+                outcomes[index] = (first[0], False) if isinstance(first, tuple) else first
+    return outcomes
+
+
+def _insert_jobs(
+    conn: Connection, caps: Capabilities, batch: NewJobs, chosen: list[int] | None, slot: int, partition_count: int,
+    now_us: int,
+) -> None:
+    """Insert the rows of ``batch``'s jobs at ``chosen`` (None: every one)."""
+
+    def column(values: list) -> list:
+        return values if chosen is None else [values[i] for i in chosen]
+
+    ids = column(batch.ids)
+    partitions = [partition_of(job_id, partition_count) for job_id in ids]
+    next_runs = column(batch.next_runs)
+    states = ["active" if at is not None else "completed" for at in next_runs]
+    if caps.is_sqlite:
+        conn.execute(jobs.insert(), [
+            dict(id=job_id, tenant=batch.tenant, partition=partition, name=name, state=state, spec=spec,
+                 time_zone=zone, next_run_at=next_run, next_due_at=next_due, run_count=0, tzdata_version=tzdata,
+                 pause_reason="", paused_at=None, version=1, created_at=now_us, updated_at=now_us, quota_slot=slot)
+            for job_id, partition, name, state, spec, zone, next_run, next_due, tzdata in zip(
+                ids, partitions, column(batch.names), states, column(batch.specs), column(batch.zones), next_runs,
+                column(batch.next_dues), column(batch.tzdata),
+            )
+        ])  # fmt: skip
+        return
+    conn.exec_driver_sql(_INSERT_JOBS, dict(
+        tenant=batch.tenant, now=now_us, slot=slot, ids=ids, partitions=partitions, names=column(batch.names),
+        states=states, specs=column(batch.specs), zones=column(batch.zones), next_runs=next_runs,
+        next_dues=column(batch.next_dues), tzdata=column(batch.tzdata),
+    ))  # fmt: skip
 
 
 def _record_requests(
@@ -190,36 +220,3 @@ def _jobs_of_requests(conn: Connection, tenant: str, request_ids: list[str]) -> 
         row.request_id: (job_record(row), False) if row.id is not None else NotFound("job", row.job_id)
         for row in rows
     }
-
-
-def _us(at: datetime | None) -> int | None:
-    return None if at is None else to_us(at)
-
-
-def _state(job: NewJob) -> str:
-    return "active" if job.next_run_at is not None else "completed"
-
-
-def _job_row(job: NewJob, partition: int, slot: int, now_us: int) -> dict:
-    return dict(
-        id=job.id, tenant=job.tenant, partition=partition, name=job.name, state=_state(job), spec=job.spec,
-        time_zone=job.time_zone, next_run_at=_us(job.next_run_at), next_due_at=_us(job.next_due_at), run_count=0,
-        tzdata_version=job.tzdata_version, pause_reason="", paused_at=None, version=1, created_at=now_us,
-        updated_at=now_us, quota_slot=slot,
-    )
-
-
-def _record(job: NewJob, partition: int, created_at: datetime) -> JobRecord:
-    """The record of the row a create inserted, as :func:`.jobrecords.job_record`
-    would read it back (instants to the microsecond, as stored)."""
-    return JobRecord(
-        id=job.id, tenant=job.tenant, partition=partition, name=job.name, state=_state(job), spec=job.spec,
-        time_zone=job.time_zone, next_run_at=_stored(job.next_run_at), next_due_at=_stored(job.next_due_at),
-        run_count=0, tzdata_version=job.tzdata_version, pause_reason="", version=1, created_at=created_at,
-        updated_at=created_at, paused_at=None,
-    )
-
-
-def _stored(at: datetime | None) -> datetime | None:
-    # A datetime holds microseconds already: only the zone can differ from what is read back.
-    return at if at is None or at.tzinfo is timezone.utc else from_us(to_us(at))

@@ -1,7 +1,8 @@
 """The job store's records: what it takes and returns, and a job row read as one.
 
 :class:`JobRecord` is a job as stored; :class:`NewJob` is what the API
-decides and hands to :class:`~tickwheel_server.store.jobs.JobStore` (the
+decides and hands to :class:`~tickwheel_server.store.jobs.JobStore`, and
+:class:`NewJobs` the same for a batch, column by column (the
 plans of a job change, ``CursorView``, ``Reschedule`` and ``SkippedSpan``,
 are :mod:`tickwheel_server.policy.jobchanges`'). :func:`job_record`
 and :func:`get_job` are the one place a ``jobs`` row becomes a record.
@@ -9,13 +10,13 @@ and :func:`get_job` are the one place a ``jobs`` row becomes a record.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from tickwheel.shared.ids import from_us
+from tickwheel.shared.ids import from_us, to_us
 
 from ..errors import NotFound
 from .tables import jobs
@@ -36,6 +37,82 @@ class NewJob:
     next_due_at: datetime | None
     tzdata_version: str
     payload_size: int
+
+
+@dataclass(eq=False)
+class NewJobs:
+    """Jobs about to be created for ``tenant``, one per index of every
+    column (what :class:`NewJob` holds, instants as microseconds since the
+    epoch, plus each job's request id and the concurrency-key limits its
+    definition names): what a batch hands to
+    :meth:`~tickwheel_server.store.jobs.JobStore.create_batch` without a
+    Python object per job. Append with :meth:`add`; columns stay equal in
+    length."""
+
+    tenant: str
+    ids: list[str] = field(default_factory=list)
+    request_ids: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    specs: list[bytes] = field(default_factory=list)
+    zones: list[str] = field(default_factory=list)
+    next_runs: list[int | None] = field(default_factory=list)
+    next_dues: list[int | None] = field(default_factory=list)
+    tzdata: list[str] = field(default_factory=list)
+    payload_sizes: list[int] = field(default_factory=list)
+    key_limits: list[tuple[tuple[str, int], ...]] = field(default_factory=list)
+    """Per job, the (key, limit) pairs of its ``concurrency_keys``."""
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def add(
+        self, job_id: str, request_id: str, name: str, spec: bytes, zone: str, next_run: int | None,
+        next_due: int | None, tzdata: str, payload_size: int, key_limits: tuple[tuple[str, int], ...],
+    ) -> None:  # fmt: skip
+        self.ids.append(job_id)
+        self.request_ids.append(request_id)
+        self.names.append(name)
+        self.specs.append(spec)
+        self.zones.append(zone)
+        self.next_runs.append(next_run)
+        self.next_dues.append(next_due)
+        self.tzdata.append(tzdata)
+        self.payload_sizes.append(payload_size)
+        self.key_limits.append(key_limits)
+
+    @classmethod
+    def of(cls, tenant: str, items, key_limits) -> NewJobs:
+        """The batch of ``items`` ((:class:`NewJob`, request id) pairs of
+        ``tenant``), ``key_limits(job)`` giving each job's key limits;
+        ValueError when a job is another tenant's."""
+        batch = cls(tenant)
+        for job, request_id in items:
+            if job.tenant != tenant:
+                raise ValueError("every job must be the tenant's")
+            batch.add(
+                job.id, request_id, job.name, job.spec, job.time_zone, _us(job.next_run_at), _us(job.next_due_at),
+                job.tzdata_version, job.payload_size, key_limits(job),
+            )  # fmt: skip
+        return batch
+
+    def state(self, index: int) -> str:
+        """The state job ``index`` is created in: active unless it has no fire."""
+        return "active" if self.next_runs[index] is not None else "completed"
+
+    def record(self, index: int, partition: int, created_at: datetime) -> JobRecord:
+        """The record of job ``index`` as created at ``created_at`` in
+        ``partition``: what reading its row back gives."""
+        return JobRecord(
+            id=self.ids[index], tenant=self.tenant, partition=partition, name=self.names[index],
+            state=self.state(index), spec=self.specs[index], time_zone=self.zones[index],
+            next_run_at=_opt(self.next_runs[index]), next_due_at=_opt(self.next_dues[index]), run_count=0,
+            tzdata_version=self.tzdata[index], pause_reason="", version=1, created_at=created_at,
+            updated_at=created_at, paused_at=None,
+        )  # fmt: skip
+
+
+def _us(at: datetime | None) -> int | None:
+    return None if at is None else to_us(at)
 
 
 @dataclass(frozen=True)

@@ -43,9 +43,10 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.v1 import job_pb2
 
-from tickwheel.shared.ids import from_us, to_us
+from tickwheel.shared.ids import from_us, partition_of, to_us
 
 from ..errors import NotFound, TickwheelError, VersionConflict
+from ..jobspec import key_limits
 from ..policy.jobchanges import Reschedule, SkippedSpan
 from ..schedule import Fire
 from .base import SqlStore
@@ -55,8 +56,8 @@ from .jobbatch import (
     Decide, JobChange, PauseOutcome, ResumeDecide, ResumeOutcome, UpdateOutcome, apply_resume, apply_update,
     delete_jobs, pause_jobs, payload_limit, resume_jobs, row_values, update_jobs,
 )
-from .jobcreate import Outcome, create_jobs
-from .jobrecords import JOB_STATES, JobRecord, NewJob, get_job, job_record
+from .jobcreate import CREATED, Outcome, create_jobs
+from .jobrecords import JOB_STATES, JobRecord, NewJob, NewJobs, get_job, job_record
 from .quota import SlotPicker
 from .revisions import keep_revisions, revision_of
 from .tables import jobs
@@ -99,18 +100,38 @@ class JobStore(SqlStore):
         a transaction of their own (:meth:`_apply_key_limits`)."""
         if not items:
             return []
+        batch = NewJobs.of(tenant, items, _key_limits)
+        outcomes, created_at = await self.create_batch(batch)
+        return [
+            (batch.record(index, partition_of(batch.ids[index], self.partition_count), created_at), True)
+            if outcome is CREATED else outcome
+            for index, outcome in enumerate(outcomes)
+        ]
+
+    async def create_batch(self, batch: NewJobs) -> tuple[list[Outcome | None], datetime]:
+        """:meth:`create_many` of a batch given column by column: one
+        outcome per job in order, :data:`~.jobcreate.CREATED` for a job
+        created as ``batch`` gives it (its record:
+        ``batch.record(index, partition, created_at)``), and the instant
+        the created jobs were created at. The key limits ``batch`` carries
+        are applied as :meth:`create_many` applies them."""
+        if not batch:
+            return [], self.clock.now()
         now_us = to_us(self.clock.now())
-        with self._slots.slot(tenant) as slot:
+        with self._slots.slot(batch.tenant) as slot:
             outcomes = await self._tx(
                 lambda conn: create_jobs(
-                    conn, self.caps, tenant, items, slot=slot, partition_count=self.partition_count, now_us=now_us
+                    conn, self.caps, batch, slot=slot, partition_count=self.partition_count, now_us=now_us
                 ),
                 row_locked=True,
             )
-        created = [outcome[0] for outcome in outcomes if isinstance(outcome, tuple) and outcome[1]]
-        if created:
-            await self._apply_key_limits(*created)
-        return outcomes
+        limits: dict[str, int] = {}
+        for key_limits, outcome in zip(batch.key_limits, outcomes):
+            if key_limits and outcome is CREATED:
+                limits.update(key_limits)
+        if limits:
+            await self._apply_key_limits(batch.tenant, limits, now_us)
+        return outcomes, from_us(now_us)
 
     async def get(self, tenant: str, job_id: str) -> JobRecord:
         """The job, or NotFound (also for another tenant's job)."""
@@ -232,7 +253,7 @@ class JobStore(SqlStore):
             return get_job(conn, tenant, job_id), canceled
 
         record, canceled = await self._tx(fn, row_locked=True)
-        await self._apply_key_limits(record)
+        await self._apply_record_key_limits(record)
         return record, canceled
 
     async def update_many(self, tenant: str, items: Sequence[tuple[str, int, Decide]]) -> list[UpdateOutcome]:
@@ -249,7 +270,7 @@ class JobStore(SqlStore):
             lambda conn: update_jobs(conn, self.caps, tenant, items, now_us=now_us), row_locked=True
         )
         if changed:
-            await self._apply_key_limits(*changed)
+            await self._apply_record_key_limits(*changed)
         return outcomes
 
     async def delete_many(self, tenant: str, items: Sequence[tuple[str, int]]) -> list[int | TickwheelError]:
@@ -291,23 +312,26 @@ class JobStore(SqlStore):
             row_locked=True,
         )
 
-    async def _apply_key_limits(self, *records: JobRecord) -> None:
-        """The limits of the concurrency keys ``records`` name become every
-        job's (the most recent write wins; within ``records``, the last
-        one), in a transaction of their own after the jobs': key rows are
-        locked after executions rows by every writer, and a job's
-        transaction locks its executions. Should this one not happen (the
-        server died in between), the hand-out creates a missing key with
-        the limit its job names; a changed limit then waits for the next
-        write of a job naming the key."""
+    async def _apply_record_key_limits(self, *records: JobRecord) -> None:
+        """:meth:`_apply_key_limits` of the keys ``records`` name (within
+        ``records``, the last one's limit wins)."""
         limits: dict[str, int] = {}
         for record in records:
-            for key in job_pb2.Job.FromString(record.spec).concurrency_keys:
-                limits[key.key] = max(1, key.limit)
-        if not limits:
-            return
-        tenant = records[0].tenant
-        set_at = max(to_us(record.updated_at) for record in records)
+            limits.update(key_limits(job_pb2.Job.FromString(record.spec)))
+        if limits:
+            await self._apply_key_limits(
+                records[0].tenant, limits, max(to_us(record.updated_at) for record in records)
+            )
+
+    async def _apply_key_limits(self, tenant: str, limits: dict[str, int], set_at: int) -> None:
+        """The ``limits`` (key → limit) of concurrency keys that jobs of
+        ``tenant`` written at ``set_at`` name become every job's (the most
+        recent write wins), in a transaction of their own after the jobs':
+        key rows are locked after executions rows by every writer, and a
+        job's transaction locks its executions. Should this one not happen
+        (the server died in between), the hand-out creates a missing key
+        with the limit its job names; a changed limit then waits for the
+        next write of a job naming the key."""
         await self._tx(lambda conn: set_key_limits(conn, self.caps, tenant, limits, set_at))
 
     async def delete(self, tenant: str, job_id: str, expected_version: int = 0) -> int:
@@ -404,3 +428,7 @@ class JobStore(SqlStore):
             )
 
         return await self._tx(fn, row_locked=True)
+
+
+def _key_limits(job: NewJob) -> tuple[tuple[str, int], ...]:
+    return key_limits(job_pb2.Job.FromString(job.spec))

@@ -1,0 +1,154 @@
+"""BatchCreateJobs' answer, assembled from serialized parts.
+
+A created item is answered with its job: the definition it was stored from
+(already serialized, :class:`~tickwheel_server.store.jobrecords.NewJobs`'s
+``specs``) plus the output-only fields :func:`.convert.job_to_proto` would
+set from its row. Those fields are the same for every job of a call but
+for the id and the two instants, so the shared ones are serialized once
+per (state, tzdata version) and each job adds its own; the results are
+joined as protobuf's wire format and parsed once into the response. A
+message that appears twice in a serialization merges, and the definition
+holds no output-only field, so each job parses as the message
+``job_to_proto`` gives (``tests/unit/api/test_batch_answer.py``).
+Refused and repeated items are answered through the messages as usual.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from tickwheel.v1 import job_pb2, scheduler_pb2
+
+from tickwheel.shared.ids import from_us
+
+from ..errors import TickwheelError
+from ..store.jobcreate import CREATED, Outcome
+from ..store.jobrecords import NewJobs
+from . import convert
+from .status import status_for
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_SMALL = [_varint(n) for n in range(1 << 14)]
+"""Varints of the lengths most parts have."""
+
+
+def _length(value: int) -> bytes:
+    return _SMALL[value] if value < 16384 else _varint(value)
+
+
+_RESULT = b"\x0a"  # BatchCreateJobsResponse.results = 1
+_JOB_RESULT = b"\x0a"  # BatchCreateJobsResult.job = 1
+_ERROR_RESULT = b"\x12"  # BatchCreateJobsResult.error = 2
+_JOB = b"\x0a"  # CreateJobResponse.job = 1
+_CREATED_TRUE = b"\x10\x01"  # CreateJobResponse.created = 2
+_ID = b"\x0a"  # Job.id = 1
+_NEXT_RUN_AT = _varint(22 << 3 | 2)
+_NEXT_DUE_AT = _varint(23 << 3 | 2)
+assert job_pb2.Job.DESCRIPTOR.fields_by_name["next_run_at"].number == 22
+assert job_pb2.Job.DESCRIPTOR.fields_by_name["next_due_at"].number == 23
+assert job_pb2.Job.DESCRIPTOR.fields_by_name["id"].number == 1
+
+
+class _Timestamps:
+    """Serialized ``google.protobuf.Timestamp`` bodies of instants in
+    microseconds (length-prefixed), their seconds and nanos parts memoised
+    for one answer (at most a part per job)."""
+
+    def __init__(self) -> None:
+        self._seconds: dict[int, bytes] = {}
+        self._nanos: dict[int, bytes] = {}
+
+    def field(self, tag: bytes, micros: int) -> bytes:
+        seconds, rest = divmod(micros, 1_000_000)
+        if seconds < 0:  # never for a fire (instants start at 1970); varints of negatives are 10 bytes
+            stamp = convert.timestamp(from_us(micros))
+            body = stamp.SerializeToString()
+            return tag + _length(len(body)) + body
+        part = self._seconds.get(seconds)
+        if part is None:
+            part = self._seconds[seconds] = b"\x08" + _varint(seconds)
+        if rest:
+            nanos = self._nanos.get(rest)
+            if nanos is None:
+                nanos = self._nanos[rest] = b"\x10" + _varint(rest * 1000)
+            part += nanos
+        return tag + _length(len(part)) + part
+
+
+def batch_create_response(
+    size: int,
+    refused: dict[int, TickwheelError],
+    accepted: Sequence[int],
+    batch: NewJobs,
+    outcomes: Sequence[Outcome | None],
+    created_at: datetime,
+) -> scheduler_pb2.BatchCreateJobsResponse:
+    """The answer to a call of ``size`` items: item ``refused[i]`` failed
+    validation; item ``accepted[k]`` is ``batch``'s job ``k``, whose
+    :meth:`~tickwheel_server.store.jobs.JobStore.create_batch` outcome is
+    ``outcomes[k]`` (created at ``created_at``)."""
+    outcome_of = dict(zip(accepted, range(len(accepted))))
+    stamps = _Timestamps()
+    shared: dict[tuple[str, str], bytes] = {}
+    parts: list[bytes] = []
+    created = existing = 0
+    ids, specs, next_runs, next_dues, tzdata = batch.ids, batch.specs, batch.next_runs, batch.next_dues, batch.tzdata
+    last_run: int | None = None
+    run_field = b""
+    for index in range(size):
+        k = outcome_of.get(index)
+        outcome = refused[index] if k is None else outcomes[k]
+        if k is not None and outcome is CREATED:
+            state = batch.state(k)
+            common = shared.get((state, tzdata[k]))
+            if common is None:
+                common = shared[(state, tzdata[k])] = _shared_fields(batch.tenant, state, tzdata[k], created_at)
+            job_id = ids[k].encode()
+            job = [specs[k], common, _ID, _length(len(job_id)), job_id]
+            if state == "active":
+                run = next_runs[k]
+                if run != last_run:
+                    run_field, last_run = stamps.field(_NEXT_RUN_AT, run), run
+                job += (run_field, stamps.field(_NEXT_DUE_AT, next_dues[k]))
+            body = b"".join(job)
+            answer = _JOB + _length(len(body))
+            result_size = len(answer) + len(body) + len(_CREATED_TRUE)
+            result = _JOB_RESULT + _length(result_size)
+            parts += (_RESULT, _length(len(result) + result_size), result, answer, body, _CREATED_TRUE)
+            created += 1
+            continue
+        if isinstance(outcome, tuple):
+            record, _ = outcome  # an earlier request's job, not this item's
+            body = scheduler_pb2.CreateJobResponse(job=convert.job_to_proto(record)).SerializeToString()
+            tag = _JOB_RESULT
+            existing += 1
+        else:
+            body = status_for(outcome)[1].SerializeToString()
+            tag = _ERROR_RESULT
+        result = tag + _length(len(body)) + body
+        parts += (_RESULT, _length(len(result)), result)
+    response = scheduler_pb2.BatchCreateJobsResponse.FromString(b"".join(parts))
+    response.created_count = created
+    response.existing_count = existing
+    response.failed_count = size - created - existing
+    return response
+
+
+def _shared_fields(tenant: str, state: str, tzdata: str, created_at: datetime) -> bytes:
+    """The output-only fields every job created by one call in ``state``
+    with ``tzdata`` answers alike (``run_count`` 0 and ``pause_reason``
+    empty are protobuf's defaults)."""
+    job = job_pb2.Job(tenant=tenant, state=convert.JOB_STATE_TO_PROTO[state], version=1, tzdata_version=tzdata)
+    convert.set_timestamp(job.created_at, created_at)
+    convert.set_timestamp(job.updated_at, created_at)
+    return job.SerializeToString()
