@@ -15,9 +15,10 @@ from tests.conformance.conftest import STORE_BACKENDS
 from tickwheel.shared.ids import new_job_id
 from tickwheel_server.store import create_store_engine, migrate
 from tickwheel_server.errors import NotFound, QuotaExceeded
-from tickwheel_server.store.jobrecords import NewJob
+from tickwheel_server.store.jobcreate import CREATED
+from tickwheel_server.store.jobrecords import NewJob, NewJobs
 from tickwheel_server.store.jobs import JobStore
-from tickwheel_server.store.tables import job_requests, jobs as jobs_table, tenant_quota
+from tickwheel_server.store.tables import concurrency_keys, job_requests, jobs as jobs_table, tenant_quota
 from tickwheel_server.store.tenants import Tenant, TenantStore
 from tickwheel_server.store.errors import TransactionConflictError
 
@@ -103,6 +104,38 @@ async def test_a_batch_answers_each_item(tenants: TenantStore, jobs: JobStore, c
         (a[0].id, False), (earlier.id, False), (b[0].id, False), (a[0].id, False), (c[0].id, False)
     ]
     assert counts(migrated_engine) == (4, 4, 4), "a repeated batch writes nothing"
+
+
+async def test_a_batch_by_columns_answers_created_jobs_without_reading_them(
+    tenants: TenantStore, jobs: JobStore, clock, migrated_engine
+) -> None:
+    """create_batch: a created job's outcome is CREATED and its record, as
+    the batch builds it, is the row stored; only created jobs set the key
+    limits they carry (not a repeat's, not one refused at the quota)."""
+    await tenants.create(Tenant(name="acme", max_jobs=3, max_payload_bytes=100))
+    (earlier, _) = await jobs.create(new_job(clock), "seen-before")
+    items = [(new_job(clock, name="a"), "r-a"), (new_job(clock, name="dup"), "seen-before"),
+             (new_job(clock, name="big", payload_size=101), "r-big"), (new_job(clock, name="b"), "r-b"),
+             (new_job(clock, name="a-again"), "r-a"), (new_job(clock, name="c"), "r-c")]  # fmt: skip
+    limits = [(("db", 2),), (("dup-key", 5),), (("big-key", 5),), (("db", 3), ("api", 1)), (), (("over", 9),)]
+    batch = NewJobs.of("acme", items, lambda job: limits[[j for j, _ in items].index(job)])
+    outcomes, created_at = await jobs.create_batch(batch)
+    a, dup, big, b, again, over = outcomes
+    assert a is CREATED and b is CREATED
+    assert dup == (earlier, False)
+    assert isinstance(big, QuotaExceeded) and big.quota == "max_payload_bytes"
+    assert again[1] is False and again[0].id == batch.ids[0]
+    assert isinstance(over, QuotaExceeded) and over.quota == "max_jobs"
+    for index in (0, 3):
+        stored = await jobs.get("acme", batch.ids[index])
+        assert batch.record(index, stored.partition, created_at) == stored
+    assert again[0] == await jobs.get("acme", batch.ids[0])
+    assert counts(migrated_engine) == (3, 3, 3)
+    with migrated_engine.connect() as conn:
+        keys = dict(conn.execute(sa.select(concurrency_keys.c.name, concurrency_keys.c.max_running)).all())
+    assert keys == {"db": 3, "api": 1}, "the later created job's limit wins; refused and repeated items set none"
+    with pytest.raises(ValueError):
+        NewJobs.of("acme", [(new_job(clock, tenant="globex"), "x")], lambda job: ())
 
 
 async def test_a_repeat_gets_the_first_job_whatever_its_own_payload(tenants: TenantStore, jobs: JobStore, clock) -> None:

@@ -154,3 +154,47 @@ async def test_each_answered_job_is_what_get_job_reads_back(server) -> None:
         assert reply.results[1].job.job.payload == b"p"
         assert reply.results[6].job.job.labels["team"] == "ops"
         assert reply.results[7].job.job == reply.results[0].job.job
+
+
+async def test_hostile_items_among_good_ones_are_refused_alone(server) -> None:
+    """Items of one shape (each later one from the first one's template):
+    a name and a label value a thousand times too long, a payload over the
+    tenant's quota, another tenant's request id, output-only fields naming
+    another tenant and id. Each bad item is refused with its field and
+    writes nothing; the good ones are created as the caller's own."""
+    acme, globex = await server.create_tenant("acme"), await server.create_tenant("globex")
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        theirs = await scheduler.CreateJob(item("shared"), metadata=bearer(globex))
+        long_name = cron_job()
+        long_name.name = "n" * 200_000
+        long_label = cron_job()
+        long_label.labels["team"] = "v" * 256_000
+        big_payload = cron_job()
+        big_payload.payload = b"x" * 1_048_577  # over the default max_payload_bytes (1 MiB)
+        disguised = cron_job()
+        disguised.id, disguised.tenant, disguised.version = theirs.job.id, "globex", 7
+        no_name = cron_job()
+        no_name.name = ""
+        items = [item("good-0"), item("long-name", long_name), item("long-label", long_label),
+                 item("big", big_payload), item("shared"), item("disguised", disguised), item("no-name", no_name),
+                 item("good-1")]  # fmt: skip
+        reply = await scheduler.BatchCreateJobs(scheduler_pb2.BatchCreateJobsRequest(items=items), metadata=bearer(acme))
+        results = list(reply.results)
+        assert (reply.created_count, reply.existing_count, reply.failed_count) == (4, 0, 4)
+        assert results[1].error.code == code_pb2.INVALID_ARGUMENT and "job.name" in status_violations(results[1].error)
+        assert results[2].error.code == code_pb2.INVALID_ARGUMENT
+        assert {"job.labels[team]", "job"} <= set(status_violations(results[2].error))  # and the definition's size
+        assert results[3].error.code == code_pb2.RESOURCE_EXHAUSTED and "max_payload_bytes" in results[3].error.message
+        assert results[6].error.code == code_pb2.INVALID_ARGUMENT and "job.name" in status_violations(results[6].error)
+        created = [results[i].job for i in (0, 4, 5, 7)]
+        assert all(answer.created for answer in created)
+        assert all(answer.job.tenant == "acme" and answer.job.version == 1 for answer in created)
+        assert theirs.job.id not in {answer.job.id for answer in created}, "another tenant's request id is not ours"
+        for answer in created:
+            stored = await scheduler.GetJob(scheduler_pb2.GetJobRequest(id=answer.job.id), metadata=bearer(acme))
+            assert stored.job == answer.job
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await scheduler.GetJob(scheduler_pb2.GetJobRequest(id=theirs.job.id), metadata=bearer(acme))
+        assert error.value.code() == grpc.StatusCode.NOT_FOUND
+        assert await job_count(server, channel) == 4
