@@ -93,6 +93,18 @@ def test_a_batch_of_ids_reads_the_randomness_once_and_spells_each_as_ulid_does()
     assert batch == ["job_" + reference_ulid(now, randomness[i : i + 10]) for i in (0, 10, 20)]
 
 
+@pytest.mark.parametrize("fill", [0x00, 0xFF, 0x5A])
+def test_a_batch_of_ids_spells_every_bit_as_ulid_does(fill: int) -> None:
+    """All zeros, all ones and a pattern, at the first instant and the last
+    a datetime holds: the batch's spelling is the one-id spelling."""
+    for now in (datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(2026, 12, 5, 3, 0, 0, 5_000, tzinfo=timezone.utc),
+                datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=timezone.utc)):  # fmt: skip
+        randomness = bytes([fill]) * 10 + bytes(range(246, 256))
+        with mock.patch.object(ids.os, "urandom", return_value=randomness):
+            batch = ids.new_job_ids(now, 2)
+        assert batch == ["job_" + ids._ulid(ids._millis(now), randomness[i : i + 10], now) for i in (0, 10)]
+
+
 def test_a_batch_of_ids_holds_no_duplicate() -> None:
     batch = ids.new_job_ids(datetime(2026, 12, 5, tzinfo=timezone.utc), 1000)
     assert len(set(batch)) == 1000 and all(len(job_id) == 30 for job_id in batch)

@@ -6,7 +6,8 @@ A created item is answered with its job: the definition it was stored from
 set from its row. Those fields are the same for every job of a call but
 for the id and the two instants, so the shared ones are serialized once
 per (state, tzdata version) and each job adds its own; the results are
-joined as protobuf's wire format and parsed once into the response. A
+joined as protobuf's wire format and sent as they are
+(:class:`.decoding.Serialized`). A
 message that appears twice in a serialization merges, and the definition
 holds no output-only field, so each job parses as the message
 ``job_to_proto`` gives (``tests/unit/api/test_batch_answer.py``).
@@ -26,6 +27,7 @@ from ..errors import TickwheelError
 from ..store.jobcreate import CREATED, Outcome
 from ..store.jobrecords import NewJobs
 from . import convert
+from .decoding import Serialized
 from .status import status_for
 
 
@@ -51,12 +53,15 @@ _JOB_RESULT = b"\x0a"  # BatchCreateJobsResult.job = 1
 _ERROR_RESULT = b"\x12"  # BatchCreateJobsResult.error = 2
 _JOB = b"\x0a"  # CreateJobResponse.job = 1
 _CREATED_TRUE = b"\x10\x01"  # CreateJobResponse.created = 2
+_CREATED_COUNT, _EXISTING_COUNT, _FAILED_COUNT = b"\x10", b"\x18", b"\x20"  # BatchCreateJobsResponse 2, 3, 4
 _ID = b"\x0a"  # Job.id = 1
 _NEXT_RUN_AT = _varint(22 << 3 | 2)
 _NEXT_DUE_AT = _varint(23 << 3 | 2)
 assert job_pb2.Job.DESCRIPTOR.fields_by_name["next_run_at"].number == 22
 assert job_pb2.Job.DESCRIPTOR.fields_by_name["next_due_at"].number == 23
 assert job_pb2.Job.DESCRIPTOR.fields_by_name["id"].number == 1
+assert [scheduler_pb2.BatchCreateJobsResponse.DESCRIPTOR.fields_by_name[name].number
+        for name in ("results", "created_count", "existing_count", "failed_count")] == [1, 2, 3, 4]  # fmt: skip
 
 
 class _Timestamps:
@@ -92,8 +97,8 @@ def batch_create_response(
     batch: NewJobs,
     outcomes: Sequence[Outcome | None],
     created_at: datetime,
-) -> scheduler_pb2.BatchCreateJobsResponse:
-    """The answer to a call of ``size`` items: item ``refused[i]`` failed
+) -> Serialized:
+    """The answer to a call of ``size`` items, serialized: item ``refused[i]`` failed
     validation; item ``accepted[k]`` is ``batch``'s job ``k``, whose
     :meth:`~tickwheel_server.store.jobs.JobStore.create_batch` outcome is
     ``outcomes[k]`` (created at ``created_at``)."""
@@ -137,11 +142,10 @@ def batch_create_response(
             tag = _ERROR_RESULT
         result = tag + _length(len(body)) + body
         parts += (_RESULT, _length(len(result)), result)
-    response = scheduler_pb2.BatchCreateJobsResponse.FromString(b"".join(parts))
-    response.created_count = created
-    response.existing_count = existing
-    response.failed_count = size - created - existing
-    return response
+    for tag, count in ((_CREATED_COUNT, created), (_EXISTING_COUNT, existing), (_FAILED_COUNT, size - created - existing)):
+        if count:
+            parts += (tag, _varint(count))
+    return Serialized(b"".join(parts))
 
 
 def _shared_fields(tenant: str, state: str, tzdata: str, created_at: datetime) -> bytes:

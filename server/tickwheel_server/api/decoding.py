@@ -13,6 +13,8 @@ on the empty path: the request as a whole) without calling the servicer.
 On a streaming method every message of the stream is guarded; a bad one
 ends the stream with that status. Such refusals are logged at WARNING at
 most once per :data:`LOG_INTERVAL` seconds per service, with a count.
+A unary method may answer with :class:`Serialized` bytes of its response
+message, which go out as they are.
 
 With ``discard_unknown`` (the default) every decoded request loses its
 unknown fields (fields of a newer contract, or bytes smuggled in under
@@ -135,6 +137,24 @@ def decoder(
     return decode
 
 
+class Serialized:
+    """A unary method's response already serialized as its message (built
+    from serialized parts, :mod:`.batchanswer`): ``data`` is sent as it
+    is, rather than parsed into the message only to be serialized again."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+def _passing_serialized(serialize: Callable[[Message], bytes]) -> Callable[[Message | Serialized], bytes]:
+    def serialized(response: Message | Serialized) -> bytes:
+        return response.data if type(response) is Serialized else serialize(response)
+
+    return serialized
+
+
 def _guard_handler(
     handler: grpc.RpcMethodHandler, method: str, refusals: RefusalLog, *, refuse_nul: bool, discard_unknown: bool
 ) -> grpc.RpcMethodHandler:
@@ -156,7 +176,7 @@ def _guard_handler(
             return await behaviour(request, context)
 
         return grpc.unary_unary_rpc_method_handler(
-            unary_unary, request_deserializer=decode, response_serializer=serialize
+            unary_unary, request_deserializer=decode, response_serializer=_passing_serialized(serialize)
         )
 
     async def checked(requests, context):

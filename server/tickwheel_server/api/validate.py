@@ -357,7 +357,16 @@ class _Template:
             else:
                 fire, next_run = last[1], last[2]
                 next_due = next_run + jitter_micros(job_id, self.window)
-        spec = self.prefix + job_pb2.Job(name=name, payload=payload, labels=labels).SerializeToString()
+        # Serialized as protobuf would (an empty field is left out), so the size below is ByteSize's.
+        encoded = name.encode()
+        parts = [self.prefix]
+        if encoded:
+            parts += (_NAME_TAG, _varint(len(encoded)), encoded)
+        if payload:
+            parts += (_PAYLOAD_TAG, _varint(len(payload)), payload)
+        if labels:
+            parts.append(job_pb2.Job(labels=labels).SerializeToString())
+        spec = b"".join(parts)
         definition = len(spec) - len(payload)
         if definition > MAX_DEFINITION_BYTES:
             violations.append(FieldViolation(
@@ -371,6 +380,22 @@ class _Template:
 
 
 _TEMPLATES: dict[bytes, _Template] = {}
+_NAME_TAG = b"\x1a"  # Job.name = 3, length-delimited
+_PAYLOAD_TAG = b"\x5a"  # Job.payload = 11, length-delimited
+assert job_pb2.Job.DESCRIPTOR.fields_by_name["name"].number == 3
+assert job_pb2.Job.DESCRIPTOR.fields_by_name["payload"].number == 11
+
+
+def _varint(value: int) -> bytes:
+    """A length as protobuf's wire format writes it."""
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 _OVERLAP_POLICIES = frozenset(job_pb2.OverlapPolicy.values())

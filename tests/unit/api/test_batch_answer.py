@@ -12,7 +12,7 @@ from tickwheel.v1 import job_pb2, scheduler_pb2
 
 from tickwheel.shared.ids import new_job_ids, partition_of, to_us
 from tickwheel_server.api import convert, validate
-from tickwheel_server.api.batchanswer import batch_create_response
+from tickwheel_server.api import batchanswer
 from tickwheel_server.api.status import status_for
 from tickwheel_server.errors import InvalidArgument, NotFound, QuotaExceeded
 from tickwheel_server.store.jobcreate import CREATED
@@ -43,6 +43,11 @@ def expected(batch: NewJobs, index: int, created_at: datetime) -> scheduler_pb2.
     return scheduler_pb2.BatchCreateJobsResult(
         job=scheduler_pb2.CreateJobResponse(job=convert.job_to_proto(record), created=True)
     )
+
+
+def batch_create_response(*args) -> scheduler_pb2.BatchCreateJobsResponse:
+    """The serialized answer, parsed as a client reads it."""
+    return scheduler_pb2.BatchCreateJobsResponse.FromString(batchanswer.batch_create_response(*args).data)
 
 
 def build(jobs: list[job_pb2.Job], tzdata: list[str] | None = None) -> NewJobs:
@@ -119,3 +124,37 @@ def test_the_serialized_definition_parses_as_the_normalised_job() -> None:
         assert (run, due, zone) == (to_us(fire.nominal_at), to_us(fire.due_at), schedule.zone)
         assert limits == tuple((key.key, key.limit) for key in job.concurrency_keys)
     assert len(validate._TEMPLATES) == 2, "the second job came from the first one's template"
+
+
+def outcome(decide):
+    """What ``decide()`` gives: its answer, or the violations it raised."""
+    try:
+        return decide()
+    except InvalidArgument as error:
+        return error.violations
+
+
+@pytest.mark.parametrize("name", ["", "x"])
+@pytest.mark.parametrize("payload", [b"", b"p", b"x" * 300])
+def test_a_definition_at_the_size_limit_is_judged_as_in_full(name: str, payload: bytes) -> None:
+    """A template's job is sized as protobuf sizes it, to the byte (a label
+    value too long pushes it past the limit), with or without a name or a
+    payload: the same violations, counts included, as validating in full."""
+    ids = new_job_ids(NOW, 2)
+    validate.new_definition(cron("first"), NOW, ids[0])  # the template
+    for extra in (-1, 0, 1):
+        probe = validate.normalise_job(cron("first"), NOW)  # what the job normalises to, but for these:
+        probe.name, probe.payload = name, payload
+        probe.labels["big"] = "v" * 60_000
+        value = 60_000 + validate.MAX_DEFINITION_BYTES + extra - (probe.ByteSize() - len(payload))
+        job = cron(name, labels={"big": "v" * value}, payload=payload)
+        full = outcome(lambda: validate._normalise(job, NOW, "job", validate.DEFAULT_POLICY, ids[1]))
+        templated = outcome(lambda: validate.new_definition(job, NOW, ids[1]))
+        assert len(validate._TEMPLATES) == 1
+        if isinstance(full, list):
+            assert templated == full
+        else:
+            assert job_pb2.Job.FromString(templated[0]) == full[0]
+    sizes = [v.description for v in templated if v.field == "job"]
+    assert sizes == [f"the definition without its payload is {validate.MAX_DEFINITION_BYTES + 1} bytes serialized; "
+                     f"at most {validate.MAX_DEFINITION_BYTES}"]  # fmt: skip

@@ -13,6 +13,7 @@ compare identically, with no driver time-zone conversion in between.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 from datetime import datetime, timedelta, timezone, tzinfo
@@ -25,6 +26,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _PAIRS = tuple(high + low for high in _CROCKFORD for low in _CROCKFORD)
 """Every 10-bit value as two Crockford characters."""
 _PAIR_SHIFTS = tuple(range(120, -1, -10))
+_RFC4648_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD.encode())
+"""base64.b32encode's alphabet to Crockford's, character for character."""
 
 
 def ulid(now: datetime) -> str:
@@ -41,9 +44,12 @@ def new_job_ids(now: datetime, count: int) -> list[str]:
     """``count`` fresh job ids for ``now``, as :func:`new_job_id` makes
     them, from one read of the system's randomness: a read per id can give
     the GIL away at each (a batch's thousand ids waited for it in turn)."""
-    millis = _millis(now)
-    randomness = os.urandom(10 * count)
-    return ["job_" + _ulid(millis, randomness[i : i + 10], now) for i in range(0, 10 * count, 10)]
+    # Every id of the batch has the same 48 bits of milliseconds (the first
+    # 10 characters); the 80 random bits are the other 16, which base32 spells
+    # from 10 bytes exactly: the whole batch's are spelled with one call.
+    time_part = "job_" + _ulid(_millis(now), bytes(10), now)[:10]
+    spelled = base64.b32encode(os.urandom(10 * count)).translate(_RFC4648_TO_CROCKFORD).decode()
+    return [time_part + spelled[i : i + 16] for i in range(0, 16 * count, 16)]
 
 
 def _millis(now: datetime) -> int:
