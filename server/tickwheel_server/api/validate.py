@@ -208,7 +208,7 @@ def normalise_job(
     return _normalise(job, now, field, target_policy, "job_validation")[0]
 
 
-Definition = tuple[bytes, int | None, int | None, str, tuple[tuple[str, int], ...]]
+Definition = tuple[bytes, int, int, str, tuple[tuple[str, int], ...]]
 """What :func:`new_definition` decides for a job: its normalised definition
 serialized, its first fire's nominal and due instants (microseconds since
 the epoch), the zone it is stored under (:func:`zone_of`) and its
@@ -241,14 +241,13 @@ def new_job(
     violations as validating each in full
     (``tests/unit/api/test_validate_templates.py``)."""
     spec, template, first, _, next_due = _definition(job, now, job_id, target_policy)
-    due = first.due_at if next_due is None else from_us(next_due)
     return (job_pb2.Job.FromString(spec), template.schedule.for_job(job_id),
-            Fire(first.nominal_at, due, first.utc_offset, first.note))  # fmt: skip
+            Fire(first.nominal_at, from_us(next_due), first.utc_offset, first.note))  # fmt: skip
 
 
 def _definition(
     job: job_pb2.Job, now: datetime, job_id: str, target_policy: TargetPolicy
-) -> tuple[bytes, _Template, Fire, int | None, int | None]:
+) -> tuple[bytes, _Template, Fire, int, int]:
     """(the serialized definition, its template, its first fire as the
     template knows it (not jittered unless computed for this job), the
     nominal and due instants in microseconds); InvalidArgument listing
