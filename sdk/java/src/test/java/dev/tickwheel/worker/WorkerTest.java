@@ -338,13 +338,18 @@ class WorkerTest {
     AtomicBoolean sawCancelled = new AtomicBoolean();
     AtomicReference<String> reason = new AtomicReference<>();
     AtomicInteger listened = new AtomicInteger();
+    CountDownLatch listenerRan = new CountDownLatch(1);
     start(
         b -> b.cancelGrace(Duration.ofSeconds(5)),
         handlers(
             "h",
             (Handler)
                 ctx -> {
-                  ctx.onCancel(listened::incrementAndGet);
+                  ctx.onCancel(
+                      () -> {
+                        listened.incrementAndGet();
+                        listenerRan.countDown();
+                      });
                   started.countDown();
                   try {
                     Thread.sleep(60_000);
@@ -365,6 +370,8 @@ class WorkerTest {
     assertTrue(r.getError().contains("by request"), r.getError());
     assertTrue(sawCancelled.get(), "the interrupted handler sees isCancelled()");
     assertEquals("canceled: by request", reason.get());
+    // The listener runs on the reader's thread once it holds no lock: maybe after the result went.
+    await(listenerRan, "the cancel listener runs");
     assertEquals(1, listened.get());
   }
 
@@ -482,7 +489,8 @@ class WorkerTest {
     FakeStream first = server.nextStream();
     first.expect(HELLO);
     first.send(welcome(60_000));
-    first.send(assign(assignment("e1", "h", 1)));
+    // The drain goes first: the stream's order makes the worker see it before the assignment
+    // it then finishes, so the credit that attempt's end would free is never granted.
     first.send(
         PullResponse.newBuilder()
             .setDrain(
@@ -490,6 +498,7 @@ class WorkerTest {
                     .setReason("restart")
                     .setDeadlineAt(at(Instant.now().plusSeconds(60))))
             .build());
+    first.send(assign(assignment("e1", "h", 1)));
     release.countDown();
     first.expect(RESULT);
     assertEquals(1, first.closed.getCount(), "open until the result is acked");
