@@ -4,7 +4,7 @@
 
 Prints one JSON object. The workload is a realistic mix of job schedules
 (every minute, every 15 minutes, hourly, daily in 20 zones, weekdays,
-monthly, and Jenkins ``H`` forms), one distinct job id per job and one
+monthly, Jenkins ``H`` forms, and Quartz day terms such as ``L`` and ``FRI#3``), one distinct job id per job and one
 distinct ``after`` instant per computation, so no answer can come from an
 earlier one. Measured, single-threaded (one core), with the garbage collector
 paused during each timed loop:
