@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from tickwheel_server.cli.parse import UsageError, parse_duration, parse_instant

@@ -126,9 +126,9 @@ class JobStore(SqlStore):
                 row_locked=True,
             )
         limits: dict[str, int] = {}
-        for key_limits, outcome in zip(batch.key_limits, outcomes):
-            if key_limits and outcome is CREATED:
-                limits.update(key_limits)
+        for job_limits, outcome in zip(batch.key_limits, outcomes):
+            if job_limits and outcome is CREATED:
+                limits.update(job_limits)
         if limits:
             await self._apply_key_limits(batch.tenant, limits, now_us)
         return outcomes, from_us(now_us)
