@@ -298,6 +298,16 @@ public final class Worker {
     }
   }
 
+  /** True while the current stream has been told by its server to drain. */
+  boolean draining() {
+    lock.lock();
+    try {
+      return session != null && session.draining;
+    } finally {
+      lock.unlock();
+    }
+  }
+
   /** True once {@link #stop} was called. */
   public boolean stopping() {
     lock.lock();

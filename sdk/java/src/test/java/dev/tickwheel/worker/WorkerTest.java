@@ -476,6 +476,7 @@ class WorkerTest {
 
   @Test
   void drainGrantsNoCreditAndClosesTheStreamOnceEverythingIsAcked() throws Exception {
+    CountDownLatch started = new CountDownLatch(1);
     CountDownLatch release = new CountDownLatch(1);
     start(
         b -> b.slots(2), // a finished attempt would leave room for one more credit
@@ -483,14 +484,18 @@ class WorkerTest {
             "h",
             (Handler)
                 ctx -> {
+                  started.countDown();
                   release.await();
                   return "ok".getBytes(StandardCharsets.UTF_8);
                 }));
     FakeStream first = server.nextStream();
     first.expect(HELLO);
     first.send(welcome(60_000));
-    // The drain goes first: the stream's order makes the worker see it before the assignment
-    // it then finishes, so the credit that attempt's end would free is never granted.
+    // The attempt is running before the drain arrives, so the drain has something to wait for
+    // (a drain that finds nothing in flight ends the stream at once), and the credit the
+    // attempt's end would free is never granted.
+    first.send(assign(assignment("e1", "h", 1)));
+    await(started, "the handler starts");
     first.send(
         PullResponse.newBuilder()
             .setDrain(
@@ -498,7 +503,7 @@ class WorkerTest {
                     .setReason("restart")
                     .setDeadlineAt(at(Instant.now().plusSeconds(60))))
             .build());
-    first.send(assign(assignment("e1", "h", 1)));
+    eventually(worker::draining, "the worker has seen the drain");
     release.countDown();
     first.expect(RESULT);
     assertEquals(1, first.closed.getCount(), "open until the result is acked");
