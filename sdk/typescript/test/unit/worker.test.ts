@@ -98,7 +98,9 @@ describe("Worker over a Pull stream", () => {
 
   test("hello, heartbeats with progress, a result kept until acked, then credit", async () => {
     const release = gate();
-    const w = start({}, {
+    // Heartbeats every 30 ms show progress quickly; a stall of a loaded machine must not
+    // make the worker presume this server dead (3 intervals by default) and reconnect.
+    const w = start({ serverSilenceIntervals: 1000 }, {
       h: async (ctx) => {
         ctx.heartbeat("half way");
         await release.promise;
@@ -246,12 +248,14 @@ describe("Worker over a Pull stream", () => {
 
   test("drain: no more credit, and the stream is closed once everything is acked", async () => {
     const release = gate();
-    start({ slots: 1 }, { h: async () => { await release.promise; return "ok"; } });
+    const w = start({ slots: 1 }, { h: async () => { await release.promise; return "ok"; } });
     const first = await server.nextStream();
     await first.expect("hello");
     welcome(first);
     first.send({ case: "assignment", value: { assignments: [assignment("e1")] } });
     first.send({ case: "drain", value: { reason: "restart", deadlineAt: timestampFromDate(new Date(Date.now() + 60_000)) } });
+    // The handler ends only once the drain is seen, so the slot it frees is never offered as credit.
+    await eventually(() => w.draining, "the worker has seen the drain");
     release.open();
     await first.expect("result");
     first.send({ case: "ack", value: { acks: [{ executionId: "e1", delivery: 1, accepted: true }] } });
