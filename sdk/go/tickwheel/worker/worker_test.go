@@ -142,7 +142,9 @@ func results(r *tickwheelv1.PullRequest_Result) []*tickwheelv1.ExecutionResult {
 func TestHelloHeartbeatsAResultKeptUntilAckedThenCredit(t *testing.T) {
 	f := newFakeServer(t, "a")
 	h := newBlocking(false)
-	w, _ := started(t, f, WithHandler("h", h.handle), WithHandler("b.other", h.handle))
+	// Heartbeats every 20 ms show progress quickly; the fake server never heartbeats, and a
+	// stall of a loaded machine must not make the worker presume it dead and reconnect.
+	w, _ := started(t, f, WithServerSilenceIntervals(1000), WithHandler("h", h.handle), WithHandler("b.other", h.handle))
 	s := f.next()
 	if got := strings.Join(s.metadata.Get("authorization"), ","); got != "Bearer tww_test_secret" {
 		t.Fatalf("authorization = %q", got)
