@@ -38,6 +38,11 @@ creating is measured.
   statements and rows written per job, by table, the costliest shapes;
   ``errors_logged``: the ERROR lines PostgreSQL logged (serialization
   failures the store retried show there).
+- ``grpc_floor``: the ``create_16`` clients against the gRPC floor
+  (``peers.py``): a bare ``grpc.aio`` SchedulerService answering CreateJob
+  with the request's job, in a process of its own. Its jobs/s and CPU per
+  call bound what any Python gRPC server reaches on this machine with these
+  clients; ``create_16_over_floor`` sets Tickwheel's figure beside it.
 - ``pgqueuer``: pgqueuer's ``Queries.enqueue`` of ``--jobs`` jobs (1 000
   per call, one connection) into its own database on the same PostgreSQL,
   with its ``sql`` and ``cpu`` figures (``client``: this process, where
@@ -73,6 +78,7 @@ import grpc.aio
 import psycopg
 
 import _harness as h
+import peers
 from tickwheel import AsyncClient, TickwheelError
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
@@ -344,6 +350,8 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
             out["create_16"] = asyncio.run(run_create(server.address, api_key, args.calls, args.clients, "many"))
         out["create_16"] |= phase.report(args.calls)
 
+        out["grpc_floor"] = run_grpc_floor(args, folder)
+
         batches = serialized_batches(args.batch_jobs, "batch")
         phase = Phase(url, meter)
         with h.profiled({"batch": server.process.pid}, profile):
@@ -367,6 +375,22 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
     finally:
         if server.process.poll() is None:
             server.kill()
+
+
+def run_grpc_floor(args: argparse.Namespace, folder: Path) -> dict:
+    """The ``create_16`` clients against the gRPC floor, with its CPU."""
+    floor = peers.start_grpc_floor(folder)
+    try:
+        before = h.tree_cpu_s(floor.process.pid)
+        callers = time.process_time()
+        out = asyncio.run(run_create(floor.address, "unused", args.calls, args.clients, "floor"))
+        server_s = h.tree_cpu_s(floor.process.pid) - before
+        callers = time.process_time() - callers
+    finally:
+        floor.stop()
+    per_call = {"server": server_s, "callers": callers}
+    return out | {"cpu": {role: {"cpu_s": round(s, 2), "cpu_ms_per_job": round(s * 1000 / args.calls, 4)}
+                          for role, s in per_call.items()}}
 
 
 # ------------------------------------------------------------------ pgqueuer
@@ -481,6 +505,8 @@ def main(argv: list[str] | None = None) -> int:
         "pgqueuer": pgqueuer,
         "batch_over_pgqueuer": round(server["batch"]["jobs_per_s"] / pgqueuer["jobs_per_s"], 3)
         if "jobs_per_s" in pgqueuer else None,
+        "create_16_over_floor": round(server["create_16"]["jobs_per_s"] / server["grpc_floor"]["jobs_per_s"], 3)
+        if server["grpc_floor"]["jobs_per_s"] else None,
         "goal": goals(server),
         "postgres": {**settings, "throwaway": not args.pg, "set": pg_settings},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},

@@ -1,8 +1,11 @@
 """The peers the benchmarks measure Tickwheel against, run in the same
 invocation on the same PostgreSQL server, with the same job count: pgqueuer
 draining no-op jobs and firing a burst of deferred ones, APScheduler 3 firing
-one-off jobs from its SQLAlchemy job store on PostgreSQL, and the raw
-``FOR UPDATE SKIP LOCKED`` claim of recurring jobs over asyncpg.
+one-off jobs from its SQLAlchemy job store on PostgreSQL, the raw
+``FOR UPDATE SKIP LOCKED`` claim of recurring jobs over asyncpg, and the
+gRPC floor: a ``grpc.aio`` SchedulerService whose CreateJob answers with the
+request's job and does nothing else, the least any Python gRPC server can
+spend on a call.
 
 pgqueuer, APScheduler and asyncpg are the ``bench`` extra (``bash
 scripts/install.sh --bench``). They are imported only inside the functions that
@@ -636,6 +639,55 @@ def check_raw_drained(pg: psycopg.Connection, expected: int, rescheduled_to: int
 # ------------------------------------------------------------------ the peers' processes
 
 
+# ------------------------------------------------------------------ the gRPC floor
+
+
+async def _grpc_floor() -> None:
+    """Serve SchedulerService on a free loopback port, CreateJob answering
+    with the request's job (every other method UNIMPLEMENTED); print
+    ``ready PORT`` and serve until killed."""
+    import grpc.aio
+
+    from tickwheel.v1 import scheduler_pb2_grpc
+
+    class Echo(scheduler_pb2_grpc.SchedulerServiceServicer):
+        async def CreateJob(self, request, context):  # noqa: N802 (the gRPC method's name)
+            return request.job
+
+    server = grpc.aio.server()
+    scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(Echo(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    print(f"ready {port}", flush=True)
+    await server.wait_for_termination()
+
+
+@dataclass
+class GrpcFloor:
+    """The gRPC floor's process and the address it serves."""
+
+    process: subprocess.Popen
+    address: str
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait(10)
+
+
+def start_grpc_floor(folder: Path, timeout: float = READY_TIMEOUT) -> GrpcFloor:
+    process = subprocess.Popen([sys.executable, str(HERE / "peers.py"), "grpc-floor"],
+                               stdout=subprocess.PIPE, stderr=(folder / "grpc-floor.log").open("w"),
+                               stdin=subprocess.DEVNULL, text=True)
+    deadline = time.monotonic() + timeout
+    line = ""
+    while not line.startswith("ready "):
+        if time.monotonic() > deadline or process.poll() is not None:
+            process.kill()
+            raise RuntimeError(f"the gRPC floor did not start:\n{(folder / 'grpc-floor.log').read_text()[-3000:]}")
+        line = process.stdout.readline()
+    return GrpcFloor(process, f"127.0.0.1:{int(line.split()[1])}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="a peer's process (started by the benchmarks)")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -647,7 +699,11 @@ def main(argv: list[str] | None = None) -> int:
     aps.add_argument("--lead", type=float, required=True)
     aps.add_argument("--timeout", type=float, required=True)
     aps.add_argument("--threads", type=int, required=True)
+    commands.add_parser("grpc-floor")
     args = parser.parse_args(argv)
+    if args.command == "grpc-floor":
+        asyncio.run(_grpc_floor())
+        return 0
     dsn = os.environ["TICKWHEEL_PEER_DSN"]  # not a flag: ps would show it
     if args.command == "pgqueuer-worker":
         asyncio.run(_pgqueuer_worker(dsn, args.batch, Path(args.out)))

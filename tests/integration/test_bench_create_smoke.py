@@ -31,6 +31,10 @@ def test_bench_create_smoke(postgres_url, etcd_endpoint):
     for phase in ("create_1", "create_16"):
         assert server[phase]["calls"] == 40 and server[phase]["failures"] == 0, server[phase]
         assert "sql" in server[phase]  # None here: the suite's PostgreSQL has no pg_stat_statements
+    floor = server["grpc_floor"]
+    assert floor["calls"] == 40 and floor["clients"] == 4 and floor["failures"] == 0, floor
+    assert floor["cpu"]["server"]["cpu_s"] > 0, "the floor's CPU is its own process's"
+    assert report["create_16_over_floor"] > 0
     for phase, jobs in (("batch", 2000), ("load", 3000)):
         assert server[phase]["created"] == jobs and server[phase]["failures"] == 0, server[phase]
         assert server[phase]["calls"] == jobs // 1000
