@@ -58,14 +58,21 @@ _UNSET: Any = object()
 # --- shared plumbing ------------------------------------------------------------
 
 
-def _describe(function: Any, name: str, owner: type, rpc: Rpc[Any], build: Callable[..., Any]) -> None:
-    """Gives a bound RPC method the builder's docstring and signature, with
-    the RPC's response as its return annotation, so ``help()`` and IDEs show
-    the real contract."""
+def _signature(rpc: Rpc[Any], build: Callable[..., Any]) -> inspect.Signature:
+    """The builder's signature with the RPC's response as its return
+    annotation: what ``help()`` and IDEs show for the client method. Worked
+    out once per method when the class is made, never per call (it costs
+    more than the call's own Python)."""
+    return inspect.signature(build).replace(return_annotation=rpc.response)
+
+
+def _describe(function: Any, name: str, owner: type, signature: inspect.Signature, doc: str | None) -> None:
+    """Gives a bound RPC method the builder's docstring and signature, so
+    ``help()`` and IDEs show the real contract."""
     function.__name__ = name
     function.__qualname__ = f"{owner.__name__}.{name}"
-    function.__doc__ = build.__doc__
-    function.__signature__ = inspect.signature(build).replace(return_annotation=rpc.response)
+    function.__doc__ = doc
+    function.__signature__ = signature
 
 
 class _SyncUnary(Generic[P, Resp]):
@@ -80,6 +87,7 @@ class _SyncUnary(Generic[P, Resp]):
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
         self.owner = owner
+        self.signature = _signature(self.rpc, self.build)
 
     @overload
     def __get__(self, obj: None, owner: type | None = None) -> _SyncUnary[P, Resp]: ...
@@ -93,7 +101,7 @@ class _SyncUnary(Generic[P, Resp]):
         def method(*args: P.args, **kwargs: P.kwargs) -> Resp:
             return invoke(rpc, build(*args, **kwargs))
 
-        _describe(method, self.name, self.owner, rpc, build)
+        _describe(method, self.name, self.owner, self.signature, build.__doc__)
         return method
 
 
@@ -108,6 +116,7 @@ class _AsyncUnary(Generic[P, Resp]):
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
         self.owner = owner
+        self.signature = _signature(self.rpc, self.build)
 
     @overload
     def __get__(self, obj: None, owner: type | None = None) -> _AsyncUnary[P, Resp]: ...
@@ -121,7 +130,7 @@ class _AsyncUnary(Generic[P, Resp]):
         async def method(*args: P.args, **kwargs: P.kwargs) -> Resp:
             return await invoke(rpc, build(*args, **kwargs))
 
-        _describe(method, self.name, self.owner, rpc, build)
+        _describe(method, self.name, self.owner, self.signature, build.__doc__)
         return method
 
 

@@ -3,6 +3,8 @@ request building, error details, retries of idempotent calls only, paging."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import time
 import uuid
 from datetime import date, datetime, timedelta, timezone
@@ -11,7 +13,7 @@ import grpc
 import pytest
 
 from tests.unit.sdk.fake_tickwheel import FakeTickwheel, failure
-from tickwheel import Client, RetryOptions, TickwheelError, cron_job
+from tickwheel import AsyncClient, Client, RetryOptions, TickwheelError, cron_job
 from tickwheel.v1 import admin_pb2, execution_pb2, job_pb2, scheduler_pb2
 
 FAST = RetryOptions(max_attempts=4, initial_backoff=0.05, max_backoff=0.08)
@@ -241,6 +243,19 @@ def test_with_options_shares_the_channel(fake: FakeTickwheel) -> None:
 def test_methods_document_their_contract() -> None:
     assert "idempotent" in (Client.create_job.__doc__ or "")
     assert "Never retried" in (Client.update_job.__doc__ or "")
+
+
+def test_a_bound_method_shows_the_builders_signature_and_the_response(fake: FakeTickwheel) -> None:
+    async def async_method():
+        async with AsyncClient(fake.address, api_key=fake.api_key) as client:
+            return client.create_job
+
+    with _client(fake) as client:
+        for method in (client.create_job, asyncio.run(async_method())):
+            signature = inspect.signature(method)
+            assert list(signature.parameters) == ["job", "request_id"]
+            assert signature.return_annotation is scheduler_pb2.CreateJobResponse
+            assert method.__qualname__.endswith(".create_job") and "idempotent" in (method.__doc__ or "")
 
 
 def test_calendar_calls_follow_the_retry_rule_of_jobs(fake: FakeTickwheel) -> None:
