@@ -428,6 +428,7 @@ class TickwheelServer:
         install_console(
             self.router, auth=auth, jobs=self.stores.jobs, history=self.stores.history,
             dead_letters=self.stores.dead_letters, admin=admin_servicer, server_id=self.server_id,
+            clock=self.clock, target_policy=config.target_policy,
         )
         install_metrics(self.router, auth=auth, metrics=self.metrics)
         tls = config.tls

@@ -327,6 +327,27 @@ def check_tenant_views(driver, url: str, key: str, scene: Scene, tmp_path: Path)
     assert summary.startswith("6 attempts of the last 3 executions")
     screenshot(driver, tmp_path / "console-job.png")
 
+    # A schedule change previewed: daily at 03:00 to weekdays only. Any 14
+    # days hold each weekday twice, so 4 weekend runs go and 10 stay.
+    form = driver.find_element(By.ID, "preview-form")
+    assert driver.find_element(By.ID, "preview-cron").get_attribute("value") == "0 3 * * *"
+    assert driver.find_element(By.ID, "preview-zone").get_attribute("value") == "Europe/London"
+    for field, value in (("preview-cron", "0 3 * * 1-5"), ("preview-days", "14")):
+        driver.find_element(By.ID, field).clear()
+        driver.find_element(By.ID, field).send_keys(value)
+    form.find_element(By.CSS_SELECTOR, "button").click()
+    summary = wait(driver, EC.visibility_of_element_located((By.ID, "preview-summary"))).text
+    assert summary.endswith("0 added, 4 removed, 0 moved, 10 unchanged."), summary
+    removed = rows_of(driver, "#preview-removed tr.removed", 4)
+    weekdays = {datetime.fromisoformat(cells(row)[1]).strftime("%a") for row in removed}
+    assert weekdays == {"Sat", "Sun"}, [cells(row) for row in removed]
+    screenshot(driver, tmp_path / "console-preview.png")
+    driver.find_element(By.ID, "preview-cron").clear()
+    driver.find_element(By.ID, "preview-cron").send_keys("61 3 * * *")
+    form.find_element(By.CSS_SELECTOR, "button").click()
+    error = wait(driver, EC.visibility_of_element_located((By.ID, "preview-error")))
+    assert "job.schedule.cron.expression" in error.text
+
     driver.get(f"{url}#/jobs/{scene.missed_id}")
     wait(driver, EC.text_to_be_present_in_element((By.ID, "job-title"), "missed-once"))
     [skip] = rows_of(driver, "#skips tr.skip", 1)
@@ -407,6 +428,50 @@ async def test_the_console_shows_jobs_history_lateness_dead_letters_and_the_clus
 
 
 # -- the JSON API without a browser ----------------------------------------------------------
+
+
+async def test_a_previewed_schedule_change_is_checked_as_update_job_checks_it_and_writes_nothing(cluster) -> None:
+    url, acme, globex = cluster.url, cluster.acme, cluster.globex
+    job_id = await create(cluster, handler_job("preview-me", FLAKY))
+    before = await cluster.scheduler.GetJob(scheduler_pb2.GetJobRequest(id=job_id), metadata=bearer(acme))
+
+    # The zone alone changes: every run keeps its wall time, so each one moves.
+    path = f"/api/jobs/{job_id}/preview?time_zone=America/New_York&days=7"
+    status, headers, body = await get(url, path, acme)
+    assert status == 200 and headers["cache-control"] == "no-store", body
+    answer = json.loads(body)
+    diff = answer["runDiff"]
+    assert answer["job"]["schedule"]["cron"] == {"expression": "0 3 * * *", "timeZone": "America/New_York"}
+    assert "payload" not in answer["job"] and answer["job"]["version"] == str(before.job.version)
+    assert int(diff["movedCount"]) >= 6 and "addedCount" not in diff and "unchangedCount" not in diff, diff
+    for moved in diff["moved"]:
+        assert moved["before"]["localTime"][11:19] == moved["after"]["localTime"][11:19] == "03:00:00"
+
+    # Bad input names its field, as UpdateJob would; a hostile byte is refused, not stored.
+    for query, field in (
+        ("cron=61%203%20*%20*%20*", "job.schedule.cron.expression"),
+        ("cron=0%003%20*%20*%20*", "job.schedule.cron.expression"),
+        ("cron=" + "1" * 600, "job.schedule.cron.expression"),
+        ("time_zone=Mars/Olympus_Mons", "job.schedule.cron.time_zone"),
+        ("days=0", "days"), ("days=367", "days"), ("days=x", "days"),
+    ):  # fmt: skip
+        status, _, body = await get(url, f"/api/jobs/{job_id}/preview?{query}", acme)
+        assert status == 400, (query, body)
+        assert [f["field"] for f in json.loads(body)["error"]["fields"]] == [field], (query, body)
+    status, _, _ = await get(url, f"/api/jobs/{job_id}/preview?cron=a&cron=b", acme)
+    assert status == 400
+
+    # Another tenant's job is "not found", exactly as a missing one.
+    missing = "job_" + "0" * 26
+    status, _, body = await get(url, f"/api/jobs/{job_id}/preview?cron=0%204%20*%20*%20*", globex)
+    missing_status, _, missing_body = await get(url, f"/api/jobs/{missing}/preview?cron=0%204%20*%20*%20*", globex)
+    assert (status, missing_status) == (404, 404)
+    assert body.replace(job_id.encode(), b"ID") == missing_body.replace(missing.encode(), b"ID")
+    status, _, _ = await get(url, f"/api/jobs/{job_id}/preview", cluster.running.admin_token)
+    assert status == 403
+
+    after = await cluster.scheduler.GetJob(scheduler_pb2.GetJobRequest(id=job_id), metadata=bearer(acme))
+    assert after.job == before.job, "a preview wrote nothing"
 
 
 def fetch(url: str, path: str, credential: str | None = None, method: str = "GET", headers: dict | None = None):

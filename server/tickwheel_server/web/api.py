@@ -20,24 +20,28 @@ is bounded; page tokens are the gRPC API's. Errors are
 | ``/api/jobs/{id}`` | the job and its next runs |
 | ``/api/jobs/{id}/executions`` | its history, newest first, with attempts and skip ranges |
 | ``/api/jobs/{id}/lateness`` | a histogram of its recent attempts' lateness |
+| ``/api/jobs/{id}/preview`` | what a change of its schedule to ``cron`` and ``time_zone`` would do to its runs over the next ``days`` (UpdateJob's ``validate_only`` answer; nothing written) |
 | ``/api/deadletters`` | the tenant's dead letters, newest first (``job_id`` optional) |
 | ``/api/cluster`` | ClusterStatus: servers, partitions per owner, the deepest queues (``top``) |
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
-from google.protobuf import json_format
+from google.protobuf import field_mask_pb2, json_format
 from google.protobuf.message import Message
+from tickwheel.shared.clock import Clock
+from tickwheel.shared.targets import TargetPolicy
 from tickwheel.v1 import job_pb2, scheduler_pb2
 
 from .. import errors
-from ..api import convert
-from ..api.scheduler import fire_to_proto, upcoming
+from ..api import convert, dryrun
+from ..api.scheduler import fire_to_proto, update_item, upcoming
 from ..auth.authenticator import Authenticator
 from ..jobspec import schedule_of
 from ..schedule import Fire, ScheduleKind, zones
@@ -64,6 +68,8 @@ LAST_RUN_SCAN = 100
 EXECUTIONS_PAGE = (25, 200)
 DEAD_LETTERS_PAGE = (25, 200)
 TOP_TENANTS = (10, 100)
+PREVIEW_DAYS = (30, 366)
+"""(default, maximum) days of runs a schedule-change preview compares, as UpdateJob's ``diff_window``."""
 
 
 def _error(code: int, message: str, fields: list[dict] | None = None, headers=()) -> Response:
@@ -155,12 +161,16 @@ class ConsoleApi:
         history: HistoryStore,
         dead_letters: DeadLetterStore,
         cluster: ClusterView,
+        clock: Clock,
+        target_policy: TargetPolicy,
     ) -> None:
         self._auth = auth
         self._jobs = jobs
         self._history = history
         self._dead_letters = dead_letters
         self._cluster = cluster
+        self._clock = clock
+        self._target_policy = target_policy
 
     def routes(self, router: Router) -> None:
         router.get("/api/session", self.session)
@@ -168,6 +178,7 @@ class ConsoleApi:
         router.get("/api/jobs/{job_id}", self.get_job)
         router.get("/api/jobs/{job_id}/executions", self.list_executions)
         router.get("/api/jobs/{job_id}/lateness", self.lateness)
+        router.get("/api/jobs/{job_id}/preview", self.preview_change)
         router.get("/api/deadletters", self.list_dead_letters)
         router.get("/api/cluster", self.cluster)
 
@@ -236,6 +247,40 @@ class ConsoleApi:
         )
         values = [attempt.lateness.total_seconds() for e in page.executions for attempt in e.attempts]
         return {"executions": len(page.executions), **histogram(values).to_json()}
+
+    @json_endpoint
+    async def preview_change(self, request: Request) -> dict:
+        """What UpdateJob with ``validate_only`` answers for a change of the
+        job's schedule to the cron expression ``cron`` in ``time_zone`` (each
+        the job's own when absent and the job is a cron job): the changed job
+        (without payload) and the run diff over the next ``days`` days. The
+        change is checked exactly as UpdateJob checks it (400 naming the
+        field), against the job as stored now; nothing is written. Changing
+        the job is the API's and the CLI's (``tickwheel job update``): the
+        console stays read-only."""
+        tenant = await tenant_of(self._auth, request)
+        days = page_size(request, PREVIEW_DAYS, "days")
+        record = await self._jobs.get(tenant.name, request.params["job_id"])
+        schedule = job_pb2.Schedule()
+        schedule.cron.CopyFrom(convert.stored_job(record).schedule.cron)
+        if "cron" in request.query:
+            schedule.cron.expression = request.query["cron"]
+        if "time_zone" in request.query:
+            schedule.cron.time_zone = request.query["time_zone"]
+        update = scheduler_pb2.UpdateJobRequest(
+            job=job_pb2.Job(id=record.id, version=record.version, schedule=schedule),
+            update_mask=field_mask_pb2.FieldMask(paths=["schedule"]),
+            validate_only=True,
+        )
+        now = self._clock.now()
+        _, _, decide = update_item(update, now, self._target_policy)
+        change = await asyncio.to_thread(decide, record)
+        answer = await asyncio.to_thread(
+            dryrun.dry_run, record, change, max_payload_bytes=tenant.max_payload_bytes, now=now,
+            window=timedelta(days=days),
+        )
+        answer.job.ClearField("payload")
+        return _to_json(answer)
 
     @json_endpoint
     async def list_dead_letters(self, request: Request) -> dict:

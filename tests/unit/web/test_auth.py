@@ -112,7 +112,7 @@ async def test_a_tenant_over_its_request_rate_gets_429_naming_the_limit_not_500(
         assert "API request rate over 2/s" in error.value.message
         assert error.value.headers == (("Retry-After", "1"),)
     # Through a console endpoint: the JSON error the page shows, with the header.
-    response = await ConsoleApi(limited, None, None, None, None).session(request(f"Bearer {API_KEY}"))
+    response = await ConsoleApi(limited, None, None, None, None, None, None).session(request(f"Bearer {API_KEY}"))
     assert response.status == 429 and ("Retry-After", "1") in response.headers
     assert "API request rate over 2/s" in json.loads(response.body)["error"]["message"]
     await require_admin(limited, request(f"Bearer {ADMIN}"))  # the operator has no tenant rate

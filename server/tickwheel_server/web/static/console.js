@@ -16,9 +16,10 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 const session = { kind: "", tenant: "" };
 
 class ApiError extends Error {
-  constructor(status, message) {
+  constructor(status, message, fields) {
     super(message);
     this.status = status;
+    this.fields = fields || [];  // [{field, description}] of a 400
   }
 }
 
@@ -154,7 +155,7 @@ async function request(path, credential) {
   }
   if (!response.ok) {
     const message = body && body.error ? body.error.message : `${response.status} ${response.statusText}`;
-    throw new ApiError(response.status, message);
+    throw new ApiError(response.status, message, body && body.error ? body.error.fields : []);
   }
   return body;
 }
@@ -408,6 +409,77 @@ function latenessSection(data) {
   ];
 }
 
+// ------------------------------------------------- a schedule change, previewed
+
+function fireCells(fire) {
+  return [el("td", { class: "mono" }, fmtTime(fire.nominalAt)), el("td", { class: "mono" }, fire.localTime || "")];
+}
+
+function diffTable(id, title, count, rows, headings) {
+  if (!count) return null;
+  const shown = rows.length < count ? ` (the first ${rows.length})` : "";
+  return [el("h3", {}, `${title}: ${count}${shown}`), table(id, headings, rows)];
+}
+
+function runDiffView(diff) {
+  const added = diff.added || [], removed = diff.removed || [], moved = diff.moved || [];
+  const count = (name) => Number(diff[name] || 0);
+  const summary = `From ${fmtTime(diff.fromAt)} to ${fmtTime(diff.toAt)}: ` +
+    `${count("addedCount")} added, ${count("removedCount")} removed, ${count("movedCount")} moved, ` +
+    `${count("unchangedCount")} unchanged` + (diff.windowTruncated ? " (the window was cut short: too many runs)" : "") + ".";
+  return [
+    el("p", { id: "preview-summary" }, summary),
+    diffTable("preview-added", "Added", count("addedCount"),
+      added.map((fire) => el("tr", { class: "added" }, fireCells(fire))), ["Nominal (UTC)", "Local time"]),
+    diffTable("preview-removed", "Removed", count("removedCount"),
+      removed.map((fire) => el("tr", { class: "removed" }, fireCells(fire))), ["Nominal (UTC)", "Local time"]),
+    diffTable("preview-moved", "Moved", count("movedCount"),
+      moved.map((m) => el("tr", { class: "moved" }, fireCells(m.before || {}), fireCells(m.after || {}))),
+      ["Before (UTC)", "Before, local", "After (UTC)", "After, local"]),
+  ];
+}
+
+// A form that asks the server what a new cron expression or zone would do to
+// the job's runs. Nothing is changed here: the console is read-only, and the
+// change itself is made with the API or `tickwheel job update`.
+function previewSection(path, job) {
+  const cron = (job.schedule || {}).cron || {};
+  const expression = el("input", { id: "preview-cron", name: "cron", class: "mono", required: "", maxlength: "512" });
+  expression.value = cron.expression || "";
+  const zone = el("input", { id: "preview-zone", name: "time_zone", class: "mono", required: "", maxlength: "64" });
+  zone.value = cron.timeZone || "UTC";
+  const days = el("input", { id: "preview-days", name: "days", type: "number", min: "1", max: "366" });
+  days.value = "30";
+  const result = el("div", { id: "preview-result", "aria-live": "polite" });
+  const button = el("button", { type: "submit" }, "Preview");
+  const form = el("form", { id: "preview-form", class: "preview" },
+    el("label", {}, "Cron expression ", expression),
+    el("label", {}, "Time zone ", zone),
+    el("label", {}, "Days ", days),
+    button);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    button.disabled = true;
+    const query = new URLSearchParams({ cron: expression.value, time_zone: zone.value, days: days.value || "30" });
+    try {
+      const answer = await api(`${path}/preview?${query}`);
+      result.replaceChildren(append(document.createDocumentFragment(), runDiffView(answer.runDiff || {})));
+    } catch (error) {
+      const fields = (error.fields || []).map((f) => el("li", {}, el("span", { class: "mono" }, f.field), `: ${f.description}`));
+      result.replaceChildren(el("div", { class: "error", role: "alert", id: "preview-error" },
+        error.message, fields.length ? el("ul", {}, fields) : null));
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return [
+    el("p", { class: "note" }, "What a new schedule would do to this job's runs. Nothing is changed here: " +
+      "apply a change with the API or `tickwheel job update`, which checks the same way."),
+    form,
+    result,
+  ];
+}
+
 async function jobView(id) {
   const path = `/api/jobs/${encodeURIComponent(id)}`;
   const [detail, history, lateness] = await Promise.all([
@@ -454,6 +526,8 @@ async function jobView(id) {
     nextRuns.length
       ? table("next-runs", ["Nominal (UTC)", "Due (UTC)", "Local time", "Note"], nextRuns)
       : el("p", { class: "note", id: "next-runs" }, "No runs ahead (the job is not active, or its schedule has ended)."),
+    el("h2", {}, "Preview a schedule change"),
+    previewSection(path, job),
     latenessSection(lateness),
     el("h2", {}, "History"),
     historyTable,
