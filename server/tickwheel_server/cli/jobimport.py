@@ -41,6 +41,7 @@ from tickwheel_server.cli.importrows import (
     request_id_of,
 )
 from tickwheel_server.cli.parse import UsageError
+from tickwheel_server.cli.progress import ProgressLine, live_stream
 from tickwheel_server.cli.tree import leaf
 
 __all__ = ["MAX_LINE_BYTES", "register"]
@@ -278,28 +279,20 @@ class FailureWriter:
 
 
 class Progress:
-    """One self-rewriting line on stderr, when it is a terminal."""
+    """The import's :class:`~tickwheel_server.cli.progress.ProgressLine`:
+    lines and their outcomes, with the share of the file read."""
 
     def __init__(self, stream: TextIO | None, total_bytes: int | None) -> None:
-        self.stream = stream
+        self.line = ProgressLine(stream)
         self.total = total_bytes
 
     def show(self, summary: Summary, done_bytes: int) -> None:
-        if self.stream is None:
-            return
         text = (f"{summary.lines} lines: {summary.created} created, {summary.existing} existing, "
                 f"{len(summary.failures)} failed")  # fmt: skip
-        if self.total:
-            fraction = min(done_bytes / self.total, 1.0)
-            bar = "#" * int(fraction * 30)
-            text = f"[{bar:<30}] {fraction * 100:5.1f}% {text}"
-        self.stream.write("\rimport: " + text)
-        self.stream.flush()
+        self.line.show("import", text, done_bytes / self.total if self.total else None)
 
     def end(self) -> None:
-        if self.stream is not None:
-            self.stream.write("\n")
-            self.stream.flush()
+        self.line.end()
 
 
 # --- the command ------------------------------------------------------------------------
@@ -351,10 +344,9 @@ def run(ctx: Context, a: argparse.Namespace) -> int:
         else:
             header, records = [], read_jsonl(lines)
         failures_out = _open_failures(a)
-        live = not ctx.json and hasattr(ctx.stderr, "isatty") and ctx.stderr.isatty()
         summary = Summary(a.file, fmt)
         importer = _Importer(ctx, a.batch_size, summary, FailureWriter(failures_out, fmt, header))
-        progress = Progress(ctx.stderr if live else None, size)
+        progress = Progress(live_stream(ctx), size)
         for line in records:
             summary.lines += 1
             importer.add(line, fmt)
@@ -363,8 +355,7 @@ def run(ctx: Context, a: argparse.Namespace) -> int:
                 progress.show(summary, lines.bytes_read)
         importer.flush()
         progress.show(summary, lines.bytes_read)
-        if live:
-            progress.end()
+        progress.end()
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()

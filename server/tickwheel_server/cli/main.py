@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command tree. Client commands carry the global options at
     every level; delegated commands are listed for ``--help`` only (``main``
     dispatches them before parsing)."""
-    from tickwheel_server.cli import admin, calendars, jobs
+    from tickwheel_server.cli import admin, apply, calendars, jobs
 
     globals_parent = global_options()
     parents = [globals_parent]
@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(delegate=words)
     jobs.register(commands, parents)
     calendars.register(commands, parents)
+    apply.register(commands, parents)
     admin.register(commands, parents)
     return parser
 

@@ -34,9 +34,10 @@ def complete(script: str, *words: str) -> list[str]:
 @pytest.mark.parametrize(
     ("words", "expected"),
     [
-        (("tickwheel", ""), {"job", "calendar", "admin", "dev", "server", "worker", "migrate", "cron", "completion", "dlq"}),
+        (("tickwheel", ""), {"job", "calendar", "apply", "admin", "dev", "server", "worker", "migrate", "cron", "completion", "dlq"}),
         (("tickwheel", "jo"), {"job"}),
         (("tickwheel", "job", "cr"), {"create"}),
+        (("tickwheel", "apply", "--pr"), {"--prune"}),
         (("tickwheel", "job", "create", "--na"), {"--name"}),
         (("tickwheel", "--address", "host:1", "job", "de"), {"delete"}),  # a global option's value is skipped
         (("tickwheel", "job", "--timeout", "job", "cr"), {"create"}),  # even when it looks like a command
