@@ -109,6 +109,7 @@ async def test_apply_plans_creates_is_idempotent_updates_with_a_diff_conflicts_a
         code, done, _ = await asyncio.to_thread(apply, "-f", str(path), "--yes")
         assert code == 0 and done["applied"] is True, done
         assert [s["outcome"] for s in done["steps"]] == ["created"] * 3
+        assert all(s["id"] and (s["version"], s["applied_version"]) == (None, 1) for s in done["steps"])
         jobs = await _jobs(running, key)
         assert set(jobs) == {"nightly", "hourly", "launch"}
         assert jobs["nightly"].schedule.cron.expression == "0 2 * * *" and jobs["nightly"].payload == b'{"day":"yesterday"}'
@@ -139,6 +140,7 @@ async def test_apply_plans_creates_is_idempotent_updates_with_a_diff_conflicts_a
         assert (await _jobs(running, key))["nightly"].version == 1
         code, done, _ = await asyncio.to_thread(apply, "-f", str(edited), "--yes")
         assert code == 0 and [s["outcome"] for s in done["steps"]][0] == "updated", done
+        assert (done["steps"][0]["version"], done["steps"][0]["applied_version"]) == (1, 2)
         nightly = (await _jobs(running, key))["nightly"]
         assert (nightly.version, nightly.schedule.cron.expression) == (2, "0 3 * * *")
 
@@ -196,3 +198,49 @@ async def test_apply_plans_creates_is_idempotent_updates_with_a_diff_conflicts_a
         assert code == 0 and again["counts"] == {"create": 0, "update": 0, "unchanged": 1, "delete": 0, "conflict": 0}
         async with AsyncClient(running.address, victim_key) as victim:
             assert [(j.id, j.version) async for j in victim.iter_jobs()] == [(theirs.id, theirs.version)]
+
+
+async def test_a_job_changed_between_the_plan_and_the_write_is_a_conflict_that_stops_the_rest(
+    postgres_url: str, etcd_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    from tickwheel import Client
+    from tickwheel_server.cli import apply as apply_command
+    from tickwheel_server.cli.main import main
+
+    async with running_server(postgres_url, etcd_endpoint) as running:
+        key = await running.create_tenant("acme")
+        key_file = tmp_path / "api-key"
+        key_file.write_text(key + "\n")
+        code, done, _ = await asyncio.to_thread(_apply, running, key_file, "-f", str(_file(tmp_path)), "--yes")
+        assert code == 0, done
+        async with AsyncClient(running.address, key) as client:
+            await client.create_job(cron_job("stray", "0 6 * * *", "UTC", handler="h"))
+        nightly_id = (await _jobs(running, key))["nightly"].id
+        edited = _file(tmp_path, "edited.toml", nightly="0 3 * * *",
+                       extra='\n[[jobs]]\nname = "late"\ncron = "0 5 * * *"\nhandler = "h"\n')
+        planned = apply_command._preview
+
+        def plan_then_someone_changes_nightly(*args: object) -> list:
+            problems = planned(*args)  # type: ignore[arg-type]
+            with Client(running.address, key) as other:
+                job = other.get_job(nightly_id).job
+                job.labels["team"] = "ops"
+                other.update_job(job, update_mask=["labels"])
+            return problems
+
+        monkeypatch.setattr(apply_command, "_preview", plan_then_someone_changes_nightly)
+        argv = ["--address", running.address, "--api-key-file", str(key_file), "--json", "apply", "-f", str(edited),
+                "--yes", "--prune"]  # fmt: skip
+        code = await asyncio.to_thread(main, argv)
+        document = json.loads(capsys.readouterr().out)
+        assert code == 3 and document["exit_status"] == 3 and document["applied"] is True
+        outcomes = {s["name"]: (s["action"], s["outcome"]) for s in document["steps"]}
+        assert outcomes == {
+            "nightly": ("update", "conflict"), "hourly": ("unchanged", "unchanged"),
+            "launch": ("unchanged", "unchanged"), "late": ("create", "created"), "stray": ("delete", "skipped")}
+        nightly_step = next(s for s in document["steps"] if s["name"] == "nightly")
+        assert "FAILED_PRECONDITION" in nightly_step["error"]
+        jobs = await _jobs(running, key)
+        assert jobs["nightly"].schedule.cron.expression == "0 2 * * *" and jobs["nightly"].labels["team"] == "ops"
+        assert "stray" in jobs and "late" in jobs

@@ -215,7 +215,7 @@ def _create(ctx: Context, steps: list[Step], batch_size: int, progress: Progress
             again = []
             for (step, gen), outcome in zip(pending, outcomes, strict=True):
                 if outcome.error is None:
-                    step.outcome, step.stored = "created", outcome.job
+                    step.outcome, step.result = "created", outcome.job
                 elif outcome.error.code_name == "NOT_FOUND" and gen + 1 < MAX_GENERATIONS:
                     again.append((step, gen + 1))  # the job this id created was deleted since
                 else:
@@ -240,7 +240,7 @@ def _update(ctx: Context, steps: list[Step], batch_size: int) -> int:
     bad = 0
     for step, outcome in zip(steps, outcomes, strict=True):
         if outcome.error is None:
-            step.outcome, step.stored = "updated", outcome.job
+            step.outcome, step.result = "updated", outcome.job
         else:
             conflict = outcome.error.code_name in ("FAILED_PRECONDITION", "NOT_FOUND")
             step.outcome = "conflict" if conflict else "failed"
@@ -388,8 +388,7 @@ def _report(ctx: Context, a: argparse.Namespace, steps: list[Step], *, applied: 
     for step in steps:
         if step.action == "unchanged":
             continue
-        ident = f" ({step.stored.id}, version {step.stored.version})" if step.stored is not None and \
-            step.action != "create" else ""  # fmt: skip
+        ident = f" ({step.stored.id}, version {step.stored.version})" if step.stored is not None else ""
         line = f"{_MARK[step.action]} {step.action:<9} {step.name}{ident}"
         if step.action == "create" and step.desired is not None:
             line += f": {fmt.fmt_schedule(step.desired)}, {fmt.fmt_target(step.desired)}"
@@ -398,7 +397,10 @@ def _report(ctx: Context, a: argparse.Namespace, steps: list[Step], *, applied: 
         elif step.action == "conflict":
             line += f": {step.reason}"
         if applied and step.outcome:
-            line += f" -> {step.outcome}" + (f" ({step.error})" if step.error else "")
+            line += f" -> {step.outcome}"
+            if step.result is not None:
+                line += f" {step.result.id} at version {step.result.version}"
+            line += f" ({step.error})" if step.error else ""
         ctx.out(line)
         if step.run_diff is not None:
             _print_diff(ctx, step.run_diff)

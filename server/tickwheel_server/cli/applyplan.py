@@ -91,8 +91,10 @@ class Step:
     """One thing apply does (or would do). ``action`` is ``create``,
     ``update``, ``unchanged``, ``delete`` or ``conflict``; ``fields`` the
     Job fields an update changes (its mask); ``reason`` why a conflict is
-    one. The command fills ``run_diff`` (an update's, from UpdateJob
-    ``validate_only``), ``outcome`` and ``error`` as it goes."""
+    one; ``stored`` the job as read for the plan. The command fills
+    ``run_diff`` (an update's, from UpdateJob ``validate_only``),
+    ``outcome``, ``error`` and ``result`` (the job as stored after the step) as
+    it goes."""
 
     action: str
     name: str
@@ -104,15 +106,18 @@ class Step:
     run_diff: Any | None = None
     outcome: str = ""
     error: str = ""
+    result: Any | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The stable ``--json`` form of this step."""
+        known = self.stored if self.stored is not None else self.result
         out: dict[str, Any] = {
             "action": self.action,
             "name": self.name,
             "line": self.declared.line if self.declared is not None else None,
-            "id": self.stored.id if self.stored is not None else None,
+            "id": known.id if known is not None else None,
             "version": self.stored.version if self.stored is not None else None,
+            "applied_version": self.result.version if self.result is not None else None,
             "fields": list(self.fields),
             "reason": self.reason,
             "run_diff": None,
