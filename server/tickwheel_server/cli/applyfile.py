@@ -34,7 +34,7 @@ MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_JOBS = 10_000
 """Jobs one file may declare."""
 MAX_DEPTH = 64
-"""Nesting of a YAML document (a payload's objects and arrays included)."""
+"""Nesting of a document (a payload's objects and arrays included)."""
 MAX_PROBLEMS = 100
 """Problems listed; past this the reading stops (the count says so)."""
 JOB_KEYS = frozenset(KNOWN_KEYS - {"request_id"} | {"version"})
@@ -135,10 +135,14 @@ _TOML_KEY = re.compile(r"^[ \t]*([A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')[ \t]*[.=]")
 def _toml(text: str) -> tuple[Any, list[int] | None, list[dict[str, int]]]:
     try:
         document = tomllib.loads(text)
+    except RecursionError:
+        raise FileError([Problem(None, "", "", f"not valid TOML: nested deeper than {MAX_DEPTH} levels")]) from None
     except tomllib.TOMLDecodeError as error:
         match = re.search(r"\(at line (\d+)", str(error))
         reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(error))
         raise FileError([Problem(int(match.group(1)) if match else None, "", "", f"not valid TOML: {reason}")]) from None
+    if _depth(document) > MAX_DEPTH:
+        raise FileError([Problem(None, "", "", f"nested deeper than {MAX_DEPTH} levels")])
     # tomllib keeps no positions: find the [[jobs]] headers and the keys under
     # each. Trusted only when the headers counted are the jobs parsed (a
     # multi-line string could hold a header-like line).
@@ -161,6 +165,22 @@ def _toml(text: str) -> tuple[Any, list[int] | None, list[dict[str, int]]]:
     return document, [n + 1 for n in headers], key_lines
 
 
+def _depth(value: Any) -> int:
+    """How deeply ``value``'s lists and tables nest (1 for a scalar), without recursing."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_DEPTH:
+            break
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+    return deepest
+
+
 def _yaml(text: str) -> tuple[Any, list[int] | None, list[dict[str, int]]]:
     import yaml
 
@@ -177,6 +197,8 @@ def _yaml(text: str) -> tuple[Any, list[int] | None, list[dict[str, int]]]:
         raise FileError([Problem(mark.line + 1 if mark else None, "", "", f"not valid YAML: {reason}")]) from None
     except yaml.YAMLError as error:
         raise FileError([Problem(None, "", "", f"not valid YAML: {error}")]) from None
+    except RecursionError:  # PyYAML composes recursively: far past MAX_DEPTH
+        raise FileError([Problem(None, "", "", f"nested deeper than {MAX_DEPTH} levels")]) from None
     finally:
         loader.dispose()
     job_lines: list[int] | None = None
@@ -337,6 +359,8 @@ def _job(index: int, line: int | None, key_lines: dict[str, int], spec: Any) -> 
             json.dumps(row["payload"], allow_nan=False)
         except (TypeError, ValueError):
             return None, problem("payload", "holds a value JSON cannot carry (a date, NaN or infinity)")
+        except RecursionError:
+            return None, problem("payload", "nested too deeply")
     try:
         job = job_from_row(row, csv=False)
     except RowError as error:

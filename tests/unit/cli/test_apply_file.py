@@ -151,6 +151,18 @@ def test_hostile_yaml_is_refused(data: bytes, reason: str) -> None:
     assert reason in problem.reason and problem.line is not None
 
 
+@pytest.mark.parametrize("depth", [65, 500, 100_000])
+@pytest.mark.parametrize("fmt", ["toml", "yaml"])
+def test_a_payload_nested_past_the_bound_is_refused_not_a_crash(fmt: str, depth: int) -> None:
+    nested = b"[" * depth + b"]" * depth
+    if fmt == "toml":
+        data = b'[[jobs]]\nname = "a"\ncron = "* * * * *"\nhandler = "h"\npayload = ' + nested + b"\n"
+    else:
+        data = b'jobs:\n  - name: a\n    cron: "* * * * *"\n    handler: h\n    payload: ' + nested + b"\n"
+    (problem,) = _problems(data, fmt)
+    assert "nested deeper than 64" in problem.reason
+
+
 def test_invalid_toml_and_utf8_name_their_line() -> None:
     (problem,) = _problems(b'jobs = []\nx = \n', "toml")
     assert problem.line == 2 and "not valid TOML" in problem.reason
