@@ -33,6 +33,7 @@ import {
   type Schedule,
   type Target,
 } from "./gen/tickwheel/v1/job_pb.js";
+import { CalendarSchema, type Calendar, type Weekday } from "./gen/tickwheel/v1/calendar_pb.js";
 
 /** An instant: a `Date` (always an instant in JavaScript) or a protobuf `Timestamp`. */
 export type TimestampLike = Date | Timestamp;
@@ -299,4 +300,75 @@ export function onceJob(name: string, at: TimestampLike, options: JobOptions): J
  */
 export function localJob(name: string, localTime: string, timeZone: string, options: LocalJobOptions): Job {
   return job(name, { case: "local", value: { $typeName: "tickwheel.v1.LocalTimeSchedule", localTime, timeZone } }, options);
+}
+
+// --- calendars ----------------------------------------------------------------
+
+/** A weekday by name, whole or its first three letters, any case. */
+export type WeekdayName =
+  | "monday" | "tuesday" | "wednesday" | "thursday" | "friday" | "saturday" | "sunday"
+  | "mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun";
+
+const DAY_NAMES = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"] as const;
+
+/**
+ * The `Weekday` of an ISO number (1 Monday to 7 Sunday), a `Weekday` value or
+ * a name (`"mon"`, `"Friday"`, any case). RangeError for anything else.
+ */
+export function weekday(value: WeekdayName | Weekday | number | string): Weekday {
+  let number: number | undefined;
+  if (typeof value === "number") {
+    number = value;
+  } else if (typeof value === "string") {
+    const name = value.trim().toLowerCase();
+    const index = DAY_NAMES.findIndex((day) => day === name || day.slice(0, 3) === name);
+    number = index < 0 ? undefined : index + 1;
+  }
+  if (number === undefined || !Number.isInteger(number) || number < 1 || number > 7) {
+    throw new RangeError(`not a weekday: ${JSON.stringify(value)} (1 Monday to 7 Sunday, or a name such as "mon")`);
+  }
+  return number as Weekday;
+}
+
+/** A calendar date: `"YYYY-MM-DD"`, or a `Date` (its UTC calendar date). */
+export type DateLike = Date | string;
+
+function dateText(value: DateLike): string {
+  if (typeof value === "string") {
+    return value;
+  }
+  if (!(value instanceof Date) || Number.isNaN(value.getTime())) {
+    throw new TypeError("a date is a \"YYYY-MM-DD\" string or a valid Date");
+  }
+  return value.toISOString().slice(0, 10);
+}
+
+/** Options of {@link calendar}. */
+export interface CalendarOptions {
+  /** The business days, as names or ISO numbers (empty or unset: Monday to Friday). */
+  businessDays?: (WeekdayName | Weekday | number | string)[];
+  /** Dates that are not business days (at most 10 000, 1900 to 2200; the server folds duplicates). */
+  holidays?: DateLike[];
+  /** Business days that end early (as bounded as `holidays`). */
+  halfDays?: DateLike[];
+}
+
+/**
+ * A `Calendar` to create or update: `name`, its IANA `timeZone`, business
+ * days, holidays and half-days. The server judges the name, the zone and
+ * each date (INVALID_ARGUMENT naming e.g. `calendar.holidays[3]`); a bad
+ * weekday or a `Date` that is not one throws here.
+ *
+ * ```ts
+ * await client.createCalendar(calendar("uk-banks", "Europe/London", { holidays: ["2027-12-27", "2027-12-28"] }));
+ * ```
+ */
+export function calendar(name: string, timeZone: string, options: CalendarOptions = {}): Calendar {
+  return create(CalendarSchema, {
+    name,
+    timeZone,
+    businessDays: (options.businessDays ?? []).map((day) => weekday(day)),
+    holidays: (options.holidays ?? []).map(dateText),
+    halfDays: (options.halfDays ?? []).map(dateText),
+  });
 }

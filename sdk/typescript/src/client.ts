@@ -52,6 +52,15 @@ import { payloadBytes, timestamp, executionStatus, jobState, type ExecutionStatu
 import { systemClock, type Clock } from "./clock.js";
 import { TickwheelError } from "./errors.js";
 import { AdminService } from "./gen/tickwheel/v1/admin_pb.js";
+import {
+  CalendarSchema,
+  type Calendar,
+  type CreateCalendarResponse,
+  type DeleteCalendarResponse,
+  type GetCalendarResponse,
+  type ListCalendarsResponse,
+  type UpdateCalendarResponse,
+} from "./gen/tickwheel/v1/calendar_pb.js";
 import type { Execution } from "./gen/tickwheel/v1/execution_pb.js";
 import { JobSchema, type ExecutionStatus, type Job, type JobState } from "./gen/tickwheel/v1/job_pb.js";
 import {
@@ -725,6 +734,66 @@ export class TickwheelClient {
     return this.scheduler.replayDeadLetter({ executionId }, options);
   }
 
+  // --- calendars ----------------------------------------------------------------------
+
+  /**
+   * Creates a business-day calendar of the tenant (build one with
+   * {@link calendar}): the calendar as stored (version 1) and `created`,
+   * false when the request id had been seen (the first call's calendar is
+   * returned, whatever this one's definition). ALREADY_EXISTS when the name
+   * is taken, RESOURCE_EXHAUSTED past 1 000 calendars, INVALID_ARGUMENT
+   * naming the field (`calendar.holidays[3]`). Retried: `requestId` (a fresh
+   * UUID when omitted) makes it safe; pass a stable one to make re-running
+   * your program safe.
+   */
+  createCalendar(
+    calendar: Calendar | MessageInitShape<typeof CalendarSchema>,
+    options: { requestId?: string } & CallOptions = {},
+  ): Promise<CreateCalendarResponse> {
+    const { requestId, ...call } = options;
+    return this.scheduler.createCalendar({ calendar: create(CalendarSchema, calendar), requestId: requestId || newRequestId() }, call);
+  }
+
+  /** The calendar with every holiday and half-day. NOT_FOUND for an unknown name or another tenant's. Retried. */
+  getCalendar(name: string, options: CallOptions = {}): Promise<GetCalendarResponse> {
+    return this.scheduler.getCalendar({ name }, options);
+  }
+
+  /**
+   * One page of the tenant's calendars by name, without their dates (their
+   * counts instead). `pageSize` default 100, at most 1000. Use
+   * {@link iterCalendars} to walk every page. Retried.
+   */
+  listCalendars(options: { pageSize?: number; pageToken?: string } & CallOptions = {}): Promise<ListCalendarsResponse> {
+    const { pageSize = 0, pageToken = "", ...call } = options;
+    return this.scheduler.listCalendars({ pageSize, pageToken }, call);
+  }
+
+  /**
+   * Replaces the fields of `calendar` named in `updateMask` (`"time_zone"`,
+   * `"business_days"`, `"holidays"`, `"half_days"`; unset or empty: all four;
+   * a list is replaced whole). `calendar.name` and `calendar.version` (as
+   * last read) are required: FAILED_PRECONDITION when the stored version
+   * moved on. A change that changes nothing returns the calendar as it is.
+   * Never retried.
+   */
+  updateCalendar(calendar: Calendar, options: { updateMask?: string[] } & CallOptions = {}): Promise<UpdateCalendarResponse> {
+    const { updateMask, ...call } = options;
+    return this.scheduler.updateCalendar(
+      { calendar, ...(updateMask !== undefined ? { updateMask: create(FieldMaskSchema, { paths: updateMask }) } : {}) },
+      call,
+    );
+  }
+
+  /**
+   * Deletes a calendar. `version` (when non-zero) must equal the stored one:
+   * FAILED_PRECONDITION otherwise. Never retried.
+   */
+  deleteCalendar(name: string, options: { version?: bigint | number } & CallOptions = {}): Promise<DeleteCalendarResponse> {
+    const { version = 0, ...call } = options;
+    return this.scheduler.deleteCalendar({ name, version: BigInt(version) }, call);
+  }
+
   // --- pages ------------------------------------------------------------------------
 
   /**
@@ -755,6 +824,13 @@ export class TickwheelClient {
   async *iterExecutions(jobId: string, options: Omit<ListExecutionsOptions, "pageToken"> & CallOptions = {}): AsyncGenerator<Execution> {
     for await (const page of this.pages((pageToken) => this.listExecutions(jobId, { ...options, pageToken }))) {
       yield* page.executions;
+    }
+  }
+
+  /** Every calendar {@link listCalendars} would list (without their dates), across pages. */
+  async *iterCalendars(options: { pageSize?: number } & CallOptions = {}): AsyncGenerator<Calendar> {
+    for await (const page of this.pages((pageToken) => this.listCalendars({ ...options, pageToken }))) {
+      yield* page.calendars;
     }
   }
 

@@ -15,6 +15,7 @@ export {
   type ServiceClient,
 } from "./client.js";
 export {
+  calendar,
   cronJob,
   dstPolicy,
   duration,
@@ -29,7 +30,10 @@ export {
   payloadBytes,
   retryPolicy,
   timestamp,
+  weekday,
+  type CalendarOptions,
   type CronJobOptions,
+  type DateLike,
   type DstGapName,
   type DstRepeatName,
   type ExecutionStatusName,
@@ -39,6 +43,7 @@ export {
   type MisfireName,
   type OverlapName,
   type TimestampLike,
+  type WeekdayName,
 } from "./builders.js";
 export { MAX_BATCH_ITEMS, type CreateJobsResult, type DeleteJobsResult, type UpdateJobsResult } from "./batch.js";
 export { Code, TickwheelError, codeName, type FieldViolation } from "./errors.js";
@@ -71,3 +76,4 @@ export * from "./gen/tickwheel/v1/execution_pb.js";
 export * from "./gen/tickwheel/v1/scheduler_pb.js";
 export * from "./gen/tickwheel/v1/worker_pb.js";
 export * from "./gen/tickwheel/v1/admin_pb.js";
+export * from "./gen/tickwheel/v1/calendar_pb.js";
