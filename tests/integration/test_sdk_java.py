@@ -113,7 +113,7 @@ def test_junit_tests_pass(build: Path) -> None:
             counts[key] += int(suite.get(key, "0"))
     assert {
         "dev.tickwheel.TickwheelClientTest", "dev.tickwheel.SchedulerRpcsTest", "dev.tickwheel.TickwheelAdminClientTest",
-        "dev.tickwheel.worker.WorkerTest", "dev.tickwheel.worker.BackoffTest",
+        "dev.tickwheel.worker.WorkerTest", "dev.tickwheel.worker.BackoffTest", "dev.tickwheel.CalendarsTest",
     } <= suites  # fmt: skip
     assert counts["failures"] == counts["errors"] == 0 and counts["tests"] >= 20, counts
 

@@ -13,18 +13,27 @@ import dev.tickwheel.v1.BatchResumeJobsRequest;
 import dev.tickwheel.v1.BatchResumeJobsResponse;
 import dev.tickwheel.v1.BatchUpdateJobsRequest;
 import dev.tickwheel.v1.BatchUpdateJobsResponse;
+import dev.tickwheel.v1.Calendar;
 import dev.tickwheel.v1.CancelExecutionRequest;
 import dev.tickwheel.v1.CancelExecutionResponse;
+import dev.tickwheel.v1.CreateCalendarRequest;
+import dev.tickwheel.v1.CreateCalendarResponse;
 import dev.tickwheel.v1.CreateJobRequest;
 import dev.tickwheel.v1.CreateJobResponse;
+import dev.tickwheel.v1.DeleteCalendarRequest;
+import dev.tickwheel.v1.DeleteCalendarResponse;
 import dev.tickwheel.v1.DeleteJobRequest;
 import dev.tickwheel.v1.DeleteJobResponse;
 import dev.tickwheel.v1.Execution;
+import dev.tickwheel.v1.GetCalendarRequest;
+import dev.tickwheel.v1.GetCalendarResponse;
 import dev.tickwheel.v1.GetExecutionRequest;
 import dev.tickwheel.v1.GetExecutionResponse;
 import dev.tickwheel.v1.GetJobRequest;
 import dev.tickwheel.v1.GetJobResponse;
 import dev.tickwheel.v1.Job;
+import dev.tickwheel.v1.ListCalendarsRequest;
+import dev.tickwheel.v1.ListCalendarsResponse;
 import dev.tickwheel.v1.ListDeadLettersRequest;
 import dev.tickwheel.v1.ListDeadLettersResponse;
 import dev.tickwheel.v1.ListExecutionsRequest;
@@ -40,10 +49,12 @@ import dev.tickwheel.v1.ReplayDeadLetterResponse;
 import dev.tickwheel.v1.ResumeJobRequest;
 import dev.tickwheel.v1.ResumeJobResponse;
 import dev.tickwheel.v1.ScheduledFire;
-import dev.tickwheel.v1.SchedulerServiceGrpc;
 import dev.tickwheel.v1.SchedulerServiceGrpc.SchedulerServiceBlockingStub;
+import dev.tickwheel.v1.SchedulerServiceGrpc;
 import dev.tickwheel.v1.TriggerJobRequest;
 import dev.tickwheel.v1.TriggerJobResponse;
+import dev.tickwheel.v1.UpdateCalendarRequest;
+import dev.tickwheel.v1.UpdateCalendarResponse;
 import dev.tickwheel.v1.UpdateJobRequest;
 import dev.tickwheel.v1.UpdateJobResponse;
 import io.grpc.Channel;
@@ -465,7 +476,72 @@ public final class TickwheelClient implements AutoCloseable {
     return invoke(SchedulerRpcs.REPLAY_DEAD_LETTER, request);
   }
 
+  // --- calendars ------------------------------------------------------------------------------
+
+  /**
+   * Creates the calendar (build one with {@link Calendars}) with a fresh request id; see {@link
+   * #createCalendar(CreateCalendarRequest)}.
+   */
+  public CreateCalendarResponse createCalendar(Calendar calendar) {
+    return createCalendar(CreateCalendarRequest.newBuilder().setCalendar(calendar).build());
+  }
+
+  /**
+   * Creates a business-day calendar of the tenant. Returns it as stored (version 1) and {@code
+   * created}, false when the request id had been seen (the first request's calendar is returned,
+   * whatever this one holds). ALREADY_EXISTS when the name is taken, RESOURCE_EXHAUSTED past 1 000
+   * calendars, INVALID_ARGUMENT naming the field ({@code calendar.holidays[3]}). An empty request
+   * id gets a fresh one. Retried (the request id makes it safe).
+   */
+  public CreateCalendarResponse createCalendar(CreateCalendarRequest request) {
+    if (request.getRequestId().isEmpty()) {
+      request = request.toBuilder().setRequestId(newRequestId()).build();
+    }
+    return invoke(SchedulerRpcs.CREATE_CALENDAR, request);
+  }
+
+  /**
+   * The calendar with every holiday and half-day. NOT_FOUND for an unknown name or another
+   * tenant's. Retried.
+   */
+  public GetCalendarResponse getCalendar(String name) {
+    return invoke(SchedulerRpcs.GET_CALENDAR, GetCalendarRequest.newBuilder().setName(name).build());
+  }
+
+  /**
+   * One page of the tenant's calendars by name, without their dates (their counts instead);
+   * {@link #calendars} walks every page. Retried.
+   */
+  public ListCalendarsResponse listCalendars(ListCalendarsRequest request) {
+    return invoke(SchedulerRpcs.LIST_CALENDARS, request);
+  }
+
+  /**
+   * Replaces the fields named in the update mask ({@code time_zone}, {@code business_days},
+   * {@code holidays}, {@code half_days}; empty: all four; a list is replaced whole). The
+   * calendar's name and version (as last read) are required: FAILED_PRECONDITION when the stored
+   * version moved on. A change that changes nothing returns the calendar as it is. Never retried.
+   */
+  public UpdateCalendarResponse updateCalendar(UpdateCalendarRequest request) {
+    return invoke(SchedulerRpcs.UPDATE_CALENDAR, request);
+  }
+
+  /** Deletes the calendar; a non-zero version must equal the stored one. Never retried. */
+  public DeleteCalendarResponse deleteCalendar(DeleteCalendarRequest request) {
+    return invoke(SchedulerRpcs.DELETE_CALENDAR, request);
+  }
+
   // --- every page -----------------------------------------------------------------------------
+
+  /** Every calendar {@link #listCalendars} would list for {@code request}, across pages. */
+  public Iterable<Calendar> calendars(ListCalendarsRequest request) {
+    return () ->
+        new Pages<>(
+            token -> listCalendars(request.toBuilder().setPageToken(token).build()),
+            ListCalendarsResponse::getCalendarsList,
+            ListCalendarsResponse::getNextPageToken,
+            request.getPageToken());
+  }
 
   /** A job's whole history, newest first, fetching pages as the iteration asks for them. */
   public Iterable<Execution> executions(String jobId) {
