@@ -11,6 +11,7 @@ import re
 import threading
 from collections import OrderedDict
 from datetime import datetime, timedelta, timezone
+from typing import NamedTuple
 
 from google.protobuf import timestamp_pb2
 from google.protobuf.message import DecodeError
@@ -22,6 +23,7 @@ from .policy.admission import Rules, rules_of
 from .policy.breaker import http_target_host
 from .policy.outcome import RetryPolicy
 from .schedule import GapPolicy, RepeatPolicy, Schedule, ScheduleError, parse_local_time
+from .schedule.calendarrule import CalendarRule
 from .schedule.jitter import MAX_WINDOW as MAX_JITTER_WINDOW
 
 DEFAULT_MAX_ATTEMPTS = 5
@@ -56,6 +58,51 @@ MISFIRE_POLICIES = {
     job_pb2.MISFIRE_POLICY_RUN_ALL: "run_all",
     job_pb2.MISFIRE_POLICY_SKIP: "skip",
 }
+
+CALENDAR_RULES = {
+    job_pb2.CALENDAR_RULE_ONLY: CalendarRule.ONLY,
+    job_pb2.CALENDAR_RULE_NEXT: CalendarRule.NEXT,
+    job_pb2.CALENDAR_RULE_SKIP: CalendarRule.SKIP,
+}
+"""The calendar rules this server serves (CALENDAR_RULE_PREVIOUS is reserved: see the contract)."""
+CALENDAR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+"""A calendar's name (the rule of ``Calendar.name``)."""
+
+
+class JobCalendarRef(NamedTuple):
+    """The calendar a job names, and its rule."""
+
+    name: str
+    rule: CalendarRule
+
+
+def calendar_ref_of(job: job_pb2.Job, field: str = "job") -> JobCalendarRef | None:
+    """The calendar ``job`` names and its rule, None when it names none.
+    InvalidArgument ``<field>.calendar.name`` / ``<field>.calendar.rule``
+    for a malformed name or a rule that is unspecified, unknown or not
+    served (``previous``)."""
+    if not job.HasField("calendar"):
+        return None
+    violations: list[FieldViolation] = []
+    name = job.calendar.name
+    if not CALENDAR_NAME.match(name):
+        violations.append(FieldViolation(
+            f"{field}.calendar.name", "required: 1 to 64 characters of [A-Za-z0-9_.-] starting with a letter or a digit"
+        ))  # fmt: skip
+    rule = CALENDAR_RULES.get(job.calendar.rule)
+    if rule is None:
+        if job.calendar.rule == job_pb2.CALENDAR_RULE_PREVIOUS:
+            problem = "CALENDAR_RULE_PREVIOUS is not served yet: use ONLY, NEXT or SKIP"
+        elif job.calendar.rule == job_pb2.CALENDAR_RULE_UNSPECIFIED:
+            problem = "required: ONLY, NEXT or SKIP"
+        else:
+            problem = f"unknown value {job.calendar.rule}"
+        violations.append(FieldViolation(f"{field}.calendar.rule", problem))
+    if violations:
+        raise InvalidArgument(violations)
+    assert rule is not None
+    return JobCalendarRef(name, rule)
+
 
 _GAP = {
     job_pb2.DST_GAP_POLICY_UNSPECIFIED: GapPolicy.AUTO,
@@ -195,7 +242,7 @@ class JobDefinition:
 
     __slots__ = (
         "job_id", "version", "rules", "target", "timeout_us", "unparsed", "problem", "schedule",
-        "misfire_policy", "misfire_threshold", "run_all_limit", "handler", "payload",
+        "misfire_policy", "misfire_threshold", "run_all_limit", "handler", "payload", "calendar",
         "_job", "_retry", "_host", "_lateness",
     )
 
@@ -220,6 +267,8 @@ class JobDefinition:
     handler: str | None
     """The handler name a worker must serve; None for an HTTP target."""
     payload: bytes
+    calendar: JobCalendarRef | None
+    """The business-day calendar the job names and its rule; None when it names none (or cannot be read)."""
 
     @classmethod
     def parse(cls, job_id: str, version: int, spec: bytes | None) -> "JobDefinition":
@@ -242,6 +291,12 @@ class JobDefinition:
         self.timeout_us = job.timeout.ToMicroseconds() if job.HasField("timeout") else DEFAULT_TIMEOUT_US
         self.unparsed = None if decoded is None else f"the definition does not parse: {decoded}"
         problem, schedule, self.misfire_threshold = _claim_of(job, job_id)
+        self.calendar = None
+        if problem is None:
+            try:
+                self.calendar = calendar_ref_of(job)
+            except InvalidArgument as error:
+                problem = str(error)
         self.problem = self.unparsed if self.unparsed is not None else problem
         self.schedule = schedule if self.problem is None else None
         self.misfire_policy = MISFIRE_POLICIES.get(job.misfire_policy, "")

@@ -71,6 +71,7 @@ SKIP_REASON_TO_PROTO = {
     "misfire": execution_pb2.SKIP_REASON_MISFIRE,
     "job_paused": execution_pb2.SKIP_REASON_JOB_PAUSED,
     "tenant_paused": execution_pb2.SKIP_REASON_TENANT_PAUSED,
+    "calendar": execution_pb2.SKIP_REASON_CALENDAR,
 }
 
 

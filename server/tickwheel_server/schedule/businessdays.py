@@ -132,7 +132,12 @@ def wall_instant(cal: BusinessCalendar, day: date, wall: time, registry: ZoneReg
     """The UTC instant at which the calendar's zone shows ``wall`` (naive)
     on ``day``: the earlier of two in a repeated hour, the first instant
     after the gap when the wall time falls in one."""
-    zone = (registry or default_registry()).get(cal.zone)
+    return zone_wall_instant(cal.zone, day, wall, registry)
+
+
+def zone_wall_instant(zone_key: str, day: date, wall: time, registry: ZoneRegistry | None = None) -> datetime:
+    """:func:`wall_instant` in the zone ``zone_key`` (a job's own zone)."""
+    zone = (registry or default_registry()).get(zone_key)
     seconds = (datetime.combine(day, wall.replace(microsecond=0)) - datetime(1970, 1, 1)) // timedelta(seconds=1)
     instants = zone.instants_of_wall(seconds)
     if instants:
@@ -159,9 +164,14 @@ def move_to_business_day(
 
 
 def _local(cal: BusinessCalendar, at: datetime, registry: ZoneRegistry | None) -> tuple[date, time]:
+    return zone_local(cal.zone, at, registry)
+
+
+def zone_local(zone_key: str, at: datetime, registry: ZoneRegistry | None = None) -> tuple[date, time]:
+    """The local date and wall time of the aware instant ``at`` in the zone ``zone_key``."""
     if at.tzinfo is None:
         raise ValueError("an instant must be timezone-aware")
-    zone = (registry or default_registry()).get(cal.zone)
+    zone = (registry or default_registry()).get(zone_key)
     utc = at.astimezone(timezone.utc)
     seconds = (utc - _EPOCH) // timedelta(seconds=1)
     local = utc.replace(tzinfo=None) + timedelta(seconds=zone.offset_at(seconds))

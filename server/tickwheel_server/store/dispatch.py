@@ -78,6 +78,7 @@ from .alerts import AlertStore
 from .base import SqlStore, execute_arrays, tuples
 from .claim_reads import DUE_SQL, DueRow, claim_cursor, claimable, dispatchable, due_select, following_fires
 from .claim_writes import MISFIRE_REASON, TENANT_PAUSED_REASON, ClaimWrites, carried_missed, record_skip
+from .claim_calendars import CalendarCache, calendar_plan, record_calendar_skips
 from .isolation import status_in
 from .partitions import check_epochs
 from .tables import alerts, executions, jobs
@@ -142,6 +143,8 @@ class DispatchStore(SqlStore):
         self._review_after = ""
         self._review_local_after = ""
         self._trace_occurrence = trace_occurrence
+        self.calendars = CalendarCache()
+        """The business-day calendars claims apply, by version (see :mod:`.claim_calendars`)."""
         """While tracing is on: (execution id, job id, tenant, nominal instant) → the traceparent of a
         new trace for that occurrence, stored on its row."""
 
@@ -203,17 +206,23 @@ class DispatchStore(SqlStore):
                 writes.nominal_ats, writes.due_ats, writes.handlers, writes.missed_counts
             )
             payloads = writes.payloads
-            for row in map(_make_due, rows):
+            rows = list(map(_make_due, rows))
+            parsed = [definition(row.id, row.version, row.spec) for row in rows]
+            calendars = self.calendars.load_for(conn, rows, parsed)
+            for row, spec in zip(rows, parsed):
                 job_id = row.id
                 try:
-                    spec = claimable(definition(job_id, row.version, row.spec))
+                    spec = claimable(spec)
                     cursor = claim_cursor(row, instants)
                 except Unreadable as error:
                     result.unreadable.append(Finding(job_id, row.tenant, row.version, error.kind, error.reason))
                     continue
                 carried = carried_missed(conn, row, spec, cursor, now)
+                calendar_skips = ()
                 try:
                     plan = self._plan(row, spec, cursor, now, horizon, scan_limit, carried)
+                    if spec.calendar is not None:
+                        plan, calendar_skips = calendar_plan(row, spec, plan, calendars)
                 except Unreadable as error:
                     result.unreadable.append(Finding(job_id, row.tenant, row.version, error.kind, error.reason))
                     continue
@@ -251,6 +260,9 @@ class DispatchStore(SqlStore):
                                 to_at=plan.skip.to_at, count=plan.skip.count,
                             )
                         )
+                if calendar_skips:
+                    result.skipped += sum(skip.count for skip in calendar_skips)
+                    record_calendar_skips(conn, row, calendar_skips, now_us)
                 following = plan.next_fire
                 writes.cursor_ids.append(job_id)
                 if following is None:

@@ -109,10 +109,30 @@ class UpdateCalendarRequest(_message.Message):
     def __init__(self, calendar: _Optional[_Union[Calendar, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ...) -> None: ...
 
 class UpdateCalendarResponse(_message.Message):
-    __slots__ = ("calendar",)
+    __slots__ = ("calendar", "changed_run_count", "changed_runs", "job_count")
     CALENDAR_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_RUN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_RUNS_FIELD_NUMBER: _ClassVar[int]
+    JOB_COUNT_FIELD_NUMBER: _ClassVar[int]
     calendar: Calendar
-    def __init__(self, calendar: _Optional[_Union[Calendar, _Mapping]] = ...) -> None: ...
+    changed_run_count: int
+    changed_runs: _containers.RepeatedCompositeFieldContainer[CalendarRunChange]
+    job_count: int
+    def __init__(self, calendar: _Optional[_Union[Calendar, _Mapping]] = ..., changed_run_count: _Optional[int] = ..., changed_runs: _Optional[_Iterable[_Union[CalendarRunChange, _Mapping]]] = ..., job_count: _Optional[int] = ...) -> None: ...
+
+class CalendarRunChange(_message.Message):
+    __slots__ = ("execution_id", "job_id", "nominal_at", "old_due_at", "new_due_at")
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    NOMINAL_AT_FIELD_NUMBER: _ClassVar[int]
+    OLD_DUE_AT_FIELD_NUMBER: _ClassVar[int]
+    NEW_DUE_AT_FIELD_NUMBER: _ClassVar[int]
+    execution_id: str
+    job_id: str
+    nominal_at: _timestamp_pb2.Timestamp
+    old_due_at: _timestamp_pb2.Timestamp
+    new_due_at: _timestamp_pb2.Timestamp
+    def __init__(self, execution_id: _Optional[str] = ..., job_id: _Optional[str] = ..., nominal_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., old_due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., new_due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class DeleteCalendarRequest(_message.Message):
     __slots__ = ("name", "version")

@@ -36,6 +36,7 @@ class SkipReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SKIP_REASON_MISFIRE: _ClassVar[SkipReason]
     SKIP_REASON_JOB_PAUSED: _ClassVar[SkipReason]
     SKIP_REASON_TENANT_PAUSED: _ClassVar[SkipReason]
+    SKIP_REASON_CALENDAR: _ClassVar[SkipReason]
 EXECUTION_ORIGIN_UNSPECIFIED: ExecutionOrigin
 EXECUTION_ORIGIN_SCHEDULED: ExecutionOrigin
 EXECUTION_ORIGIN_TRIGGER: ExecutionOrigin
@@ -52,6 +53,7 @@ SKIP_REASON_OVERLAP: SkipReason
 SKIP_REASON_MISFIRE: SkipReason
 SKIP_REASON_JOB_PAUSED: SkipReason
 SKIP_REASON_TENANT_PAUSED: SkipReason
+SKIP_REASON_CALENDAR: SkipReason
 
 class Execution(_message.Message):
     __slots__ = ("id", "job_id", "tenant", "origin", "nominal_at", "due_at", "ready_at", "attempt", "delivery", "status", "owner", "worker_id", "error", "dead_reason", "missed_count", "payload", "attempts", "created_at", "finished_at", "reap_count")

@@ -11,6 +11,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class CalendarRule(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CALENDAR_RULE_UNSPECIFIED: _ClassVar[CalendarRule]
+    CALENDAR_RULE_ONLY: _ClassVar[CalendarRule]
+    CALENDAR_RULE_NEXT: _ClassVar[CalendarRule]
+    CALENDAR_RULE_PREVIOUS: _ClassVar[CalendarRule]
+    CALENDAR_RULE_SKIP: _ClassVar[CalendarRule]
+
 class DstGapPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DST_GAP_POLICY_UNSPECIFIED: _ClassVar[DstGapPolicy]
@@ -56,6 +64,11 @@ class ExecutionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EXECUTION_STATUS_SUCCEEDED: _ClassVar[ExecutionStatus]
     EXECUTION_STATUS_DEAD: _ClassVar[ExecutionStatus]
     EXECUTION_STATUS_CANCELED: _ClassVar[ExecutionStatus]
+CALENDAR_RULE_UNSPECIFIED: CalendarRule
+CALENDAR_RULE_ONLY: CalendarRule
+CALENDAR_RULE_NEXT: CalendarRule
+CALENDAR_RULE_PREVIOUS: CalendarRule
+CALENDAR_RULE_SKIP: CalendarRule
 DST_GAP_POLICY_UNSPECIFIED: DstGapPolicy
 DST_GAP_POLICY_AUTO: DstGapPolicy
 DST_GAP_POLICY_SHIFT: DstGapPolicy
@@ -86,7 +99,7 @@ EXECUTION_STATUS_DEAD: ExecutionStatus
 EXECUTION_STATUS_CANCELED: ExecutionStatus
 
 class Job(_message.Message):
-    __slots__ = ("id", "tenant", "name", "schedule", "dst_policy", "jitter", "start_at", "end_at", "max_runs", "target", "payload", "timeout", "retry_policy", "overlap_policy", "misfire_policy", "misfire_threshold", "misfire_run_all_limit", "lateness_threshold", "concurrency_keys", "labels", "state", "next_run_at", "next_due_at", "run_count", "version", "tzdata_version", "last_run", "created_at", "updated_at", "pause_reason")
+    __slots__ = ("id", "tenant", "name", "schedule", "dst_policy", "jitter", "start_at", "end_at", "max_runs", "target", "payload", "timeout", "retry_policy", "overlap_policy", "misfire_policy", "misfire_threshold", "misfire_run_all_limit", "lateness_threshold", "concurrency_keys", "labels", "state", "next_run_at", "next_due_at", "run_count", "version", "tzdata_version", "last_run", "created_at", "updated_at", "pause_reason", "calendar")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -124,6 +137,7 @@ class Job(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     PAUSE_REASON_FIELD_NUMBER: _ClassVar[int]
+    CALENDAR_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant: str
     name: str
@@ -154,7 +168,16 @@ class Job(_message.Message):
     created_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
     pause_reason: str
-    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ..., name: _Optional[str] = ..., schedule: _Optional[_Union[Schedule, _Mapping]] = ..., dst_policy: _Optional[_Union[DstPolicy, _Mapping]] = ..., jitter: _Optional[_Union[Jitter, _Mapping]] = ..., start_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_runs: _Optional[int] = ..., target: _Optional[_Union[Target, _Mapping]] = ..., payload: _Optional[bytes] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., overlap_policy: _Optional[_Union[OverlapPolicy, str]] = ..., misfire_policy: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_threshold: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., misfire_run_all_limit: _Optional[int] = ..., lateness_threshold: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., concurrency_keys: _Optional[_Iterable[_Union[ConcurrencyKey, _Mapping]]] = ..., labels: _Optional[_Mapping[str, str]] = ..., state: _Optional[_Union[JobState, str]] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_count: _Optional[int] = ..., version: _Optional[int] = ..., tzdata_version: _Optional[str] = ..., last_run: _Optional[_Union[LastRun, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pause_reason: _Optional[str] = ...) -> None: ...
+    calendar: JobCalendar
+    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ..., name: _Optional[str] = ..., schedule: _Optional[_Union[Schedule, _Mapping]] = ..., dst_policy: _Optional[_Union[DstPolicy, _Mapping]] = ..., jitter: _Optional[_Union[Jitter, _Mapping]] = ..., start_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_runs: _Optional[int] = ..., target: _Optional[_Union[Target, _Mapping]] = ..., payload: _Optional[bytes] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry_policy: _Optional[_Union[RetryPolicy, _Mapping]] = ..., overlap_policy: _Optional[_Union[OverlapPolicy, str]] = ..., misfire_policy: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_threshold: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., misfire_run_all_limit: _Optional[int] = ..., lateness_threshold: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., concurrency_keys: _Optional[_Iterable[_Union[ConcurrencyKey, _Mapping]]] = ..., labels: _Optional[_Mapping[str, str]] = ..., state: _Optional[_Union[JobState, str]] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_count: _Optional[int] = ..., version: _Optional[int] = ..., tzdata_version: _Optional[str] = ..., last_run: _Optional[_Union[LastRun, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pause_reason: _Optional[str] = ..., calendar: _Optional[_Union[JobCalendar, _Mapping]] = ...) -> None: ...
+
+class JobCalendar(_message.Message):
+    __slots__ = ("name", "rule")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    rule: CalendarRule
+    def __init__(self, name: _Optional[str] = ..., rule: _Optional[_Union[CalendarRule, str]] = ...) -> None: ...
 
 class Schedule(_message.Message):
     __slots__ = ("cron", "once_at", "local")
@@ -262,13 +285,15 @@ class LastRun(_message.Message):
     def __init__(self, execution_id: _Optional[str] = ..., nominal_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status: _Optional[_Union[ExecutionStatus, str]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ...) -> None: ...
 
 class ScheduledFire(_message.Message):
-    __slots__ = ("nominal_at", "due_at", "local_time", "note")
+    __slots__ = ("nominal_at", "due_at", "local_time", "note", "skipped")
     NOMINAL_AT_FIELD_NUMBER: _ClassVar[int]
     DUE_AT_FIELD_NUMBER: _ClassVar[int]
     LOCAL_TIME_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
     nominal_at: _timestamp_pb2.Timestamp
     due_at: _timestamp_pb2.Timestamp
     local_time: str
     note: str
-    def __init__(self, nominal_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., local_time: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
+    skipped: bool
+    def __init__(self, nominal_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., due_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., local_time: _Optional[str] = ..., note: _Optional[str] = ..., skipped: _Optional[bool] = ...) -> None: ...

@@ -483,7 +483,12 @@ class SchedulerServiceServicer:
         stored version: FAILED_PRECONDITION otherwise. The fields in
         `update_mask` are replaced (a list is replaced whole, not merged) and the
         result is validated as CreateCalendar validates; it is stored at version
-        + 1, or returned unchanged when it changes nothing.
+        + 1, or returned unchanged when it changes nothing. In the same
+        transaction, the runs already created and not yet handed out of the
+        tenant's jobs that name the calendar are decided again under the new
+        calendar (their ids stay): the response counts those moved or dropped
+        and lists the first ones, and a `calendar_runs_changed` alert says the
+        same when there are any.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -491,9 +496,9 @@ class SchedulerServiceServicer:
 
     def DeleteCalendar(self, request, context):
         """Deletes a calendar. FAILED_PRECONDITION when a non-zero `version` is not
-        the stored version. Once jobs can name a calendar (a later change),
-        deleting one that a job names will be refused with FAILED_PRECONDITION;
-        today no job can name one.
+        the stored version, and FAILED_PRECONDITION naming how many jobs name
+        the calendar when any does (a deleted job does not count; a paused or
+        completed one does): change or delete those jobs first.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -101,8 +101,8 @@ func (Weekday) EnumDescriptor() ([]byte, []int) {
 // `business_days` and its date is not one of `holidays`; a half-day is a
 // business day with shortened hours (it counts as a business day). Dates are
 // ISO 8601 calendar dates `YYYY-MM-DD` (four-digit year, two-digit month and
-// day), local days of `time_zone`, between 1900-01-01 and 2200-12-31. Jobs do
-// not name calendars yet: that is a later change of this contract.
+// day), local days of `time_zone`, between 1900-01-01 and 2200-12-31. A job
+// names a calendar and a rule in `Job.calendar` (see `JobCalendar`).
 type Calendar struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required on create; the calendar's key afterwards (UpdateCalendar cannot
@@ -640,7 +640,16 @@ type UpdateCalendarResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The calendar as stored after the change (unchanged, at its version,
 	// when the request changed nothing).
-	Calendar      *Calendar `protobuf:"bytes,1,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	Calendar *Calendar `protobuf:"bytes,1,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	// How many runs already created (scheduled, not yet handed out) of the
+	// tenant's jobs that name this calendar the change moved to another due
+	// instant or dropped, in the same transaction as the change. Runs not yet
+	// created follow the new calendar when they are.
+	ChangedRunCount int64 `protobuf:"varint,2,opt,name=changed_run_count,json=changedRunCount,proto3" json:"changed_run_count,omitempty"`
+	// The first of those runs (at most 100), by due instant then id.
+	ChangedRuns []*CalendarRunChange `protobuf:"bytes,3,rep,name=changed_runs,json=changedRuns,proto3" json:"changed_runs,omitempty"`
+	// How many jobs name this calendar.
+	JobCount      int64 `protobuf:"varint,4,opt,name=job_count,json=jobCount,proto3" json:"job_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -682,6 +691,110 @@ func (x *UpdateCalendarResponse) GetCalendar() *Calendar {
 	return nil
 }
 
+func (x *UpdateCalendarResponse) GetChangedRunCount() int64 {
+	if x != nil {
+		return x.ChangedRunCount
+	}
+	return 0
+}
+
+func (x *UpdateCalendarResponse) GetChangedRuns() []*CalendarRunChange {
+	if x != nil {
+		return x.ChangedRuns
+	}
+	return nil
+}
+
+func (x *UpdateCalendarResponse) GetJobCount() int64 {
+	if x != nil {
+		return x.JobCount
+	}
+	return 0
+}
+
+// A created run that a calendar change moved or dropped.
+type CalendarRunChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The execution id (`<job id>:<nominal instant>`), which stays the same.
+	ExecutionId string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// The job.
+	JobId string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The occurrence's nominal instant.
+	NominalAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=nominal_at,json=nominalAt,proto3" json:"nominal_at,omitempty"`
+	// Its due instant before the change.
+	OldDueAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=old_due_at,json=oldDueAt,proto3" json:"old_due_at,omitempty"`
+	// Its due instant after the change; unset when the change dropped it:
+	// the run is then canceled, with the calendar change as its reason.
+	NewDueAt      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=new_due_at,json=newDueAt,proto3" json:"new_due_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CalendarRunChange) Reset() {
+	*x = CalendarRunChange{}
+	mi := &file_tickwheel_v1_calendar_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CalendarRunChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CalendarRunChange) ProtoMessage() {}
+
+func (x *CalendarRunChange) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_calendar_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CalendarRunChange.ProtoReflect.Descriptor instead.
+func (*CalendarRunChange) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_calendar_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CalendarRunChange) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *CalendarRunChange) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *CalendarRunChange) GetNominalAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NominalAt
+	}
+	return nil
+}
+
+func (x *CalendarRunChange) GetOldDueAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OldDueAt
+	}
+	return nil
+}
+
+func (x *CalendarRunChange) GetNewDueAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NewDueAt
+	}
+	return nil
+}
+
 // DeleteCalendar input.
 type DeleteCalendarRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -696,7 +809,7 @@ type DeleteCalendarRequest struct {
 
 func (x *DeleteCalendarRequest) Reset() {
 	*x = DeleteCalendarRequest{}
-	mi := &file_tickwheel_v1_calendar_proto_msgTypes[9]
+	mi := &file_tickwheel_v1_calendar_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +821,7 @@ func (x *DeleteCalendarRequest) String() string {
 func (*DeleteCalendarRequest) ProtoMessage() {}
 
 func (x *DeleteCalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_calendar_proto_msgTypes[9]
+	mi := &file_tickwheel_v1_calendar_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +834,7 @@ func (x *DeleteCalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCalendarRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCalendarRequest) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_calendar_proto_rawDescGZIP(), []int{9}
+	return file_tickwheel_v1_calendar_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteCalendarRequest) GetName() string {
@@ -747,7 +860,7 @@ type DeleteCalendarResponse struct {
 
 func (x *DeleteCalendarResponse) Reset() {
 	*x = DeleteCalendarResponse{}
-	mi := &file_tickwheel_v1_calendar_proto_msgTypes[10]
+	mi := &file_tickwheel_v1_calendar_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +872,7 @@ func (x *DeleteCalendarResponse) String() string {
 func (*DeleteCalendarResponse) ProtoMessage() {}
 
 func (x *DeleteCalendarResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_calendar_proto_msgTypes[10]
+	mi := &file_tickwheel_v1_calendar_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +885,7 @@ func (x *DeleteCalendarResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCalendarResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCalendarResponse) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_calendar_proto_rawDescGZIP(), []int{10}
+	return file_tickwheel_v1_calendar_proto_rawDescGZIP(), []int{11}
 }
 
 var File_tickwheel_v1_calendar_proto protoreflect.FileDescriptor
@@ -816,9 +929,21 @@ const file_tickwheel_v1_calendar_proto_rawDesc = "" +
 	"\x15UpdateCalendarRequest\x122\n" +
 	"\bcalendar\x18\x01 \x01(\v2\x16.tickwheel.v1.CalendarR\bcalendar\x12;\n" +
 	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
-	"updateMask\"L\n" +
+	"updateMask\"\xd9\x01\n" +
 	"\x16UpdateCalendarResponse\x122\n" +
-	"\bcalendar\x18\x01 \x01(\v2\x16.tickwheel.v1.CalendarR\bcalendar\"E\n" +
+	"\bcalendar\x18\x01 \x01(\v2\x16.tickwheel.v1.CalendarR\bcalendar\x12*\n" +
+	"\x11changed_run_count\x18\x02 \x01(\x03R\x0fchangedRunCount\x12B\n" +
+	"\fchanged_runs\x18\x03 \x03(\v2\x1f.tickwheel.v1.CalendarRunChangeR\vchangedRuns\x12\x1b\n" +
+	"\tjob_count\x18\x04 \x01(\x03R\bjobCount\"\xfc\x01\n" +
+	"\x11CalendarRunChange\x12!\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x129\n" +
+	"\n" +
+	"nominal_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tnominalAt\x128\n" +
+	"\n" +
+	"old_due_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\boldDueAt\x128\n" +
+	"\n" +
+	"new_due_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bnewDueAt\"E\n" +
 	"\x15DeleteCalendarRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\"\x18\n" +
@@ -847,7 +972,7 @@ func file_tickwheel_v1_calendar_proto_rawDescGZIP() []byte {
 }
 
 var file_tickwheel_v1_calendar_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_tickwheel_v1_calendar_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_tickwheel_v1_calendar_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_tickwheel_v1_calendar_proto_goTypes = []any{
 	(Weekday)(0),                   // 0: tickwheel.v1.Weekday
 	(*Calendar)(nil),               // 1: tickwheel.v1.Calendar
@@ -859,27 +984,32 @@ var file_tickwheel_v1_calendar_proto_goTypes = []any{
 	(*ListCalendarsResponse)(nil),  // 7: tickwheel.v1.ListCalendarsResponse
 	(*UpdateCalendarRequest)(nil),  // 8: tickwheel.v1.UpdateCalendarRequest
 	(*UpdateCalendarResponse)(nil), // 9: tickwheel.v1.UpdateCalendarResponse
-	(*DeleteCalendarRequest)(nil),  // 10: tickwheel.v1.DeleteCalendarRequest
-	(*DeleteCalendarResponse)(nil), // 11: tickwheel.v1.DeleteCalendarResponse
-	(*timestamppb.Timestamp)(nil),  // 12: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),  // 13: google.protobuf.FieldMask
+	(*CalendarRunChange)(nil),      // 10: tickwheel.v1.CalendarRunChange
+	(*DeleteCalendarRequest)(nil),  // 11: tickwheel.v1.DeleteCalendarRequest
+	(*DeleteCalendarResponse)(nil), // 12: tickwheel.v1.DeleteCalendarResponse
+	(*timestamppb.Timestamp)(nil),  // 13: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),  // 14: google.protobuf.FieldMask
 }
 var file_tickwheel_v1_calendar_proto_depIdxs = []int32{
 	0,  // 0: tickwheel.v1.Calendar.business_days:type_name -> tickwheel.v1.Weekday
-	12, // 1: tickwheel.v1.Calendar.created_at:type_name -> google.protobuf.Timestamp
-	12, // 2: tickwheel.v1.Calendar.updated_at:type_name -> google.protobuf.Timestamp
+	13, // 1: tickwheel.v1.Calendar.created_at:type_name -> google.protobuf.Timestamp
+	13, // 2: tickwheel.v1.Calendar.updated_at:type_name -> google.protobuf.Timestamp
 	1,  // 3: tickwheel.v1.CreateCalendarRequest.calendar:type_name -> tickwheel.v1.Calendar
 	1,  // 4: tickwheel.v1.CreateCalendarResponse.calendar:type_name -> tickwheel.v1.Calendar
 	1,  // 5: tickwheel.v1.GetCalendarResponse.calendar:type_name -> tickwheel.v1.Calendar
 	1,  // 6: tickwheel.v1.ListCalendarsResponse.calendars:type_name -> tickwheel.v1.Calendar
 	1,  // 7: tickwheel.v1.UpdateCalendarRequest.calendar:type_name -> tickwheel.v1.Calendar
-	13, // 8: tickwheel.v1.UpdateCalendarRequest.update_mask:type_name -> google.protobuf.FieldMask
+	14, // 8: tickwheel.v1.UpdateCalendarRequest.update_mask:type_name -> google.protobuf.FieldMask
 	1,  // 9: tickwheel.v1.UpdateCalendarResponse.calendar:type_name -> tickwheel.v1.Calendar
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	10, // 10: tickwheel.v1.UpdateCalendarResponse.changed_runs:type_name -> tickwheel.v1.CalendarRunChange
+	13, // 11: tickwheel.v1.CalendarRunChange.nominal_at:type_name -> google.protobuf.Timestamp
+	13, // 12: tickwheel.v1.CalendarRunChange.old_due_at:type_name -> google.protobuf.Timestamp
+	13, // 13: tickwheel.v1.CalendarRunChange.new_due_at:type_name -> google.protobuf.Timestamp
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_tickwheel_v1_calendar_proto_init() }
@@ -893,7 +1023,7 @@ func file_tickwheel_v1_calendar_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tickwheel_v1_calendar_proto_rawDesc), len(file_tickwheel_v1_calendar_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

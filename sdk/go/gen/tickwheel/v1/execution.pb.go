@@ -165,6 +165,10 @@ const (
 	SkipReason_SKIP_REASON_JOB_PAUSED SkipReason = 3
 	// The tenant was paused by an operator.
 	SkipReason_SKIP_REASON_TENANT_PAUSED SkipReason = 4
+	// The job's business-day calendar: CALENDAR_RULE_SKIP, or a move to
+	// another business day that would reach the next nominal occurrence
+	// (see `CalendarRule`).
+	SkipReason_SKIP_REASON_CALENDAR SkipReason = 5
 )
 
 // Enum value maps for SkipReason.
@@ -175,6 +179,7 @@ var (
 		2: "SKIP_REASON_MISFIRE",
 		3: "SKIP_REASON_JOB_PAUSED",
 		4: "SKIP_REASON_TENANT_PAUSED",
+		5: "SKIP_REASON_CALENDAR",
 	}
 	SkipReason_value = map[string]int32{
 		"SKIP_REASON_UNSPECIFIED":   0,
@@ -182,6 +187,7 @@ var (
 		"SKIP_REASON_MISFIRE":       2,
 		"SKIP_REASON_JOB_PAUSED":    3,
 		"SKIP_REASON_TENANT_PAUSED": 4,
+		"SKIP_REASON_CALENDAR":      5,
 	}
 )
 
@@ -718,14 +724,15 @@ const file_tickwheel_v1_execution_proto_rawDesc = "" +
 	"\x15ATTEMPT_STATUS_FAILED\x10\x03\x12\x1c\n" +
 	"\x18ATTEMPT_STATUS_TIMED_OUT\x10\x04\x12\x17\n" +
 	"\x13ATTEMPT_STATUS_LOST\x10\x05\x12\x1b\n" +
-	"\x17ATTEMPT_STATUS_CANCELED\x10\x06*\x96\x01\n" +
+	"\x17ATTEMPT_STATUS_CANCELED\x10\x06*\xb0\x01\n" +
 	"\n" +
 	"SkipReason\x12\x1b\n" +
 	"\x17SKIP_REASON_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SKIP_REASON_OVERLAP\x10\x01\x12\x17\n" +
 	"\x13SKIP_REASON_MISFIRE\x10\x02\x12\x1a\n" +
 	"\x16SKIP_REASON_JOB_PAUSED\x10\x03\x12\x1d\n" +
-	"\x19SKIP_REASON_TENANT_PAUSED\x10\x04Bh\n" +
+	"\x19SKIP_REASON_TENANT_PAUSED\x10\x04\x12\x18\n" +
+	"\x14SKIP_REASON_CALENDAR\x10\x05Bh\n" +
 	"\x10dev.tickwheel.v1B\x0eExecutionProtoP\x01ZBgithub.com/tickwheel/tickwheel/sdk/go/gen/tickwheel/v1;tickwheelv1b\x06proto3"
 
 var (

@@ -23,6 +23,84 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// What happens to an occurrence whose nominal instant does not fall on a
+// business day of the job's calendar. "The same wall time" is the nominal
+// instant's wall time in the job's own time zone; on a day where it does not
+// exist (a daylight-saving gap) the run is at the first instant after the
+// gap, where it exists twice at the earlier one. A moved run never lands on
+// or past the schedule's next nominal occurrence: when it would, the
+// occurrence is skipped and recorded instead (reason `calendar`), so two
+// runs never collapse into one silently.
+type CalendarRule int32
+
+const (
+	// Refused: a job that names a calendar names its rule.
+	CalendarRule_CALENDAR_RULE_UNSPECIFIED CalendarRule = 0
+	// The occurrence is dropped: nothing runs and nothing is recorded, as if
+	// the schedule did not name that day. Previews leave it out.
+	CalendarRule_CALENDAR_RULE_ONLY CalendarRule = 1
+	// The occurrence runs on the next business day at the same wall time,
+	// unless that instant is at or after the schedule's next nominal
+	// occurrence (then it is skipped and recorded).
+	CalendarRule_CALENDAR_RULE_NEXT CalendarRule = 2
+	// Reserved for "the previous business day at the same wall time, strictly
+	// after the schedule's previous nominal occurrence". Not served yet: the
+	// dispatcher reaches an occurrence one look-ahead before its nominal
+	// instant, too late for a run days earlier, and running it then (on the
+	// non-business day, or early) would break this contract. INVALID_ARGUMENT
+	// `job.calendar.rule` until it is.
+	CalendarRule_CALENDAR_RULE_PREVIOUS CalendarRule = 3
+	// The occurrence is skipped and the skip recorded in the job's history
+	// (a skip range with reason `calendar`), so a user sees why a nominal run
+	// did not happen.
+	CalendarRule_CALENDAR_RULE_SKIP CalendarRule = 4
+)
+
+// Enum value maps for CalendarRule.
+var (
+	CalendarRule_name = map[int32]string{
+		0: "CALENDAR_RULE_UNSPECIFIED",
+		1: "CALENDAR_RULE_ONLY",
+		2: "CALENDAR_RULE_NEXT",
+		3: "CALENDAR_RULE_PREVIOUS",
+		4: "CALENDAR_RULE_SKIP",
+	}
+	CalendarRule_value = map[string]int32{
+		"CALENDAR_RULE_UNSPECIFIED": 0,
+		"CALENDAR_RULE_ONLY":        1,
+		"CALENDAR_RULE_NEXT":        2,
+		"CALENDAR_RULE_PREVIOUS":    3,
+		"CALENDAR_RULE_SKIP":        4,
+	}
+)
+
+func (x CalendarRule) Enum() *CalendarRule {
+	p := new(CalendarRule)
+	*p = x
+	return p
+}
+
+func (x CalendarRule) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CalendarRule) Descriptor() protoreflect.EnumDescriptor {
+	return file_tickwheel_v1_job_proto_enumTypes[0].Descriptor()
+}
+
+func (CalendarRule) Type() protoreflect.EnumType {
+	return &file_tickwheel_v1_job_proto_enumTypes[0]
+}
+
+func (x CalendarRule) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CalendarRule.Descriptor instead.
+func (CalendarRule) EnumDescriptor() ([]byte, []int) {
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{0}
+}
+
 // Wall times skipped by a jump forward.
 type DstGapPolicy int32
 
@@ -67,11 +145,11 @@ func (x DstGapPolicy) String() string {
 }
 
 func (DstGapPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_tickwheel_v1_job_proto_enumTypes[0].Descriptor()
+	return file_tickwheel_v1_job_proto_enumTypes[1].Descriptor()
 }
 
 func (DstGapPolicy) Type() protoreflect.EnumType {
-	return &file_tickwheel_v1_job_proto_enumTypes[0]
+	return &file_tickwheel_v1_job_proto_enumTypes[1]
 }
 
 func (x DstGapPolicy) Number() protoreflect.EnumNumber {
@@ -80,7 +158,7 @@ func (x DstGapPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DstGapPolicy.Descriptor instead.
 func (DstGapPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{0}
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{1}
 }
 
 // Wall times repeated by a jump backward.
@@ -125,11 +203,11 @@ func (x DstRepeatPolicy) String() string {
 }
 
 func (DstRepeatPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_tickwheel_v1_job_proto_enumTypes[1].Descriptor()
+	return file_tickwheel_v1_job_proto_enumTypes[2].Descriptor()
 }
 
 func (DstRepeatPolicy) Type() protoreflect.EnumType {
-	return &file_tickwheel_v1_job_proto_enumTypes[1]
+	return &file_tickwheel_v1_job_proto_enumTypes[2]
 }
 
 func (x DstRepeatPolicy) Number() protoreflect.EnumNumber {
@@ -138,7 +216,7 @@ func (x DstRepeatPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DstRepeatPolicy.Descriptor instead.
 func (DstRepeatPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{1}
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{2}
 }
 
 // What happens when an occurrence comes due while the previous one still runs.
@@ -187,11 +265,11 @@ func (x OverlapPolicy) String() string {
 }
 
 func (OverlapPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_tickwheel_v1_job_proto_enumTypes[2].Descriptor()
+	return file_tickwheel_v1_job_proto_enumTypes[3].Descriptor()
 }
 
 func (OverlapPolicy) Type() protoreflect.EnumType {
-	return &file_tickwheel_v1_job_proto_enumTypes[2]
+	return &file_tickwheel_v1_job_proto_enumTypes[3]
 }
 
 func (x OverlapPolicy) Number() protoreflect.EnumNumber {
@@ -200,7 +278,7 @@ func (x OverlapPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OverlapPolicy.Descriptor instead.
 func (OverlapPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{2}
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{3}
 }
 
 // What happens to occurrences missed by more than the misfire threshold.
@@ -246,11 +324,11 @@ func (x MisfirePolicy) String() string {
 }
 
 func (MisfirePolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_tickwheel_v1_job_proto_enumTypes[3].Descriptor()
+	return file_tickwheel_v1_job_proto_enumTypes[4].Descriptor()
 }
 
 func (MisfirePolicy) Type() protoreflect.EnumType {
-	return &file_tickwheel_v1_job_proto_enumTypes[3]
+	return &file_tickwheel_v1_job_proto_enumTypes[4]
 }
 
 func (x MisfirePolicy) Number() protoreflect.EnumNumber {
@@ -259,7 +337,7 @@ func (x MisfirePolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MisfirePolicy.Descriptor instead.
 func (MisfirePolicy) EnumDescriptor() ([]byte, []int) {
-	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{3}
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{4}
 }
 
 // The life-cycle state of a job.
@@ -303,11 +381,11 @@ func (x JobState) String() string {
 }
 
 func (JobState) Descriptor() protoreflect.EnumDescriptor {
-	return file_tickwheel_v1_job_proto_enumTypes[4].Descriptor()
+	return file_tickwheel_v1_job_proto_enumTypes[5].Descriptor()
 }
 
 func (JobState) Type() protoreflect.EnumType {
-	return &file_tickwheel_v1_job_proto_enumTypes[4]
+	return &file_tickwheel_v1_job_proto_enumTypes[5]
 }
 
 func (x JobState) Number() protoreflect.EnumNumber {
@@ -316,7 +394,7 @@ func (x JobState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use JobState.Descriptor instead.
 func (JobState) EnumDescriptor() ([]byte, []int) {
-	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{4}
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{5}
 }
 
 // The status of an execution.
@@ -376,11 +454,11 @@ func (x ExecutionStatus) String() string {
 }
 
 func (ExecutionStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_tickwheel_v1_job_proto_enumTypes[5].Descriptor()
+	return file_tickwheel_v1_job_proto_enumTypes[6].Descriptor()
 }
 
 func (ExecutionStatus) Type() protoreflect.EnumType {
-	return &file_tickwheel_v1_job_proto_enumTypes[5]
+	return &file_tickwheel_v1_job_proto_enumTypes[6]
 }
 
 func (x ExecutionStatus) Number() protoreflect.EnumNumber {
@@ -389,7 +467,7 @@ func (x ExecutionStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ExecutionStatus.Descriptor instead.
 func (ExecutionStatus) EnumDescriptor() ([]byte, []int) {
-	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{5}
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{6}
 }
 
 // A job: a schedule, a target to call when it fires, and the policies that
@@ -496,7 +574,11 @@ type Job struct {
 	// Output only. When the job was last changed.
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,29,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// Output only. Why the job is paused, as given to PauseJob.
-	PauseReason   string `protobuf:"bytes,30,opt,name=pause_reason,json=pauseReason,proto3" json:"pause_reason,omitempty"`
+	PauseReason string `protobuf:"bytes,30,opt,name=pause_reason,json=pauseReason,proto3" json:"pause_reason,omitempty"`
+	// Optional. A business-day calendar of the job's tenant and what happens to
+	// an occurrence that does not fall on one of its business days. Unset: the
+	// job ignores calendars.
+	Calendar      *JobCalendar `protobuf:"bytes,31,opt,name=calendar,proto3" json:"calendar,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -741,6 +823,83 @@ func (x *Job) GetPauseReason() string {
 	return ""
 }
 
+func (x *Job) GetCalendar() *JobCalendar {
+	if x != nil {
+		return x.Calendar
+	}
+	return nil
+}
+
+// A job's business-day calendar and its rule. An occurrence falls on a
+// business day when the date of its nominal instant in the calendar's time
+// zone is a business day (or a half-day) of the calendar. The calendar
+// decides only what happens to each nominal occurrence of the schedule: the
+// execution id (the idempotency key a target sees) stays
+// `<job id>:<nominal instant>`; a moved occurrence's `due_at` is the moved
+// instant plus the job's jitter, and it is never handed out before that.
+// `max_runs` counts nominal occurrences, whatever the rule did to them.
+type JobCalendar struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required when `calendar` is set: the name of one of the tenant's
+	// calendars (the rule of `Calendar.name`: 1 to 64 characters of
+	// [A-Za-z0-9_.-] starting with a letter or a digit). INVALID_ARGUMENT
+	// `job.calendar.name` when empty or malformed; FAILED_PRECONDITION
+	// `job.calendar.name` when the tenant has no calendar of that name
+	// (another tenant's calendars are not visible). A calendar that jobs name
+	// cannot be deleted; if it is gone anyway, the job's occurrences are not
+	// created and the job's `schedule_uncomputable` alert says why.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Required when `calendar` is set. INVALID_ARGUMENT `job.calendar.rule`
+	// when unspecified or not one of the values below.
+	Rule          CalendarRule `protobuf:"varint,2,opt,name=rule,proto3,enum=tickwheel.v1.CalendarRule" json:"rule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobCalendar) Reset() {
+	*x = JobCalendar{}
+	mi := &file_tickwheel_v1_job_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobCalendar) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobCalendar) ProtoMessage() {}
+
+func (x *JobCalendar) ProtoReflect() protoreflect.Message {
+	mi := &file_tickwheel_v1_job_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobCalendar.ProtoReflect.Descriptor instead.
+func (*JobCalendar) Descriptor() ([]byte, []int) {
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *JobCalendar) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *JobCalendar) GetRule() CalendarRule {
+	if x != nil {
+		return x.Rule
+	}
+	return CalendarRule_CALENDAR_RULE_UNSPECIFIED
+}
+
 // When a job fires: exactly one of the cases must be set.
 type Schedule struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -756,7 +915,7 @@ type Schedule struct {
 
 func (x *Schedule) Reset() {
 	*x = Schedule{}
-	mi := &file_tickwheel_v1_job_proto_msgTypes[1]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +927,7 @@ func (x *Schedule) String() string {
 func (*Schedule) ProtoMessage() {}
 
 func (x *Schedule) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_job_proto_msgTypes[1]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +940,7 @@ func (x *Schedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Schedule.ProtoReflect.Descriptor instead.
 func (*Schedule) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{1}
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Schedule) GetKind() isSchedule_Kind {
@@ -870,7 +1029,7 @@ type CronSchedule struct {
 
 func (x *CronSchedule) Reset() {
 	*x = CronSchedule{}
-	mi := &file_tickwheel_v1_job_proto_msgTypes[2]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +1041,7 @@ func (x *CronSchedule) String() string {
 func (*CronSchedule) ProtoMessage() {}
 
 func (x *CronSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_job_proto_msgTypes[2]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +1054,7 @@ func (x *CronSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CronSchedule.ProtoReflect.Descriptor instead.
 func (*CronSchedule) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{2}
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CronSchedule) GetExpression() string {
@@ -928,7 +1087,7 @@ type LocalTimeSchedule struct {
 
 func (x *LocalTimeSchedule) Reset() {
 	*x = LocalTimeSchedule{}
-	mi := &file_tickwheel_v1_job_proto_msgTypes[3]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1099,7 @@ func (x *LocalTimeSchedule) String() string {
 func (*LocalTimeSchedule) ProtoMessage() {}
 
 func (x *LocalTimeSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_job_proto_msgTypes[3]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1112,7 @@ func (x *LocalTimeSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalTimeSchedule.ProtoReflect.Descriptor instead.
 func (*LocalTimeSchedule) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{3}
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LocalTimeSchedule) GetLocalTime() string {
@@ -983,7 +1142,7 @@ type DstPolicy struct {
 
 func (x *DstPolicy) Reset() {
 	*x = DstPolicy{}
-	mi := &file_tickwheel_v1_job_proto_msgTypes[4]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1154,7 @@ func (x *DstPolicy) String() string {
 func (*DstPolicy) ProtoMessage() {}
 
 func (x *DstPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_job_proto_msgTypes[4]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1167,7 @@ func (x *DstPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DstPolicy.ProtoReflect.Descriptor instead.
 func (*DstPolicy) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{4}
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DstPolicy) GetGap() DstGapPolicy {
@@ -1042,7 +1201,7 @@ type Jitter struct {
 
 func (x *Jitter) Reset() {
 	*x = Jitter{}
-	mi := &file_tickwheel_v1_job_proto_msgTypes[5]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1213,7 @@ func (x *Jitter) String() string {
 func (*Jitter) ProtoMessage() {}
 
 func (x *Jitter) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_job_proto_msgTypes[5]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1226,7 @@ func (x *Jitter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Jitter.ProtoReflect.Descriptor instead.
 func (*Jitter) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{5}
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Jitter) GetExact() bool {
@@ -1098,7 +1257,7 @@ type Target struct {
 
 func (x *Target) Reset() {
 	*x = Target{}
-	mi := &file_tickwheel_v1_job_proto_msgTypes[6]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1269,7 @@ func (x *Target) String() string {
 func (*Target) ProtoMessage() {}
 
 func (x *Target) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_job_proto_msgTypes[6]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1282,7 @@ func (x *Target) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Target.ProtoReflect.Descriptor instead.
 func (*Target) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{6}
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Target) GetKind() isTarget_Kind {
@@ -1198,7 +1357,7 @@ type HttpTarget struct {
 
 func (x *HttpTarget) Reset() {
 	*x = HttpTarget{}
-	mi := &file_tickwheel_v1_job_proto_msgTypes[7]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1369,7 @@ func (x *HttpTarget) String() string {
 func (*HttpTarget) ProtoMessage() {}
 
 func (x *HttpTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_job_proto_msgTypes[7]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1382,7 @@ func (x *HttpTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HttpTarget.ProtoReflect.Descriptor instead.
 func (*HttpTarget) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{7}
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HttpTarget) GetUrl() string {
@@ -1259,7 +1418,7 @@ type HandlerTarget struct {
 
 func (x *HandlerTarget) Reset() {
 	*x = HandlerTarget{}
-	mi := &file_tickwheel_v1_job_proto_msgTypes[8]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1430,7 @@ func (x *HandlerTarget) String() string {
 func (*HandlerTarget) ProtoMessage() {}
 
 func (x *HandlerTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_job_proto_msgTypes[8]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1443,7 @@ func (x *HandlerTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandlerTarget.ProtoReflect.Descriptor instead.
 func (*HandlerTarget) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{8}
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HandlerTarget) GetName() string {
@@ -1311,7 +1470,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_tickwheel_v1_job_proto_msgTypes[9]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1482,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_job_proto_msgTypes[9]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1495,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{9}
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RetryPolicy) GetMaxAttempts() int32 {
@@ -1374,7 +1533,7 @@ type ConcurrencyKey struct {
 
 func (x *ConcurrencyKey) Reset() {
 	*x = ConcurrencyKey{}
-	mi := &file_tickwheel_v1_job_proto_msgTypes[10]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1545,7 @@ func (x *ConcurrencyKey) String() string {
 func (*ConcurrencyKey) ProtoMessage() {}
 
 func (x *ConcurrencyKey) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_job_proto_msgTypes[10]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1558,7 @@ func (x *ConcurrencyKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConcurrencyKey.ProtoReflect.Descriptor instead.
 func (*ConcurrencyKey) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{10}
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ConcurrencyKey) GetKey() string {
@@ -1435,7 +1594,7 @@ type LastRun struct {
 
 func (x *LastRun) Reset() {
 	*x = LastRun{}
-	mi := &file_tickwheel_v1_job_proto_msgTypes[11]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1606,7 @@ func (x *LastRun) String() string {
 func (*LastRun) ProtoMessage() {}
 
 func (x *LastRun) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_job_proto_msgTypes[11]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1619,7 @@ func (x *LastRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LastRun.ProtoReflect.Descriptor instead.
 func (*LastRun) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{11}
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LastRun) GetExecutionId() string {
@@ -1508,16 +1667,22 @@ type ScheduledFire struct {
 	// The nominal instant as local wall time in the job's zone, with its UTC
 	// offset, RFC 3339 ("2027-03-28T03:00:00+01:00").
 	LocalTime string `protobuf:"bytes,3,opt,name=local_time,json=localTime,proto3" json:"local_time,omitempty"`
-	// Empty, or how a DST rule changed this fire ("02:30 skipped by the
-	// 01:00→02:00 jump: shifted to 02:00").
-	Note          string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	// Empty, or how a DST rule or the job's calendar changed this fire
+	// ("02:30 skipped by the 01:00→02:00 jump: shifted to 02:00";
+	// "2027-12-25 is not a business day of calendar uk: moved to
+	// 2027-12-29T09:00:00+00:00").
+	Note string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	// True when the job's calendar skips this occurrence (CALENDAR_RULE_SKIP,
+	// or a move that would collide with a neighbouring occurrence): nothing
+	// runs, a skip is recorded; `due_at` then equals `nominal_at`.
+	Skipped       bool `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScheduledFire) Reset() {
 	*x = ScheduledFire{}
-	mi := &file_tickwheel_v1_job_proto_msgTypes[12]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1529,7 +1694,7 @@ func (x *ScheduledFire) String() string {
 func (*ScheduledFire) ProtoMessage() {}
 
 func (x *ScheduledFire) ProtoReflect() protoreflect.Message {
-	mi := &file_tickwheel_v1_job_proto_msgTypes[12]
+	mi := &file_tickwheel_v1_job_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1542,7 +1707,7 @@ func (x *ScheduledFire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduledFire.ProtoReflect.Descriptor instead.
 func (*ScheduledFire) Descriptor() ([]byte, []int) {
-	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{12}
+	return file_tickwheel_v1_job_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ScheduledFire) GetNominalAt() *timestamppb.Timestamp {
@@ -1573,11 +1738,18 @@ func (x *ScheduledFire) GetNote() string {
 	return ""
 }
 
+func (x *ScheduledFire) GetSkipped() bool {
+	if x != nil {
+		return x.Skipped
+	}
+	return false
+}
+
 var File_tickwheel_v1_job_proto protoreflect.FileDescriptor
 
 const file_tickwheel_v1_job_proto_rawDesc = "" +
 	"\n" +
-	"\x16tickwheel/v1/job.proto\x12\ftickwheel.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf2\v\n" +
+	"\x16tickwheel/v1/job.proto\x12\ftickwheel.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\f\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
@@ -1612,10 +1784,14 @@ const file_tickwheel_v1_job_proto_rawDesc = "" +
 	"created_at\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\x1d \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12!\n" +
-	"\fpause_reason\x18\x1e \x01(\tR\vpauseReason\x1a9\n" +
+	"\fpause_reason\x18\x1e \x01(\tR\vpauseReason\x125\n" +
+	"\bcalendar\x18\x1f \x01(\v2\x19.tickwheel.v1.JobCalendarR\bcalendar\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb4\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"Q\n" +
+	"\vJobCalendar\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
+	"\x04rule\x18\x02 \x01(\x0e2\x1a.tickwheel.v1.CalendarRuleR\x04rule\"\xb4\x01\n" +
 	"\bSchedule\x120\n" +
 	"\x04cron\x18\x01 \x01(\v2\x1a.tickwheel.v1.CronScheduleH\x00R\x04cron\x125\n" +
 	"\aonce_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\x06onceAt\x127\n" +
@@ -1665,14 +1841,21 @@ const file_tickwheel_v1_job_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\x0e2\x1d.tickwheel.v1.ExecutionStatusR\x06status\x12;\n" +
 	"\vfinished_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\xb0\x01\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xca\x01\n" +
 	"\rScheduledFire\x129\n" +
 	"\n" +
 	"nominal_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tnominalAt\x121\n" +
 	"\x06due_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12\x1d\n" +
 	"\n" +
 	"local_time\x18\x03 \x01(\tR\tlocalTime\x12\x12\n" +
-	"\x04note\x18\x04 \x01(\tR\x04note*z\n" +
+	"\x04note\x18\x04 \x01(\tR\x04note\x12\x18\n" +
+	"\askipped\x18\x05 \x01(\bR\askipped*\x91\x01\n" +
+	"\fCalendarRule\x12\x1d\n" +
+	"\x19CALENDAR_RULE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12CALENDAR_RULE_ONLY\x10\x01\x12\x16\n" +
+	"\x12CALENDAR_RULE_NEXT\x10\x02\x12\x1a\n" +
+	"\x16CALENDAR_RULE_PREVIOUS\x10\x03\x12\x16\n" +
+	"\x12CALENDAR_RULE_SKIP\x10\x04*z\n" +
 	"\fDstGapPolicy\x12\x1e\n" +
 	"\x1aDST_GAP_POLICY_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13DST_GAP_POLICY_AUTO\x10\x01\x12\x18\n" +
@@ -1721,75 +1904,79 @@ func file_tickwheel_v1_job_proto_rawDescGZIP() []byte {
 	return file_tickwheel_v1_job_proto_rawDescData
 }
 
-var file_tickwheel_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_tickwheel_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_tickwheel_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_tickwheel_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_tickwheel_v1_job_proto_goTypes = []any{
-	(DstGapPolicy)(0),             // 0: tickwheel.v1.DstGapPolicy
-	(DstRepeatPolicy)(0),          // 1: tickwheel.v1.DstRepeatPolicy
-	(OverlapPolicy)(0),            // 2: tickwheel.v1.OverlapPolicy
-	(MisfirePolicy)(0),            // 3: tickwheel.v1.MisfirePolicy
-	(JobState)(0),                 // 4: tickwheel.v1.JobState
-	(ExecutionStatus)(0),          // 5: tickwheel.v1.ExecutionStatus
-	(*Job)(nil),                   // 6: tickwheel.v1.Job
-	(*Schedule)(nil),              // 7: tickwheel.v1.Schedule
-	(*CronSchedule)(nil),          // 8: tickwheel.v1.CronSchedule
-	(*LocalTimeSchedule)(nil),     // 9: tickwheel.v1.LocalTimeSchedule
-	(*DstPolicy)(nil),             // 10: tickwheel.v1.DstPolicy
-	(*Jitter)(nil),                // 11: tickwheel.v1.Jitter
-	(*Target)(nil),                // 12: tickwheel.v1.Target
-	(*HttpTarget)(nil),            // 13: tickwheel.v1.HttpTarget
-	(*HandlerTarget)(nil),         // 14: tickwheel.v1.HandlerTarget
-	(*RetryPolicy)(nil),           // 15: tickwheel.v1.RetryPolicy
-	(*ConcurrencyKey)(nil),        // 16: tickwheel.v1.ConcurrencyKey
-	(*LastRun)(nil),               // 17: tickwheel.v1.LastRun
-	(*ScheduledFire)(nil),         // 18: tickwheel.v1.ScheduledFire
-	nil,                           // 19: tickwheel.v1.Job.LabelsEntry
-	nil,                           // 20: tickwheel.v1.HttpTarget.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
+	(CalendarRule)(0),             // 0: tickwheel.v1.CalendarRule
+	(DstGapPolicy)(0),             // 1: tickwheel.v1.DstGapPolicy
+	(DstRepeatPolicy)(0),          // 2: tickwheel.v1.DstRepeatPolicy
+	(OverlapPolicy)(0),            // 3: tickwheel.v1.OverlapPolicy
+	(MisfirePolicy)(0),            // 4: tickwheel.v1.MisfirePolicy
+	(JobState)(0),                 // 5: tickwheel.v1.JobState
+	(ExecutionStatus)(0),          // 6: tickwheel.v1.ExecutionStatus
+	(*Job)(nil),                   // 7: tickwheel.v1.Job
+	(*JobCalendar)(nil),           // 8: tickwheel.v1.JobCalendar
+	(*Schedule)(nil),              // 9: tickwheel.v1.Schedule
+	(*CronSchedule)(nil),          // 10: tickwheel.v1.CronSchedule
+	(*LocalTimeSchedule)(nil),     // 11: tickwheel.v1.LocalTimeSchedule
+	(*DstPolicy)(nil),             // 12: tickwheel.v1.DstPolicy
+	(*Jitter)(nil),                // 13: tickwheel.v1.Jitter
+	(*Target)(nil),                // 14: tickwheel.v1.Target
+	(*HttpTarget)(nil),            // 15: tickwheel.v1.HttpTarget
+	(*HandlerTarget)(nil),         // 16: tickwheel.v1.HandlerTarget
+	(*RetryPolicy)(nil),           // 17: tickwheel.v1.RetryPolicy
+	(*ConcurrencyKey)(nil),        // 18: tickwheel.v1.ConcurrencyKey
+	(*LastRun)(nil),               // 19: tickwheel.v1.LastRun
+	(*ScheduledFire)(nil),         // 20: tickwheel.v1.ScheduledFire
+	nil,                           // 21: tickwheel.v1.Job.LabelsEntry
+	nil,                           // 22: tickwheel.v1.HttpTarget.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
 }
 var file_tickwheel_v1_job_proto_depIdxs = []int32{
-	7,  // 0: tickwheel.v1.Job.schedule:type_name -> tickwheel.v1.Schedule
-	10, // 1: tickwheel.v1.Job.dst_policy:type_name -> tickwheel.v1.DstPolicy
-	11, // 2: tickwheel.v1.Job.jitter:type_name -> tickwheel.v1.Jitter
-	21, // 3: tickwheel.v1.Job.start_at:type_name -> google.protobuf.Timestamp
-	21, // 4: tickwheel.v1.Job.end_at:type_name -> google.protobuf.Timestamp
-	12, // 5: tickwheel.v1.Job.target:type_name -> tickwheel.v1.Target
-	22, // 6: tickwheel.v1.Job.timeout:type_name -> google.protobuf.Duration
-	15, // 7: tickwheel.v1.Job.retry_policy:type_name -> tickwheel.v1.RetryPolicy
-	2,  // 8: tickwheel.v1.Job.overlap_policy:type_name -> tickwheel.v1.OverlapPolicy
-	3,  // 9: tickwheel.v1.Job.misfire_policy:type_name -> tickwheel.v1.MisfirePolicy
-	22, // 10: tickwheel.v1.Job.misfire_threshold:type_name -> google.protobuf.Duration
-	22, // 11: tickwheel.v1.Job.lateness_threshold:type_name -> google.protobuf.Duration
-	16, // 12: tickwheel.v1.Job.concurrency_keys:type_name -> tickwheel.v1.ConcurrencyKey
-	19, // 13: tickwheel.v1.Job.labels:type_name -> tickwheel.v1.Job.LabelsEntry
-	4,  // 14: tickwheel.v1.Job.state:type_name -> tickwheel.v1.JobState
-	21, // 15: tickwheel.v1.Job.next_run_at:type_name -> google.protobuf.Timestamp
-	21, // 16: tickwheel.v1.Job.next_due_at:type_name -> google.protobuf.Timestamp
-	17, // 17: tickwheel.v1.Job.last_run:type_name -> tickwheel.v1.LastRun
-	21, // 18: tickwheel.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	21, // 19: tickwheel.v1.Job.updated_at:type_name -> google.protobuf.Timestamp
-	8,  // 20: tickwheel.v1.Schedule.cron:type_name -> tickwheel.v1.CronSchedule
-	21, // 21: tickwheel.v1.Schedule.once_at:type_name -> google.protobuf.Timestamp
-	9,  // 22: tickwheel.v1.Schedule.local:type_name -> tickwheel.v1.LocalTimeSchedule
-	0,  // 23: tickwheel.v1.DstPolicy.gap:type_name -> tickwheel.v1.DstGapPolicy
-	1,  // 24: tickwheel.v1.DstPolicy.repeat:type_name -> tickwheel.v1.DstRepeatPolicy
-	22, // 25: tickwheel.v1.Jitter.window:type_name -> google.protobuf.Duration
-	13, // 26: tickwheel.v1.Target.http:type_name -> tickwheel.v1.HttpTarget
-	14, // 27: tickwheel.v1.Target.handler:type_name -> tickwheel.v1.HandlerTarget
-	20, // 28: tickwheel.v1.HttpTarget.headers:type_name -> tickwheel.v1.HttpTarget.HeadersEntry
-	22, // 29: tickwheel.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
-	22, // 30: tickwheel.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
-	21, // 31: tickwheel.v1.LastRun.nominal_at:type_name -> google.protobuf.Timestamp
-	5,  // 32: tickwheel.v1.LastRun.status:type_name -> tickwheel.v1.ExecutionStatus
-	21, // 33: tickwheel.v1.LastRun.finished_at:type_name -> google.protobuf.Timestamp
-	21, // 34: tickwheel.v1.ScheduledFire.nominal_at:type_name -> google.protobuf.Timestamp
-	21, // 35: tickwheel.v1.ScheduledFire.due_at:type_name -> google.protobuf.Timestamp
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	9,  // 0: tickwheel.v1.Job.schedule:type_name -> tickwheel.v1.Schedule
+	12, // 1: tickwheel.v1.Job.dst_policy:type_name -> tickwheel.v1.DstPolicy
+	13, // 2: tickwheel.v1.Job.jitter:type_name -> tickwheel.v1.Jitter
+	23, // 3: tickwheel.v1.Job.start_at:type_name -> google.protobuf.Timestamp
+	23, // 4: tickwheel.v1.Job.end_at:type_name -> google.protobuf.Timestamp
+	14, // 5: tickwheel.v1.Job.target:type_name -> tickwheel.v1.Target
+	24, // 6: tickwheel.v1.Job.timeout:type_name -> google.protobuf.Duration
+	17, // 7: tickwheel.v1.Job.retry_policy:type_name -> tickwheel.v1.RetryPolicy
+	3,  // 8: tickwheel.v1.Job.overlap_policy:type_name -> tickwheel.v1.OverlapPolicy
+	4,  // 9: tickwheel.v1.Job.misfire_policy:type_name -> tickwheel.v1.MisfirePolicy
+	24, // 10: tickwheel.v1.Job.misfire_threshold:type_name -> google.protobuf.Duration
+	24, // 11: tickwheel.v1.Job.lateness_threshold:type_name -> google.protobuf.Duration
+	18, // 12: tickwheel.v1.Job.concurrency_keys:type_name -> tickwheel.v1.ConcurrencyKey
+	21, // 13: tickwheel.v1.Job.labels:type_name -> tickwheel.v1.Job.LabelsEntry
+	5,  // 14: tickwheel.v1.Job.state:type_name -> tickwheel.v1.JobState
+	23, // 15: tickwheel.v1.Job.next_run_at:type_name -> google.protobuf.Timestamp
+	23, // 16: tickwheel.v1.Job.next_due_at:type_name -> google.protobuf.Timestamp
+	19, // 17: tickwheel.v1.Job.last_run:type_name -> tickwheel.v1.LastRun
+	23, // 18: tickwheel.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	23, // 19: tickwheel.v1.Job.updated_at:type_name -> google.protobuf.Timestamp
+	8,  // 20: tickwheel.v1.Job.calendar:type_name -> tickwheel.v1.JobCalendar
+	0,  // 21: tickwheel.v1.JobCalendar.rule:type_name -> tickwheel.v1.CalendarRule
+	10, // 22: tickwheel.v1.Schedule.cron:type_name -> tickwheel.v1.CronSchedule
+	23, // 23: tickwheel.v1.Schedule.once_at:type_name -> google.protobuf.Timestamp
+	11, // 24: tickwheel.v1.Schedule.local:type_name -> tickwheel.v1.LocalTimeSchedule
+	1,  // 25: tickwheel.v1.DstPolicy.gap:type_name -> tickwheel.v1.DstGapPolicy
+	2,  // 26: tickwheel.v1.DstPolicy.repeat:type_name -> tickwheel.v1.DstRepeatPolicy
+	24, // 27: tickwheel.v1.Jitter.window:type_name -> google.protobuf.Duration
+	15, // 28: tickwheel.v1.Target.http:type_name -> tickwheel.v1.HttpTarget
+	16, // 29: tickwheel.v1.Target.handler:type_name -> tickwheel.v1.HandlerTarget
+	22, // 30: tickwheel.v1.HttpTarget.headers:type_name -> tickwheel.v1.HttpTarget.HeadersEntry
+	24, // 31: tickwheel.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
+	24, // 32: tickwheel.v1.RetryPolicy.max_backoff:type_name -> google.protobuf.Duration
+	23, // 33: tickwheel.v1.LastRun.nominal_at:type_name -> google.protobuf.Timestamp
+	6,  // 34: tickwheel.v1.LastRun.status:type_name -> tickwheel.v1.ExecutionStatus
+	23, // 35: tickwheel.v1.LastRun.finished_at:type_name -> google.protobuf.Timestamp
+	23, // 36: tickwheel.v1.ScheduledFire.nominal_at:type_name -> google.protobuf.Timestamp
+	23, // 37: tickwheel.v1.ScheduledFire.due_at:type_name -> google.protobuf.Timestamp
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_tickwheel_v1_job_proto_init() }
@@ -1797,12 +1984,12 @@ func file_tickwheel_v1_job_proto_init() {
 	if File_tickwheel_v1_job_proto != nil {
 		return
 	}
-	file_tickwheel_v1_job_proto_msgTypes[1].OneofWrappers = []any{
+	file_tickwheel_v1_job_proto_msgTypes[2].OneofWrappers = []any{
 		(*Schedule_Cron)(nil),
 		(*Schedule_OnceAt)(nil),
 		(*Schedule_Local)(nil),
 	}
-	file_tickwheel_v1_job_proto_msgTypes[6].OneofWrappers = []any{
+	file_tickwheel_v1_job_proto_msgTypes[7].OneofWrappers = []any{
 		(*Target_Http)(nil),
 		(*Target_Handler)(nil),
 	}
@@ -1811,8 +1998,8 @@ func file_tickwheel_v1_job_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tickwheel_v1_job_proto_rawDesc), len(file_tickwheel_v1_job_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   15,
+			NumEnums:      7,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

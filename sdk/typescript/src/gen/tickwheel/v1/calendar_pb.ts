@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file tickwheel/v1/calendar.proto.
  */
 export const file_tickwheel_v1_calendar: GenFile = /*@__PURE__*/
-  fileDesc("Cht0aWNrd2hlZWwvdjEvY2FsZW5kYXIucHJvdG8SDHRpY2t3aGVlbC52MSKuAgoIQ2FsZW5kYXISDAoEbmFtZRgBIAEoCRIOCgZ0ZW5hbnQYAiABKAkSEQoJdGltZV96b25lGAMgASgJEiwKDWJ1c2luZXNzX2RheXMYBCADKA4yFS50aWNrd2hlZWwudjEuV2Vla2RheRIQCghob2xpZGF5cxgFIAMoCRIRCgloYWxmX2RheXMYBiADKAkSDwoHdmVyc2lvbhgHIAEoAxIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1ob2xpZGF5X2NvdW50GAogASgFEhYKDmhhbGZfZGF5X2NvdW50GAsgASgFIlUKFUNyZWF0ZUNhbGVuZGFyUmVxdWVzdBIoCghjYWxlbmRhchgBIAEoCzIWLnRpY2t3aGVlbC52MS5DYWxlbmRhchISCgpyZXF1ZXN0X2lkGAIgASgJIlMKFkNyZWF0ZUNhbGVuZGFyUmVzcG9uc2USKAoIY2FsZW5kYXIYASABKAsyFi50aWNrd2hlZWwudjEuQ2FsZW5kYXISDwoHY3JlYXRlZBgCIAEoCCIiChJHZXRDYWxlbmRhclJlcXVlc3QSDAoEbmFtZRgBIAEoCSI/ChNHZXRDYWxlbmRhclJlc3BvbnNlEigKCGNhbGVuZGFyGAEgASgLMhYudGlja3doZWVsLnYxLkNhbGVuZGFyIj0KFExpc3RDYWxlbmRhcnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIlsKFUxpc3RDYWxlbmRhcnNSZXNwb25zZRIpCgljYWxlbmRhcnMYASADKAsyFi50aWNrd2hlZWwudjEuQ2FsZW5kYXISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJInIKFVVwZGF0ZUNhbGVuZGFyUmVxdWVzdBIoCghjYWxlbmRhchgBIAEoCzIWLnRpY2t3aGVlbC52MS5DYWxlbmRhchIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2siQgoWVXBkYXRlQ2FsZW5kYXJSZXNwb25zZRIoCghjYWxlbmRhchgBIAEoCzIWLnRpY2t3aGVlbC52MS5DYWxlbmRhciI2ChVEZWxldGVDYWxlbmRhclJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgd2ZXJzaW9uGAIgASgDIhgKFkRlbGV0ZUNhbGVuZGFyUmVzcG9uc2UqtgEKB1dlZWtkYXkSFwoTV0VFS0RBWV9VTlNQRUNJRklFRBAAEhIKDldFRUtEQVlfTU9OREFZEAESEwoPV0VFS0RBWV9UVUVTREFZEAISFQoRV0VFS0RBWV9XRURORVNEQVkQAxIUChBXRUVLREFZX1RIVVJTREFZEAQSEgoOV0VFS0RBWV9GUklEQVkQBRIUChBXRUVLREFZX1NBVFVSREFZEAYSEgoOV0VFS0RBWV9TVU5EQVkQB0JnChBkZXYudGlja3doZWVsLnYxQg1DYWxlbmRhclByb3RvUAFaQmdpdGh1Yi5jb20vdGlja3doZWVsL3RpY2t3aGVlbC9zZGsvZ28vZ2VuL3RpY2t3aGVlbC92MTt0aWNrd2hlZWx2MWIGcHJvdG8z", [file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
+  fileDesc("Cht0aWNrd2hlZWwvdjEvY2FsZW5kYXIucHJvdG8SDHRpY2t3aGVlbC52MSKuAgoIQ2FsZW5kYXISDAoEbmFtZRgBIAEoCRIOCgZ0ZW5hbnQYAiABKAkSEQoJdGltZV96b25lGAMgASgJEiwKDWJ1c2luZXNzX2RheXMYBCADKA4yFS50aWNrd2hlZWwudjEuV2Vla2RheRIQCghob2xpZGF5cxgFIAMoCRIRCgloYWxmX2RheXMYBiADKAkSDwoHdmVyc2lvbhgHIAEoAxIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1ob2xpZGF5X2NvdW50GAogASgFEhYKDmhhbGZfZGF5X2NvdW50GAsgASgFIlUKFUNyZWF0ZUNhbGVuZGFyUmVxdWVzdBIoCghjYWxlbmRhchgBIAEoCzIWLnRpY2t3aGVlbC52MS5DYWxlbmRhchISCgpyZXF1ZXN0X2lkGAIgASgJIlMKFkNyZWF0ZUNhbGVuZGFyUmVzcG9uc2USKAoIY2FsZW5kYXIYASABKAsyFi50aWNrd2hlZWwudjEuQ2FsZW5kYXISDwoHY3JlYXRlZBgCIAEoCCIiChJHZXRDYWxlbmRhclJlcXVlc3QSDAoEbmFtZRgBIAEoCSI/ChNHZXRDYWxlbmRhclJlc3BvbnNlEigKCGNhbGVuZGFyGAEgASgLMhYudGlja3doZWVsLnYxLkNhbGVuZGFyIj0KFExpc3RDYWxlbmRhcnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIlsKFUxpc3RDYWxlbmRhcnNSZXNwb25zZRIpCgljYWxlbmRhcnMYASADKAsyFi50aWNrd2hlZWwudjEuQ2FsZW5kYXISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJInIKFVVwZGF0ZUNhbGVuZGFyUmVxdWVzdBIoCghjYWxlbmRhchgBIAEoCzIWLnRpY2t3aGVlbC52MS5DYWxlbmRhchIvCgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2sipwEKFlVwZGF0ZUNhbGVuZGFyUmVzcG9uc2USKAoIY2FsZW5kYXIYASABKAsyFi50aWNrd2hlZWwudjEuQ2FsZW5kYXISGQoRY2hhbmdlZF9ydW5fY291bnQYAiABKAMSNQoMY2hhbmdlZF9ydW5zGAMgAygLMh8udGlja3doZWVsLnYxLkNhbGVuZGFyUnVuQ2hhbmdlEhEKCWpvYl9jb3VudBgEIAEoAyLJAQoRQ2FsZW5kYXJSdW5DaGFuZ2USFAoMZXhlY3V0aW9uX2lkGAEgASgJEg4KBmpvYl9pZBgCIAEoCRIuCgpub21pbmFsX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpvbGRfZHVlX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpuZXdfZHVlX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI2ChVEZWxldGVDYWxlbmRhclJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgd2ZXJzaW9uGAIgASgDIhgKFkRlbGV0ZUNhbGVuZGFyUmVzcG9uc2UqtgEKB1dlZWtkYXkSFwoTV0VFS0RBWV9VTlNQRUNJRklFRBAAEhIKDldFRUtEQVlfTU9OREFZEAESEwoPV0VFS0RBWV9UVUVTREFZEAISFQoRV0VFS0RBWV9XRURORVNEQVkQAxIUChBXRUVLREFZX1RIVVJTREFZEAQSEgoOV0VFS0RBWV9GUklEQVkQBRIUChBXRUVLREFZX1NBVFVSREFZEAYSEgoOV0VFS0RBWV9TVU5EQVkQB0JnChBkZXYudGlja3doZWVsLnYxQg1DYWxlbmRhclByb3RvUAFaQmdpdGh1Yi5jb20vdGlja3doZWVsL3RpY2t3aGVlbC9zZGsvZ28vZ2VuL3RpY2t3aGVlbC92MTt0aWNrd2hlZWx2MWIGcHJvdG8z", [file_google_protobuf_field_mask, file_google_protobuf_timestamp]);
 
 /**
  * A business-day calendar of a tenant: which local days, in its time zone,
@@ -20,8 +20,8 @@ export const file_tickwheel_v1_calendar: GenFile = /*@__PURE__*/
  * `business_days` and its date is not one of `holidays`; a half-day is a
  * business day with shortened hours (it counts as a business day). Dates are
  * ISO 8601 calendar dates `YYYY-MM-DD` (four-digit year, two-digit month and
- * day), local days of `time_zone`, between 1900-01-01 and 2200-12-31. Jobs do
- * not name calendars yet: that is a later change of this contract.
+ * day), local days of `time_zone`, between 1900-01-01 and 2200-12-31. A job
+ * names a calendar and a rule in `Job.calendar` (see `JobCalendar`).
  *
  * @generated from message tickwheel.v1.Calendar
  */
@@ -336,6 +336,30 @@ export type UpdateCalendarResponse = Message<"tickwheel.v1.UpdateCalendarRespons
    * @generated from field: tickwheel.v1.Calendar calendar = 1;
    */
   calendar?: Calendar | undefined;
+
+  /**
+   * How many runs already created (scheduled, not yet handed out) of the
+   * tenant's jobs that name this calendar the change moved to another due
+   * instant or dropped, in the same transaction as the change. Runs not yet
+   * created follow the new calendar when they are.
+   *
+   * @generated from field: int64 changed_run_count = 2;
+   */
+  changedRunCount: bigint;
+
+  /**
+   * The first of those runs (at most 100), by due instant then id.
+   *
+   * @generated from field: repeated tickwheel.v1.CalendarRunChange changed_runs = 3;
+   */
+  changedRuns: CalendarRunChange[];
+
+  /**
+   * How many jobs name this calendar.
+   *
+   * @generated from field: int64 job_count = 4;
+   */
+  jobCount: bigint;
 };
 
 /**
@@ -344,6 +368,56 @@ export type UpdateCalendarResponse = Message<"tickwheel.v1.UpdateCalendarRespons
  */
 export const UpdateCalendarResponseSchema: GenMessage<UpdateCalendarResponse> = /*@__PURE__*/
   messageDesc(file_tickwheel_v1_calendar, 8);
+
+/**
+ * A created run that a calendar change moved or dropped.
+ *
+ * @generated from message tickwheel.v1.CalendarRunChange
+ */
+export type CalendarRunChange = Message<"tickwheel.v1.CalendarRunChange"> & {
+  /**
+   * The execution id (`<job id>:<nominal instant>`), which stays the same.
+   *
+   * @generated from field: string execution_id = 1;
+   */
+  executionId: string;
+
+  /**
+   * The job.
+   *
+   * @generated from field: string job_id = 2;
+   */
+  jobId: string;
+
+  /**
+   * The occurrence's nominal instant.
+   *
+   * @generated from field: google.protobuf.Timestamp nominal_at = 3;
+   */
+  nominalAt?: Timestamp | undefined;
+
+  /**
+   * Its due instant before the change.
+   *
+   * @generated from field: google.protobuf.Timestamp old_due_at = 4;
+   */
+  oldDueAt?: Timestamp | undefined;
+
+  /**
+   * Its due instant after the change; unset when the change dropped it:
+   * the run is then canceled, with the calendar change as its reason.
+   *
+   * @generated from field: google.protobuf.Timestamp new_due_at = 5;
+   */
+  newDueAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message tickwheel.v1.CalendarRunChange.
+ * Use `create(CalendarRunChangeSchema)` to create a new message.
+ */
+export const CalendarRunChangeSchema: GenMessage<CalendarRunChange> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_calendar, 9);
 
 /**
  * DeleteCalendar input.
@@ -372,7 +446,7 @@ export type DeleteCalendarRequest = Message<"tickwheel.v1.DeleteCalendarRequest"
  * Use `create(DeleteCalendarRequestSchema)` to create a new message.
  */
 export const DeleteCalendarRequestSchema: GenMessage<DeleteCalendarRequest> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_calendar, 9);
+  messageDesc(file_tickwheel_v1_calendar, 10);
 
 /**
  * DeleteCalendar output.
@@ -387,7 +461,7 @@ export type DeleteCalendarResponse = Message<"tickwheel.v1.DeleteCalendarRespons
  * Use `create(DeleteCalendarResponseSchema)` to create a new message.
  */
 export const DeleteCalendarResponseSchema: GenMessage<DeleteCalendarResponse> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_calendar, 10);
+  messageDesc(file_tickwheel_v1_calendar, 11);
 
 /**
  * A day of the week (ISO 8601 numbering: Monday is 1).

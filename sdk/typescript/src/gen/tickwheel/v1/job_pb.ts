@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file tickwheel/v1/job.proto.
  */
 export const file_tickwheel_v1_job: GenFile = /*@__PURE__*/
-  fileDesc("ChZ0aWNrd2hlZWwvdjEvam9iLnByb3RvEgx0aWNrd2hlZWwudjEinAkKA0pvYhIKCgJpZBgBIAEoCRIOCgZ0ZW5hbnQYAiABKAkSDAoEbmFtZRgDIAEoCRIoCghzY2hlZHVsZRgEIAEoCzIWLnRpY2t3aGVlbC52MS5TY2hlZHVsZRIrCgpkc3RfcG9saWN5GAUgASgLMhcudGlja3doZWVsLnYxLkRzdFBvbGljeRIkCgZqaXR0ZXIYBiABKAsyFC50aWNrd2hlZWwudjEuSml0dGVyEiwKCHN0YXJ0X2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIqCgZlbmRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCG1heF9ydW5zGAkgASgDEiQKBnRhcmdldBgKIAEoCzIULnRpY2t3aGVlbC52MS5UYXJnZXQSDwoHcGF5bG9hZBgLIAEoDBIqCgd0aW1lb3V0GAwgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi8KDHJldHJ5X3BvbGljeRgNIAEoCzIZLnRpY2t3aGVlbC52MS5SZXRyeVBvbGljeRIzCg5vdmVybGFwX3BvbGljeRgOIAEoDjIbLnRpY2t3aGVlbC52MS5PdmVybGFwUG9saWN5EjMKDm1pc2ZpcmVfcG9saWN5GA8gASgOMhsudGlja3doZWVsLnYxLk1pc2ZpcmVQb2xpY3kSNAoRbWlzZmlyZV90aHJlc2hvbGQYECABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SHQoVbWlzZmlyZV9ydW5fYWxsX2xpbWl0GBEgASgFEjUKEmxhdGVuZXNzX3RocmVzaG9sZBgSIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI2ChBjb25jdXJyZW5jeV9rZXlzGBMgAygLMhwudGlja3doZWVsLnYxLkNvbmN1cnJlbmN5S2V5Ei0KBmxhYmVscxgUIAMoCzIdLnRpY2t3aGVlbC52MS5Kb2IuTGFiZWxzRW50cnkSJQoFc3RhdGUYFSABKA4yFi50aWNrd2hlZWwudjEuSm9iU3RhdGUSLwoLbmV4dF9ydW5fYXQYFiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC25leHRfZHVlX2F0GBcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglydW5fY291bnQYGCABKAMSDwoHdmVyc2lvbhgZIAEoAxIWCg50emRhdGFfdmVyc2lvbhgaIAEoCRInCghsYXN0X3J1bhgbIAEoCzIVLnRpY2t3aGVlbC52MS5MYXN0UnVuEi4KCmNyZWF0ZWRfYXQYHCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYHSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDHBhdXNlX3JlYXNvbhgeIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIp8BCghTY2hlZHVsZRIqCgRjcm9uGAEgASgLMhoudGlja3doZWVsLnYxLkNyb25TY2hlZHVsZUgAEi0KB29uY2VfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAASMAoFbG9jYWwYAyABKAsyHy50aWNrd2hlZWwudjEuTG9jYWxUaW1lU2NoZWR1bGVIAEIGCgRraW5kIjUKDENyb25TY2hlZHVsZRISCgpleHByZXNzaW9uGAEgASgJEhEKCXRpbWVfem9uZRgCIAEoCSI6ChFMb2NhbFRpbWVTY2hlZHVsZRISCgpsb2NhbF90aW1lGAEgASgJEhEKCXRpbWVfem9uZRgCIAEoCSJjCglEc3RQb2xpY3kSJwoDZ2FwGAEgASgOMhoudGlja3doZWVsLnYxLkRzdEdhcFBvbGljeRItCgZyZXBlYXQYAiABKA4yHS50aWNrd2hlZWwudjEuRHN0UmVwZWF0UG9saWN5IkIKBkppdHRlchINCgVleGFjdBgBIAEoCBIpCgZ3aW5kb3cYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ieAoGVGFyZ2V0EigKBGh0dHAYASABKAsyGC50aWNrd2hlZWwudjEuSHR0cFRhcmdldEgAEi4KB2hhbmRsZXIYAiABKAsyGy50aWNrd2hlZWwudjEuSGFuZGxlclRhcmdldEgAQgYKBGtpbmRKBAgDEARSBmJyb2tlciKRAQoKSHR0cFRhcmdldBILCgN1cmwYASABKAkSDgoGbWV0aG9kGAIgASgJEjYKB2hlYWRlcnMYAyADKAsyJS50aWNrd2hlZWwudjEuSHR0cFRhcmdldC5IZWFkZXJzRW50cnkaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiHQoNSGFuZGxlclRhcmdldBIMCgRuYW1lGAEgASgJIocBCgtSZXRyeVBvbGljeRIUCgxtYXhfYXR0ZW1wdHMYASABKAUSMgoPaW5pdGlhbF9iYWNrb2ZmGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC21heF9iYWNrb2ZmGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIiwKDkNvbmN1cnJlbmN5S2V5EgsKA2tleRgBIAEoCRINCgVsaW1pdBgCIAEoBSK+AQoHTGFzdFJ1bhIUCgxleGVjdXRpb25faWQYASABKAkSLgoKbm9taW5hbF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoGc3RhdHVzGAMgASgOMh0udGlja3doZWVsLnYxLkV4ZWN1dGlvblN0YXR1cxIvCgtmaW5pc2hlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFZXJyb3IYBSABKAkijQEKDVNjaGVkdWxlZEZpcmUSLgoKbm9taW5hbF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoGZHVlX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpsb2NhbF90aW1lGAMgASgJEgwKBG5vdGUYBCABKAkqegoMRHN0R2FwUG9saWN5Eh4KGkRTVF9HQVBfUE9MSUNZX1VOU1BFQ0lGSUVEEAASFwoTRFNUX0dBUF9QT0xJQ1lfQVVUTxABEhgKFERTVF9HQVBfUE9MSUNZX1NISUZUEAISFwoTRFNUX0dBUF9QT0xJQ1lfU0tJUBADKogBCg9Ec3RSZXBlYXRQb2xpY3kSIQodRFNUX1JFUEVBVF9QT0xJQ1lfVU5TUEVDSUZJRUQQABIaChZEU1RfUkVQRUFUX1BPTElDWV9BVVRPEAESGgoWRFNUX1JFUEVBVF9QT0xJQ1lfT05DRRACEhoKFkRTVF9SRVBFQVRfUE9MSUNZX0JPVEgQAyqcAQoNT3ZlcmxhcFBvbGljeRIeChpPVkVSTEFQX1BPTElDWV9VTlNQRUNJRklFRBAAEhcKE09WRVJMQVBfUE9MSUNZX1NLSVAQARIcChhPVkVSTEFQX1BPTElDWV9RVUVVRV9PTkUQAhIYChRPVkVSTEFQX1BPTElDWV9BTExPVxADEhoKFk9WRVJMQVBfUE9MSUNZX1JFUExBQ0UQBCqBAQoNTWlzZmlyZVBvbGljeRIeChpNSVNGSVJFX1BPTElDWV9VTlNQRUNJRklFRBAAEhsKF01JU0ZJUkVfUE9MSUNZX1JVTl9PTkNFEAESGgoWTUlTRklSRV9QT0xJQ1lfUlVOX0FMTBACEhcKE01JU0ZJUkVfUE9MSUNZX1NLSVAQAypqCghKb2JTdGF0ZRIZChVKT0JfU1RBVEVfVU5TUEVDSUZJRUQQABIUChBKT0JfU1RBVEVfQUNUSVZFEAESFAoQSk9CX1NUQVRFX1BBVVNFRBACEhcKE0pPQl9TVEFURV9DT01QTEVURUQQAyrpAQoPRXhlY3V0aW9uU3RhdHVzEiAKHEVYRUNVVElPTl9TVEFUVVNfVU5TUEVDSUZJRUQQABIeChpFWEVDVVRJT05fU1RBVFVTX1NDSEVEVUxFRBABEhwKGEVYRUNVVElPTl9TVEFUVVNfV0FJVElORxACEhwKGEVYRUNVVElPTl9TVEFUVVNfUlVOTklORxADEh4KGkVYRUNVVElPTl9TVEFUVVNfU1VDQ0VFREVEEAQSGQoVRVhFQ1VUSU9OX1NUQVRVU19ERUFEEAUSHQoZRVhFQ1VUSU9OX1NUQVRVU19DQU5DRUxFRBAGQmIKEGRldi50aWNrd2hlZWwudjFCCEpvYlByb3RvUAFaQmdpdGh1Yi5jb20vdGlja3doZWVsL3RpY2t3aGVlbC9zZGsvZ28vZ2VuL3RpY2t3aGVlbC92MTt0aWNrd2hlZWx2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("ChZ0aWNrd2hlZWwvdjEvam9iLnByb3RvEgx0aWNrd2hlZWwudjEiyQkKA0pvYhIKCgJpZBgBIAEoCRIOCgZ0ZW5hbnQYAiABKAkSDAoEbmFtZRgDIAEoCRIoCghzY2hlZHVsZRgEIAEoCzIWLnRpY2t3aGVlbC52MS5TY2hlZHVsZRIrCgpkc3RfcG9saWN5GAUgASgLMhcudGlja3doZWVsLnYxLkRzdFBvbGljeRIkCgZqaXR0ZXIYBiABKAsyFC50aWNrd2hlZWwudjEuSml0dGVyEiwKCHN0YXJ0X2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIqCgZlbmRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCG1heF9ydW5zGAkgASgDEiQKBnRhcmdldBgKIAEoCzIULnRpY2t3aGVlbC52MS5UYXJnZXQSDwoHcGF5bG9hZBgLIAEoDBIqCgd0aW1lb3V0GAwgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi8KDHJldHJ5X3BvbGljeRgNIAEoCzIZLnRpY2t3aGVlbC52MS5SZXRyeVBvbGljeRIzCg5vdmVybGFwX3BvbGljeRgOIAEoDjIbLnRpY2t3aGVlbC52MS5PdmVybGFwUG9saWN5EjMKDm1pc2ZpcmVfcG9saWN5GA8gASgOMhsudGlja3doZWVsLnYxLk1pc2ZpcmVQb2xpY3kSNAoRbWlzZmlyZV90aHJlc2hvbGQYECABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SHQoVbWlzZmlyZV9ydW5fYWxsX2xpbWl0GBEgASgFEjUKEmxhdGVuZXNzX3RocmVzaG9sZBgSIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI2ChBjb25jdXJyZW5jeV9rZXlzGBMgAygLMhwudGlja3doZWVsLnYxLkNvbmN1cnJlbmN5S2V5Ei0KBmxhYmVscxgUIAMoCzIdLnRpY2t3aGVlbC52MS5Kb2IuTGFiZWxzRW50cnkSJQoFc3RhdGUYFSABKA4yFi50aWNrd2hlZWwudjEuSm9iU3RhdGUSLwoLbmV4dF9ydW5fYXQYFiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC25leHRfZHVlX2F0GBcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglydW5fY291bnQYGCABKAMSDwoHdmVyc2lvbhgZIAEoAxIWCg50emRhdGFfdmVyc2lvbhgaIAEoCRInCghsYXN0X3J1bhgbIAEoCzIVLnRpY2t3aGVlbC52MS5MYXN0UnVuEi4KCmNyZWF0ZWRfYXQYHCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYHSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDHBhdXNlX3JlYXNvbhgeIAEoCRIrCghjYWxlbmRhchgfIAEoCzIZLnRpY2t3aGVlbC52MS5Kb2JDYWxlbmRhchotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkUKC0pvYkNhbGVuZGFyEgwKBG5hbWUYASABKAkSKAoEcnVsZRgCIAEoDjIaLnRpY2t3aGVlbC52MS5DYWxlbmRhclJ1bGUinwEKCFNjaGVkdWxlEioKBGNyb24YASABKAsyGi50aWNrd2hlZWwudjEuQ3JvblNjaGVkdWxlSAASLQoHb25jZV9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIABIwCgVsb2NhbBgDIAEoCzIfLnRpY2t3aGVlbC52MS5Mb2NhbFRpbWVTY2hlZHVsZUgAQgYKBGtpbmQiNQoMQ3JvblNjaGVkdWxlEhIKCmV4cHJlc3Npb24YASABKAkSEQoJdGltZV96b25lGAIgASgJIjoKEUxvY2FsVGltZVNjaGVkdWxlEhIKCmxvY2FsX3RpbWUYASABKAkSEQoJdGltZV96b25lGAIgASgJImMKCURzdFBvbGljeRInCgNnYXAYASABKA4yGi50aWNrd2hlZWwudjEuRHN0R2FwUG9saWN5Ei0KBnJlcGVhdBgCIAEoDjIdLnRpY2t3aGVlbC52MS5Ec3RSZXBlYXRQb2xpY3kiQgoGSml0dGVyEg0KBWV4YWN0GAEgASgIEikKBndpbmRvdxgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiJ4CgZUYXJnZXQSKAoEaHR0cBgBIAEoCzIYLnRpY2t3aGVlbC52MS5IdHRwVGFyZ2V0SAASLgoHaGFuZGxlchgCIAEoCzIbLnRpY2t3aGVlbC52MS5IYW5kbGVyVGFyZ2V0SABCBgoEa2luZEoECAMQBFIGYnJva2VyIpEBCgpIdHRwVGFyZ2V0EgsKA3VybBgBIAEoCRIOCgZtZXRob2QYAiABKAkSNgoHaGVhZGVycxgDIAMoCzIlLnRpY2t3aGVlbC52MS5IdHRwVGFyZ2V0LkhlYWRlcnNFbnRyeRouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIdCg1IYW5kbGVyVGFyZ2V0EgwKBG5hbWUYASABKAkihwEKC1JldHJ5UG9saWN5EhQKDG1heF9hdHRlbXB0cxgBIAEoBRIyCg9pbml0aWFsX2JhY2tvZmYYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoLbWF4X2JhY2tvZmYYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iLAoOQ29uY3VycmVuY3lLZXkSCwoDa2V5GAEgASgJEg0KBWxpbWl0GAIgASgFIr4BCgdMYXN0UnVuEhQKDGV4ZWN1dGlvbl9pZBgBIAEoCRIuCgpub21pbmFsX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCgZzdGF0dXMYAyABKA4yHS50aWNrd2hlZWwudjEuRXhlY3V0aW9uU3RhdHVzEi8KC2ZpbmlzaGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVlcnJvchgFIAEoCSKeAQoNU2NoZWR1bGVkRmlyZRIuCgpub21pbmFsX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIqCgZkdWVfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmxvY2FsX3RpbWUYAyABKAkSDAoEbm90ZRgEIAEoCRIPCgdza2lwcGVkGAUgASgIKpEBCgxDYWxlbmRhclJ1bGUSHQoZQ0FMRU5EQVJfUlVMRV9VTlNQRUNJRklFRBAAEhYKEkNBTEVOREFSX1JVTEVfT05MWRABEhYKEkNBTEVOREFSX1JVTEVfTkVYVBACEhoKFkNBTEVOREFSX1JVTEVfUFJFVklPVVMQAxIWChJDQUxFTkRBUl9SVUxFX1NLSVAQBCp6CgxEc3RHYXBQb2xpY3kSHgoaRFNUX0dBUF9QT0xJQ1lfVU5TUEVDSUZJRUQQABIXChNEU1RfR0FQX1BPTElDWV9BVVRPEAESGAoURFNUX0dBUF9QT0xJQ1lfU0hJRlQQAhIXChNEU1RfR0FQX1BPTElDWV9TS0lQEAMqiAEKD0RzdFJlcGVhdFBvbGljeRIhCh1EU1RfUkVQRUFUX1BPTElDWV9VTlNQRUNJRklFRBAAEhoKFkRTVF9SRVBFQVRfUE9MSUNZX0FVVE8QARIaChZEU1RfUkVQRUFUX1BPTElDWV9PTkNFEAISGgoWRFNUX1JFUEVBVF9QT0xJQ1lfQk9USBADKpwBCg1PdmVybGFwUG9saWN5Eh4KGk9WRVJMQVBfUE9MSUNZX1VOU1BFQ0lGSUVEEAASFwoTT1ZFUkxBUF9QT0xJQ1lfU0tJUBABEhwKGE9WRVJMQVBfUE9MSUNZX1FVRVVFX09ORRACEhgKFE9WRVJMQVBfUE9MSUNZX0FMTE9XEAMSGgoWT1ZFUkxBUF9QT0xJQ1lfUkVQTEFDRRAEKoEBCg1NaXNmaXJlUG9saWN5Eh4KGk1JU0ZJUkVfUE9MSUNZX1VOU1BFQ0lGSUVEEAASGwoXTUlTRklSRV9QT0xJQ1lfUlVOX09OQ0UQARIaChZNSVNGSVJFX1BPTElDWV9SVU5fQUxMEAISFwoTTUlTRklSRV9QT0xJQ1lfU0tJUBADKmoKCEpvYlN0YXRlEhkKFUpPQl9TVEFURV9VTlNQRUNJRklFRBAAEhQKEEpPQl9TVEFURV9BQ1RJVkUQARIUChBKT0JfU1RBVEVfUEFVU0VEEAISFwoTSk9CX1NUQVRFX0NPTVBMRVRFRBADKukBCg9FeGVjdXRpb25TdGF0dXMSIAocRVhFQ1VUSU9OX1NUQVRVU19VTlNQRUNJRklFRBAAEh4KGkVYRUNVVElPTl9TVEFUVVNfU0NIRURVTEVEEAESHAoYRVhFQ1VUSU9OX1NUQVRVU19XQUlUSU5HEAISHAoYRVhFQ1VUSU9OX1NUQVRVU19SVU5OSU5HEAMSHgoaRVhFQ1VUSU9OX1NUQVRVU19TVUNDRUVERUQQBBIZChVFWEVDVVRJT05fU1RBVFVTX0RFQUQQBRIdChlFWEVDVVRJT05fU1RBVFVTX0NBTkNFTEVEEAZCYgoQZGV2LnRpY2t3aGVlbC52MUIISm9iUHJvdG9QAVpCZ2l0aHViLmNvbS90aWNrd2hlZWwvdGlja3doZWVsL3Nkay9nby9nZW4vdGlja3doZWVsL3YxO3RpY2t3aGVlbHYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * A job: a schedule, a target to call when it fires, and the policies that
@@ -271,6 +271,15 @@ export type Job = Message<"tickwheel.v1.Job"> & {
    * @generated from field: string pause_reason = 30;
    */
   pauseReason: string;
+
+  /**
+   * Optional. A business-day calendar of the job's tenant and what happens to
+   * an occurrence that does not fall on one of its business days. Unset: the
+   * job ignores calendars.
+   *
+   * @generated from field: tickwheel.v1.JobCalendar calendar = 31;
+   */
+  calendar?: JobCalendar | undefined;
 };
 
 /**
@@ -279,6 +288,49 @@ export type Job = Message<"tickwheel.v1.Job"> & {
  */
 export const JobSchema: GenMessage<Job> = /*@__PURE__*/
   messageDesc(file_tickwheel_v1_job, 0);
+
+/**
+ * A job's business-day calendar and its rule. An occurrence falls on a
+ * business day when the date of its nominal instant in the calendar's time
+ * zone is a business day (or a half-day) of the calendar. The calendar
+ * decides only what happens to each nominal occurrence of the schedule: the
+ * execution id (the idempotency key a target sees) stays
+ * `<job id>:<nominal instant>`; a moved occurrence's `due_at` is the moved
+ * instant plus the job's jitter, and it is never handed out before that.
+ * `max_runs` counts nominal occurrences, whatever the rule did to them.
+ *
+ * @generated from message tickwheel.v1.JobCalendar
+ */
+export type JobCalendar = Message<"tickwheel.v1.JobCalendar"> & {
+  /**
+   * Required when `calendar` is set: the name of one of the tenant's
+   * calendars (the rule of `Calendar.name`: 1 to 64 characters of
+   * [A-Za-z0-9_.-] starting with a letter or a digit). INVALID_ARGUMENT
+   * `job.calendar.name` when empty or malformed; FAILED_PRECONDITION
+   * `job.calendar.name` when the tenant has no calendar of that name
+   * (another tenant's calendars are not visible). A calendar that jobs name
+   * cannot be deleted; if it is gone anyway, the job's occurrences are not
+   * created and the job's `schedule_uncomputable` alert says why.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Required when `calendar` is set. INVALID_ARGUMENT `job.calendar.rule`
+   * when unspecified or not one of the values below.
+   *
+   * @generated from field: tickwheel.v1.CalendarRule rule = 2;
+   */
+  rule: CalendarRule;
+};
+
+/**
+ * Describes the message tickwheel.v1.JobCalendar.
+ * Use `create(JobCalendarSchema)` to create a new message.
+ */
+export const JobCalendarSchema: GenMessage<JobCalendar> = /*@__PURE__*/
+  messageDesc(file_tickwheel_v1_job, 1);
 
 /**
  * When a job fires: exactly one of the cases must be set.
@@ -324,7 +376,7 @@ export type Schedule = Message<"tickwheel.v1.Schedule"> & {
  * Use `create(ScheduleSchema)` to create a new message.
  */
 export const ScheduleSchema: GenMessage<Schedule> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_job, 1);
+  messageDesc(file_tickwheel_v1_job, 2);
 
 /**
  * A recurring schedule.
@@ -363,7 +415,7 @@ export type CronSchedule = Message<"tickwheel.v1.CronSchedule"> & {
  * Use `create(CronScheduleSchema)` to create a new message.
  */
 export const CronScheduleSchema: GenMessage<CronSchedule> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_job, 2);
+  messageDesc(file_tickwheel_v1_job, 3);
 
 /**
  * A one-off schedule at a wall time.
@@ -394,7 +446,7 @@ export type LocalTimeSchedule = Message<"tickwheel.v1.LocalTimeSchedule"> & {
  * Use `create(LocalTimeScheduleSchema)` to create a new message.
  */
 export const LocalTimeScheduleSchema: GenMessage<LocalTimeSchedule> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_job, 3);
+  messageDesc(file_tickwheel_v1_job, 4);
 
 /**
  * How a job treats daylight-saving transitions.
@@ -422,7 +474,7 @@ export type DstPolicy = Message<"tickwheel.v1.DstPolicy"> & {
  * Use `create(DstPolicySchema)` to create a new message.
  */
 export const DstPolicySchema: GenMessage<DstPolicy> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_job, 4);
+  messageDesc(file_tickwheel_v1_job, 5);
 
 /**
  * A delay added to the nominal instant to spread load. Jitter only delays:
@@ -454,7 +506,7 @@ export type Jitter = Message<"tickwheel.v1.Jitter"> & {
  * Use `create(JitterSchema)` to create a new message.
  */
 export const JitterSchema: GenMessage<Jitter> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_job, 5);
+  messageDesc(file_tickwheel_v1_job, 6);
 
 /**
  * What a worker calls for each execution: exactly one case must be set.
@@ -489,7 +541,7 @@ export type Target = Message<"tickwheel.v1.Target"> & {
  * Use `create(TargetSchema)` to create a new message.
  */
 export const TargetSchema: GenMessage<Target> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_job, 6);
+  messageDesc(file_tickwheel_v1_job, 7);
 
 /**
  * An HTTP callback. The worker sends the payload as the body with headers
@@ -538,7 +590,7 @@ export type HttpTarget = Message<"tickwheel.v1.HttpTarget"> & {
  * Use `create(HttpTargetSchema)` to create a new message.
  */
 export const HttpTargetSchema: GenMessage<HttpTarget> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_job, 7);
+  messageDesc(file_tickwheel_v1_job, 8);
 
 /**
  * A named handler in a worker process (for example "billing.charge").
@@ -560,7 +612,7 @@ export type HandlerTarget = Message<"tickwheel.v1.HandlerTarget"> & {
  * Use `create(HandlerTargetSchema)` to create a new message.
  */
 export const HandlerTargetSchema: GenMessage<HandlerTarget> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_job, 8);
+  messageDesc(file_tickwheel_v1_job, 9);
 
 /**
  * Retries of failed attempts. Attempt n >= 2 waits a uniformly random time in
@@ -597,7 +649,7 @@ export type RetryPolicy = Message<"tickwheel.v1.RetryPolicy"> & {
  * Use `create(RetryPolicySchema)` to create a new message.
  */
 export const RetryPolicySchema: GenMessage<RetryPolicy> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_job, 9);
+  messageDesc(file_tickwheel_v1_job, 10);
 
 /**
  * A limit shared by every job naming the same key, within one tenant.
@@ -626,7 +678,7 @@ export type ConcurrencyKey = Message<"tickwheel.v1.ConcurrencyKey"> & {
  * Use `create(ConcurrencyKeySchema)` to create a new message.
  */
 export const ConcurrencyKeySchema: GenMessage<ConcurrencyKey> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_job, 10);
+  messageDesc(file_tickwheel_v1_job, 11);
 
 /**
  * The outcome of a job's most recent finished execution.
@@ -675,7 +727,7 @@ export type LastRun = Message<"tickwheel.v1.LastRun"> & {
  * Use `create(LastRunSchema)` to create a new message.
  */
 export const LastRunSchema: GenMessage<LastRun> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_job, 11);
+  messageDesc(file_tickwheel_v1_job, 12);
 
 /**
  * A fire of a schedule, as previewed or computed.
@@ -706,12 +758,23 @@ export type ScheduledFire = Message<"tickwheel.v1.ScheduledFire"> & {
   localTime: string;
 
   /**
-   * Empty, or how a DST rule changed this fire ("02:30 skipped by the
-   * 01:00→02:00 jump: shifted to 02:00").
+   * Empty, or how a DST rule or the job's calendar changed this fire
+   * ("02:30 skipped by the 01:00→02:00 jump: shifted to 02:00";
+   * "2027-12-25 is not a business day of calendar uk: moved to
+   * 2027-12-29T09:00:00+00:00").
    *
    * @generated from field: string note = 4;
    */
   note: string;
+
+  /**
+   * True when the job's calendar skips this occurrence (CALENDAR_RULE_SKIP,
+   * or a move that would collide with a neighbouring occurrence): nothing
+   * runs, a skip is recorded; `due_at` then equals `nominal_at`.
+   *
+   * @generated from field: bool skipped = 5;
+   */
+  skipped: boolean;
 };
 
 /**
@@ -719,7 +782,72 @@ export type ScheduledFire = Message<"tickwheel.v1.ScheduledFire"> & {
  * Use `create(ScheduledFireSchema)` to create a new message.
  */
 export const ScheduledFireSchema: GenMessage<ScheduledFire> = /*@__PURE__*/
-  messageDesc(file_tickwheel_v1_job, 12);
+  messageDesc(file_tickwheel_v1_job, 13);
+
+/**
+ * What happens to an occurrence whose nominal instant does not fall on a
+ * business day of the job's calendar. "The same wall time" is the nominal
+ * instant's wall time in the job's own time zone; on a day where it does not
+ * exist (a daylight-saving gap) the run is at the first instant after the
+ * gap, where it exists twice at the earlier one. A moved run never lands on
+ * or past the schedule's next nominal occurrence: when it would, the
+ * occurrence is skipped and recorded instead (reason `calendar`), so two
+ * runs never collapse into one silently.
+ *
+ * @generated from enum tickwheel.v1.CalendarRule
+ */
+export enum CalendarRule {
+  /**
+   * Refused: a job that names a calendar names its rule.
+   *
+   * @generated from enum value: CALENDAR_RULE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The occurrence is dropped: nothing runs and nothing is recorded, as if
+   * the schedule did not name that day. Previews leave it out.
+   *
+   * @generated from enum value: CALENDAR_RULE_ONLY = 1;
+   */
+  ONLY = 1,
+
+  /**
+   * The occurrence runs on the next business day at the same wall time,
+   * unless that instant is at or after the schedule's next nominal
+   * occurrence (then it is skipped and recorded).
+   *
+   * @generated from enum value: CALENDAR_RULE_NEXT = 2;
+   */
+  NEXT = 2,
+
+  /**
+   * Reserved for "the previous business day at the same wall time, strictly
+   * after the schedule's previous nominal occurrence". Not served yet: the
+   * dispatcher reaches an occurrence one look-ahead before its nominal
+   * instant, too late for a run days earlier, and running it then (on the
+   * non-business day, or early) would break this contract. INVALID_ARGUMENT
+   * `job.calendar.rule` until it is.
+   *
+   * @generated from enum value: CALENDAR_RULE_PREVIOUS = 3;
+   */
+  PREVIOUS = 3,
+
+  /**
+   * The occurrence is skipped and the skip recorded in the job's history
+   * (a skip range with reason `calendar`), so a user sees why a nominal run
+   * did not happen.
+   *
+   * @generated from enum value: CALENDAR_RULE_SKIP = 4;
+   */
+  SKIP = 4,
+}
+
+/**
+ * Describes the enum tickwheel.v1.CalendarRule.
+ */
+export const CalendarRuleSchema: GenEnum<CalendarRule> = /*@__PURE__*/
+  enumDesc(file_tickwheel_v1_job, 0);
 
 /**
  * Wall times skipped by a jump forward.
@@ -763,7 +891,7 @@ export enum DstGapPolicy {
  * Describes the enum tickwheel.v1.DstGapPolicy.
  */
 export const DstGapPolicySchema: GenEnum<DstGapPolicy> = /*@__PURE__*/
-  enumDesc(file_tickwheel_v1_job, 0);
+  enumDesc(file_tickwheel_v1_job, 1);
 
 /**
  * Wall times repeated by a jump backward.
@@ -805,7 +933,7 @@ export enum DstRepeatPolicy {
  * Describes the enum tickwheel.v1.DstRepeatPolicy.
  */
 export const DstRepeatPolicySchema: GenEnum<DstRepeatPolicy> = /*@__PURE__*/
-  enumDesc(file_tickwheel_v1_job, 1);
+  enumDesc(file_tickwheel_v1_job, 2);
 
 /**
  * What happens when an occurrence comes due while the previous one still runs.
@@ -854,7 +982,7 @@ export enum OverlapPolicy {
  * Describes the enum tickwheel.v1.OverlapPolicy.
  */
 export const OverlapPolicySchema: GenEnum<OverlapPolicy> = /*@__PURE__*/
-  enumDesc(file_tickwheel_v1_job, 2);
+  enumDesc(file_tickwheel_v1_job, 3);
 
 /**
  * What happens to occurrences missed by more than the misfire threshold.
@@ -897,7 +1025,7 @@ export enum MisfirePolicy {
  * Describes the enum tickwheel.v1.MisfirePolicy.
  */
 export const MisfirePolicySchema: GenEnum<MisfirePolicy> = /*@__PURE__*/
-  enumDesc(file_tickwheel_v1_job, 3);
+  enumDesc(file_tickwheel_v1_job, 4);
 
 /**
  * The life-cycle state of a job.
@@ -938,7 +1066,7 @@ export enum JobState {
  * Describes the enum tickwheel.v1.JobState.
  */
 export const JobStateSchema: GenEnum<JobState> = /*@__PURE__*/
-  enumDesc(file_tickwheel_v1_job, 4);
+  enumDesc(file_tickwheel_v1_job, 5);
 
 /**
  * The status of an execution.
@@ -1004,5 +1132,5 @@ export enum ExecutionStatus {
  * Describes the enum tickwheel.v1.ExecutionStatus.
  */
 export const ExecutionStatusSchema: GenEnum<ExecutionStatus> = /*@__PURE__*/
-  enumDesc(file_tickwheel_v1_job, 5);
+  enumDesc(file_tickwheel_v1_job, 6);
 

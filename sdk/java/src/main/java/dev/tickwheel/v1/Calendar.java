@@ -12,8 +12,8 @@ package dev.tickwheel.v1;
  * `business_days` and its date is not one of `holidays`; a half-day is a
  * business day with shortened hours (it counts as a business day). Dates are
  * ISO 8601 calendar dates `YYYY-MM-DD` (four-digit year, two-digit month and
- * day), local days of `time_zone`, between 1900-01-01 and 2200-12-31. Jobs do
- * not name calendars yet: that is a later change of this contract.
+ * day), local days of `time_zone`, between 1900-01-01 and 2200-12-31. A job
+ * names a calendar and a rule in `Job.calendar` (see `JobCalendar`).
  * </pre>
  *
  * Protobuf type {@code tickwheel.v1.Calendar}
@@ -889,8 +889,8 @@ private static final long serialVersionUID = 0L;
    * `business_days` and its date is not one of `holidays`; a half-day is a
    * business day with shortened hours (it counts as a business day). Dates are
    * ISO 8601 calendar dates `YYYY-MM-DD` (four-digit year, two-digit month and
-   * day), local days of `time_zone`, between 1900-01-01 and 2200-12-31. Jobs do
-   * not name calendars yet: that is a later change of this contract.
+   * day), local days of `time_zone`, between 1900-01-01 and 2200-12-31. A job
+   * names a calendar and a rule in `Job.calendar` (see `JobCalendar`).
    * </pre>
    *
    * Protobuf type {@code tickwheel.v1.Calendar}

@@ -72,6 +72,11 @@ public final class CalendarProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_tickwheel_v1_UpdateCalendarResponse_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_CalendarRunChange_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_CalendarRunChange_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_tickwheel_v1_DeleteCalendarRequest_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -120,18 +125,28 @@ public final class CalendarProto extends com.google.protobuf.GeneratedFile {
       "darRequest\0222\n\010calendar\030\001 \001(\0132\026.tickwheel" +
       ".v1.CalendarR\010calendar\022;\n\013update_mask\030\002 " +
       "\001(\0132\032.google.protobuf.FieldMaskR\nupdateM" +
-      "ask\"L\n\026UpdateCalendarResponse\0222\n\010calenda" +
-      "r\030\001 \001(\0132\026.tickwheel.v1.CalendarR\010calenda" +
-      "r\"E\n\025DeleteCalendarRequest\022\022\n\004name\030\001 \001(\t" +
-      "R\004name\022\030\n\007version\030\002 \001(\003R\007version\"\030\n\026Dele" +
-      "teCalendarResponse*\266\001\n\007Weekday\022\027\n\023WEEKDA" +
-      "Y_UNSPECIFIED\020\000\022\022\n\016WEEKDAY_MONDAY\020\001\022\023\n\017W" +
-      "EEKDAY_TUESDAY\020\002\022\025\n\021WEEKDAY_WEDNESDAY\020\003\022" +
-      "\024\n\020WEEKDAY_THURSDAY\020\004\022\022\n\016WEEKDAY_FRIDAY\020" +
-      "\005\022\024\n\020WEEKDAY_SATURDAY\020\006\022\022\n\016WEEKDAY_SUNDA" +
-      "Y\020\007Bg\n\020dev.tickwheel.v1B\rCalendarProtoP\001" +
-      "ZBgithub.com/tickwheel/tickwheel/sdk/go/" +
-      "gen/tickwheel/v1;tickwheelv1b\006proto3"
+      "ask\"\331\001\n\026UpdateCalendarResponse\0222\n\010calend" +
+      "ar\030\001 \001(\0132\026.tickwheel.v1.CalendarR\010calend" +
+      "ar\022*\n\021changed_run_count\030\002 \001(\003R\017changedRu" +
+      "nCount\022B\n\014changed_runs\030\003 \003(\0132\037.tickwheel" +
+      ".v1.CalendarRunChangeR\013changedRuns\022\033\n\tjo" +
+      "b_count\030\004 \001(\003R\010jobCount\"\374\001\n\021CalendarRunC" +
+      "hange\022!\n\014execution_id\030\001 \001(\tR\013executionId" +
+      "\022\025\n\006job_id\030\002 \001(\tR\005jobId\0229\n\nnominal_at\030\003 " +
+      "\001(\0132\032.google.protobuf.TimestampR\tnominal" +
+      "At\0228\n\nold_due_at\030\004 \001(\0132\032.google.protobuf" +
+      ".TimestampR\010oldDueAt\0228\n\nnew_due_at\030\005 \001(\013" +
+      "2\032.google.protobuf.TimestampR\010newDueAt\"E" +
+      "\n\025DeleteCalendarRequest\022\022\n\004name\030\001 \001(\tR\004n" +
+      "ame\022\030\n\007version\030\002 \001(\003R\007version\"\030\n\026DeleteC" +
+      "alendarResponse*\266\001\n\007Weekday\022\027\n\023WEEKDAY_U" +
+      "NSPECIFIED\020\000\022\022\n\016WEEKDAY_MONDAY\020\001\022\023\n\017WEEK" +
+      "DAY_TUESDAY\020\002\022\025\n\021WEEKDAY_WEDNESDAY\020\003\022\024\n\020" +
+      "WEEKDAY_THURSDAY\020\004\022\022\n\016WEEKDAY_FRIDAY\020\005\022\024" +
+      "\n\020WEEKDAY_SATURDAY\020\006\022\022\n\016WEEKDAY_SUNDAY\020\007" +
+      "Bg\n\020dev.tickwheel.v1B\rCalendarProtoP\001ZBg" +
+      "ithub.com/tickwheel/tickwheel/sdk/go/gen" +
+      "/tickwheel/v1;tickwheelv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -192,15 +207,21 @@ public final class CalendarProto extends com.google.protobuf.GeneratedFile {
     internal_static_tickwheel_v1_UpdateCalendarResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_UpdateCalendarResponse_descriptor,
-        new java.lang.String[] { "Calendar", });
-    internal_static_tickwheel_v1_DeleteCalendarRequest_descriptor =
+        new java.lang.String[] { "Calendar", "ChangedRunCount", "ChangedRuns", "JobCount", });
+    internal_static_tickwheel_v1_CalendarRunChange_descriptor =
       getDescriptor().getMessageType(9);
+    internal_static_tickwheel_v1_CalendarRunChange_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_CalendarRunChange_descriptor,
+        new java.lang.String[] { "ExecutionId", "JobId", "NominalAt", "OldDueAt", "NewDueAt", });
+    internal_static_tickwheel_v1_DeleteCalendarRequest_descriptor =
+      getDescriptor().getMessageType(10);
     internal_static_tickwheel_v1_DeleteCalendarRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_DeleteCalendarRequest_descriptor,
         new java.lang.String[] { "Name", "Version", });
     internal_static_tickwheel_v1_DeleteCalendarResponse_descriptor =
-      getDescriptor().getMessageType(10);
+      getDescriptor().getMessageType(11);
     internal_static_tickwheel_v1_DeleteCalendarResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_DeleteCalendarResponse_descriptor,

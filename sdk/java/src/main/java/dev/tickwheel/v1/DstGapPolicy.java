@@ -157,7 +157,7 @@ public enum DstGapPolicy
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.tickwheel.v1.JobProto.getDescriptor().getEnumType(0);
+    return dev.tickwheel.v1.JobProto.getDescriptor().getEnumType(1);
   }
 
   private static final DstGapPolicy[] VALUES = values();

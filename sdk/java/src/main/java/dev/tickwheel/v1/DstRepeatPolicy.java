@@ -153,7 +153,7 @@ public enum DstRepeatPolicy
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.tickwheel.v1.JobProto.getDescriptor().getEnumType(1);
+    return dev.tickwheel.v1.JobProto.getDescriptor().getEnumType(2);
   }
 
   private static final DstRepeatPolicy[] VALUES = values();

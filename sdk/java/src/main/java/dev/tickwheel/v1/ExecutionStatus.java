@@ -210,7 +210,7 @@ public enum ExecutionStatus
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.tickwheel.v1.JobProto.getDescriptor().getEnumType(5);
+    return dev.tickwheel.v1.JobProto.getDescriptor().getEnumType(6);
   }
 
   private static final ExecutionStatus[] VALUES = values();

@@ -1286,6 +1286,50 @@ java.lang.String defaultValue) {
     }
   }
 
+  public static final int CALENDAR_FIELD_NUMBER = 31;
+  private dev.tickwheel.v1.JobCalendar calendar_;
+  /**
+   * <pre>
+   * Optional. A business-day calendar of the job's tenant and what happens to
+   * an occurrence that does not fall on one of its business days. Unset: the
+   * job ignores calendars.
+   * </pre>
+   *
+   * <code>.tickwheel.v1.JobCalendar calendar = 31 [json_name = "calendar"];</code>
+   * @return Whether the calendar field is set.
+   */
+  @java.lang.Override
+  public boolean hasCalendar() {
+    return ((bitField0_ & 0x00008000) != 0);
+  }
+  /**
+   * <pre>
+   * Optional. A business-day calendar of the job's tenant and what happens to
+   * an occurrence that does not fall on one of its business days. Unset: the
+   * job ignores calendars.
+   * </pre>
+   *
+   * <code>.tickwheel.v1.JobCalendar calendar = 31 [json_name = "calendar"];</code>
+   * @return The calendar.
+   */
+  @java.lang.Override
+  public dev.tickwheel.v1.JobCalendar getCalendar() {
+    return calendar_ == null ? dev.tickwheel.v1.JobCalendar.getDefaultInstance() : calendar_;
+  }
+  /**
+   * <pre>
+   * Optional. A business-day calendar of the job's tenant and what happens to
+   * an occurrence that does not fall on one of its business days. Unset: the
+   * job ignores calendars.
+   * </pre>
+   *
+   * <code>.tickwheel.v1.JobCalendar calendar = 31 [json_name = "calendar"];</code>
+   */
+  @java.lang.Override
+  public dev.tickwheel.v1.JobCalendarOrBuilder getCalendarOrBuilder() {
+    return calendar_ == null ? dev.tickwheel.v1.JobCalendar.getDefaultInstance() : calendar_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -1392,6 +1436,9 @@ java.lang.String defaultValue) {
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(pauseReason_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 30, pauseReason_);
+    }
+    if (((bitField0_ & 0x00008000) != 0)) {
+      output.writeMessage(31, getCalendar());
     }
     getUnknownFields().writeTo(output);
   }
@@ -1523,6 +1570,10 @@ java.lang.String defaultValue) {
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(pauseReason_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(30, pauseReason_);
     }
+    if (((bitField0_ & 0x00008000) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(31, getCalendar());
+    }
     return size;
   }
   @java.lang.Override
@@ -1649,6 +1700,11 @@ java.lang.String defaultValue) {
     }
     if (!getPauseReason()
         .equals(other.getPauseReason())) return false;
+    if (hasCalendar() != other.hasCalendar()) return false;
+    if (hasCalendar()) {
+      if (!getCalendar()
+          .equals(other.getCalendar())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -1757,6 +1813,10 @@ java.lang.String defaultValue) {
     }
     hash = (37 * hash) + PAUSE_REASON_FIELD_NUMBER;
     hash = (53 * hash) + getPauseReason().hashCode();
+    if (hasCalendar()) {
+      hash = (37 * hash) + CALENDAR_FIELD_NUMBER;
+      hash = (53 * hash) + getCalendar().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -1932,6 +1992,7 @@ java.lang.String defaultValue) {
         internalGetLastRunFieldBuilder();
         internalGetCreatedAtFieldBuilder();
         internalGetUpdatedAtFieldBuilder();
+        internalGetCalendarFieldBuilder();
       }
     }
     @java.lang.Override
@@ -2034,6 +2095,11 @@ java.lang.String defaultValue) {
         updatedAtBuilder_ = null;
       }
       pauseReason_ = "";
+      calendar_ = null;
+      if (calendarBuilder_ != null) {
+        calendarBuilder_.dispose();
+        calendarBuilder_ = null;
+      }
       return this;
     }
 
@@ -2214,6 +2280,12 @@ java.lang.String defaultValue) {
       if (((from_bitField0_ & 0x20000000) != 0)) {
         result.pauseReason_ = pauseReason_;
       }
+      if (((from_bitField0_ & 0x40000000) != 0)) {
+        result.calendar_ = calendarBuilder_ == null
+            ? calendar_
+            : calendarBuilder_.build();
+        to_bitField0_ |= 0x00008000;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -2351,6 +2423,9 @@ java.lang.String defaultValue) {
         pauseReason_ = other.pauseReason_;
         bitField0_ |= 0x20000000;
         onChanged();
+      }
+      if (other.hasCalendar()) {
+        mergeCalendar(other.getCalendar());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -2568,6 +2643,13 @@ java.lang.String defaultValue) {
               bitField0_ |= 0x20000000;
               break;
             } // case 242
+            case 250: {
+              input.readMessage(
+                  internalGetCalendarFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x40000000;
+              break;
+            } // case 250
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -6531,6 +6613,179 @@ java.lang.String defaultValue) {
       bitField0_ |= 0x20000000;
       onChanged();
       return this;
+    }
+
+    private dev.tickwheel.v1.JobCalendar calendar_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.tickwheel.v1.JobCalendar, dev.tickwheel.v1.JobCalendar.Builder, dev.tickwheel.v1.JobCalendarOrBuilder> calendarBuilder_;
+    /**
+     * <pre>
+     * Optional. A business-day calendar of the job's tenant and what happens to
+     * an occurrence that does not fall on one of its business days. Unset: the
+     * job ignores calendars.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.JobCalendar calendar = 31 [json_name = "calendar"];</code>
+     * @return Whether the calendar field is set.
+     */
+    public boolean hasCalendar() {
+      return ((bitField0_ & 0x40000000) != 0);
+    }
+    /**
+     * <pre>
+     * Optional. A business-day calendar of the job's tenant and what happens to
+     * an occurrence that does not fall on one of its business days. Unset: the
+     * job ignores calendars.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.JobCalendar calendar = 31 [json_name = "calendar"];</code>
+     * @return The calendar.
+     */
+    public dev.tickwheel.v1.JobCalendar getCalendar() {
+      if (calendarBuilder_ == null) {
+        return calendar_ == null ? dev.tickwheel.v1.JobCalendar.getDefaultInstance() : calendar_;
+      } else {
+        return calendarBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Optional. A business-day calendar of the job's tenant and what happens to
+     * an occurrence that does not fall on one of its business days. Unset: the
+     * job ignores calendars.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.JobCalendar calendar = 31 [json_name = "calendar"];</code>
+     */
+    public Builder setCalendar(dev.tickwheel.v1.JobCalendar value) {
+      if (calendarBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        calendar_ = value;
+      } else {
+        calendarBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x40000000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. A business-day calendar of the job's tenant and what happens to
+     * an occurrence that does not fall on one of its business days. Unset: the
+     * job ignores calendars.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.JobCalendar calendar = 31 [json_name = "calendar"];</code>
+     */
+    public Builder setCalendar(
+        dev.tickwheel.v1.JobCalendar.Builder builderForValue) {
+      if (calendarBuilder_ == null) {
+        calendar_ = builderForValue.build();
+      } else {
+        calendarBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x40000000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. A business-day calendar of the job's tenant and what happens to
+     * an occurrence that does not fall on one of its business days. Unset: the
+     * job ignores calendars.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.JobCalendar calendar = 31 [json_name = "calendar"];</code>
+     */
+    public Builder mergeCalendar(dev.tickwheel.v1.JobCalendar value) {
+      if (calendarBuilder_ == null) {
+        if (((bitField0_ & 0x40000000) != 0) &&
+          calendar_ != null &&
+          calendar_ != dev.tickwheel.v1.JobCalendar.getDefaultInstance()) {
+          getCalendarBuilder().mergeFrom(value);
+        } else {
+          calendar_ = value;
+        }
+      } else {
+        calendarBuilder_.mergeFrom(value);
+      }
+      if (calendar_ != null) {
+        bitField0_ |= 0x40000000;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. A business-day calendar of the job's tenant and what happens to
+     * an occurrence that does not fall on one of its business days. Unset: the
+     * job ignores calendars.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.JobCalendar calendar = 31 [json_name = "calendar"];</code>
+     */
+    public Builder clearCalendar() {
+      bitField0_ = (bitField0_ & ~0x40000000);
+      calendar_ = null;
+      if (calendarBuilder_ != null) {
+        calendarBuilder_.dispose();
+        calendarBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Optional. A business-day calendar of the job's tenant and what happens to
+     * an occurrence that does not fall on one of its business days. Unset: the
+     * job ignores calendars.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.JobCalendar calendar = 31 [json_name = "calendar"];</code>
+     */
+    public dev.tickwheel.v1.JobCalendar.Builder getCalendarBuilder() {
+      bitField0_ |= 0x40000000;
+      onChanged();
+      return internalGetCalendarFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Optional. A business-day calendar of the job's tenant and what happens to
+     * an occurrence that does not fall on one of its business days. Unset: the
+     * job ignores calendars.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.JobCalendar calendar = 31 [json_name = "calendar"];</code>
+     */
+    public dev.tickwheel.v1.JobCalendarOrBuilder getCalendarOrBuilder() {
+      if (calendarBuilder_ != null) {
+        return calendarBuilder_.getMessageOrBuilder();
+      } else {
+        return calendar_ == null ?
+            dev.tickwheel.v1.JobCalendar.getDefaultInstance() : calendar_;
+      }
+    }
+    /**
+     * <pre>
+     * Optional. A business-day calendar of the job's tenant and what happens to
+     * an occurrence that does not fall on one of its business days. Unset: the
+     * job ignores calendars.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.JobCalendar calendar = 31 [json_name = "calendar"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.tickwheel.v1.JobCalendar, dev.tickwheel.v1.JobCalendar.Builder, dev.tickwheel.v1.JobCalendarOrBuilder> 
+        internalGetCalendarFieldBuilder() {
+      if (calendarBuilder_ == null) {
+        calendarBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.tickwheel.v1.JobCalendar, dev.tickwheel.v1.JobCalendar.Builder, dev.tickwheel.v1.JobCalendarOrBuilder>(
+                getCalendar(),
+                getParentForChildren(),
+                isClean());
+        calendar_ = null;
+      }
+      return calendarBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:tickwheel.v1.Job)

@@ -815,4 +815,37 @@ java.lang.String defaultValue);
    */
   com.google.protobuf.ByteString
       getPauseReasonBytes();
+
+  /**
+   * <pre>
+   * Optional. A business-day calendar of the job's tenant and what happens to
+   * an occurrence that does not fall on one of its business days. Unset: the
+   * job ignores calendars.
+   * </pre>
+   *
+   * <code>.tickwheel.v1.JobCalendar calendar = 31 [json_name = "calendar"];</code>
+   * @return Whether the calendar field is set.
+   */
+  boolean hasCalendar();
+  /**
+   * <pre>
+   * Optional. A business-day calendar of the job's tenant and what happens to
+   * an occurrence that does not fall on one of its business days. Unset: the
+   * job ignores calendars.
+   * </pre>
+   *
+   * <code>.tickwheel.v1.JobCalendar calendar = 31 [json_name = "calendar"];</code>
+   * @return The calendar.
+   */
+  dev.tickwheel.v1.JobCalendar getCalendar();
+  /**
+   * <pre>
+   * Optional. A business-day calendar of the job's tenant and what happens to
+   * an occurrence that does not fall on one of its business days. Unset: the
+   * job ignores calendars.
+   * </pre>
+   *
+   * <code>.tickwheel.v1.JobCalendar calendar = 31 [json_name = "calendar"];</code>
+   */
+  dev.tickwheel.v1.JobCalendarOrBuilder getCalendarOrBuilder();
 }

@@ -37,6 +37,11 @@ public final class JobProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_tickwheel_v1_Job_LabelsEntry_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_tickwheel_v1_JobCalendar_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_tickwheel_v1_JobCalendar_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_tickwheel_v1_Schedule_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -112,7 +117,7 @@ public final class JobProto extends com.google.protobuf.GeneratedFile {
     java.lang.String[] descriptorData = {
       "\n\026tickwheel/v1/job.proto\022\014tickwheel.v1\032\036" +
       "google/protobuf/duration.proto\032\037google/p" +
-      "rotobuf/timestamp.proto\"\362\013\n\003Job\022\016\n\002id\030\001 " +
+      "rotobuf/timestamp.proto\"\251\014\n\003Job\022\016\n\002id\030\001 " +
       "\001(\tR\002id\022\026\n\006tenant\030\002 \001(\tR\006tenant\022\022\n\004name\030" +
       "\003 \001(\tR\004name\0222\n\010schedule\030\004 \001(\0132\026.tickwhee" +
       "l.v1.ScheduleR\010schedule\0226\n\ndst_policy\030\005 " +
@@ -149,72 +154,80 @@ public final class JobProto extends com.google.protobuf.GeneratedFile {
       "oogle.protobuf.TimestampR\tcreatedAt\0229\n\nu" +
       "pdated_at\030\035 \001(\0132\032.google.protobuf.Timest" +
       "ampR\tupdatedAt\022!\n\014pause_reason\030\036 \001(\tR\013pa" +
-      "useReason\0329\n\013LabelsEntry\022\020\n\003key\030\001 \001(\tR\003k" +
-      "ey\022\024\n\005value\030\002 \001(\tR\005value:\0028\001\"\264\001\n\010Schedul" +
-      "e\0220\n\004cron\030\001 \001(\0132\032.tickwheel.v1.CronSched" +
-      "uleH\000R\004cron\0225\n\007once_at\030\002 \001(\0132\032.google.pr" +
-      "otobuf.TimestampH\000R\006onceAt\0227\n\005local\030\003 \001(" +
-      "\0132\037.tickwheel.v1.LocalTimeScheduleH\000R\005lo" +
-      "calB\006\n\004kind\"K\n\014CronSchedule\022\036\n\nexpressio" +
-      "n\030\001 \001(\tR\nexpression\022\033\n\ttime_zone\030\002 \001(\tR\010" +
-      "timeZone\"O\n\021LocalTimeSchedule\022\035\n\nlocal_t" +
-      "ime\030\001 \001(\tR\tlocalTime\022\033\n\ttime_zone\030\002 \001(\tR" +
-      "\010timeZone\"p\n\tDstPolicy\022,\n\003gap\030\001 \001(\0162\032.ti" +
-      "ckwheel.v1.DstGapPolicyR\003gap\0225\n\006repeat\030\002" +
-      " \001(\0162\035.tickwheel.v1.DstRepeatPolicyR\006rep" +
-      "eat\"Q\n\006Jitter\022\024\n\005exact\030\001 \001(\010R\005exact\0221\n\006w" +
-      "indow\030\002 \001(\0132\031.google.protobuf.DurationR\006" +
-      "window\"\207\001\n\006Target\022.\n\004http\030\001 \001(\0132\030.tickwh" +
-      "eel.v1.HttpTargetH\000R\004http\0227\n\007handler\030\002 \001" +
-      "(\0132\033.tickwheel.v1.HandlerTargetH\000R\007handl" +
-      "erB\006\n\004kindJ\004\010\003\020\004R\006broker\"\263\001\n\nHttpTarget\022" +
-      "\020\n\003url\030\001 \001(\tR\003url\022\026\n\006method\030\002 \001(\tR\006metho" +
-      "d\022?\n\007headers\030\003 \003(\0132%.tickwheel.v1.HttpTa" +
-      "rget.HeadersEntryR\007headers\032:\n\014HeadersEnt" +
-      "ry\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(\tR\005val" +
-      "ue:\0028\001\"#\n\rHandlerTarget\022\022\n\004name\030\001 \001(\tR\004n" +
-      "ame\"\260\001\n\013RetryPolicy\022!\n\014max_attempts\030\001 \001(" +
-      "\005R\013maxAttempts\022B\n\017initial_backoff\030\002 \001(\0132" +
-      "\031.google.protobuf.DurationR\016initialBacko" +
-      "ff\022:\n\013max_backoff\030\003 \001(\0132\031.google.protobu" +
-      "f.DurationR\nmaxBackoff\"8\n\016ConcurrencyKey" +
-      "\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005limit\030\002 \001(\005R\005limit" +
-      "\"\361\001\n\007LastRun\022!\n\014execution_id\030\001 \001(\tR\013exec" +
-      "utionId\0229\n\nnominal_at\030\002 \001(\0132\032.google.pro" +
-      "tobuf.TimestampR\tnominalAt\0225\n\006status\030\003 \001" +
-      "(\0162\035.tickwheel.v1.ExecutionStatusR\006statu" +
-      "s\022;\n\013finished_at\030\004 \001(\0132\032.google.protobuf" +
-      ".TimestampR\nfinishedAt\022\024\n\005error\030\005 \001(\tR\005e" +
-      "rror\"\260\001\n\rScheduledFire\0229\n\nnominal_at\030\001 \001" +
-      "(\0132\032.google.protobuf.TimestampR\tnominalA" +
-      "t\0221\n\006due_at\030\002 \001(\0132\032.google.protobuf.Time" +
-      "stampR\005dueAt\022\035\n\nlocal_time\030\003 \001(\tR\tlocalT" +
-      "ime\022\022\n\004note\030\004 \001(\tR\004note*z\n\014DstGapPolicy\022" +
-      "\036\n\032DST_GAP_POLICY_UNSPECIFIED\020\000\022\027\n\023DST_G" +
-      "AP_POLICY_AUTO\020\001\022\030\n\024DST_GAP_POLICY_SHIFT" +
-      "\020\002\022\027\n\023DST_GAP_POLICY_SKIP\020\003*\210\001\n\017DstRepea" +
-      "tPolicy\022!\n\035DST_REPEAT_POLICY_UNSPECIFIED" +
-      "\020\000\022\032\n\026DST_REPEAT_POLICY_AUTO\020\001\022\032\n\026DST_RE" +
-      "PEAT_POLICY_ONCE\020\002\022\032\n\026DST_REPEAT_POLICY_" +
-      "BOTH\020\003*\234\001\n\rOverlapPolicy\022\036\n\032OVERLAP_POLI" +
-      "CY_UNSPECIFIED\020\000\022\027\n\023OVERLAP_POLICY_SKIP\020" +
-      "\001\022\034\n\030OVERLAP_POLICY_QUEUE_ONE\020\002\022\030\n\024OVERL" +
-      "AP_POLICY_ALLOW\020\003\022\032\n\026OVERLAP_POLICY_REPL" +
-      "ACE\020\004*\201\001\n\rMisfirePolicy\022\036\n\032MISFIRE_POLIC" +
-      "Y_UNSPECIFIED\020\000\022\033\n\027MISFIRE_POLICY_RUN_ON" +
-      "CE\020\001\022\032\n\026MISFIRE_POLICY_RUN_ALL\020\002\022\027\n\023MISF" +
-      "IRE_POLICY_SKIP\020\003*j\n\010JobState\022\031\n\025JOB_STA" +
-      "TE_UNSPECIFIED\020\000\022\024\n\020JOB_STATE_ACTIVE\020\001\022\024" +
-      "\n\020JOB_STATE_PAUSED\020\002\022\027\n\023JOB_STATE_COMPLE" +
-      "TED\020\003*\351\001\n\017ExecutionStatus\022 \n\034EXECUTION_S" +
-      "TATUS_UNSPECIFIED\020\000\022\036\n\032EXECUTION_STATUS_" +
-      "SCHEDULED\020\001\022\034\n\030EXECUTION_STATUS_WAITING\020" +
-      "\002\022\034\n\030EXECUTION_STATUS_RUNNING\020\003\022\036\n\032EXECU" +
-      "TION_STATUS_SUCCEEDED\020\004\022\031\n\025EXECUTION_STA" +
-      "TUS_DEAD\020\005\022\035\n\031EXECUTION_STATUS_CANCELED\020" +
-      "\006Bb\n\020dev.tickwheel.v1B\010JobProtoP\001ZBgithu" +
-      "b.com/tickwheel/tickwheel/sdk/go/gen/tic" +
-      "kwheel/v1;tickwheelv1b\006proto3"
+      "useReason\0225\n\010calendar\030\037 \001(\0132\031.tickwheel." +
+      "v1.JobCalendarR\010calendar\0329\n\013LabelsEntry\022" +
+      "\020\n\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(\tR\005value:" +
+      "\0028\001\"Q\n\013JobCalendar\022\022\n\004name\030\001 \001(\tR\004name\022." +
+      "\n\004rule\030\002 \001(\0162\032.tickwheel.v1.CalendarRule" +
+      "R\004rule\"\264\001\n\010Schedule\0220\n\004cron\030\001 \001(\0132\032.tick" +
+      "wheel.v1.CronScheduleH\000R\004cron\0225\n\007once_at" +
+      "\030\002 \001(\0132\032.google.protobuf.TimestampH\000R\006on" +
+      "ceAt\0227\n\005local\030\003 \001(\0132\037.tickwheel.v1.Local" +
+      "TimeScheduleH\000R\005localB\006\n\004kind\"K\n\014CronSch" +
+      "edule\022\036\n\nexpression\030\001 \001(\tR\nexpression\022\033\n" +
+      "\ttime_zone\030\002 \001(\tR\010timeZone\"O\n\021LocalTimeS" +
+      "chedule\022\035\n\nlocal_time\030\001 \001(\tR\tlocalTime\022\033" +
+      "\n\ttime_zone\030\002 \001(\tR\010timeZone\"p\n\tDstPolicy" +
+      "\022,\n\003gap\030\001 \001(\0162\032.tickwheel.v1.DstGapPolic" +
+      "yR\003gap\0225\n\006repeat\030\002 \001(\0162\035.tickwheel.v1.Ds" +
+      "tRepeatPolicyR\006repeat\"Q\n\006Jitter\022\024\n\005exact" +
+      "\030\001 \001(\010R\005exact\0221\n\006window\030\002 \001(\0132\031.google.p" +
+      "rotobuf.DurationR\006window\"\207\001\n\006Target\022.\n\004h" +
+      "ttp\030\001 \001(\0132\030.tickwheel.v1.HttpTargetH\000R\004h" +
+      "ttp\0227\n\007handler\030\002 \001(\0132\033.tickwheel.v1.Hand" +
+      "lerTargetH\000R\007handlerB\006\n\004kindJ\004\010\003\020\004R\006brok" +
+      "er\"\263\001\n\nHttpTarget\022\020\n\003url\030\001 \001(\tR\003url\022\026\n\006m" +
+      "ethod\030\002 \001(\tR\006method\022?\n\007headers\030\003 \003(\0132%.t" +
+      "ickwheel.v1.HttpTarget.HeadersEntryR\007hea" +
+      "ders\032:\n\014HeadersEntry\022\020\n\003key\030\001 \001(\tR\003key\022\024" +
+      "\n\005value\030\002 \001(\tR\005value:\0028\001\"#\n\rHandlerTarge" +
+      "t\022\022\n\004name\030\001 \001(\tR\004name\"\260\001\n\013RetryPolicy\022!\n" +
+      "\014max_attempts\030\001 \001(\005R\013maxAttempts\022B\n\017init" +
+      "ial_backoff\030\002 \001(\0132\031.google.protobuf.Dura" +
+      "tionR\016initialBackoff\022:\n\013max_backoff\030\003 \001(" +
+      "\0132\031.google.protobuf.DurationR\nmaxBackoff" +
+      "\"8\n\016ConcurrencyKey\022\020\n\003key\030\001 \001(\tR\003key\022\024\n\005" +
+      "limit\030\002 \001(\005R\005limit\"\361\001\n\007LastRun\022!\n\014execut" +
+      "ion_id\030\001 \001(\tR\013executionId\0229\n\nnominal_at\030" +
+      "\002 \001(\0132\032.google.protobuf.TimestampR\tnomin" +
+      "alAt\0225\n\006status\030\003 \001(\0162\035.tickwheel.v1.Exec" +
+      "utionStatusR\006status\022;\n\013finished_at\030\004 \001(\013" +
+      "2\032.google.protobuf.TimestampR\nfinishedAt" +
+      "\022\024\n\005error\030\005 \001(\tR\005error\"\312\001\n\rScheduledFire" +
+      "\0229\n\nnominal_at\030\001 \001(\0132\032.google.protobuf.T" +
+      "imestampR\tnominalAt\0221\n\006due_at\030\002 \001(\0132\032.go" +
+      "ogle.protobuf.TimestampR\005dueAt\022\035\n\nlocal_" +
+      "time\030\003 \001(\tR\tlocalTime\022\022\n\004note\030\004 \001(\tR\004not" +
+      "e\022\030\n\007skipped\030\005 \001(\010R\007skipped*\221\001\n\014Calendar" +
+      "Rule\022\035\n\031CALENDAR_RULE_UNSPECIFIED\020\000\022\026\n\022C" +
+      "ALENDAR_RULE_ONLY\020\001\022\026\n\022CALENDAR_RULE_NEX" +
+      "T\020\002\022\032\n\026CALENDAR_RULE_PREVIOUS\020\003\022\026\n\022CALEN" +
+      "DAR_RULE_SKIP\020\004*z\n\014DstGapPolicy\022\036\n\032DST_G" +
+      "AP_POLICY_UNSPECIFIED\020\000\022\027\n\023DST_GAP_POLIC" +
+      "Y_AUTO\020\001\022\030\n\024DST_GAP_POLICY_SHIFT\020\002\022\027\n\023DS" +
+      "T_GAP_POLICY_SKIP\020\003*\210\001\n\017DstRepeatPolicy\022" +
+      "!\n\035DST_REPEAT_POLICY_UNSPECIFIED\020\000\022\032\n\026DS" +
+      "T_REPEAT_POLICY_AUTO\020\001\022\032\n\026DST_REPEAT_POL" +
+      "ICY_ONCE\020\002\022\032\n\026DST_REPEAT_POLICY_BOTH\020\003*\234" +
+      "\001\n\rOverlapPolicy\022\036\n\032OVERLAP_POLICY_UNSPE" +
+      "CIFIED\020\000\022\027\n\023OVERLAP_POLICY_SKIP\020\001\022\034\n\030OVE" +
+      "RLAP_POLICY_QUEUE_ONE\020\002\022\030\n\024OVERLAP_POLIC" +
+      "Y_ALLOW\020\003\022\032\n\026OVERLAP_POLICY_REPLACE\020\004*\201\001" +
+      "\n\rMisfirePolicy\022\036\n\032MISFIRE_POLICY_UNSPEC" +
+      "IFIED\020\000\022\033\n\027MISFIRE_POLICY_RUN_ONCE\020\001\022\032\n\026" +
+      "MISFIRE_POLICY_RUN_ALL\020\002\022\027\n\023MISFIRE_POLI" +
+      "CY_SKIP\020\003*j\n\010JobState\022\031\n\025JOB_STATE_UNSPE" +
+      "CIFIED\020\000\022\024\n\020JOB_STATE_ACTIVE\020\001\022\024\n\020JOB_ST" +
+      "ATE_PAUSED\020\002\022\027\n\023JOB_STATE_COMPLETED\020\003*\351\001" +
+      "\n\017ExecutionStatus\022 \n\034EXECUTION_STATUS_UN" +
+      "SPECIFIED\020\000\022\036\n\032EXECUTION_STATUS_SCHEDULE" +
+      "D\020\001\022\034\n\030EXECUTION_STATUS_WAITING\020\002\022\034\n\030EXE" +
+      "CUTION_STATUS_RUNNING\020\003\022\036\n\032EXECUTION_STA" +
+      "TUS_SUCCEEDED\020\004\022\031\n\025EXECUTION_STATUS_DEAD" +
+      "\020\005\022\035\n\031EXECUTION_STATUS_CANCELED\020\006Bb\n\020dev" +
+      ".tickwheel.v1B\010JobProtoP\001ZBgithub.com/ti" +
+      "ckwheel/tickwheel/sdk/go/gen/tickwheel/v" +
+      "1;tickwheelv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -227,51 +240,57 @@ public final class JobProto extends com.google.protobuf.GeneratedFile {
     internal_static_tickwheel_v1_Job_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_Job_descriptor,
-        new java.lang.String[] { "Id", "Tenant", "Name", "Schedule", "DstPolicy", "Jitter", "StartAt", "EndAt", "MaxRuns", "Target", "Payload", "Timeout", "RetryPolicy", "OverlapPolicy", "MisfirePolicy", "MisfireThreshold", "MisfireRunAllLimit", "LatenessThreshold", "ConcurrencyKeys", "Labels", "State", "NextRunAt", "NextDueAt", "RunCount", "Version", "TzdataVersion", "LastRun", "CreatedAt", "UpdatedAt", "PauseReason", });
+        new java.lang.String[] { "Id", "Tenant", "Name", "Schedule", "DstPolicy", "Jitter", "StartAt", "EndAt", "MaxRuns", "Target", "Payload", "Timeout", "RetryPolicy", "OverlapPolicy", "MisfirePolicy", "MisfireThreshold", "MisfireRunAllLimit", "LatenessThreshold", "ConcurrencyKeys", "Labels", "State", "NextRunAt", "NextDueAt", "RunCount", "Version", "TzdataVersion", "LastRun", "CreatedAt", "UpdatedAt", "PauseReason", "Calendar", });
     internal_static_tickwheel_v1_Job_LabelsEntry_descriptor =
       internal_static_tickwheel_v1_Job_descriptor.getNestedType(0);
     internal_static_tickwheel_v1_Job_LabelsEntry_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_Job_LabelsEntry_descriptor,
         new java.lang.String[] { "Key", "Value", });
-    internal_static_tickwheel_v1_Schedule_descriptor =
+    internal_static_tickwheel_v1_JobCalendar_descriptor =
       getDescriptor().getMessageType(1);
+    internal_static_tickwheel_v1_JobCalendar_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_tickwheel_v1_JobCalendar_descriptor,
+        new java.lang.String[] { "Name", "Rule", });
+    internal_static_tickwheel_v1_Schedule_descriptor =
+      getDescriptor().getMessageType(2);
     internal_static_tickwheel_v1_Schedule_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_Schedule_descriptor,
         new java.lang.String[] { "Cron", "OnceAt", "Local", "Kind", });
     internal_static_tickwheel_v1_CronSchedule_descriptor =
-      getDescriptor().getMessageType(2);
+      getDescriptor().getMessageType(3);
     internal_static_tickwheel_v1_CronSchedule_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_CronSchedule_descriptor,
         new java.lang.String[] { "Expression", "TimeZone", });
     internal_static_tickwheel_v1_LocalTimeSchedule_descriptor =
-      getDescriptor().getMessageType(3);
+      getDescriptor().getMessageType(4);
     internal_static_tickwheel_v1_LocalTimeSchedule_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_LocalTimeSchedule_descriptor,
         new java.lang.String[] { "LocalTime", "TimeZone", });
     internal_static_tickwheel_v1_DstPolicy_descriptor =
-      getDescriptor().getMessageType(4);
+      getDescriptor().getMessageType(5);
     internal_static_tickwheel_v1_DstPolicy_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_DstPolicy_descriptor,
         new java.lang.String[] { "Gap", "Repeat", });
     internal_static_tickwheel_v1_Jitter_descriptor =
-      getDescriptor().getMessageType(5);
+      getDescriptor().getMessageType(6);
     internal_static_tickwheel_v1_Jitter_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_Jitter_descriptor,
         new java.lang.String[] { "Exact", "Window", });
     internal_static_tickwheel_v1_Target_descriptor =
-      getDescriptor().getMessageType(6);
+      getDescriptor().getMessageType(7);
     internal_static_tickwheel_v1_Target_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_Target_descriptor,
         new java.lang.String[] { "Http", "Handler", "Kind", });
     internal_static_tickwheel_v1_HttpTarget_descriptor =
-      getDescriptor().getMessageType(7);
+      getDescriptor().getMessageType(8);
     internal_static_tickwheel_v1_HttpTarget_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_HttpTarget_descriptor,
@@ -283,35 +302,35 @@ public final class JobProto extends com.google.protobuf.GeneratedFile {
         internal_static_tickwheel_v1_HttpTarget_HeadersEntry_descriptor,
         new java.lang.String[] { "Key", "Value", });
     internal_static_tickwheel_v1_HandlerTarget_descriptor =
-      getDescriptor().getMessageType(8);
+      getDescriptor().getMessageType(9);
     internal_static_tickwheel_v1_HandlerTarget_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_HandlerTarget_descriptor,
         new java.lang.String[] { "Name", });
     internal_static_tickwheel_v1_RetryPolicy_descriptor =
-      getDescriptor().getMessageType(9);
+      getDescriptor().getMessageType(10);
     internal_static_tickwheel_v1_RetryPolicy_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_RetryPolicy_descriptor,
         new java.lang.String[] { "MaxAttempts", "InitialBackoff", "MaxBackoff", });
     internal_static_tickwheel_v1_ConcurrencyKey_descriptor =
-      getDescriptor().getMessageType(10);
+      getDescriptor().getMessageType(11);
     internal_static_tickwheel_v1_ConcurrencyKey_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ConcurrencyKey_descriptor,
         new java.lang.String[] { "Key", "Limit", });
     internal_static_tickwheel_v1_LastRun_descriptor =
-      getDescriptor().getMessageType(11);
+      getDescriptor().getMessageType(12);
     internal_static_tickwheel_v1_LastRun_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_LastRun_descriptor,
         new java.lang.String[] { "ExecutionId", "NominalAt", "Status", "FinishedAt", "Error", });
     internal_static_tickwheel_v1_ScheduledFire_descriptor =
-      getDescriptor().getMessageType(12);
+      getDescriptor().getMessageType(13);
     internal_static_tickwheel_v1_ScheduledFire_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_ScheduledFire_descriptor,
-        new java.lang.String[] { "NominalAt", "DueAt", "LocalTime", "Note", });
+        new java.lang.String[] { "NominalAt", "DueAt", "LocalTime", "Note", "Skipped", });
     descriptor.resolveAllFeaturesImmutable();
     com.google.protobuf.DurationProto.getDescriptor();
     com.google.protobuf.TimestampProto.getDescriptor();

@@ -151,7 +151,7 @@ public enum JobState
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.tickwheel.v1.JobProto.getDescriptor().getEnumType(4);
+    return dev.tickwheel.v1.JobProto.getDescriptor().getEnumType(5);
   }
 
   private static final JobState[] VALUES = values();

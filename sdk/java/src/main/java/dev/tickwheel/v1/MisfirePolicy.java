@@ -155,7 +155,7 @@ public enum MisfirePolicy
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.tickwheel.v1.JobProto.getDescriptor().getEnumType(3);
+    return dev.tickwheel.v1.JobProto.getDescriptor().getEnumType(4);
   }
 
   private static final MisfirePolicy[] VALUES = values();

@@ -170,7 +170,7 @@ public enum OverlapPolicy
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.tickwheel.v1.JobProto.getDescriptor().getEnumType(2);
+    return dev.tickwheel.v1.JobProto.getDescriptor().getEnumType(3);
   }
 
   private static final OverlapPolicy[] VALUES = values();

@@ -185,8 +185,10 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object note_ = "";
   /**
    * <pre>
-   * Empty, or how a DST rule changed this fire ("02:30 skipped by the
-   * 01:00→02:00 jump: shifted to 02:00").
+   * Empty, or how a DST rule or the job's calendar changed this fire
+   * ("02:30 skipped by the 01:00→02:00 jump: shifted to 02:00";
+   * "2027-12-25 is not a business day of calendar uk: moved to
+   * 2027-12-29T09:00:00+00:00").
    * </pre>
    *
    * <code>string note = 4 [json_name = "note"];</code>
@@ -207,8 +209,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Empty, or how a DST rule changed this fire ("02:30 skipped by the
-   * 01:00→02:00 jump: shifted to 02:00").
+   * Empty, or how a DST rule or the job's calendar changed this fire
+   * ("02:30 skipped by the 01:00→02:00 jump: shifted to 02:00";
+   * "2027-12-25 is not a business day of calendar uk: moved to
+   * 2027-12-29T09:00:00+00:00").
    * </pre>
    *
    * <code>string note = 4 [json_name = "note"];</code>
@@ -227,6 +231,23 @@ private static final long serialVersionUID = 0L;
     } else {
       return (com.google.protobuf.ByteString) ref;
     }
+  }
+
+  public static final int SKIPPED_FIELD_NUMBER = 5;
+  private boolean skipped_ = false;
+  /**
+   * <pre>
+   * True when the job's calendar skips this occurrence (CALENDAR_RULE_SKIP,
+   * or a move that would collide with a neighbouring occurrence): nothing
+   * runs, a skip is recorded; `due_at` then equals `nominal_at`.
+   * </pre>
+   *
+   * <code>bool skipped = 5 [json_name = "skipped"];</code>
+   * @return The skipped.
+   */
+  @java.lang.Override
+  public boolean getSkipped() {
+    return skipped_;
   }
 
   private byte memoizedIsInitialized = -1;
@@ -255,6 +276,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(note_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 4, note_);
     }
+    if (skipped_ != false) {
+      output.writeBool(5, skipped_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -272,6 +296,10 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(note_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(4, note_);
+    }
+    if (skipped_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(5, skipped_);
     }
     return size;
   }
@@ -311,6 +339,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getLocalTime())) return false;
     if (!getNote()
         .equals(other.getNote())) return false;
+    if (getSkipped()
+        != other.getSkipped()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -334,6 +364,9 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getLocalTime().hashCode();
     hash = (37 * hash) + NOTE_FIELD_NUMBER;
     hash = (53 * hash) + getNote().hashCode();
+    hash = (37 * hash) + SKIPPED_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getSkipped());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -488,6 +521,7 @@ private static final long serialVersionUID = 0L;
       }
       localTime_ = "";
       note_ = "";
+      skipped_ = false;
       return this;
     }
 
@@ -540,6 +574,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000008) != 0)) {
         result.note_ = note_;
       }
+      if (((from_bitField0_ & 0x00000010) != 0)) {
+        result.skipped_ = skipped_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -570,6 +607,9 @@ private static final long serialVersionUID = 0L;
         note_ = other.note_;
         bitField0_ |= 0x00000008;
         onChanged();
+      }
+      if (other.getSkipped() != false) {
+        setSkipped(other.getSkipped());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -619,6 +659,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000008;
               break;
             } // case 34
+            case 40: {
+              skipped_ = input.readBool();
+              bitField0_ |= 0x00000010;
+              break;
+            } // case 40
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1046,8 +1091,10 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object note_ = "";
     /**
      * <pre>
-     * Empty, or how a DST rule changed this fire ("02:30 skipped by the
-     * 01:00→02:00 jump: shifted to 02:00").
+     * Empty, or how a DST rule or the job's calendar changed this fire
+     * ("02:30 skipped by the 01:00→02:00 jump: shifted to 02:00";
+     * "2027-12-25 is not a business day of calendar uk: moved to
+     * 2027-12-29T09:00:00+00:00").
      * </pre>
      *
      * <code>string note = 4 [json_name = "note"];</code>
@@ -1067,8 +1114,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Empty, or how a DST rule changed this fire ("02:30 skipped by the
-     * 01:00→02:00 jump: shifted to 02:00").
+     * Empty, or how a DST rule or the job's calendar changed this fire
+     * ("02:30 skipped by the 01:00→02:00 jump: shifted to 02:00";
+     * "2027-12-25 is not a business day of calendar uk: moved to
+     * 2027-12-29T09:00:00+00:00").
      * </pre>
      *
      * <code>string note = 4 [json_name = "note"];</code>
@@ -1089,8 +1138,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Empty, or how a DST rule changed this fire ("02:30 skipped by the
-     * 01:00→02:00 jump: shifted to 02:00").
+     * Empty, or how a DST rule or the job's calendar changed this fire
+     * ("02:30 skipped by the 01:00→02:00 jump: shifted to 02:00";
+     * "2027-12-25 is not a business day of calendar uk: moved to
+     * 2027-12-29T09:00:00+00:00").
      * </pre>
      *
      * <code>string note = 4 [json_name = "note"];</code>
@@ -1107,8 +1158,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Empty, or how a DST rule changed this fire ("02:30 skipped by the
-     * 01:00→02:00 jump: shifted to 02:00").
+     * Empty, or how a DST rule or the job's calendar changed this fire
+     * ("02:30 skipped by the 01:00→02:00 jump: shifted to 02:00";
+     * "2027-12-25 is not a business day of calendar uk: moved to
+     * 2027-12-29T09:00:00+00:00").
      * </pre>
      *
      * <code>string note = 4 [json_name = "note"];</code>
@@ -1122,8 +1175,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Empty, or how a DST rule changed this fire ("02:30 skipped by the
-     * 01:00→02:00 jump: shifted to 02:00").
+     * Empty, or how a DST rule or the job's calendar changed this fire
+     * ("02:30 skipped by the 01:00→02:00 jump: shifted to 02:00";
+     * "2027-12-25 is not a business day of calendar uk: moved to
+     * 2027-12-29T09:00:00+00:00").
      * </pre>
      *
      * <code>string note = 4 [json_name = "note"];</code>
@@ -1136,6 +1191,56 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       note_ = value;
       bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+
+    private boolean skipped_ ;
+    /**
+     * <pre>
+     * True when the job's calendar skips this occurrence (CALENDAR_RULE_SKIP,
+     * or a move that would collide with a neighbouring occurrence): nothing
+     * runs, a skip is recorded; `due_at` then equals `nominal_at`.
+     * </pre>
+     *
+     * <code>bool skipped = 5 [json_name = "skipped"];</code>
+     * @return The skipped.
+     */
+    @java.lang.Override
+    public boolean getSkipped() {
+      return skipped_;
+    }
+    /**
+     * <pre>
+     * True when the job's calendar skips this occurrence (CALENDAR_RULE_SKIP,
+     * or a move that would collide with a neighbouring occurrence): nothing
+     * runs, a skip is recorded; `due_at` then equals `nominal_at`.
+     * </pre>
+     *
+     * <code>bool skipped = 5 [json_name = "skipped"];</code>
+     * @param value The skipped to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSkipped(boolean value) {
+
+      skipped_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * True when the job's calendar skips this occurrence (CALENDAR_RULE_SKIP,
+     * or a move that would collide with a neighbouring occurrence): nothing
+     * runs, a skip is recorded; `due_at` then equals `nominal_at`.
+     * </pre>
+     *
+     * <code>bool skipped = 5 [json_name = "skipped"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSkipped() {
+      bitField0_ = (bitField0_ & ~0x00000010);
+      skipped_ = false;
       onChanged();
       return this;
     }

@@ -88,8 +88,10 @@ public interface ScheduledFireOrBuilder extends
 
   /**
    * <pre>
-   * Empty, or how a DST rule changed this fire ("02:30 skipped by the
-   * 01:00→02:00 jump: shifted to 02:00").
+   * Empty, or how a DST rule or the job's calendar changed this fire
+   * ("02:30 skipped by the 01:00→02:00 jump: shifted to 02:00";
+   * "2027-12-25 is not a business day of calendar uk: moved to
+   * 2027-12-29T09:00:00+00:00").
    * </pre>
    *
    * <code>string note = 4 [json_name = "note"];</code>
@@ -98,8 +100,10 @@ public interface ScheduledFireOrBuilder extends
   java.lang.String getNote();
   /**
    * <pre>
-   * Empty, or how a DST rule changed this fire ("02:30 skipped by the
-   * 01:00→02:00 jump: shifted to 02:00").
+   * Empty, or how a DST rule or the job's calendar changed this fire
+   * ("02:30 skipped by the 01:00→02:00 jump: shifted to 02:00";
+   * "2027-12-25 is not a business day of calendar uk: moved to
+   * 2027-12-29T09:00:00+00:00").
    * </pre>
    *
    * <code>string note = 4 [json_name = "note"];</code>
@@ -107,4 +111,16 @@ public interface ScheduledFireOrBuilder extends
    */
   com.google.protobuf.ByteString
       getNoteBytes();
+
+  /**
+   * <pre>
+   * True when the job's calendar skips this occurrence (CALENDAR_RULE_SKIP,
+   * or a move that would collide with a neighbouring occurrence): nothing
+   * runs, a skip is recorded; `due_at` then equals `nominal_at`.
+   * </pre>
+   *
+   * <code>bool skipped = 5 [json_name = "skipped"];</code>
+   * @return The skipped.
+   */
+  boolean getSkipped();
 }

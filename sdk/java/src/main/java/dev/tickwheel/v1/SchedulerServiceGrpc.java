@@ -1271,7 +1271,12 @@ public final class SchedulerServiceGrpc {
      * stored version: FAILED_PRECONDITION otherwise. The fields in
      * `update_mask` are replaced (a list is replaced whole, not merged) and the
      * result is validated as CreateCalendar validates; it is stored at version
-     * + 1, or returned unchanged when it changes nothing.
+     * + 1, or returned unchanged when it changes nothing. In the same
+     * transaction, the runs already created and not yet handed out of the
+     * tenant's jobs that name the calendar are decided again under the new
+     * calendar (their ids stay): the response counts those moved or dropped
+     * and lists the first ones, and a `calendar_runs_changed` alert says the
+     * same when there are any.
      * </pre>
      */
     default void updateCalendar(dev.tickwheel.v1.UpdateCalendarRequest request,
@@ -1282,9 +1287,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Deletes a calendar. FAILED_PRECONDITION when a non-zero `version` is not
-     * the stored version. Once jobs can name a calendar (a later change),
-     * deleting one that a job names will be refused with FAILED_PRECONDITION;
-     * today no job can name one.
+     * the stored version, and FAILED_PRECONDITION naming how many jobs name
+     * the calendar when any does (a deleted job does not count; a paused or
+     * completed one does): change or delete those jobs first.
      * </pre>
      */
     default void deleteCalendar(dev.tickwheel.v1.DeleteCalendarRequest request,
@@ -1734,7 +1739,12 @@ public final class SchedulerServiceGrpc {
      * stored version: FAILED_PRECONDITION otherwise. The fields in
      * `update_mask` are replaced (a list is replaced whole, not merged) and the
      * result is validated as CreateCalendar validates; it is stored at version
-     * + 1, or returned unchanged when it changes nothing.
+     * + 1, or returned unchanged when it changes nothing. In the same
+     * transaction, the runs already created and not yet handed out of the
+     * tenant's jobs that name the calendar are decided again under the new
+     * calendar (their ids stay): the response counts those moved or dropped
+     * and lists the first ones, and a `calendar_runs_changed` alert says the
+     * same when there are any.
      * </pre>
      */
     public void updateCalendar(dev.tickwheel.v1.UpdateCalendarRequest request,
@@ -1746,9 +1756,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Deletes a calendar. FAILED_PRECONDITION when a non-zero `version` is not
-     * the stored version. Once jobs can name a calendar (a later change),
-     * deleting one that a job names will be refused with FAILED_PRECONDITION;
-     * today no job can name one.
+     * the stored version, and FAILED_PRECONDITION naming how many jobs name
+     * the calendar when any does (a deleted job does not count; a paused or
+     * completed one does): change or delete those jobs first.
      * </pre>
      */
     public void deleteCalendar(dev.tickwheel.v1.DeleteCalendarRequest request,
@@ -2152,7 +2162,12 @@ public final class SchedulerServiceGrpc {
      * stored version: FAILED_PRECONDITION otherwise. The fields in
      * `update_mask` are replaced (a list is replaced whole, not merged) and the
      * result is validated as CreateCalendar validates; it is stored at version
-     * + 1, or returned unchanged when it changes nothing.
+     * + 1, or returned unchanged when it changes nothing. In the same
+     * transaction, the runs already created and not yet handed out of the
+     * tenant's jobs that name the calendar are decided again under the new
+     * calendar (their ids stay): the response counts those moved or dropped
+     * and lists the first ones, and a `calendar_runs_changed` alert says the
+     * same when there are any.
      * </pre>
      */
     public dev.tickwheel.v1.UpdateCalendarResponse updateCalendar(dev.tickwheel.v1.UpdateCalendarRequest request) throws io.grpc.StatusException {
@@ -2163,9 +2178,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Deletes a calendar. FAILED_PRECONDITION when a non-zero `version` is not
-     * the stored version. Once jobs can name a calendar (a later change),
-     * deleting one that a job names will be refused with FAILED_PRECONDITION;
-     * today no job can name one.
+     * the stored version, and FAILED_PRECONDITION naming how many jobs name
+     * the calendar when any does (a deleted job does not count; a paused or
+     * completed one does): change or delete those jobs first.
      * </pre>
      */
     public dev.tickwheel.v1.DeleteCalendarResponse deleteCalendar(dev.tickwheel.v1.DeleteCalendarRequest request) throws io.grpc.StatusException {
@@ -2568,7 +2583,12 @@ public final class SchedulerServiceGrpc {
      * stored version: FAILED_PRECONDITION otherwise. The fields in
      * `update_mask` are replaced (a list is replaced whole, not merged) and the
      * result is validated as CreateCalendar validates; it is stored at version
-     * + 1, or returned unchanged when it changes nothing.
+     * + 1, or returned unchanged when it changes nothing. In the same
+     * transaction, the runs already created and not yet handed out of the
+     * tenant's jobs that name the calendar are decided again under the new
+     * calendar (their ids stay): the response counts those moved or dropped
+     * and lists the first ones, and a `calendar_runs_changed` alert says the
+     * same when there are any.
      * </pre>
      */
     public dev.tickwheel.v1.UpdateCalendarResponse updateCalendar(dev.tickwheel.v1.UpdateCalendarRequest request) {
@@ -2579,9 +2599,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Deletes a calendar. FAILED_PRECONDITION when a non-zero `version` is not
-     * the stored version. Once jobs can name a calendar (a later change),
-     * deleting one that a job names will be refused with FAILED_PRECONDITION;
-     * today no job can name one.
+     * the stored version, and FAILED_PRECONDITION naming how many jobs name
+     * the calendar when any does (a deleted job does not count; a paused or
+     * completed one does): change or delete those jobs first.
      * </pre>
      */
     public dev.tickwheel.v1.DeleteCalendarResponse deleteCalendar(dev.tickwheel.v1.DeleteCalendarRequest request) {
@@ -3008,7 +3028,12 @@ public final class SchedulerServiceGrpc {
      * stored version: FAILED_PRECONDITION otherwise. The fields in
      * `update_mask` are replaced (a list is replaced whole, not merged) and the
      * result is validated as CreateCalendar validates; it is stored at version
-     * + 1, or returned unchanged when it changes nothing.
+     * + 1, or returned unchanged when it changes nothing. In the same
+     * transaction, the runs already created and not yet handed out of the
+     * tenant's jobs that name the calendar are decided again under the new
+     * calendar (their ids stay): the response counts those moved or dropped
+     * and lists the first ones, and a `calendar_runs_changed` alert says the
+     * same when there are any.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.UpdateCalendarResponse> updateCalendar(
@@ -3020,9 +3045,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Deletes a calendar. FAILED_PRECONDITION when a non-zero `version` is not
-     * the stored version. Once jobs can name a calendar (a later change),
-     * deleting one that a job names will be refused with FAILED_PRECONDITION;
-     * today no job can name one.
+     * the stored version, and FAILED_PRECONDITION naming how many jobs name
+     * the calendar when any does (a deleted job does not count; a paused or
+     * completed one does): change or delete those jobs first.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.DeleteCalendarResponse> deleteCalendar(

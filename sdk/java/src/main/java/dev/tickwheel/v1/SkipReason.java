@@ -56,6 +56,16 @@ public enum SkipReason
    * <code>SKIP_REASON_TENANT_PAUSED = 4;</code>
    */
   SKIP_REASON_TENANT_PAUSED(4),
+  /**
+   * <pre>
+   * The job's business-day calendar: CALENDAR_RULE_SKIP, or a move to
+   * another business day that would reach the next nominal occurrence
+   * (see `CalendarRule`).
+   * </pre>
+   *
+   * <code>SKIP_REASON_CALENDAR = 5;</code>
+   */
+  SKIP_REASON_CALENDAR(5),
   UNRECOGNIZED(-1),
   ;
 
@@ -109,6 +119,16 @@ public enum SkipReason
    * <code>SKIP_REASON_TENANT_PAUSED = 4;</code>
    */
   public static final int SKIP_REASON_TENANT_PAUSED_VALUE = 4;
+  /**
+   * <pre>
+   * The job's business-day calendar: CALENDAR_RULE_SKIP, or a move to
+   * another business day that would reach the next nominal occurrence
+   * (see `CalendarRule`).
+   * </pre>
+   *
+   * <code>SKIP_REASON_CALENDAR = 5;</code>
+   */
+  public static final int SKIP_REASON_CALENDAR_VALUE = 5;
 
 
   public final int getNumber() {
@@ -140,6 +160,7 @@ public enum SkipReason
       case 2: return SKIP_REASON_MISFIRE;
       case 3: return SKIP_REASON_JOB_PAUSED;
       case 4: return SKIP_REASON_TENANT_PAUSED;
+      case 5: return SKIP_REASON_CALENDAR;
       default: return null;
     }
   }

@@ -32,6 +32,7 @@ private static final long serialVersionUID = 0L;
     super(builder);
   }
   private UpdateCalendarResponse() {
+    changedRuns_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -94,6 +95,100 @@ private static final long serialVersionUID = 0L;
     return calendar_ == null ? dev.tickwheel.v1.Calendar.getDefaultInstance() : calendar_;
   }
 
+  public static final int CHANGED_RUN_COUNT_FIELD_NUMBER = 2;
+  private long changedRunCount_ = 0L;
+  /**
+   * <pre>
+   * How many runs already created (scheduled, not yet handed out) of the
+   * tenant's jobs that name this calendar the change moved to another due
+   * instant or dropped, in the same transaction as the change. Runs not yet
+   * created follow the new calendar when they are.
+   * </pre>
+   *
+   * <code>int64 changed_run_count = 2 [json_name = "changedRunCount"];</code>
+   * @return The changedRunCount.
+   */
+  @java.lang.Override
+  public long getChangedRunCount() {
+    return changedRunCount_;
+  }
+
+  public static final int CHANGED_RUNS_FIELD_NUMBER = 3;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.tickwheel.v1.CalendarRunChange> changedRuns_;
+  /**
+   * <pre>
+   * The first of those runs (at most 100), by due instant then id.
+   * </pre>
+   *
+   * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.tickwheel.v1.CalendarRunChange> getChangedRunsList() {
+    return changedRuns_;
+  }
+  /**
+   * <pre>
+   * The first of those runs (at most 100), by due instant then id.
+   * </pre>
+   *
+   * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.tickwheel.v1.CalendarRunChangeOrBuilder> 
+      getChangedRunsOrBuilderList() {
+    return changedRuns_;
+  }
+  /**
+   * <pre>
+   * The first of those runs (at most 100), by due instant then id.
+   * </pre>
+   *
+   * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+   */
+  @java.lang.Override
+  public int getChangedRunsCount() {
+    return changedRuns_.size();
+  }
+  /**
+   * <pre>
+   * The first of those runs (at most 100), by due instant then id.
+   * </pre>
+   *
+   * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+   */
+  @java.lang.Override
+  public dev.tickwheel.v1.CalendarRunChange getChangedRuns(int index) {
+    return changedRuns_.get(index);
+  }
+  /**
+   * <pre>
+   * The first of those runs (at most 100), by due instant then id.
+   * </pre>
+   *
+   * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+   */
+  @java.lang.Override
+  public dev.tickwheel.v1.CalendarRunChangeOrBuilder getChangedRunsOrBuilder(
+      int index) {
+    return changedRuns_.get(index);
+  }
+
+  public static final int JOB_COUNT_FIELD_NUMBER = 4;
+  private long jobCount_ = 0L;
+  /**
+   * <pre>
+   * How many jobs name this calendar.
+   * </pre>
+   *
+   * <code>int64 job_count = 4 [json_name = "jobCount"];</code>
+   * @return The jobCount.
+   */
+  @java.lang.Override
+  public long getJobCount() {
+    return jobCount_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -111,6 +206,15 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       output.writeMessage(1, getCalendar());
     }
+    if (changedRunCount_ != 0L) {
+      output.writeInt64(2, changedRunCount_);
+    }
+    for (int i = 0; i < changedRuns_.size(); i++) {
+      output.writeMessage(3, changedRuns_.get(i));
+    }
+    if (jobCount_ != 0L) {
+      output.writeInt64(4, jobCount_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -118,6 +222,23 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(1, getCalendar());
+    }
+    if (changedRunCount_ != 0L) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt64Size(2, changedRunCount_);
+    }
+
+        {
+          final int count = changedRuns_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(changedRuns_.get(i));
+          }
+          size += 1 * count;
+        }
+    if (jobCount_ != 0L) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt64Size(4, jobCount_);
     }
     return size;
   }
@@ -148,6 +269,12 @@ private static final long serialVersionUID = 0L;
       if (!getCalendar()
           .equals(other.getCalendar())) return false;
     }
+    if (getChangedRunCount()
+        != other.getChangedRunCount()) return false;
+    if (!getChangedRunsList()
+        .equals(other.getChangedRunsList())) return false;
+    if (getJobCount()
+        != other.getJobCount()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -163,6 +290,16 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + CALENDAR_FIELD_NUMBER;
       hash = (53 * hash) + getCalendar().hashCode();
     }
+    hash = (37 * hash) + CHANGED_RUN_COUNT_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+        getChangedRunCount());
+    if (getChangedRunsCount() > 0) {
+      hash = (37 * hash) + CHANGED_RUNS_FIELD_NUMBER;
+      hash = (53 * hash) + getChangedRunsList().hashCode();
+    }
+    hash = (37 * hash) + JOB_COUNT_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+        getJobCount());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -298,6 +435,7 @@ private static final long serialVersionUID = 0L;
       if (com.google.protobuf.GeneratedMessage
               .alwaysUseFieldBuilders) {
         internalGetCalendarFieldBuilder();
+        internalGetChangedRunsFieldBuilder();
       }
     }
     @java.lang.Override
@@ -309,6 +447,15 @@ private static final long serialVersionUID = 0L;
         calendarBuilder_.dispose();
         calendarBuilder_ = null;
       }
+      changedRunCount_ = 0L;
+      if (changedRunsBuilder_ == null) {
+        changedRuns_ = java.util.Collections.emptyList();
+      } else {
+        changedRuns_ = null;
+        changedRunsBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000004);
+      jobCount_ = 0L;
       return this;
     }
 
@@ -335,9 +482,22 @@ private static final long serialVersionUID = 0L;
     @java.lang.Override
     public dev.tickwheel.v1.UpdateCalendarResponse buildPartial() {
       dev.tickwheel.v1.UpdateCalendarResponse result = new dev.tickwheel.v1.UpdateCalendarResponse(this);
+      buildPartialRepeatedFields(result);
       if (bitField0_ != 0) { buildPartial0(result); }
       onBuilt();
       return result;
+    }
+
+    private void buildPartialRepeatedFields(dev.tickwheel.v1.UpdateCalendarResponse result) {
+      if (changedRunsBuilder_ == null) {
+        if (((bitField0_ & 0x00000004) != 0)) {
+          changedRuns_ = java.util.Collections.unmodifiableList(changedRuns_);
+          bitField0_ = (bitField0_ & ~0x00000004);
+        }
+        result.changedRuns_ = changedRuns_;
+      } else {
+        result.changedRuns_ = changedRunsBuilder_.build();
+      }
     }
 
     private void buildPartial0(dev.tickwheel.v1.UpdateCalendarResponse result) {
@@ -348,6 +508,12 @@ private static final long serialVersionUID = 0L;
             ? calendar_
             : calendarBuilder_.build();
         to_bitField0_ |= 0x00000001;
+      }
+      if (((from_bitField0_ & 0x00000002) != 0)) {
+        result.changedRunCount_ = changedRunCount_;
+      }
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        result.jobCount_ = jobCount_;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -366,6 +532,38 @@ private static final long serialVersionUID = 0L;
       if (other == dev.tickwheel.v1.UpdateCalendarResponse.getDefaultInstance()) return this;
       if (other.hasCalendar()) {
         mergeCalendar(other.getCalendar());
+      }
+      if (other.getChangedRunCount() != 0L) {
+        setChangedRunCount(other.getChangedRunCount());
+      }
+      if (changedRunsBuilder_ == null) {
+        if (!other.changedRuns_.isEmpty()) {
+          if (changedRuns_.isEmpty()) {
+            changedRuns_ = other.changedRuns_;
+            bitField0_ = (bitField0_ & ~0x00000004);
+          } else {
+            ensureChangedRunsIsMutable();
+            changedRuns_.addAll(other.changedRuns_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.changedRuns_.isEmpty()) {
+          if (changedRunsBuilder_.isEmpty()) {
+            changedRunsBuilder_.dispose();
+            changedRunsBuilder_ = null;
+            changedRuns_ = other.changedRuns_;
+            bitField0_ = (bitField0_ & ~0x00000004);
+            changedRunsBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetChangedRunsFieldBuilder() : null;
+          } else {
+            changedRunsBuilder_.addAllMessages(other.changedRuns_);
+          }
+        }
+      }
+      if (other.getJobCount() != 0L) {
+        setJobCount(other.getJobCount());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -398,6 +596,29 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000001;
               break;
             } // case 10
+            case 16: {
+              changedRunCount_ = input.readInt64();
+              bitField0_ |= 0x00000002;
+              break;
+            } // case 16
+            case 26: {
+              dev.tickwheel.v1.CalendarRunChange m =
+                  input.readMessage(
+                      dev.tickwheel.v1.CalendarRunChange.parser(),
+                      extensionRegistry);
+              if (changedRunsBuilder_ == null) {
+                ensureChangedRunsIsMutable();
+                changedRuns_.add(m);
+              } else {
+                changedRunsBuilder_.addMessage(m);
+              }
+              break;
+            } // case 26
+            case 32: {
+              jobCount_ = input.readInt64();
+              bitField0_ |= 0x00000008;
+              break;
+            } // case 32
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -577,6 +798,409 @@ private static final long serialVersionUID = 0L;
         calendar_ = null;
       }
       return calendarBuilder_;
+    }
+
+    private long changedRunCount_ ;
+    /**
+     * <pre>
+     * How many runs already created (scheduled, not yet handed out) of the
+     * tenant's jobs that name this calendar the change moved to another due
+     * instant or dropped, in the same transaction as the change. Runs not yet
+     * created follow the new calendar when they are.
+     * </pre>
+     *
+     * <code>int64 changed_run_count = 2 [json_name = "changedRunCount"];</code>
+     * @return The changedRunCount.
+     */
+    @java.lang.Override
+    public long getChangedRunCount() {
+      return changedRunCount_;
+    }
+    /**
+     * <pre>
+     * How many runs already created (scheduled, not yet handed out) of the
+     * tenant's jobs that name this calendar the change moved to another due
+     * instant or dropped, in the same transaction as the change. Runs not yet
+     * created follow the new calendar when they are.
+     * </pre>
+     *
+     * <code>int64 changed_run_count = 2 [json_name = "changedRunCount"];</code>
+     * @param value The changedRunCount to set.
+     * @return This builder for chaining.
+     */
+    public Builder setChangedRunCount(long value) {
+
+      changedRunCount_ = value;
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * How many runs already created (scheduled, not yet handed out) of the
+     * tenant's jobs that name this calendar the change moved to another due
+     * instant or dropped, in the same transaction as the change. Runs not yet
+     * created follow the new calendar when they are.
+     * </pre>
+     *
+     * <code>int64 changed_run_count = 2 [json_name = "changedRunCount"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearChangedRunCount() {
+      bitField0_ = (bitField0_ & ~0x00000002);
+      changedRunCount_ = 0L;
+      onChanged();
+      return this;
+    }
+
+    private java.util.List<dev.tickwheel.v1.CalendarRunChange> changedRuns_ =
+      java.util.Collections.emptyList();
+    private void ensureChangedRunsIsMutable() {
+      if (!((bitField0_ & 0x00000004) != 0)) {
+        changedRuns_ = new java.util.ArrayList<dev.tickwheel.v1.CalendarRunChange>(changedRuns_);
+        bitField0_ |= 0x00000004;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.tickwheel.v1.CalendarRunChange, dev.tickwheel.v1.CalendarRunChange.Builder, dev.tickwheel.v1.CalendarRunChangeOrBuilder> changedRunsBuilder_;
+
+    /**
+     * <pre>
+     * The first of those runs (at most 100), by due instant then id.
+     * </pre>
+     *
+     * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+     */
+    public java.util.List<dev.tickwheel.v1.CalendarRunChange> getChangedRunsList() {
+      if (changedRunsBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(changedRuns_);
+      } else {
+        return changedRunsBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * The first of those runs (at most 100), by due instant then id.
+     * </pre>
+     *
+     * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+     */
+    public int getChangedRunsCount() {
+      if (changedRunsBuilder_ == null) {
+        return changedRuns_.size();
+      } else {
+        return changedRunsBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * The first of those runs (at most 100), by due instant then id.
+     * </pre>
+     *
+     * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+     */
+    public dev.tickwheel.v1.CalendarRunChange getChangedRuns(int index) {
+      if (changedRunsBuilder_ == null) {
+        return changedRuns_.get(index);
+      } else {
+        return changedRunsBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * The first of those runs (at most 100), by due instant then id.
+     * </pre>
+     *
+     * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+     */
+    public Builder setChangedRuns(
+        int index, dev.tickwheel.v1.CalendarRunChange value) {
+      if (changedRunsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureChangedRunsIsMutable();
+        changedRuns_.set(index, value);
+        onChanged();
+      } else {
+        changedRunsBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The first of those runs (at most 100), by due instant then id.
+     * </pre>
+     *
+     * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+     */
+    public Builder setChangedRuns(
+        int index, dev.tickwheel.v1.CalendarRunChange.Builder builderForValue) {
+      if (changedRunsBuilder_ == null) {
+        ensureChangedRunsIsMutable();
+        changedRuns_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        changedRunsBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The first of those runs (at most 100), by due instant then id.
+     * </pre>
+     *
+     * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+     */
+    public Builder addChangedRuns(dev.tickwheel.v1.CalendarRunChange value) {
+      if (changedRunsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureChangedRunsIsMutable();
+        changedRuns_.add(value);
+        onChanged();
+      } else {
+        changedRunsBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The first of those runs (at most 100), by due instant then id.
+     * </pre>
+     *
+     * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+     */
+    public Builder addChangedRuns(
+        int index, dev.tickwheel.v1.CalendarRunChange value) {
+      if (changedRunsBuilder_ == null) {
+        java.util.Objects.requireNonNull(value);
+        ensureChangedRunsIsMutable();
+        changedRuns_.add(index, value);
+        onChanged();
+      } else {
+        changedRunsBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The first of those runs (at most 100), by due instant then id.
+     * </pre>
+     *
+     * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+     */
+    public Builder addChangedRuns(
+        dev.tickwheel.v1.CalendarRunChange.Builder builderForValue) {
+      if (changedRunsBuilder_ == null) {
+        ensureChangedRunsIsMutable();
+        changedRuns_.add(builderForValue.build());
+        onChanged();
+      } else {
+        changedRunsBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The first of those runs (at most 100), by due instant then id.
+     * </pre>
+     *
+     * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+     */
+    public Builder addChangedRuns(
+        int index, dev.tickwheel.v1.CalendarRunChange.Builder builderForValue) {
+      if (changedRunsBuilder_ == null) {
+        ensureChangedRunsIsMutable();
+        changedRuns_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        changedRunsBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The first of those runs (at most 100), by due instant then id.
+     * </pre>
+     *
+     * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+     */
+    public Builder addAllChangedRuns(
+        java.lang.Iterable<? extends dev.tickwheel.v1.CalendarRunChange> values) {
+      if (changedRunsBuilder_ == null) {
+        ensureChangedRunsIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, changedRuns_);
+        onChanged();
+      } else {
+        changedRunsBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The first of those runs (at most 100), by due instant then id.
+     * </pre>
+     *
+     * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+     */
+    public Builder clearChangedRuns() {
+      if (changedRunsBuilder_ == null) {
+        changedRuns_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000004);
+        onChanged();
+      } else {
+        changedRunsBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The first of those runs (at most 100), by due instant then id.
+     * </pre>
+     *
+     * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+     */
+    public Builder removeChangedRuns(int index) {
+      if (changedRunsBuilder_ == null) {
+        ensureChangedRunsIsMutable();
+        changedRuns_.remove(index);
+        onChanged();
+      } else {
+        changedRunsBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The first of those runs (at most 100), by due instant then id.
+     * </pre>
+     *
+     * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+     */
+    public dev.tickwheel.v1.CalendarRunChange.Builder getChangedRunsBuilder(
+        int index) {
+      return internalGetChangedRunsFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * The first of those runs (at most 100), by due instant then id.
+     * </pre>
+     *
+     * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+     */
+    public dev.tickwheel.v1.CalendarRunChangeOrBuilder getChangedRunsOrBuilder(
+        int index) {
+      if (changedRunsBuilder_ == null) {
+        return changedRuns_.get(index);  } else {
+        return changedRunsBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * The first of those runs (at most 100), by due instant then id.
+     * </pre>
+     *
+     * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+     */
+    public java.util.List<? extends dev.tickwheel.v1.CalendarRunChangeOrBuilder> 
+         getChangedRunsOrBuilderList() {
+      if (changedRunsBuilder_ != null) {
+        return changedRunsBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(changedRuns_);
+      }
+    }
+    /**
+     * <pre>
+     * The first of those runs (at most 100), by due instant then id.
+     * </pre>
+     *
+     * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+     */
+    public dev.tickwheel.v1.CalendarRunChange.Builder addChangedRunsBuilder() {
+      return internalGetChangedRunsFieldBuilder().addBuilder(
+          dev.tickwheel.v1.CalendarRunChange.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * The first of those runs (at most 100), by due instant then id.
+     * </pre>
+     *
+     * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+     */
+    public dev.tickwheel.v1.CalendarRunChange.Builder addChangedRunsBuilder(
+        int index) {
+      return internalGetChangedRunsFieldBuilder().addBuilder(
+          index, dev.tickwheel.v1.CalendarRunChange.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * The first of those runs (at most 100), by due instant then id.
+     * </pre>
+     *
+     * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+     */
+    public java.util.List<dev.tickwheel.v1.CalendarRunChange.Builder> 
+         getChangedRunsBuilderList() {
+      return internalGetChangedRunsFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.tickwheel.v1.CalendarRunChange, dev.tickwheel.v1.CalendarRunChange.Builder, dev.tickwheel.v1.CalendarRunChangeOrBuilder> 
+        internalGetChangedRunsFieldBuilder() {
+      if (changedRunsBuilder_ == null) {
+        changedRunsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.tickwheel.v1.CalendarRunChange, dev.tickwheel.v1.CalendarRunChange.Builder, dev.tickwheel.v1.CalendarRunChangeOrBuilder>(
+                changedRuns_,
+                ((bitField0_ & 0x00000004) != 0),
+                getParentForChildren(),
+                isClean());
+        changedRuns_ = null;
+      }
+      return changedRunsBuilder_;
+    }
+
+    private long jobCount_ ;
+    /**
+     * <pre>
+     * How many jobs name this calendar.
+     * </pre>
+     *
+     * <code>int64 job_count = 4 [json_name = "jobCount"];</code>
+     * @return The jobCount.
+     */
+    @java.lang.Override
+    public long getJobCount() {
+      return jobCount_;
+    }
+    /**
+     * <pre>
+     * How many jobs name this calendar.
+     * </pre>
+     *
+     * <code>int64 job_count = 4 [json_name = "jobCount"];</code>
+     * @param value The jobCount to set.
+     * @return This builder for chaining.
+     */
+    public Builder setJobCount(long value) {
+
+      jobCount_ = value;
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * How many jobs name this calendar.
+     * </pre>
+     *
+     * <code>int64 job_count = 4 [json_name = "jobCount"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearJobCount() {
+      bitField0_ = (bitField0_ & ~0x00000008);
+      jobCount_ = 0L;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:tickwheel.v1.UpdateCalendarResponse)

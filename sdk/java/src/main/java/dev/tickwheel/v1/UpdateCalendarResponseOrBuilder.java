@@ -39,4 +39,71 @@ public interface UpdateCalendarResponseOrBuilder extends
    * <code>.tickwheel.v1.Calendar calendar = 1 [json_name = "calendar"];</code>
    */
   dev.tickwheel.v1.CalendarOrBuilder getCalendarOrBuilder();
+
+  /**
+   * <pre>
+   * How many runs already created (scheduled, not yet handed out) of the
+   * tenant's jobs that name this calendar the change moved to another due
+   * instant or dropped, in the same transaction as the change. Runs not yet
+   * created follow the new calendar when they are.
+   * </pre>
+   *
+   * <code>int64 changed_run_count = 2 [json_name = "changedRunCount"];</code>
+   * @return The changedRunCount.
+   */
+  long getChangedRunCount();
+
+  /**
+   * <pre>
+   * The first of those runs (at most 100), by due instant then id.
+   * </pre>
+   *
+   * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+   */
+  java.util.List<dev.tickwheel.v1.CalendarRunChange> 
+      getChangedRunsList();
+  /**
+   * <pre>
+   * The first of those runs (at most 100), by due instant then id.
+   * </pre>
+   *
+   * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+   */
+  dev.tickwheel.v1.CalendarRunChange getChangedRuns(int index);
+  /**
+   * <pre>
+   * The first of those runs (at most 100), by due instant then id.
+   * </pre>
+   *
+   * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+   */
+  int getChangedRunsCount();
+  /**
+   * <pre>
+   * The first of those runs (at most 100), by due instant then id.
+   * </pre>
+   *
+   * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+   */
+  java.util.List<? extends dev.tickwheel.v1.CalendarRunChangeOrBuilder> 
+      getChangedRunsOrBuilderList();
+  /**
+   * <pre>
+   * The first of those runs (at most 100), by due instant then id.
+   * </pre>
+   *
+   * <code>repeated .tickwheel.v1.CalendarRunChange changed_runs = 3 [json_name = "changedRuns"];</code>
+   */
+  dev.tickwheel.v1.CalendarRunChangeOrBuilder getChangedRunsOrBuilder(
+      int index);
+
+  /**
+   * <pre>
+   * How many jobs name this calendar.
+   * </pre>
+   *
+   * <code>int64 job_count = 4 [json_name = "jobCount"];</code>
+   * @return The jobCount.
+   */
+  long getJobCount();
 }

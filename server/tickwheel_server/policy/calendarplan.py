@@ -1,0 +1,62 @@
+"""What a job's calendar makes of one claim's plan: pure, table-tested, no I/O.
+
+The claim's plan (:func:`~tickwheel_server.policy.claim.plan_claim`) lists
+nominal occurrences; the calendar rule (:mod:`~tickwheel_server.schedule.calendarrule`)
+decides each one. :func:`apply_calendar` keeps the occurrences that run
+(their due instant moved where the rule moved it, their nominal instant and
+so their execution id unchanged), folds consecutive skipped occurrences into
+skip ranges (recorded with reason ``calendar``, ``continues_at`` the next
+nominal occurrence so the next claim extends the range in place) and counts
+the dropped ones. The cursor, the misfire skip and ``runs`` (what
+``max_runs`` counts: nominal occurrences) are the plan's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import NamedTuple
+
+from ..schedule.calendarrule import Decision, Verdict
+from .claim import Plan, PlannedExecution, PlannedSkip
+
+
+class CalendarPlan(NamedTuple):
+    plan: Plan
+    """The plan with only the executions that run, each at its decided due instant."""
+    skips: list[PlannedSkip]
+    """Skip ranges of consecutive skipped occurrences, oldest first."""
+    dropped: int
+    """Occurrences dropped without a record (``only``)."""
+
+
+def apply_calendar(plan: Plan, decide: Callable[[PlannedExecution, datetime | None], Decision]) -> CalendarPlan:
+    """``plan`` as the calendar leaves it. ``decide(execution, next_nominal_at)``
+    is the rule for one occurrence given the schedule's next nominal
+    instant after it (the next planned one, else the plan's cursor, else
+    None when the schedule ends)."""
+    planned = plan.executions
+    cursor = plan.next_fire.nominal_at if plan.next_fire is not None else None
+    kept: list[PlannedExecution] = []
+    skips: list[PlannedSkip] = []
+    dropped = 0
+    open_range: PlannedSkip | None = None
+    for index, execution in enumerate(planned):
+        following = planned[index + 1].nominal_at if index + 1 < len(planned) else cursor
+        decision = decide(execution, following)
+        if decision.verdict is Verdict.SKIP:
+            if open_range is None:
+                open_range = PlannedSkip(execution.nominal_at, execution.nominal_at, 1, following)
+            else:
+                open_range = PlannedSkip(open_range.from_at, execution.nominal_at, open_range.count + 1, following)
+            continue
+        if open_range is not None:
+            skips.append(open_range)
+            open_range = None
+        if decision.verdict is Verdict.RUN:
+            kept.append(execution if decision.due_at == execution.due_at else execution._replace(due_at=decision.due_at))
+        else:
+            dropped += 1
+    if open_range is not None:
+        skips.append(open_range)
+    return CalendarPlan(plan._replace(executions=kept), skips, dropped)

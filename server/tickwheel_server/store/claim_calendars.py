@@ -1,0 +1,147 @@
+"""The business-day calendars of one claim batch: loaded in one read, kept per version, applied to each plan.
+
+:class:`CalendarCache` answers the calendars a batch's jobs name with one
+SELECT of their versions (and a second of the definitions it does not hold
+at those versions, when there are any): no round trip per job, and a
+calendar is decoded once per version. A calendar that is gone (or cannot be
+decoded) is absent from the answer: the job is then left out of the claim as
+``schedule_uncomputable`` with the reason, never run as if it named none.
+
+:func:`calendar_plan` is the pure step (the rule over a plan,
+:mod:`~tickwheel_server.policy.calendarplan`); :func:`record_calendar_skips`
+writes its skip ranges (reason ``calendar``) in the claim's transaction.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from datetime import date
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from tickwheel.v1 import calendar_pb2
+
+from ..jobspec import JobDefinition
+from ..policy.calendarplan import apply_calendar
+from ..policy.claim import Plan, PlannedSkip
+from ..schedule import ScheduleError
+from ..schedule.businessdays import BusinessCalendar, calendar
+from ..schedule.calendarrule import decide
+from .claim_writes import record_skip
+from .quarantine import SCHEDULE_UNCOMPUTABLE, Unreadable
+from .tables import calendars
+
+CALENDAR_REASON = "calendar"
+"""The reason of a skip range the calendar rule records."""
+
+Key = tuple[str, str]
+"""(tenant, calendar name)."""
+
+
+def decode_calendar(spec: bytes) -> BusinessCalendar:
+    """A stored calendar definition (``calendars.spec``) as the arithmetic
+    computes with it; ``ValueError`` when it does not decode."""
+    try:
+        message = calendar_pb2.Calendar.FromString(spec)
+        return calendar(
+            message.time_zone, message.business_days,
+            [date.fromisoformat(d) for d in message.holidays], [date.fromisoformat(d) for d in message.half_days],
+        )  # fmt: skip
+    except Exception as error:  # DecodeError, a malformed date, an empty weekday set
+        raise ValueError(f"the calendar's definition does not decode: {error}") from None
+
+
+class CalendarCache:
+    """Decoded calendars by (tenant, name), valid for one version: a bounded LRU, safe across threads."""
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be >= 1")
+        self.max_entries = max_entries
+        self._entries: OrderedDict[Key, tuple[int, BusinessCalendar]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.decoded = 0
+        """How many definitions were read and decoded (a test sees the cache work)."""
+
+    def load_for(self, conn: Connection, rows: Iterable, definitions: Iterable[JobDefinition]) -> dict[Key, BusinessCalendar]:
+        """The calendars the due ``rows`` name (``definitions``: theirs, in
+        the same order), by (tenant, name)."""
+        keys = set()
+        for row, definition in zip(rows, definitions):
+            ref = definition.calendar
+            if ref is not None:
+                keys.add((row.tenant, ref.name))
+        return self.load(conn, keys) if keys else {}
+
+    def load(self, conn: Connection, keys: set[Key]) -> dict[Key, BusinessCalendar]:
+        """The calendars of ``keys`` that exist and decode, at their stored
+        versions: one SELECT of the versions, one more of the definitions
+        not cached at them."""
+        if not keys:
+            return {}
+        wanted = sorted(keys)
+        versions = {
+            (row.tenant, row.name): row.version
+            for row in conn.execute(
+                sa.select(calendars.c.tenant, calendars.c.name, calendars.c.version)
+                .where(sa.tuple_(calendars.c.tenant, calendars.c.name).in_(wanted))
+            )
+        }  # fmt: skip
+        found: dict[Key, BusinessCalendar] = {}
+        missing: list[Key] = []
+        with self._lock:
+            for key, version in versions.items():
+                entry = self._entries.get(key)
+                if entry is not None and entry[0] == version:
+                    self._entries.move_to_end(key)
+                    found[key] = entry[1]
+                else:
+                    missing.append(key)
+        if missing:
+            rows = conn.execute(
+                sa.select(calendars.c.tenant, calendars.c.name, calendars.c.version, calendars.c.spec)
+                .where(sa.tuple_(calendars.c.tenant, calendars.c.name).in_(missing))
+            ).all()
+            for row in rows:
+                try:
+                    decoded = decode_calendar(bytes(row.spec))
+                except ValueError:
+                    continue
+                key = (row.tenant, row.name)
+                found[key] = decoded
+                with self._lock:
+                    self.decoded += 1
+                    self._entries[key] = (row.version, decoded)
+                    self._entries.move_to_end(key)
+                    while len(self._entries) > self.max_entries:
+                        self._entries.popitem(last=False)
+        return found
+
+
+def calendar_plan(row, spec: JobDefinition, plan: Plan, loaded: dict[Key, BusinessCalendar]) -> tuple[Plan, list[PlannedSkip]]:
+    """``plan`` as the job's calendar leaves it, and the skip ranges to
+    record (pure). :class:`Unreadable` (``schedule_uncomputable``) when the
+    calendar is gone or the rule cannot be computed."""
+    ref = spec.calendar
+    cal = loaded.get((row.tenant, ref.name))
+    if cal is None:
+        raise Unreadable(SCHEDULE_UNCOMPUTABLE, f"calendar {ref.name!r} does not exist (or does not decode)")
+    zone = spec.schedule.zone
+    try:
+        applied = apply_calendar(
+            plan,
+            lambda execution, following: decide(
+                cal, ref.name, ref.rule, execution.nominal_at, execution.due_at, zone=zone, next_nominal_at=following
+            ),
+        )
+    except (ScheduleError, LookupError, ValueError, OverflowError) as error:
+        raise Unreadable(SCHEDULE_UNCOMPUTABLE, f"calendar {ref.name!r}: {error}") from None
+    return applied.plan, applied.skips
+
+
+def record_calendar_skips(conn: Connection, row, skips: list[PlannedSkip], now_us: int) -> None:
+    """Record each range (extending the job's open ``calendar`` range that continues at its first occurrence)."""
+    for skip in skips:
+        record_skip(conn, row, Plan([], skip), CALENDAR_REASON, now_us)

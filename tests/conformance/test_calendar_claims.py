@@ -1,0 +1,134 @@
+"""The dispatcher's claim of jobs that name a business-day calendar, on
+SQLite and PostgreSQL: the execution keeps its nominal id and gets the moved
+due instant, skips are recorded with reason ``calendar``, ``only`` drops, a
+calendar of another tenant is invisible, and calendars are read per batch
+and decoded once per version."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import sqlalchemy as sa
+from tickwheel.v1 import calendar_pb2, job_pb2
+
+from tickwheel.shared.ids import execution_id, new_job_id, to_us
+from tickwheel_server.api.calendars import definition_of, normalise_calendar
+from tickwheel_server.api.validate import normalise_job
+from tickwheel_server.store.calendars import CalendarStore
+from tickwheel_server.store.dispatch import DispatchStore
+from tickwheel_server.store.jobrecords import JobRecord, NewJob
+from tickwheel_server.store.jobs import JobStore
+from tickwheel_server.store.partitions import PartitionStore
+from tickwheel_server.store.tables import executions, skips
+from tickwheel_server.store.tenants import Tenant, TenantStore
+
+UTC = timezone.utc
+PARTITIONS = 4
+OWNED = {p: 1 for p in range(PARTITIONS)}
+SATURDAY = datetime(2027, 3, 27, 9, 0, tzinfo=UTC)  # 09:00 GMT, the day before the clocks go forward
+TUESDAY = datetime(2027, 3, 30, 8, 0, tzinfo=UTC)  # 09:00 BST: Monday 29 (Easter Monday) is a holiday
+CLAIM_AT = SATURDAY - timedelta(seconds=30)
+
+
+def uk_calendar() -> calendar_pb2.Calendar:
+    return normalise_calendar(calendar_pb2.Calendar(
+        name="uk", time_zone="Europe/London", holidays=["2027-03-26", "2027-03-29"]
+    ))  # fmt: skip
+
+
+def weekly_job(rule: int, calendar: str = "uk") -> job_pb2.Job:
+    """Every Saturday at 09:00 London, exact (no jitter)."""
+    job = job_pb2.Job(
+        name="weekly",
+        schedule=job_pb2.Schedule(cron=job_pb2.CronSchedule(expression="0 9 * * SAT", time_zone="Europe/London")),
+        target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")),
+        calendar=job_pb2.JobCalendar(name=calendar, rule=rule),
+    )
+    job.jitter.exact = True
+    return normalise_job(job, SATURDAY - timedelta(days=3))
+
+
+class World:
+    def __init__(self, engine: sa.Engine, clock) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.jobs = JobStore(engine, clock, partition_count=PARTITIONS)
+        self.dispatch = DispatchStore(engine, clock)
+        self.calendars = CalendarStore(engine, clock)
+
+    async def create(self, job: job_pb2.Job, cursor: datetime, tenant: str = "acme") -> JobRecord:
+        ident = new_job_id(self.clock.now())
+        record, _ = await self.jobs.create(
+            NewJob(
+                id=ident, tenant=tenant, name=job.name, spec=job.SerializeToString(), time_zone="Europe/London",
+                next_run_at=cursor, next_due_at=cursor, tzdata_version="2026a", payload_size=0,
+            ),
+            f"req-{ident}",
+        )
+        return record
+
+    def rows(self, table) -> list[sa.Row]:
+        with self.engine.connect() as conn:
+            return list(conn.execute(sa.select(table)))
+
+
+@pytest.fixture
+async def world(migrated_engine, clock) -> World:
+    tenants = TenantStore(migrated_engine, clock)
+    await tenants.create(Tenant(name="acme"))
+    await tenants.create(Tenant(name="globex"))
+    await PartitionStore(migrated_engine, clock).raise_epochs(OWNED, "claimer")
+    w = World(migrated_engine, clock)
+    await w.calendars.create("acme", "uk", definition_of(uk_calendar()), "cal-1")
+    return w
+
+
+async def test_next_moves_the_due_instant_and_keeps_the_nominal_id(world) -> None:
+    job = await world.create(weekly_job(job_pb2.CALENDAR_RULE_NEXT), SATURDAY)
+    result = await world.dispatch.claim_due(OWNED, CLAIM_AT)
+    ident = execution_id(job.id, SATURDAY)
+    assert [(e.id, e.due_at_us) for e in result.executions] == [(ident, to_us(TUESDAY))]
+    [row] = world.rows(executions)
+    assert (row.id, row.nominal_at, row.due_at, row.ready_at) == (ident, to_us(SATURDAY), to_us(TUESDAY), to_us(TUESDAY))
+    assert world.rows(skips) == []
+
+
+async def test_skip_records_a_calendar_range_and_only_drops_without_a_record(world) -> None:
+    skipping = await world.create(weekly_job(job_pb2.CALENDAR_RULE_SKIP), SATURDAY)
+    dropping = await world.create(weekly_job(job_pb2.CALENDAR_RULE_ONLY), SATURDAY)
+    result = await world.dispatch.claim_due(OWNED, CLAIM_AT)
+    assert result.executions == [] and result.jobs == 2 and result.skipped == 1
+    [skip] = world.rows(skips)
+    assert (skip.job_id, skip.reason, skip.from_at, skip.to_at, skip.count) == (
+        skipping.id, "calendar", to_us(SATURDAY), to_us(SATURDAY), 1,
+    )
+    assert skip.continues_at == to_us(SATURDAY + timedelta(days=7) - timedelta(hours=1))  # 09:00 BST
+    assert dropping.id not in {row.job_id for row in world.rows(skips)}
+
+
+async def test_another_tenants_calendar_is_invisible_to_the_claim(world) -> None:
+    theirs = await world.create(weekly_job(job_pb2.CALENDAR_RULE_NEXT), SATURDAY, tenant="globex")
+    result = await world.dispatch.claim_due(OWNED, CLAIM_AT)
+    assert result.executions == [] and result.jobs == 0
+    [finding] = result.unreadable
+    assert (finding.job_id, finding.kind) == (theirs.id, "schedule_uncomputable")
+    assert "calendar 'uk' does not exist" in finding.reason
+    assert world.rows(executions) == []
+
+
+async def test_calendars_are_decoded_once_per_version(world) -> None:
+    for _ in range(3):
+        await world.create(weekly_job(job_pb2.CALENDAR_RULE_NEXT), SATURDAY)
+    await world.dispatch.claim_due(OWNED, CLAIM_AT)
+    assert world.dispatch.calendars.decoded == 1
+    await world.create(weekly_job(job_pb2.CALENDAR_RULE_NEXT), SATURDAY + timedelta(days=7))
+    await world.dispatch.claim_due(OWNED, SATURDAY + timedelta(days=7) - timedelta(seconds=30))
+    assert world.dispatch.calendars.decoded == 1
+    stored = await world.calendars.get("acme", "uk")
+    changed = uk_calendar()
+    changed.holidays.append("2027-04-05")
+    await world.calendars.update("acme", "uk", stored.version, definition_of(normalise_calendar(changed)))
+    await world.create(weekly_job(job_pb2.CALENDAR_RULE_NEXT), SATURDAY + timedelta(days=14))
+    await world.dispatch.claim_due(OWNED, SATURDAY + timedelta(days=14) - timedelta(seconds=30))
+    assert world.dispatch.calendars.decoded == 2
