@@ -55,6 +55,7 @@ from .alerts.watch import AlertWatch
 from .cluster.drain import Drainer
 from .cluster.presence import Presence
 from .store.alerts import AlertStore
+from .store.calendars import CalendarStore
 from .store.cluster import database_now, ensure_cluster
 from .store.credentials import WorkerCredentialStore
 from .store.deadletters import DeadLetterStore
@@ -334,6 +335,7 @@ class TickwheelServer:
                 auth, self.stores.jobs, self.clock, self.stores.history, self.stores.dead_letters,
                 manual=self.stores.manual, target_policy=config.target_policy, on_ready=self._ready_now,
                 creates=self.creates,
+                calendars=CalendarStore(self.engine, self.clock, alerts=self.stores.alerts),
             ),
             decoding.guard(server),
         )

@@ -104,6 +104,16 @@ def calendar_ref_of(job: job_pb2.Job, field: str = "job") -> JobCalendarRef | No
     return JobCalendarRef(name, rule)
 
 
+def calendar_column(spec: bytes) -> str:
+    """The name of the calendar a stored definition names ('' for none, or
+    for bytes that do not parse): what ``jobs.calendar`` holds."""
+    try:
+        job = job_pb2.Job.FromString(spec)
+    except DecodeError:
+        return ""
+    return job.calendar.name if job.HasField("calendar") else ""
+
+
 _GAP = {
     job_pb2.DST_GAP_POLICY_UNSPECIFIED: GapPolicy.AUTO,
     job_pb2.DST_GAP_POLICY_AUTO: GapPolicy.AUTO,

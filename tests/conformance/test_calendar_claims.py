@@ -15,6 +15,7 @@ from tickwheel.v1 import calendar_pb2, job_pb2
 from tickwheel.shared.ids import execution_id, new_job_id, to_us
 from tickwheel_server.api.calendars import definition_of, normalise_calendar
 from tickwheel_server.api.validate import normalise_job
+from tickwheel_server.errors import FailedPrecondition
 from tickwheel_server.store.calendars import CalendarStore
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.jobrecords import JobRecord, NewJob
@@ -132,3 +133,66 @@ async def test_calendars_are_decoded_once_per_version(world) -> None:
     await world.create(weekly_job(job_pb2.CALENDAR_RULE_NEXT), SATURDAY + timedelta(days=14))
     await world.dispatch.claim_due(OWNED, SATURDAY + timedelta(days=14) - timedelta(seconds=30))
     assert world.dispatch.calendars.decoded == 2
+
+
+async def test_delete_is_refused_while_the_tenants_jobs_name_the_calendar(world) -> None:
+    await world.calendars.create("globex", "uk", definition_of(uk_calendar()), "cal-g")
+    job = await world.create(weekly_job(job_pb2.CALENDAR_RULE_NEXT), SATURDAY)
+    with pytest.raises(FailedPrecondition, match="1 job name it"):
+        await world.calendars.delete("acme", "uk")
+    # Another tenant's jobs never count: globex's calendar of the same name goes.
+    await world.calendars.delete("globex", "uk")
+    await world.jobs.delete("acme", job.id)
+    await world.calendars.delete("acme", "uk")
+
+
+async def test_an_update_moves_and_drops_the_created_runs_not_yet_handed_out(world) -> None:
+    moved_job = await world.create(weekly_job(job_pb2.CALENDAR_RULE_NEXT), SATURDAY)
+    taken_job = await world.create(weekly_job(job_pb2.CALENDAR_RULE_NEXT), SATURDAY)
+    dropped_job = await world.create(weekly_job(job_pb2.CALENDAR_RULE_ONLY), SATURDAY)
+    await world.dispatch.claim_due(OWNED, CLAIM_AT)
+    with world.engine.begin() as conn:  # a worker took one of them already
+        conn.execute(executions.update().where(executions.c.job_id == taken_job.id).values(status="running", delivery=1))
+    stored = await world.calendars.get("acme", "uk")
+    # Saturdays become business days, Easter Monday stays a holiday, Tuesday 30 becomes one.
+    changed = uk_calendar()
+    changed.business_days.extend([1, 2, 3, 4, 5, 6])
+    changed.holidays.append("2027-03-30")
+    record, report = await world.calendars.update_with_runs(
+        "acme", "uk", stored.version, definition_of(normalise_calendar(changed))
+    )
+    assert record.version == stored.version + 1 and report.job_count == 3
+    rows = {row.job_id: row for row in world.rows(executions)}
+    # Saturday is a business day now: the moved run goes back to its nominal instant.
+    assert (rows[moved_job.id].due_at, rows[moved_job.id].ready_at) == (to_us(SATURDAY), to_us(SATURDAY))
+    assert rows[taken_job.id].due_at == to_us(TUESDAY), "a run a worker took is left alone"
+    assert dropped_job.id not in rows, "ONLY dropped it at the claim: nothing to re-decide"
+    [change] = report.first
+    assert (change.execution_id, change.old_due_at_us, change.new_due_at_us) == (
+        execution_id(moved_job.id, SATURDAY), to_us(TUESDAY), to_us(SATURDAY),
+    )
+    assert report.changed_count == 1
+    # Saturdays closed again and Tuesday 30 and Wednesday 31 holidays: the run moves to Thursday 1 April,
+    # still before the next nominal occurrence (Saturday 3 April).
+    again = uk_calendar()
+    again.holidays.extend(["2027-03-30", "2027-03-31"])
+    _, report = await world.calendars.update_with_runs(
+        "acme", "uk", record.version, definition_of(normalise_calendar(again))
+    )
+    assert report.changed_count == 1 and report.first[0].new_due_at_us == to_us(TUESDAY + timedelta(days=2))
+
+
+async def test_an_update_cancels_a_created_run_its_rule_now_skips(world) -> None:
+    job = await world.create(weekly_job(job_pb2.CALENDAR_RULE_SKIP), SATURDAY)
+    stored = await world.calendars.get("acme", "uk")
+    opened = uk_calendar()
+    opened.business_days.extend([1, 2, 3, 4, 5, 6])
+    record, _ = await world.calendars.update_with_runs("acme", "uk", stored.version, definition_of(normalise_calendar(opened)))
+    await world.dispatch.claim_due(OWNED, CLAIM_AT)
+    [row] = world.rows(executions)
+    assert row.status == "scheduled" and row.due_at == to_us(SATURDAY)
+    _, report = await world.calendars.update_with_runs("acme", "uk", record.version, definition_of(uk_calendar()))
+    assert report.changed_count == 1 and report.first[0].new_due_at_us is None
+    [row] = world.rows(executions)
+    assert (row.id, row.status) == (execution_id(job.id, SATURDAY), "canceled")
+    assert "calendar uk changed" in row.dead_reason

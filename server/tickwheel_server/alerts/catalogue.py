@@ -18,7 +18,7 @@ from tickwheel.shared.ids import to_us
 
 ALERT_KINDS = (
     "late", "skipped", "dead_letter", "poison", "circuit_open", "partition_unowned", "clock_skew", "tzdata_shift",
-    "job_unreadable", "schedule_uncomputable",
+    "job_unreadable", "schedule_uncomputable", "calendar_runs_changed",
 )  # fmt: skip
 """The kinds of alert, as ``tickwheel.v1.AlertKind`` names them (lower case, without the prefix)."""
 SEVERITIES = ("info", "warning", "critical")
@@ -88,6 +88,25 @@ class NewAlert:
             raise ValueError(f"unknown alert kind {self.kind!r}; one of {ALERT_KINDS}")
         if self.severity not in SEVERITIES:
             raise ValueError(f"unknown alert severity {self.severity!r}; one of {SEVERITIES}")
+
+
+def calendar_runs_changed_key(tenant: str, calendar: str, version: int) -> str:
+    """One alert per calendar version that changed created runs."""
+    return f"calendar_runs_changed:{tenant}/{calendar}@{version}"
+
+
+def calendar_runs_changed_alert(*, tenant: str, calendar: str, version: int, changed: int, runs: list[str]) -> NewAlert:
+    """The alert for a calendar change (the calendar now at ``version``)
+    that moved or dropped ``changed`` created runs of the jobs naming it;
+    ``runs`` the first of them as the UpdateCalendar response lists them."""
+    shown = "; ".join(runs)
+    return NewAlert(
+        key=calendar_runs_changed_key(tenant, calendar, version), kind="calendar_runs_changed", severity="info",
+        summary=f"calendar {calendar} of tenant {tenant} (version {version}) moved or dropped {changed} created "
+                f"run{'s' if changed != 1 else ''}",
+        tenant=tenant,
+        details={"calendar": calendar, "version": str(version), "changed": str(changed), "runs": shown[:4000]},
+    )  # fmt: skip
 
 
 def dead_letter_alert(*, execution_id: str, job_id: str, tenant: str, reason: str, error: str = "") -> NewAlert:

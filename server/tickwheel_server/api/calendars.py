@@ -16,10 +16,13 @@ from datetime import date
 from google.protobuf import field_mask_pb2
 from tickwheel.v1 import calendar_pb2
 
+from tickwheel.shared.ids import from_us
+
 from ..auth.authenticator import Authenticator
 from ..errors import FieldViolation, InvalidArgument, VersionConflict
 from ..schedule import businessdays, zones
 from ..store.calendars import CalendarDefinition, CalendarRecord, CalendarStore
+from ..store.calendaruse import RunChange
 from . import convert, validate
 from .status import rpc
 from .text import shown
@@ -172,6 +175,15 @@ def merged_definition(stored: bytes, patch: calendar_pb2.Calendar, paths: tuple[
     return normalise_calendar(merged)
 
 
+def _run_change(change: RunChange) -> calendar_pb2.CalendarRunChange:
+    message = calendar_pb2.CalendarRunChange(execution_id=change.execution_id, job_id=change.job_id)
+    convert.set_timestamp(message.nominal_at, from_us(change.nominal_at_us))
+    convert.set_timestamp(message.old_due_at, from_us(change.old_due_at_us))
+    if change.new_due_at_us is not None:
+        convert.set_timestamp(message.new_due_at, from_us(change.new_due_at_us))
+    return message
+
+
 class CalendarCalls:
     """CreateCalendar, GetCalendar, ListCalendars, UpdateCalendar and
     DeleteCalendar, each scoped to the caller's tenant; the SchedulerService
@@ -180,6 +192,11 @@ class CalendarCalls:
     def __init__(self, auth: Authenticator, store: CalendarStore) -> None:
         self._auth = auth
         self._store = store
+
+    @property
+    def store(self) -> CalendarStore:
+        """The calendar store (the job calls check the calendars a job names through it)."""
+        return self._store
 
     @rpc
     async def CreateCalendar(self, request, context):
@@ -225,8 +242,11 @@ class CalendarCalls:
         definition = definition_of(spec)
         if definition.spec == record.spec:
             return calendar_pb2.UpdateCalendarResponse(calendar=calendar_to_proto(record))
-        updated = await self._store.update(tenant.name, name, version, definition)
-        return calendar_pb2.UpdateCalendarResponse(calendar=calendar_to_proto(updated))
+        updated, report = await self._store.update_with_runs(tenant.name, name, version, definition)
+        return calendar_pb2.UpdateCalendarResponse(
+            calendar=calendar_to_proto(updated), changed_run_count=report.changed_count,
+            changed_runs=[_run_change(change) for change in report.first], job_count=report.job_count,
+        )  # fmt: skip
 
     @rpc
     async def DeleteCalendar(self, request, context):

@@ -27,16 +27,21 @@ from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
 
 from ..auth.authenticator import Authenticator, api_key_actor
 from ..coalescer import CreateCoalescer
-from ..errors import FieldViolation, InvalidArgument, QuotaExceeded, TickwheelError, VersionConflict
+from ..errors import (
+    FailedPrecondition, FieldViolation, InvalidArgument, NotFound, QuotaExceeded, TickwheelError, VersionConflict,
+)
 from ..policy import jobchanges
+from ..policy.calendarplan import PreviewedFire, preview_with_calendar
 from ..policy.jobchanges import PausedSpan, UpdatePlan
-from ..jobspec import schedule_of
+from ..jobspec import CALENDAR_NAME, JobCalendarRef, JobDefinition, schedule_of
 from ..schedule import (
     Fire, Schedule, ScheduleError, ScheduleKind, next_fire, preview, tzdata_version, zones,
 )
 from ..schedule import validate as validate_schedule
+from ..schedule.calendarrule import decide
 from ..store.alerts import AlertStore
 from ..store.calendars import CalendarStore
+from ..store.claim_calendars import decode_calendar
 from ..store.deadletters import DeadLetterStore
 from ..store.history import HistoryStore
 from ..store.jobbatch import Decide, JobChange
@@ -47,6 +52,7 @@ from ..store.revisions import RevisionStore
 from . import convert, dryrun, revisionview, validate
 from .batchanswer import batch_create_response
 from .calendars import CalendarCalls
+from .text import shown
 from .status import rpc, status_for
 
 OUTPUT_ONLY_FIELDS = frozenset(
@@ -79,12 +85,13 @@ def backfill_occurrences(schedule: Schedule, start: datetime, end: datetime, lim
         after = fire.nominal_at
 
 
-def fire_to_proto(fire: Fire) -> job_pb2.ScheduledFire:
+def fire_to_proto(fire: Fire, skipped: bool = False) -> job_pb2.ScheduledFire:
     return job_pb2.ScheduledFire(
         nominal_at=convert.timestamp(fire.nominal_at),
         due_at=convert.timestamp(fire.due_at),
         local_time=fire.local_text,
         note=fire.note,
+        skipped=skipped,
     )
 
 
@@ -210,6 +217,29 @@ async def apply_batch(items, result_type, decode: Callable, apply: Callable, ans
     return results, done
 
 
+def named_calendar(job: job_pb2.Job, paths: tuple[str, ...] | None = None) -> str:
+    """The calendar name ``job`` sets ('' for none), counting only when
+    ``paths`` (an update's) reach ``calendar``; None paths: a create."""
+    if paths is not None and not any(p == "calendar" or p.startswith("calendar.") for p in paths):
+        return ""
+    return job.calendar.name if job.HasField("calendar") else ""
+
+
+def updated_calendar(request) -> str:
+    """The calendar name an UpdateJob ``request`` sets ('' for none, or for a mask that is refused anyway)."""
+    try:
+        return named_calendar(request.job, update_paths(request.update_mask))
+    except InvalidArgument:
+        return ""
+
+
+def missing_calendar(name: str) -> FailedPrecondition:
+    """The answer to a job naming ``name`` when the caller's tenant has no such calendar."""
+    return FailedPrecondition(
+        "job.calendar.name", f"the tenant has no calendar {shown(name)!r}: create it first", kind="CALENDAR_NOT_FOUND"
+    )
+
+
 def update_item(
     request, now: datetime, target_policy: TargetPolicy, *, changed_by: str = "", in_batch: bool = False
 ) -> tuple[str, int, Decide]:
@@ -283,7 +313,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         calendars: CalendarStore | None = None,
     ) -> None:
         self._auth = auth
-        self._calendars = CalendarCalls(auth, calendars or CalendarStore(jobs.engine, jobs.clock))
+        self._calendars = CalendarCalls(
+            auth, calendars or CalendarStore(jobs.engine, jobs.clock, alerts=AlertStore(jobs.engine, jobs.clock))
+        )
         self._jobs = jobs
         # Concurrent CreateJob calls of a tenant share one transaction
         # (docs/architecture.md, "Job writes at scale").
@@ -302,10 +334,36 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         )
         self._revisions = RevisionStore(jobs.engine, jobs.clock)
 
+    async def _calendar_preview(
+        self, tenant: str, ref: JobCalendarRef, schedule: Schedule, fires: list[Fire], after: list[Fire]
+    ) -> list[PreviewedFire]:
+        """``fires`` as the job's calendar leaves them (:func:`preview_with_calendar`);
+        unchanged (no calendar note) when the calendar is gone."""
+        try:
+            record = await self._calendars.store.get(tenant, ref.name)
+            cal = decode_calendar(record.spec)
+        except (NotFound, ValueError):
+            return [PreviewedFire(f, False) for f in fires]
+
+        def decide_one(execution, following):
+            return decide(cal, ref.name, ref.rule, execution.nominal_at, execution.due_at, zone=schedule.zone,
+                          next_nominal_at=following)  # fmt: skip
+
+        return preview_with_calendar(fires, after[0] if after else None, decide_one)
+
+    async def _absent_calendars(self, tenant: str, names: list[str]) -> set[str]:
+        """Those of ``names`` (empty ones ignored) that are not calendars of ``tenant``: one store read."""
+        wanted = {name for name in names if CALENDAR_NAME.match(name)}  # a malformed one is refused by validation
+        if not wanted:
+            return set()
+        return wanted - await self._calendars.store.present(tenant, wanted)
+
     @rpc
     async def CreateJob(self, request, context):
         tenant = await self._auth.tenant(context)
         job, request_id = self._new_job(request, tenant.name, self._clock.now())
+        for name in await self._absent_calendars(tenant.name, [named_calendar(request.job)]):
+            raise missing_calendar(name)
         record, created = await self._creates.create(job, request_id)
         return scheduler_pb2.CreateJobResponse(job=convert.job_to_proto(record), created=created)
 
@@ -324,6 +382,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         batch = NewJobs(tenant.name)
         job_ids = new_job_ids(now, len(items))
         tzdata, policy = tzdata_version(), self._target_policy
+        absent = await self._absent_calendars(tenant.name, [named_calendar(item.job) for item in items])
         for index, item in enumerate(items):
             job = item.job
             try:
@@ -331,6 +390,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 spec, next_run, next_due, zone, key_limits = validate.new_definition(
                     job, now, job_ids[index], target_policy=policy
                 )
+                if absent and named_calendar(job) in absent:
+                    raise missing_calendar(named_calendar(job))
             except TickwheelError as error:
                 refused[index] = error
                 continue
@@ -376,9 +437,15 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         # An unparsable definition comes back without its schedule (job_to_proto): no next runs.
         if record.state == "active" and record.next_run_at is not None and job.HasField("schedule"):
             schedule = schedule_of(job, record.id)
-            later = upcoming(schedule, record.next_run_at, count - 1, runs_so_far=record.run_count + 1)
+            ref = JobDefinition.parse(record.id, record.version, record.spec).calendar
+            later = upcoming(schedule, record.next_run_at, count - (0 if ref else 1), runs_so_far=record.run_count + 1)
             first = Fire(record.next_run_at, record.next_due_at or record.next_run_at, _offset(schedule, record.next_run_at))
-            next_runs = [fire_to_proto(f) for f in [first, *later]]
+            if ref is None:
+                next_runs = [fire_to_proto(f) for f in [first, *later]]
+            else:
+                fires = [first, *later]
+                shown = await self._calendar_preview(tenant.name, ref, schedule, fires[:count], fires[count:count + 1])
+                next_runs = [fire_to_proto(f.fire, f.skipped) for f in shown]
         last = await self._history.last_run(tenant.name, record.id)
         if last is not None:
             job.last_run.CopyFrom(
@@ -487,6 +554,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         now = self._clock.now()
         window = dryrun.diff_window(request)
         job_id, version, decide = update_item(request, now, self._target_policy, changed_by=api_key_actor(context))
+        for name in await self._absent_calendars(tenant.name, [updated_calendar(request)]):
+            raise missing_calendar(name)
         record = await self._jobs.get(tenant.name, job_id)
         if record.version != version:
             raise VersionConflict(f"job {job_id!r}", version, record.version)
@@ -514,9 +583,17 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         batch_items(request.items)
         now = self._clock.now()
         actor = api_key_actor(context)
+        absent = await self._absent_calendars(tenant.name, [updated_calendar(item) for item in request.items])
+
+        def decode(item):
+            decoded = update_item(item, now, self._target_policy, changed_by=actor, in_batch=True)
+            if absent and updated_calendar(item) in absent:
+                raise missing_calendar(updated_calendar(item))
+            return decoded
+
         results, done = await apply_batch(
             request.items, scheduler_pb2.BatchUpdateJobsResult,
-            lambda item: update_item(item, now, self._target_policy, changed_by=actor, in_batch=True),
+            decode,
             lambda work: self._jobs.update_many(tenant.name, work),
             lambda outcome: scheduler_pb2.BatchUpdateJobsResult(
                 job=scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(outcome[0]))

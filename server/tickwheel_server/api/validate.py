@@ -34,7 +34,7 @@ from ..errors import FieldViolation, InvalidArgument
 from ..fields import duration_problem
 from ..jobspec import (
     DEFAULT_INITIAL_BACKOFF, DEFAULT_LATENESS_THRESHOLD, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BACKOFF,
-    DEFAULT_RUN_ALL_LIMIT, DEFAULT_TIMEOUT, EARLIEST_INSTANT, LATEST_INSTANT, key_limits, schedule_of,
+    DEFAULT_RUN_ALL_LIMIT, DEFAULT_TIMEOUT, EARLIEST_INSTANT, LATEST_INSTANT, calendar_ref_of, key_limits, schedule_of,
 )
 from . import convert
 from .text import HEADER_NAME, HEADER_VALUE, shown, text_problem
@@ -469,6 +469,10 @@ def _normalise(
         if key.limit < 1:
             violations.append(FieldViolation(f"{field}.concurrency_keys[{index}].limit", "must be >= 1"))
     violations += _label_violations(out.labels, field)
+    try:
+        calendar_ref_of(out, field)
+    except InvalidArgument as error:
+        violations += error.violations
     if out.dst_policy.gap == job_pb2.DST_GAP_POLICY_UNSPECIFIED:
         out.dst_policy.gap = job_pb2.DST_GAP_POLICY_AUTO
     if out.dst_policy.repeat == job_pb2.DST_REPEAT_POLICY_UNSPECIFIED:

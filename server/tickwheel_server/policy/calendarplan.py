@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import NamedTuple
 
+from ..schedule import Fire
 from ..schedule.calendarrule import Decision, Verdict
 from .claim import Plan, PlannedExecution, PlannedSkip
 
@@ -60,3 +61,31 @@ def apply_calendar(plan: Plan, decide: Callable[[PlannedExecution, datetime | No
     if open_range is not None:
         skips.append(open_range)
     return CalendarPlan(plan._replace(executions=kept), skips, dropped)
+
+
+class PreviewedFire(NamedTuple):
+    fire: Fire
+    """The fire as the calendar leaves it: ``due_at`` moved, ``note`` saying why (the DST note kept before it)."""
+    skipped: bool
+    """The calendar skips it (recorded when it comes): ``due_at`` is then the nominal instant."""
+
+
+def preview_with_calendar(
+    fires: list[Fire], after_last: Fire | None, decide: Callable[[PlannedExecution, datetime | None], Decision]
+) -> list[PreviewedFire]:
+    """A preview's ``fires`` (consecutive, oldest first; ``after_last`` the
+    fire after them, None when the schedule ends) as the calendar rule
+    decides them: dropped ones (``only``) left out, skipped ones marked,
+    moved ones due at the moved instant, each with the rule's note."""
+    shown: list[PreviewedFire] = []
+    for index, fire in enumerate(fires):
+        following = fires[index + 1] if index + 1 < len(fires) else after_last
+        decision = decide(
+            PlannedExecution(fire.nominal_at, fire.due_at, 1), None if following is None else following.nominal_at
+        )
+        note = "; ".join(part for part in (fire.note, decision.note) if part)
+        if decision.verdict is Verdict.RUN:
+            shown.append(PreviewedFire(fire._replace(due_at=decision.due_at, note=note), False))
+        elif decision.verdict is Verdict.SKIP:
+            shown.append(PreviewedFire(fire._replace(due_at=fire.nominal_at, note=note), True))
+    return shown

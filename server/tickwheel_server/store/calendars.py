@@ -25,8 +25,12 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.shared.ids import from_us, to_us
 
-from ..errors import AlreadyExists, NotFound, QuotaExceeded, VersionConflict
+from ..alerts.catalogue import calendar_runs_changed_alert
+from ..errors import AlreadyExists, FailedPrecondition, NotFound, QuotaExceeded, VersionConflict
+from .alerts import AlertStore
 from .base import SqlStore
+from .calendaruse import Redecided, RunChange, jobs_naming, present_calendars, redecide_runs
+from .claim_calendars import decode_calendar
 from .tables import calendar_requests, calendars, tenants
 
 MAX_CALENDARS = 1000
@@ -86,11 +90,13 @@ def _read(conn: Connection, tenant: str, name: str) -> CalendarRecord | None:
 class CalendarStore(SqlStore):
     """Calendars of every tenant; every method is scoped to one tenant."""
 
-    def __init__(self, engine, clock, *, max_calendars: int = MAX_CALENDARS) -> None:
+    def __init__(self, engine, clock, *, max_calendars: int = MAX_CALENDARS, alerts: AlertStore | None = None) -> None:
         super().__init__(engine, clock)
         if max_calendars < 1:
             raise ValueError("max_calendars must be >= 1")
         self.max_calendars = max_calendars
+        self._alerts = alerts
+        """Raises ``calendar_runs_changed`` when an update moves or drops created runs."""
 
     async def create(
         self, tenant: str, name: str, definition: CalendarDefinition, request_id: str
@@ -191,15 +197,30 @@ class CalendarStore(SqlStore):
 
         return await self._tx(fn, idempotent=True)
 
+    async def present(self, tenant: str, names: set[str]) -> set[str]:
+        """Those of ``names`` that are calendars of ``tenant`` (another tenant's are not)."""
+        return await self._tx(lambda conn: present_calendars(conn, tenant, names), idempotent=True)
+
     async def update(
         self, tenant: str, name: str, expected_version: int, definition: CalendarDefinition
     ) -> CalendarRecord:
+        """:meth:`update_with_runs` without its report."""
+        return (await self.update_with_runs(tenant, name, expected_version, definition))[0]
+
+    async def update_with_runs(
+        self, tenant: str, name: str, expected_version: int, definition: CalendarDefinition
+    ) -> tuple[CalendarRecord, Redecided]:
         """Store ``definition`` at ``expected_version`` + 1, if the calendar
         is still at ``expected_version``: VersionConflict otherwise, NotFound
-        when there is no such calendar of the tenant (nothing written)."""
-        now_us = to_us(self.clock.now())
+        when there is no such calendar of the tenant (nothing written). In
+        the same transaction, the created runs of the tenant's jobs naming
+        the calendar are decided again under the new definition
+        (:func:`~.calendaruse.redecide_runs`), and when any changed, the
+        ``calendar_runs_changed`` alert is raised (with an alert store)."""
+        now = self.clock.now()
+        now_us = to_us(now)
 
-        def fn(conn: Connection) -> CalendarRecord:
+        def fn(conn: Connection) -> tuple[CalendarRecord, Redecided]:
             changed = conn.execute(
                 calendars.update()
                 .where(calendars.c.tenant == tenant, calendars.c.name == name,
@@ -213,17 +234,33 @@ class CalendarStore(SqlStore):
                 raise NotFound("calendar", name)
             if not changed:
                 raise VersionConflict(f"calendar {name!r}", expected_version, found.version)
-            return found
+            report = redecide_runs(conn, self.caps, tenant, name, lambda: decode_calendar(definition.spec), now_us)
+            if report.changed_count and self._alerts is not None:
+                self._alerts.raise_many_in(conn, [calendar_runs_changed_alert(
+                    tenant=tenant, calendar=name, version=found.version, changed=report.changed_count,
+                    runs=[_shown(change) for change in report.first],
+                )], now=now)  # fmt: skip
+            return found, report
 
-        return await self._tx(fn, row_locked=True)
+        found, report = await self._tx(fn, row_locked=True)
+        if report.changed_count and self._alerts is not None:
+            self._alerts.nudge()
+        return found, report
 
     async def delete(self, tenant: str, name: str, version: int = 0) -> None:
         """Delete the calendar; ``version`` 0 means whatever its version.
         NotFound when the tenant has no such calendar, VersionConflict when
-        ``version`` is not the stored one (nothing written). Its request id
+        ``version`` is not the stored one, FailedPrecondition naming how many
+        when jobs of the tenant name it (nothing written). Its request id
         stays remembered, so a repeat of the create answers NotFound."""
 
         def fn(conn: Connection) -> None:
+            naming = jobs_naming(conn, tenant, name)
+            if naming:
+                raise FailedPrecondition(
+                    f"calendar {name!r}", f"{naming} job{'s' if naming != 1 else ''} name it: change or delete "
+                    f"{'them' if naming != 1 else 'it'} first", kind="CALENDAR_IN_USE",
+                )  # fmt: skip
             condition = [calendars.c.tenant == tenant, calendars.c.name == name]
             if version:
                 condition.append(calendars.c.version == version)
@@ -235,3 +272,9 @@ class CalendarStore(SqlStore):
             raise VersionConflict(f"calendar {name!r}", version, found.version)
 
         await self._tx(fn, row_locked=True)
+
+
+def _shown(change: RunChange) -> str:
+    """One changed run as the alert lists it."""
+    new = "dropped" if change.new_due_at_us is None else f"due {from_us(change.new_due_at_us).isoformat()}"
+    return f"{change.execution_id}: due {from_us(change.old_due_at_us).isoformat()} → {new}"

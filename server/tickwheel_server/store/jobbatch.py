@@ -47,6 +47,7 @@ from tickwheel.v1 import job_pb2
 from tickwheel.shared.ids import from_us, to_us
 
 from ..errors import NotFound, QuotaExceeded, TickwheelError, VersionConflict
+from ..jobspec import calendar_column
 from ..policy.jobchanges import (
     CursorView, PausedSpan, Pending, Reschedule, SkippedSpan, expired_at_resume, row_refresh,
 )
@@ -200,12 +201,13 @@ def row_values(record: JobRecord) -> dict:
         state=record.state, next_run_at=None if record.next_run_at is None else to_us(record.next_run_at),
         next_due_at=None if record.next_due_at is None else to_us(record.next_due_at),
         run_count=record.run_count, version=record.version, updated_at=to_us(record.updated_at),
+        calendar=calendar_column(record.spec),
     )
 
 
 _ROW_COLUMNS = (
     "name", "spec", "time_zone", "tzdata_version", "state", "next_run_at", "next_due_at", "run_count", "version",
-    "updated_at",
+    "updated_at", "calendar",
 )
 _WRITE_JOB = (
     jobs.update()

@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection
 from tickwheel.shared.ids import from_us, partition_of
 
 from ..errors import NotFound, QuotaExceeded, TickwheelError
+from ..jobspec import calendar_column
 from . import quota
 from .base import tuples
 from .engine import Capabilities
@@ -42,14 +43,15 @@ _RECORD_REQUESTS = (
 )
 _INSERT_JOBS = (
     "INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, next_run_at, next_due_at, run_count, "
-    "tzdata_version, pause_reason, paused_at, version, created_at, updated_at, quota_slot) "
+    "tzdata_version, pause_reason, paused_at, version, created_at, updated_at, quota_slot, calendar) "
     "SELECT v.id, CAST(%(tenant)b AS TEXT), v.partition, v.name, v.state, v.spec, v.time_zone, v.next_run_at, "
     "v.next_due_at, 0, v.tzdata_version, '', NULL, 1, CAST(%(now)b AS BIGINT), CAST(%(now)b AS BIGINT), "
-    "CAST(%(slot)b AS INTEGER) "
+    "CAST(%(slot)b AS INTEGER), v.calendar "
     "FROM unnest(CAST(%(ids)b AS TEXT[]), CAST(%(partitions)b AS INTEGER[]), CAST(%(names)b AS TEXT[]), "
     "CAST(%(states)b AS TEXT[]), CAST(%(specs)b AS BYTEA[]), CAST(%(zones)b AS TEXT[]), "
-    "CAST(%(next_runs)b AS BIGINT[]), CAST(%(next_dues)b AS BIGINT[]), CAST(%(tzdata)b AS TEXT[])) "
-    "AS v (id, partition, name, state, spec, time_zone, next_run_at, next_due_at, tzdata_version)"
+    "CAST(%(next_runs)b AS BIGINT[]), CAST(%(next_dues)b AS BIGINT[]), CAST(%(tzdata)b AS TEXT[]), "
+    "CAST(%(calendars)b AS TEXT[])) "
+    "AS v (id, partition, name, state, spec, time_zone, next_run_at, next_due_at, tzdata_version, calendar)"
 )
 
 Outcome = tuple[JobRecord, bool] | TickwheelError
@@ -162,21 +164,24 @@ def _insert_jobs(
     partitions = [partition_of(job_id, partition_count) for job_id in ids]
     next_runs = column(batch.next_runs)
     states = ["active" if at is not None else "completed" for at in next_runs]
+    specs = column(batch.specs)
+    calendars = [calendar_column(spec) for spec in specs]
     if caps.is_sqlite:
         conn.execute(jobs.insert(), [
             dict(id=job_id, tenant=batch.tenant, partition=partition, name=name, state=state, spec=spec,
                  time_zone=zone, next_run_at=next_run, next_due_at=next_due, run_count=0, tzdata_version=tzdata,
-                 pause_reason="", paused_at=None, version=1, created_at=now_us, updated_at=now_us, quota_slot=slot)
-            for job_id, partition, name, state, spec, zone, next_run, next_due, tzdata in zip(
-                ids, partitions, column(batch.names), states, column(batch.specs), column(batch.zones), next_runs,
-                column(batch.next_dues), column(batch.tzdata),
+                 pause_reason="", paused_at=None, version=1, created_at=now_us, updated_at=now_us, quota_slot=slot,
+                 calendar=calendar)
+            for job_id, partition, name, state, spec, zone, next_run, next_due, tzdata, calendar in zip(
+                ids, partitions, column(batch.names), states, specs, column(batch.zones), next_runs,
+                column(batch.next_dues), column(batch.tzdata), calendars,
             )
         ])  # fmt: skip
         return
     conn.exec_driver_sql(_INSERT_JOBS, dict(
         tenant=batch.tenant, now=now_us, slot=slot, ids=ids, partitions=partitions, names=column(batch.names),
-        states=states, specs=column(batch.specs), zones=column(batch.zones), next_runs=next_runs,
-        next_dues=column(batch.next_dues), tzdata=column(batch.tzdata),
+        states=states, specs=specs, zones=column(batch.zones), next_runs=next_runs,
+        next_dues=column(batch.next_dues), tzdata=column(batch.tzdata), calendars=calendars,
     ))  # fmt: skip
 
 

@@ -71,6 +71,7 @@ jobs = sa.Table(
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.Column("quota_slot", sa.Integer, nullable=False),
+    sa.Column("calendar", sa.Text, nullable=False, server_default=""),
 )
 
 tenant_quota = sa.Table(

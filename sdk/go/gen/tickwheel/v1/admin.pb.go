@@ -163,6 +163,10 @@ const (
 	// knows, an expression its engine rejects): the job stays active and
 	// untouched, and is not dispatched. Resolved as ALERT_KIND_JOB_UNREADABLE.
 	AlertKind_ALERT_KIND_SCHEDULE_UNCOMPUTABLE AlertKind = 10
+	// An UpdateCalendar moved or dropped runs already created of the tenant's
+	// jobs that name the calendar (one alert per calendar version; its details
+	// count them and list the first). Informational: nothing to resolve.
+	AlertKind_ALERT_KIND_CALENDAR_RUNS_CHANGED AlertKind = 11
 )
 
 // Enum value maps for AlertKind.
@@ -179,6 +183,7 @@ var (
 		8:  "ALERT_KIND_TZDATA_SHIFT",
 		9:  "ALERT_KIND_JOB_UNREADABLE",
 		10: "ALERT_KIND_SCHEDULE_UNCOMPUTABLE",
+		11: "ALERT_KIND_CALENDAR_RUNS_CHANGED",
 	}
 	AlertKind_value = map[string]int32{
 		"ALERT_KIND_UNSPECIFIED":           0,
@@ -192,6 +197,7 @@ var (
 		"ALERT_KIND_TZDATA_SHIFT":          8,
 		"ALERT_KIND_JOB_UNREADABLE":        9,
 		"ALERT_KIND_SCHEDULE_UNCOMPUTABLE": 10,
+		"ALERT_KIND_CALENDAR_RUNS_CHANGED": 11,
 	}
 )
 
@@ -3646,7 +3652,7 @@ const file_tickwheel_v1_admin_proto_rawDesc = "" +
 	"\vTenantState\x12\x1c\n" +
 	"\x18TENANT_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13TENANT_STATE_ACTIVE\x10\x01\x12\x17\n" +
-	"\x13TENANT_STATE_PAUSED\x10\x02*\xc3\x02\n" +
+	"\x13TENANT_STATE_PAUSED\x10\x02*\xe9\x02\n" +
 	"\tAlertKind\x12\x1a\n" +
 	"\x16ALERT_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fALERT_KIND_LATE\x10\x01\x12\x16\n" +
@@ -3659,7 +3665,8 @@ const file_tickwheel_v1_admin_proto_rawDesc = "" +
 	"\x17ALERT_KIND_TZDATA_SHIFT\x10\b\x12\x1d\n" +
 	"\x19ALERT_KIND_JOB_UNREADABLE\x10\t\x12$\n" +
 	" ALERT_KIND_SCHEDULE_UNCOMPUTABLE\x10\n" +
-	"*\x81\x01\n" +
+	"\x12$\n" +
+	" ALERT_KIND_CALENDAR_RUNS_CHANGED\x10\v*\x81\x01\n" +
 	"\rAlertSeverity\x12\x1e\n" +
 	"\x1aALERT_SEVERITY_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13ALERT_SEVERITY_INFO\x10\x01\x12\x1a\n" +

@@ -337,7 +337,9 @@ type BatchCreateJobsResult_Error struct {
 	// have answered for it alone: INVALID_ARGUMENT with BadRequest field
 	// violations (field paths relative to the item, as in CreateJob),
 	// RESOURCE_EXHAUSTED with a QuotaFailure, NOT_FOUND when the job its
-	// request id created was deleted since. Nothing of it was written.
+	// request id created was deleted since, FAILED_PRECONDITION
+	// `job.calendar.name` when it names a calendar the tenant does not have.
+	// Nothing of it was written.
 	Error *status.Status `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
 }
 

@@ -462,7 +462,7 @@ public final class AdminProto extends com.google.protobuf.GeneratedFile {
       "IFIED\020\000\022\026\n\022SESSION_STATE_LIVE\020\001\022\026\n\022SESSI" +
       "ON_STATE_LOST\020\002*]\n\013TenantState\022\034\n\030TENANT" +
       "_STATE_UNSPECIFIED\020\000\022\027\n\023TENANT_STATE_ACT" +
-      "IVE\020\001\022\027\n\023TENANT_STATE_PAUSED\020\002*\303\002\n\tAlert" +
+      "IVE\020\001\022\027\n\023TENANT_STATE_PAUSED\020\002*\351\002\n\tAlert" +
       "Kind\022\032\n\026ALERT_KIND_UNSPECIFIED\020\000\022\023\n\017ALER" +
       "T_KIND_LATE\020\001\022\026\n\022ALERT_KIND_SKIPPED\020\002\022\032\n" +
       "\026ALERT_KIND_DEAD_LETTER\020\003\022\025\n\021ALERT_KIND_" +
@@ -470,59 +470,60 @@ public final class AdminProto extends com.google.protobuf.GeneratedFile {
       "\034ALERT_KIND_PARTITION_UNOWNED\020\006\022\031\n\025ALERT" +
       "_KIND_CLOCK_SKEW\020\007\022\033\n\027ALERT_KIND_TZDATA_" +
       "SHIFT\020\010\022\035\n\031ALERT_KIND_JOB_UNREADABLE\020\t\022$" +
-      "\n ALERT_KIND_SCHEDULE_UNCOMPUTABLE\020\n*\201\001\n" +
-      "\rAlertSeverity\022\036\n\032ALERT_SEVERITY_UNSPECI" +
-      "FIED\020\000\022\027\n\023ALERT_SEVERITY_INFO\020\001\022\032\n\026ALERT" +
-      "_SEVERITY_WARNING\020\002\022\033\n\027ALERT_SEVERITY_CR" +
-      "ITICAL\020\0032\252\016\n\014AdminService\022X\n\rClusterStat" +
-      "us\022\".tickwheel.v1.ClusterStatusRequest\032#" +
-      ".tickwheel.v1.ClusterStatusResponse\022U\n\014C" +
-      "reateTenant\022!.tickwheel.v1.CreateTenantR" +
-      "equest\032\".tickwheel.v1.CreateTenantRespon" +
-      "se\022L\n\tGetTenant\022\036.tickwheel.v1.GetTenant" +
-      "Request\032\037.tickwheel.v1.GetTenantResponse" +
-      "\022R\n\013ListTenants\022 .tickwheel.v1.ListTenan" +
-      "tsRequest\032!.tickwheel.v1.ListTenantsResp" +
-      "onse\022U\n\014UpdateTenant\022!.tickwheel.v1.Upda" +
-      "teTenantRequest\032\".tickwheel.v1.UpdateTen" +
-      "antResponse\022R\n\013PauseTenant\022 .tickwheel.v" +
-      "1.PauseTenantRequest\032!.tickwheel.v1.Paus" +
-      "eTenantResponse\022U\n\014ResumeTenant\022!.tickwh" +
-      "eel.v1.ResumeTenantRequest\032\".tickwheel.v" +
-      "1.ResumeTenantResponse\022R\n\013IssueApiKey\022 ." +
-      "tickwheel.v1.IssueApiKeyRequest\032!.tickwh" +
-      "eel.v1.IssueApiKeyResponse\022U\n\014RotateApiK" +
-      "ey\022!.tickwheel.v1.RotateApiKeyRequest\032\"." +
-      "tickwheel.v1.RotateApiKeyResponse\022U\n\014Rev" +
-      "okeApiKey\022!.tickwheel.v1.RevokeApiKeyReq" +
-      "uest\032\".tickwheel.v1.RevokeApiKeyResponse" +
-      "\022R\n\013ListApiKeys\022 .tickwheel.v1.ListApiKe" +
-      "ysRequest\032!.tickwheel.v1.ListApiKeysResp" +
-      "onse\022p\n\025IssueWorkerCredential\022*.tickwhee" +
-      "l.v1.IssueWorkerCredentialRequest\032+.tick" +
-      "wheel.v1.IssueWorkerCredentialResponse\022s" +
-      "\n\026RevokeWorkerCredential\022+.tickwheel.v1." +
-      "RevokeWorkerCredentialRequest\032,.tickwhee" +
-      "l.v1.RevokeWorkerCredentialResponse\022p\n\025L" +
-      "istWorkerCredentials\022*.tickwheel.v1.List" +
-      "WorkerCredentialsRequest\032+.tickwheel.v1." +
-      "ListWorkerCredentialsResponse\022O\n\nSearchJ" +
-      "obs\022\037.tickwheel.v1.SearchJobsRequest\032 .t" +
-      "ickwheel.v1.SearchJobsResponse\022a\n\020Search" +
-      "Executions\022%.tickwheel.v1.SearchExecutio" +
-      "nsRequest\032&.tickwheel.v1.SearchExecution" +
-      "sResponse\022R\n\013DrainServer\022 .tickwheel.v1." +
-      "DrainServerRequest\032!.tickwheel.v1.DrainS" +
-      "erverResponse\022O\n\nListAlerts\022\037.tickwheel." +
-      "v1.ListAlertsRequest\032 .tickwheel.v1.List" +
-      "AlertsResponse\022T\n\013WatchAlerts\022 .tickwhee" +
-      "l.v1.WatchAlertsRequest\032!.tickwheel.v1.W" +
-      "atchAlertsResponse0\001\022g\n\022RecomputeSchedul" +
-      "es\022\'.tickwheel.v1.RecomputeSchedulesRequ" +
-      "est\032(.tickwheel.v1.RecomputeSchedulesRes" +
-      "ponseBd\n\020dev.tickwheel.v1B\nAdminProtoP\001Z" +
-      "Bgithub.com/tickwheel/tickwheel/sdk/go/g" +
-      "en/tickwheel/v1;tickwheelv1b\006proto3"
+      "\n ALERT_KIND_SCHEDULE_UNCOMPUTABLE\020\n\022$\n " +
+      "ALERT_KIND_CALENDAR_RUNS_CHANGED\020\013*\201\001\n\rA" +
+      "lertSeverity\022\036\n\032ALERT_SEVERITY_UNSPECIFI" +
+      "ED\020\000\022\027\n\023ALERT_SEVERITY_INFO\020\001\022\032\n\026ALERT_S" +
+      "EVERITY_WARNING\020\002\022\033\n\027ALERT_SEVERITY_CRIT" +
+      "ICAL\020\0032\252\016\n\014AdminService\022X\n\rClusterStatus" +
+      "\022\".tickwheel.v1.ClusterStatusRequest\032#.t" +
+      "ickwheel.v1.ClusterStatusResponse\022U\n\014Cre" +
+      "ateTenant\022!.tickwheel.v1.CreateTenantReq" +
+      "uest\032\".tickwheel.v1.CreateTenantResponse" +
+      "\022L\n\tGetTenant\022\036.tickwheel.v1.GetTenantRe" +
+      "quest\032\037.tickwheel.v1.GetTenantResponse\022R" +
+      "\n\013ListTenants\022 .tickwheel.v1.ListTenants" +
+      "Request\032!.tickwheel.v1.ListTenantsRespon" +
+      "se\022U\n\014UpdateTenant\022!.tickwheel.v1.Update" +
+      "TenantRequest\032\".tickwheel.v1.UpdateTenan" +
+      "tResponse\022R\n\013PauseTenant\022 .tickwheel.v1." +
+      "PauseTenantRequest\032!.tickwheel.v1.PauseT" +
+      "enantResponse\022U\n\014ResumeTenant\022!.tickwhee" +
+      "l.v1.ResumeTenantRequest\032\".tickwheel.v1." +
+      "ResumeTenantResponse\022R\n\013IssueApiKey\022 .ti" +
+      "ckwheel.v1.IssueApiKeyRequest\032!.tickwhee" +
+      "l.v1.IssueApiKeyResponse\022U\n\014RotateApiKey" +
+      "\022!.tickwheel.v1.RotateApiKeyRequest\032\".ti" +
+      "ckwheel.v1.RotateApiKeyResponse\022U\n\014Revok" +
+      "eApiKey\022!.tickwheel.v1.RevokeApiKeyReque" +
+      "st\032\".tickwheel.v1.RevokeApiKeyResponse\022R" +
+      "\n\013ListApiKeys\022 .tickwheel.v1.ListApiKeys" +
+      "Request\032!.tickwheel.v1.ListApiKeysRespon" +
+      "se\022p\n\025IssueWorkerCredential\022*.tickwheel." +
+      "v1.IssueWorkerCredentialRequest\032+.tickwh" +
+      "eel.v1.IssueWorkerCredentialResponse\022s\n\026" +
+      "RevokeWorkerCredential\022+.tickwheel.v1.Re" +
+      "vokeWorkerCredentialRequest\032,.tickwheel." +
+      "v1.RevokeWorkerCredentialResponse\022p\n\025Lis" +
+      "tWorkerCredentials\022*.tickwheel.v1.ListWo" +
+      "rkerCredentialsRequest\032+.tickwheel.v1.Li" +
+      "stWorkerCredentialsResponse\022O\n\nSearchJob" +
+      "s\022\037.tickwheel.v1.SearchJobsRequest\032 .tic" +
+      "kwheel.v1.SearchJobsResponse\022a\n\020SearchEx" +
+      "ecutions\022%.tickwheel.v1.SearchExecutions" +
+      "Request\032&.tickwheel.v1.SearchExecutionsR" +
+      "esponse\022R\n\013DrainServer\022 .tickwheel.v1.Dr" +
+      "ainServerRequest\032!.tickwheel.v1.DrainSer" +
+      "verResponse\022O\n\nListAlerts\022\037.tickwheel.v1" +
+      ".ListAlertsRequest\032 .tickwheel.v1.ListAl" +
+      "ertsResponse\022T\n\013WatchAlerts\022 .tickwheel." +
+      "v1.WatchAlertsRequest\032!.tickwheel.v1.Wat" +
+      "chAlertsResponse0\001\022g\n\022RecomputeSchedules" +
+      "\022\'.tickwheel.v1.RecomputeSchedulesReques" +
+      "t\032(.tickwheel.v1.RecomputeSchedulesRespo" +
+      "nseBd\n\020dev.tickwheel.v1B\nAdminProtoP\001ZBg" +
+      "ithub.com/tickwheel/tickwheel/sdk/go/gen" +
+      "/tickwheel/v1;tickwheelv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,

@@ -109,6 +109,16 @@ public enum AlertKind
    * <code>ALERT_KIND_SCHEDULE_UNCOMPUTABLE = 10;</code>
    */
   ALERT_KIND_SCHEDULE_UNCOMPUTABLE(10),
+  /**
+   * <pre>
+   * An UpdateCalendar moved or dropped runs already created of the tenant's
+   * jobs that name the calendar (one alert per calendar version; its details
+   * count them and list the first). Informational: nothing to resolve.
+   * </pre>
+   *
+   * <code>ALERT_KIND_CALENDAR_RUNS_CHANGED = 11;</code>
+   */
+  ALERT_KIND_CALENDAR_RUNS_CHANGED(11),
   UNRECOGNIZED(-1),
   ;
 
@@ -215,6 +225,16 @@ public enum AlertKind
    * <code>ALERT_KIND_SCHEDULE_UNCOMPUTABLE = 10;</code>
    */
   public static final int ALERT_KIND_SCHEDULE_UNCOMPUTABLE_VALUE = 10;
+  /**
+   * <pre>
+   * An UpdateCalendar moved or dropped runs already created of the tenant's
+   * jobs that name the calendar (one alert per calendar version; its details
+   * count them and list the first). Informational: nothing to resolve.
+   * </pre>
+   *
+   * <code>ALERT_KIND_CALENDAR_RUNS_CHANGED = 11;</code>
+   */
+  public static final int ALERT_KIND_CALENDAR_RUNS_CHANGED_VALUE = 11;
 
 
   public final int getNumber() {
@@ -252,6 +272,7 @@ public enum AlertKind
       case 8: return ALERT_KIND_TZDATA_SHIFT;
       case 9: return ALERT_KIND_JOB_UNREADABLE;
       case 10: return ALERT_KIND_SCHEDULE_UNCOMPUTABLE;
+      case 11: return ALERT_KIND_CALENDAR_RUNS_CHANGED;
       default: return null;
     }
   }

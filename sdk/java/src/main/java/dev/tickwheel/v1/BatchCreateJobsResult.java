@@ -144,7 +144,9 @@ private static final long serialVersionUID = 0L;
    * have answered for it alone: INVALID_ARGUMENT with BadRequest field
    * violations (field paths relative to the item, as in CreateJob),
    * RESOURCE_EXHAUSTED with a QuotaFailure, NOT_FOUND when the job its
-   * request id created was deleted since. Nothing of it was written.
+   * request id created was deleted since, FAILED_PRECONDITION
+   * `job.calendar.name` when it names a calendar the tenant does not have.
+   * Nothing of it was written.
    * </pre>
    *
    * <code>.google.rpc.Status error = 2 [json_name = "error"];</code>
@@ -160,7 +162,9 @@ private static final long serialVersionUID = 0L;
    * have answered for it alone: INVALID_ARGUMENT with BadRequest field
    * violations (field paths relative to the item, as in CreateJob),
    * RESOURCE_EXHAUSTED with a QuotaFailure, NOT_FOUND when the job its
-   * request id created was deleted since. Nothing of it was written.
+   * request id created was deleted since, FAILED_PRECONDITION
+   * `job.calendar.name` when it names a calendar the tenant does not have.
+   * Nothing of it was written.
    * </pre>
    *
    * <code>.google.rpc.Status error = 2 [json_name = "error"];</code>
@@ -179,7 +183,9 @@ private static final long serialVersionUID = 0L;
    * have answered for it alone: INVALID_ARGUMENT with BadRequest field
    * violations (field paths relative to the item, as in CreateJob),
    * RESOURCE_EXHAUSTED with a QuotaFailure, NOT_FOUND when the job its
-   * request id created was deleted since. Nothing of it was written.
+   * request id created was deleted since, FAILED_PRECONDITION
+   * `job.calendar.name` when it names a calendar the tenant does not have.
+   * Nothing of it was written.
    * </pre>
    *
    * <code>.google.rpc.Status error = 2 [json_name = "error"];</code>
@@ -755,7 +761,9 @@ private static final long serialVersionUID = 0L;
      * have answered for it alone: INVALID_ARGUMENT with BadRequest field
      * violations (field paths relative to the item, as in CreateJob),
      * RESOURCE_EXHAUSTED with a QuotaFailure, NOT_FOUND when the job its
-     * request id created was deleted since. Nothing of it was written.
+     * request id created was deleted since, FAILED_PRECONDITION
+     * `job.calendar.name` when it names a calendar the tenant does not have.
+     * Nothing of it was written.
      * </pre>
      *
      * <code>.google.rpc.Status error = 2 [json_name = "error"];</code>
@@ -771,7 +779,9 @@ private static final long serialVersionUID = 0L;
      * have answered for it alone: INVALID_ARGUMENT with BadRequest field
      * violations (field paths relative to the item, as in CreateJob),
      * RESOURCE_EXHAUSTED with a QuotaFailure, NOT_FOUND when the job its
-     * request id created was deleted since. Nothing of it was written.
+     * request id created was deleted since, FAILED_PRECONDITION
+     * `job.calendar.name` when it names a calendar the tenant does not have.
+     * Nothing of it was written.
      * </pre>
      *
      * <code>.google.rpc.Status error = 2 [json_name = "error"];</code>
@@ -797,7 +807,9 @@ private static final long serialVersionUID = 0L;
      * have answered for it alone: INVALID_ARGUMENT with BadRequest field
      * violations (field paths relative to the item, as in CreateJob),
      * RESOURCE_EXHAUSTED with a QuotaFailure, NOT_FOUND when the job its
-     * request id created was deleted since. Nothing of it was written.
+     * request id created was deleted since, FAILED_PRECONDITION
+     * `job.calendar.name` when it names a calendar the tenant does not have.
+     * Nothing of it was written.
      * </pre>
      *
      * <code>.google.rpc.Status error = 2 [json_name = "error"];</code>
@@ -819,7 +831,9 @@ private static final long serialVersionUID = 0L;
      * have answered for it alone: INVALID_ARGUMENT with BadRequest field
      * violations (field paths relative to the item, as in CreateJob),
      * RESOURCE_EXHAUSTED with a QuotaFailure, NOT_FOUND when the job its
-     * request id created was deleted since. Nothing of it was written.
+     * request id created was deleted since, FAILED_PRECONDITION
+     * `job.calendar.name` when it names a calendar the tenant does not have.
+     * Nothing of it was written.
      * </pre>
      *
      * <code>.google.rpc.Status error = 2 [json_name = "error"];</code>
@@ -841,7 +855,9 @@ private static final long serialVersionUID = 0L;
      * have answered for it alone: INVALID_ARGUMENT with BadRequest field
      * violations (field paths relative to the item, as in CreateJob),
      * RESOURCE_EXHAUSTED with a QuotaFailure, NOT_FOUND when the job its
-     * request id created was deleted since. Nothing of it was written.
+     * request id created was deleted since, FAILED_PRECONDITION
+     * `job.calendar.name` when it names a calendar the tenant does not have.
+     * Nothing of it was written.
      * </pre>
      *
      * <code>.google.rpc.Status error = 2 [json_name = "error"];</code>
@@ -872,7 +888,9 @@ private static final long serialVersionUID = 0L;
      * have answered for it alone: INVALID_ARGUMENT with BadRequest field
      * violations (field paths relative to the item, as in CreateJob),
      * RESOURCE_EXHAUSTED with a QuotaFailure, NOT_FOUND when the job its
-     * request id created was deleted since. Nothing of it was written.
+     * request id created was deleted since, FAILED_PRECONDITION
+     * `job.calendar.name` when it names a calendar the tenant does not have.
+     * Nothing of it was written.
      * </pre>
      *
      * <code>.google.rpc.Status error = 2 [json_name = "error"];</code>
@@ -899,7 +917,9 @@ private static final long serialVersionUID = 0L;
      * have answered for it alone: INVALID_ARGUMENT with BadRequest field
      * violations (field paths relative to the item, as in CreateJob),
      * RESOURCE_EXHAUSTED with a QuotaFailure, NOT_FOUND when the job its
-     * request id created was deleted since. Nothing of it was written.
+     * request id created was deleted since, FAILED_PRECONDITION
+     * `job.calendar.name` when it names a calendar the tenant does not have.
+     * Nothing of it was written.
      * </pre>
      *
      * <code>.google.rpc.Status error = 2 [json_name = "error"];</code>
@@ -913,7 +933,9 @@ private static final long serialVersionUID = 0L;
      * have answered for it alone: INVALID_ARGUMENT with BadRequest field
      * violations (field paths relative to the item, as in CreateJob),
      * RESOURCE_EXHAUSTED with a QuotaFailure, NOT_FOUND when the job its
-     * request id created was deleted since. Nothing of it was written.
+     * request id created was deleted since, FAILED_PRECONDITION
+     * `job.calendar.name` when it names a calendar the tenant does not have.
+     * Nothing of it was written.
      * </pre>
      *
      * <code>.google.rpc.Status error = 2 [json_name = "error"];</code>
@@ -935,7 +957,9 @@ private static final long serialVersionUID = 0L;
      * have answered for it alone: INVALID_ARGUMENT with BadRequest field
      * violations (field paths relative to the item, as in CreateJob),
      * RESOURCE_EXHAUSTED with a QuotaFailure, NOT_FOUND when the job its
-     * request id created was deleted since. Nothing of it was written.
+     * request id created was deleted since, FAILED_PRECONDITION
+     * `job.calendar.name` when it names a calendar the tenant does not have.
+     * Nothing of it was written.
      * </pre>
      *
      * <code>.google.rpc.Status error = 2 [json_name = "error"];</code>

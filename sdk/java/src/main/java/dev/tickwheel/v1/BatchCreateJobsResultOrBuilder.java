@@ -43,7 +43,9 @@ public interface BatchCreateJobsResultOrBuilder extends
    * have answered for it alone: INVALID_ARGUMENT with BadRequest field
    * violations (field paths relative to the item, as in CreateJob),
    * RESOURCE_EXHAUSTED with a QuotaFailure, NOT_FOUND when the job its
-   * request id created was deleted since. Nothing of it was written.
+   * request id created was deleted since, FAILED_PRECONDITION
+   * `job.calendar.name` when it names a calendar the tenant does not have.
+   * Nothing of it was written.
    * </pre>
    *
    * <code>.google.rpc.Status error = 2 [json_name = "error"];</code>
@@ -56,7 +58,9 @@ public interface BatchCreateJobsResultOrBuilder extends
    * have answered for it alone: INVALID_ARGUMENT with BadRequest field
    * violations (field paths relative to the item, as in CreateJob),
    * RESOURCE_EXHAUSTED with a QuotaFailure, NOT_FOUND when the job its
-   * request id created was deleted since. Nothing of it was written.
+   * request id created was deleted since, FAILED_PRECONDITION
+   * `job.calendar.name` when it names a calendar the tenant does not have.
+   * Nothing of it was written.
    * </pre>
    *
    * <code>.google.rpc.Status error = 2 [json_name = "error"];</code>
@@ -69,7 +73,9 @@ public interface BatchCreateJobsResultOrBuilder extends
    * have answered for it alone: INVALID_ARGUMENT with BadRequest field
    * violations (field paths relative to the item, as in CreateJob),
    * RESOURCE_EXHAUSTED with a QuotaFailure, NOT_FOUND when the job its
-   * request id created was deleted since. Nothing of it was written.
+   * request id created was deleted since, FAILED_PRECONDITION
+   * `job.calendar.name` when it names a calendar the tenant does not have.
+   * Nothing of it was written.
    * </pre>
    *
    * <code>.google.rpc.Status error = 2 [json_name = "error"];</code>

@@ -1,0 +1,162 @@
+"""Which jobs name a tenant's calendar, and what a calendar change does to their created runs.
+
+Jobs name a calendar in ``jobs.calendar`` (migration 0023; index
+``jobs_calendar (tenant, calendar)`` over the jobs that name one), so every
+query here is scoped to one tenant and reads only the jobs naming the
+calendar. Everything runs inside the caller's transaction:
+:func:`jobs_naming` before a delete, :func:`present_calendars` before a job
+write, :func:`redecide_runs` in the transaction that stores a calendar's new
+definition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from tickwheel.shared.ids import from_us, to_us
+
+from ..jobspec import DefinitionCache, JobDefinition
+from ..schedule import ScheduleError, due_at, next_fire
+from ..schedule.businessdays import BusinessCalendar
+from ..schedule.calendarrule import Verdict, decide
+from .base import chunks
+from .engine import Capabilities
+from .isolation import after_not_started_canceled, status_in
+from .tables import calendars, executions, jobs
+
+MAX_REPORTED = 100
+"""The most changed runs an UpdateCalendar response and its alert list (all are counted)."""
+PAGE = 1000
+"""Runs read (and rewritten) per statement while re-deciding."""
+
+
+def calendar_changed_reason(name: str) -> str:
+    """The ``dead_reason`` of a created run a calendar change dropped."""
+    return f"canceled: calendar {name} changed and the job's rule drops this occurrence"
+
+
+@dataclass(frozen=True)
+class RunChange:
+    """A created run that a calendar change moved (``new_due_at_us`` set) or dropped (None)."""
+
+    execution_id: str
+    job_id: str
+    nominal_at_us: int
+    old_due_at_us: int
+    new_due_at_us: int | None
+
+
+@dataclass
+class Redecided:
+    """What a calendar change did to the created runs of the jobs naming it."""
+
+    job_count: int = 0
+    changed_count: int = 0
+    first: list[RunChange] = field(default_factory=list)
+    """The first :data:`MAX_REPORTED` changes, by due instant then id."""
+
+
+def jobs_naming(conn: Connection, tenant: str, name: str) -> int:
+    """How many of ``tenant``'s jobs (any state) name the calendar ``name``."""
+    return conn.execute(
+        sa.select(sa.func.count()).select_from(jobs).where(jobs.c.tenant == tenant, jobs.c.calendar == name)
+    ).scalar_one()
+
+
+def present_calendars(conn: Connection, tenant: str, names: Iterable[str]) -> set[str]:
+    """Those of ``names`` that are calendars of ``tenant`` (another tenant's are not)."""
+    wanted = sorted(set(names))
+    if not wanted:
+        return set()
+    return set(
+        conn.execute(
+            sa.select(calendars.c.name).where(calendars.c.tenant == tenant, calendars.c.name.in_(wanted))
+        ).scalars()
+    )
+
+
+def redecide_runs(
+    conn: Connection, caps: Capabilities, tenant: str, name: str, calendar: Callable[[], BusinessCalendar],
+    now_us: int, definitions: DefinitionCache | None = None,
+) -> Redecided:
+    """Decide again, under ``calendar()`` (the calendar's new definition,
+    decoded only when a job names it), every run
+    created by the dispatcher for ``tenant``'s jobs naming ``name`` that was
+    never handed out (status ``scheduled``, attempt 1, delivery 0): a run
+    whose due instant changes gets the new one (``due_at`` and ``ready_at``;
+    its id, the nominal instant, stays), a run the rule now drops or skips
+    is canceled with :func:`calendar_changed_reason`. Runs a worker already
+    took, retries and manual or backfilled runs are left as they are; runs
+    not yet created follow the new calendar when the claim creates them.
+
+    A job whose definition cannot be read here keeps its runs (its claim
+    quarantines it). Reads and writes :data:`PAGE` runs per statement."""
+    definitions = definitions if definitions is not None else DefinitionCache(max_entries=10_000)
+    result = Redecided()
+    named = conn.execute(
+        sa.select(jobs.c.id, jobs.c.version, jobs.c.spec).where(jobs.c.tenant == tenant, jobs.c.calendar == name)
+    ).all()
+    result.job_count = len(named)
+    specs: dict[str, JobDefinition] = {}
+    for row in named:
+        spec = definitions.get(row.id, row.version, row.spec)
+        if spec.problem is None and spec.calendar is not None and spec.calendar.name == name:
+            specs[row.id] = spec
+    changes: list[RunChange] = []
+    cal = calendar() if specs else None
+    for chunk in chunks(sorted(specs), PAGE):
+        runs = conn.execute(
+            sa.select(executions.c.id, executions.c.job_id, executions.c.nominal_at, executions.c.due_at)
+            .where(
+                executions.c.job_id.in_(chunk), executions.c.tenant == tenant, executions.c.origin == "scheduled",
+                status_in(executions.c.status, "scheduled"), executions.c.attempt == 1, executions.c.delivery == 0,
+            )
+        ).all()
+        for run in runs:
+            change = _redecide(specs[run.job_id], name, cal, run)
+            if change is not None:
+                changes.append(change)
+    changes.sort(key=lambda c: (c.old_due_at_us, c.execution_id))
+    moved = [c for c in changes if c.new_due_at_us is not None]
+    dropped = [c for c in changes if c.new_due_at_us is None]
+    for page in chunks(moved, PAGE):
+        conn.execute(
+            executions.update()
+            .where(executions.c.id == sa.bindparam("b_id"), status_in(executions.c.status, "scheduled"))
+            .values(due_at=sa.bindparam("b_due"), ready_at=sa.bindparam("b_due")),
+            [dict(b_id=c.execution_id, b_due=c.new_due_at_us) for c in page],
+        )
+    canceled = []
+    for page in chunks(dropped, PAGE):
+        canceled += conn.execute(
+            executions.update()
+            .where(executions.c.id.in_([c.execution_id for c in page]), status_in(executions.c.status, "scheduled"))
+            .values(status="canceled", finished_at=now_us, dead_reason=calendar_changed_reason(name))
+            .returning(executions.c.job_id, executions.c.tenant, executions.c.wait_key)
+        ).all()
+    after_not_started_canceled(conn, caps, canceled)
+    result.changed_count = len(changes)
+    result.first = changes[:MAX_REPORTED]
+    return result
+
+
+def _redecide(spec: JobDefinition, name: str, cal: BusinessCalendar, run) -> RunChange | None:
+    """The change the new calendar makes to one created run, None when none (pure)."""
+    schedule = spec.schedule
+    nominal = from_us(run.nominal_at)
+    try:
+        following = next_fire(schedule, nominal)
+        decision = decide(
+            cal, name, spec.calendar.rule, nominal, due_at(schedule, nominal), zone=schedule.zone,
+            next_nominal_at=None if following is None else following.nominal_at,
+        )
+    except (ScheduleError, LookupError, ValueError, OverflowError):
+        return None
+    new_due = to_us(decision.due_at) if decision.verdict is Verdict.RUN else None
+    if new_due == run.due_at:
+        return None
+    return RunChange(run.id, run.job_id, run.nominal_at, run.due_at, new_due)
