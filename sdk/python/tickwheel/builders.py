@@ -24,8 +24,10 @@ __all__ = [
     "dst_policy",
     "duration",
     "execution_status",
+    "calendar_rule",
     "handler_target",
     "http_target",
+    "job_calendar",
     "job_state",
     "local_job",
     "misfire_policy",
@@ -90,6 +92,19 @@ def overlap_policy(value: str | int) -> int:
 def misfire_policy(value: str | int) -> int:
     """``"run_once"``, ``"run_all"`` or ``"skip"`` (or the enum value)."""
     return _enum(job_pb2.MisfirePolicy, "MISFIRE_POLICY_", value, "misfire policy")
+
+
+def calendar_rule(value: str | int) -> int:
+    """``"only"``, ``"next"`` or ``"skip"`` (or the enum value; ``"previous"``
+    is reserved and the server refuses it)."""
+    return _enum(job_pb2.CalendarRule, "CALENDAR_RULE_", value, "calendar rule")
+
+
+def job_calendar(name: str, rule: str | int) -> job_pb2.JobCalendar:
+    """A job's business-day calendar (one of the tenant's, by ``name``) and
+    what happens to an occurrence that is not on one of its business days
+    (see :func:`calendar_rule`)."""
+    return job_pb2.JobCalendar(name=name, rule=calendar_rule(rule))
 
 
 def job_state(value: str | int) -> int:
@@ -178,6 +193,7 @@ def _job(
     dst_repeat: str | int | None,
     concurrency_keys: Mapping[str, int] | Iterable[tuple[str, int]] | None,
     labels: Mapping[str, str] | None,
+    calendar: job_pb2.JobCalendar | None = None,
 ) -> job_pb2.Job:
     if exact and jitter is not None:
         raise ValueError("exact=True and a jitter window exclude each other")
@@ -214,6 +230,8 @@ def _job(
     if concurrency_keys:
         items = concurrency_keys.items() if isinstance(concurrency_keys, Mapping) else concurrency_keys
         job.concurrency_keys.extend(job_pb2.ConcurrencyKey(key=k, limit=n) for k, n in items)
+    if calendar is not None:
+        job.calendar.CopyFrom(calendar)
     return job
 
 
@@ -242,13 +260,16 @@ def cron_job(
     dst_repeat: str | int | None = None,
     concurrency_keys: Mapping[str, int] | Iterable[tuple[str, int]] | None = None,
     labels: Mapping[str, str] | None = None,
+    calendar: job_pb2.JobCalendar | None = None,
 ) -> job_pb2.Job:
     """A recurring job: five-field cron ``expression`` in IANA zone ``tz``
     (``"UTC"`` for UTC), calling exactly one of ``handler`` or ``url``.
 
     Unset options take the server's defaults (jitter in [0, 60 s) from the job
     id, 5 attempts, overlap ``skip``, misfire ``run_once``); ``exact=True``
-    turns jitter off. A ``str`` payload is sent as UTF-8.
+    turns jitter off. A ``str`` payload is sent as UTF-8. ``calendar``
+    (:func:`job_calendar`) names one of the tenant's business-day calendars
+    and what happens to an occurrence off its business days.
     """
     schedule = job_pb2.Schedule(cron=job_pb2.CronSchedule(expression=expression, time_zone=tz))
     return _job(
@@ -257,6 +278,7 @@ def cron_job(
         max_runs=max_runs, timeout=timeout, retry=retry, overlap=overlap, misfire=misfire,
         misfire_threshold=misfire_threshold, lateness_threshold=lateness_threshold,
         dst_gap=dst_gap, dst_repeat=dst_repeat, concurrency_keys=concurrency_keys, labels=labels,
+        calendar=calendar,
     )  # fmt: skip
 
 
@@ -277,6 +299,7 @@ def once_job(
     lateness_threshold: DurationLike | None = None,
     concurrency_keys: Mapping[str, int] | Iterable[tuple[str, int]] | None = None,
     labels: Mapping[str, str] | None = None,
+    calendar: job_pb2.JobCalendar | None = None,
 ) -> job_pb2.Job:
     """A one-off job at the aware instant ``at``, calling exactly one of
     ``handler`` or ``url``. No jitter unless ``jitter`` is given. An instant
@@ -289,6 +312,7 @@ def once_job(
         timeout=timeout, retry=retry, overlap=None, misfire=misfire,
         misfire_threshold=misfire_threshold, lateness_threshold=lateness_threshold,
         dst_gap=None, dst_repeat=None, concurrency_keys=concurrency_keys, labels=labels,
+        calendar=calendar,
     )  # fmt: skip
 
 
@@ -312,6 +336,7 @@ def local_job(
     dst_repeat: str | int | None = None,
     concurrency_keys: Mapping[str, int] | Iterable[tuple[str, int]] | None = None,
     labels: Mapping[str, str] | None = None,
+    calendar: job_pb2.JobCalendar | None = None,
 ) -> job_pb2.Job:
     """A one-off job at a local wall time (``"2027-03-28T02:30:00"``, no
     offset) in IANA zone ``tz``, resolved by the DST policy when that wall time
@@ -323,6 +348,7 @@ def local_job(
         timeout=timeout, retry=retry, overlap=None, misfire=misfire,
         misfire_threshold=misfire_threshold, lateness_threshold=lateness_threshold,
         dst_gap=dst_gap, dst_repeat=dst_repeat, concurrency_keys=concurrency_keys, labels=labels,
+        calendar=calendar,
     )  # fmt: skip
 
 

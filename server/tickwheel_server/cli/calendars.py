@@ -207,6 +207,18 @@ def update(ctx: Context, a: argparse.Namespace) -> int:
         ctx.emit_json(response)
         return 0
     ctx.out(f"updated calendar {response.calendar.name} ({', '.join(paths)}), now version {response.calendar.version}")
+    if response.changed_run_count:
+        shown = len(response.changed_runs)
+        more = f" (the first {shown} below)" if shown < response.changed_run_count else ""
+        ctx.out(f"{response.changed_run_count} created run(s) of its {response.job_count} job(s) moved or "
+                f"dropped{more}:")  # fmt: skip
+        fmt.table(
+            ("EXECUTION", "DUE BEFORE", "DUE NOW"),
+            ((c.execution_id, fmt.fmt_ts(c, "old_due_at"),
+              fmt.fmt_ts(c, "new_due_at") if c.HasField("new_due_at") else "dropped (canceled)")
+             for c in response.changed_runs),
+            ctx.stdout,
+        )  # fmt: skip
     return 0
 
 

@@ -23,6 +23,7 @@ from tickwheel_server.cli.tree import group, leaf
 
 OVERLAP = ("skip", "queue_one", "allow", "replace")
 MISFIRE = ("run_once", "run_all", "skip")
+CALENDAR_RULES = ("only", "next", "skip")
 STATES = ("active", "paused", "completed")
 STATUSES = ("scheduled", "waiting", "running", "succeeded", "dead", "canceled")
 
@@ -164,6 +165,14 @@ def _add_spec_args(p: argparse.ArgumentParser, *, create: bool) -> None:
     p.add_argument("--label", action="append", metavar="KEY=VALUE", help="repeatable; replaces all labels")
     p.add_argument("--concurrency-key", action="append", metavar="KEY=LIMIT",
                    help="repeatable; replaces all concurrency keys")
+    calendar = p.add_mutually_exclusive_group()
+    calendar.add_argument("--calendar", metavar="NAME", help="one of the tenant's business-day calendars")
+    if not create:
+        calendar.add_argument("--no-calendar", action="store_true", default=None,
+                              help="the job no longer names a calendar")
+    p.add_argument("--calendar-rule", choices=CALENDAR_RULES,
+                   help="an occurrence off a business day: only (dropped), next (next business day, same wall "
+                        "time), skip (skipped and recorded)")
 
 
 # --- building a Job from flags ------------------------------------------------------
@@ -176,7 +185,7 @@ def _needs_current(a: argparse.Namespace) -> bool:
         v is not None
         for v in (a.cron, a.tz, a.dst_gap, a.dst_repeat, a.method, a.header,
                   a.max_attempts, a.initial_backoff, a.max_backoff)
-    )  # fmt: skip
+    ) or (getattr(a, "calendar", None) is None) != (getattr(a, "calendar_rule", None) is None)  # fmt: skip
 
 
 def apply_spec(job: Any, a: argparse.Namespace, current: Any | None = None) -> list[str]:
@@ -293,6 +302,22 @@ def apply_spec(job: Any, a: argparse.Namespace, current: Any | None = None) -> l
             key, limit = parse_key_limit(text, option="--concurrency-key")
             job.concurrency_keys.add(key=key, limit=limit)
         paths.append("concurrency_keys")
+    calendar_name, rule_name = getattr(a, "calendar", None), getattr(a, "calendar_rule", None)
+    if getattr(a, "no_calendar", None):
+        if rule_name is not None:
+            raise UsageError("--calendar-rule needs a calendar: drop --no-calendar")
+        job.ClearField("calendar")
+        paths.append("calendar")
+    elif calendar_name is not None or rule_name is not None:
+        stored = current.calendar if current is not None and current.HasField("calendar") else None
+        name = calendar_name if calendar_name is not None else (stored.name if stored else None)
+        rule = rule_name if rule_name is not None else (stored.rule if stored else None)
+        if name is None:
+            raise UsageError("--calendar-rule needs --calendar NAME: the job names no calendar")
+        if rule is None:
+            raise UsageError("--calendar needs --calendar-rule (only, next or skip)")
+        job.calendar.CopyFrom(builders.job_calendar(name, rule))
+        paths.append("calendar")
     return paths
 
 

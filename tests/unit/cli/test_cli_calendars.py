@@ -107,3 +107,19 @@ def test_a_stale_version_exits_2(cli, fake, tenant) -> None:
     fake.reply("DeleteCalendar", failure(grpc.StatusCode.FAILED_PRECONDITION, "calendar 'uk': version 1 is stale"))
     result = cli("calendar", "delete", "uk", "--version", "1", *tenant)
     assert result.code == 2 and "FAILED_PRECONDITION" in result.err
+
+
+def test_update_prints_the_runs_it_moved_or_dropped(cli, fake, tenant) -> None:
+    reply = calendar_pb2.UpdateCalendarResponse(
+        calendar=calendar_pb2.Calendar(name="uk", version=2), changed_run_count=3, job_count=2,
+    )
+    moved = reply.changed_runs.add(execution_id="job_1:2027-03-27T09:00:00Z", job_id="job_1")
+    moved.old_due_at.FromJsonString("2027-03-30T08:00:00Z")
+    moved.new_due_at.FromJsonString("2027-03-27T09:00:00Z")
+    dropped = reply.changed_runs.add(execution_id="job_2:2027-03-27T09:00:00Z", job_id="job_2")
+    dropped.old_due_at.FromJsonString("2027-03-27T09:00:00Z")
+    fake.reply("UpdateCalendar", reply)
+    result = cli("calendar", "update", "uk", "--version", "1", "--holiday", "2027-03-27", *tenant)
+    assert result.code == 0, result.err
+    assert "3 created run(s) of its 2 job(s) moved or dropped (the first 2 below)" in result.out
+    assert "job_1:2027-03-27T09:00:00Z" in result.out and "dropped (canceled)" in result.out

@@ -316,3 +316,30 @@ def test_job_rollback_updates_to_the_revision_at_the_current_version(cli, fake, 
     (sent,) = fake.requests("UpdateJob")
     assert (sent.job.name, sent.job.version, list(sent.update_mask.paths), sent.validate_only) == ("before", 5, [], False)
     assert cli(*tenant, "job", "rollback", "job_01NEW", "--to-version", "2", "--diff-window", "3").code == 2
+
+
+def test_job_create_names_a_calendar_and_its_rule(cli, fake, tenant) -> None:
+    fake.reply("CreateJob", lambda request, _ctx: scheduler_pb2.CreateJobResponse(job=_stored(), created=True))
+    result = cli(*tenant, "job", "create", "--name", "n", "--cron", "0 9 * * *", "--handler", "h",
+                 "--calendar", "uk", "--calendar-rule", "next")  # fmt: skip
+    assert result.code == 0, result.err
+    job = fake.requests("CreateJob")[0].job
+    assert (job.calendar.name, job.calendar.rule) == ("uk", job_pb2.CALENDAR_RULE_NEXT)
+    alone = cli(*tenant, "job", "create", "--name", "n", "--cron", "0 9 * * *", "--handler", "h", "--calendar", "uk")
+    assert alone.code == 2 and "--calendar-rule" in alone.err
+    unknown = cli(*tenant, "job", "create", "--name", "n", "--cron", "0 9 * * *", "--handler", "h",
+                  "--calendar", "uk", "--calendar-rule", "previous")  # fmt: skip
+    assert unknown.code == 2 and len(fake.requests("CreateJob")) == 1
+
+
+def test_job_update_of_the_rule_alone_keeps_the_stored_calendar_and_no_calendar_clears_it(cli, fake, tenant) -> None:
+    stored = _stored("job_01NEW", calendar=job_pb2.JobCalendar(name="uk", rule=job_pb2.CALENDAR_RULE_NEXT))
+    fake.reply("GetJob", scheduler_pb2.GetJobResponse(job=stored))
+    fake.reply("UpdateJob", lambda request, _ctx: scheduler_pb2.UpdateJobResponse(job=request.job))
+    assert cli(*tenant, "job", "update", "job_01NEW", "--version", "1", "--calendar-rule", "skip").code == 0
+    request = fake.requests("UpdateJob")[0]
+    assert list(request.update_mask.paths) == ["calendar"]
+    assert (request.job.calendar.name, request.job.calendar.rule) == ("uk", job_pb2.CALENDAR_RULE_SKIP)
+    assert cli(*tenant, "job", "update", "job_01NEW", "--version", "2", "--no-calendar").code == 0
+    cleared = fake.requests("UpdateJob")[1]
+    assert list(cleared.update_mask.paths) == ["calendar"] and not cleared.job.HasField("calendar")

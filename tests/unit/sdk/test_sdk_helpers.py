@@ -114,3 +114,17 @@ def test_option_validation() -> None:
 def test_error_line_without_violations_or_message() -> None:
     assert str(TickwheelError(grpc.StatusCode.UNIMPLEMENTED, "")) == "UNIMPLEMENTED: (no message)"
     assert str(TickwheelError(grpc.StatusCode.INTERNAL, "two\nlines")) == "INTERNAL: two lines"
+
+
+def test_a_job_names_a_calendar_and_its_rule_by_name() -> None:
+    from tickwheel import builders
+
+    job = builders.cron_job("n", "0 9 * * 1-5", "Europe/London", handler="h",
+                            calendar=builders.job_calendar("uk", "next"))  # fmt: skip
+    assert (job.calendar.name, job.calendar.rule) == ("uk", job_pb2.CALENDAR_RULE_NEXT)
+    once = builders.once_job("o", datetime(2027, 1, 1, tzinfo=timezone.utc), handler="h",
+                             calendar=builders.job_calendar("uk", job_pb2.CALENDAR_RULE_SKIP))  # fmt: skip
+    assert once.calendar.rule == job_pb2.CALENDAR_RULE_SKIP
+    assert not builders.cron_job("n", "0 9 * * *", "UTC", handler="h").HasField("calendar")
+    with pytest.raises(ValueError):
+        builders.calendar_rule("sometimes")
