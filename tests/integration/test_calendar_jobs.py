@@ -192,3 +192,27 @@ async def test_hostile_calendar_fields_are_refused_and_nothing_is_written(cluste
     listed = await stub.ListJobs(S.ListJobsRequest(), metadata=meta)
     assert [j.id for j in listed.jobs] == [valid.job.id]
     assert listed.jobs[0].calendar.name == "days"
+
+
+async def test_the_dry_run_of_an_update_that_names_a_calendar_shows_the_moved_run(cluster) -> None:
+    _, stub, key, _, _ = cluster
+    meta = bearer(key)
+    at = datetime.now(UTC).replace(microsecond=0) + timedelta(days=10)
+    await make_calendar(stub, meta, [at.date().isoformat()])
+    plain = job_at(at)
+    plain.ClearField("calendar")
+    created = await stub.CreateJob(S.CreateJobRequest(job=plain, request_id="r5"), metadata=meta)
+    patch = job_pb2.Job(id=created.job.id, version=created.job.version,
+                        calendar=job_pb2.JobCalendar(name="days", rule=job_pb2.CALENDAR_RULE_NEXT))  # fmt: skip
+    mask = field_mask_pb2.FieldMask(paths=["calendar"])
+    reply = await stub.UpdateJob(S.UpdateJobRequest(job=patch, update_mask=mask, validate_only=True), metadata=meta)
+    diff = reply.run_diff
+    assert (diff.moved_count, diff.added_count, diff.removed_count) == (1, 0, 0)
+    [moved] = diff.moved
+    assert moved.before.due_at.ToDatetime(tzinfo=UTC) == at
+    assert moved.after.due_at.ToDatetime(tzinfo=UTC) == at + timedelta(days=1)
+    assert moved.after.nominal_at == moved.before.nominal_at
+    skip = job_pb2.Job(id=created.job.id, version=created.job.version,
+                       calendar=job_pb2.JobCalendar(name="days", rule=job_pb2.CALENDAR_RULE_SKIP))  # fmt: skip
+    reply = await stub.UpdateJob(S.UpdateJobRequest(job=skip, update_mask=mask, validate_only=True), metadata=meta)
+    assert (reply.run_diff.removed_count, reply.run_diff.moved_count) == (1, 0)

@@ -9,15 +9,19 @@ the schedule engine (:mod:`tickwheel_server.policy.rundiff`) and answers
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
 from tickwheel.v1 import job_pb2, scheduler_pb2
 
 from ..errors import InvalidArgument, QuotaExceeded
-from ..jobspec import schedule_of
+from ..jobspec import JobDefinition, schedule_of
 from ..policy import rundiff
-from ..schedule import Fire, ScheduleError, ScheduleKind
+from ..policy.calendarplan import preview_with_calendar
+from ..schedule import Fire, Schedule, ScheduleError, ScheduleKind, next_fire
+from ..schedule.businessdays import BusinessCalendar
+from ..schedule.calendarrule import decide
 from ..store.jobbatch import JobChange
 from ..store.jobrecords import JobRecord
 from . import convert, validate
@@ -56,12 +60,35 @@ def diff_to_proto(diff: rundiff.RunDiff) -> scheduler_pb2.RunDiff:
     )  # fmt: skip
 
 
+def with_calendar(
+    runs: list[Fire], schedule: Schedule, job: job_pb2.Job, calendars: Mapping[str, BusinessCalendar]
+) -> list[Fire]:
+    """``runs`` (consecutive fires of ``schedule``, the schedule of ``job``)
+    as ``job``'s calendar rule leaves them: moved ones at their moved due
+    instant, dropped and skipped ones left out (they do not run). Unchanged
+    when the job names no calendar or one not in ``calendars``."""
+    ref = JobDefinition.parse("", 0, job.SerializeToString()).calendar if job.HasField("calendar") else None
+    cal = calendars.get(ref.name) if ref is not None else None
+    if cal is None or not runs:
+        return runs
+    after = next_fire(schedule, runs[-1].nominal_at)
+
+    def decide_one(execution, following):
+        return decide(cal, ref.name, ref.rule, execution.nominal_at, execution.due_at, zone=schedule.zone,
+                      next_nominal_at=following)  # fmt: skip
+
+    return [shown.fire for shown in preview_with_calendar(runs, after, decide_one) if not shown.skipped]
+
+
 def run_diff(
-    record: JobRecord, stored: job_pb2.Job, changed: job_pb2.Job, now: datetime, window: timedelta
+    record: JobRecord, stored: job_pb2.Job, changed: job_pb2.Job, now: datetime, window: timedelta,
+    calendars: Mapping[str, BusinessCalendar] | None = None,
 ) -> rundiff.RunDiff:
     """The diff of ``stored``'s and ``changed``'s runs whose nominal instant
     is in [now, now + window) (see ``RunDiff`` in scheduler.proto);
-    ``max_runs`` counts the runs the job made before ``now``."""
+    ``max_runs`` counts the runs the job made before ``now``. With the
+    tenant's ``calendars`` (by name) that the definitions name, each side's
+    runs are as its calendar rule leaves them (:func:`with_calendar`)."""
     try:
         old = validate.until_horizon(schedule_of(stored, record.id))
         new = validate.until_horizon(schedule_of(changed, record.id))
@@ -74,6 +101,9 @@ def run_diff(
         before = rundiff.runs_before_window(ahead, record.run_count)
         old_runs, old_end = rundiff.runs_in_window(old, now, end, runs_so_far=before)
         new_runs, new_end = rundiff.runs_in_window(new, now, end, runs_so_far=before)
+        if calendars:
+            old_runs = with_calendar(old_runs, old, stored, calendars)
+            new_runs = with_calendar(new_runs, new, changed, calendars)
     except ScheduleError as error:
         raise validate.schedule_error(error) from None
     old_runs, new_runs, cut = rundiff.window_runs(old_runs, old_end, new_runs, new_end)
@@ -84,7 +114,8 @@ def run_diff(
 
 
 def dry_run(
-    record: JobRecord, change: JobChange | None, *, max_payload_bytes: int, now: datetime, window: timedelta
+    record: JobRecord, change: JobChange | None, *, max_payload_bytes: int, now: datetime, window: timedelta,
+    calendars: Mapping[str, BusinessCalendar] | None = None,
 ) -> scheduler_pb2.UpdateJobResponse:
     """What UpdateJob would answer for ``change`` (None: it changes nothing)
     of ``record``, with the run diff, writing nothing: the changed
@@ -99,4 +130,5 @@ def dry_run(
     answer = job_pb2.Job()
     answer.CopyFrom(changed)
     convert.set_output_fields(answer, record)
-    return scheduler_pb2.UpdateJobResponse(job=answer, run_diff=diff_to_proto(run_diff(record, stored, changed, now, window)))
+    diff = run_diff(record, stored, changed, now, window, calendars)
+    return scheduler_pb2.UpdateJobResponse(job=answer, run_diff=diff_to_proto(diff))

@@ -33,11 +33,12 @@ from ..errors import (
 from ..policy import jobchanges
 from ..policy.calendarplan import PreviewedFire, preview_with_calendar
 from ..policy.jobchanges import PausedSpan, UpdatePlan
-from ..jobspec import CALENDAR_NAME, JobCalendarRef, JobDefinition, schedule_of
+from ..jobspec import CALENDAR_NAME, JobCalendarRef, JobDefinition, calendar_column, schedule_of
 from ..schedule import (
     Fire, Schedule, ScheduleError, ScheduleKind, next_fire, preview, tzdata_version, zones,
 )
 from ..schedule import validate as validate_schedule
+from ..schedule.businessdays import BusinessCalendar
 from ..schedule.calendarrule import decide
 from ..store.alerts import AlertStore
 from ..store.calendars import CalendarStore
@@ -351,6 +352,16 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
 
         return preview_with_calendar(fires, after[0] if after else None, decide_one)
 
+    async def _named_calendars(self, tenant: str, specs: list[bytes]) -> dict[str, BusinessCalendar]:
+        """The tenant's calendars the definitions ``specs`` name, by name (one read each; those gone left out)."""
+        found: dict[str, BusinessCalendar] = {}
+        for name in sorted({calendar_column(spec) for spec in specs} - {""}):
+            try:
+                found[name] = decode_calendar((await self._calendars.store.get(tenant, name)).spec)
+            except (NotFound, ValueError):
+                continue
+        return found
+
     async def _absent_calendars(self, tenant: str, names: list[str]) -> set[str]:
         """Those of ``names`` (empty ones ignored) that are not calendars of ``tenant``: one store read."""
         wanted = {name for name in names if CALENDAR_NAME.match(name)}  # a malformed one is refused by validation
@@ -561,8 +572,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             raise VersionConflict(f"job {job_id!r}", version, record.version)
         change = await asyncio.to_thread(decide, record)
         if request.validate_only:
+            specs = [record.spec] + ([change.spec] if change is not None else [])
+            calendars = await self._named_calendars(tenant.name, specs)
             return await asyncio.to_thread(
-                dryrun.dry_run, record, change, max_payload_bytes=tenant.max_payload_bytes, now=now, window=window
+                dryrun.dry_run, record, change, max_payload_bytes=tenant.max_payload_bytes, now=now, window=window,
+                calendars=calendars,
             )
         if change is None:
             return scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(record))
