@@ -196,3 +196,19 @@ async def test_an_update_cancels_a_created_run_its_rule_now_skips(world) -> None
     [row] = world.rows(executions)
     assert (row.id, row.status) == (execution_id(job.id, SATURDAY), "canceled")
     assert "calendar uk changed" in row.dead_reason
+
+
+async def test_the_redecision_walks_the_jobs_page_by_page_and_reports_the_first(world, monkeypatch) -> None:
+    from tickwheel_server.store import calendaruse
+
+    monkeypatch.setattr(calendaruse, "PAGE", 1)
+    monkeypatch.setattr(calendaruse, "MAX_REPORTED", 2)
+    made = [await world.create(weekly_job(job_pb2.CALENDAR_RULE_NEXT), SATURDAY) for _ in range(3)]
+    await world.dispatch.claim_due(OWNED, CLAIM_AT)
+    stored = await world.calendars.get("acme", "uk")
+    opened = uk_calendar()
+    opened.business_days.extend([1, 2, 3, 4, 5, 6])
+    _, report = await world.calendars.update_with_runs("acme", "uk", stored.version, definition_of(normalise_calendar(opened)))
+    assert (report.job_count, report.changed_count, len(report.first)) == (3, 3, 2)
+    assert [c.execution_id for c in report.first] == sorted(execution_id(j.id, SATURDAY) for j in made)[:2]
+    assert {row.due_at for row in world.rows(executions)} == {to_us(SATURDAY)}

@@ -3,7 +3,8 @@
 Jobs name a calendar in ``jobs.calendar`` (migration 0023; index
 ``jobs_calendar (tenant, calendar)`` over the jobs that name one), so every
 query here is scoped to one tenant and reads only the jobs naming the
-calendar. Everything runs inside the caller's transaction:
+calendar, and :func:`redecide_runs` walks them in id order a page at a time.
+Everything runs inside the caller's transaction:
 :func:`jobs_naming` before a delete, :func:`present_calendars` before a job
 write, :func:`redecide_runs` in the transaction that stores a calendar's new
 definition.
@@ -11,6 +12,7 @@ definition.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -23,7 +25,6 @@ from ..jobspec import DefinitionCache, JobDefinition
 from ..schedule import ScheduleError, due_at, next_fire
 from ..schedule.businessdays import BusinessCalendar
 from ..schedule.calendarrule import Verdict, decide
-from .base import chunks
 from .engine import Capabilities
 from .isolation import after_not_started_canceled, status_in
 from .tables import calendars, executions, jobs
@@ -84,64 +85,84 @@ def redecide_runs(
     now_us: int, definitions: DefinitionCache | None = None,
 ) -> Redecided:
     """Decide again, under ``calendar()`` (the calendar's new definition,
-    decoded only when a job names it), every run
-    created by the dispatcher for ``tenant``'s jobs naming ``name`` that was
-    never handed out (status ``scheduled``, attempt 1, delivery 0): a run
-    whose due instant changes gets the new one (``due_at`` and ``ready_at``;
-    its id, the nominal instant, stays), a run the rule now drops or skips
-    is canceled with :func:`calendar_changed_reason`. Runs a worker already
-    took, retries and manual or backfilled runs are left as they are; runs
-    not yet created follow the new calendar when the claim creates them.
+    decoded only when a run needs it), every run created by the dispatcher
+    for ``tenant``'s jobs naming ``name`` that was never handed out (status
+    ``scheduled``, attempt 1, delivery 0): a run whose due instant changes
+    gets the new one (``due_at`` and ``ready_at``; its id, the nominal
+    instant, stays), a run the rule now drops or skips is canceled with
+    :func:`calendar_changed_reason`. Runs a worker already took, retries and
+    manual or backfilled runs are left as they are; runs not yet created
+    follow the new calendar when the claim creates them.
 
-    A job whose definition cannot be read here keeps its runs (its claim
-    quarantines it). Reads and writes :data:`PAGE` runs per statement."""
-    definitions = definitions if definitions is not None else DefinitionCache(max_entries=10_000)
-    result = Redecided()
-    named = conn.execute(
-        sa.select(jobs.c.id, jobs.c.version, jobs.c.spec).where(jobs.c.tenant == tenant, jobs.c.calendar == name)
-    ).all()
-    result.job_count = len(named)
-    specs: dict[str, JobDefinition] = {}
-    for row in named:
-        spec = definitions.get(row.id, row.version, row.spec)
-        if spec.problem is None and spec.calendar is not None and spec.calendar.name == name:
-            specs[row.id] = spec
-    changes: list[RunChange] = []
-    cal = calendar() if specs else None
-    for chunk in chunks(sorted(specs), PAGE):
+    The jobs are walked in id order, :data:`PAGE` at a time (index
+    ``jobs_calendar``); only the definitions of jobs with such runs are
+    read. A job whose definition cannot be read here keeps its runs (its
+    claim quarantines it). Memory is bounded by a page and the
+    :data:`MAX_REPORTED` changes kept for the report."""
+    definitions = definitions if definitions is not None else DefinitionCache(max_entries=PAGE)
+    result = Redecided(job_count=jobs_naming(conn, tenant, name))
+    cal: BusinessCalendar | None = None
+    after = ""
+    while True:
+        ids = list(conn.execute(
+            sa.select(jobs.c.id)
+            .where(jobs.c.tenant == tenant, jobs.c.calendar == name, jobs.c.id > after)
+            .order_by(jobs.c.id).limit(PAGE)
+        ).scalars())  # fmt: skip
+        if not ids:
+            break
+        after = ids[-1]
         runs = conn.execute(
             sa.select(executions.c.id, executions.c.job_id, executions.c.nominal_at, executions.c.due_at)
             .where(
-                executions.c.job_id.in_(chunk), executions.c.tenant == tenant, executions.c.origin == "scheduled",
+                executions.c.job_id.in_(ids), executions.c.tenant == tenant, executions.c.origin == "scheduled",
                 status_in(executions.c.status, "scheduled"), executions.c.attempt == 1, executions.c.delivery == 0,
             )
         ).all()
-        for run in runs:
-            change = _redecide(specs[run.job_id], name, cal, run)
-            if change is not None:
-                changes.append(change)
-    changes.sort(key=lambda c: (c.old_due_at_us, c.execution_id))
+        if not runs:
+            continue
+        specs: dict[str, JobDefinition] = {}
+        for row in conn.execute(
+            sa.select(jobs.c.id, jobs.c.version, jobs.c.spec).where(jobs.c.id.in_(sorted({r.job_id for r in runs})))
+        ):
+            spec = definitions.get(row.id, row.version, row.spec)
+            if spec.problem is None and spec.calendar is not None and spec.calendar.name == name:
+                specs[row.id] = spec
+        if cal is None and specs:
+            cal = calendar()
+        changes = [
+            change for run in runs if run.job_id in specs
+            for change in [_redecide(specs[run.job_id], name, cal, run)] if change is not None
+        ]  # fmt: skip
+        _apply(conn, caps, name, changes, now_us)
+        result.changed_count += len(changes)
+        result.first = heapq.nsmallest(MAX_REPORTED, [*result.first, *changes], key=_report_order)
+    return result
+
+
+def _report_order(change: RunChange) -> tuple[int, str]:
+    return change.old_due_at_us, change.execution_id
+
+
+def _apply(conn: Connection, caps: Capabilities, name: str, changes: list[RunChange], now_us: int) -> None:
+    """Write one page's changes: new due instants, cancellations (waking what waits behind them)."""
     moved = [c for c in changes if c.new_due_at_us is not None]
-    dropped = [c for c in changes if c.new_due_at_us is None]
-    for page in chunks(moved, PAGE):
+    dropped = [c.execution_id for c in changes if c.new_due_at_us is None]
+    if moved:
         conn.execute(
             executions.update()
             .where(executions.c.id == sa.bindparam("b_id"), status_in(executions.c.status, "scheduled"))
             .values(due_at=sa.bindparam("b_due"), ready_at=sa.bindparam("b_due")),
-            [dict(b_id=c.execution_id, b_due=c.new_due_at_us) for c in page],
+            [dict(b_id=c.execution_id, b_due=c.new_due_at_us) for c in moved],
         )
-    canceled = []
-    for page in chunks(dropped, PAGE):
-        canceled += conn.execute(
+    if dropped:
+        canceled = conn.execute(
             executions.update()
-            .where(executions.c.id.in_([c.execution_id for c in page]), status_in(executions.c.status, "scheduled"))
+            .where(executions.c.id.in_(dropped), status_in(executions.c.status, "scheduled"))
             .values(status="canceled", finished_at=now_us, dead_reason=calendar_changed_reason(name))
             .returning(executions.c.job_id, executions.c.tenant, executions.c.wait_key)
         ).all()
-    after_not_started_canceled(conn, caps, canceled)
-    result.changed_count = len(changes)
-    result.first = changes[:MAX_REPORTED]
-    return result
+        after_not_started_canceled(conn, caps, canceled)
 
 
 def _redecide(spec: JobDefinition, name: str, cal: BusinessCalendar, run) -> RunChange | None:

@@ -2,8 +2,9 @@
 
 Kept beside the definition so that the jobs naming a calendar are found
 without reading definitions: DeleteCalendar counts them (and refuses while
-there are any), UpdateCalendar re-decides their created runs. The index
-holds only the jobs that name a calendar, so jobs without one cost no entry.
+there are any), UpdateCalendar walks them in id order, page by page, to
+re-decide their created runs. The index holds only the jobs that name a
+calendar, so jobs without one cost no entry.
 Existing jobs name none (no job could before this change).
 """
 
@@ -17,4 +18,4 @@ from tickwheel_server.store.engine import Capabilities
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
     conn.execute(text("ALTER TABLE jobs ADD COLUMN calendar TEXT NOT NULL DEFAULT ''"))
-    conn.execute(text("CREATE INDEX jobs_calendar ON jobs (tenant, calendar) WHERE calendar <> ''"))
+    conn.execute(text("CREATE INDEX jobs_calendar ON jobs (tenant, calendar, id) WHERE calendar <> ''"))
