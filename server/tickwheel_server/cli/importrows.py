@@ -39,7 +39,7 @@ __all__ = [
 STRING_KEYS = (
     "name", "cron", "at", "tz", "handler", "url", "method", "jitter", "overlap", "initial_backoff", "max_backoff",
     "attempt_timeout", "misfire", "misfire_threshold", "lateness_threshold", "start_at", "end_at", "dst_gap",
-    "dst_repeat",
+    "dst_repeat", "calendar", "calendar_rule",
 )  # fmt: skip
 INT_KEYS = ("max_attempts", "max_runs")
 BOOL_KEYS = ("exact",)
@@ -58,6 +58,7 @@ CHOICES = {
     "misfire": ("run_once", "run_all", "skip"),
     "dst_gap": ("auto", "shift", "skip"),
     "dst_repeat": ("auto", "once", "both"),
+    "calendar_rule": ("only", "next", "skip"),
 }
 _REQUEST_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-")
 _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
@@ -195,6 +196,9 @@ def job_from_row(row: dict[str, Any], *, csv: bool) -> Any:
 
     if not flags["name"]:
         raise RowError("name", "required")
+    for first, second in (("calendar", "calendar_rule"), ("calendar_rule", "calendar")):
+        if flags[first] is not None and flags[second] is None:
+            raise RowError(second, f"required with {first}")
     for first, second in (("cron", "at"), ("handler", "url"), ("exact", "jitter")):
         if flags[first] is not None and flags[second] is not None:
             raise RowError(second, f"give {first} or {second}, not both")

@@ -392,7 +392,8 @@ def get(ctx: Context, a: argparse.Namespace) -> int:
 def _print_fires(ctx: Context, fires: Any) -> None:
     fmt.table(
         ("NOMINAL (UTC)", "LOCAL", "DUE", "NOTE"),
-        ((fmt.fmt_ts(f, "nominal_at"), f.local_time or "-", fmt.fmt_ts(f, "due_at"), f.note) for f in fires),
+        ((fmt.fmt_ts(f, "nominal_at"), f.local_time or "-", "skipped" if f.skipped else fmt.fmt_ts(f, "due_at"),
+          f.note) for f in fires),
         ctx.stdout,
     )
 

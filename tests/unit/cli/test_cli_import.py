@@ -312,3 +312,16 @@ def test_csv_records_keep_their_first_line_number_and_bad_bytes_fail_alone(cli, 
     assert summary["failures"][1]["field"] == "payload"
     assert [i.job.name for i in _items(fake)] == ["a", "c \ufffd"], "a real U+FFFD is just a character"
     assert json.loads(_items(fake)[0].job.payload) == {"text": 2}
+
+
+def test_a_row_names_a_calendar_with_its_rule_or_fails_naming_the_missing_one() -> None:
+    from tickwheel_server.cli.importrows import RowError, job_from_row
+
+    base = {"name": "n", "cron": "0 9 * * *", "handler": "h"}
+    job = job_from_row({**base, "calendar": "uk", "calendar_rule": "next"}, csv=False)
+    assert (job.calendar.name, job.calendar.rule) == ("uk", job_pb2.CALENDAR_RULE_NEXT)
+    for row, field in (({**base, "calendar": "uk"}, "calendar_rule"), ({**base, "calendar_rule": "skip"}, "calendar"),
+                       ({**base, "calendar": "uk", "calendar_rule": "previous"}, "calendar_rule")):
+        with pytest.raises(RowError) as caught:
+            job_from_row(row, csv=True)
+        assert caught.value.field == field

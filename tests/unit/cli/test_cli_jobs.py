@@ -343,3 +343,13 @@ def test_job_update_of_the_rule_alone_keeps_the_stored_calendar_and_no_calendar_
     assert cli(*tenant, "job", "update", "job_01NEW", "--version", "2", "--no-calendar").code == 0
     cleared = fake.requests("UpdateJob")[1]
     assert list(cleared.update_mask.paths) == ["calendar"] and not cleared.job.HasField("calendar")
+
+
+def test_job_get_shows_a_run_the_calendar_skips(cli, fake, tenant) -> None:
+    fire = job_pb2.ScheduledFire(nominal_at=_ts("2027-03-27T09:00:00+00:00"), due_at=_ts("2027-03-27T09:00:00+00:00"),
+                                 note="2027-03-27 is not a business day of calendar uk", skipped=True)  # fmt: skip
+    fake.reply("GetJob", scheduler_pb2.GetJobResponse(job=_stored(), next_runs=[fire]))
+    result = cli(*tenant, "job", "get", "job_01NEW")
+    assert result.code == 0, result.err
+    [row] = [line for line in result.out.splitlines() if "2027-03-27" in line]
+    assert "skipped" in row and "not a business day of calendar uk" in row
