@@ -562,3 +562,26 @@ async def test_the_api_is_scoped_and_authenticated_like_the_grpc_api(cluster) ->
         assert headers["x-content-type-options"] == "nosniff" and headers["cache-control"] == "no-cache"
         status, _, again = await get(url, path, headers={"If-None-Match": headers["etag"]})
         assert (status, again) == (304, b"")
+
+
+async def test_the_console_shows_the_runs_a_calendar_moves_as_get_job_does(cluster) -> None:
+    """A job on a calendar whose every day is a holiday but Sundays: the
+    console's next runs are GetJob's, moved to the next Sunday with a note."""
+    from tickwheel.v1 import calendar_pb2
+
+    await cluster.scheduler.CreateCalendar(calendar_pb2.CreateCalendarRequest(
+        calendar=calendar_pb2.Calendar(name="sundays", time_zone="Europe/London", business_days=[7]),
+        request_id="console-cal",
+    ), metadata=bearer(cluster.acme))  # fmt: skip
+    job = handler_job("weekly", FLAKY, calendar=job_pb2.JobCalendar(name="sundays", rule=job_pb2.CALENDAR_RULE_SKIP))
+    job.schedule.cron.expression = "0 3 * * 6,7"  # Saturdays (skipped) and Sundays
+    job_id = await create(cluster, job)
+    status, _, body = await get(cluster.url, f"/api/jobs/{job_id}", cluster.acme)
+    assert status == 200
+    shown = json.loads(body)["nextRuns"]
+    expected = await cluster.scheduler.GetJob(
+        scheduler_pb2.GetJobRequest(id=job_id, next_runs=len(shown)), metadata=bearer(cluster.acme)
+    )
+    assert [bool(run.get("skipped")) for run in shown] == [run.skipped for run in expected.next_runs]
+    assert any(run.skipped for run in expected.next_runs) and not all(run.skipped for run in expected.next_runs)
+    assert all("not a business day of calendar sundays" in run["note"] for run in shown if run.get("skipped"))

@@ -27,22 +27,14 @@ from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
 
 from ..auth.authenticator import Authenticator, api_key_actor
 from ..coalescer import CreateCoalescer
-from ..errors import (
-    FailedPrecondition, FieldViolation, InvalidArgument, NotFound, QuotaExceeded, TickwheelError, VersionConflict,
-)
+from ..errors import FailedPrecondition, FieldViolation, InvalidArgument, QuotaExceeded, TickwheelError, VersionConflict
 from ..policy import jobchanges
-from ..policy.calendarplan import PreviewedFire, preview_with_calendar
 from ..policy.jobchanges import PausedSpan, UpdatePlan
-from ..jobspec import CALENDAR_NAME, JobCalendarRef, JobDefinition, calendar_column, schedule_of
-from ..schedule import (
-    Fire, Schedule, ScheduleError, ScheduleKind, next_fire, preview, tzdata_version, zones,
-)
+from ..jobspec import CALENDAR_NAME, schedule_of
+from ..schedule import Schedule, ScheduleError, next_fire, tzdata_version
 from ..schedule import validate as validate_schedule
-from ..schedule.businessdays import BusinessCalendar
-from ..schedule.calendarrule import decide
 from ..store.alerts import AlertStore
 from ..store.calendars import CalendarStore
-from ..store.claim_calendars import decode_calendar
 from ..store.deadletters import DeadLetterStore
 from ..store.history import HistoryStore
 from ..store.jobbatch import Decide, JobChange
@@ -50,9 +42,10 @@ from ..store.jobrecords import JobRecord, NewJob, NewJobs
 from ..store.jobs import JobStore
 from ..store.manual import ManualStore
 from ..store.revisions import RevisionStore
-from . import convert, dryrun, revisionview, validate
+from . import convert, dryrun, nextruns, revisionview, validate
 from .batchanswer import batch_create_response
 from .calendars import CalendarCalls
+from .nextruns import fire_to_proto, upcoming
 from .text import shown
 from .status import rpc, status_for
 
@@ -84,24 +77,6 @@ def backfill_occurrences(schedule: Schedule, start: datetime, end: datetime, lim
             raise InvalidArgument.field("to_at", f"the window holds more than {limit} occurrences: split it")
         found.append(fire.nominal_at)
         after = fire.nominal_at
-
-
-def fire_to_proto(fire: Fire, skipped: bool = False) -> job_pb2.ScheduledFire:
-    return job_pb2.ScheduledFire(
-        nominal_at=convert.timestamp(fire.nominal_at),
-        due_at=convert.timestamp(fire.due_at),
-        local_time=fire.local_text,
-        note=fire.note,
-        skipped=skipped,
-    )
-
-
-def upcoming(schedule: Schedule, after: datetime, count: int, *, runs_so_far: int = 0) -> list[Fire]:
-    """Up to ``count`` fires strictly after ``after``, with DST notes."""
-    try:
-        return preview(validate.until_horizon(schedule), after, count, runs_so_far)
-    except ScheduleError as error:
-        raise validate.schedule_error(error) from None
 
 
 def _required(value: str, field: str) -> str:
@@ -335,33 +310,6 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         )
         self._revisions = RevisionStore(jobs.engine, jobs.clock)
 
-    async def _calendar_preview(
-        self, tenant: str, ref: JobCalendarRef, schedule: Schedule, fires: list[Fire], after: list[Fire]
-    ) -> list[PreviewedFire]:
-        """``fires`` as the job's calendar leaves them (:func:`preview_with_calendar`);
-        unchanged (no calendar note) when the calendar is gone."""
-        try:
-            record = await self._calendars.store.get(tenant, ref.name)
-            cal = decode_calendar(record.spec)
-        except (NotFound, ValueError):
-            return [PreviewedFire(f, False) for f in fires]
-
-        def decide_one(execution, following):
-            return decide(cal, ref.name, ref.rule, execution.nominal_at, execution.due_at, zone=schedule.zone,
-                          next_nominal_at=following)  # fmt: skip
-
-        return preview_with_calendar(fires, after[0] if after else None, decide_one)
-
-    async def _named_calendars(self, tenant: str, specs: list[bytes]) -> dict[str, BusinessCalendar]:
-        """The tenant's calendars the definitions ``specs`` name, by name (one read each; those gone left out)."""
-        found: dict[str, BusinessCalendar] = {}
-        for name in sorted({calendar_column(spec) for spec in specs} - {""}):
-            try:
-                found[name] = decode_calendar((await self._calendars.store.get(tenant, name)).spec)
-            except (NotFound, ValueError):
-                continue
-        return found
-
     async def _absent_calendars(self, tenant: str, names: list[str]) -> set[str]:
         """Those of ``names`` (empty ones ignored) that are not calendars of ``tenant``: one store read."""
         wanted = {name for name in names if CALENDAR_NAME.match(name)}  # a malformed one is refused by validation
@@ -444,19 +392,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             revision = await self._revisions.get(tenant.name, record.id, request.revision)
             return scheduler_pb2.GetJobResponse(job=revisionview.revision_job(revision, record))
         job = convert.job_to_proto(record)
-        next_runs = []
         # An unparsable definition comes back without its schedule (job_to_proto): no next runs.
-        if record.state == "active" and record.next_run_at is not None and job.HasField("schedule"):
-            schedule = schedule_of(job, record.id)
-            ref = JobDefinition.parse(record.id, record.version, record.spec).calendar
-            later = upcoming(schedule, record.next_run_at, count - (0 if ref else 1), runs_so_far=record.run_count + 1)
-            first = Fire(record.next_run_at, record.next_due_at or record.next_run_at, _offset(schedule, record.next_run_at))
-            if ref is None:
-                next_runs = [fire_to_proto(f) for f in [first, *later]]
-            else:
-                fires = [first, *later]
-                shown = await self._calendar_preview(tenant.name, ref, schedule, fires[:count], fires[count:count + 1])
-                next_runs = [fire_to_proto(f.fire, f.skipped) for f in shown]
+        next_runs = await nextruns.next_runs(self._calendars.store, tenant.name, record, job, count)
         last = await self._history.last_run(tenant.name, record.id)
         if last is not None:
             job.last_run.CopyFrom(
@@ -573,7 +510,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         change = await asyncio.to_thread(decide, record)
         if request.validate_only:
             specs = [record.spec] + ([change.spec] if change is not None else [])
-            calendars = await self._named_calendars(tenant.name, specs)
+            calendars = await nextruns.named_calendars(self._calendars.store, tenant.name, specs)
             return await asyncio.to_thread(
                 dryrun.dry_run, record, change, max_payload_bytes=tenant.max_payload_bytes, now=now, window=window,
                 calendars=calendars,
@@ -815,10 +752,3 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
 
     async def DeleteCalendar(self, request, context):
         return await self._calendars.DeleteCalendar(request, context)
-
-
-def _offset(schedule: Schedule, at: datetime) -> int:
-    if schedule.kind is ScheduleKind.ONCE:
-        return 0
-    offset = at.astimezone(zones.zoneinfo(schedule.zone)).utcoffset() or timedelta(0)
-    return int(offset.total_seconds())

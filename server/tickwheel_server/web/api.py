@@ -41,14 +41,13 @@ from tickwheel.v1 import job_pb2, scheduler_pb2
 
 from .. import errors
 from ..api import convert, dryrun
-from ..api.scheduler import fire_to_proto, update_item, upcoming
+from ..api.nextruns import named_calendars, next_runs
+from ..api.scheduler import update_item
 from ..auth.authenticator import Authenticator
-from ..jobspec import schedule_of
-from ..schedule import Fire, ScheduleKind, zones
+from ..store.calendars import CalendarStore
 from ..store.deadletters import DeadLetterStore
 from ..store.errors import StoreUnavailableError, TransactionConflictError
 from ..store.history import ExecutionRecord, HistoryStore
-from ..store.jobrecords import JobRecord
 from ..store.jobs import JobStore
 from .auth import principal_of, require_admin, tenant_of
 from .call import CallAborted
@@ -134,21 +133,6 @@ def last_run_proto(last: ExecutionRecord) -> job_pb2.LastRun:
     )
 
 
-def next_runs(record: JobRecord, job: job_pb2.Job, count: int) -> list[job_pb2.ScheduledFire]:
-    """As GetJob: none unless active; the stored cursor first, then the
-    schedule's following fires."""
-    if record.state != "active" or record.next_run_at is None:
-        return []
-    schedule = schedule_of(job, record.id)
-    offset = 0
-    if schedule.kind is not ScheduleKind.ONCE:
-        delta = record.next_run_at.astimezone(zones.zoneinfo(schedule.zone)).utcoffset() or timedelta(0)
-        offset = int(delta.total_seconds())
-    first = Fire(record.next_run_at, record.next_due_at or record.next_run_at, offset)
-    later = upcoming(schedule, record.next_run_at, count - 1, runs_so_far=record.run_count + 1)
-    return [fire_to_proto(fire) for fire in [first, *later]]
-
-
 def _without_payload(execution) -> None:
     execution.ClearField("payload")
 
@@ -171,6 +155,8 @@ class ConsoleApi:
         self._cluster = cluster
         self._clock = clock
         self._target_policy = target_policy
+        # A job's next runs show what its calendar does to them, as GetJob shows them.
+        self._calendars = CalendarStore(jobs.engine, jobs.clock) if jobs is not None else None
 
     def routes(self, router: Router) -> None:
         router.get("/api/session", self.session)
@@ -214,7 +200,7 @@ class ConsoleApi:
         record = await self._jobs.get(tenant.name, request.params["job_id"])
         job = convert.job_to_proto(record)
         job.ClearField("payload")
-        runs = next_runs(record, job, NEXT_RUNS)
+        runs = await next_runs(self._calendars, tenant.name, record, job, NEXT_RUNS)
         last = await self._history.last_run(tenant.name, record.id)
         if last is not None:
             job.last_run.CopyFrom(last_run_proto(last))
@@ -275,9 +261,10 @@ class ConsoleApi:
         now = self._clock.now()
         _, _, decide = update_item(update, now, self._target_policy)
         change = await asyncio.to_thread(decide, record)
+        calendars = await named_calendars(self._calendars, tenant.name, [record.spec])
         answer = await asyncio.to_thread(
             dryrun.dry_run, record, change, max_payload_bytes=tenant.max_payload_bytes, now=now,
-            window=timedelta(days=days),
+            window=timedelta(days=days), calendars=calendars,
         )
         answer.job.ClearField("payload")
         return _to_json(answer)
