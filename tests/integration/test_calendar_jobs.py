@@ -189,6 +189,11 @@ async def test_hostile_calendar_fields_are_refused_and_nothing_is_written(cluste
         await stub.UpdateJob(S.UpdateJobRequest(job=patch, update_mask=field_mask_pb2.FieldMask(paths=["calendar"])),
                              metadata=meta)  # fmt: skip
     assert caught.value.code().name == code
+    if code == "FAILED_PRECONDITION":  # a batch answers the item (a malformed one is refused as UpdateJob is)
+        batch = await stub.BatchUpdateJobs(S.BatchUpdateJobsRequest(items=[S.UpdateJobRequest(
+            job=patch, update_mask=field_mask_pb2.FieldMask(paths=["calendar"]))]), metadata=meta)  # fmt: skip
+        [result] = batch.results
+        assert result.error.code == grpc.StatusCode.FAILED_PRECONDITION.value[0] and field in result.error.message
     listed = await stub.ListJobs(S.ListJobsRequest(), metadata=meta)
     assert [j.id for j in listed.jobs] == [valid.job.id]
     assert listed.jobs[0].calendar.name == "days"
