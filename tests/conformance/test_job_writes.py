@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections import Counter
 from datetime import timedelta
 
 import pytest
@@ -292,3 +293,57 @@ def test_the_quota_migration_keeps_every_tenants_count(request, tmp_path, backen
             assert sum(allowance for _, _, allowance in slots) == max(max_jobs, count)
     finally:
         engine.dispose()
+
+
+async def test_batches_racing_through_quota_deals_never_deadlock(
+    tenants: TenantStore, clock, migrated_engine
+) -> None:
+    """Two servers' batches of one tenant race while its slots keep running
+    dry (each dry slot deals again under every slot's lock), their request
+    ids overlapping in opposite orders: every lock is taken in one order
+    (request ids sorted, then one slot or every slot in slot order, never a
+    slot and then the others), so no transaction is retried for a deadlock
+    (SQLSTATE 40P01), and the quota ends exact."""
+    await tenants.create(Tenant(name="acme", max_jobs=1_500))
+    servers = [JobStore(migrated_engine, clock, partition_count=16) for _ in range(2)]
+
+    async def writer(w: int) -> None:
+        store = servers[w % 2]
+        for n in range(40):
+            shared = [f"shared-{n}-{i}" for i in range(4)]  # the same ids, opposite orders
+            items = [(new_job(clock), request_id) for request_id in (shared if w % 2 else shared[::-1])]
+            items += [(new_job(clock), f"w{w}-{n}-{i}") for i in range(6)]
+            await store.create_many("acme", items)
+
+    await asyncio.gather(*(writer(w) for w in range(8)))
+    retried = sum((store.retries for store in servers), Counter())
+    assert retried["40P01"] == 0, f"transactions retried: {dict(retried)}"
+    stored, counted, _ = counts(migrated_engine)
+    assert stored == counted == 1_500
+    slots_hold(migrated_engine)
+
+
+async def test_batches_repeating_each_others_request_ids_never_deadlock(
+    tenants: TenantStore, clock, migrated_engine
+) -> None:
+    """Batches of two servers, sent at once, carry the same request ids in
+    opposite orders (a client resending a batch, reversed, while the first
+    send still runs): each request id is recorded once, the other item
+    answers its job, and no transaction is retried for a deadlock (SQLSTATE
+    40P01): request ids are inserted in one order."""
+    await tenants.create(Tenant(name="acme"))
+    servers = [JobStore(migrated_engine, clock, partition_count=16) for _ in range(2)]
+    answers: dict[str, set[str]] = {}
+
+    async def send(server: JobStore, request_ids: list[str]) -> None:
+        items = [(new_job(clock), request_id) for request_id in request_ids]
+        for (_, request_id), (record, _) in zip(items, await server.create_many("acme", items)):
+            answers.setdefault(request_id, set()).add(record.id)
+
+    for n in range(30):
+        shared = [f"shared-{n}-{i:04}" for i in range(1000)]
+        await asyncio.gather(send(servers[0], shared), send(servers[1], shared[::-1]))
+    retried = sum((store.retries for store in servers), Counter())
+    assert retried["40P01"] == 0, f"transactions retried: {dict(retried)}"
+    assert len(answers) == 30_000 and all(len(ids) == 1 for ids in answers.values())
+    assert counts(migrated_engine) == (30_000, 30_000, 30_000)

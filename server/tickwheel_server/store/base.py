@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
@@ -11,7 +12,7 @@ from sqlalchemy.engine import Connection, CursorResult, Engine
 from tickwheel.shared.clock import Clock
 
 from .engine import capabilities
-from .transactions import run_in_transaction_async
+from .transactions import RetryEvent, run_in_transaction_async
 
 T = TypeVar("T")
 
@@ -123,10 +124,20 @@ class SqlStore:
         )
         """The engine that ``row_locked`` transactions use; None where they
         keep the engine's own level."""
+        self.retries: Counter[str] = Counter()
+        """Failed attempts this store's transactions retried, by SQLSTATE
+        (``""`` for SQLite busy and lost connections): how a test tells a
+        deadlock (``40P01``) or a serialization failure (``40001``) that
+        the retries hid from none at all."""
 
     async def _tx(self, fn: Callable[[Connection], T], *, idempotent: bool = False, row_locked: bool = False) -> T:
         engine = self.row_locked_engine if row_locked and self.row_locked_engine is not None else self.engine
-        return await run_in_transaction_async(engine, fn, clock=self.clock, idempotent=idempotent)
+        return await run_in_transaction_async(
+            engine, fn, clock=self.clock, idempotent=idempotent, on_retry=self._count_retry
+        )
+
+    def _count_retry(self, event: RetryEvent) -> None:
+        self.retries[event.sqlstate or ""] += 1
 
 
 def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:

@@ -192,6 +192,11 @@ def _record_requests(
     request ids inserted."""
     if not request_ids:
         return set()
+    # In request id order: an insert waits for a concurrent transaction
+    # that inserted the same request id, so two batches repeating each
+    # other's ids in different orders would each wait for the other.
+    pairs = sorted(zip(request_ids, job_ids))
+    request_ids, job_ids = [r for r, _ in pairs], [j for _, j in pairs]
     if not caps.is_sqlite:
         result = conn.exec_driver_sql(
             _RECORD_REQUESTS, dict(tenant=tenant, created_at=now_us, request_ids=request_ids, job_ids=job_ids)

@@ -76,7 +76,8 @@ def take(conn: Connection, caps: Capabilities, tenant: str, slot: int, want: int
     than that left under its ``max_jobs``).
 
     One conditional UPDATE of the slot's row when its allowance covers
-    ``want``. Otherwise every slot of the tenant is read under row locks,
+    ``want``. Otherwise every slot of the tenant is read under row locks
+    (in slot order, none held before: a dry slot's lock is let go first),
     then ``max_jobs``, and dealt again
     (:func:`~tickwheel_server.policy.quota.deal`), written only when
     something changed: creates refused at the limit read and write nothing
@@ -87,7 +88,7 @@ def take(conn: Connection, caps: Capabilities, tenant: str, slot: int, want: int
     """
     if want <= 0:
         return 0
-    taken = conn.execute(
+    take_from_slot = (
         tenant_quota.update()
         .where(
             tenant_quota.c.tenant == tenant,
@@ -95,9 +96,22 @@ def take(conn: Connection, caps: Capabilities, tenant: str, slot: int, want: int
             tenant_quota.c.used + want <= tenant_quota.c.allowance,
         )
         .values(used=tenant_quota.c.used + want)
-    ).rowcount
-    if taken:
+    )
+    if not caps.row_locks:
+        if conn.execute(take_from_slot).rowcount:
+            return want
+        return _deal(conn, caps, tenant, slot=slot, want=want)
+    # A deal locks every slot in slot order, so it must hold none before.
+    # But an update that waited for a concurrent deal of the slot and then
+    # found it dry keeps the slot's lock (PostgreSQL locks the row's latest
+    # version before it checks the condition again), and two such creates
+    # dealing at once would each wait for the other's slot: a deadlock.
+    # Rolling back to the savepoint lets the slot go.
+    savepoint = conn.begin_nested()
+    if conn.execute(take_from_slot).rowcount:
+        savepoint.commit()
         return want
+    savepoint.rollback()
     return _deal(conn, caps, tenant, slot=slot, want=want)
 
 
