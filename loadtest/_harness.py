@@ -56,7 +56,7 @@ READY_TIMEOUT = 60.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 OWN_QUERY = "/* tickwheel-bench */"
 """Prefix of the benchmark's own queries, left out of ``Statements``."""
-DATA_TABLES = ("attempts", "executions", "skips", "job_requests", "jobs", "tzdata_versions")
+DATA_TABLES = ("attempts", "executions", "skips", "request_ids", "jobs", "tzdata_versions")
 
 
 def load_average() -> list[float]:
@@ -744,7 +744,7 @@ def insert_once_jobs(url: str, count: int, due: datetime, *, name: str, payload:
     Every row is what CreateJob stores: the definition normalised by the API's
     own ``normalise_job``, ids from ``new_job_id``, the first fire from the
     schedule engine (``validate``), the partition from ``partition_of``, a
-    ``job_requests`` row per job and the tenant's quota slot 0 counting them
+    ``request_ids`` row per job and the tenant's quota slot 0 counting them
     (:func:`count_jobs`). They
     are written with COPY in one transaction rather than through
     ``JobStore.create``: creating is not what is measured
@@ -772,13 +772,13 @@ def insert_once_jobs(url: str, count: int, due: datetime, *, name: str, payload:
                 template.SerializeToString(), zone_of(schedule), to_us(fire.nominal_at), to_us(fire.due_at), 0,
                 version, "", None, 1, now_us, now_us,
             ))
-            requests.append((TENANT, f"{name}-{i}", job_id, now_us))
+            requests.append((TENANT, "job", f"{name}-{i}", job_id, now_us))
         built = time.perf_counter()
         with pg.cursor() as cur:
             with cur.copy(f"COPY jobs ({', '.join(JOB_COLUMNS)}) FROM STDIN") as copy:
                 for row in jobs:
                     copy.write_row(row)
-            with cur.copy("COPY job_requests (tenant, request_id, job_id, created_at) FROM STDIN") as copy:
+            with cur.copy("COPY request_ids (tenant, kind, request_id, target, created_at) FROM STDIN") as copy:
                 for row in requests:
                     copy.write_row(row)
             count_jobs(cur, TENANT, count)

@@ -123,13 +123,13 @@ def insert_jobs(url: str, counts: dict[str, int], due: datetime) -> dict:
                 job_id = h.new_job_id(now)
                 jobs.append((job_id, tenant, h.partition_of(job_id, partitions), name, "active", spec, zone, nominal_us,
                              due_us, 0, version, "", None, 1, now_us, now_us))
-                requests.append((tenant, f"{tenant}-{i}", job_id, now_us))
+                requests.append((tenant, "job", f"{tenant}-{i}", job_id, now_us))
         built_at = time.perf_counter()
         with pg.cursor() as cur:
             with cur.copy(f"COPY jobs ({', '.join(h.JOB_COLUMNS)}) FROM STDIN") as copy:
                 for row in jobs:
                     copy.write_row(row)
-            with cur.copy("COPY job_requests (tenant, request_id, job_id, created_at) FROM STDIN") as copy:
+            with cur.copy("COPY request_ids (tenant, kind, request_id, target, created_at) FROM STDIN") as copy:
                 for row in requests:
                     copy.write_row(row)
             for tenant, count in counts.items():

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from tickwheel_server.errors import AlreadyExists, NotFound, QuotaExceeded, VersionConflict
 from tickwheel_server.store.calendars import CalendarDefinition, CalendarStore
-from tickwheel_server.store.tables import calendar_requests, calendars as calendars_table
+from tickwheel_server.store.tables import calendars as calendars_table, request_ids
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
 
@@ -33,7 +33,9 @@ def stored(engine, tenant: str = "acme") -> tuple[int, int]:
             sa.select(sa.func.count()).select_from(calendars_table).where(calendars_table.c.tenant == tenant)
         ).scalar()
         requests = conn.execute(
-            sa.select(sa.func.count()).select_from(calendar_requests).where(calendar_requests.c.tenant == tenant)
+            sa.select(sa.func.count())
+            .select_from(request_ids)
+            .where(request_ids.c.tenant == tenant, request_ids.c.kind == "calendar")
         ).scalar()
         return rows, requests
 

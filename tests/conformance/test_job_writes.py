@@ -19,7 +19,7 @@ from tickwheel_server.errors import NotFound, QuotaExceeded
 from tickwheel_server.store.jobcreate import CREATED
 from tickwheel_server.store.jobrecords import NewJob, NewJobs
 from tickwheel_server.store.jobs import JobStore
-from tickwheel_server.store.tables import concurrency_keys, job_requests, jobs as jobs_table, tenant_quota
+from tickwheel_server.store.tables import concurrency_keys, jobs as jobs_table, request_ids, tenant_quota
 from tickwheel_server.store.tenants import Tenant, TenantStore
 from tickwheel_server.store.errors import TransactionConflictError
 
@@ -51,7 +51,9 @@ def counts(engine, tenant: str = "acme") -> tuple[int, int, int]:
             sa.select(sa.func.coalesce(sa.func.sum(tenant_quota.c.used), 0)).where(tenant_quota.c.tenant == tenant)
         )
         requests = conn.execute(
-            sa.select(sa.func.count()).select_from(job_requests).where(job_requests.c.tenant == tenant)
+            sa.select(sa.func.count())
+            .select_from(request_ids)
+            .where(request_ids.c.tenant == tenant, request_ids.c.kind == "job")
         )
         return stored.scalar(), counted.scalar(), requests.scalar()
 

@@ -7,8 +7,8 @@ A pass first keeps the day partitions of ``attempts`` where there are some
 every day partition wholly before the cutoff is detached, rolled up and
 dropped, and the default partition's old rows are rolled up and deleted.
 Only then are executions pruned (their attempts rolled up with them), then
-skip ranges, resolved alerts and old rollups, each in bounded batches with a
-pause between two. What each step keeps and deletes, and why several runners
+skip ranges, resolved alerts, old rollups and create request ids past their
+24 hours, each in bounded batches with a pause between two. What each step keeps and deletes, and why several runners
 would still be safe, is the store's contract
 (:mod:`tickwheel_server.store.retention`).
 """
@@ -85,6 +85,8 @@ class PassResult:
     skips: int = 0
     alerts: int = 0
     rollups: int = 0
+    request_ids: int = 0
+    """Create request ids past their 24 hours (a window of their own, not ``retention``)."""
     batches: int = 0
     partitions_created: int = 0
     """Day partitions of attempts made ahead (PostgreSQL)."""
@@ -153,7 +155,7 @@ class Retention:
         config = self.config
         cutoff = now - config.retention
         totals = dict(
-            executions=0, attempts=0, resolved=0, skips=0, alerts=0, rollups=0, batches=0,
+            executions=0, attempts=0, resolved=0, skips=0, alerts=0, rollups=0, request_ids=0, batches=0,
             partitions_created=0, partitions_dropped=0,
         )  # fmt: skip
 
@@ -182,6 +184,7 @@ class Retention:
             ("skips", lambda: self._store.prune_skips(cutoff, limit=config.batch)),
             ("alerts", lambda: self._alerts.prune(cutoff, limit=config.batch)),
             ("rollups", lambda: self._store.prune_rollups(now - config.rollup_retention, limit=config.batch)),
+            ("request_ids", lambda: self._store.prune_request_ids(now, limit=config.batch)),
         ):
             while not stop_when():
                 pruned = await prune()
@@ -230,12 +233,13 @@ class Retention:
         result = PassResult(cutoff=cutoff, **totals)
         self.passes += 1
         self.last_pass = result
-        if result.executions or result.attempts or result.skips or result.alerts or result.rollups:
+        if result.executions or result.attempts or result.skips or result.alerts or result.rollups or result.request_ids:
             log.info(
                 "retention: pruned %d executions, %d attempts (rolled up; %d day partitions dropped), "
-                "%d skip ranges, %d alerts, %d rollups older than %s in %d batches",
+                "%d skip ranges, %d alerts, %d rollups older than %s, %d request ids, in %d batches",
                 result.executions, result.attempts, result.partitions_dropped, result.skips, result.alerts,
-                result.rollups, cutoff.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), result.batches,
+                result.rollups, cutoff.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), result.request_ids,
+                result.batches,
             )
         return result
 

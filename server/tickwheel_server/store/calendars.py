@@ -18,7 +18,7 @@ that matters; nothing else takes that lock per call.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -27,16 +27,15 @@ from tickwheel.shared.ids import from_us, to_us
 
 from ..alerts.catalogue import calendar_runs_changed_alert
 from ..errors import AlreadyExists, FailedPrecondition, NotFound, QuotaExceeded, VersionConflict
+from . import requests
 from .alerts import AlertStore
 from .base import SqlStore
 from .calendaruse import Redecided, RunChange, jobs_naming, present_calendars, redecide_runs
 from .claim_calendars import decode_calendar
-from .tables import calendar_requests, calendars, tenants
+from .tables import calendars, tenants
 
 MAX_CALENDARS = 1000
 """The most calendars a tenant may have (the contract's ``max_calendars``)."""
-REQUEST_RETENTION = timedelta(hours=24)
-"""How long a CreateCalendar request id is remembered."""
 
 _SUMMARY = (
     calendars.c.tenant, calendars.c.name, calendars.c.time_zone, calendars.c.business_days,
@@ -102,7 +101,7 @@ class CalendarStore(SqlStore):
         self, tenant: str, name: str, definition: CalendarDefinition, request_id: str
     ) -> tuple[CalendarRecord, bool]:
         """Create calendar ``name`` unless ``request_id`` was seen for this
-        tenant within :data:`REQUEST_RETENTION`.
+        tenant within :data:`~.requests.REQUEST_RETENTION`.
 
         Returns (the calendar, True) when created; (the calendar the first
         request created, False) on a repeat, which writes nothing. Raises,
@@ -111,11 +110,10 @@ class CalendarStore(SqlStore):
         (or replaced by another of the same name), AlreadyExists when the
         tenant has a calendar of that name, QuotaExceeded
         (``max_calendars``) when it has :attr:`max_calendars` of them.
-        Request ids older than the retention are forgotten in the same
-        transaction. Committed before it returns.
+        A request id older than the retention is a new request (the
+        retention runner prunes its row). Committed before it returns.
         """
         now_us = to_us(self.clock.now())
-        cutoff_us = now_us - int(REQUEST_RETENTION / timedelta(microseconds=1))
 
         def fn(conn: Connection) -> tuple[CalendarRecord, bool]:
             lock = sa.select(tenants.c.name).where(tenants.c.name == tenant)
@@ -123,16 +121,7 @@ class CalendarStore(SqlStore):
                 lock = lock.with_for_update()
             if conn.execute(lock).first() is None:
                 raise NotFound("tenant", tenant)
-            conn.execute(
-                calendar_requests.delete().where(
-                    calendar_requests.c.tenant == tenant, calendar_requests.c.created_at < cutoff_us
-                )
-            )
-            seen = conn.execute(
-                sa.select(calendar_requests.c.name).where(
-                    calendar_requests.c.tenant == tenant, calendar_requests.c.request_id == request_id
-                )
-            ).scalar()
+            seen = requests.target_of(conn, tenant, requests.CALENDAR, request_id, now_us)
             if seen is not None:
                 first = _read(conn, tenant, seen)
                 row = conn.execute(
@@ -155,9 +144,7 @@ class CalendarStore(SqlStore):
                 business_days=definition.business_days, holiday_count=definition.holiday_count,
                 half_day_count=definition.half_day_count, request_id=request_id, version=1, created_at=now_us, updated_at=now_us,
             ))  # fmt: skip
-            conn.execute(
-                calendar_requests.insert().values(tenant=tenant, request_id=request_id, name=name, created_at=now_us)
-            )
+            requests.record(conn, self.caps, tenant, requests.CALENDAR, [request_id], [name], now_us)
             created_at = from_us(now_us)
             return CalendarRecord(
                 tenant=tenant, name=name, spec=definition.spec, time_zone=definition.time_zone,

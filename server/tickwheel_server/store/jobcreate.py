@@ -6,8 +6,8 @@
 column by column (:class:`.jobrecords.NewJobs`) and answers a created job
 with :data:`CREATED` rather than a record: no Python object per job on
 the way to the rows. Whatever the batch's size it costs a fixed number of statements: the tenant's limits,
-one insert of the request ids (``ON CONFLICT DO NOTHING``: a request id
-already recorded is a repeat, told apart without reading the index first),
+one insert of the request ids (:func:`.requests.record`: a request id
+recorded within its window is a repeat, told apart without reading first),
 one update of a quota slot (:mod:`.quota`), one insert of the jobs; a batch
 with repeats reads their jobs with one more, one over the quota deletes its
 refused request ids with one more. No row every create writes: concurrent
@@ -18,29 +18,22 @@ entries (docs/architecture.md, "Job writes at scale").
 from __future__ import annotations
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
 from tickwheel.shared.ids import from_us, partition_of
 
 from ..errors import NotFound, QuotaExceeded, TickwheelError
 from ..jobspec import calendar_column
-from . import quota
-from .base import tuples
+from . import quota, requests
 from .engine import Capabilities
 from .jobrecords import JobRecord, NewJobs, job_record
-from .tables import job_requests, jobs, tenants
+from .tables import jobs, tenants
+from .tables import request_ids as request_rows
 
-# PostgreSQL and CockroachDB: one statement over arrays each, sent as driver
-# SQL with binary array parameters (as the claim's writes): a fixed text, one
+# PostgreSQL and CockroachDB: one statement over arrays, sent as driver SQL
+# with binary array parameters (as the claim's writes): a fixed text, one
 # plan, whatever the batch; SQLAlchemy would compile a multi-row VALUES anew
 # for every batch size.
-_RECORD_REQUESTS = (
-    "INSERT INTO job_requests (tenant, request_id, job_id, created_at) "
-    "SELECT CAST(%(tenant)b AS TEXT), v.request_id, v.job_id, CAST(%(created_at)b AS BIGINT) "
-    "FROM unnest(CAST(%(request_ids)b AS TEXT[]), CAST(%(job_ids)b AS TEXT[])) AS v (request_id, job_id) "
-    "ON CONFLICT (tenant, request_id) DO NOTHING RETURNING request_id"
-)
 _INSERT_JOBS = (
     "INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, next_run_at, next_due_at, run_count, "
     "tzdata_version, pause_reason, paused_at, version, created_at, updated_at, quota_slot, calendar) "
@@ -75,8 +68,9 @@ def create_jobs(
     outcome per job, in order.
 
     - NotFound (raised: nothing written) when the tenant does not exist.
-    - An item whose request id was recorded before (by an earlier call, or
-      by an earlier item of this one) gets the job that request created,
+    - An item whose request id was recorded within
+      :data:`~.requests.REQUEST_RETENTION` (by an earlier call, or by an
+      earlier item of this one) gets the job that request created,
       ``created`` False, and writes nothing, whatever its own definition;
       NotFound("job") when that job was deleted since.
     - A new item over the tenant's ``max_payload_bytes``, or past its
@@ -110,8 +104,9 @@ def create_jobs(
         else:
             candidates.append(index)
     everyone = len(candidates) == len(batch)
-    fresh = _record_requests(conn, caps, tenant, request_ids if everyone else [request_ids[i] for i in candidates],
-                             batch.ids if everyone else [batch.ids[i] for i in candidates], now_us)  # fmt: skip
+    fresh = requests.record(conn, caps, tenant, requests.JOB,
+                            request_ids if everyone else [request_ids[i] for i in candidates],
+                            batch.ids if everyone else [batch.ids[i] for i in candidates], now_us)  # fmt: skip
     if len(fresh) == len(candidates):
         new, seen = candidates, []
     else:
@@ -120,7 +115,7 @@ def create_jobs(
     granted = quota.take(conn, caps, tenant, slot, len(new))
     refused, new = new[granted:], new[:granted]
     if refused:
-        _forget_requests(conn, tenant, [request_ids[i] for i in refused])
+        requests.forget(conn, tenant, requests.JOB, [request_ids[i] for i in refused])
         for index in refused:
             outcomes[index] = QuotaExceeded(
                 tenant, "max_jobs", limits.max_jobs, "the tenant has as many jobs as it may"
@@ -130,7 +125,7 @@ def create_jobs(
     if seen or oversized:
         # An oversized item whose request id was seen is a repeat like any
         # other: it gets the job its first request created.
-        found = _jobs_of_requests(conn, tenant, [request_ids[i] for i in seen + oversized])
+        found = _jobs_of_requests(conn, tenant, [request_ids[i] for i in seen + oversized], now_us)
         for index in seen:
             outcomes[index] = found[request_ids[index]]
         for index in oversized:
@@ -185,48 +180,20 @@ def _insert_jobs(
     ))  # fmt: skip
 
 
-def _record_requests(
-    conn: Connection, caps: Capabilities, tenant: str, request_ids: list[str], job_ids: list[str], now_us: int
-) -> set[str]:
-    """Insert the (request id, job id) pairs not recorded yet; returns the
-    request ids inserted."""
-    if not request_ids:
-        return set()
-    # In request id order: an insert waits for a concurrent transaction
-    # that inserted the same request id, so two batches repeating each
-    # other's ids in different orders would each wait for the other.
-    pairs = sorted(zip(request_ids, job_ids))
-    request_ids, job_ids = [r for r, _ in pairs], [j for _, j in pairs]
-    if not caps.is_sqlite:
-        result = conn.exec_driver_sql(
-            _RECORD_REQUESTS, dict(tenant=tenant, created_at=now_us, request_ids=request_ids, job_ids=job_ids)
-        )
-        return {row[0] for row in tuples(result)}
-    statement = (
-        sqlite.insert(job_requests)
-        .values([dict(tenant=tenant, request_id=request_id, job_id=job_id, created_at=now_us)
-                 for request_id, job_id in zip(request_ids, job_ids)])
-        .on_conflict_do_nothing(index_elements=["tenant", "request_id"])
-        .returning(job_requests.c.request_id)
-    )  # fmt: skip
-    return set(conn.execute(statement).scalars())
-
-
-def _forget_requests(conn: Connection, tenant: str, request_ids: list[str]) -> None:
-    conn.execute(
-        job_requests.delete().where(job_requests.c.tenant == tenant, job_requests.c.request_id.in_(request_ids))
-    )
-
-
-def _jobs_of_requests(conn: Connection, tenant: str, request_ids: list[str]) -> dict[str, Outcome]:
-    """What each recorded request id of ``tenant`` created: (its job, False),
-    or NotFound when the job was deleted since."""
+def _jobs_of_requests(conn: Connection, tenant: str, ids: list[str], now_us: int) -> dict[str, Outcome]:
+    """What each request id of ``tenant`` recorded within the window
+    created: (its job, False), or NotFound when the job was deleted since."""
     rows = conn.execute(
-        sa.select(job_requests.c.request_id, job_requests.c.job_id, jobs)
-        .join(jobs, sa.and_(jobs.c.id == job_requests.c.job_id, jobs.c.tenant == job_requests.c.tenant), isouter=True)
-        .where(job_requests.c.tenant == tenant, job_requests.c.request_id.in_(request_ids))
+        sa.select(request_rows.c.request_id, request_rows.c.target, jobs)
+        .join(jobs, sa.and_(jobs.c.id == request_rows.c.target, jobs.c.tenant == request_rows.c.tenant), isouter=True)
+        .where(
+            request_rows.c.tenant == tenant,
+            request_rows.c.kind == requests.JOB,
+            request_rows.c.request_id.in_(ids),
+            request_rows.c.created_at >= requests.cutoff(now_us),
+        )
     ).all()
     return {
-        row.request_id: (job_record(row), False) if row.id is not None else NotFound("job", row.job_id)
+        row.request_id: (job_record(row), False) if row.id is not None else NotFound("job", row.target)
         for row in rows
     }

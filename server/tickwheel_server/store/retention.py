@@ -20,12 +20,15 @@ The window (default 30 days) applies to everything that ended:
   before the cutoff; a resolved alert when it was resolved before it
   (:meth:`~tickwheel_server.store.alerts.AlertStore.prune`).
 - Rollups are kept for their own window (default 400 days).
+- Create request ids are kept for their own window, the contract's 24
+  hours (:mod:`.requests`), whatever the history's.
 
 Every prune is a bounded batch (default 1000 rows) in its own short
 transaction that touches only rows that ended, which no dispatcher, gateway
 or outcome writes; the runner pauses between batches. Nothing is deleted by
 a table scan: executions are walked on ``executions_ended`` with a cursor,
-skips on ``skips_to``, rollups on ``attempt_rollups_day``.
+skips on ``skips_to``, rollups on ``attempt_rollups_day``, request ids on
+``request_ids_created``.
 
 Safe to run on several servers at once: every delete re-checks its
 condition and the rollup counts only the attempt rows its own DELETE
@@ -76,6 +79,7 @@ from ..alerts.catalogue import dead_letter_key, poison_key
 from ..policy.rollups import (
     DAY_US, PARTITION_PREFIX, AttemptPartitions, day_of, partition_day, partition_name, summarise_attempts,
 )  # fmt: skip
+from . import requests
 from .alerts import AlertStore
 from .base import SqlStore
 from .rollups import Rollup, merge_rollups
@@ -219,6 +223,15 @@ class RetentionStore(SqlStore):
             return len(ids)
 
         return await self._tx(fn)
+
+    async def prune_request_ids(self, now: datetime, *, limit: int = 1000) -> int:
+        """Delete up to ``limit`` create request ids past their window
+        (:data:`~.requests.REQUEST_RETENTION` before ``now``), oldest first
+        (``request_ids_created``); how many (:func:`.requests.prune`)."""
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        now_us = to_us(now)
+        return await self._tx(lambda conn: requests.prune(conn, now_us, limit))
 
     async def prune_rollups(self, before_day: datetime, *, limit: int = 1000) -> int:
         """Delete up to ``limit`` rollups of days before ``before_day``'s,

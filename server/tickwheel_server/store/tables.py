@@ -98,12 +98,13 @@ job_revisions = sa.Table(
     sa.Column("changed_to_version", sa.BigInteger, nullable=False),
 )
 
-job_requests = sa.Table(
-    "job_requests",
+request_ids = sa.Table(
+    "request_ids",
     metadata,
     sa.Column("tenant", sa.Text, primary_key=True),
+    sa.Column("kind", sa.Text, primary_key=True),
     sa.Column("request_id", sa.Text, primary_key=True),
-    sa.Column("job_id", sa.Text, nullable=False),
+    sa.Column("target", sa.Text, nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
 )
 
@@ -257,11 +258,3 @@ calendars = sa.Table(
     sa.Column("updated_at", sa.BigInteger, nullable=False),
 )
 
-calendar_requests = sa.Table(
-    "calendar_requests",
-    metadata,
-    sa.Column("tenant", sa.Text, primary_key=True),
-    sa.Column("request_id", sa.Text, primary_key=True),
-    sa.Column("name", sa.Text, nullable=False),
-    sa.Column("created_at", sa.BigInteger, nullable=False),
-)

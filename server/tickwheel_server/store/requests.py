@@ -1,0 +1,138 @@
+"""Request ids of the create calls (CreateJob, BatchCreateJobs, CreateCalendar): recorded, looked up, pruned.
+
+One table, ``request_ids (tenant, kind, request_id)``, holds what each
+create request made (``target``: the job id, the calendar's name) and when
+(``created_at``). A request id is remembered for :data:`REQUEST_RETENTION`
+from its first call, exactly: a row older than that is dead (no lookup
+sees it, and recording the id again takes the row over as a new request)
+whether or not it has been pruned yet, so the window does not depend on
+how far the pruning has got. Pruning (:func:`prune`) is the retention
+runner's, in bounded batches off the create path, oldest first on
+``request_ids_created``.
+
+Every function runs in the caller's transaction and is scoped to one tenant
+and one kind: a request id of another tenant, or of another kind of create,
+is another request (docs/architecture.md, "Data").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.engine import Connection
+
+from .base import tuples
+from .engine import Capabilities
+from .tables import request_ids
+
+REQUEST_RETENTION = timedelta(hours=24)
+"""How long a create's request id is remembered (the contract's "idempotent
+for 24 hours", CreateJobRequest and CreateCalendarRequest)."""
+REQUEST_RETENTION_US = int(REQUEST_RETENTION / timedelta(microseconds=1))
+
+JOB = "job"
+"""The kind of CreateJob and BatchCreateJobs items; the target is the job id."""
+CALENDAR = "calendar"
+"""The kind of CreateCalendar; the target is the calendar's name."""
+
+# PostgreSQL and CockroachDB: one statement over arrays, sent as driver SQL
+# with binary array parameters: a fixed text, one plan, whatever the batch.
+# A row already there is taken over only when it is past the window (the
+# conflicting row is locked either way, so a concurrent prune waits for this
+# transaction instead of deleting a row it reads next).
+_RECORD = (
+    "INSERT INTO request_ids (tenant, kind, request_id, target, created_at) "
+    "SELECT CAST(%(tenant)b AS TEXT), CAST(%(kind)b AS TEXT), v.request_id, v.target, "
+    "CAST(%(created_at)b AS BIGINT) "
+    "FROM unnest(CAST(%(request_ids)b AS TEXT[]), CAST(%(targets)b AS TEXT[])) AS v (request_id, target) "
+    "ON CONFLICT (tenant, kind, request_id) DO UPDATE SET target = excluded.target, created_at = excluded.created_at "
+    "WHERE request_ids.created_at < CAST(%(cutoff)b AS BIGINT) RETURNING request_id"
+)
+
+
+def cutoff(now_us: int) -> int:
+    """Rows created before this instant are past the window at ``now_us``."""
+    return now_us - REQUEST_RETENTION_US
+
+
+def record(
+    conn: Connection, caps: Capabilities, tenant: str, kind: str, ids: Sequence[str], targets: Sequence[str],
+    now_us: int,
+) -> set[str]:
+    """Record each (request id, target) of ``tenant`` and ``kind`` not
+    recorded within the window; returns the request ids recorded by this
+    call. One that is not returned was recorded within the window (its
+    row is locked until the caller's transaction ends, so it stays).
+
+    Ids are inserted in sorted order: an insert waits for a concurrent
+    transaction that inserted the same id, so two batches repeating each
+    other's ids in different orders would each wait for the other."""
+    if not ids:
+        return set()
+    pairs = sorted(zip(ids, targets))
+    before = cutoff(now_us)
+    if not caps.is_sqlite:
+        result = conn.exec_driver_sql(_RECORD, dict(
+            tenant=tenant, kind=kind, created_at=now_us, cutoff=before,
+            request_ids=[request_id for request_id, _ in pairs], targets=[target for _, target in pairs],
+        ))  # fmt: skip
+        return {row[0] for row in tuples(result)}
+    statement = sqlite.insert(request_ids).values(
+        [dict(tenant=tenant, kind=kind, request_id=request_id, target=target, created_at=now_us)
+         for request_id, target in pairs]
+    )  # fmt: skip
+    statement = statement.on_conflict_do_update(
+        index_elements=["tenant", "kind", "request_id"],
+        set_=dict(target=statement.excluded.target, created_at=statement.excluded.created_at),
+        where=request_ids.c.created_at < before,
+    ).returning(request_ids.c.request_id)
+    return set(conn.execute(statement).scalars())
+
+
+def forget(conn: Connection, tenant: str, kind: str, ids: Sequence[str]) -> None:
+    """Delete the rows of ``ids`` (recorded by this transaction for items
+    it then refused: their next call is a new request)."""
+    if ids:
+        conn.execute(
+            request_ids.delete().where(
+                request_ids.c.tenant == tenant, request_ids.c.kind == kind, request_ids.c.request_id.in_(ids)
+            )
+        )
+
+
+def target_of(conn: Connection, tenant: str, kind: str, request_id: str, now_us: int) -> str | None:
+    """What ``request_id`` of ``tenant`` and ``kind`` made, if it was
+    recorded within the window; None otherwise."""
+    return conn.execute(
+        sa.select(request_ids.c.target).where(
+            request_ids.c.tenant == tenant,
+            request_ids.c.kind == kind,
+            request_ids.c.request_id == request_id,
+            request_ids.c.created_at >= cutoff(now_us),
+        )
+    ).scalar()
+
+
+def prune(conn: Connection, now_us: int, limit: int) -> int:
+    """Delete up to ``limit`` rows past the window at ``now_us``, oldest
+    first (a range of ``request_ids_created`` with a LIMIT); how many.
+    The delete checks the age again, so a row a create took over meanwhile
+    stays."""
+    if limit < 1:
+        raise ValueError("limit must be >= 1")
+    before = cutoff(now_us)
+    oldest = (
+        sa.select(request_ids.c.tenant, request_ids.c.kind, request_ids.c.request_id)
+        .where(request_ids.c.created_at < before)
+        .order_by(request_ids.c.created_at)
+        .limit(limit)
+    )
+    return conn.execute(
+        request_ids.delete().where(
+            sa.tuple_(request_ids.c.tenant, request_ids.c.kind, request_ids.c.request_id).in_(oldest),
+            request_ids.c.created_at < before,
+        )
+    ).rowcount
