@@ -42,10 +42,10 @@ class FaultyJobStore(JobStore):
     async def _tx(self, fn, **kwargs):
         if not self._failing:
             return await super()._tx(fn, **kwargs)
-        self._failing = False
 
         def failing(conn):
-            fn(conn)
+            fn(conn)  # a dry quota slot raises here: the store's next transaction, dealing first, fails
+            self._failing = False
             raise StoreUnavailableError("the connection dropped before COMMIT", attempts=1)
 
         return await super()._tx(failing, **kwargs)

@@ -63,6 +63,7 @@ def create_jobs(
     slot: int,
     partition_count: int,
     now_us: int,
+    deal: bool = False,
 ) -> list[Outcome | None]:
     """Create each job of ``batch`` unless its request id was seen; one
     outcome per job, in order.
@@ -80,6 +81,11 @@ def create_jobs(
       recorded, a unit of the quota taken from ``slot``, the job row
       inserted (``quota_slot`` = ``slot``, ``created_at`` = ``now_us``),
       all in the caller's transaction.
+
+    Raises :class:`.quota.SlotDry` (nothing to keep: roll back) when
+    ``slot`` could not cover the new items on an engine with row locks;
+    run it again with ``deal`` True, which deals the tenant's quota again
+    at once (:func:`.quota.take`).
     """
     tenant = batch.tenant
     request_ids = batch.request_ids
@@ -112,7 +118,7 @@ def create_jobs(
     else:
         new = [i for i in candidates if request_ids[i] in fresh]
         seen = [i for i in candidates if request_ids[i] not in fresh]
-    granted = quota.take(conn, caps, tenant, slot, len(new))
+    granted = quota.take(conn, caps, tenant, slot, len(new), deal=deal)
     refused, new = new[granted:], new[:granted]
     if refused:
         requests.forget(conn, tenant, requests.JOB, [request_ids[i] for i in refused])

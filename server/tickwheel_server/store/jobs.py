@@ -58,7 +58,7 @@ from .jobbatch import (
 )
 from .jobcreate import CREATED, Outcome, create_jobs
 from .jobrecords import JOB_STATES, JobRecord, NewJob, NewJobs, get_job, job_record
-from .quota import SlotPicker
+from .quota import SlotDry, SlotPicker
 from .revisions import keep_revisions, revision_of
 from .tables import jobs
 
@@ -119,12 +119,16 @@ class JobStore(SqlStore):
             return [], self.clock.now()
         now_us = to_us(self.clock.now())
         with self._slots.slot(batch.tenant) as slot:
-            outcomes = await self._tx(
-                lambda conn: create_jobs(
-                    conn, self.caps, batch, slot=slot, partition_count=self.partition_count, now_us=now_us
-                ),
-                row_locked=True,
-            )
+
+            def fn(conn: Connection, deal: bool = False) -> list[Outcome | None]:
+                return create_jobs(
+                    conn, self.caps, batch, slot=slot, partition_count=self.partition_count, now_us=now_us, deal=deal
+                )
+
+            try:
+                outcomes = await self._tx(fn, row_locked=True)
+            except SlotDry:  # the slot ran dry: again, dealing first (its lock let go by the rollback)
+                outcomes = await self._tx(lambda conn: fn(conn, deal=True), row_locked=True)
         limits: dict[str, int] = {}
         for job_limits, outcome in zip(batch.key_limits, outcomes):
             if job_limits and outcome is CREATED:

@@ -70,48 +70,51 @@ class SlotPicker:
                     self._busy[(tenant, chosen)] = left
 
 
-def take(conn: Connection, caps: Capabilities, tenant: str, slot: int, want: int) -> int:
+class SlotDry(Exception):
+    """:func:`take` found its slot dry on an engine with row locks: the
+    caller rolls its transaction back and runs it again with ``deal=True``."""
+
+
+def take(conn: Connection, caps: Capabilities, tenant: str, slot: int, want: int, *, deal: bool = False) -> int:
     """Take up to ``want`` units for ``tenant`` from ``slot``; returns how
     many were taken (fewer than ``want`` only when the tenant has fewer
     than that left under its ``max_jobs``).
 
     One conditional UPDATE of the slot's row when its allowance covers
     ``want``. Otherwise every slot of the tenant is read under row locks
-    (in slot order, none held before: a dry slot's lock is let go first),
-    then ``max_jobs``, and dealt again
+    (in slot order), then ``max_jobs``, and dealt again
     (:func:`~tickwheel_server.policy.quota.deal`), written only when
     something changed: creates refused at the limit read and write nothing
     but their locks. Exact at READ COMMITTED too: the conditional update
     is evaluated on the row's latest version under its lock, and the deal
     reads ``max_jobs`` after taking every slot's lock, which a change of
     ``max_jobs`` takes to deal again (:func:`redeal`).
+
+    A deal holds no slot's lock before it locks them all in slot order, so
+    two deals never wait for each other in a cycle. On an engine with row
+    locks a dry slot therefore raises :class:`SlotDry` instead of dealing:
+    an update that waited for a concurrent deal and then found the slot
+    dry keeps its lock (PostgreSQL locks the row's latest version before
+    it checks the condition again), and two such creates dealing at once
+    deadlocked. The caller's next transaction passes ``deal=True``: it
+    deals at once, without the update.
     """
     if want <= 0:
         return 0
-    take_from_slot = (
-        tenant_quota.update()
-        .where(
-            tenant_quota.c.tenant == tenant,
-            tenant_quota.c.slot == slot,
-            tenant_quota.c.used + want <= tenant_quota.c.allowance,
-        )
-        .values(used=tenant_quota.c.used + want)
-    )
-    if not caps.row_locks:
-        if conn.execute(take_from_slot).rowcount:
+    if not deal:
+        taken = conn.execute(
+            tenant_quota.update()
+            .where(
+                tenant_quota.c.tenant == tenant,
+                tenant_quota.c.slot == slot,
+                tenant_quota.c.used + want <= tenant_quota.c.allowance,
+            )
+            .values(used=tenant_quota.c.used + want)
+        ).rowcount
+        if taken:
             return want
-        return _deal(conn, caps, tenant, slot=slot, want=want)
-    # A deal locks every slot in slot order, so it must hold none before.
-    # But an update that waited for a concurrent deal of the slot and then
-    # found it dry keeps the slot's lock (PostgreSQL locks the row's latest
-    # version before it checks the condition again), and two such creates
-    # dealing at once would each wait for the other's slot: a deadlock.
-    # Rolling back to the savepoint lets the slot go.
-    savepoint = conn.begin_nested()
-    if conn.execute(take_from_slot).rowcount:
-        savepoint.commit()
-        return want
-    savepoint.rollback()
+        if caps.row_locks:
+            raise SlotDry(tenant, slot)
     return _deal(conn, caps, tenant, slot=slot, want=want)
 
 
