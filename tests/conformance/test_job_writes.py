@@ -349,3 +349,20 @@ async def test_batches_repeating_each_others_request_ids_never_deadlock(
     assert retried["40P01"] == 0, f"transactions retried: {dict(retried)}"
     assert len(answers) == 30_000 and all(len(ids) == 1 for ids in answers.values())
     assert counts(migrated_engine) == (30_000, 30_000, 30_000)
+
+
+async def test_a_listing_reads_each_job_as_get_does(tenants: TenantStore, jobs: JobStore, clock) -> None:
+    """ListJobs's page is read as plain tuples (store/jobrecords.py:
+    job_records): every field, None instants included, is what GetJob's
+    read of the row gives."""
+    await tenants.create(Tenant(name="acme"))
+    active, _ = await jobs.create(new_job(clock, name="active"), "r-1")
+    done = new_job(clock, name="done")
+    done = NewJob(**{**done.__dict__, "next_run_at": None, "next_due_at": None})
+    completed, _ = await jobs.create(done, "r-2")
+    paused, _ = await jobs.create(new_job(clock, name="paused"), "r-3")
+    paused, _ = await jobs.pause("acme", paused.id, "held")
+    listed = await jobs.list("acme")
+    assert listed == [await jobs.get("acme", job_id) for job_id in sorted((active.id, completed.id, paused.id))]
+    assert {job.state for job in listed} == {"active", "completed", "paused"}
+    assert listed == await jobs.search(tenant="acme")

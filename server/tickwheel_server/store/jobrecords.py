@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 from tickwheel.shared.ids import from_us, to_us
 
 from ..errors import NotFound
+from .base import tuples
 from .tables import jobs
 
 JOB_STATES = ("active", "paused", "completed")
@@ -161,6 +162,31 @@ def job_record(row) -> JobRecord:
         updated_at=from_us(row.updated_at),
         paused_at=_opt(row.paused_at),
     )
+
+
+RECORD_COLUMNS = (
+    jobs.c.id, jobs.c.tenant, jobs.c.partition, jobs.c.name, jobs.c.state, jobs.c.spec, jobs.c.time_zone,
+    jobs.c.next_run_at, jobs.c.next_due_at, jobs.c.run_count, jobs.c.tzdata_version, jobs.c.pause_reason,
+    jobs.c.version, jobs.c.created_at, jobs.c.updated_at, jobs.c.paused_at,
+)  # fmt: skip
+"""What :func:`job_records` reads, in :class:`JobRecord`'s field order."""
+
+
+def job_records(result) -> list[JobRecord]:
+    """The records of a result selecting :data:`RECORD_COLUMNS`, read as the
+    driver's plain tuples: a page of a listing is a thousand rows, and
+    SQLAlchemy's ``Row`` objects, read by name, cost more than the records
+    built from them."""
+    return [
+        JobRecord(
+            job_id, tenant, partition, name, state, bytes(spec), zone,
+            None if next_run is None else from_us(next_run), None if next_due is None else from_us(next_due),
+            run_count, tzdata, pause_reason, version, from_us(created), from_us(updated),
+            None if paused is None else from_us(paused),
+        )
+        for (job_id, tenant, partition, name, state, spec, zone, next_run, next_due, run_count, tzdata, pause_reason,
+             version, created, updated, paused) in tuples(result)
+    ]  # fmt: skip
 
 
 def get_job(conn: Connection, tenant: str, job_id: str, *, share: bool = False) -> JobRecord:

@@ -57,7 +57,7 @@ from .jobbatch import (
     delete_jobs, pause_jobs, payload_limit, resume_jobs, row_values, update_jobs,
 )
 from .jobcreate import CREATED, Outcome, create_jobs
-from .jobrecords import JOB_STATES, JobRecord, NewJob, NewJobs, get_job, job_record
+from .jobrecords import JOB_STATES, RECORD_COLUMNS, JobRecord, NewJob, NewJobs, get_job, job_record, job_records
 from .quota import SlotDry, SlotPicker
 from .revisions import keep_revisions, revision_of
 from .tables import jobs
@@ -160,7 +160,7 @@ class JobStore(SqlStore):
             raise ValueError(f"unknown job state {state!r}")
 
         def fn(conn: Connection) -> list[JobRecord]:
-            query = sa.select(jobs).where(jobs.c.id > after_id)
+            query = sa.select(*RECORD_COLUMNS).where(jobs.c.id > after_id)
             if tenant:
                 query = query.where(jobs.c.tenant == tenant)
             if state:
@@ -168,7 +168,7 @@ class JobStore(SqlStore):
             if name_prefix:
                 query = query.where(jobs.c.name.startswith(name_prefix, autoescape=True))
             query = query.order_by(jobs.c.id).limit(limit)
-            return [job_record(row) for row in conn.execute(query)]
+            return job_records(conn.execute(query))
 
         return await self._tx(fn)
 
