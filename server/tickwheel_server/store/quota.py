@@ -75,6 +75,12 @@ class SlotDry(Exception):
     caller rolls its transaction back and runs it again with ``deal=True``."""
 
 
+SAVEPOINT_FROM = 64
+"""From this many units :func:`take` tries its slot in a savepoint (two
+round trips more, small beside the inserts of that many jobs) rather than
+raising :class:`SlotDry` (which runs the caller's transaction again)."""
+
+
 def take(conn: Connection, caps: Capabilities, tenant: str, slot: int, want: int, *, deal: bool = False) -> int:
     """Take up to ``want`` units for ``tenant`` from ``slot``; returns how
     many were taken (fewer than ``want`` only when the tenant has fewer
@@ -91,30 +97,44 @@ def take(conn: Connection, caps: Capabilities, tenant: str, slot: int, want: int
     ``max_jobs`` takes to deal again (:func:`redeal`).
 
     A deal holds no slot's lock before it locks them all in slot order, so
-    two deals never wait for each other in a cycle. On an engine with row
-    locks a dry slot therefore raises :class:`SlotDry` instead of dealing:
-    an update that waited for a concurrent deal and then found the slot
-    dry keeps its lock (PostgreSQL locks the row's latest version before
-    it checks the condition again), and two such creates dealing at once
-    deadlocked. The caller's next transaction passes ``deal=True``: it
-    deals at once, without the update.
+    two deals never wait for each other in a cycle. But on PostgreSQL an
+    update that waited for a concurrent deal and then found its slot dry
+    keeps the slot's lock (the row's latest version is locked before the
+    condition is checked again), and two such creates dealing at once
+    deadlocked. So on an engine with row locks a dry slot's lock is let go
+    before the deal: for ``want`` of :data:`SAVEPOINT_FROM` or more the
+    update runs in a savepoint rolled back when it takes nothing; for fewer
+    (where two round trips more per create would cost more than running
+    the rare dry create again) :class:`SlotDry` is raised, and the
+    caller's next transaction passes ``deal=True``: it deals at once,
+    without the update.
     """
     if want <= 0:
         return 0
-    if not deal:
-        taken = conn.execute(
-            tenant_quota.update()
-            .where(
-                tenant_quota.c.tenant == tenant,
-                tenant_quota.c.slot == slot,
-                tenant_quota.c.used + want <= tenant_quota.c.allowance,
-            )
-            .values(used=tenant_quota.c.used + want)
-        ).rowcount
-        if taken:
+    if deal:
+        return _deal(conn, caps, tenant, slot=slot, want=want)
+    take_from_slot = (
+        tenant_quota.update()
+        .where(
+            tenant_quota.c.tenant == tenant,
+            tenant_quota.c.slot == slot,
+            tenant_quota.c.used + want <= tenant_quota.c.allowance,
+        )
+        .values(used=tenant_quota.c.used + want)
+    )
+    if not caps.row_locks:
+        if conn.execute(take_from_slot).rowcount:
             return want
-        if caps.row_locks:
-            raise SlotDry(tenant, slot)
+        return _deal(conn, caps, tenant, slot=slot, want=want)
+    if want < SAVEPOINT_FROM:
+        if conn.execute(take_from_slot).rowcount:
+            return want
+        raise SlotDry(tenant, slot)
+    savepoint = conn.begin_nested()
+    if conn.execute(take_from_slot).rowcount:
+        savepoint.commit()
+        return want
+    savepoint.rollback()
     return _deal(conn, caps, tenant, slot=slot, want=want)
 
 
