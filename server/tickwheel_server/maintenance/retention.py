@@ -233,7 +233,8 @@ class Retention:
         result = PassResult(cutoff=cutoff, **totals)
         self.passes += 1
         self.last_pass = result
-        if result.executions or result.attempts or result.skips or result.alerts or result.rollups or result.request_ids:
+        pruned = (result.executions, result.attempts, result.skips, result.alerts, result.rollups, result.request_ids)
+        if any(pruned):
             log.info(
                 "retention: pruned %d executions, %d attempts (rolled up; %d day partitions dropped), "
                 "%d skip ranges, %d alerts, %d rollups older than %s, %d request ids, in %d batches",
