@@ -57,6 +57,13 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 OWN_QUERY = "/* tickwheel-bench */"
 """Prefix of the benchmark's own queries, left out of ``Statements``."""
 DATA_TABLES = ("attempts", "executions", "skips", "request_ids", "jobs", "tzdata_versions")
+ATTEMPTS = (
+    "(SELECT execution_id, attempt, delivery, status, started_at, finished_at, worker_id, worker_started_at "
+    "FROM attempts UNION ALL SELECT id, attempt, delivery, 'succeeded', attempt_started_at, finished_at, "
+    "attempt_worker_id, attempt_worker_started_at FROM executions WHERE attempt_started_at IS NOT NULL)"
+)
+"""Every recorded attempt, as a subquery: the rows of ``attempts`` and the
+attempts plain successes keep on their execution rows (migration 0025)."""
 
 
 def load_average() -> list[float]:

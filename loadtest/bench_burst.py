@@ -108,7 +108,7 @@ def outcome(url: str, due_us: int) -> dict:
                    min(a.started_at), count(a.execution_id), min(a.worker_id), min(a.worker_started_at)
             FROM jobs j
             LEFT JOIN executions e ON e.job_id = j.id
-            LEFT JOIN attempts a ON a.execution_id = e.id
+            LEFT JOIN {h.ATTEMPTS} a ON a.execution_id = e.id
             GROUP BY j.id, e.id, e.status, e.due_at, e.created_at, e.delivery
             """
         ).fetchall()

@@ -148,7 +148,7 @@ def shares_while_ready(url: str, due_us: int) -> dict | None:
     with h.observe(url) as pg:
         rows = pg.execute(
             f"""{h.OWN_QUERY}
-            SELECT e.tenant, min(a.started_at) FROM executions e JOIN attempts a ON a.execution_id = e.id
+            SELECT e.tenant, min(a.started_at) FROM executions e JOIN {h.ATTEMPTS} a ON a.execution_id = e.id
             GROUP BY e.id, e.tenant"""
         ).fetchall()
     quiet = [started for tenant, started in rows if tenant == QUIET]
@@ -182,7 +182,7 @@ def lateness_by_tenant(url: str, due_us: int) -> dict[str, dict]:
             SELECT j.tenant, j.id, e.id, e.status, e.due_at, e.created_at, min(a.started_at)
             FROM jobs j
             LEFT JOIN executions e ON e.job_id = j.id
-            LEFT JOIN attempts a ON a.execution_id = e.id
+            LEFT JOIN {h.ATTEMPTS} a ON a.execution_id = e.id
             GROUP BY j.tenant, j.id, e.id, e.status, e.due_at, e.created_at
             """
         ).fetchall()

@@ -16,11 +16,14 @@ from tickwheel_server.gateway.gateway import Gateway
 from tickwheel_server.store.credentials import WorkerCredential
 from tickwheel_server.store.handout import HandoutStore
 from tickwheel_server.store.queue import ExecutionQueue
-from tickwheel_server.store.history import HistoryStore
-from tickwheel_server.store.tables import attempts, executions
+from tickwheel_server.store.history import HistoryStore, attempt_history
+from tickwheel_server.store.tables import executions
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
 from .test_handout import add_execution
+
+# Every recorded attempt: the table's rows and those plain successes keep on their execution rows.
+attempts = attempt_history()
 
 TIMEOUT = 30.0
 GRACE = 10.0

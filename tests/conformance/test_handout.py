@@ -14,10 +14,13 @@ from tickwheel.shared.ids import to_us
 from tickwheel_server.circuits import CircuitBreaker
 from tickwheel_server.policy.breaker import BreakerSettings
 from tickwheel_server.store.executions import Capability, Lost, ResultIn
-from tickwheel_server.store.history import HistoryStore
+from tickwheel_server.store.history import HistoryStore, attempt_history
 from tickwheel_server.store.queue import ExecutionQueue
-from tickwheel_server.store.tables import attempts, executions, jobs
+from tickwheel_server.store.tables import executions, jobs
 from tickwheel_server.store.tenants import Tenant, TenantStore
+
+# Every recorded attempt: the table's rows and those plain successes keep on their execution rows.
+attempts = attempt_history()
 
 ANY_ECHO = Capability(("acme",), ("echo",), True)
 

@@ -26,11 +26,15 @@ from tickwheel_server.lease.keys import session_name
 from tickwheel_server.store.executions import HandOutRound
 from tickwheel_server.store.handout import HandoutStore
 from tickwheel_server.store.queue import ExecutionQueue
-from tickwheel_server.store.tables import attempts, executions, tenant_gates
+from tickwheel_server.store.tables import executions, tenant_gates
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
 from .test_gateway_liveness import connect, drain_outbox, status_of
 from .test_handout import ANY_ECHO, add_execution
+from tickwheel_server.store.history import attempt_history
+
+# Every recorded attempt: the table's rows and those plain successes keep on their execution rows.
+attempts = attempt_history()
 
 TTL = 10
 TIMEOUT = 30.0

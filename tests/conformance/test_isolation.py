@@ -26,13 +26,16 @@ from tickwheel_server.errors import FailedPrecondition
 from tickwheel.shared.ids import to_us
 from tickwheel_server.store.executions import Capability, Lost, ResultIn
 from tickwheel_server.store.queue import ExecutionQueue
-from tickwheel_server.store.history import HistoryStore
+from tickwheel_server.store.history import HistoryStore, attempt_history
 from tickwheel_server.store.jobrecords import NewJob
 from tickwheel_server.store.jobs import JobStore
-from tickwheel_server.store.tables import attempts, concurrency_keys, executions, jobs, skips
+from tickwheel_server.store.tables import concurrency_keys, executions, jobs, skips
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
 from .test_handout import add_execution
+
+# Every recorded attempt: the table's rows and those plain successes keep on their execution rows.
+attempts = attempt_history()
 
 ECHO = ("echo",)
 MINUTE = 60.0

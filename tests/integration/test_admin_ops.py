@@ -36,8 +36,12 @@ from tickwheel_server.lease.keys import DRAINS_PREFIX, SERVERS_PREFIX, session_n
 from tickwheel_server.store import create_store_engine, migrate
 from tickwheel_server.store.operations import OperationsStore
 from tickwheel_server.store.partitions import PartitionStore
-from tickwheel_server.store.tables import attempts, executions
+from tickwheel_server.store.history import attempt_history
+from tickwheel_server.store.tables import executions
 from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig, register_builtins
+
+# Every recorded attempt: the table's rows and those plain successes keep on their execution rows.
+attempts = attempt_history()
 
 pytestmark = [pytest.mark.postgres, pytest.mark.etcd]
 

@@ -18,6 +18,7 @@ from tickwheel_server.auth.authenticator import CACHE_TTL_SECONDS
 from tickwheel.shared.clock import SystemClock
 from tickwheel_server.store.credentials import WorkerCredentialStore
 from tests.support.polling import eventually
+from tests.support.attempts import ALL_ATTEMPTS
 from tests.support.workers import builtin_handlers, running_worker
 
 WAIT = 20.0
@@ -76,7 +77,7 @@ def execution_row(engine: sa.Engine, job_id: str) -> sa.Row:
 def attempts_of(engine: sa.Engine, execution_id: str) -> list[sa.Row]:
     with engine.connect() as conn:
         return conn.execute(
-            sa.text("SELECT * FROM attempts WHERE execution_id = :e ORDER BY delivery, attempt"), {"e": execution_id}
+            sa.text(f"SELECT * FROM {ALL_ATTEMPTS} AS a WHERE execution_id = :e ORDER BY delivery, attempt"), {"e": execution_id}
         ).all()
 
 

@@ -34,6 +34,7 @@ import sqlalchemy as sa
 from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2
 
 from tests.support.etcd import EtcdServer
+from tests.support.attempts import ALL_ATTEMPTS
 from tests.support.faults import eventually
 from tests.support.postgres import PostgresServer
 from tests.support.server import TICKWHEEL, ServerProcess, start_cluster_server, start_worker_process, stop_process
@@ -160,12 +161,12 @@ def audit(engine: sa.Engine, expected: dict[str, datetime], worker_id: str) -> d
     with engine.connect() as conn:
         rows = conn.execute(
             sa.text(
-                """
+                f"""
                 SELECT j.id AS job_id, j.state, j.run_count, e.id, e.status, e.due_at, e.attempt, e.delivery, e.finished_at,
-                       (SELECT count(*) FROM attempts a WHERE a.execution_id = e.id) AS attempt_rows,
-                       (SELECT min(a.started_at) FROM attempts a WHERE a.execution_id = e.id) AS started_at,
-                       (SELECT min(a.worker_id) FROM attempts a WHERE a.execution_id = e.id) AS worker_id,
-                       (SELECT min(a.status) FROM attempts a WHERE a.execution_id = e.id) AS attempt_status
+                       (SELECT count(*) FROM {ALL_ATTEMPTS} a WHERE a.execution_id = e.id) AS attempt_rows,
+                       (SELECT min(a.started_at) FROM {ALL_ATTEMPTS} a WHERE a.execution_id = e.id) AS started_at,
+                       (SELECT min(a.worker_id) FROM {ALL_ATTEMPTS} a WHERE a.execution_id = e.id) AS worker_id,
+                       (SELECT min(a.status) FROM {ALL_ATTEMPTS} a WHERE a.execution_id = e.id) AS attempt_status
                 FROM jobs j LEFT JOIN executions e ON e.job_id = j.id
                 WHERE j.id = ANY(:ids)
                 ORDER BY j.id
@@ -175,8 +176,8 @@ def audit(engine: sa.Engine, expected: dict[str, datetime], worker_id: str) -> d
         ).all()
         early = conn.execute(
             sa.text(
-                """
-                SELECT a.execution_id, a.started_at, e.due_at FROM attempts a
+                f"""
+                SELECT a.execution_id, a.started_at, e.due_at FROM {ALL_ATTEMPTS} a
                 JOIN executions e ON e.id = a.execution_id
                 WHERE e.job_id = ANY(:ids) AND a.started_at < e.due_at
                 """
@@ -483,7 +484,7 @@ async def test_an_attempt_starts_when_its_claim_reaches_the_store_not_when_the_r
         )
         with engine.connect() as conn:
             started_at, lateness_us = conn.execute(
-                sa.text("SELECT started_at, lateness_us FROM attempts WHERE execution_id = :id"), {"id": execution_id}
+                sa.text(f"SELECT started_at, lateness_us FROM {ALL_ATTEMPTS} AS a WHERE execution_id = :id"), {"id": execution_id}
             ).one()
         assert started_at >= to_us(store.handout.reached_store_at), "attempt recorded as started before it was handed out"
         assert lateness_us >= to_us(store.handout.reached_store_at) - execution.due_at_us

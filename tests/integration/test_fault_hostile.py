@@ -39,6 +39,7 @@ import sqlalchemy as sa
 from tickwheel.v1 import worker_pb2, worker_pb2_grpc
 
 from tests.support import audit
+from tests.support.attempts import ALL_ATTEMPTS
 from tests.support.faults import (
     NUL_BODY, RecordingTarget, create_jobs, eventually, migrated_store, now, settle, spaced, start_server,
     start_worker, tenant, wait_connected,
@@ -240,7 +241,7 @@ def test_malformed_results_are_refused_alone_and_everyone_elses_are_recorded(
         assert answered or hostile.ended is not None, f"{len(hostile.acks)} of {len(MALFORMED)} results answered"
         assert server.process.poll() is None
         with engine.connect() as conn:
-            errors = conn.execute(sa.text("SELECT error FROM attempts WHERE worker_id = 'hostile'")).scalars().all()
+            errors = conn.execute(sa.text(f"SELECT error FROM {ALL_ATTEMPTS} AS a WHERE worker_id = 'hostile'")).scalars().all()
         assert all(len(text) <= 4096 and "\x00" not in text for text in errors), [text[:80] for text in errors]
 
 

@@ -31,6 +31,8 @@ import pytest
 import sqlalchemy as sa
 from tickwheel.v1 import job_pb2, scheduler_pb2
 
+from tests.support.attempts import ALL_ATTEMPTS
+
 from .test_dispatch_faults import engine, eventually, now, scheduler, wait_worker_connected
 from .test_worker_faults import handler, start_server, start_worker, tenant_and_credential
 
@@ -62,7 +64,7 @@ def executions_of(engine: sa.Engine, job_id: str) -> list[sa.Row]:
 
 
 def attempt_rows(engine: sa.Engine, execution_id: str) -> list[sa.Row]:
-    return rows(engine, "SELECT * FROM attempts WHERE execution_id = :e ORDER BY delivery", e=execution_id)
+    return rows(engine, f"SELECT * FROM {ALL_ATTEMPTS} AS a WHERE execution_id = :e ORDER BY delivery", e=execution_id)
 
 
 def us(instant: datetime) -> int:
@@ -181,7 +183,7 @@ def test_a_key_with_limit_one_across_three_jobs_and_two_servers_runs_them_one_at
         eventually(all_ended, 60, "the three jobs succeed")
         history = rows(
             engine,
-            "SELECT a.*, e.job_id FROM attempts a JOIN executions e ON e.id = a.execution_id "
+            f"SELECT a.*, e.job_id FROM {ALL_ATTEMPTS} a JOIN executions e ON e.id = a.execution_id "
             "WHERE e.job_id = ANY(:ids) ORDER BY a.worker_started_at", ids=job_ids,
         )
         [key] = rows(engine, "SELECT * FROM concurrency_keys WHERE name = 'billing-db'")

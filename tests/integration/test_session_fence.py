@@ -33,6 +33,7 @@ from tickwheel.v1 import job_pb2, scheduler_pb2
 
 from tests.integration.test_dispatch_faults import cli, engine, now, scheduler, spaced, succeeded
 from tests.support.faults import eventually
+from tests.support.attempts import ALL_ATTEMPTS
 from tests.support.server import start_cluster_server, start_worker_process, stop_process
 from tickwheel.shared.ids import to_us
 
@@ -131,10 +132,10 @@ def attempts_of(engine: sa.Engine, job_ids: list[str]) -> list[sa.Row]:
     with engine.connect() as conn:
         return conn.execute(
             sa.text(
-                """
+                f"""
                 SELECT e.job_id, e.id, e.status AS execution_status, e.due_at, a.delivery, a.attempt,
                        a.status, a.started_at, a.worker_id
-                FROM executions e LEFT JOIN attempts a ON a.execution_id = e.id
+                FROM executions e LEFT JOIN {ALL_ATTEMPTS} a ON a.execution_id = e.id
                 WHERE e.job_id = ANY(:ids) ORDER BY e.job_id, a.delivery
                 """
             ),

@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from tickwheel.v1 import job_pb2, scheduler_pb2
 
 from tests.support.etcd import EtcdServer
+from tests.support.attempts import ALL_ATTEMPTS
 from tests.support.server import ServerProcess, start_cluster_server, start_worker_process
 
 from .test_dispatch_faults import (
@@ -96,7 +97,7 @@ def execution_of(engine: sa.Engine, job_id: str) -> sa.Row:
 def attempts_of(engine: sa.Engine, execution_id: str) -> list[sa.Row]:
     with engine.connect() as conn:
         return conn.execute(
-            sa.text("SELECT * FROM attempts WHERE execution_id = :e ORDER BY delivery, attempt"), {"e": execution_id}
+            sa.text(f"SELECT * FROM {ALL_ATTEMPTS} AS a WHERE execution_id = :e ORDER BY delivery, attempt"), {"e": execution_id}
         ).all()
 
 

@@ -53,6 +53,7 @@ from tickwheel.v1 import job_pb2
 from tickwheel.shared.ids import execution_id, from_us, to_us
 from tickwheel_server.jobspec import schedule_of
 from tickwheel_server.schedule import default_engine
+from tests.support.attempts import ALL_ATTEMPTS
 
 TERMINAL = ("succeeded", "dead", "canceled")
 IN_FLIGHT = ("scheduled", "waiting", "running")
@@ -364,7 +365,7 @@ def load(engine: sa.Engine, tenants: Iterable[str]) -> Snapshot:
             for r in conn.execute(
                 sa.text(
                     "SELECT execution_id, attempt, delivery, status, started_at, worker_id, worker_started_at, error "
-                    "FROM attempts WHERE execution_id IN :ids ORDER BY execution_id, delivery, attempt"
+                    f"FROM {ALL_ATTEMPTS} AS attempts WHERE execution_id IN :ids ORDER BY execution_id, delivery, attempt"
                 ).bindparams(sa.bindparam("ids", expanding=True)),
                 {"ids": execution_ids},
             )

@@ -1,7 +1,8 @@
 """History: what happened to a job's occurrences.
 
 Executions (one row per occurrence, also the queue), their attempts (one row
-per hand-out that reached a worker) and skip ranges (occurrences not run,
+per hand-out that reached a worker, but a plain success's recorded on its
+execution row: read back merged, as if it were a row) and skip ranges (occurrences not run,
 one row per range), read as a tenant sees them, plus the one write a tenant
 makes here: canceling an execution.
 
@@ -185,19 +186,53 @@ def skip_from_row(row) -> SkipRecord:
 _LISTED_ATTEMPT_COLUMNS = [column for column in attempts.c if column.name != "output"]
 
 
+def _attempts_on_rows(execution_ids: list[str] | None, *, output: bool):
+    """The attempts recorded on execution rows (a plain success's, migration
+    0025), shaped as rows of ``attempts``: status ``succeeded``, no error,
+    the lateness an attempt row would have had (from the later of the due
+    and ready instants)."""
+    later = sa.case((executions.c.due_at > executions.c.ready_at, executions.c.due_at), else_=executions.c.ready_at)
+    columns = [
+        executions.c.id.label("execution_id"), executions.c.attempt, executions.c.delivery,
+        sa.literal_column("'succeeded'").label("status"), executions.c.attempt_started_at.label("started_at"),
+        executions.c.finished_at,
+        sa.case((executions.c.attempt_started_at > later, executions.c.attempt_started_at - later), else_=0)
+        .label("lateness_us"),
+        executions.c.attempt_worker_id.label("worker_id"), sa.literal_column("''").label("error"),
+        executions.c.attempt_waited_us.label("waited_us"),
+        executions.c.attempt_worker_started_at.label("worker_started_at"),
+    ]
+    if output:
+        columns.append(executions.c.attempt_output.label("output"))
+    query = sa.select(*columns).where(executions.c.attempt_started_at.is_not(None))
+    return query if execution_ids is None else query.where(executions.c.id.in_(execution_ids))
+
+
+def attempt_history(*, output: bool = True):
+    """Every recorded attempt, as a subquery named ``attempts`` with the
+    columns of the ``attempts`` table (``output`` only when asked): its rows
+    and the attempts plain successes keep on their execution rows. For
+    audits and tests; the store's own reads filter each branch by key
+    (:func:`_attempts_of`)."""
+    columns = attempts.c if output else _LISTED_ATTEMPT_COLUMNS
+    on_rows = _attempts_on_rows(None, output=output)
+    return sa.union_all(sa.select(*columns), on_rows).subquery("attempts")
+
+
 def _attempts_of(conn: Connection, execution_ids: list[str], *, output: bool = False) -> dict[str, list[AttemptRecord]]:
-    """The attempts of ``execution_ids``, oldest first, in ONE query
-    (primary-key ranges); with their output only when ``output`` (one
-    execution: a page of them could carry 4 KiB per attempt)."""
+    """The attempts of ``execution_ids``, oldest first (by attempt, then
+    delivery), in ONE query (primary-key ranges of ``attempts`` and of
+    ``executions``, for the attempt a plain success keeps on its row); with
+    their output only when ``output`` (one execution: a page of them could
+    carry 4 KiB per attempt)."""
     found: dict[str, list[AttemptRecord]] = {ident: [] for ident in execution_ids}
     if not execution_ids:
         return found
-    query = (
-        sa.select(*(attempts.c if output else _LISTED_ATTEMPT_COLUMNS))
-        .where(attempts.c.execution_id.in_(execution_ids))
-        .order_by(attempts.c.execution_id, attempts.c.attempt, attempts.c.delivery)
+    query = sa.union_all(
+        sa.select(*(attempts.c if output else _LISTED_ATTEMPT_COLUMNS)).where(attempts.c.execution_id.in_(execution_ids)),
+        _attempts_on_rows(execution_ids, output=output),
     )
-    for row in conn.execute(query):
+    for row in sorted(conn.execute(query), key=lambda r: (r.execution_id, r.attempt, r.delivery)):
         found[row.execution_id].append(attempt_from_row(row))
     return found
 

@@ -58,15 +58,26 @@ _RECORD_OUTCOMES = driver_sql(
     "AS v (id, status, attempt, ready_at, error, dead_reason, finished_at) "
     "WHERE executions.id = v.id"
 )
-# The common outcome, a success without error text, as constants (PostgreSQL):
-# one array parameter, the ids, where :data:`_RECORD_OUTCOMES` parses seven
-# arrays and joins them to the table. ``attempt`` and ``ready_at`` are left as
-# they are: a success keeps both (:func:`~tickwheel_server.policy.outcome.decide`).
+# The common outcome, a success without error text (PostgreSQL), with its
+# attempt's record on the row (``attempt_*``, see :func:`_plain_success`): no
+# attempt row. ``attempt`` and ``ready_at`` are left as they are: a success
+# keeps both (:func:`~tickwheel_server.policy.outcome.decide`). The ``ANY``
+# beside the join makes the planner find the rows by primary key rather than
+# hash the table to probe the arrays.
+_SUCCESS_ARRAYS = (  # parameter, element type, column of ``v``, key of the attempt's record
+    ("ids", "TEXT", "id", "execution_id"), ("started", "BIGINT", "started_at", "started_at"),
+    ("workers", "TEXT", "worker_id", "worker_id"), ("worker_started", "BIGINT", "worker_started_at", "worker_started_at"),
+    ("waited", "BIGINT", "waited_us", "waited_us"), ("outputs", "BYTEA", "output", "output"),
+)
 _RECORD_SUCCESSES = driver_sql(
     "UPDATE executions SET status = 'succeeded', error = '', dead_reason = '', finished_at = :finished, "
     "owner = NULL, worker_id = NULL, handed_out_at = NULL, held_keys = NULL, wait_key = NULL, waiting_since = NULL, "
-    "cancel_requested_at = NULL, cancel_reason = NULL "
-    "WHERE executions.id = ANY (CAST(:ids AS TEXT[]))"
+    "cancel_requested_at = NULL, cancel_reason = NULL, attempt_started_at = v.started_at, "
+    "attempt_worker_id = v.worker_id, attempt_worker_started_at = v.worker_started_at, "
+    "attempt_waited_us = v.waited_us, attempt_output = v.output "
+    f"FROM unnest({', '.join(f'CAST(:{name} AS {kind}[])' for name, kind, _, _ in _SUCCESS_ARRAYS)}) "
+    f"AS v ({', '.join(column for _, _, column, _ in _SUCCESS_ARRAYS)}) "
+    "WHERE executions.id = ANY (CAST(:ids AS TEXT[])) AND executions.id = v.id"
 )
 _OUTCOME_ARRAYS = {
     "ids": "b_id", "statuses": "b_status", "attempts": "b_attempt", "ready": "b_ready_at", "errors": "b_error",
@@ -78,8 +89,8 @@ _OUTCOME_ARRAYS = {
 # (:data:`_JOB_SPECS`), for the results whose decision needs one.
 _RESULT_ROWS = driver_sql(
     "SELECT e.id, e.job_id, e.tenant, e.partition, e.status, e.delivery, e.attempt, e.due_at, e.ready_at, "
-    "e.handed_out_at, e.held_keys, e.waiting_since, e.cancel_requested_at, e.cancel_reason, e.handler "
-    "FROM executions AS e WHERE e.id = ANY (CAST(:ids AS TEXT[])) FOR UPDATE"
+    "e.handed_out_at, e.held_keys, e.waiting_since, e.cancel_requested_at, e.cancel_reason, e.handler, "
+    "e.attempt_started_at FROM executions AS e WHERE e.id = ANY (CAST(:ids AS TEXT[])) FOR UPDATE"
 )
 
 # The definitions of some jobs (PostgreSQL), by primary key.
@@ -117,6 +128,8 @@ class _ResultRow(NamedTuple):
     cancel_reason: str | None
     handler: str | None
     """The handler it was claimed for; None: an HTTP target."""
+    attempt_started_at: int | None
+    """Not None: it succeeded plainly, its last attempt recorded on the row (see :func:`_plain_success`)."""
     spec: bytes | None = None
     """The job's definition, where it was read (None: deleted, or not read: not needed)."""
     version: int | None = None
@@ -181,7 +194,7 @@ class OutcomeStore(SqlStore):
             recorded = self._recorded_attempts(conn, mismatched)
             acks: list[ResultAck] = []
             updates: list[dict] = []
-            plain: list[bool] = []
+            plain: list[dict | None] = []
             history: list[dict] = []
             notes: list[dict] = []
             dead: list[DeadLetter] = []
@@ -198,6 +211,8 @@ class OutcomeStore(SqlStore):
                     continue
                 if row.status != "running" or row.delivery != result.delivery or row.attempt != result.attempt:
                     status = recorded.get((result.execution_id, result.attempt, result.delivery))
+                    if status is None and _recorded_on_row(row, result):
+                        status = "succeeded"
                     if status is not None and status != "lost":
                         acks.append(ResultAck(*key, True, "already recorded"))
                         continue
@@ -219,9 +234,13 @@ class OutcomeStore(SqlStore):
                 seen.add(key)
                 update, attempt_status, retry, dead_letter = self._outcome(row, result, now, now_us)
                 updates.append(update)
-                plain.append(_plain_success(update, row, now_us))
-                history.append(attempt_row(row, attempt_status, result.worker_id, result.error, now_us,
-                                            result.worker_started_at_us, result.output))
+                record = attempt_row(row, attempt_status, result.worker_id, result.error, now_us,
+                                     result.worker_started_at_us, result.output)
+                if _plain_success(update, row, now_us):
+                    plain.append(record)  # on the execution row
+                else:
+                    plain.append(None)
+                    history.append(record)
                 ended.append(row)
                 if update["b_status"] in TERMINAL:
                     finished_jobs.append(row.job_id)
@@ -230,7 +249,8 @@ class OutcomeStore(SqlStore):
                 acks.append(ResultAck(*key, True, retry=retry))
             if updates:
                 self._apply_outcomes(conn, updates, plain, now_us)
-                self._insert_attempts(conn, history)
+                if history:
+                    self._insert_attempts(conn, history)
                 release_slots(conn, self.caps, [(row.tenant, row.held_keys) for row in ended])
                 wake_jobs(conn, finished_jobs)
             if notes:
@@ -276,7 +296,7 @@ class OutcomeStore(SqlStore):
                 executions.c.status, executions.c.delivery, executions.c.attempt, executions.c.due_at,
                 executions.c.ready_at, executions.c.handed_out_at, executions.c.held_keys,
                 executions.c.waiting_since, executions.c.cancel_requested_at, executions.c.cancel_reason,
-                executions.c.handler, jobs.c.spec, jobs.c.version,
+                executions.c.handler, executions.c.attempt_started_at, jobs.c.spec, jobs.c.version,
             )
             .select_from(executions.outerjoin(jobs, jobs.c.id == executions.c.job_id))
             .where(executions.c.id.in_(ids))
@@ -296,17 +316,23 @@ class OutcomeStore(SqlStore):
             return
         conn.execute(attempts.insert(), history)
 
-    def _apply_outcomes(self, conn: Connection, updates: list[dict], plain: list[bool], now_us: int) -> None:
-        """Write the executions' new states (``plain[i]``: ``updates[i]`` is
-        a plain success, see :func:`_plain_success`). On PostgreSQL at most
-        two statements whatever the batch: the plain successes' with their
-        ids as its one array, the other outcomes' over arrays; elsewhere one
+    def _apply_outcomes(
+        self, conn: Connection, updates: list[dict], plain: list[dict | None], now_us: int
+    ) -> None:
+        """Write the executions' new states (``plain[i]`` not None:
+        ``updates[i]`` is a plain success, see :func:`_plain_success`, and
+        ``plain[i]`` its attempt's record, which goes on the row). On
+        PostgreSQL at most two statements whatever the batch: the plain
+        successes' and the other outcomes', each over arrays; elsewhere one
         statement per row."""
         if self.caps.is_postgres:
-            successes = [update["b_id"] for update, simple in zip(updates, plain) if simple]
-            others = [update for update, simple in zip(updates, plain) if not simple]
+            successes = [record for record in plain if record is not None]
+            others = [update for update, record in zip(updates, plain) if record is None]
             if successes:
-                execute_arrays(conn, _RECORD_SUCCESSES, {"ids": successes, "finished": now_us})
+                arrays = {name: [record[key] for record in successes] for name, _, _, key in _SUCCESS_ARRAYS}
+                # BYTEA[] from text: each element in the hex input format, NULL for none.
+                arrays["outputs"] = [None if out is None else "\\x" + out.hex() for out in arrays["outputs"]]
+                execute_arrays(conn, _RECORD_SUCCESSES, {**arrays, "finished": now_us})
             if others:
                 execute_arrays(conn, _RECORD_OUTCOMES, {
                     name: [update[key] for update in others] for name, key in _OUTCOME_ARRAYS.items()
@@ -321,8 +347,11 @@ class OutcomeStore(SqlStore):
                 dead_reason=sa.bindparam("b_dead_reason"), finished_at=sa.bindparam("b_finished_at"),
                 owner=None, worker_id=None, handed_out_at=None, held_keys=None, wait_key=None,
                 waiting_since=None, cancel_requested_at=None, cancel_reason=None,
+                attempt_started_at=sa.bindparam("b_started"), attempt_worker_id=sa.bindparam("b_worker"),
+                attempt_worker_started_at=sa.bindparam("b_worker_started"), attempt_waited_us=sa.bindparam("b_waited"),
+                attempt_output=sa.bindparam("b_output"),
             ),
-            updates,
+            [{**update, **_on_row(record)} for update, record in zip(updates, plain)],
         )
 
     def _recorded_attempts(self, conn: Connection, results: list[ResultIn]) -> dict[tuple[str, int, int], str]:
@@ -400,12 +429,29 @@ class OutcomeStore(SqlStore):
 def _plain_success(update: dict, row, now_us: int) -> bool:
     """Whether ``update`` is exactly what :data:`_RECORD_SUCCESSES` writes for
     ``row``: succeeded now, no error text nor reason, its attempt and ready
-    instant kept."""
+    instant kept. Such an attempt is recorded on the execution row
+    (``attempt_*``), not in ``attempts``: it is the execution's last, its
+    status, end, numbers and lateness are the row's."""
     return (
         update["b_status"] == "succeeded" and update["b_error"] == "" and update["b_dead_reason"] == ""
         and update["b_finished_at"] == now_us and update["b_attempt"] == row.attempt
         and update["b_ready_at"] == row.ready_at
     )
+
+
+def _on_row(record: dict | None) -> dict:
+    """The ``attempt_*`` values of an execution row for its attempt's
+    ``record`` (None: recorded in ``attempts``, the columns stay NULL)."""
+    if record is None:
+        return dict(b_started=None, b_worker=None, b_worker_started=None, b_waited=None, b_output=None)
+    return dict(b_started=record["started_at"], b_worker=record["worker_id"],
+                b_worker_started=record["worker_started_at"], b_waited=record["waited_us"],
+                b_output=record["output"])
+
+
+def _recorded_on_row(row: _ResultRow, result: ResultIn) -> bool:
+    """Whether ``result``'s attempt is the plain success recorded on its execution row."""
+    return row.attempt_started_at is not None and row.attempt == result.attempt and row.delivery == result.delivery
 
 
 _OUTCOME_NAMES = {

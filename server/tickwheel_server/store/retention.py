@@ -14,6 +14,8 @@ The window (default 30 days) applies to everything that ended:
   added to ``attempt_rollups`` for (job, UTC day of the attempt's start):
   runs, failures, lateness percentiles. So history never has attempts
   without their execution, and the rollup counts each attempt exactly once.
+  A plain success's attempt, recorded on its execution row rather than in
+  ``attempts`` (migration 0025), is rolled up from that row as it goes.
 - A dead letter's open alert (dead letter or poison) is resolved in the
   transaction that prunes it: the condition is gone with the execution.
 - A skip range is pruned when its last skipped occurrence (``to_at``) is
@@ -67,6 +69,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
@@ -107,6 +110,15 @@ class PartitionBatch:
     """Rows the whole walk rolled up, when this batch dropped the table."""
 
 
+class _AttemptOnRow(NamedTuple):
+    """An attempt recorded on its execution row, as the rollup reads an attempt row."""
+
+    execution_id: str
+    status: str
+    started_at: int
+    lateness_us: int
+
+
 @dataclass(frozen=True)
 class ExecutionBatch:
     """What one execution-pruning batch did."""
@@ -116,7 +128,7 @@ class ExecutionBatch:
     executions: int
     """Executions deleted."""
     attempts: int
-    """Attempt rows deleted (and rolled up)."""
+    """Attempts deleted (and rolled up): rows of ``attempts``, and those recorded on the execution rows deleted."""
     resolved: int
     """Open alerts of the dead letters deleted, resolved with them."""
     next_key: tuple[int, str] | None
@@ -160,7 +172,8 @@ class RetentionStore(SqlStore):
         def fn(conn: Connection) -> ExecutionBatch:
             walk = sa.select(
                 executions.c.id, executions.c.nominal_at, executions.c.status, executions.c.finished_at,
-                executions.c.job_id, executions.c.tenant,
+                executions.c.job_id, executions.c.tenant, executions.c.due_at, executions.c.ready_at,
+                executions.c.attempt_started_at,
             ).where(executions.c.nominal_at < cutoff_us, *in_group(TERMINAL))
             if after is not None:
                 # A row comparison is a range bound on the index, so a batch
@@ -198,6 +211,12 @@ class RetentionStore(SqlStore):
             else:
                 history = conn.execute(sa.select(*columns).where(attempts.c.execution_id.in_(sorted(gone)))).all()
                 conn.execute(doomed)
+            # A plain success's attempt went with its row (migration 0025).
+            history = list(history) + [
+                _AttemptOnRow(row.id, "succeeded", row.attempt_started_at,
+                              max(0, row.attempt_started_at - max(row.due_at, row.ready_at)))
+                for row in rows if row.id in gone and row.attempt_started_at is not None
+            ]
             merge_rollups(conn, summarise_attempts(history, ended), now_us, self.caps.row_locks)
             resolved = []
             if alerts_store is not None and gone & dead:

@@ -140,6 +140,12 @@ executions = sa.Table(
     sa.Column("cancel_requested_at", sa.BigInteger),
     sa.Column("cancel_reason", sa.Text),
     sa.Column("trace_context", sa.Text),
+    # The last attempt's record when it succeeded plainly (migration 0025); NULL otherwise.
+    sa.Column("attempt_started_at", sa.BigInteger),
+    sa.Column("attempt_worker_id", sa.Text),
+    sa.Column("attempt_worker_started_at", sa.BigInteger),
+    sa.Column("attempt_waited_us", sa.BigInteger),
+    sa.Column("attempt_output", sa.LargeBinary),
 )
 
 attempts = sa.Table(
