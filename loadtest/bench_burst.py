@@ -85,10 +85,9 @@ import os
 import platform
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
-import psycopg
 
 import _harness as h
 import peers

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from tests.conformance.conftest import STORE_BACKENDS
 from tickwheel.shared.clock import FakeClock
-from tickwheel.shared.ids import new_job_id, to_us
+from tickwheel.shared.ids import new_job_id
 from tickwheel_server.errors import AlreadyExists, NotFound, QuotaExceeded
 from tickwheel_server.lease.memory import MemoryLeaseStore
 from tickwheel_server.maintenance.retention import Retention, RetentionConfig

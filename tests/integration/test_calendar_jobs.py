@@ -7,7 +7,6 @@ naming the field with nothing written."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime, timedelta, timezone
 
 import grpc
