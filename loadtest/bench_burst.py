@@ -88,7 +88,6 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-
 import _harness as h
 import peers
 

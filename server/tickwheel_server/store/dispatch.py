@@ -143,10 +143,10 @@ class DispatchStore(SqlStore):
         self._review_after = ""
         self._review_local_after = ""
         self._trace_occurrence = trace_occurrence
-        self.calendars = CalendarCache()
-        """The business-day calendars claims apply, by version (see :mod:`.claim_calendars`)."""
         """While tracing is on: (execution id, job id, tenant, nominal instant) → the traceparent of a
         new trace for that occurrence, stored on its row."""
+        self.calendars = CalendarCache()
+        """The business-day calendars claims apply, by version (see :mod:`.claim_calendars`)."""
 
     async def claim_due(
         self,
