@@ -95,6 +95,33 @@ async def test_next_moves_the_due_instant_and_keeps_the_nominal_id(world) -> Non
     assert world.rows(skips) == []
 
 
+def weekly_skip_misfires(rule: int) -> job_pb2.Job:
+    """:func:`weekly_job` whose missed runs are skipped after a minute."""
+    job = weekly_job(rule)
+    job.misfire_policy = job_pb2.MISFIRE_POLICY_SKIP
+    job.misfire_threshold.FromSeconds(60)
+    return normalise_job(job, SATURDAY - timedelta(days=3))
+
+
+async def test_a_moved_run_is_missed_by_its_moved_instant_not_its_nominal_one(world) -> None:
+    # Claimed on Sunday, a day after Saturday's nominal instant and well past
+    # the one-minute threshold: the run is due on Tuesday, so it is not missed.
+    job = await world.create(weekly_skip_misfires(job_pb2.CALENDAR_RULE_NEXT), SATURDAY)
+    sunday = SATURDAY + timedelta(days=1)
+    result = await world.dispatch.claim_due(OWNED, sunday)
+    ident = execution_id(job.id, SATURDAY)
+    assert [(e.id, e.due_at_us) for e in result.executions] == [(ident, to_us(TUESDAY))]
+    assert world.rows(skips) == []
+
+
+async def test_a_moved_run_past_its_moved_instant_is_missed(world) -> None:
+    job = await world.create(weekly_skip_misfires(job_pb2.CALENDAR_RULE_NEXT), SATURDAY)
+    result = await world.dispatch.claim_due(OWNED, TUESDAY + timedelta(minutes=5))
+    assert result.executions == []
+    [skip] = world.rows(skips)
+    assert (skip.job_id, skip.reason, skip.from_at, skip.count) == (job.id, "misfire", to_us(SATURDAY), 1)
+
+
 async def test_skip_records_a_calendar_range_and_only_drops_without_a_record(world) -> None:
     skipping = await world.create(weekly_job(job_pb2.CALENDAR_RULE_SKIP), SATURDAY)
     dropping = await world.create(weekly_job(job_pb2.CALENDAR_RULE_ONLY), SATURDAY)

@@ -80,6 +80,7 @@ def plan_claim(
     run_all_limit: int,
     carried_missed: int = 0,
     scan_limit: int = DEFAULT_SCAN_LIMIT,
+    due_of: Callable[[Fire], datetime] | None = None,
 ) -> Plan:
     """Plan the occurrences from ``cursor`` (the job's next fire) whose nominal
     instant is at or before ``horizon`` (now + look-ahead).
@@ -89,8 +90,14 @@ def plan_claim(
     ``next_fire(schedule, fire.nominal_at, runs_so_far=job_runs + runs)``).
     ``carried_missed`` is how many missed occurrences earlier claims already
     recorded for this run of misses (the open skip range's count), so a
-    ``run_once`` execution reports the whole run.
+    ``run_once`` execution reports the whole run. ``due_of(fire)`` is the
+    instant an occurrence will really be due when something moves it after
+    this plan (a job's calendar moving it to the next business day): an
+    occurrence is missed when that instant is past the threshold, not its
+    schedule's; None means the fire's own ``due_at``. The planned executions
+    keep the fire's own ``due_at`` for the mover to move.
     """
+    due = due_of if due_of is not None else _own_due
     check_policy(policy, run_all_limit)
     if scan_limit < 1:
         raise ValueError("scan_limit must be >= 1")
@@ -100,14 +107,14 @@ def plan_claim(
     fire: Fire | None = cursor
     runs = 0
     while fire is not None and fire.nominal_at <= horizon and runs < scan_limit + keep:
-        if is_missed(fire.due_at, now=now, threshold=threshold):
+        if is_missed(due(fire), now=now, threshold=threshold):
             missed.append(fire)
         else:
             upcoming.append(fire)
         runs += 1
         fire = following(fire, runs)
     still_missing = (
-        fire is not None and fire.nominal_at <= horizon and is_missed(fire.due_at, now=now, threshold=threshold)
+        fire is not None and fire.nominal_at <= horizon and is_missed(due(fire), now=now, threshold=threshold)
     )
     executions: list[PlannedExecution] = []
     skipped: list[Fire] = []
@@ -117,8 +124,10 @@ def plan_claim(
         # walked again by the next claim, from the new cursor.
         skipped = missed[: len(missed) - keep]
         fire = missed[len(skipped)]
-        runs = len(skipped)
-        upcoming = []
+        # Occurrences before the new cursor that are not missed (their due
+        # instant moved on, see ``due_of``) run now: the cursor passes them.
+        upcoming = [f for f in upcoming if f.nominal_at < fire.nominal_at]
+        runs = len(skipped) + len(upcoming)
     elif missed and still_missing:
         skipped = missed
     elif missed:
@@ -126,11 +135,19 @@ def plan_claim(
         executions += [PlannedExecution(f.nominal_at, f.due_at, count) for f, count in decision.run]
         skipped = decision.skipped
     executions += [PlannedExecution(f.nominal_at, f.due_at, 1) for f in upcoming]
+    # In schedule order (already so unless ``due_of`` kept an earlier occurrence from being missed).
+    executions.sort(key=lambda e: e.nominal_at)
     skip = None
     if skipped:
-        after_skip = executions[0].nominal_at if executions else (fire.nominal_at if fire is not None else None)
+        last = skipped[-1].nominal_at
+        after = [e.nominal_at for e in executions if e.nominal_at > last]
+        after_skip = after[0] if after else (fire.nominal_at if fire is not None else None)
         skip = PlannedSkip(skipped[0].nominal_at, skipped[-1].nominal_at, len(skipped), after_skip)
     return Plan(executions, skip, fire, runs)
+
+
+def _own_due(fire: Fire) -> datetime:
+    return fire.due_at
 
 
 def plan_paused(

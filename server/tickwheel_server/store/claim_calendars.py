@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
-from datetime import date
+from collections.abc import Callable, Iterable
+from datetime import date, datetime
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -26,9 +26,9 @@ from tickwheel.v1 import calendar_pb2
 from ..jobspec import JobDefinition
 from ..policy.calendarplan import apply_calendar
 from ..policy.claim import Plan, PlannedSkip
-from ..schedule import ScheduleError
+from ..schedule import Fire, ScheduleError
 from ..schedule.businessdays import BusinessCalendar, calendar
-from ..schedule.calendarrule import decide
+from ..schedule.calendarrule import CalendarRule, Verdict, decide
 from .claim_writes import record_skip
 from .quarantine import SCHEDULE_UNCOMPUTABLE, Unreadable
 from .tables import calendars
@@ -139,6 +139,30 @@ def calendar_plan(row, spec: JobDefinition, plan: Plan, loaded: dict[Key, Busine
     except (ScheduleError, LookupError, ValueError, OverflowError) as error:
         raise Unreadable(SCHEDULE_UNCOMPUTABLE, f"calendar {ref.name!r}: {error}") from None
     return applied.plan, applied.skips
+
+
+def calendar_due(row, spec: JobDefinition, loaded: dict[Key, BusinessCalendar]) -> Callable[[Fire], datetime] | None:
+    """For the claim's misfire test (``plan_claim``'s ``due_of``): the
+    instant the job's calendar makes an occurrence due, where ``next`` moves
+    it (a Saturday's run due on Monday is not missed on Sunday); None for
+    the rules that never move a run. :class:`Unreadable`
+    (``schedule_uncomputable``) when the calendar is gone."""
+    ref = spec.calendar
+    if ref.rule is not CalendarRule.NEXT:
+        return None
+    cal = loaded.get((row.tenant, ref.name))
+    if cal is None:
+        raise Unreadable(SCHEDULE_UNCOMPUTABLE, f"calendar {ref.name!r} does not exist (or does not decode)")
+    zone = spec.schedule.zone
+
+    def due_of(fire: Fire) -> datetime:
+        try:
+            decision = decide(cal, ref.name, ref.rule, fire.nominal_at, fire.due_at, zone=zone, next_nominal_at=None)
+        except (ScheduleError, LookupError, ValueError, OverflowError) as error:
+            raise Unreadable(SCHEDULE_UNCOMPUTABLE, f"calendar {ref.name!r}: {error}") from None
+        return decision.due_at if decision.verdict is Verdict.RUN else fire.due_at
+
+    return due_of
 
 
 def record_calendar_skips(conn: Connection, row, skips: list[PlannedSkip], now_us: int) -> None:

@@ -78,7 +78,7 @@ from .alerts import AlertStore
 from .base import SqlStore, execute_arrays, tuples
 from .claim_reads import DUE_SQL, DueRow, claim_cursor, claimable, dispatchable, due_select, following_fires
 from .claim_writes import MISFIRE_REASON, TENANT_PAUSED_REASON, ClaimWrites, carried_missed, record_skip
-from .claim_calendars import CalendarCache, calendar_plan, record_calendar_skips
+from .claim_calendars import CalendarCache, calendar_due, calendar_plan, record_calendar_skips
 from .isolation import status_in
 from .partitions import check_epochs
 from .tables import alerts, executions, jobs
@@ -220,7 +220,8 @@ class DispatchStore(SqlStore):
                 carried = carried_missed(conn, row, spec, cursor, now)
                 calendar_skips = ()
                 try:
-                    plan = self._plan(row, spec, cursor, now, horizon, scan_limit, carried)
+                    due_of = calendar_due(row, spec, calendars) if spec.calendar is not None else None
+                    plan = self._plan(row, spec, cursor, now, horizon, scan_limit, carried, due_of)
                     if spec.calendar is not None:
                         plan, calendar_skips = calendar_plan(row, spec, plan, calendars)
                 except Unreadable as error:
@@ -405,9 +406,11 @@ class DispatchStore(SqlStore):
 
     @staticmethod
     def _plan(
-        row, spec: JobDefinition, cursor: Fire, now: datetime, horizon: datetime, scan_limit: int, carried: int
+        row, spec: JobDefinition, cursor: Fire, now: datetime, horizon: datetime, scan_limit: int, carried: int,
+        due_of: Callable[[Fire], datetime] | None = None,
     ) -> Plan:
-        """The job's plan (pure); :class:`Unreadable` when its schedule cannot be computed."""
+        """The job's plan (pure); :class:`Unreadable` when its schedule cannot be computed.
+        ``due_of``: where the job's calendar moves an occurrence, for the misfire test."""
         following = following_fires(spec, row.run_count)
         if row.tenant_state == "paused":
             return plan_paused(cursor, following, horizon=horizon, scan_limit=scan_limit)
@@ -421,6 +424,7 @@ class DispatchStore(SqlStore):
             run_all_limit=spec.run_all_limit,
             carried_missed=carried,
             scan_limit=scan_limit,
+            due_of=due_of,
         )
 
     async def scheduled_in(self, partitions: list[int], until: datetime, limit: int = 100_000) -> list[ClaimedExecution]:

@@ -77,6 +77,40 @@ def test_skip_runs_none_of_the_missed() -> None:
     assert (result.skip.count, result.skip.continues_at) == (3, T0 + 3 * MINUTE)
 
 
+def test_an_occurrence_is_missed_by_the_instant_it_is_moved_to_not_its_own() -> None:
+    # Something after the plan (a calendar) moves 12:00 and 12:01 an hour on:
+    # at 12:05 they are not missed, 12:02..12:04 (not moved) are.
+    moved = {T0, T0 + MINUTE}
+
+    def due_of(f: Fire) -> datetime:
+        return f.due_at + timedelta(hours=1) if f.nominal_at in moved else f.due_at
+
+    now = T0 + timedelta(minutes=5, seconds=30)
+    result = plan(T0, now=now, policy=SKIP, due_of=due_of)
+    assert [(e.nominal_at, e.due_at) for e in result.executions] == [
+        (T0, T0 + JITTER), (T0 + MINUTE, T0 + MINUTE + JITTER),  # their own due: the mover moves them
+        (T0 + 5 * MINUTE, T0 + 5 * MINUTE + JITTER), (T0 + 6 * MINUTE, T0 + 6 * MINUTE + JITTER),
+    ]  # fmt: skip
+    assert (result.skip.from_at, result.skip.to_at, result.skip.count) == (T0 + 2 * MINUTE, T0 + 4 * MINUTE, 3)
+    assert result.skip.continues_at == T0 + 5 * MINUTE  # the occurrence after the range, not the first planned
+    assert plan(T0, now=now, policy=SKIP).executions[0].nominal_at == T0 + 5 * MINUTE  # without: missed
+
+
+def test_a_moved_occurrence_is_kept_when_a_long_run_all_backlog_moves_the_cursor() -> None:
+    # run_all over more misses than one claim walks: the cursor goes back to
+    # the first missed one it must see again; the moved, not missed,
+    # occurrence before it runs rather than being passed over.
+    def due_of(f: Fire) -> datetime:
+        return f.due_at + timedelta(days=1) if f.nominal_at == T0 else f.due_at
+
+    now = T0 + timedelta(hours=2)
+    result = plan(T0, now=now, policy=RUN_ALL, run_all_limit=3, scan_limit=10, due_of=due_of)
+    assert [e.nominal_at for e in result.executions] == [T0]
+    # 13 walked (10 + 3): T0 not missed, 12 missed; all but the last 3 of those are skipped.
+    assert (result.skip.from_at, result.skip.to_at, result.skip.count) == (T0 + MINUTE, T0 + 9 * MINUTE, 9)
+    assert result.next_fire.nominal_at == T0 + 10 * MINUTE and result.runs == 10
+
+
 def test_a_year_of_misses_is_planned_in_bounded_steps_and_never_stuck() -> None:
     now = T0 + timedelta(days=365)
     cursor, total_skipped, claims, carried = T0, 0, 0, 0
