@@ -120,14 +120,28 @@ class CalendarCache:
         return found
 
 
+def _calendar_of(row, ref, loaded: dict[Key, BusinessCalendar]) -> BusinessCalendar:
+    """The calendar job ``row`` names (``ref``); :class:`Unreadable` when it is gone."""
+    cal = loaded.get((row.tenant, ref.name))
+    if cal is None:
+        raise Unreadable(SCHEDULE_UNCOMPUTABLE, f"calendar {ref.name!r} does not exist (or does not decode)")
+    return cal
+
+
+_RULE_ERRORS = (ScheduleError, LookupError, ValueError, OverflowError)
+"""What the rule raises for a day or instant it cannot compute: the job is then ``schedule_uncomputable``."""
+
+
+def _uncomputable(ref, error: Exception) -> Unreadable:
+    return Unreadable(SCHEDULE_UNCOMPUTABLE, f"calendar {ref.name!r}: {error}")
+
+
 def calendar_plan(row, spec: JobDefinition, plan: Plan, loaded: dict[Key, BusinessCalendar]) -> tuple[Plan, list[PlannedSkip]]:
     """``plan`` as the job's calendar leaves it, and the skip ranges to
     record (pure). :class:`Unreadable` (``schedule_uncomputable``) when the
     calendar is gone or the rule cannot be computed."""
     ref = spec.calendar
-    cal = loaded.get((row.tenant, ref.name))
-    if cal is None:
-        raise Unreadable(SCHEDULE_UNCOMPUTABLE, f"calendar {ref.name!r} does not exist (or does not decode)")
+    cal = _calendar_of(row, ref, loaded)
     zone = spec.schedule.zone
     try:
         applied = apply_calendar(
@@ -136,8 +150,8 @@ def calendar_plan(row, spec: JobDefinition, plan: Plan, loaded: dict[Key, Busine
                 cal, ref.name, ref.rule, execution.nominal_at, execution.due_at, zone=zone, next_nominal_at=following
             ),
         )
-    except (ScheduleError, LookupError, ValueError, OverflowError) as error:
-        raise Unreadable(SCHEDULE_UNCOMPUTABLE, f"calendar {ref.name!r}: {error}") from None
+    except _RULE_ERRORS as error:
+        raise _uncomputable(ref, error) from None
     return applied.plan, applied.skips
 
 
@@ -150,16 +164,14 @@ def calendar_due(row, spec: JobDefinition, loaded: dict[Key, BusinessCalendar]) 
     ref = spec.calendar
     if ref.rule is not CalendarRule.NEXT:
         return None
-    cal = loaded.get((row.tenant, ref.name))
-    if cal is None:
-        raise Unreadable(SCHEDULE_UNCOMPUTABLE, f"calendar {ref.name!r} does not exist (or does not decode)")
+    cal = _calendar_of(row, ref, loaded)
     zone = spec.schedule.zone
 
     def due_of(fire: Fire) -> datetime:
         try:
             decision = decide(cal, ref.name, ref.rule, fire.nominal_at, fire.due_at, zone=zone, next_nominal_at=None)
-        except (ScheduleError, LookupError, ValueError, OverflowError) as error:
-            raise Unreadable(SCHEDULE_UNCOMPUTABLE, f"calendar {ref.name!r}: {error}") from None
+        except _RULE_ERRORS as error:
+            raise _uncomputable(ref, error) from None
         return decision.due_at if decision.verdict is Verdict.RUN else fire.due_at
 
     return due_of
