@@ -43,6 +43,14 @@ creating is measured.
   with the request's job, in a process of its own. Its jobs/s and CPU per
   call bound what any Python gRPC server reaches on this machine with these
   clients; ``create_16_over_floor`` sets Tickwheel's figure beside it.
+- ``create_16_go`` and ``grpc_floor_go``: the same calls from ``--clients``
+  Go SDK clients (``loadtest/createload``, built with the ``go`` that
+  ``scripts/install.sh`` provides), against the server and against the
+  floor. A Python client spends about as much CPU a call as the floor's
+  server, on the same two cores as the server and PostgreSQL; a Go client
+  spends less, so these phases show more of what the server itself
+  reaches. ``callers`` CPU is then the Go process's. Skipped, saying why,
+  when there is no ``go``.
 - ``pgqueuer``: pgqueuer's ``Queries.enqueue`` of ``--jobs`` jobs (1 000
   per call, one connection) into its own database on the same PostgreSQL,
   with its ``sql`` and ``cpu`` figures (``client``: this process, where
@@ -66,7 +74,9 @@ import contextlib
 import json
 import os
 import platform
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -94,6 +104,8 @@ BATCH = 1000
 PAGE_SIZE = 1000
 RESENDS = 5
 SERVER_ID = "bench-create"
+HERE = Path(__file__).resolve().parent
+ROOT = h.ROOT
 
 
 def bench_job(name: str) -> job_pb2.Job:
@@ -329,7 +341,7 @@ async def run_paging(server: h.ServerProcess, api_key: str) -> dict:
 
 
 def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: Path) -> dict:
-    total = 2 * args.calls + args.batch_jobs + args.jobs
+    total = 3 * args.calls + args.batch_jobs + args.jobs
     profile = Path(args.profile) if args.profile else None
     server = h.start_server_process(folder, "--store", url, "--etcd", etcd_endpoint, "--migrate",
                                     "--server-id", SERVER_ID)
@@ -350,7 +362,19 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
             out["create_16"] = asyncio.run(run_create(server.address, api_key, args.calls, args.clients, "many"))
         out["create_16"] |= phase.report(args.calls)
 
-        out["grpc_floor"] = run_grpc_floor(args, folder)
+        go_load = build_go_load(folder)
+        if go_load is None:
+            out["create_16_go"] = {"skipped": GO_MISSING}
+        else:
+            phase = Phase(url, meter)
+            with h.profiled({"create_16_go": server.process.pid}, profile):
+                out["create_16_go"] = run_go_create(go_load, server.address, api_key, args.calls, args.clients, "go")
+            callers = out["create_16_go"].pop("cpu_s")
+            out["create_16_go"] |= phase.report(args.calls)
+            out["create_16_go"]["cpu"]["callers"] = {
+                "cpu_s": round(callers, 2), "cpu_ms_per_job": round(callers * 1000 / args.calls, 4)}
+
+        out["grpc_floor"], out["grpc_floor_go"] = run_grpc_floor(args, folder, go_load)
 
         batches = serialized_batches(args.batch_jobs, "batch")
         phase = Phase(url, meter)
@@ -377,20 +401,66 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
             server.kill()
 
 
-def run_grpc_floor(args: argparse.Namespace, folder: Path) -> dict:
-    """The ``create_16`` clients against the gRPC floor, with its CPU."""
+def run_grpc_floor(args: argparse.Namespace, folder: Path, go_load: Path | None) -> tuple[dict, dict]:
+    """The ``create_16`` clients against the gRPC floor, with its CPU; then
+    the Go clients (``go_load``) likewise, or why they were skipped."""
     floor = peers.start_grpc_floor(folder)
-    try:
+
+    def measured(run) -> dict:
         before = h.tree_cpu_s(floor.process.pid)
         callers = time.process_time()
-        out = asyncio.run(run_create(floor.address, "unused", args.calls, args.clients, "floor"))
+        out = run()
         server_s = h.tree_cpu_s(floor.process.pid) - before
-        callers = time.process_time() - callers
+        callers = out.pop("cpu_s", None) if "cpu_s" in out else time.process_time() - callers
+        per_call = {"server": server_s, "callers": callers}
+        return out | {"cpu": {role: {"cpu_s": round(s, 2), "cpu_ms_per_job": round(s * 1000 / args.calls, 4)}
+                              for role, s in per_call.items()}}
+
+    try:
+        python = measured(lambda: asyncio.run(run_create(floor.address, "unused", args.calls, args.clients, "floor")))
+        go = (measured(lambda: run_go_create(go_load, floor.address, "unused", args.calls, args.clients, "floor-go"))
+              if go_load is not None else {"skipped": GO_MISSING})
     finally:
         floor.stop()
-    per_call = {"server": server_s, "callers": callers}
-    return out | {"cpu": {role: {"cpu_s": round(s, 2), "cpu_ms_per_job": round(s * 1000 / args.calls, 4)}
-                          for role, s in per_call.items()}}
+    return python, go
+
+
+# ------------------------------------------------------------------ Go clients
+
+GO_MISSING = "no go command: bash scripts/install.sh provides one"
+
+
+def go_command() -> str | None:
+    """The go command ``scripts/install.sh`` provides (as it finds it), or None."""
+    tools = ROOT / "sdk" / "go" / ".tools" / "go"
+    for candidate in (str(tools), shutil.which("go"), "/usr/local/go/bin/go"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def build_go_load(folder: Path) -> Path | None:
+    """``loadtest/createload`` built into ``folder``; None without a go command."""
+    go = go_command()
+    if go is None:
+        return None
+    binary = folder / "createload"
+    subprocess.run([go, "build", "-o", str(binary), "."], cwd=HERE / "createload", check=True,
+                   stdout=subprocess.DEVNULL, stderr=(folder / "createload-build.log").open("w"))
+    return binary
+
+
+def run_go_create(binary: Path, address: str, api_key: str, calls: int, clients: int, tag: str) -> dict:
+    """``calls`` CreateJob calls from ``clients`` Go SDK clients at once (its
+    JSON, with ``cpu_s`` the Go process's CPU)."""
+    done = subprocess.run([str(binary), "-address", address, "-api-key", api_key, "-calls", str(calls),
+                           "-clients", str(clients), "-tag", tag], capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        raise RuntimeError(f"createload exited {done.returncode}: {done.stderr[-2000:]}")
+    out = json.loads(done.stdout)
+    out["seconds"] = round(out["seconds"], 2)
+    out["jobs_per_s"] = round(out["jobs_per_s"])
+    return out
 
 
 # ------------------------------------------------------------------ pgqueuer
@@ -451,9 +521,14 @@ def goals(server: dict) -> dict:
     paging = server["paging"]
     projected = round(1_000_000 / load["jobs_per_s"], 1) if load["jobs_per_s"] else None
     flat = max(p["last_over_first"] or 0 for p in paging.values())
+    go = server["create_16_go"]
     return {
         "create_16_jobs_per_s": {"goal": GOAL["create_16_jobs_per_s"], "value": c16["jobs_per_s"],
                                  "met": c16["jobs_per_s"] >= GOAL["create_16_jobs_per_s"]},
+        "create_16_go_jobs_per_s": {"goal": GOAL["create_16_jobs_per_s"], "value": go.get("jobs_per_s"),
+                                    "failures": go.get("failures"),
+                                    "met": "jobs_per_s" in go and go["jobs_per_s"] >= GOAL["create_16_jobs_per_s"]
+                                    and go["failures"] == 0},
         "create_16_failures": {"goal": GOAL["create_16_failures"], "value": c16["failures"],
                                "met": c16["failures"] == 0},
         "batch_jobs_per_s": {"goal": GOAL["batch_jobs_per_s"], "value": batch["jobs_per_s"],
@@ -507,6 +582,8 @@ def main(argv: list[str] | None = None) -> int:
         if "jobs_per_s" in pgqueuer else None,
         "create_16_over_floor": round(server["create_16"]["jobs_per_s"] / server["grpc_floor"]["jobs_per_s"], 3)
         if server["grpc_floor"]["jobs_per_s"] else None,
+        "create_16_go_over_floor": round(server["create_16_go"]["jobs_per_s"] / server["grpc_floor_go"]["jobs_per_s"], 3)
+        if server["grpc_floor_go"].get("jobs_per_s") and "jobs_per_s" in server["create_16_go"] else None,
         "goal": goals(server),
         "postgres": {**settings, "throwaway": not args.pg, "set": pg_settings},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},

@@ -54,6 +54,9 @@ DECLARED: dict[tuple[str, str], frozenset[str]] = {
     # Example programs the test itself builds with `go build` (run_history's callers).
     ("tests/integration/test_sdk_go.py", "run_json"): frozenset(),
     ("tests/integration/test_sdk_go.py", "run_json_async"): frozenset(),
+    # bench_create.py's Go clients: the go command install.sh provides (found
+    # as install.sh finds it), building loadtest/createload.
+    ("loadtest/bench_create.py", "build_go_load"): frozenset({"go"}),
     # The toolchains whose commands test_sdk_packages.py passes to its _run.
     ("tests/integration/test_sdk_packages.py", "_run"): frozenset({"npm", "node", "go", "mvn", "java"}),
 }
@@ -90,6 +93,11 @@ IN_THE_TREE = {
 """Scripts of the repository the tests run by path; the toolchains they call
 (python, node and npm, go, mvn and java) are run by other tests as well, so
 they are checked above like any program."""
+
+BUILT_BY_THE_SUITE = {
+    # program: the folder of the tree it is built from, with a toolchain checked above
+    "createload": "loadtest/createload",  # bench_create.py's build_go_load: go build
+}
 
 NOT_RUN_BY_THE_SUITE = {
     "py-spy": "loadtest/_harness.py samples with it only under a benchmark's --profile, which no test passes",
@@ -392,6 +400,11 @@ def test_install_sh_provides_every_program_the_suite_runs() -> None:
     missing = []
     for program, where in sorted(programs.items()):
         if program in from_venv or program in NOT_RUN_BY_THE_SUITE:
+            continue
+        if program in BUILT_BY_THE_SUITE:
+            if not (REPO / BUILT_BY_THE_SUITE[program]).is_dir():
+                missing.append(f"{program} (run at {', '.join(where[:3])}): its source "
+                               f"{BUILT_BY_THE_SUITE[program]} is not in the tree")
             continue
         if program in IN_THE_TREE:
             lacking = [script for script in IN_THE_TREE[program] if not os.access(REPO / script, os.X_OK)]
