@@ -5,6 +5,7 @@ by the retention runner in bounded batches, moved over by the migration
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -155,20 +156,24 @@ def test_the_migration_moves_job_and_calendar_request_ids(request, tmp_path, bac
     engine = create_store_engine(url)
     try:
         migrate(engine, target=22)
+        # Within the window by the migrating process's clock (an hour old), and past it (25 hours).
+        young, old = int(time.time() * 1e6) - 3600 * 10**6, int(time.time() * 1e6) - 25 * 3600 * 10**6
         with engine.begin() as conn:
             conn.execute(sa.text(
                 "INSERT INTO job_requests (tenant, request_id, job_id, created_at) VALUES "
-                "('acme', 'r-1', 'job_1', 10), ('globex', 'r-1', 'job_2', 20)"
-            ))  # fmt: skip
+                "('acme', 'r-1', 'job_1', :young), ('globex', 'r-1', 'job_2', :young), ('acme', 'r-0', 'job_0', :old)"
+            ), {"young": young, "old": old})  # fmt: skip
             conn.execute(sa.text(
-                "INSERT INTO calendar_requests (tenant, request_id, name, created_at) VALUES ('acme', 'r-1', 'uk', 30)"
-            ))  # fmt: skip
+                "INSERT INTO calendar_requests (tenant, request_id, name, created_at) VALUES "
+                "('acme', 'r-1', 'uk', :young), ('acme', 'r-0', 'us', :old)"
+            ), {"young": young, "old": old})  # fmt: skip
         migrate(engine)
         with engine.connect() as conn:
             moved = sorted(tuple(r) for r in conn.execute(sa.select(request_ids)))
             tables = set(sa.inspect(conn).get_table_names())
-        assert moved == [("acme", "calendar", "r-1", "uk", 30), ("acme", "job", "r-1", "job_1", 10),
-                         ("globex", "job", "r-1", "job_2", 20)]  # fmt: skip
+        # What is past the window already answers nothing, so it is not copied.
+        assert moved == [("acme", "calendar", "r-1", "uk", young), ("acme", "job", "r-1", "job_1", young),
+                         ("globex", "job", "r-1", "job_2", young)]  # fmt: skip
         assert not tables & {"job_requests", "calendar_requests"}
     finally:
         engine.dispose()

@@ -5,16 +5,18 @@ request_id)``, in place of ``job_requests`` and ``calendar_requests``.
 ``calendar_requests`` was pruned by the tenant's next create. Now both kinds
 are remembered for the same 24 hours and pruned by the retention runner in
 bounded batches (``request_ids_created``), off the create path
-(:mod:`tickwheel_server.store.requests`). Every existing row moves, with
-its kind (``job``: target the job id; ``calendar``: target the calendar's
-name); those already past the window are then the runner's to prune.
-
-The copy runs in the migration's transaction: on a store with many job
-request ids it holds creates while it runs, so run ``tickwheel migrate`` at
-a quiet time.
+(:mod:`tickwheel_server.store.requests`). The rows still within the window
+(created in the last 24 hours by the migrating process's clock) move, with
+their kind (``job``: target the job id; ``calendar``: target the calendar's
+name). Older ones count as gone already (a row past its window answers
+nothing), so they are dropped with their tables rather than copied: the
+copy is a day of creates, not every create ever made, which one
+transaction holds on PostgreSQL and CockroachDB alike.
 """
 
 from __future__ import annotations
+
+import time
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -36,13 +38,20 @@ _CREATE = [
 ]
 _MOVE = [
     "INSERT INTO request_ids (tenant, kind, request_id, target, created_at) "
-    "SELECT tenant, 'job', request_id, job_id, created_at FROM job_requests",
+    "SELECT tenant, 'job', request_id, job_id, created_at FROM job_requests WHERE created_at >= :since",
     "INSERT INTO request_ids (tenant, kind, request_id, target, created_at) "
-    "SELECT tenant, 'calendar', request_id, name, created_at FROM calendar_requests",
+    "SELECT tenant, 'calendar', request_id, name, created_at FROM calendar_requests WHERE created_at >= :since",
 ]
+_WINDOW_US = 24 * 3600 * 1_000_000
+"""The request ids' window as this migration was written (``store.requests.REQUEST_RETENTION``)."""
 _DROP = ["DROP TABLE job_requests", "DROP TABLE calendar_requests"]
 
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
-    for statement in _CREATE + _MOVE + _DROP:
+    since = int(time.time() * 1_000_000) - _WINDOW_US
+    for statement in _CREATE:
+        conn.execute(text(statement))
+    for statement in _MOVE:
+        conn.execute(text(statement), {"since": since})
+    for statement in _DROP:
         conn.execute(text(statement))
