@@ -417,6 +417,13 @@ def written_table(query: str) -> str | None:
     return found.group(1).lower() if found else None
 
 
+def sessions(pg: psycopg.Connection) -> int:
+    """Sessions established so far to ``pg``'s database (``pg_stat_database``)."""
+    return int(pg.execute(
+        OWN_QUERY + " SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
+    ).fetchone()[0])
+
+
 class Statements:
     """What reached PostgreSQL, from ``pg_stat_statements`` when the server
     has it loaded (the throwaway one does): statements by shape with their
@@ -430,6 +437,7 @@ class Statements:
         self.url = url
         self.available = False
         self._wal_at = "0/0"
+        self._sessions_at = 0
         try:
             with observe(url) as pg:
                 pg.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
@@ -443,24 +451,27 @@ class Statements:
             with observe(self.url) as pg:
                 pg.execute("SELECT pg_stat_statements_reset()")
                 self._wal_at = pg.execute(OWN_QUERY + " SELECT pg_current_wal_lsn()").fetchone()[0]
+                self._sessions_at = sessions(pg)
 
     def report(self, executions: int, top: int = 12) -> dict | None:
         """Since the last reset, in this database: calls per execution, commits,
-        rollbacks, and the ``top`` statement shapes by time."""
+        rollbacks, and the ``top`` statement shapes by time, each with the WAL
+        it wrote per execution."""
         if not self.available:
             return None
         with observe(self.url) as pg:
             rows = pg.execute(
-                "SELECT query, calls, rows, total_exec_time FROM pg_stat_statements "
+                "SELECT query, calls, rows, total_exec_time, wal_bytes FROM pg_stat_statements "
                 "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
                 "AND query NOT LIKE '%%pg_stat_statements%%' AND query NOT LIKE %s ORDER BY total_exec_time DESC",
                 (OWN_QUERY + "%",),
             ).fetchall()
             wal = pg.execute(OWN_QUERY + " SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)",
                              (self._wal_at,)).fetchone()[0]
+            opened = sessions(pg) - self._sessions_at
         by_keyword: dict[str, int] = {}
         written: dict[str, int] = {}
-        for query, calls, nrows, _ in rows:
+        for query, calls, nrows, _, _ in rows:
             keyword = query.split(None, 1)[0].upper() if query.strip() else "?"
             by_keyword[keyword] = by_keyword.get(keyword, 0) + calls
             table = written_table(query)
@@ -483,12 +494,17 @@ class Statements:
             "by_kind": dict(sorted(by_keyword.items(), key=lambda kv: -kv[1])),
             "commits": by_keyword.get("COMMIT", 0),
             "rollbacks": by_keyword.get("ROLLBACK", 0),
+            # Connections opened to this database since the reset, the benchmark's own included
+            # (backends report theirs when they flush their statistics): each a new backend,
+            # several ms of PostgreSQL's CPU.
+            "sessions_opened": opened,
             "exec_s": round(sum(r[3] for r in rows) / 1000, 3),
             "top": [
                 {"query": " ".join(query.split())[:240], "calls": calls, "rows": nrows,
                  "calls_per_execution": round(calls / per, 4), "total_ms": round(total, 1),
-                 "mean_ms": round(total / max(calls, 1), 3)}
-                for query, calls, nrows, total in rows[:top]
+                 "mean_ms": round(total / max(calls, 1), 3),
+                 "wal_bytes_per_execution": round(float(written_wal) / per, 1)}
+                for query, calls, nrows, total, written_wal in rows[:top]
             ],
         }
 
@@ -511,6 +527,46 @@ def table_writes(url: str, settle: float = 5.0) -> dict[str, int]:
                 return now
             last = now
             time.sleep(0.5)  # waiting for other backends to report; nothing to await
+
+
+HOT_TABLES = ("executions", "jobs")
+"""The tables every execution rewrites: :func:`table_updates` reads these."""
+
+
+def table_updates(url: str, settle: float = 5.0) -> dict[str, tuple[int, int, int, int]]:
+    """Per table of :data:`HOT_TABLES`: rows updated, of them HOT updates
+    (no index entry written), and the bytes of its heap and of its indexes,
+    once two readings 0.5 s apart agree (as :func:`table_writes`)."""
+    deadline = time.monotonic() + settle
+    last: dict[str, tuple[int, int, int, int]] | None = None
+    with observe(url) as pg:
+        while True:
+            rows = pg.execute(
+                f"{OWN_QUERY} SELECT relname, n_tup_upd, n_tup_hot_upd, pg_relation_size(relid), "
+                "pg_indexes_size(relid) FROM pg_stat_user_tables WHERE relname = ANY(%s)",
+                (list(HOT_TABLES),),
+            ).fetchall()
+            now = {name: tuple(int(v) for v in values) for name, *values in rows}
+            if now == last or time.monotonic() > deadline:
+                return now
+            last = now
+            time.sleep(0.5)  # waiting for other backends to report; nothing to await
+
+
+def updates_between(before: dict, after: dict, executions: int) -> dict:
+    """Per table, between two :func:`table_updates` readings: updates, the
+    HOT share of them, and heap and index bytes grown, per execution."""
+    per = max(executions, 1)
+    out = {}
+    for table, (upd, hot, heap, index) in after.items():
+        upd0, hot0, heap0, index0 = before.get(table, (0, 0, 0, 0))
+        out[table] = {
+            "updates_per_execution": round((upd - upd0) / per, 3),
+            "hot_updates_per_execution": round((hot - hot0) / per, 3),
+            "heap_bytes_per_execution": round((heap - heap0) / per, 1),
+            "index_bytes_per_execution": round((index - index0) / per, 1),
+        }
+    return out
 
 
 def writes_between(before: dict[str, int], after: dict[str, int], executions: int) -> dict:

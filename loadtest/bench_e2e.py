@@ -30,7 +30,9 @@ and etcd are started (``tests/support``) and deleted afterwards.
   reached PostgreSQL (``pg_stat_statements``: statements and rows written
   per execution, commits, rollbacks, the costliest shapes) and
   ``errors_logged`` the ERROR lines it logged (serialization failures the
-  store retried).
+  store retried); ``tables``, for ``executions`` and ``jobs``, the updates
+  per execution, how many of them were HOT (no index entry written), and
+  the bytes their heap and their indexes grew by per execution.
 - ``peer``: pgqueuer (the ``bench`` extra: ``bash scripts/install.sh
   --bench``) in a database of its own on the same server, draining the same
   number of no-op jobs once per ``--peer-settings`` item (worker processes ×
@@ -97,22 +99,24 @@ HANDOUT_BATCH = 500
 RESULT_BATCH = 100
 
 
-def finished(url: str) -> int:
+def finished(pg: psycopg.Connection) -> int:
     """Executions ended right now (a scan of the partial index of ended rows:
     the poll's own cost in PostgreSQL's CPU stays small)."""
-    with h.observe(url) as pg:
-        return pg.execute(
-            f"{h.OWN_QUERY} SELECT count(*) FROM executions WHERE status IN ('succeeded', 'dead', 'canceled')"
-        ).fetchone()[0]
+    return pg.execute(
+        f"{h.OWN_QUERY} SELECT count(*) FROM executions WHERE status IN ('succeeded', 'dead', 'canceled')"
+    ).fetchone()[0]
 
 
-def wait_until_ended(url: str, jobs: int, pool: h.WorkerProcesses, stall: float) -> int:
-    """Poll the store until ``jobs`` executions have ended; give up after
-    ``stall`` seconds without progress. Returns how many ended."""
+def wait_until_ended(pg: psycopg.Connection, jobs: int, pool: h.WorkerProcesses, stall: float) -> int:
+    """Poll the store on ``pg`` until ``jobs`` executions have ended; give up
+    after ``stall`` seconds without progress. Returns how many ended. One
+    connection (autocommit: it holds no snapshot) for every poll, opened
+    before the CPU is read: a new one each time costs PostgreSQL a
+    backend's start, several ms of CPU that would count as the server's."""
     ended, last, progress_at = 0, -1, time.monotonic()
     while ended < jobs:
         pool.check_alive()
-        ended = finished(url)
+        ended = finished(pg)
         if ended != last:
             last, progress_at = ended, time.monotonic()
         elif time.monotonic() - progress_at > stall:
@@ -165,16 +169,19 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
         )
         statements = h.Statements(url)
         created = h.insert_once_jobs(url, args.jobs, datetime.now(timezone.utc), name="e2e")
+        tables_before = h.table_updates(url, settle=0)  # at once: the server is claiming already
         statements.reset()
         errors = h.PostgresErrors()
+        poll = h.observe(url)
         before = meter.read()
         profile = Path(args.profile) / "e2e" if args.profile else None
-        with h.profiled({"server": server.process.pid, "worker-0": pool.pids[0]}, profile):
-            ended = wait_until_ended(url, args.jobs, pool, args.stall)
+        with poll, h.profiled({"server": server.process.pid, "worker-0": pool.pids[0]}, profile):
+            ended = wait_until_ended(poll, args.jobs, pool, args.stall)
         after = meter.read()
         sql = statements.report(args.jobs)
         if sql is not None:
             sql["errors_logged"] = errors.counts()
+            sql["tables"] = h.updates_between(tables_before, h.table_updates(url), args.jobs)
         stopped_workers = pool.stop()
         server_exit = server.terminate(30)
     return {

@@ -353,14 +353,16 @@ async def _pgqueuer_enqueue(dsn: str, jobs: int, due: float | None) -> tuple[flo
         await connection.close()
 
 
-def _pgqueuer_state(dsn: str) -> dict:
-    with psycopg.connect(dsn, autocommit=True) as pg:
-        queued = pg.execute("SELECT count(*) FROM pgqueuer").fetchone()[0]
-        first_pick, last_done, done = pg.execute(
-            "SELECT extract(epoch FROM min(created) FILTER (WHERE status = 'picked'))::float8, "
-            "extract(epoch FROM max(created) FILTER (WHERE status = 'successful'))::float8, "
-            "count(*) FILTER (WHERE status = 'successful') FROM pgqueuer_log"
-        ).fetchone()
+def _pgqueuer_state(pg: psycopg.Connection) -> dict:
+    """pgqueuer's queue and log right now, on ``pg`` (autocommit): one
+    connection for every poll, as Tickwheel's benchmarks poll, since a new
+    one costs PostgreSQL a backend's start that would count as the peer's."""
+    queued = pg.execute("SELECT count(*) FROM pgqueuer").fetchone()[0]
+    first_pick, last_done, done = pg.execute(
+        "SELECT extract(epoch FROM min(created) FILTER (WHERE status = 'picked'))::float8, "
+        "extract(epoch FROM max(created) FILTER (WHERE status = 'successful'))::float8, "
+        "count(*) FILTER (WHERE status = 'successful') FROM pgqueuer_log"
+    ).fetchone()
     return {"queued": queued, "first_pick": first_pick, "last_done": last_done, "successful": done}
 
 
@@ -401,28 +403,30 @@ def run_pgqueuer(url: str, jobs: int, settings: list[tuple[int, int]], folder: P
                 statements = h.Statements(sqlalchemy_dsn)
                 statements.reset()
                 writes_before = h.table_writes(sqlalchemy_dsn)
-                before = meter.read()
-                due = math.ceil(time.time() + due_in) if due_in is not None else None
-                _, committed_at = asyncio.run(_pgqueuer_enqueue(dsn, jobs, due))
-                last, progress_at = None, time.monotonic()
-                while True:
-                    state = _pgqueuer_state(dsn)
-                    if state["queued"] == 0:
-                        break
-                    if state["queued"] != last:
-                        last, progress_at = state["queued"], time.monotonic()
-                    elif time.monotonic() - progress_at > stall and (due is None or time.time() > due):
-                        break
-                    for process in pool.processes:
-                        if process.poll() is not None:
-                            raise RuntimeError(f"pgqueuer worker {process.pid} exited ({process.returncode})")
-                    time.sleep(POLL)  # polling another process's progress; nothing to await
+                with psycopg.connect(dsn, autocommit=True) as poll:
+                    before = meter.read()
+                    due = math.ceil(time.time() + due_in) if due_in is not None else None
+                    _, committed_at = asyncio.run(_pgqueuer_enqueue(dsn, jobs, due))
+                    last, progress_at = None, time.monotonic()
+                    while True:
+                        state = _pgqueuer_state(poll)
+                        if state["queued"] == 0:
+                            break
+                        if state["queued"] != last:
+                            last, progress_at = state["queued"], time.monotonic()
+                        elif time.monotonic() - progress_at > stall and (due is None or time.time() > due):
+                            break
+                        for process in pool.processes:
+                            if process.poll() is not None:
+                                raise RuntimeError(f"pgqueuer worker {process.pid} exited ({process.returncode})")
+                        time.sleep(POLL)  # polling another process's progress; nothing to await
                 after = meter.read()
                 sql = statements.report(jobs)
             finally:
                 recorded = pool.stop()
             writes = h.writes_between(writes_before, h.table_writes(sqlalchemy_dsn), jobs)
-            state = _pgqueuer_state(dsn)
+            with psycopg.connect(dsn, autocommit=True) as pg:
+                state = _pgqueuer_state(pg)
             starts = [start for worker in recorded for start in worker["starts"]]
             window = (state["last_done"] - state["first_pick"]) if state["first_pick"] and state["last_done"] else None
             run = {
