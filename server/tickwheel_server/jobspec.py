@@ -62,9 +62,10 @@ MISFIRE_POLICIES = {
 CALENDAR_RULES = {
     job_pb2.CALENDAR_RULE_ONLY: CalendarRule.ONLY,
     job_pb2.CALENDAR_RULE_NEXT: CalendarRule.NEXT,
+    job_pb2.CALENDAR_RULE_PREVIOUS: CalendarRule.PREVIOUS,
     job_pb2.CALENDAR_RULE_SKIP: CalendarRule.SKIP,
 }
-"""The calendar rules this server serves (CALENDAR_RULE_PREVIOUS is reserved: see the contract)."""
+"""The calendar rules this server serves."""
 CALENDAR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 """A calendar's name (the rule of ``Calendar.name``)."""
 
@@ -79,8 +80,7 @@ class JobCalendarRef(NamedTuple):
 def calendar_ref_of(job: job_pb2.Job, field: str = "job") -> JobCalendarRef | None:
     """The calendar ``job`` names and its rule, None when it names none.
     InvalidArgument ``<field>.calendar.name`` / ``<field>.calendar.rule``
-    for a malformed name or a rule that is unspecified, unknown or not
-    served (``previous``)."""
+    for a malformed name or a rule that is unspecified or unknown."""
     if not job.HasField("calendar"):
         return None
     violations: list[FieldViolation] = []
@@ -91,10 +91,8 @@ def calendar_ref_of(job: job_pb2.Job, field: str = "job") -> JobCalendarRef | No
         ))  # fmt: skip
     rule = CALENDAR_RULES.get(job.calendar.rule)
     if rule is None:
-        if job.calendar.rule == job_pb2.CALENDAR_RULE_PREVIOUS:
-            problem = "CALENDAR_RULE_PREVIOUS is not served yet: use ONLY, NEXT or SKIP"
-        elif job.calendar.rule == job_pb2.CALENDAR_RULE_UNSPECIFIED:
-            problem = "required: ONLY, NEXT or SKIP"
+        if job.calendar.rule == job_pb2.CALENDAR_RULE_UNSPECIFIED:
+            problem = "required: ONLY, NEXT, PREVIOUS or SKIP"
         else:
             problem = f"unknown value {job.calendar.rule}"
         violations.append(FieldViolation(f"{field}.calendar.rule", problem))

@@ -72,6 +72,28 @@ async def test_a_run_on_a_holiday_runs_on_the_next_business_day_with_both_instan
     assert attempt.lateness.ToTimedelta() < timedelta(seconds=10), "lateness counts from the moved instant"
 
 
+async def test_previous_runs_a_holidays_run_on_the_day_before_with_its_nominal_id(cluster) -> None:
+    _, stub, key, _, _ = cluster
+    meta = bearer(key)
+    moved = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+    nominal = moved + timedelta(days=1)  # tomorrow, at the same wall time: a holiday of the calendar
+    await make_calendar(stub, meta, [nominal.date().isoformat()])
+    job = job_at(nominal, rule=job_pb2.CALENDAR_RULE_PREVIOUS)
+    created = await stub.CreateJob(S.CreateJobRequest(job=job, request_id="p1"), metadata=meta)
+    job_id = created.job.id
+    assert created.job.next_run_at.ToDatetime(tzinfo=UTC) == nominal, "the job shows its nominal cursor"
+    got = await stub.GetJob(S.GetJobRequest(id=job_id, next_runs=1), metadata=meta)
+    [run] = got.next_runs
+    assert (run.nominal_at.ToDatetime(tzinfo=UTC), run.due_at.ToDatetime(tzinfo=UTC)) == (nominal, moved)
+    [execution] = await wait_for_status(stub, key, job_id, job_pb2.EXECUTION_STATUS_SUCCEEDED)
+    # Run a day before its nominal instant, the id (the idempotency key) still the nominal one.
+    assert execution.id == execution_id(job_id, nominal)
+    assert execution.nominal_at.ToDatetime(tzinfo=UTC) == nominal
+    assert execution.due_at.ToDatetime(tzinfo=UTC) == moved
+    [attempt] = execution.attempts
+    assert attempt.started_at.ToDatetime(tzinfo=UTC) >= moved, "never before the moved instant"
+
+
 async def test_the_preview_shows_the_moved_and_the_skipped_runs(cluster) -> None:
     _, stub, key, _, _ = cluster
     meta = bearer(key)
@@ -91,6 +113,16 @@ async def test_the_preview_shows_the_moved_and_the_skipped_runs(cluster) -> None
     assert "2031-12-25 is not a business day of calendar days" in first.note and not first.skipped
     assert second.nominal_at.ToDatetime(tzinfo=UTC) == datetime(2032, 12, 25, 9, tzinfo=UTC)
     assert second.due_at == second.nominal_at  # 2032-12-25 is a business day of this calendar
+    # Under ``previous`` the 2031 run moves to the 24th, shown with its note.
+    job.calendar.rule = job_pb2.CALENDAR_RULE_PREVIOUS
+    job.ClearField("name")
+    job.name = "earlier"
+    created = await stub.CreateJob(S.CreateJobRequest(job=job, request_id="r2p"), metadata=meta)
+    got = await stub.GetJob(S.GetJobRequest(id=created.job.id, next_runs=1), metadata=meta)
+    [first] = got.next_runs
+    assert first.nominal_at.ToDatetime(tzinfo=UTC) == datetime(2031, 12, 25, 9, tzinfo=UTC)
+    assert first.due_at.ToDatetime(tzinfo=UTC) == datetime(2031, 12, 24, 9, tzinfo=UTC)
+    assert "moved to 2031-12-24T09:00:00+00:00" in first.note
 
 
 async def test_a_calendar_that_jobs_name_cannot_be_deleted(cluster) -> None:
@@ -154,7 +186,9 @@ async def test_an_update_of_the_calendar_redecides_created_runs_and_raises_an_al
         (job_pb2.JobCalendar(name="", rule=job_pb2.CALENDAR_RULE_NEXT), "job.calendar.name", "INVALID_ARGUMENT"),
         (job_pb2.JobCalendar(name="days"), "job.calendar.rule", "INVALID_ARGUMENT"),
         (job_pb2.JobCalendar(name="days", rule=999), "job.calendar.rule", "INVALID_ARGUMENT"),
-        (job_pb2.JobCalendar(name="days", rule=job_pb2.CALENDAR_RULE_PREVIOUS), "job.calendar.rule", "INVALID_ARGUMENT"),
+        (job_pb2.JobCalendar(name="theirs", rule=job_pb2.CALENDAR_RULE_PREVIOUS), "job.calendar.name",
+         "FAILED_PRECONDITION"),
+        (job_pb2.JobCalendar(name="days", rule=-1), "job.calendar.rule", "INVALID_ARGUMENT"),
     ],
 )
 async def test_hostile_calendar_fields_are_refused_and_nothing_is_written(cluster, calendar, field, code) -> None:

@@ -95,8 +95,7 @@ def misfire_policy(value: str | int) -> int:
 
 
 def calendar_rule(value: str | int) -> int:
-    """``"only"``, ``"next"`` or ``"skip"`` (or the enum value; ``"previous"``
-    is reserved and the server refuses it)."""
+    """``"only"``, ``"next"``, ``"previous"`` or ``"skip"`` (or the enum value)."""
     return _enum(job_pb2.CalendarRule, "CALENDAR_RULE_", value, "calendar rule")
 
 

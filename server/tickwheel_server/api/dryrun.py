@@ -18,10 +18,9 @@ from tickwheel.v1 import job_pb2, scheduler_pb2
 from ..errors import InvalidArgument, QuotaExceeded
 from ..jobspec import JobDefinition, schedule_of
 from ..policy import rundiff
-from ..policy.calendarplan import preview_with_calendar
+from ..policy.calendarplan import preview_with_calendar, rule_decider
 from ..schedule import Fire, Schedule, ScheduleError, ScheduleKind, next_fire
 from ..schedule.businessdays import BusinessCalendar
-from ..schedule.calendarrule import decide
 from ..store.jobbatch import JobChange
 from ..store.jobrecords import JobRecord
 from . import convert, validate
@@ -61,7 +60,8 @@ def diff_to_proto(diff: rundiff.RunDiff) -> scheduler_pb2.RunDiff:
 
 
 def with_calendar(
-    runs: list[Fire], schedule: Schedule, job: job_pb2.Job, calendars: Mapping[str, BusinessCalendar]
+    runs: list[Fire], schedule: Schedule, job: job_pb2.Job, calendars: Mapping[str, BusinessCalendar],
+    now: datetime | None = None,
 ) -> list[Fire]:
     """``runs`` (consecutive fires of ``schedule``, the schedule of ``job``)
     as ``job``'s calendar rule leaves them: moved ones at their moved due
@@ -73,10 +73,7 @@ def with_calendar(
         return runs
     after = next_fire(schedule, runs[-1].nominal_at)
 
-    def decide_one(execution, following):
-        return decide(cal, ref.name, ref.rule, execution.nominal_at, execution.due_at, zone=schedule.zone,
-                      next_nominal_at=following)  # fmt: skip
-
+    decide_one = rule_decider(cal, ref, schedule, now)
     return [shown.fire for shown in preview_with_calendar(runs, after, decide_one) if not shown.skipped]
 
 
@@ -102,8 +99,8 @@ def run_diff(
         old_runs, old_end = rundiff.runs_in_window(old, now, end, runs_so_far=before)
         new_runs, new_end = rundiff.runs_in_window(new, now, end, runs_so_far=before)
         if calendars:
-            old_runs = with_calendar(old_runs, old, stored, calendars)
-            new_runs = with_calendar(new_runs, new, changed, calendars)
+            old_runs = with_calendar(old_runs, old, stored, calendars, now)
+            new_runs = with_calendar(new_runs, new, changed, calendars, now)
     except ScheduleError as error:
         raise validate.schedule_error(error) from None
     old_runs, new_runs, cut = rundiff.window_runs(old_runs, old_end, new_runs, new_end)

@@ -6,8 +6,9 @@ Without a calendar the runs are the fires as the engine computes them. With
 one, they are as the claim will treat them
 (:func:`~tickwheel_server.policy.calendarplan.preview_with_calendar`): a
 moved run due at its moved instant with a note saying why, a skipped one
-marked ``skipped``, a dropped one left out. A calendar that is gone leaves
-the fires as they are (the claim quarantines such a job).
+marked ``skipped``, a dropped one left out (a ``previous`` run moved to an
+earlier day shows that day, never before now). A calendar that is gone
+leaves the fires as they are (the claim quarantines such a job).
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ from tickwheel.v1 import job_pb2
 
 from ..errors import NotFound
 from ..jobspec import JobDefinition, calendar_column, schedule_of
-from ..policy.calendarplan import PreviewedFire, preview_with_calendar
+from ..policy.calendarplan import PreviewedFire, preview_with_calendar, rule_decider
 from ..schedule import Fire, Schedule, ScheduleError, ScheduleKind, preview, zones
 from ..schedule.businessdays import BusinessCalendar
-from ..schedule.calendarrule import decide
 from ..store.calendars import CalendarStore
 from ..store.claim_calendars import decode_calendar
 from ..store.jobrecords import JobRecord
@@ -88,10 +88,7 @@ async def next_runs(
     except (NotFound, ValueError):
         return [fire_to_proto(fire) for fire in fires[:count]]
 
-    def decide_one(execution, following):
-        return decide(cal, ref.name, ref.rule, execution.nominal_at, execution.due_at, zone=schedule.zone,
-                      next_nominal_at=following)  # fmt: skip
-
+    decide_one = rule_decider(cal, ref, schedule, calendars.clock.now())
     shown: list[PreviewedFire] = preview_with_calendar(fires[:count], fires[count] if len(fires) > count else None,
                                                        decide_one)  # fmt: skip
     return [fire_to_proto(run.fire, run.skipped) for run in shown]

@@ -58,7 +58,7 @@ CHOICES = {
     "misfire": ("run_once", "run_all", "skip"),
     "dst_gap": ("auto", "shift", "skip"),
     "dst_repeat": ("auto", "once", "both"),
-    "calendar_rule": ("only", "next", "skip"),
+    "calendar_rule": ("only", "next", "previous", "skip"),
 }
 _REQUEST_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-")
 _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")

@@ -23,7 +23,7 @@ from tickwheel_server.cli.tree import group, leaf
 
 OVERLAP = ("skip", "queue_one", "allow", "replace")
 MISFIRE = ("run_once", "run_all", "skip")
-CALENDAR_RULES = ("only", "next", "skip")
+CALENDAR_RULES = ("only", "next", "previous", "skip")
 STATES = ("active", "paused", "completed")
 STATUSES = ("scheduled", "waiting", "running", "succeeded", "dead", "canceled")
 
@@ -172,7 +172,7 @@ def _add_spec_args(p: argparse.ArgumentParser, *, create: bool) -> None:
                               help="the job no longer names a calendar")
     p.add_argument("--calendar-rule", choices=CALENDAR_RULES,
                    help="an occurrence off a business day: only (dropped), next (next business day, same wall "
-                        "time), skip (skipped and recorded)")
+                        "time), previous (previous business day, same wall time), skip (skipped and recorded)")
 
 
 # --- building a Job from flags ------------------------------------------------------
@@ -315,7 +315,7 @@ def apply_spec(job: Any, a: argparse.Namespace, current: Any | None = None) -> l
         if name is None:
             raise UsageError("--calendar-rule needs --calendar NAME: the job names no calendar")
         if rule is None:
-            raise UsageError("--calendar needs --calendar-rule (only, next or skip)")
+            raise UsageError("--calendar needs --calendar-rule (only, next, previous or skip)")
         job.calendar.CopyFrom(builders.job_calendar(name, rule))
         paths.append("calendar")
     return paths

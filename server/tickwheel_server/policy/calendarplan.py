@@ -9,16 +9,19 @@ skip ranges (recorded with reason ``calendar``, ``continues_at`` the next
 nominal occurrence so the next claim extends the range in place) and counts
 the dropped ones. The cursor, the misfire skip and ``runs`` (what
 ``max_runs`` counts: nominal occurrences) are the plan's own.
+:func:`decide_previous_for` is the ``previous`` rule for one occurrence of a
+schedule, wherever the occurrence before it is not at hand.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from ..schedule import Fire
-from ..schedule.calendarrule import Decision, Verdict
+from ..schedule import Fire, Schedule, next_fire
+from ..schedule.businessdays import BusinessCalendar
+from ..schedule.calendarrule import CalendarRule, Decision, Verdict, decide, decide_previous
 from .claim import Plan, PlannedExecution, PlannedSkip
 
 
@@ -89,3 +92,40 @@ def preview_with_calendar(
         elif decision.verdict is Verdict.SKIP:
             shown.append(PreviewedFire(fire._replace(due_at=fire.nominal_at, note=note), True))
     return shown
+
+
+_TICK = timedelta(microseconds=1)
+
+
+def decide_previous_for(
+    cal: BusinessCalendar, name: str, schedule: Schedule, nominal_at: datetime, due_at: datetime,
+    not_before: datetime | None,
+) -> Decision:
+    """The ``previous`` rule of calendar ``name`` (``cal``) for ``schedule``'s
+    occurrence at ``nominal_at`` (due at ``due_at``), never moved before
+    ``not_before``: the collision with the occurrence before it is found by
+    walking the schedule forward from the moved instant (the engine has no
+    previous fire). Raises what the engine or the rule raises."""
+
+    def first_from(at: datetime) -> datetime | None:
+        fire = next_fire(schedule, at - _TICK)
+        return None if fire is None else fire.nominal_at
+
+    return decide_previous(
+        cal, name, nominal_at, due_at, zone=schedule.zone, first_from=first_from, not_before=not_before
+    )
+
+
+def rule_decider(
+    cal: BusinessCalendar, ref, schedule: Schedule, now: datetime | None
+) -> Callable[[PlannedExecution, datetime | None], Decision]:
+    """The ``decide`` a preview passes to :func:`preview_with_calendar` for
+    a job naming calendar ``ref`` (``cal``) with ``schedule``: its rule as
+    the claim applies it, a ``previous`` move never before ``now``."""
+    if ref.rule is CalendarRule.PREVIOUS:
+        return lambda execution, following: decide_previous_for(
+            cal, ref.name, schedule, execution.nominal_at, execution.due_at, now
+        )
+    return lambda execution, following: decide(
+        cal, ref.name, ref.rule, execution.nominal_at, execution.due_at, zone=schedule.zone, next_nominal_at=following
+    )

@@ -81,9 +81,10 @@ def plan_claim(
     carried_missed: int = 0,
     scan_limit: int = DEFAULT_SCAN_LIMIT,
     due_of: Callable[[Fire], datetime] | None = None,
+    reach_of: Callable[[Fire], datetime] | None = None,
 ) -> Plan:
     """Plan the occurrences from ``cursor`` (the job's next fire) whose nominal
-    instant is at or before ``horizon`` (now + look-ahead).
+    instant (or ``reach_of(fire)``) is at or before ``horizon`` (now + look-ahead).
 
     ``following(fire, runs)`` returns the fire after ``fire`` once ``runs``
     occurrences have been consumed in this plan (the engine's
@@ -95,7 +96,11 @@ def plan_claim(
     this plan (a job's calendar moving it to the next business day): an
     occurrence is missed when that instant is past the threshold, not its
     schedule's; None means the fire's own ``due_at``. The planned executions
-    keep the fire's own ``due_at`` for the mover to move.
+    keep the fire's own ``due_at`` for the mover to move. ``reach_of(fire)``
+    is the instant the claim must reach an occurrence by when that is before
+    its nominal instant (a ``previous`` calendar rule running it on an
+    earlier day); it must grow with the occurrences, as nominal instants do.
+    None means the nominal instant.
     """
     due = due_of if due_of is not None else _own_due
     check_policy(policy, run_all_limit)
@@ -106,7 +111,11 @@ def plan_claim(
     upcoming: list[Fire] = []
     fire: Fire | None = cursor
     runs = 0
-    while fire is not None and fire.nominal_at <= horizon and runs < scan_limit + keep:
+    while (
+        fire is not None
+        and (fire.nominal_at if reach_of is None else reach_of(fire)) <= horizon
+        and runs < scan_limit + keep
+    ):
         if is_missed(due(fire), now=now, threshold=threshold):
             missed.append(fire)
         else:
@@ -114,7 +123,9 @@ def plan_claim(
         runs += 1
         fire = following(fire, runs)
     still_missing = (
-        fire is not None and fire.nominal_at <= horizon and is_missed(due(fire), now=now, threshold=threshold)
+        fire is not None
+        and (fire.nominal_at if reach_of is None else reach_of(fire)) <= horizon
+        and is_missed(due(fire), now=now, threshold=threshold)
     )
     executions: list[PlannedExecution] = []
     skipped: list[Fire] = []
@@ -156,9 +167,11 @@ def plan_paused(
     *,
     horizon: datetime,
     scan_limit: int = DEFAULT_SCAN_LIMIT,
+    reach_of: Callable[[Fire], datetime] | None = None,
 ) -> Plan:
     """Plan a job of a paused tenant: every occurrence from ``cursor`` whose
-    nominal instant is at or before ``horizon`` is skipped, none runs.
+    nominal instant (or ``reach_of(fire)``, as :func:`plan_claim` takes it)
+    is at or before ``horizon`` is skipped, none runs.
 
     The same walk as a ``skip`` misfire whatever the lateness: one skip
     range over what was scanned (``continues_at`` the new cursor, so the
@@ -175,7 +188,11 @@ def plan_paused(
     last: Fire | None = None
     fire: Fire | None = cursor
     runs = 0
-    while fire is not None and fire.nominal_at <= horizon and runs < scan_limit:
+    while (
+        fire is not None
+        and (fire.nominal_at if reach_of is None else reach_of(fire)) <= horizon
+        and runs < scan_limit
+    ):
         first = first or fire
         last = fire
         runs += 1

@@ -15,10 +15,14 @@ the *calendar's* zone is a business day (or a half-day) of the calendar
   business day is found up to :data:`~.businessdays.MAX_DATE`, the
   occurrence is :attr:`Verdict.SKIP` instead: two runs never collapse into
   one silently, and the order of runs is the order of their nominal instants.
-- ``previous``: decided here as the mirror of ``next`` (the last earlier
-  day, strictly after the schedule's previous nominal occurrence, and not
-  before ``not_before``), for the table tests and the day the dispatcher
-  can reach a run days before its nominal instant; the API refuses it today.
+- ``previous``: the mirror of ``next``: the last earlier day whose instant
+  at the nominal wall time falls on a business day, strictly after the
+  schedule's previous nominal occurrence and not before ``not_before`` (the
+  instant the decision is made: a run is never moved into the past);
+  otherwise :attr:`Verdict.SKIP`. :func:`decide_previous` decides it where
+  the previous occurrence is not at hand (only the schedule's walk forward
+  is), and :func:`reached_at` is the instant the claim must reach the
+  occurrence by (its scan key, ``jobs.next_run_at``).
 
 The nominal instant (and so the execution id) never changes; only the due
 instant does. Bounded: a search steps one local day at a time and stops at
@@ -29,6 +33,7 @@ week holds a business weekday, so a business day lies within that).
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
@@ -103,6 +108,51 @@ def decide(
     return Decision(
         Verdict.RUN, moved + (due_at - nominal_at), f"{why}: moved to {_rfc3339(moved, zone, registry)}"
     )
+
+
+def decide_previous(
+    cal: BusinessCalendar,
+    name: str,
+    nominal_at: datetime,
+    due_at: datetime,
+    *,
+    zone: str,
+    first_from: Callable[[datetime], datetime | None],
+    not_before: datetime | None,
+    registry: ZoneRegistry | None = None,
+) -> Decision:
+    """:func:`decide` under ``previous`` for an occurrence whose previous
+    nominal occurrence is not known: ``first_from(at)`` is the schedule's
+    first nominal occurrence at or after ``at`` (None when there is none).
+    A moved instant with an occurrence at or after it and before
+    ``nominal_at`` would collide with that occurrence: the occurrence is
+    then skipped, as :func:`decide` skips it given the previous occurrence.
+    Costs one more walk of the schedule only when the rule moves the run."""
+    decision = decide(
+        cal, name, CalendarRule.PREVIOUS, nominal_at, due_at, zone=zone, next_nominal_at=None,
+        not_before=not_before, registry=registry,
+    )  # fmt: skip
+    if not decision.moved:
+        return decision
+    first = first_from(decision.due_at - (due_at - nominal_at))
+    if first is None or first >= nominal_at:
+        return decision
+    return decide(
+        cal, name, CalendarRule.PREVIOUS, nominal_at, due_at, zone=zone, next_nominal_at=None,
+        previous_nominal_at=first, not_before=not_before, registry=registry,
+    )  # fmt: skip
+
+
+def reached_at(decision: Decision, nominal_at: datetime, due_at: datetime) -> datetime:
+    """The instant a claim must reach an occurrence by (its scan key): the
+    moved instant when the rule moved it earlier (``previous``), otherwise
+    the nominal one (a run moved later is still reached at its nominal
+    instant, as before: the claim decides it then)."""
+    if decision.moved:
+        moved = decision.due_at - (due_at - nominal_at)
+        if moved < nominal_at:
+            return moved
+    return nominal_at
 
 
 def _search(

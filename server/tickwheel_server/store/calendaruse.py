@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -24,7 +25,9 @@ from tickwheel.shared.ids import from_us, to_us
 from ..jobspec import DefinitionCache, JobDefinition
 from ..schedule import ScheduleError, due_at, next_fire
 from ..schedule.businessdays import BusinessCalendar
-from ..schedule.calendarrule import Verdict, decide
+from ..policy.calendarplan import decide_previous_for
+from ..schedule.calendarrule import CalendarRule, Verdict, decide
+from .calendarcursor import rekey_previous
 from .engine import Capabilities
 from .isolation import after_not_started_canceled, status_in
 from .tables import calendars, executions, jobs
@@ -92,7 +95,9 @@ def redecide_runs(
     instant, stays), a run the rule now drops or skips is canceled with
     :func:`calendar_changed_reason`. Runs a worker already took, retries and
     manual or backfilled runs are left as they are; runs not yet created
-    follow the new calendar when the claim creates them.
+    follow the new calendar when the claim creates them, and the cursors of
+    the jobs whose rule is ``previous`` get the scan key the new calendar
+    gives them (:func:`.calendarcursor.rekey_previous`: never before now).
 
     The jobs are walked in id order, :data:`PAGE` at a time (index
     ``jobs_calendar``); only the definitions of jobs with such runs are
@@ -112,6 +117,10 @@ def redecide_runs(
         if not ids:
             break
         after = ids[-1]
+        if cal is None:
+            cal = calendar()
+        # Cursors of ``previous`` jobs: scanned where the new calendar moves them.
+        rekey_previous(conn, ids, from_us(now_us), tenant=tenant, calendar=(name, cal))
         runs = conn.execute(
             sa.select(executions.c.id, executions.c.job_id, executions.c.nominal_at, executions.c.due_at)
             .where(
@@ -132,7 +141,7 @@ def redecide_runs(
             cal = calendar()
         changes = [
             change for run in runs if run.job_id in specs
-            for change in [_redecide(specs[run.job_id], name, cal, run)] if change is not None
+            for change in [_redecide(specs[run.job_id], name, cal, run, from_us(now_us))] if change is not None
         ]  # fmt: skip
         _apply(conn, caps, name, changes, now_us)
         result.changed_count += len(changes)
@@ -165,16 +174,20 @@ def _apply(conn: Connection, caps: Capabilities, name: str, changes: list[RunCha
         after_not_started_canceled(conn, caps, canceled)
 
 
-def _redecide(spec: JobDefinition, name: str, cal: BusinessCalendar, run) -> RunChange | None:
-    """The change the new calendar makes to one created run, None when none (pure)."""
+def _redecide(spec: JobDefinition, name: str, cal: BusinessCalendar, run, now: datetime) -> RunChange | None:
+    """The change the new calendar makes to one created run, None when none
+    (pure); a ``previous`` run is never moved before ``now``."""
     schedule = spec.schedule
     nominal = from_us(run.nominal_at)
     try:
-        following = next_fire(schedule, nominal)
-        decision = decide(
-            cal, name, spec.calendar.rule, nominal, due_at(schedule, nominal), zone=schedule.zone,
-            next_nominal_at=None if following is None else following.nominal_at,
-        )
+        if spec.calendar.rule is CalendarRule.PREVIOUS:
+            decision = decide_previous_for(cal, name, schedule, nominal, due_at(schedule, nominal), now)
+        else:
+            following = next_fire(schedule, nominal)
+            decision = decide(
+                cal, name, spec.calendar.rule, nominal, due_at(schedule, nominal), zone=schedule.zone,
+                next_nominal_at=None if following is None else following.nominal_at,
+            )
     except (ScheduleError, LookupError, ValueError, OverflowError):
         return None
     new_due = to_us(decision.due_at) if decision.verdict is Verdict.RUN else None

@@ -10,6 +10,8 @@ decoded) is absent from the answer: the job is then left out of the claim as
 :func:`calendar_plan` is the pure step (the rule over a plan,
 :mod:`~tickwheel_server.policy.calendarplan`); :func:`record_calendar_skips`
 writes its skip ranges (reason ``calendar``) in the claim's transaction.
+:class:`PreviousClaim` is a ``previous`` job's rule within one claim: when
+its occurrences are reached, when they are due, where its cursor is scanned.
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ from sqlalchemy.engine import Connection
 from tickwheel.v1 import calendar_pb2
 
 from ..jobspec import JobDefinition
-from ..policy.calendarplan import apply_calendar
+from ..policy.calendarplan import apply_calendar, decide_previous_for
 from ..policy.claim import Plan, PlannedSkip
 from ..schedule import Fire, ScheduleError
 from ..schedule.businessdays import BusinessCalendar, calendar
-from ..schedule.calendarrule import CalendarRule, Verdict, decide
+from ..schedule.calendarrule import CalendarRule, Decision, Verdict, decide, reached_at
 from .claim_writes import record_skip
 from .quarantine import SCHEDULE_UNCOMPUTABLE, Unreadable
 from .tables import calendars
@@ -136,20 +138,74 @@ def _uncomputable(ref, error: Exception) -> Unreadable:
     return Unreadable(SCHEDULE_UNCOMPUTABLE, f"calendar {ref.name!r}: {error}")
 
 
-def calendar_plan(row, spec: JobDefinition, plan: Plan, loaded: dict[Key, BusinessCalendar]) -> tuple[Plan, list[PlannedSkip]]:
+class PreviousClaim:
+    """A ``previous`` job's rule within one claim (pure): each occurrence
+    decided once, for the plan's walk (:meth:`reach`), its misfire test
+    (:meth:`due`), the calendar's verdict (:meth:`decision`) and the new
+    cursor's scan key.
+
+    An occurrence is never moved before ``now`` (the claim's instant), except
+    the cursor's when its row holds a moved instant (``next_nominal_at``
+    set): that was decided, not before its own write, when the cursor was
+    written, so a claim that comes late (an outage) finds it due in the past
+    and the misfire policy judges it, as for a ``next`` run."""
+
+    __slots__ = ("_cal", "_name", "_schedule", "_now", "_trusted", "_decided")
+
+    def __init__(self, row, spec: JobDefinition, loaded: dict[Key, BusinessCalendar], cursor: Fire, now: datetime):
+        ref = spec.calendar
+        self._cal = _calendar_of(row, ref, loaded)
+        self._name = ref.name
+        self._schedule = spec.schedule
+        self._now = now
+        self._trusted = cursor.nominal_at if row.next_nominal_at is not None else None
+        self._decided: dict[datetime, Decision] = {}
+
+    def decision(self, nominal_at: datetime, due_at: datetime) -> Decision:
+        """The rule's verdict on the occurrence at ``nominal_at``; :class:`Unreadable` when it cannot be computed."""
+        decided = self._decided.get(nominal_at)
+        if decided is None:
+            not_before = None if nominal_at == self._trusted else self._now
+            try:
+                decided = decide_previous_for(self._cal, self._name, self._schedule, nominal_at, due_at, not_before)
+            except _RULE_ERRORS as error:
+                raise Unreadable(SCHEDULE_UNCOMPUTABLE, f"calendar {self._name!r}: {error}") from None
+            self._decided[nominal_at] = decided
+        return decided
+
+    def reach(self, fire: Fire) -> datetime:
+        """The instant the claim must reach ``fire`` by: its scan key."""
+        return reached_at(self.decision(fire.nominal_at, fire.due_at), fire.nominal_at, fire.due_at)
+
+    def due(self, fire: Fire) -> datetime:
+        """When ``fire`` is due as the rule leaves it (its own due instant unless moved)."""
+        decided = self.decision(fire.nominal_at, fire.due_at)
+        return decided.due_at if decided.verdict is Verdict.RUN else fire.due_at
+
+
+def calendar_plan(
+    row, spec: JobDefinition, plan: Plan, loaded: dict[Key, BusinessCalendar], previous: PreviousClaim | None = None
+) -> tuple[Plan, list[PlannedSkip]]:
     """``plan`` as the job's calendar leaves it, and the skip ranges to
-    record (pure). :class:`Unreadable` (``schedule_uncomputable``) when the
+    record (pure); ``previous`` is the job's rule in this claim when it is
+    ``previous``. :class:`Unreadable` (``schedule_uncomputable``) when the
     calendar is gone or the rule cannot be computed."""
     ref = spec.calendar
     cal = _calendar_of(row, ref, loaded)
     zone = spec.schedule.zone
     try:
-        applied = apply_calendar(
-            plan,
-            lambda execution, following: decide(
-                cal, ref.name, ref.rule, execution.nominal_at, execution.due_at, zone=zone, next_nominal_at=following
-            ),
-        )
+        if previous is not None:
+            applied = apply_calendar(
+                plan, lambda execution, following: previous.decision(execution.nominal_at, execution.due_at)
+            )
+        else:
+            applied = apply_calendar(
+                plan,
+                lambda execution, following: decide(
+                    cal, ref.name, ref.rule, execution.nominal_at, execution.due_at, zone=zone,
+                    next_nominal_at=following,
+                ),
+            )
     except _RULE_ERRORS as error:
         raise _uncomputable(ref, error) from None
     return applied.plan, applied.skips
@@ -159,7 +215,8 @@ def calendar_due(row, spec: JobDefinition, loaded: dict[Key, BusinessCalendar]) 
     """For the claim's misfire test (``plan_claim``'s ``due_of``): the
     instant the job's calendar makes an occurrence due, where ``next`` moves
     it (a Saturday's run due on Monday is not missed on Sunday); None for
-    the rules that never move a run. :class:`Unreadable`
+    the rules that never move a run (``previous`` has
+    :meth:`PreviousClaim.due`). :class:`Unreadable`
     (``schedule_uncomputable``) when the calendar is gone."""
     ref = spec.calendar
     if ref.rule is not CalendarRule.NEXT:

@@ -35,6 +35,8 @@ class DueRow(NamedTuple):
     next_due_at: int | None
     run_count: int | None
     tenant_state: str | None
+    next_nominal_at: int | None
+    """Set only while ``next_run_at`` is the earlier instant a ``previous`` rule moved the cursor to."""
 
 
 def due_sql(*, excluding: bool, skip_locked: bool) -> str:
@@ -63,7 +65,8 @@ def due_sql(*, excluding: bool, skip_locked: bool) -> str:
     selectivity, so the plan stays that of the claim without exclusions."""
     sql = (
         "SELECT jobs.id, jobs.tenant, jobs.partition, jobs.spec, jobs.version, jobs.next_run_at, jobs.next_due_at, "
-        "jobs.run_count, (SELECT tenants.state FROM tenants WHERE tenants.name = jobs.tenant) AS tenant_state "
+        "jobs.run_count, (SELECT tenants.state FROM tenants WHERE tenants.name = jobs.tenant) AS tenant_state, "
+        "jobs.next_nominal_at "
         "FROM jobs WHERE jobs.state = 'active' AND jobs.partition = ANY(CAST(:live AS INTEGER[])) "
         "AND jobs.next_run_at <= :horizon"
     )
@@ -90,7 +93,7 @@ def due_select(live: list[int], horizon_us: int, batch: int, excluded: list[str]
     query = (
         sa.select(
             jobs.c.id, jobs.c.tenant, jobs.c.partition, jobs.c.spec, jobs.c.version,
-            jobs.c.next_run_at, jobs.c.next_due_at, jobs.c.run_count, tenant_state,
+            jobs.c.next_run_at, jobs.c.next_due_at, jobs.c.run_count, tenant_state, jobs.c.next_nominal_at,
         )
         .where(jobs.c.state == "active", jobs.c.partition.in_(live), jobs.c.next_run_at <= horizon_us)
         .order_by(jobs.c.partition, jobs.c.next_run_at)
@@ -117,12 +120,20 @@ def claimable(definition: JobDefinition) -> JobDefinition:
 def claim_cursor(row, instants: dict[int, datetime] | None = None) -> Fire:
     """A due row's cursor (its next fire) as a :class:`Fire` (pure); raises
     :class:`Unreadable` for impossible values (a due instant missing, before
-    the nominal one or out of range, a negative run count).
+    the nominal one or out of range, a negative run count, a nominal instant
+    kept beside a scan key not before it). The nominal instant is
+    ``next_nominal_at`` when set, otherwise ``next_run_at``.
 
     ``instants`` (microseconds → instant) is a memo the caller keeps for one
     batch: the jobs of a batch share a few cursors (minute boundaries), and
     converting each again costs more than the rest of this check."""
     next_run_at, next_due_at = row.next_run_at, row.next_due_at
+    if row.next_nominal_at is not None:
+        # ``previous`` moved the cursor's occurrence earlier: the row is
+        # scanned at that instant, the cursor is the nominal one.
+        if next_run_at is None or row.next_nominal_at <= next_run_at:
+            raise Unreadable(JOB_UNREADABLE, "next_nominal_at is not after next_run_at")
+        next_run_at = row.next_nominal_at
     if next_due_at is None:
         raise Unreadable(JOB_UNREADABLE, "next_due_at is NULL while next_run_at is set")
     if row.run_count is None or row.run_count < 0:

@@ -63,6 +63,14 @@ _ADVANCE_FROM_ARRAYS = (
     "AS v (id, next_run_at, next_due_at, run_count, state) "
     "WHERE jobs.id = ANY(CAST(%(ids)b AS TEXT[])) AND jobs.id = v.id"
 )
+# The same writing ``next_nominal_at`` too, for a batch with a ``previous``
+# job (or a row that held a moved cursor): other batches leave the column
+# alone, as it is NULL for every other job.
+_ADVANCE_WITH_NOMINAL_FROM_ARRAYS = (
+    _ADVANCE_FROM_ARRAYS.replace("state = v.state ", "state = v.state, next_nominal_at = v.next_nominal_at ")
+    .replace("CAST(%(states)b AS TEXT[])) ", "CAST(%(states)b AS TEXT[]), CAST(%(next_nominal_ats)b AS BIGINT[])) ")
+    .replace("run_count, state) ", "run_count, state, next_nominal_at) ")
+)
 _ADVANCE_ROW = (
     jobs.update()
     .where(jobs.c.id == sa.bindparam("b_id"))
@@ -73,6 +81,7 @@ _ADVANCE_ROW = (
         state=sa.bindparam("b_state"),
     )
 )
+_ADVANCE_WITH_NOMINAL_ROW = _ADVANCE_ROW.values(next_nominal_at=sa.bindparam("b_next_nominal"))
 
 
 @dataclass
@@ -95,6 +104,10 @@ class ClaimWrites:
     next_due_ats: list[int | None] = field(default_factory=list)
     run_counts: list[int] = field(default_factory=list)
     states: list[str] = field(default_factory=list)
+    next_nominal_ats: list[int | None] = field(default_factory=list)
+    """Per cursor: its nominal instant when ``next_run_at`` is an earlier scan key (``previous``), else None."""
+    nominal: bool = False
+    """Whether the cursors' ``next_nominal_at`` is written: a ``previous`` job, or a row that held one, is in the batch."""
 
     def apply_with_arrays(self, conn: Connection, now_us: int) -> None:
         """PostgreSQL and CockroachDB: one INSERT and one UPDATE over arrays."""
@@ -109,11 +122,12 @@ class ClaimWrites:
                 ),
             )
         if self.cursor_ids:
+            nominal = dict(next_nominal_ats=self.next_nominal_ats) if self.nominal else {}
             conn.exec_driver_sql(
-                _ADVANCE_FROM_ARRAYS,
+                _ADVANCE_WITH_NOMINAL_FROM_ARRAYS if nominal else _ADVANCE_FROM_ARRAYS,
                 dict(
                     ids=self.cursor_ids, next_run_ats=self.next_run_ats, next_due_ats=self.next_due_ats,
-                    run_counts=self.run_counts, states=self.states,
+                    run_counts=self.run_counts, states=self.states, **nominal,
                 ),
             )
 
@@ -136,15 +150,16 @@ class ClaimWrites:
                 row["trace_context"] = trace_context
             conn.execute(sqlite.insert(executions).on_conflict_do_nothing(index_elements=["id"]), rows)
         if self.cursor_ids:
-            conn.execute(
-                _ADVANCE_ROW,
-                [
-                    dict(b_id=ident, b_next_run=next_run, b_next_due=next_due, b_runs=runs, b_state=state)
-                    for ident, next_run, next_due, runs, state in zip(
-                        self.cursor_ids, self.next_run_ats, self.next_due_ats, self.run_counts, self.states
-                    )
-                ],
-            )
+            rows = [
+                dict(b_id=ident, b_next_run=next_run, b_next_due=next_due, b_runs=runs, b_state=state)
+                for ident, next_run, next_due, runs, state in zip(
+                    self.cursor_ids, self.next_run_ats, self.next_due_ats, self.run_counts, self.states
+                )
+            ]
+            if self.nominal:
+                for row, nominal in zip(rows, self.next_nominal_ats):
+                    row["b_next_nominal"] = nominal
+            conn.execute(_ADVANCE_WITH_NOMINAL_ROW if self.nominal else _ADVANCE_ROW, rows)
 
 
 def carried_missed(conn: Connection, row, definition: JobDefinition, cursor: Fire, now: datetime) -> int:

@@ -71,6 +71,7 @@ from ..policy.claim import DEFAULT_SCAN_LIMIT, Plan, plan_claim, plan_paused
 from .quarantine import KINDS, Finding, Quarantine, Unreadable
 from ..jobspec import DefinitionCache, JobDefinition
 from ..schedule import Fire, tzdata_version
+from ..schedule.calendarrule import CalendarRule
 from ..alerts.catalogue import (
     NewAlert, job_unreadable_key, schedule_uncomputable_key, skipped_alert, undispatchable_alert,
 )  # fmt: skip
@@ -78,7 +79,7 @@ from .alerts import AlertStore
 from .base import SqlStore, execute_arrays, tuples
 from .claim_reads import DUE_SQL, DueRow, claim_cursor, claimable, dispatchable, due_select, following_fires
 from .claim_writes import MISFIRE_REASON, TENANT_PAUSED_REASON, ClaimWrites, carried_missed, record_skip
-from .claim_calendars import CalendarCache, calendar_due, calendar_plan, record_calendar_skips
+from .claim_calendars import CalendarCache, PreviousClaim, calendar_due, calendar_plan, record_calendar_skips
 from .isolation import status_in
 from .partitions import check_epochs
 from .tables import alerts, executions, jobs
@@ -219,11 +220,25 @@ class DispatchStore(SqlStore):
                     continue
                 carried = carried_missed(conn, row, spec, cursor, now)
                 calendar_skips = ()
+                previous = None
                 try:
-                    due_of = calendar_due(row, spec, calendars) if spec.calendar is not None else None
-                    plan = self._plan(row, spec, cursor, now, horizon, scan_limit, carried, due_of)
-                    if spec.calendar is not None:
-                        plan, calendar_skips = calendar_plan(row, spec, plan, calendars)
+                    if spec.calendar is None:
+                        plan = self._plan(row, spec, cursor, now, horizon, scan_limit, carried)
+                    else:
+                        if spec.calendar.rule is CalendarRule.PREVIOUS:
+                            previous = PreviousClaim(row, spec, calendars, cursor, now)
+                            due_of = previous.due
+                        else:
+                            due_of = calendar_due(row, spec, calendars)
+                        plan = self._plan(
+                            row, spec, cursor, now, horizon, scan_limit, carried, due_of,
+                            None if previous is None else previous.reach,
+                        )
+                        plan, calendar_skips = calendar_plan(row, spec, plan, calendars, previous)
+                        if previous is not None or row.next_nominal_at is not None:
+                            writes.nominal = True
+                        if previous is not None and plan.next_fire is not None:
+                            scan_key = previous.reach(plan.next_fire)
                 except Unreadable as error:
                     result.unreadable.append(Finding(job_id, row.tenant, row.version, error.kind, error.reason))
                     continue
@@ -269,11 +284,18 @@ class DispatchStore(SqlStore):
                 if following is None:
                     writes.next_run_ats.append(None)
                     writes.next_due_ats.append(None)
+                    writes.next_nominal_ats.append(None)
                     writes.states.append("completed")
                 else:
                     next_us = micros.get(following.nominal_at)
                     if next_us is None:
                         next_us = micros[following.nominal_at] = to_us(following.nominal_at)
+                    if previous is not None and scan_key < following.nominal_at:
+                        # Scanned at the earlier instant, the nominal one kept beside it.
+                        writes.next_nominal_ats.append(next_us)
+                        next_us = to_us(scan_key)
+                    else:
+                        writes.next_nominal_ats.append(None)
                     writes.next_run_ats.append(next_us)
                     next_us = micros.get(following.due_at)
                     if next_us is None:
@@ -361,6 +383,7 @@ class DispatchStore(SqlStore):
                     sa.select(
                         alerts.c.dedup_key, alerts.c.job_id, jobs.c.id, jobs.c.partition, jobs.c.state, jobs.c.spec,
                         jobs.c.version, jobs.c.next_run_at, jobs.c.next_due_at, jobs.c.run_count,
+                        jobs.c.next_nominal_at,
                     )
                     .select_from(alerts.outerjoin(jobs, jobs.c.id == alerts.c.job_id))
                     .where(alerts.c.resolved_at.is_(None), alerts.c.kind.in_(KINDS), alerts.c.dedup_key > after)
@@ -384,7 +407,7 @@ class DispatchStore(SqlStore):
                     for r in conn.execute(
                         sa.select(
                             jobs.c.id, jobs.c.state, jobs.c.spec, jobs.c.version, jobs.c.next_run_at,
-                            jobs.c.next_due_at, jobs.c.run_count,
+                            jobs.c.next_due_at, jobs.c.run_count, jobs.c.next_nominal_at,
                         ).where(jobs.c.id.in_([f.job_id for f in local]))
                     )
                 }
@@ -407,13 +430,14 @@ class DispatchStore(SqlStore):
     @staticmethod
     def _plan(
         row, spec: JobDefinition, cursor: Fire, now: datetime, horizon: datetime, scan_limit: int, carried: int,
-        due_of: Callable[[Fire], datetime] | None = None,
+        due_of: Callable[[Fire], datetime] | None = None, reach_of: Callable[[Fire], datetime] | None = None,
     ) -> Plan:
         """The job's plan (pure); :class:`Unreadable` when its schedule cannot be computed.
-        ``due_of``: where the job's calendar moves an occurrence, for the misfire test."""
+        ``due_of``: where the job's calendar moves an occurrence, for the misfire test;
+        ``reach_of``: when the claim reaches an occurrence a ``previous`` rule moved earlier."""
         following = following_fires(spec, row.run_count)
         if row.tenant_state == "paused":
-            return plan_paused(cursor, following, horizon=horizon, scan_limit=scan_limit)
+            return plan_paused(cursor, following, horizon=horizon, scan_limit=scan_limit, reach_of=reach_of)
         return plan_claim(
             cursor,
             following,
@@ -425,6 +449,7 @@ class DispatchStore(SqlStore):
             carried_missed=carried,
             scan_limit=scan_limit,
             due_of=due_of,
+            reach_of=reach_of,
         )
 
     async def scheduled_in(self, partitions: list[int], until: datetime, limit: int = 100_000) -> list[ClaimedExecution]:

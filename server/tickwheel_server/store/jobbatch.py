@@ -35,7 +35,7 @@ written): the thresholds and spans differ per job.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -54,6 +54,7 @@ from ..policy.jobchanges import (
 from ..schedule import Fire
 from . import quota
 from .base import chunks
+from .calendarcursor import rekey_previous
 from .engine import Capabilities
 from .isolation import wake_keys
 from .history import SkipRecord
@@ -195,19 +196,21 @@ def apply_update(
 
 
 def row_values(record: JobRecord) -> dict:
-    """The ``jobs`` columns an update writes (:data:`_ROW_COLUMNS`), from the record it leaves."""
+    """The ``jobs`` columns an update writes (:data:`_ROW_COLUMNS`), from the
+    record it leaves: the nominal cursor, which :func:`rekey_written` then
+    turns into a ``previous`` job's scan key."""
     return dict(
         name=record.name, spec=record.spec, time_zone=record.time_zone, tzdata_version=record.tzdata_version,
         state=record.state, next_run_at=None if record.next_run_at is None else to_us(record.next_run_at),
         next_due_at=None if record.next_due_at is None else to_us(record.next_due_at),
         run_count=record.run_count, version=record.version, updated_at=to_us(record.updated_at),
-        calendar=calendar_column(record.spec),
+        calendar=calendar_column(record.spec), next_nominal_at=None,
     )
 
 
 _ROW_COLUMNS = (
     "name", "spec", "time_zone", "tzdata_version", "state", "next_run_at", "next_due_at", "run_count", "version",
-    "updated_at", "calendar",
+    "updated_at", "calendar", "next_nominal_at",
 )
 _WRITE_JOB = (
     jobs.update()
@@ -261,6 +264,7 @@ def update_jobs(
             [{"b_id": job_id, **{f"b_{k}": v for k, v in row_values(record).items()}}
              for job_id, record in sorted(written.items())],
         )
+        rekey_written(conn, tenant, written.values(), now_us)
     keep_revisions(conn, kept)
     return outcomes, [record for _, record in sorted(written.items())]
 
@@ -327,6 +331,15 @@ _WRITE_PAUSE = (
         version=sa.bindparam("b_version"), updated_at=sa.bindparam("b_at"),
     )
 )
+
+
+def rekey_written(conn: Connection, tenant: str, records: Iterable[JobRecord], now_us: int) -> None:
+    """After their rows were written with nominal cursors: the scan keys of
+    those of ``records`` naming a calendar whose rule is ``previous``
+    (:func:`.calendarcursor.rekey_previous`; nothing read for the others)."""
+    named = [record.id for record in records if calendar_column(record.spec)]
+    if named:
+        rekey_previous(conn, named, from_us(now_us), tenant=tenant)
 
 
 def pause_jobs(
@@ -407,9 +420,10 @@ def apply_resume(
             next_run_at=None if next_fire is None else to_us(next_fire.nominal_at),
             next_due_at=None if next_fire is None else to_us(next_fire.due_at),
             run_count=run_count, paused_at=None, pause_reason="", tzdata_version=tzdata_version,
-            version=current.version + 1, updated_at=now_us,
+            version=current.version + 1, updated_at=now_us, next_nominal_at=None,
         )
     )
+    rekey_written(conn, current.tenant, [current], now_us)
     return get_job(conn, current.tenant, job_id), skip, released
 
 

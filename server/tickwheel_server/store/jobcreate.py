@@ -25,6 +25,7 @@ from tickwheel.shared.ids import from_us, partition_of
 from ..errors import NotFound, QuotaExceeded, TickwheelError
 from ..jobspec import calendar_column
 from . import quota, requests
+from .calendarcursor import rekey_previous
 from .engine import Capabilities
 from .jobrecords import JobRecord, NewJobs, job_record
 from .tables import jobs, tenants
@@ -127,7 +128,10 @@ def create_jobs(
                 tenant, "max_jobs", limits.max_jobs, "the tenant has as many jobs as it may"
             )
     if new:
-        _insert_jobs(conn, caps, batch, new if len(new) < len(batch) else None, slot, partition_count, now_us)
+        named = _insert_jobs(conn, caps, batch, new if len(new) < len(batch) else None, slot, partition_count, now_us)
+        if named:
+            # A ``previous`` job is scanned at the instant its first run moves to.
+            rekey_previous(conn, named, from_us(now_us), tenant=tenant)
     if seen or oversized:
         # An oversized item whose request id was seen is a repeat like any
         # other: it gets the job its first request created.
@@ -155,8 +159,9 @@ def create_jobs(
 def _insert_jobs(
     conn: Connection, caps: Capabilities, batch: NewJobs, chosen: list[int] | None, slot: int, partition_count: int,
     now_us: int,
-) -> None:
-    """Insert the rows of ``batch``'s jobs at ``chosen`` (None: every one)."""
+) -> list[str]:
+    """Insert the rows of ``batch``'s jobs at ``chosen`` (None: every one);
+    the ids of those naming a calendar."""
 
     def column(values: list) -> list:
         return values if chosen is None else [values[i] for i in chosen]
@@ -178,12 +183,13 @@ def _insert_jobs(
                 column(batch.next_dues), column(batch.tzdata), calendars,
             )
         ])  # fmt: skip
-        return
+        return [job_id for job_id, calendar in zip(ids, calendars) if calendar]
     conn.exec_driver_sql(_INSERT_JOBS, dict(
         tenant=batch.tenant, now=now_us, slot=slot, ids=ids, partitions=partitions, names=column(batch.names),
         states=states, specs=specs, zones=column(batch.zones), next_runs=next_runs,
         next_dues=column(batch.next_dues), tzdata=column(batch.tzdata), calendars=calendars,
     ))  # fmt: skip
+    return [job_id for job_id, calendar in zip(ids, calendars) if calendar]
 
 
 def _jobs_of_requests(conn: Connection, tenant: str, ids: list[str], now_us: int) -> dict[str, Outcome]:

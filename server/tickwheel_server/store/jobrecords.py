@@ -118,7 +118,9 @@ def _us(at: datetime | None) -> int | None:
 
 @dataclass(frozen=True)
 class JobRecord:
-    """A job as stored (instants in UTC)."""
+    """A job as stored (instants in UTC). ``next_run_at`` is the nominal
+    cursor (``jobs.next_nominal_at`` when a ``previous`` rule keeps an
+    earlier scan key in ``jobs.next_run_at``)."""
 
     id: str
     tenant: str
@@ -152,7 +154,7 @@ def job_record(row) -> JobRecord:
         state=row.state,
         spec=bytes(row.spec),
         time_zone=row.time_zone,
-        next_run_at=_opt(row.next_run_at),
+        next_run_at=_opt(row.next_nominal_at if row.next_nominal_at is not None else row.next_run_at),
         next_due_at=_opt(row.next_due_at),
         run_count=row.run_count,
         tzdata_version=row.tzdata_version,
@@ -166,7 +168,7 @@ def job_record(row) -> JobRecord:
 
 RECORD_COLUMNS = (
     jobs.c.id, jobs.c.tenant, jobs.c.partition, jobs.c.name, jobs.c.state, jobs.c.spec, jobs.c.time_zone,
-    jobs.c.next_run_at, jobs.c.next_due_at, jobs.c.run_count, jobs.c.tzdata_version, jobs.c.pause_reason,
+    sa.func.coalesce(jobs.c.next_nominal_at, jobs.c.next_run_at).label("next_run_at"), jobs.c.next_due_at, jobs.c.run_count, jobs.c.tzdata_version, jobs.c.pause_reason,
     jobs.c.version, jobs.c.created_at, jobs.c.updated_at, jobs.c.paused_at,
 )  # fmt: skip
 """What :func:`job_records` reads, in :class:`JobRecord`'s field order."""

@@ -54,7 +54,7 @@ from .history import SkipRecord
 from .isolation import set_key_limits
 from .jobbatch import (
     Decide, JobChange, PauseOutcome, ResumeDecide, ResumeOutcome, UpdateOutcome, apply_resume, apply_update,
-    delete_jobs, pause_jobs, payload_limit, resume_jobs, row_values, update_jobs,
+    delete_jobs, pause_jobs, payload_limit, rekey_written, resume_jobs, row_values, update_jobs,
 )
 from .jobcreate import CREATED, Outcome, create_jobs
 from .jobrecords import JOB_STATES, RECORD_COLUMNS, JobRecord, NewJob, NewJobs, get_job, job_record, job_records
@@ -253,6 +253,7 @@ class JobStore(SqlStore):
                 conn, self.caps, current, change, limit=payload_limit(conn, tenant), now_us=now_us
             )
             conn.execute(jobs.update().where(jobs.c.id == job_id).values(**row_values(updated)))
+            rekey_written(conn, tenant, [updated], now_us)
             keep_revisions(conn, [revision_of(current, updated, changed_by=changed_by, update_mask=update_mask)])
             return get_job(conn, tenant, job_id), canceled
 

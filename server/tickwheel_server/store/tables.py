@@ -72,6 +72,10 @@ jobs = sa.Table(
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.Column("quota_slot", sa.Integer, nullable=False),
     sa.Column("calendar", sa.Text, nullable=False, server_default=""),
+    sa.Column("next_nominal_at", sa.BigInteger),
+    # NULL unless ``previous`` moved the cursor's occurrence earlier: then
+    # ``next_run_at`` is that earlier instant (the claim's scan key) and this
+    # the cursor's nominal instant (migration 0026).
 )
 
 tenant_quota = sa.Table(

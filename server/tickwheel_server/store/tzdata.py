@@ -37,6 +37,7 @@ from ..errors import InvalidArgument
 from ..jobspec import schedule_of
 from ..schedule import Engine, ScheduleError, UnknownZoneError
 from .base import SqlStore
+from .calendarcursor import rekey_previous
 from .isolation import status_in
 from .tables import executions, jobs, tzdata_versions
 from .timeline import GROUPS, in_group
@@ -175,8 +176,9 @@ class TzdataStore(SqlStore):
     ) -> tuple[int, str, list[ShiftedRun]]:
         query = (
             sa.select(
-                jobs.c.id, jobs.c.tenant, jobs.c.spec, jobs.c.next_run_at, jobs.c.next_due_at, jobs.c.run_count,
-                jobs.c.tzdata_version,
+                jobs.c.id, jobs.c.tenant, jobs.c.spec,
+                sa.func.coalesce(jobs.c.next_nominal_at, jobs.c.next_run_at).label("next_run_at"),  # nominal
+                jobs.c.next_due_at, jobs.c.run_count, jobs.c.tzdata_version,
             )
             .where(jobs.c.time_zone == zone, jobs.c.id > after_id, status_in(jobs.c.state, "active"))
             .order_by(jobs.c.id)
@@ -224,9 +226,11 @@ class TzdataStore(SqlStore):
                     .values(
                         next_run_at=sa.bindparam("b_run"), next_due_at=sa.bindparam("b_due"),
                         state=sa.bindparam("b_state"), tzdata_version=current_version, updated_at=now_us,
+                        next_nominal_at=None,
                     ),
                     moved_rows,
                 )
+                rekey_previous(conn, [row["b_id"] for row in moved_rows], now, tenant=None)
             if stayed:
                 conn.execute(jobs.update().where(jobs.c.id.in_(stayed)).values(tzdata_version=current_version))
         return len(rows), rows[-1].id, shifted

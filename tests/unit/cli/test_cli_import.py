@@ -320,8 +320,10 @@ def test_a_row_names_a_calendar_with_its_rule_or_fails_naming_the_missing_one() 
     base = {"name": "n", "cron": "0 9 * * *", "handler": "h"}
     job = job_from_row({**base, "calendar": "uk", "calendar_rule": "next"}, csv=False)
     assert (job.calendar.name, job.calendar.rule) == ("uk", job_pb2.CALENDAR_RULE_NEXT)
+    job = job_from_row({**base, "calendar": "uk", "calendar_rule": "previous"}, csv=False)
+    assert job.calendar.rule == job_pb2.CALENDAR_RULE_PREVIOUS
     for row, field in (({**base, "calendar": "uk"}, "calendar_rule"), ({**base, "calendar_rule": "skip"}, "calendar"),
-                       ({**base, "calendar": "uk", "calendar_rule": "previous"}, "calendar_rule")):
+                       ({**base, "calendar": "uk", "calendar_rule": "earlier"}, "calendar_rule")):
         with pytest.raises(RowError) as caught:
             job_from_row(row, csv=True)
         assert caught.value.field == field

@@ -327,9 +327,13 @@ def test_job_create_names_a_calendar_and_its_rule(cli, fake, tenant) -> None:
     assert (job.calendar.name, job.calendar.rule) == ("uk", job_pb2.CALENDAR_RULE_NEXT)
     alone = cli(*tenant, "job", "create", "--name", "n", "--cron", "0 9 * * *", "--handler", "h", "--calendar", "uk")
     assert alone.code == 2 and "--calendar-rule" in alone.err
+    previous = cli(*tenant, "job", "create", "--name", "n", "--cron", "0 9 * * *", "--handler", "h",
+                   "--calendar", "uk", "--calendar-rule", "previous")  # fmt: skip
+    assert previous.code == 0, previous.err
+    assert fake.requests("CreateJob")[1].job.calendar.rule == job_pb2.CALENDAR_RULE_PREVIOUS
     unknown = cli(*tenant, "job", "create", "--name", "n", "--cron", "0 9 * * *", "--handler", "h",
-                  "--calendar", "uk", "--calendar-rule", "previous")  # fmt: skip
-    assert unknown.code == 2 and len(fake.requests("CreateJob")) == 1
+                  "--calendar", "uk", "--calendar-rule", "earlier")  # fmt: skip
+    assert unknown.code == 2 and len(fake.requests("CreateJob")) == 2
 
 
 def test_job_update_of_the_rule_alone_keeps_the_stored_calendar_and_no_calendar_clears_it(cli, fake, tenant) -> None:

@@ -822,12 +822,12 @@ export enum CalendarRule {
   NEXT = 2,
 
   /**
-   * Reserved for "the previous business day at the same wall time, strictly
-   * after the schedule's previous nominal occurrence". Not served yet: the
-   * dispatcher reaches an occurrence one look-ahead before its nominal
-   * instant, too late for a run days earlier, and running it then (on the
-   * non-business day, or early) would break this contract. INVALID_ARGUMENT
-   * `job.calendar.rule` until it is.
+   * The occurrence runs on the previous business day at the same wall time,
+   * unless that instant is at or before the schedule's previous nominal
+   * occurrence, or already past when the run is decided (when the job's
+   * cursor reaches it: at create, update or resume, when the dispatcher
+   * creates the run before it, or when the calendar changes): then it is
+   * skipped and recorded. The execution id stays at the nominal instant.
    *
    * @generated from enum value: CALENDAR_RULE_PREVIOUS = 3;
    */

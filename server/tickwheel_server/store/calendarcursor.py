@@ -1,0 +1,110 @@
+"""Where a ``previous`` job's cursor is scanned: its scan key written after a cursor or its calendar changes.
+
+A job whose calendar rule is ``previous`` may run on an earlier day than its
+nominal instant, and the claim reaches an occurrence only one look-ahead
+before ``jobs.next_run_at``. So for such a job, whenever the cursor is
+written outside the claim (create, update, resume, a tzdata recompute) or
+its calendar changes, :func:`rekey_previous` decides the rule for the
+cursor's occurrence and, when the rule moves it earlier, writes the moved
+instant to ``next_run_at`` (the scan key) and the nominal one to
+``next_nominal_at`` (migration 0026); otherwise ``next_run_at`` is the
+nominal cursor and ``next_nominal_at`` NULL, as for every other job. The
+claim does the same for the cursors it advances
+(:class:`~.claim_calendars.PreviousClaim`). Everything runs in the caller's
+transaction, which has just written the rows.
+
+The run is never moved before ``now`` (the write's instant): a holiday added
+once its previous business day has passed skips the occurrence (recorded
+as a ``calendar`` skip when the claim reaches it), as the rule says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from tickwheel.shared.ids import from_us, to_us
+
+from ..jobspec import JobDefinition
+from ..policy.calendarplan import decide_previous_for
+from ..schedule import ScheduleError
+from ..schedule.businessdays import BusinessCalendar
+from ..schedule.calendarrule import CalendarRule, reached_at
+from .base import chunks
+from .claim_calendars import CalendarCache
+from .tables import jobs
+
+CHUNK = 500
+
+_REKEY = (
+    jobs.update()
+    .where(jobs.c.id == sa.bindparam("b_id"), jobs.c.tenant == sa.bindparam("b_tenant"))
+    .values(next_run_at=sa.bindparam("b_run"), next_nominal_at=sa.bindparam("b_nominal"))
+)
+
+
+def rekey_previous(
+    conn: Connection,
+    job_ids: Sequence[str],
+    now: datetime,
+    *,
+    tenant: str | None,
+    calendar: tuple[str, BusinessCalendar] | None = None,
+) -> int:
+    """Write the scan key of each active job of ``job_ids`` (``tenant``'s
+    only, unless None for a server-wide duty) whose definition names a
+    calendar with rule ``previous``; how many rows changed.
+
+    Reads only the jobs naming a calendar (``jobs.calendar``); the cursor's
+    nominal instant is ``next_nominal_at`` when set, else ``next_run_at``.
+    The calendars are read in this transaction (one SELECT), except
+    ``calendar`` (name, definition), the definition the caller is storing.
+    A job whose calendar is gone or whose rule cannot be computed keeps its
+    nominal cursor: its claim quarantines it."""
+    changed: list[dict] = []
+    for chunk in chunks(sorted(set(job_ids)), CHUNK):
+        query = sa.select(
+            jobs.c.id, jobs.c.tenant, jobs.c.version, jobs.c.spec, jobs.c.next_run_at, jobs.c.next_due_at,
+            jobs.c.next_nominal_at,
+        ).where(jobs.c.id.in_(chunk), jobs.c.state == "active", jobs.c.calendar != "")
+        if tenant is not None:
+            query = query.where(jobs.c.tenant == tenant)
+        wanted = []
+        for row in conn.execute(query):
+            spec = JobDefinition.parse(row.id, row.version, bytes(row.spec))
+            ref = spec.calendar
+            if spec.problem is None and ref is not None and ref.rule is CalendarRule.PREVIOUS:
+                wanted.append((row, spec))
+        if not wanted:
+            continue
+        given = {} if calendar is None else {(row.tenant, calendar[0]): calendar[1] for row, _ in wanted}
+        loaded = CalendarCache().load(
+            conn, {(row.tenant, spec.calendar.name) for row, spec in wanted} - set(given)
+        )
+        loaded.update(given)
+        for row, spec in wanted:
+            key = _scan_key(row, spec, loaded.get((row.tenant, spec.calendar.name)), now)
+            if key is not None and key != (row.next_run_at, row.next_nominal_at):
+                changed.append(dict(b_id=row.id, b_tenant=row.tenant, b_run=key[0], b_nominal=key[1]))
+    if changed:
+        conn.execute(_REKEY, changed)
+    return len(changed)
+
+
+def _scan_key(row, spec: JobDefinition, cal: BusinessCalendar | None, now: datetime) -> tuple[int, int | None] | None:
+    """(``next_run_at``, ``next_nominal_at``) for ``row``'s cursor under ``cal``; None to leave it (pure)."""
+    nominal_us = row.next_nominal_at if row.next_nominal_at is not None else row.next_run_at
+    if cal is None or nominal_us is None or row.next_due_at is None:
+        return None
+    nominal, due = from_us(nominal_us), from_us(row.next_due_at)
+    try:
+        decision = decide_previous_for(cal, spec.calendar.name, spec.schedule, nominal, due, now)
+        reached = reached_at(decision, nominal, due)
+    except (ScheduleError, LookupError, ValueError, OverflowError):
+        return None
+    if reached < nominal:
+        return to_us(reached), nominal_us
+    return nominal_us, None
