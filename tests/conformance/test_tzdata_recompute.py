@@ -166,3 +166,31 @@ async def test_a_definition_that_does_not_parse_is_left_as_it_is(w: World, new_r
     assert examined == 2
     assert [(r.job_id, r.new_next_run_at) for r in shifted] == [(london, datetime(2030, 3, 26, 8, tzinfo=UTC))]
     assert w.row(damaged) == before
+
+
+async def test_a_previous_jobs_shifted_cursor_keeps_its_nominal_beside_its_scan_key(w: World, new_release: Engine):
+    from tickwheel.v1 import calendar_pb2
+
+    from tickwheel_server.api.calendars import definition_of, normalise_calendar
+    from tickwheel_server.store.calendars import CalendarStore
+
+    await CalendarStore(w.engine, w.clock).create("acme", "days", definition_of(normalise_calendar(
+        calendar_pb2.Calendar(name="days", time_zone="Europe/London", holidays=["2030-03-27"])
+    )), "cal-1")  # fmt: skip
+    job = daily_at_nine("Europe/London")
+    job.schedule.cron.expression = "0 9 * * WED"
+    job.calendar.CopyFrom(job_pb2.JobCalendar(name="days", rule=job_pb2.CALENDAR_RULE_PREVIOUS))
+    wednesday = datetime(2030, 3, 27, 9, tzinfo=UTC)  # 09:00 GMT under the old rules: a holiday
+    ident = new_job_id(w.clock.now())
+    await w.jobs.create(NewJob(
+        id=ident, tenant="acme", name=job.name, spec=job.SerializeToString(), time_zone="Europe/London",
+        next_run_at=wednesday, next_due_at=wednesday, tzdata_version="old", payload_size=0,
+    ), "req-prev")  # fmt: skip
+    assert (w.row(ident).next_run_at, w.row(ident).next_nominal_at) == (
+        to_us(datetime(2030, 3, 26, 9, tzinfo=UTC)), to_us(wednesday)
+    )
+    await w.tzdata.recompute(new_release, "2099z", None, NOW, dry_run=False)
+    row = w.row(ident)
+    shifted = datetime(2030, 3, 27, 8, tzinfo=UTC)  # 09:00 BST under the new rules
+    assert row.next_nominal_at == to_us(shifted), "the nominal cursor moved, kept beside the scan key"
+    assert to_us(datetime(2030, 3, 26, tzinfo=UTC)) < row.next_run_at < to_us(datetime(2030, 3, 27, tzinfo=UTC))
