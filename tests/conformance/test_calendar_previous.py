@@ -243,3 +243,14 @@ async def test_a_resume_writes_the_scan_key_of_its_new_cursor(world) -> None:
         tzdata_version="2026a",
     )
     assert resumed.next_run_at == MONDAY and world.cursor(job.id) == (to_us(FRIDAY), to_us(MONDAY))
+
+
+async def test_a_paused_tenants_moved_run_is_skipped_when_reached_not_rescanned(world, clock) -> None:
+    job = await world.create(job_of(WEEKLY), MONDAY)
+    await TenantStore(world.engine, clock).pause("acme")
+    result = await world.dispatch.claim_due(OWNED, FRIDAY - LOOK)
+    assert result.executions == [] and result.skipped == 1
+    [skip] = world.rows(skips)
+    assert (skip.job_id, skip.reason, skip.from_at) == (job.id, "tenant_paused", to_us(MONDAY))
+    # The cursor moved on: the row is not scanned again every tick.
+    assert world.cursor(job.id) == (to_us(NEXT_MONDAY), None)

@@ -27,6 +27,11 @@ per-row work of a batch is lookups and appends: instants are converted once
 per batch, the plan's values are named tuples. SQLite has no arrays and no
 network: there it is an executemany and an ``IN`` list.
 
+A job whose calendar rule is ``previous`` is scanned at the instant its
+cursor's occurrence moves to (``next_run_at``, the nominal cursor then in
+``next_nominal_at``: :class:`~.claim_calendars.PreviousClaim`); the claim
+writes the same pair for the cursor it advances.
+
 A job's definition is parsed once per version: the store's
 :class:`~tickwheel_server.jobspec.DefinitionCache` keeps what a claim needs of
 it (schedule, misfire policy, handler, payload) by job id and version, so a
@@ -235,13 +240,13 @@ class DispatchStore(SqlStore):
                             None if previous is None else previous.reach,
                         )
                         plan, calendar_skips = calendar_plan(row, spec, plan, calendars, previous)
-                        if previous is not None or row.next_nominal_at is not None:
-                            writes.nominal = True
                         if previous is not None and plan.next_fire is not None:
                             scan_key = previous.reach(plan.next_fire)
                 except Unreadable as error:
                     result.unreadable.append(Finding(job_id, row.tenant, row.version, error.kind, error.reason))
                     continue
+                if previous is not None or row.next_nominal_at is not None:
+                    writes.nominal = True
                 if job_id in quarantine:
                     result.readable_again.append(job_id)
                 result.jobs += 1
