@@ -254,3 +254,14 @@ async def test_the_dry_run_of_an_update_that_names_a_calendar_shows_the_moved_ru
                        calendar=job_pb2.JobCalendar(name="days", rule=job_pb2.CALENDAR_RULE_SKIP))  # fmt: skip
     reply = await stub.UpdateJob(S.UpdateJobRequest(job=skip, update_mask=mask, validate_only=True), metadata=meta)
     assert (reply.run_diff.removed_count, reply.run_diff.moved_count) == (1, 0)
+    earlier = job_pb2.Job(id=created.job.id, version=created.job.version,
+                          calendar=job_pb2.JobCalendar(name="days", rule=job_pb2.CALENDAR_RULE_PREVIOUS))  # fmt: skip
+    reply = await stub.UpdateJob(S.UpdateJobRequest(job=earlier, update_mask=mask, validate_only=True), metadata=meta)
+    [moved] = reply.run_diff.moved
+    assert moved.after.due_at.ToDatetime(tzinfo=UTC) == at - timedelta(days=1)
+    assert moved.after.nominal_at == moved.before.nominal_at
+    # Applied: the job reads its nominal cursor; its next run shows the day before.
+    applied = await stub.UpdateJob(S.UpdateJobRequest(job=earlier, update_mask=mask), metadata=meta)
+    assert applied.job.next_run_at.ToDatetime(tzinfo=UTC) == at
+    got = await stub.GetJob(S.GetJobRequest(id=created.job.id, next_runs=1), metadata=meta)
+    assert got.next_runs[0].due_at.ToDatetime(tzinfo=UTC) == at - timedelta(days=1)
