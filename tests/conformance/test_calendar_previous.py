@@ -254,3 +254,19 @@ async def test_a_paused_tenants_moved_run_is_skipped_when_reached_not_rescanned(
     assert (skip.job_id, skip.reason, skip.from_at) == (job.id, "tenant_paused", to_us(MONDAY))
     # The cursor moved on: the row is not scanned again every tick.
     assert world.cursor(job.id) == (to_us(NEXT_MONDAY), None)
+
+
+async def test_a_late_moved_run_counts_the_misses_an_earlier_claim_recorded(world) -> None:
+    job = await world.create(job_of(WEEKLY), MONDAY)
+    # An earlier claim left a misfire range of 5 continuing at the cursor's nominal instant.
+    with world.engine.begin() as conn:
+        conn.execute(skips.insert().values(
+            id=f"{job.id}:skip:1", job_id=job.id, tenant="acme", from_at=to_us(MONDAY - timedelta(days=35)),
+            to_at=to_us(MONDAY - timedelta(days=7)), continues_at=to_us(MONDAY), count=5, reason="misfire",
+            created_at=to_us(MONDAY - timedelta(days=7)),
+        ))  # fmt: skip
+    # Claimed on Saturday: past the moved instant (missed, run_once), before the nominal one.
+    result = await world.dispatch.claim_due(OWNED, FRIDAY + timedelta(days=1))
+    [row] = world.rows(executions)
+    assert (row.id, row.missed_count) == (execution_id(job.id, MONDAY), 6)
+    assert [e.id for e in result.executions] == [row.id]

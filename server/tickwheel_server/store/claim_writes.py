@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
-from tickwheel.shared.ids import to_us
+from tickwheel.shared.ids import from_us, to_us
 
 from ..policy.claim import Plan
 from ..jobspec import JobDefinition
@@ -165,12 +165,17 @@ class ClaimWrites:
 def carried_missed(conn: Connection, row, definition: JobDefinition, cursor: Fire, now: datetime) -> int:
     """How many missed occurrences earlier claims recorded for this run of
     misses (the open misfire range continuing at the cursor); 0 unless
-    the cursor itself is missed."""
-    if row.tenant_state == "paused" or now - cursor.due_at <= definition.misfire_threshold:
+    the cursor itself is missed (judged at the earlier instant a
+    ``previous`` rule moved it to, where the row holds one)."""
+    if row.next_nominal_at is None:
+        due, nominal_us = cursor.due_at, row.next_run_at
+    else:
+        due, nominal_us = from_us(row.next_run_at) + (cursor.due_at - cursor.nominal_at), row.next_nominal_at
+    if row.tenant_state == "paused" or now - due <= definition.misfire_threshold:
         return 0
     return conn.execute(
         sa.select(skips.c.count).where(
-            skips.c.job_id == row.id, skips.c.reason == MISFIRE_REASON, skips.c.continues_at == row.next_run_at
+            skips.c.job_id == row.id, skips.c.reason == MISFIRE_REASON, skips.c.continues_at == nominal_us
         )
     ).scalar() or 0
 
