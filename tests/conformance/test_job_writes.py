@@ -141,6 +141,33 @@ async def test_a_batch_by_columns_answers_created_jobs_without_reading_them(
         NewJobs.of("acme", [(new_job(clock, tenant="globex"), "x")], lambda job: ())
 
 
+HOSTILE_TEXTS = ['say "hi"', "back\\slash", "{braces}", "a,b", "NULL", " padded ", "", "é☃𝄞", "'quote",
+                 "x" * 2000]  # fmt: skip
+
+
+async def test_names_and_request_ids_are_stored_as_sent_whatever_they_spell(
+    tenants: TenantStore, jobs: JobStore, clock, migrated_engine
+) -> None:
+    """The batch's columns go to PostgreSQL as array literals: a name or a
+    request id that spells an array's syntax (quotes, backslashes, braces,
+    commas, the word NULL, an empty string) is stored and answered as
+    sent, and each request id stays its own (a repeat is still a repeat)."""
+    await tenants.create(Tenant(name="acme"))
+    items = [(new_job(clock, name=text), f"r{text}") for text in HOSTILE_TEXTS]
+    batch = NewJobs.of("acme", items, lambda job: ())
+    outcomes, _ = await jobs.create_batch(batch)
+    assert outcomes == [CREATED] * len(items)
+    for index, text in enumerate(HOSTILE_TEXTS):
+        stored = await jobs.get("acme", batch.ids[index])
+        assert stored.name == text
+    again = await jobs.create_many("acme", [(new_job(clock, name="other"), f"r{text}") for text in HOSTILE_TEXTS])
+    assert [(record.id, created) for record, created in again] == [(job_id, False) for job_id in batch.ids]
+    with migrated_engine.connect() as conn:
+        query = sa.select(request_ids.c.request_id).where(request_ids.c.tenant == "acme")
+        recorded = set(conn.execute(query).scalars())
+    assert recorded == {f"r{text}" for text in HOSTILE_TEXTS}
+
+
 async def test_a_repeat_gets_the_first_job_whatever_its_own_payload(tenants: TenantStore, jobs: JobStore, clock) -> None:
     """The request id decides: a repeat whose own definition would now be
     refused (a payload over the quota) still answers the job its first

@@ -25,28 +25,32 @@ from tickwheel.shared.ids import from_us, partition_of
 from ..errors import NotFound, QuotaExceeded, TickwheelError
 from ..jobspec import calendar_column
 from . import quota, requests
+from .base import array_literal, tuples
 from .calendarcursor import rekey_previous
 from .engine import Capabilities
 from .jobrecords import JobRecord, NewJobs, job_record
 from .tables import jobs, tenants
 from .tables import request_ids as request_rows
 
-# PostgreSQL and CockroachDB: one statement over arrays, sent as driver SQL
-# with binary array parameters (as the claim's writes): a fixed text, one
-# plan, whatever the batch; SQLAlchemy would compile a multi-row VALUES anew
-# for every batch size.
+# PostgreSQL and CockroachDB: one statement over arrays, sent as driver SQL:
+# a fixed text, one plan, whatever the batch; SQLAlchemy would compile a
+# multi-row VALUES anew for every batch size. The definitions go as a binary
+# array, every other column as an array literal (:func:`.base.array_literal`:
+# psycopg's list dumpers cost a Python call per element and more per list).
 _INSERT_JOBS = (
     "INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, next_run_at, next_due_at, run_count, "
     "tzdata_version, pause_reason, paused_at, version, created_at, updated_at, quota_slot, calendar) "
-    "SELECT v.id, CAST(%(tenant)b AS TEXT), v.partition, v.name, v.state, v.spec, v.time_zone, v.next_run_at, "
-    "v.next_due_at, 0, v.tzdata_version, '', NULL, 1, CAST(%(now)b AS BIGINT), CAST(%(now)b AS BIGINT), "
-    "CAST(%(slot)b AS INTEGER), v.calendar "
-    "FROM unnest(CAST(%(ids)b AS TEXT[]), CAST(%(partitions)b AS INTEGER[]), CAST(%(names)b AS TEXT[]), "
-    "CAST(%(states)b AS TEXT[]), CAST(%(specs)b AS BYTEA[]), CAST(%(zones)b AS TEXT[]), "
-    "CAST(%(next_runs)b AS BIGINT[]), CAST(%(next_dues)b AS BIGINT[]), CAST(%(tzdata)b AS TEXT[]), "
-    "CAST(%(calendars)b AS TEXT[])) "
+    "SELECT v.id, CAST(%(tenant)s AS TEXT), v.partition, v.name, v.state, v.spec, v.time_zone, v.next_run_at, "
+    "v.next_due_at, 0, v.tzdata_version, '', NULL, 1, CAST(%(now)s AS BIGINT), CAST(%(now)s AS BIGINT), "
+    "CAST(%(slot)s AS INTEGER), v.calendar "
+    "FROM unnest(CAST(%(ids)s AS TEXT[]), CAST(%(partitions)s AS INTEGER[]), CAST(%(names)s AS TEXT[]), "
+    "CAST(%(states)s AS TEXT[]), CAST(%(specs)b AS BYTEA[]), CAST(%(zones)s AS TEXT[]), "
+    "CAST(%(next_runs)s AS BIGINT[]), CAST(%(next_dues)s AS BIGINT[]), CAST(%(tzdata)s AS TEXT[]), "
+    "CAST(%(calendars)s AS TEXT[])) "
     "AS v (id, partition, name, state, spec, time_zone, next_run_at, next_due_at, tzdata_version, calendar)"
 )
+
+_LIMITS = "SELECT max_jobs, max_payload_bytes FROM tenants WHERE name = %(tenant)s"
 
 Outcome = tuple[JobRecord, bool] | TickwheelError
 """What became of one item: (the job, whether this call created it), or why
@@ -90,17 +94,15 @@ def create_jobs(
     """
     tenant = batch.tenant
     request_ids = batch.request_ids
-    limits = conn.execute(
-        sa.select(tenants.c.max_jobs, tenants.c.max_payload_bytes).where(tenants.c.name == tenant)
-    ).first()
+    limits = _limits(conn, caps, tenant)
     if limits is None:
         raise NotFound("tenant", tenant)
+    max_jobs, max_payload = limits
     outcomes: list[Outcome | None] = [None] * len(batch)
     first_of: dict[str, int] = {}
     repeats: list[int] = []
     candidates: list[int] = []
     oversized: list[int] = []
-    max_payload = limits.max_payload_bytes
     for index, (request_id, payload_size) in enumerate(zip(request_ids, batch.payload_sizes)):
         if request_id in first_of:
             repeats.append(index)
@@ -125,7 +127,7 @@ def create_jobs(
         requests.forget(conn, tenant, requests.JOB, [request_ids[i] for i in refused])
         for index in refused:
             outcomes[index] = QuotaExceeded(
-                tenant, "max_jobs", limits.max_jobs, "the tenant has as many jobs as it may"
+                tenant, "max_jobs", max_jobs, "the tenant has as many jobs as it may"
             )
     if new:
         named = _insert_jobs(conn, caps, batch, new if len(new) < len(batch) else None, slot, partition_count, now_us)
@@ -154,6 +156,18 @@ def create_jobs(
             else:
                 outcomes[index] = (first[0], False) if isinstance(first, tuple) else first
     return outcomes
+
+
+def _limits(conn: Connection, caps: Capabilities, tenant: str) -> tuple[int, int] | None:
+    """The tenant's ``max_jobs`` and ``max_payload_bytes``; None when it
+    does not exist."""
+    if caps.is_sqlite:
+        row = conn.execute(
+            sa.select(tenants.c.max_jobs, tenants.c.max_payload_bytes).where(tenants.c.name == tenant)
+        ).first()
+        return None if row is None else (row[0], row[1])
+    rows = tuples(conn.exec_driver_sql(_LIMITS, dict(tenant=tenant)))
+    return rows[0] if rows else None
 
 
 def _insert_jobs(
@@ -185,9 +199,11 @@ def _insert_jobs(
         ])  # fmt: skip
         return [job_id for job_id, calendar in zip(ids, calendars) if calendar]
     conn.exec_driver_sql(_INSERT_JOBS, dict(
-        tenant=batch.tenant, now=now_us, slot=slot, ids=ids, partitions=partitions, names=column(batch.names),
-        states=states, specs=specs, zones=column(batch.zones), next_runs=next_runs,
-        next_dues=column(batch.next_dues), tzdata=column(batch.tzdata), calendars=calendars,
+        tenant=batch.tenant, now=now_us, slot=slot, ids=array_literal(ids), partitions=array_literal(partitions),
+        names=array_literal(column(batch.names)), states=array_literal(states), specs=specs,
+        zones=array_literal(column(batch.zones)), next_runs=array_literal(next_runs),
+        next_dues=array_literal(column(batch.next_dues)), tzdata=array_literal(column(batch.tzdata)),
+        calendars=array_literal(calendars),
     ))  # fmt: skip
     return [job_id for job_id, calendar in zip(ids, calendars) if calendar]
 

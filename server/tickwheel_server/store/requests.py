@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
-from .base import tuples
+from .base import array_literal, tuples
 from .engine import Capabilities
 from .tables import request_ids
 
@@ -39,17 +39,18 @@ CALENDAR = "calendar"
 """The kind of CreateCalendar; the target is the calendar's name."""
 
 # PostgreSQL and CockroachDB: one statement over arrays, sent as driver SQL
-# with binary array parameters: a fixed text, one plan, whatever the batch.
+# with array literals (:func:`.base.array_literal`, cheaper to build than
+# psycopg's list dumpers): a fixed text, one plan, whatever the batch.
 # A row already there is taken over only when it is past the window (the
 # conflicting row is locked either way, so a concurrent prune waits for this
 # transaction instead of deleting a row it reads next).
 _RECORD = (
     "INSERT INTO request_ids (tenant, kind, request_id, target, created_at) "
-    "SELECT CAST(%(tenant)b AS TEXT), CAST(%(kind)b AS TEXT), v.request_id, v.target, "
-    "CAST(%(created_at)b AS BIGINT) "
-    "FROM unnest(CAST(%(request_ids)b AS TEXT[]), CAST(%(targets)b AS TEXT[])) AS v (request_id, target) "
+    "SELECT CAST(%(tenant)s AS TEXT), CAST(%(kind)s AS TEXT), v.request_id, v.target, "
+    "CAST(%(created_at)s AS BIGINT) "
+    "FROM unnest(CAST(%(request_ids)s AS TEXT[]), CAST(%(targets)s AS TEXT[])) AS v (request_id, target) "
     "ON CONFLICT (tenant, kind, request_id) DO UPDATE SET target = excluded.target, created_at = excluded.created_at "
-    "WHERE request_ids.created_at < CAST(%(cutoff)b AS BIGINT) RETURNING request_id"
+    "WHERE request_ids.created_at < CAST(%(cutoff)s AS BIGINT) RETURNING request_id"
 )
 
 
@@ -77,7 +78,8 @@ def record(
     if not caps.is_sqlite:
         result = conn.exec_driver_sql(_RECORD, dict(
             tenant=tenant, kind=kind, created_at=now_us, cutoff=before,
-            request_ids=[request_id for request_id, _ in pairs], targets=[target for _, target in pairs],
+            request_ids=array_literal([request_id for request_id, _ in pairs]),
+            targets=array_literal([target for _, target in pairs]),
         ))  # fmt: skip
         return {row[0] for row in tuples(result)}
     statement = sqlite.insert(request_ids).values(
