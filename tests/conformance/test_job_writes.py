@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
+from tickwheel.v1 import job_pb2
 
 from tests.conformance.conftest import STORE_BACKENDS
 from tickwheel.shared.ids import new_job_id
@@ -166,6 +167,23 @@ async def test_names_and_request_ids_are_stored_as_sent_whatever_they_spell(
         query = sa.select(request_ids.c.request_id).where(request_ids.c.tenant == "acme")
         recorded = set(conn.execute(query).scalars())
     assert recorded == {f"r{text}" for text in HOSTILE_TEXTS}
+
+
+async def test_create_many_takes_the_key_limits_the_api_read(
+    tenants: TenantStore, jobs: JobStore, clock, migrated_engine
+) -> None:
+    """A NewJob carrying the key limits the API read when it validated the
+    definition is not parsed again for them (its spec here names none);
+    one without them (None) has them read from its spec."""
+    await tenants.create(Tenant(name="acme"))
+    told = NewJob(**{**new_job(clock).__dict__, "key_limits": (("db", 2),)})
+    spec = job_pb2.Job(name="nightly", concurrency_keys=[job_pb2.ConcurrencyKey(key="api", limit=3)])
+    read = NewJob(**{**new_job(clock).__dict__, "spec": spec.SerializeToString()})
+    assert read.key_limits is None
+    await jobs.create_many("acme", [(told, "r-told"), (read, "r-read")])
+    with migrated_engine.connect() as conn:
+        keys = dict(conn.execute(sa.select(concurrency_keys.c.name, concurrency_keys.c.max_running)).all())
+    assert keys == {"db": 2, "api": 3}
 
 
 async def test_a_repeat_gets_the_first_job_whatever_its_own_payload(tenants: TenantStore, jobs: JobStore, clock) -> None:

@@ -365,7 +365,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         first fire; InvalidArgument naming the field otherwise."""
         request_id = validate.check_request_id(request.request_id)
         job_id = new_job_id(now)
-        spec, next_run, next_due, zone, _ = validate.new_definition(
+        spec, next_run, next_due, zone, key_limits = validate.new_definition(
             request.job, now, job_id, target_policy=self._target_policy
         )
         return NewJob(
@@ -378,6 +378,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             next_due_at=None if next_due is None else from_us(next_due),
             tzdata_version=tzdata_version(),
             payload_size=len(request.job.payload),
+            key_limits=key_limits,
         ), request_id
 
     @rpc

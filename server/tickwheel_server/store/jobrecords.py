@@ -38,6 +38,10 @@ class NewJob:
     next_due_at: datetime | None
     tzdata_version: str
     payload_size: int
+    key_limits: tuple[tuple[str, int], ...] | None = None
+    """The (key, limit) pairs of the definition's ``concurrency_keys``, as
+    the API read them when it validated ``spec`` (so the store need not
+    parse it again); None: the store reads them from ``spec``."""
 
 
 @dataclass(eq=False)

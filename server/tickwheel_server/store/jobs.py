@@ -436,4 +436,6 @@ class JobStore(SqlStore):
 
 
 def _key_limits(job: NewJob) -> tuple[tuple[str, int], ...]:
+    if job.key_limits is not None:
+        return job.key_limits
     return key_limits(job_pb2.Job.FromString(job.spec))
