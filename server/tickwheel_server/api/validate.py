@@ -322,7 +322,9 @@ class _Template:
         self.last: tuple[datetime, Fire | FieldViolation, int] = (now, unjittered, to_us(fire.nominal_at))
         """(``now``, the first fire after it without jitter or the violation
         saying why there is none, that fire's nominal instant in
-        microseconds), for the last ``now`` asked."""
+        microseconds), for the last ``now`` computed; it answers every
+        later ``now`` before that fire too (CreateJob calls each ask at
+        their own instant)."""
 
     def definition(
         self, name: str, payload: bytes, labels: dict[str, str], now: datetime, job_id: str
@@ -344,7 +346,10 @@ class _Template:
                 violations.append(FieldViolation(f"job.{error.field}", error.reason))
         else:
             last = self.last
-            if last[0] != now:
+            # The first fire after the memo's instant is still the first
+            # after a later ``now`` that precedes it: the fires are
+            # strictly after ``now`` and do not depend on it otherwise.
+            if last[0] != now and not (last[0] < now and type(last[1]) is Fire and now < last[1].nominal_at):
                 try:
                     first = validate_schedule(self.schedule, now)
                     last = (now, first, to_us(first.nominal_at))

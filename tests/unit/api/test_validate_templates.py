@@ -201,15 +201,49 @@ def jobs(draw) -> job_pb2.Job:
     return job
 
 
-@given(
-    st.lists(st.tuples(jobs(), st.sampled_from([NOW, BEFORE_BERLIN_GAP, AFTER_BERLIN_GAP])), min_size=1, max_size=12)
+_FIRES = [datetime(2027, 3, 2, 3, 0, tzinfo=timezone.utc), datetime(2027, 3, 28, 1, 0, tzinfo=timezone.utc),
+          datetime(2027, 3, 28, 6, 30, tzinfo=timezone.utc)]  # fmt: skip
+"""Fires of the expressions above: 03:00 UTC, Berlin's 02:30 shifted by the gap, New York's 02:30."""
+_INSTANTS = st.one_of(
+    st.sampled_from([NOW, BEFORE_BERLIN_GAP, AFTER_BERLIN_GAP]),
+    st.builds(lambda fire, micros: fire + timedelta(microseconds=micros), st.sampled_from(_FIRES),
+              st.sampled_from([-1, 0, 1])),  # fmt: skip
+    # Near a fire and either side of it: the memo of the last call's first
+    # fire answers a later call only while that fire is still ahead.
+    st.builds(lambda base, seconds, micros: base + timedelta(seconds=seconds, microseconds=micros),
+              st.sampled_from([NOW, BEFORE_BERLIN_GAP]), st.integers(-3600, 2 * 86400),
+              st.sampled_from([0, 1, 999_999])),  # fmt: skip
 )
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@given(st.lists(st.tuples(jobs(), _INSTANTS), min_size=1, max_size=12))
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_templates_answer_as_validating_in_full(calls) -> None:
+    """Whatever the shapes and the instants asked, in any order (later,
+    earlier, at a fire, a microsecond either side of one)."""
     validate._TEMPLATES.clear()
     for index, (job, now) in enumerate(calls):
         job_id = f"job_{index:04d}"
         assert cached(job, now, job_id) == in_full(job, now, job_id)
+
+
+@pytest.mark.parametrize(("expression", "zone", "fire"), [
+    ("0 3 * * *", "UTC", datetime(2027, 3, 2, 3, 0, tzinfo=timezone.utc)),
+    ("30 2 * * *", "Europe/Berlin", datetime(2027, 3, 28, 1, 0, tzinfo=timezone.utc)),  # shifted by the gap
+    ("*/15 * * * *", "America/New_York", datetime(2027, 3, 2, 3, 0, tzinfo=timezone.utc)),
+])
+def test_calls_up_to_a_fire_and_past_it_answer_as_in_full(expression: str, zone: str, fire: datetime) -> None:
+    """One shape asked at instants walking up to its first fire, at it,
+    past it, and back (a clock stepped back): each answer is what
+    validating in full at that instant gives; at the fire itself the
+    first fire is the next one (fires are strictly after ``now``)."""
+    job = cron(expression, zone)
+    micro = timedelta(microseconds=1)
+    for index, now in enumerate([fire - timedelta(hours=1), fire - micro, fire, fire + micro, fire - timedelta(hours=2),
+                                 fire - micro, fire + timedelta(days=1)]):  # fmt: skip
+        answer = cached(job, now, f"job_{index}")
+        assert answer == in_full(job, now, f"job_{index}"), now
+        assert answer[2].nominal_at > now
 
 
 def test_the_first_fire_without_jitter_is_the_engines() -> None:
