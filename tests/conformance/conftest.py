@@ -12,13 +12,13 @@ STORE_BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)
 
 
 @pytest.fixture(params=STORE_BACKENDS)
-def migrated_engine(request: pytest.FixtureRequest, tmp_path):
+def migrated_engine(request: pytest.FixtureRequest):
     if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'store.db'}"
+        url = request.getfixturevalue("migrated_sqlite_url")  # a copy of a migrated template
     else:
-        url = request.getfixturevalue("postgres_url")
+        url = request.getfixturevalue("migrated_postgres_url")  # a copy of a migrated template
     engine = create_store_engine(url)
-    migrate(engine)
+    migrate(engine)  # applies nothing: the copy is migrated already
     yield engine
     engine.dispose()
 

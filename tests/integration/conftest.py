@@ -12,12 +12,14 @@ BACKENDS = ["embedded", pytest.param("postgres+etcd", marks=[pytest.mark.postgre
 
 
 @pytest.fixture(params=BACKENDS)
-def store_and_etcd(request, tmp_path) -> tuple[str, str]:
+def store_and_etcd(request) -> tuple[str, str]:
     """(store URL, etcd endpoint) of one backend: a fresh SQLite file with
-    in-memory leases, or a fresh PostgreSQL database with the session's etcd."""
+    in-memory leases, or a fresh PostgreSQL database with the session's etcd.
+    Both hold the schema already (``migrated_sqlite_url``,
+    ``migrated_postgres_url``): the server's migration at start applies nothing."""
     if request.param == "embedded":
-        return f"sqlite:///{tmp_path / 'store.db'}", "memory"
-    return request.getfixturevalue("postgres_url"), request.getfixturevalue("etcd_endpoint")
+        return request.getfixturevalue("migrated_sqlite_url"), "memory"
+    return request.getfixturevalue("migrated_postgres_url"), request.getfixturevalue("etcd_endpoint")
 
 
 @pytest.fixture

@@ -12,6 +12,12 @@ Fixtures:
 - ``postgres_url`` (per test): a fresh database created from the session's
   template and dropped afterwards, as a ``postgresql+psycopg://…`` URL for
   ``create_store_engine``.
+- ``migrated_postgres_url`` (per test): the same, but the database already
+  holds the schema: a copy of a second template that ``migrate()`` (the
+  code under test) ran on once per session. What a test sees is what
+  ``migrate()`` on an empty database leaves, without running the migrations
+  again for each test; ``migrate()`` on it applies nothing. Tests of the
+  migrations themselves take ``postgres_url``.
 - ``postgres_server`` (per test): the running server, with ``stop()``,
   ``start()`` and ``restart()`` for fault tests; it is started again after
   the test if the test left it stopped.
@@ -240,6 +246,7 @@ class PostgresServer:
         self.port = 0
         self._process: subprocess.Popen[bytes] | None = None
         self._template = f"tw_template_{uuid.uuid4().hex[:12]}"
+        self._migrated = _MigratedTemplate(self)
 
     # -- lifecycle --------------------------------------------------------
 
@@ -375,6 +382,10 @@ class PostgresServer:
         """Create a fresh database from the session template; return its name."""
         return _create_database(self.conninfo(), self._template)
 
+    def create_migrated_database(self) -> str:
+        """Create a fresh database holding the migrated schema; return its name."""
+        return _create_database(self.conninfo(), self._migrated.name())
+
     def drop_database(self, name: str) -> None:
         _drop_database(self.conninfo(), name)
 
@@ -389,6 +400,7 @@ class ExternalPostgres:
             raise PostgresUnavailable(f"{ENV_EXTERNAL} must be a postgresql:// URL, got {backend}://")
         self._url = parsed.set(drivername="postgresql+psycopg")
         self._template = f"tw_template_{uuid.uuid4().hex[:12]}"
+        self._migrated = _MigratedTemplate(self)
         self.running = True
 
     def conninfo(self, database: str | None = None) -> str:
@@ -404,6 +416,9 @@ class ExternalPostgres:
     def create_database(self) -> str:
         return _create_database(self.conninfo(), self._template)
 
+    def create_migrated_database(self) -> str:
+        return _create_database(self.conninfo(), self._migrated.name())
+
     def drop_database(self, name: str) -> None:
         _drop_database(self.conninfo(), name)
 
@@ -411,7 +426,46 @@ class ExternalPostgres:
         pass
 
     def close(self) -> None:
+        self._migrated.drop()
         _drop_database(self.conninfo(), self._template)
+
+
+class _MigratedTemplate:
+    """A template database holding the schema ``migrate()`` makes, built on first use.
+
+    Built from the session's empty template by the code under test, so it
+    follows every migration a branch adds. ``migrate()`` leaves no connection
+    open to it (the engine is disposed, and dropping a connection waits for
+    its server process to go), since CREATE DATABASE … TEMPLATE refuses a
+    template that has one.
+    """
+
+    def __init__(self, server: PostgresServer | ExternalPostgres) -> None:
+        self._server = server
+        self._name: str | None = None
+
+    def name(self) -> str:
+        if self._name is None:
+            from tickwheel_server.store import create_store_engine, migrate  # the code under test
+
+            name = self._server.create_database()
+            try:
+                engine = create_store_engine(self._server.url(name))
+                try:
+                    migrate(engine)
+                finally:
+                    engine.dispose()
+                _wait_unused(self._server.conninfo(), name)
+            except BaseException:
+                _drop_database(self._server.conninfo(), name)
+                raise
+            self._name = name
+        return self._name
+
+    def drop(self) -> None:
+        if self._name is not None:
+            _drop_database(self._server.conninfo(), self._name)
+            self._name = None
 
 
 def _create_template(conninfo: str, template: str) -> None:
@@ -434,22 +488,35 @@ def _create_database(conninfo: str, template: str) -> str:
     return name
 
 
-def _drop_database(conninfo: str, name: str, grace: float = 1.0) -> int:
-    """Drop ``name``, terminating connections left to it; return how many there were.
+def _connections_left(admin: psycopg.Connection, name: str, grace: float) -> int:
+    """How many connections to ``name`` are still open after waiting up to ``grace`` seconds for them to go.
 
     A connection closed just before (engine.dispose() in a fixture teardown)
-    has a server process that takes a moment to exit, so connections are
-    counted as left open only if they are still there after ``grace`` seconds.
+    has a server process that takes a moment to exit.
     """
     query = "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
+    deadline = time.monotonic() + grace
+    while True:
+        row = admin.execute(query, (name,)).fetchone()
+        left = int(row[0]) if row else 0
+        if left == 0 or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.02)  # waiting for other processes to exit; nothing to await
+
+
+def _wait_unused(conninfo: str, name: str, grace: float = 10.0) -> None:
+    """Return once nothing is connected to ``name`` (a template must have no connection)."""
     with psycopg.connect(conninfo, autocommit=True) as admin:
-        deadline = time.monotonic() + grace
-        while True:
-            row = admin.execute(query, (name,)).fetchone()
-            left = int(row[0]) if row else 0
-            if left == 0 or time.monotonic() >= deadline:
-                break
-            time.sleep(0.02)  # waiting for other processes to exit; nothing to await
+        left = _connections_left(admin, name, grace)
+    if left:
+        raise PostgresUnavailable(f"{left} connection(s) still open to {name} after {grace:.0f}s")
+
+
+def _drop_database(conninfo: str, name: str, grace: float = 1.0) -> int:
+    """Drop ``name``, terminating connections left to it; return how many there were
+    (counted as left open only if still there after ``grace`` seconds)."""
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+        left = _connections_left(admin, name, grace)
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
     return left
 
@@ -546,6 +613,23 @@ def postgres_url(postgres_instance: PostgresServer | ExternalPostgres, request: 
     """A fresh, empty database for this test as a ``postgresql+psycopg://`` URL; dropped afterwards."""
     name = postgres_instance.create_database()
     yield postgres_instance.url(name)
+    _drop_test_database(postgres_instance, name, request)
+
+
+@pytest.fixture
+def migrated_postgres_url(
+    postgres_instance: PostgresServer | ExternalPostgres, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A fresh database already holding the schema ``migrate()`` makes (a copy of
+    the session's migrated template), as a ``postgresql+psycopg://`` URL; dropped afterwards."""
+    name = postgres_instance.create_migrated_database()
+    yield postgres_instance.url(name)
+    _drop_test_database(postgres_instance, name, request)
+
+
+def _drop_test_database(
+    postgres_instance: PostgresServer | ExternalPostgres, name: str, request: pytest.FixtureRequest
+) -> None:
     postgres_instance.ensure_running()  # a fault test may have left it stopped
     leaked = _drop_database(postgres_instance.conninfo(), name)
     if leaked:
@@ -558,7 +642,7 @@ def postgres_url(postgres_instance: PostgresServer | ExternalPostgres, request: 
         )
 
 
-_FIXTURES = frozenset({"postgres_instance", "postgres_server", "postgres_url"})
+_FIXTURES = frozenset({"postgres_instance", "postgres_server", "postgres_url", "migrated_postgres_url"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
