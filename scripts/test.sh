@@ -2,6 +2,12 @@
 # The test command: set up what is missing, run the whole suite, leave nothing
 # running. Extra arguments go to pytest (e.g. `bash scripts/test.sh -x tests/unit`).
 #
+# The tests run in pytest's own process, in file order. TICKWHEEL_TEST_WORKERS=N
+# (N >= 1) runs them on N pytest-xdist workers instead, each with its own
+# PostgreSQL and etcd, tests/conftest.py handing each worker whole modules (the
+# SDK toolchain modules together, to one). Not the default: on a loaded
+# two-core machine the integration tests' 2 s etcd sessions then expire.
+#
 # Exit status is pytest's: non-zero on any failure, including 5 (no tests
 # collected). The session fixtures start and stop PostgreSQL and etcd; pytest
 # runs in its own session so that whatever is still running when it exits
@@ -78,9 +84,14 @@ finish() {
 trap finish EXIT
 trap on_signal INT TERM HUP
 
+workers="${TICKWHEEL_TEST_WORKERS:-0}"
+[[ "$workers" =~ ^[0-9]+$ ]] || { log "TICKWHEEL_TEST_WORKERS must be a number, got '$workers'"; exit 2; }
+parallel=()
+(( workers == 0 )) || parallel=(-n "$workers")
+
 # A background job of a script starts with SIGINT ignored; env restores it so
 # that pytest turns SIGINT into KeyboardInterrupt and runs its finalizers.
-TICKWHEEL_TEST_RUN_ID="$RUN_ID" setsid env --default-signal=INT .venv/bin/python -m pytest "$@" &
+TICKWHEEL_TEST_RUN_ID="$RUN_ID" setsid env --default-signal=INT .venv/bin/python -m pytest "${parallel[@]}" "$@" &
 pytest_pid=$!
 
 status=0
