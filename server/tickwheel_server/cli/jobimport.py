@@ -6,11 +6,15 @@ by :data:`MAX_LINE_BYTES`), turned into jobs by ``importrows`` and sent in
 calls of ``--batch-size`` through the SDK's ``create_jobs``. Every line ends
 as created, already existing (its request id had been seen: an import run
 again creates nothing twice) or failed, with its line number, field and
-reason. A line that cannot be read or parsed fails alone; a call that fails
-as a whole (after the SDK's retries) fails its lines, and the lines after it
-are not sent. ``--failures FILE`` receives every failed line, as given, with
-its request id added when it was sent, so that importing that file after
-fixing the lines is idempotent with the first run.
+reason. ``--parallel N`` calls are in flight at once (the server takes
+concurrent batches of one tenant without conflicts); outcomes are still
+recorded in the file's order. A line that cannot be read or parsed fails
+alone; a call that fails as a whole (after the SDK's retries) fails its
+lines, the calls already in flight beside it (at most N - 1) are recorded
+as they were answered, and the lines after those are not sent.
+``--failures FILE`` receives every failed line, as given, with its request
+id added when it was sent, so that importing that file after fixing the
+lines is idempotent with the first run.
 
 Exit status: 0 when every line was created or already existed, 1 when any
 failed, 2 for a usage error (nothing sent).
@@ -25,7 +29,9 @@ import json
 import os
 import sys
 import textwrap
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
@@ -51,6 +57,11 @@ MAX_LINE_BYTES = 4 * 1024 * 1024
 MAX_BATCH = 1000
 MAX_HELD_BYTES = 32 * 1024 * 1024
 """Lines held before a call is sent: a batch of long lines goes early."""
+MAX_PARALLEL = 16
+DEFAULT_PARALLEL = 4
+"""Calls in flight by default: a single caller leaves the server idle while
+it reads the file and while the answer travels (bench_create's load phase
+takes 4 callers)."""
 SHOWN_FAILURES = 50
 """Failures listed in the text summary (``--json`` lists them all)."""
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv"}
@@ -73,6 +84,9 @@ def register(jobs: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--format", choices=("jsonl", "csv"), help="default: from the extension (.jsonl .ndjson .json .csv)")
     p.add_argument("--batch-size", type=int, default=MAX_BATCH, metavar="N",
                    help=f"jobs per BatchCreateJobs call, 1 to {MAX_BATCH} (default {MAX_BATCH})")
+    p.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL, metavar="N",
+                   help=f"BatchCreateJobs calls in flight at once, 1 to {MAX_PARALLEL} (default {DEFAULT_PARALLEL}); "
+                        "outcomes are reported in the file's order either way")
     p.add_argument("--failures", metavar="FILE",
                    help="write the failed lines here, as given (with their request id), to fix and import again")
 
@@ -334,6 +348,8 @@ def _open_failures(a: argparse.Namespace) -> BinaryIO | None:
 def run(ctx: Context, a: argparse.Namespace) -> int:
     if not 1 <= a.batch_size <= MAX_BATCH:
         raise UsageError(f"--batch-size must be 1 to {MAX_BATCH}")
+    if not 1 <= a.parallel <= MAX_PARALLEL:
+        raise UsageError(f"--parallel must be 1 to {MAX_PARALLEL}")
     fmt = _format_of(a)
     stream, size = _open(a)
     failures_out = None
@@ -345,15 +361,19 @@ def run(ctx: Context, a: argparse.Namespace) -> int:
             header, records = [], read_jsonl(lines)
         failures_out = _open_failures(a)
         summary = Summary(a.file, fmt)
-        importer = _Importer(ctx, a.batch_size, summary, FailureWriter(failures_out, fmt, header))
+        importer = _Importer(ctx, a.batch_size, summary, FailureWriter(failures_out, fmt, header), a.parallel)
         progress = Progress(live_stream(ctx), size)
-        for line in records:
-            summary.lines += 1
-            importer.add(line, fmt)
-            if importer.full():
-                importer.flush()
-                progress.show(summary, lines.bytes_read)
-        importer.flush()
+        try:
+            for line in records:
+                summary.lines += 1
+                importer.add(line, fmt)
+                if importer.full():
+                    importer.flush()
+                    progress.show(summary, lines.bytes_read)
+            importer.flush()
+            importer.drain()
+        finally:
+            importer.close()
         progress.show(summary, lines.bytes_read)
         progress.end()
     finally:
@@ -366,16 +386,24 @@ def run(ctx: Context, a: argparse.Namespace) -> int:
 
 
 class _Importer:
-    """Collects the lines of one call, sends them, records their outcomes
-    (and writes the failed ones) in the file's order."""
+    """Collects the lines of one call, sends them (up to ``parallel`` calls
+    in flight, each on a thread of its own: the SDK's client takes
+    concurrent calls), records their outcomes (and writes the failed ones)
+    in the file's order."""
 
-    def __init__(self, ctx: Context, batch_size: int, summary: Summary, failures: FailureWriter) -> None:
+    def __init__(
+        self, ctx: Context, batch_size: int, summary: Summary, failures: FailureWriter, parallel: int = 1
+    ) -> None:
         self.ctx = ctx
         self.batch_size = batch_size
         self.summary = summary
         self.failures = failures
         self.pending: list[tuple[Line, Any, str | None]] = []  # (line, job or None when it failed, request id)
         self.held_bytes = 0
+        self.parallel = parallel
+        self._pool = ThreadPoolExecutor(parallel, thread_name_prefix="tickwheel-import")
+        # Calls sent and not yet recorded, oldest first: (their lines, the call, or None when not sent).
+        self._in_flight: deque[tuple[list[tuple[Line, Any, str | None]], Future | None]] = deque()
 
     def add(self, line: Line, fmt: str) -> None:
         job, request_id = None, None
@@ -396,19 +424,42 @@ class _Importer:
         return len(self.pending) >= self.batch_size or self.held_bytes >= MAX_HELD_BYTES
 
     def flush(self) -> None:
+        """Send the lines collected (unless a call failed already), then
+        record the oldest calls until fewer than ``parallel`` are in flight."""
+        batch, self.pending, self.held_bytes = self.pending, [], 0
+        if not batch:
+            return
+        sent = [(job, request_id) for _, job, request_id in batch if job is not None]
+        call = None
+        if sent and self.summary.call_error is None:
+            call = self._pool.submit(self.ctx.client.create_jobs, [job for job, _ in sent],
+                                     [rid for _, rid in sent], batch_size=self.batch_size)  # fmt: skip
+        self._in_flight.append((batch, call))
+        while len(self._in_flight) >= self.parallel:
+            self._settle()
+
+    def drain(self) -> None:
+        """Record every call still in flight."""
+        while self._in_flight:
+            self._settle()
+
+    def close(self) -> None:
+        """Wait for the calls still running (an interrupted import's), recording nothing more."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _settle(self) -> None:
         from tickwheel import TickwheelError
 
-        batch, self.pending, self.held_bytes = self.pending, [], 0
-        sent = [(job, request_id) for _, job, request_id in batch if job is not None]
+        batch, call = self._in_flight.popleft()
         outcomes: list[Any] = []
         call_error: TickwheelError | None = None
-        if sent and self.summary.call_error is None:
+        if call is not None:
             try:
-                outcomes = self.ctx.client.create_jobs([job for job, _ in sent], [rid for _, rid in sent],
-                                                       batch_size=self.batch_size)  # fmt: skip
+                outcomes = call.result()
             except TickwheelError as error:
                 call_error = error
-                self.summary.call_error = str(error)
+                if self.summary.call_error is None:
+                    self.summary.call_error = str(error)
         results = iter(outcomes)
         for line, job, request_id in batch:
             if job is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import threading
 
 import grpc
 import pytest
@@ -252,7 +253,7 @@ def test_a_call_that_fails_fails_its_lines_and_the_rest_are_not_sent(cli, fake, 
     path = _jsonl(tmp_path, *(_line(name=f"j{i}") for i in range(6)))
     failures = tmp_path / "failed.jsonl"
     result = cli(*tenant, "--json", "--timeout", "5", "job", "import", str(path), "--batch-size", "2",
-                 "--failures", str(failures))  # fmt: skip
+                 "--parallel", "1", "--failures", str(failures))  # fmt: skip
     assert result.code == 1
     summary = json.loads(result.out)
     assert summary["created"] == 2 and summary["call_error"].startswith("UNAVAILABLE")
@@ -262,6 +263,66 @@ def test_a_call_that_fails_fails_its_lines_and_the_rest_are_not_sent(cli, fake, 
     written = [json.loads(x) for x in failures.read_text().splitlines()]
     assert [w["name"] for w in written] == ["j2", "j3", "j4", "j5"]
     assert all(w["request_id"].startswith("import-") for w in written)
+
+
+class Overlapping:
+    """A thread-safe :class:`Store` whose call holding ``first`` waits until
+    a call holding ``then`` arrived (so both were in flight at once), then
+    answers as ``answer_first`` says (None: as the store would)."""
+
+    def __init__(self, first: str, then: str, answer_first=None) -> None:
+        self.store, self.lock = Store(), threading.Lock()
+        self.first, self.then, self.answer_first = first, then, answer_first
+        self.arrived = threading.Event()
+        self.overlapped: list[bool] = []
+
+    def __call__(self, request, context):
+        names = {item.job.name for item in request.items}
+        if self.first in names:
+            self.overlapped.append(self.arrived.wait(10))
+            if self.answer_first is not None:
+                return self.answer_first
+        if self.then in names:
+            self.arrived.set()
+        with self.lock:
+            return self.store(request, context)
+
+
+def test_calls_go_in_parallel_and_every_outcome_keeps_the_files_order(cli, fake, tenant, tmp_path) -> None:
+    answer = Overlapping(first="j0", then="j3")
+    fake.reply("BatchCreateJobs", answer)
+    path = _jsonl(tmp_path, *(_line(name=name) for name in ("j0", "j1", "bad2", "j3", "bad4", "j5")))
+    result = cli(*tenant, "--json", "job", "import", str(path), "--batch-size", "2", "--parallel", "3")
+    assert result.code == 1, result.err
+    assert answer.overlapped == [True], "the second call was sent before the first was answered"
+    summary = json.loads(result.out)
+    assert (summary["created"], summary["existing"]) == (4, 0)
+    assert [(f["line"], f["field"]) for f in summary["failures"]] == [(3, "job.name"), (5, "job.name")]
+    assert sorted(i.job.name for i in _items(fake)) == ["bad2", "bad4", "j0", "j1", "j3", "j5"]
+
+
+def test_a_call_failing_beside_others_records_theirs_and_sends_no_more(cli, fake, tenant, tmp_path) -> None:
+    answer = Overlapping(first="j0", then="j1",
+                         answer_first=failure(grpc.StatusCode.FAILED_PRECONDITION, "tenant is being moved"))
+    fake.reply("BatchCreateJobs", answer)
+    path = _jsonl(tmp_path, *(_line(name=f"j{i}") for i in range(4)))
+    result = cli(*tenant, "--json", "job", "import", str(path), "--batch-size", "1", "--parallel", "2")
+    assert result.code == 1
+    assert answer.overlapped == [True]
+    summary = json.loads(result.out)
+    # j1 was in flight beside the failed call: it was created, and says so.
+    assert summary["created"] == 1 and summary["call_error"].startswith("FAILED_PRECONDITION")
+    assert [(f["line"], f["code"]) for f in summary["failures"]] == [
+        (1, "FAILED_PRECONDITION"), (3, "ABORTED"), (4, "ABORTED")]
+    assert sorted(i.job.name for i in _items(fake)) == ["j0", "j1"], "nothing sent after the failure was known"
+
+
+def test_parallel_is_bounded(cli, fake, tenant, store, tmp_path) -> None:
+    path = _jsonl(tmp_path, _line(name="a"))
+    for parallel in ("0", "17"):
+        result = cli(*tenant, "job", "import", str(path), "--parallel", parallel)
+        assert result.code == 2 and "--parallel" in result.err
+    assert fake.calls == []
 
 
 def test_stdin_needs_a_format(cli, fake, tenant, store, monkeypatch) -> None:
