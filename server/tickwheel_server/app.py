@@ -242,6 +242,7 @@ class TickwheelServer:
             on_skew=ClockSkewAlert(self.stores.alerts, self.server_id),
             metrics=self.metrics,
             tracing=self.tracing,
+            arm_ahead=config.arm_ahead,
         )
 
         async def wake_gateway(_batch) -> None:
@@ -251,7 +252,7 @@ class TickwheelServer:
         self.reaper = Reaper(
             self.stores.queue.requeues, self._lease_store, lambda: self._session, self.clock,
             server_id=self.server_id, grace=config.session_ttl,
-            on_requeued=self._reaped,
+            on_requeued=self._reaped, arming=self.stores.queue.arming, on_disarmed=lambda _back: self.gateway.wake(),
             duties=[
                 LatenessWatch(LatenessStore(self.engine, self.clock, definitions=definitions), self.stores.alerts, self.clock).check_once,
                 SkipWatch(SkipWatchStore(self.engine, self.clock, self.stores.alerts)).check_once,

@@ -146,6 +146,10 @@ class ServerConfig:
     """Share of those calls failed (0 < r <= 1) that opens the circuit."""
     breaker_open: float = 30.0
     """Seconds retries to the host pause once the circuit opens, before probes decide."""
+    arm_ahead: float = 3.0
+    """Seconds before their instant that executions needing no decision then
+    are armed for this server's workers (docs/architecture.md, "Hand-outs
+    decided ahead"); 0 arms nothing. At most 30."""
 
     def __post_init__(self) -> None:
         if not self.store:
@@ -176,6 +180,8 @@ class ServerConfig:
             raise ConfigError("heartbeat_interval: must be > 0 and less than heartbeat_timeout")
         if self.shutdown_grace < 0:
             raise ConfigError("shutdown_grace: must be >= 0")
+        if not 0 <= self.arm_ahead <= 30:
+            raise ConfigError("arm_ahead (--arm-ahead): must be between 0 and 30 seconds")
         if not self.retention_days * 24 >= 1:
             raise ConfigError("retention_days (--retention-days): at least one hour (1/24)")
         if not self.rollup_retention_days >= self.retention_days:
@@ -269,6 +275,7 @@ _ENV = {
     "breaker_min_calls": "TICKWHEEL_BREAKER_MIN_CALLS",
     "breaker_failure_ratio": "TICKWHEEL_BREAKER_FAILURE_RATIO",
     "breaker_open": "TICKWHEEL_BREAKER_OPEN",
+    "arm_ahead": "TICKWHEEL_ARM_AHEAD",
 }
 """Setting -> environment variable."""
 
@@ -350,6 +357,11 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--breaker-failure-ratio", type=float, metavar="RATIO",
         help="circuit breaker: share of failed calls in the window that opens it, 0 < RATIO <= 1 (default 0.5)",
+    )
+    parser.add_argument(
+        "--arm-ahead", type=float, metavar="SECONDS",
+        help="arm executions that need no decision at their instant this many seconds ahead "
+             "(default 3, 0 off; or TICKWHEEL_ARM_AHEAD)",
     )
     parser.add_argument(
         "--breaker-open", type=float, metavar="SECONDS",
@@ -435,7 +447,8 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
         if value is not None:
             settings[name] = value
     for name in ("metrics_top_tenants", "trace_export", "metrics_export", "otlp_endpoint", "otlp_protocol",
-                 "log_format", "breaker_window", "breaker_min_calls", "breaker_failure_ratio", "breaker_open"):  # fmt: skip
+                 "log_format", "breaker_window", "breaker_min_calls", "breaker_failure_ratio", "breaker_open",
+                 "arm_ahead"):  # fmt: skip
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value
@@ -469,7 +482,7 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
                 settings[name] = float(settings[name])
             except (TypeError, ValueError):
                 raise ConfigError(f"{name}: {settings[name]!r} is not a number of days") from None
-    for name in ("breaker_window", "breaker_failure_ratio", "breaker_open"):
+    for name in ("breaker_window", "breaker_failure_ratio", "breaker_open", "arm_ahead"):
         if name in settings:
             try:
                 settings[name] = float(settings[name])

@@ -16,6 +16,8 @@ of partitions other servers own (work stealing). How the parts fit:
 - :mod:`.intake` checks, queues, records and acknowledges the workers'
   results; its queue's writer (:mod:`.results`) runs beside the rounds and
   holds back while the rounds have a backlog.
+- :mod:`.armed` arms what is ready within a few seconds and, at the start
+  of each round, starts and deals what it armed for the instant.
 - :mod:`.liveness` requeues what workers lost, re-attaches what a
   reconnecting worker still holds and passes cancel requests on.
 
@@ -32,12 +34,14 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from tickwheel.shared.clock import Clock
+from tickwheel.shared.ids import to_us
 
 from ..lease.base import Session
 from ..store.executions import Retry
 from ..store.queue import ExecutionQueue
 from ..telemetry.metrics import Metrics
 from ..telemetry.tracing import Tracing
+from .armed import DEFAULT_AHEAD, ArmedQueue
 from .budget import DEFAULT_BURST, DEFAULT_RATE, UnheldBudget
 from .connections import Connections, WorkerConnection
 from .fence import Fence
@@ -75,6 +79,7 @@ class Gateway:
         tracing: Tracing | None = None,
         unheld_rate: float = DEFAULT_RATE,
         unheld_burst: float = DEFAULT_BURST,
+        arm_ahead: float = DEFAULT_AHEAD,
     ) -> None:
         self._clock = clock
         self._sweep_interval = sweep_interval
@@ -93,10 +98,13 @@ class Gateway:
             store.outcomes, clock, self.inflight, held, budget, wake=wake, on_retry=on_retry, metrics=metrics
         )
         self.liveness = Liveness(store.requeues, clock, self.fence, self.inflight, held, budget, wake=wake, metrics=metrics)
+        self.armed = ArmedQueue(
+            store.arming, store.requeues, clock, self.fence, ahead=arm_ahead, heartbeat_timeout=heartbeat_timeout
+        )
         self.rounds = Rounds(
             store, connections, clock, self.fence, self.inflight, held, wake=wake,
             backlog=self.intake.results.backlog, signal_cancels=self.liveness.signal_cancels,
-            metrics=metrics, tracing=tracing,
+            metrics=metrics, tracing=tracing, armed=self.armed,
         )
         self.rounds_run = 0
         """Rounds :meth:`run` has run (failed ones too)."""
@@ -134,7 +142,12 @@ class Gateway:
             self.rounds_run += 1
             self.round_done.set()
             self.round_done = asyncio.Event()
-            sleeper = asyncio.create_task(self._clock.sleep(self._sweep_interval))
+            delay = self._sweep_interval
+            now_us = to_us(self._clock.now())
+            armed_at = self.armed.next_instant_us(now_us)
+            if armed_at is not None:  # an armed instant may be of a partition not in this server's wheel
+                delay = min(delay, (armed_at - now_us) / 1e6)
+            sleeper = asyncio.create_task(self._clock.sleep(delay))
             waiter = asyncio.create_task(self._wake.wait())
             try:
                 await asyncio.wait({sleeper, waiter}, return_when=asyncio.FIRST_COMPLETED)

@@ -32,6 +32,7 @@ from ..store.queue import ExecutionQueue
 from ..telemetry.metrics import Metrics
 from ..telemetry.tracing import Tracing, traceparent_of
 from ..wire import EXECUTION_ORIGIN_TO_PROTO
+from .armed import ArmedQueue
 from .connections import Connections, WorkerConnection
 from .fence import Fence, Lease
 from .inflight import InFlight, Key
@@ -168,8 +169,10 @@ class Rounds:
         signal_cancels: Callable[[], Awaitable[int]],
         metrics: Metrics | None = None,
         tracing: Tracing | None = None,
+        armed: ArmedQueue | None = None,
     ) -> None:
         self._store = store
+        self._armed = armed
         self._connections = connections
         self._clock = clock
         self._fence = fence
@@ -206,6 +209,10 @@ class Rounds:
         total = 0
         stopped = 0
         backlog = False
+        if self._armed is not None:
+            # What was armed for this instant is only started and dealt; the
+            # claims below take what is left of the credit.
+            total += await self._armed.start_due(groups, lease, self._deal)
         for capability, members in groups.items():
             if refused is not None:
                 break
@@ -253,6 +260,10 @@ class Rounds:
         self._backlog(backlog)
         if stopped:
             await self._signal_cancels()
+        if self._armed is not None:
+            # After the round's sends: arming for the next instants never delays this one.
+            await self._armed.expire(lease)
+            await self._armed.arm_ahead(groups, lease)
         return total
 
     async def _claim(

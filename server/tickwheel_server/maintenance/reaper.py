@@ -14,6 +14,14 @@ requeued in batches, same id, the next hand-out being delivery + 1. These
 requeues do not count towards the poison cap: the server died, not
 necessarily the worker.
 
+Executions a dead session had armed ahead of their instant (status
+``armed``: no worker ever saw them) are put back to ``scheduled`` with no
+grace, as soon as their owner is seen not alive (one grouped scan of the
+``executions_armed`` partial index): any server's next round hands them out.
+That is safe even for a server that only lost its session and lives: its
+start of an armed row is conditional on the row still being armed by its
+current session, so it then sends nothing of what was disarmed.
+
 The leader also runs the cluster's other periodic ``duties`` (such as the
 "it didn't run" lateness check) once per pass: work one server should do.
 
@@ -35,6 +43,7 @@ from tickwheel.shared.clock import Clock
 
 from ..lease import LeaseStore, LeaseStoreError, Session
 from ..lease.keys import REAPER_KEY, SERVERS_PREFIX, session_name
+from ..store.arming import ArmStore
 from ..store.executions import Retry
 from ..store.requeue import RequeueStore
 
@@ -54,8 +63,12 @@ class Reaper:
         batch: int = 1000,
         on_requeued: Callable[[list[Retry]], None] | None = None,
         duties: Sequence[Callable[[], Awaitable[object]]] = (),
+        arming: ArmStore | None = None,
+        on_disarmed: Callable[[list[Retry]], None] | None = None,
     ) -> None:
         self._store = store
+        self._arming = arming
+        self._on_disarmed = on_disarmed
         self._leases = leases
         self._session = session
         self._clock = clock
@@ -108,12 +121,27 @@ class Reaper:
             waiter.cancel()
 
     async def reap_once(self) -> int:
-        """One pass: requeue what dead owners still hold past the grace; returns how many executions it requeued."""
+        """One pass: disarm what dead owners armed, and requeue what they still
+        hold past the grace; returns how many executions it requeued or disarmed."""
         owners = await self._store.running_owners()
-        if not owners:
+        arming = await self._arming.armed_owners() if self._arming is not None else []
+        if not owners and not arming:
             self._dead_since.clear()
             return 0
         live = {session_name(kv.lease) for kv in await self._leases.get_prefix(SERVERS_PREFIX) if kv.lease}
+        disarmed = 0
+        for owner in arming:
+            if owner in live:
+                continue
+            while True:
+                back = await self._arming.disarm_owner(owner, self._batch)
+                disarmed += len(back)
+                if back and self._on_disarmed is not None:
+                    self._on_disarmed(back)
+                if len(back) < self._batch:
+                    break
+        if disarmed:
+            log.warning("reaper: disarmed %d executions armed by expired sessions", disarmed)
         now = self._clock.monotonic()
         for gone in set(self._dead_since) - set(owners):
             del self._dead_since[gone]
@@ -138,5 +166,5 @@ class Reaper:
                 log.warning("reaper: requeued %d executions of expired session %s", count, owner)
             reaped += count
             self._dead_since.pop(owner, None)
-        self.reaped += reaped
-        return reaped
+        self.reaped += reaped + disarmed
+        return reaped + disarmed

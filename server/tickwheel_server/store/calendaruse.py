@@ -27,6 +27,7 @@ from ..schedule import ScheduleError, due_at, next_fire
 from ..schedule.businessdays import BusinessCalendar
 from ..policy.calendarplan import decide_previous_for
 from ..schedule.calendarrule import CalendarRule, Verdict, decide
+from .arming import disarm_jobs
 from .calendarcursor import rekey_previous
 from .engine import Capabilities
 from .isolation import after_not_started_canceled, status_in
@@ -121,6 +122,7 @@ def redecide_runs(
             cal = calendar()
         # Cursors of ``previous`` jobs: scanned where the new calendar moves them.
         rekey_previous(conn, ids, from_us(now_us), tenant=tenant, calendar=(name, cal))
+        disarm_jobs(conn, ids)  # an armed run is one never handed out: decided again below
         runs = conn.execute(
             sa.select(executions.c.id, executions.c.job_id, executions.c.nominal_at, executions.c.due_at)
             .where(

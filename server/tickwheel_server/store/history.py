@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 from tickwheel.shared.ids import from_us, to_us
 
 from ..errors import FailedPrecondition, NotFound
+from .arming import as_scheduled, disarm_ids
 from .base import SqlStore
 from .isolation import after_not_started_canceled, request_cancel
 from .tables import attempts, executions, jobs, skips
@@ -145,6 +146,9 @@ def attempt_from_row(row) -> AttemptRecord:
 
 
 def execution_from_row(row, attempt_records: Iterable[AttemptRecord] = ()) -> ExecutionRecord:
+    """The record of a stored row as readers see it: an armed execution
+    (:mod:`.arming`) is ``scheduled``, at the delivery it had before, owned by no one."""
+    status, delivery, owner = as_scheduled(row.status, row.delivery, row.owner)
     return ExecutionRecord(
         id=row.id,
         job_id=row.job_id,
@@ -155,9 +159,9 @@ def execution_from_row(row, attempt_records: Iterable[AttemptRecord] = ()) -> Ex
         due_at=from_us(row.due_at),
         ready_at=from_us(row.ready_at),
         attempt=row.attempt,
-        delivery=row.delivery,
-        status=row.status,
-        owner=row.owner,
+        delivery=delivery,
+        status=status,
+        owner=owner,
         worker_id=row.worker_id,
         missed_count=row.missed_count,
         reap_count=row.reap_count,
@@ -384,7 +388,8 @@ class HistoryStore(SqlStore):
     async def cancel_execution(self, tenant: str, execution_id: str, reason: str = "") -> ExecutionRecord:
         """Cancel one execution; returns it as it is afterwards, with its attempts.
 
-        - ``scheduled`` or ``waiting`` (no worker holds it): becomes
+        - ``scheduled`` (armed for its instant included) or ``waiting``
+          (no worker holds it): becomes
           ``canceled`` at once, ``finished_at`` = now, ``dead_reason`` =
           ``"canceled: <reason>"`` (``"canceled: by request"`` without one).
           Its attempts so far stay as they are.
@@ -402,6 +407,10 @@ class HistoryStore(SqlStore):
         text = f"canceled: {reason}" if reason else "canceled: by request"
 
         def fn(conn: Connection) -> ExecutionRecord:
+            # Armed for its instant, it is not started: disarmed first, it is
+            # canceled like any scheduled one, and its server's start finds it
+            # no longer armed, so it is never sent.
+            disarm_ids(conn, [execution_id], tenant=tenant)
             # The status condition in the UPDATE is the fence: a row a gateway
             # moved to running meanwhile is not touched, at any isolation level.
             moved = conn.execute(

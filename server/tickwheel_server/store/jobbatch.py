@@ -53,6 +53,7 @@ from ..policy.jobchanges import (
 )
 from ..schedule import Fire
 from . import quota
+from .arming import disarm_jobs
 from .base import chunks
 from .calendarcursor import rekey_previous
 from .engine import Capabilities
@@ -141,6 +142,9 @@ def apply_update(
             current.tenant, "max_payload_bytes", limit, f"payload of {change.payload_size} bytes is over the limit"
         )
     skipped, job_id = change.skipped, current.id
+    # An armed execution carries the old definition and is not started: back
+    # to scheduled, it is kept, changed or re-created below like the rest.
+    disarm_jobs(conn, [job_id])
     run_count = current.run_count
     if skipped is not None:
         if current.state != "paused" or current.next_run_at != skipped.from_at:
@@ -298,6 +302,7 @@ def delete_jobs(
     if not deleted:
         return outcomes
     ids = sorted(deleted)
+    disarm_jobs(conn, ids)  # armed ones are not started: canceled below like the rest
     canceled_rows = []
     slots: dict[int, int] = {}
     for chunk in chunks(ids, CHUNK):
@@ -366,6 +371,8 @@ def pause_jobs(
             decided.append(("held", record))
         else:
             decided.append(("kept", record))
+    if paused:
+        disarm_jobs(conn, list(paused))  # armed ones are not started: held below like the rest
     held = hold_not_started_of(conn, caps, list(paused)) if paused else {}
     if paused:
         conn.execute(_WRITE_PAUSE, [

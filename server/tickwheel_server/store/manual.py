@@ -35,6 +35,7 @@ from tickwheel.shared.ids import execution_id, to_us
 from ..errors import FailedPrecondition
 from ..jobspec import handler_of
 from ..telemetry.tracing import current_traceparent
+from .arming import disarm_jobs
 from .base import SqlStore, chunks
 from .history import ExecutionRecord, _attempts_of, execution_from_row
 from .jobrecords import get_job
@@ -96,6 +97,10 @@ class ManualStore(SqlStore):
         def fn(conn: Connection) -> tuple[ExecutionRecord, bool]:
             now_us = to_us(self.clock.now())
             job = get_job(conn, tenant, job_id, share=True)
+            # An armed run of the job would start at its instant without the
+            # overlap decision this run now needs: back to scheduled, both
+            # take the round's path (docs/architecture.md, Hand-outs decided ahead).
+            disarm_jobs(conn, [job_id])
             spec = _definition(job)
             row = _row(job, ident, "trigger", now_us, now_us, spec.payload if payload is None else payload, now_us,
                        handler_of(spec), allow_overlap, trace_context)
@@ -126,6 +131,7 @@ class ManualStore(SqlStore):
             items = [BackfillItem(i, n, i in existing) for i, n in zip(ids, nominals)]
             fresh = [item for item in items if not item.already_exists]
             if not dry_run and fresh:
+                disarm_jobs(conn, [job_id])  # as for a trigger
                 handler = handler_of(spec)
                 rows = []
                 for index, item in enumerate(fresh):

@@ -17,7 +17,7 @@ from tickwheel.shared.ids import from_us, to_us
 from .base import SqlStore
 from .history import EXECUTION_STATUSES, ExecutionRecord, _attempts_of, execution_from_row
 from .tables import executions
-from .timeline import scans
+from .timeline import scans, shown
 
 READY_COUNT_CAP = 100_000
 """A tenant's ready executions are counted up to this many (a deeper queue
@@ -171,7 +171,8 @@ class OperationsStore(SqlStore):
                 key=lambda row: (row.nominal_at, row.id), reverse=True,
             )  # fmt: skip
             matches = [
-                row for row in seen if (not wanted or row.status in wanted) and (not tenant or row.tenant == tenant)
+                row for row in seen
+                if (not wanted or shown(row.status) in wanted) and (not tenant or row.tenant == tenant)
             ]
             if len(matches) > limit:
                 page, last = matches[:limit], matches[limit - 1]

@@ -1,5 +1,5 @@
-"""The executions table as the queue: its three stores (hand-out, outcomes,
-requeues) built together over one engine, sharing one definition cache."""
+"""The executions table as the queue: its stores (hand-out, outcomes,
+requeues, arming) built together over one engine, sharing one definition cache."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import random
 
 from ..jobspec import DefinitionCache
 from ..circuits import CircuitBreaker
+from .arming import ArmStore
 from .executions import DeadLetterHook
 from .fairshare import FairShare
 from .handout import LOOSE_SCAN_ABOVE, HandoutStore
@@ -18,7 +19,7 @@ from .requeue import DEFAULT_POISON_CAP, RequeueStore
 class ExecutionQueue:
     """The hand-out (:attr:`handout`), the results (:attr:`outcomes`) and the
     ends of deliveries no worker will finish (:attr:`requeues`) of one
-    server. ``on_dead_letter`` is called by both stores that dead-letter."""
+    server, and the executions it arms ahead of their instant (:attr:`arming`). ``on_dead_letter`` is called by both stores that dead-letter."""
 
     def __init__(
         self,
@@ -44,3 +45,4 @@ class ExecutionQueue:
             engine, clock, rng=rng, on_dead_letter=on_dead_letter, breaker=breaker, definitions=definitions
         )
         self.requeues = RequeueStore(engine, clock, on_dead_letter=on_dead_letter, poison_cap=poison_cap)
+        self.arming = ArmStore(engine, clock, definitions=definitions, unique_instant=self.handout._unique_instant)

@@ -3,7 +3,7 @@
 No index on ``executions`` holds every status (migration 0014): a hand-out
 moves thousands of rows a second from ``scheduled`` to ``running``, and every
 index whose predicate a running row satisfies costs that UPDATE one insert
-per row. So the statuses fall in three groups, each with its own indexes:
+per row. So the statuses fall in four groups, each with its own indexes:
 
 - :data:`TERMINAL` (ended): ``executions_ended (nominal_at, id)``,
   ``executions_ended_tenant (tenant, …)``, ``executions_ended_job (job_id, …)``;
@@ -14,6 +14,9 @@ per row. So the statuses fall in three groups, each with its own indexes:
   it with ``executions_scheduled`` (every ready entry read once per tenant). A
   tenant's executions not started are read from ``executions_not_started``
   with the tenant as a filter;
+- :data:`ARMED_GROUP` (armed ahead of their instant, shown as
+  ``scheduled``): ``executions_armed (owner, id)`` and
+  ``executions_armed_job (job_id, nominal_at, id)``; few, like the running;
 - :data:`RUNNING`: the indexes the running state needs anyway,
   ``executions_owner (owner)`` for all, ``executions_running_tenant
   (tenant)`` for a tenant's, ``executions_busy (job_id)`` for a job's.
@@ -51,9 +54,19 @@ NOT_STARTED = ("scheduled", "waiting")
 """Statuses of executions that no worker holds: pause, update, delete and
 CancelExecution move these to ``canceled`` at once."""
 RUNNING = ("running",)
-GROUPS = (TERMINAL, NOT_STARTED, RUNNING)
+ARMED_GROUP = ("armed",)
+"""Executions a server armed for their instant (:mod:`.arming`): read through
+``executions_armed_job`` or, without a job, all of them (a few thousand at
+most per server) with the scope as a condition. Readers show them as
+``scheduled`` (:func:`shown`)."""
+GROUPS = (TERMINAL, NOT_STARTED, RUNNING, ARMED_GROUP)
 BUSY = ("running", "scheduled")
 """What ``executions_busy`` holds: running executions and retries waiting."""
+
+
+def shown(status: str) -> str:
+    """The status a reader sees: an armed execution is not started yet."""
+    return "scheduled" if status == "armed" else status
 
 
 def in_group(group: tuple[str, ...], *, by_job: bool = False, table=executions) -> list[ColumnElement]:
@@ -110,14 +123,14 @@ def scans(
         scope.append(sa.tuple_(executions.c.nominal_at, executions.c.id) < sa.tuple_(*before))
     found = []
     for group in GROUPS:
-        wanted = [status for status in group if not asked or status in asked]
+        wanted = [status for status in group if not asked or shown(status) in asked]
         if not wanted:
             continue
         returned = BUSY if group == RUNNING and job_id else group
         conditions = [*scope, *in_group(group, by_job=bool(job_id)), *where]
         filters = []
-        if asked and not asked.issuperset(returned):
-            filters.append(status_in(executions.c.status, *(s for s in returned if s in asked)))
+        if asked and not asked.issuperset(shown(s) for s in returned):
+            filters.append(status_in(executions.c.status, *(s for s in returned if shown(s) in asked)))
         if tenant:
             ranged = bool(job_id) or group != NOT_STARTED
             (conditions if ranged else filters).append(executions.c.tenant == tenant)

@@ -1,0 +1,216 @@
+"""This server's armed queue: executions armed a few seconds before their
+instant, started and sent at it (docs/architecture.md, "Hand-outs decided
+ahead"; the store's side is :mod:`tickwheel_server.store.arming`).
+
+- :meth:`ArmedQueue.arm_ahead` arms, for each group of this server's
+  workers, what is ready within ``ahead`` seconds, at most the group's
+  credit not yet spoken for and at most ``limit`` in all (one batched
+  statement pair per ``batch``); each execution keeps its definition and
+  the capability it was armed for.
+- :meth:`ArmedQueue.start_due` runs at the start of every hand-out round:
+  the armed executions due by this server's clock are started in the store
+  (:meth:`~tickwheel_server.store.arming.ArmStore.start`: conditional on
+  this session and delivery, never before their ready instant, fenced like
+  a claim), and only what the store started is dealt, oldest ready first,
+  up to the credit of the workers of their capability. A refusal of the
+  fence between the start and the deal gives the started rows back
+  (:meth:`~tickwheel_server.store.requeue.RequeueStore.release`).
+- :meth:`ArmedQueue.expire` disarms what could not be sent within
+  ``disarm_after`` seconds of its instant (no worker with credit) and what
+  was armed under a session no longer this server's, so any server's next
+  round hands them out.
+
+The queue is keyed by execution id: an execution disarmed by a job change
+and armed again by this server carries the same (id, delivery), and the
+newer arming (its definition and payload) replaces the older.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+
+from tickwheel.shared.clock import Clock
+from tickwheel.shared.ids import to_us
+
+from ..store.arming import Armed, ArmStore
+from ..store.executions import Capability, HandedOut
+from ..store.requeue import RequeueStore
+from .connections import WorkerConnection
+from .fence import Fence, Lease
+
+log = logging.getLogger(__name__)
+
+DEFAULT_AHEAD = 3.0
+DEFAULT_LIMIT = 20_000
+DEFAULT_BATCH = 2_000
+DEFAULT_DISARM_AFTER = 2.0
+ARM_INTERVAL = 0.25
+"""Seconds between arming passes while the last one did not come back full."""
+
+Deal = Callable[[list[HandedOut], list[WorkerConnection], datetime], Awaitable[int]]
+
+
+class _Entry:
+    __slots__ = ("armed", "capability", "owner")
+
+    def __init__(self, armed: Armed, capability: Capability, owner: str) -> None:
+        self.armed = armed
+        self.capability = capability
+        self.owner = owner
+
+
+def credit_of(members: Sequence[WorkerConnection], monotonic: float, timeout: float) -> int:
+    """The credit of the members that may be dealt to now."""
+    return sum(c.credit for c in members if not c.closed.is_set() and not c.silent(monotonic, timeout))
+
+
+class ArmedQueue:
+    """See the module docstring. ``ahead`` 0 arms nothing (the queue stays
+    empty and every round takes today's path alone)."""
+
+    def __init__(
+        self,
+        store: ArmStore,
+        requeues: RequeueStore,
+        clock: Clock,
+        fence: Fence,
+        *,
+        ahead: float = DEFAULT_AHEAD,
+        limit: int = DEFAULT_LIMIT,
+        batch: int = DEFAULT_BATCH,
+        disarm_after: float = DEFAULT_DISARM_AFTER,
+        heartbeat_timeout: float = 30.0,
+    ) -> None:
+        if ahead < 0 or limit < 0 or batch < 1 or disarm_after <= 0:
+            raise ValueError("ahead and limit must be >= 0, batch >= 1, disarm_after > 0")
+        self._store = store
+        self._requeues = requeues
+        self._clock = clock
+        self._fence = fence
+        self.ahead = ahead
+        self.limit = limit
+        self.batch = batch
+        self.disarm_after = disarm_after
+        self._timeout = heartbeat_timeout
+        self._entries: dict[str, _Entry] = {}
+        self._next_arm = float("-inf")
+        self.started = 0
+        """Executions started from this queue (for tests and metrics)."""
+        self.disarmed = 0
+        """Executions this queue gave back (expired, or disarmed by their start)."""
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def next_instant_us(self, after_us: int) -> int | None:
+        """The earliest ready instant armed here later than ``after_us`` (µs), or None."""
+        return min((e.armed.handed.ready_at_us for e in self._entries.values()
+                    if e.armed.handed.ready_at_us > after_us), default=None)
+
+    async def arm_ahead(self, groups: Mapping[Capability, list[WorkerConnection]], lease: Lease) -> int:
+        """Arm what the groups' workers may run that is ready within
+        ``ahead`` seconds; returns how many were armed. Runs at most every
+        :data:`ARM_INTERVAL` unless the last pass came back full."""
+        if self.ahead <= 0 or self.limit <= 0 or not groups:
+            return 0
+        monotonic = self._clock.monotonic()
+        if monotonic < self._next_arm:
+            return 0
+        if self._fence.refusal(lease) is not None:
+            return 0
+        spoken: dict[Capability, int] = {}
+        for entry in self._entries.values():
+            spoken[entry.capability] = spoken.get(entry.capability, 0) + 1
+        armed_now = 0
+        full = False
+        for capability, members in groups.items():
+            room = min(self.limit - len(self._entries), self.batch,
+                       credit_of(members, monotonic, self._timeout) - spoken.get(capability, 0))
+            if room <= 0:
+                continue
+            now = self._clock.now()
+            armed = await self._store.arm(lease.owner, now, now + timedelta(seconds=self.ahead), capability, room)
+            for item in armed:
+                self._entries[item.handed.id] = _Entry(item, capability, lease.owner)
+            armed_now += len(armed)
+            full = full or len(armed) >= room
+        self._next_arm = monotonic if full else monotonic + ARM_INTERVAL
+        return armed_now
+
+    async def start_due(
+        self, groups: Mapping[Capability, list[WorkerConnection]], lease: Lease, deal: Deal
+    ) -> int:
+        """Start and deal the armed executions due by this server's clock,
+        per capability up to its workers' credit; returns how many were
+        dealt. Nothing is dealt that the store did not start under
+        ``lease``: the fence is asked before the start, inside its
+        transaction and before the deal."""
+        if not self._entries:
+            return 0
+        now_us = to_us(self._clock.now())
+        due: dict[Capability, list[_Entry]] = {}
+        for entry in self._entries.values():
+            if entry.armed.handed.ready_at_us <= now_us and entry.owner == lease.owner:
+                due.setdefault(entry.capability, []).append(entry)
+        dealt = 0
+        for capability, entries in due.items():
+            members = groups.get(capability)
+            if not members:
+                continue  # no worker of this kind has credit now: kept until it expires
+            entries.sort(key=lambda e: (e.armed.handed.ready_at_us, e.armed.handed.id))
+            while entries:
+                credit = credit_of(members, self._clock.monotonic(), self._timeout)
+                if credit <= 0:
+                    break
+                chosen, entries = entries[: min(credit, self.batch)], entries[min(credit, self.batch):]
+                if self._fence.refusal(lease) is not None:
+                    return dealt
+                refusal = self._fence.refusal
+                outcome = await self._store.start(
+                    lease.owner, [(e.armed.handed.id, e.armed.handed.delivery, e.armed.beside) for e in chosen],
+                    self._clock.now(), fence=lambda: refusal(lease),
+                )
+                if outcome.fenced is not None:
+                    self._fence.note_refusal(outcome.fenced)
+                    return dealt
+                started = set(outcome.started)
+                handed = [
+                    e.armed.handed._replace(handed_out_at_us=outcome.at_us) for e in chosen
+                    if e.armed.handed.id in started
+                ]
+                for e in chosen:  # started, disarmed, or no longer this session's: the store decided
+                    self._entries.pop(e.armed.handed.id, None)
+                self.disarmed += len(outcome.disarmed)
+                if not handed:
+                    continue
+                refused = self._fence.refusal(lease)
+                if refused is not None:
+                    self._fence.note_refusal(refused)
+                    await self._requeues.release([(h.id, h.delivery) for h in handed])
+                    return dealt
+                self.started += len(handed)
+                dealt += await deal(handed, members, self._clock.now())
+        return dealt
+
+    async def expire(self, lease: Lease) -> int:
+        """Disarm what was not sent within ``disarm_after`` seconds of its
+        instant, and what was armed under another session than ``lease``'s;
+        returns how many the store gave back."""
+        if not self._entries:
+            return 0
+        limit_us = to_us(self._clock.now()) - int(self.disarm_after * 1_000_000)
+        stale: dict[str, list[tuple[str, int]]] = {}
+        for ident, entry in self._entries.items():
+            if entry.owner != lease.owner or entry.armed.handed.ready_at_us < limit_us:
+                stale.setdefault(entry.owner, []).append((ident, entry.armed.handed.delivery))
+        given = 0
+        for owner, items in stale.items():
+            # Kept until the store confirms: a failed disarm is tried again at
+            # the next pass, never forgotten while the rows stay armed.
+            given += len(await self._store.disarm(owner, items))
+            for ident, _delivery in items:
+                self._entries.pop(ident, None)
+        self.disarmed += given
+        return given

@@ -1,0 +1,388 @@
+"""Executions armed ahead of their instant: armed by a server's session a
+few seconds before they are due, started at the instant, or disarmed
+(docs/architecture.md, "Hand-outs decided ahead").
+
+Life of an armed execution:
+
+- :meth:`ArmStore.arm` moves ready-soon ``scheduled`` executions that need
+  no decision at their instant (:func:`~tickwheel_server.policy.arming.may_arm`)
+  to ``armed``, stamping ``owner`` (the arming server's session) and the
+  next ``delivery``; ``handed_out_at`` stays NULL. An armed row is in none
+  of the ``scheduled`` indexes, so no hand-out round, sweep or other server
+  takes it; to every reader outside its server it is an execution not
+  started (:func:`as_scheduled`: status ``scheduled``, the delivery before
+  arming, no owner).
+- :meth:`ArmStore.start` moves the owner's armed rows that are due by its
+  clock to ``running`` (``handed_out_at`` the instant), only if each is
+  still armed by that owner at that delivery; one whose job has anything
+  else running, waiting for a retry, or not started ahead of it (unless it
+  runs beside others), or whose tenant was paused or capped since, is
+  disarmed instead, and the next round decides for it as for any scheduled
+  execution. The arming server sends only what a start returned.
+- :meth:`ArmStore.disarm` (the owner gives rows back: not sent within its
+  timeout), :meth:`ArmStore.disarm_owner` (the reaper: the owner's session
+  is gone) and :func:`disarm_jobs` / :func:`disarm_ids` (a delete, pause,
+  update, trigger, backfill or cancel, inside its own transaction, after
+  locking the job and before touching its executions) put armed rows back
+  to ``scheduled`` and take the delivery back, as
+  :meth:`.requeue.RequeueStore.release` does: no worker ever saw it.
+
+Every write is conditional on the status (and, for the owner's own writes,
+on owner and delivery), so a row disarmed by anyone is never started, and a
+row started is never disarmed: the status transition is the fence, as for
+the hand-out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import NamedTuple
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from tickwheel.shared.ids import to_us
+
+from ..jobspec import DefinitionCache
+from ..policy.arming import may_arm, runs_beside
+from ..schedule.model import ScheduleKind
+from .base import SqlStore, chunks
+from .executions import Capability, HandedOut, Retry
+from .isolation import PAUSED_WAIT, status_in
+from .tables import executions, jobs, tenants
+
+ARMED = "armed"
+"""The status of an armed execution (internal: every view shows ``scheduled``)."""
+
+_ONE_OFF = (ScheduleKind.ONCE, ScheduleKind.LOCAL)
+_CHUNK = 500
+"""Ids per statement for the writes by id (SQLite's parameter limit)."""
+
+# Back to scheduled, the delivery taken back: no worker ever saw it.
+_DISARMED = dict(status="scheduled", owner=None, delivery=executions.c.delivery - 1)
+
+
+class Armed(NamedTuple):
+    """An execution armed for its instant: what the gateway sends once a
+    start returned it (``handed.handed_out_at_us`` is 0 until then)."""
+
+    handed: HandedOut
+    beside: bool
+    """It may start whatever else of its job runs: the start skips the overlap guard."""
+
+
+class StartRound(NamedTuple):
+    """What a start did, all in one transaction."""
+
+    started: list[str]
+    """Now ``running`` at ``at_us`` under the owner: send these, and only these."""
+    disarmed: list[str]
+    """Due, but their job or tenant needs a decision now: back to ``scheduled``."""
+    at_us: int
+    """The hand-out instant stamped on the started rows (the server's clock, never before their ready instant)."""
+    fenced: str | None = None
+    """The fence refused the commit: nothing was started or disarmed."""
+
+
+class _Fenced(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def as_scheduled(status: str, delivery: int, owner: str | None) -> tuple[str, int, str | None]:
+    """How a row's (status, delivery, owner) reads outside its arming server:
+    an armed execution is not started, at the delivery it had before."""
+    if status == ARMED:
+        return "scheduled", delivery - 1, None
+    return status, delivery, owner
+
+
+def disarm_jobs(conn: Connection, job_ids: Sequence[str]) -> list[str]:
+    """Inside the caller's transaction (the jobs already locked): every
+    armed execution of ``job_ids``, whoever armed it, back to ``scheduled``
+    with its delivery taken back; their ids. Its server's start then finds
+    them no longer armed and sends nothing."""
+    found: list[str] = []
+    for chunk in chunks(sorted(set(job_ids)), _CHUNK):
+        found += conn.execute(
+            executions.update()
+            .where(executions.c.job_id.in_(chunk), status_in(executions.c.status, ARMED))
+            .values(**_DISARMED)
+            .returning(executions.c.id)
+        ).scalars().all()
+    return found
+
+
+def disarm_ids(conn: Connection, ids: Sequence[str], *, tenant: str | None = None) -> list[str]:
+    """As :func:`disarm_jobs`, for executions named by id (of ``tenant`` only, if given)."""
+    found: list[str] = []
+    for chunk in chunks(sorted(set(ids)), _CHUNK):
+        query = executions.update().where(executions.c.id.in_(chunk), status_in(executions.c.status, ARMED))
+        if tenant is not None:
+            query = query.where(executions.c.tenant == tenant)
+        found += conn.execute(query.values(**_DISARMED).returning(executions.c.id)).scalars().all()
+    return found
+
+
+def _guard(table=executions):
+    """True when an armed row must not start without the round's overlap
+    decision: its job has another execution running or waiting for a retry
+    (``executions_busy``'s predicate), not started ahead of it
+    (``executions_not_started_job``'s; a pause's hold is in no line), or
+    armed ahead of it (``executions_armed_job``'s)."""
+    other = executions.alias("other")
+    ahead = sa.or_(
+        other.c.nominal_at < table.c.nominal_at,
+        sa.and_(other.c.nominal_at == table.c.nominal_at, other.c.id < table.c.id),
+    )
+    same_job = [other.c.job_id == table.c.job_id, other.c.id != table.c.id]
+    busy = sa.or_(
+        status_in(other.c.status, "running"),
+        sa.and_(status_in(other.c.status, "scheduled"), other.c.attempt > 1),
+    ).self_group()
+    not_held = sa.or_(other.c.wait_key.is_(None), other.c.wait_key != PAUSED_WAIT).self_group()
+    return sa.or_(
+        sa.select(other.c.id).where(*same_job, busy).exists(),
+        sa.select(other.c.id).where(*same_job, status_in(other.c.status, "scheduled", "waiting"), ahead, not_held)
+        .exists(),
+        sa.select(other.c.id).where(*same_job, status_in(other.c.status, ARMED), ahead).exists(),
+    )
+
+
+def _tenant_changed(table=executions):
+    """The row's tenant was paused or given a concurrency cap since it was armed."""
+    return (
+        sa.select(tenants.c.name)
+        .where(tenants.c.name == table.c.tenant, sa.or_(tenants.c.state == "paused", tenants.c.max_concurrency != 0))
+        .exists()
+    )
+
+
+class ArmStore(SqlStore):
+    """The armed state of one server's executions (see the module docstring)."""
+
+    def __init__(
+        self,
+        engine,
+        clock,
+        *,
+        definitions: DefinitionCache | None = None,
+        unique_instant: Callable[[int], int] | None = None,
+    ) -> None:
+        super().__init__(engine, clock)
+        self.definitions = definitions if definitions is not None else DefinitionCache()
+        self._unique_instant = unique_instant or (lambda at_us: at_us)
+        """The hand-out store's: a start's instant differs from every round's
+        of this server, which tells its own rows from others by (owner, instant)."""
+
+    async def arm(
+        self, owner: str, now: datetime, until: datetime, capability: Capability, limit: int
+    ) -> list[Armed]:
+        """Arm for ``owner`` up to ``limit`` executions that ``capability``
+        may run, ``scheduled`` with ``ready_at`` in (``now``, ``until``],
+        oldest ready first, of tenants neither paused nor capped, that
+        :func:`~tickwheel_server.policy.arming.may_arm` accepts; rows another
+        transaction holds are passed over (SKIP LOCKED where the engine has
+        it). Two statements: the candidates with their jobs' definitions
+        (a range of ``executions_scheduled``, with the LIMIT), and one UPDATE
+        of those accepted, conditional on their status. Returns them armed,
+        each with its definition parsed (the Assignment can be built now)."""
+        now_us, until_us = to_us(now), to_us(until)
+        if limit <= 0 or until_us <= now_us or not capability.tenants or not (capability.handlers or capability.http):
+            return []
+        fits = []
+        if capability.handlers:
+            fits.append(executions.c.handler.in_(sorted(capability.handlers)))
+        if capability.http:
+            fits.append(executions.c.handler.is_(None))
+
+        def fn(conn: Connection) -> list[Armed]:
+            query = (
+                sa.select(
+                    executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition,
+                    executions.c.origin, executions.c.nominal_at, executions.c.due_at, executions.c.ready_at,
+                    executions.c.attempt, executions.c.delivery, executions.c.payload, executions.c.missed_count,
+                    executions.c.allow_overlap, executions.c.wait_key, executions.c.trace_context,
+                    jobs.c.spec, jobs.c.version, tenants.c.max_concurrency,
+                )
+                .select_from(
+                    executions.join(tenants, tenants.c.name == executions.c.tenant)
+                    .outerjoin(jobs, jobs.c.id == executions.c.job_id)
+                )
+                .where(
+                    status_in(executions.c.status, "scheduled"),
+                    executions.c.ready_at > now_us,
+                    executions.c.ready_at <= until_us,
+                    executions.c.tenant.in_(sorted(capability.tenants)),
+                    tenants.c.state != "paused",
+                    tenants.c.max_concurrency == 0,
+                    sa.or_(*fits),
+                )
+                .order_by(executions.c.ready_at, executions.c.id)
+                .limit(limit)
+            )
+            if self.caps.row_locks:
+                query = query.with_for_update(of=executions, skip_locked=self.caps.skip_locked)
+            chosen: dict[str, tuple] = {}
+            for row in conn.execute(query).all():
+                definition = None if row.spec is None else self.definitions.get(row.job_id, row.version, row.spec)
+                readable = definition is not None and definition.problem is None
+                rules = definition.rules if readable else None
+                one_off = readable and definition.schedule is not None and definition.schedule.kind in _ONE_OFF
+                if may_arm(rules, one_off=bool(one_off), origin=row.origin, allow_overlap=bool(row.allow_overlap),
+                           tenant_cap=row.max_concurrency, wait_key=row.wait_key):
+                    chosen[row.id] = (row, definition)
+            if not chosen:
+                return []
+            armed: list[Armed] = []
+            for chunk in chunks(sorted(chosen), _CHUNK):
+                moved = conn.execute(
+                    executions.update()
+                    .where(executions.c.id.in_(chunk), status_in(executions.c.status, "scheduled"))
+                    .values(status=ARMED, owner=owner, delivery=executions.c.delivery + 1)
+                    .returning(executions.c.id, executions.c.delivery)
+                ).all()
+                for ident, delivery in moved:
+                    row, definition = chosen[ident]
+                    armed.append(Armed(
+                        HandedOut(
+                            row.id, row.job_id, row.tenant, row.partition, row.origin, row.nominal_at, row.due_at,
+                            row.ready_at, row.attempt, delivery, bytes(row.payload), row.missed_count, definition, 0,
+                            row.trace_context or "",
+                        ),
+                        runs_beside(definition.rules, bool(row.allow_overlap)),
+                    ))
+            armed.sort(key=lambda a: (a.handed.ready_at_us, a.handed.id))
+            return armed
+
+        return await self._tx(fn, row_locked=True)
+
+    async def start(
+        self, owner: str, items: Sequence[tuple[str, int, bool]], now: datetime,
+        fence: Callable[[], str | None] | None = None,
+    ) -> StartRound:
+        """Start ``items`` (execution id, delivery, runs beside) armed by
+        ``owner``: each still ``armed`` by ``owner`` at that delivery and
+        ready by the hand-out instant (this server's clock read in the
+        transaction, never before ``now``) becomes ``running`` with that
+        instant, unless its tenant was paused or capped since or (not
+        beside) its job has anything else running, waiting for a retry, or
+        not started or armed ahead of it: those are disarmed. Items not yet
+        ready stay armed; items no longer armed by ``owner`` at that
+        delivery (disarmed, reaped, canceled, another's) are left alone and
+        not returned, so they are never sent.
+
+        ``fence`` is asked just before the commit, as for a hand-out round;
+        a reason rolls everything back and comes back as ``fenced``."""
+        if not items:
+            return StartRound([], [], 0)
+        wanted = {ident: (delivery, beside) for ident, delivery, beside in items}
+
+        def fn(conn: Connection) -> StartRound:
+            at_us = self._unique_instant(max(to_us(now), to_us(self.clock.now())))
+            mine = [status_in(executions.c.status, ARMED), executions.c.owner == owner,
+                    executions.c.ready_at <= at_us]
+            started: list[str] = []
+            for beside in (True, False):
+                pairs = sorted((ident, d) for ident, (d, b) in wanted.items() if b == beside)
+                for chunk in chunks(pairs, _CHUNK):
+                    query = executions.update().where(
+                        sa.tuple_(executions.c.id, executions.c.delivery).in_(chunk), *mine, ~_tenant_changed()
+                    )
+                    if not beside:
+                        query = query.where(~_guard())
+                    started += conn.execute(
+                        query.values(status="running", handed_out_at=at_us).returning(executions.c.id)
+                    ).scalars().all()
+            done = set(started)
+            rest = sorted((ident, d) for ident, (d, _b) in wanted.items() if ident not in done)
+            disarmed: list[str] = []
+            for chunk in chunks(rest, _CHUNK):
+                disarmed += conn.execute(
+                    executions.update()
+                    .where(sa.tuple_(executions.c.id, executions.c.delivery).in_(chunk), *mine)
+                    .values(**_DISARMED)
+                    .returning(executions.c.id)
+                ).scalars().all()
+            refused = fence() if fence is not None else None
+            if refused is not None:
+                raise _Fenced(refused)
+            return StartRound(sorted(started), sorted(disarmed), at_us)
+
+        try:
+            return await self._tx(fn, row_locked=True)
+        except _Fenced as fenced:
+            return StartRound([], [], 0, fenced.reason)
+
+    async def disarm(self, owner: str, items: Sequence[tuple[str, int]]) -> list[str]:
+        """Give back ``items`` (execution id, delivery) still armed by
+        ``owner`` at that delivery (never sent: their server found no
+        worker in time, or is stopping): ``scheduled`` again, the delivery
+        taken back, so any server's next round may hand them out. Returns
+        the ids given back; rows another session armed are not touched."""
+        if not items:
+            return []
+        pairs = sorted(set(items))
+
+        def fn(conn: Connection) -> list[str]:
+            found: list[str] = []
+            for chunk in chunks(pairs, _CHUNK):
+                found += conn.execute(
+                    executions.update()
+                    .where(
+                        sa.tuple_(executions.c.id, executions.c.delivery).in_(chunk),
+                        status_in(executions.c.status, ARMED),
+                        executions.c.owner == owner,
+                    )
+                    .values(**_DISARMED)
+                    .returning(executions.c.id)
+                ).scalars().all()
+            return sorted(found)
+
+        return await self._tx(fn, row_locked=True)
+
+    async def armed_owners(self, limit: int = 1000) -> list[str]:
+        """The sessions that armed executions are stamped with (``executions_armed``)."""
+
+        def fn(conn: Connection) -> list[str]:
+            query = (
+                sa.select(executions.c.owner)
+                .where(status_in(executions.c.status, ARMED), executions.c.owner.is_not(None))
+                .group_by(executions.c.owner)
+                .order_by(executions.c.owner)
+                .limit(limit)
+            )
+            return list(conn.execute(query).scalars())
+
+        return await self._tx(fn, idempotent=True)
+
+    async def disarm_owner(self, owner: str, limit: int = 1000) -> list[Retry]:
+        """Up to ``limit`` executions armed by ``owner``, a session that no
+        longer exists, back to ``scheduled`` with their delivery taken back
+        (rows another transaction holds are passed over). Returns them, so
+        the caller can put their ready instants into its wheel."""
+
+        def fn(conn: Connection) -> list[Retry]:
+            picked = (
+                sa.select(executions.c.id)
+                .where(status_in(executions.c.status, ARMED), executions.c.owner == owner)
+                .order_by(executions.c.owner, executions.c.id)
+                .limit(limit)
+            )
+            if self.caps.row_locks:
+                picked = picked.with_for_update(skip_locked=self.caps.skip_locked)
+            ids = list(conn.execute(picked).scalars())
+            if not ids:
+                return []
+            rows = conn.execute(
+                executions.update()
+                .where(executions.c.id.in_(ids), status_in(executions.c.status, ARMED), executions.c.owner == owner)
+                .values(**_DISARMED)
+                .returning(executions.c.id, executions.c.partition, executions.c.ready_at)
+            ).all()
+            return sorted((Retry(ident, partition, ready_at) for ident, partition, ready_at in rows),
+                          key=lambda r: r.execution_id)
+
+        return await self._tx(fn, row_locked=True)

@@ -1,0 +1,331 @@
+"""Executions armed ahead of their instant (store/arming.py), on SQLite and
+PostgreSQL: what may be armed, the start at the instant (never early, only
+by the arming session), disarming by the owner, by the reaper and by every
+write that changes a job's executions not started, and how readers see an
+armed execution (scheduled, never running)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+from tickwheel.v1 import job_pb2, worker_pb2
+
+from tickwheel.shared.clock import FakeClock
+from tickwheel.shared.ids import to_us
+from tickwheel_server.lease.keys import SERVERS_PREFIX, session_name
+from tickwheel_server.lease.memory import MemoryLeaseStore
+from tickwheel_server.maintenance.reaper import Reaper
+from tickwheel_server.store.executions import Capability, ResultIn
+from tickwheel_server.store.history import HistoryStore
+from tickwheel_server.store.jobs import JobStore
+from tickwheel_server.store.manual import ManualStore
+from tickwheel_server.store.operations import OperationsStore
+from tickwheel_server.store.queue import ExecutionQueue
+from tickwheel_server.store.tables import executions, tenants
+from tickwheel_server.store.tenants import Tenant, TenantStore
+
+from .test_handout import ANY_ECHO, add_execution
+
+AHEAD = timedelta(seconds=5)
+
+
+def one_off(clock, due_in: float, *, overlap: int = 0, key: str = "") -> job_pb2.Job:
+    job = job_pb2.Job(name="once", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")))
+    job.schedule.once_at.FromDatetime(clock.now() + timedelta(seconds=due_in))
+    job.overlap_policy = overlap
+    if key:
+        job.concurrency_keys.add(key=key, limit=1)
+    return job
+
+
+def every_minute(*, overlap: int = 0) -> job_pb2.Job:
+    job = job_pb2.Job(name="tick", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")))
+    job.schedule.cron.expression = "* * * * *"
+    job.schedule.cron.time_zone = "UTC"
+    job.overlap_policy = overlap
+    return job
+
+
+@pytest.fixture
+async def queue(migrated_engine, clock) -> ExecutionQueue:
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    await TenantStore(migrated_engine, clock).create(Tenant(name="globex"))
+    return ExecutionQueue(migrated_engine, clock)
+
+
+def add_one_off(engine, clock, ident: str, due_in: float = 2.0, **options) -> None:
+    add_execution(engine, clock, ident, due_in=due_in, spec=one_off(clock, due_in, **options))
+
+
+def row(engine, ident: str):
+    with engine.connect() as conn:
+        return conn.execute(
+            sa.select(executions.c.status, executions.c.owner, executions.c.delivery, executions.c.handed_out_at)
+            .where(executions.c.id == ident)
+        ).one()
+
+
+async def arm(queue, clock, owner: str = "s1", capability: Capability = ANY_ECHO, limit: int = 100):
+    return await queue.arming.arm(owner, clock.now(), clock.now() + AHEAD, capability, limit)
+
+
+def items(armed) -> list[tuple[str, int, bool]]:
+    return [(a.handed.id, a.handed.delivery, a.beside) for a in armed]
+
+
+async def test_a_ready_soon_one_off_is_armed_once_and_read_as_scheduled(queue, migrated_engine, clock) -> None:
+    add_one_off(migrated_engine, clock, "e1", due_in=2)
+    armed = await arm(queue, clock)
+    assert [(a.handed.id, a.handed.delivery, a.handed.payload, a.beside) for a in armed] == [("e1", 1, b"p", False)]
+    assert armed[0].handed.definition.target.handler.name == "echo"  # the Assignment can be built now
+    assert row(migrated_engine, "e1") == ("armed", "s1", 1, None)
+    assert await arm(queue, clock, owner="s2") == []  # armed is not scheduled: nobody arms it again
+    # No round takes it, not even at its instant: it is its arming server's to start.
+    assert await queue.handout.hand_out_ready("s2", clock.now() + timedelta(seconds=3), ANY_ECHO, 10) == []
+
+    history = HistoryStore(migrated_engine, clock)
+    seen = await history.get_execution("acme", "e1")
+    assert (seen.status, seen.delivery, seen.owner) == ("scheduled", 0, None)
+    listed = await history.list_executions("acme", "job_e1")
+    assert [(e.id, e.status, e.delivery) for e in listed.executions] == [("e1", "scheduled", 0)]
+    assert [e.id for e in (await history.list_executions("acme", "job_e1", statuses=["scheduled"])).executions] == ["e1"]
+    assert (await history.list_executions("acme", "job_e1", statuses=["running"])).executions == ()
+    with pytest.raises(Exception):
+        await history.get_execution("globex", "e1")  # another tenant's: not found
+    search = OperationsStore(migrated_engine, clock)
+    for scope in (dict(), dict(tenant="acme"), dict(job_id="job_e1"), dict(statuses=["scheduled"])):
+        found = await search.search_executions(**scope)
+        assert [(e.id, e.status) for e in found.executions] == [("e1", "scheduled")], scope
+    assert (await search.search_executions(statuses=["running"])).executions == ()
+
+
+async def test_only_what_needs_no_decision_at_its_instant_is_armed(queue, migrated_engine, clock) -> None:
+    add_one_off(migrated_engine, clock, "keyed", key="db")  # a key is counted under a lock at the instant
+    add_execution(migrated_engine, clock, "recurring", due_in=2, spec=every_minute())  # its predecessor may run
+    add_execution(migrated_engine, clock, "beside", due_in=2, spec=every_minute(overlap=job_pb2.OVERLAP_POLICY_ALLOW))
+    add_one_off(migrated_engine, clock, "now", due_in=0)  # due already: the round's
+    add_one_off(migrated_engine, clock, "later", due_in=6)  # beyond the window
+    add_execution(migrated_engine, clock, "globex_one", due_in=2, tenant="globex", spec=one_off(clock, 2))
+    add_execution(migrated_engine, clock, "other_handler", due_in=2, handler="resize",
+                  spec=one_off(clock, 2))
+    add_execution(migrated_engine, clock, "triggered", due_in=2, origin="trigger", spec=one_off(clock, 2))
+    add_execution(migrated_engine, clock, "unreadable", due_in=2)  # no schedule: the claim cannot read it
+    armed = await arm(queue, clock)
+    assert sorted(a.handed.id for a in armed) == ["beside"]
+    assert [a.beside for a in armed] == [True]
+    # A capped tenant and a paused one keep the round's path.
+    with migrated_engine.begin() as conn:
+        conn.execute(tenants.update().where(tenants.c.name == "globex").values(max_concurrency=5))
+    assert await arm(queue, clock, capability=Capability(("globex",), ("echo",), True)) == []
+    with migrated_engine.begin() as conn:
+        conn.execute(tenants.update().where(tenants.c.name == "globex").values(max_concurrency=0, state="paused"))
+    assert await arm(queue, clock, capability=Capability(("globex",), ("echo",), True)) == []
+    with migrated_engine.begin() as conn:
+        conn.execute(tenants.update().where(tenants.c.name == "globex").values(state="active"))
+    assert [a.handed.id for a in await arm(queue, clock, capability=Capability(("globex",), ("echo",), True))] == [
+        "globex_one"
+    ]
+    assert [a.handed.id for a in await arm(queue, clock, capability=Capability(("acme",), ("resize",), False))] == [
+        "other_handler"
+    ]
+    assert await arm(queue, clock, limit=0) == []
+
+
+async def test_the_arm_takes_at_most_its_limit_oldest_first(queue, migrated_engine, clock) -> None:
+    for index in range(5):
+        add_one_off(migrated_engine, clock, f"e{index}", due_in=4 - index * 0.5)
+    first = await arm(queue, clock, limit=2)
+    assert [a.handed.id for a in first] == ["e4", "e3"]
+    assert [a.handed.id for a in await arm(queue, clock, owner="s2", limit=10)] == ["e2", "e1", "e0"]
+
+
+async def test_the_start_is_never_early_and_only_by_the_arming_session(queue, migrated_engine, clock) -> None:
+    add_one_off(migrated_engine, clock, "e1", due_in=2)
+    armed = await arm(queue, clock)
+    due = clock.now() + timedelta(seconds=2)
+    # Before its instant by the server's clock: nothing, and it stays armed.
+    clock.advance(1.999999)
+    early = await queue.arming.start("s1", items(armed), clock.now())
+    assert (early.started, early.disarmed) == ([], [])
+    assert row(migrated_engine, "e1") == ("armed", "s1", 1, None)
+    clock.advance(0.000001)
+    # Another session can neither start nor disarm it; nor can a wrong delivery.
+    assert (await queue.arming.start("s2", items(armed), clock.now())).started == []
+    assert await queue.arming.disarm("s2", [("e1", 1)]) == []
+    assert (await queue.arming.start("s1", [("e1", 2, False)], clock.now())).started == []
+    assert (await queue.arming.start("s1", [("e1", 0, False)], clock.now())).started == []
+    assert row(migrated_engine, "e1") == ("armed", "s1", 1, None)
+    started = await queue.arming.start("s1", items(armed), clock.now())
+    assert (started.started, started.disarmed) == (["e1"], [])
+    assert started.at_us >= to_us(due)
+    assert row(migrated_engine, "e1") == ("running", "s1", 1, started.at_us)
+    # Started once: a second start, a disarm or another server's round does nothing.
+    assert (await queue.arming.start("s1", items(armed), clock.now())).started == []
+    assert await queue.arming.disarm("s1", [("e1", 1)]) == []
+    assert await queue.handout.hand_out_ready("s2", clock.now(), ANY_ECHO, 10) == []
+    # Its result is recorded as a hand-out's is: (id, delivery) fences it.
+    acks = await queue.outcomes.record_results([ResultIn("e1", 1, 1, worker_pb2.RESULT_OUTCOME_SUCCEEDED, "",
+                                                               "w1", ("acme",))])
+    assert [(a.execution_id, a.accepted) for a in acks] == [("e1", True)]
+    assert row(migrated_engine, "e1").status == "succeeded"
+
+
+async def test_a_fenced_start_changes_nothing(queue, migrated_engine, clock) -> None:
+    add_one_off(migrated_engine, clock, "e1", due_in=1)
+    armed = await arm(queue, clock)
+    clock.advance(1)
+    refused = await queue.arming.start("s1", items(armed), clock.now(), fence=lambda: "session in doubt")
+    assert (refused.started, refused.fenced) == ([], "session in doubt")
+    assert row(migrated_engine, "e1") == ("armed", "s1", 1, None)
+
+
+async def test_a_disarmed_execution_is_handed_out_by_any_server_with_its_delivery_back(
+    queue, migrated_engine, clock
+) -> None:
+    add_one_off(migrated_engine, clock, "e1", due_in=2)
+    armed = await arm(queue, clock)
+    assert await queue.arming.disarm("s1", [("e1", 1)]) == ["e1"]
+    assert row(migrated_engine, "e1") == ("scheduled", None, 0, None)
+    clock.advance(2)
+    assert (await queue.arming.start("s1", items(armed), clock.now())).started == []  # never sent
+    handed = await queue.handout.hand_out_ready("s2", clock.now(), ANY_ECHO, 10)
+    assert [(h.id, h.delivery) for h in handed] == [("e1", 1)]
+
+
+async def test_a_start_yields_to_another_run_of_its_job_or_a_tenant_changed_since(
+    queue, migrated_engine, clock
+) -> None:
+    add_one_off(migrated_engine, clock, "e1", due_in=2)
+    add_one_off(migrated_engine, clock, "e2", due_in=2)
+    armed = await arm(queue, clock)
+    # A run of e1's job that started meanwhile (as a trigger whose disarm lost a race would).
+    add_execution(migrated_engine, clock, "e1_manual", job_id="job_e1", origin="trigger", due_in=-1, nominal_in=-1)
+    assert [h.id for h in await queue.handout.hand_out_ready("s2", clock.now(), ANY_ECHO, 10)] == ["e1_manual"]
+    with migrated_engine.begin() as conn:  # and e2's tenant was given a cap
+        conn.execute(tenants.update().where(tenants.c.name == "acme").values(max_concurrency=100))
+    clock.advance(2)
+    outcome = await queue.arming.start("s1", items(armed), clock.now())
+    assert (outcome.started, outcome.disarmed) == ([], ["e1", "e2"])
+    assert row(migrated_engine, "e1") == ("scheduled", None, 0, None)
+    assert row(migrated_engine, "e2") == ("scheduled", None, 0, None)
+
+
+async def test_a_run_of_an_allow_job_starts_beside_others(queue, migrated_engine, clock) -> None:
+    spec = every_minute(overlap=job_pb2.OVERLAP_POLICY_ALLOW)
+    add_execution(migrated_engine, clock, "busy", job_id="job_a", spec=spec, due_in=0)
+    assert [h.id for h in await queue.handout.hand_out_ready("s2", clock.now(), ANY_ECHO, 10)] == ["busy"]
+    add_execution(migrated_engine, clock, "next", job_id="job_a", spec=spec, due_in=2)
+    armed = await arm(queue, clock)
+    assert items(armed) == [("next", 1, True)]
+    clock.advance(2)
+    assert (await queue.arming.start("s1", items(armed), clock.now())).started == ["next"]
+
+
+async def test_a_trigger_or_a_backfill_disarms_the_jobs_armed_run(queue, migrated_engine, clock) -> None:
+    world_jobs = JobStore(migrated_engine, clock, partition_count=16)
+    manual = ManualStore(migrated_engine, clock)
+    add_one_off(migrated_engine, clock, "e1", due_in=2)
+    armed = await arm(queue, clock)
+    await manual.trigger("acme", "job_e1", "r1")
+    assert row(migrated_engine, "e1") == ("scheduled", None, 0, None)
+    clock.advance(2)
+    assert (await queue.arming.start("s1", items(armed), clock.now())).started == []
+    # The round decides both: the manual run (ahead) starts, the occurrence is skipped behind it.
+    handed = await queue.handout.hand_out_ready("s2", clock.now(), ANY_ECHO, 10)
+    assert [h.id for h in handed] == ["job_e1:trigger:r1"]
+    assert world_jobs is not None
+
+    add_one_off(migrated_engine, clock, "f1", due_in=2)
+    armed = await arm(queue, clock)
+    assert items(armed) == [("f1", 1, False)]
+    await manual.backfill("acme", "job_f1", [clock.now() - timedelta(hours=1)], dry_run=False)
+    assert row(migrated_engine, "f1") == ("scheduled", None, 0, None)
+
+
+async def test_cancel_pause_update_and_delete_treat_an_armed_run_as_not_started(migrated_engine, clock) -> None:
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    queue = ExecutionQueue(migrated_engine, clock)
+    jobs = JobStore(migrated_engine, clock, partition_count=16)
+    history = HistoryStore(migrated_engine, clock)
+    from tickwheel_server.store.jobrecords import NewJob
+
+    async def armed_one_off(name: str):
+        spec = one_off(clock, 2)
+        record, _ = await jobs.create(NewJob(
+            id=f"job_{name}", tenant="acme", name=name, spec=spec.SerializeToString(), time_zone="UTC",
+            next_run_at=None, next_due_at=None, tzdata_version="2026a", payload_size=0,
+        ), f"req-{name}")
+        due = to_us(clock.now() + timedelta(seconds=2))
+        with migrated_engine.begin() as conn:
+            conn.execute(executions.insert().values(
+                id=name, job_id=record.id, tenant="acme", partition=record.partition, origin="scheduled",
+                nominal_at=due, due_at=due, ready_at=due, attempt=1, delivery=0, status="scheduled", owner=None,
+                worker_id=None, handler="echo", missed_count=1, reap_count=0, payload=b"p", error="",
+                dead_reason="", created_at=0, finished_at=None))
+        got = await arm(queue, clock)
+        # Earlier ones disarmed as scheduled are armed again: given back, to test one at a time.
+        await queue.arming.disarm("s1", [(a.handed.id, a.handed.delivery) for a in got if a.handed.id != name])
+        armed = [a for a in got if a.handed.id == name]
+        assert row(migrated_engine, name).status == "armed"
+        return record, armed
+
+    _, canceled = await armed_one_off("c")
+    after = await history.cancel_execution("acme", "c")
+    assert (after.status, after.delivery) == ("canceled", 0)
+
+    paused_job, paused = await armed_one_off("p")
+    _, held = await jobs.pause("acme", paused_job.id)
+    assert held == 1 and row(migrated_engine, "p") == ("waiting", None, 0, None)
+
+    updated_job, updated = await armed_one_off("u")
+    spec = one_off(clock, 2)
+    spec.payload = b"new"
+    await jobs.update("acme", updated_job.id, updated_job.version, name="u", spec=spec.SerializeToString(),
+                      time_zone="UTC", tzdata_version="2026a", payload_size=3, reschedule=None)
+    assert row(migrated_engine, "u") == ("scheduled", None, 0, None)  # handed out with its new payload
+
+    deleted_job, deleted = await armed_one_off("d")
+    assert await jobs.delete("acme", deleted_job.id) == 1
+    assert row(migrated_engine, "d").status == "canceled"
+
+    clock.advance(2)
+    outcome = await queue.arming.start("s1", items(canceled + paused + updated + deleted), clock.now())
+    assert (outcome.started, outcome.disarmed) == ([], [])
+    handed = await queue.handout.hand_out_ready("s2", clock.now(), ANY_ECHO, 10)
+    assert [(h.id, h.payload) for h in handed] == [("u", b"new")]
+
+
+async def test_a_dead_sessions_armed_runs_are_disarmed_at_once_and_run_once_elsewhere(migrated_engine) -> None:
+    clock = FakeClock()
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    for index in range(5):
+        add_one_off(migrated_engine, clock, f"e{index}", due_in=2)
+    leases = MemoryLeaseStore(clock)
+    alive = await leases.open_session(60)
+    doomed = await leases.open_session(60)
+    await leases.put(SERVERS_PREFIX + "a", "{}", session=alive)
+    await leases.put(SERVERS_PREFIX + "b", "{}", session=doomed)
+    queue = ExecutionQueue(migrated_engine, clock)
+    mine = await arm(queue, clock, owner=session_name(alive.id), limit=2)
+    theirs = await arm(queue, clock, owner=session_name(doomed.id), limit=10)
+    assert len(mine) == 2 and len(theirs) == 3
+    disarmed = []
+    reaper = Reaper(queue.requeues, leases, lambda: alive, clock, server_id="a", grace=10.0, batch=2,
+                    arming=queue.arming, on_disarmed=disarmed.extend)
+    assert await reaper.reap_once() == 0  # both alive
+    await doomed.close()
+    assert await reaper.reap_once() == 3  # no grace: no worker holds an armed execution
+    assert sorted(r.execution_id for r in disarmed) == sorted(a.handed.id for a in theirs)
+    assert await reaper.reap_once() == 0
+    clock.advance(2)
+    # The dead server's start (had it a clock) sends nothing; the live one's starts its own.
+    assert (await queue.arming.start(session_name(doomed.id), items(theirs), clock.now())).started == []
+    assert len((await queue.arming.start(session_name(alive.id), items(mine), clock.now())).started) == 2
+    first = await queue.handout.hand_out_ready(session_name(alive.id), clock.now(), ANY_ECHO, 10)
+    assert sorted((h.id, h.delivery) for h in first) == sorted((a.handed.id, 1) for a in theirs)
+    assert await queue.handout.hand_out_ready(session_name(alive.id), clock.now(), ANY_ECHO, 10) == []
+    with migrated_engine.connect() as conn:
+        statuses = conn.execute(sa.select(executions.c.status, sa.func.count()).group_by(executions.c.status)).all()
+    assert dict(statuses) == {"running": 5}

@@ -1,0 +1,78 @@
+"""Executions armed ahead of their instant under a server's death: real
+`tickwheel server` and `tickwheel worker` processes on one real PostgreSQL
+and one real etcd (docs/architecture.md, "Hand-outs decided ahead").
+
+The only worker is connected to server b, so b arms the one-off jobs a few
+seconds before their instant; b is SIGKILLed holding them armed. Its
+session expires, the reaper puts its armed rows back to scheduled, the
+worker moves to server a, and an audit of the store finds every job run
+exactly once (one execution, one attempt, delivery 1: the armed delivery
+was taken back), never early.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from contextlib import ExitStack
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from tests.support.faults import eventually
+from tests.support.server import start_worker_process
+
+from .test_dispatch_faults import (  # noqa: F401 (engine is a fixture)
+    HANDLERS, SESSION_TTL, TICK, audit, create_once_jobs, engine, now, scheduler, spaced, start_server, succeeded,
+    tenant_and_credential, wait_worker_connected,
+)
+
+pytestmark = [pytest.mark.postgres, pytest.mark.etcd, pytest.mark.slow]
+
+JOBS = 12
+
+
+def armed(engine: sa.Engine, job_ids: list[str]) -> dict[str, int]:
+    """owner -> how many of the jobs' executions it holds armed."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text("SELECT owner, count(*) FROM executions WHERE status = 'armed' AND job_id = ANY(:ids) "
+                    "GROUP BY owner"),
+            {"ids": job_ids},
+        ).all()
+    return {owner: count for owner, count in rows}
+
+
+def test_sigkill_of_the_server_holding_armed_executions_runs_each_exactly_once_elsewhere(
+    tmp_path: Path, postgres_url: str, etcd_endpoint: str, engine: sa.Engine
+) -> None:
+    ids = {name: f"armed-{name}-{os.getpid()}" for name in "ab"}
+    with ExitStack() as stack:
+        a = start_server(stack, tmp_path, postgres_url, etcd_endpoint, ids["a"])
+        b = start_server(stack, tmp_path, postgres_url, etcd_endpoint, ids["b"])
+        api_key, credential = tenant_and_credential(a)
+        # pick_first: connected to b, moves to a when b dies.
+        worker = start_worker_process(stack, tmp_path, f"ipv4:{b.address},{a.address}", credential, "w1",
+                                      "--handlers", HANDLERS, "--no-http", "--slots", str(2 * JOBS))  # fmt: skip
+        wait_worker_connected(b, "w1")
+        with scheduler(a.address) as stub:
+            jobs = create_once_jobs([stub], api_key, spaced(now() + timedelta(seconds=6), JOBS, 0.05), "armed")
+        job_ids = list(jobs)
+        # b arms them (a has no worker to arm for) a few seconds before their instant.
+        holders = eventually(lambda: (lambda found: found if sum(found.values()) == JOBS else None)(armed(engine, job_ids)),
+                             8, "server b arms every job")
+        assert len(holders) == 1
+        assert succeeded(engine, job_ids) == 0
+        b.process.send_signal(signal.SIGKILL)
+        b.process.wait(10)
+        wait_worker_connected(a, "w1", timeout=30)
+        last_due = max(jobs.values())
+        wait = (last_due - now()).total_seconds() + 30
+        eventually(lambda: succeeded(engine, job_ids) == JOBS, wait, "every job succeeds")
+        time.sleep(TICK + 0.2)  # one more sweep: nothing runs a second time
+        assert armed(engine, job_ids) == {}
+        audit(engine, jobs, "w1")
+        assert a.process.poll() is None and worker.poll() is None
