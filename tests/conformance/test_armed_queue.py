@@ -105,3 +105,24 @@ async def test_a_fence_refusal_at_the_instant_sends_nothing(migrated_engine, clo
     assert await gateway.rounds.hand_out_round() == 0
     assert sent(connection) == [] and rows(migrated_engine)["e1"][:2] == ("armed", 1)
     assert len(gateway.armed) == 1  # kept: sent once the fence allows, or given back when it expires
+
+
+async def test_the_instant_starts_batches_up_to_the_credit_and_keeps_the_rest(migrated_engine, clock) -> None:
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    for n in range(5):
+        add_one_off(migrated_engine, clock, f"e{n}", due_in=2)
+    connections = Connections()
+    connection = connect(connections, clock, slots=5)
+    gateway = make_gateway(migrated_engine, clock, connections)
+    gateway.armed.batch = 2
+    await gateway.rounds.hand_out_round()
+    assert len(gateway.armed) == 5  # armed in batches of 2 while they came back full
+    connection.credit = 3
+    clock.advance(2)
+    assert await gateway.rounds.hand_out_round() == 3  # 2, then 1: the credit
+    assert sent(connection) == [("e0", 1), ("e1", 1), ("e2", 1)]
+    assert len(gateway.armed) == 2 and connection.credit == 0
+    connection.credit = 5
+    assert await gateway.rounds.hand_out_round() == 2
+    assert sent(connection) == [("e3", 1), ("e4", 1)]
+    assert {r[0] for r in rows(migrated_engine).values()} == {"running"}

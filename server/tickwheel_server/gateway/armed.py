@@ -27,14 +27,16 @@ newer arming (its definition and payload) replaces the older.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import to_us
 
-from ..store.arming import Armed, ArmStore
+from ..store.arming import Armed, ArmStore, StartRound
 from ..store.executions import Capability, HandedOut
 from ..store.requeue import RequeueStore
 from .connections import WorkerConnection
@@ -47,7 +49,7 @@ DEFAULT_LIMIT = 20_000
 DEFAULT_BATCH = 2_000
 DEFAULT_DISARM_AFTER = 2.0
 ARM_INTERVAL = 0.25
-"""Seconds between arming passes while the last one did not come back full."""
+"""Seconds between arming passes (a pass arms batches while they come back full)."""
 
 Deal = Callable[[list[HandedOut], list[WorkerConnection], datetime], Awaitable[int]]
 
@@ -111,8 +113,8 @@ class ArmedQueue:
 
     async def arm_ahead(self, groups: Mapping[Capability, list[WorkerConnection]], lease: Lease) -> int:
         """Arm what the groups' workers may run that is ready within
-        ``ahead`` seconds; returns how many were armed. Runs at most every
-        :data:`ARM_INTERVAL` unless the last pass came back full."""
+        ``ahead`` seconds, in batches while they come back full; returns
+        how many were armed. Runs at most every :data:`ARM_INTERVAL`."""
         if self.ahead <= 0 or self.limit <= 0 or not groups:
             return 0
         monotonic = self._clock.monotonic()
@@ -124,29 +126,34 @@ class ArmedQueue:
         for entry in self._entries.values():
             spoken[entry.capability] = spoken.get(entry.capability, 0) + 1
         armed_now = 0
-        full = False
         for capability, members in groups.items():
-            room = min(self.limit - len(self._entries), self.batch,
-                       credit_of(members, monotonic, self._timeout) - spoken.get(capability, 0))
-            if room <= 0:
-                continue
-            now = self._clock.now()
-            armed = await self._store.arm(lease.owner, now, now + timedelta(seconds=self.ahead), capability, room)
-            for item in armed:
-                self._entries[item.handed.id] = _Entry(item, capability, lease.owner)
-            armed_now += len(armed)
-            full = full or len(armed) >= room
-        self._next_arm = monotonic if full else monotonic + ARM_INTERVAL
+            credit = credit_of(members, monotonic, self._timeout)
+            while True:  # batches while they come back full, up to the room
+                room = min(self.limit - len(self._entries), self.batch, credit - spoken.get(capability, 0))
+                if room <= 0 or self._fence.refusal(lease) is not None:
+                    break
+                now = self._clock.now()
+                armed = await self._store.arm(lease.owner, now, now + timedelta(seconds=self.ahead), capability, room)
+                for item in armed:
+                    if item.handed.id not in self._entries:
+                        spoken[capability] = spoken.get(capability, 0) + 1
+                    self._entries[item.handed.id] = _Entry(item, capability, lease.owner)
+                armed_now += len(armed)
+                if len(armed) < room:
+                    break
+        self._next_arm = monotonic + ARM_INTERVAL
         return armed_now
 
     async def start_due(
-        self, groups: Mapping[Capability, list[WorkerConnection]], lease: Lease, deal: Deal
+        self, groups: Mapping[Capability, list[WorkerConnection]], lease: Lease, deal: Deal,
+        on_full: Callable[[bool], None] | None = None,
     ) -> int:
         """Start and deal the armed executions due by this server's clock,
         per capability up to its workers' credit; returns how many were
         dealt. Nothing is dealt that the store did not start under
         ``lease``: the fence is asked before the start, inside its
-        transaction and before the deal."""
+        transaction and before the deal. ``on_full(True)`` is called when a
+        start of a whole batch begins (a burst: results may wait)."""
         if not self._entries:
             return 0
         now_us = to_us(self._clock.now())
@@ -160,39 +167,84 @@ class ArmedQueue:
             if not members:
                 continue  # no worker of this kind has credit now: kept until it expires
             entries.sort(key=lambda e: (e.armed.handed.ready_at_us, e.armed.handed.id))
-            while entries:
-                credit = credit_of(members, self._clock.monotonic(), self._timeout)
-                if credit <= 0:
-                    break
-                chosen, entries = entries[: min(credit, self.batch)], entries[min(credit, self.batch):]
-                if self._fence.refusal(lease) is not None:
-                    return dealt
-                refusal = self._fence.refusal
-                outcome = await self._store.start(
-                    lease.owner, [(e.armed.handed.id, e.armed.handed.delivery, e.armed.beside) for e in chosen],
-                    self._clock.now(), fence=lambda: refusal(lease),
-                )
+            dealt += await self._start_group(deque(entries), members, lease, deal, on_full)
+        return dealt
+
+    async def _start_group(
+        self, waiting: deque[_Entry], members: list[WorkerConnection], lease: Lease, deal: Deal,
+        on_full: Callable[[bool], None] | None,
+    ) -> int:
+        """Start ``waiting`` in batches up to the members' credit, each next
+        start under way while the previous batch is dealt (its credit
+        counted as spent from its start)."""
+        refusal = self._fence.refusal
+        reserved = 0
+        dealt = 0
+
+        def launch() -> tuple[list[_Entry], asyncio.Future[StartRound]] | None:
+            nonlocal reserved
+            room = min(credit_of(members, self._clock.monotonic(), self._timeout) - reserved, self.batch)
+            if room <= 0 or not waiting or refusal(lease) is not None:
+                return None
+            chosen = [waiting.popleft() for _ in range(min(room, len(waiting)))]
+            reserved += len(chosen)
+            if on_full is not None and len(chosen) >= self.batch:
+                on_full(True)
+            items = [(e.armed.handed.id, e.armed.handed.delivery, e.armed.beside) for e in chosen]
+            return chosen, asyncio.ensure_future(
+                self._store.start(lease.owner, items, self._clock.now(), fence=lambda: refusal(lease))
+            )
+
+        current = launch()
+        try:
+            while current is not None:
+                chosen, starting = current
+                current = None
+                outcome = await starting
+                reserved -= len(chosen)
+                handed = self._taken(chosen, outcome)
                 if outcome.fenced is not None:
                     self._fence.note_refusal(outcome.fenced)
                     return dealt
-                started = set(outcome.started)
-                handed = [
-                    e.armed.handed._replace(handed_out_at_us=outcome.at_us) for e in chosen
-                    if e.armed.handed.id in started
-                ]
-                for e in chosen:  # started, disarmed, or no longer this session's: the store decided
-                    self._entries.pop(e.armed.handed.id, None)
-                self.disarmed += len(outcome.disarmed)
-                if not handed:
-                    continue
-                refused = self._fence.refusal(lease)
+                refused = refusal(lease) if handed else None
                 if refused is not None:
                     self._fence.note_refusal(refused)
                     await self._requeues.release([(h.id, h.delivery) for h in handed])
                     return dealt
-                self.started += len(handed)
-                dealt += await deal(handed, members, self._clock.now())
+                reserved += len(handed)
+                current = launch()  # the next start runs while this batch is dealt
+                if handed:
+                    self.started += len(handed)
+                    dealt += await deal(handed, members, self._clock.now())
+                reserved -= len(handed)
+        finally:
+            if current is not None:  # stopped with a start under way: what it started goes back
+                chosen, starting = current
+                try:
+                    outcome = await asyncio.shield(starting)
+                except Exception:
+                    log.exception("a start under way when its round stopped failed too")
+                else:
+                    handed = self._taken(chosen, outcome)
+                    if handed:
+                        await self._requeues.release([(h.id, h.delivery) for h in handed])
         return dealt
+
+    def _taken(self, chosen: list[_Entry], outcome: StartRound) -> list[HandedOut]:
+        """What a start started of ``chosen``, stamped with its instant; every
+        entry of ``chosen`` leaves the queue unless the start was fenced
+        (started, disarmed, or no longer this session's: the store decided)."""
+        if outcome.fenced is not None:
+            for entry in chosen:  # still armed: kept, sent later or expired
+                self._entries.setdefault(entry.armed.handed.id, entry)
+            return []
+        started = set(outcome.started)
+        for entry in chosen:
+            current = self._entries.get(entry.armed.handed.id)
+            if current is entry:
+                del self._entries[entry.armed.handed.id]
+        self.disarmed += len(outcome.disarmed)
+        return [e.armed.handed._replace(handed_out_at_us=outcome.at_us) for e in chosen if e.armed.handed.id in started]
 
     async def expire(self, lease: Lease) -> int:
         """Disarm what was not sent within ``disarm_after`` seconds of its

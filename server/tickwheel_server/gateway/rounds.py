@@ -212,7 +212,7 @@ class Rounds:
         if self._armed is not None:
             # What was armed for this instant is only started and dealt; the
             # claims below take what is left of the credit.
-            total += await self._armed.start_due(groups, lease, self._deal)
+            total += await self._armed.start_due(groups, lease, self._deal, on_full=self._backlog)
         for capability, members in groups.items():
             if refused is not None:
                 break

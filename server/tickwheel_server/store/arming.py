@@ -47,7 +47,7 @@ from tickwheel.shared.ids import to_us
 from ..jobspec import DefinitionCache
 from ..policy.arming import may_arm, runs_beside
 from ..schedule.model import ScheduleKind
-from .base import SqlStore, chunks
+from .base import SqlStore, chunks, driver_sql, execute_arrays, tuples
 from .executions import Capability, HandedOut, Retry
 from .isolation import PAUSED_WAIT, status_in
 from .tables import executions, jobs, tenants
@@ -61,6 +61,39 @@ _CHUNK = 500
 
 # Back to scheduled, the delivery taken back: no worker ever saw it.
 _DISARMED = dict(status="scheduled", owner=None, delivery=executions.c.delivery - 1)
+
+
+# The start on PostgreSQL and CockroachDB: one statement for the batch, its
+# rows found by primary key (``id = ANY`` beside the join to the arrays), the
+# guard's probes each on its partial index, written as the index writes its
+# predicate (``executions_busy``, ``executions_not_started_job``,
+# ``executions_armed_job``).
+_START = driver_sql(
+    "UPDATE executions AS e SET status = 'running', handed_out_at = :at "
+    "FROM unnest(CAST(:ids AS TEXT[]), CAST(:deliveries AS INTEGER[]), CAST(:beside AS BOOLEAN[])) "
+    "AS v (id, delivery, beside) "
+    "WHERE e.id = ANY (CAST(:ids AS TEXT[])) AND e.id = v.id AND e.delivery = v.delivery "
+    "AND e.status = 'armed' AND e.owner = :owner AND e.ready_at <= :at "
+    "AND NOT EXISTS (SELECT 1 FROM tenants AS t WHERE t.name = e.tenant "
+    "AND (t.state = 'paused' OR t.max_concurrency <> 0)) "
+    "AND (v.beside OR NOT ("
+    "EXISTS (SELECT 1 FROM executions AS o WHERE o.job_id = e.job_id "
+    "AND (o.status = 'running' OR (o.status = 'scheduled' AND o.attempt > 1)) AND o.id <> e.id) "
+    "OR EXISTS (SELECT 1 FROM executions AS o WHERE o.job_id = e.job_id AND o.status IN ('scheduled', 'waiting') "
+    "AND (o.nominal_at < e.nominal_at OR (o.nominal_at = e.nominal_at AND o.id < e.id)) "
+    f"AND (o.wait_key IS NULL OR o.wait_key <> '{PAUSED_WAIT}')) "
+    "OR EXISTS (SELECT 1 FROM executions AS o WHERE o.job_id = e.job_id AND o.status = 'armed' "
+    "AND (o.nominal_at < e.nominal_at OR (o.nominal_at = e.nominal_at AND o.id < e.id)))"
+    ")) RETURNING e.id"
+)
+
+
+# The arm's write on PostgreSQL and CockroachDB: by primary key, one array parameter.
+_ARM = driver_sql(
+    "UPDATE executions SET status = 'armed', owner = :owner, delivery = executions.delivery + 1 "
+    "WHERE executions.id = ANY (CAST(:ids AS TEXT[])) AND executions.status = 'scheduled' "
+    "RETURNING executions.id, executions.delivery"
+)
 
 
 class Armed(NamedTuple):
@@ -237,13 +270,16 @@ class ArmStore(SqlStore):
             if not chosen:
                 return []
             armed: list[Armed] = []
-            for chunk in chunks(sorted(chosen), _CHUNK):
-                moved = conn.execute(
+            if self.caps.is_postgres:
+                batches = [tuples(execute_arrays(conn, _ARM, dict(ids=sorted(chosen), owner=owner)))]
+            else:
+                batches = [conn.execute(
                     executions.update()
                     .where(executions.c.id.in_(chunk), status_in(executions.c.status, "scheduled"))
                     .values(status=ARMED, owner=owner, delivery=executions.c.delivery + 1)
                     .returning(executions.c.id, executions.c.delivery)
-                ).all()
+                ).all() for chunk in chunks(sorted(chosen), _CHUNK)]  # fmt: skip
+            for moved in batches:
                 for ident, delivery in moved:
                     row, definition = chosen[ident]
                     armed.append(Armed(
@@ -285,7 +321,13 @@ class ArmStore(SqlStore):
             mine = [status_in(executions.c.status, ARMED), executions.c.owner == owner,
                     executions.c.ready_at <= at_us]
             started: list[str] = []
-            for beside in (True, False):
+            if self.caps.is_postgres:
+                ordered = sorted(wanted.items())
+                started += [row[0] for row in tuples(execute_arrays(conn, _START, dict(
+                    ids=[ident for ident, _ in ordered], deliveries=[d for _, (d, _b) in ordered],
+                    beside=[b for _, (_d, b) in ordered], owner=owner, at=at_us,
+                )))]  # fmt: skip
+            for beside in (() if self.caps.is_postgres else (True, False)):
                 pairs = sorted((ident, d) for ident, (d, b) in wanted.items() if b == beside)
                 for chunk in chunks(pairs, _CHUNK):
                     query = executions.update().where(
