@@ -329,3 +329,36 @@ async def test_a_dead_sessions_armed_runs_are_disarmed_at_once_and_run_once_else
     with migrated_engine.connect() as conn:
         statuses = conn.execute(sa.select(executions.c.status, sa.func.count()).group_by(executions.c.status)).all()
     assert dict(statuses) == {"running": 5}
+
+
+async def test_a_calendar_change_decides_an_armed_run_again(migrated_engine, clock) -> None:
+    from tickwheel.shared.ids import execution_id
+    from tickwheel.v1 import calendar_pb2
+    from tickwheel_server.api.calendars import definition_of, normalise_calendar
+    from tickwheel_server.api.validate import normalise_job
+    from tickwheel_server.store.partitions import PartitionStore
+
+    from .test_calendar_claims import CLAIM_AT, OWNED, SATURDAY, TUESDAY, World, uk_calendar, weekly_job
+
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    await PartitionStore(migrated_engine, clock).raise_epochs(OWNED, "claimer")
+    world = World(migrated_engine, clock)
+    await world.calendars.create("acme", "uk", definition_of(uk_calendar()), "cal-1")
+    spec = weekly_job(job_pb2.CALENDAR_RULE_NEXT)
+    spec.overlap_policy = job_pb2.OVERLAP_POLICY_ALLOW  # a recurring job that may be armed
+    job = await world.create(normalise_job(spec, SATURDAY - timedelta(days=3)), SATURDAY)
+    await world.dispatch.claim_due(OWNED, CLAIM_AT)
+    ident = execution_id(job.id, SATURDAY)
+    queue = ExecutionQueue(migrated_engine, clock)
+    armed = await queue.arming.arm("s1", TUESDAY - timedelta(seconds=2), TUESDAY, Capability(("acme",), ("echo",), False), 10)
+    assert [a.handed.id for a in armed] == [ident]
+    # Easter Monday is a working day after all: the run moves to it.
+    stored = await world.calendars.get("acme", "uk")
+    changed = calendar_pb2.Calendar(name="uk", time_zone="Europe/London", holidays=["2027-03-26"])
+    await world.calendars.update("acme", "uk", stored.version, definition_of(normalise_calendar(changed)))
+    with migrated_engine.connect() as conn:
+        after = conn.execute(sa.select(executions.c.status, executions.c.delivery, executions.c.owner,
+                                       executions.c.due_at).where(executions.c.id == ident)).one()
+    assert after == ("scheduled", 0, None, to_us(TUESDAY - timedelta(days=1)))
+    started = await queue.arming.start("s1", items(armed), TUESDAY)
+    assert (started.started, started.disarmed) == ([], [])
