@@ -126,3 +126,18 @@ async def test_the_instant_starts_batches_up_to_the_credit_and_keeps_the_rest(mi
     assert await gateway.rounds.hand_out_round() == 2
     assert sent(connection) == [("e3", 1), ("e4", 1)]
     assert {r[0] for r in rows(migrated_engine).values()} == {"running"}
+
+
+async def test_an_idle_server_probes_for_what_to_arm_once_a_second(migrated_engine, clock) -> None:
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    connections = Connections()
+    connect(connections, clock)
+    gateway = make_gateway(migrated_engine, clock, connections)
+    await gateway.rounds.hand_out_round()  # nothing to arm
+    add_one_off(migrated_engine, clock, "e1", due_in=2.5)
+    clock.advance(0.999)
+    await gateway.rounds.hand_out_round()
+    assert len(gateway.armed) == 0
+    clock.advance(0.001)
+    await gateway.rounds.hand_out_round()
+    assert len(gateway.armed) == 1

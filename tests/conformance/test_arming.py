@@ -14,6 +14,7 @@ from tickwheel.v1 import job_pb2, worker_pb2
 
 from tickwheel.shared.clock import FakeClock
 from tickwheel.shared.ids import to_us
+from tickwheel_server.errors import NotFound
 from tickwheel_server.lease.keys import SERVERS_PREFIX, session_name
 from tickwheel_server.lease.memory import MemoryLeaseStore
 from tickwheel_server.maintenance.reaper import Reaper
@@ -92,7 +93,7 @@ async def test_a_ready_soon_one_off_is_armed_once_and_read_as_scheduled(queue, m
     assert [(e.id, e.status, e.delivery) for e in listed.executions] == [("e1", "scheduled", 0)]
     assert [e.id for e in (await history.list_executions("acme", "job_e1", statuses=["scheduled"])).executions] == ["e1"]
     assert (await history.list_executions("acme", "job_e1", statuses=["running"])).executions == ()
-    with pytest.raises(Exception):
+    with pytest.raises(NotFound):
         await history.get_execution("globex", "e1")  # another tenant's: not found
     search = OperationsStore(migrated_engine, clock)
     for scope in (dict(), dict(tenant="acme"), dict(job_id="job_e1"), dict(statuses=["scheduled"])):
@@ -272,6 +273,9 @@ async def test_cancel_pause_update_and_delete_treat_an_armed_run_as_not_started(
         return record, armed
 
     _, canceled = await armed_one_off("c")
+    with pytest.raises(NotFound):  # another tenant's cancel finds nothing and disarms nothing
+        await history.cancel_execution("globex", "c")
+    assert row(migrated_engine, "c") == ("armed", "s1", 1, None)
     after = await history.cancel_execution("acme", "c")
     assert (after.status, after.delivery) == ("canceled", 0)
 

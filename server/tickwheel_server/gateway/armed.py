@@ -49,7 +49,11 @@ DEFAULT_LIMIT = 20_000
 DEFAULT_BATCH = 2_000
 DEFAULT_DISARM_AFTER = 2.0
 ARM_INTERVAL = 0.25
-"""Seconds between arming passes (a pass arms batches while they come back full)."""
+"""Seconds between arming passes while the last one armed something (a pass
+arms batches while they come back full)."""
+IDLE_ARM_INTERVAL = 1.0
+"""Seconds between arming passes after one that armed nothing: an idle
+server probes for what to arm no more often than it claims."""
 
 Deal = Callable[[list[HandedOut], list[WorkerConnection], datetime], Awaitable[int]]
 
@@ -114,7 +118,8 @@ class ArmedQueue:
     async def arm_ahead(self, groups: Mapping[Capability, list[WorkerConnection]], lease: Lease) -> int:
         """Arm what the groups' workers may run that is ready within
         ``ahead`` seconds, in batches while they come back full; returns
-        how many were armed. Runs at most every :data:`ARM_INTERVAL`."""
+        how many were armed. Runs at most every :data:`ARM_INTERVAL`, or
+        :data:`IDLE_ARM_INTERVAL` after a pass that armed nothing."""
         if self.ahead <= 0 or self.limit <= 0 or not groups:
             return 0
         monotonic = self._clock.monotonic()
@@ -141,7 +146,7 @@ class ArmedQueue:
                 armed_now += len(armed)
                 if len(armed) < room:
                     break
-        self._next_arm = monotonic + ARM_INTERVAL
+        self._next_arm = monotonic + (ARM_INTERVAL if armed_now else IDLE_ARM_INTERVAL)
         return armed_now
 
     async def start_due(
