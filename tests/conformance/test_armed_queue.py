@@ -141,3 +141,32 @@ async def test_an_idle_server_probes_for_what_to_arm_once_a_second(migrated_engi
     clock.advance(0.001)
     await gateway.rounds.hand_out_round()
     assert len(gateway.armed) == 1
+
+
+async def test_a_run_disarmed_by_an_update_and_armed_again_is_sent_once_as_updated(migrated_engine, clock) -> None:
+    from tickwheel_server.store.jobs import JobStore
+
+    from .test_arming import one_off
+
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    add_one_off(migrated_engine, clock, "e1", due_in=2)
+    connections = Connections()
+    connection = connect(connections, clock)
+    gateway = make_gateway(migrated_engine, clock, connections)
+    await gateway.rounds.hand_out_round()
+    assert len(gateway.armed) == 1
+    spec = one_off(clock, 2)
+    spec.payload = b"new"
+    await JobStore(migrated_engine, clock, partition_count=16).update(
+        "acme", "job_e1", 1, name="j", spec=spec.SerializeToString(), time_zone="UTC", tzdata_version="x",
+        payload_size=3, reschedule=None,
+    )
+    assert rows(migrated_engine)["e1"][:2] == ("scheduled", 0)
+    clock.advance(0.25)
+    await gateway.rounds.hand_out_round()  # armed again: the same (id, delivery), the new payload
+    assert len(gateway.armed) == 1 and rows(migrated_engine)["e1"][:2] == ("armed", 1)
+    clock.advance(1.75)
+    assert await gateway.rounds.hand_out_round() == 1
+    [message] = drain_outbox(connection)
+    assert [(a.execution_id, a.delivery, a.payload) for a in message.assignment.assignments] == [("e1", 1, b"new")]
+    assert len(gateway.armed) == 0

@@ -28,8 +28,9 @@ newer arming (its definition and payload) replaces the older.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
@@ -101,6 +102,14 @@ class ArmedQueue:
         self.disarm_after = disarm_after
         self._timeout = heartbeat_timeout
         self._entries: dict[str, _Entry] = {}
+        """Every armed execution by id: the truth the structures below index."""
+        self._ahead: list[tuple[int, int, _Entry]] = []
+        """Heap of (ready instant, arming order, entry) not yet seen due (stale items skipped)."""
+        self._order = 0
+        self._due: dict[str, _Entry] = {}
+        """Entries seen due and not yet started (no credit, or refused)."""
+        self._per_capability: Counter[Capability] = Counter()
+        self._per_owner: Counter[str] = Counter()
         self._next_arm = float("-inf")
         self.started = 0
         """Executions started from this queue (for tests and metrics)."""
@@ -110,10 +119,43 @@ class ArmedQueue:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def _add(self, entry: _Entry) -> None:
+        old = self._entries.get(entry.armed.handed.id)
+        if old is not None:
+            self._remove(old)
+        self._entries[entry.armed.handed.id] = entry
+        self._per_capability[entry.capability] += 1
+        self._per_owner[entry.owner] += 1
+        self._order += 1
+        heapq.heappush(self._ahead, (entry.armed.handed.ready_at_us, self._order, entry))
+
+    def _remove(self, entry: _Entry) -> None:
+        ident = entry.armed.handed.id
+        if self._entries.get(ident) is not entry:
+            return
+        del self._entries[ident]
+        if self._due.get(ident) is entry:
+            del self._due[ident]
+        self._per_capability[entry.capability] -= 1
+        self._per_owner[entry.owner] -= 1
+        if not self._per_owner[entry.owner]:
+            del self._per_owner[entry.owner]
+
+    def _promote(self, now_us: int) -> None:
+        """Move the entries due by ``now_us`` from the heap to :attr:`_due`."""
+        while self._ahead and self._ahead[0][0] <= now_us:
+            _ready, _order, entry = heapq.heappop(self._ahead)
+            if self._entries.get(entry.armed.handed.id) is entry:
+                self._due[entry.armed.handed.id] = entry
+
     def next_instant_us(self, after_us: int) -> int | None:
-        """The earliest ready instant armed here later than ``after_us`` (µs), or None."""
-        return min((e.armed.handed.ready_at_us for e in self._entries.values()
-                    if e.armed.handed.ready_at_us > after_us), default=None)
+        """The earliest ready instant armed here and not yet seen due, if
+        later than ``after_us`` (µs); else None."""
+        while self._ahead and self._entries.get(self._ahead[0][2].armed.handed.id) is not self._ahead[0][2]:
+            heapq.heappop(self._ahead)
+        if self._ahead and self._ahead[0][0] > after_us:
+            return self._ahead[0][0]
+        return None
 
     async def arm_ahead(self, groups: Mapping[Capability, list[WorkerConnection]], lease: Lease) -> int:
         """Arm what the groups' workers may run that is ready within
@@ -127,9 +169,7 @@ class ArmedQueue:
             return 0
         if self._fence.refusal(lease) is not None:
             return 0
-        spoken: dict[Capability, int] = {}
-        for entry in self._entries.values():
-            spoken[entry.capability] = spoken.get(entry.capability, 0) + 1
+        spoken = self._per_capability
         armed_now = 0
         for capability, members in groups.items():
             credit = credit_of(members, monotonic, self._timeout)
@@ -140,9 +180,7 @@ class ArmedQueue:
                 now = self._clock.now()
                 armed = await self._store.arm(lease.owner, now, now + timedelta(seconds=self.ahead), capability, room)
                 for item in armed:
-                    if item.handed.id not in self._entries:
-                        spoken[capability] = spoken.get(capability, 0) + 1
-                    self._entries[item.handed.id] = _Entry(item, capability, lease.owner)
+                    self._add(_Entry(item, capability, lease.owner))
                 armed_now += len(armed)
                 if len(armed) < room:
                     break
@@ -161,10 +199,10 @@ class ArmedQueue:
         start of a whole batch begins (a burst: results may wait)."""
         if not self._entries:
             return 0
-        now_us = to_us(self._clock.now())
+        self._promote(to_us(self._clock.now()))
         due: dict[Capability, list[_Entry]] = {}
-        for entry in self._entries.values():
-            if entry.armed.handed.ready_at_us <= now_us and entry.owner == lease.owner:
+        for entry in self._due.values():
+            if entry.owner == lease.owner:
                 due.setdefault(entry.capability, []).append(entry)
         dealt = 0
         for capability, entries in due.items():
@@ -239,15 +277,11 @@ class ArmedQueue:
         """What a start started of ``chosen``, stamped with its instant; every
         entry of ``chosen`` leaves the queue unless the start was fenced
         (started, disarmed, or no longer this session's: the store decided)."""
-        if outcome.fenced is not None:
-            for entry in chosen:  # still armed: kept, sent later or expired
-                self._entries.setdefault(entry.armed.handed.id, entry)
+        if outcome.fenced is not None:  # still armed: kept, sent later or expired
             return []
         started = set(outcome.started)
         for entry in chosen:
-            current = self._entries.get(entry.armed.handed.id)
-            if current is entry:
-                del self._entries[entry.armed.handed.id]
+            self._remove(entry)
         self.disarmed += len(outcome.disarmed)
         return [e.armed.handed._replace(handed_out_at_us=outcome.at_us) for e in chosen if e.armed.handed.id in started]
 
@@ -257,17 +291,24 @@ class ArmedQueue:
         returns how many the store gave back."""
         if not self._entries:
             return 0
-        limit_us = to_us(self._clock.now()) - int(self.disarm_after * 1_000_000)
-        stale: dict[str, list[tuple[str, int]]] = {}
-        for ident, entry in self._entries.items():
+        now_us = to_us(self._clock.now())
+        self._promote(now_us)
+        limit_us = now_us - int(self.disarm_after * 1_000_000)
+        # Only the due ones can be late; all are read when a session other
+        # than the lease's armed some (rare: a new session).
+        scanned = self._entries.values() if set(self._per_owner) - {lease.owner} else self._due.values()
+        stale: dict[str, list[_Entry]] = {}
+        for entry in scanned:
             if entry.owner != lease.owner or entry.armed.handed.ready_at_us < limit_us:
-                stale.setdefault(entry.owner, []).append((ident, entry.armed.handed.delivery))
+                stale.setdefault(entry.owner, []).append(entry)
         given = 0
-        for owner, items in stale.items():
+        for owner, entries in stale.items():
             # Kept until the store confirms: a failed disarm is tried again at
             # the next pass, never forgotten while the rows stay armed.
-            given += len(await self._store.disarm(owner, items))
-            for ident, _delivery in items:
-                self._entries.pop(ident, None)
+            given += len(await self._store.disarm(
+                owner, [(e.armed.handed.id, e.armed.handed.delivery) for e in entries]
+            ))
+            for entry in entries:
+                self._remove(entry)
         self.disarmed += given
         return given
