@@ -605,6 +605,8 @@ async def _captured(engine: sa.Engine, call: Awaitable, marker: str) -> list[tup
 
 
 RUNNING_INDEXES = {"executions_owner", "executions_running_tenant", "executions_busy"}
+ARMED_INDEXES = {"executions_armed", "executions_armed_job"}
+"""The armed group's (migration 0027): both hold armed rows only, a few thousand a server at most."""
 """Partial indexes of running executions (``executions_busy`` also of retries waiting): migration 0014."""
 
 
@@ -659,27 +661,30 @@ async def test_queue_depth_and_search_are_index_scans_on_postgresql(postgres_url
         running = [row for row in rows if row["status"] == "running"]
         searches = {  # scope: (call, its running executions, (index, most rows read) of each group)
             "all": (store.search_executions(before_key=(now, "job_t0512:999999"), limit=50), running,
-                    (("executions_ended", 51), ("executions_not_started", 51), (RUNNING_INDEXES, None))),
+                    (("executions_ended", 51), ("executions_not_started", 51), (RUNNING_INDEXES, None),
+                     (ARMED_INDEXES, None))),
             # A tenant's executions not started are read from the index of all, the tenant a filter: at most `scan`.
             "tenant": (store.search_executions(tenant="t07", before_key=(now, "x"), limit=50, scan=200),
                        [row for row in running if row["tenant"] == "t07"],
                        (("executions_ended_tenant", 51), ("executions_not_started", 200),
-                        ({"executions_running_tenant"}, None))),
+                        ({"executions_running_tenant"}, None), (ARMED_INDEXES, None))),
             "job": (store.search_executions(job_id="job_t0717", limit=50),
                     [row for row in running if row["job_id"] == "job_t0717"],
-                    (("executions_ended_job", 51), ("executions_not_started_job", 51), ({"executions_busy"}, None))),
+                    (("executions_ended_job", 51), ("executions_not_started_job", 51), ({"executions_busy"}, None),
+                     (ARMED_INDEXES, None))),
         }  # fmt: skip
         for scope, (call, running_in_scope, expected) in searches.items():
-            # The page's keys, one statement per group; the rest are primary-key reads.
+            # The page's keys, one statement per group (ended, not started,
+            # running, armed: none armed here); the rest are primary-key reads.
             captured = [sent for sent in await _captured(engine, call, "FROM executions") if "ORDER BY" in sent[0]]
-            assert len(captured) == 3, (scope, captured)
+            assert len(captured) == 4, (scope, captured)
             for (statement, parameters), (index_name, most) in zip(captured, expected):
                 nodes = _explain(engine, statement, parameters)
                 scans = [n for n in nodes if n.get("Relation Name") == "executions" or "Index Name" in n]
                 used = [n["Index Name"] for n in scans if "Index Name" in n]
                 assert not any(n["Node Type"] == "Seq Scan" for n in nodes), (scope, index_name, nodes)
                 read = max(n["Actual Rows"] + n.get("Rows Removed by Filter", 0) for n in scans)
-                if most is None:  # every running execution of the scope, sorted: no more
+                if most is None:  # every running (or armed: none) execution of the scope, sorted: no more
                     assert len(used) == 1 and used[0] in index_name, (scope, nodes)
                     assert read <= len(running_in_scope), (scope, read, len(running_in_scope))
                 else:
