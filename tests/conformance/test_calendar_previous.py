@@ -17,14 +17,11 @@ import pytest
 import sqlalchemy as sa
 from tickwheel.v1 import calendar_pb2, job_pb2
 
-from tickwheel.shared.ids import execution_id, new_job_id, to_us
+from tickwheel.shared.ids import execution_id, to_us
+from tests.conformance.test_calendar_claims import World as ClaimWorld
 from tickwheel_server.api.calendars import definition_of, normalise_calendar
 from tickwheel_server.api.validate import normalise_job
 from tickwheel_server.schedule import Fire
-from tickwheel_server.store.calendars import CalendarStore
-from tickwheel_server.store.dispatch import DispatchStore
-from tickwheel_server.store.jobrecords import JobRecord, NewJob
-from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.partitions import PartitionStore
 from tickwheel_server.store.tables import executions, jobs, skips
 from tickwheel_server.store.tenants import Tenant, TenantStore
@@ -60,24 +57,8 @@ def job_of(expression: str, rule: int = job_pb2.CALENDAR_RULE_PREVIOUS, calendar
 WEEKLY = "0 9 * * MON"
 
 
-class World:
-    def __init__(self, engine: sa.Engine, clock) -> None:
-        self.engine = engine
-        self.clock = clock
-        self.jobs = JobStore(engine, clock, partition_count=PARTITIONS)
-        self.dispatch = DispatchStore(engine, clock)
-        self.calendars = CalendarStore(engine, clock)
-
-    async def create(self, job: job_pb2.Job, cursor: datetime, tenant: str = "acme") -> JobRecord:
-        ident = new_job_id(self.clock.now())
-        record, _ = await self.jobs.create(
-            NewJob(
-                id=ident, tenant=tenant, name=job.name, spec=job.SerializeToString(), time_zone="Europe/London",
-                next_run_at=cursor, next_due_at=cursor, tzdata_version="2026a", payload_size=0,
-            ),
-            f"req-{ident}",
-        )
-        return record
+class World(ClaimWorld):
+    """The calendar claims' world, reading a cursor's two instants too."""
 
     def cursor(self, job_id: str) -> tuple[int | None, int | None]:
         """(``next_run_at``, ``next_nominal_at``) as stored."""

@@ -26,7 +26,7 @@ from tests.support.faults import eventually
 from tests.support.server import start_worker_process
 
 from .test_dispatch_faults import (  # noqa: F401 (engine is a fixture)
-    HANDLERS, SESSION_TTL, TICK, audit, create_once_jobs, engine, now, scheduler, spaced, start_server, succeeded,
+    HANDLERS, TICK, audit, create_once_jobs, engine, now, scheduler, spaced, start_server, succeeded,
     tenant_and_credential, wait_worker_connected,
 )
 
