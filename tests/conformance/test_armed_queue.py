@@ -30,13 +30,19 @@ def sent(connection) -> list[tuple[str, int]]:
     return sorted((a.execution_id, a.delivery) for m in drain_outbox(connection) for a in m.assignment.assignments)
 
 
-async def test_armed_by_a_round_ahead_and_sent_at_the_instant_never_before(migrated_engine, clock) -> None:
-    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
-    add_one_off(migrated_engine, clock, "e1", due_in=2)
-    add_one_off(migrated_engine, clock, "e2", due_in=2)
+async def served(engine, clock, *due: str, slots: int | None = None):
+    """Tenant acme with one-offs ``due`` two seconds ahead, and a gateway with
+    one connected worker (``slots`` of credit, or the default): (gateway, connection)."""
+    await TenantStore(engine, clock).create(Tenant(name="acme"))
+    for ident in due:
+        add_one_off(engine, clock, ident, due_in=2)
     connections = Connections()
-    connection = connect(connections, clock)
-    gateway = make_gateway(migrated_engine, clock, connections)
+    connection = connect(connections, clock) if slots is None else connect(connections, clock, slots=slots)
+    return make_gateway(engine, clock, connections), connection
+
+
+async def test_armed_by_a_round_ahead_and_sent_at_the_instant_never_before(migrated_engine, clock) -> None:
+    gateway, connection = await served(migrated_engine, clock, "e1", "e2")
     assert await gateway.rounds.hand_out_round() == 0
     assert len(gateway.armed) == 2
     assert {ident: r[0] for ident, r in rows(migrated_engine).items()} == {"e1": "armed", "e2": "armed"}
@@ -56,11 +62,7 @@ async def test_armed_by_a_round_ahead_and_sent_at_the_instant_never_before(migra
 
 
 async def test_what_no_worker_can_take_in_time_is_given_back_to_every_server(migrated_engine, clock) -> None:
-    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
-    add_one_off(migrated_engine, clock, "e1", due_in=2)
-    connections = Connections()
-    connection = connect(connections, clock, slots=1)
-    gateway = make_gateway(migrated_engine, clock, connections)
+    gateway, connection = await served(migrated_engine, clock, "e1", slots=1)
     await gateway.rounds.hand_out_round()
     assert len(gateway.armed) == 1
     connection.credit = 0  # busy at the instant
@@ -77,12 +79,7 @@ async def test_what_no_worker_can_take_in_time_is_given_back_to_every_server(mig
 
 
 async def test_a_canceled_armed_execution_is_never_sent(migrated_engine, clock) -> None:
-    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
-    add_one_off(migrated_engine, clock, "e1", due_in=2)
-    add_one_off(migrated_engine, clock, "e2", due_in=2)
-    connections = Connections()
-    connection = connect(connections, clock)
-    gateway = make_gateway(migrated_engine, clock, connections)
+    gateway, connection = await served(migrated_engine, clock, "e1", "e2")
     await gateway.rounds.hand_out_round()
     assert len(gateway.armed) == 2
     await HistoryStore(migrated_engine, clock).cancel_execution("acme", "e1")
@@ -94,11 +91,7 @@ async def test_a_canceled_armed_execution_is_never_sent(migrated_engine, clock) 
 
 
 async def test_a_fence_refusal_at_the_instant_sends_nothing(migrated_engine, clock, monkeypatch) -> None:
-    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
-    add_one_off(migrated_engine, clock, "e1", due_in=2)
-    connections = Connections()
-    connection = connect(connections, clock)
-    gateway = make_gateway(migrated_engine, clock, connections)
+    gateway, connection = await served(migrated_engine, clock, "e1")
     await gateway.rounds.hand_out_round()
     clock.advance(2)
     monkeypatch.setattr(gateway.fence, "refusal", lambda lease=None: "session in doubt")
@@ -148,11 +141,7 @@ async def test_a_run_disarmed_by_an_update_and_armed_again_is_sent_once_as_updat
 
     from .test_arming import one_off
 
-    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
-    add_one_off(migrated_engine, clock, "e1", due_in=2)
-    connections = Connections()
-    connection = connect(connections, clock)
-    gateway = make_gateway(migrated_engine, clock, connections)
+    gateway, connection = await served(migrated_engine, clock, "e1")
     await gateway.rounds.hand_out_round()
     assert len(gateway.armed) == 1
     spec = one_off(clock, 2)
