@@ -102,14 +102,24 @@ def calendar_ref_of(job: job_pb2.Job, field: str = "job") -> JobCalendarRef | No
     return JobCalendarRef(name, rule)
 
 
-def calendar_column(spec: bytes) -> str:
-    """The name of the calendar a stored definition names ('' for none, or
-    for bytes that do not parse): what ``jobs.calendar`` holds."""
+def calendar_ref(spec: bytes) -> tuple[str, bool]:
+    """(the name of the calendar a stored definition names, whether its rule
+    is ``previous``); ('', False) for none, or for bytes that do not parse.
+    The name is what ``jobs.calendar`` holds; only a ``previous`` job has a
+    scan key of its own to write (``store/calendarcursor.py``)."""
     try:
         job = job_pb2.Job.FromString(spec)
     except DecodeError:
-        return ""
-    return job.calendar.name if job.HasField("calendar") else ""
+        return "", False
+    if not job.HasField("calendar"):
+        return "", False
+    return job.calendar.name, job.calendar.rule == job_pb2.CALENDAR_RULE_PREVIOUS
+
+
+def calendar_column(spec: bytes) -> str:
+    """The name of the calendar a stored definition names ('' for none, or
+    for bytes that do not parse): what ``jobs.calendar`` holds."""
+    return calendar_ref(spec)[0]
 
 
 _GAP = {

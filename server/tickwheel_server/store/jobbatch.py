@@ -47,7 +47,7 @@ from tickwheel.v1 import job_pb2
 from tickwheel.shared.ids import from_us, to_us
 
 from ..errors import NotFound, QuotaExceeded, TickwheelError, VersionConflict
-from ..jobspec import calendar_column
+from ..jobspec import calendar_column, calendar_ref
 from ..policy.jobchanges import (
     CursorView, PausedSpan, Pending, Reschedule, SkippedSpan, expired_at_resume, row_refresh,
 )
@@ -342,9 +342,9 @@ def rekey_written(conn: Connection, tenant: str, records: Iterable[JobRecord], n
     """After their rows were written with nominal cursors: the scan keys of
     those of ``records`` naming a calendar whose rule is ``previous``
     (:func:`.calendarcursor.rekey_previous`; nothing read for the others)."""
-    named = [record.id for record in records if calendar_column(record.spec)]
-    if named:
-        rekey_previous(conn, named, from_us(now_us), tenant=tenant)
+    previous = [record.id for record in records if calendar_ref(record.spec)[1]]
+    if previous:
+        rekey_previous(conn, previous, from_us(now_us), tenant=tenant)
 
 
 def pause_jobs(

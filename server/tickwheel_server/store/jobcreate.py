@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection
 from tickwheel.shared.ids import from_us, partition_of
 
 from ..errors import NotFound, QuotaExceeded, TickwheelError
-from ..jobspec import calendar_column
+from ..jobspec import calendar_ref
 from . import quota, requests
 from .base import array_literal, tuples
 from .calendarcursor import rekey_previous
@@ -130,10 +130,11 @@ def create_jobs(
                 tenant, "max_jobs", max_jobs, "the tenant has as many jobs as it may"
             )
     if new:
-        named = _insert_jobs(conn, caps, batch, new if len(new) < len(batch) else None, slot, partition_count, now_us)
-        if named:
+        previous = _insert_jobs(conn, caps, batch, new if len(new) < len(batch) else None, slot, partition_count,
+                                now_us)
+        if previous:
             # A ``previous`` job is scanned at the instant its first run moves to.
-            rekey_previous(conn, named, from_us(now_us), tenant=tenant)
+            rekey_previous(conn, previous, from_us(now_us), tenant=tenant)
     if seen or oversized:
         # An oversized item whose request id was seen is a repeat like any
         # other: it gets the job its first request created.
@@ -175,7 +176,7 @@ def _insert_jobs(
     now_us: int,
 ) -> list[str]:
     """Insert the rows of ``batch``'s jobs at ``chosen`` (None: every one);
-    the ids of those naming a calendar."""
+    the ids of those naming a calendar with the rule ``previous``."""
 
     def column(values: list) -> list:
         return values if chosen is None else [values[i] for i in chosen]
@@ -185,7 +186,9 @@ def _insert_jobs(
     next_runs = column(batch.next_runs)
     states = ["active" if at is not None else "completed" for at in next_runs]
     specs = column(batch.specs)
-    calendars = [calendar_column(spec) for spec in specs]
+    refs = [calendar_ref(spec) for spec in specs]
+    calendars = [name for name, _ in refs]
+    previous = [job_id for job_id, (_, earlier) in zip(ids, refs) if earlier]
     if caps.is_sqlite:
         conn.execute(jobs.insert(), [
             dict(id=job_id, tenant=batch.tenant, partition=partition, name=name, state=state, spec=spec,
@@ -197,7 +200,7 @@ def _insert_jobs(
                 column(batch.next_dues), column(batch.tzdata), calendars,
             )
         ])  # fmt: skip
-        return [job_id for job_id, calendar in zip(ids, calendars) if calendar]
+        return previous
     conn.exec_driver_sql(_INSERT_JOBS, dict(
         tenant=batch.tenant, now=now_us, slot=slot, ids=array_literal(ids), partitions=array_literal(partitions),
         names=array_literal(column(batch.names)), states=array_literal(states), specs=specs,
@@ -205,7 +208,7 @@ def _insert_jobs(
         next_dues=array_literal(column(batch.next_dues)), tzdata=array_literal(column(batch.tzdata)),
         calendars=array_literal(calendars),
     ))  # fmt: skip
-    return [job_id for job_id, calendar in zip(ids, calendars) if calendar]
+    return previous
 
 
 def _jobs_of_requests(conn: Connection, tenant: str, ids: list[str], now_us: int) -> dict[str, Outcome]:
