@@ -241,7 +241,8 @@ def test_a_huge_csv_cell_fails_its_record_alone(cli, fake, tenant, store, tmp_pa
 
 def test_lines_go_in_calls_of_batch_size(cli, fake, tenant, store, tmp_path) -> None:
     path = _jsonl(tmp_path, *(_line(name=f"j{i}") for i in range(5)))
-    assert cli(*tenant, "job", "import", str(path), "--batch-size", "2").code == 0
+    # One call at a time, so the calls arrive in the file's order.
+    assert cli(*tenant, "job", "import", str(path), "--batch-size", "2", "--parallel", "1").code == 0
     assert [len(r.items) for r in fake.requests("BatchCreateJobs")] == [2, 2, 1]
     for size in ("0", "1001"):
         result = cli(*tenant, "job", "import", str(path), "--batch-size", size)
