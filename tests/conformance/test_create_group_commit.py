@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 
 import grpc
+import pytest
 
 from tests.conformance.test_job_writes import counts, new_job, slots_hold
 from tickwheel_server.api.status import status_for
 from tickwheel_server.coalescer import CreateCoalescer
-from tickwheel_server.store.errors import StoreUnavailableError
+from tickwheel_server.store.engine import create_store_engine
+from tickwheel_server.store.errors import StoreError, StoreUnavailableError
 from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
@@ -82,3 +84,51 @@ async def test_a_failed_group_fails_each_call_retryably_and_writes_nothing(migra
     again = await coalescer.create(new_job(clock, name="j0"), "r0")
     assert again == (retried[0][0], False)
     assert not coalescer.writing("acme")
+
+
+@pytest.mark.postgres
+async def test_creates_through_a_postgres_restart_are_each_created_once(
+    postgres_server, migrated_postgres_url, clock
+) -> None:
+    """Pooled connections are not pinged before use: the server's restart
+    under concurrent creates costs reconnects and retryable failures,
+    never a job created twice or a unit of the quota lost; after it, no
+    create runs on a connection the restart closed."""
+    engine = create_store_engine(migrated_postgres_url, connect_timeout=2)
+    try:
+        tenants = ["acme", "bravo"]
+        for tenant in tenants:
+            await TenantStore(engine, clock).create(Tenant(name=tenant, max_jobs=1000))
+        store = JobStore(engine, clock, partition_count=16)
+        coalescer = CreateCoalescer(store.create_many)
+        restarted = asyncio.Event()
+        answers: dict[tuple[str, str], object] = {}
+
+        async def client(tenant: str, number: int) -> None:
+            sent = 0
+            while not restarted.is_set() or sent < 3:
+                request_id = f"{tenant}-{number}-{sent}"
+                try:
+                    answers[tenant, request_id] = await coalescer.create(new_job(clock, tenant), request_id)
+                except StoreError as error:  # retryable, or ambiguous: the client retries it
+                    answers[tenant, request_id] = error
+                sent += 1
+
+        # Both tenants' writes side by side: the pool holds connections the restart closes.
+        clients = [asyncio.create_task(client(tenant, number)) for tenant in tenants for number in range(3)]
+        await until(lambda: len(answers) >= 12)
+        await asyncio.to_thread(postgres_server.restart)
+        restarted.set()
+        await asyncio.wait_for(asyncio.gather(*clients), TIMEOUT)
+        retries = sum(store.retries.values())
+        for (tenant, request_id), answer in answers.items():
+            again = await coalescer.create(new_job(clock, tenant), request_id)  # a retry with its request id
+            if isinstance(answer, tuple):
+                assert again == (answer[0], False), "a create answered before is its request's job"
+        for tenant in tenants:
+            made = sum(1 for (owner, _), answer in answers.items() if owner == tenant)
+            assert counts(engine, tenant) == (made, made, made), "each request created once, each job counted once"
+            slots_hold(engine, tenant)
+        assert sum(store.retries.values()) == retries, "after the restart no create ran on a closed connection"
+    finally:
+        engine.dispose()

@@ -489,7 +489,7 @@ def test_a_stopped_server_ends_in_store_unavailable_and_a_restart_is_survived(
     engine = make_engine(postgres_url, connect_timeout=2)
     make_counter(engine)  # the pool now holds a connection the restart will break
     postgres_server.restart()
-    assert run_in_transaction(engine, increment, sleep=no_sleep) == 1  # pre-ping replaces it
+    assert run_in_transaction(engine, increment, sleep=no_sleep) == 1  # replaced at checkout
 
     postgres_server.stop()
     calls = []
@@ -499,6 +499,34 @@ def test_a_stopped_server_ends_in_store_unavailable_and_a_restart_is_survived(
 
     # The server comes back during the backoff: the transaction goes through.
     assert run_in_transaction(engine, increment, sleep=lambda _: postgres_server.start()) == 2
+
+
+@pytest.mark.postgres
+def test_a_pooled_connection_is_checked_out_without_a_round_trip(pg_engine: Engine) -> None:
+    make_counter(pg_engine)
+    pings = []
+    pg_engine.dialect.do_ping = lambda dbapi_connection: pings.append(1) or True  # what pool_pre_ping would call
+    for _ in range(3):
+        run_in_transaction(pg_engine, increment)
+    assert read_counter(pg_engine) == 3 and pings == []
+
+
+@pytest.mark.postgres
+def test_a_pooled_connection_the_server_closed_is_replaced_at_checkout(postgres_url: str, make_engine) -> None:
+    engine, admin = make_engine(postgres_url), make_engine(postgres_url)
+    make_counter(engine)
+    with engine.connect() as first, engine.connect() as second:  # two pooled connections, both about to die
+        pids = [conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one() for conn in (first, second)]
+        first.rollback()
+        second.rollback()
+    for pid in pids:
+        terminate_backend(admin, pid)
+    events = []
+    assert run_in_transaction(engine, increment, sleep=no_sleep, on_retry=events.append) == 1
+    assert run_in_transaction(engine, increment, sleep=no_sleep, on_retry=events.append) == 2
+    assert events == [], "no transaction ran on a closed connection: each was replaced before use"
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one() not in pids
 
 
 async def test_the_async_wrapper_retries_on_the_injected_clock(tmp_path, make_engine) -> None:

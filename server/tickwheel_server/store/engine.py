@@ -20,12 +20,15 @@ of the URL string.
 
 from __future__ import annotations
 
+import select
 import sqlite3
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from psycopg import pq as psycopg_pq
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Connection, Dialect, Engine, make_url
@@ -108,8 +111,11 @@ def create_store_engine(
 
     ``pool_size``/``max_overflow``/``pool_timeout`` size the connection pool
     (in-memory SQLite has a pool of one, so one transaction at a time). ``connect_timeout`` (seconds) bounds each
-    PostgreSQL/CockroachDB connection attempt; pooled connections are pinged
-    before use, so a restarted server costs a reconnect, not an error.
+    PostgreSQL/CockroachDB connection attempt; a pooled connection the
+    server has closed since it was last used is replaced when it is checked
+    out (:func:`closed_by_server`: no round trip), so a restarted server
+    costs a reconnect, not an error; one that dies while in use fails its
+    transaction with a connection error, which the retry path retries.
     ``sqlite_busy_timeout`` (seconds) is how long a SQLite transaction waits
     for another writer before failing with a retryable "database is locked".
 
@@ -141,16 +147,59 @@ def create_store_engine(
         connect_args["connect_timeout"] = connect_timeout
     if "application_name" not in parsed.query:
         connect_args["application_name"] = "tickwheel"
-    return sa.create_engine(
+    engine = sa.create_engine(
         parsed,
         isolation_level=level,
         pool_size=pool_size,
         max_overflow=max_overflow,
         pool_timeout=pool_timeout,
-        pool_pre_ping=True,
         connect_args=connect_args,
         echo=echo,
     )
+
+    used: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(dbapi_connection: Any, _record: Any) -> None:
+        if dbapi_connection is not None:
+            used.add(dbapi_connection)
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        # Instead of pool_pre_ping's round trip on every checkout: the pool
+        # replaces this connection, and every one pooled before it (as
+        # after a failed ping: a restart closes them all), then checks out
+        # a new one.
+        if closed_by_server(dbapi_connection, used=dbapi_connection in used):
+            raise sa_exc.InvalidatePoolError("the server closed this pooled connection")
+
+    return engine
+
+
+def closed_by_server(connection: Any, *, used: bool) -> bool:
+    """Whether an idle psycopg ``connection`` (in the pool: no statement in
+    flight) is unusable, known without a round trip: closed, or, once
+    ``used`` (it has answered a statement), the server has sent it
+    something. Every answer a used connection was sent has been read, and
+    nothing here listens for notifications, so what arrives while it is
+    idle is the server going away (shut down, restarted, the session
+    terminated: an error, then the end of the stream) or, rarely, a notice
+    of no consequence, after which a new connection costs a reconnect. A
+    connection never used may hold what its set-up left (a TLS session
+    ticket), so only its state is checked. A server that becomes
+    unreachable without closing the connection is not detected: the first
+    statement fails with a connection error, which the retry path retries,
+    as after a ping that passed a moment before."""
+    if connection.closed or connection.broken:
+        return True
+    pgconn = connection.pgconn
+    if pgconn.status != psycopg_pq.ConnStatus.OK:
+        return True
+    if not used:
+        return False
+    poller = select.poll()
+    poller.register(pgconn.socket, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _create_sqlite_engine(
