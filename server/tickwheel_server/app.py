@@ -262,7 +262,10 @@ class TickwheelServer:
                 ).check_once,
             ],
         )
-        self.dispatcher = Dispatcher(self.stores.dispatch, self.ownership, self.wheel, self.clock, metrics=self.metrics)
+        self.dispatcher = Dispatcher(
+            self.stores.dispatch, self.ownership, self.wheel, self.clock, metrics=self.metrics,
+            lender=self.gateway.lending,
+        )
         # One sender per cluster: the reaper's leader, whichever server raised the alert.
         self.webhook = (
             AlertWebhook(

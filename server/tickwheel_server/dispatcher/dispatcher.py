@@ -5,9 +5,12 @@ Each tick (default 1 s) it runs :meth:`DispatchStore.claim_due` over all
 owned partitions at once, in batches until a batch comes back short (first
 what is due now, then the look-ahead), and
 puts each execution's due instant in the wheel; the wheel wakes the gateway
-at that instant. When the owned set changes, the wheel drops the timers of
-partitions lost and is rebuilt from the store for partitions gained (the
-store is the authority). A claim that finds a partition's epoch moved on
+at that instant. What is due now and needs no decision at its instant goes
+out from the claim itself, with the workers' credit the gateway lends it
+(:mod:`tickwheel_server.store.claim_handout`), and is dealt at once.
+When the owned set changes, the wheel drops the timers of partitions lost
+and is rebuilt from the store for partitions gained (the store is the
+authority). A claim that finds a partition's epoch moved on
 stops using that partition at once, until ownership reports a change (the
 new owner's key reaches this server through its etcd watch).
 
@@ -25,7 +28,9 @@ from typing import Protocol
 
 from tickwheel.shared.clock import Clock
 
+from ..store.claim_handout import HandOutOffer
 from ..store.dispatch import DispatchStore
+from ..store.executions import HandedOut
 from ..telemetry.metrics import Metrics
 from ..wheel import WheelRunner
 
@@ -46,6 +51,21 @@ class Owned(Protocol):
         """Wait until the generation is greater than ``after``."""
 
 
+class Loan(Protocol):
+    offer: HandOutOffer
+
+
+class Lender(Protocol):
+    """What the dispatcher needs of the gateway: its workers' credit lent to
+    a claim, and the deal of what the claim handed out with it."""
+
+    def lend(self, limit: int) -> Loan | None:
+        """Credit for one claim of at most ``limit`` a group of workers (None: none)."""
+
+    async def settle(self, loan: Loan, handed: list[list[HandedOut]]) -> int:
+        """Give the credit back and deal ``handed``; how many reached a worker."""
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -59,6 +79,7 @@ class Dispatcher:
         batch: int = 1000,
         metrics: Metrics | None = None,
         review_every: float = 30.0,
+        lender: Lender | None = None,
     ) -> None:
         self._store = store
         self._ownership = ownership
@@ -69,6 +90,7 @@ class Dispatcher:
         self._batch = batch
         self._metrics = metrics
         self._review_every = review_every
+        self._lender = lender
         self._reviewed_at: float | None = None
         self._known: set[int] = set()
         self._stale: set[int] = set()
@@ -111,12 +133,13 @@ class Dispatcher:
         for lookahead in passes:
             while owned:
                 started = self._clock.monotonic()
-                result = await self._store.claim_due(owned, self._clock.now(), lookahead=lookahead, batch=self._batch)
-                if result.executions and self._metrics is not None:
-                    self._metrics.claimed("dispatch", len(result.executions), self._clock.monotonic() - started)
+                result = await self._claim(owned, lookahead)
+                claimed = len(result.executions) + sum(map(len, result.handed_out))
+                if claimed and self._metrics is not None:
+                    self._metrics.claimed("dispatch", claimed, self._clock.monotonic() - started)
                 for execution in result.executions:
                     self._runner.insert(execution.id, execution.due_at_us, execution.partition)
-                total += len(result.executions)
+                total += claimed
                 if result.stale_partitions:
                     log.warning("partitions %s have a newer owner: no longer claiming them",
                                 sorted(result.stale_partitions))
@@ -129,6 +152,24 @@ class Dispatcher:
         self.claimed += total
         await self._review(owned)
         return total
+
+    async def _claim(self, owned: dict[int, int], lookahead: timedelta):
+        """One batch. What is due now is claimed with the workers' credit
+        lent, so what needs no decision goes out from the claim itself (not
+        the look-ahead: its rows are mostly not due, and the loan would keep
+        the credit from the rounds meanwhile)."""
+        loan = self._lender.lend(self._batch) if self._lender is not None and lookahead <= timedelta(0) else None
+        if loan is None:
+            return await self._store.claim_due(owned, self._clock.now(), lookahead=lookahead, batch=self._batch)
+        try:
+            result = await self._store.claim_due(
+                owned, self._clock.now(), lookahead=lookahead, batch=self._batch, offer=loan.offer
+            )
+        except BaseException:
+            await self._lender.settle(loan, [])
+            raise
+        await self._lender.settle(loan, result.handed_out)
+        return result
 
     async def _review(self, owned: dict[int, int]) -> None:
         started = self._clock.monotonic()

@@ -16,6 +16,8 @@ of partitions other servers own (work stealing). How the parts fit:
 - :mod:`.intake` checks, queues, records and acknowledges the workers'
   results; its queue's writer (:mod:`.results`) runs beside the rounds and
   holds back while the rounds have a backlog.
+- :mod:`.claimed` lends the workers' credit to the dispatcher's claim of
+  what is due now and deals what the claim handed out itself.
 - :mod:`.armed` arms what is ready within a few seconds and, at the start
   of each round, starts and deals what it armed for the instant.
 - :mod:`.liveness` requeues what workers lost, re-attaches what a
@@ -43,6 +45,7 @@ from ..telemetry.metrics import Metrics
 from ..telemetry.tracing import Tracing
 from .armed import DEFAULT_AHEAD, ArmedQueue
 from .budget import DEFAULT_BURST, DEFAULT_RATE, UnheldBudget
+from .claimed import ClaimLending
 from .connections import Connections, WorkerConnection
 from .fence import Fence
 from .inflight import InFlight, Key
@@ -106,6 +109,8 @@ class Gateway:
             backlog=self.intake.results.backlog, signal_cancels=self.liveness.signal_cancels,
             metrics=metrics, tracing=tracing, armed=self.armed,
         )
+        self.lending = ClaimLending(self.rounds, self.fence, store, wake=wake)
+        """Lends the workers' credit to the dispatcher's claim and deals what it handed out."""
         self.rounds_run = 0
         """Rounds :meth:`run` has run (failed ones too)."""
         self.round_done = asyncio.Event()

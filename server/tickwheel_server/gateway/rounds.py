@@ -183,6 +183,12 @@ class Rounds:
         self._signal_cancels = signal_cancels
         self._metrics = metrics
         self._tracing = tracing if tracing is not None and tracing.enabled else None
+        self.started = 0
+        """Rounds begun (a loan of credit to the dispatcher's claim wakes the next if one began meanwhile)."""
+        self.ready_left = False
+        """The last round that claimed ended a group's claims with a full one:
+        ready work may be left that its workers' credit did not cover (the
+        dispatcher's claim then hands nothing out itself: see :mod:`.claimed`)."""
 
     async def hand_out_round(self) -> int:
         """One round: returns how many executions were handed out.
@@ -192,23 +198,17 @@ class Rounds:
         before the round, inside each claim's transaction (a refused claim
         rolls back) and before each deal (refused: the claimed executions
         are given back, none reaches a worker)."""
+        self.started += 1
         fence = self._fence
         lease = fence.lease
         refused = fence.refusal(lease)
         fence.note_refusal(refused)
         if refused is not None:
             return 0
-        groups: dict[Capability, list[WorkerConnection]] = defaultdict(list)
-        monotonic, timeout = self._clock.monotonic(), self._inflight.timeout
-        for connection in self._connections.all():
-            # A stream silent for the heartbeat timeout belongs to a frozen or cut-off
-            # worker: what it were given would wait a whole timeout to be taken back.
-            if (connection.credit > 0 and not connection.draining and not connection.closed.is_set()
-                    and not connection.silent(monotonic, timeout)):
-                groups[connection.capability].append(connection)
+        groups = self.groups()
         total = 0
         stopped = 0
-        backlog = False
+        backlog = ready_left = claimed = False
         if self._armed is not None:
             # What was armed for this instant is only started and dealt; the
             # claims below take what is left of the credit.
@@ -217,6 +217,8 @@ class Rounds:
             if refused is not None:
                 break
             diverted_passes = full_batches = 0
+            full = False
+            claimed = True
             chain = _Chain(
                 members, lambda want, on_taken, capability=capability: self._claim(capability, want, lease, on_taken)
             )
@@ -254,10 +256,13 @@ class Rounds:
                     if diverted_passes >= MAX_PASSES:
                         break
             finally:
+                ready_left = ready_left or full
                 chain.closed = True
                 for claim in chain.pending:  # the round ended with claims under way: give their rows back
                     await self._give_back(claim.claiming)
         self._backlog(backlog)
+        if claimed:  # a round with no credit to claim for learns nothing of what is ready
+            self.ready_left = ready_left
         if stopped:
             await self._signal_cancels()
         if self._armed is not None:
@@ -265,6 +270,25 @@ class Rounds:
             await self._armed.expire(lease)
             await self._armed.arm_ahead(groups, lease)
         return total
+
+    def groups(self) -> dict[Capability, list[WorkerConnection]]:
+        """The workers that may be handed work now, by what they may run:
+        with credit, not draining, not closed, not silent."""
+        groups: dict[Capability, list[WorkerConnection]] = defaultdict(list)
+        monotonic, timeout = self._clock.monotonic(), self._inflight.timeout
+        for connection in self._connections.all():
+            # A stream silent for the heartbeat timeout belongs to a frozen or cut-off
+            # worker: what it were given would wait a whole timeout to be taken back.
+            if (connection.credit > 0 and not connection.draining and not connection.closed.is_set()
+                    and not connection.silent(monotonic, timeout)):
+                groups[connection.capability].append(connection)
+        return groups
+
+    async def deal(self, handed: list[HandedOut], members: list[WorkerConnection]) -> int:
+        """Send ``handed`` (handed out under this server's session) to
+        ``members`` with credit, as a round deals what it claimed; what
+        finds no credit is given back. How many were sent."""
+        return await self._deal(handed, members, self._clock.now())
 
     async def _claim(
         self, capability: Capability, want: int, lease: Lease, on_taken: Callable[[int], None] | None = None

@@ -1,7 +1,7 @@
 """The dispatcher's claim reads (see :mod:`.dispatch`): the due jobs of the
 owned partitions, one batch in the order of ``jobs_due``, and what a due
 row says: its definition if the claim can read it, its cursor, the fires
-after it (pure)."""
+after it (pure); and the claimed executions its timer wheel is rebuilt from."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from ..jobspec import JobDefinition
 from ..schedule import Fire, ScheduleError, next_fire
 from .base import driver_sql
 from .quarantine import JOB_UNREADABLE, SCHEDULE_UNCOMPUTABLE, Unreadable
-from .tables import jobs, tenants
+from .isolation import status_in
+from .tables import executions, jobs, tenants
 
 _new_fire = partial(tuple.__new__, Fire)
 
@@ -104,6 +105,26 @@ def due_select(live: list[int], horizon_us: int, batch: int, excluded: list[str]
     if skip_locked:
         query = query.with_for_update(skip_locked=True)
     return query
+
+
+def scheduled_select(partitions: list[int], until_us: int, limit: int):
+    """The executions of ``partitions`` still ``scheduled`` and ready by
+    ``until_us``, oldest first (what the timer wheel is rebuilt from). One
+    range scan of ``executions_scheduled (ready_at, partition)`` up to
+    ``until_us``, keeping the partitions asked for: it passes over the
+    entries of the others (a rare read: no index by partition is kept for
+    it, which would cost an entry at every insert of a scheduled row)."""
+    return (
+        sa.select(executions.c.id, executions.c.partition, executions.c.ready_at)
+        .where(
+            # A literal: a prepared statement's generic plan can use the partial index.
+            status_in(executions.c.status, "scheduled"),
+            executions.c.partition.in_(partitions),
+            executions.c.ready_at <= until_us,
+        )
+        .order_by(executions.c.ready_at)
+        .limit(limit)
+    )
 
 
 # ------------------------------------------------------------ what a due row says

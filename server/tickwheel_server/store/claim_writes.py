@@ -4,7 +4,9 @@ new execution rows and advanced cursors, and the skip ranges its plans record.
 The rows and cursors are two statements per batch whatever its size: on
 PostgreSQL and CockroachDB each is one statement over arrays (``INSERT …
 SELECT FROM unnest(…)``, ``UPDATE jobs … FROM unnest(…)``); on SQLite an
-executemany. Everything here runs inside the claim's transaction.
+executemany. The rows the claim hands out itself (:mod:`.claim_handout`)
+go in an INSERT of their own, already ``running``. Everything here runs
+inside the claim's transaction.
 """
 
 from __future__ import annotations
@@ -50,6 +52,26 @@ _INSERT_TRACED_FROM_ARRAYS = (
     .replace("CAST(%(payloads)b AS BYTEA[]))", "CAST(%(payloads)b AS BYTEA[]), CAST(%(trace_contexts)b AS TEXT[]))")
     .replace("missed_count, payload) ", "missed_count, payload, trace_context) ")
 )
+# The rows the claim hands out itself (:mod:`.claim_handout`): ``running``,
+# stamped with the server's session, delivery 1 and the hand-out instant;
+# the ids inserted come back (one that already existed is not handed out).
+_HANDED_OUT = (
+    ("1, 0, 'scheduled', NULL, NULL, ", "1, 1, 'running', CAST(%(owner)b AS TEXT), NULL, "),
+    ("created_at, finished_at", "created_at, finished_at, handed_out_at"),
+    ("CAST(%(created_at)b AS BIGINT), NULL", "CAST(%(created_at)b AS BIGINT), NULL, CAST(%(at)b AS BIGINT)"),
+)
+
+
+def _handed_out(sql: str) -> str:
+    for old, new in _HANDED_OUT:
+        if sql.count(old) != 1:
+            raise AssertionError(f"the claim's INSERT no longer reads {old!r} once")
+        sql = sql.replace(old, new)
+    return sql + " RETURNING id"
+
+
+_INSERT_HANDED_OUT_FROM_ARRAYS = _handed_out(_INSERT_FROM_ARRAYS)
+_INSERT_HANDED_OUT_TRACED_FROM_ARRAYS = _handed_out(_INSERT_TRACED_FROM_ARRAYS)
 # ``jobs.id = ANY(:ids)`` beside the join gives the planner a path to the
 # claimed rows by their primary key: with the join alone it hashes the
 # table's every row to probe the arrays (a Seq Scan per batch, its cost
@@ -112,14 +134,9 @@ class ClaimWrites:
     def apply_with_arrays(self, conn: Connection, now_us: int) -> None:
         """PostgreSQL and CockroachDB: one INSERT and one UPDATE over arrays."""
         if self.ids:
-            traced = dict(trace_contexts=self.trace_contexts) if self.trace_contexts else {}
+            traced = bool(self.trace_contexts)
             conn.exec_driver_sql(
-                _INSERT_TRACED_FROM_ARRAYS if traced else _INSERT_FROM_ARRAYS,
-                dict(
-                    ids=self.ids, job_ids=self.job_ids, tenants=self.tenants, partitions=self.partitions,
-                    nominal_ats=self.nominal_ats, due_ats=self.due_ats, handlers=self.handlers,
-                    missed_counts=self.missed_counts, payloads=self.payloads, created_at=now_us, **traced,
-                ),
+                _INSERT_TRACED_FROM_ARRAYS if traced else _INSERT_FROM_ARRAYS, self._row_arrays(now_us)
             )
         if self.cursor_ids:
             nominal = dict(next_nominal_ats=self.next_nominal_ats) if self.nominal else {}
@@ -134,21 +151,7 @@ class ClaimWrites:
     def apply_per_row(self, conn: Connection, now_us: int) -> None:
         """SQLite: the same rows through executemany (no arrays, no network)."""
         if self.ids:
-            rows = [
-                dict(
-                    id=ident, job_id=job_id, tenant=tenant, partition=partition, origin="scheduled",
-                    nominal_at=nominal, due_at=due, ready_at=due, attempt=1, delivery=0, status="scheduled",
-                    owner=None, worker_id=None, handler=handler, missed_count=missed, reap_count=0, payload=payload,
-                    error="", dead_reason="", created_at=now_us, finished_at=None,
-                )
-                for ident, job_id, tenant, partition, nominal, due, handler, missed, payload in zip(
-                    self.ids, self.job_ids, self.tenants, self.partitions, self.nominal_ats, self.due_ats,
-                    self.handlers, self.missed_counts, self.payloads,
-                )
-            ]
-            for row, trace_context in zip(rows, self.trace_contexts):
-                row["trace_context"] = trace_context
-            conn.execute(sqlite.insert(executions).on_conflict_do_nothing(index_elements=["id"]), rows)
+            conn.execute(sqlite.insert(executions).on_conflict_do_nothing(index_elements=["id"]), self._rows(now_us))
         if self.cursor_ids:
             rows = [
                 dict(b_id=ident, b_next_run=next_run, b_next_due=next_due, b_runs=runs, b_state=state)
@@ -160,6 +163,68 @@ class ClaimWrites:
                 for row, nominal in zip(rows, self.next_nominal_ats):
                     row["b_next_nominal"] = nominal
             conn.execute(_ADVANCE_WITH_NOMINAL_ROW if self.nominal else _ADVANCE_ROW, rows)
+
+    def take(self, indices: list[int]) -> "ClaimWrites":
+        """Move the new executions at ``indices`` (ascending) out of these
+        writes into writes of their own, which hold no cursor."""
+        taken = ClaimWrites()
+        moved = set(indices)
+        for name in _ROW_COLUMNS if not self.trace_contexts else (*_ROW_COLUMNS, "trace_contexts"):
+            column = getattr(self, name)
+            setattr(taken, name, [column[i] for i in indices])
+            setattr(self, name, [value for i, value in enumerate(column) if i not in moved])
+        return taken
+
+    def insert_handed_out(self, conn: Connection, arrays: bool, now_us: int, owner: str, at_us: int) -> set[str]:
+        """Insert these new executions already handed out: ``running``,
+        ``owner``, delivery 1, handed out at ``at_us``. Returns the ids
+        inserted: an execution that already existed is left as it was."""
+        if not self.ids:
+            return set()
+        if arrays:
+            sql = _INSERT_HANDED_OUT_TRACED_FROM_ARRAYS if self.trace_contexts else _INSERT_HANDED_OUT_FROM_ARRAYS
+            parameters = dict(self._row_arrays(now_us), owner=owner, at=at_us)
+            return {ident for (ident,) in conn.exec_driver_sql(sql, parameters)}
+        # SQLite: one writer at a time, so what exists now is what the insert would pass over.
+        existing = set(conn.execute(sa.select(executions.c.id).where(executions.c.id.in_(self.ids))).scalars())
+        rows = [
+            dict(row, delivery=1, status="running", owner=owner, handed_out_at=at_us)
+            for row in self._rows(now_us) if row["id"] not in existing
+        ]
+        if rows:
+            conn.execute(sqlite.insert(executions).on_conflict_do_nothing(index_elements=["id"]), rows)
+        return {row["id"] for row in rows}
+
+    def _row_arrays(self, now_us: int) -> dict:
+        traced = dict(trace_contexts=self.trace_contexts) if self.trace_contexts else {}
+        return dict(
+            ids=self.ids, job_ids=self.job_ids, tenants=self.tenants, partitions=self.partitions,
+            nominal_ats=self.nominal_ats, due_ats=self.due_ats, handlers=self.handlers,
+            missed_counts=self.missed_counts, payloads=self.payloads, created_at=now_us, **traced,
+        )
+
+    def _rows(self, now_us: int) -> list[dict]:
+        rows = [
+            dict(
+                id=ident, job_id=job_id, tenant=tenant, partition=partition, origin="scheduled",
+                nominal_at=nominal, due_at=due, ready_at=due, attempt=1, delivery=0, status="scheduled",
+                owner=None, worker_id=None, handler=handler, missed_count=missed, reap_count=0, payload=payload,
+                error="", dead_reason="", created_at=now_us, finished_at=None,
+            )
+            for ident, job_id, tenant, partition, nominal, due, handler, missed, payload in zip(
+                self.ids, self.job_ids, self.tenants, self.partitions, self.nominal_ats, self.due_ats,
+                self.handlers, self.missed_counts, self.payloads,
+            )
+        ]
+        for row, trace_context in zip(rows, self.trace_contexts):
+            row["trace_context"] = trace_context
+        return rows
+
+
+_ROW_COLUMNS = (
+    "ids", "job_ids", "tenants", "partitions", "nominal_ats", "due_ats", "handlers", "missed_counts", "payloads"
+)
+"""The columns of :class:`ClaimWrites` that hold one value per new execution."""
 
 
 def carried_missed(conn: Connection, row, definition: JobDefinition, cursor: Fire, now: datetime) -> int:

@@ -82,12 +82,15 @@ from ..alerts.catalogue import (
 )  # fmt: skip
 from .alerts import AlertStore
 from .base import SqlStore, execute_arrays, tuples
-from .claim_reads import DUE_SQL, DueRow, claim_cursor, claimable, dispatchable, due_select, following_fires
+from .claim_reads import (
+    DUE_SQL, DueRow, claim_cursor, claimable, dispatchable, due_select, following_fires, scheduled_select,
+)  # fmt: skip
+from .claim_handout import DirectHandOut, Fenced, HandOutOffer
 from .claim_writes import MISFIRE_REASON, TENANT_PAUSED_REASON, ClaimWrites, carried_missed, record_skip
 from .claim_calendars import CalendarCache, PreviousClaim, calendar_due, calendar_plan, record_calendar_skips
-from .isolation import status_in
+from .executions import HandedOut
 from .partitions import check_epochs
-from .tables import alerts, executions, jobs
+from .tables import alerts, jobs
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +120,8 @@ class ClaimResult:
     """Owned partitions whose epoch moved on: this server must stop claiming them."""
     full: bool = False
     """The batch hit its LIMIT: more may be due now."""
+    handed_out: list[list[HandedOut]] = field(default_factory=list)
+    """Per group of workers of the claim's offer: what it inserted handed out (not in :attr:`executions`)."""
 
 
 _make_due = DueRow._make
@@ -162,6 +167,7 @@ class DispatchStore(SqlStore):
         lookahead: timedelta = timedelta(seconds=60),
         batch: int = 1000,
         scan_limit: int = DEFAULT_SCAN_LIMIT,
+        offer: HandOutOffer | None = None,
     ) -> ClaimResult:
         """Claim one batch of due jobs of the ``owned`` partitions (partition →
         the epoch this server holds). ``now`` is the dispatcher's clock,
@@ -173,7 +179,9 @@ class DispatchStore(SqlStore):
         :attr:`quarantine` after the commit, so later claims leave it out of
         the scan; the rest of the batch is claimed as usual. ``full`` is set
         only when the batch made progress (a job planned, or one more left
-        out), so a batch of jobs that can be neither does not repeat."""
+        out), so a batch of jobs that can be neither does not repeat. With
+        an ``offer``, what is due by ``now`` and needs no decision is inserted
+        handed out (:mod:`.claim_handout`; fenced: refused, claimed without it)."""
         if not owned:
             return ClaimResult()
         now_us = to_us(now)
@@ -181,8 +189,11 @@ class DispatchStore(SqlStore):
         horizon_us = to_us(horizon)
         arrays = not self.caps.is_sqlite
         excluded = self.quarantine.excluded_keys()
+        direct = None if offer is None else DirectHandOut(offer, now_us)
 
         def fn(conn: Connection) -> tuple[ClaimResult, int]:
+            if direct is not None:
+                direct.begin()  # a retried transaction starts over
             result = ClaimResult()
             result.stale_partitions = check_epochs(conn, owned)
             live = sorted(set(owned) - result.stale_partitions)
@@ -270,6 +281,8 @@ class DispatchStore(SqlStore):
                     if trace is not None:
                         writes.trace_contexts.append(trace(ident, job_id, row.tenant, nominal_us))
                     executions.append(ClaimedExecution(ident, row.partition, due_us))
+                    if direct is not None:
+                        direct.consider(len(ids) - 1, ident, row, spec, due_us)
                 if plan.skip is not None:
                     result.skipped += plan.skip.count
                     reason = TENANT_PAUSED_REASON if row.tenant_state == "paused" else MISFIRE_REASON
@@ -308,18 +321,29 @@ class DispatchStore(SqlStore):
                     writes.next_due_ats.append(next_us)
                     writes.states.append("active")
                 writes.run_counts.append(row.run_count + plan.runs)
+            taken = None if direct is None else direct.take(conn, arrays, writes)
             if arrays:
                 writes.apply_with_arrays(conn, now_us)
             else:
                 writes.apply_per_row(conn, now_us)
+            if taken is not None:
+                result.handed_out, inserted = direct.insert(conn, arrays, taken, to_us(self.clock.now()))
+                result.executions = [e for e in executions if e.id not in inserted]
             changed = 0
             if skipped and self._alerts is not None:
                 result.alerts_raised = changed = len(self._alerts.raise_many_in(conn, skipped, now=now))
             if self._alerts is not None:
                 changed += self._record_quarantine_alerts(conn, result, now)
+            if taken is not None:
+                direct.before_commit()
             return result, changed
 
-        result, changed = await self._tx(fn)
+        try:
+            result, changed = await self._tx(fn)
+        except Fenced:  # nothing was handed out: claim as if no credit had been lent
+            return await self.claim_due(owned, now, lookahead=lookahead, batch=batch, scan_limit=scan_limit)
+        if direct is not None:
+            direct.committed()
         self._after_claim(result)
         if changed:
             self._alerts.nudge()
@@ -460,28 +484,13 @@ class DispatchStore(SqlStore):
     async def scheduled_in(self, partitions: list[int], until: datetime, limit: int = 100_000) -> list[ClaimedExecution]:
         """Executions of ``partitions`` waiting to be handed out whose ready
         instant is at or before ``until``: what the timer wheel is rebuilt from
-        when partitions are acquired (the store is the authority).
-
-        One range scan of ``executions_scheduled (ready_at, partition)`` up to
-        ``until``, keeping the partitions asked for: it passes over the
-        entries of the others (a rare read: no index by partition is kept for
-        it, which would cost an entry at every insert of a scheduled row)."""
+        when partitions are acquired (the store is the authority; the read:
+        :func:`.claim_reads.scheduled_select`)."""
         if not partitions:
             return []
-        until_us = to_us(until)
+        query = scheduled_select(partitions, to_us(until), limit)
 
         def fn(conn: Connection) -> list[ClaimedExecution]:
-            query = (
-                sa.select(executions.c.id, executions.c.partition, executions.c.ready_at)
-                .where(
-                    # A literal: a prepared statement's generic plan can use the partial index.
-                    status_in(executions.c.status, "scheduled"),
-                    executions.c.partition.in_(partitions),
-                    executions.c.ready_at <= until_us,
-                )
-                .order_by(executions.c.ready_at)
-                .limit(limit)
-            )
             return [ClaimedExecution(r.id, r.partition, r.ready_at) for r in conn.execute(query)]
 
         return await self._tx(fn)

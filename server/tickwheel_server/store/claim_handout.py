@@ -1,0 +1,252 @@
+"""The claim's direct hand-out: of what a claim creates, the executions due
+by its instant that need no decision at it go out already handed out to
+this server's workers, in the claim's own transaction (see
+docs/architecture.md, Dispatch, "Claimed straight to the hand-out").
+
+The gateway lends the claim some of its workers' credit
+(:class:`HandOutOffer`). Within the claim's transaction, the executions it
+plans that are due by the claim's ``now`` (never early: the server's clock)
+and that :func:`~tickwheel_server.policy.arming.may_arm` accepts (no
+concurrency key, a tenant neither paused nor capped, overlap ``allow`` or a
+one-off's own occurrence) are candidates; one whose job has another
+execution not ended (scheduled, waiting, running or armed) keeps the round's
+path, so the round's overlap decision still rules it. The credit of each
+group of workers is split among the candidates' tenants by the weighted
+fair share of the hand-out (:class:`~.fairshare.FairShare`: the same passes
+the rounds charge, so a tenant served here is served less by the next
+rounds). The chosen rows are inserted ``running``, stamped with the
+server's session, delivery 1 and the hand-out instant; every other row is
+inserted ``scheduled`` as before. A row whose id already existed is not
+handed out (``ON CONFLICT DO NOTHING … RETURNING``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..jobspec import JobDefinition
+from ..policy.arming import may_arm, runs_beside
+from ..policy.fairness import Demand, Shares
+from ..schedule.model import ScheduleKind
+from .base import driver_sql, execute_arrays, tuples
+from .executions import Capability, HandedOut
+from .fairshare import FairShare
+from .isolation import status_in
+from .tables import executions, tenants
+
+_ONE_OFF = (ScheduleKind.ONCE, ScheduleKind.LOCAL)
+
+# The jobs (of the candidates that do not run beside others) with an
+# execution not ended: each branch as a partial index writes its predicate
+# (``executions_active``, ``executions_armed_job``).
+_BUSY_JOBS = driver_sql(
+    "SELECT e.job_id FROM executions AS e WHERE e.job_id = ANY (CAST(:ids AS TEXT[])) "
+    "AND e.status IN ('scheduled', 'waiting', 'running') "
+    "UNION SELECT e.job_id FROM executions AS e WHERE e.job_id = ANY (CAST(:ids AS TEXT[])) AND e.status = 'armed'"
+)
+_TENANTS = driver_sql(
+    "SELECT t.name, t.weight, t.max_concurrency, t.state FROM tenants AS t WHERE t.name = ANY (CAST(:names AS TEXT[]))"
+)
+
+
+@dataclass(frozen=True)
+class HandOutOffer:
+    """What the gateway lends one claim: hand out at most ``credit`` of each
+    group's executions under ``owner``, while ``fence`` says nothing against
+    it (:meth:`~tickwheel_server.gateway.fence.Fence.refusal`, asked in the
+    claim's thread before the rows are written and just before the commit)."""
+
+    owner: str
+    groups: tuple[tuple[Capability, int], ...]
+    """Each group of workers with the credit lent for it."""
+    fair: FairShare
+    """The hand-out's fair-share passes (charged for what is handed out here)."""
+    fence: Callable[[], str | None]
+    unique_instant: Callable[[int], int]
+    """The hand-out store's: the instant stamped differs from every round's of this server."""
+
+
+class Candidate(NamedTuple):
+    """A new execution the claim may hand out directly."""
+
+    index: int
+    """Its place in the claim's writes."""
+    id: str
+    job_id: str
+    tenant: str
+    handler: str | None
+    due_us: int
+    beside: bool
+    """It may run beside others of its job: no overlap probe."""
+
+
+def needs_no_decision(definition: JobDefinition) -> tuple[bool, bool]:
+    """(whether a new scheduled occurrence of this job may be handed out
+    without the round's decisions, whether it runs beside others), as
+    :func:`~tickwheel_server.policy.arming.may_arm` rules (the tenant's cap
+    is checked apart, in :func:`choose`)."""
+    one_off = definition.schedule is not None and definition.schedule.kind in _ONE_OFF
+    if not may_arm(definition.rules, one_off=one_off, origin="scheduled", allow_overlap=False, tenant_cap=0,
+                   wait_key=None):
+        return False, False
+    return True, runs_beside(definition.rules, False)
+
+
+def fits(capability: Capability, candidate: Candidate) -> bool:
+    """Whether a worker of ``capability`` may run ``candidate``."""
+    if candidate.tenant not in capability.tenants:
+        return False
+    return candidate.handler in capability.handlers if candidate.handler is not None else capability.http
+
+
+def share_out(
+    offer: HandOutOffer, candidates: Sequence[Candidate], weights: dict[str, int], shares: Shares
+) -> list[list[Candidate]]:
+    """Per group of ``offer``, the candidates it is handed (pure): each
+    group's credit split among the tenants of the candidates it may run by
+    weighted fair share (``shares``, advanced), each tenant's oldest due
+    first; a candidate goes to one group at most."""
+    left = sorted(candidates, key=lambda c: (c.due_us, c.id))
+    chosen: list[list[Candidate]] = []
+    for capability, credit in offer.groups:
+        by_tenant: dict[str, list[Candidate]] = defaultdict(list)
+        for candidate in left:
+            if fits(capability, candidate):
+                by_tenant[candidate.tenant].append(candidate)
+        if credit <= 0 or not by_tenant:
+            chosen.append([])
+            continue
+        grants = shares.allocate(
+            credit, [Demand(tenant, max(1, weights[tenant]), len(rows)) for tenant, rows in by_tenant.items()]
+        )
+        picked = [row for tenant, rows in by_tenant.items() for row in rows[: grants[tenant]]]
+        taken = {row.index for row in picked}
+        left = [candidate for candidate in left if candidate.index not in taken]
+        chosen.append(sorted(picked, key=lambda c: (c.due_us, c.id)))
+    return chosen
+
+
+def choose(
+    conn: Connection, arrays: bool, offer: HandOutOffer, candidates: Sequence[Candidate], shares: Shares
+) -> list[list[Candidate]]:
+    """Per group of ``offer``, the candidates handed out: those of tenants
+    neither paused nor capped, whose job has no other execution not ended
+    (unless they run beside others), shared out by :func:`share_out`. Two
+    reads at most: the tenants' settings and the jobs' executions."""
+    names = sorted({c.tenant for c in candidates})
+    if arrays:
+        rows = tuples(execute_arrays(conn, _TENANTS, {"names": names}))
+    else:
+        rows = conn.execute(
+            sa.select(tenants.c.name, tenants.c.weight, tenants.c.max_concurrency, tenants.c.state)
+            .where(tenants.c.name.in_(names))
+        ).all()
+    weights = {name: weight for name, weight, cap, state in rows if cap == 0 and state != "paused"}
+    candidates = [c for c in candidates if c.tenant in weights]
+    guarded = sorted({c.job_id for c in candidates if not c.beside})
+    if guarded:
+        if arrays:
+            busy = {job_id for (job_id,) in tuples(execute_arrays(conn, _BUSY_JOBS, {"ids": guarded}))}
+        else:
+            busy = set(conn.execute(
+                sa.select(executions.c.job_id).where(
+                    executions.c.job_id.in_(guarded),
+                    status_in(executions.c.status, "scheduled", "waiting", "running", "armed"),
+                ).distinct()
+            ).scalars())  # fmt: skip
+        candidates = [c for c in candidates if c.beside or c.job_id not in busy]
+    return share_out(offer, candidates, weights, shares)
+
+
+class Fenced(Exception):
+    """The offer's fence refused just before the commit: the claim rolls back."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class DirectHandOut:
+    """One claim's direct hand-out under ``offer``: the candidates as the
+    claim plans its executions (:meth:`consider`), then, in the claim's
+    transaction, the choice (:meth:`take`), the insert (:meth:`insert`) and
+    the fence before the commit (:meth:`before_commit`); the fair-share
+    passes are kept once the claim committed (:meth:`committed`)."""
+
+    def __init__(self, offer: HandOutOffer, now_us: int) -> None:
+        self.offer = offer
+        self.now_us = now_us
+        self._shares: tuple[Shares, list[str]] | None = None
+        self.begin()
+
+    def begin(self) -> None:
+        """Start (again: a retried transaction starts over)."""
+        self.candidates: list[Candidate] = []
+        self.chosen: list[list[Candidate]] = []
+        self._eligible: dict[tuple[str, int], tuple[bool, bool]] = {}
+        self._specs: dict[str, JobDefinition] = {}
+        self._shares = None
+
+    def consider(self, index: int, ident: str, row, spec: JobDefinition, due_us: int) -> None:
+        """A new execution of the claim (``index`` in its writes) of due row ``row``."""
+        if due_us > self.now_us:  # never early: due by the server's clock
+            return
+        key = (row.id, row.version)
+        eligible = self._eligible.get(key)
+        if eligible is None:
+            eligible = self._eligible[key] = needs_no_decision(spec)
+            self._specs[row.id] = spec
+        if eligible[0]:
+            self.candidates.append(Candidate(index, ident, row.id, row.tenant, spec.handler, due_us, eligible[1]))
+
+    def take(self, conn: Connection, arrays: bool, writes):
+        """Choose (unless the fence refuses) and move the chosen rows out of
+        the claim's ``writes`` into writes of their own; None: none chosen."""
+        if not self.candidates or self.offer.fence() is not None:
+            return None
+        shares = self.offer.fair.begin()
+        self.chosen = choose(conn, arrays, self.offer, self.candidates, shares)
+        indices = sorted(c.index for group in self.chosen for c in group)
+        if not indices:
+            return None
+        self._shares = (shares, sorted({c.tenant for c in self.candidates}))
+        return writes.take(indices)
+
+    def insert(self, conn: Connection, arrays: bool, direct, at_us: int) -> tuple[list[list[HandedOut]], set[str]]:
+        """Insert ``direct`` (what :meth:`take` returned) handed out at the
+        unique instant after ``at_us``: per group, the executions handed out,
+        and the ids inserted."""
+        at_us = self.offer.unique_instant(max(self.now_us, at_us))
+        inserted = direct.insert_handed_out(conn, arrays, self.now_us, self.offer.owner, at_us)
+        place = {ident: i for i, ident in enumerate(direct.ids)}
+        traced = direct.trace_contexts
+        groups = []
+        for group in self.chosen:
+            handed = []
+            for c in group:
+                if c.id in inserted:
+                    i = place[c.id]
+                    handed.append(HandedOut(
+                        c.id, c.job_id, c.tenant, direct.partitions[i], "scheduled", direct.nominal_ats[i],
+                        direct.due_ats[i], direct.due_ats[i], 1, 1, direct.payloads[i], direct.missed_counts[i],
+                        self._specs[c.job_id], at_us, traced[i] if traced else "",
+                    ))  # fmt: skip
+            groups.append(handed)
+        return groups, inserted
+
+    def before_commit(self) -> None:
+        """Raises :class:`Fenced` if the fence refuses now."""
+        refused = self.offer.fence()
+        if refused is not None:
+            raise Fenced(refused)
+
+    def committed(self) -> None:
+        """The claim committed: keep the passes it charged."""
+        if self._shares is not None:
+            self.offer.fair.commit(*self._shares)
