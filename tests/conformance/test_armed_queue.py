@@ -159,3 +159,81 @@ async def test_a_run_disarmed_by_an_update_and_armed_again_is_sent_once_as_updat
     [message] = drain_outbox(connection)
     assert [(a.execution_id, a.delivery, a.payload) for a in message.assignment.assignments] == [("e1", 1, b"new")]
     assert len(gateway.armed) == 0
+
+
+async def test_the_instant_sends_the_assignment_built_at_arming(migrated_engine, clock, monkeypatch) -> None:
+    from tickwheel_server.gateway import rounds
+    from tickwheel_server.jobspec import DEFAULT_TIMEOUT_US
+
+    from tickwheel.shared.ids import to_us
+
+    gateway, connection = await served(migrated_engine, clock, "e1", "e2")
+    await gateway.rounds.hand_out_round()
+    assert len(gateway.armed) == 2
+
+    def built_at_the_instant(*_args, **_kw):
+        raise AssertionError("an armed execution's Assignment is built when it is armed")
+
+    monkeypatch.setattr(rounds, "add_assignment", built_at_the_instant)
+    clock.advance(2)
+    assert await gateway.rounds.hand_out_round() == 2
+    [message] = drain_outbox(connection)
+    sent_at = to_us(clock.now())
+    by_id = {a.execution_id: a for a in message.assignment.assignments}
+    assert sorted(by_id) == ["e1", "e2"]
+    due_us = rows(migrated_engine)["e1"][3]
+    first = by_id["e1"]
+    assert (first.job_id, first.tenant, first.attempt, first.delivery, first.payload, first.missed_count) == (
+        "job_e1", "acme", 1, 1, b"p", 1)
+    assert first.target.handler.name == "echo" and first.traceparent == ""
+    assert first.due_at.ToMicroseconds() == due_us == first.nominal_at.ToMicroseconds()
+    assert first.deadline_at.ToMicroseconds() == sent_at + DEFAULT_TIMEOUT_US  # from the send, not the arming
+
+
+async def test_the_armed_queue_holds_at_most_its_memory_bound(migrated_engine, clock) -> None:
+    from tickwheel_server.gateway.armed import DEFAULT_LIMIT, DEFAULT_MAX_BYTES, ENTRY_BYTES, entry_bytes
+
+    gateway, connection = await served(migrated_engine, clock, *(f"e{n}" for n in range(6)))
+    with migrated_engine.begin() as conn:  # payloads of 10 000 bytes
+        conn.execute(executions.update().values(payload=b"x" * 10_000))
+        spec_size = len(conn.execute(sa.text("SELECT spec FROM jobs WHERE id = 'job_e0'")).scalar_one())
+    one = ENTRY_BYTES + 10_000 + spec_size
+    gateway.armed.max_bytes = 3 * one + one // 2
+    await gateway.rounds.hand_out_round()
+    assert len(gateway.armed) == 3 and gateway.armed.bytes == 3 * one <= gateway.armed.max_bytes
+    assert {ident for ident, r in rows(migrated_engine).items() if r[0] == "armed"} == {"e0", "e1", "e2"}
+    clock.advance(2)
+    assert await gateway.rounds.hand_out_round() == 6  # the rest took the round's path
+    assert gateway.armed.bytes == 0
+    assert all(a.payload == b"x" * 10_000 for m in drain_outbox(connection) for a in m.assignment.assignments)
+
+
+def test_an_armed_execution_holds_no_more_than_the_queue_counts(clock) -> None:
+    """ENTRY_BYTES is an upper bound: what the queue holds, measured, is
+    within what it counts; and the defaults arm a 30 000 burst of small
+    one-offs (as bench_burst stores them) whole."""
+    import tracemalloc
+
+    from tickwheel_server.gateway.armed import DEFAULT_LIMIT, DEFAULT_MAX_BYTES, ArmedQueue, _Entry
+    from tickwheel_server.jobspec import JobDefinition
+    from tickwheel_server.store.arming import Armed
+    from tickwheel_server.store.executions import HandedOut
+
+    from .test_arming import one_off
+
+    spec = one_off(clock, 2).SerializeToString()
+    definition = JobDefinition.parse("job", 1, spec)
+    queue = ArmedQueue(None, None, clock, None)
+    count, at = 2000, 1_767_225_602_000_000
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(count):
+            handed = HandedOut(f"job_{n:05}:20260101T000002Z", f"job_{n:05}", "acme", n % 256, "scheduled",
+                               at + n, at + n, at + n, 1, 1, bytes(100), 1, definition, 0, "")
+            queue._add(_Entry(Armed(handed, False, 100 + len(spec)), ANY_ECHO, "s1"))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(queue) == count and held <= queue.bytes
+    assert DEFAULT_LIMIT >= 30_000 and DEFAULT_MAX_BYTES >= DEFAULT_LIMIT * queue.bytes // count

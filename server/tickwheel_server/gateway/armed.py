@@ -4,9 +4,11 @@ ahead"; the store's side is :mod:`tickwheel_server.store.arming`).
 
 - :meth:`ArmedQueue.arm_ahead` arms, for each group of this server's
   workers, what is ready within ``ahead`` seconds, at most the group's
-  credit not yet spoken for and at most ``limit`` in all (one batched
-  statement pair per ``batch``); each execution keeps its definition and
-  the capability it was armed for.
+  credit not yet spoken for, at most ``limit`` in all and at most
+  ``max_bytes`` of memory by :func:`entry_bytes` (one batched statement
+  pair per ``batch``); each execution keeps its Assignment serialized
+  (:func:`.assignments.prebuild`: the deal only completes and sends it)
+  and the capability it was armed for.
 - :meth:`ArmedQueue.start_due` runs at the start of every hand-out round:
   the armed executions due by this server's clock are started in the store
   (:meth:`~tickwheel_server.store.arming.ArmStore.start`: conditional on
@@ -40,13 +42,22 @@ from tickwheel.shared.ids import to_us
 from ..store.arming import Armed, ArmStore, StartRound
 from ..store.executions import Capability, HandedOut
 from ..store.requeue import RequeueStore
+from .assignments import prebuild
 from .connections import WorkerConnection
 from .fence import Fence, Lease
 
 log = logging.getLogger(__name__)
 
 DEFAULT_AHEAD = 3.0
-DEFAULT_LIMIT = 20_000
+DEFAULT_LIMIT = 50_000
+DEFAULT_MAX_BYTES = 128 * 1024 * 1024
+"""What the armed queue may hold, by :func:`entry_bytes`: 128 MiB holds
+:data:`DEFAULT_LIMIT` small executions, and about 1 000 of the largest (a
+64 KiB payload and a 64 KiB definition)."""
+ENTRY_BYTES = 2048
+"""What one armed execution holds besides its payload and its job's
+definition (ids, the hand-out tuple, the queue's slots): an upper bound,
+checked by tests/conformance/test_armed_queue.py."""
 DEFAULT_BATCH = 2_000
 DEFAULT_DISARM_AFTER = 2.0
 ARM_INTERVAL = 0.25
@@ -56,14 +67,24 @@ IDLE_ARM_INTERVAL = 1.0
 """Seconds between arming passes after one that armed nothing: an idle
 server probes for what to arm no more often than it claims."""
 
-Deal = Callable[[list[HandedOut], list[WorkerConnection], datetime], Awaitable[int]]
+Deal = Callable[[list[HandedOut], list[WorkerConnection], datetime, list[bytes]], Awaitable[int]]
+"""Send executions to workers, each with its prebuilt Assignment; returns how many were sent."""
+
+
+def entry_bytes(armed: Armed) -> int:
+    """What the armed queue counts for ``armed``: :data:`ENTRY_BYTES` and
+    what its arming counted (payload and definition: its prebuilt
+    Assignment holds the payload and the target, never more)."""
+    return ENTRY_BYTES + armed.size
 
 
 class _Entry:
-    __slots__ = ("armed", "capability", "owner")
+    __slots__ = ("armed", "capability", "owner", "prebuilt")
 
     def __init__(self, armed: Armed, capability: Capability, owner: str) -> None:
-        self.armed = armed
+        self.prebuilt = prebuild(armed.handed)
+        # The payload is in the prebuilt Assignment: not held twice.
+        self.armed = armed._replace(handed=armed.handed._replace(payload=b""))
         self.capability = capability
         self.owner = owner
 
@@ -86,18 +107,22 @@ class ArmedQueue:
         *,
         ahead: float = DEFAULT_AHEAD,
         limit: int = DEFAULT_LIMIT,
+        max_bytes: int = DEFAULT_MAX_BYTES,
         batch: int = DEFAULT_BATCH,
         disarm_after: float = DEFAULT_DISARM_AFTER,
         heartbeat_timeout: float = 30.0,
     ) -> None:
-        if ahead < 0 or limit < 0 or batch < 1 or disarm_after <= 0:
-            raise ValueError("ahead and limit must be >= 0, batch >= 1, disarm_after > 0")
+        if ahead < 0 or limit < 0 or max_bytes < 0 or batch < 1 or disarm_after <= 0:
+            raise ValueError("ahead, limit and max_bytes must be >= 0, batch >= 1, disarm_after > 0")
         self._store = store
         self._requeues = requeues
         self._clock = clock
         self._fence = fence
         self.ahead = ahead
         self.limit = limit
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        """What the queue holds now, by :func:`entry_bytes` (never above ``max_bytes``)."""
         self.batch = batch
         self.disarm_after = disarm_after
         self._timeout = heartbeat_timeout
@@ -124,6 +149,7 @@ class ArmedQueue:
         if old is not None:
             self._remove(old)
         self._entries[entry.armed.handed.id] = entry
+        self.bytes += entry_bytes(entry.armed)
         self._per_capability[entry.capability] += 1
         self._per_owner[entry.owner] += 1
         self._order += 1
@@ -134,6 +160,7 @@ class ArmedQueue:
         if self._entries.get(ident) is not entry:
             return
         del self._entries[ident]
+        self.bytes -= entry_bytes(entry.armed)
         if self._due.get(ident) is entry:
             del self._due[ident]
         self._per_capability[entry.capability] -= 1
@@ -174,11 +201,13 @@ class ArmedQueue:
         for capability, members in groups.items():
             credit = credit_of(members, monotonic, self._timeout)
             while True:  # batches while they come back full, up to the room
-                room = min(self.limit - len(self._entries), self.batch, credit - spoken.get(capability, 0))
+                room = min(self.limit - len(self._entries), self.batch, credit - spoken.get(capability, 0),
+                           (self.max_bytes - self.bytes) // ENTRY_BYTES)
                 if room <= 0 or self._fence.refusal(lease) is not None:
                     break
                 now = self._clock.now()
-                armed = await self._store.arm(lease.owner, now, now + timedelta(seconds=self.ahead), capability, room)
+                armed = await self._store.arm(lease.owner, now, now + timedelta(seconds=self.ahead), capability, room,
+                                              max_bytes=self.max_bytes - self.bytes, row_bytes=ENTRY_BYTES)
                 for item in armed:
                     self._add(_Entry(item, capability, lease.owner))
                 armed_now += len(armed)
@@ -245,7 +274,7 @@ class ArmedQueue:
                 current = None
                 outcome = await starting
                 reserved -= len(chosen)
-                handed = self._taken(chosen, outcome)
+                handed, prebuilt = self._taken(chosen, outcome)
                 if outcome.fenced is not None:
                     self._fence.note_refusal(outcome.fenced)
                     return dealt
@@ -258,7 +287,7 @@ class ArmedQueue:
                 current = launch()  # the next start runs while this batch is dealt
                 if handed:
                     self.started += len(handed)
-                    dealt += await deal(handed, members, self._clock.now())
+                    dealt += await deal(handed, members, self._clock.now(), prebuilt)
                 reserved -= len(handed)
         finally:
             if current is not None:  # stopped with a start under way: what it started goes back
@@ -268,22 +297,24 @@ class ArmedQueue:
                 except Exception:
                     log.exception("a start under way when its round stopped failed too")
                 else:
-                    handed = self._taken(chosen, outcome)
+                    handed, _prebuilt = self._taken(chosen, outcome)
                     if handed:
                         await self._requeues.release([(h.id, h.delivery) for h in handed])
         return dealt
 
-    def _taken(self, chosen: list[_Entry], outcome: StartRound) -> list[HandedOut]:
-        """What a start started of ``chosen``, stamped with its instant; every
-        entry of ``chosen`` leaves the queue unless the start was fenced
-        (started, disarmed, or no longer this session's: the store decided)."""
+    def _taken(self, chosen: list[_Entry], outcome: StartRound) -> tuple[list[HandedOut], list[bytes]]:
+        """What a start started of ``chosen``, stamped with its instant, and
+        their prebuilt Assignments; every entry of ``chosen`` leaves the
+        queue unless the start was fenced (started, disarmed, or no longer
+        this session's: the store decided)."""
         if outcome.fenced is not None:  # still armed: kept, sent later or expired
-            return []
+            return [], []
         started = set(outcome.started)
         for entry in chosen:
             self._remove(entry)
         self.disarmed += len(outcome.disarmed)
-        return [e.armed.handed._replace(handed_out_at_us=outcome.at_us) for e in chosen if e.armed.handed.id in started]
+        entries = [e for e in chosen if e.armed.handed.id in started]
+        return [e.armed.handed._replace(handed_out_at_us=outcome.at_us) for e in entries], [e.prebuilt for e in entries]
 
     async def expire(self, lease: Lease) -> int:
         """Disarm what was not sent within ``disarm_after`` seconds of its

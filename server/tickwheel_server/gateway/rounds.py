@@ -16,23 +16,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from tickwheel.v1 import worker_pb2
 
 from tickwheel.shared.clock import Clock
-from tickwheel.shared.ids import set_timestamp_us, to_us
+from tickwheel.shared.ids import to_us
 from tickwheel.shared.logs import log_execution
 
-from ..jobspec import NO_DEFINITION
 from ..store.executions import Capability, HandedOut, HandOutRound
 from ..store.queue import ExecutionQueue
 from ..telemetry.metrics import Metrics
 from ..telemetry.tracing import Tracing, traceparent_of
-from ..wire import EXECUTION_ORIGIN_TO_PROTO
 from .armed import ArmedQueue
+from .assignments import PrebuiltBatches, add_assignment
 from .connections import Connections, WorkerConnection
 from .fence import Fence, Lease
 from .inflight import InFlight, Key
@@ -44,29 +43,6 @@ MAX_PASSES = 4
 """Claims per group and round while candidates are diverted (waited, skipped)."""
 MAX_FULL_BATCHES = 20
 """Full batches per group and round before the round yields (and runs again at once)."""
-
-
-def add_assignment(batch: worker_pb2.PullResponse, handed: HandedOut, now_us: int) -> worker_pb2.Assignment:
-    """Add to ``batch`` the assignment a worker receives for one hand-out
-    (``now_us``: when it is sent, which starts its run time limit). Built
-    in place in the batch: an Assignment built apart is copied whole when
-    it is put in one."""
-    definition = handed.definition or NO_DEFINITION  # the job was deleted while it was ready
-    assignment = batch.assignment.assignments.add(
-        execution_id=handed.id,
-        job_id=handed.job_id,
-        tenant=handed.tenant,
-        attempt=handed.attempt,
-        delivery=handed.delivery,
-        payload=handed.payload,
-        target=definition.target,
-        missed_count=handed.missed_count,
-        origin=EXECUTION_ORIGIN_TO_PROTO.get(handed.origin, 0),
-    )
-    set_timestamp_us(assignment.nominal_at, handed.nominal_at_us)
-    set_timestamp_us(assignment.due_at, handed.due_at_us)
-    set_timestamp_us(assignment.deadline_at, now_us + definition.timeout_us)
-    return assignment
 
 
 @dataclass(eq=False)
@@ -314,7 +290,27 @@ class Rounds:
         if handed:
             await self._store.requeues.release([(item.id, item.delivery) for item in handed])
 
-    async def _deal(self, handed: list[HandedOut], members: list[WorkerConnection], now: datetime) -> int:
+    def _span(self, spans: list, item: HandedOut, receiver: WorkerConnection):
+        """Open the hand-out span of ``item`` (sent to ``receiver``), noted in ``spans`` to end after the send."""
+        span = self._tracing.hand_out_span(
+            item.trace_context,
+            {"tickwheel.execution_id": item.id, "tickwheel.job_id": item.job_id,
+             "tickwheel.tenant": item.tenant, "tickwheel.delivery": item.delivery,
+             "tickwheel.attempt": item.attempt, "tickwheel.worker_id": receiver.worker_id},
+            item.handed_out_at_us * 1000,
+        )  # fmt: skip
+        spans.append(span)
+        return span
+
+    async def _deal(
+        self, handed: list[HandedOut], members: list[WorkerConnection], now: datetime,
+        prebuilt: Sequence[bytes] | None = None,
+    ) -> int:
+        """Send ``handed`` to ``members`` with credit, round robin, one batch
+        per worker; returns how many were sent (the rest is given back).
+        ``prebuilt`` (armed executions): each one's Assignment from
+        :func:`.assignments.prebuild`, completed here instead of built."""
+        ahead = PrebuiltBatches(to_us(now)) if prebuilt is not None else None
         batches: dict[WorkerConnection, worker_pb2.PullResponse] = {}
         unsent: list[tuple[str, int]] = []
         spans = []
@@ -323,7 +319,7 @@ class Rounds:
         now_us = to_us(now)
         lateness: dict[str, list[float]] = defaultdict(list)
         index = 0
-        for item in handed:
+        for position, item in enumerate(handed):
             receiver = None
             for _ in range(len(members)):
                 candidate = members[index % len(members)]
@@ -342,24 +338,24 @@ class Rounds:
             batch = batches.get(receiver)
             if batch is None:
                 batch = batches[receiver] = worker_pb2.PullResponse()
-            assignment = add_assignment(batch, item, now_us)
-            if item.trace_context:
-                if self._tracing is not None:
-                    span = self._tracing.hand_out_span(
-                        item.trace_context,
-                        {"tickwheel.execution_id": item.id, "tickwheel.job_id": item.job_id,
-                         "tickwheel.tenant": item.tenant, "tickwheel.delivery": item.delivery,
-                         "tickwheel.attempt": item.attempt, "tickwheel.worker_id": receiver.worker_id},
-                        item.handed_out_at_us * 1000,
-                    )  # fmt: skip
-                    spans.append(span)
-                    assignment.traceparent = traceparent_of(span)
-                else:  # not traced here: the worker's span joins the execution's trace directly
-                    assignment.traceparent = item.trace_context
+            if ahead is not None:
+                traceparent = item.trace_context
+                if traceparent and self._tracing is not None:
+                    traceparent = traceparent_of(self._span(spans, item, receiver))
+                ahead.add(receiver, item, prebuilt[position], traceparent)
+            else:
+                assignment = add_assignment(batch, item, now_us)
+                if item.trace_context:  # untraced here, the worker's span joins the execution's trace directly
+                    assignment.traceparent = (
+                        traceparent_of(self._span(spans, item, receiver)) if self._tracing is not None
+                        else item.trace_context
+                    )
             if debug:
                 log_execution(log, logging.DEBUG, "handed out (delivery %d, attempt %d) to worker %s", item.delivery,
                               item.attempt, receiver.worker_id, execution=item.id, job=item.job_id, tenant=item.tenant)
         for connection, batch in batches.items():
+            if ahead is not None:
+                ahead.merge_into(connection, batch)
             await connection.send(batch)
         for span in spans:
             span.end()

@@ -103,6 +103,8 @@ class Armed(NamedTuple):
     handed: HandedOut
     beside: bool
     """It may start whatever else of its job runs: the start skips the overlap guard."""
+    size: int = 0
+    """Its payload's and its job's stored definition's bytes: what the arming counted against ``max_bytes``."""
 
 
 class StartRound(NamedTuple):
@@ -211,14 +213,17 @@ class ArmStore(SqlStore):
         of this server, which tells its own rows from others by (owner, instant)."""
 
     async def arm(
-        self, owner: str, now: datetime, until: datetime, capability: Capability, limit: int
+        self, owner: str, now: datetime, until: datetime, capability: Capability, limit: int,
+        *, max_bytes: int | None = None, row_bytes: int = 0,
     ) -> list[Armed]:
         """Arm for ``owner`` up to ``limit`` executions that ``capability``
         may run, ``scheduled`` with ``ready_at`` in (``now``, ``until``],
         oldest ready first, of tenants neither paused nor capped, that
         :func:`~tickwheel_server.policy.arming.may_arm` accepts; rows another
         transaction holds are passed over (SKIP LOCKED where the engine has
-        it). Two statements: the candidates with their jobs' definitions
+        it). With ``max_bytes``, candidates are accepted, oldest first, while
+        the sum over them of ``row_bytes`` plus their :attr:`Armed.size`
+        stays within it (the arming server's memory bound). Two statements: the candidates with their jobs' definitions
         (a range of ``executions_scheduled``, with the LIMIT), and one UPDATE
         of those accepted, conditional on their status. Returns them armed,
         each with its definition parsed (the Assignment can be built now)."""
@@ -259,14 +264,20 @@ class ArmStore(SqlStore):
             if self.caps.row_locks:
                 query = query.with_for_update(of=executions, skip_locked=self.caps.skip_locked)
             chosen: dict[str, tuple] = {}
+            budget = max_bytes
             for row in conn.execute(query).all():
+                size = len(row.payload) + (0 if row.spec is None else len(row.spec))
+                if budget is not None and budget < row_bytes + size:
+                    break  # oldest first: what is past the bound waits for the rounds or the next pass
                 definition = None if row.spec is None else self.definitions.get(row.job_id, row.version, row.spec)
                 readable = definition is not None and definition.problem is None
                 rules = definition.rules if readable else None
                 one_off = readable and definition.schedule is not None and definition.schedule.kind in _ONE_OFF
                 if may_arm(rules, one_off=bool(one_off), origin=row.origin, allow_overlap=bool(row.allow_overlap),
                            tenant_cap=row.max_concurrency, wait_key=row.wait_key):
-                    chosen[row.id] = (row, definition)
+                    chosen[row.id] = (row, definition, size)
+                    if budget is not None:
+                        budget -= row_bytes + size
             if not chosen:
                 return []
             armed: list[Armed] = []
@@ -281,7 +292,7 @@ class ArmStore(SqlStore):
                 ).all() for chunk in chunks(sorted(chosen), _CHUNK)]  # fmt: skip
             for moved in batches:
                 for ident, delivery in moved:
-                    row, definition = chosen[ident]
+                    row, definition, size = chosen[ident]
                     armed.append(Armed(
                         HandedOut(
                             row.id, row.job_id, row.tenant, row.partition, row.origin, row.nominal_at, row.due_at,
@@ -289,6 +300,7 @@ class ArmStore(SqlStore):
                             row.trace_context or "",
                         ),
                         runs_beside(definition.rules, bool(row.allow_overlap)),
+                        size,
                     ))
             armed.sort(key=lambda a: (a.handed.ready_at_us, a.handed.id))
             return armed

@@ -1,0 +1,116 @@
+"""The Assignment a worker receives for one hand-out: built in place in a
+batch at the deal, or built ahead as wire bytes (an armed execution) and
+only completed at the deal.
+
+An armed execution's Assignment is known seconds before its instant except
+for what its sending decides: ``deadline_at`` (the send instant plus the
+job's timeout) and ``traceparent`` (a span the deal opens). :func:`prebuild`
+serializes the rest when it is armed; :class:`PrebuiltBatches` appends the
+two fields at the deal and gives each worker its batch with one parse of
+the concatenated bytes. Protobuf's wire format allows both: a message's
+fields may come in any order, and a ``repeated`` field's elements are
+concatenated length-delimited records.
+"""
+
+from __future__ import annotations
+
+from google.protobuf import timestamp_pb2
+
+from tickwheel.v1 import worker_pb2
+
+from tickwheel.shared.ids import set_timestamp_us
+
+from ..jobspec import NO_DEFINITION
+from ..store.executions import HandedOut
+from ..wire import EXECUTION_ORIGIN_TO_PROTO
+
+_ASSIGNMENT_ITEM = b"\x0a"
+"""``Assignments.assignments`` (field 1, length-delimited)."""
+_ASSIGNMENT_BATCH = b"\x12"
+"""``PullResponse.assignment`` (field 2, length-delimited)."""
+_DEADLINE_AT = b"\x52"
+"""``Assignment.deadline_at`` (field 10, length-delimited)."""
+_TRACEPARENT = b"\x5a"
+"""``Assignment.traceparent`` (field 11, length-delimited)."""
+
+
+def varint(value: int) -> bytes:
+    """``value`` (>= 0) as a protobuf base-128 varint."""
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def add_assignment(batch: worker_pb2.PullResponse, handed: HandedOut, now_us: int) -> worker_pb2.Assignment:
+    """Add to ``batch`` the assignment a worker receives for one hand-out
+    (``now_us``: when it is sent, which starts its run time limit). Built
+    in place in the batch: an Assignment built apart is copied whole when
+    it is put in one."""
+    definition = handed.definition or NO_DEFINITION  # the job was deleted while it was ready
+    assignment = batch.assignment.assignments.add(
+        execution_id=handed.id,
+        job_id=handed.job_id,
+        tenant=handed.tenant,
+        attempt=handed.attempt,
+        delivery=handed.delivery,
+        payload=handed.payload,
+        target=definition.target,
+        missed_count=handed.missed_count,
+        origin=EXECUTION_ORIGIN_TO_PROTO.get(handed.origin, 0),
+    )
+    set_timestamp_us(assignment.nominal_at, handed.nominal_at_us)
+    set_timestamp_us(assignment.due_at, handed.due_at_us)
+    set_timestamp_us(assignment.deadline_at, now_us + definition.timeout_us)
+    return assignment
+
+
+def prebuild(handed: HandedOut) -> bytes:
+    """``handed``'s Assignment without ``deadline_at`` and ``traceparent``,
+    serialized: what :meth:`PrebuiltBatches.add` completes at the deal."""
+    assignment = add_assignment(worker_pb2.PullResponse(), handed, 0)
+    assignment.ClearField("deadline_at")
+    return assignment.SerializeToString()
+
+
+class PrebuiltBatches:
+    """One deal's prebuilt assignments, per receiver, sent at ``now_us``."""
+
+    __slots__ = ("_now_us", "_deadlines", "_parts")
+
+    def __init__(self, now_us: int) -> None:
+        self._now_us = now_us
+        self._deadlines: dict[int, bytes] = {}
+        """Encoded ``deadline_at`` field per job timeout (µs): one per timeout in a deal."""
+        self._parts: dict[object, list[bytes]] = {}
+
+    def _deadline(self, timeout_us: int) -> bytes:
+        field = self._deadlines.get(timeout_us)
+        if field is None:
+            stamp = timestamp_pb2.Timestamp()
+            set_timestamp_us(stamp, self._now_us + timeout_us)
+            encoded = stamp.SerializeToString()
+            field = self._deadlines[timeout_us] = _DEADLINE_AT + varint(len(encoded)) + encoded
+        return field
+
+    def add(self, receiver: object, handed: HandedOut, prebuilt: bytes, traceparent: str = "") -> None:
+        """Queue for ``receiver`` the assignment ``prebuilt`` (from
+        :func:`prebuild` of ``handed``) with its deadline from the send
+        instant and ``traceparent`` if any."""
+        item = prebuilt + self._deadline((handed.definition or NO_DEFINITION).timeout_us)
+        if traceparent:
+            encoded = traceparent.encode()
+            item += _TRACEPARENT + varint(len(encoded)) + encoded
+        parts = self._parts.get(receiver)
+        if parts is None:
+            parts = self._parts[receiver] = []
+        parts.append(_ASSIGNMENT_ITEM + varint(len(item)) + item)
+
+    def merge_into(self, receiver: object, batch: worker_pb2.PullResponse) -> None:
+        """Append ``receiver``'s queued assignments to ``batch`` (one parse)."""
+        parts = self._parts.pop(receiver, None)
+        if parts:
+            inner = b"".join(parts)
+            batch.MergeFromString(_ASSIGNMENT_BATCH + varint(len(inner)) + inner)
