@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from tickwheel.shared.ids import to_us
+from tickwheel_server.gateway.armed import DEFAULT_START_AHEAD
 from tickwheel_server.gateway.connections import Connections
+from tickwheel_server.gateway.gateway import Gateway
 from tickwheel_server.store.history import HistoryStore
 from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.tables import executions
@@ -30,12 +33,15 @@ def sent(connection) -> list[tuple[str, int]]:
     return sorted((a.execution_id, a.delivery) for m in drain_outbox(connection) for a in m.assignment.assignments)
 
 
-async def served(engine, clock, *due: str, slots: int | None = None):
-    """Tenant acme with one-offs ``due`` two seconds ahead, and a gateway with
-    one connected worker (``slots`` of credit, or the default): (gateway, connection)."""
+async def served(engine, clock, *due: str, slots: int | None = None, later: tuple[str, ...] = ()):
+    """Tenant acme with one-offs ``due`` two seconds ahead (``later`` three),
+    and a gateway with one connected worker (``slots`` of credit, or the
+    default): (gateway, connection)."""
     await TenantStore(engine, clock).create(Tenant(name="acme"))
     for ident in due:
         add_one_off(engine, clock, ident, due_in=2)
+    for ident in later:
+        add_one_off(engine, clock, ident, due_in=3)
     connections = Connections()
     connection = connect(connections, clock) if slots is None else connect(connections, clock, slots=slots)
     return make_gateway(engine, clock, connections), connection
@@ -47,16 +53,24 @@ async def test_armed_by_a_round_ahead_and_sent_at_the_instant_never_before(migra
     assert len(gateway.armed) == 2
     assert {ident: r[0] for ident, r in rows(migrated_engine).items()} == {"e1": "armed", "e2": "armed"}
     due_us = rows(migrated_engine)["e1"][3]
-    assert gateway.armed.next_instant_us(0) == due_us
-    clock.advance(1.999)
+    ahead_us = int(DEFAULT_START_AHEAD * 1_000_000)
+    assert gateway.armed.next_instant_us(0) == due_us - ahead_us  # started ahead of the instant
+    clock.advance(2 - DEFAULT_START_AHEAD - 0.001)
+    assert await gateway.rounds.hand_out_round() == 0
+    assert {r[0] for r in rows(migrated_engine).values()} == {"armed"}
+    clock.advance(0.001)
+    assert await gateway.rounds.hand_out_round() == 0  # started, dealt, not sent
+    after = rows(migrated_engine)
+    assert all(status == "running" and delivery == 1 and at == due for status, delivery, at, due in after.values())
+    assert gateway.armed.waiting_to_send == 2 and gateway.armed.next_instant_us(to_us(clock.now())) == due_us
+    assert connection.credit == 8 and gateway.inflight.held_by(connection) == []  # its credit is spoken for
+    clock.advance(DEFAULT_START_AHEAD - 0.001)
     assert await gateway.rounds.hand_out_round() == 0
     assert sent(connection) == []
     clock.advance(0.001)
     assert await gateway.rounds.hand_out_round() == 2
     assert sent(connection) == [("e1", 1), ("e2", 1)]
-    after = rows(migrated_engine)
-    assert all(status == "running" and delivery == 1 and at >= due for status, delivery, at, due in after.values())
-    assert len(gateway.armed) == 0 and gateway.armed.started == 2
+    assert len(gateway.armed) == 0 and gateway.armed.started == 2 and gateway.armed.waiting_to_send == 0
     assert connection.credit == 8
     assert sorted(gateway.inflight.held_by(connection)) == [("e1", 1), ("e2", 1)]
 
@@ -191,7 +205,7 @@ async def test_the_instant_sends_the_assignment_built_at_arming(migrated_engine,
 
 
 async def test_the_armed_queue_holds_at_most_its_memory_bound(migrated_engine, clock) -> None:
-    from tickwheel_server.gateway.armed import DEFAULT_LIMIT, DEFAULT_MAX_BYTES, ENTRY_BYTES, entry_bytes
+    from tickwheel_server.gateway.armed import ENTRY_BYTES
 
     gateway, connection = await served(migrated_engine, clock, *(f"e{n}" for n in range(6)))
     with migrated_engine.begin() as conn:  # payloads of 10 000 bytes
@@ -237,3 +251,151 @@ def test_an_armed_execution_holds_no_more_than_the_queue_counts(clock) -> None:
         tracemalloc.stop()
     assert len(queue) == count and held <= queue.bytes
     assert DEFAULT_LIMIT >= 30_000 and DEFAULT_MAX_BYTES >= DEFAULT_LIMIT * queue.bytes // count
+
+
+async def started_ahead(migrated_engine, clock, *due: str, later: tuple[str, ...] = ()):
+    """``due`` armed, then started one ``DEFAULT_START_AHEAD`` before their
+    instant (running, dealt, not sent), ``later`` armed: (gateway, connection)."""
+    gateway, connection = await served(migrated_engine, clock, *due, later=later)
+    await gateway.rounds.hand_out_round()
+    clock.advance(2 - DEFAULT_START_AHEAD)
+    assert await gateway.rounds.hand_out_round() == 0
+    assert {ident: r[0] for ident, r in rows(migrated_engine).items() if ident in due} == dict.fromkeys(due, "running")
+    assert sent(connection) == [] and gateway.armed.waiting_to_send == len(due)
+    return gateway, connection
+
+
+async def finish(gateway, connection, outcome=None) -> list[tuple[str, int]]:
+    """The worker reports every assignment it was sent: the keys reported."""
+    from tickwheel.v1 import worker_pb2
+
+    keys = sent(connection)
+    await gateway.intake.record(connection, [worker_pb2.ExecutionResult(
+        execution_id=i, delivery=d, attempt=1, outcome=outcome or worker_pb2.RESULT_OUTCOME_SUCCEEDED) for i, d in keys])
+    return keys
+
+
+async def test_a_cancel_within_the_start_window_is_a_running_cancel_told_to_the_worker(migrated_engine, clock) -> None:
+    """e1 is canceled once started (a second ahead): handled as running,
+    its worker told; e3, due a second later and canceled then, was still
+    armed: disarmed and canceled, never sent."""
+    from tickwheel.v1 import worker_pb2
+
+    gateway, connection = await started_ahead(migrated_engine, clock, "e1", "e2", later=("e3",))
+    assert rows(migrated_engine)["e3"][:2] == ("armed", 1)
+    assert (await HistoryStore(migrated_engine, clock).cancel_execution("acme", "e3")).status == "canceled"
+    canceled = await HistoryStore(migrated_engine, clock).cancel_execution("acme", "e1", "stop")
+    assert canceled.status == "running"  # a started run: its worker is told once it holds it
+    assert await gateway.liveness.signal_cancels() == 0  # nobody holds it yet
+    clock.advance(DEFAULT_START_AHEAD)
+    assert await gateway.rounds.hand_out_round() == 2
+    messages = drain_outbox(connection)
+    assert sorted(a.execution_id for m in messages for a in m.assignment.assignments) == ["e1", "e2"]
+    clock.advance(DEFAULT_START_AHEAD)
+    assert await gateway.rounds.hand_out_round() == 0  # e3's instant: nothing to send
+    assert rows(migrated_engine)["e3"][:2] == ("canceled", 0)
+    assert await gateway.liveness.signal_cancels() == 1
+    [cancel] = [m.cancel for m in drain_outbox(connection) if m.WhichOneof("message") == "cancel"]
+    assert [(e.execution_id, e.delivery) for e in cancel.executions] == [("e1", 1)]
+    await gateway.intake.record(connection, [worker_pb2.ExecutionResult(
+        execution_id="e1", delivery=1, attempt=1, outcome=worker_pb2.RESULT_OUTCOME_CANCELED)])
+    with migrated_engine.connect() as conn:
+        found = conn.execute(sa.select(executions.c.id, executions.c.status, executions.c.dead_reason)).all()
+    assert sorted(found) == [("e1", "canceled", "canceled: stop"), ("e2", "running", ""),
+                             ("e3", "canceled", "canceled: by request")]
+
+
+async def test_a_delete_or_pause_within_the_start_window_lets_the_started_run_end_once(migrated_engine, clock) -> None:
+    from tickwheel_server.store.jobs import JobStore
+
+    gateway, connection = await started_ahead(migrated_engine, clock, "e1", "e2")
+    jobs = JobStore(migrated_engine, clock, partition_count=16)
+    assert await jobs.delete("acme", "job_e1") == 0  # nothing not started to cancel
+    await jobs.pause("acme", "job_e2")
+    clock.advance(DEFAULT_START_AHEAD)
+    assert await gateway.rounds.hand_out_round() == 2
+    assert await finish(gateway, connection) == [("e1", 1), ("e2", 1)]
+    assert {ident: r[:2] for ident, r in rows(migrated_engine).items()} == {
+        "e1": ("succeeded", 1), "e2": ("succeeded", 1)}
+
+
+async def test_a_server_gone_between_the_start_and_the_send_loses_nothing(migrated_engine, clock) -> None:
+    """s1 started e1 and died before its instant: the reaper requeues it
+    (delivery 2), another server hands it out, its worker ends it once."""
+    gateway, connection = await started_ahead(migrated_engine, clock, "e1")
+    del gateway  # never sends
+    queue = ExecutionQueue(migrated_engine, clock)
+    assert await queue.requeues.running_owners() == ["s1"]
+    reaped = await queue.requeues.reap_owner("s1", "session s1 expired")
+    assert [r.execution_id for r in reaped.requeued] == ["e1"]
+    assert rows(migrated_engine)["e1"][:2] == ("scheduled", 1)
+    clock.advance(DEFAULT_START_AHEAD)
+    others = Connections()
+    elsewhere = connect(others, clock, worker_id="w2")
+    other = Gateway(ExecutionQueue(migrated_engine, clock), others, clock, owner="s2")
+    assert await other.rounds.hand_out_round() == 1
+    assert await finish(other, elsewhere) == [("e1", 2)]
+    assert rows(migrated_engine)["e1"][:2] == ("succeeded", 2)
+    assert sent(connection) == []
+
+
+async def test_a_fence_refusal_at_the_send_gives_the_started_batch_back(migrated_engine, clock, monkeypatch) -> None:
+    gateway, connection = await started_ahead(migrated_engine, clock, "e1")
+    assert connection.credit == 9
+    clock.advance(DEFAULT_START_AHEAD)
+    monkeypatch.setattr(gateway.fence, "refusal", lambda lease=None: "session in doubt")
+    assert await gateway.armed.start_due({}, gateway.fence.lease, gateway.rounds) == 0
+    assert sent(connection) == [] and connection.credit == 10 and gateway.armed.waiting_to_send == 0
+    assert rows(migrated_engine)["e1"][:2] == ("scheduled", 0)
+
+
+async def test_a_batch_not_sent_in_time_is_given_back_never_sent_late(migrated_engine, clock) -> None:
+    """A started batch that could not be sent within ``disarm_after`` of its
+    instant (rounds refused that long) is given back: by then the safety net
+    may have requeued it, and its old delivery must not reach a worker."""
+    gateway, connection = await started_ahead(migrated_engine, clock, "e1")
+    clock.advance(DEFAULT_START_AHEAD + gateway.armed.disarm_after + 0.001)
+    assert await gateway.armed.start_due({}, gateway.fence.lease, gateway.rounds) == 0
+    assert sent(connection) == [] and connection.credit == 10
+    assert rows(migrated_engine)["e1"][:2] == ("scheduled", 0)
+
+
+async def test_another_sessions_armed_row_is_neither_started_nor_sent(migrated_engine, clock) -> None:
+    """Hostile: of the rows this server armed, one another session holds
+    now and one armed again at another delivery are left alone by the start
+    a second ahead; only the third is started, and only it is sent."""
+    gateway, connection = await served(migrated_engine, clock, "e1", "e2", "e3")
+    await gateway.rounds.hand_out_round()
+    with migrated_engine.begin() as conn:  # e1 taken over by s2; e2's delivery moved on
+        conn.execute(executions.update().where(executions.c.id == "e1").values(owner="s2"))
+        conn.execute(executions.update().where(executions.c.id == "e2").values(delivery=5))
+    clock.advance(2 - DEFAULT_START_AHEAD)
+    await gateway.rounds.hand_out_round()
+    assert gateway.armed.waiting_to_send == 1
+    assert {ident: r[:2] for ident, r in rows(migrated_engine).items()} == {
+        "e1": ("armed", 1), "e2": ("armed", 5), "e3": ("running", 1)}
+    clock.advance(DEFAULT_START_AHEAD)
+    assert await gateway.rounds.hand_out_round() == 1
+    assert sent(connection) == [("e3", 1)] and connection.credit == 9
+
+
+async def test_a_started_unsent_row_is_re_attached_only_for_its_tenant(migrated_engine, clock) -> None:
+    """s1 started e1 and died before sending it: a worker re-attaching
+    (e1, 1) at s2 is taken as for any running row, for a credential of
+    e1's tenant only."""
+    from tickwheel.v1 import worker_pb2
+    from tickwheel_server.store.credentials import WorkerCredential
+
+    _gateway, _connection = await started_ahead(migrated_engine, clock, "e1")
+    await TenantStore(migrated_engine, clock).create(Tenant(name="globex"))
+    others = Connections()
+    other = Gateway(ExecutionQueue(migrated_engine, clock), others, clock, owner="s2")
+    intruder = connect(others, clock, worker_id="w9")
+    intruder.credential = WorkerCredential(id="c9", tenants=("globex",), handlers=(), http=True, description="",
+                                           created_at=clock.now())
+    assert await other.liveness.reattach(intruder, [("e1", 1)]) == ([], [("e1", 1)])
+    mine = connect(others, clock, worker_id="w1")
+    assert await other.liveness.reattach(mine, [("e1", 1)]) == ([("e1", 1)], [])
+    await other.intake.record(mine, [worker_pb2.ExecutionResult(
+        execution_id="e1", delivery=1, attempt=1, outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED)])
+    assert rows(migrated_engine)["e1"][:2] == ("succeeded", 1)

@@ -8,6 +8,11 @@ session expires, the reaper puts its armed rows back to scheduled, the
 worker moves to server a, and an audit of the store finds every job run
 exactly once (one execution, one attempt, delivery 1: the armed delivery
 was taken back), never early.
+
+Then b is SIGKILLed after it started some (written ``running`` up to a
+second before their instant) and before it sent them: the reaper requeues
+those after the grace and disarms the rest, and every job still ends
+succeeded exactly once, never early, none lost.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from tests.support.attempts import ALL_ATTEMPTS
 from tests.support.faults import eventually
 from tests.support.server import start_worker_process
 
@@ -75,4 +81,53 @@ def test_sigkill_of_the_server_holding_armed_executions_runs_each_exactly_once_e
         time.sleep(TICK + 0.2)  # one more sweep: nothing runs a second time
         assert armed(engine, job_ids) == {}
         audit(engine, jobs, "w1")
+        assert a.process.poll() is None and worker.poll() is None
+
+
+def started_unsent(engine: sa.Engine, job_ids: list[str]) -> dict[str, int]:
+    """owner -> how many of the jobs' executions it started (running)."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text("SELECT owner, count(*) FROM executions WHERE status = 'running' AND job_id = ANY(:ids) "
+                    "GROUP BY owner"),
+            {"ids": job_ids},
+        ).all()
+    return {owner: count for owner, count in rows}
+
+
+def test_sigkill_between_the_start_and_the_send_runs_each_exactly_once_elsewhere(
+    tmp_path: Path, postgres_url: str, etcd_endpoint: str, engine: sa.Engine
+) -> None:
+    ids = {name: f"started-{name}-{os.getpid()}" for name in "ab"}
+    with ExitStack() as stack:
+        a = start_server(stack, tmp_path, postgres_url, etcd_endpoint, ids["a"])
+        b = start_server(stack, tmp_path, postgres_url, etcd_endpoint, ids["b"])
+        api_key, credential = tenant_and_credential(a)
+        worker = start_worker_process(stack, tmp_path, f"ipv4:{b.address},{a.address}", credential, "w1",
+                                      "--handlers", HANDLERS, "--no-http", "--slots", str(2 * JOBS))  # fmt: skip
+        wait_worker_connected(b, "w1")
+        with scheduler(a.address) as stub:
+            # Spread over 3 s: when the first are started, the last are still armed.
+            jobs = create_once_jobs([stub], api_key, spaced(now() + timedelta(seconds=6), JOBS, 0.25), "started")
+        job_ids = list(jobs)
+        first_due = min(jobs.values())
+        found = eventually(lambda: started_unsent(engine, job_ids) or None, 10, "server b starts the first jobs",
+                           interval=0.01)
+        b.process.send_signal(signal.SIGKILL)
+        b.process.wait(10)
+        assert now() < first_due, "b was killed after its first instant: the test did not test the window"
+        assert len(found) == 1 and succeeded(engine, job_ids) == 0
+        wait_worker_connected(a, "w1", timeout=30)
+        wait = (max(jobs.values()) - now()).total_seconds() + 40
+        eventually(lambda: succeeded(engine, job_ids) == JOBS, wait, "every job succeeds")
+        time.sleep(TICK + 0.2)  # one more sweep: nothing runs a second time
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text(
+                f"SELECT e.job_id, e.status, e.due_at, count(a.*) FILTER (WHERE a.status = 'succeeded') AS ok, "
+                f"min(a.started_at) AS started FROM executions e LEFT JOIN {ALL_ATTEMPTS} a ON a.execution_id = e.id "
+                "WHERE e.job_id = ANY(:ids) GROUP BY e.id"), {"ids": job_ids}).all()
+        assert sorted(r.job_id for r in rows) == sorted(job_ids)  # one execution per job, none lost
+        assert all(r.status == "succeeded" and r.ok == 1 for r in rows), rows
+        assert all(r.started is None or r.started >= r.due_at for r in rows), "started early"
+        assert armed(engine, job_ids) == {} and started_unsent(engine, job_ids) == {}
         assert a.process.poll() is None and worker.poll() is None

@@ -1,6 +1,6 @@
 """This server's armed queue: executions armed a few seconds before their
-instant, started and sent at it (docs/architecture.md, "Hand-outs decided
-ahead"; the store's side is :mod:`tickwheel_server.store.arming`).
+instant, started a second before it and sent at it (docs/architecture.md,
+"Hand-outs decided ahead"; the store's side is :mod:`tickwheel_server.store.arming`).
 
 - :meth:`ArmedQueue.arm_ahead` arms, for each group of this server's
   workers, what is ready within ``ahead`` seconds, at most the group's
@@ -9,14 +9,19 @@ ahead"; the store's side is :mod:`tickwheel_server.store.arming`).
   pair per ``batch``); each execution keeps its Assignment serialized
   (:func:`.assignments.prebuild`: the deal only completes and sends it)
   and the capability it was armed for.
-- :meth:`ArmedQueue.start_due` runs at the start of every hand-out round:
-  the armed executions due by this server's clock are started in the store
-  (:meth:`~tickwheel_server.store.arming.ArmStore.start`: conditional on
-  this session and delivery, never before their ready instant, fenced like
-  a claim), and only what the store started is dealt, oldest ready first,
-  up to the credit of the workers of their capability. A refusal of the
-  fence between the start and the deal gives the started rows back
-  (:meth:`~tickwheel_server.store.requeue.RequeueStore.release`).
+- :meth:`ArmedQueue.start_due` runs at the start of every hand-out round.
+  It sends the started batches whose instant came (the fence asked first;
+  refused, or more than ``disarm_after`` late, they are given back through
+  :meth:`~tickwheel_server.store.requeue.RequeueStore.release`); then it
+  starts the armed executions ready within ``start_ahead`` seconds by this
+  server's clock (:meth:`~tickwheel_server.store.arming.ArmStore.start`:
+  conditional on this session and delivery, stamped with the instant they
+  will be sent at, never before their ready instant, fenced like a claim),
+  and deals what the store started, oldest ready first, up to the credit
+  of the workers of their capability, to be sent at that instant. From the
+  start on, a started execution is an ordinary running row to everyone
+  else (a cancel is signalled to its worker once sent; a server that dies
+  before sending leaves it to the reaper's grace and requeue).
 - :meth:`ArmedQueue.expire` disarms what could not be sent within
   ``disarm_after`` seconds of its instant (no worker with credit) and what
   was armed under a session no longer this server's, so any server's next
@@ -33,11 +38,12 @@ import asyncio
 import heapq
 import logging
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from tickwheel.shared.clock import Clock
-from tickwheel.shared.ids import to_us
+from tickwheel.shared.ids import from_us, to_us
 
 from ..store.arming import Armed, ArmStore, StartRound
 from ..store.executions import Capability, HandedOut
@@ -67,8 +73,36 @@ IDLE_ARM_INTERVAL = 1.0
 """Seconds between arming passes after one that armed nothing: an idle
 server probes for what to arm no more often than it claims."""
 
-Deal = Callable[[list[HandedOut], list[WorkerConnection], datetime, list[bytes]], Awaitable[int]]
-"""Send executions to workers, each with its prebuilt Assignment; returns how many were sent."""
+DEFAULT_START_AHEAD = 1.0
+MAX_START_AHEAD = 1.0
+"""Seconds before its instant an armed execution may be started (written
+``running``): within this window a canceling, pausing or deleting writer
+finds it started, and its run goes on (docs/architecture.md, "Hand-outs
+decided ahead"); so it stays short."""
+_SPREAD_US = 10_000
+"""A started batch holds executions ready within this many µs (a wheel
+tick) of each other, all sent at the latest one's instant."""
+
+
+class Prepared(Protocol):
+    """A deal decided and not yet sent (:meth:`Dealer.prepare`); its length
+    is how many executions it sends."""
+
+    def __len__(self) -> int: ...
+
+
+class Dealer(Protocol):
+    """How the queue hands out (:class:`.rounds.Rounds`)."""
+
+    def prepare(self, handed: list[HandedOut], members: list[WorkerConnection], now: datetime,
+                prebuilt: Sequence[bytes] | None = None) -> Prepared:
+        """Deal ``handed`` (their credit spent) to be sent at ``now``."""
+
+    async def send(self, prepared: Prepared) -> int:
+        """Send what :meth:`prepare` dealt; returns how many were sent."""
+
+    def take_back(self, prepared: Prepared) -> list[tuple[str, int]]:
+        """Undo :meth:`prepare` (credit back); returns the (id, delivery) pairs to release."""
 
 
 def entry_bytes(armed: Armed) -> int:
@@ -111,7 +145,10 @@ class ArmedQueue:
         batch: int = DEFAULT_BATCH,
         disarm_after: float = DEFAULT_DISARM_AFTER,
         heartbeat_timeout: float = 30.0,
+        start_ahead: float = DEFAULT_START_AHEAD,
     ) -> None:
+        if not 0 <= start_ahead <= MAX_START_AHEAD:
+            raise ValueError(f"start_ahead must be between 0 and {MAX_START_AHEAD} seconds")
         if ahead < 0 or limit < 0 or max_bytes < 0 or batch < 1 or disarm_after <= 0:
             raise ValueError("ahead, limit and max_bytes must be >= 0, batch >= 1, disarm_after > 0")
         self._store = store
@@ -126,6 +163,10 @@ class ArmedQueue:
         self.batch = batch
         self.disarm_after = disarm_after
         self._timeout = heartbeat_timeout
+        self._start_ahead_us = int(start_ahead * 1_000_000)
+        self._ready: list[tuple[int, int, Lease, Prepared]] = []
+        """Heap of (instant, order, lease, dealt batch): started, sent at that instant."""
+        self._ready_count = 0
         self._entries: dict[str, _Entry] = {}
         """Every armed execution by id: the truth the structures below index."""
         self._ahead: list[tuple[int, int, _Entry]] = []
@@ -176,13 +217,22 @@ class ArmedQueue:
                 self._due[entry.armed.handed.id] = entry
 
     def next_instant_us(self, after_us: int) -> int | None:
-        """The earliest ready instant armed here and not yet seen due, if
-        later than ``after_us`` (µs); else None."""
+        """When this queue has something to do next, if later than
+        ``after_us`` (µs), else None: the earliest instant a started batch
+        is sent at, or ``start_ahead`` before the earliest ready instant
+        armed here and not yet seen due."""
         while self._ahead and self._entries.get(self._ahead[0][2].armed.handed.id) is not self._ahead[0][2]:
             heapq.heappop(self._ahead)
-        if self._ahead and self._ahead[0][0] > after_us:
-            return self._ahead[0][0]
-        return None
+        instants = [at for at in (
+            self._ahead[0][0] - self._start_ahead_us if self._ahead else None,
+            self._ready[0][0] if self._ready else None,
+        ) if at is not None and at > after_us]  # fmt: skip
+        return min(instants) if instants else None
+
+    @property
+    def waiting_to_send(self) -> int:
+        """Executions started and dealt, waiting for their instant to be sent."""
+        return self._ready_count
 
     async def arm_ahead(self, groups: Mapping[Capability, list[WorkerConnection]], lease: Lease) -> int:
         """Arm what the groups' workers may run that is ready within
@@ -217,81 +267,113 @@ class ArmedQueue:
         return armed_now
 
     async def start_due(
-        self, groups: Mapping[Capability, list[WorkerConnection]], lease: Lease, deal: Deal,
+        self, groups: Mapping[Capability, list[WorkerConnection]], lease: Lease, dealer: Dealer,
         on_full: Callable[[bool], None] | None = None,
     ) -> int:
-        """Start and deal the armed executions due by this server's clock,
-        per capability up to its workers' credit; returns how many were
-        dealt. Nothing is dealt that the store did not start under
-        ``lease``: the fence is asked before the start, inside its
-        transaction and before the deal. ``on_full(True)`` is called when a
-        start of a whole batch begins (a burst: results may wait)."""
+        """Send the started batches whose instant came, then start (and
+        deal, to be sent at their instant) the armed executions ready
+        within ``start_ahead`` seconds by this server's clock, per
+        capability up to its workers' credit; returns how many were sent.
+        Nothing is sent that the store did not start under its lease, nor
+        before its instant: the fence is asked before each start, inside
+        its transaction and before the send. ``on_full(True)`` is called
+        when a start of a whole batch begins (a burst: results may wait)."""
+        sent = await self._send_ready(dealer)
         if not self._entries:
-            return 0
-        self._promote(to_us(self._clock.now()))
+            return sent
+        self._promote(to_us(self._clock.now()) + self._start_ahead_us)
         due: dict[Capability, list[_Entry]] = {}
         for entry in self._due.values():
             if entry.owner == lease.owner:
                 due.setdefault(entry.capability, []).append(entry)
-        dealt = 0
         for capability, entries in due.items():
             members = groups.get(capability)
             if not members:
                 continue  # no worker of this kind has credit now: kept until it expires
             entries.sort(key=lambda e: (e.armed.handed.ready_at_us, e.armed.handed.id))
-            dealt += await self._start_group(deque(entries), members, lease, deal, on_full)
-        return dealt
+            sent += await self._start_group(deque(entries), members, lease, dealer, on_full)
+        return sent
+
+    async def _send_ready(self, dealer: Dealer) -> int:
+        """Send the started batches whose instant came (the fence asked
+        first: refused, they are given back); returns how many were sent."""
+        sent = 0
+        while self._ready and self._ready[0][0] <= to_us(self._clock.now()):
+            at_us, _order, lease, prepared = heapq.heappop(self._ready)
+            self._ready_count -= len(prepared)
+            refused = self._fence.refusal(lease)
+            if refused is not None:
+                self._fence.note_refusal(refused)
+            elif to_us(self._clock.now()) - at_us > self.disarm_after * 1_000_000:
+                # Held back that long (rounds refused), the safety net may have
+                # requeued it: its delivery must not reach a worker now.
+                refused = "late"
+                log.warning("%d started executions not sent within %g s of their instant: given back",
+                            len(prepared), self.disarm_after)
+            if refused is not None:
+                self.disarmed += len(prepared)
+                await self._requeues.release(dealer.take_back(prepared))
+                continue
+            self.started += len(prepared)
+            sent += await dealer.send(prepared)
+        return sent
 
     async def _start_group(
-        self, waiting: deque[_Entry], members: list[WorkerConnection], lease: Lease, deal: Deal,
+        self, waiting: deque[_Entry], members: list[WorkerConnection], lease: Lease, dealer: Dealer,
         on_full: Callable[[bool], None] | None,
     ) -> int:
         """Start ``waiting`` in batches up to the members' credit, each next
-        start under way while the previous batch is dealt (its credit
-        counted as spent from its start)."""
+        start under way while the previous batch is dealt (the credit of a
+        start under way counted as spent from its start). A batch holds
+        executions ready within :data:`SPREAD` of each other, started for
+        the latest of them (or now): it is sent at that instant."""
         refusal = self._fence.refusal
         reserved = 0
-        dealt = 0
+        sent = 0
 
-        def launch() -> tuple[list[_Entry], asyncio.Future[StartRound]] | None:
+        def launch() -> tuple[list[_Entry], int, asyncio.Future[StartRound]] | None:
             nonlocal reserved
             room = min(credit_of(members, self._clock.monotonic(), self._timeout) - reserved, self.batch)
             if room <= 0 or not waiting or refusal(lease) is not None:
                 return None
-            chosen = [waiting.popleft() for _ in range(min(room, len(waiting)))]
+            now_us = to_us(self._clock.now())
+            first_us = max(now_us, waiting[0].armed.handed.ready_at_us)
+            chosen: list[_Entry] = []
+            while (waiting and len(chosen) < room
+                   and max(now_us, waiting[0].armed.handed.ready_at_us) - first_us <= _SPREAD_US):
+                chosen.append(waiting.popleft())
+            instant_us = max(now_us, chosen[-1].armed.handed.ready_at_us)
             reserved += len(chosen)
             if on_full is not None and len(chosen) >= self.batch:
                 on_full(True)
             items = [(e.armed.handed.id, e.armed.handed.delivery, e.armed.beside) for e in chosen]
-            return chosen, asyncio.ensure_future(
-                self._store.start(lease.owner, items, self._clock.now(), fence=lambda: refusal(lease))
+            return chosen, instant_us, asyncio.ensure_future(
+                self._store.start(lease.owner, items, from_us(instant_us), fence=lambda: refusal(lease))
             )
 
         current = launch()
         try:
             while current is not None:
-                chosen, starting = current
+                chosen, instant_us, starting = current
                 current = None
                 outcome = await starting
                 reserved -= len(chosen)
                 handed, prebuilt = self._taken(chosen, outcome)
                 if outcome.fenced is not None:
                     self._fence.note_refusal(outcome.fenced)
-                    return dealt
-                refused = refusal(lease) if handed else None
-                if refused is not None:
-                    self._fence.note_refusal(refused)
-                    await self._requeues.release([(h.id, h.delivery) for h in handed])
-                    return dealt
-                reserved += len(handed)
-                current = launch()  # the next start runs while this batch is dealt
-                if handed:
-                    self.started += len(handed)
-                    dealt += await deal(handed, members, self._clock.now(), prebuilt)
-                reserved -= len(handed)
+                    return sent
+                if handed:  # dealt now (its credit spent), sent at its instant
+                    prepared = dealer.prepare(handed, members, from_us(outcome.at_us), prebuilt)
+                    self._order += 1
+                    # Sent at the instant it was started for (its stamp may be a
+                    # microsecond later: each start's instant is unique).
+                    heapq.heappush(self._ready, (instant_us, self._order, lease, prepared))
+                    self._ready_count += len(prepared)
+                current = launch()  # the next start runs while this batch waits for its instant
+                sent += await self._send_ready(dealer)
         finally:
             if current is not None:  # stopped with a start under way: what it started goes back
-                chosen, starting = current
+                chosen, _instant_us, starting = current
                 try:
                     outcome = await asyncio.shield(starting)
                 except Exception:
@@ -300,7 +382,7 @@ class ArmedQueue:
                     handed, _prebuilt = self._taken(chosen, outcome)
                     if handed:
                         await self._requeues.release([(h.id, h.delivery) for h in handed])
-        return dealt
+        return sent
 
     def _taken(self, chosen: list[_Entry], outcome: StartRound) -> tuple[list[HandedOut], list[bytes]]:
         """What a start started of ``chosen``, stamped with its instant, and

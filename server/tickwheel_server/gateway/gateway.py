@@ -19,7 +19,8 @@ of partitions other servers own (work stealing). How the parts fit:
 - :mod:`.claimed` lends the workers' credit to the dispatcher's claim of
   what is due now and deals what the claim handed out itself.
 - :mod:`.armed` arms what is ready within a few seconds and, at the start
-  of each round, starts and deals what it armed for the instant.
+  of each round, starts and deals what it armed for the next second and
+  sends what was started for the instant.
 - :mod:`.liveness` requeues what workers lost, re-attaches what a
   reconnecting worker still holds and passes cancel requests on.
 

@@ -46,6 +46,20 @@ MAX_FULL_BATCHES = 20
 
 
 @dataclass(eq=False)
+class Prepared:
+    """A deal decided and not yet sent (:meth:`Rounds.prepare`)."""
+
+    batches: dict[WorkerConnection, tuple[worker_pb2.PullResponse, list[HandedOut]]] = field(default_factory=dict)
+    """Per receiver, its message and what it holds."""
+    unsent: list[tuple[str, int]] = field(default_factory=list)
+    """What found no worker with credit: given back when sent."""
+    spans: list = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return sum(len(items) for _message, items in self.batches.values())
+
+
+@dataclass(eq=False)
 class _Claiming:
     """A hand-out claim under way."""
 
@@ -188,7 +202,7 @@ class Rounds:
         if self._armed is not None:
             # What was armed for this instant is only started and dealt; the
             # claims below take what is left of the credit.
-            total += await self._armed.start_due(groups, lease, self._deal, on_full=self._backlog)
+            total += await self._armed.start_due(groups, lease, self, on_full=self._backlog)
         for capability, members in groups.items():
             if refused is not None:
                 break
@@ -306,18 +320,26 @@ class Rounds:
         self, handed: list[HandedOut], members: list[WorkerConnection], now: datetime,
         prebuilt: Sequence[bytes] | None = None,
     ) -> int:
-        """Send ``handed`` to ``members`` with credit, round robin, one batch
-        per worker; returns how many were sent (the rest is given back).
-        ``prebuilt`` (armed executions): each one's Assignment from
+        """Send ``handed`` to ``members`` with credit now (:meth:`prepare`
+        then :meth:`send`); returns how many were sent."""
+        return await self.send(self.prepare(handed, members, now, prebuilt))
+
+    def prepare(
+        self, handed: list[HandedOut], members: list[WorkerConnection], now: datetime,
+        prebuilt: Sequence[bytes] | None = None,
+    ) -> Prepared:
+        """Deal ``handed`` to ``members`` with credit, round robin, one batch
+        per worker, to be sent at ``now`` (:meth:`send`): each receiver's
+        credit is spent here, what finds none is noted unsent. ``prebuilt``
+        (armed executions): each one's Assignment from
         :func:`.assignments.prebuild`, completed here instead of built."""
         ahead = PrebuiltBatches(to_us(now)) if prebuilt is not None else None
-        batches: dict[WorkerConnection, worker_pb2.PullResponse] = {}
-        unsent: list[tuple[str, int]] = []
-        spans = []
+        prepared = Prepared()
+        batches = prepared.batches
+        spans = prepared.spans
         debug = log.isEnabledFor(logging.DEBUG)
         monotonic = self._clock.monotonic()
         now_us = to_us(now)
-        lateness: dict[str, list[float]] = defaultdict(list)
         index = 0
         for position, item in enumerate(handed):
             receiver = None
@@ -329,22 +351,20 @@ class Rounds:
                     receiver = candidate
                     break
             if receiver is None:
-                unsent.append((item.id, item.delivery))
+                prepared.unsent.append((item.id, item.delivery))
                 continue
             receiver.credit -= 1
-            self._inflight.attach(receiver, (item.id, item.delivery), item.partition, receiver.worker_id, monotonic)
-            self._held[(item.id, item.delivery)] = (item.job_id, item.tenant)
-            lateness[item.tenant].append((item.handed_out_at_us - max(item.due_at_us, item.ready_at_us)) / 1e6)
             batch = batches.get(receiver)
             if batch is None:
-                batch = batches[receiver] = worker_pb2.PullResponse()
+                batch = batches[receiver] = (worker_pb2.PullResponse(), [])
+            batch[1].append(item)
             if ahead is not None:
                 traceparent = item.trace_context
                 if traceparent and self._tracing is not None:
                     traceparent = traceparent_of(self._span(spans, item, receiver))
                 ahead.add(receiver, item, prebuilt[position], traceparent)
             else:
-                assignment = add_assignment(batch, item, now_us)
+                assignment = add_assignment(batch[0], item, now_us)
                 if item.trace_context:  # untraced here, the worker's span joins the execution's trace directly
                     assignment.traceparent = (
                         traceparent_of(self._span(spans, item, receiver)) if self._tracing is not None
@@ -353,15 +373,49 @@ class Rounds:
             if debug:
                 log_execution(log, logging.DEBUG, "handed out (delivery %d, attempt %d) to worker %s", item.delivery,
                               item.attempt, receiver.worker_id, execution=item.id, job=item.job_id, tenant=item.tenant)
-        for connection, batch in batches.items():
-            if ahead is not None:
-                ahead.merge_into(connection, batch)
-            await connection.send(batch)
-        for span in spans:
+        if ahead is not None:
+            for connection, (message, _items) in batches.items():
+                ahead.merge_into(connection, message)
+        return prepared
+
+    async def send(self, prepared: Prepared) -> int:
+        """Send what :meth:`prepare` dealt: each delivery is attached to its
+        worker (its heartbeat timeout runs from now) and its batch queued on
+        the stream; what a stream closed meanwhile would have received, and
+        what found no credit, is given back. Returns how many were sent."""
+        monotonic = self._clock.monotonic()
+        lateness: dict[str, list[float]] = defaultdict(list)
+        unsent = list(prepared.unsent)
+        sent = 0
+        for connection, (message, items) in prepared.batches.items():
+            if connection.closed.is_set():
+                unsent += [(item.id, item.delivery) for item in items]
+                continue
+            for item in items:
+                self._inflight.attach(connection, (item.id, item.delivery), item.partition, connection.worker_id,
+                                      monotonic)
+                self._held[(item.id, item.delivery)] = (item.job_id, item.tenant)
+                lateness[item.tenant].append((item.handed_out_at_us - max(item.due_at_us, item.ready_at_us)) / 1e6)
+            await connection.send(message)
+            sent += len(items)
+        for span in prepared.spans:
             span.end()
         if self._metrics is not None and lateness:
             self._metrics.handed_out(lateness)
         if unsent:
             await self._store.requeues.release(unsent)
-        return len(handed) - len(unsent)
+        return sent
 
+    def take_back(self, prepared: Prepared) -> list[tuple[str, int]]:
+        """Undo :meth:`prepare` when its batch may not be sent (the fence
+        refused): the credit it spent is given back to the receivers; returns
+        every (execution id, delivery) it held, for the caller to release."""
+        keys = list(prepared.unsent)
+        for connection, (_message, items) in prepared.batches.items():
+            connection.credit += len(items)
+            keys += [(item.id, item.delivery) for item in items]
+        for span in prepared.spans:
+            span.end()
+        prepared.batches.clear()
+        prepared.unsent.clear()
+        return keys

@@ -12,9 +12,10 @@ Life of an armed execution:
   takes it; to every reader outside its server it is an execution not
   started (:func:`as_scheduled`: status ``scheduled``, the delivery before
   arming, no owner).
-- :meth:`ArmStore.start` moves the owner's armed rows that are due by its
-  clock to ``running`` (``handed_out_at`` the instant), only if each is
-  still armed by that owner at that delivery; one whose job has anything
+- :meth:`ArmStore.start` moves the owner's armed rows that are due by the
+  instant it is given (when its server will send them: its clock, or up to
+  a second ahead of it) to ``running`` (``handed_out_at`` that instant),
+  only if each is still armed by that owner at that delivery; one whose job has anything
   else running, waiting for a retry, or not started ahead of it (unless it
   runs beside others), or whose tenant was paused or capped since, is
   disarmed instead, and the next round decides for it as for any scheduled
@@ -313,8 +314,9 @@ class ArmStore(SqlStore):
     ) -> StartRound:
         """Start ``items`` (execution id, delivery, runs beside) armed by
         ``owner``: each still ``armed`` by ``owner`` at that delivery and
-        ready by the hand-out instant (this server's clock read in the
-        transaction, never before ``now``) becomes ``running`` with that
+        ready by the hand-out instant (``now``, the instant its server will
+        send them at, or this server's clock read in the transaction if
+        later; unique among its rounds) becomes ``running`` with that
         instant, unless its tenant was paused or capped since or (not
         beside) its job has anything else running, waiting for a retry, or
         not started or armed ahead of it: those are disarmed. Items not yet
