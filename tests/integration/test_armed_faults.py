@@ -21,7 +21,7 @@ import os
 import signal
 import time
 from contextlib import ExitStack
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -41,31 +41,56 @@ pytestmark = [pytest.mark.postgres, pytest.mark.etcd, pytest.mark.slow]
 JOBS = 12
 
 
-def armed(engine: sa.Engine, job_ids: list[str]) -> dict[str, int]:
-    """owner -> how many of the jobs' executions it holds armed."""
+def by_owner(engine: sa.Engine, job_ids: list[str], status: str) -> dict[str, int]:
+    """owner -> how many of the jobs' executions it holds in ``status``."""
     with engine.connect() as conn:
         rows = conn.execute(
-            sa.text("SELECT owner, count(*) FROM executions WHERE status = 'armed' AND job_id = ANY(:ids) "
+            sa.text("SELECT owner, count(*) FROM executions WHERE status = :status AND job_id = ANY(:ids) "
                     "GROUP BY owner"),
-            {"ids": job_ids},
+            {"ids": job_ids, "status": status},
         ).all()
     return {owner: count for owner, count in rows}
+
+
+def armed(engine: sa.Engine, job_ids: list[str]) -> dict[str, int]:
+    """owner -> how many of the jobs' executions it holds armed."""
+    return by_owner(engine, job_ids, "armed")
+
+
+def worker_on_b(stack: ExitStack, tmp_path: Path, postgres_url: str, etcd_endpoint: str, tag: str):
+    """Servers a and b, a tenant, and its one worker connected to b (pick
+    first: it moves to a when b dies): (a, b, api key, worker)."""
+    ids = {name: f"{tag}-{name}-{os.getpid()}" for name in "ab"}
+    a = start_server(stack, tmp_path, postgres_url, etcd_endpoint, ids["a"])
+    b = start_server(stack, tmp_path, postgres_url, etcd_endpoint, ids["b"])
+    api_key, credential = tenant_and_credential(a)
+    worker = start_worker_process(stack, tmp_path, f"ipv4:{b.address},{a.address}", credential, "w1",
+                                  "--handlers", HANDLERS, "--no-http", "--slots", str(2 * JOBS))  # fmt: skip
+    wait_worker_connected(b, "w1")
+    return a, b, api_key, worker
+
+
+def jobs_in_six_seconds(a, api_key: str, step: float, tag: str) -> dict[str, datetime]:
+    """JOBS one-off jobs created through a, the first due in 6 s, then every ``step`` s."""
+    with scheduler(a.address) as stub:
+        return create_once_jobs([stub], api_key, spaced(now() + timedelta(seconds=6), JOBS, step), tag)
+
+
+def all_succeed_through_a(a, engine: sa.Engine, jobs: dict[str, datetime], margin: float) -> None:
+    """The worker moves to a and every job succeeds within ``margin`` s of
+    the last instant; then one more sweep, so nothing runs a second time."""
+    wait_worker_connected(a, "w1", timeout=30)
+    wait = (max(jobs.values()) - now()).total_seconds() + margin
+    eventually(lambda: succeeded(engine, list(jobs)) == JOBS, wait, "every job succeeds")
+    time.sleep(TICK + 0.2)
 
 
 def test_sigkill_of_the_server_holding_armed_executions_runs_each_exactly_once_elsewhere(
     tmp_path: Path, postgres_url: str, etcd_endpoint: str, engine: sa.Engine
 ) -> None:
-    ids = {name: f"armed-{name}-{os.getpid()}" for name in "ab"}
     with ExitStack() as stack:
-        a = start_server(stack, tmp_path, postgres_url, etcd_endpoint, ids["a"])
-        b = start_server(stack, tmp_path, postgres_url, etcd_endpoint, ids["b"])
-        api_key, credential = tenant_and_credential(a)
-        # pick_first: connected to b, moves to a when b dies.
-        worker = start_worker_process(stack, tmp_path, f"ipv4:{b.address},{a.address}", credential, "w1",
-                                      "--handlers", HANDLERS, "--no-http", "--slots", str(2 * JOBS))  # fmt: skip
-        wait_worker_connected(b, "w1")
-        with scheduler(a.address) as stub:
-            jobs = create_once_jobs([stub], api_key, spaced(now() + timedelta(seconds=6), JOBS, 0.05), "armed")
+        a, b, api_key, worker = worker_on_b(stack, tmp_path, postgres_url, etcd_endpoint, "armed")
+        jobs = jobs_in_six_seconds(a, api_key, 0.05, "armed")
         job_ids = list(jobs)
         # b arms them (a has no worker to arm for) a few seconds before their instant.
         holders = eventually(lambda: (lambda found: found if sum(found.values()) == JOBS else None)(armed(engine, job_ids)),
@@ -74,11 +99,7 @@ def test_sigkill_of_the_server_holding_armed_executions_runs_each_exactly_once_e
         assert succeeded(engine, job_ids) == 0
         b.process.send_signal(signal.SIGKILL)
         b.process.wait(10)
-        wait_worker_connected(a, "w1", timeout=30)
-        last_due = max(jobs.values())
-        wait = (last_due - now()).total_seconds() + 30
-        eventually(lambda: succeeded(engine, job_ids) == JOBS, wait, "every job succeeds")
-        time.sleep(TICK + 0.2)  # one more sweep: nothing runs a second time
+        all_succeed_through_a(a, engine, jobs, 30)
         assert armed(engine, job_ids) == {}
         audit(engine, jobs, "w1")
         assert a.process.poll() is None and worker.poll() is None
@@ -86,29 +107,15 @@ def test_sigkill_of_the_server_holding_armed_executions_runs_each_exactly_once_e
 
 def started_unsent(engine: sa.Engine, job_ids: list[str]) -> dict[str, int]:
     """owner -> how many of the jobs' executions it started (running)."""
-    with engine.connect() as conn:
-        rows = conn.execute(
-            sa.text("SELECT owner, count(*) FROM executions WHERE status = 'running' AND job_id = ANY(:ids) "
-                    "GROUP BY owner"),
-            {"ids": job_ids},
-        ).all()
-    return {owner: count for owner, count in rows}
+    return by_owner(engine, job_ids, "running")
 
 
 def test_sigkill_between_the_start_and_the_send_runs_each_exactly_once_elsewhere(
     tmp_path: Path, postgres_url: str, etcd_endpoint: str, engine: sa.Engine
 ) -> None:
-    ids = {name: f"started-{name}-{os.getpid()}" for name in "ab"}
     with ExitStack() as stack:
-        a = start_server(stack, tmp_path, postgres_url, etcd_endpoint, ids["a"])
-        b = start_server(stack, tmp_path, postgres_url, etcd_endpoint, ids["b"])
-        api_key, credential = tenant_and_credential(a)
-        worker = start_worker_process(stack, tmp_path, f"ipv4:{b.address},{a.address}", credential, "w1",
-                                      "--handlers", HANDLERS, "--no-http", "--slots", str(2 * JOBS))  # fmt: skip
-        wait_worker_connected(b, "w1")
-        with scheduler(a.address) as stub:
-            # Spread over 3 s: when the first are started, the last are still armed.
-            jobs = create_once_jobs([stub], api_key, spaced(now() + timedelta(seconds=6), JOBS, 0.25), "started")
+        a, b, api_key, worker = worker_on_b(stack, tmp_path, postgres_url, etcd_endpoint, "started")
+        jobs = jobs_in_six_seconds(a, api_key, 0.25, "started")  # over 3 s: the last still armed when b dies
         job_ids = list(jobs)
         first_due = min(jobs.values())
         found = eventually(lambda: started_unsent(engine, job_ids) or None, 10, "server b starts the first jobs",
@@ -117,10 +124,7 @@ def test_sigkill_between_the_start_and_the_send_runs_each_exactly_once_elsewhere
         b.process.wait(10)
         assert now() < first_due, "b was killed after its first instant: the test did not test the window"
         assert len(found) == 1 and succeeded(engine, job_ids) == 0
-        wait_worker_connected(a, "w1", timeout=30)
-        wait = (max(jobs.values()) - now()).total_seconds() + 40
-        eventually(lambda: succeeded(engine, job_ids) == JOBS, wait, "every job succeeds")
-        time.sleep(TICK + 0.2)  # one more sweep: nothing runs a second time
+        all_succeed_through_a(a, engine, jobs, 40)
         with engine.connect() as conn:
             rows = conn.execute(sa.text(
                 f"SELECT e.job_id, e.status, e.due_at, count(a.*) FILTER (WHERE a.status = 'succeeded') AS ok, "
