@@ -63,6 +63,7 @@ async def test_armed_by_a_round_ahead_and_sent_at_the_instant_never_before(migra
     after = rows(migrated_engine)
     assert all(status == "running" and delivery == 1 and at == due for status, delivery, at, due in after.values())
     assert gateway.armed.waiting_to_send == 2 and gateway.armed.next_instant_us(to_us(clock.now())) == due_us
+    assert gateway.armed.bytes > 0  # its messages count against the memory bound until sent
     assert connection.credit == 8 and gateway.inflight.held_by(connection) == []  # its credit is spoken for
     clock.advance(DEFAULT_START_AHEAD - 0.001)
     assert await gateway.rounds.hand_out_round() == 0
@@ -71,6 +72,7 @@ async def test_armed_by_a_round_ahead_and_sent_at_the_instant_never_before(migra
     assert await gateway.rounds.hand_out_round() == 2
     assert sent(connection) == [("e1", 1), ("e2", 1)]
     assert len(gateway.armed) == 0 and gateway.armed.started == 2 and gateway.armed.waiting_to_send == 0
+    assert gateway.armed.bytes == 0
     assert connection.credit == 8
     assert sorted(gateway.inflight.held_by(connection)) == [("e1", 1), ("e2", 1)]
 

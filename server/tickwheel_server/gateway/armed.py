@@ -159,13 +159,14 @@ class ArmedQueue:
         self.limit = limit
         self.max_bytes = max_bytes
         self.bytes = 0
-        """What the queue holds now, by :func:`entry_bytes` (never above ``max_bytes``)."""
+        """What the queue holds now, by :func:`entry_bytes`, and its started
+        batches until sent (their messages): arming stops at ``max_bytes``."""
         self.batch = batch
         self.disarm_after = disarm_after
         self._timeout = heartbeat_timeout
         self._start_ahead_us = int(start_ahead * 1_000_000)
-        self._ready: list[tuple[int, int, Lease, Prepared]] = []
-        """Heap of (instant, order, lease, dealt batch): started, sent at that instant."""
+        self._ready: list[tuple[int, int, Lease, Prepared, int]] = []
+        """Heap of (instant, order, lease, dealt batch, its bytes): started, sent at that instant."""
         self._ready_count = 0
         self._entries: dict[str, _Entry] = {}
         """Every armed execution by id: the truth the structures below index."""
@@ -299,8 +300,9 @@ class ArmedQueue:
         first: refused, they are given back); returns how many were sent."""
         sent = 0
         while self._ready and self._ready[0][0] <= to_us(self._clock.now()):
-            at_us, _order, lease, prepared = heapq.heappop(self._ready)
+            at_us, _order, lease, prepared, held = heapq.heappop(self._ready)
             self._ready_count -= len(prepared)
+            self.bytes -= held
             refused = self._fence.refusal(lease)
             if refused is not None:
                 self._fence.note_refusal(refused)
@@ -367,8 +369,10 @@ class ArmedQueue:
                     self._order += 1
                     # Sent at the instant it was started for (its stamp may be a
                     # microsecond later: each start's instant is unique).
-                    heapq.heappush(self._ready, (instant_us, self._order, lease, prepared))
+                    held = sum(len(b) for b in prebuilt) + ENTRY_BYTES * len(prebuilt)  # its messages, until sent
+                    heapq.heappush(self._ready, (instant_us, self._order, lease, prepared, held))
                     self._ready_count += len(prepared)
+                    self.bytes += held
                 current = launch()  # the next start runs while this batch waits for its instant
                 sent += await self._send_ready(dealer)
         finally:
