@@ -401,3 +401,18 @@ async def test_a_started_unsent_row_is_re_attached_only_for_its_tenant(migrated_
     await other.intake.record(mine, [worker_pb2.ExecutionResult(
         execution_id="e1", delivery=1, attempt=1, outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED)])
     assert rows(migrated_engine)["e1"][:2] == ("succeeded", 1)
+
+
+async def test_what_is_armed_within_the_start_window_is_started_by_the_same_round(migrated_engine, clock) -> None:
+    """Arming a burst can take until less than a second before its instant:
+    what it armed then is started at once, not at the instant."""
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    add_one_off(migrated_engine, clock, "e1", due_in=DEFAULT_START_AHEAD / 2)
+    connections = Connections()
+    connection = connect(connections, clock)
+    gateway = make_gateway(migrated_engine, clock, connections)
+    assert await gateway.rounds.hand_out_round() == 0
+    assert rows(migrated_engine)["e1"][0] == "running" and gateway.armed.waiting_to_send == 1
+    clock.advance(DEFAULT_START_AHEAD / 2)
+    assert await gateway.rounds.hand_out_round() == 1
+    assert sent(connection) == [("e1", 1)]

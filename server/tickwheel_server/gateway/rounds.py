@@ -258,7 +258,10 @@ class Rounds:
         if self._armed is not None:
             # After the round's sends: arming for the next instants never delays this one.
             await self._armed.expire(lease)
-            await self._armed.arm_ahead(groups, lease)
+            if await self._armed.arm_ahead(groups, lease):
+                # What was just armed for the next second is started now: the
+                # loop wakes a second before an instant, which may have passed.
+                total += await self._armed.start_due(groups, lease, self, on_full=self._backlog)
         return total
 
     def groups(self) -> dict[Capability, list[WorkerConnection]]:
