@@ -352,11 +352,14 @@ async def test_a_fence_refusal_at_the_send_gives_the_started_batch_back(migrated
 
 
 async def test_a_batch_not_sent_in_time_is_given_back_never_sent_late(migrated_engine, clock) -> None:
-    """A started batch that could not be sent within ``disarm_after`` of its
-    instant (rounds refused that long) is given back: by then the safety net
-    may have requeued it, and its old delivery must not reach a worker."""
+    """A started batch that could not be sent within half a heartbeat
+    timeout of its instant (rounds held back that long) is given back: the
+    safety net may requeue it soon, and its old delivery must not reach a
+    worker then."""
+    from .test_gateway_liveness import TIMEOUT
+
     gateway, connection = await started_ahead(migrated_engine, clock, "e1")
-    clock.advance(DEFAULT_START_AHEAD + gateway.armed.disarm_after + 0.001)
+    clock.advance(DEFAULT_START_AHEAD + TIMEOUT / 2 + 0.001)
     assert await gateway.armed.start_due({}, gateway.fence.lease, gateway.rounds) == 0
     assert sent(connection) == [] and connection.credit == 10
     assert rows(migrated_engine)["e1"][:2] == ("scheduled", 0)
@@ -416,3 +419,30 @@ async def test_what_is_armed_within_the_start_window_is_started_by_the_same_roun
     clock.advance(DEFAULT_START_AHEAD / 2)
     assert await gateway.rounds.hand_out_round() == 1
     assert sent(connection) == [("e1", 1)]
+
+
+async def test_a_refused_round_gives_back_what_waits_and_asks_no_wake_up(migrated_engine, clock, monkeypatch) -> None:
+    """While the fence refuses, a started batch whose instant came is given
+    back at the next round, so the loop is not woken for it again and
+    again; before a round, the queue asks for one at once."""
+    gateway, connection = await started_ahead(migrated_engine, clock, "e1")
+    clock.advance(DEFAULT_START_AHEAD)
+    now_us = to_us(clock.now())
+    assert gateway.armed.next_instant_us(now_us) == now_us  # due to be sent: a round now
+    monkeypatch.setattr(gateway.fence, "refusal", lambda lease=None: "session in doubt")
+    assert await gateway.rounds.hand_out_round() == 0
+    assert gateway.armed.waiting_to_send == 0 and gateway.armed.next_instant_us(now_us) is None
+    assert sent(connection) == [] and connection.credit == 10
+    assert rows(migrated_engine)["e1"][:2] == ("scheduled", 0)
+
+
+async def test_arming_waits_while_a_started_batch_is_due(migrated_engine, clock) -> None:
+    """Arming a burst's batches may take seconds: it stops while a started
+    batch waits for its round, which sends it first."""
+    gateway, connection = await started_ahead(migrated_engine, clock, "e1")
+    clock.advance(DEFAULT_START_AHEAD)
+    add_one_off(migrated_engine, clock, "e2", due_in=2)
+    groups = {connection.capability: [connection]}
+    assert await gateway.armed.arm_ahead(groups, gateway.fence.lease) == 0
+    assert await gateway.rounds.hand_out_round() == 1  # sent, then armed
+    assert sent(connection) == [("e1", 1)] and rows(migrated_engine)["e2"][:2] == ("armed", 1)

@@ -218,10 +218,13 @@ class ArmedQueue:
                 self._due[entry.armed.handed.id] = entry
 
     def next_instant_us(self, after_us: int) -> int | None:
-        """When this queue has something to do next, if later than
-        ``after_us`` (µs), else None: the earliest instant a started batch
-        is sent at, or ``start_ahead`` before the earliest ready instant
-        armed here and not yet seen due."""
+        """When this queue has something to do next (µs), or None: the
+        earliest instant a started batch is sent at (``after_us`` if that
+        passed: it waits for a round), or ``start_ahead`` before the
+        earliest ready instant armed here and not yet seen due, if later
+        than ``after_us``."""
+        if self._ready and self._ready[0][0] <= after_us:
+            return after_us
         while self._ahead and self._entries.get(self._ahead[0][2].armed.handed.id) is not self._ahead[0][2]:
             heapq.heappop(self._ahead)
         instants = [at for at in (
@@ -229,6 +232,14 @@ class ArmedQueue:
             self._ready[0][0] if self._ready else None,
         ) if at is not None and at > after_us]  # fmt: skip
         return min(instants) if instants else None
+
+    async def refused(self, dealer: Dealer) -> int:
+        """A round refused by the fence: the started batches whose instant
+        came are given back now (so none waits, nor wakes the loop, while
+        it refuses); returns how many."""
+        before = self.disarmed
+        await self._send_ready(dealer)
+        return self.disarmed - before
 
     @property
     def waiting_to_send(self) -> int:
@@ -249,12 +260,15 @@ class ArmedQueue:
             return 0
         spoken = self._per_capability
         armed_now = 0
+        interrupted = False
         for capability, members in groups.items():
             credit = credit_of(members, monotonic, self._timeout)
             while True:  # batches while they come back full, up to the room
                 room = min(self.limit - len(self._entries), self.batch, credit - spoken.get(capability, 0),
                            (self.max_bytes - self.bytes) // ENTRY_BYTES)
-                if room <= 0 or self._fence.refusal(lease) is not None:
+                if self._send_due():
+                    interrupted = True  # a started batch's instant came: its round comes first
+                if room <= 0 or interrupted or self._fence.refusal(lease) is not None:
                     break
                 now = self._clock.now()
                 armed = await self._store.arm(lease.owner, now, now + timedelta(seconds=self.ahead), capability, room,
@@ -264,7 +278,8 @@ class ArmedQueue:
                 armed_now += len(armed)
                 if len(armed) < room:
                     break
-        self._next_arm = monotonic + (ARM_INTERVAL if armed_now else IDLE_ARM_INTERVAL)
+        if not interrupted:  # interrupted, the next round goes on arming
+            self._next_arm = monotonic + (ARM_INTERVAL if armed_now else IDLE_ARM_INTERVAL)
         return armed_now
 
     async def start_due(
@@ -295,6 +310,10 @@ class ArmedQueue:
             sent += await self._start_group(deque(entries), members, lease, dealer, on_full)
         return sent
 
+    def _send_due(self) -> bool:
+        """A started batch's instant came."""
+        return bool(self._ready) and self._ready[0][0] <= to_us(self._clock.now())
+
     async def _send_ready(self, dealer: Dealer) -> int:
         """Send the started batches whose instant came (the fence asked
         first: refused, they are given back); returns how many were sent."""
@@ -306,12 +325,13 @@ class ArmedQueue:
             refused = self._fence.refusal(lease)
             if refused is not None:
                 self._fence.note_refusal(refused)
-            elif to_us(self._clock.now()) - at_us > self.disarm_after * 1_000_000:
-                # Held back that long (rounds refused), the safety net may have
-                # requeued it: its delivery must not reach a worker now.
+            elif to_us(self._clock.now()) - at_us > self._timeout * 500_000:
+                # Held back half a heartbeat timeout, it nears the age at which
+                # the safety net requeues running rows no worker holds: its
+                # delivery must not reach a worker after that.
                 refused = "late"
                 log.warning("%d started executions not sent within %g s of their instant: given back",
-                            len(prepared), self.disarm_after)
+                            len(prepared), self._timeout / 2)
             if refused is not None:
                 self.disarmed += len(prepared)
                 await self._requeues.release(dealer.take_back(prepared))

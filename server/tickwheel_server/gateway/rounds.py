@@ -194,6 +194,8 @@ class Rounds:
         refused = fence.refusal(lease)
         fence.note_refusal(refused)
         if refused is not None:
+            if self._armed is not None:
+                await self._armed.refused(self)
             return 0
         groups = self.groups()
         total = 0
