@@ -446,3 +446,42 @@ async def test_arming_waits_while_a_started_batch_is_due(migrated_engine, clock)
     assert await gateway.armed.arm_ahead(groups, gateway.fence.lease) == 0
     assert await gateway.rounds.hand_out_round() == 1  # sent, then armed
     assert sent(connection) == [("e1", 1)] and rows(migrated_engine)["e2"][:2] == ("armed", 1)
+
+
+async def test_a_start_window_opening_during_a_round_calls_for_a_round_at_once(migrated_engine, clock) -> None:
+    """A round looks for what to start as it begins: an execution whose
+    start window opens while the rest of the round runs makes the loop run
+    the next round at once, so it is started, and sent at its instant,
+    rather than after the sweep interval, perhaps late."""
+    gateway, connection = await served(migrated_engine, clock, "e1")
+    assert await gateway.rounds.hand_out_round() == 0 and len(gateway.armed) == 1
+    due_us = rows(migrated_engine)["e1"][3]
+    clock.advance(2 - DEFAULT_START_AHEAD - 0.005)
+    assert await gateway.rounds.hand_out_round() == 0  # the window is not open as it looks
+    assert rows(migrated_engine)["e1"][0] == "armed"
+    clock.advance(0.010)  # the rest of the round (expiring, arming) outlasts the window's opening
+    now_us = to_us(clock.now())
+    assert gateway.armed.next_instant_us(now_us) == now_us  # a round now
+    assert await gateway.rounds.hand_out_round() == 0
+    assert rows(migrated_engine)["e1"][:3] == ("running", 1, due_us) and gateway.armed.waiting_to_send == 1
+    assert gateway.armed.next_instant_us(to_us(clock.now())) == due_us
+
+
+async def test_a_refused_round_notes_an_opened_start_window_and_asks_no_wake_up(
+    migrated_engine, clock, monkeypatch
+) -> None:
+    """While the fence refuses, an execution whose start window opened asks
+    for no round again and again; the first round allowed starts it."""
+    gateway, connection = await served(migrated_engine, clock, "e1")
+    assert await gateway.rounds.hand_out_round() == 0 and len(gateway.armed) == 1
+    clock.advance(2 - DEFAULT_START_AHEAD)
+    now_us = to_us(clock.now())
+    assert gateway.armed.next_instant_us(now_us) == now_us
+    with monkeypatch.context() as refusing:
+        refusing.setattr(gateway.fence, "refusal", lambda lease=None: "session in doubt")
+        assert await gateway.rounds.hand_out_round() == 0
+        assert gateway.armed.next_instant_us(now_us) is None and rows(migrated_engine)["e1"][0] == "armed"
+    assert await gateway.rounds.hand_out_round() == 0
+    assert rows(migrated_engine)["e1"][0] == "running" and gateway.armed.waiting_to_send == 1
+    clock.advance(DEFAULT_START_AHEAD)
+    assert await gateway.rounds.hand_out_round() == 1 and sent(connection) == [("e1", 1)]

@@ -219,26 +219,29 @@ class ArmedQueue:
 
     def next_instant_us(self, after_us: int) -> int | None:
         """When this queue has something to do next (µs), or None: the
-        earliest instant a started batch is sent at (``after_us`` if that
-        passed: it waits for a round), or ``start_ahead`` before the
-        earliest ready instant armed here and not yet seen due, if later
-        than ``after_us``."""
-        if self._ready and self._ready[0][0] <= after_us:
-            return after_us
+        earliest of the instants the started batches are sent at and
+        ``start_ahead`` before the earliest ready instant armed here and
+        not yet seen due; ``after_us`` if that passed (it waits for a
+        round, which sends or starts it)."""
         while self._ahead and self._entries.get(self._ahead[0][2].armed.handed.id) is not self._ahead[0][2]:
             heapq.heappop(self._ahead)
+        # A start window that opened while the round ran (after it looked
+        # for what to start) calls for a round now, as a batch's instant does.
         instants = [at for at in (
             self._ahead[0][0] - self._start_ahead_us if self._ahead else None,
             self._ready[0][0] if self._ready else None,
-        ) if at is not None and at > after_us]  # fmt: skip
-        return min(instants) if instants else None
+        ) if at is not None]  # fmt: skip
+        return max(min(instants), after_us) if instants else None
 
     async def refused(self, dealer: Dealer) -> int:
         """A round refused by the fence: the started batches whose instant
-        came are given back now (so none waits, nor wakes the loop, while
-        it refuses); returns how many."""
+        came are given back now, and the armed executions whose start window
+        opened are noted due (started by the first round it allows, or
+        expired), so none wakes the loop again and again while it refuses;
+        returns how many were given back."""
         before = self.disarmed
         await self._send_ready(dealer)
+        self._promote(to_us(self._clock.now()) + self._start_ahead_us)
         return self.disarmed - before
 
     @property
