@@ -606,7 +606,8 @@ async def _captured(engine: sa.Engine, call: Awaitable, marker: str) -> list[tup
 
 RUNNING_INDEXES = {"executions_owner", "executions_running_tenant", "executions_busy"}
 ARMED_INDEXES = {"executions_armed", "executions_armed_job"}
-"""The armed group's (migration 0027): both hold armed rows only, a few thousand a server at most."""
+"""The armed group's (migration 0027): both hold armed rows only, at most 50 000 a server
+(the armed queue's ``DEFAULT_LIMIT``)."""
 """Partial indexes of running executions (``executions_busy`` also of retries waiting): migration 0014."""
 
 
