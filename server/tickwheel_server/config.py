@@ -146,7 +146,7 @@ class ServerConfig:
     """Share of those calls failed (0 < r <= 1) that opens the circuit."""
     breaker_open: float = 30.0
     """Seconds retries to the host pause once the circuit opens, before probes decide."""
-    arm_ahead: float = 3.0
+    arm_ahead: float = 10.0
     """Seconds before their instant that executions needing no decision then
     are armed for this server's workers (docs/architecture.md, "Hand-outs
     decided ahead"); 0 arms nothing. At most 30."""
@@ -361,7 +361,7 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--arm-ahead", type=float, metavar="SECONDS",
         help="arm executions that need no decision at their instant this many seconds ahead "
-             "(default 3, 0 off; or TICKWHEEL_ARM_AHEAD)",
+             "(default 10, 0 off; or TICKWHEEL_ARM_AHEAD)",
     )
     parser.add_argument(
         "--breaker-open", type=float, metavar="SECONDS",

@@ -54,7 +54,7 @@ from .fence import Fence, Lease
 
 log = logging.getLogger(__name__)
 
-DEFAULT_AHEAD = 3.0
+DEFAULT_AHEAD = 10.0
 DEFAULT_LIMIT = 50_000
 DEFAULT_MAX_BYTES = 128 * 1024 * 1024
 """What the armed queue may hold, by :func:`entry_bytes`: 128 MiB holds

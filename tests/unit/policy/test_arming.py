@@ -42,7 +42,7 @@ def test_runs_beside(rules, allow_overlap, expected) -> None:
 def test_how_far_ahead_comes_from_defaults_environment_and_flags() -> None:
     from .test_breaker import CONFIG_ENV, server_args
 
-    assert load_server_config(server_args(), CONFIG_ENV).arm_ahead == 3.0
+    assert load_server_config(server_args(), CONFIG_ENV).arm_ahead == 10.0
     assert load_server_config(server_args(), {**CONFIG_ENV, "TICKWHEEL_ARM_AHEAD": "0"}).arm_ahead == 0.0
     assert load_server_config(server_args("--arm-ahead", "1.5"), CONFIG_ENV).arm_ahead == 1.5
 
