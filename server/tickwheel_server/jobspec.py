@@ -102,11 +102,20 @@ def calendar_ref_of(job: job_pb2.Job, field: str = "job") -> JobCalendarRef | No
     return JobCalendarRef(name, rule)
 
 
+_CALENDAR_TAG = bytes(((job_pb2.Job.DESCRIPTOR.fields_by_name["calendar"].number << 3 | 2) & 0x7F | 0x80,))
+"""The first byte of ``Job.calendar``'s tag (field 31, length-delimited),
+however its varint is spelled: no definition holds the field without it."""
+
+
 def calendar_ref(spec: bytes) -> tuple[str, bool]:
     """(the name of the calendar a stored definition names, whether its rule
     is ``previous``); ('', False) for none, or for bytes that do not parse.
     The name is what ``jobs.calendar`` holds; only a ``previous`` job has a
     scan key of its own to write (``store/calendarcursor.py``)."""
+    if _CALENDAR_TAG not in spec:
+        # No byte of the tag: the field cannot be there (most jobs name no
+        # calendar; this saves parsing each definition a batch stores).
+        return "", False
     try:
         job = job_pb2.Job.FromString(spec)
     except DecodeError:

@@ -10,7 +10,7 @@ import pytest
 from google.protobuf.message import DecodeError
 from tickwheel.v1 import job_pb2
 
-from tickwheel_server.jobspec import NO_DEFINITION, DefinitionCache, JobDefinition
+from tickwheel_server.jobspec import NO_DEFINITION, DefinitionCache, JobDefinition, calendar_ref
 from tickwheel_server.policy.outcome import RetryPolicy
 from tickwheel_server.schedule import ScheduleKind
 
@@ -149,3 +149,26 @@ def test_many_jobs_stay_within_the_bound() -> None:
 def test_bounds_are_checked(bounds) -> None:
     with pytest.raises(ValueError):
         DefinitionCache(**bounds)
+
+
+_PREVIOUS = job_pb2.JobCalendar(name="holidays", rule=job_pb2.CALENDAR_RULE_PREVIOUS)
+
+
+@pytest.mark.parametrize(
+    ("job", "expected"),
+    [
+        (job_pb2.Job(name="plain", payload=b"{}"), ("", False)),
+        (job_pb2.Job(name="skip", calendar=job_pb2.JobCalendar(name="holidays")), ("holidays", False)),
+        (job_pb2.Job(name="previous", calendar=_PREVIOUS), ("holidays", True)),
+        (job_pb2.Job(name="empty", calendar=job_pb2.JobCalendar()), ("", False)),
+        # The tag's byte inside another field is not the field.
+        (job_pb2.Job(name="binary", payload=b"\xfa\x01\x05\n\x01c\x10\x03"), ("", False)),
+        (job_pb2.Job(name="both", payload=b"\xfa\xfa", calendar=_PREVIOUS), ("holidays", True)),
+    ],
+)
+def test_calendar_ref_reads_the_definitions_calendar(job: job_pb2.Job, expected: tuple[str, bool]) -> None:
+    assert calendar_ref(job.SerializeToString()) == expected
+
+
+def test_calendar_ref_of_bytes_that_do_not_parse_is_none() -> None:
+    assert calendar_ref(b"\xfa\x01\xff") == ("", False)
