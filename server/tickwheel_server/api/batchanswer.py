@@ -102,34 +102,46 @@ def batch_create_response(
     validation; item ``accepted[k]`` is ``batch``'s job ``k``, whose
     :meth:`~tickwheel_server.store.jobs.JobStore.create_batch` outcome is
     ``outcomes[k]`` (created at ``created_at``)."""
-    outcome_of = dict(zip(accepted, range(len(accepted))))
+    # Every item accepted (the usual call): item i is the batch's job i.
+    outcome_of = None if len(accepted) == size else dict(zip(accepted, range(len(accepted))))
     stamps = _Timestamps()
-    shared: dict[tuple[str, str], bytes] = {}
+    shared: dict[tuple[bool, str], bytes] = {}
     parts: list[bytes] = []
     created = existing = 0
     ids, specs, next_runs, next_dues, tzdata = batch.ids, batch.specs, batch.next_runs, batch.next_dues, batch.tzdata
     last_run: int | None = None
     run_field = b""
     for index in range(size):
-        k = outcome_of.get(index)
+        k = index if outcome_of is None else outcome_of.get(index)
         outcome = refused[index] if k is None else outcomes[k]
         if k is not None and outcome is CREATED:
-            state = batch.state(k)
-            common = shared.get((state, tzdata[k]))
+            run = next_runs[k]
+            active = run is not None  # NewJobs.state
+            common = shared.get((active, tzdata[k]))
             if common is None:
-                common = shared[(state, tzdata[k])] = _shared_fields(batch.tenant, state, tzdata[k], created_at)
+                common = shared[(active, tzdata[k])] = _shared_fields(batch.tenant, batch.state(k), tzdata[k], created_at)
             job_id = ids[k].encode()
-            job = [specs[k], common, _ID, _length(len(job_id)), job_id]
-            if state == "active":
-                run = next_runs[k]
+            spec = specs[k]
+            # The job's body: its definition, the shared fields, its id and
+            # instants; joined once, with the whole answer, below.
+            if active:
                 if run != last_run:
                     run_field, last_run = stamps.field(_NEXT_RUN_AT, run), run
-                job += (run_field, stamps.field(_NEXT_DUE_AT, next_dues[k]))
-            body = b"".join(job)
-            answer = _JOB + _length(len(body))
-            result_size = len(answer) + len(body) + len(_CREATED_TRUE)
-            result = _JOB_RESULT + _length(result_size)
-            parts += (_RESULT, _length(len(result) + result_size), result, answer, body, _CREATED_TRUE)
+                due_field = stamps.field(_NEXT_DUE_AT, next_dues[k])
+            else:
+                due_field = b""
+            id_length = _length(len(job_id))
+            body_size = len(spec) + len(common) + len(_ID) + len(id_length) + len(job_id)
+            if active:
+                body_size += len(run_field) + len(due_field)
+            body_length = _length(body_size)
+            result_size = len(_JOB) + len(body_length) + body_size + len(_CREATED_TRUE)
+            result_length = _length(result_size)
+            parts += (_RESULT, _length(len(_JOB_RESULT) + len(result_length) + result_size), _JOB_RESULT, result_length, _JOB,
+                      body_length, spec, common, _ID, id_length, job_id)  # fmt: skip
+            if active:
+                parts += (run_field, due_field)
+            parts.append(_CREATED_TRUE)
             created += 1
             continue
         if isinstance(outcome, tuple):
