@@ -32,7 +32,7 @@ def reference_ulid(now: datetime, random: bytes) -> str:
 ])  # fmt: skip
 @pytest.mark.parametrize("random", [bytes(10), b"\xff" * 10, bytes(range(10)), b"\x80" + bytes(9)])
 def test_ulid_spells_milliseconds_then_randomness_in_crockford(now: datetime, random: bytes) -> None:
-    with mock.patch.object(ids.os, "urandom", return_value=random):
+    with mock.patch.object(ids, "_random_part", return_value=random):
         assert ulid(now) == reference_ulid(now, random)
 
 
@@ -40,7 +40,7 @@ def test_ulid_of_random_bits_matches_the_reference() -> None:
     now = datetime(2026, 12, 5, tzinfo=timezone.utc)
     for _ in range(2000):
         random = os.urandom(10)
-        with mock.patch.object(ids.os, "urandom", return_value=random):
+        with mock.patch.object(ids, "_random_part", return_value=random):
             assert ulid(now) == reference_ulid(now, random)
 
 
@@ -82,6 +82,34 @@ def test_to_us_counts_microseconds_since_the_epoch(instant: datetime) -> None:
 def test_to_us_refuses_a_naive_datetime() -> None:
     with pytest.raises(ValueError):
         to_us(datetime(2026, 1, 1))
+
+
+def test_ulids_read_the_randomness_once_per_block_and_never_reuse_a_part() -> None:
+    block = b"".join(index.to_bytes(10, "big") for index in range(ids._RANDOM_AHEAD))
+    ids._random_parts.clear()
+    with mock.patch.object(ids.os, "urandom", return_value=block) as urandom:
+        parts = [ids._random_part() for _ in range(ids._RANDOM_AHEAD)]
+    urandom.assert_called_once_with(10 * ids._RANDOM_AHEAD)
+    assert sorted(parts) == [block[i : i + 10] for i in range(0, len(block), 10)]
+    assert ids._random_part() not in parts  # the next block is read afresh
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_does_not_hand_out_its_parents_random_parts() -> None:
+    ids._random_parts.clear()
+    ids._random_part()  # the parent now holds the rest of a block
+    held = set(ids._random_parts)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child
+        os.write(write, b"".join(ids._random_part() for _ in range(len(held))))
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        taken = pipe.read()
+    os.waitpid(child, 0)
+    assert len(taken) == 10 * len(held)
+    assert not held & {taken[i : i + 10] for i in range(0, len(taken), 10)}
 
 
 def test_a_batch_of_ids_reads_the_randomness_once_and_spells_each_as_ulid_does() -> None:

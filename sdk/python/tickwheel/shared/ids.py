@@ -30,9 +30,32 @@ _RFC4648_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CR
 """base64.b32encode's alphabet to Crockford's, character for character."""
 
 
+_RANDOM_AHEAD = 256
+"""ULIDs' random parts read from the system at once (:func:`_random_part`)."""
+_random_parts: list[bytes] = []
+
+
+def _random_part() -> bytes:
+    """80 fresh random bits, never handed out twice: the system's randomness
+    is read for :data:`_RANDOM_AHEAD` ULIDs at a time, since each read
+    gives the GIL away (a server's event loop then waits for it behind
+    its other threads). ``list.pop`` is atomic, so threads never share a
+    part; a forked child drops the parent's (see below)."""
+    try:
+        return _random_parts.pop()
+    except IndexError:
+        block = os.urandom(10 * _RANDOM_AHEAD)
+        _random_parts.extend(block[i : i + 10] for i in range(10, len(block), 10))
+        return block[:10]
+
+
+# A child must not hand out the parts its parent still holds.
+os.register_at_fork(after_in_child=_random_parts.clear)
+
+
 def ulid(now: datetime) -> str:
     """A 26-character ULID for ``now`` (aware) with 80 random bits."""
-    return _ulid(_millis(now), os.urandom(10), now)
+    return _ulid(_millis(now), _random_part(), now)
 
 
 def new_job_id(now: datetime) -> str:
