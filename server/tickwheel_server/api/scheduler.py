@@ -321,8 +321,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     async def CreateJob(self, request, context):
         tenant = await self._auth.tenant(context)
         job, request_id = self._new_job(request, tenant.name, self._clock.now())
-        for name in await self._absent_calendars(tenant.name, [named_calendar(request.job)]):
-            raise missing_calendar(name)
+        if request.job.HasField("calendar"):
+            for name in await self._absent_calendars(tenant.name, [named_calendar(request.job)]):
+                raise missing_calendar(name)
         record, created = await self._creates.create(job, request_id)
         return scheduler_pb2.CreateJobResponse(job=convert.job_to_proto(record), created=created)
 

@@ -116,15 +116,16 @@ class Authenticator:
     def _is_admin(self, secret: str) -> bool:
         return hmac.compare_digest(secret.encode(), self._admin_token.encode())
 
-    async def _resolve(self, secret: str, peer: str = "unknown") -> object | None:
-        """The principal of ``secret`` or None; RateLimited when ``peer`` (a
-        :func:`.failures.peer_key`) or this server is over its failures and
-        the secret is not cached."""
+    async def _resolve(self, secret: str, context=None) -> object | None:
+        """The principal of ``secret`` or None; RateLimited when the call's
+        peer (:func:`peer_of` ``context``) or this server is over its
+        failures and the secret is not cached."""
         cached = self._cache.get(secret)
         now = self._clock.monotonic()
         if cached is not None and cached[0] > now:
             self._cache.move_to_end(secret)
             return cached[1]
+        peer = peer_of(context)  # only failures are counted by peer: not read for a cached secret
         digest = failures.secret_digest(secret)
         key_id = tokens.parse_secret(secret, tokens.API_KEY_PREFIX)
         worker_id = tokens.parse_secret(secret, tokens.WORKER_CREDENTIAL_PREFIX)
@@ -162,14 +163,14 @@ class Authenticator:
         return principal
 
     async def _principal(self, context: grpc.aio.ServicerContext) -> object:
-        peer = peer_of(context)
         try:
             secret = bearer(context)
         except Unauthenticated:
+            peer = peer_of(context)
             self.failures.check(peer, lookup=None)
             self.failures.failed(peer, None, looked_up=False)
             raise
-        principal = await self._resolve(secret, peer)
+        principal = await self._resolve(secret, context)
         if principal is None:
             raise Unauthenticated("the credential is not valid (unknown, expired or revoked)")
         return principal
