@@ -136,13 +136,21 @@ def job_to_proto(record: JobRecord) -> job_pb2.Job:
     gives the output-only fields alone (logged), so that one such row does
     not fail a whole listing.
     """
+    job = job_pb2.Job()
+    fill_job(job, record)
+    return job
+
+
+def fill_job(job: job_pb2.Job, record: JobRecord) -> None:
+    """Make the empty ``job`` (a response's field, say) what
+    :func:`job_to_proto` answers for ``record``, in place: no message is
+    built only to be copied into the response."""
     try:
-        job = job_pb2.Job.FromString(record.spec)
+        job.MergeFromString(record.spec)
     except DecodeError:
         log.warning("job %s of tenant %s: %s", record.id, record.tenant, UNREADABLE)
-        job = job_pb2.Job()
+        job.Clear()  # a parse that failed may have merged part of the bytes
     set_output_fields(job, record)
-    return job
 
 
 def set_output_fields(job: job_pb2.Job, record: JobRecord) -> None:

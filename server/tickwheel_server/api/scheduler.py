@@ -325,7 +325,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             for name in await self._absent_calendars(tenant.name, [named_calendar(request.job)]):
                 raise missing_calendar(name)
         record, created = await self._creates.create(job, request_id)
-        return scheduler_pb2.CreateJobResponse(job=convert.job_to_proto(record), created=created)
+        response = scheduler_pb2.CreateJobResponse(created=created)
+        convert.fill_job(response.job, record)
+        return response
 
     @rpc
     async def BatchCreateJobs(self, request, context):

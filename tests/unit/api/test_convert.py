@@ -1,5 +1,6 @@
 """Instants into protobuf Timestamps: what ``FromDatetime`` gives, to the
-microsecond, before and after the epoch and in any zone."""
+microsecond, before and after the epoch and in any zone; a job answered
+from its record, in place or as a new message."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from google.protobuf import timestamp_pb2
+from tickwheel.v1 import job_pb2, scheduler_pb2
 
-from tickwheel_server.api.convert import set_timestamp, timestamp
+from tickwheel_server.api.convert import fill_job, job_to_proto, set_timestamp, timestamp
+from tickwheel_server.store.jobrecords import JobRecord
 
 
 @pytest.mark.parametrize("instant", [
@@ -31,3 +34,20 @@ def test_set_timestamp_is_from_datetime(instant: datetime) -> None:
 def test_a_naive_instant_is_refused() -> None:
     with pytest.raises(ValueError):
         set_timestamp(timestamp_pb2.Timestamp(), datetime(2026, 1, 1))
+
+
+def _record(spec: bytes) -> JobRecord:
+    at = datetime(2026, 12, 5, 3, 0, tzinfo=timezone.utc)
+    return JobRecord(
+        id="job_1", tenant="acme", partition=0, name="x", state="active", spec=spec, time_zone="UTC",
+        next_run_at=at, next_due_at=at, run_count=0, tzdata_version="2025b", pause_reason="", version=1,
+        created_at=at, updated_at=at, paused_at=None,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("spec", [b"\x1a\x01x\xff", b"\x1a\x05x"])  # a name, then bytes that do not parse
+def test_a_definition_that_does_not_parse_answers_the_output_fields_alone(spec: bytes) -> None:
+    response = scheduler_pb2.CreateJobResponse(created=True)
+    fill_job(response.job, _record(spec))
+    assert response.job == job_to_proto(_record(spec))
+    assert response.job.name == "" and response.job.id == "job_1" and response.job.state == job_pb2.JOB_STATE_ACTIVE
