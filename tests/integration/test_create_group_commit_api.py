@@ -67,8 +67,10 @@ async def set_max_jobs(server, channel, max_jobs: int) -> None:
 
 async def queue_behind_held_write(server, scheduler, key, request_ids: list[str]):
     """Send the first request id's call, wait until its write holds (on the
-    locked quota rows), then send the rest and wait until they all queue.
-    Returns the calls' tasks, in order; the caller releases the lock."""
+    locked quota rows), then send the rest one at a time, each once the one
+    before has queued (calls in flight together reach the server in any
+    order; the queue's order is what the tests read). Returns the calls'
+    tasks, in order; the caller releases the lock."""
     creates = server.server.creates
 
     async def call(request_id: str) -> scheduler_pb2.CreateJobResponse:
@@ -77,8 +79,10 @@ async def queue_behind_held_write(server, scheduler, key, request_ids: list[str]
     first = asyncio.create_task(call(request_ids[0]))
     await eventually(lambda: creates.writing("acme") and creates.queued("acme") == 0 and creates.writes == 1,
                      "the first write in flight")
-    rest = [asyncio.create_task(call(rid)) for rid in request_ids[1:]]
-    await eventually(lambda: creates.queued("acme") == len(rest), "the other calls queued")
+    rest: list[asyncio.Task] = []
+    for rid in request_ids[1:]:
+        rest.append(asyncio.create_task(call(rid)))
+        await eventually(lambda: creates.queued("acme") == len(rest), f"call {len(rest)} queued", interval=0.005)
     return [first, *rest]
 
 
