@@ -11,6 +11,7 @@ import asyncio
 from datetime import datetime, timezone
 
 import grpc
+import pytest
 import sqlalchemy as sa
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
 
@@ -19,9 +20,20 @@ from tickwheel.shared.clock import SystemClock
 from tickwheel_server.store.credentials import WorkerCredentialStore
 from tests.support.polling import eventually
 from tests.support.attempts import ALL_ATTEMPTS
+from tests.support.server import running_server
 from tests.support.workers import builtin_handlers, running_worker
 
 WAIT = 20.0
+GRACE = 2
+"""The servers' session TTL (seconds), and so the grace after which a lost
+worker's execution is requeued: short, as that requeue is part of the story."""
+
+
+@pytest.fixture
+async def server(store_and_etcd):
+    """The shared ``server`` fixture's server, with the short :data:`GRACE`."""
+    async with running_server(*store_and_etcd, session_ttl=GRACE) as running:
+        yield running
 
 
 def bearer(secret: str) -> tuple[tuple[str, str], ...]:

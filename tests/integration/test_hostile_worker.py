@@ -152,7 +152,8 @@ async def test_a_silent_stream_is_ended_and_its_work_goes_to_a_live_worker(store
     cut off) has its stream ended with UNAVAILABLE after the heartbeat
     timeout: it is handed nothing more, and what it held runs elsewhere."""
     store, etcd = store_and_etcd
-    async with running_server(store, etcd, heartbeat_interval=0.2, heartbeat_timeout=1.5) as server:
+    # The session TTL is the grace before what the ended stream held is requeued.
+    async with running_server(store, etcd, heartbeat_interval=0.2, heartbeat_timeout=1.5, session_ttl=2) as server:
         acme = await server.create_tenant("acme")
         credential = await server.issue_worker_credential(["acme"])
         registry = HandlerRegistry()

@@ -53,12 +53,22 @@ class Running:
         return reply.credential.secret
 
 
+SESSION_TTL = 10
+"""The etcd session TTL (seconds) of an in-process server unless a test sets
+``session_ttl``: the production default. Such a server shares its process
+(the GIL, often the event loop) with the test driving it, and on a loaded
+machine, beside other pytest-xdist workers, it may not run for a second or
+two; a short TTL then expires the session of a test that is not about it. A
+test of what the TTL decides (the reaper's grace, a re-attach's grace, a
+takeover) passes ``session_ttl`` itself."""
+
+
 @contextlib.asynccontextmanager
 async def running_server(store: str, etcd: str = "memory", **overrides) -> AsyncIterator[Running]:
     token = "twa_" + secrets.token_urlsafe(24)  # never starts with "-" (a command-line argument)
     config = ServerConfig(
-        store=store, etcd=etcd, admin_token=token, listen="127.0.0.1:0", migrate=True, session_ttl=2,
-        shutdown_grace=1.0, **overrides,
+        store=store, etcd=etcd, admin_token=token, listen="127.0.0.1:0", migrate=True,
+        shutdown_grace=1.0, **{"session_ttl": SESSION_TTL, **overrides},
     )
     server = TickwheelServer(config)
     await server.start()
