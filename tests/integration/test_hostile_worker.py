@@ -170,14 +170,32 @@ async def test_a_silent_stream_is_ended_and_its_work_goes_to_a_live_worker(store
             await call.write(worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(
                 worker_id="silent", handlers=["work"], slots=10)))
             await read(call, "welcome")
-            job_id = await create_once(scheduler, acme, "taken", "work")
-            [held] = (await read(call, "assignment")).assignments
+            # Heartbeats (listing nothing) until it holds the job: the job is
+            # due a second after its creation, and on a loaded machine its
+            # hand-out may come later than the heartbeat timeout after the hello.
+            holding = asyncio.Event()
+
+            async def keep_alive() -> None:
+                while not holding.is_set():
+                    try:
+                        await asyncio.wait_for(holding.wait(), 0.2)
+                    except TimeoutError:
+                        await call.write(worker_pb2.PullRequest(heartbeat=worker_pb2.WorkerHeartbeat()))
+
+            alive = asyncio.create_task(keep_alive())
+            try:
+                job_id = await create_once(scheduler, acme, "taken", "work")
+                [held] = (await read(call, "assignment")).assignments
+            finally:
+                holding.set()
+                await alive
             assert held.job_id == job_id
             # From here the stream says nothing, but stays open.
             with pytest.raises(grpc.aio.AioRpcError) as ended:
-                while True:
-                    message = await asyncio.wait_for(call.read(), 20)
-                    assert message.WhichOneof("message") in ("heartbeat", "cancel"), message
+                async with asyncio.timeout(20):  # the server's heartbeats alone would keep it reading
+                    while True:
+                        message = await call.read()
+                        assert message.WhichOneof("message") in ("heartbeat", "cancel"), message
             assert ended.value.code() == grpc.StatusCode.UNAVAILABLE
             assert "no message from worker silent" in ended.value.details()
             async with running_worker(server.address, credential, registry, worker_id="alive", http=False):
