@@ -370,7 +370,9 @@ async def test_a_full_take_starts_the_next_claim_before_its_own_claim_ends(migra
     rows, while it still decides their admission; the two never take one row."""
     gateway, store, connection = await _burst(migrated_engine, clock, monkeypatch, 4, hold_first=True)
     assert await gateway.rounds.hand_out_round() == 4
-    assert store.calls[:3] == ["start 0", "start 1", "end 0"]
+    # Which of the two ends first is the event loop's choice (the second's
+    # rows may come back from the store's thread before the first resumes).
+    assert store.calls[:2] == ["start 0", "start 1"] and "end 0" in store.calls
     sent = [a.execution_id for m in drain_outbox(connection) for a in m.assignment.assignments]
     assert sorted(sent) == ["e0", "e1", "e2", "e3"]
 
