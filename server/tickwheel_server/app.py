@@ -596,6 +596,13 @@ class TickwheelServer:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        try:  # before the session ends: the next server takes them at once
+            given = await self.gateway.give_back()
+        except Exception as error:
+            log.warning("cannot give back armed executions (the reaper will): %s", error)
+        else:
+            if given:
+                log.info("gave back %d armed or started executions not sent", given)
         await self.ownership.stop(release=True)
         if self._session_task is not None:
             self._session_task.cancel()

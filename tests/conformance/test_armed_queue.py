@@ -341,6 +341,30 @@ async def test_a_server_gone_between_the_start_and_the_send_loses_nothing(migrat
     assert sent(connection) == []
 
 
+async def test_a_stopping_server_gives_back_what_it_started_or_armed_and_did_not_send(migrated_engine, clock) -> None:
+    """s1 stops gracefully with e1 started (not sent) and e2 armed: both go
+    back to scheduled at the delivery they had, with no attempt, so the next
+    server hands them out at once as delivery 1 rather than after the
+    reaper's grace; nothing of s1's is left for the reaper."""
+    from .test_handout import attempts_of
+
+    gateway, connection = await started_ahead(migrated_engine, clock, "e1", later=("e2",))
+    assert rows(migrated_engine)["e2"][:2] == ("armed", 1)
+    assert await gateway.give_back() == 2
+    assert {ident: r[:2] for ident, r in rows(migrated_engine).items()} == {"e1": ("scheduled", 0),
+                                                                          "e2": ("scheduled", 0)}
+    assert gateway.armed.waiting_to_send == 0 and len(gateway.armed) == 0 and connection.credit == 10
+    queue = ExecutionQueue(migrated_engine, clock)
+    assert await queue.requeues.running_owners() == [] and attempts_of(migrated_engine, "e1") == []
+    clock.advance(DEFAULT_START_AHEAD + 1)
+    others = Connections()
+    elsewhere = connect(others, clock, worker_id="w2")
+    other = Gateway(ExecutionQueue(migrated_engine, clock), others, clock, owner="s2", arm_ahead=0)
+    assert await other.rounds.hand_out_round() == 2
+    assert await finish(other, elsewhere) == [("e1", 1), ("e2", 1)]
+    assert sent(connection) == []
+
+
 async def test_a_fence_refusal_at_the_send_gives_the_started_batch_back(migrated_engine, clock, monkeypatch) -> None:
     gateway, connection = await started_ahead(migrated_engine, clock, "e1")
     assert connection.credit == 9

@@ -425,6 +425,34 @@ class ArmedQueue:
         entries = [e for e in chosen if e.armed.handed.id in started]
         return [e.armed.handed._replace(handed_out_at_us=outcome.at_us) for e in entries], [e.prebuilt for e in entries]
 
+    async def give_back(self, dealer: Dealer) -> int:
+        """On a graceful stop, once no round runs: release the started
+        batches not sent (their delivery back, no attempt recorded: no
+        worker saw them) and disarm everything armed, so that the next
+        server hands them out at once rather than after the reaper's
+        grace; returns how many the store gave back. What fails here is
+        left to the reaper (started rows after its grace, armed ones at
+        once), as after a crash."""
+        given = 0
+        while self._ready:
+            _at_us, _order, _lease, prepared, held = heapq.heappop(self._ready)
+            self._ready_count -= len(prepared)
+            self.bytes -= held
+            keys = dealer.take_back(prepared)
+            await self._requeues.release(keys)
+            given += len(keys)
+        by_owner: dict[str, list[_Entry]] = {}
+        for entry in list(self._entries.values()):
+            by_owner.setdefault(entry.owner, []).append(entry)
+        for owner, entries in by_owner.items():
+            given += len(await self._store.disarm(
+                owner, [(e.armed.handed.id, e.armed.handed.delivery) for e in entries]
+            ))
+            for entry in entries:
+                self._remove(entry)
+        self.disarmed += given
+        return given
+
     async def expire(self, lease: Lease) -> int:
         """Disarm what was not sent within ``disarm_after`` seconds of its
         instant, and what was armed under another session than ``lease``'s;

@@ -127,6 +127,11 @@ class Gateway:
         self.fence.use_session(session, owner)
         self.wake()
 
+    async def give_back(self) -> int:
+        """After :meth:`run` ended (a graceful stop): give back what this
+        server armed or started and did not send (:meth:`.ArmedQueue.give_back`)."""
+        return await self.armed.give_back(self.rounds)
+
     async def run(self) -> None:
         """Hand out at every wake-up and every sweep, and write the workers'
         results (:attr:`Intake.results <.intake.Intake.results>`) beside it, until cancelled."""
