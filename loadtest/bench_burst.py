@@ -88,7 +88,6 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import psycopg
 
 import _harness as h
 import peers
@@ -181,16 +180,6 @@ def batches(starts: list[int]) -> dict | None:
     }
 
 
-def finished(pg: psycopg.Connection) -> tuple[int, int]:
-    """(executions ended, jobs) right now, on the poll's one connection (a
-    new one per poll would cost PostgreSQL a backend's start each time,
-    counted as the server's CPU)."""
-    return pg.execute(
-        f"{h.OWN_QUERY} SELECT (SELECT count(*) FROM executions WHERE status IN ('succeeded', 'dead', 'canceled')), "
-        "(SELECT count(*) FROM jobs)"
-    ).fetchone()
-
-
 def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, folder: Path) -> dict:
     h.reset_data(url)
     slots = math.ceil(size / args.workers)
@@ -223,7 +212,7 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
         with poll, h.profiled({"server": server.process.pid, "worker-0": pool.pids[0]}, profile):
             while time.time() < deadline:
                 pool.check_alive()
-                ended, jobs = finished(poll)
+                ended, jobs = h.ended_and_jobs(poll)
                 if ended >= jobs:
                     break
                 time.sleep(POLL)  # polling the store; the benchmark has no event to await from other processes

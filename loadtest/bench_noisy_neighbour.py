@@ -59,7 +59,6 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import grpc
-import psycopg
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2
 
 import _harness as h
@@ -165,16 +164,6 @@ def shares_while_ready(url: str, due_us: int) -> dict | None:
     }
 
 
-def finished(pg: psycopg.Connection) -> tuple[int, int]:
-    """(executions ended, jobs) right now, on the poll's one connection (a
-    new one per poll would cost PostgreSQL a backend's start each time,
-    counted as the server's CPU)."""
-    return pg.execute(
-        f"{h.OWN_QUERY} SELECT (SELECT count(*) FROM executions WHERE status IN ('succeeded', 'dead', 'canceled')), "
-        "(SELECT count(*) FROM jobs)"
-    ).fetchone()
-
-
 def lateness_by_tenant(url: str, due_us: int) -> dict[str, dict]:
     """Per tenant: its jobs, executions, the start lateness of each (signed,
     seconds) as a distribution, early starts, dropped jobs, claims made ahead."""
@@ -258,7 +247,7 @@ def run(name: str, counts: dict[str, int], args: argparse.Namespace, url: str, e
         with poll, h.profiled({"server": server.process.pid}, profile):
             while time.time() < deadline:
                 pool.check_alive()
-                ended, jobs = finished(poll)
+                ended, jobs = h.ended_and_jobs(poll)
                 if ended >= jobs:
                     break
                 time.sleep(POLL)  # polling the store; the benchmark has no event to await from other processes

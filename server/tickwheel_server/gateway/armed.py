@@ -38,7 +38,7 @@ import asyncio
 import heapq
 import logging
 from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -441,17 +441,8 @@ class ArmedQueue:
             keys = dealer.take_back(prepared)
             await self._requeues.release(keys)
             given += len(keys)
-        by_owner: dict[str, list[_Entry]] = {}
-        for entry in list(self._entries.values()):
-            by_owner.setdefault(entry.owner, []).append(entry)
-        for owner, entries in by_owner.items():
-            given += len(await self._store.disarm(
-                owner, [(e.armed.handed.id, e.armed.handed.delivery) for e in entries]
-            ))
-            for entry in entries:
-                self._remove(entry)
         self.disarmed += given
-        return given
+        return given + await self._disarm(self._entries.values())
 
     async def expire(self, lease: Lease) -> int:
         """Disarm what was not sent within ``disarm_after`` seconds of its
@@ -465,10 +456,16 @@ class ArmedQueue:
         # Only the due ones can be late; all are read when a session other
         # than the lease's armed some (rare: a new session).
         scanned = self._entries.values() if set(self._per_owner) - {lease.owner} else self._due.values()
+        return await self._disarm(
+            entry for entry in scanned if entry.owner != lease.owner or entry.armed.handed.ready_at_us < limit_us
+        )
+
+    async def _disarm(self, entries: Iterable[_Entry]) -> int:
+        """Disarm ``entries`` in the store, per arming session, and drop
+        them from the queue; returns how many the store gave back."""
         stale: dict[str, list[_Entry]] = {}
-        for entry in scanned:
-            if entry.owner != lease.owner or entry.armed.handed.ready_at_us < limit_us:
-                stale.setdefault(entry.owner, []).append(entry)
+        for entry in entries:
+            stale.setdefault(entry.owner, []).append(entry)
         given = 0
         for owner, entries in stale.items():
             # Kept until the store confirms: a failed disarm is tried again at
