@@ -60,7 +60,7 @@ class ClaimLending:
         self._fence = fence
         self._release = queue.requeues.release
         self._fair = queue.handout.fair
-        self._unique_instant = queue.handout._unique_instant  # as the arming store gets it (store/queue.py)
+        self._unique_instant = queue.handout.unique_instant
         self._wake = wake
 
     def lend(self, limit: int) -> Loan | None:

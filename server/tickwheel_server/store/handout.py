@@ -275,7 +275,7 @@ class HandoutStore(SqlStore):
         # This attempt's instant decides what is ready and is the hand-out
         # instant: an attempt retried after a conflict or an outage sees what
         # came due meanwhile, and is never early by this server's clock.
-        at_us = self._unique_instant(max(now_us, to_us(self.clock.now())))
+        at_us = self.unique_instant(max(now_us, to_us(self.clock.now())))
         now_us = at_us
         ready = self._ready_tenants(conn, capability, now_us)
         if not ready:
@@ -349,7 +349,7 @@ class HandoutStore(SqlStore):
         batch.diverted = len(rows) - len(handed)
         return batch
 
-    def _unique_instant(self, at_us: int) -> int:
+    def unique_instant(self, at_us: int) -> int:
         """``at_us``, or a microsecond past the last round's instant if that is not
         earlier: rounds of one store stamp distinct instants (a round tells its own
         rows from other running ones by owner and instant), also two at once.
