@@ -26,26 +26,18 @@ from tickwheel.shared.ids import from_us
 from ..errors import TickwheelError
 from ..store.jobcreate import CREATED, Outcome
 from ..store.jobrecords import NewJobs
+from ..wire import varint
 from . import convert
 from .decoding import Serialized
 from .status import status_for
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_SMALL = [_varint(n) for n in range(1 << 14)]
+_SMALL = [varint(n) for n in range(1 << 14)]
 """Varints of the lengths most parts have."""
 
 
 def _length(value: int) -> bytes:
-    return _SMALL[value] if value < 16384 else _varint(value)
+    return _SMALL[value] if value < 16384 else varint(value)
 
 
 _RESULT = b"\x0a"  # BatchCreateJobsResponse.results = 1
@@ -55,8 +47,8 @@ _JOB = b"\x0a"  # CreateJobResponse.job = 1
 _CREATED_TRUE = b"\x10\x01"  # CreateJobResponse.created = 2
 _CREATED_COUNT, _EXISTING_COUNT, _FAILED_COUNT = b"\x10", b"\x18", b"\x20"  # BatchCreateJobsResponse 2, 3, 4
 _ID = b"\x0a"  # Job.id = 1
-_NEXT_RUN_AT = _varint(22 << 3 | 2)
-_NEXT_DUE_AT = _varint(23 << 3 | 2)
+_NEXT_RUN_AT = varint(22 << 3 | 2)
+_NEXT_DUE_AT = varint(23 << 3 | 2)
 assert job_pb2.Job.DESCRIPTOR.fields_by_name["next_run_at"].number == 22
 assert job_pb2.Job.DESCRIPTOR.fields_by_name["next_due_at"].number == 23
 assert job_pb2.Job.DESCRIPTOR.fields_by_name["id"].number == 1
@@ -81,11 +73,11 @@ class _Timestamps:
             return tag + _length(len(body)) + body
         part = self._seconds.get(seconds)
         if part is None:
-            part = self._seconds[seconds] = b"\x08" + _varint(seconds)
+            part = self._seconds[seconds] = b"\x08" + varint(seconds)
         if rest:
             nanos = self._nanos.get(rest)
             if nanos is None:
-                nanos = self._nanos[rest] = b"\x10" + _varint(rest * 1000)
+                nanos = self._nanos[rest] = b"\x10" + varint(rest * 1000)
             part += nanos
         return tag + _length(len(part)) + part
 
@@ -156,7 +148,7 @@ def batch_create_response(
         parts += (_RESULT, _length(len(result)), result)
     for tag, count in ((_CREATED_COUNT, created), (_EXISTING_COUNT, existing), (_FAILED_COUNT, size - created - existing)):
         if count:
-            parts += (tag, _varint(count))
+            parts += (tag, varint(count))
     return Serialized(b"".join(parts))
 
 

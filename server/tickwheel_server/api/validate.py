@@ -32,6 +32,7 @@ from tickwheel.shared.targets import ALLOW_FLAG, DEFAULT_POLICY, TargetPolicy
 
 from ..errors import FieldViolation, InvalidArgument
 from ..fields import duration_problem
+from ..wire import varint
 from ..jobspec import (
     DEFAULT_INITIAL_BACKOFF, DEFAULT_LATENESS_THRESHOLD, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BACKOFF,
     DEFAULT_RUN_ALL_LIMIT, DEFAULT_TIMEOUT, EARLIEST_INSTANT, LATEST_INSTANT, calendar_ref_of, key_limits, schedule_of,
@@ -365,9 +366,9 @@ class _Template:
         encoded = name.encode()
         parts = [self.prefix]
         if encoded:
-            parts += (_NAME_TAG, _varint(len(encoded)), encoded)
+            parts += (_NAME_TAG, varint(len(encoded)), encoded)
         if payload:
-            parts += (_PAYLOAD_TAG, _varint(len(payload)), payload)
+            parts += (_PAYLOAD_TAG, varint(len(payload)), payload)
         if labels:
             parts.append(job_pb2.Job(labels=labels).SerializeToString())
         spec = b"".join(parts)
@@ -390,16 +391,6 @@ assert job_pb2.Job.DESCRIPTOR.fields_by_name["name"].number == 3
 assert job_pb2.Job.DESCRIPTOR.fields_by_name["payload"].number == 11
 
 
-def _varint(value: int) -> bytes:
-    """A length as protobuf's wire format writes it."""
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 _OVERLAP_POLICIES = frozenset(job_pb2.OverlapPolicy.values())

@@ -22,7 +22,7 @@ from tickwheel.shared.ids import set_timestamp_us
 
 from ..jobspec import NO_DEFINITION
 from ..store.executions import HandedOut
-from ..wire import EXECUTION_ORIGIN_TO_PROTO
+from ..wire import EXECUTION_ORIGIN_TO_PROTO, varint
 
 _ASSIGNMENT_ITEM = b"\x0a"
 """``Assignments.assignments`` (field 1, length-delimited)."""
@@ -32,16 +32,6 @@ _DEADLINE_AT = b"\x52"
 """``Assignment.deadline_at`` (field 10, length-delimited)."""
 _TRACEPARENT = b"\x5a"
 """``Assignment.traceparent`` (field 11, length-delimited)."""
-
-
-def varint(value: int) -> bytes:
-    """``value`` (>= 0) as a protobuf base-128 varint."""
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def add_assignment(batch: worker_pb2.PullResponse, handed: HandedOut, now_us: int) -> worker_pb2.Assignment:
