@@ -211,6 +211,56 @@ async def test_a_request_whose_job_was_deleted_is_not_found(tenants: TenantStore
         await jobs.create_many("nobody", [(new_job(clock, tenant="nobody"), "r-1")])
 
 
+@pytest.mark.parametrize("ghost", ["nobody", "ACME", "acme ", "acme'--"])
+async def test_a_batch_for_a_tenant_that_does_not_exist_writes_nothing(
+    tenants: TenantStore, jobs: JobStore, clock, migrated_engine, ghost: str
+) -> None:
+    """The store's one check of the tenant (the limits read, once per batch)
+    is what refuses it on PostgreSQL since migration 0028 dropped the
+    per-row foreign key: NotFound, and no job, request id or quota unit of
+    that name, nor of the tenant it resembles."""
+    await tenants.create(Tenant(name="acme"))
+    items = [(new_job(clock, tenant=ghost, name=f"j{i}"), f"r-{i}") for i in range(70)]
+    with pytest.raises(NotFound) as raised:
+        await jobs.create_many(ghost, items)
+    assert raised.value.kind == "tenant"
+    assert counts(migrated_engine, ghost) == (0, 0, 0)
+    assert counts(migrated_engine, "acme") == (0, 0, 0)
+    (created,) = await jobs.create_many("acme", [(new_job(clock), "r-0")])
+    assert created[1], "the tenant's own request id was not taken by the refused call"
+
+
+@pytest.mark.parametrize("backend", STORE_BACKENDS)
+def test_jobs_keep_no_per_row_tenant_key_on_postgres(request, tmp_path, backend: str) -> None:
+    """Migration 0028: on PostgreSQL ``jobs`` has no foreign key (the create
+    checks the tenant once per batch); SQLite, which cannot drop one, keeps
+    it. Rows inserted before the migration stay."""
+    url = f"sqlite:///{tmp_path / 'old.db'}" if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    engine = create_store_engine(url)
+    try:
+        migrate(engine, target=27)
+        keys = [key["referred_table"] for key in sa.inspect(engine).get_foreign_keys("jobs")]
+        assert keys == ["tenants"]
+        with engine.begin() as conn:
+            conn.execute(sa.text(
+                "INSERT INTO tenants (name, weight, max_concurrency, max_jobs, max_payload_bytes, "
+                "requests_per_second, state, pause_reason, created_at, updated_at, version) "
+                "VALUES ('acme', 1, 0, 10, 65536, 100, 'active', '', 0, 0, 1)"
+            ))
+            conn.execute(sa.text(
+                "INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, run_count, tzdata_version, "
+                "pause_reason, version, created_at, updated_at, quota_slot) "
+                "VALUES ('job_old', 'acme', 0, 'old', 'completed', :spec, 'UTC', 0, '2026a', '', 1, 0, 0, 0)"
+            ), {"spec": b""})  # fmt: skip
+        migrate(engine)
+        keys = [key["referred_table"] for key in sa.inspect(engine).get_foreign_keys("jobs")]
+        assert keys == (["tenants"] if backend == "sqlite" else [])
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT id FROM jobs")).scalars().all() == ["job_old"]
+    finally:
+        engine.dispose()
+
+
 async def test_request_ids_are_per_tenant(tenants: TenantStore, jobs: JobStore, clock) -> None:
     await tenants.create(Tenant(name="acme"))
     await tenants.create(Tenant(name="globex"))
