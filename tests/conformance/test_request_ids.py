@@ -177,3 +177,39 @@ def test_the_migration_moves_job_and_calendar_request_ids(request, tmp_path, bac
         assert not tables & {"job_requests", "calendar_requests"}
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("size", [5, 64, 200])
+async def test_a_batch_tells_new_ids_from_repeats_and_expired_ones_whatever_its_size(
+    stores, clock, migrated_engine, size: int
+) -> None:
+    """A batch of ``size`` items (from 64 the store tries a plain insert of
+    its request ids first and falls back on the first one already there)
+    mixing an id seen within the window, one past it (its row not pruned),
+    another tenant's and a calendar's: the first answers its job, the
+    others create; every row stays its own tenant's and kind's. Then the
+    same batch again answers every item from the first, writing nothing."""
+    jobs, calendars = stores
+    await TenantStore(migrated_engine, clock).update("acme", max_jobs=1000)
+    expired, _ = await jobs.create(new_job(clock), "expired")
+    clock.advance(DAY + 1)
+    seen, _ = await jobs.create(new_job(clock), "seen")
+    theirs, _ = await jobs.create(new_job(clock, tenant="globex"), "theirs")
+    await calendars.create("acme", "uk", calendar(), "a-calendar")
+    special = ["seen", "expired", "theirs", "a-calendar"]
+    ids = special + [f"new-{i:03}" for i in range(size - len(special))]
+    items = [(new_job(clock, name=f"n{i}"), request_id) for i, request_id in enumerate(ids)]
+    outcomes = await jobs.create_many("acme", items)
+    assert outcomes[0] == (seen, False)
+    created = outcomes[1:]
+    assert all(created_now for _, created_now in created)
+    assert [record.id for record, _ in created] == [job.id for job, _ in items[1:]]
+    assert expired.id not in {record.id for record, _ in created}
+    assert rows(migrated_engine) == sorted(
+        [("acme", "job", request_id) for request_id in ids] + [("acme", "calendar", "a-calendar"),
+                                                               ("globex", "job", "theirs")]
+    )  # fmt: skip
+    again = await jobs.create_many("acme", [(new_job(clock, name="other"), request_id) for request_id in ids])
+    assert again == [(record, False) for record, _ in [(seen, False), *created]]
+    assert len(rows(migrated_engine)) == size + 2
+    assert await jobs.create_many("globex", [(new_job(clock, tenant="globex"), "theirs")]) == [(theirs, False)]
