@@ -59,7 +59,7 @@ _RECORD = (
 # The same rows without ON CONFLICT: tried first, in a savepoint, for a batch
 # of :data:`OPTIMISTIC_FROM` ids or more. PostgreSQL's ON CONFLICT checks
 # each row's key before inserting it and confirms the insert after (a
-# speculative insertion, a tenth of the backend's CPU in a 1 000-job create);
+# speculative insertion; loadtest/RESULTS.md, "BatchCreateJobs' write");
 # a plain insert checks the key once, as it enters the index. Any id already
 # there (a repeat, a concurrent insert that committed, a row past the window)
 # fails it with a unique violation, and the savepoint rolls back to

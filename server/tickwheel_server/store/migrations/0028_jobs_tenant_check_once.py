@@ -3,10 +3,10 @@ create checks the tenant once per batch, not once per row.
 
 The key made PostgreSQL check every inserted job against ``tenants`` with
 a trigger of its own after the statement (a lookup of the tenant's row and
-a ``FOR KEY SHARE`` lock on it, per row): 14 % of the backend's CPU in a
-1 000-job BatchCreateJobs call, measured with ``perf`` (loadtest/RESULTS.md,
-"BatchCreateJobs' write (issue 21)"). It guarded nothing the store does not
-already guarantee:
+a ``FOR KEY SHARE`` lock on it, per row), a large share of the backend's
+CPU in a BatchCreateJobs call (loadtest/RESULTS.md, "BatchCreateJobs'
+write (issue 21)"). It guarded nothing the store does not already
+guarantee:
 
 - Every job is inserted by :func:`tickwheel_server.store.jobcreate.create_jobs`,
   whose first statement, in the same transaction, reads the tenant's limits
