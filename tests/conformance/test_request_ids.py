@@ -213,3 +213,42 @@ async def test_a_batch_tells_new_ids_from_repeats_and_expired_ones_whatever_its_
     assert again == [(record, False) for record, _ in [(seen, False), *created]]
     assert len(rows(migrated_engine)) == size + 2
     assert await jobs.create_many("globex", [(new_job(clock, tenant="globex"), "theirs")]) == [(theirs, False)]
+
+
+@pytest.mark.postgres
+async def test_a_conflict_in_the_plain_insert_is_retried_not_taken_for_a_repeat(
+    request, clock, monkeypatch
+) -> None:
+    """Only a unique violation sends a large batch's request ids to the
+    ON CONFLICT insert: a serialization failure (40001) in the plain insert
+    fails the transaction, which is run again whole, and every item is
+    created once (none answered as a repeat of itself)."""
+    import psycopg
+    from sqlalchemy import exc as sa_exc
+    from sqlalchemy.engine import Connection
+
+    from tickwheel_server.store import requests as requests_module
+
+    engine = create_store_engine(request.getfixturevalue("migrated_postgres_url"))
+    try:
+        await TenantStore(engine, clock).create(Tenant(name="acme", max_jobs=1000))
+        jobs = JobStore(engine, clock, partition_count=16)
+        real = Connection.exec_driver_sql
+        failed = []
+
+        def failing_once(self, statement, *args, **kwargs):
+            if statement == requests_module._INSERT_FRESH and not failed:
+                failed.append(statement)
+                raise sa_exc.OperationalError(statement, None, psycopg.errors.SerializationFailure("injected"))
+            return real(self, statement, *args, **kwargs)
+
+        monkeypatch.setattr(Connection, "exec_driver_sql", failing_once)
+        items = [(new_job(clock, name=f"n{i}"), f"r-{i}") for i in range(100)]
+        outcomes = await jobs.create_many("acme", items)
+        assert failed, "the plain insert ran"
+        assert jobs.retries["40001"] == 1
+        assert all(created for _, created in outcomes)
+        assert [record.id for record, _ in outcomes] == [job.id for job, _ in items]
+        assert rows(engine) == sorted(("acme", "job", f"r-{i}") for i in range(100))
+    finally:
+        engine.dispose()
