@@ -94,7 +94,8 @@ class DeadLetterStore(SqlStore):
             more = len(rows) > limit
             rows = rows[:limit]
             found = _attempts_of(conn, [row.id for row in rows])
-            return DeadLetterPage(tuple(execution_from_row(row, found[row.id]) for row in rows), more)
+            now_us = to_us(self.clock.now())
+            return DeadLetterPage(tuple(execution_from_row(row, found[row.id], now_us=now_us) for row in rows), more)
 
         return await self._tx(fn)
 
@@ -140,7 +141,7 @@ class DeadLetterStore(SqlStore):
             resolved = self._alerts.resolve_many_in(
                 conn, [dead_letter_key(execution_id), poison_key(execution_id)], now=now
             )
-            return execution_from_row(row, _attempts_of(conn, [row.id])[row.id]), resolved
+            return execution_from_row(row, _attempts_of(conn, [row.id])[row.id], now_us=now_us), resolved
 
         execution, resolved = await self._tx(fn)
         if resolved:

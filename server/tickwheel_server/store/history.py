@@ -31,7 +31,7 @@ from .arming import as_scheduled, disarm_ids
 from .base import SqlStore
 from .isolation import after_not_started_canceled, request_cancel
 from .tables import attempts, executions, jobs, skips
-from .timeline import NOT_STARTED, TERMINAL, in_group, newest, scans
+from .timeline import NOT_STARTED, TERMINAL, in_group, is_ahead, newest, scans
 
 EXECUTION_STATUSES = ("scheduled", "waiting", "running", "succeeded", "dead", "canceled")
 SKIP_REASONS = ("overlap", "misfire", "job_paused", "tenant_paused", "calendar")
@@ -145,10 +145,18 @@ def attempt_from_row(row) -> AttemptRecord:
     )
 
 
-def execution_from_row(row, attempt_records: Iterable[AttemptRecord] = ()) -> ExecutionRecord:
-    """The record of a stored row as readers see it: an armed execution
-    (:mod:`.arming`) is ``scheduled``, at the delivery it had before, owned by no one."""
-    status, delivery, owner = as_scheduled(row.status, row.delivery, row.owner)
+def execution_from_row(row, attempt_records: Iterable[AttemptRecord] = (), *, now_us: int) -> ExecutionRecord:
+    """The record of a stored row as a reader at ``now_us`` sees it: an
+    armed execution (:mod:`.arming`), and a running one started ahead of a
+    send instant after ``now_us`` (:func:`.timeline.is_ahead`: no worker
+    has it yet), is ``scheduled``, at the delivery it had before, owned and
+    held by no one. ``now_us`` is the clock the read's status filter used."""
+    worker_id = row.worker_id
+    if is_ahead(row.status, row.handed_out_at, now_us):
+        # Armed (delivery + 1) then started: it reads as it did while armed.
+        status, delivery, owner, worker_id = "scheduled", row.delivery - 1, None, None
+    else:
+        status, delivery, owner = as_scheduled(row.status, row.delivery, row.owner)
     return ExecutionRecord(
         id=row.id,
         job_id=row.job_id,
@@ -162,7 +170,7 @@ def execution_from_row(row, attempt_records: Iterable[AttemptRecord] = ()) -> Ex
         delivery=delivery,
         status=status,
         owner=owner,
-        worker_id=row.worker_id,
+        worker_id=worker_id,
         missed_count=row.missed_count,
         reap_count=row.reap_count,
         payload=bytes(row.payload),
@@ -294,7 +302,7 @@ class HistoryStore(SqlStore):
             ).first()
             if row is None:
                 return None
-            return execution_from_row(row, _attempts_of(conn, [row.id])[row.id])
+            return execution_from_row(row, _attempts_of(conn, [row.id])[row.id], now_us=to_us(self.clock.now()))
 
         return await self._tx(fn)
 
@@ -304,7 +312,8 @@ class HistoryStore(SqlStore):
 
         def fn(conn: Connection) -> ExecutionRecord:
             row = _get_row(conn, tenant, execution_id)
-            return execution_from_row(row, _attempts_of(conn, [row.id], output=True)[row.id])
+            found = _attempts_of(conn, [row.id], output=True)
+            return execution_from_row(row, found[row.id], now_us=to_us(self.clock.now()))
 
         return await self._tx(fn)
 
@@ -363,12 +372,14 @@ class HistoryStore(SqlStore):
                 span.append(executions.c.nominal_at >= from_us_)
             if to_us_ is not None:
                 span.append(executions.c.nominal_at < to_us_)
-            group_scans = scans([executions], job_id=job_id, tenant=tenant, statuses=wanted, where=span, before=key)
+            now_us = to_us(self.clock.now())  # one reader's clock: for the filter and what is shown
+            group_scans = scans([executions], job_id=job_id, tenant=tenant, statuses=wanted, now_us=now_us,
+                                where=span, before=key)
             rows = newest(conn, group_scans, limit + 1)
             more = len(rows) > limit
             rows = rows[:limit]
             found = _attempts_of(conn, [row.id for row in rows])
-            page = tuple(execution_from_row(row, found[row.id]) for row in rows)
+            page = tuple(execution_from_row(row, found[row.id], now_us=now_us) for row in rows)
 
             upper = key[0] if key is not None else None
             lower = to_us(page[-1].nominal_at) if more else from_us_
@@ -398,7 +409,10 @@ class HistoryStore(SqlStore):
           that owns it tells the worker holding it; the worker's CANCELED
           result ends it ``canceled`` with the reason (so does a retryable
           failure, or its requeue after the worker died). A second request
-          keeps the first reason.
+          keeps the first reason. A row started ahead of its send instant
+          (:func:`.timeline.is_ahead`) is running to this write, so its
+          cancel is requested and signalled once it is sent; the answer
+          shows it as every reader does until then: ``scheduled``.
         - ``succeeded``, ``dead`` or ``canceled``: FailedPrecondition, nothing
           written.
         - NotFound when missing or another tenant's.
@@ -429,6 +443,8 @@ class HistoryStore(SqlStore):
                 after_not_started_canceled(conn, self.caps, [row])
             elif row.status == "running":
                 request_cancel(conn, [(row.id, text)], now_us)
-            return execution_from_row(row, _attempts_of(conn, [row.id])[row.id])
+            # Started ahead of its send instant, it is canceled as a running
+            # one (through its worker, once sent) but answered as readers see it.
+            return execution_from_row(row, _attempts_of(conn, [row.id])[row.id], now_us=now_us)
 
         return await self._tx(fn)

@@ -106,7 +106,7 @@ class ManualStore(SqlStore):
                        handler_of(spec), allow_overlap, trace_context)
             created = conn.execute(_insert_statement(conn).returning(executions.c.id), row).first() is not None
             stored = conn.execute(sa.select(executions).where(executions.c.id == ident)).one()
-            return execution_from_row(stored, _attempts_of(conn, [ident])[ident]), created
+            return execution_from_row(stored, _attempts_of(conn, [ident])[ident], now_us=now_us), created
 
         return await self._tx(fn)
 

@@ -17,7 +17,7 @@ from tickwheel.shared.ids import from_us, to_us
 from .base import SqlStore
 from .history import EXECUTION_STATUSES, ExecutionRecord, _attempts_of, execution_from_row
 from .tables import executions
-from .timeline import scans, shown
+from .timeline import not_ahead, scans, shown
 
 READY_COUNT_CAP = 100_000
 """A tenant's ready executions are counted up to this many (a deeper queue
@@ -58,6 +58,7 @@ class TenantQueue:
     ready: int
     """Scheduled with ``ready_at`` at or before now (at most :data:`READY_COUNT_CAP`)."""
     running: int
+    """Running, a row started ahead of a send instant after ``now`` left out (not running yet to any reader)."""
     oldest_ready_at: datetime
 
 
@@ -80,7 +81,9 @@ class OperationsStore(SqlStore):
         scheduled work, a range scan of at most :data:`READY_COUNT_CAP`
         entries per tenant, and a count of the top tenants' running
         executions on ``executions_running_tenant``. ``now`` is the caller's
-        clock (one clock decides "ready")."""
+        clock (one clock decides "ready", and "running": a row started ahead
+        of a send instant after it is not counted, as readers show it not
+        started)."""
         if top < 1:
             raise ValueError("top must be >= 1")
         now_us = to_us(now)
@@ -95,7 +98,8 @@ class OperationsStore(SqlStore):
             running = dict(
                 conn.execute(
                     sa.select(executions.c.tenant, sa.func.count())
-                    .where(executions.c.status == sa.literal_column("'running'"), executions.c.tenant.in_(names))
+                    .where(executions.c.status == sa.literal_column("'running'"), executions.c.tenant.in_(names),
+                           not_ahead(now_us))
                     .group_by(executions.c.tenant)
                 ).all()
             )
@@ -134,6 +138,9 @@ class OperationsStore(SqlStore):
           most: a page that reaches that bound without ``limit`` matches
           ends there, with a ``next_key`` to go on from.
         - Each execution with its attempts (one primary-key query per page).
+        - Statuses as a reader at this store's clock sees them, the filter
+          included (:func:`.timeline.shown`: a run started ahead of its send
+          instant is ``scheduled`` until then).
         """
         if limit < 1 or scan < limit + 1:
             raise ValueError("limit must be >= 1 and scan > limit")
@@ -147,6 +154,7 @@ class OperationsStore(SqlStore):
         e = executions
 
         def fn(conn: Connection) -> SearchPage:
+            now_us = to_us(self.clock.now())  # one reader's clock: for the filter and what is shown
             span = []
             if from_us_ is not None:
                 span.append(e.c.nominal_at >= from_us_)
@@ -156,8 +164,9 @@ class OperationsStore(SqlStore):
             # Every index ends in (nominal_at, id): a row comparison is a range
             # bound, so a page deep inside a group of executions sharing one
             # instant (a million jobs at midnight) starts where the last one ended.
-            for part in scans([e.c.id, e.c.nominal_at, e.c.status, e.c.tenant], job_id=job_id, tenant=tenant,
-                              statuses=wanted, where=span, before=key, narrow=False):  # fmt: skip
+            for part in scans([e.c.id, e.c.nominal_at, e.c.status, e.c.tenant, e.c.handed_out_at], job_id=job_id,
+                              tenant=tenant, statuses=wanted, now_us=now_us, where=span, before=key,
+                              narrow=False):  # fmt: skip
                 budget = scan if part.unfiltered else limit + 1
                 rows = conn.execute(part.query.limit(budget)).all()
                 by_id.update((row.id, row) for row in rows)  # a job's retry waiting comes twice
@@ -172,7 +181,8 @@ class OperationsStore(SqlStore):
             )  # fmt: skip
             matches = [
                 row for row in seen
-                if (not wanted or shown(row.status) in wanted) and (not tenant or row.tenant == tenant)
+                if (not wanted or shown(row.status, row.handed_out_at, now_us) in wanted)
+                and (not tenant or row.tenant == tenant)
             ]
             if len(matches) > limit:
                 page, last = matches[:limit], matches[limit - 1]
@@ -185,7 +195,9 @@ class OperationsStore(SqlStore):
             ids = [row.id for row in page]
             rows = {row.id: row for row in conn.execute(sa.select(e).where(e.c.id.in_(ids)))}
             found = _attempts_of(conn, [ident for ident in ids if ident in rows])
-            records = tuple(execution_from_row(rows[ident], found[ident]) for ident in ids if ident in rows)
+            records = tuple(
+                execution_from_row(rows[ident], found[ident], now_us=now_us) for ident in ids if ident in rows
+            )
             return SearchPage(records, None if last is None else (from_us(last.nominal_at), last.id))
 
         return await self._tx(fn, idempotent=True)

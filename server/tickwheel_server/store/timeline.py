@@ -28,6 +28,15 @@ per row. So the statuses fall in four groups, each with its own indexes:
   PostgreSQL AND the index with ``executions_owner`` read whole), and the
   merge keeps each execution once.
 
+A ``running`` row may have been started ahead of its instant (a server
+starts armed rows up to a second before it sends them, stamping
+``handed_out_at`` with the send instant: :mod:`.arming`). Until that
+instant no worker has it, and a reader whose clock has not reached it sees
+it as it was before it was started: ``scheduled`` (:func:`shown`,
+:func:`ahead`). A status filter agrees with that: the running group's
+statement states the instant condition (:func:`shown_in`), with the same
+``now_us`` the caller then shows the rows with.
+
 A read over several groups is one statement per group, each ordered by
 ``(nominal_at, id)`` descending under a LIMIT (a range scan that stops there
 on the ended and not-started indexes), merged by the caller. Each statement
@@ -64,9 +73,59 @@ BUSY = ("running", "scheduled")
 """What ``executions_busy`` holds: running executions and retries waiting."""
 
 
-def shown(status: str) -> str:
-    """The status a reader sees: an armed execution is not started yet."""
-    return "scheduled" if status == "armed" else status
+def is_ahead(status: str, handed_out_at_us: int | None, now_us: int) -> bool:
+    """A ``running`` row started ahead of its send instant, which a reader
+    at ``now_us`` has not reached: no worker has it yet (:func:`ahead` in SQL)."""
+    return status == "running" and handed_out_at_us is not None and handed_out_at_us > now_us
+
+
+def shown(status: str, handed_out_at_us: int | None, now_us: int) -> str:
+    """The status a reader at ``now_us`` sees: an armed execution, and a
+    running one started ahead of an instant the reader has not reached, is
+    not started yet (``scheduled``)."""
+    if status == "armed" or is_ahead(status, handed_out_at_us, now_us):
+        return "scheduled"
+    return status
+
+
+def may_show(statuses: Iterable[str]) -> frozenset[str]:
+    """Every status a reader may see rows stored with ``statuses`` as (at any instant)."""
+    seen = set()
+    for status in statuses:
+        seen.add("scheduled" if status == "armed" else status)
+        if status == "running":
+            seen.add("scheduled")  # started ahead
+    return frozenset(seen)
+
+
+def ahead(now_us: int, table=executions) -> ColumnElement:
+    """SQL of :func:`is_ahead` for a row known to be ``running``."""
+    return sa.and_(table.c.handed_out_at.is_not(None), table.c.handed_out_at > now_us).self_group()
+
+
+def not_ahead(now_us: int, table=executions) -> ColumnElement:
+    """SQL: a ``running`` row a reader at ``now_us`` sees running (its send instant reached)."""
+    return sa.or_(table.c.handed_out_at.is_(None), table.c.handed_out_at <= now_us).self_group()
+
+
+def shown_in(asked: Iterable[str], now_us: int, stored: Iterable[str], table=executions) -> ColumnElement:
+    """SQL: the rows stored with one of ``stored`` that a reader at
+    ``now_us`` sees (:func:`shown`) with one of the statuses ``asked``."""
+    asked, stored = frozenset(asked), tuple(stored)
+    parts = []
+    plain = [status for status in stored if status != "running" and shown(status, None, now_us) in asked]
+    if plain:
+        parts.append(status_in(table.c.status, *plain))
+    if "running" in stored and asked & {"running", "scheduled"}:
+        running = [status_in(table.c.status, "running")]
+        if "scheduled" not in asked:
+            running.append(not_ahead(now_us, table))
+        elif "running" not in asked:
+            running.append(ahead(now_us, table))
+        parts.append(sa.and_(*running))
+    if not parts:
+        return sa.false()
+    return parts[0] if len(parts) == 1 else sa.or_(*parts).self_group()
 
 
 def in_group(group: tuple[str, ...], *, by_job: bool = False, table=executions) -> list[ColumnElement]:
@@ -97,6 +156,7 @@ def scans(
     job_id: str = "",
     tenant: str = "",
     statuses: Iterable[str] = (),
+    now_us: int | None = None,
     where: Sequence[ColumnElement] = (),
     before: tuple[int, str] | None = None,
     narrow: bool = True,
@@ -105,7 +165,10 @@ def scans(
     selecting ``columns`` of the executions of ``job_id`` and/or ``tenant``
     (neither: all) that satisfy ``where``, strictly before the key
     ``before`` (nominal µs, id) if given. An execution may come from two of
-    them (a job's retry waiting): merge by id.
+    them (a job's retry waiting): merge by id. ``statuses`` are what a
+    reader at ``now_us`` sees (:func:`shown`; required with a filter), so
+    a filter on ``running`` or ``scheduled`` states the send instant of a
+    running row started ahead (:func:`shown_in`).
 
     Some filters are not a range of the group's index: a status filter that
     takes only part of what the statement returns, and a tenant without a
@@ -115,6 +178,8 @@ def scans(
     it they are left to the caller (:attr:`GroupScan.unfiltered`), so that
     a LIMIT bounds what the statement reads."""
     asked = frozenset(statuses)
+    if asked and now_us is None:
+        raise ValueError("a status filter needs the reader's now_us")
     scope = []
     if job_id:
         scope.append(executions.c.job_id == job_id)
@@ -123,14 +188,13 @@ def scans(
         scope.append(sa.tuple_(executions.c.nominal_at, executions.c.id) < sa.tuple_(*before))
     found = []
     for group in GROUPS:
-        wanted = [status for status in group if not asked or shown(status) in asked]
-        if not wanted:
-            continue
         returned = BUSY if group == RUNNING and job_id else group
+        if asked and not asked & may_show(returned):
+            continue
         conditions = [*scope, *in_group(group, by_job=bool(job_id)), *where]
         filters = []
-        if asked and not asked.issuperset(shown(s) for s in returned):
-            filters.append(status_in(executions.c.status, *(s for s in returned if shown(s) in asked)))
+        if asked and not asked.issuperset(may_show(returned)):
+            filters.append(shown_in(asked, now_us, returned))
         if tenant:
             ranged = bool(job_id) or group != NOT_STARTED
             (conditions if ranged else filters).append(executions.c.tenant == tenant)
