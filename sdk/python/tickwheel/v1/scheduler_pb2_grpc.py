@@ -427,7 +427,9 @@ class SchedulerServiceServicer:
 
     def CancelExecution(self, request, context):
         """Cancels an execution: a waiting one at once, a running one through its
-        worker's cancel signal.
+        worker's cancel signal. A run started ahead of its instant is canceled as
+        a running one (signalled once it is sent) and answered as SCHEDULED, as
+        every read shows it until it is sent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -404,11 +404,16 @@ const (
 	// Never used.
 	ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED ExecutionStatus = 0
 	// Created and waiting for `ready_at` (first attempt, or a retry's backoff).
+	// Also a run a server has decided to hand out at its instant (armed, or
+	// started up to a second ahead): until the instant it is sent, by the
+	// answering server's clock, it reads as SCHEDULED with the delivery it had
+	// before and no owner, and status filters count it here.
 	ExecutionStatus_EXECUTION_STATUS_SCHEDULED ExecutionStatus = 1
 	// Held back by the overlap policy, a concurrency key, or its job being
 	// paused (PauseJob; ResumeJob releases it).
 	ExecutionStatus_EXECUTION_STATUS_WAITING ExecutionStatus = 2
-	// Handed to a worker; `owner` and `delivery` say which hand-out.
+	// Handed to a worker; `owner` and `delivery` say which hand-out. Never
+	// shown before the instant it was sent.
 	ExecutionStatus_EXECUTION_STATUS_RUNNING ExecutionStatus = 3
 	// Terminal: an attempt succeeded.
 	ExecutionStatus_EXECUTION_STATUS_SUCCEEDED ExecutionStatus = 4

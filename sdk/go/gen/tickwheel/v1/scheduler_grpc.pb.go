@@ -209,7 +209,9 @@ type SchedulerServiceClient interface {
 	// A job's history, newest first, with attempts and skip ranges.
 	ListExecutions(ctx context.Context, in *ListExecutionsRequest, opts ...grpc.CallOption) (*ListExecutionsResponse, error)
 	// Cancels an execution: a waiting one at once, a running one through its
-	// worker's cancel signal.
+	// worker's cancel signal. A run started ahead of its instant is canceled as
+	// a running one (signalled once it is sent) and answered as SCHEDULED, as
+	// every read shows it until it is sent.
 	CancelExecution(ctx context.Context, in *CancelExecutionRequest, opts ...grpc.CallOption) (*CancelExecutionResponse, error)
 	// Dead-lettered executions of the tenant, newest first.
 	ListDeadLetters(ctx context.Context, in *ListDeadLettersRequest, opts ...grpc.CallOption) (*ListDeadLettersResponse, error)
@@ -679,7 +681,9 @@ type SchedulerServiceServer interface {
 	// A job's history, newest first, with attempts and skip ranges.
 	ListExecutions(context.Context, *ListExecutionsRequest) (*ListExecutionsResponse, error)
 	// Cancels an execution: a waiting one at once, a running one through its
-	// worker's cancel signal.
+	// worker's cancel signal. A run started ahead of its instant is canceled as
+	// a running one (signalled once it is sent) and answered as SCHEDULED, as
+	// every read shows it until it is sent.
 	CancelExecution(context.Context, *CancelExecutionRequest) (*CancelExecutionResponse, error)
 	// Dead-lettered executions of the tenant, newest first.
 	ListDeadLetters(context.Context, *ListDeadLettersRequest) (*ListDeadLettersResponse, error)

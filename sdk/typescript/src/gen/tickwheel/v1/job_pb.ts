@@ -1083,6 +1083,10 @@ export enum ExecutionStatus {
 
   /**
    * Created and waiting for `ready_at` (first attempt, or a retry's backoff).
+   * Also a run a server has decided to hand out at its instant (armed, or
+   * started up to a second ahead): until the instant it is sent, by the
+   * answering server's clock, it reads as SCHEDULED with the delivery it had
+   * before and no owner, and status filters count it here.
    *
    * @generated from enum value: EXECUTION_STATUS_SCHEDULED = 1;
    */
@@ -1097,7 +1101,8 @@ export enum ExecutionStatus {
   WAITING = 2,
 
   /**
-   * Handed to a worker; `owner` and `delivery` say which hand-out.
+   * Handed to a worker; `owner` and `delivery` say which hand-out. Never
+   * shown before the instant it was sent.
    *
    * @generated from enum value: EXECUTION_STATUS_RUNNING = 3;
    */

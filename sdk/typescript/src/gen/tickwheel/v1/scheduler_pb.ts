@@ -2091,7 +2091,9 @@ export const SchedulerService: GenService<{
   },
   /**
    * Cancels an execution: a waiting one at once, a running one through its
-   * worker's cancel signal.
+   * worker's cancel signal. A run started ahead of its instant is canceled as
+   * a running one (signalled once it is sent) and answered as SCHEDULED, as
+   * every read shows it until it is sent.
    *
    * @generated from rpc tickwheel.v1.SchedulerService.CancelExecution
    */

@@ -26,6 +26,10 @@ public enum ExecutionStatus
   /**
    * <pre>
    * Created and waiting for `ready_at` (first attempt, or a retry's backoff).
+   * Also a run a server has decided to hand out at its instant (armed, or
+   * started up to a second ahead): until the instant it is sent, by the
+   * answering server's clock, it reads as SCHEDULED with the delivery it had
+   * before and no owner, and status filters count it here.
    * </pre>
    *
    * <code>EXECUTION_STATUS_SCHEDULED = 1;</code>
@@ -42,7 +46,8 @@ public enum ExecutionStatus
   EXECUTION_STATUS_WAITING(2),
   /**
    * <pre>
-   * Handed to a worker; `owner` and `delivery` say which hand-out.
+   * Handed to a worker; `owner` and `delivery` say which hand-out. Never
+   * shown before the instant it was sent.
    * </pre>
    *
    * <code>EXECUTION_STATUS_RUNNING = 3;</code>
@@ -98,6 +103,10 @@ public enum ExecutionStatus
   /**
    * <pre>
    * Created and waiting for `ready_at` (first attempt, or a retry's backoff).
+   * Also a run a server has decided to hand out at its instant (armed, or
+   * started up to a second ahead): until the instant it is sent, by the
+   * answering server's clock, it reads as SCHEDULED with the delivery it had
+   * before and no owner, and status filters count it here.
    * </pre>
    *
    * <code>EXECUTION_STATUS_SCHEDULED = 1;</code>
@@ -114,7 +123,8 @@ public enum ExecutionStatus
   public static final int EXECUTION_STATUS_WAITING_VALUE = 2;
   /**
    * <pre>
-   * Handed to a worker; `owner` and `delivery` say which hand-out.
+   * Handed to a worker; `owner` and `delivery` say which hand-out. Never
+   * shown before the instant it was sent.
    * </pre>
    *
    * <code>EXECUTION_STATUS_RUNNING = 3;</code>

@@ -1197,7 +1197,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Cancels an execution: a waiting one at once, a running one through its
-     * worker's cancel signal.
+     * worker's cancel signal. A run started ahead of its instant is canceled as
+     * a running one (signalled once it is sent) and answered as SCHEDULED, as
+     * every read shows it until it is sent.
      * </pre>
      */
     default void cancelExecution(dev.tickwheel.v1.CancelExecutionRequest request,
@@ -1659,7 +1661,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Cancels an execution: a waiting one at once, a running one through its
-     * worker's cancel signal.
+     * worker's cancel signal. A run started ahead of its instant is canceled as
+     * a running one (signalled once it is sent) and answered as SCHEDULED, as
+     * every read shows it until it is sent.
      * </pre>
      */
     public void cancelExecution(dev.tickwheel.v1.CancelExecutionRequest request,
@@ -2088,7 +2092,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Cancels an execution: a waiting one at once, a running one through its
-     * worker's cancel signal.
+     * worker's cancel signal. A run started ahead of its instant is canceled as
+     * a running one (signalled once it is sent) and answered as SCHEDULED, as
+     * every read shows it until it is sent.
      * </pre>
      */
     public dev.tickwheel.v1.CancelExecutionResponse cancelExecution(dev.tickwheel.v1.CancelExecutionRequest request) throws io.grpc.StatusException {
@@ -2509,7 +2515,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Cancels an execution: a waiting one at once, a running one through its
-     * worker's cancel signal.
+     * worker's cancel signal. A run started ahead of its instant is canceled as
+     * a running one (signalled once it is sent) and answered as SCHEDULED, as
+     * every read shows it until it is sent.
      * </pre>
      */
     public dev.tickwheel.v1.CancelExecutionResponse cancelExecution(dev.tickwheel.v1.CancelExecutionRequest request) {
@@ -2948,7 +2956,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Cancels an execution: a waiting one at once, a running one through its
-     * worker's cancel signal.
+     * worker's cancel signal. A run started ahead of its instant is canceled as
+     * a running one (signalled once it is sent) and answered as SCHEDULED, as
+     * every read shows it until it is sent.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.CancelExecutionResponse> cancelExecution(
