@@ -287,7 +287,10 @@ async def test_a_cancel_within_the_start_window_is_a_running_cancel_told_to_the_
     assert rows(migrated_engine)["e3"][:2] == ("armed", 1)
     assert (await HistoryStore(migrated_engine, clock).cancel_execution("acme", "e3")).status == "canceled"
     canceled = await HistoryStore(migrated_engine, clock).cancel_execution("acme", "e1", "stop")
-    assert canceled.status == "running"  # a started run: its worker is told once it holds it
+    # A started run: its worker is told once it holds it; until it is sent it
+    # reads, this answer included, as not started.
+    assert (canceled.status, canceled.delivery, canceled.owner) == ("scheduled", 0, None)
+    assert rows(migrated_engine)["e1"][:2] == ("running", 1)
     assert await gateway.liveness.signal_cancels() == 0  # nobody holds it yet
     clock.advance(DEFAULT_START_AHEAD)
     assert await gateway.rounds.hand_out_round() == 2

@@ -10,7 +10,9 @@ exactly once (one execution, one attempt, delivery 1: the armed delivery
 was taken back), never early.
 
 Then b is SIGKILLed after it started some (written ``running`` up to a
-second before their instant) and before it sent them: the reaper requeues
+second before their instant) and before it sent them: read through server
+a's API before their instant they are SCHEDULED, and a RUNNING filter does
+not find them (docs/architecture.md, "Never seen early"); the reaper requeues
 those after the grace and disarms the rest, and every job still ends
 succeeded exactly once, never early, none lost.
 """
@@ -24,12 +26,16 @@ from contextlib import ExitStack
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import grpc
 import pytest
 import sqlalchemy as sa
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tests.support.attempts import ALL_ATTEMPTS
 from tests.support.faults import eventually
 from tests.support.server import start_worker_process
+
+from .test_server_api import bearer
 
 from .test_dispatch_faults import (  # noqa: F401 (engine is a fixture)
     HANDLERS, TICK, audit, create_once_jobs, engine, now, scheduler, spaced, start_server, succeeded,
@@ -110,6 +116,51 @@ def started_unsent(engine: sa.Engine, job_ids: list[str]) -> dict[str, int]:
     return by_owner(engine, job_ids, "running")
 
 
+def never_read_running_before_its_instant(a, api_key: str, engine: sa.Engine, jobs: dict[str, datetime]) -> None:
+    """Read the runs b started (running, ``handed_out_at`` their send
+    instant, never sent: b is dead) through a's GetExecution,
+    ListExecutions and SearchExecutions with and without a status filter:
+    an answer received before a run's instant shows it SCHEDULED (delivery
+    0, no owner) and never in a RUNNING filter; RUNNING only in an answer
+    received after its instant (a's clock is read between the two: the
+    same host's)."""
+    with engine.connect() as conn:
+        started = dict(conn.execute(sa.text(
+            "SELECT id, job_id FROM executions WHERE status = 'running' AND job_id = ANY(:ids)"), {"ids": list(jobs)}
+        ).all())
+    assert started
+    meta, admin_meta = bearer(api_key), bearer(a.admin_token)
+    early = 0
+    with grpc.insecure_channel(a.address) as channel:
+        stub, admin = scheduler_pb2_grpc.SchedulerServiceStub(channel), admin_pb2_grpc.AdminServiceStub(channel)
+        for ident, job_id in sorted(started.items()):
+            due = jobs[job_id]
+            for read in (
+                lambda: [stub.GetExecution(scheduler_pb2.GetExecutionRequest(id=ident), metadata=meta).execution],
+                lambda: stub.ListExecutions(scheduler_pb2.ListExecutionsRequest(job_id=job_id), metadata=meta)
+                .executions,
+                lambda: admin.SearchExecutions(admin_pb2.SearchExecutionsRequest(job_id=job_id), metadata=admin_meta)
+                .executions,
+            ):
+                [seen] = read()
+                received = now()
+                if received < due:  # after it, a may have requeued, handed out or finished it
+                    early += 1
+                    assert (seen.status, seen.delivery, seen.owner) == (job_pb2.EXECUTION_STATUS_SCHEDULED, 0, ""), seen
+            for status in (job_pb2.EXECUTION_STATUS_RUNNING, job_pb2.EXECUTION_STATUS_SCHEDULED):
+                listed = stub.ListExecutions(scheduler_pb2.ListExecutionsRequest(job_id=job_id, statuses=[status]),
+                                             metadata=meta).executions
+                searched = admin.SearchExecutions(admin_pb2.SearchExecutionsRequest(
+                    tenant="acme", job_id=job_id, statuses=[status]), metadata=admin_meta).executions
+                received = now()
+                for found in (listed, searched):
+                    assert [e.status for e in found] in ([], [status]), found
+                    if received < due:
+                        assert [e.id for e in found] == ([ident] if status == job_pb2.EXECUTION_STATUS_SCHEDULED
+                                                         else []), (status, found)
+    assert early, "every read came after its run's instant: the test did not test the window"
+
+
 def test_sigkill_between_the_start_and_the_send_runs_each_exactly_once_elsewhere(
     tmp_path: Path, postgres_url: str, etcd_endpoint: str, engine: sa.Engine
 ) -> None:
@@ -124,6 +175,7 @@ def test_sigkill_between_the_start_and_the_send_runs_each_exactly_once_elsewhere
         b.process.wait(10)
         assert now() < first_due, "b was killed after its first instant: the test did not test the window"
         assert len(found) == 1 and succeeded(engine, job_ids) == 0
+        never_read_running_before_its_instant(a, api_key, engine, jobs)
         all_succeed_through_a(a, engine, jobs, 40)
         with engine.connect() as conn:
             rows = conn.execute(sa.text(
