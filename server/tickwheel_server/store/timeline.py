@@ -176,7 +176,10 @@ def scans(
     module docstring). With ``narrow`` they are conditions of the statement
     (exact, but the scan may pass over any number of executions); without
     it they are left to the caller (:attr:`GroupScan.unfiltered`), so that
-    a LIMIT bounds what the statement reads."""
+    a LIMIT bounds what the statement reads. The running group's are
+    always conditions: no index orders running rows, so its statement
+    reads its scope's whole (a few, at most the workers' slots) whatever
+    the filter, and the filter only shortens what it returns."""
     asked = frozenset(statuses)
     if asked and now_us is None:
         raise ValueError("a status filter needs the reader's now_us")
@@ -198,14 +201,15 @@ def scans(
         if tenant:
             ranged = bool(job_id) or group != NOT_STARTED
             (conditions if ranged else filters).append(executions.c.tenant == tenant)
-        if narrow:
+        exact = narrow or group == RUNNING
+        if exact:
             conditions += filters
         query = (
             sa.select(*columns)
             .where(*conditions)
             .order_by(executions.c.nominal_at.desc(), executions.c.id.desc())
         )
-        found.append(GroupScan(group, query, unfiltered=bool(filters) and not narrow))
+        found.append(GroupScan(group, query, unfiltered=bool(filters) and not exact))
     return found
 
 

@@ -58,3 +58,16 @@ def test_a_status_filter_needs_the_readers_clock() -> None:
     scheduled = scans([executions.c.id], statuses=["scheduled"], now_us=5)
     assert [scan.group for scan in scheduled] == [g for g in GROUPS if g != ("succeeded", "dead", "canceled")]
     assert "handed_out_at" in str(next(s for s in scheduled if s.group == ("running",)).query)
+
+
+def test_the_running_groups_filter_is_always_in_its_statement() -> None:
+    """Running rows are read whole (no index orders them): the instant
+    condition costs the statement nothing, so a search does not take it
+    as unfiltered (which would read up to its scan bound instead of a page)."""
+    from tickwheel_server.store.tables import executions
+
+    for scope in (dict(), dict(tenant="acme"), dict(job_id="job_1")):
+        for statuses in (["running"], ["scheduled"]):
+            found = scans([executions.c.id], statuses=statuses, now_us=5, narrow=False, **scope)
+            [running] = [scan for scan in found if scan.group == ("running",)]
+            assert not running.unfiltered and "handed_out_at" in str(running.query), (scope, statuses)
