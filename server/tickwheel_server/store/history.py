@@ -334,7 +334,10 @@ class HistoryStore(SqlStore):
           the previous page's :attr:`ExecutionPage.next_key` (None for the
           first page); a page holds at most ``limit`` executions.
         - ``statuses`` (empty: all), ``from_at`` (inclusive) and ``to_at``
-          (exclusive) filter on status and nominal instant.
+          (exclusive) filter on status and nominal instant; the status is
+          the one shown at this store's clock, read once for the filter
+          and the page (:func:`execution_from_row`: a run started ahead is
+          ``scheduled`` until its send instant).
         - Each execution carries its attempts, oldest first, fetched for the
           whole page in ONE query.
         - ``skips``: the skip ranges (whatever the status filter) that overlap
