@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -241,11 +241,9 @@ def _stat_fields(pid: int) -> list[str] | None:
     return text.rsplit(")", 1)[1].split()  # fields from the 3rd (state) on
 
 
-def tree_cpu_s(root: int) -> float:
-    """CPU seconds (user + system) of ``root`` and every live descendant, plus
-    what their exited children left in ``cutime``/``cstime``: PostgreSQL's
-    backends come and go, and the postmaster reaps them, so the difference of
-    two readings is the tree's CPU in between."""
+def processes() -> tuple[dict[int, list[str]], dict[int, list[int]]]:
+    """Every process's ``stat`` fields (from the 3rd on) and every parent's
+    children, read in one pass over ``/proc``."""
     children: dict[int, list[int]] = {}
     stats: dict[int, list[str]] = {}
     for entry in Path("/proc").iterdir():
@@ -256,6 +254,16 @@ def tree_cpu_s(root: int) -> float:
             continue
         stats[int(entry.name)] = fields
         children.setdefault(int(fields[1]), []).append(int(entry.name))
+    return stats, children
+
+
+def tree_cpu_s(root: int, table: tuple[dict[int, list[str]], dict[int, list[int]]] | None = None) -> float:
+    """CPU seconds (user + system) of ``root`` and every live descendant, plus
+    what their exited children left in ``cutime``/``cstime``: PostgreSQL's
+    backends come and go, and the postmaster reaps them, so the difference of
+    two readings is the tree's CPU in between. ``table`` is a
+    :func:`processes` already read (one pass for many roots)."""
+    stats, children = table if table is not None else processes()
     total = 0
     stack = [root]
     while stack:
@@ -346,7 +354,8 @@ class Meter:
     etcd_endpoint: str | None = None
 
     def read(self) -> Reading:
-        cpu = {role: sum(tree_cpu_s(pid) for pid in pids) for role, pids in self.roles.items()}
+        table = processes()  # one pass for every role: a reading is one instant, not one per process
+        cpu = {role: sum(tree_cpu_s(pid, table) for pid in pids) for role, pids in self.roles.items()}
         counters = etcd_counters(self.etcd_endpoint) if self.etcd_endpoint else {}
         port = int(self.etcd_endpoint.rsplit(":", 1)[1]) if self.etcd_endpoint else None
         network = socket_bytes(self.roles["server"][0], port) if self.roles.get("server") else {}
@@ -354,7 +363,9 @@ class Meter:
 
     @staticmethod
     def difference(before: Reading, after: Reading, executions: int) -> dict:
-        """CPU per role (seconds, and milliseconds per execution), etcd
+        """CPU per role (seconds, and milliseconds per execution), all of
+        it over the wall time between the readings (``cpu_cores``: never
+        above the machine's cores when the readings are right), etcd
         requests (total, per execution, by method) and the server's network
         bytes per execution by peer, between two readings."""
         cpu = {
@@ -380,7 +391,9 @@ class Meter:
             "requests_by_method": by_method,
             "seconds": round(after.at - before.at, 2),
         } if after.etcd else None
-        return {"cpu": cpu, "etcd": etcd_figures, "server_network": network or None}
+        wall = after.at - before.at
+        cores = round(sum(after.cpu[role] - before.cpu[role] for role in after.cpu) / wall, 2) if wall > 0 else None
+        return {"cpu": cpu, "cpu_cores": cores, "etcd": etcd_figures, "server_network": network or None}
 
 
 @contextlib.contextmanager
@@ -809,7 +822,8 @@ JOB_COLUMNS = (
 )
 
 
-def insert_once_jobs(url: str, count: int, due: datetime, *, name: str, payload: bytes = b"{}") -> dict:
+def insert_once_jobs(url: str, count: int, due: datetime, *, name: str, payload: bytes = b"{}",
+                     on_commit: Callable[[], object] | None = None) -> dict:
     """``count`` one-off jobs due at ``due``, for the ``echo`` handler, stored
     in one transaction, and the instant it committed (``committed_at``, Unix
     seconds).
@@ -822,7 +836,9 @@ def insert_once_jobs(url: str, count: int, due: datetime, *, name: str, payload:
     are written with COPY in one transaction rather than through
     ``JobStore.create``: creating is not what is measured
     (``bench_create.py`` measures it), and one commit makes every job
-    visible to the dispatcher at the same instant.
+    visible to the dispatcher at the same instant. ``on_commit`` runs right
+    after the commit (a benchmark's CPU reading, so that what the storing
+    cost is left out of what it measures).
     """
     now = datetime.now(timezone.utc)
     template = job_pb2.Job(name=name, target=job_pb2.Target(handler=job_pb2.HandlerTarget(name=HANDLER)),
@@ -857,6 +873,8 @@ def insert_once_jobs(url: str, count: int, due: datetime, *, name: str, payload:
             count_jobs(cur, TENANT, count)
         pg.commit()
         committed_at = time.time()
+        if on_commit is not None:
+            on_commit()
     return {
         "jobs": count,
         "build_s": round(built - began, 2),

@@ -22,11 +22,16 @@ and etcd are started (``tests/support``) and deleted afterwards.
   ``attempts``; ``_harness.ATTEMPTS`` reads both), over the window from the first claim (``min(executions.
   created_at)``) to the last attempt's ``finished_at``; ``from_commit``
   counts from the instant the jobs were committed instead (it adds the
-  dispatcher's wait for its next tick). CPU seconds of the server process,
+  dispatcher's wait for its next tick, 0 to 1 s: latency, not
+  throughput). CPU seconds of the server process,
   of PostgreSQL (every process of the server: backends, and what exited
   backends left in the postmaster's ``cutime``), of the workers and of etcd,
-  from ``/proc/<pid>/stat``, and etcd's gRPC messages received (its
-  ``/metrics``), over the same run, per execution. ``sql`` counts what
+  from ``/proc/<pid>/stat`` (all processes read in one pass: a reading is
+  one instant), and etcd's gRPC messages received (its
+  ``/metrics``), from the jobs' commit to the end, per execution; what
+  storing them cost is ``storing_cpu_s``, apart. ``cpu_cores`` is all that
+  CPU over the wall time between the two readings (a check: it cannot
+  exceed the machine's cores). ``sql`` counts what
   reached PostgreSQL (``pg_stat_statements``: statements and rows written
   per execution, commits, rollbacks, the costliest shapes) and
   ``errors_logged`` the ERROR lines it logged (serialization failures the
@@ -40,9 +45,14 @@ and etcd are started (``tests/support``) and deleted afterwards.
   one transaction, in batches of 1 000 (``peers.run_pgqueuer``).
   ``executions_per_s`` over the window from its first pick to its last
   completion as its log recorded them, CPU of its workers and of PostgreSQL
-  per execution, its statements and rows written; ``best`` is the setting
+  per execution from the jobs' commit to the end (the enqueue's apart, as
+  the server's storing is), its statements and rows written; ``best`` is the setting
   with the most executions/s. ``ratio`` = server / pgqueuer's best (goal
-  ≥ 1.5); ``cpu_ms_per_execution``, ``statements_per_execution`` and
+  ≥ 1.5), both over the same kind of window: from the first take (claim,
+  pick) to the last completion recorded; ``from_commit`` sets the two side
+  by side from the jobs' commit instead (pgqueuer's workers are woken by
+  its NOTIFY at the commit, the dispatcher claims at its next tick);
+  ``cpu_cores`` sets the two checks side by side; ``cpu_ms_per_execution``, ``statements_per_execution`` and
   ``rows_written_per_execution`` set the two side by side (pgqueuer's rows
   from its tables' counters: it writes in ``WITH`` clauses, which
   ``pg_stat_statements``' rows leave out). ``--no-peer`` leaves the peer
@@ -168,12 +178,14 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
             etcd_endpoint,
         )
         statements = h.Statements(url)
-        created = h.insert_once_jobs(url, args.jobs, datetime.now(timezone.utc), name="e2e")
+        poll = h.observe(url)  # opened before the CPU is read: its backend's start is not the server's
+        readings = [meter.read()]
+        created = h.insert_once_jobs(url, args.jobs, datetime.now(timezone.utc), name="e2e",
+                                     on_commit=lambda: readings.append(meter.read()))
+        stored, before = readings
         tables_before = h.table_updates(url, settle=0)  # at once: the server is claiming already
         statements.reset()
         errors = h.PostgresErrors()
-        poll = h.observe(url)
-        before = meter.read()
         profile = Path(args.profile) / "e2e" if args.profile else None
         with poll, h.profiled({"server": server.process.pid, "worker-0": pool.pids[0]}, profile):
             ended = wait_until_ended(poll, args.jobs, pool, args.stall)
@@ -192,6 +204,8 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
         "ended": ended,
         **server_outcome(url, created["committed_at"]),
         **h.Meter.difference(before, after, args.jobs),
+        "storing_cpu_s": {role: figures["cpu_s"] for role, figures in
+                          h.Meter.difference(stored, before, args.jobs)["cpu"].items()},
         "sql": sql,
         "exit_codes": {"workers": stopped_workers, "server": server_exit},
         "load_average_before": load_before,
@@ -374,6 +388,13 @@ def main(argv: list[str] | None = None) -> int:
         "executions_per_s": {"tickwheel": server["executions_per_s"],
                              "pgqueuer_best": best["executions_per_s"] if best else None},
         "ratio": ratio,
+        "from_commit": {
+            "executions_per_s": {"tickwheel": server["from_commit"]["executions_per_s"],
+                                 "pgqueuer_best": best["from_commit_executions_per_s"] if best else None},
+            "ratio": peers.ratio(server["from_commit"]["executions_per_s"],
+                                 best["from_commit_executions_per_s"] if best else None),
+        },
+        "cpu_cores": {"tickwheel": server["cpu_cores"], "pgqueuer_best": best["cpu_cores"] if best else None},
         "cpu_ms_per_execution": {"tickwheel": peers.cpu_ms_per_execution(server["cpu"]),
                                  "pgqueuer_best": peers.cpu_ms_per_execution(best["cpu"]) if best else None},
         "statements_per_execution": {"tickwheel": (server["sql"] or {}).get("statements_per_execution"),

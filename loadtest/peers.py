@@ -34,7 +34,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -330,13 +330,15 @@ async def _pgqueuer_install(dsn: str) -> None:
         await connection.close()
 
 
-async def _pgqueuer_enqueue(dsn: str, jobs: int, due: float | None) -> tuple[float, float]:
+async def _pgqueuer_enqueue(dsn: str, jobs: int, due: float | None,
+                            on_commit: Callable[[], object] | None = None) -> tuple[float, float]:
     """``jobs`` no-op jobs enqueued with pgqueuer's own batch enqueue,
     ``ENQUEUE_BATCH`` per call, all in one transaction (they become visible
     together, as Tickwheel's are); with ``due`` (Unix seconds), each deferred
     to exactly that instant (the interval is taken from the transaction's own
-    ``now()``, which is also what pgqueuer adds it to). Returns (the
-    transaction's now, the instant it committed)."""
+    ``now()``, which is also what pgqueuer adds it to). ``on_commit`` runs
+    right after the commit (a CPU reading). Returns (the transaction's now,
+    the instant it committed)."""
     asyncpg = require("asyncpg")
     pgqueuer = require("pgqueuer")
     connection = await asyncpg.connect(dsn)
@@ -348,7 +350,10 @@ async def _pgqueuer_enqueue(dsn: str, jobs: int, due: float | None) -> tuple[flo
             for start in range(0, jobs, ENQUEUE_BATCH):
                 n = min(ENQUEUE_BATCH, jobs - start)
                 await queries.enqueue([PGQUEUER_ENTRYPOINT] * n, [None] * n, [0] * n, [after] * n)
-        return now, time.time()
+        committed_at = time.time()
+        if on_commit is not None:
+            on_commit()
+        return now, committed_at
     finally:
         await connection.close()
 
@@ -380,8 +385,12 @@ def run_pgqueuer(url: str, jobs: int, settings: list[tuple[int, int]], folder: P
     ends when the queue is empty (or after ``stall`` seconds without
     progress). Per setting: executions/s over the window from the first pick
     to the last completion, both as pgqueuer logged them (``pgqueuer_log``,
-    the database's clock); the start of each job's function against its due
-    instant; CPU of the workers and of PostgreSQL per execution; statements
+    the database's clock), and from the jobs' commit (``from_commit_*``);
+    the start of each job's function against its due instant; CPU of the
+    workers and of PostgreSQL per execution, from the commit to the end
+    (what the enqueue cost is ``enqueue_cpu_s``, apart), the loop polling
+    only the queue's count (the log, three rows a job, read once at the
+    end: its scan would count as pgqueuer's CPU); statements
     (``sql``: ``pg_stat_statements`` in its database, when the server has it)
     and rows written (``writes``, from the tables' own counters: pgqueuer
     writes in ``WITH`` clauses, which ``sql``'s figure leaves out), both
@@ -404,16 +413,19 @@ def run_pgqueuer(url: str, jobs: int, settings: list[tuple[int, int]], folder: P
                 statements.reset()
                 writes_before = h.table_writes(sqlalchemy_dsn)
                 with psycopg.connect(dsn, autocommit=True) as poll:
-                    before = meter.read()
+                    readings = [meter.read()]
                     due = math.ceil(time.time() + due_in) if due_in is not None else None
-                    _, committed_at = asyncio.run(_pgqueuer_enqueue(dsn, jobs, due))
+                    _, committed_at = asyncio.run(
+                        _pgqueuer_enqueue(dsn, jobs, due, on_commit=lambda: readings.append(meter.read())))
+                    enqueued, before = readings
                     last, progress_at = None, time.monotonic()
                     while True:
-                        state = _pgqueuer_state(poll)
-                        if state["queued"] == 0:
+                        # The queue only: its log, three rows a job, is read once at the end.
+                        queued = poll.execute("SELECT count(*) FROM pgqueuer").fetchone()[0]
+                        if queued == 0:
                             break
-                        if state["queued"] != last:
-                            last, progress_at = state["queued"], time.monotonic()
+                        if queued != last:
+                            last, progress_at = queued, time.monotonic()
                         elif time.monotonic() - progress_at > stall and (due is None or time.time() > due):
                             break
                         for process in pool.processes:
@@ -437,7 +449,11 @@ def run_pgqueuer(url: str, jobs: int, settings: list[tuple[int, int]], folder: P
                 "seconds": round(window, 3) if window else None,
                 "executions_per_s": round(state["successful"] / window) if window else None,
                 "from_commit_s": round(state["last_done"] - committed_at, 3) if state["last_done"] else None,
+                "from_commit_executions_per_s":
+                    round(state["successful"] / (state["last_done"] - committed_at)) if state["last_done"] else None,
                 **h.Meter.difference(before, after, jobs),
+                "enqueue_cpu_s": {role: figures["cpu_s"] for role, figures in
+                                  h.Meter.difference(enqueued, before, jobs)["cpu"].items()},
                 "sql": sql,
                 "writes": writes,
                 "load_average_before": load_before,
@@ -469,7 +485,8 @@ def _best_pgqueuer(runs: list[dict], *, burst: bool) -> dict | None:
         found = best_of(complete, "executions_per_s")
     if found is None:
         return None
-    keep = ("workers", "batch", "executions_per_s", "p99_s", "lateness_s", "cpu")
+    keep = ("workers", "batch", "executions_per_s", "from_commit_executions_per_s", "p99_s", "lateness_s", "cpu",
+            "cpu_cores")
     return {**{k: found[k] for k in keep if k in found},
             "statements_per_execution": (found.get("sql") or {}).get("statements_per_execution"),
             "rows_written_per_execution": found["writes"]["rows_written_per_execution"]}
