@@ -6,6 +6,7 @@ weighted fair share; everything else takes the round's path."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
@@ -14,6 +15,7 @@ from tickwheel.v1 import job_pb2, worker_pb2
 
 from tickwheel.shared.clock import FakeClock
 from tickwheel.shared.ids import execution_id, new_job_id, to_us
+from tickwheel_server.dispatcher.dispatcher import Dispatcher
 from tickwheel_server.gateway.connections import Connections
 from tickwheel_server.lease.memory import MemoryLeaseStore
 from tickwheel_server.store.claim_handout import HandOutOffer
@@ -236,3 +238,142 @@ async def test_a_session_in_doubt_at_the_deal_gives_the_claims_hand_outs_back(mi
         assert statuses(migrated_engine)[handed.id] == ("scheduled", None, 0), "given back, the delivery with it"
     finally:
         await leases.close()
+
+
+# --------------------------------------------------------------------------- the deal beside the next claim
+
+
+class _Owned:
+    generation = 1
+
+    def owned(self) -> dict[int, int]:
+        return dict(OWNED)
+
+    async def wait_changed(self, after: int) -> int:  # pragma: no cover - tick_once does not wait
+        return self.generation
+
+
+class _Wheel:
+    def __init__(self) -> None:
+        self.timers: list[str] = []
+
+    def insert(self, key: str, _due_us: int, _partition: int) -> None:
+        self.timers.append(key)
+
+    def drop(self, _predicate) -> None:  # pragma: no cover - ownership does not change here
+        pass
+
+
+class _SecondClaimHeld:
+    """The store's claims; the second stops at its start (after
+    ``meanwhile``) until :attr:`go` is set, so what the dispatcher does
+    beside a claim in flight can be seen."""
+
+    def __init__(self, dispatch: DispatchStore, meanwhile=lambda: None) -> None:
+        self._dispatch = dispatch
+        self._meanwhile = meanwhile
+        self.calls = 0
+        self.waiting = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def claim_due(self, *args, **kwargs):
+        self.calls += 1
+        if self.calls == 2:
+            self._meanwhile()
+            self.waiting.set()
+            await self.go.wait()
+        return await self._dispatch.claim_due(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self._dispatch, name)
+
+
+async def _tick_with_second_claim_held(dispatcher: Dispatcher, held: _SecondClaimHeld) -> int:
+    """Run one tick, letting the second claim go once the loop has run
+    everything else it could; returns what the tick claimed."""
+    tick = asyncio.create_task(dispatcher.tick_once())
+    await held.waiting.wait()
+    await settle()
+    held.go.set()
+    return await tick
+
+
+async def test_a_claims_deal_reaches_the_worker_while_the_next_claim_is_in_flight(world, migrated_engine, clock) -> None:
+    connections = Connections()
+    connection = connect(connections, clock)
+    gateway = make_gateway(migrated_engine, clock, connections)
+    jobs = [await create(world, once_job(clock.now()), clock.now()) for _ in range(2)]
+    at_second_claim: list[int] = []
+    held = _SecondClaimHeld(world.dispatch, meanwhile=lambda: at_second_claim.append(connection.outbox.qsize()))
+    dispatcher = Dispatcher(held, _Owned(), _Wheel(), clock, batch=1, lender=gateway.lending)
+    tick = asyncio.create_task(dispatcher.tick_once())
+    await held.waiting.wait()
+    await settle()
+    first = sent(connection)
+    assert at_second_claim == [0], "the second claim began before the first's deal"
+    assert len(first) == 1, "the first claim's hand-out went out while the second claim was held"
+    assert connection.credit == 8, "one spent on the first claim's delivery, one lent to the second claim"
+    held.go.set()
+    assert await tick == 2
+    assert sorted(first + sent(connection)) == sorted((execution_id(j, clock.now()), 1) for j in jobs)
+    assert dispatcher._dealing is None, "the tick ends with every deal done"
+    assert connection.credit == 8 and len(gateway.inflight) == 2
+
+
+async def test_a_stream_closing_while_the_next_claim_is_in_flight_gets_none_of_the_deal(
+    world, migrated_engine, clock
+) -> None:
+    connections = Connections()
+    connection = connect(connections, clock)
+    gateway = make_gateway(migrated_engine, clock, connections)
+    jobs = [await create(world, once_job(clock.now()), clock.now()) for _ in range(2)]
+    held = _SecondClaimHeld(world.dispatch, meanwhile=connection.closed.set)
+    dispatcher = Dispatcher(held, _Owned(), _Wheel(), clock, batch=1, lender=gateway.lending)
+    await _tick_with_second_claim_held(dispatcher, held)
+    assert sent(connection) == [] and len(gateway.inflight) == 0
+    rows = statuses(migrated_engine)
+    for job_id in jobs:
+        assert rows[execution_id(job_id, clock.now())] == ("scheduled", None, 0), "given back for a round"
+
+
+async def test_a_fence_refusing_while_the_next_claim_is_in_flight_sends_none_of_either(migrated_engine) -> None:
+    clock = FakeClock()  # not autojump: the lease store's keep-alive would run time away
+    leases = MemoryLeaseStore(clock)
+    try:
+        await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+        await PartitionStore(migrated_engine, clock).raise_epochs(OWNED, "claimer")
+        world = World(migrated_engine, clock)
+        connections = Connections()
+        connection = connect(connections, clock)
+        session = await leases.open_session(TTL, keepalive=False)
+        gateway = gateway_for(migrated_engine, clock, connections, session)
+        jobs = [await create(world, once_job(clock.now()), clock.now()) for _ in range(2)]
+        # The session falls in doubt after the first claim committed, before its deal runs.
+        held = _SecondClaimHeld(world.dispatch, meanwhile=lambda: clock.advance(TTL * 0.8))
+        wheel = _Wheel()
+        dispatcher = Dispatcher(held, _Owned(), wheel, clock, batch=1, lender=gateway.lending)
+        await _tick_with_second_claim_held(dispatcher, held)
+        assert sent(connection) == [] and len(gateway.inflight) == 0
+        assert connection.credit == 10, "every loan given back"
+        rows = statuses(migrated_engine)
+        for job_id in jobs:
+            assert rows[execution_id(job_id, clock.now() - timedelta(seconds=TTL * 0.8))] == ("scheduled", None, 0)
+    finally:
+        await leases.close()
+
+
+async def test_what_a_claim_did_not_hand_out_is_lent_again_before_its_deal(world, migrated_engine, clock) -> None:
+    connections = Connections()
+    workers = [connect(connections, clock, "w1"), connect(connections, clock, "w2")]
+    gateway = make_gateway(migrated_engine, clock, connections)
+    await create(world, once_job(NOW), NOW)
+    loan = gateway.lending.lend(15)
+    assert sum(w.credit for w in workers) == 5
+    result = await world.dispatch.claim_due(OWNED, NOW, offer=loan.offer, **NOW_PASS)
+    gateway.lending.keep(loan, result.handed_out)
+    assert sum(w.credit for w in workers) == 19, "all but the one handed out is back at once"
+    again = gateway.lending.lend(1000)
+    assert again is not None and sum(w.credit for w in workers) == 0, "the next claim may borrow it"
+    await gateway.lending.settle(again, [])
+    assert await gateway.lending.settle(loan, result.handed_out) == 1
+    assert sum(w.credit for w in workers) == 19 and sum(len(sent(w)) for w in workers) == 1, "never overspent"

@@ -62,6 +62,9 @@ class Lender(Protocol):
     def lend(self, limit: int) -> Loan | None:
         """Credit for one claim of at most ``limit`` a group of workers (None: none)."""
 
+    def keep(self, loan: Loan, handed: list[list[HandedOut]]) -> None:
+        """Give back at once the credit ``handed`` (what the claim handed out) will not spend."""
+
     async def settle(self, loan: Loan, handed: list[list[HandedOut]]) -> int:
         """Give the credit back and deal ``handed``; how many reached a worker."""
 
@@ -91,6 +94,8 @@ class Dispatcher:
         self._metrics = metrics
         self._review_every = review_every
         self._lender = lender
+        self._dealing: asyncio.Task[int] | None = None
+        """The deal of the last claim's hand-outs, running beside the next claim."""
         self._reviewed_at: float | None = None
         self._known: set[int] = set()
         self._stale: set[int] = set()
@@ -123,6 +128,15 @@ class Dispatcher:
             self._generation, self._stale = generation, set()
         owned = {p: epoch for p, epoch in self._ownership.owned().items() if p not in self._stale}
         await self._follow(set(owned))
+        try:
+            total = await self._passes(owned)
+        finally:
+            await self._dealt()  # every deal done before the tick is
+        self.claimed += total
+        await self._review(owned)
+        return total
+
+    async def _passes(self, owned: dict[int, int]) -> int:
         total = 0
         # What is due now first, in every owned partition, then the
         # look-ahead: a batch scans in the index's order (partition, then
@@ -149,15 +163,15 @@ class Dispatcher:
                     await self._follow(set(owned))
                 if not result.full:
                     break
-        self.claimed += total
-        await self._review(owned)
         return total
 
     async def _claim(self, owned: dict[int, int], lookahead: timedelta):
         """One batch. What is due now is claimed with the workers' credit
         lent, so what needs no decision goes out from the claim itself (not
         the look-ahead: its rows are mostly not due, and the loan would keep
-        the credit from the rounds meanwhile)."""
+        the credit from the rounds meanwhile). Its deal is left running
+        (:attr:`_dealing`): the fence is asked again at the deal, so a
+        refusal meanwhile sends none of it."""
         loan = self._lender.lend(self._batch) if self._lender is not None and lookahead <= timedelta(0) else None
         if loan is None:
             return await self._store.claim_due(owned, self._clock.now(), lookahead=lookahead, batch=self._batch)
@@ -168,8 +182,21 @@ class Dispatcher:
         except BaseException:
             await self._lender.settle(loan, [])
             raise
-        await self._lender.settle(loan, result.handed_out)
+        # What it did not hand out is lent again at once; its deal runs
+        # beside the next claim (whose SQL runs in a thread meanwhile), one
+        # deal at a time, in the claims' order.
+        self._lender.keep(loan, result.handed_out)
+        try:
+            await self._dealt()
+        finally:
+            self._dealing = asyncio.create_task(self._lender.settle(loan, result.handed_out))
         return result
+
+    async def _dealt(self) -> None:
+        """Wait for the last claim's deal (re-raising what it raised)."""
+        task, self._dealing = self._dealing, None
+        if task is not None:
+            await task
 
     async def _review(self, owned: dict[int, int]) -> None:
         started = self._clock.monotonic()

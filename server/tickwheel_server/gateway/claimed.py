@@ -10,8 +10,11 @@ while the fence refuses, nor while the rounds may have left ready work
 behind (:attr:`.rounds.Rounds.ready_left`): rows already waiting, shared by
 the round's fair share, go first.
 
-After the claim (:meth:`ClaimLending.settle`) each group's credit is given
-back and what the claim handed out for it dealt to its workers, as a round
+Once the claim has committed, what it did not hand out is given back at once
+(:meth:`ClaimLending.keep`: the next claim may borrow it). Then
+(:meth:`ClaimLending.settle`, which the dispatcher runs beside its next
+claim) each group's credit is given back and what the claim handed out for
+it dealt to its workers, as a round
 deals what it claimed: the fence is asked first (a refusal gives every
 row back, none reaches a worker), and what finds no credit (a stream closed
 meanwhile) is given back and handed out again by a round. A round that
@@ -93,6 +96,24 @@ class ClaimLending:
             lease.owner, tuple(offered), self._fair, lambda: fence.refusal(lease), self._unique_instant
         )
         return Loan(offer, lease, groups, self._rounds.started)
+
+    def keep(self, loan: Loan, handed: list[list[HandedOut]]) -> None:
+        """Give back now the credit of ``loan`` that ``handed`` (what its
+        claim handed out, per group) will not spend: each group keeps as
+        much as its claim handed out, until :meth:`settle` deals it. The
+        next claim may borrow the rest while this one's deal waits."""
+        for index, (_members, taken) in enumerate(loan.groups):
+            surplus = sum(taken.values()) - (len(handed[index]) if index < len(handed) else 0)
+            for connection in list(taken):
+                if surplus <= 0:
+                    break
+                back = min(taken[connection], surplus)
+                connection.credit += back
+                surplus -= back
+                if back == taken[connection]:
+                    del taken[connection]
+                else:
+                    taken[connection] -= back
 
     async def settle(self, loan: Loan, handed: list[list[HandedOut]]) -> int:
         """Give ``loan``'s credit back and deal ``handed`` (per group of its
