@@ -102,6 +102,9 @@ def clean_text(text: str, limit: int) -> str:
     return text
 
 
+_result_in = ResultIn._make
+
+
 def result_in(
     result: worker_pb2.ExecutionResult, worker_id: str, tenants: Sequence[str], *, held: bool
 ) -> ResultIn:
@@ -110,9 +113,9 @@ def result_in(
     if result.HasField("retry_after"):
         retry_after = min(timedelta(seconds=result.retry_after.seconds, microseconds=result.retry_after.nanos // 1000),
                           MAX_RETRY_AFTER)
-    return ResultIn(
+    return _result_in((  # every field, in order: no keyword handling (one a result, thousands a batch)
         result.execution_id, result.delivery, result.attempt, result.outcome,
         clean_text(result.error, ERROR_MAX_CHARS) if result.error else "", worker_id, tuple(tenants),
         retry_after, timestamp_us(result.started_at) if result.HasField("started_at") else None, held,
         result.output,
-    )
+    ))
