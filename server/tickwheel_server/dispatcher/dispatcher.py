@@ -7,7 +7,9 @@ what is due now, then the look-ahead), and
 puts each execution's due instant in the wheel; the wheel wakes the gateway
 at that instant. What is due now and needs no decision at its instant goes
 out from the claim itself, with the workers' credit the gateway lends it
-(:mod:`tickwheel_server.store.claim_handout`), and is dealt at once.
+(:mod:`tickwheel_server.store.claim_handout`), and is dealt beside the
+next claim (its SQL runs in a store thread meanwhile; the deal asks the
+fence itself, and the tick ends once every deal is done).
 When the owned set changes, the wheel drops the timers of partitions lost
 and is rebuilt from the store for partitions gained (the store is the
 authority). A claim that finds a partition's epoch moved on
