@@ -293,7 +293,7 @@ async def _tick_with_second_claim_held(dispatcher: Dispatcher, held: _SecondClai
     everything else it could; returns what the tick claimed."""
     tick = asyncio.create_task(dispatcher.tick_once())
     await held.waiting.wait()
-    await settle()
+    await asyncio.wait({dispatcher._dealing})  # the first claim's deal, done beside the held claim
     held.go.set()
     return await tick
 
@@ -302,20 +302,21 @@ async def test_a_claims_deal_reaches_the_worker_while_the_next_claim_is_in_fligh
     connections = Connections()
     connection = connect(connections, clock)
     gateway = make_gateway(migrated_engine, clock, connections)
-    jobs = [await create(world, once_job(clock.now()), clock.now()) for _ in range(2)]
+    at = clock.now()
+    jobs = [await create(world, once_job(at), at) for _ in range(2)]
     at_second_claim: list[int] = []
     held = _SecondClaimHeld(world.dispatch, meanwhile=lambda: at_second_claim.append(connection.outbox.qsize()))
     dispatcher = Dispatcher(held, _Owned(), _Wheel(), clock, batch=1, lender=gateway.lending)
     tick = asyncio.create_task(dispatcher.tick_once())
     await held.waiting.wait()
-    await settle()
+    await asyncio.wait({dispatcher._dealing})
     first = sent(connection)
     assert at_second_claim == [0], "the second claim began before the first's deal"
     assert len(first) == 1, "the first claim's hand-out went out while the second claim was held"
     assert connection.credit == 8, "one spent on the first claim's delivery, one lent to the second claim"
     held.go.set()
     assert await tick == 2
-    assert sorted(first + sent(connection)) == sorted((execution_id(j, clock.now()), 1) for j in jobs)
+    assert sorted(first + sent(connection)) == sorted((execution_id(j, at), 1) for j in jobs)
     assert dispatcher._dealing is None, "the tick ends with every deal done"
     assert connection.credit == 8 and len(gateway.inflight) == 2
 
@@ -326,14 +327,15 @@ async def test_a_stream_closing_while_the_next_claim_is_in_flight_gets_none_of_t
     connections = Connections()
     connection = connect(connections, clock)
     gateway = make_gateway(migrated_engine, clock, connections)
-    jobs = [await create(world, once_job(clock.now()), clock.now()) for _ in range(2)]
+    at = clock.now()
+    jobs = [await create(world, once_job(at), at) for _ in range(2)]
     held = _SecondClaimHeld(world.dispatch, meanwhile=connection.closed.set)
     dispatcher = Dispatcher(held, _Owned(), _Wheel(), clock, batch=1, lender=gateway.lending)
     await _tick_with_second_claim_held(dispatcher, held)
     assert sent(connection) == [] and len(gateway.inflight) == 0
     rows = statuses(migrated_engine)
     for job_id in jobs:
-        assert rows[execution_id(job_id, clock.now())] == ("scheduled", None, 0), "given back for a round"
+        assert rows[execution_id(job_id, at)] == ("scheduled", None, 0), "given back for a round"
 
 
 async def test_a_fence_refusing_while_the_next_claim_is_in_flight_sends_none_of_either(migrated_engine) -> None:
@@ -347,7 +349,8 @@ async def test_a_fence_refusing_while_the_next_claim_is_in_flight_sends_none_of_
         connection = connect(connections, clock)
         session = await leases.open_session(TTL, keepalive=False)
         gateway = gateway_for(migrated_engine, clock, connections, session)
-        jobs = [await create(world, once_job(clock.now()), clock.now()) for _ in range(2)]
+        at = clock.now()
+        jobs = [await create(world, once_job(at), at) for _ in range(2)]
         # The session falls in doubt after the first claim committed, before its deal runs.
         held = _SecondClaimHeld(world.dispatch, meanwhile=lambda: clock.advance(TTL * 0.8))
         wheel = _Wheel()
@@ -357,7 +360,7 @@ async def test_a_fence_refusing_while_the_next_claim_is_in_flight_sends_none_of_
         assert connection.credit == 10, "every loan given back"
         rows = statuses(migrated_engine)
         for job_id in jobs:
-            assert rows[execution_id(job_id, clock.now() - timedelta(seconds=TTL * 0.8))] == ("scheduled", None, 0)
+            assert rows[execution_id(job_id, at)] == ("scheduled", None, 0)
     finally:
         await leases.close()
 
