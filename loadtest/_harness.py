@@ -361,6 +361,27 @@ class Meter:
         network = socket_bytes(self.roles["server"][0], port) if self.roles.get("server") else {}
         return Reading(time.time(), cpu, counters, network)
 
+    def cpu_s(self) -> float:
+        """All the metered processes' CPU seconds right now (one pass)."""
+        table = processes()
+        return sum(tree_cpu_s(pid, table) for pids in self.roles.values() for pid in pids)
+
+    def settle(self, *, interval: float = 0.2, idle_s: float = 0.03, timeout: float = 10.0) -> float:
+        """Wait until the metered processes are near idle (at most ``idle_s``
+        CPU seconds in all over ``interval``: what a start left running,
+        such as a peer's workers checking their tables after saying they
+        are ready, is then not in the next reading), or ``timeout``;
+        returns the seconds waited."""
+        began = time.monotonic()
+        last = self.cpu_s()
+        while time.monotonic() - began < timeout:
+            time.sleep(interval)  # sampling other processes' CPU; nothing to await
+            now = self.cpu_s()
+            if now - last <= idle_s:
+                break
+            last = now
+        return round(time.monotonic() - began, 2)
+
     @staticmethod
     def difference(before: Reading, after: Reading, executions: int) -> dict:
         """CPU per role (seconds, and milliseconds per execution), all of

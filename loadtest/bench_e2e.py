@@ -29,7 +29,9 @@ and etcd are started (``tests/support``) and deleted afterwards.
   from ``/proc/<pid>/stat`` (all processes read in one pass: a reading is
   one instant), and etcd's gRPC messages received (its
   ``/metrics``), from the jobs' commit to the end, per execution; what
-  storing them cost is ``storing_cpu_s``, apart. ``cpu_cores`` is all that
+  storing them cost is ``storing_cpu_s``, apart; before it, the processes
+  are let settle (``settled_s``: until near idle, as pgqueuer's are).
+  ``cpu_cores`` is all that
   CPU over the wall time between the two readings (a check: it cannot
   exceed the machine's cores). ``sql`` counts what
   reached PostgreSQL (``pg_stat_statements``: statements and rows written
@@ -179,6 +181,7 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
         )
         statements = h.Statements(url)
         poll = h.observe(url)  # opened before the CPU is read: its backend's start is not the server's
+        settled = meter.settle()
         readings = [meter.read()]
         created = h.insert_once_jobs(url, args.jobs, datetime.now(timezone.utc), name="e2e",
                                      on_commit=lambda: readings.append(meter.read()))
@@ -204,6 +207,7 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
         "ended": ended,
         **server_outcome(url, created["committed_at"]),
         **h.Meter.difference(before, after, args.jobs),
+        "settled_s": settled,
         "storing_cpu_s": {role: figures["cpu_s"] for role, figures in
                           h.Meter.difference(stored, before, args.jobs)["cpu"].items()},
         "sql": sql,

@@ -388,7 +388,9 @@ def run_pgqueuer(url: str, jobs: int, settings: list[tuple[int, int]], folder: P
     the database's clock), and from the jobs' commit (``from_commit_*``);
     the start of each job's function against its due instant; CPU of the
     workers and of PostgreSQL per execution, from the commit to the end
-    (what the enqueue cost is ``enqueue_cpu_s``, apart), the loop polling
+    (what the enqueue cost is ``enqueue_cpu_s``, apart; before it the
+    workers are let settle, ``settled_s``: a QueueManager checks its
+    tables and LISTENs after its worker says "ready"), the loop polling
     only the queue's count (the log, three rows a job, read once at the
     end: its scan would count as pgqueuer's CPU); statements
     (``sql``: ``pg_stat_statements`` in its database, when the server has it)
@@ -413,6 +415,7 @@ def run_pgqueuer(url: str, jobs: int, settings: list[tuple[int, int]], folder: P
                 statements.reset()
                 writes_before = h.table_writes(sqlalchemy_dsn)
                 with psycopg.connect(dsn, autocommit=True) as poll:
+                    settled = meter.settle()  # its workers check their tables and LISTEN after "ready"
                     readings = [meter.read()]
                     due = math.ceil(time.time() + due_in) if due_in is not None else None
                     _, committed_at = asyncio.run(
@@ -452,6 +455,7 @@ def run_pgqueuer(url: str, jobs: int, settings: list[tuple[int, int]], folder: P
                 "from_commit_executions_per_s":
                     round(state["successful"] / (state["last_done"] - committed_at)) if state["last_done"] else None,
                 **h.Meter.difference(before, after, jobs),
+                "settled_s": settled,
                 "enqueue_cpu_s": {role: figures["cpu_s"] for role, figures in
                                   h.Meter.difference(enqueued, before, jobs)["cpu"].items()},
                 "sql": sql,
