@@ -24,8 +24,8 @@ from tickwheel.shared.ids import from_us, partition_of
 
 from ..errors import NotFound, QuotaExceeded, TickwheelError
 from ..jobspec import calendar_ref
-from . import quota, requests
-from .base import array_literal, tuples
+from . import driver, quota, requests
+from .base import array_literal
 from .calendarcursor import rekey_previous
 from .engine import Capabilities
 from .jobrecords import JobRecord, NewJobs, job_record
@@ -167,7 +167,7 @@ def _limits(conn: Connection, caps: Capabilities, tenant: str) -> tuple[int, int
             sa.select(tenants.c.max_jobs, tenants.c.max_payload_bytes).where(tenants.c.name == tenant)
         ).first()
         return None if row is None else (row[0], row[1])
-    rows = tuples(conn.exec_driver_sql(_LIMITS, dict(tenant=tenant)))
+    rows = driver.rows(conn, _LIMITS, dict(tenant=tenant))
     return rows[0] if rows else None
 
 
@@ -201,7 +201,7 @@ def _insert_jobs(
             )
         ])  # fmt: skip
         return previous
-    conn.exec_driver_sql(_INSERT_JOBS, dict(
+    driver.rowcount(conn, _INSERT_JOBS, dict(
         tenant=batch.tenant, now=now_us, slot=slot, ids=array_literal(ids), partitions=array_literal(partitions),
         names=array_literal(column(batch.names)), states=array_literal(states), specs=specs,
         zones=array_literal(column(batch.zones)), next_runs=array_literal(next_runs),

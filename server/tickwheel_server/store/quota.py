@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..policy.quota import SLOTS, deal
+from . import driver
 from .engine import Capabilities
 from .tables import tenant_quota, tenants
 
@@ -151,7 +152,7 @@ def _take_from_slot(conn: Connection, caps: Capabilities, tenant: str, slot: int
             )
             .values(used=tenant_quota.c.used + want)
         ).rowcount)  # fmt: skip
-    return bool(conn.exec_driver_sql(_TAKE, dict(tenant=tenant, slot=slot, want=want)).rowcount)
+    return bool(driver.rowcount(conn, _TAKE, dict(tenant=tenant, slot=slot, want=want)))
 
 
 def give_back(conn: Connection, tenant: str, counted: Mapping[int, int]) -> None:

@@ -25,7 +25,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
-from .base import array_literal, tuples
+from . import driver
+from .base import array_literal
 from .engine import Capabilities
 from .tables import request_ids
 from .transactions import sqlstate_of
@@ -106,7 +107,7 @@ def record(
         if len(pairs) >= OPTIMISTIC_FROM:
             savepoint = conn.begin_nested()
             try:
-                conn.exec_driver_sql(_INSERT_FRESH, parameters)
+                driver.rowcount(conn, _INSERT_FRESH, parameters)
             except sa_exc.IntegrityError as error:
                 if sqlstate_of(error) != UNIQUE_VIOLATION:
                     raise
@@ -114,7 +115,7 @@ def record(
             else:
                 savepoint.commit()
                 return set(ordered)
-        return {row[0] for row in tuples(conn.exec_driver_sql(_RECORD, parameters))}
+        return {row[0] for row in driver.rows(conn, _RECORD, parameters)}
     statement = sqlite.insert(request_ids).values(
         [dict(tenant=tenant, kind=kind, request_id=request_id, target=target, created_at=now_us)
          for request_id, target in pairs]

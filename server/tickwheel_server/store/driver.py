@@ -1,0 +1,56 @@
+"""Fixed driver SQL on the connection's own psycopg cursor (PostgreSQL and CockroachDB).
+
+The create's statements (:mod:`.jobcreate`, :mod:`.requests`, :mod:`.quota`)
+are fixed texts with psycopg parameters; SQLAlchemy's ``exec_driver_sql``
+adds an execution context, events and a result wrapper around each, about as
+much CPU as psycopg's own execute (loadtest/RESULTS.md, "CreateJob on uvloop,
+and where the thread hop went"). Here they run on a cursor of the DBAPI
+connection the SQLAlchemy ``Connection`` holds, in its transaction.
+
+An error is handed to SQLAlchemy's own handling
+(``Connection._handle_dbapi_exception``), so it surfaces exactly as from
+``exec_driver_sql``: wrapped in SQLAlchemy's DBAPIError of the same kind
+(``IntegrityError`` for a unique violation, ``OperationalError`` for a lost
+connection), the connection invalidated when the dialect calls it a
+disconnect, and so classified by :func:`.transactions.classify_error` as
+before (40001 retried, a lost connection retried or ambiguous). SQLite never
+comes here: its statements stay SQLAlchemy's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from sqlalchemy.engine import Connection
+
+
+def _run(conn: Connection, statement: str, parameters: dict[str, Any]) -> Any:
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(statement, parameters)
+    except psycopg.Error as error:
+        cursor.close()
+        conn._handle_dbapi_exception(error, statement, parameters, cursor, None)  # raises
+    return cursor
+
+
+def rows(conn: Connection, statement: str, parameters: dict[str, Any]) -> list[tuple]:
+    """Run ``statement`` with ``parameters``; every row it returned, as the
+    driver's tuples."""
+    cursor = _run(conn, statement, parameters)
+    try:
+        return cursor.fetchall()
+    except psycopg.Error as error:
+        conn._handle_dbapi_exception(error, statement, parameters, cursor, None)  # raises
+    finally:
+        cursor.close()
+
+
+def rowcount(conn: Connection, statement: str, parameters: dict[str, Any]) -> int:
+    """Run ``statement`` with ``parameters``; how many rows it changed."""
+    cursor = _run(conn, statement, parameters)
+    try:
+        return cursor.rowcount
+    finally:
+        cursor.close()
