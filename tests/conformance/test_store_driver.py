@@ -1,0 +1,117 @@
+"""store/driver.py on real PostgreSQL: the create's statements on psycopg's
+cursor run in the caller's transaction, and their errors surface as
+SQLAlchemy's did (so a 40001 or a lost connection is retried and a unique
+violation is what :func:`.requests.record` catches), not as psycopg's own."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, Engine
+
+from tickwheel_server.store import create_store_engine
+from tickwheel_server.store import driver
+from tickwheel_server.store.transactions import ErrorKind, RetryEvent, classify_error, run_in_transaction
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def pg(postgres_url: str) -> Engine:
+    engine = create_store_engine(postgres_url)
+    run_in_transaction(engine, lambda c: c.execute(text("CREATE TABLE IF NOT EXISTS d (k TEXT PRIMARY KEY, n INT)")))
+    yield engine
+    engine.dispose()
+
+
+def stored(engine: Engine) -> list[tuple]:
+    return run_in_transaction(engine, lambda c: driver.rows(c, "SELECT k, n FROM d ORDER BY k", {}))
+
+
+def retried(engine: Engine, fn) -> tuple[object, list[RetryEvent]]:
+    events: list[RetryEvent] = []
+    result = run_in_transaction(engine, fn, sleep=lambda _: None, on_retry=events.append)
+    return result, events
+
+
+def test_rows_and_rowcount_in_the_callers_transaction(pg: Engine) -> None:
+    insert = "INSERT INTO d (k, n) SELECT k, 1 FROM unnest(CAST(%(ks)s AS TEXT[])) AS k"
+    assert run_in_transaction(pg, lambda c: driver.rowcount(c, insert, dict(ks="{a,b}"))) == 2
+
+    def then_fail(conn: Connection) -> None:
+        driver.rowcount(conn, insert, dict(ks="{c}"))
+        assert driver.rows(conn, "SELECT count(*) FROM d", {}) == [(3,)]  # seen within the transaction
+        raise RuntimeError("the caller's own error")
+
+    with pytest.raises(RuntimeError):
+        run_in_transaction(pg, then_fail)
+    assert stored(pg) == [("a", 1), ("b", 1)], "the rolled-back transaction's insert is gone"
+
+
+def test_parameters_are_bound_not_spliced(pg: Engine) -> None:
+    hostile = "x'); DELETE FROM d; --"
+    run_in_transaction(pg, lambda c: driver.rowcount(c, "INSERT INTO d (k, n) VALUES (%(k)s, 2)", dict(k=hostile)))
+    assert stored(pg) == [(hostile, 2)]
+
+
+def test_a_serialization_failure_is_wrapped_and_retried(pg: Engine) -> None:
+    tries: list[int] = []
+
+    def fn(conn: Connection) -> list[tuple]:
+        tries.append(1)
+        if len(tries) == 1:
+            driver.rowcount(conn, "DO $$ BEGIN RAISE EXCEPTION 'restart' USING ERRCODE = '40001'; END $$", {})
+        return driver.rows(conn, "SELECT 7", {})
+
+    result, events = retried(pg, fn)
+    assert result == [(7,)] and len(tries) == 2
+    assert [(e.kind, e.sqlstate) for e in events] == [(ErrorKind.CONFLICT, "40001")]
+    assert isinstance(events[0].error, sa_exc.DBAPIError), "SQLAlchemy's error, as exec_driver_sql raised"
+
+
+def test_a_unique_violation_is_sqlalchemys_integrity_error_and_not_retried(pg: Engine) -> None:
+    insert = "INSERT INTO d (k, n) VALUES (%(k)s, 1)"
+    run_in_transaction(pg, lambda c: driver.rowcount(c, insert, dict(k="a")))
+    tries: list[int] = []
+
+    def again(conn: Connection) -> None:
+        tries.append(1)
+        driver.rowcount(conn, insert, dict(k="a"))
+
+    with pytest.raises(sa_exc.IntegrityError) as caught:
+        run_in_transaction(pg, again, sleep=lambda _: None)
+    assert caught.value.orig.sqlstate == "23505" and classify_error(caught.value) is ErrorKind.FATAL
+    assert len(tries) == 1
+
+
+def test_a_unique_violation_in_a_savepoint_leaves_the_transaction_usable(pg: Engine) -> None:
+    insert = "INSERT INTO d (k, n) VALUES (%(k)s, 1)"
+    run_in_transaction(pg, lambda c: driver.rowcount(c, insert, dict(k="a")))
+
+    def fn(conn: Connection) -> None:
+        savepoint = conn.begin_nested()
+        try:
+            driver.rowcount(conn, "INSERT INTO d (k, n) VALUES ('b', 1), ('a', 1)", {})
+        except sa_exc.IntegrityError:
+            savepoint.rollback()
+        driver.rowcount(conn, insert, dict(k="c"))
+
+    run_in_transaction(pg, fn)
+    assert stored(pg) == [("a", 1), ("c", 1)]
+
+
+def test_a_lost_connection_is_invalidated_and_retried_on_another(pg: Engine) -> None:
+    pids: list[int] = []
+
+    def fn(conn: Connection) -> int:
+        ((pid,),) = driver.rows(conn, "SELECT pg_backend_pid()", {})
+        pids.append(pid)
+        if len(pids) == 1:
+            driver.rows(conn, "SELECT pg_terminate_backend(pg_backend_pid())", {})
+        return pid
+
+    pid, events = retried(pg, fn)
+    assert [e.kind for e in events] == [ErrorKind.CONNECTION]
+    assert isinstance(events[0].error, sa_exc.OperationalError)
+    assert pid == pids[1] != pids[0], "the retry ran on a new connection"
