@@ -224,8 +224,6 @@ async def test_a_conflict_in_the_plain_insert_is_retried_not_taken_for_a_repeat(
     fails the transaction, which is run again whole, and every item is
     created once (none answered as a repeat of itself)."""
     import psycopg
-    from sqlalchemy import exc as sa_exc
-    from sqlalchemy.engine import Connection
 
     from tickwheel_server.store import requests as requests_module
 
@@ -233,16 +231,17 @@ async def test_a_conflict_in_the_plain_insert_is_retried_not_taken_for_a_repeat(
     try:
         await TenantStore(engine, clock).create(Tenant(name="acme", max_jobs=1000))
         jobs = JobStore(engine, clock, partition_count=16)
-        real = Connection.exec_driver_sql
+        real = psycopg.Cursor.execute
         failed = []
 
-        def failing_once(self, statement, *args, **kwargs):
-            if statement == requests_module._INSERT_FRESH and not failed:
-                failed.append(statement)
-                raise sa_exc.OperationalError(statement, None, psycopg.errors.SerializationFailure("injected"))
-            return real(self, statement, *args, **kwargs)
+        def failing_once(self, query, *args, **kwargs):
+            # Raised by the driver itself: store/driver.py hands it to SQLAlchemy, which wraps it.
+            if query == requests_module._INSERT_FRESH and not failed:
+                failed.append(query)
+                raise psycopg.errors.SerializationFailure("injected")
+            return real(self, query, *args, **kwargs)
 
-        monkeypatch.setattr(Connection, "exec_driver_sql", failing_once)
+        monkeypatch.setattr(psycopg.Cursor, "execute", failing_once)
         items = [(new_job(clock, name=f"n{i}"), f"r-{i}") for i in range(100)]
         outcomes = await jobs.create_many("acme", items)
         assert failed, "the plain insert ran"
