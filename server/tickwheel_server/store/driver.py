@@ -13,8 +13,11 @@ An error is handed to SQLAlchemy's own handling
 (``IntegrityError`` for a unique violation, ``OperationalError`` for a lost
 connection), the connection invalidated when the dialect calls it a
 disconnect, and so classified by :func:`.transactions.classify_error` as
-before (40001 retried, a lost connection retried or ambiguous). SQLite never
-comes here: its statements stay SQLAlchemy's.
+before (40001 retried, a lost connection retried or ambiguous). What is
+lost: SQLAlchemy's statement events (``before_cursor_execute``) and its
+``echo`` do not see these statements; PostgreSQL's own statistics
+(``pg_stat_statements``, what the benchmarks read) do. SQLite never comes
+here: its statements stay SQLAlchemy's.
 """
 
 from __future__ import annotations
