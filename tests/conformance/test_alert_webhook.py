@@ -155,6 +155,68 @@ async def test_only_the_leader_sends_and_the_run_loop_follows_raises_and_resolve
     assert await store.owed() == []
 
 
+class SlowReads(AlertStore):
+    """An AlertStore whose reads of what is owed, while ``held`` is set,
+    return (the rows already read) only when it is cleared: a read slowed by
+    a loaded machine, outrun by a delivery's record."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.held: asyncio.Event | None = None
+        self.reading = asyncio.Event()
+
+    async def owed(self, **options):
+        rows = await super().owed(**options)
+        if self.held is not None:
+            self.reading.set()
+            await self.held.wait()
+        return rows
+
+
+class HeldSink(Sink):
+    """A Sink that answers only once ``answer`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer = asyncio.Event()
+        self.posted = asyncio.Event()
+
+    async def __call__(self, url, body, headers, timeout) -> int:
+        self.posted.set()
+        await self.answer.wait()
+        return await super().__call__(url, body, headers, timeout)
+
+
+async def test_a_read_that_predates_a_deliverys_record_does_not_send_the_event_again(migrated_engine) -> None:
+    # Under load a read of what is owed can start before a sender records a
+    # 200 and return after the sender let the alert go: its row still says
+    # the raise is owed. That read must not queue it again (a second POST
+    # of an event the sink already accepted).
+    clock = FakeClock()
+    store = SlowReads(migrated_engine, clock)
+    sink = HeldSink()
+    sender = webhook(store, clock, sink)
+    raised = await store.raise_alert(dead("e1"))
+    task = asyncio.create_task(sender.run())
+    try:
+        await asyncio.wait_for(sink.posted.wait(), WAIT)  # the raise is being sent
+        store.held = asyncio.Event()
+        late = asyncio.create_task(sender.fill_once())
+        await asyncio.wait_for(store.reading.wait(), WAIT)  # its rows read: the raise still owed
+        sent = sender.sent
+        sink.answer.set()
+        await asyncio.wait_for(sent.wait(), WAIT)  # the 200 recorded, the alert let go
+        store.held.set()
+        assert await asyncio.wait_for(late, WAIT) == 0, "the late read queued the delivered raise again"
+        store.held = None
+        assert await sender.fill_once() == 0 and await store.owed() == []
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert sink.events == [(raised.id, "raised")]
+    assert (sender.attempts, sender.delivered) == (1, 1)
+
+
 def test_the_url_must_be_http_or_https_with_a_host_and_no_credentials() -> None:
     assert check_webhook_url("http://127.0.0.1:9000/alerts") == "http://127.0.0.1:9000/alerts"
     for bad in ("ftp://example.com/x", "https:///path", "example.com/hook", "https://u:p@example.com/", "http://h:99999/"):

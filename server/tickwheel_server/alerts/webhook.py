@@ -8,7 +8,9 @@ reaper's leader (``leading``), so each alert goes out from one place
 whichever server raised it. It reads what is owed (a partial index, least
 recently changed first) at once when an alert changes in its own process and
 otherwise every ``poll_interval``, into a bounded in-memory queue that
-``senders`` tasks drain. Each alert's events go out in order (its raise, then
+``senders`` tasks drain. An alert whose delivery ended while a read ran is
+not queued from that read (its rows may predate the delivery's record, and
+would send the same event again); the next read queues what is still owed. Each alert's events go out in order (its raise, then
 its resolve), each with up to ``max_attempts`` attempts spaced by full-jitter
 backoff; a success is recorded on the alert's row (conditionally: a leader
 that changed meanwhile never records twice). After the last attempt, or on a
@@ -174,6 +176,11 @@ class AlertWebhook:
         self._queue: asyncio.Queue[Owed] = asyncio.Queue(config.queue_size)
         self._queued: set[str] = set()
         """Alerts in the queue or being sent: not read into it again."""
+        self._reading: list[set[str]] = []
+        """One set per read of what is owed in progress: the alerts whose
+        delivery ended while it ran. Its rows may predate that delivery's
+        record, so those alerts are not queued from it (the next read,
+        after the record, queues what is still owed)."""
         self.delivered = 0
         self.undeliverable = 0
         self.attempts = 0
@@ -202,14 +209,19 @@ class AlertWebhook:
         room = self.config.queue_size - len(self._queued)
         if room <= 0 or not self._leading():
             return 0
-        owed = await self._store.owed(
-            limit=self.config.queue_size, not_before=self._clock.now() - self.config.max_age
-        )
+        ended: set[str] = set()
+        self._reading.append(ended)
+        try:
+            owed = await self._store.owed(
+                limit=self.config.queue_size, not_before=self._clock.now() - self.config.max_age
+            )
+        finally:
+            self._reading.remove(ended)
         queued = 0
         for item in owed:
             if queued == room:
                 break
-            if item.alert.id in self._queued:
+            if item.alert.id in self._queued or item.alert.id in ended:
                 continue
             self._queued.add(item.alert.id)
             self._queue.put_nowait(item)
@@ -227,6 +239,8 @@ class AlertWebhook:
                 log.exception("alert webhook: delivering %s failed; it stays owed", item.alert.id)
             finally:
                 self._queued.discard(item.alert.id)
+                for ended in self._reading:
+                    ended.add(item.alert.id)
 
     async def deliver(self, item: Owed) -> None:
         """Send ``item``'s owed events in order and record each. Stops, leaving
