@@ -39,12 +39,35 @@ class Server:
         return self.ownership.owned()
 
 
+class CountingPartitionStore(PartitionStore):
+    """A PartitionStore that counts its transactions in flight (each runs in
+    a thread): on the fake clock, store time must not pass while one is
+    running, however slowly a loaded machine runs it."""
+
+    busy = 0
+
+    async def _tx(self, fn, **options):
+        self.busy += 1
+        try:
+            return await super()._tx(fn, **options)
+        finally:
+            self.busy -= 1
+
+
+QUIET = 0.05
+"""Real seconds without an ownership change (and no transaction in flight)
+before the fake clock moves."""
+STUCK = 5.0
+"""Real seconds a transaction may stay in flight before the fake clock moves
+anyway (one retrying waits on that clock)."""
+
+
 @dataclass
 class Cluster:
     backend: str
     leases: LeaseStore
     clock: Clock
-    store: PartitionStore
+    store: CountingPartitionStore
     config: OwnershipConfig
     ttl: int
     servers: list[Server] = field(default_factory=list)
@@ -85,15 +108,24 @@ class Cluster:
         """Wait until ``condition()`` holds; return the store time it took.
         Fails after ``within`` seconds of store time. Wakes on every ownership
         change (and every 0.1 s, for conditions on anything else); on the fake
-        clock, time advances by 0.1 s only when nothing changed for a moment."""
+        clock, time advances by 0.1 s only when nothing changed for a moment
+        and no store transaction is in flight (a loaded machine slows the
+        work, never adds store time to it)."""
         start = self.clock.monotonic()
+        loop = asyncio.get_running_loop()
+        busy_since: float | None = None
         while not condition():
             elapsed = self.clock.monotonic() - start
             if elapsed > within:
                 raise AssertionError(f"not within {within}s: {what}; owned: {self.describe()}")
             if self.fake is not None:
-                if not await self._any_change(timeout=0.05):
+                if await self._any_change(timeout=QUIET):
+                    busy_since = None
+                elif not self.store.busy or loop.time() - (busy_since or loop.time()) > STUCK:
                     self.fake.advance(0.1)
+                    busy_since = None
+                elif busy_since is None:
+                    busy_since = loop.time()
             else:
                 await self._any_change(timeout=min(0.1, within - elapsed))
         return self.clock.monotonic() - start
@@ -133,7 +165,7 @@ async def cluster(request: pytest.FixtureRequest, etcd_prefix: str, tmp_path) ->
         engine = create_store_engine(request.getfixturevalue("postgres_url"))
         config, ttl = OwnershipConfig(key_prefix=etcd_prefix, tick=0.5), 2
     await asyncio.to_thread(migrate, engine)
-    result = Cluster(request.param, leases, clock, PartitionStore(engine, clock), config, ttl)
+    result = Cluster(request.param, leases, clock, CountingPartitionStore(engine, clock), config, ttl)
     try:
         yield result
     finally:
