@@ -6,6 +6,7 @@ makes it retry and refuse."""
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from collections.abc import Iterator, Mapping
 
 import pytest
@@ -127,6 +128,20 @@ def test_a_raise_waits_for_a_claim_that_has_checked(
     assert run_in_transaction(probe, lambda conn: check_epochs(conn, {PARTITION: 10})) == {PARTITION}
 
 
+def waiting_on_a_lock(engine: Engine, timeout: float = 30.0) -> None:
+    """Until a PostgreSQL session of ``engine``'s database waits on a lock."""
+    deadline = time.monotonic() + timeout
+    query = sa.text(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    while True:
+        with engine.connect() as conn:
+            if conn.execute(query).scalar_one():
+                return
+        assert time.monotonic() < deadline, "nothing waited on a lock"
+        time.sleep(0.01)
+
+
 @pytest.mark.postgres
 def test_a_claim_racing_an_uncommitted_raise_retries_and_refuses(
     postgres_url: str, pool: concurrent.futures.ThreadPoolExecutor
@@ -150,8 +165,10 @@ def test_a_claim_racing_an_uncommitted_raise_retries_and_refuses(
             claiming = pool.submit(
                 run_in_transaction, engine, lambda c: claim(c, {PARTITION: 10}), on_retry=retries.append
             )
-            with pytest.raises(concurrent.futures.TimeoutError):
-                claiming.result(timeout=0.3)  # blocked on the row lock
+            # Blocked on the row lock (however slowly a loaded machine starts
+            # its thread): committed earlier, the claim would not race the raise.
+            waiting_on_a_lock(engine)
+            assert not claiming.done()
             transaction.commit()
         assert claiming.result(timeout=10) == {PARTITION}
         assert [event.sqlstate for event in retries] == ["40001"]
