@@ -249,7 +249,7 @@ def test_sigkill_of_a_server_moves_its_partitions_and_every_job_runs_exactly_onc
             assert succeeded(engine, list(first)) < len(first)
 
             b.process.send_signal(signal.SIGKILL)
-            killed_at = time.monotonic()
+            killed_at = to_us(now())
             b.process.wait(10)
             # Jobs created while the dead server's partitions have no owner yet:
             # about a third of them land there and wait for the takeover.
@@ -257,15 +257,24 @@ def test_sigkill_of_a_server_moves_its_partitions_and_every_job_runs_exactly_onc
                 [s_a, s_c], api_key, spaced(now() + timedelta(seconds=1.125), 20, 0.25), "second"
             )
 
-        def moved() -> dict[int, tuple[str, int]] | None:
-            owners = partition_owners(engine)
-            return owners if all(owner != ids["b"] for owner, _ in owners.values()) else None
+        def moved() -> tuple[dict[int, tuple[str, int]], int] | None:
+            with engine.connect() as conn:
+                rows = conn.execute(sa.text("SELECT partition, owner, epoch, updated_at FROM partitions")).all()
+            if any(row.owner == ids["b"] for row in rows):
+                return None
+            return {row.partition: (row.owner, row.epoch) for row in rows}, max(
+                row.updated_at for row in rows if row.partition in b_partitions
+            )
 
-        after = eventually(moved, SESSION_TTL + TICK + 5, "the killed server's partitions move", interval=0.05)
-        took = time.monotonic() - killed_at
+        # The waiting is generous; the bound is on when the survivors took the
+        # partitions over (the instant each raise of an epoch records, by the
+        # survivor's clock: the same host's), not on when this process, slowed
+        # by a loaded machine, saw it.
+        after, moved_at = eventually(moved, SESSION_TTL + TICK + 30, "the killed server's partitions move",
+                                     interval=0.05)  # fmt: skip
+        took = (moved_at - killed_at) / 1_000_000
         print(f"partitions of the killed server moved {took:.2f} s after the SIGKILL")
-        # One session TTL plus a tick; 0.5 s on top for the observation itself
-        # (poll interval, reading the table, etcd's lease-expiry sweep).
+        # One session TTL plus a tick; 0.5 s on top for etcd's lease-expiry sweep.
         assert took <= SESSION_TTL + TICK + 0.5, f"partitions moved after {took:.2f} s"
         assert {owner for owner, _ in after.values()} == {ids["a"], ids["c"]}
         for partition in b_partitions:
@@ -394,7 +403,7 @@ def test_postgres_then_etcd_outage_late_not_lost(
             # ---- etcd goes away for longer than the session TTL.
             # Claimed after PostgreSQL came back (the dispatcher resumed), due while etcd is down.
             claimed_early = create_once_jobs([stub], api_key, spaced(now() + timedelta(seconds=1.5), 6, 0.5), "e1")
-            eventually(lambda: executions_of(engine, list(claimed_early)) == len(claimed_early), 5,
+            eventually(lambda: executions_of(engine, list(claimed_early)) == len(claimed_early), 20,
                        "the dispatcher claims again after the PostgreSQL restart")
             etcd_server.stop()
             eventually(lambda: re.search(r"etcd session [0-9a-f]+ lost", server.log()), SESSION_TTL + 4,
