@@ -216,7 +216,8 @@ class AlertWebhook:
                 limit=self.config.queue_size, not_before=self._clock.now() - self.config.max_age
             )
         finally:
-            self._reading.remove(ended)
+            # By identity: two reads in flight may hold equal sets.
+            self._reading = [other for other in self._reading if other is not ended]
         queued = 0
         for item in owed:
             if queued == room:
