@@ -45,6 +45,7 @@ from typing import Protocol
 from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import from_us, to_us
 
+from ..policy.fairness import Shares
 from ..store.arming import Armed, ArmStore, StartRound
 from ..store.executions import Capability, HandedOut
 from ..store.requeue import RequeueStore
@@ -126,6 +127,35 @@ class _Entry:
 def credit_of(members: Sequence[WorkerConnection], monotonic: float, timeout: float) -> int:
     """The credit of the members that may be dealt to now."""
     return sum(c.credit for c in members if not c.closed.is_set() and not c.silent(monotonic, timeout))
+
+
+def interleaved(entries: Iterable[_Entry], now_us: int) -> list[tuple[int, _Entry]]:
+    """``entries`` in the order they are started and dealt, each with its
+    instant's number: by instant (executions ready within
+    :data:`_SPREAD_US` of the instant's earliest, everything ready by
+    ``now_us`` one instant), and within an instant the tenants interleaved
+    by the hand-out's weighted fair share (:meth:`.fairness.Shares.order`,
+    one tenant after another, a tenant of weight 3 three to one of weight
+    1), each tenant's oldest first: a quiet tenant's run at a burst's
+    instant is in its first start, not its last."""
+    ordered = sorted(entries, key=lambda e: (e.armed.handed.ready_at_us, e.armed.handed.id))
+    shares = Shares()
+    out: list[tuple[int, _Entry]] = []
+    start = 0
+    while start < len(ordered):
+        first_us = max(now_us, ordered[start].armed.handed.ready_at_us)
+        end = start
+        by_tenant: dict[str, deque[_Entry]] = {}
+        while end < len(ordered) and max(now_us, ordered[end].armed.handed.ready_at_us) - first_us <= _SPREAD_US:
+            by_tenant.setdefault(ordered[end].armed.handed.tenant, deque()).append(ordered[end])
+            end += 1
+        if len(by_tenant) == 1:
+            out += ((start, entry) for entry in ordered[start:end])
+        else:
+            counts = {name: (queued[0].armed.weight, len(queued)) for name, queued in by_tenant.items()}
+            out += ((start, by_tenant[name].popleft()) for name in shares.order(counts))
+        start = end
+    return out
 
 
 class ArmedQueue:
@@ -309,8 +339,8 @@ class ArmedQueue:
             members = groups.get(capability)
             if not members:
                 continue  # no worker of this kind has credit now: kept until it expires
-            entries.sort(key=lambda e: (e.armed.handed.ready_at_us, e.armed.handed.id))
-            sent += await self._start_group(deque(entries), members, lease, dealer, on_full)
+            waiting = deque(interleaved(entries, to_us(self._clock.now())))
+            sent += await self._start_group(waiting, members, lease, dealer, on_full)
         return sent
 
     def _send_due(self) -> bool:
@@ -344,14 +374,15 @@ class ArmedQueue:
         return sent
 
     async def _start_group(
-        self, waiting: deque[_Entry], members: list[WorkerConnection], lease: Lease, dealer: Dealer,
+        self, waiting: deque[tuple[int, _Entry]], members: list[WorkerConnection], lease: Lease, dealer: Dealer,
         on_full: Callable[[bool], None] | None,
     ) -> int:
-        """Start ``waiting`` in batches up to the members' credit, each next
-        start under way while the previous batch is dealt (the credit of a
-        start under way counted as spent from its start). A batch holds
-        executions ready within :data:`SPREAD` of each other, started for
-        the latest of them (or now): it is sent at that instant."""
+        """Start ``waiting`` (:func:`interleaved`) in batches up to the
+        members' credit, each next start under way while the previous batch
+        is dealt (the credit of a start under way counted as spent from its
+        start). A batch holds executions of one instant (ready within
+        :data:`_SPREAD_US` of each other), started for the latest of them
+        (or now): it is sent at that instant."""
         refusal = self._fence.refusal
         reserved = 0
         sent = 0
@@ -362,12 +393,11 @@ class ArmedQueue:
             if room <= 0 or not waiting or refusal(lease) is not None:
                 return None
             now_us = to_us(self._clock.now())
-            first_us = max(now_us, waiting[0].armed.handed.ready_at_us)
+            group = waiting[0][0]
             chosen: list[_Entry] = []
-            while (waiting and len(chosen) < room
-                   and max(now_us, waiting[0].armed.handed.ready_at_us) - first_us <= _SPREAD_US):
-                chosen.append(waiting.popleft())
-            instant_us = max(now_us, chosen[-1].armed.handed.ready_at_us)
+            while waiting and len(chosen) < room and waiting[0][0] == group:
+                chosen.append(waiting.popleft()[1])
+            instant_us = max(now_us, *(e.armed.handed.ready_at_us for e in chosen))
             reserved += len(chosen)
             if on_full is not None and len(chosen) >= self.batch:
                 on_full(True)

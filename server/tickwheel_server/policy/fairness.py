@@ -31,7 +31,7 @@ must hold exactly, are counted in the store.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +58,11 @@ class Shares:
     def copy(self) -> "Shares":
         return Shares(dict(self.passes), self.virtual)
 
-    def allocate(self, budget: int, demands: Iterable[Demand]) -> dict[str, int]:
+    def allocate(self, budget: int, demands: Iterable[Demand], served: list[str] | None = None) -> dict[str, int]:
         """Split ``budget`` slots among ``demands``: tenant → slots (every
         demand appears, 0 when at its cap or out-served). Advances the passes
-        of the tenants served."""
+        of the tenants served. ``served``, if given, gets the tenant of each
+        slot appended in the order the rule serves them (:meth:`order`)."""
         wanted = {d.tenant: d for d in demands}
         grants = {name: 0 for name in wanted}
         open_ = [d for d in wanted.values() if d.room is None or d.room > 0]
@@ -74,6 +75,8 @@ class Shares:
             grants[demand.tenant] = granted
             self.virtual = max(self.virtual, start + (granted - 1) / demand.weight)
             self.passes[demand.tenant] = start + granted / demand.weight
+            if served is not None:
+                served.extend([demand.tenant] * granted)
             return grants
         heap: list[tuple[float, str]] = []
         for name in sorted(wanted):
@@ -86,13 +89,35 @@ class Shares:
         while budget > 0 and heap:
             finish, name = heapq.heappop(heap)
             demand = wanted[name]
-            grants[name] += 1
-            budget -= 1
-            self.virtual = max(self.virtual, finish - 1.0 / demand.weight)
-            self.passes[name] = finish
-            if demand.room is None or grants[name] < demand.room:
-                heapq.heappush(heap, (finish + 1.0 / demand.weight, name))
+            step = 1.0 / demand.weight
+            while True:  # this tenant's slots while it would be the next popped
+                grants[name] += 1
+                budget -= 1
+                self.virtual = max(self.virtual, finish - step)
+                self.passes[name] = finish
+                if served is not None:
+                    served.append(name)
+                if demand.room is not None and grants[name] >= demand.room:
+                    break
+                finish += step
+                if budget <= 0 or (heap and heap[0] < (finish, name)):
+                    heapq.heappush(heap, (finish, name))
+                    break
         return grants
+
+    def order(self, counts: Mapping[str, tuple[int, int]]) -> list[str]:
+        """The order in which the rule serves ``counts`` (tenant → (weight,
+        how many)) one slot at a time: a tenant per slot, each as many times
+        as its count, interleaved by weight (a tenant of weight 3 three
+        slots to one of weight 1), the tenant whose pass is least first.
+        Advances the passes as :meth:`allocate` does."""
+        served: list[str] = []
+        self.allocate(
+            sum(n for _weight, n in counts.values()),
+            [Demand(name, weight, n) for name, (weight, n) in counts.items()],
+            served,
+        )
+        return served
 
     def refund(self, tenant: str, weight: int, slots: int) -> None:
         """Give back ``slots`` the tenant was granted and did not use."""

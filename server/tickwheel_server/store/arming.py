@@ -36,6 +36,7 @@ the hand-out.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import NamedTuple
@@ -47,11 +48,14 @@ from tickwheel.shared.ids import to_us
 
 from ..jobspec import DefinitionCache
 from ..policy.arming import may_arm, runs_beside
+from ..policy.fairness import Shares
 from ..schedule.model import ScheduleKind
+from .arming_pick import pick_fairly
 from .base import SqlStore, chunks, driver_sql, execute_arrays, tuples
 from .executions import Capability, HandedOut, Retry
+from .fairshare import FairShare
 from .isolation import PAUSED_WAIT, status_in
-from .tables import executions, jobs, tenants
+from .tables import executions, tenants
 
 ARMED = "armed"
 """The status of an armed execution (internal: every view shows ``scheduled``)."""
@@ -106,6 +110,8 @@ class Armed(NamedTuple):
     """It may start whatever else of its job runs: the start skips the overlap guard."""
     size: int = 0
     """Its payload's and its job's stored definition's bytes: what the arming counted against ``max_bytes``."""
+    weight: int = 1
+    """Its tenant's weight when armed: the start interleaves one instant's tenants by it."""
 
 
 class StartRound(NamedTuple):
@@ -206,8 +212,11 @@ class ArmStore(SqlStore):
         *,
         definitions: DefinitionCache | None = None,
         unique_instant: Callable[[int], int] | None = None,
+        fair: FairShare | None = None,
     ) -> None:
         super().__init__(engine, clock)
+        self.fair = fair if fair is not None else FairShare()
+        """The fair-share passes arming shares its passes by: the hand-out store's (one rule, one state)."""
         self.definitions = definitions if definitions is not None else DefinitionCache()
         self._unique_instant = unique_instant or (lambda at_us: at_us)
         """The hand-out store's: a start's instant differs from every round's
@@ -219,57 +228,47 @@ class ArmStore(SqlStore):
     ) -> list[Armed]:
         """Arm for ``owner`` up to ``limit`` executions that ``capability``
         may run, ``scheduled`` with ``ready_at`` in (``now``, ``until``],
-        oldest ready first, of tenants neither paused nor capped, that
+        of tenants neither paused nor capped, that
         :func:`~tickwheel_server.policy.arming.may_arm` accepts; rows another
         transaction holds are passed over (SKIP LOCKED where the engine has
-        it). With ``max_bytes``, candidates are accepted, oldest first, while
+        it). ``limit`` is shared among the tenants with such executions by
+        the rounds' weighted fair share (:func:`.arming_pick.pick_fairly`),
+        each tenant's oldest ready first. With ``max_bytes``, candidates are
+        accepted in the order the fair share interleaves the tenants while
         the sum over them of ``row_bytes`` plus their :attr:`Armed.size`
-        stays within it (the arming server's memory bound). Two statements: the candidates with their jobs' definitions
-        (a range of ``executions_scheduled``, with the LIMIT), and one UPDATE
-        of those accepted, conditional on their status. Returns them armed,
-        each with its definition parsed (the Assignment can be built now)."""
+        stays within it (the arming server's memory bound); a tenant whose
+        next candidate does not fit has no more accepted, the others go on.
+        Three statements: the tenants, the candidates with their jobs'
+        definitions, and one UPDATE of those accepted, conditional on their
+        status. Returns them armed, each with its definition parsed (the
+        Assignment can be built now)."""
         now_us, until_us = to_us(now), to_us(until)
         if limit <= 0 or until_us <= now_us or not capability.tenants or not (capability.handlers or capability.http):
             return []
-        fits = []
-        if capability.handlers:
-            fits.append(executions.c.handler.in_(sorted(capability.handlers)))
-        if capability.http:
-            fits.append(executions.c.handler.is_(None))
+        outcome: list[tuple[Shares, list[str]]] = []
 
         def fn(conn: Connection) -> list[Armed]:
-            query = (
-                sa.select(
-                    executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition,
-                    executions.c.origin, executions.c.nominal_at, executions.c.due_at, executions.c.ready_at,
-                    executions.c.attempt, executions.c.delivery, executions.c.payload, executions.c.missed_count,
-                    executions.c.allow_overlap, executions.c.wait_key, executions.c.trace_context,
-                    jobs.c.spec, jobs.c.version, tenants.c.max_concurrency,
-                )
-                .select_from(
-                    executions.join(tenants, tenants.c.name == executions.c.tenant)
-                    .outerjoin(jobs, jobs.c.id == executions.c.job_id)
-                )
-                .where(
-                    status_in(executions.c.status, "scheduled"),
-                    executions.c.ready_at > now_us,
-                    executions.c.ready_at <= until_us,
-                    executions.c.tenant.in_(sorted(capability.tenants)),
-                    tenants.c.state != "paused",
-                    tenants.c.max_concurrency == 0,
-                    sa.or_(*fits),
-                )
-                .order_by(executions.c.ready_at, executions.c.id)
-                .limit(limit)
-            )
-            if self.caps.row_locks:
-                query = query.with_for_update(of=executions, skip_locked=self.caps.skip_locked)
+            outcome.clear()
+            shares = self.fair.begin()
+            rows, weights = pick_fairly(conn, self.caps, capability, now_us, until_us, limit, shares)
+            outcome.append((shares, sorted(weights)))
+            by_tenant: dict[str, deque] = {}
+            for row in rows:
+                by_tenant.setdefault(row.tenant, deque()).append(row)
             chosen: dict[str, tuple] = {}
             budget = max_bytes
-            for row in conn.execute(query).all():
+            order = Shares().order({name: (weights[name], len(queued)) for name, queued in by_tenant.items()})
+            for name in order:
+                queued = by_tenant[name]
+                if not queued:
+                    continue  # refused for bytes before: its rest was given back
+                row = queued.popleft()
                 size = len(row.payload) + (0 if row.spec is None else len(row.spec))
                 if budget is not None and budget < row_bytes + size:
-                    break  # oldest first: what is past the bound waits for the rounds or the next pass
+                    # Its oldest first: what is past its bound waits for the rounds or the next pass.
+                    shares.refund(name, weights[name], 1 + len(queued))
+                    queued.clear()
+                    continue
                 definition = None if row.spec is None else self.definitions.get(row.job_id, row.version, row.spec)
                 readable = definition is not None and definition.problem is None
                 rules = definition.rules if readable else None
@@ -279,6 +278,8 @@ class ArmStore(SqlStore):
                     chosen[row.id] = (row, definition, size)
                     if budget is not None:
                         budget -= row_bytes + size
+                else:
+                    shares.refund(name, weights[name], 1)
             if not chosen:
                 return []
             armed: list[Armed] = []
@@ -302,11 +303,15 @@ class ArmStore(SqlStore):
                         ),
                         runs_beside(definition.rules, bool(row.allow_overlap)),
                         size,
+                        weights[row.tenant],
                     ))
             armed.sort(key=lambda a: (a.handed.ready_at_us, a.handed.id))
             return armed
 
-        return await self._tx(fn, row_locked=True)
+        armed = await self._tx(fn, row_locked=True)
+        if outcome:
+            self.fair.commit(*outcome[0])
+        return armed
 
     async def start(
         self, owner: str, items: Sequence[tuple[str, int, bool]], now: datetime,

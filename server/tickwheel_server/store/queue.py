@@ -45,4 +45,6 @@ class ExecutionQueue:
             engine, clock, rng=rng, on_dead_letter=on_dead_letter, breaker=breaker, definitions=definitions
         )
         self.requeues = RequeueStore(engine, clock, on_dead_letter=on_dead_letter, poison_cap=poison_cap)
-        self.arming = ArmStore(engine, clock, definitions=definitions, unique_instant=self.handout.unique_instant)
+        self.arming = ArmStore(
+            engine, clock, definitions=definitions, unique_instant=self.handout.unique_instant, fair=self.handout.fair
+        )
