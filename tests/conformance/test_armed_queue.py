@@ -512,3 +512,40 @@ async def test_a_refused_round_notes_an_opened_start_window_and_asks_no_wake_up(
     assert rows(migrated_engine)["e1"][0] == "running" and gateway.armed.waiting_to_send == 1
     clock.advance(DEFAULT_START_AHEAD)
     assert await gateway.rounds.hand_out_round() == 1 and sent(connection) == [("e1", 1)]
+
+
+async def test_a_quiet_tenants_run_is_in_the_first_start_of_a_bursts_instant(migrated_engine, clock) -> None:
+    """The attack: tenant acme puts nine runs on the instant tenant globex's
+    one run is on, each ahead of it in (ready instant, id). Armed together,
+    the instant's runs are started and dealt interleaved by tenant: with
+    credit for one batch of two at the instant, globex's run is in it."""
+    from tickwheel_server.store.credentials import WorkerCredential
+    from tickwheel_server.gateway.connections import WorkerConnection
+
+    from .test_arming import one_off
+    from .test_handout import add_execution
+
+    store = TenantStore(migrated_engine, clock)
+    await store.create(Tenant(name="acme"))
+    await store.create(Tenant(name="globex"))
+    for n in range(9):
+        add_one_off(migrated_engine, clock, f"a{n}", due_in=2)
+    add_execution(migrated_engine, clock, "z1", due_in=2, tenant="globex", spec=one_off(clock, 2))
+    connections = Connections()
+    credential = WorkerCredential(id="c1", tenants=("acme", "globex"), handlers=(), http=True, description="",
+                                  created_at=clock.now())
+    connection = WorkerConnection(worker_id="w1", credential=credential, handlers=frozenset({"echo"}), http=True,
+                                  slots=10, connected_at=clock.now(), credit=10)
+    connections.add(connection)
+    gateway = make_gateway(migrated_engine, clock, connections)
+    gateway.armed.batch = 2
+    await gateway.rounds.hand_out_round()
+    assert len(gateway.armed) == 10  # armed whole, in batches of two shared by the tenants
+    connection.credit = 2
+    clock.advance(2)
+    assert await gateway.rounds.hand_out_round() == 2
+    assert sent(connection) == [("a0", 1), ("z1", 1)]
+    connection.credit = 10
+    assert await gateway.rounds.hand_out_round() == 8
+    assert sent(connection) == [(f"a{n}", 1) for n in range(1, 9)]
+    assert {r[0] for r in rows(migrated_engine).values()} == {"running"}

@@ -366,3 +366,55 @@ async def test_a_calendar_change_decides_an_armed_run_again(migrated_engine, clo
     assert after == ("scheduled", 0, None, to_us(TUESDAY - timedelta(days=1)))
     started = await queue.arming.start("s1", items(armed), TUESDAY)
     assert (started.started, started.disarmed) == ([], [])
+
+
+BOTH = Capability(("acme", "globex"), ("echo",), True)
+
+
+async def test_a_tenant_with_many_runs_on_one_instant_does_not_fill_an_arm(queue, migrated_engine, clock) -> None:
+    """The attack: one tenant puts many runs on the instant another tenant's
+    one run is on, ahead of it in every order the store has (ready instant,
+    id). The arm's limit is shared among the tenants: the quiet run is armed
+    in the first arm, the heavy tenant gets the rest."""
+    for index in range(20):
+        add_one_off(migrated_engine, clock, f"a{index:02d}", due_in=2)
+    add_execution(migrated_engine, clock, "z1", due_in=2, tenant="globex", spec=one_off(clock, 2))
+    first = await queue.arming.arm("s1", clock.now(), clock.now() + AHEAD, BOTH, 4)
+    assert sorted(a.handed.id for a in first) == ["a00", "a01", "a02", "z1"]
+    assert {a.handed.tenant: a.weight for a in first} == {"acme": 1, "globex": 1}
+    rest = await queue.arming.arm("s1", clock.now(), clock.now() + AHEAD, BOTH, 100)
+    assert sorted(a.handed.id for a in rest) == [f"a{index:02d}" for index in range(3, 20)]
+
+
+async def test_an_arm_shares_its_limit_by_weight(queue, migrated_engine, clock) -> None:
+    with migrated_engine.begin() as conn:
+        conn.execute(tenants.update().where(tenants.c.name == "globex").values(weight=3))
+    for index in range(10):
+        add_one_off(migrated_engine, clock, f"a{index}", due_in=2)
+        add_execution(migrated_engine, clock, f"g{index}", due_in=2, tenant="globex", spec=one_off(clock, 2))
+    armed = await queue.arming.arm("s1", clock.now(), clock.now() + AHEAD, BOTH, 8)
+    assert sorted(a.handed.id for a in armed) == ["a0", "a1", *(f"g{index}" for index in range(6))]
+    assert {a.handed.tenant: a.weight for a in armed} == {"acme": 1, "globex": 3}
+
+
+async def test_a_tenant_with_huge_payloads_does_not_take_the_whole_byte_bound(queue, migrated_engine, clock) -> None:
+    """The attack: one tenant's runs, oldest, carry payloads so large that a
+    few fill the arming server's memory bound. The other tenant's small run
+    at the same instant is still armed; the heavy tenant's take the rest of
+    the bound, oldest first, and what does not fit keeps the round's path."""
+    for index in range(10):
+        add_one_off(migrated_engine, clock, f"a{index}", due_in=2)
+    add_execution(migrated_engine, clock, "z1", due_in=2.001, tenant="globex", spec=one_off(clock, 2.001))
+    with migrated_engine.begin() as conn:
+        conn.execute(executions.update().where(executions.c.tenant == "acme").values(payload=b"x" * 100_000))
+        spec_size = len(conn.execute(sa.text("SELECT spec FROM jobs WHERE id = 'job_a0'")).scalar_one())
+    big = 100 + 100_000 + spec_size
+    armed = await queue.arming.arm("s1", clock.now(), clock.now() + AHEAD, BOTH, 100, max_bytes=3 * big + big // 2,
+                                   row_bytes=100)
+    assert sorted(a.handed.id for a in armed) == ["a0", "a1", "a2", "z1"]
+    assert {r.status for r in (row(migrated_engine, f"a{index}") for index in range(3, 10))} == {"scheduled"}
+    # Nothing of the heavy tenant fits: the light one's run is armed all the same.
+    add_execution(migrated_engine, clock, "z2", due_in=2, tenant="globex", spec=one_off(clock, 2))
+    again = await queue.arming.arm("s2", clock.now(), clock.now() + AHEAD, BOTH, 100, max_bytes=big - 1,
+                                   row_bytes=100)
+    assert [a.handed.id for a in again] == ["z2"]

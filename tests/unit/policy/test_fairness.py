@@ -97,3 +97,46 @@ def test_one_tenant_alone_is_served_as_slot_by_slot_stride_would() -> None:
             demand.tenant: stride(reference, budget, demand), "c": 0}
         assert fast.virtual == pytest.approx(reference.virtual)
         assert fast.passes == pytest.approx(reference.passes)
+
+
+@pytest.mark.parametrize(
+    "case, counts, order",
+    [
+        ("one tenant keeps its count", {"a": (1, 3)}, ["a", "a", "a"]),
+        ("equal weights alternate, ties by name", {"b": (1, 2), "a": (1, 2)}, ["a", "b", "a", "b"]),
+        ("a quiet tenant's one run is second, not last", {"flood": (1, 5), "quiet": (1, 1)},
+         ["flood", "quiet", "flood", "flood", "flood", "flood"]),
+        ("weights 1:2, ties by name", {"a": (1, 2), "b": (2, 4)}, ["b", "a", "b", "b", "a", "b"]),
+        ("weights 1:4", {"a": (1, 2), "b": (4, 8)}, ["b", "b", "b", "a", "b", "b", "b", "b", "a", "b"]),
+        ("a heavier tenant first", {"a": (1, 1), "b": (2, 1)}, ["b", "a"]),
+        ("the heaviest weight keeps a light tenant in its first thousand", {"a": (1, 1), "b": (1000, 1500)},
+         ["b"] * 999 + ["a"] + ["b"] * 501),
+        ("nothing to order", {}, []),
+        ("a tenant with none", {"a": (1, 0), "b": (1, 2)}, ["b", "b"]),
+    ],
+)
+def test_the_order_of_one_instant(case: str, counts: dict[str, tuple[int, int]], order: list[str]) -> None:
+    assert Shares().order(counts) == order, case
+
+
+def test_the_order_is_the_allocation_slot_by_slot() -> None:
+    """order() serves as allocate() would, one slot at a time: any prefix
+    has the grants allocate() gives that budget, and the passes agree."""
+    rng = random.Random(7)
+    for _ in range(200):
+        counts = {name: (rng.randint(1, 5), rng.randint(0, 12)) for name in "abcd"[: rng.randint(1, 4)]}
+        ordered, shares = Shares(), Shares()
+        served = ordered.order(counts)
+        assert sorted(served) == sorted(name for name, (_w, n) in counts.items() for _ in range(n))
+        budget = rng.randint(0, len(served))
+        grants = Shares().allocate(budget, [Demand(name, w, n) for name, (w, n) in counts.items()])
+        assert {name: served[:budget].count(name) for name in counts} == grants
+        shares.allocate(len(served), [Demand(name, w, n) for name, (w, n) in counts.items()])
+        assert (ordered.passes, ordered.virtual) == (shares.passes, shares.virtual)
+
+
+def test_an_order_goes_on_from_the_passes_before() -> None:
+    """A tenant served in one instant comes after one that was not, in the next."""
+    shares = Shares()
+    assert shares.order({"a": (1, 2)}) == ["a", "a"]
+    assert shares.order({"a": (1, 2), "b": (1, 2)}) == ["b", "a", "b", "a"]
