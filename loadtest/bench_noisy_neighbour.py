@@ -4,8 +4,8 @@ within one second, tenant ``quiet`` 1 000 due in the same second; a real
 etcd. Does the flood delay the quiet tenant?
 
     .venv/bin/python loadtest/bench_noisy_neighbour.py [--flood 100000] [--quiet 1000] [--workers 4] [--slots 500]
-                                                       [--lead 55] [--pg URL] [--etcd HOST:PORT] [--logs DIR]
-                                                       [--profile DIR] [--smoke]
+                                                       [--instant] [--lead 55] [--pg URL] [--etcd HOST:PORT]
+                                                       [--logs DIR] [--profile DIR] [--smoke]
 
 Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL and
 etcd are started (``tests/support``) and deleted afterwards. Two runs, each
@@ -27,6 +27,18 @@ later (inside the dispatcher's 60 s look-ahead, so they are claimed into the
 timer wheel ahead of time; ``claimed_ahead`` says whether they were). Start
 lateness per tenant comes from the store: ``attempts.started_at`` (the
 server's hand-out instant) minus the execution's ``due_at``, signed.
+
+``--instant`` (issue 17's armed path): each tenant's jobs are all due at
+the same instant ``D`` instead of spread over the second, and the workers
+get ``ceil(jobs / workers)`` slots each unless ``--slots`` is given (their
+credit bounds what a server arms ahead, so the whole burst is armed 10 s
+ahead and started a second ahead, as ``bench_burst.py`` runs it), e.g.
+``--instant --flood 30000 --quiet 10``: does the flood's burst push the
+quiet tenant's runs into its last start batches? Per tenant,
+``at_instant`` counts the executions handed out stamped with their due
+instant itself: an armed batch started ahead is sent at, and stamped
+with, the instant; a round's hand-out is stamped with its own clock,
+after it.
 
 The goal (issue 6): the quiet tenant's p99 with the flood within 1 s of its
 p99 alone (``goal.met``). ``all_claimed_ahead`` says whether the dispatcher
@@ -93,9 +105,11 @@ SPREAD_STEPS = 1000
 """Distinct due instants per tenant within the second (1 ms apart)."""
 
 
-def insert_jobs(url: str, counts: dict[str, int], due: datetime) -> dict:
+def insert_jobs(url: str, counts: dict[str, int], due: datetime,
+                steps: int = SPREAD_STEPS) -> dict:
     """For each tenant, ``counts[tenant]`` one-off ``echo`` jobs due spread
-    evenly over ``[due, due + 1 s)`` (in 1 ms steps), stored as CreateJob
+    evenly over ``[due, due + 1 s)`` (in ``steps`` steps: 1 ms apart, or one
+    instant), stored as CreateJob
     stores them (see ``_harness.insert_once_jobs``) in one transaction, and
     the instant it committed. The definitions are built once per due
     instant (jobs sharing one are identical but for their id), so storing
@@ -110,7 +124,7 @@ def insert_jobs(url: str, counts: dict[str, int], due: datetime) -> dict:
         for tenant, count in counts.items():
             built: dict[int, tuple] = {}
             for i in range(count):
-                step = (i * SPREAD_STEPS) // count
+                step = (i * steps) // count
                 if step not in built:
                     template = job_pb2.Job(name=f"{tenant}-{step:04d}", payload=b"{}",
                                            target=job_pb2.Target(handler=job_pb2.HandlerTarget(name=h.HANDLER)))
@@ -181,7 +195,7 @@ def lateness_by_tenant(url: str, due_us: int) -> dict[str, dict]:
     per: dict[str, dict] = {}
     for tenant, job_id, execution_id, status, due_at, created_at, started_at in rows:
         t = per.setdefault(tenant, {"jobs": set(), "succeeded": set(), "lateness": [], "early": 0, "executions": 0,
-                                    "claimed_ahead": 0, "statuses": {}})
+                                    "claimed_ahead": 0, "statuses": {}, "at_instant": 0})
         t["jobs"].add(job_id)
         if execution_id is None:
             continue
@@ -195,6 +209,8 @@ def lateness_by_tenant(url: str, due_us: int) -> dict[str, dict]:
             t["lateness"].append((started_at - due_at) / 1e6)
             if started_at < due_at:
                 t["early"] += 1
+            elif started_at == due_at:
+                t["at_instant"] += 1
     for tenant, t in sorted(per.items()):
         values = sorted(t["lateness"])
         out[tenant] = {
@@ -204,6 +220,7 @@ def lateness_by_tenant(url: str, due_us: int) -> dict[str, dict]:
             "early": t["early"],
             "dropped": len(t["jobs"]) - len(t["succeeded"]),
             "claimed_ahead": t["claimed_ahead"],
+            "at_instant": t["at_instant"],
             "statuses": t["statuses"],
             "lateness_s": {
                 name: (round(h.percentile(values, q), 4) if values else None)
@@ -227,7 +244,7 @@ def run(name: str, counts: dict[str, int], args: argparse.Namespace, url: str, e
         asyncio.run(h.wait_ready(server, f"bench-noisy-{name}", args.workers))
         h.wait_started(url, server)
         due = datetime.fromtimestamp(int(time.time() + args.lead) + 1, timezone.utc)
-        stored = insert_jobs(url, counts, due)
+        stored = insert_jobs(url, counts, due, 1 if args.instant else SPREAD_STEPS)
         lead_left = due.timestamp() - stored["committed_at"]
         if lead_left < 2:
             raise SystemExit(f"storing {total} jobs left {lead_left:.1f} s before the due second: raise --lead")
@@ -289,7 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flood", type=int, default=100_000, help="the flood tenant's jobs due in the second (default 100000)")
     parser.add_argument("--quiet", type=int, default=1_000, help="the quiet tenant's jobs due in the second (default 1000)")
     parser.add_argument("--workers", type=int, default=4, help="worker processes (default 4)")
-    parser.add_argument("--slots", type=int, default=500, help="slots per worker (default 500)")
+    parser.add_argument("--slots", type=int, help="slots per worker (default 500; with --instant, ceil(jobs / workers))")
+    parser.add_argument("--instant", action="store_true",
+                        help="each tenant's jobs all due at one instant (the armed path), not spread over the second")
     parser.add_argument("--lead", type=float, default=55.0,
                         help="seconds between storing the jobs and their due second (default 55, under the "
                              "dispatcher's 60 s look-ahead; see claimed_ahead)")
@@ -301,7 +320,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="one tiny run for CI; figures are meaningless")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.flood, args.quiet, args.workers, args.slots, args.lead, args.timeout = 2_000, 50, 2, 100, 8.0, 120.0
+        args.flood, args.quiet, args.workers, args.timeout = 2_000, 50, 2, 120.0
+        args.lead = 14.0 if args.instant else 8.0  # instant: claimed, then armed 10 s ahead
+        args.slots = args.slots or (None if args.instant else 100)
+    if args.slots is None:
+        args.slots = -(-(args.flood + args.quiet) // args.workers) if args.instant else 500
     if min(args.flood, args.quiet, args.workers, args.slots) < 1:
         parser.error("--flood, --quiet, --workers and --slots must be positive")
     if not 2 <= args.lead < 60:
@@ -323,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         "quiet": args.quiet,
         "workers": args.workers,
         "slots_per_worker": args.slots,
+        "instant": args.instant,
         "runs": {"alone": alone, "with_flood": flooded},
         "goal": {
             **GOAL,

@@ -17,15 +17,17 @@ LATENESS = {"min", "p50", "p90", "p99", "max"}
 pytestmark = [pytest.mark.postgres, pytest.mark.etcd, pytest.mark.slow]
 
 
-def test_bench_noisy_neighbour_smoke(postgres_url, etcd_endpoint):
+@pytest.mark.parametrize("mode", [[], ["--instant"]], ids=["spread", "instant"])
+def test_bench_noisy_neighbour_smoke(postgres_url, etcd_endpoint, mode):
     done = subprocess.run(
         [sys.executable, str(ROOT / "loadtest" / "bench_noisy_neighbour.py"), "--pg", postgres_url, "--etcd",
-         etcd_endpoint, "--smoke"],
+         etcd_endpoint, "--smoke", *mode],
         capture_output=True, text=True, timeout=600, cwd=ROOT, check=False,
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["benchmark"] == "noisy_neighbour" and report["smoke"] is True
+    assert report["instant"] is bool(mode)
     assert {"runs", "goal", "baseline", "postgres", "machine"} <= set(report)
     counts = {"alone": {"quiet": report["quiet"]}, "with_flood": {"quiet": report["quiet"], "flood": report["flood"]}}
     for name, expected in counts.items():
@@ -36,6 +38,7 @@ def test_bench_noisy_neighbour_smoke(postgres_url, etcd_endpoint):
             assert figures["jobs"] == figures["executions"] == figures["started"] == size
             assert figures["statuses"] == {"succeeded": size}, "every execution ended, once"
             assert figures["early"] == 0 and figures["dropped"] == 0
+            assert 0 <= figures["at_instant"] <= size
             assert set(figures["lateness_s"]) == LATENESS and figures["lateness_s"]["min"] >= 0
         assert run["ended_within_timeout"] is True and isinstance(run["all_claimed_ahead"], bool)
         assert run["exit_codes"]["server"] == 0 and set(run["exit_codes"]["workers"]) == {0}

@@ -17,7 +17,8 @@ instant, started a second before it and sent at it (docs/architecture.md,
   server's clock (:meth:`~tickwheel_server.store.arming.ArmStore.start`:
   conditional on this session and delivery, stamped with the instant they
   will be sent at, never before their ready instant, fenced like a claim),
-  and deals what the store started, oldest ready first, up to the credit
+  and deals what the store started (by instant, the tenants of one instant
+  interleaved by weight: :func:`interleaved`), up to the credit
   of the workers of their capability, to be sent at that instant. From the
   start on, a started execution is an ordinary running row to everyone
   else (a cancel is signalled to its worker once sent; a server that dies
