@@ -18,6 +18,8 @@ taken by primary key); the loose scan (long tenant lists) descends the same
 index once per tenant; the overlap check reads the candidates' jobs' running
 executions (``executions_busy``) and, per job, its executions not started
 up to its newest candidate, under a LIMIT (``executions_not_started_job``).
+An arm's candidates are, per tenant, an Incremental Sort over an Index Scan
+on ``executions_tenant_ready`` under a Limit (its share and one row more).
 """
 
 from __future__ import annotations
@@ -290,3 +292,36 @@ async def test_the_wheel_s_rebuild_and_the_lateness_watch_read_executions_schedu
         plan = _explain(engine, statement, parameters)
         shown = _index_scans_only(plan, "executions_scheduled")
         assert any(n["Node Type"] == "Limit" for n in _nodes(plan)), shown
+
+
+async def test_an_arm_reads_each_tenant_s_share_of_its_window_on_an_index(engine) -> None:
+    """The arming pass (store/arming_pick.py): the tenants with work in the
+    window are one probe each, and the candidates per-tenant index scans of
+    ``executions_tenant_ready`` that stop at each share: the flood's 20 000
+    runs ready within the minute are not read for an arm of 100."""
+    captured: list[tuple[str, object]] = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany) -> None:
+        if not executemany:
+            captured.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        store = ExecutionQueue(engine, FakeClock(T))
+        both = Capability(("flood", "quiet"), ("echo",), False)
+        armed = await store.arming.arm("s1", T, T + timedelta(seconds=60), both, 100)
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    assert len(armed) == 0  # jobs of a skip policy with no one-off schedule: read, not armed
+    probe = next((s, p) for s, p in captured if "FROM tenants" in s and "EXISTS" in s)
+    plan = _explain(engine, *probe, analyze=True)
+    shown = _index_scans_only(plan, "executions_tenant_ready")
+    read = sum(n["Actual Rows"] * n.get("Actual Loops", 1) for n in _nodes(plan) if n.get("Relation Name") == "executions")
+    assert read <= 2, f"the probe read {read} rows for two tenants:\n{shown}"
+    candidates = next((s, p) for s, p in captured if "FOR UPDATE OF executions" in s)
+    plan = _explain(engine, *candidates, analyze=True)
+    shown = _index_scans_only(plan, "executions_tenant_ready")
+    read = sum((n["Actual Rows"] + n.get("Rows Removed by Filter", 0)) * n.get("Actual Loops", 1)
+               for n in _nodes(plan) if n.get("Relation Name") == "executions" and "Index Name" in n
+               and n["Index Name"] == "executions_tenant_ready")
+    assert read <= 2 * 100, f"the candidate scans read {read} rows for an arm of 100:\n{shown}"
