@@ -170,10 +170,11 @@ def shares_while_ready(url: str, due_us: int) -> dict | None:
         return None
     until = max(quiet)
     window = [tenant for tenant, started in rows if due_us <= started <= until]
-    seconds = max((until - due_us) / 1e6, 1e-6)
+    seconds = (until - due_us) / 1e6
     return {
         "window_s": round(seconds, 3),
-        "hand_outs_per_s": round(len(window) / seconds, 1),
+        # None when every quiet run started at the instant itself (--instant): no rate over no time.
+        "hand_outs_per_s": round(len(window) / seconds, 1) if seconds > 0 else None,
         "quiet_part": round(sum(1 for tenant in window if tenant == QUIET) / max(len(window), 1), 3),
     }
 

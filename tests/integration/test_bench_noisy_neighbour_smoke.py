@@ -45,6 +45,7 @@ def test_bench_noisy_neighbour_smoke(postgres_url, etcd_endpoint, mode):
     assert report["runs"]["alone"]["while_quiet_had_work"] is None
     window = report["runs"]["with_flood"]["while_quiet_had_work"]
     assert set(window) == {"window_s", "hand_outs_per_s", "quiet_part"} and 0 < window["quiet_part"] <= 1
+    assert window["hand_outs_per_s"] is None if window["window_s"] <= 0 else window["hand_outs_per_s"] > 0
     goal = report["goal"]
     assert goal["quiet_p99_within_s_of_alone"] == 1.0 and isinstance(goal["met"], bool)
     assert goal["difference_s"] == round(goal["quiet_p99_with_flood_s"] - goal["quiet_p99_alone_s"], 4)

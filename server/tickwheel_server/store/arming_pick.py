@@ -6,7 +6,7 @@ An arming pass splits its budget among the tenants with executions ready
 within its window by the hand-out's weighted fair share
 (:mod:`tickwheel_server.policy.fairness`, the same passes as the rounds),
 then reads per tenant its oldest up to its share, as a round's pick does, so
-a tenant with 30 000 runs on one instant cannot fill a pass while another
+a tenant with a burst of runs on one instant cannot fill a pass while another
 tenant's run at that instant waits. Two statements: the tenants (one index
 probe each), the candidates (a ``UNION ALL`` of per-tenant scans, each with
 its own LIMIT, at most :data:`.handout_starts.UNION_BRANCHES` a statement);
@@ -33,7 +33,7 @@ _COLUMNS = (
     executions.c.origin, executions.c.nominal_at, executions.c.due_at, executions.c.ready_at,
     executions.c.attempt, executions.c.delivery, executions.c.payload, executions.c.missed_count,
     executions.c.allow_overlap, executions.c.wait_key, executions.c.trace_context,
-    jobs.c.spec, jobs.c.version, tenants.c.max_concurrency, tenants.c.weight,
+    jobs.c.spec, jobs.c.version, tenants.c.max_concurrency,
 )
 
 
