@@ -25,6 +25,8 @@ on ``executions_tenant_ready`` under a Limit (its share and one row more).
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -83,8 +85,9 @@ def _populate(engine: sa.Engine) -> None:
         conn.exec_driver_sql("ANALYZE")
 
 
-async def _statements(engine: sa.Engine, tenants_served=("flood", "quiet"), **options) -> dict[str, tuple[str, object]]:
-    """The statements of one real claim, by what they are; it must serve ``tenants_served``."""
+@contextmanager
+def _capturing(engine: sa.Engine) -> Iterator[list[tuple[str, object]]]:
+    """The statements ``engine`` sends meanwhile, with their parameters."""
     captured: list[tuple[str, object]] = []
 
     def capture(conn, cursor, statement, parameters, context, executemany) -> None:
@@ -93,10 +96,16 @@ async def _statements(engine: sa.Engine, tenants_served=("flood", "quiet"), **op
 
     event.listen(engine, "before_cursor_execute", capture)
     try:
-        store = ExecutionQueue(engine, FakeClock(T), **options)
-        handed = await store.handout.hand_out_ready("s1", T, Capability(("flood", "quiet"), ("echo",), False), 100)
+        yield captured
     finally:
         event.remove(engine, "before_cursor_execute", capture)
+
+
+async def _statements(engine: sa.Engine, tenants_served=("flood", "quiet"), **options) -> dict[str, tuple[str, object]]:
+    """The statements of one real claim, by what they are; it must serve ``tenants_served``."""
+    with _capturing(engine) as captured:
+        store = ExecutionQueue(engine, FakeClock(T), **options)
+        handed = await store.handout.hand_out_ready("s1", T, Capability(("flood", "quiet"), ("echo",), False), 100)
     assert {h.tenant for h in handed} == set(tenants_served)
     found = {}
     for statement, parameters in captured:
@@ -299,19 +308,10 @@ async def test_an_arm_reads_each_tenant_s_share_of_its_window_on_an_index(engine
     window are one probe each, and the candidates per-tenant index scans of
     ``executions_tenant_ready`` that stop at each share: the flood's 20 000
     runs ready within the minute are not read for an arm of 100."""
-    captured: list[tuple[str, object]] = []
-
-    def capture(conn, cursor, statement, parameters, context, executemany) -> None:
-        if not executemany:
-            captured.append((statement, parameters))
-
-    event.listen(engine, "before_cursor_execute", capture)
-    try:
+    with _capturing(engine) as captured:
         store = ExecutionQueue(engine, FakeClock(T))
         both = Capability(("flood", "quiet"), ("echo",), False)
         armed = await store.arming.arm("s1", T, T + timedelta(seconds=60), both, 100)
-    finally:
-        event.remove(engine, "before_cursor_execute", capture)
     assert len(armed) == 0  # jobs of a skip policy with no one-off schedule: read, not armed
     probe = next((s, p) for s, p in captured if "FROM tenants" in s and "EXISTS" in s)
     plan = _explain(engine, *probe, analyze=True)
