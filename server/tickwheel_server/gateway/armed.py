@@ -36,6 +36,7 @@ newer arming (its definition and payload) replaces the older.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import heapq
 import logging
 from collections import Counter, deque
@@ -140,21 +141,22 @@ def interleaved(entries: Iterable[_Entry], now_us: int) -> list[tuple[int, _Entr
     1), each tenant's oldest first: a quiet tenant's run at a burst's
     instant is in its first start, not its last."""
     ordered = sorted(entries, key=lambda e: (e.armed.handed.ready_at_us, e.armed.handed.id))
+    instants = [max(now_us, e.armed.handed.ready_at_us) for e in ordered]
     shares = Shares()
     out: list[tuple[int, _Entry]] = []
     start = 0
     while start < len(ordered):
-        first_us = max(now_us, ordered[start].armed.handed.ready_at_us)
-        end = start
-        by_tenant: dict[str, deque[_Entry]] = {}
-        while end < len(ordered) and max(now_us, ordered[end].armed.handed.ready_at_us) - first_us <= _SPREAD_US:
-            by_tenant.setdefault(ordered[end].armed.handed.tenant, deque()).append(ordered[end])
-            end += 1
+        end = bisect.bisect_right(instants, instants[start] + _SPREAD_US, start)
+        group = ordered[start:end]
+        by_tenant: dict[str, list[_Entry]] = {}
+        for entry in group:
+            by_tenant.setdefault(entry.armed.handed.tenant, []).append(entry)
         if len(by_tenant) == 1:
-            out += ((start, entry) for entry in ordered[start:end])
+            out += [(start, entry) for entry in group]
         else:
             counts = {name: (queued[0].armed.weight, len(queued)) for name, queued in by_tenant.items()}
-            out += ((start, by_tenant[name].popleft()) for name in shares.order(counts))
+            taken = {name: iter(queued) for name, queued in by_tenant.items()}
+            out += [(start, next(taken[name])) for name in shares.order(counts)]
         start = end
     return out
 

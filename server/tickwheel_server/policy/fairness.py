@@ -90,6 +90,17 @@ class Shares:
             finish, name = heapq.heappop(heap)
             demand = wanted[name]
             step = 1.0 / demand.weight
+            if not heap:  # the last tenant left: its slots at once, as the loop below would serve them
+                slots = budget if demand.room is None else min(budget, demand.room - grants[name])
+                for _ in range(slots - 1):
+                    finish += step
+                grants[name] += slots
+                budget -= slots
+                self.virtual = max(self.virtual, finish - step)
+                self.passes[name] = finish
+                if served is not None:
+                    served.extend([name] * slots)
+                break
             while True:  # this tenant's slots while it would be the next popped
                 grants[name] += 1
                 budget -= 1
