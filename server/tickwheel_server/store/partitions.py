@@ -60,12 +60,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from tickwheel.shared.ids import from_us, to_us
 
-from .base import SqlStore
+from .base import SqlStore, driver_sql, execute_arrays, tuples
 from .engine import capabilities
 
 # Mirrors migration 0004_partitions.
@@ -116,21 +115,29 @@ def check_epochs(conn: Connection, owned: Mapping[int, int]) -> set[int]:
     """
     if not owned:
         return set()
+    row_locks = capabilities(conn).row_locks
     if conn.dialect.name == "sqlite":
-        wanted = partitions_table.c.partition.in_(sorted(owned))
-    else:  # one array parameter: cheaper to bind and plan than an IN list of up to 256
-        wanted = partitions_table.c.partition == sa.any_(
-            sa.bindparam("owned", sorted(owned), type_=postgresql.ARRAY(sa.Integer))
+        query = (
+            sa.select(partitions_table.c.partition, partitions_table.c.epoch)
+            .where(partitions_table.c.partition.in_(sorted(owned)))
+            .order_by(partitions_table.c.partition)
         )
-    query = (
-        sa.select(partitions_table.c.partition, partitions_table.c.epoch)
-        .where(wanted)
-        .order_by(partitions_table.c.partition)
-    )
-    if capabilities(conn).row_locks:
-        query = query.with_for_update(read=True)
-    stored = {row.partition: row.epoch for row in conn.execute(query)}
+        if row_locks:
+            query = query.with_for_update(read=True)
+        stored = dict(conn.execute(query).tuples().all())
+    else:  # one array parameter, driver SQL read as the driver's tuples: it runs before every claim batch
+        stored = dict(tuples(execute_arrays(conn, _CHECK_EPOCHS[row_locks], {"owned": sorted(owned)})))
     return {partition for partition, epoch in owned.items() if stored.get(partition) != epoch}
+
+
+_CHECK_EPOCHS = {
+    locked: driver_sql(
+        "SELECT partition, epoch FROM partitions WHERE partition = ANY(CAST(:owned AS INTEGER[])) ORDER BY partition"
+        + (" FOR SHARE" if locked else "")
+    )
+    for locked in (False, True)
+}
+"""The epoch check's SELECT (PostgreSQL and CockroachDB), without and with its shared row locks."""
 
 
 def raise_epochs_in(conn: Connection, epochs: Mapping[int, int], owner: str, now_us: int) -> set[int]:
