@@ -64,7 +64,8 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.shared.ids import from_us, to_us
 
-from .base import SqlStore, driver_sql, execute_arrays, tuples
+from . import driver
+from .base import SqlStore, array_literal, driver_sql
 from .engine import capabilities
 
 # Mirrors migration 0004_partitions.
@@ -125,8 +126,8 @@ def check_epochs(conn: Connection, owned: Mapping[int, int]) -> set[int]:
         if row_locks:
             query = query.with_for_update(read=True)
         stored = dict(conn.execute(query).tuples().all())
-    else:  # one array parameter, driver SQL read as the driver's tuples: it runs before every claim batch
-        stored = dict(tuples(execute_arrays(conn, _CHECK_EPOCHS[row_locks], {"owned": sorted(owned)})))
+    else:  # one array parameter, on the driver's cursor (:mod:`.driver`): it runs before every claim batch
+        stored = dict(driver.rows(conn, _CHECK_EPOCHS[row_locks], {"owned": array_literal(sorted(owned))}))
     return {partition for partition, epoch in owned.items() if stored.get(partition) != epoch}
 
 
