@@ -36,7 +36,9 @@ def test_bench_create_smoke(postgres_url, etcd_endpoint):
     for name in ("grpc_floor", "grpc_floor_go"):
         floor = server[name]
         assert floor["calls"] == 40 and floor["clients"] == 4 and floor["failures"] == 0, floor
-        assert floor["cpu"]["server"]["cpu_s"] > 0, "the floor's CPU is its own process's"
+        # Forty calls may cost the floor less than one clock tick of /proc's
+        # accounting, so only the reading's presence and sign are checked.
+        assert floor["cpu"]["server"]["cpu_s"] >= 0 and floor["cpu"]["callers"]["cpu_s"] >= 0, floor
     assert report["create_16_over_floor"] > 0 and report["create_16_go_over_floor"] > 0
     for phase, jobs in (("batch", 2000), ("load", 3000)):
         assert server[phase]["created"] == jobs and server[phase]["failures"] == 0, server[phase]
