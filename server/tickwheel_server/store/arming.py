@@ -56,6 +56,7 @@ from .executions import Capability, HandedOut, Retry
 from .fairshare import FairShare
 from .isolation import PAUSED_WAIT, status_in
 from .tables import executions, tenants
+from .tenant_walk import TenantWalk
 
 ARMED = "armed"
 """The status of an armed execution (internal: every view shows ``scheduled``)."""
@@ -213,8 +214,11 @@ class ArmStore(SqlStore):
         definitions: DefinitionCache | None = None,
         unique_instant: Callable[[int], int] | None = None,
         fair: FairShare | None = None,
+        walk: TenantWalk | None = None,
     ) -> None:
         super().__init__(engine, clock)
+        self.walk = walk if walk is not None else TenantWalk()
+        """How a pass finds the tenants with work when its workers may serve many (:mod:`.tenant_walk`)."""
         self.fair = fair if fair is not None else FairShare()
         """The fair-share passes arming shares its passes by: the hand-out store's (one rule, one state)."""
         self.definitions = definitions if definitions is not None else DefinitionCache()
@@ -250,7 +254,21 @@ class ArmStore(SqlStore):
         def fn(conn: Connection) -> list[Armed]:
             outcome.clear()
             shares = self.fair.begin()
-            rows, weights = pick_fairly(conn, self.caps, capability, now_us, until_us, limit, shares)
+            definitions: dict[str, object] = {}
+
+            def armable(row) -> bool:
+                definition = None if row.spec is None else self.definitions.get(row.job_id, row.version, row.spec)
+                readable = definition is not None and definition.problem is None
+                one_off = readable and definition.schedule is not None and definition.schedule.kind in _ONE_OFF
+                if may_arm(definition.rules if readable else None, one_off=bool(one_off), origin=row.origin,
+                           allow_overlap=bool(row.allow_overlap), tenant_cap=row.max_concurrency,
+                           wait_key=row.wait_key):
+                    definitions[row.id] = definition
+                    return True
+                return False
+
+            rows, weights = pick_fairly(conn, self.caps, capability, now_us, until_us, limit, shares,
+                                        walk=self.walk, accept=armable)
             outcome.append((shares, sorted(weights)))
             by_tenant: dict[str, deque] = {}
             for row in rows:
@@ -269,17 +287,9 @@ class ArmStore(SqlStore):
                     shares.refund(name, weights[name], 1 + len(queued))
                     queued.clear()
                     continue
-                definition = None if row.spec is None else self.definitions.get(row.job_id, row.version, row.spec)
-                readable = definition is not None and definition.problem is None
-                rules = definition.rules if readable else None
-                one_off = readable and definition.schedule is not None and definition.schedule.kind in _ONE_OFF
-                if may_arm(rules, one_off=bool(one_off), origin=row.origin, allow_overlap=bool(row.allow_overlap),
-                           tenant_cap=row.max_concurrency, wait_key=row.wait_key):
-                    chosen[row.id] = (row, definition, size)
-                    if budget is not None:
-                        budget -= row_bytes + size
-                else:
-                    shares.refund(name, weights[name], 1)
+                chosen[row.id] = (row, definitions[row.id], size)
+                if budget is not None:
+                    budget -= row_bytes + size
             if not chosen:
                 return []
             armed: list[Armed] = []

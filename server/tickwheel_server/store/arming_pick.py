@@ -8,15 +8,17 @@ within its window by the hand-out's weighted fair share
 then reads per tenant its oldest up to its share, as a round's pick does, so
 a tenant with a burst of runs on one instant cannot fill a pass while another
 tenant's run at that instant waits. Two statements: the tenants (one index
-probe each), the candidates (a ``UNION ALL`` of per-tenant scans, each with
+probe each, or for a long tenant list :mod:`.tenant_walk`'s bounded loose
+index scan), the candidates (a ``UNION ALL`` of per-tenant scans, each with
 its own LIMIT, at most :data:`.handout_starts.UNION_BRANCHES` a statement);
-a share a tenant could not fill goes to the others in one more read.
+a share a tenant could not use (too few candidates, or candidates the arm
+may not take) goes to those that may have more in one more read.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -27,6 +29,7 @@ from .executions import Capability
 from .handout_starts import UNION_BRANCHES
 from .isolation import status_in
 from .tables import executions, jobs, tenants
+from .tenant_walk import TenantWalk
 
 _COLUMNS = (
     executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition,
@@ -45,11 +48,22 @@ def _window(now_us: int, until_us: int) -> list:
     ]
 
 
-def ready_soon_tenants(conn: Connection, capability: Capability, now_us: int, until_us: int) -> dict[str, int]:
+def ready_soon_tenants(
+    conn: Connection, capability: Capability, now_us: int, until_us: int, walk: TenantWalk | None = None,
+) -> dict[str, int]:
     """The tenants of ``capability``, neither paused nor capped, with an
     execution ``scheduled`` and ready in (``now_us``, ``until_us``]: name →
-    weight (one probe of ``executions_tenant_ready`` each; any handler: the
-    pick decides)."""
+    weight (any handler: the pick decides). One probe of
+    ``executions_tenant_ready`` per tenant named, or, for more than
+    ``walk`` takes, ``walk``'s bounded part of the tenants with scheduled
+    work (:mod:`.tenant_walk`)."""
+    if walk is not None and walk.applies(len(capability.tenants)):
+        allowed = set(capability.tenants)
+        return {
+            t.name: max(1, t.weight) for t in walk.visit(conn, capability, since=now_us)
+            if t.name in allowed and t.weight is not None and not t.paused and t.max_concurrency == 0
+            and t.first is not None and t.first <= until_us
+        }
     soon = sa.select(executions.c.id).where(executions.c.tenant == tenants.c.name, *_window(now_us, until_us))
     rows = conn.execute(
         sa.select(tenants.c.name, tenants.c.weight).where(
@@ -106,33 +120,52 @@ def _pick(
 
 def pick_fairly(
     conn: Connection, caps: Capabilities, capability: Capability, now_us: int, until_us: int, limit: int,
-    shares: Shares,
+    shares: Shares, *, walk: TenantWalk | None = None, accept: Callable[[object], bool] | None = None,
 ) -> tuple[list, dict[str, int]]:
-    """Up to ``limit`` candidates of the tenants with work in the window,
-    shared among them by ``shares`` (advanced by what was read: refund
-    what is not armed): the rows, each tenant's oldest first, and the
-    tenants' weights."""
-    weights = ready_soon_tenants(conn, capability, now_us, until_us)
+    """Up to ``limit`` candidates of the tenants with work in the window
+    (found by ``walk`` for a long tenant list), shared among them by
+    ``shares`` (advanced by what was read: refund what is not armed), each
+    kept only if ``accept`` takes it: the rows, each tenant's oldest first,
+    and the tenants' weights. A slot a tenant did not use (fewer candidates
+    than its share, or some not accepted) goes, in one more read, to the
+    tenants that may have more: after their last row read, so rows not
+    accepted at the head of a tenant's window do not use up its share."""
+    weights = ready_soon_tenants(conn, capability, now_us, until_us, walk)
     if not weights:
         return [], weights
     grants = shares.allocate(limit, [Demand(name, weight) for name, weight in sorted(weights.items())])
-    rows = _pick(conn, caps, capability, now_us, until_us, grants, {})
-    got = Counter(row.tenant for row in rows)
-    short = {name: grants[name] - got[name] for name in grants if got[name] < grants[name]}
-    for name, unused in short.items():
-        shares.refund(name, weights[name], unused)
-    full = [name for name in grants if grants[name] and name not in short]
-    if short and full:
-        # Tenants with fewer candidates than their share (or rows another
-        # server holds) give it back; those that filled theirs share it.
-        more = shares.allocate(sum(short.values()), [Demand(name, weights[name]) for name in full])
-        last = {}
-        for row in rows:
-            last[row.tenant] = max(last.get(row.tenant, (row.ready_at, row.id)), (row.ready_at, row.id))
-        extra = _pick(conn, caps, capability, now_us, until_us, more, last)
+    rows, unused, last = _read(conn, caps, capability, now_us, until_us, grants, {}, accept)
+    for name, slots in unused.items():
+        shares.refund(name, weights[name], slots)
+    spare = sum(unused.values())
+    # A tenant that read fewer rows than its share has no more in the window
+    # (or another server holds them); the others may.
+    more_to_read = [name for name in grants if grants[name] and name in last and last[name][2] == grants[name]]
+    if spare and more_to_read:
+        more = shares.allocate(spare, [Demand(name, weights[name]) for name in more_to_read])
+        after = {name: last[name][:2] for name in more_to_read}
+        extra, extra_unused, _last = _read(conn, caps, capability, now_us, until_us, more, after, accept)
         rows += extra
-        extra_got = Counter(row.tenant for row in extra)
-        for name, granted in more.items():
-            shares.refund(name, weights[name], granted - extra_got[name])
+        for name, slots in extra_unused.items():
+            shares.refund(name, weights[name], slots)
     rows.sort(key=lambda row: (row.ready_at, row.id))
     return rows, weights
+
+
+def _read(
+    conn: Connection, caps: Capabilities, capability: Capability, now_us: int, until_us: int,
+    quotas: Mapping[str, int], after: Mapping[str, tuple[int, str]], accept: Callable[[object], bool] | None,
+) -> tuple[list, dict[str, int], dict[str, tuple[int, str, int]]]:
+    """One :func:`_pick`: the rows accepted, the slots of ``quotas`` each
+    tenant did not use, and per tenant its last row read (ready_at, id) and
+    how many it read."""
+    read = _pick(conn, caps, capability, now_us, until_us, quotas, after)
+    last: dict[str, tuple[int, str, int]] = {}
+    for row in read:
+        seen = last.get(row.tenant)
+        key = (row.ready_at, row.id)
+        last[row.tenant] = (*max(seen[:2], key), seen[2] + 1) if seen else (*key, 1)
+    kept = read if accept is None else [row for row in read if accept(row)]
+    got = Counter(row.tenant for row in kept)
+    unused = {name: n - got[name] for name, n in quotas.items() if n > got[name]}
+    return kept, unused, last

@@ -9,8 +9,9 @@ statements whatever the backlog:
 1. *Who has ready work.* The tenants the workers may serve that have an
    execution ``scheduled`` with ``ready_at <= :now`` (the first entry of each
    tenant in ``executions_tenant_ready``: one index probe per tenant; for a
-   long tenant list, a loose index scan over the tenants that have scheduled
-   work at all), with their weight and concurrency cap. A capped tenant's
+   long tenant list, :mod:`.tenant_walk`'s bounded loose index scan over the
+   tenants that have scheduled work at all, a rotating part of them per
+   round), with their weight and concurrency cap. A capped tenant's
    ``tenant_gates`` row is written first (hand-outs for one tenant take
    turns) and its running executions counted: its room under the cap.
 2. *How many each.* :mod:`.fairness` splits the round's budget (the
@@ -74,11 +75,12 @@ from .executions import Capability, HandedOut, HandOutRound
 from .handout_starts import UNION_BRANCHES, SkipHook
 from .isolation import insert_for, request_cancel, status_in, wake_key_waiters, wake_keys
 from .tables import executions, tenant_gates, tenants
+from .tenant_walk import WALK_ABOVE, TenantWalk
 
-LOOSE_SCAN_ABOVE = 64
+LOOSE_SCAN_ABOVE = WALK_ABOVE
 """A round whose workers may serve more tenants than this finds those with
-ready work by a loose index scan over the tenants that have any scheduled
-execution, instead of one probe per tenant named."""
+ready work by the tenant walk (:mod:`.tenant_walk`, a bounded loose index
+scan), instead of one probe per tenant named."""
 
 _TAKEN_COLUMNS = (
     executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition, executions.c.origin,
@@ -131,29 +133,19 @@ _READY_TENANTS = driver_sql(
     "FROM tenants AS t WHERE t.name = ANY (CAST(:names AS TEXT[])) AND t.state <> 'paused'"
 )
 
-# The tenants that have any scheduled execution, by a loose index scan of
-# executions_tenant_ready (one descent per tenant), each with its oldest
-# ready instant (one more descent) and its settings.
-_LOOSE_SCAN = sa.text(
-    "WITH RECURSIVE present (tenant) AS ("
-    "SELECT (SELECT e.tenant FROM executions AS e WHERE e.status = 'scheduled' ORDER BY e.tenant LIMIT 1) "
-    "UNION ALL "
-    "SELECT (SELECT e.tenant FROM executions AS e WHERE e.status = 'scheduled' AND e.tenant > p.tenant "
-    "ORDER BY e.tenant LIMIT 1) FROM present AS p WHERE p.tenant IS NOT NULL"
-    ") "
-    "SELECT t.name, t.weight, t.max_concurrency, "
-    "(SELECT e.ready_at FROM executions AS e WHERE e.status = 'scheduled' AND e.tenant = t.name "
-    "ORDER BY e.ready_at LIMIT 1) AS oldest "
-    "FROM present AS p JOIN tenants AS t ON t.name = p.tenant WHERE t.state <> 'paused'"
-)
-
-
 class _Fenced(Exception):
     """A round's fence refused to let it commit: roll it back."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class _Ready(NamedTuple):
+    name: str
+    weight: int
+    max_concurrency: int
+    oldest: int | None
 
 
 class _Moved(NamedTuple):
@@ -205,6 +197,7 @@ class HandoutStore(SqlStore):
         self._on_skip = on_skip
         self.fair = fair if fair is not None else FairShare()
         self.loose_scan_above = loose_scan_above
+        self.walk = TenantWalk(loose_scan_above)
         self.lateral = lateral
         """Use LATERAL scans on PostgreSQL; False sends the UNION ALL form other
         engines get (tests run it on PostgreSQL, which shares CockroachDB's SQL)."""
@@ -389,9 +382,9 @@ class HandoutStore(SqlStore):
             ).where(tenants.c.name.in_(sorted(capability.tenants)), tenants.c.state != "paused")
             rows = conn.execute(query).all()
         else:
-            rows = conn.execute(_LOOSE_SCAN).all()
             allowed = set(capability.tenants)
-            rows = [row for row in rows if row.name in allowed]
+            rows = [_Ready(t.name, t.weight, t.max_concurrency, t.first) for t in self.walk.visit(conn, capability)
+                    if t.name in allowed and t.weight is not None and not t.paused]
         return sorted((row for row in rows if row.oldest is not None and row.oldest <= now_us), key=lambda r: r.name)
 
     def _rooms(self, conn: Connection, capped: list) -> dict[str, int]:

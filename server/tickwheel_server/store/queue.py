@@ -14,6 +14,7 @@ from .handout import LOOSE_SCAN_ABOVE, HandoutStore
 from .handout_starts import SkipHook
 from .outcomes import OutcomeStore
 from .requeue import DEFAULT_POISON_CAP, RequeueStore
+from .tenant_walk import TenantWalk
 
 
 class ExecutionQueue:
@@ -46,5 +47,6 @@ class ExecutionQueue:
         )
         self.requeues = RequeueStore(engine, clock, on_dead_letter=on_dead_letter, poison_cap=poison_cap)
         self.arming = ArmStore(
-            engine, clock, definitions=definitions, unique_instant=self.handout.unique_instant, fair=self.handout.fair
+            engine, clock, definitions=definitions, unique_instant=self.handout.unique_instant, fair=self.handout.fair,
+            walk=TenantWalk(loose_scan_above),
         )

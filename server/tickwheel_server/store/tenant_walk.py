@@ -1,0 +1,134 @@
+"""Which tenants have scheduled work, for workers that may serve many
+tenants: a bounded loose index scan with a rotating start (docs/architecture.md,
+"Fair share when armed", "Finding the tenants with work").
+
+A hand-out round and an arming pass first ask which of their workers'
+tenants have work in their window. For a short tenant list that is one
+probe of ``executions_tenant_ready`` per tenant named. A worker group that
+may serve thousands of tenants would pay a probe for each of them every pass,
+whether they have work or not, so instead :meth:`TenantWalk.visit` skips
+from tenant to tenant along ``executions_tenant_ready`` (a recursive CTE,
+each step one descent to the next tenant that has any ``scheduled`` row),
+reading for each tenant it passes its first ready instant after ``since``
+(one more descent) and its settings: a tenant with nothing scheduled costs
+nothing, and a pass visits at most ``steps`` tenants whatever the count.
+
+When a pass stops at its bound, the next one starts after the last tenant
+it visited and wraps round to the first (a second statement at most), so
+with more tenants with scheduled work than one pass visits, each is visited
+within ``ceil(tenants / steps)`` passes: none is starved. The start is kept
+per worker group (its :class:`.executions.Capability`) in memory, this
+server's alone, as the fair-share passes are; the comparisons of names are
+the database's, never Python's (collations differ). Statements both
+PostgreSQL and CockroachDB run (and SQLite).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Hashable
+from typing import NamedTuple
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+WALK_ABOVE = 64
+"""A worker group that may serve more tenants than this finds those with
+work by the walk instead of one probe per tenant named."""
+
+WALK_STEPS = 256
+"""Tenants with scheduled work one pass visits at most (two descents each)."""
+
+_MAX_STARTS = 1024
+"""Worker groups whose start is kept; beyond, they are forgotten (the next pass starts at the first tenant)."""
+
+
+class Visited(NamedTuple):
+    """A tenant a walk passed: it has a ``scheduled`` execution."""
+
+    name: str
+    weight: int | None
+    """None: no such tenant (its row is gone)."""
+    max_concurrency: int | None
+    paused: bool
+    first: int | None
+    """Its earliest ``ready_at`` after the walk's ``since`` (its oldest without one); None: none."""
+
+
+@functools.lru_cache(maxsize=None)
+def _statement(after: bool, upto: bool, since: bool) -> sa.TextClause:
+    start = "AND e.tenant > :after " if after else ""
+    stop = "AND w.tenant < :upto " if upto else ""
+    window = "AND e.ready_at > :since " if since else ""
+    return sa.text(
+        "WITH RECURSIVE walk (tenant, n) AS ("
+        f"SELECT (SELECT e.tenant FROM executions AS e WHERE e.status = 'scheduled' {start}"
+        "ORDER BY e.tenant LIMIT 1), 1 "
+        "UNION ALL "
+        "SELECT (SELECT e.tenant FROM executions AS e WHERE e.status = 'scheduled' AND e.tenant > w.tenant "
+        "ORDER BY e.tenant LIMIT 1), w.n + 1 "
+        f"FROM walk AS w WHERE w.tenant IS NOT NULL AND w.n < :steps {stop}"
+        ") "
+        "SELECT w.tenant, w.n, t.weight, t.max_concurrency, t.state, "
+        "(SELECT e.ready_at FROM executions AS e WHERE e.status = 'scheduled' AND e.tenant = w.tenant "
+        f"{window}ORDER BY e.ready_at LIMIT 1) AS first "
+        "FROM walk AS w LEFT JOIN tenants AS t ON t.name = w.tenant "
+        f"WHERE w.tenant IS NOT NULL {'AND w.tenant <= :upto ' if upto else ''}"
+        "ORDER BY w.n"
+    )
+
+
+class TenantWalk:
+    """One store's walks: their bound and, per worker group, where the next starts (thread-safe)."""
+
+    def __init__(self, above: int = WALK_ABOVE, steps: int = WALK_STEPS) -> None:
+        if steps < 1:
+            raise ValueError("a walk visits at least one tenant")
+        self.above = above
+        self.steps = steps
+        self._starts: dict[Hashable, str] = {}
+        self._lock = threading.Lock()
+
+    def applies(self, named: int) -> bool:
+        """Whether a group naming ``named`` tenants walks rather than probes each."""
+        return named > self.above
+
+    def visit(self, conn: Connection, group: Hashable, since: int | None = None) -> list[Visited]:
+        """Up to :attr:`steps` tenants with a ``scheduled`` execution, in the
+        database's order of names from after where ``group``'s last walk
+        stopped, wrapping round to the first; each with its first ready
+        instant after ``since`` (its oldest ready instant when None)."""
+        with self._lock:
+            after = self._starts.get(group)
+        rows = self._run(conn, after, None, self.steps, since)
+        cut = rows[-1].name if len(rows) == self.steps else None
+        if cut is None and after is not None:
+            # The end reached: round again from the first, up to where this walk began.
+            wrapped = self._run(conn, None, after, self.steps - len(rows), since)
+            rows += wrapped
+            cut = wrapped[-1].name if wrapped and len(rows) == self.steps else None
+        with self._lock:
+            if cut is None:
+                self._starts.pop(group, None)  # every tenant visited: the next walk starts at the first
+            else:
+                if len(self._starts) >= _MAX_STARTS and group not in self._starts:
+                    self._starts.clear()
+                self._starts[group] = cut
+        return rows
+
+    def _run(self, conn: Connection, after: str | None, upto: str | None, steps: int, since: int | None) -> list[Visited]:
+        if steps <= 0:
+            return []
+        parameters: dict = {"steps": steps}
+        if after is not None:
+            parameters["after"] = after
+        if upto is not None:
+            parameters["upto"] = upto
+        if since is not None:
+            parameters["since"] = since
+        statement = _statement(after is not None, upto is not None, since is not None)
+        return [
+            Visited(tenant, weight, max_concurrency, state == "paused", first)
+            for tenant, _n, weight, max_concurrency, state, first in conn.execute(statement, parameters)
+        ]

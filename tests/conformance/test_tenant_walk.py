@@ -1,0 +1,190 @@
+"""Finding the tenants with work when a worker group may serve thousands of
+tenants (store/tenant_walk.py), on SQLite and PostgreSQL: the arming pass
+and the hand-out round walk only the tenants that have scheduled work, at
+most a bounded number a pass, from a rotating start, so none is starved when
+more have work than one pass visits; names hostile to SQL are parameters;
+rows the arm may not take at the head of a tenant's window do not use up
+its share."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from tickwheel_server.store.executions import Capability
+from tickwheel_server.store.queue import ExecutionQueue
+from tickwheel_server.store.tables import executions, tenants
+from tickwheel_server.store.tenant_walk import TenantWalk
+
+from .test_arming import AHEAD, one_off
+from .test_handout import add_execution
+
+HOSTILE = (
+    "o'brien", "'; DROP TABLE executions; --", "a\\b%_", ":after", "ü名\u200b", "x" * 200, "t) OR (1=1",
+    "%(after)s", "?",
+)
+
+
+def add_tenants(engine, names) -> None:
+    with engine.begin() as conn:
+        conn.execute(tenants.insert(), [dict(
+            name=name, weight=1, max_concurrency=0, max_jobs=1000, max_payload_bytes=65536, requests_per_second=100,
+            state="active", pause_reason="", created_at=0, updated_at=0, version=1,
+        ) for name in names])
+
+
+def add_soon(engine, clock, ident: str, tenant: str, due_in: float = 2, **options) -> None:
+    """An armable one-off run of ``tenant`` due ``due_in`` seconds from now."""
+    add_execution(engine, clock, ident, due_in=due_in, tenant=tenant, spec=one_off(clock, due_in, **options))
+
+
+def walking(engine, clock, steps: int) -> ExecutionQueue:
+    """A queue whose stores walk for any tenant list, ``steps`` tenants a pass."""
+    queue = ExecutionQueue(engine, clock, loose_scan_above=0)
+    queue.handout.walk.steps = queue.arming.walk.steps = steps
+    return queue
+
+
+@contextmanager
+def captured(engine) -> Iterator[list[tuple[str, object]]]:
+    found: list[tuple[str, object]] = []
+
+    def listen(conn, cursor, statement, parameters, context, executemany) -> None:
+        found.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", listen)
+    try:
+        yield found
+    finally:
+        event.remove(engine, "before_cursor_execute", listen)
+
+
+async def arm(queue, clock, capability, limit):
+    return await queue.arming.arm("s1", clock.now(), clock.now() + AHEAD, capability, limit)
+
+
+async def test_ten_thousand_idle_tenants_and_one_with_work_arm_it_in_the_first_pass(migrated_engine, clock) -> None:
+    names = [f"t{i:05d}" for i in range(10_000)]
+    add_tenants(migrated_engine, names + ["zz_busy"])
+    add_soon(migrated_engine, clock, "busy_run", "zz_busy")
+    queue = ExecutionQueue(migrated_engine, clock)
+    everyone = Capability(tuple(names) + ("zz_busy",), ("echo",), True)
+    with captured(migrated_engine) as sent:
+        armed = await arm(queue, clock, everyone, 100)
+    assert [a.handed.id for a in armed] == ["busy_run"]
+    assert any("WITH RECURSIVE walk" in s for s, _p in sent), "a long tenant list is walked, not probed one by one"
+    # No statement names the 10 000 tenants: what the pass sends follows the work.
+    assert max(len(p or ()) for _s, p in sent) < 50
+    add_execution(migrated_engine, clock, "busy_now", tenant="zz_busy")
+    with captured(migrated_engine) as sent:
+        handed = await queue.handout.hand_out_ready("s1", clock.now(), everyone, 100)
+    assert [h.id for h in handed] == ["busy_now"]
+    assert max(len(p or ()) for _s, p in sent) < 50
+
+
+async def test_a_walk_visits_at_most_its_steps_and_goes_round_every_tenant(migrated_engine, clock) -> None:
+    names = [f"t{i:02d}" for i in range(10)]
+    add_tenants(migrated_engine, names + ["idle"])
+    for name in names:
+        add_execution(migrated_engine, clock, f"{name}_run", tenant=name, due_in=3600)  # parked an hour ahead
+    walk = TenantWalk(above=0, steps=4)
+    group = Capability(tuple(names), ("echo",), True)
+    seen: list[list[str]] = []
+    with migrated_engine.connect() as conn:
+        for _ in range(5):
+            seen.append([t.name for t in walk.visit(conn, group)])
+        other = [t.name for t in walk.visit(conn, Capability(("idle",), ("echo",), True))]
+    assert all(len(visited) == 4 for visited in seen), seen
+    # Each pass goes on after the last one's last tenant, round the end to the first.
+    assert sum(seen[:3], [])[:10] == names and seen[2][2:] == names[:2] and seen[3] == names[2:6], seen
+    assert other == names[:4], "another group's walk keeps its own start"
+    with migrated_engine.connect() as conn:
+        assert [t.name for t in TenantWalk(above=0, steps=50).visit(conn, group)] == names  # all: no cut
+
+
+async def test_more_tenants_with_work_than_a_pass_walks_are_each_armed_within_a_round_of_passes(
+    migrated_engine, clock,
+) -> None:
+    names = [f"t{i:02d}" for i in range(10)]
+    add_tenants(migrated_engine, names)
+    for name in names:
+        for k in range(4):
+            add_soon(migrated_engine, clock, f"{name}_{k}", name, due_in=2 + k / 10)
+    queue = walking(migrated_engine, clock, steps=3)
+    group = Capability(tuple(names), ("echo",), True)
+    armed_by_pass = []
+    for _ in range(math.ceil(len(names) / 3)):
+        armed = await arm(queue, clock, group, 3)
+        armed_by_pass.append({a.handed.tenant for a in armed})
+    # Each pass arms for the tenants it walked (at most three), and the passes
+    # go round: every tenant armed something, although all still have more.
+    assert all(1 <= len(tenants_) <= 3 for tenants_ in armed_by_pass), armed_by_pass
+    assert set().union(*armed_by_pass) == set(names), armed_by_pass
+
+
+async def test_more_tenants_with_ready_work_than_a_round_walks_are_each_handed_out_within_a_round_of_rounds(
+    migrated_engine, clock,
+) -> None:
+    names = [f"t{i:02d}" for i in range(10)]
+    add_tenants(migrated_engine, names)
+    for name in names:
+        for k in range(4):
+            add_execution(migrated_engine, clock, f"{name}_{k}", tenant=name)
+    queue = walking(migrated_engine, clock, steps=3)
+    group = Capability(tuple(names), ("echo",), True)
+    served = set()
+    for _ in range(math.ceil(len(names) / 3)):
+        handed = await queue.handout.hand_out_ready("s1", clock.now(), group, 3)
+        assert 1 <= len({h.tenant for h in handed}) <= 3
+        served |= {h.tenant for h in handed}
+    assert served == set(names)
+
+
+async def test_tenant_names_hostile_to_sql_are_walked_as_parameters(migrated_engine, clock) -> None:
+    add_tenants(migrated_engine, HOSTILE)
+    for index, name in enumerate(HOSTILE):
+        add_soon(migrated_engine, clock, f"h{index}", name)
+    queue = walking(migrated_engine, clock, steps=2)  # each pass's start is a hostile name
+    group = Capability(HOSTILE, ("echo",), True)
+    armed = []
+    for _ in range(math.ceil(len(HOSTILE) / 2)):
+        armed += await arm(queue, clock, group, 10)
+    assert sorted(a.handed.tenant for a in armed) == sorted(HOSTILE)
+    with migrated_engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(executions)).scalar() == len(HOSTILE)
+    with pytest.raises(ValueError):
+        TenantWalk(steps=0)
+
+
+async def test_paused_capped_and_other_groups_tenants_are_not_armed_by_a_walk(migrated_engine, clock) -> None:
+    add_tenants(migrated_engine, ["acme", "capped", "paused", "stranger"])
+    with migrated_engine.begin() as conn:
+        conn.execute(tenants.update().where(tenants.c.name == "capped").values(max_concurrency=2))
+        conn.execute(tenants.update().where(tenants.c.name == "paused").values(state="paused"))
+    for name in ("acme", "capped", "paused", "stranger"):
+        add_soon(migrated_engine, clock, f"{name}_run", name)
+    queue = walking(migrated_engine, clock, steps=10)
+    group = Capability(("acme", "capped", "paused", "unknown"), ("echo",), True)  # not stranger
+    assert [a.handed.id for a in await arm(queue, clock, group, 10)] == ["acme_run"]
+
+
+async def test_runs_the_arm_may_not_take_at_the_head_of_a_window_do_not_use_up_the_share(
+    migrated_engine, clock,
+) -> None:
+    add_tenants(migrated_engine, ["acme"])
+    for k in range(3):  # keyed: a key is counted at the instant, so never armed
+        add_soon(migrated_engine, clock, f"keyed{k}", "acme", due_in=1 + k / 10, key="db")
+    for k in range(2):
+        add_soon(migrated_engine, clock, f"free{k}", "acme", due_in=2 + k / 10)
+    queue = ExecutionQueue(migrated_engine, clock)
+    armed = await arm(queue, clock, Capability(("acme",), ("echo",), True), 3)
+    assert sorted(a.handed.id for a in armed) == ["free0", "free1"]
+    with migrated_engine.connect() as conn:
+        statuses = dict(conn.execute(sa.select(executions.c.id, executions.c.status)).all())
+    assert statuses == {"keyed0": "scheduled", "keyed1": "scheduled", "keyed2": "scheduled",
+                        "free0": "armed", "free1": "armed"}
