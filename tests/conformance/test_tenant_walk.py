@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
+from tickwheel.shared.ids import to_us
 from tickwheel_server.store.executions import Capability
 from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.tables import executions, tenants
@@ -94,17 +96,23 @@ async def test_a_walk_visits_at_most_its_steps_and_goes_round_every_tenant(migra
         add_execution(migrated_engine, clock, f"{name}_run", tenant=name, due_in=3600)  # parked an hour ahead
     walk = TenantWalk(above=0, steps=4)
     group = Capability(tuple(names), ("echo",), True)
+    hour, now = to_us(clock.now() + timedelta(hours=1)), to_us(clock.now())
     seen: list[list[str]] = []
     with migrated_engine.connect() as conn:
         for _ in range(5):
-            seen.append([t.name for t in walk.visit(conn, group)])
-        other = [t.name for t in walk.visit(conn, Capability(("idle",), ("echo",), True))]
+            seen.append([t.name for t in walk.visit(conn, group, hour)])
+        other = [t.name for t in walk.visit(conn, Capability(("idle",), ("echo",), True), hour)]
+        assert walk.visit(conn, group, now) == []  # nothing ready yet: none with work, the walk goes on
+        after_idle = [t.name for t in walk.visit(conn, group, hour)]
+        assert [t.name for t in walk.visit(conn, group, hour, since=to_us(clock.now() + timedelta(hours=2)))] == []
     assert all(len(visited) == 4 for visited in seen), seen
     # Each pass goes on after the last one's last tenant, round the end to the first.
     assert sum(seen[:3], [])[:10] == names and seen[2][2:] == names[:2] and seen[3] == names[2:6], seen
+    assert seen[4] == names[6:10] and after_idle == names[4:8], (seen, after_idle)
     assert other == names[:4], "another group's walk keeps its own start"
     with migrated_engine.connect() as conn:
-        assert [t.name for t in TenantWalk(above=0, steps=50).visit(conn, group)] == names  # all: no cut
+        visited = TenantWalk(above=0, steps=50).visit(conn, group, hour)
+    assert [(t.name, t.weight, t.max_concurrency) for t in visited] == [(name, 1, 0) for name in names]
 
 
 async def test_more_tenants_with_work_than_a_pass_walks_are_each_armed_within_a_round_of_passes(

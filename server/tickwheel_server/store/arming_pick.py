@@ -60,9 +60,8 @@ def ready_soon_tenants(
     if walk is not None and walk.applies(len(capability.tenants)):
         allowed = set(capability.tenants)
         return {
-            t.name: max(1, t.weight) for t in walk.visit(conn, capability, since=now_us)
-            if t.name in allowed and t.weight is not None and not t.paused and t.max_concurrency == 0
-            and t.first is not None and t.first <= until_us
+            t.name: max(1, t.weight) for t in walk.visit(conn, capability, until_us, since=now_us)
+            if t.name in allowed and t.weight is not None and t.max_concurrency == 0
         }
     soon = sa.select(executions.c.id).where(executions.c.tenant == tenants.c.name, *_window(now_us, until_us))
     rows = conn.execute(

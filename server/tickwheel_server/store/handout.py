@@ -383,8 +383,8 @@ class HandoutStore(SqlStore):
             rows = conn.execute(query).all()
         else:
             allowed = set(capability.tenants)
-            rows = [_Ready(t.name, t.weight, t.max_concurrency, t.first) for t in self.walk.visit(conn, capability)
-                    if t.name in allowed and t.weight is not None and not t.paused]
+            rows = [_Ready(t.name, t.weight, t.max_concurrency, t.first)
+                    for t in self.walk.visit(conn, capability, now_us) if t.name in allowed and t.weight is not None]
         return sorted((row for row in rows if row.oldest is not None and row.oldest <= now_us), key=lambda r: r.name)
 
     def _rooms(self, conn: Connection, capped: list) -> dict[str, int]:

@@ -49,9 +49,8 @@ class Visited(NamedTuple):
 
     name: str
     weight: int | None
-    """None: no such tenant (its row is gone)."""
+    """None: the tenant is paused (or its row is gone)."""
     max_concurrency: int | None
-    paused: bool
     first: int | None
     """Its earliest ``ready_at`` after the walk's ``since`` (its oldest without one); None: none."""
 
@@ -70,12 +69,21 @@ def _statement(after: bool, upto: bool, since: bool) -> sa.TextClause:
         "ORDER BY e.tenant LIMIT 1), w.n + 1 "
         f"FROM walk AS w WHERE w.tenant IS NOT NULL AND w.n < :steps {stop}"
         ") "
-        "SELECT w.tenant, w.n, t.weight, t.max_concurrency, t.state, "
-        "(SELECT e.ready_at FROM executions AS e WHERE e.status = 'scheduled' AND e.tenant = w.tenant "
-        f"{window}ORDER BY e.ready_at LIMIT 1) AS first "
-        "FROM walk AS w LEFT JOIN tenants AS t ON t.name = w.tenant "
-        f"WHERE w.tenant IS NOT NULL {'AND w.tenant <= :upto ' if upto else ''}"
-        "ORDER BY w.n"
+        # A tenant's settings (by primary key: a join may scan all tenants) only if it has work;
+        # besides those, only the last tenant visited comes back (where the next walk starts).
+        "SELECT v.tenant, v.n, v.first, "
+        "CASE WHEN v.first <= :until THEN (SELECT t.weight FROM tenants AS t WHERE t.name = v.tenant "
+        "AND t.state <> 'paused') END AS weight, "
+        "CASE WHEN v.first <= :until THEN (SELECT t.max_concurrency FROM tenants AS t WHERE t.name = v.tenant) "
+        "END AS max_concurrency "
+        "FROM (SELECT w.tenant, w.n, (SELECT e.ready_at FROM executions AS e WHERE e.status = 'scheduled' "
+        f"AND e.tenant = w.tenant {window}ORDER BY e.ready_at LIMIT 1) AS first "
+        f"FROM walk AS w {'WHERE w.tenant IS NULL OR w.tenant <= :upto ' if upto else ''}"
+        # A LIMIT (every row: the steps and the end): computed once, not inlined into each use of ``first``.
+        "LIMIT :rows) AS v "
+        # The end (a NULL tenant) comes back too: it tells how many were visited.
+        "WHERE v.first <= :until OR v.n = :steps OR v.tenant IS NULL "
+        "ORDER BY v.n"
     )
 
 
@@ -94,20 +102,19 @@ class TenantWalk:
         """Whether a group naming ``named`` tenants walks rather than probes each."""
         return named > self.above
 
-    def visit(self, conn: Connection, group: Hashable, since: int | None = None) -> list[Visited]:
-        """Up to :attr:`steps` tenants with a ``scheduled`` execution, in the
-        database's order of names from after where ``group``'s last walk
-        stopped, wrapping round to the first; each with its first ready
-        instant after ``since`` (its oldest ready instant when None)."""
+    def visit(self, conn: Connection, group: Hashable, until: int, since: int | None = None) -> list[Visited]:
+        """The tenants with an execution ``scheduled`` and ready after
+        ``since`` (if given) and by ``until``, among up to :attr:`steps`
+        tenants with any, visited in the database's order of names from
+        after where ``group``'s last walk stopped, wrapping round to the
+        first."""
         with self._lock:
             after = self._starts.get(group)
-        rows = self._run(conn, after, None, self.steps, since)
-        cut = rows[-1].name if len(rows) == self.steps else None
+        rows, cut, visited = self._run(conn, after, None, self.steps, since, until)
         if cut is None and after is not None:
             # The end reached: round again from the first, up to where this walk began.
-            wrapped = self._run(conn, None, after, self.steps - len(rows), since)
+            wrapped, cut, _visited = self._run(conn, None, after, self.steps - visited, since, until)
             rows += wrapped
-            cut = wrapped[-1].name if wrapped and len(rows) == self.steps else None
         with self._lock:
             if cut is None:
                 self._starts.pop(group, None)  # every tenant visited: the next walk starts at the first
@@ -115,12 +122,16 @@ class TenantWalk:
                 if len(self._starts) >= _MAX_STARTS and group not in self._starts:
                     self._starts.clear()
                 self._starts[group] = cut
-        return rows
+        return [row for row in rows if row.first is not None and row.first <= until]
 
-    def _run(self, conn: Connection, after: str | None, upto: str | None, steps: int, since: int | None) -> list[Visited]:
+    def _run(
+        self, conn: Connection, after: str | None, upto: str | None, steps: int, since: int | None, until: int,
+    ) -> tuple[list[Visited], str | None, int]:
+        """One statement: the tenants it visited with work, the last it
+        visited if it stopped at ``steps`` (else None), and how many it visited."""
         if steps <= 0:
-            return []
-        parameters: dict = {"steps": steps}
+            return [], None, 0
+        parameters: dict = {"steps": steps, "rows": steps + 1, "until": until}
         if after is not None:
             parameters["after"] = after
         if upto is not None:
@@ -128,7 +139,13 @@ class TenantWalk:
         if since is not None:
             parameters["since"] = since
         statement = _statement(after is not None, upto is not None, since is not None)
-        return [
-            Visited(tenant, weight, max_concurrency, state == "paused", first)
-            for tenant, _n, weight, max_concurrency, state, first in conn.execute(statement, parameters)
-        ]
+        rows = conn.execute(statement, parameters).all()
+        visited = steps
+        cut = None
+        if rows and rows[-1][0] is None:
+            visited = rows[-1][1] - 1
+        elif rows and rows[-1][1] == steps:
+            cut = rows[-1][0]
+        found = [Visited(tenant, weight, max_concurrency, first)
+                 for tenant, _n, first, weight, max_concurrency in rows if tenant is not None]
+        return found, cut, visited
