@@ -242,9 +242,10 @@ class ArmStore(SqlStore):
         the sum over them of ``row_bytes`` plus their :attr:`Armed.size`
         stays within it (the arming server's memory bound); a tenant whose
         next candidate does not fit has no more accepted, the others go on.
-        Three statements: the tenants, the candidates with their jobs'
-        definitions, and one UPDATE of those accepted, conditional on their
-        status. Returns them armed, each with its definition parsed (the
+        Three statements, a few more at most: the tenants (two for a long
+        tenant list's walk that wraps round), the candidates with their
+        jobs' definitions (one more read for the shares left unused), and
+        one UPDATE of those accepted, conditional on their status. Returns them armed, each with its definition parsed (the
         Assignment can be built now)."""
         now_us, until_us = to_us(now), to_us(until)
         if limit <= 0 or until_us <= now_us or not capability.tenants or not (capability.handlers or capability.http):

@@ -37,7 +37,7 @@ WALK_ABOVE = 64
 """A worker group that may serve more tenants than this finds those with
 work by the walk instead of one probe per tenant named."""
 
-WALK_STEPS = 256
+WALK_STEPS = 1024
 """Tenants with scheduled work one pass visits at most (two descents each)."""
 
 _MAX_STARTS = 1024
