@@ -30,7 +30,9 @@ def test_bench_tenant_probe_smoke(postgres_url):
             for kind in ("arm", "round"):
                 measured = figures[scenario][kind]
                 assert measured["passes"] == 3 and measured["wall_ms_per_pass"] >= 0
-                assert measured["python_cpu_ms_per_pass"] >= 0 and measured["statements_per_pass"] >= 1
+                assert measured["python_cpu_ms_per_pass"] >= 0
+                # None where the PostgreSQL given has no pg_stat_statements loaded (the tests' has not).
+                assert measured["statements_per_pass"] is None or measured["statements_per_pass"] >= 1
         flood = figures["flood"]
         assert flood["quiet_armed_after"]["passes"] >= 1, "the quiet tenant's run was armed"
         assert flood["quiet_handed_out_after"]["passes"] >= 1, "the quiet tenant's run was handed out"
