@@ -40,6 +40,7 @@ from .store import (
 )
 from .dispatcher.dispatcher import Dispatcher
 from .dispatcher.ownership import PartitionOwnership
+from .dispatcher.wakeup import Wakeup
 from .gateway.gateway import Gateway
 from .gateway.revocation import CredentialWatch
 from .alerts.lateness import LatenessWatch
@@ -266,6 +267,13 @@ class TickwheelServer:
             self.stores.dispatch, self.ownership, self.wheel, self.clock, metrics=self.metrics,
             lender=self.gateway.lending,
         )
+        # A write that makes something due before the next tick wakes the
+        # partition's owner: this dispatcher, or another server's through its
+        # wake key (dispatcher/wakeup.py).
+        self.wakeup = Wakeup(
+            self._lease_store, self.ownership, self.clock, local=self.dispatcher.wake,
+            session=lambda: self._session, within=2 * self.dispatcher.tick,
+        )
         # One sender per cluster: the reaper's leader, whichever server raised the alert.
         self.webhook = (
             AlertWebhook(
@@ -340,6 +348,7 @@ class TickwheelServer:
                 manual=self.stores.manual, target_policy=config.target_policy, on_ready=self._ready_now,
                 creates=self.creates,
                 calendars=CalendarStore(self.engine, self.clock, alerts=self.stores.alerts),
+                on_due=self.wakeup.due,
             ),
             decoding.guard(server),
         )
@@ -372,6 +381,7 @@ class TickwheelServer:
             asyncio.create_task(self.drainer.run(), name="tickwheel-drain"),
             asyncio.create_task(self.retention.run(), name="tickwheel-retention"),
             asyncio.create_task(self.dispatcher.run(), name="tickwheel-dispatcher"),
+            asyncio.create_task(self.wakeup.run(), name="tickwheel-wakeup"),
             # In the background: start does not wait for a recompute.
             asyncio.create_task(self._recompute_tzdata(), name="tickwheel-tzdata"),
         ]

@@ -15,6 +15,7 @@ PREFIXES = {
     "drains": keys.DRAINS_PREFIX,
     "members": keys.members_prefix(),
     "partitions": keys.partitions_prefix(),
+    "wakes": keys.wakes_prefix(),
 }
 ELECTIONS = {"reaper": keys.REAPER_KEY, "retention": keys.RETENTION_KEY}
 
@@ -43,6 +44,7 @@ def test_a_key_built_in_one_room_is_read_by_no_other(room: str) -> None:
         "drains": keys.drain_key("s1", "0123abcd"),
         "members": keys.member_key("s1"),
         "partitions": keys.partition_key(7),
+        "wakes": keys.wake_key("s1"),
     }
     for other, prefix in PREFIXES.items():
         assert built[room].startswith(prefix) == (other == room), (room, other)

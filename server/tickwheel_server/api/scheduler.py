@@ -15,14 +15,14 @@ server's gateway that something is ready now.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 from google.protobuf import field_mask_pb2
 from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tickwheel.shared.clock import Clock
-from tickwheel.shared.ids import from_us, new_job_id, new_job_ids
+from tickwheel.shared.ids import from_us, new_job_id, new_job_ids, partition_of, to_us
 from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
 
 from ..auth.authenticator import Authenticator, api_key_actor
@@ -38,6 +38,7 @@ from ..store.calendars import CalendarStore
 from ..store.deadletters import DeadLetterStore
 from ..store.history import HistoryStore
 from ..store.jobbatch import Decide, JobChange
+from ..store.jobcreate import CREATED
 from ..store.jobrecords import JobRecord, NewJob, NewJobs
 from ..store.jobs import JobStore
 from ..store.manual import ManualStore
@@ -273,6 +274,17 @@ def _window(request) -> tuple[datetime | None, datetime | None]:
     return from_at, to_at
 
 
+OnDue = Callable[[Iterable[tuple[int, int | None]]], None]
+"""Told after a write committed: (partition, next due instant in µs or
+None) of each job it wrote, so a due-now one is claimed at once
+(:meth:`~tickwheel_server.dispatcher.wakeup.Wakeup.due`)."""
+
+
+def record_dues(records: Iterable[JobRecord]) -> list[tuple[int, int | None]]:
+    """(partition, next due µs) of each of ``records``."""
+    return [(r.partition, None if r.next_due_at is None else to_us(r.next_due_at)) for r in records]
+
+
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     def __init__(
         self,
@@ -287,8 +299,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         on_ready: Callable[[], None] | None = None,
         creates: CreateCoalescer | None = None,
         calendars: CalendarStore | None = None,
+        on_due: OnDue | None = None,
     ) -> None:
         self._auth = auth
+        self._on_due = on_due or (lambda _dues: None)
         self._calendars = CalendarCalls(
             auth, calendars or CalendarStore(jobs.engine, jobs.clock, alerts=AlertStore(jobs.engine, jobs.clock))
         )
@@ -325,6 +339,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             for name in await self._absent_calendars(tenant.name, [named_calendar(request.job)]):
                 raise missing_calendar(name)
         record, created = await self._creates.create(job, request_id)
+        if created:
+            self._on_due(record_dues((record,)))
         response = scheduler_pb2.CreateJobResponse(created=created)
         convert.fill_job(response.job, record)
         return response
@@ -361,6 +377,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             batch.add(job_ids[index], request_id, job.name, spec, zone, next_run, next_due, tzdata, len(job.payload),
                       key_limits)  # fmt: skip
         outcomes, created_at = await self._jobs.create_batch(batch)
+        count = self._jobs.partition_count
+        self._on_due([(partition_of(batch.ids[i], count), batch.next_dues[i])
+                      for i, outcome in enumerate(outcomes) if outcome is CREATED])  # fmt: skip
         return batch_create_response(len(items), refused, accepted, batch, outcomes, created_at)
 
     def _new_job(self, request, tenant: str, now: datetime) -> tuple[NewJob, str]:
@@ -526,6 +545,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             tzdata_version=change.tzdata_version, payload_size=change.payload_size, reschedule=change.reschedule,
             skipped=change.skipped, changed_by=change.changed_by, update_mask=change.update_mask,
         )
+        if change.reschedule is not None:
+            self._on_due(record_dues((updated,)))
         return scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(updated))
 
     @rpc
@@ -554,6 +575,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 job=scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(outcome[0]))
             ),
         )  # fmt: skip
+        self._on_due(record_dues(outcome[0] for outcome in done))
         return scheduler_pb2.BatchUpdateJobsResponse(
             results=results, updated_count=len(done), failed_count=len(results) - len(done)
         )
@@ -647,6 +669,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         )  # fmt: skip
         if any(count for _, _, count in done):
             self._on_ready()
+        self._on_due(record_dues(record for record, _, _ in done))
         return scheduler_pb2.BatchResumeJobsResponse(
             results=results, resumed_count=len(done), failed_count=len(results) - len(done)
         )
@@ -682,6 +705,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 continue
             if released:
                 self._on_ready()
+            self._on_due(record_dues((resumed,)))
             response = scheduler_pb2.ResumeJobResponse(
                 job=convert.job_to_proto(resumed), released_executions=released
             )

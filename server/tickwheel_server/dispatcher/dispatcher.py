@@ -16,6 +16,13 @@ authority). A claim that finds a partition's epoch moved on
 stops using that partition at once, until ownership reports a change (the
 new owner's key reaches this server through its etcd watch).
 
+A wake (:meth:`Dispatcher.wake`: a write made something due before the next
+tick, :mod:`~tickwheel_server.dispatcher.wakeup`) ends the wait for the next
+tick early: the claim runs at once, but never sooner than ``wake_gap``
+seconds after the last one began, so wakes in a flood bring at most one
+claim per gap. A wake changes only when the claim runs, never what it reads:
+it still claims what is due by then and fences as ever.
+
 Every ``review_every`` seconds a tick also reviews the jobs left out of
 claims as unreadable or uncomputable (:meth:`DispatchStore.review_quarantine`):
 their alerts resolve once the job can be dispatched again.
@@ -85,6 +92,7 @@ class Dispatcher:
         metrics: Metrics | None = None,
         review_every: float = 30.0,
         lender: Lender | None = None,
+        wake_gap: float = 0.02,
     ) -> None:
         self._store = store
         self._ownership = ownership
@@ -96,6 +104,8 @@ class Dispatcher:
         self._metrics = metrics
         self._review_every = review_every
         self._lender = lender
+        self._wake_gap = wake_gap
+        self._woken = asyncio.Event()
         self._dealing: asyncio.Task[int] | None = None
         """The deal of the last claim's hand-outs, running beside the next claim."""
         self._reviewed_at: float | None = None
@@ -105,9 +115,22 @@ class Dispatcher:
         self.claimed = 0
         self.ticks = 0
         self.tick_done = asyncio.Event()
+        self.woken_ticks = 0
+        """Ticks a wake brought forward."""
+
+    @property
+    def tick(self) -> float:
+        """Seconds between claims when nothing wakes it."""
+        return self._tick
+
+    def wake(self) -> None:
+        """Claim now rather than at the next tick (a hint; see the module docstring)."""
+        self._woken.set()
 
     async def run(self) -> None:
         while True:
+            began = self._clock.monotonic()
+            self._woken.clear()  # a wake from here on asks for the claim after this one
             try:
                 await self.tick_once()
             except Exception:
@@ -117,11 +140,17 @@ class Dispatcher:
             self.tick_done = asyncio.Event()
             sleeper = asyncio.create_task(self._clock.sleep(self._tick))
             waiter = asyncio.create_task(self._ownership.wait_changed(self._generation))
+            woken = asyncio.create_task(self._woken.wait())
             try:
-                await asyncio.wait({sleeper, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait({sleeper, waiter, woken}, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                sleeper.cancel()
-                waiter.cancel()
+                for task in (sleeper, waiter, woken):
+                    task.cancel()
+            if done == {woken}:
+                self.woken_ticks += 1
+                gap = began + self._wake_gap - self._clock.monotonic()
+                if gap > 0:
+                    await self._clock.sleep(gap)
 
     async def tick_once(self) -> int:
         """Follow ownership changes, then claim until nothing more is due now."""

@@ -114,6 +114,9 @@ class OwnershipConfig:
     def partition_key(self, partition: int) -> str:
         return keys.partition_key(partition, self.key_prefix)
 
+    def wake_key(self, server_id: str) -> str:
+        return keys.wake_key(server_id, self.key_prefix)
+
 
 class PartitionOwnership:
     """Wins, keeps, rebalances and fences this server's partitions.
@@ -200,6 +203,10 @@ class PartitionOwnership:
     def members(self) -> list[str]:
         """The live members as last seen, sorted."""
         return sorted(self._view.members)
+
+    def holder(self, partition: int) -> str | None:
+        """The server id holding ``partition``'s key as last seen (None: nobody)."""
+        return self._view.holders.get(partition)
 
     async def wait_changed(self, after: int) -> int:
         """Wait until :attr:`generation` is greater than ``after``; return it."""

@@ -14,6 +14,10 @@ parsers, and how a session is named in the job store.
                                           ownership, under its session
     <root>partitions/<n>                  the owner of partition n; its create
                                           revision is the owner's fencing epoch
+    <root>wakes/<server id>               a wake-up for the server: put (under the
+                                          writer's session) when a write made
+                                          something due before its next claim;
+                                          one key per server (Wakeup)
 
 ``<root>`` is the ownership's ``key_prefix``
 (:class:`~tickwheel_server.dispatcher.ownership.OwnershipConfig`), :data:`ROOT`
@@ -76,6 +80,17 @@ def members_prefix(root: str = ROOT) -> str:
 def partitions_prefix(root: str = ROOT) -> str:
     """The prefix of the partition owners under ``root``."""
     return root + "partitions/"
+
+
+def wakes_prefix(root: str = ROOT) -> str:
+    """The prefix of the servers' wake-up keys under ``root``."""
+    return root + "wakes/"
+
+
+def wake_key(server_id: str, root: str = ROOT) -> str:
+    """The key whose every put asks ``server_id`` to claim now (one key per
+    server, never one per job)."""
+    return wakes_prefix(root) + server_id
 
 
 def member_key(server_id: str, root: str = ROOT) -> str:

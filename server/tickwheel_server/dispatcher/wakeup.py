@@ -1,0 +1,190 @@
+"""Wake-ups: a write that makes something due before the owner's next claim
+asks the owner of its partition to claim now, instead of at its next tick.
+
+The dispatcher claims every tick; a one-off created due now, an update that
+moves a job's next run to now, a resume whose next fire is due would wait
+up to one tick of the server owning the job's partition, counted against
+lateness. After such a write commits, the API calls :meth:`Wakeup.due` once
+per request with each written job's (partition, next due instant). A due
+instant within ``within`` seconds makes the partition's holder (as this
+server's ownership view last saw it) worth waking:
+
+* the holder is this server: :meth:`Dispatcher.wake
+  <tickwheel_server.dispatcher.dispatcher.Dispatcher.wake>` in process;
+* another server: a put on that server's wake key
+  (:func:`~tickwheel_server.lease.keys.wake_key`, under this server's
+  session, so it vanishes with it), which the holder follows by watch
+  (:meth:`Wakeup.follow`) and turns into its own ``Dispatcher.wake``.
+
+CockroachDB has no LISTEN/NOTIFY, so the wake travels through what every
+server already shares: the lease store (etcd, or the in-process store of
+``tickwheel dev``). The key is per *server*, not per partition or job: a
+batch of 1 000 jobs over every partition of a fleet of N servers is at most
+N - 1 puts, and at most one put per server goes out per ``window`` seconds
+(later wakes for it are merged into one put at the window's end). What is
+pending is a set of server ids: bounded by the members.
+
+A wake is only a hint: the claim it brings forward still reads only rows
+due by then (never early), fenced as every claim; a wake lost (etcd down,
+a holder moved, a put refused) only means the next tick. The dispatcher
+bounds how often wakes can make it claim (its ``wake_gap``), so a tenant
+writing due-now jobs in a loop cannot make the servers spin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from tickwheel.shared.backoff import BackoffSleeper
+from tickwheel.shared.clock import Clock
+from tickwheel.shared.ids import to_us
+
+from ..lease.base import LeaseStore, Session
+from ..lease.types import EventType, LeaseStoreClosed, LeaseStoreError, SessionLost, WatchCompacted
+from .ownership_view import RETRY_CAP, RETRY_INITIAL
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WINDOW = 0.02
+"""Seconds: at most one wake put per target server per window."""
+
+
+class Holders(Protocol):
+    """What the wake-up needs of partition ownership."""
+
+    server_id: str
+
+    def holder(self, partition: int) -> str | None:
+        """The server id holding ``partition`` as last seen (None: nobody)."""
+
+    def wake_key(self, server_id: str) -> str:
+        """The wake key of ``server_id``."""
+
+
+class Wakeup:
+    """Sends wake-ups to the holders of partitions made due, and follows this
+    server's own wake key; see the module docstring.
+
+    ``local`` wakes this server's dispatcher; ``session`` returns this
+    server's session now (puts are made under it; none while it is lost);
+    ``within`` is how soon (seconds) a due instant must be to be worth a
+    wake: the dispatcher's tick and then some, as anything later is claimed
+    by a tick into the timer wheel before its instant anyway.
+    """
+
+    def __init__(
+        self,
+        leases: LeaseStore,
+        ownership: Holders,
+        clock: Clock,
+        *,
+        local: Callable[[], None],
+        session: Callable[[], Session | None],
+        within: float,
+        window: float = DEFAULT_WINDOW,
+    ) -> None:
+        if not within > 0 or not window >= 0:
+            raise ValueError("within must be > 0 and window >= 0 seconds")
+        self._leases = leases
+        self._ownership = ownership
+        self._clock = clock
+        self._local = local
+        self._session = session
+        self._within_us = math.ceil(within * 1e6)
+        self._window = window
+        self._pending: set[str] = set()
+        self._sent_at: dict[str, float] = {}
+        """Target -> monotonic instant of its last put, pruned once a window old."""
+        self._kick = asyncio.Event()
+        self.puts = 0
+        """Wake puts made (counted when sent, whether or not they landed)."""
+        self.received = 0
+        """Wakes seen on this server's own key."""
+        self.local_wakes = 0
+
+    # -- the writer's side ----------------------------------------------------------
+
+    def due(self, dues: Iterable[tuple[int, int | None]]) -> None:
+        """After a write committed: ``dues`` is (partition, next due instant
+        in µs since the epoch, None for none) of each job written. Wakes the
+        holders of those due within ``within``; returns at once (puts go out
+        from :meth:`run`)."""
+        limit = to_us(self._clock.now()) + self._within_us
+        partitions = {partition for partition, due_us in dues if due_us is not None and due_us <= limit}
+        if not partitions:
+            return
+        me = self._ownership.server_id
+        local = False
+        for partition in partitions:
+            holder = self._ownership.holder(partition)
+            if holder is None:
+                continue  # nobody holds it: its next owner claims it when it wins it
+            if holder == me:
+                local = True
+            else:
+                self._pending.add(holder)
+        if local:
+            self.local_wakes += 1
+            self._local()
+        if self._pending:
+            self._kick.set()
+
+    async def run(self) -> None:
+        """Follow this server's wake key and send the pending puts, until cancelled."""
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._send_forever())
+            group.create_task(self.follow())
+
+    async def _send_forever(self) -> None:
+        while True:
+            await self._kick.wait()
+            now = self._clock.monotonic()
+            self._sent_at = {t: at for t, at in self._sent_at.items() if now - at < self._window}
+            ready = {t for t in self._pending if t not in self._sent_at}
+            if not ready:  # every pending target had its put this window: merge into one at its end
+                await self._clock.sleep(min(self._sent_at[t] for t in self._pending) + self._window - now)
+                continue
+            self._pending -= ready
+            if not self._pending:
+                self._kick.clear()
+            for target in ready:
+                self._sent_at[target] = now
+            self.puts += len(ready)
+            await asyncio.gather(*(self._put(target) for target in sorted(ready)))
+
+    async def _put(self, target: str) -> None:
+        session = self._session()
+        if session is None or session.lost.is_set():
+            return  # no session: the target's next tick
+        try:
+            await self._leases.put(self._ownership.wake_key(target), self._ownership.server_id, session=session)
+        except (LeaseStoreError, SessionLost) as error:
+            log.debug("wake-up of %s not sent (%s): it claims at its next tick", target, error)
+
+    # -- the holder's side ------------------------------------------------------------
+
+    async def follow(self) -> None:
+        """Watch this server's wake key; each put wakes the dispatcher.
+        Rides out lease store errors (a wake missed meanwhile is the next
+        tick); ends when the store closes."""
+        key = self._ownership.wake_key(self._ownership.server_id)
+        backoff = BackoffSleeper(self._clock, initial=RETRY_INITIAL, cap=RETRY_CAP)
+        while True:
+            try:
+                async with self._leases.watch(key) as events:
+                    backoff.reset()
+                    async for event in events:
+                        if event.type is EventType.PUT:
+                            self.received += 1
+                            self._local()
+            except WatchCompacted:
+                continue  # from now on: what was missed is the next tick's
+            except LeaseStoreClosed:
+                return
+            except LeaseStoreError as error:
+                log.warning("following the wake key failed (%s); again shortly", error)
+                await backoff.sleep()
