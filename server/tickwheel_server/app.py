@@ -468,6 +468,18 @@ class TickwheelServer:
         )
         metrics.observe("tickwheel_workers_connected", "Workers holding a Pull stream", lambda: len(self.connections))
         metrics.observe(
+            "tickwheel_wakeups_sent_total", "Wake-up puts to other servers' wake keys (a write made a job due now)",
+            lambda: self.wakeup.puts, counter=True,
+        )
+        metrics.observe(
+            "tickwheel_wakeups_received_total", "Wake-ups seen on this server's wake key",
+            lambda: self.wakeup.received, counter=True,
+        )
+        metrics.observe(
+            "tickwheel_dispatch_woken_claims_total", "Claims a wake-up brought forward of the dispatcher's tick",
+            lambda: self.dispatcher.woken_ticks, counter=True,
+        )
+        metrics.observe(
             "tickwheel_session_renewals_total", "etcd lease renewals of this server's sessions",
             lambda: self._renewals_before + getattr(self._session, "renewals", 0), counter=True,
         )

@@ -105,6 +105,8 @@ class Wakeup:
         self.received = 0
         """Wakes seen on this server's own key."""
         self.local_wakes = 0
+        self.following = asyncio.Event()
+        """Set once this server's wake key is watched (wakes put before are not seen)."""
 
     # -- the writer's side ----------------------------------------------------------
 
@@ -143,7 +145,7 @@ class Wakeup:
         while True:
             await self._kick.wait()
             now = self._clock.monotonic()
-            self._sent_at = {t: at for t, at in self._sent_at.items() if now - at < self._window}
+            self._sent_at = {t: at for t, at in self._sent_at.items() if at + self._window > now}
             ready = {t for t in self._pending if t not in self._sent_at}
             if not ready:  # every pending target had its put this window: merge into one at its end
                 await self._clock.sleep(min(self._sent_at[t] for t in self._pending) + self._window - now)
@@ -177,6 +179,7 @@ class Wakeup:
             try:
                 async with self._leases.watch(key) as events:
                     backoff.reset()
+                    self.following.set()
                     async for event in events:
                         if event.type is EventType.PUT:
                             self.received += 1

@@ -1,0 +1,162 @@
+"""The writer's side of wake-ups (:mod:`tickwheel_server.dispatcher.wakeup`)
+on the in-process lease store and a FakeClock: who is woken, how the puts
+are merged, and that a hostile stream of due-now writes stays bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from tickwheel.shared.clock import FakeClock
+from tickwheel.shared.ids import to_us
+from tickwheel_server.dispatcher.wakeup import Wakeup
+from tickwheel_server.lease import keys
+from tickwheel_server.lease.memory import MemoryLeaseStore
+
+ROOT = "/w/"
+WINDOW = 0.02
+PARTITIONS = 256
+
+
+class Holders:
+    """Partitions dealt round robin over ``servers``; this server is ``me``."""
+
+    def __init__(self, me: str, servers: list[str]) -> None:
+        self.server_id = me
+        self.holders = {p: servers[p % len(servers)] for p in range(PARTITIONS)}
+
+    def holder(self, partition: int) -> str | None:
+        return self.holders.get(partition)
+
+    def wake_key(self, server_id: str) -> str:
+        return keys.wake_key(server_id, ROOT)
+
+
+async def settle() -> None:
+    for _ in range(30):
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+async def world():
+    clock = FakeClock()
+    leases = MemoryLeaseStore(clock)
+    session = await leases.open_session(60)
+    seen: list[str] = []
+    watch = leases.watch(keys.wakes_prefix(ROOT), prefix=True)
+    await watch.start()
+
+    async def collect() -> None:
+        async for event in watch:
+            seen.append(event.key.removeprefix(keys.wakes_prefix(ROOT)))
+
+    collector = asyncio.create_task(collect())
+    local: list[int] = []
+    wakeup = Wakeup(
+        leases, Holders("a", ["a", "b", "c"]), clock, local=lambda: local.append(1), session=lambda: session,
+        within=2.0, window=WINDOW,
+    )
+    sender = asyncio.create_task(wakeup._send_forever())
+    try:
+        yield clock, wakeup, seen, local
+    finally:
+        for task in (sender, collector):
+            task.cancel()
+        await asyncio.gather(sender, collector, return_exceptions=True)
+        await watch.aclose()
+        await leases.close()
+
+
+async def test_a_due_now_job_wakes_its_holder_once(world) -> None:
+    clock, wakeup, seen, local = world
+    now = to_us(clock.now())
+    wakeup.due([(1, now)])  # partition 1: server b
+    await settle()
+    assert seen == ["b"] and local == []
+    wakeup.due([(0, now - 5_000_000)])  # partition 0 (this server), due 5 s ago
+    await settle()
+    assert seen == ["b"] and local == [1], "this server's own partition is woken in process, no put"
+
+
+async def test_nothing_is_woken_for_a_job_due_later_or_never_or_unheld(world) -> None:
+    clock, wakeup, seen, local = world
+    now = to_us(clock.now())
+    wakeup._ownership.holders.pop(2)
+    wakeup.due([(1, now + 3_000_000), (4, None), (2, now), (0, now + 60_000_000)])
+    await settle()
+    assert seen == [] and local == [] and wakeup.puts == 0
+
+
+async def test_a_batch_over_every_partition_is_one_put_per_other_server(world) -> None:
+    clock, wakeup, seen, local = world
+    now = to_us(clock.now())
+    wakeup.due([(p % PARTITIONS, now) for p in range(1000)])
+    await settle()
+    assert sorted(seen) == ["b", "c"] and local == [1] and wakeup.puts == 2
+
+
+async def test_wakes_within_a_window_are_merged_into_one_put_at_its_end(world) -> None:
+    clock, wakeup, seen, _local = world
+    wakeup.due([(1, to_us(clock.now()))])
+    await settle()
+    assert seen == ["b"]
+    for _ in range(5):
+        wakeup.due([(1, to_us(clock.now()))])
+        await settle()
+    assert seen == ["b"], "within the window: held"
+    clock.advance(WINDOW)
+    await settle()
+    assert seen == ["b", "b"], "the held wakes go out as one put at the window's end"
+    clock.advance(WINDOW)
+    await settle()
+    assert seen == ["b", "b"], "nothing more pending: nothing sent"
+
+
+async def test_a_hostile_stream_of_due_now_writes_stays_bounded(world) -> None:
+    """A tenant writing due-now jobs as fast as it can, for one second of
+    store time: the puts are at most one per other server per window, and
+    what is pending never holds more than the servers."""
+    clock, wakeup, seen, local = world
+    rng = random.Random(7)
+    elapsed, step = 1.0, 0.001
+    mine = 0
+    for _ in range(int(elapsed / step)):
+        for _ in range(20):
+            partition = rng.randrange(PARTITIONS)
+            mine += partition % 3 == 0
+            wakeup.due([(partition, to_us(clock.now()))])
+        assert len(wakeup._pending) <= 2 and len(wakeup._sent_at) <= 2
+        await settle()
+        clock.advance(step)
+    await settle()
+    bound = 2 * (elapsed / WINDOW + 1)
+    assert wakeup.puts == len(seen) <= bound, f"{wakeup.puts} puts in {elapsed} s"
+    assert wakeup.puts >= 2 * elapsed / WINDOW / 2, "the wakes still go out, merged"
+    assert len(local) == mine, "the local wake is an event set: the dispatcher's wake gap bounds its claims"
+
+
+async def test_no_put_without_a_live_session() -> None:
+    clock = FakeClock()
+    leases = MemoryLeaseStore(clock)
+    session = await leases.open_session(60)
+    wakeup = Wakeup(
+        leases, Holders("a", ["a", "b"]), clock, local=lambda: None, session=lambda: session, within=2.0, window=WINDOW
+    )
+    sender = asyncio.create_task(wakeup._send_forever())
+    try:
+        await session.close()
+        wakeup.due([(1, to_us(clock.now()))])
+        await settle()
+        assert await leases.get(keys.wake_key("b", ROOT)) is None and wakeup.puts == 1
+    finally:
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
+        await leases.close()
+
+
+def test_bad_settings_are_refused() -> None:
+    clock = FakeClock()
+    with pytest.raises(ValueError):
+        Wakeup(MemoryLeaseStore(clock), Holders("a", ["a"]), clock, local=lambda: None, session=lambda: None, within=0)
