@@ -14,7 +14,11 @@ from tickwheel.shared.ids import to_us
 from tickwheel_server.dispatcher.wakeup import Wakeup
 from tickwheel_server.lease import keys
 
-from tests.conformance.test_lease_store import Backend, backend  # noqa: F401 (the fixture)
+from tests.conformance import test_lease_store as lease_suite
+from tests.conformance.test_lease_store import Backend
+
+backend = lease_suite.backend
+"""The lease store suite's fixture: the in-process store on a FakeClock, and etcd."""
 
 PARTITIONS = 12
 

@@ -204,6 +204,10 @@ class PartitionOwnership:
         """The live members as last seen, sorted."""
         return sorted(self._view.members)
 
+    def wake_key(self, server_id: str) -> str:
+        """The wake key of ``server_id`` (:mod:`~tickwheel_server.dispatcher.wakeup`)."""
+        return self.config.wake_key(server_id)
+
     def holder(self, partition: int) -> str | None:
         """The server id holding ``partition``'s key as last seen (None: nobody)."""
         return self._view.holders.get(partition)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
 from tickwheel.shared.backoff import BackoffSleeper
@@ -136,10 +136,22 @@ class Wakeup:
             self._kick.set()
 
     async def run(self) -> None:
-        """Follow this server's wake key and send the pending puts, until cancelled."""
+        """Follow this server's wake key and send the pending puts, until
+        cancelled. Either part that fails unexpectedly is logged and started
+        again (wakes meanwhile are the next tick's)."""
         async with asyncio.TaskGroup() as group:
-            group.create_task(self._send_forever())
-            group.create_task(self.follow())
+            group.create_task(self._kept(self._send_forever))
+            group.create_task(self._kept(self.follow))
+
+    async def _kept(self, part: Callable[[], Awaitable[None]]) -> None:
+        backoff = BackoffSleeper(self._clock, initial=RETRY_INITIAL, cap=RETRY_CAP)
+        while True:
+            try:
+                await part()
+                return
+            except Exception:
+                log.exception("wake-ups: %s failed; starting it again", part.__name__)
+                await backoff.sleep()
 
     async def _send_forever(self) -> None:
         while True:

@@ -1,0 +1,124 @@
+"""Wake-ups across two real servers on PostgreSQL and etcd (issue 17): a job
+created due now through one server, in a partition the other owns, is
+claimed by its owner on the wake, not at its next tick; a wake lost (etcd
+down) leaves the job to the owner's tick, late, not lost.
+
+Both servers run in this process with their dispatchers' tick raised to an
+hour once ownership has settled, so only a wake can claim what the test
+creates (until the lost-wake test puts the tick back). Every wait is
+bounded; nothing here measures time."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import datetime, timezone
+
+import grpc
+import pytest
+from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc
+
+from tests.integration.test_dispatch_flow import history, once_job, wait_for_status
+from tests.support.server import running_server
+from tests.support.workers import builtin_handlers, running_worker
+from tickwheel.shared.ids import partition_of
+
+pytestmark = [pytest.mark.postgres, pytest.mark.etcd]
+
+PARTITIONS = 8
+NO_TICK = 3600.0
+WAIT = 20.0
+
+
+async def settled(*running) -> None:
+    """Until every partition is owned by one of the servers."""
+    deadline = asyncio.get_running_loop().time() + WAIT
+    while asyncio.get_running_loop().time() < deadline:
+        owned = [set(r.server.ownership.owned()) for r in running]
+        if sum(map(len, owned)) == PARTITIONS and set().union(*owned) == set(range(PARTITIONS)):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"ownership did not settle: {owned}")
+
+
+async def without_ticks(*running, tick: float = NO_TICK) -> None:
+    """Set the dispatchers' tick, and let each finish the claim it was
+    sleeping towards, so the next wait is the new tick's."""
+    for r in running:
+        r.server.dispatcher._tick = tick
+    for r in running:
+        done = r.server.dispatcher.tick_done
+        r.server.dispatcher.wake()
+        await asyncio.wait_for(done.wait(), WAIT)
+
+
+@pytest.fixture
+async def pair(migrated_postgres_url: str, etcd_endpoint: str):
+    async with contextlib.AsyncExitStack() as stack:
+        a = await stack.enter_async_context(
+            running_server(migrated_postgres_url, etcd_endpoint, server_id="wake-a", partition_count=PARTITIONS)
+        )
+        b = await stack.enter_async_context(
+            running_server(migrated_postgres_url, etcd_endpoint, server_id="wake-b", partition_count=PARTITIONS)
+        )
+        await settled(a, b)
+        key = await a.create_tenant("acme")
+        credential = await a.issue_worker_credential(["acme"], http=True)
+        for index, server in enumerate((a, b)):
+            await stack.enter_async_context(
+                running_worker(server.address, credential, builtin_handlers(), worker_id=f"w{index}", slots=8)
+            )
+        channel = await stack.enter_async_context(grpc.aio.insecure_channel(b.address))
+        yield a, b, scheduler_pb2_grpc.SchedulerServiceStub(channel), key
+
+
+async def create_on(scheduler, key: str, owner, tag: str) -> str:
+    """Through ``scheduler``, a one-off due now whose partition ``owner`` owns (job ids are random)."""
+    meta = (("authorization", f"Bearer {key}"),)
+    for attempt in range(64):
+        reply = await scheduler.CreateJob(
+            scheduler_pb2.CreateJobRequest(job=once_job(f"{tag}-{attempt}", datetime.now(timezone.utc)),
+                                           request_id=f"{tag}-{attempt}"),
+            metadata=meta,
+        )  # fmt: skip
+        if partition_of(reply.job.id, PARTITIONS) in owner.server.ownership.owned():
+            return reply.job.id
+        await scheduler.DeleteJob(scheduler_pb2.DeleteJobRequest(id=reply.job.id), metadata=meta)
+    raise AssertionError("no job id fell in the owner's partitions")
+
+
+async def test_a_job_created_on_one_server_is_claimed_by_its_owner_on_the_wake(pair) -> None:
+    a, b, scheduler, key = pair
+    await settled(a, b)
+    await without_ticks(a, b)
+    received, woken = a.server.wakeup.received, a.server.dispatcher.woken_ticks
+    job_id = await create_on(scheduler, key, a, "remote")
+    await wait_for_status(scheduler, key, job_id, job_pb2.EXECUTION_STATUS_SUCCEEDED)
+    assert a.server.wakeup.received > received, "the owner saw the wake on its key"
+    assert a.server.dispatcher.woken_ticks > woken
+    assert len(await history(scheduler, key, job_id)) == 1
+
+    local = await create_on(scheduler, key, b, "local")
+    await wait_for_status(scheduler, key, local, job_pb2.EXECUTION_STATUS_SUCCEEDED)
+    assert b.server.wakeup.local_wakes >= 1, "the creating server's own partition is woken in process"
+
+
+async def test_a_wake_lost_while_etcd_is_down_leaves_the_job_to_the_tick(pair, etcd_server) -> None:
+    a, b, scheduler, key = pair
+    await settled(a, b)
+    await without_ticks(a, b, tick=1.0)
+    received = a.server.wakeup.received
+    etcd_server.stop()
+    try:
+        job_id = await create_on(scheduler, key, a, "lost")
+        await asyncio.sleep(0.5)  # the wake's put fails meanwhile
+    finally:
+        etcd_server.start()
+    await wait_for_status(scheduler, key, job_id, job_pb2.EXECUTION_STATUS_SUCCEEDED)
+    assert len(await history(scheduler, key, job_id)) == 1, "run once"
+    assert a.server.wakeup.received == received, "no wake reached the owner: the tick claimed it"
+    # The wake key is followed again after the restart: the next one arrives.
+    await without_ticks(a, b)
+    again = await create_on(scheduler, key, a, "after")
+    await wait_for_status(scheduler, key, again, job_pb2.EXECUTION_STATUS_SUCCEEDED)
+    assert a.server.wakeup.received > received
