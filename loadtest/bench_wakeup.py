@@ -1,0 +1,257 @@
+"""Benchmark: how long a job made due now waits for a worker, per entry
+point, across two servers (issue 17).
+
+    .venv/bin/python loadtest/bench_wakeup.py [--rounds 100] [--batch 50] [--pause 0.3]
+                                              [--pg URL] [--etcd HOST:PORT] [--logs DIR]
+
+Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL
+and etcd are started (``tests/support``) and deleted afterwards.
+
+Two ``tickwheel server`` processes (``s1``, ``s2``: 256 partitions shared
+between them) on one PostgreSQL and one etcd, one ``tickwheel worker``
+(``echo``) connected to each. Every request goes to ``s2``, one at a time,
+each after a random pause of 0 to ``--pause`` seconds (so the requests
+fall at every phase of the dispatchers' 1 s tick). Each round sends:
+
+- ``create``: CreateJob of a one-off due now (the client's clock);
+- ``create_past``: CreateJob of a one-off due 10 s ago;
+- ``update``: UpdateJob moving a one-off from an hour ahead to now;
+- ``trigger``: TriggerJob of that hour-ahead job (a manual run, ready now);
+- every tenth round, ``batch``: BatchCreateJobs of ``--batch`` one-offs due now.
+
+Then, from the store, for each execution: ``wait_ms`` = the worker's start
+(its attempt's ``worker_started_at``) minus the later of its due instant
+and the write's instant (``jobs.created_at`` for a create,
+``jobs.updated_at`` for an update, the execution's ``created_at`` for a
+trigger; each stamped just before its transaction commits), as p50, p99 and
+max per entry point, apart for the jobs whose partition ``s2`` owns
+(``local``) and those ``s1`` owns (``remote``: the creating server does not
+own the partition). ``etcd_puts`` is etcd's Put calls over the request
+phase (its ``/metrics``), per request and per job; ``cpu_ms_per_request`` the
+CPU of both servers over the request phase per request
+(``/proc/<pid>/stat``), which includes their idle ticks, so it is compared
+between versions run alike, not read alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import grpc
+import psycopg
+from google.protobuf import field_mask_pb2
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _harness as h  # noqa: E402
+from tests.support.server import TICKWHEEL, start_server_process  # noqa: E402
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc  # noqa: E402
+
+SERVERS = ("s1", "s2")
+
+
+def once(name: str, at: datetime) -> job_pb2.Job:
+    job = job_pb2.Job(name=name, target=job_pb2.Target(handler=job_pb2.HandlerTarget(name=h.HANDLER)), payload=b"{}")
+    job.schedule.once_at.FromDatetime(at)
+    return job
+
+
+async def api_key(server) -> tuple[str, str]:
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+        created = await admin.CreateTenant(
+            admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(name="wake")), metadata=h.admin_metadata(server)
+        )
+        issued = await admin.IssueWorkerCredential(
+            admin_pb2.IssueWorkerCredentialRequest(tenants=["wake"], handlers=[h.HANDLER]),
+            metadata=h.admin_metadata(server),
+        )
+    return created.api_key.secret, issued.credential.secret
+
+
+async def wait_shared(server, workers: int) -> dict[str, int]:
+    """Until both servers are in ClusterStatus, every partition is owned and ``workers`` streams are connected."""
+    deadline = time.monotonic() + h.READY_TIMEOUT
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+        while True:
+            status = await admin.ClusterStatus(admin_pb2.ClusterStatusRequest(), metadata=h.admin_metadata(server))
+            owned = {s.server_id: s.partitions_owned for s in status.servers}
+            if (set(owned) >= set(SERVERS) and sum(owned.values()) >= status.partition_count
+                    and sum(s.workers for s in status.servers) >= workers):  # fmt: skip
+                return owned
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"cluster not ready: {status}")
+            await asyncio.sleep(0.1)  # another process's state; nothing to await
+
+
+async def drive(server, key: str, rounds: int, batch: int, pause: float, rng: random.Random) -> dict[str, list[str]]:
+    """The request phase; entry point -> job ids (trigger: execution ids)."""
+    meta = (("authorization", f"Bearer {key}"),)
+    made: dict[str, list[str]] = {"create": [], "create_past": [], "update": [], "trigger": [], "batch": []}
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        api = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        later = datetime.now(timezone.utc) + timedelta(hours=1)
+        ahead = await api.BatchCreateJobs(scheduler_pb2.BatchCreateJobsRequest(items=[
+            scheduler_pb2.CreateJobRequest(job=once(f"ahead-{i}", later), request_id=f"ahead-{i}") for i in range(rounds)
+        ]), metadata=meta)  # fmt: skip
+        ahead_jobs = [result.job.job for result in ahead.results]
+
+        async def nap() -> None:
+            await asyncio.sleep(rng.uniform(0, pause))
+
+        for r in range(rounds):
+            await nap()
+            reply = await api.CreateJob(scheduler_pb2.CreateJobRequest(
+                job=once(f"now-{r}", datetime.now(timezone.utc)), request_id=f"now-{r}"), metadata=meta)
+            made["create"].append(reply.job.id)
+            await nap()
+            reply = await api.CreateJob(scheduler_pb2.CreateJobRequest(
+                job=once(f"past-{r}", datetime.now(timezone.utc) - timedelta(seconds=10)), request_id=f"past-{r}"),
+                metadata=meta)
+            made["create_past"].append(reply.job.id)
+            await nap()
+            job = ahead_jobs[r]
+            moved = job_pb2.Job(id=job.id, version=job.version)
+            moved.schedule.once_at.FromDatetime(datetime.now(timezone.utc))
+            updated = await api.UpdateJob(scheduler_pb2.UpdateJobRequest(
+                job=moved, update_mask=field_mask_pb2.FieldMask(paths=["schedule"])), metadata=meta)
+            made["update"].append(updated.job.id)
+            await nap()
+            triggered = await api.TriggerJob(scheduler_pb2.TriggerJobRequest(
+                id=job.id, request_id=f"trigger-{r}", allow_overlap=True), metadata=meta)
+            made["trigger"].append(triggered.execution.id)
+            if r % 10 == 9:
+                await nap()
+                replies = await api.BatchCreateJobs(scheduler_pb2.BatchCreateJobsRequest(items=[
+                    scheduler_pb2.CreateJobRequest(job=once(f"batch-{r}-{i}", datetime.now(timezone.utc)),
+                                                   request_id=f"batch-{r}-{i}") for i in range(batch)
+                ]), metadata=meta)  # fmt: skip
+                made["batch"].extend(result.job.job.id for result in replies.results)
+    return made
+
+
+WAITS = (
+    f"SELECT e.id, e.job_id, e.partition, e.origin, e.due_at, e.created_at, j.created_at, j.updated_at, "
+    f"a.worker_started_at FROM executions AS e JOIN jobs AS j ON j.id = e.job_id "
+    f"JOIN {h.ATTEMPTS} AS a ON a.execution_id = e.id AND a.attempt = 1 AND a.delivery = 1"
+)
+
+
+def waits(url: str, made: dict[str, list[str]], owners: dict[int, str], expected: int) -> dict:
+    deadline = time.monotonic() + 120
+    with h.observe(url) as pg:
+        while True:
+            rows = pg.execute(f"{h.OWN_QUERY} {WAITS}").fetchall()
+            if len(rows) >= expected or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)  # the workers' progress, in another process
+    by_job = {row[1]: row for row in rows if row[3] == "scheduled"}
+    by_execution = {row[0]: row for row in rows}
+    out: dict = {}
+    for point, ids in made.items():
+        series: dict[str, list[float]] = {"local": [], "remote": []}
+        missing = 0
+        for key in ids:
+            row = by_execution.get(key) if point == "trigger" else by_job.get(key)
+            if row is None:
+                missing += 1
+                continue
+            _id, _job, partition, _origin, due, e_created, j_created, j_updated, started = row
+            written = {"trigger": e_created, "update": j_updated}.get(point, j_created)
+            side = "local" if owners.get(partition) == "s2" else "remote"
+            series[side].append((started - max(due, written)) / 1000)
+        out[point] = {side: summary(values) for side, values in series.items()}
+        if missing:
+            out[point]["not_started"] = missing
+    return out
+
+
+def summary(values: list[float]) -> dict:
+    values = sorted(values)
+    return {"n": len(values), "p50_ms": round(h.percentile(values, 0.5), 1),
+            "p99_ms": round(h.percentile(values, 0.99), 1), "max_ms": round(values[-1], 1) if values else None}
+
+
+def start_worker(folder: Path, address: str, credential: str, worker_id: str) -> subprocess.Popen:
+    log = (folder / f"{worker_id}.log").open("w")
+    return subprocess.Popen(
+        [TICKWHEEL, "worker", "--address", address, "--handlers", h.BUILTINS, "--no-http", "--slots", "200",
+         "--worker-id", worker_id, "--grace", "5", "--log-level", "WARNING"],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder,
+        env={**os.environ, "TICKWHEEL_WORKER_CREDENTIAL": credential},
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--pause", type=float, default=0.3, help="longest random pause before each request (s)")
+    parser.add_argument("--seed", type=int, default=17)
+    parser.add_argument("--pg")
+    parser.add_argument("--etcd")
+    parser.add_argument("--logs")
+    args = parser.parse_args()
+    with h.postgres(args.pg) as url, h.etcd(args.etcd) as endpoint, h.workdir(args.logs, "tickwheel-wake-") as folder:
+        servers, workers = [], []
+        try:
+            for name in SERVERS:
+                servers.append(start_server_process(folder, "--store", url, "--etcd", endpoint, "--migrate",
+                                                    "--server-id", name))
+            s1, s2 = servers
+            key, credential = asyncio.run(api_key(s2))
+            workers = [start_worker(folder, s.address, credential, f"wake-w{i}") for i, s in enumerate(servers)]
+            owned = asyncio.run(wait_shared(s2, len(workers)))
+            h.wait_started(url, s1)
+            time.sleep(2)
+            with psycopg.connect(h.conninfo(url)) as pg:
+                owners = dict(pg.execute("SELECT partition, owner FROM partitions").fetchall())
+            pids = [s.process.pid for s in servers]
+            etcd_before = h.etcd_counters(endpoint)
+            cpu_before = sum(h.tree_cpu_s(pid) for pid in pids)
+            load_before = h.load_average()
+            began = time.monotonic()
+            made = asyncio.run(drive(s2, key, args.rounds, args.batch, args.pause, random.Random(args.seed)))
+            wall = time.monotonic() - began
+            cpu = sum(h.tree_cpu_s(pid) for pid in pids) - cpu_before
+            etcd_after = h.etcd_counters(endpoint)
+            requests = 4 * args.rounds + args.rounds // 10 + 1
+            jobs = sum(len(ids) for ids in made.values()) + args.rounds
+            puts = etcd_after.get("grpc_server_started_total:Put", 0) - etcd_before.get("grpc_server_started_total:Put", 0)
+            expected = sum(len(ids) for ids in made.values())
+            result = {
+                "rounds": args.rounds, "batch": args.batch, "pause_s": args.pause, "partitions_owned": owned,
+                "wait": waits(url, made, owners, expected),
+                "etcd_puts": puts, "etcd_puts_per_request": round(puts / requests, 3),
+                "etcd_puts_per_job": round(puts / jobs, 4),
+                "cpu_ms_per_request": round(cpu * 1000 / requests, 2), "request_phase_s": round(wall, 1),
+                "loadavg_before": load_before, "loadavg_after": h.load_average(),
+            }
+        finally:
+            for worker in workers:
+                worker.terminate()
+            for worker in workers:
+                try:
+                    worker.wait(10)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
+            for server in servers:
+                try:
+                    server.terminate(20)
+                except subprocess.TimeoutExpired:
+                    server.kill()
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
