@@ -35,6 +35,9 @@ class Holders:
     def wake_key(self, server_id: str) -> str:
         return keys.wake_key(server_id, self._root)
 
+    def members(self) -> list[str]:
+        return self._servers
+
 
 class Server:
     def __init__(self, backend: Backend, me: str, servers: list[str], session) -> None:
@@ -42,7 +45,7 @@ class Server:
         self.wakes = 0
         self.wakeup = Wakeup(
             backend.store, Holders(me, backend.prefix, servers), backend.clock, local=self._woken,
-            session=lambda: session, within=2.0, window=0.02,
+            session=lambda: session, within=2.0, spacing=0.02,
         )
 
     def _woken(self) -> None:

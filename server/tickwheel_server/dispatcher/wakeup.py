@@ -20,9 +20,14 @@ CockroachDB has no LISTEN/NOTIFY, so the wake travels through what every
 server already shares: the lease store (etcd, or the in-process store of
 ``tickwheel dev``). The key is per *server*, not per partition or job: a
 batch of 1 000 jobs over every partition of a fleet of N servers is at most
-N - 1 puts, and at most one put per server goes out per ``window`` seconds
-(later wakes for it are merged into one put at the window's end). What is
-pending is a set of server ids: bounded by the members.
+N - 1 puts. A put to a server that had none for a window goes out at once;
+later ones within the window are merged into one put at its end. The
+window is ``spacing`` × (N - 1), at most ``max_window``: however many
+servers write due-now jobs without pause, a server receives about one wake
+per ``spacing`` (its dispatcher's wake gap: more would not bring more
+claims), and the whole fleet puts about N / ``spacing`` times a second
+(2 N (N - 1) beyond the cap). What is pending is a set of server ids:
+bounded by the members.
 
 A wake is only a hint: the claim it brings forward still reads only rows
 due by then (never early), fenced as every claim; a wake lost (etcd down,
@@ -49,8 +54,11 @@ from .ownership_view import RETRY_CAP, RETRY_INITIAL
 
 log = logging.getLogger(__name__)
 
-DEFAULT_WINDOW = 0.02
-"""Seconds: at most one wake put per target server per window."""
+DEFAULT_SPACING = 0.02
+"""Seconds between the wakes a server receives from all the others together
+(the dispatcher's wake gap); see the module docstring."""
+DEFAULT_MAX_WINDOW = 0.5
+"""Seconds: the longest a wake is held back for merging, whatever the fleet."""
 
 
 class Holders(Protocol):
@@ -63,6 +71,9 @@ class Holders(Protocol):
 
     def wake_key(self, server_id: str) -> str:
         """The wake key of ``server_id``."""
+
+    def members(self) -> list[str]:
+        """The live members as last seen."""
 
 
 class Wakeup:
@@ -85,17 +96,19 @@ class Wakeup:
         local: Callable[[], None],
         session: Callable[[], Session | None],
         within: float,
-        window: float = DEFAULT_WINDOW,
+        spacing: float = DEFAULT_SPACING,
+        max_window: float = DEFAULT_MAX_WINDOW,
     ) -> None:
-        if not within > 0 or not window >= 0:
-            raise ValueError("within must be > 0 and window >= 0 seconds")
+        if not within > 0 or not 0 <= spacing <= max_window:
+            raise ValueError("within must be > 0 and 0 <= spacing <= max_window seconds")
         self._leases = leases
         self._ownership = ownership
         self._clock = clock
         self._local = local
         self._session = session
         self._within_us = math.ceil(within * 1e6)
-        self._window = window
+        self._spacing = spacing
+        self._max_window = max_window
         self._pending: set[str] = set()
         self._sent_at: dict[str, float] = {}
         """Target -> monotonic instant of its last put, pruned once a window old."""
@@ -157,10 +170,11 @@ class Wakeup:
         while True:
             await self._kick.wait()
             now = self._clock.monotonic()
-            self._sent_at = {t: at for t, at in self._sent_at.items() if at + self._window > now}
+            window = self.window()
+            self._sent_at = {t: at for t, at in self._sent_at.items() if at + window > now}
             ready = {t for t in self._pending if t not in self._sent_at}
             if not ready:  # every pending target had its put this window: merge into one at its end
-                await self._clock.sleep(min(self._sent_at[t] for t in self._pending) + self._window - now)
+                await self._clock.sleep(min(self._sent_at[t] for t in self._pending) + window - now)
                 continue
             self._pending -= ready
             if not self._pending:
@@ -169,6 +183,12 @@ class Wakeup:
                 self._sent_at[target] = now
             self.puts += len(ready)
             await asyncio.gather(*(self._put(target) for target in sorted(ready)))
+
+    def window(self) -> float:
+        """Seconds within which puts to one server are merged: ``spacing``
+        × the other members, at most ``max_window``."""
+        others = max(1, len(self._ownership.members()) - 1)
+        return min(self._max_window, self._spacing * others)
 
     async def _put(self, target: str) -> None:
         session = self._session()

@@ -16,7 +16,9 @@ from tickwheel_server.lease import keys
 from tickwheel_server.lease.memory import MemoryLeaseStore
 
 ROOT = "/w/"
-WINDOW = 0.02
+SPACING = 0.02
+WINDOW = 2 * SPACING
+"""Three servers here: puts to one server are merged over the spacing times the two others."""
 PARTITIONS = 256
 
 
@@ -25,6 +27,7 @@ class Holders:
 
     def __init__(self, me: str, servers: list[str]) -> None:
         self.server_id = me
+        self.servers = servers
         self.holders = {p: servers[p % len(servers)] for p in range(PARTITIONS)}
 
     def holder(self, partition: int) -> str | None:
@@ -32,6 +35,9 @@ class Holders:
 
     def wake_key(self, server_id: str) -> str:
         return keys.wake_key(server_id, ROOT)
+
+    def members(self) -> list[str]:
+        return self.servers
 
 
 async def settle() -> None:
@@ -56,7 +62,7 @@ async def world():
     local: list[int] = []
     wakeup = Wakeup(
         leases, Holders("a", ["a", "b", "c"]), clock, local=lambda: local.append(1), session=lambda: session,
-        within=2.0, window=WINDOW,
+        within=2.0, spacing=SPACING,
     )
     sender = asyncio.create_task(wakeup._send_forever())
     try:
@@ -133,6 +139,7 @@ async def test_a_hostile_stream_of_due_now_writes_stays_bounded(world) -> None:
     await settle()
     bound = 2 * (elapsed / WINDOW + 1)
     assert wakeup.puts == len(seen) <= bound, f"{wakeup.puts} puts in {elapsed} s"
+    assert seen.count("b") <= elapsed / WINDOW + 1, "what one server receives from one writer"
     assert wakeup.puts >= 2 * elapsed / WINDOW / 2, "the wakes still go out, merged"
     assert len(local) == mine, "the local wake is an event set: the dispatcher's wake gap bounds its claims"
 
@@ -142,7 +149,7 @@ async def test_no_put_without_a_live_session() -> None:
     leases = MemoryLeaseStore(clock)
     session = await leases.open_session(60)
     wakeup = Wakeup(
-        leases, Holders("a", ["a", "b"]), clock, local=lambda: None, session=lambda: session, within=2.0, window=WINDOW
+        leases, Holders("a", ["a", "b"]), clock, local=lambda: None, session=lambda: session, within=2.0, spacing=SPACING
     )
     sender = asyncio.create_task(wakeup._send_forever())
     try:
@@ -160,3 +167,17 @@ def test_bad_settings_are_refused() -> None:
     clock = FakeClock()
     with pytest.raises(ValueError):
         Wakeup(MemoryLeaseStore(clock), Holders("a", ["a"]), clock, local=lambda: None, session=lambda: None, within=0)
+
+
+def test_the_merging_window_grows_with_the_fleet_up_to_its_cap() -> None:
+    """Each server receives about one wake per spacing from all the others
+    together, so the window one writer keeps per target grows with them."""
+    clock = FakeClock()
+    leases = MemoryLeaseStore(clock)
+    windows = []
+    for count in (1, 2, 3, 11, 40):
+        servers = [f"s{i}" for i in range(count)]
+        wakeup = Wakeup(leases, Holders("s0", servers), clock, local=lambda: None, session=lambda: None,
+                        within=2.0, spacing=SPACING, max_window=0.5)
+        windows.append(wakeup.window())
+    assert windows == [SPACING, SPACING, 2 * SPACING, 10 * SPACING, 0.5]
