@@ -11,7 +11,9 @@ Two ``tickwheel server`` processes (``s1``, ``s2``: 256 partitions shared
 between them) on one PostgreSQL and one etcd, one ``tickwheel worker``
 (``echo``) connected to each. Every request goes to ``s2``, one at a time,
 each after a random pause of 0 to ``--pause`` seconds (so the requests
-fall at every phase of the dispatchers' 1 s tick). Each round sends:
+fall at every phase of the dispatchers' 1 s tick; ``--pause 0``: back to
+back, the most one client sends). The tenant's request rate quota is
+lifted. Each round sends:
 
 - ``create``: CreateJob of a one-off due now (the client's clock);
 - ``create_past``: CreateJob of a one-off due 10 s ago;
@@ -69,7 +71,8 @@ async def api_key(server) -> tuple[str, str]:
     async with grpc.aio.insecure_channel(server.address) as channel:
         admin = admin_pb2_grpc.AdminServiceStub(channel)
         created = await admin.CreateTenant(
-            admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(name="wake")), metadata=h.admin_metadata(server)
+            admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(
+                name="wake", quotas=admin_pb2.TenantQuotas(requests_per_second=100_000))), metadata=h.admin_metadata(server)
         )
         issued = await admin.IssueWorkerCredential(
             admin_pb2.IssueWorkerCredentialRequest(tenants=["wake"], handlers=[h.HANDLER]),
