@@ -92,7 +92,7 @@ class Dispatcher:
         metrics: Metrics | None = None,
         review_every: float = 30.0,
         lender: Lender | None = None,
-        wake_gap: float = 0.02,
+        wake_gap: float = 0.05,
     ) -> None:
         self._store = store
         self._ownership = ownership

@@ -54,7 +54,7 @@ from .ownership_view import RETRY_CAP, RETRY_INITIAL
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SPACING = 0.02
+DEFAULT_SPACING = 0.05
 """Seconds between the wakes a server receives from all the others together
 (the dispatcher's wake gap); see the module docstring."""
 DEFAULT_MAX_WINDOW = 0.5
