@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 import grpc
 import pytest
-from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tests.integration.test_dispatch_flow import history, once_job, wait_for_status
 from tests.support.server import running_server
@@ -122,3 +122,56 @@ async def test_a_wake_lost_while_etcd_is_down_leaves_the_job_to_the_tick(pair, e
     again = await create_on(scheduler, key, a, "after")
     await wait_for_status(scheduler, key, again, job_pb2.EXECUTION_STATUS_SUCCEEDED)
     assert a.server.wakeup.received > received
+
+
+async def test_a_tenant_creating_due_now_jobs_in_a_loop_cannot_make_the_servers_spin(pair) -> None:
+    """A tenant whose request rate quota is lifted creates due-now jobs from
+    eight concurrent loops (far more wakes than one per gap): each server's
+    claims stay within one per wake gap of the time the creates took, the
+    writer's puts within one per merging window, and every job runs once.
+    (On a loaded machine the claims' own length may keep them under the
+    bound too; the gap alone is tested on a FakeClock in
+    ``tests/unit/dispatcher/test_dispatcher_wake.py``.)"""
+    a, b, scheduler, _key = pair
+    await settled(a, b)
+    async with grpc.aio.insecure_channel(a.address) as channel:
+        created_tenant = await admin_pb2_grpc.AdminServiceStub(channel).CreateTenant(
+            admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(
+                name="flood", quotas=admin_pb2.TenantQuotas(requests_per_second=100_000))),
+            metadata=a.admin_metadata(),
+        )  # fmt: skip
+    key = created_tenant.api_key.secret
+    credential = await a.issue_worker_credential(["flood"], http=True)
+    meta = (("authorization", f"Bearer {key}"),)
+    async with running_worker(a.address, credential, builtin_handlers(), worker_id="flood-w", slots=64):
+        await without_ticks(a, b)
+        servers = [r.server for r in (a, b)]
+        ticks = [s.dispatcher.ticks for s in servers]
+        puts, local = b.server.wakeup.puts, b.server.wakeup.local_wakes
+        loop = asyncio.get_running_loop()
+        created: list[str] = []
+
+        async def flood(lane: int) -> None:
+            for index in range(40):
+                reply = await scheduler.CreateJob(
+                    scheduler_pb2.CreateJobRequest(job=once_job(f"flood-{lane}-{index}", datetime.now(timezone.utc)),
+                                                   request_id=f"flood-{lane}-{index}"),
+                    metadata=meta,
+                )  # fmt: skip
+                created.append(reply.job.id)
+
+        began = loop.time()
+        await asyncio.gather(*(flood(lane) for lane in range(8)))
+        elapsed = loop.time() - began
+        for job_id in created:
+            await wait_for_status(scheduler, key, job_id, job_pb2.EXECUTION_STATUS_SUCCEEDED)
+        # Only wakes claim here (the tick is an hour); the last wake's claim
+        # comes at most one gap after the last create.
+        for server, before in zip(servers, ticks):
+            claims = server.dispatcher.ticks - before
+            assert claims <= elapsed / server.dispatcher._wake_gap + 3, f"{claims} claims in {elapsed:.2f} s"
+        assert b.server.wakeup.puts - puts <= elapsed / b.server.wakeup.window() + 2
+        local_wakes = b.server.wakeup.local_wakes - local
+        assert local_wakes > elapsed / servers[1].dispatcher._wake_gap + 3, "a flood, not a trickle"
+        for job_id in created[:10]:
+            assert len(await history(scheduler, key, job_id)) == 1
