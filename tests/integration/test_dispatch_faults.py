@@ -163,6 +163,18 @@ def statuses_of(engine: sa.Engine, job_ids: list[str]) -> list[tuple]:
         ).all()]  # fmt: skip
 
 
+def handed_out(engine: sa.Engine, job_ids: list[str], at: datetime) -> tuple[set[str], set[str]]:
+    """The jobs whose execution a worker may have by ``at`` (ended, or
+    running and sent by then), and those whose execution none can have
+    (scheduled, armed, or started ahead of a send instant after ``at``)."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text("SELECT job_id, status IN ('scheduled', 'armed') OR (status = 'running' AND handed_out_at > :at) "
+                    "FROM executions WHERE job_id = ANY(:ids)"), {"ids": job_ids, "at": to_us(at)},
+        ).all()  # fmt: skip
+    return {job for job, waiting in rows if not waiting}, {job for job, waiting in rows if waiting}
+
+
 def audit(engine: sa.Engine, expected: dict[str, datetime], worker_id: str) -> dict[str, sa.Row]:
     """Every job: exactly one execution, succeeded, due at its instant, with
     exactly one attempt row, by ``worker_id``, started no earlier than due.
@@ -394,12 +406,18 @@ def test_postgres_then_etcd_outage_late_not_lost(
         eventually(lambda: len(partition_owners(engine)) == PARTITIONS, 15, "the server owns every partition")
 
         with scheduler(server.address) as stub:
-            # ---- PostgreSQL goes away for 3 s while jobs fall due.
+            # ---- PostgreSQL goes away for 3 s while jobs fall due: longer if
+            # that leaves fewer than four due instants in the outage (a loaded
+            # machine sees the run under way, and stops PostgreSQL, later).
             before_pg = create_once_jobs([stub], api_key, spaced(now() + timedelta(seconds=2), 12, 0.5), "pg")
-            eventually(lambda: succeeded(engine, list(before_pg)) >= 2, 10, "the run is under way")
+            # Two handed out: by the store's hand-out, not by results, which come later.
+            eventually(lambda: len(handed_out(engine, list(before_pg), now())[0]) >= 2, 10, "the run is under way")
             postgres_server.stop()
             pg_down = now()
-            time.sleep(3.0)  # the outage
+            due_while_down = sorted(at for at in before_pg.values() if at >= pg_down)
+            assert len(due_while_down) >= 4, f"PostgreSQL stopped at {pg_down}, after all but {len(due_while_down)} instants"
+            outage_until = max(pg_down + timedelta(seconds=3), due_while_down[3] + timedelta(seconds=0.1))
+            time.sleep(max(0.0, (outage_until - now()).total_seconds()))  # the outage
             pg_starting = now()
             postgres_server.start()
             try:
