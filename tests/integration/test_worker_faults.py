@@ -18,6 +18,7 @@ and `tickwheel worker` processes on one real PostgreSQL and one real etcd.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import threading
 import time
@@ -292,7 +293,12 @@ def test_etcd_restarting_under_long_jobs_re_stamps_them_and_reaps_none(
         with engine.connect() as conn:
             before = set(conn.execute(sa.text("SELECT DISTINCT owner FROM executions WHERE status = 'running'")).scalars())
         etcd_server.stop()
-        time.sleep(SESSION_TTL + 1.5)  # the session is lost on the server's side
+        # etcd keeps leases across a restart and extends them: a session the
+        # server has not yet given up when etcd returns survives, and nothing
+        # is re-stamped. Restart it only once the server says the session is
+        # lost, however late a loaded machine lets it notice.
+        eventually(lambda: re.search(r"etcd session [0-9a-f]+ lost", server.log()), SESSION_TTL + 30,
+                   "the server notices its session is lost")
         etcd_server.start()
         eventually(lambda: "re-stamped 3 running executions" in server.log(), 20, "the server re-stamps")
         with engine.connect() as conn:
