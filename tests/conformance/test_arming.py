@@ -18,6 +18,7 @@ from tickwheel_server.errors import NotFound
 from tickwheel_server.lease.keys import SERVERS_PREFIX, session_name
 from tickwheel_server.lease.memory import MemoryLeaseStore
 from tickwheel_server.maintenance.reaper import Reaper
+from tickwheel_server.store.errors import AmbiguousCommitError
 from tickwheel_server.store.executions import Capability, ResultIn
 from tickwheel_server.store.history import HistoryStore
 from tickwheel_server.store.jobs import JobStore
@@ -418,3 +419,64 @@ async def test_a_tenant_with_huge_payloads_does_not_take_the_whole_byte_bound(qu
     again = await queue.arming.arm("s2", clock.now(), clock.now() + AHEAD, BOTH, 100, max_bytes=big - 1,
                                    row_bytes=100)
     assert [a.handed.id for a in again] == ["z2"]
+
+
+async def test_an_arm_or_a_start_whose_commit_went_unanswered_is_undone_by_the_next(
+    queue, migrated_engine, clock, monkeypatch
+) -> None:
+    """As when PostgreSQL stops during the COMMIT: the arm or start may
+    have committed; its rows must not stay armed or running under the live
+    session with no server holding them (only the reaper or the safety net
+    would free them). The next arm, start or disarm undoes exactly what it
+    did: a row another start stamped, or another session's, is not touched."""
+    for ident in ("e1", "e2", "e3"):
+        add_one_off(migrated_engine, clock, ident, due_in=2)
+    store, real = queue.arming, queue.arming._tx
+
+    async def committed_unanswered(fn, **options):
+        await real(fn, **options)
+        raise AmbiguousCommitError("the connection broke after COMMIT")
+
+    async def lost_before_commit(fn, **options):
+        raise AmbiguousCommitError("the connection broke before COMMIT")
+
+    monkeypatch.setattr(store, "_tx", committed_unanswered)
+    with pytest.raises(AmbiguousCommitError):
+        await arm(queue, clock)
+    assert {row(migrated_engine, i) for i in ("e1", "e2", "e3")} == {("armed", "s1", 1, None)}
+    monkeypatch.setattr(store, "_tx", real)
+    armed = await arm(queue, clock)  # undone first (delivery back), then armed again and returned: held
+    assert sorted(a.handed.id for a in armed) == ["e1", "e2", "e3"]
+    assert {row(migrated_engine, i) for i in ("e1", "e2", "e3")} == {("armed", "s1", 1, None)}
+    held = {a.handed.id: a for a in armed}
+
+    clock.advance(2)
+    known = await store.start("s1", items([held["e3"]]), clock.now())  # answered: e3 runs, stamped its instant
+    assert known.started == ["e3"]
+    monkeypatch.setattr(store, "_tx", committed_unanswered)
+    with pytest.raises(AmbiguousCommitError):
+        await store.start("s1", items([held["e1"]]), clock.now())
+    assert row(migrated_engine, "e1").status == "running"
+    monkeypatch.setattr(store, "_tx", lost_before_commit)
+    with pytest.raises(AmbiguousCommitError):  # nothing committed: nothing of its own to undo
+        await store.start("s1", items([held["e2"]]), clock.now())
+    monkeypatch.setattr(store, "_tx", real)
+    assert (await store.start("s2", items([held["e2"]]), clock.now())).started == []  # not s2's
+    # The next start undoes e1's start (stamped with that start's instant
+    # only), then starts e1 and e2 once; e3, started by an answered start, stays as it is.
+    again = await store.start("s1", items([held["e1"], held["e2"]]), clock.now())
+    assert again.started == ["e1", "e2"]
+    assert row(migrated_engine, "e1") == row(migrated_engine, "e2") == ("running", "s1", 1, again.at_us)
+    assert row(migrated_engine, "e3") == ("running", "s1", 1, known.at_us)
+    assert store.in_doubt.entries == []
+
+    # A start in doubt undone by the disarm of a batch not sent in time: back to scheduled, delivery 0.
+    add_one_off(migrated_engine, clock, "e4", due_in=2)
+    [four] = await arm(queue, clock)
+    clock.advance(2)
+    monkeypatch.setattr(store, "_tx", committed_unanswered)
+    with pytest.raises(AmbiguousCommitError):
+        await store.start("s1", items([four]), clock.now())
+    monkeypatch.setattr(store, "_tx", real)
+    assert await store.disarm("s1", [("e4", 1)]) == ["e4"]
+    assert row(migrated_engine, "e4") == ("scheduled", None, 0, None)

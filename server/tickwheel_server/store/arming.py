@@ -32,14 +32,17 @@ Every write is conditional on the status (and, for the owner's own writes,
 on owner and delivery), so a row disarmed by anyone is never started, and a
 row started is never disarmed: the status transition is the fence, as for
 the hand-out.
+
+An arm or start whose COMMIT went unanswered is undone first thing in this
+store's next arm, start or disarm (:mod:`.arming_doubt`).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -50,6 +53,7 @@ from ..jobspec import DefinitionCache
 from ..policy.arming import may_arm, runs_beside
 from ..policy.fairness import Shares
 from ..schedule.model import ScheduleKind
+from .arming_doubt import Doubt, InDoubt
 from .arming_pick import pick_fairly
 from .base import SqlStore, chunks, driver_sql, execute_arrays, tuples
 from .executions import Capability, HandedOut, Retry
@@ -57,6 +61,8 @@ from .fairshare import FairShare
 from .isolation import PAUSED_WAIT, status_in
 from .tables import executions, tenants
 from .tenant_walk import TenantWalk
+
+T = TypeVar("T")
 
 ARMED = "armed"
 """The status of an armed execution (internal: every view shows ``scheduled``)."""
@@ -225,6 +231,12 @@ class ArmStore(SqlStore):
         self._unique_instant = unique_instant or (lambda at_us: at_us)
         """The hand-out store's: a start's instant differs from every round's
         of this server, which tells its own rows from others by (owner, instant)."""
+        self.in_doubt = InDoubt()
+        """Its arms and starts whose COMMIT went unanswered (:mod:`.arming_doubt`)."""
+
+    def _tx_undoing(self, fn: Callable[[Connection], T], doubt: Callable[[], Doubt | None]) -> Awaitable[T]:
+        """``fn`` row-locked, after undoing what is in doubt (:meth:`.arming_doubt.InDoubt.run`)."""
+        return self.in_doubt.run(lambda undo_then: self._tx(undo_then, row_locked=True), fn, doubt)
 
     async def arm(
         self, owner: str, now: datetime, until: datetime, capability: Capability, limit: int,
@@ -251,9 +263,11 @@ class ArmStore(SqlStore):
         if limit <= 0 or until_us <= now_us or not capability.tenants or not (capability.handlers or capability.http):
             return []
         outcome: list[tuple[Shares, list[str]]] = []
+        tried: list[str] = []
 
         def fn(conn: Connection) -> list[Armed]:
             outcome.clear()
+            tried.clear()
             shares = self.fair.begin()
             definitions: dict[str, object] = {}
 
@@ -293,6 +307,7 @@ class ArmStore(SqlStore):
                     budget -= row_bytes + size
             if not chosen:
                 return []
+            tried.extend(sorted(chosen))
             armed: list[Armed] = []
             if self.caps.is_postgres:
                 batches = [tuples(execute_arrays(conn, _ARM, dict(ids=sorted(chosen), owner=owner)))]
@@ -319,7 +334,7 @@ class ArmStore(SqlStore):
             armed.sort(key=lambda a: (a.handed.ready_at_us, a.handed.id))
             return armed
 
-        armed = await self._tx(fn, row_locked=True)
+        armed = await self._tx_undoing(fn, lambda: (owner, [(i, 0) for i in tried], None) if tried else None)
         if outcome:
             self.fair.commit(*outcome[0])
         return armed
@@ -345,9 +360,11 @@ class ArmStore(SqlStore):
         if not items:
             return StartRound([], [], 0)
         wanted = {ident: (delivery, beside) for ident, delivery, beside in items}
+        tried: list[int] = []
 
         def fn(conn: Connection) -> StartRound:
             at_us = self._unique_instant(max(to_us(now), to_us(self.clock.now())))
+            tried[:] = [at_us]
             mine = [status_in(executions.c.status, ARMED), executions.c.owner == owner,
                     executions.c.ready_at <= at_us]
             started: list[str] = []
@@ -384,7 +401,8 @@ class ArmStore(SqlStore):
             return StartRound(sorted(started), sorted(disarmed), at_us)
 
         try:
-            return await self._tx(fn, row_locked=True)
+            pairs = sorted((ident, delivery) for ident, (delivery, _beside) in wanted.items())
+            return await self._tx_undoing(fn, lambda: (owner, pairs, tried[0]) if tried else None)
         except _Fenced as fenced:
             return StartRound([], [], 0, fenced.reason)
 
@@ -413,7 +431,7 @@ class ArmStore(SqlStore):
                 ).scalars().all()
             return sorted(found)
 
-        return await self._tx(fn, row_locked=True)
+        return await self._tx_undoing(fn, lambda: None)
 
     async def armed_owners(self, limit: int = 1000) -> list[str]:
         """The sessions that armed executions are stamped with (``executions_armed``)."""
