@@ -35,6 +35,7 @@ from ..policy.arming import may_arm, runs_beside
 from ..policy.fairness import Demand, Shares
 from ..schedule.model import ScheduleKind
 from .base import driver_sql, execute_arrays, tuples
+from .engine import capabilities
 from .executions import Capability, HandedOut
 from .fairshare import FairShare
 from .isolation import status_in
@@ -50,9 +51,17 @@ _BUSY_JOBS = driver_sql(
     "AND e.status IN ('scheduled', 'waiting', 'running') "
     "UNION SELECT e.job_id FROM executions AS e WHERE e.job_id = ANY (CAST(:ids AS TEXT[])) AND e.status = 'armed'"
 )
-_TENANTS = driver_sql(
-    "SELECT t.name, t.weight, t.max_concurrency, t.state FROM tenants AS t WHERE t.name = ANY (CAST(:names AS TEXT[]))"
-)
+# The tenants' settings share-locked where the engine has row locks: the
+# claim runs at READ COMMITTED on PostgreSQL (:mod:`.dispatch`), and a pause
+# or a cap set on a tenant (an UPDATE of its row) then waits for the claim
+# that read it unpaused and uncapped, or the claim reads the new row.
+_TENANTS = {
+    locked: driver_sql(
+        "SELECT t.name, t.weight, t.max_concurrency, t.state FROM tenants AS t "
+        "WHERE t.name = ANY (CAST(:names AS TEXT[])) ORDER BY t.name" + (" FOR SHARE" if locked else "")
+    )
+    for locked in (False, True)
+}
 
 
 @dataclass(frozen=True)
@@ -138,10 +147,10 @@ def choose(
     """Per group of ``offer``, the candidates handed out: those of tenants
     neither paused nor capped, whose job has no other execution not ended
     (unless they run beside others), shared out by :func:`share_out`. Two
-    reads at most: the tenants' settings and the jobs' executions."""
+    reads at most: the tenants' settings (share-locked) and the jobs' executions."""
     names = sorted({c.tenant for c in candidates})
     if arrays:
-        rows = tuples(execute_arrays(conn, _TENANTS, {"names": names}))
+        rows = tuples(execute_arrays(conn, _TENANTS[capabilities(conn).row_locks], {"names": names}))
     else:
         rows = conn.execute(
             sa.select(tenants.c.name, tenants.c.weight, tenants.c.max_concurrency, tenants.c.state)

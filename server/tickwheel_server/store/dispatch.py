@@ -32,6 +32,10 @@ cursor's occurrence moves to (``next_run_at``, the nominal cursor then in
 ``next_nominal_at``: :class:`~.claim_calendars.PreviousClaim`); the claim
 writes the same pair for the cursor it advances.
 
+On PostgreSQL the claim runs at READ COMMITTED (``row_locked``): it decides from
+rows it locks (its jobs, the epochs, the hand-out's tenants), so claims of disjoint
+partitions at once do not roll each other back (architecture: "Claims side by side").
+
 A job's definition is parsed once per version: the store's
 :class:`~tickwheel_server.jobspec.DefinitionCache` keeps what a claim needs of
 it (schedule, misfire policy, handler, payload) by job id and version, so a
@@ -339,7 +343,7 @@ class DispatchStore(SqlStore):
             return result, changed
 
         try:
-            result, changed = await self._tx(fn)
+            result, changed = await self._tx(fn, row_locked=True)
         except Fenced:  # nothing was handed out: claim as if no credit had been lent
             return await self.claim_due(owned, now, lookahead=lookahead, batch=batch, scan_limit=scan_limit)
         if direct is not None:
