@@ -266,6 +266,8 @@ class TickwheelServer:
         self.dispatcher = Dispatcher(
             self.stores.dispatch, self.ownership, self.wheel, self.clock, metrics=self.metrics,
             lender=self.gateway.lending,
+            # SQLite has one writer: claims side by side would only queue on it.
+            lanes=1 if self.stores.dispatch.caps.is_sqlite else config.claim_lanes,
         )
         # A write that makes something due before the next tick wakes the
         # partition's owner: this dispatcher, or another server's through its

@@ -150,6 +150,10 @@ class ServerConfig:
     """Seconds before their instant that executions needing no decision then
     are armed for this server's workers (docs/architecture.md, "Hand-outs
     decided ahead"); 0 arms nothing. At most 30."""
+    claim_lanes: int = 2
+    """Claims the dispatcher has in flight at once, each on its own share of
+    the owned partitions (docs/architecture.md, Dispatch, "Claims side by
+    side"); 1 to 8. SQLite claims one at a time whatever this says."""
 
     def __post_init__(self) -> None:
         if not self.store:
@@ -180,6 +184,8 @@ class ServerConfig:
             raise ConfigError("heartbeat_interval: must be > 0 and less than heartbeat_timeout")
         if self.shutdown_grace < 0:
             raise ConfigError("shutdown_grace: must be >= 0")
+        if not 1 <= self.claim_lanes <= 8:
+            raise ConfigError("claim_lanes (--claim-lanes): must be between 1 and 8")
         if not 0 <= self.arm_ahead <= 30:
             raise ConfigError("arm_ahead (--arm-ahead): must be between 0 and 30 seconds")
         if not self.retention_days * 24 >= 1:
@@ -276,6 +282,7 @@ _ENV = {
     "breaker_failure_ratio": "TICKWHEEL_BREAKER_FAILURE_RATIO",
     "breaker_open": "TICKWHEEL_BREAKER_OPEN",
     "arm_ahead": "TICKWHEEL_ARM_AHEAD",
+    "claim_lanes": "TICKWHEEL_CLAIM_LANES",
 }
 """Setting -> environment variable."""
 
@@ -357,6 +364,11 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--breaker-failure-ratio", type=float, metavar="RATIO",
         help="circuit breaker: share of failed calls in the window that opens it, 0 < RATIO <= 1 (default 0.5)",
+    )
+    parser.add_argument(
+        "--claim-lanes", type=int, metavar="N",
+        help="claims in flight at once, each on its own share of the owned partitions (1 to 8, default 2; "
+             "or TICKWHEEL_CLAIM_LANES)",
     )
     parser.add_argument(
         "--arm-ahead", type=float, metavar="SECONDS",
@@ -448,7 +460,7 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
             settings[name] = value
     for name in ("metrics_top_tenants", "trace_export", "metrics_export", "otlp_endpoint", "otlp_protocol",
                  "log_format", "breaker_window", "breaker_min_calls", "breaker_failure_ratio", "breaker_open",
-                 "arm_ahead"):  # fmt: skip
+                 "arm_ahead", "claim_lanes"):  # fmt: skip
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value
@@ -470,7 +482,7 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
         settings["tls"] = TlsConfig(tls_files["tls_cert"], tls_files["tls_key"], tls_files["tls_client_ca"])
     if args.allow_target_network:
         settings["allow_target_networks"] = tuple(args.allow_target_network)
-    for name in ("partition_count", "session_ttl", "metrics_top_tenants", "breaker_min_calls"):
+    for name in ("partition_count", "session_ttl", "metrics_top_tenants", "breaker_min_calls", "claim_lanes"):
         if name in settings:
             try:
                 settings[name] = int(settings[name])

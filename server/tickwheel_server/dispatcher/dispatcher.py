@@ -23,6 +23,14 @@ seconds after the last one began, so wakes in a flood bring at most one
 claim per gap. A wake changes only when the claim runs, never what it reads:
 it still claims what is due by then and fences as ever.
 
+With ``lanes`` above 1 the owned partitions are split into that many
+contiguous, disjoint sets and each set's passes run at once, one claim in
+flight per lane (their SQL in store threads side by side; the claim runs at
+READ COMMITTED on PostgreSQL, so claims of disjoint partitions do not roll
+each other back: :mod:`tickwheel_server.store.dispatch`). The deals of
+every lane's claims still run one at a time, in the order the claims
+committed, each beside the next claims.
+
 Every ``review_every`` seconds a tick also reviews the jobs left out of
 claims as unreadable or uncomputable (:meth:`DispatchStore.review_quarantine`):
 their alerts resolve once the job can be dispatched again.
@@ -44,6 +52,23 @@ from ..telemetry.metrics import Metrics
 from ..wheel import WheelRunner
 
 log = logging.getLogger(__name__)
+
+MAX_LANES = 8
+"""The most claims one dispatcher has in flight at once."""
+
+
+def split_lanes(owned: dict[int, int], lanes: int) -> list[dict[int, int]]:
+    """``owned`` in at most ``lanes`` contiguous runs of its partitions in
+    order, as even as can be, none empty (pure)."""
+    ordered = sorted(owned)
+    count = max(1, min(lanes, len(ordered)))
+    size, extra = divmod(len(ordered), count)
+    runs, start = [], 0
+    for index in range(count):
+        end = start + size + (1 if index < extra else 0)
+        runs.append({p: owned[p] for p in ordered[start:end]})
+        start = end
+    return runs
 
 
 class Owned(Protocol):
@@ -93,7 +118,10 @@ class Dispatcher:
         review_every: float = 30.0,
         lender: Lender | None = None,
         wake_gap: float = 0.05,
+        lanes: int = 1,
     ) -> None:
+        if not 1 <= lanes <= MAX_LANES:
+            raise ValueError(f"lanes must be between 1 and {MAX_LANES}, not {lanes}")
         self._store = store
         self._ownership = ownership
         self._runner = runner
@@ -106,8 +134,9 @@ class Dispatcher:
         self._lender = lender
         self._wake_gap = wake_gap
         self._woken = asyncio.Event()
+        self._lanes = lanes
         self._dealing: asyncio.Task[int] | None = None
-        """The deal of the last claim's hand-outs, running beside the next claim."""
+        """The deal of the last claim's hand-outs, running beside the next claim (it awaits the deal before it)."""
         self._reviewed_at: float | None = None
         self._known: set[int] = set()
         self._stale: set[int] = set()
@@ -168,6 +197,19 @@ class Dispatcher:
         return total
 
     async def _passes(self, owned: dict[int, int]) -> int:
+        if self._lanes == 1 or len(owned) < 2:
+            return await self._lane_passes(owned, owned)
+        lanes = split_lanes(owned, self._lanes)
+        # Every lane ends before the tick goes on, even when one failed.
+        done = await asyncio.gather(*(self._lane_passes(owned, lane) for lane in lanes), return_exceptions=True)
+        for outcome in done:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return sum(done)
+
+    async def _lane_passes(self, owned: dict[int, int], lane: dict[int, int]) -> int:
+        """The passes of one lane (``lane``: its partitions of ``owned``; the
+        same dict with one lane). A stale partition leaves both."""
         total = 0
         # What is due now first, in every owned partition, then the
         # look-ahead: a batch scans in the index's order (partition, then
@@ -176,9 +218,9 @@ class Dispatcher:
         # falls behind.
         passes = (timedelta(0), self._lookahead) if self._lookahead > timedelta(0) else (self._lookahead,)
         for lookahead in passes:
-            while owned:
+            while lane:
                 started = self._clock.monotonic()
-                result = await self._claim(owned, lookahead)
+                result = await self._claim(lane, lookahead)
                 claimed = len(result.executions) + sum(map(len, result.handed_out))
                 if claimed and self._metrics is not None:
                     self._metrics.claimed("dispatch", claimed, self._clock.monotonic() - started)
@@ -191,7 +233,8 @@ class Dispatcher:
                     self._stale |= result.stale_partitions
                     for partition in result.stale_partitions:
                         owned.pop(partition, None)
-                    await self._follow(set(owned))
+                        lane.pop(partition, None)
+                    await self._follow(set(owned))  # only losses: nothing to read, no await
                 if not result.full:
                     break
         return total
@@ -215,13 +258,21 @@ class Dispatcher:
             raise
         # What it did not hand out is lent again at once; its deal runs
         # beside the next claim (whose SQL runs in a thread meanwhile), one
-        # deal at a time, in the claims' order.
+        # deal at a time, in the claims' order: each deal starts once the
+        # one before it ended, and this lane goes on once that one did.
         self._lender.keep(loan, result.handed_out)
-        try:
-            await self._dealt()
-        finally:
-            self._dealing = asyncio.create_task(self._lender.settle(loan, result.handed_out))
+        previous = self._dealing
+        self._dealing = asyncio.create_task(self._settle_after(previous, loan, result.handed_out))
+        if previous is not None:
+            await previous
         return result
+
+    async def _settle_after(self, previous: asyncio.Task[int] | None, loan: Loan, handed) -> int:
+        """Deal ``handed`` once ``previous`` (the deal before it) ended; what
+        ``previous`` raised is the claim's that awaits it to raise."""
+        if previous is not None:
+            await asyncio.wait({previous})
+        return await self._lender.settle(loan, handed)
 
     async def _dealt(self) -> None:
         """Wait for the last claim's deal (re-raising what it raised)."""
