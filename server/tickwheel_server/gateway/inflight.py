@@ -27,7 +27,7 @@ every entry; it runs about once a second.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, TypeVar
@@ -38,7 +38,7 @@ Key = tuple[str, int]
 C = TypeVar("C")
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry(Generic[C]):
     key: Key
     partition: int
@@ -104,6 +104,22 @@ class InFlight(Generic[C]):
         self._entries[key] = Entry(key, partition, connection, worker_id, now,
                                    result_pending=previous is not None and previous.result_pending)
         self._by_connection.setdefault(id(connection), set()).add(key)
+
+    def attach_many(self, connection: C, items: Sequence[tuple[Key, int]], worker_id: str, now: float) -> None:
+        """:meth:`attach` of each (key, partition) of ``items`` to ``connection``
+        (a batch sent to one stream): one call, and for a key not held yet
+        (a new hand-out) only its new entry."""
+        if not items:
+            return
+        entries = self._entries
+        held = self._by_connection.setdefault(id(connection), set())
+        for key, partition in items:
+            if key in entries:  # held before (by this stream or another): the general case
+                self.attach(connection, key, partition, worker_id, now)
+                held = self._by_connection[id(connection)]  # that may have replaced the set
+                continue
+            entries[key] = Entry(key, partition, connection, worker_id, now)
+            held.add(key)
 
     def hold_result(self, connection: C, key: Key) -> Holding:
         """A result for ``key`` arrived on ``connection``: HELD (now pending,

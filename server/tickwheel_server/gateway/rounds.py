@@ -45,18 +45,34 @@ MAX_FULL_BATCHES = 20
 """Full batches per group and round before the round yields (and runs again at once)."""
 
 
+@dataclass(eq=False, slots=True)
+class _Batch:
+    """One receiver's part of a deal: its message, what it holds, and the
+    bookkeeping of its send decided with it (:meth:`Rounds.prepare`), so
+    that the send only applies it."""
+
+    message: worker_pb2.PullResponse
+    items: list[HandedOut] = field(default_factory=list)
+    keys: list[tuple[Key, int]] = field(default_factory=list)
+    """((execution id, delivery), partition) of each item: attached at the send."""
+    held: dict[Key, tuple[str, str]] = field(default_factory=dict)
+    """(job id, tenant) of each item's delivery: noted at the send."""
+    lateness: dict[str, list[float]] = field(default_factory=dict)
+    """Each item's start lateness (seconds), per tenant: recorded after the send."""
+
+
 @dataclass(eq=False)
 class Prepared:
     """A deal decided and not yet sent (:meth:`Rounds.prepare`)."""
 
-    batches: dict[WorkerConnection, tuple[worker_pb2.PullResponse, list[HandedOut]]] = field(default_factory=dict)
+    batches: dict[WorkerConnection, _Batch] = field(default_factory=dict)
     """Per receiver, its message and what it holds."""
     unsent: list[tuple[str, int]] = field(default_factory=list)
     """What found no worker with credit: given back when sent."""
     spans: list = field(default_factory=list)
 
     def __len__(self) -> int:
-        return sum(len(items) for _message, items in self.batches.values())
+        return sum(len(batch.items) for batch in self.batches.values())
 
 
 @dataclass(eq=False)
@@ -361,15 +377,22 @@ class Rounds:
             receiver.credit -= 1
             batch = batches.get(receiver)
             if batch is None:
-                batch = batches[receiver] = (worker_pb2.PullResponse(), [])
-            batch[1].append(item)
+                batch = batches[receiver] = _Batch(worker_pb2.PullResponse())
+            batch.items.append(item)
+            key = (item.id, item.delivery)
+            batch.keys.append((key, item.partition))
+            batch.held[key] = (item.job_id, item.tenant)
+            lateness = batch.lateness.get(item.tenant)
+            if lateness is None:
+                lateness = batch.lateness[item.tenant] = []
+            lateness.append((item.handed_out_at_us - max(item.due_at_us, item.ready_at_us)) / 1e6)
             if ahead is not None:
                 traceparent = item.trace_context
                 if traceparent and self._tracing is not None:
                     traceparent = traceparent_of(self._span(spans, item, receiver))
                 ahead.add(receiver, item, prebuilt[position], traceparent)
             else:
-                assignment = add_assignment(batch[0], item, now_us)
+                assignment = add_assignment(batch.message, item, now_us)
                 if item.trace_context:  # untraced here, the worker's span joins the execution's trace directly
                     assignment.traceparent = (
                         traceparent_of(self._span(spans, item, receiver)) if self._tracing is not None
@@ -379,46 +402,48 @@ class Rounds:
                 log_execution(log, logging.DEBUG, "handed out (delivery %d, attempt %d) to worker %s", item.delivery,
                               item.attempt, receiver.worker_id, execution=item.id, job=item.job_id, tenant=item.tenant)
         if ahead is not None:
-            for connection, (message, _items) in batches.items():
-                ahead.merge_into(connection, message)
+            for connection, batch in batches.items():
+                ahead.merge_into(connection, batch.message)
         return prepared
 
     async def send(self, prepared: Prepared) -> int:
         """Send what :meth:`prepare` dealt: each delivery is attached to its
-        worker (its heartbeat timeout runs from now) and its batch queued on
-        the stream; what a stream closed meanwhile would have received, and
-        what found no credit, is given back. Returns how many were sent."""
+        worker (its heartbeat timeout runs from now), then its batch queued
+        on the stream (no result can come before its delivery is attached),
+        as :meth:`prepare` decided it. What a
+        stream closed meanwhile would have received, and what found no
+        credit, is given back. Returns how many were sent."""
         monotonic = self._clock.monotonic()
-        lateness: dict[str, list[float]] = defaultdict(list)
         unsent = list(prepared.unsent)
-        sent = 0
-        for connection, (message, items) in prepared.batches.items():
+        sent_batches: list[_Batch] = []
+        for connection, batch in prepared.batches.items():
             if connection.closed.is_set():
-                unsent += [(item.id, item.delivery) for item in items]
+                unsent += [(item.id, item.delivery) for item in batch.items]
                 continue
-            for item in items:
-                self._inflight.attach(connection, (item.id, item.delivery), item.partition, connection.worker_id,
-                                      monotonic)
-                self._held[(item.id, item.delivery)] = (item.job_id, item.tenant)
-                lateness[item.tenant].append((item.handed_out_at_us - max(item.due_at_us, item.ready_at_us)) / 1e6)
-            await connection.send(message)
-            sent += len(items)
+            self._inflight.attach_many(connection, batch.keys, connection.worker_id, monotonic)
+            self._held.update(batch.held)
+            await connection.send(batch.message)  # waits only while its outbox is full
+            sent_batches.append(batch)
         for span in prepared.spans:
             span.end()
-        if self._metrics is not None and lateness:
+        if self._metrics is not None and sent_batches:
+            lateness: dict[str, list[float]] = defaultdict(list)
+            for batch in sent_batches:
+                for tenant, values in batch.lateness.items():
+                    lateness[tenant] += values
             self._metrics.handed_out(lateness)
         if unsent:
             await self._store.requeues.release(unsent)
-        return sent
+        return sum(len(batch.items) for batch in sent_batches)
 
     def take_back(self, prepared: Prepared) -> list[tuple[str, int]]:
         """Undo :meth:`prepare` when its batch may not be sent (the fence
         refused): the credit it spent is given back to the receivers; returns
         every (execution id, delivery) it held, for the caller to release."""
         keys = list(prepared.unsent)
-        for connection, (_message, items) in prepared.batches.items():
-            connection.credit += len(items)
-            keys += [(item.id, item.delivery) for item in items]
+        for connection, batch in prepared.batches.items():
+            connection.credit += len(batch.items)
+            keys += [key for key, _partition in batch.keys]
         for span in prepared.spans:
             span.end()
         prepared.batches.clear()

@@ -1,0 +1,57 @@
+"""InFlight.attach_many (a batch's deliveries attached to one stream at its
+send) leaves the table exactly as one attach per delivery would: new
+deliveries, a delivery another stream held (taken from it), one this stream
+held already, and a result pending that stays pending."""
+
+from __future__ import annotations
+
+from tickwheel_server.gateway.inflight import Holding, InFlight
+
+
+def state(flight: InFlight) -> tuple:
+    entries = {key: (e.partition, id(e.connection) if e.connection is not None else None, e.worker_id, e.last_seen,
+                     e.orphaned_at, e.cancel_sent, e.result_pending)
+               for key, e in flight._entries.items()}
+    held = {owner: sorted(keys) for owner, keys in flight._by_connection.items() if keys}
+    return entries, held, sorted(flight._by_connection)
+
+
+def setup(flight: InFlight, a: object, b: object) -> None:
+    flight.attach(a, ("old-a", 1), 3, "wa", 1.0)
+    flight.attach(b, ("old-b", 1), 4, "wb", 1.0)
+    flight.attach(b, ("pending-b", 1), 4, "wb", 1.0)
+    assert flight.hold_result(b, ("pending-b", 1)) is Holding.HELD
+
+
+def test_attach_many_is_one_attach_per_delivery() -> None:
+    a, b = object(), object()
+    items = [(("new", 1), 1), (("old-b", 1), 2), (("old-a", 1), 3), (("pending-b", 1), 4), (("new", 2), 5)]
+    one, many = InFlight(timeout=30, grace=10), InFlight(timeout=30, grace=10)
+    setup(one, a, b)
+    setup(many, a, b)
+    for key, partition in items:
+        one.attach(a, key, partition, "wa", 2.0)
+    many.attach_many(a, items, "wa", 2.0)
+    assert state(many) == state(one)
+    assert many.held_by(a) == sorted(key for key, _ in items)
+    assert many.held_by(b) == []
+    assert many.hold_result(a, ("pending-b", 1)) is Holding.DUPLICATE  # still pending, now on a's stream
+    assert many.hold_result(b, ("old-b", 1)) is Holding.NOT_HELD  # b no longer holds it
+
+
+def test_a_stream_that_held_only_one_delivery_re_attached_keeps_the_rest() -> None:
+    """Re-attaching the only delivery a stream holds drops and remakes its
+    set; the deliveries after it in the batch must land in the new one."""
+    a = object()
+    flight = InFlight(timeout=30, grace=10)
+    flight.attach(a, ("only", 1), 1, "wa", 1.0)
+    flight.attach_many(a, [(("only", 1), 1), (("next", 1), 1), (("last", 1), 1)], "wa", 2.0)
+    assert flight.held_by(a) == [("last", 1), ("next", 1), ("only", 1)]
+    assert flight.detach(a, 3.0) == 3
+
+
+def test_nothing_to_attach_leaves_nothing() -> None:
+    a = object()
+    flight = InFlight(timeout=30, grace=10)
+    flight.attach_many(a, [], "wa", 1.0)
+    assert len(flight) == 0 and flight._by_connection == {}
