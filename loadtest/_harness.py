@@ -343,7 +343,9 @@ class Reading:
     cpu: dict[str, float]
     etcd: dict[str, float]
     network: dict[str, list[int]] = field(default_factory=dict)
-    """The server's TCP bytes (sent, received) by peer (``socket_bytes``)."""
+    """The servers' TCP bytes (sent, received) by peer (``socket_bytes``)."""
+    members: dict[str, float] = field(default_factory=dict)
+    """CPU seconds of each of ``Meter.members``."""
 
 
 @dataclass
@@ -352,14 +354,23 @@ class Meter:
 
     roles: dict[str, list[int]] = field(default_factory=dict)
     etcd_endpoint: str | None = None
+    members: dict[str, int] = field(default_factory=dict)
+    """Processes also read one by one (each ``server`` of a fleet, by
+    name): a breakdown of their roles, not added to ``cpu_cores``."""
 
     def read(self) -> Reading:
         table = processes()  # one pass for every role: a reading is one instant, not one per process
         cpu = {role: sum(tree_cpu_s(pid, table) for pid in pids) for role, pids in self.roles.items()}
+        members = {name: tree_cpu_s(pid, table) for name, pid in self.members.items()}
         counters = etcd_counters(self.etcd_endpoint) if self.etcd_endpoint else {}
         port = int(self.etcd_endpoint.rsplit(":", 1)[1]) if self.etcd_endpoint else None
-        network = socket_bytes(self.roles["server"][0], port) if self.roles.get("server") else {}
-        return Reading(time.time(), cpu, counters, network)
+        network: dict[str, list[int]] = {}
+        for pid in self.roles.get("server", ()):  # every server of a fleet, summed by peer
+            for peer, (sent, received) in socket_bytes(pid, port).items():
+                total = network.setdefault(peer, [0, 0])
+                total[0] += sent
+                total[1] += received
+        return Reading(time.time(), cpu, counters, network, members)
 
     def cpu_s(self) -> float:
         """All the metered processes' CPU seconds right now (one pass)."""
@@ -389,13 +400,11 @@ class Meter:
         above the machine's cores when the readings are right), etcd
         requests (total, per execution, by method) and the server's network
         bytes per execution by peer, between two readings."""
-        cpu = {
-            role: {
-                "cpu_s": round(after.cpu[role] - before.cpu[role], 2),
-                "cpu_ms_per_execution": round((after.cpu[role] - before.cpu[role]) * 1000 / max(executions, 1), 4),
-            }
-            for role in after.cpu
-        }
+        def figures(seconds: float) -> dict:
+            return {"cpu_s": round(seconds, 2), "cpu_ms_per_execution": round(seconds * 1000 / max(executions, 1), 4)}
+
+        cpu = {role: figures(after.cpu[role] - before.cpu[role]) for role in after.cpu}
+        by_server = {name: figures(after.members[name] - before.members.get(name, 0.0)) for name in after.members}
         network = {
             peer: {"sent_bytes_per_execution": round((sent - before.network.get(peer, [0, 0])[0]) / max(executions, 1), 1),
                    "received_bytes_per_execution":
@@ -414,7 +423,8 @@ class Meter:
         } if after.etcd else None
         wall = after.at - before.at
         cores = round(sum(after.cpu[role] - before.cpu[role] for role in after.cpu) / wall, 2) if wall > 0 else None
-        return {"cpu": cpu, "cpu_cores": cores, "etcd": etcd_figures, "server_network": network or None}
+        return {"cpu": cpu, "cpu_cores": cores, "cpu_by_server": by_server or None, "etcd": etcd_figures,
+                "server_network": network or None}
 
 
 @contextlib.contextmanager
@@ -653,31 +663,125 @@ async def create_tenant_and_credential(server: ServerProcess, max_jobs: int) -> 
     return issued.credential.secret
 
 
-def workers_logged(server: ServerProcess, workers: int) -> bool:
-    """The server's log says each of the ``workers`` bench workers connected."""
+def worker_ids(workers: int, servers: int = 1, member: int = 0) -> list[str]:
+    """The bench workers' ids that connect to server ``member`` of a fleet of
+    ``servers``: worker k goes to server k % servers."""
+    return [f"bench-w{k}" for k in range(workers) if k % servers == member]
+
+
+def workers_logged(server: ServerProcess, ids: list[str]) -> bool:
+    """The server's log says each of the bench workers ``ids`` connected."""
     log = server.log()
-    return all(f"worker bench-w{i} connected" in log for i in range(workers))
+    return all(f"worker {worker} connected" in log for worker in ids)
+
+
+@dataclass
+class Fleet:
+    """``tickwheel server`` processes sharing one store and etcd, by server id."""
+
+    servers: list[ServerProcess]
+    server_ids: list[str]
+
+    @property
+    def first(self) -> ServerProcess:
+        return self.servers[0]
+
+    @property
+    def pids(self) -> list[int]:
+        return [server.process.pid for server in self.servers]
+
+    @property
+    def addresses(self) -> list[str]:
+        return [server.address for server in self.servers]
+
+    def members(self) -> dict[str, int]:
+        """Each server's pid by its server id (``Meter.members``)."""
+        return dict(zip(self.server_ids, self.pids))
+
+    def profiled(self) -> dict[str, int]:
+        """``profiled``'s names: ``server`` alone, or ``server-<i>`` each."""
+        if len(self.servers) == 1:
+            return {"server": self.pids[0]}
+        return {f"server-{i}": pid for i, pid in enumerate(self.pids)}
+
+    def terminate(self, timeout: float = 30.0) -> list[int]:
+        """SIGTERM each (a graceful stop), then wait; the exit codes."""
+        for server in self.servers:
+            if server.process.poll() is None:
+                server.process.send_signal(signal.SIGTERM)
+        return [server.process.wait(timeout) for server in self.servers]
+
+    def stop(self) -> None:
+        """What is still running stopped gracefully, killed if it does not."""
+        for server in self.servers:
+            if server.process.poll() is None:
+                try:
+                    server.terminate(30)
+                except subprocess.TimeoutExpired:
+                    server.kill()
+
+
+def fleet_ids(server_id: str, servers: int) -> list[str]:
+    """The servers' ids: ``server_id`` alone, or ``server_id-<i>`` each."""
+    return [server_id] if servers == 1 else [f"{server_id}-{i}" for i in range(servers)]
+
+
+def start_fleet(folder: Path, url: str, etcd_endpoint: str, server_id: str, servers: int = 1) -> Fleet:
+    """``servers`` ``tickwheel server`` processes on one store and etcd, each
+    its own ``--server-id`` and port, started one after the other (the first
+    migrates the store and records the tzdata fingerprints before the next
+    starts); whatever started is stopped if one fails."""
+    fleet = Fleet([], fleet_ids(server_id, servers))
+    try:
+        for i, member in enumerate(fleet.server_ids):
+            extra = ("--migrate",) if i == 0 else ()
+            fleet.servers.append(start_server_process(folder, "--store", url, "--etcd", etcd_endpoint, *extra,
+                                                      "--server-id", member))
+            if i == 0:
+                wait_started(url, fleet.servers[0])
+    except BaseException:
+        fleet.stop()
+        raise
+    return fleet
+
+
+async def wait_fleet(fleet: Fleet, workers: int, timeout: float = READY_TIMEOUT) -> dict:
+    """Poll ClusterStatus (the first server's) until every partition is owned
+    and split evenly among the fleet's servers (each ``P // N`` or one more,
+    none owned by anyone else) and each server has its bench workers
+    connected (its ``workers`` figure, or its log's line for each, for a
+    server whose figure lags); returns each server's figures."""
+    deadline = time.monotonic() + timeout
+    n = len(fleet.servers)
+    expected = {member: worker_ids(workers, n, i) for i, member in enumerate(fleet.server_ids)}
+    async with grpc.aio.insecure_channel(fleet.first.address) as channel:
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+        while True:
+            status = await admin.ClusterStatus(admin_pb2.ClusterStatusRequest(), metadata=admin_metadata(fleet.first))
+            seen = {s.server_id: s for s in status.servers}
+            share = status.partition_count // n
+            figures = {member: {"workers": seen[member].workers, "partitions_owned": seen[member].partitions_owned}
+                       for member in fleet.server_ids if member in seen}
+            split = (len(figures) == n and sum(f["partitions_owned"] for f in figures.values()) == status.partition_count
+                     and all(share <= f["partitions_owned"] <= share + 1 for f in figures.values()))
+            connected = all(
+                member in seen and (seen[member].workers >= len(ids) or workers_logged(server, ids))
+                for (member, ids), server in zip(expected.items(), fleet.servers)
+            )
+            if split and connected:
+                return figures
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"fleet not ready after {timeout:.0f} s: {figures} of {status.partition_count} partitions, "
+                    f"workers expected {expected}\n{fleet.servers[-1].log()[-3000:]}"
+                )
+            await asyncio.sleep(0.1)  # polling other processes' state; nothing to await
 
 
 async def wait_ready(server: ServerProcess, server_id: str, workers: int, timeout: float = READY_TIMEOUT) -> dict:
-    """Poll ClusterStatus until the server owns every partition and ``workers``
-    streams are connected (its ``workers`` figure, or the server's log line
-    for each, for a server whose figure lags); returns what it said last."""
-    deadline = time.monotonic() + timeout
-    async with grpc.aio.insecure_channel(server.address) as channel:
-        admin = admin_pb2_grpc.AdminServiceStub(channel)
-        while True:
-            status = await admin.ClusterStatus(admin_pb2.ClusterStatusRequest(), metadata=admin_metadata(server))
-            me = next(s for s in status.servers if s.server_id == server_id)
-            connected = me.workers >= workers or workers_logged(server, workers)
-            if connected and me.partitions_owned >= status.partition_count:
-                return {"workers": me.workers, "partitions_owned": me.partitions_owned}
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"server not ready after {timeout:.0f} s: {me.workers}/{workers} workers, "
-                    f"{me.partitions_owned}/{status.partition_count} partitions\n{server.log()[-3000:]}"
-                )
-            await asyncio.sleep(0.1)  # polling another process's state; nothing to await
+    """One server's :func:`wait_fleet`: it owns every partition and its
+    ``workers`` streams are connected."""
+    return (await wait_fleet(Fleet([server], [server_id]), workers, timeout))[server_id]
 
 
 def wait_started(url: str, server: ServerProcess, timeout: float = READY_TIMEOUT) -> None:
@@ -740,11 +844,13 @@ def register_held_echo(registry) -> None:
     registry.register(HANDLER, held_echo)
 
 
-def start_workers(folder: Path, address: str, credential: str, count: int, slots: int,
+def start_workers(folder: Path, addresses: str | list[str], credential: str, count: int, slots: int,
                   hold: float = 0.0) -> WorkerProcesses:
     """``count`` ``tickwheel worker`` processes running ``echo`` (no HTTP),
-    ``slots`` each: the built-in one, or with ``hold`` > 0 one that waits
-    that long first (:func:`register_held_echo`)."""
+    ``slots`` each, worker k connected to ``addresses[k % len(addresses)]``
+    (one address: all to it): the built-in handler, or with ``hold`` > 0 one
+    that waits that long first (:func:`register_held_echo`)."""
+    addresses = [addresses] if isinstance(addresses, str) else addresses
     handlers, env = BUILTINS, None
     if hold > 0:
         handlers = "_harness:register_held_echo"
@@ -756,7 +862,7 @@ def start_workers(folder: Path, address: str, credential: str, count: int, slots
         log = folder / f"worker-{i}.log"
         with log.open("w") as out:
             processes.append(subprocess.Popen(
-                [TICKWHEEL, "worker", "--address", address, "--handlers", handlers,
+                [TICKWHEEL, "worker", "--address", addresses[i % len(addresses)], "--handlers", handlers,
                  "--no-http", "--slots", str(slots), "--worker-id", f"bench-w{i}", "--grace", str(10 + hold),
                  "--log-level", "WARNING"],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder, env=env,
@@ -767,27 +873,46 @@ def start_workers(folder: Path, address: str, credential: str, count: int, slots
 
 @contextlib.contextmanager
 def cluster(folder: Path, url: str, etcd_endpoint: str, *, workers: int, slots: int, max_jobs: int,
-            server_id: str, hold: float = 0.0) -> Iterator[tuple[ServerProcess, WorkerProcesses]]:
-    """One ``tickwheel server`` (migrating the store) and ``workers`` worker
-    processes connected to it, every partition owned and the server's start
-    done; whatever the block did not stop is stopped gracefully afterwards."""
-    server = start_server_process(folder, "--store", url, "--etcd", etcd_endpoint, "--migrate",
-                                  "--server-id", server_id)
+            server_id: str, hold: float = 0.0, servers: int = 1) -> Iterator[tuple[Fleet, WorkerProcesses]]:
+    """``servers`` ``tickwheel server`` processes (:func:`start_fleet`: the
+    first migrates the store) and ``workers`` worker processes, worker k
+    connected to server k % ``servers``; yielded once every partition is
+    owned and split among the servers, every worker connected, the servers'
+    start done and their CPU near idle. Whatever the block did not stop is
+    stopped gracefully afterwards."""
+    fleet = start_fleet(folder, url, etcd_endpoint, server_id, servers)
     pool = None
     try:
-        credential = asyncio.run(create_tenant_and_credential(server, max_jobs))
-        pool = start_workers(folder, server.address, credential, workers, slots, hold)
-        asyncio.run(wait_ready(server, server_id, workers))
-        wait_started(url, server)
-        yield server, pool
+        credential = asyncio.run(create_tenant_and_credential(fleet.first, max_jobs))
+        pool = start_workers(folder, fleet.addresses, credential, workers, slots, hold)
+        asyncio.run(wait_fleet(fleet, workers))
+        Meter({"server": fleet.pids}).settle()  # the later servers' start (and a rebalance) done
+        yield fleet, pool
     finally:
         if pool is not None:
             pool.stop()
-        if server.process.poll() is None:
-            try:
-                server.terminate(30)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        fleet.stop()
+
+
+def by_server(ids: dict[str, int], workers: int, servers: list[str]) -> dict[str, int]:
+    """Counts by bench worker id summed by the server each worker is connected
+    to (worker k to ``servers[k % len(servers)]``)."""
+    out = dict.fromkeys(servers, 0)
+    for i, member in enumerate(servers):
+        for worker in worker_ids(workers, len(servers), i):
+            out[member] += ids.get(worker, 0)
+    return out
+
+
+def claimed_by_owner(url: str) -> dict[str, int]:
+    """Executions by the server that owns their partition now (the fleet's
+    split is sticky through a run: the server that claimed them)."""
+    with observe(url) as pg:
+        rows = pg.execute(
+            f"{OWN_QUERY} SELECT p.owner, count(*) FROM executions e JOIN partitions p ON p.partition = e.partition "
+            "GROUP BY p.owner ORDER BY p.owner"
+        ).fetchall()
+    return {owner: int(n) for owner, n in rows}
 
 
 def reset_data(url: str) -> None:

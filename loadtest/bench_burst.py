@@ -1,7 +1,7 @@
 """Benchmark: burst accuracy. N one-off jobs all due in the same second, on
 PostgreSQL + etcd, a real ``tickwheel server`` and no-op worker processes.
 
-    .venv/bin/python loadtest/bench_burst.py [--sizes 10000,30000] [--workers 4] [--lead 40] [--hold 0]
+    .venv/bin/python loadtest/bench_burst.py [--sizes 10000,30000] [--workers 4] [--servers 1] [--lead 40] [--hold 0]
                                              [--peer-settings 5x10,10x50] [--no-peer]
                                              [--pg URL] [--etcd HOST:PORT] [--profile DIR] [--logs DIR] [--smoke]
 
@@ -9,12 +9,14 @@ Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL
 and etcd are started (``tests/support``) and deleted afterwards. For each size
 N, in order:
 
-1. the data tables are emptied; one ``tickwheel server`` process starts
-   (``--migrate``, 256 partitions, its own etcd session) and ``--workers``
-   ``tickwheel worker`` processes connect to it, running the built-in
+1. the data tables are emptied; ``--servers`` ``tickwheel server``
+   processes start (default 1; the first ``--migrate``s; 256 partitions
+   split among them by their etcd leases, as a deployment's fleet, each its
+   own etcd session) and ``--workers`` ``tickwheel worker`` processes
+   connect, worker k to server k % N, running the built-in
    ``echo`` handler with ``ceil(N / workers)`` slots each, so every job has a
-   slot; the run waits until the server owns every partition and every
-   worker is connected (ClusterStatus);
+   slot; the run waits until every partition is owned, split evenly among
+   the servers, and every worker is connected (ClusterStatus);
 2. N one-off jobs due at the same whole second ``D`` (``--lead`` seconds
    ahead, inside the dispatcher's 60 s look-ahead) are stored in one
    transaction, as CreateJob stores them (see ``_harness.insert_once_jobs``):
@@ -38,7 +40,10 @@ ended (must be 0), ``redelivered`` executions handed out more than once.
 ``claimed_ahead`` counts executions created (claimed) before ``D`` (when it
 is not N, the claim itself was late and the burst was not what is meant:
 raise ``--lead``); the
-hand-out span is the last start minus the first. CPU seconds of the server,
+hand-out span is the last start minus the first. ``claimed_by_server``
+counts executions by the server owning their partition (the claimer),
+``handed_out_by_server`` by the server their worker is connected to. CPU
+seconds of the servers (together; each in ``cpu_by_server``),
 PostgreSQL (all its processes), the workers and etcd, and etcd's requests,
 are measured from 1 s before ``D`` to the end; ``/proc/loadavg`` before and
 after each run (the machine is shared).
@@ -187,12 +192,12 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
         raise SystemExit(f"{size} jobs over {args.workers} workers is more than 10 000 slots each: add --workers")
     load_before = h.load_average()
     with h.cluster(folder, url, etcd_endpoint, workers=args.workers, slots=slots, max_jobs=max(size, 100_000),
-                   server_id=f"bench-burst-{size}", hold=args.hold) as (server, pool):
+                   server_id=f"bench-burst-{size}", hold=args.hold, servers=args.servers) as (fleet, pool):
         meter = h.Meter(
-            {"server": [server.process.pid], "workers": pool.pids,
+            {"server": fleet.pids, "workers": pool.pids,
              **({"postgres": [pg]} if (pg := h.postmaster_pid(url)) else {}),
              **({"etcd": [pid]} if (pid := h.etcd_pid(etcd_endpoint)) else {})},
-            etcd_endpoint,
+            etcd_endpoint, fleet.members(),
         )
         due = datetime.fromtimestamp(math.ceil(time.time() + args.lead), timezone.utc)
         due_us = h.to_us(due)
@@ -209,7 +214,7 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
         deadline = due.timestamp() + args.timeout
         ended = 0
         profile = Path(args.profile) / f"burst-{size}" if args.profile else None
-        with poll, h.profiled({"server": server.process.pid, "worker-0": pool.pids[0]}, profile):
+        with poll, h.profiled({**fleet.profiled(), "worker-0": pool.pids[0]}, profile):
             while time.time() < deadline:
                 pool.check_alive()
                 ended, jobs = h.ended_and_jobs(poll)
@@ -222,8 +227,10 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
         if sql is not None:
             sql["errors_logged"] = errors.counts()
         stopped_workers = pool.stop()
-        server_exit = server.terminate(30)
+        server_exits = fleet.terminate(30)
     figures = outcome(url, due_us)
+    claimed = h.claimed_by_owner(url)
+    handed_out = h.by_server(figures["started_per_worker"], args.workers, fleet.server_ids)
     lateness = figures["lateness_s"]
     at_worker = (figures["worker_start_lateness_s"] or {}).get("p99")
     found = {}
@@ -239,6 +246,7 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
                                   "apscheduler": found["apscheduler"]["p99_s"] if found else None},
         "ratio_to_pgqueuer": peers.ratio(at_worker, pgqueuer_best),
         "ratio_to_apscheduler": peers.ratio(at_worker, found["apscheduler"]["p99_s"] if found else None),
+        "servers": args.servers,
         "workers": args.workers,
         "slots_per_worker": slots,
         "due_at": due.isoformat(),
@@ -247,6 +255,8 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
         "stored": {k: v for k, v in created.items() if k != "committed_at"},
         "stored_before_due_s": round(lead_left, 2),
         **figures,
+        "claimed_by_server": claimed,
+        "handed_out_by_server": handed_out,
         "ended_within_timeout": ended >= size,
         "all_claimed_ahead": figures["claimed_ahead"] == size,
         "met": figures["early"] == 0 and figures["dropped"] == 0 and lateness["p99"] is not None
@@ -255,7 +265,7 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
         and at_worker <= GOAL["p99_s"],
         **costs,
         "sql": sql,
-        "exit_codes": {"workers": stopped_workers, "server": server_exit},
+        "exit_codes": {"workers": stopped_workers, "server": server_exits[0], "servers": server_exits},
         "load_average_before": load_before,
         "load_average_after": h.load_average(),
         "peers": found or None,
@@ -280,6 +290,9 @@ def peer_verdict(runs: list[dict]) -> bool | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,30000", help="jobs due in the same second, per run (default 10000,30000)")
+    parser.add_argument("--servers", type=int, default=1,
+                        help="tickwheel server processes sharing the store and etcd (default 1); worker k "
+                             "connects to server k %% N")
     parser.add_argument("--workers", type=int, default=4, help="worker processes (default 4); slots = ceil(N / workers) each")
     parser.add_argument("--lead", type=float, default=40.0,
                         help="seconds between storing the jobs and their due second (default 40, under the dispatcher's "
@@ -310,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     if not sizes or min(sizes) < 1 or args.workers < 1:
         parser.error("--sizes and --workers must be positive")
+    if not 1 <= args.servers <= 16:
+        parser.error("--servers must be 1 to 16")
     if not 2 <= args.lead < 60:
         parser.error("--lead must be at least 2 s and under the dispatcher's 60 s look-ahead")
     try:
@@ -330,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "benchmark": "burst",
         "smoke": args.smoke,
+        "servers": args.servers,
         "runs": runs,
         "required": {**REQUIRED, "met": verdict(runs, REQUIRED["size"])},
         "goal": {**GOAL, "met": verdict(runs, GOAL["size"], "met_at_worker_start")},

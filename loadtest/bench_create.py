@@ -3,14 +3,20 @@ from many, BatchCreateJobs, the time to load N jobs, and paging over them,
 beside pgqueuer's batch enqueue on the same PostgreSQL in the same run.
 
     .venv/bin/python loadtest/bench_create.py [--jobs 1000000] [--calls 2000] [--clients 16]
-                                              [--batch-jobs 100000] [--load-clients 4]
+                                              [--batch-jobs 100000] [--load-clients 4] [--servers 1]
                                               [--pg URL] [--etcd HOST:PORT] [--logs DIR] [--profile DIR]
                                               [--no-pgqueuer] [--smoke]
 
 Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL
-and etcd are started (``tests/support``) and deleted afterwards. One
-``tickwheel server`` process (``--migrate``, no workers) serves one tenant
-whose quotas let everything through; every job is a handler job with a cron
+and etcd are started (``tests/support``) and deleted afterwards.
+``--servers`` ``tickwheel server`` processes (default 1; the first
+``--migrate``s; no workers; the partitions split among them before anything
+is measured) serve one tenant whose quotas let everything through. With
+several, they are a fleet behind a client-side balancer: client (or
+caller) k calls server k % N, so ``create_1`` and ``batch``, one caller
+each, reach the first server only; each phase's ``ok_by_server`` counts
+the jobs each server answered, ``cpu`` sums the servers' CPU and
+``cpu_by_server`` gives each one's; every job is a handler job with a cron
 schedule that is not due during the run (``0 3 1 1 *`` UTC), so nothing but
 creating is measured.
 
@@ -43,6 +49,8 @@ creating is measured.
   with the request's job, in a process of its own. Its jobs/s and CPU per
   call bound what any Python gRPC server reaches on this machine with these
   clients; ``create_16_over_floor`` sets Tickwheel's figure beside it.
+  With ``--servers`` N, N floor processes, client k to floor k % N (the
+  same number of interpreters as the servers have), their CPU together.
 - ``create_16_go`` and ``grpc_floor_go``: the same calls from ``--clients``
   Go SDK clients (``loadtest/createload``, built with the ``go`` that
   ``scripts/install.sh`` provides), against the server and against the
@@ -157,19 +165,23 @@ class Phase:
         sql = self.statements.report(jobs)
         if sql is not None:
             sql["errors_logged"] = self.errors.counts()
-        cpu = None
+        cpu = by_server = None
         if self.meter is not None and self.cpu_before is not None:
-            cpu = h.Meter.difference(self.cpu_before, self.meter.read(), jobs)["cpu"]
+            costs = h.Meter.difference(self.cpu_before, self.meter.read(), jobs)
+            cpu, by_server = costs["cpu"], costs["cpu_by_server"]
             callers = time.process_time() - self.callers_before
             cpu["callers"] = {"cpu_s": round(callers, 2), "cpu_ms_per_execution": round(callers * 1000 / max(jobs, 1), 4)}
         # per job, not per execution: the harness's key names mean "per unit of work"
-        figures = json.loads(json.dumps({"sql": sql, "cpu": cpu}).replace("per_execution", "per_job"))
+        figures = json.loads(json.dumps({"sql": sql, "cpu": cpu, "cpu_by_server": by_server})
+                             .replace("per_execution", "per_job"))
         return figures | {"load_average_before": self.load_before, "load_average_after": h.load_average()}
 
 
-async def run_create(address: str, api_key: str, calls: int, clients: int, tag: str) -> dict:
-    """``calls`` CreateJob calls from ``clients`` SDK clients at once."""
+async def run_create(addresses: list[str], api_key: str, calls: int, clients: int, tag: str) -> dict:
+    """``calls`` CreateJob calls from ``clients`` SDK clients at once, client
+    k to ``addresses[k % len(addresses)]``."""
     failures: Counter[str] = Counter()
+    ok_by_address: Counter[str] = Counter()
     retries = 0
     latencies: list[float] = []
     next_call = 0
@@ -179,7 +191,7 @@ async def run_create(address: str, api_key: str, calls: int, clients: int, tag: 
         retries += 1
         await asyncio.sleep(seconds)
 
-    async def client_loop() -> None:
+    async def client_loop(address: str) -> None:
         nonlocal next_call
         async with AsyncClient(address, api_key, sleep=counted_sleep) as client:
             while next_call < calls:
@@ -189,16 +201,18 @@ async def run_create(address: str, api_key: str, calls: int, clients: int, tag: 
                     await client.create_job(bench_job(f"{tag}-{i:07d}"), request_id=f"{tag}-{i}")
                 except TickwheelError as error:
                     failures[error.code_name] += 1
+                else:
+                    ok_by_address[address] += 1
                 latencies.append(time.perf_counter() - began)
 
     began = time.perf_counter()
-    await asyncio.gather(*(client_loop() for _ in range(clients)))
+    await asyncio.gather(*(client_loop(addresses[k % len(addresses)]) for k in range(clients)))
     seconds = time.perf_counter() - began
     ok = calls - sum(failures.values())
     return {
         "calls": calls, "clients": clients, "seconds": round(seconds, 2), "jobs_per_s": round(ok / seconds),
         "failures": sum(failures.values()), "failures_by_code": dict(failures), "retries": retries,
-        "latency_ms": latency_ms(latencies),
+        "latency_ms": latency_ms(latencies), "ok_by_address": dict(ok_by_address),
     }
 
 
@@ -231,16 +245,18 @@ def serialized_batches(jobs: int, tag: str) -> list[bytes]:
     return out
 
 
-async def run_batches(address: str, api_key: str, batches: list[bytes], clients: int) -> dict:
-    """Sends every request, ``clients`` at once; UNAVAILABLE resent as is."""
+async def run_batches(addresses: list[str], api_key: str, batches: list[bytes], clients: int) -> dict:
+    """Sends every request, ``clients`` at once, caller k to
+    ``addresses[k % len(addresses)]``; UNAVAILABLE resent as is."""
     metadata = (("authorization", f"Bearer {api_key}"),)
     calls: Counter[str] = Counter()
     items: Counter[str] = Counter()
+    ok_by_address: Counter[str] = Counter()
     resends = 0
     latencies: list[float] = []
     next_batch = 0
 
-    async def caller() -> None:
+    async def caller(address: str) -> None:
         nonlocal next_batch, resends
         async with grpc.aio.insecure_channel(address) as channel:
             send = channel.unary_unary(
@@ -265,13 +281,14 @@ async def run_batches(address: str, api_key: str, batches: list[bytes], clients:
                     calls["OK"] += 1
                     items["created"] += response.created_count
                     items["existing"] += response.existing_count
+                    ok_by_address[address] += response.created_count + response.existing_count
                     for result in response.results:
                         if result.WhichOneof("result") == "error":
                             items[grpc.StatusCode(_code(result.error.code)).name] += 1
                     break
 
     began = time.perf_counter()
-    await asyncio.gather(*(caller() for _ in range(clients)))
+    await asyncio.gather(*(caller(addresses[k % len(addresses)]) for k in range(clients)))
     seconds = time.perf_counter() - began
     jobs_ok = items["created"] + items["existing"]
     item_failures = {k: v for k, v in items.items() if k not in ("created", "existing")}
@@ -281,7 +298,7 @@ async def run_batches(address: str, api_key: str, batches: list[bytes], clients:
         "jobs_per_s": round(jobs_ok / seconds) if seconds else 0, "created": items["created"],
         "existing": items["existing"], "failures": sum(item_failures.values()) + BATCH * sum(call_failures.values()),
         "call_failures_by_code": call_failures, "item_failures_by_code": item_failures, "resends": resends,
-        "call_latency_ms": latency_ms(latencies),
+        "call_latency_ms": latency_ms(latencies), "ok_by_address": dict(ok_by_address),
     }
 
 
@@ -340,37 +357,48 @@ async def run_paging(server: h.ServerProcess, api_key: str) -> dict:
     return out
 
 
+def by_server(out: dict, fleet: h.Fleet) -> dict:
+    """``out`` with its ``ok_by_address`` turned into ``ok_by_server``: what
+    each server answered (0 for one that answered nothing)."""
+    counts = out.pop("ok_by_address", {})
+    return out | {"ok_by_server": {member: counts.get(address, 0)
+                                   for member, address in zip(fleet.server_ids, fleet.addresses)}}
+
+
 def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: Path) -> dict:
     total = 3 * args.calls + args.batch_jobs + args.jobs
     profile = Path(args.profile) if args.profile else None
-    server = h.start_server_process(folder, "--store", url, "--etcd", etcd_endpoint, "--migrate",
-                                    "--server-id", SERVER_ID)
+    fleet = h.start_fleet(folder, url, etcd_endpoint, SERVER_ID, args.servers)
     try:
-        api_key = asyncio.run(create_tenant(server, max_jobs=total + 1000))
-        h.wait_started(url, server)
-        out: dict[str, Any] = {}
-        meter = h.Meter({"server": [server.process.pid],
-                         **({"postgres": [pg]} if (pg := h.postmaster_pid(url)) else {})})
+        api_key = asyncio.run(create_tenant(fleet.first, max_jobs=total + 1000))
+        out: dict[str, Any] = {"ready": asyncio.run(h.wait_fleet(fleet, 0))}
+        meter = h.Meter({"server": fleet.pids, **({"postgres": [pg]} if (pg := h.postmaster_pid(url)) else {})},
+                        members=fleet.members())
+        meter.settle()  # the later servers' start and the partitions' split done
+        addresses = fleet.addresses
+
+        def sampled(phase: str) -> dict[str, int]:
+            return {phase + name.removeprefix("server"): pid for name, pid in fleet.profiled().items()}
 
         phase = Phase(url, meter)
-        with h.profiled({"create_1": server.process.pid}, profile):
-            out["create_1"] = asyncio.run(run_create(server.address, api_key, args.calls, 1, "one"))
-        out["create_1"] |= phase.report(args.calls)
+        with h.profiled(sampled("create_1"), profile):
+            out["create_1"] = asyncio.run(run_create(addresses, api_key, args.calls, 1, "one"))
+        out["create_1"] = by_server(out["create_1"], fleet) | phase.report(args.calls)
 
         phase = Phase(url, meter)
-        with h.profiled({"create_16": server.process.pid}, profile):
-            out["create_16"] = asyncio.run(run_create(server.address, api_key, args.calls, args.clients, "many"))
-        out["create_16"] |= phase.report(args.calls)
+        with h.profiled(sampled("create_16"), profile):
+            out["create_16"] = asyncio.run(run_create(addresses, api_key, args.calls, args.clients, "many"))
+        out["create_16"] = by_server(out["create_16"], fleet) | phase.report(args.calls)
 
         go_load = build_go_load(folder)
         if go_load is None:
             out["create_16_go"] = {"skipped": GO_MISSING}
         else:
             phase = Phase(url, meter)
-            with h.profiled({"create_16_go": server.process.pid}, profile):
-                out["create_16_go"] = run_go_create(go_load, server.address, api_key, args.calls, args.clients, "go")
+            with h.profiled(sampled("create_16_go"), profile):
+                out["create_16_go"] = run_go_create(go_load, addresses, api_key, args.calls, args.clients, "go")
             callers = out["create_16_go"].pop("cpu_s")
-            out["create_16_go"] |= phase.report(args.calls)
+            out["create_16_go"] = by_server(out["create_16_go"], fleet) | phase.report(args.calls)
             out["create_16_go"]["cpu"]["callers"] = {
                 "cpu_s": round(callers, 2), "cpu_ms_per_job": round(callers * 1000 / args.calls, 4)}
 
@@ -378,50 +406,60 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
 
         batches = serialized_batches(args.batch_jobs, "batch")
         phase = Phase(url, meter)
-        with h.profiled({"batch": server.process.pid}, profile):
-            out["batch"] = asyncio.run(run_batches(server.address, api_key, batches, 1))
-        out["batch"] |= phase.report(args.batch_jobs)
+        with h.profiled(sampled("batch"), profile):
+            out["batch"] = asyncio.run(run_batches(addresses, api_key, batches, 1))
+        out["batch"] = by_server(out["batch"], fleet) | phase.report(args.batch_jobs)
         del batches
 
         batches = serialized_batches(args.jobs, "load")
         phase = Phase(url, meter)
-        with h.profiled({"load": server.process.pid}, profile):
-            out["load"] = asyncio.run(run_batches(server.address, api_key, batches, args.load_clients))
-        out["load"] |= phase.report(args.jobs)
+        with h.profiled(sampled("load"), profile):
+            out["load"] = asyncio.run(run_batches(addresses, api_key, batches, args.load_clients))
+        out["load"] = by_server(out["load"], fleet) | phase.report(args.jobs)
         out["load"]["jobs"] = args.jobs
         del batches
 
         with h.observe(url) as pg:
             out["jobs_stored"] = pg.execute(f"{h.OWN_QUERY} SELECT count(*) FROM jobs").fetchone()[0]
-        out["paging"] = asyncio.run(run_paging(server, api_key))
-        out["exit_code"] = server.terminate(30)
+        out["paging"] = asyncio.run(run_paging(fleet.first, api_key))
+        exits = fleet.terminate(30)
+        out["exit_code"], out["exit_codes"] = exits[0], exits
         return out
     finally:
-        if server.process.poll() is None:
-            server.kill()
+        fleet.stop()
 
 
 def run_grpc_floor(args: argparse.Namespace, folder: Path, go_load: Path | None) -> tuple[dict, dict]:
-    """The ``create_16`` clients against the gRPC floor, with its CPU; then
-    the Go clients (``go_load``) likewise, or why they were skipped."""
-    floor = peers.start_grpc_floor(folder)
-
-    def measured(run) -> dict:
-        before = h.tree_cpu_s(floor.process.pid)
-        callers = time.process_time()
-        out = run()
-        server_s = h.tree_cpu_s(floor.process.pid) - before
-        callers = out.pop("cpu_s", None) if "cpu_s" in out else time.process_time() - callers
-        per_call = {"server": server_s, "callers": callers}
-        return out | {"cpu": {role: {"cpu_s": round(s, 2), "cpu_ms_per_job": round(s * 1000 / args.calls, 4)}
-                              for role, s in per_call.items()}}
-
+    """The ``create_16`` clients against the gRPC floor (``--servers``
+    floor processes, client k to floor k % N, as against the servers), with
+    their CPU together; then the Go clients (``go_load``) likewise, or why
+    they were skipped."""
+    floors: list[peers.GrpcFloor] = []
     try:
-        python = measured(lambda: asyncio.run(run_create(floor.address, "unused", args.calls, args.clients, "floor")))
-        go = (measured(lambda: run_go_create(go_load, floor.address, "unused", args.calls, args.clients, "floor-go"))
+        for _ in range(args.servers):
+            floors.append(peers.start_grpc_floor(folder))
+        addresses = [floor.address for floor in floors]
+
+        def measured(run) -> dict:
+            table = h.processes()
+            before = sum(h.tree_cpu_s(floor.process.pid, table) for floor in floors)
+            callers = time.process_time()
+            out = run()
+            table = h.processes()
+            server_s = sum(h.tree_cpu_s(floor.process.pid, table) for floor in floors) - before
+            callers = out.pop("cpu_s", None) if "cpu_s" in out else time.process_time() - callers
+            counts = out.pop("ok_by_address", {})
+            per_call = {"server": server_s, "callers": callers}
+            return out | {"servers": len(floors), "ok_by_server": [counts.get(a, 0) for a in addresses],
+                          "cpu": {role: {"cpu_s": round(s, 2), "cpu_ms_per_job": round(s * 1000 / args.calls, 4)}
+                                  for role, s in per_call.items()}}
+
+        python = measured(lambda: asyncio.run(run_create(addresses, "unused", args.calls, args.clients, "floor")))
+        go = (measured(lambda: run_go_create(go_load, addresses, "unused", args.calls, args.clients, "floor-go"))
               if go_load is not None else {"skipped": GO_MISSING})
     finally:
-        floor.stop()
+        for floor in floors:
+            floor.stop()
     return python, go
 
 
@@ -450,10 +488,11 @@ def build_go_load(folder: Path) -> Path | None:
     return binary
 
 
-def run_go_create(binary: Path, address: str, api_key: str, calls: int, clients: int, tag: str) -> dict:
-    """``calls`` CreateJob calls from ``clients`` Go SDK clients at once (its
-    JSON, with ``cpu_s`` the Go process's CPU)."""
-    done = subprocess.run([str(binary), "-address", address, "-api-key", api_key, "-calls", str(calls),
+def run_go_create(binary: Path, addresses: list[str], api_key: str, calls: int, clients: int, tag: str) -> dict:
+    """``calls`` CreateJob calls from ``clients`` Go SDK clients at once,
+    client k to ``addresses[k % len(addresses)]`` (its JSON, with ``cpu_s``
+    the Go process's CPU)."""
+    done = subprocess.run([str(binary), "-address", ",".join(addresses), "-api-key", api_key, "-calls", str(calls),
                            "-clients", str(clients), "-tag", tag], capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         raise RuntimeError(f"createload exited {done.returncode}: {done.stderr[-2000:]}")
@@ -549,6 +588,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=16, help="concurrent CreateJob clients (default 16)")
     parser.add_argument("--batch-jobs", type=int, default=100_000, help="jobs in the one-caller batch phase")
     parser.add_argument("--load-clients", type=int, default=4, help="concurrent BatchCreateJobs callers of the load")
+    parser.add_argument("--servers", type=int, default=1,
+                        help="tickwheel server processes (default 1); client k calls server k %% N")
     parser.add_argument("--pg", help="a PostgreSQL database (postgresql://…); default: a throwaway server")
     parser.add_argument("--etcd", help="etcd HOST:PORT; default: a throwaway etcd")
     parser.add_argument("--pg-set", action="append", default=[], metavar="NAME=VALUE",
@@ -562,6 +603,8 @@ def main(argv: list[str] | None = None) -> int:
         args.jobs, args.calls, args.clients, args.batch_jobs, args.load_clients = 3000, 40, 4, 2000, 2
     if min(args.jobs, args.calls, args.clients, args.batch_jobs, args.load_clients) < 1:
         parser.error("--jobs, --calls, --clients, --batch-jobs and --load-clients must be positive")
+    if not 1 <= args.servers <= 16:
+        parser.error("--servers must be 1 to 16")
     try:
         pg_settings = h.parse_settings(args.pg_set)
     except ValueError as error:
@@ -576,6 +619,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "benchmark": "create",
         "smoke": args.smoke,
+        "servers": args.servers,
         "server": server,
         "pgqueuer": pgqueuer,
         "batch_over_pgqueuer": round(server["batch"]["jobs_per_s"] / pgqueuer["jobs_per_s"], 3)

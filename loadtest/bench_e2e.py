@@ -3,17 +3,19 @@ stream → worker processes → results → history rows, on PostgreSQL + etcd,
 beside pgqueuer draining the same number of no-op jobs on the same PostgreSQL
 in the same run.
 
-    .venv/bin/python loadtest/bench_e2e.py [--jobs 50000] [--workers 4] [--slots 1000]
+    .venv/bin/python loadtest/bench_e2e.py [--jobs 50000] [--workers 4] [--slots 1000] [--servers 1]
                                            [--peer-settings 5x10,10x50] [--no-peer]
                                            [--pg URL] [--etcd HOST:PORT] [--profile DIR] [--logs DIR] [--smoke]
 
 Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL
 and etcd are started (``tests/support``) and deleted afterwards.
 
-- ``server``: one ``tickwheel server`` process (``--migrate``, 256
-  partitions) and ``--workers`` ``tickwheel worker`` processes with
-  ``--slots`` each, running the built-in ``echo`` handler, all connected and
-  every partition owned before anything is due. Then ``--jobs`` one-off jobs
+- ``server``: ``--servers`` ``tickwheel server`` processes (default 1; the
+  first ``--migrate``s; 256 partitions split among them by their etcd
+  leases, as a deployment's fleet) and ``--workers`` ``tickwheel worker``
+  processes with ``--slots`` each, worker k connected to server k % N,
+  running the built-in ``echo`` handler, all connected and every partition
+  owned (evenly split) before anything is due. Then ``--jobs`` one-off jobs
   due now are stored in one transaction, as CreateJob stores them (see
   ``_harness.insert_once_jobs``), so they all become due at the same
   instant; the run ends when every execution has ended. From the store:
@@ -23,7 +25,11 @@ and etcd are started (``tests/support``) and deleted afterwards.
   created_at)``) to the last attempt's ``finished_at``; ``from_commit``
   counts from the instant the jobs were committed instead (it adds the
   dispatcher's wait for its next tick, 0 to 1 s: latency, not
-  throughput). CPU seconds of the server process,
+  throughput). ``claimed_by_server``: executions by the server owning
+  their partition (the one that claimed them); ``executed_by_server``: by
+  the server their worker is connected to (the one that handed them out).
+  CPU seconds of the server processes (together; each in
+  ``cpu_by_server``),
   of PostgreSQL (every process of the server: backends, and what exited
   backends left in the postmaster's ``cutime``), of the workers and of etcd,
   from ``/proc/<pid>/stat`` (all processes read in one pass: a reading is
@@ -151,8 +157,11 @@ def server_outcome(url: str, committed_at: float) -> dict:
             f"{h.OWN_QUERY} SELECT count(*) FROM executions e WHERE e.status = 'succeeded' "
             f"AND EXISTS (SELECT 1 FROM {h.ATTEMPTS} a WHERE a.execution_id = e.id AND a.status = 'succeeded')"
         ).fetchone()[0]
+        by_worker = dict(pg.execute(
+            f"{h.OWN_QUERY} SELECT worker_id, count(*) FROM {h.ATTEMPTS} a GROUP BY worker_id").fetchall())
     window = (last_finished - first_claim) / 1e6 if history else None
     return {
+        "executed_by_worker": by_worker,
         "statuses": statuses,
         "history_rows": history,
         "succeeded_with_history": succeeded_with_history,
@@ -172,12 +181,12 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
     h.reset_data(url)
     load_before = h.load_average()
     with h.cluster(folder, url, etcd_endpoint, workers=args.workers, slots=args.slots,
-                   max_jobs=max(args.jobs, 100_000), server_id="bench-e2e") as (server, pool):
+                   max_jobs=max(args.jobs, 100_000), server_id="bench-e2e", servers=args.servers) as (fleet, pool):
         meter = h.Meter(
-            {"server": [server.process.pid], "workers": pool.pids,
+            {"server": fleet.pids, "workers": pool.pids,
              **({"postgres": [pg]} if (pg := h.postmaster_pid(url)) else {}),
              **({"etcd": [pid]} if (pid := h.etcd_pid(etcd_endpoint)) else {})},
-            etcd_endpoint,
+            etcd_endpoint, fleet.members(),
         )
         statements = h.Statements(url)
         poll = h.observe(url)  # opened before the CPU is read: its backend's start is not the server's
@@ -190,7 +199,7 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
         statements.reset()
         errors = h.PostgresErrors()
         profile = Path(args.profile) / "e2e" if args.profile else None
-        with poll, h.profiled({"server": server.process.pid, "worker-0": pool.pids[0]}, profile):
+        with poll, h.profiled({**fleet.profiled(), "worker-0": pool.pids[0]}, profile):
             ended = wait_until_ended(poll, args.jobs, pool, args.stall)
         after = meter.read()
         sql = statements.report(args.jobs)
@@ -198,20 +207,25 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
             sql["errors_logged"] = errors.counts()
             sql["tables"] = h.updates_between(tables_before, h.table_updates(url), args.jobs)
         stopped_workers = pool.stop()
-        server_exit = server.terminate(30)
+        server_exits = fleet.terminate(30)
+    outcome = server_outcome(url, created["committed_at"])
+    executed = h.by_server(outcome.pop("executed_by_worker"), args.workers, fleet.server_ids)
     return {
         "jobs": args.jobs,
+        "servers": args.servers,
         "workers": args.workers,
         "slots_per_worker": args.slots,
         "stored": {k: v for k, v in created.items() if k != "committed_at"},
         "ended": ended,
-        **server_outcome(url, created["committed_at"]),
+        **outcome,
+        "claimed_by_server": h.claimed_by_owner(url),
+        "executed_by_server": executed,
         **h.Meter.difference(before, after, args.jobs),
         "settled_s": settled,
         "storing_cpu_s": {role: figures["cpu_s"] for role, figures in
                           h.Meter.difference(stored, before, args.jobs)["cpu"].items()},
         "sql": sql,
-        "exit_codes": {"workers": stopped_workers, "server": server_exit},
+        "exit_codes": {"workers": stopped_workers, "server": server_exits[0], "servers": server_exits},
         "load_average_before": load_before,
         "load_average_after": h.load_average(),
     }
@@ -352,6 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=50_000, help="one-off jobs due now (default 50 000)")
     parser.add_argument("--workers", type=int, default=4, help="worker processes (default 4)")
     parser.add_argument("--slots", type=int, default=1000, help="slots per worker (default 1000)")
+    parser.add_argument("--servers", type=int, default=1,
+                        help="tickwheel server processes sharing the store and etcd (default 1); worker k "
+                             "connects to server k %% N")
     parser.add_argument("--stall", type=float, default=60.0, help="give up after this many seconds without progress")
     parser.add_argument("--peer-settings", default=peers.PGQUEUER_SETTINGS, metavar="WxB,…",
                         help=f"pgqueuer worker processes x dequeue batch, each run (default {peers.PGQUEUER_SETTINGS})")
@@ -366,8 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.smoke:
         args.jobs, args.workers, args.slots, args.stall, args.peer_settings = 300, 2, 100, 30.0, "2x10"
-    if args.jobs < 1 or args.workers < 1 or not 1 <= args.slots <= 10_000:
-        parser.error("--jobs and --workers must be positive, --slots between 1 and 10 000")
+    if args.jobs < 1 or args.workers < 1 or not 1 <= args.slots <= 10_000 or not 1 <= args.servers <= 16:
+        parser.error("--jobs and --workers must be positive, --slots between 1 and 10 000, --servers 1 to 16")
     try:
         pg_settings = h.parse_settings(args.pg_set)
         peer_settings = peers.parse_pgqueuer_settings(args.peer_settings)
@@ -389,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "benchmark": "e2e",
         "smoke": args.smoke,
+        "servers": args.servers,
         "executions_per_s": {"tickwheel": server["executions_per_s"],
                              "pgqueuer_best": best["executions_per_s"] if best else None},
         "ratio": ratio,

@@ -3,15 +3,18 @@
 // create_16_go phase, so that the clients' own CPU (a Python client's is
 // most of a call's on this machine) weighs little beside the server's.
 //
-//	createload -address 127.0.0.1:50051 -api-key KEY -calls 2000 -clients 16 -tag go
+//	createload -address 127.0.0.1:50051[,127.0.0.1:50052…] -api-key KEY -calls 2000 -clients 16 -tag go
 //
-// Each client has a channel of its own and the SDK's default retries. The
+// Each client has a channel of its own and the SDK's default retries; with
+// several addresses (a fleet of servers) client k calls address k % N, as
+// a client-side balancer would spread them. The
 // jobs are those bench_create.py creates: handler "echo", cron "0 3 1 1 *"
 // in UTC, payload {"bench": true}, named <tag>-<i>, request id <tag>-<i>.
 // The output:
 //
 //	{"calls":2000,"clients":16,"seconds":…,"jobs_per_s":…,"failures":0,
-//	 "failures_by_code":{},"latency_ms":{"p50":…,"p90":…,"p99":…,"max":…},"cpu_s":…}
+//	 "failures_by_code":{},"latency_ms":{"p50":…,"p90":…,"p99":…,"max":…},"cpu_s":…,
+//	 "ok_by_address":{"127.0.0.1:50051":…}}
 //
 // cpu_s is this process's user and system CPU over the calls. Exit status 2
 // for bad flags, 1 when the clients cannot be made.
@@ -24,6 +27,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -44,6 +48,7 @@ type report struct {
 	FailuresByCode map[string]int     `json:"failures_by_code"`
 	LatencyMs      map[string]float64 `json:"latency_ms"`
 	CPUS           float64            `json:"cpu_s"`
+	OKByAddress    map[string]int     `json:"ok_by_address"`
 }
 
 func cpuSeconds() float64 {
@@ -85,9 +90,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "createload: -address is required; -calls, -clients and -tag must be positive/non-empty")
 		os.Exit(2)
 	}
+	addresses := strings.Split(*address, ",")
 	made := make([]*tickwheel.Client, *clients)
+	okByAddress := make([]atomic.Int64, len(addresses))
 	for i := range made {
-		client, err := tickwheel.New(*address, tickwheel.WithAPIKey(*apiKey))
+		client, err := tickwheel.New(addresses[i%len(addresses)], tickwheel.WithAPIKey(*apiKey))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "createload:", err)
 			os.Exit(1)
@@ -102,7 +109,7 @@ func main() {
 	var wg sync.WaitGroup
 	cpuBefore := cpuSeconds()
 	began := time.Now()
-	for _, client := range made {
+	for k, client := range made {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -118,7 +125,9 @@ func main() {
 					Job: job(name), RequestId: fmt.Sprintf("%s-%d", *tag, i),
 				})
 				mine = append(mine, time.Since(start))
-				if err != nil {
+				if err == nil {
+					okByAddress[k%len(addresses)].Add(1)
+				} else {
 					mu.Lock()
 					failures[status.Code(err).String()]++
 					mu.Unlock()
@@ -144,7 +153,10 @@ func main() {
 			"p50": percentile(latencies, 0.5), "p90": percentile(latencies, 0.9),
 			"p99": percentile(latencies, 0.99), "max": percentile(latencies, 1),
 		},
-		CPUS: cpu,
+		CPUS: cpu, OKByAddress: map[string]int{},
+	}
+	for i, a := range addresses {
+		out.OKByAddress[a] += int(okByAddress[i].Load())
 	}
 	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
 		os.Exit(1)
