@@ -18,14 +18,19 @@ LATENESS = {"min", "p50", "p90", "p99", "max"}
 pytestmark = [pytest.mark.postgres, pytest.mark.etcd, pytest.mark.slow]
 
 
-def test_bench_burst_smoke(postgres_url, etcd_endpoint):
+def smoke(postgres_url: str, etcd_endpoint: str, *flags: str) -> dict:
     done = subprocess.run(
         [sys.executable, str(ROOT / "loadtest" / "bench_burst.py"), "--pg", postgres_url, "--etcd", etcd_endpoint,
-         "--smoke", "--no-peer"],
+         "--smoke", "--no-peer", *flags],
         capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
     )
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def test_bench_burst_smoke(postgres_url, etcd_endpoint):
+    report = smoke(postgres_url, etcd_endpoint)
+    assert report["servers"] == 1
     assert report["benchmark"] == "burst" and report["smoke"] is True
     assert {"runs", "required", "goal", "goal_vs_pgqueuer", "postgres", "machine"} <= set(report)
     assert "baseline" not in report, "no figures from another run"
@@ -48,3 +53,21 @@ def test_bench_burst_smoke(postgres_url, etcd_endpoint):
     assert headline["tickwheel_hand_out"] == run["lateness_s"]["p99"]
     assert run["peers"] is None and headline["pgqueuer_best"] is None and headline["apscheduler"] is None
     assert run["ratio_to_pgqueuer"] is None and report["goal_vs_pgqueuer"]["met"] is None
+
+
+def test_bench_burst_smoke_fleet_of_two(postgres_url, etcd_endpoint):
+    """Two server processes: every job started once, none early or dropped,
+    and both servers claimed (their partitions) and handed out (to their
+    workers: worker k on server k % 2)."""
+    report = smoke(postgres_url, etcd_endpoint, "--servers", "2")
+    [run] = report["runs"]
+    size = run["size"]
+    assert report["servers"] == run["servers"] == 2
+    assert run["statuses"] == {"succeeded": size}, "every execution ended, once"
+    assert run["early"] == 0 and run["dropped"] == 0 and run["redelivered"] == 0
+    ids = [f"bench-burst-{size}-0", f"bench-burst-{size}-1"]
+    for part in ("claimed_by_server", "handed_out_by_server"):
+        counts = run[part]
+        assert sorted(counts) == ids and sum(counts.values()) == size and all(n > 0 for n in counts.values()), counts
+    assert sorted(run["cpu_by_server"]) == ids
+    assert run["exit_codes"]["servers"] == [0, 0] and set(run["exit_codes"]["workers"]) == {0}

@@ -17,14 +17,19 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.postgres, pytest.mark.etcd, pytest.mark.slow]
 
 
-def test_bench_create_smoke(postgres_url, etcd_endpoint):
+def smoke(postgres_url: str, etcd_endpoint: str, *flags: str) -> dict:
     done = subprocess.run(
         [sys.executable, str(ROOT / "loadtest" / "bench_create.py"), "--pg", postgres_url, "--etcd", etcd_endpoint,
-         "--smoke", "--no-pgqueuer"],
+         "--smoke", "--no-pgqueuer", *flags],
         capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
     )
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def test_bench_create_smoke(postgres_url, etcd_endpoint):
+    report = smoke(postgres_url, etcd_endpoint)
+    assert report["servers"] == 1
     assert report["benchmark"] == "create" and report["smoke"] is True
     assert report["pgqueuer"] == {"skipped": "--no-pgqueuer"}
     server = report["server"]
@@ -51,3 +56,31 @@ def test_bench_create_smoke(postgres_url, etcd_endpoint):
                                    "batch_jobs_per_s", "load_1m_s", "paging_last_over_first"}
     assert all("met" in goal and "value" in goal for goal in report["goal"].values())
     assert server["exit_code"] == 0
+
+
+def test_bench_create_smoke_fleet_of_two(postgres_url, etcd_endpoint):
+    """Two server processes: every job stored once, the partitions split
+    between them, and both answered calls of the phases with several
+    clients (client k to server k % 2), as did both gRPC floors."""
+    report = smoke(postgres_url, etcd_endpoint, "--servers", "2")
+    server = report["server"]
+    assert report["servers"] == 2
+    ids = ["bench-create-0", "bench-create-1"]
+    assert sorted(server["ready"]) == ids
+    assert sum(s["partitions_owned"] for s in server["ready"].values()) == 256
+    assert all(s["partitions_owned"] == 128 for s in server["ready"].values()), server["ready"]
+    for phase, jobs in (("create_1", 40), ("create_16", 40), ("create_16_go", 40), ("batch", 2000), ("load", 3000)):
+        figures = server[phase]
+        assert figures["failures"] == 0, figures
+        assert sorted(figures["ok_by_server"]) == ids and sum(figures["ok_by_server"].values()) == jobs, figures
+        assert sorted(figures["cpu_by_server"]) == ids, figures
+    for phase in ("create_16", "create_16_go", "load"):  # several clients: both servers answered
+        assert all(n > 0 for n in server[phase]["ok_by_server"].values()), server[phase]
+    assert server["create_1"]["ok_by_server"]["bench-create-1"] == 0, "one client calls the first server"
+    for name in ("grpc_floor", "grpc_floor_go"):
+        floor = server[name]
+        assert floor["servers"] == 2 and floor["failures"] == 0 and all(n > 0 for n in floor["ok_by_server"]), floor
+        assert sum(floor["ok_by_server"]) == 40
+    assert server["jobs_stored"] == 3 * 40 + 2000 + 3000, "every job stored once"
+    assert server["paging"]["list_jobs"]["jobs"] == server["jobs_stored"]
+    assert server["exit_codes"] == [0, 0]

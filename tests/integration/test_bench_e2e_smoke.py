@@ -18,14 +18,20 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.postgres, pytest.mark.etcd, pytest.mark.slow]
 
 
-def test_bench_e2e_smoke(postgres_url, etcd_endpoint):
+def smoke(postgres_url: str, etcd_endpoint: str, *flags: str) -> dict:
     done = subprocess.run(
         [sys.executable, str(ROOT / "loadtest" / "bench_e2e.py"), "--pg", postgres_url, "--etcd", etcd_endpoint,
-         "--smoke", "--no-peer"],
+         "--smoke", "--no-peer", *flags],
         capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
     )
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def test_bench_e2e_smoke(postgres_url, etcd_endpoint):
+    report = smoke(postgres_url, etcd_endpoint)
+    assert report["servers"] == report["server"]["servers"] == 1
+    assert report["server"]["claimed_by_server"] == {"bench-e2e": report["server"]["jobs"]}
     assert report["benchmark"] == "e2e" and report["smoke"] is True
     assert {"server", "replay", "peer", "ratio", "goal", "postgres", "machine"} <= set(report)
 
@@ -49,3 +55,22 @@ def test_bench_e2e_smoke(postgres_url, etcd_endpoint):
     assert report["peer"] is None and report["ratio"] is None and report["goal"]["met"] is None
     assert report["executions_per_s"] == {"tickwheel": server["executions_per_s"], "pgqueuer_best": None}
     assert report["cpu_ms_per_execution"]["tickwheel"]["total"] > 0
+
+
+def test_bench_e2e_smoke_fleet_of_two(postgres_url, etcd_endpoint):
+    """Two server processes: every execution ended once with its history,
+    none early, and both servers claimed (their partitions) and handed out
+    (to their workers: worker k on server k % 2)."""
+    report = smoke(postgres_url, etcd_endpoint, "--servers", "2")
+    server = report["server"]
+    jobs = server["jobs"]
+    assert report["servers"] == server["servers"] == 2
+    assert server["statuses"] == {"succeeded": jobs}, "every execution ended, once"
+    assert server["history_rows"] == server["succeeded_with_history"] == jobs
+    assert server["early"] == 0
+    ids = ["bench-e2e-0", "bench-e2e-1"]
+    for part in ("claimed_by_server", "executed_by_server"):
+        counts = server[part]
+        assert sorted(counts) == ids and sum(counts.values()) == jobs and all(n > 0 for n in counts.values()), counts
+    assert sorted(server["cpu_by_server"]) == ids
+    assert server["exit_codes"]["servers"] == [0, 0] and set(server["exit_codes"]["workers"]) == {0}
