@@ -251,6 +251,8 @@ class PgqueuerWorkers:
 
     processes: list[subprocess.Popen]
     outputs: list[Path]
+    logs: list[Path]
+    """Each one's stderr."""
 
     @property
     def pids(self) -> list[int]:
@@ -258,11 +260,12 @@ class PgqueuerWorkers:
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout
-        for process in self.processes:
+        for process, log in zip(self.processes, self.logs):
             line = ""
             while line.strip() != "ready":
                 if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError(f"pgqueuer worker {process.pid} not ready:\n{process.stderr.read()[-3000:]}")
+                    said = log.read_text()[-3000:] if log.exists() else "(no log)"
+                    raise RuntimeError(f"pgqueuer worker {process.pid} not ready:\n{said}")
                 line = process.stdout.readline()
 
     def stop(self, timeout: float = 30.0) -> list[dict]:
@@ -282,17 +285,18 @@ class PgqueuerWorkers:
 
 
 def start_pgqueuer_workers(dsn: str, workers: int, batch: int, folder: Path) -> PgqueuerWorkers:
-    processes, outputs = [], []
+    processes, outputs, logs = [], [], []
     for i in range(workers):
         out = folder / f"pgqueuer-{workers}x{batch}-{i}.json"
         out.unlink(missing_ok=True)
+        logs.append(folder / f"pgqueuer-{i}.log")
         processes.append(subprocess.Popen(
             [sys.executable, str(HERE / "peers.py"), "pgqueuer-worker", "--batch", str(batch), "--out", str(out)],
-            stdout=subprocess.PIPE, stderr=(folder / f"pgqueuer-{i}.log").open("w"), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=logs[-1].open("w"), stdin=subprocess.DEVNULL,
             text=True, env={**os.environ, "TICKWHEEL_PEER_DSN": dsn},
         ))
         outputs.append(out)
-    pool = PgqueuerWorkers(processes, outputs)
+    pool = PgqueuerWorkers(processes, outputs, logs)
     try:
         pool.wait_ready()
     except BaseException:

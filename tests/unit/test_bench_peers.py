@@ -110,3 +110,19 @@ def test_raw_claim_is_the_plain_skip_locked_claim() -> None:
     assert sql.reschedule.startswith("UPDATE peer_raw.jobs SET next_run_at = next_run_at + $2")
     for statement in (sql.claim, sql.insert, sql.reschedule):
         assert "public." not in statement, "never Tickwheel's own tables"
+
+
+def test_a_pgqueuer_worker_that_dies_before_ready_is_reported_with_its_log(tmp_path):
+    """The error path names what the worker wrote to its stderr log (its
+    ``Popen.stderr`` is None: stderr goes to a file)."""
+    import subprocess
+
+    log = tmp_path / "pgqueuer-0.log"
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stderr.write('no DSN given'); sys.exit(2)"],
+        stdout=subprocess.PIPE, stderr=log.open("w"), stdin=subprocess.DEVNULL, text=True,
+    )
+    process.wait()
+    pool = peers.PgqueuerWorkers([process], [tmp_path / "out.json"], [log])
+    with pytest.raises(RuntimeError, match="not ready:\nno DSN given"):
+        pool.wait_ready(timeout=5)
