@@ -556,11 +556,15 @@ async def test_the_async_wrapper_retries_on_the_injected_clock(tmp_path, make_en
 
 
 
-async def test_settle_waits_for_an_attempt_whose_task_was_cancelled(engine: Engine) -> None:
+@pytest.mark.parametrize("on", ["engine", "options"])
+async def test_settle_waits_for_an_attempt_whose_task_was_cancelled(engine: Engine, on: str) -> None:
     """Cancelling the awaiting task leaves its attempt running in its thread,
     holding a connection; settle() returns only once it has ended, so a
-    stopping server disposes of the engine after it."""
+    stopping server disposes of the engine after it. An attempt on one of
+    the engine's ``execution_options`` copies (the row-locked transactions'
+    READ COMMITTED engine shares its pool) counts as the engine's."""
     make_counter(engine)
+    runs_on = engine if on == "engine" else engine.execution_options(logging_token="row-locked")
     entered, release = threading.Event(), threading.Event()
 
     def held(conn: Connection) -> int:
@@ -568,7 +572,7 @@ async def test_settle_waits_for_an_attempt_whose_task_was_cancelled(engine: Engi
         release.wait(10)
         return increment(conn)
 
-    task = asyncio.create_task(run_in_transaction_async(engine, held))
+    task = asyncio.create_task(run_in_transaction_async(runs_on, held))
     assert await asyncio.to_thread(entered.wait, 10)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)

@@ -26,6 +26,7 @@ from typing import TypeVar
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import Pool
 
 from tickwheel.shared.backoff import full_jitter
 from tickwheel.shared.clock import Clock, SystemClock
@@ -159,8 +160,11 @@ class RetryEvent:
     error: BaseException
 
 
-_in_flight: weakref.WeakKeyDictionary[Engine, int] = weakref.WeakKeyDictionary()
-"""Transaction attempts running per engine, in any thread."""
+_in_flight: weakref.WeakKeyDictionary[Pool, int] = weakref.WeakKeyDictionary()
+"""Transaction attempts running per connection pool, in any thread: an
+engine's ``execution_options`` copies (the row-locked transactions' READ
+COMMITTED engine, :class:`.base.SqlStore`) share its pool, so their
+attempts count as the engine's."""
 _in_flight_lock = threading.Lock()
 
 
@@ -168,7 +172,7 @@ def attempts_running(engine: Engine) -> int:
     """How many transaction attempts are running on ``engine`` now, in any
     thread, including those whose awaiting task was cancelled."""
     with _in_flight_lock:
-        return _in_flight.get(engine, 0)
+        return _in_flight.get(engine.pool, 0)
 
 
 async def settle(engine: Engine, timeout: float, poll: float = 0.01) -> bool:
@@ -195,14 +199,14 @@ class _Attempt:
         self.committing = False
 
     def run(self) -> T:
-        engine = self._engine
+        pool = self._engine.pool
         with _in_flight_lock:
-            _in_flight[engine] = _in_flight.get(engine, 0) + 1
+            _in_flight[pool] = _in_flight.get(pool, 0) + 1
         try:
             return self._run()
         finally:
             with _in_flight_lock:
-                _in_flight[engine] -= 1
+                _in_flight[pool] -= 1
 
     def _run(self) -> T:
         with self._engine.connect() as conn:
