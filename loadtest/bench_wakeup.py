@@ -180,9 +180,13 @@ def waits(url: str, made: dict[str, list[str]], owners: dict[int, str], expected
 
 
 def summary(values: list[float]) -> dict:
+    """n, p50, p99 and max of ``values`` (ms); None for each figure of an
+    empty group (JSON has no NaN)."""
     values = sorted(values)
+    if not values:
+        return {"n": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
     return {"n": len(values), "p50_ms": round(h.percentile(values, 0.5), 1),
-            "p99_ms": round(h.percentile(values, 0.99), 1), "max_ms": round(values[-1], 1) if values else None}
+            "p99_ms": round(h.percentile(values, 0.99), 1), "max_ms": round(values[-1], 1)}
 
 
 def start_worker(folder: Path, address: str, credential: str, worker_id: str) -> subprocess.Popen:
