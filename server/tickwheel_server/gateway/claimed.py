@@ -64,6 +64,7 @@ class ClaimLending:
         self._release = queue.requeues.release
         self._fair = queue.handout.fair
         self._unique_instant = queue.handout.unique_instant
+        self._in_doubt = queue.handout.in_doubt
         self._wake = wake
 
     def lend(self, limit: int) -> Loan | None:
@@ -93,7 +94,8 @@ class ClaimLending:
             return None
         fence = self._fence
         offer = HandOutOffer(
-            lease.owner, tuple(offered), self._fair, lambda: fence.refusal(lease), self._unique_instant
+            lease.owner, tuple(offered), self._fair, lambda: fence.refusal(lease), self._unique_instant,
+            self._in_doubt,
         )
         return Loan(offer, lease, groups, self._rounds.started)
 

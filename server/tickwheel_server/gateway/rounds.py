@@ -205,6 +205,13 @@ class Rounds:
         rolls back) and before each deal (refused: the claimed executions
         are given back, none reaches a worker)."""
         self.started += 1
+        if self._store.handout.in_doubt.entries:
+            # A hand-out whose COMMIT went unanswered: its rows back first,
+            # whether or not this round claims (:mod:`..store.doubt`).
+            try:
+                await self._store.handout.in_doubt.settle()
+            except Exception:
+                log.warning("undoing hand-outs in doubt failed; retrying at the next round", exc_info=True)
         fence = self._fence
         lease = fence.lease
         refused = fence.refusal(lease)
