@@ -22,7 +22,7 @@ from google.protobuf import field_mask_pb2
 from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tickwheel.shared.clock import Clock
-from tickwheel.shared.ids import from_us, new_job_id, new_job_ids, partition_of, to_us
+from tickwheel.shared.ids import from_us, new_job_id, new_job_ids, to_us
 from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
 
 from ..auth.authenticator import Authenticator, api_key_actor
@@ -274,15 +274,15 @@ def _window(request) -> tuple[datetime | None, datetime | None]:
     return from_at, to_at
 
 
-OnDue = Callable[[Iterable[tuple[int, int | None]]], None]
-"""Told after a write committed: (partition, next due instant in µs or
-None) of each job it wrote, so a due-now one is claimed at once
+OnDue = Callable[[Iterable[tuple[str, int | None]]], None]
+"""Told after a write committed: (job id, next due instant in µs or None)
+of each job it wrote, so a due-now one is claimed at once
 (:meth:`~tickwheel_server.dispatcher.wakeup.Wakeup.due`)."""
 
 
-def record_dues(records: Iterable[JobRecord]) -> list[tuple[int, int | None]]:
-    """(partition, next due µs) of each of ``records``."""
-    return [(r.partition, None if r.next_due_at is None else to_us(r.next_due_at)) for r in records]
+def record_dues(records: Iterable[JobRecord]) -> list[tuple[str, int | None]]:
+    """(job id, next due µs) of each of ``records``."""
+    return [(r.id, None if r.next_due_at is None else to_us(r.next_due_at)) for r in records]
 
 
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
@@ -377,9 +377,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             batch.add(job_ids[index], request_id, job.name, spec, zone, next_run, next_due, tzdata, len(job.payload),
                       key_limits)  # fmt: skip
         outcomes, created_at = await self._jobs.create_batch(batch)
-        count = self._jobs.partition_count
-        self._on_due([(partition_of(batch.ids[i], count), batch.next_dues[i])
-                      for i, outcome in enumerate(outcomes) if outcome is CREATED])  # fmt: skip
+        self._on_due([(batch.ids[i], batch.next_dues[i]) for i, outcome in enumerate(outcomes) if outcome is CREATED])
         return batch_create_response(len(items), refused, accepted, batch, outcomes, created_at)
 
     def _new_job(self, request, tenant: str, now: datetime) -> tuple[NewJob, str]:

@@ -5,9 +5,10 @@ The dispatcher claims every tick; a one-off created due now, an update that
 moves a job's next run to now, a resume whose next fire is due would wait
 up to one tick of the server owning the job's partition, counted against
 lateness. After such a write commits, the API calls :meth:`Wakeup.due` once
-per request with each written job's (partition, next due instant). A due
-instant within ``within`` seconds makes the partition's holder (as this
-server's ownership view last saw it) worth waking:
+per request with each written job's (job id, next due instant). A due
+instant within ``within`` seconds makes the holder of the job's partition
+(hashed for those only; the holder as this server's ownership view last
+saw it) worth waking:
 
 * the holder is this server: :meth:`Dispatcher.wake
   <tickwheel_server.dispatcher.dispatcher.Dispatcher.wake>` in process;
@@ -46,7 +47,7 @@ from typing import Protocol
 
 from tickwheel.shared.backoff import BackoffSleeper
 from tickwheel.shared.clock import Clock
-from tickwheel.shared.ids import to_us
+from tickwheel.shared.ids import partition_of, to_us
 
 from ..lease.base import LeaseStore, Session
 from ..lease.types import EventType, LeaseStoreClosed, LeaseStoreError, SessionLost, WatchCompacted
@@ -65,6 +66,7 @@ class Holders(Protocol):
     """What the wake-up needs of partition ownership."""
 
     server_id: str
+    partition_count: int
 
     def holder(self, partition: int) -> str | None:
         """The server id holding ``partition`` as last seen (None: nobody)."""
@@ -123,13 +125,14 @@ class Wakeup:
 
     # -- the writer's side ----------------------------------------------------------
 
-    def due(self, dues: Iterable[tuple[int, int | None]]) -> None:
-        """After a write committed: ``dues`` is (partition, next due instant
-        in µs since the epoch, None for none) of each job written. Wakes the
-        holders of those due within ``within``; returns at once (puts go out
-        from :meth:`run`)."""
+    def due(self, dues: Iterable[tuple[str, int | None]]) -> None:
+        """After a write committed: ``dues`` is (job id, next due instant in
+        µs since the epoch, None for none) of each job written. Wakes the
+        holders of the partitions of those due within ``within`` (only their
+        ids are hashed); returns at once (puts go out from :meth:`run`)."""
         limit = to_us(self._clock.now()) + self._within_us
-        partitions = {partition for partition, due_us in dues if due_us is not None and due_us <= limit}
+        count = self._ownership.partition_count
+        partitions = {partition_of(job_id, count) for job_id, due_us in dues if due_us is not None and due_us <= limit}
         if not partitions:
             return
         me = self._ownership.server_id
