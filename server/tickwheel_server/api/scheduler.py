@@ -8,8 +8,9 @@ paused span holds and what a change does to the executions not started are
 :func:`resume_span` decode the definitions and call them (see
 ``docs/architecture.md``, "Job changes").
 TriggerJob and BackfillJob create executions through
-:class:`~tickwheel_server.store.manual.ManualStore`; ``on_ready`` tells the
-server's gateway that something is ready now.
+:class:`~tickwheel_server.store.manual.ManualStore`; ``on_ready`` tells this
+server's gateway that something is ready now, and ``on_due`` (``ready=True``)
+the gateway of the server owning the job's partition.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from google.protobuf import field_mask_pb2
 from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc
@@ -274,10 +276,13 @@ def _window(request) -> tuple[datetime | None, datetime | None]:
     return from_at, to_at
 
 
-OnDue = Callable[[Iterable[tuple[str, int | None]]], None]
-"""Told after a write committed: (job id, next due instant in µs or None)
-of each job it wrote, so a due-now one is claimed at once
-(:meth:`~tickwheel_server.dispatcher.wakeup.Wakeup.due`)."""
+class OnDue(Protocol):
+    """Told after a write committed: (job id, next due instant in µs or
+    None) of each job it wrote, so a due-now one is claimed at once;
+    ``ready``: executions of them are ready now, to hand out at once
+    (:meth:`~tickwheel_server.dispatcher.wakeup.Wakeup.due`)."""
+
+    def __call__(self, dues: Iterable[tuple[str, int | None]], *, ready: bool = False) -> None: ...
 
 
 def record_dues(records: Iterable[JobRecord]) -> list[tuple[str, int | None]]:
@@ -302,7 +307,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         on_due: OnDue | None = None,
     ) -> None:
         self._auth = auth
-        self._on_due = on_due or (lambda _dues: None)
+        self._on_due: OnDue = on_due or (lambda _dues, *, ready=False: None)
         self._calendars = CalendarCalls(
             auth, calendars or CalendarStore(jobs.engine, jobs.clock, alerts=AlertStore(jobs.engine, jobs.clock))
         )
@@ -442,6 +447,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         )
         if created:
             self._on_ready()
+            self._on_due([(job_id, to_us(self._clock.now()))], ready=True)
         return scheduler_pb2.TriggerJobResponse(execution=convert.execution_to_proto(execution), created=created)
 
     @rpc
@@ -457,6 +463,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         )
         if result.created and not request.dry_run:
             self._on_ready()
+            self._on_due([(job_id, to_us(self._clock.now()))], ready=True)  # the first are ready now
         return scheduler_pb2.BackfillJobResponse(
             occurrences=[
                 scheduler_pb2.BackfillOccurrence(

@@ -66,19 +66,22 @@ async def world():
     leases = MemoryLeaseStore(clock)
     session = await leases.open_session(60)
     seen: list[str] = []
+    values: list[bytes] = []
     watch = leases.watch(keys.wakes_prefix(ROOT), prefix=True)
     await watch.start()
 
     async def collect() -> None:
         async for event in watch:
             seen.append(event.key.removeprefix(keys.wakes_prefix(ROOT)))
+            values.append(event.value)
 
     collector = asyncio.create_task(collect())
     local: list[int] = []
     wakeup = Wakeup(
-        leases, Holders("a", ["a", "b", "c"]), clock, local=lambda: local.append(1), session=lambda: session,
-        within=2.0, spacing=SPACING,
+        leases, Holders("a", ["a", "b", "c"]), clock, local=lambda: local.append(1),
+        ready=lambda: local.append(2), session=lambda: session, within=2.0, spacing=SPACING,
     )
+    wakeup.values = values
     sender = asyncio.create_task(wakeup._send_forever())
     try:
         yield clock, wakeup, seen, local
@@ -196,6 +199,55 @@ async def test_only_the_due_now_jobs_are_hashed(world, monkeypatch) -> None:
     wakeup.due([*later, (JOB_IN[1], now), (JOB_IN[3], None)])
     await settle()
     assert hashed == [JOB_IN[1]] and seen == ["b"]
+
+
+async def test_a_trigger_wakes_the_holders_hand_out_not_its_claim(world) -> None:
+    """``ready``: executions are ready now (a trigger, a backfill): the
+    holder's hand-out round is woken, in process or by the put's value, and
+    not its claim (it would find nothing, and borrow the round's credit);
+    a claim's wake merged into the same put asks for both."""
+    clock, wakeup, seen, local = world
+    now = to_us(clock.now())
+    wakeup.due([(JOB_IN[0], now)], ready=True)  # this server's partition
+    await settle()
+    assert local == [2] and seen == []
+    wakeup.due([(JOB_IN[1], now)])
+    await settle()
+    assert seen == ["b"] and not wakeup.values[-1].endswith(b" ready"), "a claim wake does not ask for a round"
+    wakeup.due([(JOB_IN[1], now)], ready=True)
+    wakeup.due([(JOB_IN[1], now)])  # merged: still asks for the round
+    clock.advance(WINDOW)
+    await settle()
+    assert seen == ["b", "b"] and wakeup.values[-1] == b"a claim ready"
+    clock.advance(WINDOW)
+    wakeup.due([(JOB_IN[1], now)], ready=True)
+    await settle()
+    assert seen == ["b", "b", "b"] and wakeup.values[-1] == b"a ready"
+
+
+async def test_the_holder_follows_a_ready_wake_with_a_hand_out_round() -> None:
+    clock = FakeClock()
+    leases = MemoryLeaseStore(clock)
+    session = await leases.open_session(60)
+    woken: list[str] = []
+    holder = Wakeup(leases, Holders("b", ["a", "b"]), clock, local=lambda: woken.append("claim"),
+                    ready=lambda: woken.append("round"), session=lambda: session, within=2.0, spacing=SPACING)
+    follower = asyncio.create_task(holder.follow())
+    try:
+        await holder.following.wait()
+        await leases.put(keys.wake_key("b", ROOT), "a", session=session)
+        await settle()
+        assert woken == ["claim"]
+        await leases.put(keys.wake_key("b", ROOT), "a ready", session=session)
+        await settle()
+        assert woken == ["claim", "round"]
+        await leases.put(keys.wake_key("b", ROOT), "a claim ready", session=session)
+        await settle()
+        assert woken == ["claim", "round", "claim", "round"]
+    finally:
+        follower.cancel()
+        await asyncio.gather(follower, return_exceptions=True)
+        await leases.close()
 
 
 def test_bad_settings_are_refused() -> None:
