@@ -410,3 +410,37 @@ async def test_what_a_claim_in_doubt_handed_out_is_undone_by_the_hand_out_store(
     assert statuses(migrated_engine) == {ident: ("scheduled", None, 0)}
     [handed] = await queue.handout.hand_out_ready("s1", NOW, SERVED, 10)
     assert (handed.id, handed.delivery) == (ident, 1)
+
+
+async def test_a_round_under_way_when_credit_is_lent_is_followed_by_another(
+    world, migrated_engine, clock, monkeypatch
+) -> None:
+    """A claim and a round woken at one instant: the round began (its
+    groups read) before the loan, reads the credit after it, finds it lent
+    and skips its workers. The loan's settle then wakes the next round, so
+    the ready execution does not wait for the sweep."""
+    connections = Connections()
+    connection = connect(connections, clock)
+    gateway = make_gateway(migrated_engine, clock, connections)
+    add_execution(migrated_engine, clock, "ready-now")
+    gate = asyncio.Event()
+    armed, real = gateway.rounds._armed, gateway.rounds._armed.start_due
+
+    async def held(*args, **kwargs):
+        await gate.wait()
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(armed, "start_due", held)
+    under_way = asyncio.create_task(gateway.rounds.hand_out_round())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    loan = gateway.lending.lend(1000)
+    assert loan is not None and connection.credit == 0
+    gate.set()
+    assert await under_way == 0, "its workers' credit was lent"
+    gateway._wake.clear()
+    assert await gateway.lending.settle(loan, []) == 0
+    assert gateway._wake.is_set(), "the next round runs at once"
+    monkeypatch.undo()
+    assert await gateway.rounds.hand_out_round() == 1
+    assert sent(connection) == [("ready-now", 1)]
