@@ -330,7 +330,7 @@ class JobDefinition:
         self.version = version
         self.rules = rules_of(job)
         self.target = job.target
-        self.timeout_us = job.timeout.ToMicroseconds() if job.HasField("timeout") else DEFAULT_TIMEOUT_US
+        self.timeout_us = _duration_us(job.timeout) if job.HasField("timeout") else DEFAULT_TIMEOUT_US
         self.unparsed = None if decoded is None else f"the definition does not parse: {decoded}"
         problem, schedule, self.misfire_threshold = _claim_of(job, job_id)
         self.calendar = None
@@ -429,7 +429,7 @@ def _claim_of(job: job_pb2.Job, job_id: str) -> tuple[str | None, Schedule | Non
         return f"misfire_run_all_limit {run_all_limit} is outside 1..{MAX_RUN_ALL_LIMIT}", None, _ZERO
     try:
         schedule = schedule_of(job, job_id)
-        threshold = job.misfire_threshold.ToTimedelta() if job.HasField("misfire_threshold") else _ZERO
+        threshold = _duration(job.misfire_threshold) if job.HasField("misfire_threshold") else _ZERO
     except InvalidArgument as error:
         return str(error), None, _ZERO
     except (ValueError, OverflowError) as error:  # a Timestamp or Duration out of datetime's range
@@ -440,6 +440,20 @@ def _claim_of(job: job_pb2.Job, job_id: str) -> tuple[str | None, Schedule | Non
 
 
 _ZERO = timedelta(0)
+
+
+def _toward_zero_us(nanos: int) -> int:
+    return nanos // 1000 if nanos >= 0 else -(-nanos // 1000)
+
+
+def _duration_us(duration) -> int:
+    """``Duration.ToMicroseconds()``: nanoseconds rounded toward zero, without its method's Python calls."""
+    return duration.seconds * 1_000_000 + _toward_zero_us(duration.nanos)
+
+
+def _duration(duration) -> timedelta:
+    """``Duration.ToTimedelta()``, the same way (raises as it does past timedelta's range)."""
+    return timedelta(seconds=duration.seconds, microseconds=_toward_zero_us(duration.nanos))
 
 
 NO_DEFINITION = JobDefinition.parse("", 0, None)

@@ -235,3 +235,18 @@ def test_a_schedules_violations_are_listed_in_the_fields_order() -> None:
         "jobs[0].end_at", "jobs[0].dst_policy.gap", "jobs[0].dst_policy.repeat", "jobs[0].jitter.window",
         "jobs[0].max_runs", "jobs[0].schedule.once_at",
     ]
+
+
+@pytest.mark.parametrize("seconds,nanos", [
+    (0, 0), (300, 0), (1, 999_999_999), (-1, -999_999_999), (0, -1_500), (0, 1_500), (-5, -1), (315_576_000_000, 0),
+])
+def test_a_duration_reads_as_protobufs_conversions_read_it(seconds: int, nanos: int) -> None:
+    from google.protobuf import duration_pb2
+
+    from tickwheel_server.jobspec import _duration, _duration_us
+
+    duration = duration_pb2.Duration(seconds=seconds, nanos=nanos)
+    assert _duration_us(duration) == duration.ToMicroseconds()
+    assert _duration(duration) == duration.ToTimedelta()
+    parsed = JobDefinition.parse("job_1", 1, spec(timeout=duration))
+    assert parsed.timeout_us == duration.ToMicroseconds()
