@@ -72,42 +72,34 @@ def test_a_failed_attempt_gives_the_level_back_too(one: Engine) -> None:
     assert run_in_transaction(one, level) == SERIALIZABLE
 
 
+FAIL_ONCE = {
+    ErrorKind.CONFLICT: "DO $$ BEGIN RAISE EXCEPTION 'restart' USING ERRCODE = '40001'; END $$",
+    ErrorKind.CONNECTION: "SELECT pg_terminate_backend(pg_backend_pid())",
+}
+
+
 @postgres
-def test_a_retried_conflict_runs_again_at_its_level(one: Engine) -> None:
+@pytest.mark.parametrize("kind", list(FAIL_ONCE))
+def test_a_retried_attempt_runs_again_at_its_level(one: Engine, kind: ErrorKind) -> None:
+    """A 40001 retried on the same connection, a lost one on a new one:
+    either way the next attempt is at its level, and the pool's connection
+    at the engine's after."""
     rc = isolation_level(one, "READ COMMITTED")
-    seen: list[str] = []
+    seen: list[tuple[str, int]] = []
     events: list[RetryEvent] = []
 
-    def conflicts_once(conn: Connection) -> str:
-        seen.append(level(conn))
+    def fails_once(conn: Connection) -> str:
+        seen.append((level(conn), backend(conn)))
         if len(seen) == 1:
-            driver.rowcount(conn, "DO $$ BEGIN RAISE EXCEPTION 'restart' USING ERRCODE = '40001'; END $$", {})
-        return seen[-1]
+            driver.rows(conn, FAIL_ONCE[kind], {})
+        return seen[-1][0]
 
-    assert run_in_transaction(one, conflicts_once, isolation=rc, sleep=lambda _: None, on_retry=events.append) == (
+    assert run_in_transaction(one, fails_once, isolation=rc, sleep=lambda _: None, on_retry=events.append) == (
         READ_COMMITTED
     )
-    assert seen == [READ_COMMITTED, READ_COMMITTED] and [e.kind for e in events] == [ErrorKind.CONFLICT]
-    assert run_in_transaction(one, level) == SERIALIZABLE
-
-
-@postgres
-def test_a_lost_connection_is_retried_at_its_level_on_a_new_one(one: Engine) -> None:
-    rc = isolation_level(one, "READ COMMITTED")
-    pids: list[int] = []
-    events: list[RetryEvent] = []
-
-    def lost_once(conn: Connection) -> str:
-        pids.append(backend(conn))
-        if len(pids) == 1:
-            driver.rows(conn, "SELECT pg_terminate_backend(pg_backend_pid())", {})
-        return level(conn)
-
-    assert run_in_transaction(one, lost_once, isolation=rc, sleep=lambda _: None, on_retry=events.append) == (
-        READ_COMMITTED
-    )
-    assert [e.kind for e in events] == [ErrorKind.CONNECTION] and pids[0] != pids[1]
-    assert run_in_transaction(one, lambda c: (level(c), backend(c))) == (SERIALIZABLE, pids[1])
+    assert [s[0] for s in seen] == [READ_COMMITTED, READ_COMMITTED] and [e.kind for e in events] == [kind]
+    assert (seen[0][1] == seen[1][1]) is (kind is ErrorKind.CONFLICT), "a lost connection is replaced"
+    assert run_in_transaction(one, lambda c: (level(c), backend(c))) == (SERIALIZABLE, seen[1][1])
 
 
 @postgres
