@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
@@ -144,3 +145,25 @@ def test_sqlite_takes_no_level_of_its_own() -> None:
         assert SqlStore(engine, FakeClock()).row_locked_level is None
     finally:
         engine.dispose()
+
+
+@postgres
+def test_a_connection_that_cannot_take_the_level_is_replaced_and_the_attempt_retried(one: Engine) -> None:
+    """A pooled connection closed between its checkout and BEGIN: the level
+    cannot be set, the connection is discarded, and the attempt runs again
+    on a new one (a connection error, retried), never on the broken one."""
+    closed: list[int] = []
+
+    @event.listens_for(one, "checkout")
+    def close_first(dbapi_connection, _record, _proxy) -> None:
+        if not closed:
+            closed.append(dbapi_connection.info.backend_pid)
+            dbapi_connection.close()
+
+    events: list[RetryEvent] = []
+    result = run_in_transaction(
+        one, lambda c: (level(c), backend(c)), isolation=isolation_level(one, "READ COMMITTED"),
+        sleep=lambda _: None, on_retry=events.append,
+    )  # fmt: skip
+    assert result[0] == READ_COMMITTED and result[1] != closed[0]
+    assert [e.kind for e in events] == [ErrorKind.CONNECTION]

@@ -216,7 +216,11 @@ class _Attempt:
                 return self._transaction(conn)
             dbapi_connection = conn.connection.dbapi_connection
             kept = dbapi_connection.isolation_level
-            dbapi_connection.isolation_level = self._level
+            try:
+                dbapi_connection.isolation_level = self._level
+            except Exception as error:  # closed, or not idle: no transaction can run on it
+                conn.invalidate()
+                raise sa_exc.DisconnectionError("a pooled connection could not take the transaction's level") from error
             try:
                 return self._transaction(conn)
             finally:
@@ -348,9 +352,9 @@ def run_in_transaction(
     DBAPI connection before the transaction begins and given back after it
     ends (:func:`_restore_level`). It is what an engine's
     ``execution_options(isolation_level=…)`` copy does, without SQLAlchemy's
-    per-checkout work around it (the level set and reset through its
-    connection characteristics and events), which cost about as much as a
-    statement.
+    work around every checkout and checkin (the level set and reset through
+    its connection characteristics and events; loadtest/RESULTS.md, "A
+    CreateJob group's transaction in the store").
 
     ``sleep`` and ``rng`` are injectable for tests; ``on_retry`` is called
     before each wait (metrics, tests).
