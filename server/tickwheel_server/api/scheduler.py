@@ -355,15 +355,13 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         (:meth:`_write_group`)."""
         tenant = await self._auth.tenant(context)
         request_id = validate.check_request_id(request.request_id)
-        if request.job.HasField("calendar"):
-            for name in await self._absent_calendars(tenant.name, [named_calendar(request.job)]):
-                raise missing_calendar(name)
         return await self._creates.create(_Pending(tenant.name, request.job), request_id)
 
     async def _write_group(self, tenant: str, items) -> list:
         """A group of CreateJob calls (``_Pending`` jobs and their request
         ids): each validated as BatchCreateJobs validates an item (a refused
-        one answers its error, nothing stored), the valid ones stored in one
+        one answers its error, nothing stored; a named calendar the tenant
+        lacks, FAILED_PRECONDITION), the valid ones stored in one
         :meth:`JobStore.create_batch`; each call's answer: its job created
         (serialized), an earlier call's job, or its error."""
         now = self._clock.now()
@@ -372,12 +370,16 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         job_ids = new_job_ids(now, len(items))
         tzdata, policy = tzdata_version(), self._target_policy
         accepted: list[int] = []
+        named = [named_calendar(pending.job) for pending, _ in items if pending.job.HasField("calendar")]
+        absent = await self._absent_calendars(tenant, named) if named else set()
         for index, (pending, request_id) in enumerate(items):
             job = pending.job
             try:
                 spec, next_run, next_due, zone, key_limits = validate.new_definition(
                     job, now, job_ids[index], target_policy=policy
                 )
+                if absent and named_calendar(job) in absent:
+                    raise missing_calendar(named_calendar(job))
             except TickwheelError as error:
                 answers[index] = error
                 continue
