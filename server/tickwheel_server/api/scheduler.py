@@ -15,7 +15,7 @@ server's gateway that something is ready now.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
 from google.protobuf import field_mask_pb2
@@ -357,35 +357,46 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         request_id = validate.check_request_id(request.request_id)
         return await self._creates.create(_Pending(tenant.name, request.job), request_id)
 
-    async def _write_group(self, tenant: str, items) -> list:
-        """A group of CreateJob calls (``_Pending`` jobs and their request
-        ids): each validated as BatchCreateJobs validates an item (a refused
-        one answers its error, nothing stored; a named calendar the tenant
-        lacks, FAILED_PRECONDITION), the valid ones stored in one
-        :meth:`JobStore.create_batch`; each call's answer: its job created
-        (serialized), an earlier call's job, or its error."""
+    async def _new_jobs(
+        self, tenant: str, items: Sequence[tuple[job_pb2.Job, str]]
+    ) -> tuple[NewJobs, list[int], dict[int, TickwheelError]]:
+        """``items`` (job, request id) of ``tenant`` validated at one instant,
+        each on its own: the valid ones in a batch (and their indices), the
+        refused ones' errors by index (a named calendar the tenant lacks:
+        FAILED_PRECONDITION, after the job's own violations). One store read
+        for the calendars the jobs name, none when they name none."""
         now = self._clock.now()
-        answers: list = [None] * len(items)
+        refused: dict[int, TickwheelError] = {}
+        accepted: list[int] = []
         batch = NewJobs(tenant)
         job_ids = new_job_ids(now, len(items))
         tzdata, policy = tzdata_version(), self._target_policy
-        accepted: list[int] = []
-        named = [named_calendar(pending.job) for pending, _ in items if pending.job.HasField("calendar")]
+        named = [named_calendar(job) for job, _ in items if job.HasField("calendar")]
         absent = await self._absent_calendars(tenant, named) if named else set()
-        for index, (pending, request_id) in enumerate(items):
-            job = pending.job
+        for index, (job, raw_request_id) in enumerate(items):
             try:
+                request_id = validate.check_request_id(raw_request_id)
                 spec, next_run, next_due, zone, key_limits = validate.new_definition(
                     job, now, job_ids[index], target_policy=policy
                 )
                 if absent and named_calendar(job) in absent:
                     raise missing_calendar(named_calendar(job))
             except TickwheelError as error:
-                answers[index] = error
+                refused[index] = error
                 continue
             accepted.append(index)
             batch.add(job_ids[index], request_id, job.name, spec, zone, next_run, next_due, tzdata, len(job.payload),
                       key_limits)  # fmt: skip
+        return batch, accepted, refused
+
+    async def _write_group(self, tenant: str, items: Sequence[tuple[_Pending, str]]) -> list:
+        """A group of CreateJob calls (``_Pending`` jobs and their request
+        ids): validated as BatchCreateJobs' items are (:meth:`_new_jobs`; a
+        refused one answers its error, nothing stored), the valid ones stored
+        in one :meth:`JobStore.create_batch`; each call's answer: its job
+        created (serialized), an earlier call's job, or its error."""
+        batch, accepted, refused = await self._new_jobs(tenant, [(pending.job, rid) for pending, rid in items])
+        answers: list = [refused.get(index) for index in range(len(items))]
         if accepted:
             outcomes, created_at = await self._jobs.create_batch(batch)
             created = CreatedAnswers(batch, created_at)
@@ -415,28 +426,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         tenant = await self._auth.tenant(context)
         items = request.items
         batch_items(items)
-        now = self._clock.now()
-        refused: dict[int, TickwheelError] = {}
-        accepted: list[int] = []
-        batch = NewJobs(tenant.name)
-        job_ids = new_job_ids(now, len(items))
-        tzdata, policy = tzdata_version(), self._target_policy
-        absent = await self._absent_calendars(tenant.name, [named_calendar(item.job) for item in items])
-        for index, item in enumerate(items):
-            job = item.job
-            try:
-                request_id = validate.check_request_id(item.request_id)
-                spec, next_run, next_due, zone, key_limits = validate.new_definition(
-                    job, now, job_ids[index], target_policy=policy
-                )
-                if absent and named_calendar(job) in absent:
-                    raise missing_calendar(named_calendar(job))
-            except TickwheelError as error:
-                refused[index] = error
-                continue
-            accepted.append(index)
-            batch.add(job_ids[index], request_id, job.name, spec, zone, next_run, next_due, tzdata, len(job.payload),
-                      key_limits)  # fmt: skip
+        batch, accepted, refused = await self._new_jobs(tenant.name, [(item.job, item.request_id) for item in items])
         outcomes, created_at = await self._jobs.create_batch(batch)
         count = self._jobs.partition_count
         self._on_due([(partition_of(batch.ids[i], count), batch.next_dues[i])
