@@ -287,14 +287,17 @@ def record_dues(records: Iterable[JobRecord]) -> list[tuple[int, int | None]]:
 
 class _Pending:
     """A CreateJob call's job waiting for its group: what the coalescer
-    reads of it (tenant, and ``spec`` for its size: the job's bytes)."""
+    reads of it (tenant, and ``spec`` for its size: the job's bytes) and
+    the instant the call arrived (its schedule's first fire is after it,
+    as a lone call's would be, however long it waited)."""
 
-    __slots__ = ("tenant", "job", "spec")
+    __slots__ = ("tenant", "job", "spec", "at")
 
-    def __init__(self, tenant: str, job: job_pb2.Job) -> None:
+    def __init__(self, tenant: str, job: job_pb2.Job, at: datetime) -> None:
         self.tenant = tenant
         self.job = job
         self.spec = job.SerializeToString()
+        self.at = at
 
 
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
@@ -355,29 +358,32 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         (:meth:`_write_group`)."""
         tenant = await self._auth.tenant(context)
         request_id = validate.check_request_id(request.request_id)
-        return await self._creates.create(_Pending(tenant.name, request.job), request_id)
+        return await self._creates.create(_Pending(tenant.name, request.job, self._clock.now()), request_id)
 
     async def _new_jobs(
-        self, tenant: str, items: Sequence[tuple[job_pb2.Job, str]]
+        self, tenant: str, items: Sequence[tuple[job_pb2.Job, str, datetime]]
     ) -> tuple[NewJobs, list[int], dict[int, TickwheelError]]:
-        """``items`` (job, request id) of ``tenant`` validated at one instant,
-        each on its own: the valid ones in a batch (and their indices), the
-        refused ones' errors by index (a named calendar the tenant lacks:
-        FAILED_PRECONDITION, after the job's own violations). One store read
-        for the calendars the jobs name, none when they name none."""
-        now = self._clock.now()
+        """``items`` (job, request id, the instant its call arrived) of
+        ``tenant`` validated each on its own, at its call's instant: the
+        valid ones in a batch (and their indices), the refused ones' errors
+        by index (a named calendar the tenant lacks: FAILED_PRECONDITION,
+        after the job's own violations). One store read for the calendars
+        the jobs name, none when they name none."""
+        if not items:
+            return NewJobs(tenant), [], {}
+        now = items[0][2]
         refused: dict[int, TickwheelError] = {}
         accepted: list[int] = []
         batch = NewJobs(tenant)
         job_ids = new_job_ids(now, len(items))
         tzdata, policy = tzdata_version(), self._target_policy
-        named = [named_calendar(job) for job, _ in items if job.HasField("calendar")]
+        named = [named_calendar(job) for job, _, _ in items if job.HasField("calendar")]
         absent = await self._absent_calendars(tenant, named) if named else set()
-        for index, (job, raw_request_id) in enumerate(items):
+        for index, (job, raw_request_id, at) in enumerate(items):
             try:
                 request_id = validate.check_request_id(raw_request_id)
                 spec, next_run, next_due, zone, key_limits = validate.new_definition(
-                    job, now, job_ids[index], target_policy=policy
+                    job, at, job_ids[index], target_policy=policy
                 )
                 if absent and named_calendar(job) in absent:
                     raise missing_calendar(named_calendar(job))
@@ -395,7 +401,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         refused one answers its error, nothing stored), the valid ones stored
         in one :meth:`JobStore.create_batch`; each call's answer: its job
         created (serialized), an earlier call's job, or its error."""
-        batch, accepted, refused = await self._new_jobs(tenant, [(pending.job, rid) for pending, rid in items])
+        batch, accepted, refused = await self._new_jobs(
+            tenant, [(pending.job, rid, pending.at) for pending, rid in items]
+        )
         answers: list = [refused.get(index) for index in range(len(items))]
         if accepted:
             outcomes, created_at = await self._jobs.create_batch(batch)
@@ -426,7 +434,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         tenant = await self._auth.tenant(context)
         items = request.items
         batch_items(items)
-        batch, accepted, refused = await self._new_jobs(tenant.name, [(item.job, item.request_id) for item in items])
+        now = self._clock.now()
+        batch, accepted, refused = await self._new_jobs(
+            tenant.name, [(item.job, item.request_id, now) for item in items]
+        )
         outcomes, created_at = await self._jobs.create_batch(batch)
         count = self._jobs.partition_count
         self._on_due([(partition_of(batch.ids[i], count), batch.next_dues[i])
