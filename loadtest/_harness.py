@@ -431,7 +431,10 @@ class Meter:
 def profiled(pids: dict[str, int], folder: Path | None) -> Iterator[None]:
     """Sample ``pids`` (name → pid) with py-spy while the block runs, into
     ``folder/<name>.txt`` (collapsed stacks, per thread, idle included, so
-    waiting shows as well as working); nothing when ``folder`` is None."""
+    waiting shows as well as working); nothing when ``folder`` is None.
+    ``TICKWHEEL_PYSPY_ARGS`` replaces the sampling options (default
+    ``--rate 100 --threads --idle``): ``--rate 200 --gil --native`` keeps
+    only what holds the interpreter, C frames included."""
     if folder is None:
         yield
         return
@@ -442,7 +445,7 @@ def profiled(pids: dict[str, int], folder: Path | None) -> Iterator[None]:
     samplers = [
         subprocess.Popen(
             [str(spy), "record", "--pid", str(pid), "--output", str(folder / f"{name}.txt"), "--format", "raw",
-             "--rate", "100", "--threads", "--idle"],
+             *os.environ.get("TICKWHEEL_PYSPY_ARGS", "--rate 100 --threads --idle").split()],
             stdout=subprocess.DEVNULL, stderr=(folder / f"{name}.log").open("w"),
         )
         for name, pid in pids.items()

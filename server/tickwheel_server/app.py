@@ -272,7 +272,7 @@ class TickwheelServer:
         # partition's owner: this dispatcher, or another server's through its
         # wake key (dispatcher/wakeup.py).
         self.wakeup = Wakeup(
-            self._lease_store, self.ownership, self.clock, local=self.dispatcher.wake,
+            self._lease_store, self.ownership, self.clock, local=self.dispatcher.wake, ready=self.gateway.wake,
             session=lambda: self._session, within=2 * self.dispatcher.tick,
         )
         # One sender per cluster: the reaper's leader, whichever server raised the alert.

@@ -22,7 +22,7 @@ from .fields import duration_problem, timestamp_problem
 from .policy.admission import Rules, rules_of
 from .policy.breaker import http_target_host
 from .policy.outcome import RetryPolicy
-from .schedule import GapPolicy, RepeatPolicy, Schedule, ScheduleError, parse_local_time
+from .schedule import GapPolicy, RepeatPolicy, Schedule, ScheduleError, ScheduleKind, parse_local_time
 from .schedule.calendarrule import CalendarRule
 from .schedule.jitter import MAX_WINDOW as MAX_JITTER_WINDOW
 
@@ -147,57 +147,64 @@ _REPEAT = {
 
 def schedule_of(job: job_pb2.Job, job_id: str, field: str = "job") -> Schedule:
     """The engine's :class:`Schedule` for a job message (schedule, DST policy,
-    jitter, start/end, max_runs). Raises InvalidArgument naming the field."""
+    jitter, start/end, max_runs). Raises InvalidArgument naming the field.
+
+    The claim reads one for every job it claims that the cache has not seen
+    (every one-off), so the fields are read once each and the value built
+    positionally."""
     violations: list[FieldViolation] = []
     window = None
-    if job.jitter.HasField("window"):
-        problem = duration_problem(job.jitter.window)
+    jitter = job.jitter
+    if jitter.HasField("window"):
+        problem = duration_problem(jitter.window)
         if problem is None:
-            window = job.jitter.window.ToTimedelta()
+            window = jitter.window.ToTimedelta()
         else:
             violations.append(FieldViolation(f"{field}.jitter.window", problem))
-    common: dict = dict(
-        gap=_GAP.get(job.dst_policy.gap),
-        repeat=_REPEAT.get(job.dst_policy.repeat),
-        exact=job.jitter.exact,
-        jitter_window=window,
-        start_at=_instant(job, "start_at", field, violations),
-        end_at=_instant(job, "end_at", field, violations),
-        max_runs=job.max_runs,
-        job_id=job_id,
-    )
-    if common["gap"] is None:
+    dst = job.dst_policy
+    gap = _GAP.get(dst.gap)
+    repeat = _REPEAT.get(dst.repeat)
+    start_at = _instant(job, "start_at", field, violations) if job.HasField("start_at") else None
+    end_at = _instant(job, "end_at", field, violations) if job.HasField("end_at") else None
+    max_runs = job.max_runs
+    if gap is None:
         violations.append(FieldViolation(f"{field}.dst_policy.gap", "unknown value"))
-    if common["repeat"] is None:
+    if repeat is None:
         violations.append(FieldViolation(f"{field}.dst_policy.repeat", "unknown value"))
-    window = common["jitter_window"]
     if window is not None and not timedelta(0) <= window <= MAX_JITTER_WINDOW:
         violations.append(FieldViolation(f"{field}.jitter.window", "must be between 0 and 1 hour"))
-    if job.max_runs < 0:
+    if max_runs < 0:
         violations.append(FieldViolation(f"{field}.max_runs", "must be >= 0 (0 means unlimited)"))
-    if common["start_at"] and common["end_at"] and common["end_at"] <= common["start_at"]:
+    if start_at and end_at and end_at <= start_at:
         violations.append(FieldViolation(f"{field}.end_at", "must be after start_at"))
+    exact = jitter.exact
     kind = job.schedule.WhichOneof("kind")
     schedule: Schedule | None = None
     if kind is None:
         violations.append(FieldViolation(f"{field}.schedule", "required: set cron, once_at or local"))
+    elif kind == "once_at":
+        at = _instant(job.schedule, "once_at", f"{field}.schedule", violations)
+        if at is not None and not violations:
+            schedule = Schedule(
+                ScheduleKind.ONCE, "", "UTC", at, gap, repeat, exact, window, start_at, end_at, max_runs, job_id
+            )
     elif kind == "cron":
         cron = job.schedule.cron
-        if not cron.expression.strip():
+        expression = cron.expression
+        if not expression.strip():
             violations.append(FieldViolation(f"{field}.schedule.cron.expression", "required"))
-        elif len(cron.expression) > MAX_CRON_EXPRESSION or not _CRON_CHARACTERS.match(cron.expression):
+        elif len(expression) > MAX_CRON_EXPRESSION or not _CRON_CHARACTERS.match(expression):
             violations.append(FieldViolation(
                 f"{field}.schedule.cron.expression",
                 f"at most {MAX_CRON_EXPRESSION} characters of printable ASCII, spaces and tabs",
             ))  # fmt: skip
         elif len(cron.time_zone) > MAX_ZONE_NAME:
             violations.append(FieldViolation(f"{field}.schedule.cron.time_zone", f"at most {MAX_ZONE_NAME} characters"))
-        else:
-            schedule = Schedule.cron(cron.expression, cron.time_zone or "UTC", **common)
-    elif kind == "once_at":
-        at = _instant(job.schedule, "once_at", f"{field}.schedule", violations)
-        if at is not None:
-            schedule = Schedule.once(at, **common)
+        elif not violations:
+            schedule = Schedule(
+                ScheduleKind.CRON, expression, cron.time_zone or "UTC", None, gap, repeat, exact, window, start_at,
+                end_at, max_runs, job_id,
+            )
     else:
         local = job.schedule.local
         wall = None
@@ -209,24 +216,32 @@ def schedule_of(job: job_pb2.Job, job_id: str, field: str = "job") -> Schedule:
             violations.append(FieldViolation(f"{field}.schedule.local.time_zone", "required"))
         elif len(local.time_zone) > MAX_ZONE_NAME:
             violations.append(FieldViolation(f"{field}.schedule.local.time_zone", f"at most {MAX_ZONE_NAME} characters"))
-        elif wall is not None:
-            schedule = Schedule.local(wall, local.time_zone, **common)
+        elif wall is not None and not violations:
+            schedule = Schedule(
+                ScheduleKind.LOCAL, "", local.time_zone, wall, gap, repeat, exact, window, start_at, end_at, max_runs,
+                job_id,
+            )
     if violations:
         raise InvalidArgument(violations)
     assert schedule is not None
     return schedule
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
 def _instant(message, name: str, prefix: str, violations: list[FieldViolation]) -> datetime | None:
     """``message.<name>`` as an aware instant, None when unset; a violation
     (and None) when it is not a valid Timestamp or lies outside
-    [EARLIEST_INSTANT, LATEST_INSTANT)."""
+    [EARLIEST_INSTANT, LATEST_INSTANT). Converted as ``Timestamp.ToDatetime``
+    converts a valid one (nanoseconds truncated to microseconds), without its
+    second validation."""
     if not message.HasField(name):
         return None
     value: timestamp_pb2.Timestamp = getattr(message, name)
     problem = timestamp_problem(value)
     if problem is None:
-        at = value.ToDatetime(tzinfo=timezone.utc)
+        at = _EPOCH + timedelta(seconds=value.seconds, microseconds=value.nanos // 1000)
         if EARLIEST_INSTANT <= at < LATEST_INSTANT:
             return at
         problem = "must be between 1970-01-01T00:00:00Z and 9999-01-01T00:00:00Z (exclusive)"
@@ -315,7 +330,7 @@ class JobDefinition:
         self.version = version
         self.rules = rules_of(job)
         self.target = job.target
-        self.timeout_us = job.timeout.ToMicroseconds() if job.HasField("timeout") else DEFAULT_TIMEOUT_US
+        self.timeout_us = _duration_us(job.timeout) if job.HasField("timeout") else DEFAULT_TIMEOUT_US
         self.unparsed = None if decoded is None else f"the definition does not parse: {decoded}"
         problem, schedule, self.misfire_threshold = _claim_of(job, job_id)
         self.calendar = None
@@ -406,22 +421,39 @@ def _lateness_of(job: job_pb2.Job) -> timedelta:
 def _claim_of(job: job_pb2.Job, job_id: str) -> tuple[str | None, Schedule | None, timedelta]:
     """(why the dispatcher cannot claim it or None, its schedule, its misfire threshold)."""
     if job.misfire_policy not in MISFIRE_POLICIES:
-        return f"unknown misfire_policy value {job.misfire_policy}", None, timedelta(0)
+        return f"unknown misfire_policy value {job.misfire_policy}", None, _ZERO
     if job.target.WhichOneof("kind") is None:
-        return "no target this server knows (target kind unset or unknown)", None, timedelta(0)
+        return "no target this server knows (target kind unset or unknown)", None, _ZERO
     run_all_limit = job.misfire_run_all_limit or DEFAULT_RUN_ALL_LIMIT
     if not 1 <= run_all_limit <= MAX_RUN_ALL_LIMIT:
-        return f"misfire_run_all_limit {run_all_limit} is outside 1..{MAX_RUN_ALL_LIMIT}", None, timedelta(0)
+        return f"misfire_run_all_limit {run_all_limit} is outside 1..{MAX_RUN_ALL_LIMIT}", None, _ZERO
     try:
         schedule = schedule_of(job, job_id)
-        threshold = job.misfire_threshold.ToTimedelta()
+        threshold = _duration(job.misfire_threshold) if job.HasField("misfire_threshold") else _ZERO
     except InvalidArgument as error:
-        return str(error), None, timedelta(0)
+        return str(error), None, _ZERO
     except (ValueError, OverflowError) as error:  # a Timestamp or Duration out of datetime's range
-        return f"a value out of range: {error}", None, timedelta(0)
-    if threshold < timedelta(0):
-        return "misfire_threshold is negative", None, timedelta(0)
+        return f"a value out of range: {error}", None, _ZERO
+    if threshold < _ZERO:
+        return "misfire_threshold is negative", None, _ZERO
     return None, schedule, threshold
+
+
+_ZERO = timedelta(0)
+
+
+def _toward_zero_us(nanos: int) -> int:
+    return nanos // 1000 if nanos >= 0 else -(-nanos // 1000)
+
+
+def _duration_us(duration) -> int:
+    """``Duration.ToMicroseconds()``: nanoseconds rounded toward zero, without its method's Python calls."""
+    return duration.seconds * 1_000_000 + _toward_zero_us(duration.nanos)
+
+
+def _duration(duration) -> timedelta:
+    """``Duration.ToTimedelta()``, the same way (raises as it does past timedelta's range)."""
+    return timedelta(seconds=duration.seconds, microseconds=_toward_zero_us(duration.nanos))
 
 
 NO_DEFINITION = JobDefinition.parse("", 0, None)

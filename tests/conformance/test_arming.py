@@ -28,7 +28,7 @@ from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.tables import executions, tenants
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
-from .test_handout import ANY_ECHO, add_execution
+from .test_handout import ANY_ECHO, add_execution, committed_unanswered, lost_before_commit
 
 AHEAD = timedelta(seconds=5)
 
@@ -433,14 +433,7 @@ async def test_an_arm_or_a_start_whose_commit_went_unanswered_is_undone_by_the_n
         add_one_off(migrated_engine, clock, ident, due_in=2)
     store, real = queue.arming, queue.arming._tx
 
-    async def committed_unanswered(fn, **options):
-        await real(fn, **options)
-        raise AmbiguousCommitError("the connection broke after COMMIT")
-
-    async def lost_before_commit(fn, **options):
-        raise AmbiguousCommitError("the connection broke before COMMIT")
-
-    monkeypatch.setattr(store, "_tx", committed_unanswered)
+    monkeypatch.setattr(store, "_tx", committed_unanswered(real))
     with pytest.raises(AmbiguousCommitError):
         await arm(queue, clock)
     assert {row(migrated_engine, i) for i in ("e1", "e2", "e3")} == {("armed", "s1", 1, None)}
@@ -453,7 +446,7 @@ async def test_an_arm_or_a_start_whose_commit_went_unanswered_is_undone_by_the_n
     clock.advance(2)
     known = await store.start("s1", items([held["e3"]]), clock.now())  # answered: e3 runs, stamped its instant
     assert known.started == ["e3"]
-    monkeypatch.setattr(store, "_tx", committed_unanswered)
+    monkeypatch.setattr(store, "_tx", committed_unanswered(real))
     with pytest.raises(AmbiguousCommitError):
         await store.start("s1", items([held["e1"]]), clock.now())
     assert row(migrated_engine, "e1").status == "running"
@@ -474,7 +467,7 @@ async def test_an_arm_or_a_start_whose_commit_went_unanswered_is_undone_by_the_n
     add_one_off(migrated_engine, clock, "e4", due_in=2)
     [four] = await arm(queue, clock)
     clock.advance(2)
-    monkeypatch.setattr(store, "_tx", committed_unanswered)
+    monkeypatch.setattr(store, "_tx", committed_unanswered(real))
     with pytest.raises(AmbiguousCommitError):
         await store.start("s1", items([four]), clock.now())
     monkeypatch.setattr(store, "_tx", real)

@@ -42,5 +42,8 @@ def test_the_literal_of_plain_lists_is_one_join() -> None:
     assert array_literal([3, None, 4]) == "{3,NULL,4}"
     assert array_literal([None]) == "{NULL}"
     assert array_literal(['say "hi"', None]) == '{"say \\"hi\\"",NULL}'
+    assert array_literal(["a", "back\\slash"]) == '{"a","back\\\\slash"}'
+    assert array_literal(['"', "b"]) == '{"\\"","b"}'
+    assert array_literal(["b", None, "\\"]) == '{"b",NULL,"\\\\"}'
     with pytest.raises(TypeError):
         array_literal([1.5, 2.5])

@@ -19,6 +19,7 @@ from tickwheel_server.dispatcher.dispatcher import Dispatcher
 from tickwheel_server.gateway.connections import Connections
 from tickwheel_server.lease.memory import MemoryLeaseStore
 from tickwheel_server.store.claim_handout import HandOutOffer
+from tickwheel_server.store.errors import AmbiguousCommitError
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.executions import Capability
 from tickwheel_server.store.fairshare import FairShare
@@ -29,7 +30,7 @@ from tickwheel_server.store.tenants import Tenant, TenantStore
 
 from .test_dispatch_claim import NOW, OWNED, World, cron_job, once_job
 from .test_gateway_liveness import connect, drain_outbox, make_gateway
-from .test_handout import add_execution
+from .test_handout import add_execution, committed_unanswered
 from .test_handout_fence import TTL, gateway_for, settle
 
 SERVED = Capability(("acme", "beta", "capped"), ("echo",), True)
@@ -380,3 +381,66 @@ async def test_what_a_claim_did_not_hand_out_is_lent_again_before_its_deal(world
     await gateway.lending.settle(again, [])
     assert await gateway.lending.settle(loan, result.handed_out) == 1
     assert sum(w.credit for w in workers) == 19 and sum(len(sent(w)) for w in workers) == 1, "never overspent"
+
+
+async def test_what_a_claim_in_doubt_handed_out_is_undone_by_the_hand_out_store(
+    world, migrated_engine, clock, monkeypatch
+) -> None:
+    """The claim's COMMIT went unanswered (PostgreSQL stopped during it): it
+    may have committed, its job's cursor moved on, and the run it inserted
+    handed out is sent by no one. The hand-out store of the offer keeps it
+    in doubt; its next transaction puts it back to ``scheduled`` (delivery
+    0), for the next round, and touches nothing else."""
+    from tickwheel_server.store.queue import ExecutionQueue
+
+    queue = ExecutionQueue(migrated_engine, clock)
+    job_id = await create(world, once_job(NOW), NOW)
+    ident = execution_id(job_id, NOW)
+    real = world.dispatch._tx
+
+    monkeypatch.setattr(world.dispatch, "_tx", committed_unanswered(real))
+    in_doubt = HandOutOffer("s1", ((SERVED, 10),), FairShare(), lambda: None, queue.handout.unique_instant,
+                            queue.handout.in_doubt)
+    with pytest.raises(AmbiguousCommitError):
+        await world.dispatch.claim_due(OWNED, NOW, offer=in_doubt, **NOW_PASS)
+    monkeypatch.setattr(world.dispatch, "_tx", real)
+    assert statuses(migrated_engine) == {ident: ("running", "s1", 1)}
+    assert world.job_row(job_id).state == "completed", "committed: the claim will not plan it again"
+    await queue.handout.in_doubt.settle()
+    assert statuses(migrated_engine) == {ident: ("scheduled", None, 0)}
+    [handed] = await queue.handout.hand_out_ready("s1", NOW, SERVED, 10)
+    assert (handed.id, handed.delivery) == (ident, 1)
+
+
+async def test_a_round_under_way_when_credit_is_lent_is_followed_by_another(
+    world, migrated_engine, clock, monkeypatch
+) -> None:
+    """A claim and a round woken at one instant: the round began (its
+    groups read) before the loan, reads the credit after it, finds it lent
+    and skips its workers. The loan's settle then wakes the next round, so
+    the ready execution does not wait for the sweep."""
+    connections = Connections()
+    connection = connect(connections, clock)
+    gateway = make_gateway(migrated_engine, clock, connections)
+    add_execution(migrated_engine, clock, "ready-now")
+    gate = asyncio.Event()
+    armed, real = gateway.rounds._armed, gateway.rounds._armed.start_due
+
+    async def held(*args, **kwargs):
+        await gate.wait()
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(armed, "start_due", held)
+    under_way = asyncio.create_task(gateway.rounds.hand_out_round())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    loan = gateway.lending.lend(1000)
+    assert loan is not None and connection.credit == 0
+    gate.set()
+    assert await under_way == 0, "its workers' credit was lent"
+    gateway._wake.clear()
+    assert await gateway.lending.settle(loan, []) == 0
+    assert gateway._wake.is_set(), "the next round runs at once"
+    monkeypatch.undo()
+    assert await gateway.rounds.hand_out_round() == 1
+    assert sent(connection) == [("ready-now", 1)]

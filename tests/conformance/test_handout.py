@@ -10,10 +10,11 @@ import pytest
 import sqlalchemy as sa
 from tickwheel.v1 import job_pb2, worker_pb2
 
-from tickwheel.shared.ids import to_us
+from tickwheel.shared.ids import from_us, to_us
 from tickwheel_server.circuits import CircuitBreaker
 from tickwheel_server.policy.breaker import BreakerSettings
-from tickwheel_server.store.executions import Capability, Lost, ResultIn
+from tickwheel_server.store.errors import AmbiguousCommitError
+from tickwheel_server.store.executions import Capability, Lost, ResultIn, Retry
 from tickwheel_server.store.history import HistoryStore, attempt_history
 from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.tables import executions, jobs
@@ -56,6 +57,19 @@ def add_execution(engine, clock, ident: str, *, due_in: float = 0.0, tenant: str
             id=ident, job_id=job_id, tenant=tenant, partition=0, origin=origin, nominal_at=nominal, due_at=due,
             ready_at=due, attempt=1, delivery=0, status="scheduled", owner=None, worker_id=None, handler=handler,
             missed_count=1, reap_count=0, payload=b"p", error="", dead_reason="", created_at=0, finished_at=None))
+
+
+def committed_unanswered(real):
+    """A store's ``_tx`` that commits through ``real`` and then raises as if the COMMIT's answer was lost."""
+    async def tx(fn, **options):
+        await real(fn, **options)
+        raise AmbiguousCommitError("the connection broke after COMMIT")
+    return tx
+
+
+async def lost_before_commit(fn, **options):
+    """A store's ``_tx`` whose connection broke before its COMMIT reached the store: nothing committed."""
+    raise AmbiguousCommitError("the connection broke before COMMIT")
 
 
 def result(handed, outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED, **overrides) -> ResultIn:
@@ -396,7 +410,11 @@ async def test_retries_keep_the_delivery_and_report_their_ready_instant(store, m
     assert ack.retry is not None and (ack.retry.execution_id, ack.retry.ready_at_us) == ("e1", row.ready_at)
     assert (row.status, row.attempt, row.delivery) == ("scheduled", 2, handed.delivery)
     [again] = await store.outcomes.record_results([result(handed, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error="boom")])
-    assert again.accepted and again.reason == "already recorded" and again.retry is None
+    # Repeated while the retry waits: its instant again (the first answer may have been lost with its COMMIT's).
+    assert again.accepted and again.reason == "already recorded" and again.retry == ack.retry
+    [retried] = await store.handout.hand_out_ready("s1", from_us(row.ready_at), ANY_ECHO, 1)
+    [late] = await store.outcomes.record_results([result(handed, worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error="boom")])
+    assert late.accepted and late.reason == "already recorded" and late.retry is None, "handed out: no retry to report"
 
 
 # -- scope: a worker credential's tenants (issue 15, items 1 to 3) -------------------------------------
@@ -463,3 +481,121 @@ async def test_reattach_takes_only_the_credentials_tenants_and_no_other_workers(
     assert [t.execution_id for t in taken] == ["g1"]
     assert row_of(migrated_engine, "a1").owner == "s2" and row_of(migrated_engine, "a1").worker_id == "hostile"
     assert [t.execution_id for t in await store.requeues.reattach("s4", "hostile", held[:1], tenants=("acme",))] == ["a1"]
+
+
+# -- a hand-out round's COMMIT that went unanswered (session 16) ---------------------------------------
+
+
+def held_by(engine, ident: str) -> tuple:
+    row = row_of(engine, ident)
+    return row.status, row.owner, row.delivery, row.handed_out_at
+
+
+async def test_a_round_whose_commit_went_unanswered_is_undone_by_the_next(
+    store, migrated_engine, clock, monkeypatch
+) -> None:
+    """As when PostgreSQL stops during the COMMIT: the round may have
+    committed, and no server sends what it handed out (the call raised);
+    those rows must not stay ``running`` until the safety net's timeout.
+    The next round undoes exactly them (back to ``scheduled``, the delivery
+    taken back), then hands them out again; a row this server handed out in
+    an answered round, another server's, or one handed out again since, is
+    not touched."""
+    for ident in ("e0", "e1", "e2", "e3"):
+        add_execution(migrated_engine, clock, ident)
+    handout, real = store.handout, store.handout._tx
+    elsewhere = ExecutionQueue(migrated_engine, clock).handout  # server s2's
+    [known] = await handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)  # answered: e0 is sent
+    [other] = await elsewhere.hand_out_ready("s2", clock.now(), ANY_ECHO, 1)  # another server's e1
+
+    monkeypatch.setattr(handout, "_tx", committed_unanswered(real))
+    with pytest.raises(AmbiguousCommitError):
+        await handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 2)
+    doubted = {i: held_by(migrated_engine, i) for i in ("e2", "e3")}
+    assert {(status, owner, delivery) for status, owner, delivery, _ in doubted.values()} == {("running", "s1", 1)}
+    # e3 is taken back meanwhile (as by a stream that closed) and handed out again by s2: not the round's any more.
+    await store.requeues.release([("e3", 1)])
+    [again_e3] = await elsewhere.hand_out_ready("s2", clock.now(), ANY_ECHO, 1)
+    assert again_e3.id == "e3"
+    monkeypatch.setattr(handout, "_tx", lost_before_commit)
+    with pytest.raises(AmbiguousCommitError):  # nothing committed: nothing of its own to undo
+        await handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
+    monkeypatch.setattr(handout, "_tx", real)
+    assert len(handout.in_doubt.entries) == 1
+
+    add_execution(migrated_engine, clock, "e4")
+    clock.advance(1)
+    again = await handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 10)
+    assert sorted((h.id, h.delivery) for h in again) == [("e2", 1), ("e4", 1)]  # e2 undone, then handed out once
+    assert held_by(migrated_engine, "e2") == ("running", "s1", 1, again[0].handed_out_at_us)
+    assert held_by(migrated_engine, "e0") == ("running", "s1", 1, known.handed_out_at_us)
+    assert held_by(migrated_engine, "e1") == ("running", "s2", 1, other.handed_out_at_us)
+    assert held_by(migrated_engine, "e3") == ("running", "s2", 1, again_e3.handed_out_at_us)
+    assert handout.in_doubt.entries == []
+
+
+async def test_a_round_in_doubt_is_undone_before_any_claim_and_gives_its_key_slots_back(
+    store, migrated_engine, clock, monkeypatch
+) -> None:
+    """With no claim to follow (no worker has credit), the gateway's next
+    round undoes it in a transaction of its own (``InDoubt.settle``); the
+    concurrency-key slot the round took is given back, so the key's next
+    run is not held back by a run that never went out."""
+    from tickwheel_server.store.tables import concurrency_keys
+
+    keyed = job_pb2.Job(name="j", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")))
+    keyed.concurrency_keys.add(key="k", limit=1)
+    add_execution(migrated_engine, clock, "k1", spec=keyed, job_id="job_k1")
+    with migrated_engine.begin() as conn:
+        conn.execute(concurrency_keys.insert().values(tenant="acme", name="k", max_running=1, running=0,
+                                                      limit_set_at=0))
+    handout, real = store.handout, store.handout._tx
+
+    monkeypatch.setattr(handout, "_tx", committed_unanswered(real))
+    with pytest.raises(AmbiguousCommitError):
+        await handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
+    monkeypatch.setattr(handout, "_tx", real)
+
+    def slots() -> int:
+        with migrated_engine.connect() as conn:
+            return conn.execute(sa.select(concurrency_keys.c.running)).scalar_one()
+
+    assert held_by(migrated_engine, "k1")[:3] == ("running", "s1", 1) and slots() == 1
+    await handout.in_doubt.settle()
+    assert held_by(migrated_engine, "k1") == ("scheduled", None, 0, None) and slots() == 0
+    assert handout.in_doubt.entries == []
+    await handout.in_doubt.settle()  # nothing left: no transaction, nothing changed
+    assert held_by(migrated_engine, "k1") == ("scheduled", None, 0, None)
+
+
+async def test_results_whose_commit_went_unanswered_are_written_again_and_recorded_once(
+    store, migrated_engine, clock, monkeypatch
+) -> None:
+    """The results' writer retries a batch whose COMMIT went unanswered
+    (it may have committed): each result is then acknowledged ``already
+    recorded`` and nothing is recorded twice; a retry it scheduled is still
+    reported for the timer wheel; a batch that did not commit is recorded by
+    the second write. At least once, and never twice."""
+    for ident in ("ok", "again", "dead", "lost-commit"):
+        add_execution(migrated_engine, clock, ident, max_attempts=2)
+    handed = {h.id: h for h in await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 4)}
+    outcomes, real = store.outcomes, store.outcomes._tx
+
+    batch = [result(handed["ok"]), result(handed["again"], worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE, error="x"),
+             result(handed["dead"], worker_pb2.RESULT_OUTCOME_FAILED_PERMANENT, error="y")]
+    monkeypatch.setattr(outcomes, "_tx", committed_unanswered(real))
+    with pytest.raises(AmbiguousCommitError):
+        await outcomes.record_results(batch)
+    monkeypatch.setattr(outcomes, "_tx", lost_before_commit)
+    with pytest.raises(AmbiguousCommitError):
+        await outcomes.record_results([result(handed["lost-commit"])])
+    monkeypatch.setattr(outcomes, "_tx", real)
+    acks = await outcomes.record_results(batch + [result(handed["lost-commit"])])
+    assert [(a.accepted, a.reason) for a in acks] == [(True, "already recorded")] * 3 + [(True, "")]
+    retry_at = row_of(migrated_engine, "again").ready_at
+    assert [a.retry for a in acks] == [None, Retry("again", 0, retry_at), None, None]
+    assert {i: row_of(migrated_engine, i).status for i in handed} == {
+        "ok": "succeeded", "again": "scheduled", "dead": "dead", "lost-commit": "succeeded"}
+    assert [a.status for a in attempts_of(migrated_engine, "again")] == ["failed"]
+    assert [a.status for a in attempts_of(migrated_engine, "dead")] == ["failed"]
+    assert [a.status for a in attempts_of(migrated_engine, "ok")] == ["succeeded"]

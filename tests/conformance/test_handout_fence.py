@@ -23,6 +23,7 @@ from tickwheel_server.gateway.connections import Connections
 from tickwheel_server.gateway.gateway import Gateway
 from tickwheel_server.lease.memory import MemoryLeaseStore
 from tickwheel_server.lease.keys import session_name
+from tickwheel_server.store.errors import AmbiguousCommitError
 from tickwheel_server.store.executions import HandOutRound
 from tickwheel_server.store.handout import HandoutStore
 from tickwheel_server.store.queue import ExecutionQueue
@@ -30,7 +31,7 @@ from tickwheel_server.store.tables import executions, tenant_gates
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
 from .test_gateway_liveness import connect, drain_outbox, status_of
-from .test_handout import ANY_ECHO, add_execution
+from .test_handout import ANY_ECHO, add_execution, committed_unanswered
 from tickwheel_server.store.history import attempt_history
 
 # Every recorded attempt: the table's rows and those plain successes keep on their execution rows.
@@ -460,3 +461,26 @@ async def test_the_claim_never_judges_by_an_instant_from_before_the_clock_steppe
     clock.advance(1800)
     [handed] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 10)
     assert handed.id == "e2" and handed.handed_out_at_us >= handed.due_at_us
+
+
+async def test_a_round_whose_commit_went_unanswered_is_sent_by_the_next_round_not_the_safety_net(
+    migrated_engine, clock, leases, monkeypatch
+) -> None:
+    """PostgreSQL stops during a round's COMMIT, which did commit: the round
+    fails, and its rows are ``running`` under this live session, sent by no
+    one. The next round takes them back and sends them, at once, not at the
+    safety net's heartbeat timeout; the worker gets each once."""
+    connections = await setup(migrated_engine, clock, "e1", "e2")
+    connection = connect(connections, clock)
+    session = await leases.open_session(TTL)
+    store = ExecutionQueue(migrated_engine, clock, rng=random.Random(1))
+    gateway = gateway_for(migrated_engine, clock, connections, session, store)
+    monkeypatch.setattr(store.handout, "_tx", committed_unanswered(store.handout._tx))
+    with pytest.raises(AmbiguousCommitError):
+        await gateway.rounds.hand_out_round()
+    assert {status_of(migrated_engine, i)[0] for i in ("e1", "e2")} == {"running"}
+    assert sent(connection) == [] and connection.credit == 10
+    monkeypatch.undo()
+    assert await gateway.rounds.hand_out_round() == 2
+    assert sorted(sent(connection)) == [("e1", 1), ("e2", 1)]
+    assert store.handout.in_doubt.entries == []

@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from tickwheel.shared.ids import to_us
+from tickwheel.shared.ids import partition_of, to_us
 from tickwheel_server.dispatcher.wakeup import Wakeup
 from tickwheel_server.lease import keys
 
@@ -23,7 +23,14 @@ backend = lease_suite.backend
 PARTITIONS = 12
 
 
+JOB_IN = {partition_of(f"job-{i}", PARTITIONS): f"job-{i}" for i in range(400)}
+"""A job id of each partition (400 ids leave none of 12 out)."""
+assert len(JOB_IN) == PARTITIONS
+
+
 class Holders:
+    partition_count = PARTITIONS
+
     def __init__(self, me: str, root: str, servers: list[str]) -> None:
         self.server_id = me
         self._root = root
@@ -73,7 +80,7 @@ async def servers(backend: Backend, names: list[str]) -> AsyncIterator[list[Serv
 async def test_a_write_on_one_server_wakes_the_holder_on_another(backend: Backend) -> None:
     async with servers(backend, ["a", "b", "c"]) as (a, b, c):
         now = to_us(backend.clock.now())
-        a.wakeup.due([(1, now)])  # partition 1 is b's
+        a.wakeup.due([(JOB_IN[1], now)])  # partition 1 is b's
         await backend.until(b.woken.wait(), 5)
         assert await backend.still_pending(asyncio.ensure_future(c.woken.wait()))
         assert not a.woken.is_set() and b.wakes == 1 and a.wakeup.puts == 1 and b.wakeup.received == 1
@@ -85,7 +92,7 @@ async def test_a_batch_over_every_partition_is_one_put_per_holder(backend: Backe
     async with servers(backend, ["a", "b", "c"]) as (a, b, c):
         before = await backend.store.current_revision()
         now = to_us(backend.clock.now())
-        a.wakeup.due([(p % PARTITIONS, now) for p in range(1000)])
+        a.wakeup.due([(JOB_IN[p % PARTITIONS], now) for p in range(1000)])
         await backend.until(b.woken.wait(), 5)
         await backend.until(c.woken.wait(), 5)
         assert a.wakes == 1 and a.wakeup.puts == 2
@@ -94,7 +101,7 @@ async def test_a_batch_over_every_partition_is_one_put_per_holder(backend: Backe
 
 async def test_a_job_due_later_wakes_nobody(backend: Backend) -> None:
     async with servers(backend, ["a", "b"]) as (a, b):
-        a.wakeup.due([(1, to_us(backend.clock.now()) + 10_000_000)])
+        a.wakeup.due([(JOB_IN[1], to_us(backend.clock.now()) + 10_000_000)])
         assert await backend.still_pending(asyncio.ensure_future(b.woken.wait()))
         assert a.wakeup.puts == 0
 
@@ -103,6 +110,6 @@ async def test_the_wake_keys_go_with_the_writers_session(backend: Backend) -> No
     """A wake key is put under the writer's session: once every writer's
     session ended, no wake key is left (they never pile up)."""
     async with servers(backend, ["a", "b"]) as (a, b):
-        a.wakeup.due([(1, to_us(backend.clock.now()))])
+        a.wakeup.due([(JOB_IN[1], to_us(backend.clock.now()))])
         await backend.until(b.woken.wait(), 5)
     assert await backend.store.get_prefix(keys.wakes_prefix(backend.prefix)) == []

@@ -115,3 +115,45 @@ def test_a_lost_connection_is_invalidated_and_retried_on_another(pg: Engine) -> 
     assert [e.kind for e in events] == [ErrorKind.CONNECTION]
     assert isinstance(events[0].error, sa_exc.OperationalError)
     assert pid == pids[1] != pids[0], "the retry ran on a new connection"
+
+
+def test_a_pooled_connection_keeps_one_cursor_and_replaces_it_after_an_error(pg: Engine) -> None:
+    """The statements of every transaction on a pooled connection share one
+    cursor; one that raised is closed and the next statement gets a new one,
+    in the same transaction (after a savepoint) or the next."""
+    cursors: list[object] = []
+
+    def used(conn: Connection) -> list[tuple]:
+        result = driver.rows(conn, "SELECT pg_backend_pid()", {})
+        cursors.append(conn.connection.info[driver._CURSOR])
+        return result
+
+    first, second = run_in_transaction(pg, used), run_in_transaction(pg, used)
+    assert first == second and cursors[0] is cursors[1], "one connection, one cursor"
+
+    def fails_then_goes_on(conn: Connection) -> list[tuple]:
+        savepoint = conn.begin_nested()
+        try:
+            driver.rows(conn, "SELECT 1 / 0", {})
+        except sa_exc.DataError:
+            savepoint.rollback()
+        assert driver._CURSOR not in conn.connection.info, "the failed cursor is forgotten"
+        return used(conn)
+
+    assert run_in_transaction(pg, fails_then_goes_on) == first
+    assert cursors[0].closed and cursors[-1] is not cursors[0] and not cursors[-1].closed
+
+
+def test_a_lost_connection_takes_its_cursor_with_it(pg: Engine) -> None:
+    cursors: list[object] = []
+
+    def lost_once(conn: Connection) -> int:
+        ((pid,),) = driver.rows(conn, "SELECT pg_backend_pid()", {})
+        cursors.append(conn.connection.info[driver._CURSOR])
+        if len(cursors) == 1:
+            driver.rows(conn, "SELECT pg_terminate_backend(pg_backend_pid())", {})
+        return pid
+
+    retried(pg, lost_once)
+    assert len(cursors) == 2 and cursors[0] is not cursors[1]
+    assert cursors[1].connection is not cursors[0].connection, "the new connection's own cursor"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import grpc
 import pytest
@@ -46,9 +46,15 @@ async def without_ticks(*running, tick: float = NO_TICK) -> None:
     sleeping towards, so the next wait is the new tick's."""
     for r in running:
         r.server.dispatcher._tick = tick
-    for r in running:
-        done = r.server.dispatcher.tick_done
-        r.server.dispatcher.wake()
+    await next_pass([(r.server.dispatcher, "tick_done") for r in running])
+
+
+async def next_pass(loops) -> None:
+    """Wake each loop (a dispatcher or a gateway, with the name of its event
+    set once a pass is done) and wait for the pass it was sleeping towards."""
+    for loop, event in loops:
+        done = getattr(loop, event)
+        loop.wake()
         await asyncio.wait_for(done.wait(), WAIT)
 
 
@@ -72,12 +78,12 @@ async def pair(migrated_postgres_url: str, etcd_endpoint: str):
         yield a, b, scheduler_pb2_grpc.SchedulerServiceStub(channel), key
 
 
-async def create_on(scheduler, key: str, owner, tag: str) -> str:
-    """Through ``scheduler``, a one-off due now whose partition ``owner`` owns (job ids are random)."""
+async def create_on(scheduler, key: str, owner, tag: str, at: datetime | None = None) -> str:
+    """Through ``scheduler``, a one-off due now (or ``at``) whose partition ``owner`` owns (job ids are random)."""
     meta = (("authorization", f"Bearer {key}"),)
     for attempt in range(64):
         reply = await scheduler.CreateJob(
-            scheduler_pb2.CreateJobRequest(job=once_job(f"{tag}-{attempt}", datetime.now(timezone.utc)),
+            scheduler_pb2.CreateJobRequest(job=once_job(f"{tag}-{attempt}", at or datetime.now(timezone.utc)),
                                            request_id=f"{tag}-{attempt}"),
             metadata=meta,
         )  # fmt: skip
@@ -101,6 +107,55 @@ async def test_a_job_created_on_one_server_is_claimed_by_its_owner_on_the_wake(p
     local = await create_on(scheduler, key, b, "local")
     await wait_for_status(scheduler, key, local, job_pb2.EXECUTION_STATUS_SUCCEEDED)
     assert b.server.wakeup.local_wakes >= 1, "the creating server's own partition is woken in process"
+
+
+async def without_sweeps(*running) -> None:
+    """Raise the gateways' sweep to an hour, and let each finish the round
+    it was sleeping towards: from here on only a wake runs a round."""
+    for r in running:
+        r.server.gateway._sweep_interval = NO_TICK
+    await next_pass([(r.server.gateway, "round_done") for r in running])
+
+
+async def test_a_trigger_on_one_server_wakes_the_hand_out_of_the_jobs_owner(pair) -> None:
+    """A job of a tenant whose only worker is on server a, in a partition a
+    owns, triggered through server b: b's own round has no worker for it;
+    a's round runs on the wake (b's put, its value asking for a round), not
+    at a's sweep, which is an hour here. The same for a backfill."""
+    a, b, scheduler, _key = pair
+    await settled(a, b)
+    key = await a.create_tenant("solo")
+    credential = await a.issue_worker_credential(["solo"], http=True)
+    meta = (("authorization", f"Bearer {key}"),)
+    async with running_worker(a.address, credential, builtin_handlers(), worker_id="solo-w", slots=4):
+        await without_ticks(a, b)
+        later = datetime(2100, 1, 1, tzinfo=timezone.utc)
+        job_id = await create_on(scheduler, key, a, "trigger", at=later)
+        await without_sweeps(a, b)
+        received = a.server.wakeup.received
+        reply = await scheduler.TriggerJob(scheduler_pb2.TriggerJobRequest(id=job_id, request_id="t-1"), metadata=meta)
+        assert reply.created
+        await wait_for_status(scheduler, key, job_id, job_pb2.EXECUTION_STATUS_SUCCEEDED)
+        assert a.server.wakeup.received > received, "the owner saw the wake on its key"
+
+        yearly = job_pb2.Job(name="yearly", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")))
+        yearly.schedule.cron.expression = "0 0 1 1 *"  # nothing of its own runs during the test
+        for attempt in range(64):
+            created = await scheduler.CreateJob(
+                scheduler_pb2.CreateJobRequest(job=yearly, request_id=f"yearly-{attempt}"), metadata=meta)
+            if partition_of(created.job.id, PARTITIONS) in a.server.ownership.owned():
+                break
+            await scheduler.DeleteJob(scheduler_pb2.DeleteJobRequest(id=created.job.id), metadata=meta)
+        await without_sweeps(a, b)
+        received = a.server.wakeup.received
+        new_year = datetime(datetime.now(timezone.utc).year, 1, 1, tzinfo=timezone.utc)
+        window = scheduler_pb2.BackfillJobRequest(id=created.job.id)
+        window.from_at.FromDatetime(new_year - timedelta(minutes=1))
+        window.to_at.FromDatetime(new_year + timedelta(minutes=1))
+        filled = await scheduler.BackfillJob(window, metadata=meta)
+        assert filled.created_count == 1
+        await wait_for_status(scheduler, key, created.job.id, job_pb2.EXECUTION_STATUS_SUCCEEDED)
+        assert a.server.wakeup.received > received
 
 
 async def test_a_wake_lost_while_etcd_is_down_leaves_the_job_to_the_tick(pair, etcd_server) -> None:

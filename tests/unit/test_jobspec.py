@@ -172,3 +172,81 @@ def test_calendar_ref_reads_the_definitions_calendar(job: job_pb2.Job, expected:
 
 def test_calendar_ref_of_bytes_that_do_not_parse_is_none() -> None:
     assert calendar_ref(b"\xfa\x01\xff") == ("", False)
+
+
+def _schedule_the_classmethods_way(job: job_pb2.Job, job_id: str):
+    """What ``schedule_of`` built through the Schedule classmethods and
+    protobuf's own conversions, before it read each field once."""
+    from datetime import timezone
+
+    from tickwheel_server.jobspec import _GAP, _REPEAT
+    from tickwheel_server.schedule import Schedule, parse_local_time
+
+    def at(message, name):
+        return getattr(message, name).ToDatetime(tzinfo=timezone.utc) if message.HasField(name) else None
+
+    common = dict(
+        gap=_GAP[job.dst_policy.gap], repeat=_REPEAT[job.dst_policy.repeat], exact=job.jitter.exact,
+        jitter_window=job.jitter.window.ToTimedelta() if job.jitter.HasField("window") else None,
+        start_at=at(job, "start_at"), end_at=at(job, "end_at"), max_runs=job.max_runs, job_id=job_id,
+    )
+    kind = job.schedule.WhichOneof("kind")
+    if kind == "cron":
+        return Schedule.cron(job.schedule.cron.expression, job.schedule.cron.time_zone or "UTC", **common)
+    if kind == "once_at":
+        return Schedule.once(at(job.schedule, "once_at"), **common)
+    return Schedule.local(parse_local_time(job.schedule.local.local_time), job.schedule.local.time_zone, **common)
+
+
+def _job(**fields) -> job_pb2.Job:
+    job = job_pb2.Job(name="j", **fields)
+    job.target.handler.name = "h"
+    return job
+
+
+@pytest.mark.parametrize("job", [
+    _job(schedule=job_pb2.Schedule(cron=job_pb2.CronSchedule(expression="*/5 * * * *"))),
+    _job(schedule=job_pb2.Schedule(cron=job_pb2.CronSchedule(expression="0 9 * * 1-5", time_zone="Europe/Paris")),
+         jitter=job_pb2.Jitter(exact=True), max_runs=3,
+         dst_policy=job_pb2.DstPolicy(gap=job_pb2.DST_GAP_POLICY_SKIP, repeat=job_pb2.DST_REPEAT_POLICY_BOTH)),
+    _job(schedule=job_pb2.Schedule(once_at=dict(seconds=1_900_000_000, nanos=123_456_789))),
+    _job(schedule=job_pb2.Schedule(once_at=dict(seconds=1_900_000_000, nanos=999_999_999)),
+         start_at=dict(seconds=1_800_000_000, nanos=1), end_at=dict(seconds=1_950_000_000, nanos=999)),
+    _job(schedule=job_pb2.Schedule(local=job_pb2.LocalTimeSchedule(local_time="2031-03-30T02:30:00",
+                                                               time_zone="Europe/Paris")),
+         jitter=job_pb2.Jitter(window=dict(seconds=59, nanos=999_999_999))),
+])
+def test_a_schedule_reads_as_the_classmethods_and_protobufs_conversions_read_it(job: job_pb2.Job) -> None:
+    from tickwheel_server.jobspec import schedule_of
+
+    assert schedule_of(job, "job_1") == _schedule_the_classmethods_way(job, "job_1")
+
+
+def test_a_schedules_violations_are_listed_in_the_fields_order() -> None:
+    from tickwheel_server.errors import InvalidArgument
+    from tickwheel_server.jobspec import schedule_of
+
+    job = _job(schedule=job_pb2.Schedule(once_at=dict(seconds=-5)), jitter=job_pb2.Jitter(window=dict(seconds=7200)),
+               start_at=dict(seconds=2_000_000_000), end_at=dict(seconds=1_000_000_000, nanos=-1),
+               dst_policy=job_pb2.DstPolicy(gap=99, repeat=98), max_runs=-1)
+    with pytest.raises(InvalidArgument) as raised:
+        schedule_of(job, "job_1", field="jobs[0]")
+    assert [violation.field for violation in raised.value.violations] == [
+        "jobs[0].end_at", "jobs[0].dst_policy.gap", "jobs[0].dst_policy.repeat", "jobs[0].jitter.window",
+        "jobs[0].max_runs", "jobs[0].schedule.once_at",
+    ]
+
+
+@pytest.mark.parametrize("seconds,nanos", [
+    (0, 0), (300, 0), (1, 999_999_999), (-1, -999_999_999), (0, -1_500), (0, 1_500), (-5, -1), (315_576_000_000, 0),
+])
+def test_a_duration_reads_as_protobufs_conversions_read_it(seconds: int, nanos: int) -> None:
+    from google.protobuf import duration_pb2
+
+    from tickwheel_server.jobspec import _duration, _duration_us
+
+    duration = duration_pb2.Duration(seconds=seconds, nanos=nanos)
+    assert _duration_us(duration) == duration.ToMicroseconds()
+    assert _duration(duration) == duration.ToTimedelta()
+    parsed = JobDefinition.parse("job_1", 1, spec(timeout=duration))
+    assert parsed.timeout_us == duration.ToMicroseconds()

@@ -8,8 +8,9 @@ paused span holds and what a change does to the executions not started are
 :func:`resume_span` decode the definitions and call them (see
 ``docs/architecture.md``, "Job changes").
 TriggerJob and BackfillJob create executions through
-:class:`~tickwheel_server.store.manual.ManualStore`; ``on_ready`` tells the
-server's gateway that something is ready now.
+:class:`~tickwheel_server.store.manual.ManualStore`; ``on_ready`` tells this
+server's gateway that something is ready now, and ``on_due`` (``ready=True``)
+the gateway of the server owning the job's partition.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from google.protobuf import field_mask_pb2
 from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tickwheel.shared.clock import Clock
-from tickwheel.shared.ids import new_job_ids, partition_of, to_us
+from tickwheel.shared.ids import new_job_ids, to_us
 from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
 
 from ..auth.authenticator import Authenticator, api_key_actor
@@ -274,15 +276,18 @@ def _window(request) -> tuple[datetime | None, datetime | None]:
     return from_at, to_at
 
 
-OnDue = Callable[[Iterable[tuple[int, int | None]]], None]
-"""Told after a write committed: (partition, next due instant in µs or
-None) of each job it wrote, so a due-now one is claimed at once
-(:meth:`~tickwheel_server.dispatcher.wakeup.Wakeup.due`)."""
+class OnDue(Protocol):
+    """Told after a write committed: (job id, next due instant in µs or
+    None) of each job it wrote, so a due-now one is claimed at once;
+    ``ready``: executions of them are ready now, to hand out at once
+    (:meth:`~tickwheel_server.dispatcher.wakeup.Wakeup.due`)."""
+
+    def __call__(self, dues: Iterable[tuple[str, int | None]], *, ready: bool = False) -> None: ...
 
 
-def record_dues(records: Iterable[JobRecord]) -> list[tuple[int, int | None]]:
-    """(partition, next due µs) of each of ``records``."""
-    return [(r.partition, None if r.next_due_at is None else to_us(r.next_due_at)) for r in records]
+def record_dues(records: Iterable[JobRecord]) -> list[tuple[str, int | None]]:
+    """(job id, next due µs) of each of ``records``."""
+    return [(r.id, None if r.next_due_at is None else to_us(r.next_due_at)) for r in records]
 
 
 class _Pending:
@@ -317,7 +322,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         on_due: OnDue | None = None,
     ) -> None:
         self._auth = auth
-        self._on_due = on_due or (lambda _dues: None)
+        self._on_due: OnDue = on_due or (lambda _dues, *, ready=False: None)
         self._calendars = CalendarCalls(
             auth, calendars or CalendarStore(jobs.engine, jobs.clock, alerts=AlertStore(jobs.engine, jobs.clock))
         )
@@ -408,12 +413,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         if accepted:
             outcomes, created_at = await self._jobs.create_batch(batch)
             created = CreatedAnswers(batch, created_at)
-            count = self._jobs.partition_count
             dues = []
             for k, (index, outcome) in enumerate(zip(accepted, outcomes)):
                 if outcome is CREATED:
                     answers[index] = created.answer(k)
-                    dues.append((partition_of(batch.ids[k], count), batch.next_dues[k]))
+                    dues.append((batch.ids[k], batch.next_dues[k]))
                 elif isinstance(outcome, tuple):
                     record, _ = outcome
                     response = scheduler_pb2.CreateJobResponse(created=False)
@@ -439,9 +443,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             tenant.name, [(item.job, item.request_id, now) for item in items]
         )
         outcomes, created_at = await self._jobs.create_batch(batch)
-        count = self._jobs.partition_count
-        self._on_due([(partition_of(batch.ids[i], count), batch.next_dues[i])
-                      for i, outcome in enumerate(outcomes) if outcome is CREATED])  # fmt: skip
+        self._on_due([(batch.ids[i], batch.next_dues[i]) for i, outcome in enumerate(outcomes) if outcome is CREATED])
         return batch_create_response(len(items), refused, accepted, batch, outcomes, created_at)
 
     @rpc
@@ -485,6 +487,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         )
         if created:
             self._on_ready()
+            self._on_due([(job_id, to_us(self._clock.now()))], ready=True)
         return scheduler_pb2.TriggerJobResponse(execution=convert.execution_to_proto(execution), created=created)
 
     @rpc
@@ -500,6 +503,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         )
         if result.created and not request.dry_run:
             self._on_ready()
+            self._on_due([(job_id, to_us(self._clock.now()))], ready=True)  # the first are ready now
         return scheduler_pb2.BackfillJobResponse(
             occurrences=[
                 scheduler_pb2.BackfillOccurrence(

@@ -46,7 +46,10 @@ class Loan:
     lease: Lease
     groups: list[tuple[list[WorkerConnection], dict[WorkerConnection, int]]]
     rounds_started: int
-    """:attr:`.rounds.Rounds.started` when lent."""
+    """:attr:`.rounds.Rounds.started` when lent, less the rounds then under
+    way (:attr:`.rounds.Rounds.running`): a round that began before the loan
+    may read the credit during it, find it lent and skip its workers, so
+    it counts as one begun while the credit was lent."""
 
 
 def _give_back(taken: dict[WorkerConnection, int]) -> None:
@@ -64,6 +67,7 @@ class ClaimLending:
         self._release = queue.requeues.release
         self._fair = queue.handout.fair
         self._unique_instant = queue.handout.unique_instant
+        self._in_doubt = queue.handout.in_doubt
         self._wake = wake
 
     def lend(self, limit: int) -> Loan | None:
@@ -93,9 +97,10 @@ class ClaimLending:
             return None
         fence = self._fence
         offer = HandOutOffer(
-            lease.owner, tuple(offered), self._fair, lambda: fence.refusal(lease), self._unique_instant
+            lease.owner, tuple(offered), self._fair, lambda: fence.refusal(lease), self._unique_instant,
+            self._in_doubt,
         )
-        return Loan(offer, lease, groups, self._rounds.started)
+        return Loan(offer, lease, groups, self._rounds.started - self._rounds.running)
 
     def keep(self, loan: Loan, handed: list[list[HandedOut]]) -> None:
         """Give back now the credit of ``loan`` that ``handed`` (what its
@@ -120,9 +125,9 @@ class ClaimLending:
         offer: what the claim inserted handed out; empty when the claim
         failed or handed nothing out). How many reached a worker.
 
-        A round that began while the credit was lent found less of it than
-        there is: the next round runs at once, so ready work does not wait
-        for the next sweep."""
+        A round that began while the credit was lent, or was under way when
+        it was lent, found less of it than there is: the next round runs at
+        once, so ready work does not wait for the next sweep."""
         if self._rounds.started != loan.rounds_started:
             self._wake()
         if not any(handed):

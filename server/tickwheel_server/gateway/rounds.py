@@ -191,12 +191,23 @@ class Rounds:
         self._tracing = tracing if tracing is not None and tracing.enabled else None
         self.started = 0
         """Rounds begun (a loan of credit to the dispatcher's claim wakes the next if one began meanwhile)."""
+        self.running = 0
+        """Rounds under way: one that began before a loan of credit may read its workers' credit during it."""
         self.ready_left = False
         """The last round that claimed ended a group's claims with a full one:
         ready work may be left that its workers' credit did not cover (the
         dispatcher's claim then hands nothing out itself: see :mod:`.claimed`)."""
 
     async def hand_out_round(self) -> int:
+        """One round (:meth:`_hand_out_round`), counted in :attr:`started` and, while it runs, :attr:`running`."""
+        self.started += 1
+        self.running += 1
+        try:
+            return await self._hand_out_round()
+        finally:
+            self.running -= 1
+
+    async def _hand_out_round(self) -> int:
         """One round: returns how many executions were handed out.
 
         Everything it hands out is stamped with the session current when it
@@ -204,7 +215,13 @@ class Rounds:
         before the round, inside each claim's transaction (a refused claim
         rolls back) and before each deal (refused: the claimed executions
         are given back, none reaches a worker)."""
-        self.started += 1
+        if self._store.handout.in_doubt.entries:
+            # A hand-out whose COMMIT went unanswered: its rows back first,
+            # whether or not this round claims (:mod:`..store.doubt`).
+            try:
+                await self._store.handout.in_doubt.settle()
+            except Exception:
+                log.warning("undoing hand-outs in doubt failed; retrying at the next round", exc_info=True)
         fence = self._fence
         lease = fence.lease
         refused = fence.refusal(lease)

@@ -34,15 +34,15 @@ row started is never disarmed: the status transition is the fence, as for
 the hand-out.
 
 An arm or start whose COMMIT went unanswered is undone first thing in this
-store's next arm, start or disarm (:mod:`.arming_doubt`).
+store's next arm, start or disarm (:mod:`.doubt`).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -53,7 +53,7 @@ from ..jobspec import DefinitionCache
 from ..policy.arming import may_arm, runs_beside
 from ..policy.fairness import Shares
 from ..schedule.model import ScheduleKind
-from .arming_doubt import Doubt, InDoubt
+from .doubt import ARM, START, Doubt, InDoubt
 from .arming_pick import pick_fairly
 from .base import SqlStore, chunks, driver_sql, execute_arrays, tuples
 from .executions import Capability, HandedOut, Retry
@@ -61,8 +61,6 @@ from .fairshare import FairShare
 from .isolation import PAUSED_WAIT, status_in
 from .tables import executions, tenants
 from .tenant_walk import TenantWalk
-
-T = TypeVar("T")
 
 ARMED = "armed"
 """The status of an armed execution (internal: every view shows ``scheduled``)."""
@@ -231,12 +229,9 @@ class ArmStore(SqlStore):
         self._unique_instant = unique_instant or (lambda at_us: at_us)
         """The hand-out store's: a start's instant differs from every round's
         of this server, which tells its own rows from others by (owner, instant)."""
-        self.in_doubt = InDoubt()
-        """Its arms and starts whose COMMIT went unanswered (:mod:`.arming_doubt`)."""
-
-    def _tx_undoing(self, fn: Callable[[Connection], T], doubt: Callable[[], Doubt | None]) -> Awaitable[T]:
-        """``fn`` row-locked, after undoing what is in doubt (:meth:`.arming_doubt.InDoubt.run`)."""
-        return self.in_doubt.run(lambda undo_then: self._tx(undo_then, row_locked=True), fn, doubt)
+        self.in_doubt = InDoubt(lambda fn: self._tx(fn, row_locked=True))
+        """Its arms and starts whose COMMIT went unanswered, undone by the next
+        row-locked transaction through it (:meth:`.doubt.InDoubt.run`)."""
 
     async def arm(
         self, owner: str, now: datetime, until: datetime, capability: Capability, limit: int,
@@ -334,7 +329,7 @@ class ArmStore(SqlStore):
             armed.sort(key=lambda a: (a.handed.ready_at_us, a.handed.id))
             return armed
 
-        armed = await self._tx_undoing(fn, lambda: (owner, [(i, 0) for i in tried], None) if tried else None)
+        armed = await self.in_doubt.run(fn, lambda: Doubt(ARM, owner, [(i, 0) for i in tried]))
         if outcome:
             self.fair.commit(*outcome[0])
         return armed
@@ -402,7 +397,7 @@ class ArmStore(SqlStore):
 
         try:
             pairs = sorted((ident, delivery) for ident, (delivery, _beside) in wanted.items())
-            return await self._tx_undoing(fn, lambda: (owner, pairs, tried[0]) if tried else None)
+            return await self.in_doubt.run(fn, lambda: Doubt(START, owner, pairs, tried[0]) if tried else None)
         except _Fenced as fenced:
             return StartRound([], [], 0, fenced.reason)
 
@@ -431,7 +426,7 @@ class ArmStore(SqlStore):
                 ).scalars().all()
             return sorted(found)
 
-        return await self._tx_undoing(fn, lambda: None)
+        return await self.in_doubt.run(fn, lambda: None)
 
     async def armed_owners(self, limit: int = 1000) -> list[str]:
         """The sessions that armed executions are stamped with (``executions_armed``)."""

@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection, CursorResult, Engine
 from tickwheel.shared.clock import Clock
 
 from .engine import capabilities
-from .transactions import RetryEvent, run_in_transaction_async
+from .transactions import RetryEvent, isolation_level, run_in_transaction_async
 
 T = TypeVar("T")
 
@@ -43,7 +43,13 @@ def execute_arrays(conn: Connection, statement: str, parameters: dict) -> Cursor
     )
 
 
-_ESCAPED = re.compile(r'["\\]')
+def _escaped(text: str) -> bool:
+    """Whether ``text`` holds a character an array element's quoting escapes
+    (``"`` or ``\\``): two substring scans, where a regular expression's
+    character class steps through a batch's every character in the regex
+    engine, far slower (loadtest/RESULTS.md, "the server's Python per
+    execution")."""
+    return '"' in text or "\\" in text
 
 
 def array_literal(values: list) -> str:
@@ -61,9 +67,9 @@ def array_literal(values: list) -> str:
     kinds.discard(type(None))
     if kinds == {str}:
         if nulls == 0:
-            if not _ESCAPED.search("".join(values)):
+            if not _escaped("".join(values)):
                 return '{"' + '","'.join(values) + '"}'
-        elif not _ESCAPED.search("".join(value for value in values if value is not None)):
+        elif not _escaped("".join(value for value in values if value is not None)):
             return "{" + ",".join("NULL" if value is None else f'"{value}"' for value in values) + "}"
     elif kinds == {int}:
         if nulls == 0:
@@ -119,11 +125,10 @@ class SqlStore:
         self.engine = engine
         self.clock = clock
         self.caps = capabilities(engine)
-        self.row_locked_engine: Engine | None = (
-            engine.execution_options(isolation_level="READ COMMITTED") if self.caps.is_postgres else None
-        )
-        """The engine that ``row_locked`` transactions use; None where they
-        keep the engine's own level."""
+        self.row_locked_level = isolation_level(engine, "READ COMMITTED") if self.caps.is_postgres else None
+        """The level ``row_locked`` transactions run at, on the engine's own
+        pool (:func:`.transactions.run_in_transaction`'s ``isolation``);
+        None where they keep the engine's level."""
         self.retries: Counter[str] = Counter()
         """Failed attempts this store's transactions retried, by SQLSTATE
         (``""`` for SQLite busy and lost connections): how a test tells a
@@ -131,10 +136,10 @@ class SqlStore:
         the retries hid from none at all."""
 
     async def _tx(self, fn: Callable[[Connection], T], *, idempotent: bool = False, row_locked: bool = False) -> T:
-        engine = self.row_locked_engine if row_locked and self.row_locked_engine is not None else self.engine
         return await run_in_transaction_async(
-            engine, fn, clock=self.clock, idempotent=idempotent, on_retry=self._count_retry
-        )
+            self.engine, fn, clock=self.clock, idempotent=idempotent, on_retry=self._count_retry,
+            isolation=self.row_locked_level if row_locked else None,
+        )  # fmt: skip
 
     def _count_retry(self, event: RetryEvent) -> None:
         self.retries[event.sqlstate or ""] += 1

@@ -23,9 +23,9 @@ handed out (``ON CONFLICT DO NOTHING … RETURNING``).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -35,11 +35,15 @@ from ..policy.arming import may_arm, runs_beside
 from ..policy.fairness import Demand, Shares
 from ..schedule.model import ScheduleKind
 from .base import driver_sql, execute_arrays, tuples
+from .doubt import InDoubt, handed_out
 from .engine import capabilities
+from .errors import AmbiguousCommitError
 from .executions import Capability, HandedOut
 from .fairshare import FairShare
 from .isolation import status_in
 from .tables import executions, tenants
+
+T = TypeVar("T")
 
 _ONE_OFF = (ScheduleKind.ONCE, ScheduleKind.LOCAL)
 
@@ -79,6 +83,10 @@ class HandOutOffer:
     fence: Callable[[], str | None]
     unique_instant: Callable[[int], int]
     """The hand-out store's: the instant stamped differs from every round's of this server."""
+    in_doubt: InDoubt | None = None
+    """The hand-out store's: what a claim whose COMMIT went unanswered may
+    have inserted handed out is kept there, undone by its next transaction
+    (:func:`kept_in_doubt`)."""
 
 
 class Candidate(NamedTuple):
@@ -198,6 +206,8 @@ class DirectHandOut:
         """Start (again: a retried transaction starts over)."""
         self.candidates: list[Candidate] = []
         self.chosen: list[list[Candidate]] = []
+        self.handed: list[list[HandedOut]] = []
+        """What :meth:`insert` inserted handed out, per group."""
         self._eligible: dict[tuple[str, int], tuple[bool, bool]] = {}
         self._specs: dict[str, JobDefinition] = {}
         self._shares = None
@@ -247,6 +257,7 @@ class DirectHandOut:
                         self._specs[c.job_id], at_us, traced[i] if traced else "",
                     ))  # fmt: skip
             groups.append(handed)
+        self.handed = groups
         return groups, inserted
 
     def before_commit(self) -> None:
@@ -259,3 +270,17 @@ class DirectHandOut:
         """The claim committed: keep the passes it charged."""
         if self._shares is not None:
             self.offer.fair.commit(*self._shares)
+
+
+async def kept_in_doubt(direct: DirectHandOut | None, claiming: Awaitable[T]) -> T:
+    """``claiming`` (the claim's transaction) awaited. If its COMMIT went
+    unanswered, what ``direct`` inserted handed out (delivery 1, the claim's
+    unique instant, its owner) may be ``running`` with no server sending it:
+    it is kept in doubt by the offer's hand-out store, whose next
+    transaction puts it back to ``scheduled`` if so (:mod:`.doubt`)."""
+    try:
+        return await claiming
+    except AmbiguousCommitError:
+        if direct is not None and direct.offer.in_doubt is not None:
+            direct.offer.in_doubt.add(handed_out(direct.offer.owner, [h for group in direct.handed for h in group]))
+        raise

@@ -168,8 +168,14 @@ class ClaimWrites:
         """Move the new executions at ``indices`` (ascending) out of these
         writes into writes of their own, which hold no cursor."""
         taken = ClaimWrites()
+        names = _ROW_COLUMNS if not self.trace_contexts else (*_ROW_COLUMNS, "trace_contexts")
+        if len(indices) == len(self.ids):  # every one (what is due now, handed out whole): the columns move
+            for name in names:
+                setattr(taken, name, getattr(self, name))
+                setattr(self, name, [])
+            return taken
         moved = set(indices)
-        for name in _ROW_COLUMNS if not self.trace_contexts else (*_ROW_COLUMNS, "trace_contexts"):
+        for name in names:
             column = getattr(self, name)
             setattr(taken, name, [column[i] for i in indices])
             setattr(self, name, [value for i, value in enumerate(column) if i not in moved])

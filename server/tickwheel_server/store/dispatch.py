@@ -89,7 +89,7 @@ from .base import SqlStore, execute_arrays, tuples
 from .claim_reads import (
     DUE_SQL, DueRow, claim_cursor, claimable, dispatchable, due_select, following_fires, scheduled_select,
 )  # fmt: skip
-from .claim_handout import DirectHandOut, Fenced, HandOutOffer
+from .claim_handout import DirectHandOut, Fenced, HandOutOffer, kept_in_doubt
 from .claim_writes import MISFIRE_REASON, TENANT_PAUSED_REASON, ClaimWrites, carried_missed, record_skip
 from .claim_calendars import CalendarCache, PreviousClaim, calendar_due, calendar_plan, record_calendar_skips
 from .executions import HandedOut
@@ -343,7 +343,7 @@ class DispatchStore(SqlStore):
             return result, changed
 
         try:
-            result, changed = await self._tx(fn, row_locked=True)
+            result, changed = await kept_in_doubt(direct, self._tx(fn, row_locked=True))
         except Fenced:  # nothing was handed out: claim as if no credit had been lent
             return await self.claim_due(owned, now, lookahead=lookahead, batch=batch, scan_limit=scan_limit)
         if direct is not None:

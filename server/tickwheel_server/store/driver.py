@@ -6,7 +6,11 @@ texts with psycopg parameters; SQLAlchemy's ``exec_driver_sql``
 adds an execution context, events and a result wrapper around each, about as
 much CPU as psycopg's own execute (loadtest/RESULTS.md, "CreateJob on uvloop,
 and where the thread hop went"). Here they run on a cursor of the DBAPI
-connection the SQLAlchemy ``Connection`` holds, in its transaction.
+connection the SQLAlchemy ``Connection`` holds, in its transaction: one
+cursor per pooled connection, kept in its record's ``info`` for its life
+(a cursor is psycopg's adapters and state, made anew per statement
+otherwise); it holds the last statement's result until the next, and one
+that raised is closed and replaced.
 
 An error is handed to SQLAlchemy's own handling
 (``Connection._handle_dbapi_exception``), so it surfaces exactly as from
@@ -29,14 +33,28 @@ import psycopg
 from sqlalchemy.engine import Connection
 
 
+_CURSOR = "tickwheel.driver.cursor"
+"""The key of a pooled connection's cursor in its record's ``info`` (which
+SQLAlchemy empties when the connection is closed or invalidated)."""
+
+
 def _run(conn: Connection, statement: str, parameters: dict[str, Any]) -> Any:
-    cursor = conn.connection.cursor()
+    pooled = conn.connection
+    cursor = pooled.info.get(_CURSOR)
+    if cursor is None:
+        cursor = pooled.info[_CURSOR] = pooled.dbapi_connection.cursor()
     try:
         cursor.execute(statement, parameters)
     except psycopg.Error as error:
-        cursor.close()
+        _drop(conn, cursor)
         conn._handle_dbapi_exception(error, statement, parameters, cursor, None)  # raises
     return cursor
+
+
+def _drop(conn: Connection, cursor: Any) -> None:
+    """Forget ``cursor`` after an error: the next statement gets a new one."""
+    conn.connection.info.pop(_CURSOR, None)
+    cursor.close()
 
 
 def rows(conn: Connection, statement: str, parameters: dict[str, Any]) -> list[tuple]:
@@ -46,15 +64,10 @@ def rows(conn: Connection, statement: str, parameters: dict[str, Any]) -> list[t
     try:
         return cursor.fetchall()
     except psycopg.Error as error:
+        _drop(conn, cursor)
         conn._handle_dbapi_exception(error, statement, parameters, cursor, None)  # raises
-    finally:
-        cursor.close()
 
 
 def rowcount(conn: Connection, statement: str, parameters: dict[str, Any]) -> int:
     """Run ``statement`` with ``parameters``; how many rows it changed."""
-    cursor = _run(conn, statement, parameters)
-    try:
-        return cursor.rowcount
-    finally:
-        cursor.close()
+    return _run(conn, statement, parameters).rowcount

@@ -70,6 +70,7 @@ from ..policy.admission import Candidate, decide_keys, decide_overlap
 from ..policy.fairness import Demand, Shares
 from . import handout_starts as starts
 from .base import SqlStore, driver_sql, execute_arrays, tuples
+from .doubt import InDoubt, handed_out
 from .fairshare import FairShare
 from .executions import Capability, HandedOut, HandOutRound
 from .handout_starts import UNION_BRANCHES, SkipHook
@@ -205,6 +206,8 @@ class HandoutStore(SqlStore):
         """Parsed definitions by (job id, version); shared with the dispatcher and outcomes where one server runs them."""
         self._at_lock = threading.Lock()
         self._last_at = 0
+        self.in_doubt = InDoubt(lambda fn: self._tx(fn, row_locked=True))
+        """Its rounds, and the claims' hand-outs under its instants, whose COMMIT went unanswered (:mod:`.doubt`)."""
 
     async def hand_out_ready(
         self, owner: str, now: datetime, capability: Capability, limit: int,
@@ -240,19 +243,22 @@ class HandoutStore(SqlStore):
             return HandOutRound()
         now_us = to_us(now)
         outcome: list = []
+        made: list[HandOutRound] = []
 
         def fn(conn: Connection) -> HandOutRound:
             outcome.clear()
+            made.clear()
             shares = self.fair.begin()
             batch = self._round(conn, owner, now_us, capability, limit, shares, on_taken)
             refused = fence() if fence is not None else None
             if refused is not None:
                 raise _Fenced(refused)
             outcome.append(shares)
+            made.append(batch)
             return batch
 
         try:
-            batch = await self._tx(fn, row_locked=True)
+            batch = await self.in_doubt.run(fn, lambda: handed_out(owner, made[0]) if made else None)
         except _Fenced as fenced:
             refused = HandOutRound()
             refused.fenced = fenced.reason

@@ -11,7 +11,11 @@ result carries the tenants of the credential it came with: an execution of any o
 exactly like one that does not exist (:data:`.executions.NOT_HELD`). A result whose
 delivery is not the current one is rejected and changes nothing but a note
 on the attempt row of that delivery, if it was requeued; a repeated result
-(its attempt row exists) is acknowledged again and changes nothing. A result
+(its attempt row exists) is acknowledged again and changes nothing, with
+its retry's ready instant again while that retry is not handed out: so a
+batch whose COMMIT went unanswered (:class:`.errors.AmbiguousCommitError`),
+written again by the results' writer, is recorded once, and its retries
+still reach the timer wheel. A result
 the caller does not vouch for (``held=False``: the stream that sent it does
 not hold the delivery) is never applied, only classified.
 
@@ -214,7 +218,11 @@ class OutcomeStore(SqlStore):
                     if status is None and _recorded_on_row(row, result):
                         status = "succeeded"
                     if status is not None and status != "lost":
-                        acks.append(ResultAck(*key, True, "already recorded"))
+                        # Its retry not yet handed out (the first record's answer may have been
+                        # lost with its COMMIT's): its instant again, for the timer wheel.
+                        again = (Retry(row.id, row.partition, row.ready_at) if row.status == "scheduled"
+                                 and row.attempt == result.attempt + 1 and row.delivery == result.delivery else None)
+                        acks.append(ResultAck(*key, True, "already recorded", retry=again))
                         continue
                     reason = f"stale delivery: the current one is {row.delivery} ({row.status})"
                     if status == "lost":

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection
 from tickwheel.shared.ids import to_us
 
 from .base import SqlStore
+from .engine import Capabilities
 from .executions import (
     CancelRequest, DeadLetter, DeadLetterHook, Lost, Reattached, RequeueResult, Retry, Running, attempt_row,
     dead_lettered,
@@ -47,6 +48,45 @@ _REQUEUE_COLUMNS = (
 )
 
 
+def _running_at_delivery():
+    """An update of the rows still ``running`` at (``b_id``, ``b_delivery``), one per parameter set."""
+    return executions.update().where(
+        executions.c.id == sa.bindparam("b_id"), executions.c.delivery == sa.bindparam("b_delivery"),
+        executions.c.status == "running",
+    )
+
+
+def release_unsent(
+    conn: Connection, caps: Capabilities, handed: Sequence[tuple[str, int]], *, owner: str | None = None,
+    at_us: int | None = None,
+) -> None:
+    """Inside the caller's transaction: ``handed`` (execution id, delivery),
+    still ``running`` at that delivery (and, if given, under ``owner`` with
+    hand-out instant ``at_us``), back to ``scheduled`` with the delivery
+    taken back and their key slots given back: no worker ever saw them."""
+    wanted = dict(handed)
+    query = sa.select(executions.c.id, executions.c.tenant, executions.c.delivery, executions.c.held_keys).where(
+        executions.c.id.in_(sorted(wanted)), status_in(executions.c.status, "running")
+    )
+    if owner is not None:
+        query = query.where(executions.c.owner == owner)
+    if at_us is not None:
+        query = query.where(executions.c.handed_out_at == at_us)
+    if caps.row_locks:
+        query = query.with_for_update()
+    rows = [row for row in conn.execute(query) if wanted[row.id] == row.delivery]
+    if not rows:
+        return
+    conn.execute(
+        _running_at_delivery().values(
+            status="scheduled", owner=None, worker_id=None, handed_out_at=None, held_keys=None,
+            delivery=executions.c.delivery - 1,
+        ),
+        [dict(b_id=row.id, b_delivery=row.delivery) for row in rows],
+    )
+    release_slots(conn, caps, [(row.tenant, row.held_keys) for row in rows])
+
+
 class RequeueStore(SqlStore):
     def __init__(
         self, engine, clock, *, on_dead_letter: DeadLetterHook | None = None, poison_cap: int = DEFAULT_POISON_CAP
@@ -59,35 +99,8 @@ class RequeueStore(SqlStore):
         """Put back executions handed out but never sent to a worker (their
         stream closed first): ``scheduled`` again, and the delivery taken
         back, since no worker ever saw it; their key slots are given back."""
-        if not handed:
-            return
-
-        def fn(conn: Connection) -> None:
-            wanted = dict(handed)
-            query = sa.select(executions.c.id, executions.c.tenant, executions.c.delivery, executions.c.held_keys).where(
-                executions.c.id.in_(sorted(wanted)), status_in(executions.c.status, "running")
-            )
-            if self.caps.row_locks:
-                query = query.with_for_update()
-            rows = [row for row in conn.execute(query) if wanted[row.id] == row.delivery]
-            if not rows:
-                return
-            conn.execute(
-                executions.update()
-                .where(
-                    executions.c.id == sa.bindparam("b_id"),
-                    executions.c.delivery == sa.bindparam("b_delivery"),
-                    executions.c.status == "running",
-                )
-                .values(
-                    status="scheduled", owner=None, worker_id=None, handed_out_at=None, held_keys=None,
-                    delivery=executions.c.delivery - 1,
-                ),
-                [dict(b_id=row.id, b_delivery=row.delivery) for row in rows],
-            )
-            release_slots(conn, self.caps, [(row.tenant, row.held_keys) for row in rows])
-
-        await self._tx(fn)
+        if handed:
+            await self._tx(lambda conn: release_unsent(conn, self.caps, handed))
 
     async def reattach(
         self, owner: str, worker_id: str, held: Sequence[tuple[str, int]], *, tenants: Sequence[str]
@@ -117,13 +130,7 @@ class RequeueStore(SqlStore):
             ]
             if rows:
                 conn.execute(
-                    executions.update()
-                    .where(
-                        executions.c.id == sa.bindparam("b_id"),
-                        executions.c.delivery == sa.bindparam("b_delivery"),
-                        executions.c.status == "running",
-                    )
-                    .values(owner=owner, worker_id=worker_id),
+                    _running_at_delivery().values(owner=owner, worker_id=worker_id),
                     [dict(b_id=row.id, b_delivery=row.delivery) for row in rows],
                 )
             return [Reattached(row.id, row.delivery, row.partition) for row in rows]

@@ -22,8 +22,9 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from psycopg import IsolationLevel
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import Pool
@@ -193,9 +194,10 @@ async def settle(engine: Engine, timeout: float, poll: float = 0.01) -> bool:
 class _Attempt:
     """One try of a transaction, remembering whether COMMIT was reached."""
 
-    def __init__(self, engine: Engine, fn: Callable[[Connection], T]) -> None:
+    def __init__(self, engine: Engine, fn: Callable[[Connection], T], level: IsolationLevel | None = None) -> None:
         self._engine = engine
         self._fn = fn
+        self._level = level
         self.committing = False
 
     def run(self) -> T:
@@ -210,18 +212,62 @@ class _Attempt:
 
     def _run(self) -> T:
         with self._engine.connect() as conn:
-            transaction = conn.begin()
+            if self._level is None:
+                return self._transaction(conn)
+            dbapi_connection = conn.connection.dbapi_connection
+            kept = dbapi_connection.isolation_level
             try:
-                result = self._fn(conn)
-            except BaseException:
-                try:
-                    transaction.rollback()
-                except Exception:  # the connection is gone; the pool discards it
-                    log.debug("rollback after a failed attempt failed", exc_info=True)
-                raise
-            self.committing = True
-            transaction.commit()
-            return result
+                dbapi_connection.isolation_level = self._level
+            except Exception as error:  # closed, or not idle: no transaction can run on it
+                conn.invalidate()
+                raise sa_exc.DisconnectionError("a pooled connection could not take the transaction's level") from error
+            try:
+                return self._transaction(conn)
+            finally:
+                _restore_level(conn, dbapi_connection, kept)
+
+    def _transaction(self, conn: Connection) -> T:
+        transaction = conn.begin()
+        try:
+            result = self._fn(conn)
+        except BaseException:
+            try:
+                transaction.rollback()
+            except Exception:  # the connection is gone; the pool discards it
+                log.debug("rollback after a failed attempt failed", exc_info=True)
+            raise
+        self.committing = True
+        transaction.commit()
+        return result
+
+
+def _restore_level(conn: Connection, dbapi_connection: Any, level: IsolationLevel | None) -> None:
+    """Give the pooled connection its engine's level back, once its
+    transaction has ended; one that cannot take it (lost, or still in a
+    failed transaction) is invalidated, so the pool never hands out a
+    connection at another level than the engine's."""
+    if conn.invalidated:
+        return
+    try:
+        dbapi_connection.isolation_level = level
+    except Exception:
+        log.debug("a connection kept its transaction's isolation level; discarded", exc_info=True)
+        conn.invalidate()
+
+
+def isolation_level(engine: Engine, level: str | None) -> IsolationLevel | None:
+    """``level`` (``"READ COMMITTED"``, …) as what :func:`run_in_transaction`
+    takes for ``isolation``; None for None. Only psycopg's connections
+    (PostgreSQL, CockroachDB) take a level per transaction:
+    :class:`StoreConfigError` for another driver or an unknown level."""
+    if level is None:
+        return None
+    if engine.dialect.driver != "psycopg":
+        raise StoreConfigError(f"a transaction's own isolation level needs psycopg, not {engine.dialect.driver}")
+    try:
+        return IsolationLevel[level.upper().replace(" ", "_")]
+    except KeyError:
+        raise StoreConfigError(f"unknown isolation level {level!r}") from None
 
 
 def _delay_or_raise(
@@ -275,6 +321,7 @@ def run_in_transaction(
     attempts: int = DEFAULT_ATTEMPTS,
     backoff: Backoff = DEFAULT_BACKOFF,
     idempotent: bool = False,
+    isolation: IsolationLevel | None = None,
     sleep: Callable[[float], None] = time.sleep,
     rng: random.Random | None = None,
     on_retry: Callable[[RetryEvent], None] | None = None,
@@ -300,13 +347,22 @@ def run_in_transaction(
     (the last error chained). Any other error, including every error of
     ``fn``'s own, is raised unchanged at once.
 
+    ``isolation`` (from :func:`isolation_level`; psycopg only) runs each
+    attempt at that level rather than the engine's: set on the checked-out
+    DBAPI connection before the transaction begins and given back after it
+    ends (:func:`_restore_level`). It is what an engine's
+    ``execution_options(isolation_level=…)`` copy does, without SQLAlchemy's
+    work around every checkout and checkin (the level set and reset through
+    its connection characteristics and events; loadtest/RESULTS.md, "A
+    CreateJob group's transaction in the store").
+
     ``sleep`` and ``rng`` are injectable for tests; ``on_retry`` is called
     before each wait (metrics, tests).
     """
     _check_attempts(attempts)
     rng = rng or _default_rng
     for attempt in range(1, attempts + 1):
-        runner = _Attempt(engine, fn)
+        runner = _Attempt(engine, fn, isolation)
         try:
             return runner.run()
         except Exception as error:
@@ -332,6 +388,7 @@ async def run_in_transaction_async(
     attempts: int = DEFAULT_ATTEMPTS,
     backoff: Backoff = DEFAULT_BACKOFF,
     idempotent: bool = False,
+    isolation: IsolationLevel | None = None,
     clock: Clock | None = None,
     rng: random.Random | None = None,
     on_retry: Callable[[RetryEvent], None] | None = None,
@@ -353,7 +410,7 @@ async def run_in_transaction_async(
     rng = rng or _default_rng
     loop = asyncio.get_running_loop()
     for attempt in range(1, attempts + 1):
-        runner = _Attempt(engine, fn)
+        runner = _Attempt(engine, fn, isolation)
         try:
             return await loop.run_in_executor(executor, runner.run)
         except Exception as error:

@@ -1,0 +1,125 @@
+"""Arms, starts and hand-outs whose COMMIT went unanswered
+(:class:`.errors.AmbiguousCommitError`, as when PostgreSQL stops during it),
+undone by the next transaction of the store that made them
+(docs/architecture.md, "Hand-outs decided ahead" and "Commits in doubt").
+
+Such a write may have committed, and its server holds what it did nowhere
+(the store call raised): armed rows would stay armed under the live
+session until it ends, started or handed-out ones ``running`` and sent by
+no one until the safety net's heartbeat timeout. Undone, each only if its
+owner's and as the write left it:
+
+- an arm (:data:`ARM`): the rows it armed back to ``scheduled`` (the
+  delivery taken back);
+- a start (:data:`START`): the rows stamped with its instant (unique to
+  it) back to ``armed``, which the server's armed queue still holds and
+  starts again;
+- a hand-out (:data:`HAND_OUT`: a round's, or what a claim inserted handed
+  out): the rows still ``running`` at the delivery it gave them, under its
+  owner, stamped with its instant, back to ``scheduled`` with the delivery
+  taken back and their key slots given back
+  (:func:`.requeue.release_unsent`), as for a hand-out whose stream closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import NamedTuple, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from .base import chunks
+from .engine import capabilities
+from .errors import AmbiguousCommitError
+from .executions import HandedOut
+from .isolation import status_in
+from .requeue import release_unsent
+from .tables import executions
+
+T = TypeVar("T")
+
+LIMIT = 64
+"""Writes in doubt kept to undo; past it the oldest is left to the reaper and the safety net."""
+_CHUNK = 500
+
+ARM, START, HAND_OUT = "arm", "start", "hand-out"
+
+
+class Doubt(NamedTuple):
+    """A write whose COMMIT went unanswered: what it may have done."""
+
+    kind: str
+    """:data:`ARM`, :data:`START` or :data:`HAND_OUT`."""
+    owner: str
+    items: list[tuple[str, int]]
+    """(execution id, delivery): an arm's with delivery 0 (the delivery is
+    not known before it), a start's and a hand-out's as it gave them."""
+    at_us: int = 0
+    """The instant a start or a hand-out stamped (unique among its server's)."""
+
+
+def undo(conn: Connection, in_doubt: list[Doubt]) -> None:
+    """Undo what the writes in doubt did, if they committed."""
+    for entry in in_doubt:
+        for chunk in chunks(entry.items, _CHUNK):
+            if entry.kind == HAND_OUT:
+                release_unsent(conn, capabilities(conn), chunk, owner=entry.owner, at_us=entry.at_us)
+            elif entry.kind == ARM:
+                conn.execute(executions.update().where(
+                    executions.c.id.in_([ident for ident, _ in chunk]), status_in(executions.c.status, "armed"),
+                    executions.c.owner == entry.owner,
+                ).values(status="scheduled", owner=None, delivery=executions.c.delivery - 1))
+            else:
+                conn.execute(executions.update().where(
+                    sa.tuple_(executions.c.id, executions.c.delivery).in_(chunk),
+                    status_in(executions.c.status, "running"), executions.c.owner == entry.owner,
+                    executions.c.handed_out_at == entry.at_us,
+                ).values(status="armed", handed_out_at=None))
+
+
+def handed_out(owner: str, handed: list[HandedOut]) -> Doubt | None:
+    """What a hand-out of ``handed`` under ``owner`` (one instant) may have done."""
+    return Doubt(HAND_OUT, owner, [(h.id, h.delivery) for h in handed], handed[0].handed_out_at_us) if handed else None
+
+
+class InDoubt:
+    """The writes of one store still in doubt, undone first thing in its next
+    transaction ``tx`` (a function of the transaction function) that passes
+    through :meth:`run`."""
+
+    def __init__(self, tx: Callable[[Callable[[Connection], T]], Awaitable[T]]) -> None:
+        self._tx = tx
+        self.entries: list[Doubt] = []
+
+    def add(self, entry: Doubt | None) -> None:
+        """Keep ``entry`` (None: nothing to undo) to undo, the newest :data:`LIMIT` at most."""
+        if entry is not None and entry.items:
+            self.entries = (self.entries + [entry])[-LIMIT:]
+
+    async def run(self, fn: Callable[[Connection], T], doubt: Callable[[], Doubt | None]) -> T:
+        """``fn`` in a transaction, after undoing what is in doubt (no longer,
+        once that commits); if its own COMMIT goes unanswered, ``doubt()``
+        says what it may have done, undone next time."""
+        undoing = list(self.entries)
+        if not undoing:
+            run = fn
+        else:
+            def run(conn: Connection) -> T:
+                undo(conn, undoing)
+                return fn(conn)
+
+        try:
+            result = await self._tx(run)
+        except AmbiguousCommitError:
+            self.add(doubt())
+            raise
+        if undoing:
+            self.entries = [entry for entry in self.entries if not any(entry is done for done in undoing)]
+        return result
+
+    async def settle(self) -> None:
+        """Undo what is in doubt now, in a transaction of its own (none when
+        nothing is): for a caller whose store may not write again soon."""
+        if self.entries:
+            await self.run(lambda conn: None, lambda: None)

@@ -1,0 +1,169 @@
+"""A transaction's own isolation level (``run_in_transaction(isolation=…)``,
+what the row-locked transactions run at on PostgreSQL) on the engine's pool:
+each attempt runs at that level, and the pooled connection goes back to the
+engine's level whatever became of the attempt (committed, failed, retried,
+lost); one that cannot take the engine's level back is discarded, never
+handed out again (store/transactions.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Connection, Engine
+
+from tickwheel_server.store import create_store_engine
+from tickwheel_server.store import driver
+from tickwheel_server.store.base import SqlStore
+from tickwheel_server.store.errors import StoreConfigError
+from tickwheel_server.store.transactions import (
+    ErrorKind, RetryEvent, _restore_level, isolation_level, run_in_transaction,
+)  # fmt: skip
+from tickwheel.shared.clock import FakeClock
+
+postgres = pytest.mark.postgres
+
+READ_COMMITTED = "read committed"
+SERIALIZABLE = "serializable"
+
+
+@pytest.fixture
+def one(postgres_url: str) -> Engine:
+    """An engine of one pooled connection: every transaction reuses it."""
+    engine = create_store_engine(postgres_url, pool_size=1, max_overflow=0)
+    yield engine
+    engine.dispose()
+
+
+def level(conn: Connection) -> str:
+    return driver.rows(conn, "SHOW transaction_isolation", {})[0][0]
+
+
+def backend(conn: Connection) -> int:
+    return driver.rows(conn, "SELECT pg_backend_pid()", {})[0][0]
+
+
+@postgres
+def test_an_attempt_runs_at_its_level_and_the_connection_goes_back_to_the_engines(one: Engine) -> None:
+    rc = isolation_level(one, "READ COMMITTED")
+    first = run_in_transaction(one, lambda c: (level(c), backend(c)), isolation=rc)
+    after = run_in_transaction(one, lambda c: (level(c), backend(c)))
+    assert first[0] == READ_COMMITTED and after[0] == SERIALIZABLE
+    assert first[1] == after[1], "the same pooled connection, back at the engine's level"
+
+
+@postgres
+def test_a_failed_attempt_gives_the_level_back_too(one: Engine) -> None:
+    rc = isolation_level(one, "READ COMMITTED")
+
+    def fails(conn: Connection) -> None:
+        assert level(conn) == READ_COMMITTED
+        raise RuntimeError("the caller's own error")
+
+    def fails_in_sql(conn: Connection) -> None:
+        driver.rows(conn, "SELECT 1 / 0", {})
+
+    with pytest.raises(RuntimeError):
+        run_in_transaction(one, fails, isolation=rc)
+    assert run_in_transaction(one, level) == SERIALIZABLE
+    with pytest.raises(sa_exc.DataError):
+        run_in_transaction(one, fails_in_sql, isolation=rc)
+    assert run_in_transaction(one, level) == SERIALIZABLE
+
+
+FAIL_ONCE = {
+    ErrorKind.CONFLICT: "DO $$ BEGIN RAISE EXCEPTION 'restart' USING ERRCODE = '40001'; END $$",
+    ErrorKind.CONNECTION: "SELECT pg_terminate_backend(pg_backend_pid())",
+}
+
+
+@postgres
+@pytest.mark.parametrize("kind", list(FAIL_ONCE))
+def test_a_retried_attempt_runs_again_at_its_level(one: Engine, kind: ErrorKind) -> None:
+    """A 40001 retried on the same connection, a lost one on a new one:
+    either way the next attempt is at its level, and the pool's connection
+    at the engine's after."""
+    rc = isolation_level(one, "READ COMMITTED")
+    seen: list[tuple[str, int]] = []
+    events: list[RetryEvent] = []
+
+    def fails_once(conn: Connection) -> str:
+        seen.append((level(conn), backend(conn)))
+        if len(seen) == 1:
+            driver.rows(conn, FAIL_ONCE[kind], {})
+        return seen[-1][0]
+
+    assert run_in_transaction(one, fails_once, isolation=rc, sleep=lambda _: None, on_retry=events.append) == (
+        READ_COMMITTED
+    )
+    assert [s[0] for s in seen] == [READ_COMMITTED, READ_COMMITTED] and [e.kind for e in events] == [kind]
+    assert (seen[0][1] == seen[1][1]) is (kind is ErrorKind.CONFLICT), "a lost connection is replaced"
+    assert run_in_transaction(one, lambda c: (level(c), backend(c))) == (SERIALIZABLE, seen[1][1])
+
+
+@postgres
+def test_a_connection_that_cannot_take_the_level_back_is_discarded(one: Engine) -> None:
+    """Still in a failed transaction, psycopg refuses to change the level:
+    the connection is invalidated, and the pool hands out a new one."""
+    conn = one.connect()
+    conn.begin()
+    dbapi_connection = conn.connection.dbapi_connection
+    before = backend(conn)
+    with pytest.raises(sa_exc.DataError):
+        driver.rows(conn, "SELECT 1 / 0", {})
+    _restore_level(conn, dbapi_connection, isolation_level(one, "SERIALIZABLE"))
+    assert conn.invalidated and dbapi_connection.closed
+    conn.close()
+    assert run_in_transaction(one, lambda c: (level(c), backend(c)))[1] != before
+
+
+@postgres
+def test_a_row_locked_store_transaction_runs_at_read_committed(one: Engine) -> None:
+    store = SqlStore(one, FakeClock())
+
+    async def both() -> tuple[str, str]:
+        return await store._tx(level, row_locked=True), await store._tx(level)
+
+    assert asyncio.run(both()) == (READ_COMMITTED, SERIALIZABLE)
+
+
+@postgres
+@pytest.mark.parametrize("name", ["CHAOS", "READ UNCOMMITTED; DROP TABLE jobs", ""])
+def test_an_unknown_level_is_refused(one: Engine, name: str) -> None:
+    with pytest.raises(StoreConfigError):
+        isolation_level(one, name)
+
+
+def test_sqlite_takes_no_level_of_its_own() -> None:
+    engine = create_store_engine("sqlite://")
+    try:
+        with pytest.raises(StoreConfigError):
+            isolation_level(engine, "SERIALIZABLE")
+        assert isolation_level(engine, None) is None
+        assert SqlStore(engine, FakeClock()).row_locked_level is None
+    finally:
+        engine.dispose()
+
+
+@postgres
+def test_a_connection_that_cannot_take_the_level_is_replaced_and_the_attempt_retried(one: Engine) -> None:
+    """A pooled connection closed between its checkout and BEGIN: the level
+    cannot be set, the connection is discarded, and the attempt runs again
+    on a new one (a connection error, retried), never on the broken one."""
+    closed: list[int] = []
+
+    @event.listens_for(one, "checkout")
+    def close_first(dbapi_connection, _record, _proxy) -> None:
+        if not closed:
+            closed.append(dbapi_connection.info.backend_pid)
+            dbapi_connection.close()
+
+    events: list[RetryEvent] = []
+    result = run_in_transaction(
+        one, lambda c: (level(c), backend(c)), isolation=isolation_level(one, "READ COMMITTED"),
+        sleep=lambda _: None, on_retry=events.append,
+    )  # fmt: skip
+    assert result[0] == READ_COMMITTED and result[1] != closed[0]
+    assert [e.kind for e in events] == [ErrorKind.CONNECTION]
