@@ -29,7 +29,6 @@ from .api.scheduler import SchedulerServicer
 from .api.worker import WorkerServicer
 from .auth.authenticator import Authenticator
 from .circuits import CircuitBreaker
-from .coalescer import CreateCoalescer
 from .config import ServerConfig
 from .gateway.connections import Connections
 from .jobspec import DefinitionCache
@@ -343,17 +342,14 @@ class TickwheelServer:
             options=[("grpc.so_reuseport", 0), ("grpc.keepalive_time_ms", 30_000)],
             interceptors=[server_interceptor(self.tracing)] if self.tracing.enabled else None,
         )
-        self.creates = CreateCoalescer(self.stores.jobs.create_many)
-        scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
-            SchedulerServicer(
-                auth, self.stores.jobs, self.clock, self.stores.history, self.stores.dead_letters,
-                manual=self.stores.manual, target_policy=config.target_policy, on_ready=self._ready_now,
-                creates=self.creates,
-                calendars=CalendarStore(self.engine, self.clock, alerts=self.stores.alerts),
-                on_due=self.wakeup.due,
-            ),
-            decoding.guard(server),
+        scheduler = SchedulerServicer(
+            auth, self.stores.jobs, self.clock, self.stores.history, self.stores.dead_letters,
+            manual=self.stores.manual, target_policy=config.target_policy, on_ready=self._ready_now,
+            calendars=CalendarStore(self.engine, self.clock, alerts=self.stores.alerts),
+            on_due=self.wakeup.due,
         )
+        self.creates = scheduler.creates
+        scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(scheduler, decoding.guard(server))
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(
             self.worker_servicer, decoding.guard(server, refuse_nul=False, discard_unknown=False)
         )

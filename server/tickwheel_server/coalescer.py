@@ -11,10 +11,9 @@ without changing what any of them answers:
   arrive while one is in flight queue, and when it finishes the queue's head
   goes in the next write, up to :data:`MAX_GROUP` calls and
   :data:`MAX_GROUP_BYTES` of definitions (:func:`plan_group`).
-- Each call gets what a lone :meth:`~tickwheel_server.store.jobs.JobStore.create`
-  would have answered: the store's per-item outcome (the job and
-  ``created``, or QuotaExceeded, NotFound, …), counted against the quota in
-  queue order. Two calls with the same request id never share a write: the
+- Each call gets what it would have answered alone: its item's outcome
+  from the write (CreateJob's: its answer, or its violations,
+  QuotaExceeded, NotFound, …), counted against the quota in queue order. Two calls with the same request id never share a write: the
   later one waits for the next, so it answers as a sequential repeat does.
 - A write that raises (the store unavailable: nothing written) raises the
   same error to every call of its group; each is safe to retry with its
@@ -39,8 +38,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from .errors import RateLimited, Unavailable
-from .store.jobcreate import Outcome
-from .store.jobrecords import JobRecord, NewJob
+from typing import Any, Protocol
 
 MAX_GROUP = 1000
 """Calls one write may carry: a BatchCreateJobs call's item limit."""
@@ -52,9 +50,19 @@ MAX_QUEUED = 4 * MAX_GROUP
 MAX_QUEUED_BYTES = 4 * MAX_GROUP_BYTES
 """Definition bytes of one tenant that may wait behind its write in flight."""
 
-Write = Callable[[str, Sequence[tuple[NewJob, str]]], Awaitable[list[Outcome]]]
-"""``JobStore.create_many``: one tenant's (job, request id) items in one
-transaction, one outcome per item in order; raises when nothing was written."""
+
+class Queued(Protocol):
+    """What the coalescer reads of a queued job: its tenant, and its
+    definition's bytes (their length counts against the bounds)."""
+
+    tenant: str
+    spec: bytes
+
+
+Write = Callable[[str, Sequence[tuple[Any, str]]], Awaitable[list]]
+"""One tenant's (job, request id) items written together (CreateJob's:
+``SchedulerServicer._write_group``), one outcome per item in order (the
+call's answer, or the exception it raises); raises when nothing was written."""
 
 
 def plan_group(queued: Sequence[tuple[str, int]], *, max_items: int, max_bytes: int) -> list[int]:
@@ -84,7 +92,7 @@ def plan_group(queued: Sequence[tuple[str, int]], *, max_items: int, max_bytes: 
 
 @dataclass(eq=False)
 class _Call:
-    job: NewJob
+    job: Queued
     request_id: str
     size: int
     answer: asyncio.Future
@@ -130,11 +138,10 @@ class CreateCoalescer:
         """Whether a write of ``tenant`` is in flight or about to start."""
         return tenant in self._queues
 
-    async def create(self, job: NewJob, request_id: str) -> tuple[JobRecord, bool]:
-        """What :meth:`~tickwheel_server.store.jobs.JobStore.create` answers
-        for ``job`` and ``request_id`` (the job and whether this call created
-        it, or its error), stored in a write shared with the tenant's
-        concurrent calls. RateLimited, nothing written, when the tenant's
+    async def create(self, job: Queued, request_id: str) -> Any:
+        """The outcome the write gives ``job`` and ``request_id`` (raised
+        when it is an exception), written with the tenant's concurrent
+        calls. RateLimited, nothing written, when the tenant's
         queue is full."""
         tenant = job.tenant
         queue = self._queues.get(tenant)
@@ -201,7 +208,7 @@ class CreateCoalescer:
                 del self._queues[tenant]
 
 
-def _answer(calls: Sequence[_Call], outcomes: Sequence[Outcome | BaseException]) -> None:
+def _answer(calls: Sequence[_Call], outcomes: Sequence[Any]) -> None:
     for call, outcome in zip(calls, outcomes):
         if call.answer.done():  # its caller went away
             continue

@@ -160,3 +160,45 @@ async def test_concurrent_calls_racing_at_max_jobs_on_each_backend(server) -> No
         assert len(created) == 30 and len({r.job.id for r in created}) == 30
         assert len(refused) == 60 and all(r.code() == grpc.StatusCode.RESOURCE_EXHAUSTED for r in refused)
         assert await job_count(server, channel) == 30
+
+
+@pytest.mark.postgres
+@pytest.mark.etcd
+async def test_hostile_calls_in_a_group_are_refused_alone_and_write_nothing(pg_server, store) -> None:
+    """Calls are validated with their group: a call whose job is refused
+    (a loopback target, a malformed schedule) answers INVALID_ARGUMENT
+    naming the field, nothing of it stored, its request id free; the good
+    calls queued around it are created in the same write."""
+    key = await pg_server.create_tenant("acme")
+    creates = pg_server.server.creates
+    loopback = item("loopback")
+    loopback.job.target.ClearField("handler")
+    loopback.job.target.http.url = "http://127.0.0.1:8080/admin"
+    garbled = item("garbled")
+    garbled.job.schedule.cron.expression = "61 * * * *"
+    requests = [item("a"), loopback, item("b"), garbled, item("c")]
+    async with grpc.aio.insecure_channel(pg_server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+
+        async def call(request: scheduler_pb2.CreateJobRequest) -> scheduler_pb2.CreateJobResponse:
+            return await scheduler.CreateJob(request, metadata=bearer(key))
+
+        with quota_held(store, "acme"):
+            first = asyncio.create_task(call(requests[0]))
+            await eventually(lambda: creates.writing("acme") and creates.writes == 1, "the first write in flight")
+            rest = []
+            for request in requests[1:]:
+                rest.append(asyncio.create_task(call(request)))
+                await eventually(lambda: creates.queued("acme") == len(rest), "queued", interval=0.005)
+        results = await asyncio.gather(first, *rest, return_exceptions=True)
+        assert [isinstance(r, scheduler_pb2.CreateJobResponse) and r.created for r in results] == [
+            True, False, True, False, True]  # fmt: skip
+        for refused, field in ((results[1], "job.target.http.url"), (results[3], "job.schedule.cron.expression")):
+            assert isinstance(refused, grpc.aio.AioRpcError) and refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert field in refused.details() or field in str(refused.trailing_metadata())
+        assert creates.writes == 2, "the queued calls, refused ones among them, made one write"
+        assert await job_count(pg_server, channel) == 3
+        with store.connect() as conn:
+            names = conn.execute(sa.text(
+                "SELECT request_id FROM request_ids WHERE tenant = 'acme' ORDER BY 1")).scalars().all()
+        assert names == ["a", "b", "c"], "a refused call's request id is not recorded"

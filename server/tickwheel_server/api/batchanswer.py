@@ -160,3 +160,31 @@ def _shared_fields(tenant: str, state: str, tzdata: str, created_at: datetime) -
     convert.set_timestamp(job.created_at, created_at)
     convert.set_timestamp(job.updated_at, created_at)
     return job.SerializeToString()
+
+
+class CreatedAnswers:
+    """CreateJob answers of a group's created jobs, serialized as
+    :func:`batch_create_response` serializes a created item's
+    ``CreateJobResponse`` (the shared fields and instants memoised for the group)."""
+
+    def __init__(self, batch: NewJobs, created_at: datetime) -> None:
+        self._batch = batch
+        self._created_at = created_at
+        self._stamps = _Timestamps()
+        self._shared: dict[tuple[bool, str], bytes] = {}
+
+    def answer(self, k: int) -> Serialized:
+        batch = self._batch
+        run = batch.next_runs[k]
+        active = run is not None
+        tzdata = batch.tzdata[k]
+        common = self._shared.get((active, tzdata))
+        if common is None:
+            common = self._shared[(active, tzdata)] = _shared_fields(batch.tenant, batch.state(k), tzdata, self._created_at)
+        job_id = batch.ids[k].encode()
+        parts = [batch.specs[k], common, _ID, _length(len(job_id)), job_id]
+        if active:
+            parts.append(self._stamps.field(_NEXT_RUN_AT, run))
+            parts.append(self._stamps.field(_NEXT_DUE_AT, batch.next_dues[k]))
+        body = b"".join(parts)
+        return Serialized(b"".join((_JOB, _length(len(body)), body, _CREATED_TRUE)))

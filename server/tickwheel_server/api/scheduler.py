@@ -16,7 +16,7 @@ the gateway of the server owning the job's partition.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -24,7 +24,7 @@ from google.protobuf import field_mask_pb2
 from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tickwheel.shared.clock import Clock
-from tickwheel.shared.ids import from_us, new_job_id, new_job_ids, to_us
+from tickwheel.shared.ids import new_job_ids, to_us
 from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
 
 from ..auth.authenticator import Authenticator, api_key_actor
@@ -41,12 +41,12 @@ from ..store.deadletters import DeadLetterStore
 from ..store.history import HistoryStore
 from ..store.jobbatch import Decide, JobChange
 from ..store.jobcreate import CREATED
-from ..store.jobrecords import JobRecord, NewJob, NewJobs
+from ..store.jobrecords import JobRecord, NewJobs
 from ..store.jobs import JobStore
 from ..store.manual import ManualStore
 from ..store.revisions import RevisionStore
 from . import convert, dryrun, nextruns, revisionview, validate
-from .batchanswer import batch_create_response
+from .batchanswer import CreatedAnswers, batch_create_response
 from .calendars import CalendarCalls
 from .nextruns import fire_to_proto, upcoming
 from .text import shown
@@ -290,6 +290,21 @@ def record_dues(records: Iterable[JobRecord]) -> list[tuple[str, int | None]]:
     return [(r.id, None if r.next_due_at is None else to_us(r.next_due_at)) for r in records]
 
 
+class _Pending:
+    """A CreateJob call's job waiting for its group: what the coalescer
+    reads of it (tenant, and ``spec`` for its size: the job's bytes) and
+    the instant the call arrived (its schedule's first fire is after it,
+    as a lone call's would be, however long it waited)."""
+
+    __slots__ = ("tenant", "job", "spec", "at")
+
+    def __init__(self, tenant: str, job: job_pb2.Job, at: datetime) -> None:
+        self.tenant = tenant
+        self.job = job
+        self.spec = job.SerializeToString()
+        self.at = at
+
+
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     def __init__(
         self,
@@ -314,7 +329,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self._jobs = jobs
         # Concurrent CreateJob calls of a tenant share one transaction
         # (docs/architecture.md, "Job writes at scale").
-        self._creates = creates or CreateCoalescer(jobs.create_many)
+        self._creates = creates or CreateCoalescer(self._write_group)
         self._clock = clock
         self._target_policy = target_policy
         self._manual = manual or ManualStore(jobs.engine, jobs.clock)
@@ -329,6 +344,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         )
         self._revisions = RevisionStore(jobs.engine, jobs.clock)
 
+    @property
+    def creates(self) -> CreateCoalescer:
+        """The coalescer CreateJob calls are grouped in (tests read its counts)."""
+        return self._creates
+
     async def _absent_calendars(self, tenant: str, names: list[str]) -> set[str]:
         """Those of ``names`` (empty ones ignored) that are not calendars of ``tenant``: one store read."""
         wanted = {name for name in names if CALENDAR_NAME.match(name)}  # a malformed one is refused by validation
@@ -338,17 +358,76 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
 
     @rpc
     async def CreateJob(self, request, context):
+        """Authenticated and its request id checked here; validated, stored
+        and answered with the tenant's concurrent calls, per group
+        (:meth:`_write_group`)."""
         tenant = await self._auth.tenant(context)
-        job, request_id = self._new_job(request, tenant.name, self._clock.now())
-        if request.job.HasField("calendar"):
-            for name in await self._absent_calendars(tenant.name, [named_calendar(request.job)]):
-                raise missing_calendar(name)
-        record, created = await self._creates.create(job, request_id)
-        if created:
-            self._on_due(record_dues((record,)))
-        response = scheduler_pb2.CreateJobResponse(created=created)
-        convert.fill_job(response.job, record)
-        return response
+        request_id = validate.check_request_id(request.request_id)
+        return await self._creates.create(_Pending(tenant.name, request.job, self._clock.now()), request_id)
+
+    async def _new_jobs(
+        self, tenant: str, items: Sequence[tuple[job_pb2.Job, str, datetime]]
+    ) -> tuple[NewJobs, list[int], dict[int, TickwheelError]]:
+        """``items`` (job, request id, the instant its call arrived) of
+        ``tenant`` validated each on its own, at its call's instant: the
+        valid ones in a batch (and their indices), the refused ones' errors
+        by index (a named calendar the tenant lacks: FAILED_PRECONDITION,
+        after the job's own violations). One store read for the calendars
+        the jobs name, none when they name none."""
+        if not items:
+            return NewJobs(tenant), [], {}
+        now = items[0][2]
+        refused: dict[int, TickwheelError] = {}
+        accepted: list[int] = []
+        batch = NewJobs(tenant)
+        job_ids = new_job_ids(now, len(items))
+        tzdata, policy = tzdata_version(), self._target_policy
+        named = [named_calendar(job) for job, _, _ in items if job.HasField("calendar")]
+        absent = await self._absent_calendars(tenant, named) if named else set()
+        for index, (job, raw_request_id, at) in enumerate(items):
+            try:
+                request_id = validate.check_request_id(raw_request_id)
+                spec, next_run, next_due, zone, key_limits = validate.new_definition(
+                    job, at, job_ids[index], target_policy=policy
+                )
+                if absent and named_calendar(job) in absent:
+                    raise missing_calendar(named_calendar(job))
+            except TickwheelError as error:
+                refused[index] = error
+                continue
+            accepted.append(index)
+            batch.add(job_ids[index], request_id, job.name, spec, zone, next_run, next_due, tzdata, len(job.payload),
+                      key_limits)  # fmt: skip
+        return batch, accepted, refused
+
+    async def _write_group(self, tenant: str, items: Sequence[tuple[_Pending, str]]) -> list:
+        """A group of CreateJob calls (``_Pending`` jobs and their request
+        ids): validated as BatchCreateJobs' items are (:meth:`_new_jobs`; a
+        refused one answers its error, nothing stored), the valid ones stored
+        in one :meth:`JobStore.create_batch`; each call's answer: its job
+        created (serialized), an earlier call's job, or its error."""
+        batch, accepted, refused = await self._new_jobs(
+            tenant, [(pending.job, rid, pending.at) for pending, rid in items]
+        )
+        answers: list = [refused.get(index) for index in range(len(items))]
+        if accepted:
+            outcomes, created_at = await self._jobs.create_batch(batch)
+            created = CreatedAnswers(batch, created_at)
+            dues = []
+            for k, (index, outcome) in enumerate(zip(accepted, outcomes)):
+                if outcome is CREATED:
+                    answers[index] = created.answer(k)
+                    dues.append((batch.ids[k], batch.next_dues[k]))
+                elif isinstance(outcome, tuple):
+                    record, _ = outcome
+                    response = scheduler_pb2.CreateJobResponse(created=False)
+                    convert.fill_job(response.job, record)
+                    answers[index] = response
+                else:
+                    answers[index] = outcome
+            if dues:
+                self._on_due(dues)
+        return answers
 
     @rpc
     async def BatchCreateJobs(self, request, context):
@@ -360,51 +439,12 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         items = request.items
         batch_items(items)
         now = self._clock.now()
-        refused: dict[int, TickwheelError] = {}
-        accepted: list[int] = []
-        batch = NewJobs(tenant.name)
-        job_ids = new_job_ids(now, len(items))
-        tzdata, policy = tzdata_version(), self._target_policy
-        absent = await self._absent_calendars(tenant.name, [named_calendar(item.job) for item in items])
-        for index, item in enumerate(items):
-            job = item.job
-            try:
-                request_id = validate.check_request_id(item.request_id)
-                spec, next_run, next_due, zone, key_limits = validate.new_definition(
-                    job, now, job_ids[index], target_policy=policy
-                )
-                if absent and named_calendar(job) in absent:
-                    raise missing_calendar(named_calendar(job))
-            except TickwheelError as error:
-                refused[index] = error
-                continue
-            accepted.append(index)
-            batch.add(job_ids[index], request_id, job.name, spec, zone, next_run, next_due, tzdata, len(job.payload),
-                      key_limits)  # fmt: skip
+        batch, accepted, refused = await self._new_jobs(
+            tenant.name, [(item.job, item.request_id, now) for item in items]
+        )
         outcomes, created_at = await self._jobs.create_batch(batch)
         self._on_due([(batch.ids[i], batch.next_dues[i]) for i, outcome in enumerate(outcomes) if outcome is CREATED])
         return batch_create_response(len(items), refused, accepted, batch, outcomes, created_at)
-
-    def _new_job(self, request, tenant: str, now: datetime) -> tuple[NewJob, str]:
-        """What CreateJob ``request`` asks for, validated, with its schedule's
-        first fire; InvalidArgument naming the field otherwise."""
-        request_id = validate.check_request_id(request.request_id)
-        job_id = new_job_id(now)
-        spec, next_run, next_due, zone, key_limits = validate.new_definition(
-            request.job, now, job_id, target_policy=self._target_policy
-        )
-        return NewJob(
-            id=job_id,
-            tenant=tenant,
-            name=request.job.name,
-            spec=spec,
-            time_zone=zone,
-            next_run_at=None if next_run is None else from_us(next_run),
-            next_due_at=None if next_due is None else from_us(next_due),
-            tzdata_version=tzdata_version(),
-            payload_size=len(request.job.payload),
-            key_limits=key_limits,
-        ), request_id
 
     @rpc
     async def GetJob(self, request, context):

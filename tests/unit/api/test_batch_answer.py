@@ -79,6 +79,23 @@ def test_created_jobs_answer_what_job_to_proto_reads_back(created_at: datetime) 
     assert (reply.created_count, reply.existing_count, reply.failed_count) == (len(jobs), 0, 0)
 
 
+@pytest.mark.parametrize("created_at", [NOW, NOW.replace(microsecond=0)])
+def test_a_createjob_group_answers_each_created_job_as_job_to_proto_reads_it_back(created_at: datetime) -> None:
+    """CreateJob's answers of a group's created jobs (CreatedAnswers) parse
+    as the message each job's record gives: active and completed, two
+    tzdata versions, labels, a large payload."""
+    jobs = [cron("plain"), cron("labelled", labels={"team": "ops"}), cron("hashed", "H 3 * * *", "America/New_York"),
+            cron("large", payload=b"x" * 70_000), cron("done")]  # fmt: skip
+    batch = build(jobs, ["2025b", "2025b", "2026a", "2025b", "2025b"])
+    batch.next_runs[4] = batch.next_dues[4] = None
+    answers = batchanswer.CreatedAnswers(batch, created_at)
+    for k in (3, 0, 4, 1, 2, 0):  # in any order, twice: the memoised parts are not an earlier job's
+        record = batch.record(k, partition_of(batch.ids[k], 256), created_at)
+        assert scheduler_pb2.CreateJobResponse.FromString(answers.answer(k).data) == scheduler_pb2.CreateJobResponse(
+            job=convert.job_to_proto(record), created=True
+        )
+
+
 def test_a_job_without_a_fire_answers_completed_without_instants() -> None:
     batch = build([cron("a")])
     batch.next_runs[0] = batch.next_dues[0] = None
