@@ -65,6 +65,7 @@ from .store.queue import ExecutionQueue
 from .store.history import HistoryStore
 from .store.jobs import JobStore
 from .store.manual import ManualStore
+from .maintenance.compaction import CompactionConfig, EtcdCompaction
 from .maintenance.retention import Retention, RetentionConfig
 from .store.lateness import LatenessStore
 from .store.retention import RetentionStore
@@ -327,6 +328,10 @@ class TickwheelServer:
                 rollup_retention=timedelta(days=config.rollup_retention_days),
             ),
         )
+        self.compaction = EtcdCompaction(
+            self._lease_store, lambda: self._session, self.clock, self.stores.alerts, server_id=self.server_id,
+            config=CompactionConfig(retention=timedelta(seconds=config.etcd_compaction_retention)),
+        )
         self.worker_servicer = WorkerServicer(
             auth,
             self.connections,
@@ -378,6 +383,7 @@ class TickwheelServer:
             asyncio.create_task(self.presence.run(), name="tickwheel-presence"),
             asyncio.create_task(self.drainer.run(), name="tickwheel-drain"),
             asyncio.create_task(self.retention.run(), name="tickwheel-retention"),
+            asyncio.create_task(self.compaction.run(), name="tickwheel-etcd-compaction"),
             asyncio.create_task(self.dispatcher.run(), name="tickwheel-dispatcher"),
             asyncio.create_task(self.wakeup.run(), name="tickwheel-wakeup"),
             # In the background: start does not wait for a recompute.
@@ -488,6 +494,15 @@ class TickwheelServer:
         metrics.observe(
             "tickwheel_circuits_open", "Circuit breakers open or half-open on this server",
             lambda: len(self.breaker.circuits()),
+        )
+        metrics.observe(
+            "tickwheel_etcd_compactions_total", "Compactions of etcd's history this server made as the compactor",
+            lambda: self.compaction.compactions, counter=True,
+        )
+        metrics.observe(
+            "tickwheel_etcd_compacted_revision",
+            "The revision etcd's history was last compacted to, as this server knows it (none before)",
+            lambda: [({}, float(r))] if (r := self.compaction.compacted_revision) else [],
         )
         metrics.observe(
             "tickwheel_clock_skew_seconds",

@@ -122,6 +122,10 @@ class ServerConfig:
     pruned after this many days (attempts rolled up per job per day first)."""
     rollup_retention_days: float = 400.0
     """The daily rollups are pruned after this many days."""
+    etcd_compaction_retention: float = 3600.0
+    """Seconds of etcd's key-value history kept: the elected compactor
+    compacts etcd to the revision it saw this long ago (1 s to 7 days;
+    :mod:`tickwheel_server.maintenance.compaction`)."""
     alert_webhook: str = ""
     """http(s) URL every alert raised and resolved is POSTed to as JSON (see
     ``webhook``); empty sends none."""
@@ -192,6 +196,10 @@ class ServerConfig:
             raise ConfigError("retention_days (--retention-days): at least one hour (1/24)")
         if not self.rollup_retention_days >= self.retention_days:
             raise ConfigError("rollup_retention_days (--rollup-retention-days): not shorter than retention_days")
+        if not 1 <= self.etcd_compaction_retention <= 7 * 86400:
+            raise ConfigError(
+                "etcd_compaction_retention (--etcd-compaction-retention): between 1 and 604800 seconds (7 days)"
+            )
         if self.alert_webhook:
             try:
                 check_webhook_url(self.alert_webhook)
@@ -269,6 +277,7 @@ _ENV = {
     "log_level": "TICKWHEEL_LOG_LEVEL",
     "retention_days": "TICKWHEEL_RETENTION_DAYS",
     "rollup_retention_days": "TICKWHEEL_ROLLUP_RETENTION_DAYS",
+    "etcd_compaction_retention": "TICKWHEEL_ETCD_COMPACTION_RETENTION",
     "alert_webhook": "TICKWHEEL_ALERT_WEBHOOK",
     "tls_cert": "TICKWHEEL_TLS_CERT",
     "tls_key": "TICKWHEEL_TLS_KEY",
@@ -327,6 +336,10 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--retention-days", type=float, help="days history is kept (default 30)")
     parser.add_argument("--rollup-retention-days", type=float, help="days daily rollups are kept (default 400)")
+    parser.add_argument(
+        "--etcd-compaction-retention", type=float, metavar="SECONDS",
+        help="seconds of etcd's history kept; the servers compact what is older (default 3600, 1..604800)",
+    )  # fmt: skip
     parser.add_argument(
         "--alert-webhook", metavar="URL",
         help="POST every alert raised and resolved to this http(s) URL as JSON, with retries "
@@ -460,7 +473,7 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
             settings[name] = value
     for name in ("metrics_top_tenants", "trace_export", "metrics_export", "otlp_endpoint", "otlp_protocol",
                  "log_format", "breaker_window", "breaker_min_calls", "breaker_failure_ratio", "breaker_open",
-                 "arm_ahead", "claim_lanes"):  # fmt: skip
+                 "arm_ahead", "claim_lanes", "etcd_compaction_retention"):  # fmt: skip
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value
@@ -494,7 +507,7 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
                 settings[name] = float(settings[name])
             except (TypeError, ValueError):
                 raise ConfigError(f"{name}: {settings[name]!r} is not a number of days") from None
-    for name in ("breaker_window", "breaker_failure_ratio", "breaker_open", "arm_ahead"):
+    for name in ("breaker_window", "breaker_failure_ratio", "breaker_open", "arm_ahead", "etcd_compaction_retention"):
         if name in settings:
             try:
                 settings[name] = float(settings[name])

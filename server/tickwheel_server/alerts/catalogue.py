@@ -18,7 +18,7 @@ from tickwheel.shared.ids import to_us
 
 ALERT_KINDS = (
     "late", "skipped", "dead_letter", "poison", "circuit_open", "partition_unowned", "clock_skew", "tzdata_shift",
-    "job_unreadable", "schedule_uncomputable", "calendar_runs_changed",
+    "job_unreadable", "schedule_uncomputable", "calendar_runs_changed", "etcd_nospace",
 )  # fmt: skip
 """The kinds of alert, as ``tickwheel.v1.AlertKind`` names them (lower case, without the prefix)."""
 SEVERITIES = ("info", "warning", "critical")
@@ -43,6 +43,22 @@ def poison_key(execution_id: str) -> str:
 def clock_skew_key(server_id: str) -> str:
     """The key of a server's clock-skew alert."""
     return f"clock_skew:{server_id}"
+
+
+ETCD_NOSPACE_KEY = "etcd_nospace:etcd"
+"""The key of the alert for etcd's NOSPACE alarm (one for the cluster)."""
+
+
+def etcd_nospace_alert(alarms: list[str], server_id: str) -> NewAlert:
+    """The alert for an etcd that raised its NOSPACE alarm (``alarms`` as
+    it reports them), seen by ``server_id``."""
+    return NewAlert(
+        key=ETCD_NOSPACE_KEY, kind="etcd_nospace", severity="critical", server_id=server_id,
+        summary="etcd reached its space quota (NOSPACE alarm) and refuses every write: sessions, elections "
+                "and wake-ups stop. Compact and defragment etcd, then disarm the alarm "
+                "(etcdctl alarm disarm); see docs/operations.md",
+        details={"alarms": ",".join(alarms)[:200]},
+    )  # fmt: skip
 
 
 def skipped_key(job_id: str) -> str:

@@ -60,6 +60,7 @@ ALERT_KIND_TO_PROTO = {
     "job_unreadable": admin_pb2.ALERT_KIND_JOB_UNREADABLE,
     "schedule_uncomputable": admin_pb2.ALERT_KIND_SCHEDULE_UNCOMPUTABLE,
     "calendar_runs_changed": admin_pb2.ALERT_KIND_CALENDAR_RUNS_CHANGED,
+    "etcd_nospace": admin_pb2.ALERT_KIND_ETCD_NOSPACE,
 }
 ALERT_KIND_FROM_PROTO = {value: key for key, value in ALERT_KIND_TO_PROTO.items()}
 ALERT_SEVERITY_TO_PROTO = {

@@ -15,7 +15,7 @@ from tickwheel_server.cli.tree import group, leaf
 EXECUTION_STATUSES = ("scheduled", "waiting", "running", "succeeded", "dead", "canceled")
 ALERT_KINDS = (
     "late", "skipped", "dead_letter", "poison", "circuit_open", "partition_unowned", "clock_skew", "tzdata_shift",
-    "job_unreadable", "schedule_uncomputable", "calendar_runs_changed",
+    "job_unreadable", "schedule_uncomputable", "calendar_runs_changed", "etcd_nospace",
 )  # fmt: skip
 
 

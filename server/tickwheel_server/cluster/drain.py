@@ -168,16 +168,24 @@ class Drainer:
         revision = await self._leases.put(key, json.dumps(request), session=session)
         try:
             async with asyncio.timeout(self._answer_timeout):
-                async with self._leases.watch(key, start_revision=revision + 1) as events:
-                    async for event in events:
-                        if event.type is EventType.DELETE:
-                            raise DrainUnanswered(f"the drain request for {server_id} vanished unanswered")
-                        answer = json.loads(event.value)
-                        if "error" in answer:
-                            raise FailedPrecondition(f"server {server_id!r}", answer["error"])
-                        if "result" in answer:
-                            result = answer["result"]
-                            return DrainResult(int(result["partitions_released"]), int(result["workers_drained"]))
+                while True:
+                    try:
+                        async with self._leases.watch(key, start_revision=revision + 1) as events:
+                            async for event in events:
+                                if event.type is EventType.DELETE:
+                                    raise DrainUnanswered(f"the drain request for {server_id} vanished unanswered")
+                                answered = _drain_answer(server_id, event.value)
+                                if answered is not None:
+                                    return answered
+                    except WatchCompacted:
+                        # etcd's history was compacted under the watch: read the key as it is, watch from there
+                        revision = await self._leases.current_revision()
+                        kv = await self._leases.get(key)
+                        if kv is None:
+                            raise DrainUnanswered(f"the drain request for {server_id} vanished unanswered") from None
+                        answered = _drain_answer(server_id, kv.value)
+                        if answered is not None:
+                            return answered
         except TimeoutError:
             raise DrainUnanswered(
                 f"server {server_id} did not answer the drain request within {self._answer_timeout:g} s"
@@ -248,3 +256,15 @@ class Drainer:
             await self._leases.put(key, json.dumps(request), session=session)
         except LeaseStoreError as error:
             log.warning("cannot answer the drain request %s: %s", key, error)
+
+
+def _drain_answer(server_id: str, value: bytes) -> DrainResult | None:
+    """The result a drain request's value carries once answered (None while
+    it is still the request); FailedPrecondition for an answered error."""
+    answer = json.loads(value)
+    if "error" in answer:
+        raise FailedPrecondition(f"server {server_id!r}", answer["error"])
+    if "result" in answer:
+        result = answer["result"]
+        return DrainResult(int(result["partitions_released"]), int(result["workers_drained"]))
+    return None

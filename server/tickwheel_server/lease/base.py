@@ -305,6 +305,22 @@ class LeaseStore(abc.ABC):
         grows). Also a cheap liveness probe."""
 
     @abc.abstractmethod
+    async def compact(self, revision: int) -> bool:
+        """Drop the history of changes before ``revision`` (etcd's KV Compact):
+        from then on a watch from a revision below it raises
+        :class:`WatchCompacted`; the keys as they are now are untouched.
+        True if this call compacted, False if the history was already
+        compacted at or past ``revision`` (not a failure). ``revision`` must
+        be a whole number from 1 to :meth:`current_revision`, or ValueError."""
+
+    @abc.abstractmethod
+    async def alarms(self) -> list[str]:
+        """The alarms the store raises now, by name (etcd's Maintenance
+        Alarm: ``"NOSPACE"`` once its database reached its space quota and it
+        refuses every write; ``"CORRUPT"``), one per kind, sorted; empty
+        when all is well."""
+
+    @abc.abstractmethod
     def watch(self, key: str, *, prefix: bool = False, start_revision: int | None = None) -> Watch:
         """Watch ``key`` (or every key starting with it when ``prefix``).
         See :class:`Watch` for what is delivered."""

@@ -15,7 +15,8 @@ channel) and write the small async client on top, in four parts:
 * :mod:`~tickwheel_server.lease.etcd_watch`: ``Watch`` streams that resume
   from the last revision seen;
 * this module: :class:`EtcdLeaseStore`, the keys and elections as KV and Txn
-  calls, and closing it all.
+  calls, compaction (KV Compact) and alarms (Maintenance Alarm), and closing
+  it all.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import grpc
 from pyetcd.etcdrpc import kv_pb2, rpc_pb2
 
 from tickwheel.shared.clock import Clock
@@ -40,6 +42,7 @@ from tickwheel_server.lease.types import (
     prefix_range_end,
     to_bytes,
     validate_key,
+    validate_revision,
     validate_ttl,
 )
 
@@ -145,6 +148,26 @@ class EtcdLeaseStore(LeaseStore):
         request = rpc_pb2.RangeRequest(key=b"\0", limit=1, count_only=True)
         response = await self._transport.call(lambda s: s.kv.Range, request, "revision")
         return response.header.revision
+
+    async def compact(self, revision: int) -> bool:
+        request = rpc_pb2.CompactionRequest(revision=validate_revision(revision), physical=False)
+        try:
+            await self._transport.call(lambda s: s.kv.Compact, request, "compact")
+        except LeaseStoreFatal as exc:
+            cause = exc.__cause__
+            if isinstance(cause, grpc.aio.AioRpcError) and cause.code() is grpc.StatusCode.OUT_OF_RANGE:
+                details = cause.details() or ""
+                if "compacted" in details:
+                    return False  # already compacted at or past it (by us or etcd's own compactor)
+                if "future revision" in details:
+                    raise ValueError(f"cannot compact to revision {revision}: {details}") from None
+            raise
+        return True
+
+    async def alarms(self) -> list[str]:
+        request = rpc_pb2.AlarmRequest(action=rpc_pb2.AlarmRequest.GET, memberID=0, alarm=rpc_pb2.NONE)
+        response = await self._transport.call(lambda s: s.maintenance.Alarm, request, "alarm")
+        return sorted({rpc_pb2.AlarmType.Name(member.alarm) for member in response.alarms if member.alarm})
 
     def watch(self, key: str, *, prefix: bool = False, start_revision: int | None = None) -> Watch:
         if self._transport.closing:

@@ -154,6 +154,7 @@ class Stubs:
     kv: rpc_pb2_grpc.KVStub
     lease: rpc_pb2_grpc.LeaseStub
     watch: rpc_pb2_grpc.WatchStub
+    maintenance: rpc_pb2_grpc.MaintenanceStub
 
 
 class Endpoints:
@@ -183,6 +184,7 @@ class Endpoints:
                 rpc_pb2_grpc.KVStub(channel),
                 rpc_pb2_grpc.LeaseStub(channel),
                 rpc_pb2_grpc.WatchStub(channel),
+                rpc_pb2_grpc.MaintenanceStub(channel),
             )
             self._stubs[endpoint] = stubs
         return stubs

@@ -8,6 +8,8 @@ parsers, and how a session is named in the job store.
                                           under its session (Presence)
     /tickwheel/reaper                     the reaper's election (Reaper)
     /tickwheel/retention                  the retention runner's election
+    /tickwheel/compaction                 the etcd compactor's election
+                                          (EtcdCompaction)
     /tickwheel/drains/<server id>/<id>    a drain request to a server, and its
                                           answer (Drainer)
     <root>members/<server id>             a server takes part in partition
@@ -33,6 +35,7 @@ ROOT = "/tickwheel/"
 SERVERS_PREFIX = ROOT + "servers/"
 REAPER_KEY = ROOT + "reaper"
 RETENTION_KEY = ROOT + "retention"
+COMPACTION_KEY = ROOT + "compaction"
 DRAINS_PREFIX = ROOT + "drains/"
 
 

@@ -35,6 +35,7 @@ from tickwheel_server.lease.types import (
     WatchEvent,
     to_bytes,
     validate_key,
+    validate_revision,
     validate_ttl,
 )
 
@@ -127,7 +128,7 @@ class _MemoryWatch(Watch):
                 raise WatchCompacted(
                     f"revision {self._start_revision} is compacted (history kept from "
                     f"{store._compact_revision + 1})",
-                    store._compact_revision,
+                    store._compact_revision + 1,
                 )
             for event in store._history:
                 if event.revision >= self._start_revision and self.matches(event.key):
@@ -178,6 +179,8 @@ class MemoryLeaseStore(LeaseStore):
         self._history: collections.deque[WatchEvent] = collections.deque()
         self._history_limit = history_limit
         self._closed = False
+        self.raised_alarms: set[str] = set()
+        """The alarms :meth:`alarms` reports (tests raise ``"NOSPACE"`` here)."""
 
     # -- internals ----------------------------------------------------------------
 
@@ -301,6 +304,23 @@ class MemoryLeaseStore(LeaseStore):
         self._check_open()
         self._expire_due()
         return self._revision
+
+    async def compact(self, revision: int) -> bool:
+        validate_revision(revision)
+        self._check_open()
+        self._expire_due()
+        if revision > self._revision:
+            raise ValueError(f"cannot compact to revision {revision}: the store is at {self._revision}")
+        if revision - 1 <= self._compact_revision:
+            return False
+        while self._history and self._history[0].revision < revision:
+            self._history.popleft()
+        self._compact_revision = revision - 1
+        return True
+
+    async def alarms(self) -> list[str]:
+        self._check_open()
+        return sorted(self.raised_alarms)
 
     def watch(self, key: str, *, prefix: bool = False, start_revision: int | None = None) -> Watch:
         self._check_open()

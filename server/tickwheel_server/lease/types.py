@@ -152,6 +152,13 @@ def validate_ttl(ttl: int) -> int:
     return ttl
 
 
+def validate_revision(revision: int) -> int:
+    """``revision`` as a whole number >= 1, or ValueError."""
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 1:
+        raise ValueError(f"a store revision is a whole number >= 1, got {revision!r}")
+    return revision
+
+
 def validate_key(key: str) -> str:
     """``key`` if it is a non-empty ``str``, or ValueError."""
     if not isinstance(key, str) or not key:

@@ -40,6 +40,7 @@ class AlertKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ALERT_KIND_JOB_UNREADABLE: _ClassVar[AlertKind]
     ALERT_KIND_SCHEDULE_UNCOMPUTABLE: _ClassVar[AlertKind]
     ALERT_KIND_CALENDAR_RUNS_CHANGED: _ClassVar[AlertKind]
+    ALERT_KIND_ETCD_NOSPACE: _ClassVar[AlertKind]
 
 class AlertSeverity(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -65,6 +66,7 @@ ALERT_KIND_TZDATA_SHIFT: AlertKind
 ALERT_KIND_JOB_UNREADABLE: AlertKind
 ALERT_KIND_SCHEDULE_UNCOMPUTABLE: AlertKind
 ALERT_KIND_CALENDAR_RUNS_CHANGED: AlertKind
+ALERT_KIND_ETCD_NOSPACE: AlertKind
 ALERT_SEVERITY_UNSPECIFIED: AlertSeverity
 ALERT_SEVERITY_INFO: AlertSeverity
 ALERT_SEVERITY_WARNING: AlertSeverity

@@ -167,6 +167,11 @@ const (
 	// jobs that name the calendar (one alert per calendar version; its details
 	// count them and list the first). Informational: nothing to resolve.
 	AlertKind_ALERT_KIND_CALENDAR_RUNS_CHANGED AlertKind = 11
+	// etcd raised its NOSPACE alarm: it reached its space quota and refuses
+	// every write (sessions, elections, wake-ups), so the scheduler stops until
+	// an operator compacts, defragments and disarms it. Raised by the server
+	// that compacts etcd's history; resolved once the alarm is disarmed.
+	AlertKind_ALERT_KIND_ETCD_NOSPACE AlertKind = 12
 )
 
 // Enum value maps for AlertKind.
@@ -184,6 +189,7 @@ var (
 		9:  "ALERT_KIND_JOB_UNREADABLE",
 		10: "ALERT_KIND_SCHEDULE_UNCOMPUTABLE",
 		11: "ALERT_KIND_CALENDAR_RUNS_CHANGED",
+		12: "ALERT_KIND_ETCD_NOSPACE",
 	}
 	AlertKind_value = map[string]int32{
 		"ALERT_KIND_UNSPECIFIED":           0,
@@ -198,6 +204,7 @@ var (
 		"ALERT_KIND_JOB_UNREADABLE":        9,
 		"ALERT_KIND_SCHEDULE_UNCOMPUTABLE": 10,
 		"ALERT_KIND_CALENDAR_RUNS_CHANGED": 11,
+		"ALERT_KIND_ETCD_NOSPACE":          12,
 	}
 )
 
@@ -3652,7 +3659,7 @@ const file_tickwheel_v1_admin_proto_rawDesc = "" +
 	"\vTenantState\x12\x1c\n" +
 	"\x18TENANT_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13TENANT_STATE_ACTIVE\x10\x01\x12\x17\n" +
-	"\x13TENANT_STATE_PAUSED\x10\x02*\xe9\x02\n" +
+	"\x13TENANT_STATE_PAUSED\x10\x02*\x86\x03\n" +
 	"\tAlertKind\x12\x1a\n" +
 	"\x16ALERT_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fALERT_KIND_LATE\x10\x01\x12\x16\n" +
@@ -3666,7 +3673,8 @@ const file_tickwheel_v1_admin_proto_rawDesc = "" +
 	"\x19ALERT_KIND_JOB_UNREADABLE\x10\t\x12$\n" +
 	" ALERT_KIND_SCHEDULE_UNCOMPUTABLE\x10\n" +
 	"\x12$\n" +
-	" ALERT_KIND_CALENDAR_RUNS_CHANGED\x10\v*\x81\x01\n" +
+	" ALERT_KIND_CALENDAR_RUNS_CHANGED\x10\v\x12\x1b\n" +
+	"\x17ALERT_KIND_ETCD_NOSPACE\x10\f*\x81\x01\n" +
 	"\rAlertSeverity\x12\x1e\n" +
 	"\x1aALERT_SEVERITY_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13ALERT_SEVERITY_INFO\x10\x01\x12\x1a\n" +

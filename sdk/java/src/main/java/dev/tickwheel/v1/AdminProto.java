@@ -462,7 +462,7 @@ public final class AdminProto extends com.google.protobuf.GeneratedFile {
       "IFIED\020\000\022\026\n\022SESSION_STATE_LIVE\020\001\022\026\n\022SESSI" +
       "ON_STATE_LOST\020\002*]\n\013TenantState\022\034\n\030TENANT" +
       "_STATE_UNSPECIFIED\020\000\022\027\n\023TENANT_STATE_ACT" +
-      "IVE\020\001\022\027\n\023TENANT_STATE_PAUSED\020\002*\351\002\n\tAlert" +
+      "IVE\020\001\022\027\n\023TENANT_STATE_PAUSED\020\002*\206\003\n\tAlert" +
       "Kind\022\032\n\026ALERT_KIND_UNSPECIFIED\020\000\022\023\n\017ALER" +
       "T_KIND_LATE\020\001\022\026\n\022ALERT_KIND_SKIPPED\020\002\022\032\n" +
       "\026ALERT_KIND_DEAD_LETTER\020\003\022\025\n\021ALERT_KIND_" +
@@ -471,59 +471,60 @@ public final class AdminProto extends com.google.protobuf.GeneratedFile {
       "_KIND_CLOCK_SKEW\020\007\022\033\n\027ALERT_KIND_TZDATA_" +
       "SHIFT\020\010\022\035\n\031ALERT_KIND_JOB_UNREADABLE\020\t\022$" +
       "\n ALERT_KIND_SCHEDULE_UNCOMPUTABLE\020\n\022$\n " +
-      "ALERT_KIND_CALENDAR_RUNS_CHANGED\020\013*\201\001\n\rA" +
-      "lertSeverity\022\036\n\032ALERT_SEVERITY_UNSPECIFI" +
-      "ED\020\000\022\027\n\023ALERT_SEVERITY_INFO\020\001\022\032\n\026ALERT_S" +
-      "EVERITY_WARNING\020\002\022\033\n\027ALERT_SEVERITY_CRIT" +
-      "ICAL\020\0032\252\016\n\014AdminService\022X\n\rClusterStatus" +
-      "\022\".tickwheel.v1.ClusterStatusRequest\032#.t" +
-      "ickwheel.v1.ClusterStatusResponse\022U\n\014Cre" +
-      "ateTenant\022!.tickwheel.v1.CreateTenantReq" +
-      "uest\032\".tickwheel.v1.CreateTenantResponse" +
-      "\022L\n\tGetTenant\022\036.tickwheel.v1.GetTenantRe" +
-      "quest\032\037.tickwheel.v1.GetTenantResponse\022R" +
-      "\n\013ListTenants\022 .tickwheel.v1.ListTenants" +
-      "Request\032!.tickwheel.v1.ListTenantsRespon" +
-      "se\022U\n\014UpdateTenant\022!.tickwheel.v1.Update" +
-      "TenantRequest\032\".tickwheel.v1.UpdateTenan" +
-      "tResponse\022R\n\013PauseTenant\022 .tickwheel.v1." +
-      "PauseTenantRequest\032!.tickwheel.v1.PauseT" +
-      "enantResponse\022U\n\014ResumeTenant\022!.tickwhee" +
-      "l.v1.ResumeTenantRequest\032\".tickwheel.v1." +
-      "ResumeTenantResponse\022R\n\013IssueApiKey\022 .ti" +
-      "ckwheel.v1.IssueApiKeyRequest\032!.tickwhee" +
-      "l.v1.IssueApiKeyResponse\022U\n\014RotateApiKey" +
-      "\022!.tickwheel.v1.RotateApiKeyRequest\032\".ti" +
-      "ckwheel.v1.RotateApiKeyResponse\022U\n\014Revok" +
-      "eApiKey\022!.tickwheel.v1.RevokeApiKeyReque" +
-      "st\032\".tickwheel.v1.RevokeApiKeyResponse\022R" +
-      "\n\013ListApiKeys\022 .tickwheel.v1.ListApiKeys" +
-      "Request\032!.tickwheel.v1.ListApiKeysRespon" +
-      "se\022p\n\025IssueWorkerCredential\022*.tickwheel." +
-      "v1.IssueWorkerCredentialRequest\032+.tickwh" +
-      "eel.v1.IssueWorkerCredentialResponse\022s\n\026" +
-      "RevokeWorkerCredential\022+.tickwheel.v1.Re" +
-      "vokeWorkerCredentialRequest\032,.tickwheel." +
-      "v1.RevokeWorkerCredentialResponse\022p\n\025Lis" +
-      "tWorkerCredentials\022*.tickwheel.v1.ListWo" +
-      "rkerCredentialsRequest\032+.tickwheel.v1.Li" +
-      "stWorkerCredentialsResponse\022O\n\nSearchJob" +
-      "s\022\037.tickwheel.v1.SearchJobsRequest\032 .tic" +
-      "kwheel.v1.SearchJobsResponse\022a\n\020SearchEx" +
-      "ecutions\022%.tickwheel.v1.SearchExecutions" +
-      "Request\032&.tickwheel.v1.SearchExecutionsR" +
-      "esponse\022R\n\013DrainServer\022 .tickwheel.v1.Dr" +
-      "ainServerRequest\032!.tickwheel.v1.DrainSer" +
-      "verResponse\022O\n\nListAlerts\022\037.tickwheel.v1" +
-      ".ListAlertsRequest\032 .tickwheel.v1.ListAl" +
-      "ertsResponse\022T\n\013WatchAlerts\022 .tickwheel." +
-      "v1.WatchAlertsRequest\032!.tickwheel.v1.Wat" +
-      "chAlertsResponse0\001\022g\n\022RecomputeSchedules" +
-      "\022\'.tickwheel.v1.RecomputeSchedulesReques" +
-      "t\032(.tickwheel.v1.RecomputeSchedulesRespo" +
-      "nseBd\n\020dev.tickwheel.v1B\nAdminProtoP\001ZBg" +
-      "ithub.com/tickwheel/tickwheel/sdk/go/gen" +
-      "/tickwheel/v1;tickwheelv1b\006proto3"
+      "ALERT_KIND_CALENDAR_RUNS_CHANGED\020\013\022\033\n\027AL" +
+      "ERT_KIND_ETCD_NOSPACE\020\014*\201\001\n\rAlertSeverit" +
+      "y\022\036\n\032ALERT_SEVERITY_UNSPECIFIED\020\000\022\027\n\023ALE" +
+      "RT_SEVERITY_INFO\020\001\022\032\n\026ALERT_SEVERITY_WAR" +
+      "NING\020\002\022\033\n\027ALERT_SEVERITY_CRITICAL\020\0032\252\016\n\014" +
+      "AdminService\022X\n\rClusterStatus\022\".tickwhee" +
+      "l.v1.ClusterStatusRequest\032#.tickwheel.v1" +
+      ".ClusterStatusResponse\022U\n\014CreateTenant\022!" +
+      ".tickwheel.v1.CreateTenantRequest\032\".tick" +
+      "wheel.v1.CreateTenantResponse\022L\n\tGetTena" +
+      "nt\022\036.tickwheel.v1.GetTenantRequest\032\037.tic" +
+      "kwheel.v1.GetTenantResponse\022R\n\013ListTenan" +
+      "ts\022 .tickwheel.v1.ListTenantsRequest\032!.t" +
+      "ickwheel.v1.ListTenantsResponse\022U\n\014Updat" +
+      "eTenant\022!.tickwheel.v1.UpdateTenantReque" +
+      "st\032\".tickwheel.v1.UpdateTenantResponse\022R" +
+      "\n\013PauseTenant\022 .tickwheel.v1.PauseTenant" +
+      "Request\032!.tickwheel.v1.PauseTenantRespon" +
+      "se\022U\n\014ResumeTenant\022!.tickwheel.v1.Resume" +
+      "TenantRequest\032\".tickwheel.v1.ResumeTenan" +
+      "tResponse\022R\n\013IssueApiKey\022 .tickwheel.v1." +
+      "IssueApiKeyRequest\032!.tickwheel.v1.IssueA" +
+      "piKeyResponse\022U\n\014RotateApiKey\022!.tickwhee" +
+      "l.v1.RotateApiKeyRequest\032\".tickwheel.v1." +
+      "RotateApiKeyResponse\022U\n\014RevokeApiKey\022!.t" +
+      "ickwheel.v1.RevokeApiKeyRequest\032\".tickwh" +
+      "eel.v1.RevokeApiKeyResponse\022R\n\013ListApiKe" +
+      "ys\022 .tickwheel.v1.ListApiKeysRequest\032!.t" +
+      "ickwheel.v1.ListApiKeysResponse\022p\n\025Issue" +
+      "WorkerCredential\022*.tickwheel.v1.IssueWor" +
+      "kerCredentialRequest\032+.tickwheel.v1.Issu" +
+      "eWorkerCredentialResponse\022s\n\026RevokeWorke" +
+      "rCredential\022+.tickwheel.v1.RevokeWorkerC" +
+      "redentialRequest\032,.tickwheel.v1.RevokeWo" +
+      "rkerCredentialResponse\022p\n\025ListWorkerCred" +
+      "entials\022*.tickwheel.v1.ListWorkerCredent" +
+      "ialsRequest\032+.tickwheel.v1.ListWorkerCre" +
+      "dentialsResponse\022O\n\nSearchJobs\022\037.tickwhe" +
+      "el.v1.SearchJobsRequest\032 .tickwheel.v1.S" +
+      "earchJobsResponse\022a\n\020SearchExecutions\022%." +
+      "tickwheel.v1.SearchExecutionsRequest\032&.t" +
+      "ickwheel.v1.SearchExecutionsResponse\022R\n\013" +
+      "DrainServer\022 .tickwheel.v1.DrainServerRe" +
+      "quest\032!.tickwheel.v1.DrainServerResponse" +
+      "\022O\n\nListAlerts\022\037.tickwheel.v1.ListAlerts" +
+      "Request\032 .tickwheel.v1.ListAlertsRespons" +
+      "e\022T\n\013WatchAlerts\022 .tickwheel.v1.WatchAle" +
+      "rtsRequest\032!.tickwheel.v1.WatchAlertsRes" +
+      "ponse0\001\022g\n\022RecomputeSchedules\022\'.tickwhee" +
+      "l.v1.RecomputeSchedulesRequest\032(.tickwhe" +
+      "el.v1.RecomputeSchedulesResponseBd\n\020dev." +
+      "tickwheel.v1B\nAdminProtoP\001ZBgithub.com/t" +
+      "ickwheel/tickwheel/sdk/go/gen/tickwheel/" +
+      "v1;tickwheelv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,

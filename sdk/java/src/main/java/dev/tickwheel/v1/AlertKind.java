@@ -119,6 +119,17 @@ public enum AlertKind
    * <code>ALERT_KIND_CALENDAR_RUNS_CHANGED = 11;</code>
    */
   ALERT_KIND_CALENDAR_RUNS_CHANGED(11),
+  /**
+   * <pre>
+   * etcd raised its NOSPACE alarm: it reached its space quota and refuses
+   * every write (sessions, elections, wake-ups), so the scheduler stops until
+   * an operator compacts, defragments and disarms it. Raised by the server
+   * that compacts etcd's history; resolved once the alarm is disarmed.
+   * </pre>
+   *
+   * <code>ALERT_KIND_ETCD_NOSPACE = 12;</code>
+   */
+  ALERT_KIND_ETCD_NOSPACE(12),
   UNRECOGNIZED(-1),
   ;
 
@@ -235,6 +246,17 @@ public enum AlertKind
    * <code>ALERT_KIND_CALENDAR_RUNS_CHANGED = 11;</code>
    */
   public static final int ALERT_KIND_CALENDAR_RUNS_CHANGED_VALUE = 11;
+  /**
+   * <pre>
+   * etcd raised its NOSPACE alarm: it reached its space quota and refuses
+   * every write (sessions, elections, wake-ups), so the scheduler stops until
+   * an operator compacts, defragments and disarms it. Raised by the server
+   * that compacts etcd's history; resolved once the alarm is disarmed.
+   * </pre>
+   *
+   * <code>ALERT_KIND_ETCD_NOSPACE = 12;</code>
+   */
+  public static final int ALERT_KIND_ETCD_NOSPACE_VALUE = 12;
 
 
   public final int getNumber() {
@@ -273,6 +295,7 @@ public enum AlertKind
       case 9: return ALERT_KIND_JOB_UNREADABLE;
       case 10: return ALERT_KIND_SCHEDULE_UNCOMPUTABLE;
       case 11: return ALERT_KIND_CALENDAR_RUNS_CHANGED;
+      case 12: return ALERT_KIND_ETCD_NOSPACE;
       default: return null;
     }
   }
