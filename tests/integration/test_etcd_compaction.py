@@ -25,6 +25,9 @@ from tickwheel_server.lease import WatchCompacted
 pytestmark = [pytest.mark.postgres, pytest.mark.etcd]
 
 RETENTION = 2.0  # seconds: a pass every second
+A_SESSION_TTL = 30
+"""a's session outlives the cut and gRPC's reconnection backoff after it:
+its watches (not a new session's fresh reads) are what meets the compaction."""
 
 
 async def until(condition, what: str, within: float = WAIT) -> None:
@@ -33,6 +36,17 @@ async def until(condition, what: str, within: float = WAIT) -> None:
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"not within {within} s: {what}")
         await asyncio.sleep(0.05)
+
+
+async def following_again(a, b) -> None:
+    """Until a sees a put on its wake key: its wake watch, compacted under
+    it, is followed again (a put before that is a wake lost: the tick's)."""
+    key, seen = a.server.ownership.wake_key(a.server.server_id), a.server.wakeup.received
+    deadline = asyncio.get_running_loop().time() + WAIT
+    while a.server.wakeup.received == seen:
+        assert asyncio.get_running_loop().time() < deadline, "a's wake key is not followed again"
+        await b.server._lease_store.put(key, b.server.server_id, session=b.server._session)
+        await asyncio.sleep(0.2)
 
 
 async def test_a_server_behind_a_compaction_reads_again_and_its_wakes_still_arrive(
@@ -48,7 +62,7 @@ async def test_a_server_behind_a_compaction_reads_again_and_its_wakes_still_arri
         await until(lambda: b.server.compaction.leading, "b becomes the compactor")
         a = await stack.enter_async_context(running_server(
             migrated_postgres_url, proxy.endpoint, server_id="compact-a", partition_count=PARTITIONS,
-            etcd_compaction_retention=RETENTION))  # fmt: skip
+            etcd_compaction_retention=RETENTION, session_ttl=A_SESSION_TTL))  # fmt: skip
         await settled(a, b)
         assert not a.server.compaction.leading, "one compactor per cluster"
         await until(lambda: b.server.compaction.compactions >= 1, "b compacts")
@@ -64,7 +78,8 @@ async def test_a_server_behind_a_compaction_reads_again_and_its_wakes_still_arri
         proxy.restore()
 
         # (gRPC's reconnection backoff after the cut may take a while to try again)
-        await until(lambda: "compacted; reading it again" in caplog.text, "a's ownership view reads again", 90)
+        await until(lambda: "compacted; reading it again" in caplog.text, "a's ownership view reads again", 60)
+        assert not a.server._session.lost.is_set(), "a kept its session: its own watches read again"
         await settled(a, b)
         key = await a.create_tenant("compacted")
         credential = await a.issue_worker_credential(["compacted"], http=True)
@@ -74,8 +89,12 @@ async def test_a_server_behind_a_compaction_reads_again_and_its_wakes_still_arri
         channel = await stack.enter_async_context(grpc.aio.insecure_channel(b.address))
         scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
         await without_ticks(a, b)
+        await following_again(a, b)
         received = a.server.wakeup.received
+        puts = b.server.wakeup.puts
         job_id = await create_on(scheduler, key, a, "after-compaction")
+        await until(lambda: b.server.wakeup.puts > puts, "b puts a's wake")
+        await until(lambda: a.server.wakeup.received > received, f"a sees its wake ({a.server.wakeup.received})")
         await wait_for_status(scheduler, key, job_id, job_pb2.EXECUTION_STATUS_SUCCEEDED)
         assert a.server.wakeup.received > received, "the wake reached a after the compaction"
         assert len(await history(scheduler, key, job_id)) == 1
