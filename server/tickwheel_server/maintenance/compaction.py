@@ -37,10 +37,10 @@ from datetime import timedelta
 from tickwheel.shared.clock import Clock
 
 from ..alerts.catalogue import ETCD_NOSPACE_KEY, etcd_nospace_alert
-from ..lease import LeaseStore, LeaseStoreError, Session
+from ..lease import LeaseStore, Session
 from ..lease.keys import COMPACTION_KEY
 from ..store.alerts import AlertStore
-from .retention import _sleep_or
+from .election import campaign, sleep_or
 
 log = logging.getLogger(__name__)
 
@@ -114,13 +114,7 @@ class EtcdCompaction:
     async def run(self) -> None:
         """Campaign for :data:`COMPACTION_KEY`; while leading, a pass every ``period``."""
         while True:
-            session = self._session()
-            try:
-                ownership = await self._leases.wait_acquire(COMPACTION_KEY, self._server_id, session)
-            except LeaseStoreError as error:
-                log.debug("etcd compaction election: %s; trying again", error)
-                await self._clock.sleep(1.0)
-                continue
+            ownership = await campaign(self._leases, COMPACTION_KEY, self._server_id, self._session, self._clock)
             self.leading = True
             self._samples.clear()  # samples of an earlier term may predate a compaction by another server
             log.info("this server compacts etcd's history (keeping %s)", self.config.retention)
@@ -130,7 +124,7 @@ class EtcdCompaction:
                         await self.run_pass()
                     except Exception:
                         log.exception("etcd compaction pass failed; trying again next period")
-                    await _sleep_or(self._clock, self.config.period, ownership.lost)
+                    await sleep_or(self._clock, self.config.period, ownership.lost)
             finally:
                 self.leading = False
             log.info("this server no longer compacts etcd's history")

@@ -35,17 +35,17 @@ session was lost re-stamps its rows under its new session (see
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from tickwheel.shared.clock import Clock
 
-from ..lease import LeaseStore, LeaseStoreError, Session
+from ..lease import LeaseStore, Session
 from ..lease.keys import REAPER_KEY, SERVERS_PREFIX, session_name
 from ..store.arming import ArmStore
 from ..store.executions import Retry
 from ..store.requeue import RequeueStore
+from .election import campaign, sleep_or
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +85,9 @@ class Reaper:
     async def run(self) -> None:
         """Campaign for the reaper key; while leading, reap every ``interval``."""
         while True:
-            session = self._session()
-            try:
-                ownership = await self._leases.wait_acquire(REAPER_KEY, self._server_id, session)
-            except LeaseStoreError as error:
-                log.debug("reaper election: %s; trying again", error)
-                await self._clock.sleep(min(1.0, self._interval))
-                continue
+            ownership = await campaign(
+                self._leases, REAPER_KEY, self._server_id, self._session, self._clock, retry=min(1.0, self._interval)
+            )
             self.leading = True
             self._dead_since.clear()  # a new leader gives every dead owner the whole grace
             log.info("this server is the reaper (grace %g s)", self.grace)
@@ -106,19 +102,10 @@ class Reaper:
                             await duty()
                         except Exception:
                             log.exception("cluster duty %s failed; retrying", getattr(duty, "__qualname__", duty))
-                    await self._sleep_or_lost(ownership.lost)
+                    await sleep_or(self._clock, self._interval, ownership.lost)
             finally:
                 self.leading = False
             log.info("this server is no longer the reaper")
-
-    async def _sleep_or_lost(self, lost: asyncio.Event) -> None:
-        sleeper = asyncio.ensure_future(self._clock.sleep(self._interval))
-        waiter = asyncio.ensure_future(lost.wait())
-        try:
-            await asyncio.wait({sleeper, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sleeper.cancel()
-            waiter.cancel()
 
     async def reap_once(self) -> int:
         """One pass: disarm what dead owners armed, and requeue what they still

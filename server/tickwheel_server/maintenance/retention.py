@@ -15,7 +15,6 @@ would still be safe, is the store's contract
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -24,11 +23,12 @@ from datetime import datetime, timedelta, timezone
 from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import to_us
 
-from ..lease import LeaseStore, LeaseStoreError, Session
+from ..lease import LeaseStore, Session
 from ..lease.keys import RETENTION_KEY
 from ..policy.rollups import plan_partitions
 from ..store.alerts import AlertStore
 from ..store.retention import RetentionStore
+from .election import campaign, sleep_or
 
 log = logging.getLogger(__name__)
 
@@ -130,13 +130,7 @@ class Retention:
     async def run(self) -> None:
         """Campaign for :data:`RETENTION_KEY`; while leading, a pass every ``interval``."""
         while True:
-            session = self._session()
-            try:
-                ownership = await self._leases.wait_acquire(RETENTION_KEY, self._server_id, session)
-            except LeaseStoreError as error:
-                log.debug("retention election: %s; trying again", error)
-                await self._clock.sleep(1.0)
-                continue
+            ownership = await campaign(self._leases, RETENTION_KEY, self._server_id, self._session, self._clock)
             self.leading = True
             log.info("this server runs retention (window %s)", self.config.retention)
             try:
@@ -145,7 +139,7 @@ class Retention:
                         await self.run_pass(stop_when=ownership.lost.is_set)
                     except Exception:
                         log.exception("retention pass failed; trying again next interval")
-                    await _sleep_or(self._clock, self.config.interval, ownership.lost)
+                    await sleep_or(self._clock, self.config.interval, ownership.lost)
             finally:
                 self.leading = False
             log.info("this server no longer runs retention")
@@ -244,12 +238,3 @@ class Retention:
             )
         return result
 
-
-async def _sleep_or(clock: Clock, seconds: float, event: asyncio.Event) -> None:
-    sleeper = asyncio.ensure_future(clock.sleep(seconds))
-    waiter = asyncio.ensure_future(event.wait())
-    try:
-        await asyncio.wait({sleeper, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        sleeper.cancel()
-        waiter.cancel()
