@@ -1,5 +1,5 @@
 """Servers compacting etcd's history themselves, on real PostgreSQL and etcd
-(issue 22): with a retention of 2 s, one server of two is the compactor and
+(hardening of the wake-ups of issue 17): with a retention of 2 s, one server of two is the compactor and
 compacts; the other, cut off from etcd (through a TCP proxy) while the
 history its watches stood at is compacted, reads again on reconnection and
 carries on: its ownership view settles and a wake put by the other server
