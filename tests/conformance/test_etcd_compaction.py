@@ -131,3 +131,23 @@ def test_the_period_and_the_samples_are_bounded() -> None:
     assert CompactionConfig(timedelta(seconds=1)).period == 1
     assert CompactionConfig(timedelta(days=7)).period == 60
     assert CompactionConfig(timedelta(days=7)).samples == 7 * 1440 + 2
+
+
+def _load(argv: list[str], env: dict[str, str]) -> ServerConfig:
+    import argparse
+
+    from tickwheel_server.config import add_server_arguments, load_server_config
+
+    parser = argparse.ArgumentParser()
+    add_server_arguments(parser)
+    base = {"TICKWHEEL_STORE": "sqlite:///x", "TICKWHEEL_ETCD": "memory", "TICKWHEEL_ADMIN_TOKEN": "t" * 32}
+    return load_server_config(parser.parse_args(argv), {**base, **env})
+
+
+def test_the_retention_comes_from_a_flag_or_the_environment_and_is_checked() -> None:
+    assert _load([], {}).etcd_compaction_retention == 3600
+    assert _load([], {"TICKWHEEL_ETCD_COMPACTION_RETENTION": "120"}).etcd_compaction_retention == 120
+    assert _load(["--etcd-compaction-retention", "30"], {}).etcd_compaction_retention == 30
+    for bad in ("soon", "0", "1e9", "nan"):
+        with pytest.raises(ConfigError, match="etcd_compaction_retention"):
+            _load([], {"TICKWHEEL_ETCD_COMPACTION_RETENTION": bad})
