@@ -131,3 +131,34 @@ async def test_etcd_watch_behind_a_compaction_raises_watch_compacted(etcd_endpoi
         await behind.close()
         await direct.close()
 
+
+
+@pytest.mark.etcd
+async def test_etcd_nospace_alarm_is_reported_and_compaction_still_accepted(etcd_endpoint: str, etcd_prefix: str) -> None:
+    """The alarm raised by hand (Maintenance Alarm ACTIVATE, as etcd does at
+    its quota): alarms() reports it, writes are refused, compaction is not."""
+    from pyetcd.etcdrpc import rpc_pb2
+
+    from tickwheel_server.lease import LeaseStoreError
+
+    store = open_lease_store(etcd_endpoint, SystemClock())
+    transport = store._transport  # type: ignore[attr-defined]
+
+    async def alarm(action: int, member: int) -> None:
+        request = rpc_pb2.AlarmRequest(action=action, memberID=member, alarm=rpc_pb2.NOSPACE)
+        await transport.call(lambda s: s.maintenance.Alarm, request, "alarm")
+
+    status = await transport.call(lambda s: s.maintenance.Status, rpc_pb2.StatusRequest(), "status")
+    member = status.header.member_id
+    revision = await store.put(etcd_prefix + "before", b"x")
+    try:
+        await alarm(rpc_pb2.AlarmRequest.ACTIVATE, member)
+        assert await store.alarms() == ["NOSPACE"]
+        with pytest.raises(LeaseStoreError):
+            await store.put(etcd_prefix + "refused", b"x")
+        assert await store.compact(revision) is True
+    finally:
+        await alarm(rpc_pb2.AlarmRequest.DEACTIVATE, member)
+    assert await store.alarms() == []
+    await store.put(etcd_prefix + "after", b"x")
+    await store.close()
