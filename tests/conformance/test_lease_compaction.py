@@ -162,3 +162,45 @@ async def test_etcd_nospace_alarm_is_reported_and_compaction_still_accepted(etcd
     assert await store.alarms() == []
     await store.put(etcd_prefix + "after", b"x")
     await store.close()
+
+
+@pytest.mark.parametrize("answered", [True, False])
+async def test_a_drain_request_whose_watch_is_compacted_reads_its_key_again(answered: bool) -> None:
+    """The asker's watch on its request starts behind a compaction made while
+    the target answered (or the request vanished): it reads the key instead."""
+    import json
+    from datetime import timedelta
+
+    from tickwheel_server.cluster.drain import Drainer, DrainUnanswered
+    from tickwheel_server.lease.keys import server_key
+
+    clock = FakeClock()
+    store = MemoryLeaseStore(clock)
+    asker, target = await store.open_session(10), await store.open_session(10)
+    await store.put(server_key("target"), "{}", session=target)
+    drainer = Drainer(None, None, store, lambda: asker, clock, server_id="asker", answer_timeout=5)  # type: ignore[arg-type]
+    original = store.watch
+
+    def watch_after_answer(key: str, **kwargs: object):
+        watch = original(key, **kwargs)  # type: ignore[arg-type]
+
+        async def start() -> None:
+            if answered:
+                await store.put(key, json.dumps({"result": {"partitions_released": 3, "workers_drained": 1}}))
+            else:
+                await store.delete(key)
+            revision = await store.put("/other", "x")
+            assert await store.compact(revision)
+            await type(watch).start(watch)
+
+        watch.start = start  # type: ignore[method-assign]
+        return watch
+
+    store.watch = watch_after_answer  # type: ignore[method-assign]
+    if answered:
+        result = await drainer.request("target", timedelta(seconds=1))
+        assert (result.partitions_released, result.workers_drained) == (3, 1)
+    else:
+        with pytest.raises(DrainUnanswered, match="vanished"):
+            await drainer.request("target", timedelta(seconds=1))
+    await store.close()
