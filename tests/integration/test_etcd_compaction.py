@@ -99,3 +99,9 @@ async def test_a_server_behind_a_compaction_reads_again_and_its_wakes_still_arri
         assert a.server.wakeup.received > received, "the wake reached a after the compaction"
         assert len(await history(scheduler, key, job_id)) == 1
         assert b.server.compaction.compactions >= 2 and a.server.compaction.compactions == 0
+        samples = {
+            line.split()[0]: float(line.split()[-1])
+            for line in (await b.server.metrics.scrape()).splitlines() if line.startswith("tickwheel_etcd_compact")
+        }  # fmt: skip
+        assert samples["tickwheel_etcd_compactions_total"] >= 2, samples
+        assert samples["tickwheel_etcd_compacted_revision"] > cut_at, samples
