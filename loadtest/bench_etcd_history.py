@@ -1,10 +1,12 @@
 """What etcd's history costs in its database, and what a compaction gives back
-(hardening of the wake-ups, issue 17): on a throwaway single-node etcd, ``--puts`` wake-like puts
-(``/tickwheel/wakes/<server>`` keys of 16 servers, values as the wake-ups
-write them) through the lease store, then the database's size (Maintenance Status) before and after compacting to the latest
-revision, and after a defragmentation. Prints one JSON object.
+(hardening of the wake-ups, issue 17): on a throwaway single-node etcd,
+``--puts`` wake-like puts (``/tickwheel/wakes/<server>`` keys of 16 servers,
+values as the wake-ups write them) through the lease store, then the
+database's size (Maintenance Status) with the whole history kept and after
+compacting to the latest revision, each after a defragmentation (which
+packs the file). Prints one JSON object.
 
-    PYTHONPATH=server:workers:sdk/python .venv/bin/python loadtest/bench_etcd_history.py --puts 100000
+    PYTHONPATH=.:server:workers:sdk/python .venv/bin/python loadtest/bench_etcd_history.py --puts 100000
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ async def main(puts: int, servers: int, concurrency: int) -> dict[str, object]:
             started, cpu = time.perf_counter(), time.process_time()
             for first in range(0, puts, concurrency):
                 await asyncio.gather(*(
-                    store.put(f"/tickwheel/wakes/server-{i % servers:02d}", f"server-{(i + 1) % servers:02d} claim ready")
+                    store.put(f"/tickwheel/wakes/server-{i % servers:02d}",
+                              f"server-{(i + 1) % servers:02d} claim ready")
                     for i in range(first, min(puts, first + concurrency))
                 ))  # fmt: skip
             seconds, cpu = time.perf_counter() - started, time.process_time() - cpu

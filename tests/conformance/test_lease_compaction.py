@@ -134,7 +134,9 @@ async def test_etcd_watch_behind_a_compaction_raises_watch_compacted(etcd_endpoi
 
 
 @pytest.mark.etcd
-async def test_etcd_nospace_alarm_is_reported_and_compaction_still_accepted(etcd_endpoint: str, etcd_prefix: str) -> None:
+async def test_etcd_nospace_alarm_is_reported_and_compaction_still_accepted(
+    etcd_endpoint: str, etcd_prefix: str
+) -> None:
     """The alarm raised by hand (Maintenance Alarm ACTIVATE, as etcd does at
     its quota): alarms() reports it, writes are refused, compaction is not."""
     from pyetcd.etcdrpc import rpc_pb2
@@ -178,7 +180,9 @@ async def test_a_drain_request_whose_watch_is_compacted_reads_its_key_again(answ
     store = MemoryLeaseStore(clock)
     asker, target = await store.open_session(10), await store.open_session(10)
     await store.put(server_key("target"), "{}", session=target)
-    drainer = Drainer(None, None, store, lambda: asker, clock, server_id="asker", answer_timeout=5)  # type: ignore[arg-type]
+    drainer = Drainer(
+        None, None, store, lambda: asker, clock, server_id="asker", answer_timeout=5  # type: ignore[arg-type]
+    )
     original = store.watch
 
     def watch_after_answer(key: str, **kwargs: object):
