@@ -239,14 +239,21 @@ def _instant(message, name: str, prefix: str, violations: list[FieldViolation]) 
     if not message.HasField(name):
         return None
     value: timestamp_pb2.Timestamp = getattr(message, name)
+    seconds, nanos = value.seconds, value.nanos
+    if _EARLIEST_S <= seconds < _LATEST_S and 0 <= nanos < 1_000_000_000:
+        # Valid, and within the bounds (nanos add less than a second):
+        # ``timestamp_problem``'s and the bounds' answer without their calls.
+        return _EPOCH + timedelta(0, seconds, nanos // 1000)
     problem = timestamp_problem(value)
     if problem is None:
-        at = _EPOCH + timedelta(seconds=value.seconds, microseconds=value.nanos // 1000)
-        if EARLIEST_INSTANT <= at < LATEST_INSTANT:
-            return at
         problem = "must be between 1970-01-01T00:00:00Z and 9999-01-01T00:00:00Z (exclusive)"
     violations.append(FieldViolation(f"{prefix}.{name}", problem))
     return None
+
+
+_EARLIEST_S = (EARLIEST_INSTANT - _EPOCH) // timedelta(seconds=1)
+_LATEST_S = (LATEST_INSTANT - _EPOCH) // timedelta(seconds=1)
+"""The seconds of a Timestamp in [EARLIEST_INSTANT, LATEST_INSTANT) (whole seconds both)."""
 
 
 def key_limits(job: job_pb2.Job) -> tuple[tuple[str, int], ...]:
@@ -329,10 +336,11 @@ class JobDefinition:
         self.job_id = job_id
         self.version = version
         self.rules = rules_of(job)
-        self.target = job.target
+        self.target = target = job.target
+        kind = target.WhichOneof("kind")
         self.timeout_us = _duration_us(job.timeout) if job.HasField("timeout") else DEFAULT_TIMEOUT_US
         self.unparsed = None if decoded is None else f"the definition does not parse: {decoded}"
-        problem, schedule, self.misfire_threshold = _claim_of(job, job_id)
+        problem, schedule, self.misfire_threshold = _claim_of(job, job_id, kind)
         self.calendar = None
         if problem is None:
             try:
@@ -343,7 +351,7 @@ class JobDefinition:
         self.schedule = schedule if self.problem is None else None
         self.misfire_policy = MISFIRE_POLICIES.get(job.misfire_policy, "")
         self.run_all_limit = job.misfire_run_all_limit or DEFAULT_RUN_ALL_LIMIT
-        self.handler = handler_of(job)
+        self.handler = target.handler.name if kind == "handler" else None  # handler_of's answer
         self.payload = job.payload
         self._job = job
         self._retry = self._host = self._lateness = None
@@ -418,11 +426,12 @@ def _lateness_of(job: job_pb2.Job) -> timedelta:
         return DEFAULT_LATENESS_THRESHOLD
 
 
-def _claim_of(job: job_pb2.Job, job_id: str) -> tuple[str | None, Schedule | None, timedelta]:
-    """(why the dispatcher cannot claim it or None, its schedule, its misfire threshold)."""
+def _claim_of(job: job_pb2.Job, job_id: str, kind: str | None) -> tuple[str | None, Schedule | None, timedelta]:
+    """(why the dispatcher cannot claim it or None, its schedule, its
+    misfire threshold); ``kind``: which target it names (None: none this server knows)."""
     if job.misfire_policy not in MISFIRE_POLICIES:
         return f"unknown misfire_policy value {job.misfire_policy}", None, _ZERO
-    if job.target.WhichOneof("kind") is None:
+    if kind is None:
         return "no target this server knows (target kind unset or unknown)", None, _ZERO
     run_all_limit = job.misfire_run_all_limit or DEFAULT_RUN_ALL_LIMIT
     if not 1 <= run_all_limit <= MAX_RUN_ALL_LIMIT:
@@ -453,7 +462,7 @@ def _duration_us(duration) -> int:
 
 def _duration(duration) -> timedelta:
     """``Duration.ToTimedelta()``, the same way (raises as it does past timedelta's range)."""
-    return timedelta(seconds=duration.seconds, microseconds=_toward_zero_us(duration.nanos))
+    return timedelta(0, duration.seconds, _toward_zero_us(duration.nanos))
 
 
 NO_DEFINITION = JobDefinition.parse("", 0, None)
