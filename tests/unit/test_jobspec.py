@@ -250,3 +250,32 @@ def test_a_duration_reads_as_protobufs_conversions_read_it(seconds: int, nanos: 
     assert _duration(duration) == duration.ToTimedelta()
     parsed = JobDefinition.parse("job_1", 1, spec(timeout=duration))
     assert parsed.timeout_us == duration.ToMicroseconds()
+
+
+@pytest.mark.parametrize("seconds,nanos,problem", [
+    (0, 0, None),
+    (253_370_764_799, 999_999_999, None),  # the last instant before 9999-01-01
+    (253_370_764_800, 0, "must be between 1970-01-01T00:00:00Z and 9999-01-01T00:00:00Z (exclusive)"),
+    (-1, 999_999_999, "must be between 1970-01-01T00:00:00Z and 9999-01-01T00:00:00Z (exclusive)"),
+    (0, -1, "not a valid Timestamp: nanos must be between 0 and 999999999"),
+    (5, 1_000_000_000, "not a valid Timestamp: nanos must be between 0 and 999999999"),
+    (253_402_300_800, 0, "not a valid Timestamp: must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z"),
+    (-62_135_596_801, 0, "not a valid Timestamp: must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z"),
+])
+def test_an_instant_at_and_past_the_bounds_reads_as_protobufs_conversion_or_is_refused(
+    seconds: int, nanos: int, problem: str | None,
+) -> None:
+    from datetime import timezone
+
+    from tickwheel_server.errors import InvalidArgument
+    from tickwheel_server.jobspec import schedule_of
+
+    job = _job(schedule=job_pb2.Schedule(once_at=dict(seconds=seconds, nanos=nanos)))
+    if problem is None:
+        assert schedule_of(job, "job_1").at == job.schedule.once_at.ToDatetime(tzinfo=timezone.utc)
+        return
+    with pytest.raises(InvalidArgument) as raised:
+        schedule_of(job, "job_1")
+    assert [(v.field, v.description) for v in raised.value.violations] == [("job.schedule.once_at", problem)]
+    assert JobDefinition.parse("job_1", 1, job.SerializeToString()).problem == str(raised.value)
+
