@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import grpc
 import pytest
 
 from tickwheel_server.api.status import status_for
 from tickwheel_server.auth import tokens
-from tickwheel_server.auth.authenticator import Authenticator
+from tickwheel_server.auth.authenticator import CACHE_TTL_SECONDS, Authenticator
 from tickwheel_server.auth.failures import FailedAuthentications, FailureLimits, peer_key
 from tickwheel.shared.clock import FakeClock
-from tickwheel_server.errors import RateLimited, Unauthenticated
+from tickwheel_server.errors import PermissionDenied, RateLimited, Unauthenticated
 from tickwheel_server.store.credentials import WorkerCredential
 from tickwheel_server.store.tenants import Tenant
 
@@ -197,3 +197,73 @@ async def test_a_credential_found_revoked_is_dropped_from_the_cache() -> None:
     reads = workers.reads
     await auth.worker(Call(other_secret))
     assert workers.reads == reads, "the others stay cached"
+
+
+async def test_the_cached_path_serves_only_its_own_secret_unexpired_and_of_the_right_kind() -> None:
+    auth, tenants, workers, clock = setup(peer_burst=1000)
+    acme, globex = tenants.issue("acme"), tenants.issue("globex")
+    worker_secret, _ = workers.issue()
+    assert [await outcome(auth, Call(acme)), await outcome(auth, Call(globex))] == ["acme", "globex"]
+    await auth.worker(Call(worker_secret))
+    assert tenants.reads == 2
+    # Another tenant's secret, a prefix or an extension of a cached one: never its principal.
+    assert await outcome(auth, Call(globex)) == "globex"
+    assert await outcome(auth, Call(acme[:-1])) == "unauthenticated"
+    assert await outcome(auth, Call(acme + "x")) == "unauthenticated"
+    assert await outcome(auth, Call(f"  {acme}  ")) == "acme", "the bearer's spaces are not part of the secret"
+    with pytest.raises(PermissionDenied):
+        await auth.tenant(Call(worker_secret))  # cached as a worker: not a tenant
+    with pytest.raises(PermissionDenied):
+        await auth.worker(Call(acme))
+    # Revoked: served from the cache until its entry expires, then read and refused at once.
+    reads = tenants.reads
+    del tenants.keys[acme]
+    assert await outcome(auth, Call(acme)) == "acme" and tenants.reads == reads
+    clock.advance(CACHE_TTL_SECONDS)
+    assert await outcome(auth, Call(acme)) == "unauthenticated" and tenants.reads == reads + 1
+    assert await outcome(auth, Call(globex)) == "globex" and tenants.reads == reads + 2
+    del tenants.keys[globex]
+    auth.forget()  # revoked on this server: refused on its very next call
+    assert await outcome(auth, Call(globex)) == "unauthenticated" and tenants.reads == reads + 3
+
+
+async def test_malformed_metadata_is_refused_and_counted_whatever_is_cached() -> None:
+    auth, tenants, _, _ = setup(peer_burst=4, peer_rate=0.001)
+    acme = tenants.issue("acme")
+    assert await outcome(auth, Metadata((("authorization", f"Bearer {acme}"),))) == "acme"
+    for metadata in ((), (("authorization", acme),), (("authorization", f"Basic {acme}"),), (("authorization", "Bearer  "),)):
+        assert await outcome(auth, Metadata(metadata)) == "unauthenticated"
+    assert await outcome(auth, Metadata((("authorization", acme),))) == "exhausted", "four failures counted"
+    assert await outcome(auth, Metadata((("authorization", f"Bearer {acme}"),))) == "acme", "still cached"
+    assert tenants.reads == 1
+
+
+async def test_a_cached_key_is_not_served_past_its_expiry() -> None:
+    auth, tenants, _, clock = setup()
+    secret = tenants.issue("acme")
+    expires = clock.now() + timedelta(seconds=1)
+    tenant = tenants.keys[secret]
+
+    async def verify_key_until(key: str):
+        tenants.reads += 1
+        return (tenant, expires) if key == secret and clock.now() < expires else None
+
+    tenants.verify_key_until = verify_key_until  # type: ignore[method-assign]
+    assert await outcome(auth, Call(secret)) == "acme"
+    clock.advance(0.5)
+    assert await outcome(auth, Call(secret)) == "acme" and tenants.reads == 1
+    clock.advance(0.5)
+    assert await outcome(auth, Call(secret)) == "unauthenticated" and tenants.reads == 2
+
+
+@dataclass
+class Metadata:
+    """A call with the metadata given as is."""
+
+    metadata: tuple
+
+    def invocation_metadata(self):
+        return self.metadata
+
+    def peer(self) -> str:
+        return "ipv4:10.0.0.2:1"

@@ -20,6 +20,9 @@ def test_a_bucket_refills_at_its_rate_up_to_its_burst() -> None:
     assert not bucket.take(0.25, 2.0, 2.0), "half a token after 0.25 s at 2/s"
     assert bucket.take(0.5, 2.0, 2.0), "one token after 0.5 s"
     assert [bucket.take(100.0, 2.0, 2.0) for _ in range(3)] == [True, True, False], "never more than the burst"
+    assert not bucket.take(50.0, 2.0, 2.0), "time going back refills nothing"
+    assert bucket.at == 50.0 and bucket.tokens == 0.0
+    assert not bucket.take(50.25, 2.0, 2.0) and bucket.take(50.5, 2.0, 2.0), "and refills from the new instant on"
 
 
 @pytest.mark.parametrize(
@@ -30,6 +33,11 @@ def test_the_rate_is_shared_among_live_servers_with_a_burst_of_one_second_at_lea
     per_second: int, servers: int, rate: float, burst_: float
 ) -> None:
     assert share(per_second, servers) == pytest.approx((rate, burst_))
+    clock = FakeClock()
+    limiter = RequestRateLimiter(clock, servers=lambda: servers)
+    assert burst(limiter, "acme", per_second, 100) == int(burst_), "a new bucket holds share()'s burst"
+    clock.advance(3.5 / rate)
+    assert burst(limiter, "acme", per_second, 100) == min(3, int(burst_)), "and refills at share()'s rate"
 
 
 def test_a_tenant_gets_its_share_per_second_on_each_server_and_others_are_unaffected() -> None:
