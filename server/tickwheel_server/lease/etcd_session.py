@@ -31,7 +31,9 @@ from tickwheel_server.lease.etcd_transport import (
     RETRYABLE_CODES,
     STREAM_BROKEN,
     LocallyCancelled,
+    Stubs,
     Transport,
+    dial,
     read,
     within,
     write,
@@ -39,6 +41,16 @@ from tickwheel_server.lease.etcd_transport import (
 from tickwheel_server.lease.types import LeaseStoreError, SessionLost
 
 log = logging.getLogger(__name__)
+
+KEEPALIVES_PER_TTL = 10
+"""A session renews its lease every ``ttl / KEEPALIVES_PER_TTL`` seconds, so
+that a cut of the network starting just after a renewal has most of the
+TTL to heal (see the module docstring)."""
+
+ROUND_TRIP_FLOOR = 0.5
+"""Seconds: a keep-alive round trip (connecting included) is given
+``max(ttl / KEEPALIVES_PER_TTL, ROUND_TRIP_FLOOR)``; unanswered by then, the
+session abandons its connection and dials etcd again."""
 
 
 class EtcdSession(Session):
@@ -94,42 +106,59 @@ class EtcdSession(Session):
 
     async def _keepalive(self) -> None:
         transport, clock = self._transport, self._transport.clock
-        interval = self.ttl / 3
-        backoff = BackoffSleeper(clock, initial=RETRY_INITIAL, cap=min(RETRY_CAP, self.ttl / 4))
+        interval = self.ttl / KEEPALIVES_PER_TTL
+        deadline = max(interval, ROUND_TRIP_FLOOR)
+        backoff = BackoffSleeper(clock, initial=RETRY_INITIAL, cap=min(RETRY_CAP, self.ttl / 40))
         request = rpc_pb2.LeaseKeepAliveRequest(ID=self.id)
-        while not self.lost.is_set():
-            stubs = transport.endpoints.current()
-            call = stubs.lease.LeaseKeepAlive()
+        stubs: Stubs | None = None
+        try:
+            while not self.lost.is_set():
+                if stubs is None or stubs.endpoint != transport.endpoints.in_use:
+                    if stubs is not None:
+                        await stubs.channel.close()
+                    stubs = dial(transport.endpoints.in_use, own_connection=True)
+                call = stubs.lease.LeaseKeepAlive()
 
-            async def round_trip() -> rpc_pb2.LeaseKeepAliveResponse:
-                await write(call, request, self.lost.is_set)
-                return await read(call, self.lost.is_set)
+                async def round_trip() -> rpc_pb2.LeaseKeepAliveResponse:
+                    await write(call, request, self.lost.is_set)
+                    return await read(call, self.lost.is_set)
 
-            try:
-                while not self.lost.is_set():
-                    sent_at = clock.monotonic()
-                    response = await within(clock, interval, round_trip())
-                    if response.TTL <= 0:
-                        self.expire("lease expired (etcd answered the keep-alive with TTL 0)")
+                try:
+                    while not self.lost.is_set():
+                        sent_at = clock.monotonic()
+                        response = await within(clock, deadline, round_trip())
+                        if response.TTL <= 0:
+                            self.expire("lease expired (etcd answered the keep-alive with TTL 0)")
+                            return
+                        self._expires_at = max(self._expires_at, sent_at + response.TTL)
+                        self.renewals += 1
+                        backoff.reset()
+                        await clock.sleep(interval)
+                except grpc.aio.AioRpcError as exc:
+                    if exc.code() not in RETRYABLE_CODES:
+                        self.expire(f"keep-alive refused: {exc.code().name}: {exc.details()}")
                         return
-                    self._expires_at = max(self._expires_at, sent_at + response.TTL)
-                    self.renewals += 1
-                    backoff.reset()
-                    await clock.sleep(interval)
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() not in RETRYABLE_CODES:
-                    self.expire(f"keep-alive refused: {exc.code().name}: {exc.details()}")
-                    return
-                log.debug("lease %x keep-alive via %s failed: %s", self.id, stubs.endpoint, exc.code().name)
-                if exc.code() in FAILOVER_CODES:
+                    log.debug("lease %x keep-alive via %s failed: %s", self.id, stubs.endpoint, exc.code().name)
+                    if exc.code() in FAILOVER_CODES:
+                        transport.endpoints.failover(stubs.endpoint)
+                    await backoff.sleep()
+                except (*STREAM_BROKEN, TimeoutError, LocallyCancelled) as exc:
+                    # A connection that stopped answering (no RST on a silent
+                    # cut) would hold every new stream too until gRPC's
+                    # keepalive noticed, longer than the TTL: abandon it.
+                    log.info("lease %x keep-alive via %s failed (%s); dialling again", self.id, stubs.endpoint, exc)
+                    # The store's shared channel to that endpoint is likely
+                    # as dead: its watches and calls move to a new one too.
+                    transport.endpoints.redial(stubs.endpoint, transport.request_timeout + 1)
                     transport.endpoints.failover(stubs.endpoint)
-                await backoff.sleep()
-            except (*STREAM_BROKEN, TimeoutError, LocallyCancelled) as exc:
-                log.debug("lease %x keep-alive via %s failed: %s", self.id, stubs.endpoint, exc)
-                transport.endpoints.failover(stubs.endpoint)
-                await backoff.sleep()
-            finally:
-                call.cancel()
+                    await stubs.channel.close()
+                    stubs = None
+                    await backoff.sleep()
+                finally:
+                    call.cancel()
+        finally:
+            if stubs is not None:
+                await stubs.channel.close()
 
     def _stop_tasks(self) -> None:
         current = asyncio.current_task()

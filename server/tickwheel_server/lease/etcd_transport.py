@@ -4,9 +4,11 @@ Endpoints are tried in order; a unary call that fails with ``UNAVAILABLE``
 moves to the next endpoint and is retried there once per endpoint, then
 raises :class:`~tickwheel_server.lease.types.LeaseStoreUnavailable`. Every
 unary call has a deadline (``request_timeout``, real time, enforced by gRPC).
-Streams (a session's keep-alive, a watch) are opened by their owners on
-:meth:`Endpoints.current`, read and written with :func:`read` and
-:func:`write`, and move on with :meth:`Endpoints.failover`.
+Watch streams are opened on :meth:`Endpoints.current`; a session's
+keep-alive stream on a channel of its own (:func:`dial`), which it abandons
+and dials again when the connection stops answering. Streams are read and
+written with :func:`read` and :func:`write`, and move on with
+:meth:`Endpoints.failover`.
 
 Only the generated stubs of etcd-sdk-python (``pyetcd.etcdrpc``) are used;
 see :mod:`tickwheel_server.lease.etcd` for why.
@@ -91,13 +93,17 @@ async def read(call: Any, ending: Callable[[], bool]) -> Any:
 
     grpc.aio raises ``asyncio.CancelledError`` when reading a call that was
     cancelled locally; when that is our own doing (``ending()``) and not a
-    cancellation of the current task, it becomes :class:`LocallyCancelled`."""
+    cancellation of the current task, it becomes :class:`LocallyCancelled`;
+    otherwise (the channel was closed under it, :meth:`Endpoints.redial`)
+    :class:`StreamEnded`."""
     try:
         response = await call.read()
     except asyncio.CancelledError:
         task = asyncio.current_task()
-        if ending() and (task is None or task.cancelling() == 0):
-            raise LocallyCancelled() from None
+        if task is None or task.cancelling() == 0:
+            if ending():
+                raise LocallyCancelled() from None
+            raise StreamEnded("stream cancelled: its channel was closed") from None
         raise
     if response is grpc.aio.EOF:
         raise StreamEnded("stream ended")
@@ -157,6 +163,23 @@ class Stubs:
     maintenance: rpc_pb2_grpc.MaintenanceStub
 
 
+def dial(endpoint: str, *, own_connection: bool = False) -> Stubs:
+    """A channel to ``endpoint`` and its stubs. With ``own_connection`` the
+    channel never shares gRPC's process-wide connection to the endpoint: it
+    opens a TCP connection of its own, which closing the channel abandons
+    (what a session does with a connection that stopped answering)."""
+    options = _CHANNEL_OPTIONS + ([("grpc.use_local_subchannel_pool", 1)] if own_connection else [])
+    channel = grpc.aio.insecure_channel(endpoint, options=options)
+    return Stubs(
+        endpoint,
+        channel,
+        rpc_pb2_grpc.KVStub(channel),
+        rpc_pb2_grpc.LeaseStub(channel),
+        rpc_pb2_grpc.WatchStub(channel),
+        rpc_pb2_grpc.MaintenanceStub(channel),
+    )
+
+
 class Endpoints:
     """One lazily created channel per endpoint and the one in use now."""
 
@@ -166,6 +189,7 @@ class Endpoints:
         self.endpoints = list(endpoints)
         self._index = 0
         self._stubs: dict[str, Stubs] = {}
+        self._retiring: dict[asyncio.Task[None], grpc.aio.Channel] = {}
 
     @property
     def in_use(self) -> str:
@@ -177,17 +201,29 @@ class Endpoints:
         endpoint = self.in_use
         stubs = self._stubs.get(endpoint)
         if stubs is None:
-            channel = grpc.aio.insecure_channel(endpoint, options=_CHANNEL_OPTIONS)
-            stubs = Stubs(
-                endpoint,
-                channel,
-                rpc_pb2_grpc.KVStub(channel),
-                rpc_pb2_grpc.LeaseStub(channel),
-                rpc_pb2_grpc.WatchStub(channel),
-                rpc_pb2_grpc.MaintenanceStub(channel),
-            )
-            self._stubs[endpoint] = stubs
+            stubs = self._stubs[endpoint] = dial(endpoint)
         return stubs
+
+    def redial(self, endpoint: str, grace: float, *, stubs: Stubs | None = None) -> None:
+        """``endpoint``'s connection stopped answering (a deadline passed):
+        later calls go to a new channel with a connection of its own, and the
+        old channel is closed after ``grace`` seconds (calls still on it then
+        are cancelled; a stream read then raises :class:`StreamEnded`).
+        Nothing happens if there is no channel to ``endpoint`` yet, or if
+        ``stubs`` (the ones that failed) were already replaced."""
+        old = self._stubs.get(endpoint)
+        if old is None or (stubs is not None and old is not stubs):
+            return
+        self._stubs[endpoint] = dial(endpoint, own_connection=True)
+        log.info("etcd endpoint %s stopped answering; dialling it again", endpoint)
+        task = asyncio.get_running_loop().create_task(self._retire(old.channel, grace))
+        self._retiring[task] = old.channel
+        task.add_done_callback(lambda done: self._retiring.pop(done, None))
+
+    @staticmethod
+    async def _retire(channel: grpc.aio.Channel, grace: float) -> None:
+        await asyncio.sleep(grace)
+        await channel.close()
 
     def failover(self, endpoint: str) -> None:
         """``endpoint`` failed: use the next one (unless someone already moved)."""
@@ -197,8 +233,11 @@ class Endpoints:
 
     async def close(self) -> None:
         stubs, self._stubs = list(self._stubs.values()), {}
-        for s in stubs:
-            await s.channel.close()
+        retiring, self._retiring = dict(self._retiring), {}
+        for task in retiring:
+            task.cancel()
+        for channel in [s.channel for s in stubs] + list(retiring.values()):
+            await channel.close()
 
 
 class Transport:
@@ -246,6 +285,8 @@ class Transport:
                     raise LeaseStoreClosed("lease store closed") from exc
                 if exc.code() not in FAILOVER_CODES:
                     raise translate(exc, what) from exc
+                if exc.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
+                    endpoints.redial(stubs.endpoint, self.request_timeout + 1, stubs=stubs)
                 endpoints.failover(stubs.endpoint)
                 last = exc
                 if exc.code() is not grpc.StatusCode.UNAVAILABLE:

@@ -1,0 +1,115 @@
+"""A session rides out a cut between it and etcd shorter than its TTL (less
+a margin; docs/operations.md, "etcd"), and loses its lease on a longer one:
+a lease store on a real etcd reached through a TCP proxy the test cuts.
+
+Two kinds of cut: a blackhole (nothing gets through, nothing is closed: the
+connections open then never answer again, as when a middlebox loses their
+state) and a reset (every connection closed, new ones refused). Each short
+cut starts at the worst moment, just before the session's next renewal,
+so that the lease has the least time left. Before the session abandoned a
+silent connection and renewed every TTL/10, a blackhole of half the TTL
+and a reset of 0.7 TTL lost the session.
+
+Every wait is bounded; the proxy and the stores are closed in ``finally``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from tests.support.etcd_proxy import EtcdProxy
+from tickwheel.shared.clock import SystemClock
+from tickwheel_server.lease import SessionLost, open_lease_store
+
+pytestmark = [pytest.mark.etcd]
+
+TTL = 10  # the servers' default session TTL
+
+
+async def until(condition, seconds: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(int(seconds / 0.05)):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"not within {seconds}s: {what}")
+
+
+async def next_renewal(session, seconds: float) -> float:  # type: ignore[no-untyped-def]
+    """Wait for the session's next successful renewal; when it was seen."""
+    seen = session.renewals
+    await until(lambda: session.renewals > seen or session.lost.is_set(), seconds, "a renewal")
+    assert not session.lost.is_set(), session.lost_reason
+    return time.monotonic()
+
+
+@pytest.mark.parametrize(("kind", "fraction"), [("blackhole", 0.5), ("blackhole", 0.7), ("cut", 0.7)])
+async def test_a_cut_shorter_than_the_ttl_keeps_the_session(
+    etcd_endpoint: str, etcd_prefix: str, kind: str, fraction: float
+) -> None:
+    proxy = EtcdProxy(etcd_endpoint)
+    clock = SystemClock()
+    through = open_lease_store(proxy.endpoint, clock, request_timeout=2)
+    direct = open_lease_store(etcd_endpoint, clock)
+    key = etcd_prefix + "held"
+    try:
+        session = await through.open_session(TTL)
+        await through.put(key, b"mine", session=session)
+        # the renewals' period, measured (so the cut starts just before one)
+        first = await next_renewal(session, TTL)
+        period = await next_renewal(session, TTL) - first
+        await next_renewal(session, TTL)
+        await asyncio.sleep(0.9 * period)
+        left = session.alive_until - clock.monotonic()
+        getattr(proxy, kind)()
+        await asyncio.sleep(fraction * TTL)
+        proxy.restore()
+        await next_renewal(session, TTL)
+        # etcd kept the lease past when it would have expired unrenewed
+        await asyncio.sleep(max(0.0, left - fraction * TTL) + 1)
+        held = await direct.get(key)
+        assert held is not None and held.lease == session.id and not session.lost.is_set()
+        await through.put(key, b"still mine", session=session)
+    finally:
+        proxy.close()
+        await through.close()
+        await direct.close()
+
+
+async def test_a_silent_cut_longer_than_the_ttl_loses_the_session(etcd_endpoint: str, etcd_prefix: str) -> None:
+    """The session is lost by its own clock no later than etcd expires it;
+    once lost it stays lost and nothing is written under it."""
+    ttl = 3
+    proxy = EtcdProxy(etcd_endpoint)
+    clock = SystemClock()
+    through = open_lease_store(proxy.endpoint, clock, request_timeout=2)
+    direct = open_lease_store(etcd_endpoint, clock)
+    key = etcd_prefix + "held"
+    try:
+        session = await through.open_session(ttl)
+        await through.put(key, b"mine", session=session)
+        proxy.blackhole()
+        await until(session.lost.is_set, 2 * ttl, "the session is lost")
+        assert clock.monotonic() >= session.alive_until  # not before its lease could expire
+        await asyncio.sleep(1)
+        proxy.restore()
+        await asyncio.sleep(2)
+        assert session.lost.is_set()
+        with pytest.raises(SessionLost):
+            await through.put(etcd_prefix + "after", b"x", session=session)
+        await until_gone(direct, key, ttl)
+        assert await direct.get(etcd_prefix + "after") is None
+    finally:
+        proxy.close()
+        await through.close()
+        await direct.close()
+
+
+async def until_gone(store, key: str, seconds: float) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(int(seconds / 0.1)):
+        if await store.get(key) is None:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{key} still held {seconds}s after the session was lost")
