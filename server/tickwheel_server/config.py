@@ -103,7 +103,7 @@ class ServerConfig:
     partition_count: int = 256
     """Partitions of a new cluster; an existing cluster keeps its own."""
     session_ttl: int = 10
-    """etcd session TTL in seconds; renewed at a third of it."""
+    """etcd session TTL in seconds; renewed every tenth of it."""
     heartbeat_interval: float = 5.0
     heartbeat_timeout: float = 30.0
     shutdown_grace: float = 30.0

@@ -17,16 +17,32 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 
 from tests.support.etcd_proxy import EtcdProxy
 from tickwheel.shared.clock import SystemClock
-from tickwheel_server.lease import SessionLost, open_lease_store
+from tickwheel_server.lease import LeaseStore, SessionLost, open_lease_store
 
 pytestmark = [pytest.mark.etcd]
 
 TTL = 10  # the servers' default session TTL
+
+
+@asynccontextmanager
+async def behind_a_proxy(etcd_endpoint: str) -> AsyncIterator[tuple[EtcdProxy, LeaseStore, LeaseStore]]:
+    """A proxy to etcd, a store through it and one straight to etcd."""
+    proxy = EtcdProxy(etcd_endpoint)
+    through = open_lease_store(proxy.endpoint, SystemClock(), request_timeout=2)
+    direct = open_lease_store(etcd_endpoint, SystemClock())
+    try:
+        yield proxy, through, direct
+    finally:
+        proxy.close()
+        await through.close()
+        await direct.close()
 
 
 async def until(condition, seconds: float, what: str) -> None:  # type: ignore[no-untyped-def]
@@ -49,12 +65,9 @@ async def next_renewal(session, seconds: float) -> float:  # type: ignore[no-unt
 async def test_a_cut_shorter_than_the_ttl_keeps_the_session(
     etcd_endpoint: str, etcd_prefix: str, kind: str, fraction: float
 ) -> None:
-    proxy = EtcdProxy(etcd_endpoint)
     clock = SystemClock()
-    through = open_lease_store(proxy.endpoint, clock, request_timeout=2)
-    direct = open_lease_store(etcd_endpoint, clock)
     key = etcd_prefix + "held"
-    try:
+    async with behind_a_proxy(etcd_endpoint) as (proxy, through, direct):
         session = await through.open_session(TTL)
         await through.put(key, b"mine", session=session)
         # the renewals' period, measured (so the cut starts just before one)
@@ -72,22 +85,15 @@ async def test_a_cut_shorter_than_the_ttl_keeps_the_session(
         held = await direct.get(key)
         assert held is not None and held.lease == session.id and not session.lost.is_set()
         await through.put(key, b"still mine", session=session)
-    finally:
-        proxy.close()
-        await through.close()
-        await direct.close()
 
 
 async def test_a_silent_cut_longer_than_the_ttl_loses_the_session(etcd_endpoint: str, etcd_prefix: str) -> None:
     """The session is lost by its own clock no later than etcd expires it;
     once lost it stays lost and nothing is written under it."""
     ttl = 3
-    proxy = EtcdProxy(etcd_endpoint)
     clock = SystemClock()
-    through = open_lease_store(proxy.endpoint, clock, request_timeout=2)
-    direct = open_lease_store(etcd_endpoint, clock)
     key = etcd_prefix + "held"
-    try:
+    async with behind_a_proxy(etcd_endpoint) as (proxy, through, direct):
         session = await through.open_session(ttl)
         await through.put(key, b"mine", session=session)
         proxy.blackhole()
@@ -101,10 +107,6 @@ async def test_a_silent_cut_longer_than_the_ttl_loses_the_session(etcd_endpoint:
             await through.put(etcd_prefix + "after", b"x", session=session)
         await until_gone(direct, key, ttl)
         assert await direct.get(etcd_prefix + "after") is None
-    finally:
-        proxy.close()
-        await through.close()
-        await direct.close()
 
 
 async def until_gone(store, key: str, seconds: float) -> None:  # type: ignore[no-untyped-def]

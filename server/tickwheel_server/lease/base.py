@@ -66,7 +66,8 @@ class Session(abc.ABC):
     * ``id`` is the lease id (non-zero); keys put with this session carry it.
     * ``ttl`` is the TTL in whole seconds the store granted (etcd may round a
       request up to its minimum). While the session is healthy, a renewal is
-      sent every ``ttl / 3`` seconds of the store's clock.
+      sent at least every ``ttl / 3`` seconds of the store's clock (etcd's
+      sessions: every ``ttl / 10``).
     * ``lost`` is set exactly once, when any of these happens: the store
       reports the lease expired or unknown; the lease was not renewed for
       ``ttl`` seconds measured from when the last successful renewal was sent

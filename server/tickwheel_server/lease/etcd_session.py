@@ -1,6 +1,6 @@
 """A session on etcd: one lease kept alive over a ``LeaseKeepAlive`` stream, and lost in time.
 
-* A session sends a keep-alive every ``ttl / 3`` seconds (of the injected
+* A session sends a keep-alive every ``ttl / 10`` seconds (of the injected
   clock; give the store the :class:`~tickwheel.shared.clock.SystemClock`, as
   etcd measures TTLs in real time). A response with ``TTL <= 0`` means etcd
   expired the lease: ``lost`` is set. If no keep-alive succeeds for ``ttl``
@@ -11,6 +11,17 @@
   simply survives; otherwise the holder sees ``lost`` and must open a new
   session (``lost`` is final). Closing the lost session still tries to revoke
   its lease, so keys an etcd restart kept alive do not linger for another TTL.
+* Cuts: the keep-alive stream has a channel (and TCP connection) of its
+  own, and each round trip must be answered within
+  ``max(ttl / 10, ROUND_TRIP_FLOOR)``. A cut that sends no reset leaves the
+  connection looking open until gRPC's keepalive notices, later than the
+  TTL; so an unanswered round trip abandons the connection and dials again
+  (and has the store's shared channel to that endpoint dialled again,
+  :meth:`~tickwheel_server.lease.etcd_transport.Endpoints.redial`). A cut
+  shorter than the TTL less ``ttl / 10 + max(ttl / 10, 0.5 s, 1.2 s) +
+  ttl / 40`` (a renewal period, noticing the cut has healed or gRPC's
+  reconnect backoff after a reset, a retry's backoff) keeps the session
+  (docs/architecture.md, Leases).
 """
 
 from __future__ import annotations
@@ -147,9 +158,10 @@ class EtcdSession(Session):
                     # cut) would hold every new stream too until gRPC's
                     # keepalive noticed, longer than the TTL: abandon it.
                     log.info("lease %x keep-alive via %s failed (%s); dialling again", self.id, stubs.endpoint, exc)
-                    # The store's shared channel to that endpoint is likely
-                    # as dead: its watches and calls move to a new one too.
-                    transport.endpoints.redial(stubs.endpoint, transport.request_timeout + 1)
+                    if isinstance(exc, TimeoutError):
+                        # The store's shared connection to that endpoint is
+                        # likely as silent: its watches and calls move too.
+                        transport.endpoints.redial(stubs.endpoint, transport.request_timeout + 1)
                     transport.endpoints.failover(stubs.endpoint)
                     await stubs.channel.close()
                     stubs = None
