@@ -13,7 +13,8 @@
   its lease, so keys an etcd restart kept alive do not linger for another TTL.
 * Cuts: the keep-alive stream has a channel (and TCP connection) of its
   own, and each round trip must be answered within
-  ``max(ttl / 10, ROUND_TRIP_FLOOR)``. A cut that sends no reset leaves the
+  ``max(ttl / 10, ROUND_TRIP_FLOOR)``, and a retry waits at most
+  ``ttl / 40`` (0.05 s at least). A cut that sends no reset leaves the
   connection looking open until gRPC's keepalive notices, later than the
   TTL; so an unanswered round trip abandons the connection and dials again
   (and has the store's shared channel to that endpoint dialled again,
@@ -119,7 +120,8 @@ class EtcdSession(Session):
         transport, clock = self._transport, self._transport.clock
         interval = self.ttl / KEEPALIVES_PER_TTL
         deadline = max(interval, ROUND_TRIP_FLOOR)
-        backoff = BackoffSleeper(clock, initial=RETRY_INITIAL, cap=min(RETRY_CAP, self.ttl / 40))
+        cap = max(RETRY_INITIAL, min(RETRY_CAP, self.ttl / 40))
+        backoff = BackoffSleeper(clock, initial=RETRY_INITIAL, cap=cap)
         request = rpc_pb2.LeaseKeepAliveRequest(ID=self.id)
         stubs: Stubs | None = None
         try:
