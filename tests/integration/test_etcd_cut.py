@@ -16,17 +16,23 @@ Every wait is bounded; the proxy and the stores are closed in ``finally``.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
+from pathlib import Path
 
 import pytest
 
+from tests.integration.test_dispatch_faults import engine
 from tests.support.etcd_proxy import EtcdProxy
+from tests.support.faults import eventually
+from tests.support.server import start_cluster_server
 from tickwheel.shared.clock import SystemClock
 from tickwheel_server.lease import LeaseStore, SessionLost, open_lease_store
 
 pytestmark = [pytest.mark.etcd]
+__all__ = ["engine"]  # the fixture (a migrated store), for the server's test
 
 TTL = 10  # the servers' default session TTL
 
@@ -115,3 +121,29 @@ async def until_gone(store, key: str, seconds: float) -> None:  # type: ignore[n
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"{key} still held {seconds}s after the session was lost")
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_a_server_keeps_its_session_through_a_silent_cut_of_0_7_ttl(
+    tmp_path: Path, postgres_url: str, etcd_endpoint: str, engine: object
+) -> None:
+    """A real `tickwheel server` (session TTL 10 s) reaching etcd through the
+    proxy, blackholed for 7 s: it notices, dials again, and never loses its
+    session (so its partitions never move)."""
+    proxy = EtcdProxy(etcd_endpoint)
+    with ExitStack() as stack:
+        stack.callback(proxy.close)
+        server = start_cluster_server(stack, tmp_path, postgres_url, proxy.endpoint, f"cut-{os.getpid()}",
+                                      "--partition-count", "8", session_ttl=TTL)
+        eventually(lambda: "etcd session" in server.log() and " open (ttl 10 s)" in server.log(), 30,
+                   "the server opens its session")
+        time.sleep(2)
+        proxy.blackhole()
+        time.sleep(0.7 * TTL)
+        proxy.restore()
+        time.sleep(TTL)  # past when the lease would have expired unrenewed
+        log = server.log()
+        assert " lost: " not in log and log.count(" open (ttl ") == 1, log[-4000:]
+        assert "dialling again" in log, "the cut was not noticed"
+        assert server.process.poll() is None
