@@ -9,7 +9,9 @@ import grpc.aio
 import pytest
 
 from tickwheel.shared.clock import FakeClock
-from tickwheel_server.lease.etcd_transport import Endpoints, translate, within
+from pyetcd.etcdrpc import rpc_pb2
+
+from tickwheel_server.lease.etcd_transport import RETRYABLE_CODES, Endpoints, StreamEnded, read, translate, within
 from tickwheel_server.lease.types import LeaseStoreFatal, LeaseStoreUnavailable, SessionLost
 
 
@@ -63,3 +65,29 @@ async def test_within_gives_the_result_or_times_out_on_the_clock() -> None:
     with pytest.raises(TimeoutError):
         await within(clock, 1.0, never)
     assert never.cancelled()
+
+
+async def test_redial_replaces_a_silent_channel_once_and_closes_the_old_one() -> None:
+    """After a deadline the shared channel is replaced (a stale report of
+    the same failure changes nothing); the old one is closed after its grace,
+    and a watch stream still reading on it ends (to be opened again on the
+    new one) instead of raising CancelledError into its owner."""
+    endpoints = Endpoints(["127.0.0.1:9", "127.0.0.1:10"])
+    endpoints.redial("127.0.0.1:10", 0)  # no channel there yet: nothing to do
+    old = endpoints.current()
+    stream = old.watch.Watch()
+    reading = asyncio.ensure_future(read(stream, lambda: False))
+    await asyncio.sleep(0)  # the read starts
+    endpoints.redial(old.endpoint, 0, stubs=old)
+    new = endpoints.current()
+    assert new is not old and new.endpoint == old.endpoint and endpoints.in_use == old.endpoint
+    endpoints.redial(old.endpoint, 0, stubs=old)  # the same failure seen again by another caller
+    assert endpoints.current() is new
+    # ended by a status its owner retries, or (read not yet started) StreamEnded
+    with pytest.raises((StreamEnded, grpc.aio.AioRpcError)) as ended:
+        await asyncio.wait_for(reading, 10)
+    if isinstance(ended.value, grpc.aio.AioRpcError):
+        assert ended.value.code() in RETRYABLE_CODES
+    with pytest.raises(Exception, match="(?i)closed"):
+        await old.kv.Range(rpc_pb2.RangeRequest(key=b"k"), timeout=1)
+    await endpoints.close()
