@@ -29,7 +29,7 @@ from tests.support.etcd_proxy import EtcdProxy
 from tests.support.faults import eventually
 from tests.support.server import start_cluster_server
 from tickwheel.shared.clock import SystemClock
-from tickwheel_server.lease import LeaseStore, SessionLost, open_lease_store
+from tickwheel_server.lease import LeaseStore, LeaseStoreUnavailable, SessionLost, open_lease_store
 
 pytestmark = [pytest.mark.etcd]
 __all__ = ["engine"]  # the fixture (a migrated store), for the server's test
@@ -113,6 +113,20 @@ async def test_a_silent_cut_longer_than_the_ttl_loses_the_session(etcd_endpoint:
             await through.put(etcd_prefix + "after", b"x", session=session)
         await until_gone(direct, key, ttl)
         assert await direct.get(etcd_prefix + "after") is None
+
+
+async def test_a_call_that_runs_out_its_deadline_dials_etcd_again(etcd_endpoint: str, etcd_prefix: str) -> None:
+    """No session to notice the silent cut: the put that times out has the
+    store dial again, so the next put after the cut succeeds (instead of
+    going to the silent connection until gRPC's keepalive notices)."""
+    async with behind_a_proxy(etcd_endpoint) as (proxy, through, direct):
+        await through.put(etcd_prefix + "before", b"1")
+        proxy.blackhole()
+        with pytest.raises(LeaseStoreUnavailable):
+            await through.put(etcd_prefix + "during", b"2")
+        proxy.restore()
+        await through.put(etcd_prefix + "after", b"3")  # within the store's 2 s deadline
+        assert (await direct.get(etcd_prefix + "after")).value == b"3"
 
 
 async def until_gone(store, key: str, seconds: float) -> None:  # type: ignore[no-untyped-def]
