@@ -14,12 +14,13 @@ import sqlalchemy as sa
 from tickwheel.v1 import job_pb2
 
 from tests.conformance.conftest import STORE_BACKENDS
-from tickwheel.shared.ids import new_job_id
+from tickwheel.shared.ids import new_job_id, to_us
 from tickwheel_server.store import create_store_engine, migrate
 from tickwheel_server.errors import NotFound, QuotaExceeded
-from tickwheel_server.store.jobcreate import CREATED
+from tickwheel_server.store.jobcreate import CREATED, create_jobs
 from tickwheel_server.store.jobrecords import NewJob, NewJobs
 from tickwheel_server.store.jobs import JobStore
+from tickwheel_server.store.quota import SlotDry
 from tickwheel_server.store.tables import concurrency_keys, jobs as jobs_table, request_ids, tenant_quota
 from tickwheel_server.store.tenants import Tenant, TenantStore
 from tickwheel_server.store.errors import TransactionConflictError
@@ -209,6 +210,78 @@ async def test_a_request_whose_job_was_deleted_is_not_found(tenants: TenantStore
         await jobs.create(new_job(clock), "r-1")
     with pytest.raises(NotFound):
         await jobs.create_many("nobody", [(new_job(clock, tenant="nobody"), "r-1")])
+
+
+@pytest.mark.parametrize("size", [5, 64, 200])
+async def test_oversized_items_write_nothing_whichever_statement_records_the_batch(
+    tenants: TenantStore, jobs: JobStore, clock, migrated_engine, size: int
+) -> None:
+    """The payload limit is read in the statement recording the request ids
+    (on PostgreSQL; from 64 items its plain form): in a batch of ``size``
+    mixing items over it (new ones, one repeating an earlier request, one
+    twice in the batch), items exactly at it and under it, only those within
+    it are recorded and created; an oversized new item writes nothing, so
+    its request id sent again with a payload that fits creates its job; the
+    oversized repeat answers its first job, the batch's own repeat its
+    first item's answer."""
+    await tenants.create(Tenant(name="acme", max_jobs=1000, max_payload_bytes=100))
+    earlier, _ = await jobs.create(new_job(clock), "earlier")
+    payloads = [101, 100, 10_000_000, 99] + [10 if i % 3 else 101 for i in range(size - 4)]
+    ids = [f"r-{i:03}" for i in range(size)]
+    items = [(new_job(clock, payload_size=p, name=f"n{i}"), r) for i, (p, r) in enumerate(zip(payloads, ids))]
+    items += [(new_job(clock, payload_size=500), "earlier"), (new_job(clock, payload_size=101), "r-000")]
+    outcomes = await jobs.create_many("acme", items)
+    for (job, request_id), payload, outcome in zip(items, payloads, outcomes):
+        if payload > 100:
+            assert isinstance(outcome, QuotaExceeded) and outcome.quota == "max_payload_bytes", request_id
+        else:
+            assert outcome[1] and outcome[0].id == job.id, request_id
+    assert outcomes[-2] == (earlier, False)
+    assert isinstance(outcomes[-1], QuotaExceeded) and outcomes[-1].quota == "max_payload_bytes"
+    fitting = sum(1 for p in payloads if p <= 100)
+    assert counts(migrated_engine) == (fitting + 1, fitting + 1, fitting + 1)
+    with migrated_engine.connect() as conn:
+        recorded = set(conn.execute(sa.select(request_ids.c.request_id).where(request_ids.c.tenant == "acme")).scalars())
+    assert recorded == {r for r, p in zip(ids, payloads) if p <= 100} | {"earlier"}
+    retried, created = await jobs.create(new_job(clock, payload_size=100), "r-000")
+    assert created and retried.id not in {o[0].id for o in outcomes if isinstance(o, tuple)}
+    slots_hold(migrated_engine)
+
+
+async def test_a_dry_slot_inserts_nothing_and_takes_no_other_tenants_units(
+    tenants: TenantStore, jobs: JobStore, clock, migrated_engine
+) -> None:
+    """A group's units are taken in the statement inserting its jobs (on
+    PostgreSQL): when its slot is dry that statement inserts no job, the
+    attempt is refused (SlotDry, rolled back: nothing written), and the
+    next one deals the tenant's quota again and creates every job. Another
+    tenant's slot of the same index, with room, is never taken from."""
+    await tenants.create(Tenant(name="acme", max_jobs=40))
+    await tenants.create(Tenant(name="globex", max_jobs=40))
+    with migrated_engine.begin() as conn:  # every slot of acme dry, none of globex
+        conn.execute(tenant_quota.update().where(tenant_quota.c.tenant == "acme").values(allowance=0))
+    def slots(tenant: str) -> list[tuple]:
+        with migrated_engine.connect() as conn:
+            return conn.execute(
+                sa.select(tenant_quota.c.slot, tenant_quota.c.used, tenant_quota.c.allowance)
+                .where(tenant_quota.c.tenant == tenant).order_by(tenant_quota.c.slot)
+            ).all()  # fmt: skip
+    theirs = slots("globex")
+    batch = NewJobs.of("acme", [(new_job(clock, name=f"n{i}"), f"r-{i}") for i in range(3)], lambda job: None)
+    if jobs.caps.row_locks:
+        with migrated_engine.connect() as conn:
+            transaction = conn.begin()
+            with pytest.raises(SlotDry):
+                create_jobs(conn, jobs.caps, batch, slot=0, partition_count=16, now_us=to_us(clock.now()))
+            written = conn.execute(sa.select(sa.func.count()).select_from(jobs_table)).scalar()
+            transaction.rollback()
+        assert written == 0
+        assert counts(migrated_engine) == (0, 0, 0)
+    outcomes = await jobs.create_many("acme", [(new_job(clock, name=f"n{i}"), f"r-{i}") for i in range(3)])
+    assert all(created for _, created in outcomes)
+    assert counts(migrated_engine) == (3, 3, 3)
+    assert slots("globex") == theirs
+    slots_hold(migrated_engine)
 
 
 @pytest.mark.parametrize("ghost", ["nobody", "ACME", "acme ", "acme'--"])

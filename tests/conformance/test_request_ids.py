@@ -236,7 +236,7 @@ async def test_a_conflict_in_the_plain_insert_is_retried_not_taken_for_a_repeat(
 
         def failing_once(self, query, *args, **kwargs):
             # Raised by the driver itself: store/driver.py hands it to SQLAlchemy, which wraps it.
-            if query == requests_module._INSERT_FRESH and not failed:
+            if query == requests_module._INSERT_FRESH_JOBS and not failed:
                 failed.append(query)
                 raise psycopg.errors.SerializationFailure("injected")
             return real(self, query, *args, **kwargs)

@@ -1,7 +1,7 @@
 """store/driver.py on real PostgreSQL: the create's statements on psycopg's
 cursor run in the caller's transaction, and their errors surface as
 SQLAlchemy's did (so a 40001 or a lost connection is retried and a unique
-violation is what :func:`.requests.record` catches), not as psycopg's own."""
+violation is what :func:`.requests.record_jobs` catches), not as psycopg's own."""
 
 from __future__ import annotations
 

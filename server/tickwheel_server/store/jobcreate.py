@@ -5,10 +5,15 @@
 :meth:`~tickwheel_server.store.jobs.JobStore.create_many`. It takes the batch
 column by column (:class:`.jobrecords.NewJobs`) and answers a created job
 with :data:`CREATED` rather than a record: no Python object per job on
-the way to the rows. Whatever the batch's size it costs a fixed number of statements: the tenant's limits,
-one insert of the request ids (:func:`.requests.record`: a request id
-recorded within its window is a repeat, told apart without reading first),
-one update of a quota slot (:mod:`.quota`), one insert of the jobs; a batch
+the way to the rows. Whatever the batch's size it costs a fixed number of
+statements. On PostgreSQL and CockroachDB a CreateJob group's are two: the
+request ids' insert, which reads the tenant's limits in the same statement
+(:func:`.requests.record_jobs`: a request id recorded within its window is a
+repeat, told apart without reading first), and the jobs' insert, which
+takes their units from a quota slot in the same statement
+(:data:`.quota.TAKE_FIRST`); a batch of :data:`.quota.SAVEPOINT_FROM` jobs
+or more, or one dealing the quota again, updates its slot (:mod:`.quota`)
+in a statement of its own, and SQLite reads the limits in one too. A batch
 with repeats reads their jobs with one more, one over the quota deletes its
 refused request ids with one more. No row every create writes: concurrent
 creates of one tenant touch different quota slots and different index
@@ -50,7 +55,9 @@ _INSERT_JOBS = (
     "AS v (id, partition, name, state, spec, time_zone, next_run_at, next_due_at, tzdata_version, calendar)"
 )
 
-_LIMITS = "SELECT max_jobs, max_payload_bytes FROM tenants WHERE name = %(tenant)s"
+# The same rows with the quota's units taken first (:data:`.quota.TAKE_FIRST`):
+# a group's update and insert in one round trip.
+_TAKE_AND_INSERT_JOBS = quota.TAKE_FIRST + _INSERT_JOBS + " WHERE EXISTS (SELECT 1 FROM taken)"
 
 Outcome = tuple[JobRecord, bool] | TickwheelError
 """What became of one item: (the job, whether this call created it), or why
@@ -94,47 +101,46 @@ def create_jobs(
     """
     tenant = batch.tenant
     request_ids = batch.request_ids
-    limits = _limits(conn, caps, tenant)
+    first_of: dict[str, int] = {}
+    repeats: list[int] = []
+    for index, request_id in enumerate(request_ids):
+        if request_id in first_of:
+            repeats.append(index)
+        else:
+            first_of[request_id] = index
+    firsts = list(first_of.values())
+    limits, fresh = _record(conn, caps, batch, firsts if repeats else None, now_us)
     if limits is None:
         raise NotFound("tenant", tenant)
     max_jobs, max_payload = limits
     outcomes: list[Outcome | None] = [None] * len(batch)
-    first_of: dict[str, int] = {}
-    repeats: list[int] = []
-    candidates: list[int] = []
-    oversized: list[int] = []
-    for index, (request_id, payload_size) in enumerate(zip(request_ids, batch.payload_sizes)):
-        if request_id in first_of:
-            repeats.append(index)
-            continue
-        first_of[request_id] = index
-        if payload_size > max_payload:
-            oversized.append(index)
-        else:
-            candidates.append(index)
-    everyone = len(candidates) == len(batch)
-    fresh = requests.record(conn, caps, tenant, requests.JOB,
-                            request_ids if everyone else [request_ids[i] for i in candidates],
-                            batch.ids if everyone else [batch.ids[i] for i in candidates], now_us)  # fmt: skip
+    sizes = batch.payload_sizes
+    oversized = [index for index in firsts if sizes[index] > max_payload]
+    candidates = [index for index in firsts if sizes[index] <= max_payload] if oversized else firsts
     if len(fresh) == len(candidates):
         new, seen = candidates, []
     else:
         new = [i for i in candidates if request_ids[i] in fresh]
         seen = [i for i in candidates if request_ids[i] not in fresh]
-    granted = quota.take(conn, caps, tenant, slot, len(new), deal=deal)
-    refused, new = new[granted:], new[:granted]
-    if refused:
-        requests.forget(conn, tenant, requests.JOB, [request_ids[i] for i in refused])
-        for index in refused:
-            outcomes[index] = QuotaExceeded(
-                tenant, "max_jobs", max_jobs, "the tenant has as many jobs as it may"
-            )
-    if new:
-        previous = _insert_jobs(conn, caps, batch, new if len(new) < len(batch) else None, slot, partition_count,
-                                now_us)
-        if previous:
-            # A ``previous`` job is scanned at the instant its first run moves to.
-            rekey_previous(conn, previous, from_us(now_us), tenant=tenant)
+    chosen = new if len(new) < len(batch) else None
+    if quota.taken_in_insert(caps, len(new), deal=deal):
+        previous = _insert_jobs(conn, caps, batch, chosen, slot, partition_count, now_us, take=True)
+        if previous is None:
+            raise quota.SlotDry(tenant, slot)
+    else:
+        granted = quota.take(conn, caps, tenant, slot, len(new), deal=deal)
+        refused, new = new[granted:], new[:granted]
+        if refused:
+            requests.forget(conn, tenant, requests.JOB, [request_ids[i] for i in refused])
+            for index in refused:
+                outcomes[index] = QuotaExceeded(
+                    tenant, "max_jobs", max_jobs, "the tenant has as many jobs as it may"
+                )
+        chosen = new if len(new) < len(batch) else None
+        previous = _insert_jobs(conn, caps, batch, chosen, slot, partition_count, now_us) if new else None
+    if previous:
+        # A ``previous`` job is scanned at the instant its first run moves to.
+        rekey_previous(conn, previous, from_us(now_us), tenant=tenant)
     if seen or oversized:
         # An oversized item whose request id was seen is a repeat like any
         # other: it gets the job its first request created.
@@ -159,24 +165,42 @@ def create_jobs(
     return outcomes
 
 
-def _limits(conn: Connection, caps: Capabilities, tenant: str) -> tuple[int, int] | None:
-    """The tenant's ``max_jobs`` and ``max_payload_bytes``; None when it
-    does not exist."""
-    if caps.is_sqlite:
-        row = conn.execute(
-            sa.select(tenants.c.max_jobs, tenants.c.max_payload_bytes).where(tenants.c.name == tenant)
-        ).first()
-        return None if row is None else (row[0], row[1])
-    rows = driver.rows(conn, _LIMITS, dict(tenant=tenant))
-    return rows[0] if rows else None
+def _record(
+    conn: Connection, caps: Capabilities, batch: NewJobs, chosen: list[int] | None, now_us: int
+) -> tuple[tuple[int, int] | None, set[str]]:
+    """The tenant's ``max_jobs`` and ``max_payload_bytes`` (None when it
+    does not exist), and the request ids of ``batch``'s items at
+    ``chosen`` (None: every one) recorded (:func:`.requests.record`) of
+    those within ``max_payload_bytes``: one statement on PostgreSQL and
+    CockroachDB (:func:`.requests.record_jobs`), two on SQLite."""
+
+    def column(values: list) -> list:
+        return values if chosen is None else [values[i] for i in chosen]
+
+    if not caps.is_sqlite:
+        return requests.record_jobs(conn, batch.tenant, column(batch.request_ids), column(batch.ids),
+                                    column(batch.payload_sizes), now_us)  # fmt: skip
+    row = conn.execute(
+        sa.select(tenants.c.max_jobs, tenants.c.max_payload_bytes).where(tenants.c.name == batch.tenant)
+    ).first()
+    if row is None:
+        return None, set()
+    fitting = [index for index in (range(len(batch)) if chosen is None else chosen)
+               if batch.payload_sizes[index] <= row[1]]  # fmt: skip
+    fresh = requests.record(conn, caps, batch.tenant, requests.JOB, [batch.request_ids[i] for i in fitting],
+                            [batch.ids[i] for i in fitting], now_us)  # fmt: skip
+    return (row[0], row[1]), fresh
 
 
 def _insert_jobs(
     conn: Connection, caps: Capabilities, batch: NewJobs, chosen: list[int] | None, slot: int, partition_count: int,
-    now_us: int,
-) -> list[str]:
+    now_us: int, *, take: bool = False,
+) -> list[str] | None:
     """Insert the rows of ``batch``'s jobs at ``chosen`` (None: every one);
-    the ids of those naming a calendar with the rule ``previous``."""
+    the ids of those naming a calendar with the rule ``previous``. With
+    ``take`` (PostgreSQL and CockroachDB, :func:`.quota.taken_in_insert`)
+    their units are taken from ``slot`` in the same statement, and nothing
+    is inserted (None) when it could not cover them."""
 
     def column(values: list) -> list:
         return values if chosen is None else [values[i] for i in chosen]
@@ -201,14 +225,14 @@ def _insert_jobs(
             )
         ])  # fmt: skip
         return previous
-    driver.rowcount(conn, _INSERT_JOBS, dict(
-        tenant=batch.tenant, now=now_us, slot=slot, ids=array_literal(ids), partitions=array_literal(partitions),
+    inserted = driver.rowcount(conn, _TAKE_AND_INSERT_JOBS if take else _INSERT_JOBS, dict(
+        tenant=batch.tenant, now=now_us, slot=slot, want=len(ids), ids=array_literal(ids), partitions=array_literal(partitions),
         names=array_literal(column(batch.names)), states=array_literal(states), specs=specs,
         zones=array_literal(column(batch.zones)), next_runs=array_literal(next_runs),
         next_dues=array_literal(column(batch.next_dues)), tzdata=array_literal(column(batch.tzdata)),
         calendars=array_literal(calendars),
     ))  # fmt: skip
-    return previous
+    return previous if inserted or not take else None
 
 
 def _jobs_of_requests(conn: Connection, tenant: str, ids: list[str], now_us: int) -> dict[str, Outcome]:

@@ -29,6 +29,12 @@ _TAKE = (
     "AND used + CAST(%(want)s AS BIGINT) <= allowance"
 )
 
+TAKE_FIRST = "WITH taken AS (" + _TAKE + " RETURNING slot) "
+"""A create's units taken in its jobs' insert (:func:`taken_in_insert`):
+this CTE before the insert, and the insert's rows only ``WHERE EXISTS
+(SELECT 1 FROM taken)``: no row inserted, the slot was dry. Parameters
+``tenant``, ``slot``, ``want`` as :func:`take`'s."""
+
 _SET_SLOT = (
     tenant_quota.update()
     .where(tenant_quota.c.tenant == sa.bindparam("b_tenant"), tenant_quota.c.slot == sa.bindparam("b_slot"))
@@ -137,6 +143,15 @@ def take(conn: Connection, caps: Capabilities, tenant: str, slot: int, want: int
         return want
     savepoint.rollback()
     return _deal(conn, caps, tenant, slot=slot, want=want)
+
+
+def taken_in_insert(caps: Capabilities, want: int, *, deal: bool = False) -> bool:
+    """Whether a create of ``want`` units takes them with
+    :data:`TAKE_FIRST` in the statement inserting its jobs rather than with
+    :func:`take`: where :func:`take` would run the conditional update
+    alone and raise :class:`SlotDry` when it took nothing, which the
+    caller then raises (one round trip less, the same answer)."""
+    return caps.row_locks and not caps.is_sqlite and not deal and 0 < want < SAVEPOINT_FROM
 
 
 def _take_from_slot(conn: Connection, caps: Capabilities, tenant: str, slot: int, want: int) -> bool:

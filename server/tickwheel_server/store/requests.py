@@ -47,30 +47,60 @@ CALENDAR = "calendar"
 # A row already there is taken over only when it is past the window (the
 # conflicting row is locked either way, so a concurrent prune waits for this
 # transaction instead of deleting a row it reads next).
-_RECORD = (
+_INSERT = (
     "INSERT INTO request_ids (tenant, kind, request_id, target, created_at) "
     "SELECT CAST(%(tenant)s AS TEXT), CAST(%(kind)s AS TEXT), v.request_id, v.target, "
     "CAST(%(created_at)s AS BIGINT) "
-    "FROM unnest(CAST(%(request_ids)s AS TEXT[]), CAST(%(targets)s AS TEXT[])) AS v (request_id, target) "
-    "ON CONFLICT (tenant, kind, request_id) DO UPDATE SET target = excluded.target, created_at = excluded.created_at "
-    "WHERE request_ids.created_at < CAST(%(cutoff)s AS BIGINT) RETURNING request_id"
+)
+_ON_CONFLICT = (
+    " ON CONFLICT (tenant, kind, request_id) DO UPDATE SET target = excluded.target, created_at = excluded.created_at "
+    "WHERE request_ids.created_at < CAST(%(cutoff)s AS BIGINT)"
+)
+_RECORD = (
+    _INSERT + "FROM unnest(CAST(%(request_ids)s AS TEXT[]), CAST(%(targets)s AS TEXT[])) AS v (request_id, target)"
+    + _ON_CONFLICT + " RETURNING request_id"
 )
 
 
-# The same rows without ON CONFLICT: tried first, in a savepoint, for a batch
-# of :data:`OPTIMISTIC_FROM` ids or more. PostgreSQL's ON CONFLICT checks
-# each row's key before inserting it and confirms the insert after (a
-# speculative insertion; loadtest/RESULTS.md, "BatchCreateJobs' write");
-# a plain insert checks the key once, as it enters the index. Any id already
-# there (a repeat, a concurrent insert that committed, a row past the window)
-# fails it with a unique violation, and the savepoint rolls back to
-# :data:`_RECORD`, which tells them apart.
-_INSERT_FRESH = _RECORD.split(" ON CONFLICT ")[0]
 UNIQUE_VIOLATION = "23505"
 OPTIMISTIC_FROM = 64
-"""From this many request ids :func:`record` tries the plain insert first:
+"""From this many request ids :func:`record_jobs` tries the plain insert first:
 two round trips more (the savepoint), small beside that many rows, and a
 repeat costs the plain insert's work again."""
+
+
+# A create of jobs records its request ids and reads the tenant's limits in
+# one statement (a round trip less a group): an id whose payload is over
+# ``max_payload_bytes`` is not recorded (nor any of a tenant that does not
+# exist); the limits come back on every row, or on one row with a NULL id
+# when nothing was recorded; no row: no such tenant. Both reads of
+# ``tenants`` see the statement's snapshot. A SELECT over a data-modifying
+# CTE's RETURNING, and a scalar subquery over it: PostgreSQL and CockroachDB
+# (its one limit, two CTEs modifying one table, does not arise).
+_INSERT_SIZED = (
+    _INSERT + "FROM unnest(CAST(%(request_ids)s AS TEXT[]), CAST(%(targets)s AS TEXT[]), "
+    "CAST(%(sizes)s AS BIGINT[])) AS v (request_id, target, size) "
+    "WHERE v.size <= (SELECT max_payload_bytes FROM tenants WHERE name = %(tenant)s)"
+)
+_RECORD_JOBS = (
+    "WITH recorded AS (" + _INSERT_SIZED + _ON_CONFLICT + " RETURNING request_id) "
+    "SELECT t.max_jobs, t.max_payload_bytes, r.request_id FROM tenants AS t LEFT JOIN recorded AS r ON true "
+    "WHERE t.name = %(tenant)s"
+)
+# Its plain form, without ON CONFLICT: tried first, in a savepoint, for a
+# batch of :data:`OPTIMISTIC_FROM` ids or more. PostgreSQL's ON CONFLICT
+# checks each row's key before inserting it and confirms the insert after (a
+# speculative insertion; loadtest/RESULTS.md, "BatchCreateJobs' write"); a
+# plain insert checks the key once, as it enters the index. Any id already
+# there (a repeat, a concurrent insert that committed, a row past the window)
+# fails it with a unique violation, and the savepoint rolls back to
+# :data:`_RECORD_JOBS`, which tells them apart. Every id that fits is
+# recorded, so only how many comes back.
+_INSERT_FRESH_JOBS = (
+    "WITH recorded AS (" + _INSERT_SIZED + " RETURNING 1) "
+    "SELECT t.max_jobs, t.max_payload_bytes, (SELECT count(*) FROM recorded) FROM tenants AS t "
+    "WHERE t.name = %(tenant)s"
+)
 
 
 def cutoff(now_us: int) -> int:
@@ -89,32 +119,18 @@ def record(
 
     Ids are inserted in sorted order: an insert waits for a concurrent
     transaction that inserted the same id, so two batches repeating each
-    other's ids in different orders would each wait for the other. On
-    PostgreSQL and CockroachDB a batch of :data:`OPTIMISTIC_FROM` ids or
-    more is first inserted without ON CONFLICT in a savepoint (every id
-    recorded, the usual case); a unique violation rolls the savepoint back
-    and the ON CONFLICT insert decides each id, so the answer is the same."""
+    other's ids in different orders would each wait for the other. (Jobs'
+    request ids on PostgreSQL and CockroachDB: :func:`record_jobs`.)"""
     if not ids:
         return set()
     pairs = sorted(zip(ids, targets))
     before = cutoff(now_us)
     if not caps.is_sqlite:
-        ordered = [request_id for request_id, _ in pairs]
         parameters = dict(
-            tenant=tenant, kind=kind, created_at=now_us, cutoff=before, request_ids=array_literal(ordered),
+            tenant=tenant, kind=kind, created_at=now_us, cutoff=before,
+            request_ids=array_literal([request_id for request_id, _ in pairs]),
             targets=array_literal([target for _, target in pairs]),
         )  # fmt: skip
-        if len(pairs) >= OPTIMISTIC_FROM:
-            savepoint = conn.begin_nested()
-            try:
-                driver.rowcount(conn, _INSERT_FRESH, parameters)
-            except sa_exc.IntegrityError as error:
-                if sqlstate_of(error) != UNIQUE_VIOLATION:
-                    raise
-                savepoint.rollback()
-            else:
-                savepoint.commit()
-                return set(ordered)
         return {row[0] for row in driver.rows(conn, _RECORD, parameters)}
     statement = sqlite.insert(request_ids).values(
         [dict(tenant=tenant, kind=kind, request_id=request_id, target=target, created_at=now_us)
@@ -126,6 +142,43 @@ def record(
         where=request_ids.c.created_at < before,
     ).returning(request_ids.c.request_id)
     return set(conn.execute(statement).scalars())
+
+
+def record_jobs(
+    conn: Connection, tenant: str, ids: Sequence[str], targets: Sequence[str], sizes: Sequence[int], now_us: int,
+) -> tuple[tuple[int, int] | None, set[str]]:
+    """PostgreSQL and CockroachDB: :func:`record` of kind :data:`JOB` for
+    the ids whose payload size is within the tenant's ``max_payload_bytes``,
+    in the statement that reads the tenant's limits; returns
+    ((``max_jobs``, ``max_payload_bytes``), the ids recorded), or (None,
+    nothing recorded) when the tenant does not exist. Ids sorted and a
+    batch of :data:`OPTIMISTIC_FROM` or more inserted plainly first in a
+    savepoint, as :func:`record`: the answer is the same."""
+    triples = sorted(zip(ids, targets, sizes))
+    parameters = dict(
+        tenant=tenant, kind=JOB, created_at=now_us, cutoff=cutoff(now_us),
+        request_ids=array_literal([request_id for request_id, _, _ in triples]),
+        targets=array_literal([target for _, target, _ in triples]),
+        sizes=array_literal([size for _, _, size in triples]),
+    )  # fmt: skip
+    if len(triples) >= OPTIMISTIC_FROM:
+        savepoint = conn.begin_nested()
+        try:
+            rows = driver.rows(conn, _INSERT_FRESH_JOBS, parameters)
+        except sa_exc.IntegrityError as error:
+            if sqlstate_of(error) != UNIQUE_VIOLATION:
+                raise
+            savepoint.rollback()
+        else:
+            savepoint.commit()
+            if not rows:
+                return None, set()
+            max_jobs, max_payload, _ = rows[0]
+            return (max_jobs, max_payload), {request_id for request_id, _, size in triples if size <= max_payload}
+    rows = driver.rows(conn, _RECORD_JOBS, parameters)
+    if not rows:
+        return None, set()
+    return (rows[0][0], rows[0][1]), {row[2] for row in rows if row[2] is not None}
 
 
 def forget(conn: Connection, tenant: str, kind: str, ids: Sequence[str]) -> None:
