@@ -567,3 +567,27 @@ def test_bad_specs_are_refused_with_a_reason(spec: str) -> None:
 
 def test_open_lease_store_memory() -> None:
     assert isinstance(open_lease_store("memory", FakeClock()), MemoryLeaseStore)
+
+
+@pytest.mark.etcd
+async def test_an_etcd_keepalive_that_dies_of_its_own_error_is_logged_and_the_session_then_lost(
+    etcd_endpoint: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in the renewals must not pass in silence: the error is logged
+    at once, and the watchdog still sets ``lost`` within the TTL."""
+    from tickwheel_server.lease.etcd_session import EtcdSession
+
+    async def broken(self: EtcdSession) -> None:
+        raise RuntimeError("a bug in the renewals")
+
+    monkeypatch.setattr(EtcdSession, "_keepalive", broken)
+    store = open_lease_store(etcd_endpoint, SystemClock())
+    try:
+        with caplog.at_level("ERROR", logger="tickwheel_server.lease.etcd_session"):
+            session = await store.open_session(1)
+            await asyncio.sleep(0.05)
+            logged = [r for r in caplog.records if "renewals stopped" in r.getMessage()]
+            assert logged and "a bug in the renewals" in str(logged[0].exc_info[1])
+            await asyncio.wait_for(session.lost.wait(), 5)
+    finally:
+        await store.close()

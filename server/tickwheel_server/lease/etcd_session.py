@@ -100,7 +100,21 @@ class EtcdSession(Session):
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._watchdog(), name=f"etcd-lease-watchdog-{self.id:x}"))
         if keepalive:
-            self._tasks.append(loop.create_task(self._keepalive(), name=f"etcd-lease-keepalive-{self.id:x}"))
+            renewals = loop.create_task(self._keepalive(), name=f"etcd-lease-keepalive-{self.id:x}")
+            renewals.add_done_callback(self._renewals_ended)
+            self._tasks.append(renewals)
+
+    def _renewals_ended(self, task: asyncio.Task[None]) -> None:
+        """Log a keep-alive task that died of an error of its own: the
+        watchdog still sets ``lost`` once the lease may have expired, but an
+        operator must see why renewals stopped, not only that the session
+        was lost a TTL later."""
+        if task.cancelled() or task.exception() is None or self.lost.is_set():
+            return
+        log.error(
+            "lease %x: renewals stopped on an unexpected error; the session is lost within its TTL (%.1f s)",
+            self.id, self.ttl, exc_info=task.exception(),
+        )
 
     def expire(self, reason: str) -> None:
         """etcd no longer knows the lease: set ``lost`` and stop renewing."""
