@@ -13,8 +13,9 @@ without changing what any of them answers:
   :data:`MAX_GROUP_BYTES` of definitions (:func:`plan_group`).
 - Each call gets what it would have answered alone: its item's outcome
   from the write (CreateJob's: its answer, or its violations,
-  QuotaExceeded, NotFound, …), counted against the quota in queue order. Two calls with the same request id never share a write: the
-  later one waits for the next, so it answers as a sequential repeat does.
+  QuotaExceeded, NotFound, …), counted against the quota in queue order.
+  Two calls with the same request id never share a write: the later one
+  waits for the next, so it answers as a sequential repeat does.
 - A write that raises (the store unavailable: nothing written) raises the
   same error to every call of its group; each is safe to retry with its
   request id. Nothing is written for a call that is still queued when its
@@ -36,9 +37,9 @@ import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from .errors import RateLimited, Unavailable
-from typing import Any, Protocol
 
 MAX_GROUP = 1000
 """Calls one write may carry: a BatchCreateJobs call's item limit."""

@@ -180,7 +180,8 @@ class CreatedAnswers:
         tzdata = batch.tzdata[k]
         common = self._shared.get((active, tzdata))
         if common is None:
-            common = self._shared[(active, tzdata)] = _shared_fields(batch.tenant, batch.state(k), tzdata, self._created_at)
+            common = _shared_fields(batch.tenant, batch.state(k), tzdata, self._created_at)
+            self._shared[(active, tzdata)] = common
         job_id = batch.ids[k].encode()
         parts = [batch.specs[k], common, _ID, _length(len(job_id)), job_id]
         if active:

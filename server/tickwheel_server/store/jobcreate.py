@@ -226,7 +226,8 @@ def _insert_jobs(
         ])  # fmt: skip
         return previous
     inserted = driver.rowcount(conn, _TAKE_AND_INSERT_JOBS if take else _INSERT_JOBS, dict(
-        tenant=batch.tenant, now=now_us, slot=slot, want=len(ids), ids=array_literal(ids), partitions=array_literal(partitions),
+        tenant=batch.tenant, now=now_us, slot=slot, want=len(ids), ids=array_literal(ids),
+        partitions=array_literal(partitions),
         names=array_literal(column(batch.names)), states=array_literal(states), specs=specs,
         zones=array_literal(column(batch.zones)), next_runs=array_literal(next_runs),
         next_dues=array_literal(column(batch.next_dues)), tzdata=array_literal(column(batch.tzdata)),
