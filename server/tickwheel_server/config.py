@@ -18,6 +18,7 @@ from tickwheel.shared.targets import TargetPolicy, parse_networks
 
 from .policy.breaker import BreakerSettings
 from .alerts.webhook import check_webhook_url
+from .lease.keys import server_id_problem
 from tickwheel_worker.exporters import (
     METRICS_EXPORT_HELP,
     PROTOCOLS,
@@ -188,6 +189,8 @@ class ServerConfig:
             raise ConfigError("heartbeat_interval: must be > 0 and less than heartbeat_timeout")
         if self.shutdown_grace < 0:
             raise ConfigError("shutdown_grace: must be >= 0")
+        if self.server_id and (problem := server_id_problem(self.server_id)) is not None:
+            raise ConfigError(f"server_id (--server-id): {problem}")
         if not 1 <= self.claim_lanes <= 8:
             raise ConfigError("claim_lanes (--claim-lanes): must be between 1 and 8")
         if not 0 <= self.arm_ahead <= 30:

@@ -107,3 +107,24 @@ def test_ownership_uses_this_key_space() -> None:
 def test_a_session_is_named_by_its_lease_id_in_hex() -> None:
     assert keys.session_name(0x694D7A1B2C3D4E5F) == "694d7a1b2c3d4e5f"
     assert keys.session_name(10) == "a"
+
+
+@pytest.mark.parametrize("server_id", ["s1", "srv-b", "a.b_c", "host.example.com-4242", "x" * keys.MAX_SERVER_ID])
+def test_a_server_id_that_names_a_server(server_id: str) -> None:
+    assert keys.server_id_problem(server_id) is None
+
+
+@pytest.mark.parametrize("server_id,problem", [
+    ("", "required"),
+    ("x" * (keys.MAX_SERVER_ID + 1), "at most"),
+    ("a/b", "without '/'"),
+    ("a ready", "whitespace"),  # would end a claim's wake put like a hand-out's (dispatcher/wakeup.py)
+    ("a claim ready", "whitespace"),
+    ("a\tb", "whitespace"),
+    ("a\nb", "whitespace"),
+    ("a\x00b", "printable"),
+    ("a\u200bb", "printable"),
+])
+def test_a_server_id_that_cannot_name_a_server_is_refused(server_id: str, problem: str) -> None:
+    found = keys.server_id_problem(server_id)
+    assert found is not None and problem in found

@@ -150,8 +150,9 @@ class PartitionOwnership:
         clock: Clock,
         config: OwnershipConfig | None = None,
     ) -> None:
-        if not server_id or "/" in server_id:
-            raise ValueError(f"server_id must be non-empty without '/', got {server_id!r}")
+        problem = keys.server_id_problem(server_id)
+        if problem is not None:
+            raise ValueError(f"server_id {server_id!r}: {problem}")
         if partition_count < 1:
             raise ValueError(f"partition_count must be >= 1, got {partition_count}")
         self.server_id = server_id

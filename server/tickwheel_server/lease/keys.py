@@ -39,6 +39,25 @@ COMPACTION_KEY = ROOT + "compaction"
 DRAINS_PREFIX = ROOT + "drains/"
 
 
+MAX_SERVER_ID = 300
+"""Characters a server id may have: a host name (at most 253) and a process id."""
+
+
+def server_id_problem(server_id: str) -> str | None:
+    """Why ``server_id`` cannot name a server (None: it can). It is a key's
+    last part (no ``/``), the start of a wake put's value, whose kind
+    follows after a space (:mod:`~tickwheel_server.dispatcher.wakeup`: no
+    whitespace, so a server id never ends like a kind), and a log field
+    (printable)."""
+    if not server_id:
+        return "required"
+    if len(server_id) > MAX_SERVER_ID:
+        return f"at most {MAX_SERVER_ID} characters"
+    if "/" in server_id or any(c.isspace() or not c.isprintable() for c in server_id):
+        return "printable, without '/' or whitespace"
+    return None
+
+
 def session_name(session_id: int) -> str:
     """How a session is written in ``executions.owner`` (and in drain requests): its lease id in hex."""
     return f"{session_id:x}"

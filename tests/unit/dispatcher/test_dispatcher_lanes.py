@@ -205,3 +205,18 @@ def test_a_lane_count_out_of_bounds_stops_the_server_naming_it(value) -> None:
         load_server_config(server_args("--claim-lanes", value), CONFIG_ENV)
     with pytest.raises(ConfigError, match=r"claim_lanes"):
         load_server_config(server_args(), {**CONFIG_ENV, "TICKWHEEL_CLAIM_LANES": "two"})
+
+
+@pytest.mark.parametrize("value", ["a ready", "a/b", "a\tb", "x" * 301])
+def test_a_server_id_that_cannot_name_a_server_stops_it_naming_the_setting(value) -> None:
+    """A server id is a key's last part and starts every wake put's value
+    (lease/keys.py: server_id_problem); one a wake could misread, or a
+    key could not hold, is refused before anything starts."""
+    from tickwheel_server.config import ConfigError, load_server_config
+
+    from ..policy.test_breaker import CONFIG_ENV, server_args
+
+    with pytest.raises(ConfigError, match=r"server_id \(--server-id\): "):
+        load_server_config(server_args("--server-id", value), CONFIG_ENV)
+    with pytest.raises(ConfigError, match=r"server_id"):
+        load_server_config(server_args(), {**CONFIG_ENV, "TICKWHEEL_SERVER_ID": value})
