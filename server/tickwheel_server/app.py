@@ -54,6 +54,7 @@ from .alerts.server import ClockSkewAlert, record_circuits
 from .alerts.watch import AlertWatch
 from .cluster.drain import Drainer
 from .cluster.presence import Presence
+from .cluster.revocations import Revocations
 from .store.alerts import AlertStore
 from .store.calendars import CalendarStore
 from .store.cluster import database_now, ensure_cluster
@@ -294,9 +295,15 @@ class TickwheelServer:
         self.auth = auth
         """Who is calling, and what failed authentications may cost (``auth.failures``)."""
         self.credential_watch = CredentialWatch(
-            self.connections, self.stores.workers.live, self.clock, on_revoked=auth.forget_worker_credentials
+            self.connections, self.stores.workers.live, self.clock, interval=auth.cache_ttl / 2,
+            on_revoked=auth.forget_worker_credentials,
         )
         """Ends the open streams of worker credentials revoked on any server (see ``gateway.revocation``)."""
+        self.revocations = Revocations(
+            self._lease_store, self.clock, server_id=self.server_id, forget=auth.forget_revoked,
+            forget_all=auth.forget, recheck=self.credential_watch.check_once,
+        )
+        """Tells every server of a revocation made here at once, and follows theirs (``cluster.revocations``)."""
         self.info = ServerInfo(
             server_id=self.server_id,
             address=config.effective_advertise,
@@ -361,6 +368,7 @@ class TickwheelServer:
         admin_servicer = AdminServicer(
             auth, self.stores.tenants, self.stores.workers, self.stores.jobs, self.info, self.connections,
             self.stores.partitions, self.tzdata, alerts=self.stores.alerts, alert_watch=self.alert_watch,
+            revocations=self.revocations,
         )
         admin_pb2_grpc.add_AdminServiceServicer_to_server(admin_servicer, decoding.guard(server))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
@@ -395,6 +403,7 @@ class TickwheelServer:
         if self.metrics.push_interval is not None:
             self._tasks.append(asyncio.create_task(self.metrics.keep_fresh(self.clock.sleep), name="tickwheel-metrics"))
         self._tasks.append(asyncio.create_task(self.credential_watch.run(), name="tickwheel-credential-watch"))
+        self._tasks.append(asyncio.create_task(self.revocations.run(), name="tickwheel-revocations"))
         self._tasks.append(asyncio.create_task(
             record_circuits(self.breaker, self.stores.alerts, self.clock), name="tickwheel-circuits"
         ))
@@ -478,6 +487,14 @@ class TickwheelServer:
         metrics.observe(
             "tickwheel_wakeups_received_total", "Wake-ups seen on this server's wake key",
             lambda: self.wakeup.received, counter=True,
+        )
+        metrics.observe(
+            "tickwheel_revocations_sent_total", "Puts on the revocations key telling the others of revocations made here",
+            lambda: self.revocations.puts, counter=True,
+        )
+        metrics.observe(
+            "tickwheel_revocations_received_total", "Other servers' puts on the revocations key seen here",
+            lambda: self.revocations.received, counter=True,
         )
         metrics.observe(
             "tickwheel_dispatch_woken_claims_total", "Claims a wake-up brought forward of the dispatcher's tick",

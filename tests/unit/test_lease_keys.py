@@ -17,22 +17,25 @@ PREFIXES = {
     "partitions": keys.partitions_prefix(),
     "wakes": keys.wakes_prefix(),
 }
-ELECTIONS = {"reaper": keys.REAPER_KEY, "retention": keys.RETENTION_KEY}
+ELECTIONS = {"reaper": keys.REAPER_KEY, "retention": keys.RETENTION_KEY, "compaction": keys.COMPACTION_KEY}
+SINGLE = {"revocations": keys.revocations_key()}
+"""Keys that are neither a prefix nor an election: one key for the cluster."""
 
 
 def test_every_key_is_under_the_root_and_every_prefix_ends_with_a_slash() -> None:
-    for name, key in {**PREFIXES, **ELECTIONS}.items():
+    for name, key in {**PREFIXES, **ELECTIONS, **SINGLE}.items():
         assert key.startswith(keys.ROOT) and key != keys.ROOT, name
     for name, prefix in PREFIXES.items():
         assert prefix.endswith("/"), name  # "servers/" must not also match "servers-old/..."
-    for name, key in ELECTIONS.items():
+    for name, key in {**ELECTIONS, **SINGLE}.items():
         assert not key.endswith("/"), name
+    assert len(set({**ELECTIONS, **SINGLE}.values())) == len(ELECTIONS) + len(SINGLE), "no two rooms share a key"
 
 
 @pytest.mark.parametrize("room", sorted(PREFIXES))
 def test_no_prefix_is_a_prefix_of_another_rooms_key(room: str) -> None:
     prefix = PREFIXES[room]
-    for other, key in {**PREFIXES, **ELECTIONS}.items():
+    for other, key in {**PREFIXES, **ELECTIONS, **SINGLE}.items():
         if other != room:
             assert not key.startswith(prefix), f"{other} ({key}) lies under {room} ({prefix})"
 

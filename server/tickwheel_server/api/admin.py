@@ -21,6 +21,7 @@ from .. import __version__
 from ..alerts.watch import AlertWatch
 from ..cluster.drain import Drainer, DrainUnanswered
 from ..cluster.presence import Presence, ServerRecord
+from ..cluster.revocations import Revocations
 from ..errors import FieldViolation, InvalidArgument, TickwheelError
 from ..lease import LeaseStoreError
 from ..store.alerts import AlertStore
@@ -38,7 +39,8 @@ from ..store.tenants import (
     Tenant,
     TenantStore,
 )
-from ..auth.authenticator import Authenticator
+from ..auth import tokens
+from ..auth.authenticator import Authenticator, Revoked
 from ..gateway.connections import Connections
 from ..gateway.revocation import end_streams
 from . import convert
@@ -150,8 +152,11 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         alerts: AlertStore | None = None,
         alert_watch: AlertWatch | None = None,
         operations: OperationsStore | None = None,
+        revocations: Revocations | None = None,
     ) -> None:
         self._partitions = partitions
+        self._revocations = revocations
+        """Tells the other servers of a revocation made here (none: they learn it within their cache time)."""
         self._operations = operations or OperationsStore(jobs.engine, jobs.clock)
         self._tzdata = tzdata
         # Without one given, alerts are read through the jobs store's engine
@@ -387,6 +392,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             raise InvalidArgument.field("grace", "must be between 0 and 30 days")
         issued, old_expiry = await self._tenants.rotate_key(_require(request.id, "id"), grace)
         self._auth.forget()
+        # The old key's expiry moved: the others read it again (a short grace ends on time).
+        await self._announce(Revoked(tokens.API_KEY_PREFIX, request.id, issued.key.tenant))
         return admin_pb2.RotateApiKeyResponse(
             api_key=admin_pb2.IssuedSecret(id=issued.key.id, secret=issued.secret),
             old_key_expires_at=convert.timestamp(old_expiry),
@@ -395,8 +402,9 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     @rpc
     async def RevokeApiKey(self, request, context):
         await self._auth.admin(context)
-        await self._tenants.revoke_key(_require(request.id, "id"))
+        key = await self._tenants.revoke_key(_require(request.id, "id"))
         self._auth.forget()
+        await self._announce(Revoked(tokens.API_KEY_PREFIX, key.id, key.tenant))
         return admin_pb2.RevokeApiKeyResponse()
 
     @rpc
@@ -422,11 +430,22 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     @rpc
     async def RevokeWorkerCredential(self, request, context):
         await self._auth.admin(context)
-        await self._workers.revoke(_require(request.id, "id"))
+        credential = await self._workers.revoke(_require(request.id, "id"))
         self._auth.forget()
-        # This server's streams end now; other servers' within their cache time.
-        end_streams(self._connections.all(), {request.id})
+        # This server's streams end now; the others' when the word reaches them.
+        end_streams(self._connections.all(), {credential.id})
+        await self._announce(Revoked(tokens.WORKER_CREDENTIAL_PREFIX, credential.id, credential.tenants[0]))
         return admin_pb2.RevokeWorkerCredentialResponse()
+
+    async def _announce(self, revoked: Revoked) -> None:
+        """Tell the other servers (what the store read back, never the
+        request's words); answers once told, or after a bounded wait when
+        the lease store cannot take it (they apply it within their cache
+        time then)."""
+        if self._revocations is not None and not await self._revocations.announce(revoked):
+            log.warning("%s %s revoked here; the other servers refuse it within their cache time",
+                        "api key" if revoked.kind == tokens.API_KEY_PREFIX else "worker credential",
+                        revoked.credential_id)
 
     @rpc
     async def ListWorkerCredentials(self, request, context):

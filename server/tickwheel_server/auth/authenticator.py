@@ -6,9 +6,12 @@ SchedulerService, workers (worker credential) on WorkerService, operators
 PERMISSION_DENIED; none or an unknown one UNAUTHENTICATED.
 
 Verified credentials are cached for a few seconds (bounded), so a hot client
-costs one store read per TTL, not one per call; a revocation takes effect
-within that TTL (at once on the server that revoked). An API key is never
-cached past its expiry, so a rotated key stops working when its grace ends.
+costs one store read per TTL, not one per call. A revocation takes effect at
+once on the server that revoked, and on the others as soon as its broadcast
+arrives (:mod:`tickwheel_server.cluster.revocations`, which calls
+:meth:`Authenticator.forget_revoked`); within the TTL when that broadcast is
+lost. An API key is never cached past its expiry, so a rotated key stops
+working when its grace ends.
 
 Failed authentications are bounded in what they cost (see
 :mod:`tickwheel_server.auth.failures`): a secret that failed is refused
@@ -41,6 +44,19 @@ from .failures import FailedAuthentications
 
 CACHE_TTL_SECONDS = 5.0
 CACHE_SIZE = 10_000
+
+
+@dataclass(frozen=True)
+class Revoked:
+    """A credential revoked, or whose expiry moved (a rotated API key), as the
+    servers tell each other: its kind (:data:`~.tokens.API_KEY_PREFIX` or
+    :data:`~.tokens.WORKER_CREDENTIAL_PREFIX`), its id and a tenant it
+    belongs to (the API key's, one of the worker credential's), both as the
+    store read them when it revoked."""
+
+    kind: str
+    credential_id: str
+    tenant: str
 
 
 @dataclass(frozen=True)
@@ -101,15 +117,26 @@ class Authenticator:
         *,
         rate_limiter: RequestRateLimiter | None = None,
         failures: FailedAuthentications | None = None,
+        cache_ttl: float | None = None,
     ) -> None:
         if not admin_token:
             raise ValueError("an admin token is required")
+        self.cache_ttl = CACHE_TTL_SECONDS if cache_ttl is None else cache_ttl
+        """Seconds a verified credential is cached (:data:`CACHE_TTL_SECONDS`)."""
+        if not self.cache_ttl > 0:
+            raise ValueError("cache_ttl must be > 0 seconds")
         self._tenants = tenants
         self._workers = workers
         self._admin_token = admin_token
         self._clock = clock
         self._rate_limiter = rate_limiter
-        self._cache: OrderedDict[str, tuple[float, object]] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[float, object, tuple[str, str] | None]] = OrderedDict()
+        """Secret -> (monotonic instant it is good until, principal, (kind, credential id))."""
+        self._ids: dict[tuple[str, str], str] = {}
+        """(Kind, credential id) -> its secret in :attr:`_cache` (a revocation evicts without a scan)."""
+        self._evictions = 0
+        """Bumped by every forget: a verification that read the store before
+        one is not cached (the store may have answered before the revocation)."""
         self.failures = failures or FailedAuthentications(clock)
         """Failed authentications: the negative cache and their rate limits (:mod:`.failures`)."""
 
@@ -136,7 +163,8 @@ class Authenticator:
             self.failures.failed(peer, digest, looked_up=False)
             return None
         principal: object | None
-        until = now + CACHE_TTL_SECONDS
+        until = now + self.cache_ttl
+        evictions = self._evictions
         if admin:
             principal = AdminPrincipal()
         elif key_id is not None:
@@ -156,11 +184,25 @@ class Authenticator:
             self.failures.failed(peer, digest, looked_up=lookup is not None)
         elif lookup is not None:
             self.failures.verified(lookup)
-        if principal is not None:
-            self._cache[secret] = (until, principal)
+        if principal is not None and evictions == self._evictions:
+            ident = None
+            if key_id is not None:
+                ident = (tokens.API_KEY_PREFIX, key_id)
+            elif worker_id is not None:
+                ident = (tokens.WORKER_CREDENTIAL_PREFIX, worker_id)
+            self._cache[secret] = (until, principal, ident)
+            self._cache.move_to_end(secret)
+            if ident is not None:
+                self._ids[ident] = secret
             while len(self._cache) > CACHE_SIZE:
-                self._cache.popitem(last=False)
+                self._drop(next(iter(self._cache)))
         return principal
+
+    def _drop(self, secret: str) -> None:
+        """Remove ``secret``'s cached principal (and its id's index entry)."""
+        _, _, ident = self._cache.pop(secret)
+        if ident is not None and self._ids.get(ident) == secret:
+            del self._ids[ident]
 
     async def _principal(self, context: grpc.aio.ServicerContext) -> object:
         try:
@@ -195,16 +237,42 @@ class Authenticator:
         if not isinstance(principal, AdminPrincipal):
             raise PermissionDenied("AdminService needs the admin credential")
 
+    def cached(self) -> int:
+        """Principals cached now (expired ones included until replaced)."""
+        return len(self._cache)
+
     def forget(self) -> None:
-        """Drop every cached principal (after a revocation by this server)."""
+        """Drop every cached principal (after a revocation by this server, or
+        when revocations from the others may have been missed)."""
+        self._evictions += 1
         self._cache.clear()
+        self._ids.clear()
 
     def forget_worker_credentials(self, credential_ids: set[str]) -> None:
         """Drop the cached principals of these worker credentials (found
         revoked by another server): a call with one is verified again."""
-        stale = [
-            secret for secret, (_, principal) in self._cache.items()
-            if isinstance(principal, WorkerPrincipal) and principal.credential.id in credential_ids
-        ]  # fmt: skip
-        for secret in stale:
-            del self._cache[secret]
+        self._evictions += 1
+        for ident in credential_ids:
+            secret = self._ids.get((tokens.WORKER_CREDENTIAL_PREFIX, ident))
+            if secret is not None:
+                self._drop(secret)
+
+    def forget_revoked(self, revoked: Revoked) -> bool:
+        """Drop the cached principal of ``revoked``'s credential if it is one
+        of that kind and tenant (an id named with another tenant evicts
+        nothing); True if one was dropped. The next call with it is
+        verified in the store again. One dictionary look-up, no scan."""
+        self._evictions += 1
+        secret = self._ids.get((revoked.kind, revoked.credential_id))
+        if secret is None:
+            return False
+        principal = self._cache[secret][1]
+        if revoked.kind == tokens.API_KEY_PREFIX:
+            ours = isinstance(principal, TenantPrincipal) and principal.tenant.name == revoked.tenant
+        elif revoked.kind == tokens.WORKER_CREDENTIAL_PREFIX:
+            ours = isinstance(principal, WorkerPrincipal) and revoked.tenant in principal.credential.tenants
+        else:
+            ours = False
+        if ours:
+            self._drop(secret)
+        return ours

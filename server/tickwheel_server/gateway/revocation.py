@@ -1,12 +1,16 @@
 """Open Pull streams whose worker credential was revoked are ended.
 
 A stream is authenticated once, when it opens; a credential revoked later
-must not keep it working. :class:`CredentialWatch` re-verifies the
+must not keep it working. The server that revokes ends them at once
+(:func:`end_streams`, from RevokeWorkerCredential), and tells the others
+through the lease store (:mod:`tickwheel_server.cluster.revocations`),
+which re-verify the streams of that credential at once
+(:meth:`CredentialWatch.check_once` with its id). As the fallback when that
+word is lost (etcd cut), :class:`CredentialWatch` re-verifies the
 credentials of every open stream on this server, all of them in one store
 read, every half of the authenticator's cache time, so a credential revoked
 on any server ends its streams here within that cache time (the same bound
-as a new call with it). The server that revokes ends them at once
-(:func:`end_streams`, from RevokeWorkerCredential).
+as a new call with it).
 
 Ending a stream (:meth:`WorkerConnection.end`) drops what is queued for it
 and closes it at once: no hand-out round deals to it any more, no result it
@@ -78,11 +82,15 @@ class CredentialWatch:
         self.checks = 0
         """Passes that read the store (tests await progress on it)."""
 
-    async def check_once(self) -> int:
-        """One pass: read the open streams' credentials, end those revoked;
-        returns how many streams were ended. Nothing is read when no stream
-        is open."""
-        open_streams = [c for c in self._connections.all() if not c.closed.is_set()]
+    async def check_once(self, credential_ids: Collection[str] | None = None) -> int:
+        """One pass: read the open streams' credentials (only those of
+        ``credential_ids`` when given: a revocation told by another server),
+        end those revoked; returns how many streams were ended. Nothing is
+        read when no such stream is open."""
+        open_streams = [
+            c for c in self._connections.all()
+            if not c.closed.is_set() and (credential_ids is None or c.credential.id in credential_ids)
+        ]  # fmt: skip
         if not open_streams:
             return 0
         live = await self._live({c.credential.id for c in open_streams})

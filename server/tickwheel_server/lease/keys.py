@@ -20,6 +20,10 @@ parsers, and how a session is named in the job store.
                                           writer's session) when a write made
                                           something due before its next claim;
                                           one key per server (Wakeup)
+    <root>revocations                     the credentials revoked latest: put
+                                          (no lease) by the server that revoked,
+                                          watched by every server; one key for
+                                          the cluster (Revocations)
 
 ``<root>`` is the ownership's ``key_prefix``
 (:class:`~tickwheel_server.dispatcher.ownership.OwnershipConfig`), :data:`ROOT`
@@ -113,6 +117,13 @@ def wake_key(server_id: str, root: str = ROOT) -> str:
     """The key whose every put asks ``server_id`` to claim now (one key per
     server, never one per job)."""
     return wakes_prefix(root) + server_id
+
+
+def revocations_key(root: str = ROOT) -> str:
+    """The one key whose every put names credentials just revoked (its
+    value: :mod:`~tickwheel_server.cluster.revocations`); never one key per
+    credential."""
+    return root + "revocations"
 
 
 def member_key(server_id: str, root: str = ROOT) -> str:

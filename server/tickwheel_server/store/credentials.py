@@ -132,20 +132,20 @@ class WorkerCredentialStore(SqlStore):
 
         return await self._tx(fn, idempotent=True)
 
-    async def revoke(self, cred_id: str) -> None:
-        """Revoke now. NotFound when unknown or already revoked."""
+    async def revoke(self, cred_id: str) -> WorkerCredential:
+        """Revoke now; the credential as it was (its tenants). NotFound when
+        unknown or already revoked."""
         now_us = to_us(self.clock.now())
+        live = (worker_credentials.c.id == cred_id, worker_credentials.c.revoked_at.is_(None))
 
-        def fn(conn: Connection) -> None:
-            result = conn.execute(
-                worker_credentials.update()
-                .where(worker_credentials.c.id == cred_id, worker_credentials.c.revoked_at.is_(None))
-                .values(revoked_at=now_us)
-            )
-            if result.rowcount != 1:
+        def fn(conn: Connection) -> WorkerCredential:
+            row = conn.execute(sa.select(worker_credentials).where(*live)).first()
+            result = conn.execute(worker_credentials.update().where(*live).values(revoked_at=now_us))
+            if row is None or result.rowcount != 1:
                 raise NotFound("worker credential", cred_id)
+            return _from_row(row)
 
-        await self._tx(fn)
+        return await self._tx(fn)
 
     async def list(self, tenant: str = "") -> list[WorkerCredential]:
         """Live credentials, newest first; only those serving ``tenant`` when given."""

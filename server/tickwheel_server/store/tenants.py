@@ -229,15 +229,17 @@ class TenantStore(SqlStore):
 
         return await self._tx(fn)
 
-    async def revoke_key(self, key_id: str) -> None:
-        """Make ``key_id`` stop working now. NotFound when unknown or expired."""
+    async def revoke_key(self, key_id: str) -> ApiKey:
+        """Make ``key_id`` stop working now; the key as it was (its tenant).
+        NotFound when unknown or expired."""
         now_us = to_us(self.clock.now())
 
-        def fn(conn: Connection) -> None:
-            self._live_key(conn, key_id, now_us)
+        def fn(conn: Connection) -> ApiKey:
+            key = self._live_key(conn, key_id, now_us)
             conn.execute(api_keys.update().where(api_keys.c.id == key_id).values(expires_at=now_us))
+            return key
 
-        await self._tx(fn)
+        return await self._tx(fn)
 
     async def list_keys(self, tenant: str) -> list[ApiKey]:
         """The tenant's keys that have not expired, newest first."""
