@@ -14,8 +14,9 @@ has it cached). Then:
 
 - ``idle``: nothing for ``--idle`` seconds: the CPU of each server as a
   fraction of one core (``/proc/<pid>/stat``), and etcd's calls.
-- ``refusal``: ``--probed`` keys, one at a time: revoke through ``s1``,
-  then call ``s2`` with the key every 5 ms until it is refused;
+- ``refusal``: ``--probed`` keys, one at a time: a call on ``s2`` with the
+  key (cached there from now), revoke through ``s1``, then call ``s2``
+  with the key every 5 ms until it is refused;
   ``refused_ms`` is from the revoke's answer to the first refused call's
   answer (p50, max). Before the change this is up to the cache time (5 s).
 - ``cost``: ``--keys`` keys revoked back to back through ``s1`` (one call
@@ -84,6 +85,7 @@ async def phases(s1, s2, keys: list[str], probed: int) -> dict:
             assert await works(api, key), "a fresh key works on s2"
         refused_ms = []
         for key in keys[:probed]:
+            assert await works(api, key), "cached on s2 for the whole cache time from now"
             await admin.RevokeApiKey(admin_pb2.RevokeApiKeyRequest(id=key.split("_")[1]), metadata=h.admin_metadata(s1))
             answered = time.monotonic()
             while await works(api, key):

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 
 from tickwheel_server.auth import tokens
 from tickwheel_server.auth.authenticator import Revoked
-from tickwheel_server.cluster.revocations import ALL, Revocations
+from tickwheel_server.cluster.revocations import ALL, PUT_OVERHEAD, Revocations
 from tickwheel_server.lease import LeaseStoreUnavailable, Watch
 
 from tests.conformance import test_lease_store as lease_suite
@@ -76,14 +76,14 @@ class FlakyLeases:
 class Server:
     """One server's side: what its authenticator and streams are told."""
 
-    def __init__(self, backend: Backend, name: str, leases=None) -> None:
+    def __init__(self, backend: Backend, name: str, leases=None, **options) -> None:
         self.forgotten: list[Revoked] = []
         self.cleared = 0
         self.rechecked: list[Collection[str] | None] = []
         self.told = asyncio.Event()
         self.revocations = Revocations(
             leases or backend.store, backend.clock, server_id=name, forget=self._forget, forget_all=self._clear,
-            recheck=self._recheck, root=backend.prefix, spacing=0.05, max_entries=4,
+            recheck=self._recheck, root=backend.prefix, **{"max_entries": 4, **options},
         )
 
     def _forget(self, revoked: Revoked) -> bool:
@@ -101,8 +101,8 @@ class Server:
 
 
 @asynccontextmanager
-async def servers(backend: Backend, names: list[str], leases=None) -> AsyncIterator[list[Server]]:
-    started = [Server(backend, name, leases) for name in names]
+async def servers(backend: Backend, names: list[str], leases=None, **options) -> AsyncIterator[list[Server]]:
+    started = [Server(backend, name, leases, **options) for name in names]
     tasks = [asyncio.create_task(server.revocations.run()) for server in started]
     try:
         for server in started:
@@ -168,6 +168,24 @@ async def test_a_flood_of_revocations_is_a_few_small_puts_on_one_key(backend: Ba
         assert b.rechecked == [None, None], "every stream re-verified, in one read"
 
 
+async def test_what_a_server_adds_to_etcds_history_is_budgeted_in_bytes(backend: Backend) -> None:
+    """One revocation after another goes out at once while the budget
+    lasts, then at the rate; the bytes put never exceed the burst plus the
+    rate over the time taken (the store's clock)."""
+    rate, burst = 4000.0, 1000.0
+    async with servers(backend, ["a"], rate=rate, burst=burst) as [a]:
+        began = backend.clock.monotonic()
+        sizes = []
+        for n in range(12):
+            assert await backend.until(a.revocations.announce(Revoked(KEY, f"k{n}", "acme")), 5)
+            kv = await backend.store.get(a.revocations.key)
+            sizes.append(len(kv.value) + PUT_OVERHEAD)
+        took = backend.clock.monotonic() - began
+        assert a.revocations.puts == 12, "one put each: nothing was pending meanwhile to merge"
+        assert sum(sizes) <= burst + rate * took + max(sizes)
+        assert sum(sizes) > burst, "the budget was used up, so the rate held some back"
+
+
 async def test_a_value_no_server_can_read_empties_every_cache(backend: Backend) -> None:
     async with servers(backend, ["a", "b"]) as (a, b):
         await backend.store.put(a.revocations.key, b"v1 x\ntwk k1 Not-A-Tenant")
@@ -221,7 +239,6 @@ async def test_a_put_the_store_refuses_or_holds_answers_false(backend: Backend) 
         a.revocations._leases = type("Refusing", (), {"put": staticmethod(refused)})()
         assert await backend.until(a.revocations.announce(Revoked(KEY, "k1", "acme")), 5) is False
         assert a.revocations.failed_puts == 1
-        await backend.elapse(0.1)  # the sender's spacing
 
         async def held(*_args, **_kwargs):
             await asyncio.Event().wait()

@@ -30,14 +30,18 @@ credential with another tenant evicts nothing; a put that cannot be read
 emptied and every open stream re-verified, which only costs store reads.
 
 Bounded: one key for the cluster, whatever the number of credentials (no
-key per credential, no lease). Announcements made while a put is in
-flight, or within ``spacing`` of the last, are merged into the next put; a
-put carries at most ``max_entries`` of them, and beyond that it says "all"
-instead (a handful of bytes). However many revocations an operator (or a
-leaked admin token) makes, a server puts at most one value of at most
-``max_entries`` entries per ``spacing`` (each entry at most
-:data:`ENTRY_MAX` bytes), and a receiving server evicts one cache entry per
-entry and reads the store once per put for its streams.
+key per credential, no lease). A server has one put in flight;
+announcements made meanwhile are merged into the next, which carries at
+most ``max_entries`` of them and beyond that says "all" instead (a handful
+of bytes). What a server adds to etcd's history is budgeted in bytes
+(each put's value plus :data:`PUT_OVERHEAD` for its revision): at most
+``burst`` at once and ``rate`` a second after that; over it, the next put
+waits (merging what comes meanwhile). An operator revoking one credential
+after another is never held up (a put of one entry is a hundred bytes or
+so); however many revocations an operator, or a leaked admin token,
+makes, etcd's history grows by at most ``rate`` bytes a second per server,
+and a receiving server evicts one cache entry per entry and reads the
+store once per put for its streams.
 
 When the word is lost, today's bounds hold: a revocation whose put fails
 (etcd cut from the revoking server) takes effect elsewhere within the cache
@@ -69,8 +73,12 @@ VERSION = "v1"
 """The first word of a put's value (then the sender's server id)."""
 ALL = "*"
 """An entry that stands for every credential (too many to name in one put)."""
-DEFAULT_SPACING = 0.1
-"""Seconds between two puts of one server (announcements meanwhile are merged)."""
+DEFAULT_RATE = 32 * 1024
+"""Bytes a second a server may add to etcd's history with its puts (values and overheads)."""
+DEFAULT_BURST = 64 * 1024
+"""Bytes a server may add at once, before :data:`DEFAULT_RATE` holds it back."""
+PUT_OVERHEAD = 256
+"""Bytes counted for a put beyond its value: the key, the revision's record in etcd."""
 DEFAULT_MAX_ENTRIES = 32
 """Credentials named in one put; more are sent as :data:`ALL`."""
 DEFAULT_WAIT = 2.0
@@ -137,12 +145,13 @@ class Revocations:
         forget_all: Callable[[], None],
         recheck: Callable[[Collection[str] | None], Awaitable[int]],
         root: str | None = None,
-        spacing: float = DEFAULT_SPACING,
+        rate: float = DEFAULT_RATE,
+        burst: float = DEFAULT_BURST,
         max_entries: int = DEFAULT_MAX_ENTRIES,
         wait: float = DEFAULT_WAIT,
     ) -> None:
-        if spacing < 0 or max_entries < 1 or wait <= 0:
-            raise ValueError("spacing must be >= 0, max_entries >= 1 and wait > 0")
+        if not rate > 0 or max_entries < 1 or wait <= 0 or burst < (max_entries + 1) * (ENTRY_MAX + 1) + PUT_OVERHEAD:
+            raise ValueError("rate must be > 0, max_entries >= 1, wait > 0 and burst hold the longest put")
         self._leases = leases
         self._clock = clock
         self._server_id = server_id
@@ -150,7 +159,11 @@ class Revocations:
         self._forget_all = forget_all
         self._recheck = recheck
         self.key = revocations_key() if root is None else revocations_key(root)
-        self._spacing = spacing
+        self._rate = rate
+        self._burst = burst
+        self._budget = burst
+        """Bytes this server may put now (:meth:`_send_forever` refills it)."""
+        self._refilled = clock.monotonic()
         self._max_entries = max_entries
         self._wait = wait
         self._pending: dict[tuple[str, str], Revoked] = {}
@@ -216,12 +229,20 @@ class Revocations:
     async def _send_forever(self) -> None:
         while True:
             await self._kick.wait()
+            now = self._clock.monotonic()
+            self._budget = min(self._burst, self._budget + (now - self._refilled) * self._rate)
+            self._refilled = now
+            if self._budget < 0:  # over the budget: wait, merging what comes meanwhile
+                await self._clock.sleep(-self._budget / self._rate)
+                continue
             self._kick.clear()
             entries, everything, sent = list(self._pending.values()), self._everything, self._sent
             self._pending, self._everything, self._sent = {}, False, None
+            value = encode(self._server_id, entries, everything)
+            self._budget -= len(value) + PUT_OVERHEAD
             self.puts += 1
             try:
-                await self._leases.put(self.key, encode(self._server_id, entries, everything))
+                await self._leases.put(self.key, value)
                 landed = True
             except (LeaseStoreError, SessionLost) as error:
                 self.failed_puts += 1
@@ -230,7 +251,6 @@ class Revocations:
                             error)
             if sent is not None and not sent.done():
                 sent.set_result(landed)
-            await self._clock.sleep(self._spacing)
 
     # -- every server's side ------------------------------------------------------------
 
