@@ -20,7 +20,10 @@ import grpc
 import pytest
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc, worker_pb2
 
+from tickwheel.shared.clock import SystemClock
 from tickwheel_server.auth import authenticator
+from tickwheel_server.lease import open_lease_store
+from tickwheel_server.lease.keys import revocations_key
 from tests.integration.test_credential_revocation_api import RawStream, bearer
 from tests.support.etcd_proxy import EtcdProxy
 from tests.support.polling import eventually
@@ -82,8 +85,16 @@ async def test_a_key_revoked_through_b_is_refused_by_a_on_its_next_call(
         await admin_b.RevokeApiKey(admin_pb2.RevokeApiKeyRequest(id=revoked.split("_")[1]), metadata=b.admin_metadata())
         assert b.server.revocations.puts == 1 and b.server.revocations.failed_puts == 0, "put before b answered"
         await eventually(lambda: a.server.revocations.received > received, "the word reaching a", WAIT)
+        assert a.server.revocations.evicted == 1, "the revoked key only: the others stay cached"
         assert await call_as(on_a, revoked) == grpc.StatusCode.UNAUTHENTICATED
         assert await call_as(on_a, kept) == grpc.StatusCode.OK, "another tenant's key is untouched"
+
+        # A word naming globex's key as acme's (forged: no server writes that) evicts nothing.
+        received = a.server.revocations.received
+        async with open_lease_store(etcd_endpoint, SystemClock()) as leases:
+            await leases.put(revocations_key(), f"v1 forger\ntwk {kept.split('_')[1]} acme")
+        await eventually(lambda: a.server.revocations.received > received, "the forged word reaching a", WAIT)
+        assert a.server.revocations.evicted == 1 and a.server.revocations.resets == 1
 
         # A rotation with no grace: the old key's end is told the same way.
         received = a.server.revocations.received
