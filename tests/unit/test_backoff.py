@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 
 import pytest
 
 from tickwheel.options import RetryOptions
-from tickwheel.shared.backoff import BackoffSleeper, ceiling, full_jitter
+from tickwheel.shared.backoff import BackoffSleeper, ceiling, full_jitter, kept_running
 from tickwheel.shared.clock import FakeClock
 from tickwheel_server.dispatcher import ownership_view
 from tickwheel_server.lease import etcd_transport
@@ -107,3 +108,31 @@ def test_the_sdk_client_retry_n_waits_rand_times_the_ceiling_of_step_n_minus_1()
     assert [retry.backoff(n, rand=lambda: 1.0) for n in range(1, 6)] == [
         ceiling(n - 1, initial=0.2, cap=1.0) for n in range(1, 6)
     ]
+
+
+async def test_a_part_kept_running_is_started_again_after_each_failure_and_logged(caplog) -> None:
+    """``kept_running`` (the wake-ups' and the revocations' loops): a part
+    that raises is logged and started again after a backoff wait; one that
+    returns ends it; a cancellation is not caught."""
+    clock = FakeClock(autojump=True)
+    calls = []
+
+    async def part() -> None:
+        calls.append(clock.monotonic())
+        if len(calls) < 3:
+            raise RuntimeError("boom")
+
+    log = logging.getLogger("test.kept")
+    with caplog.at_level(logging.ERROR, logger="test.kept"):
+        await kept_running(part, clock, log, "loop", initial=0.5, cap=1.0)
+    assert len(calls) == 3
+    assert [r.getMessage() for r in caplog.records] == ["loop: part failed; starting it again"] * 2
+
+    async def forever() -> None:
+        await asyncio.Event().wait()
+
+    task = asyncio.ensure_future(kept_running(forever, clock, log, "loop", initial=0.5, cap=1.0))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

@@ -59,7 +59,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Collection
 
-from tickwheel.shared.backoff import BackoffSleeper
+from tickwheel.shared.backoff import BackoffSleeper, kept_running
 from tickwheel.shared.clock import Clock
 
 from ..auth import tokens
@@ -214,17 +214,9 @@ class Revocations:
         cancelled; a part that fails unexpectedly is logged and started again."""
         async with asyncio.TaskGroup() as group:
             for part in (self._send_forever, self.follow, self._recheck_forever):
-                group.create_task(self._kept(part))
-
-    async def _kept(self, part: Callable[[], Awaitable[None]]) -> None:
-        backoff = BackoffSleeper(self._clock, initial=RETRY_INITIAL, cap=RETRY_CAP)
-        while True:
-            try:
-                await part()
-                return
-            except Exception:
-                log.exception("revocations: %s failed; starting it again", part.__name__)
-                await backoff.sleep()
+                group.create_task(
+                    kept_running(part, self._clock, log, "revocations", initial=RETRY_INITIAL, cap=RETRY_CAP)
+                )
 
     async def _send_forever(self) -> None:
         while True:

@@ -53,10 +53,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from tickwheel.shared.backoff import BackoffSleeper
+from tickwheel.shared.backoff import BackoffSleeper, kept_running
 from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import partition_of, to_us
 
@@ -180,18 +180,10 @@ class Wakeup:
         cancelled. Either part that fails unexpectedly is logged and started
         again (wakes meanwhile are the next tick's)."""
         async with asyncio.TaskGroup() as group:
-            group.create_task(self._kept(self._send_forever))
-            group.create_task(self._kept(self.follow))
-
-    async def _kept(self, part: Callable[[], Awaitable[None]]) -> None:
-        backoff = BackoffSleeper(self._clock, initial=RETRY_INITIAL, cap=RETRY_CAP)
-        while True:
-            try:
-                await part()
-                return
-            except Exception:
-                log.exception("wake-ups: %s failed; starting it again", part.__name__)
-                await backoff.sleep()
+            for part in (self._send_forever, self.follow):
+                group.create_task(
+                    kept_running(part, self._clock, log, "wake-ups", initial=RETRY_INITIAL, cap=RETRY_CAP)
+                )
 
     async def _send_forever(self) -> None:
         while True:

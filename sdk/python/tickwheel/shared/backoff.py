@@ -16,7 +16,9 @@ after a success. Standard library only: the worker imports this too.
 
 from __future__ import annotations
 
+import logging
 import random
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -74,3 +76,19 @@ class BackoffSleeper:
     async def sleep(self) -> None:
         """Wait the next delay on the clock."""
         await self._clock.sleep(self.next_delay())
+
+
+async def kept_running(
+    part: Callable[[], Awaitable[None]], clock: Clock, log: logging.Logger, what: str, *, initial: float, cap: float
+) -> None:
+    """Await ``part()`` until it returns; each time it raises an exception
+    (not a cancellation), log it as ``"<what>: <part> failed; starting it
+    again"`` and start it again after a :class:`BackoffSleeper` wait."""
+    backoff = BackoffSleeper(clock, initial=initial, cap=cap)
+    while True:
+        try:
+            await part()
+            return
+        except Exception:
+            log.exception("%s: %s failed; starting it again", what, getattr(part, "__name__", part))
+            await backoff.sleep()
