@@ -58,3 +58,35 @@ async def test_a_rotated_key_works_for_its_grace_then_not_and_a_revoked_key_stop
             with pytest.raises(grpc.aio.AioRpcError) as gone:
                 await admin.RotateApiKey(admin_pb2.RotateApiKeyRequest(id=rotated.api_key.id), metadata=meta)
             assert gone.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+async def test_revoking_a_key_drops_only_it_from_the_revoking_servers_cache(tmp_path) -> None:
+    """Every other caller stays cached (no store read for each of them
+    after one revocation); the revoked key is refused at once."""
+    async with running_server(f"sqlite:///{tmp_path / 'store.db'}") as server:
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            admin = admin_pb2_grpc.AdminServiceStub(channel)
+            scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+            meta = server.admin_metadata()
+            keys = {}
+            for tenant in ("acme", "globex"):
+                created = await admin.CreateTenant(
+                    admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(name=tenant)), metadata=meta
+                )
+                keys[tenant] = created.api_key
+            second = await admin.IssueApiKey(admin_pb2.IssueApiKeyRequest(tenant="acme"), metadata=meta)
+            callers = [keys["acme"].secret, second.api_key.secret, keys["globex"].secret]
+            for secret in callers:
+                await scheduler.ListJobs(scheduler_pb2.ListJobsRequest(), metadata=bearer(secret))
+            auth = server.server.auth
+            cached = auth.cached()
+            assert cached >= len(callers)
+
+            await admin.RevokeApiKey(admin_pb2.RevokeApiKeyRequest(id=keys["acme"].id), metadata=meta)
+            assert auth.cached() == cached - 1, "only the revoked key left the cache"
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await scheduler.ListJobs(scheduler_pb2.ListJobsRequest(), metadata=bearer(keys["acme"].secret))
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            for secret in callers[1:]:
+                await scheduler.ListJobs(scheduler_pb2.ListJobsRequest(), metadata=bearer(secret))
+            assert auth.cached() == cached - 1, "the others were served from the cache"

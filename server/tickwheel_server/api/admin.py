@@ -391,8 +391,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         if grace < timedelta(0) or grace > MAX_GRACE:
             raise InvalidArgument.field("grace", "must be between 0 and 30 days")
         issued, old_expiry = await self._tenants.rotate_key(_require(request.id, "id"), grace)
-        self._auth.forget()
-        # The old key's expiry moved: the others read it again (a short grace ends on time).
+        # The old key's expiry moved: every server reads it again (a short grace ends on time).
         await self._announce(Revoked(tokens.API_KEY_PREFIX, request.id, issued.key.tenant))
         return admin_pb2.RotateApiKeyResponse(
             api_key=admin_pb2.IssuedSecret(id=issued.key.id, secret=issued.secret),
@@ -403,7 +402,6 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     async def RevokeApiKey(self, request, context):
         await self._auth.admin(context)
         key = await self._tenants.revoke_key(_require(request.id, "id"))
-        self._auth.forget()
         await self._announce(Revoked(tokens.API_KEY_PREFIX, key.id, key.tenant))
         return admin_pb2.RevokeApiKeyResponse()
 
@@ -431,17 +429,18 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     async def RevokeWorkerCredential(self, request, context):
         await self._auth.admin(context)
         credential = await self._workers.revoke(_require(request.id, "id"))
-        self._auth.forget()
         # This server's streams end now; the others' when the word reaches them.
         end_streams(self._connections.all(), {credential.id})
         await self._announce(Revoked(tokens.WORKER_CREDENTIAL_PREFIX, credential.id, credential.tenants[0]))
         return admin_pb2.RevokeWorkerCredentialResponse()
 
     async def _announce(self, revoked: Revoked) -> None:
-        """Tell the other servers (what the store read back, never the
-        request's words); answers once told, or after a bounded wait when
-        the lease store cannot take it (they apply it within their cache
-        time then)."""
+        """Drop the credential from this server's cache at once (only it:
+        every other caller stays cached), then tell the other servers (what
+        the store read back, never the request's words); answers once told,
+        or after a bounded wait when the lease store cannot take it (they
+        apply it within their cache time then)."""
+        self._auth.forget_revoked(revoked)
         if self._revocations is not None and not await self._revocations.announce(revoked):
             log.warning("%s %s revoked here; the other servers refuse it within their cache time",
                         "api key" if revoked.kind == tokens.API_KEY_PREFIX else "worker credential",
