@@ -33,8 +33,8 @@ on owner and delivery), so a row disarmed by anyone is never started, and a
 row started is never disarmed: the status transition is the fence, as for
 the hand-out.
 
-An arm or start whose COMMIT went unanswered is undone first thing in this
-store's next arm, start or disarm (:mod:`.doubt`).
+An arm or start whose COMMIT went unanswered is undone, in a transaction
+of its own, before this store's next arm, start or disarm (:mod:`.doubt`).
 """
 
 from __future__ import annotations
@@ -230,8 +230,9 @@ class ArmStore(SqlStore):
         """The hand-out store's: a start's instant differs from every round's
         of this server, which tells its own rows from others by (owner, instant)."""
         self.in_doubt = InDoubt(lambda fn: self._tx(fn, row_locked=True))
-        """Its arms and starts whose COMMIT went unanswered, undone by the next
-        row-locked transaction through it (:meth:`.doubt.InDoubt.run`)."""
+        """Its arms and starts whose COMMIT went unanswered, undone (in a
+        row-locked transaction of their own) before the next transaction
+        through it (:meth:`.doubt.InDoubt.run`)."""
 
     async def arm(
         self, owner: str, now: datetime, until: datetime, capability: Capability, limit: int,

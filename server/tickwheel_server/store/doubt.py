@@ -1,6 +1,7 @@
 """Arms, starts and hand-outs whose COMMIT went unanswered
 (:class:`.errors.AmbiguousCommitError`, as when PostgreSQL stops during it),
-undone by the next transaction of the store that made them
+undone, in a transaction of its own, before the next transaction of the store
+that made them
 (docs/architecture.md, "Hand-outs decided ahead" and "Commits in doubt").
 
 Such a write may have committed, and its server holds what it did nowhere
@@ -19,6 +20,15 @@ owner's and as the write left it:
   owner, stamped with its instant, back to ``scheduled`` with the delivery
   taken back and their key slots given back
   (:func:`.requeue.release_unsent`), as for a hand-out whose stream closed.
+
+The undo is a transaction of its own, committed before the store's next
+one begins, and takes its locks in the order every writer keeps
+(:mod:`.isolation`): every row of every entry first, then the key rows of
+the slots given back (one pass, in key order), then the waiters woken. Run
+inside the next transaction instead, it held key rows when a hand-out
+round then wrote its tenants' ``tenant_gates`` rows, which another
+server's round takes before the same keys: the two deadlocked (SQLSTATE
+40P01), and one was retried.
 """
 
 from __future__ import annotations
@@ -33,8 +43,8 @@ from .base import chunks
 from .engine import capabilities
 from .errors import AmbiguousCommitError
 from .executions import HandedOut
-from .isolation import status_in
-from .requeue import release_unsent
+from .isolation import release_slots, status_in
+from .requeue import unsend
 from .tables import executions
 
 T = TypeVar("T")
@@ -60,11 +70,15 @@ class Doubt(NamedTuple):
 
 
 def undo(conn: Connection, in_doubt: list[Doubt]) -> None:
-    """Undo what the writes in doubt did, if they committed."""
+    """Undo what the writes in doubt did, if they committed: the rows of
+    every entry, then the key slots of the hand-outs given back in one pass
+    (executions before keys: the lock order)."""
+    caps = capabilities(conn)
+    held: list[tuple[str, str | None]] = []
     for entry in in_doubt:
         for chunk in chunks(entry.items, _CHUNK):
             if entry.kind == HAND_OUT:
-                release_unsent(conn, capabilities(conn), chunk, owner=entry.owner, at_us=entry.at_us)
+                held += unsend(conn, caps, chunk, owner=entry.owner, at_us=entry.at_us)
             elif entry.kind == ARM:
                 conn.execute(executions.update().where(
                     executions.c.id.in_([ident for ident, _ in chunk]), status_in(executions.c.status, "armed"),
@@ -76,6 +90,7 @@ def undo(conn: Connection, in_doubt: list[Doubt]) -> None:
                     status_in(executions.c.status, "running"), executions.c.owner == entry.owner,
                     executions.c.handed_out_at == entry.at_us,
                 ).values(status="armed", handed_out_at=None))
+    release_slots(conn, caps, held)
 
 
 def handed_out(owner: str, handed: list[HandedOut]) -> Doubt | None:
@@ -84,9 +99,9 @@ def handed_out(owner: str, handed: list[HandedOut]) -> Doubt | None:
 
 
 class InDoubt:
-    """The writes of one store still in doubt, undone first thing in its next
-    transaction ``tx`` (a function of the transaction function) that passes
-    through :meth:`run`."""
+    """The writes of one store still in doubt, undone in a transaction of
+    their own (through ``tx``, a function of the transaction function)
+    before the next transaction that passes through :meth:`run`."""
 
     def __init__(self, tx: Callable[[Callable[[Connection], T]], Awaitable[T]]) -> None:
         self._tx = tx
@@ -98,28 +113,24 @@ class InDoubt:
             self.entries = (self.entries + [entry])[-LIMIT:]
 
     async def run(self, fn: Callable[[Connection], T], doubt: Callable[[], Doubt | None]) -> T:
-        """``fn`` in a transaction, after undoing what is in doubt (no longer,
-        once that commits); if its own COMMIT goes unanswered, ``doubt()``
-        says what it may have done, undone next time."""
-        undoing = list(self.entries)
-        if not undoing:
-            run = fn
-        else:
-            def run(conn: Connection) -> T:
-                undo(conn, undoing)
-                return fn(conn)
-
+        """``fn`` in a transaction, once what is in doubt is undone
+        (:meth:`settle`; if that fails, ``fn`` does not run); if its own
+        COMMIT goes unanswered, ``doubt()`` says what it may have done,
+        undone next time."""
+        await self.settle()
         try:
-            result = await self._tx(run)
+            return await self._tx(fn)
         except AmbiguousCommitError:
             self.add(doubt())
             raise
-        if undoing:
-            self.entries = [entry for entry in self.entries if not any(entry is done for done in undoing)]
-        return result
 
     async def settle(self) -> None:
         """Undo what is in doubt now, in a transaction of its own (none when
-        nothing is): for a caller whose store may not write again soon."""
-        if self.entries:
-            await self.run(lambda conn: None, lambda: None)
+        nothing is); no longer in doubt once that commits. A COMMIT of the
+        undo that goes unanswered leaves it in doubt: undoing again changes
+        only what is still as the write left it."""
+        undoing = list(self.entries)
+        if not undoing:
+            return
+        await self._tx(lambda conn: undo(conn, undoing))
+        self.entries = [entry for entry in self.entries if not any(entry is done for done in undoing)]

@@ -64,6 +64,17 @@ def release_unsent(
     still ``running`` at that delivery (and, if given, under ``owner`` with
     hand-out instant ``at_us``), back to ``scheduled`` with the delivery
     taken back and their key slots given back: no worker ever saw them."""
+    release_slots(conn, caps, unsend(conn, caps, handed, owner=owner, at_us=at_us))
+
+
+def unsend(
+    conn: Connection, caps: Capabilities, handed: Sequence[tuple[str, int]], *, owner: str | None = None,
+    at_us: int | None = None,
+) -> list[tuple[str, str | None]]:
+    """The executions' part of :func:`release_unsent`: the rows back to
+    ``scheduled``, returning the (tenant, ``held_keys``) whose slots the
+    caller gives back (:func:`.isolation.release_slots`) once every row of
+    its transaction is locked (executions before keys: the lock order)."""
     wanted = dict(handed)
     query = sa.select(executions.c.id, executions.c.tenant, executions.c.delivery, executions.c.held_keys).where(
         executions.c.id.in_(sorted(wanted)), status_in(executions.c.status, "running")
@@ -76,7 +87,7 @@ def release_unsent(
         query = query.with_for_update()
     rows = [row for row in conn.execute(query) if wanted[row.id] == row.delivery]
     if not rows:
-        return
+        return []
     conn.execute(
         _running_at_delivery().values(
             status="scheduled", owner=None, worker_id=None, handed_out_at=None, held_keys=None,
@@ -84,7 +95,7 @@ def release_unsent(
         ),
         [dict(b_id=row.id, b_delivery=row.delivery) for row in rows],
     )
-    release_slots(conn, caps, [(row.tenant, row.held_keys) for row in rows])
+    return [(row.tenant, row.held_keys) for row in rows]
 
 
 class RequeueStore(SqlStore):
