@@ -274,7 +274,7 @@ class TickwheelServer:
         # partition's owner: this dispatcher, or another server's through its
         # wake key (dispatcher/wakeup.py).
         self.wakeup = Wakeup(
-            self._lease_store, self.ownership, self.clock, local=self.dispatcher.wake, ready=self.gateway.wake,
+            self._lease_store, self.ownership, self.clock, local=self.dispatcher.wake, ready=self.gateway.wake_ready,
             session=lambda: self._session, within=2 * self.dispatcher.tick,
         )
         # One sender per cluster: the reaper's leader, whichever server raised the alert.
@@ -501,6 +501,20 @@ class TickwheelServer:
             lambda: self.dispatcher.woken_ticks, counter=True,
         )
         metrics.observe(
+            "tickwheel_handout_ready_wakes_total",
+            "Ready wake-ups (a trigger, backfill or resume made executions ready now, here or on another server)",
+            lambda: self.gateway.ready_wakes, counter=True,
+        )
+        metrics.observe(
+            "tickwheel_handout_woken_rounds_total",
+            "Hand-out rounds ready wake-ups started (at most one per ready gap, however many arrive)",
+            lambda: self.gateway.woken_rounds, counter=True,
+        )
+        metrics.observe(
+            "tickwheel_handout_rounds_total", "Hand-out rounds run, for any reason",
+            lambda: self.gateway.rounds_run, counter=True,
+        )
+        metrics.observe(
             "tickwheel_session_renewals_total", "etcd lease renewals of this server's sessions",
             lambda: self._renewals_before + getattr(self._session, "renewals", 0), counter=True,
         )
@@ -567,8 +581,9 @@ class TickwheelServer:
         await self.presence.publish()
 
     def _ready_now(self) -> None:
-        """An execution became ready through the API (trigger, backfill, replay): hand out now."""
-        self.gateway.wake()
+        """An execution became ready through the API (trigger, backfill, replay, resume): hand
+        out now, a tenant's flood of them merged (:meth:`.Gateway.wake_ready`)."""
+        self.gateway.wake_ready()
 
     def _wheel_insert(self, retry) -> None:
         """A retry's ready instant goes into the timer wheel, like any due instant."""

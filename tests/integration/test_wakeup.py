@@ -5,7 +5,9 @@ down) leaves the job to the owner's tick, late, not lost.
 
 Both servers run in this process with their dispatchers' tick raised to an
 hour once ownership has settled, so only a wake can claim what the test
-creates (until the lost-wake test puts the tick back). Every wait is
+creates (until the lost-wake test puts the tick back). A trigger storm
+through both servers costs the holder at most one hand-out round per ready
+gap, and each triggered run still goes out on the wakes. Every wait is
 bounded; nothing here measures time."""
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from tests.integration.test_dispatch_flow import history, once_job, wait_for_sta
 from tests.support.server import running_server
 from tests.support.workers import builtin_handlers, running_worker
 from tickwheel.shared.ids import partition_of
+from tickwheel_server.gateway.gateway import DEFAULT_READY_GAP
+from tickwheel_worker.handlers import HandlerRegistry
 
 pytestmark = [pytest.mark.postgres, pytest.mark.etcd]
 
@@ -230,3 +234,99 @@ async def test_a_tenant_creating_due_now_jobs_in_a_loop_cannot_make_the_servers_
         assert local_wakes > elapsed / servers[1].dispatcher._wake_gap + 3, "a flood, not a trickle"
         for job_id in created[:10]:
             assert len(await history(scheduler, key, job_id)) == 1
+
+
+# A trigger storm (session 17): a tenant calling TriggerJob as fast as it
+# can, through the holder of the job's partition (its ready wakes in
+# process) and through the other server (its wake puts on the holder's key),
+# costs the holder at most one hand-out round per ready gap, and every
+# triggered execution, the last one included, is still handed out on the
+# wakes (the gateways' sweep is an hour). The tenant's only worker is on the
+# holder, and its handler holds every run until the end, so no result and
+# no credit grant runs a round of its own meanwhile. Two lanes back to back
+# (not more): each round then takes less than a trigger's request, so with
+# no gap nearly every ready wake had a round of its own (48 rounds for 120
+# triggers in 1.15 s, measured with the gap set to 0).
+
+LANES = 2
+PER_LANE = 60
+
+
+async def held_job_on(scheduler, key: str, owner) -> str:
+    """Through ``scheduler``, a yearly job of the ``hold`` handler whose partition ``owner`` owns."""
+    meta = (("authorization", f"Bearer {key}"),)
+    job = job_pb2.Job(name="held", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="hold")))
+    job.schedule.cron.expression = "0 0 1 1 *"  # nothing of its own runs during the test
+    for attempt in range(64):
+        created = await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=job, request_id=f"held-{attempt}"),
+                                            metadata=meta)
+        if partition_of(created.job.id, PARTITIONS) in owner.server.ownership.owned():
+            return created.job.id
+        await scheduler.DeleteJob(scheduler_pb2.DeleteJobRequest(id=created.job.id), metadata=meta)
+    raise AssertionError("no job id fell in the owner's partitions")
+
+
+async def running_count(scheduler, key: str, job_id: str) -> int:
+    reply = await scheduler.ListExecutions(
+        scheduler_pb2.ListExecutionsRequest(job_id=job_id, page_size=500), metadata=(("authorization", f"Bearer {key}"),)
+    )
+    return sum(1 for e in reply.executions if e.status == job_pb2.EXECUTION_STATUS_RUNNING)
+
+
+async def test_a_trigger_storm_costs_the_holder_one_round_per_ready_gap_and_every_run_goes_out(pair) -> None:
+    a, b, _scheduler, _key = pair
+    await settled(a, b)
+    async with grpc.aio.insecure_channel(a.address) as channel:
+        created_tenant = await admin_pb2_grpc.AdminServiceStub(channel).CreateTenant(
+            admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(
+                name="storm", quotas=admin_pb2.TenantQuotas(requests_per_second=100_000))),
+            metadata=a.admin_metadata(),
+        )  # fmt: skip
+    key = created_tenant.api_key.secret
+    meta = (("authorization", f"Bearer {key}"),)
+    credential = await a.issue_worker_credential(["storm"], http=True)
+    release = asyncio.Event()
+    handlers = HandlerRegistry()
+
+    async def hold(_ctx) -> bytes:
+        await release.wait()
+        return b"{}"
+
+    handlers.register("hold", hold)
+    async with (grpc.aio.insecure_channel(a.address) as to_a, grpc.aio.insecure_channel(b.address) as to_b,
+                running_worker(a.address, credential, handlers, worker_id="storm-w", slots=LANES * PER_LANE + 10)):
+        via = [scheduler_pb2_grpc.SchedulerServiceStub(to_a), scheduler_pb2_grpc.SchedulerServiceStub(to_b)]
+        await without_ticks(a, b)
+        job_id = await held_job_on(via[1], key, a)
+        await without_sweeps(a, b)
+        gateway = a.server.gateway
+        rounds, woken, wakes = gateway.rounds_run, gateway.woken_rounds, gateway.ready_wakes
+        received = a.server.wakeup.received
+        loop = asyncio.get_running_loop()
+
+        async def storm(lane: int) -> None:
+            scheduler = via[lane % 2]  # half in process on the holder, half through the other server's puts
+            for index in range(PER_LANE):
+                reply = await scheduler.TriggerJob(scheduler_pb2.TriggerJobRequest(
+                    id=job_id, request_id=f"storm-{lane}-{index}", allow_overlap=True), metadata=meta)
+                assert reply.created
+
+        began = loop.time()
+        await asyncio.gather(*(storm(lane) for lane in range(LANES)))
+        try:
+            deadline = loop.time() + WAIT
+            while (handed := await running_count(via[0], key, job_id)) < LANES * PER_LANE:
+                assert loop.time() < deadline, f"{handed} of {LANES * PER_LANE} triggered runs handed out"
+                await asyncio.sleep(0.1)
+        finally:
+            release.set()
+        # The last trigger's round comes at most one gap after it; the rest
+        # of the wait (ListExecutions polls) runs no round: no wake, no result.
+        settle = loop.time() - began
+        bound = settle / DEFAULT_READY_GAP + 3
+        assert a.server.wakeup.received > received, "the other server's puts reached the holder"
+        assert gateway.ready_wakes - wakes >= LANES * PER_LANE // 2, "a storm, not a trickle"
+        assert gateway.woken_rounds - woken <= bound, f"{gateway.woken_rounds - woken} woken rounds in {settle:.2f} s"
+        assert gateway.rounds_run - rounds <= bound + 2, f"{gateway.rounds_run - rounds} rounds in {settle:.2f} s"
+        print(f"storm: {gateway.ready_wakes - wakes} ready wakes, {gateway.woken_rounds - woken} woken rounds, "
+              f"{gateway.rounds_run - rounds} rounds in {settle:.2f} s (bound {bound:.0f})")

@@ -21,7 +21,9 @@ saw it) worth waking:
 
 A trigger or backfill (``ready=True``: its executions exist, ready now, and
 no claim will see them) wakes the holder's hand-out round instead
-(``ready``, the gateway's wake; the put's value then ends in
+(``ready``, the gateway's ready wake, which merges a flood of them into at
+most one round per gap: :meth:`.Gateway.wake_ready
+<tickwheel_server.gateway.gateway.Gateway.wake_ready>`; the put's value then ends in
 :data:`READY`, or :data:`BOTH` when a claim's wake was merged into the same
 put): the holder's wheel would otherwise not know of them, and they would
 wait for the hand-out's sweep. It does not wake the claim, which would

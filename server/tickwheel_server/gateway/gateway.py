@@ -5,7 +5,20 @@ A hand-out round runs when something may be ready: the timer wheel reached a
 due instant, a worker granted credit or connected, results were recorded
 (they may have freed a job or a concurrency key), or the sweep interval
 (default 1 s) passed; the sweep is also how this server's workers take work
-of partitions other servers own (work stealing). How the parts fit:
+of partitions other servers own (work stealing).
+
+A *ready* wake (:meth:`Gateway.wake_ready`: a trigger, backfill or resume
+through this server's API, or another server's wake put for one of this
+server's partitions) is a tenant's to send as fast as its request rate
+allows, on every server of the fleet. It starts a round at once, but never
+sooner than ``ready_gap`` seconds after the last round a ready wake
+started: ready wakes that arrive while a round runs or within the gap are
+merged into one round after it, so they start at most one round per gap
+whatever their number. None is lost: a ready wake that arrives during a
+round (which may have read before the write committed) always brings a
+round that begins after it, and any round that begins after it answers it.
+
+How the parts fit:
 
 - :mod:`.fence` says whether anything may be handed out now (this server's
   session surely alive, its clock agreeing with the database's); the loop
@@ -34,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Awaitable, Callable
 
 from tickwheel.shared.clock import Clock
@@ -55,6 +69,9 @@ from .liveness import Liveness
 from .rounds import Rounds
 
 log = logging.getLogger(__name__)
+
+DEFAULT_READY_GAP = 0.05
+"""Seconds between the rounds ready wakes start (see the module docstring)."""
 
 
 class Gateway:
@@ -84,10 +101,16 @@ class Gateway:
         unheld_rate: float = DEFAULT_RATE,
         unheld_burst: float = DEFAULT_BURST,
         arm_ahead: float = DEFAULT_AHEAD,
+        ready_gap: float = DEFAULT_READY_GAP,
     ) -> None:
+        if not ready_gap >= 0:
+            raise ValueError("ready_gap must be >= 0 seconds")
         self._clock = clock
         self._sweep_interval = sweep_interval
+        self._ready_gap = ready_gap
         self._wake = asyncio.Event()
+        self._ready = asyncio.Event()
+        """A ready wake arrived since the last round began."""
         wake = self._wake.set
         # (job id, tenant) of each delivery this gateway handed out and still tracks (metrics and logs).
         held: dict[Key, tuple[str, str]] = {}
@@ -116,10 +139,22 @@ class Gateway:
         """Rounds :meth:`run` has run (failed ones too)."""
         self.round_done = asyncio.Event()
         """Set after each round :meth:`run` runs (then replaced)."""
+        self.ready_wakes = 0
+        """Ready wakes received (:meth:`wake_ready`)."""
+        self.woken_rounds = 0
+        """Rounds a ready wake started (the others answered by a round begun for another reason)."""
 
     def wake(self) -> None:
         """Run a hand-out round now (something may be ready)."""
         self._wake.set()
+
+    def wake_ready(self) -> None:
+        """Executions were made ready now (a trigger, a backfill, a resume,
+        here or on another server): run a round at once, or, if a ready wake
+        started one less than ``ready_gap`` ago, at the end of the gap (see
+        the module docstring)."""
+        self.ready_wakes += 1
+        self._ready.set()
 
     def use_session(self, session: Session, owner: str) -> None:
         """Hand out under ``session`` (named ``owner`` in the store) from now
@@ -143,9 +178,11 @@ class Gateway:
             await asyncio.gather(writer, return_exceptions=True)
 
     async def _hand_out_forever(self) -> None:
+        woken_at = -math.inf  # when the last round a ready wake started began (monotonic)
         while True:
             if self.fence.compares_clocks:
                 await self.fence.check_skew_if_due()
+            self._ready.clear()  # a ready wake from here on asks for a round after this one
             try:
                 await self.rounds.hand_out_round()
             except Exception:
@@ -153,17 +190,40 @@ class Gateway:
             self.rounds_run += 1
             self.round_done.set()
             self.round_done = asyncio.Event()
+            if await self._next_round(woken_at):
+                woken_at = self._clock.monotonic()
+                self.woken_rounds += 1
+
+    async def _next_round(self, woken_at: float) -> bool:
+        """Wait for the next round: a wake, the sweep, an armed instant, or
+        a ready wake once ``ready_gap`` has passed since ``woken_at``.
+        Whether a ready wake started it."""
+        while True:
             delay = self._sweep_interval
             now_us = to_us(self._clock.now())
             armed_at = self.armed.next_instant_us(now_us)
             if armed_at is not None:  # an armed instant may be of a partition not in this server's wheel
                 delay = min(delay, (armed_at - now_us) / 1e6)
+            ready = self._ready.is_set()
+            if ready:
+                gap = woken_at + self._ready_gap - self._clock.monotonic()
+                if gap <= 0:
+                    self._wake.clear()  # the round answers any wake as well
+                    return True
+                delay = min(delay, gap)
             sleeper = asyncio.create_task(self._clock.sleep(delay))
             waiter = asyncio.create_task(self._wake.wait())
+            waits = {sleeper, waiter}
+            if not ready:
+                waits.add(asyncio.create_task(self._ready.wait()))
             try:
-                await asyncio.wait({sleeper, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                sleeper.cancel()
-                waiter.cancel()
-            self._wake.clear()
-
+                for task in waits:
+                    task.cancel()
+            if self._wake.is_set():
+                self._wake.clear()
+                return False
+            if sleeper in done:  # the sweep, an armed instant, or the end of the ready wake's gap
+                return ready and self._clock.monotonic() >= woken_at + self._ready_gap
+            # A ready wake arrived: at once, or at the end of its gap.
