@@ -33,6 +33,18 @@ phase (its ``/metrics``), per request and per job; ``cpu_ms_per_request`` the
 CPU of both servers over the request phase per request
 (``/proc/<pid>/stat``), which includes their idle ticks, so it is compared
 between versions run alike, not read alone.
+
+``--storm SECONDS`` (session 17) runs a trigger storm instead of the
+rounds: ``--storm-lanes`` loops call TriggerJob of one job (``allow_overlap``)
+back to back for that long, alternating the two servers (half the
+triggers reach the job's holder directly, half through the other
+server's wake puts). It prints ``triggers`` (and per second),
+``handout_claims``: the hand-out claims both servers ran meanwhile (calls
+of the round's ready-tenant probe in ``pg_stat_statements``: one per
+claim of a round with workers' credit, whatever version runs; null where
+the extension is not loaded), per second and per trigger; ``cpu_ms_per_trigger`` (both servers' CPU, idle ticks
+and sweeps included) and the triggered runs' ``wait`` (one job: all
+``local`` when ``s2`` holds its partition, all ``remote`` otherwise).
 """
 
 from __future__ import annotations
@@ -143,6 +155,70 @@ async def drive(server, key: str, rounds: int, batch: int, pause: float, rng: ra
     return made
 
 
+async def storm(servers, key: str, seconds: float, lanes: int) -> list[str]:
+    """The storm phase: ``lanes`` loops trigger one job back to back for
+    ``seconds``, alternating the servers; the executions' ids."""
+    meta = (("authorization", f"Bearer {key}"),)
+    loop = asyncio.get_running_loop()
+    made: list[str] = []
+    channels = [grpc.aio.insecure_channel(server.address) for server in servers]
+    try:
+        apis = [scheduler_pb2_grpc.SchedulerServiceStub(channel) for channel in channels]
+        later = datetime.now(timezone.utc) + timedelta(hours=1)
+        created = await apis[1].CreateJob(scheduler_pb2.CreateJobRequest(job=once("storm", later), request_id="storm"),
+                                          metadata=meta)
+        stop_at = loop.time() + seconds
+
+        async def lane(index: int) -> None:
+            api, n = apis[index % len(apis)], 0
+            while loop.time() < stop_at:
+                reply = await api.TriggerJob(scheduler_pb2.TriggerJobRequest(
+                    id=created.job.id, request_id=f"storm-{index}-{n}", allow_overlap=True), metadata=meta)
+                made.append(reply.execution.id)
+                n += 1
+
+        await asyncio.gather(*(lane(index) for index in range(lanes)))
+    finally:
+        for channel in channels:
+            await channel.close()
+    return made
+
+
+READY_PROBE = ("SELECT t.name, t.weight, t.max_concurrency, (SELECT e.ready_at FROM executions AS e "
+               "WHERE e.tenant = t.name%")
+"""The start of the hand-out round's ready-tenant probe (store/handout.py), one call per claim."""
+
+
+def handout_claims(url: str) -> int:
+    with h.observe(url) as pg:
+        return int(pg.execute(h.OWN_QUERY + " SELECT coalesce(sum(calls), 0) FROM pg_stat_statements "
+                              "WHERE query LIKE %s", (READY_PROBE,)).fetchone()[0])
+
+
+def storm_phase(url: str, servers, key: str, owners: dict[int, str], args) -> dict:
+    """Run :func:`storm` and measure it (see the module docstring)."""
+    pids = [s.process.pid for s in servers]
+    counted = h.Statements(url).available  # creates the extension where the server has it loaded
+    claims_before = handout_claims(url) if counted else 0
+    cpu_before = sum(h.tree_cpu_s(pid) for pid in pids)
+    load_before = h.load_average()
+    began = time.monotonic()
+    made = asyncio.run(storm(servers, key, args.storm, args.storm_lanes))
+    wall = time.monotonic() - began
+    cpu = sum(h.tree_cpu_s(pid) for pid in pids) - cpu_before
+    claims = handout_claims(url) - claims_before if counted else None
+    triggers = len(made)
+    return {
+        "storm_s": round(wall, 2), "lanes": args.storm_lanes, "triggers": triggers,
+        "triggers_per_s": round(triggers / wall, 1), "handout_claims": claims,
+        "handout_claims_per_s": None if claims is None else round(claims / wall, 1),
+        "handout_claims_per_trigger": None if claims is None else round(claims / max(triggers, 1), 3),
+        "cpu_ms_per_trigger": round(cpu * 1000 / max(triggers, 1), 3), "cpu_cores": round(cpu / wall, 2),
+        "wait": waits(url, {"trigger": made}, owners, triggers),
+        "loadavg_before": load_before, "loadavg_after": h.load_average(),
+    }
+
+
 WAITS = (
     f"SELECT e.id, e.job_id, e.partition, e.origin, e.due_at, e.created_at, j.created_at, j.updated_at, "
     f"a.worker_started_at FROM executions AS e JOIN jobs AS j ON j.id = e.job_id "
@@ -199,6 +275,31 @@ def start_worker(folder: Path, address: str, credential: str, worker_id: str) ->
     )
 
 
+def rounds_phase(url: str, endpoint: str, servers, key: str, owned: dict[str, int], owners: dict[int, str], args) -> dict:
+    """The request phase of ``--rounds`` and its measures (see the module docstring)."""
+    pids = [s.process.pid for s in servers]
+    etcd_before = h.etcd_counters(endpoint)
+    cpu_before = sum(h.tree_cpu_s(pid) for pid in pids)
+    load_before = h.load_average()
+    began = time.monotonic()
+    made = asyncio.run(drive(servers[1], key, args.rounds, args.batch, args.pause, random.Random(args.seed)))
+    wall = time.monotonic() - began
+    cpu = sum(h.tree_cpu_s(pid) for pid in pids) - cpu_before
+    etcd_after = h.etcd_counters(endpoint)
+    requests = 4 * args.rounds + args.rounds // 10 + 1
+    jobs = sum(len(ids) for ids in made.values()) + args.rounds
+    puts = etcd_after.get("grpc_server_started_total:Put", 0) - etcd_before.get("grpc_server_started_total:Put", 0)
+    expected = sum(len(ids) for ids in made.values())
+    return {
+        "rounds": args.rounds, "batch": args.batch, "pause_s": args.pause, "partitions_owned": owned,
+        "wait": waits(url, made, owners, expected),
+        "etcd_puts": puts, "etcd_puts_per_request": round(puts / requests, 3),
+        "etcd_puts_per_job": round(puts / jobs, 4),
+        "cpu_ms_per_request": round(cpu * 1000 / requests, 2), "request_phase_s": round(wall, 1),
+        "loadavg_before": load_before, "loadavg_after": h.load_average(),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=100)
@@ -208,6 +309,8 @@ def main() -> None:
     parser.add_argument("--pg")
     parser.add_argument("--etcd")
     parser.add_argument("--logs")
+    parser.add_argument("--storm", type=float, default=0.0, help="seconds of a trigger storm instead of the rounds")
+    parser.add_argument("--storm-lanes", type=int, default=4)
     args = parser.parse_args()
     with h.postgres(args.pg) as url, h.etcd(args.etcd) as endpoint, h.workdir(args.logs, "tickwheel-wake-") as folder:
         servers, workers = [], []
@@ -223,27 +326,10 @@ def main() -> None:
             time.sleep(2)
             with psycopg.connect(h.conninfo(url)) as pg:
                 owners = dict(pg.execute("SELECT partition, owner FROM partitions").fetchall())
-            pids = [s.process.pid for s in servers]
-            etcd_before = h.etcd_counters(endpoint)
-            cpu_before = sum(h.tree_cpu_s(pid) for pid in pids)
-            load_before = h.load_average()
-            began = time.monotonic()
-            made = asyncio.run(drive(s2, key, args.rounds, args.batch, args.pause, random.Random(args.seed)))
-            wall = time.monotonic() - began
-            cpu = sum(h.tree_cpu_s(pid) for pid in pids) - cpu_before
-            etcd_after = h.etcd_counters(endpoint)
-            requests = 4 * args.rounds + args.rounds // 10 + 1
-            jobs = sum(len(ids) for ids in made.values()) + args.rounds
-            puts = etcd_after.get("grpc_server_started_total:Put", 0) - etcd_before.get("grpc_server_started_total:Put", 0)
-            expected = sum(len(ids) for ids in made.values())
-            result = {
-                "rounds": args.rounds, "batch": args.batch, "pause_s": args.pause, "partitions_owned": owned,
-                "wait": waits(url, made, owners, expected),
-                "etcd_puts": puts, "etcd_puts_per_request": round(puts / requests, 3),
-                "etcd_puts_per_job": round(puts / jobs, 4),
-                "cpu_ms_per_request": round(cpu * 1000 / requests, 2), "request_phase_s": round(wall, 1),
-                "loadavg_before": load_before, "loadavg_after": h.load_average(),
-            }
+            if args.storm > 0:
+                result = {"partitions_owned": owned, **storm_phase(url, servers, key, owners, args)}
+            else:
+                result = rounds_phase(url, endpoint, servers, key, owned, owners, args)
         finally:
             for worker in workers:
                 worker.terminate()
