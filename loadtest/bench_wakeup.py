@@ -45,6 +45,10 @@ claim of a round with workers' credit, whatever version runs; null where
 the extension is not loaded), per second and per trigger; ``cpu_ms_per_trigger`` (both servers' CPU, idle ticks
 and sweeps included) and the triggered runs' ``wait`` (one job: all
 ``local`` when ``s2`` holds its partition, all ``remote`` otherwise).
+With ``--storm-hold S`` the workers (5 000 slots each) hold every run
+until S seconds after the storm, so no result and no credit grant runs a
+round during it: the claims counted are those of the rounds the ready
+wakes (and the 1 s sweeps) ran.
 """
 
 from __future__ import annotations
@@ -265,13 +269,20 @@ def summary(values: list[float]) -> dict:
             "p99_ms": round(h.percentile(values, 0.99), 1), "max_ms": round(values[-1], 1)}
 
 
-def start_worker(folder: Path, address: str, credential: str, worker_id: str) -> subprocess.Popen:
+def start_worker(folder: Path, address: str, credential: str, worker_id: str, hold: float = 0.0) -> subprocess.Popen:
+    """A worker of ``echo``, 200 slots; with ``hold`` > 0, 5 000 slots of an
+    ``echo`` that waits that long first (:func:`_harness.register_held_echo`)."""
     log = (folder / f"{worker_id}.log").open("w")
+    handlers, slots, env = h.BUILTINS, 200, os.environ
+    if hold > 0:
+        handlers, slots = "_harness:register_held_echo", 5000
+        env = {**os.environ, h.HOLD_ENV: str(hold),
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))}
     return subprocess.Popen(
-        [TICKWHEEL, "worker", "--address", address, "--handlers", h.BUILTINS, "--no-http", "--slots", "200",
-         "--worker-id", worker_id, "--grace", "5", "--log-level", "WARNING"],
+        [TICKWHEEL, "worker", "--address", address, "--handlers", handlers, "--no-http", "--slots", str(slots),
+         "--worker-id", worker_id, "--grace", str(5 + hold), "--log-level", "WARNING"],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=folder,
-        env={**os.environ, "TICKWHEEL_WORKER_CREDENTIAL": credential},
+        env={**env, "TICKWHEEL_WORKER_CREDENTIAL": credential},
     )
 
 
@@ -311,6 +322,8 @@ def main() -> None:
     parser.add_argument("--logs")
     parser.add_argument("--storm", type=float, default=0.0, help="seconds of a trigger storm instead of the rounds")
     parser.add_argument("--storm-lanes", type=int, default=4)
+    parser.add_argument("--storm-hold", type=float, default=0.0,
+                        help="> 0: the workers hold each run for the storm and this many seconds more")
     args = parser.parse_args()
     with h.postgres(args.pg) as url, h.etcd(args.etcd) as endpoint, h.workdir(args.logs, "tickwheel-wake-") as folder:
         servers, workers = [], []
@@ -320,7 +333,8 @@ def main() -> None:
                                                     "--server-id", name))
             s1, s2 = servers
             key, credential = asyncio.run(api_key(s2))
-            workers = [start_worker(folder, s.address, credential, f"wake-w{i}") for i, s in enumerate(servers)]
+            hold = args.storm + args.storm_hold if args.storm > 0 and args.storm_hold > 0 else 0.0
+            workers = [start_worker(folder, s.address, credential, f"wake-w{i}", hold) for i, s in enumerate(servers)]
             owned = asyncio.run(wait_shared(s2, len(workers)))
             h.wait_started(url, s1)
             time.sleep(2)
