@@ -183,6 +183,18 @@ async def test_a_wake_lost_while_etcd_is_down_leaves_the_job_to_the_tick(pair, e
     assert a.server.wakeup.received > received
 
 
+async def unlimited_tenant(server, name: str) -> tuple[str, str]:
+    """A tenant whose request rate quota is lifted, through ``server``: its
+    API key and a worker credential for it."""
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        created_tenant = await admin_pb2_grpc.AdminServiceStub(channel).CreateTenant(
+            admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(
+                name=name, quotas=admin_pb2.TenantQuotas(requests_per_second=100_000))),
+            metadata=server.admin_metadata(),
+        )  # fmt: skip
+    return created_tenant.api_key.secret, await server.issue_worker_credential([name], http=True)
+
+
 async def test_a_tenant_creating_due_now_jobs_in_a_loop_cannot_make_the_servers_spin(pair) -> None:
     """A tenant whose request rate quota is lifted creates due-now jobs from
     eight concurrent loops (far more wakes than one per gap): each server's
@@ -193,14 +205,7 @@ async def test_a_tenant_creating_due_now_jobs_in_a_loop_cannot_make_the_servers_
     ``tests/unit/dispatcher/test_dispatcher_wake.py``.)"""
     a, b, scheduler, _key = pair
     await settled(a, b)
-    async with grpc.aio.insecure_channel(a.address) as channel:
-        created_tenant = await admin_pb2_grpc.AdminServiceStub(channel).CreateTenant(
-            admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(
-                name="flood", quotas=admin_pb2.TenantQuotas(requests_per_second=100_000))),
-            metadata=a.admin_metadata(),
-        )  # fmt: skip
-    key = created_tenant.api_key.secret
-    credential = await a.issue_worker_credential(["flood"], http=True)
+    key, credential = await unlimited_tenant(a, "flood")
     meta = (("authorization", f"Bearer {key}"),)
     async with running_worker(a.address, credential, builtin_handlers(), worker_id="flood-w", slots=64):
         await without_ticks(a, b)
@@ -276,15 +281,8 @@ async def running_count(scheduler, key: str, job_id: str) -> int:
 async def test_a_trigger_storm_costs_the_holder_one_round_per_ready_gap_and_every_run_goes_out(pair) -> None:
     a, b, _scheduler, _key = pair
     await settled(a, b)
-    async with grpc.aio.insecure_channel(a.address) as channel:
-        created_tenant = await admin_pb2_grpc.AdminServiceStub(channel).CreateTenant(
-            admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(
-                name="storm", quotas=admin_pb2.TenantQuotas(requests_per_second=100_000))),
-            metadata=a.admin_metadata(),
-        )  # fmt: skip
-    key = created_tenant.api_key.secret
+    key, credential = await unlimited_tenant(a, "storm")
     meta = (("authorization", f"Bearer {key}"),)
-    credential = await a.issue_worker_credential(["storm"], http=True)
     release = asyncio.Event()
     handlers = HandlerRegistry()
 
