@@ -326,5 +326,3 @@ async def test_a_trigger_storm_costs_the_holder_one_round_per_ready_gap_and_ever
         assert gateway.ready_wakes - wakes >= LANES * PER_LANE // 2, "a storm, not a trickle"
         assert gateway.woken_rounds - woken <= bound, f"{gateway.woken_rounds - woken} woken rounds in {settle:.2f} s"
         assert gateway.rounds_run - rounds <= bound + 2, f"{gateway.rounds_run - rounds} rounds in {settle:.2f} s"
-        print(f"storm: {gateway.ready_wakes - wakes} ready wakes, {gateway.woken_rounds - woken} woken rounds, "
-              f"{gateway.rounds_run - rounds} rounds in {settle:.2f} s (bound {bound:.0f})")
