@@ -2,7 +2,7 @@
 (:class:`.errors.AmbiguousCommitError`, as when PostgreSQL stops during it),
 undone, in a transaction of its own, before the next transaction of the store
 that made them
-(docs/architecture.md, "Hand-outs decided ahead" and "Commits in doubt").
+(docs/architecture.md, "Hand-outs decided ahead" and "Hand-outs in doubt").
 
 Such a write may have committed, and its server holds what it did nowhere
 (the store call raised): armed rows would stay armed under the live
