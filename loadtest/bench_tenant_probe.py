@@ -20,7 +20,15 @@ empty data tables, one worker group whose capability names all ``N`` tenants
   ready at one instant 5 s ahead and the last tenant one at the same
   instant: arming passes of 2 000 until that quiet run is armed (its
   ``passes`` and the wall time they took), then, from fresh data, hand-out
-  rounds of 2 000 at the instant until it is handed out.
+  rounds of 2 000 at the instant until it is handed out;
+- ``backlog``: the same, but the ``--flood`` runs of ``t0`` are each at an
+  instant of their own, spread over the 10 s before :data:`AT` (more
+  (instant, tenant) pairs in either window than the ready side's walk
+  visits a pass: the worst case, where a pass also walks the tenants):
+  ``--passes`` arming passes and rounds of a worker group whose handler
+  none of the runs names (what finding the tenants costs, with an empty
+  pick), then, as for ``flood``, the passes until the quiet run is armed /
+  handed out.
 
 Per pass: the statements (``pg_stat_statements``: calls per pass by shape,
 the costliest shapes), the wall time (ms, mean) and PostgreSQL's CPU
@@ -77,9 +85,10 @@ def _execution(ident: str, job_id: str, tenant: str, ready_us: int, now_us: int)
                 missed_count=1, reap_count=0, payload=b"", error="", dead_reason="", created_at=now_us)
 
 
-def populate(engine: sa.Engine, url: str, names: list[str], *, parked: bool, flood: int) -> None:
+def populate(engine: sa.Engine, url: str, names: list[str], *, parked: bool, flood: int, spread: bool = False) -> None:
     """``names`` as tenants; with ``parked`` one run each an hour ahead; with
-    ``flood`` that many one-offs of the first tenant at :data:`AT` and one of the last."""
+    ``flood`` that many one-offs of the first tenant at :data:`AT` (with
+    ``spread``, each at its own instant over the 10 s before it) and one of the last at :data:`AT`."""
     h.reset_data(url)
     now_us = to_us(T)
     once = job_pb2.Job(name="once", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")))
@@ -97,7 +106,8 @@ def populate(engine: sa.Engine, url: str, names: list[str], *, parked: bool, flo
             at = to_us(AT)
             for i in range(flood):
                 job_rows.append(_job(f"flood_{i}", names[0], spec, now_us))
-                rows.append(_execution(f"flood_{i}:1", f"flood_{i}", names[0], at, now_us))
+                ready = at - 10_000_000 + i * (10_000_000 // flood) if spread else at
+                rows.append(_execution(f"flood_{i}:1", f"flood_{i}", names[0], ready, now_us))
             job_rows.append(_job("quiet", names[-1], spec, now_us))
             rows.append(_execution("quiet:1", "quiet", names[-1], at, now_us))
         for start in range(0, len(job_rows), 5000):
@@ -184,6 +194,17 @@ async def run(url: str, counts: list[int], passes: int, flood: int, steps: int |
             populate(engine, url, names, parked=True, flood=flood)
             handed = await until_found(_queue(engine, FakeClock(AT), steps), capability, names[-1], False, most)
             figures["flood"] = {"flood": flood, "quiet_armed_after": armed, "quiet_handed_out_after": handed}
+            populate(engine, url, names, parked=True, flood=flood, spread=True)
+            queue = _queue(engine, FakeClock(T), steps)
+            none = Capability(tuple(names), ("no_such_handler",), False)
+            arm = await measure(url, postmaster, passes, lambda: queue.arming.arm("s1", T, T + WINDOW, none, LIMIT))
+            rounds = await measure(url, postmaster, passes,
+                                   lambda: queue.handout.hand_out_ready("s1", AT, none, LIMIT))
+            armed = await until_found(_queue(engine, FakeClock(T), steps), capability, names[-1], True, most)
+            populate(engine, url, names, parked=True, flood=flood, spread=True)
+            handed = await until_found(_queue(engine, FakeClock(AT), steps), capability, names[-1], False, most)
+            figures["backlog"] = {"arm": arm, "round": rounds, "quiet_armed_after": armed,
+                                  "quiet_handed_out_after": handed}
             results[str(n)] = figures
     finally:
         engine.dispose()

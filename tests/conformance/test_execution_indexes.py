@@ -33,7 +33,7 @@ from .test_handout import ANY_ECHO, add_execution
 PRIMARY_KEY = "primary key"
 RUNNING = {PRIMARY_KEY, "executions_owner", "executions_busy", "executions_running_tenant"}
 SCHEDULED = {
-    PRIMARY_KEY, "executions_scheduled", "executions_tenant_ready", "executions_not_started",
+    PRIMARY_KEY, "executions_scheduled_tenant", "executions_tenant_ready", "executions_not_started",
     "executions_not_started_job",
 }  # fmt: skip
 
@@ -97,7 +97,7 @@ async def test_a_handed_out_execution_is_in_four_indexes_only(store, migrated_en
 async def test_a_claimed_occurrence_is_in_five_indexes_and_its_completed_job_in_three(migrated_engine, clock) -> None:
     """What a claim of a one-off job writes: the new scheduled execution goes
     into five indexes (the timer wheel's rebuild reads the hand-out's
-    ``executions_scheduled`` instead of an index by partition of its own) and
+    ``executions_scheduled_tenant`` instead of an index by partition of its own) and
     the job, completed, into three (the tzdata recompute's
     ``jobs_active_zone`` holds active jobs only)."""
     await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))

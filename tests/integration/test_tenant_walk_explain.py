@@ -13,7 +13,11 @@ Recursive Union whose every step is an Index Only Scan (or Index Scan) on
 ``executions_tenant_ready`` under a Limit of one row, run once per step, and
 each tenant's first ready instant one more such scan; nothing else of
 ``executions`` is read, and ``tenants`` only by primary key for the tenants
-with work.
+with work. The ready side's walk, which every pass runs first, is a
+Recursive Union whose every step is two Index (Only) Scans on
+``executions_scheduled_tenant`` under a Limit of one row (the next
+(instant, tenant) pair's instant, its tenant); the tenants it passed are
+read by primary key, once each.
 """
 
 from __future__ import annotations
@@ -85,14 +89,16 @@ def _read_rows(plan: dict) -> int:
                for n in _nodes(plan) if n.get("Relation Name") == "executions")
 
 
-async def _walk_plans(engine: sa.Engine, names: list[str], steps: int) -> list[dict]:
+async def _walk_plans(engine: sa.Engine, names: list[str], steps: int, kind: str = "walk") -> list[dict]:
+    """The plans of the walks of ``kind`` (``walk``: by tenant; ``ready``: the ready side's) of one arm and one round."""
     group = Capability(tuple(names), ("echo",), False)
     with _capturing(engine) as captured:
         queue = ExecutionQueue(engine, FakeClock(T))
         queue.arming.walk.steps = queue.handout.walk.steps = steps
+        queue.arming.walk.ready_steps = queue.handout.walk.ready_steps = steps
         await queue.arming.arm("s1", T, T + timedelta(seconds=10), group, 100)
         await queue.handout.hand_out_ready("s1", T, group, 100)
-    walks = [(s, p) for s, p in captured if "WITH RECURSIVE walk" in s]
+    walks = [(s, p) for s, p in captured if f"WITH RECURSIVE {kind}" in s]
     assert len(walks) >= 2, "the arm and the round each walked"
     return [_explain(engine, s, p, analyze=True) for s, p in walks]
 
@@ -117,3 +123,37 @@ async def test_a_walk_s_cost_follows_its_steps_not_the_tenant_count(populated) -
     large = [_read_rows(plan) for plan in await _walk_plans(engine, names, 4 * 8)]
     assert all(r <= 2 * 8 + 4 for r in small), small
     assert all(r <= 2 * 32 + 4 for r in large) and max(large) > max(small), (small, large)
+
+
+async def test_the_ready_side_reads_two_index_entries_a_step_whatever_the_backlog(populated) -> None:
+    """The flood's 40 000 rows are at distinct instants in both windows, so
+    each pass's ready side stops at its bound (and the tenant walk runs
+    too): two entries a step, the flood's settings read once."""
+    engine, names = populated
+    for plan in await _walk_plans(engine, names, STEPS, "ready"):
+        shown = _index_scans_only(plan, "executions_scheduled_tenant")
+        read = _read_rows(plan)
+        assert read <= 2 * STEPS + 4, f"the ready side read {read} rows in {STEPS} steps:\n{shown}"
+        assert not any(n["Node Type"] == "Seq Scan" for n in _nodes(plan)), _describe(plan)
+        settings = [n for n in _nodes(plan) if n.get("Relation Name") == "tenants"]
+        assert sum(n["Actual Rows"] * n.get("Actual Loops", 1) for n in settings) <= 2, shown
+
+
+async def test_with_only_parked_tenants_a_pass_reads_a_few_entries_and_walks_no_tenant(populated) -> None:
+    """Without the flood, 3 000 tenants each with a run parked an hour
+    ahead: the ready side finds its windows empty with a descent or two, so
+    the pass sends no tenant walk at all."""
+    engine, names = populated
+    with engine.begin() as conn:
+        conn.execute(sa.delete(executions).where(executions.c.tenant == "flood"))
+    group = Capability(tuple(names), ("echo",), False)
+    with _capturing(engine) as captured:
+        queue = ExecutionQueue(engine, FakeClock(T))
+        assert await queue.arming.arm("s1", T, T + timedelta(seconds=10), group, 100) == []
+        assert not await queue.handout.hand_out_ready("s1", T, group, 100)
+    assert not any("WITH RECURSIVE walk" in s for s, _p in captured)
+    ready = [(s, p) for s, p in captured if "WITH RECURSIVE ready" in s]
+    assert len(ready) == 2
+    for statement, parameters in ready:
+        plan = _explain(engine, statement, parameters, analyze=True)
+        assert _read_rows(plan) <= 4, _describe(plan)

@@ -110,7 +110,7 @@ def due_select(live: list[int], horizon_us: int, batch: int, excluded: list[str]
 def scheduled_select(partitions: list[int], until_us: int, limit: int):
     """The executions of ``partitions`` still ``scheduled`` and ready by
     ``until_us``, oldest first (what the timer wheel is rebuilt from). One
-    range scan of ``executions_scheduled (ready_at, partition)`` up to
+    range scan of ``executions_scheduled_tenant (ready_at, tenant, partition)`` up to
     ``until_us``, keeping the partitions asked for: it passes over the
     entries of the others (a rare read: no index by partition is kept for
     it, which would cost an entry at every insert of a scheduled row)."""

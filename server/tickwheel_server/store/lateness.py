@@ -4,7 +4,7 @@ hand-out, each with its job's lateness threshold.
 Late is measured against the instant an execution became ready
 (``ready_at``: the due instant for a first attempt, the backoff's end for a
 retry). :meth:`LatenessStore.oldest_waiting` is a range scan on
-``executions_scheduled`` (and on ``executions_waiting``) with a LIMIT, joined
+``executions_scheduled_tenant`` (and on ``executions_waiting``) with a LIMIT, joined
 with their jobs for the threshold. Executions of a paused tenant
 (``tenants.state = 'paused'``) and those a paused job holds (``wait_key``
 ``PAUSED_WAIT``) are left out: they are held back on purpose. The watch that
@@ -56,7 +56,7 @@ class LatenessStore(SqlStore):
             rows = []
             # Ready for a hand-out, and held back by their job's overlap policy
             # or a concurrency key: one range scan with a LIMIT on each of
-            # executions_scheduled and executions_waiting, merged oldest first.
+            # executions_scheduled_tenant and executions_waiting, merged oldest first.
             for status in ("scheduled", "waiting"):
                 rows += conn.execute(
                     sa.select(

@@ -21,6 +21,23 @@ per worker group (its :class:`.executions.Capability`) in memory, this
 server's alone, as the fair-share passes are; the comparisons of names are
 the database's, never Python's (collations differ). Statements both
 PostgreSQL and CockroachDB run (and SQLite).
+
+Tenants whose scheduled rows all lie outside the window (parked: retries
+backing off, runs due later) are steps of that walk too, so with more of
+them than a pass visits, a run that just became ready would be found only
+once the rotation reached its tenant. So every pass first walks the
+*ready side* (:meth:`TenantWalk.by_ready`): the distinct (ready
+instant, tenant) pairs of the rows in the window, oldest first, along
+``executions_scheduled_tenant (ready_at, tenant, partition)`` (migration
+0030), each step one descent to the next pair, at most
+:data:`READY_STEPS` a pass, from a rotating start as well. Parked rows are
+outside its range, so they cost it nothing; a tenant's burst at one
+instant is one step. When that walk covers the whole window (it began at
+the window's start and reached its end) it has seen every tenant with work
+in it, and the tenant walk is not run. Only when more pairs are ready than
+it visits (a backlog spread over many instants) does the pass also run the
+tenant walk, which then keeps any tenant from waiting behind another's
+backlog longer than its rotation.
 """
 
 from __future__ import annotations
@@ -39,6 +56,9 @@ work by the walk instead of one probe per tenant named."""
 
 WALK_STEPS = 1024
 """Tenants with scheduled work one pass visits at most (two descents each)."""
+
+READY_STEPS = 256
+"""(Ready instant, tenant) pairs in the window one pass's ready-side walk visits at most (two descents each)."""
 
 _MAX_STARTS = 1024
 """Worker groups whose start is kept; beyond, they are forgotten (the next pass starts at the first tenant)."""
@@ -87,15 +107,46 @@ def _statement(after: bool, upto: bool, since: bool) -> sa.TextClause:
     )
 
 
-class TenantWalk:
-    """One store's walks: their bound and, per worker group, where the next starts (thread-safe)."""
+@functools.lru_cache(maxsize=None)
+def _ready_statement(after: bool, since: bool) -> sa.TextClause:
+    window = "e.status = 'scheduled' AND e.ready_at <= :until " + ("AND e.ready_at > :since " if since else "")
 
-    def __init__(self, above: int = WALK_ABOVE, steps: int = WALK_STEPS) -> None:
-        if steps < 1:
+    def following(column: str, bound: str) -> str:
+        # The next entry of executions_scheduled_tenant in the window after ``bound`` (one descent).
+        return (f"(SELECT e.{column} FROM executions AS e WHERE {window}{bound}"
+                "ORDER BY e.ready_at, e.tenant LIMIT 1)")
+
+    start = "AND (e.ready_at, e.tenant) > (:after_at, :after_tenant) " if after else ""
+    step = "AND (e.ready_at, e.tenant) > (w.r, w.t) "
+    return sa.text(
+        "WITH RECURSIVE ready (r, t, n) AS ("
+        f"SELECT {following('ready_at', start)}, {following('tenant', start)}, 1 "
+        "UNION ALL "
+        f"SELECT {following('ready_at', step)}, {following('tenant', step)}, w.n + 1 "
+        "FROM ready AS w WHERE w.r IS NOT NULL AND w.n < :steps"
+        ") "
+        # Each tenant passed once, with its settings (by primary key) and its earliest instant passed...
+        "SELECT d.t, d.r, 0 AS n, "
+        "(SELECT tw.weight FROM tenants AS tw WHERE tw.name = d.t AND tw.state <> 'paused') AS weight, "
+        "(SELECT tm.max_concurrency FROM tenants AS tm WHERE tm.name = d.t) AS max_concurrency "
+        "FROM (SELECT w.t, MIN(w.r) AS r FROM ready AS w WHERE w.t IS NOT NULL GROUP BY w.t) AS d "
+        "UNION ALL "
+        # ... and the last pair (where the next walk starts) or the end (a NULL instant).
+        "SELECT w.t, w.r, w.n, NULL, NULL FROM ready AS w WHERE w.r IS NULL OR w.n = :steps"
+    )
+
+
+class TenantWalk:
+    """One store's walks: their bounds and, per worker group, where the next ones start (thread-safe)."""
+
+    def __init__(self, above: int = WALK_ABOVE, steps: int = WALK_STEPS, ready_steps: int = READY_STEPS) -> None:
+        if steps < 1 or ready_steps < 1:
             raise ValueError("a walk visits at least one tenant")
         self.above = above
         self.steps = steps
+        self.ready_steps = ready_steps
         self._starts: dict[Hashable, str] = {}
+        self._ready_starts: dict[Hashable, tuple[int, str]] = {}
         self._lock = threading.Lock()
 
     def applies(self, named: int) -> bool:
@@ -104,10 +155,71 @@ class TenantWalk:
 
     def visit(self, conn: Connection, group: Hashable, until: int, since: int | None = None) -> list[Visited]:
         """The tenants with an execution ``scheduled`` and ready after
-        ``since`` (if given) and by ``until``, among up to :attr:`steps`
-        tenants with any, visited in the database's order of names from
-        after where ``group``'s last walk stopped, wrapping round to the
-        first."""
+        ``since`` (if given) and by ``until``: every one of them when the
+        ready side's walk covers the window; otherwise those it passed
+        (up to :attr:`ready_steps` pairs) and those among up to
+        :attr:`steps` tenants with any scheduled execution, visited in the
+        database's order of names from after where ``group``'s last walk
+        stopped, wrapping round to the first."""
+        ready, whole = self.by_ready(conn, group, until, since)
+        found: dict[str, Visited] = {}
+        for t in ready if whole else self.by_tenant(conn, group, until, since) + ready:
+            known = found.get(t.name)
+            if known is None or (known.first is not None and t.first < known.first):
+                found[t.name] = t
+        return [found[name] for name in sorted(found)]
+
+    def by_ready(
+        self, conn: Connection, group: Hashable, until: int, since: int | None,
+    ) -> tuple[list[Visited], bool]:
+        """The tenants of up to :attr:`ready_steps` (ready instant, tenant)
+        pairs in the window, from after where ``group``'s last such walk
+        stopped, wrapping round to the window's start; and whether they are
+        all the window holds (one statement walked it from its start to its end)."""
+        with self._lock:
+            after = self._ready_starts.get(group)
+        found, cut, visited = self._run_ready(conn, after, self.ready_steps, since, until)
+        whole = cut is None and after is None
+        if cut is None and after is not None and visited < self.ready_steps:
+            # The end reached: round again from the window's start (pairs seen twice are harmless).
+            wrapped, cut, _visited = self._run_ready(conn, None, self.ready_steps - visited, since, until)
+            found += wrapped
+            whole = cut is None
+        with self._lock:
+            if cut is None:
+                self._ready_starts.pop(group, None)
+            else:
+                if len(self._ready_starts) >= _MAX_STARTS and group not in self._ready_starts:
+                    self._ready_starts.clear()
+                self._ready_starts[group] = cut
+        return found, whole
+
+    def _run_ready(
+        self, conn: Connection, after: tuple[int, str] | None, steps: int, since: int | None, until: int,
+    ) -> tuple[list[Visited], tuple[int, str] | None, int]:
+        """One statement: the tenants it passed (with their settings and
+        earliest instant passed), the last pair if it stopped at ``steps``
+        (else None: the end reached), and how many pairs it visited."""
+        parameters: dict = {"steps": steps, "until": until}
+        if after is not None:
+            parameters["after_at"], parameters["after_tenant"] = after
+        if since is not None:
+            parameters["since"] = since
+        rows = conn.execute(_ready_statement(after is not None, since is not None), parameters).all()
+        found, cut, visited = [], None, steps
+        for tenant, at, n, weight, max_concurrency in rows:
+            if n == 0:
+                found.append(Visited(tenant, weight, max_concurrency, at))
+            elif at is None:
+                visited = n - 1
+            else:
+                cut = (at, tenant)
+        return found, cut, visited
+
+    def by_tenant(self, conn: Connection, group: Hashable, until: int, since: int | None) -> list[Visited]:
+        """The tenants with work in the window among up to :attr:`steps`
+        tenants with any scheduled execution, from after where ``group``'s
+        last tenant walk stopped, wrapping round to the first."""
         with self._lock:
             after = self._starts.get(group)
         rows, cut, visited = self._run(conn, after, None, self.steps, since, until)
