@@ -4,7 +4,8 @@ work when a worker group may serve thousands of tenants and few have any
 own calls (``ArmStore.arm``, ``HandoutStore.hand_out_ready``), no server.
 
     .venv/bin/python loadtest/bench_tenant_probe.py [--tenants 1,100,1000,10000] [--passes 40]
-                                                    [--flood 20000] [--steps N] [--pg URL] [--smoke]
+                                                    [--flood 20000] [--steps N] [--ready-steps N] [--pg URL]
+                                                    [--smoke]
 
 Prints one JSON object. Without ``--pg`` a throwaway PostgreSQL is started
 (``tests/support``) and deleted afterwards. For each tenant count ``N``, from
@@ -25,10 +26,10 @@ empty data tables, one worker group whose capability names all ``N`` tenants
   instant of their own, spread over the 10 s before :data:`AT` (more
   (instant, tenant) pairs in either window than the ready side's walk
   visits a pass: the worst case, where a pass also walks the tenants):
-  ``--passes`` arming passes and rounds of a worker group whose handler
-  none of the runs names (what finding the tenants costs, with an empty
-  pick), then, as for ``flood``, the passes until the quiet run is armed /
-  handed out.
+  ``--passes`` times what finding the tenants with work costs alone (the
+  arm's and the round's walk, called as they call it, each in a
+  transaction of its own; nothing is armed or handed out), then, as for
+  ``flood``, the passes until the quiet run is armed / handed out.
 
 Per pass: the statements (``pg_stat_statements``: calls per pass by shape,
 the costliest shapes), the wall time (ms, mean) and PostgreSQL's CPU
@@ -160,14 +161,23 @@ async def until_found(queue: ExecutionQueue, capability: Capability, quiet: str,
     return {"passes": None, "wall_s": round(time.perf_counter() - began, 3)}
 
 
-def _queue(engine: sa.Engine, clock: FakeClock, steps: int | None) -> ExecutionQueue:
+async def finding(engine: sa.Engine, walk, capability: Capability, until: datetime, since: datetime | None) -> None:
+    """One pass's finding of the tenants with work alone (the store's walk, as the arm or the round calls it)."""
+    with engine.begin() as conn:
+        walk.visit(conn, capability, to_us(until), None if since is None else to_us(since))
+
+
+def _queue(engine: sa.Engine, clock: FakeClock, steps: int | None, ready_steps: int | None = None) -> ExecutionQueue:
     queue = ExecutionQueue(engine, clock)
     if steps is not None:  # the tenant walk's bound (branch tenantprobe on)
         queue.handout.walk.steps = queue.arming.walk.steps = steps
+    if ready_steps is not None:  # the ready side's bound (branch quietwalk on)
+        queue.handout.walk.ready_steps = queue.arming.walk.ready_steps = ready_steps
     return queue
 
 
-async def run(url: str, counts: list[int], passes: int, flood: int, steps: int | None) -> dict:
+async def run(url: str, counts: list[int], passes: int, flood: int, steps: int | None,
+              ready_steps: int | None = None) -> dict:
     engine = create_store_engine(url)
     migrate(engine)
     postmaster = h.postmaster_pid(url)
@@ -179,7 +189,7 @@ async def run(url: str, counts: list[int], passes: int, flood: int, steps: int |
             figures: dict = {}
             for scenario in ("idle", "parked"):
                 populate(engine, url, names, parked=scenario == "parked", flood=0)
-                queue = _queue(engine, FakeClock(T), steps)
+                queue = _queue(engine, FakeClock(T), steps, ready_steps)
                 arm = await measure(url, postmaster, passes,
                                     lambda: queue.arming.arm("s1", T, T + WINDOW, capability, LIMIT))
                 rounds = await measure(url, postmaster, passes,
@@ -190,19 +200,20 @@ async def run(url: str, counts: list[int], passes: int, flood: int, steps: int |
                 figures[scenario] = {"arm": arm, "round": rounds, "postgres_cpu_ms_per_idle_second": idle_cpu}
             most = flood // LIMIT + n + 2
             populate(engine, url, names, parked=True, flood=flood)
-            armed = await until_found(_queue(engine, FakeClock(T), steps), capability, names[-1], True, most)
+            fresh = lambda at: _queue(engine, FakeClock(at), steps, ready_steps)  # noqa: E731
+            armed = await until_found(fresh(T), capability, names[-1], True, most)
             populate(engine, url, names, parked=True, flood=flood)
-            handed = await until_found(_queue(engine, FakeClock(AT), steps), capability, names[-1], False, most)
+            handed = await until_found(fresh(AT), capability, names[-1], False, most)
             figures["flood"] = {"flood": flood, "quiet_armed_after": armed, "quiet_handed_out_after": handed}
             populate(engine, url, names, parked=True, flood=flood, spread=True)
-            queue = _queue(engine, FakeClock(T), steps)
-            none = Capability(tuple(names), ("no_such_handler",), False)
-            arm = await measure(url, postmaster, passes, lambda: queue.arming.arm("s1", T, T + WINDOW, none, LIMIT))
+            queue = _queue(engine, FakeClock(T), steps, ready_steps)
+            arm = await measure(url, postmaster, passes,
+                                lambda: finding(engine, queue.arming.walk, capability, T + WINDOW, T))
             rounds = await measure(url, postmaster, passes,
-                                   lambda: queue.handout.hand_out_ready("s1", AT, none, LIMIT))
-            armed = await until_found(_queue(engine, FakeClock(T), steps), capability, names[-1], True, most)
+                                   lambda: finding(engine, queue.handout.walk, capability, AT, None))
+            armed = await until_found(fresh(T), capability, names[-1], True, most)
             populate(engine, url, names, parked=True, flood=flood, spread=True)
-            handed = await until_found(_queue(engine, FakeClock(AT), steps), capability, names[-1], False, most)
+            handed = await until_found(fresh(AT), capability, names[-1], False, most)
             figures["backlog"] = {"arm": arm, "round": rounds, "quiet_armed_after": armed,
                                   "quiet_handed_out_after": handed}
             results[str(n)] = figures
@@ -217,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passes", type=int, default=40)
     parser.add_argument("--flood", type=int, default=20000)
     parser.add_argument("--steps", type=int, help="the tenant walk's bound per pass (default: the store's)")
+    parser.add_argument("--ready-steps", type=int, help="the ready side's bound per pass (default: the store's)")
     parser.add_argument("--pg")
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args(argv)
@@ -225,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         counts, args.passes, args.flood = [1, 70], 3, 50
     load_before = h.load_average()
     with h.postgres(args.pg) as url:
-        results = asyncio.run(run(url, counts, args.passes, args.flood, args.steps))
+        results = asyncio.run(run(url, counts, args.passes, args.flood, args.steps, args.ready_steps))
         settings = h.server_settings(url)
     print(json.dumps({
         "benchmark": "tenant_probe",
@@ -233,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         "limit": LIMIT,
         "window_s": WINDOW.total_seconds(),
         "walk_steps": args.steps,
+        "ready_steps": args.ready_steps,
         "tenants": results,
         "postgres": settings,
         "machine": {"python": platform.python_version(), "cpus": h.os.cpu_count(),

@@ -109,7 +109,8 @@ async def _statements(engine: sa.Engine, tenants_served=("flood", "quiet"), **op
     assert {h.tenant for h in handed} == set(tenants_served)
     found = {}
     for statement, parameters in captured:
-        for kind, marker in (("candidates", "AS q (tenant, n)"), ("ready", "WITH RECURSIVE ready"), ("loose", "WITH RECURSIVE walk"),
+        for kind, marker in (("candidates", "AS q (tenant, n)"), ("ready", "WITH RECURSIVE ready"),
+                             ("loose", "WITH RECURSIVE walk"),
                              ("probe", "FROM tenants"), ("overlap", "AS q (job_id, n, upto)"),
                              ("busy", "FOR SHARE OF e"), ("taken", "e.trace_context, j.spec")):
             if marker in statement and kind not in found:

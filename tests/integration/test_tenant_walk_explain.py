@@ -90,7 +90,8 @@ def _read_rows(plan: dict) -> int:
 
 
 async def _walk_plans(engine: sa.Engine, names: list[str], steps: int, kind: str = "walk") -> list[dict]:
-    """The plans of the walks of ``kind`` (``walk``: by tenant; ``ready``: the ready side's) of one arm and one round."""
+    """The plans of the walks of ``kind`` (``walk``: by tenant; ``ready``:
+    the ready side's) of one arm and one round."""
     group = Capability(tuple(names), ("echo",), False)
     with _capturing(engine) as captured:
         queue = ExecutionQueue(engine, FakeClock(T))

@@ -11,7 +11,8 @@ per row. So the statuses fall in four groups, each with its own indexes:
   ``executions_not_started_job (job_id, …)``. No tenant index: one led by
   the tenant would hold the very rows of ``executions_tenant_ready``, and
   PostgreSQL was seen to plan a tenant's ready executions as a BitmapAnd of
-  it with ``executions_scheduled`` (every ready entry read once per tenant). A
+  it with ``executions_scheduled`` (every ready entry read once per tenant; since
+  migration 0030 ``executions_scheduled_tenant``). A
   tenant's executions not started are read from ``executions_not_started``
   with the tenant as a filter;
 - :data:`ARMED_GROUP` (armed ahead of their instant, shown as
