@@ -1,6 +1,6 @@
 """The tenant-probe benchmark still runs against PostgreSQL: smoke mode, JSON
-shape, and the quiet tenant's run found beside the flood (no timing
-assertions)."""
+shape, and the quiet tenant's run found beside the flood and the backlog (no
+timing assertions); and the scheduled-index benchmark's smoke mode."""
 
 from __future__ import annotations
 
@@ -33,6 +33,25 @@ def test_bench_tenant_probe_smoke(postgres_url):
                 assert measured["python_cpu_ms_per_pass"] >= 0
                 # None where the PostgreSQL given has no pg_stat_statements loaded (the tests' has not).
                 assert measured["statements_per_pass"] is None or measured["statements_per_pass"] >= 1
-        flood = figures["flood"]
-        assert flood["quiet_armed_after"]["passes"] >= 1, "the quiet tenant's run was armed"
-        assert flood["quiet_handed_out_after"]["passes"] >= 1, "the quiet tenant's run was handed out"
+        for scenario in ("flood", "backlog"):
+            found = figures[scenario]
+            assert found["quiet_armed_after"]["passes"] >= 1, "the quiet tenant's run was armed"
+            assert found["quiet_handed_out_after"]["passes"] >= 1, "the quiet tenant's run was handed out"
+        for kind in ("arm", "round"):
+            assert figures["backlog"][kind]["passes"] == 3
+
+
+def test_bench_scheduled_index_smoke():
+    """The index-cost benchmark (it starts its own PostgreSQL: it migrates
+    fresh databases to two versions): smoke mode and JSON shape."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "loadtest" / "bench_scheduled_index.py"), "--smoke"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["benchmark"] == "scheduled_index" and report["smoke"] is True
+    assert [run["schema"] for run in report["runs"]] == ["before (0028)", "after (0030)"]
+    assert list(report["runs"][0]["index_bytes_per_row"]) == ["executions_scheduled"]
+    assert list(report["runs"][1]["index_bytes_per_row"]) == ["executions_scheduled_tenant"]
+    assert all(run["wal_bytes_per_row"] > 0 for run in report["runs"])

@@ -107,15 +107,21 @@ async def _walk_plans(engine: sa.Engine, names: list[str], steps: int, kind: str
 async def test_a_walk_reads_two_index_entries_a_step_whatever_the_tenants(populated) -> None:
     engine, names = populated
     for plan in await _walk_plans(engine, names, STEPS):
-        shown = _index_scans_only(plan, "executions_tenant_ready")
-        read = _read_rows(plan)
         # Each step: the next tenant (one entry) and its first ready instant (one): 3 001 tenants and
         # 40 000 flood rows are there, a pass of 64 steps reads about 128.
-        assert read <= 2 * STEPS + 4, f"the walk read {read} rows in {STEPS} steps:\n{shown}"
-        assert not any(n["Node Type"] == "Seq Scan" for n in _nodes(plan)), _describe(plan)
-        # Only the tenant with work (the flood) has its settings read: by primary key, once each.
-        settings = [n for n in _nodes(plan) if n.get("Relation Name") == "tenants"]
-        assert sum(n["Actual Rows"] * n.get("Actual Loops", 1) for n in settings) <= 2, shown
+        _two_entries_a_step(plan, "executions_tenant_ready")
+
+
+def _two_entries_a_step(plan: dict, index: str) -> None:
+    """``plan`` read at most two entries of ``index`` a step (and a few
+    more), nothing of ``executions`` by a sequential scan, and only the
+    tenant with work (the flood) had its settings read: by primary key, once each."""
+    shown = _index_scans_only(plan, index)
+    read = _read_rows(plan)
+    assert read <= 2 * STEPS + 4, f"the walk read {read} rows in {STEPS} steps:\n{shown}"
+    assert not any(n["Node Type"] == "Seq Scan" for n in _nodes(plan)), _describe(plan)
+    settings = [n for n in _nodes(plan) if n.get("Relation Name") == "tenants"]
+    assert sum(n["Actual Rows"] * n.get("Actual Loops", 1) for n in settings) <= 2, shown
 
 
 async def test_a_walk_s_cost_follows_its_steps_not_the_tenant_count(populated) -> None:
@@ -132,12 +138,7 @@ async def test_the_ready_side_reads_two_index_entries_a_step_whatever_the_backlo
     too): two entries a step, the flood's settings read once."""
     engine, names = populated
     for plan in await _walk_plans(engine, names, STEPS, "ready"):
-        shown = _index_scans_only(plan, "executions_scheduled_tenant")
-        read = _read_rows(plan)
-        assert read <= 2 * STEPS + 4, f"the ready side read {read} rows in {STEPS} steps:\n{shown}"
-        assert not any(n["Node Type"] == "Seq Scan" for n in _nodes(plan)), _describe(plan)
-        settings = [n for n in _nodes(plan) if n.get("Relation Name") == "tenants"]
-        assert sum(n["Actual Rows"] * n.get("Actual Loops", 1) for n in settings) <= 2, shown
+        _two_entries_a_step(plan, "executions_scheduled_tenant")
 
 
 async def test_with_only_parked_tenants_a_pass_reads_a_few_entries_and_walks_no_tenant(populated) -> None:

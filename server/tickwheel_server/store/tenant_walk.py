@@ -57,7 +57,7 @@ work by the walk instead of one probe per tenant named."""
 WALK_STEPS = 1024
 """Tenants with scheduled work one pass visits at most (two descents each)."""
 
-READY_STEPS = 256
+READY_STEPS = 64
 """(Ready instant, tenant) pairs in the window one pass's ready-side walk visits at most (two descents each)."""
 
 _MAX_STARTS = 1024
