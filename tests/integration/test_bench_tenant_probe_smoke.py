@@ -16,13 +16,18 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
-def test_bench_tenant_probe_smoke(postgres_url):
+def _report(script: str, *args: str) -> dict:
+    """What ``loadtest/<script>`` printed in smoke mode (it must succeed)."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "loadtest" / "bench_tenant_probe.py"), "--pg", postgres_url, "--smoke"],
+        [sys.executable, str(ROOT / "loadtest" / script), *args, "--smoke"],
         capture_output=True, text=True, timeout=600, cwd=ROOT, check=False,
     )
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def test_bench_tenant_probe_smoke(postgres_url):
+    report = _report("bench_tenant_probe.py", "--pg", postgres_url)
     assert report["benchmark"] == "tenant_probe" and report["smoke"] is True
     assert set(report["tenants"]) == {"1", "70"}
     for figures in report["tenants"].values():
@@ -44,12 +49,7 @@ def test_bench_tenant_probe_smoke(postgres_url):
 def test_bench_scheduled_index_smoke():
     """The index-cost benchmark (it starts its own PostgreSQL: it migrates
     fresh databases to two versions): smoke mode and JSON shape."""
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "loadtest" / "bench_scheduled_index.py"), "--smoke"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT, check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = _report("bench_scheduled_index.py")
     assert report["benchmark"] == "scheduled_index" and report["smoke"] is True
     assert [run["schema"] for run in report["runs"]] == ["before (0028)", "after (0030)"]
     assert list(report["runs"][0]["index_bytes_per_row"]) == ["executions_scheduled"]
