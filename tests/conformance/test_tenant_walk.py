@@ -178,16 +178,24 @@ async def test_tenant_names_hostile_to_sql_are_walked_as_parameters(migrated_eng
         TenantWalk(steps=0)
 
 
-async def test_paused_capped_and_other_groups_tenants_are_not_armed_by_a_walk(migrated_engine, clock) -> None:
+@pytest.mark.parametrize("ready_steps", [1, 64])  # the ready side cut (both walks run), or covering the window
+async def test_paused_capped_and_other_groups_tenants_are_not_armed_by_a_walk(
+    migrated_engine, clock, ready_steps,
+) -> None:
     add_tenants(migrated_engine, ["acme", "capped", "paused", "stranger"])
     with migrated_engine.begin() as conn:
         conn.execute(tenants.update().where(tenants.c.name == "capped").values(max_concurrency=2))
         conn.execute(tenants.update().where(tenants.c.name == "paused").values(state="paused"))
     for name in ("acme", "capped", "paused", "stranger"):
         add_soon(migrated_engine, clock, f"{name}_run", name)
-    queue = walking(migrated_engine, clock, steps=10)
+    queue = walking(migrated_engine, clock, steps=10, ready_steps=ready_steps)
     group = Capability(("acme", "capped", "paused", "unknown"), ("echo",), True)  # not stranger
     assert [a.handed.id for a in await arm(queue, clock, group, 10)] == ["acme_run"]
+    add_execution(migrated_engine, clock, "paused_now", tenant="paused")
+    add_execution(migrated_engine, clock, "stranger_now", tenant="stranger")
+    add_execution(migrated_engine, clock, "acme_now", tenant="acme")
+    handed = await queue.handout.hand_out_ready("s1", clock.now(), Capability(group.tenants, ("echo",), True), 10)
+    assert [h.id for h in handed] == ["acme_now"]
 
 
 async def test_runs_the_arm_may_not_take_at_the_head_of_a_window_do_not_use_up_the_share(
