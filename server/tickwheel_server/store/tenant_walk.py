@@ -29,7 +29,7 @@ once the rotation reached its tenant. So every pass first walks the
 *ready side* (:meth:`TenantWalk.by_ready`): the distinct (ready
 instant, tenant) pairs of the rows in the window, oldest first, along
 ``executions_scheduled_tenant (ready_at, tenant, partition)`` (migration
-0030), each step one descent to the next pair, at most
+0030), each step two descents (the next pair's instant, its tenant), at most
 :data:`READY_STEPS` a pass, from a rotating start as well. Parked rows are
 outside its range, so they cost it nothing; a tenant's burst at one
 instant is one step. When that walk covers the whole window (it began at
