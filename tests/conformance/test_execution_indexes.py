@@ -141,3 +141,29 @@ async def test_migration_22_moves_existing_rows_to_the_new_indexes(backend, requ
         assert rebuilt.id == "e1"
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_migration_30_puts_existing_scheduled_rows_into_the_index_by_instant_and_tenant(
+    backend, request, tmp_path, clock,
+) -> None:
+    """A store written before migration 0030 keeps its scheduled rows, each
+    now in ``executions_scheduled_tenant``; ``executions_scheduled`` is gone,
+    and the rows are read through the new index as before (the wheel's rebuild)."""
+    url = f"sqlite:///{tmp_path / 'old.db'}" if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    engine = create_store_engine(url)
+    try:
+        migrate(engine, target=28)
+        await TenantStore(engine, clock).create(Tenant(name="acme"))
+        add_execution(engine, clock, "e1")
+        with engine.connect() as conn:
+            assert "executions_scheduled" in _indexes(conn)
+        migrate(engine)
+        with engine.connect() as conn:
+            names = set(_indexes(conn))
+        assert "executions_scheduled" not in names and "executions_scheduled_tenant" in names
+        assert indexes_holding(engine, "e1") == SCHEDULED
+        [rebuilt] = await DispatchStore(engine, clock).scheduled_in([0], clock.now())
+        assert rebuilt.id == "e1"
+    finally:
+        engine.dispose()
