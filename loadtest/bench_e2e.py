@@ -5,7 +5,7 @@ in the same run.
 
     .venv/bin/python loadtest/bench_e2e.py [--jobs 50000] [--workers 4] [--slots 1000] [--servers 1]
                                            [--peer-settings 5x10,10x50] [--no-peer]
-                                           [--pg URL] [--etcd HOST:PORT] [--profile DIR] [--logs DIR] [--smoke]
+                                           [--pg URL] [--etcd HOST:PORT] [--profile DIR] [--timeline] [--logs DIR] [--smoke]
 
 Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL
 and etcd are started (``tests/support``) and deleted afterwards.
@@ -83,7 +83,12 @@ and etcd are started (``tests/support``) and deleted afterwards.
 
 ``/proc/loadavg`` is recorded before and after each part (the machine is
 shared: compare figures of the same run). ``--profile DIR`` samples the
-server and one worker with py-spy, ``--logs DIR`` keeps the processes' logs,
+server and one worker with py-spy, ``--timeline`` adds ``server.timeline``:
+executions claimed, started and finished per 100 ms (from the store's
+instants) and how many of the server's PostgreSQL backends were running a
+statement at once, sampled every 10 ms (its queries cost PostgreSQL some
+CPU: compare CPU figures without it; ``loadtest/tracehook`` times the
+server's transactions and statements from inside), ``--logs DIR`` keeps the processes' logs,
 ``--pg-set`` changes a setting of the throwaway PostgreSQL. ``--smoke`` runs
 tiny sizes in seconds so CI keeps the script working; its figures mean
 nothing.
@@ -92,10 +97,13 @@ nothing.
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import json
 import os
 import platform
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -177,6 +185,72 @@ def server_outcome(url: str, committed_at: float) -> dict:
     }
 
 
+TIMELINE_BIN_US = 100_000
+
+
+def timeline(url: str) -> dict:
+    """Per 100 ms from the first claim: executions claimed (their rows'
+    ``created_at``), started by a worker and finished (their attempts'
+    ``started_at``, ``finished_at``): where the pipeline's stages overlap
+    and where one waits for another."""
+    with h.observe(url) as pg:
+        first = pg.execute(f"{h.OWN_QUERY} SELECT min(created_at) FROM executions").fetchone()[0]
+        if first is None:
+            return {}
+        def binned(sql: str) -> dict[int, int]:
+            return dict(pg.execute(f"{h.OWN_QUERY} SELECT (t - %s) / %s AS b, count(*) FROM ({sql}) s(t) "
+                                   "GROUP BY b ORDER BY b", (first, TIMELINE_BIN_US)).fetchall())
+        claimed = binned("SELECT created_at FROM executions")
+        started = binned(f"SELECT started_at FROM {h.ATTEMPTS} a")
+        ended = binned(f"SELECT finished_at FROM {h.ATTEMPTS} a")
+    bins = range(int(max([*claimed, *started, *ended])) + 1)
+    return {"bin_ms": TIMELINE_BIN_US // 1000,
+            "claimed": [claimed.get(b, 0) for b in bins],
+            "started": [started.get(b, 0) for b in bins],
+            "finished": [ended.get(b, 0) for b in bins]}
+
+
+class Activity:
+    """Samples ``pg_stat_activity`` every ``every`` seconds on a connection
+    of its own while the block runs: how many of the server's backends
+    (the benchmark's own left out) were running a statement at once, and
+    which statements. Its queries cost PostgreSQL CPU: only with
+    ``--timeline``, whose figures are then not the plain run's."""
+
+    def __init__(self, url: str, every: float = 0.01) -> None:
+        self.url, self.every = url, every
+        self.samples: list[tuple[float, list[str]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with h.observe(self.url) as pg:
+            while not self._stop.is_set():
+                rows = pg.execute(
+                    f"{h.OWN_QUERY} SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 60) FROM pg_stat_activity "
+                    "WHERE state = 'active' AND pid <> pg_backend_pid() AND backend_type = 'client backend' "
+                    f"AND query NOT LIKE '{h.OWN_QUERY}%%'").fetchall()
+                self.samples.append((time.monotonic(), [r[0] for r in rows]))
+                self._stop.wait(self.every)
+
+    def __enter__(self) -> "Activity":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def report(self) -> dict:
+        counts = collections.Counter(len(active) for _, active in self.samples)
+        kinds = collections.Counter(q for _, active in self.samples for q in active)
+        n = len(self.samples) or 1
+        return {"samples": len(self.samples),
+                "active_at_once": {k: round(v / n, 3) for k, v in sorted(counts.items())},
+                "mean_active": round(sum(k * v for k, v in counts.items()) / n, 2),
+                "statements": {q: round(v / n, 3) for q, v in kinds.most_common(12)}}
+
+
 def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: Path) -> dict:
     h.reset_data(url)
     load_before = h.load_average()
@@ -199,7 +273,8 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
         statements.reset()
         errors = h.PostgresErrors()
         profile = Path(args.profile) / "e2e" if args.profile else None
-        with poll, h.profiled({**fleet.profiled(), "worker-0": pool.pids[0]}, profile):
+        activity = Activity(url) if args.timeline else contextlib.nullcontext()
+        with poll, h.profiled({**fleet.profiled(), "worker-0": pool.pids[0]}, profile), activity:
             ended = wait_until_ended(poll, args.jobs, pool, args.stall)
         after = meter.read()
         sql = statements.report(args.jobs)
@@ -209,6 +284,8 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
         stopped_workers = pool.stop()
         server_exits = fleet.terminate(30)
     outcome = server_outcome(url, created["committed_at"])
+    if args.timeline:
+        outcome["timeline"] = {**timeline(url), "activity": activity.report()}
     executed = h.by_server(outcome.pop("executed_by_worker"), args.workers, fleet.server_ids)
     return {
         "jobs": args.jobs,
@@ -378,6 +455,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg-set", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting of the throwaway PostgreSQL (repeatable), for experiments")
     parser.add_argument("--profile", metavar="DIR", help="sample the server and one worker with py-spy into DIR")
+    parser.add_argument("--timeline", action="store_true",
+                        help="report executions claimed, started and finished per 100 ms, and PostgreSQL's "
+                             "active backends sampled every 10 ms (the sampling costs PostgreSQL CPU)")
     parser.add_argument("--logs", metavar="DIR", help="keep the server's and workers' logs in DIR")
     parser.add_argument("--smoke", action="store_true", help="tiny run for CI; figures are meaningless")
     args = parser.parse_args(argv)

@@ -1,0 +1,102 @@
+"""Times a ``tickwheel server``'s store transactions and statements from
+inside the process, for finding what the pipeline waits on (issue 17).
+
+Loaded by Python at start when this folder is first on ``PYTHONPATH``; it
+does nothing unless ``TICKWHEEL_TRACE=PREFIX`` is set and the process is a
+``tickwheel server``. Then it records, in memory, each transaction attempt
+(its function's name, the store thread, start and end), each statement's
+``execute`` and each ``COMMIT`` as the client sees them (sending, PostgreSQL's
+work, the reply, and the wait for the interpreter's lock and a CPU after
+it), and the event loop's lag (a 2 ms sleep's overshoot), and writes them to
+``PREFIX.<pid>`` (tab-separated) when the server exits. At most
+``MAX_EVENTS`` are kept. ``loadtest/tracehook/analyse.py`` reads the file
+beside ``bench_e2e.py``'s JSON (``pg_stat_statements``' times of the same
+statements). For experiments only: the benchmarks never load it.
+
+    PYTHONPATH=loadtest/tracehook:$PYTHONPATH TICKWHEEL_TRACE=/tmp/trace \\
+        .venv/bin/python loadtest/bench_e2e.py --jobs 30000 --no-peer --timeline > e2e.json
+    .venv/bin/python loadtest/tracehook/analyse.py /tmp/trace.<pid> e2e.json
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+MAX_EVENTS = 2_000_000
+
+
+def _install(prefix: str) -> None:
+    import asyncio
+    import atexit
+    import threading
+    import time
+
+    import psycopg
+
+    from tickwheel_server.store import transactions
+
+    events: list[tuple[str, str, str, float, float]] = []
+    clock = time.monotonic
+
+    def record(kind: str, what: str, start: float) -> None:
+        if len(events) < MAX_EVENTS:
+            events.append((kind, threading.current_thread().name, what, start, clock()))
+
+    def dump() -> None:
+        with open(f"{prefix}.{os.getpid()}", "w") as out:
+            out.writelines("\t".join(map(str, event)) + "\n" for event in events)
+
+    atexit.register(dump)
+
+    attempt_run = transactions._Attempt.run
+
+    def run(self):  # noqa: ANN001, ANN202
+        start = clock()
+        try:
+            return attempt_run(self)
+        finally:
+            record("tx", getattr(self._fn, "__qualname__", "?"), start)
+
+    transactions._Attempt.run = run
+
+    execute = psycopg.Cursor.execute
+
+    def timed_execute(self, query, params=None, **kwargs):  # noqa: ANN001, ANN202
+        start = clock()
+        try:
+            return execute(self, query, params, **kwargs)
+        finally:
+            text = query if isinstance(query, str) else str(query)
+            record("sql", " ".join(text.split())[:60], start)
+
+    psycopg.Cursor.execute = timed_execute
+
+    commit = psycopg.Connection.commit
+
+    def timed_commit(self):  # noqa: ANN001, ANN202
+        start = clock()
+        try:
+            return commit(self)
+        finally:
+            record("sql", "COMMIT", start)
+
+    psycopg.Connection.commit = timed_commit
+
+    async def lag() -> None:
+        while True:
+            start = clock()
+            await asyncio.sleep(0.002)
+            record("lag", "", start)
+
+    run_forever = asyncio.BaseEventLoop.run_forever
+
+    def traced_run_forever(self):  # noqa: ANN001, ANN202
+        self.call_soon(lambda: self.create_task(lag()))
+        return run_forever(self)
+
+    asyncio.BaseEventLoop.run_forever = traced_run_forever
+
+
+if os.environ.get("TICKWHEEL_TRACE") and "server" in sys.argv[1:2]:
+    _install(os.environ["TICKWHEEL_TRACE"])
