@@ -266,7 +266,7 @@ class TickwheelServer:
         )
         self.dispatcher = Dispatcher(
             self.stores.dispatch, self.ownership, self.wheel, self.clock, metrics=self.metrics,
-            lender=self.gateway.lending,
+            lender=self.gateway.lending, batch=config.claim_batch,
             # SQLite has one writer: claims side by side would only queue on it.
             lanes=1 if self.stores.dispatch.caps.is_sqlite else config.claim_lanes,
         )

@@ -159,6 +159,10 @@ class ServerConfig:
     """Claims the dispatcher has in flight at once, each on its own share of
     the owned partitions (docs/architecture.md, Dispatch, "Claims side by
     side"); 1 to 8. SQLite claims one at a time whatever this says."""
+    claim_batch: int = 2000
+    """Jobs one claim takes at most (docs/architecture.md, Dispatch, "A
+    claim's batch"); 100 to 5000. A claim's round trips and fixed work are
+    spread over its batch; a larger one holds its rows' locks longer."""
 
     def __post_init__(self) -> None:
         if not self.store:
@@ -193,6 +197,8 @@ class ServerConfig:
             raise ConfigError(f"server_id (--server-id): {problem}")
         if not 1 <= self.claim_lanes <= 8:
             raise ConfigError("claim_lanes (--claim-lanes): must be between 1 and 8")
+        if not 100 <= self.claim_batch <= 5000:
+            raise ConfigError("claim_batch (--claim-batch): must be between 100 and 5000")
         if not 0 <= self.arm_ahead <= 30:
             raise ConfigError("arm_ahead (--arm-ahead): must be between 0 and 30 seconds")
         if not self.retention_days * 24 >= 1:
@@ -295,6 +301,7 @@ _ENV = {
     "breaker_open": "TICKWHEEL_BREAKER_OPEN",
     "arm_ahead": "TICKWHEEL_ARM_AHEAD",
     "claim_lanes": "TICKWHEEL_CLAIM_LANES",
+    "claim_batch": "TICKWHEEL_CLAIM_BATCH",
 }
 """Setting -> environment variable."""
 
@@ -387,6 +394,10 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
              "or TICKWHEEL_CLAIM_LANES)",
     )
     parser.add_argument(
+        "--claim-batch", type=int, metavar="N",
+        help="jobs one claim takes at most (100 to 5000, default 2000; or TICKWHEEL_CLAIM_BATCH)",
+    )
+    parser.add_argument(
         "--arm-ahead", type=float, metavar="SECONDS",
         help="arm executions that need no decision at their instant this many seconds ahead "
              "(default 10, 0 off; or TICKWHEEL_ARM_AHEAD)",
@@ -476,7 +487,7 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
             settings[name] = value
     for name in ("metrics_top_tenants", "trace_export", "metrics_export", "otlp_endpoint", "otlp_protocol",
                  "log_format", "breaker_window", "breaker_min_calls", "breaker_failure_ratio", "breaker_open",
-                 "arm_ahead", "claim_lanes", "etcd_compaction_retention"):  # fmt: skip
+                 "arm_ahead", "claim_lanes", "claim_batch", "etcd_compaction_retention"):  # fmt: skip
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value
@@ -498,7 +509,8 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
         settings["tls"] = TlsConfig(tls_files["tls_cert"], tls_files["tls_key"], tls_files["tls_client_ca"])
     if args.allow_target_network:
         settings["allow_target_networks"] = tuple(args.allow_target_network)
-    for name in ("partition_count", "session_ttl", "metrics_top_tenants", "breaker_min_calls", "claim_lanes"):
+    for name in ("partition_count", "session_ttl", "metrics_top_tenants", "breaker_min_calls", "claim_lanes",
+                 "claim_batch"):
         if name in settings:
             try:
                 settings[name] = int(settings[name])

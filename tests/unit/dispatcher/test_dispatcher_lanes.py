@@ -220,3 +220,35 @@ def test_a_server_id_that_cannot_name_a_server_stops_it_naming_the_setting(value
         load_server_config(server_args("--server-id", value), CONFIG_ENV)
     with pytest.raises(ConfigError, match=r"server_id"):
         load_server_config(server_args(), {**CONFIG_ENV, "TICKWHEEL_SERVER_ID": value})
+
+
+def test_the_claim_batch_comes_from_defaults_environment_and_flags() -> None:
+    from tickwheel_server.config import load_server_config
+
+    from ..policy.test_breaker import CONFIG_ENV, server_args
+
+    assert load_server_config(server_args(), CONFIG_ENV).claim_batch == 2000
+    assert load_server_config(server_args(), {**CONFIG_ENV, "TICKWHEEL_CLAIM_BATCH": "100"}).claim_batch == 100
+    assert load_server_config(server_args("--claim-batch", "5000"), CONFIG_ENV).claim_batch == 5000
+
+
+@pytest.mark.parametrize("value", ["0", "-1000", "99", "5001", "1000000000"])
+def test_a_claim_batch_out_of_bounds_stops_the_server_naming_it(value) -> None:
+    from tickwheel_server.config import ConfigError, load_server_config
+
+    from ..policy.test_breaker import CONFIG_ENV, server_args
+
+    with pytest.raises(ConfigError, match=r"claim_batch \(--claim-batch\): must be between 100 and 5000"):
+        load_server_config(server_args("--claim-batch", value), CONFIG_ENV)
+    with pytest.raises(ConfigError, match=r"claim_batch \(--claim-batch\): must be between 100 and 5000"):
+        load_server_config(server_args(), {**CONFIG_ENV, "TICKWHEEL_CLAIM_BATCH": value})
+
+
+@pytest.mark.parametrize("value", ["two", "1e3", "2000.5", "0x7d0"])
+def test_a_claim_batch_not_a_whole_number_stops_the_server_naming_it(value) -> None:
+    from tickwheel_server.config import ConfigError, load_server_config
+
+    from ..policy.test_breaker import CONFIG_ENV, server_args
+
+    with pytest.raises(ConfigError, match=r"claim_batch"):
+        load_server_config(server_args(), {**CONFIG_ENV, "TICKWHEEL_CLAIM_BATCH": value})
