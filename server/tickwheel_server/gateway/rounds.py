@@ -193,6 +193,8 @@ class Rounds:
         """Rounds begun (a loan of credit to the dispatcher's claim wakes the next if one began meanwhile)."""
         self.running = 0
         """Rounds under way: one that began before a loan of credit may read its workers' credit during it."""
+        self._chains: dict[Capability, list[_Chain]] = defaultdict(list)
+        """Each group's claims of the rounds under way (one chain a round)."""
         self.ready_left = False
         """The last round that claimed ended a group's claims with a full one:
         ready work may be left that its workers' credit did not cover (the
@@ -247,6 +249,7 @@ class Rounds:
             chain = _Chain(
                 members, lambda want, on_taken, capability=capability: self._claim(capability, want, lease, on_taken)
             )
+            self._chains[capability].append(chain)
             try:
                 while True:
                     if not chain.pending:
@@ -283,6 +286,7 @@ class Rounds:
             finally:
                 ready_left = ready_left or full
                 chain.closed = True
+                self._forget(capability, chain)  # what it still has under way is given back, not dealt
                 for claim in chain.pending:  # the round ended with claims under way: give their rows back
                     await self._give_back(claim.claiming)
         self._backlog(backlog)
@@ -298,6 +302,19 @@ class Rounds:
                 # loop wakes a second before an instant, which may have passed.
                 total += await self._armed.start_due(groups, lease, self, on_full=self._backlog)
         return total
+
+    def undealt(self, capability: Capability) -> int:
+        """Credit the rounds' claims under way for ``capability`` will spend
+        when dealt (not yet taken off the connections): a loan to the
+        dispatcher's claim leaves it, or their rows would find no credit at
+        their deal and be given back."""
+        return sum(chain.undealt for chain in self._chains.get(capability, ()))
+
+    def _forget(self, capability: Capability, chain: _Chain) -> None:
+        chains = self._chains[capability]
+        chains.remove(chain)
+        if not chains:
+            del self._chains[capability]
 
     def groups(self) -> dict[Capability, list[WorkerConnection]]:
         """The workers that may be handed work now, by what they may run:
