@@ -70,7 +70,7 @@ and etcd are started (``tests/support``) and deleted afterwards.
   docs/architecture.md, Dispatch) issued directly on one psycopg
   connection with nothing in between, over the same number of jobs stored
   the same way, values that do not depend on the database computed before
-  timing: claim+enqueue in transactions of 2 000 jobs (the epoch check, the
+  timing: claim+enqueue in transactions of 1 000 jobs (the epoch check, the
   claim's ``SELECT … LIMIT … FOR UPDATE SKIP LOCKED``, one ``INSERT …
   SELECT FROM unnest`` of the executions, one ``UPDATE … FROM unnest`` of
   the cursors); hand-out in transactions of 500 (one ``UPDATE … WHERE id
@@ -120,7 +120,7 @@ GOAL = {"ratio": 1.5, "postgres_cpu_ms_per_execution": 0.1}
 PostgreSQL's CPU per execution at most 0.1 ms (issue 17); etcd requests per
 execution near 0 (reported, not judged)."""
 POLL = 0.25
-CLAIM_BATCH = 2000  # the server's claim_batch default
+CLAIM_BATCH = 1000  # the server's claim_batch default
 HANDOUT_BATCH = 500
 RESULT_BATCH = 100
 

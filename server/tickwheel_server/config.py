@@ -159,10 +159,12 @@ class ServerConfig:
     """Claims the dispatcher has in flight at once, each on its own share of
     the owned partitions (docs/architecture.md, Dispatch, "Claims side by
     side"); 1 to 8. SQLite claims one at a time whatever this says."""
-    claim_batch: int = 2000
+    claim_batch: int = 1000
     """Jobs one claim takes at most (docs/architecture.md, Dispatch, "A
     claim's batch"); 100 to 5000. A claim's round trips and fixed work are
-    spread over its batch; a larger one holds its rows' locks longer."""
+    spread over its batch; a larger one holds its rows' locks longer, and
+    hands out straight from the claim only while the workers' credit covers
+    every lane's batch."""
 
     def __post_init__(self) -> None:
         if not self.store:
@@ -395,7 +397,7 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--claim-batch", type=int, metavar="N",
-        help="jobs one claim takes at most (100 to 5000, default 2000; or TICKWHEEL_CLAIM_BATCH)",
+        help="jobs one claim takes at most (100 to 5000, default 1000; or TICKWHEEL_CLAIM_BATCH)",
     )
     parser.add_argument(
         "--arm-ahead", type=float, metavar="SECONDS",

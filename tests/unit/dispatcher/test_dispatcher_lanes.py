@@ -227,7 +227,7 @@ def test_the_claim_batch_comes_from_defaults_environment_and_flags() -> None:
 
     from ..policy.test_breaker import CONFIG_ENV, server_args
 
-    assert load_server_config(server_args(), CONFIG_ENV).claim_batch == 2000
+    assert load_server_config(server_args(), CONFIG_ENV).claim_batch == 1000
     assert load_server_config(server_args(), {**CONFIG_ENV, "TICKWHEEL_CLAIM_BATCH": "100"}).claim_batch == 100
     assert load_server_config(server_args("--claim-batch", "5000"), CONFIG_ENV).claim_batch == 5000
 
