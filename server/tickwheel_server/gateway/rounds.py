@@ -83,6 +83,10 @@ class _Claiming:
     claiming: asyncio.Future[HandOutRound] = field(init=False)
     full_take: bool = False
     """Its take moved ``want`` rows: more may be ready."""
+    taken: int | None = None
+    """Rows its take moved, once the loop heard of it; ``want`` until then."""
+    dealt: bool = False
+    """Its credit was spent (it was dealt) or its rows given back."""
 
 
 class _Chain:
@@ -111,6 +115,12 @@ class _Chain:
         self.closed = False
         self._started: list[_Claiming] = []
 
+    def reserved(self) -> int:
+        """Credit its claims not yet dealt will spend: each one's rows taken,
+        ``want`` while its take is not known (it may take that many)."""
+        return sum(claim.want if claim.taken is None else claim.taken
+                   for claim in self._started if not claim.dealt)
+
     def room(self) -> int:
         credit = sum(c.credit for c in self._members if not c.closed.is_set())
         return min(credit - self.undealt, MAX_BATCH)
@@ -123,6 +133,7 @@ class _Chain:
         claim = _Claiming(want)
 
         def took(count: int) -> None:
+            claim.taken = count
             claim.full_take = count >= want
             self._progress(claim)
 
@@ -263,6 +274,7 @@ class Rounds:
                     # Its credit is spent as it is dealt (before the deal's
                     # first await): from here on, credit counts it.
                     chain.undealt -= current.want
+                    current.dealt = True
                     refused = handed.fenced or fence.refusal(lease)
                     if refused is not None:
                         fence.note_refusal(refused)
@@ -305,10 +317,11 @@ class Rounds:
 
     def undealt(self, capability: Capability) -> int:
         """Credit the rounds' claims under way for ``capability`` will spend
-        when dealt (not yet taken off the connections): a loan to the
-        dispatcher's claim leaves it, or their rows would find no credit at
-        their deal and be given back."""
-        return sum(chain.undealt for chain in self._chains.get(capability, ()))
+        when dealt (not yet taken off the connections; :meth:`_Chain.reserved`:
+        the rows each took, or all it asked for while its take is unknown): a
+        loan to the dispatcher's claim leaves it, or their rows would find no
+        credit at their deal and be given back."""
+        return sum(chain.reserved() for chain in self._chains.get(capability, ()))
 
     def _forget(self, capability: Capability, chain: _Chain) -> None:
         chains = self._chains[capability]
