@@ -7,6 +7,7 @@ not need the bench extra."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,11 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.postgres, pytest.mark.etcd, pytest.mark.slow]
 
 
-def smoke(postgres_url: str, etcd_endpoint: str, *flags: str) -> dict:
+def smoke(postgres_url: str, etcd_endpoint: str, *flags: str, env: dict[str, str] | None = None) -> dict:
     done = subprocess.run(
         [sys.executable, str(ROOT / "loadtest" / "bench_e2e.py"), "--pg", postgres_url, "--etcd", etcd_endpoint,
          "--smoke", "--no-peer", *flags],
-        capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
+        capture_output=True, text=True, timeout=300, cwd=ROOT, check=False, env=env,
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -57,11 +58,17 @@ def test_bench_e2e_smoke(postgres_url, etcd_endpoint):
     assert report["cpu_ms_per_execution"]["tickwheel"]["total"] > 0
 
 
-def test_bench_e2e_smoke_fleet_of_two(postgres_url, etcd_endpoint):
+def test_bench_e2e_smoke_fleet_of_two(postgres_url, etcd_endpoint, tmp_path):
     """Two server processes: every execution ended once with its history,
     none early, and both servers claimed (their partitions) and handed out
-    (to their workers: worker k on server k % 2)."""
-    report = smoke(postgres_url, etcd_endpoint, "--servers", "2")
+    (to their workers: worker k on server k % 2). With ``--timeline`` and
+    the trace hook: every execution in the timeline's three stages, and
+    each server's trace holds its claims."""
+    trace = tmp_path / "trace"
+    env = {**os.environ, "TICKWHEEL_TRACE": str(trace),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "loadtest" / "tracehook"),
+                                                       os.environ.get("PYTHONPATH")]))}
+    report = smoke(postgres_url, etcd_endpoint, "--servers", "2", "--timeline", env=env)
     server = report["server"]
     jobs = server["jobs"]
     assert report["servers"] == server["servers"] == 2
@@ -74,3 +81,11 @@ def test_bench_e2e_smoke_fleet_of_two(postgres_url, etcd_endpoint):
         assert sorted(counts) == ids and sum(counts.values()) == jobs and all(n > 0 for n in counts.values()), counts
     assert sorted(server["cpu_by_server"]) == ids
     assert server["exit_codes"]["servers"] == [0, 0] and set(server["exit_codes"]["workers"]) == {0}
+    timeline = server["timeline"]
+    assert sum(timeline["claimed"]) == sum(timeline["started"]) == sum(timeline["finished"]) == jobs
+    assert timeline["activity"]["samples"] > 0
+    traces = sorted(tmp_path.glob("trace.*"))
+    assert len(traces) == 2, "one trace a server process, none from the workers or the benchmark"
+    for path in traces:
+        kinds = {line.split("\t")[2] for line in path.read_text().splitlines() if line.startswith("tx\t")}
+        assert any("claim_due" in kind for kind in kinds), kinds
