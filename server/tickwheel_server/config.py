@@ -160,8 +160,8 @@ class ServerConfig:
     the owned partitions (docs/architecture.md, Dispatch, "Claims side by
     side"); 1 to 8. SQLite claims one at a time whatever this says."""
     claim_batch: int = 1000
-    """Jobs one claim takes at most (docs/architecture.md, Dispatch, "A
-    claim's batch"); 100 to 5000. A claim's round trips and fixed work are
+    """Jobs one claim takes at most (docs/architecture.md, "Claims side by
+    side", "A claim's batch"); 100 to 5000. A claim's round trips and fixed work are
     spread over its batch; a larger one holds its rows' locks longer, and
     hands out straight from the claim only while the workers' credit covers
     every lane's batch."""
