@@ -444,37 +444,3 @@ async def test_a_round_under_way_when_credit_is_lent_is_followed_by_another(
     monkeypatch.undo()
     assert await gateway.rounds.hand_out_round() == 1
     assert sent(connection) == [("ready-now", 1)]
-
-
-async def test_a_loan_leaves_the_credit_a_rounds_claim_under_way_will_deal(migrated_engine, clock, monkeypatch) -> None:
-    """A round's claim is in the store (its rows taken, not yet dealt) when
-    the dispatcher's claim borrows credit: the loan leaves what the round
-    will deal, so its rows reach the worker instead of finding no credit
-    and being given back."""
-    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
-    for ident in ("e1", "e2"):
-        add_execution(migrated_engine, clock, ident)
-    connections = Connections()
-    connection = connect(connections, clock, slots=5)
-    gateway = make_gateway(migrated_engine, clock, connections)
-    handout = gateway.rounds._store.handout
-    gate, real = asyncio.Event(), handout.hand_out_ready
-
-    async def held(*args, **kwargs):
-        await gate.wait()
-        return await real(*args, **kwargs)
-
-    monkeypatch.setattr(handout, "hand_out_ready", held)
-    under_way = asyncio.create_task(gateway.rounds.hand_out_round())
-    for _ in range(10):
-        await asyncio.sleep(0)
-    assert gateway.rounds.undealt(connection.capability) == 5, "its claim asked for the whole credit"
-    assert gateway.lending.lend(1000) is None and connection.credit == 5, "nothing left to lend"
-    gate.set()
-    assert await under_way == 2
-    assert sent(connection) == [("e1", 1), ("e2", 1)]
-    assert statuses(migrated_engine) == {"e1": ("running", "s1", 1), "e2": ("running", "s1", 1)}
-    assert gateway.rounds.undealt(connection.capability) == 0, "the round ended: nothing reserved"
-    loan = gateway.lending.lend(1000)
-    assert loan is not None and connection.credit == 0 and loan.offer.groups[0][1] == 3
-    assert await gateway.lending.settle(loan, []) == 0 and connection.credit == 3

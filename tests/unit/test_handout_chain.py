@@ -141,18 +141,3 @@ async def test_a_round_starts_at_most_max_full_batches_claims() -> None:
                 claim.claiming.set_result([])
         await settle()
     assert len(claims.started) == MAX_FULL_BATCHES
-
-
-async def test_what_a_claim_reserves_for_its_deal_is_its_take_or_its_want_before_it() -> None:
-    """What a loan to the dispatcher's claim must leave (``Rounds.undealt``):
-    all a claim asked for until its take is known, then the rows it took,
-    nothing once it was dealt."""
-    claims = Claims()
-    chain = _Chain([Member(credit=10)], claims)
-    chain.start(6)
-    assert chain.reserved() == 6, "it may take all it asked for"
-    claims.started[0].take(2)
-    await settle()
-    assert chain.reserved() == 2 and chain.room() == 4, "room still counts the want until the deal"
-    chain.pending[0].dealt = True
-    assert chain.reserved() == 0

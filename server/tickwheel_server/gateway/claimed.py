@@ -5,10 +5,7 @@ Before a claim of what is due now, the dispatcher borrows the credit of
 this server's workers (:meth:`ClaimLending.lend`), per group of what they
 may run, at most ``limit`` a group. The credit is taken off the
 connections while the claim runs, so the rounds do not count it meanwhile
-(as a round's own claims under way are not counted twice); and what the
-rounds' claims under way will spend at their deal
-(:meth:`.rounds.Rounds.undealt`) is not lent, or their rows would find no
-credit and be given back. Nothing is lent
+(as a round's own claims under way are not counted twice). Nothing is lent
 while the fence refuses, nor while the rounds may have left ready work
 behind (:attr:`.rounds.Rounds.ready_left`): rows already waiting, shared by
 the round's fair share, go first.
@@ -84,12 +81,7 @@ class ClaimLending:
         offered = []
         for capability, members in self._rounds.groups().items():
             taken: dict[WorkerConnection, int] = {}
-            # What the rounds' claims under way will deal stays with them.
-            free = sum(connection.credit for connection in members) - self._rounds.undealt(capability)
-            want = min(limit, free)
-            if want <= 0:
-                continue
-            lent = want
+            want = limit
             for connection in members:
                 credit = min(connection.credit, want)
                 if credit > 0:
@@ -100,7 +92,7 @@ class ClaimLending:
                     break
             if taken:
                 groups.append((members, taken))
-                offered.append((capability, lent - want))
+                offered.append((capability, limit - want))
         if not groups:
             return None
         fence = self._fence

@@ -83,10 +83,6 @@ class _Claiming:
     claiming: asyncio.Future[HandOutRound] = field(init=False)
     full_take: bool = False
     """Its take moved ``want`` rows: more may be ready."""
-    taken: int | None = None
-    """Rows its take moved, once the loop heard of it; ``want`` until then."""
-    dealt: bool = False
-    """Its credit was spent (it was dealt) or its rows given back."""
 
 
 class _Chain:
@@ -115,12 +111,6 @@ class _Chain:
         self.closed = False
         self._started: list[_Claiming] = []
 
-    def reserved(self) -> int:
-        """Credit its claims not yet dealt will spend: each one's rows taken,
-        ``want`` while its take is not known (it may take that many)."""
-        return sum(claim.want if claim.taken is None else claim.taken
-                   for claim in self._started if not claim.dealt)
-
     def room(self) -> int:
         credit = sum(c.credit for c in self._members if not c.closed.is_set())
         return min(credit - self.undealt, MAX_BATCH)
@@ -133,7 +123,6 @@ class _Chain:
         claim = _Claiming(want)
 
         def took(count: int) -> None:
-            claim.taken = count
             claim.full_take = count >= want
             self._progress(claim)
 
@@ -204,8 +193,6 @@ class Rounds:
         """Rounds begun (a loan of credit to the dispatcher's claim wakes the next if one began meanwhile)."""
         self.running = 0
         """Rounds under way: one that began before a loan of credit may read its workers' credit during it."""
-        self._chains: dict[Capability, list[_Chain]] = defaultdict(list)
-        """Each group's claims of the rounds under way (one chain a round)."""
         self.ready_left = False
         """The last round that claimed ended a group's claims with a full one:
         ready work may be left that its workers' credit did not cover (the
@@ -260,7 +247,6 @@ class Rounds:
             chain = _Chain(
                 members, lambda want, on_taken, capability=capability: self._claim(capability, want, lease, on_taken)
             )
-            self._chains[capability].append(chain)
             try:
                 while True:
                     if not chain.pending:
@@ -274,7 +260,6 @@ class Rounds:
                     # Its credit is spent as it is dealt (before the deal's
                     # first await): from here on, credit counts it.
                     chain.undealt -= current.want
-                    current.dealt = True
                     refused = handed.fenced or fence.refusal(lease)
                     if refused is not None:
                         fence.note_refusal(refused)
@@ -298,7 +283,6 @@ class Rounds:
             finally:
                 ready_left = ready_left or full
                 chain.closed = True
-                self._forget(capability, chain)  # what it still has under way is given back, not dealt
                 for claim in chain.pending:  # the round ended with claims under way: give their rows back
                     await self._give_back(claim.claiming)
         self._backlog(backlog)
@@ -314,20 +298,6 @@ class Rounds:
                 # loop wakes a second before an instant, which may have passed.
                 total += await self._armed.start_due(groups, lease, self, on_full=self._backlog)
         return total
-
-    def undealt(self, capability: Capability) -> int:
-        """Credit the rounds' claims under way for ``capability`` will spend
-        when dealt (not yet taken off the connections; :meth:`_Chain.reserved`:
-        the rows each took, or all it asked for while its take is unknown): a
-        loan to the dispatcher's claim leaves it, or their rows would find no
-        credit at their deal and be given back."""
-        return sum(chain.reserved() for chain in self._chains.get(capability, ()))
-
-    def _forget(self, capability: Capability, chain: _Chain) -> None:
-        chains = self._chains[capability]
-        chains.remove(chain)
-        if not chains:
-            del self._chains[capability]
 
     def groups(self) -> dict[Capability, list[WorkerConnection]]:
         """The workers that may be handed work now, by what they may run:
