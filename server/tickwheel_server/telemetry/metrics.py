@@ -52,7 +52,7 @@ OTHER = "other"
 LATENESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 """Seconds: fine below a second (the wheel's promise is milliseconds), coarse up to the misfire threshold."""
 CLAIM_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-BATCH_SIZE_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500)
+BATCH_SIZE_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
 
 REQUEUE_CAUSES = ("worker", "session", "orphan")
 """Why a delivery is taken back (``tickwheel_requeues_total{cause}``): its worker went silent or away, the
