@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 
 from tickwheel_server.auth import tokens
-from tickwheel_server.auth.authenticator import Revoked
+from tickwheel_server.auth.authenticator import TENANT_CHANGED, Revoked
 from tickwheel_server.cluster.revocations import ALL, PUT_OVERHEAD, Revocations
 from tickwheel_server.lease import LeaseStoreUnavailable, Watch
 
@@ -148,6 +148,30 @@ async def test_a_revocation_reaches_the_others_and_not_its_sender(backend: Backe
 async def _rechecked(backend: Backend, server: Server, count: int) -> None:
     while len(server.rechecked) < count:
         await backend.elapse(0.01)
+
+
+async def test_a_tenants_change_reaches_the_others_merged_under_the_same_rules(backend: Backend) -> None:
+    """A tenant's word rides the same key and puts: merged with the
+    revocations made meanwhile (the same tenant twice is one entry), no
+    stream re-verified for it, and more entries than a put carries say all."""
+    async with servers(backend, ["a", "b"]) as (a, b):
+        before = await backend.store.current_revision()
+        acme = Revoked(TENANT_CHANGED, "", "acme")
+        key = Revoked(KEY, "acme", "acme")  # a key whose id is the tenant's name: another entry
+        answers = await backend.until(asyncio.gather(*(a.revocations.announce(w) for w in (acme, acme, key))), 5)
+        assert all(answers) and a.revocations.puts == 1
+        await told(backend, b)
+        assert b.forgotten == [acme, key] and a.forgotten == []
+        kv = await backend.store.get(a.revocations.key)
+        assert kv.value == b"v1 a\ntnt acme\ntwk acme acme"
+        assert await backend.store.current_revision() == before + 1
+        await backend.settle()
+        assert b.rechecked == [None] and b.cleared == 1, "a tenant's settings end no stream and empty no cache"
+
+        many = [Revoked(TENANT_CHANGED, "", f"t{n}") for n in range(5)]  # max 4 entries a put
+        assert all(await backend.until(asyncio.gather(*(a.revocations.announce(w) for w in many)), 5))
+        await told(backend, b)
+        assert b.cleared == 2 and b.forgotten == [acme, key], "said as all"
 
 
 async def test_a_flood_of_revocations_is_a_few_small_puts_on_one_key(backend: Backend) -> None:

@@ -8,8 +8,10 @@ revoked (or rotated with no grace) through b is refused by a on its next
 call once the word arrived, and a revoked worker's open stream on a ends.
 With a's etcd cut (through a proxy), the word cannot reach it, and the
 cache time (set short for that test) and the streams' re-verification
-still apply. Every wait is bounded and far below the cache time; nothing
-here measures time."""
+still apply. A tenant's request rate and payload quota lowered through b
+(UpdateTenant) hold on a's next call, and on b's at once, the same way.
+Every wait is bounded and far below the cache time; nothing here measures
+time."""
 
 from __future__ import annotations
 
@@ -104,6 +106,70 @@ async def test_a_key_revoked_through_b_is_refused_by_a_on_its_next_call(
         await eventually(lambda: a.server.revocations.received > received, "the rotation's word reaching a", WAIT)
         assert await call_as(on_a, rotated) == grpc.StatusCode.UNAUTHENTICATED
         assert a.server.revocations.resets == 1, "a's watch never had to be established again"
+
+
+async def trigger_as(channel: grpc.aio.Channel, key: str, payload: bytes) -> tuple[grpc.StatusCode, str]:
+    """TriggerJob of a job nobody created, with ``payload``: the payload
+    quota is checked before the job is looked up, so RESOURCE_EXHAUSTED
+    when the payload is over the tenant's quota as the server holds it,
+    NOT_FOUND otherwise."""
+    try:
+        await scheduler_pb2_grpc.SchedulerServiceStub(channel).TriggerJob(
+            scheduler_pb2.TriggerJobRequest(id="no-such-job", request_id="r1", payload=payload), metadata=bearer(key)
+        )
+    except grpc.aio.AioRpcError as error:
+        return error.code(), error.details() or ""
+    return grpc.StatusCode.OK, ""
+
+
+async def test_a_tenants_quotas_lowered_through_b_hold_on_as_next_call(
+    monkeypatch, migrated_postgres_url: str, etcd_endpoint: str
+) -> None:
+    monkeypatch.setattr(authenticator, "CACHE_TTL_SECONDS", LONG)
+    async with two_servers(migrated_postgres_url, etcd_endpoint) as (_proxy, a, b, (on_a, on_b)):
+        first, kept = await a.create_tenant("acme"), await a.create_tenant("globex")
+        admin_a, admin_b = admin_pb2_grpc.AdminServiceStub(on_a), admin_pb2_grpc.AdminServiceStub(on_b)
+        second = (await admin_a.IssueApiKey(
+            admin_pb2.IssueApiKeyRequest(tenant="acme"), metadata=a.admin_metadata())).api_key.secret
+        payload = b"x" * 100
+        for key in (first, second, kept):  # cached on a for an hour, with the default quotas
+            assert (await trigger_as(on_a, key, payload))[0] == grpc.StatusCode.NOT_FOUND
+        assert (await trigger_as(on_b, first, payload))[0] == grpc.StatusCode.NOT_FOUND  # and on b
+        received = a.server.revocations.received
+
+        await admin_b.UpdateTenant(admin_pb2.UpdateTenantRequest(
+            tenant=admin_pb2.Tenant(name="acme", quotas=admin_pb2.TenantQuotas(max_payload_bytes=10, requests_per_second=1)),
+            update_mask={"paths": ["quotas"]},
+        ), metadata=b.admin_metadata())
+        assert b.server.revocations.puts == 1 and b.server.revocations.failed_puts == 0, "put before b answered"
+        code, details = await trigger_as(on_b, first, payload)
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_payload_bytes" in details, "b evicted its own at once"
+
+        await eventually(lambda: a.server.revocations.received > received, "the word reaching a", WAIT)
+        assert a.server.revocations.evicted == 2, "acme's two keys only: globex's stays cached"
+        # a's bucket for acme held tens of calls: capped to the new rate's one, this call passes it.
+        code, details = await trigger_as(on_a, first, payload)
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_payload_bytes = 10" in details
+        # Then the rate (1 a second for the cluster) or the payload refuses the other key: the new settings either way.
+        code, details = await trigger_as(on_a, second, payload)
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "max_payload_bytes = 10" in details or "requests_per_second = 1" in details, details
+        assert (await trigger_as(on_a, kept, payload))[0] == grpc.StatusCode.NOT_FOUND, "globex's quota is its own"
+        refused = [await call_as(on_a, first) for _ in range(10)]  # a bounded count of calls, no clock read
+        assert grpc.StatusCode.RESOURCE_EXHAUSTED in refused, refused
+
+        # Pausing and resuming change what the principal carries (its state): told the same way.
+        changes = (
+            lambda: admin_b.PauseTenant(admin_pb2.PauseTenantRequest(name="globex"), metadata=b.admin_metadata()),
+            lambda: admin_b.ResumeTenant(admin_pb2.ResumeTenantRequest(name="globex"), metadata=b.admin_metadata()),
+        )
+        for change in changes:
+            received, evicted = a.server.revocations.received, a.server.revocations.evicted
+            await change()
+            await eventually(lambda: a.server.revocations.received > received, "the word reaching a", WAIT)
+            assert a.server.revocations.evicted == evicted + 1, "globex's key, read again on its next call"
+            assert await call_as(on_a, kept) == grpc.StatusCode.OK
+        assert a.server.revocations.resets == 1, "no word was taken as all"
 
 
 async def test_a_revoked_workers_stream_on_a_ends_when_b_revokes(

@@ -40,7 +40,7 @@ from ..store.tenants import (
     TenantStore,
 )
 from ..auth import tokens
-from ..auth.authenticator import Authenticator, Revoked
+from ..auth.authenticator import TENANT_CHANGED, Authenticator, Revoked
 from ..gateway.connections import Connections
 from ..gateway.revocation import end_streams
 from . import convert
@@ -353,6 +353,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             raise InvalidArgument.field("update_mask", f"cannot update {sorted(unknown)}; allowed: {sorted(allowed)}")
         settings = tenant_settings(request.tenant, paths)
         tenant = await self._tenants.update(name, expected_version=request.tenant.version, **settings)
+        await self._tenant_changed(tenant.name)
         return admin_pb2.UpdateTenantResponse(tenant=convert.tenant_to_proto(tenant))
 
     @rpc
@@ -364,6 +365,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         name = _require(request.name, "name")
         check_text(request.reason, "reason", 1000)
         tenant = await self._tenants.pause(name, request.reason)
+        await self._tenant_changed(tenant.name)
         log.info("tenant %s paused: %s", name, request.reason or "(no reason given)")
         return admin_pb2.PauseTenantResponse(tenant=convert.tenant_to_proto(tenant))
 
@@ -374,6 +376,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         await self._auth.admin(context)
         name = _require(request.name, "name")
         tenant = await self._tenants.resume(name)
+        await self._tenant_changed(tenant.name)
         log.info("tenant %s resumed", name)
         return admin_pb2.ResumeTenantResponse(tenant=convert.tenant_to_proto(tenant))
 
@@ -434,17 +437,27 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         await self._announce(Revoked(tokens.WORKER_CREDENTIAL_PREFIX, credential.id, credential.tenants[0]))
         return admin_pb2.RevokeWorkerCredentialResponse()
 
+    async def _tenant_changed(self, tenant: str) -> None:
+        """The tenant's settings changed (committed; ``tenant`` as the store
+        read it back): every server evicts the cached principals of its API
+        keys, which carry its request rate and payload quota."""
+        await self._announce(Revoked(TENANT_CHANGED, "", tenant))
+
     async def _announce(self, revoked: Revoked) -> None:
-        """Drop the credential from this server's cache at once (only it:
-        every other caller stays cached), then tell the other servers (what
+        """Drop the credential (or the changed tenant's keys) from this
+        server's cache at once (only it: every other caller stays cached), then tell the other servers (what
         the store read back, never the request's words); answers once told,
         or after a bounded wait when the lease store cannot take it (they
         apply it within their cache time then)."""
         self._auth.forget_revoked(revoked)
         if self._revocations is not None and not await self._revocations.announce(revoked):
-            log.warning("%s %s revoked here; the other servers refuse it within their cache time",
-                        "api key" if revoked.kind == tokens.API_KEY_PREFIX else "worker credential",
-                        revoked.credential_id)
+            if revoked.kind == TENANT_CHANGED:
+                log.warning("tenant %s changed here; the other servers apply it within their cache time",
+                            revoked.tenant)
+            else:
+                log.warning("%s %s revoked here; the other servers refuse it within their cache time",
+                            "api key" if revoked.kind == tokens.API_KEY_PREFIX else "worker credential",
+                            revoked.credential_id)
 
     @rpc
     async def ListWorkerCredentials(self, request, context):

@@ -11,7 +11,11 @@ once on the server that revoked, and on the others as soon as its broadcast
 arrives (:mod:`tickwheel_server.cluster.revocations`, which calls
 :meth:`Authenticator.forget_revoked`); within the TTL when that broadcast is
 lost. An API key is never cached past its expiry, so a rotated key stops
-working when its grace ends.
+working when its grace ends. A tenant's changed settings (UpdateTenant,
+PauseTenant, ResumeTenant), which its API keys' cached principals carry,
+are told the same way (:data:`TENANT_CHANGED`): every cached principal of
+that tenant is evicted, here at once and on the others when the word
+arrives.
 
 Failed authentications are bounded in what they cost (see
 :mod:`tickwheel_server.auth.failures`): a secret that failed is refused
@@ -22,7 +26,8 @@ logged per failed call.
 A tenant's calls are then counted against its API request rate (see
 :mod:`tickwheel_server.auth.ratelimit`) when a limiter is given: over it, the call
 fails RESOURCE_EXHAUSTED before the servicer reads or writes anything. The
-rate is the tenant's as cached, so a changed quota holds within the TTL.
+rate is the tenant's as cached, so a changed quota holds once its word
+evicted the tenant's principals (within the TTL when the word is lost).
 """
 
 from __future__ import annotations
@@ -44,6 +49,10 @@ from .failures import FailedAuthentications
 
 CACHE_TTL_SECONDS = 5.0
 CACHE_SIZE = 10_000
+TENANT_CHANGED = "tnt"
+"""The kind of a :class:`Revoked` saying a tenant's settings changed: every
+cached principal of that tenant (its API keys') is evicted. Its
+``credential_id`` is empty."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +61,9 @@ class Revoked:
     servers tell each other: its kind (:data:`~.tokens.API_KEY_PREFIX` or
     :data:`~.tokens.WORKER_CREDENTIAL_PREFIX`), its id and a tenant it
     belongs to (the API key's, one of the worker credential's), both as the
-    store read them when it revoked."""
+    store read them when it revoked. Of kind :data:`TENANT_CHANGED`: the
+    tenant (as the store read it back after the change) whose settings
+    changed, and no credential id."""
 
     kind: str
     credential_id: str
@@ -134,6 +145,8 @@ class Authenticator:
         """Secret -> (monotonic instant it is good until, principal, (kind, credential id))."""
         self._ids: dict[tuple[str, str], str] = {}
         """(Kind, credential id) -> its secret in :attr:`_cache` (a revocation evicts without a scan)."""
+        self._by_tenant: dict[str, set[str]] = {}
+        """Tenant -> the secrets of its API keys in :attr:`_cache` (a changed tenant is evicted without a scan)."""
         self._evictions = 0
         """Bumped by every forget: a verification that read the store before
         one is not cached (the store may have answered before the revocation)."""
@@ -190,19 +203,28 @@ class Authenticator:
                 ident = (tokens.API_KEY_PREFIX, key_id)
             elif worker_id is not None:
                 ident = (tokens.WORKER_CREDENTIAL_PREFIX, worker_id)
+            if secret in self._cache:
+                self._drop(secret)  # expired: its index entries go with it
             self._cache[secret] = (until, principal, ident)
-            self._cache.move_to_end(secret)
             if ident is not None:
                 self._ids[ident] = secret
+            if isinstance(principal, TenantPrincipal):
+                self._by_tenant.setdefault(principal.tenant.name, set()).add(secret)
             while len(self._cache) > CACHE_SIZE:
                 self._drop(next(iter(self._cache)))
         return principal
 
     def _drop(self, secret: str) -> None:
-        """Remove ``secret``'s cached principal (and its id's index entry)."""
-        _, _, ident = self._cache.pop(secret)
+        """Remove ``secret``'s cached principal (and its index entries)."""
+        _, principal, ident = self._cache.pop(secret)
         if ident is not None and self._ids.get(ident) == secret:
             del self._ids[ident]
+        if isinstance(principal, TenantPrincipal):
+            secrets = self._by_tenant.get(principal.tenant.name)
+            if secrets is not None:
+                secrets.discard(secret)
+                if not secrets:
+                    del self._by_tenant[principal.tenant.name]
 
     async def _principal(self, context: grpc.aio.ServicerContext) -> object:
         try:
@@ -247,6 +269,7 @@ class Authenticator:
         self._evictions += 1
         self._cache.clear()
         self._ids.clear()
+        self._by_tenant.clear()
 
     def forget_worker_credentials(self, credential_ids: set[str]) -> None:
         """Drop the cached principals of these worker credentials (found
@@ -257,12 +280,20 @@ class Authenticator:
             if secret is not None:
                 self._drop(secret)
 
-    def forget_revoked(self, revoked: Revoked) -> bool:
+    def forget_revoked(self, revoked: Revoked) -> int:
         """Drop the cached principal of ``revoked``'s credential if it is one
         of that kind and tenant (an id named with another tenant evicts
-        nothing); True if one was dropped. The next call with it is
-        verified in the store again. One dictionary look-up, no scan."""
+        nothing); for :data:`TENANT_CHANGED`, every cached principal of that
+        tenant's API keys (worker credentials carry only tenants' names,
+        which a tenant's settings do not change). How many were dropped;
+        the next call with one is verified in the store again. One
+        dictionary look-up, no scan."""
         self._evictions += 1
+        if revoked.kind == TENANT_CHANGED:
+            secrets = self._by_tenant.pop(revoked.tenant, ())
+            for secret in secrets:
+                self._drop(secret)
+            return len(secrets)
         secret = self._ids.get((revoked.kind, revoked.credential_id))
         if secret is None:
             return False
@@ -275,4 +306,4 @@ class Authenticator:
             ours = False
         if ours:
             self._drop(secret)
-        return ours
+        return int(ours)

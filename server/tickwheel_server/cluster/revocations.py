@@ -1,5 +1,6 @@
-"""A revoked credential refused on every server at once: the server that
-revokes tells the others through the lease store.
+"""A revoked credential refused, and a tenant's changed settings applied, on
+every server at once: the server that made the change tells the others
+through the lease store.
 
 Each server caches verified credentials for the authenticator's cache time
 and re-verifies its open Pull streams every half of it; without word from
@@ -10,13 +11,21 @@ expiry moved), the server that did it calls :meth:`Revocations.announce`
 with what the store read (:class:`~tickwheel_server.auth.authenticator.Revoked`:
 the kind, the credential's id and its tenant), and puts it on the cluster's
 one revocations key (:func:`~tickwheel_server.lease.keys.revocations_key`).
-Every server watches that key (:meth:`Revocations.follow`); each put:
+A tenant's settings changed (UpdateTenant, PauseTenant, ResumeTenant) are
+told the same way: the word ``tnt <tenant>`` (a
+:class:`~tickwheel_server.auth.authenticator.Revoked` of kind
+:data:`~tickwheel_server.auth.authenticator.TENANT_CHANGED`) names the
+tenant the store read back after the change, and evicts every cached
+principal of that tenant's API keys, which carry its request rate and
+payload quota. Every server watches that key (:meth:`Revocations.follow`);
+each put:
 
 * evicts the named credentials from its authenticator's cache
   (:meth:`Authenticator.forget_revoked
   <tickwheel_server.auth.authenticator.Authenticator.forget_revoked>`: one
-  look-up each, and only a principal of that kind and tenant), so the next
-  call with one is verified in the store and refused;
+  look-up each, and only a principal of that kind and tenant; for a tenant,
+  its API keys' principals), so the next call with one is verified in the
+  store and refused, or given the tenant's settings as they are now;
 * re-verifies, in one store read, the open streams of the worker
   credentials named (:meth:`CredentialWatch.check_once
   <tickwheel_server.gateway.revocation.CredentialWatch.check_once>` with
@@ -25,9 +34,13 @@ Every server watches that key (:meth:`Revocations.follow`); each put:
 
 Nothing is trusted but the store: a put names what the revoking server read
 back from the row it revoked, never the request; an entry naming a
-credential with another tenant evicts nothing; a put that cannot be read
-(malformed, too long, of a newer format) is taken as "all": the cache is
-emptied and every open stream re-verified, which only costs store reads.
+credential with another tenant evicts nothing; a tenant word evicts that
+tenant's principals only (what anyone who can put ``*`` may do anyway);
+a put that cannot be read (malformed, too long, of a newer format, or with
+a kind this server does not know) is taken as "all": the cache is emptied
+and every open stream re-verified, which only costs store reads. So a
+server older than the tenant word (it knew ``twk`` and ``tww`` only) takes
+a put carrying one as "all": no worse than ``*``.
 
 Bounded: one key for the cluster, whatever the number of credentials (no
 key per credential, no lease). A server has one put in flight;
@@ -63,7 +76,7 @@ from tickwheel.shared.backoff import BackoffSleeper, kept_running
 from tickwheel.shared.clock import Clock
 
 from ..auth import tokens
-from ..auth.authenticator import Revoked
+from ..auth.authenticator import TENANT_CHANGED, Revoked
 from ..lease import EventType, LeaseStore, LeaseStoreClosed, LeaseStoreError, SessionLost, WatchCompacted
 from ..lease.keys import revocations_key
 
@@ -84,7 +97,7 @@ DEFAULT_MAX_ENTRIES = 32
 DEFAULT_WAIT = 2.0
 """Seconds :meth:`Revocations.announce` waits for its put (the revoking call then answers anyway)."""
 ENTRY_MAX = 3 + 1 + 64 + 1 + 63
-"""Bytes of one entry: ``<kind> <credential id> <tenant>``."""
+"""Bytes of one entry: ``<kind> <credential id> <tenant>``, or ``tnt <tenant>`` (shorter)."""
 MAX_RECHECK = 10_000
 """Credential ids waiting for their streams' re-verification; beyond, every stream is re-verified."""
 RETRY_INITIAL, RETRY_CAP = 0.05, 2.0
@@ -97,8 +110,12 @@ _KINDS = (tokens.API_KEY_PREFIX, tokens.WORKER_CREDENTIAL_PREFIX)
 def encode(server_id: str, entries: Collection[Revoked], everything: bool) -> bytes:
     """A put's value: a header line, then one line per entry (or :data:`ALL`)."""
     lines = [f"{VERSION} {server_id}"]
-    lines += [ALL] if everything else [f"{r.kind} {r.credential_id} {r.tenant}" for r in entries]
+    lines += [ALL] if everything else [_line(r) for r in entries]
     return "\n".join(lines).encode()
+
+
+def _line(r: Revoked) -> str:
+    return f"{r.kind} {r.tenant}" if r.kind == TENANT_CHANGED else f"{r.kind} {r.credential_id} {r.tenant}"
 
 
 def decode(value: bytes, max_entries: int = DEFAULT_MAX_ENTRIES) -> tuple[str, list[Revoked] | None]:
@@ -118,6 +135,12 @@ def decode(value: bytes, max_entries: int = DEFAULT_MAX_ENTRIES) -> tuple[str, l
         return sender, None
     entries = []
     for line in lines:
+        if line.startswith(TENANT_CHANGED + " "):
+            tenant = line[len(TENANT_CHANGED) + 1:]
+            if not _TENANT.fullmatch(tenant):
+                return "", None
+            entries.append(Revoked(TENANT_CHANGED, "", tenant))
+            continue
         kind, ident, tenant = (line.split(" ") + ["", "", ""])[:3]
         if line.count(" ") != 2 or kind not in _KINDS or not _ID.fullmatch(ident) or not _TENANT.fullmatch(tenant):
             return "", None
@@ -141,7 +164,7 @@ class Revocations:
         clock: Clock,
         *,
         server_id: str,
-        forget: Callable[[Revoked], bool],
+        forget: Callable[[Revoked], int],
         forget_all: Callable[[], None],
         recheck: Callable[[Collection[str] | None], Awaitable[int]],
         root: str | None = None,
@@ -192,13 +215,15 @@ class Revocations:
 
     async def announce(self, revoked: Revoked) -> bool:
         """Tell every server that ``revoked`` changed (after the store
-        committed it): True once the put carrying it landed, False when it
+        committed it; a credential, or a tenant's settings): True once the
+        put carrying it landed, False when it
         failed or did not land within ``wait`` (the others then learn it
         within their cache time)."""
         if self._everything or len(self._pending) >= self._max_entries:
             self._everything, self._pending = True, {}
         else:
-            self._pending[(revoked.kind, revoked.credential_id)] = revoked
+            key = revoked.tenant if revoked.kind == TENANT_CHANGED else revoked.credential_id
+            self._pending[(revoked.kind, key)] = revoked
         if self._sent is None:
             self._sent = asyncio.get_running_loop().create_future()
         sent = self._sent
