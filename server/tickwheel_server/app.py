@@ -303,7 +303,8 @@ class TickwheelServer:
             self._lease_store, self.clock, server_id=self.server_id, forget=auth.forget_revoked,
             forget_all=auth.forget, recheck=self.credential_watch.check_once,
         )
-        """Tells every server of a revocation made here at once, and follows theirs (``cluster.revocations``)."""
+        """Tells every server of a revocation or tenant change made here at once,
+        and follows theirs (``cluster.revocations``)."""
         self.info = ServerInfo(
             server_id=self.server_id,
             address=config.effective_advertise,
@@ -489,7 +490,8 @@ class TickwheelServer:
             lambda: self.wakeup.received, counter=True,
         )
         metrics.observe(
-            "tickwheel_revocations_sent_total", "Puts on the revocations key telling the others of revocations made here",
+            "tickwheel_revocations_sent_total",
+            "Puts on the revocations key telling the others of revocations and tenant changes made here",
             lambda: self.revocations.puts, counter=True,
         )
         metrics.observe(

@@ -137,13 +137,13 @@ async def test_a_tenants_quotas_lowered_through_b_hold_on_as_next_call(
         assert (await trigger_as(on_b, first, payload))[0] == grpc.StatusCode.NOT_FOUND  # and on b
         received = a.server.revocations.received
 
+        lowered = admin_pb2.TenantQuotas(max_payload_bytes=10, requests_per_second=1)
         await admin_b.UpdateTenant(admin_pb2.UpdateTenantRequest(
-            tenant=admin_pb2.Tenant(name="acme", quotas=admin_pb2.TenantQuotas(max_payload_bytes=10, requests_per_second=1)),
-            update_mask={"paths": ["quotas"]},
+            tenant=admin_pb2.Tenant(name="acme", quotas=lowered), update_mask={"paths": ["quotas"]},
         ), metadata=b.admin_metadata())
         assert b.server.revocations.puts == 1 and b.server.revocations.failed_puts == 0, "put before b answered"
         code, details = await trigger_as(on_b, first, payload)
-        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_payload_bytes" in details, "b evicted its own at once"
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_payload_bytes" in details, "b's own: evicted at once"
 
         await eventually(lambda: a.server.revocations.received > received, "the word reaching a", WAIT)
         assert a.server.revocations.evicted == 2, "acme's two keys only: globex's stays cached"

@@ -68,10 +68,12 @@ async def test_the_index_follows_the_lru(monkeypatch) -> None:
     assert auth.cached() == 1 and len(auth._ids) == 1
 
 
-async def test_a_verification_overtaken_by_a_word_is_not_cached() -> None:
-    """The store answered "live" before the revocation committed, and the
-    word arrived while that answer was on its way: it is used for this call
-    but not cached, so the next call is read again."""
+@pytest.mark.parametrize("word", ["revoked", "tenant changed"])
+async def test_a_verification_overtaken_by_a_word_is_not_cached(word: str) -> None:
+    """The store answered (the key live, the tenant's old settings) before
+    the revocation or the tenant's change committed, and the word arrived
+    while that answer was on its way: it is used for this call but not
+    cached, so the next call is read again."""
     auth, tenants, _, _ = setup(peer_burst=1000)
     secret = tenants.issue("acme")
     reading, release = asyncio.Event(), asyncio.Event()
@@ -83,14 +85,20 @@ async def test_a_verification_overtaken_by_a_word_is_not_cached() -> None:
         return await real(value)
 
     tenants.verify_key_until = slow
-    call = asyncio.ensure_future(outcome(auth, Call(secret)))
+    call = asyncio.ensure_future(auth.tenant(Call(secret)))
     await reading.wait()
-    auth.forget_revoked(Revoked(KEY, ident(secret), "acme"))  # nothing cached yet: it still counts
+    # Nothing cached yet: it still counts.
+    told = Revoked(KEY, ident(secret), "acme") if word == "revoked" else Revoked(TENANT_CHANGED, "", "acme")
+    auth.forget_revoked(told)
     release.set()
-    assert await call == "acme"
+    assert (await call) == Tenant(name="acme")
     tenants.verify_key_until = real
-    del tenants.keys[secret]
-    assert await outcome(auth, Call(secret)) == "unauthenticated"
+    if word == "revoked":
+        del tenants.keys[secret]
+        assert await outcome(auth, Call(secret)) == "unauthenticated"
+    else:
+        tenants.keys[secret] = Tenant(name="acme", requests_per_second=1)
+        assert (await auth.tenant(Call(secret))).requests_per_second == 1
 
 
 def test_a_put_round_trips_and_says_all_when_asked() -> None:
@@ -140,7 +148,8 @@ def test_a_value_that_cannot_be_read_stands_for_every_credential(value: bytes) -
 
 
 def test_a_tenant_word_round_trips_and_merges_with_credentials() -> None:
-    entries = [Revoked(TENANT_CHANGED, "", "acme"), Revoked(KEY, "abc", "globex"), Revoked(TENANT_CHANGED, "", "a" * 63)]
+    longest = Revoked(TENANT_CHANGED, "", "a" * 63)
+    entries = [Revoked(TENANT_CHANGED, "", "acme"), Revoked(KEY, "abc", "globex"), longest]
     value = encode("srv-b:7", entries, False)
     assert value == b"v1 srv-b:7\ntnt acme\ntwk abc globex\ntnt " + b"a" * 63
     assert decode(value) == ("srv-b:7", entries)
@@ -201,27 +210,3 @@ async def test_the_tenant_index_follows_the_cache(monkeypatch) -> None:
     assert auth.cached() == 1 and auth._by_tenant == {"acme": {secrets[2]}}
     auth.forget()
     assert auth._by_tenant == {} and auth._ids == {}
-
-
-async def test_a_verification_overtaken_by_a_tenant_word_is_not_cached() -> None:
-    """The store read the tenant's old settings before the change
-    committed; the word arrived meanwhile: that answer is not cached."""
-    auth, tenants, _, _ = setup(peer_burst=1000)
-    secret = tenants.issue("acme")
-    reading, release = asyncio.Event(), asyncio.Event()
-    real = tenants.verify_key_until
-
-    async def slow(value: str):
-        reading.set()
-        await release.wait()
-        return await real(value)
-
-    tenants.verify_key_until = slow
-    call = asyncio.ensure_future(auth.tenant(Call(secret)))
-    await reading.wait()
-    auth.forget_revoked(Revoked(TENANT_CHANGED, "", "acme"))
-    release.set()
-    assert (await call).requests_per_second == Tenant(name="acme").requests_per_second
-    tenants.verify_key_until = real
-    tenants.keys[secret] = Tenant(name="acme", requests_per_second=1)
-    assert (await auth.tenant(Call(secret))).requests_per_second == 1
