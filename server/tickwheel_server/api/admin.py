@@ -445,8 +445,9 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
 
     async def _announce(self, revoked: Revoked) -> None:
         """Drop the credential (or the changed tenant's keys) from this
-        server's cache at once (only it: every other caller stays cached), then tell the other servers (what
-        the store read back, never the request's words); answers once told,
+        server's cache at once (only it: every other caller stays cached),
+        then tell the other servers (what the store read back, never the
+        request's words); answers once told,
         or after a bounded wait when the lease store cannot take it (they
         apply it within their cache time then)."""
         self._auth.forget_revoked(revoked)

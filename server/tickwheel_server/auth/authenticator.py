@@ -287,7 +287,7 @@ class Authenticator:
         tenant's API keys (worker credentials carry only tenants' names,
         which a tenant's settings do not change). How many were dropped;
         the next call with one is verified in the store again. One
-        dictionary look-up, no scan."""
+        dictionary look-up (then one removal per principal dropped), no scan."""
         self._evictions += 1
         if revoked.kind == TENANT_CHANGED:
             secrets = self._by_tenant.pop(revoked.tenant, ())
@@ -296,7 +296,7 @@ class Authenticator:
             return len(secrets)
         secret = self._ids.get((revoked.kind, revoked.credential_id))
         if secret is None:
-            return False
+            return 0
         principal = self._cache[secret][1]
         if revoked.kind == tokens.API_KEY_PREFIX:
             ours = isinstance(principal, TenantPrincipal) and principal.tenant.name == revoked.tenant
