@@ -40,19 +40,24 @@ from .engine import capabilities
 from .errors import AmbiguousCommitError
 from .executions import Capability, HandedOut
 from .fairshare import FairShare
-from .isolation import status_in
 from .tables import executions, tenants
+from .timeline import ARMED_GROUP, NOT_STARTED, RUNNING, in_group
 
 T = TypeVar("T")
 
 _ONE_OFF = (ScheduleKind.ONCE, ScheduleKind.LOCAL)
 
 # The jobs (of the candidates that do not run beside others) with an
-# execution not ended: each branch as a partial index writes its predicate
-# (``executions_active``, ``executions_armed_job``).
+# execution not ended: one branch per status group, each with its partial
+# index's predicate as the index writes it (``executions_not_started_job``,
+# ``executions_busy``, ``executions_armed_job``). No index holds the three
+# statuses together (migration 0014 replaced the one that did): a branch
+# naming them read the whole table, ended history included, at every claim.
 _BUSY_JOBS = driver_sql(
     "SELECT e.job_id FROM executions AS e WHERE e.job_id = ANY (CAST(:ids AS TEXT[])) "
-    "AND e.status IN ('scheduled', 'waiting', 'running') "
+    "AND e.status IN ('scheduled', 'waiting') "
+    "UNION SELECT e.job_id FROM executions AS e WHERE e.job_id = ANY (CAST(:ids AS TEXT[])) "
+    "AND (e.status = 'running' OR (e.status = 'scheduled' AND e.attempt > 1)) "
     "UNION SELECT e.job_id FROM executions AS e WHERE e.job_id = ANY (CAST(:ids AS TEXT[])) AND e.status = 'armed'"
 )
 # The tenants' settings share-locked where the engine has row locks: the
@@ -168,17 +173,20 @@ def choose(
     candidates = [c for c in candidates if c.tenant in weights]
     guarded = sorted({c.job_id for c in candidates if not c.beside})
     if guarded:
-        if arrays:
-            busy = {job_id for (job_id,) in tuples(execute_arrays(conn, _BUSY_JOBS, {"ids": guarded}))}
-        else:
-            busy = set(conn.execute(
-                sa.select(executions.c.job_id).where(
-                    executions.c.job_id.in_(guarded),
-                    status_in(executions.c.status, "scheduled", "waiting", "running", "armed"),
-                ).distinct()
-            ).scalars())  # fmt: skip
+        busy = busy_jobs(conn, arrays, guarded)
         candidates = [c for c in candidates if c.beside or c.job_id not in busy]
     return share_out(offer, candidates, weights, shares)
+
+
+def busy_jobs(conn: Connection, arrays: bool, job_ids: list[str]) -> set[str]:
+    """Those of ``job_ids`` with an execution not ended (scheduled, waiting,
+    running or armed): one probe per status group's index by job."""
+    if arrays:
+        return {job_id for (job_id,) in tuples(execute_arrays(conn, _BUSY_JOBS, {"ids": job_ids}))}
+    return set(conn.execute(sa.union(*(
+        sa.select(executions.c.job_id).where(executions.c.job_id.in_(job_ids), *in_group(group, by_job=True))
+        for group in (NOT_STARTED, RUNNING, ARMED_GROUP)
+    ))).scalars())  # fmt: skip
 
 
 class Fenced(Exception):
