@@ -7,8 +7,8 @@ No index holds scheduled, waiting and running rows together (migration 0014
 replaced ``executions_active``, which did). A probe that names the three
 statuses in one predicate matches none of the partial indexes, and
 PostgreSQL read it as a Seq Scan of ``executions``, ended history included,
-at every claim that hands out a one-off: 373 ms a claim of 1 000 jobs over
-1 M ended rows (loadtest/RESULTS.md, "the claim's overlap probe").
+at every claim that hands out a one-off, a cost that grows with the history
+kept (loadtest/RESULTS.md, "the claim's overlap probe").
 """
 
 from __future__ import annotations
