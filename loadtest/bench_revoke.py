@@ -59,11 +59,12 @@ async def issue_keys(server, count: int) -> list[str]:
     """The tenant (its first key) and ``count - 1`` more keys, through ``server``."""
     async with grpc.aio.insecure_channel(server.address) as channel:
         admin = admin_pb2_grpc.AdminServiceStub(channel)
+        meta = h.admin_metadata(server)
         created = await admin.CreateTenant(admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(
-            name=TENANT, quotas=admin_pb2.TenantQuotas(requests_per_second=100_000))), metadata=h.admin_metadata(server))
+            name=TENANT, quotas=admin_pb2.TenantQuotas(requests_per_second=100_000))), metadata=meta)
         keys = [created.api_key.secret]
         for _ in range(count - 1):
-            issued = await admin.IssueApiKey(admin_pb2.IssueApiKeyRequest(tenant=TENANT), metadata=h.admin_metadata(server))
+            issued = await admin.IssueApiKey(admin_pb2.IssueApiKeyRequest(tenant=TENANT), metadata=meta)
             keys.append(issued.api_key.secret)
     return keys
 

@@ -63,7 +63,8 @@ def main(argv: list[str]) -> int:
         print(f"{text:60s} | {len(times):5d} | {statistics.mean(times) * 1000:8.2f} | {pg_means.get(text[:30], '-')}")
     lags = sorted(e[4] - e[3] - 0.002 for e in events if e[0] == "lag" and begin <= e[3] and e[4] <= last_result)
     if lags:
-        print(f"event loop lag ms: mean {statistics.mean(lags) * 1000:.2f}, p90 {lags[int(len(lags) * 0.9)] * 1000:.2f}, "
+        p90 = lags[int(len(lags) * 0.9)]
+        print(f"event loop lag ms: mean {statistics.mean(lags) * 1000:.2f}, p90 {p90 * 1000:.2f}, "
               f"max {lags[-1] * 1000:.2f}")
     return 0
 
