@@ -907,13 +907,15 @@ def by_server(ids: dict[str, int], workers: int, servers: list[str]) -> dict[str
     return out
 
 
-def claimed_by_owner(url: str) -> dict[str, int]:
-    """Executions by the server that owns their partition now (the fleet's
-    split is sticky through a run: the server that claimed them)."""
+def claimed_by_owner(url: str, since_us: int = 0) -> dict[str, int]:
+    """Executions (of instants from ``since_us`` on: a run's own, not
+    :func:`insert_history`'s) by the server that owns their partition now
+    (the fleet's split is sticky through a run: the server that claimed
+    them)."""
     with observe(url) as pg:
         rows = pg.execute(
             f"{OWN_QUERY} SELECT p.owner, count(*) FROM executions e JOIN partitions p ON p.partition = e.partition "
-            "GROUP BY p.owner ORDER BY p.owner"
+            "WHERE e.nominal_at >= %s GROUP BY p.owner ORDER BY p.owner", (since_us,)
         ).fetchall()
     return {owner: int(n) for owner, n in rows}
 
@@ -933,6 +935,58 @@ def reset_data(url: str) -> None:
                 conn.execute(sa.text("UPDATE tenant_quota SET used = 0"))
     finally:
         engine.dispose()
+
+
+HISTORY_SPAN_US = 23 * 3600 * 1_000_000
+HISTORY_GAP_US = 3600 * 1_000_000
+HISTORY_PER_JOB = 20
+HISTORY_TENANTS = 4
+HISTORY = (
+    "INSERT INTO executions (id, job_id, tenant, partition, origin, nominal_at, due_at, ready_at, attempt, delivery, "
+    "status, handler, missed_count, reap_count, payload, error, dead_reason, created_at, finished_at, "
+    "attempt_started_at, attempt_worker_id, attempt_waited_us, attempt_output) "
+    "SELECT 'history-' || k || ':' || g, 'history-' || k, "
+    "CASE WHEN mod(k, %(tenants)s) = 0 THEN %(tenant)s ELSE 'history-' || mod(k, %(tenants)s) END, "
+    "mod(k, %(partitions)s), 'scheduled', at, at, at, 1, 1, "
+    "CASE mod(g, 100) WHEN 0 THEN 'dead' WHEN 1 THEN 'canceled' ELSE 'succeeded' END, %(handler)s, 0, 0, '', "
+    "CASE mod(g, 100) WHEN 0 THEN 'boom' ELSE '' END, CASE mod(g, 100) WHEN 0 THEN 'attempts' ELSE '' END, "
+    "at, at + 50000, CASE WHEN mod(g, 100) > 1 THEN at + 10000 END, "
+    "CASE WHEN mod(g, 100) > 1 THEN 'history-w' END, CASE WHEN mod(g, 100) > 1 THEN 0 END, "
+    "CASE WHEN mod(g, 100) > 1 THEN '{}'::bytea END "
+    "FROM (SELECT g, mod(g, %(jobs)s) AS k, %(first)s + g * %(span)s / %(count)s AS at "
+    "FROM generate_series(1, %(count)s::bigint) AS g) s"
+)
+"""The history rows :func:`insert_history` writes, in one statement."""
+
+
+def insert_history(url: str, count: int, now_us: int) -> dict:
+    """``count`` ended executions already in the store before a run: a store
+    that has been running, not an empty one (issue 17: the cost of a
+    statement that scans history grows with it). One set-based
+    ``INSERT … SELECT FROM generate_series``: ``count // 20`` jobs (no
+    ``jobs`` rows: ended one-offs whose rows are gone), one in four of
+    the benchmark's tenant, the rest of three others; one in a hundred dead,
+    one in a hundred canceled, the rest succeeded (their attempt kept on the
+    row, as a plain success's); instants spread over the 23 hours ending an hour before
+    ``now_us`` (inside retention, whose pass leaves them; a run's own
+    executions are those of instants from ``now_us`` on). Then ``VACUUM
+    ANALYZE executions``, as autovacuum would have left a table that old.
+    Returns the rows, by status, and the seconds each step took."""
+    if count <= 0:
+        return {"rows": 0}
+    began = time.perf_counter()
+    with observe(url) as pg:
+        pg.execute(f"{OWN_QUERY} {HISTORY}", {
+            "count": count, "jobs": max(1, count // HISTORY_PER_JOB), "tenants": HISTORY_TENANTS,
+            "tenant": TENANT, "partitions": PARTITIONS, "handler": HANDLER,
+            "first": now_us - HISTORY_GAP_US - HISTORY_SPAN_US, "span": HISTORY_SPAN_US})
+        inserted = time.perf_counter()
+        pg.execute("VACUUM ANALYZE executions")
+        vacuumed = time.perf_counter()
+        statuses = dict(pg.execute(f"{OWN_QUERY} SELECT status, count(*) FROM executions WHERE nominal_at < %s "
+                                   "GROUP BY status", (now_us,)).fetchall())
+    return {"rows": count, "statuses": statuses, "insert_s": round(inserted - began, 2),
+            "vacuum_s": round(vacuumed - inserted, 2)}
 
 
 def count_jobs(cur, tenant: str, count: int) -> None:

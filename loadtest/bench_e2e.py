@@ -4,7 +4,7 @@ beside pgqueuer draining the same number of no-op jobs on the same PostgreSQL
 in the same run.
 
     .venv/bin/python loadtest/bench_e2e.py [--jobs 50000] [--workers 4] [--slots 1000] [--servers 1]
-                                           [--peer-settings 5x10,10x50] [--no-peer]
+                                           [--history N] [--peer-settings 5x10,10x50] [--no-peer]
                                            [--pg URL] [--etcd HOST:PORT] [--profile DIR] [--timeline] [--logs DIR] [--smoke]
 
 Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL
@@ -15,7 +15,14 @@ and etcd are started (``tests/support``) and deleted afterwards.
   leases, as a deployment's fleet) and ``--workers`` ``tickwheel worker``
   processes with ``--slots`` each, worker k connected to server k % N,
   running the built-in ``echo`` handler, all connected and every partition
-  owned (evenly split) before anything is due. Then ``--jobs`` one-off jobs
+  owned (evenly split) before anything is due. With ``--history N``,
+  N ended executions of other jobs (``_harness.insert_history``: one
+  set-based statement, then ``VACUUM ANALYZE``, timed apart in
+  ``history``; instants over the day before the run, inside retention)
+  are stored first: a store that has been running, not an empty one.
+  Every figure below counts the run's own executions only (those of
+  instants from the run's start on); ``history.left_after_run`` says the
+  history was still there at the end. Then ``--jobs`` one-off jobs
   due now are stored in one transaction, as CreateJob stores them (see
   ``_harness.insert_once_jobs``), so they all become due at the same
   instant; the run ends when every execution has ended. From the store:
@@ -79,7 +86,8 @@ and etcd are started (``tests/support``) and deleted afterwards.
   ``UPDATE … FROM unnest … RETURNING`` writing each attempt's record on
   its row, as a plain success is recorded) -
   the batch sizes the dispatcher, gateway and worker use. SERIALIZABLE, as
-  the store. ``ratio_to_replay`` = server / replay.
+  the store. ``ratio_to_replay`` = server / replay. The replay starts
+  from an empty store (no ``--history``).
 
 ``/proc/loadavg`` is recorded before and after each part (the machine is
 shared: compare figures of the same run). ``--profile DIR`` samples the
@@ -120,21 +128,33 @@ GOAL = {"ratio": 1.5, "postgres_cpu_ms_per_execution": 0.1}
 PostgreSQL's CPU per execution at most 0.1 ms (issue 17); etcd requests per
 execution near 0 (reported, not judged)."""
 POLL = 0.25
+MAX_HISTORY = 10_000_000
 CLAIM_BATCH = 1000  # the server's claim_batch default
 HANDOUT_BATCH = 500
 RESULT_BATCH = 100
 
 
-def finished(pg: psycopg.Connection) -> int:
-    """Executions ended right now (a scan of the partial index of ended rows:
-    the poll's own cost in PostgreSQL's CPU stays small)."""
+OWN_ATTEMPTS = (
+    f"(SELECT a.* FROM {h.ATTEMPTS} a JOIN executions o ON o.id = a.execution_id WHERE o.nominal_at >= %(since)s)"
+)
+"""The run's own recorded attempts (``_harness.ATTEMPTS`` of its own
+executions): a run's executions are those of instants from the run's start
+on (``since``), ``--history``'s all before it."""
+
+
+def finished(pg: psycopg.Connection, since_us: int) -> int:
+    """The run's executions ended right now (a range of the partial index
+    of ended rows, ``(nominal_at, id)``, past any ``--history``: the poll's
+    own cost in PostgreSQL's CPU stays small and does not grow with it)."""
     return pg.execute(
-        f"{h.OWN_QUERY} SELECT count(*) FROM executions WHERE status IN ('succeeded', 'dead', 'canceled')"
+        f"{h.OWN_QUERY} SELECT count(*) FROM executions WHERE status IN ('succeeded', 'dead', 'canceled') "
+        "AND nominal_at >= %s", (since_us,)
     ).fetchone()[0]
 
 
-def wait_until_ended(pg: psycopg.Connection, jobs: int, pool: h.WorkerProcesses, stall: float) -> int:
-    """Poll the store on ``pg`` until ``jobs`` executions have ended; give up
+def wait_until_ended(pg: psycopg.Connection, jobs: int, pool: h.WorkerProcesses, stall: float, since_us: int) -> int:
+    """Poll the store on ``pg`` until ``jobs`` executions (of instants from
+    ``since_us`` on) have ended; give up
     after ``stall`` seconds without progress. Returns how many ended. One
     connection (autocommit: it holds no snapshot) for every poll, opened
     before the CPU is read: a new one each time costs PostgreSQL a
@@ -142,7 +162,7 @@ def wait_until_ended(pg: psycopg.Connection, jobs: int, pool: h.WorkerProcesses,
     ended, last, progress_at = 0, -1, time.monotonic()
     while ended < jobs:
         pool.check_alive()
-        ended = finished(pg)
+        ended = finished(pg, since_us)
         if ended != last:
             last, progress_at = ended, time.monotonic()
         elif time.monotonic() - progress_at > stall:
@@ -151,22 +171,27 @@ def wait_until_ended(pg: psycopg.Connection, jobs: int, pool: h.WorkerProcesses,
     return ended
 
 
-def server_outcome(url: str, committed_at: float) -> dict:
-    """What the store recorded: executions by status, history rows, early
-    starts, and the window."""
+def server_outcome(url: str, committed_at: float, since_us: int) -> dict:
+    """What the store recorded of the run's executions (of instants from
+    ``since_us`` on; ``--history``'s left out): by status, history rows,
+    early starts, and the window."""
+    own = {"since": since_us}
     with h.observe(url) as pg:
-        statuses = dict(pg.execute(f"{h.OWN_QUERY} SELECT status, count(*) FROM executions GROUP BY status").fetchall())
+        statuses = dict(pg.execute(f"{h.OWN_QUERY} SELECT status, count(*) FROM executions "
+                                   "WHERE nominal_at >= %(since)s GROUP BY status", own).fetchall())
         history, first_claim, last_finished, early, late_max, late_avg = pg.execute(
-            f"{h.OWN_QUERY} SELECT count(*), (SELECT min(created_at) FROM executions), max(a.finished_at), "
+            f"{h.OWN_QUERY} SELECT count(*), "
+            "(SELECT min(created_at) FROM executions WHERE nominal_at >= %(since)s), max(a.finished_at), "
             "count(*) FILTER (WHERE a.started_at < e.due_at), max(a.started_at - e.due_at), "
-            f"avg(a.started_at - e.due_at) FROM {h.ATTEMPTS} a JOIN executions e ON e.id = a.execution_id"
+            f"avg(a.started_at - e.due_at) FROM {h.ATTEMPTS} a JOIN executions e ON e.id = a.execution_id "
+            "WHERE e.nominal_at >= %(since)s", own
         ).fetchone()
         succeeded_with_history = pg.execute(
-            f"{h.OWN_QUERY} SELECT count(*) FROM executions e WHERE e.status = 'succeeded' "
-            f"AND EXISTS (SELECT 1 FROM {h.ATTEMPTS} a WHERE a.execution_id = e.id AND a.status = 'succeeded')"
+            f"{h.OWN_QUERY} SELECT count(*) FROM executions e WHERE e.status = 'succeeded' AND e.nominal_at >= %(since)s "
+            f"AND EXISTS (SELECT 1 FROM {h.ATTEMPTS} a WHERE a.execution_id = e.id AND a.status = 'succeeded')", own
         ).fetchone()[0]
         by_worker = dict(pg.execute(
-            f"{h.OWN_QUERY} SELECT worker_id, count(*) FROM {h.ATTEMPTS} a GROUP BY worker_id").fetchall())
+            f"{h.OWN_QUERY} SELECT worker_id, count(*) FROM {OWN_ATTEMPTS} a GROUP BY worker_id", own).fetchall())
     window = (last_finished - first_claim) / 1e6 if history else None
     return {
         "executed_by_worker": by_worker,
@@ -188,21 +213,24 @@ def server_outcome(url: str, committed_at: float) -> dict:
 TIMELINE_BIN_US = 100_000
 
 
-def timeline(url: str) -> dict:
-    """Per 100 ms from the first claim: executions claimed (their rows'
-    ``created_at``), started by a worker and finished (their attempts'
-    ``started_at``, ``finished_at``): where the pipeline's stages overlap
-    and where one waits for another."""
+def timeline(url: str, since_us: int) -> dict:
+    """Per 100 ms from the first claim: the run's executions (of instants
+    from ``since_us`` on) claimed (their rows' ``created_at``), started by
+    a worker and finished (their attempts' ``started_at``,
+    ``finished_at``): where the pipeline's stages overlap and where one
+    waits for another."""
+    own = {"since": since_us}
     with h.observe(url) as pg:
-        first = pg.execute(f"{h.OWN_QUERY} SELECT min(created_at) FROM executions").fetchone()[0]
+        first = pg.execute(f"{h.OWN_QUERY} SELECT min(created_at) FROM executions WHERE nominal_at >= %(since)s",
+                           own).fetchone()[0]
         if first is None:
             return {}
         def binned(sql: str) -> dict[int, int]:
-            return dict(pg.execute(f"{h.OWN_QUERY} SELECT (t - %s) / %s AS b, count(*) FROM ({sql}) s(t) "
-                                   "GROUP BY b ORDER BY b", (first, TIMELINE_BIN_US)).fetchall())
-        claimed = binned("SELECT created_at FROM executions")
-        started = binned(f"SELECT started_at FROM {h.ATTEMPTS} a")
-        ended = binned(f"SELECT finished_at FROM {h.ATTEMPTS} a")
+            return dict(pg.execute(f"{h.OWN_QUERY} SELECT (t - %(first)s) / %(bin)s AS b, count(*) FROM ({sql}) s(t) "
+                                   "GROUP BY b ORDER BY b", {**own, "first": first, "bin": TIMELINE_BIN_US}).fetchall())
+        claimed = binned("SELECT created_at FROM executions WHERE nominal_at >= %(since)s")
+        started = binned(f"SELECT started_at FROM {OWN_ATTEMPTS} a")
+        ended = binned(f"SELECT finished_at FROM {OWN_ATTEMPTS} a")
     bins = range(int(max([*claimed, *started, *ended])) + 1)
     return {"bin_ms": TIMELINE_BIN_US // 1000,
             "claimed": [claimed.get(b, 0) for b in bins],
@@ -253,6 +281,7 @@ class Activity:
 
 def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: Path) -> dict:
     h.reset_data(url)
+    since_us = h.to_us(datetime.now(timezone.utc))  # the run's executions are of instants from here on
     load_before = h.load_average()
     with h.cluster(folder, url, etcd_endpoint, workers=args.workers, slots=args.slots,
                    max_jobs=max(args.jobs, 100_000), server_id="bench-e2e", servers=args.servers) as (fleet, pool):
@@ -262,6 +291,7 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
              **({"etcd": [pid]} if (pid := h.etcd_pid(etcd_endpoint)) else {})},
             etcd_endpoint, fleet.members(),
         )
+        history = h.insert_history(url, args.history, since_us)  # before the CPU is read and settled
         statements = h.Statements(url)
         poll = h.observe(url)  # opened before the CPU is read: its backend's start is not the server's
         settled = meter.settle()
@@ -275,7 +305,7 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
         profile = Path(args.profile) / "e2e" if args.profile else None
         activity = Activity(url) if args.timeline else contextlib.nullcontext()
         with poll, h.profiled({**fleet.profiled(), "worker-0": pool.pids[0]}, profile), activity:
-            ended = wait_until_ended(poll, args.jobs, pool, args.stall)
+            ended = wait_until_ended(poll, args.jobs, pool, args.stall, since_us)
         after = meter.read()
         sql = statements.report(args.jobs)
         if sql is not None:
@@ -283,19 +313,24 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
             sql["tables"] = h.updates_between(tables_before, h.table_updates(url), args.jobs)
         stopped_workers = pool.stop()
         server_exits = fleet.terminate(30)
-    outcome = server_outcome(url, created["committed_at"])
+    outcome = server_outcome(url, created["committed_at"], since_us)
     if args.timeline:
-        outcome["timeline"] = {**timeline(url), "activity": activity.report()}
+        outcome["timeline"] = {**timeline(url, since_us), "activity": activity.report()}
+    if args.history:
+        with h.observe(url) as pg:  # still there: the retention pass left them, nothing else touched them
+            history["left_after_run"] = pg.execute(
+                f"{h.OWN_QUERY} SELECT count(*) FROM executions WHERE nominal_at < %s", (since_us,)).fetchone()[0]
     executed = h.by_server(outcome.pop("executed_by_worker"), args.workers, fleet.server_ids)
     return {
         "jobs": args.jobs,
+        "history": history,
         "servers": args.servers,
         "workers": args.workers,
         "slots_per_worker": args.slots,
         "stored": {k: v for k, v in created.items() if k != "committed_at"},
         "ended": ended,
         **outcome,
-        "claimed_by_server": h.claimed_by_owner(url),
+        "claimed_by_server": h.claimed_by_owner(url, since_us),
         "executed_by_server": executed,
         **h.Meter.difference(before, after, args.jobs),
         "settled_s": settled,
@@ -446,6 +481,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--servers", type=int, default=1,
                         help="tickwheel server processes sharing the store and etcd (default 1); worker k "
                              "connects to server k %% N")
+    parser.add_argument("--history", type=int, default=0, metavar="N",
+                        help="ended executions of other jobs in the store before the run (default 0: an empty "
+                             "store; at most 10 000 000)")
     parser.add_argument("--stall", type=float, default=60.0, help="give up after this many seconds without progress")
     parser.add_argument("--peer-settings", default=peers.PGQUEUER_SETTINGS, metavar="WxB,…",
                         help=f"pgqueuer worker processes x dequeue batch, each run (default {peers.PGQUEUER_SETTINGS})")
@@ -465,6 +503,8 @@ def main(argv: list[str] | None = None) -> int:
         args.jobs, args.workers, args.slots, args.stall, args.peer_settings = 300, 2, 100, 30.0, "2x10"
     if args.jobs < 1 or args.workers < 1 or not 1 <= args.slots <= 10_000 or not 1 <= args.servers <= 16:
         parser.error("--jobs and --workers must be positive, --slots between 1 and 10 000, --servers 1 to 16")
+    if not 0 <= args.history <= MAX_HISTORY:
+        parser.error("--history between 0 and 10 000 000")
     try:
         pg_settings = h.parse_settings(args.pg_set)
         peer_settings = peers.parse_pgqueuer_settings(args.peer_settings)
@@ -487,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "e2e",
         "smoke": args.smoke,
         "servers": args.servers,
+        "history": args.history,
         "executions_per_s": {"tickwheel": server["executions_per_s"],
                              "pgqueuer_best": best["executions_per_s"] if best else None},
         "ratio": ratio,

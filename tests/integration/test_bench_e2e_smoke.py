@@ -89,3 +89,46 @@ def test_bench_e2e_smoke_fleet_of_two(postgres_url, etcd_endpoint, tmp_path):
     for path in traces:
         kinds = {line.split("\t")[2] for line in path.read_text().splitlines() if line.startswith("tx\t")}
         assert any("claim_due" in kind for kind in kinds), kinds
+
+
+HISTORY = 500
+
+
+def test_bench_e2e_smoke_over_history(postgres_url, etcd_endpoint):
+    """``--history``: ended executions of other jobs (some of the bench's
+    own tenant, some succeeded with their attempt on the row, as the run's
+    are) stored first and still there at the end, and every count the
+    benchmark makes is of the run's executions only: with the history
+    counted, the statuses, history rows, claims, executions by worker and
+    timeline would each exceed the run's jobs."""
+    report = smoke(postgres_url, etcd_endpoint, "--history", str(HISTORY), "--timeline")
+    server = report["server"]
+    jobs = server["jobs"]
+    assert report["history"] == HISTORY
+    history = server["history"]
+    assert history["rows"] == history["left_after_run"] == HISTORY
+    assert history["statuses"] == {"succeeded": HISTORY - 2 * (HISTORY // 100),
+                                   "dead": HISTORY // 100, "canceled": HISTORY // 100}
+    assert server["ended"] == jobs
+    assert server["statuses"] == {"succeeded": jobs}, "the run's own executions, not the history"
+    assert server["history_rows"] == server["succeeded_with_history"] == jobs
+    assert server["early"] == 0 and server["start_lateness_s"]["max"] < 3600, "no history attempt in lateness"
+    assert server["claimed_by_server"] == {"bench-e2e": jobs}
+    assert server["executed_by_server"] == {"bench-e2e": jobs}
+    timeline = server["timeline"]
+    assert sum(timeline["claimed"]) == sum(timeline["started"]) == sum(timeline["finished"]) == jobs
+    assert len(timeline["claimed"]) < 3600 * 10, "the timeline starts at the run's first claim, not the history's"
+    assert server["executions_per_s"] > 0
+    assert report["replay"]["history_rows"] == jobs
+
+
+def test_bench_e2e_history_bounded(postgres_url, etcd_endpoint):
+    """A negative or oversized ``--history`` is refused before anything runs."""
+    for value in ("-1", "10000001"):
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "loadtest" / "bench_e2e.py"), "--pg", postgres_url, "--etcd", etcd_endpoint,
+             "--smoke", "--no-peer", "--history", value],
+            capture_output=True, text=True, timeout=60, cwd=ROOT, check=False,
+        )
+        assert done.returncode == 2 and "--history between 0 and 10 000 000" in done.stderr, done.stderr
+        assert done.stdout == ""
