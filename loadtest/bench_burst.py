@@ -2,6 +2,7 @@
 PostgreSQL + etcd, a real ``tickwheel server`` and no-op worker processes.
 
     .venv/bin/python loadtest/bench_burst.py [--sizes 10000,30000] [--workers 4] [--servers 1] [--lead 40] [--hold 0]
+                                             [--history N]
                                              [--peer-settings 5x10,10x50] [--no-peer]
                                              [--pg URL] [--etcd HOST:PORT] [--profile DIR] [--logs DIR] [--smoke]
 
@@ -16,7 +17,12 @@ N, in order:
    connect, worker k to server k % N, running the built-in
    ``echo`` handler with ``ceil(N / workers)`` slots each, so every job has a
    slot; the run waits until every partition is owned, split evenly among
-   the servers, and every worker is connected (ClusterStatus);
+   the servers, and every worker is connected (ClusterStatus); with
+   ``--history N``, N ended executions of other jobs are stored
+   (``_harness.insert_history``, as ``bench_e2e.py --history``; timed in
+   ``history``): every figure below is of the run's own jobs and their
+   executions, and ``history.left_after_run`` says the history was still
+   there at the end;
 2. N one-off jobs due at the same whole second ``D`` (``--lead`` seconds
    ahead, inside the dispatcher's 60 s look-ahead) are stored in one
    transaction, as CreateJob stores them (see ``_harness.insert_once_jobs``):
@@ -187,6 +193,7 @@ def batches(starts: list[int]) -> dict | None:
 
 def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, folder: Path) -> dict:
     h.reset_data(url)
+    since_us = h.to_us(datetime.now(timezone.utc))  # the run's executions are of instants from here on
     slots = math.ceil(size / args.workers)
     if slots > 10_000:
         raise SystemExit(f"{size} jobs over {args.workers} workers is more than 10 000 slots each: add --workers")
@@ -199,6 +206,7 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
              **({"etcd": [pid]} if (pid := h.etcd_pid(etcd_endpoint)) else {})},
             etcd_endpoint, fleet.members(),
         )
+        history = h.insert_history(url, args.history, since_us)
         due = datetime.fromtimestamp(math.ceil(time.time() + args.lead), timezone.utc)
         due_us = h.to_us(due)
         created = h.insert_once_jobs(url, size, due, name=f"burst-{size}")
@@ -217,7 +225,7 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
         with poll, h.profiled({**fleet.profiled(), "worker-0": pool.pids[0]}, profile):
             while time.time() < deadline:
                 pool.check_alive()
-                ended, jobs = h.ended_and_jobs(poll)
+                ended, jobs = h.ended_and_jobs(poll, since_us)
                 if ended >= jobs:
                     break
                 time.sleep(POLL)  # polling the store; the benchmark has no event to await from other processes
@@ -229,7 +237,11 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
         stopped_workers = pool.stop()
         server_exits = fleet.terminate(30)
     figures = outcome(url, due_us)
-    claimed = h.claimed_by_owner(url)
+    claimed = h.claimed_by_owner(url, since_us)
+    if args.history:
+        with h.observe(url) as pg:  # still there: the retention pass left them, nothing else touched them
+            history["left_after_run"] = pg.execute(
+                f"{h.OWN_QUERY} SELECT count(*) FROM executions WHERE nominal_at < %s", (since_us,)).fetchone()[0]
     handed_out = h.by_server(figures["started_per_worker"], args.workers, fleet.server_ids)
     lateness = figures["lateness_s"]
     at_worker = (figures["worker_start_lateness_s"] or {}).get("p99")
@@ -241,6 +253,7 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
     pgqueuer_best = (found["pgqueuer"]["best"] or {}).get("p99_s") if found else None
     return {
         "size": size,
+        "history": history,
         "p99_at_worker_start_s": {"tickwheel": at_worker, "tickwheel_hand_out": lateness["p99"],
                                   "pgqueuer_best": pgqueuer_best,
                                   "apscheduler": found["apscheduler"]["p99_s"] if found else None},
@@ -297,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lead", type=float, default=40.0,
                         help="seconds between storing the jobs and their due second (default 40, under the dispatcher's "
                              "60 s look-ahead; the claim must be done before the due second: see claimed_ahead)")
+    parser.add_argument("--history", type=int, default=0, metavar="N",
+                        help="ended executions of other jobs in the store before each run (default 0: an empty "
+                             "store; at most 10 000 000)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds after the due second to wait for every execution")
     parser.add_argument("--hold", type=float, default=0.0,
                         help="seconds the no-op handler waits before answering (default 0); with a hold longer than "
@@ -325,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--sizes and --workers must be positive")
     if not 1 <= args.servers <= 16:
         parser.error("--servers must be 1 to 16")
+    if not 0 <= args.history <= h.MAX_HISTORY:
+        parser.error("--history between 0 and 10 000 000")
     if not 2 <= args.lead < 60:
         parser.error("--lead must be at least 2 s and under the dispatcher's 60 s look-ahead")
     try:
@@ -346,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "burst",
         "smoke": args.smoke,
         "servers": args.servers,
+        "history": args.history,
         "runs": runs,
         "required": {**REQUIRED, "met": verdict(runs, REQUIRED["size"])},
         "goal": {**GOAL, "met": verdict(runs, GOAL["size"], "met_at_worker_start")},

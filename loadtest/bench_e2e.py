@@ -128,7 +128,6 @@ GOAL = {"ratio": 1.5, "postgres_cpu_ms_per_execution": 0.1}
 PostgreSQL's CPU per execution at most 0.1 ms (issue 17); etcd requests per
 execution near 0 (reported, not judged)."""
 POLL = 0.25
-MAX_HISTORY = 10_000_000
 CLAIM_BATCH = 1000  # the server's claim_batch default
 HANDOUT_BATCH = 500
 RESULT_BATCH = 100
@@ -503,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         args.jobs, args.workers, args.slots, args.stall, args.peer_settings = 300, 2, 100, 30.0, "2x10"
     if args.jobs < 1 or args.workers < 1 or not 1 <= args.slots <= 10_000 or not 1 <= args.servers <= 16:
         parser.error("--jobs and --workers must be positive, --slots between 1 and 10 000, --servers 1 to 16")
-    if not 0 <= args.history <= MAX_HISTORY:
+    if not 0 <= args.history <= h.MAX_HISTORY:
         parser.error("--history between 0 and 10 000 000")
     try:
         pg_settings = h.parse_settings(args.pg_set)

@@ -71,3 +71,21 @@ def test_bench_burst_smoke_fleet_of_two(postgres_url, etcd_endpoint):
         assert sorted(counts) == ids and sum(counts.values()) == size and all(n > 0 for n in counts.values()), counts
     assert sorted(run["cpu_by_server"]) == ids
     assert run["exit_codes"]["servers"] == [0, 0] and set(run["exit_codes"]["workers"]) == {0}
+
+
+def test_bench_burst_smoke_over_history(postgres_url, etcd_endpoint):
+    """``--history``: ended executions of other jobs (more of them than the
+    burst's jobs) stored first and still there at the end; the poll waits
+    for the run's own executions and every figure is of the run's jobs:
+    with the history counted, the claims would exceed the run's size."""
+    history = 500
+    report = smoke(postgres_url, etcd_endpoint, "--history", str(history))
+    [run] = report["runs"]
+    size = run["size"]
+    assert report["history"] == history
+    assert run["history"]["rows"] == run["history"]["left_after_run"] == history
+    assert run["jobs"] == run["executions"] == run["started"] == size
+    assert run["statuses"] == {"succeeded": size}, "the poll waited for the run's own executions"
+    assert run["early"] == 0 and run["dropped"] == 0 and run["redelivered"] == 0
+    assert run["claimed_by_server"] == {f"bench-burst-{size}": size}
+    assert sum(run["handed_out_by_server"].values()) == size
