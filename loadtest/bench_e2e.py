@@ -17,9 +17,10 @@ and etcd are started (``tests/support``) and deleted afterwards.
   running the built-in ``echo`` handler, all connected and every partition
   owned (evenly split) before anything is due. With ``--history N``,
   N ended executions of other jobs (``_harness.insert_history``: one
-  set-based statement, then ``VACUUM ANALYZE``, timed apart in
-  ``history``; instants over the day before the run, inside retention)
-  are stored first: a store that has been running, not an empty one.
+  set-based statement, then ``VACUUM ANALYZE`` and a ``CHECKPOINT``,
+  timed apart in ``history``, before the CPU is read; instants over the
+  day before the run, inside retention) are stored first: a store that
+  has been running, not an empty one.
   Every figure below counts the run's own executions only (those of
   instants from the run's start on); ``history.left_after_run`` says the
   history was still there at the end. Then ``--jobs`` one-off jobs
