@@ -187,7 +187,8 @@ def server_outcome(url: str, committed_at: float, since_us: int) -> dict:
             "WHERE e.nominal_at >= %(since)s", own
         ).fetchone()
         succeeded_with_history = pg.execute(
-            f"{h.OWN_QUERY} SELECT count(*) FROM executions e WHERE e.status = 'succeeded' AND e.nominal_at >= %(since)s "
+            f"{h.OWN_QUERY} SELECT count(*) FROM executions e "
+            "WHERE e.status = 'succeeded' AND e.nominal_at >= %(since)s "
             f"AND EXISTS (SELECT 1 FROM {h.ATTEMPTS} a WHERE a.execution_id = e.id AND a.status = 'succeeded')", own
         ).fetchone()[0]
         by_worker = dict(pg.execute(
