@@ -82,9 +82,15 @@ async def test_previous_runs_a_holidays_run_on_the_day_before_with_its_nominal_i
     created = await stub.CreateJob(S.CreateJobRequest(job=job, request_id="p1"), metadata=meta)
     job_id = created.job.id
     assert created.job.next_run_at.ToDatetime(tzinfo=UTC) == nominal, "the job shows its nominal cursor"
-    got = await stub.GetJob(S.GetJobRequest(id=job_id, next_runs=1), metadata=meta)
+    # The preview, on a twin ten days out: this one may be claimed (its preview then empty) before GetJob.
+    later = nominal + timedelta(days=10)
+    await make_calendar(stub, meta, [later.date().isoformat()], name="later")
+    twin = job_at(later, rule=job_pb2.CALENDAR_RULE_PREVIOUS, calendar="later")
+    twin.name = "a-twin-ten-days-out"
+    made = await stub.CreateJob(S.CreateJobRequest(job=twin, request_id="p2"), metadata=meta)
+    got = await stub.GetJob(S.GetJobRequest(id=made.job.id, next_runs=1), metadata=meta)
     [run] = got.next_runs
-    assert (run.nominal_at.ToDatetime(tzinfo=UTC), run.due_at.ToDatetime(tzinfo=UTC)) == (nominal, moved)
+    assert (run.nominal_at.ToDatetime(tzinfo=UTC), run.due_at.ToDatetime(tzinfo=UTC)) == (later, later - timedelta(days=1))
     [execution] = await wait_for_status(stub, key, job_id, job_pb2.EXECUTION_STATUS_SUCCEEDED)
     # Run a day before its nominal instant, the id (the idempotency key) still the nominal one.
     assert execution.id == execution_id(job_id, nominal)
