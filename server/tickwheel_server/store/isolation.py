@@ -17,9 +17,13 @@ waits again without losing its place (queues are ordered by ``ready_at``).
 Waking more than will fit is harmless; waking too few would strand a queue,
 so every path that frees a turn wakes.
 
-Lock order, to keep transactions from deadlocking one another: executions
-rows (running ones first), then ``tenant_gates``, then ``concurrency_keys``
-(sorted by tenant and key), then the waiting executions woken.
+Lock order, to keep transactions from deadlocking one another:
+``tenant_gates`` (only a hand-out round takes them, its capped tenants'
+in name order, before any other lock it may wait for), then executions
+rows (running ones first; rows taken with SKIP LOCKED never wait), then
+``concurrency_keys`` (sorted by tenant and key), then the waiting
+executions woken. An undo of writes in doubt is a transaction of its own
+(:mod:`.doubt`), never the first part of a round's.
 
 The cancel signal for a running execution is two columns,
 ``cancel_requested_at`` and ``cancel_reason``, written by whoever decides;
