@@ -133,15 +133,18 @@ class WorkerCredentialStore(SqlStore):
         return await self._tx(fn, idempotent=True)
 
     async def revoke(self, cred_id: str) -> WorkerCredential:
-        """Revoke now; the credential as it was (its tenants). NotFound when
-        unknown or already revoked."""
+        """Revoke now; the credential revoked (its tenants: what the servers
+        are told). NotFound when unknown or already revoked."""
         now_us = to_us(self.clock.now())
-        live = (worker_credentials.c.id == cred_id, worker_credentials.c.revoked_at.is_(None))
 
         def fn(conn: Connection) -> WorkerCredential:
-            row = conn.execute(sa.select(worker_credentials).where(*live)).first()
-            result = conn.execute(worker_credentials.update().where(*live).values(revoked_at=now_us))
-            if row is None or result.rowcount != 1:
+            row = conn.execute(
+                worker_credentials.update()
+                .where(worker_credentials.c.id == cred_id, worker_credentials.c.revoked_at.is_(None))
+                .values(revoked_at=now_us)
+                .returning(*worker_credentials.c)
+            ).first()
+            if row is None:
                 raise NotFound("worker credential", cred_id)
             return _from_row(row)
 
