@@ -13,10 +13,16 @@ What is modelled (``docs/architecture.md``, Dispatch and Workers and failures):
 * The executions table is the queue, shared by every server: a hand-out
   (woken by the server's wheel at a due slot, and by its sweep every
   ``--sweep`` seconds) takes up to ``--handout-batch`` ready rows of any
-  partition, never one whose due instant is after the take's instant, at most
-  ``--handout-in-flight`` takes per server at once; the server deals them and
-  the workers start them. Lateness is measured at the worker's start, from the
-  due instant; the hand-out instant (the take's start) is reported beside it.
+  partition, never one due more than ``--start-ahead`` after the take's
+  instant, at most ``--handout-in-flight`` takes per server at once; the
+  server deals them and the workers start them. A row claimed ahead is taken
+  up to ``--start-ahead`` before it is due (the server starts armed runs a
+  second ahead: written ``running`` and dealt, sent only at the instant), so
+  the take's store and server work falls before the instant and only the
+  send at it. Lateness is measured at the worker's start, from the due
+  instant; the hand-out instant (the send: the take's end or the due
+  instant, whichever is later, as ``handed_out_at`` records it) is reported
+  beside it.
 * Results go back to the server that dealt them and are written in batches of
   up to ``--result-batch`` by one writer per server; while that server's last
   take was full (a hand-out backlog) the writer waits up to ``--result-defer``
@@ -52,8 +58,8 @@ spends waiting on locks, a worker's stream moving to another server, and a
 claim's cost growing with the jobs stored (taken as constant per job).
 
 The defaults are the costs measured on the project's 2-core machine
-(``loadtest/RESULTS.md``, "2026-12-04: capacity model inputs"; how each is
-derived: ``docs/capacity.md``). Prints JSON; the same arguments and ``--seed`` give the
+(``loadtest/RESULTS.md``, "after session 17"; how each is derived:
+``docs/capacity.md``). Prints JSON; the same arguments and ``--seed`` give the
 same output.
 
     .venv/bin/python loadtest/simulate.py --shared-cores 2 --peak 10000 --peak-at 40
@@ -70,14 +76,15 @@ from collections import deque
 from dataclasses import dataclass, fields
 
 # Measured per-execution costs, milliseconds of CPU (loadtest/RESULTS.md,
-# "Capacity model inputs"; docs/capacity.md says how each is split).
-DB_CLAIM_MS = 0.086
-DB_HANDOUT_MS = 0.055
-DB_RESULT_MS = 0.039
-SERVER_CLAIM_MS = 0.102
-SERVER_HANDOUT_MS = 0.058
-SERVER_RESULT_MS = 0.031
-WORKER_MS = 0.029
+# "after session 17"; docs/capacity.md, "What one execution costs", says
+# how each is split, and keeps the first inputs of 2026-12-04 beside them).
+DB_CLAIM_MS = 0.024
+DB_HANDOUT_MS = 0.026
+DB_RESULT_MS = 0.019
+SERVER_CLAIM_MS = 0.028
+SERVER_HANDOUT_MS = 0.025
+SERVER_RESULT_MS = 0.013
+WORKER_MS = 0.019
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,7 @@ class Config:
     wheel_tick: float = 0.01
     ttl: float = 10.0
     reaper_every: float = 2.0
+    start_ahead: float = 1.0
     result_batch: int = 2000
     result_defer: float = 1.0
     result_queue: int = 20_000
@@ -136,6 +144,8 @@ class Config:
                 raise ValueError(f"{name} must be >= 1")
         if not 0 <= self.deal_share <= 1:
             raise ValueError("deal_share must be within [0, 1]")
+        if not 0 <= self.start_ahead <= 30:
+            raise ValueError("start_ahead must be within [0, 30] seconds")
         if self.shared_cores < 0 or self.rtt < 0 or self.peak < 0 or self.jobs < 0:
             raise ValueError("shared_cores, rtt, peak and jobs must be >= 0")
 
@@ -201,6 +211,7 @@ class Server:
     claim_generation: int = 0
     open_takes: dict | None = None  # take number -> rows, not committed yet
     dealing: dict | None = None  # take number -> rows, committed, not dealt yet
+    waiting: dict | None = None  # send number -> rows dealt, held until their due instant
 
 
 class Simulation:
@@ -215,7 +226,7 @@ class Simulation:
         self.shared = shared
         self.servers = [Server(i, Lane(shared)) for i in range(config.servers)]
         for s in self.servers:
-            s.partitions, s.results, s.open_takes, s.dealing = set(), deque(), {}, {}
+            s.partitions, s.results, s.open_takes, s.dealing, s.waiting = set(), deque(), {}, {}, {}
         self.db_cpu = 0.0
         self.db_by_second: dict[int, float] = {}
         for p in range(config.partitions):
@@ -260,7 +271,7 @@ class Simulation:
                 queue.clear()
                 queue.extend(kept)
             for i in self.warm_claimed:
-                heapq.heappush(self.pending, (dues[i], i))
+                heapq.heappush(self.pending, (self._eligible(i, 0.0), i))
 
     # ------------------------------------------------------------ the event loop
 
@@ -279,7 +290,7 @@ class Simulation:
         owner = {p: s for s in self.servers for p in s.partitions}
         by_server: dict[int, list[float]] = {}
         for i in self.warm_claimed:
-            by_server.setdefault(owner[self.partition[i]].index, []).append(self.due[i])
+            by_server.setdefault(owner[self.partition[i]].index, []).append(self._eligible(i, 0.0))
         for index, times in by_server.items():
             self._wake(self.servers[index], times)
         limit = self.last_due + c.max_late
@@ -333,10 +344,15 @@ class Simulation:
                 self.unclaimed[self.partition[i]].appendleft(i)
             return
         s.claiming = False
-        for i in batch:
-            heapq.heappush(self.pending, (max(self.due[i], self.now), i))
-        self._wake(s, [max(self.due[i], self.now) for i in batch])
+        eligible = [self._eligible(i, self.now) for i in batch]
+        for when, i in zip(eligible, batch):
+            heapq.heappush(self.pending, (when, i))
+        self._wake(s, eligible)
         self.at(self.now if full else self.now + self.c.tick, self.claim, s, s.claim_generation)
+
+    def _eligible(self, i: int, now: float) -> float:
+        """When occurrence ``i``, claimed at ``now``, may be taken: up to ``start_ahead`` before it is due."""
+        return max(self.due[i] - self.c.start_ahead, now)
 
     def _wake(self, s: Server, times: list[float]) -> None:
         """Put due instants into ``s``'s wheel: a hand-out at each slot that holds one."""
@@ -366,7 +382,7 @@ class Simulation:
         while self.ready and len(s.open_takes) < c.handout_in_flight:
             batch = [heapq.heappop(self.ready)[1] for _ in range(min(c.handout_batch, len(self.ready)))]
             for i in batch:
-                self.taken_at[i] = self.now
+                self.taken_at[i] = max(self.now, self.due[i])  # the send instant, as handed_out_at
             self.seq += 1
             s.open_takes[self.seq] = batch
             s.backlog = len(batch) == c.handout_batch
@@ -394,14 +410,29 @@ class Simulation:
         if not s.alive:
             return  # stamped with the dead session (see kill)
         batch = s.dealing.pop(take)
-        last = self.now
+        # Sent at once if due, else held and sent at the instant, by wheel slot (never before a row's due).
+        slots: dict[int, list[int]] = {}
         for i in batch:
+            slot = 0 if self.due[i] <= self.now else math.ceil(self.due[i] / c.wheel_tick - 1e-9)
+            slots.setdefault(slot, []).append(i)
+        for rows in (slots[slot] for slot in sorted(slots)):
+            self.seq += 1
+            s.waiting[self.seq] = rows
+            self.at(max(self.now, max(self.due[i] for i in rows)), self.send, s, self.seq)
+
+    def send(self, s: Server, key: int) -> None:
+        c = self.c
+        if not s.alive:
+            return  # started under the dead session, never sent (see kill)
+        rows = s.waiting.pop(key)
+        last = self.now
+        for i in rows:
             start = self.workers.run(self.now + c.rtt, c.worker_ms / 1000)
             self.started_at[i] = start
             self.starts[i] += 1
             self.remaining -= 1
             last = max(last, start)
-        self.at(last + c.rtt, self.result_arrived, s, len(batch))
+        self.at(last + c.rtt, self.result_arrived, s, len(rows))
 
     # ------------------------------------------------------------ results
 
@@ -456,10 +487,10 @@ class Simulation:
             for i in batch:
                 self.taken_at[i] = math.nan
                 heapq.heappush(self.ready, (self.due[i], i))
-        for batch in s.dealing.values():
+        for batch in [*s.dealing.values(), *s.waiting.values()]:
             self.stamped_dead.extend(batch)
         self.reaped = list(self.stamped_dead)
-        s.open_takes, s.dealing = {}, {}
+        s.open_takes, s.dealing, s.waiting = {}, {}, {}
         survivor = self._survivor(s)
         while s.results:
             _arrived, count = s.results.popleft()
@@ -600,6 +631,7 @@ def main(argv: list[str] | None = None) -> None:
         "max_late": "stop this long after the last due instant (s)",
         "kill_server_at": "kill server 0 at this instant (s)",
         "warm": "1: the cluster was running before, so the background due within the first look-ahead is claimed already",
+        "start_ahead": "a row claimed ahead is taken (started) up to this long before it is due, sent at its instant (s)",
         "deal_share": "share of the server's hand-out CPU spent after the commit, dealing (an assumption: not measured)",
     }
     for f in fields(Config):

@@ -1,7 +1,7 @@
 """The capacity model (``loadtest/simulate.py``) keeps the rules it models:
 deterministic for a seed, every occurrence started exactly once and never
-before its due instant, a dead server's partitions moved after the session
-TTL, and lateness that grows without bound when the store is too small. No
+before its due instant, a burst claimed ahead started before its instant
+and sent at it, a dead server's partitions moved after the session TTL, and lateness that grows without bound when the store is too small. No
 figure of the model is asserted beyond what those rules imply."""
 
 from __future__ import annotations
@@ -120,9 +120,30 @@ def test_rows_the_dead_server_took_and_never_dealt_are_requeued_by_the_reaper_ab
 def test_what_the_dead_server_claimed_ahead_is_handed_out_by_the_others_sweeps_within_about_a_sweep() -> None:
     config = replace(SMALL, peak=0, lookahead=60.0, horizon=40, kill_server_at=20.0)
     simulation = run(config)
-    after = [i for i, due in enumerate(simulation.due) if simulation.partition[i] in simulation.moved and due >= 20.0]
+    moved = [i for i, due in enumerate(simulation.due) if simulation.partition[i] in simulation.moved and due >= 20.0]
+    # Not started yet at the death (due more than start_ahead later): the others' sweeps take them.
+    after = [i for i in moved if simulation.due[i] > 20.0 + config.start_ahead]
     assert after
     assert max(lateness(simulation, after)) < config.sweep + 0.5
+    # Due within start_ahead of the death: those the dead server had started ahead and held for
+    # their instant were never sent, and wait for the reaper; the rest went out on time elsewhere.
+    soon = [i for i in moved if simulation.due[i] <= 20.0 + config.start_ahead]
+    held = [i for i in soon if i in set(simulation.reaped)]
+    assert held and min(lateness(simulation, held)) >= config.ttl * 2 / 3 + config.ttl - 1.0
+    assert max(lateness(simulation, [i for i in soon if i not in set(held)]), default=0.0) < config.sweep + 0.5
+
+
+def test_a_burst_claimed_ahead_is_started_before_its_instant_and_sent_at_it() -> None:
+    burst = replace(SMALL, servers=1, jobs=0, peak=10_000, peak_window=0.0, peak_at=15, lookahead=10,
+                    db_cores=1, worker_cores=2)
+    ahead, at_instant = run(burst), run(replace(burst, start_ahead=0.0))
+    for simulation in (ahead, at_instant):
+        assert simulation.figures_["early"] == 0 and simulation.figures_["started_twice"] == 0
+        assert min(simulation.started_at) >= burst.peak_at
+    # The takes' store work falls in the second before the instant, not after it.
+    assert ahead.db_by_second.get(14, 0.0) > 0.5 and at_instant.db_by_second.get(14, 0.0) == 0.0
+    late = [max(lateness(s, range(burst.peak))) for s in (ahead, at_instant)]
+    assert late[0] < late[1]
 
 
 def test_a_store_smaller_than_the_demand_makes_lateness_grow() -> None:
