@@ -7,9 +7,13 @@ each call retried with its request id is then created once
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import grpc
 import pytest
+from psycopg import IsolationLevel
+from psycopg.pq import TransactionStatus
+from sqlalchemy import exc as sa_exc
 
 from tests.conformance.test_job_writes import counts, new_job, slots_hold
 from tickwheel_server.api.status import status_for
@@ -132,3 +136,55 @@ async def test_creates_through_a_postgres_restart_are_each_created_once(
         assert sum(store.retries.values()) == retries, "after the restart no create ran on a closed connection"
     finally:
         engine.dispose()
+
+
+@pytest.mark.postgres
+async def test_a_group_failed_mid_way_leaves_its_pooled_connection_clean_for_the_next(
+    migrated_postgres_url, clock
+) -> None:
+    """On one pooled connection: a group whose jobs' insert fails (a job id
+    already stored, after its request ids were recorded in the same
+    transaction) and a group failed by its caller after both statements ran
+    each write nothing; the next group, on the same connection, is created
+    whole and finds nothing of theirs (no request id, no unit of the quota),
+    and the connection is back idle at the engine's level."""
+    engine = create_store_engine(migrated_postgres_url, pool_size=1, max_overflow=0)
+    try:
+        await TenantStore(engine, clock).create(Tenant(name="acme", max_jobs=100))
+        store = JobStore(engine, clock, partition_count=16)
+        (kept, created), = await store.create_many("acme", [(new_job(clock, name="kept"), "r-kept")])
+        assert created
+        pid = _backend(engine)
+
+        # An id already stored: the jobs' insert fails with a unique violation.
+        taken = dataclasses.replace(new_job(clock, name="clash"), id=kept.id)
+        with pytest.raises(sa_exc.IntegrityError):
+            await store.create_many("acme", [(new_job(clock, name="a"), "r-a"), (taken, "r-clash")])
+
+        failing = FaultyJobStore(engine, clock, partition_count=16, fail_write=1)
+        failing.hold_first.set()
+        with pytest.raises(StoreUnavailableError):
+            await failing.create_many("acme", [(new_job(clock, name="b"), "r-b"), (new_job(clock, name="c"), "r-c")])
+        assert counts(engine) == (1, 1, 1), "nothing of either failed group was written"
+
+        again = await store.create_many("acme", [(new_job(clock, name=n), f"r-{n}") for n in ("a", "b", "c", "clash")])
+        assert [created for _, created in again] == [True] * 4, "no request id of the failed groups was left"
+        assert counts(engine) == (5, 5, 5)
+        slots_hold(engine)
+        assert _backend(engine) == pid, "the same pooled connection throughout"
+        pooled = engine.raw_connection()
+        try:
+            assert pooled.dbapi_connection.info.transaction_status == TransactionStatus.IDLE
+            assert pooled.dbapi_connection.isolation_level == IsolationLevel.SERIALIZABLE
+        finally:
+            pooled.close()
+    finally:
+        engine.dispose()
+
+
+def _backend(engine) -> int:
+    pooled = engine.raw_connection()
+    try:
+        return pooled.dbapi_connection.info.backend_pid
+    finally:
+        pooled.close()
