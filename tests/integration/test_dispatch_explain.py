@@ -32,7 +32,6 @@ What the planner does with that query, for the record (PostgreSQL 15):
 from __future__ import annotations
 
 import random
-import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -50,6 +49,8 @@ from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.partitions import raise_epochs_in
 from tickwheel_server.store.tables import jobs, tenants
 from tickwheel_server.store.tzdata import TzdataStore
+
+from tests.support.plans import as_prepared
 
 pytestmark = pytest.mark.postgres
 
@@ -231,28 +232,6 @@ async def test_nothing_due_on_statistics_from_a_burst_is_still_an_index_scan(eng
     assert any(n["Node Type"] in INDEX_SCANS and n.get("Index Name") == "jobs_due" for n in nodes), shown
 
 
-def _as_prepared(statement: str, parameters: dict) -> tuple[str, str]:
-    """A captured driver statement as ``PREPARE`` text (``$n`` for each
-    ``%(name)s``) and the ``EXECUTE`` argument list, every parameter a literal."""
-    names: list[str] = []
-
-    def number(match: re.Match) -> str:
-        if match.group(1) not in names:
-            names.append(match.group(1))
-        return f"${names.index(match.group(1)) + 1}"
-
-    prepared = re.sub(r"%\((\w+)\)[sb]", number, statement)
-
-    def literal(value) -> str:
-        if isinstance(value, list):
-            value = "{" + ",".join(f'"{v}"' if isinstance(v, str) else str(v) for v in value) + "}"
-        if isinstance(value, str):
-            return "'" + value.replace("'", "''") + "'"
-        return str(value)
-
-    return prepared, ", ".join(literal(parameters[name]) for name in names)
-
-
 async def test_the_claim_query_stays_on_jobs_due_in_a_generic_plan(engine) -> None:
     """psycopg prepares a statement on its fifth execution, and after five
     more PostgreSQL may keep one generic plan for it, planned without the
@@ -264,7 +243,7 @@ async def test_the_claim_query_stays_on_jobs_due_in_a_generic_plan(engine) -> No
     _populate(engine, due_every=50, count=20_000)
     statement, parameters, claimed = await _claim_statement(engine, batch=1000)
     assert claimed > 0, "the claim found nothing due: the data set is not what this test explains"
-    prepared, arguments = _as_prepared(statement, parameters)
+    prepared, arguments = as_prepared(statement, parameters)
     with engine.connect() as conn:
         try:
             conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
@@ -312,7 +291,7 @@ async def test_the_tzdata_recompute_reads_a_zone_s_active_jobs_on_their_partial_
     plan = _explain(engine, statement, parameters)
     shown = _describe(plan)
     assert any(n.get("Index Name") == "jobs_active_zone" for n in _nodes(plan)), shown
-    prepared, arguments = _as_prepared(statement, parameters)
+    prepared, arguments = as_prepared(statement, parameters)
     with engine.connect() as conn:
         try:
             conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")

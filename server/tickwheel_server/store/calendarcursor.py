@@ -35,9 +35,18 @@ from ..schedule.businessdays import BusinessCalendar
 from ..schedule.calendarrule import CalendarRule, reached_at
 from .base import chunks
 from .claim_calendars import CalendarCache
+from .isolation import status_in
 from .tables import jobs
 
 CHUNK = 500
+
+
+def names_calendar():
+    """``jobs.calendar <> ''``, ``jobs_calendar``'s predicate, with the
+    empty name a literal: a statement that states it uses the index in any
+    plan (a generic plan of a prepared statement cannot prove a bound
+    calendar name non-empty, and reads the tenant's every job instead)."""
+    return jobs.c.calendar != sa.literal_column("''")
 
 _REKEY = (
     jobs.update()
@@ -69,7 +78,7 @@ def rekey_previous(
         query = sa.select(
             jobs.c.id, jobs.c.tenant, jobs.c.version, jobs.c.spec, jobs.c.next_run_at, jobs.c.next_due_at,
             jobs.c.next_nominal_at,
-        ).where(jobs.c.id.in_(chunk), jobs.c.state == "active", jobs.c.calendar != "")
+        ).where(jobs.c.id.in_(chunk), status_in(jobs.c.state, "active"), names_calendar())
         if tenant is not None:
             query = query.where(jobs.c.tenant == tenant)
         wanted = []

@@ -28,7 +28,7 @@ from ..schedule.businessdays import BusinessCalendar
 from ..policy.calendarplan import decide_previous_for
 from ..schedule.calendarrule import CalendarRule, Verdict, decide
 from .arming import disarm_jobs
-from .calendarcursor import rekey_previous
+from .calendarcursor import names_calendar, rekey_previous
 from .engine import Capabilities
 from .isolation import after_not_started_canceled, status_in
 from .tables import calendars, executions, jobs
@@ -68,7 +68,9 @@ class Redecided:
 def jobs_naming(conn: Connection, tenant: str, name: str) -> int:
     """How many of ``tenant``'s jobs (any state) name the calendar ``name``."""
     return conn.execute(
-        sa.select(sa.func.count()).select_from(jobs).where(jobs.c.tenant == tenant, jobs.c.calendar == name)
+        sa.select(sa.func.count())
+        .select_from(jobs)
+        .where(jobs.c.tenant == tenant, names_calendar(), jobs.c.calendar == name)
     ).scalar_one()
 
 
@@ -112,7 +114,7 @@ def redecide_runs(
     while True:
         ids = list(conn.execute(
             sa.select(jobs.c.id)
-            .where(jobs.c.tenant == tenant, jobs.c.calendar == name, jobs.c.id > after)
+            .where(jobs.c.tenant == tenant, names_calendar(), jobs.c.calendar == name, jobs.c.id > after)
             .order_by(jobs.c.id).limit(PAGE)
         ).scalars())  # fmt: skip
         if not ids:

@@ -96,7 +96,7 @@ def due_select(live: list[int], horizon_us: int, batch: int, excluded: list[str]
             jobs.c.id, jobs.c.tenant, jobs.c.partition, jobs.c.spec, jobs.c.version,
             jobs.c.next_run_at, jobs.c.next_due_at, jobs.c.run_count, tenant_state, jobs.c.next_nominal_at,
         )
-        .where(jobs.c.state == "active", jobs.c.partition.in_(live), jobs.c.next_run_at <= horizon_us)
+        .where(status_in(jobs.c.state, "active"), jobs.c.partition.in_(live), jobs.c.next_run_at <= horizon_us)
         .order_by(jobs.c.partition, jobs.c.next_run_at)
         .limit(batch)
     )  # fmt: skip

@@ -24,6 +24,7 @@ from ..alerts.catalogue import AlertRecord, dead_letter_key, poison_key
 from .alerts import AlertStore
 from .base import SqlStore
 from .history import ExecutionRecord, _attempts_of, execution_from_row
+from .isolation import status_in
 from .tables import executions
 
 
@@ -77,7 +78,7 @@ class DeadLetterStore(SqlStore):
         """
         if limit < 1:
             raise ValueError("limit must be >= 1")
-        query = sa.select(executions).where(executions.c.status == "dead", executions.c.tenant == tenant)
+        query = sa.select(executions).where(status_in(executions.c.status, "dead"), executions.c.tenant == tenant)
         if job_id:
             query = query.where(executions.c.job_id == job_id)
         if before_key is not None:
@@ -125,7 +126,10 @@ class DeadLetterStore(SqlStore):
             # The status condition is the fence: only a dead row moves, once.
             moved = conn.execute(
                 executions.update()
-                .where(executions.c.id == execution_id, executions.c.tenant == tenant, executions.c.status == "dead")
+                .where(
+                    executions.c.id == execution_id, executions.c.tenant == tenant,
+                    status_in(executions.c.status, "dead"),
+                )
                 .values(
                     status="scheduled", attempt=1, ready_at=now_us, owner=None, worker_id=None, handed_out_at=None,
                     reap_count=0, dead_reason="", finished_at=None,

@@ -435,7 +435,7 @@ class HistoryStore(SqlStore):
                 .where(
                     executions.c.id == execution_id,
                     executions.c.tenant == tenant,
-                    executions.c.status.in_(NOT_STARTED),
+                    *in_group(NOT_STARTED),
                 )
                 .values(status="canceled", finished_at=now_us, dead_reason=text)
             ).rowcount

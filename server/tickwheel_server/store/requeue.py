@@ -52,7 +52,7 @@ def _running_at_delivery():
     """An update of the rows still ``running`` at (``b_id``, ``b_delivery``), one per parameter set."""
     return executions.update().where(
         executions.c.id == sa.bindparam("b_id"), executions.c.delivery == sa.bindparam("b_delivery"),
-        executions.c.status == "running",
+        status_in(executions.c.status, "running"),
     )
 
 
@@ -131,7 +131,7 @@ class RequeueStore(SqlStore):
             query = sa.select(
                 executions.c.id, executions.c.delivery, executions.c.partition, executions.c.tenant,
                 executions.c.worker_id,
-            ).where(executions.c.id.in_(sorted(wanted)), executions.c.status == "running")
+            ).where(executions.c.id.in_(sorted(wanted)), status_in(executions.c.status, "running"))
             if self.caps.row_locks:
                 query = query.with_for_update()
             rows = [
@@ -157,7 +157,7 @@ class RequeueStore(SqlStore):
         def fn(conn: Connection) -> int:
             return conn.execute(
                 executions.update()
-                .where(executions.c.owner == old_owner, executions.c.status == "running")
+                .where(executions.c.owner == old_owner, status_in(executions.c.status, "running"))
                 .values(owner=new_owner)
             ).rowcount
 
@@ -178,7 +178,8 @@ class RequeueStore(SqlStore):
             now_us = to_us(self.clock.now())
             wanted = {item.execution_id: item for item in lost}
             query = sa.select(*_REQUEUE_COLUMNS).where(
-                executions.c.id.in_(sorted(wanted)), executions.c.status == "running", executions.c.owner == owner
+                executions.c.id.in_(sorted(wanted)), status_in(executions.c.status, "running"),
+                executions.c.owner == owner,
             )
             if self.caps.row_locks:
                 query = query.with_for_update()
@@ -334,7 +335,7 @@ class RequeueStore(SqlStore):
         def fn(conn: Connection) -> list[str]:
             query = (
                 sa.select(executions.c.owner)
-                .where(executions.c.status == "running", executions.c.owner.is_not(None))
+                .where(status_in(executions.c.status, "running"), executions.c.owner.is_not(None))
                 .group_by(executions.c.owner)
                 .limit(limit)
             )
@@ -351,7 +352,7 @@ class RequeueStore(SqlStore):
         def fn(conn: Connection) -> list[Running]:
             query = (
                 sa.select(executions.c.id, executions.c.delivery, executions.c.handed_out_at, executions.c.worker_id)
-                .where(executions.c.owner == owner, executions.c.status == "running", executions.c.id > after)
+                .where(executions.c.owner == owner, status_in(executions.c.status, "running"), executions.c.id > after)
                 .order_by(executions.c.id)
                 .limit(limit)
             )
@@ -367,7 +368,7 @@ class RequeueStore(SqlStore):
             now_us = to_us(self.clock.now())
             query = (
                 sa.select(*_REQUEUE_COLUMNS)
-                .where(executions.c.owner == owner, executions.c.status == "running")
+                .where(executions.c.owner == owner, status_in(executions.c.status, "running"))
                 .limit(limit)
             )
             if self.caps.skip_locked:

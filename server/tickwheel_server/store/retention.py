@@ -194,7 +194,7 @@ class RetentionStore(SqlStore):
                 return ExecutionBatch(len(rows), 0, 0, 0, next_key)
             delete = executions.delete().where(
                 executions.c.id.in_(sorted(ended)),
-                executions.c.status.in_(TERMINAL),
+                *in_group(TERMINAL),
                 executions.c.finished_at < cutoff_us,
             )
             if returning:

@@ -133,7 +133,7 @@ class TzdataStore(SqlStore):
             # The (zone, release) pairs in use: a small result, read once.
             pairs = conn.execute(
                 sa.select(jobs.c.time_zone, jobs.c.tzdata_version)
-                .where(jobs.c.state == "active", jobs.c.tzdata_version != current_version)
+                .where(status_in(jobs.c.state, "active"), jobs.c.tzdata_version != current_version)
                 .distinct()
             ).all()
             return sorted({zone for zone, version in pairs if changed(conn, zone, version)})

@@ -1,0 +1,145 @@
+"""Statements on partially indexed tables hold their plan by their text: the
+value a partial index's predicate names (an execution's status, a job's
+state, an alert's webhook step, a calendar's non-empty name) is a literal
+in the statement, never a bound parameter.
+
+psycopg prepares a statement it sends often, and PostgreSQL may then keep
+one generic plan for it, planned without the parameters' values. A generic
+plan cannot prove ``status = $1`` implies ``status = 'running'``, so it
+cannot use ``executions_owner``: with the status bound, the reaper's
+``running_owners`` was a Seq Scan of ``executions``, ended history
+included, kept off it only by the planner's pricing of its custom plans.
+Here every statement the requeue, dead-letter, cancel, retention and
+webhook paths send on those tables is captured while they run over 20 000
+ended executions and explained as a generic plan: none reads the table
+whole."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import sqlalchemy as sa
+
+from tickwheel_server.store.alerts import AlertStore
+from tickwheel_server.store.calendaruse import jobs_naming
+from tickwheel_server.store.deadletters import DeadLetterStore
+from tickwheel_server.store.executions import Lost
+from tickwheel_server.store.history import HistoryStore
+from tickwheel_server.store.requeue import RequeueStore
+from tickwheel_server.store.retention import RetentionStore
+from tickwheel_server.store.tables import executions
+from tickwheel_server.store.tenants import Tenant, TenantStore
+
+from tests.support.plans import INDEX_SCANS, captured, describe, nodes, plan, seq_scans
+
+pytestmark = pytest.mark.postgres
+
+HISTORY = 20_000
+PARTIAL = ("executions", "alerts")
+
+
+@pytest.fixture
+async def engine(migrated_engine, clock) -> sa.Engine:
+    if migrated_engine.dialect.name == "sqlite":
+        pytest.skip("PostgreSQL's plans")
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    with migrated_engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, run_count, tzdata_version, "
+            "pause_reason, version, created_at, updated_at, calendar) "
+            "SELECT 'job_' || lpad(g::text, 5, '0'), 'acme', 0, 'j', 'active', '', 'UTC', 0, 'x', '', 1, 0, 0, "
+            "CASE WHEN g <= 5 THEN 'holidays' ELSE '' END FROM generate_series(1, 2000) AS g"
+        )
+        # The history: ended executions of every job, a tenth of them dead.
+        conn.exec_driver_sql(
+            "INSERT INTO executions (id, job_id, tenant, partition, origin, nominal_at, due_at, ready_at, attempt, "
+            "delivery, status, handler, missed_count, reap_count, payload, error, dead_reason, created_at, "
+            "finished_at) "
+            "SELECT 'job_' || lpad(j::text, 5, '0') || ':' || k, 'job_' || lpad(j::text, 5, '0'), 'acme', 0, "
+            "'scheduled', k, k, k, 1, 1, CASE WHEN k = 10 THEN 'dead' ELSE 'succeeded' END, 'echo', 0, 0, '', '', "
+            f"'', 0, k FROM generate_series(1, {HISTORY // 10}) AS j, generate_series(1, 10) AS k"
+        )
+        # What is open now: running under three sessions, one asked to stop, one not started.
+        for n, (owner, status) in enumerate((("s1", "running"), ("s1", "running"), ("s2", "running"),
+                                             ("s3", "running"), (None, "scheduled"))):  # fmt: skip
+            conn.execute(executions.insert().values(
+                id=f"open_{n}", job_id=f"job_{n + 1:05d}", tenant="acme", partition=0, origin="scheduled",
+                nominal_at=100 + n, due_at=100, ready_at=100, attempt=1, delivery=1 if owner else 0, status=status,
+                owner=owner, worker_id="w1" if owner else None, handed_out_at=100 if owner else None, handler="echo",
+                missed_count=0, reap_count=0, payload=b"", error="", dead_reason="", created_at=0, finished_at=None,
+                cancel_requested_at=100 if n == 1 else None))  # fmt: skip
+        # Alerts: a long history the webhook has sent, and one it owes.
+        alert = ("INSERT INTO alerts (id, dedup_key, kind, severity, tenant, job_id, execution_id, server_id, "
+                 "summary, details, raised_at, last_seen_at, count, resolved_at, changed_at, seq, notified) ")
+        conn.exec_driver_sql(
+            alert + "SELECT 'a' || g, 'k' || g, 'dead_letter', 'warning', 'acme', '', '', '', 's', '{}', g, g, 1, g, "
+            f"g, g, 'resolved' FROM generate_series(1, {HISTORY}) AS g"
+        )
+        conn.exec_driver_sql(
+            alert + f"VALUES ('owed', 'owed', 'dead_letter', 'warning', 'acme', '', '', '', 's', '{{}}', {HISTORY + 1}, "
+            f"{HISTORY + 1}, 1, NULL, {HISTORY + 1}, {HISTORY + 1}, '')"
+        )
+    with migrated_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("ANALYZE")
+    return migrated_engine
+
+
+def _on(tables: tuple[str, ...], statement: str) -> bool:
+    """A read, update or delete naming one of ``tables`` (an insert has no plan to hold)."""
+    head = statement.lstrip().split(None, 1)[0].upper()
+    return head in ("SELECT", "UPDATE", "DELETE") and re.search(rf"\b({'|'.join(tables)})\b", statement) is not None
+
+
+async def _exercise(engine, clock) -> list[tuple[str, dict]]:
+    """Run every path under test once, returning the statements they sent."""
+    requeues = RequeueStore(engine, clock)
+    alerts = AlertStore(engine, clock)
+    with captured(engine) as seen:
+        assert sorted(await requeues.running_owners()) == ["s1", "s2", "s3"]
+        assert {r.execution_id for r in await requeues.running_under("s1")} == {"open_0", "open_1"}
+        assert [c.execution_id for c in await requeues.cancel_requests("s1")] == ["open_1"]
+        assert await requeues.restamp("s2", "s2b") == 1
+        assert [r.execution_id for r in await requeues.reattach("s2c", "w1", [("open_2", 1)], tenants=("acme",))] \
+            == ["open_2"]
+        done = await requeues.requeue("s2c", [Lost("open_2", 1, "its worker went silent")], counts=True)
+        assert [r.execution_id for r in done.requeued] == ["open_2"]
+        await requeues.release([("open_3", 1)])
+        assert len((await requeues.reap_owner("s1", "session expired")).requeued) == 1  # open_1 ends canceled
+        await requeues.wake_stalled()
+        letters = DeadLetterStore(engine, clock, alerts)
+        page = await letters.list("acme")
+        assert page.executions and all(e.status == "dead" for e in page.executions)
+        assert (await letters.list("acme", job_id="job_00007")).executions
+        await letters.replay("acme", "job_00007:10")
+        await HistoryStore(engine, clock).cancel_execution("acme", "open_4")
+        await RetentionStore(engine, clock).prune_executions(clock.now(), limit=100)
+        assert [o.alert.id for o in await alerts.owed()] == ["owed"]
+        with engine.connect() as conn:
+            assert jobs_naming(conn, "acme", "holidays") == 5
+    return seen
+
+
+async def test_no_statement_on_a_partially_indexed_table_reads_it_whole_in_a_generic_plan(engine, clock) -> None:
+    seen = [(s, p) for s, p in await _exercise(engine, clock) if _on(PARTIAL, s)]
+    assert len(seen) >= 15, [s for s, _ in seen]
+    whole = []
+    for statement, parameters in seen:
+        top = plan(engine, statement, parameters)
+        if seq_scans(top, PARTIAL):
+            whole.append((statement, describe(top)))
+    assert not whole, "\n\n".join(f"{s}\n{d}" for s, d in whole)
+
+
+async def test_a_calendar_s_jobs_are_read_on_jobs_calendar_in_a_generic_plan(engine, clock) -> None:
+    """``jobs_calendar (tenant, calendar, id) WHERE calendar <> ''``: with
+    the calendar's name bound, a generic plan cannot prove it non-empty and
+    reads the tenant's every job on ``jobs_tenant``; the statement states
+    the predicate with a literal."""
+    with captured(engine) as seen:
+        with engine.connect() as conn:
+            assert jobs_naming(conn, "acme", "holidays") == 5
+    [(statement, parameters)] = seen
+    top = plan(engine, statement, parameters)
+    assert any(n["Node Type"] in INDEX_SCANS and n.get("Index Name") == "jobs_calendar" for n in nodes(top)), \
+        describe(top)

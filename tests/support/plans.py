@@ -1,0 +1,97 @@
+"""PostgreSQL plans of the statements a store really sends: captured with a
+``before_cursor_execute`` listener, prepared with their parameters as
+``$n`` and explained under a plan cache mode (psycopg prepares a statement
+it sends often, and PostgreSQL may then keep one generic plan for it,
+planned without the parameters' values)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+INDEX_SCANS = ("Index Scan", "Bitmap Index Scan", "Index Only Scan")
+
+
+def as_prepared(statement: str, parameters: dict) -> tuple[str, str]:
+    """A captured driver statement as ``PREPARE`` text (``$n`` for each
+    ``%(name)s``) and the ``EXECUTE`` argument list, every parameter a literal."""
+    names: list[str] = []
+
+    def number(match: re.Match) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    prepared = re.sub(r"%\((\w+)\)[sb]", number, statement).replace("%%", "%")
+
+    def literal(value) -> str:
+        if value is None:
+            return "NULL"
+        if isinstance(value, bool):
+            return "TRUE" if value else "FALSE"
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return "'\\x" + bytes(value).hex() + "'"
+        if isinstance(value, list):
+            value = "{" + ",".join(
+                "NULL" if v is None else f'"{v}"' if isinstance(v, str) else str(v) for v in value
+            ) + "}"
+        if isinstance(value, str):
+            return "'" + value.replace("'", "''") + "'"
+        return str(value)
+
+    return prepared, ", ".join(literal(parameters[name]) for name in names)
+
+
+@contextmanager
+def captured(engine: sa.Engine) -> Iterator[list[tuple[str, dict]]]:
+    """Every statement ``engine`` sends while the block runs, with its
+    parameters (an executemany's first parameter set)."""
+    seen: list[tuple[str, dict]] = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany) -> None:
+        first = parameters[0] if executemany and parameters else parameters
+        seen.append((statement, dict(first or {})))
+
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+
+
+def plan(engine: sa.Engine, statement: str, parameters: dict, *, mode: str = "force_generic_plan") -> dict:
+    """The plan (EXPLAIN's JSON, its top node) of ``statement`` prepared and
+    executed under ``plan_cache_mode = mode``; nothing it would write is written."""
+    prepared, arguments = as_prepared(statement, parameters)
+    with engine.connect() as conn:
+        try:
+            conn.exec_driver_sql(f"SET plan_cache_mode = {mode}")
+            cursor = conn.connection.driver_connection.cursor()
+            cursor.execute(f"PREPARE probe AS {prepared}")
+            try:
+                cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE probe({arguments})")
+                return cursor.fetchone()[0][0]["Plan"]
+            finally:
+                conn.rollback()
+                cursor.execute("DEALLOCATE probe")  # a prepared statement outlives its transaction
+        finally:
+            conn.rollback()
+
+
+def nodes(top: dict) -> list[dict]:
+    """Every node of a plan, the top one first."""
+    return [top] + [node for child in top.get("Plans", []) for node in nodes(child)]
+
+
+def describe(top: dict) -> list[tuple[str, str | None, str | None]]:
+    """(node type, relation, index) of each node: what an assertion shows."""
+    return [(n["Node Type"], n.get("Relation Name"), n.get("Index Name")) for n in nodes(top)]
+
+
+def seq_scans(top: dict, tables: tuple[str, ...]) -> list[str]:
+    """The tables of ``tables`` the plan reads whole."""
+    return [n["Relation Name"] for n in nodes(top) if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in tables]
