@@ -31,7 +31,7 @@ from tickwheel_server.store.retention import RetentionStore
 from tickwheel_server.store.tables import executions
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
-from tests.support.plans import INDEX_SCANS, captured, describe, nodes, plan, seq_scans
+from tests.support.plans import INDEX_SCANS, Sent, captured, describe, nodes, plan, seq_scans
 
 pytestmark = pytest.mark.postgres
 
@@ -91,7 +91,7 @@ def _on(tables: tuple[str, ...], statement: str) -> bool:
     return head in ("SELECT", "UPDATE", "DELETE") and re.search(rf"\b({'|'.join(tables)})\b", statement) is not None
 
 
-async def _exercise(engine, clock) -> list[tuple[str, dict]]:
+async def _exercise(engine, clock) -> list[Sent]:
     """Run every path under test once, returning the statements they sent."""
     requeues = RequeueStore(engine, clock)
     alerts = AlertStore(engine, clock)
@@ -121,10 +121,10 @@ async def _exercise(engine, clock) -> list[tuple[str, dict]]:
 
 
 async def test_no_statement_on_a_partially_indexed_table_reads_it_whole_in_a_generic_plan(engine, clock) -> None:
-    seen = [(s, p) for s, p in await _exercise(engine, clock) if _on(PARTIAL, s)]
-    assert len(seen) >= 15, [s for s, _ in seen]
+    seen = [sent for sent in await _exercise(engine, clock) if _on(PARTIAL, sent.statement)]
+    assert len(seen) >= 15, [sent.statement for sent in seen]
     whole = []
-    for statement, parameters in seen:
+    for statement, parameters, _ in seen:
         top = plan(engine, statement, parameters)
         if seq_scans(top, PARTIAL):
             whole.append((statement, describe(top)))
@@ -139,7 +139,7 @@ async def test_a_calendar_s_jobs_are_read_on_jobs_calendar_in_a_generic_plan(eng
     with captured(engine) as seen:
         with engine.connect() as conn:
             assert jobs_naming(conn, "acme", "holidays") == 5
-    [(statement, parameters)] = seen
+    [(statement, parameters, _)] = seen
     top = plan(engine, statement, parameters)
     assert any(n["Node Type"] in INDEX_SCANS and n.get("Index Name") == "jobs_calendar" for n in nodes(top)), \
         describe(top)

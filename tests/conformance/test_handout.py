@@ -20,6 +20,8 @@ from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.tables import executions, jobs
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
+from tests.support.plans import captured
+
 # Every recorded attempt: the table's rows and those plain successes keep on their execution rows.
 attempts = attempt_history()
 
@@ -259,6 +261,46 @@ async def test_release_puts_back_what_was_never_sent(store, migrated_engine, clo
     await store.requeues.release([(handed.id, handed.delivery)])
     [again] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
     assert again.delivery == handed.delivery
+
+
+async def test_release_gives_a_batch_back_in_one_update_and_only_what_is_still_unsent(
+    store, migrated_engine, clock
+) -> None:
+    """A give-back of many hand-outs is one UPDATE on PostgreSQL (two
+    arrays), one per row on SQLite; either way only the rows still
+    ``running`` at the delivery named go back, whatever their ids hold
+    (a triggered execution's id carries the caller's request id)."""
+    hostile = 'job_x:trigger:a"b\\c,{d}\'e f'
+    idents = ["e1", "e2", "e3", "e4", "e5", hostile]
+    for ident in idents:
+        add_execution(migrated_engine, clock, ident)
+    handed = {h.id: h for h in await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 10)}
+    assert set(handed) == set(idents)
+    await store.outcomes.record_results([result(handed["e2"], worker_pb2.RESULT_OUTCOME_SUCCEEDED)])  # ended
+    await store.requeues.release([("e4", handed["e4"].delivery)])  # given back, then handed out again
+    [again] = await store.handout.hand_out_ready("s2", clock.now(), ANY_ECHO, 1)
+    assert (again.id, again.delivery) == ("e4", handed["e4"].delivery)
+    await store.requeues.reattach("s2", "w9", [("e4", again.delivery)], tenants=("acme",))
+    asked = [(i, handed[i].delivery) for i in ("e1", "e2", "e5", hostile)]
+    asked += [("e3", handed["e3"].delivery + 1), ("e4", again.delivery - 1), ("unknown", 1), ("e1'--", 1)]
+    with captured(migrated_engine) as seen:
+        await store.requeues.release(asked)
+    updates = [sent for sent in seen if sent.statement.lstrip().upper().startswith("UPDATE EXECUTIONS")]
+    if migrated_engine.dialect.name == "postgresql":
+        assert [sent.sets for sent in updates] == [1], [sent.statement for sent in updates]
+    else:
+        assert sum(sent.sets for sent in updates) == 3
+    for ident in ("e1", "e5", hostile):
+        row = row_of(migrated_engine, ident)
+        assert (row.status, row.owner, row.worker_id, row.handed_out_at, row.delivery) == (
+            "scheduled", None, None, None, handed[ident].delivery - 1)
+    assert row_of(migrated_engine, "e2").status == "succeeded"
+    assert (row_of(migrated_engine, "e3").status, row_of(migrated_engine, "e3").delivery) == (
+        "running", handed["e3"].delivery)
+    e4 = row_of(migrated_engine, "e4")
+    assert (e4.status, e4.owner, e4.worker_id, e4.delivery) == ("running", "s2", "w9", again.delivery)
+    back = {h.id for h in await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 10)}
+    assert back == {"e1", "e5", hostile}
 
 
 def row_of(engine, ident: str):

@@ -7,8 +7,9 @@ planned without the parameters' values)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -46,15 +47,26 @@ def as_prepared(statement: str, parameters: dict) -> tuple[str, str]:
     return prepared, ", ".join(literal(parameters[name]) for name in names)
 
 
+class Sent(NamedTuple):
+    """A statement as the engine sent it."""
+
+    statement: str
+    parameters: dict | Sequence
+    """Its parameters (an executemany's first set; positional on SQLite)."""
+    sets: int
+    """How many parameter sets it was sent with: more than one is an
+    executemany, which the driver sends as one statement per set."""
+
+
 @contextmanager
-def captured(engine: sa.Engine) -> Iterator[list[tuple[str, dict]]]:
-    """Every statement ``engine`` sends while the block runs, with its
-    parameters (an executemany's first parameter set)."""
-    seen: list[tuple[str, dict]] = []
+def captured(engine: sa.Engine) -> Iterator[list[Sent]]:
+    """Every statement ``engine`` sends while the block runs."""
+    seen: list[Sent] = []
 
     def capture(conn, cursor, statement, parameters, context, executemany) -> None:
-        first = parameters[0] if executemany and parameters else parameters
-        seen.append((statement, dict(first or {})))
+        first = (parameters[0] if parameters else {}) if executemany else parameters
+        seen.append(Sent(statement, dict(first) if isinstance(first, Mapping) else first,
+                         len(parameters) if executemany else 1))
 
     event.listen(engine, "before_cursor_execute", capture)
     try:
