@@ -112,7 +112,10 @@ async def _exercise(engine, clock) -> list[Sent]:
         assert page.executions and all(e.status == "dead" for e in page.executions)
         assert (await letters.list("acme", job_id="job_00007")).executions
         await letters.replay("acme", "job_00007:10")
-        await HistoryStore(engine, clock).cancel_execution("acme", "open_4")
+        history = HistoryStore(engine, clock)
+        assert (await history.list_executions("acme", "job_00001")).executions
+        assert await history.last_run("acme", "job_00001") is not None
+        await history.cancel_execution("acme", "open_4")
         await RetentionStore(engine, clock).prune_executions(clock.now(), limit=100)
         assert [o.alert.id for o in await alerts.owed()] == ["owed"]
         with engine.connect() as conn:
@@ -143,3 +146,16 @@ async def test_a_calendar_s_jobs_are_read_on_jobs_calendar_in_a_generic_plan(eng
     top = plan(engine, statement, parameters)
     assert any(n["Node Type"] in INDEX_SCANS and n.get("Index Name") == "jobs_calendar" for n in nodes(top)), \
         describe(top)
+
+
+async def test_a_job_s_running_group_is_read_on_executions_busy_alone_in_a_generic_plan(engine, clock) -> None:
+    """``executions_busy (job_id) WHERE status = 'running' OR (status =
+    'scheduled' AND attempt > 1)``: with the attempt bound, a generic plan
+    proved only the ``running`` branch and read the job's retries through
+    ``executions_not_started_job`` beside it (a BitmapOr); with the index's
+    predicate word for word, one scan of ``executions_busy``."""
+    with captured(engine) as seen:
+        assert (await HistoryStore(engine, clock).list_executions("acme", "job_00001")).executions
+    [(statement, parameters, _)] = [sent for sent in seen if "status = 'running' OR" in sent.statement]
+    top = plan(engine, statement, parameters)
+    assert {n["Index Name"] for n in nodes(top) if "Index Name" in n} == {"executions_busy"}, describe(top)

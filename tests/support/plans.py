@@ -88,8 +88,10 @@ def plan(engine: sa.Engine, statement: str, parameters: dict, *, mode: str = "fo
                 cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE probe({arguments})")
                 return cursor.fetchone()[0][0]["Plan"]
             finally:
-                conn.rollback()
-                cursor.execute("DEALLOCATE probe")  # a prepared statement outlives its transaction
+                conn.rollback()  # a prepared statement outlives its transaction unless that failed
+                cursor.execute("SELECT 1 FROM pg_prepared_statements WHERE name = 'probe'")
+                if cursor.fetchone():
+                    cursor.execute("DEALLOCATE probe")
         finally:
             conn.rollback()
 

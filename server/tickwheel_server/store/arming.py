@@ -187,7 +187,7 @@ def _guard(table=executions):
     same_job = [other.c.job_id == table.c.job_id, other.c.id != table.c.id]
     busy = sa.or_(
         status_in(other.c.status, "running"),
-        sa.and_(status_in(other.c.status, "scheduled"), other.c.attempt > 1),
+        sa.and_(status_in(other.c.status, "scheduled"), other.c.attempt > sa.literal_column("1")),
     ).self_group()
     not_held = sa.or_(other.c.wait_key.is_(None), other.c.wait_key != PAUSED_WAIT).self_group()
     return sa.or_(

@@ -316,7 +316,7 @@ class RequeueStore(SqlStore):
             ).all()
             wake_keys(conn, self.caps, [(row.tenant, row.name) for row in pairs])
             other = executions.alias("other")
-            retrying = sa.and_(status_in(other.c.status, "scheduled"), other.c.attempt > 1)
+            retrying = sa.and_(status_in(other.c.status, "scheduled"), other.c.attempt > sa.literal_column("1"))
             busy = (  # executions_busy, its predicate as the index writes it
                 sa.select(other.c.id)
                 .where(other.c.job_id == waiting.c.job_id, sa.or_(status_in(other.c.status, "running"), retrying))

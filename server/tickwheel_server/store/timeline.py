@@ -134,7 +134,7 @@ def in_group(group: tuple[str, ...], *, by_job: bool = False, table=executions) 
     running group of one job (``by_job``) is ``executions_busy``'s
     predicate: its rows are running or :data:`BUSY` retries waiting."""
     if group == RUNNING and by_job:
-        retrying = sa.and_(status_in(table.c.status, "scheduled"), table.c.attempt > 1)
+        retrying = sa.and_(status_in(table.c.status, "scheduled"), table.c.attempt > sa.literal_column("1"))
         return [sa.or_(status_in(table.c.status, "running"), retrying).self_group()]
     return [status_in(table.c.status, *group)]
 
