@@ -18,7 +18,9 @@ from tickwheel_server.store.jobrecords import NewJob
 from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.tables import executions, jobs
 from tickwheel_server.store.tenants import Tenant, TenantStore
-from tickwheel_server.store.tzdata import ShiftedRun, TzdataStore
+from tickwheel_server.store.tzdata import ShiftedRun, TzdataStore, _last_created
+
+from tests.support.plans import captured, describe, plan, rows_read
 
 UTC = timezone.utc
 NOW = datetime(2030, 3, 25, 12, tzinfo=UTC)
@@ -194,3 +196,76 @@ async def test_a_previous_jobs_shifted_cursor_keeps_its_nominal_beside_its_scan_
     shifted = datetime(2030, 3, 27, 8, tzinfo=UTC)  # 09:00 BST under the new rules
     assert row.next_nominal_at == to_us(shifted), "the nominal cursor moved, kept beside the scan key"
     assert to_us(datetime(2030, 3, 26, tzinfo=UTC)) < row.next_run_at < to_us(datetime(2030, 3, 27, tzinfo=UTC))
+
+
+def _executions(conn, job_id: str, rows: list[tuple[int, str, str, int]]) -> None:
+    """Executions of ``job_id``: (nominal µs, status, origin, attempt) each."""
+    conn.execute(executions.insert(), [dict(
+        id=f"{job_id}:{origin}:{nominal}", job_id=job_id, tenant="acme", partition=0, origin=origin,
+        nominal_at=nominal, due_at=nominal, ready_at=nominal, attempt=attempt,
+        delivery=1 if status in ("running", "armed") else 0, status=status,
+        owner="s1" if status in ("running", "armed") else None, worker_id=None, handler="echo", missed_count=0,
+        reap_count=0, payload=b"", error="", dead_reason="", created_at=0,
+        finished_at=nominal if status in ("succeeded", "dead", "canceled") else None,
+    ) for nominal, status, origin, attempt in rows])  # fmt: skip
+
+
+async def test_the_latest_created_occurrence_is_the_newest_of_every_status_group_but_triggers(w: World) -> None:
+    ended = [(n, "succeeded", "scheduled", 1) for n in range(1, 6)]
+    cases = {
+        # job: its executions, the latest created occurrence (None: none)
+        "ended": (ended + [(50, "dead", "scheduled", 3), (100, "succeeded", "trigger", 1)], 50),
+        "backfilled": (ended + [(90, "canceled", "backfill", 1)], 90),
+        "waiting": (ended + [(60, "waiting", "scheduled", 1), (200, "scheduled", "trigger", 1)], 60),
+        "running": (ended + [(70, "running", "scheduled", 1), (300, "running", "trigger", 1)], 70),
+        "retrying": (ended + [(75, "scheduled", "scheduled", 2)], 75),
+        "armed": (ended + [(80, "armed", "scheduled", 1)], 80),
+        "triggers only": ([(10, "succeeded", "trigger", 1), (20, "running", "trigger", 1)], None),
+        "nothing": ([], None),
+    }
+    ids = {}
+    for name in cases:
+        ids[name] = await w.create("Asia/Tokyo", NOW)
+    with w.engine.begin() as conn:
+        for name, (rows, _) in cases.items():
+            if rows:
+                _executions(conn, ids[name], rows)
+    with w.engine.connect() as conn:
+        latest = _last_created(conn, [*ids.values(), "job_unknown"])
+    assert latest == {ids[name]: expected for name, (_, expected) in cases.items() if expected is not None}
+
+
+@pytest.mark.postgres
+async def test_the_latest_created_occurrence_reads_a_few_rows_of_a_job_s_long_history(w: World) -> None:
+    """A minutely job's year of history (here 50 000 ended executions, and
+    triggers after its last occurrence) among other jobs' (30 000), and a
+    job without any: the read descends each group's job index to the newest
+    row that is not a trigger, in the custom and the generic plan, rather
+    than reading every ended execution of the job."""
+    if w.engine.dialect.name == "sqlite":
+        pytest.skip("PostgreSQL's plan")
+    job_id, quiet = await w.create("Asia/Tokyo", NOW), await w.create("Asia/Tokyo", NOW)
+    with w.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO executions (id, job_id, tenant, partition, origin, nominal_at, due_at, ready_at, attempt, "
+            "delivery, status, handler, missed_count, reap_count, payload, error, dead_reason, created_at, "
+            f"finished_at) SELECT '{job_id}:' || k, '{job_id}', 'acme', 0, "
+            "CASE WHEN k > 50000 THEN 'trigger' ELSE 'scheduled' END, k, k, k, 1, 1, 'succeeded', 'echo', 0, 0, "
+            "'', '', '', 0, k FROM generate_series(1, 50010) AS k"
+        )
+        # Other jobs' history beside it: 300 jobs of 100 executions each.
+        conn.exec_driver_sql(
+            "INSERT INTO executions (id, job_id, tenant, partition, origin, nominal_at, due_at, ready_at, attempt, "
+            "delivery, status, handler, missed_count, reap_count, payload, error, dead_reason, created_at, "
+            "finished_at) SELECT 'other_' || j || ':' || k, 'other_' || j, 'acme', 0, 'scheduled', k, k, k, 1, 1, "
+            "'succeeded', 'echo', 0, 0, '', '', '', 0, k "
+            "FROM generate_series(1, 300) AS j, generate_series(1, 100) AS k"
+        )
+    with w.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("ANALYZE executions")
+    with captured(w.engine) as seen:
+        with w.engine.connect() as conn:
+            assert _last_created(conn, [job_id, quiet]) == {job_id: 50000}
+    for mode in ("force_custom_plan", "force_generic_plan"):
+        plans = [plan(w.engine, statement, parameters, mode=mode, analyze=True) for statement, parameters, _ in seen]
+        assert sum(rows_read(top, "executions") for top in plans) <= 100, (mode, [describe(top) for top in plans])

@@ -75,9 +75,12 @@ def captured(engine: sa.Engine) -> Iterator[list[Sent]]:
         event.remove(engine, "before_cursor_execute", capture)
 
 
-def plan(engine: sa.Engine, statement: str, parameters: dict, *, mode: str = "force_generic_plan") -> dict:
+def plan(
+    engine: sa.Engine, statement: str, parameters: dict, *, mode: str = "force_generic_plan", analyze: bool = False
+) -> dict:
     """The plan (EXPLAIN's JSON, its top node) of ``statement`` prepared and
-    executed under ``plan_cache_mode = mode``; nothing it would write is written."""
+    executed under ``plan_cache_mode = mode``; nothing it would write is
+    written. ``analyze``: run (a read only) and report what each node read."""
     prepared, arguments = as_prepared(statement, parameters)
     with engine.connect() as conn:
         try:
@@ -85,7 +88,7 @@ def plan(engine: sa.Engine, statement: str, parameters: dict, *, mode: str = "fo
             cursor = conn.connection.driver_connection.cursor()
             cursor.execute(f"PREPARE probe AS {prepared}")
             try:
-                cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE probe({arguments})")
+                cursor.execute(f"EXPLAIN ({'ANALYZE, ' if analyze else ''}FORMAT JSON) EXECUTE probe({arguments})")
                 return cursor.fetchone()[0][0]["Plan"]
             finally:
                 conn.rollback()  # a prepared statement outlives its transaction unless that failed
@@ -109,3 +112,12 @@ def describe(top: dict) -> list[tuple[str, str | None, str | None]]:
 def seq_scans(top: dict, tables: tuple[str, ...]) -> list[str]:
     """The tables of ``tables`` the plan reads whole."""
     return [n["Relation Name"] for n in nodes(top) if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in tables]
+
+
+def rows_read(top: dict, table: str) -> int:
+    """What an analyzed plan's scans of ``table`` read: the rows they
+    returned and those their filters removed, over all their loops."""
+    return sum(
+        (n["Actual Rows"] + n.get("Rows Removed by Filter", 0)) * n.get("Actual Loops", 1)
+        for n in nodes(top) if n.get("Relation Name") == table
+    )
