@@ -32,6 +32,8 @@ from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.tables import concurrency_keys, executions, jobs, skips
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
+from tests.support.plans import captured
+
 from .test_handout import add_execution
 
 # Every recorded attempt: the table's rows and those plain successes keep on their execution rows.
@@ -410,6 +412,39 @@ async def test_a_key_with_limit_one_runs_one_of_three_jobs_at_a_time_across_serv
     assert [h.execution_id for h in history] == idents
     assert [h.waited_us for h in history] == [0, 10_000_000, 20_000_000]  # measured, not hidden
     assert all(a.finished_at <= b.started_at for a, b in zip(history, history[1:]))
+
+
+async def test_a_round_writes_its_holds_waits_and_cancels_in_one_statement_each(
+    migrated_engine, clock, tenants
+) -> None:
+    """What a round decides per candidate (key slots held, waits, cancels)
+    is one UPDATE per kind on PostgreSQL (arrays), one per row on SQLite;
+    a key's name is the tenant's and may hold any character."""
+    hostile = 'db"\\x,{1} \'; --'
+    keyed = []
+    for index in range(5):
+        keyed += occurrences(migrated_engine, clock, f"job_h{index}", 1,
+                             job=spec(job_pb2.OVERLAP_POLICY_ALLOW, {hostile: 2}), first_in=index * 0.001)
+    replaced = occurrences(migrated_engine, clock, "job_r", 3, job=spec(job_pb2.OVERLAP_POLICY_REPLACE),
+                           every=0.001, first_in=0.01)
+    server = Server(migrated_engine, clock, "s1")
+    clock.advance(1)
+    with captured(migrated_engine) as seen:
+        handed = await server.claim()
+    assert sorted(h.id for h in handed) == sorted(keyed[:2] + replaced[-1:])
+    assert status(migrated_engine, *keyed) == ["running"] * 2 + ["waiting"] * 3
+    assert [json.loads(row_of(migrated_engine, i).held_keys) for i in keyed[:2]] == [[hostile]] * 2
+    assert [row_of(migrated_engine, i).wait_key for i in keyed] == [None] * 2 + [hostile] * 3
+    assert {(row_of(migrated_engine, i).delivery, row_of(migrated_engine, i).owner) for i in keyed[2:]} == {(0, None)}
+    assert key_row(migrated_engine, "acme", hostile).running == 2
+    assert status(migrated_engine, *replaced) == ["canceled", "canceled", "running"]
+    assert {row_of(migrated_engine, i).dead_reason for i in replaced[:2]} == {f"canceled: replaced by {replaced[-1]}"}
+    updates = [sent for sent in seen if sent.statement.startswith("UPDATE executions")]
+    if migrated_engine.dialect.name == "postgresql":  # holds, waits, cancels: one each, over arrays
+        assert [sent.sets for sent in updates if sent.sets > 1] == [], [s.statement for s in updates if s.sets > 1]
+        assert sum("FROM unnest" in sent.statement for sent in updates) == 3
+    else:
+        assert sorted(sent.sets for sent in updates if sent.sets > 1) == [2, 2, 3]
 
 
 async def test_a_reaped_execution_gives_its_slot_back(migrated_engine, clock, tenants) -> None:

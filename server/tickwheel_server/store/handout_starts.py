@@ -93,6 +93,27 @@ _LOCK_JOBS = driver_sql(
 )
 
 
+# What :func:`settle` writes per candidate, on PostgreSQL and CockroachDB one
+# statement per kind for the round (the ids and each row's value as arrays,
+# ``ANY`` beside the join for the primary key's path), where an executemany
+# sent one UPDATE per candidate; SQLite keeps the executemany. The rows are
+# the round's own, locked by its take.
+_BY_ID = "WHERE executions.id = ANY (CAST(:ids AS TEXT[])) AND executions.id = v.id"
+_GIVE_BACK = "owner = NULL, handed_out_at = NULL, delivery = executions.delivery - 1"
+_HOLD_FROM_ARRAYS = driver_sql(
+    "UPDATE executions SET held_keys = v.held_keys, wait_key = NULL "
+    f"FROM unnest(CAST(:ids AS TEXT[]), CAST(:values AS TEXT[])) AS v (id, held_keys) {_BY_ID}"
+)
+_WAIT_FROM_ARRAYS = driver_sql(
+    "UPDATE executions SET status = 'waiting', wait_key = v.wait_key, "
+    f"waiting_since = COALESCE(executions.waiting_since, CAST(:at AS BIGINT)), {_GIVE_BACK} "
+    f"FROM unnest(CAST(:ids AS TEXT[]), CAST(:values AS TEXT[])) AS v (id, wait_key) {_BY_ID}"
+)
+_CANCEL_FROM_ARRAYS = driver_sql(
+    "UPDATE executions SET status = 'canceled', finished_at = CAST(:at AS BIGINT), dead_reason = v.reason, "
+    f"{_GIVE_BACK} FROM unnest(CAST(:ids AS TEXT[]), CAST(:values AS TEXT[])) AS v (id, reason) {_BY_ID}"
+)
+
 class Job(NamedTuple):
     """A candidate's job: its definition and when it was last written."""
 
@@ -253,15 +274,19 @@ def settle(conn: Connection, decision, at_us: int, on_skip: SkipHook | None) -> 
     their job or a key; ``waiting_since`` keeps the attempt's first
     wait), are canceled (replaced), or are skipped (deleted if never
     handed out before, canceled if they were: their attempts stay)."""
+    per_row = conn.dialect.name == "sqlite"
     holding = [start for start in decision.start if start.keys or start.candidate.wait_key]
     if holding:
-        conn.execute(
-            executions.update()
-            .where(executions.c.id == sa.bindparam("b_id"))
-            .values(held_keys=sa.bindparam("b_keys"), wait_key=None),
-            [dict(b_id=start.candidate.id, b_keys=json.dumps(list(start.keys)) if start.keys else None)
-             for start in holding],
-        )
+        held = [(start.candidate.id, json.dumps(list(start.keys)) if start.keys else None) for start in holding]
+        if per_row:
+            conn.execute(
+                executions.update()
+                .where(executions.c.id == sa.bindparam("b_id"))
+                .values(held_keys=sa.bindparam("b_keys"), wait_key=None),
+                [dict(b_id=ident, b_keys=keys) for ident, keys in held],
+            )
+        else:
+            _by_arrays(conn, _HOLD_FROM_ARRAYS, held, at_us)
         taken: Counter[tuple[str, str]] = Counter()
         for start in holding:
             for name in start.keys:
@@ -269,31 +294,44 @@ def settle(conn: Connection, decision, at_us: int, on_skip: SkipHook | None) -> 
         take_slots(conn, taken)
     back = dict(owner=None, handed_out_at=None, delivery=executions.c.delivery - 1)
     if decision.wait:
-        conn.execute(
-            executions.update()
-            .where(executions.c.id == sa.bindparam("b_id"))
-            .values(
-                status="waiting", wait_key=sa.bindparam("b_key"),
-                waiting_since=sa.func.coalesce(executions.c.waiting_since, at_us), **back,
-            ),
-            [dict(b_id=w.candidate.id, b_key=w.key) for w in decision.wait],
-        )
+        waits = [(w.candidate.id, w.key) for w in decision.wait]
+        if per_row:
+            conn.execute(
+                executions.update()
+                .where(executions.c.id == sa.bindparam("b_id"))
+                .values(
+                    status="waiting", wait_key=sa.bindparam("b_key"),
+                    waiting_since=sa.func.coalesce(executions.c.waiting_since, at_us), **back,
+                ),
+                [dict(b_id=ident, b_key=key) for ident, key in waits],
+            )
+        else:
+            _by_arrays(conn, _WAIT_FROM_ARRAYS, waits, at_us)
     ended = [(c.id, c.reason) for c in decision.cancel]
     ended += [(s.candidate.id, "canceled: skipped by the overlap policy") for s in decision.skip
               if s.candidate.delivery > 0]
     if ended:
-        conn.execute(
-            executions.update()
-            .where(executions.c.id == sa.bindparam("b_id"))
-            .values(status="canceled", finished_at=at_us, dead_reason=sa.bindparam("b_reason"), **back),
-            [dict(b_id=ident, b_reason=reason) for ident, reason in ended],
-        )
+        if per_row:
+            conn.execute(
+                executions.update()
+                .where(executions.c.id == sa.bindparam("b_id"))
+                .values(status="canceled", finished_at=at_us, dead_reason=sa.bindparam("b_reason"), **back),
+                [dict(b_id=ident, b_reason=reason) for ident, reason in ended],
+            )
+        else:
+            _by_arrays(conn, _CANCEL_FROM_ARRAYS, ended, at_us)
     fresh = [s.candidate.id for s in decision.skip if s.candidate.delivery == 0]
     if fresh:
         conn.execute(executions.delete().where(executions.c.id.in_(fresh)))
     _skip_ranges(conn, decision.skip, at_us)
     if decision.skip and on_skip is not None:
         on_skip(conn, decision.skip)
+
+def _by_arrays(conn: Connection, statement: str, rows: list[tuple[str, str | None]], at_us: int) -> None:
+    """One of :func:`settle`'s array statements over (execution id, value) pairs."""
+    parameters = dict(ids=[ident for ident, _ in rows], values=[value for _, value in rows])
+    execute_arrays(conn, statement, {**parameters, "at": at_us} if "%(at)s" in statement else parameters)
+
 
 def _skip_ranges(conn: Connection, skipped: list[Skip], at_us: int) -> None:
     """Count skipped occurrences in the skip range (reason ``overlap``) of
