@@ -77,8 +77,8 @@ async def engine(migrated_engine, clock) -> sa.Engine:
             f"g, g, 'resolved' FROM generate_series(1, {HISTORY}) AS g"
         )
         conn.exec_driver_sql(
-            alert + f"VALUES ('owed', 'owed', 'dead_letter', 'warning', 'acme', '', '', '', 's', '{{}}', {HISTORY + 1}, "
-            f"{HISTORY + 1}, 1, NULL, {HISTORY + 1}, {HISTORY + 1}, '')"
+            alert + "VALUES ('owed', 'owed', 'dead_letter', 'warning', 'acme', '', '', '', 's', '{}', "
+            f"{HISTORY + 1}, {HISTORY + 1}, 1, NULL, {HISTORY + 1}, {HISTORY + 1}, '')"
         )
     with migrated_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql("ANALYZE")
