@@ -421,6 +421,43 @@ async def test_requeued_past_the_poison_cap_is_dead_lettered_once(migrated_engin
     assert await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1) == []
 
 
+async def test_a_re_attachment_and_a_requeue_write_their_batch_in_one_update(migrated_engine, clock) -> None:
+    """Each is one UPDATE over arrays on PostgreSQL (one per row on
+    SQLite), with each row's own end: requeued, canceled (asked to stop),
+    dead (past the poison cap); a worker's id and the reason carry any
+    character; a delivery not held is neither re-attached nor requeued."""
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    store = ExecutionQueue(migrated_engine, clock, poison_cap=1)
+    for ident in ("e1", "e2", "e3", "e4"):
+        add_execution(migrated_engine, clock, ident)
+    handed = {h.id: h for h in await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 10)}
+    worker = 'w"\\x,{1} \'; --'
+    held = [(i, handed[i].delivery) for i in ("e1", "e2", "e3")] + [("e4", handed["e4"].delivery + 1)]
+    with captured(migrated_engine) as attaching:
+        attached = await store.requeues.reattach("s2", worker, held, tenants=("acme",))
+    assert sorted(r.execution_id for r in attached) == ["e1", "e2", "e3"]
+    assert [(row_of(migrated_engine, i).owner, row_of(migrated_engine, i).worker_id) for i in ("e1", "e4")] == [
+        ("s2", worker), ("s1", None)]
+    await HistoryStore(migrated_engine, clock).cancel_execution("acme", "e2")  # asked to stop
+    with migrated_engine.begin() as conn:
+        conn.execute(executions.update().where(executions.c.id == "e3").values(reap_count=1))  # at the cap
+    lost = [Lost(i, handed[i].delivery, f"worker {worker} went silent", worker) for i in ("e1", "e2", "e3", "e4")]
+    with captured(migrated_engine) as requeuing:
+        done = await store.requeues.requeue("s2", lost, counts=True)
+    assert ([r.execution_id for r in done.requeued], done.canceled, [d.execution_id for d in done.dead]) == (
+        ["e1"], ["e2"], ["e3"])
+    assert done.skipped == [("e4", handed["e4"].delivery)]
+    ends = {i: row_of(migrated_engine, i) for i in ("e1", "e2", "e3", "e4")}
+    assert [(r.status, r.owner, r.worker_id, r.error) for r in (ends["e1"], ends["e2"], ends["e3"])] == [
+        (status, None, None, f"worker {worker} went silent") for status in ("scheduled", "canceled", "dead")]
+    assert (ends["e1"].reap_count, ends["e3"].reap_count, ends["e3"].dead_reason.startswith("poison")) == (1, 2, True)
+    assert ends["e2"].cancel_requested_at is None and ends["e2"].finished_at is not None
+    assert (ends["e4"].status, ends["e4"].owner) == ("running", "s1")
+    for seen in (attaching, requeuing):
+        sets = [sent.sets for sent in seen if sent.statement.startswith("UPDATE executions")]
+        assert sets == ([1] if migrated_engine.dialect.name == "postgresql" else [3]), sets
+
+
 async def test_a_session_loss_reap_does_not_count_towards_poison(store, migrated_engine, clock) -> None:
     for index in range(5):
         add_execution(migrated_engine, clock, f"e{index}")

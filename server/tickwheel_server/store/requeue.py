@@ -56,17 +56,33 @@ def _running_at_delivery():
     )
 
 
-# :func:`unsend`'s update on PostgreSQL and CockroachDB: one statement for
-# the batch, its (id, delivery) pairs as two arrays, where an executemany of
-# :func:`_running_at_delivery` sent one UPDATE per row given back. The
-# ``ANY`` beside the join gives the planner the primary key's path.
+# The updates of :func:`unsend`, :meth:`RequeueStore.reattach` and
+# :meth:`RequeueStore._requeue_rows` on PostgreSQL and CockroachDB: one
+# statement for the batch, what differs per row as arrays, where an
+# executemany sent one UPDATE per row (SQLite keeps it). The ``ANY`` beside
+# the join gives the planner the primary key's path.
+_BY_ID = "WHERE executions.id = ANY (CAST(:ids AS TEXT[])) AND executions.id = v.id"
+_AT_DELIVERY = (
+    "FROM unnest(CAST(:ids AS TEXT[]), CAST(:deliveries AS INTEGER[])) AS v (id, delivery) "
+    f"{_BY_ID} AND executions.delivery = v.delivery AND executions.status = 'running'"
+)
 _UNSEND_FROM_ARRAYS = driver_sql(
     "UPDATE executions SET status = 'scheduled', owner = NULL, worker_id = NULL, handed_out_at = NULL, "
-    "held_keys = NULL, delivery = executions.delivery - 1 "
-    "FROM unnest(CAST(:ids AS TEXT[]), CAST(:deliveries AS INTEGER[])) AS v (id, delivery) "
-    "WHERE executions.id = ANY (CAST(:ids AS TEXT[])) AND executions.id = v.id "
-    "AND executions.delivery = v.delivery AND executions.status = 'running'"
+    f"held_keys = NULL, delivery = executions.delivery - 1 {_AT_DELIVERY}"
 )
+_REATTACH_FROM_ARRAYS = driver_sql(
+    f"UPDATE executions SET owner = CAST(:owner AS TEXT), worker_id = CAST(:worker AS TEXT) {_AT_DELIVERY}"
+)
+_REQUEUE_FROM_ARRAYS = driver_sql(
+    "UPDATE executions SET status = v.status, reap_count = v.reaps, finished_at = v.finished, "
+    "dead_reason = v.dead_reason, error = v.error, owner = NULL, worker_id = NULL, handed_out_at = NULL, "
+    "held_keys = NULL, waiting_since = NULL, cancel_requested_at = NULL, cancel_reason = NULL "
+    "FROM unnest(CAST(:ids AS TEXT[]), CAST(:statuses AS TEXT[]), CAST(:reaps AS INTEGER[]), "
+    "CAST(:finished AS BIGINT[]), CAST(:dead_reasons AS TEXT[]), CAST(:errors AS TEXT[])) "
+    f"AS v (id, status, reaps, finished, dead_reason, error) {_BY_ID}"
+)
+_REQUEUE_ARRAYS = {"ids": "b_id", "statuses": "b_status", "reaps": "b_reaps", "finished": "b_finished",
+                   "dead_reasons": "b_dead_reason", "errors": "b_error"}
 
 
 def release_unsent(
@@ -157,11 +173,16 @@ class RequeueStore(SqlStore):
                 if wanted.get(row.id) == row.delivery and row.tenant in scope
                 and row.worker_id in (None, worker_id)
             ]
-            if rows:
+            if rows and self.caps.is_sqlite:
                 conn.execute(
                     _running_at_delivery().values(owner=owner, worker_id=worker_id),
                     [dict(b_id=row.id, b_delivery=row.delivery) for row in rows],
                 )
+            elif rows:
+                execute_arrays(conn, _REATTACH_FROM_ARRAYS, {
+                    "ids": [row.id for row in rows], "deliveries": [row.delivery for row in rows],
+                    "owner": owner, "worker": worker_id,
+                })
             return [Reattached(row.id, row.delivery, row.partition) for row in rows]
 
         return await self._tx(fn)
@@ -243,17 +264,22 @@ class RequeueStore(SqlStore):
                 updates.append(dict(b_id=row.id, b_status="scheduled", b_reaps=reaps, b_finished=None,
                                     b_dead_reason="", b_error=reason[:4096]))
                 result.requeued.append(Retry(row.id, row.partition, row.ready_at))
-        conn.execute(
-            executions.update()
-            .where(executions.c.id == sa.bindparam("b_id"))
-            .values(
-                status=sa.bindparam("b_status"), reap_count=sa.bindparam("b_reaps"),
-                finished_at=sa.bindparam("b_finished"), dead_reason=sa.bindparam("b_dead_reason"),
-                error=sa.bindparam("b_error"), owner=None, worker_id=None, handed_out_at=None, held_keys=None,
-                waiting_since=None, cancel_requested_at=None, cancel_reason=None,
-            ),
-            updates,
-        )
+        if self.caps.is_sqlite:
+            conn.execute(
+                executions.update()
+                .where(executions.c.id == sa.bindparam("b_id"))
+                .values(
+                    status=sa.bindparam("b_status"), reap_count=sa.bindparam("b_reaps"),
+                    finished_at=sa.bindparam("b_finished"), dead_reason=sa.bindparam("b_dead_reason"),
+                    error=sa.bindparam("b_error"), owner=None, worker_id=None, handed_out_at=None, held_keys=None,
+                    waiting_since=None, cancel_requested_at=None, cancel_reason=None,
+                ),
+                updates,
+            )
+        else:
+            execute_arrays(conn, _REQUEUE_FROM_ARRAYS, {
+                name: [update[key] for update in updates] for name, key in _REQUEUE_ARRAYS.items()
+            })
         conn.execute(attempts.insert(), history)
         release_slots(conn, self.caps, [(row.tenant, row.held_keys) for row in rows])
         wake_jobs(conn, finished_jobs)
