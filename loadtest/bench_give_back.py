@@ -9,6 +9,8 @@ two statements' shapes, not of a server.
   concurrency key of limit ``--rows / 2``, are taken by one hand-out round
   (``HandoutStore.hand_out_ready``): half start and hold a slot, half wait
   for the key (the writes of ``handout_starts.settle``).
+- ``reap``: ``--rows`` executions ``running`` under a session that ended
+  are requeued by the reaper's one call (``RequeueStore.reap_owner``).
 
 Prints JSON: per part, the median over ``--repeat`` repetitions of the
 transaction's wall time and this process's CPU, the mean of PostgreSQL's
@@ -68,7 +70,7 @@ def _spec(rows: int) -> bytes:
 
 def _reset(engine: sa.Engine, rows: int, running: bool) -> None:
     with engine.begin() as conn:
-        conn.exec_driver_sql("TRUNCATE executions, jobs, concurrency_keys, tenant_gates")
+        conn.exec_driver_sql("TRUNCATE executions, attempts, jobs, concurrency_keys, tenant_gates")
         conn.exec_driver_sql(_JOBS, {"spec": _spec(rows), "rows": rows})
         conn.exec_driver_sql(_EXECUTIONS, {
             "t": T0, "rows": rows, "delivery": 1 if running else 0, "status": "running" if running else "scheduled",
@@ -106,7 +108,7 @@ def main() -> None:
         pg_pid = harness.postmaster_pid(url)
         caps = capabilities(engine)
         handed = [(f"job_{g}:1", 1) for g in range(1, args.rows + 1)]
-        give_back, rounds = [], []
+        give_back, rounds, reaps = [], [], []
         queue = ExecutionQueue(engine, clock)
         every = Capability(("bench",), ("echo",), True)
         for _ in range(args.repeat):
@@ -127,9 +129,15 @@ def main() -> None:
                 return len(asyncio.run(queue.handout.hand_out_ready("s1", clock.now(), every, args.rows)))
 
             rounds.append(_measure(pg_pid, round_))
+            _reset(engine, args.rows, running=True)
+
+            def reap() -> int:
+                return len(asyncio.run(queue.requeues.reap_owner("s1", "session expired", limit=args.rows)).requeued)
+
+            reaps.append(_measure(pg_pid, reap))
         engine.dispose()
     print(json.dumps({"rows": args.rows, "repeat": args.repeat, "give_back": _median(give_back),
-                      "round": _median(rounds), "load_average": harness.load_average()}))
+                      "round": _median(rounds), "reap": _median(reaps), "load_average": harness.load_average()}))
 
 
 if __name__ == "__main__":

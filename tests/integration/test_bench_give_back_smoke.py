@@ -1,5 +1,5 @@
 """The give-back micro-benchmark still runs against PostgreSQL: JSON shape
-(standard JSON, no NaN), every row given back and half the round started
+(standard JSON, no NaN), every row given back or reaped and half the round started
 (no timing assertions)."""
 
 from __future__ import annotations
@@ -24,6 +24,6 @@ def test_bench_give_back_smoke(postgres_url):
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
-    assert report["give_back"]["rows"] == 20 and report["round"]["rows"] == 10
-    for part in ("give_back", "round"):
+    assert report["give_back"]["rows"] == 20 and report["round"]["rows"] == 10 and report["reap"]["rows"] == 20
+    for part in ("give_back", "round", "reap"):
         assert all(report[part][key] >= 0 for key in ("wall_ms", "python_cpu_ms", "postgres_cpu_ms"))
