@@ -114,6 +114,7 @@ _CANCEL_FROM_ARRAYS = driver_sql(
     f"{_GIVE_BACK} FROM unnest(CAST(:ids AS TEXT[]), CAST(:values AS TEXT[])) AS v (id, reason) {_BY_ID}"
 )
 
+
 class Job(NamedTuple):
     """A candidate's job: its definition and when it was last written."""
 
@@ -286,7 +287,7 @@ def settle(conn: Connection, decision, at_us: int, on_skip: SkipHook | None) -> 
                 [dict(b_id=ident, b_keys=keys) for ident, keys in held],
             )
         else:
-            _by_arrays(conn, _HOLD_FROM_ARRAYS, held, at_us)
+            _by_arrays(conn, _HOLD_FROM_ARRAYS, held)
         taken: Counter[tuple[str, str]] = Counter()
         for start in holding:
             for name in start.keys:
@@ -327,10 +328,12 @@ def settle(conn: Connection, decision, at_us: int, on_skip: SkipHook | None) -> 
     if decision.skip and on_skip is not None:
         on_skip(conn, decision.skip)
 
-def _by_arrays(conn: Connection, statement: str, rows: list[tuple[str, str | None]], at_us: int) -> None:
-    """One of :func:`settle`'s array statements over (execution id, value) pairs."""
+
+def _by_arrays(conn: Connection, statement: str, rows: list[tuple[str, str | None]], at_us: int | None = None) -> None:
+    """One of :func:`settle`'s array statements over (execution id, value)
+    pairs; ``at_us`` for those that stamp an instant."""
     parameters = dict(ids=[ident for ident, _ in rows], values=[value for _, value in rows])
-    execute_arrays(conn, statement, {**parameters, "at": at_us} if "%(at)s" in statement else parameters)
+    execute_arrays(conn, statement, parameters if at_us is None else {**parameters, "at": at_us})
 
 
 def _skip_ranges(conn: Connection, skipped: list[Skip], at_us: int) -> None:
