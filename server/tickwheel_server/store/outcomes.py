@@ -50,7 +50,7 @@ from .executions import (
 from .isolation import release_slots, wake_jobs
 from .tables import attempts, executions, jobs
 
-# Outcomes of a batch of results (PostgreSQL): every row's new state from
+# Outcomes of a batch of results (PostgreSQL and CockroachDB): every row's new state from
 # parallel arrays, by primary key; whatever held the delivery is cleared.
 _RECORD_OUTCOMES = driver_sql(
     "UPDATE executions SET status = v.status, attempt = v.attempt, ready_at = v.ready_at, error = v.error, "
@@ -62,7 +62,7 @@ _RECORD_OUTCOMES = driver_sql(
     "AS v (id, status, attempt, ready_at, error, dead_reason, finished_at) "
     "WHERE executions.id = v.id"
 )
-# The common outcome, a success without error text (PostgreSQL), with its
+# The common outcome, a success without error text (PostgreSQL and CockroachDB), with its
 # attempt's record on the row (``attempt_*``, see :func:`_plain_success`): no
 # attempt row. ``attempt`` and ``ready_at`` are left as they are: a success
 # keeps both (:func:`~tickwheel_server.policy.outcome.decide`). The ``ANY``
@@ -88,7 +88,7 @@ _OUTCOME_ARRAYS = {
     "deads": "b_dead_reason", "finished": "b_finished_at",
 }
 
-# A batch of results' executions (PostgreSQL), locked: one array parameter,
+# A batch of results' executions (PostgreSQL and CockroachDB), locked: one array parameter,
 # one plan whatever the batch. Their jobs' definitions are read apart
 # (:data:`_JOB_SPECS`), for the results whose decision needs one.
 _RESULT_ROWS = driver_sql(
@@ -97,10 +97,10 @@ _RESULT_ROWS = driver_sql(
     "e.attempt_started_at FROM executions AS e WHERE e.id = ANY (CAST(:ids AS TEXT[])) FOR UPDATE"
 )
 
-# The definitions of some jobs (PostgreSQL), by primary key.
+# The definitions of some jobs (PostgreSQL and CockroachDB), by primary key.
 _JOB_SPECS = driver_sql("SELECT j.id, j.spec, j.version FROM jobs AS j WHERE j.id = ANY (CAST(:ids AS TEXT[]))")
 
-# A batch of attempt rows (PostgreSQL) from parallel arrays: one statement,
+# A batch of attempt rows (PostgreSQL and CockroachDB) from parallel arrays: one statement,
 # not one per row.
 _ATTEMPT_COLUMNS = (
     ("execution_id", "TEXT"), ("attempt", "INTEGER"), ("delivery", "INTEGER"), ("status", "TEXT"),
@@ -179,7 +179,7 @@ class OutcomeStore(SqlStore):
             now = self.clock.now()
             now_us = to_us(now)
             ids = sorted({r.execution_id for r in results})
-            if self.caps.is_postgres:
+            if not self.caps.is_sqlite:
                 read = [_ResultRow(*row) for row in tuples(execute_arrays(conn, _RESULT_ROWS, {"ids": ids}))]
             else:
                 read = [_ResultRow(*row) for row in self._result_rows(conn, ids)]
@@ -189,7 +189,7 @@ class OutcomeStore(SqlStore):
                 row if row is not None and row.tenant in r.tenants else None
                 for r in results for row in (rows.get(r.execution_id),)
             ]
-            if self.caps.is_postgres:
+            if not self.caps.is_sqlite:
                 mine = self._with_definitions(conn, results, mine)
             mismatched = [
                 r for r, row in zip(results, mine)
@@ -279,7 +279,7 @@ class OutcomeStore(SqlStore):
     def _with_definitions(
         self, conn: Connection, results: list[ResultIn], rows: list[_ResultRow | None]
     ) -> list[_ResultRow | None]:
-        """``rows`` (PostgreSQL), each whose result needs its job's definition
+        """``rows`` (PostgreSQL and CockroachDB), each whose result needs its job's definition
         with the job's spec and version, read in one statement; the others
         as they are (most results, successes of handler targets, need none)."""
         wanted = sorted({
@@ -296,7 +296,7 @@ class OutcomeStore(SqlStore):
         ]
 
     def _result_rows(self, conn: Connection, ids: list[str]) -> list:
-        """:data:`_RESULT_ROWS` on engines without binary array parameters,
+        """:data:`_RESULT_ROWS` on SQLite (no array parameters),
         each row with its job's definition."""
         query = (
             sa.select(
@@ -314,9 +314,9 @@ class OutcomeStore(SqlStore):
         return conn.execute(query).all()
 
     def _insert_attempts(self, conn: Connection, history: list[dict]) -> None:
-        """Insert attempt rows: one statement over arrays on PostgreSQL, an
-        executemany elsewhere."""
-        if self.caps.is_postgres:
+        """Insert attempt rows: one statement over arrays on PostgreSQL and
+        CockroachDB, an executemany on SQLite."""
+        if not self.caps.is_sqlite:
             arrays = {name: [row[name] for row in history] for name, _ in _ATTEMPT_COLUMNS}
             # BYTEA[] from text: each element in the hex input format, NULL for none.
             arrays["output"] = [None if out is None else "\\x" + out.hex() for out in arrays["output"]]
@@ -330,10 +330,10 @@ class OutcomeStore(SqlStore):
         """Write the executions' new states (``plain[i]`` not None:
         ``updates[i]`` is a plain success, see :func:`_plain_success`, and
         ``plain[i]`` its attempt's record, which goes on the row). On
-        PostgreSQL at most two statements whatever the batch: the plain
-        successes' and the other outcomes', each over arrays; elsewhere one
-        statement per row."""
-        if self.caps.is_postgres:
+        PostgreSQL and CockroachDB at most two statements whatever the
+        batch: the plain successes' and the other outcomes', each over
+        arrays; on SQLite one statement per row."""
+        if not self.caps.is_sqlite:
             successes = [record for record in plain if record is not None]
             others = [update for update, record in zip(updates, plain) if record is None]
             if successes:
