@@ -135,10 +135,13 @@ class SqlStore:
         deadlock (``40P01``) or a serialization failure (``40001``) that
         the retries hid from none at all."""
 
-    async def _tx(self, fn: Callable[[Connection], T], *, idempotent: bool = False, row_locked: bool = False) -> T:
+    async def _tx(
+        self, fn: Callable[[Connection], T], *, idempotent: bool = False, row_locked: bool = False,
+        begins_itself: bool = False,
+    ) -> T:
         return await run_in_transaction_async(
             self.engine, fn, clock=self.clock, idempotent=idempotent, on_retry=self._count_retry,
-            isolation=self.row_locked_level if row_locked else None,
+            isolation=self.row_locked_level if row_locked else None, begins_itself=begins_itself,
         )  # fmt: skip
 
     def _count_retry(self, event: RetryEvent) -> None:

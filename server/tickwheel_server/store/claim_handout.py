@@ -34,7 +34,8 @@ from ..jobspec import JobDefinition
 from ..policy.arming import may_arm, runs_beside
 from ..policy.fairness import Demand, Shares
 from ..schedule.model import ScheduleKind
-from .base import driver_sql, execute_arrays, tuples
+from . import pipeline
+from .base import array_literal, driver_sql, execute_arrays, tuples
 from .doubt import InDoubt, handed_out
 from .engine import capabilities
 from .errors import AmbiguousCommitError
@@ -160,22 +161,28 @@ def choose(
     """Per group of ``offer``, the candidates handed out: those of tenants
     neither paused nor capped, whose job has no other execution not ended
     (unless they run beside others), shared out by :func:`share_out`. Two
-    reads at most: the tenants' settings (share-locked) and the jobs' executions."""
+    reads at most: the tenants' settings (share-locked) and the jobs'
+    executions. On PostgreSQL and CockroachDB both go in one round trip
+    (:func:`.pipeline.send`; the tenants first, as before), so the probe
+    asks for the jobs of every candidate's tenant, paused or capped too
+    (SQLite asks the same)."""
     names = sorted({c.tenant for c in candidates})
+    guarded = sorted({c.job_id for c in candidates if not c.beside})
     if arrays:
-        rows = tuples(execute_arrays(conn, _TENANTS[capabilities(conn).row_locks], {"names": names}))
+        reads = [(_TENANTS[capabilities(conn).row_locks], {"names": array_literal(names)})]
+        if guarded:
+            reads.append((_BUSY_JOBS, {"ids": array_literal(guarded)}))
+        rows, *probed = pipeline.send(conn, reads)
+        busy = {job_id for (job_id,) in probed[0]} if probed else set()
     else:
         rows = conn.execute(
             sa.select(tenants.c.name, tenants.c.weight, tenants.c.max_concurrency, tenants.c.state)
             .where(tenants.c.name.in_(names))
         ).all()
+        busy = busy_jobs(conn, arrays, guarded) if guarded else set()
     weights = {name: weight for name, weight, cap, state in rows if cap == 0 and state != "paused"}
-    candidates = [c for c in candidates if c.tenant in weights]
-    guarded = sorted({c.job_id for c in candidates if not c.beside})
-    if guarded:
-        busy = busy_jobs(conn, arrays, guarded)
-        candidates = [c for c in candidates if c.beside or c.job_id not in busy]
-    return share_out(offer, candidates, weights, shares)
+    kept = [c for c in candidates if c.tenant in weights and (c.beside or c.job_id not in busy)]
+    return share_out(offer, kept, weights, shares)
 
 
 def busy_jobs(conn: Connection, arrays: bool, job_ids: list[str]) -> set[str]:
@@ -200,8 +207,10 @@ class Fenced(Exception):
 class DirectHandOut:
     """One claim's direct hand-out under ``offer``: the candidates as the
     claim plans its executions (:meth:`consider`), then, in the claim's
-    transaction, the choice (:meth:`take`), the insert (:meth:`insert`) and
-    the fence before the commit (:meth:`before_commit`); the fair-share
+    transaction, the choice (:meth:`take`), the insert (its instant
+    :meth:`stamp`, the rows inserted :meth:`keep`:
+    :func:`.claim_writes.write`) and the fence before the commit
+    (:meth:`before_commit`); the fair-share
     passes are kept once the claim committed (:meth:`committed`)."""
 
     def __init__(self, offer: HandOutOffer, now_us: int) -> None:
@@ -215,7 +224,8 @@ class DirectHandOut:
         self.candidates: list[Candidate] = []
         self.chosen: list[list[Candidate]] = []
         self.handed: list[list[HandedOut]] = []
-        """What :meth:`insert` inserted handed out, per group."""
+        """What the claim inserted handed out (or may have, while its round trip is unanswered), per group."""
+        self._at_us = 0
         self._eligible: dict[tuple[str, int], tuple[bool, bool]] = {}
         self._specs: dict[str, JobDefinition] = {}
         self._shares = None
@@ -245,12 +255,16 @@ class DirectHandOut:
         self._shares = (shares, sorted({c.tenant for c in self.candidates}))
         return writes.take(indices)
 
-    def insert(self, conn: Connection, arrays: bool, direct, at_us: int) -> tuple[list[list[HandedOut]], set[str]]:
-        """Insert ``direct`` (what :meth:`take` returned) handed out at the
-        unique instant after ``at_us``: per group, the executions handed out,
-        and the ids inserted."""
-        at_us = self.offer.unique_instant(max(self.now_us, at_us))
-        inserted = direct.insert_handed_out(conn, arrays, self.now_us, self.offer.owner, at_us)
+    def stamp(self, direct, at_us: int) -> int:
+        """The unique instant after ``at_us`` that ``direct`` (what
+        :meth:`take` returned) is handed out at; until :meth:`keep` says
+        which rows were inserted, :attr:`handed` holds every one of them."""
+        self._at_us = self.offer.unique_instant(max(self.now_us, at_us))
+        self.keep(direct, set(direct.ids))
+        return self._at_us
+
+    def keep(self, direct, inserted: set[str]) -> None:
+        """:attr:`handed`: per group, the rows of ``direct`` whose ids were ``inserted``."""
         place = {ident: i for i, ident in enumerate(direct.ids)}
         traced = direct.trace_contexts
         groups = []
@@ -262,11 +276,17 @@ class DirectHandOut:
                     handed.append(HandedOut(
                         c.id, c.job_id, c.tenant, direct.partitions[i], "scheduled", direct.nominal_ats[i],
                         direct.due_ats[i], direct.due_ats[i], 1, 1, direct.payloads[i], direct.missed_counts[i],
-                        self._specs[c.job_id], at_us, traced[i] if traced else "",
+                        self._specs[c.job_id], self._at_us, traced[i] if traced else "",
                     ))  # fmt: skip
             groups.append(handed)
         self.handed = groups
-        return groups, inserted
+
+    def insert_per_row(self, conn: Connection, direct, at_us: int) -> set[str]:
+        """SQLite: insert ``direct`` handed out (:meth:`stamp`); the ids inserted."""
+        at_us = self.stamp(direct, at_us)
+        inserted = direct.insert_handed_out_per_row(conn, self.now_us, self.offer.owner, at_us)
+        self.keep(direct, inserted)
+        return inserted
 
     def before_commit(self) -> None:
         """Raises :class:`Fenced` if the fence refuses now."""

@@ -23,6 +23,8 @@ from tickwheel.shared.ids import from_us, to_us
 from ..policy.claim import Plan
 from ..jobspec import JobDefinition
 from ..schedule import Fire
+from . import pipeline
+from .pipeline import Statement
 from .tables import executions, jobs, skips
 
 MISFIRE_REASON = "misfire"
@@ -131,22 +133,23 @@ class ClaimWrites:
     nominal: bool = False
     """Whether the cursors' ``next_nominal_at`` is written: a ``previous`` job, or a row that held one, is in the batch."""
 
-    def apply_with_arrays(self, conn: Connection, now_us: int) -> None:
-        """PostgreSQL and CockroachDB: one INSERT and one UPDATE over arrays."""
+    def array_statements(self, now_us: int) -> list[Statement]:
+        """PostgreSQL and CockroachDB: the INSERT and the UPDATE over arrays
+        (none for an empty side), to send (:func:`write`)."""
+        statements: list[Statement] = []
         if self.ids:
             traced = bool(self.trace_contexts)
-            conn.exec_driver_sql(
-                _INSERT_TRACED_FROM_ARRAYS if traced else _INSERT_FROM_ARRAYS, self._row_arrays(now_us)
-            )
+            statements.append((_INSERT_TRACED_FROM_ARRAYS if traced else _INSERT_FROM_ARRAYS, self._row_arrays(now_us)))
         if self.cursor_ids:
             nominal = dict(next_nominal_ats=self.next_nominal_ats) if self.nominal else {}
-            conn.exec_driver_sql(
+            statements.append((
                 _ADVANCE_WITH_NOMINAL_FROM_ARRAYS if nominal else _ADVANCE_FROM_ARRAYS,
                 dict(
                     ids=self.cursor_ids, next_run_ats=self.next_run_ats, next_due_ats=self.next_due_ats,
                     run_counts=self.run_counts, states=self.states, **nominal,
                 ),
-            )
+            ))  # fmt: skip
+        return statements
 
     def apply_per_row(self, conn: Connection, now_us: int) -> None:
         """SQLite: the same rows through executemany (no arrays, no network)."""
@@ -181,17 +184,19 @@ class ClaimWrites:
             setattr(self, name, [value for i, value in enumerate(column) if i not in moved])
         return taken
 
-    def insert_handed_out(self, conn: Connection, arrays: bool, now_us: int, owner: str, at_us: int) -> set[str]:
-        """Insert these new executions already handed out: ``running``,
-        ``owner``, delivery 1, handed out at ``at_us``. Returns the ids
-        inserted: an execution that already existed is left as it was."""
+    def handed_out_statement(self, now_us: int, owner: str, at_us: int) -> Statement:
+        """PostgreSQL and CockroachDB: the INSERT of these new executions
+        already handed out (``running``, ``owner``, delivery 1, handed out
+        at ``at_us``), returning the ids inserted: one that already existed
+        is left as it was."""
+        sql = _INSERT_HANDED_OUT_TRACED_FROM_ARRAYS if self.trace_contexts else _INSERT_HANDED_OUT_FROM_ARRAYS
+        return sql, dict(self._row_arrays(now_us), owner=owner, at=at_us)
+
+    def insert_handed_out_per_row(self, conn: Connection, now_us: int, owner: str, at_us: int) -> set[str]:
+        """SQLite: :meth:`handed_out_statement`'s insert; the ids inserted."""
         if not self.ids:
             return set()
-        if arrays:
-            sql = _INSERT_HANDED_OUT_TRACED_FROM_ARRAYS if self.trace_contexts else _INSERT_HANDED_OUT_FROM_ARRAYS
-            parameters = dict(self._row_arrays(now_us), owner=owner, at=at_us)
-            return {ident for (ident,) in conn.exec_driver_sql(sql, parameters)}
-        # SQLite: one writer at a time, so what exists now is what the insert would pass over.
+        # One writer at a time, so what exists now is what the insert would pass over.
         existing = set(conn.execute(sa.select(executions.c.id).where(executions.c.id.in_(self.ids))).scalars())
         rows = [
             dict(row, delivery=1, status="running", owner=owner, handed_out_at=at_us)
@@ -231,6 +236,38 @@ _ROW_COLUMNS = (
     "ids", "job_ids", "tenants", "partitions", "nominal_ats", "due_ats", "handlers", "missed_counts", "payloads"
 )
 """The columns of :class:`ClaimWrites` that hold one value per new execution."""
+
+
+def write(conn: Connection, arrays: bool, writes: ClaimWrites, now_us: int, direct=None, taken=None, at_us: int = 0,
+          *, commit: bool = False) -> set[str]:
+    """A claim's writes: ``writes`` (its new scheduled executions and its
+    cursors) and, with ``taken`` (what ``direct``, its
+    :class:`~.claim_handout.DirectHandOut`, took out of them), those
+    inserted handed out at the unique instant after ``at_us``. The ids
+    inserted handed out (``direct.handed`` says how, per group).
+
+    On PostgreSQL and CockroachDB the statements go in one round trip
+    (:func:`.pipeline.send`), with the COMMIT after them when ``commit``:
+    the offer's fence is asked just before that trip, and ``direct.handed``
+    holds every row sent handed out until the reply says which were
+    inserted (what a COMMIT gone unanswered may have done). SQLite runs
+    them one by one and its transaction's runner commits."""
+    if not arrays:
+        writes.apply_per_row(conn, now_us)
+        return set() if taken is None else direct.insert_per_row(conn, taken, at_us)
+    statements = writes.array_statements(now_us)
+    if taken is not None:
+        statements.append(taken.handed_out_statement(now_us, direct.offer.owner, direct.stamp(taken, at_us)))
+        if commit:
+            direct.before_commit()
+    if not statements and not commit:
+        return set()
+    results = pipeline.send(conn, statements, commit=commit)
+    if taken is None:
+        return set()
+    inserted = {ident for (ident,) in results[-1]}
+    direct.keep(taken, inserted)
+    return inserted
 
 
 def carried_missed(conn: Connection, row, definition: JobDefinition, cursor: Fire, now: datetime) -> int:

@@ -90,7 +90,7 @@ from .claim_reads import (
     DUE_SQL, DueRow, claim_cursor, claimable, dispatchable, due_select, following_fires, scheduled_select,
 )  # fmt: skip
 from .claim_handout import DirectHandOut, Fenced, HandOutOffer, kept_in_doubt
-from .claim_writes import MISFIRE_REASON, TENANT_PAUSED_REASON, ClaimWrites, carried_missed, record_skip
+from .claim_writes import MISFIRE_REASON, TENANT_PAUSED_REASON, ClaimWrites, carried_missed, record_skip, write
 from .claim_calendars import CalendarCache, PreviousClaim, calendar_due, calendar_plan, record_calendar_skips
 from .executions import HandedOut
 from .partitions import check_epochs
@@ -326,13 +326,13 @@ class DispatchStore(SqlStore):
                     writes.states.append("active")
                 writes.run_counts.append(row.run_count + plan.runs)
             taken = None if direct is None else direct.take(conn, arrays, writes)
-            if arrays:
-                writes.apply_with_arrays(conn, now_us)
-            else:
-                writes.apply_per_row(conn, now_us)
+            alerting = self._alerts is not None and bool(skipped or result.unreadable or result.readable_again)
+            committing = arrays and not alerting  # the COMMIT goes with the writes unless alerts follow them
+            inserted = write(conn, arrays, writes, now_us, direct, taken, to_us(self.clock.now()), commit=committing)
             if taken is not None:
-                result.handed_out, inserted = direct.insert(conn, arrays, taken, to_us(self.clock.now()))
-                result.executions = [e for e in executions if e.id not in inserted]
+                result.handed_out, result.executions = direct.handed, [e for e in executions if e.id not in inserted]
+            if committing:
+                return result, 0
             changed = 0
             if skipped and self._alerts is not None:
                 result.alerts_raised = changed = len(self._alerts.raise_many_in(conn, skipped, now=now))
@@ -343,7 +343,7 @@ class DispatchStore(SqlStore):
             return result, changed
 
         try:
-            result, changed = await kept_in_doubt(direct, self._tx(fn, row_locked=True))
+            result, changed = await kept_in_doubt(direct, self._tx(fn, row_locked=True, begins_itself=True))
         except Fenced:  # nothing was handed out: claim as if no credit had been lent
             return await self.claim_due(owned, now, lookahead=lookahead, batch=batch, scan_limit=scan_limit)
         if direct is not None:

@@ -64,7 +64,7 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.shared.ids import from_us, to_us
 
-from . import driver
+from . import pipeline
 from .base import SqlStore, array_literal, driver_sql
 from .engine import capabilities
 
@@ -112,7 +112,10 @@ def check_epochs(conn: Connection, owned: Mapping[int, int]) -> set[int]:
     writes: write only for partitions not returned. Reads the rows with a
     shared lock where the engine has row locks (see the module docstring for
     why that makes a concurrent raise wait or makes this transaction retry).
-    One statement, whatever the number of partitions. Writes nothing.
+    One statement, whatever the number of partitions. Writes nothing. On
+    PostgreSQL and CockroachDB, in a transaction that ``begins_itself``
+    (the claim's), it is the first statement and the BEGIN goes with it in
+    one round trip (:func:`.pipeline.send`).
     """
     if not owned:
         return set()
@@ -126,8 +129,8 @@ def check_epochs(conn: Connection, owned: Mapping[int, int]) -> set[int]:
         if row_locks:
             query = query.with_for_update(read=True)
         stored = dict(conn.execute(query).tuples().all())
-    else:  # one array parameter, on the driver's cursor (:mod:`.driver`): it runs before every claim batch
-        stored = dict(driver.rows(conn, _CHECK_EPOCHS[row_locks], {"owned": array_literal(sorted(owned))}))
+    else:  # one array parameter, as driver SQL
+        stored = dict(pipeline.send(conn, [(_CHECK_EPOCHS[row_locks], {"owned": array_literal(sorted(owned))})])[0])
     return {partition for partition, epoch in owned.items() if stored.get(partition) != epoch}
 
 

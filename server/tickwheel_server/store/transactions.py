@@ -194,10 +194,14 @@ async def settle(engine: Engine, timeout: float, poll: float = 0.01) -> bool:
 class _Attempt:
     """One try of a transaction, remembering whether COMMIT was reached."""
 
-    def __init__(self, engine: Engine, fn: Callable[[Connection], T], level: IsolationLevel | None = None) -> None:
+    def __init__(
+        self, engine: Engine, fn: Callable[[Connection], T], level: IsolationLevel | None = None,
+        begins_itself: bool = False,
+    ) -> None:
         self._engine = engine
         self._fn = fn
         self._level = level
+        self._begins_itself = begins_itself and engine.dialect.driver == "psycopg"
         self.committing = False
 
     def run(self) -> T:
@@ -212,12 +216,15 @@ class _Attempt:
 
     def _run(self) -> T:
         with self._engine.connect() as conn:
-            if self._level is None:
+            if self._level is None and not self._begins_itself:
                 return self._transaction(conn)
             dbapi_connection = conn.connection.dbapi_connection
-            kept = dbapi_connection.isolation_level
+            kept = dbapi_connection.isolation_level, dbapi_connection.autocommit
             try:
-                dbapi_connection.isolation_level = self._level
+                if self._level is not None:
+                    dbapi_connection.isolation_level = self._level
+                if self._begins_itself:  # the first statements' round trip sends the BEGIN (:mod:`.pipeline`)
+                    dbapi_connection.autocommit = True
             except Exception as error:  # closed, or not idle: no transaction can run on it
                 conn.invalidate()
                 raise sa_exc.DisconnectionError("a pooled connection could not take the transaction's level") from error
@@ -241,15 +248,17 @@ class _Attempt:
         return result
 
 
-def _restore_level(conn: Connection, dbapi_connection: Any, level: IsolationLevel | None) -> None:
-    """Give the pooled connection its engine's level back, once its
-    transaction has ended; one that cannot take it (lost, or still in a
-    failed transaction) is invalidated, so the pool never hands out a
-    connection at another level than the engine's."""
+def _restore_level(conn: Connection, dbapi_connection: Any, kept: tuple[IsolationLevel | None, bool]) -> None:
+    """Give the pooled connection its engine's level and autocommit setting
+    (``kept``) back, once its transaction has ended; one that cannot take
+    them (lost, or still in a failed transaction) is invalidated, so the
+    pool never hands out a connection at another level than the engine's,
+    nor one left in autocommit by a transaction that ``begins_itself``."""
     if conn.invalidated:
         return
     try:
-        dbapi_connection.isolation_level = level
+        dbapi_connection.autocommit = kept[1]
+        dbapi_connection.isolation_level = kept[0]
     except Exception:
         log.debug("a connection kept its transaction's isolation level; discarded", exc_info=True)
         conn.invalidate()
@@ -322,6 +331,7 @@ def run_in_transaction(
     backoff: Backoff = DEFAULT_BACKOFF,
     idempotent: bool = False,
     isolation: IsolationLevel | None = None,
+    begins_itself: bool = False,
     sleep: Callable[[float], None] = time.sleep,
     rng: random.Random | None = None,
     on_retry: Callable[[RetryEvent], None] | None = None,
@@ -356,13 +366,19 @@ def run_in_transaction(
     its connection characteristics and events; loadtest/RESULTS.md, "A
     CreateJob group's transaction in the store").
 
+    ``begins_itself`` (psycopg only; ignored elsewhere): ``fn`` sends the
+    BEGIN itself, in the round trip of its first statements
+    (:func:`.pipeline.send`), rather than psycopg in one of its own; the
+    connection is in autocommit until then, so every statement of ``fn``
+    must come after that first send.
+
     ``sleep`` and ``rng`` are injectable for tests; ``on_retry`` is called
     before each wait (metrics, tests).
     """
     _check_attempts(attempts)
     rng = rng or _default_rng
     for attempt in range(1, attempts + 1):
-        runner = _Attempt(engine, fn, isolation)
+        runner = _Attempt(engine, fn, isolation, begins_itself)
         try:
             return runner.run()
         except Exception as error:
@@ -389,6 +405,7 @@ async def run_in_transaction_async(
     backoff: Backoff = DEFAULT_BACKOFF,
     idempotent: bool = False,
     isolation: IsolationLevel | None = None,
+    begins_itself: bool = False,
     clock: Clock | None = None,
     rng: random.Random | None = None,
     on_retry: Callable[[RetryEvent], None] | None = None,
@@ -410,7 +427,7 @@ async def run_in_transaction_async(
     rng = rng or _default_rng
     loop = asyncio.get_running_loop()
     for attempt in range(1, attempts + 1):
-        runner = _Attempt(engine, fn, isolation)
+        runner = _Attempt(engine, fn, isolation, begins_itself)
         try:
             return await loop.run_in_executor(executor, runner.run)
         except Exception as error:

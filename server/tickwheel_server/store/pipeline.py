@@ -1,0 +1,92 @@
+"""Statements that do not depend on each other's results, sent in one round
+trip: psycopg's pipeline mode on the DBAPI connection a SQLAlchemy
+``Connection`` holds (PostgreSQL and CockroachDB; SQLite never comes here).
+
+The dispatcher's claim is a chain of round trips whose wait after each
+reply costs more than PostgreSQL's work for its small statements
+(docs/architecture.md, "A claim's batch"). :func:`send` queues its
+statements, then one Sync: the server runs them in order, as sent one by
+one, and the replies come back together. With ``commit`` the COMMIT rides
+in the same round trip, after the last statement.
+
+BEGIN: psycopg begins a transaction with a round trip of its own, even in
+pipeline mode (it waits for the BEGIN's reply to know the transaction's
+state). A transaction run with ``begins_itself``
+(:func:`.transactions.run_in_transaction`) hands its connection over in
+autocommit, and the first :func:`send` then puts the BEGIN (at the
+connection's isolation level) before its statements. Every statement of
+such a transaction must come after that first :func:`send`: in autocommit
+one before it would commit on its own. Statements after it, through
+SQLAlchemy or this module, run in the open transaction.
+
+Errors: in pipeline mode an error reaches the client at the Sync, and the
+server skips the statements after the failed one up to it (a COMMIT
+among them too): nothing of the transaction is applied. The error is
+handed to SQLAlchemy's own handling, as :mod:`.driver` does, so it
+surfaces as from ``exec_driver_sql`` (40001 and 40P01 retried, a lost
+connection invalidated and retried) — except that a lost connection in a
+round trip that carried the COMMIT may have committed:
+:class:`~.errors.AmbiguousCommitError`, as for the runner's own COMMIT.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+from sqlalchemy.engine import Connection
+
+from .errors import AmbiguousCommitError
+from .transactions import ErrorKind, classify_error
+
+Statement = tuple[str, dict[str, Any]]
+"""Driver SQL (psycopg placeholders) and its parameters."""
+
+
+def begin_statement(dbapi_connection: Any) -> str:
+    """The BEGIN psycopg would send for ``dbapi_connection``'s settings."""
+    parts = ["BEGIN"]
+    level = dbapi_connection.isolation_level
+    if level is not None:
+        parts.append("ISOLATION LEVEL " + psycopg.IsolationLevel(level).name.replace("_", " "))
+    if dbapi_connection.read_only is not None:
+        parts.append("READ ONLY" if dbapi_connection.read_only else "READ WRITE")
+    if dbapi_connection.deferrable is not None:
+        parts.append("DEFERRABLE" if dbapi_connection.deferrable else "NOT DEFERRABLE")
+    return " ".join(parts)
+
+
+def send(conn: Connection, statements: list[Statement], *, commit: bool = False) -> list[list[tuple] | int]:
+    """Run ``statements`` in order in one round trip (and COMMIT after them
+    with ``commit``); per statement, its rows (one that returns rows) or
+    how many rows it changed. In a transaction run with ``begins_itself``
+    whose BEGIN is not yet sent, the BEGIN goes first in the same trip."""
+    dbapi = conn.connection.dbapi_connection
+    cursors: list[Any] = []
+    statement, parameters = statements[0] if statements else ("COMMIT", {})
+    try:
+        try:
+            with dbapi.pipeline():
+                if dbapi.autocommit and dbapi.info.transaction_status == TransactionStatus.IDLE:
+                    dbapi.execute(begin_statement(dbapi))
+                for statement, parameters in statements:
+                    cursor = dbapi.cursor()
+                    cursors.append(cursor)
+                    cursor.execute(statement, parameters)
+                if commit:  # as a statement: psycopg's commit() would wait for its reply in a trip of its own
+                    dbapi.execute("COMMIT")
+            return [cursor.fetchall() if cursor.description is not None else cursor.rowcount for cursor in cursors]
+        except psycopg.Error as error:
+            conn._handle_dbapi_exception(error, statement, parameters, cursors[-1] if cursors else None, None)
+            raise  # pragma: no cover (the handler raises)
+    except Exception as error:
+        if commit and classify_error(error) is ErrorKind.CONNECTION:
+            raise AmbiguousCommitError(
+                "the connection failed in a round trip that carried the COMMIT; the transaction may or may not "
+                "have been applied"
+            ) from error
+        raise
+    finally:
+        for cursor in cursors:
+            cursor.close()
