@@ -24,7 +24,7 @@ def main(argv: list[str]) -> int:
         for line in trace:
             kind, thread, what, start, end = line.rstrip("\n").split("\t")
             events.append((kind, thread, what, float(start), float(end)))
-    inserts = [e for e in events if e[0] == "sql" and e[2].startswith("INSERT INTO executions")]
+    inserts = [e for e in events if e[0] in ("sql", "queued") and e[2].startswith("INSERT INTO executions")]
     if not inserts:
         print("no claim inserted executions")
         return 1
@@ -44,6 +44,14 @@ def main(argv: list[str]) -> int:
     print(f"claims' window {window:.3f} s, {len(claims)} claims; in flight at once (share of the window): "
           + ", ".join(f"{k}: {v / window:.2f}" for k, v in sorted(at_once.items())))
     print(f"claim transactions {in_tx:.2f} s: statements {in_sql:.2f} s, Python {in_tx - in_sql:.2f} s")
+    # Waits a claim that inserted: each statement sent alone, each pipeline's Sync, the COMMIT
+    # (psycopg's BEGIN rides in a transaction's first statement sent alone, a round trip of its own).
+    waits = [[e[2] for e in events if e[0] == "sql" and e[1] == c[1] and c[3] <= e[3] <= c[4]] for c in claims]
+    waits = [w for w in waits if any(t.startswith(("INSERT INTO executions", "PIPELINE")) and "INSERT" in t for t in w)]
+    if waits:
+        print(f"claims that inserted: {len(waits)}, mean transaction ms "
+              f"{statistics.mean(c[4] - c[3] for c in claims) * 1000:.1f}; waits a claim "
+              f"{collections.Counter(map(len, waits)).most_common()}: " + " | ".join(waits[len(waits) // 2]))
     server = None
     if len(argv) > 1:
         with open(argv[1]) as report:

@@ -7,7 +7,8 @@ does nothing unless ``TICKWHEEL_TRACE=PREFIX`` is set and the process is a
 (its function's name, the store thread, start and end), each statement's
 ``execute`` and each ``COMMIT`` as the client sees them (sending, PostgreSQL's
 work, the reply, and the wait for the interpreter's lock and a CPU after
-it), and the event loop's lag (a 2 ms sleep's overshoot), and writes them to
+it; a statement queued in psycopg's pipeline mode is recorded as queued,
+the round trip as the pipeline's ``PIPELINE …`` at its Sync), and the event loop's lag (a 2 ms sleep's overshoot), and writes them to
 ``PREFIX.<pid>`` (tab-separated) when the server exits. At most
 ``MAX_EVENTS`` are kept. ``loadtest/tracehook/analyse.py`` reads the file
 beside ``bench_e2e.py``'s JSON (``pg_stat_statements``' times of the same
@@ -61,20 +62,40 @@ def _install(prefix: str) -> None:
     transactions._Attempt.run = run
 
     execute = psycopg.Cursor.execute
+    queued = threading.local()
 
     def timed_execute(self, query, params=None, **kwargs):  # noqa: ANN001, ANN202
         start = clock()
+        pipelined = self.connection._pipeline is not None
         try:
             return execute(self, query, params, **kwargs)
         finally:
-            text = query if isinstance(query, str) else str(query)
-            record("sql", " ".join(text.split())[:60], start)
+            text = " ".join((query if isinstance(query, str) else str(query)).split())
+            if pipelined:  # queued: its wait is the pipeline's Sync (below)
+                record("queued", text[:60], start)
+                queued.texts = getattr(queued, "texts", []) + [" ".join(text.split()[:3])]
+            else:
+                record("sql", text[:60], start)
 
     psycopg.Cursor.execute = timed_execute
+
+    pipeline_exit = psycopg.Pipeline.__exit__
+
+    def timed_pipeline_exit(self, *exc):  # noqa: ANN001, ANN202
+        start = clock()
+        try:
+            return pipeline_exit(self, *exc)
+        finally:
+            texts, queued.texts = getattr(queued, "texts", []), []
+            record("sql", ("PIPELINE " + " + ".join(texts))[:60], start)
+
+    psycopg.Pipeline.__exit__ = timed_pipeline_exit
 
     commit = psycopg.Connection.commit
 
     def timed_commit(self):  # noqa: ANN001, ANN202
+        if self.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            return commit(self)  # nothing to send: committed already (in a pipeline)
         start = clock()
         try:
             return commit(self)

@@ -6,7 +6,8 @@ PostgreSQL and CockroachDB each is one statement over arrays (``INSERT …
 SELECT FROM unnest(…)``, ``UPDATE jobs … FROM unnest(…)``); on SQLite an
 executemany. The rows the claim hands out itself (:mod:`.claim_handout`)
 go in an INSERT of their own, already ``running``. Everything here runs
-inside the claim's transaction.
+inside the claim's transaction; on PostgreSQL and CockroachDB :func:`write`
+sends the writes together, with the COMMIT after them (:mod:`.pipeline`).
 """
 
 from __future__ import annotations

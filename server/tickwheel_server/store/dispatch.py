@@ -15,8 +15,8 @@ whole batch.
 
 The writes (:mod:`.claim_writes`) are two statements per batch whatever its
 size. On PostgreSQL and CockroachDB each is one statement over arrays
-(``INSERT … SELECT FROM unnest(…)``, ``UPDATE jobs … FROM unnest(…)``): one
-round trip and one parse, where a driver-level executemany sends a statement per row
+(``INSERT … SELECT FROM unnest(…)``, ``UPDATE jobs … FROM unnest(…)``), one
+parse each, sent with the COMMIT in one round trip (:mod:`.pipeline`), not one per row
 (``loadtest/bench_dispatch.py`` measures both). The owned partitions are one
 array parameter too, so the claim's text is the same every tick, and the
 SELECT names the state ``'active'`` as a constant: psycopg prepares a

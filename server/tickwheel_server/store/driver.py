@@ -1,8 +1,8 @@
 """Fixed driver SQL on the connection's own psycopg cursor (PostgreSQL and CockroachDB).
 
 The create's statements (:mod:`.jobcreate`, :mod:`.requests`, :mod:`.quota`)
-and the epoch check before every claim batch (:mod:`.partitions`) are fixed
-texts with psycopg parameters; SQLAlchemy's ``exec_driver_sql``
+are fixed texts with psycopg parameters (the claim's go in round trips of
+several, :mod:`.pipeline`); SQLAlchemy's ``exec_driver_sql``
 adds an execution context, events and a result wrapper around each, about as
 much CPU as psycopg's own execute (loadtest/RESULTS.md, "CreateJob on uvloop,
 and where the thread hop went"). Here they run on a cursor of the DBAPI

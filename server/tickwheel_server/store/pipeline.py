@@ -14,7 +14,10 @@ pipeline mode (it waits for the BEGIN's reply to know the transaction's
 state). A transaction run with ``begins_itself``
 (:func:`.transactions.run_in_transaction`) hands its connection over in
 autocommit, and the first :func:`send` then puts the BEGIN (at the
-connection's isolation level) before its statements. Every statement of
+connection's isolation level) before its statements. The BEGIN and the
+COMMIT are never prepared (psycopg prepares a text it runs often): they
+are parsed in no time, and a transaction's control is left out of the
+statements a server keeps. Every statement of
 such a transaction must come after that first :func:`send`: in autocommit
 one before it would commit on its own. Statements after it, through
 SQLAlchemy or this module, run in the open transaction.
@@ -69,13 +72,13 @@ def send(conn: Connection, statements: list[Statement], *, commit: bool = False)
         try:
             with dbapi.pipeline():
                 if dbapi.autocommit and dbapi.info.transaction_status == TransactionStatus.IDLE:
-                    dbapi.execute(begin_statement(dbapi))
+                    dbapi.execute(begin_statement(dbapi), prepare=False)
                 for statement, parameters in statements:
                     cursor = dbapi.cursor()
                     cursors.append(cursor)
                     cursor.execute(statement, parameters)
                 if commit:  # as a statement: psycopg's commit() would wait for its reply in a trip of its own
-                    dbapi.execute("COMMIT")
+                    dbapi.execute("COMMIT", prepare=False)
             return [cursor.fetchall() if cursor.description is not None else cursor.rowcount for cursor in cursors]
         except psycopg.Error as error:
             conn._handle_dbapi_exception(error, statement, parameters, cursors[-1] if cursors else None, None)
