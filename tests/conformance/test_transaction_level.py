@@ -15,7 +15,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 
 from tickwheel_server.store import create_store_engine
-from tickwheel_server.store import driver
+from tickwheel_server.store import driver, pipeline
 from tickwheel_server.store.base import SqlStore
 from tickwheel_server.store.errors import StoreConfigError
 from tickwheel_server.store.transactions import (
@@ -167,3 +167,67 @@ def test_a_connection_that_cannot_take_the_level_is_replaced_and_the_attempt_ret
     )  # fmt: skip
     assert result[0] == READ_COMMITTED and result[1] != closed[0]
     assert [e.kind for e in events] == [ErrorKind.CONNECTION]
+
+
+# ------------------------------------------------ a transaction that begins itself (store/pipeline.py)
+
+
+def _scratch(conn: Connection) -> None:
+    conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS begun (n INTEGER)")
+
+
+@postgres
+@pytest.mark.parametrize("isolation", [None, "READ COMMITTED"])
+def test_a_transaction_that_begins_itself_sends_its_begin_with_its_first_statements(one: Engine, isolation) -> None:
+    """Its level is the attempt's, its writes are one transaction (a
+    failure after them leaves none), and the pooled connection goes back
+    out of autocommit, the same connection, at the engine's level."""
+    run_in_transaction(one, _scratch)
+    level_ = isolation_level(one, isolation)
+
+    def fn(conn: Connection):
+        dbapi_connection = conn.connection.dbapi_connection
+        assert dbapi_connection.autocommit and dbapi_connection.info.transaction_status.name == "IDLE"
+        [[(seen,)], inserted] = pipeline.send(
+            conn, [("SHOW transaction_isolation", {}), ("INSERT INTO begun VALUES (1)", {})]
+        )
+        assert dbapi_connection.info.transaction_status.name == "INTRANS", "the BEGIN went first"
+        conn.exec_driver_sql("INSERT INTO begun VALUES (2)")  # after it, through SQLAlchemy: the same transaction
+        return seen, inserted, backend(conn)
+
+    def failing(conn: Connection):
+        fn(conn)
+        raise ValueError("after the writes")
+
+    seen, inserted, pid = run_in_transaction(one, fn, isolation=level_, begins_itself=True)
+    assert seen == (isolation or SERIALIZABLE).lower() and inserted == 1
+    with pytest.raises(ValueError):
+        run_in_transaction(one, failing, isolation=level_, begins_itself=True)
+    counted = run_in_transaction(one, lambda c: (driver.rows(c, "SELECT count(*) FROM begun", {})[0][0], backend(c),
+                                                 c.connection.dbapi_connection.autocommit, level(c)))
+    assert counted == (2, pid, False, SERIALIZABLE), "only the committed attempt's rows; the connection as it came"
+
+
+@postgres
+def test_a_commit_sent_with_the_writes_commits_them_once(one: Engine) -> None:
+    run_in_transaction(one, _scratch)
+
+    def fn(conn: Connection):
+        pipeline.send(conn, [("INSERT INTO begun VALUES (7)", {})], commit=True)
+        return conn.connection.dbapi_connection.info.transaction_status.name
+
+    assert run_in_transaction(one, fn, begins_itself=True) == "IDLE", "committed in the trip; the runner's is a no-op"
+    assert run_in_transaction(one, lambda c: driver.rows(c, "SELECT count(*) FROM begun WHERE n = 7", {})[0][0]) == 1
+
+
+@postgres
+def test_a_connection_that_cannot_leave_autocommit_is_discarded(one: Engine) -> None:
+    conn = one.connect()
+    dbapi_connection = conn.connection.dbapi_connection
+    dbapi_connection.autocommit = True
+    dbapi_connection.execute("BEGIN")
+    with pytest.raises(Exception):
+        dbapi_connection.execute("SELECT 1 / 0")
+    _restore_level(conn, dbapi_connection, None, False)
+    assert conn.invalidated and dbapi_connection.closed
+    conn.close()

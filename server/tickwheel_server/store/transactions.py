@@ -219,7 +219,8 @@ class _Attempt:
             if self._level is None and not self._begins_itself:
                 return self._transaction(conn)
             dbapi_connection = conn.connection.dbapi_connection
-            kept = dbapi_connection.isolation_level, dbapi_connection.autocommit
+            kept_level = dbapi_connection.isolation_level
+            kept_autocommit = dbapi_connection.autocommit if self._begins_itself else None
             try:
                 if self._level is not None:
                     dbapi_connection.isolation_level = self._level
@@ -231,7 +232,7 @@ class _Attempt:
             try:
                 return self._transaction(conn)
             finally:
-                _restore_level(conn, dbapi_connection, kept)
+                _restore_level(conn, dbapi_connection, kept_level, kept_autocommit)
 
     def _transaction(self, conn: Connection) -> T:
         transaction = conn.begin()
@@ -248,17 +249,21 @@ class _Attempt:
         return result
 
 
-def _restore_level(conn: Connection, dbapi_connection: Any, kept: tuple[IsolationLevel | None, bool]) -> None:
-    """Give the pooled connection its engine's level and autocommit setting
-    (``kept``) back, once its transaction has ended; one that cannot take
-    them (lost, or still in a failed transaction) is invalidated, so the
-    pool never hands out a connection at another level than the engine's,
-    nor one left in autocommit by a transaction that ``begins_itself``."""
+def _restore_level(
+    conn: Connection, dbapi_connection: Any, level: IsolationLevel | None, autocommit: bool | None = None
+) -> None:
+    """Give the pooled connection its engine's level and (unless None) its
+    ``autocommit`` setting back, once its transaction has ended; one that
+    cannot take them (lost, or still in a failed transaction) is
+    invalidated, so the pool never hands out a connection at another level
+    than the engine's, nor one left in autocommit by a transaction that
+    ``begins_itself``."""
     if conn.invalidated:
         return
     try:
-        dbapi_connection.autocommit = kept[1]
-        dbapi_connection.isolation_level = kept[0]
+        if autocommit is not None:
+            dbapi_connection.autocommit = autocommit
+        dbapi_connection.isolation_level = level
     except Exception:
         log.debug("a connection kept its transaction's isolation level; discarded", exc_info=True)
         conn.invalidate()
