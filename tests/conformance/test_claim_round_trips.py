@@ -18,6 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from tickwheel.shared.ids import execution_id
+from tickwheel_server.store import create_store_engine
 from tickwheel_server.store.claim_handout import HandOutOffer
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.errors import AmbiguousCommitError
@@ -33,9 +34,8 @@ pytestmark = pytest.mark.postgres
 
 @pytest.fixture(params=["postgres"])
 def migrated_engine(request: pytest.FixtureRequest):
-    from tickwheel_server.store import create_store_engine
-
-    engine = create_store_engine(request.getfixturevalue("migrated_postgres_url"))
+    # One pooled connection: psycopg prepares per connection, so the claims' trips are counted on one.
+    engine = create_store_engine(request.getfixturevalue("migrated_postgres_url"), pool_size=1, max_overflow=0)
     yield engine
     engine.dispose()
 
