@@ -90,6 +90,7 @@ from tickwheel.shared.clock import SystemClock
 from tickwheel.shared.ids import partition_of, to_us
 from tickwheel_server.schedule import pin_tzdata, tzdata_version
 from tickwheel_server.store import create_store_engine, migrate
+from tickwheel_server.store import pipeline as store_pipeline
 from tickwheel_server.jobspec import DefinitionCache
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.partitions import raise_epochs_in
@@ -234,7 +235,9 @@ def check_drained(pg: psycopg.Connection, expected: int) -> None:
 
 class Capture:
     """Statements the store sends, with their parameters, and the time spent
-    inside the driver's execute calls."""
+    inside the driver's execute calls: through SQLAlchemy (its cursor
+    events) and in round trips of several (``store.pipeline.send``: each
+    statement counted, the trip's time as the driver's)."""
 
     def __init__(self, engine: sa.engine.Engine) -> None:
         self.engine = engine
@@ -247,13 +250,16 @@ class Capture:
     def __enter__(self) -> Capture:
         event.listen(self.engine, "before_cursor_execute", self._before)
         event.listen(self.engine, "after_cursor_execute", self._after)
+        self._send = store_pipeline.send
+        store_pipeline.send = self._pipelined
         return self
 
     def __exit__(self, *exc) -> None:
         event.remove(self.engine, "before_cursor_execute", self._before)
         event.remove(self.engine, "after_cursor_execute", self._after)
+        store_pipeline.send = self._send
 
-    def _before(self, conn, cursor, statement, parameters, context, executemany) -> None:
+    def _seen(self, statement: str, parameters) -> None:
         if self.claim is None and "FROM jobs" in statement and "FOR UPDATE" in statement:
             self.claim = (statement, dict(parameters))
         if statement.startswith("INSERT INTO executions"):
@@ -261,6 +267,18 @@ class Capture:
         elif statement.startswith("UPDATE jobs"):
             self.writes["update"] = statement
         self.statements += 1
+
+    def _pipelined(self, conn, statements, **options):
+        for statement, parameters in statements:
+            self._seen(statement, parameters)
+        started = time.perf_counter()
+        try:
+            return self._send(conn, statements, **options)
+        finally:
+            self.sql_s += time.perf_counter() - started
+
+    def _before(self, conn, cursor, statement, parameters, context, executemany) -> None:
+        self._seen(statement, parameters)
         self._started.append(time.perf_counter())
 
     def _after(self, conn, cursor, statement, parameters, context, executemany) -> None:
