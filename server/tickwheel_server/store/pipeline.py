@@ -14,13 +14,13 @@ pipeline mode (it waits for the BEGIN's reply to know the transaction's
 state). A transaction run with ``begins_itself``
 (:func:`.transactions.run_in_transaction`) hands its connection over in
 autocommit, and the first :func:`send` then puts the BEGIN (at the
-connection's isolation level) before its statements. The BEGIN and the
-COMMIT are never prepared (psycopg prepares a text it runs often): they
-are parsed in no time, and a transaction's control is left out of the
-statements a server keeps. Every statement of
+connection's isolation level) before its statements. Every statement of
 such a transaction must come after that first :func:`send`: in autocommit
 one before it would commit on its own. Statements after it, through
-SQLAlchemy or this module, run in the open transaction.
+SQLAlchemy or this module, run in the open transaction. The BEGIN and the
+COMMIT sent here are never prepared (psycopg prepares a text it runs
+often): they cost nothing to parse, and no pooler or other engine has to
+take a transaction's control as a prepared statement.
 
 Errors: in pipeline mode an error reaches the client at the Sync, and the
 server skips the statements after the failed one up to it (a COMMIT
