@@ -46,272 +46,36 @@ import heapq
 import os
 import random
 import signal
-import socket
 import subprocess
-import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from datetime import datetime, timedelta
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
 import grpc
 import pytest
-from croniter import croniter
-from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
 
 from tests.support import audit
+from tests.support.chaos import (
+    SERVERS, TENANTS, WORKERS, Fault, PlannedJob, chaos_problems, chaos_target, fault_plan, job_plan,
+)
 from tests.support.etcd import EtcdServer
 from tests.support.faults import (
     HEARTBEAT_INTERVAL, HEARTBEAT_TIMEOUT, LOOPBACK, PARTITIONS, SESSION_TTL, count, eventually, migrated_store, now,
 )
-from tests.support.postgres import PostgresServer
+from tests.support.postgres import PostgresServer, free_port
 from tests.support.server import ServerProcess, start_cluster_server, start_worker_process
-from tickwheel.shared.ids import execution_id, from_us, to_us
 
 pytestmark = [pytest.mark.postgres, pytest.mark.etcd, pytest.mark.slow]
 
 SEED_VARIABLE = "TICKWHEEL_CHAOS_SEED"
-TENANTS = ("acme", "globex", "initech")
-WORKERS = {"w-acme-globex": ("acme", "globex"), "w-globex-initech": ("globex", "initech"),
-           "w-initech-acme": ("initech", "acme")}  # fmt: skip
-SERVERS = ("s0", "s1", "s2")
 MIN_RUN = 40.0
 """Seconds from the first fault's earliest instant to the end of the window, at least."""
-MUTEX_KEY = "chaos-mutex"
-JITTER_WINDOW = 5
-
-
-# --------------------------------------------------------------------------- the target
-
-
-@dataclass
-class Call:
-    key: str
-    attempt: int
-    delivery: int
-    began: float
-    ended: float = 0.0
-    status: int = 0
-
-
-class ChaosTarget:
-    """An HTTP target on loopback recording every call (key, attempt,
-    delivery, when it began and ended, what it answered), answering by path:
-    ``/ok`` at once; ``/brief`` after 0.3 s; ``/hold`` after 1.5 s;
-    ``/flaky`` 500 on attempt 1, 200 after; ``/fail`` 500 always."""
-
-    def __init__(self) -> None:
-        self.deliveries = audit.Deliveries()
-        self.calls: list[Call] = []
-        self._closing = threading.Event()
-        target = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                call = Call(self.headers.get("Idempotency-Key", ""), int(self.headers.get("Tickwheel-Attempt", 0)),
-                            int(self.headers.get("Tickwheel-Delivery", 0)), time.time())  # fmt: skip
-                target.deliveries.saw(call.key, call.attempt, call.delivery)
-                target.calls.append(call)
-                status = 200
-                if self.path == "/hold":
-                    target._closing.wait(1.5)
-                elif self.path == "/brief":
-                    target._closing.wait(0.3)
-                elif self.path == "/flaky" and call.attempt <= 1:
-                    status = 500
-                elif self.path == "/fail":
-                    status = 500
-                call.ended, call.status = time.time(), status
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Length", "2")
-                    self.end_headers()
-                    self.wfile.write(b"ok")
-                except OSError:
-                    pass  # the worker went away meanwhile
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
-
-    def close(self) -> None:
-        self._closing.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-
-OUTCOME = {"/ok": ("succeeded", 1), "/brief": ("succeeded", 1), "/hold": ("succeeded", 1),
-           "/flaky": ("succeeded", 2), "/fail": ("dead", 2)}  # fmt: skip
-"""The terminal state and final attempt number each target path implies."""
-
-
-# --------------------------------------------------------------------------- the plan
-
-
-@dataclass(frozen=True)
-class Fault:
-    kind: str  # kill_server, freeze_server, kill_worker, restart_postgres, restart_etcd
-    subject: str  # a server or worker id, "postgres" or "etcd"
-    at: float  # seconds after the run's start
-    lasts: float  # seconds until the restart (or SIGCONT)
-
-    def __str__(self) -> str:
-        return f"{self.at:5.1f}s +{self.lasts:.1f}s {self.kind} {self.subject}"
-
-
-KINDS = ("kill_server", "freeze_server", "kill_worker", "restart_postgres", "restart_etcd")
-DURATION = {
-    "kill_server": (0.5, 4.0),
-    "freeze_server": (SESSION_TTL + 1.0, SESSION_TTL + 3.0),  # past the session TTL
-    "kill_worker": (0.5, 3.0),
-    "restart_postgres": (0.5, 3.0),
-    "restart_etcd": (0.5, SESSION_TTL + 2.0),  # sometimes within the TTL, sometimes past it
-}
-
-
-def fault_plan(rng: random.Random, span: float) -> list[Fault]:
-    """Each kind of fault once and one to three more, at instants in
-    ``[1, span)``; one subject is never hit twice at once, at most two
-    servers and two workers are down (or frozen) at once."""
-    kinds = list(KINDS) + [rng.choice(KINDS) for _ in range(rng.randint(1, 3))]
-    rng.shuffle(kinds)
-    plan: list[Fault] = []
-
-    def busy(fault: Fault, others: list[Fault]) -> list[Fault]:
-        return [o for o in others if o.at < fault.at + fault.lasts + 0.5 and fault.at < o.at + o.lasts + 0.5]
-
-    for kind in kinds:
-        for _ in range(100):
-            low, high = DURATION[kind]
-            lasts = round(rng.uniform(low, high), 1)
-            at = round(rng.uniform(1.0, span - lasts), 1)
-            if kind in ("kill_server", "freeze_server"):
-                subject = rng.choice(SERVERS)
-            elif kind == "kill_worker":
-                subject = rng.choice(sorted(WORKERS))
-            else:
-                subject = kind.removeprefix("restart_")
-            fault = Fault(kind, subject, at, lasts)
-            overlapping = busy(fault, plan)
-            if any(o.subject == subject for o in overlapping):
-                continue
-            if subject in SERVERS and sum(o.subject in SERVERS for o in overlapping) >= 2:
-                continue
-            if subject in WORKERS and sum(o.subject in WORKERS for o in overlapping) >= 2:
-                continue
-            plan.append(fault)
-            break
-    return sorted(plan, key=lambda f: f.at)
-
-
-# --------------------------------------------------------------------------- the jobs
-
-
-@dataclass
-class PlannedJob:
-    tenant: str
-    name: str
-    path: str
-    schedule: str  # "once" or "cron"
-    once_at: datetime | None = None
-    expression: str = ""
-    zone: str = "UTC"
-    jitter: int = 0  # seconds of jitter window; 0 means exact
-    overlap: int = job_pb2.OVERLAP_POLICY_SKIP
-    mutex: bool = False
-    bounded: bool = True  # ends at the window's end (a job that would never fire there is refused)
-    job_id: str = ""
-
-    def proto(self, url: str, end_at: datetime) -> job_pb2.Job:
-        job = job_pb2.Job(name=self.name, target=job_pb2.Target(http=job_pb2.HttpTarget(url=url + self.path)),
-                          overlap_policy=self.overlap)  # fmt: skip
-        if self.schedule == "once":
-            job.schedule.once_at.FromDatetime(self.once_at)
-        else:
-            job.schedule.cron.expression = self.expression
-            job.schedule.cron.time_zone = self.zone
-            if self.bounded:
-                job.end_at.FromDatetime(end_at)
-            if self.jitter:
-                job.jitter.window.FromSeconds(self.jitter)
-            else:
-                job.jitter.exact = True
-        job.retry_policy.max_attempts = 2 if self.path == "/fail" else 5
-        job.retry_policy.initial_backoff.FromMilliseconds(100)
-        job.retry_policy.max_backoff.FromMilliseconds(300)
-        if self.mutex:
-            job.concurrency_keys.add(key=MUTEX_KEY, limit=1)
-        return job
-
-
-def local_hour(zone: str, at: datetime, shift: int = 0) -> int:
-    return (at.astimezone(ZoneInfo(zone)).hour + shift) % 24
-
-
-def job_plan(rng: random.Random, start: datetime, until: datetime) -> list[PlannedJob]:
-    """The recurring jobs (their hour fields from the zones' local hour at
-    the window's middle) and one-offs due across ``[start + 1 s, until - 2 s)``."""
-    middle = start + (until - start) / 2
-    jobs = [
-        PlannedJob("acme", "every-minute-london", "/brief", "cron", expression="* * * * *", zone="Europe/London",
-                   jitter=JITTER_WINDOW),
-        PlannedJob("acme", "queue-one", "/hold", "cron", expression="* * * * *", overlap=job_pb2.OVERLAP_POLICY_QUEUE_ONE),
-        PlannedJob("globex", "this-hour-new-york", "/ok", "cron",
-                   expression=f"* {local_hour('America/New_York', middle)} * * *", zone="America/New_York"),
-        PlannedJob("globex", "this-hour-kathmandu-flaky", "/flaky", "cron",
-                   expression=f"* {local_hour('Asia/Kathmandu', middle)} * * *", zone="Asia/Kathmandu"),
-        PlannedJob("initech", "this-hour-lord-howe", "/ok", "cron",
-                   expression=f"* {local_hour('Australia/Lord_Howe', middle)} * * *", zone="Australia/Lord_Howe",
-                   jitter=JITTER_WINDOW),
-        PlannedJob("initech", "other-hour-kolkata", "/ok", "cron",
-                   expression=f"* {local_hour('Asia/Kolkata', middle, 12)} * * *", zone="Asia/Kolkata", bounded=False),
-    ]  # fmt: skip
-    span_ms = int((until - start).total_seconds() * 1000) - 3000
-    paths = ["/ok"] * 8 + ["/brief"] * 4 + ["/hold"] * 4 + ["/flaky"] * 3 + ["/fail"]
-    for tenant in TENANTS:
-        chosen = ["/flaky", "/fail"] + [rng.choice(paths) for _ in range(12)]
-        for index, path in enumerate(chosen):
-            at = start + timedelta(milliseconds=1000 + rng.randrange(span_ms))
-            jobs.append(PlannedJob(tenant, f"once-{index}{path.replace('/', '-')}", path, "once", once_at=at))
-    for index in range(2):  # two pairs under one concurrency key, each pair due at one instant
-        at = start + timedelta(milliseconds=1000 + rng.randrange(span_ms))
-        for side in "ab":
-            jobs.append(PlannedJob("acme", f"mutex-{index}{side}", "/hold", "once", once_at=at, mutex=True))
-    return jobs
-
-
-def expected_nominals(job: PlannedJob, created: datetime, until: datetime) -> list[datetime]:
-    """The job's nominal instants in the window, computed without the
-    server's engine: the requested instant, or croniter in the job's zone
-    from its creation (exclusive) up to ``until`` (its ``end_at``, exclusive)."""
-    if job.schedule == "once":
-        return [job.once_at]
-    found = []
-    it = croniter(job.expression, created.astimezone(ZoneInfo(job.zone)))
-    while (fire := it.get_next(datetime).astimezone(timezone.utc)) < until:
-        found.append(fire)
-    return found
 
 
 # --------------------------------------------------------------------------- the cluster
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Cluster:
@@ -438,77 +202,6 @@ def run_faults(cluster: Cluster, plan: list[Fault], start: float, postgres: Post
         log.append(f"{time.monotonic() - start:5.1f}s {action} {subject}")
 
 
-# --------------------------------------------------------------------------- the audit
-
-
-def chaos_problems(jobs: list[PlannedJob], snapshot: audit.Snapshot, until: datetime, target: ChaosTarget) -> list[str]:
-    """Every broken rule of the run, one line per occurrence or job (the module docstring)."""
-    by_id = {job.job_id: job for job in jobs}
-    expected: list[audit.Occurrence] = []
-    found: list[str] = []
-    engine_view = {(o.job_id, o.nominal_at): o for o in audit.expected_occurrences(snapshot.jobs, until)}
-    executions = {row.id: row for row in snapshot.executions}
-    for job in jobs:
-        for nominal in expected_nominals(job, audit.created_at(job.job_id), until):
-            ours = engine_view.pop((job.job_id, to_us(nominal)), None)
-            key = execution_id(job.job_id, nominal)
-            if ours is None:
-                found.append(f"{key} ({job.tenant}/{job.name}): expected by croniter, not by the schedule engine")
-                due = to_us(nominal)
-            elif job.jitter:
-                due = ours.due_at  # jitter is a hash of the job id: the engine's, bounded here
-                if not to_us(nominal) <= due < to_us(nominal + timedelta(seconds=job.jitter)):
-                    found.append(f"{key} ({job.tenant}/{job.name}): due {from_us(due)} outside its jitter window")
-            else:
-                due = to_us(nominal)
-            expected.append(audit.Occurrence(job.job_id, job.tenant, to_us(nominal), due))
-    for (job_id, nominal), _ in sorted(engine_view.items()):
-        found.append(f"{execution_id(job_id, from_us(nominal))}: expected by the schedule engine, not by croniter")
-
-    found += audit.problems(expected, snapshot, deliveries=target.deliveries)
-    attempts_of = defaultdict(list)
-    for attempt in snapshot.attempts:
-        attempts_of[attempt.execution_id].append(attempt)
-    for occurrence in expected:
-        job, key = by_id[occurrence.job_id], occurrence.key
-        row = executions.get(key)
-        if row is None:
-            continue  # audit.problems named it
-        status, attempt = OUTCOME[job.path]
-        if (row.status, row.attempt) != (status, attempt):
-            found.append(f"{key} ({job.tenant}/{job.name} {job.path}): {row.status} at attempt {row.attempt} "
-                         f"(delivery {row.delivery}, requeued {row.reap_count}, {row.dead_reason!r}), "
-                         f"expected {status} at attempt {attempt}")  # fmt: skip
-        tried = sorted({a.attempt for a in attempts_of[key]})
-        if tried != list(range(1, attempt + 1)):
-            found.append(f"{key} ({job.tenant}/{job.name}): attempts {tried} recorded, expected 1..{attempt}")
-        for run in attempts_of[key]:
-            if run.status == "lost" and not run.worker_id:
-                continue  # requeued by the reaper: a hand-out does not write its worker, so the store knows none
-            if row.tenant not in WORKERS.get(run.worker_id, ()):
-                found.append(f"{key} ({row.tenant}): attempt {run.attempt} delivery {run.delivery} run by "
-                             f"{run.worker_id!r}, which holds no credential for {row.tenant}")  # fmt: skip
-    for skip in snapshot.skips:
-        if skip.job_id in by_id and not (by_id[skip.job_id].overlap == job_pb2.OVERLAP_POLICY_QUEUE_ONE
-                                         and skip.reason.lower() == "overlap"):
-            found.append(f"{skip.job_id} ({by_id[skip.job_id].name}): skipped {skip.count} ({skip.reason!r})")
-
-    pairs: dict[datetime, list[str]] = defaultdict(list)
-    for job in jobs:
-        if job.mutex:
-            pairs[job.once_at].append(execution_id(job.job_id, job.once_at))
-    for keys in pairs.values():
-        rows = [executions.get(k) for k in keys]
-        if any(r is None or r.delivery != 1 or r.reap_count for r in rows):
-            continue  # a requeued one may legitimately still run on the worker that lost it
-        spans = [[(c.began, c.ended) for c in target.calls if c.key == k and c.status == 200] for k in keys]
-        for a in spans[0]:
-            for b in spans[1]:
-                if a[0] < b[1] and b[0] < a[1]:
-                    found.append(f"{keys[0]} and {keys[1]} ran at once under {MUTEX_KEY!r} (limit 1): {a} {b}")
-    return found
-
-
 # --------------------------------------------------------------------------- the test
 
 
@@ -518,7 +211,7 @@ def test_a_seeded_mix_of_faults_loses_doubles_and_hastens_nothing(
     seed = int(os.environ.get(SEED_VARIABLE) or random.SystemRandom().randrange(1_000_000))
     print(f"chaos seed {seed} (replay with {SEED_VARIABLE}={seed})")
     rng = random.Random(seed)
-    target = ChaosTarget()
+    target = chaos_target()
     done: list[str] = []
     with ExitStack() as stack, migrated_store(postgres_url) as engine:
         stack.callback(target.close)
@@ -569,7 +262,7 @@ def test_a_seeded_mix_of_faults_loses_doubles_and_hastens_nothing(
                 break
             time.sleep(0.3)  # polling the store for other processes' work
         snapshot = audit.load(engine, TENANTS)
-        found = chaos_problems(jobs, snapshot, until, target)
+        found = chaos_problems(jobs, snapshot, until, target.deliveries, target.calls)
         dead = [sid for sid, server in cluster.servers.items() if server.process.poll() is not None]
         if dead:
             found.append(f"servers {dead} exited on their own")

@@ -60,20 +60,37 @@ def eventually(check: Callable[[], T], timeout: float, what: str, interval: floa
 # --------------------------------------------------------------------------- the target
 
 
+@dataclass
+class Call:
+    """One call a :class:`RecordingTarget` received: its key, attempt and
+    delivery, when it began and ended (``time.time()``) and what it answered."""
+
+    key: str
+    attempt: int
+    delivery: int
+    began: float
+    ended: float = 0.0
+    status: int = 0
+
+
 class RecordingTarget:
     """A real HTTP target on loopback that records the ``Idempotency-Key``,
     attempt and delivery of every call as it arrives (``deliveries``, for the
-    audit), then answers by path:
+    audit; ``calls`` also when each began and ended and what it answered),
+    then answers by path:
 
     - ``/ok``: 200 at once;
     - ``/hold``: 200 after ``hold`` seconds (a call in progress across a fault);
     - ``/brief``: 200 after 0.3 s (a worker's slots stay busy);
     - ``/nul``: 500 with NUL bytes in the body, which the worker copies into
-      the attempt's error.
+      the attempt's error;
+    - ``/flaky``: 500 on attempt 1, 200 after (a retried job);
+    - ``/fail``: 500 always (a job that ends dead).
     """
 
     def __init__(self, hold: float = 2.0) -> None:
         self.deliveries = audit.Deliveries()
+        self.calls: list[Call] = []
         self.hold = hold
         self._closing = threading.Event()
         target = self
@@ -83,10 +100,10 @@ class RecordingTarget:
 
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                key = self.headers.get("Idempotency-Key", "")
-                target.deliveries.saw(
-                    key, int(self.headers.get("Tickwheel-Attempt", 0)), int(self.headers.get("Tickwheel-Delivery", 0))
-                )
+                call = Call(self.headers.get("Idempotency-Key", ""), int(self.headers.get("Tickwheel-Attempt", 0)),
+                            int(self.headers.get("Tickwheel-Delivery", 0)), time.time())  # fmt: skip
+                target.deliveries.saw(call.key, call.attempt, call.delivery)
+                target.calls.append(call)
                 status, body = 200, b"ok"
                 if self.path == "/hold":
                     target._closing.wait(target.hold)
@@ -94,6 +111,9 @@ class RecordingTarget:
                     target._closing.wait(0.3)
                 elif self.path == "/nul":
                     status, body = 500, NUL_BODY
+                elif self.path == "/fail" or self.path == "/flaky" and call.attempt <= 1:
+                    status = 500
+                call.ended, call.status = time.time(), status
                 try:
                     self.send_response(status)
                     self.send_header("Content-Length", str(len(body)))
