@@ -87,6 +87,7 @@ class Cluster:
         self.stack, self.tmp_path, self.store, self.etcd = stack, tmp_path, store, etcd
         self.ports = {sid: free_port() for sid in SERVERS}
         self.servers: dict[str, ServerProcess] = {}
+        self.started: list[ServerProcess] = []  # every server process, the restarted ones too
         self.frozen: set[str] = set()
         self.workers: dict[str, subprocess.Popen] = {}
         self.credentials: dict[str, str] = {}
@@ -104,6 +105,7 @@ class Cluster:
             "--partition-count", str(PARTITIONS), "--config", str(self.config), "--allow-target-network", LOOPBACK,
             "--listen", f"127.0.0.1:{self.ports[sid]}", session_ttl=SESSION_TTL,
         )  # fmt: skip
+        self.started.append(self.servers[sid])
 
     def kill_server(self, sid: str) -> None:
         self.servers[sid].kill()
@@ -129,6 +131,13 @@ class Cluster:
 
     def logs(self) -> str:
         return "".join(server.log() for server in self.servers.values())
+
+    def errors(self, most: int = 30) -> list[str]:
+        """The last ``most`` lines of every server's and worker's log that say ERROR or Traceback."""
+        paths = [server.log_path for server in self.started] + sorted(self.tmp_path.glob("worker-*.log"))
+        lines = [f"{path.name}: {line}" for path in paths
+                 for line in path.read_text(errors="replace").splitlines() if "ERROR" in line or "Traceback" in line]
+        return lines[-most:]
 
     def admin(self) -> tuple[str, tuple[tuple[str, str], ...]]:
         server = self.servers[SERVERS[0]]
@@ -278,7 +287,7 @@ def test_a_seeded_mix_of_faults_loses_doubles_and_hastens_nothing(
               + "\n    ".join(done))  # fmt: skip
         assert not found, (
             f"chaos run, {summary}\napplied:\n    " + "\n    ".join(done) + f"\n{len(found)} problem(s):\n  "
-            + "\n  ".join(sorted(set(found)))
+            + "\n  ".join(sorted(set(found))) + "\nerrors logged:\n  " + "\n  ".join(cluster.errors())
         )
         cron = [job for job in jobs if job.schedule == "cron" and "other-hour" not in job.name]
         assert any(row.job_id in {job.job_id for job in cron} for row in snapshot.executions), (
