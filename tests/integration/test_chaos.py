@@ -59,7 +59,7 @@ from tickwheel.v1 import admin_pb2, admin_pb2_grpc, scheduler_pb2, scheduler_pb2
 
 from tests.support import audit
 from tests.support.chaos import (
-    SERVERS, TENANTS, WORKERS, Fault, PlannedJob, chaos_problems, chaos_target, fault_plan, job_plan,
+    SERVERS, TENANTS, WORKERS, Fault, PlannedJob, chaos_problems, chaos_target, fault_plan, job_plan, window_end,
 )
 from tests.support.etcd import EtcdServer
 from tests.support.faults import (
@@ -235,13 +235,9 @@ def test_a_seeded_mix_of_faults_loses_doubles_and_hastens_nothing(
         eventually(lambda: count(engine, "SELECT count(DISTINCT owner) FROM partitions") == len(SERVERS), 20,
                    "every server owns partitions")
 
-        # The window: from the first fault's earliest instant to `until`,
-        # at least MIN_RUN seconds and holding a minute boundary (cron's
-        # resolution) at least 8 s before its end, so that the recurring
-        # jobs fire (jitter included) inside it.
+        # The window: from the first fault's earliest instant to `until`.
         start = now() + timedelta(seconds=4)  # room to create the jobs first
-        boundary = (start + timedelta(seconds=2)).replace(second=0, microsecond=0) + timedelta(minutes=1)
-        until = max(start + timedelta(seconds=MIN_RUN), boundary + timedelta(seconds=8)).replace(microsecond=0)
+        until = window_end(start, MIN_RUN)
         span = (until - start).total_seconds() - 3.0
         plan = fault_plan(rng, span)
         jobs = job_plan(rng, start, until)

@@ -27,6 +27,9 @@ SERVERS = ("s0", "s1", "s2")
 MUTEX_KEY = "chaos-mutex"
 JITTER_WINDOW = 5
 """Seconds: the jitter window of the cron jobs that are not exact."""
+CRON_ROOM = timedelta(seconds=8)
+"""A window holds a minute boundary at least this long before its end: the
+recurring jobs fire there, jitter and a hand-out included, within it."""
 
 
 # --------------------------------------------------------------------------- the target
@@ -142,27 +145,40 @@ class PlannedJob:
         return job
 
 
+def window_end(start: datetime, least: float) -> datetime:
+    """The end of a window starting at ``start``: at least ``least`` seconds
+    later and holding a minute boundary (cron's resolution) at least
+    :data:`CRON_ROOM` before its end, so that the recurring jobs fire
+    (jitter included) inside it; whole seconds."""
+    boundary = (start + timedelta(seconds=2)).replace(second=0, microsecond=0) + timedelta(minutes=1)
+    return max(start + timedelta(seconds=least), boundary + CRON_ROOM).replace(microsecond=0)
+
+
 def local_hour(zone: str, at: datetime, shift: int = 0) -> int:
     return (at.astimezone(ZoneInfo(zone)).hour + shift) % 24
 
 
 def job_plan(rng: random.Random, start: datetime, until: datetime) -> list[PlannedJob]:
-    """The recurring jobs (their hour fields from the zones' local hour at
-    the window's middle) and one-offs due across ``[start + 1 s, until - 2 s)``."""
-    middle = start + (until - start) / 2
+    """The recurring jobs and one-offs due across ``[start + 1 s, until - 2 s)``.
+
+    The window holds a minute boundary at least ``CRON_ROOM`` before its end
+    (the caller chose ``until`` so): the recurring jobs' hour fields name
+    each zone's local hour at the last such boundary, so that each fires
+    there (a job that never fires in its window is refused)."""
+    anchor = (until - CRON_ROOM).replace(second=0, microsecond=0)
     jobs = [
         PlannedJob("acme", "every-minute-london", "/brief", "cron", expression="* * * * *", zone="Europe/London",
                    jitter=JITTER_WINDOW),
         PlannedJob("acme", "queue-one", "/hold", "cron", expression="* * * * *", overlap=job_pb2.OVERLAP_POLICY_QUEUE_ONE),
         PlannedJob("globex", "this-hour-new-york", "/ok", "cron",
-                   expression=f"* {local_hour('America/New_York', middle)} * * *", zone="America/New_York"),
+                   expression=f"* {local_hour('America/New_York', anchor)} * * *", zone="America/New_York"),
         PlannedJob("globex", "this-hour-kathmandu-flaky", "/flaky", "cron",
-                   expression=f"* {local_hour('Asia/Kathmandu', middle)} * * *", zone="Asia/Kathmandu"),
+                   expression=f"* {local_hour('Asia/Kathmandu', anchor)} * * *", zone="Asia/Kathmandu"),
         PlannedJob("initech", "this-hour-lord-howe", "/ok", "cron",
-                   expression=f"* {local_hour('Australia/Lord_Howe', middle)} * * *", zone="Australia/Lord_Howe",
+                   expression=f"* {local_hour('Australia/Lord_Howe', anchor)} * * *", zone="Australia/Lord_Howe",
                    jitter=JITTER_WINDOW),
         PlannedJob("initech", "other-hour-kolkata", "/ok", "cron",
-                   expression=f"* {local_hour('Asia/Kolkata', middle, 12)} * * *", zone="Asia/Kolkata", bounded=False),
+                   expression=f"* {local_hour('Asia/Kolkata', anchor, 12)} * * *", zone="Asia/Kolkata", bounded=False),
     ]  # fmt: skip
     span_ms = int((until - start).total_seconds() * 1000) - 3000
     paths = ["/ok"] * 8 + ["/brief"] * 4 + ["/hold"] * 4 + ["/flaky"] * 3 + ["/fail"]

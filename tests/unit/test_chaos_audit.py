@@ -13,7 +13,8 @@ from tickwheel.v1 import job_pb2
 
 from tests.support import audit
 from tests.support.chaos import (
-    KINDS, MUTEX_KEY, SERVERS, WORKERS, PlannedJob, chaos_problems, expected_nominals, fault_plan, job_plan,
+    CRON_ROOM, KINDS, MUTEX_KEY, SERVERS, WORKERS, PlannedJob, chaos_problems, expected_nominals, fault_plan, job_plan,
+    window_end,
 )
 from tests.support.faults import Call
 from tickwheel.shared.ids import execution_id, new_job_id, to_us
@@ -56,6 +57,21 @@ def test_the_job_plan_is_the_seeds_and_names_every_target_kind() -> None:
     assert {j.path for j in jobs} == {"/ok", "/brief", "/hold", "/flaky", "/fail"}
     assert all(T0 < j.once_at < UNTIL for j in jobs if j.schedule == "once")
     assert sum(j.mutex for j in jobs) == 4
+
+
+@pytest.mark.parametrize("offset", range(0, 3600, 11))
+def test_every_recurring_job_fires_in_its_window_whenever_it_starts(offset: int) -> None:
+    # Any start in an hour (an hour boundary of some zone falls in some windows:
+    # London's at :00, Kathmandu's at :15, Kolkata's at :30).
+    start = datetime(2030, 5, 1, 8, 0, tzinfo=UTC) + timedelta(seconds=offset, microseconds=123_456)
+    until = window_end(start, 40.0)
+    assert 39 < (until - start).total_seconds() <= 71
+    boundaries = [n for n in expected_nominals(PlannedJob("a", "m", "/ok", "cron", expression="* * * * *"), start, until)]
+    assert boundaries and boundaries[-1] <= until - CRON_ROOM
+    for job in job_plan(random.Random(offset), start, until):
+        if job.schedule == "cron":
+            fires = expected_nominals(job, start - timedelta(seconds=4), until)
+            assert bool(fires) == job.bounded, (job.name, job.expression, job.zone, fires)
 
 
 # --------------------------------------------------------------------------- the audit
