@@ -22,7 +22,8 @@ mixes them, as production does:
   plan): SIGKILL of a server and its restart, SIGKILL of a worker and its
   restart, SIGSTOP of a server past its session TTL and SIGCONT, a
   PostgreSQL restart and an etcd restart (killed), each at least once, a few
-  more drawn at random, overlapping sometimes (at most two servers and two
+  more drawn at random (``TICKWHEEL_CHAOS_EXTRA_FAULTS=N``: N more, for a
+  harsher run by hand), overlapping sometimes (at most two servers and two
   workers down at once).
 
 After a quiet tail the audit computes what should have happened without the
@@ -71,6 +72,8 @@ from tests.support.server import ServerProcess, start_cluster_server, start_work
 pytestmark = [pytest.mark.postgres, pytest.mark.etcd, pytest.mark.slow]
 
 SEED_VARIABLE = "TICKWHEEL_CHAOS_SEED"
+FAULTS_VARIABLE = "TICKWHEEL_CHAOS_EXTRA_FAULTS"
+"""Faults beyond one of each kind (one to three, from the seed, unless set): a harsher run by hand."""
 MIN_RUN = 40.0
 """Seconds from the first fault's earliest instant to the end of the window, at least."""
 
@@ -239,7 +242,7 @@ def test_a_seeded_mix_of_faults_loses_doubles_and_hastens_nothing(
         start = now() + timedelta(seconds=4)  # room to create the jobs first
         until = window_end(start, MIN_RUN)
         span = (until - start).total_seconds() - 3.0
-        plan = fault_plan(rng, span)
+        plan = fault_plan(rng, span, int(os.environ[FAULTS_VARIABLE]) if os.environ.get(FAULTS_VARIABLE) else None)
         jobs = job_plan(rng, start, until)
         summary = f"seed {seed}; window {start:%H:%M:%S.%f} .. {until:%H:%M:%S}; plan:\n    " + "\n    ".join(map(str, plan))
         print(summary)

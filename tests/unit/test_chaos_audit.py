@@ -36,6 +36,7 @@ def test_a_fault_plan_has_every_kind_and_never_hits_one_subject_twice_at_once(se
         assert fault.subject not in {o.subject for o in during}
         assert sum(o.subject in SERVERS for o in during) < 2 or fault.subject not in SERVERS
         assert sum(o.subject in WORKERS for o in during) < 2 or fault.subject not in WORKERS
+    assert len(fault_plan(random.Random(seed), 45.0, extra=0)) == len(KINDS)
     freezes = [fault for fault in plan if fault.kind == "freeze_server"]
     assert all(fault.lasts > 2 for fault in freezes), "a freeze outlasts the session TTL"
 
