@@ -283,7 +283,7 @@ def test_a_seeded_mix_of_faults_loses_doubles_and_hastens_nothing(
         print(f"chaos seed {seed}: {len(ours)} executions, {len(snapshot.attempts)} attempts, "
               f"{sum(row.delivery > 1 for row in ours)} requeued, first hand-out late by at most "
               f"{late[-1] if late else 0:.1f} s (median {late[len(late) // 2] if late else 0:.2f} s); applied:\n    "
-              + "\n    ".join(done))  # fmt: skip
+              + "\n    ".join(done) + "\nerrors logged (the last 30):\n    " + "\n    ".join(cluster.errors()))  # fmt: skip
         assert not found, (
             f"chaos run, {summary}\napplied:\n    " + "\n    ".join(done) + f"\n{len(found)} problem(s):\n  "
             + "\n  ".join(sorted(set(found))) + "\nerrors logged:\n  " + "\n  ".join(cluster.errors())
