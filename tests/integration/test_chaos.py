@@ -1,5 +1,5 @@
 """A seeded chaos run: every fault at once over a small real cluster, then an
-exact audit of every occurrence (issue 18, "a seeded chaos run").
+exact audit of every occurrence (hardening, session 18).
 
 The single-fault tests (test_dispatch_faults.py, test_armed_faults.py,
 test_fault_outages.py, test_fault_freeze.py, test_worker_faults.py,
@@ -9,12 +9,13 @@ mixes them, as production does:
 - the cluster: three `tickwheel server` processes (on fixed ports, so that a
   restarted one is found again) on the test's PostgreSQL and etcd, three
   `tickwheel worker` processes each holding a credential for two of three
-  tenants (so every tenant is served by two workers, and a worker may run
-  for a tenant that is not the execution's);
+  tenants (so every tenant is served by two workers, and each worker could
+  be handed another tenant's execution if the hand-out ignored tenants);
 - the jobs: recurring cron jobs in several IANA zones (cron's resolution is a
   minute, so the window is stretched to hold a minute boundary; some name the
   zone's current local hour, one an hour the zone is not in, which must never
-  fire), one with the overlap policy QUEUE_ONE, one-off jobs due throughout
+  fire), one with the overlap policy QUEUE_ONE triggered (TriggerJob) while
+  its run at the boundary holds its target, one-off jobs due throughout
   the run calling targets that answer at once, after 0.3 s, after 1.5 s, fail
   their first attempt, or always fail, and pairs of one-offs due at the same
   instant under one concurrency key of limit 1;
@@ -34,11 +35,12 @@ target implies (succeeded on attempt 1, on attempt 2 after a failing first
 attempt, dead after two failed attempts), never handed out or started before
 its due instant (the store's instants), with every attempt run by a worker
 holding a credential for its tenant (the reaper's ``lost`` rows name no
-worker: a hand-out does not write its worker to the store); that no execution exists that is no
-expected occurrence, nothing was skipped, the target saw each key it
-should and no other, the engine's own expectation agrees with the
-independent one, and the pairs under one concurrency key never ran at once
-(when neither was requeued). It fails with one line per broken occurrence.
+worker: a hand-out does not write its worker to the store); that no
+execution exists that is no expected occurrence, nothing was skipped, the
+target saw each key it should and no other, the engine's own expectation
+agrees with the independent one, and neither the pairs under one
+concurrency key nor the trigger and its job's run ran at once (when neither
+was requeued). It fails with one line per broken occurrence.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ import os
 import random
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -56,11 +59,11 @@ from pathlib import Path
 
 import grpc
 import pytest
-from tickwheel.v1 import admin_pb2, admin_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tests.support import audit
 from tests.support.chaos import (
-    SERVERS, TENANTS, WORKERS, Fault, PlannedJob, chaos_problems, chaos_target, fault_plan, job_plan, window_end,
+    CRON_ROOM, SERVERS, TENANTS, WORKERS, Fault, PlannedJob, chaos_problems, chaos_target, fault_plan, job_plan, window_end,
 )
 from tests.support.etcd import EtcdServer
 from tests.support.faults import (
@@ -68,6 +71,7 @@ from tests.support.faults import (
 )
 from tests.support.postgres import PostgresServer, free_port
 from tests.support.server import ServerProcess, start_cluster_server, start_worker_process
+from tickwheel.shared.ids import execution_id
 
 pytestmark = [pytest.mark.postgres, pytest.mark.etcd, pytest.mark.slow]
 
@@ -177,6 +181,29 @@ def create(cluster: Cluster, keys: dict[str, str], jobs: list[PlannedJob], url: 
             job.job_id = reply.job.id
 
 
+def trigger(cluster: Cluster, api_key: str, job_id: str, request_id: str, patience: float = 30.0) -> str:
+    """TriggerJob through the first server that answers (not a frozen or
+    dead one), the same request id on every try, so that it runs once
+    however many tries reached a server; returns the execution id."""
+    meta = (("authorization", f"Bearer {api_key}"),)
+    deadline = time.monotonic() + patience
+    while True:
+        for sid, server in list(cluster.servers.items()):
+            if sid in cluster.frozen or server.process.poll() is not None:
+                continue
+            try:
+                with grpc.insecure_channel(server.address) as channel:
+                    reply = scheduler_pb2_grpc.SchedulerServiceStub(channel).TriggerJob(
+                        scheduler_pb2.TriggerJobRequest(id=job_id, request_id=request_id), metadata=meta, timeout=3
+                    )
+                return reply.execution.id
+            except grpc.RpcError as exc:
+                last = exc
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"TriggerJob {job_id} not answered within {patience:.0f} s: {last!r}")
+        time.sleep(0.2)  # every server was down or refused: try again as the faults end
+
+
 # --------------------------------------------------------------------------- running the faults
 
 
@@ -249,8 +276,28 @@ def test_a_seeded_mix_of_faults_loses_doubles_and_hastens_nothing(
         create(cluster, keys, jobs, target.base, until, rng)
         started = time.monotonic() + (start - now()).total_seconds()
 
+        # The queue-one job's run at the last minute boundary holds its
+        # target 1.5 s; a trigger made 0.3 s after the boundary (in a thread
+        # of its own: a fault's restart may hold the plan's clock up) queues
+        # behind it.
+        queue_one = next(job for job in jobs if job.overlap == job_pb2.OVERLAP_POLICY_QUEUE_ONE)
+        anchor = (until - CRON_ROOM).replace(second=0, microsecond=0)
+        triggers: dict[str, str] = {}
+        failed: list[BaseException] = []
+
+        def trigger_queue_one() -> None:
+            time.sleep(max(0.0, started + (anchor - start).total_seconds() + 0.3 - time.monotonic()))  # its instant
+            try:
+                triggers[trigger(cluster, keys[queue_one.tenant], queue_one.job_id, f"chaos-{seed}")] = queue_one.job_id
+                done.append(f"{time.monotonic() - started:5.1f}s triggered {queue_one.name}")
+            except BaseException as exc:  # reported with the audit
+                failed.append(exc)
+
+        triggering = threading.Thread(target=trigger_queue_one, daemon=True)
+        triggering.start()
         try:
             run_faults(cluster, plan, started, postgres_server, etcd_server, done)
+            triggering.join(60)
         except Exception as exc:
             raise AssertionError(f"chaos run, {summary}\napplied:\n    " + "\n    ".join(done)
                                  + f"\nthe next fault failed: {exc!r}") from exc
@@ -266,11 +313,14 @@ def test_a_seeded_mix_of_faults_loses_doubles_and_hastens_nothing(
                 time.sleep(0.2)  # polling the store for other processes' work
                 continue
             left = audit.unsettled(audit.expected_occurrences(snapshot.jobs, until), snapshot)
+            left += [row.id for row in snapshot.executions if row.id in triggers and row.status not in audit.TERMINAL]
             if not left and now() >= until + timedelta(seconds=1):
                 break
             time.sleep(0.3)  # polling the store for other processes' work
         snapshot = audit.load(engine, TENANTS)
-        found = chaos_problems(jobs, snapshot, until, target.deliveries, target.calls)
+        found = chaos_problems(jobs, snapshot, until, target.deliveries, target.calls, triggers)
+        if len(triggers) != 1:
+            found.append(f"the trigger of {queue_one.job_id} was not made: {failed}")
         dead = [sid for sid, server in cluster.servers.items() if server.process.poll() is not None]
         if dead:
             found.append(f"servers {dead} exited on their own")
@@ -280,6 +330,9 @@ def test_a_seeded_mix_of_faults_loses_doubles_and_hastens_nothing(
         for attempt in snapshot.attempts:
             first[attempt.execution_id] = min(attempt.started_at, first.get(attempt.execution_id, attempt.started_at))
         late = sorted((first[row.id] - row.due_at) / 1e6 for row in ours if row.id in first)
+        spans = {k: [(round(c.began - target.calls[0].began, 2), round(c.ended - target.calls[0].began, 2))
+                     for c in target.calls if c.key == k] for k in [*triggers, execution_id(queue_one.job_id, anchor)]}
+        print(f"queue-one's run at {anchor:%H:%M:%S} and the trigger made 0.3 s later, their calls: {spans}")
         print(f"chaos seed {seed}: {len(ours)} executions, {len(snapshot.attempts)} attempts, "
               f"{sum(row.delivery > 1 for row in ours)} requeued, first hand-out late by at most "
               f"{late[-1] if late else 0:.1f} s (median {late[len(late) // 2] if late else 0:.2f} s); applied:\n    "

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
@@ -213,10 +213,14 @@ def expected_nominals(job: PlannedJob, created: datetime, until: datetime) -> li
 
 
 def chaos_problems(jobs: Sequence[PlannedJob], snapshot: audit.Snapshot, until: datetime, deliveries: audit.Deliveries,
-                   calls: Sequence[Call]) -> list[str]:
+                   calls: Sequence[Call], triggers: Mapping[str, str] | None = None) -> list[str]:
     """Every broken rule of the run, one line per occurrence or job
     (tests/integration/test_chaos.py's docstring): ``jobs`` as planned and
-    created, what the store holds, the window's end, what the target saw."""
+    created, what the store holds, the window's end, what the target saw,
+    and the manual triggers made (execution id -> job id): each ran once,
+    never before its due instant, and never beside a run of its job's
+    schedule (it queues behind one)."""
+    triggers = dict(triggers or {})
     by_id = {job.job_id: job for job in jobs}
     expected: list[audit.Occurrence] = []
     found: list[str] = []
@@ -239,15 +243,32 @@ def chaos_problems(jobs: Sequence[PlannedJob], snapshot: audit.Snapshot, until: 
     for (job_id, nominal), _ in sorted(engine_view.items()):
         found.append(f"{execution_id(job_id, from_us(nominal))}: expected by the schedule engine, not by croniter")
 
-    found += audit.problems(expected, snapshot, deliveries=deliveries)
+    scheduled = replace(snapshot, executions=[row for row in snapshot.executions if row.id not in triggers])
+    seen = audit.Deliveries({key: calls_of for key, calls_of in deliveries.calls.items() if key not in triggers})
+    found += audit.problems(expected, scheduled, deliveries=seen)
     attempts_of = defaultdict(list)
     for attempt in snapshot.attempts:
         attempts_of[attempt.execution_id].append(attempt)
-    for occurrence in expected:
-        job, key = by_id[occurrence.job_id], occurrence.key
+    for key, job_id in sorted(triggers.items()):
         row = executions.get(key)
         if row is None:
-            continue  # audit.problems named it
+            found.append(f"{key} ({by_id[job_id].name}): lost: a trigger that was answered has no execution")
+            continue
+        if row.job_id != job_id or row.tenant != by_id[job_id].tenant:
+            found.append(f"{key}: job {row.job_id} of {row.tenant}, triggered for {job_id} of {by_id[job_id].tenant}")
+        for run in attempts_of[key]:
+            if run.started_at < row.due_at or (run.worker_started_at or row.due_at) < row.due_at:
+                found.append(f"{key} attempt {run.attempt} delivery {run.delivery}: started at {from_us(run.started_at)} "
+                             f"(worker {run.worker_started_at}), early (due {from_us(row.due_at)})")  # fmt: skip
+        repeated = [call for call in set(deliveries.calls.get(key, [])) if deliveries.calls[key].count(call) > 1]
+        if repeated or (row.status == "succeeded" and (row.attempt, row.delivery) not in deliveries.calls.get(key, [])):
+            found.append(f"{key}: the target saw {deliveries.calls.get(key, [])}; it ended {row.status} at attempt "
+                         f"{row.attempt} delivery {row.delivery}")  # fmt: skip
+    outcomes = [(o.key, by_id[o.job_id]) for o in expected] + [(key, by_id[job]) for key, job in triggers.items()]
+    for key, job in outcomes:
+        row = executions.get(key)
+        if row is None:
+            continue  # named above
         status, attempt = OUTCOME[job.path]
         if (row.status, row.attempt) != (status, attempt):
             found.append(f"{key} ({job.tenant}/{job.name} {job.path}): {row.status} at attempt {row.attempt} "
@@ -272,14 +293,24 @@ def chaos_problems(jobs: Sequence[PlannedJob], snapshot: audit.Snapshot, until: 
         if job.mutex:
             pairs[job.once_at].append(execution_id(job.job_id, job.once_at))
     for keys in pairs.values():
-        rows = [executions.get(k) for k in keys]
-        if any(r is None or r.delivery != 1 or r.reap_count for r in rows):
-            continue  # a requeued one may legitimately still run on the worker that lost it
-        spans = [[(c.began, c.ended) for c in calls if c.key == k and c.status == 200] for k in keys]
-        for a in spans[0]:
-            for b in spans[1]:
-                if a[0] < b[1] and b[0] < a[1]:
-                    found.append(f"{keys[0]} and {keys[1]} ran at once under {MUTEX_KEY!r} (limit 1): {a} {b}")
+        found += _ran_at_once(keys[0], keys[1], executions, calls, f"under {MUTEX_KEY!r} (limit 1)")
+    for key, job_id in triggers.items():
+        for occurrence in expected:
+            if occurrence.job_id == job_id:
+                found += _ran_at_once(key, occurrence.key, executions, calls, "(a trigger queues behind a running one)")
     return found
+
+
+def _ran_at_once(one: str, other: str, executions: Mapping[str, audit.ExecutionRow], calls: Sequence[Call],
+                 rule: str) -> list[str]:
+    """A line if the target's successful calls of ``one`` and ``other``
+    overlapped, unless either was requeued (the worker that lost it may
+    still have been running it)."""
+    rows = [executions.get(one), executions.get(other)]
+    if any(r is None or r.delivery != 1 or r.reap_count for r in rows):
+        return []
+    spans = [[(c.began, c.ended) for c in calls if c.key == k and c.status == 200] for k in (one, other)]
+    return [f"{one} and {other} ran at once {rule}: {a} {b}"
+            for a in spans[0] for b in spans[1] if a[0] < b[1] and b[0] < a[1]]  # fmt: skip
 
 

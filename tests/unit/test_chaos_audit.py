@@ -98,6 +98,7 @@ class Run:
         self.skips: list[audit.SkipRow] = []
         self.deliveries = audit.Deliveries()
         self.calls: list[Call] = []
+        self.triggers: dict[str, str] = {}
 
     def ran(self, job: PlannedJob, *, worker: str = "w-acme-globex", late: int = 1000, attempts: int = 1,
             status: str = "succeeded", key: str | None = None, began: float = 0.0, **changes) -> None:
@@ -115,7 +116,7 @@ class Run:
 
     def problems(self) -> list[str]:
         snapshot = audit.Snapshot([rows_of(job) for job in self.jobs], self.executions, self.attempts, self.skips)
-        return chaos_problems(self.jobs, snapshot, UNTIL, self.deliveries, self.calls)
+        return chaos_problems(self.jobs, snapshot, UNTIL, self.deliveries, self.calls, self.triggers)
 
 
 def test_a_clean_window_has_no_problem() -> None:
@@ -222,3 +223,34 @@ def test_the_independent_expectation_and_the_engines_must_agree() -> None:
     found = chaos_problems([job], snapshot, until, run.deliveries, [])
     assert sum("expected by croniter, not by the schedule engine" in line for line in found) == 2
     assert job_pb2.Job.FromString(snapshot.jobs[0].spec).schedule.cron.time_zone == "Asia/Kolkata"
+
+
+def test_a_trigger_runs_once_never_early_and_never_beside_its_jobs_run() -> None:
+    job = planned("/hold")
+    key = f"{job.job_id}:trigger:t1"
+    run = Run(job)
+    run.triggers[key] = job.job_id
+    run.ran(job, began=100.0)
+    lost = f"{key} (once/hold): lost: a trigger that was answered has no execution"
+    assert [line for line in run.problems() if line.startswith(key)] == [lost]
+    run.ran(job, key=key, began=101.6)  # after the scheduled run's call ended: queued behind it
+    assert run.problems() == []
+    run.executions[-1] = replace(run.executions[-1], status="dead", dead_reason="x")
+    assert any(line.startswith(f"{key} (acme/once/hold /hold): dead") for line in run.problems())
+
+    run = Run(job)
+    run.triggers[key] = job.job_id
+    run.ran(job, began=100.0)
+    run.ran(job, key=key, began=100.5)
+    assert any("ran at once (a trigger queues behind a running one)" in line for line in run.problems())
+
+    run = Run(job)
+    run.triggers[key] = job.job_id
+    run.ran(job, began=100.0)
+    run.ran(job, key=key, began=102.0, late=-5)
+    assert any(line.startswith(f"{key} attempt 1 delivery 1: started at") and "early" in line for line in run.problems())
+    # The target saw the trigger's key, which is no occurrence's: not a problem for a trigger.
+    run.attempts = [replace(a, started_at=a.started_at + 10) for a in run.attempts]
+    assert run.problems() == []
+    del run.deliveries.calls[key]
+    assert any(line.startswith(f"{key}: the target saw []") for line in run.problems())
