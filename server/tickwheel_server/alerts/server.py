@@ -16,6 +16,7 @@ from tickwheel.shared.clock import Clock
 from ..circuits import CircuitBreaker
 from ..policy.breaker import CircuitChange
 from ..store.alerts import AlertStore
+from ..telemetry.outages import OutageLog
 from .catalogue import NewAlert, clock_skew_key
 
 log = logging.getLogger("tickwheel.server")
@@ -27,6 +28,7 @@ async def record_circuits(breaker: CircuitBreaker, alerts: AlertStore, clock: Cl
     in one transaction, off the results' path; a failed write is tried again
     with the next pass's changes. Runs until cancelled."""
     pending: list[CircuitChange] = []
+    outages = OutageLog(log, "circuit alerts", clock)
     while True:
         changes = breaker.take_changes()
         for change in changes:
@@ -41,8 +43,10 @@ async def record_circuits(breaker: CircuitBreaker, alerts: AlertStore, clock: Cl
             try:
                 await alerts.record_circuits(pending)
                 pending = []
-            except Exception:
-                log.exception("cannot record %d circuit changes as alerts; retrying", len(pending))
+            except Exception as error:
+                outages.failed(f"recording {len(pending)} circuit changes as alerts", error)
+            else:
+                outages.ok()
         await clock.sleep(interval)
 
 

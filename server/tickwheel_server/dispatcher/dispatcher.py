@@ -49,6 +49,7 @@ from ..store.claim_handout import HandOutOffer
 from ..store.dispatch import DispatchStore
 from ..store.executions import HandedOut
 from ..telemetry.metrics import Metrics
+from ..telemetry.outages import OutageLog
 from ..wheel import WheelRunner
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,7 @@ class Dispatcher:
         self._ownership = ownership
         self._runner = runner
         self._clock = clock
+        self.outages = OutageLog(log, "dispatcher", clock)
         self._tick = tick
         self._lookahead = lookahead
         self._batch = batch
@@ -162,8 +164,10 @@ class Dispatcher:
             self._woken.clear()  # a wake from here on asks for the claim after this one
             try:
                 await self.tick_once()
-            except Exception:
-                log.exception("dispatch tick failed; retrying next tick")
+            except Exception as error:
+                self.outages.failed("the dispatch tick", error)
+            else:
+                self.outages.ok()
             self.ticks += 1
             self.tick_done.set()
             self.tick_done = asyncio.Event()

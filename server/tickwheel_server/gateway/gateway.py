@@ -57,6 +57,7 @@ from ..lease.base import Session
 from ..store.executions import Retry
 from ..store.queue import ExecutionQueue
 from ..telemetry.metrics import Metrics
+from ..telemetry.outages import OutageLog
 from ..telemetry.tracing import Tracing
 from .armed import DEFAULT_AHEAD, ArmedQueue
 from .budget import DEFAULT_BURST, DEFAULT_RATE, UnheldBudget
@@ -106,6 +107,7 @@ class Gateway:
         if not ready_gap >= 0:
             raise ValueError("ready_gap must be >= 0 seconds")
         self._clock = clock
+        self.outages = OutageLog(log, "gateway", clock)
         self._sweep_interval = sweep_interval
         self._ready_gap = ready_gap
         self._wake = asyncio.Event()
@@ -185,8 +187,10 @@ class Gateway:
             self._ready.clear()  # a ready wake from here on asks for a round after this one
             try:
                 await self.rounds.hand_out_round()
-            except Exception:
-                log.exception("hand-out round failed; retrying at the next wake-up")
+            except Exception as error:
+                self.outages.failed("the hand-out round", error)
+            else:
+                self.outages.ok()
             self.rounds_run += 1
             self.round_done.set()
             self.round_done = asyncio.Event()

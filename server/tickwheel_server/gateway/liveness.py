@@ -43,6 +43,7 @@ from ..errors import Unavailable
 from ..store.executions import Lost, RequeueResult
 from ..store.requeue import RequeueStore
 from ..telemetry.metrics import Metrics
+from ..telemetry.outages import OutageLog
 from .budget import OverBudget, UnheldBudget
 from .connections import WorkerConnection
 from .fence import SESSION_MARGIN, Fence
@@ -76,6 +77,7 @@ class Liveness:
     ) -> None:
         self._store = store
         self._clock = clock
+        self.outages = OutageLog(log, "liveness", clock)
         self._fence = fence
         self._inflight = inflight
         self._held = held
@@ -151,25 +153,32 @@ class Liveness:
         it (:meth:`requeue_orphans`)."""
         next_stalled = self._clock.monotonic() + stalled_interval
         while True:
+            failed = False
             try:
                 await self.requeue_expired()
-            except Exception:
-                log.exception("requeuing lost executions failed; retrying")
+            except Exception as error:
+                failed = True
+                self.outages.failed("requeuing lost executions", error)
             try:
                 await self.signal_cancels()
-            except Exception:
-                log.exception("reading cancel requests failed; retrying")
+            except Exception as error:
+                failed = True
+                self.outages.failed("reading cancel requests", error)
             if self._clock.monotonic() >= next_stalled:
                 next_stalled = self._clock.monotonic() + stalled_interval
                 try:
                     if await self._store.wake_stalled():
                         self._wake()
-                except Exception:
-                    log.exception("waking stalled waiters failed; retrying")
+                except Exception as error:
+                    failed = True
+                    self.outages.failed("waking stalled waiters", error)
                 try:
                     await self.requeue_orphans()
-                except Exception:
-                    log.exception("requeuing unheld running executions failed; retrying")
+                except Exception as error:
+                    failed = True
+                    self.outages.failed("requeuing unheld running executions", error)
+            if not failed:
+                self.outages.ok()
             await self._clock.sleep(interval)
 
     async def requeue_orphans(self, page: int = ORPHAN_PAGE) -> RequeueResult:

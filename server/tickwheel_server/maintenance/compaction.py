@@ -40,6 +40,7 @@ from ..alerts.catalogue import ETCD_NOSPACE_KEY, etcd_nospace_alert
 from ..lease import LeaseStore, Session
 from ..lease.keys import COMPACTION_KEY
 from ..store.alerts import AlertStore
+from ..telemetry.outages import OutageLog
 from .election import campaign, sleep_or
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,7 @@ class EtcdCompaction:
         self._leases = leases
         self._session = session
         self._clock = clock
+        self.outages = OutageLog(log, "etcd compaction", clock)
         self._alerts = alerts
         self._server_id = server_id
         self.config = config or CompactionConfig()
@@ -122,8 +124,10 @@ class EtcdCompaction:
                 while not ownership.lost.is_set():
                     try:
                         await self.run_pass()
-                    except Exception:
-                        log.exception("etcd compaction pass failed; trying again next period")
+                    except Exception as error:
+                        self.outages.failed("the compaction pass", error)
+                    else:
+                        self.outages.ok()
                     await sleep_or(self._clock, self.config.period, ownership.lost)
             finally:
                 self.leading = False

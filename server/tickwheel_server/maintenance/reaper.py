@@ -45,6 +45,7 @@ from ..lease.keys import REAPER_KEY, SERVERS_PREFIX, session_name
 from ..store.arming import ArmStore
 from ..store.executions import Retry
 from ..store.requeue import RequeueStore
+from ..telemetry.outages import OutageLog
 from .election import campaign, sleep_or
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,7 @@ class Reaper:
         self._leases = leases
         self._session = session
         self._clock = clock
+        self.outages = OutageLog(log, "reaper", clock)
         self._server_id = server_id
         self.grace = grace
         self._interval = interval
@@ -93,15 +95,20 @@ class Reaper:
             log.info("this server is the reaper (grace %g s)", self.grace)
             try:
                 while not ownership.lost.is_set():
+                    failed = False
                     try:
                         await self.reap_once()
-                    except Exception:
-                        log.exception("reaper pass failed; retrying")
+                    except Exception as error:
+                        failed = True
+                        self.outages.failed("the reaper's pass", error)
                     for duty in self._duties:
                         try:
                             await duty()
-                        except Exception:
-                            log.exception("cluster duty %s failed; retrying", getattr(duty, "__qualname__", duty))
+                        except Exception as error:
+                            failed = True
+                            self.outages.failed(f"cluster duty {getattr(duty, '__qualname__', duty)}", error)
+                    if not failed:
+                        self.outages.ok()
                     await sleep_or(self._clock, self._interval, ownership.lost)
             finally:
                 self.leading = False

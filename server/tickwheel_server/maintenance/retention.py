@@ -28,6 +28,7 @@ from ..lease.keys import RETENTION_KEY
 from ..policy.rollups import plan_partitions
 from ..store.alerts import AlertStore
 from ..store.retention import RetentionStore
+from ..telemetry.outages import OutageLog
 from .election import campaign, sleep_or
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,7 @@ class Retention:
         self._leases = leases
         self._session = session
         self._clock = clock
+        self.outages = OutageLog(log, "retention", clock)
         self._server_id = server_id
         self.config = config or RetentionConfig()
         self.leading = False
@@ -137,8 +139,10 @@ class Retention:
                 while not ownership.lost.is_set():
                     try:
                         await self.run_pass(stop_when=ownership.lost.is_set)
-                    except Exception:
-                        log.exception("retention pass failed; trying again next interval")
+                    except Exception as error:
+                        self.outages.failed("the retention pass", error)
+                    else:
+                        self.outages.ok()
                     await sleep_or(self._clock, self.config.interval, ownership.lost)
             finally:
                 self.leading = False

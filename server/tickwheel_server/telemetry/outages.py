@@ -1,0 +1,114 @@
+"""Logging a component's failures by what they are: an outage of the store or
+of etcd that the component rides out, or a defect.
+
+A PostgreSQL or etcd restart makes every background loop of a server fail
+at once, again each pass, for as long as it lasts. Those failures are
+expected and the loops already retry; a traceback a pass would bury the one
+line an operator needs. :class:`OutageLog` gives each component (the
+reaper, the dispatcher, the liveness loop...) one WARNING line when an
+outage begins (what failed, the error's first line), one more every
+``every`` seconds while it lasts (how long, how many failures), DEBUG for
+the failures between, and one INFO line when a pass succeeds again. Any
+other exception stays an ERROR with its traceback, every time.
+
+What counts as an outage (:func:`outage_of`): the store's
+:class:`~tickwheel_server.store.errors.StoreUnavailableError` (and an
+ambiguous commit, which only a broken connection causes), etcd's
+:class:`~tickwheel_server.lease.types.LeaseStoreUnavailable` and a lost
+session, a refused, reset or closed connection, and a driver error the
+driver itself marks as a lost connection.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from ..lease.types import LeaseStoreUnavailable, SessionLost
+from ..store.errors import AmbiguousCommitError, StoreUnavailableError
+
+STILL_EVERY = 60.0
+"""Seconds between the WARNING lines of one component while an outage lasts."""
+
+
+class _Monotonic(Protocol):
+    def monotonic(self) -> float: ...
+
+
+def outage_of(error: BaseException) -> str | None:
+    """``"store"``, ``"etcd"`` or ``"connection"`` when ``error`` (or what it
+    was raised from) is a known outage; ``None`` for anything else."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (StoreUnavailableError, AmbiguousCommitError)):
+            return "store"
+        if isinstance(current, (LeaseStoreUnavailable, SessionLost)):
+            return "etcd"
+        if isinstance(current, (ConnectionError, EOFError)):
+            return "connection"
+        if getattr(current, "connection_invalidated", False):  # SQLAlchemy's DBAPIError: the driver lost it
+            return "store"
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def one_line(error: BaseException) -> str:
+    """The error's type and the first line of its text (drivers add SQL and hints below)."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+class OutageLog:
+    """The failures of one component's passes, logged as above.
+
+    Call :meth:`failed` from the ``except`` of a pass and :meth:`ok` after a
+    pass that succeeded. A component made of several steps calls
+    :meth:`ok` once a whole pass went through.
+    """
+
+    def __init__(self, logger: logging.Logger, component: str, clock: _Monotonic, *, every: float = STILL_EVERY) -> None:
+        self._log = logger
+        self.component = component
+        self._clock = clock
+        self._every = every
+        self.down_since: float | None = None
+        """When the current outage began (the clock's monotonic seconds); ``None`` when none."""
+        self._warned_at = 0.0
+        self._failures = 0
+
+    @property
+    def down(self) -> bool:
+        return self.down_since is not None
+
+    def failed(self, what: str, error: BaseException) -> None:
+        """Log that ``what`` failed with ``error``: once per outage (then
+        every ``every`` seconds) if it is one, with its traceback if not."""
+        kind = outage_of(error)
+        if kind is None:
+            self._log.error("%s: %s failed; retrying", self.component, what, exc_info=error)
+            return
+        now = self._clock.monotonic()
+        self._failures += 1
+        if self.down_since is None:
+            self.down_since = self._warned_at = now
+            self._failures = 1
+            self._log.warning("%s: %s failed, %s unavailable: %s; retrying", self.component, what, kind, one_line(error))
+        elif now - self._warned_at >= self._every:
+            self._warned_at = now
+            self._log.warning(
+                "%s: still failing for %.0f s (%d failures), %s unavailable: %s failed: %s; retrying",
+                self.component, now - self.down_since, self._failures, kind, what, one_line(error),
+            )
+        else:
+            self._log.debug("%s: %s failed: %s", self.component, what, one_line(error))
+
+    def ok(self) -> None:
+        """A pass went through: log the recovery if an outage was on."""
+        if self.down_since is None:
+            return
+        lasted = self._clock.monotonic() - self.down_since
+        self._log.info("%s: recovered after %.0f s (%d failures)", self.component, lasted, self._failures)
+        self.down_since = None
+        self._failures = 0

@@ -1,0 +1,227 @@
+"""A known outage (the store or etcd unreachable, a connection refused or
+closed) is one WARNING line per component when it begins, one more per
+STILL_EVERY while it lasts and one INFO line when a pass succeeds again;
+anything else stays an ERROR with its traceback, every time."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+
+import pytest
+import sqlalchemy.exc
+
+from tickwheel.shared.clock import FakeClock
+from tickwheel_server.dispatcher.dispatcher import Dispatcher
+from tickwheel_server.lease.types import LeaseStoreFatal, LeaseStoreUnavailable, SessionLost
+from tickwheel_server.store.dispatch import ClaimResult
+from tickwheel_server.store.errors import AmbiguousCommitError, StoreUnavailableError, TransactionConflictError
+from tickwheel_server.telemetry.outages import STILL_EVERY, OutageLog, one_line, outage_of
+
+LOGGER = "tickwheel.test.outages"
+
+
+def store_down() -> StoreUnavailableError:
+    try:
+        try:
+            raise ConnectionRefusedError(111, "Connection refused")
+        except ConnectionRefusedError as cause:
+            raise StoreUnavailableError(
+                'connection to server at "127.0.0.1", port 5432 failed: Connection refused\n'
+                "\tIs the server running on that host and accepting TCP/IP connections?",
+                attempts=5,
+            ) from cause
+    except StoreUnavailableError as error:
+        return error
+
+
+def records(caplog: pytest.LogCaptureFixture, level: int) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == LOGGER and r.levelno == level]
+
+
+# --------------------------------------------------------------------------- what an outage is
+
+
+def test_known_outages_are_classified_by_what_went_away() -> None:
+    assert outage_of(store_down()) == "store"
+    assert outage_of(AmbiguousCommitError("connection closed during COMMIT")) == "store"
+    assert outage_of(LeaseStoreUnavailable("etcd 127.0.0.1:2379: connection refused")) == "etcd"
+    assert outage_of(SessionLost("lease expired")) == "etcd"
+    assert outage_of(ConnectionResetError(104, "Connection reset by peer")) == "connection"
+    lost = sqlalchemy.exc.OperationalError("SELECT 1", {}, Exception("server closed the connection"))
+    lost.connection_invalidated = True
+    assert outage_of(lost) == "store"
+
+
+def test_an_outage_wrapped_in_another_error_is_still_one() -> None:
+    try:
+        try:
+            raise store_down()
+        except StoreUnavailableError as cause:
+            raise RuntimeError("claiming partition 3 failed") from cause
+    except RuntimeError as error:
+        assert outage_of(error) == "store"
+
+
+def test_defects_and_refusals_are_not_outages() -> None:
+    assert outage_of(ValueError("bad row")) is None
+    assert outage_of(KeyError("x")) is None
+    assert outage_of(LeaseStoreFatal("permission denied")) is None
+    # A conflict is retried by the store; if it escapes, something is wrong.
+    assert outage_of(TransactionConflictError("40001 every attempt", attempts=5)) is None
+    integrity = sqlalchemy.exc.IntegrityError("INSERT", {}, Exception("duplicate key"))
+    assert outage_of(integrity) is None
+    assert outage_of(sqlalchemy.exc.OperationalError("SELECT 1", {}, Exception("syntax"))) is None
+
+
+def test_one_line_keeps_the_first_line_only() -> None:
+    assert one_line(store_down()) == (
+        'StoreUnavailableError: connection to server at "127.0.0.1", port 5432 failed: Connection refused'
+    )
+    assert one_line(ValueError()) == "ValueError"
+
+
+# --------------------------------------------------------------------------- the log of one component
+
+
+def test_an_outage_is_one_warning_then_one_a_minute_then_one_recovery(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    clock = FakeClock()
+    outages = OutageLog(logging.getLogger(LOGGER), "reaper", clock)
+    outages.ok()  # nothing was down: nothing to say
+    for _ in range(30):
+        outages.failed("the reaper's pass", store_down())
+        clock.advance(1.0)
+    warnings = records(caplog, logging.WARNING)
+    assert len(warnings) == 1
+    assert warnings[0].getMessage() == (
+        "reaper: the reaper's pass failed, store unavailable: StoreUnavailableError: connection to server at "
+        '"127.0.0.1", port 5432 failed: Connection refused; retrying'
+    )
+    assert warnings[0].exc_info is None
+    assert len(records(caplog, logging.DEBUG)) == 29
+    assert outages.down
+
+    clock.advance(STILL_EVERY)
+    outages.failed("cluster duty check_once", LeaseStoreUnavailable("etcd: connection refused"))
+    outages.failed("cluster duty check_once", LeaseStoreUnavailable("etcd: connection refused"))
+    warnings = records(caplog, logging.WARNING)
+    assert len(warnings) == 2
+    assert warnings[1].getMessage().startswith("reaper: still failing for 90 s (31 failures), etcd unavailable:")
+
+    outages.ok()
+    outages.ok()
+    infos = records(caplog, logging.INFO)
+    assert [r.getMessage() for r in infos] == ["reaper: recovered after 90 s (32 failures)"]
+    assert not outages.down
+    assert not records(caplog, logging.ERROR)
+    assert not any(r.exc_info for r in caplog.records if r.name == LOGGER)
+
+    # The next outage is a new one: its own first line.
+    outages.failed("the reaper's pass", ConnectionRefusedError(111, "Connection refused"))
+    assert len(records(caplog, logging.WARNING)) == 3
+    assert "connection unavailable: ConnectionRefusedError" in records(caplog, logging.WARNING)[2].getMessage()
+
+
+def test_an_unexpected_error_is_an_error_with_its_traceback_every_time(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    outages = OutageLog(logging.getLogger(LOGGER), "dispatcher", FakeClock())
+    outages.failed("the dispatch tick", store_down())
+    for _ in range(3):
+        try:
+            raise ZeroDivisionError("division by zero")
+        except ZeroDivisionError as error:
+            outages.failed("the dispatch tick", error)
+    errors = records(caplog, logging.ERROR)
+    assert len(errors) == 3
+    assert all(r.exc_info and r.exc_info[0] is ZeroDivisionError for r in errors)
+    assert errors[0].getMessage() == "dispatcher: the dispatch tick failed; retrying"
+    assert caplog.text.count("Traceback") == 3
+    assert len(records(caplog, logging.WARNING)) == 1  # the outage's line, not repeated
+
+
+# --------------------------------------------------------------------------- a component through an outage
+
+
+class FailingStore:
+    """A dispatch store whose claims fail with ``errors`` in turn, then succeed."""
+
+    def __init__(self, errors: list[BaseException]) -> None:
+        self.errors = errors
+        self.claims = 0
+
+    async def claim_due(self, owned, now, *, lookahead, batch, **_options) -> ClaimResult:
+        self.claims += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return ClaimResult(executions=[])
+
+    async def scheduled_in(self, partitions, until):
+        return []
+
+    async def review_quarantine(self, owned) -> list[str]:
+        return []
+
+
+class Ownership:
+    generation = 1
+
+    def owned(self) -> dict[int, int]:
+        return {3: 7}
+
+    async def wait_changed(self, after: int) -> int:
+        await asyncio.Event().wait()
+        return self.generation
+
+
+class Runner:
+    def insert(self, key, due_us, _partition) -> None:
+        raise AssertionError("nothing was claimed")
+
+    def drop(self, _predicate) -> None:
+        pass
+
+
+async def ticks(dispatcher: Dispatcher, clock: FakeClock, count: int) -> None:
+    for _ in range(count):
+        done = dispatcher.tick_done
+        clock.advance(1.0)
+        await asyncio.wait_for(done.wait(), 5)
+
+
+async def test_the_dispatcher_logs_a_store_outage_once_and_its_end(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    clock = FakeClock()
+    store = FailingStore([store_down() for _ in range(8)])
+    dispatcher = Dispatcher(store, Ownership(), Runner(), clock, tick=1.0, lookahead=timedelta(0))
+    task = asyncio.create_task(dispatcher.run())
+    try:
+        await ticks(dispatcher, clock, 10)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert store.claims >= 9
+    mine = [r for r in caplog.records if r.getMessage().startswith("dispatcher:")]
+    assert [r.levelno for r in mine if r.levelno >= logging.INFO] == [logging.WARNING, logging.INFO]
+    assert "the dispatch tick failed, store unavailable" in mine[0].getMessage()
+    assert mine[-1].getMessage().startswith("dispatcher: recovered after ")
+    assert mine[-1].getMessage().endswith(" s (8 failures)")
+    assert "Traceback" not in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_the_dispatcher_keeps_a_traceback_for_a_defect(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    clock = FakeClock()
+    store = FailingStore([TypeError("claim_due() got an unexpected keyword argument")])
+    dispatcher = Dispatcher(store, Ownership(), Runner(), clock, tick=1.0, lookahead=timedelta(0))
+    task = asyncio.create_task(dispatcher.run())
+    try:
+        await ticks(dispatcher, clock, 2)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and errors[0].exc_info[0] is TypeError
+    assert not [r for r in caplog.records if "recovered" in r.getMessage()]  # no outage was on
