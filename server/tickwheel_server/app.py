@@ -80,6 +80,8 @@ from .telemetry.gauges import StoreGauges
 from .telemetry.metrics import Metrics
 from .telemetry.tracing import Tracing, server_interceptor
 from .web.metrics import install_metrics
+from .telemetry.outages import outage_of
+from .waiting import WaitingForDependencies
 
 log = logging.getLogger("tickwheel.server")
 
@@ -138,6 +140,7 @@ class TickwheelServer:
         self._session: Session | None = None
         self._session_task: asyncio.Task | None = None
         self._tasks: list[asyncio.Task] = []
+        self._waiting: WaitingForDependencies | None = None
         self.connections = Connections()
         self.port: int = 0
         self.router = Router()
@@ -156,24 +159,44 @@ class TickwheelServer:
         """Spans of API calls, dispatches and hand-outs (``--trace-export``; a test may pass its own)."""
 
     async def start(self) -> None:
-        config = self.config
-        zones.pin_tzdata()
-        self.engine = create_store_engine(config.store)
-        caps = capabilities(self.engine)
+        """Start every role; while the store or etcd does not answer, wait
+        for it serving health as NOT_SERVING (:mod:`.waiting`)."""
+        self._waiting = WaitingForDependencies(self.clock, self._bind, SERVICE_NAMES)
         try:
-            if config.migrate:
+            await self._start()
+        finally:
+            await self._waiting.close()  # a start that failed or was cancelled frees the port too
+
+    async def _check_schema(self) -> int:
+        """Migrate if asked; the schema's version. An outage is raised as it
+        is (the start waits for the store); anything else is a StartupError."""
+        try:
+            if self.config.migrate:
                 await asyncio.to_thread(migrate, self.engine)
             version = await asyncio.to_thread(current_version, self.engine)
             pending = await asyncio.to_thread(pending_migrations, self.engine)
         except Exception as error:
-            raise StartupError(f"store {caps.dialect}: {error}") from error
+            if outage_of(error) is not None:
+                raise
+            raise StartupError(f"store {capabilities(self.engine).dialect}: {error}") from error
         if pending:
             # Any migration not applied, also one older than the newest applied.
             raise StartupError(
                 f"the store's schema lacks migrations {', '.join(m.label for m in pending)} "
                 f"(newest applied: {version}): run `tickwheel migrate --store URL` or start with --migrate"
             )
-        cluster = await ensure_cluster(self.engine, self.clock, config.partition_count)
+        return version
+
+    async def _start(self) -> None:
+        config = self.config
+        zones.pin_tzdata()
+        self.engine = create_store_engine(config.store)
+        caps = capabilities(self.engine)
+        store_at = self.engine.url.render_as_string(hide_password=True)
+        version = await self._waiting.until_up("the store", store_at, self._check_schema)
+        cluster = await self._waiting.until_up(
+            "the store", store_at, lambda: ensure_cluster(self.engine, self.clock, config.partition_count)
+        )
         if cluster.partition_count != config.partition_count:
             log.warning(
                 "cluster %s has %d partitions (fixed at creation); ignoring partition_count=%d",
@@ -225,11 +248,11 @@ class TickwheelServer:
                 # epochs this store recorded, so fencing keeps increasing.
                 from .lease.memory import MemoryLeaseStore
 
-                start = await self.stores.partitions.max_epoch() + 1
+                start = await self._waiting.until_up("the store", store_at, self.stores.partitions.max_epoch) + 1
                 self._lease_store = MemoryLeaseStore(self.clock, start_revision=start)
             else:
                 self._lease_store = open_lease_store(config.etcd, self.clock)
-        await self._open_session()
+        await self._waiting.until_up("etcd", config.etcd, self._open_session)
         self._session_task = asyncio.create_task(self._keep_session(), name="tickwheel-session")
         self.ownership = PartitionOwnership(
             self._lease_store, self._session, self.stores.partitions,
@@ -374,6 +397,7 @@ class TickwheelServer:
         admin_pb2_grpc.add_AdminServiceServicer_to_server(admin_servicer, decoding.guard(server))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable(server, [*SERVICE_NAMES, health.SERVICE_NAME])
+        await self._waiting.close()  # its port is this server's now
         self.port = self._bind(server)
         if not config.advertise:
             self.info.address = self.address
@@ -559,9 +583,14 @@ class TickwheelServer:
         return f"{host}:{self.port}"
 
     def _bind(self, server: grpc.aio.Server) -> int:
+        """Bind ``server`` to the configured address; to the port the
+        placeholder of a start that waited got, when it was port 0."""
+        listen = self.config.listen
+        if self._waiting is not None and self._waiting.port is not None:
+            listen = f"{listen.rpartition(':')[0]}:{self._waiting.port}"
         tls = self.config.tls
         if tls is None:
-            port = server.add_insecure_port(self.config.listen)
+            port = server.add_insecure_port(listen)
         else:
             client_ca = Path(tls.client_ca_file).read_bytes() if tls.client_ca_file else None
             credentials = grpc.ssl_server_credentials(
@@ -569,7 +598,7 @@ class TickwheelServer:
                 root_certificates=client_ca,
                 require_client_auth=client_ca is not None,
             )
-            port = server.add_secure_port(self.config.listen, credentials)
+            port = server.add_secure_port(listen, credentials)
         if port == 0:
             raise StartupError(f"cannot listen on {self.config.listen}: the address is in use or not local")
         return port

@@ -225,3 +225,16 @@ async def test_the_dispatcher_keeps_a_traceback_for_a_defect(caplog: pytest.LogC
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and errors[0].exc_info[0] is TypeError
     assert not [r for r in caplog.records if "recovered" in r.getMessage()]  # no outage was on
+
+
+def test_one_line_names_the_cause_a_wrapper_only_names_by_type() -> None:
+    try:
+        try:
+            raise ConnectionRefusedError("connection failed: connection to server at \"127.0.0.1\", port 1 failed")
+        except ConnectionRefusedError as cause:
+            raise StoreUnavailableError("store unreachable after 10 attempts: ConnectionRefusedError", attempts=10) from cause
+    except StoreUnavailableError as error:
+        assert one_line(error) == (
+            "StoreUnavailableError: store unreachable after 10 attempts: ConnectionRefusedError "
+            '(connection failed: connection to server at "127.0.0.1", port 1 failed)'
+        )

@@ -20,13 +20,22 @@ log = logging.getLogger("tickwheel.server")
 
 
 async def serve_until_signalled(server: TickwheelServer) -> None:
-    """Start, then stop gracefully on SIGTERM or SIGINT."""
+    """Start, then stop gracefully on SIGTERM or SIGINT. A signal while the
+    start still waits for the store or etcd ends the start: nothing runs yet."""
     loop = asyncio.get_running_loop()
     stop_requested = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop_requested.set)
-    await server.start()
-    await stop_requested.wait()
+    starting = asyncio.create_task(server.start(), name="tickwheel-start")
+    stopping = asyncio.create_task(stop_requested.wait(), name="tickwheel-stop-requested")
+    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        log.info("stopping before the start completed")
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        return
+    starting.result()  # a StartupError ends the process with its message
+    await stopping
     await server.stop()
 
 

@@ -55,9 +55,21 @@ def outage_of(error: BaseException) -> str | None:
 
 
 def one_line(error: BaseException) -> str:
-    """The error's type and the first line of its text (drivers add SQL and hints below)."""
+    """The error's type and the first line of its text (drivers add SQL and
+    hints below); when that text only names the type of the error it was
+    raised from (the store's "unreachable after N attempts: OperationalError"),
+    that error's first line too."""
+    line = _first_line(error)
+    said = f"{type(error).__name__}: {line}" if line else type(error).__name__
+    cause = error.__cause__
+    if cause is not None and line.endswith(type(cause).__name__) and _first_line(cause):
+        return f"{said} ({_first_line(cause)})"
+    return said
+
+
+def _first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+    return text[0].strip() if text else ""
 
 
 class OutageLog:

@@ -1,0 +1,120 @@
+"""A server started while its store or etcd is down: it waits for them.
+
+A scheduler's process is started by a supervisor (systemd, Kubernetes) that
+knows nothing of the order its dependencies come up in. Rather than exit
+(and be restarted in a loop whose delay grows) or hang silently, a server
+whose store or etcd does not answer at start:
+
+- binds its gRPC address at once and serves ``grpc.health.v1`` there as
+  ``NOT_SERVING`` (the whole server and each service), so a load balancer
+  or probe sees a live process that is not ready; every other call is
+  refused with ``UNAVAILABLE`` naming what it waits for;
+- logs one WARNING line a retry naming what it waits for (the store or
+  etcd), its address (the store URL without its password) and the error's
+  first line, and retries with capped, jittered backoff;
+- once both answer, closes that placeholder and starts as usual on the same
+  port (then ``SERVING``).
+
+Only a known outage (:func:`~tickwheel_server.telemetry.outages.outage_of`)
+is waited for: a bad URL, a refused password, a schema that lacks
+migrations or any other error still ends the start with its message.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from tickwheel.shared.backoff import BackoffSleeper
+from tickwheel.shared.clock import Clock
+
+from .telemetry.outages import one_line, outage_of
+
+log = logging.getLogger("tickwheel.server")
+
+T = TypeVar("T")
+
+RETRY_INITIAL = 0.5
+"""Seconds before the first retry of a dependency that did not answer at start."""
+RETRY_CAP = 10.0
+"""The longest wait between two retries at start (and so between two of its log lines)."""
+
+
+class _RefuseWhileWaiting(grpc.GenericRpcHandler):
+    """Every method but health's: ``UNAVAILABLE``, saying what the server waits for."""
+
+    def __init__(self, reason: Callable[[], str]) -> None:
+        self._reason = reason
+
+    def service(self, handler_call_details):
+        if handler_call_details.method.startswith(f"/{health.SERVICE_NAME}/"):
+            return None
+
+        async def refuse(_request, context):
+            await context.abort(grpc.StatusCode.UNAVAILABLE, self._reason())
+
+        return grpc.unary_unary_rpc_method_handler(refuse)
+
+
+class WaitingForDependencies:
+    """The start's waits for the store and etcd, and the health-only
+    placeholder served on the gRPC address meanwhile."""
+
+    def __init__(self, clock: Clock, bind: Callable[[grpc.aio.Server], int], services: list[str]) -> None:
+        self._clock = clock
+        self._bind = bind
+        self._services = services
+        self._server: grpc.aio.Server | None = None
+        self.port: int | None = None
+        """The port the placeholder bound (the real server binds it again), once one was needed."""
+        self.waiting_for = ""
+        """What the start waits for now ("the store at URL"), for the refusals' message."""
+
+    async def until_up(self, what: str, address: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``attempt()``'s result, retried with backoff while it fails with a
+        known outage of ``what`` ("the store", "etcd") at ``address``; any
+        other error is raised."""
+        backoff = BackoffSleeper(self._clock, initial=RETRY_INITIAL, cap=RETRY_CAP)
+        failures = 0
+        while True:
+            try:
+                result = await attempt()
+            except Exception as error:
+                if outage_of(error) is None:
+                    raise
+                failures += 1
+                self.waiting_for = f"{what} at {address}"
+                await self._serve_health()
+                delay = backoff.next_delay()
+                log.warning(
+                    "waiting for %s at %s (try %d): %s; health NOT_SERVING on port %d; retrying in %.1f s",
+                    what, address, failures, one_line(error), self.port, delay,
+                )
+                await self._clock.sleep(delay)
+            else:
+                if failures:
+                    log.info("%s at %s answers after %d failed tries", what, address, failures)
+                return result
+
+    async def _serve_health(self) -> None:
+        if self._server is not None:
+            return
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        placeholder = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(placeholder, server)
+        server.add_generic_rpc_handlers((_RefuseWhileWaiting(lambda: f"starting: waiting for {self.waiting_for}"),))
+        self.port = self._bind(server)
+        for name in ["", *self._services]:
+            await placeholder.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        await server.start()
+        self._server = server
+
+    async def close(self) -> None:
+        """Stop the placeholder (if one was started), freeing its port."""
+        if self._server is not None:
+            server, self._server = self._server, None
+            await server.stop(0)
