@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy.exc
 
 from tickwheel.shared.clock import FakeClock
+from tests.unit.dispatcher.test_dispatcher_wake import Ownership, Runner
 from tickwheel_server.dispatcher.dispatcher import Dispatcher
 from tickwheel_server.lease.types import LeaseStoreFatal, LeaseStoreUnavailable, SessionLost
 from tickwheel_server.store.dispatch import ClaimResult
@@ -164,43 +165,26 @@ class FailingStore:
         return []
 
 
-class Ownership:
-    generation = 1
-
-    def owned(self) -> dict[int, int]:
-        return {3: 7}
-
-    async def wait_changed(self, after: int) -> int:
-        await asyncio.Event().wait()
-        return self.generation
-
-
-class Runner:
-    def insert(self, key, due_us, _partition) -> None:
-        raise AssertionError("nothing was claimed")
-
-    def drop(self, _predicate) -> None:
-        pass
-
-
-async def ticks(dispatcher: Dispatcher, clock: FakeClock, count: int) -> None:
-    for _ in range(count):
-        done = dispatcher.tick_done
-        clock.advance(1.0)
-        await asyncio.wait_for(done.wait(), 5)
+async def run_dispatcher(errors: list[BaseException], ticks: int) -> FailingStore:
+    """A dispatcher over a store failing with ``errors``, through ``ticks`` more ticks."""
+    clock, store, runner = FakeClock(), FailingStore(errors), Runner()
+    dispatcher = Dispatcher(store, Ownership(), runner, clock, tick=1.0, lookahead=timedelta(0))
+    task = asyncio.create_task(dispatcher.run())
+    try:
+        for _ in range(ticks):
+            done = dispatcher.tick_done
+            clock.advance(1.0)
+            await asyncio.wait_for(done.wait(), 5)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert not runner.inserted  # nothing was claimed
+    return store
 
 
 async def test_the_dispatcher_logs_a_store_outage_once_and_its_end(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    clock = FakeClock()
-    store = FailingStore([store_down() for _ in range(8)])
-    dispatcher = Dispatcher(store, Ownership(), Runner(), clock, tick=1.0, lookahead=timedelta(0))
-    task = asyncio.create_task(dispatcher.run())
-    try:
-        await ticks(dispatcher, clock, 10)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    store = await run_dispatcher([store_down() for _ in range(8)], 10)
     assert store.claims >= 9
     mine = [r for r in caplog.records if r.getMessage().startswith("dispatcher:")]
     assert [r.levelno for r in mine if r.levelno >= logging.INFO] == [logging.WARNING, logging.INFO]
@@ -213,15 +197,7 @@ async def test_the_dispatcher_logs_a_store_outage_once_and_its_end(caplog: pytes
 
 async def test_the_dispatcher_keeps_a_traceback_for_a_defect(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
-    clock = FakeClock()
-    store = FailingStore([TypeError("claim_due() got an unexpected keyword argument")])
-    dispatcher = Dispatcher(store, Ownership(), Runner(), clock, tick=1.0, lookahead=timedelta(0))
-    task = asyncio.create_task(dispatcher.run())
-    try:
-        await ticks(dispatcher, clock, 2)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    await run_dispatcher([TypeError("claim_due() got an unexpected keyword argument")], 2)
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and errors[0].exc_info[0] is TypeError
     assert not [r for r in caplog.records if "recovered" in r.getMessage()]  # no outage was on
