@@ -18,7 +18,7 @@ from tickwheel_server.dispatcher.dispatcher import Dispatcher
 from tickwheel_server.lease.types import LeaseStoreFatal, LeaseStoreUnavailable, SessionLost
 from tickwheel_server.store.dispatch import ClaimResult
 from tickwheel_server.store.errors import AmbiguousCommitError, StoreUnavailableError, TransactionConflictError
-from tickwheel_server.telemetry.outages import STILL_EVERY, OutageLog, one_line, outage_of
+from tickwheel_server.telemetry.outages import STILL_EVERY, OutageLog, log_failure, one_line, outage_of
 
 LOGGER = "tickwheel.test.outages"
 
@@ -214,3 +214,24 @@ def test_one_line_names_the_cause_a_wrapper_only_names_by_type() -> None:
             "StoreUnavailableError: store unreachable after 10 attempts: ConnectionRefusedError "
             '(connection failed: connection to server at "127.0.0.1", port 1 failed)'
         )
+
+
+def test_log_failure_is_one_warning_line_for_an_outage_and_a_traceback_for_a_defect(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    logger = logging.getLogger(LOGGER)
+    log_failure(logger, "partition ownership failed", LeaseStoreUnavailable("etcd: no leader"),
+                then="releasing and starting again")
+    try:
+        raise KeyError("partition 9")
+    except KeyError as error:
+        log_failure(logger, "partition ownership failed", error)
+    warning, error = caplog.records
+    assert (warning.levelno, warning.exc_info) == (logging.WARNING, None)
+    assert warning.getMessage() == (
+        "partition ownership failed, etcd unavailable: LeaseStoreUnavailable: etcd: no leader; "
+        "releasing and starting again"
+    )
+    assert error.levelno == logging.ERROR and error.exc_info[0] is KeyError
+    assert error.getMessage() == "partition ownership failed; retrying"

@@ -68,7 +68,7 @@ from ..lease.base import LeaseStore, Session
 from ..lease.types import LeaseStoreClosed, LeaseStoreError, Ownership, SessionLost
 from ..policy.ownership import OwnershipPlan, plan_ownership
 from ..store.partitions import PartitionStore
-from ..telemetry.outages import one_line, outage_of
+from ..telemetry.outages import log_failure
 from .ownership_fence import EpochFence
 from .ownership_holdings import Holdings, OwnershipChange
 from .ownership_view import RETRY_CAP, RETRY_INITIAL, OwnershipView
@@ -331,11 +331,7 @@ class PartitionOwnership:
                 log.log(level, "partition ownership: %s; retrying", error)
                 await backoff.sleep()
             except Exception as error:
-                if (kind := outage_of(error)) is not None:
-                    log.warning("partition ownership failed, %s unavailable: %s; releasing and starting again",
-                                kind, one_line(error))
-                else:
-                    log.exception("partition ownership failed; releasing and starting again")
+                log_failure(log, "partition ownership failed", error, then="releasing and starting again")
                 await self._release_everything(session)
                 await backoff.sleep()
             else:  # pragma: no cover - the work only ends by raising

@@ -51,6 +51,7 @@ from ..policy.fairness import Shares
 from ..store.arming import Armed, ArmStore, StartRound
 from ..store.executions import Capability, HandedOut
 from ..store.requeue import RequeueStore
+from ..telemetry.outages import log_failure
 from .assignments import prebuild
 from .connections import WorkerConnection
 from .fence import Fence, Lease
@@ -436,8 +437,9 @@ class ArmedQueue:
                 chosen, _instant_us, starting = current
                 try:
                     outcome = await asyncio.shield(starting)
-                except Exception:
-                    log.exception("a start under way when its round stopped failed too")
+                except Exception as error:
+                    log_failure(log, "a start under way when its round stopped failed too", error,
+                                then="its executions wait")
                 else:
                     handed, _prebuilt = self._taken(chosen, outcome)
                     if handed:

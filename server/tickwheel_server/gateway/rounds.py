@@ -29,6 +29,7 @@ from tickwheel.shared.logs import log_execution
 from ..store.executions import Capability, HandedOut, HandOutRound
 from ..store.queue import ExecutionQueue
 from ..telemetry.metrics import Metrics
+from ..telemetry.outages import log_failure
 from ..telemetry.tracing import Tracing, traceparent_of
 from .armed import ArmedQueue
 from .assignments import PrebuiltBatches, add_assignment
@@ -220,8 +221,8 @@ class Rounds:
             # whether or not this round claims (:mod:`..store.doubt`).
             try:
                 await self._store.handout.in_doubt.settle()
-            except Exception:
-                log.warning("undoing hand-outs in doubt failed; retrying at the next round", exc_info=True)
+            except Exception as error:
+                log_failure(log, "undoing hand-outs in doubt failed", error, then="retrying at the next round")
         fence = self._fence
         lease = fence.lease
         refused = fence.refusal(lease)
@@ -336,8 +337,8 @@ class Rounds:
     async def _give_back(self, claiming: asyncio.Future[HandOutRound]) -> None:
         try:
             handed = await asyncio.shield(claiming)
-        except Exception:
-            log.exception("a claim under way when its round failed failed too")
+        except Exception as error:
+            log_failure(log, "a claim under way when its round failed failed too", error, then="its executions wait")
             return
         if handed:
             await self._store.requeues.release([(item.id, item.delivery) for item in handed])

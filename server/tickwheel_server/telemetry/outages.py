@@ -72,6 +72,17 @@ def _first_line(error: BaseException) -> str:
     return text[0].strip() if text else ""
 
 
+def log_failure(logger: logging.Logger, what: str, error: BaseException, *, then: str = "retrying") -> None:
+    """One failure outside a loop's pass: a known outage as one WARNING line
+    (``what``, the outage, the error's first line), anything else as ERROR
+    with its traceback."""
+    kind = outage_of(error)
+    if kind is None:
+        logger.error("%s; %s", what, then, exc_info=error)
+    else:
+        logger.warning("%s, %s unavailable: %s; %s", what, kind, one_line(error), then)
+
+
 class OutageLog:
     """The failures of one component's passes, logged as above.
 
