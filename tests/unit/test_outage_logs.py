@@ -119,7 +119,8 @@ def test_an_outage_is_one_warning_then_one_a_minute_then_one_recovery(caplog: py
     assert not records(caplog, logging.ERROR)
     assert not any(r.exc_info for r in caplog.records if r.name == LOGGER)
 
-    # The next outage is a new one: its own first line.
+    # An outage a minute after the last line is a new one: its own first line.
+    clock.advance(STILL_EVERY)
     outages.failed("the reaper's pass", ConnectionRefusedError(111, "Connection refused"))
     assert len(records(caplog, logging.WARNING)) == 3
     assert "connection unavailable: ConnectionRefusedError" in records(caplog, logging.WARNING)[2].getMessage()
@@ -235,3 +236,32 @@ def test_log_failure_is_one_warning_line_for_an_outage_and_a_traceback_for_a_def
     )
     assert error.levelno == logging.ERROR and error.exc_info[0] is KeyError
     assert error.getMessage() == "partition ownership failed; retrying"
+
+
+def test_a_flapping_outage_is_still_one_warning_a_minute(caplog: pytest.LogCaptureFixture) -> None:
+    """Passes that need no store succeed between those that fail: the
+    component's lines stay rate-limited, across the outages it sees."""
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    clock = FakeClock()
+    outages = OutageLog(logging.getLogger(LOGGER), "gateway", clock)
+    for _ in range(50):
+        outages.failed("the hand-out round", store_down())
+        clock.advance(0.5)
+        outages.ok()
+        clock.advance(0.5)
+    assert len(records(caplog, logging.WARNING)) == 1
+    assert len(records(caplog, logging.INFO)) == 1  # the recovery of the announced outage only
+    clock.advance(STILL_EVERY)
+    outages.failed("the hand-out round", store_down())
+    outages.ok()
+    assert len(records(caplog, logging.WARNING)) == 2
+    assert len(records(caplog, logging.INFO)) == 2
+    # A relapse that lasts past the minute is announced then, and so is its end.
+    clock.advance(1.0)
+    outages.failed("the hand-out round", store_down())
+    clock.advance(STILL_EVERY)
+    outages.failed("the hand-out round", store_down())
+    outages.ok()
+    warnings = records(caplog, logging.WARNING)
+    assert len(warnings) == 3 and warnings[2].getMessage().startswith("gateway: still failing for 60 s (2 failures)")
+    assert len(records(caplog, logging.INFO)) == 3

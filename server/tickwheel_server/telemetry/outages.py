@@ -8,8 +8,11 @@ line an operator needs. :class:`OutageLog` gives each component (the
 reaper, the dispatcher, the liveness loop...) one WARNING line when an
 outage begins (what failed, the error's first line), one more every
 ``every`` seconds while it lasts (how long, how many failures), DEBUG for
-the failures between, and one INFO line when a pass succeeds again. Any
-other exception stays an ERROR with its traceback, every time.
+the failures between, and one INFO line when a pass succeeds again. A
+component whose passes alternate (one that needs no store succeeds
+between two that fail) still writes at most one WARNING per ``every``:
+a relapse sooner than that is DEBUG, and so is its recovery. Any other
+exception stays an ERROR with its traceback, every time.
 
 What counts as an outage (:func:`outage_of`): the store's
 :class:`~tickwheel_server.store.errors.StoreUnavailableError` (and an
@@ -98,7 +101,8 @@ class OutageLog:
         self._every = every
         self.down_since: float | None = None
         """When the current outage began (the clock's monotonic seconds); ``None`` when none."""
-        self._warned_at = 0.0
+        self._warned_at: float | None = None
+        self._announced = False
         self._failures = 0
 
     @property
@@ -114,12 +118,22 @@ class OutageLog:
             return
         now = self._clock.monotonic()
         self._failures += 1
+        quiet = self._warned_at is None or now - self._warned_at >= self._every
         if self.down_since is None:
-            self.down_since = self._warned_at = now
+            self.down_since = now
             self._failures = 1
-            self._log.warning("%s: %s failed, %s unavailable: %s; retrying", self.component, what, kind, one_line(error))
-        elif now - self._warned_at >= self._every:
+            # A relapse within a minute of the last line (a pass that did not
+            # need the store succeeded meanwhile) stays quiet: the lines of
+            # one component are rate-limited across outages too.
+            self._announced = quiet
+            if not quiet:
+                self._log.debug("%s: %s failed again: %s", self.component, what, one_line(error))
+                return
             self._warned_at = now
+            self._log.warning("%s: %s failed, %s unavailable: %s; retrying", self.component, what, kind, one_line(error))
+        elif quiet:
+            self._warned_at = now
+            self._announced = True
             self._log.warning(
                 "%s: still failing for %.0f s (%d failures), %s unavailable: %s failed: %s; retrying",
                 self.component, now - self.down_since, self._failures, kind, what, one_line(error),
@@ -132,6 +146,7 @@ class OutageLog:
         if self.down_since is None:
             return
         lasted = self._clock.monotonic() - self.down_since
-        self._log.info("%s: recovered after %.0f s (%d failures)", self.component, lasted, self._failures)
+        self._log.log(logging.INFO if self._announced else logging.DEBUG,
+                      "%s: recovered after %.0f s (%d failures)", self.component, lasted, self._failures)
         self.down_since = None
         self._failures = 0
