@@ -30,6 +30,7 @@ from tickwheel.shared.clock import Clock
 
 from ..auth.authenticator import CACHE_TTL_SECONDS
 from ..errors import Unauthenticated
+from ..telemetry.outages import OutageLog
 from .connections import Connections, WorkerConnection
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,7 @@ class CredentialWatch:
         self._connections = connections
         self._live = live
         self._clock = clock
+        self.outages = OutageLog(log, "credential watch", clock)
         self.interval = interval
         self._on_revoked = on_revoked
         self.checks = 0
@@ -113,5 +115,7 @@ class CredentialWatch:
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                log.warning("cannot re-verify the open streams' worker credentials: %s; retrying", error)
+                self.outages.failed("re-verifying the open streams' worker credentials", error)
+            else:
+                self.outages.ok()
             await self._clock.sleep(self.interval)
