@@ -30,7 +30,8 @@ from tickwheel.v1 import job_pb2
 from tests.integration.test_ssrf import wait_finished
 from tests.support.server import running_server, start_server_process
 from tickwheel_server.cli.main import main as tickwheel_cli
-from tickwheel_server.config import ConfigError, TlsConfig, add_server_arguments, load_server_config
+from tickwheel_server.app import TickwheelServer
+from tickwheel_server.config import ConfigError, ServerConfig, TlsConfig, add_server_arguments, load_server_config
 from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig, register_builtins
 from tickwheel_worker.cli import UsageError, build_parser, config_from_args
 
@@ -332,3 +333,32 @@ async def test_a_worker_connects_over_mutual_tls(tmp_path, pki) -> None:
         finally:
             await worker.stop(1.0)
             await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_server_waiting_for_etcd_answers_health_over_its_tls_only(tmp_path, pki) -> None:
+    """The placeholder a start serves while it waits (tickwheel_server/waiting.py)
+    binds with the server's TLS: NOT_SERVING to a client with a good
+    certificate, nothing to a plaintext one."""
+    config = ServerConfig(
+        store=f"sqlite:///{tmp_path / 'store.db'}", etcd="127.0.0.1:1", admin_token="twa_" + "x" * 32,
+        listen="127.0.0.1:0", migrate=True, tls=server_tls(pki, mutual=True),
+    )
+    server = TickwheelServer(config)
+    starting = asyncio.create_task(server.start())
+    try:
+        while server._waiting is None or server._waiting.port is None:
+            assert not starting.done(), starting.exception()
+            await asyncio.sleep(0.05)  # the start's first try at etcd: no event to await from outside
+        address = f"127.0.0.1:{server._waiting.port}"
+        credentials = pki.tls(client=True).channel_credentials()
+        async with grpc.aio.secure_channel(address, credentials) as channel:
+            health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=WAIT)
+            assert health.status == health_pb2.HealthCheckResponse.NOT_SERVING
+        async with grpc.aio.insecure_channel(address) as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as plaintext:
+                await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=WAIT)
+            assert plaintext.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+    assert server._waiting.port is not None and server._waiting._server is None  # the port was freed
