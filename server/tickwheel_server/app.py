@@ -79,9 +79,9 @@ from .web import HttpServer, Router, install_console, server_ssl_context
 from .telemetry.gauges import StoreGauges
 from .telemetry.metrics import Metrics
 from .telemetry.tracing import Tracing, server_interceptor
-from .web.metrics import install_metrics
 from .telemetry.outages import outage_of
 from .waiting import WaitingForDependencies
+from .web.metrics import install_metrics
 
 log = logging.getLogger("tickwheel.server")
 
