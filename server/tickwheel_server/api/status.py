@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -17,6 +18,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from .. import errors
 from ..store.errors import StoreUnavailableError, TransactionConflictError
+from ..telemetry.outages import one_line
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -106,6 +108,30 @@ async def abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
     await context.abort(code, status.message, trailing_metadata=(("grpc-status-details-bin", status.SerializeToString()),))
 
 
+UNAVAILABLE_QUIET = 60.0
+"""Seconds a method's calls refused for an unavailable store stay unlogged
+after it logged one: an outage fails every call, and a line per call would
+flood the log with what one line says (docs/operations.md, "Outages of the
+store or etcd")."""
+
+_unavailable: dict[str, tuple[float, int]] = {}
+"""Per method (one entry each: the service's methods are a fixed set), when
+it last logged a refusal and how many it refused since without a line."""
+
+
+def _log_unavailable(name: str, error: Exception) -> None:
+    """One WARNING for ``name``'s refusal, or none within
+    :data:`UNAVAILABLE_QUIET` of its last; the next line counts those it left out."""
+    now = time.monotonic()
+    last = _unavailable.get(name)
+    if last is not None and now - last[0] < UNAVAILABLE_QUIET:
+        _unavailable[name] = (last[0], last[1] + 1)
+        return
+    _unavailable[name] = (now, 0)
+    more = f" ({last[1]} more calls refused since the last line)" if last is not None and last[1] else ""
+    log.warning("%s: store unavailable: %s%s", name, one_line(error), more)
+
+
 def rpc(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
     """Wrap a unary servicer method: domain errors become statuses, the rest INTERNAL (logged)."""
 
@@ -116,7 +142,7 @@ def rpc(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
         except errors.TickwheelError as error:
             await abort(context, error)
         except (StoreUnavailableError, TransactionConflictError) as error:
-            log.warning("%s: store unavailable: %s", method.__qualname__, error)
+            _log_unavailable(method.__qualname__, error)
             await abort(context, error)
         except grpc.aio.AbortError:
             raise
