@@ -117,6 +117,19 @@ def run_one_job(stack: ExitStack, tmp_path: Path, server: ServerProcess, engine,
     assert target.calls[0].began >= due.timestamp()
 
 
+def serves_where_it_waited_and_runs_one_job(
+    stack: ExitStack, tmp_path: Path, start: WaitingStart, port: int, engine, target: RecordingTarget
+) -> ServerProcess:
+    """The start that waited serves on the port its health said NOT_SERVING
+    on, SERVING now; a job created then runs once, not early; no traceback."""
+    server = start.served()
+    assert server.address == f"127.0.0.1:{port}"  # where health said NOT_SERVING
+    assert health(server.address) == SERVING
+    run_one_job(stack, tmp_path, server, engine, target)
+    assert "Traceback" not in server.log()
+    return server
+
+
 def test_a_server_started_while_postgres_is_down_waits_then_serves(
     tmp_path: Path, postgres_url: str, postgres_server: PostgresServer, etcd_endpoint: str
 ) -> None:
@@ -131,14 +144,10 @@ def test_a_server_started_while_postgres_is_down_waits_then_serves(
         eventually(lambda: start.log().count("waiting for the store") >= 2, 60, "a second try, its own line")
         postgres_server.start()
 
-        server = start.served()
-        assert server.address == f"127.0.0.1:{port}"  # where health said NOT_SERVING
-        assert health(server.address) == SERVING
+        server = serves_where_it_waited_and_runs_one_job(stack, tmp_path, start, port, engine, target)
         log = server.log()
         assert "waiting for the store at postgresql+psycopg://" in log
         assert re.search(r"the store at \S+ answers after \d+ failed tries", log)
-        run_one_job(stack, tmp_path, server, engine, target)
-        assert "Traceback" not in server.log()
 
 
 def test_a_server_started_while_etcd_is_down_waits_then_serves(
@@ -154,11 +163,7 @@ def test_a_server_started_while_etcd_is_down_waits_then_serves(
         assert f"waiting for etcd at {etcd_server.endpoint} (try 1): LeaseStoreUnavailable:" in start.log()
         etcd_server.start()
 
-        server = start.served()
-        assert server.address == f"127.0.0.1:{port}"
-        assert health(server.address) == SERVING
-        run_one_job(stack, tmp_path, server, engine, target)
-        assert "Traceback" not in server.log()
+        serves_where_it_waited_and_runs_one_job(stack, tmp_path, start, port, engine, target)
 
 
 def test_a_server_stopped_while_it_waits_exits_cleanly(tmp_path: Path, etcd_server: EtcdServer) -> None:

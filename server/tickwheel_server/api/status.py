@@ -18,7 +18,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from .. import errors
 from ..store.errors import StoreUnavailableError, TransactionConflictError
-from ..telemetry.outages import one_line
+from ..telemetry.outages import OutageLog
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -108,28 +108,19 @@ async def abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
     await context.abort(code, status.message, trailing_metadata=(("grpc-status-details-bin", status.SerializeToString()),))
 
 
-UNAVAILABLE_QUIET = 60.0
-"""Seconds a method's calls refused for an unavailable store stay unlogged
-after it logged one: an outage fails every call, and a line per call would
-flood the log with what one line says (docs/operations.md, "Outages of the
-store or etcd")."""
-
-_unavailable: dict[str, tuple[float, int]] = {}
-"""Per method (one entry each: the service's methods are a fixed set), when
-it last logged a refusal and how many it refused since without a line."""
+_outages: dict[str, OutageLog] = {}
+"""Per method (one each: the services' methods are a fixed set), its calls
+refused because the store is unavailable, logged as a background loop's
+failures are (:class:`~tickwheel_server.telemetry.outages.OutageLog`): an
+outage fails every call, and a line per call would flood the log with what
+one line a minute says (docs/operations.md, "Outages of the store or etcd")."""
 
 
-def _log_unavailable(name: str, error: Exception) -> None:
-    """One WARNING for ``name``'s refusal, or none within
-    :data:`UNAVAILABLE_QUIET` of its last; the next line counts those it left out."""
-    now = time.monotonic()
-    last = _unavailable.get(name)
-    if last is not None and now - last[0] < UNAVAILABLE_QUIET:
-        _unavailable[name] = (last[0], last[1] + 1)
-        return
-    _unavailable[name] = (now, 0)
-    more = f" ({last[1]} more calls refused since the last line)" if last is not None and last[1] else ""
-    log.warning("%s: store unavailable: %s%s", name, one_line(error), more)
+def _outage(name: str) -> OutageLog:
+    found = _outages.get(name)
+    if found is None:
+        found = _outages[name] = OutageLog(log, name, time, then="refused UNAVAILABLE")
+    return found
 
 
 def rpc(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
@@ -138,17 +129,25 @@ def rpc(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
     @functools.wraps(method)
     async def wrapper(self, request, context: grpc.aio.ServicerContext) -> R:
         try:
-            return await method(self, request, context)
+            answer = await method(self, request, context)
         except errors.TickwheelError as error:
             await abort(context, error)
-        except (StoreUnavailableError, TransactionConflictError) as error:
-            _log_unavailable(method.__qualname__, error)
+        except StoreUnavailableError as error:
+            _outage(method.__qualname__).failed("a call", error)
+            await abort(context, error)
+        except TransactionConflictError as error:  # conflicts past the retries: rare, each its own line
+            log.warning("%s: store unavailable: %s", method.__qualname__, error)
             await abort(context, error)
         except grpc.aio.AbortError:
             raise
         except Exception as error:
             log.exception("%s failed", method.__qualname__)
             await abort(context, error)
+        else:
+            outage = _outages.get(method.__qualname__)
+            if outage is not None and outage.down:
+                outage.ok()
+            return answer
         raise AssertionError("unreachable")
 
     return wrapper

@@ -91,13 +91,18 @@ class OutageLog:
 
     Call :meth:`failed` from the ``except`` of a pass and :meth:`ok` after a
     pass that succeeded. A component made of several steps calls
-    :meth:`ok` once a whole pass went through.
+    :meth:`ok` once a whole pass went through. ``then`` ends each line: what
+    the component does about it (a loop retries; an API refuses the call).
     """
 
-    def __init__(self, logger: logging.Logger, component: str, clock: _Monotonic, *, every: float = STILL_EVERY) -> None:
+    def __init__(
+        self, logger: logging.Logger, component: str, clock: _Monotonic, *, every: float = STILL_EVERY,
+        then: str = "retrying",
+    ) -> None:
         self._log = logger
         self.component = component
         self._clock = clock
+        self._then = then
         self._every = every
         self.down_since: float | None = None
         """When the current outage began (the clock's monotonic seconds); ``None`` when none."""
@@ -114,7 +119,7 @@ class OutageLog:
         every ``every`` seconds) if it is one, with its traceback if not."""
         kind = outage_of(error)
         if kind is None:
-            self._log.error("%s: %s failed; retrying", self.component, what, exc_info=error)
+            self._log.error("%s: %s failed; %s", self.component, what, self._then, exc_info=error)
             return
         now = self._clock.monotonic()
         self._failures += 1
@@ -130,13 +135,15 @@ class OutageLog:
                 self._log.debug("%s: %s failed again: %s", self.component, what, one_line(error))
                 return
             self._warned_at = now
-            self._log.warning("%s: %s failed, %s unavailable: %s; retrying", self.component, what, kind, one_line(error))
+            self._log.warning(
+                "%s: %s failed, %s unavailable: %s; %s", self.component, what, kind, one_line(error), self._then
+            )
         elif quiet:
             self._warned_at = now
             self._announced = True
             self._log.warning(
-                "%s: still failing for %.0f s (%d failures), %s unavailable: %s failed: %s; retrying",
-                self.component, now - self.down_since, self._failures, kind, what, one_line(error),
+                "%s: still failing for %.0f s (%d failures), %s unavailable: %s failed: %s; %s",
+                self.component, now - self.down_since, self._failures, kind, what, one_line(error), self._then,
             )
         else:
             self._log.debug("%s: %s failed: %s", self.component, what, one_line(error))

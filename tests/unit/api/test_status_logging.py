@@ -1,5 +1,6 @@
 """A store outage fails every API call; the log gets one line a method a
-minute, not one a call (``api/status.py``: ``rpc``)."""
+minute, not one a call, and one when calls are answered again
+(``api/status.py``: ``rpc``, on :class:`~tickwheel_server.telemetry.outages.OutageLog`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from tickwheel_server.api import status
 from tickwheel_server.store.errors import StoreUnavailableError
+from tickwheel_server.telemetry.outages import STILL_EVERY
 
 
 class _Aborted(Exception):
@@ -35,20 +37,20 @@ class _Servicer:
 def clock(monkeypatch):
     now = [1000.0]
     monkeypatch.setattr(status.time, "monotonic", lambda: now[0])
-    monkeypatch.setattr(status, "_unavailable", {})
+    monkeypatch.setattr(status, "_outages", {})
     return now
 
 
 async def test_calls_refused_in_an_outage_log_one_line_a_minute_then_count_the_rest(caplog, clock) -> None:
     servicer, context = _Servicer(), _Context()
-    with caplog.at_level(logging.WARNING, logger="tickwheel.server"):
+    with caplog.at_level(logging.WARNING, logger=status.log.name):
         for _ in range(500):
             with pytest.raises(_Aborted):
                 await servicer.CreateJob(None, context)
         assert context.codes == [grpc.StatusCode.UNAVAILABLE] * 500, "every call is still refused"
         lines = [r.getMessage() for r in caplog.records if "store unavailable" in r.getMessage()]
         assert len(lines) == 1 and "_Servicer.CreateJob" in lines[0] and "StoreUnavailableError" in lines[0]
-        clock[0] += status.UNAVAILABLE_QUIET - 1
+        clock[0] += STILL_EVERY - 1
         with pytest.raises(_Aborted):
             await servicer.CreateJob(None, context)
         assert len([r for r in caplog.records if "store unavailable" in r.getMessage()]) == 1
@@ -56,5 +58,32 @@ async def test_calls_refused_in_an_outage_log_one_line_a_minute_then_count_the_r
         with pytest.raises(_Aborted):
             await servicer.CreateJob(None, context)
     lines = [r.getMessage() for r in caplog.records if "store unavailable" in r.getMessage()]
-    assert len(lines) == 2 and "(500 more calls refused since the last line)" in lines[1]
+    assert len(lines) == 2 and "still failing for 60 s (502 failures)" in lines[1], "it counts the calls refused"
+    assert lines[0].endswith("; refused UNAVAILABLE")
     assert all(r.exc_info is None for r in caplog.records), "an outage is one line, no traceback"
+
+
+class _Recovering:
+    def __init__(self) -> None:
+        self.down = True
+
+    @status.rpc
+    async def GetJob(self, request, context):  # noqa: N802 (gRPC's naming)
+        if self.down:
+            raise StoreUnavailableError("store unreachable after 10 attempts: OperationalError", attempts=10)
+        return "the job"
+
+
+async def test_the_first_call_answered_after_an_outage_logs_its_end(caplog, clock) -> None:
+    servicer, context = _Recovering(), _Context()
+    with caplog.at_level(logging.INFO, logger=status.log.name):
+        for _ in range(3):
+            with pytest.raises(_Aborted):
+                await servicer.GetJob(None, context)
+        clock[0] += 5
+        servicer.down = False
+        assert await servicer.GetJob(None, context) == "the job"
+        assert await servicer.GetJob(None, context) == "the job"
+    ended = [r for r in caplog.records if "recovered" in r.getMessage()]
+    assert len(ended) == 1 and ended[0].levelno == logging.INFO
+    assert "_Recovering.GetJob: recovered after 5 s (3 failures)" in ended[0].getMessage()
