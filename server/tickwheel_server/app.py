@@ -79,7 +79,7 @@ from .web import HttpServer, Router, install_console, server_ssl_context
 from .telemetry.gauges import StoreGauges
 from .telemetry.metrics import Metrics
 from .telemetry.tracing import Tracing, server_interceptor
-from .telemetry.outages import outage_of
+from .telemetry.outages import OutageLog, log_failure, outage_of
 from .waiting import WaitingForDependencies
 from .web.metrics import install_metrics
 
@@ -154,6 +154,10 @@ class TickwheelServer:
         )
         """This server's instruments, scraped on ``/metrics`` (and pushed with ``--metrics-export otlp``)."""
         self._renewals_before = 0
+        self._session_outages = OutageLog(log, "etcd session", self.clock)
+        """Reopening a lost session (one line an outage, not one a try)."""
+        self._restamp_outages = OutageLog(log, "re-stamp", self.clock)
+        """Moving running executions to a new session (one line an outage, not one a try)."""
         """Renewals of the sessions this server had before the current one."""
         self.tracing = tracing if tracing is not None else Tracing.from_setting(config.trace_export, otlp=config.otlp)
         """Spans of API calls, dispatches and hand-outs (``--trace-export``; a test may pass its own)."""
@@ -650,8 +654,9 @@ class TickwheelServer:
                     await self._open_session()
                     break
                 except LeaseStoreError as error:
-                    log.warning("cannot open an etcd session yet: %s", error)
+                    self._session_outages.failed("opening a new session", error)
                     await backoff.sleep()
+            self._session_outages.ok()
             backoff.reset()
             old_owner, new_owner = self.gateway.fence.owner, self._session_hex()
             # The gateway hands nothing out under the lost session (its fence
@@ -665,7 +670,7 @@ class TickwheelServer:
             try:
                 await self.presence.publish()
             except LeaseStoreError as error:
-                log.warning("cannot publish this server's record yet: %s", error)
+                log_failure(log, "publishing this server's record", error, then="its presence loop does it again")
 
     async def _restamp(self, old_owner: str, new_owner: str) -> None:
         """Put the executions this server's workers run under its new session
@@ -675,11 +680,13 @@ class TickwheelServer:
         while True:
             try:
                 moved = await self.stores.queue.requeues.restamp(old_owner, new_owner)
+            except Exception as error:
+                self._restamp_outages.failed("re-stamping running executions to the new session", error)
+                await backoff.sleep()
+            else:
+                self._restamp_outages.ok()
                 log.info("re-stamped %d running executions from session %s to %s", moved, old_owner, new_owner)
                 return
-            except Exception as error:
-                log.warning("cannot re-stamp running executions yet: %s", error)
-                await backoff.sleep()
 
     async def stop(self, grace: float | None = None) -> None:
         grace = self.config.shutdown_grace if grace is None else grace

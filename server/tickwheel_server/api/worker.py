@@ -33,6 +33,7 @@ from ..gateway.budget import OverBudget
 from ..gateway.connections import Connections, WorkerConnection
 from ..gateway.gateway import Gateway
 from ..store.executions import NOT_HELD
+from ..telemetry.outages import OutageLog
 from .status import abort
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self._auth = auth
         self._connections = connections
         self._clock = clock
+        self.reattach_outages = OutageLog(log, "WorkerService.Pull", clock, then="refused; the worker says hello again")
+        """Hellos refused because their executions could not be re-attached (the store is down): one line an outage."""
         self._server_id = server_id
         self.session_id = session_id
         self._heartbeat_interval = heartbeat_interval
@@ -127,9 +130,11 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 await abort(context, error)
                 return
             except Exception as error:  # the store is down (UNAVAILABLE): the worker says hello again later
-                log.warning("cannot re-attach worker %s's executions: %s", hello.worker_id, error)
+                self.reattach_outages.failed(f"re-attaching worker {hello.worker_id}'s executions", error)
                 await abort(context, error)
                 return
+            if self.reattach_outages.down:
+                self.reattach_outages.ok()
         else:
             reattached, rejected = [], held
         self._connections.add(connection)
