@@ -649,15 +649,7 @@ class TickwheelServer:
             # A lease that outlived the loss (etcd keeps leases across a restart)
             # is revoked now rather than left to expire.
             await self._session.close()
-            while True:
-                try:
-                    await self._open_session()
-                    break
-                except LeaseStoreError as error:
-                    self._session_outages.failed("opening a new session", error)
-                    await backoff.sleep()
-            self._session_outages.ok()
-            backoff.reset()
+            await self._reopen_session(backoff)
             old_owner, new_owner = self.gateway.fence.owner, self._session_hex()
             # The gateway hands nothing out under the lost session (its fence
             # refuses it): move what runs under it to the new one, then hand
@@ -671,6 +663,19 @@ class TickwheelServer:
                 await self.presence.publish()
             except LeaseStoreError as error:
                 log_failure(log, "publishing this server's record", error, then="its presence loop does it again")
+
+    async def _reopen_session(self, backoff: BackoffSleeper) -> None:
+        """Open a new session, retried with ``backoff`` while etcd refuses;
+        an outage is logged once (and a line a minute), not a line a try."""
+        while True:
+            try:
+                await self._open_session()
+                break
+            except LeaseStoreError as error:
+                self._session_outages.failed("opening a new session", error)
+                await backoff.sleep()
+        self._session_outages.ok()
+        backoff.reset()
 
     async def _restamp(self, old_owner: str, new_owner: str) -> None:
         """Put the executions this server's workers run under its new session
