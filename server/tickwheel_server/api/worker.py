@@ -81,10 +81,13 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         heartbeat_timeout: float = 30.0,
         gateway: Gateway | None = None,
         draining: Callable[[], bool] = lambda: False,
+        starting: Callable[[], str] = lambda: "",
     ) -> None:
         self.gateway = gateway
         self._draining = draining
         """Whether this server is draining: it then takes no new worker stream."""
+        self._starting = starting
+        """While this server's start is not done, why (it then takes no worker stream); empty once done."""
         self._auth = auth
         self._connections = connections
         self._clock = clock
@@ -106,6 +109,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             check_hello(first.hello, credential)
         except TickwheelError as error:
             await abort(context, error)
+            return
+        if starting := self._starting():  # the worker says hello again with backoff
+            await context.abort(grpc.StatusCode.UNAVAILABLE, starting)
             return
         if self._draining():  # a drained worker coming back, or a new one: both belong elsewhere
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"server {self._server_id} is draining: connect to another")
