@@ -116,6 +116,19 @@ async def runs_a_job(port: int, api_key: str) -> None:
     assert execution.status == job_pb2.EXECUTION_STATUS_SUCCEEDED
 
 
+async def wind_up(server: TickwheelServer, starting: asyncio.Task, worker: Worker | None,
+                  pulling: asyncio.Task | None) -> None:
+    """Stop the worker, then the server if its start ended well, else the start."""
+    if worker is not None and pulling is not None:
+        await worker.stop(1.0)
+        await asyncio.gather(pulling, return_exceptions=True)
+    if starting.done() and not starting.cancelled() and starting.exception() is None:
+        await server.stop(0.5)
+    else:
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+
+
 pytestmark = [pytest.mark.etcd, pytest.mark.slow]
 
 
@@ -136,7 +149,7 @@ async def test_etcd_gone_after_the_port_is_bound_is_waited_for(tmp_path, etcd_se
     monkeypatch.setattr(Presence, "publish", publish_once_etcd_went)
     server = TickwheelServer(config_for(store, etcd_server.endpoint, "twa_" + "y" * 32))
     starting = asyncio.create_task(server.start())
-    worker = None
+    worker = pulling = None
     try:
         async with asyncio.timeout(WAIT):
             await server.waiting.wait()
@@ -166,14 +179,7 @@ async def test_etcd_gone_after_the_port_is_bound_is_waited_for(tmp_path, etcd_se
         assert re.search(r"etcd at \S+ answers after \d+ failed tries", lines.text())
         assert "Traceback" not in lines.text()
     finally:
-        if worker is not None:
-            await worker.stop(1.0)
-            await asyncio.gather(pulling, return_exceptions=True)
-        if starting.done() and not starting.cancelled() and starting.exception() is None:
-            await server.stop(0.5)
-        else:
-            starting.cancel()
-            await asyncio.gather(starting, return_exceptions=True)
+        await wind_up(server, starting, worker, pulling)
 
 
 async def test_a_worker_pulling_from_a_waiting_server_retries_then_pulls(tmp_path, etcd_server: EtcdServer,
@@ -205,14 +211,7 @@ async def test_a_worker_pulling_from_a_waiting_server_retries_then_pulls(tmp_pat
         assert "Traceback" not in lines.text()
         assert not [line for line in lines.lines if line.startswith(("ERROR", "CRITICAL"))]
     finally:
-        if worker is not None:
-            await worker.stop(1.0)
-            await asyncio.gather(pulling, return_exceptions=True)
-        if starting.done() and not starting.cancelled() and starting.exception() is None:
-            await server.stop(0.5)
-        else:
-            starting.cancel()
-            await asyncio.gather(starting, return_exceptions=True)
+        await wind_up(server, starting, worker, pulling)
 
 
 PASSWORD = "p@ss:w0rd%40x"
