@@ -256,3 +256,28 @@ def test_a_store_url_that_does_not_parse_names_no_piece_of_its_password() -> Non
     assert "%40" in message  # how to write an @
     for piece in ("w0rd", "%40x", "ss:", "@127.0.0.1"):
         assert piece not in message, message
+
+
+async def test_cluster_status_without_etcd_logs_the_outage_once_not_per_call(tmp_path, lines, monkeypatch) -> None:
+    """A dashboard polling ClusterStatus while etcd cannot be read: each call
+    answers (this server only); the log has one line, then its recovery."""
+    from tickwheel_server.lease.types import LeaseStoreUnavailable
+
+    async with running_server(f"sqlite:///{tmp_path / 'store.db'}") as running:
+        presence = running.server.presence
+        servers = presence.servers
+
+        async def unreadable():
+            raise LeaseStoreUnavailable("etcd 127.0.0.1:2379: connection refused")
+
+        monkeypatch.setattr(presence, "servers", unreadable)
+        async with AsyncClient(running.address, admin_token=running.admin_token) as admin:
+            for _ in range(200):
+                status = await admin.admin.cluster_status()
+                assert [s.server_id for s in status.servers] == [running.server.server_id]
+            monkeypatch.setattr(presence, "servers", servers)
+            await admin.admin.cluster_status()
+    mine = [line for line in lines.lines if "AdminService.ClusterStatus" in line and not line.startswith("DEBUG")]
+    assert len(mine) == 2, mine
+    assert mine[0].startswith("WARNING") and "reading etcd failed, etcd unavailable: LeaseStoreUnavailable" in mine[0]
+    assert mine[1].startswith("INFO") and "recovered after" in mine[1] and "(200 failures)" in mine[1]
