@@ -159,11 +159,11 @@ class TickwheelServer:
         )
         """This server's instruments, scraped on ``/metrics`` (and pushed with ``--metrics-export otlp``)."""
         self._renewals_before = 0
+        """Renewals of the sessions this server had before the current one."""
         self._session_outages = OutageLog(log, "etcd session", self.clock)
         """Reopening a lost session (one line an outage, not one a try)."""
         self._restamp_outages = OutageLog(log, "re-stamp", self.clock)
         """Moving running executions to a new session (one line an outage, not one a try)."""
-        """Renewals of the sessions this server had before the current one."""
         self.tracing = tracing if tracing is not None else Tracing.from_setting(config.trace_export, otlp=config.otlp)
         """Spans of API calls, dispatches and hand-outs (``--trace-export``; a test may pass its own)."""
 
