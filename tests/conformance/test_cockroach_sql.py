@@ -22,16 +22,12 @@ system columns, ``pg_`` functions):
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
-import psycopg
 import pytest
-import sqlalchemy as sa
 from tickwheel.v1 import job_pb2, worker_pb2
 
 from tickwheel_server.store import create_store_engine
@@ -46,6 +42,7 @@ from tickwheel_server.store.tenants import Tenant, TenantStore
 import tickwheel_server.store as store_package
 
 from tests.support.crdbsql import found_in, violations
+from tests.support.libpq_trace import client_messages
 
 from .test_dispatch_claim import OWNED, World, once_job
 from .test_handout import add_execution
@@ -124,53 +121,22 @@ def test_the_store_names_a_postgresql_only_feature_only_in_a_postgresql_only_bra
 
 # ------------------------------------------------------------------ the statements sent, in CockroachDB's branches
 
-_PARSED = re.compile(r'^Parse\t\s*"[^"]*"\s+"(.*)"\s+\d+(?:\s+\w+)*\s*$', re.S)
-_QUERY = re.compile(r'^Query\t\s*"(.*)"\s*$', re.S)
+_PARSED = re.compile(r'^Parse\s+"[^"]*"\s+"(.*)"\s+\d+(?:\s+\w+)*\s*$', re.S)
+_QUERY = re.compile(r'^Query\s+"(.*)"\s*$', re.S)
 ECHO = Capability(("acme",), ("echo",), True)
 
 
 @contextmanager
 def client_statements(engine):
-    """Every SQL text the client sends on ``engine``'s connections while
-    the block runs (its Parse and Query messages), from libpq's trace: a
-    statement through SQLAlchemy, the driver's cursor or the pipeline alike."""
+    """Every SQL text the client sends on ``engine``'s connections while the
+    block runs (its Parse and Query messages, from libpq's trace)."""
     texts: list[str] = []
-    handle, path = tempfile.mkstemp(prefix="crdbsql")
-    used = []
-
-    def checkout(dbapi_connection, record, proxy):
-        dbapi_connection.pgconn.trace(handle)
-        dbapi_connection.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS | psycopg.pq.Trace.REGRESS_MODE)
-        used.append(dbapi_connection)
-
-    def checkin(dbapi_connection, record):
-        if dbapi_connection is not None and dbapi_connection in used:
-            dbapi_connection.pgconn.untrace()
-
-    sa.event.listen(engine, "checkout", checkout)
-    sa.event.listen(engine, "checkin", checkin)
-    try:
+    with client_messages(engine) as (messages, _used):
         yield texts
-    finally:
-        sa.event.remove(engine, "checkout", checkout)
-        sa.event.remove(engine, "checkin", checkin)
-        for connection in used:
-            if not connection.closed:
-                connection.pgconn.untrace()
-        os.close(handle)
-        with open(path) as trace:
-            messages: list[str] = []
-            for line in trace.read().split("\n"):
-                if line.startswith(("F\t", "B\t")):
-                    messages.append(line)
-                elif messages:  # a statement's text goes on over lines of its own
-                    messages[-1] += "\n" + line
-        os.unlink(path)
-        for message in messages:
-            direction, _length, rest = message.split("\t", 2)
-            match = (_PARSED.match(rest) or _QUERY.match(rest)) if direction == "F" else None
-            if match:
-                texts.append(match.group(1))
+    for message in messages:
+        match = _PARSED.match(message) or _QUERY.match(message)
+        if match:
+            texts.append(match.group(1))
 
 
 def _job(name: str, *, overlap: int = 0, key: str = "", attempts: int = 1) -> job_pb2.Job:
@@ -197,9 +163,9 @@ async def _exercise(engine, clock) -> None:
     keyed = _job("k", key="slot")
     for ident in ("k1", "k2"):
         add_execution(engine, clock, ident, job_id="job_keyed", spec=keyed)
+    replace = _job("r", overlap=job_pb2.OVERLAP_POLICY_REPLACE)
     for ident in ("r1", "r2"):
-        add_execution(engine, clock, ident, job_id="job_replace", spec=_job("r", overlap=job_pb2.OVERLAP_POLICY_REPLACE),
-                      nominal_in=float(ident[-1]))
+        add_execution(engine, clock, ident, job_id="job_replace", spec=replace, nominal_in=float(ident[-1]))
     add_execution(engine, clock, "retry", spec=_job("t", attempts=3))
     clock.advance(3)
     handed = await queue.handout.hand_out_ready("s1", clock.now(), ECHO, 20)

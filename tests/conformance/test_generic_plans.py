@@ -111,7 +111,8 @@ async def engine(migrated_engine, clock) -> sa.Engine:
 def _on(tables: tuple[str, ...], statement: str) -> bool:
     """A read, update or delete naming one of ``tables`` (an insert has no plan to hold)."""
     head = statement.lstrip().split(None, 1)[0].upper()
-    return head in ("SELECT", "UPDATE", "DELETE", "WITH") and re.search(rf"\b({'|'.join(tables)})\b", statement) is not None
+    named = re.search(rf"\b({'|'.join(tables)})\b", statement) is not None
+    return head in ("SELECT", "UPDATE", "DELETE", "WITH") and named
 
 
 async def _exercise(engine, clock) -> list[Sent]:
