@@ -76,6 +76,7 @@ _ARRAY_CHUNK = 10_000
 def _chunk(caps: Capabilities) -> int:
     return _CHUNK if caps.is_sqlite else _ARRAY_CHUNK
 
+
 _ID_DELIVERY = ("TEXT", "INTEGER")
 """The array types of (execution id, delivery) pairs (:func:`.base.pairs_in`)."""
 
