@@ -130,7 +130,10 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         held = [(item.execution_id, item.delivery) for item in hello.in_flight]
         if self.gateway is not None:
             try:
-                reattached, rejected = await self.gateway.liveness.reattach(connection, held)
+                # A hello listing as many as it may could have been cut: it disowns nothing.
+                reattached, rejected = await self.gateway.liveness.reattach(
+                    connection, held, listed_all=len(held) < MAX_IN_FLIGHT
+                )
             except OverBudget as error:
                 log.warning("worker %s refused: %s", hello.worker_id, error)
                 await abort(context, error)

@@ -19,10 +19,13 @@ instant, started a second before it and sent at it (docs/architecture.md,
   will be sent at, never before their ready instant, fenced like a claim),
   and deals what the store started (by instant, the tenants of one instant
   interleaved by weight: :func:`interleaved`), up to the credit
-  of the workers of their capability, to be sent at that instant. From the
-  start on, a started execution is an ordinary running row to everyone
-  else (a cancel is signalled to its worker once sent; a server that dies
-  before sending leaves it to the reaper's grace and requeue).
+  of the workers of their capability, to be sent at that instant; the
+  receivers are chosen before the start, which records each row's worker.
+  From the start on, a started execution is an ordinary running row to
+  everyone else (a cancel is signalled to its worker once sent; a server
+  that dies before sending leaves it to the reaper, which gives it back at
+  once if its worker said hello elsewhere without it, else after the
+  grace: :mod:`..store.unheld`).
 - :meth:`ArmedQueue.expire` disarms what could not be sent within
   ``disarm_after`` seconds of its instant (no worker with credit) and what
   was armed under a session no longer this server's, so any server's next
@@ -107,6 +110,12 @@ class Dealer(Protocol):
 
     def take_back(self, prepared: Prepared) -> list[tuple[str, int]]:
         """Undo :meth:`prepare` (credit back); returns the (id, delivery) pairs to release."""
+
+    def assign(self, count: int, members: list[WorkerConnection]) -> list[WorkerConnection | None]:
+        """Choose (and spend the credit of) ``count`` receivers before the start records them."""
+
+    def refund(self, receivers: Sequence[WorkerConnection | None]) -> None:
+        """Give back the credit :meth:`assign` spent."""
 
 
 def entry_bytes(armed: Armed) -> int:
@@ -199,8 +208,8 @@ class ArmedQueue:
         self.disarm_after = disarm_after
         self._timeout = heartbeat_timeout
         self._start_ahead_us = int(start_ahead * 1_000_000)
-        self._ready: list[tuple[int, int, Lease, Prepared, int]] = []
-        """Heap of (instant, order, lease, dealt batch, its bytes): started, sent at that instant."""
+        self._ready: list[tuple[int, int, Lease, Prepared, int, int]] = []
+        """Heap of (instant, order, lease, dealt batch, its bytes, the start's stamp): started, sent at that instant."""
         self._ready_count = 0
         self._entries: dict[str, _Entry] = {}
         """Every armed execution by id: the truth the structures below index."""
@@ -356,7 +365,7 @@ class ArmedQueue:
         first: refused, they are given back); returns how many were sent."""
         sent = 0
         while self._ready and self._ready[0][0] <= to_us(self._clock.now()):
-            at_us, _order, lease, prepared, held = heapq.heappop(self._ready)
+            at_us, _order, lease, prepared, held, stamp = heapq.heappop(self._ready)
             self._ready_count -= len(prepared)
             self.bytes -= held
             refused = self._fence.refusal(lease)
@@ -371,7 +380,10 @@ class ArmedQueue:
                             len(prepared), self._timeout / 2)
             if refused is not None:
                 self.disarmed += len(prepared)
-                await self._requeues.release(dealer.take_back(prepared))
+                # Only rows still stamped by this start: under a dead session
+                # the reaper may have given them back and another server
+                # handed them out again at the same delivery.
+                await self._requeues.release(dealer.take_back(prepared), owner=lease.owner, at_us=stamp)
                 continue
             self.started += len(prepared)
             sent += await dealer.send(prepared)
@@ -388,12 +400,13 @@ class ArmedQueue:
         :data:`_SPREAD_US` of each other), started for the latest of them
         (or now): it is sent at that instant."""
         refusal = self._fence.refusal
-        reserved = 0
         sent = 0
-
-        def launch() -> tuple[list[_Entry], int, asyncio.Future[StartRound]] | None:
-            nonlocal reserved
-            room = min(credit_of(members, self._clock.monotonic(), self._timeout) - reserved, self.batch)
+        def launch() -> tuple[list[_Entry], list[WorkerConnection | None], int, asyncio.Future[StartRound]] | None:
+            # The receivers are chosen (their credit spent) before the start,
+            # which records each row's worker: a hello of that worker
+            # elsewhere that does not list it tells the reaper, should this
+            # server die before the send, that no worker holds it.
+            room = min(credit_of(members, self._clock.monotonic(), self._timeout), self.batch)
             if room <= 0 or not waiting or refusal(lease) is not None:
                 return None
             now_us = to_us(self._clock.now())
@@ -401,64 +414,82 @@ class ArmedQueue:
             chosen: list[_Entry] = []
             while waiting and len(chosen) < room and waiting[0][0] == group:
                 chosen.append(waiting.popleft()[1])
+            receivers = dealer.assign(len(chosen), members)
+            # One that found no credit after all is not started: still due, for a later round.
+            kept = [(entry, receiver) for entry, receiver in zip(chosen, receivers) if receiver is not None]
+            if not kept:
+                return None
+            chosen, receivers = [entry for entry, _ in kept], [receiver for _, receiver in kept]
             instant_us = max(now_us, *(e.armed.handed.ready_at_us for e in chosen))
-            reserved += len(chosen)
             if on_full is not None and len(chosen) >= self.batch:
                 on_full(True)
-            items = [(e.armed.handed.id, e.armed.handed.delivery, e.armed.beside) for e in chosen]
-            return chosen, instant_us, asyncio.ensure_future(
+            items = [(e.armed.handed.id, e.armed.handed.delivery, e.armed.beside, r.worker_id)
+                     for e, r in zip(chosen, receivers)]
+            return chosen, receivers, instant_us, asyncio.ensure_future(
                 self._store.start(lease.owner, items, from_us(instant_us), fence=lambda: refusal(lease))
             )
 
         current = launch()
         try:
             while current is not None:
-                chosen, instant_us, starting = current
+                chosen, receivers, instant_us, starting = current
                 current = None
-                outcome = await starting
-                reserved -= len(chosen)
-                handed, prebuilt = self._taken(chosen, outcome)
+                try:
+                    outcome = await starting
+                except BaseException:
+                    dealer.refund(receivers)
+                    raise
+                handed, prebuilt, dealt = self._taken(chosen, outcome, receivers, dealer)
                 if outcome.fenced is not None:
                     self._fence.note_refusal(outcome.fenced)
                     return sent
-                if handed:  # dealt now (its credit spent), sent at its instant
-                    prepared = dealer.prepare(handed, members, from_us(outcome.at_us), prebuilt)
+                if handed:  # dealt now to the workers the start recorded, sent at its instant
+                    prepared = dealer.prepare(handed, members, from_us(outcome.at_us), prebuilt, dealt)
                     self._order += 1
                     # Sent at the instant it was started for (its stamp may be a
                     # microsecond later: each start's instant is unique).
                     held = sum(len(b) for b in prebuilt) + ENTRY_BYTES * len(prebuilt)  # its messages, until sent
-                    heapq.heappush(self._ready, (instant_us, self._order, lease, prepared, held))
+                    heapq.heappush(self._ready, (instant_us, self._order, lease, prepared, held, outcome.at_us))
                     self._ready_count += len(prepared)
                     self.bytes += held
                 current = launch()  # the next start runs while this batch waits for its instant
                 sent += await self._send_ready(dealer)
         finally:
             if current is not None:  # stopped with a start under way: what it started goes back
-                chosen, _instant_us, starting = current
+                chosen, receivers, _instant_us, starting = current
                 try:
                     outcome = await asyncio.shield(starting)
                 except Exception as error:
+                    dealer.refund(receivers)
                     log_failure(log, "a start under way when its round stopped failed too", error,
                                 then="its executions wait")
                 else:
-                    handed, _prebuilt = self._taken(chosen, outcome)
+                    handed, _prebuilt, dealt = self._taken(chosen, outcome, receivers, dealer)
+                    dealer.refund(dealt)
                     if handed:
-                        await self._requeues.release([(h.id, h.delivery) for h in handed])
+                        await self._requeues.release([(h.id, h.delivery) for h in handed], owner=lease.owner,
+                                                     at_us=outcome.at_us)
         return sent
 
-    def _taken(self, chosen: list[_Entry], outcome: StartRound) -> tuple[list[HandedOut], list[bytes]]:
-        """What a start started of ``chosen``, stamped with its instant, and
-        their prebuilt Assignments; every entry of ``chosen`` leaves the
-        queue unless the start was fenced (started, disarmed, or no longer
-        this session's: the store decided)."""
+    def _taken(
+        self, chosen: list[_Entry], outcome: StartRound, receivers: list[WorkerConnection | None], dealer: Dealer,
+    ) -> tuple[list[HandedOut], list[bytes], list[WorkerConnection | None]]:
+        """What a start started of ``chosen``, stamped with its instant,
+        their prebuilt Assignments and their receivers; the credit of the
+        receivers of the rest is given back. Every entry of ``chosen``
+        leaves the queue unless the start was fenced (started, disarmed, or
+        no longer this session's: the store decided)."""
         if outcome.fenced is not None:  # still armed: kept, sent later or expired
-            return [], []
+            dealer.refund(receivers)
+            return [], [], []
         started = set(outcome.started)
         for entry in chosen:
             self._remove(entry)
         self.disarmed += len(outcome.disarmed)
-        entries = [e for e in chosen if e.armed.handed.id in started]
-        return [e.armed.handed._replace(handed_out_at_us=outcome.at_us) for e in entries], [e.prebuilt for e in entries]
+        picked = [(e, r) for e, r in zip(chosen, receivers) if e.armed.handed.id in started]
+        dealer.refund([r for e, r in zip(chosen, receivers) if e.armed.handed.id not in started])
+        return ([e.armed.handed._replace(handed_out_at_us=outcome.at_us) for e, _ in picked],
+                [e.prebuilt for e, _ in picked], [r for _, r in picked])
 
     async def give_back(self, dealer: Dealer) -> int:
         """On a graceful stop, once no round runs: release the started
@@ -470,11 +501,11 @@ class ArmedQueue:
         once), as after a crash."""
         given = 0
         while self._ready:
-            _at_us, _order, _lease, prepared, held = heapq.heappop(self._ready)
+            _at_us, _order, lease, prepared, held, stamp = heapq.heappop(self._ready)
             self._ready_count -= len(prepared)
             self.bytes -= held
             keys = dealer.take_back(prepared)
-            await self._requeues.release(keys)
+            await self._requeues.release(keys, owner=lease.owner, at_us=stamp)
             given += len(keys)
         self.disarmed += given
         return given + await self._disarm(self._entries.values())

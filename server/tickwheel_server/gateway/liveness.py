@@ -29,6 +29,7 @@ where slots are given back).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -105,18 +106,46 @@ class Liveness:
             log.info("worker %s left with %d executions in flight; requeued unless re-attached within %g s",
                      connection.worker_id, held, self._inflight.grace)
 
-    async def reattach(self, connection: WorkerConnection, held: Sequence[Key]) -> tuple[list[Key], list[Key]]:
+    async def reattach(
+        self, connection: WorkerConnection, held: Sequence[Key], *, listed_all: bool = True,
+    ) -> tuple[list[Key], list[Key]]:
         """Take over what a reconnecting worker still runs (or has a result
         for); returns (re-attached, rejected). Only deliveries of its
         credential's tenants still running at that delivery are taken, never
-        one held here by a live stream of another worker; the rest are
-        rejected, an unknown id and another tenant's alike, and cost the
-        credential's budget. Raises :class:`OverBudget` when the credential
-        has none left, and :class:`Unavailable` while this server's session
-        is in doubt (a re-attachment stamps the session: under a dying one
-        the reaper would take the work back and it would run twice; the
-        worker says hello again, here or elsewhere); nothing is read then."""
+        one held here by a live stream of another worker or dealt to
+        another; the rest are rejected, an unknown id and another tenant's
+        alike, and cost the credential's budget. Raises :class:`OverBudget`
+        when the credential has none left, and :class:`Unavailable` while
+        this server's session is in doubt (a re-attachment stamps the
+        session: under a dying one the reaper would take the work back and
+        it would run twice; the worker says hello again, here or
+        elsewhere); nothing is read then.
+
+        ``listed_all`` (the hello is not cut at its bound): in the same
+        transaction, the rows of its tenants dealt to this worker id under
+        another session within the heartbeat timeout that it does not list
+        are marked as not held (:mod:`..store.unheld`), for the reaper to
+        give back at once should that session be dead; a hello listing
+        nothing does that alone, and a failure there is logged, never the
+        hello's. Nothing is written if the stream ends first."""
+        if not held and not listed_all:
+            return [], []
+        since_us = to_us(self._clock.now()) - int(self._inflight.timeout * 1_000_000) if listed_all else None
+        ended: list[bool] = []
+
+        def still_open() -> bool:
+            return not ended and not connection.closed.is_set()
+
         if not held:
+            try:
+                await self._store.reattach(self._fence.owner, connection.worker_id, [],
+                                           tenants=connection.credential.tenants, disown_since_us=since_us,
+                                           still_open=still_open)
+            except asyncio.CancelledError:
+                ended.append(True)
+                raise
+            except Exception as error:  # the hello goes on: what it would have marked waits the grace
+                self.outages.failed(f"noting what worker {connection.worker_id} does not hold", error)
             return [], []
         credential = connection.credential.id
         if self._budget.exhausted(credential):
@@ -130,9 +159,14 @@ class Liveness:
             holder = self._inflight.holder(key)
             if EXECUTION_ID.match(key[0]) and key[1] >= 1 and (holder is None or holder.identity == connection.identity):
                 wanted.append(key)
-        taken = await self._store.reattach(
-            self._fence.owner, connection.worker_id, wanted, tenants=connection.credential.tenants
-        ) if wanted else []
+        try:
+            taken = await self._store.reattach(
+                self._fence.owner, connection.worker_id, wanted, tenants=connection.credential.tenants,
+                disown_since_us=since_us, still_open=still_open,
+            ) if wanted or since_us is not None else []
+        except asyncio.CancelledError:
+            ended.append(True)  # asked before the commit: the transaction, still in its thread, rolls back
+            raise
         monotonic = self._clock.monotonic()
         attached: list[Key] = []
         for item in taken:

@@ -363,15 +363,48 @@ class Rounds:
         then :meth:`send`); returns how many were sent."""
         return await self.send(self.prepare(handed, members, now, prebuilt))
 
+    def assign(self, count: int, members: list[WorkerConnection]) -> list[WorkerConnection | None]:
+        """Choose the receivers of ``count`` executions among ``members``
+        with credit, round robin, spending their credit now (None: no
+        credit left): a start records each one's worker before it is dealt
+        (:meth:`prepare` with ``receivers``; :meth:`refund` gives back the
+        credit of those it did not start)."""
+        monotonic = self._clock.monotonic()
+        chosen: list[WorkerConnection | None] = []
+        index = 0
+        for _ in range(count):
+            receiver = None
+            for _ in range(len(members)):
+                candidate = members[index % len(members)]
+                index += 1
+                if (candidate.credit > 0 and not candidate.closed.is_set()
+                        and not candidate.silent(monotonic, self._inflight.timeout)):
+                    receiver = candidate
+                    break
+            if receiver is not None:
+                receiver.credit -= 1
+            chosen.append(receiver)
+        return chosen
+
+    @staticmethod
+    def refund(receivers: Sequence[WorkerConnection | None]) -> None:
+        """Give back the credit :meth:`assign` spent for ``receivers``."""
+        for receiver in receivers:
+            if receiver is not None:
+                receiver.credit += 1
+
     def prepare(
         self, handed: list[HandedOut], members: list[WorkerConnection], now: datetime,
-        prebuilt: Sequence[bytes] | None = None,
+        prebuilt: Sequence[bytes] | None = None, receivers: Sequence[WorkerConnection | None] | None = None,
     ) -> Prepared:
         """Deal ``handed`` to ``members`` with credit, round robin, one batch
         per worker, to be sent at ``now`` (:meth:`send`): each receiver's
         credit is spent here, what finds none is noted unsent. ``prebuilt``
         (armed executions): each one's Assignment from
-        :func:`.assignments.prebuild`, completed here instead of built."""
+        :func:`.assignments.prebuild`, completed here instead of built.
+        ``receivers`` (a start, which recorded them): each one's receiver
+        from :meth:`assign`, its credit already spent; one whose stream
+        closed since is noted unsent (no other worker may get it)."""
         ahead = PrebuiltBatches(to_us(now)) if prebuilt is not None else None
         prepared = Prepared()
         batches = prepared.batches
@@ -382,7 +415,12 @@ class Rounds:
         index = 0
         for position, item in enumerate(handed):
             receiver = None
-            for _ in range(len(members)):
+            if receivers is not None:
+                receiver = receivers[position]
+                if receiver is None or receiver.closed.is_set():
+                    prepared.unsent.append((item.id, item.delivery))
+                    continue
+            for _ in range(0 if receivers is not None else len(members)):
                 candidate = members[index % len(members)]
                 index += 1
                 if (candidate.credit > 0 and not candidate.closed.is_set()
@@ -392,7 +430,8 @@ class Rounds:
             if receiver is None:
                 prepared.unsent.append((item.id, item.delivery))
                 continue
-            receiver.credit -= 1
+            if receivers is None:
+                receiver.credit -= 1
             batch = batches.get(receiver)
             if batch is None:
                 batch = batches[receiver] = _Batch(worker_pb2.PullResponse())

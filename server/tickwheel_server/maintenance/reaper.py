@@ -14,6 +14,13 @@ requeued in batches, same id, the next hand-out being delivery + 1. These
 requeues do not count towards the poison cap: the server died, not
 necessarily the worker.
 
+Running executions of a dead session that the worker each was dealt to
+said, saying hello again, it does not hold (a server started them ahead of
+their instant and died before sending them: :mod:`..store.unheld`) are
+given back at once too, delivery back and no attempt, as soon as their
+owner is seen not alive: the grace is for workers that may hold a row,
+and no worker holds these.
+
 Executions a dead session had armed ahead of their instant (status
 ``armed``: no worker ever saw them) are put back to ``scheduled`` with no
 grace, as soon as their owner is seen not alive (one grouped scan of the
@@ -83,6 +90,8 @@ class Reaper:
         self._dead_since: dict[str, float] = {}
         self.leading = False
         self.reaped = 0
+        self.released = 0
+        """Running rows of dead sessions given back without the grace (:meth:`_release_unheld`)."""
 
     async def run(self) -> None:
         """Campaign for the reaper key; while leading, reap every ``interval``."""
@@ -114,6 +123,24 @@ class Reaper:
                 self.leading = False
             log.info("this server is no longer the reaper")
 
+    async def _release_unheld(self, owner: str) -> int:
+        """Give back at once, no grace, the dead ``owner``'s running rows that
+        the worker each was dealt to said, saying hello again, it does not
+        hold (started ahead and never sent: :mod:`..store.unheld`)."""
+        count = 0
+        while True:
+            back = await self._store.release_unheld(owner, self._batch)
+            count += len(back)
+            if back and self._on_disarmed is not None:  # given back as a disarm is: no attempt, no requeue
+                self._on_disarmed(back)
+            if len(back) < self._batch:
+                break
+        if count:
+            log.warning("reaper: gave back %d unsent executions of expired session %s (their worker does not "
+                        "hold them)", count, owner)
+        self.released += count
+        return count
+
     async def reap_once(self) -> int:
         """One pass: disarm what dead owners armed, and requeue what they still
         hold past the grace; returns how many executions it requeued or disarmed."""
@@ -144,6 +171,7 @@ class Reaper:
             if owner in live:
                 self._dead_since.pop(owner, None)
                 continue
+            disarmed += await self._release_unheld(owner)
             first_seen = self._dead_since.setdefault(owner, now)
             if now - first_seen < self.grace:
                 continue

@@ -80,8 +80,10 @@ def _chunk(caps: Capabilities) -> int:
 _ID_DELIVERY = ("TEXT", "INTEGER")
 """The array types of (execution id, delivery) pairs (:func:`.base.pairs_in`)."""
 
-# Back to scheduled, the delivery taken back: no worker ever saw it.
-_DISARMED = dict(status="scheduled", owner=None, delivery=executions.c.delivery - 1)
+# Back to scheduled, the delivery taken back: no worker ever saw it. A row a
+# start in doubt was undone to armed may carry its worker: cleared with it.
+_DISARMED = dict(status="scheduled", owner=None, worker_id=None, unheld_delivery=None,
+                 delivery=executions.c.delivery - 1)
 
 
 # The start on PostgreSQL and CockroachDB: one statement for the batch, its
@@ -90,9 +92,10 @@ _DISARMED = dict(status="scheduled", owner=None, delivery=executions.c.delivery 
 # predicate (``executions_busy``, ``executions_not_started_job``,
 # ``executions_armed_job``).
 _START = driver_sql(
-    "UPDATE executions AS e SET status = 'running', handed_out_at = :at "
-    "FROM unnest(CAST(:ids AS TEXT[]), CAST(:deliveries AS INTEGER[]), CAST(:beside AS BOOLEAN[])) "
-    "AS v (id, delivery, beside) "
+    "UPDATE executions AS e SET status = 'running', handed_out_at = :at, worker_id = v.worker, "
+    "unheld_delivery = NULL "
+    "FROM unnest(CAST(:ids AS TEXT[]), CAST(:deliveries AS INTEGER[]), CAST(:beside AS BOOLEAN[]), "
+    "CAST(:workers AS TEXT[])) AS v (id, delivery, beside, worker) "
     "WHERE e.id = ANY (CAST(:ids AS TEXT[])) AND e.id = v.id AND e.delivery = v.delivery "
     "AND e.status = 'armed' AND e.owner = :owner AND e.ready_at <= :at "
     "AND NOT EXISTS (SELECT 1 FROM tenants AS t WHERE t.name = e.tenant "
@@ -349,15 +352,17 @@ class ArmStore(SqlStore):
         return armed
 
     async def start(
-        self, owner: str, items: Sequence[tuple[str, int, bool]], now: datetime,
+        self, owner: str, items: Sequence[tuple[str, int, bool, str | None] | tuple[str, int, bool]], now: datetime,
         fence: Callable[[], str | None] | None = None,
     ) -> StartRound:
-        """Start ``items`` (execution id, delivery, runs beside) armed by
-        ``owner``: each still ``armed`` by ``owner`` at that delivery and
-        ready by the hand-out instant (``now``, the instant its server will
-        send them at, or this server's clock read in the transaction if
-        later; unique among its rounds) becomes ``running`` with that
-        instant, unless its tenant was paused or capped since or (not
+        """Start ``items`` (execution id, delivery, runs beside, and the
+        worker id it is dealt to, None or left out if none) armed by ``owner``: each still ``armed`` by
+        ``owner`` at that delivery and ready by the hand-out instant
+        (``now``, the instant its server will send them at, or this
+        server's clock read in the transaction if later; unique among its
+        rounds) becomes ``running`` with that instant and that worker
+        (``worker_id``: a hello of that worker elsewhere not listing it
+        tells the reaper no worker holds it, :mod:`.unheld`), unless its tenant was paused or capped since or (not
         beside) its job has anything else running, waiting for a retry, or
         not started or armed ahead of it: those are disarmed. Items not yet
         ready stay armed; items no longer armed by ``owner`` at that
@@ -368,7 +373,8 @@ class ArmStore(SqlStore):
         a reason rolls everything back and comes back as ``fenced``."""
         if not items:
             return StartRound([], [], 0)
-        wanted = {ident: (delivery, beside) for ident, delivery, beside in items}
+        wanted = {item[0]: (item[1], item[2]) for item in items}
+        workers = {item[0]: item[3] if len(item) > 3 else None for item in items}
         tried: list[int] = []
 
         def fn(conn: Connection) -> StartRound:
@@ -381,19 +387,21 @@ class ArmStore(SqlStore):
                 ordered = sorted(wanted.items())
                 started += [row[0] for row in tuples(execute_arrays(conn, _START, dict(
                     ids=[ident for ident, _ in ordered], deliveries=[d for _, (d, _b) in ordered],
-                    beside=[b for _, (_d, b) in ordered], owner=owner, at=at_us,
+                    beside=[b for _, (_d, b) in ordered], workers=[workers[ident] for ident, _ in ordered],
+                    owner=owner, at=at_us,
                 )))]  # fmt: skip
-            for beside in (() if not self.caps.is_sqlite else (True, False)):
-                pairs = sorted((ident, d) for ident, (d, b) in wanted.items() if b == beside)
+            groups = sorted({(b, workers[ident]) for ident, (_d, b) in wanted.items()}, key=lambda g: (g[0], g[1] or ""))
+            for beside, worker in (() if not self.caps.is_sqlite else groups):
+                pairs = sorted((ident, d) for ident, (d, b) in wanted.items() if b == beside and workers[ident] == worker)
                 for chunk in chunks(pairs, _CHUNK):
                     query = executions.update().where(
                         sa.tuple_(executions.c.id, executions.c.delivery).in_(chunk), *mine, ~_tenant_changed()
                     )
                     if not beside:
                         query = query.where(~_guard())
-                    started += conn.execute(
-                        query.values(status="running", handed_out_at=at_us).returning(executions.c.id)
-                    ).scalars().all()
+                    started += conn.execute(query.values(
+                        status="running", handed_out_at=at_us, worker_id=worker, unheld_delivery=None,
+                    ).returning(executions.c.id)).scalars().all()
             done = set(started)
             rest = sorted((ident, d) for ident, (d, _b) in wanted.items() if ident not in done)
             disarmed: list[str] = []

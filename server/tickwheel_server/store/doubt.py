@@ -89,7 +89,7 @@ def undo(conn: Connection, in_doubt: list[Doubt]) -> None:
                     pairs_in(caps, (executions.c.id, executions.c.delivery), chunk, ("TEXT", "INTEGER")),
                     status_in(executions.c.status, "running"), executions.c.owner == entry.owner,
                     executions.c.handed_out_at == entry.at_us,
-                ).values(status="armed", handed_out_at=None))
+                ).values(status="armed", handed_out_at=None, worker_id=None, unheld_delivery=None))
     release_slots(conn, caps, held)
 
 

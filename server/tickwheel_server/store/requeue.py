@@ -20,7 +20,7 @@ a cancel request ends ``canceled`` instead of being retried or requeued.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -36,6 +36,7 @@ from .executions import (
 from .isolation import release_slots, status_in, wake_jobs, wake_keys
 from .tables import attempts, concurrency_keys, executions
 from .timeline import NOT_STARTED, in_group
+from .unheld import disown, unheld_rows
 
 DEFAULT_POISON_CAP = 3
 """Requeues that count (the worker died or went silent) an execution survives; one more and it is dead."""
@@ -68,7 +69,7 @@ _AT_DELIVERY = (
 )
 _UNSEND_FROM_ARRAYS = driver_sql(
     "UPDATE executions SET status = 'scheduled', owner = NULL, worker_id = NULL, handed_out_at = NULL, "
-    f"held_keys = NULL, delivery = executions.delivery - 1 {_AT_DELIVERY}"
+    f"held_keys = NULL, unheld_delivery = NULL, delivery = executions.delivery - 1 {_AT_DELIVERY}"
 )
 _REATTACH_FROM_ARRAYS = driver_sql(
     f"UPDATE executions SET owner = CAST(:owner AS TEXT), worker_id = CAST(:worker AS TEXT) {_AT_DELIVERY}"
@@ -121,7 +122,7 @@ def unsend(
         conn.execute(
             _running_at_delivery().values(
                 status="scheduled", owner=None, worker_id=None, handed_out_at=None, held_keys=None,
-                delivery=executions.c.delivery - 1,
+                unheld_delivery=None, delivery=executions.c.delivery - 1,
             ),
             [dict(b_id=row.id, b_delivery=row.delivery) for row in rows],
         )
@@ -132,6 +133,10 @@ def unsend(
     return [(row.tenant, row.held_keys) for row in rows]
 
 
+class StreamGone(Exception):
+    """A hello's stream ended while its re-attachment was being written: rolled back."""
+
+
 class RequeueStore(SqlStore):
     def __init__(
         self, engine, clock, *, on_dead_letter: DeadLetterHook | None = None, poison_cap: int = DEFAULT_POISON_CAP
@@ -140,38 +145,75 @@ class RequeueStore(SqlStore):
         self._on_dead_letter = on_dead_letter
         self.poison_cap = poison_cap
 
-    async def release(self, handed: list[tuple[str, int]]) -> None:
+    async def release(
+        self, handed: list[tuple[str, int]], *, owner: str | None = None, at_us: int | None = None
+    ) -> None:
         """Put back executions handed out but never sent to a worker (their
         stream closed first): ``scheduled`` again, and the delivery taken
-        back, since no worker ever saw it; their key slots are given back."""
+        back, since no worker ever saw it; their key slots are given back.
+        With ``owner`` and ``at_us``, only rows still stamped so (a started
+        batch the fence refused: the reaper may have given a dead session's
+        rows back, and another server handed them out again, meanwhile)."""
         if handed:
-            await self._tx(lambda conn: release_unsent(conn, self.caps, handed))
+            await self._tx(lambda conn: release_unsent(conn, self.caps, handed, owner=owner, at_us=at_us))
+
+    async def release_unheld(self, owner: str, limit: int = 1000) -> list[Retry]:
+        """``owner`` is a session no longer alive: up to ``limit`` of its
+        running rows that the worker they were dealt to, saying hello again,
+        did not list (:mod:`.unheld`) back to ``scheduled`` at once, the
+        delivery taken back and no attempt written (no worker saw them).
+        Returns them, so the caller can put their ready instants into its wheel."""
+
+        def fn(conn: Connection) -> list[Retry]:
+            rows = unheld_rows(conn, self.caps, owner, limit)
+            if rows:  # locked by the pick: unsend re-reads them at that delivery and owner
+                release_slots(conn, self.caps, unsend(conn, self.caps, [(r.id, r.delivery) for r in rows], owner=owner))
+            return [Retry(r.id, r.partition, r.ready_at) for r in rows]
+
+        return await self._tx(fn)
 
     async def reattach(
-        self, owner: str, worker_id: str, held: Sequence[tuple[str, int]], *, tenants: Sequence[str]
+        self, owner: str, worker_id: str, held: Sequence[tuple[str, int]], *, tenants: Sequence[str],
+        disown_since_us: int | None = None, still_open: Callable[[], bool] | None = None,
     ) -> list[Reattached]:
         """Take over deliveries a reconnecting worker still runs: those of
         ``tenants`` (its credential's) still ``running`` at that delivery, and
-        not re-attached by another worker since (``worker_id`` unset or this
-        one), are stamped with ``owner`` (this server's session) and
-        ``worker_id``; the rest (finished, requeued, another delivery, another
-        tenant's, unknown) are not returned and the worker must drop them."""
-        if not held:
-            return []
+        neither dealt to nor re-attached by another worker (``worker_id``
+        unset or this one) nor disowned by this one before, are stamped with
+        ``owner`` (this server's session) and ``worker_id``; the rest
+        (finished, requeued, another delivery, another tenant's, another
+        worker's, unknown) are not returned and the worker must drop them.
+
+        With ``disown_since_us`` (the hello lists everything the worker
+        holds), the same transaction marks the tenants' running rows dealt
+        to ``worker_id`` under another session since then that it does not
+        list (:func:`.unheld.disown`); ``still_open`` is asked just before
+        the commit and False (the worker gave up on this stream, and may
+        already be dealt to elsewhere) rolls everything back."""
         wanted = dict(held)
         scope = frozenset(tenants)
+        if not held and disown_since_us is None:
+            return []
 
         def fn(conn: Connection) -> list[Reattached]:
+            if disown_since_us is not None:
+                disown(conn, owner, worker_id, held, tenants=sorted(scope), since_us=disown_since_us)
+            taken = take(conn) if held else []
+            if still_open is not None and not still_open():
+                raise StreamGone("the worker's stream ended before its hello was recorded: nothing written")
+            return taken
+
+        def take(conn: Connection) -> list[Reattached]:
             query = sa.select(
                 executions.c.id, executions.c.delivery, executions.c.partition, executions.c.tenant,
-                executions.c.worker_id,
+                executions.c.worker_id, executions.c.unheld_delivery,
             ).where(one_of(self.caps, executions.c.id, sorted(wanted)), status_in(executions.c.status, "running"))
             if self.caps.row_locks:
                 query = query.with_for_update()
             rows = [
                 row for row in conn.execute(query)
                 if wanted.get(row.id) == row.delivery and row.tenant in scope
-                and row.worker_id in (None, worker_id)
+                and row.worker_id in (None, worker_id) and row.unheld_delivery != row.delivery
             ]
             if rows and self.caps.is_sqlite:
                 conn.execute(

@@ -150,6 +150,8 @@ executions = sa.Table(
     sa.Column("attempt_worker_started_at", sa.BigInteger),
     sa.Column("attempt_waited_us", sa.BigInteger),
     sa.Column("attempt_output", sa.LargeBinary),
+    # The delivery the worker a running row was dealt to said, saying hello, it does not hold (migration 0031).
+    sa.Column("unheld_delivery", sa.Integer),
 )
 
 attempts = sa.Table(

@@ -1,0 +1,95 @@
+"""Running rows no worker holds, told apart in the store: a server started
+them (armed rows, written ``running`` up to a second before their instant,
+stamped with the worker they are dealt to) and died before it sent them
+(docs/architecture.md, "Workers and failures", re-attachment and reaper).
+
+- :func:`disown`, in the transaction of a worker's hello (:meth:`.requeue.
+  RequeueStore.reattach`): the running rows of the hello's tenants stamped
+  with its worker id under another session, handed out within ``since_us``,
+  whose delivery the hello does not list, get ``unheld_delivery`` set to
+  that delivery. The worker had them dealt to a stream it no longer has
+  (it says hello only once that one ended, and a worker runs one stream at
+  a time), so it never received them; a worker that received one lists it,
+  re-attaches it and keeps it. A hello that may have been cut short (as
+  many entries as a worker's hello may hold) disowns nothing.
+- :func:`unheld_rows` and :meth:`.requeue.RequeueStore.release_unheld`, by the reaper as soon as a session is not alive
+  (no grace): its running rows whose ``unheld_delivery`` is their delivery
+  go back to ``scheduled``, the delivery taken back and their key slots
+  given back, with no attempt (no worker saw them), as
+  :meth:`.requeue.RequeueStore.release` does; the rest of the session's
+  rows wait the re-attach grace as before. A row of a live session is its
+  server's: it sends it or gives it back itself.
+
+The mark is set on a running row at its delivery only; every way back from
+``running`` at the same delivery (:func:`.requeue.unsend`, a disarm, a start
+in doubt undone) clears it, and every other hand-out counts a delivery more,
+so a mark never names a later hand-out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from .engine import Capabilities
+from .isolation import status_in
+from .tables import executions
+
+
+def disown(
+    conn: Connection, owner: str, worker_id: str, held: Sequence[tuple[str, int]], *, tenants: Sequence[str],
+    since_us: int,
+) -> list[tuple[str, int]]:
+    """Inside a hello's transaction: mark the running rows of ``tenants``
+    dealt to ``worker_id`` under a session other than ``owner`` (the hello's
+    server's), handed out at or after ``since_us``, whose (id, delivery) is
+    not in ``held``, as not held by that worker (see the module
+    docstring); returns them. Reads the tenants' running rows
+    (``executions_running_tenant``)."""
+    if not tenants or not worker_id:
+        return []
+    listed = set(held)
+    found = conn.execute(
+        sa.select(executions.c.id, executions.c.delivery).where(
+            executions.c.tenant.in_(sorted(set(tenants))), status_in(executions.c.status, "running"),
+            executions.c.worker_id == worker_id, executions.c.owner != owner, executions.c.handed_out_at >= since_us,
+        )
+    ).all()
+    marked = sorted((row.id, row.delivery) for row in found if (row.id, row.delivery) not in listed)
+    if not marked:
+        return []
+    done: list[tuple[str, int]] = []
+    for start in range(0, len(marked), 500):
+        chunk = marked[start : start + 500]
+        done += [tuple(row) for row in conn.execute(
+            executions.update()
+            .where(
+                sa.tuple_(executions.c.id, executions.c.delivery).in_(chunk), status_in(executions.c.status, "running"),
+                executions.c.worker_id == worker_id, executions.c.owner != owner,
+            )
+            .values(unheld_delivery=executions.c.delivery)
+            .returning(executions.c.id, executions.c.delivery)
+        )]  # fmt: skip
+    return sorted(done)
+
+
+def unheld_rows(conn: Connection, caps: Capabilities, owner: str, limit: int) -> list:
+    """Inside the reaper's transaction, ``owner`` known not alive: up to
+    ``limit`` of its running rows that the worker they were dealt to said
+    it does not hold (id, delivery, partition, ready_at), locked (rows
+    another transaction holds are passed over), for
+    :meth:`.requeue.RequeueStore.release_unheld` to give back."""
+    picked = (
+        sa.select(executions.c.id, executions.c.delivery, executions.c.partition, executions.c.ready_at)
+        .where(
+            executions.c.owner == owner, status_in(executions.c.status, "running"),
+            executions.c.unheld_delivery == executions.c.delivery, executions.c.worker_id.is_not(None),
+        )
+        .order_by(executions.c.id)
+        .limit(limit)
+    )
+    if caps.skip_locked:
+        picked = picked.with_for_update(skip_locked=True)
+    return conn.execute(picked).all()
