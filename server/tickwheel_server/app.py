@@ -321,7 +321,7 @@ class TickwheelServer:
         self.wheel = WheelRunner(TimerWheel(to_us(self.clock.now())), self.clock, wake_gateway)
         self.reaper = Reaper(
             self.stores.queue.requeues, self._lease_store, lambda: self._session, self.clock,
-            server_id=self.server_id, grace=config.session_ttl,
+            server_id=self.server_id, grace=config.reaper_grace or config.session_ttl,
             on_requeued=self._reaped, arming=self.stores.queue.arming, on_disarmed=lambda _back: self.gateway.wake(),
             duties=[
                 LatenessWatch(LatenessStore(self.engine, self.clock, definitions=definitions), self.stores.alerts, self.clock).check_once,

@@ -151,6 +151,12 @@ class ServerConfig:
     """Share of those calls failed (0 < r <= 1) that opens the circuit."""
     breaker_open: float = 30.0
     """Seconds retries to the host pause once the circuit opens, before probes decide."""
+    reaper_grace: float = 0.0
+    """Seconds the reaper waits, once a server's session is gone, for its
+    workers to re-attach elsewhere before it requeues what that server ran;
+    0: the session TTL. Rows the worker they were dealt to said it does not
+    hold are given back without it (docs/architecture.md, "Workers and
+    failures"). At most 3600."""
     arm_ahead: float = 10.0
     """Seconds before their instant that executions needing no decision then
     are armed for this server's workers (docs/architecture.md, "Hand-outs
@@ -201,6 +207,8 @@ class ServerConfig:
             raise ConfigError("claim_lanes (--claim-lanes): must be between 1 and 8")
         if not 100 <= self.claim_batch <= 5000:
             raise ConfigError("claim_batch (--claim-batch): must be between 100 and 5000")
+        if not 0 <= self.reaper_grace <= 3600:
+            raise ConfigError("reaper_grace (--reaper-grace): must be between 0 (the session TTL) and 3600 seconds")
         if not 0 <= self.arm_ahead <= 30:
             raise ConfigError("arm_ahead (--arm-ahead): must be between 0 and 30 seconds")
         if not self.retention_days * 24 >= 1:
@@ -302,6 +310,7 @@ _ENV = {
     "breaker_failure_ratio": "TICKWHEEL_BREAKER_FAILURE_RATIO",
     "breaker_open": "TICKWHEEL_BREAKER_OPEN",
     "arm_ahead": "TICKWHEEL_ARM_AHEAD",
+    "reaper_grace": "TICKWHEEL_REAPER_GRACE",
     "claim_lanes": "TICKWHEEL_CLAIM_LANES",
     "claim_batch": "TICKWHEEL_CLAIM_BATCH",
 }
@@ -405,6 +414,11 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
              "(default 10, 0 off; or TICKWHEEL_ARM_AHEAD)",
     )
     parser.add_argument(
+        "--reaper-grace", type=float, metavar="SECONDS",
+        help="seconds the reaper lets a dead server's workers re-attach elsewhere before requeueing "
+             "(default 0: the session TTL; or TICKWHEEL_REAPER_GRACE)",
+    )
+    parser.add_argument(
         "--breaker-open", type=float, metavar="SECONDS",
         help="circuit breaker: seconds retries to the host pause before probes decide (default 30)",
     )
@@ -489,7 +503,7 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
             settings[name] = value
     for name in ("metrics_top_tenants", "trace_export", "metrics_export", "otlp_endpoint", "otlp_protocol",
                  "log_format", "breaker_window", "breaker_min_calls", "breaker_failure_ratio", "breaker_open",
-                 "arm_ahead", "claim_lanes", "claim_batch", "etcd_compaction_retention"):  # fmt: skip
+                 "arm_ahead", "reaper_grace", "claim_lanes", "claim_batch", "etcd_compaction_retention"):  # fmt: skip
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value
@@ -524,7 +538,8 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
                 settings[name] = float(settings[name])
             except (TypeError, ValueError):
                 raise ConfigError(f"{name}: {settings[name]!r} is not a number of days") from None
-    for name in ("breaker_window", "breaker_failure_ratio", "breaker_open", "arm_ahead", "etcd_compaction_retention"):
+    for name in ("breaker_window", "breaker_failure_ratio", "breaker_open", "arm_ahead", "reaper_grace",
+                 "etcd_compaction_retention"):
         if name in settings:
             try:
                 settings[name] = float(settings[name])

@@ -22,6 +22,7 @@ succeeded exactly once, never early, none lost.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from contextlib import ExitStack
@@ -196,4 +197,108 @@ def test_sigkill_between_the_start_and_the_send_runs_each_exactly_once_elsewhere
         assert all(r.status == "succeeded" and r.ok == 1 for r in rows), rows
         assert all(r.started is None or r.started >= r.due_at for r in rows), "started early"
         assert armed(engine, job_ids) == {} and started_unsent(engine, job_ids) == {}
+        assert a.process.poll() is None and worker.poll() is None
+
+
+# --------------------------------------------------------------------------- without the reaper's grace
+
+LONG_GRACE = "600"
+"""The reaper's grace in the tests below (--reaper-grace): never reached
+while they wait, so what ends, ended without it."""
+
+
+def sleepers_on_b(stack: ExitStack, tmp_path: Path, postgres_url: str, etcd_endpoint: str, tag: str):
+    """As :func:`worker_on_b`, the servers' reaper grace :data:`LONG_GRACE`
+    and the worker running the test handlers (``sleep``)."""
+    from tests.support.server import start_cluster_server
+
+    from .test_dispatch_faults import PARTITIONS, SESSION_TTL, cli
+
+    ids = {name: f"{tag}-{name}-{os.getpid()}" for name in "ab"}
+    a, b = (start_cluster_server(stack, tmp_path, postgres_url, etcd_endpoint, ids[name], "--partition-count",
+                                 str(PARTITIONS), "--reaper-grace", LONG_GRACE, session_ttl=SESSION_TTL)
+            for name in "ab")  # fmt: skip
+    admin = ("--address", a.address, "--admin-token", a.admin_token)
+    api_key = cli("admin", "tenant", "create", "acme", *admin)
+    credential = cli("admin", "worker-credential", "create", "--tenant", "acme", *admin)
+    worker = start_worker_process(stack, tmp_path, f"ipv4:{b.address},{a.address}", credential, "w1",
+                                  "--handlers", "tests.support.handlers:register", "--no-http",
+                                  "--slots", str(2 * JOBS))  # fmt: skip
+    try:
+        wait_worker_connected(b, "w1")
+    except AssertionError:
+        raise AssertionError((tmp_path / "worker-w1.log").read_text()[-3000:]) from None
+    return a, b, api_key, worker
+
+
+def sleeping_jobs(a, api_key: str, first: datetime, step: float, seconds: float, tag: str) -> dict[str, datetime]:
+    """JOBS one-off ``sleep`` jobs of ``seconds``, the first due at ``first``, then every ``step`` s."""
+    meta = bearer(api_key)
+    created: dict[str, datetime] = {}
+    with scheduler(a.address) as stub:
+        for index, at in enumerate(spaced(first, JOBS, step)):
+            job = job_pb2.Job(name=f"{tag}-{index}", payload=f'{{"seconds": {seconds}}}'.encode(),
+                              target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="sleep")))
+            job.schedule.once_at.FromDatetime(at)
+            reply = stub.CreateJob(scheduler_pb2.CreateJobRequest(job=job, request_id=f"{tag}-{index}"),
+                                   metadata=meta, timeout=10)
+            created[reply.job.id] = at
+    return created
+
+
+def sent_and_started(engine: sa.Engine, job_ids: list[str]) -> tuple[int, int] | None:
+    """(rows running under one owner sent half a second ago or more, rows it
+    started and will send in 0.3 s or later), when both are some."""
+    at = to_us(now())
+    with engine.connect() as conn:
+        found = conn.execute(sa.text(
+            "SELECT count(*) FILTER (WHERE handed_out_at <= :sent), count(*) FILTER (WHERE handed_out_at >= :ahead) "
+            "FROM executions WHERE status = 'running' AND job_id = ANY(:ids)"),
+            {"ids": job_ids, "sent": at - 500_000, "ahead": at + 300_000}).one()
+    return tuple(found) if found[0] and found[1] else None
+
+
+def test_sigkill_between_start_and_send_gives_the_unsent_back_without_the_grace_and_the_sent_run_once(
+    tmp_path: Path, postgres_url: str, etcd_endpoint: str, engine: sa.Engine
+) -> None:
+    """b sent the first runs (the worker runs them, 4 s each) and started
+    the next ones, to be sent within its next second, when it is
+    SIGKILLed. The worker moves to a and lists what it runs: re-attached,
+    their results count, delivery 1, one attempt. The started runs it
+    never received are not in its hello: a marks them, and as soon as b's
+    session is gone the reaper gives them back (delivery back, no
+    attempt); a hands them out as delivery 1. The reaper's grace is ten
+    minutes: every job ends succeeded exactly once well within the wait,
+    none early, no attempt lost."""
+    with ExitStack() as stack:
+        a, b, api_key, worker = sleepers_on_b(stack, tmp_path, postgres_url, etcd_endpoint, "unsent")
+        jobs = sleeping_jobs(a, api_key, now() + timedelta(seconds=6), 0.25, 4, "unsent")
+        job_ids = list(jobs)
+        eventually(lambda: sent_and_started(engine, job_ids), 12, "b sent some runs and started the next",
+                   interval=0.01)
+        b.process.send_signal(signal.SIGKILL)
+        b.process.wait(10)
+        dead_by = now()
+        unsent = started_unsent(engine, job_ids, dead_by + timedelta(seconds=0.05))
+        assert unsent, "b died after sending every run it had started: the test did not test the window"
+        wait_worker_connected(a, "w1", timeout=30)
+        # Nothing waits the grace: ten minutes would fail this wait.
+        wait = (max(jobs.values()) - now()).total_seconds() + 40
+        eventually(lambda: succeeded(engine, job_ids) == JOBS, wait, "every job succeeds")
+        time.sleep(TICK + 0.2)
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text(
+                f"SELECT e.job_id, e.status, e.delivery, e.due_at, count(a.*) AS attempts, "
+                f"count(a.*) FILTER (WHERE a.status = 'succeeded') AS ok, "
+                f"count(a.*) FILTER (WHERE a.status = 'lost') AS lost, min(a.started_at) AS started "
+                f"FROM executions e LEFT JOIN {ALL_ATTEMPTS} a ON a.execution_id = e.id "
+                "WHERE e.job_id = ANY(:ids) GROUP BY e.id"), {"ids": job_ids}).all()
+        assert sorted(r.job_id for r in rows) == sorted(job_ids)  # one execution per job, none lost
+        assert all(r.status == "succeeded" and r.attempts == 1 and r.ok == 1 and r.lost == 0 for r in rows), rows
+        assert all(r.delivery == 1 for r in rows), rows  # re-attached, or given back and handed out again
+        assert all(r.started >= r.due_at for r in rows), "started early"
+        assert started_unsent(engine, job_ids) == {} and armed(engine, job_ids) == {}
+        reattached = [int(n) for n in re.findall(r"worker w1 connected \(.*?; (\d+) executions re-attached", a.log())]
+        assert reattached and reattached[0] >= 1, "the worker held nothing when b died: the sent side was not tested"
+        assert "unsent executions of expired session" in a.log()
         assert a.process.poll() is None and worker.poll() is None
