@@ -38,7 +38,10 @@ What is modelled (``docs/architecture.md``, Dispatch and Workers and failures):
   rolled back (their rows ready again), rows it took but had not dealt stay
   stamped with its session until the reaper requeues them (its first pass
   after the lease expired sees the owner dead, a pass one session TTL of
-  grace later requeues: about two TTLs); its queued results are sent
+  grace later requeues: about two TTLs), except, with ``--release-unsent
+  1`` (the default, as built), those it had started ahead of their instant:
+  their workers said hello elsewhere without them, and that first pass
+  gives them back (about one TTL); its queued results are sent
   again by the workers to the next server; its partitions move to the
   survivors (balanced) when its lease expires (one ``--ttl`` after its last
   keep-alive, sent every TTL/3) plus up to a tick, and
@@ -128,6 +131,7 @@ class Config:
     worker_ms: float = WORKER_MS
     deal_share: float = 0.5
     kill_server_at: float | None = None
+    release_unsent: int = 1
     warm: int = 0
     seed: int = 1
 
@@ -144,6 +148,8 @@ class Config:
                 raise ValueError(f"{name} must be >= 1")
         if not 0 <= self.deal_share <= 1:
             raise ValueError("deal_share must be within [0, 1]")
+        if self.release_unsent not in (0, 1):
+            raise ValueError("release_unsent must be 0 or 1")
         if not 0 <= self.start_ahead <= 30:
             raise ValueError("start_ahead must be within [0, 30] seconds")
         if self.shared_cores < 0 or self.rtt < 0 or self.peak < 0 or self.jobs < 0:
@@ -259,6 +265,8 @@ class Simulation:
         self.pending: list[tuple[float, int]] = []  # (eligible at, occurrence): claimed, not yet ready
         self.ready: list[tuple[float, int]] = []  # (due, occurrence): ready, not taken
         self.stamped_dead: list[int] = []  # taken by the dead server, not dealt
+        self.ahead: set[int] = set()  # taken before due (started ahead)
+        self.released: list[int] = []  # started ahead by the dead server, never sent, given back without the grace
         self.moved: set[int] = set()  # partitions of the killed server
         self.killed_at: float | None = None
         self.reaped: list[int] = []  # taken by the dead server, not dealt: requeued by the reaper
@@ -383,6 +391,8 @@ class Simulation:
             batch = [heapq.heappop(self.ready)[1] for _ in range(min(c.handout_batch, len(self.ready)))]
             for i in batch:
                 self.taken_at[i] = max(self.now, self.due[i])  # the send instant, as handed_out_at
+                if self.due[i] > self.now:
+                    self.ahead.add(i)  # started ahead: its worker is recorded by the start
             self.seq += 1
             s.open_takes[self.seq] = batch
             s.backlog = len(batch) == c.handout_batch
@@ -489,6 +499,13 @@ class Simulation:
                 heapq.heappush(self.ready, (self.due[i], i))
         for batch in [*s.dealing.values(), *s.waiting.values()]:
             self.stamped_dead.extend(batch)
+        if c.release_unsent:
+            # Started ahead, their worker recorded: its hello at a survivor (it
+            # reconnects within a second or two, before the lease expires) does
+            # not list them, and the reaper gives them back at its first pass
+            # after the expiry, without the grace.
+            self.released = [i for i in self.stamped_dead if i in self.ahead]
+            self.stamped_dead = [i for i in self.stamped_dead if i not in self.ahead]
         self.reaped = list(self.stamped_dead)
         s.open_takes, s.dealing, s.waiting = {}, {}, {}
         survivor = self._survivor(s)
@@ -504,7 +521,15 @@ class Simulation:
         # The reaper's first pass after the expiry sees the owner dead; the pass
         # one grace (a session TTL) later requeues what is still stamped with it.
         seen_dead = expiry + self.rng.random() * c.reaper_every
+        if self.released:
+            self.at(seen_dead, self.release)
         self.at(seen_dead + math.ceil(c.ttl / c.reaper_every) * c.reaper_every, self.reap)
+
+    def release(self) -> None:
+        for i in self.released:
+            heapq.heappush(self.ready, (self.due[i], i))
+        for s in self.servers:
+            self.hand_out(s)
 
     def reap(self) -> None:
         for i in self.stamped_dead:
@@ -604,6 +629,8 @@ class Simulation:
                 "at": self.killed_at,
                 "partitions_moved": len(self.moved),
                 "reaped_lateness_at_start_s": lateness([i for i in self.reaped if self.starts[i]], self.started_at),
+                "released_lateness_at_start_s": lateness([i for i in self.released if self.starts[i]],
+                                                         self.started_at),
                 "their_lateness_at_start_s": lateness(moved, self.started_at),
                 "others_lateness_at_start_s": lateness(
                     [i for i in started if self.partition[i] not in self.moved], self.started_at),
@@ -630,6 +657,8 @@ def main(argv: list[str] | None = None) -> None:
         "horizon": "background occurrences go on this long after the peak (s)",
         "max_late": "stop this long after the last due instant (s)",
         "kill_server_at": "kill server 0 at this instant (s)",
+        "release_unsent": "1: what the killed server started ahead and never sent goes back at the reaper's first pass "
+                          "after its lease expired (its workers said hello elsewhere without it); 0: after the grace",
         "warm": "1: the cluster was running before, so the background due within the first look-ahead is claimed already",
         "start_ahead": "a row claimed ahead is taken (started) up to this long before it is due, sent at its instant (s)",
         "deal_share": "share of the server's hand-out CPU spent after the commit, dealing (an assumption: not measured)",

@@ -104,8 +104,9 @@ def test_a_dead_servers_partitions_move_after_the_ttl_and_what_it_had_not_claime
 
 
 def test_rows_the_dead_server_took_and_never_dealt_are_requeued_by_the_reaper_about_two_ttls_later() -> None:
-    # An instant peak of 12 000: the kill falls while server 0 deals a committed take.
-    config = replace(SMALL, peak=12_000, peak_window=0.0, kill_server_at=15.3)
+    # An instant peak of 12 000: the kill falls while server 0 deals a committed take. Taken at
+    # their instant (nothing started ahead: a round's take records no worker), they wait the grace.
+    config = replace(SMALL, peak=12_000, peak_window=0.0, kill_server_at=15.3, start_ahead=0.0)
     simulation = run(config)
     assert simulation.reaped
     late = lateness(simulation, simulation.reaped)
@@ -128,9 +129,19 @@ def test_what_the_dead_server_claimed_ahead_is_handed_out_by_the_others_sweeps_w
     # Due within start_ahead of the death: those the dead server had started ahead and held for
     # their instant were never sent, and wait for the reaper; the rest went out on time elsewhere.
     soon = [i for i in moved if simulation.due[i] <= 20.0 + config.start_ahead]
-    held = [i for i in soon if i in set(simulation.reaped)]
-    assert held and min(lateness(simulation, held)) >= config.ttl * 2 / 3 + config.ttl - 1.0
+    held = [i for i in soon if i in set(simulation.released)]
+    # Their workers said hello elsewhere without them: given back at the
+    # reaper's first pass after the lease expired, not a grace later.
+    assert held and not set(held) & set(simulation.reaped)
+    assert min(lateness(simulation, held)) >= config.ttl * 2 / 3 - 1.0
+    assert max(lateness(simulation, held)) <= config.ttl + config.reaper_every + config.sweep + 1.0
+    assert simulation.figures_["killed"]["released_lateness_at_start_s"]["count"] == len(set(simulation.released))
     assert max(lateness(simulation, [i for i in soon if i not in set(held)]), default=0.0) < config.sweep + 0.5
+    # Without the hello's mark (--release-unsent 0) they wait the grace too: about two TTLs.
+    before = run(replace(config, release_unsent=0))
+    waited = [i for i in soon if i in set(before.reaped)]
+    assert waited and not before.released
+    assert min(lateness(before, waited)) >= config.ttl * 2 / 3 + config.ttl - 1.0
 
 
 def test_a_burst_claimed_ahead_is_started_before_its_instant_and_sent_at_it() -> None:
