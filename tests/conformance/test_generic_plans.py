@@ -128,6 +128,9 @@ async def _exercise(engine, clock) -> list[Sent]:
             == ["open_2"]
         done = await requeues.requeue("s2c", [Lost("open_2", 1, "its worker went silent")], counts=True)
         assert [r.execution_id for r in done.requeued] == ["open_2"]
+        # A hello's mark (store/unheld.py) and the reaper's give-back: nothing to mark or give back here.
+        assert await requeues.reattach("s9", "w9", [], tenants=("acme",), disown_since_us=0) == []
+        assert await requeues.release_unheld("s3") == []
         await requeues.release([("open_3", 1)])
         assert len((await requeues.reap_owner("s1", "session expired")).requeued) == 1  # open_1 ends canceled
         assert await requeues.wake_stalled() == 2  # the key's waiter and the job's
