@@ -370,21 +370,19 @@ class Rounds:
         (:meth:`prepare` with ``receivers``; :meth:`refund` gives back the
         credit of those it did not start)."""
         monotonic = self._clock.monotonic()
+        timeout = self._inflight.timeout
+        # Each eligible member once per pass, one execution each, until the count or their credit runs out.
+        eligible = [c for c in members if c.credit > 0 and not c.closed.is_set() and not c.silent(monotonic, timeout)]
         chosen: list[WorkerConnection | None] = []
-        index = 0
-        for _ in range(count):
-            receiver = None
-            for _ in range(len(members)):
-                candidate = members[index % len(members)]
-                index += 1
-                if (candidate.credit > 0 and not candidate.closed.is_set()
-                        and not candidate.silent(monotonic, self._inflight.timeout)):
-                    receiver = candidate
-                    break
-            if receiver is not None:
-                receiver.credit -= 1
-            chosen.append(receiver)
-        return chosen
+        while eligible and len(chosen) < count:
+            still: list[WorkerConnection] = []
+            for candidate in eligible[: count - len(chosen)]:
+                chosen.append(candidate)
+                candidate.credit -= 1
+                if candidate.credit > 0:
+                    still.append(candidate)
+            eligible = still
+        return chosen + [None] * (count - len(chosen))
 
     @staticmethod
     def refund(receivers: Sequence[WorkerConnection | None]) -> None:
