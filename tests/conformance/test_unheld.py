@@ -194,3 +194,27 @@ async def test_a_live_servers_rows_are_its_own_even_when_disowned(migrated_engin
     await gateway.rounds.hand_out_round()
     assert state(migrated_engine)["e1"] == ("scheduled", 0, None, None, None)
     await leases.close()
+
+
+async def test_a_credential_saying_hello_in_a_loop_marks_only_within_its_budget(migrated_engine, clock) -> None:
+    """Each marking hello reads the credential's tenants' running rows: a
+    credential reconnecting in a loop marks at most its budget's worth
+    (MARKING_RATE a second, bursts of MARKING_BURST; 1 and 2 here); past
+    it its hellos go on, marking nothing, until the bucket refills."""
+    from tickwheel_server.gateway.budget import UnheldBudget
+    from tickwheel_server.gateway.liveness import MARKING_BURST, MARKING_RATE
+
+    assert (MARKING_RATE, MARKING_BURST) == (20.0, 200.0)
+    _dead, _old = await started_ahead(migrated_engine, clock, "e1")
+    leases, s2, connections, reaper = await survivor(migrated_engine, clock)
+    s2.liveness._marking = UnheldBudget(clock, rate=1, burst=2)
+    idle = connect(connections, clock, worker_id="w7")
+    for _ in range(2):
+        assert await s2.liveness.reattach(idle, []) == ([], [])  # nothing dealt to w7: marks nothing, spends a token
+    w1 = connect(connections, clock)
+    assert await s2.liveness.reattach(w1, []) == ([], [])  # the hello goes on
+    assert state(migrated_engine)["e1"][4] is None and await reaper.reap_once() == 0
+    clock.advance(1)
+    assert await s2.liveness.reattach(w1, []) == ([], [])
+    assert state(migrated_engine)["e1"][4] == 1 and await reaper.reap_once() == 1
+    await leases.close()

@@ -401,6 +401,7 @@ class ArmedQueue:
         (or now): it is sent at that instant."""
         refusal = self._fence.refusal
         sent = 0
+
         def launch() -> tuple[list[_Entry], list[WorkerConnection | None], int, asyncio.Future[StartRound]] | None:
             # The receivers are chosen (their credit spent) before the start,
             # which records each row's worker: a hello of that worker

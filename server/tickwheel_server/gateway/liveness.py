@@ -55,6 +55,14 @@ log = logging.getLogger(__name__)
 
 ORPHAN_PAGE = 1000
 """Running executions the safety net reads per pass."""
+MARKING_BURST = 200.0
+MARKING_RATE = 20.0
+"""Hellos per worker credential (this server) that mark what their worker
+does not hold: each reads the credential's tenants' running rows, so a
+credential reconnecting in a loop is held to this many reads a second
+(bursts of :data:`MARKING_BURST`, a fleet reconnecting after a server's
+death); past it a hello goes on without marking, and what it would have
+marked waits the reaper's grace as before."""
 
 
 class Liveness:
@@ -83,6 +91,7 @@ class Liveness:
         self._inflight = inflight
         self._held = held
         self._budget = budget
+        self._marking = UnheldBudget(clock, rate=MARKING_RATE, burst=MARKING_BURST)
         self._wake = wake
         self._metrics = metrics
         self.requeued = 0
@@ -127,10 +136,13 @@ class Liveness:
         are marked as not held (:mod:`..store.unheld`), for the reaper to
         give back at once should that session be dead; a hello listing
         nothing does that alone, and a failure there is logged, never the
-        hello's. Nothing is written if the stream ends first."""
-        if not held and not listed_all:
+        hello's; at most :data:`MARKING_RATE` such hellos a second per
+        credential (bursts of :data:`MARKING_BURST`) mark anything. Nothing
+        is written if the stream ends first."""
+        marks = listed_all and self._marking.take(connection.credential.id, 1) == 1
+        if not held and not marks:
             return [], []
-        since_us = to_us(self._clock.now()) - int(self._inflight.timeout * 1_000_000) if listed_all else None
+        since_us = to_us(self._clock.now()) - int(self._inflight.timeout * 1_000_000) if marks else None
         ended: list[bool] = []
 
         def still_open() -> bool:
