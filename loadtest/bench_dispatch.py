@@ -23,7 +23,10 @@ inserted directly (COPY), then ``VACUUM ANALYZE``.
   same with an empty cache (every definition parsed: a server that just
   started). ``sql_s`` is the time inside the driver's execute calls (client,
   network and server), ``python_s`` the rest (planning, row building,
-  SQLAlchemy). Beside it, the peer: ``raw``, the plain claim any
+  SQLAlchemy); ``pg_cpu_ms_per_occurrence``, PostgreSQL's CPU (the
+  postmaster's process tree, when it runs on this machine) and
+  ``wal_bytes_per_occurrence``, the cluster's WAL, both over the claims
+  and per execution created. Beside it, the peer: ``raw``, the plain claim any
   application would write, over asyncpg (the ``bench`` extra: ``bash
   scripts/install.sh --bench``), on a plain table pair in the schema
   ``peer_raw`` of the same database, in the shape of Tickwheel's ``jobs``
@@ -95,6 +98,7 @@ from tickwheel_server.jobspec import DefinitionCache
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.partitions import raise_epochs_in
 
+import _harness as h
 import peers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -341,18 +345,26 @@ async def run_store(url: str, owned: dict[int, int], batch: int, specs: Definiti
     store = DispatchStore(engine, SystemClock(), definitions=specs)
     claimed = batches = 0
     misses = specs.misses
+    postmaster = h.postmaster_pid(url)
     try:
-        with Capture(engine) as capture, gc_frozen():
-            began = time.perf_counter()
-            while True:
-                result = await store.claim_due(owned, T, lookahead=LOOKAHEAD, batch=batch)
-                claimed += len(result.executions)
-                batches += 1
-                if result.stale_partitions:
-                    raise AssertionError(f"stale partitions {sorted(result.stale_partitions)}")
-                if not result.full:
-                    break
-            elapsed = time.perf_counter() - began
+        with psycopg.connect(conninfo(url), autocommit=True) as watch:
+            wal_at = watch.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+            cpu_at = h.tree_cpu_s(postmaster) if postmaster else 0.0
+            with Capture(engine) as capture, gc_frozen():
+                began = time.perf_counter()
+                while True:
+                    result = await store.claim_due(owned, T, lookahead=LOOKAHEAD, batch=batch)
+                    claimed += len(result.executions)
+                    batches += 1
+                    if result.stale_partitions:
+                        raise AssertionError(f"stale partitions {sorted(result.stale_partitions)}")
+                    if not result.full:
+                        break
+                elapsed = time.perf_counter() - began
+            # PostgreSQL's CPU (the postmaster's tree: backends, autovacuum,
+            # checkpointer) and the cluster's WAL during the claims.
+            pg_cpu = h.tree_cpu_s(postmaster) - cpu_at if postmaster else None
+            wal = int(watch.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (wal_at,)).fetchone()[0])
     finally:
         engine.dispose()
     assert capture.claim is not None and {"insert", "update"} <= set(capture.writes)
@@ -365,6 +377,8 @@ async def run_store(url: str, owned: dict[int, int], batch: int, specs: Definiti
         "python_s": round(elapsed - capture.sql_s, 3),
         "statements_per_batch": round(capture.statements / batches, 1),
         "definitions_parsed": specs.misses - misses,
+        "pg_cpu_ms_per_occurrence": None if pg_cpu is None else round(pg_cpu * 1000 / max(claimed, 1), 4),
+        "wal_bytes_per_occurrence": round(wal / max(claimed, 1), 1),
     }, capture
 
 
