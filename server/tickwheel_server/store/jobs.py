@@ -1,4 +1,4 @@
-"""Jobs: definitions, state and the schedule cursor (``next_run_at``).
+"""Jobs: definitions, state and the schedule cursor (``next_run_at``, in ``job_cursors``: migration 0031).
 
 The store treats a job's definition (``spec``, the serialised
 ``tickwheel.v1.Job``) as opaque bytes, except that the limits of the
@@ -26,7 +26,7 @@ never touched):
 - delete cancels them (``"canceled: job deleted"``).
 
 Every change of a job runs at READ COMMITTED on PostgreSQL (``row_locked``):
-it locks the job row first, then reads the executions it changes locked
+it locks the job row and its cursor first, then reads the executions it changes locked
 (or changes them with writes conditional on their status), so what it
 decides from is what it writes; creating, triggering and backfilling hold
 or share-lock the job row (docs/architecture.md, "Job writes at scale").
