@@ -19,6 +19,7 @@ import math
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -281,6 +282,22 @@ def tree_cpu_s(root: int, table: tuple[dict[int, list[str]], dict[int, list[int]
 
 _SS_USER = re.compile(r"pid=(\d+),")
 _SS_BYTES = re.compile(r"\bbytes_(sent|received):(\d+)")
+
+
+def measured(pg_pid: int, work: Callable[[], object]) -> dict:
+    """Run ``work`` once: its wall time, this process's CPU and PostgreSQL's
+    (its process tree, in ticks), and what it returned (``rows``)."""
+    cpu, pg, wall = time.process_time(), tree_cpu_s(pg_pid), time.perf_counter()
+    done = work()
+    return {"wall_ms": (time.perf_counter() - wall) * 1e3, "python_cpu_ms": (time.process_time() - cpu) * 1e3,
+            "postgres_cpu_ms": (tree_cpu_s(pg_pid) - pg) * 1e3, "rows": done}
+
+
+def medians(samples: list[dict], digits: int = 2) -> dict:
+    """Medians of :func:`measured` samples, but PostgreSQL's CPU as a mean: /proc counts it in ticks (10 ms)."""
+    return {key: round((statistics.mean if key == "postgres_cpu_ms" else statistics.median)(s[key] for s in samples),
+                       digits)
+            for key in samples[0]}
 
 
 def socket_bytes(pid: int, etcd_port: int | None) -> dict[str, list[int]]:

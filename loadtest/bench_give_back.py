@@ -23,9 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,19 +84,6 @@ def _reset(engine: sa.Engine, rows: int, running: bool) -> None:
         conn.exec_driver_sql("VACUUM ANALYZE jobs")
 
 
-def _measure(pg_pid: int, work) -> dict:
-    cpu, pg, wall = time.process_time(), harness.tree_cpu_s(pg_pid), time.perf_counter()
-    done = work()
-    return {"wall_ms": (time.perf_counter() - wall) * 1e3, "python_cpu_ms": (time.process_time() - cpu) * 1e3,
-            "postgres_cpu_ms": (harness.tree_cpu_s(pg_pid) - pg) * 1e3, "rows": done}
-
-
-def _median(samples: list[dict]) -> dict:
-    """Medians, but PostgreSQL's CPU as a mean: /proc counts it in ticks (10 ms)."""
-    return {key: round((statistics.mean if key == "postgres_cpu_ms" else statistics.median)(s[key] for s in samples), 2)
-            for key in samples[0]}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2000)
@@ -124,7 +109,7 @@ def main() -> None:
                     release_unsent(conn, caps, handed, owner="s1")
                 return len(handed)
 
-            give_back.append(_measure(pg_pid, release))
+            give_back.append(harness.measured(pg_pid, release))
             with engine.connect() as conn:
                 back = conn.exec_driver_sql("SELECT count(*) FROM executions WHERE status = 'scheduled'").scalar()
             assert back == args.rows, f"{back} of {args.rows} given back"
@@ -133,16 +118,17 @@ def main() -> None:
             def round_() -> int:
                 return len(asyncio.run(queue.handout.hand_out_ready("s1", clock.now(), every, args.rows)))
 
-            rounds.append(_measure(pg_pid, round_))
+            rounds.append(harness.measured(pg_pid, round_))
             _reset(engine, args.rows, running=True)
 
             def reap() -> int:
                 return len(asyncio.run(queue.requeues.reap_owner("s1", "session expired", limit=args.rows)).requeued)
 
-            reaps.append(_measure(pg_pid, reap))
+            reaps.append(harness.measured(pg_pid, reap))
         engine.dispose()
-    print(json.dumps({"rows": args.rows, "repeat": args.repeat, "give_back": _median(give_back),
-                      "round": _median(rounds), "reap": _median(reaps), "load_average": harness.load_average()}))
+    print(json.dumps({"rows": args.rows, "repeat": args.repeat, "give_back": harness.medians(give_back),
+                      "round": harness.medians(rounds), "reap": harness.medians(reaps),
+                      "load_average": harness.load_average()}))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from .circuits import CircuitBreaker
 from .config import ServerConfig
 from .gateway.connections import Connections
 from .jobspec import DefinitionCache
-from .lease import LeaseStore, LeaseStoreError, Session, open_lease_store
+from .lease import LeaseStore, LeaseStoreError, Session, SessionLost, open_lease_store
 from .schedule import default_engine, zones
 from .store import (
     attempts_running, capabilities, create_store_engine, current_version, migrate, pending_migrations, settle,
@@ -79,7 +79,7 @@ from .web import HttpServer, Router, install_console, server_ssl_context
 from .telemetry.gauges import StoreGauges
 from .telemetry.metrics import Metrics
 from .telemetry.tracing import Tracing, server_interceptor
-from .telemetry.outages import outage_of
+from .telemetry.outages import OutageLog, log_failure, outage_of
 from .waiting import WaitingForDependencies
 from .web.metrics import install_metrics
 
@@ -141,6 +141,11 @@ class TickwheelServer:
         self._session_task: asyncio.Task | None = None
         self._tasks: list[asyncio.Task] = []
         self._waiting: WaitingForDependencies | None = None
+        self._started = False
+        self.waiting = asyncio.Event()
+        """Set once the start first waits for the store or etcd (health
+        NOT_SERVING on :attr:`waiting_port` meanwhile, :attr:`waiting_for`
+        says for what)."""
         self.connections = Connections()
         self.port: int = 0
         self.router = Router()
@@ -155,17 +160,57 @@ class TickwheelServer:
         """This server's instruments, scraped on ``/metrics`` (and pushed with ``--metrics-export otlp``)."""
         self._renewals_before = 0
         """Renewals of the sessions this server had before the current one."""
+        self._session_outages = OutageLog(log, "etcd session", self.clock)
+        """Reopening a lost session (one line an outage, not one a try)."""
+        self._restamp_outages = OutageLog(log, "re-stamp", self.clock)
+        """Moving running executions to a new session (one line an outage, not one a try)."""
         self.tracing = tracing if tracing is not None else Tracing.from_setting(config.trace_export, otlp=config.otlp)
         """Spans of API calls, dispatches and hand-outs (``--trace-export``; a test may pass its own)."""
 
     async def start(self) -> None:
         """Start every role; while the store or etcd does not answer, wait
         for it serving health as NOT_SERVING (:mod:`.waiting`)."""
-        self._waiting = WaitingForDependencies(self.clock, self._bind, SERVICE_NAMES)
+        self._waiting = WaitingForDependencies(self.clock, self._bind, SERVICE_NAMES, on_wait=self.waiting.set)
         try:
             await self._start()
+        except BaseException:
+            await self._abandon_start()
+            raise
         finally:
             await self._waiting.close()  # a start that failed or was cancelled frees the port too
+
+    async def _abandon_start(self) -> None:
+        """A start that failed or was cancelled after its port was bound
+        (waiting for etcd again): stop what it started, freeing the port."""
+        if self._grpc is not None:
+            await self._grpc.stop(0)
+            self._grpc = None
+        if self.http is not None:
+            await self.http.stop(0)
+            self.http = None
+        ownership = getattr(self, "ownership", None)
+        if ownership is not None:
+            await ownership.stop(release=False)
+        if self._session_task is not None:
+            self._session_task.cancel()
+            await asyncio.gather(self._session_task, return_exceptions=True)
+
+    @property
+    def waiting_for(self) -> str:
+        """What the start waits for now ("the store at URL", "etcd at
+        ENDPOINTS"); empty when it waits for nothing (before it tried, once
+        it is done, or between two tries that answered)."""
+        return "" if self._waiting is None or self._started else self._waiting.waiting_for
+
+    @property
+    def waiting_port(self) -> int | None:
+        """The port whose health said NOT_SERVING while the start waited
+        (the server serves on it once started); None if it never waited."""
+        return self._waiting.port if self._waiting is not None and self.waiting.is_set() else None
+
+    def _starting(self) -> str:
+        """Why a worker stream is refused while the start is not done; empty once it is."""
+        return "" if self._started else self._waiting.refusal()
 
     async def _check_schema(self) -> int:
         """Migrate if asked; the schema's version. An outage is raised as it
@@ -373,6 +418,7 @@ class TickwheelServer:
             heartbeat_timeout=config.heartbeat_timeout,
             gateway=self.gateway,
             draining=lambda: self.drainer.draining,
+            starting=self._starting,
         )
         server = grpc.aio.server(
             options=[("grpc.so_reuseport", 0), ("grpc.keepalive_time_ms", 30_000)],
@@ -397,8 +443,11 @@ class TickwheelServer:
         admin_pb2_grpc.add_AdminServiceServicer_to_server(admin_servicer, decoding.guard(server))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable(server, [*SERVICE_NAMES, health.SERVICE_NAME])
+        for name in ["", *SERVICE_NAMES]:  # until the whole start is done (the servicer says SERVING by default)
+            await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         await self._waiting.close()  # its port is this server's now
         self.port = self._bind(server)
+        self._waiting.bound(self.port)
         if not config.advertise:
             self.info.address = self.address
         if config.http_listen:
@@ -406,7 +455,10 @@ class TickwheelServer:
         await server.start()
         self._grpc = server
         await self.ownership.start()
-        await self.presence.publish()
+        # etcd may have gone since the session opened: wait for it again
+        # (health stays NOT_SERVING, worker streams are refused) rather than
+        # fail a start whose port is already bound.
+        await self._waiting.until_up("etcd", config.etcd, self._publish_at_start)
         self._tasks = [
             asyncio.create_task(self.wheel.run(), name="tickwheel-wheel"),
             asyncio.create_task(self.gateway.run(), name="tickwheel-gateway"),
@@ -432,6 +484,7 @@ class TickwheelServer:
         self._tasks.append(asyncio.create_task(
             record_circuits(self.breaker, self.stores.alerts, self.clock), name="tickwheel-circuits"
         ))
+        self._started = True
         for name in ["", *SERVICE_NAMES]:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info(
@@ -645,14 +698,7 @@ class TickwheelServer:
             # A lease that outlived the loss (etcd keeps leases across a restart)
             # is revoked now rather than left to expire.
             await self._session.close()
-            while True:
-                try:
-                    await self._open_session()
-                    break
-                except LeaseStoreError as error:
-                    log.warning("cannot open an etcd session yet: %s", error)
-                    await backoff.sleep()
-            backoff.reset()
+            await self._reopen_session(backoff)
             old_owner, new_owner = self.gateway.fence.owner, self._session_hex()
             # The gateway hands nothing out under the lost session (its fence
             # refuses it): move what runs under it to the new one, then hand
@@ -665,7 +711,27 @@ class TickwheelServer:
             try:
                 await self.presence.publish()
             except LeaseStoreError as error:
-                log.warning("cannot publish this server's record yet: %s", error)
+                log_failure(log, "publishing this server's record", error, then="its presence loop does it again")
+
+    async def _publish_at_start(self) -> None:
+        """This server's record, published before it says SERVING; a session
+        lost meanwhile (etcd went away) is waited for like etcd itself: the
+        session loop opens a new one once etcd is back."""
+        if not await self.presence.publish():
+            raise SessionLost(f"session {self._session.id:x} lost before this server's record was published")
+
+    async def _reopen_session(self, backoff: BackoffSleeper) -> None:
+        """Open a new session, retried with ``backoff`` while etcd refuses;
+        an outage is logged once (and a line a minute), not a line a try."""
+        while True:
+            try:
+                await self._open_session()
+                break
+            except LeaseStoreError as error:
+                self._session_outages.failed("opening a new session", error)
+                await backoff.sleep()
+        self._session_outages.ok()
+        backoff.reset()
 
     async def _restamp(self, old_owner: str, new_owner: str) -> None:
         """Put the executions this server's workers run under its new session
@@ -675,11 +741,13 @@ class TickwheelServer:
         while True:
             try:
                 moved = await self.stores.queue.requeues.restamp(old_owner, new_owner)
+            except Exception as error:
+                self._restamp_outages.failed("re-stamping running executions to the new session", error)
+                await backoff.sleep()
+            else:
+                self._restamp_outages.ok()
                 log.info("re-stamped %d running executions from session %s to %s", moved, old_owner, new_owner)
                 return
-            except Exception as error:
-                log.warning("cannot re-stamp running executions yet: %s", error)
-                await backoff.sleep()
 
     async def stop(self, grace: float | None = None) -> None:
         grace = self.config.shutdown_grace if grace is None else grace

@@ -15,6 +15,12 @@ whose store or etcd does not answer at start:
 - once both answer, closes that placeholder and starts as usual on the same
   port (then ``SERVING``).
 
+A step of the start after the real server bound its port (publishing this
+server's record in etcd) is waited for the same way, with no placeholder:
+the real server's health says ``NOT_SERVING`` until the whole start is done
+(:meth:`WaitingForDependencies.bound`), and it takes no worker stream
+meanwhile.
+
 Only a known outage (:func:`~tickwheel_server.telemetry.outages.outage_of`)
 is waited for: a bad URL, a refused password, a schema that lacks
 migrations or any other error still ends the start with its message.
@@ -64,15 +70,29 @@ class WaitingForDependencies:
     """The start's waits for the store and etcd, and the health-only
     placeholder served on the gRPC address meanwhile."""
 
-    def __init__(self, clock: Clock, bind: Callable[[grpc.aio.Server], int], services: list[str]) -> None:
+    def __init__(
+        self, clock: Clock, bind: Callable[[grpc.aio.Server], int], services: list[str],
+        *, on_wait: Callable[[], None] = lambda: None,
+    ) -> None:
         self._clock = clock
         self._bind = bind
         self._services = services
+        self._on_wait = on_wait
         self._server: grpc.aio.Server | None = None
+        self._bound = False
         self.port: int | None = None
-        """The port the placeholder bound (the real server binds it again), once one was needed."""
+        """The port health answers NOT_SERVING on while the start waits: the
+        placeholder's (the real server binds it again), or the real
+        server's once :meth:`bound`; None before either."""
         self.waiting_for = ""
-        """What the start waits for now ("the store at URL"), for the refusals' message."""
+        """What the start waits for now ("the store at URL"), for the
+        refusals' message; empty while it waits for nothing."""
+
+    def bound(self, port: int) -> None:
+        """The real server holds ``port`` now (its health NOT_SERVING until
+        the start is done): a wait from here on serves no placeholder."""
+        self.port = port
+        self._bound = True
 
     async def until_up(self, what: str, address: str, attempt: Callable[[], Awaitable[T]]) -> T:
         """``attempt()``'s result, retried with backoff while it fails with a
@@ -89,6 +109,7 @@ class WaitingForDependencies:
                 failures += 1
                 self.waiting_for = f"{what} at {address}"
                 await self._serve_health()
+                self._on_wait()
                 delay = backoff.next_delay()
                 log.warning(
                     "waiting for %s at %s (try %d): %s; health NOT_SERVING on port %d; retrying in %.1f s",
@@ -96,17 +117,22 @@ class WaitingForDependencies:
                 )
                 await self._clock.sleep(delay)
             else:
+                self.waiting_for = ""
                 if failures:
                     log.info("%s at %s answers after %d failed tries", what, address, failures)
                 return result
 
+    def refusal(self) -> str:
+        """The message of a call refused while the start is not done."""
+        return f"starting: waiting for {self.waiting_for}" if self.waiting_for else "starting"
+
     async def _serve_health(self) -> None:
-        if self._server is not None:
+        if self._server is not None or self._bound:
             return
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         placeholder = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(placeholder, server)
-        server.add_generic_rpc_handlers((_RefuseWhileWaiting(lambda: f"starting: waiting for {self.waiting_for}"),))
+        server.add_generic_rpc_handlers((_RefuseWhileWaiting(self.refusal),))
         self.port = self._bind(server)
         for name in ["", *self._services]:
             await placeholder.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)

@@ -9,11 +9,8 @@ reports the COMMIT in doubt, with nothing written twice."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from contextlib import contextmanager
 
-import psycopg
 import pytest
 import sqlalchemy as sa
 
@@ -25,6 +22,8 @@ from tickwheel_server.store.errors import AmbiguousCommitError
 from tickwheel_server.store.fairshare import FairShare
 from tickwheel_server.store.partitions import PartitionStore
 from tickwheel_server.store.tenants import Tenant, TenantStore
+
+from tests.support.libpq_trace import client_messages
 
 from .test_dispatch_claim import NOW, OWNED, World, once_job
 from .test_dispatch_handout import NOW_PASS, SERVED, create
@@ -59,39 +58,15 @@ def traced(engine):
     Query (simple protocol), the two after which a client waits (a Flush
     asks for what is ready without ending the trip)."""
     trips: list[list[str]] = []
-    handle, path = tempfile.mkstemp(prefix="claimtrace")
-    used = []
-
-    def checkout(dbapi_connection, record, proxy):
-        dbapi_connection.pgconn.trace(handle)
-        dbapi_connection.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS | psycopg.pq.Trace.REGRESS_MODE)
-        used.append(dbapi_connection)
-
-    def checkin(dbapi_connection, record):
-        if dbapi_connection is not None and dbapi_connection in used:
-            dbapi_connection.pgconn.untrace()
-
-    sa.event.listen(engine, "checkout", checkout)
-    sa.event.listen(engine, "checkin", checkin)
-    try:
+    with client_messages(engine) as (messages, used):
         yield trips, used
-    finally:
-        sa.event.remove(engine, "checkout", checkout)
-        sa.event.remove(engine, "checkin", checkin)
-        for connection in used:
-            if not connection.closed:
-                connection.pgconn.untrace()
-        os.close(handle)
-        with open(path) as trace:
-            sent = [line.split("\t") for line in trace if line.startswith("F\t")]
-        os.unlink(path)
-        trip: list[str] = []
-        for fields in sent:
-            trip.append((fields[2].strip() + " " + " ".join(fields[3:]).strip()).strip())
-            if fields[2].strip() in ("Sync", "Query"):
-                trips.append(trip)
-                trip = []
-        assert all(message == "Flush" for message in trip), f"messages sent and never synced: {trip}"
+    trip: list[str] = []
+    for message in messages:
+        trip.append(message)
+        if message.split(None, 1)[0] in ("Sync", "Query"):
+            trips.append(trip)
+            trip = []
+    assert all(message == "Flush" for message in trip), f"messages sent and never synced: {trip}"
 
 
 def statements(trip: list[str]) -> str:

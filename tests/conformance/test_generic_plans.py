@@ -12,25 +12,36 @@ included, kept off it only by the planner's pricing of its custom plans.
 Here every statement the requeue, dead-letter, cancel, retention and
 webhook paths send on those tables is captured while they run over 20 000
 ended executions and explained as a generic plan: none reads the table
-whole."""
+whole. So are those on the partial indexes added since (``executions_armed``
+and ``_armed_job``, migration 0027; ``executions_scheduled_tenant``,
+migration 0030): the arm, its start and its disarms, the reaper's view of
+armed rows, the tenant walk's ready side, the lateness watch and the timer
+wheel's rebuild; and the safety net (``wake_stalled``) with a key and a job
+that have sleeping waiters, so it sends its wake-ups too."""
 
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 
 from tickwheel_server.store.alerts import AlertStore
+from tickwheel_server.store.arming import ArmStore, disarm_jobs
 from tickwheel_server.store.calendaruse import jobs_naming
 from tickwheel_server.store.deadletters import DeadLetterStore
-from tickwheel_server.store.executions import Lost
+from tickwheel_server.store.dispatch import DispatchStore
+from tickwheel_server.store.executions import Capability, Lost
 from tickwheel_server.store.history import HistoryStore
 from tickwheel_server.store.jobs import JobStore
+from tickwheel_server.store.lateness import LatenessStore
 from tickwheel_server.store.requeue import RequeueStore
 from tickwheel_server.store.retention import RetentionStore
-from tickwheel_server.store.tables import executions
+from tickwheel_server.store.tables import concurrency_keys, executions
+from tickwheel_server.store.tenant_walk import TenantWalk
 from tickwheel_server.store.tenants import Tenant, TenantStore
+from tickwheel.shared.ids import to_us
 
 from tests.support.plans import INDEX_SCANS, Sent, captured, describe, nodes, plan, seq_scans
 
@@ -74,6 +85,18 @@ async def engine(migrated_engine, clock) -> sa.Engine:
                 owner=owner, worker_id="w1" if owner else None, handed_out_at=100 if owner else None, handler="echo",
                 missed_count=0, reap_count=0, payload=b"", error="", dead_reason="", created_at=0, finished_at=None,
                 cancel_requested_at=100 if n == 1 else None))  # fmt: skip
+        # Stalled: a key with a free slot and a waiter asleep on it, a job
+        # waiter with nothing of its job running; and a row armed by a session that is gone.
+        conn.execute(concurrency_keys.insert().values(tenant="acme", name="slot", max_running=1, running=0,
+                                                      limit_set_at=0))
+        for ident, job_id, status, wait_key, owner in (("stalled_key", "job_01001", "waiting", "slot", None),
+                                                       ("stalled_job", "job_01002", "waiting", None, None),
+                                                       ("armed_0", "job_01003", "armed", None, "gone")):
+            conn.execute(executions.insert().values(
+                id=ident, job_id=job_id, tenant="acme", partition=0, origin="scheduled", nominal_at=100,
+                due_at=100, ready_at=100, attempt=1, delivery=1 if owner else 0, status=status, owner=owner,
+                wait_key=wait_key, waiting_since=100 if status == "waiting" else None, handler="echo",
+                missed_count=0, reap_count=0, payload=b"", error="", dead_reason="", created_at=0))  # fmt: skip
         # Alerts: a long history the webhook has sent, and one it owes.
         alert = ("INSERT INTO alerts (id, dedup_key, kind, severity, tenant, job_id, execution_id, server_id, "
                  "summary, details, raised_at, last_seen_at, count, resolved_at, changed_at, seq, notified) ")
@@ -93,7 +116,8 @@ async def engine(migrated_engine, clock) -> sa.Engine:
 def _on(tables: tuple[str, ...], statement: str) -> bool:
     """A read, update or delete naming one of ``tables`` (an insert has no plan to hold)."""
     head = statement.lstrip().split(None, 1)[0].upper()
-    return head in ("SELECT", "UPDATE", "DELETE") and re.search(rf"\b({'|'.join(tables)})\b", statement) is not None
+    named = re.search(rf"\b({'|'.join(tables)})\b", statement) is not None
+    return head in ("SELECT", "UPDATE", "DELETE", "WITH") and named
 
 
 async def _exercise(engine, clock) -> list[Sent]:
@@ -111,7 +135,19 @@ async def _exercise(engine, clock) -> list[Sent]:
         assert [r.execution_id for r in done.requeued] == ["open_2"]
         await requeues.release([("open_3", 1)])
         assert len((await requeues.reap_owner("s1", "session expired")).requeued) == 1  # open_1 ends canceled
-        await requeues.wake_stalled()
+        assert await requeues.wake_stalled() == 2  # the key's waiter and the job's
+        arming = ArmStore(engine, clock)
+        assert await arming.armed_owners() == ["gone"]
+        assert [r.execution_id for r in await arming.disarm_owner("gone")] == ["armed_0"]
+        echo = Capability(("acme",), ("echo",), True)
+        await arming.arm("s9", clock.now(), clock.now() + timedelta(seconds=5), echo, 10)
+        assert (await arming.start("s9", [("open_4", 1, False)], clock.now())).started == []
+        assert await arming.disarm("s9", [("open_4", 1)]) == []
+        with engine.begin() as conn:
+            assert disarm_jobs(conn, ["job_01003", "job_00005"]) == []
+            TenantWalk(above=0, ready_steps=2).visit(conn, "g", to_us(clock.now()), since=0)
+        await LatenessStore(engine, clock).oldest_waiting(clock.now())
+        await DispatchStore(engine, clock).scheduled_in([0], clock.now())
         letters = DeadLetterStore(engine, clock, alerts)
         page = await letters.list("acme")
         assert page.executions and all(e.status == "dead" for e in page.executions)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
@@ -17,7 +18,8 @@ from sqlalchemy.engine import Connection, Engine
 from tickwheel_server.store import create_store_engine
 from tickwheel_server.store import driver, pipeline
 from tickwheel_server.store.base import SqlStore
-from tickwheel_server.store.errors import StoreConfigError
+from tickwheel_server.store.begin_guard import BEGINS_ITSELF
+from tickwheel_server.store.errors import StatementBeforeBeginError, StoreConfigError
 from tickwheel_server.store.transactions import (
     ErrorKind, RetryEvent, _restore_level, isolation_level, run_in_transaction,
 )  # fmt: skip
@@ -218,6 +220,69 @@ def test_a_commit_sent_with_the_writes_commits_them_once(one: Engine) -> None:
 
     assert run_in_transaction(one, fn, begins_itself=True) == "IDLE", "committed in the trip; the runner's is a no-op"
     assert run_in_transaction(one, lambda c: driver.rows(c, "SELECT count(*) FROM begun WHERE n = 7", {})[0][0]) == 1
+
+
+def _rows_of_begun(one: Engine) -> int:
+    return run_in_transaction(one, lambda c: driver.rows(c, "SELECT count(*) FROM begun", {})[0][0])
+
+
+@postgres
+@pytest.mark.parametrize("how", ["sqlalchemy", "driver", "core"])
+def test_a_statement_before_the_begin_is_refused_not_committed_on_its_own(one: Engine, how: str) -> None:
+    """The guard: in a transaction that begins itself, a statement sent
+    before the first pipeline.send would run in autocommit and commit on its
+    own. It is refused before it reaches the server, the transaction is not
+    retried, and the connection goes back as it came."""
+    run_in_transaction(one, _scratch)
+    calls = []
+
+    def early(conn: Connection):
+        calls.append(1)
+        if how == "sqlalchemy":
+            conn.exec_driver_sql("INSERT INTO begun VALUES (1)")
+        elif how == "driver":
+            driver.rowcount(conn, "INSERT INTO begun VALUES (1)", {})
+        else:
+            conn.execute(sa.text("INSERT INTO begun VALUES (1)"))
+        pipeline.send(conn, [("INSERT INTO begun VALUES (2)", {})])
+
+    with pytest.raises(StatementBeforeBeginError):
+        run_in_transaction(one, early, begins_itself=True)
+    assert calls == [1], "fatal: not retried"
+    assert _rows_of_begun(one) == 0, "nothing written, not even the early statement"
+    assert run_in_transaction(one, lambda c: (c.connection.dbapi_connection.autocommit, level(c))) == (
+        False, SERIALIZABLE
+    )
+
+
+@postgres
+def test_a_statement_after_the_commit_sent_with_the_writes_is_refused(one: Engine) -> None:
+    run_in_transaction(one, _scratch)
+
+    def late(conn: Connection):
+        pipeline.send(conn, [("INSERT INTO begun VALUES (1)", {})], commit=True)
+        conn.exec_driver_sql("INSERT INTO begun VALUES (2)")  # the transaction is over: this would autocommit
+
+    with pytest.raises(StatementBeforeBeginError):
+        run_in_transaction(one, late, begins_itself=True)
+    assert _rows_of_begun(one) == 1, "the committed trip's row only"
+
+
+@postgres
+def test_the_guard_leaves_other_transactions_and_autocommit_connections_alone(one: Engine) -> None:
+    run_in_transaction(one, _scratch)
+
+    def fine(conn: Connection):
+        pipeline.send(conn, [("INSERT INTO begun VALUES (1)", {})])
+        conn.exec_driver_sql("INSERT INTO begun VALUES (2)")
+        driver.rowcount(conn, "INSERT INTO begun VALUES (3)", {})
+
+    run_in_transaction(one, fine, begins_itself=True)  # the engine now has the guard
+    run_in_transaction(one, lambda c: c.exec_driver_sql("INSERT INTO begun VALUES (4)"))
+    with one.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("INSERT INTO begun VALUES (5)")  # autocommit asked for, not a transaction's
+        assert BEGINS_ITSELF not in conn.info
+    assert _rows_of_begun(one) == 5
 
 
 @postgres

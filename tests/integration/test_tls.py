@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -346,10 +347,12 @@ async def test_a_server_waiting_for_etcd_answers_health_over_its_tls_only(tmp_pa
     server = TickwheelServer(config)
     starting = asyncio.create_task(server.start())
     try:
-        while server._waiting is None or server._waiting.port is None:
-            assert not starting.done(), starting.exception()
-            await asyncio.sleep(0.05)  # the start's first try at etcd: no event to await from outside
-        address = f"127.0.0.1:{server._waiting.port}"
+        await asyncio.wait({starting, asyncio.ensure_future(server.waiting.wait())}, timeout=WAIT,
+                           return_when=asyncio.FIRST_COMPLETED)
+        assert not starting.done(), starting.exception()
+        assert server.waiting_for == "etcd at 127.0.0.1:1"
+        port = server.waiting_port
+        address = f"127.0.0.1:{port}"
         credentials = pki.tls(client=True).channel_credentials()
         async with grpc.aio.secure_channel(address, credentials) as channel:
             health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=WAIT)
@@ -361,4 +364,7 @@ async def test_a_server_waiting_for_etcd_answers_health_over_its_tls_only(tmp_pa
     finally:
         starting.cancel()
         await asyncio.gather(starting, return_exceptions=True)
-    assert server._waiting.port is not None and server._waiting._server is None  # the port was freed
+    with socket.socket() as probe:  # the port was freed: a new listener takes it (past its closed connections)
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("127.0.0.1", port))
+        probe.listen()

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import RateLimited
 from ..store.errors import RetryableStoreError
+from ..telemetry.outages import OutageLog
 
 if TYPE_CHECKING:
     from ..store.alerts import AlertStore
@@ -101,6 +102,7 @@ class AlertFeed:
         """Polls the reader began (each one sequencing and one read)."""
         self.polled = asyncio.Event()
         """Set, and replaced, after each poll."""
+        self.outages = OutageLog(log, "alert feed", store.clock, then="reading again at the next poll")
 
     @property
     def watchers(self) -> int:
@@ -167,9 +169,10 @@ class AlertFeed:
                         found = await store.changes_after(cursor)
                 except RetryableStoreError as error:
                     # The cursor is kept: nothing is missed once the store answers again.
-                    log.warning("watching alerts: %s; reading again at the next poll", error)
+                    self.outages.failed("reading the changes for WatchAlerts", error, retryable=True)
                     await self._wait(changed)
                     continue
+                self.outages.ok()
                 for seq, alert in found:
                     cursor = seq
                     for watcher in [w for w in self._watchers if w.started.done() and w.ended is None]:

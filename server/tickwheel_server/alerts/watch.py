@@ -16,6 +16,7 @@ import logging
 from collections.abc import AsyncIterator, Iterable
 
 from ..store.alerts import READ_BATCH, AlertStore
+from ..telemetry.outages import OutageLog
 from .catalogue import AlertRecord, checked_kinds
 from .feed import WATCH_QUEUE, AlertFeed, matcher
 
@@ -31,6 +32,7 @@ class AlertWatch:
         self.store = store
         self.feed = AlertFeed(store, queue_size=watch_queue)
         """The one reader of the change feed that every :meth:`watch` shares."""
+        self.outages = OutageLog(log, "alert numbering", store.clock, then="retrying at the next poll")
 
     async def run(self) -> None:
         """Number changes in the feed until cancelled or the store's
@@ -46,7 +48,9 @@ class AlertWatch:
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                log.warning("numbering alert changes failed (%s); retrying at the next poll", error)
+                self.outages.failed("numbering alert changes", error)
+            else:
+                self.outages.ok()
             await store.wait_for(changed)
 
     def watch(

@@ -44,6 +44,7 @@ from .. import __version__
 from ..policy.retry import backoff_delay
 from .catalogue import AlertRecord, Owed
 from ..store.alerts import AlertStore
+from ..telemetry.outages import OutageLog
 
 log = logging.getLogger("tickwheel.webhook")
 
@@ -170,6 +171,7 @@ class AlertWebhook:
         self._store = store
         self.config = config
         self._clock = clock
+        self.outages = OutageLog(log, "alert webhook", clock)
         self._leading = leading
         self._post = post
         self._rng = rng or random.Random()
@@ -196,7 +198,9 @@ class AlertWebhook:
                 except asyncio.CancelledError:
                     raise
                 except Exception as error:
-                    log.warning("alert webhook: cannot read the alerts owed (%s); retrying", error)
+                    self.outages.failed("reading the alerts owed", error)
+                else:
+                    self.outages.ok()
                 await self._store.wait_changed(self.config.poll_interval)
         finally:
             for task in senders:
@@ -236,8 +240,8 @@ class AlertWebhook:
                 await self.deliver(item)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("alert webhook: delivering %s failed; it stays owed", item.alert.id)
+            except Exception as error:
+                self.outages.failed(f"delivering {item.alert.id} (it stays owed)", error)
             finally:
                 self._queued.discard(item.alert.id)
                 for ended in self._reading:

@@ -31,6 +31,7 @@ from ..store.jobs import JobStore
 from ..store.operations import OperationsStore
 from ..store.partitions import PartitionStore
 from ..store.tzdata import TzdataStore
+from ..telemetry.outages import OutageLog
 from ..schedule import default_engine
 from ..store.tenants import (
     DEFAULT_MAX_JOBS,
@@ -158,6 +159,10 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         self._revocations = revocations
         """Tells the other servers of a revocation made here (none: they learn it within their cache time)."""
         self._operations = operations or OperationsStore(jobs.engine, jobs.clock)
+        self.cluster_outages = OutageLog(
+            log, "AdminService.ClusterStatus", jobs.clock, then="showing this server only"
+        )
+        """ClusterStatus calls that could not read etcd: one line an outage, not one a call."""
         self._tzdata = tzdata
         # Without one given, alerts are read through the jobs store's engine
         # and clock; watchers then see changes at their next poll.
@@ -204,8 +209,10 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
                 holders = await info.presence.partition_holders()
                 reaper = await info.presence.reaper()
             except LeaseStoreError as error:
-                log.warning("ClusterStatus: etcd cannot be read (%s); showing this server only", error)
+                self.cluster_outages.failed("reading etcd", error)
             else:
+                if self.cluster_outages.down:
+                    self.cluster_outages.ok()
                 others = [self._server_status(r, r.session) for r in records if r.server_id != info.server_id]
                 servers = sorted([local, *others], key=lambda s: s.server_id)
         rows = {row.partition: row for row in await self._partitions.rows()}

@@ -33,6 +33,7 @@ from ..gateway.budget import OverBudget
 from ..gateway.connections import Connections, WorkerConnection
 from ..gateway.gateway import Gateway
 from ..store.executions import NOT_HELD
+from ..telemetry.outages import OutageLog
 from .status import abort
 
 log = logging.getLogger(__name__)
@@ -80,13 +81,18 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         heartbeat_timeout: float = 30.0,
         gateway: Gateway | None = None,
         draining: Callable[[], bool] = lambda: False,
+        starting: Callable[[], str] = lambda: "",
     ) -> None:
         self.gateway = gateway
         self._draining = draining
         """Whether this server is draining: it then takes no new worker stream."""
+        self._starting = starting
+        """While this server's start is not done, why (it then takes no worker stream); empty once done."""
         self._auth = auth
         self._connections = connections
         self._clock = clock
+        self.reattach_outages = OutageLog(log, "WorkerService.Pull", clock, then="refused; the worker says hello again")
+        """Hellos refused because their executions could not be re-attached (the store is down): one line an outage."""
         self._server_id = server_id
         self.session_id = session_id
         self._heartbeat_interval = heartbeat_interval
@@ -103,6 +109,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             check_hello(first.hello, credential)
         except TickwheelError as error:
             await abort(context, error)
+            return
+        if starting := self._starting():  # the worker says hello again with backoff
+            await context.abort(grpc.StatusCode.UNAVAILABLE, starting)
             return
         if self._draining():  # a drained worker coming back, or a new one: both belong elsewhere
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"server {self._server_id} is draining: connect to another")
@@ -127,9 +136,11 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 await abort(context, error)
                 return
             except Exception as error:  # the store is down (UNAVAILABLE): the worker says hello again later
-                log.warning("cannot re-attach worker %s's executions: %s", hello.worker_id, error)
+                self.reattach_outages.failed(f"re-attaching worker {hello.worker_id}'s executions", error)
                 await abort(context, error)
                 return
+            if self.reattach_outages.down:
+                self.reattach_outages.ok()
         else:
             reattached, rejected = [], held
         self._connections.add(connection)

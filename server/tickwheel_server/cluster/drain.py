@@ -48,6 +48,7 @@ from ..errors import FailedPrecondition, NotFound
 from ..gateway.connections import Connections, WorkerConnection
 from ..lease import EventType, LeaseStore, LeaseStoreError, Session, WatchCompacted
 from ..lease.keys import drain_key, drains_prefix, server_key, session_name
+from ..telemetry.outages import OutageLog
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,7 @@ class Drainer:
         self._leases = leases
         self._session = session
         self._clock = clock
+        self.outages = OutageLog(log, "drain requests", clock)
         self.server_id = server_id
         self._on_drain = on_drain
         self._answer_timeout = answer_timeout
@@ -210,6 +212,7 @@ class Drainer:
                 revision = await self._leases.current_revision()
                 for kv in await self._leases.get_prefix(prefix):
                     await self._answer(kv.key, kv.value)
+                self.outages.ok()
                 async with self._leases.watch(prefix, prefix=True, start_revision=revision + 1) as events:
                     async for event in events:
                         if event.type is EventType.PUT:
@@ -217,7 +220,7 @@ class Drainer:
             except WatchCompacted:
                 continue
             except LeaseStoreError as error:
-                log.warning("following drain requests: %s; retrying", error)
+                self.outages.failed("following drain requests", error)
                 await self._clock.sleep(1.0)
 
     async def _recheck_loop(self) -> None:

@@ -31,6 +31,7 @@ from ..lease import KeyValue, LeaseStore, LeaseStoreError, Session
 from ..lease.keys import (
     REAPER_KEY, SERVERS_PREFIX, partition_of, partitions_prefix, server_key, server_of, session_name,
 )  # fmt: skip
+from ..telemetry.outages import OutageLog
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,7 @@ class Presence:
         self._session = session
         self._clock = clock
         self._record = record
+        self.outages = OutageLog(log, "presence", clock)
         self.interval = interval
         self._ownership_root = (ownership or OwnershipConfig()).key_prefix
 
@@ -117,13 +119,16 @@ class Presence:
 
     async def run(self) -> None:
         """Publish every ``interval`` until cancelled; an unreachable etcd
-        is logged and tried again at the next interval."""
+        is logged (:class:`~tickwheel_server.telemetry.outages.OutageLog`)
+        and tried again at the next interval."""
         while True:
             await self._clock.sleep(self.interval)
             try:
                 await self.publish()
             except LeaseStoreError as error:
-                log.debug("cannot publish this server's record: %s", error)
+                self.outages.failed("publishing this server's record", error)
+            else:
+                self.outages.ok()
 
     async def servers(self) -> list[ServerRecord]:
         """Every live server's record (one range read), by server id."""

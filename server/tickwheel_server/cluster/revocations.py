@@ -79,6 +79,7 @@ from ..auth import tokens
 from ..auth.authenticator import TENANT_CHANGED, Revoked
 from ..lease import EventType, LeaseStore, LeaseStoreClosed, LeaseStoreError, SessionLost, WatchCompacted
 from ..lease.keys import revocations_key
+from ..telemetry.outages import OutageLog
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +178,9 @@ class Revocations:
             raise ValueError("rate must be > 0, max_entries >= 1, wait > 0 and burst hold the longest put")
         self._leases = leases
         self._clock = clock
+        self.outages = OutageLog(
+            log, "revocations", clock, then="the cache time and the streams' re-verification cover it"
+        )
         self._server_id = server_id
         self._forget = forget
         self._forget_all = forget_all
@@ -281,6 +285,7 @@ class Revocations:
             try:
                 async with self._leases.watch(self.key, start_revision=start) as events:
                     backoff.reset()
+                    self.outages.ok()
                     # Whatever was put before now may not be delivered: start clean.
                     self._reset()
                     self.following.set()
@@ -294,7 +299,7 @@ class Revocations:
             except LeaseStoreClosed:
                 return
             except LeaseStoreError as error:
-                log.warning("following the revocations failed (%s); again shortly", error)
+                self.outages.failed("following the revocations key", error)
                 await backoff.sleep()
 
     def _reset(self) -> None:
@@ -328,4 +333,6 @@ class Revocations:
             try:
                 await self._recheck(ids)
             except Exception as error:  # the periodic re-verification is the fallback
-                log.warning("cannot re-verify the streams of revoked credentials: %s", error)
+                self.outages.failed("re-verifying the streams of revoked credentials", error)
+            else:
+                self.outages.ok()

@@ -128,6 +128,7 @@ class Dispatcher:
         self._runner = runner
         self._clock = clock
         self.outages = OutageLog(log, "dispatcher", clock)
+        self.review_outages = OutageLog(log, "quarantine review", clock, then=f"again in {review_every:g} s")
         self._tick = tick
         self._lookahead = lookahead
         self._batch = batch
@@ -291,9 +292,10 @@ class Dispatcher:
         self._reviewed_at = started
         try:
             resolved = await self._store.review_quarantine(owned)
-        except Exception:
-            log.warning("reviewing the jobs left out of claims failed; again in %g s", self._review_every, exc_info=True)
+        except Exception as error:
+            self.review_outages.failed("reviewing the jobs left out of claims", error)
             return
+        self.review_outages.ok()
         if resolved:
             log.info("jobs dispatchable again: %s", resolved[:20])
 

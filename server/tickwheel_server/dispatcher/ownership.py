@@ -68,7 +68,7 @@ from ..lease.base import LeaseStore, Session
 from ..lease.types import LeaseStoreClosed, LeaseStoreError, Ownership, SessionLost
 from ..policy.ownership import OwnershipPlan, plan_ownership
 from ..store.partitions import PartitionStore
-from ..telemetry.outages import log_failure
+from ..telemetry.outages import OutageLog, log_failure
 from .ownership_fence import EpochFence
 from .ownership_holdings import Holdings, OwnershipChange
 from .ownership_view import RETRY_CAP, RETRY_INITIAL, OwnershipView
@@ -160,8 +160,9 @@ class PartitionOwnership:
         self.partition_count = partition_count
         self.config = config or OwnershipConfig()
         self._leases = leases
-        self._fence = EpochFence(store, leases, server_id)
+        self._fence = EpochFence(store, leases, server_id, clock)
         self._clock = clock
+        self.outages = OutageLog(log, "partition ownership", clock, then="trying again next tick")
         self._session_replaced = asyncio.Event()
         self._holdings = Holdings(server_id, session)
         self._refused: set[int] = set()  # stale raise; not retried before the next tick
@@ -405,7 +406,9 @@ class PartitionOwnership:
                 if not error.retryable:
                     raise
                 self._unsettled = True
-                log.warning("partition ownership: %s; trying again next tick", error)
+                self.outages.failed("reconciling the partitions held", error)
+            else:
+                self.outages.ok()
 
     async def _reconcile(self, session: Session, view: OwnershipView) -> None:
         if self.server_id not in view.members:

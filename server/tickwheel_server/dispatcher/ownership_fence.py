@@ -17,9 +17,12 @@ import logging
 from collections.abc import Awaitable, Collection, Mapping
 from typing import TypeVar
 
+from tickwheel.shared.clock import Clock
+
 from ..lease.base import LeaseStore
 from ..lease.types import Ownership
 from ..store.partitions import PartitionStore
+from ..telemetry.outages import OutageLog
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +37,11 @@ class EpochFence:
     connection outlives the ownership.
     """
 
-    def __init__(self, store: PartitionStore, leases: LeaseStore, server_id: str) -> None:
+    def __init__(self, store: PartitionStore, leases: LeaseStore, server_id: str, clock: Clock) -> None:
         self._store = store
         self._leases = leases
         self._server_id = server_id
+        self.outages = OutageLog(log, "partition epochs", clock, then="raising again next tick")
         self._calls: set[asyncio.Future[object]] = set()
 
     async def raise_epochs(self, won: Mapping[int, Ownership]) -> Collection[int] | None:
@@ -46,14 +50,16 @@ class EpochFence:
         refused as stale), or None if the store could not be reached or
         conflicted (logged; nothing to undo, try again later)."""
         try:
-            return await self._call(
+            took = await self._call(
                 self._store.raise_epochs(
                     {partition: ownership.fencing_revision for partition, ownership in won.items()}, self._server_id
                 )
             )
         except Exception as error:  # the store is down or conflicting: keep the keys, try again
-            log.warning("cannot raise the epochs of partitions %s yet: %s", sorted(won), error)
+            self.outages.failed(f"raising the epochs of partitions {_span(won)}", error, retryable=True)
             return None
+        self.outages.ok()
+        return took
 
     async def explain_refused(self, partitions: list[int]) -> None:
         """Log why the raise of ``partitions`` was refused: an error if the
@@ -86,3 +92,9 @@ class EpochFence:
         self._calls.add(future)
         future.add_done_callback(self._calls.discard)
         return await asyncio.shield(future)
+
+
+def _span(partitions: Collection[int]) -> str:
+    """A bounded naming of ``partitions`` for a log line (a server may hold thousands)."""
+    shown = sorted(partitions)
+    return str(shown) if len(shown) <= 8 else f"{shown[:8]}... ({len(shown)} in all)"

@@ -29,6 +29,7 @@ from tickwheel.shared.clock import Clock
 from ..lease import keys
 from ..lease.base import LeaseStore
 from ..lease.types import EventType, KeyValue, LeaseStoreError, WatchCompacted, WatchEvent
+from ..telemetry.outages import OutageLog
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,7 @@ class OwnershipView:
         Events between the revision read and the snapshot are delivered again
         by the watch; applying them in order converges to the same state."""
         backoff = BackoffSleeper(self._clock, initial=RETRY_INITIAL, cap=RETRY_CAP)
+        outages = OutageLog(log, f"ownership view of {prefix}", self._clock)
         while True:
             try:
                 revision = await self._leases.current_revision()
@@ -112,6 +114,7 @@ class OwnershipView:
                 ready.set()
                 self._changed()
                 backoff.reset()
+                outages.ok()
                 async with self._leases.watch(prefix, prefix=True, start_revision=revision + 1) as events:
                     async for event in events:
                         apply(event)
@@ -121,7 +124,7 @@ class OwnershipView:
             except LeaseStoreError as error:
                 if not error.retryable:
                     raise
-                log.warning("following %s: %s; retrying", prefix, error)
+                outages.failed("following it", error)
                 await backoff.sleep()
 
     def _member_id(self, key: str) -> str | None:

@@ -64,6 +64,7 @@ from tickwheel.shared.ids import partition_of, to_us
 
 from ..lease.base import LeaseStore, Session
 from ..lease.types import EventType, LeaseStoreClosed, LeaseStoreError, SessionLost, WatchCompacted
+from ..telemetry.outages import OutageLog
 from .ownership_view import RETRY_CAP, RETRY_INITIAL
 
 log = logging.getLogger(__name__)
@@ -127,6 +128,7 @@ class Wakeup:
         self._leases = leases
         self._ownership = ownership
         self._clock = clock
+        self.outages = OutageLog(log, "wake key", clock, then="a wake missed meanwhile is the next tick's")
         self._local = local
         self._ready = ready
         self._session = session
@@ -239,6 +241,7 @@ class Wakeup:
             try:
                 async with self._leases.watch(key) as events:
                     backoff.reset()
+                    self.outages.ok()
                     self.following.set()
                     async for event in events:
                         if event.type is EventType.PUT:
@@ -251,5 +254,5 @@ class Wakeup:
             except LeaseStoreClosed:
                 return
             except LeaseStoreError as error:
-                log.warning("following the wake key failed (%s); again shortly", error)
+                self.outages.failed("following this server's wake key", error)
                 await backoff.sleep()

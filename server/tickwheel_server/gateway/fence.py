@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from tickwheel.shared.clock import Clock
 
 from ..lease.base import Session
+from ..telemetry.outages import OutageLog
 from . import clockguard
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class Fence:
         on_skew: Callable[[float | None, bool], Awaitable[None]] | None = None,
     ) -> None:
         self._clock = clock
+        self.outages = OutageLog(log, "clock comparison", clock, then="comparing again shortly")
         self.lease = Lease(owner, session)
         """The current lease; a round or claim keeps the one it started with."""
         self._db_clock = db_clock
@@ -182,9 +184,10 @@ class Fence:
         try:
             db_now = await self._db_clock()
         except Exception as error:
-            log.warning("cannot read the database's clock: %s", error)
+            self.outages.failed("reading the database's clock", error)
             await self._report_skew(None)
             return False
+        self.outages.ok()
         after, after_mono = self._clock.now(), self._clock.monotonic()
         check = clockguard.judge(before, before_mono, after, after_mono, db_now, tolerance=self._skew_tolerance)
         if check is None:
@@ -223,8 +226,8 @@ class Fence:
             return
         try:
             await self._on_skew(skew, ok)
-        except Exception:
-            log.exception("cannot record the clock-skew alert")
+        except Exception as error:
+            self.outages.failed("recording the clock-skew alert", error)
             return
         self._skew_reported = (ok, now)
 

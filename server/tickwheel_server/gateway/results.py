@@ -39,6 +39,7 @@ from typing import Generic, TypeVar
 from tickwheel.shared.clock import Clock
 
 from ..store.errors import AmbiguousCommitError, RetryableStoreError
+from ..telemetry.outages import OutageLog
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,7 @@ class ResultQueue(Generic[C, R]):
         self._refuse = refuse
         self._retryable = retryable
         self._clock = clock
+        self.outages = OutageLog(log, "result recording", clock, then=f"retrying in {retry_delay:g} s")
         self.batch = batch
         self.max_pending = max_pending
         self.defer = defer
@@ -132,9 +134,10 @@ class ResultQueue(Generic[C, R]):
             finished, stopped = await self._write(items)
             del self._pending[:finished]
             if stopped is not None:
-                log.warning("recording %d results failed (%s); retrying in %.1f s",
-                            len(items) - finished, stopped, self.retry_delay)
+                self.outages.failed(f"recording {len(items) - finished} results", stopped, retryable=True)
                 await self._clock.sleep(self.retry_delay)
+            elif finished:
+                self.outages.ok()
             if self._pending:
                 self._oldest = self._clock.monotonic()
             else:

@@ -54,8 +54,9 @@ from ..policy.arming import may_arm, runs_beside
 from ..policy.fairness import Shares
 from ..schedule.model import ScheduleKind
 from .doubt import ARM, START, Doubt, InDoubt
+from .engine import Capabilities, capabilities
 from .arming_pick import pick_fairly
-from .base import SqlStore, chunks, driver_sql, execute_arrays, tuples
+from .base import SqlStore, chunks, driver_sql, execute_arrays, one_of, pairs_in, tuples
 from .executions import Capability, HandedOut, Retry
 from .fairshare import FairShare
 from .isolation import PAUSED_WAIT, status_in
@@ -67,7 +68,17 @@ ARMED = "armed"
 
 _ONE_OFF = (ScheduleKind.ONCE, ScheduleKind.LOCAL)
 _CHUNK = 500
-"""Ids per statement for the writes by id (SQLite's parameter limit)."""
+"""Ids per statement for the writes by id on SQLite (its parameter limit)."""
+_ARRAY_CHUNK = 10_000
+"""Ids per statement elsewhere: one array parameter, one statement text whatever the count."""
+
+
+def _chunk(caps: Capabilities) -> int:
+    return _CHUNK if caps.is_sqlite else _ARRAY_CHUNK
+
+
+_ID_DELIVERY = ("TEXT", "INTEGER")
+"""The array types of (execution id, delivery) pairs (:func:`.base.pairs_in`)."""
 
 # Back to scheduled, the delivery taken back: no worker ever saw it.
 _DISARMED = dict(status="scheduled", owner=None, delivery=executions.c.delivery - 1)
@@ -152,10 +163,11 @@ def disarm_jobs(conn: Connection, job_ids: Sequence[str]) -> list[str]:
     with its delivery taken back; their ids. Its server's start then finds
     them no longer armed and sends nothing."""
     found: list[str] = []
-    for chunk in chunks(sorted(set(job_ids)), _CHUNK):
+    caps = capabilities(conn)
+    for chunk in chunks(sorted(set(job_ids)), _chunk(caps)):
         found += conn.execute(
             executions.update()
-            .where(executions.c.job_id.in_(chunk), status_in(executions.c.status, ARMED))
+            .where(one_of(caps, executions.c.job_id, chunk), status_in(executions.c.status, ARMED))
             .values(**_DISARMED)
             .returning(executions.c.id)
         ).scalars().all()
@@ -165,8 +177,9 @@ def disarm_jobs(conn: Connection, job_ids: Sequence[str]) -> list[str]:
 def disarm_ids(conn: Connection, ids: Sequence[str], *, tenant: str | None = None) -> list[str]:
     """As :func:`disarm_jobs`, for executions named by id (of ``tenant`` only, if given)."""
     found: list[str] = []
-    for chunk in chunks(sorted(set(ids)), _CHUNK):
-        query = executions.update().where(executions.c.id.in_(chunk), status_in(executions.c.status, ARMED))
+    caps = capabilities(conn)
+    for chunk in chunks(sorted(set(ids)), _chunk(caps)):
+        query = executions.update().where(one_of(caps, executions.c.id, chunk), status_in(executions.c.status, ARMED))
         if tenant is not None:
             query = query.where(executions.c.tenant == tenant)
         found += conn.execute(query.values(**_DISARMED).returning(executions.c.id)).scalars().all()
@@ -305,7 +318,7 @@ class ArmStore(SqlStore):
                 return []
             tried.extend(sorted(chosen))
             armed: list[Armed] = []
-            if self.caps.is_postgres:
+            if not self.caps.is_sqlite:
                 batches = [tuples(execute_arrays(conn, _ARM, dict(ids=sorted(chosen), owner=owner)))]
             else:
                 batches = [conn.execute(
@@ -364,13 +377,13 @@ class ArmStore(SqlStore):
             mine = [status_in(executions.c.status, ARMED), executions.c.owner == owner,
                     executions.c.ready_at <= at_us]
             started: list[str] = []
-            if self.caps.is_postgres:
+            if not self.caps.is_sqlite:
                 ordered = sorted(wanted.items())
                 started += [row[0] for row in tuples(execute_arrays(conn, _START, dict(
                     ids=[ident for ident, _ in ordered], deliveries=[d for _, (d, _b) in ordered],
                     beside=[b for _, (_d, b) in ordered], owner=owner, at=at_us,
                 )))]  # fmt: skip
-            for beside in (() if self.caps.is_postgres else (True, False)):
+            for beside in (() if not self.caps.is_sqlite else (True, False)):
                 pairs = sorted((ident, d) for ident, (d, b) in wanted.items() if b == beside)
                 for chunk in chunks(pairs, _CHUNK):
                     query = executions.update().where(
@@ -384,10 +397,10 @@ class ArmStore(SqlStore):
             done = set(started)
             rest = sorted((ident, d) for ident, (d, _b) in wanted.items() if ident not in done)
             disarmed: list[str] = []
-            for chunk in chunks(rest, _CHUNK):
+            for chunk in chunks(rest, _chunk(self.caps)):
                 disarmed += conn.execute(
                     executions.update()
-                    .where(sa.tuple_(executions.c.id, executions.c.delivery).in_(chunk), *mine)
+                    .where(pairs_in(self.caps, (executions.c.id, executions.c.delivery), chunk, _ID_DELIVERY), *mine)
                     .values(**_DISARMED)
                     .returning(executions.c.id)
                 ).scalars().all()
@@ -414,11 +427,11 @@ class ArmStore(SqlStore):
 
         def fn(conn: Connection) -> list[str]:
             found: list[str] = []
-            for chunk in chunks(pairs, _CHUNK):
+            for chunk in chunks(pairs, _chunk(self.caps)):
                 found += conn.execute(
                     executions.update()
                     .where(
-                        sa.tuple_(executions.c.id, executions.c.delivery).in_(chunk),
+                        pairs_in(self.caps, (executions.c.id, executions.c.delivery), chunk, _ID_DELIVERY),
                         status_in(executions.c.status, ARMED),
                         executions.c.owner == owner,
                     )
@@ -464,7 +477,8 @@ class ArmStore(SqlStore):
                 return []
             rows = conn.execute(
                 executions.update()
-                .where(executions.c.id.in_(ids), status_in(executions.c.status, ARMED), executions.c.owner == owner)
+                .where(one_of(self.caps, executions.c.id, ids), status_in(executions.c.status, ARMED),
+                       executions.c.owner == owner)
                 .values(**_DISARMED)
                 .returning(executions.c.id, executions.c.partition, executions.c.ready_at)
             ).all()

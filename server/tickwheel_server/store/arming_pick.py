@@ -24,7 +24,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..policy.fairness import Demand, Shares
-from .engine import Capabilities
+from .base import one_of
+from .engine import Capabilities, capabilities
 from .executions import Capability
 from .handout_starts import UNION_BRANCHES
 from .isolation import status_in
@@ -66,7 +67,7 @@ def ready_soon_tenants(
     soon = sa.select(executions.c.id).where(executions.c.tenant == tenants.c.name, *_window(now_us, until_us))
     rows = conn.execute(
         sa.select(tenants.c.name, tenants.c.weight).where(
-            tenants.c.name.in_(sorted(capability.tenants)),
+            one_of(capabilities(conn), tenants.c.name, sorted(capability.tenants)),
             tenants.c.state != "paused",
             tenants.c.max_concurrency == 0,
             soon.exists(),
@@ -85,7 +86,7 @@ def _pick(
     holds are passed over (SKIP LOCKED where the engine has it)."""
     fits = []
     if capability.handlers:
-        fits.append(executions.c.handler.in_(sorted(capability.handlers)))
+        fits.append(one_of(caps, executions.c.handler, sorted(capability.handlers)))
     if capability.http:
         fits.append(executions.c.handler.is_(None))
     scans = []

@@ -7,11 +7,14 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection, CursorResult, Engine
+from sqlalchemy.types import NullType
 
 from tickwheel.shared.clock import Clock
 
-from .engine import capabilities
+from .engine import Capabilities, capabilities
 from .transactions import RetryEvent, isolation_level, run_in_transaction_async
 
 T = TypeVar("T")
@@ -76,6 +79,44 @@ def array_literal(values: list) -> str:
             return "{" + ",".join(map(str, values)) + "}"
         return "{" + ",".join("NULL" if value is None else str(value) for value in values) + "}"
     return "{" + ",".join(map(_element, values)) + "}"
+
+
+_ARRAY_TYPES = {"TEXT": sa.Text, "INTEGER": sa.Integer, "BIGINT": sa.BigInteger}
+
+
+def array_parameter(values: Sequence, kind: str = "TEXT"):
+    """``CAST(:p AS kind[])`` bound to :func:`array_literal` of ``values``
+    (PostgreSQL and CockroachDB): one parameter and one statement text
+    whatever the number of values. The parameter has no SQLAlchemy type, so
+    no bind cast is rendered (``%(p)s::VARCHAR``) and the literal goes as a
+    string of unknown type, which the cast types once (see :func:`driver_sql`)."""
+    literal = sa.bindparam(None, array_literal(list(values)), type_=NullType())
+    return sa.cast(literal, ARRAY(_ARRAY_TYPES[kind]))
+
+
+def one_of(caps: Capabilities, column, values: Sequence, kind: str = "TEXT"):
+    """``column IN (values)`` as one statement text whatever their number:
+    ``column = ANY (CAST(:p AS kind[]))`` on PostgreSQL and CockroachDB,
+    where an expanding ``IN`` renders a text per list length (a prepared
+    plan each, and a plan-cache entry each on CockroachDB); SQLite keeps
+    the expanding ``IN`` (its callers bind at most its parameter limit)."""
+    if caps.is_sqlite:
+        return column.in_(list(values))
+    return column == sa.any_(array_parameter(values, kind))
+
+
+def pairs_in(caps: Capabilities, columns: tuple, pairs: Sequence[tuple], kinds: tuple[str, ...]):
+    """``(a, b) IN (pairs)`` as one statement text whatever their number:
+    on PostgreSQL and CockroachDB ``a = ANY (:as) AND (a, b) IN (SELECT *
+    FROM unnest(:as, :bs))`` (the ``ANY`` gives the planner the first
+    column's index path, the ``unnest`` the pairing); SQLite keeps the
+    expanding tuple ``IN``."""
+    if caps.is_sqlite:
+        return sa.tuple_(*columns).in_(list(pairs))
+    arrays = [array_parameter([pair[i] for pair in pairs], kind) for i, kind in enumerate(kinds)]
+    names = [f"v{i}" for i in range(len(columns))]
+    listed = sa.func.unnest(*arrays).table_valued(*names).render_derived()
+    return sa.and_(columns[0] == sa.any_(arrays[0]), sa.tuple_(*columns).in_(sa.select(*listed.c)))
 
 
 def _element(value: object) -> str:

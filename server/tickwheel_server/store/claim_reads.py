@@ -16,7 +16,8 @@ from tickwheel.shared.ids import from_us
 
 from ..jobspec import DefinitionCache, JobDefinition
 from ..schedule import Fire, ScheduleError, next_fire
-from .base import driver_sql, execute_arrays, tuples
+from .base import driver_sql, execute_arrays, one_of, tuples
+from .engine import Capabilities
 from .quarantine import JOB_UNREADABLE, SCHEDULE_UNCOMPUTABLE, Unreadable
 from .isolation import status_in
 from .tables import executions, job_cursors, jobs, tenants
@@ -170,7 +171,7 @@ REVIEW_COLUMNS = (
 """What the quarantine's review reads of a job (FROM :data:`JOB_WITH_CURSOR`): :func:`dispatchable`'s row."""
 
 
-def scheduled_select(partitions: list[int], until_us: int, limit: int):
+def scheduled_select(caps: Capabilities, partitions: list[int], until_us: int, limit: int):
     """The executions of ``partitions`` still ``scheduled`` and ready by
     ``until_us``, oldest first (what the timer wheel is rebuilt from). One
     range scan of ``executions_scheduled_tenant (ready_at, tenant, partition)`` up to
@@ -182,7 +183,7 @@ def scheduled_select(partitions: list[int], until_us: int, limit: int):
         .where(
             # A literal: a prepared statement's generic plan can use the partial index.
             status_in(executions.c.status, "scheduled"),
-            executions.c.partition.in_(partitions),
+            one_of(caps, executions.c.partition, partitions, "INTEGER"),
             executions.c.ready_at <= until_us,
         )
         .order_by(executions.c.ready_at)

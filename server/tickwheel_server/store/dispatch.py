@@ -489,7 +489,7 @@ class DispatchStore(SqlStore):
         :func:`.claim_reads.scheduled_select`)."""
         if not partitions:
             return []
-        query = scheduled_select(partitions, to_us(until), limit)
+        query = scheduled_select(self.caps, partitions, to_us(until), limit)
 
         def fn(conn: Connection) -> list[ClaimedExecution]:
             return [ClaimedExecution(r.id, r.partition, r.ready_at) for r in conn.execute(query)]

@@ -36,10 +36,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple, TypeVar
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .base import chunks
+from .base import chunks, one_of, pairs_in
 from .engine import capabilities
 from .errors import AmbiguousCommitError
 from .executions import HandedOut
@@ -81,12 +80,13 @@ def undo(conn: Connection, in_doubt: list[Doubt]) -> None:
                 held += unsend(conn, caps, chunk, owner=entry.owner, at_us=entry.at_us)
             elif entry.kind == ARM:
                 conn.execute(executions.update().where(
-                    executions.c.id.in_([ident for ident, _ in chunk]), status_in(executions.c.status, "armed"),
+                    one_of(caps, executions.c.id, [ident for ident, _ in chunk]),
+                    status_in(executions.c.status, "armed"),
                     executions.c.owner == entry.owner,
                 ).values(status="scheduled", owner=None, delivery=executions.c.delivery - 1))
             else:
                 conn.execute(executions.update().where(
-                    sa.tuple_(executions.c.id, executions.c.delivery).in_(chunk),
+                    pairs_in(caps, (executions.c.id, executions.c.delivery), chunk, ("TEXT", "INTEGER")),
                     status_in(executions.c.status, "running"), executions.c.owner == entry.owner,
                     executions.c.handed_out_at == entry.at_us,
                 ).values(status="armed", handed_out_at=None))

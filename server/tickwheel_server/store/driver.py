@@ -32,6 +32,7 @@ from typing import Any
 import psycopg
 from sqlalchemy.engine import Connection
 
+from .begin_guard import refuse_before_begin
 
 _CURSOR = "tickwheel.driver.cursor"
 """The key of a pooled connection's cursor in its record's ``info`` (which
@@ -40,6 +41,8 @@ SQLAlchemy empties when the connection is closed or invalidated)."""
 
 def _run(conn: Connection, statement: str, parameters: dict[str, Any]) -> Any:
     pooled = conn.connection
+    if pooled.dbapi_connection.autocommit:  # in a transaction that begins itself, only after its BEGIN
+        refuse_before_begin(pooled.info, pooled.dbapi_connection, statement)
     cursor = pooled.info.get(_CURSOR)
     if cursor is None:
         cursor = pooled.info[_CURSOR] = pooled.dbapi_connection.cursor()

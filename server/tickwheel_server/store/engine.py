@@ -61,8 +61,14 @@ def parse_store_url(url: str | URL) -> URL:
     """
     try:
         parsed = make_url(url)
-    except (sa_exc.ArgumentError, ValueError) as exc:
+    except sa_exc.ArgumentError as exc:  # its text names no part of the URL
         raise StoreConfigError(f"store URL is not a URL: {exc}") from None
+    except ValueError:
+        # The port's text, quoted by int(), may be the tail of a password
+        # holding an unencoded @ or ':': never repeated.
+        raise StoreConfigError(
+            "store URL is not a URL: its port is not a number (in a password, write @ as %40, : as %3A, / as %2F)"
+        ) from None
     shown = parsed.render_as_string(hide_password=True)
     backend, _, driver = parsed.drivername.partition("+")
     if backend == "postgres":

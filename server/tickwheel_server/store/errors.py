@@ -19,6 +19,9 @@ split that matters to callers (STYLE.md, habit 8):
 - :class:`StoreConfigError`: a bad engine URL or option, raised when the
   engine is built, before anything connects.
 - :class:`MigrationError`: a schema migration could not be loaded or applied.
+- :class:`StatementBeforeBeginError`: a transaction that ``begins_itself``
+  ran a statement before its BEGIN was sent (a bug in the store's code,
+  refused before the statement reached the server).
 
 Anything else (a constraint violation, a syntax error, an exception from the
 caller's own code) is *fatal*: it is raised unchanged and never retried.
@@ -80,3 +83,10 @@ class MigrationError(StoreError):
     def __init__(self, message: str, *, applied: Sequence[object] = ()) -> None:
         super().__init__(message)
         self.applied = list(applied)
+
+
+class StatementBeforeBeginError(StoreError, RuntimeError):
+    """A transaction run with ``begins_itself`` tried to run a statement
+    while its connection was still in autocommit with no transaction open:
+    the statement would have committed on its own, outside the transaction
+    and its retries. Refused before it was sent; never retried (fatal)."""

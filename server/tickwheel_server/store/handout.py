@@ -69,7 +69,7 @@ from ..jobspec import DefinitionCache
 from ..policy.admission import Candidate, decide_keys, decide_overlap
 from ..policy.fairness import Demand, Shares
 from . import handout_starts as starts
-from .base import SqlStore, driver_sql, execute_arrays, tuples
+from .base import SqlStore, driver_sql, execute_arrays, one_of, tuples
 from .doubt import InDoubt, handed_out
 from .fairshare import FairShare
 from .executions import Capability, HandedOut, HandOutRound
@@ -385,7 +385,7 @@ class HandoutStore(SqlStore):
             )
             query = sa.select(
                 tenants.c.name, tenants.c.weight, tenants.c.max_concurrency, oldest.label("oldest")
-            ).where(tenants.c.name.in_(sorted(capability.tenants)), tenants.c.state != "paused")
+            ).where(one_of(self.caps, tenants.c.name, sorted(capability.tenants)), tenants.c.state != "paused")
             rows = conn.execute(query).all()
         else:
             allowed = set(capability.tenants)
@@ -408,7 +408,7 @@ class HandoutStore(SqlStore):
         counts = dict(
             conn.execute(
                 sa.select(executions.c.tenant, sa.func.count())
-                .where(status_in(executions.c.status, "running"), executions.c.tenant.in_(names))
+                .where(status_in(executions.c.status, "running"), one_of(self.caps, executions.c.tenant, names))
                 .group_by(executions.c.tenant)
             ).all()
         )
@@ -451,7 +451,7 @@ class HandoutStore(SqlStore):
             return [_Moved._make(row) for row in moved]
         fits = []
         if capability.handlers:
-            fits.append(executions.c.handler.in_(capability.handlers))
+            fits.append(one_of(self.caps, executions.c.handler, sorted(capability.handlers)))
         if capability.http:
             fits.append(executions.c.handler.is_(None))
         scans = [

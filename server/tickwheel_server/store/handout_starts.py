@@ -27,8 +27,8 @@ from sqlalchemy.engine import Connection
 
 from ..jobspec import DefinitionCache, JobDefinition
 from ..policy.admission import ANYTHING_GOES, Active, Candidate, KeyState, Replace, Rules, Skip
-from .base import driver_sql, execute_arrays
-from .engine import Capabilities
+from .base import driver_sql, execute_arrays, one_of
+from .engine import Capabilities, capabilities
 from .isolation import PAUSED_WAIT, ensure_keys, insert_for, lock_keys, not_held, take_slots, wake_keys
 from .tables import executions, jobs, skips
 from .timeline import NOT_STARTED, in_group
@@ -208,7 +208,7 @@ def active(
     if caps.is_postgres:  # READ COMMITTED
         rows += execute_arrays(conn, _BUSY_SHARED, dict(jobs=job_ids, owner=owner, at=at_us)).all()
     else:  # serializable: the snapshot and the engine's conflict checks do what the locks do
-        rows += conn.execute(sa.select(*_ACTIVE_COLUMNS).where(executions.c.job_id.in_(job_ids), _BUSY)).all()
+        rows += conn.execute(sa.select(*_ACTIVE_COLUMNS).where(one_of(caps, executions.c.job_id, job_ids), _BUSY)).all()
     # The candidates come back (they run now): they are not "others".
     mine = {c.id for c in candidates}
     found = {
@@ -323,7 +323,7 @@ def settle(conn: Connection, decision, at_us: int, on_skip: SkipHook | None) -> 
             _by_arrays(conn, _CANCEL_FROM_ARRAYS, ended, at_us)
     fresh = [s.candidate.id for s in decision.skip if s.candidate.delivery == 0]
     if fresh:
-        conn.execute(executions.delete().where(executions.c.id.in_(fresh)))
+        conn.execute(executions.delete().where(one_of(capabilities(conn), executions.c.id, fresh)))
     _skip_ranges(conn, decision.skip, at_us)
     if decision.skip and on_skip is not None:
         on_skip(conn, decision.skip)

@@ -28,7 +28,8 @@ from tickwheel.shared.ids import from_us, to_us
 
 from ..errors import FailedPrecondition, NotFound
 from .arming import as_scheduled, disarm_ids
-from .base import SqlStore
+from .base import SqlStore, one_of
+from .engine import Capabilities, capabilities
 from .isolation import after_not_started_canceled, request_cancel
 from .tables import attempts, executions, jobs, skips
 from .timeline import NOT_STARTED, TERMINAL, in_group, is_ahead, newest, scans
@@ -198,7 +199,7 @@ def skip_from_row(row) -> SkipRecord:
 _LISTED_ATTEMPT_COLUMNS = [column for column in attempts.c if column.name != "output"]
 
 
-def _attempts_on_rows(execution_ids: list[str] | None, *, output: bool):
+def _attempts_on_rows(execution_ids: list[str] | None, *, output: bool, caps: Capabilities | None = None):
     """The attempts recorded on execution rows (a plain success's, migration
     0025), shaped as rows of ``attempts``: status ``succeeded``, no error,
     the lateness an attempt row would have had (from the later of the due
@@ -217,7 +218,7 @@ def _attempts_on_rows(execution_ids: list[str] | None, *, output: bool):
     if output:
         columns.append(executions.c.attempt_output.label("output"))
     query = sa.select(*columns).where(executions.c.attempt_started_at.is_not(None))
-    return query if execution_ids is None else query.where(executions.c.id.in_(execution_ids))
+    return query if execution_ids is None else query.where(one_of(caps, executions.c.id, execution_ids))
 
 
 def attempt_history(*, output: bool = True):
@@ -240,9 +241,11 @@ def _attempts_of(conn: Connection, execution_ids: list[str], *, output: bool = F
     found: dict[str, list[AttemptRecord]] = {ident: [] for ident in execution_ids}
     if not execution_ids:
         return found
+    caps = capabilities(conn)
     query = sa.union_all(
-        sa.select(*(attempts.c if output else _LISTED_ATTEMPT_COLUMNS)).where(attempts.c.execution_id.in_(execution_ids)),
-        _attempts_on_rows(execution_ids, output=output),
+        sa.select(*(attempts.c if output else _LISTED_ATTEMPT_COLUMNS))
+        .where(one_of(caps, attempts.c.execution_id, execution_ids)),
+        _attempts_on_rows(execution_ids, output=output, caps=caps),
     )
     for row in sorted(conn.execute(query), key=lambda r: (r.execution_id, r.attempt, r.delivery)):
         found[row.execution_id].append(attempt_from_row(row))

@@ -43,7 +43,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from .base import driver_sql, execute_arrays, tuples
+from .base import driver_sql, execute_arrays, pairs_in, tuples
 from .engine import Capabilities, capabilities
 from .tables import concurrency_keys, executions
 
@@ -109,7 +109,7 @@ def lock_keys(
         )
     query = (
         sa.select(*columns)
-        .where(sa.tuple_(concurrency_keys.c.tenant, concurrency_keys.c.name).in_(wanted))
+        .where(pairs_in(caps, (concurrency_keys.c.tenant, concurrency_keys.c.name), wanted, ("TEXT", "TEXT")))
         .order_by(concurrency_keys.c.tenant, concurrency_keys.c.name)
     )
     if caps.row_locks:
@@ -238,7 +238,7 @@ def wake_jobs(conn: Connection, job_ids: Iterable[str]) -> None:
     if not wanted:
         return
     waiting = executions.alias("waiting")
-    if capabilities(conn).is_postgres:  # a batch of results names thousands of jobs: one array parameter
+    if not capabilities(conn).is_sqlite:  # a batch of results names thousands of jobs: one array parameter
         queued = [row[0] for row in tuples(execute_arrays(conn, _JOBS_WITH_WAITERS, {"jobs": wanted}))]
     else:
         queued = conn.execute(

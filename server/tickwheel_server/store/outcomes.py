@@ -43,7 +43,7 @@ from tickwheel.shared.ids import to_us
 from ..jobspec import NO_DEFINITION, DefinitionCache
 from ..circuits import CircuitBreaker
 from ..policy.outcome import BREAKER_OUTCOMES, DECIDED_WITHOUT_POLICY, Facts, breaker_event, decide
-from .base import SqlStore, driver_sql, execute_arrays, tuples
+from .base import SqlStore, driver_sql, execute_arrays, one_of, tuples
 from .executions import (
     NOT_HELD, TERMINAL, DeadLetter, DeadLetterHook, ResultAck, ResultIn, Retry, attempt_row, dead_lettered,
 )
@@ -368,7 +368,7 @@ class OutcomeStore(SqlStore):
             return {}
         rows = conn.execute(
             sa.select(attempts.c.execution_id, attempts.c.attempt, attempts.c.delivery, attempts.c.status).where(
-                attempts.c.execution_id.in_(sorted({r.execution_id for r in results}))
+                one_of(self.caps, attempts.c.execution_id, sorted({r.execution_id for r in results}))
             )
         )
         return {(r.execution_id, r.attempt, r.delivery): r.status for r in rows}

@@ -16,7 +16,8 @@ state). A transaction run with ``begins_itself``
 autocommit, and the first :func:`send` then puts the BEGIN (at the
 connection's isolation level) before its statements. Every statement of
 such a transaction must come after that first :func:`send`: in autocommit
-one before it would commit on its own. Statements after it, through
+one before it would commit on its own, so one is refused before it is sent
+(:mod:`.begin_guard`). Statements after it, through
 SQLAlchemy or this module, run in the open transaction. The BEGIN and the
 COMMIT sent here are never prepared (psycopg prepares a text it runs
 often): they cost nothing to parse, and no pooler or other engine has to

@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.shared.ids import to_us
 
-from .base import SqlStore, driver_sql, execute_arrays
+from .base import SqlStore, driver_sql, execute_arrays, one_of
 from .engine import Capabilities
 from .executions import (
     CancelRequest, DeadLetter, DeadLetterHook, Lost, Reattached, RequeueResult, Retry, Running, attempt_row,
@@ -106,7 +106,7 @@ def unsend(
     its transaction is locked (executions before keys: the lock order)."""
     wanted = dict(handed)
     query = sa.select(executions.c.id, executions.c.tenant, executions.c.delivery, executions.c.held_keys).where(
-        executions.c.id.in_(sorted(wanted)), status_in(executions.c.status, "running")
+        one_of(caps, executions.c.id, sorted(wanted)), status_in(executions.c.status, "running")
     )
     if owner is not None:
         query = query.where(executions.c.owner == owner)
@@ -165,7 +165,7 @@ class RequeueStore(SqlStore):
             query = sa.select(
                 executions.c.id, executions.c.delivery, executions.c.partition, executions.c.tenant,
                 executions.c.worker_id,
-            ).where(executions.c.id.in_(sorted(wanted)), status_in(executions.c.status, "running"))
+            ).where(one_of(self.caps, executions.c.id, sorted(wanted)), status_in(executions.c.status, "running"))
             if self.caps.row_locks:
                 query = query.with_for_update()
             rows = [
@@ -217,7 +217,7 @@ class RequeueStore(SqlStore):
             now_us = to_us(self.clock.now())
             wanted = {item.execution_id: item for item in lost}
             query = sa.select(*_REQUEUE_COLUMNS).where(
-                executions.c.id.in_(sorted(wanted)), status_in(executions.c.status, "running"),
+                one_of(self.caps, executions.c.id, sorted(wanted)), status_in(executions.c.status, "running"),
                 executions.c.owner == owner,
             )
             if self.caps.row_locks:

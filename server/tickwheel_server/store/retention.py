@@ -84,7 +84,7 @@ from ..policy.rollups import (
 )  # fmt: skip
 from . import requests
 from .alerts import AlertStore
-from .base import SqlStore
+from .base import SqlStore, one_of
 from .rollups import Rollup, merge_rollups
 from .transactions import sqlstate_of
 from .tables import attempt_rollups, attempts, executions, skips
@@ -193,7 +193,7 @@ class RetentionStore(SqlStore):
             if not ended:
                 return ExecutionBatch(len(rows), 0, 0, 0, next_key)
             delete = executions.delete().where(
-                executions.c.id.in_(sorted(ended)),
+                one_of(self.caps, executions.c.id, sorted(ended)),
                 *in_group(TERMINAL),
                 executions.c.finished_at < cutoff_us,
             )
@@ -205,11 +205,11 @@ class RetentionStore(SqlStore):
             if not gone:
                 return ExecutionBatch(len(rows), 0, 0, 0, next_key)
             columns = (attempts.c.execution_id, attempts.c.status, attempts.c.started_at, attempts.c.lateness_us)
-            doomed = attempts.delete().where(attempts.c.execution_id.in_(sorted(gone)))
+            doomed = attempts.delete().where(one_of(self.caps, attempts.c.execution_id, sorted(gone)))
             if returning:
                 history = conn.execute(doomed.returning(*columns)).all()
             else:
-                history = conn.execute(sa.select(*columns).where(attempts.c.execution_id.in_(sorted(gone)))).all()
+                history = conn.execute(sa.select(*columns).where(doomed.whereclause)).all()
                 conn.execute(doomed)
             # A plain success's attempt went with its row (migration 0025).
             history = list(history) + [

@@ -32,6 +32,7 @@ from sqlalchemy.pool import Pool
 from tickwheel.shared.backoff import full_jitter
 from tickwheel.shared.clock import Clock, SystemClock
 
+from .begin_guard import BEGINS_ITSELF, guard
 from .errors import (
     AmbiguousCommitError,
     StoreConfigError,
@@ -202,6 +203,8 @@ class _Attempt:
         self._fn = fn
         self._level = level
         self._begins_itself = begins_itself and engine.dialect.driver == "psycopg"
+        if self._begins_itself:
+            guard(engine)
         self.committing = False
 
     def run(self) -> T:
@@ -226,12 +229,15 @@ class _Attempt:
                     dbapi_connection.isolation_level = self._level
                 if self._begins_itself:  # the first statements' round trip sends the BEGIN (:mod:`.pipeline`)
                     dbapi_connection.autocommit = True
+                    conn.info[BEGINS_ITSELF] = True  # until then no statement may run (_refuse_before_begin)
             except Exception as error:  # closed, or not idle: no transaction can run on it
                 conn.invalidate()
                 raise sa_exc.DisconnectionError("a pooled connection could not take the transaction's level") from error
             try:
                 return self._transaction(conn)
             finally:
+                if self._begins_itself and not conn.invalidated:
+                    conn.info.pop(BEGINS_ITSELF, None)
                 _restore_level(conn, dbapi_connection, kept_level, kept_autocommit)
 
     def _transaction(self, conn: Connection) -> T:
@@ -375,7 +381,12 @@ def run_in_transaction(
     BEGIN itself, in the round trip of its first statements
     (:func:`.pipeline.send`), rather than psycopg in one of its own; the
     connection is in autocommit until then, so every statement of ``fn``
-    must come after that first send.
+    must come after that first send. A statement before it (through
+    SQLAlchemy or :mod:`.driver`) is refused with
+    :class:`StatementBeforeBeginError`, nothing sent, not retried: a
+    ``before_cursor_execute`` listener on the engine (added by its first
+    such transaction) reads the connection's ``autocommit`` and, only when
+    set, whether this attempt holds it and no transaction is open.
 
     ``sleep`` and ``rng`` are injectable for tests; ``on_retry`` is called
     before each wait (metrics, tests).

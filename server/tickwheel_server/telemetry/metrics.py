@@ -42,6 +42,7 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
+from .outages import OutageLog
 from .prometheus import exposition
 
 log = logging.getLogger(__name__)
@@ -189,6 +190,8 @@ class Metrics:
         )
         self._meter = self._provider.get_meter("tickwheel_server")
         self.tenants = TenantLabels(top_tenants)
+        self.outages = OutageLog(log, "metrics", time, then="the last values stay")
+        """Failed refreshes of the store's gauges: a scrape a line would flood the log in an outage."""
         meter = self._meter
         self._executions = meter.create_counter(
             "tickwheel_executions_total", description="Attempt results accepted, by the outcome the worker reported"
@@ -281,13 +284,17 @@ class Metrics:
 
     async def refresh(self) -> None:
         """Read the store's gauges again (each bounded and cached by its owner)."""
+        failed = False
         for refresh in self._refreshers:
             try:
                 await refresh()
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # the last values stay; the scrape still answers
-                log.warning("metrics: refreshing a store gauge failed: %s", error)
+                failed = True
+                self.outages.failed("refreshing a store gauge", error, retryable=True)
+        if not failed:
+            self.outages.ok()
 
     async def scrape(self) -> str:
         """Every metric in the Prometheus text format (0.0.4)."""

@@ -114,12 +114,18 @@ class OutageLog:
     def down(self) -> bool:
         return self.down_since is not None
 
-    def failed(self, what: str, error: BaseException) -> None:
+    def failed(self, what: str, error: BaseException, *, retryable: bool = False) -> None:
         """Log that ``what`` failed with ``error``: once per outage (then
-        every ``every`` seconds) if it is one, with its traceback if not."""
+        every ``every`` seconds) if it is one, with its traceback if not.
+        ``retryable``: the caller knows the error is one a retry may clear
+        though it is no outage (a conflict that outlasted the store's own
+        retries): a WARNING line without traceback, each time."""
         kind = outage_of(error)
         if kind is None:
-            self._log.error("%s: %s failed; %s", self.component, what, self._then, exc_info=error)
+            if retryable:
+                self._log.warning("%s: %s failed: %s; %s", self.component, what, one_line(error), self._then)
+            else:
+                self._log.error("%s: %s failed; %s", self.component, what, self._then, exc_info=error)
             return
         now = self._clock.monotonic()
         self._failures += 1

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
@@ -49,6 +50,7 @@ from ..store.deadletters import DeadLetterStore
 from ..store.errors import StoreUnavailableError, TransactionConflictError
 from ..store.history import ExecutionRecord, HistoryStore
 from ..store.jobs import JobStore
+from ..telemetry.outages import OutageLog
 from .auth import principal_of, require_admin, tenant_of
 from .call import CallAborted
 from .cluster import ClusterView
@@ -81,12 +83,16 @@ def _error(code: int, message: str, fields: list[dict] | None = None, headers=()
 def json_endpoint(method: Callable[..., Awaitable[object]]) -> Callable[..., Awaitable[Response]]:
     """Wrap a handler returning a JSON-able value: domain errors become
     statuses as the gRPC API maps them (404, 400 with the fields, 503 with
-    Retry-After while the store is unavailable), the rest 500 (logged)."""
+    Retry-After while the store is unavailable), the rest 500 (logged).
+    Refusals for want of the store are logged as an outage of this
+    endpoint (:class:`~tickwheel_server.telemetry.outages.OutageLog`), not
+    one line a request."""
+    outages = OutageLog(log, f"console {method.__name__}", time, then="answered 503")
 
     @functools.wraps(method)
     async def wrapper(self, request: Request) -> Response:
         try:
-            return Response.json(await method(self, request))
+            answer = Response.json(await method(self, request))
         except HttpError as error:
             return _error(error.status, error.message, headers=error.headers)
         except CallAborted as error:
@@ -97,11 +103,14 @@ def json_endpoint(method: Callable[..., Awaitable[object]]) -> Callable[..., Awa
             fields = [{"field": v.field, "description": v.description} for v in error.violations]
             return _error(400, str(error), fields)
         except (StoreUnavailableError, TransactionConflictError) as error:
-            log.warning("console %s: store unavailable: %s", request.path, error)
+            outages.failed("a request", error, retryable=True)
             return _error(503, "the store is unavailable; retry later", headers=(("Retry-After", "1"),))
         except Exception:
             log.exception("console %s failed", request.path)
             return _error(500, "internal error")
+        if outages.down:
+            outages.ok()
+        return answer
 
     return wrapper
 

@@ -1,0 +1,229 @@
+"""The store's SQL stays within what CockroachDB takes, as far as that can be
+checked without a CockroachDB server (docs/architecture.md, "Data").
+
+Three checks, each against the features of ``tests/support/crdbsql.py``
+(LISTEN/NOTIFY, advisory locks, LOCK TABLE, deferred constraints, heap
+system columns, ``pg_`` functions):
+
+- the checker itself refuses each planted violation and passes what
+  CockroachDB accepts;
+- every string literal of ``store/`` (its migrations too) that names such a
+  feature is in a scope listed below, each a branch PostgreSQL alone runs,
+  and every listed scope still names one (a stale entry fails);
+- the store's paths (a create, the claim, the hand-out, results, a retry,
+  keys and their waiters, the arm and its start, a disarm, a reap, the
+  safety net, a cancel, retention, alerts) run on PostgreSQL with the
+  engine's dialect named ``cockroachdb``, so every capability check takes
+  CockroachDB's branch; every statement the client sent (libpq's own trace:
+  SQLAlchemy's, the driver's and the pipeline's alike) is checked. The same
+  paths run as PostgreSQL send the PostgreSQL-only statements, and the
+  check finds them: it can fail.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from tickwheel.v1 import job_pb2, worker_pb2
+
+from tickwheel_server.store import create_store_engine
+from tickwheel_server.store.alerts import AlertStore
+from tickwheel_server.store.engine import capabilities
+from tickwheel_server.store.executions import Capability, ResultIn
+from tickwheel_server.store.history import HistoryStore
+from tickwheel_server.store.partitions import PartitionStore
+from tickwheel_server.store.queue import ExecutionQueue
+from tickwheel_server.store.retention import RetentionStore
+from tickwheel_server.store.tenants import Tenant, TenantStore
+import tickwheel_server.store as store_package
+
+from tests.support.crdbsql import found_in, violations
+from tests.support.libpq_trace import client_messages
+
+from .test_dispatch_claim import OWNED, World, once_job
+from .test_handout import add_execution
+
+STORE = Path(store_package.__file__).parent
+
+POSTGRES_ONLY = {
+    ("handout_starts.py", "_LOCK_JOBS"): "lock_replacing: `if not caps.is_postgres: return` (READ COMMITTED rounds)",
+    ("retention.py", "RetentionStore.attempt_partitions"): "caps.declarative_partitioning (PostgreSQL only)",
+    ("retention.py", "RetentionStore.prune_default_partition"): "runs only once attempt_partitions() found a layout",
+    ("retention.py", "_partition_ddl_turn"): "create_partition / detach_partition: declarative partitioning only",
+    ("pipeline.py", "begin_statement"): "[NOT] DEFERRABLE as a transaction mode, only if psycopg's `deferrable` "
+                                        "is set, which nothing in the store sets (the trace below sees every BEGIN)",
+}
+"""Scopes (module under store/, scope prefix) allowed to name a feature, and why only PostgreSQL runs them."""
+
+
+@pytest.mark.parametrize("statement, refused", [
+    ("LISTEN tickwheel_wake", ["LISTEN/NOTIFY"]),
+    ("NOTIFY tickwheel_wake, 'p1'", ["LISTEN/NOTIFY"]),
+    ("SELECT pg_notify('w', 'x')", ["LISTEN/NOTIFY", "pg_ function"]),
+    ("SELECT pg_advisory_xact_lock(42)", ["advisory lock", "pg_ function"]),
+    ("SELECT pg_try_advisory_lock(1, 2)", ["advisory lock", "pg_ function"]),
+    ("LOCK TABLE jobs IN SHARE MODE", ["LOCK TABLE"]),
+    ("BEGIN; LOCK executions", ["LOCK TABLE"]),
+    ("ALTER TABLE a ADD CONSTRAINT f FOREIGN KEY (b) REFERENCES c (d) DEFERRABLE INITIALLY DEFERRED",
+     ["deferred constraint"]),
+    ("SET CONSTRAINTS ALL DEFERRED", ["deferred constraint"]),
+    ("DELETE FROM attempts WHERE ctid IN (SELECT ctid FROM attempts LIMIT 10)", ["heap system column"]),
+    ("SELECT xmin, id FROM jobs", ["heap system column"]),
+    ("SELECT pg_table_is_visible(c.oid) FROM pg_class c", ["pg_ function"]),
+    # What CockroachDB takes:
+    ("SELECT id FROM executions WHERE status = 'scheduled' ORDER BY ready_at LIMIT 10 FOR UPDATE SKIP LOCKED", []),
+    ("INSERT INTO t (a) VALUES (1) ON CONFLICT ON CONSTRAINT t_pkey DO NOTHING", []),
+    ("UPDATE e SET status = 'running' FROM unnest(CAST(%(ids)s AS TEXT[]), CAST(%(d)s AS INTEGER[])) AS v (id, d) "
+     "WHERE e.id = ANY (CAST(%(ids)s AS TEXT[])) AND e.id = v.id", []),
+    ("SELECT name FROM tenants WHERE name = ANY (CAST($1 AS TEXT[])) ORDER BY name FOR SHARE", []),
+    ("SELECT owner, locked_at, xmins_column FROM pg_stats_like_table", []),
+    ("SELECT 1 -- a listener (lower case prose), the lock table's row", []),
+])  # fmt: skip
+def test_the_checker_refuses_each_feature_and_passes_what_cockroachdb_takes(statement: str, refused: list) -> None:
+    assert violations(statement) == refused
+
+
+def test_a_planted_literal_is_found_with_its_scope(tmp_path: Path) -> None:
+    (tmp_path / "planted.py").write_text(
+        '"""LISTEN NOTIFY pg_advisory_lock(1) in a docstring is prose."""\n'
+        "class Store:\n"
+        "    def fn(self, conn):\n"
+        '        """So is this: LOCK TABLE jobs."""\n'
+        '        conn.exec_driver_sql("LOCK TABLE jobs IN EXCLUSIVE MODE")\n'
+        '        conn.exec_driver_sql(f"SELECT ctid FROM {self.table}")\n'
+        "_LATER = (\n"
+        '    "SELECT 1 "\n'
+        '    "FROM x WHERE pg_try_advisory_xact_lock(7)"\n'
+        ")\n"
+    )
+    assert found_in(tmp_path) == [
+        ("planted.py", "Store.fn", "LOCK TABLE", 5),
+        ("planted.py", "Store.fn", "heap system column", 6),
+        ("planted.py", "_LATER", "advisory lock", 8),
+        ("planted.py", "_LATER", "pg_ function", 8),
+    ]
+
+
+def test_the_store_names_a_postgresql_only_feature_only_in_a_postgresql_only_branch() -> None:
+    hits = found_in(STORE)
+    outside = [hit for hit in hits if not any(
+        module == hit[0] and (hit[1] == scope or hit[1].startswith(scope + ".")) for module, scope in POSTGRES_ONLY
+    )]
+    assert not outside, "PostgreSQL-only SQL outside the branches listed in POSTGRES_ONLY: " + repr(outside)
+    used = {(module, scope) for module, scope in POSTGRES_ONLY for hit in hits
+            if hit[0] == module and (hit[1] == scope or hit[1].startswith(scope + "."))}
+    assert used == set(POSTGRES_ONLY), f"stale entries: {set(POSTGRES_ONLY) - used}"
+
+
+# ------------------------------------------------------------------ the statements sent, in CockroachDB's branches
+
+_PARSED = re.compile(r'^Parse\s+"[^"]*"\s+"(.*)"\s+\d+(?:\s+\w+)*\s*$', re.S)
+_QUERY = re.compile(r'^Query\s+"(.*)"\s*$', re.S)
+ECHO = Capability(("acme",), ("echo",), True)
+
+
+@contextmanager
+def client_statements(engine):
+    """Every SQL text the client sends on ``engine``'s connections while the
+    block runs (its Parse and Query messages, from libpq's trace)."""
+    texts: list[str] = []
+    with client_messages(engine) as (messages, _used):
+        yield texts
+    for message in messages:
+        match = _PARSED.match(message) or _QUERY.match(message)
+        if match:
+            texts.append(match.group(1))
+
+
+def _job(name: str, *, overlap: int = 0, key: str = "", attempts: int = 1) -> job_pb2.Job:
+    job = job_pb2.Job(name=name, target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")),
+                      overlap_policy=overlap)
+    if key:
+        job.concurrency_keys.add(key=key, limit=1)
+    job.retry_policy.max_attempts = attempts
+    job.retry_policy.initial_backoff.FromSeconds(1)
+    job.retry_policy.max_backoff.FromSeconds(1)
+    return job
+
+
+async def _exercise(engine, clock) -> None:
+    """The store's paths once each (see the module docstring)."""
+    await TenantStore(engine, clock).create(Tenant(name="acme"))
+    await PartitionStore(engine, clock).raise_epochs(OWNED, "claimer")
+    world = World(engine, clock)
+    created = await world.create(once_job(clock.now() + timedelta(seconds=1)), clock.now() + timedelta(seconds=1))
+    claimed = await world.dispatch.claim_due(OWNED, clock.now() + timedelta(seconds=2))
+    assert [e.id.split(":")[0] for e in claimed.executions] == [created.id]
+    queue = ExecutionQueue(engine, clock)
+    # Keys and their waiters, a retry, a replace job's turn.
+    keyed = _job("k", key="slot")
+    for ident in ("k1", "k2"):
+        add_execution(engine, clock, ident, job_id="job_keyed", spec=keyed)
+    replace = _job("r", overlap=job_pb2.OVERLAP_POLICY_REPLACE)
+    for ident in ("r1", "r2"):
+        add_execution(engine, clock, ident, job_id="job_replace", spec=replace, nominal_in=float(ident[-1]))
+    add_execution(engine, clock, "retry", spec=_job("t", attempts=3))
+    clock.advance(3)
+    handed = await queue.handout.hand_out_ready("s1", clock.now(), ECHO, 20)
+    assert {"k1", "retry"} <= {h.id for h in handed} and "k2" not in {h.id for h in handed}
+    outcome = {"retry": worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE}
+    acks = await queue.outcomes.record_results([
+        ResultIn(h.id, h.delivery, h.attempt, outcome.get(h.id, worker_pb2.RESULT_OUTCOME_SUCCEEDED), "", "w1",
+                 ("acme",)) for h in handed
+    ])  # fmt: skip
+    assert all(a.accepted for a in acks)
+    # The arm, its start and a disarm.
+    for ident, due_in in (("a1", 2.0), ("a2", 2.0)):
+        add_execution(engine, clock, ident, due_in=due_in, spec=_one_off(clock, due_in))
+    armed = await queue.arming.arm("s1", clock.now(), clock.now() + timedelta(seconds=5), ECHO, 10)
+    assert sorted(a.handed.id for a in armed) == ["a1", "a2"]
+    clock.advance(2)
+    first = armed[0]
+    started = await queue.arming.start("s1", [(first.handed.id, first.handed.delivery, first.beside)], clock.now())
+    assert started.started == [first.handed.id]
+    assert await queue.arming.disarm("s1", [(armed[1].handed.id, armed[1].handed.delivery)]) == [armed[1].handed.id]
+    # A reap of the session, the safety net, a cancel, history, retention, alerts.
+    again = await queue.handout.hand_out_ready("s2", clock.now() + timedelta(seconds=5), ECHO, 20)
+    assert again
+    assert (await queue.requeues.reap_owner("s2", "session expired")).requeued
+    await queue.requeues.wake_stalled()
+    assert sorted(await queue.arming.armed_owners()) == []
+    history = HistoryStore(engine, clock)
+    await history.cancel_execution("acme", "a2")
+    assert (await history.list_executions("acme", created.id)).executions
+    await RetentionStore(engine, clock).prune_executions(clock.now() + timedelta(days=400), limit=100)
+    await AlertStore(engine, clock).owed()
+
+
+def _one_off(clock, due_in: float) -> job_pb2.Job:
+    job = _job("once")
+    job.schedule.once_at.FromDatetime(clock.now() + timedelta(seconds=due_in))
+    return job
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("engine_name", ["cockroachdb", "postgresql"])
+async def test_every_statement_sent_in_cockroachdbs_branches_is_one_cockroachdb_takes(
+    migrated_postgres_url: str, clock, engine_name: str
+) -> None:
+    engine = create_store_engine(migrated_postgres_url)
+    engine.dialect.name = engine_name  # every capability check takes this engine's branch
+    try:
+        assert capabilities(engine).dialect == engine_name
+        with client_statements(engine) as sent:
+            await _exercise(engine, clock)
+    finally:
+        engine.dispose()
+    assert len(set(sent)) >= 60, sent
+    refused = sorted({(name, text) for text in sent for name in violations(text)})
+    if engine_name == "cockroachdb":
+        assert not refused, "\n\n".join(f"{name}: {text}" for name, text in refused)
+        # CockroachDB's branches ran: the arm's start and the key locks as one array statement each.
+        assert any(text.startswith("UPDATE executions AS e SET status = 'running'") for text in sent)
+        assert any("FROM concurrency_keys" in text and "unnest(" in text for text in sent)
+    else:  # the check can fail: PostgreSQL's rounds send the replace job's advisory lock
+        assert {name for name, _ in refused} == {"advisory lock", "pg_ function"}, refused

@@ -1,0 +1,283 @@
+"""A start that waits (tickwheel_server/waiting.py), in process, against a
+real etcd the tests stop and start:
+
+- etcd gone between the start's wait for it and the steps after the port
+  is bound (publishing this server's record): the start waits again, its
+  health NOT_SERVING on the port it bound and worker streams refused with
+  UNAVAILABLE, then serves once etcd is back; no crash, no half start;
+- a worker (the worker library) pulling from a server that still waits
+  gets UNAVAILABLE saying what the server waits for, retries with backoff,
+  and pulls normally (a job runs) once the server is up;
+- a store URL's password (holding ``@``, ``:`` and ``%40``) appears in no
+  log line and no refusal of a start that waits for that store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import signal
+from datetime import datetime, timezone
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from tickwheel import AsyncClient, builders
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2
+
+from tests.integration.test_ssrf import wait_finished
+from tests.support.etcd import EtcdServer
+from tests.support.server import running_server
+from tickwheel_server.app import TickwheelServer
+from tickwheel_server.cluster.presence import Presence
+from tickwheel_server.config import ServerConfig
+from tickwheel_server.store.engine import parse_store_url
+from tickwheel_server.store.errors import StoreConfigError
+from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig, register_builtins
+
+WAIT = 60.0
+SERVICES = ["", "tickwheel.v1.SchedulerService", "tickwheel.v1.WorkerService", "tickwheel.v1.AdminService"]
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+SERVING = health_pb2.HealthCheckResponse.SERVING
+
+
+class Lines(logging.Handler):
+    """Every log line, formatted as the server's log would show it (message
+    and traceback); ``seen`` is set each time one arrives."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        self.seen = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(logging.Formatter("%(levelname)s %(name)s: %(message)s").format(record))
+        self.seen.set()
+
+    async def until(self, needle: str, times: int = 1) -> None:
+        """Until ``needle`` is in ``times`` lines (a worker's or server's retries: nothing else to await)."""
+        async with asyncio.timeout(WAIT):
+            while sum(needle in line for line in self.lines) < times:
+                self.seen.clear()
+                await self.seen.wait()
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+@pytest.fixture
+def lines():
+    handler = Lines()
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
+def config_for(store: str, etcd: str, token: str) -> ServerConfig:
+    return ServerConfig(store=store, etcd=etcd, admin_token=token, listen="127.0.0.1:0", migrate=True,
+                        shutdown_grace=1.0, session_ttl=5)
+
+
+async def health(port: int) -> list[int]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        return [(await stub.Check(health_pb2.HealthCheckRequest(service=s), timeout=10)).status for s in SERVICES]
+
+
+async def tenant_and_worker_credential(store: str, etcd: str) -> tuple[str, str]:
+    """An API key and a worker credential of tenant acme, made on a server started and stopped for it."""
+    async with running_server(store, etcd) as running:
+        async with AsyncClient(running.address, admin_token=running.admin_token) as admin:
+            api_key = (await admin.admin.create_tenant("acme")).api_key.secret
+            secret = (await admin.admin.issue_worker_credential(["acme"])).credential.secret
+    return api_key, secret
+
+
+def echo_worker(port: int, secret: str) -> Worker:
+    registry = HandlerRegistry()
+    register_builtins(registry)
+    return Worker(WorkerConfig(
+        address=f"127.0.0.1:{port}", credential=secret, handlers=registry, http=False,
+        reconnect_initial_backoff=0.2, reconnect_max_backoff=1.0,
+    ))  # fmt: skip
+
+
+async def runs_a_job(port: int, api_key: str) -> None:
+    async with AsyncClient(f"127.0.0.1:{port}", api_key) as client:
+        job = builders.once_job("echo", datetime.now(timezone.utc), handler="echo")
+        execution = await wait_finished(client, (await client.create_job(job)).job.id)
+    assert execution.status == job_pb2.EXECUTION_STATUS_SUCCEEDED
+
+
+async def wind_up(server: TickwheelServer, starting: asyncio.Task, worker: Worker | None,
+                  pulling: asyncio.Task | None) -> None:
+    """Stop the worker, then the server if its start ended well, else the start."""
+    if worker is not None and pulling is not None:
+        await worker.stop(1.0)
+        await asyncio.gather(pulling, return_exceptions=True)
+    if starting.done() and not starting.cancelled() and starting.exception() is None:
+        await server.stop(0.5)
+    else:
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+
+
+pytestmark = [pytest.mark.etcd, pytest.mark.slow]
+
+
+async def test_etcd_gone_after_the_port_is_bound_is_waited_for(tmp_path, etcd_server: EtcdServer, lines,
+                                                               monkeypatch) -> None:
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    api_key, secret = await tenant_and_worker_credential(store, etcd_server.endpoint)
+    publish = Presence.publish
+    killed: list[bool] = []
+
+    async def publish_once_etcd_went(self) -> bool:
+        """The first publish of the start: etcd goes away just before it."""
+        if not killed:
+            killed.append(True)
+            await asyncio.to_thread(etcd_server.stop, signal.SIGKILL)
+        return await publish(self)
+
+    monkeypatch.setattr(Presence, "publish", publish_once_etcd_went)
+    server = TickwheelServer(config_for(store, etcd_server.endpoint, "twa_" + "y" * 32))
+    starting = asyncio.create_task(server.start())
+    worker = pulling = None
+    try:
+        async with asyncio.timeout(WAIT):
+            await server.waiting.wait()
+        assert killed and not starting.done()
+        port = server.waiting_port
+        assert port == server.port  # the real server's port: no placeholder beside it
+        assert server.waiting_for == f"etcd at {etcd_server.endpoint}"
+        assert await health(port) == [NOT_SERVING] * len(SERVICES)  # not the servicer's default SERVING
+        await lines.until(f"waiting for etcd at {etcd_server.endpoint} (try 1): LeaseStoreUnavailable")
+        assert f"health NOT_SERVING on port {port}" in lines.text()
+
+        # A worker is told to come back, not taken in by a half-started server.
+        worker = echo_worker(port, secret)
+        pulling = asyncio.create_task(worker.run())
+        await lines.until(f"failed: UNAVAILABLE: starting: waiting for etcd at {etcd_server.endpoint}", 2)
+        assert not worker.connected.is_set()
+        assert not starting.done()
+
+        await asyncio.to_thread(etcd_server.start)
+        async with asyncio.timeout(WAIT):
+            await starting
+        assert server.waiting_for == ""
+        assert await health(port) == [SERVING] * len(SERVICES)
+        async with asyncio.timeout(WAIT):
+            await worker.connected.wait()
+        await runs_a_job(port, api_key)
+        assert re.search(r"etcd at \S+ answers after \d+ failed tries", lines.text())
+        assert "Traceback" not in lines.text()
+    finally:
+        await wind_up(server, starting, worker, pulling)
+
+
+async def test_a_worker_pulling_from_a_waiting_server_retries_then_pulls(tmp_path, etcd_server: EtcdServer,
+                                                                         lines) -> None:
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    api_key, secret = await tenant_and_worker_credential(store, etcd_server.endpoint)
+    etcd_server.stop(signal.SIGKILL)
+    server = TickwheelServer(config_for(store, etcd_server.endpoint, "twa_" + "z" * 32))
+    starting = asyncio.create_task(server.start())
+    worker = pulling = None
+    try:
+        async with asyncio.timeout(WAIT):
+            await server.waiting.wait()
+        port = server.waiting_port
+        worker = echo_worker(port, secret)
+        pulling = asyncio.create_task(worker.run())
+        refused = f"stream to 127.0.0.1:{port} failed: UNAVAILABLE: starting: waiting for etcd at {etcd_server.endpoint}"
+        await lines.until(refused, 3)  # retried, with backoff: the worker does not give up
+        assert not worker.connected.is_set() and not pulling.done()
+        assert not starting.done()
+
+        await asyncio.to_thread(etcd_server.start)
+        async with asyncio.timeout(WAIT):
+            await starting
+        assert server.address == f"127.0.0.1:{port}"  # where it waited
+        async with asyncio.timeout(WAIT):
+            await worker.connected.wait()
+        await runs_a_job(port, api_key)
+        assert "Traceback" not in lines.text()
+        assert not [line for line in lines.lines if line.startswith(("ERROR", "CRITICAL"))]
+    finally:
+        await wind_up(server, starting, worker, pulling)
+
+
+PASSWORD = "p@ss:w0rd%40x"
+"""A password holding ``@``, ``:`` and ``%40``; in a URL: ``p%40ss%3Aw0rd%2540x``."""
+ENCODED = "p%40ss%3Aw0rd%2540x"
+
+
+@pytest.mark.parametrize("port", [1])
+async def test_a_store_password_is_never_logged_by_a_start_that_waits(lines, port: int) -> None:
+    """PostgreSQL is not listening there: the start waits for it, logging a
+    line a try, and answers refusals naming the store; none of them, at any
+    level, holds the password or a piece of it."""
+    store = f"postgresql+psycopg://tw:{ENCODED}@127.0.0.1:{port}/tw"
+    server = TickwheelServer(config_for(store, "memory", "twa_" + "w" * 32))
+    starting = asyncio.create_task(server.start())
+    try:
+        await lines.until("waiting for the store at", 2)
+        assert not starting.done()
+        shown = f"postgresql+psycopg://tw:***@127.0.0.1:{port}/tw"
+        assert f"waiting for the store at {shown} (try 1): StoreUnavailableError" in lines.text()
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.waiting_port}") as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await admin_pb2_grpc.AdminServiceStub(channel).ClusterStatus(admin_pb2.ClusterStatusRequest(), timeout=10)
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert refused.value.details() == f"starting: waiting for the store at {shown}"
+        assert server.waiting_for == f"the store at {shown}"
+    finally:
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+    text = lines.text()
+    for piece in (PASSWORD, ENCODED, "w0rd", "p@ss", "p%40ss", "%2540"):
+        assert piece not in text, piece
+
+
+def test_a_store_url_that_does_not_parse_names_no_piece_of_its_password() -> None:
+    """The password not encoded: what follows its ``:`` reads as a port that
+    is not a number; the refusal says how to write it, not what it is."""
+    with pytest.raises(StoreConfigError) as refused:
+        parse_store_url(f"postgresql+psycopg://tw:{PASSWORD}@127.0.0.1:1/tw")
+    message = str(refused.value)
+    assert message.startswith("store URL is not a URL: its port is not a number")
+    assert "%40" in message  # how to write an @
+    for piece in ("w0rd", "%40x", "ss:", "@127.0.0.1"):
+        assert piece not in message, message
+
+
+async def test_cluster_status_without_etcd_logs_the_outage_once_not_per_call(tmp_path, lines, monkeypatch) -> None:
+    """A dashboard polling ClusterStatus while etcd cannot be read: each call
+    answers (this server only); the log has one line, then its recovery."""
+    from tickwheel_server.lease.types import LeaseStoreUnavailable
+
+    async with running_server(f"sqlite:///{tmp_path / 'store.db'}") as running:
+        presence = running.server.presence
+        servers = presence.servers
+
+        async def unreadable():
+            raise LeaseStoreUnavailable("etcd 127.0.0.1:2379: connection refused")
+
+        monkeypatch.setattr(presence, "servers", unreadable)
+        async with AsyncClient(running.address, admin_token=running.admin_token) as admin:
+            for _ in range(200):
+                status = await admin.admin.cluster_status()
+                assert [s.server_id for s in status.servers] == [running.server.server_id]
+            monkeypatch.setattr(presence, "servers", servers)
+            await admin.admin.cluster_status()
+    mine = [line for line in lines.lines if "AdminService.ClusterStatus" in line and not line.startswith("DEBUG")]
+    assert len(mine) == 2, mine
+    assert mine[0].startswith("WARNING") and "reading etcd failed, etcd unavailable: LeaseStoreUnavailable" in mine[0]
+    assert mine[1].startswith("INFO") and "recovered after" in mine[1] and "(200 failures)" in mine[1]

@@ -1,0 +1,120 @@
+"""What CockroachDB refuses (or accepts and ignores) of PostgreSQL's SQL, as
+far as it can be checked offline: no CockroachDB server runs in the tests.
+
+Each feature below was checked against CockroachDB's documentation or its
+maintainers' word before it was listed (the source is beside it); features
+CockroachDB accepts are deliberately not here: ``FOR UPDATE SKIP LOCKED``
+(v22.2, cockroach#85720), ``ON CONFLICT ON CONSTRAINT`` (v22.1,
+cockroach#73460), ``CREATE INDEX CONCURRENTLY`` (in its CREATE INDEX
+synopsis; its schema changes are online anyway), ``unnest`` of several
+arrays, ``LATERAL``, ``= ANY (array)``.
+
+:func:`violations` looks at one SQL text; :func:`literals` reads a module's
+string literals (docstrings left out) with the scope they are written in,
+so a test can scan the store's sources and allow a feature only in the
+PostgreSQL-only branch that names it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+
+class Feature(NamedTuple):
+    name: str
+    pattern: re.Pattern
+    source: str
+
+
+FEATURES = (
+    Feature(
+        "LISTEN/NOTIFY", re.compile(r"\b(?:UN)?LISTEN\s+[\w\"*]|\bNOTIFY\s+[\w\"]|\bpg_notify\s*\(", re.I),
+        "CockroachDB 'PostgreSQL compatibility', unsupported features: Events",
+    ),
+    Feature(
+        "advisory lock", re.compile(r"\bpg_(?:try_)?advisory_\w*\s*\(", re.I),
+        "CockroachDB 'PostgreSQL compatibility': advisory lock functions unsupported, some defined as no-ops "
+        "(a lock that silently does not lock); cockroach#13546",
+    ),
+    Feature(
+        "LOCK TABLE", re.compile(r"(?:^|;)\s*LOCK\s+(?:TABLE\s+)?(?:ONLY\s+)?[\w\"]", re.I),
+        "never supported: cockroach#43654 (a syntax error)",
+    ),
+    Feature(
+        "deferred constraint", re.compile(r"\bDEFERRABLE\b|\bINITIALLY\s+DEFERRED\b|\bSET\s+CONSTRAINTS\b", re.I),
+        "unimplemented: cockroach#31632, cockroach#48307",
+    ),
+    Feature(
+        "heap system column", re.compile(r"\b(?:ctid|xmin|xmax|cmin|cmax)\b", re.I),
+        "PostgreSQL's heap system columns; CockroachDB's row has none (its only such column is "
+        "crdb_internal_mvcc_timestamp, cockroach#62928)",
+    ),
+    Feature(
+        "pg_ function", re.compile(r"\bpg_\w+\s*\(", re.I),
+        "PostgreSQL's own functions: CockroachDB defines some for compatibility, not all, and some as no-ops; "
+        "none is relied on outside a PostgreSQL-only branch",
+    ),
+)
+
+
+def violations(statement: str) -> list[str]:
+    """The names of the features ``statement`` uses that CockroachDB does not take."""
+    return [feature.name for feature in FEATURES if feature.pattern.search(statement)]
+
+
+class Literal(NamedTuple):
+    scope: str
+    """Where it is written: ``Class.method.inner`` or a module-level name."""
+    text: str
+    line: int
+
+
+def literals(source: str) -> Iterator[Literal]:
+    """Every string literal of ``source`` but its docstrings, with its scope;
+    an f-string's fixed parts joined, each placeholder as ``{}``."""
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+    }
+    # Attribute docstrings (a string statement after an assignment) are prose too.
+    docstrings |= {
+        id(node.value) for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+    }
+
+    def visit(node: ast.AST, scope: tuple[str, ...]) -> Iterator[Literal]:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            scope = (*scope, node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and not scope:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            if names:
+                scope = (names[0],)
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+            yield Literal(".".join(scope) or "<module>", text, node.lineno)
+            return
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            yield Literal(".".join(scope) or "<module>", node.value, node.lineno)
+        for child in ast.iter_child_nodes(node):
+            yield from visit(child, scope)
+
+    yield from visit(tree, ())
+
+
+def found_in(root: Path) -> list[tuple[str, str, str, int]]:
+    """(module path under ``root``, scope, feature, line) of every literal of
+    every module under ``root`` that uses a feature CockroachDB does not take."""
+    hits = []
+    for path in sorted(root.rglob("*.py")):
+        for literal in literals(path.read_text()):
+            for name in violations(literal.text):
+                hits.append((path.relative_to(root).as_posix(), literal.scope, name, literal.line))
+    return hits
