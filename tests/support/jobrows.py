@@ -41,7 +41,8 @@ def insert_jobs(conn: Connection, rows: list[dict]) -> None:
     on a database migrated to an earlier version, the rows as given."""
     if not rows:
         return
-    if not sa.inspect(conn).has_table("job_cursors"):
+    migrated = sa.text("SELECT count(*) FROM schema_migrations WHERE version = 31")  # plain SQL: traced tests check it
+    if not conn.execute(migrated).scalar():
         conn.execute(sa.table("jobs", *(sa.column(name) for name in rows[0])).insert(), rows)
         return
     conn.execute(jobs.insert(), [{k: v for k, v in row.items() if k not in CURSOR_ONLY} for row in rows])
