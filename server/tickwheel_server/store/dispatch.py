@@ -2,7 +2,7 @@
 one transaction per batch, fenced by partition epochs.
 
 One batched query over all owned partitions selects active jobs whose
-``next_run_at`` is within the look-ahead (a range scan on ``jobs_due`` in the
+``next_run_at`` is within the look-ahead (a range scan on ``job_cursors_due`` in the
 index's own order, with a LIMIT; ``FOR UPDATE SKIP LOCKED`` where the engine
 has it, so two claimers never wait on each other). For each job the pure :func:`plan_claim` decides
 the occurrences; then, in the same transaction: the execution rows are
@@ -15,13 +15,13 @@ whole batch.
 
 The writes (:mod:`.claim_writes`) are two statements per batch whatever its
 size. On PostgreSQL and CockroachDB each is one statement over arrays
-(``INSERT … SELECT FROM unnest(…)``, ``UPDATE jobs … FROM unnest(…)``), one
+(``INSERT … SELECT FROM unnest(…)``, ``UPDATE job_cursors … FROM unnest(…)``), one
 parse each, sent with the COMMIT in one round trip (:mod:`.pipeline`), not one per row
 (``loadtest/bench_dispatch.py`` measures both). The owned partitions are one
 array parameter too, so the claim's text is the same every tick, and the
 SELECT names the state ``'active'`` as a constant: psycopg prepares a
 statement it runs often and PostgreSQL may then keep one generic plan for
-it, which can use the partial index ``jobs_due`` only if its predicate is in
+it, which can use the partial index ``job_cursors_due`` only if its predicate is in
 the text. The SELECT is driver SQL read as the driver's tuples, and the
 per-row work of a batch is lookups and appends: instants are converted once
 per batch, the plan's values are named tuples. SQLite has no arrays and no
