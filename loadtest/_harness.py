@@ -57,7 +57,7 @@ READY_TIMEOUT = 60.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 OWN_QUERY = "/* tickwheel-bench */"
 """Prefix of the benchmark's own queries, left out of ``Statements``."""
-DATA_TABLES = ("attempts", "executions", "skips", "request_ids", "jobs", "tzdata_versions")
+DATA_TABLES = ("attempts", "executions", "skips", "request_ids", "jobs", "job_cursors", "tzdata_versions")
 ATTEMPTS = (
     "(SELECT execution_id, attempt, delivery, status, started_at, finished_at, worker_id, worker_started_at "
     "FROM attempts UNION ALL SELECT id, attempt, delivery, 'succeeded', attempt_started_at, finished_at, "
@@ -1051,6 +1051,25 @@ JOB_COLUMNS = (
     "id", "tenant", "partition", "name", "state", "spec", "time_zone", "next_run_at", "next_due_at", "run_count",
     "tzdata_version", "pause_reason", "paused_at", "version", "created_at", "updated_at",
 )
+"""A job row as the benchmarks build it: the job with its cursor (:func:`copy_jobs` splits them)."""
+_CURSOR_ONLY = ("next_run_at", "next_due_at", "run_count")
+_CURSOR_COLUMNS = ("job_id", "tenant", "partition", "state", "version", "next_run_at", "next_due_at", "run_count")
+
+
+def copy_jobs(cur: psycopg.Cursor, rows) -> int:
+    """COPY ``rows`` (:data:`JOB_COLUMNS` tuples) into ``jobs`` and their
+    cursors into ``job_cursors`` (migration 0032); how many."""
+    on_job = [i for i, name in enumerate(JOB_COLUMNS) if name not in _CURSOR_ONLY]
+    on_cursor = [JOB_COLUMNS.index("id" if name == "job_id" else name) for name in _CURSOR_COLUMNS]
+    cursors = []
+    with cur.copy(f"COPY jobs ({', '.join(JOB_COLUMNS[i] for i in on_job)}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row([row[i] for i in on_job])
+            cursors.append([row[i] for i in on_cursor])
+    with cur.copy(f"COPY job_cursors ({', '.join(_CURSOR_COLUMNS)}) FROM STDIN") as copy:
+        for row in cursors:
+            copy.write_row(row)
+    return len(cursors)
 
 
 def insert_once_jobs(url: str, count: int, due: datetime, *, name: str, payload: bytes = b"{}",
@@ -1095,9 +1114,7 @@ def insert_once_jobs(url: str, count: int, due: datetime, *, name: str, payload:
             requests.append((TENANT, "job", f"{name}-{i}", job_id, now_us))
         built = time.perf_counter()
         with pg.cursor() as cur:
-            with cur.copy(f"COPY jobs ({', '.join(JOB_COLUMNS)}) FROM STDIN") as copy:
-                for row in jobs:
-                    copy.write_row(row)
+            copy_jobs(cur, jobs)
             with cur.copy("COPY request_ids (tenant, kind, request_id, target, created_at) FROM STDIN") as copy:
                 for row in requests:
                     copy.write_row(row)

@@ -23,7 +23,10 @@ inserted directly (COPY), then ``VACUUM ANALYZE``.
   same with an empty cache (every definition parsed: a server that just
   started). ``sql_s`` is the time inside the driver's execute calls (client,
   network and server), ``python_s`` the rest (planning, row building,
-  SQLAlchemy). Beside it, the peer: ``raw``, the plain claim any
+  SQLAlchemy); ``pg_cpu_ms_per_occurrence``, PostgreSQL's CPU (the
+  postmaster's process tree, when it runs on this machine) and
+  ``wal_bytes_per_occurrence``, the cluster's WAL, both over the claims
+  and per execution created. Beside it, the peer: ``raw``, the plain claim any
   application would write, over asyncpg (the ``bench`` extra: ``bash
   scripts/install.sh --bench``), on a plain table pair in the schema
   ``peer_raw`` of the same database, in the shape of Tickwheel's ``jobs``
@@ -95,6 +98,7 @@ from tickwheel_server.jobspec import DefinitionCache
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.partitions import raise_epochs_in
 
+import _harness as h
 import peers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,6 +121,10 @@ JOB_COLUMNS = (
     "id", "tenant", "partition", "name", "state", "spec", "time_zone", "next_run_at", "next_due_at", "run_count",
     "tzdata_version", "pause_reason", "paused_at", "version", "created_at", "updated_at",
 )
+"""What :func:`job_rows` yields: a job with its cursor, as one row (the raw peer's shape)."""
+CURSOR_ONLY = ("next_run_at", "next_due_at", "run_count")
+CURSOR_COLUMNS = ("job_id", "tenant", "partition", "state", "version", "next_run_at", "next_due_at", "run_count")
+"""``job_cursors``' columns COPY fills (migration 0032), taken from a :data:`JOB_COLUMNS` row."""
 EXECUTION_COLUMNS = (
     "id", "job_id", "tenant", "partition", "origin", "nominal_at", "due_at", "ready_at", "attempt", "delivery",
     "status", "owner", "worker_id", "handler", "missed_count", "reap_count", "payload", "error", "dead_reason",
@@ -124,7 +132,7 @@ EXECUTION_COLUMNS = (
 )
 CHECK_EPOCHS_SQL = "SELECT partition, epoch FROM partitions WHERE partition = ANY(%s) ORDER BY partition FOR SHARE"
 UPDATE_SQL = (
-    "UPDATE jobs SET next_run_at=%s, next_due_at=%s, run_count=%s, state=%s WHERE jobs.id = %s"
+    "UPDATE job_cursors SET next_run_at=%s, next_due_at=%s, run_count=%s, state=%s WHERE job_cursors.job_id = %s"
 )
 
 
@@ -184,7 +192,7 @@ def prepare_schema(url: str) -> None:
     try:
         migrate(engine)
         with engine.begin() as conn:
-            conn.execute(sa.text("TRUNCATE jobs, executions, skips, partitions"))
+            conn.execute(sa.text("TRUNCATE jobs, job_cursors, executions, skips, partitions"))
             conn.execute(sa.text("DELETE FROM tenants WHERE name = :n"), {"n": TENANT})
             conn.execute(
                 sa.text(
@@ -200,26 +208,35 @@ def prepare_schema(url: str) -> None:
 
 
 def load(pg: psycopg.Connection, rows) -> int:
-    """Empty jobs/executions/skips, COPY ``rows`` into jobs, VACUUM ANALYZE."""
-    pg.execute("TRUNCATE jobs, executions, skips")
+    """Empty jobs/executions/skips, COPY ``rows`` into jobs and their
+    cursors into job_cursors, VACUUM ANALYZE."""
+    pg.execute("TRUNCATE jobs, job_cursors, executions, skips")
     count = 0
-    with pg.cursor().copy(f"COPY jobs ({', '.join(JOB_COLUMNS)}) FROM STDIN") as copy:
+    on_job = [i for i, name in enumerate(JOB_COLUMNS) if name not in CURSOR_ONLY]
+    on_cursor = [JOB_COLUMNS.index("id" if name == "job_id" else name) for name in CURSOR_COLUMNS]
+    cursors = []
+    with pg.cursor().copy(f"COPY jobs ({', '.join(JOB_COLUMNS[i] for i in on_job)}) FROM STDIN") as copy:
         for row in rows:
-            copy.write_row(row)
+            copy.write_row([row[i] for i in on_job])
+            cursors.append([row[i] for i in on_cursor])
             count += 1
+    with pg.cursor().copy(f"COPY job_cursors ({', '.join(CURSOR_COLUMNS)}) FROM STDIN") as copy:
+        for row in cursors:
+            copy.write_row(row)
     vacuum(pg)
     return count
 
 
 def vacuum(pg: psycopg.Connection) -> None:
     pg.execute("VACUUM ANALYZE jobs")
+    pg.execute("VACUUM ANALYZE job_cursors")
     pg.execute("VACUUM ANALYZE executions")
 
 
 def check_drained(pg: psycopg.Connection, expected: int) -> None:
     executions = pg.execute("SELECT count(*) FROM executions").fetchone()[0]
     advanced = pg.execute(
-        "SELECT count(*) FROM jobs WHERE next_run_at = %s AND run_count = 1", (T_US + MINUTE_US,)
+        "SELECT count(*) FROM job_cursors WHERE next_run_at = %s AND run_count = 1", (T_US + MINUTE_US,)
     ).fetchone()[0]
     derived = pg.execute(
         "SELECT count(*) FROM executions WHERE id = job_id || %s AND nominal_at = %s", (EXECUTION_ID_SUFFIX, T_US)
@@ -260,11 +277,11 @@ class Capture:
         store_pipeline.send = self._send
 
     def _seen(self, statement: str, parameters) -> None:
-        if self.claim is None and "FROM jobs" in statement and "FOR UPDATE" in statement:
+        if self.claim is None and "FROM job_cursors" in statement and "FOR UPDATE" in statement:
             self.claim = (statement, dict(parameters))
         if statement.startswith("INSERT INTO executions"):
             self.writes["insert"] = statement
-        elif statement.startswith("UPDATE jobs"):
+        elif statement.startswith("UPDATE job_cursors"):
             self.writes["update"] = statement
         self.statements += 1
 
@@ -303,10 +320,12 @@ def explain(url: str, statement: str, parameters: dict) -> dict:
 
     walk(plan[0]["Plan"])
     return {
-        "uses_jobs_due": any(name == "jobs_due" and kind in ("Index Scan", "Bitmap Index Scan", "Index Only Scan")
-                             for kind, name, _ in nodes),
+        # jobs_due is job_cursors_due since migration 0032 (the key's name kept).
+        "uses_jobs_due": any(name == "job_cursors_due" and kind in ("Index Scan", "Bitmap Index Scan",
+                                                                     "Index Only Scan") for kind, name, _ in nodes),
         "limit": any(kind == "Limit" for kind, _, _ in nodes),
-        "seq_scan_on_jobs": any(kind == "Seq Scan" and relation == "jobs" for kind, _, relation in nodes),
+        "seq_scan_on_jobs": any(kind == "Seq Scan" and relation in ("jobs", "job_cursors")
+                                for kind, _, relation in nodes),
         "sort": any(kind == "Sort" for kind, _, _ in nodes),
         "plan": text,
     }
@@ -341,18 +360,26 @@ async def run_store(url: str, owned: dict[int, int], batch: int, specs: Definiti
     store = DispatchStore(engine, SystemClock(), definitions=specs)
     claimed = batches = 0
     misses = specs.misses
+    postmaster = h.postmaster_pid(url)
     try:
-        with Capture(engine) as capture, gc_frozen():
-            began = time.perf_counter()
-            while True:
-                result = await store.claim_due(owned, T, lookahead=LOOKAHEAD, batch=batch)
-                claimed += len(result.executions)
-                batches += 1
-                if result.stale_partitions:
-                    raise AssertionError(f"stale partitions {sorted(result.stale_partitions)}")
-                if not result.full:
-                    break
-            elapsed = time.perf_counter() - began
+        with psycopg.connect(conninfo(url), autocommit=True) as watch:
+            wal_at = watch.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+            cpu_at = h.tree_cpu_s(postmaster) if postmaster else 0.0
+            with Capture(engine) as capture, gc_frozen():
+                began = time.perf_counter()
+                while True:
+                    result = await store.claim_due(owned, T, lookahead=LOOKAHEAD, batch=batch)
+                    claimed += len(result.executions)
+                    batches += 1
+                    if result.stale_partitions:
+                        raise AssertionError(f"stale partitions {sorted(result.stale_partitions)}")
+                    if not result.full:
+                        break
+                elapsed = time.perf_counter() - began
+            # PostgreSQL's CPU (the postmaster's tree: backends, autovacuum,
+            # checkpointer) and the cluster's WAL during the claims.
+            pg_cpu = h.tree_cpu_s(postmaster) - cpu_at if postmaster else None
+            wal = int(watch.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (wal_at,)).fetchone()[0])
     finally:
         engine.dispose()
     assert capture.claim is not None and {"insert", "update"} <= set(capture.writes)
@@ -365,6 +392,8 @@ async def run_store(url: str, owned: dict[int, int], batch: int, specs: Definiti
         "python_s": round(elapsed - capture.sql_s, 3),
         "statements_per_batch": round(capture.statements / batches, 1),
         "definitions_parsed": specs.misses - misses,
+        "pg_cpu_ms_per_occurrence": None if pg_cpu is None else round(pg_cpu * 1000 / max(claimed, 1), 4),
+        "wal_bytes_per_occurrence": round(wal / max(claimed, 1), 1),
     }, capture
 
 
@@ -518,7 +547,8 @@ def reset_due(pg: psycopg.Connection, due_ids: list[str]) -> None:
     pays for the dead index entries of the previous one."""
     pg.execute("TRUNCATE executions")
     pg.execute(
-        "UPDATE jobs SET next_run_at = %s, next_due_at = %s, run_count = 0 WHERE id = ANY(%s)", (T_US, T_US, due_ids)
+        "UPDATE job_cursors SET next_run_at = %s, next_due_at = %s, run_count = 0 WHERE job_id = ANY(%s)",
+        (T_US, T_US, due_ids),
     )
     vacuum(pg)
 
@@ -532,7 +562,7 @@ async def latency(url: str, sizes: list[int], due: int, runs: int, seed: int) ->
             began = time.perf_counter()
             load(pg, job_rows(seed, due, size - due))
             load_s = time.perf_counter() - began
-            due_ids = [r[0] for r in pg.execute("SELECT id FROM jobs WHERE next_run_at = %s", (T_US,))]
+            due_ids = [r[0] for r in pg.execute("SELECT job_id FROM job_cursors WHERE next_run_at = %s", (T_US,))]
             timings, sql = [], []
             claim = None
             engine = create_store_engine(url)
@@ -561,7 +591,7 @@ async def latency(url: str, sizes: list[int], due: int, runs: int, seed: int) ->
             if size == max(sizes):
                 reset_due(pg, due_ids)
                 plan = explain(url, *claim)
-        pg.execute("TRUNCATE jobs, executions, skips")
+        pg.execute("TRUNCATE jobs, job_cursors, executions, skips")
     smallest, largest = out["sizes"][str(min(sizes))], out["sizes"][str(max(sizes))]
     out["ratio_largest_smallest"] = round(largest["median_ms"] / smallest["median_ms"], 3)
     out["goal_ratio"] = 1.5

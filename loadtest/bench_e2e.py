@@ -354,8 +354,9 @@ _EXECUTION_COLUMNS = (
 )
 CHECK_EPOCHS = "SELECT partition, epoch FROM partitions WHERE partition = ANY(%s) ORDER BY partition FOR SHARE"
 CLAIM = (
-    "SELECT id, tenant, partition, spec, next_run_at, next_due_at, run_count FROM jobs "
-    "WHERE state = 'active' AND partition = ANY(%s) AND next_run_at <= %s LIMIT %s FOR UPDATE SKIP LOCKED"
+    "SELECT c.job_id, c.tenant, c.partition, (SELECT j.spec FROM jobs AS j WHERE j.id = c.job_id "
+    "AND j.version = c.version), c.next_run_at, c.next_due_at, c.run_count FROM job_cursors AS c "
+    "WHERE c.state = 'active' AND c.partition = ANY(%s) AND c.next_run_at <= %s LIMIT %s FOR UPDATE SKIP LOCKED"
 )
 ENQUEUE = (
     f"INSERT INTO executions ({', '.join(c for c, _ in _EXECUTION_COLUMNS)}) SELECT * FROM unnest("
@@ -363,8 +364,8 @@ ENQUEUE = (
     + ") ON CONFLICT (id) DO NOTHING"
 )
 ADVANCE = (
-    "UPDATE jobs SET next_run_at = NULL, next_due_at = NULL, run_count = jobs.run_count + 1, state = 'completed' "
-    "FROM unnest(%b::text[]) AS v(id) WHERE jobs.id = v.id"
+    "UPDATE job_cursors SET next_run_at = NULL, next_due_at = NULL, run_count = job_cursors.run_count + 1, "
+    "state = 'completed' FROM unnest(%b::text[]) AS v(id) WHERE job_cursors.job_id = v.id"
 )
 HAND_OUT = (
     "UPDATE executions e SET status = 'running', owner = %s, delivery = e.delivery + 1, handed_out_at = %s "
@@ -390,7 +391,10 @@ def precompute(url: str) -> dict[str, tuple]:
     """Per stored job, the execution row the claim inserts (everything but
     ``created_at``), computed before timing as a server computes it."""
     with h.observe(url) as pg:
-        rows = pg.execute(f"{h.OWN_QUERY} SELECT id, tenant, partition, spec, next_run_at, next_due_at FROM jobs").fetchall()
+        rows = pg.execute(
+            f"{h.OWN_QUERY} SELECT j.id, j.tenant, j.partition, j.spec, c.next_run_at, c.next_due_at "
+            "FROM jobs AS j JOIN job_cursors AS c ON c.job_id = j.id"
+        ).fetchall()
     out = {}
     for job_id, tenant, partition, spec, nominal, due in rows:
         job = job_pb2.Job.FromString(spec)

@@ -27,7 +27,8 @@ from tickwheel.shared.ids import to_us
 from tickwheel_server.store import create_store_engine, migrate
 from tickwheel_server.store.history import HistoryStore
 from tickwheel_server.store.operations import OperationsStore
-from tickwheel_server.store.tables import executions, jobs
+from tickwheel_server.store.tables import executions
+from tests.support.jobrows import insert_jobs
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
 TENANTS = 10
@@ -37,7 +38,7 @@ def fill(engine, scheduled: int, running: int, ahead: int) -> None:
     now = to_us(datetime.now(timezone.utc))
     rows, index = [], 0
     with engine.begin() as conn:
-        conn.execute(jobs.insert(), [dict(
+        insert_jobs(conn, [dict(
             id=f"job_{n}", tenant=f"t{n % TENANTS}", partition=0, name="j", state="active", spec=b"", time_zone="UTC",
             next_run_at=None, next_due_at=None, run_count=0, tzdata_version="x", pause_reason="", paused_at=None,
             version=1, created_at=0, updated_at=0) for n in range(100)])  # fmt: skip

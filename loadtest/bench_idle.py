@@ -83,6 +83,8 @@ from tickwheel_server.jobspec import schedule_of  # noqa: E402
 from tickwheel_server.schedule import pin_tzdata, tzdata_version  # noqa: E402
 from tickwheel_server.schedule import validate as validate_schedule  # noqa: E402
 
+import _harness as h  # noqa: E402
+
 UTC = timezone.utc
 HANDLER = "echo"
 HANDLERS = "tickwheel_worker.handlers:register_builtins"  # adds `echo`
@@ -280,11 +282,7 @@ def job_rows(tenant: str, now: datetime, burst_at: datetime, jobs: int, burst: i
 
 
 def load_jobs(pg: psycopg.Connection, tenant: str, rows) -> int:
-    count = 0
-    with pg.cursor().copy(f"COPY jobs ({', '.join(JOB_COLUMNS)}) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row)
-            count += 1
+    count = h.copy_jobs(pg.cursor(), rows)
     # Counted in the tenant's quota slot 0, where a COPY without quota_slot puts them.
     pg.execute(
         "UPDATE tenant_quota SET used = used + %s, allowance = GREATEST(allowance, used + %s) "
@@ -293,6 +291,7 @@ def load_jobs(pg: psycopg.Connection, tenant: str, rows) -> int:
     )
     # A table at rest has been vacuumed and analysed; the burst is what makes garbage.
     pg.execute("VACUUM ANALYZE jobs")
+    pg.execute("VACUUM ANALYZE job_cursors")
     return count
 
 

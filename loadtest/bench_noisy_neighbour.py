@@ -143,9 +143,7 @@ def insert_jobs(url: str, counts: dict[str, int], due: datetime,
                 requests.append((tenant, "job", f"{tenant}-{i}", job_id, now_us))
         built_at = time.perf_counter()
         with pg.cursor() as cur:
-            with cur.copy(f"COPY jobs ({', '.join(h.JOB_COLUMNS)}) FROM STDIN") as copy:
-                for row in jobs:
-                    copy.write_row(row)
+            h.copy_jobs(cur, jobs)
             with cur.copy("COPY request_ids (tenant, kind, request_id, target, created_at) FROM STDIN") as copy:
                 for row in requests:
                     copy.write_row(row)

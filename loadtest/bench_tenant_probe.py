@@ -54,12 +54,13 @@ import sqlalchemy as sa
 from tickwheel.v1 import job_pb2
 
 import _harness as h
+from tests.support.jobrows import insert_jobs
 from tickwheel.shared.clock import FakeClock
 from tickwheel.shared.ids import to_us
 from tickwheel_server.store import create_store_engine, migrate
 from tickwheel_server.store.executions import Capability
 from tickwheel_server.store.queue import ExecutionQueue
-from tickwheel_server.store.tables import executions, jobs, tenants
+from tickwheel_server.store.tables import executions, tenants
 
 T = datetime(2027, 1, 4, tzinfo=timezone.utc)
 WINDOW = timedelta(seconds=10)
@@ -112,7 +113,7 @@ def populate(engine: sa.Engine, url: str, names: list[str], *, parked: bool, flo
             job_rows.append(_job("quiet", names[-1], spec, now_us))
             rows.append(_execution("quiet:1", "quiet", names[-1], at, now_us))
         for start in range(0, len(job_rows), 5000):
-            conn.execute(jobs.insert(), job_rows[start:start + 5000])
+            insert_jobs(conn, job_rows[start:start + 5000])
         for start in range(0, len(rows), 5000):
             conn.execute(executions.insert(), rows[start:start + 5000])
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:

@@ -185,23 +185,34 @@ def raw_claim_sql(schema: str = RAW_SCHEMA) -> RawClaim:
 def prepare_raw_tables(pg: psycopg.Connection, schema: str = RAW_SCHEMA) -> int:
     """``schema``'s ``jobs`` and ``executions`` made afresh in the shape of
     Tickwheel's (``LIKE … INCLUDING ALL``: columns, defaults, checks,
-    indexes; no foreign keys), with one index swapped: the dispatcher's
-    ``(partition, next_run_at)`` for the plain claim's ``(next_run_at)``,
-    both on active jobs. ``jobs`` gets a copy of every row of Tickwheel's
-    ``jobs``, ``executions`` stays empty; both ``VACUUM ANALYZE``d. Returns
+    indexes; no foreign keys), with the cursor in the job's row (Tickwheel
+    keeps it in ``job_cursors``, migration 0032, indexed by ``(partition,
+    next_run_at)``) and indexed for the plain claim by ``(next_run_at)``,
+    on active jobs. ``jobs`` gets a copy of every job of Tickwheel's with
+    its cursor, ``executions`` stays empty; both ``VACUUM ANALYZE``d. Returns
     the rows copied. ``pg`` must be in autocommit (VACUUM)."""
     raw_claim_sql(schema)  # the name check
     pg.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     pg.execute(f"CREATE SCHEMA {schema}")
     pg.execute(f"CREATE TABLE {schema}.jobs (LIKE public.jobs INCLUDING ALL)")
     pg.execute(f"CREATE TABLE {schema}.executions (LIKE public.executions INCLUDING ALL)")
-    for (name,) in pg.execute(
-        "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'jobs' "
-        "AND indexdef LIKE %s", (schema, "%(partition, next_run_at)%"),
-    ).fetchall():
-        pg.execute(f"DROP INDEX {schema}.{name}")
+    # Tickwheel keeps the cursor in a table of its own (job_cursors,
+    # migration 0032); the plain claim keeps it in the job's row.
+    pg.execute(
+        f"ALTER TABLE {schema}.jobs ADD COLUMN next_run_at BIGINT, ADD COLUMN next_due_at BIGINT, "
+        "ADD COLUMN run_count BIGINT NOT NULL DEFAULT 0, ADD COLUMN next_nominal_at BIGINT"
+    )
     pg.execute(f"CREATE INDEX raw_jobs_due ON {schema}.jobs (next_run_at) WHERE state = 'active'")
-    copied = pg.execute(f"INSERT INTO {schema}.jobs SELECT * FROM public.jobs").rowcount
+    columns = [row[0] for row in pg.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'public' AND table_name = 'jobs' "
+        "ORDER BY ordinal_position"
+    ).fetchall()]
+    listed = ", ".join(columns)
+    copied = pg.execute(
+        f"INSERT INTO {schema}.jobs ({listed}, next_run_at, next_due_at, run_count, next_nominal_at) "
+        f"SELECT {', '.join('j.' + c for c in columns)}, c.next_run_at, c.next_due_at, c.run_count, c.next_nominal_at "
+        "FROM public.jobs AS j JOIN public.job_cursors AS c ON c.job_id = j.id"
+    ).rowcount
     pg.execute(f"VACUUM ANALYZE {schema}.jobs")
     pg.execute(f"VACUUM ANALYZE {schema}.executions")
     return copied

@@ -500,15 +500,22 @@ class DefinitionCache:
     def payload_bytes(self) -> int:
         return self._payload_bytes
 
-    def get(self, job_id: str, version: int, spec: bytes | None) -> JobDefinition:
-        """The definition of ``job_id`` at ``version`` (its bytes ``spec``),
-        from the cache or parsed now (see :meth:`JobDefinition.parse`)."""
+    def cached(self, job_id: str, version: int) -> JobDefinition | None:
+        """The definition of ``job_id`` at ``version`` if held (None otherwise)."""
         with self._lock:
             found = self._entries.get(job_id)
             if found is not None and found.version == version:
                 self._entries.move_to_end(job_id)
                 self.hits += 1
                 return found
+        return None
+
+    def get(self, job_id: str, version: int, spec: bytes | None) -> JobDefinition:
+        """The definition of ``job_id`` at ``version`` (its bytes ``spec``),
+        from the cache or parsed now (see :meth:`JobDefinition.parse`)."""
+        found = self.cached(job_id, version)
+        if found is not None:
+            return found
         parsed = JobDefinition.parse(job_id, version, bytes(spec) if spec is not None else None)
         with self._lock:
             self.misses += 1

@@ -23,7 +23,7 @@ from tickwheel_server.api.calendars import definition_of, normalise_calendar
 from tickwheel_server.api.validate import normalise_job
 from tickwheel_server.schedule import Fire
 from tickwheel_server.store.partitions import PartitionStore
-from tickwheel_server.store.tables import executions, jobs, skips
+from tickwheel_server.store.tables import executions, job_cursors, skips
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
 UTC = timezone.utc
@@ -63,7 +63,10 @@ class World(ClaimWorld):
     def cursor(self, job_id: str) -> tuple[int | None, int | None]:
         """(``next_run_at``, ``next_nominal_at``) as stored."""
         with self.engine.connect() as conn:
-            row = conn.execute(sa.select(jobs.c.next_run_at, jobs.c.next_nominal_at).where(jobs.c.id == job_id)).one()
+            cursors = job_cursors.c
+            row = conn.execute(
+                sa.select(cursors.next_run_at, cursors.next_nominal_at).where(cursors.job_id == job_id)
+            ).one()
         return row.next_run_at, row.next_nominal_at
 
     def rows(self, table) -> list[sa.Row]:
@@ -209,7 +212,9 @@ async def test_another_tenants_calendar_of_that_name_is_never_read(world) -> Non
 async def test_a_forged_nominal_column_is_unreadable_not_run(world) -> None:
     job = await world.create(job_of(WEEKLY), MONDAY)
     with world.engine.begin() as conn:  # the nominal instant kept beside a scan key after it
-        conn.execute(jobs.update().where(jobs.c.id == job.id).values(next_nominal_at=to_us(FRIDAY - LOOK)))
+        conn.execute(
+            job_cursors.update().where(job_cursors.c.job_id == job.id).values(next_nominal_at=to_us(FRIDAY - LOOK))
+        )
     result = await world.dispatch.claim_due(OWNED, FRIDAY - LOOK)
     assert result.executions == []
     [finding] = result.unreadable

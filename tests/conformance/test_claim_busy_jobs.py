@@ -17,7 +17,8 @@ import pytest
 import sqlalchemy as sa
 
 from tickwheel_server.store.claim_handout import _BUSY_JOBS, busy_jobs
-from tickwheel_server.store.tables import executions, jobs
+from tests.support.jobrows import insert_jobs
+from tickwheel_server.store.tables import executions
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
 # status, attempt of each job's one execution → whether the job is busy
@@ -35,10 +36,10 @@ ENDED = ("succeeded", "dead", "canceled")
 
 
 def _job(conn: sa.Connection, job_id: str) -> None:
-    conn.execute(jobs.insert().values(
+    insert_jobs(conn, [dict(
         id=job_id, tenant="acme", partition=0, name="j", state="active", spec=b"", time_zone="UTC",
         next_run_at=None, next_due_at=None, run_count=0, tzdata_version="x", pause_reason="", paused_at=None,
-        version=1, created_at=0, updated_at=0))  # fmt: skip
+        version=1, created_at=0, updated_at=0)])  # fmt: skip
 
 
 def _execution(conn: sa.Connection, ident: str, job_id: str, status: str, attempt: int = 1, at: int = 0) -> None:
@@ -93,10 +94,14 @@ async def test_the_probe_reads_each_group_s_index_by_job_not_the_history(engine)
         pytest.skip("PostgreSQL's plan")
     with engine.begin() as conn:
         conn.exec_driver_sql(
-            "INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, run_count, tzdata_version, "
+            "INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, tzdata_version, "
             "pause_reason, version, created_at, updated_at) "
-            "SELECT 'job_' || lpad(g::text, 5, '0'), 'acme', 0, 'j', 'active', '', 'UTC', 0, 'x', '', 1, 0, 0 "
+            "SELECT 'job_' || lpad(g::text, 5, '0'), 'acme', 0, 'j', 'active', '', 'UTC', 'x', '', 1, 0, 0 "
             "FROM generate_series(1, 2000) AS g"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO job_cursors (job_id, tenant, partition, state, version, run_count) "
+            "SELECT 'job_' || lpad(g::text, 5, '0'), 'acme', 0, 'active', 1, 0 FROM generate_series(1, 2000) AS g"
         )
         conn.exec_driver_sql(
             "INSERT INTO executions (id, job_id, tenant, partition, origin, nominal_at, due_at, ready_at, attempt, "

@@ -89,10 +89,10 @@ async def test_a_claim_that_hands_out_is_four_round_trips_and_one_that_does_not_
             first, due, reads, writes = map(statements, trips)
             assert "BEGIN ISOLATION LEVEL READ COMMITTED" in first and "FROM partitions" in first
             assert first.index("BEGIN") < first.index("FROM partitions"), "the epochs are read in the transaction"
-            assert "FROM jobs" in due
+            assert "FROM job_cursors" in due
             assert reads.index("FROM tenants") < reads.index("FROM executions"), "the tenants' locks first, as before"
             assert writes.index("INSERT INTO executions") < writes.index("COMMIT")
-            assert writes.index("UPDATE jobs") < writes.index("COMMIT")
+            assert writes.index("UPDATE job_cursors") < writes.index("COMMIT")
     # One claim may take one trip more: the one whose statement psycopg prepares outside a pipeline (the due jobs').
     assert counts[-2:] == [4, 4] and sorted(counts) in ([4] * 8, [4] * 7 + [5]), counts
     # Without an offer: the epochs (with the BEGIN), the due jobs, the writes (with the COMMIT).
@@ -119,7 +119,8 @@ END $$;
 
 FAILURES = {
     "a deadlock at the cursors' UPDATE": (
-        "CREATE TRIGGER claim_fails AFTER UPDATE ON jobs FOR EACH STATEMENT EXECUTE FUNCTION claim_fails('40P01')",
+        "CREATE TRIGGER claim_fails AFTER UPDATE ON job_cursors FOR EACH STATEMENT "
+        "EXECUTE FUNCTION claim_fails('40P01')",
         "40P01",
     ),
     "a serialization failure at the insert": (
@@ -149,7 +150,7 @@ def written(engine) -> tuple[dict[str, tuple], list[tuple]]:
     with engine.connect() as conn:
         rows = {r.id: (r.status, r.owner, r.delivery) for r in conn.execute(
             sa.text("SELECT id, status, owner, delivery FROM executions"))}  # fmt: skip
-        cursors = sorted(tuple(r) for r in conn.execute(sa.text("SELECT DISTINCT state, run_count FROM jobs")))
+        cursors = sorted(tuple(r) for r in conn.execute(sa.text("SELECT DISTINCT state, run_count FROM job_cursors")))
     return rows, cursors
 
 

@@ -16,9 +16,10 @@ from tickwheel.shared.ids import execution_id, new_job_id, to_us
 from tickwheel_server.jobspec import DefinitionCache
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.jobrecords import JobRecord, NewJob
+from tests.support.jobrows import job_row
 from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.partitions import PartitionStore
-from tickwheel_server.store.tables import executions, jobs, skips
+from tickwheel_server.store.tables import executions, skips
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
 NOW = datetime(2027, 1, 1, 1, 0, tzinfo=timezone.utc)  # claims are made at this instant
@@ -54,11 +55,11 @@ class World:
         self.jobs = JobStore(engine, clock, partition_count=PARTITIONS)
         self.dispatch = DispatchStore(engine, clock)
 
-    async def create(self, job: job_pb2.Job, cursor: datetime | None) -> JobRecord:
+    async def create(self, job: job_pb2.Job, cursor: datetime | None, tenant: str = "acme") -> JobRecord:
         ident = new_job_id(self.clock.now())
         record, _ = await self.jobs.create(
             NewJob(
-                id=ident, tenant="acme", name=job.name, spec=job.SerializeToString(), time_zone="UTC",
+                id=ident, tenant=tenant, name=job.name, spec=job.SerializeToString(), time_zone="UTC",
                 next_run_at=cursor, next_due_at=cursor, tzdata_version="2026a", payload_size=len(job.payload),
             ),
             f"req-{ident}",
@@ -71,7 +72,7 @@ class World:
 
     def job_row(self, job_id: str) -> sa.Row:
         with self.engine.connect() as conn:
-            return conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).one()
+            return job_row(conn, job_id)
 
 
 @pytest.fixture

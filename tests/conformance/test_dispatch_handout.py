@@ -225,8 +225,11 @@ async def test_a_session_in_doubt_at_the_deal_gives_the_claims_hand_outs_back(mi
         add_execution(migrated_engine, clock, "gone")  # a job row to claim from: give it a cursor due now
         with migrated_engine.begin() as conn:
             conn.execute(
-                sa.text("UPDATE jobs SET next_run_at = :at, next_due_at = :at, spec = :spec WHERE id = 'job_gone'"),
-                dict(at=to_us(clock.now()), spec=spec.SerializeToString()),
+                sa.text("UPDATE jobs SET spec = :spec WHERE id = 'job_gone'"), dict(spec=spec.SerializeToString())
+            )
+            conn.execute(
+                sa.text("UPDATE job_cursors SET next_run_at = :at, next_due_at = :at WHERE job_id = 'job_gone'"),
+                dict(at=to_us(clock.now())),
             )
             conn.execute(sa.delete(executions))
         loan = gateway.lending.lend(1000)

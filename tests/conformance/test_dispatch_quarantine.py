@@ -19,9 +19,10 @@ from tickwheel.shared.ids import new_job_id, to_us
 from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.jobrecords import JobRecord, NewJob
+from tests.support.jobrows import delete_job, job_row, write_job
 from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.partitions import PartitionStore
-from tickwheel_server.store.tables import alerts, executions, jobs, skips
+from tickwheel_server.store.tables import alerts, executions, skips
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
 NOW = datetime(2027, 1, 1, 1, 0, tzinfo=timezone.utc)
@@ -75,11 +76,11 @@ class World:
     def write(self, job_id: str, **values) -> None:
         """Raw SQL, as a newer version or a bad migration would leave the row."""
         with self.engine.begin() as conn:
-            conn.execute(jobs.update().where(jobs.c.id == job_id).values(**values))
+            write_job(conn, job_id, **values)
 
     def row(self, job_id: str) -> dict:
         with self.engine.connect() as conn:
-            return dict(conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).one()._mapping)
+            return dict(job_row(conn, job_id)._mapping)
 
     def executions_of(self, job_id: str) -> list[int]:
         with self.engine.connect() as conn:
@@ -232,7 +233,7 @@ async def test_a_deleted_quarantined_job_has_its_alert_resolved(world) -> None:
     world.write(bad.id, spec=b"\xff\xff\xff")
     await world.tick()
     with world.engine.begin() as conn:
-        conn.execute(jobs.delete().where(jobs.c.id == bad.id))
+        delete_job(conn, bad.id)
     assert await world.server().review_quarantine(OWNED) == [bad.id]
     assert world.alerts_of(bad.id)[0].resolved_at is not None
     await world.dispatch.review_quarantine(OWNED)

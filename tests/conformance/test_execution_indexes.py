@@ -64,7 +64,8 @@ def indexes_holding(engine: sa.Engine, row_id: str, table: str = "executions") -
     with engine.connect() as conn:
         held = set()
         for name, predicate in _indexes(conn, table).items():
-            check = f"SELECT count(*) FROM {table} WHERE id = :id AND ({predicate or 'TRUE'})"
+            key = "job_id" if table == "job_cursors" else "id"
+            check = f"SELECT count(*) FROM {table} WHERE {key} = :id AND ({predicate or 'TRUE'})"
             if conn.execute(sa.text(check), {"id": row_id}).scalar_one():
                 held.add(name)
         return held
@@ -94,24 +95,38 @@ async def test_a_handed_out_execution_is_in_four_indexes_only(store, migrated_en
     }  # fmt: skip
 
 
-async def test_a_claimed_occurrence_is_in_five_indexes_and_its_completed_job_in_three(migrated_engine, clock) -> None:
+async def test_a_claimed_occurrence_is_in_five_indexes_and_its_completed_job_s_cursor_in_one(
+    migrated_engine, clock
+) -> None:
     """What a claim of a one-off job writes: the new scheduled execution goes
     into five indexes (the timer wheel's rebuild reads the hand-out's
-    ``executions_scheduled_tenant`` instead of an index by partition of its own) and
-    the job, completed, into three (the tzdata recompute's
-    ``jobs_active_zone`` holds active jobs only)."""
+    ``executions_scheduled_tenant`` instead of an index by partition of its own),
+    the job's cursor, completed, into one (its primary key: ``job_cursors_due``
+    holds active cursors only), and nothing of the job's row (migration 0032:
+    the same row version, in the indexes it was in)."""
     await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
     await PartitionStore(migrated_engine, clock).raise_epochs(OWNED, "claimer")
     world = World(migrated_engine, clock)
     job = await world.create(once_job(NOW), NOW)
-    assert "jobs_active_zone" in indexes_holding(migrated_engine, job.id, "jobs")
+    held = indexes_holding(migrated_engine, job.id, "jobs")
+    assert "jobs_active_zone" in held
+    assert indexes_holding(migrated_engine, job.id, "job_cursors") == {PRIMARY_KEY, "job_cursors_due"}
+    postgres = migrated_engine.dialect.name == "postgresql"
+    version = "SELECT xmin::text FROM jobs WHERE id = :id" if postgres else "SELECT 1"
+    with migrated_engine.connect() as conn:
+        before = conn.execute(sa.text(version), {"id": job.id}).scalar_one()
+        row = conn.execute(sa.text("SELECT * FROM jobs WHERE id = :id"), {"id": job.id}).one()
 
     claimed = await DispatchStore(migrated_engine, clock).claim_due(OWNED, NOW)
 
     [execution] = claimed.executions
     assert indexes_holding(migrated_engine, execution.id) == SCHEDULED
     assert world.job_row(job.id).state == "completed"
-    assert indexes_holding(migrated_engine, job.id, "jobs") == {PRIMARY_KEY, "jobs_tenant", "jobs_tenant_name"}
+    assert indexes_holding(migrated_engine, job.id, "job_cursors") == {PRIMARY_KEY}
+    with migrated_engine.connect() as conn:
+        assert conn.execute(sa.text(version), {"id": job.id}).scalar_one() == before, "a new version of the job's row"
+        assert conn.execute(sa.text("SELECT * FROM jobs WHERE id = :id"), {"id": job.id}).one() == row
+    assert indexes_holding(migrated_engine, job.id, "jobs") == held
 
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -34,6 +34,7 @@ from tickwheel_server.store.deadletters import DeadLetterStore
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.executions import Capability, Lost
 from tickwheel_server.store.history import HistoryStore
+from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.lateness import LatenessStore
 from tickwheel_server.store.requeue import RequeueStore
 from tickwheel_server.store.retention import RetentionStore
@@ -57,10 +58,14 @@ async def engine(migrated_engine, clock) -> sa.Engine:
     await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
     with migrated_engine.begin() as conn:
         conn.exec_driver_sql(
-            "INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, run_count, tzdata_version, "
+            "INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, tzdata_version, "
             "pause_reason, version, created_at, updated_at, calendar) "
-            "SELECT 'job_' || lpad(g::text, 5, '0'), 'acme', 0, 'j', 'active', '', 'UTC', 0, 'x', '', 1, 0, 0, "
+            "SELECT 'job_' || lpad(g::text, 5, '0'), 'acme', 0, 'j', 'active', '', 'UTC', 'x', '', 1, 0, 0, "
             "CASE WHEN g <= 5 THEN 'holidays' ELSE '' END FROM generate_series(1, 2000) AS g"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO job_cursors (job_id, tenant, partition, state, version, run_count) "
+            "SELECT 'job_' || lpad(g::text, 5, '0'), 'acme', 0, 'active', 1, 0 FROM generate_series(1, 2000) AS g"
         )
         # The history: ended executions of every job, a tenth of them dead.
         conn.exec_driver_sql(
@@ -198,3 +203,22 @@ async def test_a_job_s_running_group_is_read_on_executions_busy_alone_in_a_gener
     [(statement, parameters, _)] = [sent for sent in seen if "status = 'running' OR" in sent.statement]
     top = plan(engine, statement, parameters)
     assert {n["Index Name"] for n in nodes(top) if "Index Name" in n} == {"executions_busy"}, describe(top)
+
+
+async def test_a_page_of_jobs_reads_each_cursor_by_its_key_in_a_generic_plan(engine, clock) -> None:
+    """ListJobs, SearchJobs and GetJob read each job with its cursor
+    (``job_cursors``, migration 0032): a page of ``jobs_tenant`` in id order
+    with a LIMIT, each row's cursor by its primary key, in a generic plan
+    too; neither table read whole, nor a page's rows sorted."""
+    store = JobStore(engine, clock, partition_count=1)
+    with captured(engine) as seen:
+        page = await store.list("acme", after_id="job_00100", limit=50)
+        assert [job.id for job in page] == [f"job_{n:05d}" for n in range(101, 151)]
+        assert len(await store.search(after_id="job_01000", limit=50, state="active")) == 50
+        assert (await store.get("acme", "job_00007")).run_count == 0
+    reads = [sent for sent in seen if _on(("job_cursors",), sent.statement)]
+    assert len(reads) == 3, [sent.statement for sent in seen]
+    for statement, parameters, _ in reads:
+        top = plan(engine, statement, parameters)
+        assert not seq_scans(top, ("jobs", "job_cursors")), describe(top)
+        assert not any(n["Node Type"] == "Sort" for n in nodes(top)), describe(top)

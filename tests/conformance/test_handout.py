@@ -17,6 +17,7 @@ from tickwheel_server.store.errors import AmbiguousCommitError
 from tickwheel_server.store.executions import Capability, Lost, ResultIn, Retry
 from tickwheel_server.store.history import HistoryStore, attempt_history
 from tickwheel_server.store.queue import ExecutionQueue
+from tests.support.jobrows import insert_jobs
 from tickwheel_server.store.tables import executions, jobs
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
@@ -51,10 +52,10 @@ def add_execution(engine, clock, ident: str, *, due_in: float = 0.0, tenant: str
     nominal = due if nominal_in is None else to_us(clock.now() + timedelta(seconds=nominal_in))
     with engine.begin() as conn:
         if not conn.execute(sa.select(jobs.c.id).where(jobs.c.id == job_id)).first():
-            conn.execute(jobs.insert().values(
+            insert_jobs(conn, [dict(
                 id=job_id, tenant=tenant, partition=0, name="j", state="active", spec=spec.SerializeToString(),
                 time_zone="UTC", next_run_at=None, next_due_at=None, run_count=0, tzdata_version="x",
-                pause_reason="", paused_at=None, version=1, created_at=0, updated_at=0))
+                pause_reason="", paused_at=None, version=1, created_at=0, updated_at=0)])
         conn.execute(executions.insert().values(
             id=ident, job_id=job_id, tenant=tenant, partition=0, origin=origin, nominal_at=nominal, due_at=due,
             ready_at=due, attempt=1, delivery=0, status="scheduled", owner=None, worker_id=None, handler=handler,

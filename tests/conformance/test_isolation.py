@@ -29,7 +29,8 @@ from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.history import HistoryStore, attempt_history
 from tickwheel_server.store.jobrecords import NewJob
 from tickwheel_server.store.jobs import JobStore
-from tickwheel_server.store.tables import concurrency_keys, executions, jobs, skips
+from tests.support.jobrows import insert_jobs
+from tickwheel_server.store.tables import concurrency_keys, executions, skips
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
 from tests.support.plans import captured
@@ -148,10 +149,10 @@ async def test_a_tenant_with_a_backlog_does_not_delay_another_and_never_exceeds_
     ] + [dict(id=f"b{i:02d}", job_id="job_b", tenant="globex", ready_at=due + 10_000 + i) for i in range(50)]
     with migrated_engine.begin() as conn:
         for job_id, tenant in (("job_a", "acme"), ("job_b", "globex")):
-            conn.execute(jobs.insert().values(
+            insert_jobs(conn, [dict(
                 id=job_id, tenant=tenant, partition=0, name="j", state="active", spec=job.SerializeToString(),
                 time_zone="UTC", next_run_at=None, next_due_at=None, run_count=0, tzdata_version="x",
-                pause_reason="", paused_at=None, version=1, created_at=0, updated_at=0))
+                pause_reason="", paused_at=None, version=1, created_at=0, updated_at=0)])
         conn.execute(executions.insert(), [
             dict(r, partition=0, origin="scheduled", nominal_at=r["ready_at"], due_at=r["ready_at"], attempt=1,
                  delivery=0, status="scheduled", handler="echo", missed_count=1, reap_count=0, payload=b"",

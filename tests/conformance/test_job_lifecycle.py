@@ -29,7 +29,7 @@ from tickwheel_server.policy.jobchanges import replan
 from tickwheel_server.store.jobexecutions import NOT_IN_NEW_SCHEDULE
 from tickwheel_server.store.jobrecords import JobRecord, NewJob
 from tickwheel_server.store.jobs import JobStore
-from tickwheel_server.store.tables import attempts, executions, jobs, skips
+from tickwheel_server.store.tables import attempts, executions, job_cursors, skips
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
 T0 = datetime(2027, 1, 1, tzinfo=timezone.utc)  # FakeClock's start
@@ -187,7 +187,9 @@ async def test_update_re_creates_claimed_occurrences_under_the_new_schedule(w: W
     # The dispatcher claimed 00:01 and 00:02 in its look-ahead and moved the cursor to 00:03.
     with w.engine.begin() as conn:
         cursor = to_us(T0 + 3 * MINUTE)
-        conn.execute(jobs.update().where(jobs.c.id == job.id).values(next_run_at=cursor, next_due_at=cursor))
+        conn.execute(
+            job_cursors.update().where(job_cursors.c.job_id == job.id).values(next_run_at=cursor, next_due_at=cursor)
+        )
     for minute in (1, 2):
         w.execution(job, T0 + minute * MINUTE, "scheduled")
     every_other = every_minute(expression="*/2 * * * *")
@@ -295,8 +297,8 @@ async def test_a_completed_job_can_be_paused_and_resumes_completed_with_its_run(
     runs: pausing holds it, resuming before its instant releases it."""
     job = await w.create()
     with w.engine.begin() as conn:
-        ended = dict(state="completed", next_run_at=None, next_due_at=None)
-        conn.execute(jobs.update().where(jobs.c.id == job.id).values(**ended))
+        ended = dict(state="completed", next_run_at=None, next_due_at=None)  # as the claim leaves it: the cursor only
+        conn.execute(job_cursors.update().where(job_cursors.c.job_id == job.id).values(**ended))
     claimed = w.execution(job, T0 + MINUTE, "scheduled")
     paused, held = await w.jobs.pause("acme", job.id)
     assert (paused.state, held) == ("paused", 1) and w.statuses(job.id) == {claimed: "waiting"}

@@ -236,3 +236,35 @@ async def test_a_tenant_paused_after_the_claims_scan_gets_nothing_handed_out(eng
     occurrence = execution_id(job.id, NOW)
     assert claim.handed_out == [] and [e.id for e in claim.executions] == [occurrence]
     assert statuses(engine, job.id) == {occurrence: ("scheduled", "scheduled")}, "the hand-out holds it back"
+
+
+async def test_a_pause_racing_a_claim_waits_for_it_and_keeps_the_cursor_it_advanced(engine, jobs, clock) -> None:
+    """The claim locks and advances the job's cursor (``job_cursors``,
+    migration 0032) and nothing of its row; a job write locks the row and
+    the cursor together. A pause that comes while the claim holds the
+    cursor waits for the claim's commit and then reads the cursor it
+    wrote: it does not write the cursor back to where it was before the
+    claim (which would claim the same occurrence again)."""
+    [job] = await create(jobs, clock, once_job(NOW), 1)
+    loop = asyncio.get_running_loop()
+    pausing = []
+
+    def pause_now() -> None:  # the claim holds the cursor: the pause waits for the claim
+        pausing.append(asyncio.run_coroutine_threadsafe(jobs.pause("acme", job.id, "racing"), loop))
+        wait_for_a_lock_waiter(engine)
+
+    dispatch = DispatchStore(engine, clock)
+    claim = await dispatch.claim_due(
+        LANES[0] | LANES[1], NOW, offer=offer(held_at_the_commit(pause_now)), **NOW_PASS
+    )
+    paused, _ = await asyncio.wrap_future(pausing[0])
+    assert [[h.id for h in group] for group in claim.handed_out] == [[execution_id(job.id, NOW)]]
+    # The one-off's only run was claimed: the pause finds it completed in its
+    # cursor (no next run, one run counted), and holds the run it created.
+    assert (paused.state, paused.run_count, paused.next_run_at) == ("paused", 1, None)
+    assert statuses(engine, job.id) == {execution_id(job.id, NOW): ("running", "scheduled")}
+    resumed, _, _ = await jobs.resume("acme", job.id, expected_version=paused.version, next_fire=None, skipped=None,
+                                      tzdata_version="2026a")
+    assert (resumed.state, resumed.run_count, resumed.next_run_at) == ("completed", 1, None)
+    again = await dispatch.claim_due(LANES[0] | LANES[1], NOW + timedelta(minutes=5), **NOW_PASS)
+    assert again.jobs == 0 and again.executions == [], "its occurrence is not claimed twice"

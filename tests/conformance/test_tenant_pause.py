@@ -16,6 +16,7 @@ from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.jobrecords import JobRecord, NewJob
 from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.partitions import PartitionStore
+from tests.support.jobrows import job_row
 from tickwheel_server.store.tables import executions, jobs, skips
 from tickwheel_server.store.tenants import Tenant, TenantStore
 
@@ -43,9 +44,10 @@ class World:
         return record
 
     def rows(self, table: sa.Table, job_id: str) -> list[sa.Row]:
-        column = table.c.job_id if table is not jobs else table.c.id
         with self.engine.connect() as conn:
-            return conn.execute(sa.select(table).where(column == job_id)).all()
+            if table is jobs:
+                return [job_row(conn, job_id)]
+            return conn.execute(sa.select(table).where(table.c.job_id == job_id)).all()
 
 
 @pytest.fixture

@@ -22,7 +22,8 @@ from tickwheel.v1 import job_pb2
 from tickwheel.shared.ids import to_us
 from tickwheel_server.store.executions import Capability
 from tickwheel_server.store.queue import ExecutionQueue
-from tickwheel_server.store.tables import executions, jobs, tenants
+from tests.support.jobrows import insert_jobs
+from tickwheel_server.store.tables import executions, tenants
 from tickwheel_server.store.tenant_walk import TenantWalk
 
 from .test_arming import AHEAD, one_off
@@ -234,7 +235,7 @@ def park(engine, clock, names, *, runs: int = 1, first_in: float = 3600) -> None
             payload=b"", error="", dead_reason="", created_at=0, finished_at=None) for k in range(runs)]
     with engine.begin() as conn:
         for at in range(0, len(job_rows), 2000):
-            conn.execute(jobs.insert(), job_rows[at:at + 2000])
+            insert_jobs(conn, job_rows[at:at + 2000])
         for at in range(0, len(rows), 2000):
             conn.execute(executions.insert(), rows[at:at + 2000])
 
@@ -286,7 +287,7 @@ async def test_a_hostile_tenant_s_parked_rows_and_burst_do_not_delay_another_ten
     spec = one_off(clock, 2).SerializeToString()
     with migrated_engine.begin() as conn:
         # Half ready now, half at the quiet tenant's instant 2 s ahead: a job each.
-        conn.execute(jobs.insert(), [dict(
+        insert_jobs(conn, [dict(
             id=f"burst_{k}", tenant="aaa_hostile", partition=0, name="j", state="active", spec=spec,
             time_zone="UTC", next_run_at=None, next_due_at=None, run_count=0, tzdata_version="x", pause_reason="",
             paused_at=None, version=1, created_at=0, updated_at=0) for k in range(4000)])

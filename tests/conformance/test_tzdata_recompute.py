@@ -16,7 +16,8 @@ from tickwheel_server.schedule import Engine, ZoneRegistry
 from tickwheel_server.schedule.zones import default_registry
 from tickwheel_server.store.jobrecords import NewJob
 from tickwheel_server.store.jobs import JobStore
-from tickwheel_server.store.tables import executions, jobs
+from tests.support.jobrows import job_row
+from tickwheel_server.store.tables import executions, job_cursors, jobs
 from tickwheel_server.store.tenants import Tenant, TenantStore
 from tickwheel_server.store.tzdata import ShiftedRun, TzdataStore, _last_created
 
@@ -76,7 +77,7 @@ class World:
 
     def row(self, job_id: str):
         with self.engine.connect() as conn:
-            return conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).one()
+            return job_row(conn, job_id)
 
 
 @pytest.fixture
@@ -142,6 +143,30 @@ async def test_unknown_old_release_treats_every_zone_as_changed(w: World, new_re
     examined, shifted = await w.tzdata.recompute(new_release, "2099z", None, NOW, dry_run=False)
     assert (examined, shifted) == (1, [])
     assert w.row(tokyo).tzdata_version == "2099z"  # cursor kept, release tag updated
+
+
+async def test_a_job_the_claim_completed_is_passed_over_and_leaves_the_active_zone_index(
+    w: World, new_release: Engine
+):
+    """The claim completes a job in its cursor alone (migration 0032), so
+    its row may still say ``active`` in ``jobs_active_zone``: the recompute
+    reads that row, finds its cursor completed, leaves the cursor as it is
+    and brings the row's state up to it, so later recomputes pass it no more."""
+    done = await w.create("Europe/London", datetime(2030, 3, 26, 9, tzinfo=UTC))
+    live = await w.create("Europe/London", datetime(2030, 3, 27, 9, tzinfo=UTC))
+    with w.engine.begin() as conn:  # what the claim of a last run leaves
+        conn.execute(job_cursors.update().where(job_cursors.c.job_id == done).values(
+            state="completed", next_run_at=None, next_due_at=None, run_count=1))  # fmt: skip
+    examined, shifted = await w.tzdata.recompute(new_release, "2099z", None, NOW, dry_run=True)
+    assert examined == 2 and [r.job_id for r in shifted] == [live]
+    with w.engine.connect() as conn:
+        assert conn.execute(sa.select(jobs.c.state).where(jobs.c.id == done)).scalar() == "active", "a dry run"
+    examined, shifted = await w.tzdata.recompute(new_release, "2099z", None, NOW, dry_run=False)
+    assert examined == 2 and [r.job_id for r in shifted] == [live]
+    row = w.row(done)
+    assert (row.state, row.next_run_at, row.run_count) == ("completed", None, 1)
+    with w.engine.connect() as conn:
+        assert conn.execute(sa.select(jobs.c.state).where(jobs.c.id == done)).scalar() == "completed"
 
 
 async def test_named_zones_are_recomputed_whatever_the_release(w: World, new_release: Engine):

@@ -43,13 +43,14 @@ def test_the_raw_claim_claims_each_due_job_once_on_its_own_tables(postgres_url):
     bd.prepare_schema(postgres_url)
     with psycopg.connect(bd.conninfo(postgres_url), autocommit=True) as pg:
         assert bd.load(pg, bd.job_rows(7, DUE, NOT_DUE)) == DUE + NOT_DUE
-        tickwheel_jobs = pg.execute("SELECT id, next_run_at, run_count FROM jobs ORDER BY id").fetchall()
+        cursors = "SELECT job_id, next_run_at, run_count FROM job_cursors ORDER BY job_id"
+        tickwheel_jobs = pg.execute(cursors).fetchall()
         assert peers.prepare_raw_tables(pg) == DUE + NOT_DUE
         indexes = {name: definition for name, definition in pg.execute(
             "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s AND tablename = 'jobs'",
             (peers.RAW_SCHEMA,))}
         assert "raw_jobs_due" in indexes, "the plain claim's own index"
-        assert not any("(partition, next_run_at)" in d for d in indexes.values()), "the dispatcher's index swapped out"
+        assert not any("(partition, next_run_at)" in d for d in indexes.values()), "not the dispatcher's index"
         assert any("UNIQUE" in d and "(id)" in d for d in indexes.values()), "Tickwheel's key copied"
 
         sql = peers.raw_claim_sql()
@@ -92,5 +93,5 @@ def test_the_raw_claim_claims_each_due_job_once_on_its_own_tables(postgres_url):
         assert not_due == NOT_DUE, "jobs beyond the horizon are left alone"
 
         # Tickwheel's own tables are as they were.
-        assert pg.execute("SELECT id, next_run_at, run_count FROM jobs ORDER BY id").fetchall() == tickwheel_jobs
+        assert pg.execute(cursors).fetchall() == tickwheel_jobs
         assert pg.execute("SELECT count(*) FROM executions").fetchone()[0] == 0

@@ -184,14 +184,14 @@ def audit(engine: sa.Engine, expected: dict[str, datetime], worker_id: str) -> d
         rows = conn.execute(
             sa.text(
                 f"""
-                SELECT j.id AS job_id, j.state, j.run_count, e.id, e.status, e.due_at, e.attempt, e.delivery, e.finished_at,
+                SELECT j.job_id, j.state, j.run_count, e.id, e.status, e.due_at, e.attempt, e.delivery, e.finished_at,
                        (SELECT count(*) FROM {ALL_ATTEMPTS} a WHERE a.execution_id = e.id) AS attempt_rows,
                        (SELECT min(a.started_at) FROM {ALL_ATTEMPTS} a WHERE a.execution_id = e.id) AS started_at,
                        (SELECT min(a.worker_id) FROM {ALL_ATTEMPTS} a WHERE a.execution_id = e.id) AS worker_id,
                        (SELECT min(a.status) FROM {ALL_ATTEMPTS} a WHERE a.execution_id = e.id) AS attempt_status
-                FROM jobs j LEFT JOIN executions e ON e.job_id = j.id
-                WHERE j.id = ANY(:ids)
-                ORDER BY j.id
+                FROM job_cursors j LEFT JOIN executions e ON e.job_id = j.job_id
+                WHERE j.job_id = ANY(:ids)
+                ORDER BY j.job_id
                 """
             ),
             {"ids": ids},
@@ -364,7 +364,7 @@ async def test_a_claim_with_a_stale_epoch_writes_nothing(postgres_url: str) -> N
             per_job = dict(conn.execute(
                 sa.text("SELECT job_id, count(*) FROM executions GROUP BY job_id")
             ).all())
-            cursors = conn.execute(sa.text("SELECT DISTINCT state, run_count FROM jobs")).all()
+            cursors = conn.execute(sa.text("SELECT DISTINCT state, run_count FROM job_cursors")).all()
             epoch = conn.execute(sa.text("SELECT epoch, owner FROM partitions WHERE partition = 0")).one()
         assert per_job == {job_id: 1 for job_id in all_ids}
         assert [tuple(row) for row in cursors] == [("completed", 1)]
@@ -380,7 +380,8 @@ async def test_a_claim_with_a_stale_epoch_writes_nothing(postgres_url: str) -> N
             assert conn.execute(
                 sa.text("SELECT count(*) FROM executions WHERE job_id = :id"), {"id": lone.id}
             ).scalar_one() == 0
-            assert conn.execute(sa.text("SELECT state FROM jobs WHERE id = :id"), {"id": lone.id}).scalar_one() == "active"
+            state = sa.text("SELECT state FROM job_cursors WHERE job_id = :id")
+            assert conn.execute(state, {"id": lone.id}).scalar_one() == "active"
     finally:
         engine.dispose()
 

@@ -16,6 +16,7 @@ from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, sche
 from tests.integration.test_dispatch_flow import once_job, wait_for_status
 from tests.support.workers import builtin_handlers, running_worker
 from tickwheel.shared.ids import to_us
+from tests.support.jobrows import job_row, write_job
 from tickwheel_server.store.tables import executions, jobs
 
 WAIT = 20.0
@@ -43,10 +44,7 @@ async def test_an_unreadable_job_is_alerted_and_the_others_still_run(server) -> 
         damaged.misfire_policy = 7
         due = to_us(now + timedelta(seconds=1))
         with server.server.engine.begin() as conn:
-            conn.execute(
-                jobs.update().where(jobs.c.id == bad.id)
-                .values(spec=damaged.SerializeToString(), next_run_at=due, next_due_at=due)
-            )  # fmt: skip
+            write_job(conn, bad.id, spec=damaged.SerializeToString(), next_run_at=due, next_due_at=due)
         good = [
             (await scheduler.CreateJob(
                 scheduler_pb2.CreateJobRequest(job=once_job(f"good{n}", now + timedelta(seconds=1.5)), request_id=f"g{n}"),
@@ -71,7 +69,7 @@ async def test_an_unreadable_job_is_alerted_and_the_others_still_run(server) -> 
         assert (alert.job_id, alert.tenant, alert.severity) == (bad.id, "acme", admin_pb2.ALERT_SEVERITY_CRITICAL)
         assert "misfire_policy" in alert.details["reason"]
         with server.server.engine.connect() as conn:
-            row = conn.execute(sa.select(jobs).where(jobs.c.id == bad.id)).one()
+            row = job_row(conn, bad.id)
             claimed = conn.execute(sa.select(executions.c.id).where(executions.c.job_id == bad.id)).all()
         assert (row.state, row.next_run_at, row.spec, claimed) == ("active", due, damaged.SerializeToString(), [])
 

@@ -41,7 +41,8 @@ from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.executions import Capability, ResultIn
 from tickwheel_server.store.lateness import LatenessStore
 from tickwheel_server.store.queue import ExecutionQueue
-from tickwheel_server.store.tables import executions, jobs, tenants
+from tests.support.jobrows import insert_jobs
+from tickwheel_server.store.tables import executions, tenants
 
 pytestmark = pytest.mark.postgres
 
@@ -79,7 +80,7 @@ def _populate(engine: sa.Engine) -> None:
                      pause_reason="", paused_at=None, version=1, created_at=now_us, updated_at=now_us)
                 for j in range(min(500, count + ahead))
             ]
-        conn.execute(jobs.insert(), job_rows)
+        insert_jobs(conn, job_rows)
         conn.execute(executions.insert(), rows)
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql("ANALYZE")

@@ -33,7 +33,8 @@ from tickwheel.shared.ids import to_us
 from tickwheel_server.store import create_store_engine, migrate
 from tickwheel_server.store.executions import Capability
 from tickwheel_server.store.queue import ExecutionQueue
-from tickwheel_server.store.tables import executions, jobs, tenants
+from tests.support.jobrows import insert_jobs
+from tickwheel_server.store.tables import executions, tenants
 
 from .test_handout_explain import _capturing, _describe, _explain, _index_scans_only, _nodes
 
@@ -57,7 +58,7 @@ def _populate(engine: sa.Engine) -> list[str]:
             name=name, weight=1, max_concurrency=0, max_jobs=1_000_000, max_payload_bytes=65536,
             requests_per_second=100, state="active", pause_reason="", created_at=now_us, updated_at=now_us,
             version=1) for name in names])
-        conn.execute(jobs.insert(), [dict(
+        insert_jobs(conn, [dict(
             id=f"job_{name}", tenant=name, partition=0, name="j", state="active", spec=spec.SerializeToString(),
             time_zone="UTC", next_run_at=None, next_due_at=None, run_count=0, tzdata_version="x", pause_reason="",
             paused_at=None, version=1, created_at=now_us, updated_at=now_us) for name in names])

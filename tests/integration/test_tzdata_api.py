@@ -12,6 +12,7 @@ from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, sche
 
 from tests.support.server import running_server
 from tickwheel_server.schedule import tzdata_version
+from tests.support.jobrows import job_row
 from tickwheel_server.store.tables import tzdata_versions
 
 from .test_server_api import bearer, violations
@@ -77,7 +78,6 @@ async def test_start_recomputes_jobs_of_another_release_and_logs_and_alerts_the_
     from tickwheel_server.store.cluster import ensure_cluster
     from tickwheel_server.store.jobrecords import NewJob
     from tickwheel_server.store.jobs import JobStore
-    from tickwheel_server.store.tables import jobs
     from tickwheel_server.store.tenants import Tenant, TenantStore
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
@@ -110,7 +110,7 @@ async def test_start_recomputes_jobs_of_another_release_and_logs_and_alerts_the_
                 break
             await asyncio.sleep(0.05)
         with running.server.engine.connect() as conn:
-            row = conn.execute(sa.select(jobs).where(jobs.c.id == ident)).one()
+            row = job_row(conn, ident)
         for _ in range(200):
             alert = await running.server.stores.alerts.get(f"tzdata_shift:2026a->{tzdata_version()}")
             if alert is not None:

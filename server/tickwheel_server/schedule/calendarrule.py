@@ -22,7 +22,7 @@ the *calendar's* zone is a business day (or a half-day) of the calendar
   otherwise :attr:`Verdict.SKIP`. :func:`decide_previous` decides it where
   the previous occurrence is not at hand (only the schedule's walk forward
   is), and :func:`reached_at` is the instant the claim must reach the
-  occurrence by (its scan key, ``jobs.next_run_at``).
+  occurrence by (its scan key, ``job_cursors.next_run_at``).
 
 The nominal instant (and so the execution id) never changes; only the due
 instant does. Bounded: a search steps one local day at a time and stops at

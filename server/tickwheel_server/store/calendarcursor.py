@@ -2,7 +2,7 @@
 
 A job whose calendar rule is ``previous`` may run on an earlier day than its
 nominal instant, and the claim reaches an occurrence only one look-ahead
-before ``jobs.next_run_at``. So for such a job, whenever the cursor is
+before ``job_cursors.next_run_at``. So for such a job, whenever the cursor is
 written outside the claim (create, update, resume, a tzdata recompute) or
 its calendar changes, :func:`rekey_previous` decides the rule for the
 cursor's occurrence and, when the rule moves it earlier, writes the moved
@@ -36,7 +36,8 @@ from ..schedule.calendarrule import CalendarRule, reached_at
 from .base import chunks
 from .claim_calendars import CalendarCache
 from .isolation import status_in
-from .tables import jobs
+from .jobrecords import JOB_WITH_CURSOR
+from .tables import job_cursors, jobs
 
 CHUNK = 500
 
@@ -49,8 +50,8 @@ def names_calendar():
     return jobs.c.calendar != sa.literal_column("''")
 
 _REKEY = (
-    jobs.update()
-    .where(jobs.c.id == sa.bindparam("b_id"), jobs.c.tenant == sa.bindparam("b_tenant"))
+    job_cursors.update()
+    .where(job_cursors.c.job_id == sa.bindparam("b_id"), job_cursors.c.tenant == sa.bindparam("b_tenant"))
     .values(next_run_at=sa.bindparam("b_run"), next_nominal_at=sa.bindparam("b_nominal"))
 )
 
@@ -75,10 +76,14 @@ def rekey_previous(
     nominal cursor: its claim quarantines it."""
     changed: list[dict] = []
     for chunk in chunks(sorted(set(job_ids)), CHUNK):
-        query = sa.select(
-            jobs.c.id, jobs.c.tenant, jobs.c.version, jobs.c.spec, jobs.c.next_run_at, jobs.c.next_due_at,
-            jobs.c.next_nominal_at,
-        ).where(jobs.c.id.in_(chunk), status_in(jobs.c.state, "active"), names_calendar())
+        query = (
+            sa.select(
+                jobs.c.id, jobs.c.tenant, jobs.c.version, jobs.c.spec, job_cursors.c.next_run_at,
+                job_cursors.c.next_due_at, job_cursors.c.next_nominal_at,
+            )
+            .select_from(JOB_WITH_CURSOR)
+            .where(jobs.c.id.in_(chunk), status_in(job_cursors.c.state, "active"), names_calendar())
+        )
         if tenant is not None:
             query = query.where(jobs.c.tenant == tenant)
         wanted = []

@@ -67,12 +67,14 @@ class CalendarCache:
         self.decoded = 0
         """How many definitions were read and decoded (a test sees the cache work)."""
 
-    def load_for(self, conn: Connection, rows: Iterable, definitions: Iterable[JobDefinition]) -> dict[Key, BusinessCalendar]:
+    def load_for(
+        self, conn: Connection, rows: Iterable, definitions: Iterable[JobDefinition | None]
+    ) -> dict[Key, BusinessCalendar]:
         """The calendars the due ``rows`` name (``definitions``: theirs, in
-        the same order), by (tenant, name)."""
+        the same order; None for a row without one), by (tenant, name)."""
         keys = set()
         for row, definition in zip(rows, definitions):
-            ref = definition.calendar
+            ref = None if definition is None else definition.calendar
             if ref is not None:
                 keys.add((row.tenant, ref.name))
         return self.load(conn, keys) if keys else {}

@@ -1,5 +1,5 @@
 """The dispatcher's claim reads (see :mod:`.dispatch`): the due jobs of the
-owned partitions, one batch in the order of ``jobs_due``, and what a due
+owned partitions, one batch in the order of ``job_cursors_due``, and what a due
 row says: its definition if the claim can read it, its cursor, the fires
 after it (pure); and the claimed executions its timer wheel is rebuilt from."""
 
@@ -14,13 +14,13 @@ import sqlalchemy as sa
 
 from tickwheel.shared.ids import from_us
 
-from ..jobspec import JobDefinition
+from ..jobspec import DefinitionCache, JobDefinition
 from ..schedule import Fire, ScheduleError, next_fire
-from .base import driver_sql, one_of
+from .base import driver_sql, execute_arrays, one_of, tuples
 from .engine import Capabilities
 from .quarantine import JOB_UNREADABLE, SCHEDULE_UNCOMPUTABLE, Unreadable
 from .isolation import status_in
-from .tables import executions, jobs, tenants
+from .tables import executions, job_cursors, jobs, tenants
 
 _new_fire = partial(tuple.__new__, Fire)
 
@@ -31,7 +31,6 @@ class DueRow(NamedTuple):
     id: str
     tenant: str
     partition: int
-    spec: bytes
     version: int
     next_run_at: int
     next_due_at: int | None
@@ -39,19 +38,28 @@ class DueRow(NamedTuple):
     tenant_state: str | None
     next_nominal_at: int | None
     """Set only while ``next_run_at`` is the earlier instant a ``previous`` rule moved the cursor to."""
+    spec: bytes | None
+    """The job's definition at the cursor's version when the SELECT read it (``specs``), else None."""
 
 
-def due_sql(*, excluding: bool, skip_locked: bool) -> str:
+_SPEC_OF_ROW = "(SELECT j.spec FROM jobs AS j WHERE j.id = c.job_id AND j.version = c.version) AS spec "
+
+
+def due_sql(*, excluding: bool, skip_locked: bool, specs: bool) -> str:
     """The claim's SELECT as driver SQL (PostgreSQL and CockroachDB): the
     owned partitions and the excluded keys as one array parameter each, so
     the statement's text is the same every tick, and its rows read as the
     driver's tuples (no SQLAlchemy compilation nor ``Row`` per row).
 
-    Per returned row, one probe of the tenants' primary key: it leaves the
-    scan on jobs_due (and its LIMIT) as it is, and FOR UPDATE locks only the
-    jobs in FROM.
+    The due cursors come from ``job_cursors_due`` (the narrow cursor table,
+    migration 0032) and nothing of ``jobs`` is read here: the definitions
+    come from the cache, or by primary key for those it lacks
+    (:func:`definitions`). FOR UPDATE locks the cursors, the one row a
+    claim writes (a job write locks both rows, so it and a claim exclude
+    each other on the cursor). Per returned row, one probe of the tenants'
+    primary key: it leaves the scan on the index (and its LIMIT) as it is.
 
-    ORDER BY the order of jobs_due itself, so the index gives it with no
+    ORDER BY the order of job_cursors_due itself, so the index gives it with no
     sort and the scan stops at the LIMIT. Without it the plan hangs on the
     statistics of next_run_at, which every claim makes stale: estimating
     many rows due, PostgreSQL prefers a Seq Scan that would stop early, and
@@ -64,48 +72,103 @@ def due_sql(*, excluding: bool, skip_locked: bool) -> str:
     the planner prices the latter as dropping nearly every row (0.995 ^ n)
     and trades the ordered scan that stops at the LIMIT for reading and
     sorting every due row; an array containment gets its default
-    selectivity, so the plan stays that of the claim without exclusions."""
+    selectivity, so the plan stays that of the claim without exclusions.
+
+    ``specs``: each row's definition too, a scalar subquery on ``jobs``'
+    primary key evaluated only for the rows returned (at the cursor's
+    version: NULL for a job row missing or at another), for a claim that
+    expects to parse most of its batch (one-off jobs, each claimed once):
+    no round trip more for :func:`definitions`. Without it a claim whose
+    definitions are cached (recurring jobs) reads nothing of ``jobs``."""
     sql = (
-        "SELECT jobs.id, jobs.tenant, jobs.partition, jobs.spec, jobs.version, jobs.next_run_at, jobs.next_due_at, "
-        "jobs.run_count, (SELECT tenants.state FROM tenants WHERE tenants.name = jobs.tenant) AS tenant_state, "
-        "jobs.next_nominal_at "
-        "FROM jobs WHERE jobs.state = 'active' AND jobs.partition = ANY(CAST(:live AS INTEGER[])) "
-        "AND jobs.next_run_at <= :horizon"
+        "SELECT c.job_id, c.tenant, c.partition, c.version, c.next_run_at, c.next_due_at, c.run_count, "
+        "(SELECT tenants.state FROM tenants WHERE tenants.name = c.tenant) AS tenant_state, c.next_nominal_at, "
+        + (_SPEC_OF_ROW if specs else "CAST(NULL AS BYTEA) AS spec ")
+        + "FROM job_cursors AS c "
+        "WHERE c.state = 'active' AND c.partition = ANY(CAST(:live AS INTEGER[])) AND c.next_run_at <= :horizon"
     )
     if excluding:
-        sql += " AND NOT (CAST(:excluded AS TEXT[]) @> ARRAY[jobs.id || '@' || CAST(jobs.version AS TEXT)])"
-    sql += " ORDER BY jobs.partition, jobs.next_run_at LIMIT :batch"
+        sql += " AND NOT (CAST(:excluded AS TEXT[]) @> ARRAY[c.job_id || '@' || CAST(c.version AS TEXT)])"
+    sql += " ORDER BY c.partition, c.next_run_at LIMIT :batch"
     if skip_locked:
-        sql += " FOR UPDATE SKIP LOCKED"
+        sql += " FOR UPDATE OF c SKIP LOCKED"
     return driver_sql(sql)
 
 
 DUE_SQL = {
-    (excluding, skip_locked): due_sql(excluding=excluding, skip_locked=skip_locked)
+    (excluding, skip_locked, specs): due_sql(excluding=excluding, skip_locked=skip_locked, specs=specs)
     for excluding in (False, True)
     for skip_locked in (False, True)
+    for specs in (False, True)
 }
 
 
 def due_select(live: list[int], horizon_us: int, batch: int, excluded: list[str], skip_locked: bool):
     """The same SELECT for SQLite (an ``IN`` list, no arrays)."""
+    cursors = job_cursors.c
+    spec = (
+        sa.select(jobs.c.spec)
+        .where(jobs.c.id == cursors.job_id, jobs.c.version == cursors.version)
+        .scalar_subquery()
+        .label("spec")
+    )
     tenant_state = (
-        sa.select(tenants.c.state).where(tenants.c.name == jobs.c.tenant).scalar_subquery().label("tenant_state")
+        sa.select(tenants.c.state).where(tenants.c.name == cursors.tenant).scalar_subquery().label("tenant_state")
     )
     query = (
         sa.select(
-            jobs.c.id, jobs.c.tenant, jobs.c.partition, jobs.c.spec, jobs.c.version,
-            jobs.c.next_run_at, jobs.c.next_due_at, jobs.c.run_count, tenant_state, jobs.c.next_nominal_at,
+            cursors.job_id, cursors.tenant, cursors.partition, cursors.version, cursors.next_run_at,
+            cursors.next_due_at, cursors.run_count, tenant_state, cursors.next_nominal_at, spec,
         )
-        .where(status_in(jobs.c.state, "active"), jobs.c.partition.in_(live), jobs.c.next_run_at <= horizon_us)
-        .order_by(jobs.c.partition, jobs.c.next_run_at)
+        .where(status_in(cursors.state, "active"), cursors.partition.in_(live), cursors.next_run_at <= horizon_us)
+        .order_by(cursors.partition, cursors.next_run_at)
         .limit(batch)
     )  # fmt: skip
     if excluded:
-        query = query.where((jobs.c.id + "@" + sa.cast(jobs.c.version, sa.Text)).not_in(excluded))
+        query = query.where((cursors.job_id + "@" + sa.cast(cursors.version, sa.Text)).not_in(excluded))
     if skip_locked:
         query = query.with_for_update(skip_locked=True)
     return query
+
+
+_SPECS = driver_sql("SELECT id, version, spec FROM jobs WHERE id = ANY(CAST(:ids AS TEXT[]))")
+
+
+def definitions(
+    conn, arrays: bool, rows: list[DueRow], cache: DefinitionCache, *, read: bool
+) -> tuple[list[JobDefinition | None], bool]:
+    """Each due row's definition at its cursor's version: from ``cache``,
+    else from the row (``read``: the SELECT carried the definitions), else
+    read by ``jobs``' primary key (one statement for the batch's misses),
+    parsed into ``cache``. None for a row whose job row is missing or at
+    another version (a cursor no job write wrote: :func:`claimable` makes
+    it unreadable). With them, whether the next SELECT should carry the
+    definitions: when most of this batch missed the cache."""
+    found = [cache.cached(row.id, row.version) for row in rows]
+    missing = [row.id for row, definition in zip(rows, found) if definition is None]
+    if not missing:
+        return found, False
+    if read:
+        specs = {row.id: (row.version, row.spec) for row in rows if row.spec is not None}
+    elif arrays:
+        read_rows = tuples(execute_arrays(conn, _SPECS, {"ids": missing}))
+        specs = {ident: (version, spec) for ident, version, spec in read_rows}
+    else:
+        query = sa.select(jobs.c.id, jobs.c.version, jobs.c.spec).where(jobs.c.id.in_(missing))
+        specs = {ident: (version, spec) for ident, version, spec in conn.execute(query)}
+    for index, row in enumerate(rows):
+        if found[index] is None:
+            version, spec = specs.get(row.id, (None, None))
+            if version == row.version:
+                found[index] = cache.get(row.id, row.version, spec)
+    return found, 2 * len(missing) > len(rows)
+
+
+REVIEW_COLUMNS = (
+    jobs.c.id, jobs.c.partition, job_cursors.c.state, jobs.c.spec, jobs.c.version, job_cursors.c.next_run_at,
+    job_cursors.c.next_due_at, job_cursors.c.run_count, job_cursors.c.next_nominal_at,
+)  # fmt: skip
+"""What the quarantine's review reads of a job (FROM :data:`JOB_WITH_CURSOR`): :func:`dispatchable`'s row."""
 
 
 def scheduled_select(caps: Capabilities, partitions: list[int], until_us: int, limit: int):
@@ -131,9 +194,12 @@ def scheduled_select(caps: Capabilities, partitions: list[int], until_us: int, l
 # ------------------------------------------------------------ what a due row says
 
 
-def claimable(definition: JobDefinition) -> JobDefinition:
+def claimable(definition: JobDefinition | None) -> JobDefinition:
     """``definition`` if the claim can read it; raises :class:`Unreadable`
-    (``job_unreadable``) with its problem otherwise (pure)."""
+    (``job_unreadable``) with its problem otherwise, or when there is none
+    (a cursor without its job row at its version) (pure)."""
+    if definition is None:
+        raise Unreadable(JOB_UNREADABLE, "no job row at the cursor's version")
     if definition.problem is not None:
         raise Unreadable(JOB_UNREADABLE, definition.problem)
     return definition

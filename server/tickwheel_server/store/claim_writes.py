@@ -3,7 +3,7 @@ new execution rows and advanced cursors, and the skip ranges its plans record.
 
 The rows and cursors are two statements per batch whatever its size: on
 PostgreSQL and CockroachDB each is one statement over arrays (``INSERT …
-SELECT FROM unnest(…)``, ``UPDATE jobs … FROM unnest(…)``); on SQLite an
+SELECT FROM unnest(…)``, ``UPDATE job_cursors … FROM unnest(…)``); on SQLite an
 executemany. The rows the claim hands out itself (:mod:`.claim_handout`)
 go in an INSERT of their own, already ``running``. Everything here runs
 inside the claim's transaction; on PostgreSQL and CockroachDB :func:`write`
@@ -26,7 +26,7 @@ from ..jobspec import JobDefinition
 from ..schedule import Fire
 from . import pipeline
 from .pipeline import Statement
-from .tables import executions, jobs, skips
+from .tables import executions, job_cursors, skips
 
 MISFIRE_REASON = "misfire"
 TENANT_PAUSED_REASON = "tenant_paused"
@@ -75,18 +75,20 @@ def _handed_out(sql: str) -> str:
 
 _INSERT_HANDED_OUT_FROM_ARRAYS = _handed_out(_INSERT_FROM_ARRAYS)
 _INSERT_HANDED_OUT_TRACED_FROM_ARRAYS = _handed_out(_INSERT_TRACED_FROM_ARRAYS)
-# ``jobs.id = ANY(:ids)`` beside the join gives the planner a path to the
-# claimed rows by their primary key: with the join alone it hashes the
-# table's every row to probe the arrays (a Seq Scan per batch, its cost
-# growing with the jobs stored) until the table is large enough for a
-# nested loop.
+# The cursors only (``job_cursors``, migration 0032): ``jobs`` and its
+# indexes are not written by a claim, a completed job included (its
+# cursor's state is the job's). ``job_cursors.job_id = ANY(:ids)`` beside
+# the join gives the planner a path to the claimed rows by their primary
+# key: with the join alone it hashes the table's every row to probe the
+# arrays (a Seq Scan per batch, its cost growing with the jobs stored)
+# until the table is large enough for a nested loop.
 _ADVANCE_FROM_ARRAYS = (
-    "UPDATE jobs SET next_run_at = v.next_run_at, next_due_at = v.next_due_at, run_count = v.run_count, "
+    "UPDATE job_cursors SET next_run_at = v.next_run_at, next_due_at = v.next_due_at, run_count = v.run_count, "
     "state = v.state "
     "FROM unnest(CAST(%(ids)b AS TEXT[]), CAST(%(next_run_ats)b AS BIGINT[]), CAST(%(next_due_ats)b AS BIGINT[]), "
     "CAST(%(run_counts)b AS BIGINT[]), CAST(%(states)b AS TEXT[])) "
     "AS v (id, next_run_at, next_due_at, run_count, state) "
-    "WHERE jobs.id = ANY(CAST(%(ids)b AS TEXT[])) AND jobs.id = v.id"
+    "WHERE job_cursors.job_id = ANY(CAST(%(ids)b AS TEXT[])) AND job_cursors.job_id = v.id"
 )
 # The same writing ``next_nominal_at`` too, for a batch with a ``previous``
 # job (or a row that held a moved cursor): other batches leave the column
@@ -97,8 +99,8 @@ _ADVANCE_WITH_NOMINAL_FROM_ARRAYS = (
     .replace("run_count, state) ", "run_count, state, next_nominal_at) ")
 )
 _ADVANCE_ROW = (
-    jobs.update()
-    .where(jobs.c.id == sa.bindparam("b_id"))
+    job_cursors.update()
+    .where(job_cursors.c.job_id == sa.bindparam("b_id"))
     .values(
         next_run_at=sa.bindparam("b_next_run"),
         next_due_at=sa.bindparam("b_next_due"),

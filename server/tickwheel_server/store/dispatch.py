@@ -2,7 +2,7 @@
 one transaction per batch, fenced by partition epochs.
 
 One batched query over all owned partitions selects active jobs whose
-``next_run_at`` is within the look-ahead (a range scan on ``jobs_due`` in the
+``next_run_at`` is within the look-ahead (a range scan on ``job_cursors_due`` in the
 index's own order, with a LIMIT; ``FOR UPDATE SKIP LOCKED`` where the engine
 has it, so two claimers never wait on each other). For each job the pure :func:`plan_claim` decides
 the occurrences; then, in the same transaction: the execution rows are
@@ -15,13 +15,13 @@ whole batch.
 
 The writes (:mod:`.claim_writes`) are two statements per batch whatever its
 size. On PostgreSQL and CockroachDB each is one statement over arrays
-(``INSERT … SELECT FROM unnest(…)``, ``UPDATE jobs … FROM unnest(…)``), one
+(``INSERT … SELECT FROM unnest(…)``, ``UPDATE job_cursors … FROM unnest(…)``), one
 parse each, sent with the COMMIT in one round trip (:mod:`.pipeline`), not one per row
 (``loadtest/bench_dispatch.py`` measures both). The owned partitions are one
 array parameter too, so the claim's text is the same every tick, and the
 SELECT names the state ``'active'`` as a constant: psycopg prepares a
 statement it runs often and PostgreSQL may then keep one generic plan for
-it, which can use the partial index ``jobs_due`` only if its predicate is in
+it, which can use the partial index ``job_cursors_due`` only if its predicate is in
 the text. The SELECT is driver SQL read as the driver's tuples, and the
 per-row work of a batch is lookups and appends: instants are converted once
 per batch, the plan's values are named tuples. SQLite has no arrays and no
@@ -87,12 +87,14 @@ from ..alerts.catalogue import (
 from .alerts import AlertStore
 from .base import SqlStore, execute_arrays, tuples
 from .claim_reads import (
-    DUE_SQL, DueRow, claim_cursor, claimable, dispatchable, due_select, following_fires, scheduled_select,
+    DUE_SQL, REVIEW_COLUMNS, DueRow, claim_cursor, claimable, definitions, dispatchable, due_select,
+    following_fires, scheduled_select,
 )  # fmt: skip
 from .claim_handout import DirectHandOut, Fenced, HandOutOffer, kept_in_doubt
 from .claim_writes import MISFIRE_REASON, TENANT_PAUSED_REASON, ClaimWrites, carried_missed, record_skip, write
 from .claim_calendars import CalendarCache, PreviousClaim, calendar_due, calendar_plan, record_calendar_skips
 from .executions import HandedOut
+from .jobrecords import JOB_WITH_CURSOR
 from .partitions import check_epochs
 from .tables import alerts, jobs
 
@@ -151,6 +153,7 @@ class DispatchStore(SqlStore):
         """Parsed definitions by (job id, version); shared with the hand-out and outcomes where one server runs both."""
         self.quarantine = quarantine if quarantine is not None else Quarantine()
         """The jobs this process cannot dispatch, left out of its claims."""
+        self._read_specs = True  # whether the claim's SELECT carries definitions: until a batch finds them cached
         self.server_id = server_id
         self._alerts = alerts
         """Raises the ``skipped`` alert of a job whose misfire policy skipped occurrences, and the
@@ -194,6 +197,7 @@ class DispatchStore(SqlStore):
         arrays = not self.caps.is_sqlite
         excluded = self.quarantine.excluded_keys()
         direct = None if offer is None else DirectHandOut(offer, now_us)
+        read_specs = self._read_specs or not arrays  # what the last batch parsed, this one likely parses too
 
         def fn(conn: Connection) -> tuple[ClaimResult, int]:
             if direct is not None:
@@ -208,13 +212,12 @@ class DispatchStore(SqlStore):
                 parameters = dict(live=live, horizon=horizon_us, batch=batch)
                 if excluded:
                     parameters["excluded"] = excluded
-                rows = tuples(execute_arrays(conn, DUE_SQL[bool(excluded), skip_locked], parameters))
+                rows = tuples(execute_arrays(conn, DUE_SQL[bool(excluded), skip_locked, read_specs], parameters))
             else:
                 rows = conn.execute(due_select(live, horizon_us, batch, excluded, skip_locked)).all()
             result.full = len(rows) == batch
             writes = ClaimWrites()
             skipped: list[NewAlert] = []
-            definition = self.definitions.get
             quarantine = self.quarantine
             trace = self._trace_occurrence
             executions = result.executions
@@ -228,7 +231,7 @@ class DispatchStore(SqlStore):
             )
             payloads = writes.payloads
             rows = list(map(_make_due, rows))
-            parsed = [definition(row.id, row.version, row.spec) for row in rows]
+            parsed, self._read_specs = definitions(conn, arrays, rows, self.definitions, read=read_specs)
             calendars = self.calendars.load_for(conn, rows, parsed)
             for row, spec in zip(rows, parsed):
                 job_id = row.id
@@ -413,12 +416,8 @@ class DispatchStore(SqlStore):
             rows = []
             if self._alerts is not None:
                 rows = conn.execute(
-                    sa.select(
-                        alerts.c.dedup_key, alerts.c.job_id, jobs.c.id, jobs.c.partition, jobs.c.state, jobs.c.spec,
-                        jobs.c.version, jobs.c.next_run_at, jobs.c.next_due_at, jobs.c.run_count,
-                        jobs.c.next_nominal_at,
-                    )
-                    .select_from(alerts.outerjoin(jobs, jobs.c.id == alerts.c.job_id))
+                    sa.select(alerts.c.dedup_key, alerts.c.job_id, *REVIEW_COLUMNS)
+                    .select_from(alerts.outerjoin(JOB_WITH_CURSOR, jobs.c.id == alerts.c.job_id))
                     .where(alerts.c.resolved_at.is_(None), alerts.c.kind.in_(KINDS), alerts.c.dedup_key > after)
                     .order_by(alerts.c.dedup_key)
                     .limit(limit)
@@ -438,10 +437,8 @@ class DispatchStore(SqlStore):
                 current = {
                     r.id: r
                     for r in conn.execute(
-                        sa.select(
-                            jobs.c.id, jobs.c.state, jobs.c.spec, jobs.c.version, jobs.c.next_run_at,
-                            jobs.c.next_due_at, jobs.c.run_count, jobs.c.next_nominal_at,
-                        ).where(jobs.c.id.in_([f.job_id for f in local]))
+                        sa.select(*REVIEW_COLUMNS).select_from(JOB_WITH_CURSOR)
+                        .where(jobs.c.id.in_([f.job_id for f in local]))
                     )
                 }
                 for finding in local:

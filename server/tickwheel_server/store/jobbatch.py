@@ -63,9 +63,9 @@ from .jobexecutions import (
     CHUNK, held_by_pause, hold_not_started_of, last_created_at, pending_occurrences, record_paused_span,
     recreate_pending, span_with,
 )
-from .jobrecords import JobRecord, get_job, job_record
+from .jobrecords import JobRecord, get_job, job_record, select_jobs, write_cursors
 from .revisions import delete_revisions, keep_revisions, revision_of
-from .tables import executions, jobs, tenants
+from .tables import executions, job_cursors, jobs, tenants
 from .timeline import NOT_STARTED, in_group
 
 DELETED_REASON = "canceled: job deleted"
@@ -117,9 +117,9 @@ def lock_jobs(conn: Connection, caps: Capabilities, tenant: str, ids: Sequence[s
     whole database instead). Missing ids, and other tenants', are absent."""
     found: dict[str, JobRecord] = {}
     for chunk in chunks(sorted(set(ids)), CHUNK):
-        query = sa.select(jobs).where(jobs.c.tenant == tenant, jobs.c.id.in_(chunk)).order_by(jobs.c.id)
+        query = select_jobs().where(jobs.c.tenant == tenant, jobs.c.id.in_(chunk)).order_by(jobs.c.id)
         if caps.row_locks:
-            query = query.with_for_update()
+            query = query.with_for_update()  # the job's row and its cursor's
         found.update((row.id, job_record(row)) for row in conn.execute(query))
     return found
 
@@ -201,21 +201,15 @@ def apply_update(
 
 def row_values(record: JobRecord) -> dict:
     """The ``jobs`` columns an update writes (:data:`_ROW_COLUMNS`), from the
-    record it leaves: the nominal cursor, which :func:`rekey_written` then
-    turns into a ``previous`` job's scan key."""
+    record it leaves; its cursor goes with :func:`.jobrecords.write_cursors`."""
     return dict(
         name=record.name, spec=record.spec, time_zone=record.time_zone, tzdata_version=record.tzdata_version,
-        state=record.state, next_run_at=None if record.next_run_at is None else to_us(record.next_run_at),
-        next_due_at=None if record.next_due_at is None else to_us(record.next_due_at),
-        run_count=record.run_count, version=record.version, updated_at=to_us(record.updated_at),
-        calendar=calendar_column(record.spec), next_nominal_at=None,
+        state=record.state, version=record.version, updated_at=to_us(record.updated_at),
+        calendar=calendar_column(record.spec),
     )
 
 
-_ROW_COLUMNS = (
-    "name", "spec", "time_zone", "tzdata_version", "state", "next_run_at", "next_due_at", "run_count", "version",
-    "updated_at", "calendar", "next_nominal_at",
-)
+_ROW_COLUMNS = ("name", "spec", "time_zone", "tzdata_version", "state", "version", "updated_at", "calendar")
 _WRITE_JOB = (
     jobs.update()
     .where(jobs.c.id == sa.bindparam("b_id"))
@@ -268,6 +262,7 @@ def update_jobs(
             [{"b_id": job_id, **{f"b_{k}": v for k, v in row_values(record).items()}}
              for job_id, record in sorted(written.items())],
         )
+        write_cursors(conn, [record for _, record in sorted(written.items())])
         rekey_written(conn, tenant, written.values(), now_us)
     keep_revisions(conn, kept)
     return outcomes, [record for _, record in sorted(written.items())]
@@ -312,6 +307,9 @@ def delete_jobs(
             .values(status="canceled", finished_at=now_us, dead_reason=DELETED_REASON)
             .returning(executions.c.job_id, executions.c.tenant, executions.c.wait_key)
         ).all()
+        conn.execute(
+            job_cursors.delete().where(job_cursors.c.tenant == tenant, job_cursors.c.job_id.in_(chunk))
+        )
         for slot in conn.execute(
             sa.delete(jobs).where(jobs.c.tenant == tenant, jobs.c.id.in_(chunk)).returning(jobs.c.quota_slot)
         ).scalars():
@@ -379,6 +377,7 @@ def pause_jobs(
             {"b_id": job_id, "b_at": now_us, "b_reason": record.pause_reason, "b_version": record.version}
             for job_id, record in sorted(paused.items())
         ])  # fmt: skip
+        write_cursors(conn, [record for _, record in sorted(paused.items())])
     return [
         outcome if isinstance(outcome, TickwheelError)
         else (outcome[1], held.get(outcome[1].id, 0) if outcome[0] == "held" else 0)
@@ -419,17 +418,20 @@ def apply_resume(
     span = span_with(skipped, [from_us(row.nominal_at) for row in expired])
     skip = None if span is None else record_paused_span(conn, current, span, now_us)
     run_count = current.run_count + (skipped.count if skipped is not None else 0)
+    state = "active" if next_fire is not None else "completed"
     conn.execute(
         jobs.update()
-        .where(jobs.c.id == job_id)
+        .where(jobs.c.id == job_id, jobs.c.tenant == current.tenant)
         .values(
-            state="active" if next_fire is not None else "completed",
-            next_run_at=None if next_fire is None else to_us(next_fire.nominal_at),
-            next_due_at=None if next_fire is None else to_us(next_fire.due_at),
-            run_count=run_count, paused_at=None, pause_reason="", tzdata_version=tzdata_version,
-            version=current.version + 1, updated_at=now_us, next_nominal_at=None,
+            state=state, paused_at=None, pause_reason="", tzdata_version=tzdata_version,
+            version=current.version + 1, updated_at=now_us,
         )
     )
+    write_cursors(conn, [dataclasses.replace(
+        current, state=state, next_run_at=None if next_fire is None else next_fire.nominal_at,
+        next_due_at=None if next_fire is None else next_fire.due_at, run_count=run_count,
+        version=current.version + 1,
+    )])  # fmt: skip
     rekey_written(conn, current.tenant, [current], now_us)
     return get_job(conn, current.tenant, job_id), skip, released
 

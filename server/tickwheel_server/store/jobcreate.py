@@ -33,8 +33,8 @@ from . import driver, quota, requests
 from .base import array_literal
 from .calendarcursor import rekey_previous
 from .engine import Capabilities
-from .jobrecords import JobRecord, NewJobs, job_record
-from .tables import jobs, tenants
+from .jobrecords import JOB_COLUMNS, JOB_WITH_CURSOR, JobRecord, NewJobs, job_record
+from .tables import job_cursors, jobs, tenants
 from .tables import request_ids as request_rows
 
 # PostgreSQL and CockroachDB: one statement over arrays, sent as driver SQL:
@@ -42,22 +42,34 @@ from .tables import request_ids as request_rows
 # multi-row VALUES anew for every batch size. The definitions go as a binary
 # array, every other column as an array literal (:func:`.base.array_literal`:
 # psycopg's list dumpers cost a Python call per element and more per list).
+# The jobs' cursors (``job_cursors``, migration 0032) go in the same
+# statement: the jobs' insert is a CTE and the cursors' insert writes its
+# rows only once it inserted (all or none: the jobs' insert has no ON
+# CONFLICT), so one round trip still writes a group.
 _INSERT_JOBS = (
-    "INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, next_run_at, next_due_at, run_count, "
+    "ins AS (INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, "
     "tzdata_version, pause_reason, paused_at, version, created_at, updated_at, quota_slot, calendar) "
-    "SELECT v.id, CAST(%(tenant)s AS TEXT), v.partition, v.name, v.state, v.spec, v.time_zone, v.next_run_at, "
-    "v.next_due_at, 0, v.tzdata_version, '', NULL, 1, CAST(%(now)s AS BIGINT), CAST(%(now)s AS BIGINT), "
+    "SELECT v.id, CAST(%(tenant)s AS TEXT), v.partition, v.name, v.state, v.spec, v.time_zone, "
+    "v.tzdata_version, '', NULL, 1, CAST(%(now)s AS BIGINT), CAST(%(now)s AS BIGINT), "
     "CAST(%(slot)s AS INTEGER), v.calendar "
     "FROM unnest(CAST(%(ids)s AS TEXT[]), CAST(%(partitions)s AS INTEGER[]), CAST(%(names)s AS TEXT[]), "
     "CAST(%(states)s AS TEXT[]), CAST(%(specs)b AS BYTEA[]), CAST(%(zones)s AS TEXT[]), "
-    "CAST(%(next_runs)s AS BIGINT[]), CAST(%(next_dues)s AS BIGINT[]), CAST(%(tzdata)s AS TEXT[]), "
-    "CAST(%(calendars)s AS TEXT[])) "
-    "AS v (id, partition, name, state, spec, time_zone, next_run_at, next_due_at, tzdata_version, calendar)"
+    "CAST(%(tzdata)s AS TEXT[]), CAST(%(calendars)s AS TEXT[])) "
+    "AS v (id, partition, name, state, spec, time_zone, tzdata_version, calendar){taken} RETURNING 1) "
+    "INSERT INTO job_cursors (job_id, tenant, partition, state, version, next_run_at, next_due_at, run_count, "
+    "next_nominal_at) "
+    "SELECT c.id, CAST(%(tenant)s AS TEXT), c.partition, c.state, 1, c.next_run_at, c.next_due_at, 0, NULL "
+    "FROM unnest(CAST(%(ids)s AS TEXT[]), CAST(%(partitions)s AS INTEGER[]), CAST(%(states)s AS TEXT[]), "
+    "CAST(%(next_runs)s AS BIGINT[]), CAST(%(next_dues)s AS BIGINT[])) "
+    "AS c (id, partition, state, next_run_at, next_due_at) WHERE EXISTS (SELECT 1 FROM ins)"
 )
 
 # The same rows with the quota's units taken first (:data:`.quota.TAKE_FIRST`):
 # a group's update and insert in one round trip.
-_TAKE_AND_INSERT_JOBS = quota.TAKE_FIRST + _INSERT_JOBS + " WHERE EXISTS (SELECT 1 FROM taken)"
+_TAKE_AND_INSERT_JOBS = (
+    quota.TAKE_FIRST.rstrip() + ", " + _INSERT_JOBS.format(taken=" WHERE EXISTS (SELECT 1 FROM taken)")
+)
+_INSERT_JOBS = "WITH " + _INSERT_JOBS.format(taken="")
 
 Outcome = tuple[JobRecord, bool] | TickwheelError
 """What became of one item: (the job, whether this call created it), or why
@@ -216,12 +228,18 @@ def _insert_jobs(
     if caps.is_sqlite:
         conn.execute(jobs.insert(), [
             dict(id=job_id, tenant=batch.tenant, partition=partition, name=name, state=state, spec=spec,
-                 time_zone=zone, next_run_at=next_run, next_due_at=next_due, run_count=0, tzdata_version=tzdata,
-                 pause_reason="", paused_at=None, version=1, created_at=now_us, updated_at=now_us, quota_slot=slot,
-                 calendar=calendar)
-            for job_id, partition, name, state, spec, zone, next_run, next_due, tzdata, calendar in zip(
-                ids, partitions, column(batch.names), states, specs, column(batch.zones), next_runs,
-                column(batch.next_dues), column(batch.tzdata), calendars,
+                 time_zone=zone, tzdata_version=tzdata, pause_reason="", paused_at=None, version=1,
+                 created_at=now_us, updated_at=now_us, quota_slot=slot, calendar=calendar)
+            for job_id, partition, name, state, spec, zone, tzdata, calendar in zip(
+                ids, partitions, column(batch.names), states, specs, column(batch.zones), column(batch.tzdata),
+                calendars,
+            )
+        ])  # fmt: skip
+        conn.execute(job_cursors.insert(), [
+            dict(job_id=job_id, tenant=batch.tenant, partition=partition, state=state, version=1,
+                 next_run_at=next_run, next_due_at=next_due, run_count=0, next_nominal_at=None)
+            for job_id, partition, state, next_run, next_due in zip(
+                ids, partitions, states, next_runs, column(batch.next_dues)
             )
         ])  # fmt: skip
         return previous
@@ -240,8 +258,12 @@ def _jobs_of_requests(conn: Connection, tenant: str, ids: list[str], now_us: int
     """What each request id of ``tenant`` recorded within the window
     created: (its job, False), or NotFound when the job was deleted since."""
     rows = conn.execute(
-        sa.select(request_rows.c.request_id, request_rows.c.target, jobs)
-        .join(jobs, sa.and_(jobs.c.id == request_rows.c.target, jobs.c.tenant == request_rows.c.tenant), isouter=True)
+        sa.select(request_rows.c.request_id, request_rows.c.target, *JOB_COLUMNS)
+        .select_from(request_rows)
+        .join(
+            JOB_WITH_CURSOR, sa.and_(jobs.c.id == request_rows.c.target, jobs.c.tenant == request_rows.c.tenant),
+            isouter=True,
+        )
         .where(
             request_rows.c.tenant == tenant,
             request_rows.c.kind == requests.JOB,

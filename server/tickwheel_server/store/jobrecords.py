@@ -5,7 +5,10 @@ decides and hands to :class:`~tickwheel_server.store.jobs.JobStore`, and
 :class:`NewJobs` the same for a batch, column by column (the
 plans of a job change, ``CursorView``, ``Reschedule`` and ``SkippedSpan``,
 are :mod:`tickwheel_server.policy.jobchanges`'). :func:`job_record`
-and :func:`get_job` are the one place a ``jobs`` row becomes a record.
+and :func:`get_job` are the one place a ``jobs`` row becomes a record:
+the row joined to its cursor (``job_cursors``, migration 0032) by
+:data:`JOB_WITH_CURSOR`, whose state is the job's; :func:`write_cursors`
+writes cursors as a job write leaves them.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from tickwheel.shared.ids import from_us, to_us
 
 from ..errors import NotFound
 from .base import tuples
-from .tables import jobs
+from .tables import job_cursors, jobs
 
 JOB_STATES = ("active", "paused", "completed")
 
@@ -170,12 +173,56 @@ def job_record(row) -> JobRecord:
     )
 
 
+JOB_WITH_CURSOR = jobs.join(job_cursors, job_cursors.c.job_id == jobs.c.id)
+"""A job and its cursor (one each, written in one transaction), by primary key."""
+
+JOB_COLUMNS = (
+    *(column for column in jobs.c if column.name != "state"), job_cursors.c.state, job_cursors.c.next_run_at,
+    job_cursors.c.next_due_at, job_cursors.c.run_count, job_cursors.c.next_nominal_at,
+)  # fmt: skip
+"""A job's row as :func:`job_record` reads it: ``jobs``' columns with the cursor's (and its state)."""
+
+
+def select_jobs() -> sa.Select:
+    """SELECT :data:`JOB_COLUMNS` FROM :data:`JOB_WITH_CURSOR` (add the WHERE)."""
+    return sa.select(*JOB_COLUMNS).select_from(JOB_WITH_CURSOR)
+
+
 RECORD_COLUMNS = (
-    jobs.c.id, jobs.c.tenant, jobs.c.partition, jobs.c.name, jobs.c.state, jobs.c.spec, jobs.c.time_zone,
-    sa.func.coalesce(jobs.c.next_nominal_at, jobs.c.next_run_at).label("next_run_at"), jobs.c.next_due_at, jobs.c.run_count, jobs.c.tzdata_version, jobs.c.pause_reason,
+    jobs.c.id, jobs.c.tenant, jobs.c.partition, jobs.c.name, job_cursors.c.state, jobs.c.spec, jobs.c.time_zone,
+    sa.func.coalesce(job_cursors.c.next_nominal_at, job_cursors.c.next_run_at).label("next_run_at"),
+    job_cursors.c.next_due_at, job_cursors.c.run_count, jobs.c.tzdata_version, jobs.c.pause_reason,
     jobs.c.version, jobs.c.created_at, jobs.c.updated_at, jobs.c.paused_at,
 )  # fmt: skip
-"""What :func:`job_records` reads, in :class:`JobRecord`'s field order."""
+"""What :func:`job_records` reads (FROM :data:`JOB_WITH_CURSOR`), in :class:`JobRecord`'s field order."""
+
+_WRITE_CURSOR = (
+    job_cursors.update()
+    .where(job_cursors.c.job_id == sa.bindparam("b_id"), job_cursors.c.tenant == sa.bindparam("b_tenant"))
+    .values(
+        state=sa.bindparam("b_state"), version=sa.bindparam("b_version"), next_run_at=sa.bindparam("b_run"),
+        next_due_at=sa.bindparam("b_due"), run_count=sa.bindparam("b_runs"), next_nominal_at=None,
+    )
+)
+
+
+def cursor_values(record: JobRecord) -> dict:
+    """The cursor row's values (bound as :func:`write_cursors` takes them)
+    for a job write that leaves ``record``: its nominal cursor, which
+    :func:`.calendarcursor.rekey_previous` then turns into a ``previous``
+    job's scan key."""
+    return dict(
+        b_id=record.id, b_tenant=record.tenant, b_state=record.state, b_version=record.version,
+        b_run=_us(record.next_run_at), b_due=_us(record.next_due_at), b_runs=record.run_count,
+    )
+
+
+def write_cursors(conn: Connection, records) -> None:
+    """Write the cursors of ``records`` (:func:`cursor_values`), each
+    scoped to its tenant's job; in the transaction that writes the jobs."""
+    rows = [cursor_values(record) for record in records]
+    if rows:
+        conn.execute(_WRITE_CURSOR, rows)
 
 
 def job_records(result) -> list[JobRecord]:
@@ -202,7 +249,7 @@ def get_job(conn: Connection, tenant: str, job_id: str, *, share: bool = False) 
     the engine has row locks: a change of the job (delete, pause) that
     locks it waits for this transaction, and reads what it wrote.
     """
-    query = sa.select(jobs).where(jobs.c.id == job_id, jobs.c.tenant == tenant)
+    query = select_jobs().where(jobs.c.id == job_id, jobs.c.tenant == tenant)
     if share and conn.dialect.name != "sqlite":
         query = query.with_for_update(read=True)
     row = conn.execute(query).first()

@@ -1,4 +1,4 @@
-"""Jobs: definitions, state and the schedule cursor (``next_run_at``).
+"""Jobs: definitions, state and the schedule cursor (``next_run_at``, in ``job_cursors``: migration 0032).
 
 The store treats a job's definition (``spec``, the serialised
 ``tickwheel.v1.Job``) as opaque bytes, except that the limits of the
@@ -26,7 +26,7 @@ never touched):
 - delete cancels them (``"canceled: job deleted"``).
 
 Every change of a job runs at READ COMMITTED on PostgreSQL (``row_locked``):
-it locks the job row first, then reads the executions it changes locked
+it locks the job row and its cursor first, then reads the executions it changes locked
 (or changes them with writes conditional on their status), so what it
 decides from is what it writes; creating, triggering and backfilling hold
 or share-lock the job row (docs/architecture.md, "Job writes at scale").
@@ -57,10 +57,13 @@ from .jobbatch import (
     delete_jobs, pause_jobs, payload_limit, rekey_written, resume_jobs, row_values, update_jobs,
 )
 from .jobcreate import CREATED, Outcome, create_jobs
-from .jobrecords import JOB_STATES, RECORD_COLUMNS, JobRecord, NewJob, NewJobs, get_job, job_record, job_records
+from .jobrecords import (
+    JOB_STATES, JOB_WITH_CURSOR, RECORD_COLUMNS, JobRecord, NewJob, NewJobs, get_job, job_record, job_records,
+    select_jobs, write_cursors,
+)
 from .quota import SlotDry, SlotPicker
 from .revisions import keep_revisions, revision_of
-from .tables import jobs
+from .tables import job_cursors, jobs
 
 
 class JobStore(SqlStore):
@@ -160,11 +163,11 @@ class JobStore(SqlStore):
             raise ValueError(f"unknown job state {state!r}")
 
         def fn(conn: Connection) -> list[JobRecord]:
-            query = sa.select(*RECORD_COLUMNS).where(jobs.c.id > after_id)
+            query = sa.select(*RECORD_COLUMNS).select_from(JOB_WITH_CURSOR).where(jobs.c.id > after_id)
             if tenant:
                 query = query.where(jobs.c.tenant == tenant)
             if state:
-                query = query.where(jobs.c.state == state)
+                query = query.where(job_cursors.c.state == state)
             if name_prefix:
                 query = query.where(jobs.c.name.startswith(name_prefix, autoescape=True))
             query = query.order_by(jobs.c.id).limit(limit)
@@ -177,9 +180,9 @@ class JobStore(SqlStore):
         has row locks (SQLite locks the whole database instead). The dispatcher
         claims with SKIP LOCKED, so it passes over a job being changed rather
         than waiting or overwriting the change."""
-        query = sa.select(jobs).where(jobs.c.id == job_id, jobs.c.tenant == tenant)
+        query = select_jobs().where(jobs.c.id == job_id, jobs.c.tenant == tenant)
         if self.caps.row_locks:
-            query = query.with_for_update()
+            query = query.with_for_update()  # the job's row and its cursor's
         row = conn.execute(query).first()
         if row is None:
             raise NotFound("job", job_id)
@@ -253,6 +256,7 @@ class JobStore(SqlStore):
                 conn, self.caps, current, change, limit=payload_limit(conn, tenant), now_us=now_us
             )
             conn.execute(jobs.update().where(jobs.c.id == job_id).values(**row_values(updated)))
+            write_cursors(conn, [updated])
             rekey_written(conn, tenant, [updated], now_us)
             keep_revisions(conn, [revision_of(current, updated, changed_by=changed_by, update_mask=update_mask)])
             return get_job(conn, tenant, job_id), canceled

@@ -91,6 +91,13 @@ class Migration:
     upgrade: Upgrade
     source: str = ""
     """Where it came from (a file name), for messages."""
+    prepare: Upgrade | None = None
+    backfill: Callable[[Connection, Capabilities, str], str | None] | None = None
+    """A copy too large for one transaction (migration 0032): before
+    ``upgrade``, ``prepare(conn, caps)`` runs in a transaction of its own,
+    then ``backfill(conn, caps, after)`` one bounded batch a transaction,
+    from ``after`` = "" on, each returning where the next starts (None:
+    done). Both must be safe to run again, and by two servers at once."""
 
     @property
     def label(self) -> str:
@@ -130,9 +137,11 @@ def load_migrations(package: str = MIGRATIONS_PACKAGE) -> list[Migration]:
             upgrade = getattr(module, "upgrade", None)
             if not callable(upgrade):
                 raise MigrationError(f"{package}.{file_name}: defines no upgrade(conn, caps) function")
+            steps = dict(prepare=getattr(module, "prepare", None), backfill=getattr(module, "backfill", None))
         else:
             upgrade = _sql_upgrade(file_name, entry.read_text(encoding="utf-8"))
-        migrations.append(Migration(version, name, upgrade, source=f"{package}/{file_name}"))
+            steps = {}
+        migrations.append(Migration(version, name, upgrade, source=f"{package}/{file_name}", **steps))
     _check_order(migrations)
     return migrations
 
@@ -314,6 +323,7 @@ def migrate(
             continue
         now = clock.now()
         try:
+            _backfill(engine, migration, caps)
             result = run_in_transaction(
                 engine,
                 lambda conn, m=migration: _apply_one(conn, m, caps, holder, now),
@@ -325,6 +335,34 @@ def migrate(
             log.info("applied migration %s", migration.label)
             applied.append(result)
     return applied
+
+
+def _backfill(engine: Engine, migration: Migration, caps: Capabilities) -> None:
+    """``migration``'s prepare and backfill steps, each batch its own
+    transaction, until done or another process recorded the migration."""
+    if migration.backfill is None:
+        return
+
+    def recorded(conn: Connection) -> bool:
+        return conn.execute(
+            sa.select(schema_migrations.c.version).where(schema_migrations.c.version == migration.version)
+        ).first() is not None
+
+    def step(conn: Connection, run: Callable[[Connection], str | None]) -> tuple[bool, str | None]:
+        return (True, None) if recorded(conn) else (False, run(conn))
+
+    def prepare(conn: Connection) -> None:
+        if migration.prepare is not None:
+            migration.prepare(conn, caps)
+
+    done, _ = run_in_transaction(engine, lambda conn: step(conn, prepare), idempotent=True)
+    after: str | None = ""
+    while not done and after is not None:
+        done, after = run_in_transaction(
+            engine, lambda conn, at=after: step(conn, lambda c: migration.backfill(c, caps, at)), idempotent=True
+        )
+        if after is not None:
+            log.info("migration %s: backfilled up to %s", migration.label, after)
 
 
 def _apply_one(

@@ -18,7 +18,7 @@ from tickwheel.shared.clock import Clock
 from .alerts import AlertStore, alert_from_row
 from .base import SqlStore
 from .isolation import status_in
-from .tables import alerts, executions, jobs
+from .tables import alerts, executions, job_cursors
 from .timeline import TERMINAL, in_group
 
 SCAN_LIMIT = 1000
@@ -66,7 +66,7 @@ class SkipWatchStore(SqlStore):
 def _ran_again(conn: Connection, job_id: str, skipped_to_us: int) -> bool:
     """The job is gone or completed, or an occurrence after ``skipped_to_us``
     ran to an end (a range scan on ``executions_ended_job``)."""
-    state = conn.execute(sa.select(jobs.c.state).where(jobs.c.id == job_id)).scalar()
+    state = conn.execute(sa.select(job_cursors.c.state).where(job_cursors.c.job_id == job_id)).scalar()
     if state is None or state == "completed":
         return True
     later = conn.execute(

@@ -61,9 +61,6 @@ jobs = sa.Table(
     sa.Column("state", sa.Text, nullable=False),
     sa.Column("spec", sa.LargeBinary, nullable=False),
     sa.Column("time_zone", sa.Text, nullable=False),
-    sa.Column("next_run_at", sa.BigInteger),
-    sa.Column("next_due_at", sa.BigInteger),
-    sa.Column("run_count", sa.BigInteger, nullable=False),
     sa.Column("tzdata_version", sa.Text, nullable=False),
     sa.Column("pause_reason", sa.Text, nullable=False),
     sa.Column("paused_at", sa.BigInteger),
@@ -72,11 +69,39 @@ jobs = sa.Table(
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.Column("quota_slot", sa.Integer, nullable=False),
     sa.Column("calendar", sa.Text, nullable=False, server_default=""),
+)
+"""A job's definition and what queries find it by. Its cursor is in
+:data:`job_cursors` (migration 0032). ``state`` here is the state the last
+job write (create, update, pause, resume, tzdata recompute) left: the claim
+completes a job in its cursor only, so ``job_cursors.state`` is the job's
+state and this one only keeps ``jobs_active_zone`` to the jobs a job write
+left active (the tzdata recompute checks the cursor's)."""
+
+job_cursors = sa.Table(
+    "job_cursors",
+    metadata,
+    sa.Column("job_id", sa.Text, primary_key=True),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("partition", sa.Integer, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("next_run_at", sa.BigInteger),
+    sa.Column("next_due_at", sa.BigInteger),
+    sa.Column("run_count", sa.BigInteger, nullable=False),
     sa.Column("next_nominal_at", sa.BigInteger),
     # NULL unless ``previous`` moved the cursor's occurrence earlier: then
     # ``next_run_at`` is that earlier instant (the claim's scan key) and this
     # the cursor's nominal instant (migration 0026).
 )
+"""A job's cursor, one row per job (migration 0032): what the claim reads
+through ``job_cursors_due (partition, next_run_at) WHERE state = 'active'``
+and the only row it writes, so a claimed job rewrites this narrow row and
+its two index entries, not ``jobs`` (its definition) and its five. The
+job's ``tenant`` and ``version`` are copies (the tenant never changes; the
+version changes only in a job write, which writes both rows): the claim
+reads no ``jobs`` row for a definition its cache holds at that version.
+Every other writer of a cursor writes it in the transaction that writes
+the job, scoped by tenant."""
 
 tenant_quota = sa.Table(
     "tenant_quota",

@@ -24,6 +24,7 @@ import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -39,7 +40,7 @@ from ..schedule import Engine, ScheduleError, UnknownZoneError
 from .base import SqlStore
 from .calendarcursor import rekey_previous
 from .isolation import status_in
-from .tables import executions, jobs, tzdata_versions
+from .tables import executions, job_cursors, jobs, tzdata_versions
 from .timeline import GROUPS, in_group
 
 log = logging.getLogger("tickwheel.tzdata")
@@ -174,21 +175,40 @@ class TzdataStore(SqlStore):
         batch: int,
         changed,
     ) -> tuple[int, str, list[ShiftedRun]]:
+        # A page of ``jobs_active_zone`` (what a job write left active),
+        # then its cursors by primary key: a job the claim completed since
+        # is passed over here, and its ``jobs.state`` brought up to its
+        # cursor's, so the index sheds it (bounded: the page's rows).
         query = (
-            sa.select(
-                jobs.c.id, jobs.c.tenant, jobs.c.spec,
-                sa.func.coalesce(jobs.c.next_nominal_at, jobs.c.next_run_at).label("next_run_at"),  # nominal
-                jobs.c.next_due_at, jobs.c.run_count, jobs.c.tzdata_version,
-            )
+            sa.select(jobs.c.id, jobs.c.tenant, jobs.c.spec, jobs.c.tzdata_version)
             .where(jobs.c.time_zone == zone, jobs.c.id > after_id, status_in(jobs.c.state, "active"))
             .order_by(jobs.c.id)
             .limit(batch)
         )
         if not every_version:
             query = query.where(jobs.c.tzdata_version != current_version)
-        rows = conn.execute(query).all()
-        if not rows:
+        found = conn.execute(query).all()
+        if not found:
             return 0, after_id, []
+        cursors = {
+            row.job_id: row
+            for row in conn.execute(
+                sa.select(
+                    job_cursors.c.job_id, job_cursors.c.state, job_cursors.c.next_due_at, job_cursors.c.run_count,
+                    sa.func.coalesce(job_cursors.c.next_nominal_at, job_cursors.c.next_run_at).label("next_run_at"),
+                ).where(job_cursors.c.job_id.in_([row.id for row in found]))
+            )
+        }
+        rows = [_Due(*row, *cursors[row.id][2:]) for row in found if _state(cursors, row.id) == "active"]
+        ended: dict[str, list[str]] = {}
+        for row in found:
+            state = _state(cursors, row.id)
+            if state not in (None, "active"):
+                ended.setdefault(state, []).append(row.id)
+        for state, ids in ended.items() if not dry_run else ():
+            conn.execute(jobs.update().where(jobs.c.id.in_(ids), status_in(jobs.c.state, "active")).values(state=state))
+        if not rows:
+            return len(found), found[-1].id, []
         to_check = [row for row in rows if every_version or changed(conn, zone, row.tzdata_version)]
         last_created = _last_created(conn, [row.id for row in to_check])
         moved_rows: list[dict] = []
@@ -223,17 +243,39 @@ class TzdataStore(SqlStore):
                 conn.execute(
                     jobs.update()
                     .where(jobs.c.id == sa.bindparam("b_id"))
+                    .values(state=sa.bindparam("b_state"), tzdata_version=current_version, updated_at=now_us),
+                    moved_rows,
+                )
+                conn.execute(
+                    job_cursors.update()
+                    .where(job_cursors.c.job_id == sa.bindparam("b_id"))
                     .values(
                         next_run_at=sa.bindparam("b_run"), next_due_at=sa.bindparam("b_due"),
-                        state=sa.bindparam("b_state"), tzdata_version=current_version, updated_at=now_us,
-                        next_nominal_at=None,
+                        state=sa.bindparam("b_state"), next_nominal_at=None,
                     ),
                     moved_rows,
                 )
                 rekey_previous(conn, [row["b_id"] for row in moved_rows], now, tenant=None)
             if stayed:
                 conn.execute(jobs.update().where(jobs.c.id.in_(stayed)).values(tzdata_version=current_version))
-        return len(rows), rows[-1].id, shifted
+        return len(found), found[-1].id, shifted
+
+
+def _state(cursors: dict, job_id: str) -> str | None:
+    cursor = cursors.get(job_id)
+    return None if cursor is None else cursor.state
+
+
+class _Due(NamedTuple):
+    """A job of the recompute's page with its cursor (the nominal instant as ``next_run_at``)."""
+
+    id: str
+    tenant: str
+    spec: bytes
+    tzdata_version: str
+    next_due_at: int | None
+    run_count: int
+    next_run_at: int | None
 
 
 def _opt(micros: int | None) -> datetime | None:
