@@ -79,7 +79,7 @@ from .web import HttpServer, Router, install_console, server_ssl_context
 from .telemetry.gauges import StoreGauges
 from .telemetry.metrics import Metrics
 from .telemetry.tracing import Tracing, server_interceptor
-from .telemetry.outages import OutageLog, log_failure, outage_of
+from .telemetry.outages import OutageLog, log_failure, one_line, outage_of
 from .waiting import WaitingForDependencies
 from .web.metrics import install_metrics
 
@@ -94,6 +94,8 @@ SERVICE_NAMES = [
 
 STOP_SETTLE = 5.0
 """Seconds a stopping server waits for store transactions still running in their threads."""
+ABANDON_REVOKE = 5.0
+"""Seconds a failed start waits for etcd to revoke its session; past that the keys expire with its TTL."""
 
 
 class StartupError(RuntimeError):
@@ -135,6 +137,8 @@ class TickwheelServer:
         self.clock = clock or SystemClock()
         self.server_id = config.effective_server_id
         self._lease_store = lease_store
+        self._opened_lease_store = False
+        """True once the start opened the lease store itself (one passed in is the caller's to close)."""
         self._grpc: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
         self._session: Session | None = None
@@ -194,6 +198,17 @@ class TickwheelServer:
         if self._session_task is not None:
             self._session_task.cancel()
             await asyncio.gather(self._session_task, return_exceptions=True)
+        if self._session is not None:  # its keys go now, not when its TTL runs out
+            session, self._session = self._session, None
+            try:
+                await asyncio.wait_for(session.close(), ABANDON_REVOKE)
+            except Exception as error:  # noqa: BLE001 - the start's own error is the one raised
+                why = f"no answer within {ABANDON_REVOKE:g} s" if isinstance(error, TimeoutError) else one_line(error)
+                log.warning("could not revoke etcd session %x of the failed start (its keys expire with its "
+                            "TTL): %s", session.id, why)
+        if self._opened_lease_store and self._lease_store is not None:
+            await self._lease_store.close()
+            self._lease_store = None
 
     @property
     def waiting_for(self) -> str:
@@ -295,8 +310,10 @@ class TickwheelServer:
 
                 start = await self._waiting.until_up("the store", store_at, self.stores.partitions.max_epoch) + 1
                 self._lease_store = MemoryLeaseStore(self.clock, start_revision=start)
+                self._opened_lease_store = True
             else:
                 self._lease_store = open_lease_store(config.etcd, self.clock)
+                self._opened_lease_store = True
         await self._waiting.until_up("etcd", config.etcd, self._open_session)
         self._session_task = asyncio.create_task(self._keep_session(), name="tickwheel-session")
         self.ownership = PartitionOwnership(

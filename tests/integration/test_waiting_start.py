@@ -9,7 +9,9 @@ real etcd the tests stop and start:
   gets UNAVAILABLE saying what the server waits for, retries with backoff,
   and pulls normally (a job runs) once the server is up;
 - a store URL's password (holding ``@``, ``:`` and ``%40``) appears in no
-  log line and no refusal of a start that waits for that store.
+  log line and no refusal of a start that waits for that store;
+- a start that fails after its etcd session opened revokes the session as
+  it returns (its keys gone at once), and a revoke that fails is one line.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tickwheel import AsyncClient, builders
+from tickwheel.shared.clock import SystemClock
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2
 
 from tests.integration.test_ssrf import wait_finished
@@ -32,6 +35,8 @@ from tests.support.server import running_server
 from tickwheel_server.app import TickwheelServer
 from tickwheel_server.cluster.presence import Presence
 from tickwheel_server.config import ServerConfig
+from tickwheel_server.lease import open_lease_store
+from tickwheel_server.lease.keys import ROOT
 from tickwheel_server.store.engine import parse_store_url
 from tickwheel_server.store.errors import StoreConfigError
 from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig, register_builtins
@@ -281,3 +286,63 @@ async def test_cluster_status_without_etcd_logs_the_outage_once_not_per_call(tmp
     assert len(mine) == 2, mine
     assert mine[0].startswith("WARNING") and "reading etcd failed, etcd unavailable: LeaseStoreUnavailable" in mine[0]
     assert mine[1].startswith("INFO") and "recovered after" in mine[1] and "(200 failures)" in mine[1]
+
+
+async def session_keys(endpoint: str, session_id: int) -> list[str]:
+    """The keys etcd holds under ``session_id``'s lease, read from etcd itself."""
+    reader = open_lease_store(endpoint, SystemClock())
+    try:
+        return [kv.key for kv in await reader.get_prefix(ROOT) if kv.lease == session_id]
+    finally:
+        await reader.close()
+
+
+async def a_start_that_fails_once_published(server: TickwheelServer, monkeypatch, before=None) -> int:
+    """Start ``server``; its first publish (the session is open, the port
+    bound, partitions owned) fails with a defect, after ``before()``. The
+    start's session id, once the start raised that defect."""
+    opened: list[int] = []
+
+    async def publish_fails(self) -> bool:
+        opened.append(server._session.id)
+        assert await session_keys(server.config.etcd, opened[0]), "the session holds no key yet: no test"
+        if before is not None:
+            await before()
+        raise RuntimeError("a defect in the start")
+
+    monkeypatch.setattr(Presence, "publish", publish_fails)
+    with pytest.raises(RuntimeError, match="a defect in the start"):
+        async with asyncio.timeout(WAIT):
+            await server.start()
+    return opened[0]
+
+
+async def test_a_failed_start_revokes_its_session_at_once(tmp_path, etcd_server: EtcdServer, lines,
+                                                          monkeypatch) -> None:
+    """The keys of a start that failed after its session opened (its
+    server record, the partitions it took) are gone as it returns, not a
+    TTL later: another server takes those partitions at once."""
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    server = TickwheelServer(config_for(store, etcd_server.endpoint, "twa_" + "v" * 32))
+    session_id = await a_start_that_fails_once_published(server, monkeypatch)
+    assert await session_keys(etcd_server.endpoint, session_id) == []
+    assert "could not revoke" not in lines.text()
+
+
+async def test_a_failed_start_whose_revoke_fails_logs_it_once_and_raises_its_own_error(
+    tmp_path, etcd_server: EtcdServer, lines, monkeypatch
+) -> None:
+    """etcd gone as the start fails: the revoke is given up within its bound,
+    said in one WARNING line; the start raises the defect, not the revoke's
+    error; the keys then expire with the session's TTL."""
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    server = TickwheelServer(config_for(store, etcd_server.endpoint, "twa_" + "u" * 32))
+
+    async def etcd_goes() -> None:
+        await asyncio.to_thread(etcd_server.stop, signal.SIGKILL)
+
+    session_id = await a_start_that_fails_once_published(server, monkeypatch, etcd_goes)
+    told = [line for line in lines.lines if "revoke" in line and f"{session_id:x}" in line]
+    assert len(told) == 1 and told[0].startswith("WARNING"), told
+    assert "expire with its TTL" in told[0]
+    assert "Traceback" not in lines.text()
