@@ -1,7 +1,8 @@
 """A known outage (the store or etcd unreachable, a connection refused or
-closed) is one WARNING line per component when it begins, one more per
-STILL_EVERY while it lasts and one INFO line when a pass succeeds again;
-anything else stays an ERROR with its traceback, every time."""
+closed) is one WARNING line per component when it begins, one more
+STILL_EVERY later, then after gaps doubling up to STILL_AT_MOST while it
+lasts, and one INFO line when a pass succeeds again; anything else stays
+an ERROR with its traceback, every time."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tickwheel_server.dispatcher.dispatcher import Dispatcher
 from tickwheel_server.lease.types import LeaseStoreFatal, LeaseStoreUnavailable, SessionLost
 from tickwheel_server.store.dispatch import ClaimResult
 from tickwheel_server.store.errors import AmbiguousCommitError, StoreUnavailableError, TransactionConflictError
-from tickwheel_server.telemetry.outages import STILL_EVERY, OutageLog, log_failure, one_line, outage_of
+from tickwheel_server.telemetry.outages import STILL_AT_MOST, STILL_EVERY, OutageLog, log_failure, one_line, outage_of
 
 LOGGER = "tickwheel.test.outages"
 
@@ -265,3 +266,38 @@ def test_a_flapping_outage_is_still_one_warning_a_minute(caplog: pytest.LogCaptu
     warnings = records(caplog, logging.WARNING)
     assert len(warnings) == 3 and warnings[2].getMessage().startswith("gateway: still failing for 60 s (2 failures)")
     assert len(records(caplog, logging.INFO)) == 3
+
+
+def test_a_long_outage_backs_its_lines_off_to_one_a_quarter_hour(caplog: pytest.LogCaptureFixture) -> None:
+    """A failure every ten seconds for a day: the first line at once, then
+    after 1, 2, 4, 8 and then every 15 minutes; the recovery says the whole
+    day and every failure."""
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    clock = FakeClock()
+    outages = OutageLog(logging.getLogger(LOGGER), "reaper", clock)
+    day = 24 * 3600
+    for _ in range(day // 10):
+        outages.failed("the reaper's pass", store_down())
+        clock.advance(10.0)
+    outages.ok()
+    warnings = records(caplog, logging.WARNING)
+    still = [int(r.getMessage().split("still failing for ")[1].split(" s")[0]) for r in warnings[1:]]
+    assert still[:5] == [60, 180, 420, 900, 1800]
+    assert all(b - a == STILL_AT_MOST for a, b in zip(still[4:], still[5:]))
+    assert len(warnings) == 1 + 4 + (day - 10 - 900) // 900, len(warnings)  # 99, not a day's 1441
+    assert [r.getMessage() for r in records(caplog, logging.INFO)] == [
+        f"reaper: recovered after {day} s ({day // 10} failures)"
+    ]
+    # The next outage starts over: its second line a minute after its first.
+    clock.advance(STILL_EVERY)
+    for _ in range(7):
+        outages.failed("the reaper's pass", store_down())
+        clock.advance(10.0)
+    warnings = records(caplog, logging.WARNING)
+    assert warnings[-2].getMessage().startswith("reaper: the reaper's pass failed, store unavailable")
+    assert warnings[-1].getMessage().startswith("reaper: still failing for 60 s (7 failures)")
+
+
+def test_an_outage_log_refuses_gaps_that_do_not_grow() -> None:
+    with pytest.raises(ValueError):
+        OutageLog(logging.getLogger(LOGGER), "reaper", FakeClock(), every=0)
