@@ -6,8 +6,9 @@ real etcd the tests stop and start:
   health NOT_SERVING on the port it bound and worker streams refused with
   UNAVAILABLE, then serves once etcd is back; no crash, no half start;
 - a worker (the worker library) pulling from a server that still waits
-  gets UNAVAILABLE saying what the server waits for, retries with backoff,
-  and pulls normally (a job runs) once the server is up;
+  gets UNAVAILABLE saying what the server waits for, retries with backoff
+  (one WARNING line, its retries DEBUG), and pulls normally (a job runs)
+  once the server is up;
 - a store URL's password (holding ``@``, ``:`` and ``%40``) appears in no
   log line and no refusal of a start that waits for that store;
 - a start that fails after its etcd session opened revokes the session as
@@ -201,9 +202,12 @@ async def test_a_worker_pulling_from_a_waiting_server_retries_then_pulls(tmp_pat
         port = server.waiting_port
         worker = echo_worker(port, secret)
         pulling = asyncio.create_task(worker.run())
-        refused = f"stream to 127.0.0.1:{port} failed: UNAVAILABLE: starting: waiting for etcd at {etcd_server.endpoint}"
+        refused = f"stream to 127.0.0.1:{port}: connecting failed: UNAVAILABLE: starting: waiting for etcd at {etcd_server.endpoint}"
         await lines.until(refused, 3)  # retried, with backoff: the worker does not give up
         assert not worker.connected.is_set() and not pulling.done()
+        told = [line for line in lines.lines if line.startswith("WARNING tickwheel_worker")]
+        assert told == [f"WARNING tickwheel_worker.runtime: stream to 127.0.0.1:{port}: connecting failed, server "
+                        f"unavailable: UNAVAILABLE: starting: waiting for etcd at {etcd_server.endpoint}; reconnecting"]
         assert not starting.done()
 
         await asyncio.to_thread(etcd_server.start)

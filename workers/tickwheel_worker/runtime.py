@@ -32,10 +32,23 @@ stream must re-attach those too), waits for ``welcome``, then:
   presumed dead and the worker reconnects.
 
 Reconnects wait :func:`~tickwheel.shared.backoff.full_jitter` (doubling
-per attempt that got no welcome, from ``reconnect_initial_backoff`` up to
-``reconnect_max_backoff``). A server that
-refuses the worker (UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT,
-UNIMPLEMENTED) ends :meth:`Worker.run` with :class:`WorkerFatalError`.
+per stream that got no welcome or ended within a heartbeat interval of it, from
+``reconnect_initial_backoff`` up to ``reconnect_max_backoff``). A server
+that refuses the worker (UNAUTHENTICATED, PERMISSION_DENIED,
+INVALID_ARGUMENT, UNIMPLEMENTED) ends :meth:`Worker.run` with
+:class:`WorkerFatalError`, logged as an ERROR.
+
+**Logs of an outage** - a server unreachable, restarting, waiting for its
+store, refusing with any other status, or breaking the protocol is an
+outage of the stream, logged through
+:class:`~tickwheel.shared.outages.OutageLog` (as the server logs its own):
+one WARNING when it begins (the address, the gRPC status and its details,
+first line, bounded, with the credential masked), one a minute later, then
+after gaps doubling up to 15 minutes, DEBUG for each failed reconnect in
+between and one INFO with its duration once a stream lasted a heartbeat
+interval (a stream that ends sooner, welcomed or not, is part of the
+outage). Results held meanwhile stay held and are sent again on the next
+stream.
 
 Every queue is bounded: outgoing messages are not queued but computed from
 state (results pending, credit owed, heartbeat due) by one writer task, and
@@ -58,6 +71,7 @@ import grpc.aio
 from tickwheel.shared.backoff import full_jitter
 from tickwheel.shared.clock import Clock, SystemClock
 from tickwheel.shared.logs import log_execution
+from tickwheel.shared.outages import STILL_EVERY, OutageLog, one_line
 from tickwheel.v1 import worker_pb2, worker_pb2_grpc
 from tickwheel_worker._version import VERSION
 from tickwheel_worker.attempt import FAILED_RETRYABLE, Attempt, AttemptSettings, Key
@@ -76,6 +90,11 @@ FATAL_CODES = frozenset(
         grpc.StatusCode.UNIMPLEMENTED,
     }
 )
+_REMEDY = {
+    grpc.StatusCode.UNAUTHENTICATED: "the credential is unknown or was revoked: issue a new one",
+    grpc.StatusCode.PERMISSION_DENIED: "the credential does not allow this",
+    grpc.StatusCode.UNIMPLEMENTED: "is the address a Tickwheel server?",
+}
 
 RESULTS_PER_MESSAGE = 1000
 RESULT_MESSAGE_BYTES = 1024 * 1024
@@ -93,6 +112,8 @@ ABANDON_TIMEOUT = 1.0
 MAX_RECEIVE_BYTES = 64 * 1024 * 1024
 """An assignment batch can carry 100 payloads of 64 KiB and more; gRPC's default is 4 MiB."""
 USER_AGENT = f"tickwheel-worker/{VERSION}"
+SAID_CHARS = 300
+"""The most characters of a server's error (its status details) a log line repeats."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -102,7 +123,34 @@ class WorkerFatalError(Exception):
 
 
 class _SessionLost(Exception):
-    """The stream ended or the server went silent: reconnect."""
+    """The stream ended, the server went silent or broke the protocol: reconnect."""
+
+
+def _server_outage(error: BaseException) -> str | None:
+    """``"server"`` when ``error`` ended a stream for a reason of the
+    server's or the network's (a worker reconnects); ``None`` for a defect
+    of the worker's own."""
+    if isinstance(error, (grpc.aio.AioRpcError, _SessionLost, OSError, EOFError)):
+        return "server"
+    return None
+
+
+def _said(error: BaseException, credential: str) -> str:
+    """What a server's error says, as one log line: the gRPC status and the
+    first line of its details, printable, at most :data:`SAID_CHARS`
+    characters, the worker's credential masked (a server may echo it)."""
+    if isinstance(error, grpc.aio.AioRpcError):
+        text = f"{error.code().name}: {error.details() or ''}".strip()
+    elif isinstance(error, _SessionLost):
+        text = str(error)
+    else:
+        text = one_line(error)
+    lines = text.splitlines()
+    text = lines[0] if lines else ""
+    if credential:
+        text = text.replace(credential, "***")
+    text = "".join(c if c.isprintable() else "?" for c in text[: SAID_CHARS + 1])
+    return text if len(text) <= SAID_CHARS else text[:SAID_CHARS] + "..."
 
 
 class _Session:
@@ -189,6 +237,16 @@ class Worker:
         self._finished = asyncio.Event()
         self._watchers: list[asyncio.Future[None]] = []
         """Futures of those waiting for the next change of state (see :meth:`_notify`)."""
+        self._outages = OutageLog(
+            log, f"stream to {config.address}", self._clock, kind_of=_server_outage,
+            describe=lambda error: _said(error, config.credential), then="reconnecting",
+        )
+        """Failed streams and reconnects: a line an outage, not one a try."""
+        self._healthy_at: float | None = None
+        self._said_connected_at: float | None = None
+        """When the last "connected" line was INFO."""
+        """When the current stream counts as having worked (its welcome plus a
+        heartbeat interval): a stream lost sooner backs the reconnects off."""
 
     # -- public surface ---------------------------------------------------
 
@@ -233,20 +291,26 @@ class Worker:
         try:
             while not self._shutdown.is_set():
                 self._welcomed = False
+                self._healthy_at = None
                 try:
                     await self._run_session()
-                    log.info("stream to %s closed; reconnecting", self.config.address)
-                except _SessionLost as exc:
-                    log.warning("stream to %s lost: %s; reconnecting", self.config.address, exc)
+                    if self._welcomed and not self._stream_worked():
+                        raise _SessionLost("the server ended the stream within a heartbeat interval of its welcome")
+                    if self._welcomed:
+                        log.info("stream to %s closed; reconnecting", self.config.address)
                 except grpc.aio.AioRpcError as exc:
                     if exc.code() in FATAL_CODES:
-                        raise WorkerFatalError(
-                            f"{self.config.address} refused the worker: {exc.code().name}: {exc.details()}"
-                        ) from exc
-                    log.warning("stream to %s failed: %s: %s", self.config.address, exc.code().name, exc.details())
-                except Exception:  # noqa: BLE001 - keep serving; a server hiccup must not kill the worker
-                    log.exception("stream to %s failed", self.config.address)
-                failures = 0 if self._welcomed else failures + 1
+                        said = _said(exc, self.config.credential)
+                        log.error("%s refused the worker %s: %s; stopping (%s)", self.config.address,
+                                  self.config.worker_id, said, _REMEDY.get(exc.code(), "check its configuration"))
+                        raise WorkerFatalError(f"{self.config.address} refused the worker: {said}") from exc
+                    self._outages.failed(self._stage(), exc)
+                except Exception as exc:  # noqa: BLE001 - keep serving; a server hiccup must not kill the worker
+                    self._outages.failed(self._stage(), exc)
+                # A stream that lasted a heartbeat interval worked: the next connect is quick
+                # again. One ended sooner (a welcome, then at once a close, a drain or an error,
+                # in a loop) backs off as a refused connect does, and its outage goes on.
+                failures = 0 if self._stream_worked() else failures + 1
                 if self._shutdown.is_set():
                     break
                 delay = full_jitter(
@@ -289,6 +353,14 @@ class Worker:
 
     # -- one stream ------------------------------------------------------
 
+    def _stream_worked(self) -> bool:
+        """The last stream was welcomed and lasted a heartbeat interval."""
+        return self._healthy_at is not None and self._clock.monotonic() >= self._healthy_at
+
+    def _stage(self) -> str:
+        """What failed, in a log line: the stream a server welcomed, or a connect."""
+        return "the stream" if self._welcomed else "connecting"
+
     def _open_channel(self) -> grpc.aio.Channel:
         """A new channel per stream, so a reconnect resolves the address again."""
         options = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
@@ -314,9 +386,18 @@ class Worker:
             session.wake.set()
             self._session = session
             self._welcomed = True
+            self._healthy_at = session.last_seen + session.interval
             self.sessions += 1
             self.connected.set()
-            log.info(
+            # Through an outage (streams welcomed, then ended at once, in a loop) this line too
+            # is one a minute; the outage's end is logged once a stream lasted (see _tick).
+            now = self._clock.monotonic()
+            quiet = self._outages.down and self._said_connected_at is not None and \
+                now - self._said_connected_at < STILL_EVERY
+            if not quiet:
+                self._said_connected_at = now
+            log.log(
+                logging.DEBUG if quiet else logging.INFO,
                 "worker %s connected to server %s (%d in flight, %d results to resend)",
                 self.config.worker_id, welcome.server_id, len(welcome.reattached), len(session.unsent),
             )
@@ -356,7 +437,10 @@ class Worker:
 
     def _heartbeat_interval(self, welcome: worker_pb2.ServerWelcome) -> float:
         if welcome.HasField("heartbeat_interval"):
-            seconds = welcome.heartbeat_interval.ToTimedelta().total_seconds()
+            try:
+                seconds = welcome.heartbeat_interval.ToTimedelta().total_seconds()
+            except (ValueError, OverflowError) as exc:
+                raise _SessionLost("protocol error: the welcome's heartbeat_interval is out of range") from exc
             if seconds > 0:
                 return seconds
         return self.config.default_heartbeat_interval
@@ -443,7 +527,10 @@ class Worker:
                 session.draining = True
                 session.drain_received.set()
                 if message.drain.HasField("deadline_at"):
-                    session.drain_deadline = message.drain.deadline_at.ToDatetime(tzinfo=timezone.utc)
+                    try:
+                        session.drain_deadline = message.drain.deadline_at.ToDatetime(tzinfo=timezone.utc)
+                    except (ValueError, OverflowError) as exc:
+                        raise _SessionLost("protocol error: the drain's deadline_at is out of range") from exc
                 log.info("server %s drains: %s", session.server_id, message.drain.reason)
                 self._notify()
             elif kind == "welcome":
@@ -488,6 +575,7 @@ class Worker:
     async def _tick(self, session: _Session) -> None:
         while True:
             await self._clock.sleep(session.interval)
+            self._outages.ok()  # the stream lasted a heartbeat interval: an outage is over
             session.heartbeat_due = True
             session.wake.set()
 

@@ -142,6 +142,9 @@ class FakeWorkerService(worker_pb2_grpc.WorkerServiceServicer):
         self.auto_ack = True
         self.server_id = "fake-server"
         self.reject_status: grpc.StatusCode | None = None
+        self.reject_details = "refused by the fake server"
+        self.refusals = 0
+        """Streams refused with ``reject_status`` so far."""
         self.withhold_welcome = False
         self.streams: list[FakeStream] = []
         self._new_stream = asyncio.Condition()
@@ -166,7 +169,8 @@ class FakeWorkerService(worker_pb2_grpc.WorkerServiceServicer):
 
     async def Pull(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
         if self.reject_status is not None:
-            await context.abort(self.reject_status, "refused by the fake server")
+            self.refusals += 1
+            await context.abort(self.reject_status, self.reject_details)
         stream = FakeStream(self, context)
         first = await asyncio.wait_for(context.read(), WAIT)
         assert first is not grpc.aio.EOF and first.WhichOneof("message") == "hello", first
