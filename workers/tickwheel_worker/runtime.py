@@ -48,7 +48,9 @@ after gaps doubling up to 15 minutes, DEBUG for each failed reconnect in
 between and one INFO with its duration once a stream lasted a heartbeat
 interval (a stream that ends sooner, welcomed or not, is part of the
 outage). Results held meanwhile stay held and are sent again on the next
-stream.
+stream. What a server sends against the protocol on an open stream (a
+second welcome, duplicate assignments, assignments beyond the credit) is
+one line of each kind a minute, the rest DEBUG (:class:`_Limited`).
 
 Every queue is bounded: outgoing messages are not queued but computed from
 state (results pending, credit owed, heartbeat due) by one writer task, and
@@ -183,6 +185,29 @@ def _size_bound(result: worker_pb2.ExecutionResult) -> int:
     return RESULT_BYTES_BEYOND + len(result.execution_id) + len(result.output) + (len(error.encode()) if error else 0)
 
 
+class _Limited:
+    """Lines a broken or hostile server causes at will, one per message it
+    sends (a duplicate assignment, one beyond the credit, a second welcome):
+    each kind at its level at most once a minute, the rest DEBUG, counted in
+    the next line of that kind."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._said_at: dict[str, float] = {}
+        self._unsaid: dict[str, int] = {}
+
+    def level(self, kind: str, level: int) -> tuple[int, str]:
+        """The level of a line of ``kind`` now, and what it adds to its text."""
+        now = self._clock.monotonic()
+        said_at = self._said_at.get(kind)
+        if said_at is not None and now - said_at < STILL_EVERY:
+            self._unsaid[kind] = self._unsaid.get(kind, 0) + 1
+            return logging.DEBUG, ""
+        self._said_at[kind] = now
+        unsaid = self._unsaid.pop(kind, 0)
+        return level, f" ({unsaid} more since the last such line, at DEBUG)" if unsaid else ""
+
+
 async def _wait_any(*aws: Awaitable[Any]) -> None:
     """Return when the first of ``aws`` completes; cancel the rest."""
     tasks = [asyncio.ensure_future(aw) for aw in aws]
@@ -243,6 +268,8 @@ class Worker:
         )
         """Failed streams and reconnects: a line an outage, not one a try."""
         self._healthy_at: float | None = None
+        self._limited = _Limited(self._clock)
+        """What a server's messages make the worker log, one line a kind a minute."""
         self._said_connected_at: float | None = None
         """When the last "connected" line was INFO."""
         """When the current stream counts as having worked (its welcome plus a
@@ -294,7 +321,7 @@ class Worker:
                 self._healthy_at = None
                 try:
                     await self._run_session()
-                    if self._welcomed and not self._stream_worked():
+                    if self._welcomed and not self._stream_worked() and not self._shutdown.is_set():
                         raise _SessionLost("the server ended the stream within a heartbeat interval of its welcome")
                     if self._welcomed:
                         log.info("stream to %s closed; reconnecting", self.config.address)
@@ -534,7 +561,8 @@ class Worker:
                 log.info("server %s drains: %s", session.server_id, message.drain.reason)
                 self._notify()
             elif kind == "welcome":
-                log.warning("ignoring a second welcome from server %s", session.server_id)
+                level, more = self._limited.level("welcome", logging.WARNING)
+                log.log(level, "ignoring a second welcome from server %s%s", session.server_id, more)
             session.wake.set()
 
     async def _write_loop(self, session: _Session) -> None:
@@ -653,15 +681,17 @@ class Worker:
     def _accept(self, session: _Session, assignment: worker_pb2.Assignment) -> None:
         key: Key = (assignment.execution_id, assignment.delivery)
         if key in self._attempts:
-            log_execution(log, logging.WARNING, "duplicate assignment (delivery %d) ignored", assignment.delivery,
+            level, more = self._limited.level("duplicate", logging.WARNING)
+            log_execution(log, level, "duplicate assignment (delivery %d) ignored%s", assignment.delivery, more,
                           execution=assignment.execution_id, job=assignment.job_id, tenant=assignment.tenant)
             return
         if key in self._unacked:  # finished, but the server did not see the result yet
             session.unsent[key] = None
             return
         if len(self._attempts) >= self._max_held:
-            log_execution(log, logging.ERROR, "assignment (delivery %d) beyond this worker's credit; refused",
-                          assignment.delivery, execution=assignment.execution_id, job=assignment.job_id,
+            level, more = self._limited.level("beyond credit", logging.ERROR)
+            log_execution(log, level, "assignment (delivery %d) beyond this worker's credit; refused%s",
+                          assignment.delivery, more, execution=assignment.execution_id, job=assignment.job_id,
                           tenant=assignment.tenant)
             self._record(key, worker_pb2.ExecutionResult(
                 execution_id=assignment.execution_id,

@@ -53,13 +53,13 @@ def registry() -> HandlerRegistry:
     return handlers
 
 
-def worker_on(service: FakeWorkerService, clock: FakeClock) -> Worker:
+def worker_on(service: FakeWorkerService, clock: FakeClock, handlers: HandlerRegistry | None = None) -> Worker:
     # The fake welcomes with a heartbeat interval of 100 s: past JUMP_BELOW,
     # so a welcomed stream's heartbeats and silence watch wait for the test.
     service.heartbeat_interval = 100.0
     service.auto_heartbeat = False
     return Worker(WorkerConfig(
-        address=service.address, credential=SECRET, handlers=registry(), address_policy=LOOPBACK,
+        address=service.address, credential=SECRET, handlers=handlers or registry(), address_policy=LOOPBACK,
         reconnect_initial_backoff=0.2, reconnect_max_backoff=15.0, welcome_timeout=600.0, slots=2,
     ), clock=clock)  # fmt: skip
 
@@ -254,3 +254,55 @@ async def test_a_drain_deadline_out_of_range_is_a_protocol_error_not_a_defect(
     assert any(m.endswith("protocol error: the drain's deadline_at is out of range; reconnecting")
                for m in lines(caplog, logging.WARNING))
     assert not lines(caplog, logging.ERROR)
+
+
+async def test_a_server_repeating_what_the_protocol_forbids_is_a_line_a_minute(
+    fake_server: FakeWorkerService, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Second welcomes, duplicate assignments and assignments beyond the
+    credit, hundreds of each on one stream: each kind is one line (ERROR for
+    the credit), the rest DEBUG and counted in the kind's next line; what
+    beyond the credit is refused is still answered, each one."""
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    clock = JumpingClock()
+    handlers = registry()
+    release = asyncio.Event()
+
+    @handlers.handler("block")
+    async def block(ctx) -> bytes:
+        await release.wait()
+        return b""
+
+    worker = worker_on(fake_server, clock, handlers)
+    running = asyncio.create_task(worker.run())
+    try:
+        stream = await fake_server.stream(0)
+        # Deadlines far beyond the fake clock's start (2027), so nothing times out.
+        held = [make_assignment(f"job{i}:e", handler="block", deadline_in=1e8) for i in range(4)]  # 2 * slots
+        await stream.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=held)))
+        for _ in range(300):
+            await stream.send(fake_server.welcome(stream))
+        await stream.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=held * 75)))
+        beyond = [make_assignment(f"over{i}:e") for i in range(300)]
+        await stream.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=beyond)))
+        await stream.wait_for(lambda s: all(s.result_for(f"over{i}:e") for i in range(300)))
+        assert worker.connected.is_set() and len(worker.in_flight()) == 4
+
+        clock.advance(61.0)  # a minute on: the next of each kind is a line again, with the count
+        await stream.send(fake_server.welcome(stream))
+        await stream.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=held[:1])))
+        await asyncio.wait_for(until(lambda: len(lines(caplog, logging.WARNING)) >= 4), WAIT)
+        release.set()
+    finally:
+        await stopped(worker, running)
+    warnings = lines(caplog, logging.WARNING)
+    assert [w.split(" (")[0] for w in warnings if "welcome" in w] == ["ignoring a second welcome from server fake-server"] * 2
+    assert warnings[-2:] in (
+        ["ignoring a second welcome from server fake-server (299 more since the last such line, at DEBUG)",
+         "duplicate assignment (delivery 1) ignored (299 more since the last such line, at DEBUG)"],
+        ["duplicate assignment (delivery 1) ignored (299 more since the last such line, at DEBUG)",
+         "ignoring a second welcome from server fake-server (299 more since the last such line, at DEBUG)"],
+    ), warnings
+    assert len(warnings) == 4, warnings
+    errors = lines(caplog, logging.ERROR)
+    assert errors == ["assignment (delivery 1) beyond this worker's credit; refused"], errors
