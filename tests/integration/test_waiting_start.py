@@ -350,3 +350,26 @@ async def test_a_failed_start_whose_revoke_fails_logs_it_once_and_raises_its_own
     assert len(told) == 1 and told[0].startswith("WARNING"), told
     assert "expire with its TTL" in told[0]
     assert "Traceback" not in lines.text()
+
+
+async def test_a_failed_start_gives_up_a_revoke_etcd_does_not_answer(tmp_path, etcd_server: EtcdServer, lines,
+                                                                     monkeypatch) -> None:
+    """etcd frozen (SIGSTOP) as the start fails: the revoke is given up after
+    ABANDON_REVOKE, in one WARNING line, and the start raises its own error."""
+    import tickwheel_server.app as app
+
+    monkeypatch.setattr(app, "ABANDON_REVOKE", 0.5)
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    server = TickwheelServer(config_for(store, etcd_server.endpoint, "twa_" + "t" * 32))
+    process = etcd_server._process
+
+    async def etcd_freezes() -> None:
+        process.send_signal(signal.SIGSTOP)
+
+    try:
+        session_id = await a_start_that_fails_once_published(server, monkeypatch, etcd_freezes)
+    finally:
+        process.send_signal(signal.SIGCONT)
+    told = [line for line in lines.lines if "revoke" in line and f"{session_id:x}" in line]
+    assert told == [f"WARNING tickwheel.server: could not revoke etcd session {session_id:x} of the failed start "
+                    "(its keys expire with its TTL): no answer within 0.5 s"], told
