@@ -31,7 +31,7 @@ from .test_dispatch_claim import NOW, OWNED, World, once_job
 from .test_handout import ANY_ECHO, add_execution
 
 PRIMARY_KEY = "primary key"
-RUNNING = {PRIMARY_KEY, "executions_owner", "executions_busy", "executions_running_tenant"}
+RUNNING = {PRIMARY_KEY, "executions_owner", "executions_busy", "executions_running_worker"}
 SCHEDULED = {
     PRIMARY_KEY, "executions_scheduled_tenant", "executions_tenant_ready", "executions_not_started",
     "executions_not_started_job",
@@ -180,5 +180,30 @@ async def test_migration_30_puts_existing_scheduled_rows_into_the_index_by_insta
         assert indexes_holding(engine, "e1") == SCHEDULED
         [rebuilt] = await DispatchStore(engine, clock).scheduled_in([0], clock.now())
         assert rebuilt.id == "e1"
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_migration_33_puts_existing_running_rows_into_the_index_by_tenant_and_worker(
+    backend, request, tmp_path, clock,
+) -> None:
+    """A store written before migration 0033 keeps its running rows, each
+    now in ``executions_running_worker`` (one entry, as in the index it
+    replaces); ``executions_running_tenant`` is gone."""
+    url = f"sqlite:///{tmp_path / 'old.db'}" if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    engine = create_store_engine(url)
+    try:
+        migrate(engine, target=32)
+        await TenantStore(engine, clock).create(Tenant(name="acme"))
+        add_execution(engine, clock, "e1")
+        [handed] = await ExecutionQueue(engine, clock, rng=random.Random(3)).handout.hand_out_ready(
+            "s1", clock.now(), ANY_ECHO, 1)
+        assert "executions_running_tenant" in indexes_holding(engine, handed.id)
+        migrate(engine)
+        with engine.connect() as conn:
+            names = set(_indexes(conn))
+        assert "executions_running_tenant" not in names and "executions_running_worker" in names
+        assert indexes_holding(engine, handed.id) == RUNNING
     finally:
         engine.dispose()

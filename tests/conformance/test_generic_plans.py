@@ -222,3 +222,45 @@ async def test_a_page_of_jobs_reads_each_cursor_by_its_key_in_a_generic_plan(eng
         top = plan(engine, statement, parameters)
         assert not seq_scans(top, ("jobs", "job_cursors")), describe(top)
         assert not any(n["Node Type"] == "Sort" for n in nodes(top)), describe(top)
+
+
+async def test_a_hello_reads_its_worker_s_running_rows_only_and_the_reaper_its_dead_session_s(engine, clock) -> None:
+    """A hello's mark (:func:`store.unheld.disown`) reads the running rows
+    of its tenants and its worker id on ``executions_running_worker
+    (tenant, worker_id)`` (migration 0033) under a LIMIT, whatever other
+    workers of its tenant run (2 000 here, 200 workers'), in a generic plan and with its
+    values alike; its marking statement and the reaper's give-back
+    (``release_unheld``, on ``executions_owner``) read no table whole."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO executions (id, job_id, tenant, partition, origin, nominal_at, due_at, ready_at, attempt, "
+            "delivery, status, owner, worker_id, handed_out_at, handler, missed_count, reap_count, payload, error, "
+            "dead_reason, created_at) "
+            "SELECT 'busy_' || g, 'job_' || lpad((g %% 2000 + 1)::text, 5, '0'), 'acme', 0, 'scheduled', 1, 1, 1, 1, "
+            "1, 'running', CASE WHEN g <= 3 THEN 's7' ELSE 's8' END, CASE WHEN g <= 3 THEN 'w7' ELSE 'w8_' || (g %% 200) END, "
+            "100, 'echo', 0, 0, '', '', '', 0 FROM generate_series(1, 2003) AS g"
+        )
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("ANALYZE executions")
+    requeues = RequeueStore(engine, clock)
+    with captured(engine) as seen:
+        taken = await requeues.reattach("s9", "w7", [("busy_1", 1)], tenants=("acme", "globex"), disown_since_us=0)
+        assert [r.execution_id for r in taken] == ["busy_1"]  # listed: re-attached; busy_2 and _3 marked
+        assert sorted(r.execution_id for r in await requeues.release_unheld("s7")) == ["busy_2", "busy_3"]
+    [(read, read_parameters, _)] = [s for s in seen if s.statement.lstrip().startswith("SELECT")
+                                    and "worker_id =" in s.statement and "LIMIT" in s.statement]
+    for mode, analyze in (("force_generic_plan", False), ("force_custom_plan", True)):
+        top = plan(engine, read, read_parameters, mode=mode, analyze=analyze)
+        scans = [n for n in nodes(top) if n.get("Relation Name") == "executions"]
+        assert [n.get("Index Name") for n in scans] == ["executions_running_worker"], describe(top)
+        assert any(n["Node Type"] == "Limit" for n in nodes(top)), describe(top)
+        if analyze:
+            # w7's one row still running (busy_1, re-attached), none of the other workers' 2 000
+            assert scans[0]["Actual Rows"] == 1, describe(top)
+    sent = [s for s in seen if _on(("executions",), s.statement)]
+    assert any("unheld_delivery=executions.delivery" in s.statement.replace(" ", "") for s in sent), sent
+    assert any("unheld_delivery = executions.delivery" in s.statement and "owner =" in s.statement
+               for s in sent), sent
+    for statement, parameters, _ in sent:
+        top = plan(engine, statement, parameters)
+        assert not seq_scans(top, PARTIAL), f"{statement}\n{describe(top)}"

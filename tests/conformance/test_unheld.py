@@ -23,6 +23,7 @@ from tickwheel_server.lease.memory import MemoryLeaseStore
 from tickwheel_server.maintenance.reaper import Reaper
 from tickwheel_server.store.credentials import WorkerCredential
 from tickwheel_server.store.queue import ExecutionQueue
+from tickwheel_server.store import unheld
 from tickwheel_server.store.requeue import StreamGone
 from tickwheel_server.store.tables import attempts, executions
 from tickwheel_server.store.tenants import Tenant, TenantStore
@@ -163,6 +164,45 @@ async def test_hostile_hellos_neither_take_nor_give_back_what_is_not_theirs(migr
     assert await s2.liveness.reattach(later, [("e1", 1)]) == ([], [("e1", 1)])  # said it had none: not taken
     assert await reaper.reap_once() == 1
     assert state(migrated_engine)["e1"][:5] == ("scheduled", 0, None, None, None)
+    await leases.close()
+
+
+async def test_a_hello_reads_at_most_its_bound_and_the_rows_past_it_wait_the_grace(
+    migrated_engine, clock, monkeypatch
+) -> None:
+    """More running rows under one worker id than a hello may hold (a
+    credential's many workers sharing the id; the bound lowered to 2 here):
+    a hello reads at most the bound, in one statement, and marks only what
+    it read; the rest are not marked, so the reaper leaves them to the
+    re-attach grace. Nothing is lost and none goes back early; the next
+    hello reads the next ones."""
+    assert unheld.READ_BOUND == MAX_IN_FLIGHT  # a worker's own running rows are never more
+    monkeypatch.setattr(unheld, "READ_BOUND", 2)
+    _dead, _old = await started_ahead(migrated_engine, clock, "e1", "e2", "e3", "e4", "e5")
+    leases, s2, connections, reaper = await survivor(migrated_engine, clock)
+    w1 = connect(connections, clock)
+    reads = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and "unheld_delivery" not in statement:
+            reads.append(statement)
+
+    sa.event.listen(migrated_engine, "before_cursor_execute", capture)
+    try:
+        assert await s2.liveness.reattach(w1, []) == ([], [])
+    finally:
+        sa.event.remove(migrated_engine, "before_cursor_execute", capture)
+    assert [statement for statement in reads if "worker_id" in statement and "LIMIT" in statement.upper()], reads
+    marked = sorted(i for i, r in state(migrated_engine).items() if r[4] == 1)
+    assert len(marked) == 2
+    assert await reaper.reap_once() == 2
+    now = state(migrated_engine)
+    assert sorted(i for i, r in now.items() if r[0] == "scheduled") == marked
+    assert sorted(i for i, r in now.items() if r[:4] == ("running", 1, "s1", "w1")) == sorted(
+        set(now) - set(marked))  # not read: left to the grace, still theirs
+    assert await reaper.reap_once() == 0
+    assert await s2.liveness.reattach(connect(connections, clock), []) == ([], [])
+    assert sum(r[4] == 1 and r[0] == "running" for r in state(migrated_engine).values()) == 2
     await leases.close()
 
 

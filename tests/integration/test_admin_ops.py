@@ -604,7 +604,7 @@ async def _captured(engine: sa.Engine, call: Awaitable, marker: str) -> list[tup
     return captured
 
 
-RUNNING_INDEXES = {"executions_owner", "executions_running_tenant", "executions_busy"}
+RUNNING_INDEXES = {"executions_owner", "executions_running_worker", "executions_busy"}
 ARMED_INDEXES = {"executions_armed", "executions_armed_job"}
 """The armed group's (migration 0027): both hold armed rows only, at most 50 000 a server
 (the armed queue's ``DEFAULT_LIMIT``)."""
@@ -668,7 +668,7 @@ async def test_queue_depth_and_search_are_index_scans_on_postgresql(postgres_url
             "tenant": (store.search_executions(tenant="t07", before_key=(now, "x"), limit=50, scan=200),
                        [row for row in running if row["tenant"] == "t07"],
                        (("executions_ended_tenant", 51), ("executions_not_started", 200),
-                        ({"executions_running_tenant"}, None), (ARMED_INDEXES, None))),
+                        ({"executions_running_worker"}, None), (ARMED_INDEXES, None))),
             "job": (store.search_executions(job_id="job_t0717", limit=50),
                     [row for row in running if row["job_id"] == "job_t0717"],
                     (("executions_ended_job", 51), ("executions_not_started_job", 51), ({"executions_busy"}, None),

@@ -80,7 +80,7 @@ class OperationsStore(SqlStore):
         Bounded: one descent of ``executions_tenant_ready`` per tenant with
         scheduled work, a range scan of at most :data:`READY_COUNT_CAP`
         entries per tenant, and a count of the top tenants' running
-        executions on ``executions_running_tenant``. ``now`` is the caller's
+        executions on ``executions_running_worker``. ``now`` is the caller's
         clock (one clock decides "ready", and "running": a row started ahead
         of a send instant after it is not counted, as readers show it not
         started)."""

@@ -197,7 +197,7 @@ class RequeueStore(SqlStore):
 
         def fn(conn: Connection) -> list[Reattached]:
             if disown_since_us is not None:
-                disown(conn, owner, worker_id, held, tenants=sorted(scope), since_us=disown_since_us)
+                disown(conn, self.caps, owner, worker_id, held, tenants=sorted(scope), since_us=disown_since_us)
             taken = take(conn) if held else []
             if still_open is not None and not still_open():
                 raise StreamGone("the worker's stream ended before its hello was recorded: nothing written")

@@ -19,8 +19,9 @@ per row. So the statuses fall in four groups, each with its own indexes:
   ``scheduled``): ``executions_armed (owner, id)`` and
   ``executions_armed_job (job_id, nominal_at, id)``; few, like the running;
 - :data:`RUNNING`: the indexes the running state needs anyway,
-  ``executions_owner (owner)`` for all, ``executions_running_tenant
-  (tenant)`` for a tenant's, ``executions_busy (job_id)`` for a job's.
+  ``executions_owner (owner)`` for all, ``executions_running_worker
+  (tenant, worker_id)`` for a tenant's (migration 0033: a worker's hello
+  reads its own rows in it), ``executions_busy (job_id)`` for a job's.
   Running executions are at most as many as the workers' slots: a read
   takes all of its scope's and sorts them. ``executions_busy`` also holds
   the job's retries waiting (``scheduled``, attempt > 1), which the

@@ -33,41 +33,68 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from .base import chunks, one_of, pairs_in
 from .engine import Capabilities
 from .isolation import status_in
 from .tables import executions
 
 
+READ_BOUND = 20_000
+"""Running rows a hello reads for its worker id: as many as a worker's
+hello may list (``api.worker.MAX_IN_FLIGHT``, twice the most slots a worker
+may have; a test holds them equal). What a worker was dealt and has not
+ended is within its credit, what it still holds within its hello, so a
+worker's own running rows are never more. More are only a credential's
+many workers under one id: past the bound, the rows not read are not
+marked and wait the re-attach grace, as every running row of a dead
+session did before migration 0031."""
+
+MARK_CHUNK = 500
+"""Pairs a marking statement binds on SQLite (an expanding ``IN``, within
+its parameter limit); PostgreSQL and CockroachDB bind them as two arrays,
+one statement for all."""
+
+
 def disown(
-    conn: Connection, owner: str, worker_id: str, held: Sequence[tuple[str, int]], *, tenants: Sequence[str],
-    since_us: int,
+    conn: Connection, caps: Capabilities, owner: str, worker_id: str, held: Sequence[tuple[str, int]], *,
+    tenants: Sequence[str], since_us: int,
 ) -> list[tuple[str, int]]:
     """Inside a hello's transaction: mark the running rows of ``tenants``
     dealt to ``worker_id`` under a session other than ``owner`` (the hello's
     server's), handed out at or after ``since_us``, whose (id, delivery) is
     not in ``held``, as not held by that worker (see the module
-    docstring); returns them. Reads the tenants' running rows
-    (``executions_running_tenant``)."""
+    docstring); returns them. Reads at most :data:`READ_BOUND` running rows
+    of ``tenants`` stamped with ``worker_id``, the range of
+    ``executions_running_worker (tenant, worker_id)`` (migration 0033), and
+    filters them on session and hand-out instant only then, so rows of
+    that worker id it does not mark count against the bound too and no
+    statement reads more than it."""
     if not tenants or not worker_id:
         return []
     listed = set(held)
-    found = conn.execute(
-        sa.select(executions.c.id, executions.c.delivery).where(
-            executions.c.tenant.in_(sorted(set(tenants))), status_in(executions.c.status, "running"),
-            executions.c.worker_id == worker_id, executions.c.owner != owner, executions.c.handed_out_at >= since_us,
+    dealt = (
+        sa.select(executions.c.id, executions.c.delivery, executions.c.owner, executions.c.handed_out_at)
+        .where(
+            one_of(caps, executions.c.tenant, sorted(set(tenants))), status_in(executions.c.status, "running"),
+            executions.c.worker_id == worker_id,
         )
+        .limit(sa.literal_column(str(int(READ_BOUND))))  # a literal: a generic plan prices the read whole
+        .subquery()
+    )
+    found = conn.execute(
+        sa.select(dealt.c.id, dealt.c.delivery).where(dealt.c.owner != owner, dealt.c.handed_out_at >= since_us)
     ).all()
     marked = sorted((row.id, row.delivery) for row in found if (row.id, row.delivery) not in listed)
     if not marked:
         return []
     done: list[tuple[str, int]] = []
-    for start in range(0, len(marked), 500):
-        chunk = marked[start : start + 500]
+    for chunk in chunks(marked, MARK_CHUNK if caps.is_sqlite else READ_BOUND):
         done += [tuple(row) for row in conn.execute(
             executions.update()
             .where(
-                sa.tuple_(executions.c.id, executions.c.delivery).in_(chunk), status_in(executions.c.status, "running"),
-                executions.c.worker_id == worker_id, executions.c.owner != owner,
+                pairs_in(caps, (executions.c.id, executions.c.delivery), chunk, ("TEXT", "INTEGER")),
+                status_in(executions.c.status, "running"), executions.c.worker_id == worker_id,
+                executions.c.owner != owner,
             )
             .values(unheld_delivery=executions.c.delivery)
             .returning(executions.c.id, executions.c.delivery)
