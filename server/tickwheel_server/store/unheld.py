@@ -33,7 +33,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .base import chunks, one_of, pairs_in
+from .base import chunks, one_of
 from .engine import Capabilities
 from .isolation import status_in
 from .tables import executions
@@ -50,9 +50,9 @@ marked and wait the re-attach grace, as every running row of a dead
 session did before migration 0031."""
 
 MARK_CHUNK = 500
-"""Pairs a marking statement binds on SQLite (an expanding ``IN``, within
-its parameter limit); PostgreSQL and CockroachDB bind them as two arrays,
-one statement for all."""
+"""Ids a marking statement binds on SQLite (an expanding ``IN``, within its
+parameter limit); PostgreSQL and CockroachDB bind them as one array, one
+statement for all."""
 
 
 def disown(
@@ -87,14 +87,28 @@ def disown(
     marked = sorted((row.id, row.delivery) for row in found if (row.id, row.delivery) not in listed)
     if not marked:
         return []
+    # By id on the primary key, the read's own conditions stated again
+    # rather than each row's delivery: (id, delivery) pairs as arrays were
+    # planned generic as a nested loop rescanning them for every row
+    # matched, and the ids on the worker's index (its ``worker_id =``) as a
+    # filter searching the array for every row of the range; both quadratic
+    # (loadtest/RESULTS.md, "A hello reads its worker's rows"). The status
+    # and the worker id are compared through COALESCE, which no partial
+    # index's predicate or key matches (a generic plan also ANDed every
+    # running row of ``executions_owner`` into the ids' bitmap), so the ids
+    # on the primary key are the only path. A row handed out again since the read (READ
+    # COMMITTED: another delivery) meets the conditions only if it was
+    # dealt to this worker id by another session within the window while
+    # this hello runs: the worker, in its hello, cannot have received it either.
     done: list[tuple[str, int]] = []
     for chunk in chunks(marked, MARK_CHUNK if caps.is_sqlite else READ_BOUND):
         done += [tuple(row) for row in conn.execute(
             executions.update()
             .where(
-                pairs_in(caps, (executions.c.id, executions.c.delivery), chunk, ("TEXT", "INTEGER")),
-                status_in(executions.c.status, "running"), executions.c.worker_id == worker_id,
-                executions.c.owner != owner,
+                one_of(caps, executions.c.id, [ident for ident, _ in chunk]),
+                sa.func.coalesce(executions.c.status, "") == sa.literal_column("'running'"),
+                sa.func.coalesce(executions.c.worker_id, "") == worker_id, executions.c.owner != owner,
+                executions.c.handed_out_at >= since_us,
             )
             .values(unheld_delivery=executions.c.delivery)
             .returning(executions.c.id, executions.c.delivery)
