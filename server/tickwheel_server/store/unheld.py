@@ -121,16 +121,17 @@ def unheld_rows(conn: Connection, caps: Capabilities, owner: str, limit: int) ->
     ``limit`` of its running rows that the worker they were dealt to said
     it does not hold (id, delivery, partition, ready_at), locked (rows
     another transaction holds are passed over), for
-    :meth:`.requeue.RequeueStore.release_unheld` to give back."""
+    :meth:`.requeue.RequeueStore.release_unheld` to give back. Reads the
+    session's running rows (``executions_owner``) until it has ``limit``,
+    in no order (the rows are locked SKIP LOCKED: no wait to order)."""
     picked = (
         sa.select(executions.c.id, executions.c.delivery, executions.c.partition, executions.c.ready_at)
         .where(
             executions.c.owner == owner, status_in(executions.c.status, "running"),
             executions.c.unheld_delivery == executions.c.delivery, executions.c.worker_id.is_not(None),
         )
-        .order_by(executions.c.id)
         .limit(limit)
-    )
+    )  # no ORDER BY: a generic plan walked the primary key in id order for it, past every other row
     if caps.skip_locked:
         picked = picked.with_for_update(skip_locked=True)
     return conn.execute(picked).all()
