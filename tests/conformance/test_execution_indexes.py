@@ -158,6 +158,20 @@ async def test_migration_22_moves_existing_rows_to_the_new_indexes(backend, requ
         engine.dispose()
 
 
+async def _store_at(version: int, backend: str, request, tmp_path, clock) -> sa.Engine:
+    """A store migrated up to ``version`` only, with tenant acme and its scheduled execution e1."""
+    url = f"sqlite:///{tmp_path / 'old.db'}" if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    engine = create_store_engine(url)
+    try:
+        migrate(engine, target=version)
+        await TenantStore(engine, clock).create(Tenant(name="acme"))
+        add_execution(engine, clock, "e1")
+    except BaseException:
+        engine.dispose()
+        raise
+    return engine
+
+
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def test_migration_30_puts_existing_scheduled_rows_into_the_index_by_instant_and_tenant(
     backend, request, tmp_path, clock,
@@ -165,12 +179,8 @@ async def test_migration_30_puts_existing_scheduled_rows_into_the_index_by_insta
     """A store written before migration 0030 keeps its scheduled rows, each
     now in ``executions_scheduled_tenant``; ``executions_scheduled`` is gone,
     and the rows are read through the new index as before (the wheel's rebuild)."""
-    url = f"sqlite:///{tmp_path / 'old.db'}" if backend == "sqlite" else request.getfixturevalue("postgres_url")
-    engine = create_store_engine(url)
+    engine = await _store_at(28, backend, request, tmp_path, clock)
     try:
-        migrate(engine, target=28)
-        await TenantStore(engine, clock).create(Tenant(name="acme"))
-        add_execution(engine, clock, "e1")
         with engine.connect() as conn:
             assert "executions_scheduled" in _indexes(conn)
         migrate(engine)
@@ -191,12 +201,8 @@ async def test_migration_33_puts_existing_running_rows_into_the_index_by_tenant_
     """A store written before migration 0033 keeps its running rows, each
     now in ``executions_running_worker`` (one entry, as in the index it
     replaces); ``executions_running_tenant`` is gone."""
-    url = f"sqlite:///{tmp_path / 'old.db'}" if backend == "sqlite" else request.getfixturevalue("postgres_url")
-    engine = create_store_engine(url)
+    engine = await _store_at(32, backend, request, tmp_path, clock)
     try:
-        migrate(engine, target=32)
-        await TenantStore(engine, clock).create(Tenant(name="acme"))
-        add_execution(engine, clock, "e1")
         [handed] = await ExecutionQueue(engine, clock, rng=random.Random(3)).handout.hand_out_ready(
             "s1", clock.now(), ANY_ECHO, 1)
         assert "executions_running_tenant" in indexes_holding(engine, handed.id)
