@@ -238,8 +238,8 @@ async def test_a_hello_reads_its_worker_s_running_rows_only_and_the_reaper_its_d
             "delivery, status, owner, worker_id, handed_out_at, handler, missed_count, reap_count, payload, error, "
             "dead_reason, created_at) "
             "SELECT 'busy_' || g, 'job_' || lpad((g %% 2000 + 1)::text, 5, '0'), 'acme', 0, 'scheduled', 1, 1, 1, 1, "
-            "1, 'running', CASE WHEN g <= 3 THEN 's7' ELSE 's8' END, CASE WHEN g <= 3 THEN 'w7' ELSE 'w8_' || (g %% 200) END, "
-            "100, 'echo', 0, 0, '', '', '', 0 FROM generate_series(1, 2003) AS g"
+            "1, 'running', CASE WHEN g <= 3 THEN 's7' ELSE 's8' END, "
+            "CASE WHEN g <= 3 THEN 'w7' ELSE 'w8_' || (g %% 200) END, 100, 'echo', 0, 0, '', '', '', 0 FROM generate_series(1, 2003) AS g"
         )
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql("ANALYZE executions")
