@@ -12,6 +12,7 @@ import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from tickwheel.shared.heartbeats import MAX_HEARTBEAT_INTERVAL, MIN_HEARTBEAT_INTERVAL
 from tickwheel.shared.logs import LOG_FORMATS
 from tickwheel.shared.secretargs import flag_warning, url_has_password, url_may_carry_token
 from tickwheel.shared.targets import TargetPolicy, parse_networks
@@ -197,8 +198,12 @@ class ServerConfig:
             raise ConfigError("partition_count: must be between 1 and 65536")
         if not 1 <= self.session_ttl <= 300:
             raise ConfigError("session_ttl: must be between 1 and 300 seconds")
-        if not 0 < self.heartbeat_interval < self.heartbeat_timeout:
-            raise ConfigError("heartbeat_interval: must be > 0 and less than heartbeat_timeout")
+        if not MIN_HEARTBEAT_INTERVAL <= self.heartbeat_interval <= MAX_HEARTBEAT_INTERVAL:
+            # Workers clamp an announced interval into the same bounds (tickwheel.shared.heartbeats).
+            raise ConfigError(f"heartbeat_interval: must be between {MIN_HEARTBEAT_INTERVAL:g} and "
+                              f"{MAX_HEARTBEAT_INTERVAL:g} seconds")
+        if not self.heartbeat_interval < self.heartbeat_timeout:
+            raise ConfigError("heartbeat_interval: must be less than heartbeat_timeout")
         if self.shutdown_grace < 0:
             raise ConfigError("shutdown_grace: must be >= 0")
         if self.server_id and (problem := server_id_problem(self.server_id)) is not None:

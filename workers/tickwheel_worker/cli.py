@@ -237,7 +237,7 @@ def config_from_args(args: argparse.Namespace, tracer: Any = None) -> WorkerConf
         raise UsageError(str(exc)) from exc
 
 
-async def _serve(worker: Worker, grace: float, prog: str) -> int:
+async def _serve(worker: Worker, grace: float) -> int:
     loop = asyncio.get_running_loop()
     signals_seen = 0
     stopping: list[asyncio.Task[None]] = []
@@ -254,9 +254,8 @@ async def _serve(worker: Worker, grace: float, prog: str) -> int:
     try:
         await worker.run()
         await asyncio.gather(*stopping)
-    except WorkerFatalError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 1
+    except WorkerFatalError:
+        return 1  # the worker logged why, at ERROR: once is enough
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
@@ -291,7 +290,7 @@ def worker_main(argv: list[str], prog: str = "tickwheel worker") -> int:
     )
     tune_collector()
     try:
-        return asyncio.run(_serve(worker, args.grace, prog))
+        return asyncio.run(_serve(worker, args.grace))
     finally:
         if provider is not None:
             provider.shutdown()  # the spans still buffered are exported before the process exits

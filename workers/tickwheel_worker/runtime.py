@@ -16,9 +16,14 @@ stream must re-attach those too), waits for ``welcome``, then:
   ``slots`` at once (a semaphore), lets the surplus wait for a slot, and
   grants nothing until ``held + outstanding`` is back under ``slots``.
   Anything beyond ``2 * slots`` held (a server ignoring credit) is answered
-  FAILED_RETRYABLE at once.
+  FAILED_RETRYABLE at once; more than :data:`MAX_REFUSED` such answers
+  unacknowledged end the stream as a protocol error and are forgotten (the
+  server hands those executions out again; the results of real attempts are
+  kept and sent on the next stream).
 * **heartbeats** - every ``welcome.heartbeat_interval``, listing every
-  execution not yet decided, with its progress.
+  execution not yet decided, with its progress. An interval outside the
+  bounds a server's configuration takes (:mod:`tickwheel.shared.heartbeats`)
+  is clamped into them, with a WARNING.
 * **results** - sent when each attempt's outcome is known, batched, and kept
   until acked; after a reconnect every unacked result is sent again (the
   server's result handling is idempotent). An ack forgets the execution.
@@ -36,7 +41,8 @@ per stream that got no welcome or ended within a heartbeat interval of it, from
 ``reconnect_initial_backoff`` up to ``reconnect_max_backoff``). A server
 that refuses the worker (UNAUTHENTICATED, PERMISSION_DENIED,
 INVALID_ARGUMENT, UNIMPLEMENTED) ends :meth:`Worker.run` with
-:class:`WorkerFatalError`, logged as an ERROR.
+:class:`WorkerFatalError`, logged as an ERROR (the CLI adds nothing to that
+line but its exit status).
 
 **Logs of an outage** - a server unreachable, restarting, waiting for its
 store, refusing with any other status, or breaking the protocol is an
@@ -49,12 +55,16 @@ between and one INFO with its duration once a stream lasted a heartbeat
 interval (a stream that ends sooner, welcomed or not, is part of the
 outage). Results held meanwhile stay held and are sent again on the next
 stream. What a server sends against the protocol on an open stream (a
-second welcome, duplicate assignments, assignments beyond the credit) is
-one line of each kind a minute, the rest DEBUG (:class:`_Limited`).
+second welcome, duplicate assignments, assignments beyond the credit, a
+heartbeat interval out of bounds) and what it can make the worker say a
+stream at will (its drains, a drain done, a stream closed) is one line of
+each kind a minute, the rest DEBUG (:class:`_Limited`).
 
 Every queue is bounded: outgoing messages are not queued but computed from
 state (results pending, credit owed, heartbeat due) by one writer task, and
-state is bounded by the number of executions held (at most ``2 * slots``).
+state is bounded by the number of executions held (at most ``2 * slots``
+attempts, their unacknowledged results) plus at most :data:`MAX_REFUSED`
+refusals.
 """
 
 from __future__ import annotations
@@ -72,6 +82,7 @@ import grpc.aio
 
 from tickwheel.shared.backoff import full_jitter
 from tickwheel.shared.clock import Clock, SystemClock
+from tickwheel.shared.heartbeats import clamp_heartbeat_interval
 from tickwheel.shared.logs import log_execution
 from tickwheel.shared.outages import STILL_EVERY, OutageLog, one_line
 from tickwheel.v1 import worker_pb2, worker_pb2_grpc
@@ -115,6 +126,10 @@ MAX_RECEIVE_BYTES = 64 * 1024 * 1024
 """An assignment batch can carry 100 payloads of 64 KiB and more; gRPC's default is 4 MiB."""
 USER_AGENT = f"tickwheel-worker/{VERSION}"
 SAID_CHARS = 300
+MAX_REFUSED = RESULTS_PER_MESSAGE
+"""The most refusals of assignments beyond the credit held unacknowledged; one more ends the
+stream as a protocol error (a server that ignores the credit and never acks would grow them
+without end)."""
 """The most characters of a server's error (its status details) a log line repeats."""
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -147,7 +162,13 @@ def _said(error: BaseException, credential: str) -> str:
         text = str(error)
     else:
         text = one_line(error)
-    lines = text.splitlines()
+    return _clean(text, credential)
+
+
+def _clean(text: str, credential: str) -> str:
+    """``text`` from a server, fit for a log line: its first line, printable, at
+    most :data:`SAID_CHARS` characters, the worker's credential masked."""
+    lines = text[: SAID_CHARS + len(credential) + 1].splitlines()  # a server's text may run to megabytes
     text = lines[0] if lines else ""
     if credential:
         text = text.replace(credential, "***")
@@ -254,6 +275,8 @@ class Worker:
         )
         self._attempts: dict[Key, Attempt] = {}
         self._unacked: dict[Key, worker_pb2.ExecutionResult] = {}
+        self._refused: dict[Key, None] = {}
+        """The keys in ``_unacked`` of refusals of assignments beyond the credit (at most :data:`MAX_REFUSED`)."""
         self._session: _Session | None = None
         self._welcomed = False
         self._started = False
@@ -324,7 +347,8 @@ class Worker:
                     if self._welcomed and not self._stream_worked() and not self._shutdown.is_set():
                         raise _SessionLost("the server ended the stream within a heartbeat interval of its welcome")
                     if self._welcomed:
-                        log.info("stream to %s closed; reconnecting", self.config.address)
+                        level, more = self._limited.level("closed", logging.INFO)
+                        log.log(level, "stream to %s closed; reconnecting%s", self.config.address, more)
                 except grpc.aio.AioRpcError as exc:
                     if exc.code() in FATAL_CODES:
                         said = _said(exc, self.config.credential)
@@ -405,7 +429,7 @@ class Worker:
             if welcome is None:  # the worker is stopping
                 return
             session = _Session(call, self._heartbeat_interval(welcome), self._clock.monotonic(), self.config.slots)
-            session.server_id = welcome.server_id
+            session.server_id = _clean(welcome.server_id, self.config.credential)
             for rejected in welcome.rejected:
                 for attempt in self._matching(rejected):
                     attempt.reject("the server gave this execution to another worker")
@@ -426,7 +450,7 @@ class Worker:
             log.log(
                 logging.DEBUG if quiet else logging.INFO,
                 "worker %s connected to server %s (%d in flight, %d results to resend)",
-                self.config.worker_id, welcome.server_id, len(welcome.reattached), len(session.unsent),
+                self.config.worker_id, session.server_id, len(welcome.reattached), len(session.unsent),
             )
             await self._serve(session)
         finally:
@@ -469,7 +493,12 @@ class Worker:
             except (ValueError, OverflowError) as exc:
                 raise _SessionLost("protocol error: the welcome's heartbeat_interval is out of range") from exc
             if seconds > 0:
-                return seconds
+                clamped = clamp_heartbeat_interval(seconds)
+                if clamped != seconds:
+                    level, more = self._limited.level("heartbeat interval", logging.WARNING)
+                    log.log(level, "server %s announced a heartbeat interval of %gs; using %gs%s",
+                            _clean(welcome.server_id, self.config.credential), seconds, clamped, more)
+                return clamped
         return self.config.default_heartbeat_interval
 
     async def _serve(self, session: _Session) -> None:
@@ -519,13 +548,15 @@ class Worker:
                 continue
             change = self._next_change()
             if self._quiet():
-                log.info("drained: every attempt decided and acknowledged")
+                level, more = self._limited.level("drained", logging.INFO)
+                log.log(level, "drained: every attempt decided and acknowledged%s", more)
                 return
             left: float | None = None
             if session.drain_deadline is not None:
                 left = (session.drain_deadline - self._clock.now()).total_seconds()
                 if left <= 0:
-                    log.info("drain deadline passed with %d in flight", len(self.in_flight()))
+                    level, more = self._limited.level("drained", logging.INFO)
+                    log.log(level, "drain deadline passed with %d in flight%s", len(self.in_flight()), more)
                     return
             waits: list[Awaitable[Any]] = [change, self._shutdown.wait()]
             if left is not None:
@@ -558,7 +589,9 @@ class Worker:
                         session.drain_deadline = message.drain.deadline_at.ToDatetime(tzinfo=timezone.utc)
                     except (ValueError, OverflowError) as exc:
                         raise _SessionLost("protocol error: the drain's deadline_at is out of range") from exc
-                log.info("server %s drains: %s", session.server_id, message.drain.reason)
+                level, more = self._limited.level("drains", logging.INFO)
+                log.log(level, "server %s drains: %s%s", session.server_id,
+                        _clean(message.drain.reason, self.config.credential), more)
                 self._notify()
             elif kind == "welcome":
                 level, more = self._limited.level("welcome", logging.WARNING)
@@ -693,6 +726,11 @@ class Worker:
             log_execution(log, level, "assignment (delivery %d) beyond this worker's credit; refused%s",
                           assignment.delivery, more, execution=assignment.execution_id, job=assignment.job_id,
                           tenant=assignment.tenant)
+            if key not in self._refused and len(self._refused) >= MAX_REFUSED:
+                self._forget_refused(session)
+                raise _SessionLost(f"protocol error: more than {MAX_REFUSED} assignments beyond the credit "
+                                   "unacknowledged")
+            self._refused[key] = None
             self._record(key, worker_pb2.ExecutionResult(
                 execution_id=assignment.execution_id,
                 delivery=assignment.delivery,
@@ -704,6 +742,16 @@ class Worker:
         attempt = Attempt(assignment, self._attempt_settings)
         self._attempts[key] = attempt
         attempt.start()
+
+    def _forget_refused(self, session: _Session) -> None:
+        """Drop every refusal not yet acknowledged (the server hands those
+        executions out again once their deliveries time out); the results of
+        real attempts stay."""
+        for key in self._refused:
+            self._unacked.pop(key, None)
+            session.unsent.pop(key, None)
+        self._refused.clear()
+        self._notify()
 
     def _forget(self, attempt: Attempt) -> None:
         """The attempt's task ends: its slot is free."""
@@ -723,6 +771,7 @@ class Worker:
         for ack in acks:
             key = (ack.execution_id, ack.delivery)
             self._unacked.pop(key, None)
+            self._refused.pop(key, None)
             session.unsent.pop(key, None)
             if not ack.accepted:
                 # The attempt is gone; its id names the execution (a job id is its prefix).

@@ -1,0 +1,262 @@
+"""A worker bounded against a hostile server: what the server sends at will
+(assignments beyond the credit it never acks, a heartbeat interval of a
+millisecond or of a year, a welcome and a drain in a loop) grows no
+structure without end, sets no tight loop going and floods no log; the
+results of real attempts are never dropped.
+
+Nothing sleeps on wall time: the worker's clock is a fake one the test moves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+
+import pytest
+
+from tickwheel.shared.clock import FakeClock
+from tickwheel.shared.heartbeats import MAX_HEARTBEAT_INTERVAL, MIN_HEARTBEAT_INTERVAL
+from tickwheel.v1 import worker_pb2
+from tickwheel_worker import Worker, WorkerConfig
+from tickwheel_worker.runtime import MAX_REFUSED
+
+from tests.unit.worker.test_worker_outages import LOGGER, JumpingClock, lines, registry, stopped, until
+from tests.unit.worker.worker_fakes import LOOPBACK, WAIT, FakeWorkerService, make_assignment
+
+
+class PeakDict(dict):
+    """A dict that remembers the most entries it ever held."""
+
+    peak = 0
+
+    def __setitem__(self, key, value) -> None:  # type: ignore[no-untyped-def]
+        super().__setitem__(key, value)
+        self.peak = max(self.peak, len(self))
+
+
+def worker_on(service: FakeWorkerService, clock: FakeClock, heartbeat_interval: float = 100.0, **overrides) -> Worker:
+    service.heartbeat_interval = heartbeat_interval
+    service.auto_heartbeat = False
+    settings = dict(
+        address=service.address, credential="worker-secret", handlers=registry(), address_policy=LOOPBACK,
+        reconnect_initial_backoff=0.2, reconnect_max_backoff=15.0, welcome_timeout=600.0, slots=2,
+    )
+    settings.update(overrides)
+    return Worker(WorkerConfig(**settings), clock=clock)
+
+
+async def test_refusals_a_server_never_acks_stay_bounded_and_real_results_are_kept(
+    fake_server: FakeWorkerService, caplog: pytest.LogCaptureFixture
+) -> None:
+    """100 000 assignments beyond the credit, none acked: each stream ends
+    once more than MAX_REFUSED refusals wait for their ack, the refusals are
+    forgotten, and the unacknowledged results of real attempts, and the
+    attempts still running, go on to the next stream and are sent there."""
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    fake_server.auto_ack = False
+    clock = JumpingClock()
+    handlers = registry()
+    release = asyncio.Event()
+
+    @handlers.handler("block")
+    async def block(ctx) -> bytes:
+        await release.wait()
+        return b"blocked " + ctx.execution_id.encode()
+
+    worker = worker_on(fake_server, clock, handlers=handlers)
+    unacked = worker._unacked = PeakDict()  # the structure a server that never acks would grow
+    running = asyncio.create_task(worker.run())
+    real = {f"real{i}:e" for i in range(2)} | {f"held{i}:e" for i in range(4)}
+    try:
+        first = await fake_server.stream(0)
+        await first.assign(*[make_assignment(f"real{i}:e", payload=b"kept") for i in range(2)])
+        await first.wait_for(lambda s: s.result_for("real0:e") and s.result_for("real1:e"))
+        # Four held (2 * slots, a server ignoring the credit): what comes next is refused.
+        held = [make_assignment(f"held{i}:e", handler="block", deadline_in=1e8) for i in range(4)]
+        await first.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=held)))
+        await until(lambda: len(worker.in_flight()) == 4)
+
+        sent = 0
+        index = 0
+        while sent < 100_000:
+            stream = await fake_server.stream(index)
+            beyond = [make_assignment(f"over{sent + i}:e") for i in range(MAX_REFUSED + 1)]
+            await stream.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=beyond)))
+            sent += len(beyond)
+            await asyncio.wait_for(stream.ended.wait(), WAIT)  # the worker ended it: a protocol error
+            assert len(unacked) <= MAX_REFUSED + len(real)
+            index += 1
+
+        last = await fake_server.stream(index)
+        assert {e.execution_id for e in last.hello.in_flight} == real, "refusals forgotten, real work kept"
+        assert sorted(key[0] for key in worker.unacked()) == ["real0:e", "real1:e"]
+        assert len(worker.in_flight()) == 4
+        for i in range(2):
+            assert (await last.wait_result(f"real{i}:e")).output == b"kept"
+        release.set()
+        for i in range(4):
+            assert (await last.wait_result(f"held{i}:e")).output == f"blocked held{i}:e".encode()
+        fake_server.auto_ack = True
+        await last.ack(*[last.result_for(key) for key in sorted(real)])
+        await asyncio.wait_for(until(lambda: not worker.unacked()), WAIT)
+    finally:
+        await stopped(worker, running)
+    assert unacked.peak <= MAX_REFUSED + len(real), unacked.peak
+    assert len(fake_server.streams) >= 100_000 // (MAX_REFUSED + 1)
+    warnings = lines(caplog, logging.WARNING)
+    assert warnings[0].endswith(f"protocol error: more than {MAX_REFUSED} assignments beyond the credit "
+                                "unacknowledged; reconnecting"), warnings[0]
+    assert len(warnings) < 20, warnings
+
+
+async def test_refusals_a_server_acks_never_end_the_stream(
+    fake_server: FakeWorkerService, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The bound counts refusals waiting for their ack, not refusals: a
+    server that ignores the credit but acks keeps its stream."""
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    clock = JumpingClock()
+    handlers = registry()
+    release = asyncio.Event()
+
+    @handlers.handler("block")
+    async def block(ctx) -> bytes:
+        await release.wait()
+        return b""
+
+    worker = worker_on(fake_server, clock, handlers=handlers)
+    running = asyncio.create_task(worker.run())
+    try:
+        stream = await fake_server.stream(0)
+        held = [make_assignment(f"held{i}:e", handler="block", deadline_in=1e8) for i in range(4)]
+        await stream.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=held)))
+        for batch in range(3):
+            beyond = [make_assignment(f"over{batch}-{i}:e") for i in range(MAX_REFUSED // 2)]
+            await stream.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=beyond)))
+            await stream.wait_for(lambda s: all(s.result_for(a.execution_id) for a in beyond))
+            await asyncio.wait_for(until(lambda: not worker.unacked()), WAIT)  # the fake acked them
+        assert len(fake_server.streams) == 1 and worker.connected.is_set()
+        release.set()
+    finally:
+        await stopped(worker, running)
+    assert not lines(caplog, logging.WARNING)
+
+
+async def test_a_heartbeat_interval_of_a_millisecond_is_raised_to_the_floor_with_one_warning(
+    fake_server: FakeWorkerService, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At the server's 1 ms the worker would heartbeat a thousand times a
+    second; it waits the floor. A result the worker writes after the clock
+    moved past 1 ms but short of the floor has no heartbeat before it (the
+    stream keeps the worker's order)."""
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    clock = FakeClock()
+    worker = worker_on(fake_server, clock, heartbeat_interval=0.001, server_silence_intervals=1000)
+    running = asyncio.create_task(worker.run())
+    try:
+        stream = await fake_server.stream(0)
+        await asyncio.wait_for(worker.connected.wait(), WAIT)
+        clock.advance(MIN_HEARTBEAT_INTERVAL * 0.9)
+        await stream.assign(make_assignment("e:1", payload=b"x"))
+        await stream.wait_result("e:1")
+        assert stream.heartbeats == []
+        clock.advance(MIN_HEARTBEAT_INTERVAL * 0.2)
+        await stream.wait_for(lambda s: len(s.heartbeats) == 1)
+    finally:
+        await stopped(worker, running)
+    warnings = lines(caplog, logging.WARNING)
+    assert warnings == [f"server fake-server announced a heartbeat interval of 0.001s; using "
+                        f"{MIN_HEARTBEAT_INTERVAL:g}s"], warnings
+
+
+async def test_a_heartbeat_interval_of_a_year_is_lowered_to_the_ceiling(
+    fake_server: FakeWorkerService, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Heartbeats a year apart would let the server reap every execution and
+    the worker never notice the server died: the ceiling holds for both."""
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    clock = FakeClock()
+    year = timedelta(days=365).total_seconds()
+    worker = worker_on(fake_server, clock, heartbeat_interval=year, server_silence_intervals=3)
+    running = asyncio.create_task(worker.run())
+    try:
+        first = await fake_server.stream(0)
+        await asyncio.wait_for(worker.connected.wait(), WAIT)
+        clock.advance(MAX_HEARTBEAT_INTERVAL)
+        await first.wait_for(lambda s: len(s.heartbeats) == 1)
+        clock.advance(2 * MAX_HEARTBEAT_INTERVAL)  # the server said nothing for three intervals
+        await asyncio.wait_for(first.ended.wait(), WAIT)
+    finally:
+        await stopped(worker, running)
+    warnings = lines(caplog, logging.WARNING)
+    assert warnings[0] == (f"server fake-server announced a heartbeat interval of {year:g}s; using "
+                           f"{MAX_HEARTBEAT_INTERVAL:g}s"), warnings
+
+
+async def test_a_heartbeat_interval_out_of_bounds_in_a_loop_is_a_line_a_minute(
+    fake_server: FakeWorkerService, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    clock = JumpingClock()
+    worker = worker_on(fake_server, clock, heartbeat_interval=1e6)
+    running = asyncio.create_task(worker.run())
+    try:
+        for index in range(30):
+            await (await fake_server.stream(index)).close()
+        waited = clock.monotonic() - 1000.0
+    finally:
+        await stopped(worker, running)
+    said = [m for m in lines(caplog, logging.WARNING) if "announced a heartbeat interval" in m]
+    assert 1 <= len(said) <= 1 + waited // 60, (waited, said)
+    assert len(said) < 30
+
+
+class JumpingBelow(FakeClock):
+    """Waits shorter than :data:`SHORT` pass at once; longer ones (the heartbeat
+    interval of these tests) wait for :meth:`advance`."""
+
+    SHORT = 5.0
+
+    async def sleep(self, seconds: float) -> None:
+        if 0 < seconds < self.SHORT:
+            self.advance(seconds)
+            await asyncio.sleep(0)
+            return
+        await super().sleep(seconds)
+
+
+async def test_a_server_welcoming_and_draining_in_a_loop_is_a_line_a_kind_a_minute(
+    fake_server: FakeWorkerService, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each stream lasts its heartbeat interval (it worked: no outage, the
+    reconnect is quick), then the server drains it: "drains", "drained" and
+    "closed" would be three INFO lines a stream."""
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    clock = JumpingBelow()
+    worker = worker_on(fake_server, clock, heartbeat_interval=10.0)
+    running = asyncio.create_task(worker.run())
+    streams = 40
+    try:
+        for index in range(streams):
+            stream = await fake_server.stream(index)
+            await asyncio.wait_for(until(lambda: worker.sessions == index + 1), WAIT)
+            clock.advance(10.0)
+            await stream.drain(deadline_in=30.0, reason="restarting\n" + "x" * 100_000)
+            await asyncio.wait_for(stream.ended.wait(), WAIT)
+        await fake_server.stream(streams)
+        waited = clock.monotonic() - 1000.0
+    finally:
+        await stopped(worker, running)
+    info = lines(caplog, logging.INFO)
+    debug = lines(caplog, logging.DEBUG)
+    allowed = 1 + waited // 60
+    for kind in ("server fake-server drains: restarting", "drained: every attempt decided and acknowledged",
+                 f"stream to {fake_server.address} closed; reconnecting"):
+        said = [m for m in info if m.startswith(kind)]
+        assert 1 <= len(said) <= allowed, (kind, waited, said)
+        assert len(said) + len([m for m in debug if m.startswith(kind)]) == streams, kind
+    others = [m for m in info if " connected to server " not in m]  # the connected line: the server it is on
+    assert len(others) < streams, others
+    assert all("xxx" not in m for m in info + debug)
+    assert not lines(caplog, logging.WARNING)
