@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import grpc
 import pytest
 
 from tickwheel.v1 import worker_pb2
@@ -178,3 +179,29 @@ async def test_a_credential_given_as_a_flag_warns_and_a_file_does_not(
     assert "--credential on the command line is visible to every local user" in flag_log
     assert "--credential-file FILE or TICKWHEEL_WORKER_CREDENTIAL" in flag_log
     assert "visible to every local user" not in file_log
+
+
+async def test_a_refused_credential_is_said_once_and_exits_1(fake_server: FakeWorkerService, tmp_path: Path) -> None:
+    """The worker's ERROR line says why; the CLI adds no second copy of it."""
+    fake_server.reject_status = grpc.StatusCode.UNAUTHENTICATED
+    fake_server.reject_details = "credential revoked"
+    secret = tmp_path / "credential"
+    secret.write_text("revoked-secret\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "workers"), str(REPO / "server"),
+                                                        str(REPO / "sdk" / "python")])}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tickwheel_worker.cli", "--address", fake_server.address, "--credential-file",
+        str(secret), "--handlers", "tickwheel_worker.handlers:register_builtins", "--no-http",
+        "--worker-id", "refused-1", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+    )
+    try:
+        _, stderr = await asyncio.wait_for(process.communicate(), 15)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    text = stderr.decode()
+    assert process.returncode == 1, text
+    assert text.count("UNAUTHENTICATED: credential revoked") == 1, text
+    assert "ERROR" in text and "refused the worker refused-1" in text
+    assert "revoked-secret" not in text
