@@ -56,9 +56,11 @@ interval (a stream that ends sooner, welcomed or not, is part of the
 outage). Results held meanwhile stay held and are sent again on the next
 stream. What a server sends against the protocol on an open stream (a
 second welcome, duplicate assignments, assignments beyond the credit, a
-heartbeat interval out of bounds) and what it can make the worker say a
-stream at will (its drains, a drain done, a stream closed) is one line of
-each kind a minute, the rest DEBUG (:class:`_Limited`).
+heartbeat interval out of bounds, results it rejects) and what it can make
+the worker say a stream at will (its drains, a drain done, a stream closed)
+is one line of each kind a minute, the rest DEBUG (:class:`_Limited`); its
+texts are cut to one printable line (:func:`_clean`). A cancel or a
+welcome's ``rejected`` list costs one pass over the attempts at most.
 
 Every queue is bounded: outgoing messages are not queued but computed from
 state (results pending, credit owed, heartbeat due) by one writer task, and
@@ -127,6 +129,11 @@ MAX_RECEIVE_BYTES = 64 * 1024 * 1024
 USER_AGENT = f"tickwheel-worker/{VERSION}"
 SAID_CHARS = 300
 MAX_REFUSED = RESULTS_PER_MESSAGE
+MAX_REFUSED_ID_CHARS = 1024
+"""The longest execution id a refusal keeps (a server's are far shorter): with :data:`MAX_REFUSED`,
+what refusals hold is bounded whatever the size of the server's messages."""
+CANCEL_REASON_CHARS = 1024
+"""What a canceled attempt keeps of the server's reason (its result's error is bounded too)."""
 """The most refusals of assignments beyond the credit held unacknowledged; one more ends the
 stream as a protocol error (a server that ignores the credit and never acks would grow them
 without end)."""
@@ -430,9 +437,8 @@ class Worker:
                 return
             session = _Session(call, self._heartbeat_interval(welcome), self._clock.monotonic(), self.config.slots)
             session.server_id = _clean(welcome.server_id, self.config.credential)
-            for rejected in welcome.rejected:
-                for attempt in self._matching(rejected):
-                    attempt.reject("the server gave this execution to another worker")
+            for attempt in self._matching(welcome.rejected):
+                attempt.reject("the server gave this execution to another worker")
             session.unsent = dict.fromkeys(self._unacked)
             session.wake.set()
             self._session = session
@@ -576,9 +582,9 @@ class Worker:
                 for assignment in assignments:
                     self._accept(session, assignment)
             elif kind == "cancel":
-                for execution in message.cancel.executions:
-                    for attempt in self._matching(execution):
-                        attempt.cancel(message.cancel.reason)
+                reason = message.cancel.reason[:CANCEL_REASON_CHARS]
+                for attempt in self._matching(message.cancel.executions):
+                    attempt.cancel(reason)
             elif kind == "ack":
                 self._apply_acks(session, message.ack.acks)
             elif kind == "drain":
@@ -704,12 +710,28 @@ class Worker:
         self._watchers.append(watcher)
         return watcher
 
-    def _matching(self, execution: worker_pb2.InFlightExecution) -> Iterable[Attempt]:
-        """Attempts of ``execution``; delivery 0 matches every delivery."""
-        if execution.delivery:
-            attempt = self._attempts.get((execution.execution_id, execution.delivery))
-            return [attempt] if attempt is not None else []
-        return [a for key, a in self._attempts.items() if key[0] == execution.execution_id]
+    def _matching(self, executions: Iterable[worker_pb2.InFlightExecution]) -> list[Attempt]:
+        """Attempts of ``executions``, each once; delivery 0 matches every delivery.
+
+        One pass over the attempts at most, however many entries a server
+        sends (a scan an entry would let one message cost entries times attempts).
+        """
+        found: dict[Key, Attempt] = {}
+        by_id: dict[str, list[Attempt]] | None = None
+        for execution in executions:
+            if execution.delivery:
+                key = (execution.execution_id, execution.delivery)
+                attempt = self._attempts.get(key)
+                if attempt is not None:
+                    found[key] = attempt
+                continue
+            if by_id is None:
+                by_id = {}
+                for key, attempt in self._attempts.items():
+                    by_id.setdefault(key[0], []).append(attempt)
+            for attempt in by_id.get(execution.execution_id, ()):
+                found[attempt.key] = attempt
+        return list(found.values())
 
     def _accept(self, session: _Session, assignment: worker_pb2.Assignment) -> None:
         key: Key = (assignment.execution_id, assignment.delivery)
@@ -730,6 +752,9 @@ class Worker:
                 self._forget_refused(session)
                 raise _SessionLost(f"protocol error: more than {MAX_REFUSED} assignments beyond the credit "
                                    "unacknowledged")
+            if len(assignment.execution_id) > MAX_REFUSED_ID_CHARS:
+                raise _SessionLost("protocol error: an assignment beyond the credit with an execution id of "
+                                   f"{len(assignment.execution_id)} characters")
             self._refused[key] = None
             self._record(key, worker_pb2.ExecutionResult(
                 execution_id=assignment.execution_id,
@@ -770,13 +795,14 @@ class Worker:
     def _apply_acks(self, session: _Session, acks: Iterable[worker_pb2.ResultAck]) -> None:
         for ack in acks:
             key = (ack.execution_id, ack.delivery)
-            self._unacked.pop(key, None)
+            held = self._unacked.pop(key, None)
             self._refused.pop(key, None)
             session.unsent.pop(key, None)
-            if not ack.accepted:
+            if not ack.accepted and held is not None:
                 # The attempt is gone; its id names the execution (a job id is its prefix).
-                log_execution(log, logging.WARNING, "server rejected the result of delivery %d: %s", ack.delivery,
-                              ack.reason, execution=ack.execution_id)
+                level, more = self._limited.level("result rejected", logging.WARNING)
+                log_execution(log, level, "server rejected the result of delivery %d: %s%s", ack.delivery,
+                              _clean(ack.reason, self.config.credential), more, execution=ack.execution_id)
         self._notify()
 
     async def _abandon_all(self) -> None:

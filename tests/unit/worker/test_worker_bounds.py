@@ -265,3 +265,94 @@ async def test_a_server_welcoming_and_draining_in_a_loop_is_a_line_a_kind_a_minu
     assert len(others) < streams, others
     assert all("xxx" not in m for m in info + debug)
     assert not lines(caplog, logging.WARNING)
+
+
+async def test_a_cancel_of_many_entries_costs_one_pass_and_cancels_each_attempt_once(
+    fake_server: FakeWorkerService, caplog: pytest.LogCaptureFixture
+) -> None:
+    """200 000 entries (delivery 0: every delivery of the id), most naming
+    nothing, against 1 000 attempts held: a scan an entry would be 2e8
+    steps; the attempts named are canceled, the others run on."""
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    clock = FakeClock()
+    handlers = registry()
+    release = asyncio.Event()
+
+    @handlers.handler("block")
+    async def block(ctx) -> bytes:
+        await release.wait()
+        return b"done"
+
+    worker = worker_on(fake_server, clock, handlers=handlers, slots=1000, cancel_grace=0)
+    running = asyncio.create_task(worker.run())
+    try:
+        stream = await fake_server.stream(0)
+        await stream.assign(*[make_assignment(f"job{i}:e", handler="block", deadline_in=1e8) for i in range(1000)])
+        await asyncio.wait_for(until(lambda: len(worker.in_flight()) == 1000), WAIT)
+        entries = [worker_pb2.InFlightExecution(execution_id=f"none{i}:e") for i in range(200_000)]
+        entries += [worker_pb2.InFlightExecution(execution_id=f"job{i}:e") for i in range(0, 1000, 10)] * 3
+        await stream.send(worker_pb2.PullResponse(cancel=worker_pb2.CancelExecutions(
+            executions=entries, reason="stop\n" + "r" * 1_000_000)))
+        canceled = [f"job{i}:e" for i in range(0, 1000, 10)]
+        for execution_id in canceled:
+            result = await stream.wait_result(execution_id)
+            assert result.outcome == worker_pb2.RESULT_OUTCOME_CANCELED
+            assert len(result.error) < 2000
+        assert len(worker.in_flight()) == 900
+        release.set()
+        await stream.wait_result("job1:e")
+        assert len([r for r in stream.results if r.execution_id == "job0:e"]) == 1
+    finally:
+        await stopped(worker, running)
+
+
+async def test_rejected_acks_are_a_line_a_minute_and_only_for_results_held(
+    fake_server: FakeWorkerService, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    fake_server.auto_ack = False
+    clock = FakeClock()
+    worker = worker_on(fake_server, clock, slots=300)
+    running = asyncio.create_task(worker.run())
+    try:
+        stream = await fake_server.stream(0)
+        await stream.assign(*[make_assignment(f"job{i}:e", payload=b"x") for i in range(300)])
+        await stream.wait_for(lambda s: len(s.results) >= 300)
+        nobody = [worker_pb2.ExecutionResult(execution_id=f"nobody{i}:e", delivery=1) for i in range(1000)]
+        await stream.ack(*nobody, accepted=False)
+        await stream.ack(*stream.results, accepted=False)
+        await asyncio.wait_for(until(lambda: not worker.unacked()), WAIT)
+    finally:
+        await stopped(worker, running)
+    said = [r.getMessage() for r in caplog.records if "rejected the result" in r.getMessage()]
+    assert len(said) == 300, "a line for each result held, none for ids the worker never reported"
+    assert len([m for m in lines(caplog, logging.WARNING) if "rejected the result" in m]) == 1
+
+
+async def test_a_refusal_of_an_id_of_megabytes_is_a_protocol_error(
+    fake_server: FakeWorkerService, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    clock = JumpingClock()
+    handlers = registry()
+    release = asyncio.Event()
+
+    @handlers.handler("block")
+    async def block(ctx) -> bytes:
+        await release.wait()
+        return b""
+
+    worker = worker_on(fake_server, clock, handlers=handlers)
+    running = asyncio.create_task(worker.run())
+    try:
+        stream = await fake_server.stream(0)
+        held = [make_assignment(f"held{i}:e", handler="block", deadline_in=1e8) for i in range(4)]
+        huge = make_assignment("x" * 2_000_000)
+        await stream.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=[*held, huge])))
+        await asyncio.wait_for(until(lambda: worker.sessions == 2), WAIT)
+        assert all(len(key[0]) < 100 for key in worker.unacked())
+        release.set()
+    finally:
+        await stopped(worker, running)
+    assert any("an assignment beyond the credit with an execution id of 2000000 characters" in m
+               for m in lines(caplog, logging.WARNING))
