@@ -18,7 +18,7 @@ import pytest
 from tickwheel.shared.clock import FakeClock
 from tickwheel.shared.heartbeats import MAX_HEARTBEAT_INTERVAL, MIN_HEARTBEAT_INTERVAL
 from tickwheel.v1 import worker_pb2
-from tickwheel_worker import Worker, WorkerConfig
+from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig
 from tickwheel_worker.runtime import MAX_REFUSED
 
 from tests.unit.worker.test_worker_outages import LOGGER, JumpingClock, lines, registry, stopped, until
@@ -33,6 +33,26 @@ class PeakDict(dict):
     def __setitem__(self, key, value) -> None:  # type: ignore[no-untyped-def]
         super().__setitem__(key, value)
         self.peak = max(self.peak, len(self))
+
+
+def blocking() -> tuple[HandlerRegistry, asyncio.Event]:
+    """The built-in handlers and ``block``, which returns ``blocked <execution id>`` once the event is set."""
+    handlers = registry()
+    release = asyncio.Event()
+
+    @handlers.handler("block")
+    async def block(ctx) -> bytes:
+        await release.wait()
+        return b"blocked " + ctx.execution_id.encode()
+
+    return handlers, release
+
+
+async def hold_all(stream, *more: worker_pb2.Assignment) -> None:
+    """Four ``block`` assignments (``2 * slots``, a server ignoring the credit), then ``more``:
+    refused, every one."""
+    held = [make_assignment(f"held{i}:e", handler="block", deadline_in=1e8) for i in range(4)]
+    await stream.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=[*held, *more])))
 
 
 def worker_on(service: FakeWorkerService, clock: FakeClock, heartbeat_interval: float = 100.0, **overrides) -> Worker:
@@ -56,14 +76,7 @@ async def test_refusals_a_server_never_acks_stay_bounded_and_real_results_are_ke
     caplog.set_level(logging.DEBUG, logger=LOGGER)
     fake_server.auto_ack = False
     clock = JumpingClock()
-    handlers = registry()
-    release = asyncio.Event()
-
-    @handlers.handler("block")
-    async def block(ctx) -> bytes:
-        await release.wait()
-        return b"blocked " + ctx.execution_id.encode()
-
+    handlers, release = blocking()
     worker = worker_on(fake_server, clock, handlers=handlers)
     unacked = worker._unacked = PeakDict()  # the structure a server that never acks would grow
     running = asyncio.create_task(worker.run())
@@ -72,9 +85,7 @@ async def test_refusals_a_server_never_acks_stay_bounded_and_real_results_are_ke
         first = await fake_server.stream(0)
         await first.assign(*[make_assignment(f"real{i}:e", payload=b"kept") for i in range(2)])
         await first.wait_for(lambda s: s.result_for("real0:e") and s.result_for("real1:e"))
-        # Four held (2 * slots, a server ignoring the credit): what comes next is refused.
-        held = [make_assignment(f"held{i}:e", handler="block", deadline_in=1e8) for i in range(4)]
-        await first.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=held)))
+        await hold_all(first)  # what comes next is refused
         await until(lambda: len(worker.in_flight()) == 4)
 
         sent = 0
@@ -120,20 +131,12 @@ async def test_refusals_a_server_acks_never_end_the_stream(
     server that ignores the credit but acks keeps its stream."""
     caplog.set_level(logging.INFO, logger=LOGGER)
     clock = JumpingClock()
-    handlers = registry()
-    release = asyncio.Event()
-
-    @handlers.handler("block")
-    async def block(ctx) -> bytes:
-        await release.wait()
-        return b""
-
+    handlers, release = blocking()
     worker = worker_on(fake_server, clock, handlers=handlers)
     running = asyncio.create_task(worker.run())
     try:
         stream = await fake_server.stream(0)
-        held = [make_assignment(f"held{i}:e", handler="block", deadline_in=1e8) for i in range(4)]
-        await stream.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=held)))
+        await hold_all(stream)
         for batch in range(3):
             beyond = [make_assignment(f"over{batch}-{i}:e") for i in range(MAX_REFUSED // 2)]
             await stream.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=beyond)))
@@ -275,14 +278,7 @@ async def test_a_cancel_of_many_entries_costs_one_pass_and_cancels_each_attempt_
     steps; the attempts named are canceled, the others run on."""
     caplog.set_level(logging.INFO, logger=LOGGER)
     clock = FakeClock()
-    handlers = registry()
-    release = asyncio.Event()
-
-    @handlers.handler("block")
-    async def block(ctx) -> bytes:
-        await release.wait()
-        return b"done"
-
+    handlers, release = blocking()
     worker = worker_on(fake_server, clock, handlers=handlers, slots=1000, cancel_grace=0)
     running = asyncio.create_task(worker.run())
     try:
@@ -334,21 +330,12 @@ async def test_a_refusal_of_an_id_of_megabytes_is_a_protocol_error(
 ) -> None:
     caplog.set_level(logging.INFO, logger=LOGGER)
     clock = JumpingClock()
-    handlers = registry()
-    release = asyncio.Event()
-
-    @handlers.handler("block")
-    async def block(ctx) -> bytes:
-        await release.wait()
-        return b""
-
+    handlers, release = blocking()
     worker = worker_on(fake_server, clock, handlers=handlers)
     running = asyncio.create_task(worker.run())
     try:
         stream = await fake_server.stream(0)
-        held = [make_assignment(f"held{i}:e", handler="block", deadline_in=1e8) for i in range(4)]
-        huge = make_assignment("x" * 2_000_000)
-        await stream.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=[*held, huge])))
+        await hold_all(stream, make_assignment("x" * 2_000_000))
         await asyncio.wait_for(until(lambda: worker.sessions == 2), WAIT)
         assert all(len(key[0]) < 100 for key in worker.unacked())
         release.set()
