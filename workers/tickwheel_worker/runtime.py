@@ -128,16 +128,16 @@ MAX_RECEIVE_BYTES = 64 * 1024 * 1024
 """An assignment batch can carry 100 payloads of 64 KiB and more; gRPC's default is 4 MiB."""
 USER_AGENT = f"tickwheel-worker/{VERSION}"
 SAID_CHARS = 300
+"""The most characters of a server's error (its status details) a log line repeats."""
 MAX_REFUSED = RESULTS_PER_MESSAGE
+"""The most refusals of assignments beyond the credit held unacknowledged; one more ends the
+stream as a protocol error (a server that ignores the credit and never acks would grow them
+without end)."""
 MAX_REFUSED_ID_CHARS = 1024
 """The longest execution id a refusal keeps (a server's are far shorter): with :data:`MAX_REFUSED`,
 what refusals hold is bounded whatever the size of the server's messages."""
 CANCEL_REASON_CHARS = 1024
 """What a canceled attempt keeps of the server's reason (its result's error is bounded too)."""
-"""The most refusals of assignments beyond the credit held unacknowledged; one more ends the
-stream as a protocol error (a server that ignores the credit and never acks would grow them
-without end)."""
-"""The most characters of a server's error (its status details) a log line repeats."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
