@@ -1129,3 +1129,21 @@ def insert_once_jobs(url: str, count: int, due: datetime, *, name: str, payload:
         "store_s": round(time.perf_counter() - built, 2),
         "committed_at": committed_at,
     }
+
+
+def insert_bench_jobs(conn, rows: int, spec: str = "") -> None:
+    """``rows`` active jobs ``job_1`` … of tenant ``bench`` in partition 0,
+    each with its cursor (``job_cursors``, migration 0032), none due: the
+    jobs a store benchmark's executions hang from (one statement each)."""
+    conn.exec_driver_sql(
+        "INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, tzdata_version, "
+        "pause_reason, version, created_at, updated_at) "
+        "SELECT 'job_' || g, 'bench', 0, 'j', 'active', %(spec)s, 'UTC', 'x', '', 1, 0, 0 "
+        "FROM generate_series(1, %(rows)s) AS g",
+        {"spec": spec, "rows": rows},
+    )
+    conn.exec_driver_sql(
+        "INSERT INTO job_cursors (job_id, tenant, partition, state, version, run_count) "
+        "SELECT 'job_' || g, 'bench', 0, 'active', 1, 0 FROM generate_series(1, %(rows)s) AS g",
+        {"rows": rows},
+    )

@@ -48,16 +48,6 @@ from tickwheel_server.store.retention import RetentionStore  # noqa: E402
 from tickwheel_server.store.tenants import Tenant, TenantStore  # noqa: E402
 
 T0 = 1_800_000_000_000_000
-_JOBS = (
-    "INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, tzdata_version, "
-    "pause_reason, version, created_at, updated_at) "
-    "SELECT 'job_' || g, 'bench', 0, 'j', 'active', '', 'UTC', 'x', '', 1, 0, 0 "
-    "FROM generate_series(1, %(rows)s) AS g"
-)
-_CURSORS = (  # each job's cursor (job_cursors, migration 0032): none due
-    "INSERT INTO job_cursors (job_id, tenant, partition, state, version, run_count) "
-    "SELECT 'job_' || g, 'bench', 0, 'active', 1, 0 FROM generate_series(1, %(rows)s) AS g"
-)
 _EXECUTIONS = (
     "INSERT INTO executions (id, job_id, tenant, partition, origin, nominal_at, due_at, ready_at, attempt, "
     "delivery, status, owner, handler, missed_count, reap_count, payload, error, dead_reason, created_at, "
@@ -78,8 +68,7 @@ def _reset(engine: sa.Engine, rows: int, status: str) -> None:
     ended = status == "succeeded"
     with engine.begin() as conn:
         conn.exec_driver_sql("TRUNCATE executions, attempts, jobs, job_cursors, attempt_rollups")
-        conn.exec_driver_sql(_JOBS, {"rows": rows})
-        conn.exec_driver_sql(_CURSORS, {"rows": rows})
+        harness.insert_bench_jobs(conn, rows)
         conn.exec_driver_sql(_EXECUTIONS, {
             "t": T0, "rows": rows, "delivery": 1, "status": status, "owner": None if ended else "s1",
             "finished": T0 + rows if ended else None,
