@@ -163,7 +163,13 @@ class JobStore(SqlStore):
             raise ValueError(f"unknown job state {state!r}")
 
         def fn(conn: Connection) -> list[JobRecord]:
-            query = sa.select(*RECORD_COLUMNS).select_from(JOB_WITH_CURSOR).where(jobs.c.id > after_id)
+            # The range on both sides of the join: PostgreSQL carries an
+            # equality across a join, not a range, so without the cursors'
+            # own bound a merge join reads their key from the first job on
+            # every page (a page's cost then grows with its position).
+            query = sa.select(*RECORD_COLUMNS).select_from(JOB_WITH_CURSOR).where(
+                jobs.c.id > after_id, job_cursors.c.job_id > after_id
+            )
             if tenant:
                 query = query.where(jobs.c.tenant == tenant)
             if state:
