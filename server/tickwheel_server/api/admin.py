@@ -211,8 +211,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             except LeaseStoreError as error:
                 self.cluster_outages.failed("reading etcd", error)
             else:
-                if self.cluster_outages.down:
-                    self.cluster_outages.ok()
+                self.cluster_outages.ok()
                 others = [self._server_status(r, r.session) for r in records if r.server_id != info.server_id]
                 servers = sorted([local, *others], key=lambda s: s.server_id)
         rows = {row.partition: row for row in await self._partitions.rows()}

@@ -142,8 +142,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 self.reattach_outages.failed(f"re-attaching worker {hello.worker_id}'s executions", error)
                 await abort(context, error)
                 return
-            if self.reattach_outages.down:
-                self.reattach_outages.ok()
+            self.reattach_outages.ok()
         else:
             reattached, rejected = [], held
         self._connections.add(connection)
