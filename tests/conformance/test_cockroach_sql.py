@@ -41,7 +41,14 @@ from tickwheel_server.store.retention import RetentionStore
 from tickwheel_server.store.tenants import Tenant, TenantStore
 import tickwheel_server.store as store_package
 
-from tests.support.crdbsql import found_in, violations
+from tests.support.crdbsql import (
+    DDL_AFTER_WRITE,
+    TWO_SCHEMA_CHANGES,
+    WRITE_AFTER_DDL,
+    found_in,
+    transaction_violations,
+    violations,
+)
 from tests.support.libpq_trace import client_messages
 
 from .test_dispatch_claim import OWNED, World, once_job
@@ -85,6 +92,31 @@ POSTGRES_ONLY = {
 ])  # fmt: skip
 def test_the_checker_refuses_each_feature_and_passes_what_cockroachdb_takes(statement: str, refused: list) -> None:
     assert violations(statement) == refused
+
+
+@pytest.mark.parametrize("sent, refused", [
+    # migrate()'s transactional path: the lock row, then the migration, then its version row.
+    (["BEGIN", "UPDATE schema_migrations_lock SET locked_by = $1 WHERE id = 1", "SELECT version FROM m",
+      "CREATE TABLE t (id INT)", "INSERT INTO schema_migrations VALUES (1)", "COMMIT"],
+     [(DDL_AFTER_WRITE, "CREATE TABLE t (id INT)"), (WRITE_AFTER_DDL, "INSERT INTO schema_migrations VALUES (1)")]),
+    (["BEGIN ISOLATION LEVEL SERIALIZABLE", "CREATE INDEX i ON t (a)", "DROP INDEX j", "COMMIT"],
+     [(TWO_SCHEMA_CHANGES, "DROP INDEX j")]),
+    (["BEGIN", "WITH x AS (INSERT INTO t VALUES (1) RETURNING id) SELECT id FROM x",
+      "/* a comment */ -- and another\n  alter table t add column c INT", "COMMIT"],
+     [(DDL_AFTER_WRITE, "/* a comment */ -- and another\n  alter table t add column c INT")]),
+    (["BEGIN", "upsert INTO t VALUES (1)", "TRUNCATE t", "ROLLBACK"], [(DDL_AFTER_WRITE, "TRUNCATE t")]),
+    # A rollback to a savepoint does not end the transaction.
+    (["BEGIN", "DELETE FROM t", "ROLLBACK TO SAVEPOINT s", "DROP TABLE u", "COMMIT"],
+     [(DDL_AFTER_WRITE, "DROP TABLE u")]),
+    # What CockroachDB takes: one schema change alone (reads beside it), or outside any transaction.
+    (["BEGIN", "SELECT 1 FROM information_schema.columns", "ALTER TABLE t ADD COLUMN IF NOT EXISTS c INT", "COMMIT",
+      "BEGIN", "UPDATE schema_migrations_lock SET locked_at = 1", "COMMIT",
+      "CREATE TABLE IF NOT EXISTS a (id INT)", "INSERT INTO a VALUES (1)", "DROP INDEX IF EXISTS i"], []),
+    (["BEGIN", "INSERT INTO t SELECT * FROM u", "UPDATE t SET created_at = 1", "COMMIT", "BEGIN",
+      "CREATE INDEX IF NOT EXISTS i ON t (a)", "COMMIT"], []),
+])  # fmt: skip
+def test_the_transaction_rules_refuse_a_schema_change_beside_a_write_or_another(sent: list, refused: list) -> None:
+    assert transaction_violations(sent) == refused
 
 
 def test_a_planted_literal_is_found_with_its_scope(tmp_path: Path) -> None:

@@ -9,7 +9,10 @@ cockroach#73460), ``CREATE INDEX CONCURRENTLY`` (in its CREATE INDEX
 synopsis; its schema changes are online anyway), ``unnest`` of several
 arrays, ``LATERAL``, ``= ANY (array)``.
 
-:func:`violations` looks at one SQL text; :func:`literals` reads a module's
+:func:`violations` looks at one SQL text; :func:`transaction_violations`
+at the statements a client sent, in order, for a schema change that shares
+its transaction with a write or with another schema change (the rules in
+its docstring); :func:`literals` reads a module's
 string literals (docstrings left out) with the scope they are written in,
 so a test can scan the store's sources and allow a feature only in the
 PostgreSQL-only branch that names it.
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -64,6 +67,73 @@ FEATURES = (
 def violations(statement: str) -> list[str]:
     """The names of the features ``statement`` uses that CockroachDB does not take."""
     return [feature.name for feature in FEATURES if feature.pattern.search(statement)]
+
+
+_SCHEMA_CHANGE = re.compile(r"^(?:CREATE|ALTER|DROP|TRUNCATE|COMMENT\s+ON|GRANT|REVOKE)\b", re.I)
+_WRITE = re.compile(r"^(?:INSERT|UPDATE|DELETE|UPSERT)\b|^WITH\b.*\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\b", re.I | re.S)
+_BEGIN = re.compile(r"^(?:BEGIN|START\s+TRANSACTION)\b", re.I)
+_END = re.compile(r"^(?:COMMIT|ROLLBACK|END|ABORT)\b(?!\s+TO\b)", re.I)
+_LEADING_COMMENTS = re.compile(r"^(?:\s+|--[^\n]*\n?|/\*.*?\*/)*", re.S)
+
+DDL_AFTER_WRITE = "schema change after a write"
+"""Refused by CockroachDB up to v21.2, and on v22.1 until its upgrade is
+finalised: SQLSTATE 0A000, "schema change statement cannot follow a
+statement that has written in the same transaction" (cockroach#26508,
+cockroach#54477; lifted by cockroach#76279)."""
+TWO_SCHEMA_CHANGES = "two schema changes in one transaction"
+"""Not atomic on any version: CockroachDB guarantees atomicity only to a
+transaction with a single schema change statement (docs, "Online Schema
+Changes": "Declarative schema changer", "Schema changes within
+transactions": a ``DROP COLUMN`` beside another change that fails can lose
+data; declarative and legacy schema changer statements on one object may
+not share a transaction); from v25.1 ``autocommit_before_ddl`` (on by
+default, cockroach#133180) commits before each, splitting the transaction
+silently."""
+WRITE_AFTER_DDL = "write after a schema change"
+"""A schema change can fail at COMMIT after the writes beside it committed,
+SQLSTATE XXA00 (cockroach#42061; docs "Schema change DDL statements inside
+a multi-statement transaction can fail while other statements succeed");
+from v25.1 ``autocommit_before_ddl`` commits the transaction before the
+schema change, so the write runs outside it."""
+
+
+def _kind(statement: str) -> str:
+    text = _LEADING_COMMENTS.sub("", statement, count=1)
+    for kind, pattern in (("begin", _BEGIN), ("end", _END), ("ddl", _SCHEMA_CHANGE), ("write", _WRITE)):
+        if pattern.match(text):
+            return kind
+    return "read"
+
+
+def transaction_violations(statements: Iterable[str]) -> list[tuple[str, str]]:
+    """``(rule, statement)`` for each statement of ``statements`` (one
+    session's, in the order sent) that breaks a rule of CockroachDB's for
+    schema changes in an explicit transaction (``BEGIN`` … ``COMMIT``):
+    :data:`DDL_AFTER_WRITE`, :data:`TWO_SCHEMA_CHANGES`,
+    :data:`WRITE_AFTER_DDL`. A schema change alone in its transaction (reads
+    beside it are allowed), or sent outside one (an implicit transaction),
+    breaks none."""
+    found: list[tuple[str, str]] = []
+    explicit, wrote, changed = False, False, False
+    for statement in statements:
+        kind = _kind(statement)
+        if kind == "begin":
+            explicit, wrote, changed = True, False, False
+        elif kind == "end":
+            explicit = False
+        elif not explicit:
+            continue
+        elif kind == "ddl":
+            if wrote:
+                found.append((DDL_AFTER_WRITE, statement))
+            if changed:
+                found.append((TWO_SCHEMA_CHANGES, statement))
+            changed = True
+        elif kind == "write":
+            if changed:
+                found.append((WRITE_AFTER_DDL, statement))
+            wrote = True
+    return found
 
 
 class Literal(NamedTuple):

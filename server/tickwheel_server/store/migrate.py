@@ -3,7 +3,9 @@
 A migration is a file in :mod:`tickwheel_server.store.migrations` named
 ``NNNN_name.py`` or ``NNNN_name.sql`` (four digits, lower-case name). A
 Python migration defines ``upgrade(conn, caps)``: ``conn`` is a SQLAlchemy
-``Connection`` inside the migration's transaction and ``caps`` the engine's
+``Connection`` inside the migration's transaction (on CockroachDB a
+:class:`~tickwheel_server.store.migrate_steps.OneByOne`, whose every
+``execute`` is a transaction of its own) and ``caps`` the engine's
 :class:`~tickwheel_server.store.engine.Capabilities`, so engine-specific DDL
 (PostgreSQL partitions, say) sits behind a capability check. A ``.sql``
 migration is run statement by statement on every engine, so it must keep to
@@ -11,23 +13,34 @@ the SQL that SQLite, PostgreSQL and CockroachDB share.
 
 What the database records: ``schema_migrations(version, name, applied_at)``,
 one row per applied migration (``applied_at`` in microseconds since the
-epoch, like every instant in the store), and ``schema_migrations_lock``, one row that
-every migrating transaction updates first.
+epoch, like every instant in the store), and ``schema_migrations_lock``, one row:
+the lock every migrating transaction updates first (PostgreSQL, SQLite), or
+the lease of the one migrator at work (CockroachDB: ``locked_by`` its
+holder, ``locked_at`` when last renewed; NULL when free).
 
 Contract of :func:`migrate`:
 
-- Each migration runs in its own transaction together with the row that
-  records it, so it is applied completely and recorded, or not at all (on
-  CockroachDB, whose DDL is not transactional, keep one schema change per
-  migration). A failure leaves the earlier migrations applied and raises
-  :class:`~tickwheel_server.store.errors.MigrationError`.
+- On an engine with transactional DDL (PostgreSQL, SQLite) each migration
+  runs in its own transaction together with the row that records it, so it
+  is applied completely and recorded, or not at all. On CockroachDB, whose
+  DDL is not transactional (and refused after a write in one transaction
+  up to v21.2), each statement of a migration runs in a transaction of its
+  own and the version row is written after the last
+  (:mod:`~tickwheel_server.store.migrate_steps`): a migration stopped
+  halfway stays unrecorded with its first statements applied, and the next
+  run applies it again from the start, which is why every migration's
+  statements may run again. A failure leaves the earlier migrations
+  applied and raises :class:`~tickwheel_server.store.errors.MigrationError`.
 - Idempotent: migrations already recorded are skipped; running it again
   applies nothing.
-- Safe to run concurrently from several servers: each migrating transaction
-  first updates the lock row, so they queue on its row lock (SQLite:
-  ``BEGIN IMMEDIATE`` serialises them) and each re-reads the recorded
-  versions after acquiring it. Under SERIALIZABLE the waiter gets SQLSTATE
-  40001 when the holder commits and is retried by ``run_in_transaction``.
+- Safe to run concurrently from several servers. PostgreSQL and SQLite:
+  each migrating transaction first updates the lock row, so they queue on
+  its row lock (SQLite: ``BEGIN IMMEDIATE`` serialises them) and each
+  re-reads the recorded versions after acquiring it; under SERIALIZABLE
+  the waiter gets SQLSTATE 40001 when the holder commits and is retried by
+  ``run_in_transaction``. CockroachDB: the lock row is a lease
+  (:class:`~tickwheel_server.store.migrate_steps.Lease`), taken and renewed
+  by conditional updates in transactions of their own, never beside DDL.
   No advisory locks: CockroachDB has none.
 - Migrations are applied in version order; a version recorded in the
   database but unknown to this code (a newer release migrated) is left
@@ -44,7 +57,7 @@ import re
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
@@ -55,6 +68,8 @@ from tickwheel.shared.ids import from_us, to_us
 
 from .engine import Capabilities, capabilities
 from .errors import MigrationError
+from .migrate_steps import DEFAULT_LEASE, Lease, OneByOne
+from .migrations._ddl import has_table
 from .transactions import run_in_transaction
 
 log = logging.getLogger(__name__)
@@ -229,7 +244,7 @@ def split_sql(text: str) -> list[str]:
 
 
 def _read_applied(conn: Connection) -> list[AppliedMigration]:
-    if not sa.inspect(conn).has_table(schema_migrations.name):
+    if not has_table(conn, capabilities(conn), schema_migrations.name):  # a catalog read every engine takes
         return []
     rows = conn.execute(
         sa.select(schema_migrations.c.version, schema_migrations.c.name, schema_migrations.c.applied_at).order_by(
@@ -260,17 +275,18 @@ def pending_migrations(engine: Engine, migrations: Sequence[Migration] | None = 
 # ------------------------------------------------------------------ applying
 
 
-def _ensure_bookkeeping(engine: Engine) -> None:
+def _ensure_bookkeeping(engine: Engine, caps: Capabilities) -> None:
     """Create the bookkeeping tables and the lock row if missing.
 
     Two servers may race here. PostgreSQL and CockroachDB report the loser
     of concurrent CREATE TABLEs as a duplicate (42P07, or a unique violation
     on the catalog); then the tables exist and that is all we wanted.
+    Without transactional DDL each statement is a transaction of its own.
     """
 
-    def create(conn: Connection) -> None:
-        schema_migrations.create(conn, checkfirst=True)
-        schema_migrations_lock.create(conn, checkfirst=True)
+    def create(conn: Connection | OneByOne) -> None:
+        conn.execute(sa.schema.CreateTable(schema_migrations, if_not_exists=True))
+        conn.execute(sa.schema.CreateTable(schema_migrations_lock, if_not_exists=True))
         conn.execute(
             sa.text("INSERT INTO schema_migrations_lock (id) VALUES (:id) ON CONFLICT (id) DO NOTHING"),
             {"id": _LOCK_ROW_ID},
@@ -278,7 +294,10 @@ def _ensure_bookkeeping(engine: Engine) -> None:
 
     for attempt in range(1, 4):
         try:
-            run_in_transaction(engine, create, idempotent=True)
+            if caps.transactional_ddl:
+                run_in_transaction(engine, create, idempotent=True)
+            else:
+                create(OneByOne(engine, lambda: None))
             return
         except (sa_exc.IntegrityError, sa_exc.ProgrammingError):
             if attempt == 3:
@@ -293,12 +312,14 @@ def migrate(
     target: int | None = None,
     clock: Clock | None = None,
     holder: str | None = None,
+    lease: timedelta = DEFAULT_LEASE,
 ) -> list[AppliedMigration]:
     """Apply every known migration not yet recorded, up to ``target`` if given.
 
     ``migrations`` defaults to :func:`load_migrations`; ``clock`` stamps
     ``applied_at``; ``holder`` names this process in the lock row (default
-    ``host:pid``). Returns the migrations this call applied, in order (empty
+    ``host:pid``); ``lease`` is how long CockroachDB's migration lease
+    outlives its holder's last renewal. Returns the migrations this call applied, in order (empty
     when the database was up to date or another process applied them first).
     See the module docstring for the guarantees.
     """
@@ -310,7 +331,8 @@ def migrate(
     holder = holder or f"{socket.gethostname()}:{os.getpid()}"
     caps = capabilities(engine)
 
-    _ensure_bookkeeping(engine)
+    _ensure_bookkeeping(engine, caps)
+    stepwise = None if caps.transactional_ddl else Lease(engine, holder, clock, lease)
     recorded = {m.version for m in applied_migrations(engine)}
     if known and recorded and max(recorded) > known[-1].version:
         log.warning(
@@ -323,12 +345,15 @@ def migrate(
             continue
         now = clock.now()
         try:
-            _backfill(engine, migration, caps)
-            result = run_in_transaction(
-                engine,
-                lambda conn, m=migration: _apply_one(conn, m, caps, holder, now),
-                idempotent=True,  # the version check under the lock makes a re-run a no-op
-            )
+            if stepwise is not None:
+                result = _apply_stepwise(engine, migration, caps, stepwise, now)
+            else:
+                _backfill(engine, migration, caps)
+                result = run_in_transaction(
+                    engine,
+                    lambda conn, m=migration: _apply_one(conn, m, caps, holder, now),
+                    idempotent=True,  # the version check under the lock makes a re-run a no-op
+                )
         except Exception as exc:
             raise MigrationError(f"migration {migration.label} failed: {exc}", applied=applied) from exc
         if result is not None:
@@ -343,13 +368,8 @@ def _backfill(engine: Engine, migration: Migration, caps: Capabilities) -> None:
     if migration.backfill is None:
         return
 
-    def recorded(conn: Connection) -> bool:
-        return conn.execute(
-            sa.select(schema_migrations.c.version).where(schema_migrations.c.version == migration.version)
-        ).first() is not None
-
     def step(conn: Connection, run: Callable[[Connection], str | None]) -> tuple[bool, str | None]:
-        return (True, None) if recorded(conn) else (False, run(conn))
+        return (True, None) if _is_recorded(conn, migration.version) else (False, run(conn))
 
     def prepare(conn: Connection) -> None:
         if migration.prepare is not None:
@@ -365,6 +385,50 @@ def _backfill(engine: Engine, migration: Migration, caps: Capabilities) -> None:
             log.info("migration %s: backfilled up to %s", migration.label, after)
 
 
+def _is_recorded(conn: Connection, version: int) -> bool:
+    return conn.execute(
+        sa.select(schema_migrations.c.version).where(schema_migrations.c.version == version)
+    ).first() is not None
+
+
+def _apply_stepwise(
+    engine: Engine, migration: Migration, caps: Capabilities, lease: Lease, now: datetime
+) -> AppliedMigration | None:
+    """``migration`` on an engine without transactional DDL, under ``lease``:
+    prepare, each backfill batch and each statement of ``upgrade`` a
+    transaction of its own, the version row last (module docstring)."""
+    lease.take()
+    try:
+        if run_in_transaction(engine, lambda conn: _is_recorded(conn, migration.version)):
+            return None  # another migrator applied it while this one waited
+        one_by_one = OneByOne(engine, lease.renew)
+        if migration.prepare is not None:
+            migration.prepare(one_by_one, caps)
+        after: str | None = "" if migration.backfill is not None else None
+        while after is not None:
+            lease.renew()
+            after = run_in_transaction(engine, lambda conn, at=after: migration.backfill(conn, caps, at), idempotent=True)
+            if after is not None:
+                log.info("migration %s: backfilled up to %s", migration.label, after)
+        migration.upgrade(one_by_one, caps)
+
+        def record(conn: Connection) -> int:
+            lease.renew(conn)  # in this transaction: recorded only by the lease's holder
+            return conn.execute(
+                sa.text(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (:version, :name, :at) "
+                    "ON CONFLICT (version) DO NOTHING"
+                ),
+                dict(version=migration.version, name=migration.name, at=to_us(now)),
+            ).rowcount
+
+        if run_in_transaction(engine, record, idempotent=True) != 1:
+            return None
+        return AppliedMigration(migration.version, migration.name, from_us(to_us(now)))
+    finally:
+        lease.release()
+
+
 def _apply_one(
     conn: Connection, migration: Migration, caps: Capabilities, holder: str, now: datetime
 ) -> AppliedMigration | None:
@@ -375,10 +439,7 @@ def _apply_one(
     )
     if taken.rowcount != 1:
         raise MigrationError("the schema_migrations_lock row is missing")
-    already = conn.execute(
-        sa.select(schema_migrations.c.version).where(schema_migrations.c.version == migration.version)
-    ).first()
-    if already is not None:
+    if _is_recorded(conn, migration.version):
         return None
     migration.upgrade(conn, caps)
     conn.execute(sa.insert(schema_migrations).values(version=migration.version, name=migration.name, applied_at=to_us(now)))

@@ -18,7 +18,7 @@ def upgrade(conn: Connection, caps: Capabilities) -> None:
     conn.execute(
         text(
             """
-            CREATE TABLE cluster (
+            CREATE TABLE IF NOT EXISTS cluster (
                 id INTEGER PRIMARY KEY CHECK (id = 1),
                 cluster_id TEXT NOT NULL,
                 partition_count INTEGER NOT NULL DEFAULT 256 CHECK (partition_count > 0),

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 
 _DDL = [
     """
-    CREATE TABLE tenants (
+    CREATE TABLE IF NOT EXISTS tenants (
         name TEXT PRIMARY KEY,
         weight INTEGER NOT NULL,
         max_concurrency INTEGER NOT NULL,
@@ -33,7 +33,7 @@ _DDL = [
     )
     """,
     """
-    CREATE TABLE api_keys (
+    CREATE TABLE IF NOT EXISTS api_keys (
         id TEXT PRIMARY KEY,
         tenant TEXT NOT NULL REFERENCES tenants (name),
         secret_hash {bytes} NOT NULL,
@@ -42,9 +42,9 @@ _DDL = [
         expires_at BIGINT
     )
     """,
-    "CREATE INDEX api_keys_tenant ON api_keys (tenant, created_at)",
+    "CREATE INDEX IF NOT EXISTS api_keys_tenant ON api_keys (tenant, created_at)",
     """
-    CREATE TABLE worker_credentials (
+    CREATE TABLE IF NOT EXISTS worker_credentials (
         id TEXT PRIMARY KEY,
         secret_hash {bytes} NOT NULL,
         tenants TEXT NOT NULL,
@@ -56,7 +56,7 @@ _DDL = [
     )
     """,
     """
-    CREATE TABLE jobs (
+    CREATE TABLE IF NOT EXISTS jobs (
         id TEXT PRIMARY KEY,
         tenant TEXT NOT NULL REFERENCES tenants (name),
         partition INTEGER NOT NULL,
@@ -75,12 +75,12 @@ _DDL = [
         updated_at BIGINT NOT NULL
     )
     """,
-    "CREATE INDEX jobs_due ON jobs (partition, next_run_at) WHERE state = 'active'",
-    "CREATE INDEX jobs_tenant ON jobs (tenant, id)",
-    "CREATE INDEX jobs_tenant_name ON jobs (tenant, name)",
-    "CREATE INDEX jobs_zone ON jobs (time_zone, id)",
+    "CREATE INDEX IF NOT EXISTS jobs_due ON jobs (partition, next_run_at) WHERE state = 'active'",
+    "CREATE INDEX IF NOT EXISTS jobs_tenant ON jobs (tenant, id)",
+    "CREATE INDEX IF NOT EXISTS jobs_tenant_name ON jobs (tenant, name)",
+    "CREATE INDEX IF NOT EXISTS jobs_zone ON jobs (time_zone, id)",
     """
-    CREATE TABLE job_requests (
+    CREATE TABLE IF NOT EXISTS job_requests (
         tenant TEXT NOT NULL,
         request_id TEXT NOT NULL,
         job_id TEXT NOT NULL,
@@ -88,7 +88,7 @@ _DDL = [
         PRIMARY KEY (tenant, request_id)
     )
     """,
-    "CREATE INDEX job_requests_created ON job_requests (created_at)",
+    "CREATE INDEX IF NOT EXISTS job_requests_created ON job_requests (created_at)",
 ]
 
 

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 
 _DDL = [
     """
-    CREATE TABLE executions (
+    CREATE TABLE IF NOT EXISTS executions (
         id TEXT PRIMARY KEY,
         job_id TEXT NOT NULL,
         tenant TEXT NOT NULL,
@@ -46,12 +46,12 @@ _DDL = [
         finished_at BIGINT
     )
     """,
-    "CREATE INDEX executions_ready ON executions (ready_at) WHERE status = 'scheduled'",
-    "CREATE INDEX executions_partition ON executions (partition, ready_at) WHERE status = 'scheduled'",
-    "CREATE INDEX executions_job ON executions (job_id, nominal_at)",
-    "CREATE INDEX executions_owner ON executions (owner) WHERE status = 'running'",
+    "CREATE INDEX IF NOT EXISTS executions_ready ON executions (ready_at) WHERE status = 'scheduled'",
+    "CREATE INDEX IF NOT EXISTS executions_partition ON executions (partition, ready_at) WHERE status = 'scheduled'",
+    "CREATE INDEX IF NOT EXISTS executions_job ON executions (job_id, nominal_at)",
+    "CREATE INDEX IF NOT EXISTS executions_owner ON executions (owner) WHERE status = 'running'",
     """
-    CREATE TABLE attempts (
+    CREATE TABLE IF NOT EXISTS attempts (
         execution_id TEXT NOT NULL,
         attempt INTEGER NOT NULL,
         delivery INTEGER NOT NULL,
@@ -65,7 +65,7 @@ _DDL = [
     )
     """,
     """
-    CREATE TABLE skips (
+    CREATE TABLE IF NOT EXISTS skips (
         id TEXT PRIMARY KEY,
         job_id TEXT NOT NULL,
         tenant TEXT NOT NULL,
@@ -77,7 +77,7 @@ _DDL = [
         created_at BIGINT NOT NULL
     )
     """,
-    "CREATE INDEX skips_job ON skips (job_id, to_at)",
+    "CREATE INDEX IF NOT EXISTS skips_job ON skips (job_id, to_at)",
 ]
 
 

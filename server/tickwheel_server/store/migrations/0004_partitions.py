@@ -22,7 +22,7 @@ def upgrade(conn: Connection, caps: Capabilities) -> None:
     conn.execute(
         text(
             """
-            CREATE TABLE partitions (
+            CREATE TABLE IF NOT EXISTS partitions (
                 partition INTEGER PRIMARY KEY,
                 epoch BIGINT NOT NULL,
                 owner TEXT NOT NULL,

@@ -20,7 +20,7 @@ def upgrade(conn: Connection, caps: Capabilities) -> None:
     conn.execute(
         text(
             """
-            CREATE TABLE tzdata_versions (
+            CREATE TABLE IF NOT EXISTS tzdata_versions (
                 version TEXT PRIMARY KEY,
                 fingerprints TEXT NOT NULL,
                 recorded_at BIGINT NOT NULL

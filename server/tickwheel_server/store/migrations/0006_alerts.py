@@ -36,7 +36,7 @@ from tickwheel_server.store.engine import Capabilities
 
 _DDL = [
     """
-    CREATE TABLE alerts (
+    CREATE TABLE IF NOT EXISTS alerts (
         id TEXT PRIMARY KEY,
         dedup_key TEXT NOT NULL,
         kind TEXT NOT NULL,
@@ -55,21 +55,21 @@ _DDL = [
         seq BIGINT
     )
     """,
-    "CREATE UNIQUE INDEX alerts_open_key ON alerts (dedup_key) WHERE resolved_at IS NULL",
-    "CREATE INDEX alerts_open ON alerts (raised_at, id) WHERE resolved_at IS NULL",
-    "CREATE INDEX alerts_raised ON alerts (raised_at, id)",
-    "CREATE INDEX alerts_tenant_open ON alerts (tenant, raised_at, id) WHERE resolved_at IS NULL",
-    "CREATE INDEX alerts_tenant ON alerts (tenant, raised_at, id)",
-    "CREATE UNIQUE INDEX alerts_seq ON alerts (seq)",
-    "CREATE INDEX alerts_unsequenced ON alerts (changed_at, id) WHERE seq IS NULL",
+    "CREATE UNIQUE INDEX IF NOT EXISTS alerts_open_key ON alerts (dedup_key) WHERE resolved_at IS NULL",
+    "CREATE INDEX IF NOT EXISTS alerts_open ON alerts (raised_at, id) WHERE resolved_at IS NULL",
+    "CREATE INDEX IF NOT EXISTS alerts_raised ON alerts (raised_at, id)",
+    "CREATE INDEX IF NOT EXISTS alerts_tenant_open ON alerts (tenant, raised_at, id) WHERE resolved_at IS NULL",
+    "CREATE INDEX IF NOT EXISTS alerts_tenant ON alerts (tenant, raised_at, id)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS alerts_seq ON alerts (seq)",
+    "CREATE INDEX IF NOT EXISTS alerts_unsequenced ON alerts (changed_at, id) WHERE seq IS NULL",
     """
-    CREATE TABLE alert_feed (
+    CREATE TABLE IF NOT EXISTS alert_feed (
         id INTEGER PRIMARY KEY,
         seq BIGINT NOT NULL
     )
     """,
-    "CREATE INDEX executions_dead ON executions (tenant, finished_at, id) WHERE status = 'dead'",
-    "CREATE INDEX executions_dead_job ON executions (job_id, finished_at, id) WHERE status = 'dead'",
+    "CREATE INDEX IF NOT EXISTS executions_dead ON executions (tenant, finished_at, id) WHERE status = 'dead'",
+    "CREATE INDEX IF NOT EXISTS executions_dead_job ON executions (job_id, finished_at, id) WHERE status = 'dead'",
 ]
 
 

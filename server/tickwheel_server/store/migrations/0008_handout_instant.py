@@ -10,11 +10,11 @@ execution is not running.
 
 from __future__ import annotations
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from tickwheel_server.store.engine import Capabilities
+from tickwheel_server.store.migrations._ddl import add_column
 
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
-    conn.execute(text("ALTER TABLE executions ADD COLUMN handed_out_at BIGINT"))
+    add_column(conn, caps, "executions", "handed_out_at BIGINT")

@@ -71,17 +71,20 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from tickwheel_server.store.engine import Capabilities
+from tickwheel_server.store.migrations._ddl import add_column
 
+_COLUMNS = [
+    ("executions", "allow_overlap BOOLEAN NOT NULL DEFAULT FALSE"),
+    ("executions", "wait_key TEXT"),
+    ("executions", "waiting_since BIGINT"),
+    ("executions", "held_keys TEXT"),
+    ("executions", "cancel_requested_at BIGINT"),
+    ("executions", "cancel_reason TEXT"),
+    ("attempts", "waited_us BIGINT NOT NULL DEFAULT 0"),
+]
 _DDL = [
-    "ALTER TABLE executions ADD COLUMN allow_overlap BOOLEAN NOT NULL DEFAULT FALSE",
-    "ALTER TABLE executions ADD COLUMN wait_key TEXT",
-    "ALTER TABLE executions ADD COLUMN waiting_since BIGINT",
-    "ALTER TABLE executions ADD COLUMN held_keys TEXT",
-    "ALTER TABLE executions ADD COLUMN cancel_requested_at BIGINT",
-    "ALTER TABLE executions ADD COLUMN cancel_reason TEXT",
-    "ALTER TABLE attempts ADD COLUMN waited_us BIGINT NOT NULL DEFAULT 0",
     """
-    CREATE TABLE concurrency_keys (
+    CREATE TABLE IF NOT EXISTS concurrency_keys (
         tenant TEXT NOT NULL,
         name TEXT NOT NULL,
         max_running INTEGER NOT NULL,
@@ -91,26 +94,28 @@ _DDL = [
     )
     """,
     """
-    CREATE TABLE tenant_gates (
+    CREATE TABLE IF NOT EXISTS tenant_gates (
         tenant TEXT PRIMARY KEY,
         rounds BIGINT NOT NULL
     )
     """,
-    "CREATE INDEX executions_tenant_ready ON executions (tenant, ready_at) WHERE status = 'scheduled'",
-    "CREATE INDEX executions_active ON executions (job_id, nominal_at) "
+    "CREATE INDEX IF NOT EXISTS executions_tenant_ready ON executions (tenant, ready_at) WHERE status = 'scheduled'",
+    "CREATE INDEX IF NOT EXISTS executions_active ON executions (job_id, nominal_at) "
     "WHERE status IN ('scheduled', 'waiting', 'running')",
-    "CREATE INDEX executions_busy ON executions (job_id) "
+    "CREATE INDEX IF NOT EXISTS executions_busy ON executions (job_id) "
     "WHERE (status = 'running' OR (status = 'scheduled' AND attempt > 1))",
-    "CREATE INDEX executions_key_waits ON executions (tenant, wait_key, ready_at) WHERE status = 'waiting'",
-    "CREATE INDEX executions_waiting ON executions (ready_at) WHERE status = 'waiting'",
-    "CREATE INDEX executions_job_waits ON executions (job_id, nominal_at) "
+    "CREATE INDEX IF NOT EXISTS executions_key_waits ON executions (tenant, wait_key, ready_at) WHERE status = 'waiting'",
+    "CREATE INDEX IF NOT EXISTS executions_waiting ON executions (ready_at) WHERE status = 'waiting'",
+    "CREATE INDEX IF NOT EXISTS executions_job_waits ON executions (job_id, nominal_at) "
     "WHERE status = 'waiting' AND wait_key IS NULL",
-    "CREATE INDEX executions_running_tenant ON executions (tenant) WHERE status = 'running'",
-    "CREATE INDEX executions_cancel_requested ON executions (owner) "
+    "CREATE INDEX IF NOT EXISTS executions_running_tenant ON executions (tenant) WHERE status = 'running'",
+    "CREATE INDEX IF NOT EXISTS executions_cancel_requested ON executions (owner) "
     "WHERE status = 'running' AND cancel_requested_at IS NOT NULL",
 ]
 
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
+    for table, column in _COLUMNS:
+        add_column(conn, caps, table, column)
     for statement in _DDL:
         conn.execute(text(statement))

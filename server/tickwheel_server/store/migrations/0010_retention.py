@@ -35,7 +35,7 @@ from tickwheel_server.store.engine import Capabilities
 
 _DDL = [
     """
-    CREATE TABLE attempt_rollups (
+    CREATE TABLE IF NOT EXISTS attempt_rollups (
         job_id TEXT NOT NULL,
         day BIGINT NOT NULL,
         tenant TEXT NOT NULL,
@@ -49,10 +49,10 @@ _DDL = [
         PRIMARY KEY (job_id, day)
     )
     """,
-    "CREATE INDEX attempt_rollups_day ON attempt_rollups (day)",
-    "CREATE INDEX executions_nominal ON executions (nominal_at, id)",
-    "CREATE INDEX executions_tenant_nominal ON executions (tenant, nominal_at, id)",
-    "CREATE INDEX skips_to ON skips (to_at)",
+    "CREATE INDEX IF NOT EXISTS attempt_rollups_day ON attempt_rollups (day)",
+    "CREATE INDEX IF NOT EXISTS executions_nominal ON executions (nominal_at, id)",
+    "CREATE INDEX IF NOT EXISTS executions_tenant_nominal ON executions (tenant, nominal_at, id)",
+    "CREATE INDEX IF NOT EXISTS skips_to ON skips (to_at)",
 ]
 
 

@@ -11,11 +11,11 @@ written then). A plain nullable column, added the same way on every engine.
 
 from __future__ import annotations
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from tickwheel_server.store.engine import Capabilities
+from tickwheel_server.store.migrations._ddl import add_column
 
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
-    conn.execute(text("ALTER TABLE executions ADD COLUMN trace_context TEXT"))
+    add_column(conn, caps, "executions", "trace_context TEXT")

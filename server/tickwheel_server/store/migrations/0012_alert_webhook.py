@@ -18,14 +18,15 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from tickwheel_server.store.engine import Capabilities
+from tickwheel_server.store.migrations._ddl import add_column
 
 _DDL = [
-    "ALTER TABLE alerts ADD COLUMN notified TEXT",
-    "CREATE INDEX alerts_webhook ON alerts (changed_at, id) "
+    "CREATE INDEX IF NOT EXISTS alerts_webhook ON alerts (changed_at, id) "
     "WHERE notified = '' OR (notified = 'raised' AND resolved_at IS NOT NULL)",
 ]
 
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
+    add_column(conn, caps, "alerts", "notified TEXT")
     for statement in _DDL:
         conn.execute(text(statement))

@@ -48,16 +48,17 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from tickwheel_server.store.engine import Capabilities
+from tickwheel_server.store.migrations._ddl import drop_index
 
 _ENDED = "status IN ('succeeded', 'dead', 'canceled')"
 _NOT_STARTED = "status IN ('scheduled', 'waiting')"
 
 _CREATE = [
-    f"CREATE INDEX executions_ended ON executions (nominal_at, id) WHERE {_ENDED}",
-    f"CREATE INDEX executions_ended_tenant ON executions (tenant, nominal_at, id) WHERE {_ENDED}",
-    f"CREATE INDEX executions_ended_job ON executions (job_id, nominal_at, id) WHERE {_ENDED}",
-    f"CREATE INDEX executions_not_started ON executions (nominal_at, id) WHERE {_NOT_STARTED}",
-    f"CREATE INDEX executions_not_started_job ON executions (job_id, nominal_at, id) WHERE {_NOT_STARTED}",
+    f"CREATE INDEX IF NOT EXISTS executions_ended ON executions (nominal_at, id) WHERE {_ENDED}",
+    f"CREATE INDEX IF NOT EXISTS executions_ended_tenant ON executions (tenant, nominal_at, id) WHERE {_ENDED}",
+    f"CREATE INDEX IF NOT EXISTS executions_ended_job ON executions (job_id, nominal_at, id) WHERE {_ENDED}",
+    f"CREATE INDEX IF NOT EXISTS executions_not_started ON executions (nominal_at, id) WHERE {_NOT_STARTED}",
+    f"CREATE INDEX IF NOT EXISTS executions_not_started_job ON executions (job_id, nominal_at, id) WHERE {_NOT_STARTED}",
 ]
 _DROP = ["executions_job", "executions_active", "executions_nominal", "executions_tenant_nominal"]
 
@@ -66,5 +67,4 @@ def upgrade(conn: Connection, caps: Capabilities) -> None:
     for statement in _CREATE:
         conn.execute(text(statement))
     for name in _DROP:
-        # CockroachDB names an index by its table.
-        conn.execute(text(f"DROP INDEX executions@{name}" if caps.is_cockroach else f"DROP INDEX {name}"))
+        drop_index(conn, name)

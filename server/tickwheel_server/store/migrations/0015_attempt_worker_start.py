@@ -15,11 +15,11 @@ column, added the same way on every engine (on PostgreSQL's partitioned
 
 from __future__ import annotations
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from tickwheel_server.store.engine import Capabilities
+from tickwheel_server.store.migrations._ddl import add_column
 
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
-    conn.execute(text("ALTER TABLE attempts ADD COLUMN worker_started_at BIGINT"))
+    add_column(conn, caps, "attempts", "worker_started_at BIGINT")

@@ -24,7 +24,7 @@ from tickwheel_server.store.engine import Capabilities
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
     conn.execute(text(
-        "CREATE TABLE tenant_quota ("
+        "CREATE TABLE IF NOT EXISTS tenant_quota ("
         " tenant TEXT NOT NULL,"
         " slot INTEGER NOT NULL,"
         " used BIGINT NOT NULL,"
@@ -37,6 +37,9 @@ def upgrade(conn: Connection, caps: Capabilities) -> None:
             rows.append(dict(tenant=name, slot=slot, used=used, allowance=allowance))
     if rows:
         conn.execute(
-            text("INSERT INTO tenant_quota (tenant, slot, used, allowance) VALUES (:tenant, :slot, :used, :allowance)"),
+            text(
+                "INSERT INTO tenant_quota (tenant, slot, used, allowance) VALUES (:tenant, :slot, :used, :allowance) "
+                "ON CONFLICT (tenant, slot) DO NOTHING"  # run again after a stop halfway (CockroachDB)
+            ),
             rows,
         )

@@ -7,11 +7,11 @@ slot 0, where the previous migration put each tenant's count.
 
 from __future__ import annotations
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from tickwheel_server.store.engine import Capabilities
+from tickwheel_server.store.migrations._ddl import add_column
 
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
-    conn.execute(text("ALTER TABLE jobs ADD COLUMN quota_slot INTEGER NOT NULL DEFAULT 0"))
+    add_column(conn, caps, "jobs", "quota_slot INTEGER NOT NULL DEFAULT 0")

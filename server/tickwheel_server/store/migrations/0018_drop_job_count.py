@@ -3,11 +3,11 @@ of its slots' ``used``), and nothing writes the old column any more."""
 
 from __future__ import annotations
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from tickwheel_server.store.engine import Capabilities
+from tickwheel_server.store.migrations._ddl import drop_column
 
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
-    conn.execute(text("ALTER TABLE tenants DROP COLUMN job_count"))
+    drop_column(conn, caps, "tenants", "job_count")

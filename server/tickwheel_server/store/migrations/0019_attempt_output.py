@@ -11,12 +11,12 @@ every partition).
 
 from __future__ import annotations
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from tickwheel_server.store.engine import Capabilities
+from tickwheel_server.store.migrations._ddl import add_column
 
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
     binary = "BLOB" if caps.is_sqlite else "BYTEA"
-    conn.execute(text(f"ALTER TABLE attempts ADD COLUMN output {binary}"))
+    add_column(conn, caps, "attempts", f"output {binary}")

@@ -19,7 +19,7 @@ from tickwheel_server.store.engine import Capabilities
 
 _DDL = [
     """
-    CREATE TABLE calendars (
+    CREATE TABLE IF NOT EXISTS calendars (
         tenant TEXT NOT NULL REFERENCES tenants (name),
         name TEXT NOT NULL,
         spec {bytes} NOT NULL,
@@ -35,7 +35,7 @@ _DDL = [
     )
     """,
     """
-    CREATE TABLE calendar_requests (
+    CREATE TABLE IF NOT EXISTS calendar_requests (
         tenant TEXT NOT NULL,
         request_id TEXT NOT NULL,
         name TEXT NOT NULL,
@@ -43,7 +43,7 @@ _DDL = [
         PRIMARY KEY (tenant, request_id)
     )
     """,
-    "CREATE INDEX calendar_requests_created ON calendar_requests (tenant, created_at)",
+    "CREATE INDEX IF NOT EXISTS calendar_requests_created ON calendar_requests (tenant, created_at)",
 ]
 
 

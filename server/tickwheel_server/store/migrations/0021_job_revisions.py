@@ -15,7 +15,7 @@ from tickwheel_server.store.engine import Capabilities
 def upgrade(conn: Connection, caps: Capabilities) -> None:
     binary = "BLOB" if caps.is_sqlite else "BYTEA"
     conn.execute(text(
-        "CREATE TABLE job_revisions ("
+        "CREATE TABLE IF NOT EXISTS job_revisions ("
         " job_id TEXT NOT NULL,"
         " version BIGINT NOT NULL,"
         " tenant TEXT NOT NULL,"

@@ -35,17 +35,17 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from tickwheel_server.store.engine import Capabilities
+from tickwheel_server.store.migrations._ddl import drop_index
 
 _CREATE = [
-    "CREATE INDEX executions_scheduled ON executions (ready_at, partition) WHERE status = 'scheduled'",
-    "CREATE INDEX jobs_active_zone ON jobs (time_zone, id) WHERE state = 'active'",
+    "CREATE INDEX IF NOT EXISTS executions_scheduled ON executions (ready_at, partition) WHERE status = 'scheduled'",
+    "CREATE INDEX IF NOT EXISTS jobs_active_zone ON jobs (time_zone, id) WHERE state = 'active'",
 ]
-_DROP = [("executions", "executions_ready"), ("executions", "executions_partition"), ("jobs", "jobs_zone")]
+_DROP = ["executions_ready", "executions_partition", "jobs_zone"]
 
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
     for statement in _CREATE:
         conn.execute(text(statement))
-    for table, name in _DROP:
-        # CockroachDB names an index by its table.
-        conn.execute(text(f"DROP INDEX {table}@{name}" if caps.is_cockroach else f"DROP INDEX {name}"))
+    for name in _DROP:
+        drop_index(conn, name)

@@ -14,8 +14,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from tickwheel_server.store.engine import Capabilities
+from tickwheel_server.store.migrations._ddl import add_column
 
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
-    conn.execute(text("ALTER TABLE jobs ADD COLUMN calendar TEXT NOT NULL DEFAULT ''"))
-    conn.execute(text("CREATE INDEX jobs_calendar ON jobs (tenant, calendar, id) WHERE calendar <> ''"))
+    add_column(conn, caps, "jobs", "calendar TEXT NOT NULL DEFAULT ''")
+    conn.execute(text("CREATE INDEX IF NOT EXISTS jobs_calendar ON jobs (tenant, calendar, id) WHERE calendar <> ''"))

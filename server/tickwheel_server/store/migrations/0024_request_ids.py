@@ -22,10 +22,11 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from tickwheel_server.store.engine import Capabilities
+from tickwheel_server.store.migrations._ddl import has_table
 
 _CREATE = [
     """
-    CREATE TABLE request_ids (
+    CREATE TABLE IF NOT EXISTS request_ids (
         tenant TEXT NOT NULL,
         kind TEXT NOT NULL,
         request_id TEXT NOT NULL,
@@ -34,24 +35,28 @@ _CREATE = [
         PRIMARY KEY (tenant, kind, request_id)
     )
     """,
-    "CREATE INDEX request_ids_created ON request_ids (created_at)",
+    "CREATE INDEX IF NOT EXISTS request_ids_created ON request_ids (created_at)",
 ]
 _MOVE = [
-    "INSERT INTO request_ids (tenant, kind, request_id, target, created_at) "
-    "SELECT tenant, 'job', request_id, job_id, created_at FROM job_requests WHERE created_at >= :since",
-    "INSERT INTO request_ids (tenant, kind, request_id, target, created_at) "
-    "SELECT tenant, 'calendar', request_id, name, created_at FROM calendar_requests WHERE created_at >= :since",
+    ("job_requests", "INSERT INTO request_ids (tenant, kind, request_id, target, created_at) "
+     "SELECT tenant, 'job', request_id, job_id, created_at FROM job_requests WHERE created_at >= :since "
+     "ON CONFLICT (tenant, kind, request_id) DO NOTHING"),
+    ("calendar_requests", "INSERT INTO request_ids (tenant, kind, request_id, target, created_at) "
+     "SELECT tenant, 'calendar', request_id, name, created_at FROM calendar_requests WHERE created_at >= :since "
+     "ON CONFLICT (tenant, kind, request_id) DO NOTHING"),
 ]
 _WINDOW_US = 24 * 3600 * 1_000_000
 """The request ids' window as this migration was written (``store.requests.REQUEST_RETENTION``)."""
-_DROP = ["DROP TABLE job_requests", "DROP TABLE calendar_requests"]
+_DROP = ["DROP TABLE IF EXISTS job_requests", "DROP TABLE IF EXISTS calendar_requests"]
 
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
     since = int(time.time() * 1_000_000) - _WINDOW_US
     for statement in _CREATE:
         conn.execute(text(statement))
-    for statement in _MOVE:
-        conn.execute(text(statement), {"since": since})
+    for table, statement in _MOVE:
+        # Run again after a stop halfway (CockroachDB): the old table may be dropped already.
+        if has_table(conn, caps, table):
+            conn.execute(text(statement), {"since": since})
     for statement in _DROP:
         conn.execute(text(statement))

@@ -17,10 +17,10 @@ the update that fills them stays as cheap as the one that did not.
 
 from __future__ import annotations
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from tickwheel_server.store.engine import Capabilities
+from tickwheel_server.store.migrations._ddl import add_column
 
 _COLUMNS = [
     ("attempt_started_at", "BIGINT"),
@@ -34,4 +34,4 @@ _COLUMNS = [
 def upgrade(conn: Connection, caps: Capabilities) -> None:
     binary = "BLOB" if caps.is_sqlite else "BYTEA"
     for name, kind in _COLUMNS:
-        conn.execute(text(f"ALTER TABLE executions ADD COLUMN {name} {kind or binary}"))
+        add_column(conn, caps, "executions", f"{name} {kind or binary}")

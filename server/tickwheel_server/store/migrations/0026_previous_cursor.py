@@ -16,11 +16,11 @@ name ``previous`` before this change.
 
 from __future__ import annotations
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from tickwheel_server.store.engine import Capabilities
+from tickwheel_server.store.migrations._ddl import add_column
 
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
-    conn.execute(text("ALTER TABLE jobs ADD COLUMN next_nominal_at BIGINT"))
+    add_column(conn, caps, "jobs", "next_nominal_at BIGINT")

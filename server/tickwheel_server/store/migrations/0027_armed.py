@@ -29,8 +29,8 @@ from sqlalchemy.engine import Connection
 from tickwheel_server.store.engine import Capabilities
 
 _CREATE = [
-    "CREATE INDEX executions_armed ON executions (owner, id) WHERE status = 'armed'",
-    "CREATE INDEX executions_armed_job ON executions (job_id, nominal_at, id) WHERE status = 'armed'",
+    "CREATE INDEX IF NOT EXISTS executions_armed ON executions (owner, id) WHERE status = 'armed'",
+    "CREATE INDEX IF NOT EXISTS executions_armed_job ON executions (job_id, nominal_at, id) WHERE status = 'armed'",
 ]
 
 

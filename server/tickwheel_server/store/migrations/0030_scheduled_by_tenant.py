@@ -28,13 +28,12 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from tickwheel_server.store.engine import Capabilities
+from tickwheel_server.store.migrations._ddl import drop_index
 
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
     conn.execute(text(
-        "CREATE INDEX executions_scheduled_tenant ON executions (ready_at, tenant, partition) "
+        "CREATE INDEX IF NOT EXISTS executions_scheduled_tenant ON executions (ready_at, tenant, partition) "
         "WHERE status = 'scheduled'"
     ))
-    # CockroachDB names an index by its table.
-    conn.execute(text("DROP INDEX executions@executions_scheduled" if caps.is_cockroach
-                      else "DROP INDEX executions_scheduled"))
+    drop_index(conn, "executions_scheduled")

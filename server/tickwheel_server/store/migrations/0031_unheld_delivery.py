@@ -20,11 +20,11 @@ session, through ``executions_owner``; the hello through
 
 from __future__ import annotations
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from tickwheel_server.store.engine import Capabilities
+from tickwheel_server.store.migrations._ddl import add_column
 
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
-    conn.execute(text("ALTER TABLE executions ADD COLUMN unheld_delivery INTEGER"))
+    add_column(conn, caps, "executions", "unheld_delivery INTEGER")

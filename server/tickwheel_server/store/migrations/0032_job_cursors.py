@@ -40,6 +40,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from tickwheel_server.store.engine import Capabilities
+from tickwheel_server.store.migrations._ddl import drop_column, drop_index, has_column
 
 BATCH = 10_000
 """Jobs copied per backfill transaction."""
@@ -77,7 +78,11 @@ def prepare(conn: Connection, caps: Capabilities) -> None:
 
 def backfill(conn: Connection, caps: Capabilities, after: str) -> str | None:
     """Copy the cursors of the next :data:`BATCH` jobs by id after
-    ``after``; the last id copied, or None when none are left after it."""
+    ``after``; the last id copied, or None when none are left after it
+    (or the columns are gone: the migration stopped after its drops and
+    runs again, on CockroachDB)."""
+    if not has_column(conn, caps, "jobs", _MOVED[0]):
+        return None
     upper = conn.execute(
         text("SELECT id FROM jobs WHERE id > :after ORDER BY id LIMIT 1 OFFSET :skip"),
         dict(after=after, skip=BATCH - 1),
@@ -91,14 +96,19 @@ def backfill(conn: Connection, caps: Capabilities, after: str) -> str | None:
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
     conn.execute(text(_CREATE))  # a database migrated without the backfill's steps (a test's target)
+    # The copy reads the columns dropped below, in order, after it: on
+    # CockroachDB a run stopped after the first drop runs again without it.
+    if has_column(conn, caps, "jobs", _MOVED[0]):
+        conn.execute(text(
+            f"INSERT INTO job_cursors ({_COLUMNS}) SELECT {_SOURCE} FROM jobs "
+            "WHERE NOT EXISTS (SELECT 1 FROM job_cursors AS c WHERE c.job_id = jobs.id)"
+        ))  # fmt: skip
     conn.execute(text(
-        f"INSERT INTO job_cursors ({_COLUMNS}) SELECT {_SOURCE} FROM jobs "
-        "WHERE NOT EXISTS (SELECT 1 FROM job_cursors AS c WHERE c.job_id = jobs.id)"
-    ))  # fmt: skip
-    conn.execute(text("CREATE INDEX job_cursors_due ON job_cursors (partition, next_run_at) WHERE state = 'active'"))
-    conn.execute(text("DROP INDEX jobs@jobs_due" if caps.is_cockroach else "DROP INDEX jobs_due"))
+        "CREATE INDEX IF NOT EXISTS job_cursors_due ON job_cursors (partition, next_run_at) WHERE state = 'active'"
+    ))
+    drop_index(conn, "jobs_due")
     for column in _MOVED:
-        conn.execute(text(f"ALTER TABLE jobs DROP COLUMN {column}"))
+        drop_column(conn, caps, "jobs", column)
     if caps.is_postgres:
         # Vacuumed as ``jobs`` was (migration 0007): every claim rewrites
         # the claimed cursors, leaving dead entries at the head of the index.

@@ -27,12 +27,11 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from tickwheel_server.store.engine import Capabilities
+from tickwheel_server.store.migrations._ddl import drop_index
 
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:
     conn.execute(text(
-        "CREATE INDEX executions_running_worker ON executions (tenant, worker_id) WHERE status = 'running'"
+        "CREATE INDEX IF NOT EXISTS executions_running_worker ON executions (tenant, worker_id) WHERE status = 'running'"
     ))
-    # CockroachDB names an index by its table.
-    conn.execute(text("DROP INDEX executions@executions_running_tenant" if caps.is_cockroach
-                      else "DROP INDEX executions_running_tenant"))
+    drop_index(conn, "executions_running_tenant")
