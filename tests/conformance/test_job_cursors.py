@@ -1,5 +1,7 @@
 """The narrow cursor table (``job_cursors``, migration 0032) on SQLite and
-PostgreSQL: the migration copies every job's cursor in bounded batches; the
+PostgreSQL: the migration copies every job's cursor in bounded batches (also
+on CockroachDB's path, stopped after its first column dropped and run
+again); the
 claim writes cursors only and reads no job row for a definition it holds;
 a cursor without its job row at its version is left as it is, never run;
 and a job write reaches no other tenant's cursor."""
@@ -19,6 +21,8 @@ from .test_dispatch_claim import MINUTE, NOW, OWNED, World as ClaimWorld, cron_j
 from tickwheel.shared.ids import execution_id, to_us
 from tickwheel_server.errors import NotFound
 from tickwheel_server.store import create_store_engine, migrate
+from tickwheel_server.store.errors import MigrationError
+from tickwheel_server.store.migrate_steps import OneByOne
 from tickwheel_server.store.partitions import PartitionStore
 from tickwheel_server.store.tables import executions, job_cursors, jobs
 from tickwheel_server.store.tenants import Tenant, TenantStore
@@ -26,12 +30,24 @@ from tickwheel_server.store.tenants import Tenant, TenantStore
 MIGRATION = import_module("tickwheel_server.store.migrations.0032_job_cursors")
 
 
-@pytest.mark.parametrize("backend", STORE_BACKENDS)
+@pytest.mark.parametrize("backend", [*STORE_BACKENDS, pytest.param("cockroachdb", marks=pytest.mark.postgres)])
 def test_the_migration_copies_every_cursor_in_batches_and_moves_the_columns(
     request, tmp_path, backend: str, monkeypatch
 ) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}" if backend == "sqlite" else request.getfixturevalue("postgres_url")
     engine = create_store_engine(url)
+    if backend == "cockroachdb":  # CockroachDB's path, on PostgreSQL: a statement a transaction
+        engine.dialect.name = "cockroachdb"
+        execute = OneByOne.execute
+
+        def stopped_after_the_first_drop(self, statement, parameters=None):
+            if "DROP COLUMN IF EXISTS next_due_at" in str(statement) and not stops:
+                stops.append(str(statement))
+                raise RuntimeError("the migrating process stops here")
+            return execute(self, statement, parameters)
+
+        stops: list[str] = []
+        monkeypatch.setattr(OneByOne, "execute", stopped_after_the_first_drop)
     batches = []
     backfill = MIGRATION.backfill
 
@@ -61,8 +77,16 @@ def test_the_migration_copies_every_cursor_in_batches_and_moves_the_columns(
                     "VALUES (:t, 1, 0, 100, 65536, 100, 'active', '', 0, 0, 1)"
                 ), {"t": tenant})  # fmt: skip
             conn.execute(sa.table("jobs", *(sa.column(name) for name in old[0])).insert(), old)
-        migrate(engine)
-        assert batches == ["", "job_009", "job_019"], "three bounded batches, in id order"
+        if backend == "cockroachdb":
+            with pytest.raises(MigrationError, match="0032_job_cursors"):
+                migrate(engine)
+            assert stops and batches == ["", "job_009", "job_019"]
+            batches.clear()
+            migrate(engine)  # from the first statement again: the copy is skipped, its columns gone
+            assert batches == [""]
+        else:
+            migrate(engine)
+            assert batches == ["", "job_009", "job_019"], "three bounded batches, in id order"
         with engine.connect() as conn:
             copied = conn.execute(sa.select(job_cursors).order_by(job_cursors.c.job_id)).all()
             columns = {column["name"] for column in sa.inspect(conn).get_columns("jobs")}
