@@ -27,9 +27,11 @@ in id order, as an upsert (a batch repeated after a crash, or by a second
 server migrating at once, rewrites the same rows), so ten million jobs
 are a thousand transactions, none holding more than a batch's writes (one
 statement's transaction of every job is more than CockroachDB takes well).
-:func:`upgrade`, in the migration's own transaction with its version row,
-copies the jobs created since the last batch (normally none), builds the
-index, drops ``jobs_due`` and the moved columns. Servers of the previous
+:func:`upgrade`, in the migration's own transaction with its version row
+(on CockroachDB each statement a transaction of its own, the copy skipped
+when run again after the drops began: ``store/migrate_steps.py``), copies
+the jobs created since the last batch (normally none), builds the index,
+drops ``jobs_due`` and the moved columns. Servers of the previous
 release cannot run on the result (their claim writes ``jobs.next_run_at``):
 stop them, migrate, start the new release (docs/operations.md).
 """
