@@ -13,7 +13,8 @@ CockroachDB server runs in the tests).
 - a run killed before any statement of any migration (the lease not given
   back) is completed by the next run, which takes the dead holder's lease
   over;
-- migrators racing, one waiting for the other's lease; a holder whose lease
+- a migrator waiting for the other's lease (three racing:
+  ``test_store_engine.py``); a holder whose lease
   was taken over stops before its next statement and records nothing; a
   missing lock row is an error, not a wait forever.
 """
@@ -40,6 +41,7 @@ from tickwheel_server.store.transactions import run_in_transaction
 from tests.support.crdbsql import DDL_AFTER_WRITE, transaction_violations, violations
 
 from .test_cockroach_sql import client_statements
+from .test_store_engine import overlap_two_migrators
 
 pytestmark = pytest.mark.postgres
 migrate_module = importlib.import_module("tickwheel_server.store.migrate")  # the package exports migrate(), the function
@@ -174,65 +176,21 @@ def _table(name: str):
     return lambda conn, caps: conn.execute(text(f"CREATE TABLE IF NOT EXISTS {name} (id INTEGER PRIMARY KEY)"))
 
 
-def test_racing_migrators_apply_each_migration_exactly_once(postgres_url: str, engines) -> None:
-    racers = [engines(postgres_url) for _ in range(3)]
-    start = threading.Barrier(len(racers), timeout=10)
-    results: dict[int, list] = {}
-    errors: list[BaseException] = []
-
-    def server(index: int) -> None:
-        try:
-            start.wait()
-            results[index] = migrate(racers[index], holder=f"server-{index}")
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=server, args=(i,)) for i in range(len(racers))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not errors, errors
-    applied = sorted(m.version for result in results.values() for m in result)
-    assert applied == [m.version for m in load_migrations()]
-    assert [m.version for m in applied_migrations(racers[0])] == applied
-
-
 def test_a_migrator_waits_for_the_lease_and_then_skips_what_was_applied(
     postgres_url: str, engines, monkeypatch
 ) -> None:
-    first_engine, second_engine = engines(postgres_url), engines(postgres_url)
-    inside, waiting = threading.Event(), threading.Event()
-    runs: list[str] = []
+    waiting = threading.Event()
     wait = Lease.wait
 
     def observed_wait(self):
         waiting.set()
         wait(self)
 
-    def slow_table(conn, caps) -> None:
-        runs.append(threading.current_thread().name)
-        inside.set()
-        assert waiting.wait(timeout=30)  # the second migrator found the lease held
-        conn.execute(text("CREATE TABLE IF NOT EXISTS slow (id INTEGER PRIMARY KEY)"))
-
     monkeypatch.setattr(Lease, "poll", 0.01)
     monkeypatch.setattr(Lease, "wait", observed_wait)
-    migrations = [Migration(1, "slow", slow_table), Migration(2, "second", _table("second"))]
-    results: dict[str, list] = {}
-
-    def run(name: str, engine: Engine) -> None:
-        results[name] = [m.version for m in migrate(engine, migrations=migrations, holder=name)]
-
-    first = threading.Thread(target=run, args=("first", first_engine), name="first")
-    first.start()
-    assert inside.wait(timeout=30)
-    run("second", second_engine)
-    first.join(timeout=30)
-    assert runs == ["first"]  # version 1 ran once, under the first migrator's lease
-    assert sorted(results["first"] + results["second"]) == [1, 2]
-    assert 1 in results["first"] and 1 not in results["second"]
-    assert current_version(second_engine) == 2
+    # The first holds its lease until the second has found it held.
+    overlap_two_migrators(engines(postgres_url), engines(postgres_url), lambda: waiting.wait(timeout=30))
+    assert waiting.is_set()
 
 
 def test_a_dead_holders_lease_is_taken_over_once_stale(postgres_url: str, engines) -> None:

@@ -613,9 +613,22 @@ def test_migrate_applies_every_migration_once_and_is_idempotent(engine: Engine) 
         run_in_transaction(engine, lambda c: c.execute(text("INSERT INTO cluster VALUES (2, 'c2', 256, 0)")))
 
 
-def test_concurrent_migrations_apply_each_migration_exactly_once(store_url: str, make_engine) -> None:
+@pytest.fixture(params=[*BACKENDS, pytest.param("cockroachdb", marks=pytest.mark.postgres)])
+def migrating(request: pytest.FixtureRequest, tmp_path) -> tuple[str, str]:
+    """A fresh store's URL and the dialect to name its engines: CockroachDB's
+    branch on PostgreSQL (a statement a transaction, under a lease:
+    test_migrate_cockroach_path.py), or the engine's own ("")."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}", ""
+    return request.getfixturevalue("postgres_url"), "cockroachdb" if request.param == "cockroachdb" else ""
+
+
+def test_concurrent_migrations_apply_each_migration_exactly_once(migrating: tuple[str, str], make_engine) -> None:
     """Three servers migrate one fresh database at the same instant."""
-    engines = [make_engine(store_url) for _ in range(3)]
+    url, dialect = migrating
+    engines = [make_engine(url) for _ in range(3)]
+    for engine in engines:
+        engine.dialect.name = dialect or engine.dialect.name
     start = threading.Barrier(len(engines), timeout=10)
     results: dict[int, list] = {}
     errors: list[BaseException] = []
@@ -643,17 +656,24 @@ def test_a_migrator_waits_for_the_one_holding_the_lock(postgres_url: str, make_e
     """Force the overlap: the second migrator is blocked on the lock row while the first applies
     version 1, then finds it applied (after a 40001 retry) and applies only what is left."""
     first_engine, second_engine, observer = (make_engine(postgres_url) for _ in range(3))
+    overlap_two_migrators(first_engine, second_engine, lambda: wait_for_lock_waiter(observer))
+
+
+def overlap_two_migrators(first_engine: Engine, second_engine: Engine, hold: Callable[[], None]) -> None:
+    """The first migrator applies version 1 and, inside it, ``hold()``s until
+    the second is kept waiting; then version 1 has run once, in the first,
+    and the two applied 1 and 2 between them."""
     inside = threading.Event()
     runs: list[str] = []
 
     def slow_table(conn: Connection, caps) -> None:
         runs.append(threading.current_thread().name)
         inside.set()
-        wait_for_lock_waiter(observer)
-        conn.execute(text("CREATE TABLE slow (id INTEGER PRIMARY KEY)"))
+        hold()
+        conn.execute(text("CREATE TABLE IF NOT EXISTS slow (id INTEGER PRIMARY KEY)"))
 
     def second_table(conn: Connection, caps) -> None:
-        conn.execute(text("CREATE TABLE second (id INTEGER PRIMARY KEY)"))
+        conn.execute(text("CREATE TABLE IF NOT EXISTS second (id INTEGER PRIMARY KEY)"))
 
     migrations = [Migration(1, "slow", slow_table), Migration(2, "second", second_table)]
     results: dict[str, list] = {}
@@ -669,7 +689,7 @@ def test_a_migrator_waits_for_the_one_holding_the_lock(postgres_url: str, make_e
     assert runs == ["first"]  # version 1 ran once, in the first migrator
     assert sorted(results["first"] + results["second"]) == [1, 2]
     assert 1 in results["first"] and 1 not in results["second"]
-    assert current_version(observer) == 2
+    assert current_version(second_engine) == 2
 
 
 def wait_for_lock_waiter(observer: Engine) -> None:
