@@ -734,7 +734,12 @@ def test_duplicate_versions_are_refused(engine: Engine) -> None:
         migrate(engine, migrations=[Migration(1, "a", noop), Migration(1, "b", noop)])
 
 
-def test_migrations_load_from_python_and_sql_files(tmp_path, monkeypatch, engine: Engine) -> None:
+def test_migrations_load_from_python_and_sql_files(
+    tmp_path, monkeypatch, migrating: tuple[str, str], make_engine
+) -> None:
+    url, dialect = migrating
+    engine = make_engine(url)
+    engine.dialect.name = dialect or engine.dialect.name
     package = tmp_path / "tw_sample_migrations"
     package.mkdir()
     (package / "__init__.py").write_text("")
