@@ -319,9 +319,10 @@ def migrate(
     ``migrations`` defaults to :func:`load_migrations`; ``clock`` stamps
     ``applied_at``; ``holder`` names this process in the lock row (default
     ``host:pid``); ``lease`` is how long CockroachDB's migration lease
-    outlives its holder's last renewal. Returns the migrations this call applied, in order (empty
-    when the database was up to date or another process applied them first).
-    See the module docstring for the guarantees.
+    outlives its holder's last renewal. Returns the migrations this call
+    applied, in order (empty when the database was up to date or another
+    process applied them first). See the module docstring for the
+    guarantees.
     """
     known = sorted(load_migrations() if migrations is None else migrations, key=lambda m: m.version)
     _check_order(known)

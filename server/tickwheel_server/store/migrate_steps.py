@@ -114,7 +114,13 @@ class Lease:
             raise MigrationError(f"{self.holder} lost the migration lease (not renewed for {self.ttl}); stopped")
 
     def release(self) -> None:
-        run_in_transaction(self.engine, lambda c: c.execute(_RELEASE, dict(holder=self.holder)), idempotent=True)
+        """Give the lease back; if that fails (the store is gone), the
+        error that ended the migration is the one raised, and the lease
+        expires after ``ttl``."""
+        try:
+            run_in_transaction(self.engine, lambda c: c.execute(_RELEASE, dict(holder=self.holder)), idempotent=True)
+        except Exception:
+            log.warning("could not give back the migration lease of %s; it expires", self.holder, exc_info=True)
 
 
 class Done(NamedTuple):
