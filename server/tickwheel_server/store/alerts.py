@@ -62,7 +62,7 @@ from tickwheel.shared.ids import from_us, to_us, ulid
 from ..alerts.catalogue import (
     NOTIFY_STEPS, AlertPage, AlertRecord, NewAlert, Owed, checked_kinds, circuit_open_alert, circuit_open_key,
 )  # fmt: skip
-from .base import SqlStore
+from .base import SqlStore, one_of
 from .tables import alert_feed, alerts
 
 if TYPE_CHECKING:
@@ -122,10 +122,10 @@ def _merged(batch: Sequence[NewAlert]) -> list[tuple[NewAlert, int]]:
     return list(merged.values())
 
 
-def _filters(query, *, kinds: Iterable[str], tenant: str):
+def _filters(caps, query, *, kinds: Iterable[str], tenant: str):
     wanted = checked_kinds(kinds)
     if wanted:
-        query = query.where(alerts.c.kind.in_(wanted))
+        query = query.where(one_of(caps, alerts.c.kind, wanted))
     if tenant:
         query = query.where(alerts.c.tenant == tenant)
     return query
@@ -219,7 +219,7 @@ class AlertStore(SqlStore):
         now_us = to_us(now or self.clock.now())
         returned = conn.execute(
             alerts.update()
-            .where(alerts.c.dedup_key.in_(wanted), alerts.c.resolved_at.is_(None))
+            .where(one_of(self.caps, alerts.c.dedup_key, wanted), alerts.c.resolved_at.is_(None))
             .values(resolved_at=now_us, changed_at=now_us, seq=None)
             .returning(*alerts.c)
         ).all()
@@ -316,7 +316,7 @@ class AlertStore(SqlStore):
         ``alerts_open``, ``alerts_raised`` or their per-tenant twins."""
         if limit < 1:
             raise ValueError("limit must be >= 1")
-        query = _filters(sa.select(alerts), kinds=kinds, tenant=tenant)
+        query = _filters(self.caps, sa.select(alerts), kinds=kinds, tenant=tenant)
         if not include_resolved:
             query = query.where(alerts.c.resolved_at.is_(None))
         if before_key is not None:
@@ -353,7 +353,7 @@ class AlertStore(SqlStore):
         def fn(conn: Connection) -> int:
             ids = conn.execute(doomed).scalars().all()
             if ids:
-                conn.execute(alerts.delete().where(alerts.c.id.in_(ids)))
+                conn.execute(alerts.delete().where(one_of(self.caps, alerts.c.id, ids)))
             return len(ids)
 
         return await self._tx(fn)
@@ -455,7 +455,7 @@ class AlertStore(SqlStore):
             [dict(b_id=ident, b_seq=base + n) for n, ident in enumerate(ids, start=1)],
         )
         conn.execute(alert_feed.update().where(alert_feed.c.id == FEED_ROW).values(seq=base + len(ids)))
-        rows = conn.execute(sa.select(alerts).where(alerts.c.id.in_(ids)).order_by(alerts.c.seq)).all()
+        rows = conn.execute(sa.select(alerts).where(one_of(self.caps, alerts.c.id, ids)).order_by(alerts.c.seq)).all()
         return [alert_from_row(row) for row in rows]
 
     def nudge(self) -> None:

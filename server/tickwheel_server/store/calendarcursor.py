@@ -33,7 +33,8 @@ from ..policy.calendarplan import decide_previous_for
 from ..schedule import ScheduleError
 from ..schedule.businessdays import BusinessCalendar
 from ..schedule.calendarrule import CalendarRule, reached_at
-from .base import chunks
+from .base import chunks, one_of
+from .engine import capabilities
 from .claim_calendars import CalendarCache
 from .isolation import status_in
 from .jobrecords import JOB_WITH_CURSOR
@@ -82,7 +83,9 @@ def rekey_previous(
                 job_cursors.c.next_due_at, job_cursors.c.next_nominal_at,
             )
             .select_from(JOB_WITH_CURSOR)
-            .where(jobs.c.id.in_(chunk), status_in(job_cursors.c.state, "active"), names_calendar())
+            .where(
+                one_of(capabilities(conn), jobs.c.id, chunk), status_in(job_cursors.c.state, "active"), names_calendar()
+            )
         )
         if tenant is not None:
             query = query.where(jobs.c.tenant == tenant)

@@ -29,7 +29,8 @@ from ..policy.calendarplan import decide_previous_for
 from ..schedule.calendarrule import CalendarRule, Verdict, decide
 from .arming import disarm_jobs
 from .calendarcursor import names_calendar, rekey_previous
-from .engine import Capabilities
+from .base import one_of
+from .engine import Capabilities, capabilities
 from .isolation import after_not_started_canceled, status_in
 from .tables import calendars, executions, jobs
 
@@ -81,7 +82,8 @@ def present_calendars(conn: Connection, tenant: str, names: Iterable[str]) -> se
         return set()
     return set(
         conn.execute(
-            sa.select(calendars.c.name).where(calendars.c.tenant == tenant, calendars.c.name.in_(wanted))
+            sa.select(calendars.c.name)
+            .where(calendars.c.tenant == tenant, one_of(capabilities(conn), calendars.c.name, wanted))
         ).scalars()
     )
 
@@ -128,7 +130,8 @@ def redecide_runs(
         runs = conn.execute(
             sa.select(executions.c.id, executions.c.job_id, executions.c.nominal_at, executions.c.due_at)
             .where(
-                executions.c.job_id.in_(ids), executions.c.tenant == tenant, executions.c.origin == "scheduled",
+                one_of(caps, executions.c.job_id, ids), executions.c.tenant == tenant,
+                executions.c.origin == "scheduled",
                 status_in(executions.c.status, "scheduled"), executions.c.attempt == 1, executions.c.delivery == 0,
             )
         ).all()
@@ -136,7 +139,8 @@ def redecide_runs(
             continue
         specs: dict[str, JobDefinition] = {}
         for row in conn.execute(
-            sa.select(jobs.c.id, jobs.c.version, jobs.c.spec).where(jobs.c.id.in_(sorted({r.job_id for r in runs})))
+            sa.select(jobs.c.id, jobs.c.version, jobs.c.spec)
+            .where(one_of(caps, jobs.c.id, sorted({r.job_id for r in runs})))
         ):
             spec = definitions.get(row.id, row.version, row.spec)
             if spec.problem is None and spec.calendar is not None and spec.calendar.name == name:
@@ -171,7 +175,7 @@ def _apply(conn: Connection, caps: Capabilities, name: str, changes: list[RunCha
     if dropped:
         canceled = conn.execute(
             executions.update()
-            .where(executions.c.id.in_(dropped), status_in(executions.c.status, "scheduled"))
+            .where(one_of(caps, executions.c.id, dropped), status_in(executions.c.status, "scheduled"))
             .values(status="canceled", finished_at=now_us, dead_reason=calendar_changed_reason(name))
             .returning(executions.c.job_id, executions.c.tenant, executions.c.wait_key)
         ).all()

@@ -31,7 +31,9 @@ from ..policy.claim import Plan, PlannedSkip
 from ..schedule import Fire, ScheduleError
 from ..schedule.businessdays import BusinessCalendar, calendar
 from ..schedule.calendarrule import CalendarRule, Decision, Verdict, decide, reached_at
+from .base import pairs_in
 from .claim_writes import record_skip
+from .engine import capabilities
 from .quarantine import SCHEDULE_UNCOMPUTABLE, Unreadable
 from .tables import calendars
 
@@ -86,11 +88,12 @@ class CalendarCache:
         if not keys:
             return {}
         wanted = sorted(keys)
+        caps = capabilities(conn)
         versions = {
             (row.tenant, row.name): row.version
             for row in conn.execute(
                 sa.select(calendars.c.tenant, calendars.c.name, calendars.c.version)
-                .where(sa.tuple_(calendars.c.tenant, calendars.c.name).in_(wanted))
+                .where(pairs_in(caps, (calendars.c.tenant, calendars.c.name), wanted, ("TEXT", "TEXT")))
             )
         }  # fmt: skip
         found: dict[Key, BusinessCalendar] = {}
@@ -106,7 +109,7 @@ class CalendarCache:
         if missing:
             rows = conn.execute(
                 sa.select(calendars.c.tenant, calendars.c.name, calendars.c.version, calendars.c.spec)
-                .where(sa.tuple_(calendars.c.tenant, calendars.c.name).in_(missing))
+                .where(pairs_in(caps, (calendars.c.tenant, calendars.c.name), missing, ("TEXT", "TEXT")))
             ).all()
             for row in rows:
                 try:

@@ -15,7 +15,7 @@ from tickwheel.shared.ids import from_us, to_us
 
 from ..auth import tokens
 from ..errors import NotFound
-from .base import SqlStore
+from .base import SqlStore, one_of
 from .tables import tenants, worker_credentials
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -72,7 +72,7 @@ class WorkerCredentialStore(SqlStore):
         new = tokens.new_secret(tokens.WORKER_CREDENTIAL_PREFIX)
 
         def fn(conn: Connection) -> IssuedCredential:
-            found = set(conn.scalars(sa.select(tenants.c.name).where(tenants.c.name.in_(wanted))))
+            found = set(conn.scalars(sa.select(tenants.c.name).where(one_of(self.caps, tenants.c.name, wanted))))
             for name in wanted:
                 if name not in found:
                     raise NotFound("tenant", name)
@@ -123,7 +123,7 @@ class WorkerCredentialStore(SqlStore):
                 found.update(
                     conn.scalars(
                         sa.select(worker_credentials.c.id).where(
-                            worker_credentials.c.id.in_(wanted[start : start + LIVE_BATCH]),
+                            one_of(self.caps, worker_credentials.c.id, wanted[start : start + LIVE_BATCH]),
                             worker_credentials.c.revoked_at.is_(None),
                         )
                     )

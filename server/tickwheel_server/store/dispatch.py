@@ -85,7 +85,7 @@ from ..alerts.catalogue import (
     NewAlert, job_unreadable_key, schedule_uncomputable_key, skipped_alert, undispatchable_alert,
 )  # fmt: skip
 from .alerts import AlertStore
-from .base import SqlStore, execute_arrays, tuples
+from .base import SqlStore, execute_arrays, one_of, tuples
 from .claim_reads import (
     DUE_SQL, REVIEW_COLUMNS, DueRow, claim_cursor, claimable, definitions, dispatchable, due_select,
     following_fires, scheduled_select,
@@ -438,7 +438,7 @@ class DispatchStore(SqlStore):
                     r.id: r
                     for r in conn.execute(
                         sa.select(*REVIEW_COLUMNS).select_from(JOB_WITH_CURSOR)
-                        .where(jobs.c.id.in_([f.job_id for f in local]))
+                        .where(one_of(self.caps, jobs.c.id, [f.job_id for f in local]))
                     )
                 }
                 for finding in local:

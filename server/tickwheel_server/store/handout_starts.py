@@ -237,7 +237,7 @@ def cancel_replaced(conn: Connection, caps: Capabilities, replaced: list[Replace
     canceled = conn.execute(
         executions.update()
         .where(
-            executions.c.job_id.in_(sorted({r.job_id for r in replaced})),
+            one_of(caps, executions.c.job_id, sorted({r.job_id for r in replaced})),
             *in_group(NOT_STARTED),
             executions.c.allow_overlap.is_(False),
             older,

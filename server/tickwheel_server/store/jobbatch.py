@@ -54,7 +54,7 @@ from ..policy.jobchanges import (
 from ..schedule import Fire
 from . import quota
 from .arming import disarm_jobs
-from .base import chunks
+from .base import chunks, one_of
 from .calendarcursor import rekey_previous
 from .engine import Capabilities
 from .isolation import wake_keys
@@ -117,7 +117,11 @@ def lock_jobs(conn: Connection, caps: Capabilities, tenant: str, ids: Sequence[s
     whole database instead). Missing ids, and other tenants', are absent."""
     found: dict[str, JobRecord] = {}
     for chunk in chunks(sorted(set(ids)), CHUNK):
-        query = select_jobs().where(jobs.c.tenant == tenant, jobs.c.id.in_(chunk)).order_by(jobs.c.id)
+        # The ids on both tables' keys: on the jobs' alone, a generic plan
+        # hashed the cursors whole to join them.
+        query = select_jobs().where(
+            jobs.c.tenant == tenant, one_of(caps, jobs.c.id, chunk), one_of(caps, job_cursors.c.job_id, chunk)
+        ).order_by(jobs.c.id)
         if caps.row_locks:
             query = query.with_for_update()  # the job's row and its cursor's
         found.update((row.id, job_record(row)) for row in conn.execute(query))
@@ -174,7 +178,7 @@ def apply_update(
         for chunk in chunks(ids, CHUNK):
             conn.execute(
                 executions.update()
-                .where(executions.c.id.in_(chunk), *in_group(NOT_STARTED))
+                .where(one_of(caps, executions.c.id, chunk), *in_group(NOT_STARTED))
                 .values(payload=refresh.payload)
             )
     if refresh.handler_changed:
@@ -303,15 +307,15 @@ def delete_jobs(
     for chunk in chunks(ids, CHUNK):
         canceled_rows += conn.execute(
             executions.update()
-            .where(executions.c.job_id.in_(chunk), *in_group(NOT_STARTED))
+            .where(one_of(caps, executions.c.job_id, chunk), *in_group(NOT_STARTED))
             .values(status="canceled", finished_at=now_us, dead_reason=DELETED_REASON)
             .returning(executions.c.job_id, executions.c.tenant, executions.c.wait_key)
         ).all()
         conn.execute(
-            job_cursors.delete().where(job_cursors.c.tenant == tenant, job_cursors.c.job_id.in_(chunk))
+            job_cursors.delete().where(job_cursors.c.tenant == tenant, one_of(caps, job_cursors.c.job_id, chunk))
         )
         for slot in conn.execute(
-            sa.delete(jobs).where(jobs.c.tenant == tenant, jobs.c.id.in_(chunk)).returning(jobs.c.quota_slot)
+            sa.delete(jobs).where(jobs.c.tenant == tenant, one_of(caps, jobs.c.id, chunk)).returning(jobs.c.quota_slot)
         ).scalars():
             slots[slot] = slots.get(slot, 0) + 1
         delete_revisions(conn, tenant, chunk)
@@ -411,7 +415,7 @@ def apply_resume(
                              due_at=from_us(row.due_at), now=decided_at, threshold=threshold)
     ]  # fmt: skip
     for chunk in chunks([row.id for row in expired], CHUNK):
-        conn.execute(executions.delete().where(executions.c.id.in_(chunk), *held_by_pause(job_id)))
+        conn.execute(executions.delete().where(one_of(caps, executions.c.id, chunk), *held_by_pause(job_id)))
     released = conn.execute(
         executions.update().where(*held_by_pause(job_id)).values(status="scheduled", wait_key=None)
     ).rowcount

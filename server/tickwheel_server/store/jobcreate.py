@@ -30,9 +30,9 @@ from tickwheel.shared.ids import from_us, partition_of
 from ..errors import NotFound, QuotaExceeded, TickwheelError
 from ..jobspec import calendar_ref
 from . import driver, quota, requests
-from .base import array_literal
+from .base import array_literal, one_of
 from .calendarcursor import rekey_previous
-from .engine import Capabilities
+from .engine import Capabilities, capabilities
 from .jobrecords import JOB_COLUMNS, JOB_WITH_CURSOR, JobRecord, NewJobs, job_record
 from .tables import job_cursors, jobs, tenants
 from .tables import request_ids as request_rows
@@ -267,7 +267,7 @@ def _jobs_of_requests(conn: Connection, tenant: str, ids: list[str], now_us: int
         .where(
             request_rows.c.tenant == tenant,
             request_rows.c.kind == requests.JOB,
-            request_rows.c.request_id.in_(ids),
+            one_of(capabilities(conn), request_rows.c.request_id, ids),
             request_rows.c.created_at >= requests.cutoff(now_us),
         )
     ).all()

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 from tickwheel.shared.ids import execution_id, from_us, to_us
 
 from ..policy.jobchanges import Recreation, SkippedSpan
-from .base import chunks
+from .base import chunks, one_of
 from .engine import Capabilities
 from .history import SkipRecord
 from .isolation import PAUSED_WAIT, after_not_started_canceled, insert_for, not_held, status_in, wake_keys
@@ -48,7 +48,7 @@ def hold_not_started_of(conn: Connection, caps: Capabilities, job_ids: Sequence[
     keys = []
     for chunk in chunks(sorted(set(job_ids)), CHUNK):
         query = sa.select(executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.wait_key).where(
-            executions.c.job_id.in_(chunk), *in_group(NOT_STARTED), not_held()
+            one_of(caps, executions.c.job_id, chunk), *in_group(NOT_STARTED), not_held()
         )
         if caps.row_locks:
             query = query.with_for_update()  # what is read is what is held (as pending_occurrences)
@@ -58,7 +58,7 @@ def hold_not_started_of(conn: Connection, caps: Capabilities, job_ids: Sequence[
     for chunk in chunks([row.id for row in keys], CHUNK):
         conn.execute(
             executions.update()
-            .where(executions.c.id.in_(chunk), *in_group(NOT_STARTED), not_held())
+            .where(one_of(caps, executions.c.id, chunk), *in_group(NOT_STARTED), not_held())
             .values(status="waiting", wait_key=PAUSED_WAIT)
         )
     wake_keys(conn, caps, {(row.tenant, row.wait_key) for row in keys if row.wait_key})
@@ -123,7 +123,7 @@ def recreate_pending(
     for chunk in chunks([by_instant[nominal] for nominal in plan.canceled], CHUNK):
         canceled += conn.execute(
             executions.update()
-            .where(executions.c.id.in_(chunk), *not_started)
+            .where(one_of(caps, executions.c.id, chunk), *not_started)
             .values(status="canceled", finished_at=now_us, dead_reason=NOT_IN_NEW_SCHEDULE)
             .returning(executions.c.job_id, executions.c.tenant, executions.c.wait_key)
         ).all()

@@ -36,7 +36,7 @@ from ..errors import FailedPrecondition
 from ..jobspec import handler_of
 from ..telemetry.tracing import current_traceparent
 from .arming import disarm_jobs
-from .base import SqlStore, chunks
+from .base import SqlStore, chunks, one_of
 from .history import ExecutionRecord, _attempts_of, execution_from_row
 from .jobrecords import get_job
 from .tables import executions
@@ -127,7 +127,8 @@ class ManualStore(SqlStore):
             ids = [execution_id(job_id, nominal) for nominal in nominals]
             existing: set[str] = set()
             for chunk in chunks(ids, BATCH):
-                existing.update(conn.execute(sa.select(executions.c.id).where(executions.c.id.in_(chunk))).scalars())
+                found = sa.select(executions.c.id).where(one_of(self.caps, executions.c.id, chunk))
+                existing.update(conn.execute(found).scalars())
             items = [BackfillItem(i, n, i in existing) for i, n in zip(ids, nominals)]
             fresh = [item for item in items if not item.already_exists]
             if not dry_run and fresh:

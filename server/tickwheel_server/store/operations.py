@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.shared.ids import from_us, to_us
 
-from .base import SqlStore
+from .base import SqlStore, one_of
 from .history import EXECUTION_STATUSES, ExecutionRecord, _attempts_of, execution_from_row
 from .tables import executions
 from .timeline import not_ahead, scans, shown
@@ -98,7 +98,8 @@ class OperationsStore(SqlStore):
             running = dict(
                 conn.execute(
                     sa.select(executions.c.tenant, sa.func.count())
-                    .where(executions.c.status == sa.literal_column("'running'"), executions.c.tenant.in_(names),
+                    .where(executions.c.status == sa.literal_column("'running'"),
+                           one_of(self.caps, executions.c.tenant, names),
                            not_ahead(now_us))
                     .group_by(executions.c.tenant)
                 ).all()
@@ -193,7 +194,7 @@ class OperationsStore(SqlStore):
             if not page:
                 return SearchPage((), None if last is None else (from_us(last.nominal_at), last.id))
             ids = [row.id for row in page]
-            rows = {row.id: row for row in conn.execute(sa.select(e).where(e.c.id.in_(ids)))}
+            rows = {row.id: row for row in conn.execute(sa.select(e).where(one_of(self.caps, e.c.id, ids)))}
             found = _attempts_of(conn, [ident for ident in ids if ident in rows])
             records = tuple(
                 execution_from_row(rows[ident], found[ident], now_us=now_us) for ident in ids if ident in rows

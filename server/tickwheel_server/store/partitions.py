@@ -65,7 +65,7 @@ from sqlalchemy.engine import Connection
 from tickwheel.shared.ids import from_us, to_us
 
 from . import pipeline
-from .base import SqlStore, array_literal, driver_sql
+from .base import SqlStore, array_literal, driver_sql, one_of
 from .engine import capabilities
 
 # Mirrors migration 0004_partitions.
@@ -199,7 +199,7 @@ class PartitionStore(SqlStore):
             if wanted is not None:
                 if not wanted:
                     return []
-                query = query.where(partitions_table.c.partition.in_(wanted))
+                query = query.where(one_of(self.caps, partitions_table.c.partition, wanted, "INTEGER"))
             return [
                 PartitionEpoch(row.partition, row.epoch, row.owner, from_us(row.updated_at))
                 for row in conn.execute(query)

@@ -26,8 +26,8 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
 from . import driver
-from .base import array_literal
-from .engine import Capabilities
+from .base import array_literal, one_of
+from .engine import Capabilities, capabilities
 from .tables import request_ids
 from .transactions import sqlstate_of
 
@@ -187,7 +187,8 @@ def forget(conn: Connection, tenant: str, kind: str, ids: Sequence[str]) -> None
     if ids:
         conn.execute(
             request_ids.delete().where(
-                request_ids.c.tenant == tenant, request_ids.c.kind == kind, request_ids.c.request_id.in_(ids)
+                request_ids.c.tenant == tenant, request_ids.c.kind == kind,
+                one_of(capabilities(conn), request_ids.c.request_id, ids),
             )
         )
 

@@ -84,7 +84,7 @@ from ..policy.rollups import (
 )  # fmt: skip
 from . import requests
 from .alerts import AlertStore
-from .base import SqlStore, one_of
+from .base import SqlStore, one_of, pairs_in
 from .rollups import Rollup, merge_rollups
 from .transactions import sqlstate_of
 from .tables import attempt_rollups, attempts, executions, skips
@@ -238,7 +238,7 @@ class RetentionStore(SqlStore):
                 sa.select(skips.c.id).where(skips.c.to_at < cutoff_us).order_by(skips.c.to_at).limit(limit)
             ).scalars().all()
             if ids:
-                conn.execute(skips.delete().where(skips.c.id.in_(ids), skips.c.to_at < cutoff_us))
+                conn.execute(skips.delete().where(one_of(self.caps, skips.c.id, ids), skips.c.to_at < cutoff_us))
             return len(ids)
 
         return await self._tx(fn)
@@ -267,11 +267,9 @@ class RetentionStore(SqlStore):
                 .limit(limit)
             ).all()
             if keys:
-                conn.execute(
-                    attempt_rollups.delete().where(
-                        sa.tuple_(attempt_rollups.c.job_id, attempt_rollups.c.day).in_([tuple(k) for k in keys])
-                    )
-                )
+                rollup_keys = (attempt_rollups.c.job_id, attempt_rollups.c.day)
+                pairs = [tuple(k) for k in keys]
+                conn.execute(attempt_rollups.delete().where(pairs_in(self.caps, rollup_keys, pairs, ("TEXT", "BIGINT"))))
             return len(keys)
 
         return await self._tx(fn)
@@ -444,7 +442,7 @@ class RetentionStore(SqlStore):
             known = {
                 row.id: (row.job_id, row.tenant)
                 for row in conn.execute(
-                    sa.select(executions.c.id, executions.c.job_id, executions.c.tenant).where(executions.c.id.in_(ids))
+                    sa.select(executions.c.id, executions.c.job_id, executions.c.tenant).where(one_of(self.caps, executions.c.id, ids))
                 )
             }
             tenant_of = {ident: known.get(ident, (ident.split(":", 1)[0], "")) for ident in ids}

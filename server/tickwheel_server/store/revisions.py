@@ -27,7 +27,8 @@ from sqlalchemy.engine import Connection
 from tickwheel.shared.ids import from_us, to_us
 
 from ..errors import NotFound
-from .base import SqlStore, chunks
+from .base import SqlStore, chunks, one_of
+from .engine import capabilities
 from .jobrecords import JobRecord
 from .tables import job_revisions, jobs
 
@@ -93,7 +94,7 @@ def keep_revisions(conn: Connection, revisions: Sequence[Revision]) -> None:
         )
         ranked = (
             sa.select(job_revisions.c.job_id, job_revisions.c.version, rank)
-            .where(job_revisions.c.job_id.in_(chunk))
+            .where(one_of(capabilities(conn), job_revisions.c.job_id, chunk))
             .subquery()
         )
         # The newest revision past the KEEP-th of each job: it and every older one go.
@@ -115,7 +116,9 @@ def keep_revisions(conn: Connection, revisions: Sequence[Revision]) -> None:
 def delete_revisions(conn: Connection, tenant: str, job_ids: Sequence[str]) -> None:
     """Delete the revisions of ``tenant``'s jobs ``job_ids``, in ``conn``'s transaction."""
     for chunk in chunks(list(job_ids), CHUNK):
-        conn.execute(sa.delete(job_revisions).where(job_revisions.c.tenant == tenant, job_revisions.c.job_id.in_(chunk)))
+        conn.execute(sa.delete(job_revisions).where(
+            job_revisions.c.tenant == tenant, one_of(capabilities(conn), job_revisions.c.job_id, chunk)
+        ))
 
 
 def _revision(row) -> Revision:

@@ -37,7 +37,8 @@ from tickwheel.shared.ids import from_us, to_us
 from ..errors import InvalidArgument
 from ..jobspec import schedule_of
 from ..schedule import Engine, ScheduleError, UnknownZoneError
-from .base import SqlStore
+from .base import SqlStore, one_of
+from .engine import capabilities
 from .calendarcursor import rekey_previous
 from .isolation import status_in
 from .tables import executions, job_cursors, jobs, tzdata_versions
@@ -196,7 +197,7 @@ class TzdataStore(SqlStore):
                 sa.select(
                     job_cursors.c.job_id, job_cursors.c.state, job_cursors.c.next_due_at, job_cursors.c.run_count,
                     sa.func.coalesce(job_cursors.c.next_nominal_at, job_cursors.c.next_run_at).label("next_run_at"),
-                ).where(job_cursors.c.job_id.in_([row.id for row in found]))
+                ).where(one_of(self.caps, job_cursors.c.job_id, [row.id for row in found]))
             )
         }
         rows = [_Due(*row, *cursors[row.id][2:]) for row in found if _state(cursors, row.id) == "active"]
@@ -206,7 +207,9 @@ class TzdataStore(SqlStore):
             if state not in (None, "active"):
                 ended.setdefault(state, []).append(row.id)
         for state, ids in ended.items() if not dry_run else ():
-            conn.execute(jobs.update().where(jobs.c.id.in_(ids), status_in(jobs.c.state, "active")).values(state=state))
+            conn.execute(
+                jobs.update().where(one_of(self.caps, jobs.c.id, ids), status_in(jobs.c.state, "active")).values(state=state)
+            )
         if not rows:
             return len(found), found[-1].id, []
         to_check = [row for row in rows if every_version or changed(conn, zone, row.tzdata_version)]
@@ -257,7 +260,9 @@ class TzdataStore(SqlStore):
                 )
                 rekey_previous(conn, [row["b_id"] for row in moved_rows], now, tenant=None)
             if stayed:
-                conn.execute(jobs.update().where(jobs.c.id.in_(stayed)).values(tzdata_version=current_version))
+                conn.execute(
+                    jobs.update().where(one_of(self.caps, jobs.c.id, stayed)).values(tzdata_version=current_version)
+                )
         return len(found), found[-1].id, shifted
 
 
@@ -309,7 +314,7 @@ def _last_created(conn: Connection, job_ids: Iterable[str]) -> dict[str, int]:
         for group in GROUPS
     ]
     latest: dict[str, int] = {}
-    for job_id, *found in conn.execute(sa.select(jobs.c.id, *newest).where(jobs.c.id.in_(ids))):
+    for job_id, *found in conn.execute(sa.select(jobs.c.id, *newest).where(one_of(capabilities(conn), jobs.c.id, ids))):
         found = [nominal for nominal in found if nominal is not None]
         if found:
             latest[job_id] = max(found)
