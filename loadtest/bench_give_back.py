@@ -12,6 +12,13 @@ two statements' shapes, not of a server.
 - ``reap``: ``--rows`` executions ``running`` under a session that ended
   are requeued by the reaper's one call (``RequeueStore.reap_owner``).
 
+``--plan-cache-mode force_generic_plan`` plans every prepared statement
+generic, as a server's statements are once they have run a few times
+(psycopg prepares a statement on its fifth run, PostgreSQL then keeps a
+generic plan if it looks no dearer than the custom ones); ``--stale-stats``
+analyzes the rows while they are ended, so the plans see none running or
+ready.
+
 Prints JSON: per part, the median over ``--repeat`` repetitions of the
 transaction's wall time and this process's CPU, the mean of PostgreSQL's
 (its process tree, counted in ticks), and the load average. Run it once with ``PYTHONPATH`` on each tree
@@ -60,17 +67,25 @@ def _spec(rows: int) -> bytes:
     return job.SerializeToString()
 
 
-def _reset(engine: sa.Engine, rows: int, running: bool) -> None:
+def _reset(engine: sa.Engine, rows: int, running: bool, stale: bool = False) -> None:
+    """The bench's rows afresh (``running`` under ``s1``, else
+    ``scheduled``), analyzed; ``stale``: analyzed while they were still
+    ended (``succeeded``), then put in their status: statistics that see
+    none of them running or ready, as after a quiet spell."""
+    status = "running" if running else "scheduled"
     with engine.begin() as conn:
         conn.exec_driver_sql("TRUNCATE executions, attempts, jobs, job_cursors, concurrency_keys, tenant_gates")
         harness.insert_bench_jobs(conn, rows, _spec(rows))
         conn.exec_driver_sql(_EXECUTIONS, {
-            "t": T0, "rows": rows, "delivery": 1 if running else 0, "status": "running" if running else "scheduled",
+            "t": T0, "rows": rows, "delivery": 1 if running else 0, "status": "succeeded" if stale else status,
             "owner": "s1" if running else None, "at": T0 if running else None,
         })
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql("VACUUM ANALYZE executions")
         conn.exec_driver_sql("VACUUM ANALYZE jobs")
+    if stale:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("UPDATE executions SET status = %(status)s", {"status": status})
 
 
 def main() -> None:
@@ -78,8 +93,14 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--pg", help="a PostgreSQL URL to use instead of a throwaway server")
+    parser.add_argument("--plan-cache-mode", choices=("auto", "force_generic_plan", "force_custom_plan"),
+                        default="auto", help="the throwaway server's plan_cache_mode: force_generic_plan plans "
+                        "each prepared statement as a long-running server's cache keeps it")
+    parser.add_argument("--stale-stats", action="store_true",
+                        help="the rows analyzed while ended, then running or ready (autovacuum off)")
     args = parser.parse_args()
-    with harness.postgres(args.pg) as url:
+    settings = {"plan_cache_mode": args.plan_cache_mode, **({"autovacuum": "off"} if args.stale_stats else {})}
+    with harness.postgres(args.pg, settings) as url:
         engine = create_store_engine(url)
         migrate(engine)
         clock = FakeClock(from_us(T0 + args.rows + 1))
@@ -91,7 +112,7 @@ def main() -> None:
         queue = ExecutionQueue(engine, clock)
         every = Capability(("bench",), ("echo",), True)
         for _ in range(args.repeat):
-            _reset(engine, args.rows, running=True)
+            _reset(engine, args.rows, running=True, stale=args.stale_stats)
 
             def release() -> int:
                 with engine.begin() as conn:
@@ -102,20 +123,21 @@ def main() -> None:
             with engine.connect() as conn:
                 back = conn.exec_driver_sql("SELECT count(*) FROM executions WHERE status = 'scheduled'").scalar()
             assert back == args.rows, f"{back} of {args.rows} given back"
-            _reset(engine, args.rows, running=False)
+            _reset(engine, args.rows, running=False, stale=args.stale_stats)
 
             def round_() -> int:
                 return len(asyncio.run(queue.handout.hand_out_ready("s1", clock.now(), every, args.rows)))
 
             rounds.append(harness.measured(pg_pid, round_))
-            _reset(engine, args.rows, running=True)
+            _reset(engine, args.rows, running=True, stale=args.stale_stats)
 
             def reap() -> int:
                 return len(asyncio.run(queue.requeues.reap_owner("s1", "session expired", limit=args.rows)).requeued)
 
             reaps.append(harness.measured(pg_pid, reap))
         engine.dispose()
-    print(json.dumps({"rows": args.rows, "repeat": args.repeat, "give_back": harness.medians(give_back),
+    print(json.dumps({"rows": args.rows, "repeat": args.repeat, "plan_cache_mode": args.plan_cache_mode,
+                      "stale_stats": args.stale_stats, "give_back": harness.medians(give_back),
                       "round": harness.medians(rounds), "reap": harness.medians(reaps),
                       "load_average": harness.load_average()}))
 

@@ -86,11 +86,13 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--pg", help="a PostgreSQL URL to use instead of a throwaway server")
+    parser.add_argument("--plan-cache-mode", choices=("auto", "force_generic_plan", "force_custom_plan"),
+                        default="auto", help="the throwaway server's plan_cache_mode (bench_give_back.py says why)")
     args = parser.parse_args()
     sizes = [int(n) for n in args.sizes.split(",")]
     rows = max(max(sizes), args.texts)
-    out: dict = {"sizes": sizes, "repeat": args.repeat, "lock_keys": {}, "disarm": {}, "prune": {}, "texts": {}}
-    with harness.postgres(args.pg) as url:
+    out: dict = {"sizes": sizes, "repeat": args.repeat, "plan_cache_mode": args.plan_cache_mode, "lock_keys": {}, "disarm": {}, "prune": {}, "texts": {}}
+    with harness.postgres(args.pg, {"plan_cache_mode": args.plan_cache_mode}) as url:
         engine = create_store_engine(url)
         migrate(engine)
         clock = FakeClock(from_us(T0 + rows + 10))

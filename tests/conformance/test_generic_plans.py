@@ -17,7 +17,14 @@ and ``_armed_job``, migration 0027; ``executions_scheduled_tenant``,
 migration 0030): the arm, its start and its disarms, the reaper's view of
 armed rows, the tenant walk's ready side, the lateness watch and the timer
 wheel's rebuild; and the safety net (``wake_stalled``) with a key and a job
-that have sleeping waiters, so it sends its wake-ups too."""
+that have sleeping waiters, so it sends its wake-ups too.
+
+And every statement over arrays (``unnest``, ``= ANY``): each driver-SQL
+statement the store defines, and those built with ``one_of`` and
+``pairs_in`` as the paths send them, planned with arrays of 1 200
+elements, generic and custom: none rescans an array or a table in a
+nested loop, or (generic) reads executions, jobs or job_cursors whole or
+searches a batch's array for each row of another index."""
 
 from __future__ import annotations
 
@@ -43,7 +50,7 @@ from tickwheel_server.store.tenant_walk import TenantWalk
 from tickwheel_server.store.tenants import Tenant, TenantStore
 from tickwheel.shared.ids import to_us
 
-from tests.support.plans import INDEX_SCANS, Sent, captured, describe, nodes, plan, seq_scans
+from tests.support.plans import INDEX_SCANS, Sent, as_prepared, captured, describe, nodes, plan, seq_scans
 
 pytestmark = pytest.mark.postgres
 
@@ -281,3 +288,207 @@ async def test_a_hello_reads_its_worker_s_running_rows_only_and_the_reaper_its_d
     for statement, parameters, _ in sent:
         top = plan(engine, statement, parameters)
         assert not seq_scans(top, PARTIAL), f"{statement}\n{describe(top)}"
+
+
+# --------------------------------------------------------------------------- statements over arrays
+
+ARRAY_LENGTH = 1_200
+"""Elements each array of a statement is planned with: a batch of results,
+a round's hand-outs or a requeue runs to thousands."""
+BIG = ("executions", "jobs", "job_cursors")
+"""Tables a statement over an array never reads whole."""
+_ARRAY_STATEMENT = re.compile(r"unnest\(|= ANY \(CAST\(")
+
+
+def _array_statements() -> dict[str, str]:
+    """Every driver-SQL statement over arrays the store modules define
+    (module constants, and those kept in a module's dicts, tuples and
+    lists), by where it is defined."""
+    import importlib
+    import pkgutil
+
+    import tickwheel_server.store as store
+
+    found: dict[str, str] = {}
+
+    def visit(where: str, value) -> None:
+        if isinstance(value, str):
+            if "%(" in value and _ARRAY_STATEMENT.search(value):
+                found.setdefault(value, where)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                visit(f"{where}[{key!r}]", item)
+        elif isinstance(value, (tuple, list)):
+            for n, item in enumerate(value):
+                visit(f"{where}[{n}]", item)
+
+    for info in pkgutil.iter_modules(store.__path__):
+        module = importlib.import_module(f"{store.__name__}.{info.name}")
+        for name, value in vars(module).items():
+            if not name.startswith("__"):
+                visit(f"{info.name}.{name}", value)
+    return {where: statement for statement, where in found.items()}
+
+
+def _values(engine, statement: str) -> dict:
+    """Parameters for ``statement``, each of the type PostgreSQL infers for
+    it, every array :data:`ARRAY_LENGTH` long."""
+    prepared, _ = as_prepared(statement, {name: None for name in re.findall(r"%\((\w+)\)[sb]", statement)})
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)[sb]", statement)))
+    with engine.connect() as conn:
+        cursor = conn.connection.driver_connection.cursor()
+        cursor.execute(f"PREPARE typing AS {prepared}")
+        cursor.execute("SELECT parameter_types::text[] FROM pg_prepared_statements WHERE name = 'typing'")
+        types = cursor.fetchone()[0]
+        cursor.execute("DEALLOCATE typing")
+        conn.rollback()
+    element = {"text": lambda n: f"x{n}", "integer": lambda n: 1, "bigint": lambda n: n, "smallint": lambda n: 1,
+               "boolean": lambda n: n % 2 == 0, "bytea": lambda n: b""}  # fmt: skip
+    values = {}
+    for name, kind in zip(names, types):
+        if kind.endswith("[]"):
+            make = element[kind[:-2]]
+            values[name] = [make(n) for n in range(ARRAY_LENGTH)]
+        else:
+            values[name] = element[kind](7)
+    return values
+
+
+def quadratic(top: dict, generic: bool = True) -> list[tuple]:
+    """Nested loops whose inner side reads an array or a table from its
+    start again for each outer row: a Function Scan or Seq Scan in the
+    loop's inner subtree (a Materialize over one included; an InitPlan,
+    run once, is not); and scans of executions, jobs or job_cursors that
+    search an array for each row they read (``= ANY`` as a filter, not as
+    the index's condition: a generic plan's array is a parameter, searched
+    element by element)."""
+    def rescanned(node: dict) -> list[dict]:
+        found = [node] if node["Node Type"] in ("Function Scan", "Seq Scan") else []
+        for child in node.get("Plans", []):
+            if child.get("Parent Relationship") != "InitPlan":
+                found += rescanned(child)
+        return found
+
+    bad = []
+    for node in nodes(top):
+        searched = {m.group(1) for m in _SEARCHED.finditer(node.get("Filter", ""))} - set(SEARCHED_LEFT)
+        if searched and node.get("Relation Name") in BIG and generic:
+            # each row the scan reads searched for in the array: rows times elements
+            bad.append(("filter", [(node["Node Type"], node["Relation Name"], node.get("Index Name"))]))
+        if node["Node Type"] != "Nested Loop":
+            continue
+        for inner in (p for p in node["Plans"] if p.get("Parent Relationship") == "Inner"):
+            scans = rescanned(inner)
+            if scans:
+                bad.append((node.get("Join Type"), [(n["Node Type"], n.get("Relation Name") or n.get("Function Name"))
+                                                    for n in scans]))
+    return bad
+
+
+_SEARCHED = re.compile(r"\((\w+) = ANY \(\(?\$\d")
+"""A filter searching a parameter's array (a constant one, hashed, is not searched), and its column."""
+SEARCHED_LEFT = {
+    "handler": "a worker's handlers: as many as its capability names, not a batch",
+    "partition": "a server's partitions: at most the partition count",
+    "job_id": "by job (the busy probe, the waiters' jobs, a job's disarm): the job-keyed partial indexes are the "
+              "path, which a generic plan passes over while the status's set is small; left as it is",
+}
+"""Columns whose array a generic plan may search for each row read, and why."""
+
+
+TENANTS = 1_000
+"""Tenants beside ``acme``: a deployment's, so that a plan reading one by
+name reads it by key, as it would there."""
+
+
+def _more_tenants(engine) -> None:
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO tenants (name, weight, max_concurrency, max_jobs, max_payload_bytes, requests_per_second, "
+            "state, pause_reason, created_at, updated_at, version) "
+            f"SELECT 't_' || g, 1, 0, 1000, 65536, 0, 'active', '', 0, 0, 1 FROM generate_series(1, {TENANTS}) AS g"
+        )
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("ANALYZE tenants")
+
+
+def _refused(where: str, statement: str, parameters: dict, engine) -> list[str]:
+    """What is wrong with ``statement``'s plans, generic and custom: a
+    nested loop rescanning an array or a table (quadratic in the batch),
+    and, in the generic plan (planned without the arrays' lengths and kept),
+    a read of executions, jobs or job_cursors whole."""
+    failed = []
+    for mode in ("force_generic_plan", "force_custom_plan"):
+        top = plan(engine, statement, parameters, mode=mode)
+        generic = mode == "force_generic_plan"
+        whole = seq_scans(top, BIG) if generic else []
+        if quadratic(top, generic) or whole:
+            failed.append(f"{where} ({mode}): {quadratic(top, generic)} {whole}\n{statement}\n{describe(top)}")
+    return failed
+
+
+async def test_no_statement_over_arrays_is_quadratic_or_reads_a_big_table_whole(engine) -> None:
+    """Every driver-SQL statement over arrays (``unnest``, ``= ANY``) the
+    store defines, planned with arrays of :data:`ARRAY_LENGTH` elements
+    over the fixture's 20 000 executions and 2 000 jobs: no nested loop
+    rescans an array or a table for each of its rows, none reads
+    executions, jobs or job_cursors whole in a generic plan."""
+    _more_tenants(engine)
+    statements = _array_statements()
+    assert len(statements) >= 25, sorted(statements)
+    failed = []
+    for where, statement in sorted(statements.items()):
+        failed += _refused(where, statement, _values(engine, statement), engine)
+    assert not failed, "\n\n".join(failed)
+
+
+def _longer(parameters: dict) -> dict:
+    """``parameters`` with each array literal repeated to at least
+    :data:`ARRAY_LENGTH` elements (the arrays of one statement by the same
+    factor, so pairs stay paired)."""
+    arrays = [value for value in parameters.values() if isinstance(value, str) and value.startswith("{")]
+    shortest = min((value.count(",") + 1 for value in arrays if value != "{}"), default=1)
+    times = -(-ARRAY_LENGTH // shortest)
+    return {
+        name: "{" + ",".join([value[1:-1]] * times) + "}" if isinstance(value, str) and value.startswith("{")
+        and value != "{}" else value
+        for name, value in parameters.items()
+    }
+
+
+async def test_no_statement_the_store_builds_over_arrays_is_quadratic(engine, clock) -> None:
+    """The statements built with ``one_of`` and ``pairs_in`` (``= ANY``,
+    ``unnest`` pairs), captured as the paths send them, planned with their
+    arrays :data:`ARRAY_LENGTH` long: as above."""
+    from tickwheel_server.store.claim_calendars import CalendarCache
+    from tickwheel_server.store.doubt import START, Doubt, undo
+    from tickwheel_server.store.engine import capabilities
+    from tickwheel_server.store.isolation import lock_keys
+    from tickwheel_server.store.tables import attempt_rollups
+
+    _more_tenants(engine)
+    with engine.begin() as conn:
+        conn.execute(attempt_rollups.insert(), [
+            dict(job_id=f"job_{n:05d}", day=1, tenant="acme", runs=1, failures=0, lateness_p50_us=0,
+                 lateness_p90_us=0, lateness_p99_us=0, lateness_sketch="", updated_at=0) for n in range(1, 4)
+        ])  # fmt: skip
+    seen = await _exercise(engine, clock)
+    with captured(engine) as more:
+        with engine.begin() as conn:
+            lock_keys(conn, capabilities(engine), [("acme", "slot"), ("acme", "other")], heads=True)
+            undo(conn, [Doubt(START, "s1", [("open_0", 1), ("open_4", 1)], 100)])
+            CalendarCache().load(conn, {("acme", "holidays"), ("t_1", "holidays")})
+        assert await RetentionStore(engine, clock).prune_rollups(clock.now()) == 3
+        jobs = JobStore(engine, clock, partition_count=1)
+        assert len(await jobs.delete_many("acme", [("job_01990", 0), ("job_01991", 0), ("nope", 0)])) == 3
+        await TenantStore(engine, clock).get("acme")
+    statements = {}
+    for statement, parameters, _ in seen + more:
+        if _ARRAY_STATEMENT.search(statement):
+            statements.setdefault(statement, parameters)
+    # the pairs: the keys, disarms, a start in doubt, calendars, rollups
+    assert sum("AS JSONB) ->" in s for s in statements) >= 5 and len(statements) >= 20, list(statements)
+    failed = []
+    for statement, parameters in statements.items():
+        failed += _refused("captured", statement, _longer(parameters), engine)
+    assert not failed, "\n\n".join(failed)

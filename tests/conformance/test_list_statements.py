@@ -49,7 +49,7 @@ _EXPANDING = re.compile(r"\.(?:in_|not_in|notin_)\(|expanding\s*=\s*True")
 EXPANDING_LEFT = {
     "arming.py": (2, "SQLite's arm and start (PostgreSQL and CockroachDB send arrays)"),
     "arming_pick.py": (1, "a subquery (the picked ids)"),
-    "base.py": (3, "one_of and pairs_in on SQLite, pairs_in's unnest subquery"),
+    "base.py": (2, "one_of and pairs_in on SQLite"),
     "claim_handout.py": (2, "SQLite's tenants and busy probe"),
     "claim_reads.py": (3, "SQLite's claim SELECT (partitions, exclusions) and its specs"),
     "claim_writes.py": (1, "SQLite's insert of hand-outs"),

@@ -59,7 +59,7 @@ from .arming_pick import pick_fairly
 from .base import SqlStore, chunks, driver_sql, execute_arrays, one_of, pairs_in, tuples
 from .executions import Capability, HandedOut, Retry
 from .fairshare import FairShare
-from .isolation import PAUSED_WAIT, status_in
+from .isolation import PAUSED_WAIT, status_by_key, status_in
 from .tables import executions, tenants
 from .tenant_walk import TenantWalk
 
@@ -97,7 +97,7 @@ _START = driver_sql(
     "FROM unnest(CAST(:ids AS TEXT[]), CAST(:deliveries AS INTEGER[]), CAST(:beside AS BOOLEAN[]), "
     "CAST(:workers AS TEXT[])) AS v (id, delivery, beside, worker) "
     "WHERE e.id = ANY (CAST(:ids AS TEXT[])) AND e.id = v.id AND e.delivery = v.delivery "
-    "AND e.status = 'armed' AND e.owner = :owner AND e.ready_at <= :at "
+    "AND COALESCE(e.status, '') = 'armed' AND e.owner = :owner AND e.ready_at <= :at "
     "AND NOT EXISTS (SELECT 1 FROM tenants AS t WHERE t.name = e.tenant "
     "AND (t.state = 'paused' OR t.max_concurrency <> 0)) "
     "AND (v.beside OR NOT ("
@@ -115,7 +115,7 @@ _START = driver_sql(
 # The arm's write on PostgreSQL and CockroachDB: by primary key, one array parameter.
 _ARM = driver_sql(
     "UPDATE executions SET status = 'armed', owner = :owner, delivery = executions.delivery + 1 "
-    "WHERE executions.id = ANY (CAST(:ids AS TEXT[])) AND executions.status = 'scheduled' "
+    "WHERE executions.id = ANY (CAST(:ids AS TEXT[])) AND COALESCE(executions.status, '') = 'scheduled' "
     "RETURNING executions.id, executions.delivery"
 )
 
@@ -182,7 +182,7 @@ def disarm_ids(conn: Connection, ids: Sequence[str], *, tenant: str | None = Non
     found: list[str] = []
     caps = capabilities(conn)
     for chunk in chunks(sorted(set(ids)), _chunk(caps)):
-        query = executions.update().where(one_of(caps, executions.c.id, chunk), status_in(executions.c.status, ARMED))
+        query = executions.update().where(one_of(caps, executions.c.id, chunk), status_by_key(executions.c.status, ARMED))
         if tenant is not None:
             query = query.where(executions.c.tenant == tenant)
         found += conn.execute(query.values(**_DISARMED).returning(executions.c.id)).scalars().all()
@@ -380,7 +380,7 @@ class ArmStore(SqlStore):
         def fn(conn: Connection) -> StartRound:
             at_us = self._unique_instant(max(to_us(now), to_us(self.clock.now())))
             tried[:] = [at_us]
-            mine = [status_in(executions.c.status, ARMED), executions.c.owner == owner,
+            mine = [status_by_key(executions.c.status, ARMED), executions.c.owner == owner,
                     executions.c.ready_at <= at_us]
             started: list[str] = []
             if not self.caps.is_sqlite:
@@ -440,7 +440,7 @@ class ArmStore(SqlStore):
                     executions.update()
                     .where(
                         pairs_in(self.caps, (executions.c.id, executions.c.delivery), chunk, _ID_DELIVERY),
-                        status_in(executions.c.status, ARMED),
+                        status_by_key(executions.c.status, ARMED),
                         executions.c.owner == owner,
                     )
                     .values(**_DISARMED)
@@ -485,7 +485,7 @@ class ArmStore(SqlStore):
                 return []
             rows = conn.execute(
                 executions.update()
-                .where(one_of(self.caps, executions.c.id, ids), status_in(executions.c.status, ARMED),
+                .where(one_of(self.caps, executions.c.id, ids), status_by_key(executions.c.status, ARMED),
                        executions.c.owner == owner)
                 .values(**_DISARMED)
                 .returning(executions.c.id, executions.c.partition, executions.c.ready_at)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.engine import Connection, CursorResult, Engine
 from sqlalchemy.types import NullType
 
@@ -107,16 +108,30 @@ def one_of(caps: Capabilities, column, values: Sequence, kind: str = "TEXT"):
 
 def pairs_in(caps: Capabilities, columns: tuple, pairs: Sequence[tuple], kinds: tuple[str, ...]):
     """``(a, b) IN (pairs)`` as one statement text whatever their number:
-    on PostgreSQL and CockroachDB ``a = ANY (:as) AND (a, b) IN (SELECT *
-    FROM unnest(:as, :bs))`` (the ``ANY`` gives the planner the first
-    column's index path, the ``unnest`` the pairing); SQLite keeps the
-    expanding tuple ``IN``."""
+    on PostgreSQL and CockroachDB ``a = ANY (:as) AND (CAST(:pairs AS
+    JSONB) -> a) ? b`` (``b`` as text), ``:pairs`` the object mapping each
+    ``a`` to an object whose keys are its ``b``'s. The ``ANY`` gives the
+    planner the first column's index path; the pairing is then a lookup in
+    the object (its keys are sorted: a binary search) for each row read,
+    whatever plan the statement gets. Paired by a join or ``IN`` over
+    ``unnest`` instead, a generic plan (which takes every array for ten
+    elements) became a nested loop rescanning the arrays for each row read:
+    quadratic in the batch. SQLite keeps the expanding tuple ``IN``. Two
+    columns; no element is NULL."""
     if caps.is_sqlite:
         return sa.tuple_(*columns).in_(list(pairs))
-    arrays = [array_parameter([pair[i] for pair in pairs], kind) for i, kind in enumerate(kinds)]
-    names = [f"v{i}" for i in range(len(columns))]
-    listed = sa.func.unnest(*arrays).table_valued(*names).render_derived()
-    return sa.and_(columns[0] == sa.any_(arrays[0]), sa.tuple_(*columns).in_(sa.select(*listed.c)))
+    if len(columns) != 2 or any(kind not in _ARRAY_TYPES for kind in kinds):
+        raise ValueError("pairs_in pairs two columns of the array types")
+    first, second = columns
+    partners: dict[str, dict[str, int]] = {}
+    for a, b in pairs:
+        partners.setdefault(str(a), {})[str(b)] = 1
+    literal = sa.bindparam(None, json.dumps(partners, ensure_ascii=False), type_=NullType())
+    found = sa.cast(literal, JSONB).op("->")(first if kinds[0] == "TEXT" else sa.cast(first, sa.Text))
+    return sa.and_(
+        first == sa.any_(array_parameter([a for a, _ in pairs], kinds[0])),
+        found.op("?")(second if kinds[1] == "TEXT" else sa.cast(second, sa.Text)),
+    )
 
 
 def _element(value: object) -> str:

@@ -42,7 +42,7 @@ from .base import chunks, one_of, pairs_in
 from .engine import capabilities
 from .errors import AmbiguousCommitError
 from .executions import HandedOut
-from .isolation import release_slots, status_in
+from .isolation import release_slots, status_by_key
 from .requeue import unsend
 from .tables import executions
 
@@ -81,13 +81,13 @@ def undo(conn: Connection, in_doubt: list[Doubt]) -> None:
             elif entry.kind == ARM:
                 conn.execute(executions.update().where(
                     one_of(caps, executions.c.id, [ident for ident, _ in chunk]),
-                    status_in(executions.c.status, "armed"),
+                    status_by_key(executions.c.status, "armed"),
                     executions.c.owner == entry.owner,
                 ).values(status="scheduled", owner=None, delivery=executions.c.delivery - 1))
             else:
                 conn.execute(executions.update().where(
                     pairs_in(caps, (executions.c.id, executions.c.delivery), chunk, ("TEXT", "INTEGER")),
-                    status_in(executions.c.status, "running"), executions.c.owner == entry.owner,
+                    status_by_key(executions.c.status, "running"), executions.c.owner == entry.owner,
                     executions.c.handed_out_at == entry.at_us,
                 ).values(status="armed", handed_out_at=None, worker_id=None, unheld_delivery=None))
     release_slots(conn, caps, held)

@@ -112,7 +112,7 @@ _LATERAL_PICK = driver_sql(
 # waits for, about twice as long).
 _TAKE_BY_ID = driver_sql(
     "UPDATE executions SET status = 'running', owner = :owner, delivery = executions.delivery + 1, "
-    "handed_out_at = :at WHERE executions.id = ANY (CAST(:ids AS TEXT[])) AND executions.status = 'scheduled' "
+    "handed_out_at = :at WHERE executions.id = ANY (CAST(:ids AS TEXT[])) AND COALESCE(executions.status, '') = 'scheduled' "
     "RETURNING executions.id, executions.tenant"
 )
 

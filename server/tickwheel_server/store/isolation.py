@@ -69,6 +69,15 @@ def status_in(column, *values: str):
     return column == literals[0] if len(literals) == 1 else column.in_(literals)
 
 
+def status_by_key(column, value: str):
+    """``column = 'value'`` for rows found by their key (an ``= ANY`` over
+    the primary key), through COALESCE, which no partial index's predicate
+    matches: stated plainly, a generic plan (which takes an array for ten
+    elements) could read the status's partial index instead and search the
+    keys' array for each row it holds (rows times keys)."""
+    return sa.func.coalesce(column, "") == sa.literal_column(f"'{value}'")
+
+
 def insert_for(conn: Connection, table):
     return (sqlite if conn.dialect.name == "sqlite" else postgresql).insert(table)
 

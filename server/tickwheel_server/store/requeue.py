@@ -33,7 +33,7 @@ from .executions import (
     CancelRequest, DeadLetter, DeadLetterHook, Lost, Reattached, RequeueResult, Retry, Running, attempt_row,
     dead_lettered,
 )
-from .isolation import release_slots, status_in, wake_jobs, wake_keys
+from .isolation import release_slots, status_by_key, status_in, wake_jobs, wake_keys
 from .tables import attempts, concurrency_keys, executions
 from .timeline import NOT_STARTED, in_group
 from .unheld import disown, unheld_rows
@@ -49,6 +49,16 @@ _REQUEUE_COLUMNS = (
 )
 
 
+def running_by_id(caps: Capabilities, ids: Sequence[str]):
+    """The rows of ``ids`` that are ``running``, found by id on the primary
+    key alone: the status compared through COALESCE, which no partial
+    index's predicate matches. Stated plainly, a generic plan read every
+    running row on ``executions_running_worker`` and searched the ids'
+    array for each (rows times ids; loadtest/RESULTS.md, "Statements over
+    arrays: no quadratic plan")."""
+    return sa.and_(one_of(caps, executions.c.id, ids), status_by_key(executions.c.status, "running"))
+
+
 def _running_at_delivery():
     """An update of the rows still ``running`` at (``b_id``, ``b_delivery``), one per parameter set."""
     return executions.update().where(
@@ -59,20 +69,26 @@ def _running_at_delivery():
 
 # The updates of :func:`unsend`, :meth:`RequeueStore.reattach` and
 # :meth:`RequeueStore._requeue_rows` on PostgreSQL and CockroachDB: one
-# statement for the batch, what differs per row as arrays, where an
-# executemany sent one UPDATE per row (SQLite keeps it). The ``ANY`` beside
-# the join gives the planner the primary key's path.
+# statement for the batch, where an executemany sent one UPDATE per row
+# (SQLite keeps it). The ``ANY`` beside the join gives the planner the
+# primary key's path.
 _BY_ID = "WHERE executions.id = ANY (CAST(:ids AS TEXT[])) AND executions.id = v.id"
-_AT_DELIVERY = (
-    "FROM unnest(CAST(:ids AS TEXT[]), CAST(:deliveries AS INTEGER[])) AS v (id, delivery) "
-    f"{_BY_ID} AND executions.delivery = v.delivery AND executions.status = 'running'"
-)
-_UNSEND_FROM_ARRAYS = driver_sql(
+# A give-back and a re-attachment write the same values to every row: by id
+# on the primary key alone, no array joined. Each row's delivery, tenant and
+# worker were checked by the read that locked it (FOR UPDATE) in the same
+# transaction; the status is stated again, through COALESCE, which no
+# partial index's predicate matches. Joined to the (id, delivery) arrays, a
+# generic plan read the ids (or every running row, on
+# ``executions_running_worker``) and rescanned the arrays for each row: a
+# nested loop, quadratic in the batch (loadtest/RESULTS.md, "Statements over
+# arrays: no quadratic plan").
+_RUNNING_BY_ID = "WHERE executions.id = ANY (CAST(:ids AS TEXT[])) AND COALESCE(executions.status, '') = 'running'"
+_UNSEND_BY_ID = driver_sql(
     "UPDATE executions SET status = 'scheduled', owner = NULL, worker_id = NULL, handed_out_at = NULL, "
-    f"held_keys = NULL, unheld_delivery = NULL, delivery = executions.delivery - 1 {_AT_DELIVERY}"
+    f"held_keys = NULL, unheld_delivery = NULL, delivery = executions.delivery - 1 {_RUNNING_BY_ID}"
 )
-_REATTACH_FROM_ARRAYS = driver_sql(
-    f"UPDATE executions SET owner = CAST(:owner AS TEXT), worker_id = CAST(:worker AS TEXT) {_AT_DELIVERY}"
+_REATTACH_BY_ID = driver_sql(
+    f"UPDATE executions SET owner = CAST(:owner AS TEXT), worker_id = CAST(:worker AS TEXT) {_RUNNING_BY_ID}"
 )
 _REQUEUE_FROM_ARRAYS = driver_sql(
     "UPDATE executions SET status = v.status, reap_count = v.reaps, finished_at = v.finished, "
@@ -107,7 +123,7 @@ def unsend(
     its transaction is locked (executions before keys: the lock order)."""
     wanted = dict(handed)
     query = sa.select(executions.c.id, executions.c.tenant, executions.c.delivery, executions.c.held_keys).where(
-        one_of(caps, executions.c.id, sorted(wanted)), status_in(executions.c.status, "running")
+        running_by_id(caps, sorted(wanted))
     )
     if owner is not None:
         query = query.where(executions.c.owner == owner)
@@ -127,9 +143,7 @@ def unsend(
             [dict(b_id=row.id, b_delivery=row.delivery) for row in rows],
         )
     else:
-        execute_arrays(conn, _UNSEND_FROM_ARRAYS, {
-            "ids": [row.id for row in rows], "deliveries": [row.delivery for row in rows],
-        })
+        execute_arrays(conn, _UNSEND_BY_ID, {"ids": [row.id for row in rows]})
     return [(row.tenant, row.held_keys) for row in rows]
 
 
@@ -207,7 +221,7 @@ class RequeueStore(SqlStore):
             query = sa.select(
                 executions.c.id, executions.c.delivery, executions.c.partition, executions.c.tenant,
                 executions.c.worker_id, executions.c.unheld_delivery,
-            ).where(one_of(self.caps, executions.c.id, sorted(wanted)), status_in(executions.c.status, "running"))
+            ).where(running_by_id(self.caps, sorted(wanted)))
             if self.caps.row_locks:
                 query = query.with_for_update()
             rows = [
@@ -221,9 +235,8 @@ class RequeueStore(SqlStore):
                     [dict(b_id=row.id, b_delivery=row.delivery) for row in rows],
                 )
             elif rows:
-                execute_arrays(conn, _REATTACH_FROM_ARRAYS, {
-                    "ids": [row.id for row in rows], "deliveries": [row.delivery for row in rows],
-                    "owner": owner, "worker": worker_id,
+                execute_arrays(conn, _REATTACH_BY_ID, {
+                    "ids": [row.id for row in rows], "owner": owner, "worker": worker_id,
                 })
             return [Reattached(row.id, row.delivery, row.partition) for row in rows]
 
@@ -259,7 +272,7 @@ class RequeueStore(SqlStore):
             now_us = to_us(self.clock.now())
             wanted = {item.execution_id: item for item in lost}
             query = sa.select(*_REQUEUE_COLUMNS).where(
-                one_of(self.caps, executions.c.id, sorted(wanted)), status_in(executions.c.status, "running"),
+                running_by_id(self.caps, sorted(wanted)),
                 executions.c.owner == owner,
             )
             if self.caps.row_locks:
