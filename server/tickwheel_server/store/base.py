@@ -108,29 +108,28 @@ def one_of(caps: Capabilities, column, values: Sequence, kind: str = "TEXT"):
 
 def pairs_in(caps: Capabilities, columns: tuple, pairs: Sequence[tuple], kinds: tuple[str, ...]):
     """``(a, b) IN (pairs)`` as one statement text whatever their number:
-    on PostgreSQL and CockroachDB ``a = ANY (:as) AND (CAST(:pairs AS
-    JSONB) -> a) ? b`` (``b`` as text), ``:pairs`` the object mapping each
-    ``a`` to an object whose keys are its ``b``'s. The ``ANY`` gives the
-    planner the first column's index path; the pairing is then a lookup in
-    the object (its keys are sorted: a binary search) for each row read,
-    whatever plan the statement gets. Paired by a join or ``IN`` over
-    ``unnest`` instead, a generic plan (which takes every array for ten
-    elements) became a nested loop rescanning the arrays for each row read:
-    quadratic in the batch. SQLite keeps the expanding tuple ``IN``. Two
-    columns; no element is NULL."""
+    on PostgreSQL and CockroachDB ``a = ANY (:as) AND CAST(:pairs AS
+    JSONB) ? (length(a) || ':' || a || b)`` (``b`` as text), ``:pairs`` an
+    object whose keys are the pairs written so (the length makes the key
+    say where ``a`` ends). The ``ANY`` gives the planner the first column's
+    index path; the pairing is then one lookup among the object's keys
+    (sorted: a binary search, nothing copied) for each row read, whatever
+    plan the statement gets. Paired by a join or ``IN`` over ``unnest``
+    instead, a generic plan (which takes every array for ten elements)
+    became a nested loop rescanning the arrays for each row read: quadratic
+    in the batch. SQLite keeps the expanding tuple ``IN``. Two columns; no
+    element is NULL."""
     if caps.is_sqlite:
         return sa.tuple_(*columns).in_(list(pairs))
     if len(columns) != 2 or any(kind not in _ARRAY_TYPES for kind in kinds):
         raise ValueError("pairs_in pairs two columns of the array types")
-    first, second = columns
-    partners: dict[str, dict[str, int]] = {}
-    for a, b in pairs:
-        partners.setdefault(str(a), {})[str(b)] = 1
-    literal = sa.bindparam(None, json.dumps(partners, ensure_ascii=False), type_=NullType())
-    found = sa.cast(literal, JSONB).op("->")(first if kinds[0] == "TEXT" else sa.cast(first, sa.Text))
+    first, second = (column if kind == "TEXT" else sa.cast(column, sa.Text) for column, kind in zip(columns, kinds))
+    keys = dict.fromkeys(f"{len(str(a))}:{a}{b}" for a, b in pairs)
+    literal = sa.bindparam(None, json.dumps(keys, ensure_ascii=False), type_=NullType())
+    key = sa.cast(sa.func.length(first), sa.Text).concat(sa.literal_column("':'")).concat(first).concat(second)
     return sa.and_(
-        first == sa.any_(array_parameter([a for a, _ in pairs], kinds[0])),
-        found.op("?")(second if kinds[1] == "TEXT" else sa.cast(second, sa.Text)),
+        columns[0] == sa.any_(array_parameter([a for a, _ in pairs], kinds[0])),
+        sa.cast(literal, JSONB).op("?")(key.self_group()),
     )
 
 
