@@ -64,7 +64,11 @@ _ATTEMPTS = (
 )
 
 
-def _reset(engine: sa.Engine, rows: int, status: str) -> None:
+def _reset(engine: sa.Engine, rows: int, status: str, stale: bool = False) -> None:
+    """The bench's executions afresh in ``status``, analyzed; ``stale``
+    (an armed batch only): analyzed while they were ended, then armed, so
+    the plans see none armed (as after a quiet spell)."""
+    stale = stale and status == "armed"
     ended = status == "succeeded"
     with engine.begin() as conn:
         conn.exec_driver_sql("TRUNCATE executions, attempts, jobs, job_cursors, attempt_rollups")
@@ -75,8 +79,13 @@ def _reset(engine: sa.Engine, rows: int, status: str) -> None:
         })
         if ended:
             conn.exec_driver_sql(_ATTEMPTS, {"t": T0, "rows": rows})
+        if stale:
+            conn.exec_driver_sql("UPDATE executions SET status = 'succeeded'")
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.exec_driver_sql("VACUUM ANALYZE executions")
+    if stale:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("UPDATE executions SET status = 'armed'")
 
 
 def main() -> None:
@@ -88,11 +97,15 @@ def main() -> None:
     parser.add_argument("--pg", help="a PostgreSQL URL to use instead of a throwaway server")
     parser.add_argument("--plan-cache-mode", choices=("auto", "force_generic_plan", "force_custom_plan"),
                         default="auto", help="the throwaway server's plan_cache_mode (bench_give_back.py says why)")
+    parser.add_argument("--stale-stats", action="store_true",
+                        help="the disarm's rows analyzed while ended, then armed (autovacuum off)")
     args = parser.parse_args()
     sizes = [int(n) for n in args.sizes.split(",")]
     rows = max(max(sizes), args.texts)
-    out: dict = {"sizes": sizes, "repeat": args.repeat, "plan_cache_mode": args.plan_cache_mode, "lock_keys": {}, "disarm": {}, "prune": {}, "texts": {}}
-    with harness.postgres(args.pg, {"plan_cache_mode": args.plan_cache_mode}) as url:
+    out: dict = {"sizes": sizes, "repeat": args.repeat, "plan_cache_mode": args.plan_cache_mode,
+                 "stale_stats": args.stale_stats, "lock_keys": {}, "disarm": {}, "prune": {}, "texts": {}}
+    settings = {"plan_cache_mode": args.plan_cache_mode, **({"autovacuum": "off"} if args.stale_stats else {})}
+    with harness.postgres(args.pg, settings) as url:
         engine = create_store_engine(url)
         migrate(engine)
         clock = FakeClock(from_us(T0 + rows + 10))
@@ -124,7 +137,7 @@ def main() -> None:
                 samples = []
                 for _ in range(args.repeat):
                     if status:
-                        _reset(engine, rows, status)
+                        _reset(engine, rows, status, args.stale_stats)
                     samples.append(harness.measured(pg_pid, lambda: work(n)))
                     assert samples[-1]["rows"] == n, (name, n, samples[-1])
                 out[name][str(n)] = harness.medians(samples, 3)
