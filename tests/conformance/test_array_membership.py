@@ -100,3 +100,15 @@ def test_lock_keys_reads_exactly_the_pairs_asked_for(keys) -> None:
         found = lock_keys(conn, caps, wanted, heads=True)
     assert sorted(found) == sorted(wanted[:3])
     assert all(row.head_ready_at is None for row in found.values())
+
+
+def test_pairs_whose_text_runs_together_stay_apart(migrated_engine) -> None:
+    """A pair is found as one key ``length(a) || ':' || a || b``: pairs
+    whose two texts read the same end to end are other keys."""
+    caps = capabilities(migrated_engine)
+    together = [("ab", "c"), ("a", "bc"), ("1:a", "b"), ("1", ":ab"), ("", "1:ab"), ("é", "x"), ("é:", "")]
+    _rows(migrated_engine, together)
+    columns = (concurrency_keys.c.tenant, concurrency_keys.c.name)
+    for pair in together:
+        assert _names(migrated_engine, pairs_in(caps, columns, [pair], ("TEXT", "TEXT"))) == [pair]
+    assert _names(migrated_engine, pairs_in(caps, columns, [("a", "b:c"), ("abc", "")], ("TEXT", "TEXT"))) == []
