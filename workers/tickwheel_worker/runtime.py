@@ -66,7 +66,12 @@ Every queue is bounded: outgoing messages are not queued but computed from
 state (results pending, credit owed, heartbeat due) by one writer task, and
 state is bounded by the number of executions held (at most ``2 * slots``
 attempts, their unacknowledged results) plus at most :data:`MAX_REFUSED`
-refusals.
+refusals. What each of those holds is bounded too: an assignment with a
+field out of :mod:`tickwheel_worker.bounds` (an id, a handler name, a
+payload, an HTTP target, a timestamp) ends the stream as a protocol error
+before anything of its message is taken; a cancel's reason is cut to
+:data:`CANCEL_REASON_CHARS`, the server's id and every text the worker logs
+to :data:`SAID_CHARS`.
 """
 
 from __future__ import annotations
@@ -90,6 +95,7 @@ from tickwheel.shared.outages import STILL_EVERY, OutageLog, one_line
 from tickwheel.v1 import worker_pb2, worker_pb2_grpc
 from tickwheel_worker._version import VERSION
 from tickwheel_worker.attempt import FAILED_RETRYABLE, Attempt, AttemptSettings, Key
+from tickwheel_worker.bounds import assignment_breach
 from tickwheel_worker.config import WorkerConfig
 from tickwheel_worker.handlers import HandlerRegistry
 from tickwheel_worker.slots import Slots
@@ -133,9 +139,6 @@ MAX_REFUSED = RESULTS_PER_MESSAGE
 """The most refusals of assignments beyond the credit held unacknowledged; one more ends the
 stream as a protocol error (a server that ignores the credit and never acks would grow them
 without end)."""
-MAX_REFUSED_ID_CHARS = 1024
-"""The longest execution id a refusal keeps (a server's are far shorter): with :data:`MAX_REFUSED`,
-what refusals hold is bounded whatever the size of the server's messages."""
 CANCEL_REASON_CHARS = 1024
 """What a canceled attempt keeps of the server's reason (its result's error is bounded too)."""
 
@@ -578,6 +581,10 @@ class Worker:
             kind = message.WhichOneof("message")
             if kind == "assignment":
                 assignments = message.assignment.assignments
+                for assignment in assignments:  # nothing of a message is taken unless all of it is in bounds
+                    breach = assignment_breach(assignment)
+                    if breach is not None:
+                        raise _SessionLost(f"protocol error: {breach}")
                 session.outstanding = max(0, session.outstanding - len(assignments))
                 for assignment in assignments:
                     self._accept(session, assignment)
@@ -752,9 +759,6 @@ class Worker:
                 self._forget_refused(session)
                 raise _SessionLost(f"protocol error: more than {MAX_REFUSED} assignments beyond the credit "
                                    "unacknowledged")
-            if len(assignment.execution_id) > MAX_REFUSED_ID_CHARS:
-                raise _SessionLost("protocol error: an assignment beyond the credit with an execution id of "
-                                   f"{len(assignment.execution_id)} characters")
             self._refused[key] = None
             self._record(key, worker_pb2.ExecutionResult(
                 execution_id=assignment.execution_id,

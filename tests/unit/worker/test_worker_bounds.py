@@ -341,5 +341,5 @@ async def test_a_refusal_of_an_id_of_megabytes_is_a_protocol_error(
         release.set()
     finally:
         await stopped(worker, running)
-    assert any("an assignment beyond the credit with an execution id of 2000000 characters" in m
+    assert any("protocol error: an assignment with an execution id of 2000000 characters" in m
                for m in lines(caplog, logging.WARNING))
