@@ -17,9 +17,15 @@
  *   the worker never runs more than `slots` handlers at once (a semaphore),
  *   lets the surplus wait for a slot, and grants nothing until
  *   `held + outstanding` is back under `slots`. Anything beyond `2 * slots`
- *   held (a server ignoring credit) is answered FAILED_RETRYABLE at once.
+ *   held (a server ignoring credit) is answered FAILED_RETRYABLE at once;
+ *   more than {@link MAX_REFUSED} such answers unacknowledged end the stream
+ *   as a protocol error and are forgotten (the server hands those
+ *   executions out again; the results of real attempts are kept and sent on
+ *   the next stream).
  * - **heartbeats**: every `welcome.heartbeatInterval`, listing every
- *   execution not yet decided, with its progress.
+ *   execution not yet decided, with its progress. An interval outside the
+ *   bounds a server's configuration takes (50 ms to 300 s) is clamped into
+ *   them, with a WARNING.
  * - **results**: sent when each attempt's outcome is known, batched, and kept
  *   until acked; after a reconnect every unacked result is sent again (the
  *   server's result handling is idempotent). An ack forgets the execution.
@@ -34,15 +40,32 @@
  *   presumed dead and the worker reconnects.
  *
  * Each reconnect tries the next of the configured addresses (one, or a list
- * of servers). Reconnects wait {@link reconnectDelayMs} (full jitter, doubling per attempt
- * that got no welcome, capped). A server that refuses the worker
+ * of servers). Reconnects wait {@link reconnectDelayMs} (full jitter,
+ * doubling per stream that got no welcome or ended within a heartbeat
+ * interval of it, capped). A server that refuses the worker
  * (UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT, UNIMPLEMENTED) ends
- * {@link Worker.run} with {@link WorkerFatalError}.
+ * {@link Worker.run} with {@link WorkerFatalError}, logged as an ERROR.
+ *
+ * **Logs** are the Python worker's ("./outages.js"): an outage of the
+ * stream is one WARNING when it begins, `still failing` lines after 1, 3,
+ * 7, 15 minutes and then every 15, DEBUG for each failed reconnect
+ * between, one INFO once a stream lasted a heartbeat interval; what a
+ * server can make the worker say at will (a second welcome, duplicate or
+ * surplus assignments, rejected results, drains, an interval out of
+ * bounds) is one line of each kind a minute, the rest DEBUG. A server's
+ * texts are cut to one printable line of 300 characters, the credential
+ * masked ({@link clean}). A cancel or a welcome's `rejected` list costs one
+ * pass over the attempts at most.
  *
  * Nothing is queued without bound: outgoing messages are computed from state
  * (results pending, credit owed, heartbeat due) by one writer, which the
  * HTTP/2 stream pulls from only as fast as it can send, and state is bounded
- * by the executions held (at most `2 * slots`).
+ * by the executions held (at most `2 * slots` attempts, their unacknowledged
+ * results) plus at most {@link MAX_REFUSED} refusals. What each holds is
+ * bounded too: an assignment with a field out of the bounds of
+ * "./bounds.js" (an id, a handler name, a payload, an HTTP target, a
+ * timestamp) ends the stream as a protocol error before anything of its
+ * message is taken; a cancel's reason is cut to 1024 characters.
  *
  * ```ts
  * const worker = new Worker({ address: "127.0.0.1:50051", credential: process.env.TICKWHEEL_WORKER_CREDENTIAL! });
@@ -64,6 +87,14 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 
 import { Attempt, HANDLER_NAME, keyOf, type Handler, type Key } from "./attempt.js";
 import { reconnectDelayMs } from "./backoff.js";
+import {
+  assignmentBreach,
+  CANCEL_REASON_CHARS,
+  clampHeartbeatIntervalMs,
+  clean,
+  firstChars,
+  TIMESTAMP_SECONDS,
+} from "./bounds.js";
 import { systemClock, type Clock } from "./clock.js";
 import { TickwheelError } from "./errors.js";
 import {
@@ -80,6 +111,7 @@ import {
   type ServerWelcome,
 } from "./gen/tickwheel/v1/worker_pb.js";
 import type { TlsOptions } from "./options.js";
+import { Limited, OutageLog, STILL_EVERY_MS } from "./outages.js";
 import { Broadcast, Semaphore, Wakeup, whenAborted } from "./sync.js";
 import { checkCredential, connect } from "./transport.js";
 import { VERSION } from "./version.js";
@@ -92,7 +124,20 @@ const FATAL_CODES: ReadonlySet<Code> = new Set([
   Code.InvalidArgument,
   Code.Unimplemented,
 ]);
+const REMEDY: ReadonlyMap<Code, string> = new Map([
+  [Code.Unauthenticated, "the credential is unknown or was revoked: issue a new one"],
+  [Code.PermissionDenied, "the credential does not allow this"],
+  [Code.Unimplemented, "is the address a Tickwheel server?"],
+]);
 const RESULTS_PER_MESSAGE = 100;
+/**
+ * The most refusals of assignments beyond the credit held unacknowledged;
+ * one more ends the stream as a protocol error (a server that ignores the
+ * credit and never acks would grow them without end). As the Python worker's.
+ */
+export const MAX_REFUSED = 1000;
+/** protobuf's Duration range, either way (10 000 years). */
+const DURATION_SECONDS = 315_576_000_000n;
 /** Milliseconds a clean close waits for the last write and for the server to end the stream. */
 const CLOSE_TIMEOUT_MS = 1000;
 const WORKER_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
@@ -253,6 +298,8 @@ export class Worker {
   private readonly attempts = new Map<Key, Attempt>();
   private readonly running = new Map<Key, Promise<void>>();
   private readonly unackedResults = new Map<Key, ExecutionResult>();
+  /** The keys in `unackedResults` of refusals of assignments beyond the credit (at most {@link MAX_REFUSED}). */
+  private readonly refused = new Set<Key>();
   private readonly slotSemaphore: Semaphore;
   private readonly maxHeld: number;
   private readonly shutdown = new AbortController();
@@ -260,6 +307,14 @@ export class Worker {
   private readonly change = new Broadcast();
   private session: Session | undefined;
   private welcomedThisRound = false;
+  /** When the current stream counts as having worked (its welcome plus a heartbeat interval). */
+  private healthyAt: number | undefined;
+  /** Failed streams and reconnects: a line an outage, not one a try. */
+  private readonly outages: OutageLog;
+  /** What a server's messages make the worker log, one line a kind a minute. */
+  private readonly limited: Limited;
+  /** When the last "connected" line was INFO. */
+  private saidConnectedAt: number | undefined;
   private started = false;
   private stopping = false;
   private finished = false;
@@ -306,6 +361,8 @@ export class Worker {
     this.random = options.random ?? Math.random;
     this.slotSemaphore = new Semaphore(this.slots);
     this.maxHeld = 2 * this.slots;
+    this.outages = new OutageLog(this.log, `stream to ${addresses.join(",")}`, this.clock);
+    this.limited = new Limited(this.log, this.clock);
     this.done = new Promise((resolve) => (this.markDone = resolve));
   }
 
@@ -399,15 +456,22 @@ export class Worker {
     try {
       while (!this.shutdown.signal.aborted) {
         this.welcomedThisRound = false;
+        this.healthyAt = undefined;
         try {
           await this.runSession();
-          if (!this.shutdown.signal.aborted) {
-            this.log.info(`stream to ${this.address} closed; reconnecting`);
+          if (this.welcomedThisRound && !this.streamWorked() && !this.shutdown.signal.aborted) {
+            throw new SessionLost("the server ended the stream within a heartbeat interval of its welcome");
+          }
+          if (this.welcomedThisRound && !this.shutdown.signal.aborted) {
+            this.limited.say("closed", "info", `stream to ${this.address} closed; reconnecting`);
           }
         } catch (error) {
           this.classify(error);
         }
-        failures = this.welcomedThisRound ? 0 : failures + 1;
+        // A stream that lasted a heartbeat interval worked: the next connect is quick
+        // again. One ended sooner (a welcome, then at once a close, a drain or an error,
+        // in a loop) backs off as a refused connect does, and its outage goes on.
+        failures = this.streamWorked() ? 0 : failures + 1;
         if (this.shutdown.signal.aborted) {
           break;
         }
@@ -465,17 +529,38 @@ export class Worker {
     return this.addresses[this.addressIndex] ?? "";
   }
 
+  /** The last stream was welcomed and lasted a heartbeat interval. */
+  private streamWorked(): boolean {
+    return this.healthyAt !== undefined && this.clock.monotonicMs() >= this.healthyAt;
+  }
+
+  /** What failed, in a log line: the stream a server welcomed, or a connect (and to which server, of several). */
+  private stage(): string {
+    const stage = this.welcomedThisRound ? "the stream" : "connecting";
+    return this.addresses.length > 1 ? `${stage} (${this.address})` : stage;
+  }
+
+  /**
+   * A stream's end: an outage of the server's (one line an outage, see
+   * {@link OutageLog}), a refusal (WorkerFatalError), or a defect of the
+   * worker's own (an ERROR each time; the worker keeps serving).
+   */
   private classify(error: unknown): void {
     if (error instanceof SessionLost) {
-      this.log.warn(`stream to ${this.address} lost: ${error.message}; reconnecting`);
+      this.outages.failed(this.stage(), clean(error.message, this.credential));
       return;
     }
     if (error instanceof ConnectError) {
       const status = TickwheelError.from(error);
+      const said = clean(status.message, this.credential);
       if (FATAL_CODES.has(status.code)) {
-        throw new WorkerFatalError(`${this.address} refused the worker: ${status.message}`, status.code, { cause: error });
+        this.log.error(
+          `${this.address} refused the worker ${this.workerId}: ${said}; stopping ` +
+            `(${REMEDY.get(status.code) ?? "check its configuration"})`,
+        );
+        throw new WorkerFatalError(`${this.address} refused the worker: ${said}`, status.code, { cause: error });
       }
-      this.log.warn(`stream to ${this.address} failed: ${status.message}`);
+      this.outages.failed(this.stage(), said);
       return;
     }
     // A runtime bug must not kill the worker: keep serving.
@@ -499,23 +584,27 @@ export class Worker {
       }
       session.intervalMs = this.heartbeatIntervalMs(welcome);
       session.lastSeen = this.clock.monotonicMs();
-      session.serverId = welcome.serverId;
-      for (const rejected of welcome.rejected) {
-        for (const attempt of this.matching(rejected)) {
-          attempt.reject("the server gave this execution to another worker");
-        }
+      session.serverId = clean(welcome.serverId, this.credential);
+      for (const attempt of this.matching(welcome.rejected)) {
+        attempt.reject("the server gave this execution to another worker");
       }
       for (const key of this.unackedResults.keys()) {
         session.unsent.add(key);
       }
       this.session = session;
       this.welcomedThisRound = true;
+      this.healthyAt = session.lastSeen + session.intervalMs;
       this.sessions += 1;
       session.welcome();
       session.wake.wake();
       this.change.notify();
-      this.log.info(
-        `worker ${this.workerId} connected to server ${welcome.serverId} ` +
+      // Through an outage (streams welcomed, then ended at once, in a loop) this line too
+      // is one a minute; the outage's end is logged once a stream lasted (see tick).
+      const now = this.clock.monotonicMs();
+      const quiet = this.outages.down && this.saidConnectedAt !== undefined && now - this.saidConnectedAt < STILL_EVERY_MS;
+      if (!quiet) this.saidConnectedAt = now;
+      this.log[quiet ? "debug" : "info"](
+        `worker ${this.workerId} connected to server ${session.serverId} ` +
           `(${welcome.reattached.length} in flight, ${session.unsent.size} results to resend)`,
       );
       await this.serve(session, iterator);
@@ -563,9 +652,30 @@ export class Worker {
     }
   }
 
+  /**
+   * The welcome's heartbeat interval, clamped into the bounds a server's
+   * configuration takes ({@link clampHeartbeatIntervalMs}) with a WARNING;
+   * the default when it has none.
+   */
   private heartbeatIntervalMs(welcome: ServerWelcome): number {
-    const interval = welcome.heartbeatInterval ? durationMs(welcome.heartbeatInterval) : 0;
-    return interval > 0 ? interval : this.defaultHeartbeatIntervalMs;
+    const duration = welcome.heartbeatInterval;
+    if (duration === undefined) return this.defaultHeartbeatIntervalMs;
+    if (duration.seconds < -DURATION_SECONDS || duration.seconds > DURATION_SECONDS ||
+        duration.nanos <= -1_000_000_000 || duration.nanos >= 1_000_000_000) {
+      throw new SessionLost("protocol error: the welcome's heartbeat_interval is out of range");
+    }
+    const interval = durationMs(duration);
+    if (!(interval > 0)) return this.defaultHeartbeatIntervalMs;
+    const clamped = clampHeartbeatIntervalMs(interval);
+    if (clamped !== interval) {
+      this.limited.say(
+        "heartbeat interval",
+        "warn",
+        `server ${clean(welcome.serverId, this.credential)} announced a heartbeat interval of ${interval / 1000}s; ` +
+          `using ${clamped / 1000}s`,
+      );
+    }
+    return clamped;
   }
 
   /**
@@ -652,31 +762,44 @@ export class Worker {
       session.lastSeen = this.clock.monotonicMs();
       const message = next.value.message;
       switch (message.case) {
-        case "assignment":
-          for (const assignment of message.value.assignments) {
+        case "assignment": {
+          const assignments = message.value.assignments;
+          for (const assignment of assignments) {
+            // Nothing of a message is taken unless all of it is in bounds.
+            const breach = assignmentBreach(assignment);
+            if (breach !== undefined) throw new SessionLost(`protocol error: ${breach}`);
+          }
+          for (const assignment of assignments) {
             this.accept(session, assignment);
           }
           break;
-        case "cancel":
-          for (const execution of message.value.executions) {
-            for (const attempt of this.matching(execution)) {
-              attempt.cancel(message.value.reason);
-            }
+        }
+        case "cancel": {
+          const reason = firstChars(message.value.reason, CANCEL_REASON_CHARS);
+          for (const attempt of this.matching(message.value.executions)) {
+            attempt.cancel(reason);
           }
           break;
+        }
         case "ack":
           this.applyAcks(session, message.value.acks);
           break;
-        case "drain":
-          session.draining = true;
-          if (message.value.deadlineAt) {
-            session.drainDeadline = timestampDate(message.value.deadlineAt);
+        case "drain": {
+          const deadline = message.value.deadlineAt;
+          if (deadline !== undefined) {
+            if (deadline.seconds < TIMESTAMP_SECONDS[0] || deadline.seconds > TIMESTAMP_SECONDS[1] ||
+                deadline.nanos < 0 || deadline.nanos >= 1_000_000_000) {
+              throw new SessionLost("protocol error: the drain's deadline_at is out of range");
+            }
+            session.drainDeadline = timestampDate(deadline);
           }
-          this.log.info(`server ${session.serverId} drains: ${message.value.reason}`);
+          session.draining = true;
+          this.limited.say("drains", "info", `server ${session.serverId} drains: ${clean(message.value.reason, this.credential)}`);
           this.change.notify();
           break;
+        }
         case "welcome":
-          this.log.warn(`ignoring a second welcome from server ${session.serverId}`);
+          this.limited.say("welcome", "warn", `ignoring a second welcome from server ${session.serverId}`);
           break;
         default:
           break; // server heartbeat: seeing it was the point
@@ -690,6 +813,7 @@ export class Worker {
     while (!signal.aborted) {
       await this.clock.sleep(session.intervalMs, signal);
       if (signal.aborted) return;
+      this.outages.ok(); // the stream lasted a heartbeat interval: an outage is over
       session.heartbeatDue = true;
       session.wake.wake();
     }
@@ -713,13 +837,13 @@ export class Worker {
       let left: number | undefined;
       if (session.draining) {
         if (this.quiet()) {
-          this.log.info("drained: every attempt decided and acknowledged");
+          this.limited.say("drained", "info", "drained: every attempt decided and acknowledged");
           return;
         }
         if (session.drainDeadline !== undefined) {
           left = session.drainDeadline.getTime() - this.clock.now().getTime();
           if (left <= 0) {
-            this.log.info(`drain deadline passed with ${this.inFlight().length} in flight`);
+            this.limited.say("drained", "info", `drain deadline passed with ${this.inFlight().length} in flight`);
             return;
           }
         }
@@ -787,20 +911,38 @@ export class Worker {
     }
   }
 
-  /** Attempts of `execution`; delivery 0 matches every delivery. */
-  private matching(execution: InFlightExecution): Attempt[] {
-    if (execution.delivery) {
-      const attempt = this.attempts.get(keyOf(execution.executionId, execution.delivery));
-      return attempt === undefined ? [] : [attempt];
+  /**
+   * Attempts of `executions`, each once; delivery 0 matches every delivery.
+   * One pass over the attempts at most, however many entries a server sends
+   * (a scan an entry would let one message cost entries times attempts).
+   */
+  private matching(executions: readonly InFlightExecution[]): Attempt[] {
+    const found = new Map<Key, Attempt>();
+    let byId: Map<string, Attempt[]> | undefined;
+    for (const execution of executions) {
+      if (execution.delivery) {
+        const attempt = this.attempts.get(keyOf(execution.executionId, execution.delivery));
+        if (attempt !== undefined) found.set(attempt.key, attempt);
+        continue;
+      }
+      if (byId === undefined) {
+        byId = new Map();
+        for (const attempt of this.attempts.values()) {
+          const same = byId.get(attempt.executionId);
+          if (same === undefined) byId.set(attempt.executionId, [attempt]);
+          else same.push(attempt);
+        }
+      }
+      for (const attempt of byId.get(execution.executionId) ?? []) found.set(attempt.key, attempt);
     }
-    return [...this.attempts.values()].filter((a) => a.executionId === execution.executionId);
+    return [...found.values()];
   }
 
   private accept(session: Session, assignment: Assignment): void {
     const key = keyOf(assignment.executionId, assignment.delivery);
     session.outstanding = Math.max(0, session.outstanding - 1);
     if (this.attempts.has(key)) {
-      this.log.warn(`duplicate assignment ${assignment.executionId}#${assignment.delivery} ignored`);
+      this.limited.say("duplicate", "warn", `duplicate assignment ${assignment.executionId}#${assignment.delivery} ignored`);
       return;
     }
     if (this.unackedResults.has(key)) {
@@ -808,7 +950,16 @@ export class Worker {
       return;
     }
     if (this.attempts.size >= this.maxHeld) {
-      this.log.error(`assignment ${assignment.executionId}#${assignment.delivery} beyond this worker's credit; refused`);
+      this.limited.say(
+        "beyond credit",
+        "error",
+        `assignment ${assignment.executionId}#${assignment.delivery} beyond this worker's credit; refused`,
+      );
+      if (!this.refused.has(key) && this.refused.size >= MAX_REFUSED) {
+        this.forgetRefused(session);
+        throw new SessionLost(`protocol error: more than ${MAX_REFUSED} assignments beyond the credit unacknowledged`);
+      }
+      this.refused.add(key);
       this.record(key, create(ExecutionResultSchema, {
         executionId: assignment.executionId,
         delivery: assignment.delivery,
@@ -863,13 +1014,34 @@ export class Worker {
     this.change.notify();
   }
 
+  /**
+   * Drops every refusal not yet acknowledged (the server hands those
+   * executions out again once their deliveries time out); the results of
+   * real attempts stay.
+   */
+  private forgetRefused(session: Session): void {
+    for (const key of this.refused) {
+      this.unackedResults.delete(key);
+      session.unsent.delete(key);
+    }
+    this.refused.clear();
+    this.change.notify();
+  }
+
   private applyAcks(session: Session, acks: ResultAck[]): void {
     for (const ack of acks) {
       const key = keyOf(ack.executionId, ack.delivery);
+      const held = this.unackedResults.get(key);
       this.unackedResults.delete(key);
+      this.refused.delete(key);
       session.unsent.delete(key);
-      if (!ack.accepted) {
-        this.log.warn(`server rejected the result for ${ack.executionId}#${ack.delivery}: ${ack.reason}`);
+      if (!ack.accepted && held !== undefined) {
+        // Only for a result held: the ids of the line are then the worker's own, bounded.
+        this.limited.say(
+          "result rejected",
+          "warn",
+          `server rejected the result for ${held.executionId}#${held.delivery}: ${clean(ack.reason, this.credential)}`,
+        );
       }
     }
     this.change.notify();
