@@ -82,8 +82,27 @@ def truncate_utf8(text: str, limit: int) -> str:
     return data[:limit].decode("utf-8", "ignore")
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_SECONDS = (-62_135_596_800, 253_402_300_799)
+"""protobuf's Timestamp range (0001-01-01 to 9999-12-31), which is datetime's."""
+
+
 def _utc(ts: Any) -> datetime:
-    return ts.ToDatetime(tzinfo=timezone.utc)
+    """A Timestamp as a datetime; one out of protobuf's range (a broken server's) as the nearest
+    instant in it, so that no conversion fails inside the attempt."""
+    try:
+        return ts.ToDatetime(tzinfo=timezone.utc)
+    except (ValueError, OverflowError):
+        seconds = min(max(ts.seconds, _SECONDS[0]), _SECONDS[1])
+        return _EPOCH + timedelta(seconds=seconds, microseconds=min(max(ts.nanos, 0), 999_999_999) // 1000)
+
+
+def _rfc3339(ts: Any) -> str:
+    """A Timestamp in RFC 3339 UTC with ``Z``; clamped into range as :func:`_utc` does."""
+    try:
+        return ts.ToJsonString()
+    except (ValueError, OverflowError):
+        return _utc(ts).isoformat().replace("+00:00", "Z")
 
 
 def now_micros(clock: Clock) -> int:
@@ -222,6 +241,11 @@ class Attempt:
         """Set while the target runs."""
         self._own_cancels = 0
         """Cancels of :attr:`task` made to stop an async handler, not yet taken back."""
+
+    @property
+    def kind(self) -> str | None:
+        """The target's kind: "handler", "http", or None (no target)."""
+        return self._kind
 
     @property
     def progress(self) -> str:
@@ -407,7 +431,7 @@ class Attempt:
                     execution_id=a.execution_id,
                     attempt=a.attempt,
                     delivery=a.delivery,
-                    scheduled_at=a.nominal_at.ToJsonString() if a.HasField("nominal_at") else "",
+                    scheduled_at=_rfc3339(a.nominal_at) if a.HasField("nominal_at") else "",
                     traceparent=self.context.traceparent,
                     payload=a.payload,
                     user_agent=settings.user_agent,

@@ -68,7 +68,7 @@ state is bounded by the number of executions held (at most ``2 * slots``
 attempts, their unacknowledged results) plus at most :data:`MAX_REFUSED`
 refusals. What each of those holds is bounded too: an assignment with a
 field out of :mod:`tickwheel_worker.bounds` (an id, a handler name, a
-payload, an HTTP target, a timestamp) ends the stream as a protocol error
+payload, an HTTP target) ends the stream as a protocol error
 before anything of its message is taken; a cancel's reason is cut to
 :data:`CANCEL_REASON_CHARS`, the server's id and every text the worker logs
 to :data:`SAID_CHARS`.
@@ -95,7 +95,7 @@ from tickwheel.shared.outages import STILL_EVERY, OutageLog, one_line
 from tickwheel.v1 import worker_pb2, worker_pb2_grpc
 from tickwheel_worker._version import VERSION
 from tickwheel_worker.attempt import FAILED_RETRYABLE, Attempt, AttemptSettings, Key
-from tickwheel_worker.bounds import assignment_breach
+from tickwheel_worker.bounds import breach
 from tickwheel_worker.config import WorkerConfig
 from tickwheel_worker.handlers import HandlerRegistry
 from tickwheel_worker.slots import Slots
@@ -581,13 +581,10 @@ class Worker:
             kind = message.WhichOneof("message")
             if kind == "assignment":
                 assignments = message.assignment.assignments
-                for assignment in assignments:  # nothing of a message is taken unless all of it is in bounds
-                    breach = assignment_breach(assignment)
-                    if breach is not None:
-                        raise _SessionLost(f"protocol error: {breach}")
+                attempts = self._checked(assignments)
                 session.outstanding = max(0, session.outstanding - len(assignments))
-                for assignment in assignments:
-                    self._accept(session, assignment)
+                for attempt in attempts:
+                    self._accept(session, attempt)
             elif kind == "cancel":
                 reason = message.cancel.reason[:CANCEL_REASON_CHARS]
                 for attempt in self._matching(message.cancel.executions):
@@ -740,8 +737,26 @@ class Worker:
                 found[attempt.key] = attempt
         return list(found.values())
 
-    def _accept(self, session: _Session, assignment: worker_pb2.Assignment) -> None:
-        key: Key = (assignment.execution_id, assignment.delivery)
+    def _checked(self, assignments: Iterable[worker_pb2.Assignment]) -> list[Attempt]:
+        """An attempt for each of ``assignments`` (built, not started), or :class:`_SessionLost`
+        when one is out of :mod:`~tickwheel_worker.bounds`: nothing of a message is taken unless
+        all of it is in bounds. The check reads the strings the attempt's context read already."""
+        attempts = []
+        settings = self._attempt_settings
+        for assignment in assignments:
+            attempt = Attempt(assignment, settings)
+            ctx = attempt.context
+            said = breach(ctx.execution_id, ctx.job_id, ctx.tenant, ctx.traceparent, ctx.payload, ctx.handler,
+                          assignment.target.http if attempt.kind == "http" else None)
+            if said is not None:
+                raise _SessionLost(f"protocol error: {said}")
+            attempts.append(attempt)
+        return attempts
+
+    def _accept(self, session: _Session, attempt: Attempt) -> None:
+        """Take ``attempt`` (built by :meth:`_checked`): start it, or answer its assignment otherwise."""
+        assignment = attempt.assignment
+        key = attempt.key
         if key in self._attempts:
             level, more = self._limited.level("duplicate", logging.WARNING)
             log_execution(log, level, "duplicate assignment (delivery %d) ignored%s", assignment.delivery, more,
@@ -768,7 +783,6 @@ class Worker:
                 error=f"worker {self.config.worker_id} over capacity: the assignment exceeded its credit",
             ))
             return
-        attempt = Attempt(assignment, self._attempt_settings)
         self._attempts[key] = attempt
         attempt.start()
 

@@ -1,9 +1,10 @@
 """Every field of an assignment the worker keeps is bounded: a hostile or
 broken server sending an id of megabytes, a payload of the whole receive
-limit, a handler name or an HTTP target past the contract, or a timestamp
-no clock can wait for ends the stream as a protocol error, and nothing of
-its message is taken (not even the assignments in bounds beside it). An
-assignment at every bound is taken and runs.
+limit, or a handler name or an HTTP target past the contract ends the
+stream as a protocol error, and nothing of its message is taken (not even
+the assignments in bounds beside it). An assignment at every bound is
+taken and runs. Timestamps are fixed-size: one out of range is taken, a
+deadline out of range never comes (as in the TypeScript worker).
 
 Nothing sleeps on wall time: the worker's clock jumps over its reconnect backoff.
 """
@@ -25,11 +26,10 @@ from tickwheel_worker.bounds import (
     MAX_METHOD_CHARS,
     MAX_PAYLOAD_BYTES,
     MAX_URL_CHARS,
-    TIMESTAMP_SECONDS,
     assignment_breach,
 )
 
-from tests.unit.worker.test_worker_bounds import worker_on
+from tests.unit.worker.test_worker_bounds import blocking, worker_on
 from tests.unit.worker.test_worker_outages import LOGGER, JumpingClock, lines, stopped, until
 from tests.unit.worker.worker_fakes import WAIT, FakeWorkerService, make_assignment
 
@@ -69,9 +69,6 @@ BEYOND: list[tuple[str, Change, str]] = [
     ("method", _http(method="M" * (MAX_METHOD_CHARS + 1)), f"an HTTP method of {MAX_METHOD_CHARS + 1} characters"),
     ("headers", _http(headers={f"h{i}": "v" for i in range(MAX_HEADERS + 1)}), f"{MAX_HEADERS + 1} HTTP headers"),
     ("header bytes", _http(headers={"a": "v" * MAX_HEADERS_CHARS}), f"HTTP headers of {MAX_HEADERS_CHARS + 1} characters"),
-    ("deadline", _seconds("deadline_at", 2**62), f"deadline_at is out of range ({2**62} s, 0 ns)"),
-    ("nominal", _seconds("nominal_at", TIMESTAMP_SECONDS[0] - 1), "nominal_at is out of range"),
-    ("due nanos", _seconds("due_at", 0, -1), "due_at is out of range (0 s, -1 ns)"),
 ]
 
 
@@ -136,8 +133,6 @@ def test_each_bound_is_inclusive() -> None:
         _http(url="http://a/" + "u" * (MAX_URL_CHARS - 9), method="M" * MAX_METHOD_CHARS,
               headers={f"h{i:02}": "v" for i in range(MAX_HEADERS)}),
         _http(headers={"a": "v" * (MAX_HEADERS_CHARS - 1)}),
-        _seconds("deadline_at", TIMESTAMP_SECONDS[1], 999_999_999),
-        _seconds("nominal_at", TIMESTAMP_SECONDS[0]),
     ]
     for change in at:
         a = make_assignment("e:1")
@@ -147,3 +142,31 @@ def test_each_bound_is_inclusive() -> None:
         a = make_assignment("e:1")
         change(a)
         assert said in (assignment_breach(a) or ""), said
+
+
+async def test_timestamps_out_of_range_are_taken_and_a_deadline_out_of_range_never_comes(
+    fake_server: FakeWorkerService,
+) -> None:
+    clock = JumpingClock()
+    handlers, release = blocking()
+    worker = worker_on(fake_server, clock, handlers=handlers, server_silence_intervals=1_000_000)
+    running = asyncio.create_task(worker.run())
+    try:
+        stream = await fake_server.stream(0)
+        never = make_assignment("never:e", handler="block")
+        _seconds("deadline_at", 2**62)(never)
+        _seconds("nominal_at", -(2**62), -1)(never)
+        past = make_assignment("past:e", handler="block")
+        _seconds("deadline_at", -(2**62))(past)
+        await stream.assign(never, past)
+        past_result = await stream.wait_result("past:e")
+        assert past_result.outcome == worker_pb2.RESULT_OUTCOME_TIMED_OUT
+        assert past_result.error.endswith("at its deadline 0001-01-01T00:00:00+00:00"), past_result.error
+        clock.advance(365 * 86400.0)
+        await asyncio.sleep(0.01)
+        assert stream.result_for("never:e") is None
+        release.set()
+        assert (await stream.wait_result("never:e")).outcome == worker_pb2.RESULT_OUTCOME_SUCCEEDED
+        assert worker.sessions == 1
+    finally:
+        await stopped(worker, running)
