@@ -20,8 +20,9 @@
  */
 
 import { create } from "@bufbuild/protobuf";
-import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 
+import { dateOf } from "./bounds.js";
 import type { Clock } from "./clock.js";
 import { ExecutionOrigin } from "./gen/tickwheel/v1/execution_pb.js";
 import {
@@ -142,9 +143,9 @@ class Context implements JobContext {
     this.tenant = a.tenant;
     this.attempt = a.attempt;
     this.delivery = a.delivery;
-    this.nominalAt = a.nominalAt ? timestampDate(a.nominalAt) : new Date(0);
-    this.dueAt = a.dueAt ? timestampDate(a.dueAt) : this.nominalAt;
-    this.deadlineAt = a.deadlineAt ? timestampDate(a.deadlineAt) : undefined;
+    this.nominalAt = a.nominalAt ? dateOf(a.nominalAt) : new Date(0);
+    this.dueAt = a.dueAt ? dateOf(a.dueAt) : this.nominalAt;
+    this.deadlineAt = a.deadlineAt ? dateOf(a.deadlineAt) : undefined;
     this.payload = a.payload;
     this.handler = a.target?.kind.case === "handler" ? a.target.kind.value.name : "";
     this.traceparent = a.traceparent;

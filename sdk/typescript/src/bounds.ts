@@ -8,7 +8,9 @@
  * the whole message each, or timestamps no clock can wait for. The bounds
  * are far above what a server that keeps the contract sends; an assignment
  * past one is a protocol error, which ends the stream, and nothing of its
- * message is taken. The Python worker (`tickwheel_worker.bounds`) keeps the
+ * message is taken. Timestamps are fixed-size and not checked: one out of
+ * protobuf's range is read as the nearest instant in it ({@link dateOf}),
+ * and a deadline out of range never comes. The Python worker (`tickwheel_worker.bounds`) keeps the
  * same bounds, counting characters as code points as it does;
  * `sdk/typescript/README.md` has them as a table.
  *
@@ -82,12 +84,20 @@ function over(text: string, limit: number): number | undefined {
   return chars > limit ? chars : undefined;
 }
 
-function timestampBreach(name: string, ts: Timestamp | undefined): string | undefined {
-  if (ts === undefined) return undefined;
-  if (ts.seconds >= TIMESTAMP_SECONDS[0] && ts.seconds <= TIMESTAMP_SECONDS[1] && ts.nanos >= 0 && ts.nanos < 1_000_000_000) {
-    return undefined;
-  }
-  return `an assignment's ${name} is out of range (${ts.seconds} s, ${ts.nanos} ns)`;
+/** True when `ts` lies in protobuf's Timestamp range. */
+export function validTimestamp(ts: Timestamp): boolean {
+  return ts.seconds >= TIMESTAMP_SECONDS[0] && ts.seconds <= TIMESTAMP_SECONDS[1] && ts.nanos >= 0 && ts.nanos < 1_000_000_000;
+}
+
+/**
+ * `ts` as a Date; one out of protobuf's range (a broken server's) as the
+ * nearest instant in it, as the Python worker reads it: no Invalid Date
+ * reaches a handler or a deadline.
+ */
+export function dateOf(ts: Timestamp): Date {
+  const seconds = ts.seconds < TIMESTAMP_SECONDS[0] ? TIMESTAMP_SECONDS[0] : ts.seconds > TIMESTAMP_SECONDS[1] ? TIMESTAMP_SECONDS[1] : ts.seconds;
+  const nanos = Math.min(Math.max(ts.nanos, 0), 999_999_999);
+  return new Date(Number(seconds) * 1000 + Math.floor(nanos / 1_000_000));
 }
 
 /** What of `a` is out of bounds, as the end of a protocol error's line; undefined when nothing is. */
@@ -126,11 +136,7 @@ export function assignmentBreach(a: Assignment): string | undefined {
       if (chars > MAX_HEADERS_CHARS) return `an assignment with HTTP headers of ${chars} characters`;
     }
   }
-  return (
-    timestampBreach("nominal_at", a.nominalAt) ??
-    timestampBreach("due_at", a.dueAt) ??
-    timestampBreach("deadline_at", a.deadlineAt)
-  );
+  return undefined;
 }
 
 const LINE_BREAK = /[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]/;

@@ -15,19 +15,33 @@ export interface Clock {
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
 }
 
-/** Resolves after `ms` milliseconds or when `signal` aborts, whichever is first. */
+/** The longest delay `setTimeout` takes; a longer one fires at once (Node warns, then waits 1 ms). */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Resolves after `ms` milliseconds or when `signal` aborts, whichever is
+ * first. A wait longer than {@link MAX_TIMER_MS} (a deadline years ahead)
+ * is waited in parts; `Infinity` waits until `signal` aborts.
+ */
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) {
       resolve();
       return;
     }
+    let left = Number.isNaN(ms) ? 0 : Math.max(0, ms);
+    let timer: ReturnType<typeof setTimeout>;
     const done = () => {
       clearTimeout(timer);
       signal?.removeEventListener("abort", done);
       resolve();
     };
-    const timer = setTimeout(done, Math.max(0, ms));
+    const wait = () => {
+      const part = Math.min(left, MAX_TIMER_MS);
+      left -= part;
+      timer = setTimeout(left > 0 ? wait : done, part);
+    };
+    wait();
     signal?.addEventListener("abort", done, { once: true });
   });
 }
