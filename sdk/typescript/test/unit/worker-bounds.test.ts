@@ -40,6 +40,7 @@ import { AssignmentSchema, ResultOutcome, type Assignment } from "../../src/gen/
 import { MAX_REFUSED, Worker, type JobContext, type Logger, type WorkerOptions } from "../../src/worker.js";
 import { FakeClock } from "./fake-clock.js";
 import { FakeServer, type FakeStream } from "./fake-server.js";
+import { eventually, gate } from "./waits.js";
 
 const SECRET = "tww_worker-secret-0123456789";
 const MINUTE = 60_000;
@@ -84,21 +85,6 @@ function welcome(stream: FakeStream, intervalMs = INTERVAL, serverId = "fake"): 
 
 function assign(stream: FakeStream, ...assignments: Assignment[]): void {
   stream.send({ case: "assignment", value: { assignments } });
-}
-
-function gate(): { promise: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const promise = new Promise<void>((resolve) => (open = resolve));
-  return { promise, open };
-}
-
-/** Resolves once `check` holds, polling as the fake server and the worker run; rejects after `timeoutMs`. */
-async function eventually(check: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await new Promise((resolve) => setImmediate(resolve));
-  }
 }
 
 /** The results the worker sent on `stream`, in order. */

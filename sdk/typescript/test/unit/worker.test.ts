@@ -15,6 +15,7 @@ import { Code } from "@connectrpc/connect";
 import { AssignmentSchema, ResultOutcome, type Assignment } from "../../src/gen/tickwheel/v1/worker_pb.js";
 import { Worker, WorkerFatalError, type JobContext, type Logger, type WorkerOptions } from "../../src/worker.js";
 import { FakeServer, type FakeStream } from "./fake-server.js";
+import { eventually, gate } from "./waits.js";
 
 const quiet: Logger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
 
@@ -42,22 +43,6 @@ function welcome(stream: FakeStream, options: { intervalMs?: number; rejected?: 
       rejected: options.rejected ?? [],
     },
   });
-}
-
-/** A promise with its resolve, for handlers the test releases. */
-function gate<T = void>(): { promise: Promise<T>; open: (value: T) => void } {
-  let open!: (value: T) => void;
-  const promise = new Promise<T>((resolve) => (open = resolve));
-  return { promise, open };
-}
-
-/** Resolves once `check` holds; rejects after `timeoutMs`. */
-async function eventually(check: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
 }
 
 describe("Worker over a Pull stream", () => {
