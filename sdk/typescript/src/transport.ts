@@ -18,13 +18,15 @@ export interface Connection {
 /**
  * A gRPC (HTTP/2) transport to `address` with its own session, so that
  * {@link Connection.close} releases it and a new connection resolves the
- * address again. `interceptors` run on every call.
+ * address again. `interceptors` run on every call; a message from the
+ * server over `readMaxBytes` (default Connect's, about 4 GiB) fails the call
+ * with RESOURCE_EXHAUSTED.
  */
 export function connect(
   address: string,
   tls: TlsOptions | undefined,
   interceptors: Interceptor[],
-  options: { connectTimeoutMs?: number } = {},
+  options: { connectTimeoutMs?: number; readMaxBytes?: number } = {},
 ): Connection {
   if (tls !== undefined) {
     checkTls(tls);
@@ -41,7 +43,12 @@ export function connect(
     },
     tls !== undefined ? http2TlsOptions(tls) : {},
   );
-  const transport = createGrpcTransport({ baseUrl: url, sessionManager, interceptors });
+  const transport = createGrpcTransport({
+    baseUrl: url,
+    sessionManager,
+    interceptors,
+    ...(options.readMaxBytes !== undefined ? { readMaxBytes: options.readMaxBytes } : {}),
+  });
   return {
     transport,
     url,

@@ -136,6 +136,12 @@ const RESULTS_PER_MESSAGE = 100;
  * credit and never acks would grow them without end). As the Python worker's.
  */
 export const MAX_REFUSED = 1000;
+/**
+ * The largest message the worker reads, as the Python worker's: an
+ * assignment batch can carry 100 payloads of 64 KiB and more. A larger one
+ * fails the stream (RESOURCE_EXHAUSTED, an outage: the worker reconnects).
+ */
+export const MAX_RECEIVE_BYTES = 64 * 1024 * 1024;
 /** protobuf's Duration range, either way (10 000 years). */
 const DURATION_SECONDS = 315_576_000_000n;
 /** Milliseconds a clean close waits for the last write and for the server to end the stream. */
@@ -569,7 +575,10 @@ export class Worker {
 
   private async runSession(): Promise<void> {
     // A new connection per stream, so a reconnect resolves the address again.
-    const connection = connect(this.address, this.tls, [], { connectTimeoutMs: this.welcomeTimeoutMs });
+    const connection = connect(this.address, this.tls, [], {
+      connectTimeoutMs: this.welcomeTimeoutMs,
+      readMaxBytes: MAX_RECEIVE_BYTES,
+    });
     const session = new Session(this.defaultHeartbeatIntervalMs, this.clock.monotonicMs(), this.slots);
     try {
       const client = createClient(WorkerService, connection.transport);

@@ -37,7 +37,7 @@ import {
   TIMESTAMP_SECONDS,
 } from "../../src/bounds.js";
 import { AssignmentSchema, ResultOutcome, type Assignment } from "../../src/gen/tickwheel/v1/worker_pb.js";
-import { MAX_REFUSED, Worker, type JobContext, type Logger, type WorkerOptions } from "../../src/worker.js";
+import { MAX_RECEIVE_BYTES, MAX_REFUSED, Worker, type JobContext, type Logger, type WorkerOptions } from "../../src/worker.js";
 import { FakeClock } from "./fake-clock.js";
 import { FakeServer, type FakeStream } from "./fake-server.js";
 import { eventually, gate } from "./waits.js";
@@ -272,6 +272,19 @@ describe("Worker against a hostile server", () => {
     const { results: second } = await stream.expect("result");
     assert.deepEqual(second.map((r) => [r.executionId, r.outcome]), [["never:e", ResultOutcome.SUCCEEDED]]);
     assert.equal(w.sessions, 1);
+  });
+
+  test("a message over the receive limit ends the stream; the next one serves", async () => {
+    const w = start();
+    const first = await welcomed();
+    await eventually(() => w.sessions === 1, "welcomed");
+    assign(first, assignment("huge:e", "echo", { payload: new Uint8Array(MAX_RECEIVE_BYTES) }));
+    const second = await welcomed();
+    await eventually(() => w.sessions === 2, "welcomed again");
+    assert.deepEqual([w.inFlight(), w.unacked()], [[], []]);
+    assign(second, assignment("after:e"));
+    await second.expect("result");
+    assert.ok(lines.at("warn").some((m) => m.includes("RESOURCE_EXHAUSTED")), lines.at("warn").join("\n"));
   });
 
   test("an assignment at every bound is taken and runs", async () => {
