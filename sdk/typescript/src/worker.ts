@@ -63,9 +63,11 @@
  * by the executions held (at most `2 * slots` attempts, their unacknowledged
  * results) plus at most {@link MAX_REFUSED} refusals. What each holds is
  * bounded too: an assignment with a field out of the bounds of
- * "./bounds.js" (an id, a handler name, a payload, an HTTP target, a
- * timestamp) ends the stream as a protocol error before anything of its
- * message is taken; a cancel's reason is cut to 1024 characters.
+ * "./bounds.js" (an id, a handler name, a payload, an HTTP target) ends the
+ * stream as a protocol error before anything of its message is taken; a
+ * message over {@link MAX_RECEIVE_BYTES} fails the stream; a cancel's
+ * reason is cut to 1024 characters; timestamps are read clamped into
+ * protobuf's range, and a drain deadline out of it is a protocol error.
  *
  * ```ts
  * const worker = new Worker({ address: "127.0.0.1:50051", credential: process.env.TICKWHEEL_WORKER_CREDENTIAL! });
@@ -93,7 +95,7 @@ import {
   clampHeartbeatIntervalMs,
   clean,
   firstChars,
-  TIMESTAMP_SECONDS,
+  validTimestamp,
 } from "./bounds.js";
 import { systemClock, type Clock } from "./clock.js";
 import { TickwheelError } from "./errors.js";
@@ -796,8 +798,7 @@ export class Worker {
         case "drain": {
           const deadline = message.value.deadlineAt;
           if (deadline !== undefined) {
-            if (deadline.seconds < TIMESTAMP_SECONDS[0] || deadline.seconds > TIMESTAMP_SECONDS[1] ||
-                deadline.nanos < 0 || deadline.nanos >= 1_000_000_000) {
+            if (!validTimestamp(deadline)) {
               throw new SessionLost("protocol error: the drain's deadline_at is out of range");
             }
             session.drainDeadline = timestampDate(deadline);
