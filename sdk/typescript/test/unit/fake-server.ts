@@ -17,6 +17,7 @@ import {
   type PullRequest,
   type PullResponse,
 } from "../../src/gen/tickwheel/v1/worker_pb.js";
+import type { Worker } from "../../src/worker.js";
 
 type Kind = NonNullable<PullRequest["message"]["case"]>;
 type Payload<K extends Kind> = Extract<PullRequest["message"], { case: K }> extends { value: infer V } ? V : never;
@@ -175,4 +176,13 @@ export class FakeServer {
       for (const session of this.sessions) session.destroy();
     });
   }
+}
+
+/** A test's teardown: stops `worker` (if one was started) at once, waits for its run, stops `server`. */
+export async function stopBoth(worker: Worker | undefined, running: Promise<void> | undefined, server: FakeServer): Promise<void> {
+  if (worker !== undefined) {
+    await worker.stop(0);
+    await running?.catch(() => undefined);
+  }
+  await server.stop();
 }

@@ -39,7 +39,7 @@ import {
 import { AssignmentSchema, ResultOutcome, type Assignment } from "../../src/gen/tickwheel/v1/worker_pb.js";
 import { MAX_RECEIVE_BYTES, MAX_REFUSED, Worker, type JobContext, type Logger, type WorkerOptions } from "../../src/worker.js";
 import { FakeClock } from "./fake-clock.js";
-import { FakeServer, type FakeStream } from "./fake-server.js";
+import { FakeServer, stopBoth, type FakeStream } from "./fake-server.js";
 import { eventually, gate } from "./waits.js";
 
 const SECRET = "tww_worker-secret-0123456789";
@@ -187,13 +187,9 @@ describe("Worker against a hostile server", () => {
   });
 
   afterEach(async () => {
-    if (worker !== undefined) {
-      await worker.stop(0);
-      await running?.catch(() => undefined);
-    }
+    await stopBoth(worker, running, server);
     worker = undefined;
     running = undefined;
-    await server.stop();
   });
 
   function start(options: Partial<WorkerOptions> = {}, handlers: Record<string, (ctx: JobContext) => unknown> = {}): Worker {

@@ -14,7 +14,7 @@ import { Code } from "@connectrpc/connect";
 
 import { AssignmentSchema, ResultOutcome, type Assignment } from "../../src/gen/tickwheel/v1/worker_pb.js";
 import { Worker, WorkerFatalError, type JobContext, type Logger, type WorkerOptions } from "../../src/worker.js";
-import { FakeServer, type FakeStream } from "./fake-server.js";
+import { FakeServer, stopBoth, type FakeStream } from "./fake-server.js";
 import { eventually, gate } from "./waits.js";
 
 const quiet: Logger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
@@ -56,13 +56,9 @@ describe("Worker over a Pull stream", () => {
   });
 
   afterEach(async () => {
-    if (worker !== undefined) {
-      await worker.stop(0);
-      await running?.catch(() => undefined);
-    }
+    await stopBoth(worker, running, server);
     worker = undefined;
     running = undefined;
-    await server.stop();
   });
 
   function start(options: Partial<WorkerOptions>, handlers: Record<string, (ctx: JobContext) => unknown>): Worker {
