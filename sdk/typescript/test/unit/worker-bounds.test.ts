@@ -450,6 +450,34 @@ describe("Worker against a hostile server", () => {
     release();
   });
 
+  test("a welcome rejecting many entries costs one pass and stops each attempt named, unreported", async () => {
+    const [handlers, release] = blocking();
+    const w = start({ slots: 1000, cancelGraceMs: 0 }, handlers);
+    const first = await welcomed();
+    assign(first, ...Array.from({ length: 1000 }, (_, i) => assignment(`job${i}:e`, "block")));
+    await eventually(() => w.inFlight().length === 1000, "1000 held");
+    first.fail(Code.Unavailable, "restarting");
+    const second = await server.nextStream();
+    await second.expect("hello");
+    const named = Array.from({ length: 100 }, (_, i) => `job${i * 10}:e`);
+    second.send({
+      case: "welcome",
+      value: {
+        serverId: "fake",
+        heartbeatInterval: durationFromMs(INTERVAL),
+        rejected: [
+          ...Array.from({ length: 200_000 }, (_, i) => ({ executionId: `none${i}:e`, delivery: 0 })),
+          ...[...named, ...named, ...named].map((executionId) => ({ executionId, delivery: 1 })),
+        ],
+      },
+    });
+    await eventually(() => w.inFlight().length === 900, "the named attempts stopped");
+    assert.ok(w.inFlight().every((e) => !named.includes(e.executionId)));
+    release();
+    await eventually(() => results(second).length === 900, "the others' results");
+    assert.ok(results(second).every((r) => !named.includes(r.executionId)), "a rejected attempt is never reported");
+  });
+
   test("rejected acks are a line a minute, and only for results held", async () => {
     const w = start({ slots: 300 });
     const stream = await welcomed();
