@@ -145,7 +145,6 @@ class TickwheelServer:
         self._session_task: asyncio.Task | None = None
         self._tasks: list[asyncio.Task] = []
         self._waiting: WaitingForDependencies | None = None
-        self._started = False
         self.waiting = asyncio.Event()
         """Set once the start first waits for the store or etcd (health
         NOT_SERVING on :attr:`waiting_port` meanwhile, :attr:`waiting_for`
@@ -215,7 +214,7 @@ class TickwheelServer:
         """What the start waits for now ("the store at URL", "etcd at
         ENDPOINTS"); empty when it waits for nothing (before it tried, once
         it is done, or between two tries that answered)."""
-        return "" if self._waiting is None or self._started else self._waiting.waiting_for
+        return "" if self._waiting is None or self._waiting.done else self._waiting.waiting_for
 
     @property
     def waiting_port(self) -> int | None:
@@ -225,7 +224,7 @@ class TickwheelServer:
 
     def _starting(self) -> str:
         """Why a worker stream is refused while the start is not done; empty once it is."""
-        return "" if self._started else self._waiting.refusal()
+        return "" if self._waiting.done else self._waiting.refusal()
 
     async def _check_schema(self) -> int:
         """Migrate if asked; the schema's version. An outage is raised as it
@@ -448,7 +447,11 @@ class TickwheelServer:
             on_due=self.wakeup.due,
         )
         self.creates = scheduler.creates
-        scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(scheduler, decoding.guard(server))
+        # Until the start is done, every call but health's and reflection's is
+        # refused UNAVAILABLE "starting: ..." (worker streams by Pull itself).
+        scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
+            scheduler, decoding.guard(server, starting=self._waiting)
+        )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(
             self.worker_servicer, decoding.guard(server, refuse_nul=False, discard_unknown=False)
         )
@@ -457,7 +460,9 @@ class TickwheelServer:
             self.stores.partitions, self.tzdata, alerts=self.stores.alerts, alert_watch=self.alert_watch,
             revocations=self.revocations,
         )
-        admin_pb2_grpc.add_AdminServiceServicer_to_server(admin_servicer, decoding.guard(server))
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(
+            admin_servicer, decoding.guard(server, starting=self._waiting)
+        )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable(server, [*SERVICE_NAMES, health.SERVICE_NAME])
         for name in ["", *SERVICE_NAMES]:  # until the whole start is done (the servicer says SERVING by default)
@@ -501,7 +506,7 @@ class TickwheelServer:
         self._tasks.append(asyncio.create_task(
             record_circuits(self.breaker, self.stores.alerts, self.clock), name="tickwheel-circuits"
         ))
-        self._started = True
+        self._waiting.done = True  # the API answers from here on
         for name in ["", *SERVICE_NAMES]:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info(
@@ -552,7 +557,7 @@ class TickwheelServer:
         install_console(
             self.router, auth=auth, jobs=self.stores.jobs, history=self.stores.history,
             dead_letters=self.stores.dead_letters, admin=admin_servicer, server_id=self.server_id,
-            clock=self.clock, target_policy=config.target_policy,
+            clock=self.clock, target_policy=config.target_policy, starting=self._waiting,
         )
         install_metrics(self.router, auth=auth, metrics=self.metrics)
         tls = config.tls

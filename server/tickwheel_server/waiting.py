@@ -18,8 +18,14 @@ whose store or etcd does not answer at start:
 A step of the start after the real server bound its port (publishing this
 server's record in etcd) is waited for the same way, with no placeholder:
 the real server's health says ``NOT_SERVING`` until the whole start is done
-(:meth:`WaitingForDependencies.bound`), and it takes no worker stream
-meanwhile.
+(:meth:`WaitingForDependencies.bound`), and it answers no call but health's
+and reflection's meanwhile: every SchedulerService and AdminService call
+(and the console's ``/api/``) is refused with ``UNAVAILABLE`` "starting:
+…", as the placeholder's are, and worker streams likewise. A call answered
+there would act for a server whose partitions, fence and record are not up
+yet; refused, it is retried (the SDKs retry UNAVAILABLE) and answered once
+the start is done. The check is one attribute read a call
+(:attr:`WaitingForDependencies.done`).
 
 Only a known outage (:func:`~tickwheel_server.telemetry.outages.outage_of`)
 is waited for: a bad URL, a refused password, a schema that lacks
@@ -87,6 +93,9 @@ class WaitingForDependencies:
         self.waiting_for = ""
         """What the start waits for now ("the store at URL"), for the
         refusals' message; empty while it waits for nothing."""
+        self.done = False
+        """True once the whole start is done: until then the API refuses
+        every call with :meth:`refusal` (one read of this a call, no lock)."""
 
     def bound(self, port: int) -> None:
         """The real server holds ``port`` now (its health NOT_SERVING until

@@ -5,6 +5,12 @@ real etcd the tests stop and start:
   is bound (publishing this server's record): the start waits again, its
   health NOT_SERVING on the port it bound and worker streams refused with
   UNAVAILABLE, then serves once etcd is back; no crash, no half start;
+- every SchedulerService and AdminService method, and the console's
+  ``/api/``, is refused in that window (UNAVAILABLE, 503) with the same
+  "starting: waiting for etcd at …" message, whoever calls and whatever
+  the request, nothing written; health and reflection answer; a CreateJob
+  the Python client sent in the window is retried and stored once the
+  start is done, exactly once;
 - a worker (the worker library) pulling from a server that still waits
   gets UNAVAILABLE saying what the server waits for, retries with backoff
   (one WARNING line, its retries DEBUG), and pulls normally (a job runs)
@@ -18,6 +24,7 @@ real etcd the tests stop and start:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 import signal
@@ -27,10 +34,12 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tickwheel import AsyncClient, builders
+from tickwheel import RetryOptions
 from tickwheel.shared.clock import SystemClock
-from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2
 
 from tests.integration.test_ssrf import wait_finished
+from tests.support.reflection_v1 import list_services_v1
 from tests.support.etcd import EtcdServer
 from tests.support.server import running_server
 from tickwheel_server.app import TickwheelServer
@@ -40,6 +49,7 @@ from tickwheel_server.lease import open_lease_store
 from tickwheel_server.lease.keys import ROOT
 from tickwheel_server.store.engine import parse_store_url
 from tickwheel_server.store.errors import StoreConfigError
+from tickwheel_server.waiting import WaitingForDependencies
 from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig, register_builtins
 
 WAIT = 60.0
@@ -221,6 +231,128 @@ async def test_a_worker_pulling_from_a_waiting_server_retries_then_pulls(tmp_pat
         assert not [line for line in lines.lines if line.startswith(("ERROR", "CRITICAL"))]
     finally:
         await wind_up(server, starting, worker, pulling)
+
+
+API_METHODS = [
+    f"/{service.full_name}/{method.name}"
+    for service in (scheduler_pb2.DESCRIPTOR.services_by_name["SchedulerService"],
+                    admin_pb2.DESCRIPTOR.services_by_name["AdminService"])
+    for method in service.methods
+]
+
+
+async def refused_in_the_window(port: int, method: str, metadata, expected: str) -> None:
+    """``method`` called with an empty request (every field default) and
+    with bytes that are no message: UNAVAILABLE ``expected``, both."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        for raw in (b"", b"\xff\xff\xff"):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                if method.endswith("/WatchAlerts"):
+                    async for _ in channel.unary_stream(method)(raw, metadata=metadata, timeout=10):
+                        pass
+                else:
+                    await channel.unary_unary(method)(raw, metadata=metadata, timeout=10)
+            assert (refused.value.code(), refused.value.details()) == (grpc.StatusCode.UNAVAILABLE, expected), method
+
+
+async def http_get(url: str, key: str) -> tuple[int, str, dict]:
+    import json
+    import urllib.error
+    import urllib.request
+
+    def get() -> tuple[int, str, dict]:
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, response.headers.get("Retry-After", ""), json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, error.headers.get("Retry-After", ""), json.loads(error.read())
+
+    return await asyncio.to_thread(get)
+
+
+async def test_the_api_answers_nothing_until_the_start_is_done(tmp_path, etcd_server: EtcdServer, monkeypatch) -> None:
+    """etcd gone just before the start publishes this server's record (the
+    port bound, partitions taken): every Scheduler and Admin method is
+    refused UNAVAILABLE "starting: waiting for etcd at …" (with a tenant
+    key, the admin token or no credential; a request that is no message
+    too), the console's /api/ 503 with Retry-After; nothing is written;
+    health and reflection answer. A CreateJob the Python client sends in
+    the window is retried until the start is done, then stored once; its
+    request id sent again finds that job."""
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    api_key, _secret = await tenant_and_worker_credential(store, etcd_server.endpoint)
+    publish = Presence.publish
+    killed: list[bool] = []
+
+    async def publish_once_etcd_went(self) -> bool:
+        if not killed:
+            killed.append(True)
+            await asyncio.to_thread(etcd_server.stop, signal.SIGKILL)
+        return await publish(self)
+
+    refusals = asyncio.Queue()
+    refusal = WaitingForDependencies.refusal
+
+    def counted(self) -> str:
+        refusals.put_nowait(None)
+        return refusal(self)
+
+    monkeypatch.setattr(Presence, "publish", publish_once_etcd_went)
+    monkeypatch.setattr(WaitingForDependencies, "refusal", counted)
+    token = "twa_" + "s" * 32
+    config = dataclasses.replace(config_for(store, etcd_server.endpoint, token), http_listen="127.0.0.1:0")
+    server = TickwheelServer(config)
+    starting = asyncio.create_task(server.start())
+    creating = client = None
+    try:
+        async with asyncio.timeout(WAIT):
+            await server.waiting.wait()
+        port = server.port
+        expected = f"starting: waiting for etcd at {etcd_server.endpoint}"
+        for metadata in ((("authorization", f"Bearer {api_key}"),), (("authorization", f"Bearer {token}"),), ()):
+            for method in API_METHODS:
+                await refused_in_the_window(port, method, metadata, expected)
+        for path in ("api/session", "api/jobs", "api/cluster"):
+            for key in (api_key, token):
+                assert await http_get(server.http.url + path, key) == (
+                    503, "1", {"error": {"code": 503, "message": expected}}
+                ), path
+        assert await health(port) == [NOT_SERVING] * len(SERVICES)
+        assert "tickwheel.v1.SchedulerService" in await list_services_v1(f"127.0.0.1:{port}")
+
+        # A create sent now: refused, retried by the client, nothing stored meanwhile.
+        client = AsyncClient(f"127.0.0.1:{port}", api_key, timeout=WAIT,
+                             retries=RetryOptions(max_attempts=1000, initial_backoff=0.05, max_backoff=0.2))
+        job = builders.once_job("in-the-window", datetime(2099, 1, 1, tzinfo=timezone.utc), handler="echo")
+        while not refusals.empty():
+            refusals.get_nowait()
+        creating = asyncio.create_task(client.create_job(job, request_id="in-the-window-1"))
+        for _ in range(3):  # refused three times at least: retried, not given up
+            async with asyncio.timeout(WAIT):
+                await refusals.get()
+        assert not creating.done()
+        assert await server.stores.jobs.list("acme", after_id="", limit=10) == []
+        assert not starting.done()
+
+        await asyncio.to_thread(etcd_server.start)
+        async with asyncio.timeout(WAIT):
+            await starting
+            created = (await creating).job
+        again = (await client.create_job(job, request_id="in-the-window-1")).job
+        listed = await client.list_jobs()
+        assert again.id == created.id
+        assert [j.id for j in listed.jobs] == [created.id]
+        status, _, body = await http_get(server.http.url + "api/session", api_key)
+        assert (status, body) == (200, {"kind": "tenant", "tenant": "acme"})
+        assert await health(port) == [SERVING] * len(SERVICES)
+    finally:
+        if creating is not None and not creating.done():
+            creating.cancel()
+            await asyncio.gather(creating, return_exceptions=True)
+        if client is not None:
+            await client.close()
+        await wind_up(server, starting, None, None)
 
 
 PASSWORD = "p@ss:w0rd%40x"

@@ -24,6 +24,11 @@ never stored whole, and the Pull stream is a hot path. With ``refuse_nul``
 (tenant and operator services), a string field anywhere in the request
 holding U+0000 is refused too, naming the field: no such string is ever
 meaningful and PostgreSQL cannot store one.
+
+With ``starting`` (tenant and operator services), every call is refused
+with UNAVAILABLE and the start's refusal ("starting: waiting for etcd at
+…") until ``starting.done``: before the request is looked at, its caller
+authenticated or anything read or written (:mod:`tickwheel_server.waiting`).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import inspect
 import logging
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import grpc
 from google.protobuf.descriptor import FieldDescriptor
@@ -46,6 +52,27 @@ LOG_INTERVAL = 60.0
 """Seconds between two log lines about refused requests of one service."""
 _STRING = FieldDescriptor.TYPE_STRING
 _MESSAGE = FieldDescriptor.TYPE_MESSAGE
+
+
+class Starting(Protocol):
+    """A server's start, as the guard sees it: ``done`` is read once a call."""
+
+    done: bool
+
+    def refusal(self) -> str:
+        """The message of a call refused while the start is not done."""
+
+
+class _Started:
+    """A start that is done: the guard of a service that waits for none."""
+
+    done = True
+
+    def refusal(self) -> str:
+        return ""
+
+
+STARTED = _Started()
 
 
 class Refused:
@@ -156,7 +183,8 @@ def _passing_serialized(serialize: Callable[[Message], bytes]) -> Callable[[Mess
 
 
 def _guard_handler(
-    handler: grpc.RpcMethodHandler, method: str, refusals: RefusalLog, *, refuse_nul: bool, discard_unknown: bool
+    handler: grpc.RpcMethodHandler, method: str, refusals: RefusalLog, *, refuse_nul: bool, discard_unknown: bool,
+    starting: Starting,
 ) -> grpc.RpcMethodHandler:
     message_class = handler.request_deserializer.__self__
     decode = decoder(message_class, refuse_nul=refuse_nul, discard_unknown=discard_unknown)
@@ -167,10 +195,15 @@ def _guard_handler(
             refusals.refused(method, refused.error)
         await abort(context, refused.error)
 
+    async def not_yet(context) -> None:
+        await context.abort(grpc.StatusCode.UNAVAILABLE, starting.refusal())
+
     if handler.unary_unary is not None:
         behaviour = handler.unary_unary
 
         async def unary_unary(request, context):
+            if not starting.done:
+                await not_yet(context)
             if type(request) is Refused:
                 await refuse(context, request)
             return await behaviour(request, context)
@@ -180,6 +213,8 @@ def _guard_handler(
         )
 
     async def checked(requests, context):
+        if not starting.done:
+            await not_yet(context)
         async for request in requests:
             if type(request) is Refused:
                 await refuse(context, request)
@@ -190,6 +225,8 @@ def _guard_handler(
         if inspect.isasyncgenfunction(behaviour):
 
             async def unary_stream(request, context):
+                if not starting.done:
+                    await not_yet(context)
                 if type(request) is Refused:
                     await refuse(context, request)
                 async for response in behaviour(request, context):
@@ -198,6 +235,8 @@ def _guard_handler(
         else:
 
             async def unary_stream(request, context):
+                if not starting.done:
+                    await not_yet(context)
                 if type(request) is Refused:
                     await refuse(context, request)
                 return await behaviour(request, context)
@@ -235,10 +274,11 @@ class _GuardedRegistration:
     """What a generated ``add_<Service>Servicer_to_server`` registers through:
     the method handlers it passes are guarded, then registered on the server."""
 
-    def __init__(self, server: grpc.aio.Server, refuse_nul: bool, discard_unknown: bool) -> None:
+    def __init__(self, server: grpc.aio.Server, refuse_nul: bool, discard_unknown: bool, starting: Starting) -> None:
         self._server = server
         self._refuse_nul = refuse_nul
         self._discard_unknown = discard_unknown
+        self._starting = starting
 
     def add_generic_rpc_handlers(self, handlers) -> None:
         """Ignored: the generated code passes the same handlers, by name, to
@@ -249,7 +289,7 @@ class _GuardedRegistration:
         guarded = {
             name: _guard_handler(
                 handler, f"{service}/{name}", refusals, refuse_nul=self._refuse_nul,
-                discard_unknown=self._discard_unknown,
+                discard_unknown=self._discard_unknown, starting=self._starting,
             )  # fmt: skip
             for name, handler in handlers.items()
         }
@@ -257,8 +297,11 @@ class _GuardedRegistration:
         self._server.add_registered_method_handlers(service, guarded)
 
 
-def guard(server: grpc.aio.Server, *, refuse_nul: bool = True, discard_unknown: bool = True) -> _GuardedRegistration:
+def guard(
+    server: grpc.aio.Server, *, refuse_nul: bool = True, discard_unknown: bool = True, starting: Starting = STARTED
+) -> _GuardedRegistration:
     """Pass this instead of ``server`` to a generated
     ``add_<Service>Servicer_to_server``: the service's methods are registered
-    with guarded request decoding (see the module docstring)."""
-    return _GuardedRegistration(server, refuse_nul, discard_unknown)
+    with guarded request decoding, refused while ``starting`` is not done
+    (see the module docstring)."""
+    return _GuardedRegistration(server, refuse_nul, discard_unknown, starting)

@@ -11,7 +11,10 @@ Bodies are the JSON mapping of the gRPC messages (``ListJobsResponse``,
 ``ClusterStatusResponse``), the shape ``tickwheel --json`` prints, minus
 payloads (the console never shows them, and they can be large). Every page
 is bounded; page tokens are the gRPC API's. Errors are
-``{"error": {"code": 404, "message": "...", "fields": [...]}}``.
+``{"error": {"code": 404, "message": "...", "fields": [...]}}``. Until the
+server's start is done every route answers 503 with ``Retry-After`` and the
+start's refusal ("starting: waiting for etcd at …"), as the gRPC API
+answers UNAVAILABLE (:mod:`tickwheel_server.waiting`).
 
 | route | what |
 | --- | --- |
@@ -42,6 +45,7 @@ from tickwheel.v1 import job_pb2, scheduler_pb2
 
 from .. import errors
 from ..api import convert, dryrun
+from ..api.decoding import STARTED, Starting
 from ..api.nextruns import named_calendars, next_runs
 from ..api.scheduler import update_item
 from ..auth.authenticator import Authenticator
@@ -91,6 +95,8 @@ def json_endpoint(method: Callable[..., Awaitable[object]]) -> Callable[..., Awa
 
     @functools.wraps(method)
     async def wrapper(self, request: Request) -> Response:
+        if not self._starting.done:
+            return _error(503, self._starting.refusal(), headers=(("Retry-After", "1"),))
         try:
             answer = Response.json(await method(self, request))
         except HttpError as error:
@@ -155,8 +161,11 @@ class ConsoleApi:
         cluster: ClusterView,
         clock: Clock,
         target_policy: TargetPolicy,
+        starting: Starting = STARTED,
     ) -> None:
         self._auth = auth
+        self._starting = starting
+        """The server's start: every route answers 503 until it is done."""
         self._jobs = jobs
         self._history = history
         self._dead_letters = dead_letters

@@ -13,6 +13,7 @@ from tickwheel.shared.clock import Clock
 from tickwheel.shared.targets import TargetPolicy
 
 from ..api.admin import AdminServicer
+from ..api.decoding import STARTED, Starting
 from ..auth.authenticator import Authenticator
 from ..store.deadletters import DeadLetterStore
 from ..store.history import HistoryStore
@@ -34,12 +35,14 @@ def install_console(
     server_id: str,
     clock: Clock,
     target_policy: TargetPolicy,
+    starting: Starting = STARTED,
 ) -> None:
     """Register the console's routes (``/``, its static files, ``/api/…``)
     on ``router``. ``admin`` answers the cluster view (its ClusterStatus);
     ``server_id`` is this server's; ``clock`` and ``target_policy`` check a
-    previewed schedule change as UpdateJob does."""
+    previewed schedule change as UpdateJob does; ``/api/`` answers 503 until
+    ``starting`` is done."""
     StaticFiles().routes(router)
-    ConsoleApi(auth, jobs, history, dead_letters, ClusterView(admin, server_id), clock, target_policy).routes(
-        router
-    )
+    ConsoleApi(
+        auth, jobs, history, dead_letters, ClusterView(admin, server_id), clock, target_policy, starting
+    ).routes(router)

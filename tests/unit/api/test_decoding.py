@@ -64,3 +64,57 @@ def test_refusals_are_logged_once_per_interval_with_a_count(caplog) -> None:
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2 and "refused 1 request" in lines[0] and "refused 1000 request" in lines[1]
     assert not [r for r in caplog.records if r.exc_info]
+
+
+class _Start:
+    def __init__(self) -> None:
+        self.done = False
+
+    def refusal(self) -> str:
+        return "starting: waiting for etcd at 127.0.0.1:1"
+
+
+class _Aborted(Exception):
+    pass
+
+
+class _Context:
+    def __init__(self) -> None:
+        self.aborted: tuple | None = None
+
+    async def abort(self, code, details="", trailing_metadata=()):
+        self.aborted = (code, details)
+        raise _Aborted
+
+
+async def test_a_guarded_method_is_refused_until_the_start_is_done() -> None:
+    """Before ``starting.done``: UNAVAILABLE with the start's message, the
+    servicer never called (even for bytes that are no message); after: served."""
+    import grpc
+
+    from tickwheel_server.api.decoding import RefusalLog, _guard_handler
+
+    served: list = []
+
+    async def get_job(request, context):
+        served.append(request)
+        return scheduler_pb2.GetJobResponse()
+
+    handler = grpc.unary_unary_rpc_method_handler(
+        get_job, request_deserializer=scheduler_pb2.GetJobRequest.FromString,
+        response_serializer=scheduler_pb2.GetJobResponse.SerializeToString,
+    )
+    start = _Start()
+    guarded = _guard_handler(handler, "S/GetJob", RefusalLog("S"), refuse_nul=True, discard_unknown=True, starting=start)
+    for raw in (scheduler_pb2.GetJobRequest(id="j").SerializeToString(), b"\xff\xff"):
+        context = _Context()
+        try:
+            await guarded.unary_unary(guarded.request_deserializer(raw), context)
+        except _Aborted:
+            pass
+        assert context.aborted == (grpc.StatusCode.UNAVAILABLE, "starting: waiting for etcd at 127.0.0.1:1")
+    assert served == []
+    start.done = True
+    await guarded.unary_unary(guarded.request_deserializer(scheduler_pb2.GetJobRequest(id="j").SerializeToString()),
+                              _Context())
+    assert [r.id for r in served] == ["j"]
