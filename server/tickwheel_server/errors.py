@@ -27,6 +27,10 @@ MAX_LISTED_VIOLATIONS = 20
 MAX_VIOLATION_FIELD = 160
 MAX_VIOLATION_DESCRIPTION = 400
 """Each listed field path and description is cut to this many characters."""
+MAX_SHOWN_IDENT = 160
+"""A resource's name or id as a NOT_FOUND, ALREADY_EXISTS or FAILED_PRECONDITION
+shows it (the caller's text, echoed): cut to this many characters, so that no
+status outgrows the trailers a client accepts (16 KiB in gRPC's default)."""
 
 
 def _cut(text: str, limit: int) -> str:
@@ -65,24 +69,25 @@ class NotFound(TickwheelError):
     """No such resource visible to the caller. → NOT_FOUND (never a hint it exists elsewhere)."""
 
     def __init__(self, kind: str, ident: str) -> None:
-        self.kind, self.ident = kind, ident
-        super().__init__(f"{kind} {ident!r} not found")
+        self.kind, self.ident = kind, _cut(ident, MAX_SHOWN_IDENT)
+        super().__init__(f"{kind} {self.ident!r} not found")
 
 
 class AlreadyExists(TickwheelError):
     """A resource with that name exists. → ALREADY_EXISTS."""
 
     def __init__(self, kind: str, ident: str) -> None:
-        self.kind, self.ident = kind, ident
-        super().__init__(f"{kind} {ident!r} already exists")
+        self.kind, self.ident = kind, _cut(ident, MAX_SHOWN_IDENT)
+        super().__init__(f"{kind} {self.ident!r} already exists")
 
 
 class FailedPrecondition(TickwheelError):
     """The resource is not in a state that allows the call. → FAILED_PRECONDITION."""
 
     def __init__(self, subject: str, description: str, kind: str = "STATE") -> None:
-        self.subject, self.description, self.kind = subject, description, kind
-        super().__init__(f"{subject}: {description}")
+        self.subject = _cut(subject, MAX_SHOWN_IDENT)
+        self.description, self.kind = _cut(description, MAX_VIOLATION_DESCRIPTION), kind
+        super().__init__(f"{self.subject}: {self.description}")
 
 
 class VersionConflict(FailedPrecondition):

@@ -46,7 +46,7 @@ from ..gateway.connections import Connections
 from ..gateway.revocation import end_streams
 from . import convert
 from .status import abort, rpc
-from .validate import NAME_MAX, check_text
+from .validate import NAME_MAX, check_id, check_text
 
 log = logging.getLogger(__name__)
 
@@ -134,9 +134,12 @@ def tenant_settings(message: admin_pb2.Tenant, paths: set[str], field: str = "te
 
 
 def _require(value: str, field: str) -> str:
+    """A name or id the caller gives: required, and one that could be ours
+    (:func:`.validate.check_id`): a megabyte is refused here, never looked
+    up nor echoed back in a NOT_FOUND larger than the trailers a client takes."""
     if not value:
         raise InvalidArgument.field(field, "is required")
-    return value
+    return check_id(value, field)
 
 
 class AdminServicer(admin_pb2_grpc.AdminServiceServicer):

@@ -118,3 +118,18 @@ async def test_a_guarded_method_is_refused_until_the_start_is_done() -> None:
     await guarded.unary_unary(guarded.request_deserializer(scheduler_pb2.GetJobRequest(id="j").SerializeToString()),
                               _Context())
     assert [r.id for r in served] == ["j"]
+
+
+def test_a_status_echoing_a_megabyte_the_caller_sent_stays_small() -> None:
+    """NOT_FOUND, ALREADY_EXISTS and FAILED_PRECONDITION show the caller's
+    name or id: cut, so that the status (message and details, in the
+    trailers) stays far below the 16 KiB a gRPC client accepts; a megabyte
+    echoed whole made the client see RESOURCE_EXHAUSTED "Stream removed"."""
+    from tickwheel_server.api.status import status_for
+    from tickwheel_server.errors import AlreadyExists, FailedPrecondition, NotFound
+
+    huge = "A" * (1 << 20)
+    for error in (NotFound("api key", huge), AlreadyExists("tenant", huge), FailedPrecondition(huge, huge)):
+        _code, status = status_for(error)
+        assert len(status.SerializeToString()) < 2_000, type(error).__name__
+        assert "AAAA" in status.message  # still shows which
