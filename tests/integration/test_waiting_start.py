@@ -145,6 +145,22 @@ async def wind_up(server: TickwheelServer, starting: asyncio.Task, worker: Worke
         await asyncio.gather(starting, return_exceptions=True)
 
 
+def etcd_goes_before_the_first_publish(monkeypatch, etcd_server: EtcdServer) -> list[bool]:
+    """The first publish of a start (its port bound, its partitions taken):
+    etcd is killed just before it. The list holds True once it was."""
+    publish = Presence.publish
+    killed: list[bool] = []
+
+    async def publish_once_etcd_went(self) -> bool:
+        if not killed:
+            killed.append(True)
+            await asyncio.to_thread(etcd_server.stop, signal.SIGKILL)
+        return await publish(self)
+
+    monkeypatch.setattr(Presence, "publish", publish_once_etcd_went)
+    return killed
+
+
 pytestmark = [pytest.mark.etcd, pytest.mark.slow]
 
 
@@ -152,17 +168,7 @@ async def test_etcd_gone_after_the_port_is_bound_is_waited_for(tmp_path, etcd_se
                                                                monkeypatch) -> None:
     store = f"sqlite:///{tmp_path / 'store.db'}"
     api_key, secret = await tenant_and_worker_credential(store, etcd_server.endpoint)
-    publish = Presence.publish
-    killed: list[bool] = []
-
-    async def publish_once_etcd_went(self) -> bool:
-        """The first publish of the start: etcd goes away just before it."""
-        if not killed:
-            killed.append(True)
-            await asyncio.to_thread(etcd_server.stop, signal.SIGKILL)
-        return await publish(self)
-
-    monkeypatch.setattr(Presence, "publish", publish_once_etcd_went)
+    killed = etcd_goes_before_the_first_publish(monkeypatch, etcd_server)
     server = TickwheelServer(config_for(store, etcd_server.endpoint, "twa_" + "y" * 32))
     starting = asyncio.create_task(server.start())
     worker = pulling = None
@@ -282,15 +288,7 @@ async def test_the_api_answers_nothing_until_the_start_is_done(tmp_path, etcd_se
     request id sent again finds that job."""
     store = f"sqlite:///{tmp_path / 'store.db'}"
     api_key, _secret = await tenant_and_worker_credential(store, etcd_server.endpoint)
-    publish = Presence.publish
-    killed: list[bool] = []
-
-    async def publish_once_etcd_went(self) -> bool:
-        if not killed:
-            killed.append(True)
-            await asyncio.to_thread(etcd_server.stop, signal.SIGKILL)
-        return await publish(self)
-
+    etcd_goes_before_the_first_publish(monkeypatch, etcd_server)
     refusals = asyncio.Queue()
     refusal = WaitingForDependencies.refusal
 
@@ -298,7 +296,6 @@ async def test_the_api_answers_nothing_until_the_start_is_done(tmp_path, etcd_se
         refusals.put_nowait(None)
         return refusal(self)
 
-    monkeypatch.setattr(Presence, "publish", publish_once_etcd_went)
     monkeypatch.setattr(WaitingForDependencies, "refusal", counted)
     token = "twa_" + "s" * 32
     config = dataclasses.replace(config_for(store, etcd_server.endpoint, token), http_listen="127.0.0.1:0")
