@@ -487,3 +487,16 @@ def test_an_id_no_key_or_tenant_could_have_is_invalid_argument_naming_it(live, c
     assert field in violations(refused.value)
     assert len(refused.value.details()) < 1_000
     assert snapshot(live) == before
+
+
+def test_a_server_id_of_any_printable_text_is_looked_for_not_refused(live, channel) -> None:
+    """A server may be started with a non-ASCII id (``--server-id``): DrainServer
+    looks such an id up (NOT_FOUND here), it is not refused as no id; a
+    megabyte one is INVALID_ARGUMENT naming ``server_id``."""
+    drain = channel.unary_unary(f"/{ADMIN.full_name}/DrainServer")
+    for server_id, code in (("nœud-1", C.NOT_FOUND), ("x" * (1 << 20), C.INVALID_ARGUMENT)):
+        with pytest.raises(grpc.RpcError) as refused:
+            drain(admin_pb2.DrainServerRequest(server_id=server_id).SerializeToString(),
+                  metadata=live.admin_metadata(), timeout=30)  # fmt: skip
+        assert refused.value.code() == code, refused.value.details()
+        assert len(refused.value.details()) < 1_000

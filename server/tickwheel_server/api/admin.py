@@ -271,7 +271,9 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         released. NOT_FOUND when no live server has that id, UNAVAILABLE
         when it does not answer in time or etcd cannot be reached."""
         await self._auth.admin(context)
-        server_id = _require(request.server_id, "server_id")
+        server_id = request.server_id  # any printable text a server may be started with, not only ASCII
+        if not server_id:
+            raise InvalidArgument.field("server_id", "is required")
         if not SERVER_ID.match(server_id):
             raise InvalidArgument.field("server_id", "not a server id (ClusterStatus lists them)")
         grace = convert.span(request.grace, "grace") if request.HasField("grace") else DEFAULT_DRAIN_GRACE
