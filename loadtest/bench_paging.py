@@ -1,0 +1,159 @@
+"""Benchmark: paging through ListJobs and SearchJobs over a store just
+loaded, page by page, on the real server (issue 21: flat page latency,
+the first pages included).
+
+    .venv/bin/python loadtest/bench_paging.py [--jobs 300000] [--page-size 1000] [--analyze]
+                                              [--pg URL] [--etcd HOST:PORT] [--logs DIR] [--smoke]
+
+Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL
+and etcd are started (``tests/support``) and deleted afterwards; like the
+test suite's, its autovacuum is off, so the tables are paged exactly as
+the load left them: never analysed (a store between a bulk load and
+autovacuum's analyse of it, or whose statistics predate a tenant's
+growth).
+
+One ``tickwheel server`` (``--migrate``, no workers). The ``bench``
+tenant's ``--jobs`` jobs are created through BatchCreateJobs (1 000 a
+call, 4 callers: ``bench_create.py``'s load), and one job of a second
+tenant, ``small``, beside them. Then, over one channel each:
+
+- ``list_jobs``: every page of ``bench``'s ListJobs, ``--page-size`` a page;
+- ``search_jobs``: every page of the admin's SearchJobs (both tenants);
+- ``list_small``: ``small``'s one page (``latency_ms``), and what
+  PostgreSQL read for it (``pg_stat_statements``' shared buffers of the
+  page's statement): a tenant's first page reads its own rows, not its
+  neighbour's million.
+
+Each paging figure (``bench_create.page_figures``) gives the first ten
+pages' latency, the median, p99, max and last, and flatness as
+``last_over_first`` (last page over first) and ``max_over_median``.
+``--analyze`` runs ``ANALYZE`` on ``jobs`` and ``job_cursors`` before
+paging (what autovacuum would do later), to tell a plan the statistics
+choose from one they do not. ``--smoke`` runs tiny sizes for CI; its
+figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import sys
+import time
+
+import grpc
+import grpc.aio
+
+import _harness as h
+import bench_create as bc
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
+
+SERVER_ID = "bench-paging"
+SMALL = "small"
+LOAD_CLIENTS = 4
+
+
+async def create_tenants(server: h.ServerProcess, jobs: int) -> tuple[str, str]:
+    """The ``bench`` tenant (room for ``jobs``) and ``small``; their API keys."""
+    keys = []
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+        for name, max_jobs in ((h.TENANT, jobs + 1000), (SMALL, 10)):
+            tenant = admin_pb2.Tenant(name=name, quotas=admin_pb2.TenantQuotas(
+                max_jobs=max_jobs, requests_per_second=1_000_000))
+            created = await admin.CreateTenant(admin_pb2.CreateTenantRequest(tenant=tenant),
+                                               metadata=h.admin_metadata(server))
+            keys.append(created.api_key.secret)
+    return keys[0], keys[1]
+
+
+async def create_small(server: h.ServerProcess, api_key: str) -> None:
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=bc.bench_job("small"), request_id="small-0"),
+                                  metadata=(("authorization", f"Bearer {api_key}"),), timeout=30)
+
+
+async def page_small(server: h.ServerProcess, api_key: str, page_size: int) -> dict:
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        began = time.perf_counter()
+        page = await scheduler.ListJobs(scheduler_pb2.ListJobsRequest(page_size=page_size),
+                                        metadata=(("authorization", f"Bearer {api_key}"),), timeout=60)
+        return {"jobs": len(page.jobs), "latency_ms": round((time.perf_counter() - began) * 1000, 2)}
+
+
+def page_reads(url: str) -> dict:
+    """The shared buffers (hit + read) and rows of the job page statements
+    since the last reset of ``pg_stat_statements``."""
+    with h.observe(url) as pg:
+        rows = pg.execute(
+            f"{h.OWN_QUERY} SELECT calls, rows, shared_blks_hit + shared_blks_read FROM pg_stat_statements "
+            "WHERE query LIKE '%FROM jobs%JOIN%job_cursors%' AND query LIKE '%ORDER BY jobs.%LIMIT%'").fetchall()
+    return {"calls": sum(r[0] for r in rows), "rows": sum(r[1] for r in rows), "buffers": sum(r[2] for r in rows)}
+
+
+def run(args: argparse.Namespace, url: str, etcd_endpoint: str, folder) -> dict:
+    fleet = h.start_fleet(folder, url, etcd_endpoint, SERVER_ID, 1)
+    try:
+        server = fleet.first
+        api_key, small_key = asyncio.run(create_tenants(server, args.jobs))
+        out: dict = {"ready": asyncio.run(h.wait_fleet(fleet, 0))}
+        batches = bc.serialized_batches(args.jobs, "load")
+        load = asyncio.run(bc.run_batches(fleet.addresses, api_key, batches, LOAD_CLIENTS))
+        out["load"] = {key: load[key] for key in ("seconds", "jobs_per_s", "created", "failures")}
+        del batches
+        asyncio.run(create_small(server, small_key))
+        with h.observe(url) as pg:
+            if args.analyze:
+                pg.execute("ANALYZE jobs")
+                pg.execute("ANALYZE job_cursors")
+            out["jobs_stored"] = pg.execute(f"{h.OWN_QUERY} SELECT count(*) FROM jobs").fetchone()[0]
+        statements = h.Statements(url)
+        statements.reset()
+        out["list_small"] = asyncio.run(page_small(server, small_key, args.page_size)) | page_reads(url)
+        out["load_average"] = h.load_average()
+        out["paging"] = asyncio.run(bc.run_paging(server, api_key, args.page_size))
+        out["exit_code"] = fleet.terminate(30)[0]
+        return out
+    finally:
+        fleet.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=300_000, help="the bench tenant's jobs (default 300 000)")
+    parser.add_argument("--page-size", type=int, default=bc.PAGE_SIZE, help="jobs a page (default 1 000)")
+    parser.add_argument("--analyze", action="store_true", help="ANALYZE jobs and job_cursors before paging")
+    parser.add_argument("--pg", help="a PostgreSQL database (postgresql://…); default: a throwaway server")
+    parser.add_argument("--etcd", help="etcd HOST:PORT; default: a throwaway etcd")
+    parser.add_argument("--logs", metavar="DIR", help="keep the server's log in DIR")
+    parser.add_argument("--smoke", action="store_true", help="tiny run for CI; figures are meaningless")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.jobs, args.page_size = 3000, 500
+    if args.jobs < 1 or not 1 <= args.page_size <= 1000:
+        parser.error("--jobs must be positive and --page-size 1 to 1000")
+    began = time.perf_counter()
+    with h.postgres(args.pg) as url, h.etcd(args.etcd) as etcd_endpoint, \
+            h.workdir(args.logs, "tickwheel-bench-paging-") as folder:
+        h.reset_data(url)
+        out = run(args, url, etcd_endpoint, folder)
+        settings = h.server_settings(url)
+    report = {
+        "benchmark": "paging", "smoke": args.smoke, "analyzed": args.analyze, "server": out,
+        "postgres": {**settings, "throwaway": not args.pg},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "total_s": round(time.perf_counter() - began, 1),
+    }
+    json.dump(report, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.exit(main())
