@@ -50,7 +50,7 @@ from tickwheel_server.store.tenant_walk import TenantWalk
 from tickwheel_server.store.tenants import Tenant, TenantStore
 from tickwheel.shared.ids import to_us
 
-from tests.support.plans import INDEX_SCANS, Sent, as_prepared, captured, describe, nodes, plan, seq_scans
+from tests.support.plans import INDEX_SCANS, Sent, as_prepared, captured, describe, nodes, plan, rows_read, seq_scans
 
 pytestmark = pytest.mark.postgres
 
@@ -492,3 +492,71 @@ async def test_no_statement_the_store_builds_over_arrays_is_quadratic(engine, cl
     for statement, parameters in statements.items():
         failed += _refused("captured", statement, _longer(parameters), engine)
     assert not failed, "\n\n".join(failed)
+
+
+BIG = 100_000
+"""Jobs of the large tenant in :func:`test_a_first_page_reads_its_tenant_s_page_whatever_the_statistics`."""
+
+
+@pytest.mark.parametrize("analysed", [False, True], ids=["never-analysed", "analysed"])
+async def test_a_first_page_reads_its_tenant_s_page_whatever_the_statistics(migrated_engine, clock, analysed) -> None:
+    """ListJobs' and SearchJobs' pages (:func:`.jobpages.page_of_jobs`)
+    over 100 000 jobs of one tenant, 2 000 of another spread among them
+    and one job of a third near the end of the ids: each page, the first
+    (no ``after_id``) and a deep one, reads its page of ``jobs_tenant`` in
+    index order and each row's cursor by its key, and nothing of another
+    tenant, in a custom plan (the page size known) and a generic one; on a
+    table never analysed (after a bulk load, before autovacuum's analyse:
+    the planner then guesses a few hundred rows for the tenant and read
+    the whole tenant through a bitmap scan and a sort for the first pages)
+    and analysed (the generic plan then prices any tenant at a third of
+    the table and walked ``jobs_pkey``, reading every job before the
+    one-job tenant's)."""
+    if migrated_engine.dialect.name == "sqlite":
+        pytest.skip("PostgreSQL's plans")
+    tenants = TenantStore(migrated_engine, clock)
+    for name in ("big", "mid", "one"):
+        await tenants.create(Tenant(name=name))
+    with migrated_engine.begin() as conn:
+        # big: job_0000001 … job_0100000; mid: job_0000050m, job_0000100m, …; one: job_0099990z.
+        for cursor_table in (False, True):
+            head = ("INSERT INTO job_cursors (job_id, tenant, partition, state, version, run_count) SELECT id, "
+                    "tenant, 0, 'active', 1, 0 FROM (" if cursor_table else
+                    "INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, tzdata_version, "
+                    "pause_reason, version, created_at, updated_at) SELECT id, tenant, 0, 'j', 'active', '', "
+                    "'UTC', 'x', '', 1, 0, 0 FROM (")
+            conn.exec_driver_sql(
+                head + f"SELECT 'job_' || lpad(g::text, 7, '0') AS id, 'big' AS tenant FROM generate_series(1, {BIG}) g "
+                f"UNION ALL SELECT 'job_' || lpad((g * 50)::text, 7, '0') || 'm', 'mid' "
+                f"FROM generate_series(1, {BIG // 50}) g "
+                f"UNION ALL SELECT 'job_' || lpad(({BIG} - 10)::text, 7, '0') || 'z', 'one') AS made"
+            )
+    if analysed:
+        with migrated_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("ANALYZE jobs")
+            conn.exec_driver_sql("ANALYZE job_cursors")
+    store = JobStore(migrated_engine, clock, partition_count=1)
+    page = 100
+    deep = f"job_{BIG // 2:07d}"
+    with captured(migrated_engine) as seen:
+        assert [job.id for job in await store.list("big", limit=page)] == [f"job_{n:07d}" for n in range(1, page + 1)]
+        assert [job.id for job in await store.list("big", after_id=deep, limit=page)] == \
+            [f"job_{n:07d}" for n in range(BIG // 2 + 1, BIG // 2 + page + 1)]
+        assert [job.id for job in await store.list("one", limit=page)] == [f"job_{BIG - 10:07d}z"]
+        assert len(await store.list("mid", after_id=deep, limit=page)) == page
+        assert len(await store.search(limit=page)) == page
+    reads = [sent for sent in seen if _on(("job_cursors",), sent.statement)]
+    assert len(reads) == 5, [sent.statement for sent in seen]
+    expected = (page, page, 1, page, page)  # the rows each page returns
+    for (statement, parameters, _), rows in zip(reads, expected):
+        for mode in ("force_custom_plan", "force_generic_plan"):
+            ran = plan(migrated_engine, statement, parameters, mode=mode, analyze=True)
+            shown = (mode, parameters, describe(ran))
+            assert not seq_scans(ran, ("jobs", "job_cursors")), shown
+            assert not any(n["Node Type"] in ("Sort", "Incremental Sort", "Bitmap Heap Scan", "Hash Join",
+                                              "Merge Join") for n in nodes(ran)), shown
+            # Its page and no more: no job of another tenant read and filtered
+            # out, no cursor but those of the page's jobs (the one more a
+            # LIMIT may read before it stops).
+            assert rows_read(ran, "jobs") <= rows + 1, shown
+            assert rows_read(ran, "job_cursors") <= rows + 1, shown

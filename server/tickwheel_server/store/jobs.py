@@ -38,7 +38,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from tickwheel.v1 import job_pb2
@@ -57,13 +56,14 @@ from .jobbatch import (
     delete_jobs, pause_jobs, payload_limit, rekey_written, resume_jobs, row_values, update_jobs,
 )
 from .jobcreate import CREATED, Outcome, create_jobs
+from .jobpages import page_of_jobs
 from .jobrecords import (
-    JOB_STATES, JOB_WITH_CURSOR, RECORD_COLUMNS, JobRecord, NewJob, NewJobs, get_job, job_record, job_records,
+    JOB_STATES, JobRecord, NewJob, NewJobs, get_job, job_record, job_records,
     select_jobs, write_cursors,
 )
 from .quota import SlotDry, SlotPicker
 from .revisions import keep_revisions, revision_of
-from .tables import job_cursors, jobs
+from .tables import jobs
 
 
 class JobStore(SqlStore):
@@ -149,7 +149,9 @@ class JobStore(SqlStore):
     ) -> list[JobRecord]:
         """Up to ``limit`` of ``tenant``'s jobs with ids after ``after_id``, by id.
 
-        A range scan on ``jobs_tenant (tenant, id)`` with a LIMIT.
+        A range scan on ``jobs_tenant (tenant, id)`` that stops at the page,
+        each job's cursor read by its key, whatever the statistics
+        (:func:`.jobpages.page_of_jobs`).
         """
         if not tenant:
             raise ValueError("tenant is required")
@@ -162,24 +164,10 @@ class JobStore(SqlStore):
         if state and state not in JOB_STATES:
             raise ValueError(f"unknown job state {state!r}")
 
-        def fn(conn: Connection) -> list[JobRecord]:
-            # The range on both sides of the join: PostgreSQL carries an
-            # equality across a join, not a range, so without the cursors'
-            # own bound a merge join reads their key from the first job on
-            # every page (a page's cost then grows with its position).
-            query = sa.select(*RECORD_COLUMNS).select_from(JOB_WITH_CURSOR).where(
-                jobs.c.id > after_id, job_cursors.c.job_id > after_id
-            )
-            if tenant:
-                query = query.where(jobs.c.tenant == tenant)
-            if state:
-                query = query.where(job_cursors.c.state == state)
-            if name_prefix:
-                query = query.where(jobs.c.name.startswith(name_prefix, autoescape=True))
-            query = query.order_by(jobs.c.id).limit(limit)
-            return job_records(conn.execute(query))
-
-        return await self._tx(fn)
+        query = page_of_jobs(
+            self.caps, tenant=tenant, after_id=after_id, limit=limit, state=state, name_prefix=name_prefix
+        )
+        return await self._tx(lambda conn: job_records(conn.execute(query)))
 
     def _locked(self, conn: Connection, tenant: str, job_id: str) -> JobRecord:
         """The job, its row locked until the transaction ends where the engine

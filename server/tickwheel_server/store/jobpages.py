@@ -1,0 +1,110 @@
+"""A page of jobs with their cursors (ListJobs, SearchJobs): the statement
+whose plan does not depend on the planner's row estimates.
+
+On PostgreSQL a page's plan was the planner's pick among paths whose
+costs turn on two guesses, and both guesses go wrong in a store people
+use:
+
+- How many jobs the tenant has. A table never analysed (between a bulk
+  load and autovacuum's analyse of it), or a tenant that grew since the
+  last analyse, is estimated at a few hundred rows. With the page's LIMIT
+  known (1 000, a custom plan: psycopg's first executions of a text on a
+  connection, and PostgreSQL's first five of a prepared one) the planner
+  then reads every job of the tenant after the cursor through a bitmap
+  scan, joins each to its cursor, and sorts them for the first page: a
+  tenant's first pages read all its jobs each, less as the cursor moved,
+  until each pooled connection settled on the generic plan.
+- Which tenant. The generic plan cannot tell tenants apart (it prices
+  ``tenant = $n`` at one tenant's share of the table); with a few tenants
+  it walks ``jobs_pkey`` in id order filtering the tenant and merge-joins
+  the cursors, so a tenant with one job beside a large one read the whole
+  table for its one page.
+
+So, on PostgreSQL, the page is shaped so that every plan of it reads the
+tenant's ``jobs_tenant (tenant, id)`` range in index order and each row's
+cursor by its key, and stops at the page:
+
+- the tenant is a range of one value (``tenant >= :t AND tenant <= :t``)
+  ordered by ``(tenant, id)``: an equality would make the tenant a
+  constant of the ordering, which ``jobs_pkey`` (id) then provides too;
+  ordered by both columns only ``jobs_tenant`` provides the order, and the
+  range bounds its scan to the tenant on both sides;
+- the LIMIT is a scalar subquery, which the planner cannot read, so it
+  prices every plan for a tenth of the rows it estimates whatever the
+  page size (as a generic plan prices a bound LIMIT): a path that must
+  read and sort everything before its first row never wins over the index
+  scan that stops at the page;
+- each cursor is a LATERAL subquery on ``job_cursors``' key with ``LIMIT
+  1``, which PostgreSQL cannot flatten into a join, so it is a lookup by
+  key per row read (a hash or merge join could read every cursor).
+
+SearchJobs without a tenant walks ``jobs_pkey`` from ``after_id``, each
+cursor by its key the same way. A filter on the state or the name is
+applied to the rows of that walk (no index serves it: a rare state reads
+the tenant's jobs after the cursor until the page is full, as before).
+SQLite (no LATERAL) and CockroachDB (its own optimizer, not run here)
+keep the plain join with the id bound on both sides.
+``tests/conformance/test_generic_plans.py`` checks the plans of a first
+and a deep page over 100 000 jobs of several tenants, never analysed and
+analysed, custom and generic.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from .engine import Capabilities
+from .jobrecords import JOB_WITH_CURSOR, RECORD_COLUMNS
+from .tables import job_cursors, jobs
+
+_CURSOR = (
+    sa.select(job_cursors.c.state, job_cursors.c.next_run_at, job_cursors.c.next_due_at, job_cursors.c.run_count,
+              job_cursors.c.next_nominal_at)
+    .where(job_cursors.c.job_id == jobs.c.id)
+    .limit(sa.literal_column("1"))
+    .lateral("job_cursor")
+)  # fmt: skip
+"""A job's cursor by its key, one lookup per job row (never flattened into a join)."""
+
+_PAGE_COLUMNS = (
+    jobs.c.id, jobs.c.tenant, jobs.c.partition, jobs.c.name, _CURSOR.c.state, jobs.c.spec, jobs.c.time_zone,
+    sa.func.coalesce(_CURSOR.c.next_nominal_at, _CURSOR.c.next_run_at).label("next_run_at"),
+    _CURSOR.c.next_due_at, _CURSOR.c.run_count, jobs.c.tzdata_version, jobs.c.pause_reason,
+    jobs.c.version, jobs.c.created_at, jobs.c.updated_at, jobs.c.paused_at,
+)  # fmt: skip
+""":data:`.jobrecords.RECORD_COLUMNS`, the cursor's from :data:`_CURSOR`."""
+
+
+def page_of_jobs(
+    caps: Capabilities, *, tenant: str, after_id: str, limit: int, state: str, name_prefix: str
+) -> sa.Select:
+    """Up to ``limit`` jobs (of ``tenant``, or of every tenant when it is
+    empty) with ids after ``after_id``, by id, each with its cursor, as
+    :data:`.jobrecords.RECORD_COLUMNS` (read them with
+    :func:`.jobrecords.job_records`); only those in ``state`` and whose
+    name starts with ``name_prefix`` when given. The caller validates
+    ``state`` and bounds ``limit``."""
+    if not caps.is_postgres:
+        # The range on both sides of the join: a merge join bound on one side
+        # only reads the cursors' key from the first job on every page.
+        query = sa.select(*RECORD_COLUMNS).select_from(JOB_WITH_CURSOR).where(
+            jobs.c.id > after_id, job_cursors.c.job_id > after_id
+        )
+        if tenant:
+            query = query.where(jobs.c.tenant == tenant)
+        if state:
+            query = query.where(job_cursors.c.state == state)
+        order: tuple = (jobs.c.id,)
+        page_limit: object = limit
+    else:
+        query = sa.select(*_PAGE_COLUMNS).select_from(jobs.join(_CURSOR, sa.true())).where(jobs.c.id > after_id)
+        if tenant:
+            one = sa.bindparam("page_tenant", tenant)
+            query = query.where(jobs.c.tenant >= one, jobs.c.tenant <= one)
+        if state:
+            query = query.where(_CURSOR.c.state == state)
+        order = (jobs.c.tenant, jobs.c.id) if tenant else (jobs.c.id,)
+        page_limit = sa.select(sa.cast(sa.bindparam("page_limit", limit), sa.Integer)).scalar_subquery()
+    if name_prefix:
+        query = query.where(jobs.c.name.startswith(name_prefix, autoescape=True))
+    return query.order_by(*order).limit(page_limit)
