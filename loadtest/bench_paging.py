@@ -21,8 +21,8 @@ tenant, ``small``, beside them. Then, over one channel each:
 - ``search_jobs``: every page of the admin's SearchJobs (both tenants);
 - ``list_small``: ``small``'s one page (``latency_ms``), and what
   PostgreSQL read for it (``pg_stat_statements``' shared buffers of the
-  page's statement): a tenant's first page reads its own rows, not its
-  neighbour's million.
+  page's statement, ``read``; null without the extension): a tenant's
+  first page reads its own rows, not its neighbour's.
 
 Each paging figure (``bench_create.page_figures``) gives the first ten
 pages' latency, the median, p99, max and last, and flatness as
@@ -86,13 +86,16 @@ async def page_small(server: h.ServerProcess, api_key: str, page_size: int) -> d
         return {"jobs": len(page.jobs), "latency_ms": round((time.perf_counter() - began) * 1000, 2)}
 
 
-def page_reads(url: str) -> dict:
+def page_reads(statements: h.Statements) -> dict | None:
     """The shared buffers (hit + read) and rows of the job page statements
-    since the last reset of ``pg_stat_statements``."""
-    with h.observe(url) as pg:
+    since ``statements`` was reset (None without ``pg_stat_statements``)."""
+    if not statements.available:
+        return None
+    with h.observe(statements.url) as pg:
         rows = pg.execute(
             f"{h.OWN_QUERY} SELECT calls, rows, shared_blks_hit + shared_blks_read FROM pg_stat_statements "
-            "WHERE query LIKE '%FROM jobs%JOIN%job_cursors%' AND query LIKE '%ORDER BY jobs.%LIMIT%'").fetchall()
+            "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND query LIKE '%FROM jobs%JOIN%job_cursors%' AND query LIKE '%ORDER BY jobs.%LIMIT%'").fetchall()
     return {"calls": sum(r[0] for r in rows), "rows": sum(r[1] for r in rows), "buffers": sum(r[2] for r in rows)}
 
 
@@ -114,7 +117,8 @@ def run(args: argparse.Namespace, url: str, etcd_endpoint: str, folder) -> dict:
             out["jobs_stored"] = pg.execute(f"{h.OWN_QUERY} SELECT count(*) FROM jobs").fetchone()[0]
         statements = h.Statements(url)
         statements.reset()
-        out["list_small"] = asyncio.run(page_small(server, small_key, args.page_size)) | page_reads(url)
+        out["list_small"] = asyncio.run(page_small(server, small_key, args.page_size))
+        out["list_small"]["read"] = page_reads(statements)
         out["load_average"] = h.load_average()
         out["paging"] = asyncio.run(bc.run_paging(server, api_key, args.page_size))
         out["exit_code"] = fleet.terminate(30)[0]

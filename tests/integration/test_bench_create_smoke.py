@@ -1,7 +1,8 @@
-"""The create benchmark still runs against PostgreSQL, etcd and a real server
-process: smoke mode, JSON shape, every job of every phase stored once and
-the goals reported beside the figures (no timing assertions). The pgqueuer
-peer is left out: it is a benchmark-only dependency."""
+"""The create and paging benchmarks still run against PostgreSQL, etcd and
+a real server process: smoke mode, JSON shape, every job of every phase
+stored once and the goals reported beside the figures (no timing
+assertions). The pgqueuer peer is left out: it is a benchmark-only
+dependency."""
 
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ def test_bench_create_smoke(postgres_url, etcd_endpoint):
     assert server["jobs_stored"] == 3 * 40 + 2000 + 3000
     for walk in ("list_jobs", "search_jobs"):
         assert server["paging"][walk]["jobs"] == server["jobs_stored"]
-        assert {"first_ms", "middle_ms", "last_ms", "last_over_first"} <= set(server["paging"][walk])
+        assert {"first_ms", "middle_ms", "last_ms", "last_over_first", "first_pages_ms", "median_ms", "last_page_ms",
+                "max_over_median"} <= set(server["paging"][walk])
     assert set(report["goal"]) == {"create_16_jobs_per_s", "create_16_go_jobs_per_s", "create_16_failures",
                                    "batch_jobs_per_s", "load_1m_s", "paging_last_over_first"}
     assert all("met" in goal and "value" in goal for goal in report["goal"].values())
@@ -84,3 +86,24 @@ def test_bench_create_smoke_fleet_of_two(postgres_url, etcd_endpoint):
     assert server["jobs_stored"] == 3 * 40 + 2000 + 3000, "every job stored once"
     assert server["paging"]["list_jobs"]["jobs"] == server["jobs_stored"]
     assert server["exit_codes"] == [0, 0]
+
+
+def test_bench_paging_smoke(postgres_url, etcd_endpoint):
+    """``bench_paging.py``: every job of both tenants paged once by each
+    walk, each page's figures reported, the one-job tenant's one page."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "loadtest" / "bench_paging.py"), "--pg", postgres_url, "--etcd", etcd_endpoint,
+         "--smoke"], capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["benchmark"] == "paging" and report["smoke"] is True
+    server = report["server"]
+    assert server["load"]["created"] == 3000 and server["load"]["failures"] == 0, server["load"]
+    assert server["jobs_stored"] == 3001
+    assert server["list_small"]["jobs"] == 1
+    assert server["paging"]["list_jobs"]["jobs"] == 3000 and server["paging"]["search_jobs"]["jobs"] == 3001
+    for walk in server["paging"].values():
+        assert len(walk["first_pages_ms"]) == min(10, walk["pages"]), walk
+        assert {"median_ms", "last_page_ms", "last_over_first", "max_over_median", "latency_ms"} <= set(walk)
+    assert server["exit_code"] == 0
