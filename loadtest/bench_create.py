@@ -37,7 +37,8 @@ creating is measured.
   pages' latency (``first_pages_ms``), the median, p99, max and last page,
   the first, middle and last windows (each the median of a twentieth of
   the pages, 3 to 25), ``last_over_first`` (of the windows) and
-  ``max_over_median``: flat paging keeps both near 1.
+  ``max_over_median``: flat paging keeps both near 1; ``cpu``: the
+  server's and PostgreSQL's CPU over each walk, and per page.
 - ``cpu`` in each phase: CPU seconds of the server process and of
   PostgreSQL (``/proc``), and of ``callers`` (this process: the clients'
   threads, sending and reading the answers), and milliseconds per job.
@@ -347,22 +348,31 @@ def page_figures(latencies: list[float], jobs: int, page_size: int = PAGE_SIZE) 
     }
 
 
-async def run_paging(server: h.ServerProcess, api_key: str, page_size: int = PAGE_SIZE) -> dict:
+async def run_paging(server: h.ServerProcess, api_key: str, page_size: int = PAGE_SIZE,
+                     meter: h.Meter | None = None) -> dict:
+    """Both walks, each with its page figures and, given ``meter``, the CPU
+    of its processes over the walk (``cpu``: seconds and ms per page)."""
     async with grpc.aio.insecure_channel(server.address) as channel:
         scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
         admin = admin_pb2_grpc.AdminServiceStub(channel)
         tenant_md = (("authorization", f"Bearer {api_key}"),)
+        walks = {
+            "list_jobs": lambda token: scheduler.ListJobs(
+                scheduler_pb2.ListJobsRequest(page_size=page_size, page_token=token), metadata=tenant_md, timeout=60),
+            "search_jobs": lambda token: admin.SearchJobs(
+                admin_pb2.SearchJobsRequest(page_size=page_size, page_token=token),
+                metadata=h.admin_metadata(server), timeout=60),
+        }
         out = {}
-        listed: list[float] = []
-        jobs = await walk(lambda token: scheduler.ListJobs(
-            scheduler_pb2.ListJobsRequest(page_size=page_size, page_token=token), metadata=tenant_md, timeout=60),
-            listed)
-        out["list_jobs"] = page_figures(listed, jobs, page_size)
-        searched: list[float] = []
-        jobs = await walk(lambda token: admin.SearchJobs(
-            admin_pb2.SearchJobsRequest(page_size=page_size, page_token=token), metadata=h.admin_metadata(server),
-            timeout=60), searched)
-        out["search_jobs"] = page_figures(searched, jobs, page_size)
+        for name, fetch in walks.items():
+            latencies: list[float] = []
+            before = meter.read() if meter is not None else None
+            jobs = await walk(fetch, latencies)
+            out[name] = page_figures(latencies, jobs, page_size)
+            if meter is not None:
+                cpu = h.Meter.difference(before, meter.read(), len(latencies))["cpu"]
+                out[name]["cpu"] = {role: {"cpu_s": figures["cpu_s"], "cpu_ms_per_page": figures["cpu_ms_per_execution"]}
+                                    for role, figures in cpu.items()}
     return out
 
 
@@ -430,7 +440,7 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
 
         with h.observe(url) as pg:
             out["jobs_stored"] = pg.execute(f"{h.OWN_QUERY} SELECT count(*) FROM jobs").fetchone()[0]
-        out["paging"] = asyncio.run(run_paging(fleet.first, api_key))
+        out["paging"] = asyncio.run(run_paging(fleet.first, api_key, meter=meter))
         exits = fleet.terminate(30)
         out["exit_code"], out["exit_codes"] = exits[0], exits
         return out

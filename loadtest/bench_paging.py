@@ -19,14 +19,17 @@ tenant, ``small``, beside them. Then, over one channel each:
 
 - ``list_jobs``: every page of ``bench``'s ListJobs, ``--page-size`` a page;
 - ``search_jobs``: every page of the admin's SearchJobs (both tenants);
-- ``list_small``: ``small``'s one page (``latency_ms``), and what
-  PostgreSQL read for it (``pg_stat_statements``' shared buffers of the
+- ``list_small``: ``small``'s one page, asked for 100 times (a pooled
+  connection's first executions of a text are custom plans, the later
+  ones may be its generic plan): latency, and what PostgreSQL read for
+  them (``pg_stat_statements``' calls, rows and shared buffers of the
   page's statement, ``read``; null without the extension): a tenant's
-  first page reads its own rows, not its neighbour's.
+  page reads its own rows, not its neighbour's.
 
 Each paging figure (``bench_create.page_figures``) gives the first ten
 pages' latency, the median, p99, max and last, and flatness as
-``last_over_first`` (last page over first) and ``max_over_median``.
+``last_over_first`` (last page over first) and ``max_over_median``, and
+the server's and PostgreSQL's CPU per page (``cpu``).
 ``--analyze`` runs ``ANALYZE`` on ``jobs`` and ``job_cursors`` before
 paging (what autovacuum would do later), to tell a plan the statistics
 choose from one they do not. ``--smoke`` runs tiny sizes for CI; its
@@ -54,6 +57,7 @@ from tickwheel.v1 import admin_pb2, admin_pb2_grpc, scheduler_pb2, scheduler_pb2
 SERVER_ID = "bench-paging"
 SMALL = "small"
 LOAD_CLIENTS = 4
+SMALL_CALLS = 100
 
 
 async def create_tenants(server: h.ServerProcess, jobs: int) -> tuple[str, str]:
@@ -78,12 +82,20 @@ async def create_small(server: h.ServerProcess, api_key: str) -> None:
 
 
 async def page_small(server: h.ServerProcess, api_key: str, page_size: int) -> dict:
+    """``small``'s one page, :data:`SMALL_CALLS` times over one channel:
+    enough for each of the server's pooled connections to prepare the
+    statement and settle on a generic plan."""
+    latencies, jobs = [], set()
     async with grpc.aio.insecure_channel(server.address) as channel:
         scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
-        began = time.perf_counter()
-        page = await scheduler.ListJobs(scheduler_pb2.ListJobsRequest(page_size=page_size),
-                                        metadata=(("authorization", f"Bearer {api_key}"),), timeout=60)
-        return {"jobs": len(page.jobs), "latency_ms": round((time.perf_counter() - began) * 1000, 2)}
+        for _ in range(SMALL_CALLS):
+            began = time.perf_counter()
+            page = await scheduler.ListJobs(scheduler_pb2.ListJobsRequest(page_size=page_size),
+                                            metadata=(("authorization", f"Bearer {api_key}"),), timeout=60)
+            latencies.append(time.perf_counter() - began)
+            jobs.add(len(page.jobs))
+    return {"calls": SMALL_CALLS, "jobs": sorted(jobs), "first_ms": round(latencies[0] * 1000, 2),
+            "latency_ms": bc.latency_ms(latencies)}
 
 
 def page_reads(statements: h.Statements) -> dict | None:
@@ -120,7 +132,8 @@ def run(args: argparse.Namespace, url: str, etcd_endpoint: str, folder) -> dict:
         out["list_small"] = asyncio.run(page_small(server, small_key, args.page_size))
         out["list_small"]["read"] = page_reads(statements)
         out["load_average"] = h.load_average()
-        out["paging"] = asyncio.run(bc.run_paging(server, api_key, args.page_size))
+        meter = h.Meter({"server": fleet.pids, **({"postgres": [pg]} if (pg := h.postmaster_pid(url)) else {})})
+        out["paging"] = asyncio.run(bc.run_paging(server, api_key, args.page_size, meter))
         out["exit_code"] = fleet.terminate(30)[0]
         return out
     finally:

@@ -158,6 +158,38 @@ async def test_jobs_are_scoped_to_their_tenant(tenants: TenantStore, jobs: JobSt
     assert [j.id for j in await jobs.search()] == [record.id]
 
 
+NEIGHBOURS = ("acme", "acm", "acme-", "acme ", "acmf", "Acme", "acmé", "acme' OR '1'='1", "acme%", "acme_")
+"""Tenant names that sort next to ``acme`` or would match it under a wrong
+comparison (a prefix, a case, a trailing space, LIKE's wildcards, a quote)."""
+
+
+async def test_a_page_of_jobs_holds_its_tenant_s_jobs_only_beside_neighbouring_names(
+    tenants: TenantStore, jobs: JobStore, clock
+) -> None:
+    """A page reads its tenant as a range of one value on PostgreSQL
+    (:func:`.jobpages.page_of_jobs`): every tenant whose name sorts beside
+    it, or equals it under a loose comparison, keeps its own jobs, on the
+    first page, past a cursor, and with each filter."""
+    created: dict[str, list[str]] = {}
+    for name in NEIGHBOURS:
+        await tenants.create(Tenant(name=name))
+    for round_ in range(3):  # ids interleaved across the tenants
+        for name in NEIGHBOURS:
+            record, _ = await jobs.create(new_job(clock, name), f"{name}-{round_}")
+            created.setdefault(name, []).append(record.id)
+            clock.advance(0.001)
+    for name, ids in created.items():
+        assert [j.id for j in await jobs.list(name)] == ids, name
+        assert [j.id for j in await jobs.list(name, after_id=ids[0], limit=1)] == ids[1:2], name
+        assert [j.id for j in await jobs.list(name, state="active", name_prefix="night")] == ids, name
+        assert [j.id for j in await jobs.search(tenant=name, after_id=ids[1])] == ids[2:], name
+        assert {j.tenant for j in await jobs.list(name, limit=100)} == {name}
+    assert await jobs.list("acme-x") == [] and await jobs.list("ac") == []
+    every = sorted(i for ids in created.values() for i in ids)
+    assert [j.id for j in await jobs.search(limit=100)] == every
+    assert [j.id for j in await jobs.search(after_id=every[9], limit=5)] == every[10:15]
+
+
 async def test_job_quotas_write_nothing_when_exceeded(tenants: TenantStore, jobs: JobStore, clock) -> None:
     await tenants.create(Tenant(name="acme", max_jobs=1, max_payload_bytes=100))
     with pytest.raises(QuotaExceeded) as payload_error:
