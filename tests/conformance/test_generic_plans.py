@@ -500,7 +500,7 @@ BIG = 100_000
 
 @pytest.mark.parametrize("analysed", [False, True], ids=["never-analysed", "analysed"])
 async def test_a_first_page_reads_its_tenant_s_page_whatever_the_statistics(migrated_engine, clock, analysed) -> None:
-    """ListJobs' and SearchJobs' pages (:func:`.jobpages.page_of_jobs`)
+    """ListJobs' and SearchJobs' pages (:func:`.jobpages.read_page`)
     over 100 000 jobs of one tenant, 2 000 of another spread among them
     and one job of a third near the end of the ids: each page, the first
     (no ``after_id``) and a deep one, reads its page of ``jobs_tenant`` in
@@ -547,6 +547,9 @@ async def test_a_first_page_reads_its_tenant_s_page_whatever_the_statistics(migr
         assert len(await store.search(limit=page)) == page
     reads = [sent for sent in seen if _on(("job_cursors",), sent.statement)]
     assert len(reads) == 5, [sent.statement for sent in seen]
+    # Each page's transaction turns JIT off first: priced for a tenth of a
+    # large tenant's rows, the plan would be compiled (jit_above_cost).
+    assert [sent.statement for sent in seen].count("SET LOCAL jit = off") == 5, [sent.statement for sent in seen]
     expected = (page, page, 1, page, page)  # the rows each page returns
     for (statement, parameters, _), rows in zip(reads, expected):
         for mode in ("force_custom_plan", "force_generic_plan"):

@@ -167,7 +167,7 @@ async def test_a_page_of_jobs_holds_its_tenant_s_jobs_only_beside_neighbouring_n
     tenants: TenantStore, jobs: JobStore, clock
 ) -> None:
     """A page reads its tenant as a range of one value on PostgreSQL
-    (:func:`.jobpages.page_of_jobs`): every tenant whose name sorts beside
+    (:func:`.jobpages.read_page`): every tenant whose name sorts beside
     it, or equals it under a loose comparison, keeps its own jobs, on the
     first page, past a cursor, and with each filter."""
     created: dict[str, list[str]] = {}

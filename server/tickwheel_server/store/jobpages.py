@@ -1,5 +1,6 @@
-"""A page of jobs with their cursors (ListJobs, SearchJobs): the statement
-whose plan does not depend on the planner's row estimates.
+"""A page of jobs with their cursors (ListJobs, SearchJobs): on
+PostgreSQL, an unfiltered page's statement whose plan does not depend on
+the planner's row estimates.
 
 On PostgreSQL a page's plan was the planner's pick among paths whose
 costs turn on two guesses, and both guesses go wrong in a store people
@@ -8,7 +9,7 @@ use:
 - How many jobs the tenant has. A table never analysed (between a bulk
   load and autovacuum's analyse of it), or a tenant that grew since the
   last analyse, is estimated at a few hundred rows. With the page's LIMIT
-  known (1 000, a custom plan: psycopg's first executions of a text on a
+  known (a custom plan: psycopg's first executions of a text on a
   connection, and PostgreSQL's first five of a prepared one) the planner
   then reads every job of the tenant after the cursor through a bitmap
   scan, joins each to its cursor, and sorts them for the first page: a
@@ -20,7 +21,7 @@ use:
   the cursors, so a tenant with one job beside a large one read the whole
   table for its one page.
 
-So, on PostgreSQL, the page is shaped so that every plan of it reads the
+So, on PostgreSQL, an unfiltered page is shaped so that every plan of it reads the
 tenant's ``jobs_tenant (tenant, id)`` range in index order and each row's
 cursor by its key, and stops at the page:
 
@@ -36,14 +37,18 @@ cursor by its key, and stops at the page:
   scan that stops at the page;
 - each cursor is a LATERAL subquery on ``job_cursors``' key with ``LIMIT
   1``, which PostgreSQL cannot flatten into a join, so it is a lookup by
-  key per row read (a hash or merge join could read every cursor).
+  key per row read (a hash or merge join could read every cursor);
+- it runs without JIT (``SET LOCAL jit = off``): priced for a tenth of a
+  large tenant's rows, its plan passes ``jit_above_cost``, and compiling
+  it took longer than reading the page.
 
 SearchJobs without a tenant walks ``jobs_pkey`` from ``after_id``, each
-cursor by its key the same way. A filter on the state or the name is
-applied to the rows of that walk (no index serves it: a rare state reads
-the tenant's jobs after the cursor until the page is full, as before).
-SQLite (no LATERAL) and CockroachDB (its own optimizer, not run here)
-keep the plain join with the id bound on both sides.
+cursor by its key the same way. A page filtered by state or name keeps
+the plain join and the planner's pick: a lookup per row read is slower
+than a merge join when a rare state makes the page read many rows, and
+a known LIMIT lets a custom plan read a rare name prefix through
+``jobs_tenant_name``. SQLite (no LATERAL) and CockroachDB (its own
+optimizer, not run here) keep the plain join too.
 ``tests/conformance/test_generic_plans.py`` checks the plans of a first
 and a deep page over 100 000 jobs of several tenants, never analysed and
 analysed, custom and generic.
@@ -52,9 +57,10 @@ analysed, custom and generic.
 from __future__ import annotations
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from .engine import Capabilities
-from .jobrecords import JOB_WITH_CURSOR, RECORD_COLUMNS
+from .jobrecords import JOB_WITH_CURSOR, RECORD_COLUMNS, JobRecord, job_records
 from .tables import job_cursors, jobs
 
 _CURSOR = (
@@ -75,36 +81,42 @@ _PAGE_COLUMNS = (
 """:data:`.jobrecords.RECORD_COLUMNS`, the cursor's from :data:`_CURSOR`."""
 
 
-def page_of_jobs(
-    caps: Capabilities, *, tenant: str, after_id: str, limit: int, state: str, name_prefix: str
-) -> sa.Select:
+def read_page(
+    conn: Connection, caps: Capabilities, *, tenant: str, after_id: str, limit: int, state: str, name_prefix: str
+) -> list[JobRecord]:
     """Up to ``limit`` jobs (of ``tenant``, or of every tenant when it is
-    empty) with ids after ``after_id``, by id, each with its cursor, as
-    :data:`.jobrecords.RECORD_COLUMNS` (read them with
-    :func:`.jobrecords.job_records`); only those in ``state`` and whose
-    name starts with ``name_prefix`` when given. The caller validates
-    ``state`` and bounds ``limit``."""
-    if not caps.is_postgres:
-        # The range on both sides of the join: a merge join bound on one side
-        # only reads the cursors' key from the first job on every page.
-        query = sa.select(*RECORD_COLUMNS).select_from(JOB_WITH_CURSOR).where(
-            jobs.c.id > after_id, job_cursors.c.job_id > after_id
-        )
-        if tenant:
-            query = query.where(jobs.c.tenant == tenant)
-        if state:
-            query = query.where(job_cursors.c.state == state)
-        order: tuple = (jobs.c.id,)
-        page_limit: object = limit
-    else:
-        query = sa.select(*_PAGE_COLUMNS).select_from(jobs.join(_CURSOR, sa.true())).where(jobs.c.id > after_id)
-        if tenant:
-            one = sa.bindparam("page_tenant", tenant)
-            query = query.where(jobs.c.tenant >= one, jobs.c.tenant <= one)
-        if state:
-            query = query.where(_CURSOR.c.state == state)
-        order = (jobs.c.tenant, jobs.c.id) if tenant else (jobs.c.id,)
-        page_limit = sa.select(sa.cast(sa.bindparam("page_limit", limit), sa.Integer)).scalar_subquery()
+    empty) with ids after ``after_id``, by id, each with its cursor; only
+    those in ``state`` and whose name starts with ``name_prefix`` when
+    given. The caller validates ``state`` and bounds ``limit``. An
+    unfiltered page on PostgreSQL is :func:`_fixed_page`, without JIT
+    for the rest of the transaction (the module's docstring)."""
+    if caps.is_postgres and not state and not name_prefix:
+        conn.exec_driver_sql("SET LOCAL jit = off")
+        return job_records(conn.execute(_fixed_page(tenant, after_id, limit)))
+    # A filtered page, or another engine: the plain join, the range on both
+    # sides (a merge join bound on one side only reads the cursors' key from
+    # the first job on every page); the planner's pick serves a filter best.
+    query = sa.select(*RECORD_COLUMNS).select_from(JOB_WITH_CURSOR).where(
+        jobs.c.id > after_id, job_cursors.c.job_id > after_id
+    )
+    if tenant:
+        query = query.where(jobs.c.tenant == tenant)
+    if state:
+        query = query.where(job_cursors.c.state == state)
     if name_prefix:
         query = query.where(jobs.c.name.startswith(name_prefix, autoescape=True))
+    return job_records(conn.execute(query.order_by(jobs.c.id).limit(limit)))
+
+
+def _fixed_page(tenant: str, after_id: str, limit: int) -> sa.Select:
+    """The unfiltered page whose every plan reads the tenant's range of
+    ``jobs_tenant`` in order and each cursor by key (the module's
+    docstring), or ``jobs_pkey`` from ``after_id`` for every tenant."""
+    query = sa.select(*_PAGE_COLUMNS).select_from(jobs.join(_CURSOR, sa.true())).where(jobs.c.id > after_id)
+    order: tuple = (jobs.c.id,)
+    if tenant:
+        one = sa.bindparam("page_tenant", tenant)
+        query = query.where(jobs.c.tenant >= one, jobs.c.tenant <= one)
+        order = (jobs.c.tenant, jobs.c.id)
+    page_limit = sa.select(sa.cast(sa.bindparam("page_limit", limit), sa.Integer)).scalar_subquery()
     return query.order_by(*order).limit(page_limit)

@@ -56,9 +56,9 @@ from .jobbatch import (
     delete_jobs, pause_jobs, payload_limit, rekey_written, resume_jobs, row_values, update_jobs,
 )
 from .jobcreate import CREATED, Outcome, create_jobs
-from .jobpages import page_of_jobs
+from .jobpages import read_page
 from .jobrecords import (
-    JOB_STATES, JobRecord, NewJob, NewJobs, get_job, job_record, job_records,
+    JOB_STATES, JobRecord, NewJob, NewJobs, get_job, job_record,
     select_jobs, write_cursors,
 )
 from .quota import SlotDry, SlotPicker
@@ -151,7 +151,7 @@ class JobStore(SqlStore):
 
         A range scan on ``jobs_tenant (tenant, id)`` that stops at the page,
         each job's cursor read by its key, whatever the statistics
-        (:func:`.jobpages.page_of_jobs`).
+        (:func:`.jobpages.read_page`).
         """
         if not tenant:
             raise ValueError("tenant is required")
@@ -164,10 +164,9 @@ class JobStore(SqlStore):
         if state and state not in JOB_STATES:
             raise ValueError(f"unknown job state {state!r}")
 
-        query = page_of_jobs(
-            self.caps, tenant=tenant, after_id=after_id, limit=limit, state=state, name_prefix=name_prefix
-        )
-        return await self._tx(lambda conn: job_records(conn.execute(query)))
+        return await self._tx(lambda conn: read_page(
+            conn, self.caps, tenant=tenant, after_id=after_id, limit=limit, state=state, name_prefix=name_prefix
+        ))
 
     def _locked(self, conn: Connection, tenant: str, job_id: str) -> JobRecord:
         """The job, its row locked until the transaction ends where the engine
