@@ -1,6 +1,6 @@
 """A page of jobs with their cursors (ListJobs, SearchJobs): on
-PostgreSQL, an unfiltered page's statement whose plan does not depend on
-the planner's row estimates.
+PostgreSQL, a tenant's unfiltered page is a statement whose plan does not
+depend on the planner's row estimates.
 
 On PostgreSQL a page's plan was the planner's pick among paths whose
 costs turn on two guesses, and both guesses go wrong in a store people
@@ -21,7 +21,7 @@ use:
   the cursors, so a tenant with one job beside a large one read the whole
   table for its one page.
 
-So, on PostgreSQL, an unfiltered page is shaped so that every plan of it reads the
+So, on PostgreSQL, a tenant's unfiltered page is shaped so that every plan of it reads the
 tenant's ``jobs_tenant (tenant, id)`` range in index order and each row's
 cursor by its key, and stops at the page:
 
@@ -42,9 +42,10 @@ cursor by its key, and stops at the page:
   large tenant's rows, its plan passes ``jit_above_cost``, and compiling
   it took longer than reading the page.
 
-SearchJobs without a tenant walks ``jobs_pkey`` from ``after_id``, each
-cursor by its key the same way. A page filtered by state or name keeps
-the plain join and the planner's pick: a lookup per row read is slower
+SearchJobs without a tenant keeps the plain join: no tenant to misjudge,
+it merge-joins the two primary keys from ``after_id``, a page of each
+(fewer reads than a lookup per row). A page filtered by state or name
+keeps it too, and the planner's pick: a lookup per row read is slower
 than a merge join when a rare state makes the page read many rows, and
 a known LIMIT lets a custom plan read a rare name prefix through
 ``jobs_tenant_name``. SQLite (no LATERAL) and CockroachDB (its own
@@ -87,15 +88,16 @@ def read_page(
     """Up to ``limit`` jobs (of ``tenant``, or of every tenant when it is
     empty) with ids after ``after_id``, by id, each with its cursor; only
     those in ``state`` and whose name starts with ``name_prefix`` when
-    given. The caller validates ``state`` and bounds ``limit``. An
-    unfiltered page on PostgreSQL is :func:`_fixed_page`, without JIT
-    for the rest of the transaction (the module's docstring)."""
-    if caps.is_postgres and not state and not name_prefix:
+    given. The caller validates ``state`` and bounds ``limit``. A
+    tenant's unfiltered page on PostgreSQL is :func:`_fixed_page`,
+    without JIT for the rest of the transaction (the module's docstring)."""
+    if caps.is_postgres and tenant and not state and not name_prefix:
         conn.exec_driver_sql("SET LOCAL jit = off")
         return job_records(conn.execute(_fixed_page(tenant, after_id, limit)))
-    # A filtered page, or another engine: the plain join, the range on both
-    # sides (a merge join bound on one side only reads the cursors' key from
-    # the first job on every page); the planner's pick serves a filter best.
+    # A filtered page, every tenant's, or another engine: the plain join, the
+    # range on both sides (a merge join bound on one side only reads the
+    # cursors' key from the first job on every page); the planner's pick
+    # serves a filter best, and without a tenant no estimate misleads it.
     query = sa.select(*RECORD_COLUMNS).select_from(JOB_WITH_CURSOR).where(
         jobs.c.id > after_id, job_cursors.c.job_id > after_id
     )
@@ -109,14 +111,13 @@ def read_page(
 
 
 def _fixed_page(tenant: str, after_id: str, limit: int) -> sa.Select:
-    """The unfiltered page whose every plan reads the tenant's range of
-    ``jobs_tenant`` in order and each cursor by key (the module's
-    docstring), or ``jobs_pkey`` from ``after_id`` for every tenant."""
-    query = sa.select(*_PAGE_COLUMNS).select_from(jobs.join(_CURSOR, sa.true())).where(jobs.c.id > after_id)
-    order: tuple = (jobs.c.id,)
-    if tenant:
-        one = sa.bindparam("page_tenant", tenant)
-        query = query.where(jobs.c.tenant >= one, jobs.c.tenant <= one)
-        order = (jobs.c.tenant, jobs.c.id)
+    """The unfiltered page of ``tenant`` whose every plan reads its range
+    of ``jobs_tenant`` in order and each cursor by key (the module's
+    docstring)."""
+    one = sa.bindparam("page_tenant", tenant)
     page_limit = sa.select(sa.cast(sa.bindparam("page_limit", limit), sa.Integer)).scalar_subquery()
-    return query.order_by(*order).limit(page_limit)
+    return (
+        sa.select(*_PAGE_COLUMNS).select_from(jobs.join(_CURSOR, sa.true()))
+        .where(jobs.c.id > after_id, jobs.c.tenant >= one, jobs.c.tenant <= one)
+        .order_by(jobs.c.tenant, jobs.c.id).limit(page_limit)
+    )
