@@ -61,7 +61,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .engine import Capabilities
-from .jobrecords import JOB_WITH_CURSOR, RECORD_COLUMNS, JobRecord, job_records
+from .jobrecords import JOB_WITH_CURSOR, RECORD_COLUMNS, JobRecord, job_records, record_columns
 from .tables import job_cursors, jobs
 
 _CURSOR = (
@@ -73,12 +73,7 @@ _CURSOR = (
 )  # fmt: skip
 """A job's cursor by its key, one lookup per job row (never flattened into a join)."""
 
-_PAGE_COLUMNS = (
-    jobs.c.id, jobs.c.tenant, jobs.c.partition, jobs.c.name, _CURSOR.c.state, jobs.c.spec, jobs.c.time_zone,
-    sa.func.coalesce(_CURSOR.c.next_nominal_at, _CURSOR.c.next_run_at).label("next_run_at"),
-    _CURSOR.c.next_due_at, _CURSOR.c.run_count, jobs.c.tzdata_version, jobs.c.pause_reason,
-    jobs.c.version, jobs.c.created_at, jobs.c.updated_at, jobs.c.paused_at,
-)  # fmt: skip
+_PAGE_COLUMNS = record_columns(_CURSOR)
 """:data:`.jobrecords.RECORD_COLUMNS`, the cursor's from :data:`_CURSOR`."""
 
 

@@ -188,12 +188,20 @@ def select_jobs() -> sa.Select:
     return sa.select(*JOB_COLUMNS).select_from(JOB_WITH_CURSOR)
 
 
-RECORD_COLUMNS = (
-    jobs.c.id, jobs.c.tenant, jobs.c.partition, jobs.c.name, job_cursors.c.state, jobs.c.spec, jobs.c.time_zone,
-    sa.func.coalesce(job_cursors.c.next_nominal_at, job_cursors.c.next_run_at).label("next_run_at"),
-    job_cursors.c.next_due_at, job_cursors.c.run_count, jobs.c.tzdata_version, jobs.c.pause_reason,
-    jobs.c.version, jobs.c.created_at, jobs.c.updated_at, jobs.c.paused_at,
-)  # fmt: skip
+def record_columns(cursor: sa.FromClause) -> tuple:
+    """What :func:`job_records` reads, in :class:`JobRecord`'s field order:
+    ``jobs``' columns, the cursor's from ``cursor`` (``job_cursors``, or a
+    subquery of its columns)."""
+    c = cursor.c
+    return (
+        jobs.c.id, jobs.c.tenant, jobs.c.partition, jobs.c.name, c.state, jobs.c.spec, jobs.c.time_zone,
+        sa.func.coalesce(c.next_nominal_at, c.next_run_at).label("next_run_at"),
+        c.next_due_at, c.run_count, jobs.c.tzdata_version, jobs.c.pause_reason,
+        jobs.c.version, jobs.c.created_at, jobs.c.updated_at, jobs.c.paused_at,
+    )  # fmt: skip
+
+
+RECORD_COLUMNS = record_columns(job_cursors)
 """What :func:`job_records` reads (FROM :data:`JOB_WITH_CURSOR`), in :class:`JobRecord`'s field order."""
 
 _WRITE_CURSOR = (
