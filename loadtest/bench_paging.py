@@ -15,16 +15,17 @@ growth).
 One ``tickwheel server`` (``--migrate``, no workers). The ``bench``
 tenant's ``--jobs`` jobs are created through BatchCreateJobs (1 000 a
 call, 4 callers: ``bench_create.py``'s load), and one job of a second
-tenant, ``small``, beside them. Then, over one channel each:
+tenant, ``small``, beside them. Then, in this order, each over a channel:
 
 - ``list_jobs``: every page of ``bench``'s ListJobs, ``--page-size`` a page;
 - ``search_jobs``: every page of the admin's SearchJobs (both tenants);
 - ``list_small``: ``small``'s one page, asked for 100 times (a pooled
-  connection's first executions of a text are custom plans, the later
-  ones may be its generic plan): latency, and what PostgreSQL read for
-  them (``pg_stat_statements``' calls, rows and shared buffers of the
-  page's statement, ``read``; null without the extension): a tenant's
-  page reads its own rows, not its neighbour's.
+  connection's first executions of a text are custom plans; once
+  ``bench``'s pages have run on it, PostgreSQL may keep its generic plan
+  for the text, planned for no tenant in particular): latency, and what
+  PostgreSQL read for them (``read``: ``pg_stat_statements``' calls, rows
+  and shared buffers of the page's statement; null without the
+  extension). A tenant's page reads its own rows, not its neighbour's.
 
 Each paging figure (``bench_create.page_figures``) gives the first ten
 pages' latency, the median, p99, max and last, and flatness as
@@ -127,13 +128,13 @@ def run(args: argparse.Namespace, url: str, etcd_endpoint: str, folder) -> dict:
                 pg.execute("ANALYZE jobs")
                 pg.execute("ANALYZE job_cursors")
             out["jobs_stored"] = pg.execute(f"{h.OWN_QUERY} SELECT count(*) FROM jobs").fetchone()[0]
+        out["load_average"] = h.load_average()
+        meter = h.Meter({"server": fleet.pids, **({"postgres": [pg]} if (pg := h.postmaster_pid(url)) else {})})
+        out["paging"] = asyncio.run(bc.run_paging(server, api_key, args.page_size, meter))
         statements = h.Statements(url)
         statements.reset()
         out["list_small"] = asyncio.run(page_small(server, small_key, args.page_size))
         out["list_small"]["read"] = page_reads(statements)
-        out["load_average"] = h.load_average()
-        meter = h.Meter({"server": fleet.pids, **({"postgres": [pg]} if (pg := h.postmaster_pid(url)) else {})})
-        out["paging"] = asyncio.run(bc.run_paging(server, api_key, args.page_size, meter))
         out["exit_code"] = fleet.terminate(30)[0]
         return out
     finally:
