@@ -371,8 +371,9 @@ async def run_paging(server: h.ServerProcess, api_key: str, page_size: int = PAG
             out[name] = page_figures(latencies, jobs, page_size)
             if meter is not None:
                 cpu = h.Meter.difference(before, meter.read(), len(latencies))["cpu"]
-                out[name]["cpu"] = {role: {"cpu_s": figures["cpu_s"], "cpu_ms_per_page": figures["cpu_ms_per_execution"]}
-                                    for role, figures in cpu.items()}
+                out[name]["cpu"] = {
+                    role: {"cpu_s": figures["cpu_s"], "cpu_ms_per_page": figures["cpu_ms_per_execution"]}
+                    for role, figures in cpu.items()}
     return out
 
 

@@ -494,7 +494,7 @@ async def test_no_statement_the_store_builds_over_arrays_is_quadratic(engine, cl
     assert not failed, "\n\n".join(failed)
 
 
-BIG = 100_000
+PAGED_JOBS = 100_000
 """Jobs of the large tenant in :func:`test_a_first_page_reads_its_tenant_s_page_whatever_the_statistics`."""
 
 
@@ -505,13 +505,14 @@ async def test_a_first_page_reads_its_tenant_s_page_whatever_the_statistics(migr
     and one job of a third near the end of the ids: each page, the first
     (no ``after_id``) and a deep one, reads its page of ``jobs_tenant`` in
     index order and each row's cursor by its key (every tenant's page: the
-    two primary keys merged), and nothing of another tenant, in a custom plan (the page size known) and a generic one; on a
-    table never analysed (after a bulk load, before autovacuum's analyse:
-    the planner then guesses a few hundred rows for the tenant and read
-    the whole tenant through a bitmap scan and a sort for the first pages)
-    and analysed (the generic plan then prices any tenant at a third of
-    the table and walked ``jobs_pkey``, reading every job before the
-    one-job tenant's)."""
+    two primary keys merged), and nothing of another tenant, in a custom
+    plan (the page size known) and a generic one; on a table never
+    analysed (after a bulk load, before autovacuum's analyse: the planner
+    then guesses a few hundred rows for the tenant, and the plain join
+    read the whole tenant through a bitmap scan and a sort for the first
+    pages) and analysed (the generic plan then prices any tenant at a
+    third of the table, and the plain join walked ``jobs_pkey``, reading
+    every job before the one-job tenant's)."""
     if migrated_engine.dialect.name == "sqlite":
         pytest.skip("PostgreSQL's plans")
     tenants = TenantStore(migrated_engine, clock)
@@ -526,10 +527,11 @@ async def test_a_first_page_reads_its_tenant_s_page_whatever_the_statistics(migr
                     "pause_reason, version, created_at, updated_at) SELECT id, tenant, 0, 'j', 'active', '', "
                     "'UTC', 'x', '', 1, 0, 0 FROM (")
             conn.exec_driver_sql(
-                head + f"SELECT 'job_' || lpad(g::text, 7, '0') AS id, 'big' AS tenant FROM generate_series(1, {BIG}) g "
+                head + "SELECT 'job_' || lpad(g::text, 7, '0') AS id, 'big' AS tenant "
+                f"FROM generate_series(1, {PAGED_JOBS}) g "
                 f"UNION ALL SELECT 'job_' || lpad((g * 50)::text, 7, '0') || 'm', 'mid' "
-                f"FROM generate_series(1, {BIG // 50}) g "
-                f"UNION ALL SELECT 'job_' || lpad(({BIG} - 10)::text, 7, '0') || 'z', 'one') AS made"
+                f"FROM generate_series(1, {PAGED_JOBS // 50}) g "
+                f"UNION ALL SELECT 'job_' || lpad(({PAGED_JOBS} - 10)::text, 7, '0') || 'z', 'one') AS made"
             )
     if analysed:
         with migrated_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
@@ -537,12 +539,12 @@ async def test_a_first_page_reads_its_tenant_s_page_whatever_the_statistics(migr
             conn.exec_driver_sql("ANALYZE job_cursors")
     store = JobStore(migrated_engine, clock, partition_count=1)
     page = 100
-    deep = f"job_{BIG // 2:07d}"
+    deep = f"job_{PAGED_JOBS // 2:07d}"
     with captured(migrated_engine) as seen:
         assert [job.id for job in await store.list("big", limit=page)] == [f"job_{n:07d}" for n in range(1, page + 1)]
         assert [job.id for job in await store.list("big", after_id=deep, limit=page)] == \
-            [f"job_{n:07d}" for n in range(BIG // 2 + 1, BIG // 2 + page + 1)]
-        assert [job.id for job in await store.list("one", limit=page)] == [f"job_{BIG - 10:07d}z"]
+            [f"job_{n:07d}" for n in range(PAGED_JOBS // 2 + 1, PAGED_JOBS // 2 + page + 1)]
+        assert [job.id for job in await store.list("one", limit=page)] == [f"job_{PAGED_JOBS - 10:07d}z"]
         assert len(await store.list("mid", after_id=deep, limit=page)) == page
         assert len(await store.search(limit=page)) == page
     reads = [sent for sent in seen if _on(("job_cursors",), sent.statement)]
