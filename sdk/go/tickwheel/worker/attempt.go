@@ -288,3 +288,18 @@ func cleanText(text string, limit int) string {
 	}
 	return text[:end]
 }
+
+// cutRunes is text cut to at most limit characters.
+func cutRunes(text string, limit int) string {
+	if len(text) <= limit {
+		return text
+	}
+	n := 0
+	for i := range text {
+		if n == limit {
+			return text[:i]
+		}
+		n++
+	}
+	return text
+}

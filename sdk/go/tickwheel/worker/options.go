@@ -47,6 +47,8 @@ type settings struct {
 	rand func() float64
 	// Told of every reconnect wait before it starts (tests).
 	onBackoff func(failures int, delay time.Duration)
+	// The clock of the outage and rate-limited log lines (tests pin it).
+	now func() time.Time
 }
 
 func defaults() settings {
@@ -60,6 +62,7 @@ func defaults() settings {
 		welcomeTimeout:          10 * time.Second,
 		cancelGrace:             2 * time.Second,
 		rand:                    mathrand.Float64,
+		now:                     time.Now,
 	}
 }
 

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sort"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -15,9 +17,10 @@ import (
 	tickwheelv1 "github.com/tickwheel/tickwheel/sdk/go/gen/tickwheel/v1"
 )
 
-// The heartbeat interval a welcome may set is clamped to these.
+// The heartbeat interval a welcome may set is clamped to these (the bounds
+// a server's configuration takes; it refuses to start outside them).
 const (
-	minHeartbeatInterval = 10 * time.Millisecond
+	minHeartbeatInterval = 50 * time.Millisecond
 	maxHeartbeatInterval = 5 * time.Minute
 )
 
@@ -50,8 +53,11 @@ type session struct {
 	draining      bool
 	drainDeadline time.Time
 	// Set on a clean end: the writer flushes, half-closes and stops.
-	closing  bool
+	closing bool
+	// The welcome's server id, fit for a log line (said).
 	serverID string
+	// When the stream counts as having worked: its welcome plus a heartbeat interval.
+	healthyAt time.Time
 }
 
 func (s *session) wakeUp() {
@@ -70,12 +76,13 @@ func (s *session) addUnsent(k key) {
 }
 
 // runSession holds one stream to address until it ends; welcomed says
-// whether the server welcomed it. A nil error is a clean end (drained, or
-// the worker stops).
-func (w *Worker) runSession(address string) (welcomed bool, err error) {
+// whether the server welcomed it, worked whether the stream then lasted a
+// heartbeat interval. A nil error is a clean end (drained, or the worker
+// stops).
+func (w *Worker) runSession(address string) (welcomed, worked bool, err error) {
 	conn, err := grpc.NewClient(address, w.dialOptions...)
 	if err != nil {
-		return false, &dialError{err}
+		return false, false, &dialError{err}
 	}
 	defer conn.Close()
 	md := metadata.Pairs("authorization", "Bearer "+w.credential, "x-tickwheel-sdk", "go/"+Version)
@@ -99,11 +106,11 @@ func (w *Worker) runSession(address string) (welcomed bool, err error) {
 	if err != nil {
 		switch {
 		case w.isShutdown():
-			return false, nil
+			return false, false, nil
 		case timedOut.Load():
-			return false, lost("no welcome within %v", w.settings.welcomeTimeout)
+			return false, false, lost("no welcome within %v", w.settings.welcomeTimeout)
 		}
-		return false, err
+		return false, false, err
 	}
 
 	s := &session{
@@ -112,27 +119,20 @@ func (w *Worker) runSession(address string) (welcomed bool, err error) {
 		lastSeen:    time.Now(),
 		outstanding: w.settings.slots,
 		unsentSet:   map[key]struct{}{},
-		serverID:    welcome.GetServerId(),
+		serverID:    said(welcome.GetServerId(), w.credential),
 	}
+	w.mu.Lock()
 	if d := welcome.GetHeartbeatInterval(); d != nil && d.AsDuration() > 0 {
 		// Bounded, so a hostile or broken value neither spins the writer nor
 		// turns silence detection off.
 		s.interval = min(max(d.AsDuration(), minHeartbeatInterval), maxHeartbeatInterval)
-	}
-	w.mu.Lock()
-	for _, rejected := range welcome.GetRejected() {
-		for _, at := range w.matchingLocked(rejected) {
-			at.reject(ErrRejected)
-		}
-		// A result for a delivery this stream does not hold can never
-		// count: sending it would only spend the credential's budget.
-		for k := range w.unacked {
-			if k.executionID == rejected.GetExecutionId() && (rejected.GetDelivery() == 0 || k.delivery == rejected.GetDelivery()) {
-				delete(w.unacked, k)
-				w.log.Warn("result dropped: the server gave the execution to another worker", "execution_id", k.executionID, "delivery", k.delivery)
-			}
+		if s.interval != d.AsDuration() {
+			w.limited.log(w.log, "heartbeat interval", slog.LevelWarn, "the server announced a heartbeat interval out of bounds; clamped",
+				"server_id", s.serverID, "announced", d.AsDuration().String(), "using", s.interval.String())
 		}
 	}
+	s.healthyAt = s.lastSeen.Add(s.interval)
+	w.rejectLocked(welcome.GetRejected())
 	resend := make([]key, 0, len(w.unacked))
 	for k := range w.unacked {
 		resend = append(resend, k)
@@ -146,7 +146,16 @@ func (w *Worker) runSession(address string) (welcomed bool, err error) {
 	w.notifyLocked()
 	w.mu.Unlock()
 	s.wakeUp()
-	w.log.Info("connected", "address", address, "server_id", s.serverID,
+	// Through an outage (streams welcomed, then ended at once, in a loop)
+	// this line too is one a minute; the outage's end is logged once a
+	// stream lasted a heartbeat interval (serve).
+	level, now := slog.LevelInfo, w.settings.now()
+	if w.outages.down() && !w.saidConnectedAt.IsZero() && now.Sub(w.saidConnectedAt) < stillEvery {
+		level = slog.LevelDebug
+	} else {
+		w.saidConnectedAt = now
+	}
+	w.log.Log(context.Background(), level, "connected", "address", address, "server_id", s.serverID,
 		"reattached", len(welcome.GetReattached()), "rejected", len(welcome.GetRejected()), "results_to_resend", len(resend))
 	defer func() {
 		w.mu.Lock()
@@ -156,7 +165,8 @@ func (w *Worker) runSession(address string) (welcomed bool, err error) {
 		w.notifyLocked()
 		w.mu.Unlock()
 	}()
-	return true, w.serve(s, stream, cancel)
+	err = w.serve(s, stream, cancel)
+	return true, !time.Now().Before(s.healthyAt), err
 }
 
 // handshake opens the stream, sends hello and reads the welcome.
@@ -274,6 +284,7 @@ func (w *Worker) serve(s *session, stream grpc.BidiStreamingClient[tickwheelv1.P
 		select {
 		case <-s.wake:
 		case <-heartbeat.C:
+			w.outages.ok() // the stream lasted a heartbeat interval: an outage is over
 			w.mu.Lock()
 			s.heartbeatDue = true
 			w.mu.Unlock()
@@ -292,10 +303,10 @@ func (w *Worker) serve(s *session, stream grpc.BidiStreamingClient[tickwheelv1.P
 		if s.draining && !s.closing {
 			switch {
 			case w.quietLocked():
-				w.log.Info("drained: every attempt decided and acknowledged", "server_id", s.serverID)
+				w.limited.log(w.log, "drained", slog.LevelInfo, "drained: every attempt decided and acknowledged", "server_id", s.serverID)
 				s.closing = true
 			case !s.drainDeadline.IsZero() && !time.Now().Before(s.drainDeadline):
-				w.log.Info("drain deadline passed", "server_id", s.serverID, "in_flight", len(w.inFlightLocked()))
+				w.limited.log(w.log, "drained", slog.LevelInfo, "drain deadline passed", "server_id", s.serverID, "in_flight", len(w.inFlightLocked()))
 				s.closing = true
 			case !s.drainDeadline.IsZero() && drainTimer == nil:
 				drainTimer = time.NewTimer(time.Until(s.drainDeadline))
@@ -367,16 +378,14 @@ func (w *Worker) readLoop(s *session, stream grpc.BidiStreamingClient[tickwheelv
 		}
 		w.mu.Lock()
 		s.lastSeen = time.Now()
+		var breach error
 		switch m := message.GetMessage().(type) {
 		case *tickwheelv1.PullResponse_Assignment:
-			for _, a := range m.Assignment.GetAssignments() {
-				w.acceptLocked(s, a)
-			}
+			breach = w.acceptAllLocked(s, m.Assignment.GetAssignments())
 		case *tickwheelv1.PullResponse_Cancel:
-			for _, execution := range m.Cancel.GetExecutions() {
-				for _, at := range w.matchingLocked(execution) {
-					at.stop(m.Cancel.GetReason())
-				}
+			reason := cutRunes(m.Cancel.GetReason(), cancelReasonChars)
+			for _, at := range w.matchingLocked(m.Cancel.GetExecutions()) {
+				at.stop(reason)
 			}
 		case *tickwheelv1.PullResponse_Ack:
 			w.applyAcksLocked(s, m.Ack.GetAcks())
@@ -385,38 +394,68 @@ func (w *Worker) readLoop(s *session, stream grpc.BidiStreamingClient[tickwheelv
 			if m.Drain.GetDeadlineAt() != nil {
 				s.drainDeadline = m.Drain.GetDeadlineAt().AsTime()
 			}
-			w.log.Info("server drains", "server_id", s.serverID, "reason", m.Drain.GetReason())
+			w.limited.log(w.log, "drains", slog.LevelInfo, "server drains", "server_id", s.serverID,
+				"reason", said(m.Drain.GetReason(), w.credential))
 			w.notifyLocked()
 		case *tickwheelv1.PullResponse_Welcome:
-			w.log.Warn("ignoring a second welcome", "server_id", s.serverID)
+			w.limited.log(w.log, "welcome", slog.LevelWarn, "ignoring a second welcome", "server_id", s.serverID)
 		default: // a server heartbeat: seeing it was the point
 		}
 		w.mu.Unlock()
 		s.wakeUp()
+		if breach != nil {
+			return breach
+		}
 	}
 }
 
+// acceptAllLocked takes an assignment message: a protocol error (nothing
+// of it taken) when a string the worker would keep is longer than
+// maxIDChars.
+func (w *Worker) acceptAllLocked(s *session, assignments []*tickwheelv1.Assignment) error {
+	for _, a := range assignments {
+		for _, field := range [...]struct{ name, value string }{
+			{"execution_id", a.GetExecutionId()}, {"job_id", a.GetJobId()}, {"tenant", a.GetTenant()},
+			{"target.handler.name", a.GetTarget().GetHandler().GetName()}, {"traceparent", a.GetTraceparent()},
+		} {
+			if len(field.value) > maxIDChars && utf8.RuneCountInString(field.value) > maxIDChars {
+				return lost("protocol error: an assignment's %s has %d characters, more than %d",
+					field.name, utf8.RuneCountInString(field.value), maxIDChars)
+			}
+		}
+	}
+	for _, a := range assignments {
+		if err := w.acceptLocked(s, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // acceptLocked takes one assignment: a new attempt, or a repeat answered
-// from what the worker already has.
-func (w *Worker) acceptLocked(s *session, a *tickwheelv1.Assignment) {
+// from what the worker already has, or a refusal of one beyond the credit;
+// a protocol error when more than maxRefused refusals are unacknowledged
+// (the refusals are forgotten then: the server hands those executions out
+// again; the results of real attempts stay).
+func (w *Worker) acceptLocked(s *session, a *tickwheelv1.Assignment) error {
 	k := key{a.GetExecutionId(), a.GetDelivery()}
 	s.outstanding = max(0, s.outstanding-1)
 	if _, ok := w.attempts[k]; ok {
-		w.log.Warn("duplicate assignment ignored", "execution_id", k.executionID, "delivery", k.delivery)
-		return
+		w.limited.log(w.log, "duplicate", slog.LevelWarn, "duplicate assignment ignored", "execution_id", k.executionID, "delivery", k.delivery)
+		return nil
 	}
 	if _, ok := w.unacked[k]; ok {
 		s.addUnsent(k) // finished, but the server did not see the result yet
-		return
+		return nil
 	}
 	if len(w.attempts) >= 2*w.settings.slots {
-		if len(w.attempts)+len(w.unacked) >= maxHelloEntries {
-			// Past every bound: not even a refusal is kept. The server
-			// re-delivers it when its heartbeats do not come.
-			w.log.Error("assignment beyond this worker's credit dropped", "execution_id", k.executionID, "delivery", k.delivery)
-			return
+		w.limited.log(w.log, "beyond credit", slog.LevelError, "assignment beyond this worker's credit refused",
+			"execution_id", k.executionID, "delivery", k.delivery)
+		if len(w.refused) >= maxRefused || len(w.attempts)+len(w.unacked) >= maxHelloEntries {
+			w.forgetRefusedLocked(s)
+			return lost("protocol error: more than %d assignments beyond the credit unacknowledged", maxRefused)
 		}
-		w.log.Error("assignment beyond this worker's credit refused", "execution_id", k.executionID, "delivery", k.delivery)
+		w.refused[k] = struct{}{}
 		w.recordLocked(k, &tickwheelv1.ExecutionResult{
 			ExecutionId: k.executionID,
 			Delivery:    k.delivery,
@@ -424,21 +463,37 @@ func (w *Worker) acceptLocked(s *session, a *tickwheelv1.Assignment) {
 			Outcome:     tickwheelv1.ResultOutcome_RESULT_OUTCOME_FAILED_RETRYABLE,
 			Error:       cleanText(fmt.Sprintf("worker %s over capacity: the assignment exceeded its credit", w.settings.workerID), errorMaxBytes),
 		})
-		return
+		return nil
 	}
 	at := newAttempt(a)
 	w.attempts[k] = at
 	w.running.Add(1)
 	go w.runAttempt(at)
+	return nil
+}
+
+// forgetRefusedLocked drops every refusal not yet acknowledged (the server
+// hands those executions out again once their deliveries time out); the
+// results of real attempts stay.
+func (w *Worker) forgetRefusedLocked(s *session) {
+	for k := range w.refused {
+		delete(w.unacked, k)
+		delete(s.unsentSet, k)
+	}
+	clear(w.refused)
+	w.notifyLocked()
 }
 
 func (w *Worker) applyAcksLocked(s *session, acks []*tickwheelv1.ResultAck) {
 	for _, ack := range acks {
 		k := key{ack.GetExecutionId(), ack.GetDelivery()}
+		_, held := w.unacked[k]
 		delete(w.unacked, k)
+		delete(w.refused, k)
 		delete(s.unsentSet, k)
-		if !ack.GetAccepted() {
-			w.log.Warn("the server rejected a result", "execution_id", k.executionID, "delivery", k.delivery, "reason", ack.GetReason())
+		if !ack.GetAccepted() && held {
+			w.limited.log(w.log, "result rejected", slog.LevelWarn, "the server rejected a result", "execution_id", k.executionID,
+				"delivery", k.delivery, "reason", said(ack.GetReason(), w.credential))
 		}
 	}
 	w.notifyLocked()

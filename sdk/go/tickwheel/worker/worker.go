@@ -34,6 +34,17 @@ const (
 	// maxReceiveBytes: an assignment batch can carry 100 payloads of 64 KiB
 	// and more; gRPC's default is 4 MiB.
 	maxReceiveBytes = 64 << 20
+	// maxRefused is the most refusals of assignments beyond the credit held
+	// unacknowledged; one more ends the stream as a protocol error (a server
+	// that ignores the credit and never acks would grow them without end).
+	maxRefused = 1000
+	// maxIDChars is the longest execution id, job id, tenant, handler name
+	// or traceparent an assignment may carry (a server's are far shorter);
+	// a longer one ends the stream as a protocol error, so what the worker
+	// keeps of the assignments it holds is bounded.
+	maxIDChars = 1024
+	// cancelReasonChars is what a canceled attempt keeps of the server's reason.
+	cancelReasonChars = 1024
 )
 
 // fatalCodes are the refusals retrying with the same configuration cannot cure.
@@ -52,10 +63,16 @@ type FatalError struct {
 	Address string
 	// Its answer.
 	Err *tickwheel.Error
+	// Its answer as Error says it: one printable line, bounded, the credential masked.
+	said string
 }
 
 func (e *FatalError) Error() string {
-	return fmt.Sprintf("tickwheel worker: %s refused the worker: %v", e.Address, e.Err)
+	text := e.said
+	if text == "" {
+		text = said(e.Err.Error(), "")
+	}
+	return fmt.Sprintf("tickwheel worker: %s refused the worker: %s", e.Address, text)
 }
 
 // Unwrap returns the server's answer.
@@ -78,9 +95,17 @@ type Worker struct {
 	// A token per handler running: at most slots at once.
 	slots chan struct{}
 
+	// Used by Run's goroutine only.
+	outages outageLog
+	// When the last "connected" line was INFO (Run's goroutine only).
+	saidConnectedAt time.Time
+
 	mu       sync.Mutex
 	attempts map[key]*attempt
 	unacked  map[key]*tickwheelv1.ExecutionResult
+	// The keys in unacked of refusals of assignments beyond the credit (at most maxRefused).
+	refused  map[key]struct{}
+	limited  limited
 	session  *session
 	started  bool
 	stopping bool
@@ -134,10 +159,14 @@ func New(address, credential string, options ...Option) (*Worker, error) {
 		}
 		dial = append(dial, grpc.WithTransportCredentials(creds))
 	}
+	logger := s.logger.With("worker_id", s.workerID)
 	return &Worker{
 		credential:  credential,
 		settings:    s,
-		log:         s.logger.With("worker_id", s.workerID),
+		log:         logger,
+		outages:     outageLog{log: logger, now: s.now},
+		refused:     map[key]struct{}{},
+		limited:     limited{now: s.now, saidAt: map[string]time.Time{}, unsaid: map[string]int{}},
 		dialOptions: append(dial, s.dialOptions...),
 		slots:       make(chan struct{}, s.slots),
 		attempts:    map[key]*attempt{},
@@ -217,15 +246,23 @@ func (w *Worker) Run(ctx context.Context) error {
 	failures := 0
 	for next := 0; !w.isShutdown(); next = (next + 1) % len(w.settings.addresses) {
 		address := w.settings.addresses[next]
-		welcomed, err := w.runSession(address)
+		welcomed, worked, err := w.runSession(address)
+		if err == nil && welcomed && !worked && !w.isShutdown() {
+			err = lost("the server ended the stream within a heartbeat interval of its welcome")
+		}
 		if err != nil {
-			if fatal := w.classify(address, err); fatal != nil {
+			if fatal := w.classify(address, welcomed, err); fatal != nil {
 				return fatal
 			}
-		} else if !w.isShutdown() {
-			w.log.Info("stream closed; reconnecting", "address", address)
+		} else if welcomed && !w.isShutdown() {
+			w.mu.Lock()
+			w.limited.log(w.log, "closed", slog.LevelInfo, "stream closed; reconnecting", "address", address)
+			w.mu.Unlock()
 		}
-		if welcomed {
+		// A stream that lasted a heartbeat interval worked: the next connect is
+		// quick again. One that ended sooner (a welcome, then at once a close, a
+		// drain or an error, in a loop) backs off as a refused connect does.
+		if worked {
 			failures = 0
 		} else {
 			failures++
@@ -299,21 +336,31 @@ func (w *Worker) isShutdown() bool {
 	}
 }
 
-// classify logs a session's failure; a *FatalError when it must end Run.
-func (w *Worker) classify(address string, err error) *FatalError {
-	var lost *sessionLost
+// classify logs a session's failure, through the outage log (a line an
+// outage, not one a reconnect); a *FatalError when it must end Run.
+// welcomed: the stream failed after its welcome.
+func (w *Worker) classify(address string, welcomed bool, err error) *FatalError {
+	stage := "connecting"
+	if welcomed {
+		stage = "the stream"
+	}
+	var lostErr *sessionLost
 	var badTarget *dialError
 	switch {
-	case errors.As(err, &lost):
-		w.log.Warn("stream lost; reconnecting", "address", address, "reason", lost.reason)
+	case errors.As(err, &lostErr):
+		w.outages.failed(stage, said(lostErr.reason, w.credential), "address", address)
 	case errors.As(err, &badTarget):
-		return &FatalError{Address: address, Err: &tickwheel.Error{Code: codes.InvalidArgument, Message: badTarget.Error()}}
+		return &FatalError{Address: address, Err: &tickwheel.Error{Code: codes.InvalidArgument, Message: badTarget.Error()},
+			said: said(badTarget.Error(), w.credential)}
 	default:
 		failure := tickwheel.AsError(err)
+		// The status and the first line of its message (Error() would join every line).
+		text := said(tickwheel.CodeName(failure.Code)+": "+failure.Message, w.credential)
 		if _, ok := status.FromError(err); ok && fatalCodes[failure.Code] {
-			return &FatalError{Address: address, Err: failure}
+			w.log.Error("the server refused the worker; stopping", "address", address, "error", text)
+			return &FatalError{Address: address, Err: failure, said: text}
 		}
-		w.log.Warn("stream failed; reconnecting", "address", address, "error", failure.Error())
+		w.outages.failed(stage, text, "address", address)
 	}
 	return nil
 }
@@ -373,21 +420,74 @@ func (w *Worker) forget(at *attempt) {
 	w.notifyLocked()
 }
 
-// matchingLocked is the attempts of execution; delivery 0 matches every delivery.
-func (w *Worker) matchingLocked(execution *tickwheelv1.InFlightExecution) []*attempt {
-	if execution.GetDelivery() != 0 {
-		if at, ok := w.attempts[key{execution.GetExecutionId(), execution.GetDelivery()}]; ok {
-			return []*attempt{at}
-		}
-		return nil
-	}
+// matchingLocked is the attempts of executions, each once; delivery 0
+// matches every delivery. One pass over the attempts at most, however many
+// entries a server sends (a scan an entry would let one message cost
+// entries times attempts).
+func (w *Worker) matchingLocked(executions []*tickwheelv1.InFlightExecution) []*attempt {
 	var found []*attempt
-	for k, at := range w.attempts {
-		if k.executionID == execution.GetExecutionId() {
+	seen := map[key]struct{}{}
+	var byID map[string][]*attempt
+	add := func(at *attempt) {
+		if _, ok := seen[at.key]; !ok {
+			seen[at.key] = struct{}{}
 			found = append(found, at)
 		}
 	}
+	for _, execution := range executions {
+		if execution.GetDelivery() != 0 {
+			if at, ok := w.attempts[key{execution.GetExecutionId(), execution.GetDelivery()}]; ok {
+				add(at)
+			}
+			continue
+		}
+		if byID == nil {
+			byID = make(map[string][]*attempt, len(w.attempts))
+			for k, at := range w.attempts {
+				byID[k.executionID] = append(byID[k.executionID], at)
+			}
+		}
+		for _, at := range byID[execution.GetExecutionId()] {
+			add(at)
+		}
+	}
 	return found
+}
+
+// rejectLocked stops the attempts the welcome's rejected list names and
+// drops their unacknowledged results (a result for a delivery this stream
+// does not hold can never count: sending it would only spend the
+// credential's budget). One pass over the list, the attempts and the
+// results at most.
+func (w *Worker) rejectLocked(rejected []*tickwheelv1.InFlightExecution) {
+	if len(rejected) == 0 {
+		return
+	}
+	for _, at := range w.matchingLocked(rejected) {
+		at.reject(ErrRejected)
+	}
+	deliveries := make(map[key]struct{}, len(rejected))
+	everyDelivery := map[string]struct{}{}
+	for _, r := range rejected {
+		if r.GetDelivery() == 0 {
+			everyDelivery[r.GetExecutionId()] = struct{}{}
+		} else {
+			deliveries[key{r.GetExecutionId(), r.GetDelivery()}] = struct{}{}
+		}
+	}
+	dropped := 0
+	for k := range w.unacked {
+		_, one := deliveries[k]
+		_, every := everyDelivery[k.executionID]
+		if one || every {
+			delete(w.unacked, k)
+			delete(w.refused, k)
+			dropped++
+		}
+	}
+	if dropped > 0 {
+		w.log.Warn("results dropped: the server gave their executions to another worker", "results", dropped)
+	}
 }
 
 // abandonAll stops every attempt without reporting it and waits for their

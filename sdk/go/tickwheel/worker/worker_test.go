@@ -622,16 +622,22 @@ func TestReconnectsGoRoundTheAddressListWithAGrowingCappedBackoff(t *testing.T) 
 	order = append(order, s.address)
 	expect[*tickwheelv1.PullRequest_Hello](s)
 	s.welcome(time.Minute)
-	s.fail(codes.Unavailable, "gone after a welcome") // the bound starts again
+	s.fail(codes.Unavailable, "gone at once after a welcome") // within a heartbeat interval: still failing
+	s = f.next()
+	order = append(order, s.address)
+	expect[*tickwheelv1.PullRequest_Hello](s)
+	s.welcome(50 * time.Millisecond)
+	expect[*tickwheelv1.PullRequest_Heartbeat](s)       // the stream lasted a heartbeat interval: it worked
+	s.fail(codes.Unavailable, "gone after a heartbeat") // the bound starts again
 	f.next()
-	if !slices.Equal(order, []string{"a", "b", "a", "b", "a"}) {
+	if !slices.Equal(order, []string{"a", "b", "a", "b", "a", "b"}) {
 		t.Fatalf("addresses = %v", order)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	wantFailures := []int{1, 2, 3, 4, 0}
-	wantWaits := []time.Duration{2 * time.Millisecond, 2500 * time.Microsecond, 2500 * time.Microsecond, 2500 * time.Microsecond, time.Millisecond}
-	if !slices.Equal(failures[:5], wantFailures) || !slices.Equal(waits[:5], wantWaits) {
+	wantFailures := []int{1, 2, 3, 4, 5, 0}
+	wantWaits := []time.Duration{2 * time.Millisecond, 2500 * time.Microsecond, 2500 * time.Microsecond, 2500 * time.Microsecond, 2500 * time.Microsecond, time.Millisecond}
+	if !slices.Equal(failures[:6], wantFailures) || !slices.Equal(waits[:6], wantWaits) {
 		t.Fatalf("failures %v waits %v; want %v %v", failures, waits, wantFailures, wantWaits)
 	}
 }
