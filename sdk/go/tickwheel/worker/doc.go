@@ -19,8 +19,13 @@
 //     the worker never runs more than slots handlers at once (a semaphore),
 //     lets the surplus wait for a slot, and grants nothing until
 //     held + outstanding is back under slots. An assignment beyond 2·slots
-//     held (a server ignoring credit) is answered FAILED_RETRYABLE at once.
-//   - heartbeats: every welcome.heartbeat_interval, listing every execution
+//     held (a server ignoring credit) is answered FAILED_RETRYABLE at once;
+//     more than 1 000 such answers unacknowledged end the stream as a
+//     protocol error and are forgotten (the server hands those executions
+//     out again; the results of real attempts are kept and sent on the next
+//     stream).
+//   - heartbeats: every welcome.heartbeat_interval (clamped to 50 ms – 5 min,
+//     the bounds a server's configuration takes), listing every execution
 //     not yet decided with the progress its handler last reported
 //     ([Job.Heartbeat]).
 //   - results: sent the moment each attempt's outcome is known, up to 100
@@ -44,17 +49,32 @@
 //     server is presumed dead and the worker reconnects.
 //
 // Reconnects go round the address list ([WithAddresses]) and wait
-// [ReconnectDelay]: full jitter, doubling per attempt that got no welcome,
-// capped ([WithReconnectBackoff]). A server that refuses the worker
-// (UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT, UNIMPLEMENTED) ends
-// [Worker.Run] with a [*FatalError]; any other failure is retried.
+// [ReconnectDelay]: full jitter, doubling per stream that got no welcome or
+// ended within a heartbeat interval of it, capped ([WithReconnectBackoff]).
+// A server that refuses the worker (UNAUTHENTICATED, PERMISSION_DENIED,
+// INVALID_ARGUMENT, UNIMPLEMENTED) ends [Worker.Run] with a [*FatalError]
+// (one ERROR line); any other failure is retried, logged as an outage: one
+// WARNING when it begins, one after 1, 3, 7 and 15 minutes and every 15
+// minutes, DEBUG in between, one INFO once a stream lasted a heartbeat
+// interval. What a server may repeat at will (second welcomes, duplicate or
+// surplus assignments, rejected results, drains, closes, an interval out of
+// bounds) is a line of each kind a minute, the rest DEBUG; a server's text
+// in any line is its first line, printable, at most 300 characters, the
+// credential masked.
+//
+// An assignment message with an execution id, job id, tenant, handler name
+// or traceparent over 1 024 characters ends the stream as a protocol error
+// and nothing of it is taken; a cancel's reason is cut to 1 024 characters;
+// a cancel or a welcome's rejected list costs one pass over the attempts
+// however many entries it has.
 //
 // Nothing is queued without bound: outgoing messages are computed from
 // state (results not yet sent, credit owed, a heartbeat due) by the one
 // goroutine that writes the stream, and the state is bounded by what the
-// worker holds: at most 2·slots attempts, and results only for attempts it
+// worker holds: at most 2·slots attempts, results only for attempts it
 // accepted (no credit is granted while attempts and unacknowledged results
-// together would pass the 20 000 entries a hello may list).
+// together would pass the 20 000 entries a hello may list), and at most
+// 1 000 refusals.
 //
 // A handler returns the output (kept in history, at most 16 KiB; longer is
 // cut) or an error: [Permanent] makes it FAILED_PERMANENT (dead-lettered at
