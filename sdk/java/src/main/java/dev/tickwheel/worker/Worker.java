@@ -36,7 +36,10 @@ import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.EnumSet;
+import java.util.HashMap;
+import java.util.HashSet;
 import java.util.HexFormat;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
@@ -79,9 +82,11 @@ import java.util.regex.Pattern;
  *       with a handler that has not returned). At most {@code slots} handlers run at once (a pool
  *       of that many threads); the surplus after a reconnect waits in a queue bounded by {@code 2 *
  *       slots}. An assignment beyond {@code 2 * slots} held (a server ignoring credit) is answered
- *       FAILED_RETRYABLE at once; a server that keeps doing so without acknowledging the refusals
- *       loses the stream.
- *   <li><b>heartbeats</b>: every {@code welcome.heartbeat_interval} (clamped to [10 ms, 10 min]),
+ *       FAILED_RETRYABLE at once; more than {@link #MAX_REFUSED} such refusals unacknowledged end
+ *       the stream as a protocol error and are forgotten (the server hands those executions out
+ *       again; the results of real attempts are kept and sent on the next stream).
+ *   <li><b>heartbeats</b>: every {@code welcome.heartbeat_interval} (clamped to [50 ms, 5 min],
+ *       the bounds a server's configuration takes, with a WARNING),
  *       listing every execution not yet decided, with its progress.
  *   <li><b>results</b>: sent when each attempt's outcome is known, batched (at most 1000 or about
  *       1 MiB per message), kept until acknowledged; after a reconnect every unacknowledged result
@@ -100,14 +105,27 @@ import java.util.regex.Pattern;
  * </ul>
  *
  * <p>Reconnects go round the address list, each after a wait of full jitter ({@link
- * Backoff#reconnectDelay}) doubling per stream that got no welcome, capped. A server that refuses
- * the worker (UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT, UNIMPLEMENTED) ends {@link
- * #run()} with {@link WorkerFatalException}.
+ * Backoff#reconnectDelay}) doubling per stream that got no welcome or ended within a heartbeat
+ * interval of it, capped. A server that refuses the worker (UNAUTHENTICATED, PERMISSION_DENIED,
+ * INVALID_ARGUMENT, UNIMPLEMENTED) ends {@link #run()} with {@link WorkerFatalException} (one
+ * ERROR line). Any other failure is an outage of the stream, logged through {@link OutageLog}: one
+ * WARNING when it begins, one after 1, 3, 7 and 15 minutes and every 15 minutes, DEBUG in between,
+ * one INFO once a stream lasted a heartbeat interval. What a server can make the worker say at will
+ * (second welcomes, duplicate or surplus assignments, rejected results, drains, drains done,
+ * streams closed, an interval out of bounds) is one line of each kind a minute, the rest DEBUG
+ * ({@link Limited}); a server's text in any line is its first line, printable, at most 300
+ * characters, the credential masked ({@link ServerText#said}).
+ *
+ * <p>An assignment message with an execution id, job id, tenant, handler name or traceparent over
+ * {@link #MAX_ID_CHARS} characters ends the stream as a protocol error and nothing of it is taken;
+ * a cancel's reason is cut to {@link #CANCEL_REASON_CHARS} characters; a cancel or a welcome's
+ * {@code rejected} list costs one pass over the attempts however many entries it has.
  *
  * <p>Nothing is queued without bound: messages to the server are computed from state (results
  * pending, credit owed, heartbeat due) by one writer, the thread in {@link #run()}, only while
  * the stream is ready to send; the state is bounded by the executions held (at most {@code 2 *
- * slots}) and their results.
+ * slots}), their results (no credit while {@code slots} results await their ack) and at most
+ * {@link #MAX_REFUSED} refusals.
  *
  * <pre>{@code
  * Worker worker = Worker.builder("127.0.0.1:50051")
@@ -138,8 +156,26 @@ public final class Worker {
   static final int OUTPUT_MAX_BYTES = 16 * 1024;
   /** The most {@code hello.in_flight} entries a server takes. */
   static final int MAX_IN_FLIGHT = 20_000;
-  static final Duration MIN_HEARTBEAT_INTERVAL = Duration.ofMillis(10);
-  static final Duration MAX_HEARTBEAT_INTERVAL = Duration.ofMinutes(10);
+  /** The bounds a server's configuration takes (it refuses to start outside them). */
+  static final Duration MIN_HEARTBEAT_INTERVAL = Duration.ofMillis(50);
+
+  static final Duration MAX_HEARTBEAT_INTERVAL = Duration.ofMinutes(5);
+
+  /**
+   * The most refusals of assignments beyond the credit held unacknowledged; one more ends the
+   * stream as a protocol error (a server that ignores the credit and never acks would grow them
+   * without end).
+   */
+  static final int MAX_REFUSED = 1000;
+
+  /**
+   * The longest execution id, job id, tenant, handler name or traceparent an assignment may carry
+   * (a server's are far shorter); a longer one ends the stream as a protocol error.
+   */
+  static final int MAX_ID_CHARS = 1024;
+
+  /** What a canceled attempt keeps of the server's reason. */
+  static final int CANCEL_REASON_CHARS = 1024;
   /** How long a clean close waits for the last writes and for the server to end the stream. */
   static final Duration CLOSE_TIMEOUT = Duration.ofSeconds(1);
   static final int MAX_RECEIVE_BYTES = 64 * 1024 * 1024;
@@ -195,6 +231,11 @@ public final class Worker {
   private final Clock clock;
   private final DoubleSupplier random;
   private final Function<String, ManagedChannel> channels;
+  private final System.Logger log;
+  /** Failed streams and reconnects: a line an outage, not one a try (the run thread's). */
+  private final OutageLog outages;
+  /** When the last "connected" line was INFO (the clock's millis; the run thread's). */
+  private long saidConnectedAt = -1;
 
   private final ReentrantLock lock = new ReentrantLock();
   /** Signalled on every change of state someone may wait for. */
@@ -202,12 +243,18 @@ public final class Worker {
   // Guarded by lock.
   private final Map<Key, Attempt> attempts = new LinkedHashMap<>();
   private final Map<Key, ExecutionResult> unacked = new LinkedHashMap<>();
+  /** The keys in unacked of refusals of assignments beyond the credit (at most MAX_REFUSED). */
+  private final Set<Key> refused = new HashSet<>();
+  /** What a server's messages make the worker log, one line a kind a minute. */
+  private final Limited limited;
   private Session session;
   private boolean started;
   private boolean stopping;
   private boolean shutdown;
   private boolean finished;
   private boolean welcomedThisRound;
+  /** The last stream was welcomed and lasted a heartbeat interval. */
+  private boolean streamWorked;
   private int sessions;
 
   private final ThreadPoolExecutor pool;
@@ -229,6 +276,9 @@ public final class Worker {
     this.clock = b.clock;
     this.random = b.random;
     this.channels = b.channels != null ? b.channels : channelFactory(b.tls);
+    this.log = b.logger;
+    this.outages = new OutageLog(b.logger, "worker " + workerId, b.clock);
+    this.limited = new Limited(b.logger, b.clock);
     AtomicInteger threads = new AtomicInteger();
     // Every held attempt fits in the queue (held <= 2 * slots), so a hand-off never blocks; the
     // pool never exceeds `slots` threads.
@@ -412,24 +462,33 @@ public final class Worker {
         try {
           runSession(address);
           if (!isShutdown()) {
-            LOG.log(Level.INFO, "stream to {0} closed; reconnecting", address);
+            if (welcomedThisRound() && !streamWorked()) {
+              throw new SessionLost(
+                  "the server ended the stream within a heartbeat interval of its welcome");
+            }
+            limitedLog("closed", Level.INFO, "stream to {0} closed; reconnecting", address);
           }
         } catch (SessionLost e) {
-          LOG.log(Level.WARNING, "stream to {0} lost: {1}; reconnecting", address, e.getMessage());
+          outages.failed(stage(address), ServerText.said(e.getMessage(), credential));
         } catch (io.grpc.StatusRuntimeException e) {
           TickwheelException status = TickwheelException.from(e);
+          // The status and the first line of its message, bounded, the credential masked.
+          String said = ServerText.said(status.code() + ": " + status.statusMessage(), credential);
           if (FATAL_CODES.contains(status.code())) {
+            log.log(
+                Level.ERROR, "{0} refused the worker {1}: {2}; stopping", address, workerId, said);
             throw new WorkerFatalException(
-                address + " refused the worker: " + status.code() + ": " + status.statusMessage(),
-                status.code(),
-                status);
+                address + " refused the worker: " + said, status.code(), status);
           }
-          LOG.log(Level.WARNING, "stream to {0} failed: {1}", address, status.getMessage());
+          outages.failed(stage(address), said);
         } catch (RuntimeException e) {
           // A runtime bug must not kill the worker: keep serving.
-          LOG.log(Level.ERROR, "stream to " + address + " failed", e);
+          log.log(Level.ERROR, "stream to " + address + " failed", e);
         }
-        failures = welcomedThisRound() ? 0 : Math.min(failures + 1, 62);
+        // A stream that lasted a heartbeat interval worked: the next connect is quick again. One
+        // that ended sooner (a welcome, then at once a close, a drain or an error, in a loop)
+        // backs off as a refused connect does, and its outage goes on.
+        failures = streamWorked() ? 0 : Math.min(failures + 1, 62);
         if (isShutdown()) {
           break;
         }
@@ -503,7 +562,10 @@ public final class Worker {
     boolean closing;
     boolean halfClosed;
     long closingSince;
+    /** The welcome's server id, fit for a log line. */
     String serverId = "";
+    /** When the stream counts as having worked (nanoTime): its welcome plus an interval. */
+    long healthyAt;
   }
 
   private void runSession(String address) {
@@ -534,6 +596,8 @@ public final class Worker {
         if (session == s) {
           session = null;
         }
+        streamWorked =
+            s.welcome != null && s.healthyAt != 0 && System.nanoTime() - s.healthyAt >= 0;
         s.ended = true;
         changed.signalAll();
       } finally {
@@ -563,7 +627,7 @@ public final class Worker {
       List<JobContext> toCancel = new ArrayList<>();
       lock.lock();
       try {
-        if (s.ended) {
+        if (s.ended || s.failure != null) {
           return;
         }
         s.lastSeen = System.nanoTime();
@@ -635,32 +699,31 @@ public final class Worker {
         changed.awaitNanos(left);
       }
       ServerWelcome w = s.welcome;
-      s.intervalNanos = heartbeatInterval(w).toNanos();
+      s.serverId = ServerText.said(w.getServerId(), credential);
+      s.intervalNanos = heartbeatInterval(w, s.serverId).toNanos();
       s.lastSeen = System.nanoTime();
       s.nextHeartbeat = s.lastSeen + s.intervalNanos;
-      s.serverId = w.getServerId();
-      for (InFlightExecution rejected : w.getRejectedList()) {
-        for (Attempt a : matching(rejected)) {
-          if (a.reject("the server gave this execution to another worker")) {
-            toCancel.add(a.context);
-          }
-        }
-        for (Iterator<Key> it = unacked.keySet().iterator(); it.hasNext(); ) {
-          Key key = it.next();
-          if (key.executionId().equals(rejected.getExecutionId())
-              && (rejected.getDelivery() == 0 || key.delivery() == rejected.getDelivery())) {
-            LOG.log(Level.WARNING, "dropping the result for {0}: rejected by the server", key);
-            it.remove();
-          }
-        }
+      s.healthyAt = s.lastSeen + s.intervalNanos;
+      if (w.getRejectedCount() > 0) {
+        reject(w.getRejectedList(), toCancel);
       }
       s.unsent.addAll(unacked.keySet());
       session = s;
       welcomedThisRound = true;
       sessions++;
       changed.signalAll();
-      LOG.log(
-          Level.INFO,
+      // Through an outage (streams welcomed, then ended at once, in a loop) this line too is one a
+      // minute; the outage's end is logged once a stream lasted a heartbeat interval (serve).
+      long now = clock.millis();
+      boolean quietLine =
+          outages.down()
+              && saidConnectedAt >= 0
+              && now - saidConnectedAt < OutageLog.STILL_EVERY.toMillis();
+      if (!quietLine) {
+        saidConnectedAt = now;
+      }
+      log.log(
+          quietLine ? Level.DEBUG : Level.INFO,
           "worker {0} connected to server {1} ({2} in flight, {3} results to resend)",
           workerId,
           s.serverId,
@@ -676,22 +739,40 @@ public final class Worker {
     return true;
   }
 
-  private Duration heartbeatInterval(ServerWelcome w) {
+  /**
+   * The welcome's heartbeat interval clamped into [{@link #MIN_HEARTBEAT_INTERVAL}, {@link
+   * #MAX_HEARTBEAT_INTERVAL}], with a WARNING (a line a minute) when it was out of them; the
+   * default when it has none (or none positive). Lock held.
+   */
+  private Duration heartbeatInterval(ServerWelcome w, String serverId) {
     if (!w.hasHeartbeatInterval()) {
       return defaultHeartbeatInterval;
     }
     long seconds = w.getHeartbeatInterval().getSeconds();
-    if (seconds < 0 || (seconds == 0 && w.getHeartbeatInterval().getNanos() <= 0)) {
+    int nanos = w.getHeartbeatInterval().getNanos();
+    if (seconds < 0 || (seconds == 0 && nanos <= 0)) {
       return defaultHeartbeatInterval;
     }
-    if (seconds > MAX_HEARTBEAT_INTERVAL.getSeconds()) {
-      return MAX_HEARTBEAT_INTERVAL;
-    }
-    Duration d = Duration.ofSeconds(seconds, Math.max(0, w.getHeartbeatInterval().getNanos()));
+    Duration announced =
+        seconds > MAX_HEARTBEAT_INTERVAL.getSeconds()
+            ? MAX_HEARTBEAT_INTERVAL.plusSeconds(1)
+            : Duration.ofSeconds(seconds, Math.max(0, Math.min(999_999_999, nanos)));
+    Duration d = announced;
     if (d.compareTo(MIN_HEARTBEAT_INTERVAL) < 0) {
-      return MIN_HEARTBEAT_INTERVAL;
+      d = MIN_HEARTBEAT_INTERVAL;
+    } else if (d.compareTo(MAX_HEARTBEAT_INTERVAL) > 0) {
+      d = MAX_HEARTBEAT_INTERVAL;
     }
-    return d.compareTo(MAX_HEARTBEAT_INTERVAL) > 0 ? MAX_HEARTBEAT_INTERVAL : d;
+    if (!d.equals(announced)) {
+      limited.log(
+          "heartbeat interval",
+          Level.WARNING,
+          "server {0} announced a heartbeat interval of {1} s; using {2} s",
+          serverId,
+          Double.toString(seconds + nanos / 1e9),
+          Double.toString(d.toMillis() / 1000.0));
+    }
+    return d;
   }
 
   /**
@@ -733,6 +814,7 @@ public final class Worker {
           return; // the server did not end its side in time
         }
         if (now - s.nextHeartbeat >= 0) {
+          outages.ok(); // the stream lasted a heartbeat interval: an outage is over
           s.heartbeatDue = true;
           s.nextHeartbeat = now + s.intervalNanos;
         }
@@ -819,11 +901,12 @@ public final class Worker {
       return false;
     }
     if (quiet()) {
-      LOG.log(Level.INFO, "drained: every attempt decided and acknowledged");
+      limited.log("drained", Level.INFO, "drained: every attempt decided and acknowledged");
       return true;
     }
     if (s.drainDeadline != null && nanosUntil(s.drainDeadline) <= 0) {
-      LOG.log(Level.INFO, "drain deadline passed with {0} in flight", inFlightCount());
+      limited.log(
+          "drained", Level.INFO, "drain deadline passed with {0} in flight", inFlightCount());
       return true;
     }
     return false;
@@ -840,32 +923,35 @@ public final class Worker {
     }
     switch (message.getMessageCase()) {
       case ASSIGNMENT -> {
-        for (Assignment assignment : message.getAssignment().getAssignmentsList()) {
+        List<Assignment> assignments = message.getAssignment().getAssignmentsList();
+        for (Assignment assignment : assignments) {
+          checkBounds(assignment); // nothing of a message with a string over the bound is taken
+        }
+        for (Assignment assignment : assignments) {
           accept(s, assignment);
         }
       }
       case CANCEL -> {
-        String reason = message.getCancel().getReason();
-        for (InFlightExecution execution : message.getCancel().getExecutionsList()) {
-          for (Attempt a : matching(execution)) {
-            if (a.cancel(reason.isEmpty() ? "canceled by the server" : reason)) {
-              toCancel.add(a.context);
-            }
+        String reason = ServerText.cut(message.getCancel().getReason(), CANCEL_REASON_CHARS);
+        for (Attempt a : matching(message.getCancel().getExecutionsList())) {
+          if (a.cancel(reason.isEmpty() ? "canceled by the server" : reason)) {
+            toCancel.add(a.context);
           }
         }
       }
       case ACK -> {
         for (ResultAck ack : message.getAck().getAcksList()) {
           Key key = new Key(ack.getExecutionId(), ack.getDelivery());
-          unacked.remove(key);
+          boolean held = unacked.remove(key) != null;
+          refused.remove(key);
           s.unsent.remove(key);
-          if (!ack.getAccepted()) {
-            LOG.log(
+          if (!ack.getAccepted() && held) {
+            limited.log(
+                "result rejected",
                 Level.WARNING,
-                "server rejected the result for {0}#{1}: {2}",
-                ack.getExecutionId(),
-                ack.getDelivery(),
-                ack.getReason());
+                "server rejected the result for {0}: {1}",
+                key,
+                ServerText.said(ack.getReason(), credential));
           }
         }
       }
@@ -875,9 +961,15 @@ public final class Worker {
         if (drain.hasDeadlineAt()) {
           s.drainDeadline = instant(drain.getDeadlineAt());
         }
-        LOG.log(Level.INFO, "server {0} drains: {1}", s.serverId, drain.getReason());
+        limited.log(
+            "drains",
+            Level.INFO,
+            "server {0} drains: {1}",
+            s.serverId,
+            ServerText.said(drain.getReason(), credential));
       }
-      case WELCOME -> LOG.log(Level.WARNING, "ignoring a second welcome from {0}", s.serverId);
+      case WELCOME ->
+          limited.log("welcome", Level.WARNING, "ignoring a second welcome from {0}", s.serverId);
       default -> {
         // A server heartbeat: seeing it was the point.
       }
@@ -948,26 +1040,100 @@ public final class Worker {
     return n;
   }
 
-  /** Attempts of {@code execution}; delivery 0 matches every delivery. */
-  private List<Attempt> matching(InFlightExecution execution) {
-    if (execution.getDelivery() != 0) {
-      Attempt a = attempts.get(Key.of(execution));
-      return a == null ? List.of() : List.of(a);
-    }
-    List<Attempt> out = new ArrayList<>();
-    for (Attempt a : attempts.values()) {
-      if (a.key.executionId().equals(execution.getExecutionId())) {
-        out.add(a);
+  /**
+   * Attempts of {@code executions}, each once; delivery 0 matches every delivery. One pass over the
+   * attempts at most, however many entries a server sends (a scan an entry would let one message
+   * cost entries times attempts).
+   */
+  private Collection<Attempt> matching(List<InFlightExecution> executions) {
+    Map<Key, Attempt> found = new LinkedHashMap<>();
+    Map<String, List<Attempt>> byId = null;
+    for (InFlightExecution execution : executions) {
+      if (execution.getDelivery() != 0) {
+        Attempt a = attempts.get(Key.of(execution));
+        if (a != null) {
+          found.put(a.key, a);
+        }
+        continue;
+      }
+      if (byId == null) {
+        byId = new HashMap<>();
+        for (Attempt a : attempts.values()) {
+          byId.computeIfAbsent(a.key.executionId(), id -> new ArrayList<>()).add(a);
+        }
+      }
+      for (Attempt a : byId.getOrDefault(execution.getExecutionId(), List.of())) {
+        found.put(a.key, a);
       }
     }
-    return out;
+    return found.values();
+  }
+
+  /**
+   * Stops the attempts a welcome's rejected list names, unreported, and drops their unacknowledged
+   * results (a result for a delivery this stream does not hold can never count). One pass over the
+   * list, the attempts and the results at most.
+   */
+  private void reject(List<InFlightExecution> rejected, List<JobContext> toCancel) {
+    for (Attempt a : matching(rejected)) {
+      if (a.reject("the server gave this execution to another worker")) {
+        toCancel.add(a.context);
+      }
+    }
+    Set<Key> deliveries = new HashSet<>();
+    Set<String> everyDelivery = new HashSet<>();
+    for (InFlightExecution r : rejected) {
+      if (r.getDelivery() == 0) {
+        everyDelivery.add(r.getExecutionId());
+      } else {
+        deliveries.add(Key.of(r));
+      }
+    }
+    int dropped = 0;
+    for (Iterator<Key> it = unacked.keySet().iterator(); it.hasNext(); ) {
+      Key key = it.next();
+      if (deliveries.contains(key) || everyDelivery.contains(key.executionId())) {
+        it.remove();
+        refused.remove(key);
+        dropped++;
+      }
+    }
+    if (dropped > 0) {
+      log.log(
+          Level.WARNING,
+          "dropped {0} results: the server gave their executions to another worker",
+          dropped);
+    }
+  }
+
+  /** A protocol error when a string of {@code a} the worker keeps is over {@link #MAX_ID_CHARS}. */
+  private static void checkBounds(Assignment a) {
+    String[][] fields = {
+      {"execution_id", a.getExecutionId()},
+      {"job_id", a.getJobId()},
+      {"tenant", a.getTenant()},
+      {"target.handler.name", a.getTarget().getHandler().getName()},
+      {"traceparent", a.getTraceparent()},
+    };
+    for (String[] field : fields) {
+      int characters = ServerText.characters(field[1], MAX_ID_CHARS);
+      if (characters > MAX_ID_CHARS) {
+        throw new SessionLost(
+            "protocol error: an assignment's "
+                + field[0]
+                + " has "
+                + characters
+                + " characters, more than "
+                + MAX_ID_CHARS);
+      }
+    }
   }
 
   private void accept(Session s, Assignment assignment) {
     Key key = new Key(assignment.getExecutionId(), assignment.getDelivery());
     s.outstanding = Math.max(0, s.outstanding - 1);
     if (attempts.containsKey(key)) {
-      LOG.log(Level.WARNING, "duplicate assignment {0} ignored", key);
+      limited.log("duplicate", Level.WARNING, "duplicate assignment {0} ignored", key);
       return;
     }
     if (unacked.containsKey(key)) {
@@ -975,10 +1141,19 @@ public final class Worker {
       return;
     }
     if (attempts.size() >= maxHeld) {
-      if (unacked.size() >= 2 * maxHeld) {
-        throw new SessionLost("the server ignores credit and acknowledges nothing");
+      limited.log(
+          "beyond credit",
+          Level.ERROR,
+          "assignment {0} beyond this worker''s credit; refused",
+          key);
+      if (refused.size() >= MAX_REFUSED) {
+        forgetRefused(s);
+        throw new SessionLost(
+            "protocol error: more than "
+                + MAX_REFUSED
+                + " assignments beyond the credit unacknowledged");
       }
-      LOG.log(Level.ERROR, "assignment {0} beyond this worker''s credit; refused", key);
+      refused.add(key);
       record(
           key,
           result(assignment, ResultOutcome.RESULT_OUTCOME_FAILED_RETRYABLE)
@@ -1000,6 +1175,19 @@ public final class Worker {
       attempt.reject("the worker stopped");
       attempt.finish();
     }
+  }
+
+  /**
+   * Drops every refusal not yet acknowledged (the server hands those executions out again once
+   * their deliveries time out); the results of real attempts stay.
+   */
+  private void forgetRefused(Session s) {
+    for (Key key : refused) {
+      unacked.remove(key);
+      s.unsent.remove(key);
+    }
+    refused.clear();
+    changed.signalAll();
   }
 
   private void record(Key key, ExecutionResult result) {
@@ -1083,6 +1271,30 @@ public final class Worker {
     lock.lock();
     try {
       welcomedThisRound = value;
+      streamWorked = false;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  private boolean streamWorked() {
+    lock.lock();
+    try {
+      return streamWorked;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** What failed, in a log line: the stream a server welcomed, or a connect. */
+  private String stage(String address) {
+    return (welcomedThisRound() ? "the stream to " : "connecting to ") + address;
+  }
+
+  private void limitedLog(String kind, Level level, String format, Object... args) {
+    lock.lock();
+    try {
+      limited.log(kind, level, format, args);
     } finally {
       lock.unlock();
     }
@@ -1264,7 +1476,7 @@ public final class Worker {
               null,
               retryable.retryAfter().orElse(null));
         } else {
-          LOG.log(Level.WARNING, "handler for " + key + " failed", failure);
+          log.log(Level.WARNING, "handler for " + key + " failed", failure);
           decide(ResultOutcome.RESULT_OUTCOME_FAILED_RETRYABLE, describe(failure), null, null);
         }
         finish();
@@ -1446,6 +1658,7 @@ public final class Worker {
     private Duration welcomeTimeout = Duration.ofSeconds(10);
     private Duration cancelGrace = Duration.ofSeconds(2);
     private Clock clock = Clock.systemUTC();
+    private System.Logger logger = LOG;
     private DoubleSupplier random = () -> ThreadLocalRandom.current().nextDouble();
     private Function<String, ManagedChannel> channels;
 
@@ -1564,7 +1777,13 @@ public final class Worker {
       return this;
     }
 
-    /** Tests: the wall clock for deadlines and result instants. */
+    /** Tests: where the worker logs. */
+    Builder logger(System.Logger logger) {
+      this.logger = Objects.requireNonNull(logger);
+      return this;
+    }
+
+    /** Tests: the wall clock for deadlines, result instants and the rate of log lines. */
     Builder clock(Clock clock) {
       this.clock = Objects.requireNonNull(clock);
       return this;

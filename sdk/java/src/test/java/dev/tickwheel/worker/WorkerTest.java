@@ -32,14 +32,22 @@ import dev.tickwheel.v1.ServerWelcome;
 import dev.tickwheel.v1.Target;
 import dev.tickwheel.worker.FakeServer.FakeStream;
 import io.grpc.Status;
+import java.lang.System.Logger.Level;
 import java.nio.charset.StandardCharsets;
+import java.text.MessageFormat;
+import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
+import java.time.ZoneId;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.ResourceBundle;
+import java.util.TreeSet;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -756,5 +764,447 @@ class WorkerTest {
         IllegalStateException.class, () -> Worker.builder("a:1").handler("h", ctx -> null).build());
     String id = Worker.defaultWorkerId();
     assertTrue(id.matches("[A-Za-z0-9_.:-]{1,128}") && id.matches(".*-\\d+-[0-9a-f]{6}"), id);
+  }
+
+  // --- against a hostile or broken server -----------------------------------------------------
+
+  private static final String SECRET = "tww_test_secret";
+
+  /** A System.Logger that keeps every line with its level. */
+  static final class RecordingLogger implements System.Logger {
+    record Line(Level level, String text) {}
+
+    final List<Line> lines = new CopyOnWriteArrayList<>();
+
+    @Override
+    public String getName() {
+      return "recording";
+    }
+
+    @Override
+    public boolean isLoggable(Level level) {
+      return true;
+    }
+
+    @Override
+    public void log(Level level, ResourceBundle bundle, String msg, Throwable thrown) {
+      lines.add(new Line(level, msg + (thrown == null ? "" : " " + thrown)));
+    }
+
+    @Override
+    public void log(Level level, ResourceBundle bundle, String format, Object... params) {
+      String text =
+          params == null || params.length == 0 ? format : MessageFormat.format(format, params);
+      lines.add(new Line(level, text));
+    }
+
+    /** The lines at {@code level} (exactly) containing {@code part}. */
+    List<String> at(Level level, String part) {
+      return lines.stream()
+          .filter(l -> l.level() == level && l.text().contains(part))
+          .map(Line::text)
+          .toList();
+    }
+
+    String all() {
+      StringBuilder out = new StringBuilder();
+      for (Line l : lines) {
+        out.append(l.level()).append(' ').append(l.text()).append('\n');
+      }
+      return out.toString();
+    }
+  }
+
+  /** A clock the test moves. */
+  static final class SettableClock extends Clock {
+    private volatile Instant now = Instant.parse("2030-01-01T00:00:00Z");
+
+    void advance(Duration d) {
+      now = now.plus(d);
+    }
+
+    @Override
+    public ZoneId getZone() {
+      return ZoneOffset.UTC;
+    }
+
+    @Override
+    public Clock withZone(ZoneId zone) {
+      return this;
+    }
+
+    @Override
+    public Instant instant() {
+      return now;
+    }
+  }
+
+  /** A handler that blocks until released (or interrupted), counting its starts. */
+  private static Handler blocking(CountDownLatch release, java.util.concurrent.BlockingQueue<String> started) {
+    return ctx -> {
+      started.add(ctx.executionId());
+      release.await();
+      return "out".getBytes(StandardCharsets.UTF_8);
+    };
+  }
+
+  @ParameterizedTest
+  @org.junit.jupiter.params.provider.ValueSource(longs = {1L, 365L * 24 * 3600 * 1000})
+  void aHeartbeatIntervalOutOfBoundsIsClampedWithOneWarningAMinute(long announcedMillis)
+      throws Exception {
+    RecordingLogger logs = new RecordingLogger();
+    Worker w =
+        start(
+            b -> b.logger(logs).serverSilenceIntervals(1000), handlers("h", (Handler) ctx -> null));
+    for (int i = 1; i <= 3; i++) { // welcomed again and again, within a minute
+      FakeStream stream = server.nextStream();
+      stream.expect(HELLO);
+      stream.send(welcome(announcedMillis));
+      int sessions = i;
+      eventually(() -> w.sessions() == sessions, "the welcome");
+      stream.failWith(Status.UNAVAILABLE.withDescription("again"));
+    }
+    server.nextStream();
+    String using = announcedMillis == 1 ? "using 0.05 s" : "using 300.0 s";
+    List<String> warned = logs.at(Level.WARNING, "heartbeat interval");
+    assertEquals(1, warned.size(), logs.all());
+    assertTrue(warned.get(0).contains(using), warned.get(0));
+    assertEquals(2, logs.at(Level.DEBUG, "heartbeat interval").size(), logs.all());
+  }
+
+  @Test
+  void refusalsANeverAckingServerSendsAreBoundedAndRealResultsKept() throws Exception {
+    RecordingLogger logs = new RecordingLogger();
+    CountDownLatch release = new CountDownLatch(1);
+    java.util.concurrent.BlockingQueue<String> started = new java.util.concurrent.LinkedBlockingQueue<>();
+    Worker w =
+        start(
+            b -> b.logger(logs).slots(1),
+            handlers(
+                "h", blocking(release, started),
+                "quick", (Handler) ctx -> "q".getBytes(StandardCharsets.UTF_8)));
+    try {
+      FakeStream stream = server.nextStream();
+      stream.expect(HELLO);
+      stream.send(welcome(60_000));
+      stream.send(assign(assignment("q1", "quick", 1)));
+      assertEquals("q1", stream.expect(RESULT).getResult().getResults(0).getExecutionId());
+      stream.send(assign(assignment("e1", "h", 1), assignment("e2", "h", 1))); // 2 * slots held
+      assertEquals("e1", started.poll(5, TimeUnit.SECONDS));
+      Assignment.Builder[] refusals = new Assignment.Builder[Worker.MAX_REFUSED];
+      for (int i = 0; i < refusals.length; i++) {
+        refusals[i] = assignment("r" + i, "h", 1);
+      }
+      stream.send(assign(refusals));
+      eventually(() -> w.unacked().size() == 1 + Worker.MAX_REFUSED, "every refusal held");
+      stream.send(assign(assignment("r-last", "h", 1))); // one more, none acked: a protocol error
+      FakeStream next = server.nextStream();
+      List<String> held =
+          new ArrayList<>(new TreeSet<>(keys(next.expect(HELLO).getHello().getInFlightList())));
+      assertEquals(List.of("e1#1", "e2#1", "q1#1"), held, "the refusals are forgotten");
+      next.send(welcome(60_000));
+      List<ExecutionResult> again = next.expect(RESULT).getResult().getResultsList();
+      assertEquals(1, again.size());
+      assertEquals("q1", again.get(0).getExecutionId());
+      assertEquals("q", again.get(0).getOutput().toStringUtf8());
+      assertEquals(1, logs.at(Level.ERROR, "beyond this worker's credit").size(), logs.all());
+      assertEquals(
+          1,
+          logs.at(Level.WARNING, "protocol error: more than 1000 assignments beyond the credit")
+              .size(),
+          logs.all());
+    } finally {
+      release.countDown();
+    }
+  }
+
+  @Test
+  void refusalsAServerAcknowledgesNeverEndTheStream() throws Exception {
+    CountDownLatch release = new CountDownLatch(1);
+    java.util.concurrent.BlockingQueue<String> started = new java.util.concurrent.LinkedBlockingQueue<>();
+    Worker w = start(b -> b.slots(1), handlers("h", blocking(release, started)));
+    try {
+      FakeStream stream = server.nextStream();
+      stream.expect(HELLO);
+      stream.send(welcome(60_000));
+      stream.send(assign(assignment("e1", "h", 1), assignment("e2", "h", 1)));
+      assertEquals("e1", started.poll(5, TimeUnit.SECONDS));
+      for (int round = 0; round < 3; round++) { // 3 * 700 refusals, each round acknowledged
+        Assignment.Builder[] refusals = new Assignment.Builder[700];
+        ResultAcks.Builder acks = ResultAcks.newBuilder();
+        for (int i = 0; i < refusals.length; i++) {
+          String id = "r" + round + "-" + i;
+          refusals[i] = assignment(id, "h", 1);
+          acks.addAcks(ResultAck.newBuilder().setExecutionId(id).setDelivery(1).setAccepted(true));
+        }
+        stream.send(assign(refusals));
+        eventually(() -> w.unacked().size() == 700, "the round's refusals");
+        stream.send(PullResponse.newBuilder().setAck(acks).build());
+        eventually(() -> w.unacked().isEmpty(), "the round's acks");
+      }
+      assertEquals(1, w.sessions());
+      assertNull(server.pollStream(0), "the stream did not end");
+    } finally {
+      release.countDown();
+    }
+  }
+
+  @Test
+  void anAssignmentWithAStringOverTheBoundEndsTheStreamAndNothingOfItIsTaken() throws Exception {
+    String longer = "ü".repeat(Worker.MAX_ID_CHARS + 1); // characters, not bytes
+    Map<String, Consumer<Assignment.Builder>> bad = new LinkedHashMap<>();
+    bad.put("execution_id", a -> a.setExecutionId(longer));
+    bad.put("job_id", a -> a.setJobId(longer));
+    bad.put("tenant", a -> a.setTenant(longer));
+    bad.put(
+        "target.handler.name",
+        a -> a.setTarget(Target.newBuilder().setHandler(HandlerTarget.newBuilder().setName(longer))));
+    bad.put("traceparent", a -> a.setTraceparent(longer));
+    RecordingLogger logs = new RecordingLogger();
+    CountDownLatch release = new CountDownLatch(1);
+    java.util.concurrent.BlockingQueue<String> started = new java.util.concurrent.LinkedBlockingQueue<>();
+    Worker w = start(b -> b.logger(logs), handlers("h", blocking(release, started)));
+    try {
+      for (Map.Entry<String, Consumer<Assignment.Builder>> c : bad.entrySet()) {
+        FakeStream stream = server.nextStream();
+        assertEquals(0, stream.expect(HELLO).getHello().getInFlightCount(), c.getKey());
+        stream.send(welcome(60_000));
+        Assignment.Builder a = assignment("bad", "h", 1);
+        c.getValue().accept(a);
+        stream.send(assign(assignment("ok-" + c.getKey(), "h", 1), a)); // refused whole
+      }
+      FakeStream stream = server.nextStream();
+      assertEquals(0, stream.expect(HELLO).getHello().getInFlightCount());
+      assertTrue(started.isEmpty(), "a handler started from a message over the bound");
+      stream.send(welcome(60_000));
+      String at = "ü".repeat(Worker.MAX_ID_CHARS); // at the bound: taken
+      stream.send(assign(assignment(at, "h", 1).setJobId(at).setTenant(at).setTraceparent(at)));
+      assertEquals(at, started.poll(5, TimeUnit.SECONDS));
+      String all = logs.all();
+      for (String field : bad.keySet()) {
+        assertTrue(
+            all.contains("protocol error: an assignment's " + field + " has 1025 characters"), all);
+      }
+      assertFalse(all.contains(longer), "a log line repeats the string over the bound");
+      assertEquals(bad.size() + 1, w.sessions());
+    } finally {
+      release.countDown();
+    }
+  }
+
+  @Test
+  void aServersTextsAreOneBoundedPrintableLineWithoutTheCredential() throws Exception {
+    String nasty = "boom " + SECRET + "\u001b[31m\u0000" + "x".repeat(100_000) + "\nsecond line";
+    RecordingLogger logs = new RecordingLogger();
+    CountDownLatch release = new CountDownLatch(1);
+    java.util.concurrent.BlockingQueue<String> started = new java.util.concurrent.LinkedBlockingQueue<>();
+    Worker w =
+        start(
+            b -> b.logger(logs).slots(2).cancelGrace(Duration.ZERO),
+            handlers("h", blocking(release, started)));
+    try {
+      FakeStream stream = server.nextStream();
+      stream.expect(HELLO);
+      stream.send(
+          PullResponse.newBuilder()
+              .setWelcome(
+                  ServerWelcome.newBuilder().setServerId(nasty).setHeartbeatInterval(millis(60_000)))
+              .build());
+      eventually(() -> w.sessions() == 1, "the welcome");
+      List<String> connected = logs.at(Level.INFO, "connected to server");
+      assertEquals(1, connected.size(), logs.all());
+      assertTrue(connected.get(0).contains("server boom ***?[31m?xxx"), connected.get(0));
+      // A cancel's reason of a megabyte: the result's error is bounded.
+      stream.send(assign(assignment("e1", "h", 1), assignment("e2", "h", 1)));
+      started.poll(5, TimeUnit.SECONDS);
+      started.poll(5, TimeUnit.SECONDS);
+      stream.send(cancel("e1", 1, "r".repeat(1 << 20)));
+      ExecutionResult r = stream.expect(RESULT).getResult().getResults(0);
+      assertEquals(ResultOutcome.RESULT_OUTCOME_CANCELED, r.getOutcome());
+      assertTrue(r.getError().length() <= Worker.CANCEL_REASON_CHARS + 100, r.getError().length() + "");
+      // A rejected result, a second welcome, each five times: a line each.
+      for (int i = 0; i < 5; i++) {
+        stream.send(
+            PullResponse.newBuilder()
+                .setAck(
+                    ResultAcks.newBuilder()
+                        .addAcks(
+                            ResultAck.newBuilder()
+                                .setExecutionId("e1")
+                                .setDelivery(1)
+                                .setReason(nasty)))
+                .build());
+        stream.send(welcome(60_000));
+      }
+      eventually(() -> w.unacked().isEmpty(), "the rejection forgets the result");
+      stream.send(
+          PullResponse.newBuilder().setDrain(ServerDrain.newBuilder().setReason(nasty)).build());
+      eventually(w::draining, "the drain");
+      stream.failWith(Status.UNAVAILABLE.withDescription(nasty));
+      FakeStream next = server.nextStream();
+      next.expect(HELLO);
+      next.failWith(Status.UNAUTHENTICATED.withDescription(nasty));
+      await(runReturned, "run() ends");
+      WorkerFatalException fatal = assertInstanceOf(WorkerFatalException.class, runFailure.get());
+      assertFalse(fatal.getMessage().contains(SECRET), fatal.getMessage());
+      assertFalse(fatal.getMessage().contains("second line"), fatal.getMessage());
+      assertTrue(fatal.getMessage().length() < 500, fatal.getMessage());
+      assertEquals(1, logs.at(Level.WARNING, "server rejected the result").size(), logs.all());
+      assertEquals(1, logs.at(Level.WARNING, "second welcome").size(), logs.all());
+      assertEquals(4, logs.at(Level.DEBUG, "second welcome").size(), logs.all());
+      assertEquals(1, logs.at(Level.INFO, "drains").size(), logs.all());
+      assertEquals(1, logs.at(Level.ERROR, "refused the worker").size(), logs.all());
+      String all = logs.all();
+      for (String forbidden :
+          List.of(SECRET, "\u001b", "\u0000", "second line", "x".repeat(ServerText.SAID_CHARS + 1))) {
+        assertFalse(all.contains(forbidden), "the logs hold " + forbidden);
+      }
+      for (RecordingLogger.Line line : logs.lines) {
+        assertTrue(line.text().length() < 2000, line.text().substring(0, 300));
+      }
+    } finally {
+      release.countDown();
+    }
+  }
+
+  @Test
+  void aCancelOfManyEntriesCancelsEachAttemptOnce() throws Exception {
+    CountDownLatch release = new CountDownLatch(1);
+    java.util.concurrent.BlockingQueue<String> started = new java.util.concurrent.LinkedBlockingQueue<>();
+    Worker w =
+        start(
+            b -> b.slots(100).cancelGrace(Duration.ZERO), handlers("h", blocking(release, started)));
+    try {
+      FakeStream stream = server.nextStream();
+      stream.expect(HELLO);
+      stream.send(welcome(60_000));
+      Assignment.Builder[] assignments = new Assignment.Builder[100];
+      for (int i = 0; i < assignments.length; i++) {
+        assignments[i] = assignment("job" + i + ":e", "h", 1);
+      }
+      stream.send(assign(assignments));
+      for (int i = 0; i < 100; i++) {
+        assertNotNullWithin(started);
+      }
+      // 100 000 entries naming nothing (delivery 0: every delivery of the id), then every tenth
+      // attempt three times over: a scan an entry would be 1e7 steps.
+      CancelExecutions.Builder entries = CancelExecutions.newBuilder().setReason("stop");
+      for (int i = 0; i < 100_000; i++) {
+        entries.addExecutions(held("none" + i + ":e", 0));
+      }
+      for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 100; i += 10) {
+          entries.addExecutions(held("job" + i + ":e", 0));
+        }
+      }
+      stream.send(PullResponse.newBuilder().setCancel(entries).build());
+      Map<String, Integer> canceled = new HashMap<>();
+      while (canceled.size() < 10) {
+        for (ExecutionResult r : stream.expect(RESULT).getResult().getResultsList()) {
+          assertEquals(ResultOutcome.RESULT_OUTCOME_CANCELED, r.getOutcome(), r.toString());
+          canceled.merge(r.getExecutionId(), 1, Integer::sum);
+        }
+      }
+      assertTrue(canceled.values().stream().allMatch(n -> n == 1), canceled.toString());
+      assertEquals(90, w.inFlight().size());
+    } finally {
+      release.countDown();
+    }
+  }
+
+  private static void assertNotNullWithin(java.util.concurrent.BlockingQueue<String> queue)
+      throws InterruptedException {
+    assertTrue(queue.poll(5, TimeUnit.SECONDS) != null, "not within 5 s: a handler starts");
+  }
+
+  @Test
+  void anOutageIsALineThenLinesAfterDoublingGapsThenOneRecovery() {
+    RecordingLogger logs = new RecordingLogger();
+    SettableClock clock = new SettableClock();
+    OutageLog outages = new OutageLog(logs, "worker w1", clock);
+    for (int i = 0; i < 241; i++) { // a failure every 10 s for 40 minutes
+      outages.failed("connecting to a", "UNAVAILABLE: down");
+      clock.advance(Duration.ofSeconds(10));
+    }
+    outages.ok();
+    List<String> warnings = logs.at(Level.WARNING, "");
+    // The first line, then after 1, 3, 7, 15 minutes, then every 15 minutes.
+    assertEquals(6, warnings.size(), logs.all());
+    assertTrue(warnings.get(0).startsWith("worker w1: connecting to a failed, server unavailable"));
+    List<String> after = new ArrayList<>();
+    for (String warning : warnings.subList(1, warnings.size())) {
+      after.add(warning.replaceAll(".*still failing for (\\d+) s.*", "$1"));
+    }
+    assertEquals(List.of("60", "180", "420", "900", "1800"), after);
+    assertEquals(241 - 6, logs.at(Level.DEBUG, "").size());
+    List<String> recovered = logs.at(Level.INFO, "recovered");
+    assertEquals(List.of("worker w1: recovered after 2410 s (241 failures)"), recovered);
+    // A relapse within a minute of the last line is quiet, and so is its recovery.
+    RecordingLogger relapse = new RecordingLogger();
+    OutageLog again = new OutageLog(relapse, "worker w1", clock);
+    again.failed("the stream", "first");
+    again.ok();
+    again.failed("the stream", "relapse");
+    again.ok();
+    clock.advance(Duration.ofMinutes(1));
+    again.failed("the stream", "a minute later");
+    List<String> warned = relapse.at(Level.WARNING, "");
+    assertEquals(2, warned.size(), relapse.all());
+    assertTrue(warned.get(1).contains("a minute later"));
+    assertEquals(1, relapse.at(Level.INFO, "recovered").size(), relapse.all());
+    assertEquals(1, relapse.at(Level.DEBUG, "recovered").size(), relapse.all());
+  }
+
+  @Test
+  void refusedReconnectsInALoopAreAFewLinesThenOneRecovery() throws Exception {
+    RecordingLogger logs = new RecordingLogger();
+    SettableClock clock = new SettableClock();
+    start(b -> b.logger(logs).clock(clock), handlers("h", (Handler) ctx -> null));
+    for (int i = 0; i < 40; i++) { // 20 minutes
+      FakeStream stream = server.nextStream();
+      stream.expect(HELLO);
+      clock.advance(Duration.ofSeconds(30));
+      stream.failWith(Status.UNAVAILABLE.withDescription("restarting " + SECRET + "\nsecond line"));
+    }
+    FakeStream stream = server.nextStream();
+    stream.expect(HELLO);
+    stream.send(welcome(50));
+    assertTrue(logs.at(Level.INFO, "recovered").isEmpty(), "a welcome is not enough");
+    stream.expect(HEARTBEAT); // the stream lasted a heartbeat interval
+    eventually(() -> !logs.at(Level.INFO, "recovered").isEmpty(), "the recovery");
+    assertEquals(
+        List.of("worker w1: recovered after 1170 s (40 failures)"),
+        logs.at(Level.INFO, "recovered"));
+    List<String> warnings = logs.at(Level.WARNING, "");
+    // The first failure, then after 1, 3, 7 and 15 minutes.
+    assertEquals(5, warnings.size(), logs.all());
+    assertTrue(warnings.get(0).contains("connecting to "), warnings.get(0));
+    assertFalse(logs.all().contains(SECRET) || logs.all().contains("second line"), logs.all());
+  }
+
+  @Test
+  void aWelcomeThenACloseInALoopIsAnOutageUntilAStreamLasts() throws Exception {
+    RecordingLogger logs = new RecordingLogger();
+    start(b -> b.logger(logs), handlers("h", (Handler) ctx -> null));
+    for (int i = 0; i < 5; i++) { // a welcome, a drain, a clean close, within a heartbeat interval
+      FakeStream stream = server.nextStream();
+      stream.expect(HELLO);
+      stream.send(welcome(60_000));
+      stream.send(PullResponse.newBuilder().setDrain(ServerDrain.newBuilder()).build());
+      await(stream.closed, "the worker closes its side");
+      stream.end();
+    }
+    FakeStream stream = server.nextStream();
+    stream.expect(HELLO);
+    List<String> warned = logs.at(Level.WARNING, "");
+    assertEquals(1, warned.size(), logs.all());
+    assertTrue(warned.get(0).contains("ended the stream within a heartbeat interval"), warned.get(0));
+    assertEquals(1, logs.at(Level.INFO, "connected to server").size(), logs.all());
+    assertTrue(logs.at(Level.INFO, "closed; reconnecting").isEmpty(), logs.all());
+    assertEquals(1, logs.at(Level.INFO, "drained").size(), logs.all());
+    stream.send(welcome(50));
+    stream.expect(HEARTBEAT);
+    eventually(() -> !logs.at(Level.INFO, "recovered").isEmpty(), "the recovery");
+    assertTrue(logs.at(Level.INFO, "recovered").get(0).contains("(5 failures)"), logs.all());
   }
 }
