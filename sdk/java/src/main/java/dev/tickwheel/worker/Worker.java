@@ -59,6 +59,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.BooleanSupplier;
 import java.util.function.DoubleSupplier;
 import java.util.function.Function;
 import java.util.regex.Pattern;
@@ -1249,22 +1250,22 @@ public final class Worker {
     }
   }
 
-  private boolean isShutdown() {
+  /** {@code read} of the state, under the lock. */
+  private boolean locked(BooleanSupplier read) {
     lock.lock();
     try {
-      return shutdown;
+      return read.getAsBoolean();
     } finally {
       lock.unlock();
     }
   }
 
+  private boolean isShutdown() {
+    return locked(() -> shutdown);
+  }
+
   private boolean welcomedThisRound() {
-    lock.lock();
-    try {
-      return welcomedThisRound;
-    } finally {
-      lock.unlock();
-    }
+    return locked(() -> welcomedThisRound);
   }
 
   private void setWelcomedThisRound(boolean value) {
@@ -1278,12 +1279,7 @@ public final class Worker {
   }
 
   private boolean streamWorked() {
-    lock.lock();
-    try {
-      return streamWorked;
-    } finally {
-      lock.unlock();
-    }
+    return locked(() -> streamWorked);
   }
 
   /** What failed, in a log line: the stream a server welcomed, or a connect. */

@@ -48,7 +48,9 @@ import java.util.Map;
 import java.util.ResourceBundle;
 import java.util.TreeSet;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -839,13 +841,28 @@ class WorkerTest {
     }
   }
 
-  /** A handler that blocks until released (or interrupted), counting its starts. */
-  private static Handler blocking(CountDownLatch release, java.util.concurrent.BlockingQueue<String> started) {
-    return ctx -> {
-      started.add(ctx.executionId());
-      release.await();
-      return "out".getBytes(StandardCharsets.UTF_8);
-    };
+  /** A handler that blocks until closed (or interrupted), with the ids it started, in order. */
+  static final class Blocking implements AutoCloseable {
+    private final CountDownLatch release = new CountDownLatch(1);
+    final BlockingQueue<String> started = new LinkedBlockingQueue<>();
+    final Handler handler =
+        ctx -> {
+          started.add(ctx.executionId());
+          release.await();
+          return "out".getBytes(StandardCharsets.UTF_8);
+        };
+
+    /** The id of the next handler to start; fails after 5 s. */
+    String nextStarted() throws InterruptedException {
+      String id = started.poll(5, TimeUnit.SECONDS);
+      assertTrue(id != null, "not within 5 s: a handler starts");
+      return id;
+    }
+
+    @Override
+    public void close() {
+      release.countDown();
+    }
   }
 
   @ParameterizedTest
@@ -875,22 +892,20 @@ class WorkerTest {
   @Test
   void refusalsANeverAckingServerSendsAreBoundedAndRealResultsKept() throws Exception {
     RecordingLogger logs = new RecordingLogger();
-    CountDownLatch release = new CountDownLatch(1);
-    java.util.concurrent.BlockingQueue<String> started = new java.util.concurrent.LinkedBlockingQueue<>();
-    Worker w =
-        start(
-            b -> b.logger(logs).slots(1),
-            handlers(
-                "h", blocking(release, started),
-                "quick", (Handler) ctx -> "q".getBytes(StandardCharsets.UTF_8)));
-    try {
+    try (Blocking h = new Blocking()) {
+      Worker w =
+          start(
+              b -> b.logger(logs).slots(1),
+              handlers(
+                  "h", h.handler,
+                  "quick", (Handler) ctx -> "q".getBytes(StandardCharsets.UTF_8)));
       FakeStream stream = server.nextStream();
       stream.expect(HELLO);
       stream.send(welcome(60_000));
       stream.send(assign(assignment("q1", "quick", 1)));
       assertEquals("q1", stream.expect(RESULT).getResult().getResults(0).getExecutionId());
       stream.send(assign(assignment("e1", "h", 1), assignment("e2", "h", 1))); // 2 * slots held
-      assertEquals("e1", started.poll(5, TimeUnit.SECONDS));
+      assertEquals("e1", h.nextStarted());
       Assignment.Builder[] refusals = new Assignment.Builder[Worker.MAX_REFUSED];
       for (int i = 0; i < refusals.length; i++) {
         refusals[i] = assignment("r" + i, "h", 1);
@@ -913,22 +928,18 @@ class WorkerTest {
           logs.at(Level.WARNING, "protocol error: more than 1000 assignments beyond the credit")
               .size(),
           logs.all());
-    } finally {
-      release.countDown();
     }
   }
 
   @Test
   void refusalsAServerAcknowledgesNeverEndTheStream() throws Exception {
-    CountDownLatch release = new CountDownLatch(1);
-    java.util.concurrent.BlockingQueue<String> started = new java.util.concurrent.LinkedBlockingQueue<>();
-    Worker w = start(b -> b.slots(1), handlers("h", blocking(release, started)));
-    try {
+    try (Blocking h = new Blocking()) {
+      Worker w = start(b -> b.slots(1), handlers("h", h.handler));
       FakeStream stream = server.nextStream();
       stream.expect(HELLO);
       stream.send(welcome(60_000));
       stream.send(assign(assignment("e1", "h", 1), assignment("e2", "h", 1)));
-      assertEquals("e1", started.poll(5, TimeUnit.SECONDS));
+      assertEquals("e1", h.nextStarted());
       for (int round = 0; round < 3; round++) { // 3 * 700 refusals, each round acknowledged
         Assignment.Builder[] refusals = new Assignment.Builder[700];
         ResultAcks.Builder acks = ResultAcks.newBuilder();
@@ -944,8 +955,6 @@ class WorkerTest {
       }
       assertEquals(1, w.sessions());
       assertNull(server.pollStream(0), "the stream did not end");
-    } finally {
-      release.countDown();
     }
   }
 
@@ -958,13 +967,11 @@ class WorkerTest {
     bad.put("tenant", a -> a.setTenant(longer));
     bad.put(
         "target.handler.name",
-        a -> a.setTarget(Target.newBuilder().setHandler(HandlerTarget.newBuilder().setName(longer))));
+        a -> a.getTargetBuilder().getHandlerBuilder().setName(longer));
     bad.put("traceparent", a -> a.setTraceparent(longer));
     RecordingLogger logs = new RecordingLogger();
-    CountDownLatch release = new CountDownLatch(1);
-    java.util.concurrent.BlockingQueue<String> started = new java.util.concurrent.LinkedBlockingQueue<>();
-    Worker w = start(b -> b.logger(logs), handlers("h", blocking(release, started)));
-    try {
+    try (Blocking h = new Blocking()) {
+      Worker w = start(b -> b.logger(logs), handlers("h", h.handler));
       for (Map.Entry<String, Consumer<Assignment.Builder>> c : bad.entrySet()) {
         FakeStream stream = server.nextStream();
         assertEquals(0, stream.expect(HELLO).getHello().getInFlightCount(), c.getKey());
@@ -975,11 +982,11 @@ class WorkerTest {
       }
       FakeStream stream = server.nextStream();
       assertEquals(0, stream.expect(HELLO).getHello().getInFlightCount());
-      assertTrue(started.isEmpty(), "a handler started from a message over the bound");
+      assertTrue(h.started.isEmpty(), "a handler started from a message over the bound");
       stream.send(welcome(60_000));
       String at = "ü".repeat(Worker.MAX_ID_CHARS); // at the bound: taken
       stream.send(assign(assignment(at, "h", 1).setJobId(at).setTenant(at).setTraceparent(at)));
-      assertEquals(at, started.poll(5, TimeUnit.SECONDS));
+      assertEquals(at, h.nextStarted());
       String all = logs.all();
       for (String field : bad.keySet()) {
         assertTrue(
@@ -987,8 +994,6 @@ class WorkerTest {
       }
       assertFalse(all.contains(longer), "a log line repeats the string over the bound");
       assertEquals(bad.size() + 1, w.sessions());
-    } finally {
-      release.countDown();
     }
   }
 
@@ -996,19 +1001,19 @@ class WorkerTest {
   void aServersTextsAreOneBoundedPrintableLineWithoutTheCredential() throws Exception {
     String nasty = "boom " + SECRET + "\u001b[31m\u0000" + "x".repeat(100_000) + "\nsecond line";
     RecordingLogger logs = new RecordingLogger();
-    CountDownLatch release = new CountDownLatch(1);
-    java.util.concurrent.BlockingQueue<String> started = new java.util.concurrent.LinkedBlockingQueue<>();
-    Worker w =
-        start(
-            b -> b.logger(logs).slots(2).cancelGrace(Duration.ZERO),
-            handlers("h", blocking(release, started)));
-    try {
+    try (Blocking h = new Blocking()) {
+      Worker w =
+          start(
+              b -> b.logger(logs).slots(2).cancelGrace(Duration.ZERO),
+              handlers("h", h.handler));
       FakeStream stream = server.nextStream();
       stream.expect(HELLO);
       stream.send(
           PullResponse.newBuilder()
               .setWelcome(
-                  ServerWelcome.newBuilder().setServerId(nasty).setHeartbeatInterval(millis(60_000)))
+                  ServerWelcome.newBuilder()
+                      .setServerId(nasty)
+                      .setHeartbeatInterval(millis(60_000)))
               .build());
       eventually(() -> w.sessions() == 1, "the welcome");
       List<String> connected = logs.at(Level.INFO, "connected to server");
@@ -1016,12 +1021,13 @@ class WorkerTest {
       assertTrue(connected.get(0).contains("server boom ***?[31m?xxx"), connected.get(0));
       // A cancel's reason of a megabyte: the result's error is bounded.
       stream.send(assign(assignment("e1", "h", 1), assignment("e2", "h", 1)));
-      started.poll(5, TimeUnit.SECONDS);
-      started.poll(5, TimeUnit.SECONDS);
+      h.nextStarted();
+      h.nextStarted();
       stream.send(cancel("e1", 1, "r".repeat(1 << 20)));
       ExecutionResult r = stream.expect(RESULT).getResult().getResults(0);
       assertEquals(ResultOutcome.RESULT_OUTCOME_CANCELED, r.getOutcome());
-      assertTrue(r.getError().length() <= Worker.CANCEL_REASON_CHARS + 100, r.getError().length() + "");
+      assertTrue(
+          r.getError().length() <= Worker.CANCEL_REASON_CHARS + 100, r.getError().length() + "");
       // A rejected result, a second welcome, each five times: a line each.
       for (int i = 0; i < 5; i++) {
         stream.send(
@@ -1056,25 +1062,22 @@ class WorkerTest {
       assertEquals(1, logs.at(Level.ERROR, "refused the worker").size(), logs.all());
       String all = logs.all();
       for (String forbidden :
-          List.of(SECRET, "\u001b", "\u0000", "second line", "x".repeat(ServerText.SAID_CHARS + 1))) {
+          List.of(
+              SECRET, "\u001b", "\u0000", "second line", "x".repeat(ServerText.SAID_CHARS + 1))) {
         assertFalse(all.contains(forbidden), "the logs hold " + forbidden);
       }
       for (RecordingLogger.Line line : logs.lines) {
         assertTrue(line.text().length() < 2000, line.text().substring(0, 300));
       }
-    } finally {
-      release.countDown();
     }
   }
 
   @Test
   void aCancelOfManyEntriesCancelsEachAttemptOnce() throws Exception {
-    CountDownLatch release = new CountDownLatch(1);
-    java.util.concurrent.BlockingQueue<String> started = new java.util.concurrent.LinkedBlockingQueue<>();
-    Worker w =
-        start(
-            b -> b.slots(100).cancelGrace(Duration.ZERO), handlers("h", blocking(release, started)));
-    try {
+    try (Blocking h = new Blocking()) {
+      Worker w =
+          start(
+              b -> b.slots(100).cancelGrace(Duration.ZERO), handlers("h", h.handler));
       FakeStream stream = server.nextStream();
       stream.expect(HELLO);
       stream.send(welcome(60_000));
@@ -1084,7 +1087,7 @@ class WorkerTest {
       }
       stream.send(assign(assignments));
       for (int i = 0; i < 100; i++) {
-        assertNotNullWithin(started);
+        h.nextStarted();
       }
       // 100 000 entries naming nothing (delivery 0: every delivery of the id), then every tenth
       // attempt three times over: a scan an entry would be 1e7 steps.
@@ -1107,14 +1110,7 @@ class WorkerTest {
       }
       assertTrue(canceled.values().stream().allMatch(n -> n == 1), canceled.toString());
       assertEquals(90, w.inFlight().size());
-    } finally {
-      release.countDown();
     }
-  }
-
-  private static void assertNotNullWithin(java.util.concurrent.BlockingQueue<String> queue)
-      throws InterruptedException {
-    assertTrue(queue.poll(5, TimeUnit.SECONDS) != null, "not within 5 s: a handler starts");
   }
 
   @Test
@@ -1198,7 +1194,8 @@ class WorkerTest {
     stream.expect(HELLO);
     List<String> warned = logs.at(Level.WARNING, "");
     assertEquals(1, warned.size(), logs.all());
-    assertTrue(warned.get(0).contains("ended the stream within a heartbeat interval"), warned.get(0));
+    assertTrue(
+        warned.get(0).contains("ended the stream within a heartbeat interval"), warned.get(0));
     assertEquals(1, logs.at(Level.INFO, "connected to server").size(), logs.all());
     assertTrue(logs.at(Level.INFO, "closed; reconnecting").isEmpty(), logs.all());
     assertEquals(1, logs.at(Level.INFO, "drained").size(), logs.all());
