@@ -493,3 +493,36 @@ func TestRefusedReconnectsInALoopAreAFewLinesThenOneRecovery(t *testing.T) {
 		t.Fatalf("logs:\n%s", text)
 	}
 }
+
+func TestResultsAServerNeverAcknowledgesStopAtAHellosWorthThenAreRefused(t *testing.T) {
+	f := newFakeServer(t, "a")
+	w, _ := started(t, f, WithSlots(100), WithHandler("h", noop))
+	s := f.next()
+	expect[*tickwheelv1.PullRequest_Hello](s)
+	s.welcome(time.Minute)
+	// 200 rounds of 100 quick attempts (within twice the slots each time), none acknowledged.
+	for round := range maxHelloEntries / 100 {
+		batch := make([]*tickwheelv1.Assignment, 100)
+		for i := range batch {
+			batch[i] = assignment(fmt.Sprintf("e%d-%d", round, i), "h", 1)
+		}
+		s.assign(batch...)
+		want := (round + 1) * 100
+		waitFor(t, w, "the round's results", func() bool {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return len(w.unacked) == want && len(w.attempts) == 0
+		})
+	}
+	s.assign(assignment("more", "h", 1))
+	for {
+		for _, r := range results(expect[*tickwheelv1.PullRequest_Result](s)) {
+			if r.GetExecutionId() == "more" {
+				if !strings.Contains(r.GetError(), "over capacity") {
+					t.Fatalf("result %v", r)
+				}
+				return
+			}
+		}
+	}
+}

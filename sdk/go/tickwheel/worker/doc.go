@@ -73,8 +73,8 @@
 // goroutine that writes the stream, and the state is bounded by what the
 // worker holds: at most 2·slots attempts, results only for attempts it
 // accepted (no credit is granted while attempts and unacknowledged results
-// together would pass the 20 000 entries a hello may list), and at most
-// 1 000 refusals.
+// together would pass the 20 000 entries a hello may list, and an
+// assignment arriving past that is refused), and at most 1 000 refusals.
 //
 // A handler returns the output (kept in history, at most 16 KiB; longer is
 // cut) or an error: [Permanent] makes it FAILED_PERMANENT (dead-lettered at

@@ -448,10 +448,13 @@ func (w *Worker) acceptLocked(s *session, a *tickwheelv1.Assignment) error {
 		s.addUnsent(k) // finished, but the server did not see the result yet
 		return nil
 	}
-	if len(w.attempts) >= 2*w.settings.slots {
+	// Beyond twice the slots held, or once attempts and unacknowledged results
+	// fill a hello (a server that never acks; the credit never gets there):
+	// refused, so that neither grows without bound.
+	if len(w.attempts) >= 2*w.settings.slots || len(w.attempts)+len(w.unacked) >= maxHelloEntries {
 		w.limited.log(w.log, "beyond credit", slog.LevelError, "assignment beyond this worker's credit refused",
 			"execution_id", k.executionID, "delivery", k.delivery)
-		if len(w.refused) >= maxRefused || len(w.attempts)+len(w.unacked) >= maxHelloEntries {
+		if len(w.refused) >= maxRefused {
 			w.forgetRefusedLocked(s)
 			return lost("protocol error: more than %d assignments beyond the credit unacknowledged", maxRefused)
 		}

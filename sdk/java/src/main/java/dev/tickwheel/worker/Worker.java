@@ -125,8 +125,9 @@ import java.util.regex.Pattern;
  * <p>Nothing is queued without bound: messages to the server are computed from state (results
  * pending, credit owed, heartbeat due) by one writer, the thread in {@link #run()}, only while
  * the stream is ready to send; the state is bounded by the executions held (at most {@code 2 *
- * slots}), their results (no credit while {@code slots} results await their ack) and at most
- * {@link #MAX_REFUSED} refusals.
+ * slots}), their results (no credit while {@code slots} results await their ack, and an
+ * assignment arriving while attempts and results fill a hello, {@link #MAX_IN_FLIGHT}, is
+ * refused) and at most {@link #MAX_REFUSED} refusals.
  *
  * <pre>{@code
  * Worker worker = Worker.builder("127.0.0.1:50051")
@@ -354,6 +355,16 @@ public final class Worker {
     lock.lock();
     try {
       return session != null && session.draining;
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  /** Tests: the attempts held, decided ones included until their handler has returned. */
+  int heldCount() {
+    lock.lock();
+    try {
+      return attempts.size();
     } finally {
       lock.unlock();
     }
@@ -1141,7 +1152,10 @@ public final class Worker {
       s.unsent.add(key); // finished, but the server did not see the result yet
       return;
     }
-    if (attempts.size() >= maxHeld) {
+    // Beyond twice the slots held, or once attempts and unacknowledged results fill a hello (a
+    // server that never acks; the credit never gets there): refused, so that neither grows
+    // without bound.
+    if (attempts.size() >= maxHeld || attempts.size() + unacked.size() >= MAX_IN_FLIGHT) {
       limited.log(
           "beyond credit",
           Level.ERROR,

@@ -959,6 +959,35 @@ class WorkerTest {
   }
 
   @Test
+  void resultsAServerNeverAcknowledgesStopAtAHellosWorthThenAreRefused() throws Exception {
+    Worker w = start(b -> b.slots(100), handlers("h", (Handler) ctx -> null));
+    FakeStream stream = server.nextStream();
+    stream.expect(HELLO);
+    stream.send(welcome(60_000));
+    // 200 rounds of 100 quick attempts (within twice the slots each time), none acknowledged.
+    for (int round = 0; round < Worker.MAX_IN_FLIGHT / 100; round++) {
+      Assignment.Builder[] batch = new Assignment.Builder[100];
+      for (int i = 0; i < batch.length; i++) {
+        batch[i] = assignment("e" + round + "-" + i, "h", 1);
+      }
+      stream.send(assign(batch));
+      int want = (round + 1) * 100;
+      eventually(
+          () -> w.unacked().size() == want && w.inFlight().isEmpty(), "the round's results");
+      eventually(() -> w.heldCount() == 0, "the round's handlers return");
+    }
+    stream.send(assign(assignment("more", "h", 1)));
+    for (; ; ) {
+      for (ExecutionResult r : stream.expect(RESULT).getResult().getResultsList()) {
+        if (r.getExecutionId().equals("more")) {
+          assertTrue(r.getError().contains("over capacity"), r.toString());
+          return;
+        }
+      }
+    }
+  }
+
+  @Test
   void anAssignmentWithAStringOverTheBoundEndsTheStreamAndNothingOfItIsTaken() throws Exception {
     String longer = "ü".repeat(Worker.MAX_ID_CHARS + 1); // characters, not bytes
     Map<String, Consumer<Assignment.Builder>> bad = new LinkedHashMap<>();
