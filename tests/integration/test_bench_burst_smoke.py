@@ -48,6 +48,7 @@ def test_bench_burst_smoke(postgres_url, etcd_endpoint):
     assert {"requests", "requests_per_execution", "requests_by_method"} <= set(run["etcd"])
     assert run["exit_codes"]["server"] == 0 and set(run["exit_codes"]["workers"]) == {0}
     assert len(run["load_average_before"]) == 3
+    assert run["measured_from"] == "due - 1 s"
     headline = run["p99_at_worker_start_s"]
     assert headline["tickwheel"] == run["worker_start_lateness_s"]["p99"]
     assert headline["tickwheel_hand_out"] == run["lateness_s"]["p99"]
@@ -89,3 +90,25 @@ def test_bench_burst_smoke_over_history(postgres_url, etcd_endpoint):
     assert run["early"] == 0 and run["dropped"] == 0 and run["redelivered"] == 0
     assert run["claimed_by_server"] == {f"bench-burst-{size}": size}
     assert sum(run["handed_out_by_server"].values()) == size
+
+
+def test_bench_burst_smoke_from_the_store(etcd_endpoint):
+    """``--from-store``: the window opens at the jobs' commit, so the claim
+    (each one-off's execution inserted, its cursor completed) is in the
+    rows written, beside the start and the result. Without the flag the
+    window opens a second before the instant, after the claim: no cursor
+    row. A throwaway PostgreSQL (not the suite's), which has
+    pg_stat_statements loaded, so the rows are counted."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "loadtest" / "bench_burst.py"), "--etcd", etcd_endpoint, "--smoke", "--no-peer",
+         "--from-store"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    [run] = json.loads(done.stdout)["runs"]
+    size = run["size"]
+    assert run["measured_from"] == "store"
+    assert run["statuses"] == {"succeeded": size} and run["early"] == 0 and run["claimed_ahead"] == size
+    written = run["sql"]["rows_written_by_table"]
+    assert written["job_cursors"]["rows"] == size, written
+    assert written["executions"]["rows"] >= 3 * size, "the claim's insert, the start and the result"
