@@ -61,8 +61,11 @@ spends waiting on locks, a worker's stream moving to another server, and a
 claim's cost growing with the jobs stored (taken as constant per job).
 
 The defaults are the costs measured on the project's 2-core machine
-(``loadtest/RESULTS.md``, "after session 17"; how each is derived:
-``docs/capacity.md``). Prints JSON; the same arguments and ``--seed`` give the
+(``loadtest/RESULTS.md``, "after session 19" and "the capacity model's
+inputs again"; how each is derived: ``docs/capacity.md``). A hand-out's
+cost is the arm's and the start's together, taken at the take (the arm
+runs up to ``arm_ahead`` earlier in the server: the model puts that work
+later than it falls, which is the pessimistic side). Prints JSON; the same arguments and ``--seed`` give the
 same output.
 
     .venv/bin/python loadtest/simulate.py --shared-cores 2 --peak 10000 --peak-at 40
@@ -78,16 +81,18 @@ import random
 from collections import deque
 from dataclasses import dataclass, fields
 
-# Measured per-execution costs, milliseconds of CPU (loadtest/RESULTS.md,
-# "after session 17"; docs/capacity.md, "What one execution costs", says
-# how each is split, and keeps the first inputs of 2026-12-04 beside them).
-DB_CLAIM_MS = 0.024
-DB_HANDOUT_MS = 0.026
-DB_RESULT_MS = 0.019
+# Measured per-execution costs, milliseconds of CPU, of a run claimed
+# ahead, armed and started a second ahead (a cron job's path, and the
+# peak's): loadtest/RESULTS.md, "after session 19" and "the capacity
+# model's inputs again"; docs/capacity.md, "What one execution costs", says
+# how each is split. The hand-out is the arm and the start together.
+DB_CLAIM_MS = 0.033
+DB_HANDOUT_MS = 0.044
+DB_RESULT_MS = 0.021
 SERVER_CLAIM_MS = 0.028
-SERVER_HANDOUT_MS = 0.025
-SERVER_RESULT_MS = 0.013
-WORKER_MS = 0.019
+SERVER_HANDOUT_MS = 0.058
+SERVER_RESULT_MS = 0.018
+WORKER_MS = 0.022
 
 
 @dataclass(frozen=True)
