@@ -54,7 +54,11 @@ PGQUEUER_ENTRYPOINT = "noop"
 ENQUEUE_BATCH = 1000
 RAW_SCHEMA = "peer_raw"
 RAW_BATCHES = (100, 1000)
-READY_TIMEOUT = 60.0
+READY_TIMEOUT = 180.0
+"""Seconds a peer's worker processes (and the gRPC floor) may take to say
+they are ready: ten pgqueuer workers importing asyncpg on a loaded
+machine took more than a minute, and the run then ended without the
+figures it had already measured."""
 POLL = 0.25
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
