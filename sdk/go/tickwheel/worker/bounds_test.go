@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tickwheelv1 "github.com/tickwheel/tickwheel/sdk/go/gen/tickwheel/v1"
 )
@@ -231,52 +233,79 @@ func TestRefusalsAServerAcknowledgesNeverEndTheStream(t *testing.T) {
 	}
 }
 
-func TestAnAssignmentWithAStringOverTheBoundEndsTheStreamAndNothingOfItIsTaken(t *testing.T) {
+func TestAnAssignmentOverABoundEndsTheStreamAndNothingOfItIsTaken(t *testing.T) {
 	long := strings.Repeat("ü", maxIDChars+1) // characters, not bytes: 2050 bytes
+	httpTarget := func(a *tickwheelv1.Assignment) *tickwheelv1.HttpTarget {
+		http := &tickwheelv1.HttpTarget{Url: "https://example.com/", Method: "POST", Headers: map[string]string{}}
+		a.Target = &tickwheelv1.Target{Kind: &tickwheelv1.Target_Http{Http: http}}
+		return http
+	}
 	bad := []struct {
-		field string
-		set   func(a *tickwheelv1.Assignment)
+		said string
+		set  func(a *tickwheelv1.Assignment)
 	}{
-		{"execution_id", func(a *tickwheelv1.Assignment) { a.ExecutionId = long }},
-		{"job_id", func(a *tickwheelv1.Assignment) { a.JobId = long }},
-		{"tenant", func(a *tickwheelv1.Assignment) { a.Tenant = long }},
-		{"target.handler.name", func(a *tickwheelv1.Assignment) { a.GetTarget().GetHandler().Name = long }},
-		{"traceparent", func(a *tickwheelv1.Assignment) { a.Traceparent = long }},
+		{"an execution id of 0 characters", func(a *tickwheelv1.Assignment) { a.ExecutionId = "" }},
+		{"an execution id of 1025 characters", func(a *tickwheelv1.Assignment) { a.ExecutionId = long }},
+		{"a job id of 1025 characters", func(a *tickwheelv1.Assignment) { a.JobId = long }},
+		{"a tenant of 1025 characters", func(a *tickwheelv1.Assignment) { a.Tenant = long }},
+		{"a traceparent of 1025 characters", func(a *tickwheelv1.Assignment) { a.Traceparent = long }},
+		{"a handler name of 201 characters", func(a *tickwheelv1.Assignment) {
+			a.GetTarget().GetHandler().Name = strings.Repeat("ü", maxHandlerChars+1)
+		}},
+		{fmt.Sprintf("a payload of %d bytes", maxPayloadBytes+1), func(a *tickwheelv1.Assignment) {
+			a.Payload = make([]byte, maxPayloadBytes+1)
+		}},
+		{"an HTTP URL of 2049 characters", func(a *tickwheelv1.Assignment) {
+			httpTarget(a).Url = "https://example.com/" + strings.Repeat("ü", maxURLChars+1-20)
+		}},
+		{"an HTTP method of 17 characters", func(a *tickwheelv1.Assignment) { httpTarget(a).Method = strings.Repeat("P", 17) }},
+		{"33 HTTP headers", func(a *tickwheelv1.Assignment) {
+			http := httpTarget(a)
+			for i := range maxHeaders + 1 {
+				http.Headers[fmt.Sprintf("x-%d", i)] = "v"
+			}
+		}},
+		{"HTTP headers of 16385 characters", func(a *tickwheelv1.Assignment) {
+			httpTarget(a).Headers["x-big"] = strings.Repeat("ü", maxHeadersChars+1-5)
+		}},
 	}
 	f := newFakeServer(t, "a")
 	logs, logger := newRecording()
 	h := newBlocking(false)
-	w, _ := started(t, f, WithLogger(logger), WithHandler("h", h.handle))
+	named := strings.Repeat("h", maxHandlerChars) // at the bound: taken
+	w, _ := started(t, f, WithLogger(logger), WithHandler("h", h.handle), WithHandler(named, h.handle))
 	t.Cleanup(func() { close(h.release) })
 	for _, c := range bad {
 		s := f.next()
 		if hello := expect[*tickwheelv1.PullRequest_Hello](s).Hello; len(hello.GetInFlight()) != 0 {
-			t.Fatalf("before %s: the hello holds %v", c.field, hello.GetInFlight())
+			t.Fatalf("before %s: the hello holds %v", c.said, hello.GetInFlight())
 		}
 		s.welcome(time.Minute)
 		a := assignment("bad", "h", 1)
 		c.set(a)
-		s.assign(assignment("ok-"+c.field, "h", 1), a) // the message is refused whole
+		s.assign(assignment("ok", "h", 1), a) // the message is refused whole
 	}
 	s := f.next()
 	if hello := expect[*tickwheelv1.PullRequest_Hello](s).Hello; len(hello.GetInFlight()) != 0 {
 		t.Fatalf("the hello holds %v", hello.GetInFlight())
 	}
 	if len(h.started) != 0 {
-		t.Fatal("a handler started from a message with a string over the bound")
+		t.Fatal("a handler started from a message with a field over its bound")
 	}
 	s.welcome(time.Minute)
 	at := strings.Repeat("ü", maxIDChars) // at the bound: taken
-	a := assignment(at, "h", 1)
+	a := assignment(at, named, 1)
 	a.JobId, a.Tenant, a.Traceparent = at, at, at
+	a.Payload = make([]byte, maxPayloadBytes) // a message over gRPC's default 4 MiB: received
 	s.assign(a)
-	if job := receive(t, h.started, "the handler starts"); job.ExecutionID != at {
-		t.Fatalf("execution id of %d characters", len([]rune(job.ExecutionID)))
+	job := receive(t, h.started, "the handler starts")
+	if job.ExecutionID != at || len(job.Payload) != maxPayloadBytes || job.Handler != named {
+		t.Fatalf("execution id of %d characters, payload of %d bytes", len([]rune(job.ExecutionID)), len(job.Payload))
 	}
 	text := logs.all()
 	for _, c := range bad {
-		if !strings.Contains(text, fmt.Sprintf("protocol error: an assignment's %s has %d characters", c.field, maxIDChars+1)) {
-			t.Fatalf("no protocol error for %s:\n%s", c.field, text)
+		if !strings.Contains(text, "protocol error: an assignment with "+c.said) {
+			t.Fatalf("no protocol error for %s:\n%s", c.said, text)
 		}
 	}
 	if strings.Contains(text, long) {
@@ -284,6 +313,104 @@ func TestAnAssignmentWithAStringOverTheBoundEndsTheStreamAndNothingOfItIsTaken(t
 	}
 	if w.Sessions() != len(bad)+1 {
 		t.Fatalf("%d sessions", w.Sessions())
+	}
+}
+
+func TestAnHTTPTargetAtItsBoundsIsAnsweredNotAProtocolError(t *testing.T) {
+	f := newFakeServer(t, "a")
+	w, _ := started(t, f, WithHandler("h", noop))
+	s := f.next()
+	expect[*tickwheelv1.PullRequest_Hello](s)
+	s.welcome(time.Minute)
+	headers := map[string]string{}
+	for i := range maxHeaders - 1 {
+		headers[fmt.Sprintf("x-%02d", i)] = "v" // 5 characters each
+	}
+	headers["x-big"] = strings.Repeat("ü", maxHeadersChars-5*(maxHeaders-1)-5)
+	a := assignment("http", "h", 1)
+	a.Target = &tickwheelv1.Target{Kind: &tickwheelv1.Target_Http{Http: &tickwheelv1.HttpTarget{
+		Url: "https://example.com/" + strings.Repeat("u", maxURLChars-20), Method: strings.Repeat("P", maxMethodChars), Headers: headers,
+	}}}
+	s.assign(a)
+	r := results(expect[*tickwheelv1.PullRequest_Result](s))
+	if len(r) != 1 || r[0].GetOutcome() != tickwheelv1.ResultOutcome_RESULT_OUTCOME_FAILED_PERMANENT {
+		t.Fatalf("results = %v", r)
+	}
+	if w.Sessions() != 1 {
+		t.Fatalf("%d sessions", w.Sessions())
+	}
+}
+
+func TestTimestampsOutOfRangeAreReadAsTheNearestInstantInIt(t *testing.T) {
+	f := newFakeServer(t, "a")
+	h := newBlocking(true)
+	w, _ := started(t, f, WithHandler("h", h.handle))
+	t.Cleanup(func() { close(h.release) })
+	s := f.next()
+	expect[*tickwheelv1.PullRequest_Hello](s)
+	s.welcome(time.Minute)
+	// A deadline far past year 9999 (Go's own conversion wraps it round to
+	// a year long past): it never comes.
+	late := assignment("late", "h", 1)
+	late.NominalAt = &timestamppb.Timestamp{Seconds: math.MaxInt64, Nanos: -1}
+	late.DeadlineAt = &timestamppb.Timestamp{Seconds: math.MaxInt64 - 1}
+	s.assign(late)
+	job := receive(t, h.started, "the late one starts")
+	last := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+	if !job.DeadlineAt.Equal(last) || !job.NominalAt.Equal(last) {
+		t.Fatalf("deadline %v, nominal %v", job.DeadlineAt, job.NominalAt)
+	}
+	w.mu.Lock()
+	deadline, ok := w.attempts[key{"late", 1}].ctx.Deadline()
+	w.mu.Unlock()
+	if !ok || !deadline.Equal(last) {
+		t.Fatalf("the context's deadline is %v", deadline)
+	}
+	// A deadline before year 1 has passed: the attempt times out.
+	early := assignment("early", "h", 1)
+	early.DeadlineAt = &timestamppb.Timestamp{Seconds: math.MinInt64, Nanos: 2_000_000_000}
+	s.assign(early)
+	for {
+		r := results(expect[*tickwheelv1.PullRequest_Result](s))
+		if len(r) == 1 && r[0].GetExecutionId() == "early" {
+			if r[0].GetOutcome() != tickwheelv1.ResultOutcome_RESULT_OUTCOME_TIMED_OUT {
+				t.Fatalf("result %v", r[0])
+			}
+			break
+		}
+	}
+	w.mu.Lock()
+	_, running := w.attempts[key{"late", 1}]
+	w.mu.Unlock()
+	if !running || w.Sessions() != 1 {
+		t.Fatalf("the late one runs: %v; %d sessions", running, w.Sessions())
+	}
+}
+
+func TestADrainDeadlineOrHeartbeatIntervalOutOfProtobufsRangeIsAProtocolError(t *testing.T) {
+	f := newFakeServer(t, "a")
+	logs, logger := newRecording()
+	w, _ := started(t, f, WithLogger(logger), WithHandler("h", noop))
+	s := f.next()
+	expect[*tickwheelv1.PullRequest_Hello](s)
+	s.send(&tickwheelv1.PullResponse{Message: &tickwheelv1.PullResponse_Welcome{Welcome: &tickwheelv1.ServerWelcome{
+		ServerId: "fake", HeartbeatInterval: &durationpb.Duration{Seconds: 315_576_000_001},
+	}}})
+	s = f.next()
+	expect[*tickwheelv1.PullRequest_Hello](s)
+	s.welcome(time.Minute)
+	s.send(&tickwheelv1.PullResponse{Message: &tickwheelv1.PullResponse_Drain{Drain: &tickwheelv1.ServerDrain{
+		DeadlineAt: &timestamppb.Timestamp{Seconds: maxTimestampSeconds + 1},
+	}}})
+	f.next()
+	text := logs.all()
+	for _, said := range []string{"protocol error: the welcome's heartbeat_interval is out of range", "protocol error: the drain's deadline_at is out of range"} {
+		if !strings.Contains(text, said) {
+			t.Fatalf("no %q:\n%s", said, text)
+		}
+	}
+	if w.Sessions() != 1 {
+		t.Fatalf("%d sessions (welcomed)", w.Sessions())
 	}
 }
 

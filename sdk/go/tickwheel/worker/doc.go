@@ -62,9 +62,14 @@
 // in any line is its first line, printable, at most 300 characters, the
 // credential masked.
 //
-// An assignment message with an execution id, job id, tenant, handler name
-// or traceparent over 1 024 characters ends the stream as a protocol error
-// and nothing of it is taken; a cancel's reason is cut to 1 024 characters;
+// An assignment message with a field over its bound (an execution id of 1
+// to 1 024 characters; a job id, tenant or traceparent of 1 024; a handler
+// name of 200; a payload of 4 MiB; an HTTP target's URL of 2 048, method of
+// 16, 32 headers of 16 KiB in all) ends the stream as a protocol error and
+// nothing of it is taken, as does a welcome's heartbeat interval or a
+// drain's deadline out of protobuf's range; an assignment's timestamps out
+// of it are read as the nearest instant in it (years 1 to 9999: a deadline
+// beyond never comes); a cancel's reason is cut to 1 024 characters;
 // a cancel or a welcome's rejected list costs one pass over the attempts
 // however many entries it has.
 //

@@ -134,14 +134,14 @@ func jobOf(a *tickwheelv1.Assignment) *Job {
 		Origin:      a.GetOrigin(),
 	}
 	if a.GetNominalAt() != nil {
-		job.NominalAt = a.GetNominalAt().AsTime()
+		job.NominalAt = timeOf(a.GetNominalAt())
 	}
 	job.DueAt = job.NominalAt
 	if a.GetDueAt() != nil {
-		job.DueAt = a.GetDueAt().AsTime()
+		job.DueAt = timeOf(a.GetDueAt())
 	}
 	if a.GetDeadlineAt() != nil {
-		job.DeadlineAt = a.GetDeadlineAt().AsTime()
+		job.DeadlineAt = timeOf(a.GetDeadlineAt())
 	}
 	return job
 }

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -120,6 +119,9 @@ func (w *Worker) runSession(address string) (welcomed, worked bool, err error) {
 		outstanding: w.settings.slots,
 		unsentSet:   map[key]struct{}{},
 		serverID:    said(welcome.GetServerId(), w.credential),
+	}
+	if d := welcome.GetHeartbeatInterval(); d != nil && d.CheckValid() != nil {
+		return false, false, lost("protocol error: the welcome's heartbeat_interval is out of range")
 	}
 	w.mu.Lock()
 	if d := welcome.GetHeartbeatInterval(); d != nil && d.AsDuration() > 0 {
@@ -390,6 +392,10 @@ func (w *Worker) readLoop(s *session, stream grpc.BidiStreamingClient[tickwheelv
 		case *tickwheelv1.PullResponse_Ack:
 			w.applyAcksLocked(s, m.Ack.GetAcks())
 		case *tickwheelv1.PullResponse_Drain:
+			if m.Drain.GetDeadlineAt() != nil && m.Drain.GetDeadlineAt().CheckValid() != nil {
+				breach = lost("protocol error: the drain's deadline_at is out of range")
+				break
+			}
 			s.draining = true
 			if m.Drain.GetDeadlineAt() != nil {
 				s.drainDeadline = m.Drain.GetDeadlineAt().AsTime()
@@ -410,18 +416,11 @@ func (w *Worker) readLoop(s *session, stream grpc.BidiStreamingClient[tickwheelv
 }
 
 // acceptAllLocked takes an assignment message: a protocol error (nothing
-// of it taken) when a string the worker would keep is longer than
-// maxIDChars.
+// of it taken) when an assignment of it is out of bounds (assignmentBreach).
 func (w *Worker) acceptAllLocked(s *session, assignments []*tickwheelv1.Assignment) error {
 	for _, a := range assignments {
-		for _, field := range [...]struct{ name, value string }{
-			{"execution_id", a.GetExecutionId()}, {"job_id", a.GetJobId()}, {"tenant", a.GetTenant()},
-			{"target.handler.name", a.GetTarget().GetHandler().GetName()}, {"traceparent", a.GetTraceparent()},
-		} {
-			if len(field.value) > maxIDChars && utf8.RuneCountInString(field.value) > maxIDChars {
-				return lost("protocol error: an assignment's %s has %d characters, more than %d",
-					field.name, utf8.RuneCountInString(field.value), maxIDChars)
-			}
+		if breach := assignmentBreach(a); breach != "" {
+			return lost("protocol error: %s", breach)
 		}
 	}
 	for _, a := range assignments {

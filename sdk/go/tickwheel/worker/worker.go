@@ -38,11 +38,6 @@ const (
 	// unacknowledged; one more ends the stream as a protocol error (a server
 	// that ignores the credit and never acks would grow them without end).
 	maxRefused = 1000
-	// maxIDChars is the longest execution id, job id, tenant, handler name
-	// or traceparent an assignment may carry (a server's are far shorter);
-	// a longer one ends the stream as a protocol error, so what the worker
-	// keeps of the assignments it holds is bounded.
-	maxIDChars = 1024
 	// cancelReasonChars is what a canceled attempt keeps of the server's reason.
 	cancelReasonChars = 1024
 )
