@@ -117,9 +117,12 @@ import java.util.regex.Pattern;
  * ({@link Limited}); a server's text in any line is its first line, printable, at most 300
  * characters, the credential masked ({@link ServerText#said}).
  *
- * <p>An assignment message with an execution id, job id, tenant, handler name or traceparent over
- * {@link #MAX_ID_CHARS} characters ends the stream as a protocol error and nothing of it is taken;
- * a cancel's reason is cut to {@link #CANCEL_REASON_CHARS} characters; a cancel or a welcome's
+ * <p>An assignment message with a field over its bound ({@link Bounds}: an execution id of 1 to
+ * 1 024 characters; a job id, tenant or traceparent of 1 024; a handler name of 200; a payload of 4
+ * MiB; an HTTP target's URL of 2 048, method of 16, 32 headers of 16 KiB in all) ends the stream as
+ * a protocol error and nothing of it is taken, as does a welcome's heartbeat interval or a drain's
+ * deadline out of protobuf's range; an assignment's timestamps out of it are read as the nearest
+ * instant in it (years 1 to 9999: a deadline beyond never comes); a cancel's reason is cut to {@link #CANCEL_REASON_CHARS} characters; a cancel or a welcome's
  * {@code rejected} list costs one pass over the attempts however many entries it has.
  *
  * <p>Nothing is queued without bound: messages to the server are computed from state (results
@@ -169,12 +172,6 @@ public final class Worker {
    * without end).
    */
   static final int MAX_REFUSED = 1000;
-
-  /**
-   * The longest execution id, job id, tenant, handler name or traceparent an assignment may carry
-   * (a server's are far shorter); a longer one ends the stream as a protocol error.
-   */
-  static final int MAX_ID_CHARS = 1024;
 
   /** What a canceled attempt keeps of the server's reason. */
   static final int CANCEL_REASON_CHARS = 1024;
@@ -760,6 +757,9 @@ public final class Worker {
     if (!w.hasHeartbeatInterval()) {
       return defaultHeartbeatInterval;
     }
+    if (!Bounds.valid(w.getHeartbeatInterval())) {
+      throw new SessionLost("protocol error: the welcome's heartbeat_interval is out of range");
+    }
     long seconds = w.getHeartbeatInterval().getSeconds();
     int nanos = w.getHeartbeatInterval().getNanos();
     if (seconds < 0 || (seconds == 0 && nanos <= 0)) {
@@ -937,7 +937,10 @@ public final class Worker {
       case ASSIGNMENT -> {
         List<Assignment> assignments = message.getAssignment().getAssignmentsList();
         for (Assignment assignment : assignments) {
-          checkBounds(assignment); // nothing of a message with a string over the bound is taken
+          String breach = Bounds.breach(assignment);
+          if (breach != null) { // nothing of a message with a field over its bound is taken
+            throw new SessionLost("protocol error: " + breach);
+          }
         }
         for (Assignment assignment : assignments) {
           accept(s, assignment);
@@ -969,6 +972,9 @@ public final class Worker {
       }
       case DRAIN -> {
         ServerDrain drain = message.getDrain();
+        if (drain.hasDeadlineAt() && !Bounds.valid(drain.getDeadlineAt())) {
+          throw new SessionLost("protocol error: the drain's deadline_at is out of range");
+        }
         s.draining = true;
         if (drain.hasDeadlineAt()) {
           s.drainDeadline = instant(drain.getDeadlineAt());
@@ -1115,29 +1121,6 @@ public final class Worker {
           Level.WARNING,
           "dropped {0} results: the server gave their executions to another worker",
           dropped);
-    }
-  }
-
-  /** A protocol error when a string of {@code a} the worker keeps is over {@link #MAX_ID_CHARS}. */
-  private static void checkBounds(Assignment a) {
-    String[][] fields = {
-      {"execution_id", a.getExecutionId()},
-      {"job_id", a.getJobId()},
-      {"tenant", a.getTenant()},
-      {"target.handler.name", a.getTarget().getHandler().getName()},
-      {"traceparent", a.getTraceparent()},
-    };
-    for (String[] field : fields) {
-      int characters = ServerText.characters(field[1], MAX_ID_CHARS);
-      if (characters > MAX_ID_CHARS) {
-        throw new SessionLost(
-            "protocol error: an assignment's "
-                + field[0]
-                + " has "
-                + characters
-                + " characters, more than "
-                + MAX_ID_CHARS);
-      }
     }
   }
 
@@ -1341,11 +1324,9 @@ public final class Worker {
     return left.toNanos();
   }
 
-  /** A protobuf timestamp as an Instant, clamped to Instant's range. */
+  /** A protobuf timestamp as an Instant, clamped to protobuf's range ({@link Bounds#instant}). */
   static Instant instant(Timestamp t) {
-    long seconds =
-        Math.max(Instant.MIN.getEpochSecond(), Math.min(Instant.MAX.getEpochSecond(), t.getSeconds()));
-    return Instant.ofEpochSecond(seconds, Math.max(0, Math.min(999_999_999, t.getNanos())));
+    return Bounds.instant(t);
   }
 
   private static Timestamp timestamp(Instant at) {

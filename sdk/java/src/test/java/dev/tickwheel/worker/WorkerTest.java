@@ -988,44 +988,183 @@ class WorkerTest {
     }
   }
 
+  private static HttpTarget.Builder http(Assignment.Builder a) {
+    a.setTarget(
+        Target.newBuilder()
+            .setHttp(HttpTarget.newBuilder().setUrl("https://example.com/").setMethod("POST")));
+    return a.getTargetBuilder().getHttpBuilder();
+  }
+
   @Test
-  void anAssignmentWithAStringOverTheBoundEndsTheStreamAndNothingOfItIsTaken() throws Exception {
-    String longer = "ü".repeat(Worker.MAX_ID_CHARS + 1); // characters, not bytes
+  void anAssignmentOverABoundEndsTheStreamAndNothingOfItIsTaken() throws Exception {
+    String longer = "ü".repeat(Bounds.MAX_ID_CHARS + 1); // characters, not bytes
     Map<String, Consumer<Assignment.Builder>> bad = new LinkedHashMap<>();
-    bad.put("execution_id", a -> a.setExecutionId(longer));
-    bad.put("job_id", a -> a.setJobId(longer));
-    bad.put("tenant", a -> a.setTenant(longer));
+    bad.put("an execution id of 0 characters", a -> a.setExecutionId(""));
+    bad.put("an execution id of 1025 characters", a -> a.setExecutionId(longer));
+    bad.put("a job id of 1025 characters", a -> a.setJobId(longer));
+    bad.put("a tenant of 1025 characters", a -> a.setTenant(longer));
+    bad.put("a traceparent of 1025 characters", a -> a.setTraceparent(longer));
     bad.put(
-        "target.handler.name",
-        a -> a.getTargetBuilder().getHandlerBuilder().setName(longer));
-    bad.put("traceparent", a -> a.setTraceparent(longer));
+        "a handler name of 201 characters",
+        a -> a.getTargetBuilder().getHandlerBuilder().setName("ü".repeat(Bounds.MAX_HANDLER_CHARS + 1)));
+    bad.put(
+        "a payload of " + (Bounds.MAX_PAYLOAD_BYTES + 1) + " bytes",
+        a -> a.setPayload(ByteString.copyFrom(new byte[Bounds.MAX_PAYLOAD_BYTES + 1])));
+    bad.put(
+        "an HTTP URL of 2049 characters",
+        a -> http(a).setUrl("https://example.com/" + "ü".repeat(Bounds.MAX_URL_CHARS + 1 - 20)));
+    bad.put("an HTTP method of 17 characters", a -> http(a).setMethod("P".repeat(17)));
+    bad.put(
+        "33 HTTP headers",
+        a -> {
+          HttpTarget.Builder h = http(a);
+          for (int i = 0; i <= Bounds.MAX_HEADERS; i++) {
+            h.putHeaders("x-" + i, "v");
+          }
+        });
+    bad.put(
+        "HTTP headers of 16385 characters",
+        a -> http(a).putHeaders("x-big", "ü".repeat(Bounds.MAX_HEADERS_CHARS + 1 - 5)));
+    String named = "h".repeat(Bounds.MAX_HANDLER_CHARS); // at the bound: taken
     RecordingLogger logs = new RecordingLogger();
     try (Blocking h = new Blocking()) {
-      Worker w = start(b -> b.logger(logs), handlers("h", h.handler));
+      Worker w = start(b -> b.logger(logs), handlers("h", h.handler, named, h.handler));
       for (Map.Entry<String, Consumer<Assignment.Builder>> c : bad.entrySet()) {
         FakeStream stream = server.nextStream();
         assertEquals(0, stream.expect(HELLO).getHello().getInFlightCount(), c.getKey());
         stream.send(welcome(60_000));
         Assignment.Builder a = assignment("bad", "h", 1);
         c.getValue().accept(a);
-        stream.send(assign(assignment("ok-" + c.getKey(), "h", 1), a)); // refused whole
+        stream.send(assign(assignment("ok", "h", 1), a)); // refused whole
       }
       FakeStream stream = server.nextStream();
       assertEquals(0, stream.expect(HELLO).getHello().getInFlightCount());
-      assertTrue(h.started.isEmpty(), "a handler started from a message over the bound");
+      assertTrue(h.started.isEmpty(), "a handler started from a message over a bound");
       stream.send(welcome(60_000));
-      String at = "ü".repeat(Worker.MAX_ID_CHARS); // at the bound: taken
-      stream.send(assign(assignment(at, "h", 1).setJobId(at).setTenant(at).setTraceparent(at)));
+      String at = "ü".repeat(Bounds.MAX_ID_CHARS); // at the bound: taken
+      stream.send(
+          assign(
+              assignment(at, named, 1)
+                  .setJobId(at)
+                  .setTenant(at)
+                  .setTraceparent(at)
+                  // a message over gRPC's default 4 MiB: received
+                  .setPayload(ByteString.copyFrom(new byte[Bounds.MAX_PAYLOAD_BYTES]))));
       assertEquals(at, h.nextStarted());
       String all = logs.all();
-      for (String field : bad.keySet()) {
-        assertTrue(
-            all.contains("protocol error: an assignment's " + field + " has 1025 characters"), all);
+      for (String said : bad.keySet()) {
+        assertTrue(all.contains("protocol error: an assignment with " + said), said + "\n" + all);
       }
       assertFalse(all.contains(longer), "a log line repeats the string over the bound");
       // The assignment may be taken before run()'s thread counts the welcome.
       eventually(() -> w.sessions() == bad.size() + 1, "one session a stream");
     }
+  }
+
+  @Test
+  void anHttpTargetAtItsBoundsIsAnsweredNotAProtocolError() throws Exception {
+    Worker w = start(b -> {}, handlers("h", (Handler) ctx -> null));
+    FakeStream stream = server.nextStream();
+    stream.expect(HELLO);
+    stream.send(welcome(60_000));
+    Assignment.Builder a = assignment("http", "h", 1);
+    HttpTarget.Builder h =
+        http(a)
+            .setUrl("https://example.com/" + "u".repeat(Bounds.MAX_URL_CHARS - 20))
+            .setMethod("P".repeat(Bounds.MAX_METHOD_CHARS));
+    for (int i = 0; i < Bounds.MAX_HEADERS - 1; i++) {
+      h.putHeaders(String.format("x-%02d", i), "v"); // 5 characters each
+    }
+    h.putHeaders("x-big", "ü".repeat(Bounds.MAX_HEADERS_CHARS - 5 * (Bounds.MAX_HEADERS - 1) - 5));
+    stream.send(assign(a));
+    ExecutionResult r = stream.expect(RESULT).getResult().getResults(0);
+    assertEquals(ResultOutcome.RESULT_OUTCOME_FAILED_PERMANENT, r.getOutcome(), r.toString());
+    assertEquals(1, w.sessions());
+  }
+
+  @Test
+  void timestampsOutOfRangeAreReadAsTheNearestInstantInIt() throws Exception {
+    BlockingQueue<JobContext> started = new LinkedBlockingQueue<>();
+    CountDownLatch release = new CountDownLatch(1);
+    Worker w =
+        start(
+            b -> {},
+            handlers(
+                "h",
+                (Handler)
+                    ctx -> {
+                      started.add(ctx);
+                      release.await();
+                      return null;
+                    }));
+    try {
+      FakeStream stream = server.nextStream();
+      stream.expect(HELLO);
+      stream.send(welcome(60_000));
+      // Past Instant's range: it never comes.
+      stream.send(
+          assign(
+              assignment("late", "h", 1)
+                  .setNominalAt(Timestamp.newBuilder().setSeconds(Long.MAX_VALUE).setNanos(-1))
+                  .setDeadlineAt(Timestamp.newBuilder().setSeconds(Long.MAX_VALUE - 1))));
+      JobContext late = started.poll(5, TimeUnit.SECONDS);
+      assertTrue(late != null, "the late one starts");
+      Instant last = Instant.parse("9999-12-31T23:59:59Z");
+      assertEquals(last, late.deadlineAt().orElseThrow());
+      assertEquals(last, late.nominalAt());
+      // Before year 1: it has passed, the attempt times out.
+      stream.send(
+          assign(
+              assignment("early", "h", 1)
+                  .setDeadlineAt(
+                      Timestamp.newBuilder().setSeconds(Long.MIN_VALUE).setNanos(2_000_000_000))));
+      for (; ; ) {
+        ExecutionResult r = stream.expect(RESULT).getResult().getResults(0);
+        if (r.getExecutionId().equals("early")) {
+          assertEquals(ResultOutcome.RESULT_OUTCOME_TIMED_OUT, r.getOutcome(), r.toString());
+          break;
+        }
+      }
+      assertEquals(List.of("late"), w.inFlight().stream().map(e -> e.getExecutionId()).toList());
+      assertEquals(1, w.sessions());
+    } finally {
+      release.countDown();
+    }
+  }
+
+  @Test
+  void aDrainDeadlineOrHeartbeatIntervalOutOfProtobufsRangeIsAProtocolError() throws Exception {
+    RecordingLogger logs = new RecordingLogger();
+    Worker w = start(b -> b.logger(logs), handlers("h", (Handler) ctx -> null));
+    FakeStream stream = server.nextStream();
+    stream.expect(HELLO);
+    stream.send(
+        PullResponse.newBuilder()
+            .setWelcome(
+                ServerWelcome.newBuilder()
+                    .setServerId("fake")
+                    .setHeartbeatInterval(
+                        com.google.protobuf.Duration.newBuilder().setSeconds(315_576_000_001L)))
+            .build());
+    stream = server.nextStream();
+    stream.expect(HELLO);
+    stream.send(welcome(60_000));
+    stream.send(
+        PullResponse.newBuilder()
+            .setDrain(
+                ServerDrain.newBuilder()
+                    .setDeadlineAt(
+                        Timestamp.newBuilder().setSeconds(Bounds.MAX_TIMESTAMP_SECONDS + 1)))
+            .build());
+    server.nextStream();
+    String all = logs.all();
+    for (String said :
+        List.of(
+            "protocol error: the welcome's heartbeat_interval is out of range",
+            "protocol error: the drain's deadline_at is out of range")) {
+      assertTrue(all.contains(said), said + "\n" + all);
+    }
+    assertEquals(1, w.sessions());
   }
 
   @Test
