@@ -16,7 +16,8 @@ already (its context's strings): a handful of ``len`` calls, no field of the
 message read twice. Timestamps are fixed-size and not checked: one out of
 protobuf's range fails the attempt where it is converted, and a deadline
 out of range never comes. The TypeScript worker (``sdk/typescript/src/bounds.ts``)
-keeps the same bounds; ``sdk/python/README.md`` has them as a table.
+and the Go and Java workers keep the same bounds; every SDK's README has them
+as one table.
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ MAX_METHOD_CHARS = 16
 MAX_HEADERS = 32
 """An HTTP target's headers, as the contract bounds them: 32, 16 KiB in all (names and values)."""
 MAX_HEADERS_CHARS = 16 * 1024
+MAX_DURATION_SECONDS = 315_576_000_000
+"""protobuf's Duration range, 10 000 years either way: a welcome's heartbeat interval out of it is a
+protocol error (as in the other workers)."""
+
+
+def valid_duration(seconds: int, nanos: int) -> bool:
+    """True when a Duration of ``seconds`` and ``nanos`` lies in protobuf's range."""
+    return -MAX_DURATION_SECONDS <= seconds <= MAX_DURATION_SECONDS and -1_000_000_000 < nanos < 1_000_000_000
 
 
 def breach(

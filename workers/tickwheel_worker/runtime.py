@@ -65,8 +65,10 @@ welcome's ``rejected`` list costs one pass over the attempts at most.
 Every queue is bounded: outgoing messages are not queued but computed from
 state (results pending, credit owed, heartbeat due) by one writer task, and
 state is bounded by the number of executions held (at most ``2 * slots``
-attempts, their unacknowledged results) plus at most :data:`MAX_REFUSED`
-refusals. What each of those holds is bounded too: an assignment with a
+attempts, their unacknowledged results: no credit is granted while attempts
+and unacknowledged results together would pass the :data:`MAX_IN_FLIGHT` a
+hello may list, and an assignment arriving past that is refused) plus at
+most :data:`MAX_REFUSED` refusals. What each of those holds is bounded too: an assignment with a
 field out of :mod:`tickwheel_worker.bounds` (an id, a handler name, a
 payload, an HTTP target) ends the stream as a protocol error
 before anything of its message is taken; a cancel's reason is cut to
@@ -95,7 +97,7 @@ from tickwheel.shared.outages import STILL_EVERY, OutageLog, one_line
 from tickwheel.v1 import worker_pb2, worker_pb2_grpc
 from tickwheel_worker._version import VERSION
 from tickwheel_worker.attempt import FAILED_RETRYABLE, Attempt, AttemptSettings, Key
-from tickwheel_worker.bounds import breach
+from tickwheel_worker.bounds import breach, valid_duration
 from tickwheel_worker.config import WorkerConfig
 from tickwheel_worker.handlers import HandlerRegistry
 from tickwheel_worker.slots import Slots
@@ -497,6 +499,9 @@ class Worker:
 
     def _heartbeat_interval(self, welcome: worker_pb2.ServerWelcome) -> float:
         if welcome.HasField("heartbeat_interval"):
+            interval = welcome.heartbeat_interval
+            if not valid_duration(interval.seconds, interval.nanos):
+                raise _SessionLost("protocol error: the welcome's heartbeat_interval is out of range")
             try:
                 seconds = welcome.heartbeat_interval.ToTimedelta().total_seconds()
             except (ValueError, OverflowError) as exc:
@@ -690,7 +695,10 @@ class Worker:
     def _grantable(self, session: _Session) -> int:
         if self._stopping or session.draining or session.closing or self._shutdown.is_set():
             return 0
-        return max(0, self.config.slots - len(self._attempts) - session.outstanding)
+        held = len(self._attempts)
+        # Never so much that a hello could not list everything held: a server that never acks
+        # would otherwise have the results of real attempts grow without end.
+        return max(0, min(self.config.slots - held, MAX_IN_FLIGHT - held - len(self._unacked)) - session.outstanding)
 
     def _quiet(self) -> bool:
         """Nothing left to report: every attempt decided and every result acknowledged."""
@@ -765,7 +773,10 @@ class Worker:
         if key in self._unacked:  # finished, but the server did not see the result yet
             session.unsent[key] = None
             return
-        if len(self._attempts) >= self._max_held:
+        # Beyond twice the slots held, or once attempts and unacknowledged results fill a hello (a
+        # server that never acks; the credit never gets there): refused, so that neither grows
+        # without bound.
+        if len(self._attempts) >= self._max_held or len(self._attempts) + len(self._unacked) >= MAX_IN_FLIGHT:
             level, more = self._limited.level("beyond credit", logging.ERROR)
             log_execution(log, level, "assignment (delivery %d) beyond this worker's credit; refused%s",
                           assignment.delivery, more, execution=assignment.execution_id, job=assignment.job_id,

@@ -19,6 +19,7 @@ from tickwheel.shared.clock import FakeClock
 from tickwheel.shared.heartbeats import MAX_HEARTBEAT_INTERVAL, MIN_HEARTBEAT_INTERVAL
 from tickwheel.v1 import worker_pb2
 from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig
+from tickwheel_worker import runtime
 from tickwheel_worker.runtime import MAX_REFUSED
 
 from tests.unit.worker.test_worker_outages import LOGGER, JumpingClock, lines, registry, stopped, until
@@ -343,3 +344,39 @@ async def test_a_refusal_of_an_id_of_megabytes_is_a_protocol_error(
         await stopped(worker, running)
     assert any("protocol error: an assignment with an execution id of 2000000 characters" in m
                for m in lines(caplog, logging.WARNING))
+
+
+async def test_results_a_server_never_acks_stop_at_a_hellos_worth_then_are_refused(
+    fake_server: FakeWorkerService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that never acks keeps sending assignments within twice the
+    slots, each of which finishes at once: the credit stops once attempts and
+    unacknowledged results fill a hello (MAX_IN_FLIGHT, lowered here), and an
+    assignment arriving past that is refused, so the results of real attempts
+    stop growing; every one of them is still listed by the next hello."""
+    monkeypatch.setattr(runtime, "MAX_IN_FLIGHT", 60)
+    fake_server.auto_ack = False
+    worker = worker_on(fake_server, JumpingClock(), slots=4)
+    unacked = worker._unacked = PeakDict()
+    running = asyncio.create_task(worker.run())
+    try:
+        stream = await fake_server.stream(0)
+        for round in range(60 // 6):  # rounds of 6 quick attempts: within 2 * slots, past the credit
+            batch = [make_assignment(f"e{round}-{i}:e") for i in range(6)]
+            await stream.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(assignments=batch)))
+            await stream.wait_for(lambda s, batch=batch: all(s.result_for(a.execution_id) for a in batch))
+            await asyncio.wait_for(until(lambda: not worker.in_flight()), WAIT)
+        assert len(worker.unacked()) == 60
+        assert stream.credit_total <= 60, "no credit past what a hello lists"
+        await stream.send(worker_pb2.PullResponse(assignment=worker_pb2.Assignments(
+            assignments=[make_assignment("more:e")])))
+        refused = await stream.wait_result("more:e")
+        assert refused.outcome == worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE
+        assert "over capacity" in refused.error
+        assert len(worker.unacked()) == 61 and not worker.in_flight()
+        await stream.close()
+        again = await fake_server.stream(1)
+        assert len(again.hello.in_flight) == 60, "the hello lists what it can, the real results"
+    finally:
+        await stopped(worker, running)
+    assert unacked.peak == 61, unacked.peak

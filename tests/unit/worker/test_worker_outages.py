@@ -126,11 +126,13 @@ async def test_hundreds_of_refused_reconnects_are_a_few_lines_then_one_recovery(
     assert all(len(w) < SAID_CHARS + 300 for w in warnings)
 
 
+@pytest.mark.parametrize("seconds", [2**62, 315_576_000_001], ids=["unconvertible", "past-protobuf-range"])
 async def test_a_garbage_welcome_in_a_loop_is_one_warning_not_a_traceback_a_try(
-    fake_server: FakeWorkerService, caplog: pytest.LogCaptureFixture
+    fake_server: FakeWorkerService, caplog: pytest.LogCaptureFixture, seconds: int
 ) -> None:
-    """A welcome whose heartbeat interval protobuf cannot convert: a protocol
-    error, an outage of the server like any other, backed off."""
+    """A welcome whose heartbeat interval is out of protobuf's Duration range
+    (or beyond what it can convert): a protocol error, an outage of the server
+    like any other, backed off (as in the other workers)."""
     caplog.set_level(logging.DEBUG, logger=LOGGER)
     clock = JumpingClock()
     worker = worker_on(fake_server, clock)
@@ -138,7 +140,7 @@ async def test_a_garbage_welcome_in_a_loop_is_one_warning_not_a_traceback_a_try(
 
     def garbage(stream):
         message = welcome(stream)
-        message.welcome.heartbeat_interval.seconds = 2**62
+        message.welcome.heartbeat_interval.seconds = seconds
         return message
 
     fake_server.welcome = garbage
