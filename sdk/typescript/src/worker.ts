@@ -61,7 +61,8 @@
  * (results pending, credit owed, heartbeat due) by one writer, which the
  * HTTP/2 stream pulls from only as fast as it can send, and state is bounded
  * by the executions held (at most `2 * slots` attempts, their unacknowledged
- * results) plus at most {@link MAX_REFUSED} refusals. What each holds is
+ * results, together at most {@link MAX_IN_FLIGHT}) plus at most
+ * {@link MAX_REFUSED} refusals. What each holds is
  * bounded too: an assignment with a field out of the bounds of
  * "./bounds.js" (an id, a handler name, a payload, an HTTP target) ends the
  * stream as a protocol error before anything of its message is taken; a
@@ -150,8 +151,12 @@ const DURATION_SECONDS = 315_576_000_000n;
 const CLOSE_TIMEOUT_MS = 1000;
 const WORKER_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
 const MAX_SLOTS = 10_000;
-/** The most `hello.inFlight` entries a server takes. */
-const MAX_IN_FLIGHT = 20_000;
+/**
+ * The most `hello.inFlight` entries a server takes. No credit is granted past
+ * what a hello lists (attempts and unacknowledged results), and an assignment
+ * arriving past it is refused: a server that never acks cannot grow results.
+ */
+export const MAX_IN_FLIGHT = 20_000;
 
 /** Where the worker reports what happens to it. */
 export interface Logger {
@@ -894,7 +899,9 @@ export class Worker {
     if (this.stopping || session.draining || session.closing || this.shutdown.signal.aborted) {
       return 0;
     }
-    return Math.max(0, this.slots - this.attempts.size - session.outstanding);
+    const held = this.attempts.size;
+    // Never so much that a hello could not list everything held.
+    return Math.max(0, Math.min(this.slots - held, MAX_IN_FLIGHT - held - this.unackedResults.size) - session.outstanding);
   }
 
   /** Nothing left to report: every attempt decided and every result acknowledged. */
@@ -959,7 +966,10 @@ export class Worker {
       session.unsent.add(key); // finished, but the server did not see the result yet
       return;
     }
-    if (this.attempts.size >= this.maxHeld) {
+    // Beyond twice the slots held, or once attempts and unacknowledged results fill a hello (a
+    // server that never acks; the credit never gets there): refused, so that neither grows
+    // without bound.
+    if (this.attempts.size >= this.maxHeld || this.attempts.size + this.unackedResults.size >= MAX_IN_FLIGHT) {
       this.limited.say(
         "beyond credit",
         "error",

@@ -37,7 +37,7 @@ import {
   TIMESTAMP_SECONDS,
 } from "../../src/bounds.js";
 import { AssignmentSchema, ResultOutcome, type Assignment } from "../../src/gen/tickwheel/v1/worker_pb.js";
-import { MAX_RECEIVE_BYTES, MAX_REFUSED, Worker, type JobContext, type Logger, type WorkerOptions } from "../../src/worker.js";
+import { MAX_IN_FLIGHT, MAX_RECEIVE_BYTES, MAX_REFUSED, Worker, type JobContext, type Logger, type WorkerOptions } from "../../src/worker.js";
 import { FakeClock } from "./fake-clock.js";
 import { FakeServer, stopBoth, type FakeStream } from "./fake-server.js";
 import { eventually, gate } from "./waits.js";
@@ -334,6 +334,25 @@ describe("Worker against a hostile server", () => {
     assert.equal(ended.length, 10, "each batch ended its stream (a line a failure: WARNING or DEBUG)");
     assert.ok(lines.at("warn").length < 5, lines.at("warn").join("\n"));
     assert.ok(lines.at("error").length < 5, "refusals are one ERROR line a minute");
+  });
+
+  test("results a server never acks stop at a hello's worth, then are refused", async () => {
+    const w = start({ slots: 100 });
+    const stream = await welcomed();
+    // Rounds of 100 quick attempts (within twice the slots each time), none acknowledged.
+    for (let round = 0; round < MAX_IN_FLIGHT / 100; round += 1) {
+      assign(stream, ...Array.from({ length: 100 }, (_, i) => assignment(`e${round}-${i}:e`)));
+      await eventually(() => w.unacked().length === (round + 1) * 100 && w.inFlight().length === 0, "the round's results");
+    }
+    const credit = stream.received.reduce((sum, r) => sum + (r.message.case === "credit" ? r.message.value.credits : 0), 100);
+    assert.ok(credit <= MAX_IN_FLIGHT, `credit ${credit} past what a hello lists`);
+    assign(stream, assignment("more:e"));
+    await eventually(() => results(stream).some((r) => r.executionId === "more:e"), "the refusal");
+    const refused = results(stream).find((r) => r.executionId === "more:e")!;
+    assert.equal(refused.outcome, ResultOutcome.FAILED_RETRYABLE);
+    assert.match(refused.error, /over capacity/);
+    assert.equal(w.unacked().length, MAX_IN_FLIGHT + 1);
+    assert.equal(w.sessions, 1);
   });
 
   test("refusals a server acks never end the stream", async () => {
