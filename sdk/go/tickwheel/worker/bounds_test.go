@@ -653,3 +653,32 @@ func TestResultsAServerNeverAcknowledgesStopAtAHellosWorthThenAreRefused(t *test
 		}
 	}
 }
+
+func TestAMessageOverTheReceiveLimitEndsTheStreamAndTheNextOneServes(t *testing.T) {
+	f := newFakeServer(t, "a")
+	logs, logger := newRecording()
+	h := newBlocking(false)
+	w, _ := started(t, f, WithLogger(logger), WithHandler("h", h.handle))
+	t.Cleanup(func() { close(h.release) })
+	s := f.next()
+	expect[*tickwheelv1.PullRequest_Hello](s)
+	s.welcome(time.Minute)
+	huge := assignment("huge", "h", 1)
+	huge.Payload = make([]byte, maxReceiveBytes) // the message is a little more
+	s.assign(huge)
+	s = f.next()
+	if hello := expect[*tickwheelv1.PullRequest_Hello](s).Hello; len(hello.GetInFlight()) != 0 {
+		t.Fatalf("the hello holds %v", hello.GetInFlight())
+	}
+	s.welcome(time.Minute)
+	s.assign(assignment("next", "h", 1))
+	if job := receive(t, h.started, "the next stream's assignment starts"); job.ExecutionID != "next" {
+		t.Fatalf("started %s", job.ExecutionID)
+	}
+	if !strings.Contains(logs.all(), "RESOURCE_EXHAUSTED") {
+		t.Fatalf("no RESOURCE_EXHAUSTED:\n%s", logs.all())
+	}
+	if w.Sessions() != 2 {
+		t.Fatalf("%d sessions", w.Sessions())
+	}
+}

@@ -8,6 +8,9 @@ import dev.tickwheel.v1.PullResponse;
 import dev.tickwheel.v1.WorkerServiceGrpc;
 import io.grpc.Context;
 import io.grpc.Contexts;
+import io.grpc.Grpc;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.InsecureServerCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.Server;
@@ -36,11 +39,21 @@ final class FakeServer implements AutoCloseable {
       Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
   private static final Context.Key<String> SEEN_AUTHORIZATION = Context.key("authorization");
 
-  final String name = InProcessServerBuilder.generateName();
+  /** The server's name (in process) or host:port (over TCP). */
+  final String name;
+
   private final BlockingQueue<FakeStream> streams = new LinkedBlockingQueue<>();
   private final Server server;
 
   FakeServer() throws IOException {
+    this(false);
+  }
+
+  /**
+   * {@code overTcp}: on a port of 127.0.0.1 rather than in process (where messages are passed
+   * unserialized and no receive limit applies).
+   */
+  FakeServer(boolean overTcp) throws IOException {
     ServerInterceptor headers =
         new ServerInterceptor() {
           @Override
@@ -60,11 +73,26 @@ final class FakeServer implements AutoCloseable {
             return stream.requests;
           }
         };
-    server =
-        InProcessServerBuilder.forName(name)
-            .addService(ServerInterceptors.intercept(service, headers))
-            .build()
-            .start();
+    if (overTcp) {
+      server =
+          Grpc.newServerBuilderForPort(0, InsecureServerCredentials.create())
+              .addService(ServerInterceptors.intercept(service, headers))
+              .build()
+              .start();
+      name = "127.0.0.1:" + server.getPort();
+    } else {
+      name = InProcessServerBuilder.generateName();
+      server =
+          InProcessServerBuilder.forName(name)
+              .addService(ServerInterceptors.intercept(service, headers))
+              .build()
+              .start();
+    }
+  }
+
+  /** Opens a plaintext channel to {@code address} (host:port). */
+  static ManagedChannel tcpChannel(String address) {
+    return Grpc.newChannelBuilder(address, InsecureChannelCredentials.create()).build();
   }
 
   /** Opens a channel to the server named {@code address} (this one's name, or another's). */

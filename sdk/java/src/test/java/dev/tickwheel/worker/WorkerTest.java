@@ -1168,6 +1168,36 @@ class WorkerTest {
   }
 
   @Test
+  void aMessageOverTheReceiveLimitEndsTheStreamAndTheNextOneServes() throws Exception {
+    RecordingLogger logs = new RecordingLogger();
+    // Over TCP: in process, messages pass unserialized and no receive limit applies.
+    FakeServer tcp = new FakeServer(true);
+    others.add(tcp);
+    try (Blocking h = new Blocking()) {
+      Worker w =
+          start(
+              List.of(tcp.name),
+              b -> b.logger(logs).channels(FakeServer::tcpChannel),
+              handlers("h", h.handler));
+      FakeStream stream = tcp.nextStream();
+      stream.expect(HELLO);
+      stream.send(welcome(60_000));
+      // The message is a little more than the limit.
+      stream.send(
+          assign(
+              assignment("huge", "h", 1)
+                  .setPayload(ByteString.copyFrom(new byte[Worker.MAX_RECEIVE_BYTES]))));
+      stream = tcp.nextStream();
+      assertEquals(0, stream.expect(HELLO).getHello().getInFlightCount());
+      stream.send(welcome(60_000));
+      stream.send(assign(assignment("next", "h", 1)));
+      assertEquals("next", h.nextStarted());
+      assertTrue(logs.all().contains("RESOURCE_EXHAUSTED"), logs.all());
+      eventually(() -> w.sessions() == 2, "two sessions");
+    }
+  }
+
+  @Test
   void aServersTextsAreOneBoundedPrintableLineWithoutTheCredential() throws Exception {
     String nasty = "boom " + SECRET + "\u001b[31m\u0000" + "x".repeat(100_000) + "\nsecond line";
     RecordingLogger logs = new RecordingLogger();
