@@ -10,9 +10,9 @@
  * past one is a protocol error, which ends the stream, and nothing of its
  * message is taken. Timestamps are fixed-size and not checked: one out of
  * protobuf's range is read as the nearest instant in it ({@link dateOf}),
- * and a deadline out of range never comes. The Python worker (`tickwheel_worker.bounds`) keeps the
- * same bounds, counting characters as code points as it does;
- * `sdk/typescript/README.md` has them as a table.
+ * and a deadline out of range never comes. The Python (`tickwheel_worker.bounds`), Go and Java
+ * workers keep the same bounds, counting characters as code points as this one does; the four
+ * SDK READMEs share one table of them.
  *
  * Also here: what the worker makes of a server's texts before it logs them
  * ({@link clean}), and the heartbeat interval a welcome may announce
