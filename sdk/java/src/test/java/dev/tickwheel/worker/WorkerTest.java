@@ -988,6 +988,14 @@ class WorkerTest {
     }
   }
 
+  /** The next stream of {@code on}, its hello read and welcomed (an interval of a minute). */
+  private static FakeStream welcomed(FakeServer on) throws InterruptedException {
+    FakeStream stream = on.nextStream();
+    stream.expect(HELLO);
+    stream.send(welcome(60_000));
+    return stream;
+  }
+
   private static HttpTarget.Builder http(Assignment.Builder a) {
     a.setTarget(
         Target.newBuilder()
@@ -1064,9 +1072,7 @@ class WorkerTest {
   @Test
   void anHttpTargetAtItsBoundsIsAnsweredNotAProtocolError() throws Exception {
     Worker w = start(b -> {}, handlers("h", (Handler) ctx -> null));
-    FakeStream stream = server.nextStream();
-    stream.expect(HELLO);
-    stream.send(welcome(60_000));
+    FakeStream stream = welcomed(server);
     Assignment.Builder a = assignment("http", "h", 1);
     HttpTarget.Builder h =
         http(a)
@@ -1098,9 +1104,7 @@ class WorkerTest {
                       return null;
                     }));
     try {
-      FakeStream stream = server.nextStream();
-      stream.expect(HELLO);
-      stream.send(welcome(60_000));
+      FakeStream stream = welcomed(server);
       // Past Instant's range: it never comes.
       stream.send(
           assign(
@@ -1146,9 +1150,7 @@ class WorkerTest {
                     .setHeartbeatInterval(
                         com.google.protobuf.Duration.newBuilder().setSeconds(315_576_000_001L)))
             .build());
-    stream = server.nextStream();
-    stream.expect(HELLO);
-    stream.send(welcome(60_000));
+    stream = welcomed(server);
     stream.send(
         PullResponse.newBuilder()
             .setDrain(
@@ -1179,9 +1181,7 @@ class WorkerTest {
               List.of(tcp.name),
               b -> b.logger(logs).channels(FakeServer::tcpChannel),
               handlers("h", h.handler));
-      FakeStream stream = tcp.nextStream();
-      stream.expect(HELLO);
-      stream.send(welcome(60_000));
+      FakeStream stream = welcomed(tcp);
       // The message is a little more than the limit.
       stream.send(
           assign(
