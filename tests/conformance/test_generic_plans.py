@@ -568,3 +568,82 @@ async def test_a_first_page_reads_its_tenant_s_page_whatever_the_statistics(migr
             # LIMIT may read before it stops).
             assert rows_read(ran, "jobs") <= rows + 1, shown
             assert rows_read(ran, "job_cursors") <= rows + 1, shown
+
+
+FILTERS = (("active", ""), ("paused", ""), ("completed", ""), ("", "n"), ("", "rare"), ("paused", "n"))
+"""ListJobs' and SearchJobs' filters (state, name prefix) and both, in
+:func:`test_a_filtered_page_reads_its_tenant_s_rows_only_whatever_the_statistics`."""
+
+
+@pytest.mark.parametrize("analysed", [False, True], ids=["never-analysed", "analysed"])
+async def test_a_filtered_page_reads_its_tenant_s_rows_only_whatever_the_statistics(
+    migrated_engine, clock, analysed
+) -> None:
+    """Every filter ListJobs and SearchJobs take (:data:`FILTERS`), on the
+    first page of a tenant of 100 000 jobs, of one of 2 000 spread among
+    them and of one with a single job: each reads none of another
+    tenant's rows, in a custom plan and a generic one, on a table never
+    analysed and analysed (the plain join's generic plan walked
+    ``jobs_pkey`` filtering the tenant: the one-job tenant's page read
+    every job before its own). A page of paused jobs reads the tenant's
+    paused jobs only (``jobs_tenant_paused``); any other filter reads at
+    most the tenant's jobs. ``completed`` is the cursor's state only (a
+    claim completes a job in its cursor), so ``jobs.state`` stays
+    ``active`` for those rows here as it does in a store."""
+    if migrated_engine.dialect.name == "sqlite":
+        pytest.skip("PostgreSQL's plans")
+    tenants = TenantStore(migrated_engine, clock)
+    for name in ("big", "mid", "one"):
+        await tenants.create(Tenant(name=name))
+    # big: job_0000001 … job_0100000, every 1 000th paused, five near the end
+    # completed and three named "rare…"; mid: every 50th id + "m", every
+    # 10th of them paused; one: a single paused job near the end.
+    made = (
+        f"SELECT 'job_' || lpad(g::text, 7, '0') AS id, 'big' AS tenant, "
+        f"CASE WHEN mod(g, 1000) = 0 THEN 'paused' WHEN g BETWEEN {PAGED_JOBS - 8} AND {PAGED_JOBS - 4} "
+        "THEN 'completed' ELSE 'active' END AS state, "
+        f"CASE WHEN g BETWEEN {PAGED_JOBS - 3} AND {PAGED_JOBS - 1} THEN 'rare-' ELSE 'n-' END || g AS name "
+        f"FROM generate_series(1, {PAGED_JOBS}) g "
+        f"UNION ALL SELECT 'job_' || lpad((g * 50)::text, 7, '0') || 'm', 'mid', "
+        "CASE WHEN mod(g, 10) = 0 THEN 'paused' ELSE 'active' END, 'n-m' || g "
+        f"FROM generate_series(1, {PAGED_JOBS // 50}) g "
+        f"UNION ALL SELECT 'job_' || lpad(({PAGED_JOBS} - 10)::text, 7, '0') || 'z', 'one', 'paused', 'n-one'"
+    )
+    with migrated_engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, tzdata_version, pause_reason, "
+            "version, created_at, updated_at) SELECT id, tenant, 0, name, CASE WHEN state = 'completed' THEN "
+            f"'active' ELSE state END, '', 'UTC', 'x', '', 1, 0, 0 FROM ({made}) AS made"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO job_cursors (job_id, tenant, partition, state, version, run_count) "
+            f"SELECT id, tenant, 0, state, 1, 0 FROM ({made}) AS made"
+        )
+        wanted: dict[str, list[tuple[str, str, str]]] = {}
+        for ident, tenant, state, name in conn.exec_driver_sql(f"SELECT * FROM ({made}) AS made ORDER BY id"):
+            wanted.setdefault(tenant, []).append((ident, state, name))
+    if analysed:
+        with migrated_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("ANALYZE jobs")
+            conn.exec_driver_sql("ANALYZE job_cursors")
+    store = JobStore(migrated_engine, clock, partition_count=1)
+    page = 100
+    failed = []
+    for tenant in ("one", "mid", "big"):
+        own = wanted[tenant]
+        for state, prefix in FILTERS:
+            expected = [i for i, s, n in own if (not state or s == state) and n.startswith(prefix)][:page]
+            with captured(migrated_engine) as seen:
+                found = await store.list(tenant, limit=page, state=state, name_prefix=prefix)
+            assert [job.id for job in found] == expected, (tenant, state, prefix)
+            [(statement, parameters, _)] = [sent for sent in seen if _on(("job_cursors",), sent.statement)]
+            # what the page may read: the tenant's paused jobs for a paused
+            # page, else its jobs; and the one more a LIMIT may read
+            bound = (sum(s == "paused" for _, s, _ in own) if state == "paused" else len(own)) + 1
+            for mode in ("force_custom_plan", "force_generic_plan"):
+                ran = plan(migrated_engine, statement, parameters, mode=mode, analyze=True)
+                read = (rows_read(ran, "jobs"), rows_read(ran, "job_cursors"))
+                if seq_scans(ran, ("jobs", "job_cursors")) or max(read) > bound:
+                    failed.append(f"{tenant} state={state!r} prefix={prefix!r} {mode}: read {read} > {bound}\n"
+                                  f"{statement}\n{describe(ran)}")
+    assert not failed, f"{len(failed)} failed\n\n" + "\n\n".join(failed)
