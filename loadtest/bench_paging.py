@@ -3,6 +3,7 @@ loaded, page by page, on the real server (issue 21: flat page latency,
 the first pages included).
 
     .venv/bin/python loadtest/bench_paging.py [--jobs 300000] [--page-size 1000] [--analyze]
+                                              [--state paused] [--name-prefix P] [--filtered-calls 100]
                                               [--pg URL] [--etcd HOST:PORT] [--logs DIR] [--smoke]
 
 Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL
@@ -26,6 +27,14 @@ tenant, ``small``, beside them. Then, in this order, each over a channel:
   PostgreSQL read for them (``read``: ``pg_stat_statements``' calls, rows
   and shared buffers of the page's statement; null without the
   extension). A tenant's page reads its own rows, not its neighbour's.
+- ``list_filtered`` (with ``--state`` or ``--name-prefix``): the first
+  page of ListJobs with those filters, ``--filtered-calls`` times for
+  ``small`` and then for ``bench``, each with what PostgreSQL read. Every
+  job loaded is active and named ``load`` (``small``'s ``small``), so ``--state paused`` (or
+  ``completed``, or a prefix no name has) finds none: ``bench``'s page
+  reads what the filter's path must read to say so (its paused jobs on
+  ``jobs_tenant_paused``, its every job for another state), ``small``'s
+  its one job, and neither a row of the other.
 
 Each paging figure (``bench_create.page_figures``) gives the first ten
 pages' latency, the median, p99, max and last, and flatness as
@@ -53,12 +62,15 @@ import grpc.aio
 
 import _harness as h
 import bench_create as bc
-from tickwheel.v1 import admin_pb2, admin_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 SERVER_ID = "bench-paging"
 SMALL = "small"
 LOAD_CLIENTS = 4
 SMALL_CALLS = 100
+STATES = {"": 0, "active": job_pb2.JOB_STATE_ACTIVE, "paused": job_pb2.JOB_STATE_PAUSED,
+          "completed": job_pb2.JOB_STATE_COMPLETED}
+"""``--state``'s values and the proto's."""
 
 
 async def create_tenants(server: h.ServerProcess, jobs: int) -> tuple[str, str]:
@@ -99,6 +111,27 @@ async def page_small(server: h.ServerProcess, api_key: str, page_size: int) -> d
             "latency_ms": bc.latency_ms(latencies)}
 
 
+async def page_filtered(server: h.ServerProcess, api_key: str, args: argparse.Namespace, meter: h.Meter) -> dict:
+    """The first page of ListJobs filtered by ``--state`` and
+    ``--name-prefix``, ``--filtered-calls`` times over one channel: its
+    latency and the server's and PostgreSQL's CPU per call."""
+    request = scheduler_pb2.ListJobsRequest(page_size=args.page_size, name_prefix=args.name_prefix,
+                                            state=STATES[args.state])
+    latencies, jobs = [], set()
+    before = meter.read()
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        for _ in range(args.filtered_calls):
+            began = time.perf_counter()
+            page = await scheduler.ListJobs(request, metadata=(("authorization", f"Bearer {api_key}"),), timeout=300)
+            latencies.append(time.perf_counter() - began)
+            jobs.add(len(page.jobs))
+    cpu = h.Meter.difference(before, meter.read(), len(latencies))["cpu"]
+    return {"calls": args.filtered_calls, "jobs": sorted(jobs), "first_ms": round(latencies[0] * 1000, 2),
+            "latency_ms": bc.latency_ms(latencies),
+            "cpu_ms_per_call": {role: figures["cpu_ms_per_execution"] for role, figures in cpu.items()}}
+
+
 def page_reads(statements: h.Statements) -> dict | None:
     """The shared buffers (hit + read) and rows of the job page statements
     since ``statements`` was reset (None without ``pg_stat_statements``)."""
@@ -135,6 +168,12 @@ def run(args: argparse.Namespace, url: str, etcd_endpoint: str, folder) -> dict:
         statements.reset()
         out["list_small"] = asyncio.run(page_small(server, small_key, args.page_size))
         out["list_small"]["read"] = page_reads(statements)
+        if args.state or args.name_prefix:
+            out["list_filtered"] = {"state": args.state, "name_prefix": args.name_prefix}
+            for name, key in ((SMALL, small_key), (h.TENANT, api_key)):
+                statements.reset()
+                out["list_filtered"][name] = asyncio.run(page_filtered(server, key, args, meter))
+                out["list_filtered"][name]["read"] = page_reads(statements)
         out["exit_code"] = fleet.terminate(30)[0]
         return out
     finally:
@@ -146,15 +185,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=300_000, help="the bench tenant's jobs (default 300 000)")
     parser.add_argument("--page-size", type=int, default=bc.PAGE_SIZE, help="jobs a page (default 1 000)")
     parser.add_argument("--analyze", action="store_true", help="ANALYZE jobs and job_cursors before paging")
+    parser.add_argument("--state", default="", choices=sorted(STATES), help="list_filtered's state filter")
+    parser.add_argument("--name-prefix", default="", help="list_filtered's name prefix filter")
+    parser.add_argument("--filtered-calls", type=int, default=SMALL_CALLS,
+                        help=f"list_filtered's calls for each tenant (default {SMALL_CALLS})")
     parser.add_argument("--pg", help="a PostgreSQL database (postgresql://…); default: a throwaway server")
     parser.add_argument("--etcd", help="etcd HOST:PORT; default: a throwaway etcd")
     parser.add_argument("--logs", metavar="DIR", help="keep the server's log in DIR")
     parser.add_argument("--smoke", action="store_true", help="tiny run for CI; figures are meaningless")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.jobs, args.page_size = 3000, 500
-    if args.jobs < 1 or not 1 <= args.page_size <= 1000:
-        parser.error("--jobs must be positive and --page-size 1 to 1000")
+        args.jobs, args.page_size, args.filtered_calls = 3000, 500, min(args.filtered_calls, 10)
+    if args.jobs < 1 or not 1 <= args.page_size <= 1000 or args.filtered_calls < 1:
+        parser.error("--jobs and --filtered-calls must be positive and --page-size 1 to 1000")
     began = time.perf_counter()
     with h.postgres(args.pg) as url, h.etcd(args.etcd) as etcd_endpoint, \
             h.workdir(args.logs, "tickwheel-bench-paging-") as folder:

@@ -90,10 +90,11 @@ def test_bench_create_smoke_fleet_of_two(postgres_url, etcd_endpoint):
 
 def test_bench_paging_smoke(postgres_url, etcd_endpoint):
     """``bench_paging.py``: every job of both tenants paged once by each
-    walk, each page's figures reported, the one-job tenant's one page."""
+    walk, each page's figures reported, the one-job tenant's one page, and
+    each tenant's first page of paused jobs (none)."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "loadtest" / "bench_paging.py"), "--pg", postgres_url, "--etcd", etcd_endpoint,
-         "--smoke"], capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
+         "--smoke", "--state", "paused"], capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -102,6 +103,11 @@ def test_bench_paging_smoke(postgres_url, etcd_endpoint):
     assert server["load"]["created"] == 3000 and server["load"]["failures"] == 0, server["load"]
     assert server["jobs_stored"] == 3001
     assert server["list_small"]["jobs"] == [1] and server["list_small"]["calls"] == 100
+    filtered = server["list_filtered"]
+    assert filtered["state"] == "paused"
+    for name in ("small", "bench"):
+        assert filtered[name]["jobs"] == [0] and filtered[name]["calls"] == 10, filtered
+        assert {"latency_ms", "cpu_ms_per_call", "read"} <= set(filtered[name]), filtered
     assert server["paging"]["list_jobs"]["jobs"] == 3000 and server["paging"]["search_jobs"]["jobs"] == 3001
     for walk in server["paging"].values():
         assert len(walk["first_pages_ms"]) == min(10, walk["pages"]), walk
