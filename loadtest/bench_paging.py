@@ -29,7 +29,9 @@ tenant, ``small``, beside them. Then, in this order, each over a channel:
   extension). A tenant's page reads its own rows, not its neighbour's.
 - ``list_filtered`` (with ``--state`` or ``--name-prefix``): the first
   page of ListJobs with those filters, ``--filtered-calls`` times for
-  ``small`` and then for ``bench``, each with what PostgreSQL read. Every
+  ``bench`` and then for ``small`` (after ``bench``'s, a connection's
+  custom plans of the text are priced high, so PostgreSQL may keep the
+  generic plan for ``small``'s), each with what PostgreSQL read. Every
   job loaded is active and named ``load`` (``small``'s ``small``), so ``--state paused`` (or
   ``completed``, or a prefix no name has) finds none: ``bench``'s page
   reads what the filter's path must read to say so (its paused jobs on
@@ -170,7 +172,7 @@ def run(args: argparse.Namespace, url: str, etcd_endpoint: str, folder) -> dict:
         out["list_small"]["read"] = page_reads(statements)
         if args.state or args.name_prefix:
             out["list_filtered"] = {"state": args.state, "name_prefix": args.name_prefix}
-            for name, key in ((SMALL, small_key), (h.TENANT, api_key)):
+            for name, key in ((h.TENANT, api_key), (SMALL, small_key)):
                 statements.reset()
                 out["list_filtered"][name] = asyncio.run(page_filtered(server, key, args, meter))
                 out["list_filtered"][name]["read"] = page_reads(statements)

@@ -4,6 +4,7 @@ SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -188,6 +189,60 @@ async def test_a_page_of_jobs_holds_its_tenant_s_jobs_only_beside_neighbouring_n
     every = sorted(i for ids in created.values() for i in ids)
     assert [j.id for j in await jobs.search(limit=100)] == every
     assert [j.id for j in await jobs.search(after_id=every[9], limit=5)] == every[10:15]
+
+
+async def test_a_page_filtered_by_state_holds_its_tenant_s_jobs_only_beside_neighbouring_names(
+    tenants: TenantStore, jobs: JobStore, clock, migrated_engine
+) -> None:
+    """Each state's page (paused on ``jobs_tenant_paused`` on PostgreSQL,
+    migration 0034; completed the cursor's state only, as a claim leaves
+    it) holds its tenant's jobs in that state and no neighbour's."""
+    from tickwheel_server.store.tables import job_cursors
+
+    created: dict[str, list[str]] = {}
+    for name in NEIGHBOURS:
+        await tenants.create(Tenant(name=name))
+    for round_ in range(3):  # ids interleaved across the tenants
+        for name in NEIGHBOURS:
+            record, _ = await jobs.create(new_job(clock, name), f"{name}-{round_}")
+            created.setdefault(name, []).append(record.id)
+            clock.advance(0.001)
+    for name, (active, paused, completed) in created.items():
+        await jobs.pause(name, paused, "hold")
+        with migrated_engine.begin() as conn:  # as a claim completes a job: its cursor only
+            conn.execute(job_cursors.update().where(job_cursors.c.job_id == completed).values(state="completed"))
+    for name, (active, paused, completed) in created.items():
+        assert [j.id for j in await jobs.list(name, state="paused")] == [paused], name
+        assert [j.id for j in await jobs.list(name, state="paused", name_prefix="night")] == [paused], name
+        assert [j.id for j in await jobs.list(name, state="completed")] == [completed], name
+        assert [j.id for j in await jobs.list(name, state="active")] == [active], name
+        assert [j.id for j in await jobs.search(tenant=name, state="paused", after_id=paused)] == [], name
+        assert [j.id for j in await jobs.search(tenant=name, state="completed", after_id=active)] == [completed]
+    assert await jobs.list("acme-x", state="paused") == [] and await jobs.list("ac", state="completed") == []
+    every_paused = sorted(ids[1] for ids in created.values())
+    assert [j.id for j in await jobs.search(state="paused", limit=100)] == every_paused
+
+
+async def test_a_name_prefix_is_a_prefix_wildcards_and_escapes_included(tenants: TenantStore, jobs: JobStore,
+                                                                        clock) -> None:
+    """LIKE's wildcards (``%``, ``_``) and escapes (``\\``, ``/``) in a
+    prefix match themselves only, with a state filter and without."""
+    await tenants.create(Tenant(name="acme"))
+    await tenants.create(Tenant(name="acme%"))
+    names = ("a%b", "a_b", "a\\b", "a/b", "axb", "a%", "ab", "a//b", "a\\%b")
+    ids = {}
+    for n, name in enumerate(names):
+        record, _ = await jobs.create(dataclasses.replace(new_job(clock), name=name), f"r{n}")
+        ids[name] = record.id
+        clock.advance(0.001)
+    await jobs.create(dataclasses.replace(new_job(clock, "acme%"), name="a%b"), "other")
+    for prefix, matching in (("a%", ("a%b", "a%")), ("a_", ("a_b",)), ("a\\", ("a\\b", "a\\%b")),
+                             ("a/", ("a/b", "a//b")), ("a//", ("a//b",)), ("a\\%", ("a\\%b",)), ("%", ()),
+                             ("_", ()), ("a", names)):
+        expected = sorted(ids[name] for name in matching)
+        assert [j.id for j in await jobs.list("acme", name_prefix=prefix)] == expected, prefix
+        assert [j.id for j in await jobs.list("acme", name_prefix=prefix, state="active")] == expected, prefix
+        assert [j.id for j in await jobs.list("acme", name_prefix=prefix, state="paused")] == [], prefix
 
 
 async def test_job_quotas_write_nothing_when_exceeded(tenants: TenantStore, jobs: JobStore, clock) -> None:

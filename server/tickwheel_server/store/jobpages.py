@@ -1,6 +1,7 @@
 """A page of jobs with their cursors (ListJobs, SearchJobs): on
-PostgreSQL, a tenant's unfiltered page is a statement whose plan does not
-depend on the planner's row estimates.
+PostgreSQL, a tenant's page, filtered or not, is a statement whose plan
+does not depend on the planner's row estimates and reads no row of
+another tenant.
 
 On PostgreSQL a page's plan was the planner's pick among paths whose
 costs turn on two guesses, and both guesses go wrong in a store people
@@ -19,17 +20,17 @@ use:
   ``tenant = $n`` at one tenant's share of the table); with a few tenants
   it walks ``jobs_pkey`` in id order filtering the tenant and merge-joins
   the cursors, so a tenant with one job beside a large one read the whole
-  table for its one page.
+  table for its one page, with a state or name filter as without.
 
-So, on PostgreSQL, a tenant's unfiltered page is shaped so that every plan of it reads the
+So, on PostgreSQL, a tenant's page is shaped so that every plan of it reads the
 tenant's ``jobs_tenant (tenant, id)`` range in index order and each row's
 cursor by its key, and stops at the page:
 
 - the tenant is a range of one value (``tenant >= :t AND tenant <= :t``)
   ordered by ``(tenant, id)``: an equality would make the tenant a
   constant of the ordering, which ``jobs_pkey`` (id) then provides too;
-  ordered by both columns only ``jobs_tenant`` provides the order, and the
-  range bounds its scan to the tenant on both sides;
+  ordered by both columns only an index leading with the tenant provides
+  the order, and the range bounds its scan to the tenant on both sides;
 - the LIMIT is a scalar subquery, which the planner cannot read, so it
   prices every plan for a tenth of the rows it estimates whatever the
   page size (as a generic plan prices a bound LIMIT): a path that must
@@ -42,16 +43,35 @@ cursor by its key, and stops at the page:
   large tenant's rows, its plan passes ``jit_above_cost``, and compiling
   it took longer than reading the page.
 
+Its filters (migration 0034 for the first):
+
+- ``paused``: also ``jobs.state = 'paused'`` as a literal, the predicate
+  of ``jobs_tenant_paused (tenant, id)``, which holds the paused jobs only
+  and gives the same order: the page reads the tenant's paused jobs, not
+  all its jobs until it finds a page of them. Only job writes (pause,
+  resume, their batches) set or clear ``paused``, and they write both rows,
+  so ``jobs.state`` is exact for it; the cursor's state is checked too;
+- ``active``, ``completed``: the cursor's state (a claim completes a job
+  in its cursor only, so ``jobs.state`` says nothing of it), tested on each
+  row read: a rare state reads the tenant's jobs after the cursor until a
+  page is found, its own jobs only. An index for them would be on the
+  claim's hot table (``job_cursors``);
+- a name prefix (``LIKE`` with its wildcards escaped): tested on each row
+  read, or, when the planner expects a rare prefix, read on
+  ``jobs_tenant_name (tenant, name)`` within the tenant's range and sorted.
+
+A page's work is bounded by its tenant's jobs, not by a budget: the
+API's page (``ListJobsResponse``: "at most this many jobs", an empty token
+only on the last page) would allow a short page with a token, left for
+when a tenant's rare-state walks matter.
+
 SearchJobs without a tenant keeps the plain join: no tenant to misjudge,
 it merge-joins the two primary keys from ``after_id``, a page of each
-(fewer reads than a lookup per row). A page filtered by state or name
-keeps it too, and the planner's pick: a lookup per row read is slower
-than a merge join when a rare state makes the page read many rows, and
-a known LIMIT lets a custom plan read a rare name prefix through
-``jobs_tenant_name``. SQLite (no LATERAL) and CockroachDB (its own
-optimizer, not run here) keep the plain join too.
-``tests/conformance/test_generic_plans.py`` checks the plans of a first
-and a deep page over 100 000 jobs of several tenants, never analysed and
+(fewer reads than a lookup per row), and a filter is tested on each row
+read. SQLite (no LATERAL) and CockroachDB (its own optimizer, not run
+here) keep the plain join too. ``tests/conformance/test_generic_plans.py``
+checks the plans of a first and a deep page over 100 000 jobs of several
+tenants, and of a first page with each filter, never analysed and
 analysed, custom and generic.
 """
 
