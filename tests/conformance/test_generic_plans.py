@@ -41,6 +41,7 @@ from tickwheel_server.store.deadletters import DeadLetterStore
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.executions import Capability, Lost
 from tickwheel_server.store.history import HistoryStore
+from tickwheel_server.store.jobpages import PAGE_SCAN
 from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.lateness import LatenessStore
 from tickwheel_server.store.requeue import RequeueStore
@@ -587,7 +588,8 @@ async def test_a_filtered_page_reads_its_tenant_s_rows_only_whatever_the_statist
     ``jobs_pkey`` filtering the tenant: the one-job tenant's page read
     every job before its own). A page of paused jobs reads the tenant's
     paused jobs only (``jobs_tenant_paused``); any other filter reads at
-    most the tenant's jobs. ``completed`` is the cursor's state only (a
+    most :data:`.jobpages.PAGE_SCAN` of the tenant's jobs, and says where
+it stopped when that leaves it short. ``completed`` is the cursor's state only (a
     claim completes a job in its cursor), so ``jobs.state`` stays
     ``active`` for those rows here as it does in a store."""
     if migrated_engine.dialect.name == "sqlite":
@@ -632,14 +634,28 @@ async def test_a_filtered_page_reads_its_tenant_s_rows_only_whatever_the_statist
     for tenant in ("one", "mid", "big"):
         own = wanted[tenant]
         for state, prefix in FILTERS:
-            expected = [i for i, s, n in own if (not state or s == state) and n.startswith(prefix)][:page]
+            # a page filtered by other than paused reads PAGE_SCAN jobs at most,
+            # and says where it stopped when it stopped short
+            scanning = state != "paused"
+            window = own[:PAGE_SCAN] if scanning else own
+            expected = [i for i, s, n in window if (not state or s == state) and n.startswith(prefix)][:page]
             with captured(migrated_engine) as seen:
-                found = await store.list(tenant, limit=page, state=state, name_prefix=prefix)
-            assert [job.id for job in found] == expected, (tenant, state, prefix)
+                found = await store.page(tenant=tenant, limit=page, state=state, name_prefix=prefix)
+            assert [job.id for job in found.jobs] == expected, (tenant, state, prefix)
+            stopped = scanning and len(expected) < page and len(own) >= PAGE_SCAN
+            assert found.scanned_to == (own[PAGE_SCAN - 1][0] if stopped else ""), (tenant, state, prefix)
             [(statement, parameters, _)] = [sent for sent in seen if _on(("job_cursors",), sent.statement)]
             # what the page may read: the tenant's paused jobs for a paused
-            # page, else its jobs; and the one more a LIMIT may read
-            bound = (sum(s == "paused" for _, s, _ in own) if state == "paused" else len(own)) + 1
+            # page, else its jobs up to PAGE_SCAN; and the one more a LIMIT may read
+            bound = (sum(s == "paused" for _, s, _ in own) if state == "paused" else min(len(own), PAGE_SCAN)) + 1
+            for probe, values, _ in [sent for sent in seen if _on(("jobs",), sent.statement)
+                                     and not _on(("job_cursors",), sent.statement)]:
+                # where a short page's scan stopped: PAGE_SCAN of the tenant's index entries
+                for mode in ("force_custom_plan", "force_generic_plan"):
+                    ran = plan(migrated_engine, probe, values, mode=mode, analyze=True)
+                    if seq_scans(ran, ("jobs",)) or rows_read(ran, "jobs") > bound:
+                        failed.append(f"{tenant} {state!r} {prefix!r} probe {mode}: {rows_read(ran, 'jobs')}\n"
+                                      f"{probe}\n{describe(ran)}")
             for mode in ("force_custom_plan", "force_generic_plan"):
                 ran = plan(migrated_engine, statement, parameters, mode=mode, analyze=True)
                 read = (rows_read(ran, "jobs"), rows_read(ran, "job_cursors"))

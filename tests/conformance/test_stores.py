@@ -245,6 +245,52 @@ async def test_a_name_prefix_is_a_prefix_wildcards_and_escapes_included(tenants:
         assert [j.id for j in await jobs.list("acme", name_prefix=prefix, state="paused")] == [], prefix
 
 
+async def test_a_filtered_walk_with_a_bounded_scan_loses_no_job(
+    tenants: TenantStore, jobs: JobStore, clock, migrated_engine, monkeypatch
+) -> None:
+    """A filtered page reads at most ``PAGE_SCAN`` jobs on PostgreSQL: a
+    page the scan ends before it fills is short and says where it
+    stopped, and a walk carrying on from there (as ListJobs' token does)
+    finds every matching job once, in order, and none of a neighbour's."""
+    from tickwheel_server.store import jobpages
+    from tickwheel_server.store.tables import job_cursors
+
+    monkeypatch.setattr(jobpages, "PAGE_SCAN", 4)
+    for name in ("acme", "acme_"):
+        await tenants.create(Tenant(name=name))
+    named: dict[str, list[tuple[str, str]]] = {"acme": [], "acme_": []}
+    for n in range(30):
+        for tenant in ("acme", "acme_"):
+            name = "match" if n in (6, 18, 19, 29) or tenant == "acme_" else f"other{n}"
+            record, _ = await jobs.create(dataclasses.replace(new_job(clock, tenant), name=name), f"{tenant}{n}")
+            named[tenant].append((record.id, name))
+            clock.advance(0.001)
+    done = [named["acme"][n][0] for n in (3, 18)]
+    with migrated_engine.begin() as conn:  # as a claim completes a job: its cursor only
+        conn.execute(job_cursors.update().where(job_cursors.c.job_id.in_(done)).values(state="completed"))
+    size, postgres = 2, migrated_engine.dialect.name == "postgresql"
+    for state, prefix, expected in (
+        ("", "match", [i for i, name in named["acme"] if name == "match"]),
+        ("completed", "", done),
+        ("completed", "match", [named["acme"][18][0]]),
+        ("active", "other", [i for i, name in named["acme"] if name != "match" and i not in done]),
+    ):
+        walked, after, short = [], "", 0
+        while True:
+            page = await jobs.page(tenant="acme", after_id=after, limit=size + 1, state=state, name_prefix=prefix)
+            assert len(page.jobs) <= size + 1 and all(j.tenant == "acme" for j in page.jobs)
+            walked += [j.id for j in page.jobs[:size]]
+            if len(page.jobs) > size:
+                after = page.jobs[size - 1].id
+            elif page.scanned_to:
+                assert all(j.id <= page.scanned_to for j in page.jobs) and page.scanned_to > after
+                after, short = page.scanned_to, short + 1
+            else:
+                break
+        assert walked == expected, (state, prefix)
+        assert (short > 0) == postgres, (state, prefix, short)
+
+
 async def test_job_quotas_write_nothing_when_exceeded(tenants: TenantStore, jobs: JobStore, clock) -> None:
     await tenants.create(Tenant(name="acme", max_jobs=1, max_payload_bytes=100))
     with pytest.raises(QuotaExceeded) as payload_error:

@@ -484,14 +484,17 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         await self._auth.admin(context)
         size = convert.page_size(request.page_size, default=100, maximum=1000)
         state = convert.JOB_STATE_FROM_PROTO.get(request.state, "")
-        found = await self._jobs.search(
+        page = await self._jobs.page(
             tenant=_tenant_filter(request.tenant),
             after_id=convert.parse_page_token(request.page_token),
             limit=size + 1,
             state=state,
             name_prefix=check_text(request.name_prefix, "name_prefix", NAME_MAX),
         )
-        token = convert.page_token(found[size - 1].id) if len(found) > size else ""
+        found = page.jobs
+        # a full page, or a short one whose bounded scan stopped: the next starts after it
+        last = found[size - 1].id if len(found) > size else page.scanned_to
+        token = convert.page_token(last) if last else ""
         return admin_pb2.SearchJobsResponse(jobs=[convert.job_to_proto(j) for j in found[:size]], next_page_token=token)
 
     @rpc

@@ -523,14 +523,17 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         size = convert.page_size(request.page_size, default=100, maximum=1000)
         if request.state not in convert.JOB_STATE_FROM_PROTO and request.state != job_pb2.JOB_STATE_UNSPECIFIED:
             raise InvalidArgument.field("state", "unknown value")
-        found = await self._jobs.list(
-            tenant.name,
+        page = await self._jobs.page(
+            tenant=tenant.name,
             after_id=convert.parse_page_token(request.page_token),
             limit=size + 1,
             state=convert.JOB_STATE_FROM_PROTO.get(request.state, ""),
             name_prefix=validate.check_text(request.name_prefix, "name_prefix", validate.NAME_MAX),
         )
-        token = convert.page_token(found[size - 1].id) if len(found) > size else ""
+        found = page.jobs
+        # a full page, or a short one whose bounded scan stopped: the next starts after it
+        last = found[size - 1].id if len(found) > size else page.scanned_to
+        token = convert.page_token(last) if last else ""
         return scheduler_pb2.ListJobsResponse(jobs=[convert.job_to_proto(j) for j in found[:size]], next_page_token=token)
 
     @rpc

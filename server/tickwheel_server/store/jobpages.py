@@ -77,6 +77,8 @@ analysed, custom and generic.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -84,14 +86,38 @@ from .engine import Capabilities
 from .jobrecords import JOB_WITH_CURSOR, RECORD_COLUMNS, JobRecord, job_records, record_columns
 from .tables import job_cursors, jobs
 
-_CURSOR = (
-    sa.select(job_cursors.c.state, job_cursors.c.next_run_at, job_cursors.c.next_due_at, job_cursors.c.run_count,
-              job_cursors.c.next_nominal_at)
-    .where(job_cursors.c.job_id == jobs.c.id)
-    .limit(sa.literal_column("1"))
-    .lateral("job_cursor")
-)  # fmt: skip
-"""A job's cursor by its key, one lookup per job row (never flattened into a join)."""
+PAGE_SCAN = 10_000
+"""Jobs a filtered page of a tenant reads at most on PostgreSQL (a page
+of paused jobs excepted: it reads paused jobs only). A page the scan
+ends before it fills is short, and says where the scan stopped
+(:class:`JobPage`)."""
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """A page of jobs, and, when a filtered page's scan stopped at
+    :data:`PAGE_SCAN` jobs before it filled, the id of the last job it
+    read: the next page starts after it (an empty ``scanned_to`` when
+    the page is full or nothing follows)."""
+
+    jobs: list[JobRecord]
+    scanned_to: str = ""
+
+
+def _cursor_of(job: sa.FromClause) -> sa.FromClause:
+    """``job``'s cursor by its key, one lookup per job row (a LATERAL
+    subquery with ``LIMIT 1``, never flattened into a join)."""
+    return (
+        sa.select(job_cursors.c.state, job_cursors.c.next_run_at, job_cursors.c.next_due_at, job_cursors.c.run_count,
+                  job_cursors.c.next_nominal_at)
+        .where(job_cursors.c.job_id == job.c.id)
+        .limit(sa.literal_column("1"))
+        .lateral("job_cursor")
+    )  # fmt: skip
+
+
+_CURSOR = _cursor_of(jobs)
+"""A job's cursor by its key (:func:`_cursor_of`), beside ``jobs``."""
 
 _PAGE_COLUMNS = record_columns(_CURSOR)
 """:data:`.jobrecords.RECORD_COLUMNS`, the cursor's from :data:`_CURSOR`."""
@@ -99,16 +125,25 @@ _PAGE_COLUMNS = record_columns(_CURSOR)
 
 def read_page(
     conn: Connection, caps: Capabilities, *, tenant: str, after_id: str, limit: int, state: str, name_prefix: str
-) -> list[JobRecord]:
+) -> JobPage:
     """Up to ``limit`` jobs (of ``tenant``, or of every tenant when it is
     empty) with ids after ``after_id``, by id, each with its cursor; only
     those in ``state`` and whose name starts with ``name_prefix`` when
-    given. The caller validates ``state`` and bounds ``limit``. A
-    tenant's page on PostgreSQL, filtered or not, is :func:`_fixed_page`,
-    without JIT for the rest of the transaction (the module's docstring)."""
+    given. The caller validates ``state`` and bounds ``limit`` (at most
+    :data:`PAGE_SCAN`). A tenant's page on PostgreSQL is
+    :func:`_fixed_page`, or :func:`_scanned_page` when filtered by other
+    than ``paused``, without JIT for the rest of the transaction (the
+    module's docstring)."""
     if caps.is_postgres and tenant:
         conn.exec_driver_sql("SET LOCAL jit = off")
-        return job_records(conn.execute(_fixed_page(tenant, after_id, limit, state, name_prefix)))
+        if not (state or name_prefix) or state == "paused":
+            return JobPage(job_records(conn.execute(_fixed_page(tenant, after_id, limit, state, name_prefix))))
+        found = job_records(conn.execute(_scanned_page(tenant, after_id, limit, state, name_prefix)))
+        if len(found) >= limit:
+            return JobPage(found)
+        scanned = _tenant_ids(tenant, after_id).limit(_unread("page_scan", PAGE_SCAN)).subquery("scanned")
+        read, last = conn.execute(sa.select(sa.func.count(), sa.func.max(scanned.c.id))).one()
+        return JobPage(found, last if read >= PAGE_SCAN else "")
     # Every tenant's page, or another engine: the plain join, the range on
     # both sides (a merge join bound on one side only reads the cursors'
     # key from the first job on every page); without a tenant no estimate
@@ -122,7 +157,7 @@ def read_page(
         query = query.where(job_cursors.c.state == state)
     if name_prefix:
         query = query.where(jobs.c.name.startswith(name_prefix, autoescape=True))
-    return job_records(conn.execute(query.order_by(jobs.c.id).limit(limit)))
+    return JobPage(job_records(conn.execute(query.order_by(jobs.c.id).limit(limit))))
 
 
 _PAUSED = sa.text("jobs.state = 'paused'")
@@ -131,21 +166,56 @@ literal, which a generic plan can prove the index's (a bound state it
 cannot)."""
 
 
+def _unread(name: str, value: int) -> sa.ScalarSelect:
+    """``value`` as a scalar subquery, which the planner cannot read (a
+    LIMIT of it is priced at a tenth of the rows estimated)."""
+    return sa.select(sa.cast(sa.bindparam(name, value), sa.Integer)).scalar_subquery()
+
+
+def _tenant_ids(tenant: str, after_id: str) -> sa.Select:
+    """``tenant``'s jobs after ``after_id`` in ``jobs_tenant``'s order, the
+    tenant a range of one value (the module's docstring)."""
+    one = sa.bindparam("page_tenant", tenant)
+    return (
+        sa.select(jobs.c.id).where(jobs.c.id > after_id, jobs.c.tenant >= one, jobs.c.tenant <= one)
+        .order_by(jobs.c.tenant, jobs.c.id)
+    )
+
+
+def _filtered(query: sa.Select, job: sa.FromClause, cursor: sa.FromClause, state: str, name_prefix: str) -> sa.Select:
+    if state:  # the cursor's state is the job's (a claim completes a job in its cursor only)
+        query = query.where(cursor.c.state == state)
+    if name_prefix:
+        query = query.where(job.c.name.startswith(name_prefix, autoescape=True))
+    return query
+
+
 def _fixed_page(tenant: str, after_id: str, limit: int, state: str, name_prefix: str) -> sa.Select:
     """The page of ``tenant`` whose every plan reads the tenant's range of
     ``jobs_tenant`` (of ``jobs_tenant_paused`` for paused jobs) in order
-    and each cursor by key, and no row of another tenant whatever its
-    filters (the module's docstring)."""
+    and each cursor by key, and no row of another tenant (the module's
+    docstring)."""
     one = sa.bindparam("page_tenant", tenant)
-    page_limit = sa.select(sa.cast(sa.bindparam("page_limit", limit), sa.Integer)).scalar_subquery()
     query = (
         sa.select(*_PAGE_COLUMNS).select_from(jobs.join(_CURSOR, sa.true()))
         .where(jobs.c.id > after_id, jobs.c.tenant >= one, jobs.c.tenant <= one)
     )
     if state == "paused":  # set by job writes only, which write both rows: the index finds them
         query = query.where(_PAUSED)
-    if state:  # the cursor's state is the job's (a claim completes a job in its cursor only)
-        query = query.where(_CURSOR.c.state == state)
-    if name_prefix:
-        query = query.where(jobs.c.name.startswith(name_prefix, autoescape=True))
-    return query.order_by(jobs.c.tenant, jobs.c.id).limit(page_limit)
+    query = _filtered(query, jobs, _CURSOR, state, name_prefix)
+    return query.order_by(jobs.c.tenant, jobs.c.id).limit(_unread("page_limit", limit))
+
+
+def _scanned_page(tenant: str, after_id: str, limit: int, state: str, name_prefix: str) -> sa.Select:
+    """A filtered page of ``tenant`` from its first :data:`PAGE_SCAN` jobs
+    after ``after_id``: those read as :func:`_fixed_page` reads them, each
+    cursor by key, the filters tested on each."""
+    one = sa.bindparam("page_tenant", tenant)
+    scanned = (
+        sa.select(jobs).where(jobs.c.id > after_id, jobs.c.tenant >= one, jobs.c.tenant <= one)
+        .order_by(jobs.c.tenant, jobs.c.id).limit(_unread("page_scan", PAGE_SCAN)).subquery("scanned")
+    )
+    cursor = _cursor_of(scanned)
+    query = sa.select(*record_columns(cursor, scanned)).select_from(scanned.join(cursor, sa.true()))
+    query = _filtered(query, scanned, cursor, state, name_prefix)
+    return query.order_by(scanned.c.tenant, scanned.c.id).limit(_unread("page_limit", limit))

@@ -188,16 +188,17 @@ def select_jobs() -> sa.Select:
     return sa.select(*JOB_COLUMNS).select_from(JOB_WITH_CURSOR)
 
 
-def record_columns(cursor: sa.FromClause) -> tuple:
+def record_columns(cursor: sa.FromClause, job: sa.FromClause = jobs) -> tuple:
     """What :func:`job_records` reads, in :class:`JobRecord`'s field order:
-    ``jobs``' columns, the cursor's from ``cursor`` (``job_cursors``, or a
-    subquery of its columns)."""
-    c = cursor.c
+    ``job``'s columns (``jobs``, or a subquery of its columns), the
+    cursor's from ``cursor`` (``job_cursors``, or a subquery of its
+    columns)."""
+    c, j = cursor.c, job.c
     return (
-        jobs.c.id, jobs.c.tenant, jobs.c.partition, jobs.c.name, c.state, jobs.c.spec, jobs.c.time_zone,
+        j.id, j.tenant, j.partition, j.name, c.state, j.spec, j.time_zone,
         sa.func.coalesce(c.next_nominal_at, c.next_run_at).label("next_run_at"),
-        c.next_due_at, c.run_count, jobs.c.tzdata_version, jobs.c.pause_reason,
-        jobs.c.version, jobs.c.created_at, jobs.c.updated_at, jobs.c.paused_at,
+        c.next_due_at, c.run_count, j.tzdata_version, j.pause_reason,
+        j.version, j.created_at, j.updated_at, j.paused_at,
     )  # fmt: skip
 
 

@@ -56,7 +56,7 @@ from .jobbatch import (
     delete_jobs, pause_jobs, payload_limit, rekey_written, resume_jobs, row_values, update_jobs,
 )
 from .jobcreate import CREATED, Outcome, create_jobs
-from .jobpages import read_page
+from .jobpages import PAGE_SCAN, JobPage, read_page
 from .jobrecords import (
     JOB_STATES, JobRecord, NewJob, NewJobs, get_job, job_record,
     select_jobs, write_cursors,
@@ -151,19 +151,31 @@ class JobStore(SqlStore):
 
         A range scan on ``jobs_tenant (tenant, id)`` that stops at the page,
         each job's cursor read by its key, whatever the statistics
-        (:func:`.jobpages.read_page`).
+        (:func:`.jobpages.read_page`). A filtered page may be short (its
+        scan bounded: :meth:`page` says where it stopped).
         """
         if not tenant:
             raise ValueError("tenant is required")
-        return await self.search(tenant=tenant, after_id=after_id, limit=limit, state=state, name_prefix=name_prefix)
+        return (await self.page(tenant=tenant, after_id=after_id, limit=limit, state=state,
+                                name_prefix=name_prefix)).jobs
 
     async def search(
         self, *, tenant: str = "", after_id: str = "", limit: int = 100, state: str = "", name_prefix: str = ""
     ) -> list[JobRecord]:
         """Like :meth:`list`, across every tenant when ``tenant`` is empty (operators only)."""
+        return (await self.page(tenant=tenant, after_id=after_id, limit=limit, state=state,
+                                name_prefix=name_prefix)).jobs
+
+    async def page(
+        self, *, tenant: str = "", after_id: str = "", limit: int = 100, state: str = "", name_prefix: str = ""
+    ) -> JobPage:
+        """Like :meth:`search`, with where a filtered page's bounded scan
+        stopped before it filled (:class:`.jobpages.JobPage`): the next
+        page starts after it."""
         if state and state not in JOB_STATES:
             raise ValueError(f"unknown job state {state!r}")
-
+        if not 1 <= limit <= PAGE_SCAN:
+            raise ValueError(f"limit must be 1 to {PAGE_SCAN}")
         return await self._tx(lambda conn: read_page(
             conn, self.caps, tenant=tenant, after_id=after_id, limit=limit, state=state, name_prefix=name_prefix
         ))
