@@ -53,17 +53,22 @@ Its filters (migration 0034 for the first):
   so ``jobs.state`` is exact for it; the cursor's state is checked too;
 - ``active``, ``completed``: the cursor's state (a claim completes a job
   in its cursor only, so ``jobs.state`` says nothing of it), tested on each
-  row read: a rare state reads the tenant's jobs after the cursor until a
-  page is found, its own jobs only. An index for them would be on the
-  claim's hot table (``job_cursors``);
+  row read. An index for them would be on the claim's hot table
+  (``job_cursors``);
 - a name prefix (``LIKE`` with its wildcards escaped): tested on each row
-  read, or, when the planner expects a rare prefix, read on
-  ``jobs_tenant_name (tenant, name)`` within the tenant's range and sorted.
+  read.
 
-A page's work is bounded by its tenant's jobs, not by a budget: the
-API's page (``ListJobsResponse``: "at most this many jobs", an empty token
-only on the last page) would allow a short page with a token, left for
-when a tenant's rare-state walks matter.
+Those two read the tenant's jobs in order, a job and its cursor at a
+time, until the page is full: a rare state or prefix over a large tenant
+would read all its jobs. So such a page (:func:`_scanned_page`) reads at
+most :data:`PAGE_SCAN` jobs, a subquery over the tenant's range with that
+LIMIT, and when the page is short a second statement reads the same
+range's index entries for the last of them: the page answers what it
+found and where its scan stopped (:class:`JobPage`), and ListJobs and
+SearchJobs a token from there. The API's page allows it
+(``ListJobsResponse``: "at most this many jobs", an empty token only on
+the last page; AIP-158): a client walks the tokens to the end as before,
+some pages short or empty.
 
 SearchJobs without a tenant keeps the plain join: no tenant to misjudge,
 it merge-joins the two primary keys from ``after_id``, a page of each
@@ -72,7 +77,8 @@ read. SQLite (no LATERAL) and CockroachDB (its own optimizer, not run
 here) keep the plain join too. ``tests/conformance/test_generic_plans.py``
 checks the plans of a first and a deep page over 100 000 jobs of several
 tenants, and of a first page with each filter, never analysed and
-analysed, custom and generic.
+analysed, custom and generic; ``tests/conformance/test_stores.py`` and
+``tests/integration/test_server_api.py`` walk short pages.
 """
 
 from __future__ import annotations
