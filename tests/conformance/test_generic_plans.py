@@ -499,6 +499,15 @@ PAGED_JOBS = 100_000
 """Jobs of the large tenant in :func:`test_a_first_page_reads_its_tenant_s_page_whatever_the_statistics`."""
 
 
+def _paged_store(engine, clock, analysed: bool) -> JobStore:
+    """A store over ``engine``'s jobs and cursors, analysed first when ``analysed``."""
+    if analysed:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("ANALYZE jobs")
+            conn.exec_driver_sql("ANALYZE job_cursors")
+    return JobStore(engine, clock, partition_count=1)
+
+
 @pytest.mark.parametrize("analysed", [False, True], ids=["never-analysed", "analysed"])
 async def test_a_first_page_reads_its_tenant_s_page_whatever_the_statistics(migrated_engine, clock, analysed) -> None:
     """ListJobs' and SearchJobs' pages (:func:`.jobpages.read_page`)
@@ -534,12 +543,7 @@ async def test_a_first_page_reads_its_tenant_s_page_whatever_the_statistics(migr
                 f"FROM generate_series(1, {PAGED_JOBS // 50}) g "
                 f"UNION ALL SELECT 'job_' || lpad(({PAGED_JOBS} - 10)::text, 7, '0') || 'z', 'one') AS made"
             )
-    if analysed:
-        with migrated_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql("ANALYZE jobs")
-            conn.exec_driver_sql("ANALYZE job_cursors")
-    store = JobStore(migrated_engine, clock, partition_count=1)
-    page = 100
+    store, page = _paged_store(migrated_engine, clock, analysed), 100
     deep = f"job_{PAGED_JOBS // 2:07d}"
     with captured(migrated_engine) as seen:
         assert [job.id for job in await store.list("big", limit=page)] == [f"job_{n:07d}" for n in range(1, page + 1)]
@@ -624,12 +628,7 @@ it stopped when that leaves it short. ``completed`` is the cursor's state only (
         wanted: dict[str, list[tuple[str, str, str]]] = {}
         for ident, tenant, state, name in conn.exec_driver_sql(f"SELECT * FROM ({made}) AS made ORDER BY id"):
             wanted.setdefault(tenant, []).append((ident, state, name))
-    if analysed:
-        with migrated_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql("ANALYZE jobs")
-            conn.exec_driver_sql("ANALYZE job_cursors")
-    store = JobStore(migrated_engine, clock, partition_count=1)
-    page = 100
+    store, page = _paged_store(migrated_engine, clock, analysed), 100
     failed = []
     for tenant in ("one", "mid", "big"):
         own = wanted[tenant]

@@ -164,6 +164,19 @@ NEIGHBOURS = ("acme", "acm", "acme-", "acme ", "acmf", "Acme", "acmé", "acme' O
 comparison (a prefix, a case, a trailing space, LIKE's wildcards, a quote)."""
 
 
+async def _neighbours_jobs(tenants: TenantStore, jobs: JobStore, clock) -> dict[str, list[str]]:
+    """Three jobs of each of :data:`NEIGHBOURS`, their ids interleaved across the tenants."""
+    created: dict[str, list[str]] = {}
+    for name in NEIGHBOURS:
+        await tenants.create(Tenant(name=name))
+    for round_ in range(3):
+        for name in NEIGHBOURS:
+            record, _ = await jobs.create(new_job(clock, name), f"{name}-{round_}")
+            created.setdefault(name, []).append(record.id)
+            clock.advance(0.001)
+    return created
+
+
 async def test_a_page_of_jobs_holds_its_tenant_s_jobs_only_beside_neighbouring_names(
     tenants: TenantStore, jobs: JobStore, clock
 ) -> None:
@@ -171,14 +184,7 @@ async def test_a_page_of_jobs_holds_its_tenant_s_jobs_only_beside_neighbouring_n
     (:func:`.jobpages.read_page`): every tenant whose name sorts beside
     it, or equals it under a loose comparison, keeps its own jobs, on the
     first page, past a cursor, and with each filter."""
-    created: dict[str, list[str]] = {}
-    for name in NEIGHBOURS:
-        await tenants.create(Tenant(name=name))
-    for round_ in range(3):  # ids interleaved across the tenants
-        for name in NEIGHBOURS:
-            record, _ = await jobs.create(new_job(clock, name), f"{name}-{round_}")
-            created.setdefault(name, []).append(record.id)
-            clock.advance(0.001)
+    created = await _neighbours_jobs(tenants, jobs, clock)
     for name, ids in created.items():
         assert [j.id for j in await jobs.list(name)] == ids, name
         assert [j.id for j in await jobs.list(name, after_id=ids[0], limit=1)] == ids[1:2], name
@@ -199,14 +205,7 @@ async def test_a_page_filtered_by_state_holds_its_tenant_s_jobs_only_beside_neig
     it) holds its tenant's jobs in that state and no neighbour's."""
     from tickwheel_server.store.tables import job_cursors
 
-    created: dict[str, list[str]] = {}
-    for name in NEIGHBOURS:
-        await tenants.create(Tenant(name=name))
-    for round_ in range(3):  # ids interleaved across the tenants
-        for name in NEIGHBOURS:
-            record, _ = await jobs.create(new_job(clock, name), f"{name}-{round_}")
-            created.setdefault(name, []).append(record.id)
-            clock.advance(0.001)
+    created = await _neighbours_jobs(tenants, jobs, clock)
     for name, (active, paused, completed) in created.items():
         await jobs.pause(name, paused, "hold")
         with migrated_engine.begin() as conn:  # as a claim completes a job: its cursor only
