@@ -190,6 +190,24 @@ async def test_session_close_deletes_its_keys_only(backend: Backend) -> None:
         await store.put(backend.key("again"), b"x", session=session)
 
 
+async def test_a_close_cancelled_before_its_revoke_leaves_it_to_the_next_close(backend: Backend) -> None:
+    """A stop or a failed start cancels the session loop while it closes a
+    lost session: the revoke it had not done yet is not dropped, the next
+    close does it (keys gone at once, not a TTL later)."""
+    store = backend.store
+    session = await store.open_session(TTL)
+    await store.put(backend.key("leased"), b"1", session=session)
+    closing = asyncio.ensure_future(session.close())
+    await asyncio.sleep(0)  # it stopped the renewals and waits for them to end
+    closing.cancel()
+    await asyncio.gather(closing, return_exceptions=True)
+    assert closing.cancelled() and session.closed and session.lost.is_set()
+    assert await store.get(backend.key("leased")) is not None, "the cancelled close revoked already: no test"
+    await session.close()
+    assert await store.get(backend.key("leased")) is None
+    await session.close()  # done: idempotent
+
+
 async def test_ttl_expiry_really_deletes_keys(backend: Backend) -> None:
     store, key = backend.store, backend.key("ephemeral")
     session = await store.open_session(TTL, keepalive=False)

@@ -87,7 +87,9 @@ class Session(abc.ABC):
       stop, or a process that was frozen and has not yet run the task that
       would set ``lost``).
     * :meth:`close` sets ``lost``, cancels the bound work, stops the renewals
-      and revokes the lease, which deletes its keys at once.
+      and revokes the lease, which deletes its keys at once. A close cancelled
+      before its revoke was done leaves the revoke owed: closing again sends
+      it (a revoke that cannot be sent is logged, never dropped in silence).
     """
 
     id: int

@@ -86,6 +86,8 @@ class EtcdSession(Session):
         self._sessions = sessions
         self._expires_at = expires_at  # transport clock's monotonic time
         self._tasks: list[asyncio.Task[None]] = []
+        self._revoked = False
+        """True once a close's revoke was answered or given up (and said so)."""
 
     @property
     def alive_until(self) -> float:
@@ -195,7 +197,12 @@ class EtcdSession(Session):
                 task.cancel()
 
     async def close(self) -> None:
-        if self.closed:
+        """Stop the renewals and revoke the lease. A close cancelled before
+        the revoke was answered (a stop or a failed start cancels the
+        session loop that was revoking a lost session) leaves the revoke
+        owed: the next close sends it again, and a revoke that cannot be
+        sent is logged, never dropped in silence."""
+        if self._revoked:
             return
         self.closed = True
         self._mark_lost("closed")
@@ -203,6 +210,8 @@ class EtcdSession(Session):
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._sessions.discard(self)
         if self._transport.closed:
+            self._revoked = True
+            log.warning("could not revoke lease %x (its keys expire with its TTL): the lease store is closed", self.id)
             return
         try:
             await self._transport.call(
@@ -212,3 +221,4 @@ class EtcdSession(Session):
             pass  # already expired or revoked
         except LeaseStoreError as exc:
             log.warning("could not revoke lease %x (its keys expire with its TTL): %s", self.id, exc)
+        self._revoked = True

@@ -63,6 +63,8 @@ class MemorySession(Session):
         self._store = store
         self._keepalive = keepalive
         self._task: asyncio.Task[None] | None = None
+        self._revoked = False
+        """True once a close revoked the lease (a close cancelled before leaves it owed)."""
 
     @property
     def alive_until(self) -> float:
@@ -92,14 +94,16 @@ class MemorySession(Session):
                 self._store._expire_due()
 
     async def close(self) -> None:
-        if self.closed:
+        if self._revoked:
             return
         self.closed = True
         self._mark_lost("closed")
         if self._task is not None and self._task is not asyncio.current_task():
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        # A close cancelled above leaves the revoke owed: the next close does it.
         self._store._revoke(self.id, "closed")
+        self._revoked = True
 
 
 class _MemoryWatch(Watch):
