@@ -30,6 +30,7 @@ MAX_EVENTS = 2_000_000
 def _install(prefix: str) -> None:
     import asyncio
     import atexit
+    import collections
     import threading
     import time
 
@@ -60,6 +61,46 @@ def _install(prefix: str) -> None:
             record("tx", getattr(self._fn, "__qualname__", "?"), start)
 
     transactions._Attempt.run = run
+
+    # The window between a hand-out's COMMIT and its send (rows running
+    # under this session that no worker holds yet): each round's and each
+    # claim's hand-out instant (unique per transaction) when its
+    # transaction returned, committed, and when a send queued its batch
+    # on a worker's stream ("committed"/"sent": what is "INSTANT ROWS").
+    from tickwheel_server.gateway import rounds as gateway_rounds
+    from tickwheel_server.store.executions import HandOutRound
+
+    def handed_of(result):  # noqa: ANN001, ANN202
+        if isinstance(result, HandOutRound):
+            return list(result)
+        first = result[0] if isinstance(result, tuple) and result else None
+        groups = getattr(first, "handed_out", None) or []
+        return [item for group in groups for item in group]
+
+    def run_noting_handouts(self):  # noqa: ANN001, ANN202
+        result = run(self)
+        handed = handed_of(result)
+        if handed:
+            instants = collections.Counter(item.handed_out_at_us for item in handed)
+            end = clock()
+            for at_us, rows in instants.items():
+                record("committed", f"{getattr(self._fn, '__qualname__', '?')} {at_us} {rows}", end)
+        return result
+
+    transactions._Attempt.run = run_noting_handouts
+    send = gateway_rounds.Rounds.send
+
+    async def timed_send(self, prepared):  # noqa: ANN001, ANN202
+        start = clock()
+        try:
+            return await send(self, prepared)
+        finally:
+            instants = collections.Counter(item.handed_out_at_us for batch in prepared.batches.values()
+                                           for item in batch.items)
+            for at_us, rows in instants.items():
+                record("sent", f"{at_us} {rows}", start)
+
+    gateway_rounds.Rounds.send = timed_send
 
     execute = psycopg.Cursor.execute
     queued = threading.local()
