@@ -508,15 +508,14 @@ async def test_a_failed_start_gives_up_a_revoke_etcd_does_not_answer(tmp_path, e
     monkeypatch.setattr(app, "ABANDON_REVOKE", 0.5)
     store = f"sqlite:///{tmp_path / 'store.db'}"
     server = TickwheelServer(config_for(store, etcd_server.endpoint, "twa_" + "t" * 32))
-    process = etcd_server._process
 
     async def etcd_freezes() -> None:
-        process.send_signal(signal.SIGSTOP)
+        await asyncio.to_thread(etcd_server.freeze)
 
     try:
         session_id = await a_start_that_fails_once_published(server, monkeypatch, etcd_freezes)
     finally:
-        process.send_signal(signal.SIGCONT)
+        etcd_server.thaw()
     gave_up_the_revoke_in_one_line(lines, session_id)
 
 
@@ -533,7 +532,6 @@ async def test_a_failed_start_whose_lost_session_was_being_revoked_still_revokes
     monkeypatch.setattr(app, "ABANDON_REVOKE", 0.5)
     store = f"sqlite:///{tmp_path / 'store.db'}"
     server = TickwheelServer(config_for(store, etcd_server.endpoint, "twa_" + "w" * 32))
-    process = etcd_server._process
     revoking = asyncio.Event()
     call = Transport.call
 
@@ -545,7 +543,7 @@ async def test_a_failed_start_whose_lost_session_was_being_revoked_still_revokes
     monkeypatch.setattr(Transport, "call", call_seen)
 
     async def etcd_freezes_until_the_session_is_lost() -> None:
-        process.send_signal(signal.SIGSTOP)
+        await asyncio.to_thread(etcd_server.freeze)
         await server._session.lost.wait()  # within its TTL: its renewals go unanswered
         await revoking.wait()  # the session loop revokes the lost lease, etcd does not answer
 
@@ -553,5 +551,5 @@ async def test_a_failed_start_whose_lost_session_was_being_revoked_still_revokes
         session_id = await a_start_that_fails_once_published(server, monkeypatch,
                                                              etcd_freezes_until_the_session_is_lost)
     finally:
-        process.send_signal(signal.SIGCONT)
+        etcd_server.thaw()
     gave_up_the_revoke_in_one_line(lines, session_id)

@@ -138,6 +138,30 @@ class EtcdServer:
             self._log.close()
             self._log = None
 
+    def freeze(self) -> None:
+        """Stop etcd with SIGSTOP and wait until every thread of it has
+        stopped. ``kill`` only queues SIGSTOP: the thread the kernel picks
+        stops the others once it runs, and on a loaded machine the others
+        may answer requests meanwhile (a revoke sent just after the
+        signal was answered so). The stop is the one the kernel reports to
+        its parent (``waitpid`` with ``WUNTRACED``)."""
+        process = self._process
+        assert process is not None and process.poll() is None, "etcd is not running"
+        process.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while True:
+            pid, status = os.waitpid(process.pid, os.WUNTRACED | os.WNOHANG)
+            if pid and os.WIFSTOPPED(status):
+                return
+            if pid or time.monotonic() > deadline:
+                raise RuntimeError(f"etcd did not stop on SIGSTOP (waitpid status {status})")
+            time.sleep(0.005)  # polling a child process we cannot await
+
+    def thaw(self) -> None:
+        """Let etcd run again after :meth:`freeze`."""
+        if self._process is not None:
+            self._process.send_signal(signal.SIGCONT)
+
     def restart(self, sig: int = signal.SIGKILL) -> None:
         """Stop (``sig``) and start again on the same ports and data dir."""
         self.stop(sig)
