@@ -414,6 +414,8 @@ async def test_console_requests_refused_in_an_outage_log_one_line_not_one_each(c
     down = [True]
 
     class Console:
+        _starting = SimpleNamespace(done=True)  # started: the outage is the store's
+
         @json_endpoint
         async def jobs(self, request):
             if down[0]:
