@@ -585,6 +585,50 @@ class Statements:
         }
 
 
+    def jit(self, executions: int, top: int = 6) -> dict | None:
+        """Since the last reset, in this database: what PostgreSQL spent
+        compiling statements with JIT (``pg_stat_statements``' ``jit_*``
+        columns, PostgreSQL 15 and later; None before, or without the
+        extension). ``calls_jitted`` counts the executions that compiled
+        (each emits its code once); ``jit_ms`` is generation, inlining,
+        optimisation and emission together, a part of the executions' time;
+        ``top``: the statement shapes that compiled, by JIT time."""
+        if not self.available:
+            return None
+        with observe(self.url) as pg:
+            try:
+                rows = pg.execute(
+                    "SELECT query, calls, total_exec_time, jit_functions, jit_emission_count, jit_generation_time "
+                    "+ jit_inlining_time + jit_optimization_time + jit_emission_time FROM pg_stat_statements "
+                    "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                    "AND jit_functions > 0 AND query NOT LIKE '%%pg_stat_statements%%' AND query NOT LIKE %s "
+                    "ORDER BY 6 DESC",
+                    (OWN_QUERY + "%",),
+                ).fetchall()
+            except psycopg.errors.UndefinedColumn:  # before PostgreSQL 15
+                return None
+            setting = pg.execute(OWN_QUERY + " SELECT current_setting('jit'), current_setting('jit_above_cost')"
+                                 ).fetchone()
+        per = max(executions, 1)
+        jit_ms = sum(r[5] for r in rows)
+        return {
+            # This observer's own session's settings: the server's may differ (its connect options).
+            "observer_settings": {"jit": setting[0], "jit_above_cost": setting[1]},
+            "statements_jitted": len(rows),
+            "calls_jitted": sum(r[4] for r in rows),
+            "functions": sum(r[3] for r in rows),
+            "jit_ms": round(jit_ms, 1),
+            "jit_ms_per_execution": round(jit_ms / per, 4),
+            "top": [
+                {"query": " ".join(query.split())[:240], "calls": calls, "calls_jitted": emitted,
+                 "functions": functions, "jit_ms": round(spent, 1),
+                 "jit_ms_per_jitted_call": round(spent / max(emitted, 1), 3),
+                 "mean_ms": round(total / max(calls, 1), 3)}
+                for query, calls, total, functions, emitted, spent in rows[:top]
+            ],
+        }
+
+
 def table_writes(url: str, settle: float = 5.0) -> dict[str, int]:
     """Rows inserted, updated and deleted so far in each table of ``url``'s
     database (``pg_stat_user_tables``), once two readings 0.5 s apart agree

@@ -83,7 +83,8 @@ seconds before answering, so results do not compete with the hand-out;
 stamps one instant); ``sql`` counts what reached PostgreSQL
 (``pg_stat_statements``: statements per execution, commits, rollbacks, the
 costliest shapes) and ``errors_logged`` its ERROR lines (serialization
-failures the store retried); ``--profile DIR`` samples the server and one
+failures the store retried), ``jit`` beside it what PostgreSQL spent
+compiling statements with JIT (``_harness.Statements.jit``); ``--profile DIR`` samples the server and one
 worker with py-spy; ``--logs DIR`` keeps the processes' logs; ``--pg-set``
 changes a setting of the throwaway PostgreSQL.
 
@@ -243,6 +244,7 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
         after = meter.read()
         costs = h.Meter.difference(before, after, size)
         sql = statements.report(size)
+        jit = statements.jit(size)
         if sql is not None:
             sql["errors_logged"] = errors.counts()
         stopped_workers = pool.stop()
@@ -290,6 +292,7 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
         and at_worker <= GOAL["p99_s"],
         **costs,
         "sql": sql,
+        "jit": jit,
         "exit_codes": {"workers": stopped_workers, "server": server_exits[0], "servers": server_exits},
         "load_average_before": load_before,
         "load_average_after": h.load_average(),

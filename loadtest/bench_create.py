@@ -38,14 +38,16 @@ creating is measured.
   the first, middle and last windows (each the median of a twentieth of
   the pages, 3 to 25), ``last_over_first`` (of the windows) and
   ``max_over_median``: flat paging keeps both near 1; ``cpu``: the
-  server's and PostgreSQL's CPU over each walk, and per page.
+  server's and PostgreSQL's CPU over each walk, and per page;
+  ``statements_per_page`` and ``jit`` (as in each phase, per page).
 - ``cpu`` in each phase: CPU seconds of the server process and of
   PostgreSQL (``/proc``), and of ``callers`` (this process: the clients'
   threads, sending and reading the answers), and milliseconds per job.
 - ``sql`` in each phase: what reached PostgreSQL (``pg_stat_statements``):
   statements and rows written per job, by table, the costliest shapes;
   ``errors_logged``: the ERROR lines PostgreSQL logged (serialization
-  failures the store retried show there).
+  failures the store retried show there). ``jit`` beside it: what
+  PostgreSQL spent compiling statements with JIT (``_harness.Statements.jit``).
 - ``grpc_floor``: the ``create_16`` clients against the gRPC floor
   (``peers.py``): a bare ``grpc.aio`` SchedulerService answering CreateJob
   with the request's job, in a process of its own. Its jobs/s and CPU per
@@ -165,6 +167,7 @@ class Phase:
 
     def report(self, jobs: int) -> dict:
         sql = self.statements.report(jobs)
+        jit = self.statements.jit(jobs)
         if sql is not None:
             sql["errors_logged"] = self.errors.counts()
         cpu = by_server = None
@@ -174,7 +177,7 @@ class Phase:
             callers = time.process_time() - self.callers_before
             cpu["callers"] = {"cpu_s": round(callers, 2), "cpu_ms_per_execution": round(callers * 1000 / max(jobs, 1), 4)}
         # per job, not per execution: the harness's key names mean "per unit of work"
-        figures = json.loads(json.dumps({"sql": sql, "cpu": cpu, "cpu_by_server": by_server})
+        figures = json.loads(json.dumps({"sql": sql, "jit": jit, "cpu": cpu, "cpu_by_server": by_server})
                              .replace("per_execution", "per_job"))
         return figures | {"load_average_before": self.load_before, "load_average_after": h.load_average()}
 
@@ -349,9 +352,12 @@ def page_figures(latencies: list[float], jobs: int, page_size: int = PAGE_SIZE) 
 
 
 async def run_paging(server: h.ServerProcess, api_key: str, page_size: int = PAGE_SIZE,
-                     meter: h.Meter | None = None) -> dict:
+                     meter: h.Meter | None = None, url: str | None = None) -> dict:
     """Both walks, each with its page figures and, given ``meter``, the CPU
-    of its processes over the walk (``cpu``: seconds and ms per page)."""
+    of its processes over the walk (``cpu``: seconds and ms per page) and,
+    given ``url``, what PostgreSQL compiled with JIT for it (``jit``:
+    :meth:`_harness.Statements.jit`, per page) and its statements per page."""
+    statements = h.Statements(url) if url is not None else None
     async with grpc.aio.insecure_channel(server.address) as channel:
         scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
         admin = admin_pb2_grpc.AdminServiceStub(channel)
@@ -367,8 +373,14 @@ async def run_paging(server: h.ServerProcess, api_key: str, page_size: int = PAG
         for name, fetch in walks.items():
             latencies: list[float] = []
             before = meter.read() if meter is not None else None
+            if statements is not None:
+                statements.reset()
             jobs = await walk(fetch, latencies)
             out[name] = page_figures(latencies, jobs, page_size)
+            if statements is not None:
+                sql = statements.report(len(latencies), top=4)
+                out[name]["statements_per_page"] = sql and sql["statements_per_execution"]
+                out[name]["jit"] = statements.jit(len(latencies))
             if meter is not None:
                 cpu = h.Meter.difference(before, meter.read(), len(latencies))["cpu"]
                 out[name]["cpu"] = {
@@ -441,7 +453,7 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
 
         with h.observe(url) as pg:
             out["jobs_stored"] = pg.execute(f"{h.OWN_QUERY} SELECT count(*) FROM jobs").fetchone()[0]
-        out["paging"] = asyncio.run(run_paging(fleet.first, api_key, meter=meter))
+        out["paging"] = asyncio.run(run_paging(fleet.first, api_key, meter=meter, url=url))
         exits = fleet.terminate(30)
         out["exit_code"], out["exit_codes"] = exits[0], exits
         return out

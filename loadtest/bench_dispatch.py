@@ -58,6 +58,11 @@ inserted directly (COPY), then ``VACUUM ANALYZE``.
   claims all the due ones, median of ``--runs`` runs after one that warms the
   engine and the cache of parsed definitions (the due jobs reset and
   ``VACUUM ANALYZE`` between runs), and ``ratio_largest_smallest``.
+- ``jit`` in ``throughput`` and in ``latency``: what PostgreSQL spent
+  compiling statements with JIT over that part (``_harness.Statements.jit``:
+  by statement, and per occurrence claimed by the store's runs and the
+  replays; the raw peer's statements are the peer's own and listed too),
+  when the server has ``pg_stat_statements`` loaded (the throwaway one does).
 - ``explain``: the plan of the claim's SELECT (captured from a real
   ``claim_due``), on the largest latency data set (few due) and on the
   throughput data set (all due): whether it scans ``jobs_due``.
@@ -615,7 +620,9 @@ def postgres(url: str | None):
     if bindir is None:
         raise SystemExit("PostgreSQL is not installed: " + pgsupport.INSTALL_HINT)
     # The test settings (fsync off, SERIALIZABLE default), with room for a million jobs in memory.
-    pgsupport.SERVER_SETTINGS.update({"shared_buffers": "512MB", "max_wal_size": "4GB", "work_mem": "16MB"})
+    # pg_stat_statements: what each part compiled with JIT (``jit``).
+    pgsupport.SERVER_SETTINGS.update({"shared_buffers": "512MB", "max_wal_size": "4GB", "work_mem": "16MB",
+                                      "shared_preload_libraries": "pg_stat_statements"})
     server = pgsupport.PostgresServer(bindir)
     undo = pgsupport._finalize_on_sigterm()
     try:
@@ -639,8 +646,14 @@ async def run(args: argparse.Namespace, url: str, throwaway: bool) -> dict:
     prepare_schema(url)
     load_before = [round(x, 2) for x in os.getloadavg()]
     began = time.perf_counter()
+    statements = h.Statements(url)
+    statements.reset()
     tp, explain_all_due = await throughput(url, args.jobs, args.batch, args.rounds, args.seed, not args.no_peer)
+    # Per occurrence that the store's runs and their replays claimed.
+    tp["jit"] = statements.jit(args.jobs * args.rounds * 4)
+    statements.reset()
     lat, explain_few_due = await latency(url, args.latency_sizes, args.due, args.runs, args.seed + 1)
+    lat["jit"] = statements.jit(args.due * (args.runs + 1) * len(args.latency_sizes))
     return {
         "benchmark": "dispatch",
         "smoke": args.smoke,

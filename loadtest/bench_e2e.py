@@ -53,7 +53,9 @@ and etcd are started (``tests/support``) and deleted afterwards.
   ``errors_logged`` the ERROR lines it logged (serialization failures the
   store retried); ``tables``, for ``executions`` and ``jobs``, the updates
   per execution, how many of them were HOT (no index entry written), and
-  the bytes their heap and their indexes grew by per execution.
+  the bytes their heap and their indexes grew by per execution. ``jit``
+  beside it: what PostgreSQL spent compiling statements with JIT, per
+  execution and by statement (``_harness.Statements.jit``).
 - ``peer``: pgqueuer (the ``bench`` extra: ``bash scripts/install.sh
   --bench``) in a database of its own on the same server, draining the same
   number of no-op jobs once per ``--peer-settings`` item (worker processes ×
@@ -309,6 +311,7 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
             ended = wait_until_ended(poll, args.jobs, pool, args.stall, since_us)
         after = meter.read()
         sql = statements.report(args.jobs)
+        jit = statements.jit(args.jobs)
         if sql is not None:
             sql["errors_logged"] = errors.counts()
             sql["tables"] = h.updates_between(tables_before, h.table_updates(url), args.jobs)
@@ -338,6 +341,7 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
         "storing_cpu_s": {role: figures["cpu_s"] for role, figures in
                           h.Meter.difference(stored, before, args.jobs)["cpu"].items()},
         "sql": sql,
+        "jit": jit,
         "exit_codes": {"workers": stopped_workers, "server": server_exits[0], "servers": server_exits},
         "load_average_before": load_before,
         "load_average_after": h.load_average(),

@@ -41,7 +41,8 @@ tenant, ``small``, beside them. Then, in this order, each over a channel:
 Each paging figure (``bench_create.page_figures``) gives the first ten
 pages' latency, the median, p99, max and last, and flatness as
 ``last_over_first`` (last page over first) and ``max_over_median``, and
-the server's and PostgreSQL's CPU per page (``cpu``).
+the server's and PostgreSQL's CPU per page (``cpu``), the statements
+per page and what PostgreSQL compiled with JIT for the walk (``jit``).
 ``--analyze`` runs ``ANALYZE`` on ``jobs`` and ``job_cursors`` before
 paging (what autovacuum would do later), to tell a plan the statistics
 choose from one they do not. ``--smoke`` runs tiny sizes for CI; its
@@ -165,7 +166,7 @@ def run(args: argparse.Namespace, url: str, etcd_endpoint: str, folder) -> dict:
             out["jobs_stored"] = pg.execute(f"{h.OWN_QUERY} SELECT count(*) FROM jobs").fetchone()[0]
         out["load_average"] = h.load_average()
         meter = h.Meter({"server": fleet.pids, **({"postgres": [pg]} if (pg := h.postmaster_pid(url)) else {})})
-        out["paging"] = asyncio.run(bc.run_paging(server, api_key, args.page_size, meter))
+        out["paging"] = asyncio.run(bc.run_paging(server, api_key, args.page_size, meter, url))
         statements = h.Statements(url)
         statements.reset()
         out["list_small"] = asyncio.run(page_small(server, small_key, args.page_size))

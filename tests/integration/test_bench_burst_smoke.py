@@ -35,6 +35,7 @@ def test_bench_burst_smoke(postgres_url, etcd_endpoint):
     assert {"runs", "required", "goal", "goal_vs_pgqueuer", "postgres", "machine"} <= set(report)
     assert "baseline" not in report, "no figures from another run"
     [run] = report["runs"]
+    assert "sql" in run and "jit" in run  # None: the suite's PostgreSQL has no pg_stat_statements
     size = run["size"]
     assert run["jobs"] == run["executions"] == run["started"] == size
     assert run["statuses"] == {"succeeded": size}, "every execution ended, once"

@@ -36,7 +36,8 @@ def test_bench_create_smoke(postgres_url, etcd_endpoint):
     server = report["server"]
     for phase in ("create_1", "create_16", "create_16_go"):
         assert server[phase]["calls"] == 40 and server[phase]["failures"] == 0, server[phase]
-        assert "sql" in server[phase]  # None here: the suite's PostgreSQL has no pg_stat_statements
+        # None here: the suite's PostgreSQL has no pg_stat_statements
+        assert "sql" in server[phase] and "jit" in server[phase]
     # The Go clients' CPU is the Go process's, not this one's.
     assert server["create_16_go"]["clients"] == 4 and server["create_16_go"]["cpu"]["callers"]["cpu_s"] >= 0
     for name in ("grpc_floor", "grpc_floor_go"):
@@ -53,7 +54,7 @@ def test_bench_create_smoke(postgres_url, etcd_endpoint):
     for walk in ("list_jobs", "search_jobs"):
         assert server["paging"][walk]["jobs"] == server["jobs_stored"]
         assert {"first_ms", "middle_ms", "last_ms", "last_over_first", "first_pages_ms", "median_ms", "last_page_ms",
-                "max_over_median"} <= set(server["paging"][walk])
+                "max_over_median", "statements_per_page", "jit"} <= set(server["paging"][walk])
     assert set(report["goal"]) == {"create_16_jobs_per_s", "create_16_go_jobs_per_s", "create_16_failures",
                                    "batch_jobs_per_s", "load_1m_s", "paging_last_over_first"}
     assert all("met" in goal and "value" in goal for goal in report["goal"].values())

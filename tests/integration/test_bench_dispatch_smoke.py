@@ -33,6 +33,7 @@ def test_bench_dispatch_smoke(postgres_url):
     expected = {"jobs", "batch", "store", "store_cold_cache", "replay", "replay_executemany", "raw", "ratio",
                 "ratio_cold_cache", "ratio_to_replay", "ratio_executemany_to_replay", "goal_ratio"}
     assert expected <= set(throughput)
+    assert "jit" in throughput and "jit" in report["latency"]  # None: the suite's PostgreSQL has no pg_stat_statements
     for name in ("store", "store_cold_cache", "replay", "replay_executemany"):
         assert RUN <= set(throughput[name])
         assert throughput[name]["occurrences"] == throughput["jobs"], "every due job claimed exactly once"

@@ -37,6 +37,7 @@ def test_bench_e2e_smoke(postgres_url, etcd_endpoint):
     assert {"server", "replay", "peer", "ratio", "goal", "postgres", "machine"} <= set(report)
 
     server = report["server"]
+    assert "sql" in server and "jit" in server  # None: the suite's PostgreSQL has no pg_stat_statements
     jobs = server["jobs"]
     assert server["ended"] == jobs
     assert server["statuses"] == {"succeeded": jobs}, "every execution ended, once"
