@@ -3,7 +3,7 @@ checked without a CockroachDB server (docs/architecture.md, "Data").
 
 Three checks, each against the features of ``tests/support/crdbsql.py``
 (LISTEN/NOTIFY, advisory locks, LOCK TABLE, deferred constraints, heap
-system columns, ``pg_`` functions):
+system columns, ``pg_`` functions, the JIT setting):
 
 - the checker itself refuses each planted violation and passes what
   CockroachDB accepts;
@@ -81,6 +81,9 @@ POSTGRES_ONLY = {
     ("DELETE FROM attempts WHERE ctid IN (SELECT ctid FROM attempts LIMIT 10)", ["heap system column"]),
     ("SELECT xmin, id FROM jobs", ["heap system column"]),
     ("SELECT pg_table_is_visible(c.oid) FROM pg_class c", ["pg_ function"]),
+    ("SET LOCAL jit = off", ["jit setting"]),
+    ("set jit to on", ["jit setting"]),
+    ("SELECT set_config('jit', 'off', true)", ["jit setting"]),
     # What CockroachDB takes:
     ("SELECT id FROM executions WHERE status = 'scheduled' ORDER BY ready_at LIMIT 10 FOR UPDATE SKIP LOCKED", []),
     ("INSERT INTO t (a) VALUES (1) ON CONFLICT ON CONSTRAINT t_pkey DO NOTHING", []),
@@ -89,6 +92,7 @@ POSTGRES_ONLY = {
     ("SELECT name FROM tenants WHERE name = ANY (CAST($1 AS TEXT[])) ORDER BY name FOR SHARE", []),
     ("SELECT owner, locked_at, xmins_column FROM pg_stats_like_table", []),
     ("SELECT 1 -- a listener (lower case prose), the lock table's row", []),
+    ("SET LOCAL statement_timeout = '5s'", []),
 ])  # fmt: skip
 def test_the_checker_refuses_each_feature_and_passes_what_cockroachdb_takes(statement: str, refused: list) -> None:
     assert violations(statement) == refused

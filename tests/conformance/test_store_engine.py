@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event, text
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, make_url
 
 from tickwheel.shared.clock import FakeClock
 from tickwheel_server.store import (
@@ -46,6 +46,7 @@ from tickwheel_server.store import (
     run_in_transaction_async,
     settle,
 )
+from tickwheel_server.store.engine import JIT_OFF, postgres_options
 from tickwheel_server.store.migrate import applied_migrations, split_sql
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -160,6 +161,71 @@ def test_postgres_runs_serializable_by_default(postgres_url: str, make_engine) -
     show = lambda c: c.exec_driver_sql("SHOW transaction_isolation").scalar()  # noqa: E731
     assert run_in_transaction(make_engine(postgres_url), show) == "serializable"
     assert run_in_transaction(make_engine(postgres_url, isolation="read committed"), show) == "read committed"
+
+
+@pytest.mark.parametrize(
+    ("given", "environ", "sent"),
+    [
+        (None, {}, "-c jit=off"),
+        ("-c statement_timeout=5s", {}, "-c statement_timeout=5s -c jit=off"),
+        # An operator's own jit setting wins, however libpq lets it be written.
+        ("-c jit=on", {}, "-c jit=on"),
+        ("-cjit=on -c work_mem=8MB", {}, "-cjit=on -c work_mem=8MB"),
+        ("--jit=on", {}, "--jit=on"),
+        ("-c JIT = on", {}, "-c JIT = on"),
+        # jit_above_cost is another setting: JIT still goes off.
+        ("-c jit_above_cost=10", {}, "-c jit_above_cost=10 -c jit=off"),
+        # PGOPTIONS, which libpq reads only when no options are given, is kept.
+        (None, {"PGOPTIONS": "-c search_path=tw"}, "-c search_path=tw -c jit=off"),
+        (None, {"PGOPTIONS": "-c jit=on"}, "-c jit=on"),
+        ("-c work_mem=8MB", {"PGOPTIONS": "-c jit=on"}, "-c work_mem=8MB -c jit=off"),
+    ],
+)
+def test_postgres_sessions_start_with_jit_off_unless_the_options_set_it(given, environ, sent) -> None:
+    url = make_url("postgresql+psycopg://h/db")
+    if given is not None:
+        url = url.update_query_dict({"options": given})
+    assert postgres_options(url, environ) == sent
+
+
+def _connect_params(url: str) -> dict:
+    """What the engine of ``url`` hands the driver to connect (no server needed)."""
+    engine = create_store_engine(url)
+    seen: dict = {}
+
+    @event.listens_for(engine, "do_connect")
+    def _capture(_dialect, _record, _cargs, cparams):
+        seen.update(cparams)
+        raise RuntimeError("captured")
+
+    try:
+        with pytest.raises(RuntimeError, match="captured"):
+            engine.connect()
+    finally:
+        engine.dispose()
+    return seen
+
+
+def test_only_postgresql_sessions_are_sent_the_jit_option(monkeypatch) -> None:
+    monkeypatch.delenv("PGOPTIONS", raising=False)
+    assert _connect_params("postgresql://h/db")["options"] == JIT_OFF
+    assert _connect_params("postgresql://h/db?options=-c%20jit%3Don")["options"] == "-c jit=on"
+    # CockroachDB has no jit setting (an unknown option fails the connection):
+    # its sessions are sent no options at all, nor an operator's changed.
+    assert "options" not in _connect_params("cockroachdb://h/db")
+    assert _connect_params("cockroachdb://h/db?options=-c%20x%3Dy")["options"] == "-c x=y"
+
+
+@pytest.mark.postgres
+def test_postgres_sessions_run_with_jit_off_and_an_operators_option_wins(postgres_url: str, make_engine) -> None:
+    show = lambda c: (c.exec_driver_sql("SHOW jit").scalar(),  # noqa: E731
+                      c.exec_driver_sql("SHOW statement_timeout").scalar())
+    assert run_in_transaction(make_engine(postgres_url), show) == ("off", "0")
+    url = make_url(postgres_url)
+    assert run_in_transaction(make_engine(url.update_query_dict({"options": "-c jit=on"})), show) == ("on", "0")
+    # Other options of the operator's are kept, JIT still off beside them.
+    other = make_engine(url.update_query_dict({"options": "-c statement_timeout=7s"}))
+    assert run_in_transaction(other, show) == ("off", "7s")
 
 
 def test_sqlite_file_engine_settings(tmp_path, make_engine) -> None:

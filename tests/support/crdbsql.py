@@ -57,6 +57,11 @@ FEATURES = (
         "crdb_internal_mvcc_timestamp, cockroach#62928)",
     ),
     Feature(
+        "jit setting", re.compile(r"\bSET\s+(?:LOCAL\s+|SESSION\s+)?jit\s*(?:=|\bTO\b)|\bset_config\s*\(\s*'jit'", re.I),
+        "PostgreSQL's JIT: not among the session variables of CockroachDB's 'SET (session variable)' page "
+        "(v19.1 to v24.3); the store turns it off at connect time on PostgreSQL only (store/engine.py)",
+    ),
+    Feature(
         "pg_ function", re.compile(r"\bpg_\w+\s*\(", re.I),
         "PostgreSQL's own functions: CockroachDB defines some for compatibility, not all, and some as no-ops; "
         "none is relied on outside a PostgreSQL-only branch",

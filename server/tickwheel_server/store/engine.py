@@ -13,6 +13,7 @@ Three engines, one SQL subset (the one CockroachDB and PostgreSQL share):
   is CockroachDB's only sensible level and the one the test suite runs
   PostgreSQL at, so SQLSTATE 40001 is an everyday event that
   :func:`~tickwheel_server.store.transactions.run_in_transaction` absorbs.
+  PostgreSQL sessions start with JIT off (:func:`postgres_options`).
 
 Engine-specific SQL goes behind :class:`Capabilities`, never behind a check
 of the URL string.
@@ -20,10 +21,13 @@ of the URL string.
 
 from __future__ import annotations
 
+import os
+import re
 import select
 import sqlite3
 import uuid
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +93,35 @@ def parse_store_url(url: str | URL) -> URL:
     )
 
 
+JIT_OFF = "-c jit=off"
+"""What :func:`postgres_options` adds to a PostgreSQL session's startup options."""
+
+_SETS_JIT = re.compile(r"(?:^|\s)(?:-c\s*|--)jit\s*=", re.I)
+"""An options string that sets ``jit`` itself (``-c jit=…``, ``-cjit=…``, ``--jit=…``)."""
+
+
+def postgres_options(url: URL, environ: Mapping[str, str] = os.environ) -> str:
+    """The libpq ``options`` a PostgreSQL session of ``url`` starts with:
+    the URL's own ``options`` (else ``PGOPTIONS`` from ``environ``, which
+    libpq would read only when none is given) with :data:`JIT_OFF` added,
+    unless they set ``jit`` themselves (an operator's ``?options=-c%20jit%3Don``
+    turns it back on).
+
+    JIT off: the store's statements are short and many; priced over a
+    large table's estimates, a plan passes ``jit_above_cost`` and compiling
+    it costs more than running it (``loadtest/RESULTS.md``). A connect-time
+    option costs no statement. CockroachDB has no ``jit`` setting: its
+    sessions never get this."""
+    given = url.query.get("options")
+    if given is None:
+        base = environ.get("PGOPTIONS", "")
+    else:
+        base = " ".join(given) if isinstance(given, tuple) else given
+    if _SETS_JIT.search(base):
+        return base
+    return f"{base} {JIT_OFF}".strip()
+
+
 def _is_sqlite_memory(url: URL) -> bool:
     database = url.database or ""
     return database in ("", ":memory:") or "mode=memory" in database
@@ -124,6 +157,8 @@ def create_store_engine(
     transaction with a connection error, which the retry path retries.
     ``sqlite_busy_timeout`` (seconds) is how long a SQLite transaction waits
     for another writer before failing with a retryable "database is locked".
+    PostgreSQL sessions start with JIT off unless the URL's ``options`` (or
+    ``PGOPTIONS``) set ``jit`` (:func:`postgres_options`).
 
     Nothing connects until the engine is first used.
     """
@@ -153,6 +188,8 @@ def create_store_engine(
         connect_args["connect_timeout"] = connect_timeout
     if "application_name" not in parsed.query:
         connect_args["application_name"] = "tickwheel"
+    if backend == POSTGRESQL:
+        connect_args["options"] = postgres_options(parsed)
     engine = sa.create_engine(
         parsed,
         isolation_level=level,

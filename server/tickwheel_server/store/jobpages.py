@@ -39,9 +39,10 @@ cursor by its key, and stops at the page:
 - each cursor is a LATERAL subquery on ``job_cursors``' key with ``LIMIT
   1``, which PostgreSQL cannot flatten into a join, so it is a lookup by
   key per row read (a hash or merge join could read every cursor);
-- it runs without JIT (``SET LOCAL jit = off``): priced for a tenth of a
-  large tenant's rows, its plan passes ``jit_above_cost``, and compiling
-  it took longer than reading the page.
+- it runs without JIT, as every statement of the server's PostgreSQL
+  sessions does (:func:`.engine.postgres_options`, at connect time): priced
+  for a tenth of a large tenant's rows, its plan passes
+  ``jit_above_cost``, and compiling it took longer than reading the page.
 
 Its filters (migration 0034 for the first):
 
@@ -138,10 +139,8 @@ def read_page(
     given. The caller validates ``state`` and bounds ``limit`` (at most
     :data:`PAGE_SCAN`). A tenant's page on PostgreSQL is
     :func:`_fixed_page`, or :func:`_scanned_page` when filtered by other
-    than ``paused``, without JIT for the rest of the transaction (the
-    module's docstring)."""
+    than ``paused`` (the module's docstring)."""
     if caps.is_postgres and tenant:
-        conn.exec_driver_sql("SET LOCAL jit = off")
         if not (state or name_prefix) or state == "paused":
             return JobPage(job_records(conn.execute(_fixed_page(tenant, after_id, limit, state, name_prefix))))
         found = job_records(conn.execute(_scanned_page(tenant, after_id, limit, state, name_prefix)))
