@@ -39,7 +39,8 @@ creating is measured.
   the pages, 3 to 25), ``last_over_first`` (of the windows) and
   ``max_over_median``: flat paging keeps both near 1; ``cpu``: the
   server's and PostgreSQL's CPU over each walk, and per page;
-  ``statements_per_page`` and ``jit`` (as in each phase, per page).
+  ``statements_per_page`` (and by first keyword) and ``jit`` (as in each
+  phase, per page).
 - ``cpu`` in each phase: CPU seconds of the server process and of
   PostgreSQL (``/proc``), and of ``callers`` (this process: the clients'
   threads, sending and reading the answers), and milliseconds per job.
@@ -380,6 +381,8 @@ async def run_paging(server: h.ServerProcess, api_key: str, page_size: int = PAG
             if statements is not None:
                 sql = statements.report(len(latencies), top=4)
                 out[name]["statements_per_page"] = sql and sql["statements_per_execution"]
+                out[name]["statements_per_page_by_kind"] = sql and {
+                    kind: round(calls / max(len(latencies), 1), 3) for kind, calls in sql["by_kind"].items()}
                 out[name]["jit"] = statements.jit(len(latencies))
             if meter is not None:
                 cpu = h.Meter.difference(before, meter.read(), len(latencies))["cpu"]

@@ -54,7 +54,7 @@ def test_bench_create_smoke(postgres_url, etcd_endpoint):
     for walk in ("list_jobs", "search_jobs"):
         assert server["paging"][walk]["jobs"] == server["jobs_stored"]
         assert {"first_ms", "middle_ms", "last_ms", "last_over_first", "first_pages_ms", "median_ms", "last_page_ms",
-                "max_over_median", "statements_per_page", "jit"} <= set(server["paging"][walk])
+                "max_over_median", "statements_per_page", "statements_per_page_by_kind", "jit"} <= set(server["paging"][walk])
     assert set(report["goal"]) == {"create_16_jobs_per_s", "create_16_go_jobs_per_s", "create_16_failures",
                                    "batch_jobs_per_s", "load_1m_s", "paging_last_over_first"}
     assert all("met" in goal and "value" in goal for goal in report["goal"].values())
