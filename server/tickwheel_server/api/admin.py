@@ -491,11 +491,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             state=state,
             name_prefix=check_text(request.name_prefix, "name_prefix", NAME_MAX),
         )
-        found = page.jobs
-        # a full page, or a short one whose bounded scan stopped: the next starts after it
-        last = found[size - 1].id if len(found) > size else page.scanned_to
-        token = convert.page_token(last) if last else ""
-        return admin_pb2.SearchJobsResponse(jobs=[convert.job_to_proto(j) for j in found[:size]], next_page_token=token)
+        jobs, token = convert.jobs_page(page, size)
+        return admin_pb2.SearchJobsResponse(jobs=[convert.job_to_proto(j) for j in jobs], next_page_token=token)
 
     @rpc
     async def RecomputeSchedules(self, request, context):

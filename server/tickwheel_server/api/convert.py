@@ -17,6 +17,7 @@ from ..alerts.catalogue import AlertRecord
 from ..fields import duration_problem, timestamp_problem
 from ..store.credentials import WorkerCredential
 from ..store.history import AttemptRecord, ExecutionRecord, SkipRecord
+from ..store.jobpages import JobPage
 from ..store.jobrecords import JobRecord
 from ..store.tenants import ApiKey, Tenant
 from ..wire import EXECUTION_ORIGIN_TO_PROTO
@@ -304,6 +305,17 @@ _TOKEN_PREFIX = "p1:"
 
 def page_token(last_key: str) -> str:
     return base64.urlsafe_b64encode((_TOKEN_PREFIX + last_key).encode()).decode()
+
+
+def jobs_page(page: JobPage, size: int) -> tuple[list[JobRecord], str]:
+    """A page of ``size`` jobs out of ``page`` (read with a limit of
+    ``size + 1``) and its next token: after the page's last job when more
+    were found, after where a filtered page's bounded scan stopped when it
+    came back short (:class:`~tickwheel_server.store.jobpages.JobPage`),
+    empty at the end (ListJobs, SearchJobs)."""
+    found = page.jobs
+    last = found[size - 1].id if len(found) > size else page.scanned_to
+    return found[:size], page_token(last) if last else ""
 
 
 def parse_page_token(token: str) -> str:

@@ -530,11 +530,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             state=convert.JOB_STATE_FROM_PROTO.get(request.state, ""),
             name_prefix=validate.check_text(request.name_prefix, "name_prefix", validate.NAME_MAX),
         )
-        found = page.jobs
-        # a full page, or a short one whose bounded scan stopped: the next starts after it
-        last = found[size - 1].id if len(found) > size else page.scanned_to
-        token = convert.page_token(last) if last else ""
-        return scheduler_pb2.ListJobsResponse(jobs=[convert.job_to_proto(j) for j in found[:size]], next_page_token=token)
+        jobs, token = convert.jobs_page(page, size)
+        return scheduler_pb2.ListJobsResponse(jobs=[convert.job_to_proto(j) for j in jobs], next_page_token=token)
 
     @rpc
     async def PreviewSchedule(self, request, context):
