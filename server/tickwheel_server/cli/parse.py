@@ -45,7 +45,10 @@ def parse_duration(text: str) -> timedelta:
         pos = match.end()
     if pos == 0 or pos != len(raw):
         raise UsageError(f"invalid duration {text!r}: use forms like 30s, 5m, 1h, 1h30m")
-    return timedelta(seconds=total)
+    try:
+        return timedelta(seconds=total)
+    except OverflowError:  # past timedelta's 999 999 999 days, or digits enough to make the float infinite
+        raise UsageError(f"duration {text[:40]!r} is out of range") from None
 
 
 def parse_instant(text: str, *, now: datetime | None = None) -> datetime:

@@ -389,3 +389,32 @@ def test_a_row_names_a_calendar_with_its_rule_or_fails_naming_the_missing_one() 
         with pytest.raises(RowError) as caught:
             job_from_row(row, csv=True)
         assert caught.value.field == field
+
+
+def test_a_duration_too_large_for_any_clock_fails_its_line_alone(cli, fake, tenant, store, tmp_path) -> None:
+    """timedelta's range ends near 2.7 million years: a larger duration (or
+    digits that make a float infinite) once raised OverflowError out of the
+    import, a traceback after the earlier calls were sent."""
+    path = _jsonl(tmp_path, _line(name="before"), _line(name="huge", attempt_timeout="99999999999999h"),
+                  _line(name="infinite", jitter="9" * 400 + "s"), _line(name="after"))
+    result = cli(*tenant, "--json", "job", "import", str(path))
+    assert result.code == 1, result.err
+    summary = json.loads(result.out)
+    assert [(f["line"], f["field"]) for f in summary["failures"]] == [(2, "attempt_timeout"), (3, "jitter")]
+    assert "out of range" in summary["failures"][0]["reason"]
+    assert [i.job.name for i in _items(fake)] == ["before", "after"]
+
+
+def test_the_text_summary_never_prints_a_files_control_characters(cli, fake, tenant, store, tmp_path) -> None:
+    """A file is the attacker's: a key or value it names is echoed in the
+    summary, and a raw ESC there drives the reader's terminal (retitles it,
+    clears the screen, hides the lines before)."""
+    hostile = "\x1b]0;pwned\x07\x1b[2J\x9b31m"
+    path = _jsonl(tmp_path, json.dumps({"name": "x", "cron": "0 2 * * *", "handler": "h", hostile: 1}),
+                  _line(name="x", request_id=hostile), _line(name="bad" + hostile))
+    result = cli(*tenant, "job", "import", str(path))
+    assert result.code == 1
+    assert "line 1: " in result.out and "line 2: request_id" in result.out and "line 3: job.name" in result.out
+    printed = result.out + result.err
+    assert not [c for c in printed if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0], printed
+    assert "\\x1b]0;pwned" in result.out, "the key is shown, escaped"

@@ -357,3 +357,11 @@ def test_job_get_shows_a_run_the_calendar_skips(cli, fake, tenant) -> None:
     assert result.code == 0, result.err
     [row] = [line for line in result.out.splitlines() if "2027-03-27" in line]
     assert "skipped" in row and "not a business day of calendar uk" in row
+
+
+def test_a_duration_past_any_clock_is_a_usage_error_not_a_traceback(cli, fake, tenant) -> None:
+    for value in ("99999999999999h", "9" * 400 + "s"):
+        result = cli(*tenant, "job", "create", "--name", "x", "--cron", "0 2 * * *", "--handler", "h",
+                     "--attempt-timeout", value)
+        assert result.code == 2 and "out of range" in result.err and "Traceback" not in result.err
+    assert fake.calls == []
