@@ -1,0 +1,193 @@
+"""Tenant A's key against tenant B's data, across calls: every Scheduler RPC
+that names a job or an execution answers B's id exactly as it answers an id
+that does not exist (code, message and details, the id aside), so no answer
+tells A that B's id exists; and nothing of B changes. A tenant's creates,
+batches and deletes racing at its max_jobs on two servers leave the count
+exact."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import datetime, timedelta, timezone
+
+import grpc
+import pytest
+import sqlalchemy as sa
+from google.protobuf import field_mask_pb2, timestamp_pb2
+from google.rpc import code_pb2
+from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc
+
+from tests.support.server import running_server
+
+from .test_batch_create_api import item, job_count
+from .test_create_group_commit_api import set_max_jobs
+from .test_server_api import bearer, cron_job
+
+
+def _ts(value: datetime) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(value)
+    return stamp
+
+
+def _absent(job_id: str) -> str:
+    """An id of the same shape and length that names no job: the ULID's last
+    character changed."""
+    return job_id[:-1] + ("Z" if job_id[-1] != "Z" else "Y")
+
+
+def _calls(job_id: str, execution_id: str) -> list[tuple[str, object]]:
+    """(method, request) for every Scheduler call that names a job or an execution."""
+    now = datetime.now(timezone.utc)
+    window = dict(from_at=_ts(now - timedelta(days=30)), to_at=_ts(now - timedelta(days=1)))
+    mask = field_mask_pb2.FieldMask
+    return [
+        ("GetJob", scheduler_pb2.GetJobRequest(id=job_id)),
+        ("GetJob", scheduler_pb2.GetJobRequest(id=job_id, revision=1)),
+        ("UpdateJob", scheduler_pb2.UpdateJobRequest(job=job_pb2.Job(id=job_id, version=1, name="pwned"),
+                                                     update_mask=mask(paths=["name"]))),
+        ("UpdateJob", scheduler_pb2.UpdateJobRequest(job=job_pb2.Job(id=job_id, version=9, name="stale"),
+                                                     update_mask=mask(paths=["name"]))),
+        ("UpdateJob", scheduler_pb2.UpdateJobRequest(job=job_pb2.Job(id=job_id, version=1, name="pwned"),
+                                                     update_mask=mask(paths=["name"]), validate_only=True)),
+        ("UpdateJob", scheduler_pb2.UpdateJobRequest(
+            job=job_pb2.Job(id=job_id, version=1, schedule=cron_job("0 9 * * *", "Asia/Tokyo").schedule),
+            update_mask=mask(paths=["schedule"]), validate_only=True)),
+        ("DeleteJob", scheduler_pb2.DeleteJobRequest(id=job_id, version=7)),
+        ("PauseJob", scheduler_pb2.PauseJobRequest(id=job_id, reason="mine now")),
+        ("ResumeJob", scheduler_pb2.ResumeJobRequest(id=job_id)),
+        ("TriggerJob", scheduler_pb2.TriggerJobRequest(id=job_id, request_id="probe")),
+        ("BackfillJob", scheduler_pb2.BackfillJobRequest(id=job_id, dry_run=True, **window)),
+        ("PreviewSchedule", scheduler_pb2.PreviewScheduleRequest(job_id=job_id)),
+        ("ListExecutions", scheduler_pb2.ListExecutionsRequest(job_id=job_id)),
+        ("ListDeadLetters", scheduler_pb2.ListDeadLettersRequest(job_id=job_id)),
+        ("GetExecution", scheduler_pb2.GetExecutionRequest(id=execution_id)),
+        ("CancelExecution", scheduler_pb2.CancelExecutionRequest(id=execution_id, reason="mine")),
+        ("ReplayDeadLetter", scheduler_pb2.ReplayDeadLetterRequest(execution_id=execution_id)),
+        ("BatchUpdateJobs", scheduler_pb2.BatchUpdateJobsRequest(items=[scheduler_pb2.UpdateJobRequest(
+            job=job_pb2.Job(id=job_id, version=1, name="pwned"), update_mask=mask(paths=["name"]))])),
+        ("BatchDeleteJobs", scheduler_pb2.BatchDeleteJobsRequest(items=[
+            scheduler_pb2.DeleteJobRequest(id=job_id), scheduler_pb2.DeleteJobRequest(id=job_id, version=3)])),
+        ("BatchPauseJobs", scheduler_pb2.BatchPauseJobsRequest(items=[scheduler_pb2.PauseJobRequest(id=job_id)])),
+        ("BatchResumeJobs", scheduler_pb2.BatchResumeJobsRequest(items=[scheduler_pb2.ResumeJobRequest(id=job_id)])),
+    ]  # fmt: skip
+
+
+async def _answer(scheduler, method: str, request, key: str, ids: tuple[str, ...]) -> tuple:
+    """The call's answer as bytes with every one of ``ids`` blanked: a
+    status (code, message, details) or a response."""
+    try:
+        reply = await getattr(scheduler, method)(request, metadata=bearer(key))
+        text = repr(reply.SerializeToString(deterministic=True))
+        code = "OK"
+    except grpc.aio.AioRpcError as error:
+        code = error.code().name
+        details = dict(error.trailing_metadata() or ()).get("grpc-status-details-bin", b"")
+        text = f"{error.details()}|{details!r}"
+    for ident in ids:
+        text = text.replace(ident, "<id>")
+    return code, text
+
+
+async def test_another_tenants_ids_answer_as_ids_that_do_not_exist(server) -> None:
+    acme, other = await server.create_tenant("acme"), await server.create_tenant("other")
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        theirs = (await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=cron_job(), request_id="t"),
+                                            metadata=bearer(other))).job  # fmt: skip
+        triggered = (await scheduler.TriggerJob(scheduler_pb2.TriggerJobRequest(id=theirs.id, request_id="run"),
+                                                metadata=bearer(other))).execution  # fmt: skip
+        missing = _absent(theirs.id)
+        missing_execution = triggered.id.replace(theirs.id, missing)
+        ids = (theirs.id, missing)
+        for (method, probe), (_, control) in zip(_calls(theirs.id, triggered.id), _calls(missing, missing_execution)):
+            seen = await _answer(scheduler, method, probe, acme, ids)
+            expected = await _answer(scheduler, method, control, acme, ids)
+            assert seen == expected, f"{method} answers another tenant's id unlike a missing one"
+
+        job = (await scheduler.GetJob(scheduler_pb2.GetJobRequest(id=theirs.id), metadata=bearer(other))).job
+        assert (job.name, job.version, job.state) == ("report", 1, job_pb2.JOB_STATE_ACTIVE), "B's job changed"
+        execution = (await scheduler.GetExecution(scheduler_pb2.GetExecutionRequest(id=triggered.id),
+                                                  metadata=bearer(other))).execution  # fmt: skip
+        assert execution.status == triggered.status and not execution.dead_reason, "B's execution changed"
+
+
+@pytest.mark.postgres
+@pytest.mark.etcd
+async def test_creates_batches_and_deletes_on_two_servers_keep_max_jobs_exact(postgres_url, etcd_endpoint) -> None:
+    """A tenant at its max_jobs on two servers: CreateJob (group commits),
+    BatchCreateJobs (with repeats of earlier request ids) and BatchDeleteJobs
+    at once. Afterwards the count GetTenant reports is the rows, never over
+    max_jobs, the jobs are exactly those answered created and not deleted,
+    and every quota slot holds (used <= allowance, allowances within the limit)."""
+    limit = 40
+    async with running_server(postgres_url, etcd_endpoint) as one, running_server(postgres_url, etcd_endpoint) as two:
+        key = await one.create_tenant("acme")
+        async with grpc.aio.insecure_channel(one.address) as a, grpc.aio.insecure_channel(two.address) as b:
+            await set_max_jobs(one, a, limit)
+            stubs = [scheduler_pb2_grpc.SchedulerServiceStub(channel) for channel in (a, b)]
+            created: dict[str, str] = {}  # request id -> job id, as answered
+            deleted: set[str] = set()
+            refused = 0
+            rng = random.Random(21)
+
+            async def writer(w: int) -> None:
+                nonlocal refused
+                scheduler = stubs[w % 2]
+                for n in range(30):
+                    roll = rng.random()
+                    if roll < 0.3:
+                        rid = f"w{w}-{n}"
+                        try:
+                            reply = await scheduler.CreateJob(item(rid), metadata=bearer(key))
+                        except grpc.aio.AioRpcError as error:
+                            assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error.details()
+                            refused += 1
+                        else:
+                            created.setdefault(rid, reply.job.id)
+                            assert created[rid] == reply.job.id
+                    elif roll < 0.65:
+                        rids = [f"w{w}-{n}-{i}" for i in range(rng.randint(1, 12))] + rng.sample(
+                            sorted(created), min(2, len(created)))
+                        reply = await scheduler.BatchCreateJobs(
+                            scheduler_pb2.BatchCreateJobsRequest(items=[item(r) for r in rids]), metadata=bearer(key))
+                        for rid, result in zip(rids, reply.results):
+                            if result.HasField("job"):
+                                created.setdefault(rid, result.job.job.id)
+                                assert created[rid] == result.job.job.id, "a repeat answered another job"
+                            elif result.error.code == code_pb2.RESOURCE_EXHAUSTED:
+                                refused += 1
+                            else:
+                                assert result.error.code == code_pb2.NOT_FOUND, result.error  # a deleted job's id
+                                assert created[rid] in deleted
+                    else:
+                        alive = sorted(set(created.values()) - deleted)
+                        victims = rng.sample(alive, min(len(alive), rng.randint(1, 6)))
+                        if not victims:
+                            continue
+                        reply = await scheduler.BatchDeleteJobs(scheduler_pb2.BatchDeleteJobsRequest(
+                            items=[scheduler_pb2.DeleteJobRequest(id=v) for v in victims + victims[:1]]),
+                            metadata=bearer(key))  # fmt: skip
+                        for victim, result in zip(victims + victims[:1], reply.results):
+                            if result.HasField("deleted"):
+                                assert victim not in deleted, "deleted twice"
+                                deleted.add(victim)
+                            else:
+                                assert result.error.code == code_pb2.NOT_FOUND, result.error
+
+            await asyncio.gather(*(writer(w) for w in range(8)))
+            assert refused, "the writers reached max_jobs"
+            count = await job_count(one, a)
+        engine = sa.create_engine(postgres_url)
+        try:
+            with engine.connect() as conn:
+                rows = set(conn.execute(sa.text("SELECT id FROM jobs WHERE tenant = 'acme'")).scalars())
+                slots = conn.execute(sa.text(
+                    "SELECT used, allowance FROM tenant_quota WHERE tenant = 'acme'")).all()  # fmt: skip
+        finally:
+            engine.dispose()
+        assert rows == set(created.values()) - deleted
+        assert count == len(rows) <= limit
+        assert all(used <= allowance for used, allowance in slots) and sum(a for _, a in slots) <= limit
+        assert sum(used for used, _ in slots) == len(rows)
