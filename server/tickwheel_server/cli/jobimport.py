@@ -2,7 +2,8 @@
 file through BatchCreateJobs, idempotently, and say what became of each line.
 
 Lines are read as a stream (never the whole file at once, each line bounded
-by :data:`MAX_LINE_BYTES`), turned into jobs by ``importrows`` and sent in
+by :data:`MAX_LINE_BYTES`, a UTF-8 byte order mark at the file's start
+dropped), turned into jobs by ``importrows`` and sent in
 calls of ``--batch-size`` through the SDK's ``create_jobs``. Every line ends
 as created, already existing (its request id had been seen: an import run
 again creates nothing twice) or failed, with its line number, field and
@@ -55,6 +56,7 @@ __all__ = ["MAX_LINE_BYTES", "register"]
 MAX_LINE_BYTES = 4 * 1024 * 1024
 """A longer line fails unread: no call may carry more than 4 MiB anyway."""
 MAX_BATCH = 1000
+UTF8_BOM = b"\xef\xbb\xbf"
 MAX_HELD_BYTES = 32 * 1024 * 1024
 """Lines held before a call is sent: a batch of long lines goes early."""
 MAX_PARALLEL = 16
@@ -120,6 +122,7 @@ class LineReader:
             line = self.stream.readline(MAX_LINE_BYTES + 1)
             if not line:
                 return
+            at_start = self.bytes_read == 0
             self.bytes_read += len(line)
             if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
                 while True:  # the rest of the line, in bounded pieces
@@ -129,6 +132,8 @@ class LineReader:
                         break
                 yield None
                 continue
+            if at_start and line.startswith(UTF8_BOM):  # the encoding's mark (Excel's "CSV UTF-8"), not text
+                line = line[len(UTF8_BOM):]
             yield line
 
 

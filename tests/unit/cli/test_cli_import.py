@@ -418,3 +418,18 @@ def test_the_text_summary_never_prints_a_files_control_characters(cli, fake, ten
     printed = result.out + result.err
     assert not [c for c in printed if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0], printed
     assert "\\x1b]0;pwned" in result.out, "the key is shown, escaped"
+
+
+def test_a_file_starting_with_a_utf8_bom_is_read_as_without(cli, fake, tenant, store, tmp_path) -> None:
+    """Excel's "CSV UTF-8" and many Windows tools start a file with U+FEFF:
+    it is the encoding's mark, not part of the first column's name or of the
+    first line's JSON. Elsewhere it stays what it is (a name's character)."""
+    path = tmp_path / "jobs.csv"
+    path.write_bytes(b"\xef\xbb\xbfname,cron,handler\n\xef\xbb\xbfa,0 2 * * *,echo\n")
+    result = cli(*tenant, "job", "import", str(path))
+    assert result.code == 0, result.err + result.out
+    lines = _jsonl(tmp_path, _line(name="b"), _line(name="c"))
+    lines.write_bytes(b"\xef\xbb\xbf" + lines.read_bytes())
+    result = cli(*tenant, "job", "import", str(lines))
+    assert result.code == 0, result.err + result.out
+    assert [i.job.name for i in _items(fake)] == ["\ufeffa", "b", "c"]
