@@ -47,6 +47,7 @@ from tickwheel_server.cli.importrows import (
     job_from_row,
     request_id_of,
 )
+from tickwheel_server.cli.output import printable
 from tickwheel_server.cli.parse import UsageError
 from tickwheel_server.cli.progress import ProgressLine, live_stream
 from tickwheel_server.cli.tree import leaf
@@ -497,17 +498,6 @@ class _Importer:
         self.failures.write(line, None if error.code_name == "NOT_FOUND" else request_id)
 
 
-def shown(text: str) -> str:
-    """``text`` for a terminal: every character that is not printable (C0
-    and C1 controls, DEL, line separators, bidi and other format characters)
-    escaped as Python writes it. A failure's field and reason may hold the
-    file's own text (an unknown key is named as given), and a raw ESC there
-    would drive the reader's terminal."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
-
-
 def _report(ctx: Context, summary: Summary, failures_file: str | None) -> None:
     if ctx.json:
         ctx.stdout.write(json.dumps(summary.as_json(failures_file), indent=2, ensure_ascii=False) + "\n")
@@ -518,8 +508,8 @@ def _report(ctx: Context, summary: Summary, failures_file: str | None) -> None:
     if summary.call_error is not None:
         ctx.note(f"error: {summary.call_error} (the lines after it were not sent)")
     for failure in summary.failures[:SHOWN_FAILURES]:
-        where = f"{shown(failure['field'])}: " if failure["field"] else ""
-        ctx.out(f"  line {failure['line']}: {where}{shown(failure['reason'])} ({failure['code']})")
+        where = f"{printable(failure['field'])}: " if failure["field"] else ""
+        ctx.out(f"  line {failure['line']}: {where}{printable(failure['reason'])} ({failure['code']})")
     if failed > SHOWN_FAILURES:
         ctx.out(f"  ... and {failed - SHOWN_FAILURES} more (--json lists them all)")
     if failed and failures_file:

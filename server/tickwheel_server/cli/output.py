@@ -10,7 +10,7 @@ from typing import Any, TextIO
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-__all__ = ["enum_name", "fmt_duration", "fmt_schedule", "fmt_target", "fmt_ts", "print_json", "table"]
+__all__ = ["enum_name", "fmt_duration", "fmt_schedule", "fmt_target", "fmt_ts", "print_json", "printable", "table"]
 
 
 def print_json(message: Message, out: TextIO) -> None:
@@ -86,16 +86,28 @@ def fmt_target(job: Message) -> str:
     return "-"
 
 
+def printable(text: str) -> str:
+    """``text`` for a terminal: every character that is not printable (C0
+    and C1 controls, DEL, line separators, bidi and other format
+    characters) escaped as Python writes it. What a worker or an HTTP
+    target wrote (an attempt's error holds the start of the target's
+    response body) and what a file says reach the reader's terminal, where a
+    raw ESC would retitle it, clear it or hide the lines before."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 def one_line(text: str, limit: int = 80) -> str:
-    """Collapses whitespace and truncates with an ellipsis."""
-    text = " ".join(text.split())
+    """Collapses whitespace, escapes what is not printable, and truncates with an ellipsis."""
+    text = printable(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO) -> int:
     """Writes an aligned table (two spaces between columns, last column not
     padded); returns the number of rows. Nothing but the header when empty."""
-    materialized = [[str(cell) for cell in row] for row in rows]
+    materialized = [[printable(str(cell)) for cell in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in materialized:
         for i, cell in enumerate(row):

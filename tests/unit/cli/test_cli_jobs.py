@@ -365,3 +365,27 @@ def test_a_duration_past_any_clock_is_a_usage_error_not_a_traceback(cli, fake, t
                      "--attempt-timeout", value)
         assert result.code == 2 and "out of range" in result.err and "Traceback" not in result.err
     assert fake.calls == []
+
+
+def test_a_targets_error_text_never_drives_the_readers_terminal(cli, fake, tenant) -> None:
+    """An attempt's error is what a worker wrote, for an HTTP target the start
+    of the target's response body: anyone who runs the target's URL decides
+    it. ``job get``, ``job history`` (with its attempts) and ``dlq list``
+    show it with every non-printable character escaped."""
+    hostile = "HTTP 500 \x1b]0;owned\x07\x1b[2J\x1b[1A\x9b2K\u202etxt.exe\x7f"
+    attempt = execution_pb2.Attempt(attempt=1, status=execution_pb2.ATTEMPT_STATUS_FAILED, error=hostile,
+                                    worker_id="w\x1b[8m")  # fmt: skip
+    execution = execution_pb2.Execution(id="job_a:2026-06-01T02:00:00Z", job_id="job_a", attempt=1, error=hostile,
+                                        status=job_pb2.EXECUTION_STATUS_DEAD, attempts=[attempt])  # fmt: skip
+    execution.nominal_at.CopyFrom(_ts("2026-06-01T02:00:00+00:00"))
+    job = _stored(last_run=job_pb2.LastRun(execution_id=execution.id, status=job_pb2.EXECUTION_STATUS_DEAD,
+                                            error=hostile))  # fmt: skip
+    fake.reply("GetJob", scheduler_pb2.GetJobResponse(job=job))
+    fake.reply("ListExecutions", scheduler_pb2.ListExecutionsResponse(executions=[execution]))
+    fake.reply("ListDeadLetters", scheduler_pb2.ListDeadLettersResponse(executions=[execution]))
+    for argv in (("job", "get", "job_a"), ("job", "history", "job_a", "--attempts"), ("dlq", "list")):
+        result = cli(*tenant, *argv)
+        assert result.code == 0, result.err
+        raw = [c for c in result.out if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0 or c == "\u202e"]
+        assert not raw, (argv, result.out)
+        assert "HTTP 500 \\x1b]0;owned" in result.out, argv
