@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 from google.protobuf import field_mask_pb2, timestamp_pb2
 from google.rpc import code_pb2
-from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc
+from tickwheel.v1 import calendar_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tests.support.server import running_server
 
@@ -37,14 +37,22 @@ def _absent(job_id: str) -> str:
     return job_id[:-1] + ("Z" if job_id[-1] != "Z" else "Y")
 
 
-def _calls(job_id: str, execution_id: str) -> list[tuple[str, object]]:
-    """(method, request) for every Scheduler call that names a job or an execution."""
+def _calls(job_id: str, execution_id: str, calendar: str) -> list[tuple[str, object]]:
+    """(method, request) for every Scheduler call that names a job, an execution or a calendar."""
     now = datetime.now(timezone.utc)
     window = dict(from_at=_ts(now - timedelta(days=30)), to_at=_ts(now - timedelta(days=1)))
     mask = field_mask_pb2.FieldMask
     return [
         ("GetJob", scheduler_pb2.GetJobRequest(id=job_id)),
         ("GetJob", scheduler_pb2.GetJobRequest(id=job_id, revision=1)),
+        ("ListJobRevisions", scheduler_pb2.ListJobRevisionsRequest(id=job_id)),
+        ("GetCalendar", calendar_pb2.GetCalendarRequest(name=calendar)),
+        ("UpdateCalendar", calendar_pb2.UpdateCalendarRequest(
+            calendar=calendar_pb2.Calendar(name=calendar, version=1, holidays=["2030-01-02"]),
+            update_mask=mask(paths=["holidays"]))),
+        ("DeleteCalendar", calendar_pb2.DeleteCalendarRequest(name=calendar)),
+        ("DeleteCalendar", calendar_pb2.DeleteCalendarRequest(name=calendar, version=5)),
+        ("CreateJob", scheduler_pb2.CreateJobRequest(request_id=f"cal-{calendar}", job=_with_calendar(calendar))),
         ("UpdateJob", scheduler_pb2.UpdateJobRequest(job=job_pb2.Job(id=job_id, version=1, name="pwned"),
                                                      update_mask=mask(paths=["name"]))),
         ("UpdateJob", scheduler_pb2.UpdateJobRequest(job=job_pb2.Job(id=job_id, version=9, name="stale"),
@@ -74,6 +82,12 @@ def _calls(job_id: str, execution_id: str) -> list[tuple[str, object]]:
     ]  # fmt: skip
 
 
+def _with_calendar(name: str) -> job_pb2.Job:
+    job = cron_job("0 9 * * *", "Europe/London")
+    job.calendar.CopyFrom(job_pb2.JobCalendar(name=name, rule=job_pb2.CALENDAR_RULE_SKIP))
+    return job
+
+
 async def _answer(scheduler, method: str, request, key: str, ids: tuple[str, ...]) -> tuple:
     """The call's answer as bytes with every one of ``ids`` blanked: a
     status (code, message, details) or a response."""
@@ -98,10 +112,14 @@ async def test_another_tenants_ids_answer_as_ids_that_do_not_exist(server) -> No
                                             metadata=bearer(other))).job  # fmt: skip
         triggered = (await scheduler.TriggerJob(scheduler_pb2.TriggerJobRequest(id=theirs.id, request_id="run"),
                                                 metadata=bearer(other))).execution  # fmt: skip
+        await scheduler.CreateCalendar(calendar_pb2.CreateCalendarRequest(
+            calendar=calendar_pb2.Calendar(name="ukcal", time_zone="Europe/London", holidays=["2030-01-01"]),
+            request_id="c"), metadata=bearer(other))  # fmt: skip
         missing = _absent(theirs.id)
         missing_execution = triggered.id.replace(theirs.id, missing)
-        ids = (theirs.id, missing)
-        for (method, probe), (_, control) in zip(_calls(theirs.id, triggered.id), _calls(missing, missing_execution)):
+        ids = (theirs.id, missing, "ukcal", "ukcaZ")
+        for (method, probe), (_, control) in zip(_calls(theirs.id, triggered.id, "ukcal"),
+                                                 _calls(missing, missing_execution, "ukcaZ")):
             seen = await _answer(scheduler, method, probe, acme, ids)
             expected = await _answer(scheduler, method, control, acme, ids)
             assert seen == expected, f"{method} answers another tenant's id unlike a missing one"
@@ -111,6 +129,9 @@ async def test_another_tenants_ids_answer_as_ids_that_do_not_exist(server) -> No
         execution = (await scheduler.GetExecution(scheduler_pb2.GetExecutionRequest(id=triggered.id),
                                                   metadata=bearer(other))).execution  # fmt: skip
         assert execution.status == triggered.status and not execution.dead_reason, "B's execution changed"
+        calendar = (await scheduler.GetCalendar(calendar_pb2.GetCalendarRequest(name="ukcal"),
+                                                metadata=bearer(other))).calendar  # fmt: skip
+        assert (calendar.version, list(calendar.holidays)) == (1, ["2030-01-01"]), "B's calendar changed"
 
 
 @pytest.mark.postgres
@@ -191,3 +212,38 @@ async def test_creates_batches_and_deletes_on_two_servers_keep_max_jobs_exact(po
         assert count == len(rows) <= limit
         assert all(used <= allowance for used, allowance in slots) and sum(a for _, a in slots) <= limit
         assert sum(used for used, _ in slots) == len(rows)
+
+
+@pytest.mark.postgres
+@pytest.mark.etcd
+async def test_one_request_id_sent_to_two_servers_at_once_creates_one_job(postgres_url, etcd_endpoint) -> None:
+    """Each request id goes to both servers at the same instant, as CreateJob
+    on one and in a BatchCreateJobs on the other (a client retrying through
+    another server before the first answered): one job per id, both answers
+    name it, exactly one says created."""
+    async with running_server(postgres_url, etcd_endpoint) as one, running_server(postgres_url, etcd_endpoint) as two:
+        key = await one.create_tenant("acme")
+        async with grpc.aio.insecure_channel(one.address) as a, grpc.aio.insecure_channel(two.address) as b:
+            first, second = (scheduler_pb2_grpc.SchedulerServiceStub(channel) for channel in (a, b))
+            rids = [f"twice-{i}" for i in range(40)]
+
+            async def single(stub, rid: str) -> tuple[str, bool]:
+                reply = await stub.CreateJob(item(rid), metadata=bearer(key))
+                return reply.job.id, reply.created
+
+            async def batch(stub, chunk: list[str]) -> list[tuple[str, bool]]:
+                reply = await stub.BatchCreateJobs(
+                    scheduler_pb2.BatchCreateJobsRequest(items=[item(r) for r in chunk]), metadata=bearer(key))
+                return [(r.job.job.id, r.job.created) for r in reply.results]
+
+            for n in range(0, len(rids), 8):
+                chunk = rids[n:n + 8]
+                singles = [single(first if i % 2 else second, rid) for i, rid in enumerate(chunk)]
+                batched = batch(second, chunk[::2]), batch(first, chunk[1::2])
+                answers = await asyncio.gather(*singles, *batched)
+                by_batch = dict(zip(chunk[::2], answers[-2])) | dict(zip(chunk[1::2], answers[-1]))
+                for rid, (job_id, created) in zip(chunk, answers[:-2]):
+                    other_id, other_created = by_batch[rid]
+                    assert job_id == other_id, f"{rid}: two jobs"
+                    assert created != other_created, f"{rid}: created twice or by neither"
+            assert await job_count(one, a) == len(rids)
