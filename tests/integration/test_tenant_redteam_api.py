@@ -247,3 +247,63 @@ async def test_one_request_id_sent_to_two_servers_at_once_creates_one_job(postgr
                     assert job_id == other_id, f"{rid}: two jobs"
                     assert created != other_created, f"{rid}: created twice or by neither"
             assert await job_count(one, a) == len(rids)
+
+
+DEFAULT_RECEIVE = 4 * 1024 * 1024
+"""What a stock gRPC client takes in one message (every SDK keeps the default)."""
+
+
+async def test_pages_of_jobs_and_runs_at_the_payload_quota_fit_a_default_client(server) -> None:
+    """A tenant's jobs each with a payload at the default quota (64 KiB),
+    triggered with such payloads too: ListJobs at its default and largest
+    page sizes (100 jobs were 6.5 MB), ListExecutions and ListDeadLetters
+    answer within what a default client receives, a short page when it must,
+    and paging reaches every job and run exactly once."""
+    key = await server.create_tenant("acme")
+    payload = bytes(range(256)) * 256  # 64 KiB, the default max_payload_bytes
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        made = []
+        for n in range(0, 120, 40):
+            items = []
+            for i in range(n, n + 40):
+                job = cron_job()
+                job.payload = payload
+                items.append(scheduler_pb2.CreateJobRequest(job=job, request_id=f"big-{i}"))
+            reply = await scheduler.BatchCreateJobs(scheduler_pb2.BatchCreateJobsRequest(items=items),
+                                                    metadata=bearer(key))  # fmt: skip
+            made += [r.job.job.id for r in reply.results]
+        assert len(set(made)) == 120
+
+        for page_size in (0, 1000):
+            seen, token, pages = [], "", 0
+            while True:
+                reply = await scheduler.ListJobs(scheduler_pb2.ListJobsRequest(page_size=page_size, page_token=token),
+                                                 metadata=bearer(key))  # fmt: skip
+                assert reply.ByteSize() < DEFAULT_RECEIVE and reply.jobs
+                assert all(job.payload == payload for job in reply.jobs)
+                seen += [job.id for job in reply.jobs]
+                pages += 1
+                token = reply.next_page_token
+                if not token:
+                    break
+            assert seen == sorted(made) and pages > 1, page_size
+
+        target = made[0]
+        for i in range(120):
+            await scheduler.TriggerJob(scheduler_pb2.TriggerJobRequest(id=target, request_id=f"t{i}", payload=payload),
+                                       metadata=bearer(key))  # fmt: skip
+        runs, token = [], ""
+        while True:
+            reply = await scheduler.ListExecutions(
+                scheduler_pb2.ListExecutionsRequest(job_id=target, page_size=500, page_token=token),
+                metadata=bearer(key))  # fmt: skip
+            assert reply.ByteSize() < DEFAULT_RECEIVE and reply.executions
+            runs += [execution.id for execution in reply.executions]
+            token = reply.next_page_token
+            if not token:
+                break
+        assert len(runs) == len(set(runs)) == 120
+        reply = await scheduler.ListDeadLetters(scheduler_pb2.ListDeadLettersRequest(page_size=500),
+                                                metadata=bearer(key))  # fmt: skip
+        assert reply.ByteSize() < DEFAULT_RECEIVE

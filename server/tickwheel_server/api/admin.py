@@ -491,8 +491,8 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
             state=state,
             name_prefix=check_text(request.name_prefix, "name_prefix", NAME_MAX),
         )
-        jobs, token = convert.jobs_page(page, size)
-        return admin_pb2.SearchJobsResponse(jobs=[convert.job_to_proto(j) for j in jobs], next_page_token=token)
+        jobs, token = convert.jobs_answer(page, size)
+        return admin_pb2.SearchJobsResponse(jobs=jobs, next_page_token=token)
 
     @rpc
     async def RecomputeSchedules(self, request, context):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import logging
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 from google.protobuf import duration_pb2, timestamp_pb2
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from tickwheel.v1 import admin_pb2, execution_pb2, job_pb2
 
 from tickwheel.shared.ids import from_us, to_us
@@ -305,6 +307,52 @@ _TOKEN_PREFIX = "p1:"
 
 def page_token(last_key: str) -> str:
     return base64.urlsafe_b64encode((_TOKEN_PREFIX + last_key).encode()).decode()
+
+
+PAGE_BYTES = 3 * 1024 * 1024
+"""The most a listing's items take in one answer. A stock gRPC client
+receives at most 4 MiB a message, and a page of jobs or runs each holding a
+payload at the default quota (64 KiB; a definition may add 64 KiB more) is
+past that at 64 items: a default ListJobs page of such jobs failed
+RESOURCE_EXHAUSTED in the client, for every page size. A page is "at most"
+its size, so the page stops before the item that would pass this (never
+before its first item) and its token continues from the last item it holds."""
+_ITEM_FRAMING = 6
+"""A repeated field's tag and length prefix, at most, per item of up to 4 MiB."""
+
+
+def fitting(messages: Sequence[Message], budget: int = PAGE_BYTES) -> int:
+    """How many of ``messages``, from the first, a page holds: all when their
+    serialized sizes add up to at most ``budget``, else those before the one
+    that would pass it (always at least one)."""
+    total = 0
+    for count, message in enumerate(messages):
+        total += message.ByteSize() + _ITEM_FRAMING
+        if total > budget and count:
+            return count
+    return len(messages)
+
+
+def jobs_answer(page: JobPage, size: int) -> tuple[list[job_pb2.Job], str]:
+    """ListJobs' and SearchJobs' jobs and next token: :func:`jobs_page`, cut
+    to :data:`PAGE_BYTES` (the token then after the last job kept)."""
+    records, token = jobs_page(page, size)
+    jobs = [job_to_proto(record) for record in records]
+    kept = fitting(jobs)
+    if kept < len(jobs):
+        return jobs[:kept], page_token(jobs[kept - 1].id)
+    return jobs, token
+
+
+def executions_answer(page):
+    """The executions of a history or dead-letter page as the answer holds
+    them, cut to :data:`PAGE_BYTES`, and the page as cut (``more`` set, so
+    its ``next_key`` continues after the last execution kept)."""
+    answer = [execution_to_proto(record) for record in page.executions]
+    kept = fitting(answer)
+    if kept == len(answer):
+        return answer, page
+    return answer[:kept], dataclasses.replace(page, executions=page.executions[:kept], more=True)
 
 
 def jobs_page(page: JobPage, size: int) -> tuple[list[JobRecord], str]:

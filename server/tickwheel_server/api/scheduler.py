@@ -530,8 +530,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             state=convert.JOB_STATE_FROM_PROTO.get(request.state, ""),
             name_prefix=validate.check_text(request.name_prefix, "name_prefix", validate.NAME_MAX),
         )
-        jobs, token = convert.jobs_page(page, size)
-        return scheduler_pb2.ListJobsResponse(jobs=[convert.job_to_proto(j) for j in jobs], next_page_token=token)
+        jobs, token = convert.jobs_answer(page, size)
+        return scheduler_pb2.ListJobsResponse(jobs=jobs, next_page_token=token)
 
     @rpc
     async def PreviewSchedule(self, request, context):
@@ -636,9 +636,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         record = await self._jobs.get(tenant.name, job_id)
         found = await self._revisions.list(tenant.name, job_id, before_version=before, limit=size + 1)
         token = revisionview.page_token(found[size - 1].version) if len(found) > size else ""
-        return scheduler_pb2.ListJobRevisionsResponse(
-            revisions=[revisionview.revision_to_proto(r, record) for r in found[:size]], next_page_token=token
-        )
+        revisions = [revisionview.revision_to_proto(r, record) for r in found[:size]]
+        kept = convert.fitting(revisions)  # definitions of up to 64 KiB each
+        if kept < len(revisions):
+            revisions, token = revisions[:kept], revisionview.page_token(found[kept - 1].version)
+        return scheduler_pb2.ListJobRevisionsResponse(revisions=revisions, next_page_token=token)
 
     @rpc
     async def DeleteJob(self, request, context):
@@ -776,10 +778,13 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             tenant.name, job_id, before_key=before, limit=size, statuses=_statuses(request.statuses),
             from_at=from_at, to_at=to_at,
         )
+        answer, cut = convert.executions_answer(page)
+        # A cut page's span ends at its oldest execution kept: the ranges wholly older are the next page's.
+        skips = page.skips if cut is page else [s for s in page.skips if s.to_at >= cut.executions[-1].nominal_at]
         return scheduler_pb2.ListExecutionsResponse(
-            executions=[convert.execution_to_proto(e) for e in page.executions],
-            skips=[convert.skip_to_proto(s) for s in page.skips],
-            next_page_token=convert.execution_page_token(page.next_key) if page.next_key else "",
+            executions=answer,
+            skips=[convert.skip_to_proto(s) for s in skips],
+            next_page_token=convert.execution_page_token(cut.next_key) if cut.next_key else "",
         )
 
     @rpc
@@ -796,9 +801,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         size = convert.page_size(request.page_size, default=50, maximum=500)
         before = convert.parse_execution_page_token(request.page_token)
         page = await self._dead_letters.list(tenant.name, job_id=request.job_id, before_key=before, limit=size)
+        answer, cut = convert.executions_answer(page)
         return scheduler_pb2.ListDeadLettersResponse(
-            executions=[convert.execution_to_proto(e) for e in page.executions],
-            next_page_token=convert.execution_page_token(page.next_key) if page.next_key else "",
+            executions=answer,
+            next_page_token=convert.execution_page_token(cut.next_key) if cut.next_key else "",
         )
 
     @rpc

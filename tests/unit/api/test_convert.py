@@ -51,3 +51,40 @@ def test_a_definition_that_does_not_parse_answers_the_output_fields_alone(spec: 
     fill_job(response.job, _record(spec))
     assert response.job == job_to_proto(_record(spec))
     assert response.job.name == "" and response.job.id == "job_1" and response.job.state == job_pb2.JOB_STATE_ACTIVE
+
+
+def test_a_page_holds_what_fits_a_default_client_and_never_nothing() -> None:
+    from tickwheel_server.api.convert import PAGE_BYTES, fitting
+
+    def job(size: int) -> job_pb2.Job:
+        return job_pb2.Job(id="job_x", payload=b"p" * size)
+
+    assert fitting([]) == 0
+    assert fitting([job(10)] * 1000) == 1000, "small jobs: the whole page"
+    big = [job(64 * 1024)] * 100
+    kept = fitting(big)
+    assert 40 < kept < 100 and sum(j.ByteSize() for j in big[:kept]) <= PAGE_BYTES
+    assert sum(j.ByteSize() for j in big[: kept + 1]) > PAGE_BYTES - 6 * (kept + 1)
+    assert fitting([job(5 * 1024 * 1024), job(1)]) == 1, "a first item past the budget is still answered alone"
+
+
+def test_a_cut_history_page_continues_after_its_last_execution_kept() -> None:
+    from tickwheel_server.api.convert import executions_answer
+    from tickwheel_server.store.history import ExecutionPage, ExecutionRecord
+
+    now = datetime(2026, 6, 1, tzinfo=timezone.utc)
+
+    def run(i: int) -> ExecutionRecord:
+        return ExecutionRecord(
+            id=f"job_x:{i}", job_id="job_x", tenant="t", partition=0, origin="trigger",
+            nominal_at=now - timedelta(minutes=i), due_at=now, ready_at=now, attempt=1, delivery=0,
+            status="scheduled", owner=None, worker_id=None, missed_count=0, reap_count=0,
+            payload=b"p" * (64 * 1024), error="", dead_reason="", created_at=now, finished_at=None,
+        )  # fmt: skip
+
+    page = ExecutionPage(executions=tuple(run(i) for i in range(100)), skips=(), more=False)
+    answer, cut = executions_answer(page)
+    assert 40 < len(answer) < 100 and cut.more and cut.executions == page.executions[: len(answer)]
+    assert cut.next_key == (page.executions[len(answer) - 1].nominal_at, answer[-1].id)
+    small = ExecutionPage(executions=page.executions[:3], skips=(), more=False)
+    assert executions_answer(small)[1] is small
