@@ -86,16 +86,21 @@ def fmt_target(job: Message) -> str:
     return "-"
 
 
+_JOINERS = frozenset("\u200c\u200d")
+
+
 def printable(text: str) -> str:
     """``text`` for a terminal: every character that is not printable (C0
     and C1 controls, DEL, line separators, bidi and other format
     characters) escaped as Python writes it. What a worker or an HTTP
     target wrote (an attempt's error holds the start of the target's
     response body) and what a file says reach the reader's terminal, where a
-    raw ESC would retitle it, clear it or hide the lines before."""
+    raw ESC would retitle it, clear it or hide the lines before. ZWNJ and
+    ZWJ stay as they are: scripts and emoji need them, and the API allows
+    them in names (docs/architecture.md, "Bad input")."""
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+    return "".join(c if c.isprintable() or c in _JOINERS else ascii(c)[1:-1] for c in text)
 
 
 def one_line(text: str, limit: int = 80) -> str:

@@ -389,3 +389,11 @@ def test_a_targets_error_text_never_drives_the_readers_terminal(cli, fake, tenan
         raw = [c for c in result.out if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0 or c == "\u202e"]
         assert not raw, (argv, result.out)
         assert "HTTP 500 \\x1b]0;owned" in result.out, argv
+
+
+def test_printable_escapes_controls_and_keeps_what_names_may_hold() -> None:
+    from tickwheel_server.cli.output import printable
+
+    assert printable("a\x1b[2Jb\x9bc\u202ed\u2028") == "a\\x1b[2Jb\\x9bc\\u202ed\\u2028"
+    family, hindi = "\U0001F468\u200d\U0001F469\u200d\U0001F467", "\u0915\u094d\u200d\u0937 r\u00e9sum\u00e9 \u2026"
+    assert printable(family) == family and printable(hindi) == hindi
