@@ -334,3 +334,61 @@ async def test_batch_pause_of_jobs_at_the_payload_quota_fits_a_default_client(se
         assert request.ByteSize() < 10_000
         reply = await scheduler.BatchPauseJobs(request, metadata=bearer(key))
         assert reply.paused_count == 100
+
+
+async def test_manual_runs_are_bounded_never_early_and_follow_the_jobs_state(server) -> None:
+    """BackfillJob over ten years of a minutely cron is refused whole
+    (INVALID_ARGUMENT `to_at`, nothing written); exactly 10 000 occurrences
+    are taken, each due at or after its nominal instant and not before the
+    call; TriggerJob of a paused job is scheduled (it is asked for, so it runs:
+    docs/architecture.md, "Pause holds"), of a deleted one NOT_FOUND as a job
+    that never existed."""
+    key = await server.create_tenant("acme")
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        job = (await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=cron_job("* * * * *", "UTC"),
+                                                                        request_id="m"),
+                                         metadata=bearer(key))).job  # fmt: skip
+        end = datetime.now(timezone.utc).replace(second=0, microsecond=0) - timedelta(days=1)
+
+        async def backfill(start: datetime, dry_run: bool = False):
+            return await scheduler.BackfillJob(scheduler_pb2.BackfillJobRequest(
+                id=job.id, from_at=_ts(start), to_at=_ts(end), dry_run=dry_run), metadata=bearer(key))  # fmt: skip
+
+        for start in (end - timedelta(days=3653), end - timedelta(minutes=10_001)):
+            try:
+                await backfill(start)
+            except grpc.aio.AioRpcError as error:
+                assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and "to_at" in error.details() + repr(
+                    error.trailing_metadata())
+            else:
+                raise AssertionError("a window of more than 10 000 occurrences was taken")
+        history = await scheduler.ListExecutions(scheduler_pb2.ListExecutionsRequest(job_id=job.id),
+                                                 metadata=bearer(key))  # fmt: skip
+        # The dispatcher claims the minutes still to come; nothing lies in the refused windows.
+        assert not [e for e in history.executions if e.nominal_at.ToDatetime(tzinfo=timezone.utc) < end], \
+            "a refused backfill wrote"
+
+        called = datetime.now(timezone.utc)
+        done = await backfill(end - timedelta(minutes=10_000))
+        assert (done.created_count, done.existing_count, len(done.occurrences)) == (10_000, 0, 10_000)
+        page = await scheduler.ListExecutions(scheduler_pb2.ListExecutionsRequest(job_id=job.id, page_size=500),
+                                              metadata=bearer(key))  # fmt: skip
+        assert len(page.executions) == 500
+        for execution in page.executions:
+            due = execution.due_at.ToDatetime(tzinfo=timezone.utc)
+            assert due >= execution.nominal_at.ToDatetime(tzinfo=timezone.utc) and due >= called - timedelta(seconds=1)
+
+        await scheduler.PauseJob(scheduler_pb2.PauseJobRequest(id=job.id), metadata=bearer(key))
+        asked = (await scheduler.TriggerJob(scheduler_pb2.TriggerJobRequest(id=job.id, request_id="while-paused"),
+                                            metadata=bearer(key))).execution  # fmt: skip
+        assert asked.status == job_pb2.EXECUTION_STATUS_SCHEDULED
+        await scheduler.DeleteJob(scheduler_pb2.DeleteJobRequest(id=job.id), metadata=bearer(key))
+        answers = []
+        for ident in (job.id, _absent(job.id)):
+            try:
+                await scheduler.TriggerJob(scheduler_pb2.TriggerJobRequest(id=ident, request_id="after"),
+                                           metadata=bearer(key))  # fmt: skip
+            except grpc.aio.AioRpcError as error:
+                answers.append((error.code(), error.details().replace(ident, "<id>")))
+        assert answers[0] == answers[1] and answers[0][0] == grpc.StatusCode.NOT_FOUND
