@@ -18,6 +18,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from .. import errors
 from ..store.errors import StoreUnavailableError, TransactionConflictError
+from ..store.transactions import unavailable_reason
 from ..telemetry.outages import OutageLog
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,15 @@ def _status(code: grpc.StatusCode, message: str, *details) -> status_pb2.Status:
         packed.Pack(detail)
         status.details.append(packed)
     return status
+
+
+def store_unavailable(error: Exception) -> str:
+    """The message of a call refused because the store is unavailable: what
+    it does (refusing writes, cancelling statements, …) when its SQLSTATE
+    says, nothing more of the error (the log has that)."""
+    if isinstance(error, StoreUnavailableError) and error.sqlstate:
+        return f"the store is unavailable ({unavailable_reason(error.sqlstate)}); nothing was written; retry later"
+    return "the store is unavailable; retry later"
 
 
 def status_for(error: Exception) -> tuple[grpc.StatusCode, status_pb2.Status]:
@@ -96,9 +106,7 @@ def status_for(error: Exception) -> tuple[grpc.StatusCode, status_pb2.Status]:
     if isinstance(error, (StoreUnavailableError, TransactionConflictError)):
         retry = error_details_pb2.RetryInfo()
         retry.retry_delay.FromMilliseconds(500)
-        return grpc.StatusCode.UNAVAILABLE, _status(
-            grpc.StatusCode.UNAVAILABLE, "the store is unavailable; retry later", retry
-        )
+        return grpc.StatusCode.UNAVAILABLE, _status(grpc.StatusCode.UNAVAILABLE, store_unavailable(error), retry)
     return grpc.StatusCode.INTERNAL, _status(grpc.StatusCode.INTERNAL, "internal error")
 
 

@@ -192,11 +192,11 @@ class SqlStore:
 
     async def _tx(
         self, fn: Callable[[Connection], T], *, idempotent: bool = False, row_locked: bool = False,
-        begins_itself: bool = False,
+        begins_itself: bool = False, handled: frozenset[str] = frozenset(),
     ) -> T:
         return await run_in_transaction_async(
             self.engine, fn, clock=self.clock, idempotent=idempotent, on_retry=self._count_retry,
-            isolation=self.row_locked_level if row_locked else None, begins_itself=begins_itself,
+            isolation=self.row_locked_level if row_locked else None, begins_itself=begins_itself, handled=handled,
         )  # fmt: skip
 
     def _count_retry(self, event: RetryEvent) -> None:

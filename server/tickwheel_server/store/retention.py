@@ -453,7 +453,7 @@ class RetentionStore(SqlStore):
 
     async def _unless_locked(self, fn: Callable[[Connection], bool], name: str) -> bool:
         try:
-            return await self._tx(fn)
+            return await self._tx(fn, handled=frozenset({LOCK_NOT_AVAILABLE}))  # its own lock_timeout, not an outage
         except sa_exc.DBAPIError as error:
             if sqlstate_of(error) != LOCK_NOT_AVAILABLE:
                 raise

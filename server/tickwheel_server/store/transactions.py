@@ -1,5 +1,6 @@
 """Transactions retried through what SQL engines make transient: SQLSTATE
-40001 and its kin, SQLite busy, lost connections.
+40001 and its kin, SQLite busy, lost connections, and a server refusing
+for the moment (read-only, a statement or lock timeout).
 
 :func:`classify_error` says what a failed attempt means (retry, ambiguous,
 fatal); :func:`run_in_transaction` and :func:`run_in_transaction_async` run
@@ -57,6 +58,14 @@ class ErrorKind(enum.Enum):
     CONNECTION = "connection"
     """The connection could not be made or was lost before COMMIT: nothing
     was applied; retry."""
+    REFUSED = "refused"
+    """The server answered with an error of the moment: it refuses writes
+    (25006, a replica or ``default_transaction_read_only``), a statement
+    was cancelled (57014, ``statement_timeout`` or an operator's cancel), a
+    lock was not granted in time (55P03, ``lock_timeout``). The transaction
+    was rolled back, even when the error answered its COMMIT: nothing was
+    applied; retry after a backoff, and past the attempts the store is
+    unavailable."""
     AMBIGUOUS = "ambiguous"
     """The commit may or may not have been applied (40003, or the connection
     broke during COMMIT)."""
@@ -70,6 +79,8 @@ AMBIGUOUS_SQLSTATES = frozenset({"40003"})
 """statement_completion_unknown: CockroachDB's "result is ambiguous"."""
 CONNECTION_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
 """admin/crash shutdown, cannot connect now, too many connections (and all of class 08)."""
+REFUSED_SQLSTATES = frozenset({"25006", "57014", "55P03"})
+"""read_only_sql_transaction, query_canceled, lock_not_available."""
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 
 
@@ -106,6 +117,8 @@ def classify_error(error: BaseException) -> ErrorKind:
             return ErrorKind.AMBIGUOUS
         if sqlstate.startswith("08") or sqlstate in CONNECTION_SQLSTATES:
             return ErrorKind.CONNECTION
+        if sqlstate in REFUSED_SQLSTATES:
+            return ErrorKind.REFUSED
         return ErrorKind.FATAL
     if isinstance(error, (sa_exc.DisconnectionError, sa_exc.TimeoutError)):
         return ErrorKind.CONNECTION
@@ -299,13 +312,14 @@ def _delay_or_raise(
     backoff: Backoff,
     idempotent: bool,
     rng: random.Random,
+    handled: frozenset[str] = frozenset(),
 ) -> tuple[ErrorKind, float]:
     """Decide what follows a failed attempt: a wait before the next, or a raise."""
     kind = classify_error(error)
     sqlstate = sqlstate_of(error)
     if kind is ErrorKind.CONNECTION and committing:
         kind = ErrorKind.AMBIGUOUS
-    if kind is ErrorKind.FATAL:
+    if kind is ErrorKind.FATAL or sqlstate in handled:
         raise error
     if kind is ErrorKind.AMBIGUOUS and not idempotent:
         raise AmbiguousCommitError(
@@ -320,13 +334,27 @@ def _delay_or_raise(
                 sqlstate=sqlstate,
             ) from error
         raise StoreUnavailableError(
-            f"store unreachable after {attempts} attempts: {error.__class__.__name__}",
+            f"store {unavailable_reason(sqlstate)} after {attempts} attempts: {error.__class__.__name__}",
             attempts=attempts,
             sqlstate=sqlstate,
         ) from error
     delay = full_jitter(attempt - 1, initial=backoff.base, cap=backoff.cap, rng=rng)
     log.debug("transaction attempt %d failed (%s, SQLSTATE %s); retrying in %.3fs", attempt, kind.value, sqlstate, delay)
     return kind, delay
+
+
+_WHY = {
+    "25006": "refusing writes (read-only)",
+    "57014": "cancelling statements (statement timeout)",
+    "55P03": "refusing locks (lock timeout)",
+    "53300": "refusing connections (too many connections)",
+    "57P03": "refusing connections (cannot connect now)",
+}
+
+
+def unavailable_reason(sqlstate: str | None) -> str:
+    """What the store does when every attempt failed with ``sqlstate``, for the log and the API's UNAVAILABLE."""
+    return _WHY.get(sqlstate or "", "unreachable")
 
 
 def _check_attempts(attempts: int) -> None:
@@ -346,6 +374,7 @@ def run_in_transaction(
     sleep: Callable[[float], None] = time.sleep,
     rng: random.Random | None = None,
     on_retry: Callable[[RetryEvent], None] | None = None,
+    handled: frozenset[str] = frozenset(),
 ) -> T:
     """Run ``fn(conn)`` in one transaction and commit it, retrying transient failures.
 
@@ -358,8 +387,13 @@ def run_in_transaction(
     must be stable).
 
     Retried, up to ``attempts`` tries in all with ``backoff`` (full jitter)
-    between them: SQLSTATE 40001 and 40P01, SQLite busy/locked, and
-    connection failures before COMMIT. A connection failure *during* COMMIT
+    between them: SQLSTATE 40001 and 40P01, SQLite busy/locked, connection
+    failures before COMMIT, and the server's refusals of the moment (25006
+    read-only, 57014 statement cancelled, 55P03 lock not granted; at COMMIT
+    too: the server answered, nothing was applied), ending in
+    :class:`StoreUnavailableError` saying which. A SQLSTATE in ``handled``
+    (one the transaction provokes and its caller handles: 55P03 of its own
+    ``lock_timeout``) is raised unchanged at once. A connection failure *during* COMMIT
     (or SQLSTATE 40003) is ambiguous: retried only when ``idempotent`` is
     True, otherwise :class:`AmbiguousCommitError` at once.
 
@@ -406,6 +440,7 @@ def run_in_transaction(
                 backoff=backoff,
                 idempotent=idempotent,
                 rng=rng,
+                handled=handled,
             )
             if on_retry is not None:
                 on_retry(RetryEvent(attempt, kind, sqlstate_of(error), delay, error))
@@ -426,6 +461,7 @@ async def run_in_transaction_async(
     rng: random.Random | None = None,
     on_retry: Callable[[RetryEvent], None] | None = None,
     executor: Executor | None = None,
+    handled: frozenset[str] = frozenset(),
 ) -> T:
     """:func:`run_in_transaction` for asyncio code; same contract for ``fn``.
 
@@ -455,6 +491,7 @@ async def run_in_transaction_async(
                 backoff=backoff,
                 idempotent=idempotent,
                 rng=rng,
+                handled=handled,
             )
             if on_retry is not None:
                 on_retry(RetryEvent(attempt, kind, sqlstate_of(error), delay, error))

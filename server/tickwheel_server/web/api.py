@@ -48,6 +48,7 @@ from ..api import convert, dryrun
 from ..api.decoding import STARTED, Starting
 from ..api.nextruns import named_calendars, next_runs
 from ..api.scheduler import update_item
+from ..api.status import store_unavailable
 from ..auth.authenticator import Authenticator
 from ..store.calendars import CalendarStore
 from ..store.deadletters import DeadLetterStore
@@ -110,7 +111,7 @@ def json_endpoint(method: Callable[..., Awaitable[object]]) -> Callable[..., Awa
             return _error(400, str(error), fields)
         except (StoreUnavailableError, TransactionConflictError) as error:
             outages.failed("a request", error, retryable=True)
-            return _error(503, "the store is unavailable; retry later", headers=(("Retry-After", "1"),))
+            return _error(503, store_unavailable(error), headers=(("Retry-After", "1"),))
         except Exception:
             log.exception("console %s failed", request.path)
             return _error(500, "internal error")

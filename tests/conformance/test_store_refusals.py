@@ -1,0 +1,236 @@
+"""A real PostgreSQL refusing for the moment: read-only sessions (25006), a
+statement timeout (57014), a lock not granted in time (55P03), a role out of
+connections (53300). Each is retried with backoff and ends, past the
+attempts, in :class:`StoreUnavailableError` naming what the store does
+(never a bare driver error, which the API would answer INTERNAL), with
+nothing written; an error answering COMMIT is not ambiguous; a transaction
+that provokes 55P03 itself and handles it (``handled``) gets it at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+
+import grpc
+import psycopg
+import pytest
+from sqlalchemy import event, text
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Connection, Engine, make_url
+
+from tickwheel.shared.clock import FakeClock
+from tickwheel.shared.ids import to_us
+from tickwheel_server.api.status import status_for
+from tickwheel_server.store import (
+    Backoff,
+    ErrorKind,
+    StoreUnavailableError,
+    create_store_engine,
+    migrate,
+    run_in_transaction,
+)
+from tickwheel_server.store.retention import RetentionStore
+
+pytestmark = pytest.mark.postgres
+
+QUICK = Backoff(base=0.001, cap=0.002)
+
+
+def no_sleep(_seconds: float) -> None:
+    pass
+
+
+@pytest.fixture
+def make_engine() -> Iterator[Callable[..., Engine]]:
+    engines: list[Engine] = []
+
+    def make(url: str, **options: object) -> Engine:
+        engine = create_store_engine(url, **options)  # type: ignore[arg-type]
+        engines.append(engine)
+        return engine
+
+    yield make
+    for engine in engines:
+        engine.dispose()
+
+
+def with_options(url: str, options: str) -> str:
+    return make_url(url).update_query_dict({"options": options}).render_as_string(hide_password=False)
+
+
+def make_counter(engine: Engine) -> None:
+    run_in_transaction(engine, lambda c: c.execute(text(
+        "CREATE TABLE counter (id INTEGER PRIMARY KEY, n INTEGER NOT NULL); INSERT INTO counter VALUES (1, 0)"
+    )))  # fmt: skip
+
+
+def increment(conn: Connection) -> None:
+    conn.execute(text("UPDATE counter SET n = n + 1 WHERE id = 1"))
+
+
+def read_counter(engine: Engine) -> int:
+    return run_in_transaction(engine, lambda c: c.execute(text("SELECT n FROM counter WHERE id = 1")).scalar_one())
+
+
+def test_read_only_sessions_refuse_writes_with_store_unavailable_and_nothing_written(
+    postgres_url: str, make_engine
+) -> None:
+    make_counter(make_engine(postgres_url))
+    read_only = make_engine(with_options(postgres_url, "-c default_transaction_read_only=on"))
+    calls, events = [], []
+
+    def write(conn: Connection) -> None:
+        calls.append(1)
+        increment(conn)
+
+    with pytest.raises(StoreUnavailableError) as caught:
+        run_in_transaction(read_only, write, attempts=4, backoff=QUICK, sleep=no_sleep, on_retry=events.append)
+    assert len(calls) == 4 and caught.value.sqlstate == "25006"
+    assert "refusing writes (read-only)" in str(caught.value)
+    assert [(e.kind, e.sqlstate) for e in events] == [(ErrorKind.REFUSED, "25006")] * 3
+    assert read_counter(read_only) == 0  # reads still answer; nothing was written
+    code, status = status_for(caught.value)
+    assert code is grpc.StatusCode.UNAVAILABLE
+    assert status.message == "the store is unavailable (refusing writes (read-only)); nothing was written; retry later"
+
+
+def test_a_statement_timeout_is_retried_and_ends_in_store_unavailable(postgres_url: str, make_engine) -> None:
+    make_counter(make_engine(postgres_url))
+    hurried = make_engine(with_options(postgres_url, "-c statement_timeout=50"))
+    calls = []
+
+    def slow_then_quick(conn: Connection) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            conn.execute(text("SELECT pg_sleep(0.5)"))
+        increment(conn)
+
+    run_in_transaction(hurried, slow_then_quick, backoff=QUICK, sleep=no_sleep)
+    assert len(calls) == 2 and read_counter(hurried) == 1
+
+    def always_slow(conn: Connection) -> None:
+        increment(conn)
+        conn.execute(text("SELECT pg_sleep(0.5)"))
+
+    with pytest.raises(StoreUnavailableError) as caught:
+        run_in_transaction(hurried, always_slow, attempts=2, backoff=QUICK, sleep=no_sleep)
+    assert caught.value.sqlstate == "57014" and read_counter(hurried) == 1
+
+
+def test_a_table_locked_past_the_lock_timeout_is_retried_then_handled_by_who_asks(
+    postgres_url: str, make_engine
+) -> None:
+    make_counter(make_engine(postgres_url))
+    operator = make_engine(postgres_url)
+    waiting = make_engine(with_options(postgres_url, "-c lock_timeout=50"))
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_lock() -> None:
+        with operator.connect() as conn, conn.begin():
+            conn.execute(text("LOCK TABLE counter IN ACCESS EXCLUSIVE MODE"))
+            locked.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold_lock)
+    holder.start()
+    try:
+        assert locked.wait(10)
+        calls = []
+
+        def write(conn: Connection) -> None:
+            calls.append(1)
+            increment(conn)
+
+        with pytest.raises(StoreUnavailableError) as caught:
+            run_in_transaction(waiting, write, attempts=3, backoff=QUICK, sleep=no_sleep)
+        assert caught.value.sqlstate == "55P03" and len(calls) == 3
+        assert "refusing locks (lock timeout)" in str(caught.value)
+        with pytest.raises(sa_exc.DBAPIError) as handled:  # who set its own lock_timeout: at once, unchanged
+            run_in_transaction(waiting, write, handled=frozenset({"55P03"}), sleep=no_sleep)
+        assert handled.value.orig.sqlstate == "55P03" and len(calls) == 4
+        release.set()
+        holder.join(10)
+        run_in_transaction(waiting, write, backoff=QUICK, sleep=no_sleep)  # released: it goes through
+        assert read_counter(waiting) == 1
+    finally:
+        release.set()
+        holder.join(10)
+
+
+def test_a_refusal_answering_commit_is_retried_not_ambiguous(postgres_url: str, make_engine) -> None:
+    """An error the server answered at COMMIT (here 25006 from a deferred
+    trigger that runs in it, as a hot standby's refusal would read) rolled
+    the transaction back: unlike a connection lost during COMMIT, it is
+    retried even when the transaction is not idempotent."""
+    engine = make_engine(postgres_url)
+    make_counter(engine)
+    run_in_transaction(engine, lambda c: c.exec_driver_sql(
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF current_setting('tw.refuse', true) = 'on' THEN "
+        "RAISE EXCEPTION 'cannot execute UPDATE in a read-only transaction' USING ERRCODE = '25006'; END IF; "
+        "RETURN NULL; END $$; "
+        "CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER UPDATE ON counter DEFERRABLE INITIALLY DEFERRED "
+        "FOR EACH ROW EXECUTE FUNCTION refuse()"
+    ))  # fmt: skip
+    calls, events, committing = [], [], []
+
+    @event.listens_for(engine, "commit")
+    def _committing(conn: Connection) -> None:
+        committing.append(len(calls))
+
+    def write(conn: Connection) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            conn.exec_driver_sql("SET LOCAL tw.refuse = on")
+        increment(conn)  # its trigger runs in COMMIT
+
+    run_in_transaction(engine, write, backoff=QUICK, sleep=no_sleep, on_retry=events.append)
+    assert [(e.kind, e.sqlstate) for e in events] == [(ErrorKind.REFUSED, "25006")]
+    assert committing == [1, 2] and read_counter(engine) == 1
+
+
+def test_a_role_out_of_connections_is_store_unavailable_not_ambiguous(
+    postgres_url: str, make_engine
+) -> None:
+    admin = make_engine(postgres_url)
+    make_counter(admin)
+    role = f"tw_limited_{uuid.uuid4().hex[:12]}"
+    url = make_url(postgres_url)
+    run_in_transaction(admin, lambda c: c.exec_driver_sql(
+        f'CREATE ROLE "{role}" LOGIN CONNECTION LIMIT 1; GRANT SELECT, UPDATE ON counter TO "{role}"'
+    ))  # fmt: skip
+    try:
+        limited = url.set(username=role, password=None).render_as_string(hide_password=False)
+        with psycopg.connect(limited.replace("postgresql+psycopg", "postgresql")):  # the role's one slot, taken
+            engine = make_engine(limited, connect_timeout=2)
+            with pytest.raises(StoreUnavailableError) as caught:
+                run_in_transaction(engine, increment, attempts=2, backoff=QUICK, sleep=no_sleep)
+            assert "too many connections" in str(caught.value.__cause__)
+        run_in_transaction(engine, increment, backoff=QUICK, sleep=no_sleep)  # the slot is back
+        assert read_counter(admin) == 1
+        engine.dispose()
+    finally:
+        run_in_transaction(admin, lambda c: c.exec_driver_sql(
+            f'REVOKE ALL ON counter FROM "{role}"; DROP ROLE "{role}"'
+        ))  # fmt: skip
+
+
+
+async def test_retentions_own_lock_timeout_is_not_retried_as_an_outage(postgres_url: str, make_engine) -> None:
+    """Retention sets its own ``lock_timeout`` around partition DDL and
+    answers False when the lock is not granted (tried next pass): that 55P03
+    is ``handled``, one attempt, not ten as an outage's."""
+    engine = make_engine(postgres_url)
+    migrate(engine)
+    store = RetentionStore(engine, FakeClock(datetime(2024, 3, 1, 6, tzinfo=timezone.utc), autojump=True))
+    day = to_us(datetime(2024, 3, 2, tzinfo=timezone.utc))
+    assert await store.create_partition(day)
+    operator = make_engine(postgres_url)
+    with operator.connect() as conn, conn.begin():
+        conn.execute(text("LOCK TABLE attempts IN ACCESS EXCLUSIVE MODE"))
+        assert await store.detach_partition(day, lock_timeout=0.05) is False
+    assert store.retries["55P03"] == 0
+    assert await store.detach_partition(day, lock_timeout=0.05) is True
