@@ -575,6 +575,7 @@ class TickwheelServer:
     def _observe(self) -> None:
         """What the metrics read from memory when scraped, and the store's gauges."""
         metrics = self.metrics
+        loop = asyncio.get_running_loop()  # read from the push thread too, with OTLP
         metrics.observe("tickwheel_wheel_size", "Due instants in this server's timer wheel", lambda: len(self.wheel.wheel))
         metrics.observe(
             "tickwheel_partitions_owned", "Partitions this server owns", lambda: len(self.ownership.owned())
@@ -640,6 +641,15 @@ class TickwheelServer:
             "tickwheel_clock_skew_seconds",
             "This server's clock minus the store's, as last compared (none before the first comparison)",
             self._clock_skew,
+        )
+        metrics.observe(
+            "tickwheel_asyncio_tasks", "Tasks on this server's event loop (bounded by the calls and streams it serves)",
+            lambda: len(asyncio.all_tasks(loop)),
+        )
+        metrics.observe(
+            "tickwheel_store_attempts_running",
+            "Store transaction attempts running in threads now, including those whose caller gave up",
+            lambda: attempts_running(self.engine),
         )
         StoreGauges(self.engine, self.clock, top=max(1, self.config.metrics_top_tenants)).install(metrics)
 

@@ -97,6 +97,24 @@ def test_read_only_sessions_refuse_writes_with_store_unavailable_and_nothing_wri
     assert status.message == "the store is unavailable (refusing writes (read-only)); nothing was written; retry later"
 
 
+def test_a_session_that_refused_a_write_as_read_only_is_not_retried_on(postgres_url: str, make_engine) -> None:
+    """A pooled session begun read-only stays so after the setting is reset
+    (or the standby it reached is gone): the attempt that got 25006 drops it,
+    and the next connects anew and writes."""
+    admin = make_engine(postgres_url)
+    make_counter(admin)
+    database = make_url(postgres_url).database
+    run_in_transaction(admin, lambda c: c.exec_driver_sql(
+        f'ALTER DATABASE "{database}" SET default_transaction_read_only = on'))
+    engine = make_engine(postgres_url, pool_size=1, max_overflow=0)
+    assert read_counter(engine) == 0  # the pool's one session, read-only
+    run_in_transaction(admin, lambda c: c.exec_driver_sql(f'ALTER DATABASE "{database}" RESET default_transaction_read_only'))
+    events = []
+    run_in_transaction(engine, increment, backoff=QUICK, sleep=no_sleep, on_retry=events.append)
+    assert [(e.kind, e.sqlstate) for e in events] == [(ErrorKind.REFUSED, "25006")]
+    assert read_counter(admin) == 1
+
+
 def test_a_statement_timeout_is_retried_and_ends_in_store_unavailable(postgres_url: str, make_engine) -> None:
     make_counter(make_engine(postgres_url))
     hurried = make_engine(with_options(postgres_url, "-c statement_timeout=50"))

@@ -18,7 +18,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from .. import errors
 from ..store.errors import StoreUnavailableError, TransactionConflictError
-from ..store.transactions import unavailable_reason
+from ..store.classify import unavailable_reason
 from ..telemetry.outages import OutageLog
 
 log = logging.getLogger(__name__)

@@ -2,8 +2,8 @@
 40001 and its kin, SQLite busy, lost connections, and a server refusing
 for the moment (read-only, a statement or lock timeout).
 
-:func:`classify_error` says what a failed attempt means (retry, ambiguous,
-fatal); :func:`run_in_transaction` and :func:`run_in_transaction_async` run
+:func:`classify_error` (:mod:`.classify`, imported from here too) says
+what a failed attempt means (retry, ambiguous, fatal); :func:`run_in_transaction` and :func:`run_in_transaction_async` run
 a transaction function again on a fresh transaction until it commits, with
 :class:`Backoff` (full jitter) between attempts. Every store method writes
 through them (:class:`~tickwheel_server.store.base.SqlStore`), so CockroachDB's
@@ -13,10 +13,8 @@ everyday "restart transaction" never reaches a caller.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import random
-import sqlite3
 import threading
 import time
 import weakref
@@ -34,6 +32,7 @@ from tickwheel.shared.backoff import full_jitter
 from tickwheel.shared.clock import Clock, SystemClock
 
 from .begin_guard import BEGINS_ITSELF, guard
+from .classify import READ_ONLY, ErrorKind, classify_error, sqlstate_of, unavailable_reason
 from .errors import (
     AmbiguousCommitError,
     StoreConfigError,
@@ -44,98 +43,6 @@ from .errors import (
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-# ------------------------------------------------------- error classification
-
-
-class ErrorKind(enum.Enum):
-    """What a failed transaction attempt means for retrying it."""
-
-    CONFLICT = "conflict"
-    """Serialization failure (40001), deadlock (40P01), SQLite busy/locked:
-    nothing was applied; retry."""
-    CONNECTION = "connection"
-    """The connection could not be made or was lost before COMMIT: nothing
-    was applied; retry."""
-    REFUSED = "refused"
-    """The server answered with an error of the moment: it refuses writes
-    (25006, a replica or ``default_transaction_read_only``), a statement
-    was cancelled (57014, ``statement_timeout`` or an operator's cancel), a
-    lock was not granted in time (55P03, ``lock_timeout``). The transaction
-    was rolled back, even when the error answered its COMMIT: nothing was
-    applied; retry after a backoff, and past the attempts the store is
-    unavailable."""
-    AMBIGUOUS = "ambiguous"
-    """The commit may or may not have been applied (40003, or the connection
-    broke during COMMIT)."""
-    FATAL = "fatal"
-    """Anything else: retrying would fail the same way."""
-
-
-CONFLICT_SQLSTATES = frozenset({"40001", "40P01"})
-"""Serialization failure (CockroachDB's "restart transaction") and deadlock."""
-AMBIGUOUS_SQLSTATES = frozenset({"40003"})
-"""statement_completion_unknown: CockroachDB's "result is ambiguous"."""
-CONNECTION_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
-"""admin/crash shutdown, cannot connect now, too many connections (and all of class 08)."""
-REFUSED_SQLSTATES = frozenset({"25006", "57014", "55P03"})
-"""read_only_sql_transaction, query_canceled, lock_not_available."""
-_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
-
-
-def sqlstate_of(error: BaseException) -> str | None:
-    """The SQLSTATE behind ``error`` (a SQLAlchemy DBAPIError or a driver error), if any.
-
-    psycopg 3 exposes it as ``sqlstate``, psycopg2 as ``pgcode``; this is the
-    same detection sqlalchemy-cockroachdb's ``run_transaction`` relies on.
-    """
-    candidates = [error]
-    orig = getattr(error, "orig", None)
-    if orig is not None:
-        candidates.insert(0, orig)
-    for candidate in candidates:
-        for attribute in ("sqlstate", "pgcode"):
-            value = getattr(candidate, attribute, None)
-            if isinstance(value, str) and value:
-                return value
-    return None
-
-
-def classify_error(error: BaseException) -> ErrorKind:
-    """Classify an error raised while running or committing a transaction.
-
-    Pure: looks only at the error. (Whether a CONNECTION error becomes
-    AMBIGUOUS depends on when it happened; :func:`run_in_transaction` decides
-    that.)
-    """
-    sqlstate = sqlstate_of(error)
-    if sqlstate is not None:
-        if sqlstate in CONFLICT_SQLSTATES:
-            return ErrorKind.CONFLICT
-        if sqlstate in AMBIGUOUS_SQLSTATES:
-            return ErrorKind.AMBIGUOUS
-        if sqlstate.startswith("08") or sqlstate in CONNECTION_SQLSTATES:
-            return ErrorKind.CONNECTION
-        if sqlstate in REFUSED_SQLSTATES:
-            return ErrorKind.REFUSED
-        return ErrorKind.FATAL
-    if isinstance(error, (sa_exc.DisconnectionError, sa_exc.TimeoutError)):
-        return ErrorKind.CONNECTION
-    if isinstance(error, sa_exc.DBAPIError):
-        if error.connection_invalidated:
-            return ErrorKind.CONNECTION
-        orig = error.orig
-        if isinstance(orig, sqlite3.Error):
-            code = getattr(orig, "sqlite_errorcode", None)
-            if code is not None and code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED):
-                return ErrorKind.CONFLICT
-            return ErrorKind.FATAL
-        # psycopg reports "connection refused", "server closed the connection
-        # unexpectedly" and the like as OperationalError without a SQLSTATE.
-        if isinstance(error, sa_exc.OperationalError):
-            return ErrorKind.CONNECTION
-    return ErrorKind.FATAL
 
 
 # ----------------------------------------------------------------- retrying
@@ -257,15 +164,29 @@ class _Attempt:
         transaction = conn.begin()
         try:
             result = self._fn(conn)
-        except BaseException:
+        except BaseException as error:
             try:
                 transaction.rollback()
             except Exception:  # the connection is gone; the pool discards it
                 log.debug("rollback after a failed attempt failed", exc_info=True)
+            _drop_if_read_only(conn, error)
             raise
         self.committing = True
-        transaction.commit()
+        try:
+            transaction.commit()
+        except BaseException as error:
+            _drop_if_read_only(conn, error)
+            raise
         return result
+
+
+def _drop_if_read_only(conn: Connection, error: BaseException) -> None:
+    """A session that refused a write as read-only (25006) stays so: one to a
+    standby, or one begun under ``default_transaction_read_only``, whatever
+    becomes of the server after a failover or the setting's reset. Discarded,
+    so that the next attempt connects anew rather than retrying on it."""
+    if sqlstate_of(error) == READ_ONLY and not conn.invalidated:
+        conn.invalidate()
 
 
 def _restore_level(
@@ -341,20 +262,6 @@ def _delay_or_raise(
     delay = full_jitter(attempt - 1, initial=backoff.base, cap=backoff.cap, rng=rng)
     log.debug("transaction attempt %d failed (%s, SQLSTATE %s); retrying in %.3fs", attempt, kind.value, sqlstate, delay)
     return kind, delay
-
-
-_WHY = {
-    "25006": "refusing writes (read-only)",
-    "57014": "cancelling statements (statement timeout)",
-    "55P03": "refusing locks (lock timeout)",
-    "53300": "refusing connections (too many connections)",
-    "57P03": "refusing connections (cannot connect now)",
-}
-
-
-def unavailable_reason(sqlstate: str | None) -> str:
-    """What the store does when every attempt failed with ``sqlstate``, for the log and the API's UNAVAILABLE."""
-    return _WHY.get(sqlstate or "", "unreachable")
 
 
 def _check_attempts(attempts: int) -> None:

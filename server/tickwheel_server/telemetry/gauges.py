@@ -14,6 +14,7 @@ import asyncio
 from tickwheel.shared.clock import Clock
 
 from ..alerts.catalogue import ALERT_KINDS
+from ..store.errors import StoreUnavailableError
 from ..store.gauges import GaugeStore
 from ..store.operations import READY_COUNT_CAP
 from .metrics import Metrics
@@ -22,13 +23,14 @@ from .metrics import Metrics
 class StoreGauges:
     """The store's gauges for one server's metrics, read at most every ``ttl`` seconds."""
 
-    def __init__(self, engine, clock: Clock, *, top: int = 20, ttl: float = 5.0) -> None:
+    def __init__(self, engine, clock: Clock, *, top: int = 20, ttl: float = 5.0, wait: float = 2.0) -> None:
         self.clock = clock
         self._store = GaugeStore(engine, clock)
         self._top = max(1, top)
         self._ttl = ttl
         self._read_at: float | None = None
-        self._lock = asyncio.Lock()
+        self._wait = wait
+        self._reading: asyncio.Future[None] | None = None
         self.queues: list[tuple[dict[str, str], float]] = []
         self.dead_letters = 0
         self.open_alerts: list[tuple[dict[str, str], float]] = []
@@ -54,15 +56,32 @@ class StoreGauges:
         )
 
     async def refresh(self) -> None:
-        """Read both figures again unless they are younger than ``ttl``."""
-        async with self._lock:
-            now = self.clock.monotonic()
-            if self._read_at is not None and now - self._read_at < self._ttl:
-                return
-            queues = await self._store.queues(self.clock.now(), self._top)
-            self.dead_letters = await self._store.dead_letters()
-            open_alerts = await self._store.open_alerts()
-            self.open_alerts = [({"kind": kind}, float(open_alerts.get(kind, 0))) for kind in ALERT_KINDS]
-            self.queues = [({"tenant": q.tenant}, float(q.ready)) for q in queues]
-            self._read_at = self.clock.monotonic()
+        """Read the figures again unless they are younger than ``ttl``,
+        waiting at most ``wait`` seconds: a read the store holds up (a table
+        locked by an operator, say) goes on alone, one at a time, and the
+        scrape answers with the last figures meanwhile (the wait raised as
+        the store's outage, which :meth:`Metrics.refresh` logs once) rather
+        than hanging with it."""
+        if self._read_at is not None and self.clock.monotonic() - self._read_at < self._ttl:
+            return
+        if self._reading is None:
+            self._reading = asyncio.ensure_future(self._read())
+        reading = self._reading
+        try:
+            await asyncio.wait_for(asyncio.shield(reading), self._wait)
+        except TimeoutError:
+            raise StoreUnavailableError(
+                f"the store has not answered the gauges' reads in {self._wait:g} s; the last figures are shown",
+                attempts=1,
+            ) from None
+        finally:
+            if reading.done():  # its failure, if any, was raised here: the next scrape reads again
+                self._reading = None
 
+    async def _read(self) -> None:
+        queues = await self._store.queues(self.clock.now(), self._top)
+        self.dead_letters = await self._store.dead_letters()
+        open_alerts = await self._store.open_alerts()
+        self.open_alerts = [({"kind": kind}, float(open_alerts.get(kind, 0))) for kind in ALERT_KINDS]
+        self.queues = [({"tenant": q.tenant}, float(q.ready)) for q in queues]
+        self._read_at = self.clock.monotonic()
