@@ -218,9 +218,12 @@ def no_connections_end(db: Database) -> None:
     db.run(f'ALTER ROLE "{db.role}" CONNECTION LIMIT -1')
 
 
-def timeout_begin(db: Database) -> None:
-    db.run(f"ALTER ROLE \"{db.role}\" SET statement_timeout = '50ms'")
-    db.cut_sessions()
+def timeout_begin(timeout: str) -> Callable[[Database], None]:
+    def begin(db: Database) -> None:
+        db.run(f"ALTER ROLE \"{db.role}\" SET statement_timeout = '{timeout}'")
+        db.cut_sessions()
+
+    return begin
 
 
 def timeout_end(db: Database) -> None:
@@ -257,7 +260,9 @@ def faults() -> list[Fault]:
         Fault("no-connections", no_connections_begin, no_connections_end, 6, "the store is unavailable"),
         Fault("table-locked", locker.begin, locker.end, 20, None,
               frozenset({grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})),
-        Fault("statement-timeout", timeout_begin, timeout_end, 6, None),
+        # Bites as the peak and the machine's load have it (none of the store's statements is slow alone):
+        # tests/conformance/test_store_refusals.py cancels statements for certain.
+        Fault("statement-timeout", timeout_begin("50ms"), timeout_end, 6, None),
     ]
 
 
@@ -320,7 +325,9 @@ def test_postgres_refusing_work_loses_hastens_and_doubles_nothing(
         assert set(codes) <= fault.codes, (fault.name, codes, client.answers)
         if fault.refused is not None:
             assert during[grpc.StatusCode.UNAVAILABLE] >= 1, (fault.name, during)
-            assert all(fault.refused in m for m in client.answers[grpc.StatusCode.UNAVAILABLE]), client.answers
+            messages = client.answers[grpc.StatusCode.UNAVAILABLE]
+            assert any(fault.refused in m for m in messages), messages
+            assert all(m.startswith("the store is unavailable") for m in messages), messages
         names = {job_pb2.Job.FromString(job.spec).name for job in snapshot.jobs}
         assert not [name for name in client.created if name not in names], "a CreateJob answered OK was lost"
         assert codes[grpc.StatusCode.OK] >= 1
