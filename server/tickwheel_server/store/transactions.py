@@ -3,8 +3,9 @@
 for the moment (read-only, a statement or lock timeout).
 
 :func:`classify_error` (:mod:`.classify`, imported from here too) says
-what a failed attempt means (retry, ambiguous, fatal); :func:`run_in_transaction` and :func:`run_in_transaction_async` run
-a transaction function again on a fresh transaction until it commits, with
+what a failed attempt means (retry, ambiguous, fatal);
+:func:`run_in_transaction` and :func:`run_in_transaction_async` run a
+transaction function again on a fresh transaction until it commits, with
 :class:`Backoff` (full jitter) between attempts. Every store method writes
 through them (:class:`~tickwheel_server.store.base.SqlStore`), so CockroachDB's
 everyday "restart transaction" never reaches a caller.
