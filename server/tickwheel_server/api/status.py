@@ -17,7 +17,7 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from .. import errors
-from ..store.errors import StoreUnavailableError, TransactionConflictError
+from ..store.errors import AmbiguousCommitError, StoreUnavailableError, TransactionConflictError
 from ..store.classify import unavailable_reason
 from ..telemetry.outages import OutageLog
 
@@ -41,6 +41,17 @@ def store_unavailable(error: Exception) -> str:
     if isinstance(error, StoreUnavailableError) and error.sqlstate:
         return f"the store is unavailable ({unavailable_reason(error.sqlstate)}); nothing was written; retry later"
     return "the store is unavailable; retry later"
+
+
+COMMIT_UNKNOWN = (
+    "the store did not answer the commit: the change may or may not have been made; read it back before "
+    "repeating it (a call with the same request id is safe to repeat)"
+)
+"""The message of a call whose COMMIT went unanswered (the connection broke
+while it was in flight, or CockroachDB's 40003): UNAVAILABLE, as the store's
+outages are, but saying that this one may have been applied, with
+``ErrorInfo`` reason ``COMMIT_OUTCOME_UNKNOWN`` for a client to tell it from
+a refusal that wrote nothing."""
 
 
 def status_for(error: Exception) -> tuple[grpc.StatusCode, status_pb2.Status]:
@@ -107,6 +118,9 @@ def status_for(error: Exception) -> tuple[grpc.StatusCode, status_pb2.Status]:
         retry = error_details_pb2.RetryInfo()
         retry.retry_delay.FromMilliseconds(500)
         return grpc.StatusCode.UNAVAILABLE, _status(grpc.StatusCode.UNAVAILABLE, store_unavailable(error), retry)
+    if isinstance(error, AmbiguousCommitError):
+        info = error_details_pb2.ErrorInfo(reason="COMMIT_OUTCOME_UNKNOWN", domain="tickwheel")
+        return grpc.StatusCode.UNAVAILABLE, _status(grpc.StatusCode.UNAVAILABLE, COMMIT_UNKNOWN, info)
     return grpc.StatusCode.INTERNAL, _status(grpc.StatusCode.INTERNAL, "internal error")
 
 
@@ -140,7 +154,7 @@ def rpc(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
             answer = await method(self, request, context)
         except errors.TickwheelError as error:
             await abort(context, error)
-        except StoreUnavailableError as error:
+        except (StoreUnavailableError, AmbiguousCommitError) as error:  # the store went away: one outage's lines
             _outage(method.__qualname__).failed("a call", error)
             await abort(context, error)
         except TransactionConflictError as error:  # conflicts past the retries: rare, each its own line

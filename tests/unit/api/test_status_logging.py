@@ -8,9 +8,10 @@ import logging
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2
 
 from tickwheel_server.api import status
-from tickwheel_server.store.errors import StoreUnavailableError
+from tickwheel_server.store.errors import AmbiguousCommitError, StoreUnavailableError
 from tickwheel_server.telemetry.outages import STILL_EVERY
 
 
@@ -87,3 +88,25 @@ async def test_the_first_call_answered_after_an_outage_logs_its_end(caplog, cloc
     ended = [r for r in caplog.records if "recovered" in r.getMessage()]
     assert len(ended) == 1 and ended[0].levelno == logging.INFO
     assert "_Recovering.GetJob: recovered after 5 s (3 failures)" in ended[0].getMessage()
+
+
+class _Unanswered:
+    @status.rpc
+    async def UpdateJob(self, request, context):  # noqa: N802 (gRPC's naming)
+        raise AmbiguousCommitError("the connection was lost during COMMIT: OperationalError")
+
+
+async def test_a_commit_gone_unanswered_is_unavailable_saying_it_may_have_been_made(caplog, clock) -> None:
+    servicer, context = _Unanswered(), _Context()
+    with caplog.at_level(logging.WARNING, logger=status.log.name):
+        for _ in range(20):
+            with pytest.raises(_Aborted) as aborted:
+                await servicer.UpdateJob(None, context)
+    assert context.codes == [grpc.StatusCode.UNAVAILABLE] * 20, "not INTERNAL: the store went away"
+    assert "may or may not have been made" in str(aborted.value) and "request id" in str(aborted.value)
+    assert all(r.exc_info is None for r in caplog.records), "no traceback: the store's outage, not a bug"
+    assert len(caplog.records) == 1 and "_Unanswered.UpdateJob" in caplog.records[0].getMessage()
+    code, answer = status.status_for(AmbiguousCommitError("lost"))
+    info = error_details_pb2.ErrorInfo()
+    assert code == grpc.StatusCode.UNAVAILABLE and answer.details[0].Unpack(info)
+    assert info.reason == "COMMIT_OUTCOME_UNKNOWN", "a client can tell it from a refusal that wrote nothing"
