@@ -9,7 +9,7 @@ per-test key prefix from ``etcd_prefix``). ``tests.support.sqlite`` hands out
 migrated SQLite files (``migrated_sqlite_url``).
 """
 
-pytest_plugins = ["tests.support.postgres", "tests.support.etcd", "tests.support.sqlite"]
+pytest_plugins = ["tests.support.postgres", "tests.support.etcd", "tests.support.etcd_cluster", "tests.support.sqlite"]
 
 import os
 

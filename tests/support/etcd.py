@@ -49,25 +49,44 @@ def _find_etcd() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free loopback ports (each socket is held open
+    until all are picked, so the kernel cannot hand the same one twice)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 class EtcdServer:
-    """A single-node etcd owned by the test session."""
+    """An etcd member owned by the test session: a single-node cluster, or
+    (with ``name``, ports and ``initial_cluster`` given) a member of the
+    cluster of :mod:`tests.support.etcd_cluster`."""
 
-    def __init__(self, binary: str, workdir: Path) -> None:
+    def __init__(
+        self,
+        binary: str,
+        workdir: Path,
+        *,
+        name: str = "tickwheel-test",
+        ports: tuple[int, int] | None = None,
+        initial_cluster: str | None = None,
+    ) -> None:
         self.binary = binary
         self.workdir = workdir
+        self.name = name
         self.data_dir = workdir / "data"
         self.log_path = workdir / "etcd.log"
-        self.client_port = _free_port()
-        self.peer_port = _free_port()
-        while self.peer_port == self.client_port:
-            self.peer_port = _free_port()
+        self.client_port, self.peer_port = ports or free_ports(2)
         self.endpoint = f"127.0.0.1:{self.client_port}"
+        self.peer_url = f"http://127.0.0.1:{self.peer_port}"
+        self.initial_cluster = initial_cluster or f"{name}={self.peer_url}"
         self._process: subprocess.Popen[bytes] | None = None
         self._log = None
 
@@ -77,16 +96,16 @@ class EtcdServer:
 
     def _command(self) -> list[str]:
         client = f"http://127.0.0.1:{self.client_port}"
-        peer = f"http://127.0.0.1:{self.peer_port}"
+        peer = self.peer_url
         return [
             self.binary,
-            "--name", "tickwheel-test",
+            "--name", self.name,
             "--data-dir", str(self.data_dir),
             "--listen-client-urls", client,
             "--advertise-client-urls", client,
             "--listen-peer-urls", peer,
             "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"tickwheel-test={peer}",
+            "--initial-cluster", self.initial_cluster,
             "--initial-cluster-state", "new",
             "--heartbeat-interval", "50",
             "--election-timeout", "500",
@@ -98,14 +117,20 @@ class EtcdServer:
         """Start etcd (no-op if running) and wait until it reports healthy."""
         if self.running:
             return
+        self.launch()
+        self.wait_healthy()
+
+    def launch(self) -> None:
+        """Start the etcd process without waiting for it (the members of a
+        new cluster are healthy only once a quorum of them runs)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("ETCD")}
         self._log = open(self.log_path, "ab")
         self._process = subprocess.Popen(
             self._command(), stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
-        self._wait_healthy()
 
-    def _wait_healthy(self) -> None:
+    def wait_healthy(self) -> None:
+        """Wait until etcd reports healthy (a member: it has a leader)."""
         deadline = time.monotonic() + START_TIMEOUT
         url = f"http://{self.endpoint}/health"
         last = "no answer yet"
