@@ -37,7 +37,7 @@ from pyetcd.etcdrpc import rpc_pb2
 from tickwheel.shared.backoff import BackoffSleeper
 from tickwheel_server.lease.base import Session
 from tickwheel_server.lease.etcd_transport import (
-    FAILOVER_CODES,
+    REQUIRE_LEADER,
     RETRY_CAP,
     RETRY_INITIAL,
     RETRYABLE_CODES,
@@ -46,6 +46,7 @@ from tickwheel_server.lease.etcd_transport import (
     Stubs,
     Transport,
     dial,
+    moves_on,
     read,
     within,
     write,
@@ -140,13 +141,14 @@ class EtcdSession(Session):
         backoff = BackoffSleeper(clock, initial=RETRY_INITIAL, cap=cap)
         request = rpc_pb2.LeaseKeepAliveRequest(ID=self.id)
         stubs: Stubs | None = None
+        failing = False  # a failure was logged at info level; the next are debug until a renewal
         try:
             while not self.lost.is_set():
                 if stubs is None or stubs.endpoint != transport.endpoints.in_use:
                     if stubs is not None:
                         await stubs.channel.close()
                     stubs = dial(transport.endpoints.in_use, own_connection=True)
-                call = stubs.lease.LeaseKeepAlive()
+                call = stubs.lease.LeaseKeepAlive(metadata=REQUIRE_LEADER)
 
                 async def round_trip() -> rpc_pb2.LeaseKeepAliveResponse:
                     await write(call, request, self.lost.is_set)
@@ -161,26 +163,35 @@ class EtcdSession(Session):
                             return
                         self._expires_at = max(self._expires_at, sent_at + response.TTL)
                         self.renewals += 1
+                        if failing:
+                            failing = False
+                            log.info("lease %x renewed again via %s", self.id, stubs.endpoint)
+                        transport.endpoints.answered(stubs.endpoint)
                         backoff.reset()
                         await clock.sleep(interval)
                 except grpc.aio.AioRpcError as exc:
                     if exc.code() not in RETRYABLE_CODES:
                         self.expire(f"keep-alive refused: {exc.code().name}: {exc.details()}")
                         return
-                    log.debug("lease %x keep-alive via %s failed: %s", self.id, stubs.endpoint, exc.code().name)
-                    if exc.code() in FAILOVER_CODES:
-                        transport.endpoints.failover(stubs.endpoint)
+                    why = f"{exc.code().name}: {exc.details()}"
+                    log.log(logging.DEBUG if failing else logging.INFO, "lease %x keep-alive via %s failed: %s",
+                            self.id, stubs.endpoint, why)  # fmt: skip
+                    failing = True
+                    if moves_on(exc):
+                        transport.endpoints.failover(stubs.endpoint, f"keep-alive: {why}")
                     await backoff.sleep()
                 except (*STREAM_BROKEN, TimeoutError, LocallyCancelled) as exc:
                     # A connection that stopped answering (no RST on a silent
                     # cut) would hold every new stream too until gRPC's
                     # keepalive noticed, longer than the TTL: abandon it.
-                    log.info("lease %x keep-alive via %s failed (%s); dialling again", self.id, stubs.endpoint, exc)
+                    log.log(logging.DEBUG if failing else logging.INFO,
+                            "lease %x keep-alive via %s failed (%s); dialling again", self.id, stubs.endpoint, exc)
+                    failing = True
                     if isinstance(exc, TimeoutError):
                         # The store's shared connection to that endpoint is
                         # likely as silent: its watches and calls move too.
                         transport.endpoints.redial(stubs.endpoint, transport.request_timeout + 1)
-                    transport.endpoints.failover(stubs.endpoint)
+                    transport.endpoints.failover(stubs.endpoint, f"keep-alive: {exc or type(exc).__name__}")
                     await stubs.channel.close()
                     stubs = None
                     await backoff.sleep()

@@ -1,14 +1,30 @@
 """The gRPC connection to etcd: a channel per endpoint, failover between them, calls and stream steps.
 
-Endpoints are tried in order; a unary call that fails with ``UNAVAILABLE``
-moves to the next endpoint and is retried there once per endpoint, then
-raises :class:`~tickwheel_server.lease.types.LeaseStoreUnavailable`. Every
-unary call has a deadline (``request_timeout``, real time, enforced by gRPC).
+Endpoints are tried in order. A unary call that fails with ``UNAVAILABLE``
+or its deadline moves to the next endpoint and is retried there, at most
+once per endpoint, then raises
+:class:`~tickwheel_server.lease.types.LeaseStoreUnavailable`. A call's
+whole time is ``request_timeout`` (real time, enforced by gRPC), shared
+between the endpoints: each try gets ``request_timeout / len(endpoints)``,
+so a member that stopped answering (frozen, cut off) costs one slice and
+the call is still answered by the next member within the timeout.
+
+Every call and stream carries etcd's ``hasleader`` metadata
+(:data:`REQUIRE_LEADER`, the Go client's ``WithRequireLeader``): a member
+cut off from the quorum has no leader, and answers a unary call
+``UNAVAILABLE: etcdserver: no leader`` at once instead of blocking (a
+write) or answering from its stale copy; it cancels a watch or keep-alive
+stream the same way when it loses its leader, instead of leaving the
+stream open and silent. Both move to the next endpoint.
+
 Watch streams are opened on :meth:`Endpoints.current`; a session's
 keep-alive stream on a channel of its own (:func:`dial`), which it abandons
 and dials again when the connection stops answering. Streams are read and
 written with :func:`read` and :func:`write`, and move on with
-:meth:`Endpoints.failover`.
+:meth:`Endpoints.failover`. A switch is logged once per outage: the first
+move away from an endpoint that had answered, and the first answer after
+(:meth:`Endpoints.answered`); the moves between (every endpoint down) at
+debug level.
 
 Only the generated stubs of etcd-sdk-python (``pyetcd.etcdrpc``) are used;
 see :mod:`tickwheel_server.lease.etcd` for why.
@@ -61,6 +77,26 @@ RETRYABLE_CODES = frozenset(
 
 FAILOVER_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 """Codes that say "this endpoint is no good right now": move to the next one."""
+
+REQUIRE_LEADER = (("hasleader", "true"),)
+"""gRPC metadata asking etcd to refuse (``UNAVAILABLE: etcdserver: no
+leader``) rather than serve a request, or keep a stream open, on a member
+that has no leader (see the module docstring)."""
+
+
+def is_deadline(exc: grpc.aio.AioRpcError) -> bool:
+    """The call's deadline passed: ``DEADLINE_EXCEEDED``, or etcd's own
+    answer when it noticed the deadline first (``UNKNOWN: context deadline
+    exceeded``)."""
+    code = exc.code()
+    return code is grpc.StatusCode.DEADLINE_EXCEEDED or (
+        code is grpc.StatusCode.UNKNOWN and "deadline exceeded" in (exc.details() or "")
+    )
+
+
+def moves_on(exc: grpc.aio.AioRpcError) -> bool:
+    """Whether ``exc`` says the endpoint, not the request, is at fault."""
+    return exc.code() in FAILOVER_CODES or is_deadline(exc)
 
 _CHANNEL_OPTIONS = [
     # Reconnect quickly after an etcd restart instead of gRPC's default
@@ -190,6 +226,8 @@ class Endpoints:
         self._index = 0
         self._stubs: dict[str, Stubs] = {}
         self._retiring: dict[asyncio.Task[None], grpc.aio.Channel] = {}
+        self._failing = False
+        """True from a failover until an endpoint answers again."""
 
     @property
     def in_use(self) -> str:
@@ -225,11 +263,21 @@ class Endpoints:
         await asyncio.sleep(grace)
         await channel.close()
 
-    def failover(self, endpoint: str) -> None:
-        """``endpoint`` failed: use the next one (unless someone already moved)."""
+    def failover(self, endpoint: str, why: str = "") -> None:
+        """``endpoint`` failed (``why``): use the next one (unless someone
+        already moved). Logged at info level once per outage, then at debug
+        level until :meth:`answered`."""
         if self.in_use == endpoint and len(self.endpoints) > 1:
             self._index = (self._index + 1) % len(self.endpoints)
-            log.info("etcd endpoint %s failed; switching to %s", endpoint, self.in_use)
+            level = logging.DEBUG if self._failing else logging.INFO
+            self._failing = True
+            log.log(level, "etcd endpoint %s failed%s; switching to %s", endpoint, f" ({why})" if why else "", self.in_use)
+
+    def answered(self, endpoint: str) -> None:
+        """``endpoint`` answered: the outage, if any, is over (logged once)."""
+        if self._failing and endpoint == self.in_use:
+            self._failing = False
+            log.info("etcd endpoint %s answers; using it", endpoint)
 
     async def close(self) -> None:
         stubs, self._stubs = list(self._stubs.values()), {}
@@ -264,15 +312,18 @@ class Transport:
 
     async def call(self, pick: Callable[[Stubs], Callable[..., Any]], request: Any, what: str) -> Any:
         """One unary call with failover: retried on the next endpoint after
-        UNAVAILABLE, at most once per endpoint."""
+        ``UNAVAILABLE`` or a try's deadline, at most once per endpoint, each
+        try given its share of ``request_timeout`` (the module docstring)."""
         if self.closed:
             raise LeaseStoreClosed("lease store closed")
         endpoints = self.endpoints
+        count = len(endpoints.endpoints)
+        slice_timeout = self.request_timeout / count
         last: grpc.aio.AioRpcError | None = None
-        for _ in range(len(endpoints.endpoints)):
+        for _ in range(count):
             stubs = endpoints.current()
             try:
-                return await pick(stubs)(request, timeout=self.request_timeout)
+                response = await pick(stubs)(request, timeout=slice_timeout, metadata=REQUIRE_LEADER)
             except asyncio.CancelledError:
                 # closing the channels cancels calls in flight (grpc.aio raises
                 # CancelledError for those), unlike a cancellation of the task
@@ -283,14 +334,15 @@ class Transport:
             except grpc.aio.AioRpcError as exc:
                 if self.closed:
                     raise LeaseStoreClosed("lease store closed") from exc
-                if exc.code() not in FAILOVER_CODES:
+                if not moves_on(exc):
                     raise translate(exc, what) from exc
-                if exc.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
+                if is_deadline(exc):
                     endpoints.redial(stubs.endpoint, self.request_timeout + 1, stubs=stubs)
-                endpoints.failover(stubs.endpoint)
+                endpoints.failover(stubs.endpoint, f"{what}: {exc.code().name}: {exc.details()}")
                 last = exc
-                if exc.code() is not grpc.StatusCode.UNAVAILABLE:
-                    break  # a deadline already spent its time; let the caller decide
+                continue
+            endpoints.answered(stubs.endpoint)
+            return response
         assert last is not None
         raise LeaseStoreUnavailable(
             f"etcd {what}: no endpoint answered ({', '.join(endpoints.endpoints)}): "

@@ -22,13 +22,14 @@ from pyetcd.etcdrpc import kv_pb2, rpc_pb2
 from tickwheel.shared.backoff import BackoffSleeper
 from tickwheel_server.lease.base import Watch
 from tickwheel_server.lease.etcd_transport import (
-    FAILOVER_CODES,
+    REQUIRE_LEADER,
     RETRY_CAP,
     RETRY_INITIAL,
     RETRYABLE_CODES,
     STREAM_BROKEN,
     LocallyCancelled,
     Transport,
+    moves_on,
     read,
     translate,
     write,
@@ -63,6 +64,7 @@ class EtcdWatch(Watch):
         self._next_revision = start_revision  # first revision not yet delivered
         self._pending: collections.deque[WatchEvent] = collections.deque()
         self._call: Any = None
+        self._call_endpoint = ""
         self._started = False
         self._closed = False
         self._backoff = BackoffSleeper(transport.clock, initial=RETRY_INITIAL, cap=RETRY_CAP)
@@ -89,8 +91,8 @@ class EtcdWatch(Watch):
         while True:
             self._check_usable()
             stubs = endpoints.current()
-            call = stubs.watch.Watch()
-            self._call = call
+            call = stubs.watch.Watch(metadata=REQUIRE_LEADER)
+            self._call, self._call_endpoint = call, stubs.endpoint
             create = rpc_pb2.WatchCreateRequest(
                 key=self._key, range_end=self._range_end, start_revision=self._next_revision or 0
             )
@@ -102,14 +104,14 @@ class EtcdWatch(Watch):
                 self._check_usable()
                 if exc.code() not in RETRYABLE_CODES:
                     raise translate(exc, "watch") from exc
-                if exc.code() in FAILOVER_CODES:
-                    endpoints.failover(stubs.endpoint)
+                if moves_on(exc):
+                    endpoints.failover(stubs.endpoint, f"watch: {exc.code().name}: {exc.details()}")
                 await self._backoff.sleep()
                 continue
-            except STREAM_BROKEN:
+            except STREAM_BROKEN as exc:
                 call.cancel()
                 self._check_usable()
-                endpoints.failover(stubs.endpoint)
+                endpoints.failover(stubs.endpoint, f"watch: {exc}")
                 await self._backoff.sleep()
                 continue
             except BaseException:
@@ -120,6 +122,7 @@ class EtcdWatch(Watch):
                 self._raise_canceled(response)
             if self._next_revision is None:
                 self._next_revision = response.header.revision + 1
+            endpoints.answered(stubs.endpoint)
             self._backoff.reset()
             self._add_events(response)
             return
@@ -177,6 +180,11 @@ class EtcdWatch(Watch):
                     raise translate(exc, "watch") from exc
                 log.debug("etcd watch stream broke (%s); resuming from revision %s", exc, self._next_revision)
                 self._call.cancel()
+                if isinstance(exc, grpc.aio.AioRpcError) and moves_on(exc):
+                    # e.g. "etcdserver: no leader": this member lost the quorum
+                    self._transport.endpoints.failover(
+                        self._call_endpoint, f"watch: {exc.code().name}: {exc.details()}"
+                    )
                 await self._connect()
                 continue
             if response.canceled:
