@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -11,7 +13,9 @@ import pytest
 from tickwheel.shared.clock import FakeClock
 from pyetcd.etcdrpc import rpc_pb2
 
-from tickwheel_server.lease.etcd_transport import RETRYABLE_CODES, Endpoints, StreamEnded, read, translate, within
+from tickwheel_server.lease.etcd_transport import (
+    REQUIRE_LEADER, RETRYABLE_CODES, Endpoints, StreamEnded, Transport, is_deadline, moves_on, read, translate, within,
+)
 from tickwheel_server.lease.types import LeaseStoreFatal, LeaseStoreUnavailable, SessionLost
 
 
@@ -41,6 +45,100 @@ def test_translate_table(code: grpc.StatusCode, details: str, expected: type) ->
     assert type(error) is expected
     assert str(error) == f"etcd put: {code.name}: {details}"
     assert error.retryable == (expected is LeaseStoreUnavailable)
+
+
+@pytest.mark.parametrize(
+    ("code", "details", "deadline", "moves"),
+    [
+        (grpc.StatusCode.UNAVAILABLE, "etcdserver: no leader", False, True),
+        (grpc.StatusCode.UNAVAILABLE, "connection refused", False, True),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", True, True),
+        (grpc.StatusCode.UNKNOWN, "context deadline exceeded", True, True),
+        (grpc.StatusCode.UNKNOWN, "something broke", False, False),
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, "etcdserver: too many requests", False, False),
+        (grpc.StatusCode.NOT_FOUND, "etcdserver: requested lease not found", False, False),
+    ],
+)
+def test_what_moves_to_the_next_endpoint(code: grpc.StatusCode, details: str, deadline: bool, moves: bool) -> None:
+    error = rpc_error(code, details)
+    assert is_deadline(error) is deadline
+    assert moves_on(error) is moves
+
+
+class Scripted:
+    """Stand-in stubs: each endpoint answers from its script of results (an
+    exception is raised); ``calls`` records (endpoint, timeout, metadata)."""
+
+    def __init__(self, scripts: dict[str, list[Any]]) -> None:
+        self.scripts = scripts
+        self.calls: list[tuple[str, float, Any]] = []
+
+    def pick(self, stubs: Any) -> Any:
+        async def unary(request: Any, *, timeout: float, metadata: Any) -> Any:
+            self.calls.append((stubs.endpoint, timeout, metadata))
+            result = self.scripts[stubs.endpoint].pop(0)
+            if isinstance(result, BaseException):
+                raise result
+            return result
+
+        return unary
+
+
+async def test_a_call_shares_its_timeout_and_moves_past_a_stalled_or_leaderless_member() -> None:
+    transport = Transport(["a:1", "b:2", "c:3"], FakeClock(), request_timeout=6.0)
+    script = Scripted({
+        "a:1": [rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")],
+        "b:2": [rpc_error(grpc.StatusCode.UNAVAILABLE, "etcdserver: no leader")],
+        "c:3": ["answer", "again"],
+    })  # fmt: skip
+    try:
+        assert await transport.call(script.pick, object(), "get") == "answer"
+        assert [(endpoint, timeout) for endpoint, timeout, _ in script.calls] == [("a:1", 2.0), ("b:2", 2.0), ("c:3", 2.0)]
+        assert all(metadata == REQUIRE_LEADER for _, _, metadata in script.calls)
+        assert await transport.call(script.pick, object(), "get") == "again"  # straight to the one that answered
+        assert [endpoint for endpoint, _, _ in script.calls][3:] == ["c:3"]
+    finally:
+        await transport.close()
+
+
+async def test_a_call_no_endpoint_answers_raises_unavailable_after_one_try_each() -> None:
+    transport = Transport(["a:1", "b:2"], FakeClock(), request_timeout=5.0)
+    script = Scripted({
+        "a:1": [rpc_error(grpc.StatusCode.UNAVAILABLE, "etcdserver: no leader")],
+        "b:2": [rpc_error(grpc.StatusCode.UNKNOWN, "context deadline exceeded")],
+    })  # fmt: skip
+    try:
+        with pytest.raises(LeaseStoreUnavailable, match="no endpoint answered"):
+            await transport.call(script.pick, object(), "put")
+        assert [endpoint for endpoint, _, _ in script.calls] == ["a:1", "b:2"]
+    finally:
+        await transport.close()
+
+
+async def test_a_request_error_does_not_move() -> None:
+    transport = Transport(["a:1", "b:2"], FakeClock(), request_timeout=5.0)
+    script = Scripted({"a:1": [rpc_error(grpc.StatusCode.INVALID_ARGUMENT, "etcdserver: key is not provided")]})
+    try:
+        with pytest.raises(LeaseStoreFatal):
+            await transport.call(script.pick, object(), "put")
+        assert transport.endpoints.in_use == "a:1"
+    finally:
+        await transport.close()
+
+
+def test_an_outage_is_logged_once_and_its_end_once(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, "tickwheel_server.lease.etcd_transport")
+    endpoints = Endpoints(["a:1", "b:2", "c:3"])
+    for failed in ["a:1", "b:2", "c:3", "a:1"]:  # every member down: round the list
+        endpoints.failover(failed, "UNAVAILABLE")
+    endpoints.answered("b:2")
+    endpoints.answered("b:2")
+    endpoints.failover("b:2", "UNAVAILABLE")
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert [level for level, _ in lines] == [logging.INFO, logging.DEBUG, logging.DEBUG, logging.DEBUG, logging.INFO,
+                                             logging.INFO]  # fmt: skip
+    assert lines[0][1] == "etcd endpoint a:1 failed (UNAVAILABLE); switching to b:2"
+    assert lines[4][1] == "etcd endpoint b:2 answers; using it"
 
 
 def test_failover_moves_once_per_failure_of_the_endpoint_in_use() -> None:

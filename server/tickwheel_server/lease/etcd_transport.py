@@ -7,7 +7,11 @@ once per endpoint, then raises
 whole time is ``request_timeout`` (real time, enforced by gRPC), shared
 between the endpoints: each try gets ``request_timeout / len(endpoints)``,
 so a member that stopped answering (frozen, cut off) costs one slice and
-the call is still answered by the next member within the timeout.
+the call is still answered by the next member within the timeout. A try
+that ran out its slice may still have been applied; the calls are safe to
+repeat (puts, deletes, revokes, the elections' compare-and-create, which
+recognises the session's own key), except a lease grant, whose lease is
+then never used and expires with its TTL, as after a caller's own retry.
 
 Every call and stream carries etcd's ``hasleader`` metadata
 (:data:`REQUIRE_LEADER`, the Go client's ``WithRequireLeader``): a member
