@@ -190,7 +190,7 @@ class EtcdSession(Session):
                     if isinstance(exc, TimeoutError):
                         # The store's shared connection to that endpoint is
                         # likely as silent: its watches and calls move too.
-                        transport.endpoints.redial(stubs.endpoint, transport.request_timeout + 1)
+                        transport.endpoints.redial(stubs.endpoint, transport.try_timeout + 1)
                     transport.endpoints.failover(stubs.endpoint, f"keep-alive: {exc or type(exc).__name__}")
                     await stubs.channel.close()
                     stubs = None

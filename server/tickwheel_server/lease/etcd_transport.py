@@ -311,6 +311,14 @@ class Transport:
         self.closing = False
         self.closed = False
 
+    @property
+    def try_timeout(self) -> float:
+        """The deadline of one try of a unary call: the request timeout
+        shared between the endpoints. A channel being replaced
+        (:meth:`Endpoints.redial`) is closed a second after it, when every
+        call on it has had its answer or its deadline."""
+        return self.request_timeout / len(self.endpoints.endpoints)
+
     def begin_close(self) -> None:
         self.closing = True
 
@@ -321,13 +329,11 @@ class Transport:
         if self.closed:
             raise LeaseStoreClosed("lease store closed")
         endpoints = self.endpoints
-        count = len(endpoints.endpoints)
-        slice_timeout = self.request_timeout / count
         last: grpc.aio.AioRpcError | None = None
-        for _ in range(count):
+        for _ in range(len(endpoints.endpoints)):
             stubs = endpoints.current()
             try:
-                response = await pick(stubs)(request, timeout=slice_timeout, metadata=REQUIRE_LEADER)
+                response = await pick(stubs)(request, timeout=self.try_timeout, metadata=REQUIRE_LEADER)
             except asyncio.CancelledError:
                 # closing the channels cancels calls in flight (grpc.aio raises
                 # CancelledError for those), unlike a cancellation of the task
@@ -341,7 +347,7 @@ class Transport:
                 if not moves_on(exc):
                     raise translate(exc, what) from exc
                 if is_deadline(exc):
-                    endpoints.redial(stubs.endpoint, self.request_timeout + 1, stubs=stubs)
+                    endpoints.redial(stubs.endpoint, self.try_timeout + 1, stubs=stubs)
                 endpoints.failover(stubs.endpoint, f"{what}: {exc.code().name}: {exc.details()}")
                 last = exc
                 continue
