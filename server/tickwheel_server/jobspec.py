@@ -516,6 +516,12 @@ class DefinitionCache:
         found = self.cached(job_id, version)
         if found is not None:
             return found
+        return self.parse(job_id, version, spec)
+
+    def parse(self, job_id: str, version: int, spec: bytes | None) -> JobDefinition:
+        """Parse ``spec`` (``job_id`` at ``version``) and keep it, without
+        looking it up first: for a caller whose :meth:`cached` just missed
+        (the claim's one-offs miss every time)."""
         parsed = JobDefinition.parse(job_id, version, bytes(spec) if spec is not None else None)
         with self._lock:
             self.misses += 1

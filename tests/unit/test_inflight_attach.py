@@ -55,3 +55,25 @@ def test_nothing_to_attach_leaves_nothing() -> None:
     flight = InFlight(timeout=30, grace=10)
     flight.attach_many(a, [], "wa", 1.0)
     assert len(flight) == 0 and flight._by_connection == {}
+
+
+def test_done_takes_the_delivery_from_the_stream_that_holds_it_and_no_other() -> None:
+    """``done`` (thousands a result batch) drops the entry and its stream's
+    hold on it; a key no stream holds, an orphaned one, or one ended twice
+    changes nothing else, and a stream left holding nothing is forgotten."""
+    a, b = object(), object()
+    flight = InFlight(timeout=30, grace=10)
+    setup(flight, a, b)
+    flight.attach(a, ("other-a", 1), 3, "wa", 1.0)
+    flight.done(("old-b", 1))
+    assert flight.held_by(b) == [("pending-b", 1)] and flight.held_by(a) == [("old-a", 1), ("other-a", 1)]
+    before = state(flight)
+    flight.done(("old-b", 1))  # twice: nothing more
+    flight.done(("nobody", 7))  # held by no stream
+    flight.done(("old-a", 2))  # another delivery of a held execution
+    assert state(flight) == before
+    flight.done(("pending-b", 1))
+    assert id(b) not in flight._by_connection, "a stream holding nothing is forgotten"
+    assert flight.detach(a, 2.0) == 2
+    flight.done(("old-a", 1))  # orphaned: waiting for a re-attachment
+    assert sorted(flight._entries) == [("other-a", 1)] and flight._by_connection == {}

@@ -279,3 +279,24 @@ def test_an_instant_at_and_past_the_bounds_reads_as_protobufs_conversion_or_is_r
     assert [(v.field, v.description) for v in raised.value.violations] == [("job.schedule.once_at", problem)]
     assert JobDefinition.parse("job_1", 1, job.SerializeToString()).problem == str(raised.value)
 
+
+
+def test_parse_after_a_miss_keeps_it_within_the_bounds_and_replaces_another_version() -> None:
+    """``parse`` (what the claim calls for a job :meth:`cached` just missed)
+    keeps the definition as ``get`` would, under the same bounds, and an
+    entry of another version is replaced, never served."""
+    cache = DefinitionCache(max_entries=2, max_payload_bytes=10)
+    assert cache.cached("a", 1) is None
+    a = cache.parse("a", 1, spec(b"1234"))
+    assert cache.cached("a", 1) is a and (cache.misses, cache.hits) == (1, 1)
+    newer = cache.parse("a", 2, spec(b"12"))
+    assert cache.cached("a", 1) is None and cache.cached("a", 2) is newer
+    assert (len(cache), cache.payload_bytes) == (1, 2)
+    cache.parse("b", 1, spec(b"12345678"))
+    assert (len(cache), cache.payload_bytes) == (2, 10)
+    cache.parse("c", 1, spec(b"1"))
+    assert cache.cached("a", 2) is None and len(cache) == 2 and cache.payload_bytes <= 10, "the oldest went"
+    big = cache.parse("d", 1, spec(b"x" * 11))
+    assert big.payload == b"x" * 11 and cache.cached("d", 1) is None, "parsed, not kept: over the bytes' bound"
+    broken = cache.parse("e", 1, b"\xff\xff\xff")
+    assert broken.problem is not None and broken.unparsed is not None

@@ -151,9 +151,15 @@ class InFlight(Generic[C]):
         return renewed
 
     def done(self, key: Key) -> None:
-        """The delivery ended (result recorded, requeued, released)."""
-        self._forget_connection_of(key)
-        self._entries.pop(key, None)
+        """The delivery ended (result recorded, requeued, released). One
+        lookup of its entry (a result batch ends thousands)."""
+        entry = self._entries.pop(key, None)
+        if entry is not None and entry.connection is not None:
+            held = self._by_connection.get(id(entry.connection))
+            if held is not None:
+                held.discard(key)
+                if not held:
+                    del self._by_connection[id(entry.connection)]
 
     def detach(self, connection: C, now: float) -> int:
         """``connection`` closed: what it held waits ``grace`` for a re-attachment."""

@@ -160,6 +160,7 @@ class Intake:
         self._wake()  # an execution that ended may have freed its job or a key for the next in line
         replies: dict[WorkerConnection, worker_pb2.PullResponse] = {}
         counted: Counter[tuple[str, int, bool]] = Counter()
+        done, held_pop = self._inflight.done, self._held.pop  # bound once: one call each per result
         for (connection, result), ack in zip(items, acks):
             if not result.held:  # never applied: whatever holds that delivery (here or not) keeps it
                 if debug:
@@ -172,8 +173,9 @@ class Intake:
                     execution_id=ack.execution_id, delivery=ack.delivery, accepted=ack.accepted, reason=ack.reason
                 )
                 continue
-            self._inflight.done((ack.execution_id, ack.delivery))
-            held = self._held.pop((ack.execution_id, ack.delivery), None)
+            key = (ack.execution_id, ack.delivery)
+            done(key)
+            held = held_pop(key, None)
             job_id, tenant = held if held is not None else ("", "")
             if not ack.accepted:
                 log_execution(log, logging.INFO, "result of delivery %d from worker %s rejected: %s", ack.delivery,

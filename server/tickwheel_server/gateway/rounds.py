@@ -411,6 +411,13 @@ class Rounds:
         monotonic = self._clock.monotonic()
         now_us = to_us(now)
         index = 0
+        # Whether each member's stream is open and not silent: read once, not per
+        # execution (nothing runs between here and the end of this loop to change it).
+        timeout = self._inflight.timeout
+        usable = [] if receivers is not None else [
+            not member.closed.is_set() and not member.silent(monotonic, timeout) for member in members
+        ]
+        count = len(usable)
         for position, item in enumerate(handed):
             receiver = None
             if receivers is not None:
@@ -418,11 +425,11 @@ class Rounds:
                 if receiver is None or receiver.closed.is_set():
                     prepared.unsent.append((item.id, item.delivery))
                     continue
-            for _ in range(0 if receivers is not None else len(members)):
-                candidate = members[index % len(members)]
+            for _ in range(count):
+                at = index % count
                 index += 1
-                if (candidate.credit > 0 and not candidate.closed.is_set()
-                        and not candidate.silent(monotonic, self._inflight.timeout)):
+                candidate = members[at]
+                if candidate.credit > 0 and usable[at]:
                     receiver = candidate
                     break
             if receiver is None:

@@ -160,7 +160,7 @@ def definitions(
         if found[index] is None:
             version, spec = specs.get(row.id, (None, None))
             if version == row.version:
-                found[index] = cache.get(row.id, row.version, spec)
+                found[index] = cache.parse(row.id, row.version, spec)  # it missed above
     return found, 2 * len(missing) > len(rows)
 
 
