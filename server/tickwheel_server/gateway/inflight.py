@@ -153,13 +153,7 @@ class InFlight(Generic[C]):
     def done(self, key: Key) -> None:
         """The delivery ended (result recorded, requeued, released). One
         lookup of its entry (a result batch ends thousands)."""
-        entry = self._entries.pop(key, None)
-        if entry is not None and entry.connection is not None:
-            held = self._by_connection.get(id(entry.connection))
-            if held is not None:
-                held.discard(key)
-                if not held:
-                    del self._by_connection[id(entry.connection)]
+        self._unhold(self._entries.pop(key, None), key)
 
     def detach(self, connection: C, now: float) -> int:
         """``connection`` closed: what it held waits ``grace`` for a re-attachment."""
@@ -201,7 +195,10 @@ class InFlight(Generic[C]):
         return found
 
     def _forget_connection_of(self, key: Key) -> None:
-        entry = self._entries.get(key)
+        self._unhold(self._entries.get(key), key)
+
+    def _unhold(self, entry: Entry[C] | None, key: Key) -> None:
+        """``key`` (of ``entry``) no longer held by ``entry``'s stream."""
         if entry is not None and entry.connection is not None:
             held = self._by_connection.get(id(entry.connection))
             if held is not None:
