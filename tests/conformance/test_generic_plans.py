@@ -665,3 +665,66 @@ it stopped when that leaves it short. ``completed`` is the cursor's state only (
                     failed.append(f"{tenant} state={state!r} prefix={prefix!r} {mode}: read {read} > {bound}\n"
                                   f"{statement}\n{describe(ran)}")
     assert not failed, f"{len(failed)} failed\n\n" + "\n\n".join(failed)
+
+
+SPREAD_TENANTS, SPREAD_JOBS = 100, 300
+"""Tenants, and jobs of each, in :func:`test_every_tenant_s_filtered_walk_reads_a_bounded_scan_a_page`:
+three :data:`.jobpages.PAGE_SCAN` of jobs."""
+
+
+@pytest.mark.parametrize("analysed", [False, True], ids=["never-analysed", "analysed"])
+async def test_every_tenant_s_filtered_walk_reads_a_bounded_scan_a_page(migrated_engine, clock, analysed) -> None:
+    """SearchJobs without a tenant, filtered so that one job of 30 000
+    (100 tenants' jobs interleaved by id) matches, the last: each page
+    reads at most :data:`.jobpages.PAGE_SCAN` jobs and as many cursors,
+    in a custom plan and a generic one, never the table whole; pages
+    before it are short (empty, a token to where the scan stopped), and
+    the walk carrying on finds the job once and ends. Unbounded, the
+    first page read all 30 000 jobs and cursors in one statement."""
+    if migrated_engine.dialect.name == "sqlite":
+        pytest.skip("PostgreSQL's plans")
+    total = SPREAD_TENANTS * SPREAD_JOBS
+    assert total >= 2 * PAGE_SCAN
+    tenants = TenantStore(migrated_engine, clock)
+    for n in range(SPREAD_TENANTS):
+        await tenants.create(Tenant(name=f"t{n:03d}"))
+    made = (
+        f"SELECT 'job_' || lpad(g::text, 7, '0') AS id, 't' || lpad(mod(g, {SPREAD_TENANTS})::text, 3, '0') AS tenant, "
+        f"CASE WHEN g = {total} THEN 'rare-last' ELSE 'n-' || g END AS name, "
+        f"CASE WHEN g = {total} THEN 'completed' ELSE 'active' END AS state FROM generate_series(1, {total}) g"
+    )
+    with migrated_engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO jobs (id, tenant, partition, name, state, spec, time_zone, tzdata_version, pause_reason, "
+            f"version, created_at, updated_at) SELECT id, tenant, 0, name, 'active', '', 'UTC', 'x', '', 1, 0, 0 "
+            f"FROM ({made}) AS made"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO job_cursors (job_id, tenant, partition, state, version, run_count) "
+            f"SELECT id, tenant, 0, state, 1, 0 FROM ({made}) AS made"
+        )
+    store, last = _paged_store(migrated_engine, clock, analysed), f"job_{total:07d}"
+    failed = []
+    for state, prefix in (("", "rare"), ("completed", ""), ("completed", "rare")):
+        walked, after, short, sent = [], "", 0, []
+        while True:
+            with captured(migrated_engine) as seen:
+                page = await store.page(after_id=after, limit=101, state=state, name_prefix=prefix)
+            sent += [(s, after) for s in seen if _on(("jobs",), s.statement)]
+            walked += [job.id for job in page.jobs]
+            if not page.scanned_to:
+                break
+            assert not page.jobs or page.jobs[-1].id <= page.scanned_to, (state, prefix)
+            assert page.scanned_to > after and len(page.jobs) <= 100, (state, prefix)
+            after, short = page.scanned_to, short + 1
+        assert walked == [last], (state, prefix, walked)
+        assert short == total // PAGE_SCAN, (state, prefix, short)
+        assert len(sent) == 2 * (short + 1), [s.statement for s, _ in sent]  # a page and its probe each
+        for (statement, parameters, _), after in sent:
+            for mode in ("force_custom_plan", "force_generic_plan"):
+                ran = plan(migrated_engine, statement, parameters, mode=mode, analyze=True)
+                read = (rows_read(ran, "jobs"), rows_read(ran, "job_cursors"))
+                if seq_scans(ran, ("jobs", "job_cursors")) or max(read) > PAGE_SCAN + 1:
+                    failed.append(f"state={state!r} prefix={prefix!r} after {after!r} {mode}: read {read}\n"
+                                  f"{statement}\n{describe(ran)}")
+    assert not failed, f"{len(failed)} failed\n\n" + "\n\n".join(failed)

@@ -71,14 +71,24 @@ SearchJobs a token from there. The API's page allows it
 the last page; AIP-158): a client walks the tokens to the end as before,
 some pages short or empty.
 
-SearchJobs without a tenant keeps the plain join: no tenant to misjudge,
-it merge-joins the two primary keys from ``after_id``, a page of each
-(fewer reads than a lookup per row), and a filter is tested on each row
-read. SQLite (no LATERAL) and CockroachDB (its own optimizer, not run
-here) keep the plain join too. ``tests/conformance/test_generic_plans.py``
-checks the plans of a first and a deep page over 100 000 jobs of several
-tenants, and of a first page with each filter, never analysed and
-analysed, custom and generic; ``tests/conformance/test_stores.py`` and
+SearchJobs without a tenant, unfiltered, keeps the plain join: no tenant
+to misjudge, it merge-joins the two primary keys from ``after_id``, a page
+of each (fewer reads than a lookup per row), and stops at the page.
+Filtered, it would read every tenant's jobs until a page of them matched
+(a rare state or prefix: the whole table in one call), so it scans as a
+tenant's filtered page does: at most :data:`PAGE_SCAN` jobs of
+``jobs_pkey`` after ``after_id``, each cursor by key, and where the scan
+stopped when that leaves it short. SQLite (no LATERAL) and CockroachDB
+(its own optimizer, not run here) keep the plain join, and a filtered
+page there (a tenant's or every tenant's, paused too: no
+``jobs_tenant_paused`` is read) joins the same :data:`PAGE_SCAN` jobs to
+their cursors by key, with the same short pages.
+
+``tests/conformance/test_generic_plans.py`` checks the plans of a first
+and a deep page over 100 000 jobs of several tenants, of a first page
+with each filter, never analysed and analysed, custom and generic, and of
+every tenant's filtered walk to a job at the end;
+``tests/conformance/test_stores.py`` and
 ``tests/integration/test_server_api.py`` walk short pages.
 """
 
@@ -94,10 +104,10 @@ from .jobrecords import JOB_WITH_CURSOR, RECORD_COLUMNS, JobRecord, job_records,
 from .tables import job_cursors, jobs
 
 PAGE_SCAN = 10_000
-"""Jobs a filtered page of a tenant reads at most on PostgreSQL (a page
-of paused jobs excepted: it reads paused jobs only). A page the scan
-ends before it fills is short, and says where the scan stopped
-(:class:`JobPage`)."""
+"""Jobs a filtered page reads at most, a tenant's or every tenant's, on
+every engine (a tenant's page of paused jobs on PostgreSQL excepted: it
+reads paused jobs only). A page the scan ends before it fills is short,
+and says where the scan stopped (:class:`JobPage`)."""
 
 
 @dataclass(frozen=True)
@@ -137,31 +147,33 @@ def read_page(
     empty) with ids after ``after_id``, by id, each with its cursor; only
     those in ``state`` and whose name starts with ``name_prefix`` when
     given. The caller validates ``state`` and bounds ``limit`` (at most
-    :data:`PAGE_SCAN`). A tenant's page on PostgreSQL is
-    :func:`_fixed_page`, or :func:`_scanned_page` when filtered by other
-    than ``paused`` (the module's docstring)."""
-    if caps.is_postgres and tenant:
-        if not (state or name_prefix) or state == "paused":
+    :data:`PAGE_SCAN`). A filtered page is :func:`_scanned_page` (a
+    tenant's paused jobs on PostgreSQL excepted), a tenant's other page on
+    PostgreSQL :func:`_fixed_page` (the module's docstring)."""
+    if state or name_prefix:
+        if caps.is_postgres and tenant and state == "paused":  # its own index: the paused jobs only
             return JobPage(job_records(conn.execute(_fixed_page(tenant, after_id, limit, state, name_prefix))))
-        found = job_records(conn.execute(_scanned_page(tenant, after_id, limit, state, name_prefix)))
+        # Any other filtered page, of a tenant or of every tenant, on any
+        # engine: at most PAGE_SCAN jobs read, and where the scan stopped
+        # when that leaves the page short.
+        lateral = caps.is_postgres
+        found = job_records(conn.execute(_scanned_page(tenant, after_id, limit, state, name_prefix, lateral)))
         if len(found) >= limit:
             return JobPage(found)
-        scanned = _tenant_ids(tenant, after_id).limit(_unread("page_scan", PAGE_SCAN)).subquery("scanned")
+        scanned = _scan_ids(tenant, after_id, lateral).limit(_scan_limit(lateral)).subquery("scanned")
         read, last = conn.execute(sa.select(sa.func.count(), sa.func.max(scanned.c.id))).one()
         return JobPage(found, last if read >= PAGE_SCAN else "")
-    # Every tenant's page, or another engine: the plain join, the range on
-    # both sides (a merge join bound on one side only reads the cursors'
-    # key from the first job on every page); without a tenant no estimate
-    # misleads the planner.
+    if caps.is_postgres and tenant:
+        return JobPage(job_records(conn.execute(_fixed_page(tenant, after_id, limit, state, name_prefix))))
+    # Every tenant's page unfiltered, or another engine's: the plain join,
+    # the range on both sides (a merge join bound on one side only reads
+    # the cursors' key from the first job on every page); it stops at the
+    # page. Without a tenant no estimate misleads the planner.
     query = sa.select(*RECORD_COLUMNS).select_from(JOB_WITH_CURSOR).where(
         jobs.c.id > after_id, job_cursors.c.job_id > after_id
     )
     if tenant:
         query = query.where(jobs.c.tenant == tenant)
-    if state:
-        query = query.where(job_cursors.c.state == state)
-    if name_prefix:
-        query = query.where(jobs.c.name.startswith(name_prefix, autoescape=True))
     return JobPage(job_records(conn.execute(query.order_by(jobs.c.id).limit(limit))))
 
 
@@ -177,14 +189,23 @@ def _unread(name: str, value: int) -> sa.ScalarSelect:
     return sa.select(sa.cast(sa.bindparam(name, value), sa.Integer)).scalar_subquery()
 
 
-def _tenant_ids(tenant: str, after_id: str) -> sa.Select:
-    """``tenant``'s jobs after ``after_id`` in ``jobs_tenant``'s order, the
-    tenant a range of one value (the module's docstring)."""
+def _scan_ids(tenant: str, after_id: str, lateral: bool) -> sa.Select:
+    """The ids a filtered page scans, after ``after_id`` in index order:
+    ``tenant``'s (on PostgreSQL its ``jobs_tenant`` range, the tenant a
+    range of one value: the module's docstring), or every tenant's by
+    ``jobs_pkey`` when ``tenant`` is empty."""
+    query = sa.select(jobs.c.id).where(jobs.c.id > after_id)
+    if not tenant:
+        return query.order_by(jobs.c.id)
+    if not lateral:
+        return query.where(jobs.c.tenant == tenant).order_by(jobs.c.id)
     one = sa.bindparam("page_tenant", tenant)
-    return (
-        sa.select(jobs.c.id).where(jobs.c.id > after_id, jobs.c.tenant >= one, jobs.c.tenant <= one)
-        .order_by(jobs.c.tenant, jobs.c.id)
-    )
+    return query.where(jobs.c.tenant >= one, jobs.c.tenant <= one).order_by(jobs.c.tenant, jobs.c.id)
+
+
+def _scan_limit(lateral: bool) -> sa.ScalarSelect | sa.BindParameter:
+    """:data:`PAGE_SCAN`, unread by PostgreSQL's planner (:func:`_unread`)."""
+    return _unread("page_scan", PAGE_SCAN) if lateral else sa.bindparam("page_scan", PAGE_SCAN)
 
 
 def _filtered(query: sa.Select, job: sa.FromClause, cursor: sa.FromClause, state: str, name_prefix: str) -> sa.Select:
@@ -211,16 +232,23 @@ def _fixed_page(tenant: str, after_id: str, limit: int, state: str, name_prefix:
     return query.order_by(jobs.c.tenant, jobs.c.id).limit(_unread("page_limit", limit))
 
 
-def _scanned_page(tenant: str, after_id: str, limit: int, state: str, name_prefix: str) -> sa.Select:
-    """A filtered page of ``tenant`` from its first :data:`PAGE_SCAN` jobs
-    after ``after_id``: those read as :func:`_fixed_page` reads them, each
-    cursor by key, the filters tested on each."""
-    one = sa.bindparam("page_tenant", tenant)
-    scanned = (
-        sa.select(jobs).where(jobs.c.id > after_id, jobs.c.tenant >= one, jobs.c.tenant <= one)
-        .order_by(jobs.c.tenant, jobs.c.id).limit(_unread("page_scan", PAGE_SCAN)).subquery("scanned")
-    )
-    cursor = _cursor_of(scanned)
-    query = sa.select(*record_columns(cursor, scanned)).select_from(scanned.join(cursor, sa.true()))
+def _scanned_page(
+    tenant: str, after_id: str, limit: int, state: str, name_prefix: str, lateral: bool
+) -> sa.Select:
+    """A filtered page from the first :data:`PAGE_SCAN` jobs after
+    ``after_id`` (``tenant``'s, or every tenant's): on PostgreSQL
+    (``lateral``) those read as :func:`_fixed_page` reads them, each cursor
+    by key; elsewhere joined to their cursors by key. The filters are
+    tested on each."""
+    ids = _scan_ids(tenant, after_id, lateral)
+    scanned = ids.with_only_columns(*jobs.c).limit(_scan_limit(lateral)).subquery("scanned")
+    if lateral:
+        cursor = _cursor_of(scanned)
+        joined = scanned.join(cursor, sa.true())
+    else:
+        cursor = job_cursors
+        joined = scanned.join(job_cursors, job_cursors.c.job_id == scanned.c.id)
+    query = sa.select(*record_columns(cursor, scanned)).select_from(joined)
     query = _filtered(query, scanned, cursor, state, name_prefix)
-    return query.order_by(scanned.c.tenant, scanned.c.id).limit(_unread("page_limit", limit))
+    order = (scanned.c.tenant, scanned.c.id) if lateral and tenant else (scanned.c.id,)
+    return query.order_by(*order).limit(_unread("page_limit", limit) if lateral else limit)
