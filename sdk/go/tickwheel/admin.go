@@ -141,7 +141,9 @@ func (a *AdminClient) ListWorkerCredentials(ctx context.Context, request *tickwh
 	return a.admin.ListWorkerCredentials(ctx, request)
 }
 
-// SearchJobs returns one page of jobs across tenants, by id. Retried.
+// SearchJobs returns one page of jobs across tenants, by id. A filtered page
+// may be short or empty and still carry a token (its scan stopped before the
+// end): follow NextPageToken until it is empty. Retried.
 func (a *AdminClient) SearchJobs(ctx context.Context, request *tickwheelv1.SearchJobsRequest) (*tickwheelv1.SearchJobsResponse, error) {
 	return a.admin.SearchJobs(ctx, request)
 }

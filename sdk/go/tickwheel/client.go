@@ -141,6 +141,8 @@ func (c *Client) GetJob(ctx context.Context, request *tickwheelv1.GetJobRequest)
 
 // ListJobs returns one page of the tenant's jobs, ordered by id
 // (NextPageToken empty on the last page); [Client.Jobs] walks every page.
+// A filtered page (state, name prefix) may be short or empty and still
+// carry a token: its scan stopped before the end.
 // Retried.
 func (c *Client) ListJobs(ctx context.Context, request *tickwheelv1.ListJobsRequest) (*tickwheelv1.ListJobsResponse, error) {
 	return c.scheduler.ListJobs(ctx, request)

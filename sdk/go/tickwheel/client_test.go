@@ -30,6 +30,7 @@ type fakeScheduler struct {
 	requests map[string][]proto.Message
 	auth     []string
 	pages    map[string]*tickwheelv1.ListExecutionsResponse // by page token
+	jobPages map[string]*tickwheelv1.ListJobsResponse       // by page token
 }
 
 func (f *fakeScheduler) record(ctx context.Context, method string, request proto.Message) error {
@@ -96,6 +97,17 @@ func (f *fakeScheduler) ListExecutions(ctx context.Context, r *tickwheelv1.ListE
 		return nil, err
 	}
 	page, ok := f.pages[r.GetPageToken()]
+	if !ok {
+		return nil, status.Error(codes.InvalidArgument, "unknown page token")
+	}
+	return page, nil
+}
+
+func (f *fakeScheduler) ListJobs(ctx context.Context, r *tickwheelv1.ListJobsRequest) (*tickwheelv1.ListJobsResponse, error) {
+	if err := f.record(ctx, "ListJobs", r); err != nil {
+		return nil, err
+	}
+	page, ok := f.jobPages[r.GetPageToken()]
 	if !ok {
 		return nil, status.Error(codes.InvalidArgument, "unknown page token")
 	}
@@ -310,6 +322,35 @@ func TestExecutionsWalksEveryPageWithoutChangingTheRequest(t *testing.T) {
 	}
 	if request.GetPageToken() != "" {
 		t.Fatal("the caller's request was changed")
+	}
+}
+
+// A filtered ListJobs page may be short or empty and still carry a token
+// (its scan stopped before the end): Jobs walks on to the last page.
+func TestJobsWalksOnPastAnEmptyPageWithAToken(t *testing.T) {
+	job := func(id string) *tickwheelv1.Job { return &tickwheelv1.Job{Id: id} }
+	fake := &fakeScheduler{jobPages: map[string]*tickwheelv1.ListJobsResponse{
+		"":   {NextPageToken: "p2"},
+		"p2": {Jobs: []*tickwheelv1.Job{job("job_a")}, NextPageToken: "p3"},
+		"p3": {NextPageToken: "p4"},
+		"p4": {Jobs: []*tickwheelv1.Job{job("job_b")}},
+	}}
+	client, _ := serve(t, fake)
+	request := &tickwheelv1.ListJobsRequest{NamePrefix: "rare", PageSize: 2}
+	var ids []string
+	for j, err := range client.Jobs(context.Background(), request) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.GetId())
+	}
+	if strings.Join(ids, ",") != "job_a,job_b" {
+		t.Fatalf("ids = %v", ids)
+	}
+	calls := fake.calls("ListJobs")
+	if len(calls) != 4 || calls[3].(*tickwheelv1.ListJobsRequest).GetPageToken() != "p4" ||
+		calls[3].(*tickwheelv1.ListJobsRequest).GetNamePrefix() != "rare" {
+		t.Fatalf("requests = %v", calls)
 	}
 }
 

@@ -229,9 +229,11 @@ def list_jobs(
     page_token: str = "",
 ) -> scheduler_pb2.ListJobsRequest:
     """Returns one page of the tenant's jobs, ordered by id (``ListJobsResponse``;
-    ``next_page_token`` empty on the last page). ``state`` is ``"active"``,
-    ``"paused"``, ``"completed"`` or None for all; ``page_size`` default 100,
-    at most 1000. Use ``iter_jobs`` or ``pages`` to walk every page. Retried."""
+    ``next_page_token`` empty on the last page; a filtered page may be short
+    or empty and still carry a token: its scan stopped before the end).
+    ``state`` is ``"active"``, ``"paused"``, ``"completed"`` or None for all;
+    ``page_size`` default 100, at most 1000. Use ``iter_jobs`` or ``pages``
+    to walk every page. Retried."""
     return scheduler_pb2.ListJobsRequest(
         state=_state(state), name_prefix=name_prefix, page_size=page_size, page_token=page_token
     )
@@ -669,8 +671,9 @@ def search_jobs(
     page_size: int = 0,
     page_token: str = "",
 ) -> admin_pb2.SearchJobsRequest:
-    """One page of jobs across tenants, ordered by id (``SearchJobsResponse``).
-    Retried."""
+    """One page of jobs across tenants, ordered by id (``SearchJobsResponse``;
+    a filtered page may be short or empty and still carry a token: walk
+    with ``client.pages``). Retried."""
     return admin_pb2.SearchJobsRequest(
         tenant=tenant, name_prefix=name_prefix, state=_state(state), page_size=page_size, page_token=page_token
     )

@@ -587,8 +587,10 @@ export class TickwheelClient {
 
   /**
    * One page of the tenant's jobs, ordered by id (`nextPageToken` empty on
-   * the last page). `pageSize` default 100, at most 1000. Use
-   * {@link iterJobs} to walk every page. Retried.
+   * the last page). `pageSize` default 100, at most 1000. A filtered page
+   * (state, name prefix) may be short or empty and still carry a token: its
+   * scan stopped before the end. Use {@link iterJobs} to walk every page.
+   * Retried.
    */
   listJobs(options: ListJobsOptions & CallOptions = {}): Promise<ListJobsResponse> {
     const { state, namePrefix = "", pageSize = 0, pageToken = "", ...call } = options;

@@ -56,6 +56,22 @@ async def test_async_update_is_not_retried_and_errors_carry_violations(fake: Fak
     ]
 
 
+async def test_async_iter_jobs_walks_on_past_an_empty_page_with_a_token(fake: FakeTickwheel) -> None:
+    """A filtered page may be empty and still carry a token: the async
+    iterator walks on to the last page."""
+    fake.script(
+        "ListJobs",
+        scheduler_pb2.ListJobsResponse(next_page_token="p2"),
+        scheduler_pb2.ListJobsResponse(next_page_token="p3"),
+        scheduler_pb2.ListJobsResponse(jobs=[job_pb2.Job(id="job_a")]),
+    )
+    async with _client(fake, []) as client:
+        ids = [job.id async for job in client.iter_jobs(state="completed")]
+
+    assert ids == ["job_a"]
+    assert [r.page_token for r in fake.requests("ListJobs")] == ["", "p2", "p3"]
+
+
 async def test_async_pages_and_admin_facade(fake: FakeTickwheel) -> None:
     fake.script(
         "ListTenants",

@@ -202,6 +202,31 @@ def test_iter_jobs_follows_page_tokens(fake: FakeTickwheel) -> None:
     assert first.state == job_pb2.JOB_STATE_PAUSED and first.page_size == 2
 
 
+def test_iter_jobs_and_pages_walk_on_past_an_empty_page_with_a_token(fake: FakeTickwheel) -> None:
+    """A filtered page may be short or empty and still carry a token (its
+    scan stopped before the end): the iterators walk on to the last page."""
+    fake.script(
+        "ListJobs",
+        scheduler_pb2.ListJobsResponse(next_page_token="p2"),
+        scheduler_pb2.ListJobsResponse(jobs=[_job("job_a")], next_page_token="p3"),
+        scheduler_pb2.ListJobsResponse(next_page_token="p4"),
+        scheduler_pb2.ListJobsResponse(jobs=[_job("job_b")]),
+    )
+    fake.script(
+        "SearchJobs",
+        admin_pb2.SearchJobsResponse(next_page_token="s2"),
+        admin_pb2.SearchJobsResponse(jobs=[_job("job_c")]),
+    )
+    with _client(fake) as client:
+        ids = [job.id for job in client.iter_jobs(name_prefix="rare", page_size=2)]
+        searched = [job.id for page in client.pages(client.admin.search_jobs, name_prefix="rare") for job in page.jobs]
+
+    assert ids == ["job_a", "job_b"] and searched == ["job_c"]
+    assert [r.page_token for r in fake.requests("ListJobs")] == ["", "p2", "p3", "p4"]
+    assert all(r.name_prefix == "rare" for r in fake.requests("ListJobs") + fake.requests("SearchJobs"))
+    assert [r.page_token for r in fake.requests("SearchJobs")] == ["", "s2"]
+
+
 def test_requests_are_built_from_plain_arguments(fake: FakeTickwheel) -> None:
     fake.reply("BackfillJob", scheduler_pb2.BackfillJobResponse())
     fake.reply("ListExecutions", scheduler_pb2.ListExecutionsResponse())

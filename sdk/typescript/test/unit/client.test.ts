@@ -13,11 +13,11 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { cronJob, duration, executionStatus, localJob, onceJob, overlapPolicy, retryPolicy } from "../../src/builders.js";
 import { TickwheelClient, retryDelayMs, unclassifiedRpcs } from "../../src/client.js";
 import { AdminService } from "../../src/gen/tickwheel/v1/admin_pb.js";
-import { SchedulerService } from "../../src/gen/tickwheel/v1/scheduler_pb.js";
 import { TickwheelError } from "../../src/errors.js";
 import { BadRequestSchema, QuotaFailureSchema } from "../../src/gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../src/gen/google/rpc/status_pb.js";
-import { ExecutionStatus, OverlapPolicy } from "../../src/gen/tickwheel/v1/job_pb.js";
+import { ExecutionStatus, JobSchema, OverlapPolicy } from "../../src/gen/tickwheel/v1/job_pb.js";
+import { ListJobsResponseSchema, SchedulerService, type ListJobsResponse } from "../../src/gen/tickwheel/v1/scheduler_pb.js";
 import { DEFAULT_RETRY, backoffMs, baseUrl, retryOptions } from "../../src/options.js";
 import { reconnectDelayMs } from "../../src/backoff.js";
 
@@ -86,6 +86,41 @@ describe("retries", () => {
       client.close();
     }
     await assert.rejects(client.getJob("job_1"), /closed/);
+  });
+});
+
+describe("pages", () => {
+  test("a filtered page may be empty and still carry a token: the walk goes on to the last page", async () => {
+    const job = (id: string) => create(JobSchema, { id });
+    const byToken: Record<string, ListJobsResponse> = {
+      "": create(ListJobsResponseSchema, { nextPageToken: "p2" }),
+      p2: create(ListJobsResponseSchema, { jobs: [job("job_a")], nextPageToken: "p3" }),
+      p3: create(ListJobsResponseSchema, { nextPageToken: "p4" }),
+      p4: create(ListJobsResponseSchema, { jobs: [job("job_b")] }),
+    };
+    const pageOf = async (token: string): Promise<ListJobsResponse> => {
+      const page = byToken[token];
+      if (page === undefined) throw new Error(`unknown page token ${token}`);
+      return page;
+    };
+    const client = new TickwheelClient({ address: "127.0.0.1:1", apiKey: "twk_x" });
+    const asked: { pageToken?: string; namePrefix?: string }[] = [];
+    client.listJobs = async (options = {}) => {
+      asked.push({ pageToken: options.pageToken, namePrefix: options.namePrefix });
+      return pageOf(options.pageToken ?? "");
+    };
+    try {
+      const ids: string[] = [];
+      for await (const found of client.iterJobs({ namePrefix: "rare" })) ids.push(found.id);
+      assert.deepEqual(ids, ["job_a", "job_b"]);
+      assert.deepEqual(asked.map((a) => a.pageToken), ["", "p2", "p3", "p4"]);
+      assert.ok(asked.every((a) => a.namePrefix === "rare"));
+      const walked: number[] = [];
+      for await (const page of client.pages(pageOf)) walked.push(page.jobs.length);
+      assert.deepEqual(walked, [0, 1, 0, 1]);
+    } finally {
+      client.close();
+    }
   });
 });
 

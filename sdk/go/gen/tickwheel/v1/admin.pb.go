@@ -2516,9 +2516,14 @@ func (x *SearchJobsRequest) GetPageToken() string {
 // SearchJobs output.
 type SearchJobsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Ordered by id.
+	// Ordered by id: at most `page_size`. A filtered page (`state`,
+	// `name_prefix`, of one tenant or of every tenant) reads a bounded span
+	// of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+	// none, and still carry a `next_page_token`: keep paging until the token
+	// is empty.
 	Jobs []*Job `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
-	// Empty when this is the last page.
+	// Empty only when this is the last page; set after a short or empty
+	// page whose scan stopped before the end.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2671,9 +2676,14 @@ func (x *SearchExecutionsRequest) GetPageToken() string {
 // SearchExecutions output.
 type SearchExecutionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Newest nominal instant first.
+	// Newest nominal instant first: at most `page_size`. A page filtered by
+	// `statuses` (or of a tenant's executions not started) examines a bounded
+	// span of executions and stops there, so it may hold fewer than
+	// `page_size`, or none, and still carry a `next_page_token`: keep paging
+	// until the token is empty.
 	Executions []*Execution `protobuf:"bytes,1,rep,name=executions,proto3" json:"executions,omitempty"`
-	// Empty when this is the last page.
+	// Empty only when this is the last page; set after a short or empty
+	// page whose scan stopped before the end.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -551,9 +551,13 @@ func (x *ListJobsRequest) GetNamePrefix() string {
 // ListJobs output.
 type ListJobsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The page of jobs, ordered by id.
+	// The page of jobs, ordered by id: at most `page_size`. A filtered page
+	// (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+	// so it may hold fewer jobs than `page_size`, or none, and still carry a
+	// `next_page_token`: keep paging until the token is empty.
 	Jobs []*Job `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
-	// Empty when this is the last page.
+	// Empty only when this is the last page; set after a short or empty
+	// page whose scan stopped before the end.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

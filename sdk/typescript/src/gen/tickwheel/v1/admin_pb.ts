@@ -1211,14 +1211,19 @@ export const SearchJobsRequestSchema: GenMessage<SearchJobsRequest> = /*@__PURE_
  */
 export type SearchJobsResponse = Message<"tickwheel.v1.SearchJobsResponse"> & {
   /**
-   * Ordered by id.
+   * Ordered by id: at most `page_size`. A filtered page (`state`,
+   * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+   * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+   * none, and still carry a `next_page_token`: keep paging until the token
+   * is empty.
    *
    * @generated from field: repeated tickwheel.v1.Job jobs = 1;
    */
   jobs: Job[];
 
   /**
-   * Empty when this is the last page.
+   * Empty only when this is the last page; set after a short or empty
+   * page whose scan stopped before the end.
    *
    * @generated from field: string next_page_token = 2;
    */
@@ -1302,14 +1307,19 @@ export const SearchExecutionsRequestSchema: GenMessage<SearchExecutionsRequest> 
  */
 export type SearchExecutionsResponse = Message<"tickwheel.v1.SearchExecutionsResponse"> & {
   /**
-   * Newest nominal instant first.
+   * Newest nominal instant first: at most `page_size`. A page filtered by
+   * `statuses` (or of a tenant's executions not started) examines a bounded
+   * span of executions and stops there, so it may hold fewer than
+   * `page_size`, or none, and still carry a `next_page_token`: keep paging
+   * until the token is empty.
    *
    * @generated from field: repeated tickwheel.v1.Execution executions = 1;
    */
   executions: Execution[];
 
   /**
-   * Empty when this is the last page.
+   * Empty only when this is the last page; set after a short or empty
+   * page whose scan stopped before the end.
    *
    * @generated from field: string next_page_token = 2;
    */

@@ -305,14 +305,18 @@ export const ListJobsRequestSchema: GenMessage<ListJobsRequest> = /*@__PURE__*/
  */
 export type ListJobsResponse = Message<"tickwheel.v1.ListJobsResponse"> & {
   /**
-   * The page of jobs, ordered by id.
+   * The page of jobs, ordered by id: at most `page_size`. A filtered page
+   * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+   * so it may hold fewer jobs than `page_size`, or none, and still carry a
+   * `next_page_token`: keep paging until the token is empty.
    *
    * @generated from field: repeated tickwheel.v1.Job jobs = 1;
    */
   jobs: Job[];
 
   /**
-   * Empty when this is the last page.
+   * Empty only when this is the last page; set after a short or empty
+   * page whose scan stopped before the end.
    *
    * @generated from field: string next_page_token = 2;
    */

@@ -359,7 +359,8 @@ public final class TickwheelClient implements AutoCloseable {
 
   /**
    * One page of the tenant's jobs, ordered by id ({@code next_page_token} empty on the last page);
-   * {@link #jobs} walks every page. Retried.
+   * {@link #jobs} walks every page. A filtered page (state, name prefix) may be short or empty and
+   * still carry a token: its scan stopped before the end. Retried.
    */
   public ListJobsResponse listJobs(ListJobsRequest request) {
     return invoke(SchedulerRpcs.LIST_JOBS, request);

@@ -18,6 +18,8 @@ import dev.tickwheel.v1.GetJobResponse;
 import dev.tickwheel.v1.Job;
 import dev.tickwheel.v1.ListExecutionsRequest;
 import dev.tickwheel.v1.ListExecutionsResponse;
+import dev.tickwheel.v1.ListJobsRequest;
+import dev.tickwheel.v1.ListJobsResponse;
 import dev.tickwheel.v1.PreviewScheduleRequest;
 import dev.tickwheel.v1.PreviewScheduleResponse;
 import dev.tickwheel.v1.ScheduledFire;
@@ -66,6 +68,7 @@ class TickwheelClientTest {
     final Map<String, List<Message>> requests = Collections.synchronizedMap(new HashMap<>());
     final List<String> authorizations = Collections.synchronizedList(new ArrayList<>());
     final Map<String, ListExecutionsResponse> pages = new HashMap<>();
+    final Map<String, ListJobsResponse> jobPages = new HashMap<>();
 
     void fail(String method, StatusRuntimeException... errors) {
       failures.computeIfAbsent(method, m -> new ArrayDeque<>()).addAll(List.of(errors));
@@ -140,6 +143,18 @@ class TickwheelClientTest {
         ListExecutionsRequest request, StreamObserver<ListExecutionsResponse> replies) {
       if (!failed("ListExecutions", request, replies)) {
         ListExecutionsResponse page = pages.get(request.getPageToken());
+        if (page == null) {
+          replies.onError(Status.INVALID_ARGUMENT.withDescription("unknown page token").asRuntimeException());
+        } else {
+          reply(replies, page);
+        }
+      }
+    }
+
+    @Override
+    public void listJobs(ListJobsRequest request, StreamObserver<ListJobsResponse> replies) {
+      if (!failed("ListJobs", request, replies)) {
+        ListJobsResponse page = jobPages.get(request.getPageToken());
         if (page == null) {
           replies.onError(Status.INVALID_ARGUMENT.withDescription("unknown page token").asRuntimeException());
         } else {
@@ -345,6 +360,27 @@ class TickwheelClientTest {
     assertEquals(2, calls.size());
     assertEquals("p2", ((ListExecutionsRequest) calls.get(1)).getPageToken());
     assertEquals("job_01", ((ListExecutionsRequest) calls.get(1)).getJobId());
+  }
+
+  /** A filtered page may be empty and still carry a token: the walk goes on to the last page. */
+  @Test
+  void jobsWalkOnPastAnEmptyPageWithAToken() {
+    fake.jobPages.put("", ListJobsResponse.newBuilder().setNextPageToken("p2").build());
+    fake.jobPages.put(
+        "p2",
+        ListJobsResponse.newBuilder().addJobs(Job.newBuilder().setId("job_a")).setNextPageToken("p3").build());
+    fake.jobPages.put("p3", ListJobsResponse.newBuilder().setNextPageToken("p4").build());
+    fake.jobPages.put("p4", ListJobsResponse.newBuilder().addJobs(Job.newBuilder().setId("job_b")).build());
+    TickwheelClient client = client().build();
+
+    List<String> ids = new ArrayList<>();
+    client.jobs(ListJobsRequest.newBuilder().setNamePrefix("rare").build()).forEach(j -> ids.add(j.getId()));
+
+    assertEquals(List.of("job_a", "job_b"), ids);
+    List<Message> calls = fake.calls("ListJobs");
+    assertEquals(4, calls.size());
+    assertEquals("p4", ((ListJobsRequest) calls.get(3)).getPageToken());
+    assertEquals("rare", ((ListJobsRequest) calls.get(3)).getNamePrefix());
   }
 
   @Test

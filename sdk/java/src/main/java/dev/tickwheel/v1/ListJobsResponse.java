@@ -59,7 +59,10 @@ private static final long serialVersionUID = 0L;
   private java.util.List<dev.tickwheel.v1.Job> jobs_;
   /**
    * <pre>
-   * The page of jobs, ordered by id.
+   * The page of jobs, ordered by id: at most `page_size`. A filtered page
+   * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+   * so it may hold fewer jobs than `page_size`, or none, and still carry a
+   * `next_page_token`: keep paging until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -70,7 +73,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The page of jobs, ordered by id.
+   * The page of jobs, ordered by id: at most `page_size`. A filtered page
+   * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+   * so it may hold fewer jobs than `page_size`, or none, and still carry a
+   * `next_page_token`: keep paging until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -82,7 +88,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The page of jobs, ordered by id.
+   * The page of jobs, ordered by id: at most `page_size`. A filtered page
+   * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+   * so it may hold fewer jobs than `page_size`, or none, and still carry a
+   * `next_page_token`: keep paging until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -93,7 +102,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The page of jobs, ordered by id.
+   * The page of jobs, ordered by id: at most `page_size`. A filtered page
+   * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+   * so it may hold fewer jobs than `page_size`, or none, and still carry a
+   * `next_page_token`: keep paging until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -104,7 +116,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The page of jobs, ordered by id.
+   * The page of jobs, ordered by id: at most `page_size`. A filtered page
+   * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+   * so it may hold fewer jobs than `page_size`, or none, and still carry a
+   * `next_page_token`: keep paging until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -120,7 +135,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object nextPageToken_ = "";
   /**
    * <pre>
-   * Empty when this is the last page.
+   * Empty only when this is the last page; set after a short or empty
+   * page whose scan stopped before the end.
    * </pre>
    *
    * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -141,7 +157,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Empty when this is the last page.
+   * Empty only when this is the last page; set after a short or empty
+   * page whose scan stopped before the end.
    * </pre>
    *
    * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -553,7 +570,10 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * The page of jobs, ordered by id.
+     * The page of jobs, ordered by id: at most `page_size`. A filtered page
+     * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+     * so it may hold fewer jobs than `page_size`, or none, and still carry a
+     * `next_page_token`: keep paging until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -567,7 +587,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The page of jobs, ordered by id.
+     * The page of jobs, ordered by id: at most `page_size`. A filtered page
+     * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+     * so it may hold fewer jobs than `page_size`, or none, and still carry a
+     * `next_page_token`: keep paging until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -581,7 +604,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The page of jobs, ordered by id.
+     * The page of jobs, ordered by id: at most `page_size`. A filtered page
+     * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+     * so it may hold fewer jobs than `page_size`, or none, and still carry a
+     * `next_page_token`: keep paging until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -595,7 +621,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The page of jobs, ordered by id.
+     * The page of jobs, ordered by id: at most `page_size`. A filtered page
+     * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+     * so it may hold fewer jobs than `page_size`, or none, and still carry a
+     * `next_page_token`: keep paging until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -614,7 +643,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The page of jobs, ordered by id.
+     * The page of jobs, ordered by id: at most `page_size`. A filtered page
+     * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+     * so it may hold fewer jobs than `page_size`, or none, and still carry a
+     * `next_page_token`: keep paging until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -632,7 +664,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The page of jobs, ordered by id.
+     * The page of jobs, ordered by id: at most `page_size`. A filtered page
+     * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+     * so it may hold fewer jobs than `page_size`, or none, and still carry a
+     * `next_page_token`: keep paging until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -650,7 +685,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The page of jobs, ordered by id.
+     * The page of jobs, ordered by id: at most `page_size`. A filtered page
+     * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+     * so it may hold fewer jobs than `page_size`, or none, and still carry a
+     * `next_page_token`: keep paging until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -669,7 +707,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The page of jobs, ordered by id.
+     * The page of jobs, ordered by id: at most `page_size`. A filtered page
+     * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+     * so it may hold fewer jobs than `page_size`, or none, and still carry a
+     * `next_page_token`: keep paging until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -687,7 +728,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The page of jobs, ordered by id.
+     * The page of jobs, ordered by id: at most `page_size`. A filtered page
+     * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+     * so it may hold fewer jobs than `page_size`, or none, and still carry a
+     * `next_page_token`: keep paging until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -705,7 +749,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The page of jobs, ordered by id.
+     * The page of jobs, ordered by id: at most `page_size`. A filtered page
+     * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+     * so it may hold fewer jobs than `page_size`, or none, and still carry a
+     * `next_page_token`: keep paging until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -724,7 +771,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The page of jobs, ordered by id.
+     * The page of jobs, ordered by id: at most `page_size`. A filtered page
+     * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+     * so it may hold fewer jobs than `page_size`, or none, and still carry a
+     * `next_page_token`: keep paging until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -741,7 +791,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The page of jobs, ordered by id.
+     * The page of jobs, ordered by id: at most `page_size`. A filtered page
+     * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+     * so it may hold fewer jobs than `page_size`, or none, and still carry a
+     * `next_page_token`: keep paging until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -758,7 +811,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The page of jobs, ordered by id.
+     * The page of jobs, ordered by id: at most `page_size`. A filtered page
+     * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+     * so it may hold fewer jobs than `page_size`, or none, and still carry a
+     * `next_page_token`: keep paging until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -769,7 +825,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The page of jobs, ordered by id.
+     * The page of jobs, ordered by id: at most `page_size`. A filtered page
+     * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+     * so it may hold fewer jobs than `page_size`, or none, and still carry a
+     * `next_page_token`: keep paging until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -783,7 +842,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The page of jobs, ordered by id.
+     * The page of jobs, ordered by id: at most `page_size`. A filtered page
+     * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+     * so it may hold fewer jobs than `page_size`, or none, and still carry a
+     * `next_page_token`: keep paging until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -798,7 +860,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The page of jobs, ordered by id.
+     * The page of jobs, ordered by id: at most `page_size`. A filtered page
+     * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+     * so it may hold fewer jobs than `page_size`, or none, and still carry a
+     * `next_page_token`: keep paging until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -809,7 +874,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The page of jobs, ordered by id.
+     * The page of jobs, ordered by id: at most `page_size`. A filtered page
+     * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+     * so it may hold fewer jobs than `page_size`, or none, and still carry a
+     * `next_page_token`: keep paging until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -821,7 +889,10 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The page of jobs, ordered by id.
+     * The page of jobs, ordered by id: at most `page_size`. A filtered page
+     * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+     * so it may hold fewer jobs than `page_size`, or none, and still carry a
+     * `next_page_token`: keep paging until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -848,7 +919,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object nextPageToken_ = "";
     /**
      * <pre>
-     * Empty when this is the last page.
+     * Empty only when this is the last page; set after a short or empty
+     * page whose scan stopped before the end.
      * </pre>
      *
      * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -868,7 +940,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Empty when this is the last page.
+     * Empty only when this is the last page; set after a short or empty
+     * page whose scan stopped before the end.
      * </pre>
      *
      * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -889,7 +962,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Empty when this is the last page.
+     * Empty only when this is the last page; set after a short or empty
+     * page whose scan stopped before the end.
      * </pre>
      *
      * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -906,7 +980,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Empty when this is the last page.
+     * Empty only when this is the last page; set after a short or empty
+     * page whose scan stopped before the end.
      * </pre>
      *
      * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -920,7 +995,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Empty when this is the last page.
+     * Empty only when this is the last page; set after a short or empty
+     * page whose scan stopped before the end.
      * </pre>
      *
      * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>

@@ -12,7 +12,10 @@ public interface ListJobsResponseOrBuilder extends
 
   /**
    * <pre>
-   * The page of jobs, ordered by id.
+   * The page of jobs, ordered by id: at most `page_size`. A filtered page
+   * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+   * so it may hold fewer jobs than `page_size`, or none, and still carry a
+   * `next_page_token`: keep paging until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -21,7 +24,10 @@ public interface ListJobsResponseOrBuilder extends
       getJobsList();
   /**
    * <pre>
-   * The page of jobs, ordered by id.
+   * The page of jobs, ordered by id: at most `page_size`. A filtered page
+   * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+   * so it may hold fewer jobs than `page_size`, or none, and still carry a
+   * `next_page_token`: keep paging until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -29,7 +35,10 @@ public interface ListJobsResponseOrBuilder extends
   dev.tickwheel.v1.Job getJobs(int index);
   /**
    * <pre>
-   * The page of jobs, ordered by id.
+   * The page of jobs, ordered by id: at most `page_size`. A filtered page
+   * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+   * so it may hold fewer jobs than `page_size`, or none, and still carry a
+   * `next_page_token`: keep paging until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -37,7 +46,10 @@ public interface ListJobsResponseOrBuilder extends
   int getJobsCount();
   /**
    * <pre>
-   * The page of jobs, ordered by id.
+   * The page of jobs, ordered by id: at most `page_size`. A filtered page
+   * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+   * so it may hold fewer jobs than `page_size`, or none, and still carry a
+   * `next_page_token`: keep paging until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -46,7 +58,10 @@ public interface ListJobsResponseOrBuilder extends
       getJobsOrBuilderList();
   /**
    * <pre>
-   * The page of jobs, ordered by id.
+   * The page of jobs, ordered by id: at most `page_size`. A filtered page
+   * (`state`, `name_prefix`) reads a bounded span of jobs and stops there,
+   * so it may hold fewer jobs than `page_size`, or none, and still carry a
+   * `next_page_token`: keep paging until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -56,7 +71,8 @@ public interface ListJobsResponseOrBuilder extends
 
   /**
    * <pre>
-   * Empty when this is the last page.
+   * Empty only when this is the last page; set after a short or empty
+   * page whose scan stopped before the end.
    * </pre>
    *
    * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -65,7 +81,8 @@ public interface ListJobsResponseOrBuilder extends
   java.lang.String getNextPageToken();
   /**
    * <pre>
-   * Empty when this is the last page.
+   * Empty only when this is the last page; set after a short or empty
+   * page whose scan stopped before the end.
    * </pre>
    *
    * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>

@@ -59,7 +59,11 @@ private static final long serialVersionUID = 0L;
   private java.util.List<dev.tickwheel.v1.Execution> executions_;
   /**
    * <pre>
-   * Newest nominal instant first.
+   * Newest nominal instant first: at most `page_size`. A page filtered by
+   * `statuses` (or of a tenant's executions not started) examines a bounded
+   * span of executions and stops there, so it may hold fewer than
+   * `page_size`, or none, and still carry a `next_page_token`: keep paging
+   * until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -70,7 +74,11 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Newest nominal instant first.
+   * Newest nominal instant first: at most `page_size`. A page filtered by
+   * `statuses` (or of a tenant's executions not started) examines a bounded
+   * span of executions and stops there, so it may hold fewer than
+   * `page_size`, or none, and still carry a `next_page_token`: keep paging
+   * until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -82,7 +90,11 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Newest nominal instant first.
+   * Newest nominal instant first: at most `page_size`. A page filtered by
+   * `statuses` (or of a tenant's executions not started) examines a bounded
+   * span of executions and stops there, so it may hold fewer than
+   * `page_size`, or none, and still carry a `next_page_token`: keep paging
+   * until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -93,7 +105,11 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Newest nominal instant first.
+   * Newest nominal instant first: at most `page_size`. A page filtered by
+   * `statuses` (or of a tenant's executions not started) examines a bounded
+   * span of executions and stops there, so it may hold fewer than
+   * `page_size`, or none, and still carry a `next_page_token`: keep paging
+   * until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -104,7 +120,11 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Newest nominal instant first.
+   * Newest nominal instant first: at most `page_size`. A page filtered by
+   * `statuses` (or of a tenant's executions not started) examines a bounded
+   * span of executions and stops there, so it may hold fewer than
+   * `page_size`, or none, and still carry a `next_page_token`: keep paging
+   * until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -120,7 +140,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object nextPageToken_ = "";
   /**
    * <pre>
-   * Empty when this is the last page.
+   * Empty only when this is the last page; set after a short or empty
+   * page whose scan stopped before the end.
    * </pre>
    *
    * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -141,7 +162,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Empty when this is the last page.
+   * Empty only when this is the last page; set after a short or empty
+   * page whose scan stopped before the end.
    * </pre>
    *
    * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -553,7 +575,11 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * Newest nominal instant first.
+     * Newest nominal instant first: at most `page_size`. A page filtered by
+     * `statuses` (or of a tenant's executions not started) examines a bounded
+     * span of executions and stops there, so it may hold fewer than
+     * `page_size`, or none, and still carry a `next_page_token`: keep paging
+     * until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -567,7 +593,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Newest nominal instant first.
+     * Newest nominal instant first: at most `page_size`. A page filtered by
+     * `statuses` (or of a tenant's executions not started) examines a bounded
+     * span of executions and stops there, so it may hold fewer than
+     * `page_size`, or none, and still carry a `next_page_token`: keep paging
+     * until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -581,7 +611,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Newest nominal instant first.
+     * Newest nominal instant first: at most `page_size`. A page filtered by
+     * `statuses` (or of a tenant's executions not started) examines a bounded
+     * span of executions and stops there, so it may hold fewer than
+     * `page_size`, or none, and still carry a `next_page_token`: keep paging
+     * until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -595,7 +629,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Newest nominal instant first.
+     * Newest nominal instant first: at most `page_size`. A page filtered by
+     * `statuses` (or of a tenant's executions not started) examines a bounded
+     * span of executions and stops there, so it may hold fewer than
+     * `page_size`, or none, and still carry a `next_page_token`: keep paging
+     * until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -614,7 +652,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Newest nominal instant first.
+     * Newest nominal instant first: at most `page_size`. A page filtered by
+     * `statuses` (or of a tenant's executions not started) examines a bounded
+     * span of executions and stops there, so it may hold fewer than
+     * `page_size`, or none, and still carry a `next_page_token`: keep paging
+     * until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -632,7 +674,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Newest nominal instant first.
+     * Newest nominal instant first: at most `page_size`. A page filtered by
+     * `statuses` (or of a tenant's executions not started) examines a bounded
+     * span of executions and stops there, so it may hold fewer than
+     * `page_size`, or none, and still carry a `next_page_token`: keep paging
+     * until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -650,7 +696,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Newest nominal instant first.
+     * Newest nominal instant first: at most `page_size`. A page filtered by
+     * `statuses` (or of a tenant's executions not started) examines a bounded
+     * span of executions and stops there, so it may hold fewer than
+     * `page_size`, or none, and still carry a `next_page_token`: keep paging
+     * until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -669,7 +719,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Newest nominal instant first.
+     * Newest nominal instant first: at most `page_size`. A page filtered by
+     * `statuses` (or of a tenant's executions not started) examines a bounded
+     * span of executions and stops there, so it may hold fewer than
+     * `page_size`, or none, and still carry a `next_page_token`: keep paging
+     * until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -687,7 +741,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Newest nominal instant first.
+     * Newest nominal instant first: at most `page_size`. A page filtered by
+     * `statuses` (or of a tenant's executions not started) examines a bounded
+     * span of executions and stops there, so it may hold fewer than
+     * `page_size`, or none, and still carry a `next_page_token`: keep paging
+     * until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -705,7 +763,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Newest nominal instant first.
+     * Newest nominal instant first: at most `page_size`. A page filtered by
+     * `statuses` (or of a tenant's executions not started) examines a bounded
+     * span of executions and stops there, so it may hold fewer than
+     * `page_size`, or none, and still carry a `next_page_token`: keep paging
+     * until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -724,7 +786,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Newest nominal instant first.
+     * Newest nominal instant first: at most `page_size`. A page filtered by
+     * `statuses` (or of a tenant's executions not started) examines a bounded
+     * span of executions and stops there, so it may hold fewer than
+     * `page_size`, or none, and still carry a `next_page_token`: keep paging
+     * until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -741,7 +807,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Newest nominal instant first.
+     * Newest nominal instant first: at most `page_size`. A page filtered by
+     * `statuses` (or of a tenant's executions not started) examines a bounded
+     * span of executions and stops there, so it may hold fewer than
+     * `page_size`, or none, and still carry a `next_page_token`: keep paging
+     * until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -758,7 +828,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Newest nominal instant first.
+     * Newest nominal instant first: at most `page_size`. A page filtered by
+     * `statuses` (or of a tenant's executions not started) examines a bounded
+     * span of executions and stops there, so it may hold fewer than
+     * `page_size`, or none, and still carry a `next_page_token`: keep paging
+     * until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -769,7 +843,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Newest nominal instant first.
+     * Newest nominal instant first: at most `page_size`. A page filtered by
+     * `statuses` (or of a tenant's executions not started) examines a bounded
+     * span of executions and stops there, so it may hold fewer than
+     * `page_size`, or none, and still carry a `next_page_token`: keep paging
+     * until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -783,7 +861,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Newest nominal instant first.
+     * Newest nominal instant first: at most `page_size`. A page filtered by
+     * `statuses` (or of a tenant's executions not started) examines a bounded
+     * span of executions and stops there, so it may hold fewer than
+     * `page_size`, or none, and still carry a `next_page_token`: keep paging
+     * until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -798,7 +880,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Newest nominal instant first.
+     * Newest nominal instant first: at most `page_size`. A page filtered by
+     * `statuses` (or of a tenant's executions not started) examines a bounded
+     * span of executions and stops there, so it may hold fewer than
+     * `page_size`, or none, and still carry a `next_page_token`: keep paging
+     * until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -809,7 +895,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Newest nominal instant first.
+     * Newest nominal instant first: at most `page_size`. A page filtered by
+     * `statuses` (or of a tenant's executions not started) examines a bounded
+     * span of executions and stops there, so it may hold fewer than
+     * `page_size`, or none, and still carry a `next_page_token`: keep paging
+     * until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -821,7 +911,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Newest nominal instant first.
+     * Newest nominal instant first: at most `page_size`. A page filtered by
+     * `statuses` (or of a tenant's executions not started) examines a bounded
+     * span of executions and stops there, so it may hold fewer than
+     * `page_size`, or none, and still carry a `next_page_token`: keep paging
+     * until the token is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -848,7 +942,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object nextPageToken_ = "";
     /**
      * <pre>
-     * Empty when this is the last page.
+     * Empty only when this is the last page; set after a short or empty
+     * page whose scan stopped before the end.
      * </pre>
      *
      * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -868,7 +963,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Empty when this is the last page.
+     * Empty only when this is the last page; set after a short or empty
+     * page whose scan stopped before the end.
      * </pre>
      *
      * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -889,7 +985,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Empty when this is the last page.
+     * Empty only when this is the last page; set after a short or empty
+     * page whose scan stopped before the end.
      * </pre>
      *
      * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -906,7 +1003,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Empty when this is the last page.
+     * Empty only when this is the last page; set after a short or empty
+     * page whose scan stopped before the end.
      * </pre>
      *
      * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -920,7 +1018,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Empty when this is the last page.
+     * Empty only when this is the last page; set after a short or empty
+     * page whose scan stopped before the end.
      * </pre>
      *
      * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>

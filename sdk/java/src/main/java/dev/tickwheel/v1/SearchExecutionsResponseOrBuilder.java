@@ -12,7 +12,11 @@ public interface SearchExecutionsResponseOrBuilder extends
 
   /**
    * <pre>
-   * Newest nominal instant first.
+   * Newest nominal instant first: at most `page_size`. A page filtered by
+   * `statuses` (or of a tenant's executions not started) examines a bounded
+   * span of executions and stops there, so it may hold fewer than
+   * `page_size`, or none, and still carry a `next_page_token`: keep paging
+   * until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -21,7 +25,11 @@ public interface SearchExecutionsResponseOrBuilder extends
       getExecutionsList();
   /**
    * <pre>
-   * Newest nominal instant first.
+   * Newest nominal instant first: at most `page_size`. A page filtered by
+   * `statuses` (or of a tenant's executions not started) examines a bounded
+   * span of executions and stops there, so it may hold fewer than
+   * `page_size`, or none, and still carry a `next_page_token`: keep paging
+   * until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -29,7 +37,11 @@ public interface SearchExecutionsResponseOrBuilder extends
   dev.tickwheel.v1.Execution getExecutions(int index);
   /**
    * <pre>
-   * Newest nominal instant first.
+   * Newest nominal instant first: at most `page_size`. A page filtered by
+   * `statuses` (or of a tenant's executions not started) examines a bounded
+   * span of executions and stops there, so it may hold fewer than
+   * `page_size`, or none, and still carry a `next_page_token`: keep paging
+   * until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -37,7 +49,11 @@ public interface SearchExecutionsResponseOrBuilder extends
   int getExecutionsCount();
   /**
    * <pre>
-   * Newest nominal instant first.
+   * Newest nominal instant first: at most `page_size`. A page filtered by
+   * `statuses` (or of a tenant's executions not started) examines a bounded
+   * span of executions and stops there, so it may hold fewer than
+   * `page_size`, or none, and still carry a `next_page_token`: keep paging
+   * until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -46,7 +62,11 @@ public interface SearchExecutionsResponseOrBuilder extends
       getExecutionsOrBuilderList();
   /**
    * <pre>
-   * Newest nominal instant first.
+   * Newest nominal instant first: at most `page_size`. A page filtered by
+   * `statuses` (or of a tenant's executions not started) examines a bounded
+   * span of executions and stops there, so it may hold fewer than
+   * `page_size`, or none, and still carry a `next_page_token`: keep paging
+   * until the token is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Execution executions = 1 [json_name = "executions"];</code>
@@ -56,7 +76,8 @@ public interface SearchExecutionsResponseOrBuilder extends
 
   /**
    * <pre>
-   * Empty when this is the last page.
+   * Empty only when this is the last page; set after a short or empty
+   * page whose scan stopped before the end.
    * </pre>
    *
    * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -65,7 +86,8 @@ public interface SearchExecutionsResponseOrBuilder extends
   java.lang.String getNextPageToken();
   /**
    * <pre>
-   * Empty when this is the last page.
+   * Empty only when this is the last page; set after a short or empty
+   * page whose scan stopped before the end.
    * </pre>
    *
    * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>

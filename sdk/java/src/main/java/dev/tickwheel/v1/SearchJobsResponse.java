@@ -59,7 +59,11 @@ private static final long serialVersionUID = 0L;
   private java.util.List<dev.tickwheel.v1.Job> jobs_;
   /**
    * <pre>
-   * Ordered by id.
+   * Ordered by id: at most `page_size`. A filtered page (`state`,
+   * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+   * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+   * none, and still carry a `next_page_token`: keep paging until the token
+   * is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -70,7 +74,11 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Ordered by id.
+   * Ordered by id: at most `page_size`. A filtered page (`state`,
+   * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+   * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+   * none, and still carry a `next_page_token`: keep paging until the token
+   * is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -82,7 +90,11 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Ordered by id.
+   * Ordered by id: at most `page_size`. A filtered page (`state`,
+   * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+   * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+   * none, and still carry a `next_page_token`: keep paging until the token
+   * is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -93,7 +105,11 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Ordered by id.
+   * Ordered by id: at most `page_size`. A filtered page (`state`,
+   * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+   * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+   * none, and still carry a `next_page_token`: keep paging until the token
+   * is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -104,7 +120,11 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Ordered by id.
+   * Ordered by id: at most `page_size`. A filtered page (`state`,
+   * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+   * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+   * none, and still carry a `next_page_token`: keep paging until the token
+   * is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -120,7 +140,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object nextPageToken_ = "";
   /**
    * <pre>
-   * Empty when this is the last page.
+   * Empty only when this is the last page; set after a short or empty
+   * page whose scan stopped before the end.
    * </pre>
    *
    * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -141,7 +162,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Empty when this is the last page.
+   * Empty only when this is the last page; set after a short or empty
+   * page whose scan stopped before the end.
    * </pre>
    *
    * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -553,7 +575,11 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * Ordered by id.
+     * Ordered by id: at most `page_size`. A filtered page (`state`,
+     * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+     * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+     * none, and still carry a `next_page_token`: keep paging until the token
+     * is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -567,7 +593,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Ordered by id.
+     * Ordered by id: at most `page_size`. A filtered page (`state`,
+     * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+     * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+     * none, and still carry a `next_page_token`: keep paging until the token
+     * is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -581,7 +611,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Ordered by id.
+     * Ordered by id: at most `page_size`. A filtered page (`state`,
+     * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+     * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+     * none, and still carry a `next_page_token`: keep paging until the token
+     * is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -595,7 +629,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Ordered by id.
+     * Ordered by id: at most `page_size`. A filtered page (`state`,
+     * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+     * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+     * none, and still carry a `next_page_token`: keep paging until the token
+     * is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -614,7 +652,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Ordered by id.
+     * Ordered by id: at most `page_size`. A filtered page (`state`,
+     * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+     * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+     * none, and still carry a `next_page_token`: keep paging until the token
+     * is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -632,7 +674,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Ordered by id.
+     * Ordered by id: at most `page_size`. A filtered page (`state`,
+     * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+     * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+     * none, and still carry a `next_page_token`: keep paging until the token
+     * is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -650,7 +696,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Ordered by id.
+     * Ordered by id: at most `page_size`. A filtered page (`state`,
+     * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+     * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+     * none, and still carry a `next_page_token`: keep paging until the token
+     * is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -669,7 +719,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Ordered by id.
+     * Ordered by id: at most `page_size`. A filtered page (`state`,
+     * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+     * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+     * none, and still carry a `next_page_token`: keep paging until the token
+     * is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -687,7 +741,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Ordered by id.
+     * Ordered by id: at most `page_size`. A filtered page (`state`,
+     * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+     * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+     * none, and still carry a `next_page_token`: keep paging until the token
+     * is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -705,7 +763,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Ordered by id.
+     * Ordered by id: at most `page_size`. A filtered page (`state`,
+     * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+     * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+     * none, and still carry a `next_page_token`: keep paging until the token
+     * is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -724,7 +786,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Ordered by id.
+     * Ordered by id: at most `page_size`. A filtered page (`state`,
+     * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+     * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+     * none, and still carry a `next_page_token`: keep paging until the token
+     * is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -741,7 +807,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Ordered by id.
+     * Ordered by id: at most `page_size`. A filtered page (`state`,
+     * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+     * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+     * none, and still carry a `next_page_token`: keep paging until the token
+     * is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -758,7 +828,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Ordered by id.
+     * Ordered by id: at most `page_size`. A filtered page (`state`,
+     * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+     * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+     * none, and still carry a `next_page_token`: keep paging until the token
+     * is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -769,7 +843,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Ordered by id.
+     * Ordered by id: at most `page_size`. A filtered page (`state`,
+     * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+     * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+     * none, and still carry a `next_page_token`: keep paging until the token
+     * is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -783,7 +861,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Ordered by id.
+     * Ordered by id: at most `page_size`. A filtered page (`state`,
+     * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+     * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+     * none, and still carry a `next_page_token`: keep paging until the token
+     * is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -798,7 +880,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Ordered by id.
+     * Ordered by id: at most `page_size`. A filtered page (`state`,
+     * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+     * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+     * none, and still carry a `next_page_token`: keep paging until the token
+     * is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -809,7 +895,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Ordered by id.
+     * Ordered by id: at most `page_size`. A filtered page (`state`,
+     * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+     * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+     * none, and still carry a `next_page_token`: keep paging until the token
+     * is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -821,7 +911,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Ordered by id.
+     * Ordered by id: at most `page_size`. A filtered page (`state`,
+     * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+     * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+     * none, and still carry a `next_page_token`: keep paging until the token
+     * is empty.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -848,7 +942,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object nextPageToken_ = "";
     /**
      * <pre>
-     * Empty when this is the last page.
+     * Empty only when this is the last page; set after a short or empty
+     * page whose scan stopped before the end.
      * </pre>
      *
      * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -868,7 +963,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Empty when this is the last page.
+     * Empty only when this is the last page; set after a short or empty
+     * page whose scan stopped before the end.
      * </pre>
      *
      * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -889,7 +985,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Empty when this is the last page.
+     * Empty only when this is the last page; set after a short or empty
+     * page whose scan stopped before the end.
      * </pre>
      *
      * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -906,7 +1003,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Empty when this is the last page.
+     * Empty only when this is the last page; set after a short or empty
+     * page whose scan stopped before the end.
      * </pre>
      *
      * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -920,7 +1018,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Empty when this is the last page.
+     * Empty only when this is the last page; set after a short or empty
+     * page whose scan stopped before the end.
      * </pre>
      *
      * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>

@@ -12,7 +12,11 @@ public interface SearchJobsResponseOrBuilder extends
 
   /**
    * <pre>
-   * Ordered by id.
+   * Ordered by id: at most `page_size`. A filtered page (`state`,
+   * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+   * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+   * none, and still carry a `next_page_token`: keep paging until the token
+   * is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -21,7 +25,11 @@ public interface SearchJobsResponseOrBuilder extends
       getJobsList();
   /**
    * <pre>
-   * Ordered by id.
+   * Ordered by id: at most `page_size`. A filtered page (`state`,
+   * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+   * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+   * none, and still carry a `next_page_token`: keep paging until the token
+   * is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -29,7 +37,11 @@ public interface SearchJobsResponseOrBuilder extends
   dev.tickwheel.v1.Job getJobs(int index);
   /**
    * <pre>
-   * Ordered by id.
+   * Ordered by id: at most `page_size`. A filtered page (`state`,
+   * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+   * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+   * none, and still carry a `next_page_token`: keep paging until the token
+   * is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -37,7 +49,11 @@ public interface SearchJobsResponseOrBuilder extends
   int getJobsCount();
   /**
    * <pre>
-   * Ordered by id.
+   * Ordered by id: at most `page_size`. A filtered page (`state`,
+   * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+   * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+   * none, and still carry a `next_page_token`: keep paging until the token
+   * is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -46,7 +62,11 @@ public interface SearchJobsResponseOrBuilder extends
       getJobsOrBuilderList();
   /**
    * <pre>
-   * Ordered by id.
+   * Ordered by id: at most `page_size`. A filtered page (`state`,
+   * `name_prefix`, of one tenant or of every tenant) reads a bounded span
+   * of jobs and stops there, so it may hold fewer jobs than `page_size`, or
+   * none, and still carry a `next_page_token`: keep paging until the token
+   * is empty.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.Job jobs = 1 [json_name = "jobs"];</code>
@@ -56,7 +76,8 @@ public interface SearchJobsResponseOrBuilder extends
 
   /**
    * <pre>
-   * Empty when this is the last page.
+   * Empty only when this is the last page; set after a short or empty
+   * page whose scan stopped before the end.
    * </pre>
    *
    * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
@@ -65,7 +86,8 @@ public interface SearchJobsResponseOrBuilder extends
   java.lang.String getNextPageToken();
   /**
    * <pre>
-   * Empty when this is the last page.
+   * Empty only when this is the last page; set after a short or empty
+   * page whose scan stopped before the end.
    * </pre>
    *
    * <code>string next_page_token = 2 [json_name = "nextPageToken"];</code>
