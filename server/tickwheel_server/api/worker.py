@@ -172,9 +172,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 message = await connection.outbox.get()
                 if message is None:
                     break
-                await context.write(message)
-            if connection.ended_by is not None:  # revoked, or over its budget: the worker is told why
-                await abort(context, connection.ended_by)
+                await self._write(connection, context, message)
         finally:
             connection.close()
             for task in tasks:
@@ -184,6 +182,28 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             if self.gateway is not None:
                 self.gateway.liveness.disconnected(connection)
             log.info("worker %s disconnected", hello.worker_id)
+        # Told only now that the stream is gone from the server: a worker that
+        # reads nothing never receives the status, which waits behind what it
+        # left unread.
+        if connection.ended_by is not None:  # revoked, over its budget, not reading: the worker is told why
+            await abort(context, connection.ended_by)
+
+    @staticmethod
+    async def _write(connection: WorkerConnection, context: grpc.aio.ServicerContext, message) -> None:
+        """Write one message; a write still waiting when the server ends the
+        stream (:meth:`WorkerConnection.end`: a worker that reads nothing
+        has its window full) is given up, and the stream ends."""
+        task = asyncio.current_task()
+        assert task is not None
+        connection.writing = task
+        try:
+            await context.write(message)
+        except asyncio.CancelledError:
+            if connection.ended_by is None or task.cancelling() > 1:
+                raise
+            task.uncancel()  # cancelled by end(): the stream's status follows
+        finally:
+            connection.writing = None
 
     async def _read(self, connection: WorkerConnection, request_iterator) -> None:
         try:
@@ -218,8 +238,10 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                         for result in request.result.results
                     ]
                     await connection.send(worker_pb2.PullResponse(ack=worker_pb2.ResultAcks(acks=acks)))
-                elif kind == "hello":
-                    log.warning("worker %s sent a second hello; ignored", connection.worker_id)
+                elif kind == "hello":  # a protocol error: ignored, each would cost a log line
+                    log.warning("worker %s sent a second hello: its stream is ended", connection.worker_id)
+                    connection.end(FailedPrecondition("stream", "hello is the first message of a stream, and only that"))
+                    return
         finally:
             connection.close()
 

@@ -1,8 +1,12 @@
 """The workers connected to this server, each with its Pull stream's outbox.
 
 One writer per stream: everything sent to a worker goes through its bounded
-outbox, so heartbeats, acks, drains and (later) assignments never interleave
-writes on one stream.
+outbox, so heartbeats, acks, drains and assignments never interleave writes
+on one stream. Nothing waits for room in an outbox: the loops every worker
+shares (the result writer, hand-out rounds, cancels) put into it, and a
+stream whose outbox is full, its worker reading nothing of what it asked
+for, is ended (UNAVAILABLE, as a silent one), so one worker that does not
+read stalls no one else.
 
 A stream is known by its credential and its worker id: a worker saying
 hello with the worker id of another credential's worker is a different
@@ -17,6 +21,7 @@ from datetime import datetime
 
 from tickwheel.v1 import worker_pb2
 
+from ..errors import Unavailable
 from ..store.credentials import WorkerCredential
 from ..store.executions import Capability
 
@@ -46,6 +51,10 @@ class WorkerConnection:
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     ended_by: Exception | None = None
     """Why the server ended the stream (:meth:`end`): its status to the worker."""
+    writing: asyncio.Task | None = None
+    """The stream's writer while it waits for a write to go out (its worker's
+    window full): :meth:`end` cancels that wait, so an ended stream that its
+    worker does not read is not kept open by its last write."""
 
     def silent(self, now: float, timeout: float) -> bool:
         """Nothing came from the worker for ``timeout`` seconds up to the
@@ -66,10 +75,19 @@ class WorkerConnection:
         return Capability(tuple(sorted(self.credential.tenants)), handlers, self.http and self.credential.http)
 
     async def send(self, message: worker_pb2.PullResponse) -> None:
-        """Queue ``message``; waits while the outbox is full (a slow worker
-        slows its own stream, nothing else)."""
-        if not self.closed.is_set():
-            await self.outbox.put(message)
+        """Queue ``message``; never waits. An outbox already full (the
+        worker reads nothing of its stream: :data:`OUTBOX_SIZE` messages
+        wait behind what its HTTP/2 window holds) ends the stream: what is
+        queued is dropped and what the stream held follows the lost-worker
+        rule, as for a stream cut off. Waiting for room instead would stall
+        every worker's results and hand-outs behind this one's."""
+        if self.closed.is_set():
+            return
+        try:
+            self.outbox.put_nowait(message)
+        except asyncio.QueueFull:
+            self.end(Unavailable(f"worker {self.worker_id} reads nothing of its stream "
+                                 f"({OUTBOX_SIZE} messages wait unread): reconnect"))
 
     def end(self, error: Exception) -> None:
         """End the stream now with ``error`` as its status (a revoked
@@ -82,6 +100,8 @@ class WorkerConnection:
             self.outbox.get_nowait()
         self.closed.set()
         self.outbox.put_nowait(None)
+        if self.writing is not None and self.writing is not asyncio.current_task():
+            self.writing.cancel()
 
     def close(self) -> None:
         """Ask the stream's writer to finish after what is queued."""

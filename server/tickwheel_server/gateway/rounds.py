@@ -484,7 +484,7 @@ class Rounds:
                 continue
             self._inflight.attach_many(connection, batch.keys, connection.worker_id, monotonic)
             self._held.update(batch.held)
-            await connection.send(batch.message)  # waits only while its outbox is full
+            await connection.send(batch.message)  # never waits: a full outbox ends its stream
             sent_batches.append(batch)
         for span in prepared.spans:
             span.end()

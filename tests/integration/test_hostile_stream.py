@@ -1,0 +1,45 @@
+"""What a hostile worker's stream sends that no worker sends (red team,
+session 21): each is refused with a clear status, once, rather than ignored
+at a cost the worker chooses (a log line a message, say)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import grpc
+import pytest
+from tickwheel.v1 import worker_pb2, worker_pb2_grpc
+
+
+def bearer(secret: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {secret}"),)
+
+
+async def test_a_second_hello_ends_the_stream_and_is_logged_once(server, caplog) -> None:
+    await server.create_tenant("acme")
+    credential = await server.issue_worker_credential(["acme"])
+    hello = worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(worker_id="chatty", handlers=["echo"], slots=1))
+    caplog.set_level(logging.INFO, logger="tickwheel_server")
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        call = worker_pb2_grpc.WorkerServiceStub(channel).Pull(metadata=bearer(credential))
+        await call.write(hello)
+        first = await asyncio.wait_for(call.read(), 20)
+        assert first.WhichOneof("message") == "welcome"
+
+        async def hellos() -> None:
+            for _ in range(2_000):
+                await call.write(hello)
+
+        writing = asyncio.create_task(hellos())
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            async with asyncio.timeout(20):  # the server's heartbeats would keep a stream that ignores them open
+                while True:
+                    message = await call.read()
+                    assert message is not grpc.aio.EOF
+                    assert message.WhichOneof("message") == "heartbeat", message
+        await asyncio.gather(writing, return_exceptions=True)
+    assert ended.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "hello" in ended.value.details()
+    said = [r for r in caplog.records if "second hello" in r.getMessage()]
+    assert len(said) == 1, f"{len(said)} lines for one stream's hellos"
