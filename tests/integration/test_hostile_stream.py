@@ -43,3 +43,28 @@ async def test_a_second_hello_ends_the_stream_and_is_logged_once(server, caplog)
     assert "hello" in ended.value.details()
     said = [r for r in caplog.records if "second hello" in r.getMessage()]
     assert len(said) == 1, f"{len(said)} lines for one stream's hellos"
+
+
+@pytest.mark.parametrize(
+    ("handlers", "why"),
+    [
+        ([f"h{n:07d}" for n in range(1_001)], "at most 1000 names"),
+        (["h" * 201], "1 to 200 characters"),
+        ([""], "1 to 200 characters"),
+    ],
+    ids=["too many", "too long", "empty"],
+)
+async def test_a_hello_naming_handlers_past_their_bounds_is_refused(server, handlers, why) -> None:
+    """Each name is compared, sorted and sent to the store in every hand-out
+    round for the stream: a hello of as many names as a message holds cost
+    every round of the server's loop, everyone's (loadtest/RESULTS.md)."""
+    await server.create_tenant("acme")
+    credential = await server.issue_worker_credential(["acme"])
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        call = worker_pb2_grpc.WorkerServiceStub(channel).Pull(metadata=bearer(credential))
+        await call.write(worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(
+            worker_id="greedy", handlers=handlers, slots=1)))
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await asyncio.wait_for(call.read(), 20)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "hello.handlers" in refused.value.details() and why in refused.value.details()

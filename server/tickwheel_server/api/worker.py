@@ -42,12 +42,23 @@ WORKER_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 MAX_SLOTS = 10_000
 MAX_IN_FLIGHT = 2 * MAX_SLOTS
 """Entries of ``hello.in_flight``: a worker holds at most twice its slots."""
+MAX_HANDLERS = 1000
+"""Entries of ``hello.handlers``: each round of the stream's group reads them all."""
+HANDLER_NAME_MAX = 200
+"""As a job's handler name (``api.validate``): a longer name matches no job."""
 
 
 def _duration(seconds: float) -> duration_pb2.Duration:
     message = duration_pb2.Duration()
     message.FromTimedelta(timedelta(seconds=seconds))
     return message
+
+
+def _shown(handlers) -> str:
+    """Handler names for a log line: the first few, and how many in all."""
+    names = sorted(handlers)
+    shown = ", ".join(names[:10])
+    return f"[{shown}]" if len(names) <= 10 else f"[{shown}, ... ({len(names)} in all)]"
 
 
 def check_hello(hello: worker_pb2.WorkerHello, credential) -> None:
@@ -58,6 +69,9 @@ def check_hello(hello: worker_pb2.WorkerHello, credential) -> None:
         raise InvalidArgument.field("hello.slots", f"must be between 0 and {MAX_SLOTS} (0 means 1)")
     if len(hello.in_flight) > MAX_IN_FLIGHT:
         raise InvalidArgument.field("hello.in_flight", f"at most {MAX_IN_FLIGHT} executions")
+    if len(hello.handlers) > MAX_HANDLERS or any(not 0 < len(name) <= HANDLER_NAME_MAX for name in hello.handlers):
+        raise InvalidArgument.field(
+            "hello.handlers", f"at most {MAX_HANDLERS} names, each 1 to {HANDLER_NAME_MAX} characters")
     if not hello.handlers and not hello.http:
         raise InvalidArgument.field("hello.handlers", "a worker must serve at least one handler or HTTP targets")
     if credential.handlers:
@@ -150,7 +164,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             self.gateway.wake()
         log.info(
             "worker %s connected (%d slots, handlers %s; %d executions re-attached, %d rejected)",
-            hello.worker_id, connection.slots, sorted(hello.handlers), len(reattached), len(rejected),
+            hello.worker_id, connection.slots, _shown(hello.handlers), len(reattached), len(rejected),
         )
         welcome = worker_pb2.ServerWelcome(
             server_id=self._server_id,

@@ -373,7 +373,8 @@ type WorkerHello struct {
 	// The worker runtime's version, for diagnostics.
 	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	// Handler names the worker runs. Only executions of these handlers (and
-	// HTTP targets when `http` is true) are assigned.
+	// HTTP targets when `http` is true) are assigned. At most 1 000 names,
+	// each 1 to 200 characters (a job's handler name is no longer).
 	Handlers []string `protobuf:"bytes,3,rep,name=handlers,proto3" json:"handlers,omitempty"`
 	// True when the worker runs HTTP targets.
 	Http bool `protobuf:"varint,4,opt,name=http,proto3" json:"http,omitempty"`

@@ -163,7 +163,8 @@ export type WorkerHello = Message<"tickwheel.v1.WorkerHello"> & {
 
   /**
    * Handler names the worker runs. Only executions of these handlers (and
-   * HTTP targets when `http` is true) are assigned.
+   * HTTP targets when `http` is true) are assigned. At most 1 000 names,
+   * each 1 to 200 characters (a job's handler name is no longer).
    *
    * @generated from field: repeated string handlers = 3;
    */

@@ -160,7 +160,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Handler names the worker runs. Only executions of these handlers (and
-   * HTTP targets when `http` is true) are assigned.
+   * HTTP targets when `http` is true) are assigned. At most 1 000 names,
+   * each 1 to 200 characters (a job's handler name is no longer).
    * </pre>
    *
    * <code>repeated string handlers = 3 [json_name = "handlers"];</code>
@@ -173,7 +174,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Handler names the worker runs. Only executions of these handlers (and
-   * HTTP targets when `http` is true) are assigned.
+   * HTTP targets when `http` is true) are assigned. At most 1 000 names,
+   * each 1 to 200 characters (a job's handler name is no longer).
    * </pre>
    *
    * <code>repeated string handlers = 3 [json_name = "handlers"];</code>
@@ -185,7 +187,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Handler names the worker runs. Only executions of these handlers (and
-   * HTTP targets when `http` is true) are assigned.
+   * HTTP targets when `http` is true) are assigned. At most 1 000 names,
+   * each 1 to 200 characters (a job's handler name is no longer).
    * </pre>
    *
    * <code>repeated string handlers = 3 [json_name = "handlers"];</code>
@@ -198,7 +201,8 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Handler names the worker runs. Only executions of these handlers (and
-   * HTTP targets when `http` is true) are assigned.
+   * HTTP targets when `http` is true) are assigned. At most 1 000 names,
+   * each 1 to 200 characters (a job's handler name is no longer).
    * </pre>
    *
    * <code>repeated string handlers = 3 [json_name = "handlers"];</code>
@@ -1018,7 +1022,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Handler names the worker runs. Only executions of these handlers (and
-     * HTTP targets when `http` is true) are assigned.
+     * HTTP targets when `http` is true) are assigned. At most 1 000 names,
+     * each 1 to 200 characters (a job's handler name is no longer).
      * </pre>
      *
      * <code>repeated string handlers = 3 [json_name = "handlers"];</code>
@@ -1032,7 +1037,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Handler names the worker runs. Only executions of these handlers (and
-     * HTTP targets when `http` is true) are assigned.
+     * HTTP targets when `http` is true) are assigned. At most 1 000 names,
+     * each 1 to 200 characters (a job's handler name is no longer).
      * </pre>
      *
      * <code>repeated string handlers = 3 [json_name = "handlers"];</code>
@@ -1044,7 +1050,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Handler names the worker runs. Only executions of these handlers (and
-     * HTTP targets when `http` is true) are assigned.
+     * HTTP targets when `http` is true) are assigned. At most 1 000 names,
+     * each 1 to 200 characters (a job's handler name is no longer).
      * </pre>
      *
      * <code>repeated string handlers = 3 [json_name = "handlers"];</code>
@@ -1057,7 +1064,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Handler names the worker runs. Only executions of these handlers (and
-     * HTTP targets when `http` is true) are assigned.
+     * HTTP targets when `http` is true) are assigned. At most 1 000 names,
+     * each 1 to 200 characters (a job's handler name is no longer).
      * </pre>
      *
      * <code>repeated string handlers = 3 [json_name = "handlers"];</code>
@@ -1071,7 +1079,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Handler names the worker runs. Only executions of these handlers (and
-     * HTTP targets when `http` is true) are assigned.
+     * HTTP targets when `http` is true) are assigned. At most 1 000 names,
+     * each 1 to 200 characters (a job's handler name is no longer).
      * </pre>
      *
      * <code>repeated string handlers = 3 [json_name = "handlers"];</code>
@@ -1091,7 +1100,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Handler names the worker runs. Only executions of these handlers (and
-     * HTTP targets when `http` is true) are assigned.
+     * HTTP targets when `http` is true) are assigned. At most 1 000 names,
+     * each 1 to 200 characters (a job's handler name is no longer).
      * </pre>
      *
      * <code>repeated string handlers = 3 [json_name = "handlers"];</code>
@@ -1110,7 +1120,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Handler names the worker runs. Only executions of these handlers (and
-     * HTTP targets when `http` is true) are assigned.
+     * HTTP targets when `http` is true) are assigned. At most 1 000 names,
+     * each 1 to 200 characters (a job's handler name is no longer).
      * </pre>
      *
      * <code>repeated string handlers = 3 [json_name = "handlers"];</code>
@@ -1129,7 +1140,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Handler names the worker runs. Only executions of these handlers (and
-     * HTTP targets when `http` is true) are assigned.
+     * HTTP targets when `http` is true) are assigned. At most 1 000 names,
+     * each 1 to 200 characters (a job's handler name is no longer).
      * </pre>
      *
      * <code>repeated string handlers = 3 [json_name = "handlers"];</code>
@@ -1145,7 +1157,8 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Handler names the worker runs. Only executions of these handlers (and
-     * HTTP targets when `http` is true) are assigned.
+     * HTTP targets when `http` is true) are assigned. At most 1 000 names,
+     * each 1 to 200 characters (a job's handler name is no longer).
      * </pre>
      *
      * <code>repeated string handlers = 3 [json_name = "handlers"];</code>

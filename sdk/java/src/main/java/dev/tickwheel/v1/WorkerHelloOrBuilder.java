@@ -55,7 +55,8 @@ public interface WorkerHelloOrBuilder extends
   /**
    * <pre>
    * Handler names the worker runs. Only executions of these handlers (and
-   * HTTP targets when `http` is true) are assigned.
+   * HTTP targets when `http` is true) are assigned. At most 1 000 names,
+   * each 1 to 200 characters (a job's handler name is no longer).
    * </pre>
    *
    * <code>repeated string handlers = 3 [json_name = "handlers"];</code>
@@ -66,7 +67,8 @@ public interface WorkerHelloOrBuilder extends
   /**
    * <pre>
    * Handler names the worker runs. Only executions of these handlers (and
-   * HTTP targets when `http` is true) are assigned.
+   * HTTP targets when `http` is true) are assigned. At most 1 000 names,
+   * each 1 to 200 characters (a job's handler name is no longer).
    * </pre>
    *
    * <code>repeated string handlers = 3 [json_name = "handlers"];</code>
@@ -76,7 +78,8 @@ public interface WorkerHelloOrBuilder extends
   /**
    * <pre>
    * Handler names the worker runs. Only executions of these handlers (and
-   * HTTP targets when `http` is true) are assigned.
+   * HTTP targets when `http` is true) are assigned. At most 1 000 names,
+   * each 1 to 200 characters (a job's handler name is no longer).
    * </pre>
    *
    * <code>repeated string handlers = 3 [json_name = "handlers"];</code>
@@ -87,7 +90,8 @@ public interface WorkerHelloOrBuilder extends
   /**
    * <pre>
    * Handler names the worker runs. Only executions of these handlers (and
-   * HTTP targets when `http` is true) are assigned.
+   * HTTP targets when `http` is true) are assigned. At most 1 000 names,
+   * each 1 to 200 characters (a job's handler name is no longer).
    * </pre>
    *
    * <code>repeated string handlers = 3 [json_name = "handlers"];</code>
