@@ -213,7 +213,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         try:
             await context.write(message)
         except asyncio.CancelledError:
-            if connection.ended_by is None or task.cancelling() > 1:
+            if not connection.write_given_up or task.cancelling() > 1:
                 raise
             task.uncancel()  # cancelled by end(): the stream's status follows
         finally:

@@ -55,6 +55,8 @@ class WorkerConnection:
     """The stream's writer while it waits for a write to go out (its worker's
     window full): :meth:`end` cancels that wait, so an ended stream that its
     worker does not read is not kept open by its last write."""
+    write_given_up: bool = False
+    """:meth:`end` cancelled the writer's wait (any other cancel of it is not ours to absorb)."""
 
     def silent(self, now: float, timeout: float) -> bool:
         """Nothing came from the worker for ``timeout`` seconds up to the
@@ -100,7 +102,8 @@ class WorkerConnection:
             self.outbox.get_nowait()
         self.closed.set()
         self.outbox.put_nowait(None)
-        if self.writing is not None and self.writing is not asyncio.current_task():
+        if self.writing is not None and self.writing is not asyncio.current_task() and not self.write_given_up:
+            self.write_given_up = True
             self.writing.cancel()
 
     def close(self) -> None:
