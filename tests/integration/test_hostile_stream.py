@@ -68,3 +68,49 @@ async def test_a_hello_naming_handlers_past_their_bounds_is_refused(server, hand
             await asyncio.wait_for(call.read(), 20)
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "hello.handlers" in refused.value.details() and why in refused.value.details()
+
+
+async def ended_with(call) -> grpc.aio.AioRpcError:
+    """The status that ends ``call``, skipping the server's heartbeats (and failing on anything else)."""
+    with pytest.raises(grpc.aio.AioRpcError) as ended:
+        async with asyncio.timeout(20):  # the server's heartbeats would keep a stream that is not ended open
+            while True:
+                message = await call.read()
+                assert message is not grpc.aio.EOF
+                assert message.WhichOneof("message") == "heartbeat", message
+    return ended.value
+
+
+async def test_heartbeats_listing_what_the_stream_does_not_hold_cost_its_budget(server) -> None:
+    """Each entry of a heartbeat is read on the server's loop: made-up ones
+    cost the credential's budget as results not held do, so a worker cannot
+    send them as large and as often as it likes."""
+    await server.create_tenant("acme")
+    credential = await server.issue_worker_credential(["acme"])
+    made_up = worker_pb2.PullRequest(heartbeat=worker_pb2.WorkerHeartbeat(executions=[
+        worker_pb2.ExecutionProgress(execution_id=f"job_x:{n}", delivery=1) for n in range(20_000)]))
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        call = worker_pb2_grpc.WorkerServiceStub(channel).Pull(metadata=bearer(credential))
+        await call.write(worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(worker_id="beats", handlers=["echo"])))
+        assert (await asyncio.wait_for(call.read(), 20)).WhichOneof("message") == "welcome"
+        # The burst is 20 000: the second takes the stream over it (no write
+        # follows the end: one would make the client report INTERNAL).
+        await call.write(made_up)
+        await call.write(made_up)
+        ended = await ended_with(call)
+    assert ended.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, ended
+    assert "heartbeat entries that none of its streams holds" in ended.details()
+
+
+async def test_a_heartbeat_listing_more_than_a_worker_may_hold_ends_the_stream(server) -> None:
+    await server.create_tenant("acme")
+    credential = await server.issue_worker_credential(["acme"])
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        call = worker_pb2_grpc.WorkerServiceStub(channel).Pull(metadata=bearer(credential))
+        await call.write(worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(worker_id="beats", handlers=["echo"])))
+        assert (await asyncio.wait_for(call.read(), 20)).WhichOneof("message") == "welcome"
+        await call.write(worker_pb2.PullRequest(heartbeat=worker_pb2.WorkerHeartbeat(executions=[
+            worker_pb2.ExecutionProgress(execution_id=f"job_x:{n}", delivery=1) for n in range(20_001)])))
+        ended = await ended_with(call)
+    assert ended.code() == grpc.StatusCode.INVALID_ARGUMENT, ended
+    assert "heartbeat.executions" in ended.details() and "at most 20000" in ended.details()

@@ -231,10 +231,17 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                     if self.gateway is not None:
                         self.gateway.wake()
                 elif kind == "heartbeat":
+                    listed = request.heartbeat.executions
+                    if len(listed) > MAX_IN_FLIGHT:  # more than a worker may hold
+                        connection.end(InvalidArgument.field("heartbeat.executions",
+                                                             f"at most {MAX_IN_FLIGHT} executions"))
+                        return
                     if self.gateway is not None:
-                        self.gateway.liveness.heartbeat(
-                            connection, [(e.execution_id, e.delivery) for e in request.heartbeat.executions]
-                        )
+                        try:
+                            self.gateway.liveness.heartbeat(connection, [(e.execution_id, e.delivery) for e in listed])
+                        except OverBudget as error:
+                            connection.end(error)
+                            return
                 elif kind == "result" and self.gateway is not None:
                     try:
                         await self.gateway.intake.submit_results(connection, request.result.results)

@@ -5,7 +5,9 @@ each delivery a stream holds has one result pending at most. What is not
 held costs: a result for a delivery the stream does not hold (a resend
 after a lost acknowledgement, a late result, or a bogus or another
 tenant's id), a result that fails its checks, a second result for one
-already pending, and a re-attachment the store turns down. Each takes a
+already pending, a re-attachment the store turns down, and each entry of
+a heartbeat that the stream does not hold (a heartbeat may list 20 000
+entries, and reading them costs the server's loop). Each takes a
 token from its credential's bucket, refilled at ``rate`` per second up to
 ``burst``; the burst covers what one worker may hold at most (a reconnect
 resending every unacknowledged result). Past it the stream is ended with
@@ -90,6 +92,6 @@ class UnheldBudget:
     def message(self, credential_id: str) -> str:
         return (
             f"worker credential {credential_id} sent more than {self.rate:g} per second (bursts of {self.burst:g}) "
-            "of results or re-attachments that none of its streams holds (stale, unknown, another tenant's, "
-            "duplicated or malformed): stream ended"
+            "of results, re-attachments or heartbeat entries that none of its streams holds (stale, unknown, "
+            "another tenant's, duplicated or malformed): stream ended"
         )

@@ -105,8 +105,15 @@ class Liveness:
         self.orphans_requeued = 0
 
     def heartbeat(self, connection: WorkerConnection, keys: Sequence[Key]) -> None:
-        """A worker's heartbeat: the deliveries it lists are alive."""
-        self._inflight.beat(connection, keys, self._clock.monotonic())
+        """A worker's heartbeat: the deliveries it lists are alive. Those its
+        stream does not hold cost the credential's budget, as results not
+        held do (a worker lists only what it runs, give or take one that
+        was just requeued): raises :class:`OverBudget` once it has none left."""
+        renewed = self._inflight.beat(connection, keys, self._clock.monotonic())
+        unheld = len(keys) - renewed
+        credential = connection.credential.id
+        if unheld and self._budget.take(credential, unheld) < unheld:
+            raise OverBudget(credential, self._budget.message(credential))
 
     def disconnected(self, connection: WorkerConnection) -> None:
         """A stream closed: what it held waits the grace for a re-attachment."""
