@@ -571,7 +571,8 @@ func (x *WorkerCredit) GetCredits() int32 {
 // heartbeat.
 type WorkerHeartbeat struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Every execution the worker runs now.
+	// Every execution the worker runs now; at most 20 000. Entries the stream
+	// does not hold cost the credential's budget, as results not held do.
 	Executions    []*ExecutionProgress `protobuf:"bytes,1,rep,name=executions,proto3" json:"executions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

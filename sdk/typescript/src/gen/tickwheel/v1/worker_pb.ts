@@ -264,7 +264,8 @@ export const WorkerCreditSchema: GenMessage<WorkerCredit> = /*@__PURE__*/
  */
 export type WorkerHeartbeat = Message<"tickwheel.v1.WorkerHeartbeat"> & {
   /**
-   * Every execution the worker runs now.
+   * Every execution the worker runs now; at most 20 000. Entries the stream
+   * does not hold cost the credential's budget, as results not held do.
    *
    * @generated from field: repeated tickwheel.v1.ExecutionProgress executions = 1;
    */

@@ -60,7 +60,8 @@ private static final long serialVersionUID = 0L;
   private java.util.List<dev.tickwheel.v1.ExecutionProgress> executions_;
   /**
    * <pre>
-   * Every execution the worker runs now.
+   * Every execution the worker runs now; at most 20 000. Entries the stream
+   * does not hold cost the credential's budget, as results not held do.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -71,7 +72,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Every execution the worker runs now.
+   * Every execution the worker runs now; at most 20 000. Entries the stream
+   * does not hold cost the credential's budget, as results not held do.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -83,7 +85,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Every execution the worker runs now.
+   * Every execution the worker runs now; at most 20 000. Entries the stream
+   * does not hold cost the credential's budget, as results not held do.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -94,7 +97,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Every execution the worker runs now.
+   * Every execution the worker runs now; at most 20 000. Entries the stream
+   * does not hold cost the credential's budget, as results not held do.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -105,7 +109,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Every execution the worker runs now.
+   * Every execution the worker runs now; at most 20 000. Entries the stream
+   * does not hold cost the credential's budget, as results not held do.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -485,7 +490,8 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * Every execution the worker runs now.
+     * Every execution the worker runs now; at most 20 000. Entries the stream
+     * does not hold cost the credential's budget, as results not held do.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -499,7 +505,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Every execution the worker runs now.
+     * Every execution the worker runs now; at most 20 000. Entries the stream
+     * does not hold cost the credential's budget, as results not held do.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -513,7 +520,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Every execution the worker runs now.
+     * Every execution the worker runs now; at most 20 000. Entries the stream
+     * does not hold cost the credential's budget, as results not held do.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -527,7 +535,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Every execution the worker runs now.
+     * Every execution the worker runs now; at most 20 000. Entries the stream
+     * does not hold cost the credential's budget, as results not held do.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -546,7 +555,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Every execution the worker runs now.
+     * Every execution the worker runs now; at most 20 000. Entries the stream
+     * does not hold cost the credential's budget, as results not held do.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -564,7 +574,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Every execution the worker runs now.
+     * Every execution the worker runs now; at most 20 000. Entries the stream
+     * does not hold cost the credential's budget, as results not held do.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -582,7 +593,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Every execution the worker runs now.
+     * Every execution the worker runs now; at most 20 000. Entries the stream
+     * does not hold cost the credential's budget, as results not held do.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -601,7 +613,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Every execution the worker runs now.
+     * Every execution the worker runs now; at most 20 000. Entries the stream
+     * does not hold cost the credential's budget, as results not held do.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -619,7 +632,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Every execution the worker runs now.
+     * Every execution the worker runs now; at most 20 000. Entries the stream
+     * does not hold cost the credential's budget, as results not held do.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -637,7 +651,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Every execution the worker runs now.
+     * Every execution the worker runs now; at most 20 000. Entries the stream
+     * does not hold cost the credential's budget, as results not held do.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -656,7 +671,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Every execution the worker runs now.
+     * Every execution the worker runs now; at most 20 000. Entries the stream
+     * does not hold cost the credential's budget, as results not held do.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -673,7 +689,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Every execution the worker runs now.
+     * Every execution the worker runs now; at most 20 000. Entries the stream
+     * does not hold cost the credential's budget, as results not held do.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -690,7 +707,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Every execution the worker runs now.
+     * Every execution the worker runs now; at most 20 000. Entries the stream
+     * does not hold cost the credential's budget, as results not held do.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -701,7 +719,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Every execution the worker runs now.
+     * Every execution the worker runs now; at most 20 000. Entries the stream
+     * does not hold cost the credential's budget, as results not held do.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -715,7 +734,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Every execution the worker runs now.
+     * Every execution the worker runs now; at most 20 000. Entries the stream
+     * does not hold cost the credential's budget, as results not held do.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -730,7 +750,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Every execution the worker runs now.
+     * Every execution the worker runs now; at most 20 000. Entries the stream
+     * does not hold cost the credential's budget, as results not held do.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -741,7 +762,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Every execution the worker runs now.
+     * Every execution the worker runs now; at most 20 000. Entries the stream
+     * does not hold cost the credential's budget, as results not held do.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -753,7 +775,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Every execution the worker runs now.
+     * Every execution the worker runs now; at most 20 000. Entries the stream
+     * does not hold cost the credential's budget, as results not held do.
      * </pre>
      *
      * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>

@@ -12,7 +12,8 @@ public interface WorkerHeartbeatOrBuilder extends
 
   /**
    * <pre>
-   * Every execution the worker runs now.
+   * Every execution the worker runs now; at most 20 000. Entries the stream
+   * does not hold cost the credential's budget, as results not held do.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -21,7 +22,8 @@ public interface WorkerHeartbeatOrBuilder extends
       getExecutionsList();
   /**
    * <pre>
-   * Every execution the worker runs now.
+   * Every execution the worker runs now; at most 20 000. Entries the stream
+   * does not hold cost the credential's budget, as results not held do.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -29,7 +31,8 @@ public interface WorkerHeartbeatOrBuilder extends
   dev.tickwheel.v1.ExecutionProgress getExecutions(int index);
   /**
    * <pre>
-   * Every execution the worker runs now.
+   * Every execution the worker runs now; at most 20 000. Entries the stream
+   * does not hold cost the credential's budget, as results not held do.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -37,7 +40,8 @@ public interface WorkerHeartbeatOrBuilder extends
   int getExecutionsCount();
   /**
    * <pre>
-   * Every execution the worker runs now.
+   * Every execution the worker runs now; at most 20 000. Entries the stream
+   * does not hold cost the credential's budget, as results not held do.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
@@ -46,7 +50,8 @@ public interface WorkerHeartbeatOrBuilder extends
       getExecutionsOrBuilderList();
   /**
    * <pre>
-   * Every execution the worker runs now.
+   * Every execution the worker runs now; at most 20 000. Entries the stream
+   * does not hold cost the credential's budget, as results not held do.
    * </pre>
    *
    * <code>repeated .tickwheel.v1.ExecutionProgress executions = 1 [json_name = "executions"];</code>
