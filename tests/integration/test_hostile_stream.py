@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime, timedelta, timezone
 
 import grpc
 import pytest
-from tickwheel.v1 import worker_pb2, worker_pb2_grpc
+from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
 
 
 def bearer(secret: str) -> tuple[tuple[str, str], ...]:
@@ -114,3 +115,29 @@ async def test_a_heartbeat_listing_more_than_a_worker_may_hold_ends_the_stream(s
         ended = await ended_with(call)
     assert ended.code() == grpc.StatusCode.INVALID_ARGUMENT, ended
     assert "heartbeat.executions" in ended.details() and "at most 20000" in ended.details()
+
+
+async def test_a_heartbeat_repeating_one_entry_pays_for_the_repeats(server) -> None:
+    """An entry listed again and again is read each time: past its first,
+    each listing of a delivery the stream holds costs the budget too."""
+    acme = await server.create_tenant("acme")
+    credential = await server.issue_worker_credential(["acme"])
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        job = job_pb2.Job(name="held", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")))
+        job.schedule.once_at.FromDatetime(datetime.now(timezone.utc) + timedelta(seconds=1))
+        await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=job, request_id="held"), metadata=bearer(acme))
+        call = worker_pb2_grpc.WorkerServiceStub(channel).Pull(metadata=bearer(credential))
+        await call.write(worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(worker_id="beats", handlers=["echo"])))
+        assert (await asyncio.wait_for(call.read(), 20)).WhichOneof("message") == "welcome"
+        while True:
+            message = await asyncio.wait_for(call.read(), 20)
+            if message.WhichOneof("message") == "assignment":
+                [held] = message.assignment.assignments
+                break
+        once = worker_pb2.ExecutionProgress(execution_id=held.execution_id, delivery=held.delivery)
+        repeated = worker_pb2.PullRequest(heartbeat=worker_pb2.WorkerHeartbeat(executions=[once] * 20_000))
+        await call.write(repeated)
+        await call.write(repeated)
+        ended = await ended_with(call)
+    assert ended.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, ended

@@ -108,8 +108,9 @@ class Liveness:
         """A worker's heartbeat: the deliveries it lists are alive. Those its
         stream does not hold cost the credential's budget, as results not
         held do (a worker lists only what it runs, give or take one that
-        was just requeued): raises :class:`OverBudget` once it has none left."""
-        renewed = self._inflight.beat(connection, keys, self._clock.monotonic())
+        was just requeued; an entry listed twice costs too): raises
+        :class:`OverBudget` once it has none left."""
+        renewed = self._inflight.beat(connection, set(keys), self._clock.monotonic())
         unheld = len(keys) - renewed
         credential = connection.credential.id
         if unheld and self._budget.take(credential, unheld) < unheld:
