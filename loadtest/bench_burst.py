@@ -95,6 +95,7 @@ its figures mean nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -196,6 +197,16 @@ def batches(starts: list[int]) -> dict | None:
     }
 
 
+def phases(ahead: dict, at_instant: dict) -> dict:
+    """CPU per execution (ms) by role, split at the instant's start window
+    (due - 1 s): ``ahead`` = from the jobs' commit (the claim, the arm and
+    the lead's idle), ``at_instant`` = the start, the send and the result."""
+    def roles(costs: dict) -> dict:
+        return {role: figures["cpu_ms_per_execution"] for role, figures in costs["cpu"].items()}
+
+    return {"ahead": roles(ahead), "at_instant": roles(at_instant)}
+
+
 def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, folder: Path) -> dict:
     h.reset_data(url)
     since_us = h.to_us(datetime.now(timezone.utc))  # the run's executions are of instants from here on
@@ -225,7 +236,13 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
         lead_left = due.timestamp() - created["committed_at"]
         if lead_left < 2:
             raise SystemExit(f"storing {size} jobs left {lead_left:.1f} s before the due second: raise --lead")
+        profile = Path(args.profile) / f"burst-{size}" if args.profile else None
+        # With --from-store the profile covers the claim and the arm too.
+        sampling = contextlib.ExitStack()  # closed with the poll below
+        sampling.enter_context(h.profiled({**fleet.profiled(), "worker-0": pool.pids[0]},
+                                          profile if args.from_store else None))
         time.sleep(max(0.0, due.timestamp() - 1 - time.time()))  # waiting for the due second itself
+        instant = meter.read() if args.from_store else None  # the phases' split: ahead / at the instant
         if not args.from_store:
             statements.reset()
             errors = h.PostgresErrors()
@@ -233,8 +250,8 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
             before = meter.read()
         deadline = due.timestamp() + args.timeout
         ended = 0
-        profile = Path(args.profile) / f"burst-{size}" if args.profile else None
-        with poll, h.profiled({**fleet.profiled(), "worker-0": pool.pids[0]}, profile):
+        with poll, sampling, h.profiled({**fleet.profiled(), "worker-0": pool.pids[0]},
+                                        None if args.from_store else profile):
             while time.time() < deadline:
                 pool.check_alive()
                 ended, jobs = h.ended_and_jobs(poll, since_us)
@@ -243,6 +260,8 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
                 time.sleep(POLL)  # polling the store; the benchmark has no event to await from other processes
         after = meter.read()
         costs = h.Meter.difference(before, after, size)
+        if instant is not None:
+            costs["phases"] = phases(h.Meter.difference(before, instant, size), h.Meter.difference(instant, after, size))
         sql = statements.report(size)
         jit = statements.jit(size)
         if sql is not None:
