@@ -52,7 +52,7 @@ from tickwheel.shared.ids import from_us, to_us
 
 from ..policy.fairness import Shares
 from ..store.arming import Armed, ArmStore, StartRound
-from ..store.executions import Capability, HandedOut
+from ..store.executions import Capability, HandedOut, stamped, without_payload
 from ..store.requeue import RequeueStore
 from ..telemetry.outages import log_failure
 from .assignments import prebuild
@@ -126,14 +126,22 @@ def entry_bytes(armed: Armed) -> int:
 
 
 class _Entry:
-    __slots__ = ("armed", "capability", "owner", "prebuilt")
+    __slots__ = ("armed", "capability", "owner", "prebuilt", "ident", "ready_us")
 
     def __init__(self, armed: Armed, capability: Capability, owner: str) -> None:
-        self.prebuilt = prebuild(armed.handed)
+        handed = armed.handed
+        self.prebuilt = prebuild(handed)
         # The payload is in the prebuilt Assignment: not held twice.
-        self.armed = armed._replace(handed=armed.handed._replace(payload=b""))
+        self.armed = Armed(without_payload(handed), armed.beside, armed.size, armed.weight)
         self.capability = capability
         self.owner = owner
+        self.ident = handed.id
+        """Its execution id and ready instant (µs), read per row by every pass: kept at hand."""
+        self.ready_us = handed.ready_at_us
+
+
+def _start_order(entry: _Entry) -> tuple[int, str]:
+    return entry.ready_us, entry.ident
 
 
 def credit_of(members: Sequence[WorkerConnection], monotonic: float, timeout: float) -> int:
@@ -150,8 +158,8 @@ def interleaved(entries: Iterable[_Entry], now_us: int) -> list[tuple[int, _Entr
     one tenant after another, a tenant of weight 3 three to one of weight
     1), each tenant's oldest first: a quiet tenant's run at a burst's
     instant is in its first start, not its last."""
-    ordered = sorted(entries, key=lambda e: (e.armed.handed.ready_at_us, e.armed.handed.id))
-    instants = [max(now_us, e.armed.handed.ready_at_us) for e in ordered]
+    ordered = sorted(entries, key=_start_order)
+    instants = [max(now_us, e.ready_us) for e in ordered]
     shares = Shares()
     out: list[tuple[int, _Entry]] = []
     start = 0
@@ -230,18 +238,18 @@ class ArmedQueue:
         return len(self._entries)
 
     def _add(self, entry: _Entry) -> None:
-        old = self._entries.get(entry.armed.handed.id)
+        old = self._entries.get(entry.ident)
         if old is not None:
             self._remove(old)
-        self._entries[entry.armed.handed.id] = entry
+        self._entries[entry.ident] = entry
         self.bytes += entry_bytes(entry.armed)
         self._per_capability[entry.capability] += 1
         self._per_owner[entry.owner] += 1
         self._order += 1
-        heapq.heappush(self._ahead, (entry.armed.handed.ready_at_us, self._order, entry))
+        heapq.heappush(self._ahead, (entry.ready_us, self._order, entry))
 
     def _remove(self, entry: _Entry) -> None:
-        ident = entry.armed.handed.id
+        ident = entry.ident
         if self._entries.get(ident) is not entry:
             return
         del self._entries[ident]
@@ -257,8 +265,8 @@ class ArmedQueue:
         """Move the entries due by ``now_us`` from the heap to :attr:`_due`."""
         while self._ahead and self._ahead[0][0] <= now_us:
             _ready, _order, entry = heapq.heappop(self._ahead)
-            if self._entries.get(entry.armed.handed.id) is entry:
-                self._due[entry.armed.handed.id] = entry
+            if self._entries.get(entry.ident) is entry:
+                self._due[entry.ident] = entry
 
     def next_instant_us(self, after_us: int) -> int | None:
         """When this queue has something to do next (µs), or None: the
@@ -266,7 +274,7 @@ class ArmedQueue:
         ``start_ahead`` before the earliest ready instant armed here and
         not yet seen due; ``after_us`` if that passed (it waits for a
         round, which sends or starts it)."""
-        while self._ahead and self._entries.get(self._ahead[0][2].armed.handed.id) is not self._ahead[0][2]:
+        while self._ahead and self._entries.get(self._ahead[0][2].ident) is not self._ahead[0][2]:
             heapq.heappop(self._ahead)
         # A start window that opened while the round ran (after it looked
         # for what to start) calls for a round now, as a batch's instant does.
@@ -421,10 +429,10 @@ class ArmedQueue:
             if not kept:
                 return None
             chosen, receivers = [entry for entry, _ in kept], [receiver for _, receiver in kept]
-            instant_us = max(now_us, *(e.armed.handed.ready_at_us for e in chosen))
+            instant_us = max(now_us, max(e.ready_us for e in chosen))
             if on_full is not None and len(chosen) >= self.batch:
                 on_full(True)
-            items = [(e.armed.handed.id, e.armed.handed.delivery, e.armed.beside, r.worker_id)
+            items = [(e.ident, e.armed.handed.delivery, e.armed.beside, r.worker_id)
                      for e, r in zip(chosen, receivers)]
             return chosen, receivers, instant_us, asyncio.ensure_future(
                 self._store.start(lease.owner, items, from_us(instant_us), fence=lambda: refusal(lease))
@@ -487,9 +495,10 @@ class ArmedQueue:
         for entry in chosen:
             self._remove(entry)
         self.disarmed += len(outcome.disarmed)
-        picked = [(e, r) for e, r in zip(chosen, receivers) if e.armed.handed.id in started]
-        dealer.refund([r for e, r in zip(chosen, receivers) if e.armed.handed.id not in started])
-        return ([e.armed.handed._replace(handed_out_at_us=outcome.at_us) for e, _ in picked],
+        picked = [(e, r) for e, r in zip(chosen, receivers) if e.ident in started]
+        dealer.refund([r for e, r in zip(chosen, receivers) if e.ident not in started])
+        at_us = outcome.at_us
+        return ([stamped(e.armed.handed, at_us) for e, _ in picked],
                 [e.prebuilt for e, _ in picked], [r for _, r in picked])
 
     async def give_back(self, dealer: Dealer) -> int:
@@ -524,7 +533,7 @@ class ArmedQueue:
         # than the lease's armed some (rare: a new session).
         scanned = self._entries.values() if set(self._per_owner) - {lease.owner} else self._due.values()
         return await self._disarm(
-            entry for entry in scanned if entry.owner != lease.owner or entry.armed.handed.ready_at_us < limit_us
+            entry for entry in scanned if entry.owner != lease.owner or entry.ready_us < limit_us
         )
 
     async def _disarm(self, entries: Iterable[_Entry]) -> int:
@@ -538,7 +547,7 @@ class ArmedQueue:
             # Kept until the store confirms: a failed disarm is tried again at
             # the next pass, never forgotten while the rows stay armed.
             given += len(await self._store.disarm(
-                owner, [(e.armed.handed.id, e.armed.handed.delivery) for e in entries]
+                owner, [(e.ident, e.armed.handed.delivery) for e in entries]
             ))
             for entry in entries:
                 self._remove(entry)

@@ -59,9 +59,24 @@ def add_assignment(batch: worker_pb2.PullResponse, handed: HandedOut, now_us: in
 
 def prebuild(handed: HandedOut) -> bytes:
     """``handed``'s Assignment without ``deadline_at`` and ``traceparent``,
-    serialized: what :meth:`PrebuiltBatches.add` completes at the deal."""
-    assignment = add_assignment(worker_pb2.PullResponse(), handed, 0)
-    assignment.ClearField("deadline_at")
+    serialized: what :meth:`PrebuiltBatches.add` completes at the deal.
+    Built alone (no batch to build it in, no deadline to clear): the same
+    fields as :func:`add_assignment` sets, checked by
+    tests/unit/test_assignments.py."""
+    definition = handed.definition or NO_DEFINITION
+    assignment = worker_pb2.Assignment(
+        execution_id=handed.id,
+        job_id=handed.job_id,
+        tenant=handed.tenant,
+        attempt=handed.attempt,
+        delivery=handed.delivery,
+        payload=handed.payload,
+        target=definition.target,
+        missed_count=handed.missed_count,
+        origin=EXECUTION_ORIGIN_TO_PROTO.get(handed.origin, 0),
+    )
+    set_timestamp_us(assignment.nominal_at, handed.nominal_at_us)
+    set_timestamp_us(assignment.due_at, handed.due_at_us)
     return assignment.SerializeToString()
 
 

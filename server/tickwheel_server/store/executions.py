@@ -58,6 +58,23 @@ class HandedOut(NamedTuple):
     """W3C traceparent of the span that created the execution; empty when it was created untraced."""
 
 
+_PAYLOAD = HandedOut._fields.index("payload")
+_HANDED_OUT_AT = HandedOut._fields.index("handed_out_at_us")
+_make_handed = HandedOut._make
+
+
+def without_payload(handed: HandedOut) -> HandedOut:
+    """``handed`` with an empty payload (``handed._replace(payload=b"")``,
+    a tuple built once: per row when thousands are armed)."""
+    return _make_handed((*handed[:_PAYLOAD], b"", *handed[_PAYLOAD + 1:]))
+
+
+def stamped(handed: HandedOut, at_us: int) -> HandedOut:
+    """``handed`` handed out at ``at_us`` (``handed._replace(handed_out_at_us=at_us)``,
+    a tuple built once: per row when thousands are started)."""
+    return _make_handed((*handed[:_HANDED_OUT_AT], at_us, *handed[_HANDED_OUT_AT + 1:]))
+
+
 class ResultIn(NamedTuple):
     """A worker's result (a tuple: a batch has thousands)."""
 

@@ -1,0 +1,62 @@
+"""An armed execution's Assignment, built ahead (``prebuild``) and completed
+at the deal (``PrebuiltBatches``), is the one built in place at the deal
+(``add_assignment``): field for field, whatever the origin, payload, target
+or missing definition."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from tickwheel.v1 import job_pb2, worker_pb2
+
+from tickwheel_server.gateway.assignments import PrebuiltBatches, add_assignment, prebuild
+from tickwheel_server.jobspec import JobDefinition
+from tickwheel_server.store.executions import HandedOut
+
+SENT_US = 1_765_000_123_456_789
+
+
+def definition(*, http: bool = False, timeout: int | None = None) -> JobDefinition:
+    job = job_pb2.Job(name="j", schedule=job_pb2.Schedule(cron=job_pb2.CronSchedule(expression="* * * * *", time_zone="UTC")))
+    if http:
+        job.target.http.url = "https://example.com/hook"
+    else:
+        job.target.handler.name = "billing.charge"
+    if timeout is not None:
+        job.timeout.FromTimedelta(timedelta(seconds=timeout))
+    return JobDefinition.parse("job_1", 1, job.SerializeToString())
+
+
+CASES = [
+    HandedOut("e1", "job_1", "acme", 3, "scheduled", 1_765_000_000_000_001, 1_765_000_000_500_000,
+              1_765_000_000_500_000, 1, 1, b"payload", 0, definition(), 0, ""),
+    HandedOut("e2", "job_1", "acme", 7, "trigger", 1_765_000_000_000_000, 1_765_000_001_000_000,
+              1_765_000_002_000_000, 4, 9, b"", 12, definition(http=True, timeout=30), 0,
+              "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+    HandedOut("e3", "job_gone", "other", 0, "backfill", 0, 999_999, 999_999, 2, 2, b"\x00" * 300, 1, None, 0, ""),
+    HandedOut("e4", "job_1", "acme", 1, "an origin not on the wire", 5, 6, 7, 1, 1, b"x", 0, definition(), 0, ""),
+]
+
+
+@pytest.mark.parametrize("handed", CASES, ids=[h.id for h in CASES])
+def test_a_prebuilt_assignment_completed_at_the_deal_is_the_one_built_there(handed: HandedOut) -> None:
+    built = worker_pb2.PullResponse()
+    add_assignment(built, handed, SENT_US)
+    completed = worker_pb2.PullResponse()
+    batches = PrebuiltBatches(SENT_US)
+    batches.add("worker", handed, prebuild(handed))
+    batches.merge_into("worker", completed)
+    assert completed == built
+    [assignment] = completed.assignment.assignments
+    assert assignment.execution_id == handed.id and assignment.payload == handed.payload
+    assert not worker_pb2.Assignment.FromString(prebuild(handed)).HasField("deadline_at")  # set at the deal only
+
+
+@pytest.mark.parametrize("handed", CASES, ids=[h.id for h in CASES])
+def test_an_armed_rows_copies_change_one_field_each(handed: HandedOut) -> None:
+    from tickwheel_server.store.executions import stamped, without_payload
+
+    assert without_payload(handed) == handed._replace(payload=b"")
+    assert stamped(handed, SENT_US) == handed._replace(handed_out_at_us=SENT_US)
+    assert type(stamped(handed, 1)) is HandedOut and stamped(handed, 1).handed_out_at_us == 1
