@@ -17,7 +17,7 @@ may not take) goes to those that may have more in one more read.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, namedtuple
 from collections.abc import Callable, Mapping
 
 import sqlalchemy as sa
@@ -39,6 +39,10 @@ _COLUMNS = (
     executions.c.allow_overlap, executions.c.wait_key, executions.c.trace_context,
     jobs.c.spec, jobs.c.version, tenants.c.max_concurrency,
 )
+Candidate = namedtuple("Candidate", [column.name for column in _COLUMNS])
+"""One candidate row as a plain tuple: an arming pass reads each row's
+fields a few dozen times, and a named tuple's field is read for a fraction
+of what a result row's attribute costs."""
 
 
 def _window(now_us: int, until_us: int) -> list:
@@ -79,7 +83,7 @@ def ready_soon_tenants(
 def _pick(
     conn: Connection, caps: Capabilities, capability: Capability, now_us: int, until_us: int,
     quotas: Mapping[str, int], after: Mapping[str, tuple[int, str]],
-) -> list:
+) -> list[Candidate]:
     """Per tenant, its ``quotas[tenant]`` oldest candidates (after
     ``after[tenant]``, its last (ready_at, id) read, if any), with their
     jobs' definitions and their tenants' settings; rows another transaction
@@ -114,7 +118,7 @@ def _pick(
         )
         if caps.row_locks:
             query = query.with_for_update(of=executions, skip_locked=caps.skip_locked)
-        rows += conn.execute(query).all()
+        rows += map(Candidate._make, conn.execute(query))  # selected in _COLUMNS' order
     return rows
 
 
