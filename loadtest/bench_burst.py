@@ -55,7 +55,9 @@ are measured from 1 s before ``D`` to the end (so the claim and the arm,
 done before, are not in them), or with ``--from-store`` from the jobs'
 commit to the end (the claim, the arm, the start, the send and the result,
 and whatever the processes spend idle in the lead: keep ``--lead`` short,
-above the server's ``arm_ahead``); ``measured_from`` says which;
+above the server's ``arm_ahead``; ``phases`` then splits each role's CPU
+per execution at due − 1 s: ``ahead``, the claim, the arm and the idle,
+and ``at_instant``, the start, the send and the result); ``measured_from`` says which;
 ``/proc/loadavg`` before and after each run (the machine is shared).
 
 The headline is ``p99_at_worker_start_s`` (what a user sees), with the
@@ -85,7 +87,8 @@ stamps one instant); ``sql`` counts what reached PostgreSQL
 costliest shapes) and ``errors_logged`` its ERROR lines (serialization
 failures the store retried), ``jit`` beside it what PostgreSQL spent
 compiling statements with JIT (``_harness.Statements.jit``); ``--profile DIR`` samples the server and one
-worker with py-spy; ``--logs DIR`` keeps the processes' logs; ``--pg-set``
+worker with py-spy (from 1 s before ``D``, or with ``--from-store`` from
+the jobs' commit, so the arm is in it); ``--logs DIR`` keeps the processes' logs; ``--pg-set``
 changes a setting of the throwaway PostgreSQL.
 
 ``--smoke`` runs one tiny size in seconds so CI keeps the script working;
