@@ -47,8 +47,9 @@ The goal (issue 6): the quiet tenant's p99 with the flood within 1 s of its
 p99 alone (``goal.met``). ``all_claimed_ahead`` says whether the dispatcher
 had created every execution before the due second (when not, lateness
 includes the claim's, not only the hand-out's: raise ``--lead``);
-``while_quiet_had_work`` gives the hand-out rate and the quiet tenant's part
-of it from the due second to its last start: fair share holds that part
+``while_quiet_had_work`` gives the hand-outs, their rate and the quiet
+tenant's part of them from the due second to its last start (to the
+microsecond): fair share holds that part
 near one half, so the goal is met when the hand-out rate is at least about
 twice the quiet tenant's arrival rate. ``early`` (starts before due, must be 0) and
 ``dropped`` (jobs without a succeeded execution, must be 0) per tenant.
@@ -156,25 +157,39 @@ def insert_jobs(url: str, counts: dict[str, int], due: datetime,
 
 
 def shares_while_ready(url: str, due_us: int) -> dict | None:
-    """Between the due second and the quiet tenant's last start: the
-    hand-outs per second (all tenants) and the quiet tenant's part of them,
-    which fair share with equal weights makes about half while both have
-    ready work. None without the flood."""
+    """The hand-out window of :func:`hand_out_window`, read from the store
+    (each execution's first start). None without the flood."""
     with h.observe(url) as pg:
         rows = pg.execute(
             f"""{h.OWN_QUERY}
             SELECT e.tenant, min(a.started_at) FROM executions e JOIN {h.ATTEMPTS} a ON a.execution_id = e.id
             GROUP BY e.id, e.tenant"""
         ).fetchall()
-    quiet = [started for tenant, started in rows if tenant == QUIET]
-    if not quiet or not any(tenant == FLOOD for tenant, _ in rows):
+    return hand_out_window(rows, due_us)
+
+
+def hand_out_window(starts: list[tuple[str, int]], due_us: int) -> dict | None:
+    """From the due instant to the quiet tenant's last start (``starts``:
+    each execution's tenant and first start, microseconds; ``due_us``
+    likewise): the hand-outs in it (all tenants), their rate and the quiet
+    tenant's part of them, which fair share with equal weights makes about
+    half while both have ready work. None without both tenants' starts.
+
+    The window is kept to the microsecond, as the stamps are: an armed
+    batch's starts are stamped with the due instant and the next ones a
+    microsecond apart (``--instant``), so the window may be a few
+    microseconds long, not zero. The rate is None only for a window of no
+    time (every quiet start stamped with the instant itself), and over any
+    other it counts at least the quiet tenant's last start."""
+    quiet = [started for tenant, started in starts if tenant == QUIET]
+    if not quiet or not any(tenant == FLOOD for tenant, _ in starts):
         return None
     until = max(quiet)
-    window = [tenant for tenant, started in rows if due_us <= started <= until]
+    window = [tenant for tenant, started in starts if due_us <= started <= until]
     seconds = (until - due_us) / 1e6
     return {
-        "window_s": round(seconds, 3),
-        # None when every quiet run started at the instant itself (--instant): no rate over no time.
+        "window_s": round(seconds, 6),
+        "hand_outs": len(window),
         "hand_outs_per_s": round(len(window) / seconds, 1) if seconds > 0 else None,
         "quiet_part": round(sum(1 for tenant in window if tenant == QUIET) / max(len(window), 1), 3),
     }
