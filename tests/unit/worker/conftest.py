@@ -10,6 +10,7 @@ from typing import Any
 import grpc.aio
 import pytest
 
+from tickwheel.shared.clock import Clock
 from tickwheel.v1 import worker_pb2_grpc
 from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig
 from tests.unit.worker.worker_fakes import LOOPBACK, WAIT, FakeWorkerService, StartWorker
@@ -30,10 +31,11 @@ async def fake_server() -> AsyncIterator[FakeWorkerService]:
 
 @pytest.fixture
 async def start_worker(fake_server: FakeWorkerService) -> AsyncIterator[StartWorker]:
-    """``await start_worker(registry, slots=2, ...)``: a running Worker; stopped at teardown."""
+    """``await start_worker(registry, slots=2, ...)``: a running Worker (on
+    ``clock=`` if given, else the system clock); stopped at teardown."""
     running: list[tuple[Worker, asyncio.Task[None]]] = []
 
-    async def start(registry: HandlerRegistry | None = None, **overrides: Any) -> Worker:
+    async def start(registry: HandlerRegistry | None = None, *, clock: Clock | None = None, **overrides: Any) -> Worker:
         settings: dict[str, Any] = dict(
             address=fake_server.address,
             credential="worker-secret",
@@ -50,7 +52,7 @@ async def start_worker(fake_server: FakeWorkerService) -> AsyncIterator[StartWor
             server_silence_intervals=20,
         )
         settings.update(overrides)
-        worker = Worker(WorkerConfig(**settings))
+        worker = Worker(WorkerConfig(**settings), clock=clock)
         running.append((worker, asyncio.create_task(worker.run())))
         return worker
 

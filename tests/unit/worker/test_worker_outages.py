@@ -26,25 +26,10 @@ from tickwheel.v1 import worker_pb2
 from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig, WorkerFatalError, register_builtins
 from tickwheel_worker.runtime import SAID_CHARS
 
-from tests.unit.worker.worker_fakes import LOOPBACK, WAIT, FakeWorkerService, make_assignment
+from tests.unit.worker.worker_fakes import LOOPBACK, WAIT, FakeWorkerService, JumpingClock, make_assignment
 
 LOGGER = "tickwheel_worker.runtime"
 SECRET = "twk_worker-secret-0123456789"
-JUMP_BELOW = 60.0
-"""Waits shorter than this pass at once; the worker's longer ones (the welcome
-timeout, heartbeats) wait for the test."""
-
-
-class JumpingClock(FakeClock):
-    """A fake clock on which every wait shorter than :data:`JUMP_BELOW` is
-    over at once (the clock moves by it); longer ones wait for :meth:`advance`."""
-
-    async def sleep(self, seconds: float) -> None:
-        if 0 < seconds < JUMP_BELOW:
-            self.advance(seconds)
-            await asyncio.sleep(0)
-            return
-        await super().sleep(seconds)
 
 
 def registry() -> HandlerRegistry:

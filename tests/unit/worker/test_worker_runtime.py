@@ -21,7 +21,14 @@ from tickwheel_worker import (
 from tickwheel_worker.http_target import OUTPUT_MAX_BYTES
 from tickwheel_worker.runtime import RESULT_MESSAGE_BYTES
 
-from tests.unit.worker.worker_fakes import WAIT, FakeStream, FakeWorkerService, StartWorker, make_assignment
+from tests.unit.worker.worker_fakes import (
+    WAIT,
+    FakeStream,
+    FakeWorkerService,
+    JumpingClock,
+    StartWorker,
+    make_assignment,
+)
 
 OUTCOME = worker_pb2.ResultOutcome
 
@@ -354,14 +361,27 @@ async def test_reconnect_reports_in_flight_and_resends_unacked_results(
 async def test_a_silent_server_is_presumed_dead_and_the_worker_reconnects(
     fake_server: FakeWorkerService, start_worker: StartWorker
 ) -> None:
-    fake_server.heartbeat_interval = 0.05
+    """On the worker's clock, which moves only when the test moves it: the
+    stream lasts through silence short of the limit (the worker's own
+    heartbeats go out meanwhile), and the limit itself ends it."""
+    clock = JumpingClock()  # the reconnect's backoff passes at once; the heartbeat interval waits for the test
+    fake_server.heartbeat_interval = 100.0
     fake_server.auto_heartbeat = False  # the server says nothing after its welcome
-    worker = await start_worker(builtins(), server_silence_intervals=3)
+    worker = await start_worker(builtins(), clock=clock, server_silence_intervals=3, welcome_timeout=600.0)
     first = await fake_server.stream(0)
-    await asyncio.wait_for(first.ended.wait(), WAIT)  # the worker gave up on it
+    await asyncio.wait_for(worker.connected.wait(), WAIT)
+
+    for beats in (1, 2):  # two heartbeat intervals in silence: the worker's own heartbeats go out
+        clock.advance(100.0)
+        await first.wait_for(lambda s: len(s.heartbeats) >= beats)
+    clock.advance(99.0)  # most of a third: the silence watch is not due yet
+    assert worker.connected.is_set() and not first.ended.is_set() and len(fake_server.streams) == 1
+
+    clock.advance(1.0)  # three intervals: presumed dead
     second = await fake_server.stream(1)
     assert second.hello.worker_id == first.hello.worker_id
-    assert worker.sessions >= 1
+    await asyncio.wait_for(first.ended.wait(), WAIT)  # the worker gave up on it (its cancel reached the server)
+    await asyncio.wait_for(_until(lambda: worker.sessions == 2), WAIT)  # and was welcomed on the second
 
 
 async def test_server_heartbeats_keep_the_stream_up(

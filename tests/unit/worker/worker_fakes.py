@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 
+from tickwheel.shared.clock import FakeClock
 from tickwheel.v1 import job_pb2, worker_pb2, worker_pb2_grpc
 from tickwheel.shared.targets import LOOPBACK_NETWORKS, TargetPolicy
 from tickwheel_worker import Worker
@@ -26,6 +27,22 @@ WAIT = 5.0
 LOOPBACK = TargetPolicy.allowing(LOOPBACK_NETWORKS)
 """The address policy of the tests' workers: their HTTP targets listen on 127.0.0.1."""
 _CLOSE = object()
+JUMP_BELOW = 60.0
+"""Waits shorter than this pass at once on a :class:`JumpingClock`; longer
+ones (the welcome timeout, heartbeats at the intervals the tests announce)
+wait for the test."""
+
+
+class JumpingClock(FakeClock):
+    """A fake clock on which every wait shorter than :data:`JUMP_BELOW` is
+    over at once (the clock moves by it); longer ones wait for :meth:`advance`."""
+
+    async def sleep(self, seconds: float) -> None:
+        if 0 < seconds < JUMP_BELOW:
+            self.advance(seconds)
+            await asyncio.sleep(0)
+            return
+        await super().sleep(seconds)
 
 
 class FakeStream:
