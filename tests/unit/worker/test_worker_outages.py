@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Callable
 
 import grpc
@@ -41,12 +42,13 @@ def registry() -> HandlerRegistry:
 def worker_on(service: FakeWorkerService, clock: FakeClock, handlers: HandlerRegistry | None = None) -> Worker:
     # The fake welcomes with a heartbeat interval of 100 s: past JUMP_BELOW,
     # so a welcomed stream's heartbeats and silence watch wait for the test.
+    # A seeded jitter: the backoff, and so the clock's course, is the same each run.
     service.heartbeat_interval = 100.0
     service.auto_heartbeat = False
     return Worker(WorkerConfig(
         address=service.address, credential=SECRET, handlers=handlers or registry(), address_policy=LOOPBACK,
         reconnect_initial_backoff=0.2, reconnect_max_backoff=15.0, welcome_timeout=600.0, slots=2,
-    ), clock=clock)  # fmt: skip
+    ), clock=clock, rng=random.Random(21))  # fmt: skip
 
 
 def lines(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:

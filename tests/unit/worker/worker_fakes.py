@@ -185,11 +185,16 @@ class FakeWorkerService(worker_pb2_grpc.WorkerServiceServicer):
         return message
 
     async def Pull(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
+        stream = FakeStream(self, context)
+        # The hello is read before a refusal: a stream ended before the
+        # worker's write of its hello completed can reach the worker as
+        # "INTERNAL: Internal error from Core", not the status sent (a gRPC
+        # asyncio client defect, grpc/grpc#36066), depending on which the
+        # worker's event loop sees first: timing, not the worker's code.
+        first = await asyncio.wait_for(context.read(), WAIT)
         if self.reject_status is not None:
             self.refusals += 1
             await context.abort(self.reject_status, self.reject_details)
-        stream = FakeStream(self, context)
-        first = await asyncio.wait_for(context.read(), WAIT)
         assert first is not grpc.aio.EOF and first.WhichOneof("message") == "hello", first
         await stream._record(first)
         async with self._new_stream:
