@@ -387,11 +387,21 @@ async def test_a_silent_server_is_presumed_dead_and_the_worker_reconnects(
 async def test_server_heartbeats_keep_the_stream_up(
     fake_server: FakeWorkerService, start_worker: StartWorker
 ) -> None:
-    fake_server.heartbeat_interval = 0.05
-    await start_worker(builtins(), server_silence_intervals=4)
+    """On the worker's clock: a server heartbeat each interval keeps the
+    stream up through twice the silence limit."""
+    clock = JumpingClock()
+    fake_server.heartbeat_interval = 100.0
+    fake_server.auto_heartbeat = False  # the test sends the server's heartbeats
+    worker = await start_worker(builtins(), clock=clock, server_silence_intervals=4, welcome_timeout=600.0)
     stream = await fake_server.stream(0)
-    await stream.wait_for(lambda s: len(s.heartbeats) >= 8)  # 0.4 s: twice the silence limit
-    assert not stream.ended.is_set() and len(fake_server.streams) == 1
+    await asyncio.wait_for(worker.connected.wait(), WAIT)
+    for beats in range(1, 9):  # eight intervals: twice the silence limit
+        heartbeat = worker_pb2.PullResponse(heartbeat=worker_pb2.ServerHeartbeat())
+        heartbeat.heartbeat.sent_at.GetCurrentTime()
+        await stream.send(heartbeat)
+        clock.advance(100.0)
+        await stream.wait_for(lambda s: len(s.heartbeats) >= beats)  # the worker's, for this interval
+    assert worker.connected.is_set() and not stream.ended.is_set() and len(fake_server.streams) == 1
 
 
 async def test_drain_stops_credit_finishes_in_flight_then_reconnects(
