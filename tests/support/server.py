@@ -97,11 +97,16 @@ class ServerProcess:
         self.process.wait(10)
 
 
-def start_server_process(tmp_path: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 30.0) -> ServerProcess:
+def start_server_process(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
+                         timeout: float = 120.0) -> ServerProcess:
     """Start `tickwheel server ARGS --listen 127.0.0.1:0` and wait until its log says it serves.
 
     A thread copies the child's output to a log file and signals the moment
-    the "serving on HOST:PORT" line appears (or the child exits).
+    the "serving on HOST:PORT" line appears (or the child exits, at once).
+    ``timeout`` is only a backstop for a server that neither serves nor
+    exits: generous, because a first start migrates a new store from
+    nothing, which on a loaded 2-core machine (the suite beside its
+    toolchain builds) took more than 30 s.
     """
     token = "twa_" + secrets.token_urlsafe(24)  # never starts with "-" (a command-line argument)
     log_path = tmp_path / f"server-{len(list(tmp_path.glob('server-*.log')))}.log"
