@@ -23,7 +23,12 @@ from tickwheel.shared.targets import LOOPBACK_NETWORKS, TargetPolicy
 from tickwheel_worker import Worker
 
 T = TypeVar("T")
-WAIT = 5.0
+WAIT = 30.0
+"""The backstop of every wait in the worker's tests: each waits on a
+condition and returns as soon as it holds, so this bounds only a test that
+would hang. Generous: on a loaded 2-core machine (a suite beside two busy
+loops, load 30) a hundred streams of a thousand refusals each took longer
+than 5 s a stream."""
 LOOPBACK = TargetPolicy.allowing(LOOPBACK_NETWORKS)
 """The address policy of the tests' workers: their HTTP targets listen on 127.0.0.1."""
 _CLOSE = object()
