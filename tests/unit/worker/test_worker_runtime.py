@@ -399,6 +399,9 @@ async def test_server_heartbeats_keep_the_stream_up(
         heartbeat = worker_pb2.PullResponse(heartbeat=worker_pb2.ServerHeartbeat())
         heartbeat.heartbeat.sent_at.GetCurrentTime()
         await stream.send(heartbeat)
+        # Read by the worker before its clock moves on: the server's write may lag the worker's heartbeats.
+        await asyncio.wait_for(_until(lambda: worker._session is not None
+                                      and worker._session.last_seen == clock.monotonic()), WAIT)
         clock.advance(100.0)
         await stream.wait_for(lambda s: len(s.heartbeats) >= beats)  # the worker's, for this interval
     assert worker.connected.is_set() and not stream.ended.is_set() and len(fake_server.streams) == 1
