@@ -98,6 +98,48 @@ async def test_alerts_from_before_the_webhook_and_changes_older_than_the_max_age
     assert notified == {old.id: None, stale.id: "raised", fresh.id: ""}
 
 
+async def test_stale_changes_are_marked_in_bounded_batches_each_once_and_a_stopped_walk_resumes(
+    store, clock, caplog, monkeypatch
+) -> None:
+    stale = [await store.raise_alert(dead(f"stale{i}")) for i in range(5)]  # > 2 batches of 2
+    await store.resolve(stale[1].key)  # owed a raise and a resolve: marked resolved
+    clock.advance(3600)
+    fresh = await store.raise_alert(dead("fresh"))
+    cutoff = clock.now() - timedelta(minutes=30)
+    batches: list[int] = []
+    real = AlertStore._mark_stale
+
+    def failing_second(conn, cutoff_us, batch):
+        if len(batches) == 1:
+            raise RuntimeError("connection lost")
+        batches.append(real(conn, cutoff_us, batch))
+        return batches[-1]
+
+    monkeypatch.setattr(AlertStore, "_mark_stale", staticmethod(failing_second))
+    with pytest.raises(RuntimeError):
+        await store.owed(not_before=cutoff, stale_batch=2)
+    assert batches == [2], "the first batch committed on its own, the second wrote nothing"
+
+    def counting(conn, cutoff_us, batch):
+        batches.append(real(conn, cutoff_us, batch))
+        return batches[-1]
+
+    monkeypatch.setattr(AlertStore, "_mark_stale", staticmethod(counting))
+    batches.clear()
+    with caplog.at_level(logging.WARNING, "tickwheel.alerts"):
+        owed = await store.owed(not_before=cutoff, stale_batch=2)
+    assert batches == [2, 1], "the rest, each at most the batch, none marked twice"
+    assert "3 alert changes older than" in caplog.text
+    assert [o.alert.id for o in owed] == [fresh.id]
+    with store.engine.connect() as conn:
+        notified = dict(conn.execute(sa.select(alerts.c.id, alerts.c.notified)).all())
+    assert notified == {
+        **{a.id: "raised" for a in stale}, stale[1].id: "resolved", fresh.id: "",
+    }
+    with pytest.raises(ValueError):
+        await store.owed(not_before=cutoff, stale_batch=0)
+
+
 async def test_a_sink_failing_twice_gets_the_alert_on_the_third_try_after_full_jitter_waits(store, clock) -> None:
     raised = await store.raise_alert(dead("e1"))
     sink = Sink(500, ConnectionRefusedError("refused"))

@@ -281,7 +281,6 @@ ONE_ROW = "one row: a key of a table outside ``tables.metadata`` (the statement 
 REVIEW = "not bounded by a key or a LIMIT: to bound or to argue small (found in session 21)"
 UNBOUNDED_LEFT: dict[tuple[str, str], tuple[int, str]] = {
     ("alerts.py", "AlertStore.get.fn"): (1, "one row: the open alert of a key (unique among open alerts)"),
-    ("alerts.py", "AlertStore.owed.fn"): (1, REVIEW + " alerts owed a notification, older than a cutoff"),
     ("arming.py", "ArmStore.start.fn"): (1, "the arm's own rows, its query built above from their ids"),
     ("calendars.py", "CalendarStore.create.fn"): (1, "a count of one tenant's calendars, at most max_calendars"),
     ("calendaruse.py", "jobs_naming"): (1, REVIEW + " a count of a tenant's jobs naming a calendar"),

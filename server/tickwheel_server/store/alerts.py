@@ -360,31 +360,43 @@ class AlertStore(SqlStore):
 
     # --- the webhook's record --------------------------------------------------------------
 
-    async def owed(self, *, limit: int = 100, not_before: datetime | None = None) -> list[Owed]:
+    async def owed(
+        self, *, limit: int = 100, not_before: datetime | None = None, stale_batch: int = 1000
+    ) -> list[Owed]:
         """Up to ``limit`` alerts the webhook sink is owed a raise or a
         resolve, least recently changed first (a range scan on the partial
         index ``alerts_webhook``). With ``not_before``, alerts whose last
         change is older are first marked as sent without being sent (a sink
-        turned on, or back after a long outage, is not flooded with history);
-        how many is logged."""
-        if limit < 1:
-            raise ValueError("limit must be >= 1")
+        turned on, or back after a long outage, is not flooded with history),
+        oldest first, ``stale_batch`` a transaction until a batch is short
+        (a write conditional on still being owed: a stopped walk loses
+        nothing, the next read goes on); how many is logged."""
+        if limit < 1 or stale_batch < 1:
+            raise ValueError("limit and stale_batch must be >= 1")
+        stale, marked = 0, stale_batch
+        while not_before is not None and marked == stale_batch:
+            marked = await self._tx(lambda conn: self._mark_stale(conn, to_us(not_before), stale_batch))
+            stale += marked
+        if stale:
+            log.warning("alert webhook: %d alert changes older than %s not sent", stale, not_before)
 
         def fn(conn: Connection) -> list[Owed]:
-            if not_before is not None:
-                stale = conn.execute(
-                    alerts.update()
-                    .where(_OWED, alerts.c.changed_at < to_us(not_before))
-                    .values(notified=sa.case((alerts.c.resolved_at.is_(None), "raised"), else_="resolved"))
-                )
-                if stale.rowcount:
-                    log.warning("alert webhook: %d alert changes older than %s not sent", stale.rowcount, not_before)
             rows = conn.execute(
                 sa.select(alerts).where(_OWED).order_by(alerts.c.changed_at, alerts.c.id).limit(limit)
             ).all()
             return [Owed(alert_from_row(row), row.notified) for row in rows]
 
         return await self._tx(fn)
+
+    @staticmethod
+    def _mark_stale(conn: Connection, cutoff_us: int, batch: int) -> int:
+        """Mark up to ``batch`` owed alerts changed before ``cutoff_us`` as sent, oldest first; how many."""
+        older = sa.and_(_OWED, alerts.c.changed_at < cutoff_us)
+        picked = sa.select(alerts.c.id).where(older).order_by(alerts.c.changed_at, alerts.c.id).limit(batch)
+        return conn.execute(
+            alerts.update().where(alerts.c.id.in_(picked), older)
+            .values(notified=sa.case((alerts.c.resolved_at.is_(None), "raised"), else_="resolved"))
+        ).rowcount
 
     async def mark_notified(self, alert_id: str, sent: str, *, was: str) -> bool:
         """Record that the sink got the alert's ``sent`` event (``'raised'``
