@@ -482,6 +482,40 @@ async def test_restamp_moves_running_executions_to_the_new_session(store, migrat
     assert await store.requeues.running_owners() == ["new"]
 
 
+async def test_restamp_walks_in_bounded_batches_and_a_stopped_walk_resumes_beside_the_reaper(
+    store, migrated_engine, clock, monkeypatch
+) -> None:
+    for index in range(5):  # > 2 batches of 2
+        add_execution(migrated_engine, clock, f"e{index}")
+    await store.handout.hand_out_ready("old", clock.now(), ANY_ECHO, 5)
+    requeues = type(store.requeues)
+    real = requeues._restamp_batch
+    batches: list[int] = []
+
+    def failing_second(conn, old, new, batch):
+        if len(batches) == 1:
+            raise RuntimeError("connection lost")
+        batches.append(real(conn, old, new, batch))
+        return batches[-1]
+
+    monkeypatch.setattr(requeues, "_restamp_batch", staticmethod(failing_second))
+    with pytest.raises(RuntimeError):
+        await store.requeues.restamp("old", "new", batch=2)
+    assert batches == [2], "the first batch committed on its own, the second wrote nothing"
+    reaped = await store.requeues.reap_owner("old", "server session expired", limit=1)  # the reaper meanwhile
+    assert len(reaped.requeued) == 1
+    monkeypatch.setattr(requeues, "_restamp_batch", staticmethod(real))
+    assert await store.requeues.restamp("old", "new", batch=2) == 2, "the caller's retry: the rest, once each"
+    assert await store.requeues.running_owners() == ["new"]
+    with migrated_engine.connect() as conn:
+        rows = conn.execute(sa.select(executions.c.id, executions.c.status, executions.c.owner)).all()
+    assert sorted((r.status, r.owner) for r in rows) == [("running", "new")] * 4 + [("scheduled", None)]
+    assert reaped.requeued[0].execution_id in {r.id for r in rows if r.status == "scheduled"}, "reaped stays reaped"
+    assert await store.requeues.restamp("new", "newer", batch=4) == 4, "a full last batch reads one more, empty"
+    with pytest.raises(ValueError):
+        await store.requeues.restamp("newer", "x", batch=0)
+
+
 async def test_retries_keep_the_delivery_and_report_their_ready_instant(store, migrated_engine, clock) -> None:
     add_execution(migrated_engine, clock, "e1")
     [handed] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)

@@ -306,7 +306,6 @@ UNBOUNDED_LEFT: dict[tuple[str, str], tuple[int, str]] = {
     ("quota.py", "take"): (3, "one row: a tenant's slot, by (tenant, slot) in _take_from_slot"),
     ("requeue.py", "RequeueStore.reattach.take"): (1, REVIEW + " a worker's executions held by another owner"),
     ("requeue.py", "RequeueStore.requeue.fn"): (1, "a key set: running_by_id over the ids asked for"),
-    ("requeue.py", "RequeueStore.restamp.fn"): (1, REVIEW + " every running execution of one owner, one UPDATE"),
     ("requeue.py", "unsend"): (1, REVIEW + " an owner's executions handed out and not sent"),
     ("retention.py", "RetentionStore.attempt_partitions.fn"): (2, "the catalogue: attempts' partitions"),
     ("retention.py", "RetentionStore.create_partition.fn"): (1, "EXISTS: stops at the first row"),

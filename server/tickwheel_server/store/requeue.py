@@ -242,20 +242,31 @@ class RequeueStore(SqlStore):
 
         return await self._tx(fn)
 
-    async def restamp(self, old_owner: str, new_owner: str) -> int:
+    async def restamp(self, old_owner: str, new_owner: str, *, batch: int = 1000) -> int:
         """A server that lost its session and opened a new one takes its
-        running executions over under the new one, before a reaper takes them."""
+        running executions over under the new one, before a reaper takes
+        them: ``batch`` a transaction until a batch is short; how many. Each
+        row moves on its own condition (``running`` under ``old_owner``), as
+        the reaper takes each on its own (``reap_owner``, in batches too): a
+        row is restamped or reaped, never both, and a walk a fault stops is
+        taken up by the caller's retry where it stopped."""
         if not old_owner or old_owner == new_owner:
             return 0
+        if batch < 1:
+            raise ValueError("batch must be >= 1")
+        moved, last = 0, batch
+        while last == batch:
+            last = await self._tx(lambda conn: self._restamp_batch(conn, old_owner, new_owner, batch))
+            moved += last
+        return moved
 
-        def fn(conn: Connection) -> int:
-            return conn.execute(
-                executions.update()
-                .where(executions.c.owner == old_owner, status_in(executions.c.status, "running"))
-                .values(owner=new_owner)
-            ).rowcount
-
-        return await self._tx(fn)
+    @staticmethod
+    def _restamp_batch(conn: Connection, old_owner: str, new_owner: str, batch: int) -> int:
+        """Up to ``batch`` of ``old_owner``'s running rows to ``new_owner`` (on ``executions_owner``)."""
+        held = sa.and_(executions.c.owner == old_owner, status_in(executions.c.status, "running"))
+        picked = sa.select(executions.c.id).where(held).limit(batch)
+        moved = conn.execute(executions.update().where(executions.c.id.in_(picked), held).values(owner=new_owner))
+        return moved.rowcount
 
     async def requeue(self, owner: str, lost: Sequence[Lost], *, counts: bool) -> RequeueResult:
         """End deliveries no worker will finish, if they are still running at
