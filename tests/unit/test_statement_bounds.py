@@ -15,7 +15,8 @@ when that text has one of:
 - an equality on every column of a primary key or a unique key of a
   table it names (``jobs.c.id == job_id``: one row);
 - a key set (``one_of``, ``pairs_in``, ``= ANY``, ``unnest``, an
-  ``IN`` over a list the caller bounds).
+  ``IN`` over a list the caller bounds; ``requeue.running_by_id``, a
+  ``one_of`` over the ids with a status).
 
 A statement a module's function returns unbounded, or a module's
 constant holds (a builder, such as ``select_jobs``), is bounded where it
@@ -46,7 +47,7 @@ STORE = REPO / "server" / "tickwheel_server" / "store"
 
 _DRIVER_SQL = re.compile(r"^\s*(SELECT|UPDATE|DELETE|WITH)\b.*\b(FROM|SET)\b", re.S)
 _BOUND = re.compile(
-    r"\.limit\(|\bLIMIT\b|\bone_of\(|\bpairs_in\(|\bANY\s*\(|\bany_\(|\.in_\(|\bunnest\b|\btuples\("
+    r"\.limit\(|\bLIMIT\b|\bone_of\(|\bpairs_in\(|\bANY\s*\(|\bany_\(|\.in_\(|\bunnest\b|\btuples\(|\brunning_by_id\("
 )
 _EQUAL = re.compile(r"\b(\w+)\.c\.(\w+)\s*==|\b(\w+)\.c\.(\w+)\.is_\(")
 _ROOT_METHODS = {"select", "update", "delete"}
@@ -304,9 +305,6 @@ UNBOUNDED_LEFT: dict[tuple[str, str], tuple[int, str]] = {
     ("quota.py", "_deal"): (1, "one tenant's quota slots (a fixed few)"),
     ("quota.py", "job_count"): (1, "a sum over one tenant's quota slots (a fixed few)"),
     ("quota.py", "take"): (3, "one row: a tenant's slot, by (tenant, slot) in _take_from_slot"),
-    ("requeue.py", "RequeueStore.reattach.take"): (1, REVIEW + " a worker's executions held by another owner"),
-    ("requeue.py", "RequeueStore.requeue.fn"): (1, "a key set: running_by_id over the ids asked for"),
-    ("requeue.py", "unsend"): (1, REVIEW + " an owner's executions handed out and not sent"),
     ("retention.py", "RetentionStore.attempt_partitions.fn"): (2, "the catalogue: attempts' partitions"),
     ("retention.py", "RetentionStore.create_partition.fn"): (1, "EXISTS: stops at the first row"),
     ("retention.py", "RetentionStore.detach_partition.fn"): (1, "the catalogue: EXISTS of one partition"),
