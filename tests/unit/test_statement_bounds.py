@@ -284,7 +284,7 @@ UNBOUNDED_LEFT: dict[tuple[str, str], tuple[int, str]] = {
     ("alerts.py", "AlertStore.get.fn"): (1, "one row: the open alert of a key (unique among open alerts)"),
     ("arming.py", "ArmStore.start.fn"): (1, "the arm's own rows, its query built above from their ids"),
     ("calendars.py", "CalendarStore.create.fn"): (1, "a count of one tenant's calendars, at most max_calendars"),
-    ("calendaruse.py", "jobs_naming"): (1, REVIEW + " a count of a tenant's jobs naming a calendar"),
+    ("calendaruse.py", "jobs_naming"): (1, "a count of one tenant's jobs, at most max_jobs (quota.take)"),
     ("claim_writes.py", "carried_missed"): (1, "one row: a job's open misfire range (job, reason, continues_at)"),
     ("claim_writes.py", "record_skip"): (1, "one row: a job's open skip range (job, reason, continues_at)"),
     ("cluster.py", "ensure_cluster.fn"): (1, ONE_ROW),
@@ -309,7 +309,7 @@ UNBOUNDED_LEFT: dict[tuple[str, str], tuple[int, str]] = {
     ("retention.py", "RetentionStore.create_partition.fn"): (1, "EXISTS: stops at the first row"),
     ("retention.py", "RetentionStore.detach_partition.fn"): (1, "the catalogue: EXISTS of one partition"),
     ("retention.py", "RetentionStore.roll_up_detached.fn"): (3, ONE_ROW + " (attempt_partition_walks by partition)"),
-    ("revisions.py", "keep_revisions"): (1, REVIEW + " a rank over the revisions of the batch's jobs"),
+    ("revisions.py", "keep_revisions"): (1, "CHUNK jobs' revisions: KEEP a job + the batch's (their one writer)"),
     ("timeline.py", "scans"): (1, "a builder: its callers add the LIMIT (history, search_executions)"),
     ("tzdata.py", "TzdataStore.recompute.plan"): (1, REVIEW + " the zones of every active job not at the release"),
 }
