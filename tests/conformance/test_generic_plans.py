@@ -49,7 +49,7 @@ from tickwheel_server.store.retention import RetentionStore
 from tickwheel_server.store.tables import concurrency_keys, executions
 from tickwheel_server.store.tenant_walk import TenantWalk
 from tickwheel_server.store.tenants import Tenant, TenantStore
-from tickwheel.shared.ids import to_us
+from tickwheel.shared.ids import from_us, to_us
 
 from tests.support.plans import INDEX_SCANS, Sent, as_prepared, captured, describe, nodes, plan, rows_read, seq_scans
 
@@ -170,6 +170,8 @@ async def _exercise(engine, clock) -> list[Sent]:
         await history.cancel_execution("acme", "open_4")
         await RetentionStore(engine, clock).prune_executions(clock.now(), limit=100)
         assert [o.alert.id for o in await alerts.owed()] == ["owed"]
+        # The stale marking's batch (nothing older than the owed alert is owed): on alerts_webhook too.
+        assert [o.alert.id for o in await alerts.owed(not_before=from_us(HISTORY + 1), stale_batch=10)] == ["owed"]
         with engine.connect() as conn:
             assert jobs_naming(conn, "acme", "holidays") == 5
     return seen
