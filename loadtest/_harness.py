@@ -280,6 +280,53 @@ def tree_cpu_s(root: int, table: tuple[dict[int, list[str]], dict[int, list[int]
     return total / CLK_TCK
 
 
+def thread_cpu(pid: int) -> dict[str, tuple[float, float]]:
+    """CPU seconds (user, system) of ``pid``'s live threads by kind, summed:
+    ``event_loop`` (the main thread: a server's asyncio loop),
+    ``python_threads`` (threads named as the main one: Python's keep the
+    process's name, so the store's transaction threads and gRPC's poller),
+    and each other name (``comm``: gRPC's native threads name themselves,
+    ``event_engine`` and others). A thread that ended between two readings
+    drops out of the later one; empty when ``pid`` is gone."""
+    task = Path(f"/proc/{pid}/task")
+    try:
+        tids = [int(name) for name in os.listdir(task)]
+    except OSError:
+        return {}
+    main = None
+    threads: list[tuple[int, str, float, float]] = []
+    for tid in tids:
+        try:
+            text = (task / str(tid) / "stat").read_text()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()  # from the 3rd (state) on: utime, stime are [11], [12]
+        threads.append((tid, name, int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK))
+        if tid == pid:
+            main = name
+    out: dict[str, tuple[float, float]] = {}
+    for tid, name, user, system in threads:
+        kind = "event_loop" if tid == pid else "python_threads" if name == main else name
+        was = out.get(kind, (0.0, 0.0))
+        out[kind] = (was[0] + user, was[1] + system)
+    return out
+
+
+def thread_cpu_between(before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]],
+                       units: int) -> dict[str, dict[str, float]]:
+    """What each kind of :func:`thread_cpu` spent between two readings, in
+    milliseconds per unit of work: ``cpu_ms`` (user + system) and
+    ``system_ms`` (the kernel's share: system calls, wake-ups)."""
+    out = {}
+    for kind, (user, system) in sorted(after.items()):
+        user0, system0 = before.get(kind, (0.0, 0.0))
+        spent, kernel = (user - user0) + (system - system0), system - system0
+        out[kind] = {"cpu_ms": round(spent * 1000 / max(units, 1), 4),
+                     "system_ms": round(kernel * 1000 / max(units, 1), 4)}
+    return out
+
+
 _SS_USER = re.compile(r"pid=(\d+),")
 _SS_BYTES = re.compile(r"\bbytes_(sent|received):(\d+)")
 

@@ -44,6 +44,11 @@ creating is measured.
 - ``cpu`` in each phase: CPU seconds of the server process and of
   PostgreSQL (``/proc``), and of ``callers`` (this process: the clients'
   threads, sending and reading the answers), and milliseconds per job.
+  ``server_threads`` in the create phases and the floors (one server
+  only): the server's CPU a call by kind of thread, with the kernel's
+  share (``_harness.thread_cpu``): ``event_loop``, ``python_threads``
+  (the store's transactions and gRPC's poller) and gRPC's native threads
+  by name; what a call costs beyond the floor shows there by thread.
 - ``sql`` in each phase: what reached PostgreSQL (``pg_stat_statements``):
   statements and rows written per job, by table, the costliest shapes;
   ``errors_logged``: the ERROR lines PostgreSQL logged (serialization
@@ -155,9 +160,12 @@ async def create_tenant(server: h.ServerProcess, max_jobs: int) -> str:
 
 class Phase:
     """The SQL, logged errors and CPU (of the processes in ``meter``) of one
-    phase, from its start."""
+    phase, from its start; with ``threads_of`` (a server's pid), that
+    server's CPU by kind of thread too (:func:`_harness.thread_cpu`)."""
 
-    def __init__(self, url: str, meter: h.Meter | None = None) -> None:
+    def __init__(self, url: str, meter: h.Meter | None = None, threads_of: int | None = None) -> None:
+        self.threads_of = threads_of
+        self.threads_before = h.thread_cpu(threads_of) if threads_of is not None else None
         self.statements = h.Statements(url)
         self.statements.reset()
         self.errors = h.PostgresErrors()
@@ -180,6 +188,8 @@ class Phase:
         # per job, not per execution: the harness's key names mean "per unit of work"
         figures = json.loads(json.dumps({"sql": sql, "jit": jit, "cpu": cpu, "cpu_by_server": by_server})
                              .replace("per_execution", "per_job"))
+        if self.threads_of is not None and self.threads_before is not None:
+            figures["server_threads"] = h.thread_cpu_between(self.threads_before, h.thread_cpu(self.threads_of), jobs)
         return figures | {"load_average_before": self.load_before, "load_average_after": h.load_average()}
 
 
@@ -415,12 +425,13 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
         def sampled(phase: str) -> dict[str, int]:
             return {phase + name.removeprefix("server"): pid for name, pid in fleet.profiled().items()}
 
-        phase = Phase(url, meter)
+        one = fleet.pids[0] if len(fleet.pids) == 1 else None  # by thread: one server only
+        phase = Phase(url, meter, one)
         with h.profiled(sampled("create_1"), profile):
             out["create_1"] = asyncio.run(run_create(addresses, api_key, args.calls, 1, "one"))
         out["create_1"] = by_server(out["create_1"], fleet) | phase.report(args.calls)
 
-        phase = Phase(url, meter)
+        phase = Phase(url, meter, one)
         with h.profiled(sampled("create_16"), profile):
             out["create_16"] = asyncio.run(run_create(addresses, api_key, args.calls, args.clients, "many"))
         out["create_16"] = by_server(out["create_16"], fleet) | phase.report(args.calls)
@@ -429,7 +440,7 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
         if go_load is None:
             out["create_16_go"] = {"skipped": GO_MISSING}
         else:
-            phase = Phase(url, meter)
+            phase = Phase(url, meter, one)
             with h.profiled(sampled("create_16_go"), profile):
                 out["create_16_go"] = run_go_create(go_load, addresses, api_key, args.calls, args.clients, "go")
             callers = out["create_16_go"].pop("cpu_s")
@@ -476,10 +487,14 @@ def run_grpc_floor(args: argparse.Namespace, folder: Path, go_load: Path | None)
         addresses = [floor.address for floor in floors]
 
         def measured(run) -> dict:
+            one = floors[0].process.pid if len(floors) == 1 else None
+            threads = h.thread_cpu(one) if one is not None else None
             table = h.processes()
             before = sum(h.tree_cpu_s(floor.process.pid, table) for floor in floors)
             callers = time.process_time()
             out = run()
+            if one is not None and threads is not None:
+                out["server_threads"] = h.thread_cpu_between(threads, h.thread_cpu(one), args.calls)
             table = h.processes()
             server_s = sum(h.tree_cpu_s(floor.process.pid, table) for floor in floors) - before
             callers = out.pop("cpu_s", None) if "cpu_s" in out else time.process_time() - callers

@@ -38,6 +38,8 @@ def test_bench_create_smoke(postgres_url, etcd_endpoint):
         assert server[phase]["calls"] == 40 and server[phase]["failures"] == 0, server[phase]
         # None here: the suite's PostgreSQL has no pg_stat_statements
         assert "sql" in server[phase] and "jit" in server[phase]
+        # By kind of thread: the loop and the Python threads (the store's) at least.
+        assert {"event_loop", "python_threads"} <= set(server[phase]["server_threads"]), server[phase]
     # The Go clients' CPU is the Go process's, not this one's.
     assert server["create_16_go"]["clients"] == 4 and server["create_16_go"]["cpu"]["callers"]["cpu_s"] >= 0
     for name in ("grpc_floor", "grpc_floor_go"):
@@ -46,6 +48,7 @@ def test_bench_create_smoke(postgres_url, etcd_endpoint):
         # Forty calls may cost the floor less than one clock tick of /proc's
         # accounting, so only the reading's presence and sign are checked.
         assert floor["cpu"]["server"]["cpu_s"] >= 0 and floor["cpu"]["callers"]["cpu_s"] >= 0, floor
+        assert "event_loop" in floor["server_threads"], floor
     assert report["create_16_over_floor"] > 0 and report["create_16_go_over_floor"] > 0
     for phase, jobs in (("batch", 2000), ("load", 3000)):
         assert server[phase]["created"] == jobs and server[phase]["failures"] == 0, server[phase]
@@ -77,6 +80,7 @@ def test_bench_create_smoke_fleet_of_two(postgres_url, etcd_endpoint):
         assert figures["failures"] == 0, figures
         assert sorted(figures["ok_by_server"]) == ids and sum(figures["ok_by_server"].values()) == jobs, figures
         assert sorted(figures["cpu_by_server"]) == ids, figures
+        assert "server_threads" not in figures  # by thread: one server only
     for phase in ("create_16", "create_16_go", "load"):  # several clients: both servers answered
         assert all(n > 0 for n in server[phase]["ok_by_server"].values()), server[phase]
     assert server["create_1"]["ok_by_server"]["bench-create-1"] == 0, "one client calls the first server"
