@@ -65,6 +65,22 @@ class InvalidArgument(TickwheelError):
         return cls(FieldViolation(field, description))
 
 
+class AnswerTooLarge(InvalidArgument):
+    """A batch whose answer would be over what a default client reads,
+    refused before anything is written. → INVALID_ARGUMENT ``items`` with
+    an ErrorInfo reason BATCH_ANSWER_TOO_LARGE."""
+
+    def __init__(self, size: int, budget: int) -> None:
+        super().__init__(FieldViolation(
+            "items",
+            f"the answer would be about {size} bytes, over the {budget} a batch answers (a default client reads "
+            "4 MiB); nothing was written: send fewer items, or view JOB_VIEW_BASIC to answer each job without "
+            "its definition",
+        ))  # fmt: skip
+        self.size = size
+        self.budget = budget
+
+
 class NotFound(TickwheelError):
     """No such resource visible to the caller. → NOT_FOUND (never a hint it exists elsewhere)."""
 

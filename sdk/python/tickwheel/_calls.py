@@ -191,7 +191,9 @@ MAX_BATCH_ITEMS = 1000
 """The most items one BatchCreateJobs, BatchUpdateJobs or BatchDeleteJobs call takes."""
 
 
-def batch_create_jobs(items: Sequence[scheduler_pb2.CreateJobRequest]) -> scheduler_pb2.BatchCreateJobsRequest:
+def batch_create_jobs(
+    items: Sequence[scheduler_pb2.CreateJobRequest], *, view: int = scheduler_pb2.JOB_VIEW_UNSPECIFIED
+) -> scheduler_pb2.BatchCreateJobsRequest:
     """Creates up to 1 000 jobs in one call, each item a ``CreateJobRequest``
     with its own ``request_id`` (idempotent per item). Returns
     ``BatchCreateJobsResponse``: one result per item, in order, each the
@@ -200,7 +202,8 @@ def batch_create_jobs(items: Sequence[scheduler_pb2.CreateJobRequest]) -> schedu
     does not fail the others. A store failure fails the whole call
     (UNAVAILABLE, nothing written). Retried: every item carries a request id
     (an item without one is refused here). Prefer ``create_jobs``, which
-    takes any number of jobs and maps each result."""
+    takes any number of jobs and maps each result. ``view``: see
+    :func:`job_view`."""
     items = list(items)
     if not 1 <= len(items) <= MAX_BATCH_ITEMS:
         raise ValueError(f"batch_create_jobs takes 1 to {MAX_BATCH_ITEMS} items, got {len(items)}")
@@ -209,7 +212,7 @@ def batch_create_jobs(items: Sequence[scheduler_pb2.CreateJobRequest]) -> schedu
             raise TypeError(f"items[{index}] is a {type(item).__name__}, not a CreateJobRequest")
         if not item.request_id:
             raise ValueError(f"items[{index}] has no request_id: each item needs its own")
-    return scheduler_pb2.BatchCreateJobsRequest(items=items)
+    return scheduler_pb2.BatchCreateJobsRequest(items=items, view=job_view(view))
 
 
 def get_job(job_id: str, *, next_runs: int = 0, revision: int = 0) -> scheduler_pb2.GetJobRequest:
@@ -298,6 +301,18 @@ def delete_job(job_id: str, *, version: int = 0) -> scheduler_pb2.DeleteJobReque
     return scheduler_pb2.DeleteJobRequest(id=job_id, version=version)
 
 
+def job_view(view: int) -> int:
+    """``view`` when it is a ``JobView`` (``scheduler_pb2.JOB_VIEW_BASIC``:
+    each item's job answered with its identity and state only, no payload;
+    ``JOB_VIEW_FULL`` or unspecified: the whole job), else ``ValueError``.
+    A batch whose answer would be over 3 MiB is refused whole, nothing
+    written (INVALID_ARGUMENT, ErrorInfo reason ``BATCH_ANSWER_TOO_LARGE``):
+    send fewer items or ``JOB_VIEW_BASIC``."""
+    if isinstance(view, bool) or view not in scheduler_pb2.JobView.values():
+        raise ValueError(f"view must be a tickwheel.v1.JobView value, got {view!r}")
+    return view
+
+
 def _batch_items(name: str, items: Sequence[Any], kind: type) -> list:
     items = list(items)
     if not 1 <= len(items) <= MAX_BATCH_ITEMS:
@@ -308,16 +323,19 @@ def _batch_items(name: str, items: Sequence[Any], kind: type) -> list:
     return items
 
 
-def batch_update_jobs(items: Sequence[scheduler_pb2.UpdateJobRequest]) -> scheduler_pb2.BatchUpdateJobsRequest:
+def batch_update_jobs(
+    items: Sequence[scheduler_pb2.UpdateJobRequest], *, view: int = scheduler_pb2.JOB_VIEW_UNSPECIFIED
+) -> scheduler_pb2.BatchUpdateJobsRequest:
     """Changes up to 1 000 jobs in one call, each item an ``UpdateJobRequest``
     (``job.id`` and ``job.version`` required, as for ``update_job``), applied
     in order in one transaction. Returns ``BatchUpdateJobsResponse``: one
     result per item, the job as stored or the ``error`` UpdateJob would have
     answered; a bad item does not fail the others. Retried on UNAVAILABLE:
     the versions make each change apply once (an item the lost attempt
-    applied answers FAILED_PRECONDITION). Prefer ``update_jobs``."""
+    applied answers FAILED_PRECONDITION). Prefer ``update_jobs``. ``view``:
+    see :func:`job_view`."""
     return scheduler_pb2.BatchUpdateJobsRequest(
-        items=_batch_items("batch_update_jobs", items, scheduler_pb2.UpdateJobRequest)
+        items=_batch_items("batch_update_jobs", items, scheduler_pb2.UpdateJobRequest), view=job_view(view)
     )
 
 
@@ -332,21 +350,28 @@ def batch_delete_jobs(items: Sequence[scheduler_pb2.DeleteJobRequest]) -> schedu
     )
 
 
-def batch_pause_jobs(items: Sequence[scheduler_pb2.PauseJobRequest]) -> scheduler_pb2.BatchPauseJobsRequest:
+def batch_pause_jobs(
+    items: Sequence[scheduler_pb2.PauseJobRequest], *, view: int = scheduler_pb2.JOB_VIEW_UNSPECIFIED
+) -> scheduler_pb2.BatchPauseJobsRequest:
     """Pauses up to 1 000 jobs in one call, each item a ``PauseJobRequest``
     answered as ``pause_job`` would be alone (``BatchPauseJobsResponse``),
     in order, in one transaction. Retried: pausing a paused job changes
-    nothing."""
-    return scheduler_pb2.BatchPauseJobsRequest(items=_batch_items("batch_pause_jobs", items, scheduler_pb2.PauseJobRequest))
+    nothing. ``view``: see :func:`job_view` (``JOB_VIEW_BASIC`` keeps the
+    answer small whatever the jobs' payloads)."""
+    return scheduler_pb2.BatchPauseJobsRequest(
+        items=_batch_items("batch_pause_jobs", items, scheduler_pb2.PauseJobRequest), view=job_view(view)
+    )
 
 
-def batch_resume_jobs(items: Sequence[scheduler_pb2.ResumeJobRequest]) -> scheduler_pb2.BatchResumeJobsRequest:
+def batch_resume_jobs(
+    items: Sequence[scheduler_pb2.ResumeJobRequest], *, view: int = scheduler_pb2.JOB_VIEW_UNSPECIFIED
+) -> scheduler_pb2.BatchResumeJobsRequest:
     """Resumes up to 1 000 jobs in one call, each item a ``ResumeJobRequest``
     answered as ``resume_job`` would be alone (``BatchResumeJobsResponse``),
     in order, in one transaction. Retried: resuming an active job changes
-    nothing."""
+    nothing. ``view``: see :func:`job_view`."""
     return scheduler_pb2.BatchResumeJobsRequest(
-        items=_batch_items("batch_resume_jobs", items, scheduler_pb2.ResumeJobRequest)
+        items=_batch_items("batch_resume_jobs", items, scheduler_pb2.ResumeJobRequest), view=job_view(view)
     )
 
 

@@ -9,6 +9,13 @@ creating twice. ``outcomes`` turns one call's response into one
 :class:`~tickwheel.errors.TickwheelError` as a failed CreateJob would be.
 The clients' ``create_jobs`` send the planned calls between the two.
 
+A call whose answer would be over what a default client reads is refused
+by the server before anything is written (:func:`answer_too_large`); the
+clients then send it again as two halves (:func:`halves`) until each
+answer fits, so the whole job, payload included, is still answered
+(``view`` ``JOB_VIEW_BASIC`` asks for the jobs' identity and state only,
+in fewer calls).
+
 ``plan_updates``/``update_outcomes`` and ``plan_deletes``/``delete_outcomes``
 do the same for BatchUpdateJobs and BatchDeleteJobs (the clients'
 ``update_jobs`` and ``delete_jobs``). Those calls carry no request ids: each
@@ -26,6 +33,8 @@ import grpc
 
 from google.protobuf import field_mask_pb2
 
+from google.rpc import error_details_pb2
+
 from tickwheel._calls import (
     MAX_BATCH_ITEMS, batch_create_jobs, batch_delete_jobs, batch_update_jobs, field_mask, new_request_id,
 )
@@ -33,8 +42,8 @@ from tickwheel.errors import TickwheelError
 from tickwheel.v1 import job_pb2, scheduler_pb2
 
 __all__ = [
-    "MAX_BATCH_ITEMS", "MAX_CALL_BYTES", "CreateOutcome", "DeleteOutcome", "UpdateOutcome", "delete_outcomes",
-    "outcomes", "plan", "plan_deletes", "plan_updates", "update_outcomes",
+    "MAX_BATCH_ITEMS", "MAX_CALL_BYTES", "CreateOutcome", "DeleteOutcome", "UpdateOutcome", "answer_too_large",
+    "delete_outcomes", "halves", "outcomes", "plan", "plan_deletes", "plan_updates", "update_outcomes",
 ]
 
 MAX_CALL_BYTES = 3 * 1024 * 1024
@@ -70,6 +79,7 @@ def plan(
     *,
     batch_size: int = MAX_BATCH_ITEMS,
     max_bytes: int = MAX_CALL_BYTES,
+    view: int = scheduler_pb2.JOB_VIEW_UNSPECIFIED,
 ) -> list[scheduler_pb2.BatchCreateJobsRequest]:
     """The BatchCreateJobs requests that create ``jobs``, in order, at most
     ``batch_size`` (1..1000) items each and, past the first item, at most
@@ -94,7 +104,7 @@ def plan(
             raise TypeError(f"jobs[{index}] is a {type(job).__name__}, not a tickwheel.v1.job_pb2.Job")
         given = request_ids[index] if request_ids is not None else None
         items.append(scheduler_pb2.CreateJobRequest(job=job, request_id=given or new_request_id()))
-    return [batch_create_jobs(call) for call in _split(items, batch_size, max_bytes)]
+    return [batch_create_jobs(call, view=view) for call in _split(items, batch_size, max_bytes)]
 
 
 def _check_batch_size(batch_size: int) -> None:
@@ -187,6 +197,7 @@ def plan_updates(
     *,
     batch_size: int = MAX_BATCH_ITEMS,
     max_bytes: int = MAX_CALL_BYTES,
+    view: int = scheduler_pb2.JOB_VIEW_UNSPECIFIED,
 ) -> list[scheduler_pb2.BatchUpdateJobsRequest]:
     """The BatchUpdateJobs requests that apply ``changes``, in order, at
     most ``batch_size`` (1..1000) items and, past the first, ``max_bytes``
@@ -207,7 +218,7 @@ def plan_updates(
             items.append(item)
         else:
             raise TypeError(f"changes[{index}] is a {type(change).__name__}, not a Job or an UpdateJobRequest")
-    return [batch_update_jobs(call) for call in _split(items, batch_size, max_bytes)]
+    return [batch_update_jobs(call, view=view) for call in _split(items, batch_size, max_bytes)]
 
 
 def plan_deletes(
@@ -233,6 +244,27 @@ def plan_deletes(
         version = versions[index] if versions is not None else 0
         items.append(scheduler_pb2.DeleteJobRequest(id=job_id, version=version))
     return [batch_delete_jobs(call) for call in _split(items, batch_size, MAX_CALL_BYTES)]
+
+
+ANSWER_TOO_LARGE = "BATCH_ANSWER_TOO_LARGE"
+"""The ErrorInfo reason of a batch refused because its answer would be too large."""
+
+
+def answer_too_large(error: TickwheelError, request) -> bool:
+    """True when ``error`` refused ``request`` (a batch request) for the
+    size of its answer, nothing written, and ``request`` can be halved."""
+    return len(request.items) > 1 and any(
+        isinstance(detail, error_details_pb2.ErrorInfo) and detail.reason == ANSWER_TOO_LARGE
+        for detail in error.details
+    )
+
+
+def halves(request) -> list:
+    """``request`` (a batch request) as two requests of its first and
+    second half of items, in order, with its ``view``."""
+    items = list(request.items)
+    middle = len(items) // 2
+    return [type(request)(items=items[:middle], view=request.view), type(request)(items=items[middle:], view=request.view)]
 
 
 def _results(method: str, request, response) -> list:

@@ -400,6 +400,7 @@ class Client(_Base):
         request_ids: Sequence[str | None] | None = None,
         *,
         batch_size: int = batch.MAX_BATCH_ITEMS,
+        view: int = scheduler_pb2.JOB_VIEW_UNSPECIFIED,
     ) -> list[CreateOutcome]:
         """Creates ``jobs`` through BatchCreateJobs, ``batch_size`` (at most
         1 000) per call, one call after the other, and returns one
@@ -415,12 +416,14 @@ class Client(_Base):
         raises ``TickwheelError``: the calls before it were applied, and
         calling again with the same request ids is safe. So is the
         ``TickwheelError`` (INTERNAL) raised when the server answers another
-        number of results than items."""
-        out: list[CreateOutcome] = []
-        for request in batch.plan(jobs, request_ids, batch_size=batch_size):
-            response = self._invoke(_calls.BATCH_CREATE_JOBS, request)
-            out.extend(batch.outcomes(request, response))
-        return out
+        number of results than items.
+
+        ``view`` ``JOB_VIEW_BASIC`` answers each job with its identity and
+        state only (no payload). A call whose answer would be too large for
+        the client is refused by the server, nothing written, and sent
+        again as two halves (:func:`~tickwheel.batch.halves`)."""
+        requests = batch.plan(jobs, request_ids, batch_size=batch_size, view=view)
+        return self._batches(_calls.BATCH_CREATE_JOBS, requests, batch.outcomes)
 
     def update_jobs(
         self,
@@ -428,6 +431,7 @@ class Client(_Base):
         update_mask: Sequence[str] | field_mask_pb2.FieldMask | None = None,
         *,
         batch_size: int = batch.MAX_BATCH_ITEMS,
+        view: int = scheduler_pb2.JOB_VIEW_UNSPECIFIED,
     ) -> list[UpdateOutcome]:
         """Changes any number of jobs through BatchUpdateJobs, ``batch_size``
         (at most 1 000) per call, one call after the other, and returns one
@@ -443,11 +447,27 @@ class Client(_Base):
         the versions make a change apply once, and a change a lost attempt
         applied then answers FAILED_PRECONDITION (read the job to tell). A
         call that still fails raises ``TickwheelError``: the calls before
-        it were applied."""
-        out: list[UpdateOutcome] = []
-        for request in batch.plan_updates(changes, update_mask, batch_size=batch_size):
-            response = self._invoke(_calls.BATCH_UPDATE_JOBS, request)
-            out.extend(batch.update_outcomes(request, response))
+        it were applied. ``view`` and a call whose answer would be too large:
+        as :meth:`create_jobs`."""
+        requests = batch.plan_updates(changes, update_mask, batch_size=batch_size, view=view)
+        return self._batches(_calls.BATCH_UPDATE_JOBS, requests, batch.update_outcomes)
+
+    def _batches(self, rpc: Rpc, requests: list, outcomes_of: Callable) -> list:
+        """The outcomes of ``requests`` sent as ``rpc`` one after the other,
+        a request refused for the size of its answer sent again as two
+        halves (nothing of it was written)."""
+        out: list = []
+        pending = requests[::-1]
+        while pending:
+            request = pending.pop()
+            try:
+                response = self._invoke(rpc, request)
+            except TickwheelError as error:
+                if not batch.answer_too_large(error, request):
+                    raise
+                pending += batch.halves(request)[::-1]
+                continue
+            out.extend(outcomes_of(request, response))
         return out
 
     def delete_jobs(
@@ -659,13 +679,11 @@ class AsyncClient(_Base):
         request_ids: Sequence[str | None] | None = None,
         *,
         batch_size: int = batch.MAX_BATCH_ITEMS,
+        view: int = scheduler_pb2.JOB_VIEW_UNSPECIFIED,
     ) -> list[CreateOutcome]:
         """As :meth:`Client.create_jobs`, awaited (the calls one after the other)."""
-        out: list[CreateOutcome] = []
-        for request in batch.plan(jobs, request_ids, batch_size=batch_size):
-            response = await self._invoke(_calls.BATCH_CREATE_JOBS, request)
-            out.extend(batch.outcomes(request, response))
-        return out
+        requests = batch.plan(jobs, request_ids, batch_size=batch_size, view=view)
+        return await self._batches(_calls.BATCH_CREATE_JOBS, requests, batch.outcomes)
 
     async def update_jobs(
         self,
@@ -673,12 +691,26 @@ class AsyncClient(_Base):
         update_mask: Sequence[str] | field_mask_pb2.FieldMask | None = None,
         *,
         batch_size: int = batch.MAX_BATCH_ITEMS,
+        view: int = scheduler_pb2.JOB_VIEW_UNSPECIFIED,
     ) -> list[UpdateOutcome]:
         """As :meth:`Client.update_jobs`, awaited (the calls one after the other)."""
-        out: list[UpdateOutcome] = []
-        for request in batch.plan_updates(changes, update_mask, batch_size=batch_size):
-            response = await self._invoke(_calls.BATCH_UPDATE_JOBS, request)
-            out.extend(batch.update_outcomes(request, response))
+        requests = batch.plan_updates(changes, update_mask, batch_size=batch_size, view=view)
+        return await self._batches(_calls.BATCH_UPDATE_JOBS, requests, batch.update_outcomes)
+
+    async def _batches(self, rpc: Rpc, requests: list, outcomes_of: Callable) -> list:
+        """As :meth:`Client._batches`, awaited."""
+        out: list = []
+        pending = requests[::-1]
+        while pending:
+            request = pending.pop()
+            try:
+                response = await self._invoke(rpc, request)
+            except TickwheelError as error:
+                if not batch.answer_too_large(error, request):
+                    raise
+                pending += batch.halves(request)[::-1]
+                continue
+            out.extend(outcomes_of(request, response))
         return out
 
     async def delete_jobs(

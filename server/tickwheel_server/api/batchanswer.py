@@ -28,6 +28,7 @@ from ..store.jobcreate import CREATED, Outcome
 from ..store.jobrecords import NewJobs
 from ..wire import varint
 from . import convert
+from .batchview import basic_job
 from .decoding import Serialized
 from .status import status_for
 
@@ -89,11 +90,15 @@ def batch_create_response(
     batch: NewJobs,
     outcomes: Sequence[Outcome | None],
     created_at: datetime,
-) -> Serialized:
+    full: bool = True,
+) -> Serialized | scheduler_pb2.BatchCreateJobsResponse:
     """The answer to a call of ``size`` items, serialized: item ``refused[i]`` failed
     validation; item ``accepted[k]`` is ``batch``'s job ``k``, whose
     :meth:`~tickwheel_server.store.jobs.JobStore.create_batch` outcome is
-    ``outcomes[k]`` (created at ``created_at``)."""
+    ``outcomes[k]`` (created at ``created_at``). Not ``full``: each job in
+    ``JOB_VIEW_BASIC``, answered as a message (:func:`_basic_response`)."""
+    if not full:
+        return _basic_response(size, refused, accepted, batch, outcomes, created_at)
     # Every item accepted (the usual call): item i is the batch's job i.
     outcome_of = None if len(accepted) == size else dict(zip(accepted, range(len(accepted))))
     stamps = _Timestamps()
@@ -150,6 +155,35 @@ def batch_create_response(
         if count:
             parts += (tag, varint(count))
     return Serialized(b"".join(parts))
+
+
+def _basic_response(
+    size: int,
+    refused: dict[int, TickwheelError],
+    accepted: Sequence[int],
+    batch: NewJobs,
+    outcomes: Sequence[Outcome | None],
+    created_at: datetime,
+) -> scheduler_pb2.BatchCreateJobsResponse:
+    """:func:`batch_create_response` in ``JOB_VIEW_BASIC``: no definition
+    to copy, so the messages are built as usual."""
+    outcome_of = dict(zip(accepted, range(len(accepted))))
+    response = scheduler_pb2.BatchCreateJobsResponse()
+    for index in range(size):
+        k = outcome_of.get(index)
+        outcome = refused[index] if k is None else outcomes[k]
+        result = response.results.add()
+        if k is not None and outcome is CREATED:
+            result.job.job.CopyFrom(basic_job(batch.record(k, 0, created_at)))
+            result.job.created = True
+            response.created_count += 1
+        elif isinstance(outcome, tuple):
+            result.job.job.CopyFrom(basic_job(outcome[0]))
+            response.existing_count += 1
+        else:
+            result.error.CopyFrom(status_for(outcome)[1])
+            response.failed_count += 1
+    return response
 
 
 def _shared_fields(tenant: str, state: str, tzdata: str, created_at: datetime) -> bytes:

@@ -47,6 +47,7 @@ from ..store.manual import ManualStore
 from ..store.revisions import RevisionStore
 from . import convert, dryrun, nextruns, revisionview, validate
 from .batchanswer import CreatedAnswers, batch_create_response
+from .batchview import AnswerBudget, create_check, full_view, job_bound, job_in_view
 from .calendars import CalendarCalls
 from .nextruns import fire_to_proto, upcoming
 from .text import shown
@@ -169,13 +170,18 @@ def batch_items(items) -> None:
         raise InvalidArgument([FieldViolation("items", f"must hold 1 to {MAX_BATCH} items, not {len(items)}")])
 
 
-async def apply_batch(items, result_type, decode: Callable, apply: Callable, answer: Callable) -> tuple[list, list]:
+async def apply_batch(
+    items, result_type, decode: Callable, apply: Callable, answer: Callable, bound: Callable | None = None
+) -> tuple[list, list]:
     """The shared body of the batch changes (update, delete, pause, resume):
     each item ``decode``d (a TickwheelError is that item's answer), the
     decoded ones ``apply``-ed in one store call that returns an outcome per
     item (an Exception or the single call's result), each outcome turned
     into its ``result_type`` by ``answer``. Returns the results, one per
-    item in order, and the successful outcomes."""
+    item in order, and the successful outcomes. With ``bound`` (an upper
+    bound of a successful outcome's answer), ``apply`` takes a second
+    argument, the store's check (:class:`.batchview.AnswerBudget`) that
+    refuses, before the commit, an answer larger than a default client reads."""
     results: list = [None] * len(items)
     accepted: list[int] = []
     work = []
@@ -185,7 +191,14 @@ async def apply_batch(items, result_type, decode: Callable, apply: Callable, ans
             accepted.append(index)
         except TickwheelError as error:
             results[index] = result_type(error=status_for(error)[1])
-    outcomes = await apply(work) if work else []
+    if not work:  # every item refused: nothing to write, but the answer is still bounded
+        outcomes = []
+        if bound is not None:
+            AnswerBudget(results, bound)(outcomes)
+    elif bound is None:
+        outcomes = await apply(work)
+    else:
+        outcomes = await apply(work, AnswerBudget(results, bound))
     done = []
     for index, outcome in zip(accepted, outcomes):
         if isinstance(outcome, Exception):
@@ -194,6 +207,11 @@ async def apply_batch(items, result_type, decode: Callable, apply: Callable, ans
             results[index] = answer(outcome)
             done.append(outcome)
     return results, done
+
+
+def _skip_bound(skip) -> int:
+    """The bytes a resumed job's skip range adds to its answer."""
+    return 0 if skip is None else convert.skip_to_proto(skip).ByteSize() + 8
 
 
 def named_calendar(job: job_pb2.Job, paths: tuple[str, ...] | None = None) -> str:
@@ -438,13 +456,14 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         tenant = await self._auth.tenant(context)
         items = request.items
         batch_items(items)
+        full = full_view(request)
         now = self._clock.now()
         batch, accepted, refused = await self._new_jobs(
             tenant.name, [(item.job, item.request_id, now) for item in items]
         )
-        outcomes, created_at = await self._jobs.create_batch(batch)
+        outcomes, created_at = await self._jobs.create_batch(batch, create_check(batch, refused.values(), full))
         self._on_due([(batch.ids[i], batch.next_dues[i]) for i, outcome in enumerate(outcomes) if outcome is CREATED])
-        return batch_create_response(len(items), refused, accepted, batch, outcomes, created_at)
+        return batch_create_response(len(items), refused, accepted, batch, outcomes, created_at, full)
 
     @rpc
     async def GetJob(self, request, context):
@@ -602,6 +621,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         batch's earlier items left it."""
         tenant = await self._auth.tenant(context)
         batch_items(request.items)
+        full = full_view(request)
         now = self._clock.now()
         actor = api_key_actor(context)
         absent = await self._absent_calendars(tenant.name, [updated_calendar(item) for item in request.items])
@@ -615,10 +635,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         results, done = await apply_batch(
             request.items, scheduler_pb2.BatchUpdateJobsResult,
             decode,
-            lambda work: self._jobs.update_many(tenant.name, work),
+            lambda work, check: self._jobs.update_many(tenant.name, work, check),
             lambda outcome: scheduler_pb2.BatchUpdateJobsResult(
-                job=scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(outcome[0]))
+                job=scheduler_pb2.UpdateJobResponse(job=job_in_view(outcome[0], full))
             ),
+            lambda outcome: job_bound(outcome[0], full),
         )  # fmt: skip
         self._on_due(record_dues(outcome[0] for outcome in done))
         return scheduler_pb2.BatchUpdateJobsResponse(
@@ -679,13 +700,15 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         order, in one transaction (:meth:`JobStore.pause_many`)."""
         tenant = await self._auth.tenant(context)
         batch_items(request.items)
+        full = full_view(request)
         results, done = await apply_batch(
             request.items, scheduler_pb2.BatchPauseJobsResult,
             lambda item: (_required(item.id, "id"), _reason(item.reason)),
-            lambda work: self._jobs.pause_many(tenant.name, work),
+            lambda work, check: self._jobs.pause_many(tenant.name, work, check),
             lambda outcome: scheduler_pb2.BatchPauseJobsResult(
-                job=scheduler_pb2.PauseJobResponse(job=convert.job_to_proto(outcome[0]), held_executions=outcome[1])
+                job=scheduler_pb2.PauseJobResponse(job=job_in_view(outcome[0], full), held_executions=outcome[1])
             ),
+            lambda outcome: job_bound(outcome[0], full),
         )  # fmt: skip
         return scheduler_pb2.BatchPauseJobsResponse(
             results=results, paused_count=len(done), failed_count=len(results) - len(done)
@@ -699,11 +722,12 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         so no version can move between counting and writing."""
         tenant = await self._auth.tenant(context)
         batch_items(request.items)
+        full = full_view(request)
         now = self._clock.now()
 
         def answer(outcome) -> scheduler_pb2.BatchResumeJobsResult:
             record, skip, count = outcome
-            resumed = scheduler_pb2.ResumeJobResponse(job=convert.job_to_proto(record), released_executions=count)
+            resumed = scheduler_pb2.ResumeJobResponse(job=job_in_view(record, full), released_executions=count)
             if skip is not None:
                 resumed.skipped.CopyFrom(convert.skip_to_proto(skip))
             return scheduler_pb2.BatchResumeJobsResult(job=resumed)
@@ -711,8 +735,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         results, done = await apply_batch(
             request.items, scheduler_pb2.BatchResumeJobsResult,
             lambda item: (_required(item.id, "id"), lambda record: resume_span(record, now)),
-            lambda work: self._jobs.resume_many(tenant.name, work, now=now, tzdata_version=tzdata_version()),
+            lambda work, check: self._jobs.resume_many(
+                tenant.name, work, now=now, tzdata_version=tzdata_version(), check=check
+            ),
             answer,
+            lambda outcome: job_bound(outcome[0], full) + _skip_bound(outcome[1]),
         )  # fmt: skip
         if any(count for _, _, count in done):
             self._on_ready()

@@ -64,6 +64,11 @@ def status_for(error: Exception) -> tuple[grpc.StatusCode, status_pb2.Status]:
             ]
         )
         details = [bad]
+        if isinstance(error, errors.AnswerTooLarge):
+            details.append(error_details_pb2.ErrorInfo(
+                reason="BATCH_ANSWER_TOO_LARGE", domain="tickwheel",
+                metadata={"answer_bytes": str(error.size), "limit": str(error.budget)},
+            ))  # fmt: skip
         if error.total > len(error.violations):
             details.append(error_details_pb2.ErrorInfo(
                 reason="TOO_MANY_VIOLATIONS", domain="tickwheel",

@@ -35,7 +35,7 @@ or share-lock the job row (docs/architecture.md, "Job writes at scale").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from sqlalchemy.engine import Connection
@@ -65,6 +65,20 @@ from .quota import SlotDry, SlotPicker
 from .revisions import keep_revisions, revision_of
 from .tables import jobs
 
+
+Check = Callable[[Sequence], None]
+"""What a batch call checks of its outcomes (one per item) inside its
+transaction, before the commit: an error it raises rolls the call back
+and is raised to the caller (the API's answer budget,
+:class:`~tickwheel_server.api.batchview.AnswerBudget`)."""
+
+
+def _checked(check: Check | None, result, *, first: bool = False):
+    """``result`` of a batch's store function, after ``check`` saw its
+    outcomes (``result[0]`` when ``first``)."""
+    if check is not None:
+        check(result[0] if first else result)
+    return result
 
 class JobStore(SqlStore):
     """Jobs of every tenant; every method is scoped to one tenant.
@@ -111,22 +125,27 @@ class JobStore(SqlStore):
             for index, outcome in enumerate(outcomes)
         ]
 
-    async def create_batch(self, batch: NewJobs) -> tuple[list[Outcome | None], datetime]:
+    async def create_batch(
+        self, batch: NewJobs, check: Check | None = None
+    ) -> tuple[list[Outcome | None], datetime]:
         """:meth:`create_many` of a batch given column by column: one
         outcome per job in order, :data:`~.jobcreate.CREATED` for a job
         created as ``batch`` gives it (its record:
         ``batch.record(index, partition, created_at)``), and the instant
         the created jobs were created at. The key limits ``batch`` carries
-        are applied as :meth:`create_many` applies them."""
+        are applied as :meth:`create_many` applies them. ``check``, when
+        given, sees the outcomes before the commit (:data:`Check`)."""
         if not batch:
+            if check is not None:
+                check([])
             return [], self.clock.now()
         now_us = to_us(self.clock.now())
         with self._slots.slot(batch.tenant) as slot:
 
             def fn(conn: Connection, deal: bool = False) -> list[Outcome | None]:
-                return create_jobs(
+                return _checked(check, create_jobs(
                     conn, self.caps, batch, slot=slot, partition_count=self.partition_count, now_us=now_us, deal=deal
-                )
+                ))  # fmt: skip
 
             try:
                 outcomes = await self._tx(fn, row_locked=True)
@@ -270,18 +289,22 @@ class JobStore(SqlStore):
         await self._apply_record_key_limits(record)
         return record, canceled
 
-    async def update_many(self, tenant: str, items: Sequence[tuple[str, int, Decide]]) -> list[UpdateOutcome]:
+    async def update_many(
+        self, tenant: str, items: Sequence[tuple[str, int, Decide]], check: Check | None = None
+    ) -> list[UpdateOutcome]:
         """Apply each (job id, expected version, decision) of ``tenant`` in
         request order, each as :meth:`update` would, in one transaction
         (:func:`.jobbatch.update_jobs`); one outcome per item: (the job after
         it, executions canceled) or the error that item alone would have
         raised, nothing of it written. The concurrency-key limits of the
-        changed jobs are applied after, as :meth:`update` does."""
+        changed jobs are applied after, as :meth:`update` does. ``check``:
+        see :data:`Check`."""
         if not items:
             return []
         now_us = to_us(self.clock.now())
         outcomes, changed = await self._tx(
-            lambda conn: update_jobs(conn, self.caps, tenant, items, now_us=now_us), row_locked=True
+            lambda conn: _checked(check, update_jobs(conn, self.caps, tenant, items, now_us=now_us), first=True),
+            row_locked=True,
         )
         if changed:
             await self._apply_record_key_limits(*changed)
@@ -298,31 +321,37 @@ class JobStore(SqlStore):
         now_us = to_us(self.clock.now())
         return await self._tx(lambda conn: delete_jobs(conn, self.caps, tenant, items, now_us=now_us), row_locked=True)
 
-    async def pause_many(self, tenant: str, items: Sequence[tuple[str, str]]) -> list[PauseOutcome]:
+    async def pause_many(
+        self, tenant: str, items: Sequence[tuple[str, str]], check: Check | None = None
+    ) -> list[PauseOutcome]:
         """Pause each (job id, reason) of ``tenant`` in request order, each as
         :meth:`pause` would, in one transaction (:func:`.jobbatch.pause_jobs`);
-        one outcome per item: (the job, executions held) or NotFound."""
+        one outcome per item: (the job, executions held) or NotFound.
+        ``check``: see :data:`Check`."""
         if not items:
             return []
         now_us = to_us(self.clock.now())
-        return await self._tx(lambda conn: pause_jobs(conn, self.caps, tenant, items, now_us=now_us), row_locked=True)
+        return await self._tx(
+            lambda conn: _checked(check, pause_jobs(conn, self.caps, tenant, items, now_us=now_us)), row_locked=True
+        )
 
     async def resume_many(
-        self, tenant: str, items: Sequence[tuple[str, ResumeDecide]], *, now: datetime, tzdata_version: str
+        self, tenant: str, items: Sequence[tuple[str, ResumeDecide]], *, now: datetime, tzdata_version: str,
+        check: Check | None = None,
     ) -> list[ResumeOutcome]:
         """Resume each (job id, span decision) of ``tenant`` in request order,
         each as :meth:`resume` would at ``now``, in one transaction
         (:func:`.jobbatch.resume_jobs`); the span is counted under the job's
         lock, so no version can move in between. One outcome per item: (the
         job, the skip range or None, executions released) or the error that
-        item alone would have raised."""
+        item alone would have raised. ``check``: see :data:`Check`."""
         if not items:
             return []
         now_us = to_us(self.clock.now())
         return await self._tx(
-            lambda conn: resume_jobs(
+            lambda conn: _checked(check, resume_jobs(
                 conn, self.caps, tenant, items, decided_at=now, tzdata_version=tzdata_version, now_us=now_us
-            ),
+            )),  # fmt: skip
             row_locked=True,
         )
 

@@ -8,12 +8,22 @@ from tickwheel.v1 import calendar_pb2 as _calendar_pb2
 from tickwheel.v1 import execution_pb2 as _execution_pb2
 from tickwheel.v1 import job_pb2 as _job_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class JobView(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_VIEW_UNSPECIFIED: _ClassVar[JobView]
+    JOB_VIEW_BASIC: _ClassVar[JobView]
+    JOB_VIEW_FULL: _ClassVar[JobView]
+JOB_VIEW_UNSPECIFIED: JobView
+JOB_VIEW_BASIC: JobView
+JOB_VIEW_FULL: JobView
 
 class CreateJobRequest(_message.Message):
     __slots__ = ("job", "request_id")
@@ -32,10 +42,12 @@ class CreateJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class BatchCreateJobsRequest(_message.Message):
-    __slots__ = ("items",)
+    __slots__ = ("items", "view")
     ITEMS_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
     items: _containers.RepeatedCompositeFieldContainer[CreateJobRequest]
-    def __init__(self, items: _Optional[_Iterable[_Union[CreateJobRequest, _Mapping]]] = ...) -> None: ...
+    view: JobView
+    def __init__(self, items: _Optional[_Iterable[_Union[CreateJobRequest, _Mapping]]] = ..., view: _Optional[_Union[JobView, str]] = ...) -> None: ...
 
 class BatchCreateJobsResponse(_message.Message):
     __slots__ = ("results", "created_count", "existing_count", "failed_count")
@@ -182,10 +194,12 @@ class JobRevision(_message.Message):
     def __init__(self, version: _Optional[int] = ..., job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., changed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., changed_by: _Optional[str] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., changed_to_version: _Optional[int] = ...) -> None: ...
 
 class BatchUpdateJobsRequest(_message.Message):
-    __slots__ = ("items",)
+    __slots__ = ("items", "view")
     ITEMS_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
     items: _containers.RepeatedCompositeFieldContainer[UpdateJobRequest]
-    def __init__(self, items: _Optional[_Iterable[_Union[UpdateJobRequest, _Mapping]]] = ...) -> None: ...
+    view: JobView
+    def __init__(self, items: _Optional[_Iterable[_Union[UpdateJobRequest, _Mapping]]] = ..., view: _Optional[_Union[JobView, str]] = ...) -> None: ...
 
 class BatchUpdateJobsResponse(_message.Message):
     __slots__ = ("results", "updated_count", "failed_count")
@@ -262,10 +276,12 @@ class PauseJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., canceled_executions: _Optional[int] = ..., held_executions: _Optional[int] = ...) -> None: ...
 
 class BatchPauseJobsRequest(_message.Message):
-    __slots__ = ("items",)
+    __slots__ = ("items", "view")
     ITEMS_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
     items: _containers.RepeatedCompositeFieldContainer[PauseJobRequest]
-    def __init__(self, items: _Optional[_Iterable[_Union[PauseJobRequest, _Mapping]]] = ...) -> None: ...
+    view: JobView
+    def __init__(self, items: _Optional[_Iterable[_Union[PauseJobRequest, _Mapping]]] = ..., view: _Optional[_Union[JobView, str]] = ...) -> None: ...
 
 class BatchPauseJobsResponse(_message.Message):
     __slots__ = ("results", "paused_count", "failed_count")
@@ -302,10 +318,12 @@ class ResumeJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., skipped: _Optional[_Union[_execution_pb2.SkipRange, _Mapping]] = ..., released_executions: _Optional[int] = ...) -> None: ...
 
 class BatchResumeJobsRequest(_message.Message):
-    __slots__ = ("items",)
+    __slots__ = ("items", "view")
     ITEMS_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
     items: _containers.RepeatedCompositeFieldContainer[ResumeJobRequest]
-    def __init__(self, items: _Optional[_Iterable[_Union[ResumeJobRequest, _Mapping]]] = ...) -> None: ...
+    view: JobView
+    def __init__(self, items: _Optional[_Iterable[_Union[ResumeJobRequest, _Mapping]]] = ..., view: _Optional[_Union[JobView, str]] = ...) -> None: ...
 
 class BatchResumeJobsResponse(_message.Message):
     __slots__ = ("results", "resumed_count", "failed_count")

@@ -25,6 +25,64 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// How much of each job a batch call answers (AIP-157).
+type JobView int32
+
+const (
+	// JOB_VIEW_FULL.
+	JobView_JOB_VIEW_UNSPECIFIED JobView = 0
+	// The job's identity and state only: `id`, `name`, `state`, `version`,
+	// `run_count`, `pause_reason`, `next_run_at`, `next_due_at` and
+	// `updated_at`. No definition: no payload, target, schedule or labels
+	// (GetJob answers them). The answer of 1 000 items stays well under what
+	// a default client reads.
+	JobView_JOB_VIEW_BASIC JobView = 1
+	// The whole job, as the single call (CreateJob, UpdateJob, PauseJob,
+	// ResumeJob) answers it: its definition, payload included.
+	JobView_JOB_VIEW_FULL JobView = 2
+)
+
+// Enum value maps for JobView.
+var (
+	JobView_name = map[int32]string{
+		0: "JOB_VIEW_UNSPECIFIED",
+		1: "JOB_VIEW_BASIC",
+		2: "JOB_VIEW_FULL",
+	}
+	JobView_value = map[string]int32{
+		"JOB_VIEW_UNSPECIFIED": 0,
+		"JOB_VIEW_BASIC":       1,
+		"JOB_VIEW_FULL":        2,
+	}
+)
+
+func (x JobView) Enum() *JobView {
+	p := new(JobView)
+	*p = x
+	return p
+}
+
+func (x JobView) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (JobView) Descriptor() protoreflect.EnumDescriptor {
+	return file_tickwheel_v1_scheduler_proto_enumTypes[0].Descriptor()
+}
+
+func (JobView) Type() protoreflect.EnumType {
+	return &file_tickwheel_v1_scheduler_proto_enumTypes[0]
+}
+
+func (x JobView) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use JobView.Descriptor instead.
+func (JobView) EnumDescriptor() ([]byte, []int) {
+	return file_tickwheel_v1_scheduler_proto_rawDescGZIP(), []int{0}
+}
+
 // CreateJob input.
 type CreateJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -141,7 +199,14 @@ func (x *CreateJobResponse) GetCreated() bool {
 type BatchCreateJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1 to 1 000 items, each as CreateJob takes it.
-	Items         []*CreateJobRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	Items []*CreateJobRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// How each item's job is answered. JOB_VIEW_UNSPECIFIED is JOB_VIEW_FULL
+	// (what this call answered before views existed). A call whose answer
+	// would be over 3 MiB (what a default gRPC client reads is 4 MiB) is
+	// refused before anything is written: INVALID_ARGUMENT `items`, with an
+	// ErrorInfo reason BATCH_ANSWER_TOO_LARGE; send fewer items or
+	// JOB_VIEW_BASIC.
+	View          JobView `protobuf:"varint,2,opt,name=view,proto3,enum=tickwheel.v1.JobView" json:"view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -181,6 +246,13 @@ func (x *BatchCreateJobsRequest) GetItems() []*CreateJobRequest {
 		return x.Items
 	}
 	return nil
+}
+
+func (x *BatchCreateJobsRequest) GetView() JobView {
+	if x != nil {
+		return x.View
+	}
+	return JobView_JOB_VIEW_UNSPECIFIED
 }
 
 // BatchCreateJobs output.
@@ -1175,7 +1247,14 @@ func (x *JobRevision) GetChangedToVersion() int64 {
 type BatchUpdateJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1 to 1 000 items, each as UpdateJob takes it.
-	Items         []*UpdateJobRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	Items []*UpdateJobRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// How each item's job is answered. JOB_VIEW_UNSPECIFIED is JOB_VIEW_FULL
+	// (what this call answered before views existed). A call whose answer
+	// would be over 3 MiB (what a default gRPC client reads is 4 MiB) is
+	// refused before anything is written: INVALID_ARGUMENT `items`, with an
+	// ErrorInfo reason BATCH_ANSWER_TOO_LARGE; send fewer items or
+	// JOB_VIEW_BASIC.
+	View          JobView `protobuf:"varint,2,opt,name=view,proto3,enum=tickwheel.v1.JobView" json:"view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1215,6 +1294,13 @@ func (x *BatchUpdateJobsRequest) GetItems() []*UpdateJobRequest {
 		return x.Items
 	}
 	return nil
+}
+
+func (x *BatchUpdateJobsRequest) GetView() JobView {
+	if x != nil {
+		return x.View
+	}
+	return JobView_JOB_VIEW_UNSPECIFIED
 }
 
 // BatchUpdateJobs output.
@@ -1794,7 +1880,14 @@ func (x *PauseJobResponse) GetHeldExecutions() int64 {
 type BatchPauseJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1 to 1 000 items, each as PauseJob takes it.
-	Items         []*PauseJobRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	Items []*PauseJobRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// How each item's job is answered. JOB_VIEW_UNSPECIFIED is JOB_VIEW_FULL
+	// (what this call answered before views existed). A call whose answer
+	// would be over 3 MiB (what a default gRPC client reads is 4 MiB) is
+	// refused before anything is written: INVALID_ARGUMENT `items`, with an
+	// ErrorInfo reason BATCH_ANSWER_TOO_LARGE; send fewer items or
+	// JOB_VIEW_BASIC.
+	View          JobView `protobuf:"varint,2,opt,name=view,proto3,enum=tickwheel.v1.JobView" json:"view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1834,6 +1927,13 @@ func (x *BatchPauseJobsRequest) GetItems() []*PauseJobRequest {
 		return x.Items
 	}
 	return nil
+}
+
+func (x *BatchPauseJobsRequest) GetView() JobView {
+	if x != nil {
+		return x.View
+	}
+	return JobView_JOB_VIEW_UNSPECIFIED
 }
 
 // BatchPauseJobs output.
@@ -2103,7 +2203,14 @@ func (x *ResumeJobResponse) GetReleasedExecutions() int64 {
 type BatchResumeJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1 to 1 000 items, each as ResumeJob takes it.
-	Items         []*ResumeJobRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	Items []*ResumeJobRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// How each item's job is answered. JOB_VIEW_UNSPECIFIED is JOB_VIEW_FULL
+	// (what this call answered before views existed). A call whose answer
+	// would be over 3 MiB (what a default gRPC client reads is 4 MiB) is
+	// refused before anything is written: INVALID_ARGUMENT `items`, with an
+	// ErrorInfo reason BATCH_ANSWER_TOO_LARGE; send fewer items or
+	// JOB_VIEW_BASIC.
+	View          JobView `protobuf:"varint,2,opt,name=view,proto3,enum=tickwheel.v1.JobView" json:"view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2143,6 +2250,13 @@ func (x *BatchResumeJobsRequest) GetItems() []*ResumeJobRequest {
 		return x.Items
 	}
 	return nil
+}
+
+func (x *BatchResumeJobsRequest) GetView() JobView {
+	if x != nil {
+		return x.View
+	}
+	return JobView_JOB_VIEW_UNSPECIFIED
 }
 
 // BatchResumeJobs output.
@@ -3377,9 +3491,10 @@ const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"request_id\x18\x02 \x01(\tR\trequestId\"R\n" +
 	"\x11CreateJobResponse\x12#\n" +
 	"\x03job\x18\x01 \x01(\v2\x11.tickwheel.v1.JobR\x03job\x12\x18\n" +
-	"\acreated\x18\x02 \x01(\bR\acreated\"N\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"y\n" +
 	"\x16BatchCreateJobsRequest\x124\n" +
-	"\x05items\x18\x01 \x03(\v2\x1e.tickwheel.v1.CreateJobRequestR\x05items\"\xc7\x01\n" +
+	"\x05items\x18\x01 \x03(\v2\x1e.tickwheel.v1.CreateJobRequestR\x05items\x12)\n" +
+	"\x04view\x18\x02 \x01(\x0e2\x15.tickwheel.v1.JobViewR\x04view\"\xc7\x01\n" +
 	"\x17BatchCreateJobsResponse\x12=\n" +
 	"\aresults\x18\x01 \x03(\v2#.tickwheel.v1.BatchCreateJobsResultR\aresults\x12#\n" +
 	"\rcreated_count\x18\x02 \x01(\x05R\fcreatedCount\x12%\n" +
@@ -3450,9 +3565,10 @@ const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"changed_by\x18\x04 \x01(\tR\tchangedBy\x12;\n" +
 	"\vupdate_mask\x18\x05 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
 	"updateMask\x12,\n" +
-	"\x12changed_to_version\x18\x06 \x01(\x03R\x10changedToVersion\"N\n" +
+	"\x12changed_to_version\x18\x06 \x01(\x03R\x10changedToVersion\"y\n" +
 	"\x16BatchUpdateJobsRequest\x124\n" +
-	"\x05items\x18\x01 \x03(\v2\x1e.tickwheel.v1.UpdateJobRequestR\x05items\"\xa0\x01\n" +
+	"\x05items\x18\x01 \x03(\v2\x1e.tickwheel.v1.UpdateJobRequestR\x05items\x12)\n" +
+	"\x04view\x18\x02 \x01(\x0e2\x15.tickwheel.v1.JobViewR\x04view\"\xa0\x01\n" +
 	"\x17BatchUpdateJobsResponse\x12=\n" +
 	"\aresults\x18\x01 \x03(\v2#.tickwheel.v1.BatchUpdateJobsResultR\aresults\x12#\n" +
 	"\rupdated_count\x18\x02 \x01(\x05R\fupdatedCount\x12!\n" +
@@ -3482,9 +3598,10 @@ const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"\x10PauseJobResponse\x12#\n" +
 	"\x03job\x18\x01 \x01(\v2\x11.tickwheel.v1.JobR\x03job\x12/\n" +
 	"\x13canceled_executions\x18\x02 \x01(\x03R\x12canceledExecutions\x12'\n" +
-	"\x0fheld_executions\x18\x03 \x01(\x03R\x0eheldExecutions\"L\n" +
+	"\x0fheld_executions\x18\x03 \x01(\x03R\x0eheldExecutions\"w\n" +
 	"\x15BatchPauseJobsRequest\x123\n" +
-	"\x05items\x18\x01 \x03(\v2\x1d.tickwheel.v1.PauseJobRequestR\x05items\"\x9c\x01\n" +
+	"\x05items\x18\x01 \x03(\v2\x1d.tickwheel.v1.PauseJobRequestR\x05items\x12)\n" +
+	"\x04view\x18\x02 \x01(\x0e2\x15.tickwheel.v1.JobViewR\x04view\"\x9c\x01\n" +
 	"\x16BatchPauseJobsResponse\x12<\n" +
 	"\aresults\x18\x01 \x03(\v2\".tickwheel.v1.BatchPauseJobsResultR\aresults\x12!\n" +
 	"\fpaused_count\x18\x02 \x01(\x05R\vpausedCount\x12!\n" +
@@ -3498,9 +3615,10 @@ const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"\x11ResumeJobResponse\x12#\n" +
 	"\x03job\x18\x01 \x01(\v2\x11.tickwheel.v1.JobR\x03job\x121\n" +
 	"\askipped\x18\x02 \x01(\v2\x17.tickwheel.v1.SkipRangeR\askipped\x12/\n" +
-	"\x13released_executions\x18\x03 \x01(\x03R\x12releasedExecutions\"N\n" +
+	"\x13released_executions\x18\x03 \x01(\x03R\x12releasedExecutions\"y\n" +
 	"\x16BatchResumeJobsRequest\x124\n" +
-	"\x05items\x18\x01 \x03(\v2\x1e.tickwheel.v1.ResumeJobRequestR\x05items\"\xa0\x01\n" +
+	"\x05items\x18\x01 \x03(\v2\x1e.tickwheel.v1.ResumeJobRequestR\x05items\x12)\n" +
+	"\x04view\x18\x02 \x01(\x0e2\x15.tickwheel.v1.JobViewR\x04view\"\xa0\x01\n" +
 	"\x17BatchResumeJobsResponse\x12=\n" +
 	"\aresults\x18\x01 \x03(\v2#.tickwheel.v1.BatchResumeJobsResultR\aresults\x12#\n" +
 	"\rresumed_count\x18\x02 \x01(\x05R\fresumedCount\x12!\n" +
@@ -3578,7 +3696,11 @@ const file_tickwheel_v1_scheduler_proto_rawDesc = "" +
 	"\x17ReplayDeadLetterRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"Q\n" +
 	"\x18ReplayDeadLetterResponse\x125\n" +
-	"\texecution\x18\x01 \x01(\v2\x17.tickwheel.v1.ExecutionR\texecution2\x86\x12\n" +
+	"\texecution\x18\x01 \x01(\v2\x17.tickwheel.v1.ExecutionR\texecution*J\n" +
+	"\aJobView\x12\x18\n" +
+	"\x14JOB_VIEW_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eJOB_VIEW_BASIC\x10\x01\x12\x11\n" +
+	"\rJOB_VIEW_FULL\x10\x022\x86\x12\n" +
 	"\x10SchedulerService\x12L\n" +
 	"\tCreateJob\x12\x1e.tickwheel.v1.CreateJobRequest\x1a\x1f.tickwheel.v1.CreateJobResponse\x12^\n" +
 	"\x0fBatchCreateJobs\x12$.tickwheel.v1.BatchCreateJobsRequest\x1a%.tickwheel.v1.BatchCreateJobsResponse\x12C\n" +
@@ -3621,200 +3743,206 @@ func file_tickwheel_v1_scheduler_proto_rawDescGZIP() []byte {
 	return file_tickwheel_v1_scheduler_proto_rawDescData
 }
 
+var file_tickwheel_v1_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_tickwheel_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_tickwheel_v1_scheduler_proto_goTypes = []any{
-	(*CreateJobRequest)(nil),         // 0: tickwheel.v1.CreateJobRequest
-	(*CreateJobResponse)(nil),        // 1: tickwheel.v1.CreateJobResponse
-	(*BatchCreateJobsRequest)(nil),   // 2: tickwheel.v1.BatchCreateJobsRequest
-	(*BatchCreateJobsResponse)(nil),  // 3: tickwheel.v1.BatchCreateJobsResponse
-	(*BatchCreateJobsResult)(nil),    // 4: tickwheel.v1.BatchCreateJobsResult
-	(*GetJobRequest)(nil),            // 5: tickwheel.v1.GetJobRequest
-	(*GetJobResponse)(nil),           // 6: tickwheel.v1.GetJobResponse
-	(*ListJobsRequest)(nil),          // 7: tickwheel.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),         // 8: tickwheel.v1.ListJobsResponse
-	(*UpdateJobRequest)(nil),         // 9: tickwheel.v1.UpdateJobRequest
-	(*UpdateJobResponse)(nil),        // 10: tickwheel.v1.UpdateJobResponse
-	(*RunDiff)(nil),                  // 11: tickwheel.v1.RunDiff
-	(*MovedRun)(nil),                 // 12: tickwheel.v1.MovedRun
-	(*ListJobRevisionsRequest)(nil),  // 13: tickwheel.v1.ListJobRevisionsRequest
-	(*ListJobRevisionsResponse)(nil), // 14: tickwheel.v1.ListJobRevisionsResponse
-	(*JobRevision)(nil),              // 15: tickwheel.v1.JobRevision
-	(*BatchUpdateJobsRequest)(nil),   // 16: tickwheel.v1.BatchUpdateJobsRequest
-	(*BatchUpdateJobsResponse)(nil),  // 17: tickwheel.v1.BatchUpdateJobsResponse
-	(*BatchUpdateJobsResult)(nil),    // 18: tickwheel.v1.BatchUpdateJobsResult
-	(*DeleteJobRequest)(nil),         // 19: tickwheel.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),        // 20: tickwheel.v1.DeleteJobResponse
-	(*BatchDeleteJobsRequest)(nil),   // 21: tickwheel.v1.BatchDeleteJobsRequest
-	(*BatchDeleteJobsResponse)(nil),  // 22: tickwheel.v1.BatchDeleteJobsResponse
-	(*BatchDeleteJobsResult)(nil),    // 23: tickwheel.v1.BatchDeleteJobsResult
-	(*PauseJobRequest)(nil),          // 24: tickwheel.v1.PauseJobRequest
-	(*PauseJobResponse)(nil),         // 25: tickwheel.v1.PauseJobResponse
-	(*BatchPauseJobsRequest)(nil),    // 26: tickwheel.v1.BatchPauseJobsRequest
-	(*BatchPauseJobsResponse)(nil),   // 27: tickwheel.v1.BatchPauseJobsResponse
-	(*BatchPauseJobsResult)(nil),     // 28: tickwheel.v1.BatchPauseJobsResult
-	(*ResumeJobRequest)(nil),         // 29: tickwheel.v1.ResumeJobRequest
-	(*ResumeJobResponse)(nil),        // 30: tickwheel.v1.ResumeJobResponse
-	(*BatchResumeJobsRequest)(nil),   // 31: tickwheel.v1.BatchResumeJobsRequest
-	(*BatchResumeJobsResponse)(nil),  // 32: tickwheel.v1.BatchResumeJobsResponse
-	(*BatchResumeJobsResult)(nil),    // 33: tickwheel.v1.BatchResumeJobsResult
-	(*TriggerJobRequest)(nil),        // 34: tickwheel.v1.TriggerJobRequest
-	(*TriggerJobResponse)(nil),       // 35: tickwheel.v1.TriggerJobResponse
-	(*BackfillJobRequest)(nil),       // 36: tickwheel.v1.BackfillJobRequest
-	(*BackfillJobResponse)(nil),      // 37: tickwheel.v1.BackfillJobResponse
-	(*BackfillOccurrence)(nil),       // 38: tickwheel.v1.BackfillOccurrence
-	(*PreviewScheduleRequest)(nil),   // 39: tickwheel.v1.PreviewScheduleRequest
-	(*PreviewScheduleResponse)(nil),  // 40: tickwheel.v1.PreviewScheduleResponse
-	(*GetExecutionRequest)(nil),      // 41: tickwheel.v1.GetExecutionRequest
-	(*GetExecutionResponse)(nil),     // 42: tickwheel.v1.GetExecutionResponse
-	(*ListExecutionsRequest)(nil),    // 43: tickwheel.v1.ListExecutionsRequest
-	(*ListExecutionsResponse)(nil),   // 44: tickwheel.v1.ListExecutionsResponse
-	(*CancelExecutionRequest)(nil),   // 45: tickwheel.v1.CancelExecutionRequest
-	(*CancelExecutionResponse)(nil),  // 46: tickwheel.v1.CancelExecutionResponse
-	(*ListDeadLettersRequest)(nil),   // 47: tickwheel.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),  // 48: tickwheel.v1.ListDeadLettersResponse
-	(*ReplayDeadLetterRequest)(nil),  // 49: tickwheel.v1.ReplayDeadLetterRequest
-	(*ReplayDeadLetterResponse)(nil), // 50: tickwheel.v1.ReplayDeadLetterResponse
-	(*Job)(nil),                      // 51: tickwheel.v1.Job
-	(*status.Status)(nil),            // 52: google.rpc.Status
-	(*ScheduledFire)(nil),            // 53: tickwheel.v1.ScheduledFire
-	(JobState)(0),                    // 54: tickwheel.v1.JobState
-	(*fieldmaskpb.FieldMask)(nil),    // 55: google.protobuf.FieldMask
-	(*durationpb.Duration)(nil),      // 56: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 57: google.protobuf.Timestamp
-	(*SkipRange)(nil),                // 58: tickwheel.v1.SkipRange
-	(*Execution)(nil),                // 59: tickwheel.v1.Execution
-	(ExecutionStatus)(0),             // 60: tickwheel.v1.ExecutionStatus
-	(*CreateCalendarRequest)(nil),    // 61: tickwheel.v1.CreateCalendarRequest
-	(*GetCalendarRequest)(nil),       // 62: tickwheel.v1.GetCalendarRequest
-	(*ListCalendarsRequest)(nil),     // 63: tickwheel.v1.ListCalendarsRequest
-	(*UpdateCalendarRequest)(nil),    // 64: tickwheel.v1.UpdateCalendarRequest
-	(*DeleteCalendarRequest)(nil),    // 65: tickwheel.v1.DeleteCalendarRequest
-	(*CreateCalendarResponse)(nil),   // 66: tickwheel.v1.CreateCalendarResponse
-	(*GetCalendarResponse)(nil),      // 67: tickwheel.v1.GetCalendarResponse
-	(*ListCalendarsResponse)(nil),    // 68: tickwheel.v1.ListCalendarsResponse
-	(*UpdateCalendarResponse)(nil),   // 69: tickwheel.v1.UpdateCalendarResponse
-	(*DeleteCalendarResponse)(nil),   // 70: tickwheel.v1.DeleteCalendarResponse
+	(JobView)(0),                     // 0: tickwheel.v1.JobView
+	(*CreateJobRequest)(nil),         // 1: tickwheel.v1.CreateJobRequest
+	(*CreateJobResponse)(nil),        // 2: tickwheel.v1.CreateJobResponse
+	(*BatchCreateJobsRequest)(nil),   // 3: tickwheel.v1.BatchCreateJobsRequest
+	(*BatchCreateJobsResponse)(nil),  // 4: tickwheel.v1.BatchCreateJobsResponse
+	(*BatchCreateJobsResult)(nil),    // 5: tickwheel.v1.BatchCreateJobsResult
+	(*GetJobRequest)(nil),            // 6: tickwheel.v1.GetJobRequest
+	(*GetJobResponse)(nil),           // 7: tickwheel.v1.GetJobResponse
+	(*ListJobsRequest)(nil),          // 8: tickwheel.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),         // 9: tickwheel.v1.ListJobsResponse
+	(*UpdateJobRequest)(nil),         // 10: tickwheel.v1.UpdateJobRequest
+	(*UpdateJobResponse)(nil),        // 11: tickwheel.v1.UpdateJobResponse
+	(*RunDiff)(nil),                  // 12: tickwheel.v1.RunDiff
+	(*MovedRun)(nil),                 // 13: tickwheel.v1.MovedRun
+	(*ListJobRevisionsRequest)(nil),  // 14: tickwheel.v1.ListJobRevisionsRequest
+	(*ListJobRevisionsResponse)(nil), // 15: tickwheel.v1.ListJobRevisionsResponse
+	(*JobRevision)(nil),              // 16: tickwheel.v1.JobRevision
+	(*BatchUpdateJobsRequest)(nil),   // 17: tickwheel.v1.BatchUpdateJobsRequest
+	(*BatchUpdateJobsResponse)(nil),  // 18: tickwheel.v1.BatchUpdateJobsResponse
+	(*BatchUpdateJobsResult)(nil),    // 19: tickwheel.v1.BatchUpdateJobsResult
+	(*DeleteJobRequest)(nil),         // 20: tickwheel.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),        // 21: tickwheel.v1.DeleteJobResponse
+	(*BatchDeleteJobsRequest)(nil),   // 22: tickwheel.v1.BatchDeleteJobsRequest
+	(*BatchDeleteJobsResponse)(nil),  // 23: tickwheel.v1.BatchDeleteJobsResponse
+	(*BatchDeleteJobsResult)(nil),    // 24: tickwheel.v1.BatchDeleteJobsResult
+	(*PauseJobRequest)(nil),          // 25: tickwheel.v1.PauseJobRequest
+	(*PauseJobResponse)(nil),         // 26: tickwheel.v1.PauseJobResponse
+	(*BatchPauseJobsRequest)(nil),    // 27: tickwheel.v1.BatchPauseJobsRequest
+	(*BatchPauseJobsResponse)(nil),   // 28: tickwheel.v1.BatchPauseJobsResponse
+	(*BatchPauseJobsResult)(nil),     // 29: tickwheel.v1.BatchPauseJobsResult
+	(*ResumeJobRequest)(nil),         // 30: tickwheel.v1.ResumeJobRequest
+	(*ResumeJobResponse)(nil),        // 31: tickwheel.v1.ResumeJobResponse
+	(*BatchResumeJobsRequest)(nil),   // 32: tickwheel.v1.BatchResumeJobsRequest
+	(*BatchResumeJobsResponse)(nil),  // 33: tickwheel.v1.BatchResumeJobsResponse
+	(*BatchResumeJobsResult)(nil),    // 34: tickwheel.v1.BatchResumeJobsResult
+	(*TriggerJobRequest)(nil),        // 35: tickwheel.v1.TriggerJobRequest
+	(*TriggerJobResponse)(nil),       // 36: tickwheel.v1.TriggerJobResponse
+	(*BackfillJobRequest)(nil),       // 37: tickwheel.v1.BackfillJobRequest
+	(*BackfillJobResponse)(nil),      // 38: tickwheel.v1.BackfillJobResponse
+	(*BackfillOccurrence)(nil),       // 39: tickwheel.v1.BackfillOccurrence
+	(*PreviewScheduleRequest)(nil),   // 40: tickwheel.v1.PreviewScheduleRequest
+	(*PreviewScheduleResponse)(nil),  // 41: tickwheel.v1.PreviewScheduleResponse
+	(*GetExecutionRequest)(nil),      // 42: tickwheel.v1.GetExecutionRequest
+	(*GetExecutionResponse)(nil),     // 43: tickwheel.v1.GetExecutionResponse
+	(*ListExecutionsRequest)(nil),    // 44: tickwheel.v1.ListExecutionsRequest
+	(*ListExecutionsResponse)(nil),   // 45: tickwheel.v1.ListExecutionsResponse
+	(*CancelExecutionRequest)(nil),   // 46: tickwheel.v1.CancelExecutionRequest
+	(*CancelExecutionResponse)(nil),  // 47: tickwheel.v1.CancelExecutionResponse
+	(*ListDeadLettersRequest)(nil),   // 48: tickwheel.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),  // 49: tickwheel.v1.ListDeadLettersResponse
+	(*ReplayDeadLetterRequest)(nil),  // 50: tickwheel.v1.ReplayDeadLetterRequest
+	(*ReplayDeadLetterResponse)(nil), // 51: tickwheel.v1.ReplayDeadLetterResponse
+	(*Job)(nil),                      // 52: tickwheel.v1.Job
+	(*status.Status)(nil),            // 53: google.rpc.Status
+	(*ScheduledFire)(nil),            // 54: tickwheel.v1.ScheduledFire
+	(JobState)(0),                    // 55: tickwheel.v1.JobState
+	(*fieldmaskpb.FieldMask)(nil),    // 56: google.protobuf.FieldMask
+	(*durationpb.Duration)(nil),      // 57: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 58: google.protobuf.Timestamp
+	(*SkipRange)(nil),                // 59: tickwheel.v1.SkipRange
+	(*Execution)(nil),                // 60: tickwheel.v1.Execution
+	(ExecutionStatus)(0),             // 61: tickwheel.v1.ExecutionStatus
+	(*CreateCalendarRequest)(nil),    // 62: tickwheel.v1.CreateCalendarRequest
+	(*GetCalendarRequest)(nil),       // 63: tickwheel.v1.GetCalendarRequest
+	(*ListCalendarsRequest)(nil),     // 64: tickwheel.v1.ListCalendarsRequest
+	(*UpdateCalendarRequest)(nil),    // 65: tickwheel.v1.UpdateCalendarRequest
+	(*DeleteCalendarRequest)(nil),    // 66: tickwheel.v1.DeleteCalendarRequest
+	(*CreateCalendarResponse)(nil),   // 67: tickwheel.v1.CreateCalendarResponse
+	(*GetCalendarResponse)(nil),      // 68: tickwheel.v1.GetCalendarResponse
+	(*ListCalendarsResponse)(nil),    // 69: tickwheel.v1.ListCalendarsResponse
+	(*UpdateCalendarResponse)(nil),   // 70: tickwheel.v1.UpdateCalendarResponse
+	(*DeleteCalendarResponse)(nil),   // 71: tickwheel.v1.DeleteCalendarResponse
 }
 var file_tickwheel_v1_scheduler_proto_depIdxs = []int32{
-	51, // 0: tickwheel.v1.CreateJobRequest.job:type_name -> tickwheel.v1.Job
-	51, // 1: tickwheel.v1.CreateJobResponse.job:type_name -> tickwheel.v1.Job
-	0,  // 2: tickwheel.v1.BatchCreateJobsRequest.items:type_name -> tickwheel.v1.CreateJobRequest
-	4,  // 3: tickwheel.v1.BatchCreateJobsResponse.results:type_name -> tickwheel.v1.BatchCreateJobsResult
-	1,  // 4: tickwheel.v1.BatchCreateJobsResult.job:type_name -> tickwheel.v1.CreateJobResponse
-	52, // 5: tickwheel.v1.BatchCreateJobsResult.error:type_name -> google.rpc.Status
-	51, // 6: tickwheel.v1.GetJobResponse.job:type_name -> tickwheel.v1.Job
-	53, // 7: tickwheel.v1.GetJobResponse.next_runs:type_name -> tickwheel.v1.ScheduledFire
-	54, // 8: tickwheel.v1.ListJobsRequest.state:type_name -> tickwheel.v1.JobState
-	51, // 9: tickwheel.v1.ListJobsResponse.jobs:type_name -> tickwheel.v1.Job
-	51, // 10: tickwheel.v1.UpdateJobRequest.job:type_name -> tickwheel.v1.Job
-	55, // 11: tickwheel.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
-	56, // 12: tickwheel.v1.UpdateJobRequest.diff_window:type_name -> google.protobuf.Duration
-	51, // 13: tickwheel.v1.UpdateJobResponse.job:type_name -> tickwheel.v1.Job
-	11, // 14: tickwheel.v1.UpdateJobResponse.run_diff:type_name -> tickwheel.v1.RunDiff
-	57, // 15: tickwheel.v1.RunDiff.from_at:type_name -> google.protobuf.Timestamp
-	57, // 16: tickwheel.v1.RunDiff.to_at:type_name -> google.protobuf.Timestamp
-	53, // 17: tickwheel.v1.RunDiff.added:type_name -> tickwheel.v1.ScheduledFire
-	53, // 18: tickwheel.v1.RunDiff.removed:type_name -> tickwheel.v1.ScheduledFire
-	12, // 19: tickwheel.v1.RunDiff.moved:type_name -> tickwheel.v1.MovedRun
-	53, // 20: tickwheel.v1.MovedRun.before:type_name -> tickwheel.v1.ScheduledFire
-	53, // 21: tickwheel.v1.MovedRun.after:type_name -> tickwheel.v1.ScheduledFire
-	15, // 22: tickwheel.v1.ListJobRevisionsResponse.revisions:type_name -> tickwheel.v1.JobRevision
-	51, // 23: tickwheel.v1.JobRevision.job:type_name -> tickwheel.v1.Job
-	57, // 24: tickwheel.v1.JobRevision.changed_at:type_name -> google.protobuf.Timestamp
-	55, // 25: tickwheel.v1.JobRevision.update_mask:type_name -> google.protobuf.FieldMask
-	9,  // 26: tickwheel.v1.BatchUpdateJobsRequest.items:type_name -> tickwheel.v1.UpdateJobRequest
-	18, // 27: tickwheel.v1.BatchUpdateJobsResponse.results:type_name -> tickwheel.v1.BatchUpdateJobsResult
-	10, // 28: tickwheel.v1.BatchUpdateJobsResult.job:type_name -> tickwheel.v1.UpdateJobResponse
-	52, // 29: tickwheel.v1.BatchUpdateJobsResult.error:type_name -> google.rpc.Status
-	19, // 30: tickwheel.v1.BatchDeleteJobsRequest.items:type_name -> tickwheel.v1.DeleteJobRequest
-	23, // 31: tickwheel.v1.BatchDeleteJobsResponse.results:type_name -> tickwheel.v1.BatchDeleteJobsResult
-	20, // 32: tickwheel.v1.BatchDeleteJobsResult.deleted:type_name -> tickwheel.v1.DeleteJobResponse
-	52, // 33: tickwheel.v1.BatchDeleteJobsResult.error:type_name -> google.rpc.Status
-	51, // 34: tickwheel.v1.PauseJobResponse.job:type_name -> tickwheel.v1.Job
-	24, // 35: tickwheel.v1.BatchPauseJobsRequest.items:type_name -> tickwheel.v1.PauseJobRequest
-	28, // 36: tickwheel.v1.BatchPauseJobsResponse.results:type_name -> tickwheel.v1.BatchPauseJobsResult
-	25, // 37: tickwheel.v1.BatchPauseJobsResult.job:type_name -> tickwheel.v1.PauseJobResponse
-	52, // 38: tickwheel.v1.BatchPauseJobsResult.error:type_name -> google.rpc.Status
-	51, // 39: tickwheel.v1.ResumeJobResponse.job:type_name -> tickwheel.v1.Job
-	58, // 40: tickwheel.v1.ResumeJobResponse.skipped:type_name -> tickwheel.v1.SkipRange
-	29, // 41: tickwheel.v1.BatchResumeJobsRequest.items:type_name -> tickwheel.v1.ResumeJobRequest
-	33, // 42: tickwheel.v1.BatchResumeJobsResponse.results:type_name -> tickwheel.v1.BatchResumeJobsResult
-	30, // 43: tickwheel.v1.BatchResumeJobsResult.job:type_name -> tickwheel.v1.ResumeJobResponse
-	52, // 44: tickwheel.v1.BatchResumeJobsResult.error:type_name -> google.rpc.Status
-	59, // 45: tickwheel.v1.TriggerJobResponse.execution:type_name -> tickwheel.v1.Execution
-	57, // 46: tickwheel.v1.BackfillJobRequest.from_at:type_name -> google.protobuf.Timestamp
-	57, // 47: tickwheel.v1.BackfillJobRequest.to_at:type_name -> google.protobuf.Timestamp
-	38, // 48: tickwheel.v1.BackfillJobResponse.occurrences:type_name -> tickwheel.v1.BackfillOccurrence
-	57, // 49: tickwheel.v1.BackfillOccurrence.nominal_at:type_name -> google.protobuf.Timestamp
-	51, // 50: tickwheel.v1.PreviewScheduleRequest.job:type_name -> tickwheel.v1.Job
-	57, // 51: tickwheel.v1.PreviewScheduleRequest.after:type_name -> google.protobuf.Timestamp
-	53, // 52: tickwheel.v1.PreviewScheduleResponse.fires:type_name -> tickwheel.v1.ScheduledFire
-	59, // 53: tickwheel.v1.GetExecutionResponse.execution:type_name -> tickwheel.v1.Execution
-	60, // 54: tickwheel.v1.ListExecutionsRequest.statuses:type_name -> tickwheel.v1.ExecutionStatus
-	57, // 55: tickwheel.v1.ListExecutionsRequest.from_at:type_name -> google.protobuf.Timestamp
-	57, // 56: tickwheel.v1.ListExecutionsRequest.to_at:type_name -> google.protobuf.Timestamp
-	59, // 57: tickwheel.v1.ListExecutionsResponse.executions:type_name -> tickwheel.v1.Execution
-	58, // 58: tickwheel.v1.ListExecutionsResponse.skips:type_name -> tickwheel.v1.SkipRange
-	59, // 59: tickwheel.v1.CancelExecutionResponse.execution:type_name -> tickwheel.v1.Execution
-	59, // 60: tickwheel.v1.ListDeadLettersResponse.executions:type_name -> tickwheel.v1.Execution
-	59, // 61: tickwheel.v1.ReplayDeadLetterResponse.execution:type_name -> tickwheel.v1.Execution
-	0,  // 62: tickwheel.v1.SchedulerService.CreateJob:input_type -> tickwheel.v1.CreateJobRequest
-	2,  // 63: tickwheel.v1.SchedulerService.BatchCreateJobs:input_type -> tickwheel.v1.BatchCreateJobsRequest
-	5,  // 64: tickwheel.v1.SchedulerService.GetJob:input_type -> tickwheel.v1.GetJobRequest
-	7,  // 65: tickwheel.v1.SchedulerService.ListJobs:input_type -> tickwheel.v1.ListJobsRequest
-	9,  // 66: tickwheel.v1.SchedulerService.UpdateJob:input_type -> tickwheel.v1.UpdateJobRequest
-	16, // 67: tickwheel.v1.SchedulerService.BatchUpdateJobs:input_type -> tickwheel.v1.BatchUpdateJobsRequest
-	13, // 68: tickwheel.v1.SchedulerService.ListJobRevisions:input_type -> tickwheel.v1.ListJobRevisionsRequest
-	19, // 69: tickwheel.v1.SchedulerService.DeleteJob:input_type -> tickwheel.v1.DeleteJobRequest
-	21, // 70: tickwheel.v1.SchedulerService.BatchDeleteJobs:input_type -> tickwheel.v1.BatchDeleteJobsRequest
-	24, // 71: tickwheel.v1.SchedulerService.PauseJob:input_type -> tickwheel.v1.PauseJobRequest
-	26, // 72: tickwheel.v1.SchedulerService.BatchPauseJobs:input_type -> tickwheel.v1.BatchPauseJobsRequest
-	29, // 73: tickwheel.v1.SchedulerService.ResumeJob:input_type -> tickwheel.v1.ResumeJobRequest
-	31, // 74: tickwheel.v1.SchedulerService.BatchResumeJobs:input_type -> tickwheel.v1.BatchResumeJobsRequest
-	34, // 75: tickwheel.v1.SchedulerService.TriggerJob:input_type -> tickwheel.v1.TriggerJobRequest
-	36, // 76: tickwheel.v1.SchedulerService.BackfillJob:input_type -> tickwheel.v1.BackfillJobRequest
-	39, // 77: tickwheel.v1.SchedulerService.PreviewSchedule:input_type -> tickwheel.v1.PreviewScheduleRequest
-	41, // 78: tickwheel.v1.SchedulerService.GetExecution:input_type -> tickwheel.v1.GetExecutionRequest
-	43, // 79: tickwheel.v1.SchedulerService.ListExecutions:input_type -> tickwheel.v1.ListExecutionsRequest
-	45, // 80: tickwheel.v1.SchedulerService.CancelExecution:input_type -> tickwheel.v1.CancelExecutionRequest
-	47, // 81: tickwheel.v1.SchedulerService.ListDeadLetters:input_type -> tickwheel.v1.ListDeadLettersRequest
-	49, // 82: tickwheel.v1.SchedulerService.ReplayDeadLetter:input_type -> tickwheel.v1.ReplayDeadLetterRequest
-	61, // 83: tickwheel.v1.SchedulerService.CreateCalendar:input_type -> tickwheel.v1.CreateCalendarRequest
-	62, // 84: tickwheel.v1.SchedulerService.GetCalendar:input_type -> tickwheel.v1.GetCalendarRequest
-	63, // 85: tickwheel.v1.SchedulerService.ListCalendars:input_type -> tickwheel.v1.ListCalendarsRequest
-	64, // 86: tickwheel.v1.SchedulerService.UpdateCalendar:input_type -> tickwheel.v1.UpdateCalendarRequest
-	65, // 87: tickwheel.v1.SchedulerService.DeleteCalendar:input_type -> tickwheel.v1.DeleteCalendarRequest
-	1,  // 88: tickwheel.v1.SchedulerService.CreateJob:output_type -> tickwheel.v1.CreateJobResponse
-	3,  // 89: tickwheel.v1.SchedulerService.BatchCreateJobs:output_type -> tickwheel.v1.BatchCreateJobsResponse
-	6,  // 90: tickwheel.v1.SchedulerService.GetJob:output_type -> tickwheel.v1.GetJobResponse
-	8,  // 91: tickwheel.v1.SchedulerService.ListJobs:output_type -> tickwheel.v1.ListJobsResponse
-	10, // 92: tickwheel.v1.SchedulerService.UpdateJob:output_type -> tickwheel.v1.UpdateJobResponse
-	17, // 93: tickwheel.v1.SchedulerService.BatchUpdateJobs:output_type -> tickwheel.v1.BatchUpdateJobsResponse
-	14, // 94: tickwheel.v1.SchedulerService.ListJobRevisions:output_type -> tickwheel.v1.ListJobRevisionsResponse
-	20, // 95: tickwheel.v1.SchedulerService.DeleteJob:output_type -> tickwheel.v1.DeleteJobResponse
-	22, // 96: tickwheel.v1.SchedulerService.BatchDeleteJobs:output_type -> tickwheel.v1.BatchDeleteJobsResponse
-	25, // 97: tickwheel.v1.SchedulerService.PauseJob:output_type -> tickwheel.v1.PauseJobResponse
-	27, // 98: tickwheel.v1.SchedulerService.BatchPauseJobs:output_type -> tickwheel.v1.BatchPauseJobsResponse
-	30, // 99: tickwheel.v1.SchedulerService.ResumeJob:output_type -> tickwheel.v1.ResumeJobResponse
-	32, // 100: tickwheel.v1.SchedulerService.BatchResumeJobs:output_type -> tickwheel.v1.BatchResumeJobsResponse
-	35, // 101: tickwheel.v1.SchedulerService.TriggerJob:output_type -> tickwheel.v1.TriggerJobResponse
-	37, // 102: tickwheel.v1.SchedulerService.BackfillJob:output_type -> tickwheel.v1.BackfillJobResponse
-	40, // 103: tickwheel.v1.SchedulerService.PreviewSchedule:output_type -> tickwheel.v1.PreviewScheduleResponse
-	42, // 104: tickwheel.v1.SchedulerService.GetExecution:output_type -> tickwheel.v1.GetExecutionResponse
-	44, // 105: tickwheel.v1.SchedulerService.ListExecutions:output_type -> tickwheel.v1.ListExecutionsResponse
-	46, // 106: tickwheel.v1.SchedulerService.CancelExecution:output_type -> tickwheel.v1.CancelExecutionResponse
-	48, // 107: tickwheel.v1.SchedulerService.ListDeadLetters:output_type -> tickwheel.v1.ListDeadLettersResponse
-	50, // 108: tickwheel.v1.SchedulerService.ReplayDeadLetter:output_type -> tickwheel.v1.ReplayDeadLetterResponse
-	66, // 109: tickwheel.v1.SchedulerService.CreateCalendar:output_type -> tickwheel.v1.CreateCalendarResponse
-	67, // 110: tickwheel.v1.SchedulerService.GetCalendar:output_type -> tickwheel.v1.GetCalendarResponse
-	68, // 111: tickwheel.v1.SchedulerService.ListCalendars:output_type -> tickwheel.v1.ListCalendarsResponse
-	69, // 112: tickwheel.v1.SchedulerService.UpdateCalendar:output_type -> tickwheel.v1.UpdateCalendarResponse
-	70, // 113: tickwheel.v1.SchedulerService.DeleteCalendar:output_type -> tickwheel.v1.DeleteCalendarResponse
-	88, // [88:114] is the sub-list for method output_type
-	62, // [62:88] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	52, // 0: tickwheel.v1.CreateJobRequest.job:type_name -> tickwheel.v1.Job
+	52, // 1: tickwheel.v1.CreateJobResponse.job:type_name -> tickwheel.v1.Job
+	1,  // 2: tickwheel.v1.BatchCreateJobsRequest.items:type_name -> tickwheel.v1.CreateJobRequest
+	0,  // 3: tickwheel.v1.BatchCreateJobsRequest.view:type_name -> tickwheel.v1.JobView
+	5,  // 4: tickwheel.v1.BatchCreateJobsResponse.results:type_name -> tickwheel.v1.BatchCreateJobsResult
+	2,  // 5: tickwheel.v1.BatchCreateJobsResult.job:type_name -> tickwheel.v1.CreateJobResponse
+	53, // 6: tickwheel.v1.BatchCreateJobsResult.error:type_name -> google.rpc.Status
+	52, // 7: tickwheel.v1.GetJobResponse.job:type_name -> tickwheel.v1.Job
+	54, // 8: tickwheel.v1.GetJobResponse.next_runs:type_name -> tickwheel.v1.ScheduledFire
+	55, // 9: tickwheel.v1.ListJobsRequest.state:type_name -> tickwheel.v1.JobState
+	52, // 10: tickwheel.v1.ListJobsResponse.jobs:type_name -> tickwheel.v1.Job
+	52, // 11: tickwheel.v1.UpdateJobRequest.job:type_name -> tickwheel.v1.Job
+	56, // 12: tickwheel.v1.UpdateJobRequest.update_mask:type_name -> google.protobuf.FieldMask
+	57, // 13: tickwheel.v1.UpdateJobRequest.diff_window:type_name -> google.protobuf.Duration
+	52, // 14: tickwheel.v1.UpdateJobResponse.job:type_name -> tickwheel.v1.Job
+	12, // 15: tickwheel.v1.UpdateJobResponse.run_diff:type_name -> tickwheel.v1.RunDiff
+	58, // 16: tickwheel.v1.RunDiff.from_at:type_name -> google.protobuf.Timestamp
+	58, // 17: tickwheel.v1.RunDiff.to_at:type_name -> google.protobuf.Timestamp
+	54, // 18: tickwheel.v1.RunDiff.added:type_name -> tickwheel.v1.ScheduledFire
+	54, // 19: tickwheel.v1.RunDiff.removed:type_name -> tickwheel.v1.ScheduledFire
+	13, // 20: tickwheel.v1.RunDiff.moved:type_name -> tickwheel.v1.MovedRun
+	54, // 21: tickwheel.v1.MovedRun.before:type_name -> tickwheel.v1.ScheduledFire
+	54, // 22: tickwheel.v1.MovedRun.after:type_name -> tickwheel.v1.ScheduledFire
+	16, // 23: tickwheel.v1.ListJobRevisionsResponse.revisions:type_name -> tickwheel.v1.JobRevision
+	52, // 24: tickwheel.v1.JobRevision.job:type_name -> tickwheel.v1.Job
+	58, // 25: tickwheel.v1.JobRevision.changed_at:type_name -> google.protobuf.Timestamp
+	56, // 26: tickwheel.v1.JobRevision.update_mask:type_name -> google.protobuf.FieldMask
+	10, // 27: tickwheel.v1.BatchUpdateJobsRequest.items:type_name -> tickwheel.v1.UpdateJobRequest
+	0,  // 28: tickwheel.v1.BatchUpdateJobsRequest.view:type_name -> tickwheel.v1.JobView
+	19, // 29: tickwheel.v1.BatchUpdateJobsResponse.results:type_name -> tickwheel.v1.BatchUpdateJobsResult
+	11, // 30: tickwheel.v1.BatchUpdateJobsResult.job:type_name -> tickwheel.v1.UpdateJobResponse
+	53, // 31: tickwheel.v1.BatchUpdateJobsResult.error:type_name -> google.rpc.Status
+	20, // 32: tickwheel.v1.BatchDeleteJobsRequest.items:type_name -> tickwheel.v1.DeleteJobRequest
+	24, // 33: tickwheel.v1.BatchDeleteJobsResponse.results:type_name -> tickwheel.v1.BatchDeleteJobsResult
+	21, // 34: tickwheel.v1.BatchDeleteJobsResult.deleted:type_name -> tickwheel.v1.DeleteJobResponse
+	53, // 35: tickwheel.v1.BatchDeleteJobsResult.error:type_name -> google.rpc.Status
+	52, // 36: tickwheel.v1.PauseJobResponse.job:type_name -> tickwheel.v1.Job
+	25, // 37: tickwheel.v1.BatchPauseJobsRequest.items:type_name -> tickwheel.v1.PauseJobRequest
+	0,  // 38: tickwheel.v1.BatchPauseJobsRequest.view:type_name -> tickwheel.v1.JobView
+	29, // 39: tickwheel.v1.BatchPauseJobsResponse.results:type_name -> tickwheel.v1.BatchPauseJobsResult
+	26, // 40: tickwheel.v1.BatchPauseJobsResult.job:type_name -> tickwheel.v1.PauseJobResponse
+	53, // 41: tickwheel.v1.BatchPauseJobsResult.error:type_name -> google.rpc.Status
+	52, // 42: tickwheel.v1.ResumeJobResponse.job:type_name -> tickwheel.v1.Job
+	59, // 43: tickwheel.v1.ResumeJobResponse.skipped:type_name -> tickwheel.v1.SkipRange
+	30, // 44: tickwheel.v1.BatchResumeJobsRequest.items:type_name -> tickwheel.v1.ResumeJobRequest
+	0,  // 45: tickwheel.v1.BatchResumeJobsRequest.view:type_name -> tickwheel.v1.JobView
+	34, // 46: tickwheel.v1.BatchResumeJobsResponse.results:type_name -> tickwheel.v1.BatchResumeJobsResult
+	31, // 47: tickwheel.v1.BatchResumeJobsResult.job:type_name -> tickwheel.v1.ResumeJobResponse
+	53, // 48: tickwheel.v1.BatchResumeJobsResult.error:type_name -> google.rpc.Status
+	60, // 49: tickwheel.v1.TriggerJobResponse.execution:type_name -> tickwheel.v1.Execution
+	58, // 50: tickwheel.v1.BackfillJobRequest.from_at:type_name -> google.protobuf.Timestamp
+	58, // 51: tickwheel.v1.BackfillJobRequest.to_at:type_name -> google.protobuf.Timestamp
+	39, // 52: tickwheel.v1.BackfillJobResponse.occurrences:type_name -> tickwheel.v1.BackfillOccurrence
+	58, // 53: tickwheel.v1.BackfillOccurrence.nominal_at:type_name -> google.protobuf.Timestamp
+	52, // 54: tickwheel.v1.PreviewScheduleRequest.job:type_name -> tickwheel.v1.Job
+	58, // 55: tickwheel.v1.PreviewScheduleRequest.after:type_name -> google.protobuf.Timestamp
+	54, // 56: tickwheel.v1.PreviewScheduleResponse.fires:type_name -> tickwheel.v1.ScheduledFire
+	60, // 57: tickwheel.v1.GetExecutionResponse.execution:type_name -> tickwheel.v1.Execution
+	61, // 58: tickwheel.v1.ListExecutionsRequest.statuses:type_name -> tickwheel.v1.ExecutionStatus
+	58, // 59: tickwheel.v1.ListExecutionsRequest.from_at:type_name -> google.protobuf.Timestamp
+	58, // 60: tickwheel.v1.ListExecutionsRequest.to_at:type_name -> google.protobuf.Timestamp
+	60, // 61: tickwheel.v1.ListExecutionsResponse.executions:type_name -> tickwheel.v1.Execution
+	59, // 62: tickwheel.v1.ListExecutionsResponse.skips:type_name -> tickwheel.v1.SkipRange
+	60, // 63: tickwheel.v1.CancelExecutionResponse.execution:type_name -> tickwheel.v1.Execution
+	60, // 64: tickwheel.v1.ListDeadLettersResponse.executions:type_name -> tickwheel.v1.Execution
+	60, // 65: tickwheel.v1.ReplayDeadLetterResponse.execution:type_name -> tickwheel.v1.Execution
+	1,  // 66: tickwheel.v1.SchedulerService.CreateJob:input_type -> tickwheel.v1.CreateJobRequest
+	3,  // 67: tickwheel.v1.SchedulerService.BatchCreateJobs:input_type -> tickwheel.v1.BatchCreateJobsRequest
+	6,  // 68: tickwheel.v1.SchedulerService.GetJob:input_type -> tickwheel.v1.GetJobRequest
+	8,  // 69: tickwheel.v1.SchedulerService.ListJobs:input_type -> tickwheel.v1.ListJobsRequest
+	10, // 70: tickwheel.v1.SchedulerService.UpdateJob:input_type -> tickwheel.v1.UpdateJobRequest
+	17, // 71: tickwheel.v1.SchedulerService.BatchUpdateJobs:input_type -> tickwheel.v1.BatchUpdateJobsRequest
+	14, // 72: tickwheel.v1.SchedulerService.ListJobRevisions:input_type -> tickwheel.v1.ListJobRevisionsRequest
+	20, // 73: tickwheel.v1.SchedulerService.DeleteJob:input_type -> tickwheel.v1.DeleteJobRequest
+	22, // 74: tickwheel.v1.SchedulerService.BatchDeleteJobs:input_type -> tickwheel.v1.BatchDeleteJobsRequest
+	25, // 75: tickwheel.v1.SchedulerService.PauseJob:input_type -> tickwheel.v1.PauseJobRequest
+	27, // 76: tickwheel.v1.SchedulerService.BatchPauseJobs:input_type -> tickwheel.v1.BatchPauseJobsRequest
+	30, // 77: tickwheel.v1.SchedulerService.ResumeJob:input_type -> tickwheel.v1.ResumeJobRequest
+	32, // 78: tickwheel.v1.SchedulerService.BatchResumeJobs:input_type -> tickwheel.v1.BatchResumeJobsRequest
+	35, // 79: tickwheel.v1.SchedulerService.TriggerJob:input_type -> tickwheel.v1.TriggerJobRequest
+	37, // 80: tickwheel.v1.SchedulerService.BackfillJob:input_type -> tickwheel.v1.BackfillJobRequest
+	40, // 81: tickwheel.v1.SchedulerService.PreviewSchedule:input_type -> tickwheel.v1.PreviewScheduleRequest
+	42, // 82: tickwheel.v1.SchedulerService.GetExecution:input_type -> tickwheel.v1.GetExecutionRequest
+	44, // 83: tickwheel.v1.SchedulerService.ListExecutions:input_type -> tickwheel.v1.ListExecutionsRequest
+	46, // 84: tickwheel.v1.SchedulerService.CancelExecution:input_type -> tickwheel.v1.CancelExecutionRequest
+	48, // 85: tickwheel.v1.SchedulerService.ListDeadLetters:input_type -> tickwheel.v1.ListDeadLettersRequest
+	50, // 86: tickwheel.v1.SchedulerService.ReplayDeadLetter:input_type -> tickwheel.v1.ReplayDeadLetterRequest
+	62, // 87: tickwheel.v1.SchedulerService.CreateCalendar:input_type -> tickwheel.v1.CreateCalendarRequest
+	63, // 88: tickwheel.v1.SchedulerService.GetCalendar:input_type -> tickwheel.v1.GetCalendarRequest
+	64, // 89: tickwheel.v1.SchedulerService.ListCalendars:input_type -> tickwheel.v1.ListCalendarsRequest
+	65, // 90: tickwheel.v1.SchedulerService.UpdateCalendar:input_type -> tickwheel.v1.UpdateCalendarRequest
+	66, // 91: tickwheel.v1.SchedulerService.DeleteCalendar:input_type -> tickwheel.v1.DeleteCalendarRequest
+	2,  // 92: tickwheel.v1.SchedulerService.CreateJob:output_type -> tickwheel.v1.CreateJobResponse
+	4,  // 93: tickwheel.v1.SchedulerService.BatchCreateJobs:output_type -> tickwheel.v1.BatchCreateJobsResponse
+	7,  // 94: tickwheel.v1.SchedulerService.GetJob:output_type -> tickwheel.v1.GetJobResponse
+	9,  // 95: tickwheel.v1.SchedulerService.ListJobs:output_type -> tickwheel.v1.ListJobsResponse
+	11, // 96: tickwheel.v1.SchedulerService.UpdateJob:output_type -> tickwheel.v1.UpdateJobResponse
+	18, // 97: tickwheel.v1.SchedulerService.BatchUpdateJobs:output_type -> tickwheel.v1.BatchUpdateJobsResponse
+	15, // 98: tickwheel.v1.SchedulerService.ListJobRevisions:output_type -> tickwheel.v1.ListJobRevisionsResponse
+	21, // 99: tickwheel.v1.SchedulerService.DeleteJob:output_type -> tickwheel.v1.DeleteJobResponse
+	23, // 100: tickwheel.v1.SchedulerService.BatchDeleteJobs:output_type -> tickwheel.v1.BatchDeleteJobsResponse
+	26, // 101: tickwheel.v1.SchedulerService.PauseJob:output_type -> tickwheel.v1.PauseJobResponse
+	28, // 102: tickwheel.v1.SchedulerService.BatchPauseJobs:output_type -> tickwheel.v1.BatchPauseJobsResponse
+	31, // 103: tickwheel.v1.SchedulerService.ResumeJob:output_type -> tickwheel.v1.ResumeJobResponse
+	33, // 104: tickwheel.v1.SchedulerService.BatchResumeJobs:output_type -> tickwheel.v1.BatchResumeJobsResponse
+	36, // 105: tickwheel.v1.SchedulerService.TriggerJob:output_type -> tickwheel.v1.TriggerJobResponse
+	38, // 106: tickwheel.v1.SchedulerService.BackfillJob:output_type -> tickwheel.v1.BackfillJobResponse
+	41, // 107: tickwheel.v1.SchedulerService.PreviewSchedule:output_type -> tickwheel.v1.PreviewScheduleResponse
+	43, // 108: tickwheel.v1.SchedulerService.GetExecution:output_type -> tickwheel.v1.GetExecutionResponse
+	45, // 109: tickwheel.v1.SchedulerService.ListExecutions:output_type -> tickwheel.v1.ListExecutionsResponse
+	47, // 110: tickwheel.v1.SchedulerService.CancelExecution:output_type -> tickwheel.v1.CancelExecutionResponse
+	49, // 111: tickwheel.v1.SchedulerService.ListDeadLetters:output_type -> tickwheel.v1.ListDeadLettersResponse
+	51, // 112: tickwheel.v1.SchedulerService.ReplayDeadLetter:output_type -> tickwheel.v1.ReplayDeadLetterResponse
+	67, // 113: tickwheel.v1.SchedulerService.CreateCalendar:output_type -> tickwheel.v1.CreateCalendarResponse
+	68, // 114: tickwheel.v1.SchedulerService.GetCalendar:output_type -> tickwheel.v1.GetCalendarResponse
+	69, // 115: tickwheel.v1.SchedulerService.ListCalendars:output_type -> tickwheel.v1.ListCalendarsResponse
+	70, // 116: tickwheel.v1.SchedulerService.UpdateCalendar:output_type -> tickwheel.v1.UpdateCalendarResponse
+	71, // 117: tickwheel.v1.SchedulerService.DeleteCalendar:output_type -> tickwheel.v1.DeleteCalendarResponse
+	92, // [92:118] is the sub-list for method output_type
+	66, // [66:92] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_tickwheel_v1_scheduler_proto_init() }
@@ -3854,13 +3982,14 @@ func file_tickwheel_v1_scheduler_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tickwheel_v1_scheduler_proto_rawDesc), len(file_tickwheel_v1_scheduler_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_tickwheel_v1_scheduler_proto_goTypes,
 		DependencyIndexes: file_tickwheel_v1_scheduler_proto_depIdxs,
+		EnumInfos:         file_tickwheel_v1_scheduler_proto_enumTypes,
 		MessageInfos:      file_tickwheel_v1_scheduler_proto_msgTypes,
 	}.Build()
 	File_tickwheel_v1_scheduler_proto = out.File

@@ -33,6 +33,7 @@ private static final long serialVersionUID = 0L;
   }
   private BatchCreateJobsRequest() {
     items_ = java.util.Collections.emptyList();
+    view_ = 0;
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -114,6 +115,42 @@ private static final long serialVersionUID = 0L;
     return items_.get(index);
   }
 
+  public static final int VIEW_FIELD_NUMBER = 2;
+  private int view_ = 0;
+  /**
+   * <pre>
+   * How each item's job is answered. JOB_VIEW_UNSPECIFIED is JOB_VIEW_FULL
+   * (what this call answered before views existed). A call whose answer
+   * would be over 3 MiB (what a default gRPC client reads is 4 MiB) is
+   * refused before anything is written: INVALID_ARGUMENT `items`, with an
+   * ErrorInfo reason BATCH_ANSWER_TOO_LARGE; send fewer items or
+   * JOB_VIEW_BASIC.
+   * </pre>
+   *
+   * <code>.tickwheel.v1.JobView view = 2 [json_name = "view"];</code>
+   * @return The enum numeric value on the wire for view.
+   */
+  @java.lang.Override public int getViewValue() {
+    return view_;
+  }
+  /**
+   * <pre>
+   * How each item's job is answered. JOB_VIEW_UNSPECIFIED is JOB_VIEW_FULL
+   * (what this call answered before views existed). A call whose answer
+   * would be over 3 MiB (what a default gRPC client reads is 4 MiB) is
+   * refused before anything is written: INVALID_ARGUMENT `items`, with an
+   * ErrorInfo reason BATCH_ANSWER_TOO_LARGE; send fewer items or
+   * JOB_VIEW_BASIC.
+   * </pre>
+   *
+   * <code>.tickwheel.v1.JobView view = 2 [json_name = "view"];</code>
+   * @return The view.
+   */
+  @java.lang.Override public dev.tickwheel.v1.JobView getView() {
+    dev.tickwheel.v1.JobView result = dev.tickwheel.v1.JobView.forNumber(view_);
+    return result == null ? dev.tickwheel.v1.JobView.UNRECOGNIZED : result;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -131,6 +168,9 @@ private static final long serialVersionUID = 0L;
     for (int i = 0; i < items_.size(); i++) {
       output.writeMessage(1, items_.get(i));
     }
+    if (view_ != dev.tickwheel.v1.JobView.JOB_VIEW_UNSPECIFIED.getNumber()) {
+      output.writeEnum(2, view_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -144,6 +184,10 @@ private static final long serialVersionUID = 0L;
           }
           size += 1 * count;
         }
+    if (view_ != dev.tickwheel.v1.JobView.JOB_VIEW_UNSPECIFIED.getNumber()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeEnumSize(2, view_);
+    }
     return size;
   }
   @java.lang.Override
@@ -170,6 +214,7 @@ private static final long serialVersionUID = 0L;
 
     if (!getItemsList()
         .equals(other.getItemsList())) return false;
+    if (view_ != other.view_) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -185,6 +230,8 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + ITEMS_FIELD_NUMBER;
       hash = (53 * hash) + getItemsList().hashCode();
     }
+    hash = (37 * hash) + VIEW_FIELD_NUMBER;
+    hash = (53 * hash) + view_;
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -327,6 +374,7 @@ private static final long serialVersionUID = 0L;
         itemsBuilder_.clear();
       }
       bitField0_ = (bitField0_ & ~0x00000001);
+      view_ = 0;
       return this;
     }
 
@@ -373,6 +421,9 @@ private static final long serialVersionUID = 0L;
 
     private void buildPartial0(dev.tickwheel.v1.BatchCreateJobsRequest result) {
       int from_bitField0_ = bitField0_;
+      if (((from_bitField0_ & 0x00000002) != 0)) {
+        result.view_ = view_;
+      }
     }
 
     @java.lang.Override
@@ -413,6 +464,9 @@ private static final long serialVersionUID = 0L;
           }
         }
       }
+      if (other.view_ != 0) {
+        setViewValue(other.getViewValue());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -450,6 +504,11 @@ private static final long serialVersionUID = 0L;
               }
               break;
             } // case 10
+            case 16: {
+              view_ = input.readEnum();
+              bitField0_ |= 0x00000002;
+              break;
+            } // case 16
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -771,6 +830,103 @@ private static final long serialVersionUID = 0L;
         items_ = null;
       }
       return itemsBuilder_;
+    }
+
+    private int view_ = 0;
+    /**
+     * <pre>
+     * How each item's job is answered. JOB_VIEW_UNSPECIFIED is JOB_VIEW_FULL
+     * (what this call answered before views existed). A call whose answer
+     * would be over 3 MiB (what a default gRPC client reads is 4 MiB) is
+     * refused before anything is written: INVALID_ARGUMENT `items`, with an
+     * ErrorInfo reason BATCH_ANSWER_TOO_LARGE; send fewer items or
+     * JOB_VIEW_BASIC.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.JobView view = 2 [json_name = "view"];</code>
+     * @return The enum numeric value on the wire for view.
+     */
+    @java.lang.Override public int getViewValue() {
+      return view_;
+    }
+    /**
+     * <pre>
+     * How each item's job is answered. JOB_VIEW_UNSPECIFIED is JOB_VIEW_FULL
+     * (what this call answered before views existed). A call whose answer
+     * would be over 3 MiB (what a default gRPC client reads is 4 MiB) is
+     * refused before anything is written: INVALID_ARGUMENT `items`, with an
+     * ErrorInfo reason BATCH_ANSWER_TOO_LARGE; send fewer items or
+     * JOB_VIEW_BASIC.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.JobView view = 2 [json_name = "view"];</code>
+     * @param value The enum numeric value on the wire for view to set.
+     * @return This builder for chaining.
+     */
+    public Builder setViewValue(int value) {
+      view_ = value;
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * How each item's job is answered. JOB_VIEW_UNSPECIFIED is JOB_VIEW_FULL
+     * (what this call answered before views existed). A call whose answer
+     * would be over 3 MiB (what a default gRPC client reads is 4 MiB) is
+     * refused before anything is written: INVALID_ARGUMENT `items`, with an
+     * ErrorInfo reason BATCH_ANSWER_TOO_LARGE; send fewer items or
+     * JOB_VIEW_BASIC.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.JobView view = 2 [json_name = "view"];</code>
+     * @return The view.
+     */
+    @java.lang.Override
+    public dev.tickwheel.v1.JobView getView() {
+      dev.tickwheel.v1.JobView result = dev.tickwheel.v1.JobView.forNumber(view_);
+      return result == null ? dev.tickwheel.v1.JobView.UNRECOGNIZED : result;
+    }
+    /**
+     * <pre>
+     * How each item's job is answered. JOB_VIEW_UNSPECIFIED is JOB_VIEW_FULL
+     * (what this call answered before views existed). A call whose answer
+     * would be over 3 MiB (what a default gRPC client reads is 4 MiB) is
+     * refused before anything is written: INVALID_ARGUMENT `items`, with an
+     * ErrorInfo reason BATCH_ANSWER_TOO_LARGE; send fewer items or
+     * JOB_VIEW_BASIC.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.JobView view = 2 [json_name = "view"];</code>
+     * @param value The view to set.
+     * @throws IllegalArgumentException if UNRECOGNIZED is provided.
+     * @return This builder for chaining.
+     */
+    public Builder setView(dev.tickwheel.v1.JobView value) {
+      java.util.Objects.requireNonNull(value);
+      bitField0_ |= 0x00000002;
+      view_ = value.getNumber();
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * How each item's job is answered. JOB_VIEW_UNSPECIFIED is JOB_VIEW_FULL
+     * (what this call answered before views existed). A call whose answer
+     * would be over 3 MiB (what a default gRPC client reads is 4 MiB) is
+     * refused before anything is written: INVALID_ARGUMENT `items`, with an
+     * ErrorInfo reason BATCH_ANSWER_TOO_LARGE; send fewer items or
+     * JOB_VIEW_BASIC.
+     * </pre>
+     *
+     * <code>.tickwheel.v1.JobView view = 2 [json_name = "view"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearView() {
+      bitField0_ = (bitField0_ & ~0x00000002);
+      view_ = 0;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:tickwheel.v1.BatchCreateJobsRequest)

@@ -53,4 +53,33 @@ public interface BatchPauseJobsRequestOrBuilder extends
    */
   dev.tickwheel.v1.PauseJobRequestOrBuilder getItemsOrBuilder(
       int index);
+
+  /**
+   * <pre>
+   * How each item's job is answered. JOB_VIEW_UNSPECIFIED is JOB_VIEW_FULL
+   * (what this call answered before views existed). A call whose answer
+   * would be over 3 MiB (what a default gRPC client reads is 4 MiB) is
+   * refused before anything is written: INVALID_ARGUMENT `items`, with an
+   * ErrorInfo reason BATCH_ANSWER_TOO_LARGE; send fewer items or
+   * JOB_VIEW_BASIC.
+   * </pre>
+   *
+   * <code>.tickwheel.v1.JobView view = 2 [json_name = "view"];</code>
+   * @return The enum numeric value on the wire for view.
+   */
+  int getViewValue();
+  /**
+   * <pre>
+   * How each item's job is answered. JOB_VIEW_UNSPECIFIED is JOB_VIEW_FULL
+   * (what this call answered before views existed). A call whose answer
+   * would be over 3 MiB (what a default gRPC client reads is 4 MiB) is
+   * refused before anything is written: INVALID_ARGUMENT `items`, with an
+   * ErrorInfo reason BATCH_ANSWER_TOO_LARGE; send fewer items or
+   * JOB_VIEW_BASIC.
+   * </pre>
+   *
+   * <code>.tickwheel.v1.JobView view = 2 [json_name = "view"];</code>
+   * @return The view.
+   */
+  dev.tickwheel.v1.JobView getView();
 }

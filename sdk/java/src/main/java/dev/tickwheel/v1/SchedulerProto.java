@@ -300,229 +300,235 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
       " \001(\0132\021.tickwheel.v1.JobR\003job\022\035\n\nrequest_" +
       "id\030\002 \001(\tR\trequestId\"R\n\021CreateJobResponse" +
       "\022#\n\003job\030\001 \001(\0132\021.tickwheel.v1.JobR\003job\022\030\n" +
-      "\007created\030\002 \001(\010R\007created\"N\n\026BatchCreateJo" +
+      "\007created\030\002 \001(\010R\007created\"y\n\026BatchCreateJo" +
       "bsRequest\0224\n\005items\030\001 \003(\0132\036.tickwheel.v1." +
-      "CreateJobRequestR\005items\"\307\001\n\027BatchCreateJ" +
-      "obsResponse\022=\n\007results\030\001 \003(\0132#.tickwheel" +
-      ".v1.BatchCreateJobsResultR\007results\022#\n\rcr" +
-      "eated_count\030\002 \001(\005R\014createdCount\022%\n\016exist" +
-      "ing_count\030\003 \001(\005R\rexistingCount\022!\n\014failed" +
-      "_count\030\004 \001(\005R\013failedCount\"\202\001\n\025BatchCreat" +
+      "CreateJobRequestR\005items\022)\n\004view\030\002 \001(\0162\025." +
+      "tickwheel.v1.JobViewR\004view\"\307\001\n\027BatchCrea" +
+      "teJobsResponse\022=\n\007results\030\001 \003(\0132#.tickwh" +
+      "eel.v1.BatchCreateJobsResultR\007results\022#\n" +
+      "\rcreated_count\030\002 \001(\005R\014createdCount\022%\n\016ex" +
+      "isting_count\030\003 \001(\005R\rexistingCount\022!\n\014fai" +
+      "led_count\030\004 \001(\005R\013failedCount\"\202\001\n\025BatchCr" +
+      "eateJobsResult\0223\n\003job\030\001 \001(\0132\037.tickwheel." +
+      "v1.CreateJobResponseH\000R\003job\022*\n\005error\030\002 \001" +
+      "(\0132\022.google.rpc.StatusH\000R\005errorB\010\n\006resul" +
+      "t\"X\n\rGetJobRequest\022\016\n\002id\030\001 \001(\tR\002id\022\033\n\tne" +
+      "xt_runs\030\002 \001(\005R\010nextRuns\022\032\n\010revision\030\003 \001(" +
+      "\003R\010revision\"o\n\016GetJobResponse\022#\n\003job\030\001 \001" +
+      "(\0132\021.tickwheel.v1.JobR\003job\0228\n\tnext_runs\030" +
+      "\002 \003(\0132\033.tickwheel.v1.ScheduledFireR\010next" +
+      "Runs\"\234\001\n\017ListJobsRequest\022\033\n\tpage_size\030\001 " +
+      "\001(\005R\010pageSize\022\035\n\npage_token\030\002 \001(\tR\tpageT" +
+      "oken\022,\n\005state\030\003 \001(\0162\026.tickwheel.v1.JobSt" +
+      "ateR\005state\022\037\n\013name_prefix\030\004 \001(\tR\nnamePre" +
+      "fix\"a\n\020ListJobsResponse\022%\n\004jobs\030\001 \003(\0132\021." +
+      "tickwheel.v1.JobR\004jobs\022&\n\017next_page_toke" +
+      "n\030\002 \001(\tR\rnextPageToken\"\325\001\n\020UpdateJobRequ" +
+      "est\022#\n\003job\030\001 \001(\0132\021.tickwheel.v1.JobR\003job" +
+      "\022;\n\013update_mask\030\002 \001(\0132\032.google.protobuf." +
+      "FieldMaskR\nupdateMask\022#\n\rvalidate_only\030\003" +
+      " \001(\010R\014validateOnly\022:\n\013diff_window\030\004 \001(\0132" +
+      "\031.google.protobuf.DurationR\ndiffWindow\"j" +
+      "\n\021UpdateJobResponse\022#\n\003job\030\001 \001(\0132\021.tickw" +
+      "heel.v1.JobR\003job\0220\n\010run_diff\030\002 \001(\0132\025.tic" +
+      "kwheel.v1.RunDiffR\007runDiff\"\302\003\n\007RunDiff\0223" +
+      "\n\007from_at\030\001 \001(\0132\032.google.protobuf.Timest" +
+      "ampR\006fromAt\022/\n\005to_at\030\002 \001(\0132\032.google.prot" +
+      "obuf.TimestampR\004toAt\022)\n\020window_truncated" +
+      "\030\003 \001(\010R\017windowTruncated\0221\n\005added\030\004 \003(\0132\033" +
+      ".tickwheel.v1.ScheduledFireR\005added\022\037\n\013ad" +
+      "ded_count\030\005 \001(\005R\naddedCount\0225\n\007removed\030\006" +
+      " \003(\0132\033.tickwheel.v1.ScheduledFireR\007remov" +
+      "ed\022#\n\rremoved_count\030\007 \001(\005R\014removedCount\022" +
+      ",\n\005moved\030\010 \003(\0132\026.tickwheel.v1.MovedRunR\005" +
+      "moved\022\037\n\013moved_count\030\t \001(\005R\nmovedCount\022\'" +
+      "\n\017unchanged_count\030\n \001(\005R\016unchangedCount\"" +
+      "r\n\010MovedRun\0223\n\006before\030\001 \001(\0132\033.tickwheel." +
+      "v1.ScheduledFireR\006before\0221\n\005after\030\002 \001(\0132" +
+      "\033.tickwheel.v1.ScheduledFireR\005after\"e\n\027L" +
+      "istJobRevisionsRequest\022\016\n\002id\030\001 \001(\tR\002id\022\033" +
+      "\n\tpage_size\030\002 \001(\005R\010pageSize\022\035\n\npage_toke" +
+      "n\030\003 \001(\tR\tpageToken\"{\n\030ListJobRevisionsRe" +
+      "sponse\0227\n\trevisions\030\001 \003(\0132\031.tickwheel.v1" +
+      ".JobRevisionR\trevisions\022&\n\017next_page_tok" +
+      "en\030\002 \001(\tR\rnextPageToken\"\221\002\n\013JobRevision\022" +
+      "\030\n\007version\030\001 \001(\003R\007version\022#\n\003job\030\002 \001(\0132\021" +
+      ".tickwheel.v1.JobR\003job\0229\n\nchanged_at\030\003 \001" +
+      "(\0132\032.google.protobuf.TimestampR\tchangedA" +
+      "t\022\035\n\nchanged_by\030\004 \001(\tR\tchangedBy\022;\n\013upda" +
+      "te_mask\030\005 \001(\0132\032.google.protobuf.FieldMas" +
+      "kR\nupdateMask\022,\n\022changed_to_version\030\006 \001(" +
+      "\003R\020changedToVersion\"y\n\026BatchUpdateJobsRe" +
+      "quest\0224\n\005items\030\001 \003(\0132\036.tickwheel.v1.Upda" +
+      "teJobRequestR\005items\022)\n\004view\030\002 \001(\0162\025.tick" +
+      "wheel.v1.JobViewR\004view\"\240\001\n\027BatchUpdateJo" +
+      "bsResponse\022=\n\007results\030\001 \003(\0132#.tickwheel." +
+      "v1.BatchUpdateJobsResultR\007results\022#\n\rupd" +
+      "ated_count\030\002 \001(\005R\014updatedCount\022!\n\014failed" +
+      "_count\030\003 \001(\005R\013failedCount\"\202\001\n\025BatchUpdat" +
       "eJobsResult\0223\n\003job\030\001 \001(\0132\037.tickwheel.v1." +
-      "CreateJobResponseH\000R\003job\022*\n\005error\030\002 \001(\0132" +
-      "\022.google.rpc.StatusH\000R\005errorB\010\n\006result\"X" +
-      "\n\rGetJobRequest\022\016\n\002id\030\001 \001(\tR\002id\022\033\n\tnext_" +
-      "runs\030\002 \001(\005R\010nextRuns\022\032\n\010revision\030\003 \001(\003R\010" +
-      "revision\"o\n\016GetJobResponse\022#\n\003job\030\001 \001(\0132" +
-      "\021.tickwheel.v1.JobR\003job\0228\n\tnext_runs\030\002 \003" +
-      "(\0132\033.tickwheel.v1.ScheduledFireR\010nextRun" +
-      "s\"\234\001\n\017ListJobsRequest\022\033\n\tpage_size\030\001 \001(\005" +
-      "R\010pageSize\022\035\n\npage_token\030\002 \001(\tR\tpageToke" +
-      "n\022,\n\005state\030\003 \001(\0162\026.tickwheel.v1.JobState" +
-      "R\005state\022\037\n\013name_prefix\030\004 \001(\tR\nnamePrefix" +
-      "\"a\n\020ListJobsResponse\022%\n\004jobs\030\001 \003(\0132\021.tic" +
-      "kwheel.v1.JobR\004jobs\022&\n\017next_page_token\030\002" +
-      " \001(\tR\rnextPageToken\"\325\001\n\020UpdateJobRequest" +
-      "\022#\n\003job\030\001 \001(\0132\021.tickwheel.v1.JobR\003job\022;\n" +
-      "\013update_mask\030\002 \001(\0132\032.google.protobuf.Fie" +
-      "ldMaskR\nupdateMask\022#\n\rvalidate_only\030\003 \001(" +
-      "\010R\014validateOnly\022:\n\013diff_window\030\004 \001(\0132\031.g" +
-      "oogle.protobuf.DurationR\ndiffWindow\"j\n\021U" +
-      "pdateJobResponse\022#\n\003job\030\001 \001(\0132\021.tickwhee" +
-      "l.v1.JobR\003job\0220\n\010run_diff\030\002 \001(\0132\025.tickwh" +
-      "eel.v1.RunDiffR\007runDiff\"\302\003\n\007RunDiff\0223\n\007f" +
-      "rom_at\030\001 \001(\0132\032.google.protobuf.Timestamp" +
-      "R\006fromAt\022/\n\005to_at\030\002 \001(\0132\032.google.protobu" +
-      "f.TimestampR\004toAt\022)\n\020window_truncated\030\003 " +
-      "\001(\010R\017windowTruncated\0221\n\005added\030\004 \003(\0132\033.ti" +
-      "ckwheel.v1.ScheduledFireR\005added\022\037\n\013added" +
-      "_count\030\005 \001(\005R\naddedCount\0225\n\007removed\030\006 \003(" +
-      "\0132\033.tickwheel.v1.ScheduledFireR\007removed\022" +
-      "#\n\rremoved_count\030\007 \001(\005R\014removedCount\022,\n\005" +
-      "moved\030\010 \003(\0132\026.tickwheel.v1.MovedRunR\005mov" +
-      "ed\022\037\n\013moved_count\030\t \001(\005R\nmovedCount\022\'\n\017u" +
-      "nchanged_count\030\n \001(\005R\016unchangedCount\"r\n\010" +
-      "MovedRun\0223\n\006before\030\001 \001(\0132\033.tickwheel.v1." +
-      "ScheduledFireR\006before\0221\n\005after\030\002 \001(\0132\033.t" +
-      "ickwheel.v1.ScheduledFireR\005after\"e\n\027List" +
-      "JobRevisionsRequest\022\016\n\002id\030\001 \001(\tR\002id\022\033\n\tp" +
-      "age_size\030\002 \001(\005R\010pageSize\022\035\n\npage_token\030\003" +
-      " \001(\tR\tpageToken\"{\n\030ListJobRevisionsRespo" +
-      "nse\0227\n\trevisions\030\001 \003(\0132\031.tickwheel.v1.Jo" +
-      "bRevisionR\trevisions\022&\n\017next_page_token\030" +
-      "\002 \001(\tR\rnextPageToken\"\221\002\n\013JobRevision\022\030\n\007" +
-      "version\030\001 \001(\003R\007version\022#\n\003job\030\002 \001(\0132\021.ti" +
-      "ckwheel.v1.JobR\003job\0229\n\nchanged_at\030\003 \001(\0132" +
-      "\032.google.protobuf.TimestampR\tchangedAt\022\035" +
-      "\n\nchanged_by\030\004 \001(\tR\tchangedBy\022;\n\013update_" +
-      "mask\030\005 \001(\0132\032.google.protobuf.FieldMaskR\n" +
-      "updateMask\022,\n\022changed_to_version\030\006 \001(\003R\020" +
-      "changedToVersion\"N\n\026BatchUpdateJobsReque" +
-      "st\0224\n\005items\030\001 \003(\0132\036.tickwheel.v1.UpdateJ" +
-      "obRequestR\005items\"\240\001\n\027BatchUpdateJobsResp" +
-      "onse\022=\n\007results\030\001 \003(\0132#.tickwheel.v1.Bat" +
-      "chUpdateJobsResultR\007results\022#\n\rupdated_c" +
-      "ount\030\002 \001(\005R\014updatedCount\022!\n\014failed_count" +
-      "\030\003 \001(\005R\013failedCount\"\202\001\n\025BatchUpdateJobsR" +
-      "esult\0223\n\003job\030\001 \001(\0132\037.tickwheel.v1.Update" +
-      "JobResponseH\000R\003job\022*\n\005error\030\002 \001(\0132\022.goog" +
-      "le.rpc.StatusH\000R\005errorB\010\n\006result\"<\n\020Dele" +
-      "teJobRequest\022\016\n\002id\030\001 \001(\tR\002id\022\030\n\007version\030" +
-      "\002 \001(\003R\007version\"D\n\021DeleteJobResponse\022/\n\023c" +
-      "anceled_executions\030\001 \001(\003R\022canceledExecut" +
-      "ions\"N\n\026BatchDeleteJobsRequest\0224\n\005items\030" +
-      "\001 \003(\0132\036.tickwheel.v1.DeleteJobRequestR\005i" +
-      "tems\"\240\001\n\027BatchDeleteJobsResponse\022=\n\007resu" +
-      "lts\030\001 \003(\0132#.tickwheel.v1.BatchDeleteJobs" +
-      "ResultR\007results\022#\n\rdeleted_count\030\002 \001(\005R\014" +
-      "deletedCount\022!\n\014failed_count\030\003 \001(\005R\013fail" +
-      "edCount\"\212\001\n\025BatchDeleteJobsResult\022;\n\007del" +
-      "eted\030\001 \001(\0132\037.tickwheel.v1.DeleteJobRespo" +
-      "nseH\000R\007deleted\022*\n\005error\030\002 \001(\0132\022.google.r" +
-      "pc.StatusH\000R\005errorB\010\n\006result\"9\n\017PauseJob" +
-      "Request\022\016\n\002id\030\001 \001(\tR\002id\022\026\n\006reason\030\002 \001(\tR" +
-      "\006reason\"\221\001\n\020PauseJobResponse\022#\n\003job\030\001 \001(" +
-      "\0132\021.tickwheel.v1.JobR\003job\022/\n\023canceled_ex" +
-      "ecutions\030\002 \001(\003R\022canceledExecutions\022\'\n\017he" +
-      "ld_executions\030\003 \001(\003R\016heldExecutions\"L\n\025B" +
-      "atchPauseJobsRequest\0223\n\005items\030\001 \003(\0132\035.ti" +
-      "ckwheel.v1.PauseJobRequestR\005items\"\234\001\n\026Ba" +
-      "tchPauseJobsResponse\022<\n\007results\030\001 \003(\0132\"." +
-      "tickwheel.v1.BatchPauseJobsResultR\007resul" +
-      "ts\022!\n\014paused_count\030\002 \001(\005R\013pausedCount\022!\n" +
-      "\014failed_count\030\003 \001(\005R\013failedCount\"\200\001\n\024Bat" +
-      "chPauseJobsResult\0222\n\003job\030\001 \001(\0132\036.tickwhe" +
-      "el.v1.PauseJobResponseH\000R\003job\022*\n\005error\030\002" +
-      " \001(\0132\022.google.rpc.StatusH\000R\005errorB\010\n\006res" +
-      "ult\"\"\n\020ResumeJobRequest\022\016\n\002id\030\001 \001(\tR\002id\"" +
-      "\234\001\n\021ResumeJobResponse\022#\n\003job\030\001 \001(\0132\021.tic" +
-      "kwheel.v1.JobR\003job\0221\n\007skipped\030\002 \001(\0132\027.ti" +
-      "ckwheel.v1.SkipRangeR\007skipped\022/\n\023release" +
-      "d_executions\030\003 \001(\003R\022releasedExecutions\"N" +
-      "\n\026BatchResumeJobsRequest\0224\n\005items\030\001 \003(\0132" +
-      "\036.tickwheel.v1.ResumeJobRequestR\005items\"\240" +
-      "\001\n\027BatchResumeJobsResponse\022=\n\007results\030\001 " +
-      "\003(\0132#.tickwheel.v1.BatchResumeJobsResult" +
-      "R\007results\022#\n\rresumed_count\030\002 \001(\005R\014resume" +
+      "UpdateJobResponseH\000R\003job\022*\n\005error\030\002 \001(\0132" +
+      "\022.google.rpc.StatusH\000R\005errorB\010\n\006result\"<" +
+      "\n\020DeleteJobRequest\022\016\n\002id\030\001 \001(\tR\002id\022\030\n\007ve" +
+      "rsion\030\002 \001(\003R\007version\"D\n\021DeleteJobRespons" +
+      "e\022/\n\023canceled_executions\030\001 \001(\003R\022canceled" +
+      "Executions\"N\n\026BatchDeleteJobsRequest\0224\n\005" +
+      "items\030\001 \003(\0132\036.tickwheel.v1.DeleteJobRequ" +
+      "estR\005items\"\240\001\n\027BatchDeleteJobsResponse\022=" +
+      "\n\007results\030\001 \003(\0132#.tickwheel.v1.BatchDele" +
+      "teJobsResultR\007results\022#\n\rdeleted_count\030\002" +
+      " \001(\005R\014deletedCount\022!\n\014failed_count\030\003 \001(\005" +
+      "R\013failedCount\"\212\001\n\025BatchDeleteJobsResult\022" +
+      ";\n\007deleted\030\001 \001(\0132\037.tickwheel.v1.DeleteJo" +
+      "bResponseH\000R\007deleted\022*\n\005error\030\002 \001(\0132\022.go" +
+      "ogle.rpc.StatusH\000R\005errorB\010\n\006result\"9\n\017Pa" +
+      "useJobRequest\022\016\n\002id\030\001 \001(\tR\002id\022\026\n\006reason\030" +
+      "\002 \001(\tR\006reason\"\221\001\n\020PauseJobResponse\022#\n\003jo" +
+      "b\030\001 \001(\0132\021.tickwheel.v1.JobR\003job\022/\n\023cance" +
+      "led_executions\030\002 \001(\003R\022canceledExecutions" +
+      "\022\'\n\017held_executions\030\003 \001(\003R\016heldExecution" +
+      "s\"w\n\025BatchPauseJobsRequest\0223\n\005items\030\001 \003(" +
+      "\0132\035.tickwheel.v1.PauseJobRequestR\005items\022" +
+      ")\n\004view\030\002 \001(\0162\025.tickwheel.v1.JobViewR\004vi" +
+      "ew\"\234\001\n\026BatchPauseJobsResponse\022<\n\007results" +
+      "\030\001 \003(\0132\".tickwheel.v1.BatchPauseJobsResu" +
+      "ltR\007results\022!\n\014paused_count\030\002 \001(\005R\013pause" +
       "dCount\022!\n\014failed_count\030\003 \001(\005R\013failedCoun" +
-      "t\"\202\001\n\025BatchResumeJobsResult\0223\n\003job\030\001 \001(\013" +
-      "2\037.tickwheel.v1.ResumeJobResponseH\000R\003job" +
-      "\022*\n\005error\030\002 \001(\0132\022.google.rpc.StatusH\000R\005e" +
-      "rrorB\010\n\006result\"\201\001\n\021TriggerJobRequest\022\016\n\002" +
-      "id\030\001 \001(\tR\002id\022\035\n\nrequest_id\030\002 \001(\tR\treques" +
-      "tId\022\030\n\007payload\030\003 \001(\014R\007payload\022#\n\rallow_o" +
-      "verlap\030\004 \001(\010R\014allowOverlap\"e\n\022TriggerJob" +
-      "Response\0225\n\texecution\030\001 \001(\0132\027.tickwheel." +
-      "v1.ExecutionR\texecution\022\030\n\007created\030\002 \001(\010" +
-      "R\007created\"\310\001\n\022BackfillJobRequest\022\016\n\002id\030\001" +
-      " \001(\tR\002id\0223\n\007from_at\030\002 \001(\0132\032.google.proto" +
-      "buf.TimestampR\006fromAt\022/\n\005to_at\030\003 \001(\0132\032.g" +
-      "oogle.protobuf.TimestampR\004toAt\022\027\n\007dry_ru" +
-      "n\030\004 \001(\010R\006dryRun\022#\n\rallow_overlap\030\005 \001(\010R\014" +
-      "allowOverlap\"\245\001\n\023BackfillJobResponse\022B\n\013" +
-      "occurrences\030\001 \003(\0132 .tickwheel.v1.Backfil" +
-      "lOccurrenceR\013occurrences\022#\n\rcreated_coun" +
-      "t\030\002 \001(\003R\014createdCount\022%\n\016existing_count\030" +
-      "\003 \001(\003R\rexistingCount\"\231\001\n\022BackfillOccurre" +
-      "nce\022!\n\014execution_id\030\001 \001(\tR\013executionId\0229" +
-      "\n\nnominal_at\030\002 \001(\0132\032.google.protobuf.Tim" +
-      "estampR\tnominalAt\022%\n\016already_exists\030\003 \001(" +
-      "\010R\ralreadyExists\"\252\001\n\026PreviewScheduleRequ" +
-      "est\022\027\n\006job_id\030\001 \001(\tH\000R\005jobId\022%\n\003job\030\002 \001(" +
-      "\0132\021.tickwheel.v1.JobH\000R\003job\0220\n\005after\030\003 \001" +
-      "(\0132\032.google.protobuf.TimestampR\005after\022\024\n" +
-      "\005count\030\004 \001(\005R\005countB\010\n\006source\"s\n\027Preview" +
-      "ScheduleResponse\0221\n\005fires\030\001 \003(\0132\033.tickwh" +
-      "eel.v1.ScheduledFireR\005fires\022%\n\016tzdata_ve" +
-      "rsion\030\002 \001(\tR\rtzdataVersion\"%\n\023GetExecuti" +
-      "onRequest\022\016\n\002id\030\001 \001(\tR\002id\"M\n\024GetExecutio" +
-      "nResponse\0225\n\texecution\030\001 \001(\0132\027.tickwheel" +
-      ".v1.ExecutionR\texecution\"\213\002\n\025ListExecuti" +
-      "onsRequest\022\025\n\006job_id\030\001 \001(\tR\005jobId\022\033\n\tpag" +
-      "e_size\030\002 \001(\005R\010pageSize\022\035\n\npage_token\030\003 \001" +
-      "(\tR\tpageToken\0229\n\010statuses\030\004 \003(\0162\035.tickwh" +
-      "eel.v1.ExecutionStatusR\010statuses\0223\n\007from" +
-      "_at\030\005 \001(\0132\032.google.protobuf.TimestampR\006f" +
-      "romAt\022/\n\005to_at\030\006 \001(\0132\032.google.protobuf.T" +
-      "imestampR\004toAt\"\250\001\n\026ListExecutionsRespons" +
+      "t\"\200\001\n\024BatchPauseJobsResult\0222\n\003job\030\001 \001(\0132" +
+      "\036.tickwheel.v1.PauseJobResponseH\000R\003job\022*" +
+      "\n\005error\030\002 \001(\0132\022.google.rpc.StatusH\000R\005err" +
+      "orB\010\n\006result\"\"\n\020ResumeJobRequest\022\016\n\002id\030\001" +
+      " \001(\tR\002id\"\234\001\n\021ResumeJobResponse\022#\n\003job\030\001 " +
+      "\001(\0132\021.tickwheel.v1.JobR\003job\0221\n\007skipped\030\002" +
+      " \001(\0132\027.tickwheel.v1.SkipRangeR\007skipped\022/" +
+      "\n\023released_executions\030\003 \001(\003R\022releasedExe" +
+      "cutions\"y\n\026BatchResumeJobsRequest\0224\n\005ite" +
+      "ms\030\001 \003(\0132\036.tickwheel.v1.ResumeJobRequest" +
+      "R\005items\022)\n\004view\030\002 \001(\0162\025.tickwheel.v1.Job" +
+      "ViewR\004view\"\240\001\n\027BatchResumeJobsResponse\022=" +
+      "\n\007results\030\001 \003(\0132#.tickwheel.v1.BatchResu" +
+      "meJobsResultR\007results\022#\n\rresumed_count\030\002" +
+      " \001(\005R\014resumedCount\022!\n\014failed_count\030\003 \001(\005" +
+      "R\013failedCount\"\202\001\n\025BatchResumeJobsResult\022" +
+      "3\n\003job\030\001 \001(\0132\037.tickwheel.v1.ResumeJobRes" +
+      "ponseH\000R\003job\022*\n\005error\030\002 \001(\0132\022.google.rpc" +
+      ".StatusH\000R\005errorB\010\n\006result\"\201\001\n\021TriggerJo" +
+      "bRequest\022\016\n\002id\030\001 \001(\tR\002id\022\035\n\nrequest_id\030\002" +
+      " \001(\tR\trequestId\022\030\n\007payload\030\003 \001(\014R\007payloa" +
+      "d\022#\n\rallow_overlap\030\004 \001(\010R\014allowOverlap\"e" +
+      "\n\022TriggerJobResponse\0225\n\texecution\030\001 \001(\0132" +
+      "\027.tickwheel.v1.ExecutionR\texecution\022\030\n\007c" +
+      "reated\030\002 \001(\010R\007created\"\310\001\n\022BackfillJobReq" +
+      "uest\022\016\n\002id\030\001 \001(\tR\002id\0223\n\007from_at\030\002 \001(\0132\032." +
+      "google.protobuf.TimestampR\006fromAt\022/\n\005to_" +
+      "at\030\003 \001(\0132\032.google.protobuf.TimestampR\004to" +
+      "At\022\027\n\007dry_run\030\004 \001(\010R\006dryRun\022#\n\rallow_ove" +
+      "rlap\030\005 \001(\010R\014allowOverlap\"\245\001\n\023BackfillJob" +
+      "Response\022B\n\013occurrences\030\001 \003(\0132 .tickwhee" +
+      "l.v1.BackfillOccurrenceR\013occurrences\022#\n\r" +
+      "created_count\030\002 \001(\003R\014createdCount\022%\n\016exi" +
+      "sting_count\030\003 \001(\003R\rexistingCount\"\231\001\n\022Bac" +
+      "kfillOccurrence\022!\n\014execution_id\030\001 \001(\tR\013e" +
+      "xecutionId\0229\n\nnominal_at\030\002 \001(\0132\032.google." +
+      "protobuf.TimestampR\tnominalAt\022%\n\016already" +
+      "_exists\030\003 \001(\010R\ralreadyExists\"\252\001\n\026Preview" +
+      "ScheduleRequest\022\027\n\006job_id\030\001 \001(\tH\000R\005jobId" +
+      "\022%\n\003job\030\002 \001(\0132\021.tickwheel.v1.JobH\000R\003job\022" +
+      "0\n\005after\030\003 \001(\0132\032.google.protobuf.Timesta" +
+      "mpR\005after\022\024\n\005count\030\004 \001(\005R\005countB\010\n\006sourc" +
+      "e\"s\n\027PreviewScheduleResponse\0221\n\005fires\030\001 " +
+      "\003(\0132\033.tickwheel.v1.ScheduledFireR\005fires\022" +
+      "%\n\016tzdata_version\030\002 \001(\tR\rtzdataVersion\"%" +
+      "\n\023GetExecutionRequest\022\016\n\002id\030\001 \001(\tR\002id\"M\n" +
+      "\024GetExecutionResponse\0225\n\texecution\030\001 \001(\013" +
+      "2\027.tickwheel.v1.ExecutionR\texecution\"\213\002\n" +
+      "\025ListExecutionsRequest\022\025\n\006job_id\030\001 \001(\tR\005" +
+      "jobId\022\033\n\tpage_size\030\002 \001(\005R\010pageSize\022\035\n\npa" +
+      "ge_token\030\003 \001(\tR\tpageToken\0229\n\010statuses\030\004 " +
+      "\003(\0162\035.tickwheel.v1.ExecutionStatusR\010stat" +
+      "uses\0223\n\007from_at\030\005 \001(\0132\032.google.protobuf." +
+      "TimestampR\006fromAt\022/\n\005to_at\030\006 \001(\0132\032.googl" +
+      "e.protobuf.TimestampR\004toAt\"\250\001\n\026ListExecu" +
+      "tionsResponse\0227\n\nexecutions\030\001 \003(\0132\027.tick" +
+      "wheel.v1.ExecutionR\nexecutions\022-\n\005skips\030" +
+      "\002 \003(\0132\027.tickwheel.v1.SkipRangeR\005skips\022&\n" +
+      "\017next_page_token\030\003 \001(\tR\rnextPageToken\"@\n" +
+      "\026CancelExecutionRequest\022\016\n\002id\030\001 \001(\tR\002id\022" +
+      "\026\n\006reason\030\002 \001(\tR\006reason\"P\n\027CancelExecuti" +
+      "onResponse\0225\n\texecution\030\001 \001(\0132\027.tickwhee" +
+      "l.v1.ExecutionR\texecution\"k\n\026ListDeadLet" +
+      "tersRequest\022\025\n\006job_id\030\001 \001(\tR\005jobId\022\033\n\tpa" +
+      "ge_size\030\002 \001(\005R\010pageSize\022\035\n\npage_token\030\003 " +
+      "\001(\tR\tpageToken\"z\n\027ListDeadLettersRespons" +
       "e\0227\n\nexecutions\030\001 \003(\0132\027.tickwheel.v1.Exe" +
-      "cutionR\nexecutions\022-\n\005skips\030\002 \003(\0132\027.tick" +
-      "wheel.v1.SkipRangeR\005skips\022&\n\017next_page_t" +
-      "oken\030\003 \001(\tR\rnextPageToken\"@\n\026CancelExecu" +
-      "tionRequest\022\016\n\002id\030\001 \001(\tR\002id\022\026\n\006reason\030\002 " +
-      "\001(\tR\006reason\"P\n\027CancelExecutionResponse\0225" +
-      "\n\texecution\030\001 \001(\0132\027.tickwheel.v1.Executi" +
-      "onR\texecution\"k\n\026ListDeadLettersRequest\022" +
-      "\025\n\006job_id\030\001 \001(\tR\005jobId\022\033\n\tpage_size\030\002 \001(" +
-      "\005R\010pageSize\022\035\n\npage_token\030\003 \001(\tR\tpageTok" +
-      "en\"z\n\027ListDeadLettersResponse\0227\n\nexecuti" +
-      "ons\030\001 \003(\0132\027.tickwheel.v1.ExecutionR\nexec" +
-      "utions\022&\n\017next_page_token\030\002 \001(\tR\rnextPag" +
-      "eToken\"<\n\027ReplayDeadLetterRequest\022!\n\014exe" +
-      "cution_id\030\001 \001(\tR\013executionId\"Q\n\030ReplayDe" +
-      "adLetterResponse\0225\n\texecution\030\001 \001(\0132\027.ti" +
-      "ckwheel.v1.ExecutionR\texecution2\206\022\n\020Sche" +
-      "dulerService\022L\n\tCreateJob\022\036.tickwheel.v1" +
-      ".CreateJobRequest\032\037.tickwheel.v1.CreateJ" +
-      "obResponse\022^\n\017BatchCreateJobs\022$.tickwhee" +
-      "l.v1.BatchCreateJobsRequest\032%.tickwheel." +
-      "v1.BatchCreateJobsResponse\022C\n\006GetJob\022\033.t" +
-      "ickwheel.v1.GetJobRequest\032\034.tickwheel.v1" +
-      ".GetJobResponse\022I\n\010ListJobs\022\035.tickwheel." +
-      "v1.ListJobsRequest\032\036.tickwheel.v1.ListJo" +
-      "bsResponse\022L\n\tUpdateJob\022\036.tickwheel.v1.U" +
-      "pdateJobRequest\032\037.tickwheel.v1.UpdateJob" +
-      "Response\022^\n\017BatchUpdateJobs\022$.tickwheel." +
-      "v1.BatchUpdateJobsRequest\032%.tickwheel.v1" +
-      ".BatchUpdateJobsResponse\022a\n\020ListJobRevis" +
-      "ions\022%.tickwheel.v1.ListJobRevisionsRequ" +
-      "est\032&.tickwheel.v1.ListJobRevisionsRespo" +
-      "nse\022L\n\tDeleteJob\022\036.tickwheel.v1.DeleteJo" +
-      "bRequest\032\037.tickwheel.v1.DeleteJobRespons" +
-      "e\022^\n\017BatchDeleteJobs\022$.tickwheel.v1.Batc" +
-      "hDeleteJobsRequest\032%.tickwheel.v1.BatchD" +
-      "eleteJobsResponse\022I\n\010PauseJob\022\035.tickwhee" +
-      "l.v1.PauseJobRequest\032\036.tickwheel.v1.Paus" +
-      "eJobResponse\022[\n\016BatchPauseJobs\022#.tickwhe" +
-      "el.v1.BatchPauseJobsRequest\032$.tickwheel." +
-      "v1.BatchPauseJobsResponse\022L\n\tResumeJob\022\036" +
-      ".tickwheel.v1.ResumeJobRequest\032\037.tickwhe" +
-      "el.v1.ResumeJobResponse\022^\n\017BatchResumeJo" +
-      "bs\022$.tickwheel.v1.BatchResumeJobsRequest" +
-      "\032%.tickwheel.v1.BatchResumeJobsResponse\022" +
-      "O\n\nTriggerJob\022\037.tickwheel.v1.TriggerJobR" +
-      "equest\032 .tickwheel.v1.TriggerJobResponse" +
-      "\022R\n\013BackfillJob\022 .tickwheel.v1.BackfillJ" +
-      "obRequest\032!.tickwheel.v1.BackfillJobResp" +
-      "onse\022^\n\017PreviewSchedule\022$.tickwheel.v1.P" +
-      "reviewScheduleRequest\032%.tickwheel.v1.Pre" +
-      "viewScheduleResponse\022U\n\014GetExecution\022!.t" +
-      "ickwheel.v1.GetExecutionRequest\032\".tickwh" +
-      "eel.v1.GetExecutionResponse\022[\n\016ListExecu" +
-      "tions\022#.tickwheel.v1.ListExecutionsReque" +
-      "st\032$.tickwheel.v1.ListExecutionsResponse" +
-      "\022^\n\017CancelExecution\022$.tickwheel.v1.Cance" +
-      "lExecutionRequest\032%.tickwheel.v1.CancelE" +
-      "xecutionResponse\022^\n\017ListDeadLetters\022$.ti" +
-      "ckwheel.v1.ListDeadLettersRequest\032%.tick" +
-      "wheel.v1.ListDeadLettersResponse\022a\n\020Repl" +
-      "ayDeadLetter\022%.tickwheel.v1.ReplayDeadLe" +
-      "tterRequest\032&.tickwheel.v1.ReplayDeadLet" +
-      "terResponse\022[\n\016CreateCalendar\022#.tickwhee" +
-      "l.v1.CreateCalendarRequest\032$.tickwheel.v" +
-      "1.CreateCalendarResponse\022R\n\013GetCalendar\022" +
-      " .tickwheel.v1.GetCalendarRequest\032!.tick" +
-      "wheel.v1.GetCalendarResponse\022X\n\rListCale" +
-      "ndars\022\".tickwheel.v1.ListCalendarsReques" +
-      "t\032#.tickwheel.v1.ListCalendarsResponse\022[" +
-      "\n\016UpdateCalendar\022#.tickwheel.v1.UpdateCa" +
-      "lendarRequest\032$.tickwheel.v1.UpdateCalen" +
-      "darResponse\022[\n\016DeleteCalendar\022#.tickwhee" +
-      "l.v1.DeleteCalendarRequest\032$.tickwheel.v" +
-      "1.DeleteCalendarResponseBh\n\020dev.tickwhee" +
-      "l.v1B\016SchedulerProtoP\001ZBgithub.com/tickw" +
-      "heel/tickwheel/sdk/go/gen/tickwheel/v1;t" +
-      "ickwheelv1b\006proto3"
+      "cutionR\nexecutions\022&\n\017next_page_token\030\002 " +
+      "\001(\tR\rnextPageToken\"<\n\027ReplayDeadLetterRe" +
+      "quest\022!\n\014execution_id\030\001 \001(\tR\013executionId" +
+      "\"Q\n\030ReplayDeadLetterResponse\0225\n\texecutio" +
+      "n\030\001 \001(\0132\027.tickwheel.v1.ExecutionR\texecut" +
+      "ion*J\n\007JobView\022\030\n\024JOB_VIEW_UNSPECIFIED\020\000" +
+      "\022\022\n\016JOB_VIEW_BASIC\020\001\022\021\n\rJOB_VIEW_FULL\020\0022" +
+      "\206\022\n\020SchedulerService\022L\n\tCreateJob\022\036.tick" +
+      "wheel.v1.CreateJobRequest\032\037.tickwheel.v1" +
+      ".CreateJobResponse\022^\n\017BatchCreateJobs\022$." +
+      "tickwheel.v1.BatchCreateJobsRequest\032%.ti" +
+      "ckwheel.v1.BatchCreateJobsResponse\022C\n\006Ge" +
+      "tJob\022\033.tickwheel.v1.GetJobRequest\032\034.tick" +
+      "wheel.v1.GetJobResponse\022I\n\010ListJobs\022\035.ti" +
+      "ckwheel.v1.ListJobsRequest\032\036.tickwheel.v" +
+      "1.ListJobsResponse\022L\n\tUpdateJob\022\036.tickwh" +
+      "eel.v1.UpdateJobRequest\032\037.tickwheel.v1.U" +
+      "pdateJobResponse\022^\n\017BatchUpdateJobs\022$.ti" +
+      "ckwheel.v1.BatchUpdateJobsRequest\032%.tick" +
+      "wheel.v1.BatchUpdateJobsResponse\022a\n\020List" +
+      "JobRevisions\022%.tickwheel.v1.ListJobRevis" +
+      "ionsRequest\032&.tickwheel.v1.ListJobRevisi" +
+      "onsResponse\022L\n\tDeleteJob\022\036.tickwheel.v1." +
+      "DeleteJobRequest\032\037.tickwheel.v1.DeleteJo" +
+      "bResponse\022^\n\017BatchDeleteJobs\022$.tickwheel" +
+      ".v1.BatchDeleteJobsRequest\032%.tickwheel.v" +
+      "1.BatchDeleteJobsResponse\022I\n\010PauseJob\022\035." +
+      "tickwheel.v1.PauseJobRequest\032\036.tickwheel" +
+      ".v1.PauseJobResponse\022[\n\016BatchPauseJobs\022#" +
+      ".tickwheel.v1.BatchPauseJobsRequest\032$.ti" +
+      "ckwheel.v1.BatchPauseJobsResponse\022L\n\tRes" +
+      "umeJob\022\036.tickwheel.v1.ResumeJobRequest\032\037" +
+      ".tickwheel.v1.ResumeJobResponse\022^\n\017Batch" +
+      "ResumeJobs\022$.tickwheel.v1.BatchResumeJob" +
+      "sRequest\032%.tickwheel.v1.BatchResumeJobsR" +
+      "esponse\022O\n\nTriggerJob\022\037.tickwheel.v1.Tri" +
+      "ggerJobRequest\032 .tickwheel.v1.TriggerJob" +
+      "Response\022R\n\013BackfillJob\022 .tickwheel.v1.B" +
+      "ackfillJobRequest\032!.tickwheel.v1.Backfil" +
+      "lJobResponse\022^\n\017PreviewSchedule\022$.tickwh" +
+      "eel.v1.PreviewScheduleRequest\032%.tickwhee" +
+      "l.v1.PreviewScheduleResponse\022U\n\014GetExecu" +
+      "tion\022!.tickwheel.v1.GetExecutionRequest\032" +
+      "\".tickwheel.v1.GetExecutionResponse\022[\n\016L" +
+      "istExecutions\022#.tickwheel.v1.ListExecuti" +
+      "onsRequest\032$.tickwheel.v1.ListExecutions" +
+      "Response\022^\n\017CancelExecution\022$.tickwheel." +
+      "v1.CancelExecutionRequest\032%.tickwheel.v1" +
+      ".CancelExecutionResponse\022^\n\017ListDeadLett" +
+      "ers\022$.tickwheel.v1.ListDeadLettersReques" +
+      "t\032%.tickwheel.v1.ListDeadLettersResponse" +
+      "\022a\n\020ReplayDeadLetter\022%.tickwheel.v1.Repl" +
+      "ayDeadLetterRequest\032&.tickwheel.v1.Repla" +
+      "yDeadLetterResponse\022[\n\016CreateCalendar\022#." +
+      "tickwheel.v1.CreateCalendarRequest\032$.tic" +
+      "kwheel.v1.CreateCalendarResponse\022R\n\013GetC" +
+      "alendar\022 .tickwheel.v1.GetCalendarReques" +
+      "t\032!.tickwheel.v1.GetCalendarResponse\022X\n\r" +
+      "ListCalendars\022\".tickwheel.v1.ListCalenda" +
+      "rsRequest\032#.tickwheel.v1.ListCalendarsRe" +
+      "sponse\022[\n\016UpdateCalendar\022#.tickwheel.v1." +
+      "UpdateCalendarRequest\032$.tickwheel.v1.Upd" +
+      "ateCalendarResponse\022[\n\016DeleteCalendar\022#." +
+      "tickwheel.v1.DeleteCalendarRequest\032$.tic" +
+      "kwheel.v1.DeleteCalendarResponseBh\n\020dev." +
+      "tickwheel.v1B\016SchedulerProtoP\001ZBgithub.c" +
+      "om/tickwheel/tickwheel/sdk/go/gen/tickwh" +
+      "eel/v1;tickwheelv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -552,7 +558,7 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
     internal_static_tickwheel_v1_BatchCreateJobsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BatchCreateJobsRequest_descriptor,
-        new java.lang.String[] { "Items", });
+        new java.lang.String[] { "Items", "View", });
     internal_static_tickwheel_v1_BatchCreateJobsResponse_descriptor =
       getDescriptor().getMessageType(3);
     internal_static_tickwheel_v1_BatchCreateJobsResponse_fieldAccessorTable = new
@@ -636,7 +642,7 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
     internal_static_tickwheel_v1_BatchUpdateJobsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BatchUpdateJobsRequest_descriptor,
-        new java.lang.String[] { "Items", });
+        new java.lang.String[] { "Items", "View", });
     internal_static_tickwheel_v1_BatchUpdateJobsResponse_descriptor =
       getDescriptor().getMessageType(17);
     internal_static_tickwheel_v1_BatchUpdateJobsResponse_fieldAccessorTable = new
@@ -696,7 +702,7 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
     internal_static_tickwheel_v1_BatchPauseJobsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BatchPauseJobsRequest_descriptor,
-        new java.lang.String[] { "Items", });
+        new java.lang.String[] { "Items", "View", });
     internal_static_tickwheel_v1_BatchPauseJobsResponse_descriptor =
       getDescriptor().getMessageType(27);
     internal_static_tickwheel_v1_BatchPauseJobsResponse_fieldAccessorTable = new
@@ -726,7 +732,7 @@ public final class SchedulerProto extends com.google.protobuf.GeneratedFile {
     internal_static_tickwheel_v1_BatchResumeJobsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_BatchResumeJobsRequest_descriptor,
-        new java.lang.String[] { "Items", });
+        new java.lang.String[] { "Items", "View", });
     internal_static_tickwheel_v1_BatchResumeJobsResponse_descriptor =
       getDescriptor().getMessageType(32);
     internal_static_tickwheel_v1_BatchResumeJobsResponse_fieldAccessorTable = new
