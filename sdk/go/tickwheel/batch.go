@@ -45,18 +45,32 @@ type CreateJobResult struct {
 // answers a call with another number of results than items (INTERNAL). The
 // results then hold the requests of the calls before it, which took effect;
 // sending the remaining requests again with the same request ids is safe.
-func (c *Client) CreateJobs(ctx context.Context, requests []*tickwheelv1.CreateJobRequest) ([]CreateJobResult, error) {
+//
+// [WithJobView] sets how much of each job is answered. A call the server
+// refuses because its answer would be too large for the client
+// ([IsAnswerTooLarge]: nothing written) is sent again as two halves, with
+// the same request ids, until each answer fits.
+func (c *Client) CreateJobs(ctx context.Context, requests []*tickwheelv1.CreateJobRequest, opts ...BatchOption) ([]CreateJobResult, error) {
 	results := make([]CreateJobResult, 0, len(requests))
+	view := batchOptionsOf(opts).view
 	for _, batch := range planBatches(requests) {
-		response, err := c.scheduler.BatchCreateJobs(ctx, batch)
-		if err != nil {
-			return results, AsError(err)
-		}
-		answered, err := batchResults(batch, response)
+		batch.View = view
+		err := halving(0, len(batch.Items), func(lo, hi int) error {
+			part := &tickwheelv1.BatchCreateJobsRequest{Items: batch.Items[lo:hi], View: view}
+			response, err := c.scheduler.BatchCreateJobs(ctx, part)
+			if err != nil {
+				return AsError(err)
+			}
+			answered, err := batchResults(part, response)
+			if err != nil {
+				return err
+			}
+			results = append(results, answered...)
+			return nil
+		})
 		if err != nil {
 			return results, err
 		}
-		results = append(results, answered...)
 	}
 	return results, nil
 }

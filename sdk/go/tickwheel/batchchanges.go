@@ -44,9 +44,11 @@ type DeleteJobResult struct {
 // item carries a version: a change then applies once, and one that a lost
 // attempt applied answers FAILED_PRECONDITION. The error is non-nil when a
 // call fails as a whole or the server breaks the contract (INTERNAL); the
-// results then hold the calls before it, which took effect.
-func (c *Client) UpdateJobs(ctx context.Context, requests []*tickwheelv1.UpdateJobRequest) ([]UpdateJobResult, error) {
+// results then hold the calls before it, which took effect. [WithJobView]
+// and a call refused for the size of its answer: as [Client.CreateJobs].
+func (c *Client) UpdateJobs(ctx context.Context, requests []*tickwheelv1.UpdateJobRequest, opts ...BatchOption) ([]UpdateJobResult, error) {
 	results := make([]UpdateJobResult, 0, len(requests))
+	view := batchOptionsOf(opts).view
 	for start := 0; start < len(requests); start += MaxBatchItems {
 		chunk := requests[start:min(start+MaxBatchItems, len(requests))]
 		batch := &tickwheelv1.BatchUpdateJobsRequest{Items: make([]*tickwheelv1.UpdateJobRequest, len(chunk))}
@@ -56,29 +58,46 @@ func (c *Client) UpdateJobs(ctx context.Context, requests []*tickwheelv1.UpdateJ
 				batch.Items[i] = proto.CloneOf(request)
 			}
 		}
-		response, err := c.scheduler.BatchUpdateJobs(ctx, batch)
-		if err != nil {
-			return results, AsError(err)
-		}
-		answers := response.GetResults()
-		if len(answers) != len(batch.Items) {
-			return results, &Error{Code: codes.Internal, Message: fmt.Sprintf("BatchUpdateJobs answered %d results for %d items", len(answers), len(batch.Items))}
-		}
-		answered := make([]UpdateJobResult, len(batch.Items))
-		for i, item := range batch.Items {
-			answered[i].JobID = item.GetJob().GetId()
-			switch {
-			case answers[i].GetJob().GetJob() != nil:
-				answered[i].Job = answers[i].GetJob().GetJob()
-			case answers[i].GetError() != nil:
-				answered[i].Err = errorOfStatus(answers[i].GetError())
-			default:
-				return results, &Error{Code: codes.Internal, Message: fmt.Sprintf("BatchUpdateJobs result %d has neither a job nor an error", i)}
+		err := halving(0, len(batch.Items), func(lo, hi int) error {
+			part := &tickwheelv1.BatchUpdateJobsRequest{Items: batch.Items[lo:hi], View: view}
+			response, err := c.scheduler.BatchUpdateJobs(ctx, part)
+			if err != nil {
+				return AsError(err)
 			}
+			answered, err := updateResults(part, response)
+			if err != nil {
+				return err
+			}
+			results = append(results, answered...)
+			return nil
+		})
+		if err != nil {
+			return results, err
 		}
-		results = append(results, answered...)
 	}
 	return results, nil
+}
+
+// updateResults pairs each item of batch with its result in response, in
+// order; INTERNAL when the response breaks the contract (as batchResults).
+func updateResults(batch *tickwheelv1.BatchUpdateJobsRequest, response *tickwheelv1.BatchUpdateJobsResponse) ([]UpdateJobResult, error) {
+	answers := response.GetResults()
+	if len(answers) != len(batch.Items) {
+		return nil, &Error{Code: codes.Internal, Message: fmt.Sprintf("BatchUpdateJobs answered %d results for %d items", len(answers), len(batch.Items))}
+	}
+	answered := make([]UpdateJobResult, len(batch.Items))
+	for i, item := range batch.Items {
+		answered[i].JobID = item.GetJob().GetId()
+		switch {
+		case answers[i].GetJob().GetJob() != nil:
+			answered[i].Job = answers[i].GetJob().GetJob()
+		case answers[i].GetError() != nil:
+			answered[i].Err = errorOfStatus(answers[i].GetError())
+		default:
+			return nil, &Error{Code: codes.Internal, Message: fmt.Sprintf("BatchUpdateJobs result %d has neither a job nor an error", i)}
+		}
+	}
+	return answered, nil
 }
 
 // DeleteJobs deletes the job of every request through BatchDeleteJobs and
@@ -139,14 +158,17 @@ func (c *Client) BatchDeleteJobs(ctx context.Context, request *tickwheelv1.Batch
 
 // BatchPauseJobs pauses up to 1000 jobs in one call, each item a
 // PauseJobRequest answered as PauseJob would answer it alone. Retried
-// (pausing a paused job changes nothing).
+// (pausing a paused job changes nothing). Set request.View to
+// JOB_VIEW_BASIC to answer each job without its definition: a call over jobs
+// with large payloads is otherwise refused ([IsAnswerTooLarge]).
 func (c *Client) BatchPauseJobs(ctx context.Context, request *tickwheelv1.BatchPauseJobsRequest) (*tickwheelv1.BatchPauseJobsResponse, error) {
 	return c.scheduler.BatchPauseJobs(ctx, request)
 }
 
 // BatchResumeJobs resumes up to 1000 jobs in one call, each item a
 // ResumeJobRequest answered as ResumeJob would answer it alone. Retried
-// (resuming an active job changes nothing).
+// (resuming an active job changes nothing). request.View: as for
+// [Client.BatchPauseJobs].
 func (c *Client) BatchResumeJobs(ctx context.Context, request *tickwheelv1.BatchResumeJobsRequest) (*tickwheelv1.BatchResumeJobsResponse, error) {
 	return c.scheduler.BatchResumeJobs(ctx, request)
 }

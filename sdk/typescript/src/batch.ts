@@ -15,12 +15,19 @@
  * the version it expects and a delete happens once, so a retried call applies
  * nothing twice; an item a lost attempt applied answers FAILED_PRECONDITION
  * (update) or NOT_FOUND (delete) instead.
+ *
+ * A call whose answer would be larger than a default client reads is
+ * refused by the server before anything is written
+ * ({@link isAnswerTooLarge}); the client's helpers then send it again as two
+ * halves ({@link sendHalving}) until each answer fits. `view`
+ * JobView.BASIC answers each job's identity and state only, in fewer calls.
  */
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 
 import { TickwheelError } from "./errors.js";
+import { ErrorInfoSchema, type ErrorInfo } from "./gen/google/rpc/error_details_pb.js";
 import { JobSchema, type Job } from "./gen/tickwheel/v1/job_pb.js";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import {
@@ -34,6 +41,41 @@ import {
   type DeleteJobRequest,
   type UpdateJobRequest,
 } from "./gen/tickwheel/v1/scheduler_pb.js";
+
+/**
+ * The ErrorInfo reason of a batch call the server refused, before writing
+ * anything, because its answer would be over what a default client reads
+ * (INVALID_ARGUMENT `items`): send fewer items, or view JobView.BASIC.
+ */
+export const ANSWER_TOO_LARGE = "BATCH_ANSWER_TOO_LARGE";
+
+/** True when `error` is the server's refusal of a batch call for the size of its answer: nothing of the call was written. */
+export function isAnswerTooLarge(error: unknown): boolean {
+  return (
+    error instanceof TickwheelError &&
+    error.details.some(
+      (detail) => detail.$typeName === ErrorInfoSchema.typeName && (detail as ErrorInfo).reason === ANSWER_TOO_LARGE,
+    )
+  );
+}
+
+/**
+ * Sends `items` through `send`, in order; a call refused for the size of
+ * its answer (nothing written) is sent again as its two halves until each
+ * answer fits. A refused single item, or any other error, is thrown.
+ */
+export async function sendHalving<T>(items: readonly T[], send: (part: readonly T[]) => Promise<void>): Promise<void> {
+  try {
+    await send(items);
+  } catch (error) {
+    if (items.length < 2 || !isAnswerTooLarge(error)) {
+      throw error;
+    }
+    const middle = Math.floor(items.length / 2);
+    await sendHalving(items.slice(0, middle), send);
+    await sendHalving(items.slice(middle), send);
+  }
+}
 
 /** The most items one BatchCreateJobs, BatchUpdateJobs or BatchDeleteJobs call takes. */
 export const MAX_BATCH_ITEMS = 1000;

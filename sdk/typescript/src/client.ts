@@ -43,6 +43,7 @@ import {
   planBatches,
   planDeletes,
   planUpdates,
+  sendHalving,
   updateResults,
   type CreateJobsResult,
   type DeleteJobsResult,
@@ -70,6 +71,7 @@ import {
   ResumeJobRequestSchema,
   SchedulerService,
   UpdateJobRequestSchema,
+  type JobView,
   type BackfillJobResponse,
   type BatchCreateJobsResponse,
   type BatchDeleteJobsResponse,
@@ -468,16 +470,23 @@ export class TickwheelClient {
    * answers a call with another number of results than jobs (INTERNAL): the
    * calls before it took effect, their results are not returned, and
    * sending the same jobs with the same request ids again is safe.
+   *
+   * `view` JobView.BASIC answers each job with its identity and state only
+   * (no payload, target or schedule); unset or FULL, the whole job. A call
+   * the server refuses because its answer would be too large for the client
+   * (nothing written) is sent again as two halves, with the same request
+   * ids, until each answer fits.
    */
   async createJobs(
     jobs: Iterable<Job | MessageInitShape<typeof JobSchema>>,
-    options: { requestIds?: readonly (string | undefined)[] } & CallOptions = {},
+    options: { requestIds?: readonly (string | undefined)[]; view?: JobView } & CallOptions = {},
   ): Promise<CreateJobsResult[]> {
     const { requestIds, ...call } = options;
     const results: CreateJobsResult[] = [];
     for (const items of planBatches(jobs, requestIds, newRequestId)) {
-      const response = await this.batchCreateJobs(items, call);
-      results.push(...batchResults(items, response));
+      await sendHalving(items, async (part) => {
+        results.push(...batchResults(part, await this.batchCreateJobs(part, call)));
+      });
     }
     return results;
   }
@@ -487,12 +496,15 @@ export class TickwheelClient {
    * (an item without a request id gets a fresh one). Returns the response
    * unchanged: one result per item, in order. Retried. Prefer
    * {@link createJobs}, which takes any number of jobs and maps each result.
+   * `view`: as for {@link createJobs}; a call whose answer would be too
+   * large is refused whole, nothing written.
    */
   batchCreateJobs(
     items: readonly MessageInitShape<typeof CreateJobRequestSchema>[],
-    options: CallOptions = {},
+    options: { view?: JobView } & CallOptions = {},
   ): Promise<BatchCreateJobsResponse> {
-    return this.scheduler.batchCreateJobs({ items: [...items] }, options);
+    const { view, ...call } = options;
+    return this.scheduler.batchCreateJobs({ items: [...items], view }, call);
   }
 
   /**
@@ -505,17 +517,19 @@ export class TickwheelClient {
    * change (and its new version). Calls of at most 1000, one after the other,
    * each retried on UNAVAILABLE: the versions make a change apply once, and
    * one a lost attempt applied then answers FAILED_PRECONDITION. Throws when
-   * a call fails as a whole: the calls before it were applied.
+   * a call fails as a whole: the calls before it were applied. `view`, and
+   * a call whose answer would be too large: as for {@link createJobs}.
    */
   async updateJobs(
     changes: Iterable<Job | MessageInitShape<typeof JobSchema> | UpdateJobRequest>,
-    options: { updateMask?: readonly string[] } & CallOptions = {},
+    options: { updateMask?: readonly string[]; view?: JobView } & CallOptions = {},
   ): Promise<UpdateJobsResult[]> {
     const { updateMask, ...call } = options;
     const results: UpdateJobsResult[] = [];
     for (const items of planUpdates(changes, updateMask)) {
-      const response = await this.batchUpdateJobs(items, call);
-      results.push(...updateResults(items, response));
+      await sendHalving(items, async (part) => {
+        results.push(...updateResults(part, await this.batchUpdateJobs(part, call)));
+      });
     }
     return results;
   }
@@ -543,12 +557,13 @@ export class TickwheelClient {
     return results;
   }
 
-  /** One BatchUpdateJobs call: 1 to 1000 UpdateJobRequest items. Retried when every item has a version. Prefer {@link updateJobs}. */
+  /** One BatchUpdateJobs call: 1 to 1000 UpdateJobRequest items. Retried when every item has a version. `view`: as for {@link createJobs}. Prefer {@link updateJobs}. */
   batchUpdateJobs(
     items: readonly MessageInitShape<typeof UpdateJobRequestSchema>[],
-    options: CallOptions = {},
+    options: { view?: JobView } & CallOptions = {},
   ): Promise<BatchUpdateJobsResponse> {
-    return this.scheduler.batchUpdateJobs({ items: [...items] }, options);
+    const { view, ...call } = options;
+    return this.scheduler.batchUpdateJobs({ items: [...items], view }, call);
   }
 
   /** One BatchDeleteJobs call: 1 to 1000 DeleteJobRequest items. Retried. Prefer {@link deleteJobs}. */
@@ -559,20 +574,27 @@ export class TickwheelClient {
     return this.scheduler.batchDeleteJobs({ items: [...items] }, options);
   }
 
-  /** One BatchPauseJobs call: 1 to 1000 items, each answered as pauseJob would be alone. Retried. */
+  /**
+   * One BatchPauseJobs call: 1 to 1000 items, each answered as pauseJob
+   * would be alone. Retried. `view` JobView.BASIC answers each job without
+   * its definition: over jobs with large payloads, a full answer too large
+   * for the client is refused whole, nothing written.
+   */
   batchPauseJobs(
     items: readonly MessageInitShape<typeof PauseJobRequestSchema>[],
-    options: CallOptions = {},
+    options: { view?: JobView } & CallOptions = {},
   ): Promise<BatchPauseJobsResponse> {
-    return this.scheduler.batchPauseJobs({ items: [...items] }, options);
+    const { view, ...call } = options;
+    return this.scheduler.batchPauseJobs({ items: [...items], view }, call);
   }
 
-  /** One BatchResumeJobs call: 1 to 1000 items, each answered as resumeJob would be alone. Retried. */
+  /** One BatchResumeJobs call: 1 to 1000 items, each answered as resumeJob would be alone. Retried. `view`: as for {@link batchPauseJobs}. */
   batchResumeJobs(
     items: readonly MessageInitShape<typeof ResumeJobRequestSchema>[],
-    options: CallOptions = {},
+    options: { view?: JobView } & CallOptions = {},
   ): Promise<BatchResumeJobsResponse> {
-    return this.scheduler.batchResumeJobs({ items: [...items] }, options);
+    const { view, ...call } = options;
+    return this.scheduler.batchResumeJobs({ items: [...items], view }, call);
   }
 
   /**

@@ -45,7 +45,7 @@ export {
   type TimestampLike,
   type WeekdayName,
 } from "./builders.js";
-export { MAX_BATCH_ITEMS, type CreateJobsResult, type DeleteJobsResult, type UpdateJobsResult } from "./batch.js";
+export { ANSWER_TOO_LARGE, MAX_BATCH_ITEMS, isAnswerTooLarge, type CreateJobsResult, type DeleteJobsResult, type UpdateJobsResult } from "./batch.js";
 export { Code, TickwheelError, codeName, type FieldViolation } from "./errors.js";
 export {
   DEFAULT_RETRY,

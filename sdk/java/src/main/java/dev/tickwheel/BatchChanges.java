@@ -95,4 +95,39 @@ final class BatchChanges {
   private static TickwheelException internal(String message) {
     return new TickwheelException(Status.Code.INTERNAL, message, List.of(), List.of(), null);
   }
+
+  /**
+   * The ErrorInfo reason of a batch call the server refused, before writing anything, because its
+   * answer would be over what a default client reads: send fewer items, or JOB_VIEW_BASIC.
+   */
+  static final String ANSWER_TOO_LARGE = "BATCH_ANSWER_TOO_LARGE";
+
+  /** True when {@code error} is that refusal: nothing of the call was written. */
+  static boolean answerTooLarge(TickwheelException error) {
+    return error.details().stream()
+        .anyMatch(
+            detail ->
+                detail instanceof com.google.rpc.ErrorInfo info
+                    && ANSWER_TOO_LARGE.equals(info.getReason()));
+  }
+
+  /**
+   * Sends items [from, to) of a call through {@code send}, which answers their results; a call
+   * refused for the size of its answer (nothing written) is sent again as its two halves, in
+   * order, until each answer fits. A refused single item, or any other error, is thrown.
+   */
+  static <R> List<R> halving(
+      int from, int to, java.util.function.BiFunction<Integer, Integer, List<R>> send) {
+    try {
+      return send.apply(from, to);
+    } catch (TickwheelException error) {
+      if (to - from < 2 || !answerTooLarge(error)) {
+        throw error;
+      }
+      int middle = from + (to - from) / 2;
+      List<R> out = new ArrayList<>(halving(from, middle, send));
+      out.addAll(halving(middle, to, send));
+      return out;
+    }
+  }
 }

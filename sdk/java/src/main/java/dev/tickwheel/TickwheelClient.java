@@ -32,6 +32,7 @@ import dev.tickwheel.v1.GetExecutionResponse;
 import dev.tickwheel.v1.GetJobRequest;
 import dev.tickwheel.v1.GetJobResponse;
 import dev.tickwheel.v1.Job;
+import dev.tickwheel.v1.JobView;
 import dev.tickwheel.v1.ListCalendarsRequest;
 import dev.tickwheel.v1.ListCalendarsResponse;
 import dev.tickwheel.v1.ListDeadLettersRequest;
@@ -253,10 +254,31 @@ public final class TickwheelClient implements AutoCloseable {
    *     requests again with the same request ids is safe.
    */
   public List<CreateJobResult> createJobs(List<CreateJobRequest> requests) {
+    return createJobs(requests, JobView.JOB_VIEW_UNSPECIFIED);
+  }
+
+  /**
+   * As {@link #createJobs(List)}, each job answered in {@code view}: JOB_VIEW_BASIC its identity
+   * and state only (no payload, target or schedule), JOB_VIEW_FULL (or unspecified) the whole job.
+   * A call the server refuses because its answer would be too large for the client (nothing
+   * written) is sent again as two halves, with the same request ids, until each answer fits.
+   */
+  public List<CreateJobResult> createJobs(List<CreateJobRequest> requests, JobView view) {
     List<CreateJobResult> results = new ArrayList<>(requests.size());
     for (BatchCreateJobsRequest batch :
         Batches.plan(requests, MAX_BATCH_ITEMS, TickwheelClient::newRequestId)) {
-      results.addAll(Batches.results(batch, invoke(SchedulerRpcs.BATCH_CREATE_JOBS, batch)));
+      results.addAll(
+          BatchChanges.halving(
+              0,
+              batch.getItemsCount(),
+              (from, to) -> {
+                BatchCreateJobsRequest part =
+                    BatchCreateJobsRequest.newBuilder()
+                        .addAllItems(batch.getItemsList().subList(from, to))
+                        .setView(view)
+                        .build();
+                return Batches.results(part, invoke(SchedulerRpcs.BATCH_CREATE_JOBS, part));
+              }));
     }
     return results;
   }
@@ -291,10 +313,29 @@ public final class TickwheelClient implements AutoCloseable {
    *     of results than items (INTERNAL); the calls before it took effect.
    */
   public List<UpdateJobResult> updateJobs(List<UpdateJobRequest> requests) {
+    return updateJobs(requests, JobView.JOB_VIEW_UNSPECIFIED);
+  }
+
+  /**
+   * As {@link #updateJobs(List)}, each job answered in {@code view}; a call refused for the size
+   * of its answer is sent again as two halves, as {@link #createJobs(List, JobView)} does.
+   */
+  public List<UpdateJobResult> updateJobs(List<UpdateJobRequest> requests, JobView view) {
     List<UpdateJobResult> results = new ArrayList<>(requests.size());
     for (BatchUpdateJobsRequest batch : BatchChanges.planUpdates(requests, MAX_BATCH_ITEMS)) {
-      BatchUpdateJobsResponse response = invoke(SchedulerRpcs.BATCH_UPDATE_JOBS, batch);
-      results.addAll(BatchChanges.updateResults(batch, response));
+      results.addAll(
+          BatchChanges.halving(
+              0,
+              batch.getItemsCount(),
+              (from, to) -> {
+                BatchUpdateJobsRequest part =
+                    BatchUpdateJobsRequest.newBuilder()
+                        .addAllItems(batch.getItemsList().subList(from, to))
+                        .setView(view)
+                        .build();
+                return BatchChanges.updateResults(
+                    part, invoke(SchedulerRpcs.BATCH_UPDATE_JOBS, part));
+              }));
     }
     return results;
   }
@@ -330,7 +371,10 @@ public final class TickwheelClient implements AutoCloseable {
 
   /**
    * One BatchPauseJobs call: 1 to 1000 items, each answered as PauseJob would answer it alone.
-   * Retried (pausing a paused job changes nothing).
+   * Retried (pausing a paused job changes nothing). Set the request's view to JOB_VIEW_BASIC to
+   * answer each job without its definition: over jobs with large payloads, a full answer too
+   * large for the client is refused whole (INVALID_ARGUMENT, ErrorInfo reason
+   * BATCH_ANSWER_TOO_LARGE), nothing written.
    */
   public BatchPauseJobsResponse batchPauseJobs(BatchPauseJobsRequest request) {
     return invoke(SchedulerRpcs.BATCH_PAUSE_JOBS, request);
@@ -338,7 +382,7 @@ public final class TickwheelClient implements AutoCloseable {
 
   /**
    * One BatchResumeJobs call: 1 to 1000 items, each answered as ResumeJob would answer it alone.
-   * Retried (resuming an active job changes nothing).
+   * Retried (resuming an active job changes nothing). The view: as for {@link #batchPauseJobs}.
    */
   public BatchResumeJobsResponse batchResumeJobs(BatchResumeJobsRequest request) {
     return invoke(SchedulerRpcs.BATCH_RESUME_JOBS, request);

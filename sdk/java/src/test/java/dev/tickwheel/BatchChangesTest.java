@@ -15,6 +15,7 @@ import dev.tickwheel.v1.BatchUpdateJobsResult;
 import dev.tickwheel.v1.DeleteJobRequest;
 import dev.tickwheel.v1.DeleteJobResponse;
 import dev.tickwheel.v1.Job;
+import dev.tickwheel.v1.JobView;
 import dev.tickwheel.v1.SchedulerServiceGrpc;
 import dev.tickwheel.v1.UpdateJobRequest;
 import dev.tickwheel.v1.UpdateJobResponse;
@@ -47,6 +48,7 @@ class BatchChangesTest {
     final List<BatchDeleteJobsRequest> deletes = Collections.synchronizedList(new ArrayList<>());
     final Deque<StatusRuntimeException> failures = new ArrayDeque<>();
     boolean shortAnswers;
+    int answerLimit = Integer.MAX_VALUE;
 
     private static com.google.rpc.Status notFound() {
       return com.google.rpc.Status.newBuilder()
@@ -62,6 +64,10 @@ class BatchChangesTest {
       StatusRuntimeException failure = failures.poll();
       if (failure != null) {
         replies.onError(failure);
+        return;
+      }
+      if (request.getItemsCount() > answerLimit) {
+        replies.onError(answerTooLarge());
         return;
       }
       BatchUpdateJobsResponse.Builder response = BatchUpdateJobsResponse.newBuilder();
@@ -109,6 +115,22 @@ class BatchChangesTest {
     }
   }
 
+  /** The server's refusal of a call whose answer would be too large (nothing written). */
+  static StatusRuntimeException answerTooLarge() {
+    com.google.rpc.Status status =
+        com.google.rpc.Status.newBuilder()
+            .setCode(Status.Code.INVALID_ARGUMENT.value())
+            .setMessage("items: the answer would be too large")
+            .addDetails(
+                com.google.protobuf.Any.pack(
+                    com.google.rpc.ErrorInfo.newBuilder()
+                        .setReason("BATCH_ANSWER_TOO_LARGE")
+                        .setDomain("tickwheel")
+                        .build()))
+            .build();
+    return io.grpc.protobuf.StatusProto.toStatusRuntimeException(status);
+  }
+
   static List<UpdateJobRequest> updates(int count) {
     List<UpdateJobRequest> out = new ArrayList<>();
     for (int i = 0; i < count; i++) {
@@ -154,6 +176,37 @@ class BatchChangesTest {
     assertEquals("job_2099", results.get(2099).jobId());
     assertFalse(results.get(5).ok());
     assertEquals(Status.Code.NOT_FOUND, results.get(5).error().code());
+  }
+
+  @Test
+  void aCallWhoseAnswerIsTooLargeIsHalvedUntilEachFitsInOrderWithItsView() {
+    fake.answerLimit = 300;
+    List<UpdateJobRequest> requests = updates(1100);
+
+    List<UpdateJobResult> results = client.updateJobs(requests, JobView.JOB_VIEW_BASIC);
+
+    assertEquals(
+        List.of(1000, 500, 250, 250, 500, 250, 250, 100),
+        fake.updates.stream().map(BatchUpdateJobsRequest::getItemsCount).toList());
+    assertTrue(fake.updates.stream().allMatch(u -> u.getView() == JobView.JOB_VIEW_BASIC));
+    assertEquals(1100, results.size());
+    for (int i = 0; i < 1100; i++) {
+      assertEquals("job_" + i, results.get(i).jobId());
+      assertEquals("n" + i, results.get(i).job().getName());
+    }
+  }
+
+  @Test
+  void aRefusedSingleItemAndOtherRefusalsAreThrown() {
+    fake.answerLimit = 0;
+    TickwheelException error = assertThrows(TickwheelException.class, () -> client.updateJobs(updates(2)));
+    assertEquals(Status.Code.INVALID_ARGUMENT, error.code());
+    assertEquals(List.of(2, 1), fake.updates.stream().map(BatchUpdateJobsRequest::getItemsCount).toList());
+    fake.updates.clear();
+    fake.answerLimit = Integer.MAX_VALUE;
+    fake.failures.add(Status.INVALID_ARGUMENT.withDescription("items: must hold 1 to 1000").asRuntimeException());
+    assertThrows(TickwheelException.class, () -> client.updateJobs(updates(4)));
+    assertEquals(List.of(4), fake.updates.stream().map(BatchUpdateJobsRequest::getItemsCount).toList());
   }
 
   @Test
