@@ -321,6 +321,18 @@ def valid_batch() -> bytes:
 
 ITEM_ANSWERS = {code.value[0] for code in ANSWERS - {grpc.StatusCode.OK}}
 
+VIEWS = st.one_of(st.sampled_from(list(scheduler_pb2.JobView.values())), st.integers(-(2**31), 2**31 - 1))
+"""A batch's view: mostly one of JobView's, sometimes any int32 (refused: INVALID_ARGUMENT ``view``)."""
+
+
+def assert_in_view(view: int, answered: list[job_pb2.Job]) -> None:
+    """An answered batch asked for a view there is, and its jobs are in it:
+    no definition in JOB_VIEW_BASIC."""
+    assert view in scheduler_pb2.JobView.values(), f"a batch in view {view} was answered"
+    if view == scheduler_pb2.JOB_VIEW_BASIC:
+        for job in answered:
+            assert not job.payload and not job.tenant and not job.HasField("schedule") and not job.HasField("target")
+
 
 def test_fuzzed_batch_create_jobs(live, channel, tenant_key, no_errors_logged) -> None:
     """Fuzzed batches: refused whole with nothing written, or one answer per
@@ -339,7 +351,7 @@ def test_fuzzed_batch_create_jobs(live, channel, tenant_key, no_errors_logged) -
                 )
                 for _ in range(data.draw(st.integers(0, 4), label="items"))
             ]
-            raw = scheduler_pb2.BatchCreateJobsRequest(items=items).SerializeToString()
+            raw = scheduler_pb2.BatchCreateJobsRequest(items=items, view=data.draw(VIEWS, label="view")).SerializeToString()
         else:
             raw = data.draw(raw_requests(valid_batch(), b"zz"), label="raw")
         before = job_count(live, channel)
@@ -351,6 +363,7 @@ def test_fuzzed_batch_create_jobs(live, channel, tenant_key, no_errors_logged) -
         answer = scheduler_pb2.BatchCreateJobsResponse.FromString(reply)
         sent = scheduler_pb2.BatchCreateJobsRequest.FromString(raw)
         assert len(answer.results) == len(sent.items) >= 1
+        assert_in_view(sent.view, [r.job.job for r in answer.results if r.HasField("job")])
         for result in answer.results:
             assert result.HasField("job") or result.error.code in ITEM_ANSWERS, result
         assert answer.created_count + answer.existing_count + answer.failed_count == len(sent.items)
@@ -430,7 +443,7 @@ def test_fuzzed_batch_update_jobs(live, channel, tenant_key, no_errors_logged) -
                 )
                 paths = data.draw(st.lists(st.one_of(st.sampled_from(MASK_PATHS), TEXT), max_size=4))
                 items.append(scheduler_pb2.UpdateJobRequest(job=patch, update_mask={"paths": paths}))
-            raw = scheduler_pb2.BatchUpdateJobsRequest(items=items).SerializeToString()
+            raw = scheduler_pb2.BatchUpdateJobsRequest(items=items, view=data.draw(VIEWS, label="view")).SerializeToString()
         else:
             patch = job_pb2.Job(id=ids[0], version=before[ids[0]], name="zz")
             valid = scheduler_pb2.BatchUpdateJobsRequest(
@@ -446,6 +459,7 @@ def test_fuzzed_batch_update_jobs(live, channel, tenant_key, no_errors_logged) -
         answer = scheduler_pb2.BatchUpdateJobsResponse.FromString(reply)
         sent = scheduler_pb2.BatchUpdateJobsRequest.FromString(raw)
         assert len(answer.results) == len(sent.items) >= 1
+        assert_in_view(sent.view, [r.job.job for r in answer.results if r.HasField("job")])
         assert answer.updated_count + answer.failed_count == len(sent.items)
         for job_id in ids:
             answered = [r.job.job.version for item, r in zip(sent.items, answer.results)

@@ -10,6 +10,10 @@ SDK's retries) stops there: the ids before it were applied, the rest are
 reported not sent. Exit status: 0 when every id was applied, 1 when any
 failed, 2 for a usage error (nothing sent).
 
+The calls ask ``JOB_VIEW_BASIC``: the report needs each job's outcome, not
+its definition, and a full answer over jobs with large payloads would be
+refused (or, for updates, sent again in halves).
+
 ``--file`` holds one id per line (``delete``, ``pause``, ``resume``) or ``ID VERSION`` per line
 (``update``: the version last read, as ``job update --version``); blank
 lines and lines starting with ``#`` are skipped; ``-`` reads stdin.
@@ -154,7 +158,7 @@ def delete_many(ctx: Context, a: argparse.Namespace) -> int:
 def update_many(ctx: Context, a: argparse.Namespace) -> int:
     """``job update`` of several ids (BatchUpdateJobs): the change the flags
     build applied to each job, each at its own version."""
-    from tickwheel.v1 import job_pb2
+    from tickwheel.v1 import job_pb2, scheduler_pb2
 
     from tickwheel_server.cli.jobs import apply_spec
 
@@ -176,7 +180,7 @@ def update_many(ctx: Context, a: argparse.Namespace) -> int:
             job.CopyFrom(patch)
             job.id, job.version = job_id, version
             changes.append(job)
-        return ctx.client.update_jobs(changes, paths)
+        return ctx.client.update_jobs(changes, paths, view=scheduler_pb2.JOB_VIEW_BASIC)
 
     outcomes, call_error = _send(ctx, targets, send)
     return _report(ctx, "updated", targets, outcomes, call_error, {})
@@ -238,7 +242,7 @@ def pause_many(ctx: Context, a: argparse.Namespace) -> int:
 
     def send(chunk: list[tuple[str, int]]) -> list[Any]:
         items = [scheduler_pb2.PauseJobRequest(id=job_id, reason=a.reason) for job_id, _ in chunk]
-        return _outcomes("BatchPauseJobs", items, ctx.client.batch_pause_jobs(items), lambda r: r.held_executions)
+        return _outcomes("BatchPauseJobs", items, ctx.client.batch_pause_jobs(items, view=scheduler_pb2.JOB_VIEW_BASIC), lambda r: r.held_executions)
 
     outcomes, call_error = _send(ctx, targets, send)
     held = sum(outcome.count for outcome in outcomes if outcome.ok)
@@ -253,7 +257,7 @@ def resume_many(ctx: Context, a: argparse.Namespace) -> int:
 
     def send(chunk: list[tuple[str, int]]) -> list[Any]:
         items = [scheduler_pb2.ResumeJobRequest(id=job_id) for job_id, _ in chunk]
-        return _outcomes("BatchResumeJobs", items, ctx.client.batch_resume_jobs(items),
+        return _outcomes("BatchResumeJobs", items, ctx.client.batch_resume_jobs(items, view=scheduler_pb2.JOB_VIEW_BASIC),
                          lambda r: r.released_executions)  # fmt: skip
 
     outcomes, call_error = _send(ctx, targets, send)

@@ -57,6 +57,8 @@ def test_a_call_failing_stops_and_says_what_was_not_sent(cli, fake, tenant, tmp_
 
 
 def test_update_of_a_file_sends_the_change_to_each_job_at_its_version(cli, fake, tenant, tmp_path) -> None:
+    from tickwheel.v1 import scheduler_pb2
+
     fake.reply("BatchUpdateJobs", _updated)
     listed = tmp_path / "jobs.txt"
     listed.write_text("job_a 3\njob_b 7\ngone_c 1\n")
@@ -66,6 +68,7 @@ def test_update_of_a_file_sends_the_change_to_each_job_at_its_version(cli, fake,
     assert [(item.job.id, item.job.version) for item in call.items] == [("job_a", 3), ("job_b", 7), ("gone_c", 1)]
     assert all(item.job.name == "renamed" and dict(item.job.labels) == {"team": "ops"} for item in call.items)
     assert all(sorted(item.update_mask.paths) == ["labels", "name"] for item in call.items)
+    assert call.view == scheduler_pb2.JOB_VIEW_BASIC
 
 
 def test_bulk_usage_errors_send_nothing(cli, fake, tenant, tmp_path) -> None:
@@ -119,6 +122,10 @@ def test_pause_and_resume_of_several_ids_go_through_the_batch_calls(cli, fake, t
     resumed = cli(*tenant, "--json", "job", "resume", "job_a", "job_c")
     assert resumed.code == 0 and json.loads(resumed.out)["released_executions"] == 2
     assert fake.requests("PauseJob") == [] and fake.requests("ResumeJob") == []
+    # The report needs outcomes, not definitions: an answer that stays small whatever the payloads.
+    assert [c.view for c in fake.requests("BatchPauseJobs") + fake.requests("BatchResumeJobs")] == [
+        scheduler_pb2.JOB_VIEW_BASIC, scheduler_pb2.JOB_VIEW_BASIC
+    ]
 
 
 def test_a_short_batch_answer_fails_the_call_not_an_item(cli, fake, tenant) -> None:
