@@ -87,6 +87,11 @@ def job_bound(record: JobRecord, full: bool) -> int:
     return texts + _text(record.name) + _FIXED
 
 
+def _answered(results: Iterable) -> int:
+    """The bytes results already made (messages; None skipped) add to an answer."""
+    return sum(result.ByteSize() + 8 for result in results if result is not None)
+
+
 class AnswerBudget:
     """The check a batch's store call runs on its outcomes before it
     commits (see the module): ``refused`` holds the results already made
@@ -94,7 +99,7 @@ class AnswerBudget:
     successful outcome's result."""
 
     def __init__(self, refused: Iterable, bound: Callable[[object], int]) -> None:
-        self._used = sum(result.ByteSize() + 8 for result in refused if result is not None)
+        self._used = _answered(refused)
         self._bound = bound
 
     def __call__(self, outcomes: Iterable) -> None:
@@ -108,24 +113,32 @@ class AnswerBudget:
             raise AnswerTooLarge(total, ANSWER_BUDGET)
 
 
-def created_bound(batch: NewJobs, k: int, full: bool) -> int:
-    """:func:`job_bound` of ``batch``'s job ``k`` as created."""
-    texts = _text(batch.ids[k])
-    if full:
-        return len(batch.specs[k]) + texts + _text(batch.tenant) + _text(batch.tzdata[k]) + _FIXED
-    return texts + _text(batch.names[k]) + _FIXED
-
-
 def create_check(batch: NewJobs, refused: Iterable[Exception], full: bool) -> Callable[[list], None]:
     """The check :meth:`~tickwheel_server.store.jobs.JobStore.create_batch`
     runs on a BatchCreateJobs call's outcomes (``batch``'s, its other items
-    ``refused``): an :class:`AnswerBudget`."""
-    budget = AnswerBudget(
-        (status_for(error)[1] for error in refused),
-        lambda pair: created_bound(batch, pair[0], full) if pair[1] is CREATED else job_bound(pair[1][0], full),
-    )
+    ``refused``): :class:`AnswerBudget`'s refusal, the outcomes bounded by
+    :func:`create_bound` (a created job from its columns, no record built)."""
+    used = _answered(status_for(error)[1] for error in refused)
 
     def check(outcomes: list) -> None:
-        budget(outcome if isinstance(outcome, Exception) else (k, outcome) for k, outcome in enumerate(outcomes))
+        total = used + create_bound(batch, outcomes, full)
+        if total > ANSWER_BUDGET:
+            raise AnswerTooLarge(total, ANSWER_BUDGET)
 
     return check
+
+
+def create_bound(batch: NewJobs, outcomes: list, full: bool) -> int:
+    """At least the bytes the results of ``batch``'s ``outcomes`` add to a
+    BatchCreateJobs answer in the view."""
+    fixed = _FIXED + _text(batch.tenant)
+    specs, ids, names, tzdata = batch.specs, batch.ids, batch.names, batch.tzdata
+    total = 0
+    for k, outcome in enumerate(outcomes):
+        if outcome is CREATED:  # ids and tzdata versions are the server's ASCII
+            total += fixed + len(ids[k]) + (len(specs[k]) + len(tzdata[k]) if full else _text(names[k]))
+        elif isinstance(outcome, Exception):
+            total += status_for(outcome)[1].ByteSize() + 8
+        else:
+            total += job_bound(outcome[0], full)
+    return total

@@ -11,10 +11,12 @@ from datetime import datetime, timezone
 import pytest
 from tickwheel.v1 import job_pb2, scheduler_pb2
 
-from tickwheel_server.api import batchview, convert
+from tickwheel.shared.ids import new_job_ids, to_us
+from tickwheel_server.api import batchanswer, batchview, convert
 from tickwheel_server.api.status import status_for
 from tickwheel_server.errors import AnswerTooLarge, InvalidArgument, NotFound
-from tickwheel_server.store.jobrecords import JobRecord
+from tickwheel_server.store.jobcreate import CREATED
+from tickwheel_server.store.jobrecords import JobRecord, NewJobs
 
 WIDE = datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=timezone.utc)
 
@@ -84,3 +86,25 @@ def test_a_view_that_is_not_one_is_refused(view) -> None:
     assert refused.value.violations[0].field == "view"
     assert batchview.full_view(scheduler_pb2.BatchPauseJobsRequest()) is True
     assert batchview.full_view(scheduler_pb2.BatchPauseJobsRequest(view=scheduler_pb2.JOB_VIEW_BASIC)) is False
+
+
+@pytest.mark.parametrize("full", [True, False])
+@pytest.mark.parametrize("name", ["r", "é" * 1024, "\U0001f600" * 1024])
+def test_a_batch_create_answer_is_within_its_bound(full, name) -> None:
+    """The answer BatchCreateJobs sends for created, found and refused items
+    is no larger than the bound its transaction checked."""
+    now = datetime(2027, 3, 1, 12, 0, 0, 250_001, tzinfo=timezone.utc)
+    batch = NewJobs("t" * 63)
+    ids = new_job_ids(now, 3)
+    for i, job_id in enumerate(ids):
+        spec = job_pb2.Job(name=name, payload=b"\xff" * 4096).SerializeToString()
+        due = to_us(WIDE) if i else None
+        batch.add(job_id, f"r{i}", name, spec, "UTC", due, due, "2099zz", 4096, ())  # fmt: skip
+    outcomes = [CREATED, CREATED, (record(text=name), False)]
+    refused = {3: InvalidArgument.field("job.name", "x" * 400)}
+    answer = batchanswer.batch_create_response(4, refused, [0, 1, 2], batch, outcomes, WIDE, full)
+    size = len(answer.data) if full else answer.ByteSize()
+    bound = batchview.create_bound(batch, outcomes, full) + sum(
+        status_for(e)[1].ByteSize() + 8 for e in refused.values()
+    )  # fmt: skip
+    assert size <= bound
