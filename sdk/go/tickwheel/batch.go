@@ -54,20 +54,15 @@ func (c *Client) CreateJobs(ctx context.Context, requests []*tickwheelv1.CreateJ
 	results := make([]CreateJobResult, 0, len(requests))
 	view := batchOptionsOf(opts).view
 	for _, batch := range planBatches(requests) {
-		batch.View = view
-		err := halving(0, len(batch.Items), func(lo, hi int) error {
-			part := &tickwheelv1.BatchCreateJobsRequest{Items: batch.Items[lo:hi], View: view}
+		answered, err := halving(batch.Items, func(items []*tickwheelv1.CreateJobRequest) ([]CreateJobResult, error) {
+			part := &tickwheelv1.BatchCreateJobsRequest{Items: items, View: view}
 			response, err := c.scheduler.BatchCreateJobs(ctx, part)
 			if err != nil {
-				return AsError(err)
+				return nil, AsError(err)
 			}
-			answered, err := batchResults(part, response)
-			if err != nil {
-				return err
-			}
-			results = append(results, answered...)
-			return nil
+			return batchResults(part, response)
 		})
+		results = append(results, answered...)
 		if err != nil {
 			return results, err
 		}

@@ -58,19 +58,15 @@ func (c *Client) UpdateJobs(ctx context.Context, requests []*tickwheelv1.UpdateJ
 				batch.Items[i] = proto.CloneOf(request)
 			}
 		}
-		err := halving(0, len(batch.Items), func(lo, hi int) error {
-			part := &tickwheelv1.BatchUpdateJobsRequest{Items: batch.Items[lo:hi], View: view}
+		answered, err := halving(batch.Items, func(items []*tickwheelv1.UpdateJobRequest) ([]UpdateJobResult, error) {
+			part := &tickwheelv1.BatchUpdateJobsRequest{Items: items, View: view}
 			response, err := c.scheduler.BatchUpdateJobs(ctx, part)
 			if err != nil {
-				return AsError(err)
+				return nil, AsError(err)
 			}
-			answered, err := updateResults(part, response)
-			if err != nil {
-				return err
-			}
-			results = append(results, answered...)
-			return nil
+			return updateResults(part, response)
 		})
+		results = append(results, answered...)
 		if err != nil {
 			return results, err
 		}

@@ -54,17 +54,20 @@ func IsAnswerTooLarge(err error) bool {
 	return false
 }
 
-// halving sends items [lo, hi) through send; a call refused for the size of
-// its answer (nothing written) is sent again as its two halves, in order,
-// until each answer fits. A refused single item returns its error.
-func halving(lo, hi int, send func(lo, hi int) error) error {
-	err := send(lo, hi)
-	if err == nil || hi-lo < 2 || !IsAnswerTooLarge(err) {
-		return err
+// halving sends items through send, which answers their results; a call
+// refused for the size of its answer (nothing written) is sent again as its
+// two halves, in order, until each answer fits. A refused single item, or
+// any other error, is returned with the results of the calls before it.
+func halving[Item, Result any](items []Item, send func([]Item) ([]Result, error)) ([]Result, error) {
+	results, err := send(items)
+	if err == nil || len(items) < 2 || !IsAnswerTooLarge(err) {
+		return results, err
 	}
-	middle := lo + (hi-lo)/2
-	if err := halving(lo, middle, send); err != nil {
-		return err
+	middle := len(items) / 2
+	first, err := halving(items[:middle], send)
+	if err != nil {
+		return first, err
 	}
-	return halving(middle, hi, send)
+	second, err := halving(items[middle:], send)
+	return append(first, second...), err
 }
