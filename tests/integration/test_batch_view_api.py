@@ -57,8 +57,16 @@ async def create_big(scheduler, key: str, count: int, prefix: str = "big") -> li
     return made
 
 
-async def jobs_as_stored(scheduler, key: str, ids: list[str]) -> list[job_pb2.Job]:
-    return [(await scheduler.GetJob(scheduler_pb2.GetJobRequest(id=i), metadata=bearer(key))).job for i in ids]
+async def jobs_as_stored(server, key: str, ids: list[str]) -> list[job_pb2.Job]:
+    """The jobs ``ids`` as stored, in one ListJobs call (not a GetJob each:
+    the tenant's request-rate quota), through a channel that reads more than
+    a default client (a page of 100 jobs at the payload quota is 6.5 MB)."""
+    options = [("grpc.max_receive_message_length", 64 << 20)]
+    async with grpc.aio.insecure_channel(server.address, options=options) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        listed = await scheduler.ListJobs(scheduler_pb2.ListJobsRequest(page_size=1000), metadata=bearer(key))
+    by_id = {job.id: job for job in listed.jobs}
+    return [by_id[i] for i in ids]
 
 
 async def test_batch_pause_of_jobs_at_the_payload_quota_fits_a_default_client(server) -> None:
@@ -77,7 +85,7 @@ async def test_batch_pause_of_jobs_at_the_payload_quota_fits_a_default_client(se
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await scheduler.BatchPauseJobs(request, metadata=bearer(key))
             assert too_large(refused.value)
-        for job in await jobs_as_stored(scheduler, key, made):  # nothing written
+        for job in await jobs_as_stored(server, key, made):  # nothing written
             assert (job.state, job.version, job.pause_reason, job.payload) == (job_pb2.JOB_STATE_ACTIVE, 1, "", PAYLOAD)
 
         request.view = BASIC
@@ -89,14 +97,14 @@ async def test_batch_pause_of_jobs_at_the_payload_quota_fits_a_default_client(se
             assert (job.id, job.name, job.state, job.version, job.pause_reason) == (
                 made_id, "report", job_pb2.JOB_STATE_PAUSED, 2, "incident")  # fmt: skip
             assert not job.payload and not job.HasField("schedule") and not job.HasField("target") and not job.tenant
-        for job in await jobs_as_stored(scheduler, key, made):  # the definition kept whole
+        for job in await jobs_as_stored(server, key, made):  # the definition kept whole
             assert (job.state, job.payload) == (job_pb2.JOB_STATE_PAUSED, PAYLOAD)
 
         resume = scheduler_pb2.BatchResumeJobsRequest(items=[scheduler_pb2.ResumeJobRequest(id=i) for i in made])
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await scheduler.BatchResumeJobs(resume, metadata=bearer(key))
         assert too_large(refused.value)
-        assert {job.state for job in await jobs_as_stored(scheduler, key, made)} == {job_pb2.JOB_STATE_PAUSED}
+        assert {job.state for job in await jobs_as_stored(server, key, made)} == {job_pb2.JOB_STATE_PAUSED}
         resume.view = BASIC
         reply = await scheduler.BatchResumeJobs(resume, metadata=bearer(key))
         assert reply.resumed_count == 100
@@ -118,7 +126,7 @@ async def test_a_full_batch_update_over_the_answer_budget_writes_nothing(server)
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await scheduler.BatchUpdateJobs(scheduler_pb2.BatchUpdateJobsRequest(items=items), metadata=bearer(key))
         assert too_large(refused.value)
-        assert {(j.version, j.name) for j in await jobs_as_stored(scheduler, key, made)} == {(1, "report")}
+        assert {(j.version, j.name) for j in await jobs_as_stored(server, key, made)} == {(1, "report")}
 
         reply = await scheduler.BatchUpdateJobs(scheduler_pb2.BatchUpdateJobsRequest(items=items[:10], view=FULL),
                                                 metadata=bearer(key))  # fmt: skip
@@ -173,7 +181,7 @@ async def test_a_view_that_is_not_one_is_refused_and_writes_nothing(server, rpc)
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await getattr(scheduler, rpc)(request, metadata=bearer(key))
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "view" in violations(refused.value)
-        (job,) = await jobs_as_stored(scheduler, key, [made])
+        (job,) = await jobs_as_stored(server, key, [made])
         assert (job.version, job.name, job.state) == (1, "report", job_pb2.JOB_STATE_ACTIVE)
         listed = await scheduler.ListJobs(scheduler_pb2.ListJobsRequest(), metadata=bearer(key))
         assert len(listed.jobs) == 1
