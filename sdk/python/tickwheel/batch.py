@@ -51,6 +51,12 @@ MAX_CALL_BYTES = 3 * 1024 * 1024
 messages over 4 MiB by default, and a thousand jobs with 64 KiB payloads
 would be 64 MiB."""
 
+ANSWER_MARGIN = 512
+"""Bytes each item of a BatchCreateJobs call in the full view counts beyond
+its own size when calls are packed: its answer holds its job and the
+output-only fields the server adds (and bounds generously), and a call
+whose answer would be over :data:`MAX_CALL_BYTES` is refused."""
+
 
 @dataclass(frozen=True)
 class CreateOutcome:
@@ -104,7 +110,8 @@ def plan(
             raise TypeError(f"jobs[{index}] is a {type(job).__name__}, not a tickwheel.v1.job_pb2.Job")
         given = request_ids[index] if request_ids is not None else None
         items.append(scheduler_pb2.CreateJobRequest(job=job, request_id=given or new_request_id()))
-    return [batch_create_jobs(call, view=view) for call in _split(items, batch_size, max_bytes)]
+    margin = 0 if view == scheduler_pb2.JOB_VIEW_BASIC else ANSWER_MARGIN
+    return [batch_create_jobs(call, view=view) for call in _split(items, batch_size, max_bytes, margin)]
 
 
 def _check_batch_size(batch_size: int) -> None:
@@ -112,13 +119,14 @@ def _check_batch_size(batch_size: int) -> None:
         raise ValueError(f"batch_size must be 1 to {MAX_BATCH_ITEMS}, got {batch_size!r}")
 
 
-def _split(items: list, batch_size: int, max_bytes: int) -> list[list]:
+def _split(items: list, batch_size: int, max_bytes: int, margin: int = 0) -> list[list]:
     """``items`` in order, in runs of at most ``batch_size`` and, past each
-    run's first item, at most ``max_bytes``."""
+    run's first item, at most ``max_bytes``, each item counting ``margin``
+    bytes more than its size."""
     calls: list[list] = []
     size = 0
     for item in items:
-        item_bytes = item.ByteSize() + 8  # the field's tag and length prefix, generously
+        item_bytes = item.ByteSize() + 8 + margin  # the field's tag and length prefix, generously
         if not calls or len(calls[-1]) >= batch_size or size + item_bytes > max_bytes:
             calls.append([])
             size = 0

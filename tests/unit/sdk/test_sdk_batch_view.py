@@ -107,3 +107,16 @@ def test_the_view_is_checked_and_carried_by_the_builders() -> None:
         items=[scheduler_pb2.PauseJobRequest(id=str(i)) for i in range(5)], view=BASIC))  # fmt: skip
     assert ([i.id for i in left.items], [i.id for i in right.items], left.view, right.view) == (
         ["0", "1"], ["2", "3", "4"], BASIC, BASIC)  # fmt: skip
+
+
+def test_create_calls_leave_room_for_what_the_answer_adds() -> None:
+    """A full answer holds each job and its output-only fields: creates are
+    packed so that the answer the server bounds stays under 3 MiB, and a
+    call is not refused (and rolled back) only to be halved."""
+    jobs = [job_pb2.Job(name=f"j{i}", payload=b"x" * 3000) for i in range(1000)]
+    requests = batch.plan(jobs)
+    assert len(requests) > 1 and sum(len(r.items) for r in requests) == 1000
+    for r in requests:
+        assert sum(item.ByteSize() + 8 + batch.ANSWER_MARGIN for item in r.items) <= batch.MAX_CALL_BYTES
+    basic = batch.plan(jobs, view=BASIC)
+    assert len(basic) <= len(requests) and all(r.view == BASIC for r in basic)
