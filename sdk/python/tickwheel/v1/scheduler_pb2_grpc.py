@@ -209,7 +209,9 @@ class SchedulerServiceServicer:
         returns the job its first request created and writes nothing. The call
         itself fails only when it is not a batch: no items or more than 1 000
         (INVALID_ARGUMENT `items`), or when the store is unavailable
-        (UNAVAILABLE; nothing written, retrying the same call is safe).
+        (UNAVAILABLE; nothing written, retrying the same call is safe), and,
+        nothing written, when its answer would be too large for a default
+        client (see BatchCreateJobsRequest.view).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -282,7 +284,9 @@ class SchedulerServiceServicer:
         the store is unavailable (UNAVAILABLE; nothing written, and retrying the
         same call is safe: each item's `job.version` makes a change apply once).
         An item with `validate_only` is refused (INVALID_ARGUMENT
-        `validate_only`): preview changes one at a time with UpdateJob.
+        `validate_only`): preview changes one at a time with UpdateJob. A call
+        whose answer would be too large for a default client is refused whole,
+        nothing written (see BatchUpdateJobsRequest.view).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -352,7 +356,9 @@ class SchedulerServiceServicer:
         before the reply. The call itself fails only when it is not a batch (no
         items or more than 1 000: INVALID_ARGUMENT `items`) or when the store is
         unavailable (UNAVAILABLE; nothing written, retrying is safe: pausing a
-        paused job changes nothing).
+        paused job changes nothing), or when its answer would be too large for
+        a default client (nothing written; ask JOB_VIEW_BASIC: see
+        BatchPauseJobsRequest.view).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -382,7 +388,8 @@ class SchedulerServiceServicer:
         transaction. The call itself fails only when it is not a batch
         (INVALID_ARGUMENT `items`) or when the store is unavailable
         (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
-        changes nothing).
+        changes nothing), or when its answer would be too large for a default
+        client (nothing written; see BatchResumeJobsRequest.view).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

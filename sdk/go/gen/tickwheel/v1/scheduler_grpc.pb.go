@@ -75,7 +75,9 @@ type SchedulerServiceClient interface {
 	// returns the job its first request created and writes nothing. The call
 	// itself fails only when it is not a batch: no items or more than 1 000
 	// (INVALID_ARGUMENT `items`), or when the store is unavailable
-	// (UNAVAILABLE; nothing written, retrying the same call is safe).
+	// (UNAVAILABLE; nothing written, retrying the same call is safe), and,
+	// nothing written, when its answer would be too large for a default
+	// client (see BatchCreateJobsRequest.view).
 	BatchCreateJobs(ctx context.Context, in *BatchCreateJobsRequest, opts ...grpc.CallOption) (*BatchCreateJobsResponse, error)
 	// Returns a job with its next runs and its last outcome.
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
@@ -129,7 +131,9 @@ type SchedulerServiceClient interface {
 	// the store is unavailable (UNAVAILABLE; nothing written, and retrying the
 	// same call is safe: each item's `job.version` makes a change apply once).
 	// An item with `validate_only` is refused (INVALID_ARGUMENT
-	// `validate_only`): preview changes one at a time with UpdateJob.
+	// `validate_only`): preview changes one at a time with UpdateJob. A call
+	// whose answer would be too large for a default client is refused whole,
+	// nothing written (see BatchUpdateJobsRequest.view).
 	BatchUpdateJobs(ctx context.Context, in *BatchUpdateJobsRequest, opts ...grpc.CallOption) (*BatchUpdateJobsResponse, error)
 	// The revisions of a job, newest first, paged: each one the definition an
 	// applied UpdateJob (single, batch or a rollback) replaced, with who
@@ -174,7 +178,9 @@ type SchedulerServiceClient interface {
 	// before the reply. The call itself fails only when it is not a batch (no
 	// items or more than 1 000: INVALID_ARGUMENT `items`) or when the store is
 	// unavailable (UNAVAILABLE; nothing written, retrying is safe: pausing a
-	// paused job changes nothing).
+	// paused job changes nothing), or when its answer would be too large for
+	// a default client (nothing written; ask JOB_VIEW_BASIC: see
+	// BatchPauseJobsRequest.view).
 	BatchPauseJobs(ctx context.Context, in *BatchPauseJobsRequest, opts ...grpc.CallOption) (*BatchPauseJobsResponse, error)
 	// Starts again at the next future occurrence. The held executions are
 	// released and run, late if need be, except the scheduled occurrences
@@ -194,7 +200,8 @@ type SchedulerServiceClient interface {
 	// transaction. The call itself fails only when it is not a batch
 	// (INVALID_ARGUMENT `items`) or when the store is unavailable
 	// (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
-	// changes nothing).
+	// changes nothing), or when its answer would be too large for a default
+	// client (nothing written; see BatchResumeJobsRequest.view).
 	BatchResumeJobs(ctx context.Context, in *BatchResumeJobsRequest, opts ...grpc.CallOption) (*BatchResumeJobsResponse, error)
 	// Runs the job now, once per request id: the execution id is
 	// `<job id>:trigger:<request id>`.
@@ -547,7 +554,9 @@ type SchedulerServiceServer interface {
 	// returns the job its first request created and writes nothing. The call
 	// itself fails only when it is not a batch: no items or more than 1 000
 	// (INVALID_ARGUMENT `items`), or when the store is unavailable
-	// (UNAVAILABLE; nothing written, retrying the same call is safe).
+	// (UNAVAILABLE; nothing written, retrying the same call is safe), and,
+	// nothing written, when its answer would be too large for a default
+	// client (see BatchCreateJobsRequest.view).
 	BatchCreateJobs(context.Context, *BatchCreateJobsRequest) (*BatchCreateJobsResponse, error)
 	// Returns a job with its next runs and its last outcome.
 	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)
@@ -601,7 +610,9 @@ type SchedulerServiceServer interface {
 	// the store is unavailable (UNAVAILABLE; nothing written, and retrying the
 	// same call is safe: each item's `job.version` makes a change apply once).
 	// An item with `validate_only` is refused (INVALID_ARGUMENT
-	// `validate_only`): preview changes one at a time with UpdateJob.
+	// `validate_only`): preview changes one at a time with UpdateJob. A call
+	// whose answer would be too large for a default client is refused whole,
+	// nothing written (see BatchUpdateJobsRequest.view).
 	BatchUpdateJobs(context.Context, *BatchUpdateJobsRequest) (*BatchUpdateJobsResponse, error)
 	// The revisions of a job, newest first, paged: each one the definition an
 	// applied UpdateJob (single, batch or a rollback) replaced, with who
@@ -646,7 +657,9 @@ type SchedulerServiceServer interface {
 	// before the reply. The call itself fails only when it is not a batch (no
 	// items or more than 1 000: INVALID_ARGUMENT `items`) or when the store is
 	// unavailable (UNAVAILABLE; nothing written, retrying is safe: pausing a
-	// paused job changes nothing).
+	// paused job changes nothing), or when its answer would be too large for
+	// a default client (nothing written; ask JOB_VIEW_BASIC: see
+	// BatchPauseJobsRequest.view).
 	BatchPauseJobs(context.Context, *BatchPauseJobsRequest) (*BatchPauseJobsResponse, error)
 	// Starts again at the next future occurrence. The held executions are
 	// released and run, late if need be, except the scheduled occurrences
@@ -666,7 +679,8 @@ type SchedulerServiceServer interface {
 	// transaction. The call itself fails only when it is not a batch
 	// (INVALID_ARGUMENT `items`) or when the store is unavailable
 	// (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
-	// changes nothing).
+	// changes nothing), or when its answer would be too large for a default
+	// client (nothing written; see BatchResumeJobsRequest.view).
 	BatchResumeJobs(context.Context, *BatchResumeJobsRequest) (*BatchResumeJobsResponse, error)
 	// Runs the job now, once per request id: the execution id is
 	// `<job id>:trigger:<request id>`.

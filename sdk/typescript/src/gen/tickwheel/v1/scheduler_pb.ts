@@ -1913,7 +1913,9 @@ export const SchedulerService: GenService<{
    * returns the job its first request created and writes nothing. The call
    * itself fails only when it is not a batch: no items or more than 1 000
    * (INVALID_ARGUMENT `items`), or when the store is unavailable
-   * (UNAVAILABLE; nothing written, retrying the same call is safe).
+   * (UNAVAILABLE; nothing written, retrying the same call is safe), and,
+   * nothing written, when its answer would be too large for a default
+   * client (see BatchCreateJobsRequest.view).
    *
    * @generated from rpc tickwheel.v1.SchedulerService.BatchCreateJobs
    */
@@ -1998,7 +2000,9 @@ export const SchedulerService: GenService<{
    * the store is unavailable (UNAVAILABLE; nothing written, and retrying the
    * same call is safe: each item's `job.version` makes a change apply once).
    * An item with `validate_only` is refused (INVALID_ARGUMENT
-   * `validate_only`): preview changes one at a time with UpdateJob.
+   * `validate_only`): preview changes one at a time with UpdateJob. A call
+   * whose answer would be too large for a default client is refused whole,
+   * nothing written (see BatchUpdateJobsRequest.view).
    *
    * @generated from rpc tickwheel.v1.SchedulerService.BatchUpdateJobs
    */
@@ -2083,7 +2087,9 @@ export const SchedulerService: GenService<{
    * before the reply. The call itself fails only when it is not a batch (no
    * items or more than 1 000: INVALID_ARGUMENT `items`) or when the store is
    * unavailable (UNAVAILABLE; nothing written, retrying is safe: pausing a
-   * paused job changes nothing).
+   * paused job changes nothing), or when its answer would be too large for
+   * a default client (nothing written; ask JOB_VIEW_BASIC: see
+   * BatchPauseJobsRequest.view).
    *
    * @generated from rpc tickwheel.v1.SchedulerService.BatchPauseJobs
    */
@@ -2119,7 +2125,8 @@ export const SchedulerService: GenService<{
    * transaction. The call itself fails only when it is not a batch
    * (INVALID_ARGUMENT `items`) or when the store is unavailable
    * (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
-   * changes nothing).
+   * changes nothing), or when its answer would be too large for a default
+   * client (nothing written; see BatchResumeJobsRequest.view).
    *
    * @generated from rpc tickwheel.v1.SchedulerService.BatchResumeJobs
    */

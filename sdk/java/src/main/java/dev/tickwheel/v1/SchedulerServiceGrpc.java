@@ -928,7 +928,9 @@ public final class SchedulerServiceGrpc {
      * returns the job its first request created and writes nothing. The call
      * itself fails only when it is not a batch: no items or more than 1 000
      * (INVALID_ARGUMENT `items`), or when the store is unavailable
-     * (UNAVAILABLE; nothing written, retrying the same call is safe).
+     * (UNAVAILABLE; nothing written, retrying the same call is safe), and,
+     * nothing written, when its answer would be too large for a default
+     * client (see BatchCreateJobsRequest.view).
      * </pre>
      */
     default void batchCreateJobs(dev.tickwheel.v1.BatchCreateJobsRequest request,
@@ -1013,7 +1015,9 @@ public final class SchedulerServiceGrpc {
      * the store is unavailable (UNAVAILABLE; nothing written, and retrying the
      * same call is safe: each item's `job.version` makes a change apply once).
      * An item with `validate_only` is refused (INVALID_ARGUMENT
-     * `validate_only`): preview changes one at a time with UpdateJob.
+     * `validate_only`): preview changes one at a time with UpdateJob. A call
+     * whose answer would be too large for a default client is refused whole,
+     * nothing written (see BatchUpdateJobsRequest.view).
      * </pre>
      */
     default void batchUpdateJobs(dev.tickwheel.v1.BatchUpdateJobsRequest request,
@@ -1098,7 +1102,9 @@ public final class SchedulerServiceGrpc {
      * before the reply. The call itself fails only when it is not a batch (no
      * items or more than 1 000: INVALID_ARGUMENT `items`) or when the store is
      * unavailable (UNAVAILABLE; nothing written, retrying is safe: pausing a
-     * paused job changes nothing).
+     * paused job changes nothing), or when its answer would be too large for
+     * a default client (nothing written; ask JOB_VIEW_BASIC: see
+     * BatchPauseJobsRequest.view).
      * </pre>
      */
     default void batchPauseJobs(dev.tickwheel.v1.BatchPauseJobsRequest request,
@@ -1134,7 +1140,8 @@ public final class SchedulerServiceGrpc {
      * transaction. The call itself fails only when it is not a batch
      * (INVALID_ARGUMENT `items`) or when the store is unavailable
      * (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
-     * changes nothing).
+     * changes nothing), or when its answer would be too large for a default
+     * client (nothing written; see BatchResumeJobsRequest.view).
      * </pre>
      */
     default void batchResumeJobs(dev.tickwheel.v1.BatchResumeJobsRequest request,
@@ -1375,7 +1382,9 @@ public final class SchedulerServiceGrpc {
      * returns the job its first request created and writes nothing. The call
      * itself fails only when it is not a batch: no items or more than 1 000
      * (INVALID_ARGUMENT `items`), or when the store is unavailable
-     * (UNAVAILABLE; nothing written, retrying the same call is safe).
+     * (UNAVAILABLE; nothing written, retrying the same call is safe), and,
+     * nothing written, when its answer would be too large for a default
+     * client (see BatchCreateJobsRequest.view).
      * </pre>
      */
     public void batchCreateJobs(dev.tickwheel.v1.BatchCreateJobsRequest request,
@@ -1464,7 +1473,9 @@ public final class SchedulerServiceGrpc {
      * the store is unavailable (UNAVAILABLE; nothing written, and retrying the
      * same call is safe: each item's `job.version` makes a change apply once).
      * An item with `validate_only` is refused (INVALID_ARGUMENT
-     * `validate_only`): preview changes one at a time with UpdateJob.
+     * `validate_only`): preview changes one at a time with UpdateJob. A call
+     * whose answer would be too large for a default client is refused whole,
+     * nothing written (see BatchUpdateJobsRequest.view).
      * </pre>
      */
     public void batchUpdateJobs(dev.tickwheel.v1.BatchUpdateJobsRequest request,
@@ -1554,7 +1565,9 @@ public final class SchedulerServiceGrpc {
      * before the reply. The call itself fails only when it is not a batch (no
      * items or more than 1 000: INVALID_ARGUMENT `items`) or when the store is
      * unavailable (UNAVAILABLE; nothing written, retrying is safe: pausing a
-     * paused job changes nothing).
+     * paused job changes nothing), or when its answer would be too large for
+     * a default client (nothing written; ask JOB_VIEW_BASIC: see
+     * BatchPauseJobsRequest.view).
      * </pre>
      */
     public void batchPauseJobs(dev.tickwheel.v1.BatchPauseJobsRequest request,
@@ -1592,7 +1605,8 @@ public final class SchedulerServiceGrpc {
      * transaction. The call itself fails only when it is not a batch
      * (INVALID_ARGUMENT `items`) or when the store is unavailable
      * (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
-     * changes nothing).
+     * changes nothing), or when its answer would be too large for a default
+     * client (nothing written; see BatchResumeJobsRequest.view).
      * </pre>
      */
     public void batchResumeJobs(dev.tickwheel.v1.BatchResumeJobsRequest request,
@@ -1823,7 +1837,9 @@ public final class SchedulerServiceGrpc {
      * returns the job its first request created and writes nothing. The call
      * itself fails only when it is not a batch: no items or more than 1 000
      * (INVALID_ARGUMENT `items`), or when the store is unavailable
-     * (UNAVAILABLE; nothing written, retrying the same call is safe).
+     * (UNAVAILABLE; nothing written, retrying the same call is safe), and,
+     * nothing written, when its answer would be too large for a default
+     * client (see BatchCreateJobsRequest.view).
      * </pre>
      */
     public dev.tickwheel.v1.BatchCreateJobsResponse batchCreateJobs(dev.tickwheel.v1.BatchCreateJobsRequest request) throws io.grpc.StatusException {
@@ -1908,7 +1924,9 @@ public final class SchedulerServiceGrpc {
      * the store is unavailable (UNAVAILABLE; nothing written, and retrying the
      * same call is safe: each item's `job.version` makes a change apply once).
      * An item with `validate_only` is refused (INVALID_ARGUMENT
-     * `validate_only`): preview changes one at a time with UpdateJob.
+     * `validate_only`): preview changes one at a time with UpdateJob. A call
+     * whose answer would be too large for a default client is refused whole,
+     * nothing written (see BatchUpdateJobsRequest.view).
      * </pre>
      */
     public dev.tickwheel.v1.BatchUpdateJobsResponse batchUpdateJobs(dev.tickwheel.v1.BatchUpdateJobsRequest request) throws io.grpc.StatusException {
@@ -1993,7 +2011,9 @@ public final class SchedulerServiceGrpc {
      * before the reply. The call itself fails only when it is not a batch (no
      * items or more than 1 000: INVALID_ARGUMENT `items`) or when the store is
      * unavailable (UNAVAILABLE; nothing written, retrying is safe: pausing a
-     * paused job changes nothing).
+     * paused job changes nothing), or when its answer would be too large for
+     * a default client (nothing written; ask JOB_VIEW_BASIC: see
+     * BatchPauseJobsRequest.view).
      * </pre>
      */
     public dev.tickwheel.v1.BatchPauseJobsResponse batchPauseJobs(dev.tickwheel.v1.BatchPauseJobsRequest request) throws io.grpc.StatusException {
@@ -2029,7 +2049,8 @@ public final class SchedulerServiceGrpc {
      * transaction. The call itself fails only when it is not a batch
      * (INVALID_ARGUMENT `items`) or when the store is unavailable
      * (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
-     * changes nothing).
+     * changes nothing), or when its answer would be too large for a default
+     * client (nothing written; see BatchResumeJobsRequest.view).
      * </pre>
      */
     public dev.tickwheel.v1.BatchResumeJobsResponse batchResumeJobs(dev.tickwheel.v1.BatchResumeJobsRequest request) throws io.grpc.StatusException {
@@ -2246,7 +2267,9 @@ public final class SchedulerServiceGrpc {
      * returns the job its first request created and writes nothing. The call
      * itself fails only when it is not a batch: no items or more than 1 000
      * (INVALID_ARGUMENT `items`), or when the store is unavailable
-     * (UNAVAILABLE; nothing written, retrying the same call is safe).
+     * (UNAVAILABLE; nothing written, retrying the same call is safe), and,
+     * nothing written, when its answer would be too large for a default
+     * client (see BatchCreateJobsRequest.view).
      * </pre>
      */
     public dev.tickwheel.v1.BatchCreateJobsResponse batchCreateJobs(dev.tickwheel.v1.BatchCreateJobsRequest request) {
@@ -2331,7 +2354,9 @@ public final class SchedulerServiceGrpc {
      * the store is unavailable (UNAVAILABLE; nothing written, and retrying the
      * same call is safe: each item's `job.version` makes a change apply once).
      * An item with `validate_only` is refused (INVALID_ARGUMENT
-     * `validate_only`): preview changes one at a time with UpdateJob.
+     * `validate_only`): preview changes one at a time with UpdateJob. A call
+     * whose answer would be too large for a default client is refused whole,
+     * nothing written (see BatchUpdateJobsRequest.view).
      * </pre>
      */
     public dev.tickwheel.v1.BatchUpdateJobsResponse batchUpdateJobs(dev.tickwheel.v1.BatchUpdateJobsRequest request) {
@@ -2416,7 +2441,9 @@ public final class SchedulerServiceGrpc {
      * before the reply. The call itself fails only when it is not a batch (no
      * items or more than 1 000: INVALID_ARGUMENT `items`) or when the store is
      * unavailable (UNAVAILABLE; nothing written, retrying is safe: pausing a
-     * paused job changes nothing).
+     * paused job changes nothing), or when its answer would be too large for
+     * a default client (nothing written; ask JOB_VIEW_BASIC: see
+     * BatchPauseJobsRequest.view).
      * </pre>
      */
     public dev.tickwheel.v1.BatchPauseJobsResponse batchPauseJobs(dev.tickwheel.v1.BatchPauseJobsRequest request) {
@@ -2452,7 +2479,8 @@ public final class SchedulerServiceGrpc {
      * transaction. The call itself fails only when it is not a batch
      * (INVALID_ARGUMENT `items`) or when the store is unavailable
      * (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
-     * changes nothing).
+     * changes nothing), or when its answer would be too large for a default
+     * client (nothing written; see BatchResumeJobsRequest.view).
      * </pre>
      */
     public dev.tickwheel.v1.BatchResumeJobsResponse batchResumeJobs(dev.tickwheel.v1.BatchResumeJobsRequest request) {
@@ -2670,7 +2698,9 @@ public final class SchedulerServiceGrpc {
      * returns the job its first request created and writes nothing. The call
      * itself fails only when it is not a batch: no items or more than 1 000
      * (INVALID_ARGUMENT `items`), or when the store is unavailable
-     * (UNAVAILABLE; nothing written, retrying the same call is safe).
+     * (UNAVAILABLE; nothing written, retrying the same call is safe), and,
+     * nothing written, when its answer would be too large for a default
+     * client (see BatchCreateJobsRequest.view).
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.BatchCreateJobsResponse> batchCreateJobs(
@@ -2759,7 +2789,9 @@ public final class SchedulerServiceGrpc {
      * the store is unavailable (UNAVAILABLE; nothing written, and retrying the
      * same call is safe: each item's `job.version` makes a change apply once).
      * An item with `validate_only` is refused (INVALID_ARGUMENT
-     * `validate_only`): preview changes one at a time with UpdateJob.
+     * `validate_only`): preview changes one at a time with UpdateJob. A call
+     * whose answer would be too large for a default client is refused whole,
+     * nothing written (see BatchUpdateJobsRequest.view).
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.BatchUpdateJobsResponse> batchUpdateJobs(
@@ -2849,7 +2881,9 @@ public final class SchedulerServiceGrpc {
      * before the reply. The call itself fails only when it is not a batch (no
      * items or more than 1 000: INVALID_ARGUMENT `items`) or when the store is
      * unavailable (UNAVAILABLE; nothing written, retrying is safe: pausing a
-     * paused job changes nothing).
+     * paused job changes nothing), or when its answer would be too large for
+     * a default client (nothing written; ask JOB_VIEW_BASIC: see
+     * BatchPauseJobsRequest.view).
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.BatchPauseJobsResponse> batchPauseJobs(
@@ -2887,7 +2921,8 @@ public final class SchedulerServiceGrpc {
      * transaction. The call itself fails only when it is not a batch
      * (INVALID_ARGUMENT `items`) or when the store is unavailable
      * (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
-     * changes nothing).
+     * changes nothing), or when its answer would be too large for a default
+     * client (nothing written; see BatchResumeJobsRequest.view).
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.BatchResumeJobsResponse> batchResumeJobs(
