@@ -309,13 +309,14 @@ async def test_pages_of_jobs_and_runs_at_the_payload_quota_fit_a_default_client(
         assert reply.ByteSize() < DEFAULT_RECEIVE
 
 
-@pytest.mark.xfail(strict=True, reason="found in session 21, not fixed: batch answers echo every job whole")
 async def test_batch_pause_of_jobs_at_the_payload_quota_fits_a_default_client(server) -> None:
-    """BatchPauseJobs (as BatchUpdateJobs and BatchResumeJobs) answers each
+    """BatchPauseJobs (as BatchUpdateJobs and BatchResumeJobs) answered each
     item with the job, its payload included: 100 small items pausing jobs
-    whose payloads are at the default quota answer 6.5 MB, past what a
-    default client receives. The jobs are paused; the caller is told
-    RESOURCE_EXHAUSTED, and so is every retry."""
+    whose payloads are at the default quota answered 6.5 MB, past what a
+    default client receives, the jobs paused and every retry told
+    RESOURCE_EXHAUSTED. Now the full answer is refused before anything is
+    written, and the basic view (JobView) answers readable
+    (``test_batch_view_api.py`` tests every batch so)."""
     key = await server.create_tenant("acme")
     payload = bytes(range(256)) * 256
     async with grpc.aio.insecure_channel(server.address) as channel:
@@ -327,13 +328,20 @@ async def test_batch_pause_of_jobs_at_the_payload_quota_fits_a_default_client(se
                 job = cron_job()
                 job.payload = payload
                 items.append(scheduler_pb2.CreateJobRequest(job=job, request_id=f"big-{i}"))
-            reply = await scheduler.BatchCreateJobs(scheduler_pb2.BatchCreateJobsRequest(items=items),
-                                                    metadata=bearer(key))  # fmt: skip
+            reply = await scheduler.BatchCreateJobs(
+                scheduler_pb2.BatchCreateJobsRequest(items=items, view=scheduler_pb2.JOB_VIEW_BASIC), metadata=bearer(key)
+            )
             made += [r.job.job.id for r in reply.results]
         request = scheduler_pb2.BatchPauseJobsRequest(items=[scheduler_pb2.PauseJobRequest(id=i) for i in made])
         assert request.ByteSize() < 10_000
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await scheduler.BatchPauseJobs(request, metadata=bearer(key))
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        listed = await scheduler.ListJobs(scheduler_pb2.ListJobsRequest(page_size=1), metadata=bearer(key))
+        assert listed.jobs[0].state == job_pb2.JOB_STATE_ACTIVE  # nothing written
+        request.view = scheduler_pb2.JOB_VIEW_BASIC
         reply = await scheduler.BatchPauseJobs(request, metadata=bearer(key))
-        assert reply.paused_count == 100
+        assert reply.paused_count == 100 and reply.ByteSize() < DEFAULT_RECEIVE
 
 
 async def test_manual_runs_are_bounded_never_early_and_follow_the_jobs_state(server) -> None:

@@ -27,9 +27,9 @@ from ..store.jobrecords import JobRecord, NewJobs
 from . import convert
 from .status import status_for
 
-ANSWER_BUDGET = 3 * 1024 * 1024
-"""The most bytes a batch call answers: a default gRPC client reads 4 MiB,
-and listings keep the same margin."""
+ANSWER_BUDGET = convert.PAGE_BYTES
+"""The most bytes a batch call answers: what a listing's page holds (a
+default gRPC client reads 4 MiB)."""
 
 _VIEWS = {
     scheduler_pb2.JOB_VIEW_UNSPECIFIED: True,
