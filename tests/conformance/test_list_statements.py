@@ -47,6 +47,7 @@ STORE = Path(store_package.__file__).parent
 _EXPANDING = re.compile(r"\.(?:in_|not_in|notin_)\(|expanding\s*=\s*True")
 
 EXPANDING_LEFT = {
+    "alerts.py": (1, "a subquery (a batch of the stale owed alerts)"),
     "arming.py": (2, "SQLite's arm and start (PostgreSQL and CockroachDB send arrays)"),
     "arming_pick.py": (1, "a subquery (the picked ids)"),
     "base.py": (2, "one_of and pairs_in on SQLite"),
@@ -61,6 +62,7 @@ EXPANDING_LEFT = {
     "outcomes.py": (1, "SQLite's result rows"),
     "partitions.py": (1, "SQLite's epoch check"),
     "requests.py": (1, "a subquery (the oldest request ids)"),
+    "requeue.py": (1, "a subquery (a batch of the owner's running executions to restamp)"),
     "rollups.py": (2, "SQLite's read of the rollups to merge"),
 }
 """Expanding ``IN`` left in each store module, and why its list is not a request's."""

@@ -308,7 +308,10 @@ def test_postgres_refusing_work_loses_hastens_and_doubles_nothing(
         client.stop()  # each job it made is due within a second of its call
 
         until = max(first + timedelta(seconds=span), now() + timedelta(seconds=1.5))
-        left = settle(db.admin, ["acme", "globex"], until, timeout=35)
+        # Settled within 35 s in every run alone; in one full suite a cron run due in the read-only
+        # fault's window was still scheduled 35 s after it (its lateness after a read-only fault is
+        # open: docs/operations.md). What this test proves is no loss, no double, nothing early.
+        left = settle(db.admin, ["acme", "globex"], until, timeout=90)
         for server in (one, two):
             assert server.process.poll() is None, f"a server exited in the fault:\n{server.log()}"
         snapshot = audit.load(db.admin, ["acme", "globex"])

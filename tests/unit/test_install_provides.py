@@ -44,7 +44,8 @@ DECLARED: dict[tuple[str, str], frozenset[str]] = {
     # (file, enclosing function): the programs that call site runs, when the
     # source passes them in a variable the reader cannot follow.
     ("tests/support/postgres.py", "_popen"): frozenset({"initdb", "postgres"}),  # self.bindir / "initdb", …
-    ("tests/support/etcd.py", "start"): frozenset({"etcd"}),  # self._command(): [self.binary, …], _find_etcd()
+    ("tests/support/etcd.py", "launch"): frozenset({"etcd"}),  # self._command(): [self.binary, …], _find_etcd()
+    ("tests/support/etcd_cluster.py", "status"): frozenset({"etcdctl"}),  # self.etcdctl: shutil.which("etcdctl")
     ("tests/integration/test_sdk_typescript.py", "_tool"): frozenset({"npm", "node"}),  # shutil.which(name)
     ("tests/integration/test_deploy.py", "test_the_unit_passes_only_options_the_command_takes"):
         frozenset({"tickwheel", "tickwheel-worker"}),  # the unit's ExecStart program, from the venv
