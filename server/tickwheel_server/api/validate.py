@@ -45,7 +45,9 @@ from ..schedule import (
 from ..schedule import validate as validate_schedule
 
 NAME_MAX = 200
-HANDLER = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+HANDLER_MAX = 200
+"""The longest handler name, a job's and a worker's hello's."""
+HANDLER = re.compile(rf"^[A-Za-z0-9_.:-]{{1,{HANDLER_MAX}}}$")
 KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 LABEL_KEY = re.compile(r"^[a-z0-9_.-]{1,63}$")
 REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")

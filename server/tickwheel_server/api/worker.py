@@ -35,6 +35,7 @@ from ..gateway.gateway import Gateway
 from ..store.executions import NOT_HELD
 from ..telemetry.outages import OutageLog
 from .status import abort
+from .validate import HANDLER_MAX
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,8 @@ MAX_IN_FLIGHT = 2 * MAX_SLOTS
 """Entries of ``hello.in_flight``: a worker holds at most twice its slots."""
 MAX_HANDLERS = 1000
 """Entries of ``hello.handlers``: each round of the stream's group reads them all."""
-HANDLER_NAME_MAX = 200
-"""As a job's handler name (``api.validate``): a longer name matches no job."""
+HANDLER_NAME_MAX = HANDLER_MAX
+"""As a job's handler name: a longer name matches no job."""
 
 
 def _duration(seconds: float) -> duration_pb2.Duration:
