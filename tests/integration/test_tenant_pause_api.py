@@ -127,22 +127,35 @@ async def test_a_paused_tenants_due_occurrence_is_skipped_while_others_run_and_n
         assert list(history.executions) == [], "a paused tenant's occurrence became an execution"
         return history.skips[0] if history.skips else None
 
-    # The claim takes the next minute's occurrence within its look-ahead:
-    # for acme as a skip range, for globex as an execution.
+    # The claim takes every occurrence within its 60 s look-ahead: for acme
+    # as one skip range (the first claim takes the next minute's; from that
+    # minute on the claim extends the range by the following one), for
+    # globex as executions.
     skip = await eventually(skipped, "acme's occurrence recorded as skipped")
-    assert (skip.reason, skip.count) == (execution_pb2.SKIP_REASON_TENANT_PAUSED, 1)
+    assert skip.reason == execution_pb2.SKIP_REASON_TENANT_PAUSED and skip.count >= 1
     assert skip.from_at == paused.next_run_at
+    _assert_minutely(skip)
     await eventually(lambda: _has_execution(world, active.id), "globex's occurrence claimed")
     assert list((await world.history("globex", active.id)).skips) == []
     after = await world.scheduler.GetJob(scheduler_pb2.GetJobRequest(id=paused.id), metadata=bearer(world.keys["acme"]))
     assert after.job.next_run_at.ToDatetime() > skip.to_at.ToDatetime(), "the cursor moved past the skipped run"
 
     await world.admin.ResumeTenant(admin_pb2.ResumeTenantRequest(name="acme"), metadata=world.running.admin_metadata())
+    resumed_at = datetime.now(timezone.utc)
     once = await world.create("acme", "once", once_at=datetime.now(timezone.utc) + timedelta(seconds=1))
     executed = f"{once.id}:"
     await eventually(lambda: _ran(world, executed), "acme's one-off ran after the resume")
-    assert (await world.history("acme", paused.id)).skips[0].count == 1, "the paused range is not extended after the resume"
+    (final,) = (await world.history("acme", paused.id)).skips
+    _assert_minutely(final)
+    assert final.from_at == skip.from_at and final.count >= skip.count
+    reach = resumed_at + timedelta(seconds=60)
+    assert final.to_at.ToDatetime(tzinfo=timezone.utc) <= reach, "the paused range is not extended past one look-ahead after the resume"
 
+
+def _assert_minutely(skip: execution_pb2.SkipRange) -> None:
+    """A minutely job's range: ``count`` consecutive minutes from ``from_at``."""
+    span = skip.to_at.ToDatetime() - skip.from_at.ToDatetime()
+    assert span == timedelta(minutes=skip.count - 1), (skip.from_at, skip.to_at, skip.count)
 
 async def test_an_execution_created_before_the_pause_waits_for_the_resume(world) -> None:
     metadata = world.running.admin_metadata()
