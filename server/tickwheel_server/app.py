@@ -149,7 +149,7 @@ class TickwheelServer:
         """Set once the start first waits for the store or etcd (health
         NOT_SERVING on :attr:`waiting_port` meanwhile, :attr:`waiting_for`
         says for what)."""
-        self.connections = Connections()
+        self.connections = Connections(config.stream_caps, server_id=self.server_id)
         self.port: int = 0
         self.router = Router()
         """GET routes of the HTTP endpoint (``--http-listen``): the console's,

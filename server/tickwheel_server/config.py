@@ -19,6 +19,12 @@ from tickwheel.shared.targets import TargetPolicy, parse_networks
 
 from .policy.breaker import BreakerSettings
 from .alerts.webhook import check_webhook_url
+from .gateway.connections import (
+    DEFAULT_MAX_SLOTS_PER_CREDENTIAL,
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_MAX_STREAMS_PER_CREDENTIAL,
+    StreamCaps,
+)
 from .lease.keys import server_id_problem
 from tickwheel_worker.exporters import (
     METRICS_EXPORT_HELP,
@@ -172,6 +178,20 @@ class ServerConfig:
     spread over its batch; a larger one holds its rows' locks longer, and
     hands out straight from the claim only while the workers' credit covers
     every lane's batch."""
+    max_worker_streams: int = DEFAULT_MAX_STREAMS
+    """Worker streams this server holds; a hello past it is refused with
+    RESOURCE_EXHAUSTED (docs/operations.md, "What a worker credential may
+    hold"). 1 to 100 000."""
+    max_streams_per_credential: int = DEFAULT_MAX_STREAMS_PER_CREDENTIAL
+    """Streams one worker credential holds on this server. 1 to 100 000."""
+    max_slots_per_credential: int = DEFAULT_MAX_SLOTS_PER_CREDENTIAL
+    """The slots one credential's streams state, summed, on this server (its
+    credit there never exceeds them). 1 to 10 000 000."""
+
+    @property
+    def stream_caps(self) -> StreamCaps:
+        """The caps on worker streams (``gateway.connections``)."""
+        return StreamCaps(self.max_worker_streams, self.max_streams_per_credential, self.max_slots_per_credential)
 
     def __post_init__(self) -> None:
         if not self.store:
@@ -212,6 +232,11 @@ class ServerConfig:
             raise ConfigError("claim_lanes (--claim-lanes): must be between 1 and 8")
         if not 100 <= self.claim_batch <= 5000:
             raise ConfigError("claim_batch (--claim-batch): must be between 100 and 5000")
+        for name, flag, most in (("max_worker_streams", "--max-worker-streams", 100_000),
+                                 ("max_streams_per_credential", "--max-streams-per-credential", 100_000),
+                                 ("max_slots_per_credential", "--max-slots-per-credential", 10_000_000)):
+            if not 1 <= getattr(self, name) <= most:
+                raise ConfigError(f"{name} ({flag}): must be between 1 and {most}")
         if not 0 <= self.reaper_grace <= 3600:
             raise ConfigError("reaper_grace (--reaper-grace): must be between 0 (the session TTL) and 3600 seconds")
         if not 0 <= self.arm_ahead <= 30:
@@ -318,6 +343,9 @@ _ENV = {
     "reaper_grace": "TICKWHEEL_REAPER_GRACE",
     "claim_lanes": "TICKWHEEL_CLAIM_LANES",
     "claim_batch": "TICKWHEEL_CLAIM_BATCH",
+    "max_worker_streams": "TICKWHEEL_MAX_WORKER_STREAMS",
+    "max_streams_per_credential": "TICKWHEEL_MAX_STREAMS_PER_CREDENTIAL",
+    "max_slots_per_credential": "TICKWHEEL_MAX_SLOTS_PER_CREDENTIAL",
 }
 """Setting -> environment variable."""
 
@@ -414,6 +442,20 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         help="jobs one claim takes at most (100 to 5000, default 1000; or TICKWHEEL_CLAIM_BATCH)",
     )
     parser.add_argument(
+        "--max-worker-streams", type=int, metavar="N",
+        help=f"worker streams this server holds (default {DEFAULT_MAX_STREAMS}; or TICKWHEEL_MAX_WORKER_STREAMS)",
+    )
+    parser.add_argument(
+        "--max-streams-per-credential", type=int, metavar="N",
+        help=f"worker streams one credential holds on this server (default {DEFAULT_MAX_STREAMS_PER_CREDENTIAL}; "
+             "or TICKWHEEL_MAX_STREAMS_PER_CREDENTIAL)",
+    )
+    parser.add_argument(
+        "--max-slots-per-credential", type=int, metavar="N",
+        help=f"slots one credential's streams state on this server, summed (default "
+             f"{DEFAULT_MAX_SLOTS_PER_CREDENTIAL}; or TICKWHEEL_MAX_SLOTS_PER_CREDENTIAL)",
+    )
+    parser.add_argument(
         "--arm-ahead", type=float, metavar="SECONDS",
         help="arm executions that need no decision at their instant this many seconds ahead "
              "(default 10, 0 off; or TICKWHEEL_ARM_AHEAD)",
@@ -508,7 +550,8 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
             settings[name] = value
     for name in ("metrics_top_tenants", "trace_export", "metrics_export", "otlp_endpoint", "otlp_protocol",
                  "log_format", "breaker_window", "breaker_min_calls", "breaker_failure_ratio", "breaker_open",
-                 "arm_ahead", "reaper_grace", "claim_lanes", "claim_batch", "etcd_compaction_retention"):  # fmt: skip
+                 "arm_ahead", "reaper_grace", "claim_lanes", "claim_batch", "etcd_compaction_retention",
+                 "max_worker_streams", "max_streams_per_credential", "max_slots_per_credential"):  # fmt: skip
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value
@@ -531,7 +574,7 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
     if args.allow_target_network:
         settings["allow_target_networks"] = tuple(args.allow_target_network)
     for name in ("partition_count", "session_ttl", "metrics_top_tenants", "breaker_min_calls", "claim_lanes",
-                 "claim_batch"):
+                 "claim_batch", "max_worker_streams", "max_streams_per_credential", "max_slots_per_credential"):
         if name in settings:
             try:
                 settings[name] = int(settings[name])

@@ -11,6 +11,13 @@ an unknown id). A stream the server ended (its credential was revoked, see
 credential's budget of what its streams do not hold, see
 :mod:`tickwheel_server.gateway.budget`) ends with that status
 (UNAUTHENTICATED, RESOURCE_EXHAUSTED), and nothing it sends afterwards is read.
+
+A hello past the server's stream caps (its streams, its credential's
+streams and slots: :class:`~tickwheel_server.gateway.connections.StreamCaps`)
+is refused with RESOURCE_EXHAUSTED naming the cap. A stream's credit never
+exceeds its hello's slots (more is cut: an honest worker never has more
+outstanding), and a credit message outside 1 to :data:`MAX_SLOTS` ends the
+stream (INVALID_ARGUMENT on ``credit.credits``).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from tickwheel.shared.clock import Clock
 from ..auth.authenticator import Authenticator
 from ..errors import FailedPrecondition, InvalidArgument, PermissionDenied, TickwheelError, Unavailable
 from ..gateway.budget import OverBudget
-from ..gateway.connections import Connections, WorkerConnection
+from ..gateway.connections import Connections, StreamRefused, WorkerConnection
 from ..gateway.gateway import Gateway
 from ..store.executions import NOT_HELD
 from ..telemetry.outages import OutageLog
@@ -47,6 +54,8 @@ MAX_HANDLERS = 1000
 """Entries of ``hello.handlers``: each round of the stream's group reads them all."""
 HANDLER_NAME_MAX = HANDLER_MAX
 """As a job's handler name: a longer name matches no job."""
+REFUSAL_LOG_INTERVAL = 60.0
+"""Seconds between the WARNING lines of one credential's hellos refused by a cap (the rest DEBUG)."""
 
 
 def _duration(seconds: float) -> duration_pb2.Duration:
@@ -112,6 +121,21 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self.session_id = session_id
         self._heartbeat_interval = heartbeat_interval
         self._heartbeat_timeout = heartbeat_timeout
+        self._refusals_said: dict[str, float] = {}
+        """Per credential id, when a refusal by a cap was last logged at WARNING (monotonic)."""
+
+    def _log_refused(self, connection: WorkerConnection, error: StreamRefused) -> None:
+        """One WARNING a credential a minute: a worker retrying at the cap would otherwise say it each time."""
+        now = self._clock.monotonic()
+        credential = connection.credential.id
+        said = self._refusals_said.get(credential)
+        if said is not None and now - said < REFUSAL_LOG_INTERVAL:
+            log.debug("%s", error)
+            return
+        if len(self._refusals_said) >= 10_000:
+            self._refusals_said.clear()
+        self._refusals_said[credential] = now
+        log.warning("%s (%d hellos refused by a cap so far)", error, self._connections.refused)
 
     async def Pull(self, request_iterator, context: grpc.aio.ServicerContext):
         try:
@@ -142,6 +166,20 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             credit=hello.slots or 1,
             last_message=self._clock.monotonic(),
         )
+        try:
+            self._connections.reserve(connection)
+        except StreamRefused as error:
+            self._log_refused(connection, error)
+            await abort(context, error)
+            return
+        try:
+            await self._serve(connection, hello, request_iterator, context)
+        finally:
+            self._connections.release(connection)
+
+    async def _serve(self, connection: WorkerConnection, hello: worker_pb2.WorkerHello, request_iterator,
+                     context: grpc.aio.ServicerContext) -> None:
+        """The stream after its hello passed the checks and the caps: re-attach, welcome, then serve it."""
         held = [(item.execution_id, item.delivery) for item in hello.in_flight]
         if self.gateway is not None:
             try:
@@ -228,7 +266,13 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 connection.last_message = self._clock.monotonic()
                 kind = request.WhichOneof("message")
                 if kind == "credit":
-                    connection.credit += max(0, request.credit.credits)
+                    credits = request.credit.credits
+                    if not 0 < credits <= MAX_SLOTS:
+                        connection.end(InvalidArgument.field("credit.credits", f"must be between 1 and {MAX_SLOTS}"))
+                        return
+                    # Never more than the stream's slots: more is what no worker
+                    # could run, only pull out of the tenants' other workers' reach.
+                    connection.credit = min(connection.credit + credits, connection.slots)
                     if self.gateway is not None:
                         self.gateway.wake()
                 elif kind == "heartbeat":

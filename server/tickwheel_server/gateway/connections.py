@@ -11,6 +11,14 @@ read stalls no one else.
 A stream is known by its credential and its worker id: a worker saying
 hello with the worker id of another credential's worker is a different
 worker, and never closes that one's stream.
+
+What one credential may hold here is capped (:class:`StreamCaps`): its
+streams, the server's streams, and the slots its streams state (each
+stream's credit never exceeds its slots, ``api.worker``). A hello past a
+cap is refused with RESOURCE_EXHAUSTED naming it; the streams already open
+are left alone. Each stream costs the server whether it runs anything or
+not: its tasks, its buffers, and a pass in every hand-out round of its
+group (loadtest/RESULTS.md, "Streams and credit a credential may hold").
 """
 
 from __future__ import annotations
@@ -21,11 +29,42 @@ from datetime import datetime
 
 from tickwheel.v1 import worker_pb2
 
-from ..errors import Unavailable
+from ..errors import RateLimited, Unavailable
 from ..store.credentials import WorkerCredential
 from ..store.executions import Capability
 
 OUTBOX_SIZE = 1024
+
+DEFAULT_MAX_STREAMS = 4000
+"""Worker streams one server holds: twice the design's whole fleet at its
+peak (2 000 workers, DESIGN.md), so the fleet fits on one server after the
+others died, with room for a reconnect wave."""
+DEFAULT_MAX_STREAMS_PER_CREDENTIAL = 1000
+"""Streams one worker credential holds on one server: half the design's
+peak fleet sharing one credential on one server; a larger fleet raises it
+or uses more credentials. Past it a credential's idle streams would cost
+every tenant's rounds on the server, not only its own."""
+DEFAULT_MAX_SLOTS_PER_CREDENTIAL = 50_000
+"""The sum of ``hello.slots`` over one credential's streams on one server:
+what its workers may be handed at once there (1 000 streams of 50 slots).
+A stream's credit never exceeds its slots, so this bounds the credential's
+credit on the server, and what it can pull of its tenants' backlog."""
+
+
+class StreamRefused(RateLimited):
+    """A hello past one of :class:`StreamCaps`: refused with RESOURCE_EXHAUSTED, nothing else changed."""
+
+
+@dataclass(frozen=True)
+class StreamCaps:
+    """What one server takes of worker streams; each cap at least 1 (checked by ``ServerConfig``)."""
+
+    max_streams: int = DEFAULT_MAX_STREAMS
+    """Streams the server holds (``--max-worker-streams``)."""
+    max_streams_per_credential: int = DEFAULT_MAX_STREAMS_PER_CREDENTIAL
+    """Streams one credential holds on the server (``--max-streams-per-credential``)."""
+    max_slots_per_credential: int = DEFAULT_MAX_SLOTS_PER_CREDENTIAL
+    """The slots its streams state, summed (``--max-slots-per-credential``)."""
 
 
 @dataclass(eq=False)
@@ -57,6 +96,8 @@ class WorkerConnection:
     worker does not read is not kept open by its last write."""
     write_given_up: bool = False
     """:meth:`end` cancelled the writer's wait (any other cancel of it is not ours to absorb)."""
+    counted: bool = False
+    """Counted against the caps (:meth:`Connections.reserve`) until :meth:`Connections.release`."""
 
     def silent(self, now: float, timeout: float) -> bool:
         """Nothing came from the worker for ``timeout`` seconds up to the
@@ -117,14 +158,90 @@ class WorkerConnection:
 
 
 class Connections:
-    """Registry of the live Pull streams on this server."""
+    """Registry of the live Pull streams on this server, and the caps on them (:class:`StreamCaps`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, caps: StreamCaps | None = None, *, server_id: str = "") -> None:
+        self.caps = caps or StreamCaps()
+        self._server_id = server_id
         self._by_worker: dict[tuple[str, str], WorkerConnection] = {}
+        self._counted = 0
+        """Streams counted: registered, or reserved while their hello is answered."""
+        self._streams_of: dict[str, int] = {}
+        """Streams counted per credential id (no entry at 0)."""
+        self._slots_of: dict[str, int] = {}
+        """Their slots, summed, per credential id (no entry at 0)."""
+        self._replacing: dict[tuple[str, str], WorkerConnection] = {}
+        """The reserved stream that will replace each identity's registered one
+        (one hello at a time per identity may pass a full stream cap)."""
+        self.refused = 0
+        """Hellos refused by a cap."""
+
+    def reserve(self, connection: WorkerConnection) -> None:
+        """Count ``connection`` against the caps before its hello is
+        answered; raises :class:`StreamRefused` (nothing counted) when it
+        would pass one. A reconnect of a worker whose stream is still
+        registered (same credential and worker id) replaces that stream
+        (:meth:`add`): it passes a full stream cap, one hello at a time,
+        since the count goes back once the old stream ends. Every reserved
+        connection must be :meth:`release`\ d."""
+        assert not connection.counted
+        credential = connection.credential.id
+        identity = connection.identity
+        previous = self._by_worker.get(identity)
+        replaces = previous is not None and identity not in self._replacing
+        caps = self.caps
+        streams = self._streams_of.get(credential, 0)
+        slots = self._slots_of.get(credential, 0) - (previous.slots if replaces and previous.counted else 0)
+        where = f"server {self._server_id}" if self._server_id else "this server"
+        if not replaces and self._counted >= caps.max_streams:
+            self._refuse(connection, f"{where} holds {self._counted} worker streams, its cap "
+                                     f"(max_worker_streams = {caps.max_streams}): connect to another server")
+        if not replaces and streams >= caps.max_streams_per_credential:
+            self._refuse(connection, f"worker credential {credential} holds {streams} streams on {where}, its cap "
+                                     f"(max_streams_per_credential = {caps.max_streams_per_credential})")
+        if slots + connection.slots > caps.max_slots_per_credential:
+            self._refuse(connection, f"worker credential {credential}'s streams on {where} state {slots} slots; "
+                                     f"{connection.slots} more would pass its cap "
+                                     f"(max_slots_per_credential = {caps.max_slots_per_credential})")
+        if replaces:
+            self._replacing[identity] = connection
+        connection.counted = True
+        self._counted += 1
+        self._streams_of[credential] = streams + 1
+        self._slots_of[credential] = self._slots_of.get(credential, 0) + connection.slots
+
+    def _refuse(self, connection: WorkerConnection, description: str) -> None:
+        self.refused += 1
+        raise StreamRefused(f"worker_credential:{connection.credential.id}",
+                            f"worker {connection.worker_id} refused: {description}", retry_after=5.0)
+
+    def release(self, connection: WorkerConnection) -> None:
+        """Stop counting ``connection`` (its stream ended, or its hello was refused). Idempotent."""
+        self._forget_replacing(connection)
+        if not connection.counted:
+            return
+        connection.counted = False
+        credential = connection.credential.id
+        self._counted -= 1
+        for counts, amount in ((self._streams_of, 1), (self._slots_of, connection.slots)):
+            left = counts[credential] - amount
+            if left:
+                counts[credential] = left
+            else:
+                del counts[credential]
+
+    def _forget_replacing(self, connection: WorkerConnection) -> None:
+        if self._replacing.get(connection.identity) is connection:
+            del self._replacing[connection.identity]
+
+    def held_by(self, credential_id: str) -> tuple[int, int]:
+        """(streams, slots) counted for the credential on this server."""
+        return self._streams_of.get(credential_id, 0), self._slots_of.get(credential_id, 0)
 
     def add(self, connection: WorkerConnection) -> WorkerConnection | None:
         """Register ``connection``; returns the stream it replaces (same
         credential and worker id), now closed."""
+        self._forget_replacing(connection)
         previous = self._by_worker.get(connection.identity)
         self._by_worker[connection.identity] = connection
         if previous is not None:

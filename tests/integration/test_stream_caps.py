@@ -1,0 +1,182 @@
+"""What one worker credential may hold on a server (hardening, session 22):
+its streams, the server's streams, the slots its streams state and the
+credit each stream holds. Past a cap a hello is refused with
+RESOURCE_EXHAUSTED naming it, and the streams already open go on; credit
+past the protocol's bound ends the stream with INVALID_ARGUMENT, and credit
+past a stream's slots is cut to them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import tempfile
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta, timezone
+
+import grpc
+import pytest
+from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
+
+from tests.support.server import running_server
+
+
+def bearer(secret: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {secret}"),)
+
+
+@contextlib.asynccontextmanager
+async def capped_server(**caps) -> AsyncIterator:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with running_server(f"sqlite:///{os.path.join(tmp, 'caps.db')}", heartbeat_interval=0.2,
+                                  **caps) as server:
+            yield server
+
+
+async def open_stream(channel, credential: str, worker_id: str, *, slots: int = 1):
+    """A Pull stream after its hello: (the call, its first message or the status that refused it)."""
+    call = worker_pb2_grpc.WorkerServiceStub(channel).Pull(metadata=bearer(credential))
+    await call.write(worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(
+        worker_id=worker_id, handlers=["echo"], slots=slots)))
+    try:
+        first = await asyncio.wait_for(call.read(), 20)
+    except grpc.aio.AioRpcError as refused:
+        return call, refused
+    return call, first
+
+
+async def welcomed(channel, credential: str, worker_id: str, *, slots: int = 1):
+    call, first = await open_stream(channel, credential, worker_id, slots=slots)
+    assert not isinstance(first, grpc.aio.AioRpcError), first
+    assert first.WhichOneof("message") == "welcome", first
+    return call
+
+
+async def refused(channel, credential: str, worker_id: str, *, slots: int = 1) -> grpc.aio.AioRpcError:
+    _, first = await open_stream(channel, credential, worker_id, slots=slots)
+    assert isinstance(first, grpc.aio.AioRpcError), first
+    return first
+
+
+async def still_served(call) -> None:
+    """The server still writes to ``call``: a heartbeat arrives (every 0.2 s here)."""
+    while True:
+        message = await asyncio.wait_for(call.read(), 20)
+        assert message is not grpc.aio.EOF
+        if message.WhichOneof("message") == "heartbeat":
+            return
+
+
+async def test_a_credential_past_its_stream_cap_is_refused_and_its_open_streams_go_on() -> None:
+    async with capped_server(max_streams_per_credential=3) as server:
+        await server.create_tenant("acme")
+        greedy = await server.issue_worker_credential(["acme"])
+        other = await server.issue_worker_credential(["acme"])
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            calls = [await welcomed(channel, greedy, f"w{n}") for n in range(3)]
+            past = await refused(channel, greedy, "w3")
+            assert past.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, past
+            assert "max_streams_per_credential = 3" in past.details(), past.details()
+            # The oldest are unharmed, another credential is not held back, and
+            # a worker reconnecting under its own id replaces its stream.
+            for call in calls:
+                await still_served(call)
+            await welcomed(channel, other, "w0")
+            again = await welcomed(channel, greedy, "w0")
+            await still_served(again)
+            # One stream gone, one more is taken.
+            calls[1].cancel()
+            for _ in range(200):
+                call, first = await open_stream(channel, greedy, "w9")
+                if not isinstance(first, grpc.aio.AioRpcError):
+                    break
+                await asyncio.sleep(0.05)  # the cancelled stream's end reaches the server
+            assert first.WhichOneof("message") == "welcome", first
+
+
+async def test_a_server_past_its_stream_cap_refuses_and_says_which() -> None:
+    async with capped_server(max_worker_streams=2) as server:
+        await server.create_tenant("acme")
+        credentials = [await server.issue_worker_credential(["acme"]) for _ in range(3)]
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            first = await welcomed(channel, credentials[0], "a")
+            await welcomed(channel, credentials[1], "b")
+            past = await refused(channel, credentials[2], "c")
+            assert past.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, past
+            assert "max_worker_streams = 2" in past.details(), past.details()
+            await still_served(first)
+
+
+async def test_a_credential_past_its_slots_is_refused() -> None:
+    async with capped_server(max_slots_per_credential=10) as server:
+        await server.create_tenant("acme")
+        credential = await server.issue_worker_credential(["acme"])
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            await welcomed(channel, credential, "big", slots=8)
+            past = await refused(channel, credential, "more", slots=3)
+            assert past.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, past
+            assert "max_slots_per_credential = 10" in past.details(), past.details()
+            await welcomed(channel, credential, "fits", slots=2)
+
+
+async def ended_with(call) -> grpc.aio.AioRpcError:
+    """The status that ends ``call``, skipping the server's heartbeats (and failing on anything else)."""
+    with pytest.raises(grpc.aio.AioRpcError) as ended:
+        async with asyncio.timeout(20):
+            while True:
+                message = await call.read()
+                assert message is not grpc.aio.EOF
+                assert message.WhichOneof("message") == "heartbeat", message
+    return ended.value
+
+
+@pytest.mark.parametrize("credits", [10_001, 2**31 - 1, 0, -5], ids=["past slots' bound", "int32 max", "zero",
+                                                                      "negative"])
+async def test_credit_outside_the_protocol_bound_ends_the_stream(server, credits) -> None:
+    await server.create_tenant("acme")
+    credential = await server.issue_worker_credential(["acme"])
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        call = await welcomed(channel, credential, "greedy")
+        await call.write(worker_pb2.PullRequest(credit=worker_pb2.WorkerCredit(credits=credits)))
+        ended = await ended_with(call)
+    assert ended.code() == grpc.StatusCode.INVALID_ARGUMENT, ended
+    assert "credit.credits" in ended.details() and "between 1 and 10000" in ended.details()
+
+
+async def test_credit_past_a_streams_slots_pulls_no_more_of_the_backlog(server) -> None:
+    """A stream of one slot announcing a thousand credits is handed one
+    execution; the tenant's other worker gets the rest of the backlog."""
+    acme = await server.create_tenant("acme")
+    credential = await server.issue_worker_credential(["acme"])
+    jobs = 5
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        greedy = await welcomed(channel, credential, "greedy", slots=1)
+        await greedy.write(worker_pb2.PullRequest(credit=worker_pb2.WorkerCredit(credits=1000)))
+        honest = await welcomed(channel, credential, "honest", slots=jobs - 1)
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        due = datetime.now(timezone.utc) + timedelta(seconds=2)
+        for n in range(jobs):
+            job = job_pb2.Job(name=f"j{n}", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")))
+            job.schedule.once_at.FromDatetime(due)
+            await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=job, request_id=f"j{n}"),
+                                      metadata=bearer(acme))
+        received = {"greedy": 0, "honest": 0}
+
+        async def count(name: str, call) -> None:
+            while True:
+                message = await call.read()
+                if message is grpc.aio.EOF:
+                    return
+                if message.WhichOneof("message") == "assignment":
+                    received[name] += len(message.assignment.assignments)
+
+        readers = [asyncio.create_task(count("greedy", greedy)), asyncio.create_task(count("honest", honest))]
+        try:
+            async with asyncio.timeout(30):
+                while sum(received.values()) < jobs:
+                    await asyncio.sleep(0.05)
+        finally:
+            for reader in readers:
+                reader.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
+    assert received == {"greedy": 1, "honest": jobs - 1}, received
