@@ -48,6 +48,7 @@ from tickwheel_worker.http_target import (
     HttpOutcome,
     build_request,
 )
+from tickwheel_worker.resolver import DEFAULT_RESOLVER, Resolver
 from tickwheel_worker.slots import Slots
 from tickwheel_worker.threads import DaemonThreads
 from tickwheel_worker.timers import Timer, Timers
@@ -175,6 +176,8 @@ class AttemptSettings:
     cancel_grace: float
     user_agent: str
     tracer: Tracer | None = None
+    resolver: Resolver = DEFAULT_RESOLVER
+    """Name lookups of HTTP targets: bounded by each call's deadline, capped per tenant."""
 
 
 class _Immediate(Exception):
@@ -443,6 +446,8 @@ class Attempt:
                 timeout=self._seconds_left() or HTTP_TIMEOUT_WITHOUT_DEADLINE,
                 address_policy=settings.address_policy,
                 now=settings.clock.now,
+                resolver=settings.resolver,
+                tenant=a.tenant,
             )
             thread = THREADS.submit(call.run, name=self._thread_name())
             return _Work("http", thread=asyncio.wrap_future(thread), abort=call.abort)

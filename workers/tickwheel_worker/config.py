@@ -13,6 +13,7 @@ import grpc
 
 from tickwheel_worker.handlers import HandlerRegistry
 from tickwheel_worker.http_target import AddressPolicy
+from tickwheel_worker.resolver import DEFAULT_RESOLVER, Resolver
 
 from tickwheel.shared.targets import DEFAULT_POLICY
 
@@ -74,6 +75,12 @@ class WorkerConfig:
     """An OpenTelemetry ``Tracer``: each target call becomes a client span,
     child of the server's hand-out span, and the target receives its
     ``traceparent``. None: the hand-out's traceparent is passed on as is."""
+    resolver: Resolver = DEFAULT_RESOLVER
+    """Looks up HTTP targets' host names (``tickwheel_worker.resolver``):
+    each lookup bounded by its call's deadline and abandoned past it, at
+    most 8 of one tenant's and 64 in all under way at once (a lookup past a
+    cap fails its call retryably). ``Resolver(per_tenant=N, total=M)``
+    changes the caps; the default is shared by the process's workers."""
 
     def __post_init__(self) -> None:
         if not self.address:

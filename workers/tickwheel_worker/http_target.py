@@ -7,6 +7,12 @@ never followed, to any address (a 3xx fails permanently, naming the
 ``Location``), and no environment proxy is used, so the request goes exactly
 where the URL says and nowhere else.
 
+Name lookups go through a :class:`~tickwheel_worker.resolver.Resolver`:
+bounded by the call's timeout and by :meth:`HttpCall.abort` (a hung name
+server no longer holds the call's thread, and its worker slot, past the
+deadline), and capped per tenant (a lookup past the cap fails the call
+retryably at once).
+
 The address seam. ``address_policy(host, address) -> bool`` is called for
 every address the host name resolves to, after DNS resolution and before
 connecting; the connection is made to that checked address (never resolved
@@ -23,6 +29,7 @@ The pure pieces (:func:`build_request`, :func:`classify_status`,
 
 from __future__ import annotations
 
+import concurrent.futures
 import email.utils
 import http.client
 import ipaddress
@@ -36,6 +43,7 @@ from typing import Union
 from urllib.parse import urlsplit
 
 from tickwheel.v1 import job_pb2, worker_pb2
+from tickwheel_worker.resolver import DEFAULT_RESOLVER, LookupTimeout, Resolver
 
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 AddressPolicy = Callable[[str, IPAddress], bool]
@@ -187,15 +195,20 @@ def parse_retry_after(value: str | None, now: datetime) -> timedelta | None:
     return min(max(timedelta(0), when - now), MAX_RETRY_AFTER)
 
 
+Resolve = Callable[[str, int], list]
+"""``(host, port) -> getaddrinfo's list``: a call's bounded lookup (:meth:`HttpCall._resolve`)."""
+
+
 def _open_checked_socket(
     host: str,
     port: int,
     timeout: float,
     policy: AddressPolicy,
     on_socket: Callable[[socket.socket], None],
+    resolve: Resolve,
 ) -> socket.socket:
     """Resolve, check each address with ``policy``, connect to the first that works."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    infos = resolve(host, port)
     refused: list[str] = []
     last_error: OSError | None = None
     for family, kind, proto, _, sockaddr in infos:
@@ -227,24 +240,28 @@ def _open_checked_socket(
 
 class _CheckedHTTPConnection(http.client.HTTPConnection):
     def __init__(self, host: str, port: int, timeout: float, policy: AddressPolicy,
-                 on_socket: Callable[[socket.socket], None]) -> None:
+                 on_socket: Callable[[socket.socket], None], resolve: Resolve) -> None:
         super().__init__(host, port, timeout=timeout)
         self._policy = policy
         self._on_socket = on_socket
+        self._resolve = resolve
 
     def connect(self) -> None:
-        self.sock = _open_checked_socket(self.host, self.port, self.timeout, self._policy, self._on_socket)
+        self.sock = _open_checked_socket(self.host, self.port, self.timeout, self._policy, self._on_socket,
+                                         self._resolve)
 
 
 class _CheckedHTTPSConnection(http.client.HTTPSConnection):
     def __init__(self, host: str, port: int, timeout: float, policy: AddressPolicy,
-                 on_socket: Callable[[socket.socket], None], context: ssl.SSLContext) -> None:
+                 on_socket: Callable[[socket.socket], None], resolve: Resolve, context: ssl.SSLContext) -> None:
         super().__init__(host, port, timeout=timeout, context=context)
         self._policy = policy
         self._on_socket = on_socket
+        self._resolve = resolve
 
     def connect(self) -> None:
-        sock = _open_checked_socket(self.host, self.port, self.timeout, self._policy, self._on_socket)
+        sock = _open_checked_socket(self.host, self.port, self.timeout, self._policy, self._on_socket,
+                                    self._resolve)
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
 
 
@@ -258,9 +275,11 @@ def _snippet(body: bytes) -> str:
 class HttpCall:
     """One blocking HTTP attempt; :meth:`run` in a worker thread, :meth:`abort` from anywhere.
 
-    ``timeout`` bounds each socket operation (connect, send, each read): the
-    runner passes the time left until the assignment's deadline, and aborts
-    the call when the deadline passes, which bounds the whole call.
+    ``timeout`` bounds each socket operation (connect, send, each read) and
+    the name lookup: the runner passes the time left until the assignment's
+    deadline, and aborts the call when the deadline passes, which bounds
+    the whole call (an abort abandons a lookup under way too). The lookup
+    goes through ``resolver`` under ``tenant``'s cap.
     """
 
     def __init__(
@@ -271,8 +290,14 @@ class HttpCall:
         address_policy: AddressPolicy,
         ssl_context: ssl.SSLContext | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+        resolver: Resolver = DEFAULT_RESOLVER,
+        tenant: str = "",
     ) -> None:
         self.request = request
+        self._resolver = resolver
+        self._tenant = tenant
+        self._lookup: concurrent.futures.Future[None] | None = None
+        """What the lookup under way is waited on through: cancelled by :meth:`abort`."""
         self._timeout = max(timeout, 0.001)
         self._policy = address_policy
         self._ssl_context = ssl_context
@@ -286,11 +311,24 @@ class HttpCall:
         with self._lock:
             self._aborted = True
             sockets = list(self._sockets)
+            lookup = self._lookup
+        if lookup is not None:
+            lookup.cancel()
         for sock in sockets:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+    def _waiting(self, lookup: concurrent.futures.Future[None]) -> None:
+        with self._lock:
+            self._lookup = lookup
+            aborted = self._aborted
+        if aborted:
+            lookup.cancel()
+
+    def _resolve(self, host: str, port: int) -> list:
+        return self._resolver.resolve(self._tenant, host, port, self._timeout, self._waiting)
 
     def _track(self, sock: socket.socket) -> None:
         with self._lock:
@@ -320,9 +358,10 @@ class HttpCall:
         conn: http.client.HTTPConnection
         if parts.scheme == "https":
             context = self._ssl_context or ssl.create_default_context()
-            conn = _CheckedHTTPSConnection(host, port, self._timeout, self._policy, self._track, context)
+            conn = _CheckedHTTPSConnection(host, port, self._timeout, self._policy, self._track, self._resolve,
+                                           context)
         else:
-            conn = _CheckedHTTPConnection(host, port, self._timeout, self._policy, self._track)
+            conn = _CheckedHTTPConnection(host, port, self._timeout, self._policy, self._track, self._resolve)
         try:
             try:
                 conn.putrequest(req.method, path, skip_accept_encoding=True)
@@ -335,6 +374,8 @@ class HttpCall:
                 body = response.read(OUTPUT_MAX_BYTES)
             except AddressRefused as exc:
                 return HttpOutcome(FAILED_PERMANENT, error=str(exc))
+            except LookupTimeout as exc:
+                return HttpOutcome(TIMED_OUT, error=f"HTTP call to {host} timed out: {exc}")
             except TimeoutError:
                 return HttpOutcome(TIMED_OUT, error=f"HTTP call to {host} timed out")
             except http.client.InvalidURL as exc:

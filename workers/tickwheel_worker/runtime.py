@@ -284,6 +284,7 @@ class Worker:
             cancel_grace=config.cancel_grace,
             user_agent=USER_AGENT,
             tracer=config.tracer,
+            resolver=config.resolver,
         )
         self._attempts: dict[Key, Attempt] = {}
         self._unacked: dict[Key, worker_pb2.ExecutionResult] = {}
