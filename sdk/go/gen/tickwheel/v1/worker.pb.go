@@ -378,8 +378,8 @@ type WorkerHello struct {
 	Handlers []string `protobuf:"bytes,3,rep,name=handlers,proto3" json:"handlers,omitempty"`
 	// True when the worker runs HTTP targets.
 	Http bool `protobuf:"varint,4,opt,name=http,proto3" json:"http,omitempty"`
-	// How many executions the worker runs at once; the initial credit.
-	// Default 1, at most 10 000.
+	// How many executions the worker runs at once; the initial credit, and
+	// the most credit the stream ever holds. Default 1, at most 10 000.
 	Slots int32 `protobuf:"varint,5,opt,name=slots,proto3" json:"slots,omitempty"`
 	// On reconnect: executions still running in this process, then those whose
 	// result it has sent but not seen acknowledged (it sends them again on the
@@ -523,7 +523,9 @@ func (x *InFlightExecution) GetDelivery() int32 {
 // The worker can take more assignments.
 type WorkerCredit struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// How many more, added to the outstanding credit. At least 1.
+	// How many more, added to the outstanding credit. 1 to 10 000 (outside
+	// that: INVALID_ARGUMENT, the stream ended); the outstanding credit is
+	// cut to the hello's `slots`.
 	Credits       int32 `protobuf:"varint,1,opt,name=credits,proto3" json:"credits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -43,7 +43,11 @@ type WorkerServiceClient interface {
 	// credential that sends, faster than its server's budget allows, results
 	// or re-attachments none of its streams holds (or malformed results) has
 	// its stream ended with RESOURCE_EXHAUSTED, and new streams refused so
-	// until the budget refills.
+	// until the budget refills. A server takes a bounded number of streams,
+	// of one credential's streams and of the slots they state, summed
+	// (docs/operations.md, "What a worker credential may hold"): a hello past
+	// one is refused with RESOURCE_EXHAUSTED naming it, and the streams
+	// already open go on.
 	Pull(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PullRequest, PullResponse], error)
 }
 
@@ -89,7 +93,11 @@ type WorkerServiceServer interface {
 	// credential that sends, faster than its server's budget allows, results
 	// or re-attachments none of its streams holds (or malformed results) has
 	// its stream ended with RESOURCE_EXHAUSTED, and new streams refused so
-	// until the budget refills.
+	// until the budget refills. A server takes a bounded number of streams,
+	// of one credential's streams and of the slots they state, summed
+	// (docs/operations.md, "What a worker credential may hold"): a hello past
+	// one is refused with RESOURCE_EXHAUSTED naming it, and the streams
+	// already open go on.
 	Pull(grpc.BidiStreamingServer[PullRequest, PullResponse]) error
 	mustEmbedUnimplementedWorkerServiceServer()
 }

@@ -178,8 +178,8 @@ export type WorkerHello = Message<"tickwheel.v1.WorkerHello"> & {
   http: boolean;
 
   /**
-   * How many executions the worker runs at once; the initial credit.
-   * Default 1, at most 10 000.
+   * How many executions the worker runs at once; the initial credit, and
+   * the most credit the stream ever holds. Default 1, at most 10 000.
    *
    * @generated from field: int32 slots = 5;
    */
@@ -241,7 +241,9 @@ export const InFlightExecutionSchema: GenMessage<InFlightExecution> = /*@__PURE_
  */
 export type WorkerCredit = Message<"tickwheel.v1.WorkerCredit"> & {
   /**
-   * How many more, added to the outstanding credit. At least 1.
+   * How many more, added to the outstanding credit. 1 to 10 000 (outside
+   * that: INVALID_ARGUMENT, the stream ended); the outstanding credit is
+   * cut to the hello's `slots`.
    *
    * @generated from field: int32 credits = 1;
    */
@@ -829,7 +831,11 @@ export const WorkerService: GenService<{
    * credential that sends, faster than its server's budget allows, results
    * or re-attachments none of its streams holds (or malformed results) has
    * its stream ended with RESOURCE_EXHAUSTED, and new streams refused so
-   * until the budget refills.
+   * until the budget refills. A server takes a bounded number of streams,
+   * of one credential's streams and of the slots they state, summed
+   * (docs/operations.md, "What a worker credential may hold"): a hello past
+   * one is refused with RESOURCE_EXHAUSTED naming it, and the streams
+   * already open go on.
    *
    * @generated from rpc tickwheel.v1.WorkerService.Pull
    */

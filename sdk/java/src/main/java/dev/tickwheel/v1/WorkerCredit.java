@@ -56,7 +56,9 @@ private static final long serialVersionUID = 0L;
   private int credits_ = 0;
   /**
    * <pre>
-   * How many more, added to the outstanding credit. At least 1.
+   * How many more, added to the outstanding credit. 1 to 10 000 (outside
+   * that: INVALID_ARGUMENT, the stream ended); the outstanding credit is
+   * cut to the hello's `slots`.
    * </pre>
    *
    * <code>int32 credits = 1 [json_name = "credits"];</code>
@@ -369,7 +371,9 @@ private static final long serialVersionUID = 0L;
     private int credits_ ;
     /**
      * <pre>
-     * How many more, added to the outstanding credit. At least 1.
+     * How many more, added to the outstanding credit. 1 to 10 000 (outside
+     * that: INVALID_ARGUMENT, the stream ended); the outstanding credit is
+     * cut to the hello's `slots`.
      * </pre>
      *
      * <code>int32 credits = 1 [json_name = "credits"];</code>
@@ -381,7 +385,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * How many more, added to the outstanding credit. At least 1.
+     * How many more, added to the outstanding credit. 1 to 10 000 (outside
+     * that: INVALID_ARGUMENT, the stream ended); the outstanding credit is
+     * cut to the hello's `slots`.
      * </pre>
      *
      * <code>int32 credits = 1 [json_name = "credits"];</code>
@@ -397,7 +403,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * How many more, added to the outstanding credit. At least 1.
+     * How many more, added to the outstanding credit. 1 to 10 000 (outside
+     * that: INVALID_ARGUMENT, the stream ended); the outstanding credit is
+     * cut to the hello's `slots`.
      * </pre>
      *
      * <code>int32 credits = 1 [json_name = "credits"];</code>

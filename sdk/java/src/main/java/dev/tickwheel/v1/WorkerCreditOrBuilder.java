@@ -12,7 +12,9 @@ public interface WorkerCreditOrBuilder extends
 
   /**
    * <pre>
-   * How many more, added to the outstanding credit. At least 1.
+   * How many more, added to the outstanding credit. 1 to 10 000 (outside
+   * that: INVALID_ARGUMENT, the stream ended); the outstanding credit is
+   * cut to the hello's `slots`.
    * </pre>
    *
    * <code>int32 credits = 1 [json_name = "credits"];</code>

@@ -233,8 +233,8 @@ private static final long serialVersionUID = 0L;
   private int slots_ = 0;
   /**
    * <pre>
-   * How many executions the worker runs at once; the initial credit.
-   * Default 1, at most 10 000.
+   * How many executions the worker runs at once; the initial credit, and
+   * the most credit the stream ever holds. Default 1, at most 10 000.
    * </pre>
    *
    * <code>int32 slots = 5 [json_name = "slots"];</code>
@@ -1223,8 +1223,8 @@ private static final long serialVersionUID = 0L;
     private int slots_ ;
     /**
      * <pre>
-     * How many executions the worker runs at once; the initial credit.
-     * Default 1, at most 10 000.
+     * How many executions the worker runs at once; the initial credit, and
+     * the most credit the stream ever holds. Default 1, at most 10 000.
      * </pre>
      *
      * <code>int32 slots = 5 [json_name = "slots"];</code>
@@ -1236,8 +1236,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * How many executions the worker runs at once; the initial credit.
-     * Default 1, at most 10 000.
+     * How many executions the worker runs at once; the initial credit, and
+     * the most credit the stream ever holds. Default 1, at most 10 000.
      * </pre>
      *
      * <code>int32 slots = 5 [json_name = "slots"];</code>
@@ -1253,8 +1253,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * How many executions the worker runs at once; the initial credit.
-     * Default 1, at most 10 000.
+     * How many executions the worker runs at once; the initial credit, and
+     * the most credit the stream ever holds. Default 1, at most 10 000.
      * </pre>
      *
      * <code>int32 slots = 5 [json_name = "slots"];</code>

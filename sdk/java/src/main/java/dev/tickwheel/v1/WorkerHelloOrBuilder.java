@@ -113,8 +113,8 @@ public interface WorkerHelloOrBuilder extends
 
   /**
    * <pre>
-   * How many executions the worker runs at once; the initial credit.
-   * Default 1, at most 10 000.
+   * How many executions the worker runs at once; the initial credit, and
+   * the most credit the stream ever holds. Default 1, at most 10 000.
    * </pre>
    *
    * <code>int32 slots = 5 [json_name = "slots"];</code>

@@ -131,7 +131,11 @@ public final class WorkerServiceGrpc {
      * credential that sends, faster than its server's budget allows, results
      * or re-attachments none of its streams holds (or malformed results) has
      * its stream ended with RESOURCE_EXHAUSTED, and new streams refused so
-     * until the budget refills.
+     * until the budget refills. A server takes a bounded number of streams,
+     * of one credential's streams and of the slots they state, summed
+     * (docs/operations.md, "What a worker credential may hold"): a hello past
+     * one is refused with RESOURCE_EXHAUSTED naming it, and the streams
+     * already open go on.
      * </pre>
      */
     default io.grpc.stub.StreamObserver<dev.tickwheel.v1.PullRequest> pull(
@@ -192,7 +196,11 @@ public final class WorkerServiceGrpc {
      * credential that sends, faster than its server's budget allows, results
      * or re-attachments none of its streams holds (or malformed results) has
      * its stream ended with RESOURCE_EXHAUSTED, and new streams refused so
-     * until the budget refills.
+     * until the budget refills. A server takes a bounded number of streams,
+     * of one credential's streams and of the slots they state, summed
+     * (docs/operations.md, "What a worker credential may hold"): a hello past
+     * one is refused with RESOURCE_EXHAUSTED naming it, and the streams
+     * already open go on.
      * </pre>
      */
     public io.grpc.stub.StreamObserver<dev.tickwheel.v1.PullRequest> pull(
@@ -238,7 +246,11 @@ public final class WorkerServiceGrpc {
      * credential that sends, faster than its server's budget allows, results
      * or re-attachments none of its streams holds (or malformed results) has
      * its stream ended with RESOURCE_EXHAUSTED, and new streams refused so
-     * until the budget refills.
+     * until the budget refills. A server takes a bounded number of streams,
+     * of one credential's streams and of the slots they state, summed
+     * (docs/operations.md, "What a worker credential may hold"): a hello past
+     * one is refused with RESOURCE_EXHAUSTED naming it, and the streams
+     * already open go on.
      * </pre>
      */
     @io.grpc.ExperimentalApi("https://github.com/grpc/grpc-java/issues/10918")
