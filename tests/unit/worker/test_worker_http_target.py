@@ -82,17 +82,20 @@ class TargetServer:
     def url(self, path: str) -> str:
         return self.base + path
 
+    def __enter__(self) -> TargetServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release_slow.set()
+        self.server.shutdown()
+        self.server.server_close()
+
 
 @pytest.fixture
 def target() -> Iterator[TargetServer]:
-    server = TargetServer()
-    server.thread.start()
-    try:
+    with TargetServer() as server:
         yield server
-    finally:
-        server.release_slow.set()
-        server.server.shutdown()
-        server.server.server_close()
 
 
 def request_for(url: str, method: str = "", headers: dict[str, str] | None = None, payload: bytes = b"{}") -> Any:

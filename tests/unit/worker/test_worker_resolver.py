@@ -15,7 +15,7 @@ from tickwheel.v1 import job_pb2, worker_pb2
 from tickwheel_worker import HandlerRegistry
 from tickwheel_worker.http_target import HttpCall, build_request
 from tickwheel_worker.resolver import LookupTimeout, Resolver, ResolverBusy
-from tests.unit.worker.test_worker_http_target import TargetServer, target  # noqa: F401 - the fixture
+from tests.unit.worker.test_worker_http_target import TargetServer
 from tests.unit.worker.worker_fakes import LOOPBACK, WAIT, FakeWorkerService, StartWorker, make_assignment
 
 OUTCOME = worker_pb2.ResultOutcome
@@ -51,12 +51,19 @@ def name_server(monkeypatch) -> Iterator[HangingNameServer]:
         fake.release.set()
 
 
+@pytest.fixture
+def target() -> Iterator[TargetServer]:
+    """The HTTP target server of ``test_worker_http_target`` (it answers ``/ok`` with 200)."""
+    with TargetServer() as server:
+        yield server
+
+
 def hung_target(name: str = "api") -> job_pb2.HttpTarget:
     return job_pb2.HttpTarget(url=f"http://{name}{HUNG}/charge")
 
 
 async def test_a_hung_lookup_is_abandoned_at_the_deadline_and_the_slot_comes_back(
-    fake_server: FakeWorkerService, start_worker: StartWorker, target: TargetServer,  # noqa: F811
+    fake_server: FakeWorkerService, start_worker: StartWorker, target: TargetServer,
     name_server: HangingNameServer,
 ) -> None:
     """Before, the call's thread sat in ``getaddrinfo`` past the deadline (an
@@ -79,7 +86,7 @@ async def test_a_hung_lookup_is_abandoned_at_the_deadline_and_the_slot_comes_bac
 
 
 async def test_a_tenant_past_its_lookups_fails_at_once_and_others_run(
-    fake_server: FakeWorkerService, start_worker: StartWorker, target: TargetServer,  # noqa: F811
+    fake_server: FakeWorkerService, start_worker: StartWorker, target: TargetServer,
     name_server: HangingNameServer,
 ) -> None:
     resolver = Resolver(per_tenant=1, total=8)
