@@ -177,7 +177,7 @@ class AttemptSettings:
     user_agent: str
     tracer: Tracer | None = None
     resolver: Resolver = DEFAULT_RESOLVER
-    """Name lookups of HTTP targets: bounded by each call's deadline, capped per tenant."""
+    """Name lookups of HTTP targets: bounded by each call's deadline, abandoned ones capped per tenant."""
 
 
 class _Immediate(Exception):

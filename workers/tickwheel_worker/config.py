@@ -77,10 +77,11 @@ class WorkerConfig:
     ``traceparent``. None: the hand-out's traceparent is passed on as is."""
     resolver: Resolver = DEFAULT_RESOLVER
     """Looks up HTTP targets' host names (``tickwheel_worker.resolver``):
-    each lookup bounded by its call's deadline and abandoned past it, at
-    most 8 of one tenant's and 64 in all under way at once (a lookup past a
-    cap fails its call retryably). ``Resolver(per_tenant=N, total=M)``
-    changes the caps; the default is shared by the process's workers."""
+    each lookup bounded by its call's deadline and abandoned past it; while
+    8 of one tenant's (64 of all) are abandoned and still under way, that
+    tenant's calls fail retryably at once. ``Resolver(per_tenant=N,
+    total=M)`` changes the caps; the default is shared by the process's
+    workers."""
 
     def __post_init__(self) -> None:
         if not self.address:

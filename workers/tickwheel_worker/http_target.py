@@ -10,8 +10,8 @@ where the URL says and nowhere else.
 Name lookups go through a :class:`~tickwheel_worker.resolver.Resolver`:
 bounded by the call's timeout and by :meth:`HttpCall.abort` (a hung name
 server no longer holds the call's thread, and its worker slot, past the
-deadline), and capped per tenant (a lookup past the cap fails the call
-retryably at once).
+deadline), and refused at once (a retryable failure) to a tenant whose
+abandoned lookups still under way reach a cap.
 
 The address seam. ``address_policy(host, address) -> bool`` is called for
 every address the host name resolves to, after DNS resolution and before

@@ -183,7 +183,7 @@ class Connections:
         registered (same credential and worker id) replaces that stream
         (:meth:`add`): it passes a full stream cap, one hello at a time,
         since the count goes back once the old stream ends. Every reserved
-        connection must be :meth:`release`\ d."""
+        connection must be released (:meth:`release`)."""
         assert not connection.counted
         credential = connection.credential.id
         identity = connection.identity

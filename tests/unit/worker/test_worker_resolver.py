@@ -94,12 +94,12 @@ async def test_a_tenant_past_its_lookups_fails_at_once_and_others_run(
     stream = await fake_server.stream(0)
     await stream.assign(make_assignment("e:first", http=hung_target(), deadline_in=0.3))
     assert (await stream.wait_result("e:first")).outcome == OUTCOME.RESULT_OUTCOME_TIMED_OUT
-    assert resolver.under_way("acme") == 1  # abandoned, still under way
+    assert resolver.abandoned("acme") == 1  # still under way
 
     await stream.assign(make_assignment("e:second", http=hung_target("other"), deadline_in=30))
     second = await stream.wait_result("e:second")
     assert second.outcome == OUTCOME.RESULT_OUTCOME_FAILED_RETRYABLE, second.error
-    assert "lookups of tenant acme's target hosts are under way" in second.error
+    assert "1 lookups of tenant acme's target hosts outlived their calls" in second.error
     assert name_server.asked == 1  # nothing more was asked of the hung name server
 
     other = make_assignment("e:globex", http=job_pb2.HttpTarget(url=target.url("/ok")))
@@ -109,14 +109,15 @@ async def test_a_tenant_past_its_lookups_fails_at_once_and_others_run(
 
     name_server.release.set()  # the name server answers at last: the tenant's count goes back
     for _ in range(int(WAIT / 0.01)):
-        if resolver.under_way("acme") == 0:
+        if resolver.abandoned() == 0:
             break
         threading.Event().wait(0.01)
-    assert resolver.under_way() == 0
+    assert resolver.abandoned() == 0
 
 
 def test_the_caps_count_abandoned_lookups_until_they_return(name_server: HangingNameServer) -> None:
     resolver = Resolver(per_tenant=2, total=3)
+    assert resolver.resolve("acme", "127.0.0.1", 80, 5)  # one that answers is never counted
     for name in ("a", "b"):
         with pytest.raises(LookupTimeout, match=f"{name}{HUNG}"):
             resolver.resolve("acme", f"{name}{HUNG}", 80, 0.05)
@@ -124,10 +125,36 @@ def test_the_caps_count_abandoned_lookups_until_they_return(name_server: Hanging
         resolver.resolve("acme", "c" + HUNG, 80, 0.05)
     with pytest.raises(LookupTimeout):
         resolver.resolve("globex", "d" + HUNG, 80, 0.05)
-    with pytest.raises(ResolverBusy, match="3 lookups of target hosts are under way on this worker"):
+    with pytest.raises(ResolverBusy, match="3 lookups of target hosts outlived their calls .* on this worker"):
         resolver.resolve("initech", "127.0.0.1", 80, 5)
-    assert (resolver.under_way("acme"), resolver.under_way("globex"), resolver.under_way()) == (2, 1, 3)
+    assert (resolver.abandoned("acme"), resolver.abandoned("globex"), resolver.abandoned()) == (2, 1, 3)
     assert name_server.asked == 3
+    name_server.release.set()
+    for _ in range(int(WAIT / 0.01)):
+        if resolver.abandoned() == 0:
+            break
+        threading.Event().wait(0.01)
+    assert resolver.abandoned() == 0 and resolver.resolve("acme", "127.0.0.1", 80, 5)
+
+
+def test_a_burst_of_lookups_a_healthy_resolver_answers_meets_no_cap() -> None:
+    """Lookups a call still waits for are bounded by the slots, not capped:
+    a burst of one tenant's calls to one host all start."""
+    release = threading.Barrier(20)
+
+    def slow_but_healthy(host: str, port: int) -> list:
+        release.wait(WAIT)  # all twenty under way at once
+        return socket.getaddrinfo("127.0.0.1", port, type=socket.SOCK_STREAM)
+
+    resolver = Resolver(slow_but_healthy, per_tenant=1, total=1)
+    answers: list = []
+    callers = [threading.Thread(target=lambda: answers.append(resolver.resolve("acme", "api.example", 80, WAIT)))
+               for _ in range(20)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(WAIT)
+    assert len(answers) == 20 and resolver.abandoned() == 0
 
 
 def test_an_abort_abandons_a_lookup_under_way(name_server: HangingNameServer) -> None:
