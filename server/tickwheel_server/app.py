@@ -14,6 +14,7 @@ from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from sqlalchemy.engine import Engine
 from tickwheel.v1 import admin_pb2_grpc, scheduler_pb2_grpc, worker_pb2_grpc
 from tickwheel.v1 import admin_pb2, scheduler_pb2, worker_pb2
 
@@ -231,7 +232,7 @@ class TickwheelServer:
         is (the start waits for the store); anything else is a StartupError."""
         try:
             if self.config.migrate:
-                await asyncio.to_thread(migrate, self.engine)
+                await asyncio.to_thread(migrate_apart, self.engine)
             version = await asyncio.to_thread(current_version, self.engine)
             pending = await asyncio.to_thread(pending_migrations, self.engine)
         except Exception as error:
@@ -249,7 +250,10 @@ class TickwheelServer:
     async def _start(self) -> None:
         config = self.config
         zones.pin_tzdata()
-        self.engine = create_store_engine(config.store)
+        self.engine = create_store_engine(
+            config.store, lock_timeout=config.store_lock_timeout,
+            idle_in_transaction_timeout=config.store_idle_in_transaction_timeout,
+        )
         caps = capabilities(self.engine)
         store_at = self.engine.url.render_as_string(hide_password=True)
         version = await self._waiting.until_up("the store", store_at, self._check_schema)
@@ -821,6 +825,22 @@ class TickwheelServer:
 
     async def wait(self) -> None:
         await self.stopped.wait()
+
+
+def migrate_apart(engine: Engine) -> None:
+    """Apply the migrations at start. On PostgreSQL and CockroachDB on an
+    engine of their own, without the server's lock limits: their DDL waits
+    for its locks as the migration tool's does (the server's sessions give
+    way, not the migration). SQLite takes no limits (and an in-memory one is
+    private to its engine): ``engine`` itself."""
+    if engine.dialect.name == "sqlite":
+        migrate(engine)
+        return
+    apart = create_store_engine(engine.url)
+    try:
+        migrate(apart)
+    finally:
+        apart.dispose()
 
 
 def _rfc3339(instant: datetime | None) -> str:

@@ -172,6 +172,18 @@ class ServerConfig:
     """Claims the dispatcher has in flight at once, each on its own share of
     the owned partitions (docs/architecture.md, Dispatch, "Claims side by
     side"); 1 to 8. SQLite claims one at a time whatever this says."""
+    store_lock_timeout: float = 1.0
+    """Seconds a statement of this server's store sessions waits for a lock
+    (``lock_timeout``; PostgreSQL and CockroachDB) before it fails and is
+    retried once, then the call or pass is refused as the store unavailable
+    (docs/operations.md, "A table locked"); 0 leaves it to the database
+    (its role's or database's setting). At most 600."""
+    store_idle_in_transaction_timeout: float = 60.0
+    """Seconds a store session of this server may sit idle inside a
+    transaction before the database ends it and releases its locks
+    (``idle_in_transaction_session_timeout``): a server stalled halfway
+    through a transaction holds no lock longer; 0 leaves it to the
+    database. At most 86400."""
     claim_batch: int = 1000
     """Jobs one claim takes at most (docs/architecture.md, "Claims side by
     side", "A claim's batch"); 100 to 5000. A claim's round trips and fixed work are
@@ -239,6 +251,12 @@ class ServerConfig:
                 raise ConfigError(f"{name} ({flag}): must be between 1 and {most}")
         if not 0 <= self.reaper_grace <= 3600:
             raise ConfigError("reaper_grace (--reaper-grace): must be between 0 (the session TTL) and 3600 seconds")
+        if not 0 <= self.store_lock_timeout <= 600:
+            raise ConfigError("store_lock_timeout (--store-lock-timeout): must be between 0 (the database's) "
+                              "and 600 seconds")
+        if not 0 <= self.store_idle_in_transaction_timeout <= 86400:
+            raise ConfigError("store_idle_in_transaction_timeout (--store-idle-in-transaction-timeout): must be "
+                              "between 0 (the database's) and 86400 seconds")
         if not 0 <= self.arm_ahead <= 30:
             raise ConfigError("arm_ahead (--arm-ahead): must be between 0 and 30 seconds")
         if not self.retention_days * 24 >= 1:
@@ -346,6 +364,8 @@ _ENV = {
     "max_worker_streams": "TICKWHEEL_MAX_WORKER_STREAMS",
     "max_streams_per_credential": "TICKWHEEL_MAX_STREAMS_PER_CREDENTIAL",
     "max_slots_per_credential": "TICKWHEEL_MAX_SLOTS_PER_CREDENTIAL",
+    "store_lock_timeout": "TICKWHEEL_STORE_LOCK_TIMEOUT",
+    "store_idle_in_transaction_timeout": "TICKWHEEL_STORE_IDLE_IN_TRANSACTION_TIMEOUT",
 }
 """Setting -> environment variable."""
 
@@ -456,6 +476,16 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
              f"{DEFAULT_MAX_SLOTS_PER_CREDENTIAL}; or TICKWHEEL_MAX_SLOTS_PER_CREDENTIAL)",
     )
     parser.add_argument(
+        "--store-lock-timeout", type=float, metavar="SECONDS",
+        help="how long a store statement waits for a lock before the store counts as unavailable "
+             "(default 1, 0 the database's; or TICKWHEEL_STORE_LOCK_TIMEOUT)",
+    )
+    parser.add_argument(
+        "--store-idle-in-transaction-timeout", type=float, metavar="SECONDS",
+        help="how long a store session may sit idle in a transaction before the database ends it "
+             "(default 60, 0 the database's; or TICKWHEEL_STORE_IDLE_IN_TRANSACTION_TIMEOUT)",
+    )
+    parser.add_argument(
         "--arm-ahead", type=float, metavar="SECONDS",
         help="arm executions that need no decision at their instant this many seconds ahead "
              "(default 10, 0 off; or TICKWHEEL_ARM_AHEAD)",
@@ -552,6 +582,7 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
                  "log_format", "breaker_window", "breaker_min_calls", "breaker_failure_ratio", "breaker_open",
                  "arm_ahead", "reaper_grace", "claim_lanes", "claim_batch", "etcd_compaction_retention",
                  "max_worker_streams", "max_streams_per_credential", "max_slots_per_credential"):  # fmt: skip
+                 "store_lock_timeout", "store_idle_in_transaction_timeout"):  # fmt: skip
         value = getattr(args, name, None)
         if value is not None:
             settings[name] = value
@@ -587,7 +618,7 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
             except (TypeError, ValueError):
                 raise ConfigError(f"{name}: {settings[name]!r} is not a number of days") from None
     for name in ("breaker_window", "breaker_failure_ratio", "breaker_open", "arm_ahead", "reaper_grace",
-                 "etcd_compaction_retention"):
+                 "etcd_compaction_retention", "store_lock_timeout", "store_idle_in_transaction_timeout"):
         if name in settings:
             try:
                 settings[name] = float(settings[name])

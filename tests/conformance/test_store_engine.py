@@ -188,9 +188,9 @@ def test_postgres_sessions_start_with_jit_off_unless_the_options_set_it(given, e
     assert postgres_options(url, environ) == sent
 
 
-def _connect_params(url: str) -> dict:
+def _connect_params(url: str, **options: object) -> dict:
     """What the engine of ``url`` hands the driver to connect (no server needed)."""
-    engine = create_store_engine(url)
+    engine = create_store_engine(url, **options)  # type: ignore[arg-type]
     seen: dict = {}
 
     @event.listens_for(engine, "do_connect")
@@ -214,6 +214,24 @@ def test_only_postgresql_sessions_are_sent_the_jit_option(monkeypatch) -> None:
     # its sessions are sent no options at all, nor an operator's changed.
     assert "options" not in _connect_params("cockroachdb://h/db")
     assert _connect_params("cockroachdb://h/db?options=-c%20x%3Dy")["options"] == "-c x=y"
+
+
+def test_the_lock_limits_asked_are_sent_to_postgresql_and_cockroachdb_unless_the_url_sets_them(monkeypatch) -> None:
+    monkeypatch.delenv("PGOPTIONS", raising=False)
+    limits = {"lock_timeout": 1.5, "idle_in_transaction_timeout": 60}
+    assert _connect_params("postgresql://h/db", **limits)["options"] == (
+        f"{JIT_OFF} -c lock_timeout=1500ms -c idle_in_transaction_session_timeout=60000ms")
+    # CockroachDB has both settings (not jit): sent only when asked.
+    assert _connect_params("cockroachdb://h/db", **limits)["options"] == (
+        "-c lock_timeout=1500ms -c idle_in_transaction_session_timeout=60000ms")
+    assert "options" not in _connect_params("cockroachdb://h/db", lock_timeout=0, idle_in_transaction_timeout=None)
+    # The operator's own setting wins, however written; the other limit still goes.
+    assert _connect_params("postgresql://h/db?options=--lock_timeout%3D9s", **limits)["options"] == (
+        f"--lock_timeout=9s {JIT_OFF} -c idle_in_transaction_session_timeout=60000ms")
+    # Under a millisecond is one: never 0, which would mean no limit at all.
+    assert _connect_params("postgresql://h/db", lock_timeout=0.0001)["options"] == f"{JIT_OFF} -c lock_timeout=1ms"
+    with pytest.raises(StoreConfigError, match="lock_timeout must be > 0"):
+        create_store_engine("postgresql://h/db", lock_timeout=-1)
 
 
 @pytest.mark.postgres

@@ -5,13 +5,18 @@ attempts, in :class:`StoreUnavailableError` naming what the store does
 (never a bare driver error, which the API would answer INTERNAL), with
 nothing written; an error answering COMMIT is not ambiguous; a transaction
 that provokes 55P03 itself and handles it (``handled``) gets it at once.
+A lock not granted ends the retries after two attempts; the engine's own
+``lock_timeout`` and ``idle_in_transaction_session_timeout`` bind every
+session it opens (an operator's URL option wins).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 
 import grpc
@@ -33,6 +38,7 @@ from tickwheel_server.store import (
     run_in_transaction,
 )
 from tickwheel_server.store.retention import RetentionStore
+from tickwheel_server.store.transactions import LOCK_TIMEOUT_ATTEMPTS
 
 pytestmark = pytest.mark.postgres
 
@@ -138,44 +144,121 @@ def test_a_statement_timeout_is_retried_and_ends_in_store_unavailable(postgres_u
     assert caught.value.sqlstate == "57014" and read_counter(hurried) == 1
 
 
-def test_a_table_locked_past_the_lock_timeout_is_retried_then_handled_by_who_asks(
-    postgres_url: str, make_engine
-) -> None:
-    make_counter(make_engine(postgres_url))
-    operator = make_engine(postgres_url)
-    waiting = make_engine(with_options(postgres_url, "-c lock_timeout=50"))
+@contextmanager
+def table_locked(engine: Engine, table: str) -> Iterator[threading.Event]:
+    """An operator's session holding ``table`` in ACCESS EXCLUSIVE mode until the block ends."""
     locked, release = threading.Event(), threading.Event()
 
     def hold_lock() -> None:
-        with operator.connect() as conn, conn.begin():
-            conn.execute(text("LOCK TABLE counter IN ACCESS EXCLUSIVE MODE"))
+        with engine.connect() as conn, conn.begin():
+            conn.execute(text(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
             locked.set()
-            release.wait(30)
+            release.wait(60)
 
     holder = threading.Thread(target=hold_lock)
     holder.start()
     try:
-        assert locked.wait(10)
-        calls = []
-
-        def write(conn: Connection) -> None:
-            calls.append(1)
-            increment(conn)
-
-        with pytest.raises(StoreUnavailableError) as caught:
-            run_in_transaction(waiting, write, attempts=3, backoff=QUICK, sleep=no_sleep)
-        assert caught.value.sqlstate == "55P03" and len(calls) == 3
-        assert "refusing locks (lock timeout)" in str(caught.value)
-        with pytest.raises(sa_exc.DBAPIError) as handled:  # who set its own lock_timeout: at once, unchanged
-            run_in_transaction(waiting, write, handled=frozenset({"55P03"}), sleep=no_sleep)
-        assert handled.value.orig.sqlstate == "55P03" and len(calls) == 4
-        release.set()
-        holder.join(10)
-        run_in_transaction(waiting, write, backoff=QUICK, sleep=no_sleep)  # released: it goes through
-        assert read_counter(waiting) == 1
+        assert locked.wait(10), "the operator's session did not get its lock"
+        yield release
     finally:
         release.set()
         holder.join(10)
+
+
+def test_a_table_locked_past_the_lock_timeout_is_retried_once_then_handled_by_who_asks(
+    postgres_url: str, make_engine
+) -> None:
+    make_counter(make_engine(postgres_url))
+    waiting = make_engine(with_options(postgres_url, "-c lock_timeout=50"))
+    calls = []
+
+    def write(conn: Connection) -> None:
+        calls.append(1)
+        increment(conn)
+
+    with table_locked(make_engine(postgres_url), "counter") as release:
+        # Ten attempts allowed, two made: a second lock not granted is an outage, not contention.
+        with pytest.raises(StoreUnavailableError) as caught:
+            run_in_transaction(waiting, write, attempts=10, backoff=QUICK, sleep=no_sleep)
+        assert caught.value.sqlstate == "55P03" and len(calls) == LOCK_TIMEOUT_ATTEMPTS == 2
+        assert caught.value.attempts == 2
+        assert "refusing locks (lock timeout) after 2 attempts" in str(caught.value)
+        with pytest.raises(sa_exc.DBAPIError) as handled:  # who set its own lock_timeout: at once, unchanged
+            run_in_transaction(waiting, write, handled=frozenset({"55P03"}), sleep=no_sleep)
+        assert handled.value.orig.sqlstate == "55P03" and len(calls) == 3
+        release.set()
+    run_in_transaction(waiting, write, backoff=QUICK, sleep=no_sleep)  # released: it goes through
+    assert read_counter(waiting) == 1
+
+
+def test_the_engines_lock_limits_bind_its_sessions_and_an_operators_option_wins(
+    postgres_url: str, make_engine
+) -> None:
+    show = lambda c: (c.exec_driver_sql("SHOW lock_timeout").scalar(),  # noqa: E731
+                      c.exec_driver_sql("SHOW idle_in_transaction_session_timeout").scalar(),
+                      c.exec_driver_sql("SHOW jit").scalar())
+    assert run_in_transaction(make_engine(postgres_url), show) == ("0", "0", "off")  # the database's own
+    limited = make_engine(postgres_url, lock_timeout=0.25, idle_in_transaction_timeout=30)
+    assert run_in_transaction(limited, show) == ("250ms", "30s", "off")
+    # What the operator wrote in the URL wins; the other limit is still set.
+    theirs = make_engine(with_options(postgres_url, "-c lock_timeout=7s"), lock_timeout=0.25,
+                         idle_in_transaction_timeout=30)
+    assert run_in_transaction(theirs, show) == ("7s", "30s", "off")
+    # 0 leaves a limit to the database.
+    assert run_in_transaction(make_engine(postgres_url, lock_timeout=0, idle_in_transaction_timeout=0), show) == (
+        "0", "0", "off")
+
+
+def test_the_engines_lock_timeout_makes_a_locked_table_an_outage_and_writes_nothing(
+    postgres_url: str, make_engine
+) -> None:
+    """A table an operator locked: with the engine's own ``lock_timeout``
+    (none set for the role or in the URL) the transaction ends in
+    StoreUnavailableError after two waits, not when the lock goes; nothing
+    written; after the lock it goes through once."""
+    make_counter(make_engine(postgres_url))
+    limited = make_engine(postgres_url, lock_timeout=0.05)
+    calls = []
+
+    def write(conn: Connection) -> None:
+        calls.append(1)
+        increment(conn)
+
+    with table_locked(make_engine(postgres_url), "counter"):
+        with pytest.raises(StoreUnavailableError) as caught:
+            run_in_transaction(limited, write, backoff=QUICK, sleep=no_sleep)
+        assert caught.value.sqlstate == "55P03" and len(calls) == 2
+        assert "refusing locks (lock timeout)" in str(caught.value)
+        assert status_for(caught.value)[0] is grpc.StatusCode.UNAVAILABLE
+    assert read_counter(limited) == 0  # nothing the refused attempts wrote
+    run_in_transaction(limited, write, backoff=QUICK, sleep=no_sleep)
+    assert read_counter(limited) == 1
+
+
+def test_a_session_left_idle_in_a_transaction_is_ended_and_its_locks_go(postgres_url: str, make_engine) -> None:
+    """A server stalled halfway through a transaction (a thread starved, a
+    process stopped) holds its locks no longer than the engine's
+    ``idle_in_transaction_timeout``: the database ends the session."""
+    make_counter(make_engine(postgres_url))
+    stalled = make_engine(postgres_url, idle_in_transaction_timeout=0.2)
+    watcher = make_engine(postgres_url)
+    with stalled.connect() as conn:
+        conn.begin()
+        conn.execute(text("LOCK TABLE counter IN ACCESS EXCLUSIVE MODE"))
+        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        deadline = time.monotonic() + 30
+        while True:  # polling another session's state: the database ends it, nothing here signals
+            with watcher.connect() as probe:
+                alive = probe.execute(text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"),
+                                      {"pid": pid}).scalar()
+            if not alive:
+                break
+            assert time.monotonic() < deadline, "the idle session was not ended"
+            time.sleep(0.05)
+        with pytest.raises(sa_exc.DBAPIError):  # the transaction is gone with its session
+            conn.execute(text("SELECT 1"))
+    run_in_transaction(watcher, increment, backoff=QUICK, sleep=no_sleep)  # the lock went with it
+    assert read_counter(watcher) == 1
 
 
 def test_a_refusal_answering_commit_is_retried_not_ambiguous(postgres_url: str, make_engine) -> None:

@@ -47,7 +47,8 @@ AMBIGUOUS_SQLSTATES = frozenset({"40003"})
 CONNECTION_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
 """admin/crash shutdown, cannot connect now, too many connections (and all of class 08)."""
 READ_ONLY = "25006"
-REFUSED_SQLSTATES = frozenset({READ_ONLY, "57014", "55P03"})
+LOCK_NOT_AVAILABLE = "55P03"
+REFUSED_SQLSTATES = frozenset({READ_ONLY, "57014", LOCK_NOT_AVAILABLE})
 """read_only_sql_transaction, query_canceled, lock_not_available."""
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 

@@ -13,7 +13,9 @@ Three engines, one SQL subset (the one CockroachDB and PostgreSQL share):
   is CockroachDB's only sensible level and the one the test suite runs
   PostgreSQL at, so SQLSTATE 40001 is an everyday event that
   :func:`~tickwheel_server.store.transactions.run_in_transaction` absorbs.
-  PostgreSQL sessions start with JIT off (:func:`postgres_options`).
+  PostgreSQL sessions start with JIT off (:func:`postgres_options`); the
+  server's sessions also with a ``lock_timeout`` and an
+  ``idle_in_transaction_session_timeout`` (:func:`wait_limits`).
 
 Engine-specific SQL goes behind :class:`Capabilities`, never behind a check
 of the URL string.
@@ -96,30 +98,57 @@ def parse_store_url(url: str | URL) -> URL:
 JIT_OFF = "-c jit=off"
 """What :func:`postgres_options` adds to a PostgreSQL session's startup options."""
 
-_SETS_JIT = re.compile(r"(?:^|\s)(?:-c\s*|--)jit\s*=", re.I)
-"""An options string that sets ``jit`` itself (``-c jit=…``, ``-cjit=…``, ``--jit=…``)."""
+LOCK_TIMEOUT = "lock_timeout"
+IDLE_IN_TRANSACTION_TIMEOUT = "idle_in_transaction_session_timeout"
 
 
-def postgres_options(url: URL, environ: Mapping[str, str] = os.environ) -> str:
-    """The libpq ``options`` a PostgreSQL session of ``url`` starts with:
-    the URL's own ``options`` (else ``PGOPTIONS`` from ``environ``, which
-    libpq would read only when none is given) with :data:`JIT_OFF` added,
-    unless they set ``jit`` themselves (an operator's ``?options=-c%20jit%3Don``
-    turns it back on).
+def _sets(options: str, name: str) -> bool:
+    """Whether the libpq ``options`` string sets ``name`` itself (``-c name=…``,
+    ``-cname=…``, ``--name=…``, any case)."""
+    return re.search(rf"(?:^|\s)(?:-c\s*|--){re.escape(name)}\s*=", options, re.I) is not None
 
-    JIT off: the store's statements are short and many; priced over a
-    large table's estimates, a plan passes ``jit_above_cost`` and compiling
-    it costs more than running it (``loadtest/RESULTS.md``). A connect-time
-    option costs no statement. CockroachDB has no ``jit`` setting: its
-    sessions never get this."""
+
+def session_options(url: URL, settings: Mapping[str, str], environ: Mapping[str, str] = os.environ) -> str:
+    """The libpq ``options`` a session of ``url`` starts with: the URL's own
+    ``options`` (else ``PGOPTIONS`` from ``environ``, which libpq would read
+    only when none is given) with ``-c name=value`` added for each of
+    ``settings`` they do not set themselves (the operator's wins). A
+    connect-time option costs no statement, and binds the session before its
+    first one."""
     given = url.query.get("options")
     if given is None:
         base = environ.get("PGOPTIONS", "")
     else:
         base = " ".join(given) if isinstance(given, tuple) else given
-    if _SETS_JIT.search(base):
-        return base
-    return f"{base} {JIT_OFF}".strip()
+    added = [f"-c {name}={value}" for name, value in settings.items() if not _sets(base, name)]
+    return " ".join([base, *added]).strip()
+
+
+def postgres_options(url: URL, environ: Mapping[str, str] = os.environ) -> str:
+    """:func:`session_options` with :data:`JIT_OFF` alone: JIT off, unless
+    the URL's options (or ``PGOPTIONS``) set ``jit`` themselves (an
+    operator's ``?options=-c%20jit%3Don`` turns it back on).
+
+    JIT off: the store's statements are short and many; priced over a
+    large table's estimates, a plan passes ``jit_above_cost`` and compiling
+    it costs more than running it (``loadtest/RESULTS.md``). CockroachDB
+    has no ``jit`` setting: its sessions never get this."""
+    return session_options(url, {"jit": "off"}, environ)
+
+
+def wait_limits(lock_timeout: float | None, idle_in_transaction_timeout: float | None) -> dict[str, str]:
+    """The session settings that bound how long a session waits for a lock
+    and may sit idle inside a transaction, in whole milliseconds (at least
+    1); a limit None or 0 is left to the database (its role's, database's
+    or server's setting). :class:`StoreConfigError` for a negative one."""
+    limits: dict[str, str] = {}
+    for name, seconds in ((LOCK_TIMEOUT, lock_timeout), (IDLE_IN_TRANSACTION_TIMEOUT, idle_in_transaction_timeout)):
+        if seconds is None or seconds == 0:
+            continue
+        if not seconds > 0:
+            raise StoreConfigError(f"{name} must be > 0 seconds (or 0: the database's own), not {seconds!r}")
+        limits[name] = f"{max(1, round(seconds * 1000))}ms"
+    return limits
 
 
 def _is_sqlite_memory(url: URL) -> bool:
@@ -139,6 +168,8 @@ def create_store_engine(
     pool_timeout: float = 30.0,
     connect_timeout: int = 5,
     sqlite_busy_timeout: float = 5.0,
+    lock_timeout: float | None = None,
+    idle_in_transaction_timeout: float | None = None,
     echo: bool = False,
 ) -> Engine:
     """Build the SQLAlchemy engine for a store URL (see :func:`parse_store_url`).
@@ -160,6 +191,17 @@ def create_store_engine(
     PostgreSQL sessions start with JIT off unless the URL's ``options`` (or
     ``PGOPTIONS``) set ``jit`` (:func:`postgres_options`).
 
+    ``lock_timeout`` and ``idle_in_transaction_timeout`` (seconds; None or 0
+    leaves them to the database) start every PostgreSQL and CockroachDB
+    session with ``lock_timeout`` and ``idle_in_transaction_session_timeout``
+    (:func:`wait_limits`), unless the URL's ``options`` set them: a
+    statement that waits longer for a lock fails with 55P03, which
+    :mod:`.transactions` retries as a refusal (at most
+    :data:`~.transactions.LOCK_TIMEOUT_ATTEMPTS` attempts), and a session
+    left idle in a transaction longer is ended by the database, its locks
+    released. The server's engine sets both; the migration tool's and the
+    tests' leave them to the database. SQLite ignores them.
+
     Nothing connects until the engine is first used.
     """
     parsed = parse_store_url(url)
@@ -172,6 +214,7 @@ def create_store_engine(
         raise StoreConfigError("pool_size must be >= 1, max_overflow >= 0 and pool_timeout > 0")
     if connect_timeout < 1 or sqlite_busy_timeout < 0:
         raise StoreConfigError("connect_timeout must be >= 1 s and sqlite_busy_timeout >= 0")
+    limits = wait_limits(lock_timeout, idle_in_transaction_timeout)
 
     if backend == SQLITE:
         return _create_sqlite_engine(
@@ -188,8 +231,9 @@ def create_store_engine(
         connect_args["connect_timeout"] = connect_timeout
     if "application_name" not in parsed.query:
         connect_args["application_name"] = "tickwheel"
-    if backend == POSTGRESQL:
-        connect_args["options"] = postgres_options(parsed)
+    settings = ({"jit": "off"} if backend == POSTGRESQL else {}) | limits
+    if settings:  # CockroachDB's sessions get no options of ours unless limits are asked
+        connect_args["options"] = session_options(parsed, settings)
     engine = sa.create_engine(
         parsed,
         isolation_level=level,

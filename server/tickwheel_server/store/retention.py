@@ -85,6 +85,7 @@ from ..policy.rollups import (
 from . import requests
 from .alerts import AlertStore
 from .base import SqlStore, one_of, pairs_in
+from .classify import LOCK_NOT_AVAILABLE
 from .rollups import Rollup, merge_rollups
 from .transactions import sqlstate_of
 from .tables import attempt_rollups, attempts, executions, skips
@@ -93,7 +94,6 @@ from .timeline import TERMINAL, in_group
 log = logging.getLogger(__name__)
 
 DEFAULT_PARTITION = "attempts_default"
-LOCK_NOT_AVAILABLE = "55P03"
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from tickwheel.shared.backoff import full_jitter
 from tickwheel.shared.clock import Clock, SystemClock
 
 from .begin_guard import BEGINS_ITSELF, guard
-from .classify import READ_ONLY, ErrorKind, classify_error, sqlstate_of, unavailable_reason
+from .classify import LOCK_NOT_AVAILABLE, READ_ONLY, ErrorKind, classify_error, sqlstate_of, unavailable_reason
 from .errors import (
     AmbiguousCommitError,
     StoreConfigError,
@@ -68,6 +68,13 @@ class Backoff:
 
 
 DEFAULT_ATTEMPTS = 10
+LOCK_TIMEOUT_ATTEMPTS = 2
+"""Attempts a transaction makes at most when a lock is not granted in time
+(55P03): a wait past the session's ``lock_timeout`` is tried once more (a
+row held a moment too long by another transaction), and a second one is an
+outage (a table locked by an operator or a migration): the caller is told
+the store is unavailable after about twice the lock timeout, rather than
+after ten of them or at its client's deadline."""
 DEFAULT_BACKOFF = Backoff()
 _default_rng = random.Random()
 
@@ -248,7 +255,7 @@ def _delay_or_raise(
             "the connection failed while committing; the transaction may or may not have been applied",
             sqlstate=sqlstate,
         ) from error
-    if attempt >= attempts:
+    if attempt >= attempts or (sqlstate == LOCK_NOT_AVAILABLE and attempt >= LOCK_TIMEOUT_ATTEMPTS):
         if kind is ErrorKind.CONFLICT:
             raise TransactionConflictError(
                 f"transaction still conflicting after {attempts} attempts (SQLSTATE {sqlstate or 'n/a'})",
@@ -256,8 +263,8 @@ def _delay_or_raise(
                 sqlstate=sqlstate,
             ) from error
         raise StoreUnavailableError(
-            f"store {unavailable_reason(sqlstate)} after {attempts} attempts: {error.__class__.__name__}",
-            attempts=attempts,
+            f"store {unavailable_reason(sqlstate)} after {attempt} attempts: {error.__class__.__name__}",
+            attempts=attempt,
             sqlstate=sqlstate,
         ) from error
     delay = full_jitter(attempt - 1, initial=backoff.base, cap=backoff.cap, rng=rng)
@@ -299,7 +306,8 @@ def run_in_transaction(
     failures before COMMIT, and the server's refusals of the moment (25006
     read-only, 57014 statement cancelled, 55P03 lock not granted; at COMMIT
     too: the server answered, nothing was applied), ending in
-    :class:`StoreUnavailableError` saying which. A SQLSTATE in ``handled``
+    :class:`StoreUnavailableError` saying which; a lock not granted ends
+    them after :data:`LOCK_TIMEOUT_ATTEMPTS` attempts. A SQLSTATE in ``handled``
     (one the transaction provokes and its caller handles: 55P03 of its own
     ``lock_timeout``) is raised unchanged at once. A connection failure *during* COMMIT
     (or SQLSTATE 40003) is ambiguous: retried only when ``idempotent`` is
