@@ -185,6 +185,17 @@ def expected_occurrences(jobs: Iterable[JobRow], until: datetime) -> list[Occurr
     return found
 
 
+def settle_by(expected: Sequence[Occurrence], now: datetime, timeout: float) -> datetime:
+    """When ``expected`` should all have settled: ``timeout`` seconds past
+    the later of ``now`` and the latest due instant among them. An
+    occurrence is expected by its nominal instant, but it runs from its due
+    instant, up to its jitter window later (a cron job's default window is a
+    minute): a wait counted from ``now`` alone would take a run not yet due
+    for a late one."""
+    latest = max([to_us(now), *(o.due_at for o in expected)])
+    return from_us(latest) + timedelta(seconds=timeout)
+
+
 # --------------------------------------------------------------------------- the rules
 
 

@@ -11,7 +11,7 @@ from tickwheel.v1 import job_pb2
 
 from tests.support.audit import (
     AttemptRow, Deliveries, ExecutionRow, JobRow, Occurrence, SkipRow, Snapshot, created_at, expected_occurrences,
-    problems, unsettled,
+    problems, settle_by, unsettled,
 )
 from tickwheel.shared.ids import new_job_id, to_us
 
@@ -79,6 +79,21 @@ def test_expected_occurrences_come_from_the_schedule_after_the_jobs_creation(win
     assert first.due_at >= first.nominal_at
     with pytest.raises(ValueError, match="updated"):
         expected_occurrences([replace(cron, version=2)], T0 + timedelta(minutes=2))
+
+
+def test_settling_is_waited_for_from_the_latest_due_instant_not_from_now() -> None:
+    """A cron run nominally inside a fault's window runs from its due
+    instant, up to its jitter window (a minute) later: 35 s after the fault
+    it may not be due yet, so the wait counts from that due instant (what a
+    full suite once took for a run late after a read-only fault)."""
+    nominal = T0.replace(microsecond=0)
+    fault_end = nominal + timedelta(seconds=3)
+    cron = Occurrence("cron", "globex", to_us(nominal), to_us(nominal + timedelta(seconds=50)))
+    once = Occurrence("once", "acme", to_us(nominal - timedelta(seconds=2)), to_us(nominal - timedelta(seconds=2)))
+    assert settle_by([once, cron], fault_end, 35) == nominal + timedelta(seconds=85)
+    # What is due already, or nothing at all: from now.
+    assert settle_by([once], fault_end, 35) == fault_end + timedelta(seconds=35)
+    assert settle_by([], fault_end, 35) == fault_end + timedelta(seconds=35)
 
 
 def test_a_window_where_everything_ran_once_is_clean(window) -> None:
