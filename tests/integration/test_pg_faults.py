@@ -405,14 +405,17 @@ def test_a_table_locked_is_refused_unavailable_by_the_servers_own_lock_timeout(
 
         locker.begin(db)
         stack.callback(locker.end, db)  # released however the test ends
+        called = time.monotonic()
         with pytest.raises(grpc.RpcError) as refused:
             create_once(one.address, acme, target.url("/ok"), "locked", deadline=60)
+        answered = time.monotonic() - called
         assert locker.thread.is_alive(), "the lock went before the call was answered"
         assert refused.value.code() is grpc.StatusCode.UNAVAILABLE, (refused.value.code(), refused.value.details())
         assert refused.value.details() == (
             "the store is unavailable (refusing locks (lock timeout)); nothing was written; retry later"
         ), refused.value.details()
         locker.end(db)
+        print(json.dumps({"table_locked_call_answered_s": round(answered, 3)}))  # a figure, not a bound
 
         again = create_once(one.address, acme, target.url("/ok"), "locked", deadline=30)
         assert create_once(one.address, acme, target.url("/ok"), "locked", deadline=30).id == again.id
