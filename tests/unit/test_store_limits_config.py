@@ -4,19 +4,10 @@ config file, bounded (0 leaves them to the database)."""
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
-from tickwheel_server.config import ConfigError, add_server_arguments, load_server_config
-
-ENV = {"TICKWHEEL_ADMIN_TOKEN": "t" * 20}
-
-
-def server_args(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    add_server_arguments(parser)
-    return parser.parse_args(["--store", "sqlite://", "--etcd", "memory", *argv])
+from tickwheel_server.config import ConfigError, load_server_config
+from tests.unit.test_webhook_config import ENV, server_args
 
 
 def test_defaults_flags_environment_and_file(tmp_path) -> None:

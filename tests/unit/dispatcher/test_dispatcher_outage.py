@@ -13,6 +13,7 @@ from tickwheel.shared.ids import to_us
 from tickwheel_server.dispatcher.dispatcher import Dispatcher
 from tickwheel_server.store.dispatch import ClaimedExecution, ClaimResult
 from tickwheel_server.store.errors import StoreUnavailableError
+from tests.unit.dispatcher.test_dispatcher_wake import Ownership, Runner, settle
 
 TICK = 1.0
 STEP = 0.05
@@ -45,30 +46,6 @@ class Store:
 
     async def review_quarantine(self, owned) -> list[str]:
         return []
-
-
-class Ownership:
-    generation = 1
-
-    def owned(self) -> dict[int, int]:
-        return {3: 7}
-
-    async def wait_changed(self, after: int) -> int:
-        await asyncio.Event().wait()  # ownership never changes here
-        return self.generation
-
-
-class Runner:
-    def insert(self, key, due_us, _partition) -> None:
-        pass
-
-    def drop(self, _predicate) -> None:
-        pass
-
-
-async def settle() -> None:
-    for _ in range(20):
-        await asyncio.sleep(0)
 
 
 async def run_for(clock: FakeClock, seconds: float) -> None:
