@@ -18,8 +18,9 @@ The servers run as a role of their own (not a superuser: a role's limits
 and settings bind it), owner of the test's database. For each fault: every
 CreateJob the client made is answered OK or UNAVAILABLE with a message
 (never DEADLINE_EXCEEDED, INTERNAL or UNKNOWN); every one answered OK is
-in the store after; the servers live and log the outage in a line or two per component, not one per
-call or retry; their event loops hold no pile of tasks; and after the fault
+in the store after; the servers live and log the outage in a line or two
+per component, not one per call or retry; their event loops hold no pile
+of tasks; and after the fault
 the audit (tests/support/audit.py) finds every expected occurrence in
 exactly one terminal state, none handed out or started before due, and an
 alert for every execution that ended dead.
