@@ -581,7 +581,7 @@ def load_server_config(args: argparse.Namespace, environ: dict[str, str] | None 
     for name in ("metrics_top_tenants", "trace_export", "metrics_export", "otlp_endpoint", "otlp_protocol",
                  "log_format", "breaker_window", "breaker_min_calls", "breaker_failure_ratio", "breaker_open",
                  "arm_ahead", "reaper_grace", "claim_lanes", "claim_batch", "etcd_compaction_retention",
-                 "max_worker_streams", "max_streams_per_credential", "max_slots_per_credential"):  # fmt: skip
+                 "max_worker_streams", "max_streams_per_credential", "max_slots_per_credential",
                  "store_lock_timeout", "store_idle_in_transaction_timeout"):  # fmt: skip
         value = getattr(args, name, None)
         if value is not None:
