@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tickwheel_worker import bounds, runtime
+from tickwheel_worker import bounds, resolver, runtime
 
 REPO = Path(__file__).resolve().parents[2]
 READMES = [REPO / "sdk" / name / "README.md" for name in ("python", "typescript", "go", "java")]
@@ -94,3 +94,12 @@ def test_each_worker_defines_the_bound_with_the_python_workers_number(bound: str
     want, where = BOUNDS[bound]
     for language, (path, name) in where.items():
         assert defined((SOURCES[language] / path).read_text(), name) == want, f"{language} {name}"
+
+
+def test_the_table_gives_the_python_workers_caps_on_abandoned_lookups() -> None:
+    """Only the Python worker runs HTTP targets, so only it looks up a
+    tenant's host name: the caps the table states are its resolver's."""
+    text = table(READMES[0])
+    assert (f"{resolver.DEFAULT_ABANDONED_PER_TENANT} abandoned lookups of one tenant still under way, "
+            f"{resolver.DEFAULT_ABANDONED} of all") in text
+    assert "looked up by the Python worker only" in text

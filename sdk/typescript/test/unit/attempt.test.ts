@@ -1,6 +1,7 @@
 /** One attempt's outcome: success, thrown errors, PermanentError, deadline, cancel before a slot. */
 
 import assert from "node:assert/strict";
+import dns from "node:dns";
 import { describe, test } from "node:test";
 
 import { create } from "@bufbuild/protobuf";
@@ -11,14 +12,16 @@ import { systemClock } from "../../src/clock.js";
 import { AssignmentSchema, ResultOutcome, type ExecutionResult } from "../../src/gen/tickwheel/v1/worker_pb.js";
 import { Semaphore } from "../../src/sync.js";
 
-function attemptOf(handler: Handler, options: { deadlineAt?: Date; name?: string } = {}): Attempt {
+function attemptOf(handler: Handler, options: { deadlineAt?: Date; name?: string; url?: string } = {}): Attempt {
   const assignment = create(AssignmentSchema, {
     executionId: "job_1:2030-01-01T00:00:00Z",
     jobId: "job_1",
     attempt: 2,
     delivery: 3,
     payload: new TextEncoder().encode('{"n": 1}'),
-    target: { kind: { case: "handler", value: { name: options.name ?? "h" } } },
+    target: options.url === undefined
+      ? { kind: { case: "handler", value: { name: options.name ?? "h" } } }
+      : { kind: { case: "http", value: { url: options.url, method: "POST" } } },
     ...(options.deadlineAt ? { deadlineAt: timestampFromDate(options.deadlineAt) } : {}),
   });
   return new Attempt(assignment, { handlers: new Map([["h", handler]]), clock: systemClock, cancelGraceMs: 50 });
@@ -51,6 +54,24 @@ describe("Attempt", () => {
     const [missing] = await outcome(attemptOf(() => "x", { name: "other" }));
     assert.equal(missing!.outcome, ResultOutcome.FAILED_PERMANENT);
     assert.match(missing!.error, /no handler named "other" in this worker \(it serves: h\)/);
+  });
+
+  test("an HTTP target is permanent, and nothing of it is looked up or run", async () => {
+    // Only the Python worker runs HTTP targets (this one's hello says http: false), so a
+    // tenant's name server never holds this worker's slots or libuv's threads.
+    const lookups: string[] = [];
+    const { lookup } = dns; // what net, http and fetch look names up with
+    dns.lookup = ((host: string) => void lookups.push(host)) as unknown as typeof dns.lookup;
+    let ran = false;
+    try {
+      const [result] = await outcome(attemptOf(() => void (ran = true), { url: "https://hangs.example.invalid/hook" }));
+      assert.equal(result!.outcome, ResultOutcome.FAILED_PERMANENT);
+      assert.equal(result!.error, "this worker does not run HTTP targets");
+    } finally {
+      dns.lookup = lookup;
+    }
+    assert.deepEqual(lookups, []);
+    assert.equal(ran, false);
   });
 
   test("the deadline aborts the signal and reports TIMED_OUT", async () => {
