@@ -242,4 +242,4 @@ def calendar_due(row, spec: JobDefinition, loaded: dict[Key, BusinessCalendar]) 
 def record_calendar_skips(conn: Connection, row, skips: list[PlannedSkip], now_us: int) -> None:
     """Record each range (extending the job's open ``calendar`` range that continues at its first occurrence)."""
     for skip in skips:
-        record_skip(conn, row, Plan([], skip), CALENDAR_REASON, now_us)
+        record_skip(conn, row, skip, CALENDAR_REASON, now_us)

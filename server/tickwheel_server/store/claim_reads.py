@@ -15,12 +15,14 @@ import sqlalchemy as sa
 from tickwheel.shared.ids import from_us
 
 from ..jobspec import DefinitionCache, JobDefinition
+from ..policy.backlog import MAX_NOT_STARTED_CAP
 from ..schedule import Fire, ScheduleError, next_fire
 from .base import driver_sql, execute_arrays, one_of, tuples
 from .engine import Capabilities
 from .quarantine import JOB_UNREADABLE, SCHEDULE_UNCOMPUTABLE, Unreadable
 from .isolation import status_in
 from .tables import executions, job_cursors, jobs, tenants
+from .timeline import NOT_STARTED, in_group
 
 _new_fire = partial(tuple.__new__, Fire)
 
@@ -40,9 +42,18 @@ class DueRow(NamedTuple):
     """Set only while ``next_run_at`` is the earlier instant a ``previous`` rule moved the cursor to."""
     spec: bytes | None
     """The job's definition at the cursor's version when the SELECT read it (``specs``), else None."""
+    waiting: int
+    """The job's executions not started, counted up to :data:`~..policy.backlog.MAX_NOT_STARTED_CAP`."""
 
 
 _SPEC_OF_ROW = "(SELECT j.spec FROM jobs AS j WHERE j.id = c.job_id AND j.version = c.version) AS spec "
+# The job's executions not started, up to the largest cap: a range scan of
+# executions_not_started_job (its predicate as the index writes it) that
+# stops at the LIMIT; a healthy job has one or two entries there.
+_WAITING_OF_ROW = (
+    "(SELECT count(*) FROM (SELECT 1 FROM executions AS e WHERE e.job_id = c.job_id "
+    f"AND e.status IN ('scheduled', 'waiting') LIMIT {MAX_NOT_STARTED_CAP}) AS w) AS waiting "
+)
 
 
 def due_sql(*, excluding: bool, skip_locked: bool, specs: bool) -> str:
@@ -84,6 +95,7 @@ def due_sql(*, excluding: bool, skip_locked: bool, specs: bool) -> str:
         "SELECT c.job_id, c.tenant, c.partition, c.version, c.next_run_at, c.next_due_at, c.run_count, "
         "(SELECT tenants.state FROM tenants WHERE tenants.name = c.tenant) AS tenant_state, c.next_nominal_at, "
         + (_SPEC_OF_ROW if specs else "CAST(NULL AS BYTEA) AS spec ")
+        + ", " + _WAITING_OF_ROW
         + "FROM job_cursors AS c "
         "WHERE c.state = 'active' AND c.partition = ANY(CAST(:live AS INTEGER[])) AND c.next_run_at <= :horizon"
     )
@@ -115,10 +127,19 @@ def due_select(live: list[int], horizon_us: int, batch: int, excluded: list[str]
     tenant_state = (
         sa.select(tenants.c.state).where(tenants.c.name == cursors.tenant).scalar_subquery().label("tenant_state")
     )
+    waiting = (
+        sa.select(sa.func.count())
+        .select_from(
+            sa.select(sa.literal(1)).where(executions.c.job_id == cursors.job_id, *in_group(NOT_STARTED))
+            .correlate(job_cursors).limit(MAX_NOT_STARTED_CAP).subquery()
+        )
+        .scalar_subquery()
+        .label("waiting")
+    )
     query = (
         sa.select(
             cursors.job_id, cursors.tenant, cursors.partition, cursors.version, cursors.next_run_at,
-            cursors.next_due_at, cursors.run_count, tenant_state, cursors.next_nominal_at, spec,
+            cursors.next_due_at, cursors.run_count, tenant_state, cursors.next_nominal_at, spec, waiting,
         )
         .where(status_in(cursors.state, "active"), cursors.partition.in_(live), cursors.next_run_at <= horizon_us)
         .order_by(cursors.partition, cursors.next_run_at)

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.shared.ids import from_us, to_us
 
-from ..policy.claim import Plan
+from ..policy.claim import PlannedSkip
 from ..jobspec import JobDefinition
 from ..schedule import Fire
 from . import pipeline
@@ -291,11 +291,11 @@ def carried_missed(conn: Connection, row, definition: JobDefinition, cursor: Fir
     ).scalar() or 0
 
 
-def record_skip(conn: Connection, row, plan: Plan, reason: str, now_us: int) -> None:
-    """Extend the job's open range of ``reason`` that continues at this
-    skip's first occurrence, or start one (id ``<job>:skip:<from>`` for a
-    misfire, ``<job>:tenant_paused:<from>`` for a paused tenant)."""
-    skip = plan.skip
+def record_skip(conn: Connection, row, skip: PlannedSkip, reason: str, now_us: int) -> None:
+    """Extend the job's open range of ``reason`` that continues at
+    ``skip``'s first occurrence, or start one (id ``<job>:skip:<from>`` for
+    a misfire, ``<job>:<reason>:<from>`` otherwise: ``tenant_paused``,
+    ``calendar``, ``backlog``)."""
     from_us_, to_us_ = to_us(skip.from_at), to_us(skip.to_at)
     continues = None if skip.continues_at is None else to_us(skip.continues_at)
     extended = conn.execute(

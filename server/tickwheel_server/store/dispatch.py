@@ -76,6 +76,7 @@ from sqlalchemy.engine import Connection, Engine
 from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import execution_id, to_us
 
+from ..policy.backlog import BACKLOG_REASON, NOT_STARTED_CAP, cap_plan, not_started_cap
 from ..policy.claim import DEFAULT_SCAN_LIMIT, Plan, plan_claim, plan_paused
 from .quarantine import KINDS, Finding, Quarantine, Unreadable
 from ..jobspec import DefinitionCache, JobDefinition
@@ -119,9 +120,11 @@ class ClaimResult:
     readable_again: list[str] = field(default_factory=list)
     """Jobs of the quarantine this batch read and planned: their alerts were resolved."""
     skipped: int = 0
-    """Occurrences recorded as skipped (misfire policy, or the tenant paused)."""
+    """Occurrences recorded as skipped (misfire policy, the tenant paused, a calendar, the backlog cap)."""
+    backlogged: int = 0
+    """Of those, the occurrences past their job's cap of executions not started (:mod:`..policy.backlog`)."""
     alerts_raised: int = 0
-    """Jobs whose ``skipped`` alert this claim raised (misfire policy)."""
+    """Jobs whose ``skipped`` alert this claim raised (misfire policy, backlog cap)."""
     stale_partitions: set[int] = field(default_factory=set)
     """Owned partitions whose epoch moved on: this server must stop claiming them."""
     full: bool = False
@@ -263,6 +266,9 @@ class DispatchStore(SqlStore):
                 except Unreadable as error:
                     result.unreadable.append(Finding(job_id, row.tenant, row.version, error.kind, error.reason))
                     continue
+                backlog = None
+                if len(plan.executions) + row.waiting > NOT_STARTED_CAP:  # only then may a cap bite
+                    plan, backlog = cap_plan(plan, row.waiting, not_started_cap(spec.misfire_policy, spec.run_all_limit))
                 if previous is not None or row.next_nominal_at is not None:
                     writes.nominal = True
                 if job_id in quarantine:
@@ -293,7 +299,7 @@ class DispatchStore(SqlStore):
                 if plan.skip is not None:
                     result.skipped += plan.skip.count
                     reason = TENANT_PAUSED_REASON if row.tenant_state == "paused" else MISFIRE_REASON
-                    record_skip(conn, row, plan, reason, now_us)
+                    record_skip(conn, row, plan.skip, reason, now_us)
                     if reason == MISFIRE_REASON:
                         skipped.append(
                             skipped_alert(
@@ -304,6 +310,16 @@ class DispatchStore(SqlStore):
                 if calendar_skips:
                     result.skipped += sum(skip.count for skip in calendar_skips)
                     record_calendar_skips(conn, row, calendar_skips, now_us)
+                if backlog is not None:
+                    result.skipped += backlog.count
+                    result.backlogged += backlog.count
+                    record_skip(conn, row, backlog, BACKLOG_REASON, now_us)
+                    skipped.append(
+                        skipped_alert(
+                            job_id=job_id, tenant=row.tenant, reason=BACKLOG_REASON, from_at=backlog.from_at,
+                            to_at=backlog.to_at, count=backlog.count,
+                        )
+                    )
                 following = plan.next_fire
                 writes.cursor_ids.append(job_id)
                 if following is None:
