@@ -11,7 +11,10 @@ the same function that goes on with it (an assigned name followed,
 ones that made the names it uses (a subquery built above). It is bounded
 when that text has one of:
 
-- a LIMIT (``.limit(``, ``LIMIT``), a scan with a budget included;
+- a LIMIT (``.limit(``, ``LIMIT``), a scan with a budget included, or a
+  walk in LIMITed pages (``paged(``: ``jobexecutions.paged`` reads one
+  job's executions not started a page at a time, each a LIMITed range
+  continuing after the last);
 - an equality on every column of a primary key or a unique key of a
   table it names (``jobs.c.id == job_id``: one row);
 - a key set (``one_of``, ``pairs_in``, ``= ANY``, ``unnest``, an
@@ -47,7 +50,7 @@ STORE = REPO / "server" / "tickwheel_server" / "store"
 
 _DRIVER_SQL = re.compile(r"^\s*(SELECT|UPDATE|DELETE|WITH)\b.*\b(FROM|SET)\b", re.S)
 _BOUND = re.compile(
-    r"\.limit\(|\bLIMIT\b|\bone_of\(|\bpairs_in\(|\bANY\s*\(|\bany_\(|\.in_\(|\bunnest\b|\btuples\(|\brunning_by_id\("
+    r"\.limit\(|\bLIMIT\b|\bpaged\(|\bone_of\(|\bpairs_in\(|\bANY\s*\(|\bany_\(|\.in_\(|\bunnest\b|\btuples\(|\brunning_by_id\("
 )
 _EQUAL = re.compile(r"\b(\w+)\.c\.(\w+)\s*==|\b(\w+)\.c\.(\w+)\.is_\(")
 _ROOT_METHODS = {"select", "update", "delete"}
@@ -289,9 +292,6 @@ UNBOUNDED_LEFT: dict[tuple[str, str], tuple[int, str]] = {
     ("claim_writes.py", "record_skip"): (1, "one row: a job's open skip range (job, reason, continues_at)"),
     ("cluster.py", "ensure_cluster.fn"): (1, ONE_ROW),
     ("handout_starts.py", "_union_all"): (1, "a union of scans its callers built, each with its LIMIT"),
-    ("jobbatch.py", "apply_resume"): (2, REVIEW + " one job's executions held by its pause"),
-    ("jobbatch.py", "apply_update"): (1, REVIEW + " one job's executions not started"),
-    ("jobexecutions.py", "pending_occurrences"): (1, REVIEW + " one job's executions not started"),
     ("jobpages.py", "_unread"): (1, "no table: a bound value as a scalar subquery"),
     ("lateness.py", "LatenessStore.oldest_waiting"): (1, "the paused tenants: one row a tenant"),
     ("migrate.py", "_apply_one"): (1, ONE_ROW),

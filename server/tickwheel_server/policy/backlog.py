@@ -31,19 +31,21 @@ leaves room for those, a retry, a trigger and a worker's short absence (a
 deploy), and bounds ten million jobs nobody takes to a hundred million rows
 instead of a growth without end."""
 
-MAX_NOT_STARTED_CAP = 10_000
+MAX_RUN_ALL_LIMIT = 10_000
+"""The API's bound on ``misfire_run_all_limit`` (``jobspec.MAX_RUN_ALL_LIMIT``, which a test keeps equal)."""
+MAX_NOT_STARTED_CAP = NOT_STARTED_CAP + MAX_RUN_ALL_LIMIT
 """The largest cap a job can have (``run_all`` with the API's largest
 ``misfire_run_all_limit``): the claim counts a job's waiting executions up
 to it, so the count is a bounded range scan."""
 
 
 def not_started_cap(policy: str, run_all_limit: int) -> int:
-    """The job's cap: :data:`NOT_STARTED_CAP`, or its ``run_all_limit``
-    when that is larger and its misfire policy is ``run_all`` (a catch-up
-    after an outage creates that many at once and must not be cut by the
-    cap when nothing else waits), never more than :data:`MAX_NOT_STARTED_CAP`."""
+    """The job's cap: :data:`NOT_STARTED_CAP`, and under ``run_all`` its
+    ``run_all_limit`` more (a catch-up after an outage creates that many at
+    once, beside the occurrences on time: neither is cut by the cap when
+    nothing else waits), never more than :data:`MAX_NOT_STARTED_CAP`."""
     if policy == RUN_ALL:
-        return min(MAX_NOT_STARTED_CAP, max(NOT_STARTED_CAP, run_all_limit))
+        return NOT_STARTED_CAP + min(MAX_RUN_ALL_LIMIT, max(0, run_all_limit))
     return NOT_STARTED_CAP
 
 

@@ -35,7 +35,7 @@ from .tables import attempts, executions, jobs, skips
 from .timeline import NOT_STARTED, TERMINAL, in_group, is_ahead, newest, scans
 
 EXECUTION_STATUSES = ("scheduled", "waiting", "running", "succeeded", "dead", "canceled")
-SKIP_REASONS = ("overlap", "misfire", "job_paused", "tenant_paused", "calendar")
+SKIP_REASONS = ("overlap", "misfire", "job_paused", "tenant_paused", "calendar", "backlog")
 MAX_SKIPS_PER_PAGE = 1000
 """At most this many skip ranges accompany one page of executions (newest first)."""
 

@@ -60,8 +60,8 @@ from .engine import Capabilities
 from .isolation import wake_keys
 from .history import SkipRecord
 from .jobexecutions import (
-    CHUNK, held_by_pause, hold_not_started_of, last_created_at, pending_occurrences, record_paused_span,
-    recreate_pending, span_with,
+    CHUNK, held_by_pause, hold_not_started_of, last_created_at, not_started_ids, paged, pending_occurrences,
+    range_between, record_paused_span, recreate_pending, span_with,
 )
 from .jobrecords import JobRecord, get_job, job_record, select_jobs, write_cursors
 from .revisions import delete_revisions, keep_revisions, revision_of
@@ -182,11 +182,12 @@ def apply_update(
                 .values(payload=refresh.payload)
             )
     if refresh.handler_changed:
-        conn.execute(
-            executions.update()
-            .where(executions.c.job_id == job_id, *in_group(NOT_STARTED))
-            .values(handler=refresh.handler)
-        )
+        for chunk in chunks(not_started_ids(conn, caps, job_id), CHUNK):
+            conn.execute(
+                executions.update()
+                .where(one_of(caps, executions.c.id, chunk), *in_group(NOT_STARTED))
+                .values(handler=refresh.handler)
+            )
     if current.state == "paused":
         state = "paused"
     else:
@@ -408,7 +409,7 @@ def apply_resume(
     ).where(*held_by_pause(job_id))
     if caps.row_locks:
         query = query.with_for_update()  # what is read is what is released or expired
-    held = conn.execute(query).all()
+    held = paged(conn, query)
     expired = [
         row for row in held
         if expired_at_resume(origin=row.origin, attempt=row.attempt, delivery=row.delivery,
@@ -416,10 +417,23 @@ def apply_resume(
     ]  # fmt: skip
     for chunk in chunks([row.id for row in expired], CHUNK):
         conn.execute(executions.delete().where(one_of(caps, executions.c.id, chunk), *held_by_pause(job_id)))
-    released = conn.execute(
-        executions.update().where(*held_by_pause(job_id)).values(status="scheduled", wait_key=None)
-    ).rowcount
-    span = span_with(skipped, [from_us(row.nominal_at) for row in expired])
+    gone = {row.id for row in expired}
+    released = 0
+    for chunk in chunks([row.id for row in held if row.id not in gone], CHUNK):
+        released += conn.execute(
+            executions.update()
+            .where(one_of(caps, executions.c.id, chunk), *held_by_pause(job_id))
+            .values(status="scheduled", wait_key=None)
+        ).rowcount
+    expired_at = [from_us(row.nominal_at) for row in expired]
+    if expired_at and skipped is not None and range_between(conn, job_id, max(expired_at), skipped.from_at):
+        # The held ones are the oldest of a backlog (policy.backlog): the
+        # range the claims skipped lies between them and the paused span, so
+        # they are a range of their own (a range counts every occurrence in it).
+        record_paused_span(conn, current, span_with(None, expired_at), now_us)
+        span = skipped
+    else:
+        span = span_with(skipped, expired_at)
     skip = None if span is None else record_paused_span(conn, current, span, now_us)
     run_count = current.run_count + (skipped.count if skipped is not None else 0)
     state = "active" if next_fire is not None else "completed"

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.shared.ids import execution_id, from_us, to_us
 
+from ..policy.backlog import NOT_STARTED_CAP
 from ..policy.jobchanges import Recreation, SkippedSpan
 from .base import chunks, one_of
 from .engine import Capabilities
@@ -75,27 +76,74 @@ def held_by_pause(job_id: str) -> list:
     ]
 
 
+PAGE = NOT_STARTED_CAP + 1
+"""Rows per read of one job's executions not started: the claim keeps at
+most :data:`~..policy.backlog.NOT_STARTED_CAP` of them (a ``run_all`` job
+more), so one page nearly always holds them all and says so by coming back
+short; a longer queue (a large ``run_all`` limit, a backfill, rows from
+before the cap) is read on, page after page, each a LIMITed range scan."""
+
+
+def paged(conn: Connection, query: sa.Select, *, by_instant_only: bool = False) -> list:
+    """Every row of ``query`` (one job's executions, a range of
+    ``executions_not_started_job``; its rows carry ``nominal_at`` and
+    ``id``), read in (``nominal_at``, ``id``) order, :data:`PAGE` rows a
+    statement, each page continuing after the last row of the one before.
+    ``by_instant_only``: the rows' nominal instants are unique (a job's
+    scheduled occurrences: the id derives from it), so the instant alone
+    continues the walk."""
+    if by_instant_only:
+        order = [executions.c.nominal_at]
+    else:
+        order = [executions.c.nominal_at, executions.c.id]
+    found: list = []
+    page = query.order_by(*order).limit(PAGE)
+    while True:
+        rows = conn.execute(page).all()
+        found += rows
+        if len(rows) < PAGE:
+            return found
+        last = rows[-1]
+        if by_instant_only:
+            after = executions.c.nominal_at > last.nominal_at
+        else:
+            after = sa.or_(
+                executions.c.nominal_at > last.nominal_at,
+                sa.and_(executions.c.nominal_at == last.nominal_at, executions.c.id > last.id),
+            )
+        page = query.where(after).order_by(*order).limit(PAGE)
+
+
 def pending_occurrences(conn: Connection, caps: Capabilities, job_id: str) -> list:
     """The job's scheduled occurrences claimed ahead that have not started:
     first attempt, never handed out, ``scheduled`` or ``waiting`` (held or
-    not). A range scan on ``executions_not_started_job``. Locked where the
-    engine has row locks: a hand-out (which picks ``SKIP LOCKED``) then
-    passes over them until the caller commits, and one it picked first is
-    read after it started, so not at all."""
-    query = (
-        sa.select(executions.c.id, executions.c.nominal_at, executions.c.due_at)
-        .where(
-            executions.c.job_id == job_id,
-            *in_group(NOT_STARTED),
-            executions.c.origin == "scheduled",
-            executions.c.attempt == 1,
-            executions.c.delivery == 0,
-        )
-        .order_by(executions.c.nominal_at)
+    not), in schedule order. Range scans on ``executions_not_started_job``,
+    :data:`PAGE` rows each (:func:`paged`). Locked where the engine has row
+    locks: a hand-out (which picks ``SKIP LOCKED``) then passes over them
+    until the caller commits, and one it picked first is read after it
+    started, so not at all."""
+    query = sa.select(executions.c.id, executions.c.nominal_at, executions.c.due_at).where(
+        executions.c.job_id == job_id,
+        *in_group(NOT_STARTED),
+        executions.c.origin == "scheduled",
+        executions.c.attempt == 1,
+        executions.c.delivery == 0,
     )
     if caps.row_locks:
         query = query.with_for_update()
-    return conn.execute(query).all()
+    return paged(conn, query, by_instant_only=True)
+
+
+def not_started_ids(conn: Connection, caps: Capabilities, job_id: str, *where) -> list[str]:
+    """The ids of the job's executions not started (any origin), with
+    ``where`` besides: :func:`paged` range scans, locked where the engine
+    has row locks (what is read is what the caller writes)."""
+    query = sa.select(executions.c.id, executions.c.nominal_at).where(
+        executions.c.job_id == job_id, *in_group(NOT_STARTED), *where
+    )
+    if caps.row_locks:
+        query = query.with_for_update()
+    return [row.id for row in paged(conn, query)]
 
 
 def recreate_pending(
@@ -194,6 +242,16 @@ def record_paused_span(conn: Connection, job: JobRecord, span: SkippedSpan, now_
         )
     )
     return record
+
+
+def range_between(conn: Connection, job_id: str, after: datetime, before: datetime) -> bool:
+    """Whether a skip range of the job lies nominally between ``after`` and
+    ``before`` (both excluded): one probe of ``skips_job``, stopping at the first."""
+    return conn.execute(
+        sa.select(skips.c.id)
+        .where(skips.c.job_id == job_id, skips.c.from_at > to_us(after), skips.c.to_at < to_us(before))
+        .limit(1)
+    ).first() is not None
 
 
 def span_with(span: SkippedSpan | None, expired: list[datetime]) -> SkippedSpan | None:
