@@ -77,6 +77,7 @@ SKIP_REASON_TO_PROTO = {
     "job_paused": execution_pb2.SKIP_REASON_JOB_PAUSED,
     "tenant_paused": execution_pb2.SKIP_REASON_TENANT_PAUSED,
     "calendar": execution_pb2.SKIP_REASON_CALENDAR,
+    "backlog": execution_pb2.SKIP_REASON_BACKLOG,
 }
 
 

@@ -37,6 +37,7 @@ class SkipReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SKIP_REASON_JOB_PAUSED: _ClassVar[SkipReason]
     SKIP_REASON_TENANT_PAUSED: _ClassVar[SkipReason]
     SKIP_REASON_CALENDAR: _ClassVar[SkipReason]
+    SKIP_REASON_BACKLOG: _ClassVar[SkipReason]
 EXECUTION_ORIGIN_UNSPECIFIED: ExecutionOrigin
 EXECUTION_ORIGIN_SCHEDULED: ExecutionOrigin
 EXECUTION_ORIGIN_TRIGGER: ExecutionOrigin
@@ -54,6 +55,7 @@ SKIP_REASON_MISFIRE: SkipReason
 SKIP_REASON_JOB_PAUSED: SkipReason
 SKIP_REASON_TENANT_PAUSED: SkipReason
 SKIP_REASON_CALENDAR: SkipReason
+SKIP_REASON_BACKLOG: SkipReason
 
 class Execution(_message.Message):
     __slots__ = ("id", "job_id", "tenant", "origin", "nominal_at", "due_at", "ready_at", "attempt", "delivery", "status", "owner", "worker_id", "error", "dead_reason", "missed_count", "payload", "attempts", "created_at", "finished_at", "reap_count")

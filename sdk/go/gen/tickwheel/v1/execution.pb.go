@@ -169,6 +169,12 @@ const (
 	// another business day that would reach the next nominal occurrence
 	// (see `CalendarRule`).
 	SkipReason_SKIP_REASON_CALENDAR SkipReason = 5
+	// Not taken: the job already had its cap of executions not started (10,
+	// plus the misfire run-all limit under MISFIRE_POLICY_RUN_ALL) when the
+	// occurrence was claimed, because no worker took them (none serves its
+	// handler, the tenant's workers are gone, a long overlap wait). The
+	// oldest waiting ones are kept and run, in order, when a worker comes.
+	SkipReason_SKIP_REASON_BACKLOG SkipReason = 6
 )
 
 // Enum value maps for SkipReason.
@@ -180,6 +186,7 @@ var (
 		3: "SKIP_REASON_JOB_PAUSED",
 		4: "SKIP_REASON_TENANT_PAUSED",
 		5: "SKIP_REASON_CALENDAR",
+		6: "SKIP_REASON_BACKLOG",
 	}
 	SkipReason_value = map[string]int32{
 		"SKIP_REASON_UNSPECIFIED":   0,
@@ -188,6 +195,7 @@ var (
 		"SKIP_REASON_JOB_PAUSED":    3,
 		"SKIP_REASON_TENANT_PAUSED": 4,
 		"SKIP_REASON_CALENDAR":      5,
+		"SKIP_REASON_BACKLOG":       6,
 	}
 )
 
@@ -724,7 +732,7 @@ const file_tickwheel_v1_execution_proto_rawDesc = "" +
 	"\x15ATTEMPT_STATUS_FAILED\x10\x03\x12\x1c\n" +
 	"\x18ATTEMPT_STATUS_TIMED_OUT\x10\x04\x12\x17\n" +
 	"\x13ATTEMPT_STATUS_LOST\x10\x05\x12\x1b\n" +
-	"\x17ATTEMPT_STATUS_CANCELED\x10\x06*\xb0\x01\n" +
+	"\x17ATTEMPT_STATUS_CANCELED\x10\x06*\xc9\x01\n" +
 	"\n" +
 	"SkipReason\x12\x1b\n" +
 	"\x17SKIP_REASON_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -732,7 +740,8 @@ const file_tickwheel_v1_execution_proto_rawDesc = "" +
 	"\x13SKIP_REASON_MISFIRE\x10\x02\x12\x1a\n" +
 	"\x16SKIP_REASON_JOB_PAUSED\x10\x03\x12\x1d\n" +
 	"\x19SKIP_REASON_TENANT_PAUSED\x10\x04\x12\x18\n" +
-	"\x14SKIP_REASON_CALENDAR\x10\x05Bh\n" +
+	"\x14SKIP_REASON_CALENDAR\x10\x05\x12\x17\n" +
+	"\x13SKIP_REASON_BACKLOG\x10\x06Bh\n" +
 	"\x10dev.tickwheel.v1B\x0eExecutionProtoP\x01ZBgithub.com/tickwheel/tickwheel/sdk/go/gen/tickwheel/v1;tickwheelv1b\x06proto3"
 
 var (

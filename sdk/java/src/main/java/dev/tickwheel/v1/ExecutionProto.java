@@ -97,15 +97,15 @@ public final class ExecutionProto extends com.google.protobuf.GeneratedFile {
       "US_RUNNING\020\001\022\034\n\030ATTEMPT_STATUS_SUCCEEDED" +
       "\020\002\022\031\n\025ATTEMPT_STATUS_FAILED\020\003\022\034\n\030ATTEMPT" +
       "_STATUS_TIMED_OUT\020\004\022\027\n\023ATTEMPT_STATUS_LO" +
-      "ST\020\005\022\033\n\027ATTEMPT_STATUS_CANCELED\020\006*\260\001\n\nSk" +
+      "ST\020\005\022\033\n\027ATTEMPT_STATUS_CANCELED\020\006*\311\001\n\nSk" +
       "ipReason\022\033\n\027SKIP_REASON_UNSPECIFIED\020\000\022\027\n" +
       "\023SKIP_REASON_OVERLAP\020\001\022\027\n\023SKIP_REASON_MI" +
       "SFIRE\020\002\022\032\n\026SKIP_REASON_JOB_PAUSED\020\003\022\035\n\031S" +
       "KIP_REASON_TENANT_PAUSED\020\004\022\030\n\024SKIP_REASO" +
-      "N_CALENDAR\020\005Bh\n\020dev.tickwheel.v1B\016Execut" +
-      "ionProtoP\001ZBgithub.com/tickwheel/tickwhe" +
-      "el/sdk/go/gen/tickwheel/v1;tickwheelv1b\006" +
-      "proto3"
+      "N_CALENDAR\020\005\022\027\n\023SKIP_REASON_BACKLOG\020\006Bh\n" +
+      "\020dev.tickwheel.v1B\016ExecutionProtoP\001ZBgit" +
+      "hub.com/tickwheel/tickwheel/sdk/go/gen/t" +
+      "ickwheel/v1;tickwheelv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,

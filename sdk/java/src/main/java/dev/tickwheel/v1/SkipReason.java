@@ -66,6 +66,18 @@ public enum SkipReason
    * <code>SKIP_REASON_CALENDAR = 5;</code>
    */
   SKIP_REASON_CALENDAR(5),
+  /**
+   * <pre>
+   * Not taken: the job already had its cap of executions not started (10,
+   * plus the misfire run-all limit under MISFIRE_POLICY_RUN_ALL) when the
+   * occurrence was claimed, because no worker took them (none serves its
+   * handler, the tenant's workers are gone, a long overlap wait). The
+   * oldest waiting ones are kept and run, in order, when a worker comes.
+   * </pre>
+   *
+   * <code>SKIP_REASON_BACKLOG = 6;</code>
+   */
+  SKIP_REASON_BACKLOG(6),
   UNRECOGNIZED(-1),
   ;
 
@@ -129,6 +141,18 @@ public enum SkipReason
    * <code>SKIP_REASON_CALENDAR = 5;</code>
    */
   public static final int SKIP_REASON_CALENDAR_VALUE = 5;
+  /**
+   * <pre>
+   * Not taken: the job already had its cap of executions not started (10,
+   * plus the misfire run-all limit under MISFIRE_POLICY_RUN_ALL) when the
+   * occurrence was claimed, because no worker took them (none serves its
+   * handler, the tenant's workers are gone, a long overlap wait). The
+   * oldest waiting ones are kept and run, in order, when a worker comes.
+   * </pre>
+   *
+   * <code>SKIP_REASON_BACKLOG = 6;</code>
+   */
+  public static final int SKIP_REASON_BACKLOG_VALUE = 6;
 
 
   public final int getNumber() {
@@ -161,6 +185,7 @@ public enum SkipReason
       case 3: return SKIP_REASON_JOB_PAUSED;
       case 4: return SKIP_REASON_TENANT_PAUSED;
       case 5: return SKIP_REASON_CALENDAR;
+      case 6: return SKIP_REASON_BACKLOG;
       default: return null;
     }
   }
