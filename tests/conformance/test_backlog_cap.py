@@ -23,7 +23,10 @@ from tickwheel_server.store.history import HistoryStore
 from tickwheel_server.store.jobexecutions import PAGE
 from tickwheel_server.store.tables import executions
 
-from .test_job_changes import MINUTE, SECOND, TWO_AM, WORKERS, World, daily, w  # noqa: F401 (w: the fixture)
+from . import test_job_changes
+from .test_job_changes import MINUTE, SECOND, TWO_AM, WORKERS, World, daily
+
+w = test_job_changes.w  # the fixture: a world of the real stores, as there
 
 HOUR = timedelta(hours=1)
 ALLOW = job_pb2.OVERLAP_POLICY_ALLOW  # nothing here records the runs' ends: no occurrence skipped for overlap
@@ -71,8 +74,8 @@ async def test_a_worker_arriving_later_takes_them_in_order_and_the_rest_follow(w
         "the kept ones, oldest first; nothing early"
     )
     await w.queue.outcomes.record_results([
-        ResultIn(execution_id=h.id, delivery=h.delivery, attempt=h.attempt, outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED, error="", worker_id="w1",
-                 tenants=("acme",))
+        ResultIn(execution_id=h.id, delivery=h.delivery, attempt=h.attempt,
+                 outcome=worker_pb2.RESULT_OUTCOME_SUCCEEDED, error="", worker_id="w1", tenants=("acme",))
         for h in handed
     ])  # fmt: skip
     await w.claim(came + 50 * SECOND)  # the claim that reaches 03:02: room again

@@ -138,6 +138,19 @@ async def test_only_jobs_in_changed_zones_move(w: World, new_release: Engine):
     assert await w.tzdata.recompute(new_release, "2099z", None, NOW, dry_run=False) == (0, [])
 
 
+async def test_the_pairs_in_use_are_found_across_pages_of_the_active_jobs(w: World, new_release: Engine):
+    """The walk for the (zone, release) pairs reads a page at a time: the
+    one London job behind pages of Tokyo jobs is still found and shifted."""
+    for _ in range(3):
+        await w.create("Asia/Tokyo", datetime(2030, 3, 26, 0, tzinfo=UTC))
+    london = await w.create("Europe/London", datetime(2030, 3, 26, 9, tzinfo=UTC))
+    for page in (1, 2, 4):
+        examined, shifted = await w.tzdata.recompute(
+            new_release, "2099z", None, NOW, dry_run=True, plan_page=page
+        )
+        assert (examined, [run.job_id for run in shifted]) == (1, [london]), page
+
+
 async def test_unknown_old_release_treats_every_zone_as_changed(w: World, new_release: Engine):
     tokyo = await w.create("Asia/Tokyo", datetime(2030, 3, 26, 0, tzinfo=UTC), version="1999a")
     examined, shifted = await w.tzdata.recompute(new_release, "2099z", None, NOW, dry_run=False)

@@ -32,7 +32,8 @@ async def test_a_full_queue_turns_the_next_occurrence_into_a_backlog_range(serve
     meta = bearer(key)
     async with grpc.aio.insecure_channel(server.address) as channel:
         scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
-        created = await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=minutely(), request_id="c1"), metadata=meta)
+        request = scheduler_pb2.CreateJobRequest(job=minutely(), request_id="c1")
+        created = await scheduler.CreateJob(request, metadata=meta)
         job_id = created.job.id
         # Paused while its queue fills (no occurrence claimed meanwhile), then resumed on a full queue.
         await scheduler.PauseJob(scheduler_pb2.PauseJobRequest(id=job_id), metadata=meta)

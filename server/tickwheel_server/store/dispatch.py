@@ -268,7 +268,8 @@ class DispatchStore(SqlStore):
                     continue
                 backlog = None
                 if len(plan.executions) + row.waiting > NOT_STARTED_CAP:  # only then may a cap bite
-                    plan, backlog = cap_plan(plan, row.waiting, not_started_cap(spec.misfire_policy, spec.run_all_limit))
+                    cap = not_started_cap(spec.misfire_policy, spec.run_all_limit)
+                    plan, backlog = cap_plan(plan, row.waiting, cap)
                 if previous is not None or row.next_nominal_at is not None:
                     writes.nominal = True
                 if job_id in quarantine:

@@ -24,6 +24,7 @@ import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 from datetime import datetime, timedelta
 
@@ -42,6 +43,9 @@ from .engine import capabilities
 from .calendarcursor import rekey_previous
 from .isolation import status_in
 from .tables import executions, job_cursors, jobs, tzdata_versions
+
+PLAN_PAGE = 10_000
+"""Active jobs per statement of the recompute's walk for the (zone, release) pairs in use."""
 from .timeline import GROUPS, in_group
 
 log = logging.getLogger("tickwheel.tzdata")
@@ -96,6 +100,7 @@ class TzdataStore(SqlStore):
         now: datetime,
         dry_run: bool,
         batch: int = 500,
+        plan_page: int = PLAN_PAGE,
     ) -> tuple[int, list[ShiftedRun]]:
         """Recompute stored cursors against ``engine`` (the release ``current_version``).
 
@@ -107,9 +112,15 @@ class TzdataStore(SqlStore):
         batched UPDATE, and jobs whose cursor stayed only get
         ``tzdata_version``. ``dry_run`` writes nothing. Returns (jobs
         examined, the shifted runs).
+
+        With ``zones`` None, the (zone, release) pairs in use are found by a
+        walk of ``jobs_active_zone`` in pages of ``plan_page`` jobs, each a
+        LIMITed range continuing after the last (its own transaction: no
+        snapshot held over the walk), rather than one DISTINCT over every
+        active job.
         """
-        if batch < 1:
-            raise ValueError("batch must be >= 1")
+        if batch < 1 or plan_page < 1:
+            raise ValueError("batch and plan_page must be >= 1")
         current_prints: dict[str, str | None] = {}
 
         def current_print(zone: str) -> str | None:
@@ -129,18 +140,32 @@ class TzdataStore(SqlStore):
             # Unknown old release: every zone may have changed.
             return old is None or old.get(zone) != current_print(zone) or current_print(zone) is None
 
+        def in_use(conn: Connection, after: tuple[str, str] | None) -> tuple[set[tuple[str, str]], tuple | None]:
+            # One page of the active jobs in (zone, id) order: the pairs not
+            # at this release, and where the next page starts (None: the last).
+            query = sa.select(jobs.c.time_zone, jobs.c.id, jobs.c.tzdata_version).where(
+                status_in(jobs.c.state, "active")
+            )
+            if after is not None:
+                query = query.where(sa.tuple_(jobs.c.time_zone, jobs.c.id) > sa.tuple_(*after))
+            rows = conn.execute(query.order_by(jobs.c.time_zone, jobs.c.id).limit(plan_page)).all()
+            pairs = {(row.time_zone, row.tzdata_version) for row in rows if row.tzdata_version != current_version}
+            return pairs, (rows[-1].time_zone, rows[-1].id) if len(rows) == plan_page else None
+
         def plan(conn: Connection) -> list[str]:
-            if zones is not None:
-                return sorted(zones)
-            # The (zone, release) pairs in use: a small result, read once.
-            pairs = conn.execute(
-                sa.select(jobs.c.time_zone, jobs.c.tzdata_version)
-                .where(status_in(jobs.c.state, "active"), jobs.c.tzdata_version != current_version)
-                .distinct()
-            ).all()
             return sorted({zone for zone, version in pairs if changed(conn, zone, version)})
 
-        candidate_zones = await self._tx(plan)
+        if zones is not None:
+            candidate_zones = sorted(zones)
+        else:
+            pairs: set[tuple[str, str]] = set()
+            after: tuple[str, str] | None = None
+            while True:
+                found, after = await self._tx(partial(in_use, after=after))
+                pairs |= found
+                if after is None:
+                    break
+            candidate_zones = await self._tx(plan)
         examined = 0
         shifted: list[ShiftedRun] = []
         now_us = to_us(now)
