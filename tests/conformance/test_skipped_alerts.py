@@ -25,6 +25,7 @@ from tickwheel.shared.ids import to_us
 from tickwheel_server.alerts.catalogue import partition_unowned_key, skipped_alert, skipped_key
 from tickwheel_server.alerts.skipped import SkipWatch, overlap_alerts
 from tickwheel_server.alerts.unowned import UnownedWatch
+from tickwheel_server.policy.backlog import NOT_STARTED_CAP
 from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.partitions import PartitionStore
@@ -93,6 +94,30 @@ async def test_a_claim_extending_the_range_raises_the_alert_again_and_a_paused_t
     result = await world.dispatch.claim_due(OWNED, clock.now(), lookahead=timedelta(0))
     assert result.skipped >= 10 and result.alerts_raised == 0
     assert await world.alerts.get(skipped_key(paused.id)) is None
+
+
+async def test_a_backlog_skip_raises_the_alert_and_a_run_after_it_resolves_it(world, clock):
+    """A job no worker takes: past its cap the claim's backlog range raises
+    the job's ``skipped`` alert (reason ``backlog``); once an occurrence
+    after the range ran, it resolves."""
+    job = await world.create(cron_job(), NOW + MINUTE)
+    for _ in range(NOT_STARTED_CAP):
+        await world.dispatch.claim_due(OWNED, clock.now())
+        clock.advance(60)
+    result = await world.dispatch.claim_due(OWNED, clock.now())
+    assert (result.skipped, result.backlogged, result.alerts_raised) == (1, 1, 1)
+    alert = await world.alerts.get(skipped_key(job.id))
+    assert (alert.details["reason"], alert.details["count"]) == ("backlog", "1")
+    watch = SkipWatch(SkipWatchStore(world.engine, clock, world.alerts))
+    for ident in list(world.execution_rows()):
+        finish(world.engine, ident)  # a worker came: the kept ones ran, all before the range
+    assert await watch.check_once() == 0
+    clock.advance(60)
+    result = await world.dispatch.claim_due(OWNED, clock.now())  # room again: the next occurrence
+    [after] = [e.id for e in result.executions]
+    finish(world.engine, after)
+    assert await watch.check_once() == 1
+    assert await world.alerts.get(skipped_key(job.id)) is None
 
 
 async def test_a_deleted_jobs_skipped_alert_resolves(world, clock):

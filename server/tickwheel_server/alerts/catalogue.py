@@ -172,7 +172,8 @@ def skipped_alert(
 ) -> NewAlert:
     """The alert for ``count`` occurrences of a job, nominally from
     ``from_at`` to ``to_at``, not run because of its ``reason`` policy
-    (``misfire`` or ``overlap``). A repeat while it is open carries the
+    (``misfire``, ``overlap``, or ``backlog``: the job's cap of executions
+    not started, :mod:`tickwheel_server.policy.backlog`). A repeat while it is open carries the
     latest range: ``to_us`` is what its resolution compares with (see
     :mod:`tickwheel_server.alerts.skipped`)."""
     return NewAlert(

@@ -1,9 +1,9 @@
 """Skipped occurrences: the ``skipped`` alert of a job whose misfire or
-overlap policy skipped some of its occurrences, and its resolution.
+overlap policy, or backlog cap, skipped some of its occurrences, and its resolution.
 
 Raised where the skip range is written, in the same transaction, so the
 alert and the range commit together: by the dispatcher's claim for a misfire
-(:class:`~tickwheel_server.store.dispatch.DispatchStore` with an alert
+or a backlog (:class:`~tickwheel_server.store.dispatch.DispatchStore` with an alert
 store) and by the hand-out for an overlap (:func:`overlap_alerts`, through
 the ``on_skip`` hook of :class:`~tickwheel_server.store.handout.HandoutStore`).
 One alert per job (``skipped:<job id>``): while it is open, each further
