@@ -288,7 +288,7 @@ UNBOUNDED_LEFT: dict[tuple[str, str], tuple[int, str]] = {
     ("calendars.py", "CalendarStore.create.fn"): (1, "a count of one tenant's calendars, at most max_calendars"),
     ("calendaruse.py", "jobs_naming"): (1, "a count of one tenant's jobs, at most max_jobs (quota.take)"),
     ("claim_writes.py", "carried_missed"): (1, "one row: a job's open misfire range (job, reason, continues_at)"),
-    ("claim_writes.py", "record_skip"): (1, "one row: a job's open skip range (job, reason, continues_at)"),
+    ("claim_writes.py", "_record"): (1, "one row: a job's open skip range (job, reason, continues_at)"),
     ("cluster.py", "ensure_cluster.fn"): (1, ONE_ROW),
     ("handout_starts.py", "_union_all"): (1, "a union of scans its callers built, each with its LIMIT"),
     ("jobpages.py", "_unread"): (1, "no table: a bound value as a scalar subquery"),

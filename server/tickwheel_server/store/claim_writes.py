@@ -5,7 +5,11 @@ The rows and cursors are two statements per batch whatever its size: on
 PostgreSQL and CockroachDB each is one statement over arrays (``INSERT …
 SELECT FROM unnest(…)``, ``UPDATE job_cursors … FROM unnest(…)``); on SQLite an
 executemany. The rows the claim hands out itself (:mod:`.claim_handout`)
-go in an INSERT of their own, already ``running``. Everything here runs
+go in an INSERT of their own, already ``running``. The batch's skip
+ranges (misfire, tenant paused, backlog) are :class:`SkipWrites`: one
+UPDATE extending those that continue an open range and one INSERT of the
+rest, however many jobs (a job nobody takes extends its ``backlog`` range
+at every claim). Everything here runs
 inside the claim's transaction; on PostgreSQL and CockroachDB :func:`write`
 sends the writes together, with the COMMIT after them (:mod:`.pipeline`).
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
@@ -21,15 +26,20 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.shared.ids import from_us, to_us
 
+from ..alerts.catalogue import NewAlert, skipped_alert
+from ..policy.backlog import BACKLOG_REASON
 from ..policy.claim import PlannedSkip
 from ..jobspec import JobDefinition
 from ..schedule import Fire
 from . import pipeline
+from .base import driver_sql, execute_arrays
 from .pipeline import Statement
 from .tables import executions, job_cursors, skips
 
 MISFIRE_REASON = "misfire"
 TENANT_PAUSED_REASON = "tenant_paused"
+_ALERTING = frozenset({MISFIRE_REASON, BACKLOG_REASON})
+"""The reasons whose ranges raise the job's ``skipped`` alert."""
 
 # Columns every new scheduled execution has in common are constants of the
 # statement; the arrays carry only what differs per row. Sent as driver SQL
@@ -291,23 +301,101 @@ def carried_missed(conn: Connection, row, definition: JobDefinition, cursor: Fir
     ).scalar() or 0
 
 
-def record_skip(conn: Connection, row, skip: PlannedSkip, reason: str, now_us: int) -> None:
-    """Extend the job's open range of ``reason`` that continues at
-    ``skip``'s first occurrence, or start one (id ``<job>:skip:<from>`` for
-    a misfire, ``<job>:<reason>:<from>`` otherwise: ``tenant_paused``,
-    ``calendar``, ``backlog``)."""
-    from_us_, to_us_ = to_us(skip.from_at), to_us(skip.to_at)
-    continues = None if skip.continues_at is None else to_us(skip.continues_at)
+# A claim batch's skip ranges that continue an open one (misfire, tenant
+# paused, backlog: each claim of a job nobody takes extends its range):
+# one UPDATE over arrays for the batch, found through skips_job by the ids
+# (ANY beside the join), returning which (job, reason) it extended.
+_EXTEND_FROM_ARRAYS = driver_sql(
+    "UPDATE skips SET to_at = v.to_at, continues_at = v.continues_at, count = skips.count + v.count "
+    "FROM unnest(CAST(:job_ids AS TEXT[]), CAST(:reasons AS TEXT[]), CAST(:froms AS BIGINT[]), "
+    "CAST(:tos AS BIGINT[]), CAST(:continues AS BIGINT[]), CAST(:counts AS BIGINT[])) "
+    "AS v (job_id, reason, from_at, to_at, continues_at, count) "
+    "WHERE skips.job_id = ANY(CAST(:job_ids AS TEXT[])) AND skips.job_id = v.job_id AND skips.reason = v.reason "
+    "AND skips.continues_at = v.from_at "
+    "RETURNING skips.job_id, skips.reason"
+)
+
+
+class SkipWrite(NamedTuple):
+    job_id: str
+    tenant: str
+    reason: str
+    from_us: int
+    to_us: int
+    continues_us: int | None
+    count: int
+
+
+@dataclass
+class SkipWrites:
+    """One claim batch's skip ranges: each extends its job's open range of
+    its reason that continues at its first occurrence, or starts one (id
+    ``<job>:skip:<from>`` for a misfire, ``<job>:<reason>:<from>``
+    otherwise). At most one per (job, reason) a batch."""
+
+    ranges: list[SkipWrite] = field(default_factory=list)
+
+    def add(self, row, skip: PlannedSkip, reason: str) -> None:
+        continues = None if skip.continues_at is None else to_us(skip.continues_at)
+        self.ranges.append(
+            SkipWrite(row.id, row.tenant, reason, to_us(skip.from_at), to_us(skip.to_at), continues, skip.count)
+        )
+
+    def alerts(self) -> list[NewAlert]:
+        """The ``skipped`` alert of each job whose misfire policy or backlog
+        cap skipped occurrences in this batch (a paused tenant's raise none)."""
+        return [
+            skipped_alert(
+                job_id=one.job_id, tenant=one.tenant, reason=one.reason, from_at=from_us(one.from_us),
+                to_at=from_us(one.to_us), count=one.count,
+            )
+            for one in self.ranges if one.reason in _ALERTING
+        ]  # fmt: skip
+
+    def write(self, conn: Connection, arrays: bool, now_us: int) -> None:
+        """On PostgreSQL and CockroachDB one UPDATE extending what continues
+        (:data:`_EXTEND_FROM_ARRAYS`) and one INSERT of the rest, whatever
+        their number; on SQLite the same per range (no network)."""
+        if not self.ranges:
+            return
+        if not arrays:
+            for one in self.ranges:
+                _record(conn, one, now_us)
+            return
+        columns = list(zip(*self.ranges))
+        extended = set(
+            map(tuple, execute_arrays(conn, _EXTEND_FROM_ARRAYS, dict(
+                job_ids=list(columns[0]), reasons=list(columns[2]), froms=list(columns[3]), tos=list(columns[4]),
+                continues=list(columns[5]), counts=list(columns[6]),
+            )).all())
+        )  # fmt: skip
+        new = [_new_range(one, now_us) for one in self.ranges if (one.job_id, one.reason) not in extended]
+        if new:
+            conn.execute(skips.insert(), new)
+
+
+def _new_range(one: SkipWrite, now_us: int) -> dict:
+    label = "skip" if one.reason == MISFIRE_REASON else one.reason
+    return dict(
+        id=f"{one.job_id}:{label}:{one.from_us}", job_id=one.job_id, tenant=one.tenant, from_at=one.from_us,
+        to_at=one.to_us, continues_at=one.continues_us, count=one.count, reason=one.reason, created_at=now_us,
+    )
+
+
+def _record(conn: Connection, one: SkipWrite, now_us: int) -> None:
     extended = conn.execute(
         skips.update()
-        .where(skips.c.job_id == row.id, skips.c.reason == reason, skips.c.continues_at == from_us_)
-        .values(to_at=to_us_, continues_at=continues, count=skips.c.count + skip.count)
+        .where(skips.c.job_id == one.job_id, skips.c.reason == one.reason, skips.c.continues_at == one.from_us)
+        .values(to_at=one.to_us, continues_at=one.continues_us, count=skips.c.count + one.count)
     )
     if extended.rowcount == 0:
-        label = "skip" if reason == MISFIRE_REASON else reason
-        conn.execute(
-            skips.insert().values(
-                id=f"{row.id}:{label}:{from_us_}", job_id=row.id, tenant=row.tenant, from_at=from_us_, to_at=to_us_,
-                continues_at=continues, count=skip.count, reason=reason, created_at=now_us,
-            )
-        )
+        conn.execute(skips.insert().values(**_new_range(one, now_us)))
+
+
+def record_skip(conn: Connection, row, skip: PlannedSkip, reason: str, now_us: int) -> None:
+    """Extend the job's open range of ``reason`` that continues at
+    ``skip``'s first occurrence, or start one (as :class:`SkipWrites`, for
+    one range: a calendar's, recorded per job)."""
+    writes = SkipWrites()
+    writes.add(row, skip, reason)
+    _record(conn, writes.ranges[0], now_us)

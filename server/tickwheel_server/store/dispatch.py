@@ -48,9 +48,9 @@ tenant's state comes with each due row (a subquery on the tenants' primary
 key, evaluated only for the rows the scan returns), so pausing costs no
 extra statement and resuming costs nothing: the next claim plans normally.
 
-With an :class:`~tickwheel_server.store.alerts.AlertStore`, every misfire
-skip range a claim creates or extends raises the job's ``skipped`` alert
-(:func:`~tickwheel_server.store.alerts.skipped_alert`) in the claim's own
+With an :class:`~tickwheel_server.store.alerts.AlertStore`, every misfire or
+backlog skip range a claim creates or extends (:class:`.claim_writes.SkipWrites`)
+raises the job's ``skipped`` alert (``alerts.catalogue.skipped_alert``) in the claim's own
 transaction: one upsert for the batch, so the alert commits with the range
 or not at all. A paused tenant's ranges raise nothing: pausing is asked for.
 
@@ -82,9 +82,7 @@ from .quarantine import KINDS, Finding, Quarantine, Unreadable
 from ..jobspec import DefinitionCache, JobDefinition
 from ..schedule import Fire, tzdata_version
 from ..schedule.calendarrule import CalendarRule
-from ..alerts.catalogue import (
-    NewAlert, job_unreadable_key, schedule_uncomputable_key, skipped_alert, undispatchable_alert,
-)  # fmt: skip
+from ..alerts.catalogue import NewAlert, job_unreadable_key, schedule_uncomputable_key, undispatchable_alert
 from .alerts import AlertStore
 from .base import SqlStore, execute_arrays, one_of, tuples
 from .claim_reads import (
@@ -92,7 +90,7 @@ from .claim_reads import (
     following_fires, scheduled_select,
 )  # fmt: skip
 from .claim_handout import DirectHandOut, Fenced, HandOutOffer, kept_in_doubt
-from .claim_writes import MISFIRE_REASON, TENANT_PAUSED_REASON, ClaimWrites, carried_missed, record_skip, write
+from .claim_writes import MISFIRE_REASON, TENANT_PAUSED_REASON, ClaimWrites, SkipWrites, carried_missed, write
 from .claim_calendars import CalendarCache, PreviousClaim, calendar_due, calendar_plan, record_calendar_skips
 from .executions import HandedOut
 from .jobrecords import JOB_WITH_CURSOR
@@ -219,8 +217,7 @@ class DispatchStore(SqlStore):
             else:
                 rows = conn.execute(due_select(live, horizon_us, batch, excluded, skip_locked)).all()
             result.full = len(rows) == batch
-            writes = ClaimWrites()
-            skipped: list[NewAlert] = []
+            writes, skip_writes = ClaimWrites(), SkipWrites()
             quarantine = self.quarantine
             trace = self._trace_occurrence
             executions = result.executions
@@ -299,28 +296,15 @@ class DispatchStore(SqlStore):
                         direct.consider(len(ids) - 1, ident, row, spec, due_us)
                 if plan.skip is not None:
                     result.skipped += plan.skip.count
-                    reason = TENANT_PAUSED_REASON if row.tenant_state == "paused" else MISFIRE_REASON
-                    record_skip(conn, row, plan.skip, reason, now_us)
-                    if reason == MISFIRE_REASON:
-                        skipped.append(
-                            skipped_alert(
-                                job_id=job_id, tenant=row.tenant, reason=reason, from_at=plan.skip.from_at,
-                                to_at=plan.skip.to_at, count=plan.skip.count,
-                            )
-                        )
+                    paused = row.tenant_state == "paused"
+                    skip_writes.add(row, plan.skip, TENANT_PAUSED_REASON if paused else MISFIRE_REASON)
                 if calendar_skips:
                     result.skipped += sum(skip.count for skip in calendar_skips)
                     record_calendar_skips(conn, row, calendar_skips, now_us)
                 if backlog is not None:
                     result.skipped += backlog.count
                     result.backlogged += backlog.count
-                    record_skip(conn, row, backlog, BACKLOG_REASON, now_us)
-                    skipped.append(
-                        skipped_alert(
-                            job_id=job_id, tenant=row.tenant, reason=BACKLOG_REASON, from_at=backlog.from_at,
-                            to_at=backlog.to_at, count=backlog.count,
-                        )
-                    )
+                    skip_writes.add(row, backlog, BACKLOG_REASON)
                 following = plan.next_fire
                 writes.cursor_ids.append(job_id)
                 if following is None:
@@ -345,6 +329,8 @@ class DispatchStore(SqlStore):
                     writes.next_due_ats.append(next_us)
                     writes.states.append("active")
                 writes.run_counts.append(row.run_count + plan.runs)
+            skip_writes.write(conn, arrays, now_us)
+            skipped = skip_writes.alerts()  # a paused tenant's ranges raise nothing: pausing is asked for
             taken = None if direct is None else direct.take(conn, arrays, writes)
             alerting = self._alerts is not None and bool(skipped or result.unreadable or result.readable_again)
             committing = arrays and not alerting  # the COMMIT goes with the writes unless alerts follow them
