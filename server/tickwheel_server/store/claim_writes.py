@@ -320,8 +320,8 @@ class SkipWrite(NamedTuple):
     job_id: str
     tenant: str
     reason: str
-    from_us: int
-    to_us: int
+    first_us: int
+    last_us: int
     continues_us: int | None
     count: int
 
@@ -346,8 +346,8 @@ class SkipWrites:
         cap skipped occurrences in this batch (a paused tenant's raise none)."""
         return [
             skipped_alert(
-                job_id=one.job_id, tenant=one.tenant, reason=one.reason, from_at=from_us(one.from_us),
-                to_at=from_us(one.to_us), count=one.count,
+                job_id=one.job_id, tenant=one.tenant, reason=one.reason, from_at=from_us(one.first_us),
+                to_at=from_us(one.last_us), count=one.count,
             )
             for one in self.ranges if one.reason in _ALERTING
         ]  # fmt: skip
@@ -377,16 +377,16 @@ class SkipWrites:
 def _new_range(one: SkipWrite, now_us: int) -> dict:
     label = "skip" if one.reason == MISFIRE_REASON else one.reason
     return dict(
-        id=f"{one.job_id}:{label}:{one.from_us}", job_id=one.job_id, tenant=one.tenant, from_at=one.from_us,
-        to_at=one.to_us, continues_at=one.continues_us, count=one.count, reason=one.reason, created_at=now_us,
+        id=f"{one.job_id}:{label}:{one.first_us}", job_id=one.job_id, tenant=one.tenant, from_at=one.first_us,
+        to_at=one.last_us, continues_at=one.continues_us, count=one.count, reason=one.reason, created_at=now_us,
     )
 
 
 def _record(conn: Connection, one: SkipWrite, now_us: int) -> None:
     extended = conn.execute(
         skips.update()
-        .where(skips.c.job_id == one.job_id, skips.c.reason == one.reason, skips.c.continues_at == one.from_us)
-        .values(to_at=one.to_us, continues_at=one.continues_us, count=skips.c.count + one.count)
+        .where(skips.c.job_id == one.job_id, skips.c.reason == one.reason, skips.c.continues_at == one.first_us)
+        .values(to_at=one.last_us, continues_at=one.continues_us, count=skips.c.count + one.count)
     )
     if extended.rowcount == 0:
         conn.execute(skips.insert().values(**_new_range(one, now_us)))

@@ -134,12 +134,12 @@ def pending_occurrences(conn: Connection, caps: Capabilities, job_id: str) -> li
     return paged(conn, query, by_instant_only=True)
 
 
-def not_started_ids(conn: Connection, caps: Capabilities, job_id: str, *where) -> list[str]:
-    """The ids of the job's executions not started (any origin), with
-    ``where`` besides: :func:`paged` range scans, locked where the engine
-    has row locks (what is read is what the caller writes)."""
+def not_started_ids(conn: Connection, caps: Capabilities, job_id: str) -> list[str]:
+    """The ids of the job's executions not started (any origin):
+    :func:`paged` range scans, locked where the engine has row locks (what
+    is read is what the caller writes)."""
     query = sa.select(executions.c.id, executions.c.nominal_at).where(
-        executions.c.job_id == job_id, *in_group(NOT_STARTED), *where
+        executions.c.job_id == job_id, *in_group(NOT_STARTED)
     )
     if caps.row_locks:
         query = query.with_for_update()
