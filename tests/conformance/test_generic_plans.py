@@ -37,6 +37,7 @@ import sqlalchemy as sa
 from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.arming import ArmStore, disarm_jobs
 from tickwheel_server.store.calendaruse import jobs_naming
+from tickwheel_server.store.claim_reads import DUE_SQL
 from tickwheel_server.store.deadletters import DeadLetterStore
 from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.executions import Capability, Lost
@@ -730,3 +731,14 @@ async def test_every_tenant_s_filtered_walk_reads_a_bounded_scan_a_page(migrated
                     failed.append(f"state={state!r} prefix={prefix!r} after {after!r} {mode}: read {read}\n"
                                   f"{statement}\n{describe(ran)}")
     assert not failed, f"{len(failed)} failed\n\n" + "\n\n".join(failed)
+
+
+@pytest.mark.parametrize("specs", [False, True])
+async def test_the_claim_counts_a_due_job_s_waiting_executions_on_their_index_in_a_generic_plan(engine, specs) -> None:
+    """The claim's SELECT counts each due job's executions not started (the
+    backlog cap, ``policy/backlog.py``): per returned row a LIMITed range of
+    ``executions_not_started_job``, never ``executions`` read whole."""
+    statement = DUE_SQL[False, True, specs]
+    top = plan(engine, statement, {"live": list(range(4)), "horizon": to_us(from_us(HISTORY)), "batch": 1000})
+    assert not seq_scans(top, ("executions",)), describe(top)
+    assert "executions_not_started_job" in {n.get("Index Name") for n in nodes(top)}, describe(top)
