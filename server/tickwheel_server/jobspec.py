@@ -25,6 +25,7 @@ from .policy.outcome import RetryPolicy
 from .schedule import GapPolicy, RepeatPolicy, Schedule, ScheduleError, ScheduleKind, parse_local_time
 from .schedule.calendarrule import CalendarRule
 from .schedule.jitter import MAX_WINDOW as MAX_JITTER_WINDOW
+from .wire import varint
 
 DEFAULT_MAX_ATTEMPTS = 5
 """Attempts of an execution when the retry policy names none."""
@@ -292,7 +293,7 @@ class JobDefinition:
     __slots__ = (
         "job_id", "version", "rules", "target", "timeout_us", "unparsed", "problem", "schedule",
         "misfire_policy", "misfire_threshold", "run_all_limit", "handler", "payload", "calendar",
-        "_job", "_retry", "_host", "_lateness",
+        "_job", "_retry", "_host", "_lateness", "_target_delimited",
     )
 
     job_id: str
@@ -354,11 +355,22 @@ class JobDefinition:
         self.handler = target.handler.name if kind == "handler" else None  # handler_of's answer
         self.payload = job.payload
         self._job = job
-        self._retry = self._host = self._lateness = None
+        self._retry = self._host = self._lateness = self._target_delimited = None
         return self
 
     def __repr__(self) -> str:
         return f"JobDefinition({self.job_id!r}, version={self.version}, problem={self.problem!r})"
+
+    @property
+    def target_delimited(self) -> bytes:
+        """``target`` serialized as a length-delimited field's value (its
+        length as a varint, then its bytes), once: every assignment of this
+        definition carries it (:func:`.gateway.assignments.add_assignment`)."""
+        encoded = self._target_delimited
+        if encoded is None:
+            target = self.target.SerializeToString()
+            encoded = self._target_delimited = varint(len(target)) + target
+        return encoded
 
     @property
     def retry(self) -> RetryPolicy:

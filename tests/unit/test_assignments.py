@@ -60,3 +60,22 @@ def test_an_armed_rows_copies_change_one_field_each(handed: HandedOut) -> None:
     assert without_payload(handed) == handed._replace(payload=b"")
     assert stamped(handed, SENT_US) == handed._replace(handed_out_at_us=SENT_US)
     assert type(stamped(handed, 1)) is HandedOut and stamped(handed, 1).handed_out_at_us == 1
+
+
+@pytest.mark.parametrize("handed", CASES, ids=[h.id for h in CASES])
+def test_the_target_serialized_once_is_the_target_copied(handed: HandedOut) -> None:
+    """``add_assignment`` sets the target from its definition's bytes
+    serialized once: the field it makes is the one ``target=`` makes, byte
+    for byte, its presence too when the target is empty (a deleted job's)."""
+    built = worker_pb2.PullResponse()
+    add_assignment(built, handed, SENT_US)
+    [assignment] = built.assignment.assignments
+    target = (handed.definition.target if handed.definition is not None else job_pb2.Target())
+    assert assignment.HasField("target")
+    assert assignment.target == target
+    assert assignment.SerializeToString() == worker_pb2.Assignment(
+        execution_id=assignment.execution_id, job_id=assignment.job_id, tenant=assignment.tenant,
+        nominal_at=assignment.nominal_at, due_at=assignment.due_at, attempt=assignment.attempt,
+        delivery=assignment.delivery, payload=assignment.payload, target=target,
+        deadline_at=assignment.deadline_at, missed_count=assignment.missed_count, origin=assignment.origin,
+    ).SerializeToString()

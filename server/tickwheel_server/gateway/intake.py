@@ -25,13 +25,14 @@ from tickwheel.shared.clock import Clock
 from tickwheel.shared.ids import to_us
 from tickwheel.shared.logs import log_execution
 
+from ..errors import FieldViolation
 from ..store.executions import ResultIn, Retry
 from ..store.outcomes import OutcomeStore
 from ..telemetry.metrics import OTHER, OUTCOMES, Metrics
 from .budget import OverBudget, UnheldBudget
 from .connections import WorkerConnection
 from .inflight import Holding, InFlight, Key
-from .result_check import check_result, result_in
+from .result_check import read_result, result_in
 from .results import ResultQueue
 
 log = logging.getLogger(__name__)
@@ -103,14 +104,15 @@ class Intake:
         admitted: list[ResultIn] = []
         costly: list[tuple[worker_pb2.ExecutionResult, Holding | str]] = []
         """Results that cost the budget, each with why it was refused, or what holds it."""
+        worker_id, hold = connection.worker_id, self._inflight.hold_result
         for result in results:
-            violation = check_result(result, now_us)
-            if violation is not None:
-                costly.append((result, f"invalid result: {violation.field}: {violation.description}"))
+            read = read_result(result, now_us, worker_id, tenants)
+            if isinstance(read, FieldViolation):
+                costly.append((result, f"invalid result: {read.field}: {read.description}"))
                 continue
-            holding = self._inflight.hold_result(connection, (result.execution_id, result.delivery))
+            holding = hold(connection, (read.execution_id, read.delivery))
             if holding is Holding.HELD:
-                admitted.append(result_in(result, connection.worker_id, tenants, held=True))
+                admitted.append(read)
             else:
                 costly.append((result, holding))
         granted = self._budget.take(connection.credential.id, len(costly))

@@ -62,30 +62,55 @@ def check_result(result: worker_pb2.ExecutionResult, now_us: int) -> FieldViolat
     """The first field of ``result`` out of bounds, or None when it may be recorded.
 
     ``now_us``: the server's clock, which ``started_at`` must lie near."""
-    if not EXECUTION_ID.match(result.execution_id):
+    read = read_result(result, now_us, "", ())
+    return read if isinstance(read, FieldViolation) else None
+
+
+def read_result(
+    result: worker_pb2.ExecutionResult, now_us: int, worker_id: str, tenants: Sequence[str]
+) -> ResultIn | FieldViolation:
+    """:func:`check_result` and :func:`result_in` (``held`` True) with each
+    field read once: what the store records of ``result``, or the first
+    field out of bounds. Reading a field of a parsed message is a call into
+    protobuf each time; a worker's results are checked by the thousand on
+    the event loop."""
+    execution_id = result.execution_id
+    if not EXECUTION_ID.match(execution_id):
         return FieldViolation("execution_id", "1 to 256 characters of [A-Za-z0-9_.:-], as the assignment gave it")
-    if result.delivery < 1:
+    delivery = result.delivery
+    if delivery < 1:
         return FieldViolation("delivery", "the assignment's delivery number: at least 1")
-    if result.attempt < 1:
+    attempt = result.attempt
+    if attempt < 1:
         return FieldViolation("attempt", "the assignment's attempt number: at least 1")
-    if result.outcome not in OUTCOMES:
+    outcome = result.outcome
+    if outcome not in OUTCOMES:
         return FieldViolation("outcome", "one of SUCCEEDED, FAILED_RETRYABLE, FAILED_PERMANENT, TIMED_OUT, CANCELED")
-    if len(result.output) > OUTPUT_MAX_BYTES:
+    output = result.output
+    if len(output) > OUTPUT_MAX_BYTES:
         return FieldViolation("output", f"at most {OUTPUT_MAX_BYTES} bytes")
+    retry_after = None
     if result.HasField("retry_after"):
         seconds, nanos = result.retry_after.seconds, result.retry_after.nanos
         if not _valid_duration(seconds, nanos) or seconds < 0 or nanos < 0:
             return FieldViolation("retry_after", "a valid duration of at least 0")
+        retry_after = min(timedelta(seconds=seconds, microseconds=nanos // 1000), MAX_RETRY_AFTER)
+    started_us = None
     if result.HasField("started_at"):
         started = result.started_at
-        if not _valid_timestamp(started.seconds, started.nanos):
+        seconds, nanos = started.seconds, started.nanos
+        if not _valid_timestamp(seconds, nanos):
             return FieldViolation("started_at", "a valid timestamp (0001-01-01 to 9999-12-31)")
-        offset = timestamp_us(started) - now_us
-        if not -_STARTED_BEHIND_US <= offset <= _STARTED_AHEAD_US:
+        started_us = seconds * 1_000_000 + nanos // 1000  # timestamp_us, from the values read
+        if not -_STARTED_BEHIND_US <= started_us - now_us <= _STARTED_AHEAD_US:
             return FieldViolation("started_at", "within a year before and a day after the server's clock")
     if result.HasField("finished_at") and not _valid_timestamp(result.finished_at.seconds, result.finished_at.nanos):
         return FieldViolation("finished_at", "a valid timestamp (0001-01-01 to 9999-12-31)")
-    return None
+    error = result.error
+    return _result_in((  # every field, in order, as result_in builds it
+        execution_id, delivery, attempt, outcome, clean_text(error, ERROR_MAX_CHARS) if error else "", worker_id,
+        tuple(tenants), retry_after, started_us, True, output,
+    ))
 
 
 def clean_text(text: str, limit: int) -> str:
