@@ -24,6 +24,7 @@ from .policy.breaker import http_target_host
 from .policy.outcome import RetryPolicy
 from .schedule import GapPolicy, RepeatPolicy, Schedule, ScheduleError, ScheduleKind, parse_local_time
 from .schedule.calendarrule import CalendarRule
+from .schedule.model import schedule_in_order
 from .schedule.jitter import MAX_WINDOW as MAX_JITTER_WINDOW
 from .wire import varint
 
@@ -186,7 +187,7 @@ def schedule_of(job: job_pb2.Job, job_id: str, field: str = "job") -> Schedule:
     elif kind == "once_at":
         at = _instant(job.schedule, "once_at", f"{field}.schedule", violations)
         if at is not None and not violations:
-            schedule = Schedule(
+            schedule = schedule_in_order(
                 ScheduleKind.ONCE, "", "UTC", at, gap, repeat, exact, window, start_at, end_at, max_runs, job_id
             )
     elif kind == "cron":
@@ -202,7 +203,7 @@ def schedule_of(job: job_pb2.Job, job_id: str, field: str = "job") -> Schedule:
         elif len(cron.time_zone) > MAX_ZONE_NAME:
             violations.append(FieldViolation(f"{field}.schedule.cron.time_zone", f"at most {MAX_ZONE_NAME} characters"))
         elif not violations:
-            schedule = Schedule(
+            schedule = schedule_in_order(
                 ScheduleKind.CRON, expression, cron.time_zone or "UTC", None, gap, repeat, exact, window, start_at,
                 end_at, max_runs, job_id,
             )
@@ -218,7 +219,7 @@ def schedule_of(job: job_pb2.Job, job_id: str, field: str = "job") -> Schedule:
         elif len(local.time_zone) > MAX_ZONE_NAME:
             violations.append(FieldViolation(f"{field}.schedule.local.time_zone", f"at most {MAX_ZONE_NAME} characters"))
         elif wall is not None and not violations:
-            schedule = Schedule(
+            schedule = schedule_in_order(
                 ScheduleKind.LOCAL, "", local.time_zone, wall, gap, repeat, exact, window, start_at, end_at, max_runs,
                 job_id,
             )
