@@ -7,8 +7,9 @@ from __future__ import annotations
 from tickwheel.v1 import worker_pb2
 
 from tickwheel_server.errors import FieldViolation
+from tickwheel_server.store.executions import ResultIn
 from tickwheel_server.gateway.result_check import (
-    MAX_RETRY_AFTER, OUTPUT_MAX_BYTES, check_result, read_result, result_in,
+    MAX_RETRY_AFTER, OUTPUT_MAX_BYTES, check_result, read_result,
 )
 
 NOW_US = 1_796_000_000_000_000
@@ -23,7 +24,7 @@ def test_output_up_to_16_kib_passes_and_reaches_the_store_as_is() -> None:
     hostile = (b"\x00'\"\\" + bytes(range(256))) * (OUTPUT_MAX_BYTES // 260) + b"\x00" * (OUTPUT_MAX_BYTES % 260)
     assert len(hostile) == OUTPUT_MAX_BYTES
     assert check_result(result(hostile), NOW_US) is None
-    assert result_in(result(hostile), "w1", ("acme",), held=True).output == hostile
+    assert read_result(result(hostile), NOW_US, "w1", ("acme",)).output == hostile
 
 
 def test_one_byte_more_is_refused_naming_output() -> None:
@@ -74,11 +75,21 @@ READ_CASES = {  # name: (fields changed, the field refused or None)
 }
 
 
-def test_read_result_refuses_the_first_field_out_of_bounds_or_reads_what_result_in_reads() -> None:
-    """The hot path's one reading of a result (``read_result``): a hostile
-    one is refused naming its first field out of bounds (as ``check_result``
-    says too); any other is read into what ``result_in`` makes of it, field
-    for field."""
+def _expected(message: worker_pb2.ExecutionResult) -> ResultIn:
+    """What the store should record of a valid ``message``, read field by field here."""
+    return ResultIn(
+        message.execution_id, message.delivery, message.attempt, message.outcome,
+        message.error[:4096].replace("\x00", "\ufffd"), "w1", ("acme", "beta"),
+        min(message.retry_after.ToTimedelta(), MAX_RETRY_AFTER) if message.HasField("retry_after") else None,
+        message.started_at.ToMicroseconds() if message.HasField("started_at") else None, True, message.output,
+    )
+
+
+def test_read_result_refuses_the_first_field_out_of_bounds_or_reads_every_field() -> None:
+    """The gateway's one reading of a result (``read_result``): a hostile
+    one is refused naming its first field out of bounds (``check_result``
+    says the same); any other is read into what the store records, field for
+    field, its text made storable and its retry delay capped."""
     for name, (fields, refused) in READ_CASES.items():
         message = _with(**fields)
         read = read_result(message, NOW_US, "w1", ["acme", "beta"])
@@ -87,7 +98,7 @@ def test_read_result_refuses_the_first_field_out_of_bounds_or_reads_what_result_
             assert check_result(message, NOW_US) == read, name
         else:
             assert check_result(message, NOW_US) is None, name
-            assert read == result_in(message, "w1", ["acme", "beta"], held=True), name
+            assert read == _expected(message), name
     read = read_result(_with(), NOW_US, "w1", ["acme"])
     assert read.error == "boom\ufffd" + "e" * 4091
     assert read.retry_after == MAX_RETRY_AFTER

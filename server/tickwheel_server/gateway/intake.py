@@ -32,7 +32,7 @@ from ..telemetry.metrics import OTHER, OUTCOMES, Metrics
 from .budget import OverBudget, UnheldBudget
 from .connections import WorkerConnection
 from .inflight import Holding, InFlight, Key
-from .result_check import read_result, result_in
+from .result_check import read_result
 from .results import ResultQueue
 
 log = logging.getLogger(__name__)
@@ -102,27 +102,27 @@ class Intake:
         now_us = to_us(self._clock.now())
         tenants = connection.credential.tenants
         admitted: list[ResultIn] = []
-        costly: list[tuple[worker_pb2.ExecutionResult, Holding | str]] = []
-        """Results that cost the budget, each with why it was refused, or what holds it."""
+        costly: list[tuple[worker_pb2.ExecutionResult, ResultIn | None, Holding | str]] = []
+        """Results that cost the budget, each as read (None: malformed) with why it was refused, or what holds it."""
         worker_id, hold = connection.worker_id, self._inflight.hold_result
         for result in results:
             read = read_result(result, now_us, worker_id, tenants)
             if isinstance(read, FieldViolation):
-                costly.append((result, f"invalid result: {read.field}: {read.description}"))
+                costly.append((result, None, f"invalid result: {read.field}: {read.description}"))
                 continue
             holding = hold(connection, (read.execution_id, read.delivery))
             if holding is Holding.HELD:
                 admitted.append(read)
             else:
-                costly.append((result, holding))
+                costly.append((result, read, holding))
         granted = self._budget.take(connection.credential.id, len(costly))
         refused = worker_pb2.PullResponse()
-        for result, why in costly[:granted]:
-            if isinstance(why, str):
+        for result, read, why in costly[:granted]:
+            if read is None:
                 refused.ack.acks.add(execution_id=result.execution_id, delivery=result.delivery, accepted=False,
                                      reason=why)
             else:  # a second result for a pending one is recorded too: recording is idempotent
-                admitted.append(result_in(result, connection.worker_id, tenants, held=why is Holding.DUPLICATE))
+                admitted.append(read._replace(held=why is Holding.DUPLICATE))
         if refused.ack.acks:
             first = refused.ack.acks[0]
             log.info("refused %d malformed results from worker %s (credential %s); the first, for %r: %s",

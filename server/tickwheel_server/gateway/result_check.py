@@ -17,8 +17,6 @@ from datetime import timedelta
 
 from tickwheel.v1 import worker_pb2
 
-from tickwheel.shared.ids import timestamp_us
-
 from ..errors import FieldViolation
 from ..store.executions import ResultIn
 
@@ -48,6 +46,9 @@ OUTCOMES = frozenset((
 ))  # fmt: skip
 
 
+_result_in = ResultIn._make
+
+
 def _valid_timestamp(seconds: int, nanos: int) -> bool:
     return TIMESTAMP_SECONDS[0] <= seconds <= TIMESTAMP_SECONDS[1] and 0 <= nanos < 1_000_000_000
 
@@ -69,11 +70,11 @@ def check_result(result: worker_pb2.ExecutionResult, now_us: int) -> FieldViolat
 def read_result(
     result: worker_pb2.ExecutionResult, now_us: int, worker_id: str, tenants: Sequence[str]
 ) -> ResultIn | FieldViolation:
-    """:func:`check_result` and :func:`result_in` (``held`` True) with each
-    field read once: what the store records of ``result``, or the first
-    field out of bounds. Reading a field of a parsed message is a call into
-    protobuf each time; a worker's results are checked by the thousand on
-    the event loop."""
+    """What the store records of ``result`` (``held`` True: the caller
+    decides), or its first field out of bounds (:func:`check_result`'s
+    answer). Each field is read once: reading a field of a parsed message
+    is a call into protobuf each time, and a worker's results are checked by
+    the thousand on the event loop."""
     execution_id = result.execution_id
     if not EXECUTION_ID.match(execution_id):
         return FieldViolation("execution_id", "1 to 256 characters of [A-Za-z0-9_.:-], as the assignment gave it")
@@ -107,7 +108,7 @@ def read_result(
     if result.HasField("finished_at") and not _valid_timestamp(result.finished_at.seconds, result.finished_at.nanos):
         return FieldViolation("finished_at", "a valid timestamp (0001-01-01 to 9999-12-31)")
     error = result.error
-    return _result_in((  # every field, in order, as result_in builds it
+    return _result_in((  # every field, in order: no keyword handling (one a result, thousands a batch)
         execution_id, delivery, attempt, outcome, clean_text(error, ERROR_MAX_CHARS) if error else "", worker_id,
         tuple(tenants), retry_after, started_us, True, output,
     ))
@@ -126,21 +127,3 @@ def clean_text(text: str, limit: int) -> str:
         text = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
     return text
 
-
-_result_in = ResultIn._make
-
-
-def result_in(
-    result: worker_pb2.ExecutionResult, worker_id: str, tenants: Sequence[str], *, held: bool
-) -> ResultIn:
-    """What the store records of a result that passed :func:`check_result`."""
-    retry_after = None
-    if result.HasField("retry_after"):
-        retry_after = min(timedelta(seconds=result.retry_after.seconds, microseconds=result.retry_after.nanos // 1000),
-                          MAX_RETRY_AFTER)
-    return _result_in((  # every field, in order: no keyword handling (one a result, thousands a batch)
-        result.execution_id, result.delivery, result.attempt, result.outcome,
-        clean_text(result.error, ERROR_MAX_CHARS) if result.error else "", worker_id, tuple(tenants),
-        retry_after, timestamp_us(result.started_at) if result.HasField("started_at") else None, held,
-        result.output,
-    ))
