@@ -240,7 +240,11 @@ class OutcomeStore(SqlStore):
                     acks.append(ResultAck(*key, False, NOT_HELD))
                     continue
                 seen.add(key)
-                update, attempt_status, retry, dead_letter = self._outcome(row, result, now, now_us)
+                if result.outcome == _SUCCEEDED and not result.error and not self._needs_definition(row, result):
+                    # The common outcome: what _outcome decides for it, known without deciding.
+                    update, attempt_status, retry, dead_letter = _succeeded(row, now_us), "succeeded", None, None
+                else:
+                    update, attempt_status, retry, dead_letter = self._outcome(row, result, now, now_us)
                 updates.append(update)
                 record = attempt_row(row, attempt_status, result.worker_id, result.error, now_us,
                                      result.worker_started_at_us, result.output)
@@ -432,6 +436,21 @@ class OutcomeStore(SqlStore):
             if decision.dead else None
         )
         return update, decision.attempt_status, retry_of, dead
+
+
+_SUCCEEDED = worker_pb2.RESULT_OUTCOME_SUCCEEDED
+
+
+def _succeeded(row, now_us: int) -> dict:
+    """The update :meth:`OutcomeStore._outcome` makes of a success with no
+    error text whose decision needs no definition (a handler target's, or
+    any with no circuit breaker): succeeded now, its attempt and ready
+    instant kept, no error nor reason. ``decide`` settles a success from
+    the outcome alone (no policy, no draw, no cancel request counts), so
+    nothing else of the row or the result could change it; record_results
+    takes this path for most results."""
+    return dict(b_id=row.id, b_status="succeeded", b_attempt=row.attempt, b_ready_at=row.ready_at, b_error="",
+                b_dead_reason="", b_finished_at=now_us)
 
 
 def _plain_success(update: dict, row, now_us: int) -> bool:
