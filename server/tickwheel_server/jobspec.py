@@ -24,8 +24,8 @@ from .policy.breaker import http_target_host
 from .policy.outcome import RetryPolicy
 from .schedule import GapPolicy, RepeatPolicy, Schedule, ScheduleError, ScheduleKind, parse_local_time
 from .schedule.calendarrule import CalendarRule
-from .schedule.model import schedule_in_order
 from .schedule.jitter import MAX_WINDOW as MAX_JITTER_WINDOW
+from .schedule.model import schedule_in_order
 from .wire import varint
 
 DEFAULT_MAX_ATTEMPTS = 5
