@@ -202,3 +202,69 @@ async def test_hostile_calls_in_a_group_are_refused_alone_and_write_nothing(pg_s
             names = conn.execute(sa.text(
                 "SELECT request_id FROM request_ids WHERE tenant = 'acme' ORDER BY 1")).scalars().all()
         assert names == ["a", "b", "c"], "a refused call's request id is not recorded"
+
+
+@pytest.mark.postgres
+@pytest.mark.etcd
+async def test_two_servers_groups_at_max_jobs_keep_each_calls_lone_answer(postgres_url, etcd_endpoint, store) -> None:
+    """Two servers, each with a group queued behind its held first write,
+    released together at max_jobs: the groups race for the tenant's quota
+    slots (a dry slot re-dealt, a 40001 replayed), yet exactly max_jobs jobs
+    are created; a request id sent to both servers answers one job on both;
+    a refused call (a malformed schedule) answers INVALID_ARGUMENT naming
+    its field on either server and counts against nothing."""
+    limit = 12
+    async with running_server(postgres_url, etcd_endpoint) as one, running_server(postgres_url, etcd_endpoint) as two:
+        key = await one.create_tenant("acme")
+        garbled = item("garbled")
+        garbled.job.schedule.cron.expression = "61 * * * *"
+        async with grpc.aio.insecure_channel(one.address) as a, grpc.aio.insecure_channel(two.address) as b:
+            await set_max_jobs(one, a, limit)
+            servers = [(server, scheduler_pb2_grpc.SchedulerServiceStub(channel)) for server, channel in ((one, a), (two, b))]
+            # Per server: its first call (held), then its group: its own
+            # request ids, the shared ones, and a refused call.
+            plans = [
+                [item("one-0")] + [item(f"one-{i}") for i in range(1, 10)] + [item("both-a"), garbled, item("both-b")],
+                [item("two-0")] + [item(f"two-{i}") for i in range(1, 10)] + [item("both-b"), garbled, item("both-a")],
+            ]
+            tasks: list[list[asyncio.Task]] = [[], []]
+
+            async def call(scheduler, request: scheduler_pb2.CreateJobRequest) -> scheduler_pb2.CreateJobResponse:
+                return await scheduler.CreateJob(request, metadata=bearer(key))
+
+            with quota_held(store, "acme"):
+                for (server, scheduler), plan, sent in zip(servers, plans, tasks):
+                    creates = server.server.creates
+                    sent.append(asyncio.create_task(call(scheduler, plan[0])))
+                    await eventually(lambda: creates.writing("acme") and creates.writes == 1, "the first write held")
+                for (server, scheduler), plan, sent in zip(servers, plans, tasks):
+                    creates = server.server.creates
+                    for request in plan[1:]:
+                        sent.append(asyncio.create_task(call(scheduler, request)))
+                        await eventually(lambda: creates.queued("acme") == len(sent) - 1, "queued", interval=0.005)
+            results = [await asyncio.gather(*sent, return_exceptions=True) for sent in tasks]
+            assert [server.server.creates.writes for server, _ in servers] == [2, 2], "each server: one group"
+            answered: dict[str, set[str]] = {}
+            refused = 0
+            for plan, outcomes in zip(plans, results):
+                for request, outcome in zip(plan, outcomes):
+                    if request.request_id == "garbled":
+                        assert isinstance(outcome, grpc.aio.AioRpcError), outcome
+                        assert outcome.code() == grpc.StatusCode.INVALID_ARGUMENT
+                        assert "job.schedule.cron.expression" in outcome.details()
+                    elif isinstance(outcome, grpc.aio.AioRpcError):
+                        assert outcome.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, outcome.details()
+                        assert "max_jobs" in outcome.details()
+                        refused += 1
+                    else:
+                        answered.setdefault(request.request_id, set()).add(outcome.job.id)
+            assert all(len(ids) == 1 for ids in answered.values()), f"a request id answered two jobs: {answered}"
+            assert len(answered) == limit, "exactly max_jobs request ids were created"
+            # 24 calls not refused by validation (two per shared request id):
+            # those of a created request id answer its job, the rest max_jobs.
+            assert await job_count(one, a) == limit
+            with store.connect() as conn:
+                rows = conn.execute(sa.text("SELECT count(*) FROM jobs WHERE tenant = 'acme'")).scalar()
+            assert rows == limit
+            shared_created = [rid for rid in ("both-a", "both-b") if rid in answered]
+            assert refused == 24 - limit - len(shared_created), (refused, shared_created)
