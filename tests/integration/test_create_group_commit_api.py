@@ -220,7 +220,8 @@ async def test_two_servers_groups_at_max_jobs_keep_each_calls_lone_answer(postgr
         garbled.job.schedule.cron.expression = "61 * * * *"
         async with grpc.aio.insecure_channel(one.address) as a, grpc.aio.insecure_channel(two.address) as b:
             await set_max_jobs(one, a, limit)
-            servers = [(server, scheduler_pb2_grpc.SchedulerServiceStub(channel)) for server, channel in ((one, a), (two, b))]
+            pairs = ((one, a), (two, b))
+            servers = [(server, scheduler_pb2_grpc.SchedulerServiceStub(channel)) for server, channel in pairs]
             # Per server: its first call (held), then its group: its own
             # request ids, the shared ones, and a refused call.
             plans = [
