@@ -39,6 +39,11 @@ from .zones import Zone, ZoneRegistry, default_registry
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _ZERO = timedelta(0)
 _YEAR = 366 * 86400
+_LOCAL_EARLIEST = datetime(1970, 1, 1)
+_LOCAL_LATEST = datetime(9999, 1, 1)
+"""A one-off's wall time is accepted in [_LOCAL_EARLIEST, _LOCAL_LATEST),
+the range ``once_at`` takes, read as a wall time: every zone's offset is
+under a day, so its instant is one a datetime holds."""
 _CRON = ScheduleKind.CRON
 _new_fire = partial(tuple.__new__, Fire)
 
@@ -353,8 +358,9 @@ class Engine:
         Raises :class:`ScheduleError` naming the field: bad expression or
         zone, ``H`` without job id, jitter window negative or over an hour,
         naive ``start_at``/``end_at``, ``end_at`` not after ``start_at``,
-        negative ``max_runs``, a one-off instant of the wrong kind, and a
-        schedule that never fires (at all, or inside its window from
+        negative ``max_runs``, a one-off instant of the wrong kind, a local
+        time outside [1970-01-01T00:00, 9999-01-01T00:00), and a schedule
+        that never fires (at all, or inside its window from
         ``now``).
         """
         _check_fields(schedule)
@@ -481,6 +487,11 @@ def _check_fields(schedule: Schedule) -> None:
         raise ScheduleError("end_at", "end_at must be after start_at")
     if schedule.max_runs < 0:
         raise ScheduleError("max_runs", "max_runs must be 0 (unlimited) or more")
+    if schedule.kind is ScheduleKind.LOCAL and schedule.at is not None and schedule.at.tzinfo is None:
+        if not _LOCAL_EARLIEST <= schedule.at < _LOCAL_LATEST:
+            raise ScheduleError(
+                "schedule.local.local_time", "must be between 1970-01-01T00:00:00 and 9999-01-01T00:00:00 (exclusive)"
+            )
 
 
 _USES_H = object()

@@ -75,6 +75,29 @@ def test_local_wall_time_in_a_repeat():
     assert [f.local_text for f in both] == ["2027-11-07T01:30:00-04:00", "2027-11-07T01:30:00-05:00"]
 
 
+@pytest.mark.parametrize(
+    ("wall", "zone"),
+    [
+        ("9999-12-31T23:59:59", "America/New_York"),  # its instant is in year 10000: past a datetime
+        ("0001-01-01T00:00:00", "Asia/Tokyo"),  # its instant is before year 1
+        ("9999-01-01T00:00:00", "UTC"),
+        ("1969-12-31T23:59:59", "UTC"),
+    ],
+)
+def test_a_local_time_outside_the_instants_a_job_names_is_refused_on_its_field(wall, zone):
+    with pytest.raises(ScheduleError) as caught:
+        validate(Schedule.local(parse_local_time(wall), zone), NOW)
+    assert caught.value.field == "schedule.local.local_time"
+    assert "between 1970-01-01T00:00:00 and 9999-01-01T00:00:00" in str(caught.value)
+
+
+def test_local_times_at_the_range_ends_are_taken():
+    last = validate(Schedule.local(parse_local_time("9998-12-31T23:59:59"), "America/New_York"), NOW)
+    assert last.nominal_at == datetime(9999, 1, 1, 4, 59, 59, tzinfo=timezone.utc)
+    first = validate(Schedule.local(parse_local_time("1970-01-01T00:00:00"), "Asia/Tokyo"), NOW)
+    assert first.nominal_at == datetime(1969, 12, 31, 15, tzinfo=timezone.utc)
+
+
 def test_local_time_parsing():
     assert parse_local_time("2027-03-28T02:30:00") == datetime(2027, 3, 28, 2, 30)
     for bad in ("2027-03-28 02:30", "2027-03-28T02:30:00Z", "2027-03-28T02:30:00+01:00", "2027-02-30T00:00", "noon"):
