@@ -384,18 +384,21 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         return await self._creates.create(_Pending(tenant.name, request.job, self._clock.now()), request_id)
 
     async def _new_jobs(
-        self, tenant: str, items: Sequence[tuple[job_pb2.Job, str, datetime]]
-    ) -> tuple[NewJobs, list[int], dict[int, TickwheelError]]:
+        self, tenant: str, items: Sequence[tuple[job_pb2.Job, str, datetime]], *, separate_calls: bool = False
+    ) -> tuple[NewJobs, list[int], dict[int, Exception]]:
         """``items`` (job, request id, the instant its call arrived) of
         ``tenant`` validated each on its own, at its call's instant: the
         valid ones in a batch (and their indices), the refused ones' errors
         by index (a named calendar the tenant lacks: FAILED_PRECONDITION,
-        after the job's own violations). One store read for the calendars
-        the jobs name, none when they name none."""
+        after the job's own violations). With ``separate_calls`` (each item
+        is a CreateJob call of a group), an unexpected error validating one
+        is that item's error too, so it fails its call alone (INTERNAL, as
+        it would alone); otherwise it is raised. One store read for the calendars the jobs name, none
+        when they name none."""
         if not items:
             return NewJobs(tenant), [], {}
         now = items[0][2]
-        refused: dict[int, TickwheelError] = {}
+        refused: dict[int, Exception] = {}
         accepted: list[int] = []
         batch = NewJobs(tenant)
         job_ids = new_job_ids(now, len(items))
@@ -413,6 +416,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             except TickwheelError as error:
                 refused[index] = error
                 continue
+            except Exception as error:
+                if not separate_calls:
+                    raise
+                refused[index] = error
+                continue
             accepted.append(index)
             batch.add(job_ids[index], request_id, job.name, spec, zone, next_run, next_due, tzdata, len(job.payload),
                       key_limits)  # fmt: skip
@@ -423,9 +431,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         ids): validated as BatchCreateJobs' items are (:meth:`_new_jobs`; a
         refused one answers its error, nothing stored), the valid ones stored
         in one :meth:`JobStore.create_batch`; each call's answer: its job
-        created (serialized), an earlier call's job, or its error."""
+        created (serialized), an earlier call's job, or its error (an
+        unexpected one raised validating a call's job is that call's
+        alone)."""
         batch, accepted, refused = await self._new_jobs(
-            tenant, [(pending.job, rid, pending.at) for pending, rid in items]
+            tenant, [(pending.job, rid, pending.at) for pending, rid in items], separate_calls=True
         )
         answers: list = [refused.get(index) for index in range(len(items))]
         if accepted:

@@ -57,3 +57,25 @@ async def test_a_call_queued_past_a_fire_keeps_the_fire_after_its_own_arrival() 
     assert first.job.next_run_at.ToDatetime(tzinfo=timezone.utc) == FIRE, "the fire after the call's arrival"
     assert third.job.next_run_at.ToDatetime(tzinfo=timezone.utc) == FIRE + timedelta(days=1)
     assert [list(b.request_ids) for b in jobs.batches] == [["e", "l"]], "one write, the refused call not in it"
+
+
+async def test_an_unexpected_error_validating_one_call_fails_that_call_alone(monkeypatch) -> None:
+    """Whatever validating a call's job raises (here a stand-in for a
+    validator's bug: not a domain error) is that call's answer; the
+    group's other calls are stored and answered."""
+    clock = FakeClock(FIRE - timedelta(hours=1))
+    jobs = Jobs(clock)
+    servicer = scheduler.SchedulerServicer(None, jobs, clock)
+    checked = scheduler.validate.new_definition
+
+    def new_definition(job, *args, **kwargs):
+        if job.name == "boom":
+            raise OverflowError("date value out of range")
+        return checked(job, *args, **kwargs)
+
+    monkeypatch.setattr(scheduler.validate, "new_definition", new_definition)
+    calls = [(scheduler._Pending("acme", daily_at_three(name), clock.now()), name) for name in ("a", "boom", "c")]
+    answers = await servicer._write_group("acme", calls)
+    assert isinstance(answers[1], OverflowError)
+    assert all(scheduler_pb2.CreateJobResponse.FromString(answers[i].data).created for i in (0, 2))
+    assert [list(b.request_ids) for b in jobs.batches] == [["a", "c"]], "one write, the failed call not in it"
