@@ -269,3 +269,42 @@ async def test_two_servers_groups_at_max_jobs_keep_each_calls_lone_answer(postgr
             assert rows == limit
             shared_created = [rid for rid in ("both-a", "both-b") if rid in answered]
             assert refused == 24 - limit - len(shared_created), (refused, shared_created)
+
+
+@pytest.mark.postgres
+@pytest.mark.etcd
+async def test_a_local_time_past_year_9999_is_refused_alone_in_its_group(pg_server, store) -> None:
+    """A one-off at local 9999-12-31T23:59:59 in New York (its instant in
+    year 10000) queued among good calls: it answers INVALID_ARGUMENT
+    naming ``job.schedule.local.local_time``, the good calls of its group
+    are created (on main it raised OverflowError: INTERNAL for every call
+    of the group)."""
+    key = await pg_server.create_tenant("acme")
+    creates = pg_server.server.creates
+    overflow = item("overflow")
+    overflow.job.schedule.ClearField("cron")
+    overflow.job.schedule.local.local_time = "9999-12-31T23:59:59"
+    overflow.job.schedule.local.time_zone = "America/New_York"
+    requests = [item("a"), item("b"), overflow, item("c")]
+    async with grpc.aio.insecure_channel(pg_server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+
+        async def call(request: scheduler_pb2.CreateJobRequest) -> scheduler_pb2.CreateJobResponse:
+            return await scheduler.CreateJob(request, metadata=bearer(key))
+
+        with quota_held(store, "acme"):
+            first = asyncio.create_task(call(requests[0]))
+            await eventually(lambda: creates.writing("acme") and creates.writes == 1, "the first write in flight")
+            rest = []
+            for request in requests[1:]:
+                rest.append(asyncio.create_task(call(request)))
+                await eventually(lambda: creates.queued("acme") == len(rest), "queued", interval=0.005)
+        results = await asyncio.gather(first, *rest, return_exceptions=True)
+        refused = results[2]
+        assert isinstance(refused, grpc.aio.AioRpcError) and refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+        field = "job.schedule.local.local_time"
+        assert field in refused.details() or field in str(refused.trailing_metadata())
+        good = (results[0], results[1], results[3])
+        assert all(isinstance(r, scheduler_pb2.CreateJobResponse) and r.created for r in good), good
+        assert creates.writes == 2, "the queued calls made one write"
+        assert await job_count(pg_server, channel) == 3
