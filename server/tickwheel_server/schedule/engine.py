@@ -44,6 +44,9 @@ _LOCAL_LATEST = datetime(9999, 1, 1)
 """A one-off's wall time is accepted in [_LOCAL_EARLIEST, _LOCAL_LATEST),
 the range ``once_at`` takes, read as a wall time: every zone's offset is
 under a day, so its instant is one a datetime holds."""
+_WALL_FITS = (datetime(1, 1, 2), datetime(9999, 12, 31))
+"""Wall times whose instants a datetime holds in any zone: a one-off's
+wall time outside them never fires (a preview of an unchecked job)."""
 _CRON = ScheduleKind.CRON
 _new_fire = partial(tuple.__new__, Fire)
 
@@ -403,6 +406,8 @@ class Engine:
             zone = self.zones.get(schedule.zone)
         except UnknownZoneError:
             raise ScheduleError("schedule.local.time_zone", f"unknown time zone {schedule.zone!r}") from None
+        if not _WALL_FITS[0] <= wall_time < _WALL_FITS[1]:
+            return []  # its instant may not fit a datetime (validate refuses far less)
         wall = _floor_seconds(wall_time.replace(tzinfo=timezone.utc))
         fraction = timedelta(microseconds=wall_time.microsecond)
         instants = zone.instants_of_wall(wall)

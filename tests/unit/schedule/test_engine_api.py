@@ -91,6 +91,16 @@ def test_a_local_time_outside_the_instants_a_job_names_is_refused_on_its_field(w
     assert "between 1970-01-01T00:00:00 and 9999-01-01T00:00:00" in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("wall", "zone"), [("9999-12-31T23:59:59", "America/New_York"), ("0001-01-01T00:00:00", "Asia/Tokyo")]
+)
+def test_an_unchecked_local_time_past_what_a_datetime_holds_never_fires(wall, zone):
+    """What a preview of a job sent unchecked computes: no fire, not an OverflowError."""
+    schedule = Schedule.local(parse_local_time(wall), zone)
+    assert next_fire(schedule, NOW) is None
+    assert list(iter_fires(schedule, NOW)) == []
+
+
 def test_local_times_at_the_range_ends_are_taken():
     last = validate(Schedule.local(parse_local_time("9998-12-31T23:59:59"), "America/New_York"), NOW)
     assert last.nominal_at == datetime(9999, 1, 1, 4, 59, 59, tzinfo=timezone.utc)
