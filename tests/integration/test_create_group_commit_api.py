@@ -65,23 +65,24 @@ async def set_max_jobs(server, channel, max_jobs: int) -> None:
     )  # fmt: skip
 
 
-async def queue_behind_held_write(server, scheduler, key, request_ids: list[str]):
-    """Send the first request id's call, wait until its write holds (on the
-    locked quota rows), then send the rest one at a time, each once the one
-    before has queued (calls in flight together reach the server in any
-    order; the queue's order is what the tests read). Returns the calls'
-    tasks, in order; the caller releases the lock."""
+async def queue_behind_held_write(server, scheduler, key, requests: list[str | scheduler_pb2.CreateJobRequest]):
+    """Send the first call (a request id: the usual job; or a request),
+    wait until its write holds (on the locked quota rows), then send the
+    rest one at a time, each once the one before has queued (calls in
+    flight together reach the server in any order; the queue's order is
+    what the tests read). Returns the calls' tasks, in order; the caller
+    releases the lock."""
     creates = server.server.creates
 
-    async def call(request_id: str) -> scheduler_pb2.CreateJobResponse:
-        return await scheduler.CreateJob(item(request_id), metadata=bearer(key))
+    async def call(request: str | scheduler_pb2.CreateJobRequest) -> scheduler_pb2.CreateJobResponse:
+        return await scheduler.CreateJob(item(request) if isinstance(request, str) else request, metadata=bearer(key))
 
-    first = asyncio.create_task(call(request_ids[0]))
+    first = asyncio.create_task(call(requests[0]))
     await eventually(lambda: creates.writing("acme") and creates.queued("acme") == 0 and creates.writes == 1,
                      "the first write in flight")
     rest: list[asyncio.Task] = []
-    for rid in request_ids[1:]:
-        rest.append(asyncio.create_task(call(rid)))
+    for request in requests[1:]:
+        rest.append(asyncio.create_task(call(request)))
         await eventually(lambda: creates.queued("acme") == len(rest), f"call {len(rest)} queued", interval=0.005)
     return [first, *rest]
 
@@ -179,18 +180,9 @@ async def test_hostile_calls_in_a_group_are_refused_alone_and_write_nothing(pg_s
     requests = [item("a"), loopback, item("b"), garbled, item("c")]
     async with grpc.aio.insecure_channel(pg_server.address) as channel:
         scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
-
-        async def call(request: scheduler_pb2.CreateJobRequest) -> scheduler_pb2.CreateJobResponse:
-            return await scheduler.CreateJob(request, metadata=bearer(key))
-
         with quota_held(store, "acme"):
-            first = asyncio.create_task(call(requests[0]))
-            await eventually(lambda: creates.writing("acme") and creates.writes == 1, "the first write in flight")
-            rest = []
-            for request in requests[1:]:
-                rest.append(asyncio.create_task(call(request)))
-                await eventually(lambda: creates.queued("acme") == len(rest), "queued", interval=0.005)
-        results = await asyncio.gather(first, *rest, return_exceptions=True)
+            calls = await queue_behind_held_write(pg_server, scheduler, key, requests)
+        results = await asyncio.gather(*calls, return_exceptions=True)
         assert [isinstance(r, scheduler_pb2.CreateJobResponse) and r.created for r in results] == [
             True, False, True, False, True]  # fmt: skip
         for refused, field in ((results[1], "job.target.http.url"), (results[3], "job.schedule.cron.expression")):
@@ -228,21 +220,9 @@ async def test_two_servers_groups_at_max_jobs_keep_each_calls_lone_answer(postgr
                 [item("one-0")] + [item(f"one-{i}") for i in range(1, 10)] + [item("both-a"), garbled, item("both-b")],
                 [item("two-0")] + [item(f"two-{i}") for i in range(1, 10)] + [item("both-b"), garbled, item("both-a")],
             ]
-            tasks: list[list[asyncio.Task]] = [[], []]
-
-            async def call(scheduler, request: scheduler_pb2.CreateJobRequest) -> scheduler_pb2.CreateJobResponse:
-                return await scheduler.CreateJob(request, metadata=bearer(key))
-
             with quota_held(store, "acme"):
-                for (server, scheduler), plan, sent in zip(servers, plans, tasks):
-                    creates = server.server.creates
-                    sent.append(asyncio.create_task(call(scheduler, plan[0])))
-                    await eventually(lambda: creates.writing("acme") and creates.writes == 1, "the first write held")
-                for (server, scheduler), plan, sent in zip(servers, plans, tasks):
-                    creates = server.server.creates
-                    for request in plan[1:]:
-                        sent.append(asyncio.create_task(call(scheduler, request)))
-                        await eventually(lambda: creates.queued("acme") == len(sent) - 1, "queued", interval=0.005)
+                tasks = [await queue_behind_held_write(server, scheduler, key, plan)
+                         for (server, scheduler), plan in zip(servers, plans)]
             results = [await asyncio.gather(*sent, return_exceptions=True) for sent in tasks]
             assert [server.server.creates.writes for server, _ in servers] == [2, 2], "each server: one group"
             answered: dict[str, set[str]] = {}
@@ -288,18 +268,9 @@ async def test_a_local_time_past_year_9999_is_refused_alone_in_its_group(pg_serv
     requests = [item("a"), item("b"), overflow, item("c")]
     async with grpc.aio.insecure_channel(pg_server.address) as channel:
         scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
-
-        async def call(request: scheduler_pb2.CreateJobRequest) -> scheduler_pb2.CreateJobResponse:
-            return await scheduler.CreateJob(request, metadata=bearer(key))
-
         with quota_held(store, "acme"):
-            first = asyncio.create_task(call(requests[0]))
-            await eventually(lambda: creates.writing("acme") and creates.writes == 1, "the first write in flight")
-            rest = []
-            for request in requests[1:]:
-                rest.append(asyncio.create_task(call(request)))
-                await eventually(lambda: creates.queued("acme") == len(rest), "queued", interval=0.005)
-        results = await asyncio.gather(first, *rest, return_exceptions=True)
+            calls = await queue_behind_held_write(pg_server, scheduler, key, requests)
+        results = await asyncio.gather(*calls, return_exceptions=True)
         refused = results[2]
         assert isinstance(refused, grpc.aio.AioRpcError) and refused.code() == grpc.StatusCode.INVALID_ARGUMENT
         field = "job.schedule.local.local_time"
