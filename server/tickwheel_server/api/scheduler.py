@@ -393,8 +393,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         after the job's own violations). With ``separate_calls`` (each item
         is a CreateJob call of a group), an unexpected error validating one
         is that item's error too, so it fails its call alone (INTERNAL, as
-        it would alone); otherwise it is raised. One store read for the calendars the jobs name, none
-        when they name none."""
+        it would alone); otherwise it is raised. One store read for the
+        calendars the jobs name, none when they name none."""
         if not items:
             return NewJobs(tenant), [], {}
         now = items[0][2]

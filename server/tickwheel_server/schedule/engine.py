@@ -407,7 +407,7 @@ class Engine:
         except UnknownZoneError:
             raise ScheduleError("schedule.local.time_zone", f"unknown time zone {schedule.zone!r}") from None
         if not _WALL_FITS[0] <= wall_time < _WALL_FITS[1]:
-            return []  # its instant may not fit a datetime (validate refuses far less)
+            return []  # its instant may not fit a datetime (validate accepts a narrower range)
         wall = _floor_seconds(wall_time.replace(tzinfo=timezone.utc))
         fraction = timedelta(microseconds=wall_time.microsecond)
         instants = zone.instants_of_wall(wall)
