@@ -1080,8 +1080,9 @@ func (x *CronSchedule) GetTimeZone() string {
 type LocalTimeSchedule struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// ISO 8601 local date and time without offset, seconds optional:
-	// "2027-03-28T02:30:00". INVALID_ARGUMENT `job.schedule.local.local_time`
-	// when malformed.
+	// "2027-03-28T02:30:00", in [1970-01-01T00:00, 9999-01-01T00:00).
+	// INVALID_ARGUMENT `job.schedule.local.local_time` when malformed or
+	// outside that range.
 	LocalTime string `protobuf:"bytes,1,opt,name=local_time,json=localTime,proto3" json:"local_time,omitempty"`
 	// An IANA zone name, at most 64 characters. INVALID_ARGUMENT
 	// `job.schedule.local.time_zone` when unknown or empty.

@@ -425,8 +425,9 @@ export const CronScheduleSchema: GenMessage<CronSchedule> = /*@__PURE__*/
 export type LocalTimeSchedule = Message<"tickwheel.v1.LocalTimeSchedule"> & {
   /**
    * ISO 8601 local date and time without offset, seconds optional:
-   * "2027-03-28T02:30:00". INVALID_ARGUMENT `job.schedule.local.local_time`
-   * when malformed.
+   * "2027-03-28T02:30:00", in [1970-01-01T00:00, 9999-01-01T00:00).
+   * INVALID_ARGUMENT `job.schedule.local.local_time` when malformed or
+   * outside that range.
    *
    * @generated from field: string local_time = 1;
    */

@@ -60,8 +60,9 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * ISO 8601 local date and time without offset, seconds optional:
-   * "2027-03-28T02:30:00". INVALID_ARGUMENT `job.schedule.local.local_time`
-   * when malformed.
+   * "2027-03-28T02:30:00", in [1970-01-01T00:00, 9999-01-01T00:00).
+   * INVALID_ARGUMENT `job.schedule.local.local_time` when malformed or
+   * outside that range.
    * </pre>
    *
    * <code>string local_time = 1 [json_name = "localTime"];</code>
@@ -83,8 +84,9 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * ISO 8601 local date and time without offset, seconds optional:
-   * "2027-03-28T02:30:00". INVALID_ARGUMENT `job.schedule.local.local_time`
-   * when malformed.
+   * "2027-03-28T02:30:00", in [1970-01-01T00:00, 9999-01-01T00:00).
+   * INVALID_ARGUMENT `job.schedule.local.local_time` when malformed or
+   * outside that range.
    * </pre>
    *
    * <code>string local_time = 1 [json_name = "localTime"];</code>
@@ -482,8 +484,9 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * ISO 8601 local date and time without offset, seconds optional:
-     * "2027-03-28T02:30:00". INVALID_ARGUMENT `job.schedule.local.local_time`
-     * when malformed.
+     * "2027-03-28T02:30:00", in [1970-01-01T00:00, 9999-01-01T00:00).
+     * INVALID_ARGUMENT `job.schedule.local.local_time` when malformed or
+     * outside that range.
      * </pre>
      *
      * <code>string local_time = 1 [json_name = "localTime"];</code>
@@ -504,8 +507,9 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * ISO 8601 local date and time without offset, seconds optional:
-     * "2027-03-28T02:30:00". INVALID_ARGUMENT `job.schedule.local.local_time`
-     * when malformed.
+     * "2027-03-28T02:30:00", in [1970-01-01T00:00, 9999-01-01T00:00).
+     * INVALID_ARGUMENT `job.schedule.local.local_time` when malformed or
+     * outside that range.
      * </pre>
      *
      * <code>string local_time = 1 [json_name = "localTime"];</code>
@@ -527,8 +531,9 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * ISO 8601 local date and time without offset, seconds optional:
-     * "2027-03-28T02:30:00". INVALID_ARGUMENT `job.schedule.local.local_time`
-     * when malformed.
+     * "2027-03-28T02:30:00", in [1970-01-01T00:00, 9999-01-01T00:00).
+     * INVALID_ARGUMENT `job.schedule.local.local_time` when malformed or
+     * outside that range.
      * </pre>
      *
      * <code>string local_time = 1 [json_name = "localTime"];</code>
@@ -546,8 +551,9 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * ISO 8601 local date and time without offset, seconds optional:
-     * "2027-03-28T02:30:00". INVALID_ARGUMENT `job.schedule.local.local_time`
-     * when malformed.
+     * "2027-03-28T02:30:00", in [1970-01-01T00:00, 9999-01-01T00:00).
+     * INVALID_ARGUMENT `job.schedule.local.local_time` when malformed or
+     * outside that range.
      * </pre>
      *
      * <code>string local_time = 1 [json_name = "localTime"];</code>
@@ -562,8 +568,9 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * ISO 8601 local date and time without offset, seconds optional:
-     * "2027-03-28T02:30:00". INVALID_ARGUMENT `job.schedule.local.local_time`
-     * when malformed.
+     * "2027-03-28T02:30:00", in [1970-01-01T00:00, 9999-01-01T00:00).
+     * INVALID_ARGUMENT `job.schedule.local.local_time` when malformed or
+     * outside that range.
      * </pre>
      *
      * <code>string local_time = 1 [json_name = "localTime"];</code>

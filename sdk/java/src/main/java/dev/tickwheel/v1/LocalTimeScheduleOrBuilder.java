@@ -13,8 +13,9 @@ public interface LocalTimeScheduleOrBuilder extends
   /**
    * <pre>
    * ISO 8601 local date and time without offset, seconds optional:
-   * "2027-03-28T02:30:00". INVALID_ARGUMENT `job.schedule.local.local_time`
-   * when malformed.
+   * "2027-03-28T02:30:00", in [1970-01-01T00:00, 9999-01-01T00:00).
+   * INVALID_ARGUMENT `job.schedule.local.local_time` when malformed or
+   * outside that range.
    * </pre>
    *
    * <code>string local_time = 1 [json_name = "localTime"];</code>
@@ -24,8 +25,9 @@ public interface LocalTimeScheduleOrBuilder extends
   /**
    * <pre>
    * ISO 8601 local date and time without offset, seconds optional:
-   * "2027-03-28T02:30:00". INVALID_ARGUMENT `job.schedule.local.local_time`
-   * when malformed.
+   * "2027-03-28T02:30:00", in [1970-01-01T00:00, 9999-01-01T00:00).
+   * INVALID_ARGUMENT `job.schedule.local.local_time` when malformed or
+   * outside that range.
    * </pre>
    *
    * <code>string local_time = 1 [json_name = "localTime"];</code>
