@@ -207,8 +207,8 @@ async def test_hostile_calls_in_a_group_are_refused_alone_and_write_nothing(pg_s
 async def test_two_servers_groups_at_max_jobs_keep_each_calls_lone_answer(postgres_url, etcd_endpoint, store) -> None:
     """Two servers, each with a group queued behind its held first write,
     released together at max_jobs: the groups race for the tenant's quota
-    slots (a dry slot re-dealt, a 40001 replayed), yet exactly max_jobs jobs
-    are created; a request id sent to both servers answers one job on both;
+    slots (however the race goes: a dry slot re-dealt, a 40001 replayed)
+    and exactly max_jobs jobs are created; a request id sent to both servers answers one job on both;
     a refused call (a malformed schedule) answers INVALID_ARGUMENT naming
     its field on either server and counts against nothing."""
     limit = 12
