@@ -5,6 +5,7 @@ SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 
 import sqlalchemy as sa
 
@@ -549,3 +550,78 @@ async def test_a_quiet_tenants_run_is_in_the_first_start_of_a_bursts_instant(mig
     assert await gateway.rounds.hand_out_round() == 8
     assert sent(connection) == [(f"a{n}", 1) for n in range(1, 9)]
     assert {r[0] for r in rows(migrated_engine).values()} == {"running"}
+
+
+async def test_a_bursts_batches_are_started_two_at_a_time(migrated_engine, clock, monkeypatch) -> None:
+    """A burst's batches are started side by side (``start_depth``), not one
+    after another: the second start begins while the first still waits on
+    the store, so the store's cores both start the burst ahead of its
+    instant."""
+    clock.autojump = False  # a start's wait for the store must not move time on: only the test does
+    gateway, connection = await served(migrated_engine, clock, "e1", "e2", "e3", "e4")
+    gateway.armed.batch = 2
+    await gateway.rounds.hand_out_round()
+    assert len(gateway.armed) == 4
+    store = gateway.armed._store
+    real = store.start
+    began: list[list] = []
+    second = asyncio.Event()
+
+    async def start(owner, items, *args, **kwargs):
+        began.append(list(items))
+        if len(began) == 1:
+            await asyncio.wait_for(second.wait(), 10)  # started one after another, this never comes
+        else:
+            second.set()
+        return await real(owner, items, *args, **kwargs)
+
+    monkeypatch.setattr(store, "start", start)
+    clock.advance(2 - DEFAULT_START_AHEAD)
+    assert await gateway.rounds.hand_out_round() == 0
+    assert [len(items) for items in began] == [2, 2] and gateway.armed.waiting_to_send == 4
+    clock.advance(DEFAULT_START_AHEAD)
+    assert await gateway.rounds.hand_out_round() == 4
+    assert sent(connection) == [(f"e{n}", 1) for n in range(1, 5)]
+    assert {r[0] for r in rows(migrated_engine).values()} == {"running"}
+
+
+async def test_a_started_batch_is_sent_at_its_instant_while_a_start_runs(migrated_engine, clock, monkeypatch) -> None:
+    """A batch started for the instant is sent when the instant comes, not
+    when the start under way at that moment ends (a burst's next batch, on
+    a busy store, for a few tenths of a second)."""
+    clock.autojump = False  # time passes only as the test says, here during the second start
+    gateway, connection = await served(migrated_engine, clock, "e1", "e2")
+    gateway.armed.batch = 1
+    gateway.armed.start_depth = 1
+    await gateway.rounds.hand_out_round()
+    store = gateway.armed._store
+    real = store.start
+    starts = 0
+    sent_at_instant = asyncio.Event()
+    real_send = gateway.rounds.send
+
+    async def send(prepared):
+        count = await real_send(prepared)
+        sent_at_instant.set()
+        return count
+
+    async def start(*args, **kwargs):
+        nonlocal starts
+        starts += 1
+        if starts == 2:  # the second start outlasts the first batch's instant
+            for _ in range(100):  # the round's wait for that instant begins first (none on the old loop)
+                if clock._sleepers:
+                    break
+                await asyncio.sleep(0)
+            clock.advance(DEFAULT_START_AHEAD)
+            await asyncio.wait_for(sent_at_instant.wait(), 10)  # sent only after this start, never
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(store, "start", start)
+    monkeypatch.setattr(gateway.rounds, "send", send)
+    clock.advance(2 - DEFAULT_START_AHEAD)
+    assert await gateway.rounds.hand_out_round() == 2
+    assert sent(connection) == [("e1", 1), ("e2", 1)]
+    due_us = rows(migrated_engine)["e1"][3]
+    assert all(r[2] >= due_us for r in rows(migrated_engine).values())  # never early
+

@@ -21,6 +21,8 @@ instant, started a second before it and sent at it (docs/architecture.md,
   interleaved by weight: :func:`interleaved`), up to the credit
   of the workers of their capability, to be sent at that instant; the
   receivers are chosen before the start, which records each row's worker.
+  Up to ``start_depth`` starts run at once, and a batch whose instant
+  comes while one runs is sent then, not after it.
   From the start on, a started execution is an ordinary running row to
   everyone else (a cancel is signalled to its worker once sent; a server
   that dies before sending leaves it to the reaper, which gives it back at
@@ -79,6 +81,11 @@ arms batches while they come back full)."""
 IDLE_ARM_INTERVAL = 1.0
 """Seconds between arming passes after one that armed nothing: an idle
 server probes for what to arm no more often than it claims."""
+
+DEFAULT_START_DEPTH = 2
+"""Starts under way at once in a round: one more runs while one waits on
+the store, so a burst's batches are started ahead on both of the store's
+cores rather than one after another."""
 
 DEFAULT_START_AHEAD = 1.0
 MAX_START_AHEAD = 1.0
@@ -197,9 +204,12 @@ class ArmedQueue:
         disarm_after: float = DEFAULT_DISARM_AFTER,
         heartbeat_timeout: float = 30.0,
         start_ahead: float = DEFAULT_START_AHEAD,
+        start_depth: int = DEFAULT_START_DEPTH,
     ) -> None:
         if not 0 <= start_ahead <= MAX_START_AHEAD:
             raise ValueError(f"start_ahead must be between 0 and {MAX_START_AHEAD} seconds")
+        if start_depth < 1:
+            raise ValueError("start_depth must be >= 1")
         if ahead < 0 or limit < 0 or max_bytes < 0 or batch < 1 or disarm_after <= 0:
             raise ValueError("ahead, limit and max_bytes must be >= 0, batch >= 1, disarm_after > 0")
         self._store = store
@@ -213,6 +223,8 @@ class ArmedQueue:
         """What the queue holds now, by :func:`entry_bytes`, and its started
         batches until sent (their messages): arming stops at ``max_bytes``."""
         self.batch = batch
+        self.start_depth = start_depth
+        """Starts a round keeps under way at once (:meth:`_start_group`)."""
         self.disarm_after = disarm_after
         self._timeout = heartbeat_timeout
         self._start_ahead_us = int(start_ahead * 1_000_000)
@@ -402,9 +414,11 @@ class ArmedQueue:
         on_full: Callable[[bool], None] | None,
     ) -> int:
         """Start ``waiting`` (:func:`interleaved`) in batches up to the
-        members' credit, each next start under way while the previous batch
-        is dealt (the credit of a start under way counted as spent from its
-        start). A batch holds executions of one instant (ready within
+        members' credit, up to :attr:`start_depth` starts under way at once
+        (the credit of a start under way counted as spent from its start),
+        each batch dealt while the next ones run, and the started batches
+        sent as their instant comes, also while a start is under way. A
+        batch holds executions of one instant (ready within
         :data:`_SPREAD_US` of each other), started for the latest of them
         (or now): it is sent at that instant."""
         refusal = self._fence.refusal
@@ -438,11 +452,22 @@ class ArmedQueue:
                 self._store.start(lease.owner, items, from_us(instant_us), fence=lambda: refusal(lease))
             )
 
-        current = launch()
+        def fill(under_way: deque) -> None:
+            # Starts side by side: the store's statements of one wait on
+            # PostgreSQL while the next runs on another core, and the deal
+            # of one runs here meanwhile.
+            while len(under_way) < self.start_depth and (started := launch()) is not None:
+                under_way.append(started)
+
+        under_way: deque[tuple[list[_Entry], list[WorkerConnection | None], int, asyncio.Future[StartRound]]]
+        under_way = deque()
+        fill(under_way)
         try:
-            while current is not None:
-                chosen, receivers, instant_us, starting = current
-                current = None
+            while under_way:
+                chosen, receivers, instant_us, starting = under_way[0]
+                # The batches started before wait for their instant, not for this start.
+                sent += await self._send_while(starting, dealer)
+                under_way.popleft()
                 try:
                     outcome = await starting
                 except BaseException:
@@ -461,11 +486,11 @@ class ArmedQueue:
                     heapq.heappush(self._ready, (instant_us, self._order, lease, prepared, held, outcome.at_us))
                     self._ready_count += len(prepared)
                     self.bytes += held
-                current = launch()  # the next start runs while this batch waits for its instant
+                fill(under_way)  # the next starts run while this batch waits for its instant
                 sent += await self._send_ready(dealer)
         finally:
-            if current is not None:  # stopped with a start under way: what it started goes back
-                chosen, receivers, _instant_us, starting = current
+            while under_way:  # stopped with starts under way: what they started goes back
+                chosen, receivers, _instant_us, starting = under_way.popleft()
                 try:
                     outcome = await asyncio.shield(starting)
                 except Exception as error:
@@ -478,6 +503,22 @@ class ArmedQueue:
                     if handed:
                         await self._requeues.release([(h.id, h.delivery) for h in handed], owner=lease.owner,
                                                      at_us=outcome.at_us)
+        return sent
+
+    async def _send_while(self, starting: asyncio.Future, dealer: Dealer) -> int:
+        """Until ``starting`` is done, send each started batch as its
+        instant comes (:meth:`_send_ready`); returns how many were sent."""
+        sent = 0
+        while not starting.done() and self._ready:
+            wait = (self._ready[0][0] - to_us(self._clock.now())) / 1e6
+            if wait <= 0:
+                sent += await self._send_ready(dealer)
+                continue
+            instant = asyncio.ensure_future(self._clock.sleep(wait))
+            try:
+                await asyncio.wait((starting, instant), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                instant.cancel()
         return sent
 
     def _taken(
