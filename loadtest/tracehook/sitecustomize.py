@@ -8,7 +8,9 @@ does nothing unless ``TICKWHEEL_TRACE=PREFIX`` is set and the process is a
 ``execute`` and each ``COMMIT`` as the client sees them (sending, PostgreSQL's
 work, the reply, and the wait for the interpreter's lock and a CPU after
 it; a statement queued in psycopg's pipeline mode is recorded as queued,
-the round trip as the pipeline's ``PIPELINE …`` at its Sync), and the event loop's lag (a 2 ms sleep's overshoot), and writes them to
+the round trip as the pipeline's ``PIPELINE …`` at its Sync), the event
+loop's lag (a 2 ms sleep's overshoot) and each pass of the garbage
+collector (``gc``, its generation and what it freed), and writes them to
 ``PREFIX.<pid>`` (tab-separated) when the server exits. At most
 ``MAX_EVENTS`` are kept. ``loadtest/tracehook/analyse.py`` reads the file
 beside ``bench_e2e.py``'s JSON (``pg_stat_statements``' times of the same
@@ -66,7 +68,8 @@ def _install(prefix: str) -> None:
     # under this session that no worker holds yet): each round's and each
     # claim's hand-out instant (unique per transaction) when its
     # transaction returned, committed, and when a send queued its batch
-    # on a worker's stream ("committed"/"sent": what is "INSTANT ROWS").
+    # on a worker's stream ("committed"/"sent": what is "INSTANT ROWS");
+    # an armed batch's start is "started", sent at its instant by design.
     from tickwheel_server.gateway import rounds as gateway_rounds
     from tickwheel_server.store.executions import HandOutRound
 
@@ -77,8 +80,14 @@ def _install(prefix: str) -> None:
         groups = getattr(first, "handed_out", None) or []
         return [item for group in groups for item in group]
 
+    from tickwheel_server.store.arming import StartRound
+
     def run_noting_handouts(self):  # noqa: ANN001, ANN202
         result = run(self)
+        if isinstance(result, StartRound) and result.started:  # an armed batch's start ("started"): its instant
+            record("started", f"{getattr(self._fn, '__qualname__', '?')} {result.at_us} {len(result.started)}",
+                   clock())
+            return result
         handed = handed_of(result)
         if handed:
             instants = collections.Counter(item.handed_out_at_us for item in handed)
@@ -144,6 +153,20 @@ def _install(prefix: str) -> None:
             record("sql", "COMMIT", start)
 
     psycopg.Connection.commit = timed_commit
+
+    import gc
+
+    collecting: dict[int, float] = {}
+
+    def collection(phase: str, info: dict) -> None:
+        # Each of the collector's passes, by generation ("gc" events): a
+        # pause of the whole interpreter, which the loop's lag shows too.
+        if phase == "start":
+            collecting[info["generation"]] = clock()
+        elif (start := collecting.pop(info["generation"], None)) is not None:
+            record("gc", f"gen{info['generation']} {info['collected']}", start)
+
+    gc.callbacks.append(collection)
 
     async def lag() -> None:
         while True:
