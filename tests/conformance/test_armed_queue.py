@@ -625,3 +625,41 @@ async def test_a_started_batch_is_sent_at_its_instant_while_a_start_runs(migrate
     due_us = rows(migrated_engine)["e1"][3]
     assert all(r[2] >= due_us for r in rows(migrated_engine).values())  # never early
 
+
+async def test_an_arming_pass_stops_when_its_start_window_opens(migrated_engine, clock, monkeypatch) -> None:
+    """Arming a burst can take its whole window on a busy machine: a pass
+    that armed some stops when their start window opens, the round starts
+    them, then arms on, rather than starting the burst only once all of it
+    is armed, after its instant."""
+    clock.autojump = False  # time passes only as the test says, here during the first arm
+    await TenantStore(migrated_engine, clock).create(Tenant(name="acme"))
+    for n in range(3):
+        add_one_off(migrated_engine, clock, f"e{n}", due_in=2)
+    connections = Connections()
+    connection = connect(connections, clock)
+    gateway = make_gateway(migrated_engine, clock, connections)
+    gateway.armed.batch = 1
+    store = gateway.armed._store
+    real_arm, real_start = store.arm, store.start
+    calls: list[tuple[str, int]] = []
+
+    async def arm(*args, **kwargs):
+        armed = await real_arm(*args, **kwargs)
+        calls.append(("arm", len(armed)))
+        if len(calls) == 1:
+            clock.advance(2 - DEFAULT_START_AHEAD)  # this arm lasted until the start window opened
+        return armed
+
+    async def start(owner, items, *args, **kwargs):
+        calls.append(("start", len(items)))
+        return await real_start(owner, items, *args, **kwargs)
+
+    monkeypatch.setattr(store, "arm", arm)
+    monkeypatch.setattr(store, "start", start)
+    assert await gateway.rounds.hand_out_round() == 0
+    assert calls[:4] == [("arm", 1), ("start", 1), ("arm", 1), ("start", 1)]
+    assert sorted(calls) == sorted([("arm", 1)] * 3 + [("arm", 0)] + [("start", 1)] * 3)
+    assert gateway.armed.waiting_to_send == 3
+    clock.advance(DEFAULT_START_AHEAD)
+    assert await gateway.rounds.hand_out_round() == 3
+    assert sent(connection) == [(f"e{n}", 1) for n in range(3)]

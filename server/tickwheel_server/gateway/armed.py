@@ -241,6 +241,9 @@ class ArmedQueue:
         self._per_capability: Counter[Capability] = Counter()
         self._per_owner: Counter[str] = Counter()
         self._next_arm = float("-inf")
+        self.arming_cut = False
+        """The last :meth:`arm_ahead` stopped for a start or a send before
+        its room was armed: the caller starts, then arms on."""
         self.started = 0
         """Executions started from this queue (for tests and metrics)."""
         self.disarmed = 0
@@ -316,7 +319,10 @@ class ArmedQueue:
         """Arm what the groups' workers may run that is ready within
         ``ahead`` seconds, in batches while they come back full; returns
         how many were armed. Runs at most every :data:`ARM_INTERVAL`, or
-        :data:`IDLE_ARM_INTERVAL` after a pass that armed nothing."""
+        :data:`IDLE_ARM_INTERVAL` after a pass that armed nothing. Stops
+        early (:attr:`arming_cut`; the next call goes on at once) when a
+        started batch's instant came or, once it armed some, the start
+        window of what it armed opened: the caller starts or sends first."""
         if self.ahead <= 0 or self.limit <= 0 or not groups:
             return 0
         monotonic = self._clock.monotonic()
@@ -332,8 +338,11 @@ class ArmedQueue:
             while True:  # batches while they come back full, up to the room
                 room = min(self.limit - len(self._entries), self.batch, credit - spoken.get(capability, 0),
                            (self.max_bytes - self.bytes) // ENTRY_BYTES)
-                if self._send_due():
-                    interrupted = True  # a started batch's instant came: its round comes first
+                # A started batch's instant came, or (once this pass armed some)
+                # the start window of what is armed opened: starting comes first.
+                # Arming a burst can take its whole window on a busy machine.
+                if self._send_due() or (armed_now and self._start_window_open()):
+                    interrupted = True
                 if room <= 0 or interrupted or self._fence.refusal(lease) is not None:
                     break
                 now = self._clock.now()
@@ -344,7 +353,8 @@ class ArmedQueue:
                 armed_now += len(armed)
                 if len(armed) < room:
                     break
-        if not interrupted:  # interrupted, the next round goes on arming
+        self.arming_cut = interrupted
+        if not interrupted:  # interrupted, the next call goes on arming
             self._next_arm = monotonic + (ARM_INTERVAL if armed_now else IDLE_ARM_INTERVAL)
         return armed_now
 
@@ -375,6 +385,12 @@ class ArmedQueue:
             waiting = deque(interleaved(entries, to_us(self._clock.now())))
             sent += await self._start_group(waiting, members, lease, dealer, on_full)
         return sent
+
+    def _start_window_open(self) -> bool:
+        """An execution armed here and not yet seen due may be started now."""
+        while self._ahead and self._entries.get(self._ahead[0][2].ident) is not self._ahead[0][2]:
+            heapq.heappop(self._ahead)
+        return bool(self._ahead) and self._ahead[0][0] - self._start_ahead_us <= to_us(self._clock.now())
 
     def _send_due(self) -> bool:
         """A started batch's instant came."""

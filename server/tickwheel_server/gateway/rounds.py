@@ -294,10 +294,13 @@ class Rounds:
         if self._armed is not None:
             # After the round's sends: arming for the next instants never delays this one.
             await self._armed.expire(lease)
-            if await self._armed.arm_ahead(groups, lease):
+            while await self._armed.arm_ahead(groups, lease):
                 # What was just armed for the next second is started now: the
                 # loop wakes a second before an instant, which may have passed.
+                # An arming cut short for it goes on once that is started.
                 total += await self._armed.start_due(groups, lease, self, on_full=self._backlog)
+                if not self._armed.arming_cut:
+                    break
         return total
 
     def groups(self) -> dict[Capability, list[WorkerConnection]]:
