@@ -18,12 +18,18 @@ import statistics
 import sys
 
 
-def main(argv: list[str]) -> int:
+def read_events(path: str) -> list[tuple[str, str, str, float, float]]:
+    """A trace's events: (kind, thread, what, start, end), in its order."""
     events = []
-    with open(argv[0]) as trace:
+    with open(path) as trace:
         for line in trace:
             kind, thread, what, start, end = line.rstrip("\n").split("\t")
             events.append((kind, thread, what, float(start), float(end)))
+    return events
+
+
+def main(argv: list[str]) -> int:
+    events = read_events(argv[0])
     inserts = [e for e in events if e[0] in ("sql", "queued") and e[2].startswith("INSERT INTO executions")]
     if not inserts:
         print("no claim inserted executions")

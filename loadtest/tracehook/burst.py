@@ -15,16 +15,14 @@ from __future__ import annotations
 import collections
 import sys
 
+from analyse import read_events
+
 LAG_SHOWN = 0.02
 """Seconds of the loop's lag worth a mention."""
 
 
 def main(argv: list[str]) -> int:
-    events = []
-    with open(argv[0]) as trace:
-        for line in trace:
-            kind, thread, what, start, end = line.rstrip("\n").split("\t")
-            events.append((kind, thread, what, float(start), float(end)))
+    events = read_events(argv[0])
     batches: dict[int, dict] = collections.defaultdict(dict)
     for kind, _thread, what, start, end in events:
         if kind in ("started", "committed"):
