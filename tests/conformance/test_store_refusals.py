@@ -5,7 +5,8 @@ attempts, in :class:`StoreUnavailableError` naming what the store does
 (never a bare driver error, which the API would answer INTERNAL), with
 nothing written; an error answering COMMIT is not ambiguous; a transaction
 that provokes 55P03 itself and handles it (``handled``) gets it at once.
-A lock not granted ends the retries after two attempts; the engine's own
+A lock not granted ends the retries after two attempts while a table is
+held, after six when only another transaction's row was; the engine's own
 ``lock_timeout`` and ``idle_in_transaction_session_timeout`` bind every
 session it opens (an operator's URL option wins).
 """
@@ -38,7 +39,7 @@ from tickwheel_server.store import (
     run_in_transaction,
 )
 from tickwheel_server.store.retention import RetentionStore
-from tickwheel_server.store.transactions import LOCK_TIMEOUT_ATTEMPTS
+from tickwheel_server.store.transactions import LOCK_TIMEOUT_ATTEMPTS, ROW_LOCK_ATTEMPTS
 
 pytestmark = pytest.mark.postgres
 
@@ -188,6 +189,67 @@ def test_a_table_locked_past_the_lock_timeout_is_retried_once_then_handled_by_wh
         assert handled.value.orig.sqlstate == "55P03" and len(calls) == 3
         release.set()
     run_in_transaction(waiting, write, backoff=QUICK, sleep=no_sleep)  # released: it goes through
+    assert read_counter(waiting) == 1
+
+
+@contextmanager
+def row_locked(engine: Engine) -> Iterator[Callable[[], None]]:
+    """Another transaction holding the counter's row (``FOR UPDATE``, as the
+    server's own claims and result batches hold theirs); the callable
+    yielded ends it (committed) and returns once it has."""
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_row() -> None:
+        with engine.connect() as conn, conn.begin():
+            conn.execute(text("SELECT n FROM counter WHERE id = 1 FOR UPDATE"))
+            locked.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=hold_row)
+
+    def free() -> None:
+        release.set()
+        holder.join(10)
+        assert not holder.is_alive(), "the other transaction did not end"
+
+    holder.start()
+    try:
+        assert locked.wait(10), "the other transaction did not get the row"
+        yield free
+    finally:
+        free()
+
+
+def test_a_row_held_past_two_lock_timeouts_by_another_transaction_is_waited_for(
+    postgres_url: str, make_engine
+) -> None:
+    """The server's own contention is not an outage: a row another
+    transaction holds through two lock timeouts (a slow claim batch under a
+    loaded database) is tried again, up to ROW_LOCK_ATTEMPTS, and the write
+    goes through once the row is free; held for good, the store is
+    unavailable after those attempts, not two (and not ten)."""
+    make_counter(make_engine(postgres_url))
+    waiting = make_engine(with_options(postgres_url, "-c lock_timeout=50"))
+    holder = make_engine(postgres_url)
+    calls, events = [], []
+
+    with row_locked(holder) as free:
+        def write(conn: Connection) -> None:
+            calls.append(1)
+            if len(calls) == LOCK_TIMEOUT_ATTEMPTS + 2:  # two attempts past the old budget: the holder commits
+                free()
+            increment(conn)
+
+        run_in_transaction(waiting, write, backoff=QUICK, sleep=no_sleep, on_retry=events.append)
+    assert len(calls) == LOCK_TIMEOUT_ATTEMPTS + 2
+    assert [(e.kind, e.sqlstate) for e in events] == [(ErrorKind.REFUSED, "55P03")] * (LOCK_TIMEOUT_ATTEMPTS + 1)
+    assert read_counter(waiting) == 1
+
+    calls.clear()
+    with row_locked(holder):
+        with pytest.raises(StoreUnavailableError) as caught:
+            run_in_transaction(waiting, lambda conn: (calls.append(1), increment(conn)), backoff=QUICK, sleep=no_sleep)
+    assert caught.value.sqlstate == "55P03" and len(calls) == ROW_LOCK_ATTEMPTS == caught.value.attempts
     assert read_counter(waiting) == 1
 
 

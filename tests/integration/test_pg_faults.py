@@ -14,6 +14,10 @@ a client keeps creating jobs. The faults:
 - statement timeouts: ``ALTER ROLE … SET statement_timeout = '50ms'`` (the
   sessions cut, so that they take it) while the peak runs, then reset.
 
+And the servers' own contention, which is no fault: a claim holding a
+job's cursor row past two lock timeouts delays the job's UpdateJob, which
+is answered OK.
+
 The servers run as a role of their own (not a superuser: a role's limits
 and settings bind it), owner of the test's database. For each fault: every
 CreateJob the client made is answered OK or UNAVAILABLE with a message
@@ -46,6 +50,7 @@ from pathlib import Path
 import grpc
 import pytest
 import sqlalchemy as sa
+from google.protobuf import field_mask_pb2
 from sqlalchemy.engine import make_url
 from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
@@ -433,3 +438,110 @@ def test_a_table_locked_is_refused_unavailable_by_the_servers_own_lock_timeout(
         text = one.log()
         assert "Traceback" not in text, text
         assert "refusing locks (lock timeout)" in text  # the loops logged the outage as one
+
+
+SLOW_CLAIM_KEY = 7_420_001
+"""The advisory lock a test's session holds while the claim it slows waits on it."""
+
+
+@contextmanager
+def claims_held(db: Database) -> Iterator[Callable[[], None]]:
+    """The dispatcher's claims held open: a trigger on ``executions`` makes
+    each claim's insert wait (its own ``lock_timeout`` 0, so the claim is
+    never refused for it) on an advisory lock this session holds, while the
+    claim holds its cursors' row locks (``FOR UPDATE OF c SKIP LOCKED``) as
+    a claim of 1 000 jobs on a loaded database holds them. The callable
+    yielded lets the claims go; the trigger goes at the end."""
+    holder = db.admin.connect()
+    holder.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(
+        f"SELECT pg_advisory_lock({SLOW_CLAIM_KEY})")
+    db.run(
+        "CREATE FUNCTION tw_test_slow_claim() RETURNS trigger LANGUAGE plpgsql SET lock_timeout = 0 AS $$ "
+        f"BEGIN PERFORM pg_advisory_xact_lock_shared({SLOW_CLAIM_KEY}); RETURN NEW; END $$"
+    )
+    db.run("CREATE TRIGGER tw_test_slow_claim BEFORE INSERT ON executions FOR EACH ROW "
+           "EXECUTE FUNCTION tw_test_slow_claim()")
+
+    def release() -> None:
+        if not holder.closed:
+            holder.exec_driver_sql(f"SELECT pg_advisory_unlock({SLOW_CLAIM_KEY})")
+            holder.close()
+
+    try:
+        yield release
+    finally:
+        release()
+        db.run("DROP TRIGGER IF EXISTS tw_test_slow_claim ON executions")
+        db.run("DROP FUNCTION IF EXISTS tw_test_slow_claim()")
+
+
+def row_lock_waits(db: Database) -> set[str]:
+    """The transactions of the servers' role waiting on another's row lock
+    (a transaction id): one per attempt of a call that waits."""
+    with db.admin.connect() as conn:
+        return {str(row[0]) for row in conn.execute(sa.text(
+            "SELECT xact_start FROM pg_stat_activity WHERE usename = :role AND wait_event_type = 'Lock' "
+            "AND wait_event IN ('transactionid', 'tuple')"
+        ), {"role": db.role})}
+
+
+def test_an_update_racing_a_claim_held_past_two_lock_timeouts_is_answered_ok(
+    tmp_path: Path, postgres_url: str, etcd_endpoint: str
+) -> None:
+    """The server's own contention is no outage: the dispatcher's claim of a
+    job holds its cursor's row (the claim's insert kept waiting by a test
+    trigger) while the job's owner updates it; the UpdateJob waits on that
+    row past two of the server's 1 s lock timeouts (the claim is let go only
+    once a third attempt of the update waits, or once it was answered) and
+    is answered OK, not UNAVAILABLE "refusing locks"; the job was claimed
+    once and carries the update."""
+    with ExitStack() as stack, servers_role(postgres_url) as db, claims_held(db) as release:
+        one = start_server(stack, tmp_path, db.url, etcd_endpoint, f"pgc-{os.getpid()}")
+        acme = tenant(one, "acme")
+        meta = (("authorization", f"Bearer {acme.api_key}"),)
+        channel = stack.enter_context(grpc.insecure_channel(one.address))
+        stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        job = job_pb2.Job(name="claimed", target=job_pb2.Target(http=job_pb2.HttpTarget(url="http://127.0.0.1:9/")))
+        job.schedule.once_at.FromDatetime(now() + timedelta(seconds=30))  # inside the claim's look-ahead
+        job = stub.CreateJob(scheduler_pb2.CreateJobRequest(job=job, request_id="claimed"), metadata=meta,
+                             timeout=30).job
+
+        def claim_waits() -> bool:
+            with db.admin.connect() as conn:
+                return bool(conn.execute(sa.text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE usename = :role AND wait_event = 'advisory'"
+                ), {"role": db.role}).scalar())
+
+        eventually(claim_waits, 60, "the dispatcher's claim of the job waiting in its insert")
+        answers: list[object] = []
+        patch = job_pb2.Job(id=job.id, version=job.version, name="renamed")
+
+        def update() -> None:
+            try:
+                answers.append(stub.UpdateJob(scheduler_pb2.UpdateJobRequest(
+                    job=patch, update_mask=field_mask_pb2.FieldMask(paths=["name"])), metadata=meta, timeout=30))
+            except grpc.RpcError as error:
+                answers.append(error)
+
+        caller = threading.Thread(target=update, daemon=True)
+        caller.start()
+        attempts: set[str] = set()
+
+        def third_attempt_or_answered() -> bool:
+            attempts.update(row_lock_waits(db))
+            return len(attempts) > 2 or bool(answers)
+
+        eventually(third_attempt_or_answered, 60, "a third attempt of the update waiting, or its answer", interval=0.02)
+        release()
+        caller.join(60)
+        assert answers, "the update was not answered"
+        answer = answers[0]
+        assert not isinstance(answer, grpc.RpcError), (answer.code(), answer.details())
+        assert len(attempts) > 2, attempts  # it waited past two lock timeouts, not answered before
+        assert answer.job.name == "renamed"
+        with db.admin.connect() as conn:
+            claimed = conn.execute(sa.text("SELECT count(*) FROM executions WHERE job_id = :id"), {"id": job.id})
+            assert claimed.scalar() == 1
+        text = one.log()
+        assert "refusing locks" not in text, text
+        assert "Traceback" not in text, text

@@ -70,11 +70,36 @@ class Backoff:
 DEFAULT_ATTEMPTS = 10
 LOCK_TIMEOUT_ATTEMPTS = 2
 """Attempts a transaction makes at most when a lock is not granted in time
-(55P03): a wait past the session's ``lock_timeout`` is tried once more (a
-row held a moment too long by another transaction), and a second one is an
-outage (a table locked by an operator or a migration): the caller is told
-the store is unavailable after about twice the lock timeout, rather than
-after ten of them or at its client's deadline."""
+(55P03) and a table is held (:func:`table_held`: an operator's ``LOCK
+TABLE``, a migration's DDL), or the engine cannot say (CockroachDB): a wait
+past the session's ``lock_timeout`` is tried once more, and a second one is
+an outage: the caller is told the store is unavailable after about twice
+the lock timeout, rather than after ten of them or at its client's
+deadline."""
+ROW_LOCK_ATTEMPTS = 6
+"""Attempts at most (and no more than the transaction's ``attempts``) when
+every lock not granted in time was a row's or a transaction advisory
+lock's, on PostgreSQL, with no table held: the server's own transactions
+wait on each other's row locks in normal operation (a claim batch's cursor
+locks under a job change, a result batch's execution locks under a
+requeue, alert counters, key and quota rows), and on a loaded database one
+of them holds its rows past one ``lock_timeout`` (docs/architecture.md,
+"Who waits on whose row locks"; loadtest/RESULTS.md). About six lock
+timeouts (6 s by default) bound a call held by a row that never frees (an
+operator's open transaction), well inside a client's 30 s deadline."""
+TABLE_HELD_SQL = (
+    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'relation'"
+    " AND mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')"
+    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND pid <> pg_backend_pid())"
+)
+"""Whether another session holds or awaits a table lock that stops the
+store's reads or writes (ACCESS EXCLUSIVE: ``LOCK TABLE``, most DDL;
+EXCLUSIVE, SHARE ROW EXCLUSIVE and SHARE: explicit locks, ``CREATE
+INDEX``, triggers) on a table of this database. One awaited counts too: the
+server's statements queue behind it. Read only after a lock was not granted
+twice, so its cost (PostgreSQL reads its whole lock table) is the outage
+path's."""
 DEFAULT_BACKOFF = Backoff()
 _default_rng = random.Random()
 
@@ -121,11 +146,14 @@ async def settle(engine: Engine, timeout: float, poll: float = 0.01) -> bool:
 
 
 class _Attempt:
-    """One try of a transaction, remembering whether COMMIT was reached."""
+    """One try of a transaction, remembering whether COMMIT was reached and,
+    when ``ask_held`` and a lock was not granted, whether a table was held
+    then (:func:`table_held`, in the attempt's thread, once its connection
+    is back in the pool)."""
 
     def __init__(
         self, engine: Engine, fn: Callable[[Connection], T], level: IsolationLevel | None = None,
-        begins_itself: bool = False,
+        begins_itself: bool = False, ask_held: bool = False,
     ) -> None:
         self._engine = engine
         self._fn = fn
@@ -134,6 +162,8 @@ class _Attempt:
         if self._begins_itself:
             guard(engine)
         self.committing = False
+        self._ask_held = ask_held
+        self.table_held = True
 
     def run(self) -> T:
         pool = self._engine.pool
@@ -141,6 +171,10 @@ class _Attempt:
             _in_flight[pool] = _in_flight.get(pool, 0) + 1
         try:
             return self._run()
+        except Exception as error:
+            if self._ask_held and sqlstate_of(error) == LOCK_NOT_AVAILABLE:
+                self.table_held = table_held(self._engine)
+            raise
         finally:
             with _in_flight_lock:
                 _in_flight[pool] -= 1
@@ -242,8 +276,11 @@ def _delay_or_raise(
     idempotent: bool,
     rng: random.Random,
     handled: frozenset[str] = frozenset(),
+    held: bool = True,
 ) -> tuple[ErrorKind, float]:
-    """Decide what follows a failed attempt: a wait before the next, or a raise."""
+    """Decide what follows a failed attempt: a wait before the next, or a
+    raise. ``held``: whether a table was held when the attempt's lock was not
+    granted (:func:`table_held`; asked from :data:`LOCK_TIMEOUT_ATTEMPTS` on)."""
     kind = classify_error(error)
     sqlstate = sqlstate_of(error)
     if kind is ErrorKind.CONNECTION and committing:
@@ -255,7 +292,9 @@ def _delay_or_raise(
             "the connection failed while committing; the transaction may or may not have been applied",
             sqlstate=sqlstate,
         ) from error
-    if attempt >= attempts or (sqlstate == LOCK_NOT_AVAILABLE and attempt >= LOCK_TIMEOUT_ATTEMPTS):
+    if attempt >= attempts or (
+        sqlstate == LOCK_NOT_AVAILABLE and attempt >= (LOCK_TIMEOUT_ATTEMPTS if held else ROW_LOCK_ATTEMPTS)
+    ):
         if kind is ErrorKind.CONFLICT:
             raise TransactionConflictError(
                 f"transaction still conflicting after {attempts} attempts (SQLSTATE {sqlstate or 'n/a'})",
@@ -270,6 +309,24 @@ def _delay_or_raise(
     delay = full_jitter(attempt - 1, initial=backoff.base, cap=backoff.cap, rng=rng)
     log.debug("transaction attempt %d failed (%s, SQLSTATE %s); retrying in %.3fs", attempt, kind.value, sqlstate, delay)
     return kind, delay
+
+
+def table_held(engine: Engine) -> bool:
+    """Whether a table of the store is held against its statements
+    (:data:`TABLE_HELD_SQL`), on a connection of its own from ``engine``'s
+    pool. True when the engine is not PostgreSQL (CockroachDB has no
+    ``pg_locks`` to tell) or the question fails: a lock not granted is then
+    taken for an outage, as before the question was asked."""
+    if engine.dialect.name != "postgresql":
+        return True
+    try:
+        with engine.connect() as conn:
+            held = bool(conn.exec_driver_sql(TABLE_HELD_SQL).scalar())
+            conn.rollback()
+            return held
+    except Exception:
+        log.debug("could not read which tables are held; a lock not granted is an outage", exc_info=True)
+        return True
 
 
 def _check_attempts(attempts: int) -> None:
@@ -307,7 +364,10 @@ def run_in_transaction(
     read-only, 57014 statement cancelled, 55P03 lock not granted; at COMMIT
     too: the server answered, nothing was applied), ending in
     :class:`StoreUnavailableError` saying which; a lock not granted ends
-    them after :data:`LOCK_TIMEOUT_ATTEMPTS` attempts. A SQLSTATE in ``handled``
+    them after :data:`LOCK_TIMEOUT_ATTEMPTS` attempts while a table is held
+    (or on CockroachDB), after :data:`ROW_LOCK_ATTEMPTS` (at most
+    ``attempts``) when no table was (:func:`table_held`, asked in the
+    attempt's thread after it failed). A SQLSTATE in ``handled``
     (one the transaction provokes and its caller handles: 55P03 of its own
     ``lock_timeout``) is raised unchanged at once. A connection failure *during* COMMIT
     (or SQLSTATE 40003) is ambiguous: retried only when ``idempotent`` is
@@ -344,7 +404,7 @@ def run_in_transaction(
     _check_attempts(attempts)
     rng = rng or _default_rng
     for attempt in range(1, attempts + 1):
-        runner = _Attempt(engine, fn, isolation, begins_itself)
+        runner = _Attempt(engine, fn, isolation, begins_itself, ask_held=attempt >= LOCK_TIMEOUT_ATTEMPTS)
         try:
             return runner.run()
         except Exception as error:
@@ -357,6 +417,7 @@ def run_in_transaction(
                 idempotent=idempotent,
                 rng=rng,
                 handled=handled,
+                held=runner.table_held,
             )
             if on_retry is not None:
                 on_retry(RetryEvent(attempt, kind, sqlstate_of(error), delay, error))
@@ -395,7 +456,7 @@ async def run_in_transaction_async(
     rng = rng or _default_rng
     loop = asyncio.get_running_loop()
     for attempt in range(1, attempts + 1):
-        runner = _Attempt(engine, fn, isolation, begins_itself)
+        runner = _Attempt(engine, fn, isolation, begins_itself, ask_held=attempt >= LOCK_TIMEOUT_ATTEMPTS)
         try:
             return await loop.run_in_executor(executor, runner.run)
         except Exception as error:
@@ -408,6 +469,7 @@ async def run_in_transaction_async(
                 idempotent=idempotent,
                 rng=rng,
                 handled=handled,
+                held=runner.table_held,
             )
             if on_retry is not None:
                 on_retry(RetryEvent(attempt, kind, sqlstate_of(error), delay, error))
