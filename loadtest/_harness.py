@@ -161,6 +161,71 @@ class PostgresErrors:
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
+LOCK_WAIT_SETTINGS = {"log_lock_waits": "on", "deadlock_timeout": "100ms", "log_min_messages": "log",
+                      "log_min_error_statement": "log"}
+"""PostgreSQL settings under which :class:`LockWaits` has lines to read: every
+lock waited for over 100 ms is logged while it waits and when granted, with
+its statement."""
+_LOCK_LINE = re.compile(r"process \d+ (still waiting for|acquired) (\w+) on (.+?) after ([\d.]+) ms")
+
+
+class LockWaits:
+    """The lock waits the throwaway PostgreSQL logged from now on (under
+    :data:`LOCK_WAIT_SETTINGS`): waits granted after 100 ms or more
+    (``granted``: count, by what was waited on and by statement, over one
+    and two seconds, the longest), waits still running (``waiting``: the longest seen), and
+    statements cancelled by a ``lock_timeout`` (``timed_out``), each with
+    the statement that waited (its first 160 characters, the most frequent
+    first). None for a server that is not ours."""
+
+    def __init__(self) -> None:
+        self._offset = _pg_log.stat().st_size if _pg_log is not None and _pg_log.exists() else None
+
+    def counts(self) -> dict | None:
+        if self._offset is None or _pg_log is None:
+            return None
+        with _pg_log.open("rb") as log:
+            log.seek(self._offset)
+            lines = log.read().decode(errors="replace").splitlines()
+        granted: list[tuple[float, str, str]] = []
+        longest_waiting = 0.0
+        timed_out: dict[str, int] = {}
+        for i, line in enumerate(lines):
+            statement = next((rest.partition("STATEMENT:")[2].strip()[:160] for rest in lines[i + 1:i + 4]
+                              if "STATEMENT:" in rest), "")
+            if (found := _LOCK_LINE.search(line)) is not None:
+                ms = float(found.group(4))
+                on = re.sub(r"\d+", "N", found.group(3)).split(" of relation")[0]
+                if found.group(1) == "acquired":
+                    granted.append((ms, f"{found.group(2)} on {on}", statement))
+                else:
+                    longest_waiting = max(longest_waiting, ms)
+            elif "canceling statement due to lock timeout" in line:
+                timed_out[statement] = timed_out.get(statement, 0) + 1
+        by_lock: dict[str, int] = {}
+        waited: dict[str, int] = {}
+        slow: dict[str, int] = {}
+        for ms, lock, statement in granted:
+            by_lock[lock] = by_lock.get(lock, 0) + 1
+            waited[statement] = waited.get(statement, 0) + 1
+            if ms >= 1000:
+                slow[statement] = slow.get(statement, 0) + 1
+        return {
+            "granted": {
+                "count": len(granted),
+                "over_1s": sum(1 for ms, _, _ in granted if ms >= 1000),
+                "over_2s": sum(1 for ms, _, _ in granted if ms >= 2000),
+                "max_ms": round(max((ms for ms, _, _ in granted), default=0.0), 1),
+                "by_lock": dict(sorted(by_lock.items(), key=lambda kv: -kv[1])),
+                "by_statement": dict(sorted(waited.items(), key=lambda kv: -kv[1])[:8]),
+                "over_1s_by_statement": dict(sorted(slow.items(), key=lambda kv: -kv[1])[:8]),
+            },
+            "longest_still_waiting_ms": round(longest_waiting, 1),
+            "timed_out": sum(timed_out.values()),
+            "timed_out_by_statement": dict(sorted(timed_out.items(), key=lambda kv: -kv[1])[:8]),
+        }
+
+
 @contextlib.contextmanager
 def etcd(endpoint: str | None) -> Iterator[str]:
     """``endpoint`` as is, or a throwaway single-node etcd (killed and deleted afterwards)."""

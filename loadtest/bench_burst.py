@@ -85,7 +85,9 @@ seconds before answering, so results do not compete with the hand-out;
 stamps one instant); ``sql`` counts what reached PostgreSQL
 (``pg_stat_statements``: statements per execution, commits, rollbacks, the
 costliest shapes) and ``errors_logged`` its ERROR lines (serialization
-failures the store retried), ``jit`` beside it what PostgreSQL spent
+failures the store retried), ``lock_waits`` the lock waits it logged
+(``_harness.LockWaits``: statements a lock timeout cancelled; the waits
+over 100 ms too under ``--pg-set`` of ``_harness.LOCK_WAIT_SETTINGS``), ``jit`` beside it what PostgreSQL spent
 compiling statements with JIT (``_harness.Statements.jit``); ``--profile DIR`` samples the server and one
 worker with py-spy (from 1 s before ``D``, or with ``--from-store`` from
 the jobs' commit, so the arm is in it); ``--logs DIR`` keeps the processes' logs; ``--pg-set``
@@ -235,6 +237,7 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
         if args.from_store:  # the claim, the arm, the start, the send and the result, and the lead's idle
             statements.reset()
             errors = h.PostgresErrors()
+            locks = h.LockWaits()
             before = meter.read()
         lead_left = due.timestamp() - created["committed_at"]
         if lead_left < 2:
@@ -249,6 +252,7 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
         if not args.from_store:
             statements.reset()
             errors = h.PostgresErrors()
+            locks = h.LockWaits()
             poll = h.observe(url)  # opened before the CPU is read: its backend's start is not the server's
             before = meter.read()
         deadline = due.timestamp() + args.timeout
@@ -269,6 +273,7 @@ def run_size(size: int, args: argparse.Namespace, url: str, etcd_endpoint: str, 
         jit = statements.jit(size)
         if sql is not None:
             sql["errors_logged"] = errors.counts()
+            sql["lock_waits"] = locks.counts()
         stopped_workers = pool.stop()
         server_exits = fleet.terminate(30)
     figures = outcome(url, due_us)

@@ -52,7 +52,8 @@ creating is measured.
 - ``sql`` in each phase: what reached PostgreSQL (``pg_stat_statements``):
   statements and rows written per job, by table, the costliest shapes;
   ``errors_logged``: the ERROR lines PostgreSQL logged (serialization
-  failures the store retried show there). ``jit`` beside it: what
+  failures the store retried show there); ``lock_waits`` its lock waits
+  (as ``bench_burst.py``'s). ``jit`` beside it: what
   PostgreSQL spent compiling statements with JIT (``_harness.Statements.jit``).
 - ``grpc_floor``: the ``create_16`` clients against the gRPC floor
   (``peers.py``): a bare ``grpc.aio`` SchedulerService answering CreateJob
@@ -169,6 +170,7 @@ class Phase:
         self.statements = h.Statements(url)
         self.statements.reset()
         self.errors = h.PostgresErrors()
+        self.locks = h.LockWaits()
         self.load_before = h.load_average()
         self.meter = meter
         self.cpu_before = meter.read() if meter is not None else None
@@ -179,6 +181,7 @@ class Phase:
         jit = self.statements.jit(jobs)
         if sql is not None:
             sql["errors_logged"] = self.errors.counts()
+            sql["lock_waits"] = self.locks.counts()
         cpu = by_server = None
         if self.meter is not None and self.cpu_before is not None:
             costs = h.Meter.difference(self.cpu_before, self.meter.read(), jobs)

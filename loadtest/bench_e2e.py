@@ -51,7 +51,8 @@ and etcd are started (``tests/support``) and deleted afterwards.
   reached PostgreSQL (``pg_stat_statements``: statements and rows written
   per execution, commits, rollbacks, the costliest shapes) and
   ``errors_logged`` the ERROR lines it logged (serialization failures the
-  store retried); ``tables``, for ``executions`` and ``jobs``, the updates
+  store retried), ``lock_waits`` its lock waits (as ``bench_burst.py``'s);
+  ``tables``, for ``executions`` and ``jobs``, the updates
   per execution, how many of them were HOT (no index entry written), and
   the bytes their heap and their indexes grew by per execution. ``jit``
   beside it: what PostgreSQL spent compiling statements with JIT, per
@@ -305,6 +306,7 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
         tables_before = h.table_updates(url, settle=0)  # at once: the server is claiming already
         statements.reset()
         errors = h.PostgresErrors()
+        locks = h.LockWaits()
         profile = Path(args.profile) / "e2e" if args.profile else None
         activity = Activity(url) if args.timeline else contextlib.nullcontext()
         with poll, h.profiled({**fleet.profiled(), "worker-0": pool.pids[0]}, profile), activity:
@@ -314,6 +316,7 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
         jit = statements.jit(args.jobs)
         if sql is not None:
             sql["errors_logged"] = errors.counts()
+            sql["lock_waits"] = locks.counts()
             sql["tables"] = h.updates_between(tables_before, h.table_updates(url), args.jobs)
         stopped_workers = pool.stop()
         server_exits = fleet.terminate(30)

@@ -175,8 +175,10 @@ class ServerConfig:
     store_lock_timeout: float = 1.0
     """Seconds a statement of this server's store sessions waits for a lock
     (``lock_timeout``; PostgreSQL and CockroachDB) before it fails and is
-    retried once, then the call or pass is refused as the store unavailable
-    (docs/operations.md, "A table locked"); 0 leaves it to the database
+    retried: once while a table is held (then the call or pass is refused as
+    the store unavailable: docs/operations.md, "A table locked"), up to six
+    attempts in all when only another transaction's row was (the server's
+    own contention, on PostgreSQL); 0 leaves it to the database
     (its role's or database's setting). At most 600."""
     store_idle_in_transaction_timeout: float = 60.0
     """Seconds a store session of this server may sit idle inside a

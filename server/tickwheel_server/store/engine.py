@@ -197,7 +197,8 @@ def create_store_engine(
     (:func:`wait_limits`), unless the URL's ``options`` set them: a
     statement that waits longer for a lock fails with 55P03, which
     :mod:`.transactions` retries as a refusal (at most
-    :data:`~.transactions.LOCK_TIMEOUT_ATTEMPTS` attempts), and a session
+    :data:`~.transactions.LOCK_TIMEOUT_ATTEMPTS` attempts while a table is
+    held, :data:`~.transactions.ROW_LOCK_ATTEMPTS` when only rows were), and a session
     left idle in a transaction longer is ended by the database, its locks
     released. The server's engine sets both; the migration tool's and the
     tests' leave them to the database. SQLite ignores them.

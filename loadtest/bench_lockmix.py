@@ -1,0 +1,260 @@
+"""Benchmark: the server's own lock waits at the peak, against its
+``lock_timeout``. N one-off jobs due at the same second, on PostgreSQL +
+etcd, a real ``tickwheel server`` and no-op workers (as ``bench_burst.py``),
+while the tenant's clients change those jobs as the dispatcher claims them.
+
+    .venv/bin/python loadtest/bench_lockmix.py [--jobs 30000] [--clients 8] [--workers 4] [--lead 30]
+                                               [--lock-timeout 1] [--pg URL] [--etcd HOST:PORT] [--logs DIR]
+                                               [--pg-set NAME=VALUE] [--smoke]
+
+Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL
+and etcd are started (``tests/support``, with ``log_lock_waits`` on and a
+``deadlock_timeout`` of 100 ms: ``_harness.LOCK_WAIT_SETTINGS``) and
+deleted afterwards.
+
+1. One server (``--store-lock-timeout`` ``--lock-timeout``, 1 s by
+   default, as a deployment's) and ``--workers`` workers with a slot per
+   job; the N jobs are stored in one transaction (as CreateJob stores
+   them, ``_harness.insert_once_jobs``) due ``--lead`` seconds ahead,
+   inside the dispatcher's look-ahead: its claims (1 000 jobs a batch,
+   each locking its jobs' cursors) start at once.
+2. From the commit until every execution has ended, ``--clients``
+   clients (one channel and thread each) pick jobs at random and, in turn,
+   PauseJob, ResumeJob, and GetJob then UpdateJob (a new name): each waits
+   on the row locks of the claim, the hand-out or the result batch that
+   holds the job's rows at that moment.
+
+Figures: ``calls`` by method and answer (``OK``, ``FAILED_PRECONDITION``
+for an update that lost a race with the job's own change, and
+``UNAVAILABLE`` — every one of them a call the lock timeout refused),
+``refusing_locks`` (UNAVAILABLE answers saying "refusing locks", and the
+server's log lines saying so), the client latency (p50, p99, max);
+``lock_waits`` (``_harness.LockWaits``): the waits PostgreSQL logged,
+granted after 100 ms or more (count, over 1 s and 2 s, the longest, by
+what was waited on, the statements that waited over 1 s) and statements
+cancelled by the lock timeout; ``sampled``: ``pg_stat_activity`` read every
+50 ms during the run, the server's sessions waiting on a lock (samples,
+the longest statement seen waiting); ``dropped`` jobs without a succeeded
+execution at the end (paused jobs resumed, so 0 expected); the load
+average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import threading
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+import grpc
+from google.protobuf import field_mask_pb2
+
+import _harness as h
+import peers
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
+
+SAMPLE = 0.05
+
+
+def api_key(server, max_jobs: int) -> str:
+    """A key of the bench tenant (made by ``_harness.cluster``), its request
+    rate unlimited (as ``bench_create.py``'s): the clients' calls all reach
+    the store."""
+    with grpc.insecure_channel(server.address) as channel:
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+        quotas = admin_pb2.TenantQuotas(max_jobs=max_jobs, requests_per_second=1_000_000)
+        admin.UpdateTenant(admin_pb2.UpdateTenantRequest(
+            tenant=admin_pb2.Tenant(name=h.TENANT, quotas=quotas), update_mask=field_mask_pb2.FieldMask(paths=["quotas"])),
+            metadata=h.admin_metadata(server), timeout=30)
+        issued = admin.IssueApiKey(admin_pb2.IssueApiKeyRequest(tenant=h.TENANT, description="lockmix"),
+                                   metadata=h.admin_metadata(server), timeout=30)
+    return issued.api_key.secret
+
+
+class Clients:
+    """``count`` threads changing random jobs of ``ids`` until stopped;
+    every answer counted by method and code, with its latency."""
+
+    def __init__(self, address: str, key: str, ids: list[str], count: int, deadline: float) -> None:
+        self.calls: Counter = Counter()
+        self.latency: list[float] = []
+        self.refused: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(address, key, ids, deadline, seed), daemon=True)
+                         for seed in range(count)]
+        for thread in self._threads:
+            thread.start()
+
+    def _call(self, method: str, call) -> object | None:
+        began = time.perf_counter()
+        try:
+            answer = call()
+            code = "OK"
+        except grpc.RpcError as error:
+            answer, code = None, error.code().name
+            if error.code() is grpc.StatusCode.UNAVAILABLE:
+                with self._lock:
+                    self.refused.append(error.details() or "")
+        with self._lock:
+            self.calls[f"{method} {code}"] += 1
+            self.latency.append(time.perf_counter() - began)
+        return answer
+
+    def _run(self, address: str, key: str, ids: list[str], deadline: float, seed: int) -> None:
+        meta = (("authorization", f"Bearer {key}"),)
+        rng = random.Random(seed)
+        with grpc.insecure_channel(address) as channel:
+            stub = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+            while not self._stop.is_set():
+                job_id = rng.choice(ids)
+                paused = self._call("PauseJob", lambda: stub.PauseJob(
+                    scheduler_pb2.PauseJobRequest(id=job_id, reason="lockmix"), metadata=meta, timeout=deadline))
+                if paused is not None:  # resumed, or the run would drop it
+                    while self._call("ResumeJob", lambda: stub.ResumeJob(
+                            scheduler_pb2.ResumeJobRequest(id=job_id), metadata=meta, timeout=deadline)) is None:
+                        if self._stop.wait(0.1):
+                            break
+                job_id = rng.choice(ids)
+                got = self._call("GetJob", lambda: stub.GetJob(
+                    scheduler_pb2.GetJobRequest(id=job_id), metadata=meta, timeout=deadline))
+                if got is not None:
+                    patch = job_pb2.Job(id=job_id, version=got.job.version, name=f"lockmix-{rng.randrange(10**6)}")
+                    self._call("UpdateJob", lambda: stub.UpdateJob(scheduler_pb2.UpdateJobRequest(
+                        job=patch, update_mask=field_mask_pb2.FieldMask(paths=["name"])), metadata=meta,
+                        timeout=deadline))
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(60)
+
+
+class Sampler:
+    """``pg_stat_activity`` every :data:`SAMPLE` seconds: the sessions of
+    other backends waiting on a lock, and how long their statement had run."""
+
+    def __init__(self, url: str) -> None:
+        self.samples = 0
+        self.waiting = 0
+        self.longest_s = 0.0
+        self.by_event: Counter = Counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(url,), daemon=True)
+        self._thread.start()
+
+    def _run(self, url: str) -> None:
+        with h.observe(url) as pg:
+            while not self._stop.is_set():
+                rows = pg.execute(
+                    f"{h.OWN_QUERY} SELECT wait_event, extract(epoch FROM clock_timestamp() - query_start) "
+                    "FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+                ).fetchall()
+                self.samples += 1
+                for event, seconds in rows:
+                    self.waiting += 1
+                    self.by_event[event] += 1
+                    self.longest_s = max(self.longest_s, float(seconds or 0))
+                self._stop.wait(SAMPLE)  # a sampling period, not a wait for another process
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join(30)
+        return {"samples": self.samples, "sessions_waiting": self.waiting, "by_wait_event": dict(self.by_event),
+                "longest_statement_waiting_s": round(self.longest_s, 3)}
+
+
+def run(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: Path) -> dict:
+    h.reset_data(url)
+    since_us = h.to_us(datetime.now(timezone.utc))
+    slots = math.ceil(args.jobs / args.workers)
+    load_before = h.load_average()
+    os.environ["TICKWHEEL_STORE_LOCK_TIMEOUT"] = str(args.lock_timeout)  # the server's, through its environment
+    with h.cluster(folder, url, etcd_endpoint, workers=args.workers, slots=slots, max_jobs=max(args.jobs, 100_000),
+                   server_id="bench-lockmix") as (fleet, pool):
+        key = api_key(fleet.first, max(args.jobs, 100_000))
+        waits = h.LockWaits()
+        due = datetime.fromtimestamp(math.ceil(time.time() + args.lead), timezone.utc)
+        sampler = Sampler(url)
+        created = h.insert_once_jobs(url, args.jobs, due, name="lockmix")
+        with h.observe(url) as pg:
+            ids = [row[0] for row in pg.execute(f"{h.OWN_QUERY} SELECT id FROM jobs").fetchall()]
+        clients = Clients(fleet.first.address, key, ids, args.clients, args.deadline)
+        deadline = due.timestamp() + args.timeout
+        ended = 0
+        with h.observe(url) as poll:
+            while time.time() < deadline:
+                pool.check_alive()
+                ended, jobs = h.ended_and_jobs(poll, since_us)
+                if ended >= jobs and time.time() > due.timestamp():
+                    break
+                time.sleep(0.25)  # polling the store; no event to await from other processes
+        clients.stop()
+        sampled = sampler.stop()
+        logged = waits.counts()
+        server_log = fleet.first.log()
+        pool.stop()
+        exits = fleet.terminate(30)
+    with h.observe(url) as pg:
+        dropped = pg.execute(
+            f"{h.OWN_QUERY} SELECT count(*) FROM jobs j WHERE NOT EXISTS (SELECT 1 FROM executions e "
+            "WHERE e.job_id = j.id AND e.status = 'succeeded')").fetchone()[0]
+    refusing = [m for m in clients.refused if "refusing locks" in m]
+    return {
+        "benchmark": "lockmix",
+        "smoke": args.smoke,
+        "jobs": args.jobs,
+        "workers": args.workers,
+        "clients": args.clients,
+        "lock_timeout_s": args.lock_timeout,
+        "stored_s": created["store_s"],
+        "ended": ended,
+        "dropped": dropped,
+        "calls": dict(sorted(clients.calls.items())),
+        "unavailable": len(clients.refused),
+        "refusing_locks": {"answers": len(refusing),
+                           "server_log_lines": server_log.count("refusing locks")},
+        "call_latency_s": peers.distribution(clients.latency),
+        "lock_waits": logged,
+        "sampled": sampled,
+        "server_exit": exits,
+        "load_average_before": load_before,
+        "load_average_after": h.load_average(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=30_000, help="one-off jobs due at the same second (default 30 000)")
+    parser.add_argument("--clients", type=int, default=8, help="clients changing jobs at once (default 8)")
+    parser.add_argument("--workers", type=int, default=4, help="worker processes (default 4)")
+    parser.add_argument("--lead", type=float, default=30.0, help="seconds from storing to the due second (default 30)")
+    parser.add_argument("--timeout", type=float, default=180.0, help="seconds after the due second to wait")
+    parser.add_argument("--deadline", type=float, default=30.0, help="each call's deadline (default 30 s)")
+    parser.add_argument("--lock-timeout", type=float, default=1.0, help="the server's --store-lock-timeout (default 1)")
+    parser.add_argument("--pg", help="a PostgreSQL database (postgresql://…); default: a throwaway server")
+    parser.add_argument("--etcd", help="etcd HOST:PORT; default: a throwaway etcd")
+    parser.add_argument("--pg-set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting of the throwaway PostgreSQL (repeatable)")
+    parser.add_argument("--logs", metavar="DIR", help="keep the server's and workers' logs in DIR")
+    parser.add_argument("--smoke", action="store_true", help="one tiny run for CI; figures are meaningless")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.jobs, args.clients, args.workers, args.lead, args.timeout = 200, 2, 1, 8.0, 60.0
+    settings = {**h.LOCK_WAIT_SETTINGS, **h.parse_settings(args.pg_set)}
+    with h.postgres(args.pg, settings) as url, h.etcd(args.etcd) as etcd_endpoint, \
+            h.workdir(args.logs, "tickwheel-bench-lockmix-") as folder:
+        result = run(args, url, etcd_endpoint, folder)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
