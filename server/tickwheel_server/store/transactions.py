@@ -148,8 +148,8 @@ async def settle(engine: Engine, timeout: float, poll: float = 0.01) -> bool:
 class _Attempt:
     """One try of a transaction, remembering whether COMMIT was reached and,
     when ``ask_held`` and a lock was not granted, whether a table was held
-    then (:func:`table_held`, in the attempt's thread, once its connection
-    is back in the pool)."""
+    then (:func:`table_held`, on the attempt's connection once its
+    transaction was rolled back and its level given back)."""
 
     def __init__(
         self, engine: Engine, fn: Callable[[Connection], T], level: IsolationLevel | None = None,
@@ -171,36 +171,40 @@ class _Attempt:
             _in_flight[pool] = _in_flight.get(pool, 0) + 1
         try:
             return self._run()
-        except Exception as error:
-            if self._ask_held and sqlstate_of(error) == LOCK_NOT_AVAILABLE:
-                self.table_held = table_held(self._engine)
-            raise
         finally:
             with _in_flight_lock:
                 _in_flight[pool] -= 1
 
     def _run(self) -> T:
         with self._engine.connect() as conn:
-            if self._level is None and not self._begins_itself:
-                return self._transaction(conn)
-            dbapi_connection = conn.connection.dbapi_connection
-            kept_level = dbapi_connection.isolation_level
-            kept_autocommit = dbapi_connection.autocommit if self._begins_itself else None
             try:
-                if self._level is not None:
-                    dbapi_connection.isolation_level = self._level
-                if self._begins_itself:  # the first statements' round trip sends the BEGIN (:mod:`.pipeline`)
-                    dbapi_connection.autocommit = True
-                    conn.info[BEGINS_ITSELF] = True  # until then no statement may run (_refuse_before_begin)
-            except Exception as error:  # closed, or not idle: no transaction can run on it
-                conn.invalidate()
-                raise sa_exc.DisconnectionError("a pooled connection could not take the transaction's level") from error
-            try:
-                return self._transaction(conn)
-            finally:
-                if self._begins_itself and not conn.invalidated:
-                    conn.info.pop(BEGINS_ITSELF, None)
-                _restore_level(conn, dbapi_connection, kept_level, kept_autocommit)
+                return self._run_on(conn)
+            except Exception as error:
+                if self._ask_held and sqlstate_of(error) == LOCK_NOT_AVAILABLE and not conn.invalidated:
+                    self.table_held = table_held(conn)
+                raise
+
+    def _run_on(self, conn: Connection) -> T:
+        if self._level is None and not self._begins_itself:
+            return self._transaction(conn)
+        dbapi_connection = conn.connection.dbapi_connection
+        kept_level = dbapi_connection.isolation_level
+        kept_autocommit = dbapi_connection.autocommit if self._begins_itself else None
+        try:
+            if self._level is not None:
+                dbapi_connection.isolation_level = self._level
+            if self._begins_itself:  # the first statements' round trip sends the BEGIN (:mod:`.pipeline`)
+                dbapi_connection.autocommit = True
+                conn.info[BEGINS_ITSELF] = True  # until then no statement may run (_refuse_before_begin)
+        except Exception as error:  # closed, or not idle: no transaction can run on it
+            conn.invalidate()
+            raise sa_exc.DisconnectionError("a pooled connection could not take the transaction's level") from error
+        try:
+            return self._transaction(conn)
+        finally:
+            if self._begins_itself and not conn.invalidated:
+                conn.info.pop(BEGINS_ITSELF, None)
+            _restore_level(conn, dbapi_connection, kept_level, kept_autocommit)
 
     def _transaction(self, conn: Connection) -> T:
         transaction = conn.begin()
@@ -311,19 +315,18 @@ def _delay_or_raise(
     return kind, delay
 
 
-def table_held(engine: Engine) -> bool:
+def table_held(conn: Connection) -> bool:
     """Whether a table of the store is held against its statements
-    (:data:`TABLE_HELD_SQL`), on a connection of its own from ``engine``'s
-    pool. True when the engine is not PostgreSQL (CockroachDB has no
+    (:data:`TABLE_HELD_SQL`), asked on ``conn`` (no transaction open; none
+    left open). True when the engine is not PostgreSQL (CockroachDB has no
     ``pg_locks`` to tell) or the question fails: a lock not granted is then
     taken for an outage, as before the question was asked."""
-    if engine.dialect.name != "postgresql":
+    if conn.dialect.name != "postgresql":
         return True
     try:
-        with engine.connect() as conn:
-            held = bool(conn.exec_driver_sql(TABLE_HELD_SQL).scalar())
-            conn.rollback()
-            return held
+        held = bool(conn.exec_driver_sql(TABLE_HELD_SQL).scalar())
+        conn.rollback()
+        return held
     except Exception:
         log.debug("could not read which tables are held; a lock not granted is an outage", exc_info=True)
         return True
