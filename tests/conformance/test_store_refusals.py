@@ -253,6 +253,49 @@ def test_a_row_held_past_two_lock_timeouts_by_another_transaction_is_waited_for(
     assert read_counter(waiting) == 1
 
 
+def test_a_table_lock_awaited_is_an_outage_as_one_held(postgres_url: str, make_engine) -> None:
+    """An operator's LOCK TABLE still queued (behind a long reader) stops
+    the store's statements as one granted does, so a wait behind it is an
+    outage after two attempts, not row contention tried six times."""
+    make_counter(admin := make_engine(postgres_url))
+    waiting = make_engine(with_options(postgres_url, "-c lock_timeout=50"))
+    reading, queued, done = threading.Event(), threading.Event(), threading.Event()
+
+    def long_reader() -> None:
+        with admin.connect() as conn, conn.begin():
+            conn.execute(text("SELECT n FROM counter"))
+            reading.set()
+            done.wait(60)
+
+    def operator() -> None:
+        with admin.connect() as conn, conn.begin():
+            queued.set()
+            conn.execute(text("LOCK TABLE counter IN ACCESS EXCLUSIVE MODE"))
+
+    threads = [threading.Thread(target=long_reader), threading.Thread(target=operator)]
+    threads[0].start()
+    try:
+        assert reading.wait(10)
+        threads[1].start()
+        assert queued.wait(10)
+        deadline = time.monotonic() + 30
+        while not run_in_transaction(admin, lambda c: c.execute(text(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'relation' AND mode = 'AccessExclusiveLock' "
+            "AND NOT granted")).scalar_one()):
+            assert time.monotonic() < deadline, "the operator's LOCK TABLE never queued"
+            time.sleep(0.01)  # polling another session's state; nothing to await
+        calls = []
+        with pytest.raises(StoreUnavailableError) as caught:
+            run_in_transaction(waiting, lambda conn: (calls.append(1), increment(conn)), backoff=QUICK,
+                               sleep=no_sleep)
+        assert caught.value.sqlstate == "55P03" and len(calls) == LOCK_TIMEOUT_ATTEMPTS
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(10)
+    assert read_counter(waiting) == 0
+
+
 def test_the_engines_lock_limits_bind_its_sessions_and_an_operators_option_wins(
     postgres_url: str, make_engine
 ) -> None:

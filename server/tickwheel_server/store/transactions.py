@@ -369,8 +369,8 @@ def run_in_transaction(
     :class:`StoreUnavailableError` saying which; a lock not granted ends
     them after :data:`LOCK_TIMEOUT_ATTEMPTS` attempts while a table is held
     (or on CockroachDB), after :data:`ROW_LOCK_ATTEMPTS` (at most
-    ``attempts``) when no table was (:func:`table_held`, asked in the
-    attempt's thread after it failed). A SQLSTATE in ``handled``
+    ``attempts``) when no table was (:func:`table_held`, asked on the
+    failed attempt's connection from its second attempt on). A SQLSTATE in ``handled``
     (one the transaction provokes and its caller handles: 55P03 of its own
     ``lock_timeout``) is raised unchanged at once. A connection failure *during* COMMIT
     (or SQLSTATE 40003) is ambiguous: retried only when ``idempotent`` is
