@@ -87,8 +87,8 @@ stamps one instant); ``sql`` counts what reached PostgreSQL
 costliest shapes) and ``errors_logged`` its ERROR lines (serialization
 failures the store retried), ``lock_waits`` the lock waits it logged
 (``_harness.LockWaits``: statements a lock timeout cancelled; the waits
-over 100 ms too under ``--pg-set`` of ``_harness.LOCK_WAIT_SETTINGS``), ``jit`` beside it what PostgreSQL spent
-compiling statements with JIT (``_harness.Statements.jit``); ``--profile DIR`` samples the server and one
+over 100 ms too under ``--pg-set`` of ``_harness.LOCK_WAIT_SETTINGS``),
+``jit`` beside it what PostgreSQL spent compiling statements with JIT (``_harness.Statements.jit``); ``--profile DIR`` samples the server and one
 worker with py-spy (from 1 s before ``D``, or with ``--from-store`` from
 the jobs' commit, so the arm is in it); ``--logs DIR`` keeps the processes' logs; ``--pg-set``
 changes a setting of the throwaway PostgreSQL.
