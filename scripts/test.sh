@@ -24,6 +24,13 @@ bash scripts/install.sh
 
 export HYPOTHESIS_PROFILE=ci
 
+# Python caches bytecode for the run. Container images often set PYTHONDONTWRITEBYTECODE: then
+# every Python process the suite starts (servers, workers, CLI calls: hundreds) compiles the
+# project's own modules again (site-packages has its .pyc from pip), and each pytest-xdist worker
+# rewrites and compiles every test module again. The caches go in __pycache__ folders, which git
+# ignores; an unchanged tree reuses them in the next run.
+unset PYTHONDONTWRITEBYTECODE
+
 # Everything the run writes to temporary folders (servers' data, tmp_path)
 # goes under one folder, in RAM when there is room, deleted at the end even
 # if pytest is killed.
