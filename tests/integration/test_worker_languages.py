@@ -188,15 +188,22 @@ def started_on(workers: list[ExampleWorker], execution_id: str, timeout: float =
     return next(w for w in workers if w.has("started", execution_id))
 
 
+_BUILT: set[str] = set()
+
+
 @pytest.fixture
 def built(language: str) -> None:
-    """``language``'s example worker built: `run` builds what changed (Maven, Go, tsc), then refuses
-    to start without an address. A build failure says so here, with its output, and a build on first
-    use (minutes under load) is not counted in a wait for a worker to connect."""
+    """``language``'s example worker built (once a test process): `run` builds what changed (Maven,
+    Go, tsc), then refuses to start without an address. A build failure says so here, with its
+    output, and a build on first use (minutes under load) is not counted in a wait for a worker to
+    connect."""
+    if language in _BUILT:
+        return
     env = {k: v for k, v in os.environ.items() if k not in ("TICKWHEEL_ADDRESS", "TICKWHEEL_WORKER_CREDENTIAL")}
     refused = subprocess.run([str(REPO / "sdk" / language / "examples" / "worker" / "run")], capture_output=True,
                              text=True, timeout=900, env={**env, "NODE_OPTIONS": ""})
     assert (refused.returncode, "TICKWHEEL_ADDRESS" in refused.stderr) == (2, True), refused.stderr
+    _BUILT.add(language)
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
