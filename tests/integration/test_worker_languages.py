@@ -222,8 +222,10 @@ def test_the_example_worker_survives_kills_freezes_cancels_and_drains(
         tenant = Tenant(servers[0], handler)
         one = ExampleWorker(stack, tmp_path, language, [s.address for s in servers], tenant.credential, "one")
         eventually(lambda: any(one.connected_to(s) for s in servers), START_TIMEOUT, f"the {language} worker connects")
-        # Its first try goes to the first address, but a try that fails (slow to start under load: no
-        # welcome in time) moves it on to the next: `first` is the server it holds a stream to.
+        # Which server it is on is its SDK's choice: the Go, Java and TypeScript workers try the list in
+        # turn (after a failed try, say no welcome within 10 s from a cold JVM under load, the next);
+        # the Python example opens one gRPC channel over both, which takes whichever answers first.
+        # `first` is the server it holds its stream to.
         first = one.holder(servers)
         second = next(s for s in servers if s is not first)
 
