@@ -292,7 +292,7 @@ def test_postgres_refusing_work_loses_hastens_and_doubles_nothing(
     fault: Fault, tmp_path: Path, postgres_url: str, etcd_endpoint: str
 ) -> None:
     target = RecordingTarget(hold=0.3)
-    with ExitStack() as stack, servers_role(postgres_url) as db:
+    with servers_role(postgres_url) as db, ExitStack() as stack:
         stack.callback(target.close)
         one = start_server(stack, tmp_path, db.url, etcd_endpoint, f"pgf-a-{os.getpid()}")
         two = start_server(stack, tmp_path, db.url, etcd_endpoint, f"pgf-b-{os.getpid()}")
@@ -400,7 +400,7 @@ def test_a_table_locked_is_refused_unavailable_by_the_servers_own_lock_timeout(
     made after the lock is stored once, and the audit is clean."""
     target = RecordingTarget(hold=0.1)
     locker = Locker()
-    with ExitStack() as stack, servers_role(postgres_url) as db:
+    with servers_role(postgres_url) as db, ExitStack() as stack:
         stack.callback(target.close)
         one = start_server(stack, tmp_path, db.url, etcd_endpoint, f"pgl-{os.getpid()}")
         acme = tenant(one, "acme")
@@ -495,7 +495,7 @@ def test_an_update_racing_a_claim_held_past_two_lock_timeouts_is_answered_ok(
     once a third attempt of the update waits, or once it was answered) and
     is answered OK, not UNAVAILABLE "refusing locks"; the job was claimed
     once and carries the update."""
-    with ExitStack() as stack, servers_role(postgres_url) as db, claims_held(db) as release:
+    with servers_role(postgres_url) as db, ExitStack() as stack, claims_held(db) as release:
         one = start_server(stack, tmp_path, db.url, etcd_endpoint, f"pgc-{os.getpid()}")
         acme = tenant(one, "acme")
         meta = (("authorization", f"Bearer {acme.api_key}"),)
