@@ -37,6 +37,9 @@ from ..store.tenants import (
     DEFAULT_MAX_JOBS,
     DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_REQUESTS_PER_SECOND,
+    LIMIT_MAX_JOBS,
+    LIMIT_MAX_PAYLOAD_BYTES,
+    LIMIT_REQUESTS_PER_SECOND,
     Tenant,
     TenantStore,
 )
@@ -120,13 +123,15 @@ def tenant_settings(message: admin_pb2.Tenant, paths: set[str], field: str = "te
         settings["max_concurrency"] = message.max_concurrency
     if "quotas" in paths:
         quotas = message.quotas
-        for name, value, default in (
-            ("max_jobs", quotas.max_jobs, DEFAULT_MAX_JOBS),
-            ("max_payload_bytes", quotas.max_payload_bytes, DEFAULT_MAX_PAYLOAD_BYTES),
-            ("requests_per_second", quotas.requests_per_second, DEFAULT_REQUESTS_PER_SECOND),
+        for name, value, default, limit in (
+            ("max_jobs", quotas.max_jobs, DEFAULT_MAX_JOBS, LIMIT_MAX_JOBS),
+            ("max_payload_bytes", quotas.max_payload_bytes, DEFAULT_MAX_PAYLOAD_BYTES, LIMIT_MAX_PAYLOAD_BYTES),
+            ("requests_per_second", quotas.requests_per_second, DEFAULT_REQUESTS_PER_SECOND, LIMIT_REQUESTS_PER_SECOND),
         ):
-            if value < 0:
-                violations.append(FieldViolation(f"{field}.quotas.{name}", "must be >= 0 (0 means the default)"))
+            if not 0 <= value <= limit:
+                violations.append(
+                    FieldViolation(f"{field}.quotas.{name}", f"must be between 0 and {limit} (0 means the default)")
+                )
             settings[name] = value or default
     if violations:
         raise InvalidArgument(violations)

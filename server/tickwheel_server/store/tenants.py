@@ -20,6 +20,15 @@ DEFAULT_MAX_JOBS = 100_000
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
 DEFAULT_REQUESTS_PER_SECOND = 100
 
+LIMIT_MAX_JOBS = 1_000_000_000
+"""The largest ``max_jobs`` an operator may set: far above what a store
+holds for one tenant, and small enough that no sum of units overflows."""
+LIMIT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
+"""The largest ``max_payload_bytes``: the largest message a gRPC server
+takes by default, so no payload over it can arrive anyway."""
+LIMIT_REQUESTS_PER_SECOND = 1_000_000
+"""The largest ``requests_per_second``."""
+
 
 @dataclass(frozen=True)
 class Tenant:
