@@ -565,11 +565,14 @@ def cluster_status(*, top_tenants: int = 0) -> admin_pb2.ClusterStatusRequest:
     return admin_pb2.ClusterStatusRequest(top_tenants=top_tenants)
 
 
-def _quotas(max_jobs: int, max_payload_bytes: int, requests_per_second: int) -> admin_pb2.TenantQuotas | None:
-    if not (max_jobs or max_payload_bytes or requests_per_second):
+def _quotas(
+    max_jobs: int, max_payload_bytes: int, requests_per_second: int, max_pending_manual_runs: int = 0
+) -> admin_pb2.TenantQuotas | None:
+    if not (max_jobs or max_payload_bytes or requests_per_second or max_pending_manual_runs):
         return None
     return admin_pb2.TenantQuotas(
-        max_jobs=max_jobs, max_payload_bytes=max_payload_bytes, requests_per_second=requests_per_second
+        max_jobs=max_jobs, max_payload_bytes=max_payload_bytes, requests_per_second=requests_per_second,
+        max_pending_manual_runs=max_pending_manual_runs,
     )
 
 
@@ -581,6 +584,7 @@ def create_tenant(
     max_jobs: int = 0,
     max_payload_bytes: int = 0,
     requests_per_second: int = 0,
+    max_pending_manual_runs: int = 0,
 ) -> admin_pb2.CreateTenantRequest:
     """Creates tenant ``name`` (1-63 of [a-z0-9-], starting with a letter;
     ALREADY_EXISTS when taken) and its first API key. Zero values take the
@@ -588,14 +592,15 @@ def create_tenant(
     ``CreateTenantResponse``; ``api_key.secret`` is shown only this once.
     Never retried."""
     tenant = admin_pb2.Tenant(name=name, weight=weight, max_concurrency=max_concurrency)
-    quotas = _quotas(max_jobs, max_payload_bytes, requests_per_second)
+    quotas = _quotas(max_jobs, max_payload_bytes, requests_per_second, max_pending_manual_runs)
     if quotas is not None:
         tenant.quotas.CopyFrom(quotas)
     return admin_pb2.CreateTenantRequest(tenant=tenant)
 
 
 def get_tenant(name: str) -> admin_pb2.GetTenantRequest:
-    """Returns ``GetTenantResponse``: the tenant and its job count. Retried."""
+    """Returns ``GetTenantResponse``: the tenant, its job count and its
+    manual runs waiting to start. Retried."""
     return admin_pb2.GetTenantRequest(name=name)
 
 

@@ -36,9 +36,11 @@ from ..schedule import default_engine
 from ..store.tenants import (
     DEFAULT_MAX_JOBS,
     DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_MAX_PENDING_MANUAL_RUNS,
     DEFAULT_REQUESTS_PER_SECOND,
     LIMIT_MAX_JOBS,
     LIMIT_MAX_PAYLOAD_BYTES,
+    LIMIT_MAX_PENDING_MANUAL_RUNS,
     LIMIT_REQUESTS_PER_SECOND,
     Tenant,
     TenantStore,
@@ -127,6 +129,8 @@ def tenant_settings(message: admin_pb2.Tenant, paths: set[str], field: str = "te
             ("max_jobs", quotas.max_jobs, DEFAULT_MAX_JOBS, LIMIT_MAX_JOBS),
             ("max_payload_bytes", quotas.max_payload_bytes, DEFAULT_MAX_PAYLOAD_BYTES, LIMIT_MAX_PAYLOAD_BYTES),
             ("requests_per_second", quotas.requests_per_second, DEFAULT_REQUESTS_PER_SECOND, LIMIT_REQUESTS_PER_SECOND),
+            ("max_pending_manual_runs", quotas.max_pending_manual_runs, DEFAULT_MAX_PENDING_MANUAL_RUNS,
+             LIMIT_MAX_PENDING_MANUAL_RUNS),
         ):
             if not 0 <= value <= limit:
                 violations.append(
@@ -346,7 +350,10 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         await self._auth.admin(context)
         tenant = await self._tenants.get(_require(request.name, "name"))
         count = await self._tenants.job_count(tenant.name)
-        return admin_pb2.GetTenantResponse(tenant=convert.tenant_to_proto(tenant), job_count=count)
+        pending = await self._tenants.pending_manual_runs(tenant.name)
+        return admin_pb2.GetTenantResponse(
+            tenant=convert.tenant_to_proto(tenant), job_count=count, pending_manual_runs=pending
+        )
 
     @rpc
     async def ListTenants(self, request, context):

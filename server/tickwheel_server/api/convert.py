@@ -273,6 +273,7 @@ def tenant_to_proto(tenant: Tenant) -> admin_pb2.Tenant:
             max_jobs=tenant.max_jobs,
             max_payload_bytes=tenant.max_payload_bytes,
             requests_per_second=tenant.requests_per_second,
+            max_pending_manual_runs=tenant.max_pending_manual_runs,
         ),
         state=TENANT_STATE_TO_PROTO[tenant.state],
         pause_reason=tenant.pause_reason,

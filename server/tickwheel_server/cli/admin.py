@@ -123,6 +123,8 @@ def _add_tenant_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-jobs", type=int, metavar="N", help="quota (default 100000)")
     p.add_argument("--max-payload-bytes", type=int, metavar="N", help="quota (default 65536)")
     p.add_argument("--requests-per-second", type=int, metavar="N", help="quota (default 100)")
+    p.add_argument("--max-pending-manual-runs", type=int, metavar="N",
+                   help="quota: triggered and backfilled runs waiting to start (default 10000)")
 
 
 def _add_alert_filters(p: argparse.ArgumentParser) -> None:
@@ -202,10 +204,14 @@ def executions_search(ctx: Context, a: argparse.Namespace) -> int:
     return 0
 
 
+QUOTA_NAMES = ("max_jobs", "max_payload_bytes", "requests_per_second", "max_pending_manual_runs")
+"""The TenantQuotas fields, each a flag of ``tenant create`` and ``tenant update``."""
+
+
 def _tenant_fields(a: argparse.Namespace) -> dict[str, int]:
     fields = {
         name: getattr(a, name)
-        for name in ("weight", "max_concurrency", "max_jobs", "max_payload_bytes", "requests_per_second")
+        for name in ("weight", "max_concurrency", *QUOTA_NAMES)
         if getattr(a, name) is not None
     }
     for name, value in fields.items():
@@ -226,7 +232,7 @@ def tenant_create(ctx: Context, a: argparse.Namespace) -> int:
     return 0
 
 
-def _print_tenant(ctx: Context, t: Any, job_count: int | None = None) -> None:
+def _print_tenant(ctx: Context, t: Any, job_count: int | None = None, pending_manual: int | None = None) -> None:
     q = t.quotas
     rows = [
         ("name", t.name),
@@ -234,10 +240,13 @@ def _print_tenant(ctx: Context, t: Any, job_count: int | None = None) -> None:
         ("weight", str(t.weight)),
         ("max concurrency", str(t.max_concurrency or "none")),
         ("quotas", f"jobs {q.max_jobs or 'default'}, payload {q.max_payload_bytes or 'default'} bytes, "
-                   f"{q.requests_per_second or 'default'} requests/s"),
+                   f"{q.requests_per_second or 'default'} requests/s, "
+                   f"{q.max_pending_manual_runs or 'default'} manual runs waiting"),
         ("created", fmt.fmt_ts(t, "created_at")),
         ("version", str(t.version)),
     ]  # fmt: skip
+    if pending_manual is not None:
+        rows.insert(2, ("manual runs waiting", str(pending_manual)))
     if job_count is not None:
         rows.insert(2, ("jobs", str(job_count)))
     width = max(len(k) for k, _ in rows)
@@ -250,7 +259,7 @@ def tenant_get(ctx: Context, a: argparse.Namespace) -> int:
     if ctx.json:
         ctx.emit_json(response)
         return 0
-    _print_tenant(ctx, response.tenant, response.job_count)
+    _print_tenant(ctx, response.tenant, response.job_count, response.pending_manual_runs)
     return 0
 
 
@@ -287,11 +296,10 @@ def tenant_update(ctx: Context, a: argparse.Namespace) -> int:
         if name in fields:
             setattr(tenant, name, fields[name])
             paths.append(name)
-    quota_names = ("max_jobs", "max_payload_bytes", "requests_per_second")
-    if any(name in fields for name in quota_names):
+    if any(name in fields for name in QUOTA_NAMES):
         # quotas change as a whole: start from the stored ones
         tenant.quotas.CopyFrom(ctx.client.admin.get_tenant(a.name).tenant.quotas)
-        for name in quota_names:
+        for name in QUOTA_NAMES:
             if name in fields:
                 setattr(tenant.quotas, name, fields[name])
         paths.append("quotas")

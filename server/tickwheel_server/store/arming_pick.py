@@ -36,7 +36,7 @@ _COLUMNS = (
     executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition,
     executions.c.origin, executions.c.nominal_at, executions.c.due_at, executions.c.ready_at,
     executions.c.attempt, executions.c.delivery, executions.c.payload, executions.c.missed_count,
-    executions.c.allow_overlap, executions.c.wait_key, executions.c.trace_context,
+    executions.c.allow_overlap, executions.c.wait_key, executions.c.trace_context, executions.c.manual_slot,
     jobs.c.spec, jobs.c.version, tenants.c.max_concurrency,
 )
 Candidate = namedtuple("Candidate", [column.name for column in _COLUMNS])

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import sqlalchemy as sa
@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 
 from ..jobspec import DefinitionCache, JobDefinition
 from ..policy.admission import ANYTHING_GOES, Active, Candidate, KeyState, Replace, Rules, Skip
+from . import manualslots
 from .base import driver_sql, execute_arrays, one_of
 from .engine import Capabilities, capabilities
 from .isolation import PAUSED_WAIT, ensure_keys, insert_for, lock_keys, not_held, take_slots, wake_keys
@@ -243,8 +244,9 @@ def cancel_replaced(conn: Connection, caps: Capabilities, replaced: list[Replace
             older,
         )
         .values(status="canceled", finished_at=at_us, dead_reason=reasons)
-        .returning(executions.c.tenant, executions.c.wait_key)
+        .returning(executions.c.id, executions.c.tenant, executions.c.wait_key, executions.c.manual_slot)
     ).all()
+    manualslots.give_back(conn, caps, [(row.id, row.tenant, row.manual_slot) for row in canceled])
     # A key whose freed slot had woken one of them hands the turn on.
     wake_keys(conn, caps, {(row.tenant, row.wait_key) for row in canceled if row.wait_key})
 
@@ -268,13 +270,18 @@ def lock_candidate_keys(
         rows = lock_keys(conn, caps, wanted, heads=True)
     return {pair: KeyState(row.max_running, row.running, row.head_ready_at) for pair, row in rows.items()}
 
-def settle(conn: Connection, decision, at_us: int, on_skip: SkipHook | None) -> None:
+def settle(
+    conn: Connection, decision, at_us: int, on_skip: SkipHook | None, manual: Mapping[str, tuple[str, int]] | None = None
+) -> None:
     """Give every taken candidate its end state for this round: those
     that start keep ``running`` and take their key slots; the others give
     back the delivery they were taken with and wait (``waiting``, for
     their job or a key; ``waiting_since`` keeps the attempt's first
     wait), are canceled (replaced), or are skipped (deleted if never
-    handed out before, canceled if they were: their attempts stay)."""
+    handed out before, canceled if they were: their attempts stay).
+    ``manual``: the candidates holding a unit of their tenant's manual-run
+    quota, id -> (tenant, slot); those that start, are canceled or are
+    skipped give it back (:mod:`.manualslots`), those that wait keep it."""
     per_row = conn.dialect.name == "sqlite"
     holding = [start for start in decision.start if start.keys or start.candidate.wait_key]
     if holding:
@@ -322,6 +329,12 @@ def settle(conn: Connection, decision, at_us: int, on_skip: SkipHook | None) -> 
         else:
             _by_arrays(conn, _CANCEL_FROM_ARRAYS, ended, at_us)
     fresh = [s.candidate.id for s in decision.skip if s.candidate.delivery == 0]
+    if manual:
+        caps = capabilities(conn)
+        deleted = set(fresh)
+        ended_ids = [start.candidate.id for start in decision.start] + [ident for ident, _ in ended]
+        manualslots.give_back(conn, caps, [(i, *manual[i]) for i in ended_ids if i in manual and i not in deleted])
+        manualslots.give_back(conn, caps, [(i, *manual[i]) for i in fresh if i in manual], deleted=True)
     if fresh:
         conn.execute(executions.delete().where(one_of(capabilities(conn), executions.c.id, fresh)))
     _skip_ranges(conn, decision.skip, at_us)

@@ -43,6 +43,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
+from . import manualslots
 from .base import driver_sql, execute_arrays, pairs_in, tuples
 from .engine import Capabilities, capabilities
 from .tables import concurrency_keys, executions
@@ -276,10 +277,13 @@ def wake_jobs(conn: Connection, job_ids: Iterable[str]) -> None:
 
 
 def after_not_started_canceled(conn: Connection, caps: Capabilities, rows: Iterable) -> None:
-    """Executions that had not started were canceled (rows with ``job_id``,
-    ``tenant``, ``wait_key``): the next in line behind their job is woken,
-    and a key whose woken execution it was hands the turn on."""
+    """Executions that had not started were canceled (rows with ``id``,
+    ``job_id``, ``tenant``, ``wait_key``, ``manual_slot``): the next in
+    line behind their job is woken, a key whose woken execution it was
+    hands the turn on, and the manual runs among them give their quota
+    units back (:mod:`.manualslots`)."""
     rows = list(rows)
+    manualslots.give_back(conn, caps, [(row.id, row.tenant, row.manual_slot) for row in rows])
     wake_keys(conn, caps, ((row.tenant, row.wait_key) for row in rows if row.wait_key))
     wake_jobs(conn, (row.job_id for row in rows))
 

@@ -52,7 +52,7 @@ from ..policy.jobchanges import (
     CursorView, PausedSpan, Pending, Reschedule, SkippedSpan, expired_at_resume, row_refresh,
 )
 from ..schedule import Fire
-from . import quota
+from . import manualslots, quota
 from .arming import disarm_jobs
 from .base import chunks, one_of
 from .calendarcursor import rekey_previous
@@ -310,7 +310,8 @@ def delete_jobs(
             executions.update()
             .where(one_of(caps, executions.c.job_id, chunk), *in_group(NOT_STARTED))
             .values(status="canceled", finished_at=now_us, dead_reason=DELETED_REASON)
-            .returning(executions.c.job_id, executions.c.tenant, executions.c.wait_key)
+            .returning(executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.wait_key,
+                       executions.c.manual_slot)
         ).all()
         conn.execute(
             job_cursors.delete().where(job_cursors.c.tenant == tenant, one_of(caps, job_cursors.c.job_id, chunk))
@@ -321,6 +322,7 @@ def delete_jobs(
             slots[slot] = slots.get(slot, 0) + 1
         delete_revisions(conn, tenant, chunk)
     wake_keys(conn, caps, {(row.tenant, row.wait_key) for row in canceled_rows if row.wait_key})
+    manualslots.give_back(conn, caps, [(row.id, row.tenant, row.manual_slot) for row in canceled_rows])
     quota.give_back(conn, tenant, dict(sorted(slots.items())))
     per_job: dict[str, int] = {}
     for row in canceled_rows:

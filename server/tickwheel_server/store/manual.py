@@ -17,6 +17,16 @@ in one transaction per call; the API caps a call at 10 000 occurrences.
 
 When the API call is traced, its traceparent is stored on the executions it
 creates (``trace_context``): their hand-out and target call join its trace.
+
+Each execution created takes one unit of the tenant's
+``max_pending_manual_runs`` quota, from one of its slots (:mod:`.quota`,
+:data:`.quota.MANUAL_RUNS`), in the transaction that inserts it, and names
+the slot in ``manual_slot`` until it starts or ends (:mod:`.manualslots`).
+A call that would pass the quota is refused whole with
+:class:`~tickwheel_server.errors.QuotaExceeded` and writes nothing: a
+backfill is not cut to what fits (a partial window would leave a gap the
+caller did not ask for). A repeated trigger (a request id already seen) and
+a backfill's occurrences that exist already take nothing.
 """
 
 from __future__ import annotations
@@ -32,14 +42,16 @@ from tickwheel.v1 import job_pb2
 
 from tickwheel.shared.ids import execution_id, to_us
 
-from ..errors import FailedPrecondition
+from ..errors import FailedPrecondition, QuotaExceeded
 from ..jobspec import handler_of
 from ..telemetry.tracing import current_traceparent
+from . import quota
 from .arming import disarm_jobs
-from .base import SqlStore, chunks, one_of
+from .base import SqlStore, chunks, driver_sql, execute_arrays, one_of, tuples
 from .history import ExecutionRecord, _attempts_of, execution_from_row
 from .jobrecords import get_job
-from .tables import executions
+from .quota import SlotDry, SlotPicker
+from .tables import executions, tenants
 
 BACKFILL_RATE = 100
 """Backfilled executions become ready at this many per second."""
@@ -64,15 +76,46 @@ def trigger_id(job_id: str, request_id: str) -> str:
     return f"{job_id}:trigger:{request_id}"
 
 
+# PostgreSQL and CockroachDB: a backfill's chunk in one statement of one text
+# whatever its length, returning the ids it inserted (an executemany's count
+# is its last statement's on psycopg).
+_INSERT_BACKFILL = driver_sql(
+    "INSERT INTO executions (id, job_id, tenant, partition, origin, nominal_at, due_at, ready_at, attempt, delivery, "
+    "status, owner, worker_id, handler, missed_count, reap_count, payload, error, dead_reason, created_at, "
+    "finished_at, allow_overlap, trace_context, manual_slot) "
+    "SELECT v.id, CAST(:job_id AS TEXT), CAST(:tenant AS TEXT), CAST(:partition AS INTEGER), 'backfill', "
+    "v.nominal_at, v.due_at, v.due_at, 1, 0, 'scheduled', NULL, NULL, CAST(:handler AS TEXT), 1, 0, :payload, '', '', "
+    "CAST(:now AS BIGINT), NULL, CAST(:allow_overlap AS BOOLEAN), CAST(:trace_context AS TEXT), "
+    "CAST(:slot AS INTEGER) "
+    "FROM unnest(CAST(:ids AS TEXT[]), CAST(:nominals AS BIGINT[]), CAST(:dues AS BIGINT[])) AS v (id, nominal_at, due_at) "
+    "ON CONFLICT (id) DO NOTHING RETURNING executions.id"
+)
+
+
+def _insert_backfill(conn: Connection, caps, rows: list[dict]) -> int:
+    """Insert a chunk of a backfill's rows (:func:`_row`'s, one job, one
+    call) not present yet; returns how many it inserted."""
+    if caps.is_sqlite:  # sqlite3 sums an executemany's counts
+        return conn.execute(_insert_statement(conn), rows).rowcount
+    first = rows[0]
+    parameters = dict(
+        job_id=first["job_id"], tenant=first["tenant"], partition=first["partition"], handler=first["handler"],
+        payload=first["payload"], now=first["created_at"], allow_overlap=first["allow_overlap"],
+        trace_context=first["trace_context"], slot=first["manual_slot"],
+        ids=[row["id"] for row in rows], nominals=[row["nominal_at"] for row in rows], dues=[row["due_at"] for row in rows],
+    )
+    return len(tuples(execute_arrays(conn, _INSERT_BACKFILL, parameters)))
+
+
 def _insert_statement(conn: Connection):
     dialect = sqlite if conn.dialect.name == "sqlite" else postgresql
     return dialect.insert(executions).on_conflict_do_nothing(index_elements=["id"])
 
 
 def _row(job, ident: str, origin: str, nominal_us: int, due_us: int, payload: bytes, now_us: int, handler,
-         allow_overlap: bool, trace_context: str | None) -> dict:
+         allow_overlap: bool, trace_context: str | None, slot: int) -> dict:
     return dict(
-        allow_overlap=allow_overlap, trace_context=trace_context,
+        allow_overlap=allow_overlap, trace_context=trace_context, manual_slot=slot,
         id=ident, job_id=job.id, tenant=job.tenant, partition=job.partition, origin=origin, nominal_at=nominal_us,
         due_at=due_us, ready_at=due_us, attempt=1, delivery=0, status="scheduled", owner=None, worker_id=None,
         handler=handler, missed_count=1, reap_count=0, payload=payload, error="", dead_reason="",
@@ -80,7 +123,33 @@ def _row(job, ident: str, origin: str, nominal_us: int, due_us: int, payload: by
     )
 
 
+def _take(conn: Connection, caps, tenant: str, slot: int, created: int, deal: bool) -> None:
+    """Take a unit per execution created from ``slot``, or refuse the call
+    whole (:class:`QuotaExceeded`: the caller's transaction rolls back, so
+    nothing is written). :class:`SlotDry` as :func:`.quota.take` raises it."""
+    if created and quota.take(conn, caps, tenant, slot, created, deal=deal, rows=quota.MANUAL_RUNS) < created:
+        limit = conn.execute(sa.select(tenants.c.max_pending_manual_runs).where(tenants.c.name == tenant)).scalar()
+        raise QuotaExceeded(
+            tenant, quota.MANUAL_RUNS.name, limit or 0,
+            f"{created} more manual run(s) would pass the runs the tenant may have waiting to start",
+        )
+
+
 class ManualStore(SqlStore):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._slots = SlotPicker()
+
+    async def _counted(self, tenant: str, fn):
+        """Run ``fn(conn, slot, deal)`` in a transaction with a slot of the
+        tenant's manual-run quota; once more, dealing first, when the slot
+        ran dry (its lock let go by the rollback)."""
+        with self._slots.slot(tenant) as slot:
+            try:
+                return await self._tx(lambda conn: fn(conn, slot, False))
+            except SlotDry:
+                return await self._tx(lambda conn: fn(conn, slot, True))
+
     async def trigger(
         self, tenant: str, job_id: str, request_id: str, payload: bytes | None = None, *, allow_overlap: bool = False
     ) -> tuple[ExecutionRecord, bool]:
@@ -89,12 +158,14 @@ class ManualStore(SqlStore):
         Returns (execution, created). NotFound for a missing or another
         tenant's job; a paused or completed job can still be triggered.
         Unless ``allow_overlap``, it queues behind a running execution of the
-        job instead of being skipped (the hand-out decides)."""
+        job instead of being skipped (the hand-out decides). A new execution
+        takes a unit of ``max_pending_manual_runs``; QuotaExceeded (nothing
+        written) when none is left."""
         ident = trigger_id(job_id, request_id)
         # The API call's span, when it is traced: the execution joins its trace.
         trace_context = current_traceparent() or None
 
-        def fn(conn: Connection) -> tuple[ExecutionRecord, bool]:
+        def fn(conn: Connection, slot: int, deal: bool) -> tuple[ExecutionRecord, bool]:
             now_us = to_us(self.clock.now())
             job = get_job(conn, tenant, job_id, share=True)
             # An armed run of the job would start at its instant without the
@@ -103,12 +174,13 @@ class ManualStore(SqlStore):
             disarm_jobs(conn, [job_id])
             spec = _definition(job)
             row = _row(job, ident, "trigger", now_us, now_us, spec.payload if payload is None else payload, now_us,
-                       handler_of(spec), allow_overlap, trace_context)
+                       handler_of(spec), allow_overlap, trace_context, slot)
             created = conn.execute(_insert_statement(conn).returning(executions.c.id), row).first() is not None
+            _take(conn, self.caps, tenant, slot, int(created), deal)
             stored = conn.execute(sa.select(executions).where(executions.c.id == ident)).one()
             return execution_from_row(stored, _attempts_of(conn, [ident])[ident], now_us=now_us), created
 
-        return await self._tx(fn)
+        return await self._counted(tenant, fn)
 
     async def backfill(
         self, tenant: str, job_id: str, nominals: list[datetime], *, dry_run: bool, allow_overlap: bool = False
@@ -116,10 +188,12 @@ class ManualStore(SqlStore):
         """Create an execution for each of ``nominals`` (the schedule's
         occurrences in the window, computed by the caller, oldest first)
         that does not exist yet; ``dry_run`` reports the same without
-        writing. NotFound for a missing or another tenant's job."""
+        writing. NotFound for a missing or another tenant's job;
+        QuotaExceeded (nothing written) when those created would pass the
+        tenant's ``max_pending_manual_runs``."""
         trace_context = current_traceparent() or None
 
-        def fn(conn: Connection) -> BackfillResult:
+        def fn(conn: Connection, slot: int, deal: bool) -> BackfillResult:
             now = self.clock.now()
             now_us = to_us(now)
             job = get_job(conn, tenant, job_id, share=True)
@@ -138,12 +212,16 @@ class ManualStore(SqlStore):
                 for index, item in enumerate(fresh):
                     due_us = to_us(now + timedelta(seconds=index / BACKFILL_RATE))
                     rows.append(_row(job, item.execution_id, "backfill", to_us(item.nominal_at), due_us, spec.payload,
-                                     now_us, handler, allow_overlap, trace_context))
+                                     now_us, handler, allow_overlap, trace_context, slot))
+                inserted = 0
                 for chunk in chunks(rows, BATCH):
-                    conn.execute(_insert_statement(conn), chunk)
+                    # The rows inserted: an id a concurrent call inserted
+                    # after the read above is not counted twice.
+                    inserted += _insert_backfill(conn, self.caps, chunk)
+                _take(conn, self.caps, tenant, slot, inserted, deal)
             return BackfillResult(items, len(fresh), len(items) - len(fresh))
 
-        return await self._tx(fn)
+        return await self._counted(tenant, fn)
 
 
 def _definition(job) -> job_pb2.Job:

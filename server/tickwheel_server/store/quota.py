@@ -1,8 +1,12 @@
-"""The max-jobs quota's rows (``tenant_quota``): take, give back, deal again.
+"""A tenant quota's slot rows: take, give back, deal again.
 
-The rule is :mod:`tickwheel_server.policy.quota`'s. Every function runs
-inside the caller's transaction, so a job and the unit that counts it are
-written together or not at all.
+Two quotas keep their count this way: ``max_jobs`` in ``tenant_quota``
+(:data:`JOBS`, each job naming its slot in ``jobs.quota_slot``) and
+``max_pending_manual_runs`` in ``manual_quota`` (:data:`MANUAL_RUNS`, each
+manual run not started naming its slot in ``executions.manual_slot``). The
+rule is :mod:`tickwheel_server.policy.quota`'s. Every function runs inside
+the caller's transaction, so a row and the unit that counts it are written
+together or not at all.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import random
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -18,28 +23,51 @@ from sqlalchemy.engine import Connection
 from ..policy.quota import SLOTS, deal
 from . import driver
 from .engine import Capabilities
-from .tables import tenant_quota, tenants
+from .tables import manual_quota, tenant_quota, tenants
 
-# PostgreSQL and CockroachDB: a create's one quota statement as driver SQL,
-# a fixed text psycopg prepares once per connection; SQLAlchemy would build
-# and compile (or look up) the statement on every create.
-_TAKE = (
-    "UPDATE tenant_quota SET used = used + CAST(%(want)s AS BIGINT) "
-    "WHERE tenant = %(tenant)s AND slot = CAST(%(slot)s AS INTEGER) "
-    "AND used + CAST(%(want)s AS BIGINT) <= allowance"
-)
 
-TAKE_FIRST = "WITH taken AS (" + _TAKE + " RETURNING slot) "
+class Slots(NamedTuple):
+    """One quota's slot rows: the table holding them, the tenant's limit,
+    and the quota's name as a refusal names it."""
+
+    table: sa.Table
+    limit: sa.Column
+    name: str
+
+    @property
+    def take_sql(self) -> str:
+        """A take's one conditional update as driver SQL (PostgreSQL and
+        CockroachDB): a fixed text psycopg prepares once per connection;
+        SQLAlchemy would build and compile (or look up) the statement on
+        every create. Parameters ``tenant``, ``slot``, ``want``."""
+        return _TAKES[self.table.name]
+
+
+JOBS = Slots(tenant_quota, tenants.c.max_jobs, "max_jobs")
+MANUAL_RUNS = Slots(manual_quota, tenants.c.max_pending_manual_runs, "max_pending_manual_runs")
+
+_TAKES = {
+    table.name: (
+        f"UPDATE {table.name} SET used = used + CAST(%(want)s AS BIGINT) "
+        "WHERE tenant = %(tenant)s AND slot = CAST(%(slot)s AS INTEGER) "
+        "AND used + CAST(%(want)s AS BIGINT) <= allowance"
+    )
+    for table in (tenant_quota, manual_quota)
+}
+
+TAKE_FIRST = "WITH taken AS (" + JOBS.take_sql + " RETURNING slot) "
 """A create's units taken in its jobs' insert (:func:`taken_in_insert`):
 this CTE before the insert, and the insert's rows only ``WHERE EXISTS
 (SELECT 1 FROM taken)``: no row inserted, the slot was dry. Parameters
 ``tenant``, ``slot``, ``want`` as :func:`take`'s."""
 
-_SET_SLOT = (
-    tenant_quota.update()
-    .where(tenant_quota.c.tenant == sa.bindparam("b_tenant"), tenant_quota.c.slot == sa.bindparam("b_slot"))
-    .values(used=sa.bindparam("b_used"), allowance=sa.bindparam("b_allowance"))
-)
+
+def _set_slot(rows: Slots):
+    return (
+        rows.table.update()
+        .where(rows.table.c.tenant == sa.bindparam("b_tenant"), rows.table.c.slot == sa.bindparam("b_slot"))
+        .values(used=sa.bindparam("b_used"), allowance=sa.bindparam("b_allowance"))
+    )
 
 
 class SlotPicker:
@@ -97,10 +125,13 @@ round trips more, small beside the inserts of that many jobs) rather than
 raising :class:`SlotDry` (which runs the caller's transaction again)."""
 
 
-def take(conn: Connection, caps: Capabilities, tenant: str, slot: int, want: int, *, deal: bool = False) -> int:
-    """Take up to ``want`` units for ``tenant`` from ``slot``; returns how
-    many were taken (fewer than ``want`` only when the tenant has fewer
-    than that left under its ``max_jobs``).
+def take(
+    conn: Connection, caps: Capabilities, tenant: str, slot: int, want: int, *, deal: bool = False, rows: Slots = JOBS
+) -> int:
+    """Take up to ``want`` units of the quota ``rows`` for ``tenant`` from
+    ``slot``; returns how many were taken (fewer than ``want`` only when the
+    tenant has fewer than that left under its limit, ``max_jobs`` for
+    :data:`JOBS`).
 
     One conditional UPDATE of the slot's row when its allowance covers
     ``want``. Otherwise every slot of the tenant is read under row locks
@@ -128,21 +159,21 @@ def take(conn: Connection, caps: Capabilities, tenant: str, slot: int, want: int
     if want <= 0:
         return 0
     if deal:
-        return _deal(conn, caps, tenant, slot=slot, want=want)
+        return _deal(conn, caps, tenant, rows, slot=slot, want=want)
     if not caps.row_locks:
-        if _take_from_slot(conn, caps, tenant, slot, want):
+        if _take_from_slot(conn, caps, rows, tenant, slot, want):
             return want
-        return _deal(conn, caps, tenant, slot=slot, want=want)
+        return _deal(conn, caps, tenant, rows, slot=slot, want=want)
     if want < SAVEPOINT_FROM:
-        if _take_from_slot(conn, caps, tenant, slot, want):
+        if _take_from_slot(conn, caps, rows, tenant, slot, want):
             return want
         raise SlotDry(tenant, slot)
     savepoint = conn.begin_nested()
-    if _take_from_slot(conn, caps, tenant, slot, want):
+    if _take_from_slot(conn, caps, rows, tenant, slot, want):
         savepoint.commit()
         return want
     savepoint.rollback()
-    return _deal(conn, caps, tenant, slot=slot, want=want)
+    return _deal(conn, caps, tenant, rows, slot=slot, want=want)
 
 
 def taken_in_insert(caps: Capabilities, want: int, *, deal: bool = False) -> bool:
@@ -154,76 +185,89 @@ def taken_in_insert(caps: Capabilities, want: int, *, deal: bool = False) -> boo
     return caps.row_locks and not caps.is_sqlite and not deal and 0 < want < SAVEPOINT_FROM
 
 
-def _take_from_slot(conn: Connection, caps: Capabilities, tenant: str, slot: int, want: int) -> bool:
+def _take_from_slot(conn: Connection, caps: Capabilities, rows: Slots, tenant: str, slot: int, want: int) -> bool:
     """Whether ``slot`` covered ``want`` (then taken from it): one
     conditional update."""
     if caps.is_sqlite:
+        table = rows.table
         return bool(conn.execute(
-            tenant_quota.update()
-            .where(
-                tenant_quota.c.tenant == tenant,
-                tenant_quota.c.slot == slot,
-                tenant_quota.c.used + want <= tenant_quota.c.allowance,
-            )
-            .values(used=tenant_quota.c.used + want)
+            table.update()
+            .where(table.c.tenant == tenant, table.c.slot == slot, table.c.used + want <= table.c.allowance)
+            .values(used=table.c.used + want)
         ).rowcount)  # fmt: skip
-    return bool(driver.rowcount(conn, _TAKE, dict(tenant=tenant, slot=slot, want=want)))
+    return bool(driver.rowcount(conn, rows.take_sql, dict(tenant=tenant, slot=slot, want=want)))
 
 
-def give_back(conn: Connection, tenant: str, counted: Mapping[int, int]) -> None:
+def give_back(conn: Connection, tenant: str, counted: Mapping[int, int], *, rows: Slots = JOBS) -> None:
     """Give back units: ``counted`` maps a slot to how many of the
-    tenant's jobs it counted that are gone. Each leaves its slot with its
-    allowance (the unit returns to the pool at the next deal): were it left
-    in the slot's allowance, a tenant whose ``max_jobs`` was lowered under
-    its count could create again before deletes brought it under."""
-    for slot, count in counted.items():
-        if count:
-            conn.execute(
-                tenant_quota.update()
-                .where(tenant_quota.c.tenant == tenant, tenant_quota.c.slot == slot)
-                .values(used=tenant_quota.c.used - count, allowance=tenant_quota.c.allowance - count)
-            )
+    tenant's units it counted that are gone (jobs deleted, manual runs
+    started or ended). Each leaves its slot with its allowance (the unit
+    returns to the pool at the next deal): were it left in the slot's
+    allowance, a tenant whose limit was lowered under its count could take
+    again before the count came under it. One statement, a parameter set
+    per slot, in the order given (callers give slot order)."""
+    give_back_all(conn, {(tenant, slot): count for slot, count in counted.items()}, rows=rows)
 
 
-def redeal(conn: Connection, caps: Capabilities, tenant: str) -> None:
-    """Spread the tenant's ``max_jobs`` over its slots again (it changed in
-    this transaction, or the tenant is new and has no rows yet)."""
-    _deal(conn, caps, tenant)
+def give_back_all(conn: Connection, counted: Mapping[tuple[str, int], int], *, rows: Slots = JOBS) -> None:
+    """:func:`give_back` for several tenants at once: ``counted`` maps a
+    (tenant, slot) to its units gone, in the order to write them (tenant,
+    then slot: the order a deal locks them in)."""
+    table = rows.table
+    parameters = [dict(b_tenant=tenant, b_slot=slot, b_count=count) for (tenant, slot), count in counted.items() if count]
+    if parameters:
+        conn.execute(
+            table.update()
+            .where(table.c.tenant == sa.bindparam("b_tenant"), table.c.slot == sa.bindparam("b_slot"))
+            .values(used=table.c.used - sa.bindparam("b_count"), allowance=table.c.allowance - sa.bindparam("b_count")),
+            parameters,
+        )
+
+
+def redeal(conn: Connection, caps: Capabilities, tenant: str, *, rows: Slots = JOBS) -> None:
+    """Spread the tenant's limit of the quota ``rows`` over its slots again
+    (it changed in this transaction, or the tenant is new and has no rows
+    yet)."""
+    _deal(conn, caps, tenant, rows)
+
+
+def counted(conn: Connection, tenant: str, *, rows: Slots = JOBS) -> int:
+    """What the tenant's slots of the quota ``rows`` count: its jobs
+    (:data:`JOBS`) or its manual runs not started (:data:`MANUAL_RUNS`)."""
+    table = rows.table
+    return int(
+        conn.execute(sa.select(sa.func.coalesce(sa.func.sum(table.c.used), 0)).where(table.c.tenant == tenant)).scalar()
+    )
 
 
 def job_count(conn: Connection, tenant: str) -> int:
     """How many jobs the tenant has: what its slots count."""
-    return int(
-        conn.execute(
-            sa.select(sa.func.coalesce(sa.func.sum(tenant_quota.c.used), 0)).where(tenant_quota.c.tenant == tenant)
-        ).scalar()
-    )
+    return counted(conn, tenant)
 
 
-def _deal(conn: Connection, caps: Capabilities, tenant: str, *, slot: int = 0, want: int = 0) -> int:
+def _deal(conn: Connection, caps: Capabilities, tenant: str, rows: Slots, *, slot: int = 0, want: int = 0) -> int:
+    table = rows.table
     # In slot order: two deals lock the rows in one order, never deadlock.
     query = (
-        sa.select(tenant_quota.c.slot, tenant_quota.c.used, tenant_quota.c.allowance)
-        .where(tenant_quota.c.tenant == tenant)
-        .order_by(tenant_quota.c.slot)
+        sa.select(table.c.slot, table.c.used, table.c.allowance).where(table.c.tenant == tenant).order_by(table.c.slot)
     )
     if caps.row_locks:
         query = query.with_for_update()
-    rows = {row.slot: (row.used, row.allowance) for row in conn.execute(query)}
-    max_jobs = conn.execute(sa.select(tenants.c.max_jobs).where(tenants.c.name == tenant)).scalar() or 0
-    decision = deal({index: used for index, (used, _) in rows.items()}, max_jobs, slot=slot, want=want)
+    found = {row.slot: (row.used, row.allowance) for row in conn.execute(query)}
+    limit = conn.execute(sa.select(rows.limit).where(tenants.c.name == tenant)).scalar() or 0
+    decision = deal({index: used for index, (used, _) in found.items()}, limit, slot=slot, want=want)
     changed = [
         dict(b_tenant=tenant, b_slot=index, b_used=used, b_allowance=allowance)
         for index, (used, allowance) in decision.slots.items()
-        if index in rows and rows[index] != (used, allowance)
+        if index in found and found[index] != (used, allowance)
     ]
     missing = [
         dict(tenant=tenant, slot=index, used=used, allowance=allowance)
         for index, (used, allowance) in decision.slots.items()
-        if index not in rows
+        if index not in found
     ]
     if changed:
-        conn.execute(_SET_SLOT, changed)
+        conn.execute(_set_slot(rows), changed)
     if missing:
-        conn.execute(tenant_quota.insert(), missing)
+        conn.execute(table.insert(), missing)
     return decision.granted

@@ -25,6 +25,7 @@ tenants = sa.Table(
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("max_pending_manual_runs", sa.BigInteger, nullable=False),  # migration 0035
 )
 
 api_keys = sa.Table(
@@ -112,6 +113,18 @@ tenant_quota = sa.Table(
     sa.Column("allowance", sa.BigInteger, nullable=False),
 )
 
+manual_quota = sa.Table(
+    "manual_quota",
+    metadata,
+    sa.Column("tenant", sa.Text, primary_key=True),
+    sa.Column("slot", sa.Integer, primary_key=True),
+    sa.Column("used", sa.BigInteger, nullable=False),
+    sa.Column("allowance", sa.BigInteger, nullable=False),
+)
+"""The pending-manual-runs quota's slots (migration 0035), as
+:data:`tenant_quota` is the max-jobs quota's: ``used`` counts the tenant's
+manual runs not started that name the slot in ``executions.manual_slot``."""
+
 job_revisions = sa.Table(
     "job_revisions",
     metadata,
@@ -177,6 +190,8 @@ executions = sa.Table(
     sa.Column("attempt_output", sa.LargeBinary),
     # The delivery the worker a running row was dealt to said, saying hello, it does not hold (migration 0031).
     sa.Column("unheld_delivery", sa.Integer),
+    # The manual_quota slot that counts a manual run until it starts or ends (migration 0035); NULL otherwise.
+    sa.Column("manual_slot", sa.Integer),
 )
 
 attempts = sa.Table(

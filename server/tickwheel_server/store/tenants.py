@@ -19,6 +19,8 @@ from .tables import api_keys, tenants
 DEFAULT_MAX_JOBS = 100_000
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
 DEFAULT_REQUESTS_PER_SECOND = 100
+DEFAULT_MAX_PENDING_MANUAL_RUNS = 10_000
+"""One Backfill call's most occurrences (``api.scheduler``) fits."""
 
 LIMIT_MAX_JOBS = 1_000_000_000
 """The largest ``max_jobs`` an operator may set: far above what a store
@@ -28,6 +30,9 @@ LIMIT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 takes by default, so no payload over it can arrive anyway."""
 LIMIT_REQUESTS_PER_SECOND = 1_000_000
 """The largest ``requests_per_second``."""
+LIMIT_MAX_PENDING_MANUAL_RUNS = 10_000_000
+"""The largest ``max_pending_manual_runs``: a queue the hand-out scans
+every tenant share could hold that many of one tenant's runs."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class Tenant:
     max_jobs: int = DEFAULT_MAX_JOBS
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     requests_per_second: int = DEFAULT_REQUESTS_PER_SECOND
+    max_pending_manual_runs: int = DEFAULT_MAX_PENDING_MANUAL_RUNS
     state: str = "active"
     pause_reason: str = ""
     created_at: datetime | None = None
@@ -68,6 +74,7 @@ def _tenant_from_row(row) -> Tenant:
         max_jobs=row.max_jobs,
         max_payload_bytes=row.max_payload_bytes,
         requests_per_second=row.requests_per_second,
+        max_pending_manual_runs=row.max_pending_manual_runs,
         state=row.state,
         pause_reason=row.pause_reason,
         created_at=from_us(row.created_at),
@@ -134,6 +141,7 @@ class TenantStore(SqlStore):
                     max_jobs=tenant.max_jobs,
                     max_payload_bytes=tenant.max_payload_bytes,
                     requests_per_second=tenant.requests_per_second,
+                    max_pending_manual_runs=tenant.max_pending_manual_runs,
                     state="active",
                     pause_reason="",
                     created_at=now_us,
@@ -142,6 +150,7 @@ class TenantStore(SqlStore):
                 )
             )
             quota.redeal(conn, self.caps, tenant.name)
+            quota.redeal(conn, self.caps, tenant.name, rows=quota.MANUAL_RUNS)
             issued = _insert_key(conn, tenant.name, key_description, now_us)
             return _get_tenant(conn, tenant.name), issued
 
@@ -156,6 +165,12 @@ class TenantStore(SqlStore):
         an unknown tenant."""
         return await self._tx(lambda conn: quota.job_count(conn, name))
 
+    async def pending_manual_runs(self, name: str) -> int:
+        """How many of the tenant's manual runs (triggers, backfills) wait
+        to start: what its ``max_pending_manual_runs`` slots count; 0 for an
+        unknown tenant."""
+        return await self._tx(lambda conn: quota.counted(conn, name, rows=quota.MANUAL_RUNS))
+
     async def list(self, *, after: str = "", limit: int = 100) -> list[Tenant]:
         """Up to ``limit`` tenants with names after ``after``, by name."""
 
@@ -167,9 +182,12 @@ class TenantStore(SqlStore):
 
     async def update(self, name: str, *, expected_version: int = 0, **changes) -> Tenant:
         """Change settings (weight, max_concurrency, max_jobs, max_payload_bytes,
-        requests_per_second, state, pause_reason). ``expected_version`` 0 skips
-        the optimistic check; otherwise a stale one raises VersionConflict."""
-        allowed = {"weight", "max_concurrency", "max_jobs", "max_payload_bytes", "requests_per_second", "state", "pause_reason"}
+        requests_per_second, max_pending_manual_runs, state, pause_reason).
+        ``expected_version`` 0 skips the optimistic check; otherwise a stale
+        one raises VersionConflict. A changed quota counted in slots is
+        dealt again in the same transaction."""
+        allowed = {"weight", "max_concurrency", "max_jobs", "max_payload_bytes", "requests_per_second",
+                   "max_pending_manual_runs", "state", "pause_reason"}
         unknown = set(changes) - allowed
         if unknown:
             raise ValueError(f"not tenant settings: {sorted(unknown)}")
@@ -186,8 +204,9 @@ class TenantStore(SqlStore):
                 .where(tenants.c.name == name)
                 .values(**changes, updated_at=now_us, version=current.version + 1)
             )
-            if "max_jobs" in changes and changes["max_jobs"] != current.max_jobs:
-                quota.redeal(conn, self.caps, name)
+            for rows in (quota.JOBS, quota.MANUAL_RUNS):
+                if rows.name in changes and changes[rows.name] != getattr(current, rows.name):
+                    quota.redeal(conn, self.caps, name, rows=rows)
             return replace(current, **changes, updated_at=from_us(now_us), version=current.version + 1)
 
         return await self._tx(fn)

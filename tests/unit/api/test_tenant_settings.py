@@ -7,12 +7,18 @@ from tickwheel.v1 import admin_pb2
 
 from tickwheel_server.api.admin import tenant_settings
 from tickwheel_server.errors import InvalidArgument
-from tickwheel_server.store.tenants import LIMIT_MAX_JOBS, LIMIT_MAX_PAYLOAD_BYTES, LIMIT_REQUESTS_PER_SECOND
+from tickwheel_server.store.tenants import (
+    LIMIT_MAX_JOBS,
+    LIMIT_MAX_PAYLOAD_BYTES,
+    LIMIT_MAX_PENDING_MANUAL_RUNS,
+    LIMIT_REQUESTS_PER_SECOND,
+)
 
 LIMITS = {
     "max_jobs": LIMIT_MAX_JOBS,
     "max_payload_bytes": LIMIT_MAX_PAYLOAD_BYTES,
     "requests_per_second": LIMIT_REQUESTS_PER_SECOND,
+    "max_pending_manual_runs": LIMIT_MAX_PENDING_MANUAL_RUNS,
 }
 
 

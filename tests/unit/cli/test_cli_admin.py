@@ -82,3 +82,22 @@ def test_tenant_pause_sends_the_reason_and_resume_the_name(cli, fake, operator) 
     resumed = cli(*operator, "admin", "tenant", "resume", "acme")
     assert resumed.code == 0 and resumed.last_line == "resumed tenant acme"
     assert fake.requests("ResumeTenant")[0].name == "acme"
+
+
+def test_the_manual_run_quota_is_set_by_its_flag_and_read_by_tenant_get(cli, fake, operator) -> None:
+    stored = admin_pb2.Tenant(name="acme", quotas=admin_pb2.TenantQuotas(max_jobs=500, max_pending_manual_runs=40))
+    fake.reply("GetTenant", admin_pb2.GetTenantResponse(tenant=stored, job_count=7, pending_manual_runs=12))
+    fake.reply("UpdateTenant", lambda request, _ctx: admin_pb2.UpdateTenantResponse(tenant=request.tenant))
+    fake.reply("CreateTenant", lambda request, _ctx: admin_pb2.CreateTenantResponse(
+        tenant=request.tenant, api_key=admin_pb2.IssuedSecret(id="key_1", secret="tw_s")))  # fmt: skip
+    result = cli(*operator, "admin", "tenant", "update", "acme", "--max-pending-manual-runs", "90")
+    assert result.code == 0, result.err
+    request = fake.requests("UpdateTenant")[0]
+    assert list(request.update_mask.paths) == ["quotas"]
+    assert (request.tenant.quotas.max_pending_manual_runs, request.tenant.quotas.max_jobs) == (90, 500)
+    created = cli(*operator, "admin", "tenant", "create", "beta", "--max-pending-manual-runs", "5")
+    assert created.code == 0, created.err
+    assert fake.requests("CreateTenant")[0].tenant.quotas.max_pending_manual_runs == 5
+    shown = cli(*operator, "admin", "tenant", "get", "acme")
+    assert "manual runs waiting: 12" in shown.out and "40 manual runs waiting" in shown.out
+    assert cli(*operator, "admin", "tenant", "update", "acme", "--max-pending-manual-runs", "-1").code != 0

@@ -169,14 +169,16 @@ class Tenant(_message.Message):
     def __init__(self, name: _Optional[str] = ..., weight: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., quotas: _Optional[_Union[TenantQuotas, _Mapping]] = ..., state: _Optional[_Union[TenantState, str]] = ..., pause_reason: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
 
 class TenantQuotas(_message.Message):
-    __slots__ = ("max_jobs", "max_payload_bytes", "requests_per_second")
+    __slots__ = ("max_jobs", "max_payload_bytes", "requests_per_second", "max_pending_manual_runs")
     MAX_JOBS_FIELD_NUMBER: _ClassVar[int]
     MAX_PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    MAX_PENDING_MANUAL_RUNS_FIELD_NUMBER: _ClassVar[int]
     max_jobs: int
     max_payload_bytes: int
     requests_per_second: int
-    def __init__(self, max_jobs: _Optional[int] = ..., max_payload_bytes: _Optional[int] = ..., requests_per_second: _Optional[int] = ...) -> None: ...
+    max_pending_manual_runs: int
+    def __init__(self, max_jobs: _Optional[int] = ..., max_payload_bytes: _Optional[int] = ..., requests_per_second: _Optional[int] = ..., max_pending_manual_runs: _Optional[int] = ...) -> None: ...
 
 class CreateTenantRequest(_message.Message):
     __slots__ = ("tenant",)
@@ -207,12 +209,14 @@ class GetTenantRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class GetTenantResponse(_message.Message):
-    __slots__ = ("tenant", "job_count")
+    __slots__ = ("tenant", "job_count", "pending_manual_runs")
     TENANT_FIELD_NUMBER: _ClassVar[int]
     JOB_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PENDING_MANUAL_RUNS_FIELD_NUMBER: _ClassVar[int]
     tenant: Tenant
     job_count: int
-    def __init__(self, tenant: _Optional[_Union[Tenant, _Mapping]] = ..., job_count: _Optional[int] = ...) -> None: ...
+    pending_manual_runs: int
+    def __init__(self, tenant: _Optional[_Union[Tenant, _Mapping]] = ..., job_count: _Optional[int] = ..., pending_manual_runs: _Optional[int] = ...) -> None: ...
 
 class ListTenantsRequest(_message.Message):
     __slots__ = ("page_size", "page_token")

@@ -848,7 +848,8 @@ func (x *Tenant) GetVersion() int64 {
 // written.
 type TenantQuotas struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Most jobs the tenant may have. Default 100 000; 0 means the default.
+	// Most jobs the tenant may have. Default 100 000, at most 1 000 000 000;
+	// 0 means the default.
 	MaxJobs int64 `protobuf:"varint,1,opt,name=max_jobs,json=maxJobs,proto3" json:"max_jobs,omitempty"`
 	// Largest job or trigger payload in bytes. Default 65 536; 0 means the
 	// default.
@@ -856,8 +857,13 @@ type TenantQuotas struct {
 	// Sustained API requests per second across the cluster. Default 100; 0
 	// means the default.
 	RequestsPerSecond int32 `protobuf:"varint,3,opt,name=requests_per_second,json=requestsPerSecond,proto3" json:"requests_per_second,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Most manual runs (TriggerJob, BackfillJob) the tenant may have waiting
+	// to start: each run created counts until it starts or ends. Default
+	// 10 000, at most 10 000 000; 0 means the default. A trigger or a whole
+	// backfill over it is refused RESOURCE_EXHAUSTED, nothing written.
+	MaxPendingManualRuns int64 `protobuf:"varint,4,opt,name=max_pending_manual_runs,json=maxPendingManualRuns,proto3" json:"max_pending_manual_runs,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *TenantQuotas) Reset() {
@@ -907,6 +913,13 @@ func (x *TenantQuotas) GetMaxPayloadBytes() int64 {
 func (x *TenantQuotas) GetRequestsPerSecond() int32 {
 	if x != nil {
 		return x.RequestsPerSecond
+	}
+	return 0
+}
+
+func (x *TenantQuotas) GetMaxPendingManualRuns() int64 {
+	if x != nil {
+		return x.MaxPendingManualRuns
 	}
 	return 0
 }
@@ -1119,9 +1132,12 @@ type GetTenantResponse struct {
 	// The tenant.
 	Tenant *Tenant `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// How many jobs it has.
-	JobCount      int64 `protobuf:"varint,2,opt,name=job_count,json=jobCount,proto3" json:"job_count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	JobCount int64 `protobuf:"varint,2,opt,name=job_count,json=jobCount,proto3" json:"job_count,omitempty"`
+	// How many of its manual runs wait to start (what max_pending_manual_runs
+	// counts).
+	PendingManualRuns int64 `protobuf:"varint,3,opt,name=pending_manual_runs,json=pendingManualRuns,proto3" json:"pending_manual_runs,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetTenantResponse) Reset() {
@@ -1164,6 +1180,13 @@ func (x *GetTenantResponse) GetTenant() *Tenant {
 func (x *GetTenantResponse) GetJobCount() int64 {
 	if x != nil {
 		return x.JobCount
+	}
+	return 0
+}
+
+func (x *GetTenantResponse) GetPendingManualRuns() int64 {
+	if x != nil {
+		return x.PendingManualRuns
 	}
 	return 0
 }
@@ -3492,11 +3515,12 @@ const file_tickwheel_v1_admin_proto_rawDesc = "" +
 	"\fpause_reason\x18\x06 \x01(\tR\vpauseReason\x129\n" +
 	"\n" +
 	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x18\n" +
-	"\aversion\x18\b \x01(\x03R\aversion\"\x85\x01\n" +
+	"\aversion\x18\b \x01(\x03R\aversion\"\xbc\x01\n" +
 	"\fTenantQuotas\x12\x19\n" +
 	"\bmax_jobs\x18\x01 \x01(\x03R\amaxJobs\x12*\n" +
 	"\x11max_payload_bytes\x18\x02 \x01(\x03R\x0fmaxPayloadBytes\x12.\n" +
-	"\x13requests_per_second\x18\x03 \x01(\x05R\x11requestsPerSecond\"C\n" +
+	"\x13requests_per_second\x18\x03 \x01(\x05R\x11requestsPerSecond\x125\n" +
+	"\x17max_pending_manual_runs\x18\x04 \x01(\x03R\x14maxPendingManualRuns\"C\n" +
 	"\x13CreateTenantRequest\x12,\n" +
 	"\x06tenant\x18\x01 \x01(\v2\x14.tickwheel.v1.TenantR\x06tenant\"y\n" +
 	"\x14CreateTenantResponse\x12,\n" +
@@ -3506,10 +3530,11 @@ const file_tickwheel_v1_admin_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\"&\n" +
 	"\x10GetTenantRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"^\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x8e\x01\n" +
 	"\x11GetTenantResponse\x12,\n" +
 	"\x06tenant\x18\x01 \x01(\v2\x14.tickwheel.v1.TenantR\x06tenant\x12\x1b\n" +
-	"\tjob_count\x18\x02 \x01(\x03R\bjobCount\"P\n" +
+	"\tjob_count\x18\x02 \x01(\x03R\bjobCount\x12.\n" +
+	"\x13pending_manual_runs\x18\x03 \x01(\x03R\x11pendingManualRuns\"P\n" +
 	"\x12ListTenantsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +

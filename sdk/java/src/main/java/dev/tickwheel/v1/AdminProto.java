@@ -331,200 +331,203 @@ public final class AdminProto extends com.google.protobuf.GeneratedFile {
       "\001(\0162\031.tickwheel.v1.TenantStateR\005state\022!\n" +
       "\014pause_reason\030\006 \001(\tR\013pauseReason\0229\n\ncrea" +
       "ted_at\030\007 \001(\0132\032.google.protobuf.Timestamp" +
-      "R\tcreatedAt\022\030\n\007version\030\010 \001(\003R\007version\"\205\001" +
+      "R\tcreatedAt\022\030\n\007version\030\010 \001(\003R\007version\"\274\001" +
       "\n\014TenantQuotas\022\031\n\010max_jobs\030\001 \001(\003R\007maxJob" +
       "s\022*\n\021max_payload_bytes\030\002 \001(\003R\017maxPayload" +
       "Bytes\022.\n\023requests_per_second\030\003 \001(\005R\021requ" +
-      "estsPerSecond\"C\n\023CreateTenantRequest\022,\n\006" +
-      "tenant\030\001 \001(\0132\024.tickwheel.v1.TenantR\006tena" +
-      "nt\"y\n\024CreateTenantResponse\022,\n\006tenant\030\001 \001" +
-      "(\0132\024.tickwheel.v1.TenantR\006tenant\0223\n\007api_" +
-      "key\030\002 \001(\0132\032.tickwheel.v1.IssuedSecretR\006a" +
-      "piKey\"6\n\014IssuedSecret\022\016\n\002id\030\001 \001(\tR\002id\022\026\n" +
-      "\006secret\030\002 \001(\tR\006secret\"&\n\020GetTenantReques" +
-      "t\022\022\n\004name\030\001 \001(\tR\004name\"^\n\021GetTenantRespon" +
-      "se\022,\n\006tenant\030\001 \001(\0132\024.tickwheel.v1.Tenant" +
-      "R\006tenant\022\033\n\tjob_count\030\002 \001(\003R\010jobCount\"P\n" +
-      "\022ListTenantsRequest\022\033\n\tpage_size\030\001 \001(\005R\010" +
-      "pageSize\022\035\n\npage_token\030\002 \001(\tR\tpageToken\"" +
-      "m\n\023ListTenantsResponse\022.\n\007tenants\030\001 \003(\0132" +
-      "\024.tickwheel.v1.TenantR\007tenants\022&\n\017next_p" +
-      "age_token\030\002 \001(\tR\rnextPageToken\"\200\001\n\023Updat" +
-      "eTenantRequest\022,\n\006tenant\030\001 \001(\0132\024.tickwhe" +
-      "el.v1.TenantR\006tenant\022;\n\013update_mask\030\002 \001(" +
-      "\0132\032.google.protobuf.FieldMaskR\nupdateMas" +
-      "k\"D\n\024UpdateTenantResponse\022,\n\006tenant\030\001 \001(" +
-      "\0132\024.tickwheel.v1.TenantR\006tenant\"@\n\022Pause" +
-      "TenantRequest\022\022\n\004name\030\001 \001(\tR\004name\022\026\n\006rea" +
-      "son\030\002 \001(\tR\006reason\"C\n\023PauseTenantResponse" +
-      "\022,\n\006tenant\030\001 \001(\0132\024.tickwheel.v1.TenantR\006" +
-      "tenant\")\n\023ResumeTenantRequest\022\022\n\004name\030\001 " +
-      "\001(\tR\004name\"D\n\024ResumeTenantResponse\022,\n\006ten" +
-      "ant\030\001 \001(\0132\024.tickwheel.v1.TenantR\006tenant\"" +
-      "\310\001\n\006ApiKey\022\016\n\002id\030\001 \001(\tR\002id\022\026\n\006tenant\030\002 \001" +
-      "(\tR\006tenant\022 \n\013description\030\003 \001(\tR\013descrip" +
-      "tion\0229\n\ncreated_at\030\004 \001(\0132\032.google.protob" +
-      "uf.TimestampR\tcreatedAt\0229\n\nexpires_at\030\005 " +
-      "\001(\0132\032.google.protobuf.TimestampR\texpires" +
-      "At\"N\n\022IssueApiKeyRequest\022\026\n\006tenant\030\001 \001(\t" +
-      "R\006tenant\022 \n\013description\030\002 \001(\tR\013descripti" +
-      "on\"J\n\023IssueApiKeyResponse\0223\n\007api_key\030\001 \001" +
-      "(\0132\032.tickwheel.v1.IssuedSecretR\006apiKey\"V" +
-      "\n\023RotateApiKeyRequest\022\016\n\002id\030\001 \001(\tR\002id\022/\n" +
-      "\005grace\030\002 \001(\0132\031.google.protobuf.DurationR" +
-      "\005grace\"\224\001\n\024RotateApiKeyResponse\0223\n\007api_k" +
-      "ey\030\001 \001(\0132\032.tickwheel.v1.IssuedSecretR\006ap" +
-      "iKey\022G\n\022old_key_expires_at\030\002 \001(\0132\032.googl" +
-      "e.protobuf.TimestampR\017oldKeyExpiresAt\"%\n" +
-      "\023RevokeApiKeyRequest\022\016\n\002id\030\001 \001(\tR\002id\"\026\n\024" +
-      "RevokeApiKeyResponse\",\n\022ListApiKeysReque" +
-      "st\022\026\n\006tenant\030\001 \001(\tR\006tenant\"F\n\023ListApiKey" +
-      "sResponse\022/\n\010api_keys\030\001 \003(\0132\024.tickwheel." +
-      "v1.ApiKeyR\007apiKeys\"\311\001\n\020WorkerCredential\022" +
-      "\016\n\002id\030\001 \001(\tR\002id\022\030\n\007tenants\030\002 \003(\tR\007tenant" +
-      "s\022\032\n\010handlers\030\003 \003(\tR\010handlers\022\022\n\004http\030\004 " +
-      "\001(\010R\004http\022 \n\013description\030\005 \001(\tR\013descript" +
-      "ion\0229\n\ncreated_at\030\006 \001(\0132\032.google.protobu" +
-      "f.TimestampR\tcreatedAt\"\212\001\n\034IssueWorkerCr" +
-      "edentialRequest\022\030\n\007tenants\030\001 \003(\tR\007tenant" +
-      "s\022\032\n\010handlers\030\002 \003(\tR\010handlers\022\022\n\004http\030\003 " +
-      "\001(\010R\004http\022 \n\013description\030\004 \001(\tR\013descript" +
-      "ion\"[\n\035IssueWorkerCredentialResponse\022:\n\n" +
-      "credential\030\001 \001(\0132\032.tickwheel.v1.IssuedSe" +
-      "cretR\ncredential\"/\n\035RevokeWorkerCredenti" +
-      "alRequest\022\016\n\002id\030\001 \001(\tR\002id\" \n\036RevokeWorke" +
-      "rCredentialResponse\"6\n\034ListWorkerCredent" +
-      "ialsRequest\022\026\n\006tenant\030\001 \001(\tR\006tenant\"a\n\035L" +
-      "istWorkerCredentialsResponse\022@\n\013credenti" +
-      "als\030\001 \003(\0132\036.tickwheel.v1.WorkerCredentia" +
-      "lR\013credentials\"\266\001\n\021SearchJobsRequest\022\026\n\006" +
-      "tenant\030\001 \001(\tR\006tenant\022\037\n\013name_prefix\030\002 \001(" +
-      "\tR\nnamePrefix\022,\n\005state\030\003 \001(\0162\026.tickwheel" +
-      ".v1.JobStateR\005state\022\033\n\tpage_size\030\004 \001(\005R\010" +
-      "pageSize\022\035\n\npage_token\030\005 \001(\tR\tpageToken\"" +
-      "c\n\022SearchJobsResponse\022%\n\004jobs\030\001 \003(\0132\021.ti" +
-      "ckwheel.v1.JobR\004jobs\022&\n\017next_page_token\030" +
-      "\002 \001(\tR\rnextPageToken\"\245\002\n\027SearchExecution" +
-      "sRequest\022\026\n\006tenant\030\001 \001(\tR\006tenant\022\025\n\006job_" +
-      "id\030\002 \001(\tR\005jobId\0229\n\010statuses\030\003 \003(\0162\035.tick" +
-      "wheel.v1.ExecutionStatusR\010statuses\0223\n\007fr" +
-      "om_at\030\004 \001(\0132\032.google.protobuf.TimestampR" +
-      "\006fromAt\022/\n\005to_at\030\005 \001(\0132\032.google.protobuf" +
-      ".TimestampR\004toAt\022\033\n\tpage_size\030\006 \001(\005R\010pag" +
-      "eSize\022\035\n\npage_token\030\007 \001(\tR\tpageToken\"{\n\030" +
-      "SearchExecutionsResponse\0227\n\nexecutions\030\001" +
-      " \003(\0132\027.tickwheel.v1.ExecutionR\nexecution" +
-      "s\022&\n\017next_page_token\030\002 \001(\tR\rnextPageToke" +
-      "n\"b\n\022DrainServerRequest\022\033\n\tserver_id\030\001 \001" +
-      "(\tR\010serverId\022/\n\005grace\030\002 \001(\0132\031.google.pro" +
-      "tobuf.DurationR\005grace\"o\n\023DrainServerResp" +
-      "onse\022/\n\023partitions_released\030\001 \001(\005R\022parti" +
-      "tionsReleased\022\'\n\017workers_drained\030\002 \001(\005R\016" +
-      "workersDrained\"\310\004\n\005Alert\022\016\n\002id\030\001 \001(\tR\002id" +
-      "\022+\n\004kind\030\002 \001(\0162\027.tickwheel.v1.AlertKindR" +
-      "\004kind\0227\n\010severity\030\003 \001(\0162\033.tickwheel.v1.A" +
-      "lertSeverityR\010severity\022\026\n\006tenant\030\004 \001(\tR\006" +
-      "tenant\022\025\n\006job_id\030\005 \001(\tR\005jobId\022!\n\014executi" +
-      "on_id\030\006 \001(\tR\013executionId\022\033\n\tserver_id\030\007 " +
-      "\001(\tR\010serverId\022\030\n\007summary\030\010 \001(\tR\007summary\022" +
-      ":\n\007details\030\t \003(\0132 .tickwheel.v1.Alert.De" +
-      "tailsEntryR\007details\0227\n\traised_at\030\n \001(\0132\032" +
-      ".google.protobuf.TimestampR\010raisedAt\022<\n\014" +
-      "last_seen_at\030\013 \001(\0132\032.google.protobuf.Tim" +
-      "estampR\nlastSeenAt\022\024\n\005count\030\014 \001(\003R\005count" +
-      "\022;\n\013resolved_at\030\r \001(\0132\032.google.protobuf." +
-      "TimestampR\nresolvedAt\032:\n\014DetailsEntry\022\020\n" +
-      "\003key\030\001 \001(\tR\003key\022\024\n\005value\030\002 \001(\tR\005value:\0028" +
-      "\001\"\301\001\n\021ListAlertsRequest\022)\n\020include_resol" +
-      "ved\030\001 \001(\010R\017includeResolved\022-\n\005kinds\030\002 \003(" +
-      "\0162\027.tickwheel.v1.AlertKindR\005kinds\022\026\n\006ten" +
-      "ant\030\003 \001(\tR\006tenant\022\033\n\tpage_size\030\004 \001(\005R\010pa" +
-      "geSize\022\035\n\npage_token\030\005 \001(\tR\tpageToken\"i\n" +
-      "\022ListAlertsResponse\022+\n\006alerts\030\001 \003(\0132\023.ti" +
-      "ckwheel.v1.AlertR\006alerts\022&\n\017next_page_to" +
-      "ken\030\002 \001(\tR\rnextPageToken\"~\n\022WatchAlertsR" +
-      "equest\022-\n\005kinds\030\001 \003(\0162\027.tickwheel.v1.Ale" +
-      "rtKindR\005kinds\022\026\n\006tenant\030\002 \001(\tR\006tenant\022!\n" +
-      "\014include_open\030\003 \001(\010R\013includeOpen\"@\n\023Watc" +
-      "hAlertsResponse\022)\n\005alert\030\001 \001(\0132\023.tickwhe" +
-      "el.v1.AlertR\005alert\"J\n\031RecomputeSchedules" +
-      "Request\022\024\n\005zones\030\001 \003(\tR\005zones\022\027\n\007dry_run" +
-      "\030\002 \001(\010R\006dryRun\"\223\001\n\032RecomputeSchedulesRes" +
-      "ponse\022%\n\016tzdata_version\030\001 \001(\tR\rtzdataVer" +
-      "sion\022\032\n\010examined\030\002 \001(\003R\010examined\0222\n\007shif" +
-      "ted\030\003 \003(\0132\030.tickwheel.v1.ShiftedRunR\007shi" +
-      "fted\"\301\001\n\nShiftedRun\022\025\n\006job_id\030\001 \001(\tR\005job" +
-      "Id\022\026\n\006tenant\030\002 \001(\tR\006tenant\022A\n\017old_next_r" +
-      "un_at\030\003 \001(\0132\032.google.protobuf.TimestampR" +
-      "\014oldNextRunAt\022A\n\017new_next_run_at\030\004 \001(\0132\032" +
-      ".google.protobuf.TimestampR\014newNextRunAt" +
-      "*]\n\014SessionState\022\035\n\031SESSION_STATE_UNSPEC" +
-      "IFIED\020\000\022\026\n\022SESSION_STATE_LIVE\020\001\022\026\n\022SESSI" +
-      "ON_STATE_LOST\020\002*]\n\013TenantState\022\034\n\030TENANT" +
-      "_STATE_UNSPECIFIED\020\000\022\027\n\023TENANT_STATE_ACT" +
-      "IVE\020\001\022\027\n\023TENANT_STATE_PAUSED\020\002*\206\003\n\tAlert" +
-      "Kind\022\032\n\026ALERT_KIND_UNSPECIFIED\020\000\022\023\n\017ALER" +
-      "T_KIND_LATE\020\001\022\026\n\022ALERT_KIND_SKIPPED\020\002\022\032\n" +
-      "\026ALERT_KIND_DEAD_LETTER\020\003\022\025\n\021ALERT_KIND_" +
-      "POISON\020\004\022\033\n\027ALERT_KIND_CIRCUIT_OPEN\020\005\022 \n" +
-      "\034ALERT_KIND_PARTITION_UNOWNED\020\006\022\031\n\025ALERT" +
-      "_KIND_CLOCK_SKEW\020\007\022\033\n\027ALERT_KIND_TZDATA_" +
-      "SHIFT\020\010\022\035\n\031ALERT_KIND_JOB_UNREADABLE\020\t\022$" +
-      "\n ALERT_KIND_SCHEDULE_UNCOMPUTABLE\020\n\022$\n " +
-      "ALERT_KIND_CALENDAR_RUNS_CHANGED\020\013\022\033\n\027AL" +
-      "ERT_KIND_ETCD_NOSPACE\020\014*\201\001\n\rAlertSeverit" +
-      "y\022\036\n\032ALERT_SEVERITY_UNSPECIFIED\020\000\022\027\n\023ALE" +
-      "RT_SEVERITY_INFO\020\001\022\032\n\026ALERT_SEVERITY_WAR" +
-      "NING\020\002\022\033\n\027ALERT_SEVERITY_CRITICAL\020\0032\252\016\n\014" +
-      "AdminService\022X\n\rClusterStatus\022\".tickwhee" +
-      "l.v1.ClusterStatusRequest\032#.tickwheel.v1" +
-      ".ClusterStatusResponse\022U\n\014CreateTenant\022!" +
-      ".tickwheel.v1.CreateTenantRequest\032\".tick" +
-      "wheel.v1.CreateTenantResponse\022L\n\tGetTena" +
-      "nt\022\036.tickwheel.v1.GetTenantRequest\032\037.tic" +
-      "kwheel.v1.GetTenantResponse\022R\n\013ListTenan" +
-      "ts\022 .tickwheel.v1.ListTenantsRequest\032!.t" +
-      "ickwheel.v1.ListTenantsResponse\022U\n\014Updat" +
-      "eTenant\022!.tickwheel.v1.UpdateTenantReque" +
-      "st\032\".tickwheel.v1.UpdateTenantResponse\022R" +
-      "\n\013PauseTenant\022 .tickwheel.v1.PauseTenant" +
-      "Request\032!.tickwheel.v1.PauseTenantRespon" +
-      "se\022U\n\014ResumeTenant\022!.tickwheel.v1.Resume" +
-      "TenantRequest\032\".tickwheel.v1.ResumeTenan" +
-      "tResponse\022R\n\013IssueApiKey\022 .tickwheel.v1." +
-      "IssueApiKeyRequest\032!.tickwheel.v1.IssueA" +
-      "piKeyResponse\022U\n\014RotateApiKey\022!.tickwhee" +
-      "l.v1.RotateApiKeyRequest\032\".tickwheel.v1." +
-      "RotateApiKeyResponse\022U\n\014RevokeApiKey\022!.t" +
-      "ickwheel.v1.RevokeApiKeyRequest\032\".tickwh" +
-      "eel.v1.RevokeApiKeyResponse\022R\n\013ListApiKe" +
-      "ys\022 .tickwheel.v1.ListApiKeysRequest\032!.t" +
-      "ickwheel.v1.ListApiKeysResponse\022p\n\025Issue" +
-      "WorkerCredential\022*.tickwheel.v1.IssueWor" +
-      "kerCredentialRequest\032+.tickwheel.v1.Issu" +
-      "eWorkerCredentialResponse\022s\n\026RevokeWorke" +
-      "rCredential\022+.tickwheel.v1.RevokeWorkerC" +
-      "redentialRequest\032,.tickwheel.v1.RevokeWo" +
-      "rkerCredentialResponse\022p\n\025ListWorkerCred" +
-      "entials\022*.tickwheel.v1.ListWorkerCredent" +
-      "ialsRequest\032+.tickwheel.v1.ListWorkerCre" +
-      "dentialsResponse\022O\n\nSearchJobs\022\037.tickwhe" +
-      "el.v1.SearchJobsRequest\032 .tickwheel.v1.S" +
-      "earchJobsResponse\022a\n\020SearchExecutions\022%." +
-      "tickwheel.v1.SearchExecutionsRequest\032&.t" +
-      "ickwheel.v1.SearchExecutionsResponse\022R\n\013" +
-      "DrainServer\022 .tickwheel.v1.DrainServerRe" +
-      "quest\032!.tickwheel.v1.DrainServerResponse" +
-      "\022O\n\nListAlerts\022\037.tickwheel.v1.ListAlerts" +
-      "Request\032 .tickwheel.v1.ListAlertsRespons" +
-      "e\022T\n\013WatchAlerts\022 .tickwheel.v1.WatchAle" +
-      "rtsRequest\032!.tickwheel.v1.WatchAlertsRes" +
-      "ponse0\001\022g\n\022RecomputeSchedules\022\'.tickwhee" +
-      "l.v1.RecomputeSchedulesRequest\032(.tickwhe" +
-      "el.v1.RecomputeSchedulesResponseBd\n\020dev." +
-      "tickwheel.v1B\nAdminProtoP\001ZBgithub.com/t" +
-      "ickwheel/tickwheel/sdk/go/gen/tickwheel/" +
-      "v1;tickwheelv1b\006proto3"
+      "estsPerSecond\0225\n\027max_pending_manual_runs" +
+      "\030\004 \001(\003R\024maxPendingManualRuns\"C\n\023CreateTe" +
+      "nantRequest\022,\n\006tenant\030\001 \001(\0132\024.tickwheel." +
+      "v1.TenantR\006tenant\"y\n\024CreateTenantRespons" +
+      "e\022,\n\006tenant\030\001 \001(\0132\024.tickwheel.v1.TenantR" +
+      "\006tenant\0223\n\007api_key\030\002 \001(\0132\032.tickwheel.v1." +
+      "IssuedSecretR\006apiKey\"6\n\014IssuedSecret\022\016\n\002" +
+      "id\030\001 \001(\tR\002id\022\026\n\006secret\030\002 \001(\tR\006secret\"&\n\020" +
+      "GetTenantRequest\022\022\n\004name\030\001 \001(\tR\004name\"\216\001\n" +
+      "\021GetTenantResponse\022,\n\006tenant\030\001 \001(\0132\024.tic" +
+      "kwheel.v1.TenantR\006tenant\022\033\n\tjob_count\030\002 " +
+      "\001(\003R\010jobCount\022.\n\023pending_manual_runs\030\003 \001" +
+      "(\003R\021pendingManualRuns\"P\n\022ListTenantsRequ" +
+      "est\022\033\n\tpage_size\030\001 \001(\005R\010pageSize\022\035\n\npage" +
+      "_token\030\002 \001(\tR\tpageToken\"m\n\023ListTenantsRe" +
+      "sponse\022.\n\007tenants\030\001 \003(\0132\024.tickwheel.v1.T" +
+      "enantR\007tenants\022&\n\017next_page_token\030\002 \001(\tR" +
+      "\rnextPageToken\"\200\001\n\023UpdateTenantRequest\022," +
+      "\n\006tenant\030\001 \001(\0132\024.tickwheel.v1.TenantR\006te" +
+      "nant\022;\n\013update_mask\030\002 \001(\0132\032.google.proto" +
+      "buf.FieldMaskR\nupdateMask\"D\n\024UpdateTenan" +
+      "tResponse\022,\n\006tenant\030\001 \001(\0132\024.tickwheel.v1" +
+      ".TenantR\006tenant\"@\n\022PauseTenantRequest\022\022\n" +
+      "\004name\030\001 \001(\tR\004name\022\026\n\006reason\030\002 \001(\tR\006reaso" +
+      "n\"C\n\023PauseTenantResponse\022,\n\006tenant\030\001 \001(\013" +
+      "2\024.tickwheel.v1.TenantR\006tenant\")\n\023Resume" +
+      "TenantRequest\022\022\n\004name\030\001 \001(\tR\004name\"D\n\024Res" +
+      "umeTenantResponse\022,\n\006tenant\030\001 \001(\0132\024.tick" +
+      "wheel.v1.TenantR\006tenant\"\310\001\n\006ApiKey\022\016\n\002id" +
+      "\030\001 \001(\tR\002id\022\026\n\006tenant\030\002 \001(\tR\006tenant\022 \n\013de" +
+      "scription\030\003 \001(\tR\013description\0229\n\ncreated_" +
+      "at\030\004 \001(\0132\032.google.protobuf.TimestampR\tcr" +
+      "eatedAt\0229\n\nexpires_at\030\005 \001(\0132\032.google.pro" +
+      "tobuf.TimestampR\texpiresAt\"N\n\022IssueApiKe" +
+      "yRequest\022\026\n\006tenant\030\001 \001(\tR\006tenant\022 \n\013desc" +
+      "ription\030\002 \001(\tR\013description\"J\n\023IssueApiKe" +
+      "yResponse\0223\n\007api_key\030\001 \001(\0132\032.tickwheel.v" +
+      "1.IssuedSecretR\006apiKey\"V\n\023RotateApiKeyRe" +
+      "quest\022\016\n\002id\030\001 \001(\tR\002id\022/\n\005grace\030\002 \001(\0132\031.g" +
+      "oogle.protobuf.DurationR\005grace\"\224\001\n\024Rotat" +
+      "eApiKeyResponse\0223\n\007api_key\030\001 \001(\0132\032.tickw" +
+      "heel.v1.IssuedSecretR\006apiKey\022G\n\022old_key_" +
+      "expires_at\030\002 \001(\0132\032.google.protobuf.Times" +
+      "tampR\017oldKeyExpiresAt\"%\n\023RevokeApiKeyReq" +
+      "uest\022\016\n\002id\030\001 \001(\tR\002id\"\026\n\024RevokeApiKeyResp" +
+      "onse\",\n\022ListApiKeysRequest\022\026\n\006tenant\030\001 \001" +
+      "(\tR\006tenant\"F\n\023ListApiKeysResponse\022/\n\010api" +
+      "_keys\030\001 \003(\0132\024.tickwheel.v1.ApiKeyR\007apiKe" +
+      "ys\"\311\001\n\020WorkerCredential\022\016\n\002id\030\001 \001(\tR\002id\022" +
+      "\030\n\007tenants\030\002 \003(\tR\007tenants\022\032\n\010handlers\030\003 " +
+      "\003(\tR\010handlers\022\022\n\004http\030\004 \001(\010R\004http\022 \n\013des" +
+      "cription\030\005 \001(\tR\013description\0229\n\ncreated_a" +
+      "t\030\006 \001(\0132\032.google.protobuf.TimestampR\tcre" +
+      "atedAt\"\212\001\n\034IssueWorkerCredentialRequest\022" +
+      "\030\n\007tenants\030\001 \003(\tR\007tenants\022\032\n\010handlers\030\002 " +
+      "\003(\tR\010handlers\022\022\n\004http\030\003 \001(\010R\004http\022 \n\013des" +
+      "cription\030\004 \001(\tR\013description\"[\n\035IssueWork" +
+      "erCredentialResponse\022:\n\ncredential\030\001 \001(\013" +
+      "2\032.tickwheel.v1.IssuedSecretR\ncredential" +
+      "\"/\n\035RevokeWorkerCredentialRequest\022\016\n\002id\030" +
+      "\001 \001(\tR\002id\" \n\036RevokeWorkerCredentialRespo" +
+      "nse\"6\n\034ListWorkerCredentialsRequest\022\026\n\006t" +
+      "enant\030\001 \001(\tR\006tenant\"a\n\035ListWorkerCredent" +
+      "ialsResponse\022@\n\013credentials\030\001 \003(\0132\036.tick" +
+      "wheel.v1.WorkerCredentialR\013credentials\"\266" +
+      "\001\n\021SearchJobsRequest\022\026\n\006tenant\030\001 \001(\tR\006te" +
+      "nant\022\037\n\013name_prefix\030\002 \001(\tR\nnamePrefix\022,\n" +
+      "\005state\030\003 \001(\0162\026.tickwheel.v1.JobStateR\005st" +
+      "ate\022\033\n\tpage_size\030\004 \001(\005R\010pageSize\022\035\n\npage" +
+      "_token\030\005 \001(\tR\tpageToken\"c\n\022SearchJobsRes" +
+      "ponse\022%\n\004jobs\030\001 \003(\0132\021.tickwheel.v1.JobR\004" +
+      "jobs\022&\n\017next_page_token\030\002 \001(\tR\rnextPageT" +
+      "oken\"\245\002\n\027SearchExecutionsRequest\022\026\n\006tena" +
+      "nt\030\001 \001(\tR\006tenant\022\025\n\006job_id\030\002 \001(\tR\005jobId\022" +
+      "9\n\010statuses\030\003 \003(\0162\035.tickwheel.v1.Executi" +
+      "onStatusR\010statuses\0223\n\007from_at\030\004 \001(\0132\032.go" +
+      "ogle.protobuf.TimestampR\006fromAt\022/\n\005to_at" +
+      "\030\005 \001(\0132\032.google.protobuf.TimestampR\004toAt" +
+      "\022\033\n\tpage_size\030\006 \001(\005R\010pageSize\022\035\n\npage_to" +
+      "ken\030\007 \001(\tR\tpageToken\"{\n\030SearchExecutions" +
+      "Response\0227\n\nexecutions\030\001 \003(\0132\027.tickwheel" +
+      ".v1.ExecutionR\nexecutions\022&\n\017next_page_t" +
+      "oken\030\002 \001(\tR\rnextPageToken\"b\n\022DrainServer" +
+      "Request\022\033\n\tserver_id\030\001 \001(\tR\010serverId\022/\n\005" +
+      "grace\030\002 \001(\0132\031.google.protobuf.DurationR\005" +
+      "grace\"o\n\023DrainServerResponse\022/\n\023partitio" +
+      "ns_released\030\001 \001(\005R\022partitionsReleased\022\'\n" +
+      "\017workers_drained\030\002 \001(\005R\016workersDrained\"\310" +
+      "\004\n\005Alert\022\016\n\002id\030\001 \001(\tR\002id\022+\n\004kind\030\002 \001(\0162\027" +
+      ".tickwheel.v1.AlertKindR\004kind\0227\n\010severit" +
+      "y\030\003 \001(\0162\033.tickwheel.v1.AlertSeverityR\010se" +
+      "verity\022\026\n\006tenant\030\004 \001(\tR\006tenant\022\025\n\006job_id" +
+      "\030\005 \001(\tR\005jobId\022!\n\014execution_id\030\006 \001(\tR\013exe" +
+      "cutionId\022\033\n\tserver_id\030\007 \001(\tR\010serverId\022\030\n" +
+      "\007summary\030\010 \001(\tR\007summary\022:\n\007details\030\t \003(\013" +
+      "2 .tickwheel.v1.Alert.DetailsEntryR\007deta" +
+      "ils\0227\n\traised_at\030\n \001(\0132\032.google.protobuf" +
+      ".TimestampR\010raisedAt\022<\n\014last_seen_at\030\013 \001" +
+      "(\0132\032.google.protobuf.TimestampR\nlastSeen" +
+      "At\022\024\n\005count\030\014 \001(\003R\005count\022;\n\013resolved_at\030" +
+      "\r \001(\0132\032.google.protobuf.TimestampR\nresol" +
+      "vedAt\032:\n\014DetailsEntry\022\020\n\003key\030\001 \001(\tR\003key\022" +
+      "\024\n\005value\030\002 \001(\tR\005value:\0028\001\"\301\001\n\021ListAlerts" +
+      "Request\022)\n\020include_resolved\030\001 \001(\010R\017inclu" +
+      "deResolved\022-\n\005kinds\030\002 \003(\0162\027.tickwheel.v1" +
+      ".AlertKindR\005kinds\022\026\n\006tenant\030\003 \001(\tR\006tenan" +
+      "t\022\033\n\tpage_size\030\004 \001(\005R\010pageSize\022\035\n\npage_t" +
+      "oken\030\005 \001(\tR\tpageToken\"i\n\022ListAlertsRespo" +
+      "nse\022+\n\006alerts\030\001 \003(\0132\023.tickwheel.v1.Alert" +
+      "R\006alerts\022&\n\017next_page_token\030\002 \001(\tR\rnextP" +
+      "ageToken\"~\n\022WatchAlertsRequest\022-\n\005kinds\030" +
+      "\001 \003(\0162\027.tickwheel.v1.AlertKindR\005kinds\022\026\n" +
+      "\006tenant\030\002 \001(\tR\006tenant\022!\n\014include_open\030\003 " +
+      "\001(\010R\013includeOpen\"@\n\023WatchAlertsResponse\022" +
+      ")\n\005alert\030\001 \001(\0132\023.tickwheel.v1.AlertR\005ale" +
+      "rt\"J\n\031RecomputeSchedulesRequest\022\024\n\005zones" +
+      "\030\001 \003(\tR\005zones\022\027\n\007dry_run\030\002 \001(\010R\006dryRun\"\223" +
+      "\001\n\032RecomputeSchedulesResponse\022%\n\016tzdata_" +
+      "version\030\001 \001(\tR\rtzdataVersion\022\032\n\010examined" +
+      "\030\002 \001(\003R\010examined\0222\n\007shifted\030\003 \003(\0132\030.tick" +
+      "wheel.v1.ShiftedRunR\007shifted\"\301\001\n\nShifted" +
+      "Run\022\025\n\006job_id\030\001 \001(\tR\005jobId\022\026\n\006tenant\030\002 \001" +
+      "(\tR\006tenant\022A\n\017old_next_run_at\030\003 \001(\0132\032.go" +
+      "ogle.protobuf.TimestampR\014oldNextRunAt\022A\n" +
+      "\017new_next_run_at\030\004 \001(\0132\032.google.protobuf" +
+      ".TimestampR\014newNextRunAt*]\n\014SessionState" +
+      "\022\035\n\031SESSION_STATE_UNSPECIFIED\020\000\022\026\n\022SESSI" +
+      "ON_STATE_LIVE\020\001\022\026\n\022SESSION_STATE_LOST\020\002*" +
+      "]\n\013TenantState\022\034\n\030TENANT_STATE_UNSPECIFI" +
+      "ED\020\000\022\027\n\023TENANT_STATE_ACTIVE\020\001\022\027\n\023TENANT_" +
+      "STATE_PAUSED\020\002*\206\003\n\tAlertKind\022\032\n\026ALERT_KI" +
+      "ND_UNSPECIFIED\020\000\022\023\n\017ALERT_KIND_LATE\020\001\022\026\n" +
+      "\022ALERT_KIND_SKIPPED\020\002\022\032\n\026ALERT_KIND_DEAD" +
+      "_LETTER\020\003\022\025\n\021ALERT_KIND_POISON\020\004\022\033\n\027ALER" +
+      "T_KIND_CIRCUIT_OPEN\020\005\022 \n\034ALERT_KIND_PART" +
+      "ITION_UNOWNED\020\006\022\031\n\025ALERT_KIND_CLOCK_SKEW" +
+      "\020\007\022\033\n\027ALERT_KIND_TZDATA_SHIFT\020\010\022\035\n\031ALERT" +
+      "_KIND_JOB_UNREADABLE\020\t\022$\n ALERT_KIND_SCH" +
+      "EDULE_UNCOMPUTABLE\020\n\022$\n ALERT_KIND_CALEN" +
+      "DAR_RUNS_CHANGED\020\013\022\033\n\027ALERT_KIND_ETCD_NO" +
+      "SPACE\020\014*\201\001\n\rAlertSeverity\022\036\n\032ALERT_SEVER" +
+      "ITY_UNSPECIFIED\020\000\022\027\n\023ALERT_SEVERITY_INFO" +
+      "\020\001\022\032\n\026ALERT_SEVERITY_WARNING\020\002\022\033\n\027ALERT_" +
+      "SEVERITY_CRITICAL\020\0032\252\016\n\014AdminService\022X\n\r" +
+      "ClusterStatus\022\".tickwheel.v1.ClusterStat" +
+      "usRequest\032#.tickwheel.v1.ClusterStatusRe" +
+      "sponse\022U\n\014CreateTenant\022!.tickwheel.v1.Cr" +
+      "eateTenantRequest\032\".tickwheel.v1.CreateT" +
+      "enantResponse\022L\n\tGetTenant\022\036.tickwheel.v" +
+      "1.GetTenantRequest\032\037.tickwheel.v1.GetTen" +
+      "antResponse\022R\n\013ListTenants\022 .tickwheel.v" +
+      "1.ListTenantsRequest\032!.tickwheel.v1.List" +
+      "TenantsResponse\022U\n\014UpdateTenant\022!.tickwh" +
+      "eel.v1.UpdateTenantRequest\032\".tickwheel.v" +
+      "1.UpdateTenantResponse\022R\n\013PauseTenant\022 ." +
+      "tickwheel.v1.PauseTenantRequest\032!.tickwh" +
+      "eel.v1.PauseTenantResponse\022U\n\014ResumeTena" +
+      "nt\022!.tickwheel.v1.ResumeTenantRequest\032\"." +
+      "tickwheel.v1.ResumeTenantResponse\022R\n\013Iss" +
+      "ueApiKey\022 .tickwheel.v1.IssueApiKeyReque" +
+      "st\032!.tickwheel.v1.IssueApiKeyResponse\022U\n" +
+      "\014RotateApiKey\022!.tickwheel.v1.RotateApiKe" +
+      "yRequest\032\".tickwheel.v1.RotateApiKeyResp" +
+      "onse\022U\n\014RevokeApiKey\022!.tickwheel.v1.Revo" +
+      "keApiKeyRequest\032\".tickwheel.v1.RevokeApi" +
+      "KeyResponse\022R\n\013ListApiKeys\022 .tickwheel.v" +
+      "1.ListApiKeysRequest\032!.tickwheel.v1.List" +
+      "ApiKeysResponse\022p\n\025IssueWorkerCredential" +
+      "\022*.tickwheel.v1.IssueWorkerCredentialReq" +
+      "uest\032+.tickwheel.v1.IssueWorkerCredentia" +
+      "lResponse\022s\n\026RevokeWorkerCredential\022+.ti" +
+      "ckwheel.v1.RevokeWorkerCredentialRequest" +
+      "\032,.tickwheel.v1.RevokeWorkerCredentialRe" +
+      "sponse\022p\n\025ListWorkerCredentials\022*.tickwh" +
+      "eel.v1.ListWorkerCredentialsRequest\032+.ti" +
+      "ckwheel.v1.ListWorkerCredentialsResponse" +
+      "\022O\n\nSearchJobs\022\037.tickwheel.v1.SearchJobs" +
+      "Request\032 .tickwheel.v1.SearchJobsRespons" +
+      "e\022a\n\020SearchExecutions\022%.tickwheel.v1.Sea" +
+      "rchExecutionsRequest\032&.tickwheel.v1.Sear" +
+      "chExecutionsResponse\022R\n\013DrainServer\022 .ti" +
+      "ckwheel.v1.DrainServerRequest\032!.tickwhee" +
+      "l.v1.DrainServerResponse\022O\n\nListAlerts\022\037" +
+      ".tickwheel.v1.ListAlertsRequest\032 .tickwh" +
+      "eel.v1.ListAlertsResponse\022T\n\013WatchAlerts" +
+      "\022 .tickwheel.v1.WatchAlertsRequest\032!.tic" +
+      "kwheel.v1.WatchAlertsResponse0\001\022g\n\022Recom" +
+      "puteSchedules\022\'.tickwheel.v1.RecomputeSc" +
+      "hedulesRequest\032(.tickwheel.v1.RecomputeS" +
+      "chedulesResponseBd\n\020dev.tickwheel.v1B\nAd" +
+      "minProtoP\001ZBgithub.com/tickwheel/tickwhe" +
+      "el/sdk/go/gen/tickwheel/v1;tickwheelv1b\006" +
+      "proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -576,7 +579,7 @@ public final class AdminProto extends com.google.protobuf.GeneratedFile {
     internal_static_tickwheel_v1_TenantQuotas_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_TenantQuotas_descriptor,
-        new java.lang.String[] { "MaxJobs", "MaxPayloadBytes", "RequestsPerSecond", });
+        new java.lang.String[] { "MaxJobs", "MaxPayloadBytes", "RequestsPerSecond", "MaxPendingManualRuns", });
     internal_static_tickwheel_v1_CreateTenantRequest_descriptor =
       getDescriptor().getMessageType(7);
     internal_static_tickwheel_v1_CreateTenantRequest_fieldAccessorTable = new
@@ -606,7 +609,7 @@ public final class AdminProto extends com.google.protobuf.GeneratedFile {
     internal_static_tickwheel_v1_GetTenantResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_tickwheel_v1_GetTenantResponse_descriptor,
-        new java.lang.String[] { "Tenant", "JobCount", });
+        new java.lang.String[] { "Tenant", "JobCount", "PendingManualRuns", });
     internal_static_tickwheel_v1_ListTenantsRequest_descriptor =
       getDescriptor().getMessageType(12);
     internal_static_tickwheel_v1_ListTenantsRequest_fieldAccessorTable = new

@@ -106,6 +106,22 @@ private static final long serialVersionUID = 0L;
     return jobCount_;
   }
 
+  public static final int PENDING_MANUAL_RUNS_FIELD_NUMBER = 3;
+  private long pendingManualRuns_ = 0L;
+  /**
+   * <pre>
+   * How many of its manual runs wait to start (what max_pending_manual_runs
+   * counts).
+   * </pre>
+   *
+   * <code>int64 pending_manual_runs = 3 [json_name = "pendingManualRuns"];</code>
+   * @return The pendingManualRuns.
+   */
+  @java.lang.Override
+  public long getPendingManualRuns() {
+    return pendingManualRuns_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -126,6 +142,9 @@ private static final long serialVersionUID = 0L;
     if (jobCount_ != 0L) {
       output.writeInt64(2, jobCount_);
     }
+    if (pendingManualRuns_ != 0L) {
+      output.writeInt64(3, pendingManualRuns_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -137,6 +156,10 @@ private static final long serialVersionUID = 0L;
     if (jobCount_ != 0L) {
       size += com.google.protobuf.CodedOutputStream
         .computeInt64Size(2, jobCount_);
+    }
+    if (pendingManualRuns_ != 0L) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt64Size(3, pendingManualRuns_);
     }
     return size;
   }
@@ -169,6 +192,8 @@ private static final long serialVersionUID = 0L;
     }
     if (getJobCount()
         != other.getJobCount()) return false;
+    if (getPendingManualRuns()
+        != other.getPendingManualRuns()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -187,6 +212,9 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + JOB_COUNT_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
         getJobCount());
+    hash = (37 * hash) + PENDING_MANUAL_RUNS_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+        getPendingManualRuns());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -334,6 +362,7 @@ private static final long serialVersionUID = 0L;
         tenantBuilder_ = null;
       }
       jobCount_ = 0L;
+      pendingManualRuns_ = 0L;
       return this;
     }
 
@@ -377,6 +406,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000002) != 0)) {
         result.jobCount_ = jobCount_;
       }
+      if (((from_bitField0_ & 0x00000004) != 0)) {
+        result.pendingManualRuns_ = pendingManualRuns_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -397,6 +429,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getJobCount() != 0L) {
         setJobCount(other.getJobCount());
+      }
+      if (other.getPendingManualRuns() != 0L) {
+        setPendingManualRuns(other.getPendingManualRuns());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -434,6 +469,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000002;
               break;
             } // case 16
+            case 24: {
+              pendingManualRuns_ = input.readInt64();
+              bitField0_ |= 0x00000004;
+              break;
+            } // case 24
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -646,6 +686,53 @@ private static final long serialVersionUID = 0L;
     public Builder clearJobCount() {
       bitField0_ = (bitField0_ & ~0x00000002);
       jobCount_ = 0L;
+      onChanged();
+      return this;
+    }
+
+    private long pendingManualRuns_ ;
+    /**
+     * <pre>
+     * How many of its manual runs wait to start (what max_pending_manual_runs
+     * counts).
+     * </pre>
+     *
+     * <code>int64 pending_manual_runs = 3 [json_name = "pendingManualRuns"];</code>
+     * @return The pendingManualRuns.
+     */
+    @java.lang.Override
+    public long getPendingManualRuns() {
+      return pendingManualRuns_;
+    }
+    /**
+     * <pre>
+     * How many of its manual runs wait to start (what max_pending_manual_runs
+     * counts).
+     * </pre>
+     *
+     * <code>int64 pending_manual_runs = 3 [json_name = "pendingManualRuns"];</code>
+     * @param value The pendingManualRuns to set.
+     * @return This builder for chaining.
+     */
+    public Builder setPendingManualRuns(long value) {
+
+      pendingManualRuns_ = value;
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * How many of its manual runs wait to start (what max_pending_manual_runs
+     * counts).
+     * </pre>
+     *
+     * <code>int64 pending_manual_runs = 3 [json_name = "pendingManualRuns"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearPendingManualRuns() {
+      bitField0_ = (bitField0_ & ~0x00000004);
+      pendingManualRuns_ = 0L;
       onChanged();
       return this;
     }

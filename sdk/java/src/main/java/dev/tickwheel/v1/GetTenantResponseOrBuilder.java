@@ -46,4 +46,15 @@ public interface GetTenantResponseOrBuilder extends
    * @return The jobCount.
    */
   long getJobCount();
+
+  /**
+   * <pre>
+   * How many of its manual runs wait to start (what max_pending_manual_runs
+   * counts).
+   * </pre>
+   *
+   * <code>int64 pending_manual_runs = 3 [json_name = "pendingManualRuns"];</code>
+   * @return The pendingManualRuns.
+   */
+  long getPendingManualRuns();
 }

@@ -57,7 +57,8 @@ private static final long serialVersionUID = 0L;
   private long maxJobs_ = 0L;
   /**
    * <pre>
-   * Most jobs the tenant may have. Default 100 000; 0 means the default.
+   * Most jobs the tenant may have. Default 100 000, at most 1 000 000 000;
+   * 0 means the default.
    * </pre>
    *
    * <code>int64 max_jobs = 1 [json_name = "maxJobs"];</code>
@@ -100,6 +101,24 @@ private static final long serialVersionUID = 0L;
     return requestsPerSecond_;
   }
 
+  public static final int MAX_PENDING_MANUAL_RUNS_FIELD_NUMBER = 4;
+  private long maxPendingManualRuns_ = 0L;
+  /**
+   * <pre>
+   * Most manual runs (TriggerJob, BackfillJob) the tenant may have waiting
+   * to start: each run created counts until it starts or ends. Default
+   * 10 000, at most 10 000 000; 0 means the default. A trigger or a whole
+   * backfill over it is refused RESOURCE_EXHAUSTED, nothing written.
+   * </pre>
+   *
+   * <code>int64 max_pending_manual_runs = 4 [json_name = "maxPendingManualRuns"];</code>
+   * @return The maxPendingManualRuns.
+   */
+  @java.lang.Override
+  public long getMaxPendingManualRuns() {
+    return maxPendingManualRuns_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -123,6 +142,9 @@ private static final long serialVersionUID = 0L;
     if (requestsPerSecond_ != 0) {
       output.writeInt32(3, requestsPerSecond_);
     }
+    if (maxPendingManualRuns_ != 0L) {
+      output.writeInt64(4, maxPendingManualRuns_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -138,6 +160,10 @@ private static final long serialVersionUID = 0L;
     if (requestsPerSecond_ != 0) {
       size += com.google.protobuf.CodedOutputStream
         .computeInt32Size(3, requestsPerSecond_);
+    }
+    if (maxPendingManualRuns_ != 0L) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeInt64Size(4, maxPendingManualRuns_);
     }
     return size;
   }
@@ -169,6 +195,8 @@ private static final long serialVersionUID = 0L;
         != other.getMaxPayloadBytes()) return false;
     if (getRequestsPerSecond()
         != other.getRequestsPerSecond()) return false;
+    if (getMaxPendingManualRuns()
+        != other.getMaxPendingManualRuns()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -188,6 +216,9 @@ private static final long serialVersionUID = 0L;
         getMaxPayloadBytes());
     hash = (37 * hash) + REQUESTS_PER_SECOND_FIELD_NUMBER;
     hash = (53 * hash) + getRequestsPerSecond();
+    hash = (37 * hash) + MAX_PENDING_MANUAL_RUNS_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+        getMaxPendingManualRuns());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -327,6 +358,7 @@ private static final long serialVersionUID = 0L;
       maxJobs_ = 0L;
       maxPayloadBytes_ = 0L;
       requestsPerSecond_ = 0;
+      maxPendingManualRuns_ = 0L;
       return this;
     }
 
@@ -369,6 +401,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000004) != 0)) {
         result.requestsPerSecond_ = requestsPerSecond_;
       }
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        result.maxPendingManualRuns_ = maxPendingManualRuns_;
+      }
     }
 
     @java.lang.Override
@@ -391,6 +426,9 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getRequestsPerSecond() != 0) {
         setRequestsPerSecond(other.getRequestsPerSecond());
+      }
+      if (other.getMaxPendingManualRuns() != 0L) {
+        setMaxPendingManualRuns(other.getMaxPendingManualRuns());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -431,6 +469,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000004;
               break;
             } // case 24
+            case 32: {
+              maxPendingManualRuns_ = input.readInt64();
+              bitField0_ |= 0x00000008;
+              break;
+            } // case 32
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -451,7 +494,8 @@ private static final long serialVersionUID = 0L;
     private long maxJobs_ ;
     /**
      * <pre>
-     * Most jobs the tenant may have. Default 100 000; 0 means the default.
+     * Most jobs the tenant may have. Default 100 000, at most 1 000 000 000;
+     * 0 means the default.
      * </pre>
      *
      * <code>int64 max_jobs = 1 [json_name = "maxJobs"];</code>
@@ -463,7 +507,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Most jobs the tenant may have. Default 100 000; 0 means the default.
+     * Most jobs the tenant may have. Default 100 000, at most 1 000 000 000;
+     * 0 means the default.
      * </pre>
      *
      * <code>int64 max_jobs = 1 [json_name = "maxJobs"];</code>
@@ -479,7 +524,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Most jobs the tenant may have. Default 100 000; 0 means the default.
+     * Most jobs the tenant may have. Default 100 000, at most 1 000 000 000;
+     * 0 means the default.
      * </pre>
      *
      * <code>int64 max_jobs = 1 [json_name = "maxJobs"];</code>
@@ -582,6 +628,59 @@ private static final long serialVersionUID = 0L;
     public Builder clearRequestsPerSecond() {
       bitField0_ = (bitField0_ & ~0x00000004);
       requestsPerSecond_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private long maxPendingManualRuns_ ;
+    /**
+     * <pre>
+     * Most manual runs (TriggerJob, BackfillJob) the tenant may have waiting
+     * to start: each run created counts until it starts or ends. Default
+     * 10 000, at most 10 000 000; 0 means the default. A trigger or a whole
+     * backfill over it is refused RESOURCE_EXHAUSTED, nothing written.
+     * </pre>
+     *
+     * <code>int64 max_pending_manual_runs = 4 [json_name = "maxPendingManualRuns"];</code>
+     * @return The maxPendingManualRuns.
+     */
+    @java.lang.Override
+    public long getMaxPendingManualRuns() {
+      return maxPendingManualRuns_;
+    }
+    /**
+     * <pre>
+     * Most manual runs (TriggerJob, BackfillJob) the tenant may have waiting
+     * to start: each run created counts until it starts or ends. Default
+     * 10 000, at most 10 000 000; 0 means the default. A trigger or a whole
+     * backfill over it is refused RESOURCE_EXHAUSTED, nothing written.
+     * </pre>
+     *
+     * <code>int64 max_pending_manual_runs = 4 [json_name = "maxPendingManualRuns"];</code>
+     * @param value The maxPendingManualRuns to set.
+     * @return This builder for chaining.
+     */
+    public Builder setMaxPendingManualRuns(long value) {
+
+      maxPendingManualRuns_ = value;
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Most manual runs (TriggerJob, BackfillJob) the tenant may have waiting
+     * to start: each run created counts until it starts or ends. Default
+     * 10 000, at most 10 000 000; 0 means the default. A trigger or a whole
+     * backfill over it is refused RESOURCE_EXHAUSTED, nothing written.
+     * </pre>
+     *
+     * <code>int64 max_pending_manual_runs = 4 [json_name = "maxPendingManualRuns"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearMaxPendingManualRuns() {
+      bitField0_ = (bitField0_ & ~0x00000008);
+      maxPendingManualRuns_ = 0L;
       onChanged();
       return this;
     }

@@ -12,7 +12,8 @@ public interface TenantQuotasOrBuilder extends
 
   /**
    * <pre>
-   * Most jobs the tenant may have. Default 100 000; 0 means the default.
+   * Most jobs the tenant may have. Default 100 000, at most 1 000 000 000;
+   * 0 means the default.
    * </pre>
    *
    * <code>int64 max_jobs = 1 [json_name = "maxJobs"];</code>
@@ -41,4 +42,17 @@ public interface TenantQuotasOrBuilder extends
    * @return The requestsPerSecond.
    */
   int getRequestsPerSecond();
+
+  /**
+   * <pre>
+   * Most manual runs (TriggerJob, BackfillJob) the tenant may have waiting
+   * to start: each run created counts until it starts or ends. Default
+   * 10 000, at most 10 000 000; 0 means the default. A trigger or a whole
+   * backfill over it is refused RESOURCE_EXHAUSTED, nothing written.
+   * </pre>
+   *
+   * <code>int64 max_pending_manual_runs = 4 [json_name = "maxPendingManualRuns"];</code>
+   * @return The maxPendingManualRuns.
+   */
+  long getMaxPendingManualRuns();
 }
