@@ -69,7 +69,8 @@ def slots_hold(engine, tenant: str = "acme") -> int:
 def snapshot(engine) -> tuple:
     with engine.connect() as conn:
         return (
-            sorted(tuple(r) for r in conn.execute(sa.select(executions.c.id, executions.c.status, executions.c.manual_slot))),
+            sorted(tuple(r) for r in conn.execute(
+                sa.select(executions.c.id, executions.c.status, executions.c.manual_slot))),
             sorted(tuple(r) for r in conn.execute(sa.select(manual_quota))),
         )
 
@@ -304,3 +305,26 @@ async def test_triggers_and_backfills_racing_at_the_limit_stop_exactly_at_it(
     assert sum(created) == 20 - 20 % batch  # a backfill is refused whole: 18 in threes
     assert slots_hold(w.engine) == len(w.rows(executions, job_id=job.id)) == sum(created)
     assert manual.retries.get("40P01", 0) == 0
+
+
+async def test_triggers_while_runs_start_deal_again_without_conflicts(
+    w: World, manual: ManualStore, queue: ExecutionQueue
+) -> None:
+    """8 writers trigger while rounds start what they created: each start
+    takes its unit out of its slot's allowance, so slots run dry and deal
+    again while the others take. No call fails, none is refused below the
+    quota, and on PostgreSQL no transaction was retried for a conflict."""
+    await limited(w, 64)
+    jobs = [await w.create(job=one_off_handler_job("allow")) for _ in range(4)]
+
+    async def writer(n: int) -> None:
+        for k in range(24):
+            await manual.trigger("acme", jobs[(n + k) % 4].id, f"w{n}-{k}")
+            if k % 6 == 5:
+                await queue.handout.hand_out_ready(f"s{n}", w.clock.now(), ECHO, 1000)
+
+    await asyncio.gather(*(writer(n) for n in range(8)))
+    await queue.handout.hand_out_ready("s0", w.clock.now(), ECHO, 1000)
+    assert len(w.rows(executions, origin="trigger")) == 8 * 24
+    assert slots_hold(w.engine) == 0
+    assert manual.retries.get("40001", 0) == 0, manual.retries

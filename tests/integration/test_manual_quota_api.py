@@ -112,8 +112,9 @@ async def test_triggers_and_backfills_on_two_servers_stop_exactly_at_the_quota(p
 
             await asyncio.gather(*(writer(w) for w in range(8)))
             assert refused_triggers, "the writers passed the quota"
-            pending = (await admin_pb2_grpc.AdminServiceStub(b).GetTenant(
-                admin_pb2.GetTenantRequest(name="acme"), metadata=two.admin_metadata())).pending_manual_runs  # fmt: skip
+            read = await admin_pb2_grpc.AdminServiceStub(b).GetTenant(
+                admin_pb2.GetTenantRequest(name="acme"), metadata=two.admin_metadata())
+            pending = read.pending_manual_runs
         engine = sa.create_engine(postgres_url)
         try:
             with engine.connect() as conn:

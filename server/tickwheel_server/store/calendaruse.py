@@ -177,7 +177,8 @@ def _apply(conn: Connection, caps: Capabilities, name: str, changes: list[RunCha
             executions.update()
             .where(one_of(caps, executions.c.id, dropped), status_in(executions.c.status, "scheduled"))
             .values(status="canceled", finished_at=now_us, dead_reason=calendar_changed_reason(name))
-            .returning(executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.wait_key, executions.c.manual_slot)
+            .returning(executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.wait_key,
+                       executions.c.manual_slot)
         ).all()
         after_not_started_canceled(conn, caps, canceled)
 

@@ -271,7 +271,8 @@ def lock_candidate_keys(
     return {pair: KeyState(row.max_running, row.running, row.head_ready_at) for pair, row in rows.items()}
 
 def settle(
-    conn: Connection, decision, at_us: int, on_skip: SkipHook | None, manual: Mapping[str, tuple[str, int]] | None = None
+    conn: Connection, decision, at_us: int, on_skip: SkipHook | None,
+    manual: Mapping[str, tuple[str, int]] | None = None,
 ) -> None:
     """Give every taken candidate its end state for this round: those
     that start keep ``running`` and take their key slots; the others give

@@ -173,7 +173,8 @@ def recreate_pending(
             executions.update()
             .where(one_of(caps, executions.c.id, chunk), *not_started)
             .values(status="canceled", finished_at=now_us, dead_reason=NOT_IN_NEW_SCHEDULE)
-            .returning(executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.wait_key, executions.c.manual_slot)
+            .returning(executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.wait_key,
+                       executions.c.manual_slot)
         ).all()
     after_not_started_canceled(conn, caps, canceled)
     if plan.created:

@@ -84,10 +84,11 @@ _INSERT_BACKFILL = driver_sql(
     "status, owner, worker_id, handler, missed_count, reap_count, payload, error, dead_reason, created_at, "
     "finished_at, allow_overlap, trace_context, manual_slot) "
     "SELECT v.id, CAST(:job_id AS TEXT), CAST(:tenant AS TEXT), CAST(:partition AS INTEGER), 'backfill', "
-    "v.nominal_at, v.due_at, v.due_at, 1, 0, 'scheduled', NULL, NULL, CAST(:handler AS TEXT), 1, 0, :payload, '', '', "
-    "CAST(:now AS BIGINT), NULL, CAST(:allow_overlap AS BOOLEAN), CAST(:trace_context AS TEXT), "
-    "CAST(:slot AS INTEGER) "
-    "FROM unnest(CAST(:ids AS TEXT[]), CAST(:nominals AS BIGINT[]), CAST(:dues AS BIGINT[])) AS v (id, nominal_at, due_at) "
+    "v.nominal_at, v.due_at, v.due_at, 1, 0, 'scheduled', NULL, NULL, CAST(:handler AS TEXT), 1, 0, "
+    "CAST(:payload AS BYTEA), '', '', CAST(:now AS BIGINT), NULL, CAST(:allow_overlap AS BOOLEAN), "
+    "CAST(:trace_context AS TEXT), CAST(:slot AS INTEGER) "
+    "FROM unnest(CAST(:ids AS TEXT[]), CAST(:nominals AS BIGINT[]), CAST(:dues AS BIGINT[])) "
+    "AS v (id, nominal_at, due_at) "
     "ON CONFLICT (id) DO NOTHING RETURNING executions.id"
 )
 
@@ -102,7 +103,8 @@ def _insert_backfill(conn: Connection, caps, rows: list[dict]) -> int:
         job_id=first["job_id"], tenant=first["tenant"], partition=first["partition"], handler=first["handler"],
         payload=first["payload"], now=first["created_at"], allow_overlap=first["allow_overlap"],
         trace_context=first["trace_context"], slot=first["manual_slot"],
-        ids=[row["id"] for row in rows], nominals=[row["nominal_at"] for row in rows], dues=[row["due_at"] for row in rows],
+        ids=[row["id"] for row in rows], nominals=[row["nominal_at"] for row in rows],
+        dues=[row["due_at"] for row in rows],
     )
     return len(tuples(execute_arrays(conn, _INSERT_BACKFILL, parameters)))
 
@@ -143,12 +145,22 @@ class ManualStore(SqlStore):
     async def _counted(self, tenant: str, fn):
         """Run ``fn(conn, slot, deal)`` in a transaction with a slot of the
         tenant's manual-run quota; once more, dealing first, when the slot
-        ran dry (its lock let go by the rollback)."""
+        ran dry (its lock let go by the rollback).
+
+        Row-locked (READ COMMITTED on PostgreSQL), as a job create is: the
+        quota is exact on the slots' row locks (:func:`.quota.take`), the
+        job is read ``FOR SHARE``, the insert decides each id under its
+        unique key, and a backfill counts what it inserted, not what it
+        read. At SERIALIZABLE a deal (every slot of the tenant read under
+        lock) failed against concurrent triggers on the other slots until
+        its retries ran out, and triggers of one job conflicted over the
+        executions index pages (loadtest/RESULTS.md, "Manual runs under a
+        quota")."""
         with self._slots.slot(tenant) as slot:
             try:
-                return await self._tx(lambda conn: fn(conn, slot, False))
+                return await self._tx(lambda conn: fn(conn, slot, False), row_locked=True)
             except SlotDry:
-                return await self._tx(lambda conn: fn(conn, slot, True))
+                return await self._tx(lambda conn: fn(conn, slot, True), row_locked=True)
 
     async def trigger(
         self, tenant: str, job_id: str, request_id: str, payload: bytes | None = None, *, allow_overlap: bool = False

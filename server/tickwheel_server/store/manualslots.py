@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from . import quota
@@ -56,15 +55,3 @@ def give_back(conn: Connection, caps: Capabilities, held: Iterable[tuple[str, st
             )
     quota.give_back_all(conn, {pair: counted[pair] for pair in sorted(counted)}, rows=quota.MANUAL_RUNS)
 
-
-def held_by(conn: Connection, caps: Capabilities, ids: list[str]) -> list[tuple[str, str, int]]:
-    """(id, tenant, ``manual_slot``) of those of ``ids`` holding a unit:
-    read before a path deletes the rows or where its statement could not
-    return the slot."""
-    found: list[tuple[str, str, int]] = []
-    for chunk in chunks(sorted(ids), CHUNK):
-        found += [tuple(row) for row in conn.execute(
-            sa.select(executions.c.id, executions.c.tenant, executions.c.manual_slot)
-            .where(one_of(caps, executions.c.id, chunk), executions.c.manual_slot.is_not(None))
-        )]  # fmt: skip
-    return found

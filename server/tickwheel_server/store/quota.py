@@ -214,7 +214,9 @@ def give_back_all(conn: Connection, counted: Mapping[tuple[str, int], int], *, r
     (tenant, slot) to its units gone, in the order to write them (tenant,
     then slot: the order a deal locks them in)."""
     table = rows.table
-    parameters = [dict(b_tenant=tenant, b_slot=slot, b_count=count) for (tenant, slot), count in counted.items() if count]
+    parameters = [
+        dict(b_tenant=tenant, b_slot=slot, b_count=count) for (tenant, slot), count in counted.items() if count
+    ]
     if parameters:
         conn.execute(
             table.update()
