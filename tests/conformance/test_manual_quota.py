@@ -328,3 +328,19 @@ async def test_triggers_while_runs_start_deal_again_without_conflicts(
     assert len(w.rows(executions, origin="trigger")) == 8 * 24
     assert slots_hold(w.engine) == 0
     assert manual.retries.get("40001", 0) == 0, manual.retries
+
+
+async def test_a_run_waiting_for_a_concurrency_key_keeps_its_unit(
+    w: World, manual: ManualStore, queue: ExecutionQueue
+) -> None:
+    await limited(w, 2)
+    keyed = one_off_handler_job("allow")
+    keyed.concurrency_keys.add(key="db", limit=1)
+    job = await w.create(job=keyed)
+    await manual.trigger("acme", job.id, "a")
+    w.clock.advance(0.001)
+    await manual.trigger("acme", job.id, "b")
+    handed = await queue.handout.hand_out_ready("s1", w.clock.now(), ECHO, 10)
+    assert [h.id for h in handed] == [trigger_id(job.id, "a")]  # holds the key; b waits for it
+    assert w.statuses(job.id)[trigger_id(job.id, "b")] == "waiting"
+    assert slots_hold(w.engine) == 1

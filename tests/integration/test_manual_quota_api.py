@@ -141,4 +141,4 @@ async def test_the_quota_is_bounded_and_read_back(server) -> None:
         assert "tenant.quotas.max_pending_manual_runs" in refused.value.details()
         assert (await set_quotas(server, channel, max_pending_manual_runs=7)).quotas.max_pending_manual_runs == 7
         default = await set_quotas(server, channel, max_pending_manual_runs=0)
-        assert default.quotas.max_pending_manual_runs == 10_000
+        assert default.quotas.max_pending_manual_runs == 100_000

@@ -124,7 +124,7 @@ def _add_tenant_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-payload-bytes", type=int, metavar="N", help="quota (default 65536)")
     p.add_argument("--requests-per-second", type=int, metavar="N", help="quota (default 100)")
     p.add_argument("--max-pending-manual-runs", type=int, metavar="N",
-                   help="quota: triggered and backfilled runs waiting to start (default 10000)")
+                   help="quota: triggered and backfilled runs waiting to start (default 100000)")
 
 
 def _add_alert_filters(p: argparse.ArgumentParser) -> None:

@@ -284,10 +284,7 @@ class ArmStore(SqlStore):
             definitions: dict[str, object] = {}
 
             def armable(row) -> bool:
-                if row.manual_slot is not None:
-                    # A manual run holding a unit of its tenant's quota starts
-                    # through a round, which gives the unit back
-                    # (:mod:`.manualslots`); a start of an armed row does not.
+                if row.manual_slot is not None:  # holding a quota unit: a round starts it and gives it back
                     return False
                 definition = None if row.spec is None else self.definitions.get(row.job_id, row.version, row.spec)
                 readable = definition is not None and definition.problem is None

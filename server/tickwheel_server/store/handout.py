@@ -122,8 +122,7 @@ _TAKE_BY_ID = driver_sql(
 _TAKEN_ROWS = driver_sql(
     "SELECT e.id, e.job_id, e.tenant, e.partition, e.origin, e.nominal_at, e.due_at, e.ready_at, e.attempt, "
     "e.delivery, e.payload, e.missed_count, e.allow_overlap, e.wait_key, e.trace_context, e.manual_slot, j.spec, "
-    "j.version, "
-    "j.updated_at "
+    "j.version, j.updated_at "
     "FROM executions AS e LEFT JOIN jobs AS j ON j.id = e.job_id WHERE e.id = ANY (CAST(:ids AS TEXT[]))"
 )
 
@@ -177,8 +176,7 @@ class _Taken(NamedTuple):
     allow_overlap: bool
     wait_key: str | None
     trace_context: str | None
-    manual_slot: int | None
-    """The slot of the tenant's manual-run quota the row holds a unit of (:mod:`.manualslots`)."""
+    manual_slot: int | None  # the manual-run quota's slot it holds a unit of (:mod:`.manualslots`)
     spec: bytes | None
     """The job's definition, where the take read it (PostgreSQL); else None."""
     job_version: int | None
@@ -327,8 +325,7 @@ class HandoutStore(SqlStore):
         starts.cancel_replaced(conn, self.caps, decision.replace, at_us)
         keys = starts.lock_candidate_keys(conn, self.caps, admitted, rules, jobs_of)
         decide_keys(admitted, rules, keys, decision)
-        manual = {r.id: (r.tenant, r.manual_slot) for r in rows if r.manual_slot is not None}
-        starts.settle(conn, decision, at_us, self._on_skip, manual)
+        starts.settle(conn, decision, at_us, self._on_skip, rows)
         # Woken executions that did not start after all hand their turn on;
         # keys with free slots and sleeping waiters wake them.
         wake_keys(conn, self.caps, {(s.candidate.tenant, s.candidate.wait_key) for s in decision.skip

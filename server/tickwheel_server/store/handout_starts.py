@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import sqlalchemy as sa
@@ -271,8 +271,7 @@ def lock_candidate_keys(
     return {pair: KeyState(row.max_running, row.running, row.head_ready_at) for pair, row in rows.items()}
 
 def settle(
-    conn: Connection, decision, at_us: int, on_skip: SkipHook | None,
-    manual: Mapping[str, tuple[str, int]] | None = None,
+    conn: Connection, decision, at_us: int, on_skip: SkipHook | None, took: Sequence = (),
 ) -> None:
     """Give every taken candidate its end state for this round: those
     that start keep ``running`` and take their key slots; the others give
@@ -280,9 +279,10 @@ def settle(
     their job or a key; ``waiting_since`` keeps the attempt's first
     wait), are canceled (replaced), or are skipped (deleted if never
     handed out before, canceled if they were: their attempts stay).
-    ``manual``: the candidates holding a unit of their tenant's manual-run
-    quota, id -> (tenant, slot); those that start, are canceled or are
-    skipped give it back (:mod:`.manualslots`), those that wait keep it."""
+    ``took``: the rows the round took (``id``, ``tenant``,
+    ``manual_slot``); those holding a unit of their tenant's manual-run
+    quota give it back when they start, are canceled or are skipped
+    (:mod:`.manualslots`), and keep it when they wait."""
     per_row = conn.dialect.name == "sqlite"
     holding = [start for start in decision.start if start.keys or start.candidate.wait_key]
     if holding:
@@ -330,6 +330,7 @@ def settle(
         else:
             _by_arrays(conn, _CANCEL_FROM_ARRAYS, ended, at_us)
     fresh = [s.candidate.id for s in decision.skip if s.candidate.delivery == 0]
+    manual = {row.id: (row.tenant, row.manual_slot) for row in took if row.manual_slot is not None}
     if manual:
         caps = capabilities(conn)
         deleted = set(fresh)

@@ -218,12 +218,8 @@ class RetentionStore(SqlStore):
                 for row in rows if row.id in gone and row.attempt_started_at is not None
             ]
             merge_rollups(conn, summarise_attempts(history, ended), now_us, self.caps.row_locks)
-            # An ended row holds no unit of its tenant's manual-run quota
-            # (whatever ends one gives it back); one that still did is not
-            # taken away with its unit.
-            manualslots.give_back(
-                conn, self.caps, [(row.id, row.tenant, row.manual_slot) for row in rows if row.id in gone], deleted=True
-            )
+            held = [(r.id, r.tenant, r.manual_slot) for r in rows if r.id in gone]  # ended: none should hold a unit
+            manualslots.give_back(conn, self.caps, held, deleted=True)
             resolved = []
             if alerts_store is not None and gone & dead:
                 keys = [key for ident in sorted(gone & dead) for key in (dead_letter_key(ident), poison_key(ident))]

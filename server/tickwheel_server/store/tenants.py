@@ -19,8 +19,8 @@ from .tables import api_keys, tenants
 DEFAULT_MAX_JOBS = 100_000
 DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
 DEFAULT_REQUESTS_PER_SECOND = 100
-DEFAULT_MAX_PENDING_MANUAL_RUNS = 10_000
-"""One Backfill call's most occurrences (``api.scheduler``) fits."""
+DEFAULT_MAX_PENDING_MANUAL_RUNS = 100_000
+"""Ten Backfill calls of the most occurrences one may cover (``api.scheduler``), as max_jobs defaults to 100 000."""
 
 LIMIT_MAX_JOBS = 1_000_000_000
 """The largest ``max_jobs`` an operator may set: far above what a store

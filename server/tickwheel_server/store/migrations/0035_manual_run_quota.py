@@ -20,7 +20,7 @@ from tickwheel_server.policy.quota import deal
 from tickwheel_server.store.engine import Capabilities
 from tickwheel_server.store.migrations._ddl import add_column
 
-DEFAULT = 10_000
+DEFAULT = 100_000
 
 
 def upgrade(conn: Connection, caps: Capabilities) -> None:

@@ -107,7 +107,7 @@ private static final long serialVersionUID = 0L;
    * <pre>
    * Most manual runs (TriggerJob, BackfillJob) the tenant may have waiting
    * to start: each run created counts until it starts or ends. Default
-   * 10 000, at most 10 000 000; 0 means the default. A trigger or a whole
+   * 100 000, at most 10 000 000; 0 means the default. A trigger or a whole
    * backfill over it is refused RESOURCE_EXHAUSTED, nothing written.
    * </pre>
    *
@@ -637,7 +637,7 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Most manual runs (TriggerJob, BackfillJob) the tenant may have waiting
      * to start: each run created counts until it starts or ends. Default
-     * 10 000, at most 10 000 000; 0 means the default. A trigger or a whole
+     * 100 000, at most 10 000 000; 0 means the default. A trigger or a whole
      * backfill over it is refused RESOURCE_EXHAUSTED, nothing written.
      * </pre>
      *
@@ -652,7 +652,7 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Most manual runs (TriggerJob, BackfillJob) the tenant may have waiting
      * to start: each run created counts until it starts or ends. Default
-     * 10 000, at most 10 000 000; 0 means the default. A trigger or a whole
+     * 100 000, at most 10 000 000; 0 means the default. A trigger or a whole
      * backfill over it is refused RESOURCE_EXHAUSTED, nothing written.
      * </pre>
      *
@@ -671,7 +671,7 @@ private static final long serialVersionUID = 0L;
      * <pre>
      * Most manual runs (TriggerJob, BackfillJob) the tenant may have waiting
      * to start: each run created counts until it starts or ends. Default
-     * 10 000, at most 10 000 000; 0 means the default. A trigger or a whole
+     * 100 000, at most 10 000 000; 0 means the default. A trigger or a whole
      * backfill over it is refused RESOURCE_EXHAUSTED, nothing written.
      * </pre>
      *

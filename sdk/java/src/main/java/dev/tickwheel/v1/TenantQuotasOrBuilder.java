@@ -47,7 +47,7 @@ public interface TenantQuotasOrBuilder extends
    * <pre>
    * Most manual runs (TriggerJob, BackfillJob) the tenant may have waiting
    * to start: each run created counts until it starts or ends. Default
-   * 10 000, at most 10 000 000; 0 means the default. A trigger or a whole
+   * 100 000, at most 10 000 000; 0 means the default. A trigger or a whole
    * backfill over it is refused RESOURCE_EXHAUSTED, nothing written.
    * </pre>
    *
