@@ -302,6 +302,8 @@ class TickwheelServer:
             dead_letters=DeadLetterStore(self.engine, self.clock, alerts),
             manual=ManualStore(self.engine, self.clock),
         )
+        for store in (self.stores.jobs, self.stores.dispatch, self.stores.queue.handout):
+            store.on_skipped = self.metrics.skipped  # every writer of skip ranges (store.skiptally)
         self.alert_watch = AlertWatch(alerts)
         """Numbers alert changes and serves WatchAlerts over :attr:`Stores.alerts`."""
         self.tzdata = TzdataStore(self.engine, self.clock)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 import sqlalchemy as sa
@@ -16,6 +16,7 @@ from sqlalchemy.types import NullType
 from tickwheel.shared.clock import Clock
 
 from .engine import Capabilities, capabilities
+from .skiptally import tallied
 from .transactions import RetryEvent, isolation_level, run_in_transaction_async
 
 T = TypeVar("T")
@@ -189,15 +190,22 @@ class SqlStore:
         (``""`` for SQLite busy and lost connections): how a test tells a
         deadlock (``40P01``) or a serialization failure (``40001``) that
         the retries hid from none at all."""
+        self.on_skipped: Callable[[Mapping[str, int]], None] | None = None
+        """Called on the event loop with the occurrences each committed
+        transaction recorded as skipped, by reason (:mod:`.skiptally`)."""
 
     async def _tx(
         self, fn: Callable[[Connection], T], *, idempotent: bool = False, row_locked: bool = False,
         begins_itself: bool = False, handled: frozenset[str] = frozenset(),
     ) -> T:
-        return await run_in_transaction_async(
-            self.engine, fn, clock=self.clock, idempotent=idempotent, on_retry=self._count_retry,
+        skipped: Counter[str] = Counter()
+        result = await run_in_transaction_async(
+            self.engine, tallied(fn, skipped), clock=self.clock, idempotent=idempotent, on_retry=self._count_retry,
             isolation=self.row_locked_level if row_locked else None, begins_itself=begins_itself, handled=handled,
         )  # fmt: skip
+        if skipped and self.on_skipped is not None:
+            self.on_skipped(skipped)
+        return result
 
     def _count_retry(self, event: RetryEvent) -> None:
         self.retries[event.sqlstate or ""] += 1

@@ -34,6 +34,7 @@ from ..schedule import Fire
 from . import pipeline
 from .base import driver_sql, execute_arrays
 from .pipeline import Statement
+from .skiptally import counted
 from .tables import executions, job_cursors, skips
 
 MISFIRE_REASON = "misfire"
@@ -358,6 +359,8 @@ class SkipWrites:
         their number; on SQLite the same per range (no network)."""
         if not self.ranges:
             return
+        for one in self.ranges:
+            counted(one.reason, one.count)
         if not arrays:
             for one in self.ranges:
                 _record(conn, one, now_us)
@@ -398,4 +401,5 @@ def record_skip(conn: Connection, row, skip: PlannedSkip, reason: str, now_us: i
     one range: a calendar's, recorded per job)."""
     writes = SkipWrites()
     writes.add(row, skip, reason)
+    counted(reason, skip.count)
     _record(conn, writes.ranges[0], now_us)

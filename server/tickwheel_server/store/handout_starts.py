@@ -31,6 +31,7 @@ from . import manualslots
 from .base import driver_sql, execute_arrays, one_of
 from .engine import Capabilities, capabilities
 from .isolation import PAUSED_WAIT, ensure_keys, insert_for, lock_keys, not_held, take_slots, wake_keys
+from .skiptally import counted
 from .tables import executions, jobs, skips
 from .timeline import NOT_STARTED, in_group
 
@@ -356,6 +357,7 @@ def _skip_ranges(conn: Connection, skipped: list[Skip], at_us: int) -> None:
     the execution they were skipped for: one range while it runs."""
     if not skipped:
         return
+    counted(OVERLAP_REASON, len(skipped))
     ranges: dict[str, dict] = {}
     for item in sorted(skipped, key=lambda s: (s.candidate.nominal_at, s.candidate.id)):
         c = item.candidate

@@ -25,6 +25,7 @@ from .engine import Capabilities
 from .history import SkipRecord
 from .isolation import PAUSED_WAIT, after_not_started_canceled, insert_for, not_held, status_in, wake_keys
 from .jobrecords import JobRecord
+from .skiptally import counted
 from .tables import executions, skips
 from .timeline import NOT_STARTED, in_group, newest, scans
 
@@ -236,6 +237,7 @@ def record_paused_span(conn: Connection, job: JobRecord, span: SkippedSpan, now_
         id=f"{job.id}:paused:{from_us_}", job_id=job.id, tenant=job.tenant, from_at=from_us(from_us_),
         to_at=from_us(to_us(span.to_at)), count=span.count, reason=PAUSED_REASON, created_at=from_us(now_us),
     )
+    counted(PAUSED_REASON, span.count)
     conn.execute(
         skips.insert().values(
             id=record.id, job_id=job.id, tenant=job.tenant, from_at=from_us_, to_at=to_us(span.to_at),

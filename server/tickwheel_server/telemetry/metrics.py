@@ -42,6 +42,7 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
+from ..store.history import SKIP_REASONS
 from .outages import OutageLog
 from .prometheus import exposition
 
@@ -217,6 +218,11 @@ class Metrics:
         self._session_losses = meter.create_counter(
             "tickwheel_session_losses_total", description="etcd sessions this server lost and replaced"
         )
+        self._skipped = meter.create_counter(
+            "tickwheel_skipped_occurrences_total",
+            description="Occurrences recorded as skipped in committed skip ranges, by reason "
+            "(misfire, overlap, job_paused, tenant_paused, calendar, backlog)",
+        )
         self._refreshers: list[Callable[[], Awaitable[None]]] = []
         # Counters whose label values are known ahead are exported from the
         # start at 0: a rule over ``increase(...)`` sees the first event, and
@@ -224,6 +230,8 @@ class Metrics:
         self._session_losses.add(0)
         for cause in REQUEUE_CAUSES:
             self._requeues.add(0, {"cause": cause})
+        for reason in SKIP_REASONS:
+            self._skipped.add(0, {"reason": reason})
 
     # -- events ------------------------------------------------------------------------------------
 
@@ -257,6 +265,14 @@ class Metrics:
         attributes = {"stage": stage}
         self._claim_size.record(size, attributes)
         self._claim_seconds.record(seconds, attributes)
+
+    def skipped(self, occurrences: Mapping[str, int]) -> None:
+        """Occurrences a committed transaction recorded as skipped, by
+        reason. A reason outside :data:`SKIP_REASONS` is dropped: the label
+        takes only those values."""
+        for reason, count in occurrences.items():
+            if count > 0 and reason in SKIP_REASONS:
+                self._skipped.add(count, {"reason": reason})
 
     def session_lost(self) -> None:
         self._session_losses.add(1)

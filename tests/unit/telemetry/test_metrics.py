@@ -7,6 +7,7 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from tickwheel_server.store.history import SKIP_REASONS
 from tickwheel_server.telemetry.metrics import LATENESS_BUCKETS, OTHER, Metrics, TenantLabels, top_tenants
 from tickwheel_server.telemetry.prometheus import parse_samples, render
 
@@ -165,3 +166,22 @@ def test_an_accept_header_that_cannot_be_read_gets_the_text_format(accept: str) 
         metrics.close()
     assert content_type == "text/plain; version=0.0.4; charset=utf-8"
     assert b'tickwheel_executions_total{outcome="succeeded",tenant="acme"} 1.0' in body
+
+
+def test_skipped_occurrences_are_counted_by_reason_from_zero_and_only_by_reason() -> None:
+    metrics = Metrics(top_tenants=5)
+    try:
+        before = parse_samples(_render(metrics))
+        metrics.skipped({"misfire": 8, "backlog": 1})
+        metrics.skipped({"misfire": 2, "acme's own words": 5, "overlap": 0})
+        after = parse_samples(_render(metrics))
+    finally:
+        metrics.close()
+    name = "tickwheel_skipped_occurrences_total"
+    assert {labels for (metric, labels) in before if metric == name} == {(("reason", r),) for r in SKIP_REASONS}
+    assert all(before[(name, (("reason", r),))] == 0 for r in SKIP_REASONS), "exported at 0 from the start"
+    assert after[(name, (("reason", "misfire"),))] == 10
+    assert after[(name, (("reason", "backlog"),))] == 1
+    assert {labels for (metric, labels) in after if metric == name} == {(("reason", r),) for r in SKIP_REASONS}, (
+        "a reason outside the enum makes no series"
+    )
