@@ -98,6 +98,9 @@ class WorkerConnection:
     """:meth:`end` cancelled the writer's wait (any other cancel of it is not ours to absorb)."""
     counted: bool = False
     """Counted against the caps (:meth:`Connections.reserve`) until :meth:`Connections.release`."""
+    _capability: tuple | None = field(default=None, repr=False)
+    """(credential, handlers, http, the :class:`Capability` they make): every hand-out round asks each
+    stream of its group, and what it asks changes only at hello."""
 
     def silent(self, now: float, timeout: float) -> bool:
         """Nothing came from the worker for ``timeout`` seconds up to the
@@ -112,10 +115,21 @@ class WorkerConnection:
     @property
     def capability(self) -> Capability:
         """What this worker may receive: its credential's tenants, the handlers
-        it runs that the credential allows, HTTP if both say so."""
-        allowed = self.credential.handlers
-        handlers = tuple(sorted(h for h in self.handlers if not allowed or h in allowed))
-        return Capability(tuple(sorted(self.credential.tenants)), handlers, self.http and self.credential.http)
+        it runs that the credential allows, HTTP if both say so. Made once
+        for the fields it is made of (compared by identity: a field replaced
+        makes it again)."""
+        credential, handlers, http = self.credential, self.handlers, self.http
+        cached = self._capability
+        if cached is not None and cached[0] is credential and cached[1] is handlers and cached[2] is http:
+            return cached[3]
+        allowed = credential.handlers
+        made = Capability(
+            tuple(sorted(credential.tenants)),
+            tuple(sorted(h for h in handlers if not allowed or h in allowed)),
+            http and credential.http,
+        )
+        self._capability = (credential, handlers, http, made)
+        return made
 
     async def send(self, message: worker_pb2.PullResponse) -> None:
         """Queue ``message``; never waits. An outbox already full (the
