@@ -70,3 +70,21 @@ def test_the_caps_come_from_defaults_environment_and_flags() -> None:
 def test_a_cap_out_of_bounds_stops_the_server_naming_it(flag, value) -> None:
     with pytest.raises(ConfigError, match=rf"\({flag}\): must be between 1 and"):
         load_server_config(server_args(flag, value), CONFIG_ENV)
+
+
+def test_a_streams_capability_is_made_once_and_again_when_a_field_it_reads_is_replaced() -> None:
+    connection = WorkerConnection("w1", WorkerCredential(
+        id="c1", tenants=("globex", "acme"), handlers=("mail", "echo"), http=True, description="",
+        created_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    ), frozenset({"echo", "mail", "sms"}), True, 1, datetime(2026, 1, 1, tzinfo=timezone.utc))  # fmt: skip
+    first = connection.capability
+    assert (first.tenants, first.handlers, first.http) == (("acme", "globex"), ("echo", "mail"), True)
+    assert connection.capability is first, "every round reads it: made once"
+    connection.credential = WorkerCredential(
+        id="c9", tenants=("initech",), handlers=(), http=False, description="",
+        created_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    )
+    again = connection.capability
+    assert (again.tenants, again.handlers, again.http) == (("initech",), ("echo", "mail", "sms"), False)
+    connection.handlers = frozenset({"echo"})
+    assert connection.capability.handlers == ("echo",)
