@@ -61,6 +61,8 @@ POSTGRES_ONLY = {
     ("retention.py", "RetentionStore.attempt_partitions"): "caps.declarative_partitioning (PostgreSQL only)",
     ("retention.py", "RetentionStore.prune_default_partition"): "runs only once attempt_partitions() found a layout",
     ("retention.py", "_partition_ddl_turn"): "create_partition / detach_partition: declarative partitioning only",
+    ("transactions.py", "TABLE_HELD_SQL"): "read only by table_held, which answers without it unless the "
+                                           "dialect is postgresql (CockroachDB's is cockroachdb)",
     ("pipeline.py", "begin_statement"): "[NOT] DEFERRABLE as a transaction mode, only if psycopg's `deferrable` "
                                         "is set, which nothing in the store sets (the trace below sees every BEGIN)",
 }

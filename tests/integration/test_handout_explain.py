@@ -113,7 +113,7 @@ async def _statements(engine: sa.Engine, tenants_served=("flood", "quiet"), **op
         for kind, marker in (("candidates", "AS q (tenant, n)"), ("ready", "WITH RECURSIVE ready"),
                              ("loose", "WITH RECURSIVE walk"),
                              ("probe", "FROM tenants"), ("overlap", "AS q (job_id, n, upto)"),
-                             ("busy", "FOR SHARE OF e"), ("taken", "e.trace_context, j.spec")):
+                             ("busy", "FOR SHARE OF e"), ("taken", "e.trace_context, e.manual_slot, j.spec")):
             if marker in statement and kind not in found:
                 found[kind] = (statement, parameters)
     return found
