@@ -11,6 +11,7 @@ nothing; a writer called outside a store's transaction counts nowhere.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -31,8 +32,11 @@ def counted(reason: str, occurrences: int) -> None:
 def tallied(fn: Callable[..., T], tally: Counter[str]) -> Callable[..., T]:
     """``fn`` that starts ``tally`` over and counts into it on each call (one
     call per attempt, in the attempt's thread): after the transaction
-    returns, ``tally`` holds what the committed attempt counted."""
+    returns, ``tally`` holds what the committed attempt counted. It keeps
+    ``fn``'s names (``functools.wraps``): logs and traces name a transaction
+    by its function."""
 
+    @functools.wraps(fn)
     def attempt(*args, **kwargs) -> T:
         tally.clear()
         token = _tally.set(tally)
