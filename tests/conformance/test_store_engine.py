@@ -779,6 +779,61 @@ def overlap_two_migrators(first_engine: Engine, second_engine: Engine, hold: Cal
     assert current_version(second_engine) == 2
 
 
+@pytest.mark.postgres
+def test_an_upgrade_waits_for_a_backfill_batch_reading_what_it_drops(postgres_url: str, make_engine) -> None:
+    """Migration 0032's race: one migrator is inside a backfill batch that
+    reads a column (checked present) while another applies the upgrade that
+    drops it. The upgrade waits for the batch, and the batch's migrator then
+    finds the migration recorded instead of failing on the missing column."""
+    first_engine, second_engine, observer = (make_engine(postgres_url) for _ in range(3))
+    inside, release = threading.Event(), threading.Event()
+
+    def source(conn: Connection, caps) -> None:
+        conn.execute(text("CREATE TABLE src (id TEXT PRIMARY KEY, moved INTEGER)"))
+        conn.execute(text("INSERT INTO src VALUES ('a', 1), ('b', 2)"))
+
+    def prepare(conn: Connection, caps) -> None:
+        conn.execute(text("CREATE TABLE IF NOT EXISTS dst (id TEXT PRIMARY KEY, moved INTEGER)"))
+
+    def backfill(conn: Connection, caps, after: str) -> str | None:
+        if threading.current_thread().name == "first" and not inside.is_set():
+            inside.set()
+            assert release.wait(timeout=20)
+        conn.execute(text("INSERT INTO dst SELECT id, moved FROM src WHERE id > :after ON CONFLICT DO NOTHING"),
+                     dict(after=after))  # fmt: skip
+        return None
+
+    def upgrade(conn: Connection, caps) -> None:
+        conn.execute(text("ALTER TABLE src DROP COLUMN IF EXISTS moved"))
+
+    migrations = [Migration(1, "source", source), Migration(2, "move", upgrade, prepare=prepare, backfill=backfill)]
+    migrate(first_engine, migrations=migrations[:1])
+    errors: list[BaseException] = []
+
+    def run(engine: Engine) -> None:
+        try:
+            migrate(engine, migrations=migrations, holder=threading.current_thread().name)
+        except BaseException as exc:
+            errors.append(exc)
+
+    first = threading.Thread(target=run, args=(first_engine,), name="first")
+    second = threading.Thread(target=run, args=(second_engine,), name="second")
+    first.start()
+    assert inside.wait(timeout=10)
+    second.start()
+    try:
+        wait_for_lock_waiter(observer)  # the upgrade waits for the batch under way
+        assert second.is_alive()
+    finally:
+        release.set()
+        first.join(timeout=30)
+        second.join(timeout=30)
+    assert not errors
+    assert current_version(observer) == 2
+    rows = run_in_transaction(observer, lambda c: c.execute(text("SELECT id, moved FROM dst ORDER BY id")).all())
+    assert [tuple(row) for row in rows] == [("a", 1), ("b", 2)]
+
+
 def wait_for_lock_waiter(observer: Engine) -> None:
     """Return once some session is waiting for a row lock (the second migrator)."""
     deadline = time.monotonic() + 10

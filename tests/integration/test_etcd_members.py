@@ -126,13 +126,23 @@ async def test_a_killed_member_costs_one_try_and_the_calls_move_on(
         await store.put("/killed/k", b"v", session=session)
         caplog.set_level(logging.INFO, "tickwheel_server.lease")
         etcd_cluster.kill(0)
+
+        def switches() -> list[str]:
+            return [r.getMessage() for r in caplog.records if "switching to" in r.getMessage()]
+
         for index in range(5):
             await store.put(f"/killed/{index}", b"v", session=session)
             assert (await store.get(f"/killed/{index}")).value == b"v"
+            if index == 0:
+                moved = switches()
         await asyncio.sleep(session.ttl + 0.5)  # renewals go on elsewhere
         assert not session.lost.is_set(), session.lost_reason
-        switches = [r.getMessage() for r in caplog.records if "switching to" in r.getMessage()]
-        assert len(switches) == 1, switches  # once, not once per call or per retry
+        # The first call moves off the dead member: once, or twice when the
+        # kill took the leader and the next member timed the call out during
+        # the election. Once a call is answered the calls stay (none moves
+        # per call or per retry).
+        assert 1 <= len(moved) <= 2, moved
+        assert switches() == moved
         assert store._transport.endpoints.in_use != etcd_cluster.members[0].endpoint
         await session.close()
     finally:

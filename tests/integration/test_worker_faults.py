@@ -188,7 +188,11 @@ def test_a_worker_killed_mid_call_is_requeued_and_the_target_applies_the_key_onc
     assert [(a.attempt, a.delivery, a.status, a.worker_id) for a in history] == [
         (1, 1, "lost", "doomed"), (1, 2, "succeeded", "survivor"),
     ]
-    assert "did not re-attach" in history[0].error
+    # Lost either way: the server saw the stream end (no re-attach within
+    # the grace) or, on a loaded machine, the heartbeat timeout came first.
+    assert "worker doomed disconnected and did not re-attach" in history[0].error or (
+        "no heartbeat from worker doomed" in history[0].error
+    ), history[0].error
     assert [(c["Idempotency-Key"], c["Tickwheel-Attempt"], c["Tickwheel-Delivery"]) for c in target.calls] == [
         (execution.id, "1", "1"), (execution.id, "1", "2"),
     ]

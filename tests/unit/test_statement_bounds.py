@@ -294,6 +294,7 @@ UNBOUNDED_LEFT: dict[tuple[str, str], tuple[int, str]] = {
     ("jobpages.py", "_unread"): (1, "no table: a bound value as a scalar subquery"),
     ("lateness.py", "LatenessStore.oldest_waiting"): (1, "the paused tenants: one row a tenant"),
     ("migrate.py", "_apply_one"): (1, ONE_ROW),
+    ("migrate.py", "_backfill.step"): (1, ONE_ROW),
     ("migrate.py", "_is_recorded"): (1, ONE_ROW),
     ("migrate.py", "_read_applied"): (1, "schema_migrations: one row a migration"),
     ("migrate_steps.py", "Lease.release"): (1, ONE_ROW),

@@ -38,7 +38,10 @@ Contract of :func:`migrate`:
   its row lock (SQLite: ``BEGIN IMMEDIATE`` serialises them) and each
   re-reads the recorded versions after acquiring it; under SERIALIZABLE
   the waiter gets SQLSTATE 40001 when the holder commits and is retried by
-  ``run_in_transaction``. CockroachDB: the lock row is a lease
+  ``run_in_transaction``. A backfill batch (the bounded copies before a
+  migration's own transaction) holds the lock row shared, so an upgrade
+  dropping what the batches read waits for the batch under way, and the
+  next batch finds the migration recorded. CockroachDB: the lock row is a lease
   (:class:`~tickwheel_server.store.migrate_steps.Lease`), taken and renewed
   by conditional updates in transactions of their own, never beside DDL.
   No advisory locks: CockroachDB has none.
@@ -370,6 +373,14 @@ def _backfill(engine: Engine, migration: Migration, caps: Capabilities) -> None:
         return
 
     def step(conn: Connection, run: Callable[[Connection], str | None]) -> tuple[bool, str | None]:
+        # The lock row shared: another process's upgrade (which takes it
+        # exclusively, then drops what a batch reads) waits for this batch,
+        # and a batch begun after that upgrade committed sees its version row.
+        conn.execute(
+            sa.select(schema_migrations_lock.c.id)
+            .where(schema_migrations_lock.c.id == _LOCK_ROW_ID)
+            .with_for_update(read=True)
+        )
         return (True, None) if _is_recorded(conn, migration.version) else (False, run(conn))
 
     def prepare(conn: Connection) -> None:
