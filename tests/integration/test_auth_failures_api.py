@@ -47,6 +47,10 @@ async def test_failed_authentications_are_cheap_limited_and_quiet(server, monkey
     monkeypatch.setattr(tenants, "verify_key_until", counted)
     # The real clock runs: a refill this slow adds nothing while the test runs.
     server.server.auth.failures.limits = FailureLimits(peer_burst=BURST, peer_rate=1e-6)
+    # The key's cached principal must outlive the test (its 5 s default may
+    # not on a loaded machine): once it expires, a peer over its failures
+    # is refused whatever it presents (auth/failures.py).
+    monkeypatch.setattr(server.server.auth, "cache_ttl", 3600.0)
     async with grpc.aio.insecure_channel(server.address) as channel:
         scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
         assert (await code_of(scheduler, key))[0] == grpc.StatusCode.OK  # cached from here on

@@ -50,5 +50,11 @@ async def test_a_full_queue_turns_the_next_occurrence_into_a_backlog_range(serve
             await asyncio.sleep(0.2)
         assert backlog, f"no backlog range within {WAIT} s: {page}"
         assert backlog[-1].from_at.ToDatetime() == cursor and backlog[-1].job_id == job_id
-        assert len(page.executions) == NOT_STARTED_CAP, "the triggers, and no occurrence beside them"
+        triggered = [e for e in page.executions if e.origin == execution_pb2.EXECUTION_ORIGIN_TRIGGER]
+        assert len(triggered) == NOT_STARTED_CAP
+        # No occurrence beside them from the resume on. One may have been
+        # claimed between the create and the pause (the claim looks a
+        # minute ahead, and a loaded machine may run one in that gap).
+        claimed = [e.nominal_at.ToDatetime() for e in page.executions if e not in triggered]
+        assert all(nominal < cursor for nominal in claimed), (claimed, cursor)
         assert {e.status for e in page.executions} == {job_pb2.EXECUTION_STATUS_SCHEDULED}
