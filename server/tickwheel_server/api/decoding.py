@@ -12,7 +12,8 @@ INVALID_ARGUMENT "the request is not a valid <Message>: ..." (a BadRequest
 on the empty path: the request as a whole) without calling the servicer.
 On a streaming method every message of the stream is guarded; a bad one
 ends the stream with that status. Such refusals are logged at WARNING at
-most once per :data:`LOG_INTERVAL` seconds per service, with a count.
+most once a minute per service, with a count
+(:class:`~tickwheel_server.telemetry.refusals.RefusalLog`).
 A unary method may answer with :class:`Serialized` bytes of its response
 message, which go out as they are.
 
@@ -35,7 +36,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -44,12 +44,11 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from ..errors import FieldViolation, InvalidArgument
+from ..telemetry.refusals import RefusalLog
 from .status import abort
 
 log = logging.getLogger(__name__)
 
-LOG_INTERVAL = 60.0
-"""Seconds between two log lines about refused requests of one service."""
 _STRING = FieldDescriptor.TYPE_STRING
 _MESSAGE = FieldDescriptor.TYPE_MESSAGE
 
@@ -84,30 +83,6 @@ class Refused:
     def __init__(self, error: InvalidArgument, undecodable: bool) -> None:
         self.error = error
         self.undecodable = undecodable
-
-
-class RefusalLog:
-    """At most one WARNING per ``interval`` seconds, counting the refusals
-    between two lines. ``now`` is a monotonic clock (seconds)."""
-
-    def __init__(self, service: str, interval: float = LOG_INTERVAL, now: Callable[[], float] = time.monotonic) -> None:
-        self._service = service
-        self._interval = interval
-        self._now = now
-        self._next_at = float("-inf")
-        self._count = 0
-
-    def refused(self, method: str, error: InvalidArgument) -> None:
-        self._count += 1
-        at = self._now()
-        if at < self._next_at:
-            return
-        log.warning(
-            "%s: refused %d request(s) that were not valid messages since the last such line; latest %s: %s",
-            self._service, self._count, method, error,
-        )  # fmt: skip
-        self._count = 0
-        self._next_at = at + self._interval
 
 
 def nul_fields(message: Message, prefix: str = "") -> list[str]:
@@ -189,10 +164,14 @@ def _guard_handler(
     message_class = handler.request_deserializer.__self__
     decode = decoder(message_class, refuse_nul=refuse_nul, discard_unknown=discard_unknown)
     serialize = handler.response_serializer
+    service = method.rpartition("/")[0]
 
     async def refuse(context, refused: Refused) -> None:
-        if refused.undecodable:
-            refusals.refused(method, refused.error)
+        if refused.undecodable and (count := refusals.refused(service)):
+            log.warning(
+                "%s: refused %d request(s) that were not valid messages since the last such line; latest %s: %s",
+                service, count, method, refused.error,
+            )  # fmt: skip
         await abort(context, refused.error)
 
     async def not_yet(context) -> None:
@@ -285,7 +264,7 @@ class _GuardedRegistration:
         :meth:`add_registered_method_handlers`, which registers both forms."""
 
     def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
-        refusals = RefusalLog(service)
+        refusals = RefusalLog()  # keyed by the service: one key
         guarded = {
             name: _guard_handler(
                 handler, f"{service}/{name}", refusals, refuse_nul=self._refuse_nul,

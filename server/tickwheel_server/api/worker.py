@@ -17,7 +17,10 @@ streams and slots: :class:`~tickwheel_server.gateway.connections.StreamCaps`)
 is refused with RESOURCE_EXHAUSTED naming the cap. A stream's credit never
 exceeds its hello's slots (more is cut: an honest worker never has more
 outstanding), and a credit message outside 1 to :data:`MAX_SLOTS` ends the
-stream (INVALID_ARGUMENT on ``credit.credits``).
+stream (INVALID_ARGUMENT on ``credit.credits``). A hello refused by a cap
+is logged at WARNING once a minute per cause and credential, the rest DEBUG
+(:class:`~tickwheel_server.telemetry.refusals.RefusalLog`): a worker
+retrying at once would otherwise write a line a try.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from ..gateway.connections import Connections, StreamRefused, WorkerConnection
 from ..gateway.gateway import Gateway
 from ..store.executions import NOT_HELD
 from ..telemetry.outages import OutageLog
+from ..telemetry.refusals import RefusalLog
 from .status import abort
 from .validate import HANDLER_MAX
 
@@ -54,8 +58,6 @@ MAX_HANDLERS = 1000
 """Entries of ``hello.handlers``: each round of the stream's group reads them all."""
 HANDLER_NAME_MAX = HANDLER_MAX
 """As a job's handler name: a longer name matches no job."""
-REFUSAL_LOG_INTERVAL = 60.0
-"""Seconds between the WARNING lines of one credential's hellos refused by a cap (the rest DEBUG)."""
 
 
 def _duration(seconds: float) -> duration_pb2.Duration:
@@ -121,21 +123,13 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self.session_id = session_id
         self._heartbeat_interval = heartbeat_interval
         self._heartbeat_timeout = heartbeat_timeout
-        self._refusals_said: dict[str, float] = {}
-        """Per credential id, when a refusal by a cap was last logged at WARNING (monotonic)."""
+        self.refusals = RefusalLog(now=clock.monotonic)
+        """Hellos refused, by (cause, credential id): a worker retrying at once would otherwise say each."""
 
-    def _log_refused(self, connection: WorkerConnection, error: StreamRefused) -> None:
-        """One WARNING a credential a minute: a worker retrying at the cap would otherwise say it each time."""
-        now = self._clock.monotonic()
-        credential = connection.credential.id
-        said = self._refusals_said.get(credential)
-        if said is not None and now - said < REFUSAL_LOG_INTERVAL:
-            log.debug("%s", error)
-            return
-        if len(self._refusals_said) >= 10_000:
-            self._refusals_said.clear()
-        self._refusals_said[credential] = now
-        log.warning("%s (%d hellos refused by a cap so far)", error, self._connections.refused)
+    def _log_refused(self, cause: str, connection: WorkerConnection, message: str, *args) -> None:
+        """A hello refused: at WARNING once a minute per cause and credential, the rest DEBUG."""
+        said = self.refusals.refused((cause, connection.credential.id))
+        log.log(logging.WARNING if said else logging.DEBUG, message, *args)
 
     async def Pull(self, request_iterator, context: grpc.aio.ServicerContext):
         try:
@@ -169,7 +163,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         try:
             self._connections.reserve(connection)
         except StreamRefused as error:
-            self._log_refused(connection, error)
+            self._log_refused("cap", connection, "%s (%d hellos refused by a cap so far)", error,
+                              self._connections.refused)
             await abort(context, error)
             return
         try:

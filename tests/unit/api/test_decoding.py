@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import logging
 
+import pytest
 from tickwheel.v1 import admin_pb2, job_pb2, scheduler_pb2
 
-from tickwheel_server.api.decoding import Refused, RefusalLog, decoder, nul_fields
-from tickwheel_server.errors import InvalidArgument
+from tickwheel_server.api.decoding import STARTED, Refused, decoder, nul_fields
 
 
 def create(**job_fields) -> scheduler_pb2.CreateJobRequest:
@@ -52,17 +52,45 @@ def test_strings_with_nul_are_named() -> None:
     assert decoder(admin_pb2.SearchJobsRequest, refuse_nul=False)(search.SerializeToString()).tenant == "a\0b"
 
 
-def test_refusals_are_logged_once_per_interval_with_a_count(caplog) -> None:
+async def test_refusals_are_logged_once_per_interval_per_service_with_a_count(caplog) -> None:
+    """Bytes that are no message: one WARNING a minute per service saying how
+    many since the last; each call still refused INVALID_ARGUMENT."""
+    import grpc
+
+    from tickwheel_server.api.decoding import _guard_handler
+    from tickwheel_server.telemetry.refusals import RefusalLog
+
+    async def get_job(request, context):
+        raise AssertionError("a refused request reached the servicer")
+
+    handler = grpc.unary_unary_rpc_method_handler(
+        get_job, request_deserializer=scheduler_pb2.GetJobRequest.FromString,
+        response_serializer=scheduler_pb2.GetJobResponse.SerializeToString,
+    )
     now = [100.0]
-    refusals = RefusalLog("svc", interval=60, now=lambda: now[0])
-    error = InvalidArgument.field("", "the request is not a valid X: bad")
+    refusals = RefusalLog(interval=60, now=lambda: now[0])
+    guarded = {
+        service: _guard_handler(handler, f"{service}/GetJob", refusals, refuse_nul=True, discard_unknown=True,
+                                starting=STARTED)
+        for service in ("svc", "other")
+    }
+
+    async def send(service: str) -> None:
+        context = _Context()
+        with pytest.raises(_Aborted):
+            await guarded[service].unary_unary(guarded[service].request_deserializer(b"\xff\xff"), context)
+        assert context.aborted[0] == grpc.StatusCode.INVALID_ARGUMENT
+
     with caplog.at_level(logging.WARNING, "tickwheel_server.api.decoding"):
         for _ in range(1000):
-            refusals.refused("svc/M", error)
+            await send("svc")
+        await send("other")
         now[0] += 61
-        refusals.refused("svc/M", error)
+        await send("svc")
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 2 and "refused 1 request" in lines[0] and "refused 1000 request" in lines[1]
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("svc: refused 1 request") and lines[1].startswith("other: refused 1 request")
+    assert lines[2].startswith("svc: refused 1000 request(s) that were not valid messages") and "svc/GetJob" in lines[2]
     assert not [r for r in caplog.records if r.exc_info]
 
 
@@ -92,7 +120,8 @@ async def test_a_guarded_method_is_refused_until_the_start_is_done() -> None:
     servicer never called (even for bytes that are no message); after: served."""
     import grpc
 
-    from tickwheel_server.api.decoding import RefusalLog, _guard_handler
+    from tickwheel_server.api.decoding import _guard_handler
+    from tickwheel_server.telemetry.refusals import RefusalLog
 
     served: list = []
 
@@ -105,7 +134,7 @@ async def test_a_guarded_method_is_refused_until_the_start_is_done() -> None:
         response_serializer=scheduler_pb2.GetJobResponse.SerializeToString,
     )
     start = _Start()
-    guarded = _guard_handler(handler, "S/GetJob", RefusalLog("S"), refuse_nul=True, discard_unknown=True, starting=start)
+    guarded = _guard_handler(handler, "S/GetJob", RefusalLog(), refuse_nul=True, discard_unknown=True, starting=start)
     for raw in (scheduler_pb2.GetJobRequest(id="j").SerializeToString(), b"\xff\xff"):
         context = _Context()
         try:

@@ -1,0 +1,106 @@
+"""Hellos of WorkerService.Pull refused (``api.worker``): each refused with
+its status and counted, logged at WARNING once a minute per cause and
+credential (the rest DEBUG), in a bounded map of credentials."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime, timezone
+
+import grpc
+import pytest
+from tickwheel.shared.clock import FakeClock
+from tickwheel.v1 import worker_pb2
+
+from tickwheel_server.api.worker import WorkerServicer
+from tickwheel_server.gateway.connections import Connections, StreamCaps, WorkerConnection
+from tickwheel_server.store.credentials import WorkerCredential
+from tickwheel_server.telemetry.refusals import MAX_KEYS
+
+LOGGER = "tickwheel_server.api.worker"
+
+
+def credential(name: str) -> WorkerCredential:
+    return WorkerCredential(id=name, tenants=("acme",), handlers=(), http=False, description="",
+                            created_at=datetime(2026, 12, 7, tzinfo=timezone.utc))
+
+
+class _Auth:
+    """Each call's credential is the one the test says next."""
+
+    def __init__(self) -> None:
+        self.next = credential("wc")
+
+    async def worker(self, context) -> WorkerCredential:
+        return self.next
+
+
+class _Aborted(Exception):
+    pass
+
+
+class _Context:
+    def __init__(self) -> None:
+        self.aborted: tuple | None = None
+        self.written: list = []
+
+    async def abort(self, code, details="", trailing_metadata=()):
+        self.aborted = (code, details)
+        raise _Aborted
+
+    async def write(self, message) -> None:
+        self.written.append(message)
+
+
+async def _stream(*messages: worker_pb2.PullRequest):
+    for message in messages:
+        yield message
+    await asyncio.Event().wait()  # the worker sends nothing more, and stays
+
+
+HELLO = worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(worker_id="w", handlers=["echo"], slots=1))
+
+
+async def _pull(servicer: WorkerServicer, auth: _Auth, who: str, *after: worker_pb2.PullRequest) -> tuple:
+    auth.next = credential(who)
+    context, stream = _Context(), _stream(HELLO, *after)
+    with pytest.raises(_Aborted):
+        await servicer.Pull(stream, context)
+    await stream.aclose()
+    return context.aborted
+
+
+def _warnings(caplog, text: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and text in r.getMessage()]
+
+
+async def test_hellos_past_a_cap_say_one_warning_a_credential_a_minute_through_a_flood_of_credentials(caplog) -> None:
+    """A credential retrying at the cap throughout a flood of hellos from
+    more credentials than the log remembers: each hello refused and counted,
+    the map bounded, and that credential said once until a minute passed
+    (forgetting every credential at a bound said it again after each)."""
+    clock = FakeClock()
+    connections = Connections(StreamCaps(max_streams=1))
+    connections.reserve(WorkerConnection(worker_id="w", credential=credential("holder"), handlers=frozenset({"echo"}),
+                                         http=False, slots=1, connected_at=clock.now()))
+    auth = _Auth()
+    servicer = WorkerServicer(auth, connections, clock, server_id="s1")
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    flood, said_noisy, hellos = MAX_KEYS + 500, 0, 0
+    for n in range(flood):
+        if n % 100 == 0:
+            caplog.clear()
+            code, details = await _pull(servicer, auth, "noisy")
+            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "max_worker_streams = 1" in details
+            said_noisy += len(_warnings(caplog, "hellos refused by a cap so far"))
+            hellos += 1
+        await _pull(servicer, auth, f"rotated{n}")
+        hellos += 1
+    assert said_noisy == 1
+    assert connections.refused == hellos  # every hello counted, said or not
+    assert len(servicer.refusals) <= MAX_KEYS
+    clock.advance(60)
+    caplog.clear()
+    await _pull(servicer, auth, "noisy")
+    assert len(_warnings(caplog, "hellos refused by a cap so far")) == 1  # a minute on: said again
