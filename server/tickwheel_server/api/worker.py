@@ -18,7 +18,8 @@ is refused with RESOURCE_EXHAUSTED naming the cap. A stream's credit never
 exceeds its hello's slots (more is cut: an honest worker never has more
 outstanding), and a credit message outside 1 to :data:`MAX_SLOTS` ends the
 stream (INVALID_ARGUMENT on ``credit.credits``). A hello refused by a cap
-is logged at WARNING once a minute per cause and credential, the rest DEBUG
+or by the budget, and a stream ended over the budget, are logged at WARNING
+once a minute per cause and credential, the rest DEBUG
 (:class:`~tickwheel_server.telemetry.refusals.RefusalLog`): a worker
 retrying at once would otherwise write a line a try.
 """
@@ -131,6 +132,11 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         said = self.refusals.refused((cause, connection.credential.id))
         log.log(logging.WARNING if said else logging.DEBUG, message, *args)
 
+    def _over_budget(self, connection: WorkerConnection, error: OverBudget) -> None:
+        """End a stream whose credential sent more than its budget of what its streams do not hold."""
+        self._log_refused("budget", connection, "worker %s: %s", connection.worker_id, error)
+        connection.end(error)
+
     async def Pull(self, request_iterator, context: grpc.aio.ServicerContext):
         try:
             credential = await self._auth.worker(context)
@@ -183,7 +189,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                     connection, held, listed_all=len(held) < MAX_IN_FLIGHT
                 )
             except OverBudget as error:
-                log.warning("worker %s refused: %s", hello.worker_id, error)
+                self._log_refused("budget", connection, "worker %s refused: %s", hello.worker_id, error)
                 await abort(context, error)
                 return
             except Exception as error:  # the store is down (UNAVAILABLE): the worker says hello again later
@@ -280,13 +286,13 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                         try:
                             self.gateway.liveness.heartbeat(connection, [(e.execution_id, e.delivery) for e in listed])
                         except OverBudget as error:
-                            connection.end(error)
+                            self._over_budget(connection, error)
                             return
                 elif kind == "result" and self.gateway is not None:
                     try:
                         await self.gateway.intake.submit_results(connection, request.result.results)
                     except OverBudget as error:
-                        connection.end(error)
+                        self._over_budget(connection, error)
                         return
                 elif kind == "result":
                     acks = [

@@ -129,8 +129,6 @@ class Intake:
                      len(refused.ack.acks), connection.worker_id, connection.credential.id,
                      first.execution_id[:64], first.reason)
             await connection.send(refused)
-        if granted < len(costly):
-            log.warning("worker %s: %s", connection.worker_id, self._budget.message(connection.credential.id))
         return admitted, granted < len(costly)
 
     async def _refuse(self, item: tuple[WorkerConnection, ResultIn], error: Exception) -> None:

@@ -1,12 +1,13 @@
-"""Hellos of WorkerService.Pull refused (``api.worker``): each refused with
-its status and counted, logged at WARNING once a minute per cause and
-credential (the rest DEBUG), in a bounded map of credentials."""
+"""Hellos and streams of WorkerService.Pull refused (``api.worker``): each
+refused with its status and counted, logged at WARNING once a minute per
+cause and credential (the rest DEBUG), in a bounded map of credentials."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from datetime import datetime, timezone
+from types import SimpleNamespace
 
 import grpc
 import pytest
@@ -14,6 +15,7 @@ from tickwheel.shared.clock import FakeClock
 from tickwheel.v1 import worker_pb2
 
 from tickwheel_server.api.worker import WorkerServicer
+from tickwheel_server.gateway.budget import OverBudget
 from tickwheel_server.gateway.connections import Connections, StreamCaps, WorkerConnection
 from tickwheel_server.store.credentials import WorkerCredential
 from tickwheel_server.telemetry.refusals import MAX_KEYS
@@ -104,3 +106,57 @@ async def test_hellos_past_a_cap_say_one_warning_a_credential_a_minute_through_a
     caplog.clear()
     await _pull(servicer, auth, "noisy")
     assert len(_warnings(caplog, "hellos refused by a cap so far")) == 1  # a minute on: said again
+
+
+class _Liveness:
+    def __init__(self, *, reattach_over: bool) -> None:
+        self.reattach_over = reattach_over
+
+    async def reattach(self, connection, held, *, listed_all: bool):
+        if self.reattach_over:
+            raise OverBudget(connection.credential.id, f"worker credential {connection.credential.id} over budget")
+        return [], []
+
+    def heartbeat(self, connection, keys) -> None:
+        raise OverBudget(connection.credential.id, f"worker credential {connection.credential.id} over budget")
+
+    def disconnected(self, connection) -> None:
+        pass
+
+
+def _gateway(*, reattach_over: bool) -> SimpleNamespace:
+    return SimpleNamespace(liveness=_Liveness(reattach_over=reattach_over), wake=lambda: None)
+
+
+async def test_hellos_refused_by_the_budget_say_one_warning_a_credential_a_minute(caplog) -> None:
+    clock = FakeClock()
+    auth = _Auth()
+    servicer = WorkerServicer(auth, Connections(), clock, server_id="s1", gateway=_gateway(reattach_over=True))
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    for who in ["greedy"] * 50 + ["other"] * 50:
+        code, details = await _pull(servicer, auth, who)
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "over budget" in details
+    said = _warnings(caplog, "over budget")
+    assert said == ["worker w refused: worker credential greedy over budget",
+                    "worker w refused: worker credential other over budget"]
+    assert len([r for r in caplog.records if "over budget" in r.getMessage()]) == 100  # the rest DEBUG
+    clock.advance(60)
+    await _pull(servicer, auth, "greedy")
+    assert len(_warnings(caplog, "over budget")) == 3
+
+
+async def test_streams_ended_over_budget_say_one_warning_a_credential_a_minute(caplog) -> None:
+    """A heartbeat listing what the stream does not hold, past the budget:
+    each stream ended RESOURCE_EXHAUSTED, one WARNING for the credential."""
+    clock = FakeClock()
+    auth = _Auth()
+    connections = Connections()
+    servicer = WorkerServicer(auth, connections, clock, server_id="s1", gateway=_gateway(reattach_over=False))
+    beat = worker_pb2.PullRequest(heartbeat=worker_pb2.WorkerHeartbeat(
+        executions=[worker_pb2.ExecutionProgress(execution_id="nope:1", delivery=1)]))
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    for _ in range(20):
+        code, details = await _pull(servicer, auth, "greedy", beat)
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "over budget" in details
+    assert _warnings(caplog, "over budget") == ["worker w: worker credential greedy over budget"]
+    assert connections.held_by("greedy") == (0, 0)
