@@ -9,6 +9,7 @@ and PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 
 import pytest
@@ -259,6 +260,32 @@ async def test_a_result_the_store_cannot_write_is_refused_alone(tenants, migrate
     clock.advance(TIMEOUT)  # its worker forgot it: the lost-worker rule takes it back
     requeued = await gateway.liveness.requeue_expired()
     assert [r.execution_id for r in requeued.requeued] == ["e2"]
+
+
+async def test_malformed_results_are_each_answered_and_logged_once_a_minute_a_credential(
+    tenants, migrated_engine, clock, caplog
+) -> None:
+    """Every malformed result is refused in its ack (and costs the budget);
+    the INFO line that names the field is one a minute a credential, so a
+    worker sending them a message at a time cannot fill the log."""
+    connections = Connections()
+    mine, theirs = connect(connections, clock, "acme", "w1"), connect(connections, clock, "globex", "g1")
+    gateway = make_gateway(migrated_engine, clock, connections)
+    caplog.set_level(logging.INFO, logger="tickwheel_server.gateway.intake")
+    for n in range(30):
+        await gateway.intake.record(mine, [result(("bad id", n + 1))])
+        await gateway.intake.record(theirs, [result(("bad id", n + 1))])
+    for connection in (mine, theirs):
+        acks = acks_of(connection)
+        assert [a[1] for a in acks] == list(range(1, 31)) and not any(a[2] for a in acks)
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO and "malformed" in r.getMessage()]
+    assert [line.split(";")[0] for line in said] == [
+        "refused 1 malformed results from worker w1 (credential cred-acme)",
+        "refused 1 malformed results from worker g1 (credential cred-globex)",
+    ]
+    clock.advance(60)
+    await gateway.intake.record(mine, [result(("bad id", 31))])
+    assert len([r for r in caplog.records if r.levelno >= logging.INFO and "malformed" in r.getMessage()]) == 3
 
 
 async def test_what_a_credential_sends_that_it_does_not_hold_is_budgeted(tenants, migrated_engine, clock) -> None:

@@ -18,10 +18,10 @@ is refused with RESOURCE_EXHAUSTED naming the cap. A stream's credit never
 exceeds its hello's slots (more is cut: an honest worker never has more
 outstanding), and a credit message outside 1 to :data:`MAX_SLOTS` ends the
 stream (INVALID_ARGUMENT on ``credit.credits``). A hello refused by a cap
-or by the budget, and a stream ended over the budget, are logged at WARNING
-once a minute per cause and credential, the rest DEBUG
-(:class:`~tickwheel_server.telemetry.refusals.RefusalLog`): a worker
-retrying at once would otherwise write a line a try.
+or by the budget, and a stream ended over the budget or by a second
+hello, are logged at WARNING once a minute per cause and credential, the
+rest DEBUG (:class:`~tickwheel_server.telemetry.refusals.RefusalLog`): a
+worker retrying at once would otherwise write a line a try.
 """
 
 from __future__ import annotations
@@ -125,10 +125,10 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self._heartbeat_interval = heartbeat_interval
         self._heartbeat_timeout = heartbeat_timeout
         self.refusals = RefusalLog(now=clock.monotonic)
-        """Hellos refused, by (cause, credential id): a worker retrying at once would otherwise say each."""
+        """Hellos and streams refused, by (cause, credential id): a worker retrying at once would say each."""
 
     def _log_refused(self, cause: str, connection: WorkerConnection, message: str, *args) -> None:
-        """A hello refused: at WARNING once a minute per cause and credential, the rest DEBUG."""
+        """A hello or a stream refused: at WARNING once a minute per cause and credential, the rest DEBUG."""
         said = self.refusals.refused((cause, connection.credential.id))
         log.log(logging.WARNING if said else logging.DEBUG, message, *args)
 
@@ -305,8 +305,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                         for result in request.result.results
                     ]
                     await connection.send(worker_pb2.PullResponse(ack=worker_pb2.ResultAcks(acks=acks)))
-                elif kind == "hello":  # a protocol error: ignored, each would cost a log line
-                    log.warning("worker %s sent a second hello: its stream is ended", connection.worker_id)
+                elif kind == "hello":  # a protocol error: the stream ends
+                    self._log_refused("second hello", connection, "worker %s sent a second hello: its stream is ended",
+                                      connection.worker_id)
                     connection.end(FailedPrecondition("stream", "hello is the first message of a stream, and only that"))
                     return
         finally:

@@ -29,6 +29,7 @@ from ..errors import FieldViolation
 from ..store.executions import ResultIn, Retry
 from ..store.outcomes import OutcomeStore
 from ..telemetry.metrics import OTHER, OUTCOMES, Metrics
+from ..telemetry.refusals import RefusalLog
 from .budget import OverBudget, UnheldBudget
 from .connections import WorkerConnection
 from .inflight import Holding, InFlight, Key
@@ -66,6 +67,8 @@ class Intake:
         self._wake = wake
         self._on_retry = on_retry
         self._metrics = metrics
+        self.refusals = RefusalLog(now=clock.monotonic)
+        """Messages of malformed results, by credential id: each answered, one INFO line a minute a credential."""
         self.results: ResultQueue[WorkerConnection, ResultIn] = ResultQueue(
             self._record_batch, clock, refuse=self._refuse
         )
@@ -125,9 +128,11 @@ class Intake:
                 admitted.append(read._replace(held=why is Holding.DUPLICATE))
         if refused.ack.acks:
             first = refused.ack.acks[0]
-            log.info("refused %d malformed results from worker %s (credential %s); the first, for %r: %s",
-                     len(refused.ack.acks), connection.worker_id, connection.credential.id,
-                     first.execution_id[:64], first.reason)
+            said = self.refusals.refused(connection.credential.id)
+            log.log(logging.INFO if said else logging.DEBUG,
+                    "refused %d malformed results from worker %s (credential %s); the first, for %r: %s",
+                    len(refused.ack.acks), connection.worker_id, connection.credential.id,
+                    first.execution_id[:64], first.reason)
             await connection.send(refused)
         return admitted, granted < len(costly)
 

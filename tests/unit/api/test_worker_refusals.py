@@ -160,3 +160,19 @@ async def test_streams_ended_over_budget_say_one_warning_a_credential_a_minute(c
         assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "over budget" in details
     assert _warnings(caplog, "over budget") == ["worker w: worker credential greedy over budget"]
     assert connections.held_by("greedy") == (0, 0)
+
+
+async def test_streams_ended_by_a_second_hello_say_one_warning_a_credential_a_minute(caplog) -> None:
+    clock = FakeClock()
+    auth = _Auth()
+    connections = Connections()
+    servicer = WorkerServicer(auth, connections, clock, server_id="s1")
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    for who in ["chatty"] * 20 + ["other"] * 20:
+        code, details = await _pull(servicer, auth, who, HELLO)
+        assert code == grpc.StatusCode.FAILED_PRECONDITION and "hello" in details
+    assert _warnings(caplog, "second hello") == ["worker w sent a second hello: its stream is ended"] * 2
+    assert connections.held_by("chatty") == (0, 0)
+    clock.advance(60)
+    await _pull(servicer, auth, "chatty", HELLO)
+    assert len(_warnings(caplog, "second hello")) == 3
