@@ -199,6 +199,18 @@ def attempt_to_proto(record: AttemptRecord) -> execution_pb2.Attempt:
     )
 
 
+def last_run_to_proto(last: ExecutionRecord) -> job_pb2.LastRun:
+    """A job's last finished execution as GetJob reports it (gRPC and the
+    HTTP API): the error of its last attempt when it did not succeed."""
+    return job_pb2.LastRun(
+        execution_id=last.id,
+        nominal_at=timestamp(last.nominal_at),
+        status=EXECUTION_STATUS_TO_PROTO[last.status],
+        finished_at=timestamp(last.finished_at),
+        error=last.attempts[-1].error if last.attempts and last.status != "succeeded" else "",
+    )
+
+
 def execution_to_proto(record: ExecutionRecord) -> execution_pb2.Execution:
     """An execution with its attempts (as many as the record carries)."""
     return execution_pb2.Execution(

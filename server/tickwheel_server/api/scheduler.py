@@ -491,15 +491,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         next_runs = await nextruns.next_runs(self._calendars.store, tenant.name, record, job, count)
         last = await self._history.last_run(tenant.name, record.id)
         if last is not None:
-            job.last_run.CopyFrom(
-                job_pb2.LastRun(
-                    execution_id=last.id,
-                    nominal_at=convert.timestamp(last.nominal_at),
-                    status=convert.EXECUTION_STATUS_TO_PROTO[last.status],
-                    finished_at=convert.timestamp(last.finished_at),
-                    error=last.attempts[-1].error if last.attempts and last.status != "succeeded" else "",
-                )
-            )
+            job.last_run.CopyFrom(convert.last_run_to_proto(last))
         return scheduler_pb2.GetJobResponse(job=job, next_runs=next_runs)
 
     @rpc

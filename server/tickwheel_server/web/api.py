@@ -53,7 +53,7 @@ from ..auth.authenticator import Authenticator
 from ..store.calendars import CalendarStore
 from ..store.deadletters import DeadLetterStore
 from ..store.errors import StoreUnavailableError, TransactionConflictError
-from ..store.history import ExecutionRecord, HistoryStore
+from ..store.history import HistoryStore
 from ..store.jobs import JobStore
 from ..telemetry.outages import OutageLog
 from .auth import principal_of, require_admin, tenant_of
@@ -136,18 +136,6 @@ def page_size(request: Request, sizes: tuple[int, int], name: str = "page_size")
     return int(text)
 
 
-def last_run_proto(last: ExecutionRecord) -> job_pb2.LastRun:
-    """A job's last finished execution as GetJob reports it: the error of its
-    last attempt when it did not succeed."""
-    return job_pb2.LastRun(
-        execution_id=last.id,
-        nominal_at=convert.timestamp(last.nominal_at),
-        status=convert.EXECUTION_STATUS_TO_PROTO[last.status],
-        finished_at=convert.timestamp(last.finished_at),
-        error=last.attempts[-1].error if last.attempts and last.status != "succeeded" else "",
-    )
-
-
 def _without_payload(execution) -> None:
     execution.ClearField("payload")
 
@@ -208,7 +196,7 @@ class ConsoleApi:
             job.ClearField("payload")
             last = await self._history.last_run(tenant.name, record.id, scan=LAST_RUN_SCAN)
             if last is not None:
-                job.last_run.CopyFrom(last_run_proto(last))
+                job.last_run.CopyFrom(convert.last_run_to_proto(last))
             reply.jobs.append(job)
         return _to_json(reply)
 
@@ -221,7 +209,7 @@ class ConsoleApi:
         runs = await next_runs(self._calendars, tenant.name, record, job, NEXT_RUNS)
         last = await self._history.last_run(tenant.name, record.id)
         if last is not None:
-            job.last_run.CopyFrom(last_run_proto(last))
+            job.last_run.CopyFrom(convert.last_run_to_proto(last))
         return _to_json(scheduler_pb2.GetJobResponse(job=job, next_runs=runs))
 
     @json_endpoint
