@@ -327,7 +327,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         )
         return admin_pb2.SearchExecutionsResponse(
             executions=[convert.execution_to_proto(e) for e in page.executions],
-            next_page_token=convert.execution_page_token(page.next_key) if page.next_key else "",
+            next_page_token=convert.execution_page_token(page.next_key),
         )
 
     @rpc
@@ -547,7 +547,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
         )
         return admin_pb2.ListAlertsResponse(
             alerts=[convert.alert_to_proto(a) for a in page.alerts],
-            next_page_token=convert.execution_page_token(page.next_key) if page.next_key else "",
+            next_page_token=convert.execution_page_token(page.next_key),
         )
 
     async def WatchAlerts(self, request, context):

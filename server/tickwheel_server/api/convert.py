@@ -393,11 +393,12 @@ def parse_page_token(token: str) -> str:
     return decoded[len(_TOKEN_PREFIX) :]
 
 
-def execution_page_token(key: tuple[datetime, str]) -> str:
+def execution_page_token(key: tuple[datetime, str] | None) -> str:
     """The token of a page that continues before ``key`` = (instant, id):
     history (nominal instant, execution id), dead letters (finished
-    instant, execution id) and alerts (raised instant, alert id)."""
-    return page_token(f"{to_us(key[0])}:{key[1]}")
+    instant, execution id) and alerts (raised instant, alert id); empty
+    for ``None`` (the last page)."""
+    return "" if key is None else page_token(f"{to_us(key[0])}:{key[1]}")
 
 
 def parse_execution_page_token(token: str) -> tuple[datetime, str] | None:

@@ -813,7 +813,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         return scheduler_pb2.ListExecutionsResponse(
             executions=answer,
             skips=[convert.skip_to_proto(s) for s in skips],
-            next_page_token=convert.execution_page_token(cut.next_key) if cut.next_key else "",
+            next_page_token=convert.execution_page_token(cut.next_key),
         )
 
     @rpc
@@ -833,7 +833,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         answer, cut = convert.executions_answer(page)
         return scheduler_pb2.ListDeadLettersResponse(
             executions=answer,
-            next_page_token=convert.execution_page_token(cut.next_key) if cut.next_key else "",
+            next_page_token=convert.execution_page_token(cut.next_key),
         )
 
     @rpc

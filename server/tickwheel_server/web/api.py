@@ -223,7 +223,7 @@ class ConsoleApi:
         reply = scheduler_pb2.ListExecutionsResponse(
             executions=[convert.execution_to_proto(e) for e in page.executions],
             skips=[convert.skip_to_proto(s) for s in page.skips],
-            next_page_token=convert.execution_page_token(page.next_key) if page.next_key else "",
+            next_page_token=convert.execution_page_token(page.next_key),
         )
         for execution in reply.executions:
             _without_payload(execution)
@@ -285,7 +285,7 @@ class ConsoleApi:
         )
         reply = scheduler_pb2.ListDeadLettersResponse(
             executions=[convert.execution_to_proto(e) for e in page.executions],
-            next_page_token=convert.execution_page_token(page.next_key) if page.next_key else "",
+            next_page_token=convert.execution_page_token(page.next_key),
         )
         for execution in reply.executions:
             _without_payload(execution)
