@@ -3,9 +3,11 @@
 starts or ends, on every path; a call over the quota writes nothing.
 
 After every step the slots are checked against the rows
-(:func:`slots_hold`): each slot counts exactly the executions naming it in
-``manual_slot``, none counts more than its allowance, and the allowances
-add up to at most the quota."""
+(:func:`slots_hold`): the units counted are the tenant's manual runs
+waiting to start (``scheduled`` or ``waiting``, first attempt or again
+after a retry, a requeue, a release or a replay), each slot counting
+exactly those naming it in ``manual_slot``; none counts more than its
+allowance, and the allowances add up to at most the quota."""
 
 from __future__ import annotations
 
@@ -14,18 +16,21 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-from tickwheel.v1 import job_pb2
+from tickwheel.v1 import job_pb2, worker_pb2
 
 from tickwheel.shared.ids import execution_id, to_us
 from tickwheel_server.errors import QuotaExceeded
 from tickwheel_server.jobspec import schedule_of
 from tickwheel_server.policy.jobchanges import replan
-from tickwheel_server.store.executions import Capability
+from tickwheel_server.store.alerts import AlertStore
+from tickwheel_server.store.deadletters import DeadLetterStore
+from tickwheel_server.store.executions import Capability, Lost
 from tickwheel_server.store.manual import ManualStore, trigger_id
 from tickwheel_server.store.queue import ExecutionQueue
 from tickwheel_server.store.retention import RetentionStore
 from tickwheel_server.store.tables import executions, job_cursors, manual_quota, tenants
 from tickwheel_server.store.tenants import Tenant
+from tickwheel_server.store.timeline import NOT_STARTED
 
 from .test_handout import result
 from .test_job_lifecycle import MINUTE, T0, World, every_minute, w  # noqa: F401 (the fixture)
@@ -47,8 +52,11 @@ async def limited(w: World, limit: int, tenant: str = "acme") -> None:
     await w.tenants.update(tenant, max_pending_manual_runs=limit)
 
 
-def slots_hold(engine, tenant: str = "acme") -> int:
-    """Check the tenant's slots against its rows; returns what they count."""
+def slots_hold(engine, tenant: str = "acme", *, requeued_past: int = 0) -> int:
+    """Check the tenant's slots against its rows; returns what they count.
+    ``requeued_past``: runs requeued into a slot with no room since its last
+    deal (each grew its slot's allowance by one)."""
+    waiting = executions.c.status.in_(NOT_STARTED)
     with engine.connect() as conn:
         slots = conn.execute(
             sa.select(manual_quota.c.slot, manual_quota.c.used, manual_quota.c.allowance)
@@ -56,13 +64,18 @@ def slots_hold(engine, tenant: str = "acme") -> int:
         ).all()  # fmt: skip
         naming = dict(conn.execute(
             sa.select(executions.c.manual_slot, sa.func.count())
-            .where(executions.c.tenant == tenant, executions.c.manual_slot.is_not(None))
+            .where(executions.c.tenant == tenant, executions.c.manual_slot.is_not(None), waiting)
             .group_by(executions.c.manual_slot)
         ).all())  # fmt: skip
+        pending = conn.execute(
+            sa.select(sa.func.count())
+            .where(executions.c.tenant == tenant, executions.c.origin.in_(["trigger", "backfill"]), waiting)
+        ).scalar()  # fmt: skip
         limit = conn.execute(sa.select(tenants.c.max_pending_manual_runs).where(tenants.c.name == tenant)).scalar()
+    assert sum(used for _, used, _ in slots) == pending, "the units are not the manual runs waiting to start"
     assert {slot: used for slot, used, _ in slots if used} == naming
     assert all(0 <= used <= allowance for _, used, allowance in slots)
-    assert sum(allowance for _, _, allowance in slots) <= max(limit, sum(naming.values()))
+    assert sum(allowance for _, _, allowance in slots) <= max(limit, sum(naming.values())) + requeued_past
     return sum(naming.values())
 
 
@@ -147,6 +160,31 @@ async def test_runs_that_start_give_their_units_back_and_waiting_ones_keep_their
     assert slots_hold(w.engine) == 1
 
 
+async def test_a_round_starting_manual_runs_writes_each_row_once(
+    w: World, manual: ManualStore, queue: ExecutionQueue
+) -> None:
+    """The take that starts them is the only write of their rows (their
+    ``manual_slot`` stays: it counts only while they wait), and their
+    units go back in one statement, a parameter set per slot touched."""
+    jobs = [await w.create(job=one_off_handler_job("allow")) for _ in range(2)]
+    for n in range(40):
+        await manual.trigger("acme", jobs[n % 2].id, f"r{n}")
+    assert slots_hold(w.engine) == 40
+    written: list[str] = []
+
+    def listen(conn, cursor, statement, parameters, context, executemany) -> None:
+        if statement.lstrip().upper().startswith("UPDATE"):
+            written.append(statement.split()[1].strip('"'))
+
+    sa.event.listen(w.engine, "before_cursor_execute", listen)
+    try:
+        assert len(await queue.handout.hand_out_ready("s1", w.clock.now(), ECHO, 100)) == 40
+    finally:
+        sa.event.remove(w.engine, "before_cursor_execute", listen)
+    assert sorted(written) == ["executions", "manual_quota"], written
+    assert slots_hold(w.engine) == 0
+
+
 async def test_a_canceled_run_gives_its_unit_back(w: World, manual: ManualStore) -> None:
     await limited(w, 1)
     job = await w.create()
@@ -220,21 +258,21 @@ async def test_runs_a_replace_cancels_give_their_units_back(
     assert slots_hold(w.engine) == 0
 
 
-async def test_retention_takes_no_unit_twice_and_frees_one_an_ended_row_kept(
+async def test_retention_deletes_ended_runs_and_gives_back_nothing(
     w: World, manual: ManualStore, queue: ExecutionQueue
 ) -> None:
+    """Ended manual runs still name their slot (the column is never
+    cleared): their units went back when they started or were canceled,
+    and retention deleting them gives back nothing more."""
     await limited(w, 2)
     job = await w.create()
-    run, _ = await manual.trigger("acme", job.id, "ran")
+    await manual.trigger("acme", job.id, "ran")
     handed = await queue.handout.hand_out_ready("s1", w.clock.now(), ECHO, 10)
     await queue.outcomes.record_results([result(handed[0])])
+    dropped, _ = await manual.trigger("acme", job.id, "dropped")
+    await w.history.cancel_execution("acme", dropped.id, "changed my mind")
     kept, _ = await manual.trigger("acme", job.id, "kept")
-    # An ended row still naming its slot (written by hand: no path leaves one).
-    stray, _ = await manual.trigger("acme", job.id, "stray")
-    with w.engine.begin() as conn:
-        conn.execute(executions.update().where(executions.c.id == stray.id)
-                     .values(status="canceled", finished_at=to_us(w.clock.now())))  # fmt: skip
-    assert slots_hold(w.engine) == 2
+    assert slots_hold(w.engine) == 1
     w.clock.advance(40 * 86400)
     batch = await RetentionStore(w.engine, w.clock).prune_executions(w.clock.now() - timedelta(days=30))
     assert batch.executions == 2
@@ -344,3 +382,121 @@ async def test_a_run_waiting_for_a_concurrency_key_keeps_its_unit(
     assert [h.id for h in handed] == [trigger_id(job.id, "a")]  # holds the key; b waits for it
     assert w.statuses(job.id)[trigger_id(job.id, "b")] == "waiting"
     assert slots_hold(w.engine) == 1
+
+
+# -- runs back in the queue after they started: each takes its unit again ---------------------------
+
+
+def retrying_job() -> job_pb2.Job:
+    job = one_off_handler_job("allow")
+    job.retry_policy.max_attempts = 3
+    job.retry_policy.initial_backoff.FromSeconds(1)
+    job.retry_policy.max_backoff.FromSeconds(1)
+    return job
+
+
+async def started(w: World, queue: ExecutionQueue, count: int) -> list:
+    handed = await queue.handout.hand_out_ready("s1", w.clock.now(), ECHO, 100)
+    assert len(handed) == count
+    return handed
+
+
+async def test_a_run_requeued_after_its_worker_was_lost_takes_its_unit_again(
+    w: World, manual: ManualStore, queue: ExecutionQueue
+) -> None:
+    await limited(w, 2)
+    job = await w.create(job=one_off_handler_job("allow"))
+    await manual.trigger("acme", job.id, "a")
+    await manual.trigger("acme", job.id, "b")
+    handed = await started(w, queue, 2)
+    assert slots_hold(w.engine) == 0
+    lost = await queue.requeues.requeue("s1", [Lost(handed[0].id, handed[0].delivery, "worker lost")], counts=True)
+    assert [r.execution_id for r in lost.requeued] == [handed[0].id]
+    assert slots_hold(w.engine, requeued_past=1) == 1
+    await manual.trigger("acme", job.id, "c")
+    with pytest.raises(QuotaExceeded):  # the requeued run counts: two waiting to start
+        await manual.trigger("acme", job.id, "d")
+    assert slots_hold(w.engine, requeued_past=1) == 2
+    await started(w, queue, 2)
+    assert slots_hold(w.engine, requeued_past=1) == 0
+
+
+async def test_a_retry_scheduled_takes_its_unit_again_and_a_final_failure_none(
+    w: World, manual: ManualStore, queue: ExecutionQueue
+) -> None:
+    await limited(w, 1)
+    job = await w.create(job=retrying_job())
+    await manual.trigger("acme", job.id, "a")
+    for attempt in (1, 2):
+        handed = await started(w, queue, 1)
+        assert slots_hold(w.engine) == 0
+        await manual.trigger("acme", job.id, f"fills-{attempt}")  # the unit the start gave back
+        await started(w, queue, 1)
+        await queue.outcomes.record_results([result(handed[0], worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE)])
+        assert w.statuses(job.id)[handed[0].id] == "scheduled"
+        assert slots_hold(w.engine, requeued_past=attempt) == 1  # its retry waits to start: counted, never refused
+        with pytest.raises(QuotaExceeded):
+            await manual.trigger("acme", job.id, f"over-{attempt}")
+        w.clock.advance(2)
+    handed = await started(w, queue, 1)
+    await queue.outcomes.record_results([result(handed[0], worker_pb2.RESULT_OUTCOME_FAILED_RETRYABLE)])
+    assert w.statuses(job.id)[handed[0].id] == "dead"  # its last attempt: nothing waits to start
+    assert slots_hold(w.engine, requeued_past=2) == 0
+
+
+async def test_a_hand_out_released_unsent_takes_its_unit_again(
+    w: World, manual: ManualStore, queue: ExecutionQueue
+) -> None:
+    await limited(w, 3)
+    job = await w.create(job=one_off_handler_job("allow"))
+    for name in ("a", "b", "c"):
+        await manual.trigger("acme", job.id, name)
+    handed = await started(w, queue, 3)
+    await queue.requeues.release([(h.id, h.delivery) for h in handed[:2]])
+    assert slots_hold(w.engine) == 2
+    await started(w, queue, 2)
+    assert slots_hold(w.engine) == 0
+
+
+async def test_a_replayed_dead_run_takes_its_unit_again(
+    w: World, manual: ManualStore, queue: ExecutionQueue
+) -> None:
+    await limited(w, 1)
+    job = await w.create(job=one_off_handler_job("allow"))
+    await manual.trigger("acme", job.id, "a")
+    handed = await started(w, queue, 1)
+    await queue.outcomes.record_results([result(handed[0], worker_pb2.RESULT_OUTCOME_FAILED_PERMANENT)])
+    assert w.statuses(job.id)[handed[0].id] == "dead" and slots_hold(w.engine) == 0
+    letters = DeadLetterStore(w.engine, w.clock, AlertStore(w.engine, w.clock))
+    await letters.replay("acme", handed[0].id)
+    assert slots_hold(w.engine) == 1
+    with pytest.raises(QuotaExceeded):
+        await manual.trigger("acme", job.id, "b")
+    await started(w, queue, 1)
+    assert slots_hold(w.engine) == 0
+
+
+async def test_requeues_past_the_quota_lose_no_run_and_count_every_one(
+    w: World, manual: ManualStore, queue: ExecutionQueue
+) -> None:
+    """The quota full of new runs, four started ones come back: none is
+    refused or dropped, all are counted, and new runs are refused until
+    the count is back under the quota."""
+    await limited(w, 4)
+    job = await w.create(job=one_off_handler_job("allow"))
+    for n in range(4):
+        await manual.trigger("acme", job.id, f"first-{n}")
+    handed = await started(w, queue, 4)
+    for n in range(4):
+        await manual.trigger("acme", job.id, f"then-{n}")
+    requeued = await queue.requeues.requeue("s1", [Lost(h.id, h.delivery, "lost") for h in handed], counts=True)
+    assert len(requeued.requeued) == 4
+    assert slots_hold(w.engine, requeued_past=4) == 8
+    with pytest.raises(QuotaExceeded):
+        await manual.trigger("acme", job.id, "over")
+    await started(w, queue, 8)
+    assert slots_hold(w.engine, requeued_past=4) == 0
+    for n in range(4):
+        await manual.trigger("acme", job.id, f"after-{n}")
+    assert slots_hold(w.engine, requeued_past=4) == 4
+

@@ -31,7 +31,7 @@ def rows() -> list[_ResultRow]:
     for handler, attempt, cancel, waiting in itertools.product(("echo", None), (1, 4), (None, NOW_US - 5), (None, 7)):
         made.append(_ResultRow(
             f"job_1:{len(made)}", "job_1", "acme", 3, "running", 2, attempt, NOW_US - 90, NOW_US - 60, NOW_US - 50,
-            None, waiting, cancel, "stop" if cancel else None, handler, None,
+            None, waiting, cancel, "stop" if cancel else None, handler, None, None,
         ))  # fmt: skip
     return made
 

@@ -22,6 +22,7 @@ from tickwheel.shared.ids import to_us
 from ..errors import FailedPrecondition, NotFound
 from ..alerts.catalogue import AlertRecord, dead_letter_key, poison_key
 from .alerts import AlertStore
+from . import manualslots
 from .base import SqlStore
 from .history import ExecutionRecord, _attempts_of, execution_from_row
 from .isolation import status_in
@@ -134,7 +135,10 @@ class DeadLetterStore(SqlStore):
                     status="scheduled", attempt=1, ready_at=now_us, owner=None, worker_id=None, handed_out_at=None,
                     reap_count=0, dead_reason="", finished_at=None,
                 )
-            ).rowcount
+                .returning(executions.c.manual_slot)
+            ).all()
+            # A manual run replayed waits to start again: it takes a unit (never refused, as a requeue).
+            manualslots.take_back(conn, [(tenant, slot) for slot, in moved])
             row = conn.execute(
                 sa.select(executions).where(executions.c.id == execution_id, executions.c.tenant == tenant)
             ).first()

@@ -247,7 +247,7 @@ def cancel_replaced(conn: Connection, caps: Capabilities, replaced: list[Replace
         .values(status="canceled", finished_at=at_us, dead_reason=reasons)
         .returning(executions.c.id, executions.c.tenant, executions.c.wait_key, executions.c.manual_slot)
     ).all()
-    manualslots.give_back(conn, caps, [(row.id, row.tenant, row.manual_slot) for row in canceled])
+    manualslots.give_back(conn, [(row.tenant, row.manual_slot) for row in canceled])
     # A key whose freed slot had woken one of them hands the turn on.
     wake_keys(conn, caps, {(row.tenant, row.wait_key) for row in canceled if row.wait_key})
 
@@ -332,12 +332,9 @@ def settle(
             _by_arrays(conn, _CANCEL_FROM_ARRAYS, ended, at_us)
     fresh = [s.candidate.id for s in decision.skip if s.candidate.delivery == 0]
     manual = {row.id: (row.tenant, row.manual_slot) for row in took if row.manual_slot is not None}
-    if manual:
-        caps = capabilities(conn)
-        deleted = set(fresh)
-        ended_ids = [start.candidate.id for start in decision.start] + [ident for ident, _ in ended]
-        manualslots.give_back(conn, caps, [(i, *manual[i]) for i in ended_ids if i in manual and i not in deleted])
-        manualslots.give_back(conn, caps, [(i, *manual[i]) for i in fresh if i in manual], deleted=True)
+    if manual:  # started, canceled or skipped: no longer waiting to start (the rows are not written again)
+        gone = [start.candidate.id for start in decision.start] + [ident for ident, _ in ended] + fresh
+        manualslots.give_back(conn, [manual[i] for i in gone if i in manual])
     if fresh:
         conn.execute(executions.delete().where(one_of(capabilities(conn), executions.c.id, fresh)))
     _skip_ranges(conn, decision.skip, at_us)

@@ -283,7 +283,7 @@ def after_not_started_canceled(conn: Connection, caps: Capabilities, rows: Itera
     hands the turn on, and the manual runs among them give their quota
     units back (:mod:`.manualslots`)."""
     rows = list(rows)
-    manualslots.give_back(conn, caps, [(row.id, row.tenant, row.manual_slot) for row in rows])
+    manualslots.give_back(conn, [(row.tenant, row.manual_slot) for row in rows])
     wake_keys(conn, caps, ((row.tenant, row.wait_key) for row in rows if row.wait_key))
     wake_jobs(conn, (row.job_id for row in rows))
 

@@ -322,7 +322,7 @@ def delete_jobs(
             slots[slot] = slots.get(slot, 0) + 1
         delete_revisions(conn, tenant, chunk)
     wake_keys(conn, caps, {(row.tenant, row.wait_key) for row in canceled_rows if row.wait_key})
-    manualslots.give_back(conn, caps, [(row.id, row.tenant, row.manual_slot) for row in canceled_rows])
+    manualslots.give_back(conn, [(row.tenant, row.manual_slot) for row in canceled_rows])
     quota.give_back(conn, tenant, dict(sorted(slots.items())))
     per_job: dict[str, int] = {}
     for row in canceled_rows:

@@ -47,6 +47,7 @@ from .base import SqlStore, driver_sql, execute_arrays, one_of, tuples
 from .executions import (
     NOT_HELD, TERMINAL, DeadLetter, DeadLetterHook, ResultAck, ResultIn, Retry, attempt_row, dead_lettered,
 )
+from . import manualslots
 from .isolation import release_slots, wake_jobs
 from .tables import attempts, executions, jobs
 
@@ -94,7 +95,7 @@ _OUTCOME_ARRAYS = {
 _RESULT_ROWS = driver_sql(
     "SELECT e.id, e.job_id, e.tenant, e.partition, e.status, e.delivery, e.attempt, e.due_at, e.ready_at, "
     "e.handed_out_at, e.held_keys, e.waiting_since, e.cancel_requested_at, e.cancel_reason, e.handler, "
-    "e.attempt_started_at FROM executions AS e WHERE e.id = ANY (CAST(:ids AS TEXT[])) FOR UPDATE"
+    "e.attempt_started_at, e.manual_slot FROM executions AS e WHERE e.id = ANY (CAST(:ids AS TEXT[])) FOR UPDATE"
 )
 
 # The definitions of some jobs (PostgreSQL and CockroachDB), by primary key.
@@ -134,6 +135,8 @@ class _ResultRow(NamedTuple):
     """The handler it was claimed for; None: an HTTP target."""
     attempt_started_at: int | None
     """Not None: it succeeded plainly, its last attempt recorded on the row (see :func:`_plain_success`)."""
+    manual_slot: int | None
+    """The manual-run quota's slot that counts it while it waits to start (:mod:`.manualslots`)."""
     spec: bytes | None = None
     """The job's definition, where it was read (None: deleted, or not read: not needed)."""
     version: int | None = None
@@ -264,6 +267,9 @@ class OutcomeStore(SqlStore):
                 if history:
                     self._insert_attempts(conn, history)
                 release_slots(conn, self.caps, [(row.tenant, row.held_keys) for row in ended])
+                # A manual run due to run again waits to start again: it takes its unit back.
+                manualslots.take_back(conn, [(row.tenant, row.manual_slot) for row, update in zip(ended, updates)
+                                             if update["b_status"] == "scheduled"])
                 wake_jobs(conn, finished_jobs)
             if notes:
                 self._note_late_results(conn, notes)
@@ -308,7 +314,8 @@ class OutcomeStore(SqlStore):
                 executions.c.status, executions.c.delivery, executions.c.attempt, executions.c.due_at,
                 executions.c.ready_at, executions.c.handed_out_at, executions.c.held_keys,
                 executions.c.waiting_since, executions.c.cancel_requested_at, executions.c.cancel_reason,
-                executions.c.handler, executions.c.attempt_started_at, jobs.c.spec, jobs.c.version,
+                executions.c.handler, executions.c.attempt_started_at, executions.c.manual_slot, jobs.c.spec,
+                jobs.c.version,
             )
             .select_from(executions.outerjoin(jobs, jobs.c.id == executions.c.job_id))
             .where(executions.c.id.in_(ids))

@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.shared.ids import to_us
 
+from . import manualslots
 from .base import SqlStore, driver_sql, execute_arrays, one_of
 from .engine import Capabilities
 from .executions import (
@@ -45,7 +46,7 @@ _REQUEUE_COLUMNS = (
     executions.c.id, executions.c.job_id, executions.c.tenant, executions.c.partition, executions.c.delivery,
     executions.c.attempt, executions.c.ready_at, executions.c.due_at, executions.c.handed_out_at,
     executions.c.reap_count, executions.c.worker_id, executions.c.held_keys, executions.c.waiting_since,
-    executions.c.cancel_requested_at, executions.c.cancel_reason,
+    executions.c.cancel_requested_at, executions.c.cancel_reason, executions.c.manual_slot,
 )
 
 
@@ -122,7 +123,9 @@ def unsend(
     caller gives back (:func:`.isolation.release_slots`) once every row of
     its transaction is locked (executions before keys: the lock order)."""
     wanted = dict(handed)
-    query = sa.select(executions.c.id, executions.c.tenant, executions.c.delivery, executions.c.held_keys).where(
+    query = sa.select(
+        executions.c.id, executions.c.tenant, executions.c.delivery, executions.c.held_keys, executions.c.manual_slot
+    ).where(
         running_by_id(caps, sorted(wanted))
     )
     if owner is not None:
@@ -144,6 +147,7 @@ def unsend(
         )
     else:
         execute_arrays(conn, _UNSEND_BY_ID, {"ids": [row.id for row in rows]})
+    manualslots.take_back(conn, [(row.tenant, row.manual_slot) for row in rows])  # waiting to start again
     return [(row.tenant, row.held_keys) for row in rows]
 
 
@@ -348,6 +352,8 @@ class RequeueStore(SqlStore):
             })
         conn.execute(attempts.insert(), history)
         release_slots(conn, self.caps, [(row.tenant, row.held_keys) for row in rows])
+        manualslots.take_back(conn, [(row.tenant, row.manual_slot) for row, update in zip(rows, updates)
+                                     if update["b_status"] == "scheduled"])  # waiting to start again
         wake_jobs(conn, finished_jobs)
         dead_lettered(conn, self._on_dead_letter, result.dead)
         return result

@@ -82,7 +82,7 @@ from ..alerts.catalogue import dead_letter_key, poison_key
 from ..policy.rollups import (
     DAY_US, PARTITION_PREFIX, AttemptPartitions, day_of, partition_day, partition_name, summarise_attempts,
 )  # fmt: skip
-from . import manualslots, requests
+from . import requests
 from .alerts import AlertStore
 from .base import SqlStore, one_of, pairs_in
 from .classify import LOCK_NOT_AVAILABLE
@@ -173,7 +173,7 @@ class RetentionStore(SqlStore):
             walk = sa.select(
                 executions.c.id, executions.c.nominal_at, executions.c.status, executions.c.finished_at,
                 executions.c.job_id, executions.c.tenant, executions.c.due_at, executions.c.ready_at,
-                executions.c.attempt_started_at, executions.c.manual_slot,
+                executions.c.attempt_started_at,
             ).where(executions.c.nominal_at < cutoff_us, *in_group(TERMINAL))
             if after is not None:
                 # A row comparison is a range bound on the index, so a batch
@@ -218,8 +218,6 @@ class RetentionStore(SqlStore):
                 for row in rows if row.id in gone and row.attempt_started_at is not None
             ]
             merge_rollups(conn, summarise_attempts(history, ended), now_us, self.caps.row_locks)
-            held = [(r.id, r.tenant, r.manual_slot) for r in rows if r.id in gone]  # ended: none should hold a unit
-            manualslots.give_back(conn, self.caps, held, deleted=True)
             resolved = []
             if alerts_store is not None and gone & dead:
                 keys = [key for ident in sorted(gone & dead) for key in (dead_letter_key(ident), poison_key(ident))]
