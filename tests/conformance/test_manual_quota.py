@@ -14,11 +14,14 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from types import SimpleNamespace
+
 import pytest
 import sqlalchemy as sa
-from tickwheel.v1 import job_pb2, worker_pb2
+from tickwheel.v1 import admin_pb2, job_pb2, worker_pb2
 
 from tickwheel.shared.ids import execution_id, to_us
+from tickwheel_server.api.admin import AdminServicer
 from tickwheel_server.errors import QuotaExceeded
 from tickwheel_server.jobspec import schedule_of
 from tickwheel_server.policy.jobchanges import replan
@@ -500,3 +503,24 @@ async def test_requeues_past_the_quota_lose_no_run_and_count_every_one(
         await manual.trigger("acme", job.id, f"after-{n}")
     assert slots_hold(w.engine, requeued_past=4) == 4
 
+
+async def test_get_tenant_reads_the_tenant_and_its_counts_in_one_transaction(w: World, manual: ManualStore) -> None:
+    """GetTenant's counts are of the tenant it returns: one transaction."""
+    job = await w.create()
+    await manual.trigger("acme", job.id, "a")
+    transactions = []
+    inner = w.tenants._tx
+
+    async def counting(fn, **kwargs):
+        transactions.append(fn)
+        return await inner(fn, **kwargs)
+
+    w.tenants._tx = counting
+
+    async def admin() -> None:
+        pass
+
+    servicer = SimpleNamespace(_auth=SimpleNamespace(admin=lambda context: admin()), _tenants=w.tenants)
+    reply = await AdminServicer.GetTenant(servicer, admin_pb2.GetTenantRequest(name="acme"), None)
+    assert (reply.tenant.name, reply.job_count, reply.pending_manual_runs) == ("acme", 1, 1)
+    assert len(transactions) == 1

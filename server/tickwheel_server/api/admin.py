@@ -348,9 +348,7 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     @rpc
     async def GetTenant(self, request, context):
         await self._auth.admin(context)
-        tenant = await self._tenants.get(_require(request.name, "name"))
-        count = await self._tenants.job_count(tenant.name)
-        pending = await self._tenants.pending_manual_runs(tenant.name)
+        tenant, count, pending = await self._tenants.get_counted(_require(request.name, "name"))
         return admin_pb2.GetTenantResponse(
             tenant=convert.tenant_to_proto(tenant), job_count=count, pending_manual_runs=pending
         )

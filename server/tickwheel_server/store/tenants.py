@@ -160,6 +160,17 @@ class TenantStore(SqlStore):
         """The tenant, or NotFound."""
         return await self._tx(lambda conn: _get_tenant(conn, name))
 
+    async def get_counted(self, name: str) -> tuple[Tenant, int, int]:
+        """The tenant, its job count and its manual runs waiting to start
+        (:meth:`job_count`, :meth:`pending_manual_runs`), read in one
+        transaction: the counts are of the tenant as returned. NotFound."""
+
+        def fn(conn: Connection) -> tuple[Tenant, int, int]:
+            tenant = _get_tenant(conn, name)
+            return tenant, quota.job_count(conn, name), quota.counted(conn, name, rows=quota.MANUAL_RUNS)
+
+        return await self._tx(fn)
+
     async def job_count(self, name: str) -> int:
         """How many jobs the tenant has (what its quota slots count); 0 for
         an unknown tenant."""
