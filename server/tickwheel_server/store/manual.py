@@ -21,7 +21,8 @@ creates (``trace_context``): their hand-out and target call join its trace.
 Each execution created takes one unit of the tenant's
 ``max_pending_manual_runs`` quota, from one of its slots (:mod:`.quota`,
 :data:`.quota.MANUAL_RUNS`), in the transaction that inserts it, and names
-the slot in ``manual_slot`` until it starts or ends (:mod:`.manualslots`).
+the slot in ``manual_slot`` (:mod:`.manualslots`: the unit goes back when the
+run starts or ends, and is taken again if it comes back to the queue).
 A call that would pass the quota is refused whole with
 :class:`~tickwheel_server.errors.QuotaExceeded` and writes nothing: a
 backfill is not cut to what fits (a partial window would leave a gap the

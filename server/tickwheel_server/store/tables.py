@@ -123,7 +123,8 @@ manual_quota = sa.Table(
 )
 """The pending-manual-runs quota's slots (migration 0035), as
 :data:`tenant_quota` is the max-jobs quota's: ``used`` counts the tenant's
-manual runs not started that name the slot in ``executions.manual_slot``."""
+manual runs waiting to start (``scheduled``, ``waiting``) that name the slot
+in ``executions.manual_slot``."""
 
 job_revisions = sa.Table(
     "job_revisions",
@@ -190,7 +191,7 @@ executions = sa.Table(
     sa.Column("attempt_output", sa.LargeBinary),
     # The delivery the worker a running row was dealt to said, saying hello, it does not hold (migration 0031).
     sa.Column("unheld_delivery", sa.Integer),
-    # The manual_quota slot that counts a manual run until it starts or ends (migration 0035); NULL otherwise.
+    # A manual run's manual_quota slot, for its whole life; it counts the run while it waits to start (migration 0035).
     sa.Column("manual_slot", sa.Integer),
 )
 
