@@ -25,6 +25,7 @@ from tickwheel_server.api.admin import AdminServicer
 from tickwheel_server.errors import QuotaExceeded
 from tickwheel_server.jobspec import schedule_of
 from tickwheel_server.policy.jobchanges import replan
+from tickwheel_server.store import manual as manual_module
 from tickwheel_server.store.alerts import AlertStore
 from tickwheel_server.store.deadletters import DeadLetterStore
 from tickwheel_server.store.executions import Capability, Lost
@@ -135,6 +136,29 @@ async def test_a_backfill_over_the_quota_is_refused_whole_and_counts_only_what_i
     with pytest.raises(QuotaExceeded):
         await manual.trigger("acme", job.id, "no-room")
     assert slots_hold(w.engine) == 5
+
+
+async def test_a_backfill_past_the_quota_is_refused_before_it_inserts_a_row(
+    w: World, manual: ManualStore, monkeypatch
+) -> None:
+    """A window that cannot fit takes its units before its rows are
+    inserted: refused, it inserted nothing (a tenant at its quota made
+    every call insert up to 10 000 rows and roll them back). What fits is
+    inserted and counted once."""
+    await limited(w, 5)
+    job = await w.create()
+    chunks: list[int] = []
+    insert = manual_module._insert_backfill
+    monkeypatch.setattr(manual_module, "_insert_backfill",
+                        lambda conn, caps, rows: chunks.append(len(rows)) or insert(conn, caps, rows))
+    window = [T0 - MINUTE * n for n in range(2500, 0, -1)]
+    before = snapshot(w.engine)
+    for size in (6, 70, 2500):  # a dry slot's deal, a savepoint's take, three chunks
+        with pytest.raises(QuotaExceeded):
+            await manual.backfill("acme", job.id, window[:size], dry_run=False)
+    assert chunks == [] and snapshot(w.engine) == before
+    assert (await manual.backfill("acme", job.id, window[:5], dry_run=False)).created == 5
+    assert chunks == [5] and slots_hold(w.engine) == 5
 
 
 async def test_runs_that_start_give_their_units_back_and_waiting_ones_keep_theirs(

@@ -26,7 +26,8 @@ run starts or ends, and is taken again if it comes back to the queue).
 A call that would pass the quota is refused whole with
 :class:`~tickwheel_server.errors.QuotaExceeded` and writes nothing: a
 backfill is not cut to what fits (a partial window would leave a gap the
-caller did not ask for). A repeated trigger (a request id already seen) and
+caller did not ask for). A backfill takes its units before it inserts a
+row, so a window past the quota costs no insert. A repeated trigger (a request id already seen) and
 a backfill's occurrences that exist already take nothing.
 """
 
@@ -126,8 +127,8 @@ def _row(job, ident: str, origin: str, nominal_us: int, due_us: int, payload: by
     )
 
 
-def _take(conn: Connection, caps, tenant: str, slot: int, created: int, deal: bool) -> None:
-    """Take a unit per execution created from ``slot``, or refuse the call
+def take_units(conn: Connection, caps, tenant: str, slot: int, created: int, deal: bool) -> None:
+    """Take a unit per manual run created from ``slot``, or refuse the call
     whole (:class:`QuotaExceeded`: the caller's transaction rolls back, so
     nothing is written). :class:`SlotDry` as :func:`.quota.take` raises it."""
     if created and quota.take(conn, caps, tenant, slot, created, deal=deal, rows=quota.MANUAL_RUNS) < created:
@@ -138,30 +139,34 @@ def _take(conn: Connection, caps, tenant: str, slot: int, created: int, deal: bo
         )
 
 
+async def counted(store: SqlStore, slots: SlotPicker, tenant: str, fn):
+    """Run ``fn(conn, slot, deal)`` in a transaction of ``store`` with a slot
+    of the tenant's manual-run quota (picked by ``slots``); once more,
+    dealing first, when the slot ran dry (its lock let go by the rollback).
+
+    Row-locked (READ COMMITTED on PostgreSQL), as a job create is: the
+    quota is exact on the slots' row locks (:func:`.quota.take`), the
+    job is read ``FOR SHARE``, the insert decides each id under its
+    unique key, and a backfill gives back the units of the ids it read
+    as missing that a concurrent call inserted first. At SERIALIZABLE a deal (every slot of the tenant read under
+    lock) failed against concurrent triggers on the other slots until
+    its retries ran out, and triggers of one job conflicted over the
+    executions index pages (loadtest/RESULTS.md, "Manual runs under a
+    quota")."""
+    with slots.slot(tenant) as slot:
+        try:
+            return await store._tx(lambda conn: fn(conn, slot, False), row_locked=True)
+        except SlotDry:
+            return await store._tx(lambda conn: fn(conn, slot, True), row_locked=True)
+
+
 class ManualStore(SqlStore):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._slots = SlotPicker()
 
     async def _counted(self, tenant: str, fn):
-        """Run ``fn(conn, slot, deal)`` in a transaction with a slot of the
-        tenant's manual-run quota; once more, dealing first, when the slot
-        ran dry (its lock let go by the rollback).
-
-        Row-locked (READ COMMITTED on PostgreSQL), as a job create is: the
-        quota is exact on the slots' row locks (:func:`.quota.take`), the
-        job is read ``FOR SHARE``, the insert decides each id under its
-        unique key, and a backfill counts what it inserted, not what it
-        read. At SERIALIZABLE a deal (every slot of the tenant read under
-        lock) failed against concurrent triggers on the other slots until
-        its retries ran out, and triggers of one job conflicted over the
-        executions index pages (loadtest/RESULTS.md, "Manual runs under a
-        quota")."""
-        with self._slots.slot(tenant) as slot:
-            try:
-                return await self._tx(lambda conn: fn(conn, slot, False), row_locked=True)
-            except SlotDry:
-                return await self._tx(lambda conn: fn(conn, slot, True), row_locked=True)
+        return await counted(self, self._slots, tenant, fn)
 
     async def trigger(
         self, tenant: str, job_id: str, request_id: str, payload: bytes | None = None, *, allow_overlap: bool = False
@@ -189,7 +194,7 @@ class ManualStore(SqlStore):
             row = _row(job, ident, "trigger", now_us, now_us, spec.payload if payload is None else payload, now_us,
                        handler_of(spec), allow_overlap, trace_context, slot)
             created = conn.execute(_insert_statement(conn).returning(executions.c.id), row).first() is not None
-            _take(conn, self.caps, tenant, slot, int(created), deal)
+            take_units(conn, self.caps, tenant, slot, int(created), deal)
             stored = conn.execute(sa.select(executions).where(executions.c.id == ident)).one()
             return execution_from_row(stored, _attempts_of(conn, [ident])[ident], now_us=now_us), created
 
@@ -219,6 +224,9 @@ class ManualStore(SqlStore):
             items = [BackfillItem(i, n, i in existing) for i, n in zip(ids, nominals)]
             fresh = [item for item in items if not item.already_exists]
             if not dry_run and fresh:
+                # The units first: a window past the quota is refused
+                # before a row of it is inserted.
+                take_units(conn, self.caps, tenant, slot, len(fresh), deal)
                 disarm_jobs(conn, [job_id])  # as for a trigger
                 handler = handler_of(spec)
                 rows = []
@@ -228,10 +236,11 @@ class ManualStore(SqlStore):
                                      now_us, handler, allow_overlap, trace_context, slot))
                 inserted = 0
                 for chunk in chunks(rows, BATCH):
-                    # The rows inserted: an id a concurrent call inserted
-                    # after the read above is not counted twice.
                     inserted += _insert_backfill(conn, self.caps, chunk)
-                _take(conn, self.caps, tenant, slot, inserted, deal)
+                if inserted < len(rows):
+                    # Ids a concurrent call inserted after the read above
+                    # are its runs, counted by it: their units go back.
+                    quota.give_back(conn, tenant, {slot: len(rows) - inserted}, rows=quota.MANUAL_RUNS)
             return BackfillResult(items, len(fresh), len(items) - len(fresh))
 
         return await self._counted(tenant, fn)
