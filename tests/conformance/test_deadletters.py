@@ -18,7 +18,7 @@ from sqlalchemy import event
 from tickwheel.v1 import job_pb2, worker_pb2
 
 from tickwheel.shared.clock import FakeClock
-from tickwheel_server.errors import FailedPrecondition, NotFound
+from tickwheel_server.errors import FailedPrecondition, NotFound, QuotaExceeded
 from tickwheel.shared.ids import new_job_id
 from tickwheel_server.alerts.catalogue import dead_letter_alert, poison_alert
 from tickwheel_server.store.alerts import AlertStore
@@ -32,6 +32,8 @@ from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.partitions import PartitionStore
 from tickwheel_server.store.tables import attempts, executions
 from tickwheel_server.store.tenants import Tenant, TenantStore
+
+from .test_manual_quota import slots_hold
 
 OWNER = "session-1"
 
@@ -180,6 +182,29 @@ async def test_replay_starts_a_fresh_series_with_the_same_id_keeping_delivery(w:
     execution = await w.history.get_execution("acme", ident)
     assert execution.status == "succeeded"
     assert [(a.attempt, a.delivery, a.status) for a in execution.attempts] == [(1, 1, "failed"), (1, 2, "succeeded")]
+
+
+async def test_a_replay_takes_a_manual_run_unit_and_is_refused_at_the_quota(w: World) -> None:
+    """A replay queues a run the tenant asked for, as a trigger does: it
+    takes a unit of max_pending_manual_runs until it starts, and past the
+    quota it is refused naming it, nothing written (the execution stays
+    dead). Without it a tenant at its quota queued a run per dead
+    execution it had."""
+    first, second = await w.dead_execution(), await w.dead_execution(name="other")
+    await TenantStore(w.engine, w.clock).update("acme", max_pending_manual_runs=1)
+    await w.dead.replay("acme", first)
+    assert slots_hold(w.engine) == 1
+    before = w.row(second)
+    with pytest.raises(QuotaExceeded) as refused:
+        await w.dead.replay("acme", second)
+    assert (refused.value.quota, refused.value.limit) == ("max_pending_manual_runs", 1)
+    assert w.row(second) == before and slots_hold(w.engine) == 1
+    [started] = await w.hand_out()
+    assert started.id == first and slots_hold(w.engine) == 0
+    replayed = await w.dead.replay("acme", second)
+    assert replayed.status == "scheduled" and slots_hold(w.engine) == 1
+    await w.history.cancel_execution("acme", second)
+    assert slots_hold(w.engine) == 0
 
 
 async def test_a_result_of_the_first_series_cannot_touch_the_replay(w: World) -> None:

@@ -71,9 +71,11 @@ def slots_hold(engine, tenant: str = "acme", *, requeued_past: int = 0) -> int:
             .where(executions.c.tenant == tenant, executions.c.manual_slot.is_not(None), waiting)
             .group_by(executions.c.manual_slot)
         ).all())  # fmt: skip
-        pending = conn.execute(
-            sa.select(sa.func.count())
-            .where(executions.c.tenant == tenant, executions.c.origin.in_(["trigger", "backfill"]), waiting)
+        pending = conn.execute(  # the manual runs and the replays (of any origin) waiting
+            sa.select(sa.func.count()).where(
+                executions.c.tenant == tenant, waiting,
+                sa.or_(executions.c.origin.in_(["trigger", "backfill"]), executions.c.manual_slot.is_not(None)),
+            )
         ).scalar()  # fmt: skip
         limit = conn.execute(sa.select(tenants.c.max_pending_manual_runs).where(tenants.c.name == tenant)).scalar()
     assert sum(used for _, used, _ in slots) == pending, "the units are not the manual runs waiting to start"

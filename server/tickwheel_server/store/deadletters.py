@@ -22,10 +22,11 @@ from tickwheel.shared.ids import to_us
 from ..errors import FailedPrecondition, NotFound
 from ..alerts.catalogue import AlertRecord, dead_letter_key, poison_key
 from .alerts import AlertStore
-from . import manualslots
 from .base import SqlStore
 from .history import ExecutionRecord, _attempts_of, execution_from_row
 from .isolation import status_in
+from .manual import counted, take_units
+from .quota import SlotPicker
 from .tables import executions
 
 
@@ -55,6 +56,7 @@ class DeadLetterStore(SqlStore):
     def __init__(self, engine, clock, alerts: AlertStore) -> None:
         super().__init__(engine, clock)
         self._alerts = alerts
+        self._slots = SlotPicker()
 
     async def list(
         self,
@@ -117,13 +119,17 @@ class DeadLetterStore(SqlStore):
         - In the same transaction, its open ``dead_letter:<id>`` and
           ``poison:<id>`` alerts are resolved (numbered in the feed before
           this returns).
+        - It queues a run the tenant asked for, as a trigger does: it takes
+          a unit of the tenant's ``max_pending_manual_runs`` and names its
+          slot in ``manual_slot`` until it starts or ends
+          (:mod:`.manualslots`); QuotaExceeded when none is left.
         - FailedPrecondition when it is not dead, NotFound when missing or
-          another tenant's; nothing is written then.
+          another tenant's, QuotaExceeded; nothing is written then.
         """
         now = self.clock.now()
         now_us = to_us(now)
 
-        def fn(conn: Connection) -> tuple[ExecutionRecord, list[AlertRecord]]:
+        def fn(conn: Connection, slot: int, deal: bool) -> tuple[ExecutionRecord, list[AlertRecord]]:
             # The status condition is the fence: only a dead row moves, once.
             moved = conn.execute(
                 executions.update()
@@ -133,12 +139,10 @@ class DeadLetterStore(SqlStore):
                 )
                 .values(
                     status="scheduled", attempt=1, ready_at=now_us, owner=None, worker_id=None, handed_out_at=None,
-                    reap_count=0, dead_reason="", finished_at=None,
+                    reap_count=0, dead_reason="", finished_at=None, manual_slot=slot,
                 )
-                .returning(executions.c.manual_slot)
+                .returning(executions.c.id)
             ).all()
-            # A manual run replayed waits to start again: it takes a unit (never refused, as a requeue).
-            manualslots.take_back(conn, [(tenant, slot) for slot, in moved])
             row = conn.execute(
                 sa.select(executions).where(executions.c.id == execution_id, executions.c.tenant == tenant)
             ).first()
@@ -146,12 +150,13 @@ class DeadLetterStore(SqlStore):
                 raise NotFound("execution", execution_id)
             if not moved:
                 raise FailedPrecondition(f"execution {execution_id!r}", f"it is {row.status}, not dead")
+            take_units(conn, self.caps, tenant, slot, 1, deal)
             resolved = self._alerts.resolve_many_in(
                 conn, [dead_letter_key(execution_id), poison_key(execution_id)], now=now
             )
             return execution_from_row(row, _attempts_of(conn, [row.id])[row.id], now_us=now_us), resolved
 
-        execution, resolved = await self._tx(fn)
+        execution, resolved = await counted(self, self._slots, tenant, fn)
         if resolved:
             await self._alerts.sequence_after_commit()
         return execution
