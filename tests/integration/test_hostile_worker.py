@@ -205,3 +205,56 @@ async def test_a_silent_stream_is_ended_and_its_work_goes_to_a_live_worker(store
     assert (done.delivery, [a.status for a in done.attempts]) == (
         2, [execution_pb2.ATTEMPT_STATUS_LOST, execution_pb2.ATTEMPT_STATUS_SUCCEEDED])
     assert sorted(d for _, d in ran) == [1, 2], "each ran once, on the live worker"
+
+
+async def test_another_credential_of_the_tenant_cannot_take_over_an_execution_of_a_handler_it_may_not_run(
+    store_and_etcd,
+) -> None:
+    """A worker's stream ends while it runs an execution of handler
+    ``charge``: until the grace runs out its worker id may re-attach it.
+    Another credential of the same tenant, allowed only ``report``, says
+    hello with that worker id listing the execution: it is rejected, and a
+    result it sends for it is refused as an unknown one's (before, it was
+    re-attached and its forged result ended the run it may not run). The
+    worker itself then re-attaches it and ends it, once."""
+    store, etcd = store_and_etcd
+    async with running_server(store, etcd, session_ttl=30) as server:  # the TTL is the re-attach grace
+        acme = await server.create_tenant("acme")
+        payments = await server.issue_worker_credential(["acme"], handlers=["charge"])
+        reports = await server.issue_worker_credential(["acme"], handlers=["report"])
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+            workers = worker_pb2_grpc.WorkerServiceStub(channel)
+            job_id = await create_once(scheduler, acme, "charge-once", "charge")
+            hello = worker_pb2.WorkerHello(worker_id="pay-1", handlers=["charge"], slots=1)
+            call = workers.Pull(metadata=bearer(payments))
+            await call.write(worker_pb2.PullRequest(hello=hello))
+            await read(call, "welcome")
+            [assignment] = (await read(call, "assignment")).assignments
+            held = worker_pb2.InFlightExecution(execution_id=assignment.execution_id, delivery=assignment.delivery)
+            call.cancel()  # the worker's connection drops; it still runs the execution
+            await eventually(lambda: not server.server.connections.all(), "the stream's end noticed")
+
+            hostile = workers.Pull(metadata=bearer(reports))
+            await hostile.write(worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(
+                worker_id="pay-1", handlers=["report"], slots=1, in_flight=[held])))
+            welcome = await read(hostile, "welcome")
+            assert (list(welcome.reattached), [(e.execution_id, e.delivery) for e in welcome.rejected]) == (
+                [], [(held.execution_id, held.delivery)])
+            forged = worker_pb2.ExecutionResult(execution_id=held.execution_id, delivery=held.delivery,
+                                                attempt=assignment.attempt, outcome=SUCCEEDED)
+            await hostile.write(worker_pb2.PullRequest(result=worker_pb2.WorkerResults(results=[forged])))
+            assert [(a.accepted, a.reason) for a in (await read(hostile, "ack")).acks] == [(False, UNKNOWN)]
+            assert (await executions_of(scheduler, acme, job_id))[0].status == RUNNING
+            hostile.cancel()
+
+            back = workers.Pull(metadata=bearer(payments))
+            hello.in_flight.append(held)
+            await back.write(worker_pb2.PullRequest(hello=hello))
+            assert list((await read(back, "welcome")).reattached) == [held]
+            await back.write(worker_pb2.PullRequest(result=worker_pb2.WorkerResults(results=[forged])))
+            assert [a.accepted for a in (await read(back, "ack")).acks] == [True]
+            done = await the_execution(scheduler, acme, job_id, job_pb2.EXECUTION_STATUS_SUCCEEDED)
+            back.cancel()
+    [attempt] = done.attempts
+    assert (done.delivery, attempt.worker_id) == (1, "pay-1")

@@ -128,10 +128,10 @@ class Liveness:
     ) -> tuple[list[Key], list[Key]]:
         """Take over what a reconnecting worker still runs (or has a result
         for); returns (re-attached, rejected). Only deliveries of its
-        credential's tenants still running at that delivery are taken, never
-        one held here by a live stream of another worker or dealt to
-        another; the rest are rejected, an unknown id and another tenant's
-        alike, and cost the credential's budget. Raises :class:`OverBudget`
+        credential's tenants and handlers still running at that delivery
+        are taken, never one held here by a live stream of another worker or
+        dealt to another; the rest are rejected, an unknown id and another
+        tenant's alike, and cost the credential's budget. Raises :class:`OverBudget`
         when the credential has none left, and :class:`Unavailable` while
         this server's session is in doubt (a re-attachment stamps the
         session: under a dying one the reaper would take the work back and
@@ -182,7 +182,7 @@ class Liveness:
         try:
             taken = await self._store.reattach(
                 self._fence.owner, connection.worker_id, wanted, tenants=connection.credential.tenants,
-                disown_since_us=since_us, still_open=still_open,
+                disown_since_us=since_us, still_open=still_open, may_serve=connection.credential.may_serve,
             ) if wanted or since_us is not None else []
         except asyncio.CancelledError:
             ended.append(True)  # asked before the commit: the transaction, still in its thread, rolls back

@@ -13,9 +13,9 @@ count (the worker died or went silent, not the server) raise ``reap_count``;
 past the poison cap the execution is dead-lettered instead.
 
 Whatever ends a delivery gives its concurrency-key slots back and wakes the
-next in line (:mod:`.isolation`), in the same transaction. An execution with
+next in line (:mod:`.isolation`), in the same transaction; a manual run
+scheduled again takes its quota unit back (:mod:`.manualslots`). An execution with
 a cancel request ends ``canceled`` instead of being retried or requeued.
-
 """
 
 from __future__ import annotations
@@ -107,10 +107,9 @@ def release_unsent(
     conn: Connection, caps: Capabilities, handed: Sequence[tuple[str, int]], *, owner: str | None = None,
     at_us: int | None = None,
 ) -> None:
-    """Inside the caller's transaction: ``handed`` (execution id, delivery),
-    still ``running`` at that delivery (and, if given, under ``owner`` with
-    hand-out instant ``at_us``), back to ``scheduled`` with the delivery
-    taken back and their key slots given back: no worker ever saw them."""
+    """Inside the caller's transaction: ``handed`` (execution id, delivery) still ``running``
+    at that delivery (and, if given, under ``owner`` with hand-out instant ``at_us``) back to
+    ``scheduled``, the delivery and their key slots given back: no worker ever saw them."""
     release_slots(conn, caps, unsend(conn, caps, handed, owner=owner, at_us=at_us))
 
 
@@ -118,16 +117,14 @@ def unsend(
     conn: Connection, caps: Capabilities, handed: Sequence[tuple[str, int]], *, owner: str | None = None,
     at_us: int | None = None,
 ) -> list[tuple[str, str | None]]:
-    """The executions' part of :func:`release_unsent`: the rows back to
-    ``scheduled``, returning the (tenant, ``held_keys``) whose slots the
-    caller gives back (:func:`.isolation.release_slots`) once every row of
-    its transaction is locked (executions before keys: the lock order)."""
+    """The executions' part of :func:`release_unsent`: the rows back to ``scheduled``,
+    returning the (tenant, ``held_keys``) whose slots the caller gives back
+    (:func:`.isolation.release_slots`) once every row of its transaction is locked
+    (executions before keys: the lock order). Manual runs take their quota units back."""
     wanted = dict(handed)
     query = sa.select(
         executions.c.id, executions.c.tenant, executions.c.delivery, executions.c.held_keys, executions.c.manual_slot
-    ).where(
-        running_by_id(caps, sorted(wanted))
-    )
+    ).where(running_by_id(caps, sorted(wanted)))
     if owner is not None:
         query = query.where(executions.c.owner == owner)
     if at_us is not None:
@@ -193,14 +190,20 @@ class RequeueStore(SqlStore):
     async def reattach(
         self, owner: str, worker_id: str, held: Sequence[tuple[str, int]], *, tenants: Sequence[str],
         disown_since_us: int | None = None, still_open: Callable[[], bool] | None = None,
+        may_serve: Callable[[str, str | None], bool] | None = None,
     ) -> list[Reattached]:
         """Take over deliveries a reconnecting worker still runs: those of
-        ``tenants`` (its credential's) still ``running`` at that delivery, and
-        neither dealt to nor re-attached by another worker (``worker_id``
-        unset or this one) nor disowned by this one before, are stamped with
-        ``owner`` (this server's session) and ``worker_id``; the rest
-        (finished, requeued, another delivery, another tenant's, another
-        worker's, unknown) are not returned and the worker must drop them.
+        ``tenants`` (its credential's) that ``may_serve`` (tenant, handler;
+        None for an HTTP target: the credential's own rule) allows, still
+        ``running`` at that delivery, neither dealt to nor re-attached by
+        another worker (``worker_id`` unset or this one) nor disowned by
+        this one before, are stamped with ``owner`` (this server's session)
+        and ``worker_id``; the rest (finished, requeued, another delivery,
+        another tenant's, another worker's, a handler the credential may not
+        run, unknown) are not returned and the worker must drop them. A
+        worker id is no secret (the tenant's history shows it): another
+        credential saying hello with it takes over only what it could have
+        been handed.
 
         With ``disown_since_us`` (the hello lists everything the worker
         holds), the same transaction marks the tenants' running rows dealt
@@ -215,7 +218,8 @@ class RequeueStore(SqlStore):
 
         def fn(conn: Connection) -> list[Reattached]:
             if disown_since_us is not None:
-                disown(conn, self.caps, owner, worker_id, held, tenants=sorted(scope), since_us=disown_since_us)
+                disown(conn, self.caps, owner, worker_id, held, tenants=sorted(scope), since_us=disown_since_us,
+                       may_serve=may_serve)
             taken = take(conn) if held else []
             if still_open is not None and not still_open():
                 raise StreamGone("the worker's stream ended before its hello was recorded: nothing written")
@@ -224,7 +228,7 @@ class RequeueStore(SqlStore):
         def take(conn: Connection) -> list[Reattached]:
             query = sa.select(
                 executions.c.id, executions.c.delivery, executions.c.partition, executions.c.tenant,
-                executions.c.worker_id, executions.c.unheld_delivery,
+                executions.c.worker_id, executions.c.unheld_delivery, executions.c.handler,
             ).where(running_by_id(self.caps, sorted(wanted)))
             if self.caps.row_locks:
                 query = query.with_for_update()
@@ -232,6 +236,7 @@ class RequeueStore(SqlStore):
                 row for row in conn.execute(query)
                 if wanted.get(row.id) == row.delivery and row.tenant in scope
                 and row.worker_id in (None, worker_id) and row.unheld_delivery != row.delivery
+                and (may_serve is None or may_serve(row.tenant, row.handler))
             ]
             if rows and self.caps.is_sqlite:
                 conn.execute(

@@ -28,7 +28,7 @@ so a mark never names a later hand-out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -57,13 +57,15 @@ statement for all."""
 
 def disown(
     conn: Connection, caps: Capabilities, owner: str, worker_id: str, held: Sequence[tuple[str, int]], *,
-    tenants: Sequence[str], since_us: int,
+    tenants: Sequence[str], since_us: int, may_serve: Callable[[str, str | None], bool] | None = None,
 ) -> list[tuple[str, int]]:
     """Inside a hello's transaction: mark the running rows of ``tenants``
     dealt to ``worker_id`` under a session other than ``owner`` (the hello's
     server's), handed out at or after ``since_us``, whose (id, delivery) is
     not in ``held``, as not held by that worker (see the module
-    docstring); returns them. Reads at most :data:`READ_BOUND` running rows
+    docstring); returns them. Only rows ``may_serve`` (tenant, handler)
+    allows are marked: another credential of the tenant saying hello with
+    this worker id disowns nothing it could not have been handed. Reads at most :data:`READ_BOUND` running rows
     of ``tenants`` stamped with ``worker_id``, the range of
     ``executions_running_worker (tenant, worker_id)`` (migration 0033), and
     filters them on session and hand-out instant only then, so rows of
@@ -73,7 +75,8 @@ def disown(
         return []
     listed = set(held)
     dealt = (
-        sa.select(executions.c.id, executions.c.delivery, executions.c.owner, executions.c.handed_out_at)
+        sa.select(executions.c.id, executions.c.delivery, executions.c.owner, executions.c.handed_out_at,
+                  executions.c.tenant, executions.c.handler)
         .where(
             one_of(caps, executions.c.tenant, sorted(set(tenants))), status_in(executions.c.status, "running"),
             executions.c.worker_id == worker_id,
@@ -82,9 +85,13 @@ def disown(
         .subquery()
     )
     found = conn.execute(
-        sa.select(dealt.c.id, dealt.c.delivery).where(dealt.c.owner != owner, dealt.c.handed_out_at >= since_us)
+        sa.select(dealt.c.id, dealt.c.delivery, dealt.c.tenant, dealt.c.handler)
+        .where(dealt.c.owner != owner, dealt.c.handed_out_at >= since_us)
     ).all()
-    marked = sorted((row.id, row.delivery) for row in found if (row.id, row.delivery) not in listed)
+    marked = sorted(
+        (row.id, row.delivery) for row in found
+        if (row.id, row.delivery) not in listed and (may_serve is None or may_serve(row.tenant, row.handler))
+    )
     if not marked:
         return []
     # By id on the primary key, the read's own conditions stated again
