@@ -550,3 +550,46 @@ async def test_get_tenant_reads_the_tenant_and_its_counts_in_one_transaction(w: 
     reply = await AdminServicer.GetTenant(servicer, admin_pb2.GetTenantRequest(name="acme"), None)
     assert (reply.tenant.name, reply.job_count, reply.pending_manual_runs) == ("acme", 1, 1)
     assert len(transactions) == 1
+async def test_units_follow_the_runs_through_pauses_a_lost_worker_and_a_cancel_racing_the_start(
+    w: World, manual: ManualStore, queue: ExecutionQueue
+) -> None:
+    """The paths a hostile tenant can drive around its own runs, the
+    invariant checked after each: a pause of the job or of the tenant holds
+    the runs with their units (the quota still refuses), a resume releases
+    them with their units, a lost worker's requeue of a started run takes
+    its unit back, and a cancel racing the round that starts the run gives the
+    unit back exactly once, whichever wins."""
+    await limited(w, 4)
+    job = await w.create(job=one_off_handler_job("allow"))
+    for n in range(3):
+        await manual.trigger("acme", job.id, f"r{n}")
+    paused, held = await w.jobs.pause("acme", job.id)
+    assert held >= 3 and slots_hold(w.engine) == 3
+    await manual.trigger("acme", job.id, "while-paused")
+    with pytest.raises(QuotaExceeded):
+        await manual.trigger("acme", job.id, "over")
+    await w.resume(paused)
+    assert slots_hold(w.engine) == 4
+    await w.tenants.pause("acme")
+    assert await queue.handout.hand_out_ready("s1", w.clock.now(), ECHO, 10) == []
+    assert slots_hold(w.engine) == 4
+    await w.tenants.resume("acme")
+    w.clock.advance(1)
+    started = await queue.handout.hand_out_ready("s1", w.clock.now(), ECHO, 2)
+    assert len(started) == 2 and slots_hold(w.engine) == 2
+    lost = await queue.requeues.reap_owner("s1", "session s1 expired")
+    assert len(lost.requeued) == 2 and slots_hold(w.engine) == 4  # waiting to start again: their units back
+    waiting = [row.id for row in w.rows(executions, job_id=job.id) if row.status in NOT_STARTED]
+    assert len(waiting) == 4
+    w.clock.advance(1)
+    canceled, handed = await asyncio.gather(
+        asyncio.gather(*(w.history.cancel_execution("acme", ident) for ident in waiting), return_exceptions=True),
+        queue.handout.hand_out_ready("s2", w.clock.now(), ECHO, 10),
+    )
+    assert all(not isinstance(c, Exception) for c in canceled), canceled
+    assert slots_hold(w.engine) == 0
+    ended = {row.id for row in w.rows(executions, job_id=job.id) if row.status == "canceled"}
+    assert {h.id for h in handed} | ended >= set(waiting)
+    for n in range(4):
+        await manual.trigger("acme", job.id, f"after-{n}")
+    assert slots_hold(w.engine) == 4
