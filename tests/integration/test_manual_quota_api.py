@@ -19,7 +19,7 @@ from tickwheel.v1 import admin_pb2, admin_pb2_grpc, scheduler_pb2, scheduler_pb2
 
 from tests.support.server import running_server
 
-from .test_server_api import bearer, cron_job
+from .test_server_api import bearer, cron_job, violations
 
 LIMIT = 30
 
@@ -142,3 +142,32 @@ async def test_the_quota_is_bounded_and_read_back(server) -> None:
         assert (await set_quotas(server, channel, max_pending_manual_runs=7)).quotas.max_pending_manual_runs == 7
         default = await set_quotas(server, channel, max_pending_manual_runs=0)
         assert default.quotas.max_pending_manual_runs == 100_000
+
+
+async def test_a_refused_tenant_create_or_update_writes_nothing(server) -> None:
+    """Quotas out of bounds, negative or past their maximum, are refused
+    INVALID_ARGUMENT naming every field at fault: a refused create leaves
+    no tenant (nor its key), a refused update leaves the tenant's version
+    and quotas as they were."""
+    await server.create_tenant("acme")
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+        md = server.admin_metadata()
+        quotas = admin_pb2.TenantQuotas(max_pending_manual_runs=-1, max_jobs=1_000_000_001)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await admin.CreateTenant(admin_pb2.CreateTenantRequest(
+                tenant=admin_pb2.Tenant(name="globex", quotas=quotas)), metadata=md)  # fmt: skip
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert set(violations(refused.value)) == {"tenant.quotas.max_pending_manual_runs", "tenant.quotas.max_jobs"}
+        with pytest.raises(grpc.aio.AioRpcError) as missing:
+            await admin.GetTenant(admin_pb2.GetTenantRequest(name="globex"), metadata=md)
+        assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+        before = (await admin.GetTenant(admin_pb2.GetTenantRequest(name="acme"), metadata=md)).tenant
+        for value in (-5, 10_000_001):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await set_quotas(server, channel, max_pending_manual_runs=value)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert list(violations(refused.value)) == ["tenant.quotas.max_pending_manual_runs"]
+        after = (await admin.GetTenant(admin_pb2.GetTenantRequest(name="acme"), metadata=md)).tenant
+        assert (after.version, after.quotas) == (before.version, before.quotas)
+
