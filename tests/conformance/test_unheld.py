@@ -129,7 +129,8 @@ async def test_a_worker_that_received_the_batch_keeps_it_and_only_the_unsent_go_
 
 async def test_hostile_hellos_neither_take_nor_give_back_what_is_not_theirs(migrated_engine, clock) -> None:
     """Another tenant's worker with w1's id, a worker of the tenant with
-    another id, unknown ids, and a hello as long as one may be (it could
+    another id, another credential of the tenant with w1's id allowed only
+    another handler, unknown ids, and a hello as long as one may be (it could
     have been cut) mark nothing and take nothing; a hello whose stream
     ended before its transaction committed writes nothing; what a worker
     disowned it cannot take back later."""
@@ -144,6 +145,13 @@ async def test_hostile_hellos_neither_take_nor_give_back_what_is_not_theirs(migr
     other = connect(connections, clock, worker_id="w2")
     assert await s2.liveness.reattach(other, [("e1", 1)]) == ([], [("e1", 1)])  # dealt to w1, not w2
     assert await s2.liveness.reattach(other, [("unknown:1", 3)]) == ([], [("unknown:1", 3)])
+    # Another credential of acme, allowed only another handler, with w1's id.
+    narrow = connect(connections, clock, worker_id="w1")
+    narrow.credential = WorkerCredential(id="c8", tenants=("acme",), handlers=("report",), http=False,
+                                         description="", created_at=clock.now())
+    assert await s2.liveness.reattach(narrow, []) == ([], [])  # lists nothing: marks nothing it may not run
+    assert state(migrated_engine)["e1"][4] is None
+    assert await s2.liveness.reattach(narrow, [("e1", 1)]) == ([], [("e1", 1)])
     w1 = connect(connections, clock)
     # A hello of MAX_IN_FLIGHT entries may have been cut (api/worker.py passes listed_all=False for it).
     assert MAX_IN_FLIGHT == 20_000

@@ -160,7 +160,7 @@ class Liveness:
             try:
                 await self._store.reattach(self._fence.owner, connection.worker_id, [],
                                            tenants=connection.credential.tenants, disown_since_us=since_us,
-                                           still_open=still_open)
+                                           still_open=still_open, may_serve=connection.credential.may_serve)
             except asyncio.CancelledError:
                 ended.append(True)
                 raise
