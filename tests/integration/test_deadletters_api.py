@@ -18,8 +18,10 @@ from datetime import datetime, timedelta, timezone
 
 import grpc
 import pytest
+from google.protobuf import field_mask_pb2
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc, execution_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
+from tests.integration.test_manual_quota_api import quota_named
 from tests.integration.test_server_api import bearer, violations
 from tests.support.workers import running_worker
 from tickwheel_server.cli.main import main as cli_main
@@ -194,3 +196,36 @@ async def test_dlq_list_pages_and_dlq_replay_through_the_cli(cluster) -> None:
     code, out = await asyncio.to_thread(cli, *connect, "dlq", "replay", listed["id"])
     assert code != 0
     await eventually(lambda: dead_letters(scheduler, acme), lambda r: len(r.executions) == 2, "the replay did not run")
+
+
+async def test_a_replay_past_the_manual_run_quota_is_refused_naming_it(cluster) -> None:
+    """A replay queues a run as a trigger does: with the tenant's one
+    pending manual run taken by a trigger that no worker serves, the replay
+    is RESOURCE_EXHAUSTED naming max_pending_manual_runs and the execution
+    stays dead; once the trigger is canceled the replay runs."""
+    running, scheduler, acme, _, admin, charge = cluster
+    await create_charge(scheduler, acme)
+    [dead] = (await eventually(lambda: dead_letters(scheduler, acme), lambda r: len(r.executions) == 1,
+                               "no dead letter")).executions
+    await admin.UpdateTenant(admin_pb2.UpdateTenantRequest(
+        tenant=admin_pb2.Tenant(name="acme", quotas=admin_pb2.TenantQuotas(max_pending_manual_runs=1)),
+        update_mask=field_mask_pb2.FieldMask(paths=["quotas"])), metadata=running.admin_metadata())  # fmt: skip
+    idle = job_pb2.Job(name="idle", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="nobody.serves")))
+    idle.schedule.cron.expression, idle.schedule.cron.time_zone = "0 0 1 1 *", "UTC"
+    idle_id = (await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=idle, request_id="idle"),
+                                         metadata=bearer(acme))).job.id
+    fill = (await scheduler.TriggerJob(scheduler_pb2.TriggerJobRequest(id=idle_id, request_id="fill"),
+                                       metadata=bearer(acme))).execution
+    refused = await rpc_error(scheduler.ReplayDeadLetter(
+        scheduler_pb2.ReplayDeadLetterRequest(execution_id=dead.id), metadata=bearer(acme)))  # fmt: skip
+    assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, refused.details()
+    assert quota_named(refused) == ("max_pending_manual_runs", "1")
+    assert [e.id for e in (await dead_letters(scheduler, acme)).executions] == [dead.id]
+
+    await scheduler.CancelExecution(scheduler_pb2.CancelExecutionRequest(id=fill.id), metadata=bearer(acme))
+    charge.failing = False
+    await scheduler.ReplayDeadLetter(scheduler_pb2.ReplayDeadLetterRequest(execution_id=dead.id), metadata=bearer(acme))
+    await eventually(
+        lambda: scheduler.GetExecution(scheduler_pb2.GetExecutionRequest(id=dead.id), metadata=bearer(acme)),
+        lambda r: r.execution.status == job_pb2.EXECUTION_STATUS_SUCCEEDED, "the replay did not run",
+    )
