@@ -451,6 +451,9 @@ class SchedulerServiceServicer:
 
     def ReplayDeadLetter(self, request, context):
         """Starts a fresh attempt series for a dead execution, with the same id.
+        The run counts against the tenant's max_pending_manual_runs until it
+        starts: RESOURCE_EXHAUSTED naming it, the execution still dead, when
+        none is left.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -857,10 +857,11 @@ type TenantQuotas struct {
 	// Sustained API requests per second across the cluster. Default 100; 0
 	// means the default.
 	RequestsPerSecond int32 `protobuf:"varint,3,opt,name=requests_per_second,json=requestsPerSecond,proto3" json:"requests_per_second,omitempty"`
-	// Most manual runs (TriggerJob, BackfillJob) the tenant may have waiting
-	// to start: each run created counts until it starts or ends. Default
-	// 100 000, at most 10 000 000; 0 means the default. A trigger or a whole
-	// backfill over it is refused RESOURCE_EXHAUSTED, nothing written.
+	// Most manual runs (TriggerJob, BackfillJob, ReplayDeadLetter) the tenant
+	// may have waiting to start: each run created or replayed counts until it
+	// starts or ends. Default 100 000, at most 10 000 000; 0 means the
+	// default. A trigger, a replay or a whole backfill over it is refused
+	// RESOURCE_EXHAUSTED, nothing written.
 	MaxPendingManualRuns int64 `protobuf:"varint,4,opt,name=max_pending_manual_runs,json=maxPendingManualRuns,proto3" json:"max_pending_manual_runs,omitempty"`
 	unknownFields        protoimpl.UnknownFields
 	sizeCache            protoimpl.SizeCache

@@ -223,6 +223,9 @@ type SchedulerServiceClient interface {
 	// Dead-lettered executions of the tenant, newest first.
 	ListDeadLetters(ctx context.Context, in *ListDeadLettersRequest, opts ...grpc.CallOption) (*ListDeadLettersResponse, error)
 	// Starts a fresh attempt series for a dead execution, with the same id.
+	// The run counts against the tenant's max_pending_manual_runs until it
+	// starts: RESOURCE_EXHAUSTED naming it, the execution still dead, when
+	// none is left.
 	ReplayDeadLetter(ctx context.Context, in *ReplayDeadLetterRequest, opts ...grpc.CallOption) (*ReplayDeadLetterResponse, error)
 	// Creates a business-day calendar (see `Calendar` for every bound).
 	// Idempotent by `request_id` for 24 hours: a repeat returns the calendar
@@ -702,6 +705,9 @@ type SchedulerServiceServer interface {
 	// Dead-lettered executions of the tenant, newest first.
 	ListDeadLetters(context.Context, *ListDeadLettersRequest) (*ListDeadLettersResponse, error)
 	// Starts a fresh attempt series for a dead execution, with the same id.
+	// The run counts against the tenant's max_pending_manual_runs until it
+	// starts: RESOURCE_EXHAUSTED naming it, the execution still dead, when
+	// none is left.
 	ReplayDeadLetter(context.Context, *ReplayDeadLetterRequest) (*ReplayDeadLetterResponse, error)
 	// Creates a business-day calendar (see `Calendar` for every bound).
 	// Idempotent by `request_id` for 24 hours: a repeat returns the calendar

@@ -392,10 +392,11 @@ export type TenantQuotas = Message<"tickwheel.v1.TenantQuotas"> & {
   requestsPerSecond: number;
 
   /**
-   * Most manual runs (TriggerJob, BackfillJob) the tenant may have waiting
-   * to start: each run created counts until it starts or ends. Default
-   * 100 000, at most 10 000 000; 0 means the default. A trigger or a whole
-   * backfill over it is refused RESOURCE_EXHAUSTED, nothing written.
+   * Most manual runs (TriggerJob, BackfillJob, ReplayDeadLetter) the tenant
+   * may have waiting to start: each run created or replayed counts until it
+   * starts or ends. Default 100 000, at most 10 000 000; 0 means the
+   * default. A trigger, a replay or a whole backfill over it is refused
+   * RESOURCE_EXHAUSTED, nothing written.
    *
    * @generated from field: int64 max_pending_manual_runs = 4;
    */

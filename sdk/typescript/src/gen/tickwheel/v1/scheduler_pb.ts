@@ -2212,6 +2212,9 @@ export const SchedulerService: GenService<{
   },
   /**
    * Starts a fresh attempt series for a dead execution, with the same id.
+   * The run counts against the tenant's max_pending_manual_runs until it
+   * starts: RESOURCE_EXHAUSTED naming it, the execution still dead, when
+   * none is left.
    *
    * @generated from rpc tickwheel.v1.SchedulerService.ReplayDeadLetter
    */

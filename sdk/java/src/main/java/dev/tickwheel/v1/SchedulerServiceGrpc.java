@@ -1227,6 +1227,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Starts a fresh attempt series for a dead execution, with the same id.
+     * The run counts against the tenant's max_pending_manual_runs until it
+     * starts: RESOURCE_EXHAUSTED naming it, the execution still dead, when
+     * none is left.
      * </pre>
      */
     default void replayDeadLetter(dev.tickwheel.v1.ReplayDeadLetterRequest request,
@@ -1700,6 +1703,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Starts a fresh attempt series for a dead execution, with the same id.
+     * The run counts against the tenant's max_pending_manual_runs until it
+     * starts: RESOURCE_EXHAUSTED naming it, the execution still dead, when
+     * none is left.
      * </pre>
      */
     public void replayDeadLetter(dev.tickwheel.v1.ReplayDeadLetterRequest request,
@@ -2136,6 +2142,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Starts a fresh attempt series for a dead execution, with the same id.
+     * The run counts against the tenant's max_pending_manual_runs until it
+     * starts: RESOURCE_EXHAUSTED naming it, the execution still dead, when
+     * none is left.
      * </pre>
      */
     public dev.tickwheel.v1.ReplayDeadLetterResponse replayDeadLetter(dev.tickwheel.v1.ReplayDeadLetterRequest request) throws io.grpc.StatusException {
@@ -2566,6 +2575,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Starts a fresh attempt series for a dead execution, with the same id.
+     * The run counts against the tenant's max_pending_manual_runs until it
+     * starts: RESOURCE_EXHAUSTED naming it, the execution still dead, when
+     * none is left.
      * </pre>
      */
     public dev.tickwheel.v1.ReplayDeadLetterResponse replayDeadLetter(dev.tickwheel.v1.ReplayDeadLetterRequest request) {
@@ -3016,6 +3028,9 @@ public final class SchedulerServiceGrpc {
     /**
      * <pre>
      * Starts a fresh attempt series for a dead execution, with the same id.
+     * The run counts against the tenant's max_pending_manual_runs until it
+     * starts: RESOURCE_EXHAUSTED naming it, the execution still dead, when
+     * none is left.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.ReplayDeadLetterResponse> replayDeadLetter(

@@ -105,10 +105,11 @@ private static final long serialVersionUID = 0L;
   private long maxPendingManualRuns_ = 0L;
   /**
    * <pre>
-   * Most manual runs (TriggerJob, BackfillJob) the tenant may have waiting
-   * to start: each run created counts until it starts or ends. Default
-   * 100 000, at most 10 000 000; 0 means the default. A trigger or a whole
-   * backfill over it is refused RESOURCE_EXHAUSTED, nothing written.
+   * Most manual runs (TriggerJob, BackfillJob, ReplayDeadLetter) the tenant
+   * may have waiting to start: each run created or replayed counts until it
+   * starts or ends. Default 100 000, at most 10 000 000; 0 means the
+   * default. A trigger, a replay or a whole backfill over it is refused
+   * RESOURCE_EXHAUSTED, nothing written.
    * </pre>
    *
    * <code>int64 max_pending_manual_runs = 4 [json_name = "maxPendingManualRuns"];</code>
@@ -635,10 +636,11 @@ private static final long serialVersionUID = 0L;
     private long maxPendingManualRuns_ ;
     /**
      * <pre>
-     * Most manual runs (TriggerJob, BackfillJob) the tenant may have waiting
-     * to start: each run created counts until it starts or ends. Default
-     * 100 000, at most 10 000 000; 0 means the default. A trigger or a whole
-     * backfill over it is refused RESOURCE_EXHAUSTED, nothing written.
+     * Most manual runs (TriggerJob, BackfillJob, ReplayDeadLetter) the tenant
+     * may have waiting to start: each run created or replayed counts until it
+     * starts or ends. Default 100 000, at most 10 000 000; 0 means the
+     * default. A trigger, a replay or a whole backfill over it is refused
+     * RESOURCE_EXHAUSTED, nothing written.
      * </pre>
      *
      * <code>int64 max_pending_manual_runs = 4 [json_name = "maxPendingManualRuns"];</code>
@@ -650,10 +652,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Most manual runs (TriggerJob, BackfillJob) the tenant may have waiting
-     * to start: each run created counts until it starts or ends. Default
-     * 100 000, at most 10 000 000; 0 means the default. A trigger or a whole
-     * backfill over it is refused RESOURCE_EXHAUSTED, nothing written.
+     * Most manual runs (TriggerJob, BackfillJob, ReplayDeadLetter) the tenant
+     * may have waiting to start: each run created or replayed counts until it
+     * starts or ends. Default 100 000, at most 10 000 000; 0 means the
+     * default. A trigger, a replay or a whole backfill over it is refused
+     * RESOURCE_EXHAUSTED, nothing written.
      * </pre>
      *
      * <code>int64 max_pending_manual_runs = 4 [json_name = "maxPendingManualRuns"];</code>
@@ -669,10 +672,11 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Most manual runs (TriggerJob, BackfillJob) the tenant may have waiting
-     * to start: each run created counts until it starts or ends. Default
-     * 100 000, at most 10 000 000; 0 means the default. A trigger or a whole
-     * backfill over it is refused RESOURCE_EXHAUSTED, nothing written.
+     * Most manual runs (TriggerJob, BackfillJob, ReplayDeadLetter) the tenant
+     * may have waiting to start: each run created or replayed counts until it
+     * starts or ends. Default 100 000, at most 10 000 000; 0 means the
+     * default. A trigger, a replay or a whole backfill over it is refused
+     * RESOURCE_EXHAUSTED, nothing written.
      * </pre>
      *
      * <code>int64 max_pending_manual_runs = 4 [json_name = "maxPendingManualRuns"];</code>

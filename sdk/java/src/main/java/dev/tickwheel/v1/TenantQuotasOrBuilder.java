@@ -45,10 +45,11 @@ public interface TenantQuotasOrBuilder extends
 
   /**
    * <pre>
-   * Most manual runs (TriggerJob, BackfillJob) the tenant may have waiting
-   * to start: each run created counts until it starts or ends. Default
-   * 100 000, at most 10 000 000; 0 means the default. A trigger or a whole
-   * backfill over it is refused RESOURCE_EXHAUSTED, nothing written.
+   * Most manual runs (TriggerJob, BackfillJob, ReplayDeadLetter) the tenant
+   * may have waiting to start: each run created or replayed counts until it
+   * starts or ends. Default 100 000, at most 10 000 000; 0 means the
+   * default. A trigger, a replay or a whole backfill over it is refused
+   * RESOURCE_EXHAUSTED, nothing written.
    * </pre>
    *
    * <code>int64 max_pending_manual_runs = 4 [json_name = "maxPendingManualRuns"];</code>
