@@ -84,7 +84,7 @@ ALLOWED: dict[str, set[C]] = {
     "ListExecutions": READ,
     "CancelExecution": WRITE,
     "ListDeadLetters": READ,
-    "ReplayDeadLetter": WRITE,
+    "ReplayDeadLetter": WRITE | {C.RESOURCE_EXHAUSTED},  # the manual-run quota
     "GetCalendar": READ,
     "ListCalendars": LIST,
     "DeleteCalendar": WRITE,
