@@ -297,8 +297,14 @@ def tenant_update(ctx: Context, a: argparse.Namespace) -> int:
             setattr(tenant, name, fields[name])
             paths.append(name)
     if any(name in fields for name in QUOTA_NAMES):
-        # quotas change as a whole: start from the stored ones
-        tenant.quotas.CopyFrom(ctx.client.admin.get_tenant(a.name).tenant.quotas)
+        # Quotas change as a whole: start from the stored ones, and update
+        # only the version they were read at (unless --version names one),
+        # so a concurrent change of another quota is a version conflict,
+        # not overwritten with what was read before it.
+        stored = ctx.client.admin.get_tenant(a.name).tenant
+        tenant.quotas.CopyFrom(stored.quotas)
+        if not tenant.version:
+            tenant.version = stored.version
         for name in QUOTA_NAMES:
             if name in fields:
                 setattr(tenant.quotas, name, fields[name])

@@ -39,7 +39,8 @@ def test_api_key_rotate_prints_the_new_secret_last(cli, fake, operator) -> None:
 
 
 def test_tenant_update_masks_only_the_flags_given(cli, fake, operator) -> None:
-    stored = admin_pb2.Tenant(name="acme", quotas=admin_pb2.TenantQuotas(max_jobs=500, requests_per_second=10))
+    stored = admin_pb2.Tenant(name="acme", version=4,
+                              quotas=admin_pb2.TenantQuotas(max_jobs=500, requests_per_second=10))
     fake.reply("GetTenant", admin_pb2.GetTenantResponse(tenant=stored))
     fake.reply("UpdateTenant", lambda request, _ctx: admin_pb2.UpdateTenantResponse(tenant=request.tenant))
     result = cli(*operator, "admin", "tenant", "update", "acme", "--weight", "3", "--max-jobs", "900")
@@ -47,6 +48,11 @@ def test_tenant_update_masks_only_the_flags_given(cli, fake, operator) -> None:
     request = fake.requests("UpdateTenant")[0]
     assert list(request.update_mask.paths) == ["weight", "quotas"]
     assert request.tenant.quotas.max_jobs == 900 and request.tenant.quotas.requests_per_second == 10
+    # The quotas were read at version 4: an operator's change of another
+    # quota since is a version conflict, never overwritten by what was read.
+    assert request.tenant.version == 4
+    assert cli(*operator, "admin", "tenant", "update", "acme", "--max-jobs", "9", "--version", "3").code == 0
+    assert fake.requests("UpdateTenant")[1].tenant.version == 3  # the operator's own version stands
 
 
 def test_tenant_list_json_and_status_table(cli, fake, operator) -> None:
