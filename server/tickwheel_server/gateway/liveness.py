@@ -131,12 +131,12 @@ class Liveness:
         credential's tenants and handlers still running at that delivery
         are taken, never one held here by a live stream of another worker or
         dealt to another; the rest are rejected, an unknown id and another
-        tenant's alike, and cost the credential's budget. Raises :class:`OverBudget`
-        when the credential has none left, and :class:`Unavailable` while
-        this server's session is in doubt (a re-attachment stamps the
-        session: under a dying one the reaper would take the work back and
-        it would run twice; the worker says hello again, here or
-        elsewhere); nothing is read then.
+        tenant's alike, and cost the credential's budget. Raises
+        :class:`OverBudget` when the credential has none left, and
+        :class:`Unavailable` while this server's session is in doubt (a
+        re-attachment stamps the session: under a dying one the reaper
+        would take the work back and it would run twice; the worker says
+        hello again, here or elsewhere); nothing is read then.
 
         ``listed_all`` (the hello is not cut at its bound): in the same
         transaction, the rows of its tenants dealt to this worker id under

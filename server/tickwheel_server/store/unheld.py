@@ -65,12 +65,12 @@ def disown(
     not in ``held``, as not held by that worker (see the module
     docstring); returns them. Only rows ``may_serve`` (tenant, handler)
     allows are marked: another credential of the tenant saying hello with
-    this worker id disowns nothing it could not have been handed. Reads at most :data:`READ_BOUND` running rows
-    of ``tenants`` stamped with ``worker_id``, the range of
-    ``executions_running_worker (tenant, worker_id)`` (migration 0033), and
-    filters them on session and hand-out instant only then, so rows of
-    that worker id it does not mark count against the bound too and no
-    statement reads more than it."""
+    this worker id disowns nothing it could not have been handed. Reads at
+    most :data:`READ_BOUND` running rows of ``tenants`` stamped with
+    ``worker_id``, the range of ``executions_running_worker (tenant,
+    worker_id)`` (migration 0033), and filters them on session and hand-out
+    instant only then, so rows of that worker id it does not mark count
+    against the bound too and no statement reads more than it."""
     if not tenants or not worker_id:
         return []
     listed = set(held)
