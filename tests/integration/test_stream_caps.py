@@ -180,3 +180,34 @@ async def test_credit_past_a_streams_slots_pulls_no_more_of_the_backlog(server) 
                 reader.cancel()
             await asyncio.gather(*readers, return_exceptions=True)
     assert received == {"greedy": 1, "honest": jobs - 1}, received
+
+
+async def test_a_first_message_that_is_not_a_sound_hello_is_refused_and_counts_nothing() -> None:
+    """Credit before any hello, a worker id past 128 characters or of
+    other characters, slots past the bound or negative: each stream is
+    refused naming the field (``stream`` for the credit), is counted
+    against no cap, and the credential's sound hello then passes a cap of
+    one stream."""
+    async with capped_server(max_streams_per_credential=1, max_slots_per_credential=4) as server:
+        await server.create_tenant("acme")
+        credential = await server.issue_worker_credential(["acme"])
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            bad = [
+                (worker_pb2.PullRequest(credit=worker_pb2.WorkerCredit(credits=5)),
+                 grpc.StatusCode.FAILED_PRECONDITION, "stream"),
+                *[(worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(worker_id=worker_id, handlers=["echo"])),
+                   grpc.StatusCode.INVALID_ARGUMENT, "hello.worker_id") for worker_id in ("w" * 129, "w 1", "")],
+                *[(worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(worker_id="w1", handlers=["echo"], slots=slots)),
+                   grpc.StatusCode.INVALID_ARGUMENT, "hello.slots") for slots in (10_001, -1, 2**31 - 1)],
+            ]  # fmt: skip
+            for message, code, field in bad:
+                call = worker_pb2_grpc.WorkerServiceStub(channel).Pull(metadata=bearer(credential))
+                await call.write(message)
+                with pytest.raises(grpc.aio.AioRpcError) as ended:
+                    await asyncio.wait_for(call.read(), 20)
+                assert (ended.value.code(), field in ended.value.details()) == (code, True), ended.value.details()
+            connections = server.server.connections
+            assert (len(connections), connections.refused) == (0, 0)
+            call = await welcomed(channel, credential, "w1", slots=4)  # the cap of one stream and four slots
+            await still_served(call)
+            call.cancel()
