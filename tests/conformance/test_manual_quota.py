@@ -550,6 +550,8 @@ async def test_get_tenant_reads_the_tenant_and_its_counts_in_one_transaction(w: 
     reply = await AdminServicer.GetTenant(servicer, admin_pb2.GetTenantRequest(name="acme"), None)
     assert (reply.tenant.name, reply.job_count, reply.pending_manual_runs) == ("acme", 1, 1)
     assert len(transactions) == 1
+
+
 async def test_units_follow_the_runs_through_pauses_a_lost_worker_and_a_cancel_racing_the_start(
     w: World, manual: ManualStore, queue: ExecutionQueue
 ) -> None:
