@@ -11,7 +11,10 @@ compiled with javac against it and runs on a plain `java` command line with
 the runtime class path Maven wrote. It creates a job, waits for its first
 execution to end and prints the job's history as JSON, or the failed call's
 status, code name and field violations. The example worker is started through
-its own `run` script (which builds into a folder of the test run's own too).
+its own `run` script, which builds into its `.build` folder beside it and
+builds again only when a source changed (a digest stamp; a lock for runs at
+once): test_worker_languages.py's Java runs, in the same unit of work (see
+tests/conftest.py), find it built.
 """
 
 from __future__ import annotations
@@ -177,10 +180,10 @@ async def test_mutual_tls_previews_and_refuses_without_a_client_certificate(buil
 class ExampleWorker:
     """`run ARGS` as a child process; its stdout JSON lines are read as they come."""
 
-    def __init__(self, build: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, logs: Path, *args: str, env: dict[str, str] | None = None) -> None:
         base = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
-        env = {**base, "TICKWHEEL_JAVA_EXAMPLE_BUILD": str(build), "TICKWHEEL_SLOTS": "2", **(env or {})}
-        self.stderr = build.parent / f"worker-{time.monotonic_ns()}.stderr"
+        env = {**base, "TICKWHEEL_SLOTS": "2", **(env or {})}
+        self.stderr = logs / f"worker-{time.monotonic_ns()}.stderr"
         with self.stderr.open("w") as stderr:
             self.process = subprocess.Popen(
                 [str(WORKER_RUN), *args], stdout=subprocess.PIPE, stderr=stderr, text=True, env=env
@@ -211,14 +214,14 @@ class ExampleWorker:
 
 
 @pytest.fixture(scope="module")
-def worker_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the example worker's `run` builds (one folder for the module's runs)."""
-    return tmp_path_factory.mktemp("java-worker") / "build"
+def worker_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the example workers' stderr goes (one folder for the module's runs)."""
+    return tmp_path_factory.mktemp("java-worker")
 
 
 @pytest.fixture
-def example_worker(dev, worker_build: Path) -> Iterator[ExampleWorker]:
-    worker = ExampleWorker(worker_build, "--dev", dev["data"])
+def example_worker(dev, worker_logs: Path) -> Iterator[ExampleWorker]:
+    worker = ExampleWorker(worker_logs, "--dev", dev["data"])
     try:
         yield worker
     finally:
@@ -271,15 +274,14 @@ def test_sigterm_drains_the_example_workers_in_flight_sleep(dev, example_worker:
     assert [a.status for a in execution.attempts] == [execution_pb2.ATTEMPT_STATUS_SUCCEEDED]
 
 
-def test_the_example_worker_without_address_or_credential_exits_2(worker_build: Path, tmp_path: Path) -> None:
+def test_the_example_worker_without_address_or_credential_exits_2(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
-    env["TICKWHEEL_JAVA_EXAMPLE_BUILD"] = str(worker_build)
     result = subprocess.run([str(WORKER_RUN)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.strip().splitlines()[-1] == "echo-java: no address: set TICKWHEEL_ADDRESS or pass --dev DIR"
 
 
-async def test_the_example_worker_runs_a_job_over_mutual_tls(pki, worker_build: Path, tmp_path: Path) -> None:
+async def test_the_example_worker_runs_a_job_over_mutual_tls(pki, worker_logs: Path, tmp_path: Path) -> None:
     tls = TlsConfig(str(pki["server.pem"]), str(pki["server.key"]), client_ca_file=str(pki["ca.pem"]))
     client_tls = TlsOptions.from_files(pki["ca.pem"], pki["client.pem"], pki["client.key"])
     async with running_server(f"sqlite:///{tmp_path / 'tls.db'}", tls=tls) as running:
@@ -287,7 +289,7 @@ async def test_the_example_worker_runs_a_job_over_mutual_tls(pki, worker_build: 
             api_key = (await admin.admin.create_tenant("acme")).api_key.secret
             credential = (await admin.admin.issue_worker_credential(["acme"], handlers=["echo-java"])).credential.secret
         worker = ExampleWorker(
-            worker_build, "--ca-cert", str(pki["ca.pem"]), "--client-cert", str(pki["client.pem"]),
+            worker_logs, "--ca-cert", str(pki["ca.pem"]), "--client-cert", str(pki["client.pem"]),
             "--client-key", str(pki["client.key"]),
             env={"TICKWHEEL_ADDRESS": running.address, "TICKWHEEL_WORKER_CREDENTIAL": credential},
         )  # fmt: skip
