@@ -11,6 +11,13 @@ without changing what any of them answers:
   arrive while one is in flight queue, and when it finishes the queue's head
   goes in the next write, up to :data:`MAX_GROUP` calls and
   :data:`MAX_GROUP_BYTES` of definitions (:func:`plan_group`).
+- The gather: when a write that carried several calls ends with calls
+  queued, the next one waits until as many more calls as it answered are
+  queued (its callers back with their next calls), or at most as long as
+  that write took, and never longer than :data:`GATHER_MAX_S`. Callers
+  that each wait for their answer then share one write instead of
+  splitting into two groups written in turn. Nothing waits after a write
+  of one call, nor when no call is queued: a lone call is written at once.
 - Each call gets what it would have answered alone: its item's outcome
   from the write (CreateJob's: its answer, or its violations,
   QuotaExceeded, NotFound, …), counted against the quota in queue order.
@@ -50,6 +57,9 @@ MAX_QUEUED = 4 * MAX_GROUP
 """Calls of one tenant that may wait behind its write in flight."""
 MAX_QUEUED_BYTES = 4 * MAX_GROUP_BYTES
 """Definition bytes of one tenant that may wait behind its write in flight."""
+GATHER_MAX_S = 0.005
+"""The longest a queued write waits for the callers of the write before it
+(the gather, in the module's docstring); 0 turns the gather off."""
 
 
 class Queued(Protocol):
@@ -106,6 +116,9 @@ class _Queue:
     calls: deque[_Call] = field(default_factory=deque)
     size: int = 0
     writer: asyncio.Task | None = None
+    gather: tuple[int, asyncio.Future] | None = None
+    """While the writer gathers: the queued calls it waits for, and the
+    future that wakes it."""
 
 
 class CreateCoalescer:
@@ -120,9 +133,17 @@ class CreateCoalescer:
         max_group_bytes: int = MAX_GROUP_BYTES,
         max_queued: int = MAX_QUEUED,
         max_queued_bytes: int = MAX_QUEUED_BYTES,
+        gather_max_s: float = GATHER_MAX_S,
+        now: Callable[[], float] | None = None,
     ) -> None:
         if min(max_group, max_group_bytes, max_queued, max_queued_bytes) < 1:
             raise ValueError("every bound must be >= 1")
+        if not 0 <= gather_max_s <= 60:
+            raise ValueError("gather_max_s must be within 0 to 60 seconds")
+        self._gather_max_s = gather_max_s
+        self._now = now
+        """The monotonic clock a write's duration is read on (the loop's
+        unless given: tests)."""
         self._write = write
         self._max_group, self._max_group_bytes = max_group, max_group_bytes
         self._max_queued, self._max_queued_bytes = max_queued, max_queued_bytes
@@ -157,6 +178,8 @@ class CreateCoalescer:
         call = _Call(job, request_id, size, asyncio.get_running_loop().create_future())
         queue.calls.append(call)
         queue.size += size
+        if queue.gather is not None and len(queue.calls) >= queue.gather[0]:
+            _wake(queue.gather[1])
         if queue.writer is None:
             queue.writer = asyncio.create_task(self._drain(tenant, queue), name=f"create-writes:{tenant}")
         try:
@@ -183,12 +206,21 @@ class CreateCoalescer:
         """Write the tenant's queue, one group at a time, until it is empty;
         then forget the tenant (a later call starts a new writer)."""
         group: list[_Call] = []
+        loop = asyncio.get_running_loop()
+        now = self._now or loop.time
+        answered, took = 0, 0.0
         try:
             while queue.calls:
+                if answered > 1:
+                    await self._gather(loop, queue, answered, took)
+                    answered = 0
+                    if not queue.calls:  # every one queued went away meanwhile
+                        break
                 group = self._next_group(queue)
                 if not group:
                     continue
                 self.writes += 1
+                started = now()
                 try:
                     outcomes = await self._write(tenant, [(call.job, call.request_id) for call in group])
                 except Exception as error:  # noqa: BLE001 - every call of the group answers it
@@ -198,6 +230,7 @@ class CreateCoalescer:
                         _answer(group, [RuntimeError("the store answered a different number of outcomes")] * len(group))
                     else:
                         _answer(group, outcomes)
+                answered, took = len(group), now() - started
                 group = []
         finally:
             # Cancelled (the server is stopping): no call is left waiting.
@@ -207,6 +240,29 @@ class CreateCoalescer:
             queue.size = 0
             if self._queues.get(tenant) is queue:
                 del self._queues[tenant]
+
+    async def _gather(self, loop: asyncio.AbstractEventLoop, queue: _Queue, answered: int, took: float) -> None:
+        """Wait until ``answered`` more calls are queued (the callers of the
+        write that just ended, back), or ``took`` seconds (that write's
+        duration), at most the gather's bound; at once when the next write
+        would be full anyway."""
+        want = min(len(queue.calls) + answered, self._max_group)
+        bound = min(took, self._gather_max_s)
+        if len(queue.calls) >= want or bound <= 0:
+            return
+        woken = loop.create_future()
+        queue.gather = (want, woken)
+        timer = loop.call_later(bound, _wake, woken)
+        try:
+            await woken
+        finally:
+            timer.cancel()
+            queue.gather = None
+
+
+def _wake(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _answer(calls: Sequence[_Call], outcomes: Sequence[Any]) -> None:

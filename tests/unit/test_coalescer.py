@@ -281,3 +281,104 @@ async def test_a_stopping_writer_answers_every_waiting_call() -> None:
             await asyncio.wait_for(call, TIMEOUT)
         assert status_for(error.value)[0] == grpc.StatusCode.UNAVAILABLE
     assert not coalescer.writing("acme")
+
+
+class Ticks:
+    """A monotonic clock for the writes' durations: ``step`` seconds a read."""
+
+    def __init__(self, step: float) -> None:
+        self.step = step
+        self.at = 0.0
+
+    def __call__(self) -> float:
+        self.at += self.step
+        return self.at
+
+
+async def test_the_callers_of_a_write_of_several_share_the_next_with_those_queued() -> None:
+    """Callers that each wait for their answer: those of the write that just
+    ended come back with their next calls and go in the next write with
+    the calls queued meanwhile, rather than in a write of their own."""
+    store = FakeStore()
+    store.hold = True
+    coalescer = CreateCoalescer(store.create_many, gather_max_s=30, now=Ticks(10.0))
+    first = asyncio.create_task(coalescer.create(job("j0"), "r0"))
+    await until(lambda: len(store.writes) == 1)
+    cohort = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in (1, 2)]
+    await until(lambda: coalescer.queued("acme") == 2)
+    store.release.set()
+    await until(lambda: len(store.writes) == 2)
+    others = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in (3, 4)]
+    await until(lambda: coalescer.queued("acme") == 2)
+    store.release.set()
+    await asyncio.wait_for(asyncio.gather(first, *cohort), TIMEOUT)
+    back = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in (5, 6)]
+    await until(lambda: len(store.writes) == 3)
+    store.hold = False
+    store.release.set()
+    await asyncio.wait_for(asyncio.gather(*others, *back), TIMEOUT)
+    assert [ids for _, ids in store.writes] == [["r0"], ["r1", "r2"], ["r3", "r4", "r5", "r6"]]
+    assert not coalescer.writing("acme")
+
+
+async def test_a_gather_whose_callers_do_not_come_back_ends_at_its_bound() -> None:
+    store = FakeStore()
+    store.hold = True
+    coalescer = CreateCoalescer(store.create_many, gather_max_s=30, now=Ticks(0.01))
+    first = asyncio.create_task(coalescer.create(job("j0"), "r0"))
+    await until(lambda: len(store.writes) == 1)
+    cohort = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in (1, 2)]
+    await until(lambda: coalescer.queued("acme") == 2)
+    store.release.set()
+    await until(lambda: len(store.writes) == 2)
+    others = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in (3, 4)]
+    await until(lambda: coalescer.queued("acme") == 2)
+    store.hold = False
+    store.release.set()
+    await asyncio.wait_for(asyncio.gather(first, *cohort, *others), TIMEOUT)
+    assert [ids for _, ids in store.writes] == [["r0"], ["r1", "r2"], ["r3", "r4"]]
+
+
+async def test_nothing_gathers_after_a_write_of_one_call() -> None:
+    """A write of one call is followed at once by the next (the bound here
+    is far past the test's timeout: a gather would fail it)."""
+    store = FakeStore()
+    store.hold = True
+    coalescer = CreateCoalescer(store.create_many, gather_max_s=30, now=Ticks(100.0))
+    first = asyncio.create_task(coalescer.create(job("j0"), "r0"))
+    await until(lambda: len(store.writes) == 1)
+    queued = asyncio.create_task(coalescer.create(job("j1"), "r1"))
+    await until(lambda: coalescer.queued("acme") == 1)
+    store.hold = False
+    store.release.set()
+    await asyncio.wait_for(asyncio.gather(first, queued), TIMEOUT)
+    assert [ids for _, ids in store.writes] == [["r0"], ["r1"]]
+
+
+async def test_a_writer_stopped_while_gathering_answers_its_queued_calls_with_nothing_written() -> None:
+    store = FakeStore()
+    store.hold = True
+    coalescer = CreateCoalescer(store.create_many, gather_max_s=30, now=Ticks(100.0))
+    first = asyncio.create_task(coalescer.create(job("j0"), "r0"))
+    await until(lambda: len(store.writes) == 1)
+    cohort = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in (1, 2)]
+    await until(lambda: coalescer.queued("acme") == 2)
+    store.release.set()
+    await until(lambda: len(store.writes) == 2)
+    queued = asyncio.create_task(coalescer.create(job("j3"), "r3"))
+    await until(lambda: coalescer.queued("acme") == 1)
+    store.release.set()
+    await asyncio.wait_for(asyncio.gather(first, *cohort), TIMEOUT)
+    await until(lambda: coalescer._queues["acme"].gather is not None)
+    coalescer._queues["acme"].writer.cancel()
+    with pytest.raises(Exception) as error:
+        await asyncio.wait_for(queued, TIMEOUT)
+    assert status_for(error.value)[0] == grpc.StatusCode.UNAVAILABLE
+    assert [ids for _, ids in store.writes] == [["r0"], ["r1", "r2"]], "nothing written for the queued call"
+    assert not coalescer.writing("acme")
+
+
+@pytest.mark.parametrize("bound", [-0.001, 61])
+def test_the_gather_bound_is_refused_outside_its_range(bound) -> None:
+    with pytest.raises(ValueError):
+        CreateCoalescer(FakeStore().create_many, gather_max_s=bound)
