@@ -295,21 +295,30 @@ class Ticks:
         return self.at
 
 
-async def test_the_callers_of_a_write_of_several_share_the_next_with_those_queued() -> None:
-    """Callers that each wait for their answer: those of the write that just
-    ended come back with their next calls and go in the next write with
-    the calls queued meanwhile, rather than in a write of their own."""
+async def a_write_of_two(step: float, queued: tuple[int, ...]):
+    """A coalescer whose writes each take ``step`` seconds (``Ticks``) and
+    gather for up to 30 s, its store held: r0 written alone, then r1 and r2
+    together, held; meanwhile the calls of ``queued`` (j3, r3, …) queued.
+    (the store, the coalescer, the first call, r1's and r2's, the queued)."""
     store = FakeStore()
     store.hold = True
-    coalescer = CreateCoalescer(store.create_many, gather_max_s=30, now=Ticks(10.0))
+    coalescer = CreateCoalescer(store.create_many, gather_max_s=30, now=Ticks(step))
     first = asyncio.create_task(coalescer.create(job("j0"), "r0"))
     await until(lambda: len(store.writes) == 1)
     cohort = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in (1, 2)]
     await until(lambda: coalescer.queued("acme") == 2)
     store.release.set()
     await until(lambda: len(store.writes) == 2)
-    others = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in (3, 4)]
-    await until(lambda: coalescer.queued("acme") == 2)
+    later = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in queued]
+    await until(lambda: coalescer.queued("acme") == len(queued))
+    return store, coalescer, first, cohort, later
+
+
+async def test_the_callers_of_a_write_of_several_share_the_next_with_those_queued() -> None:
+    """Callers that each wait for their answer: those of the write that just
+    ended come back with their next calls and go in the next write with
+    the calls queued meanwhile, rather than in a write of their own."""
+    store, coalescer, first, cohort, others = await a_write_of_two(10.0, (3, 4))
     store.release.set()
     await asyncio.wait_for(asyncio.gather(first, *cohort), TIMEOUT)
     back = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in (5, 6)]
@@ -322,17 +331,7 @@ async def test_the_callers_of_a_write_of_several_share_the_next_with_those_queue
 
 
 async def test_a_gather_whose_callers_do_not_come_back_ends_at_its_bound() -> None:
-    store = FakeStore()
-    store.hold = True
-    coalescer = CreateCoalescer(store.create_many, gather_max_s=30, now=Ticks(0.01))
-    first = asyncio.create_task(coalescer.create(job("j0"), "r0"))
-    await until(lambda: len(store.writes) == 1)
-    cohort = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in (1, 2)]
-    await until(lambda: coalescer.queued("acme") == 2)
-    store.release.set()
-    await until(lambda: len(store.writes) == 2)
-    others = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in (3, 4)]
-    await until(lambda: coalescer.queued("acme") == 2)
+    store, coalescer, first, cohort, others = await a_write_of_two(0.01, (3, 4))
     store.hold = False
     store.release.set()
     await asyncio.wait_for(asyncio.gather(first, *cohort, *others), TIMEOUT)
@@ -356,17 +355,7 @@ async def test_nothing_gathers_after_a_write_of_one_call() -> None:
 
 
 async def test_a_writer_stopped_while_gathering_answers_its_queued_calls_with_nothing_written() -> None:
-    store = FakeStore()
-    store.hold = True
-    coalescer = CreateCoalescer(store.create_many, gather_max_s=30, now=Ticks(100.0))
-    first = asyncio.create_task(coalescer.create(job("j0"), "r0"))
-    await until(lambda: len(store.writes) == 1)
-    cohort = [asyncio.create_task(coalescer.create(job(f"j{i}"), f"r{i}")) for i in (1, 2)]
-    await until(lambda: coalescer.queued("acme") == 2)
-    store.release.set()
-    await until(lambda: len(store.writes) == 2)
-    queued = asyncio.create_task(coalescer.create(job("j3"), "r3"))
-    await until(lambda: coalescer.queued("acme") == 1)
+    store, coalescer, first, cohort, (queued,) = await a_write_of_two(100.0, (3,))
     store.release.set()
     await asyncio.wait_for(asyncio.gather(first, *cohort), TIMEOUT)
     await until(lambda: coalescer._queues["acme"].gather is not None)
