@@ -79,3 +79,30 @@ def test_the_target_serialized_once_is_the_target_copied(handed: HandedOut) -> N
         delivery=assignment.delivery, payload=assignment.payload, target=target,
         deadline_at=assignment.deadline_at, missed_count=assignment.missed_count, origin=assignment.origin,
     ).SerializeToString()
+
+
+def test_a_deals_assignments_share_encoded_instants_each_its_own() -> None:
+    """The instants of a deal's assignments, encoded once in the deal's
+    memo (``stamps``), are each assignment's own: a shared due instant,
+    distinct nominal ones, the epoch and one before it, and the deadline
+    from each job's timeout, as ``set_timestamp_us`` sets them."""
+    stamps: dict = {}
+    batch = worker_pb2.PullResponse()
+    items = [case._replace(nominal_at_us=nominal, due_at_us=due) for case, nominal, due in zip(
+        CASES, (1_765_000_000_000_001, 0, -1_500_000, 1_765_000_000_000_001),
+        (1_765_000_000_500_000, 1_765_000_000_500_000, 0, 7),
+    )]  # fmt: skip
+    for handed in items:
+        add_assignment(batch, handed, SENT_US, stamps)
+    for handed, assignment in zip(items, batch.assignment.assignments):
+        timeout_us = (handed.definition.timeout_us if handed.definition is not None else 300_000_000)
+        for field, micros in (("nominal_at", handed.nominal_at_us), ("due_at", handed.due_at_us),
+                              ("deadline_at", SENT_US + timeout_us)):
+            assert assignment.HasField(field)
+            stamp = getattr(assignment, field)
+            assert stamp.seconds * 1_000_000 + stamp.nanos // 1000 == micros
+            assert 0 <= stamp.nanos < 1_000_000_000
+    alone = worker_pb2.PullResponse()
+    for handed in items:
+        add_assignment(alone, handed, SENT_US)
+    assert alone.SerializeToString() == batch.SerializeToString()

@@ -34,13 +34,35 @@ _TRACEPARENT = b"\x5a"
 """``Assignment.traceparent`` (field 11, length-delimited)."""
 _TARGET = b"\x4a"
 """``Assignment.target`` (field 9, length-delimited)."""
+_NOMINAL_AT = b"\x22"
+"""``Assignment.nominal_at`` (field 4, length-delimited)."""
+_DUE_AT = b"\x2a"
+"""``Assignment.due_at`` (field 5, length-delimited)."""
 
 
-def add_assignment(batch: worker_pb2.PullResponse, handed: HandedOut, now_us: int) -> worker_pb2.Assignment:
+def timestamp_field(tag: bytes, micros: int, fields: dict[tuple[bytes, int], bytes]) -> bytes:
+    """The Timestamp field ``tag`` set to ``micros`` since the epoch (as
+    :func:`set_timestamp_us` sets it), encoded: from ``fields``, the memo
+    of one deal, or encoded once into it. A deal's assignments share a few
+    instants (a burst's due instant, one deadline per job timeout)."""
+    field = fields.get((tag, micros))
+    if field is None:
+        stamp = timestamp_pb2.Timestamp()
+        set_timestamp_us(stamp, micros)
+        encoded = stamp.SerializeToString()
+        field = fields[tag, micros] = tag + varint(len(encoded)) + encoded
+    return field
+
+
+def add_assignment(
+    batch: worker_pb2.PullResponse, handed: HandedOut, now_us: int,
+    stamps: dict[tuple[bytes, int], bytes] | None = None,
+) -> worker_pb2.Assignment:
     """Add to ``batch`` the assignment a worker receives for one hand-out
     (``now_us``: when it is sent, which starts its run time limit). Built
     in place in the batch: an Assignment built apart is copied whole when
-    it is put in one."""
+    it is put in one. ``stamps``: the deal's memo of encoded instants
+    (:func:`timestamp_field`), shared by its assignments."""
     definition = handed.definition or NO_DEFINITION  # the job was deleted while it was ready
     assignment = batch.assignment.assignments.add(
         execution_id=handed.id,
@@ -52,13 +74,18 @@ def add_assignment(batch: worker_pb2.PullResponse, handed: HandedOut, now_us: in
         missed_count=handed.missed_count,
         origin=EXECUTION_ORIGIN_TO_PROTO.get(handed.origin, 0),
     )
-    # The target as its definition serialized it once: parsing those bytes
-    # costs less than copying the message field by field, and sets the
-    # field even when the target is empty, as ``target=`` does.
-    assignment.MergeFromString(_TARGET + definition.target_delimited)
-    set_timestamp_us(assignment.nominal_at, handed.nominal_at_us)
-    set_timestamp_us(assignment.due_at, handed.due_at_us)
-    set_timestamp_us(assignment.deadline_at, now_us + definition.timeout_us)
+    # The target as its definition serialized it once, and the instants as
+    # the deal encoded them once, in one parse: it costs less than copying
+    # the target field by field and setting each instant's two fields, and
+    # sets each field even when empty, as ``target=`` and
+    # :func:`set_timestamp_us` do.
+    if stamps is None:
+        stamps = {}
+    assignment.MergeFromString(
+        _TARGET + definition.target_delimited + timestamp_field(_NOMINAL_AT, handed.nominal_at_us, stamps)
+        + timestamp_field(_DUE_AT, handed.due_at_us, stamps)
+        + timestamp_field(_DEADLINE_AT, now_us + definition.timeout_us, stamps)
+    )
     return assignment
 
 
@@ -92,18 +119,12 @@ class PrebuiltBatches:
 
     def __init__(self, now_us: int) -> None:
         self._now_us = now_us
-        self._deadlines: dict[int, bytes] = {}
-        """Encoded ``deadline_at`` field per job timeout (µs): one per timeout in a deal."""
+        self._deadlines: dict[tuple[bytes, int], bytes] = {}
+        """Encoded ``deadline_at`` fields (:func:`timestamp_field`): one per job timeout in a deal."""
         self._parts: dict[object, list[bytes]] = {}
 
     def _deadline(self, timeout_us: int) -> bytes:
-        field = self._deadlines.get(timeout_us)
-        if field is None:
-            stamp = timestamp_pb2.Timestamp()
-            set_timestamp_us(stamp, self._now_us + timeout_us)
-            encoded = stamp.SerializeToString()
-            field = self._deadlines[timeout_us] = _DEADLINE_AT + varint(len(encoded)) + encoded
-        return field
+        return timestamp_field(_DEADLINE_AT, self._now_us + timeout_us, self._deadlines)
 
     def add(self, receiver: object, handed: HandedOut, prebuilt: bytes, traceparent: str = "") -> None:
         """Queue for ``receiver`` the assignment ``prebuilt`` (from

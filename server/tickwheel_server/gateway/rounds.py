@@ -407,6 +407,7 @@ class Rounds:
         from :meth:`assign`, its credit already spent; one whose stream
         closed since is noted unsent (no other worker may get it)."""
         ahead = PrebuiltBatches(to_us(now)) if prebuilt is not None else None
+        stamps: dict[tuple[bytes, int], bytes] = {}  # the deal's instants, encoded once (add_assignment)
         prepared = Prepared()
         batches = prepared.batches
         spans = prepared.spans
@@ -457,7 +458,7 @@ class Rounds:
                     traceparent = traceparent_of(self._span(spans, item, receiver))
                 ahead.add(receiver, item, prebuilt[position], traceparent)
             else:
-                assignment = add_assignment(batch.message, item, now_us)
+                assignment = add_assignment(batch.message, item, now_us, stamps)
                 if item.trace_context:  # untraced here, the worker's span joins the execution's trace directly
                     assignment.traceparent = (
                         traceparent_of(self._span(spans, item, receiver)) if self._tracing is not None
