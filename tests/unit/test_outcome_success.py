@@ -1,4 +1,4 @@
-"""The results path's shortcut for a plain success (``_succeeded``) makes
+"""The results path's shortcut for a plain success (``succeeded``) makes
 the update ``OutcomeStore._outcome`` decides, wherever record_results takes
 it: a success with no error text whose decision reads no definition (a
 handler target's, or any with no circuit breaker), whatever the row says
@@ -20,7 +20,8 @@ from tickwheel.shared.ids import to_us
 from tickwheel_server.circuits import CircuitBreaker
 from tickwheel_server.policy.breaker import BreakerSettings
 from tickwheel_server.store.executions import ResultIn
-from tickwheel_server.store.outcomes import _SUCCEEDED, OutcomeStore, _plain_success, _ResultRow, _succeeded
+from tickwheel_server.store.outcomes import _SUCCEEDED, OutcomeStore, _ResultRow
+from tickwheel_server.store.plain_successes import plain_success, succeeded
 
 NOW = datetime(2027, 1, 1, 12, tzinfo=timezone.utc)
 NOW_US = to_us(NOW)
@@ -54,8 +55,8 @@ def test_the_shortcut_is_the_decision_wherever_it_is_taken() -> None:
                     continue  # record_results leaves these to _outcome
                 taken += 1
                 update, attempt_status, retry, dead = store._outcome(row, result, NOW, NOW_US)
-                assert _succeeded(row, NOW_US) == update, (row, result)
+                assert succeeded(row, NOW_US) == update, (row, result)
                 assert (attempt_status, retry, dead) == ("succeeded", None, None)
-                assert _plain_success(update, row, NOW_US)
+                assert plain_success(update, row, NOW_US)
     # Every row with no breaker, the handler targets' rows with one.
     assert taken == 16 + 8

@@ -198,12 +198,12 @@ def attempt_row(row, status: str, worker_id: str, error: str, now_us: int, worke
     return dict(
         execution_id=row.id, attempt=row.attempt, delivery=row.delivery, status=status,
         started_at=started_us, finished_at=now_us, lateness_us=max(0, started_us - max(row.due_at, row.ready_at)),
-        worker_id=worker_id, error=error[:4096], waited_us=_waited(row.waiting_since, started_us),
+        worker_id=worker_id, error=error[:4096], waited_us=waited(row.waiting_since, started_us),
         worker_started_at=worker_started_us, output=output[:OUTPUT_KEPT_BYTES] or None,
     )
 
 
-def _waited(waiting_since: int | None, started_us: int) -> int:
+def waited(waiting_since: int | None, started_us: int) -> int:
     """How long an attempt waited for its job or a key before it started."""
     return 0 if waiting_since is None else max(0, started_us - waiting_since)
 

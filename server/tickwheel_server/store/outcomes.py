@@ -49,6 +49,7 @@ from .executions import (
 )
 from . import manualslots
 from .isolation import release_slots, wake_jobs
+from .plain_successes import RECORD_SUCCESSES, PlainSuccesses, on_row, plain_success
 from .tables import attempts, executions, jobs
 
 # Outcomes of a batch of results (PostgreSQL and CockroachDB): every row's new state from
@@ -62,27 +63,6 @@ _RECORD_OUTCOMES = driver_sql(
     "CAST(:ready AS BIGINT[]), CAST(:errors AS TEXT[]), CAST(:deads AS TEXT[]), CAST(:finished AS BIGINT[])) "
     "AS v (id, status, attempt, ready_at, error, dead_reason, finished_at) "
     "WHERE executions.id = v.id"
-)
-# The common outcome, a success without error text (PostgreSQL and CockroachDB), with its
-# attempt's record on the row (``attempt_*``, see :func:`_plain_success`): no
-# attempt row. ``attempt`` and ``ready_at`` are left as they are: a success
-# keeps both (:func:`~tickwheel_server.policy.outcome.decide`). The ``ANY``
-# beside the join makes the planner find the rows by primary key rather than
-# hash the table to probe the arrays.
-_SUCCESS_ARRAYS = (  # parameter, element type, column of ``v``, key of the attempt's record
-    ("ids", "TEXT", "id", "execution_id"), ("started", "BIGINT", "started_at", "started_at"),
-    ("workers", "TEXT", "worker_id", "worker_id"), ("worker_started", "BIGINT", "worker_started_at", "worker_started_at"),
-    ("waited", "BIGINT", "waited_us", "waited_us"), ("outputs", "BYTEA", "output", "output"),
-)
-_RECORD_SUCCESSES = driver_sql(
-    "UPDATE executions SET status = 'succeeded', error = '', dead_reason = '', finished_at = :finished, "
-    "owner = NULL, worker_id = NULL, handed_out_at = NULL, held_keys = NULL, wait_key = NULL, waiting_since = NULL, "
-    "cancel_requested_at = NULL, cancel_reason = NULL, attempt_started_at = v.started_at, "
-    "attempt_worker_id = v.worker_id, attempt_worker_started_at = v.worker_started_at, "
-    "attempt_waited_us = v.waited_us, attempt_output = v.output "
-    f"FROM unnest({', '.join(f'CAST(:{name} AS {kind}[])' for name, kind, _, _ in _SUCCESS_ARRAYS)}) "
-    f"AS v ({', '.join(column for _, _, column, _ in _SUCCESS_ARRAYS)}) "
-    "WHERE executions.id = ANY (CAST(:ids AS TEXT[])) AND executions.id = v.id"
 )
 _OUTCOME_ARRAYS = {
     "ids": "b_id", "statuses": "b_status", "attempts": "b_attempt", "ready": "b_ready_at", "errors": "b_error",
@@ -134,7 +114,7 @@ class _ResultRow(NamedTuple):
     handler: str | None
     """The handler it was claimed for; None: an HTTP target."""
     attempt_started_at: int | None
-    """Not None: it succeeded plainly, its last attempt recorded on the row (see :func:`_plain_success`)."""
+    """Not None: it succeeded plainly, its last attempt recorded on the row (see :func:`.plain_successes.plain_success`)."""
     manual_slot: int | None
     """The manual-run quota's slot that counts it while it waits to start (:mod:`.manualslots`)."""
     spec: bytes | None = None
@@ -200,8 +180,9 @@ class OutcomeStore(SqlStore):
             ]
             recorded = self._recorded_attempts(conn, mismatched)
             acks: list[ResultAck] = []
-            updates: list[dict] = []
-            plain: list[dict | None] = []
+            successes = PlainSuccesses()
+            others: list[dict] = []  # the updates of every other outcome
+            requeued: list[tuple[str, int | None]] = []  # (tenant, manual slot) of runs due to run again
             history: list[dict] = []
             notes: list[dict] = []
             dead: list[DeadLetter] = []
@@ -243,33 +224,36 @@ class OutcomeStore(SqlStore):
                     acks.append(ResultAck(*key, False, NOT_HELD))
                     continue
                 seen.add(key)
+                ended.append(row)
                 if result.outcome == _SUCCEEDED and not result.error and not self._needs_definition(row, result):
-                    # The common outcome: what _outcome decides for it, known without deciding.
-                    update, attempt_status, retry, dead_letter = _succeeded(row, now_us), "succeeded", None, None
-                else:
-                    update, attempt_status, retry, dead_letter = self._outcome(row, result, now, now_us)
-                updates.append(update)
+                    # The common outcome: what _outcome decides for it (succeeded), known
+                    # without deciding, and a plain success: recorded on its row.
+                    successes.add(row, result.worker_id, result.worker_started_at_us, result.output, now_us)
+                    finished_jobs.append(row.job_id)
+                    acks.append(ResultAck(result.execution_id, result.delivery, True))
+                    continue
+                update, attempt_status, retry, dead_letter = self._outcome(row, result, now, now_us)
                 record = attempt_row(row, attempt_status, result.worker_id, result.error, now_us,
                                      result.worker_started_at_us, result.output)
-                if _plain_success(update, row, now_us):
-                    plain.append(record)  # on the execution row
+                if plain_success(update, row, now_us):
+                    successes.add_record(row, record)  # on the execution row
                 else:
-                    plain.append(None)
+                    others.append(update)
                     history.append(record)
-                ended.append(row)
                 if update["b_status"] in TERMINAL:
                     finished_jobs.append(row.job_id)
+                elif update["b_status"] == "scheduled":
+                    requeued.append((row.tenant, row.manual_slot))
                 if dead_letter is not None:
                     dead.append(dead_letter)
                 acks.append(ResultAck(*key, True, retry=retry))
-            if updates:
-                self._apply_outcomes(conn, updates, plain, now_us)
+            if ended:
+                self._apply_outcomes(conn, successes, others, now_us)
                 if history:
                     self._insert_attempts(conn, history)
                 release_slots(conn, self.caps, [(row.tenant, row.held_keys) for row in ended])
                 # A manual run due to run again waits to start again: it takes its unit back.
-                manualslots.take_back(conn, [(row.tenant, row.manual_slot) for row, update in zip(ended, updates)
-                                             if update["b_status"] == "scheduled"])
+                manualslots.take_back(conn, requeued)
                 wake_jobs(conn, finished_jobs)
             if notes:
                 self._note_late_results(conn, notes)
@@ -336,22 +320,16 @@ class OutcomeStore(SqlStore):
         conn.execute(attempts.insert(), history)
 
     def _apply_outcomes(
-        self, conn: Connection, updates: list[dict], plain: list[dict | None], now_us: int
+        self, conn: Connection, successes: PlainSuccesses, others: list[dict], now_us: int
     ) -> None:
-        """Write the executions' new states (``plain[i]`` not None:
-        ``updates[i]`` is a plain success, see :func:`_plain_success`, and
-        ``plain[i]`` its attempt's record, which goes on the row). On
-        PostgreSQL and CockroachDB at most two statements whatever the
-        batch: the plain successes' and the other outcomes', each over
-        arrays; on SQLite one statement per row."""
+        """Write the executions' new states: the plain successes' with each
+        attempt's record on its row (:mod:`.plain_successes`), the
+        ``others``' updates. On PostgreSQL and CockroachDB at most two
+        statements whatever the batch, each over arrays; on SQLite one
+        statement per row."""
         if not self.caps.is_sqlite:
-            successes = [record for record in plain if record is not None]
-            others = [update for update, record in zip(updates, plain) if record is None]
             if successes:
-                arrays = {name: [record[key] for record in successes] for name, _, _, key in _SUCCESS_ARRAYS}
-                # BYTEA[] from text: each element in the hex input format, NULL for none.
-                arrays["outputs"] = [None if out is None else "\\x" + out.hex() for out in arrays["outputs"]]
-                execute_arrays(conn, _RECORD_SUCCESSES, {**arrays, "finished": now_us})
+                execute_arrays(conn, RECORD_SUCCESSES, successes.parameters(now_us))
             if others:
                 execute_arrays(conn, _RECORD_OUTCOMES, {
                     name: [update[key] for update in others] for name, key in _OUTCOME_ARRAYS.items()
@@ -370,7 +348,7 @@ class OutcomeStore(SqlStore):
                 attempt_worker_started_at=sa.bindparam("b_worker_started"), attempt_waited_us=sa.bindparam("b_waited"),
                 attempt_output=sa.bindparam("b_output"),
             ),
-            [{**update, **_on_row(record)} for update, record in zip(updates, plain)],
+            [*successes.updates(now_us), *({**update, **on_row(None)} for update in others)],
         )
 
     def _recorded_attempts(self, conn: Connection, results: list[ResultIn]) -> dict[tuple[str, int, int], str]:
@@ -446,41 +424,6 @@ class OutcomeStore(SqlStore):
 
 
 _SUCCEEDED = worker_pb2.RESULT_OUTCOME_SUCCEEDED
-
-
-def _succeeded(row, now_us: int) -> dict:
-    """The update :meth:`OutcomeStore._outcome` makes of a success with no
-    error text whose decision needs no definition (a handler target's, or
-    any with no circuit breaker): succeeded now, its attempt and ready
-    instant kept, no error nor reason. ``decide`` settles a success from
-    the outcome alone (no policy, no draw, no cancel request counts), so
-    nothing else of the row or the result could change it; record_results
-    takes this path for most results."""
-    return dict(b_id=row.id, b_status="succeeded", b_attempt=row.attempt, b_ready_at=row.ready_at, b_error="",
-                b_dead_reason="", b_finished_at=now_us)
-
-
-def _plain_success(update: dict, row, now_us: int) -> bool:
-    """Whether ``update`` is exactly what :data:`_RECORD_SUCCESSES` writes for
-    ``row``: succeeded now, no error text nor reason, its attempt and ready
-    instant kept. Such an attempt is recorded on the execution row
-    (``attempt_*``), not in ``attempts``: it is the execution's last, its
-    status, end, numbers and lateness are the row's."""
-    return (
-        update["b_status"] == "succeeded" and update["b_error"] == "" and update["b_dead_reason"] == ""
-        and update["b_finished_at"] == now_us and update["b_attempt"] == row.attempt
-        and update["b_ready_at"] == row.ready_at
-    )
-
-
-def _on_row(record: dict | None) -> dict:
-    """The ``attempt_*`` values of an execution row for its attempt's
-    ``record`` (None: recorded in ``attempts``, the columns stay NULL)."""
-    if record is None:
-        return dict(b_started=None, b_worker=None, b_worker_started=None, b_waited=None, b_output=None)
-    return dict(b_started=record["started_at"], b_worker=record["worker_id"],
-                b_worker_started=record["worker_started_at"], b_waited=record["waited_us"],
-                b_output=record["output"])
 
 
 def _recorded_on_row(row: _ResultRow, result: ResultIn) -> bool:
