@@ -1,0 +1,166 @@
+"""Benchmark: the server's Python a row on the claim's and the results'
+paths, without a database: CPU microseconds a call (``time.thread_time``,
+the best of ``--repeat`` rounds) of the per-row work the py-spy profile of
+``bench_e2e.py`` finds costliest (loadtest/RESULTS.md), on rows shaped as
+that benchmark's (a one-off for the ``echo`` handler, normalised by the
+API, due at one instant).
+
+    PYTHONPATH=server:workers:sdk/python .venv/bin/python loadtest/bench_row_python.py [--rows 500] [--repeat 7] [--smoke]
+
+Prints one JSON object, ``us_per_row`` by part:
+
+- ``definition_parse``: ``JobDefinition.parse`` of a one-off's stored
+  definition (every one-off misses the definition cache at its claim).
+- ``assignment``: ``add_assignment`` of one hand-out into a deal's batch
+  of ``--rows`` (the deal's memo of encoded instants shared where the tree
+  has one).
+- ``plain_success``: recording a plain success in ``record_results``
+  without its statements: from the locked row and the result to the
+  success statement's parameters, per result of a batch of ``--rows``
+  (``PlainSuccesses`` where the tree has it; otherwise the update dict,
+  the attempt row, the check that it is plain and the arrays read back
+  from them, as that tree's ``record_results`` does).
+
+Run it with another tree's ``PYTHONPATH`` to compare trees: each part
+times what that tree does. ``--smoke`` runs tiny sizes so CI keeps the
+script working; its figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from datetime import datetime, timezone
+from typing import Callable
+
+from tickwheel.v1 import job_pb2, worker_pb2
+
+from tickwheel.shared.ids import to_us
+from tickwheel_server.api.validate import normalise_job
+from tickwheel_server.gateway import assignments
+from tickwheel_server.jobspec import JobDefinition
+from tickwheel_server.store import outcomes
+from tickwheel_server.store.executions import HandedOut, ResultAck, ResultIn, attempt_row
+
+TENANT = "bench"
+
+
+def one_off_spec(due: datetime, index: int) -> bytes:
+    """A one-off's stored definition, as ``_harness.insert_once_jobs`` stores it."""
+    job = job_pb2.Job(name=f"e2e-{index:06d}", payload=b"{}",
+                      target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")))
+    job.schedule.once_at.FromDatetime(due)
+    return normalise_job(job, due).SerializeToString()
+
+
+def best(rounds: int, rows: int, run: Callable[[], None]) -> float:
+    """CPU µs a row: the best of ``rounds`` calls of ``run`` (which handles ``rows``)."""
+    times = []
+    for _ in range(rounds):
+        began = time.thread_time()
+        run()
+        times.append((time.thread_time() - began) / rows * 1e6)
+    return round(min(times), 3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=500, help="rows a batch (a deal, a batch of results)")
+    parser.add_argument("--repeat", type=int, default=7, help="rounds of each part; the best is kept")
+    parser.add_argument("--batches", type=int, default=20, help="batches a round")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
+    args = parser.parse_args()
+    if args.smoke:
+        args.rows, args.repeat, args.batches = 5, 1, 1
+    rows, batches = args.rows, args.batches
+    due = datetime(2026, 12, 7, 0, 0, tzinfo=timezone.utc)
+    due_us = to_us(due)
+    job_ids = [f"01KC{index:022d}" for index in range(rows)]
+    specs = [one_off_spec(due, index) for index in range(rows)]
+
+    def parse() -> None:
+        for _ in range(batches):
+            for job_id, spec in zip(job_ids, specs):
+                JobDefinition.parse(job_id, 1, spec)
+
+    definitions = [JobDefinition.parse(job_id, 1, spec) for job_id, spec in zip(job_ids, specs)]
+    handed = [
+        HandedOut(f"{job_id}:2026-12-07T00:00:00Z", job_id, TENANT, index % 256, "scheduled", due_us, due_us, due_us,
+                  1, 1, b"{}", 0, definition, due_us + 1_000, "")
+        for index, (job_id, definition) in enumerate(zip(job_ids, definitions))
+    ]  # fmt: skip
+    shares_stamps = "timestamp_field" in vars(assignments)
+
+    def deal() -> None:
+        for _ in range(batches):
+            batch = worker_pb2.PullResponse()
+            if shares_stamps:
+                stamps: dict = {}
+                for item in handed:
+                    assignments.add_assignment(batch, item, due_us + 2_000, stamps)
+            else:
+                for item in handed:
+                    assignments.add_assignment(batch, item, due_us + 2_000)
+
+    now_us = due_us + 50_000
+    result_rows = [
+        outcomes._ResultRow(item.id, item.job_id, TENANT, item.partition, "running", 1, 1, due_us, due_us,
+                            due_us + 1_000, None, None, None, None, "echo", None, None)
+        for item in handed
+    ]  # fmt: skip
+    results = [ResultIn(row.id, 1, 1, outcomes._SUCCEEDED, "", "worker-0", (TENANT,), None, due_us + 3_000)
+               for row in result_rows]
+    columns = getattr(outcomes, "PlainSuccesses", None)
+
+    def record_by_column() -> None:
+        for _ in range(batches):
+            successes, acks, ended, finished = columns(), [], [], []
+            for result, row in zip(results, result_rows):
+                ended.append(row)
+                successes.add(row, result.worker_id, result.worker_started_at_us, result.output, now_us)
+                finished.append(row.job_id)
+                acks.append(ResultAck(result.execution_id, result.delivery, True))
+            successes.parameters(now_us)
+
+    def record_by_dicts() -> None:  # the tree before PlainSuccesses: record_results' own steps
+        for _ in range(batches):
+            updates, plain, acks, ended, finished = [], [], [], [], []
+            for result, row in zip(results, result_rows):
+                update = outcomes._succeeded(row, now_us)
+                updates.append(update)
+                record = attempt_row(row, "succeeded", result.worker_id, result.error, now_us,
+                                     result.worker_started_at_us, result.output)
+                plain.append(record if outcomes._plain_success(update, row, now_us) else None)
+                ended.append(row)
+                if update["b_status"] in outcomes.TERMINAL:
+                    finished.append(row.job_id)
+                acks.append(ResultAck(result.execution_id, result.delivery, True, retry=None))
+            successes = [record for record in plain if record is not None]
+            arrays = {name: [record[key] for record in successes] for name, _, _, key in outcomes._SUCCESS_ARRAYS}
+            arrays["outputs"] = [None if out is None else "\\x" + out.hex() for out in arrays["outputs"]]
+
+    per_call = rows * batches
+    figures = {
+        "definition_parse": best(args.repeat, per_call, parse),
+        "assignment": best(args.repeat, per_call, deal),
+        "plain_success": best(args.repeat, per_call, record_by_column if columns is not None else record_by_dicts),
+    }
+    print(json.dumps({
+        "benchmark": "row_python",
+        "smoke": args.smoke,
+        "rows": rows,
+        "us_per_row": figures,
+        "tree": {"shares_stamps": shares_stamps, "plain_successes_by_column": columns is not None,
+                 "server": os.path.dirname(os.path.dirname(outcomes.__file__))},
+        "loadavg": open("/proc/loadavg").read().split()[:3],
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+    }, indent=2))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
