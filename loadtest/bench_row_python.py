@@ -11,6 +11,8 @@ Prints one JSON object, ``us_per_row`` by part:
 
 - ``definition_parse``: ``JobDefinition.parse`` of a one-off's stored
   definition (every one-off misses the definition cache at its claim).
+- ``one_off_following``: the claim's plan asking a claimed one-off's
+  next fire after its instant (``next_fire``: none).
 - ``assignment``: ``add_assignment`` of one hand-out into a deal's batch
   of ``--rows`` (the deal's memo of encoded instants shared where the tree
   has one).
@@ -43,6 +45,7 @@ from tickwheel.shared.ids import to_us
 from tickwheel_server.api.validate import normalise_job
 from tickwheel_server.gateway import assignments
 from tickwheel_server.jobspec import JobDefinition
+from tickwheel_server.schedule.engine import next_fire
 from tickwheel_server.store import outcomes
 from tickwheel_server.store.executions import HandedOut, ResultAck, ResultIn, attempt_row
 
@@ -88,6 +91,12 @@ def main() -> None:
                 JobDefinition.parse(job_id, 1, spec)
 
     definitions = [JobDefinition.parse(job_id, 1, spec) for job_id, spec in zip(job_ids, specs)]
+
+    def following() -> None:
+        for _ in range(batches):
+            for definition in definitions:
+                next_fire(definition.schedule, definition.schedule.at, runs_so_far=0)
+
     handed = [
         HandedOut(f"{job_id}:2026-12-07T00:00:00Z", job_id, TENANT, index % 256, "scheduled", due_us, due_us, due_us,
                   1, 1, b"{}", 0, definition, due_us + 1_000, "")
@@ -146,6 +155,7 @@ def main() -> None:
     per_call = rows * batches
     figures = {
         "definition_parse": best(args.repeat, per_call, parse),
+        "one_off_following": best(args.repeat, per_call, following),
         "assignment": best(args.repeat, per_call, deal),
         "plain_success": best(args.repeat, per_call, record_by_column if columns is not None else record_by_dicts),
     }

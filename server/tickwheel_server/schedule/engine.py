@@ -438,6 +438,13 @@ class Engine:
         """The first fire of a one-off strictly after ``after`` (``None``: any) in its window."""
         if after is not None and after.tzinfo is None:
             raise ValueError(f"instant {after.isoformat()} must be timezone-aware")
+        if schedule.kind is ScheduleKind.ONCE and after is not None:
+            at = schedule.at
+            if at is not None and at.tzinfo is not None and at <= after:
+                # Its one fire is the instant itself, not after ``after``: what
+                # the loop below finds, without its zone's offset (the claim
+                # asks this of every one-off it claims).
+                return None
         for nominal, offset, note in self._one_off_fires(schedule):
             if after is not None and nominal <= after:
                 continue
