@@ -643,13 +643,16 @@ class Statements:
 
     def report(self, executions: int, top: int = 12) -> dict | None:
         """Since the last reset, in this database: calls per execution, commits,
-        rollbacks, and the ``top`` statement shapes by time, each with the WAL
-        it wrote per execution."""
+        rollbacks, and the ``top`` statement shapes by time (``TICKWHEEL_STATEMENTS_TOP``
+        replaces it), each with the WAL it wrote and the shared buffer blocks
+        it read (hit or not) per execution."""
+        top = int(os.environ.get("TICKWHEEL_STATEMENTS_TOP", top))
         if not self.available:
             return None
         with observe(self.url) as pg:
             rows = pg.execute(
-                "SELECT query, calls, rows, total_exec_time, wal_bytes FROM pg_stat_statements "
+                "SELECT query, calls, rows, total_exec_time, wal_bytes, shared_blks_hit + shared_blks_read "
+                "FROM pg_stat_statements "
                 "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
                 "AND query NOT LIKE '%%pg_stat_statements%%' AND query NOT LIKE %s ORDER BY total_exec_time DESC",
                 (OWN_QUERY + "%",),
@@ -659,7 +662,7 @@ class Statements:
             opened = sessions(pg) - self._sessions_at
         by_keyword: dict[str, int] = {}
         written: dict[str, int] = {}
-        for query, calls, nrows, _, _ in rows:
+        for query, calls, nrows, _, _, _ in rows:
             keyword = query.split(None, 1)[0].upper() if query.strip() else "?"
             by_keyword[keyword] = by_keyword.get(keyword, 0) + calls
             table = written_table(query)
@@ -687,12 +690,14 @@ class Statements:
             # several ms of PostgreSQL's CPU.
             "sessions_opened": opened,
             "exec_s": round(sum(r[3] for r in rows) / 1000, 3),
+            "blocks_per_execution": round(sum(r[5] for r in rows) / per, 2),
             "top": [
                 {"query": " ".join(query.split())[:240], "calls": calls, "rows": nrows,
                  "calls_per_execution": round(calls / per, 4), "total_ms": round(total, 1),
                  "mean_ms": round(total / max(calls, 1), 3),
-                 "wal_bytes_per_execution": round(float(written_wal) / per, 1)}
-                for query, calls, nrows, total, written_wal in rows[:top]
+                 "wal_bytes_per_execution": round(float(written_wal) / per, 1),
+                 "blocks_per_execution": round(blocks / per, 2)}
+                for query, calls, nrows, total, written_wal, blocks in rows[:top]
             ],
         }
 
