@@ -161,9 +161,10 @@ class TenantStore(SqlStore):
         return await self._tx(lambda conn: _get_tenant(conn, name))
 
     async def get_counted(self, name: str) -> tuple[Tenant, int, int]:
-        """The tenant, its job count and its manual runs waiting to start
-        (:meth:`job_count`, :meth:`pending_manual_runs`), read in one
-        transaction: the counts are of the tenant as returned. NotFound."""
+        """The tenant, its job count (:meth:`job_count`) and its manual runs
+        waiting to start (what its ``max_pending_manual_runs`` slots count),
+        read in one transaction: the counts are of the tenant as returned.
+        NotFound."""
 
         def fn(conn: Connection) -> tuple[Tenant, int, int]:
             tenant = _get_tenant(conn, name)
@@ -175,12 +176,6 @@ class TenantStore(SqlStore):
         """How many jobs the tenant has (what its quota slots count); 0 for
         an unknown tenant."""
         return await self._tx(lambda conn: quota.job_count(conn, name))
-
-    async def pending_manual_runs(self, name: str) -> int:
-        """How many of the tenant's manual runs (triggers, backfills) wait
-        to start: what its ``max_pending_manual_runs`` slots count; 0 for an
-        unknown tenant."""
-        return await self._tx(lambda conn: quota.counted(conn, name, rows=quota.MANUAL_RUNS))
 
     async def list(self, *, after: str = "", limit: int = 100) -> list[Tenant]:
         """Up to ``limit`` tenants with names after ``after``, by name."""
