@@ -197,12 +197,12 @@ async def unlimited_tenant(server, name: str) -> tuple[str, str]:
 
 async def test_a_tenant_creating_due_now_jobs_in_a_loop_cannot_make_the_servers_spin(pair) -> None:
     """A tenant whose request rate quota is lifted creates due-now jobs from
-    eight concurrent loops (far more wakes than one per gap): each server's
-    claims stay within one per wake gap of the time the creates took, the
-    writer's puts within one per merging window, and every job runs once.
-    (On a loaded machine the claims' own length may keep them under the
-    bound too; the gap alone is tested on a FakeClock in
-    ``tests/unit/dispatcher/test_dispatcher_wake.py``.)"""
+    eight concurrent loops: each server's claims stay within one per wake
+    gap of the time the creates took, the writer's puts within one per
+    merging window, the writer claims fewer times than it is woken, and
+    every job runs once. (On a loaded machine the claims' own length may
+    keep them under the bound too; the gap alone is tested on a FakeClock
+    in ``tests/unit/dispatcher/test_dispatcher_wake.py``.)"""
     a, b, scheduler, _key = pair
     await settled(a, b)
     key, credential = await unlimited_tenant(a, "flood")
@@ -231,12 +231,18 @@ async def test_a_tenant_creating_due_now_jobs_in_a_loop_cannot_make_the_servers_
             await wait_for_status(scheduler, key, job_id, job_pb2.EXECUTION_STATUS_SUCCEEDED)
         # Only wakes claim here (the tick is an hour); the last wake's claim
         # comes at most one gap after the last create.
-        for server, before in zip(servers, ticks):
-            claims = server.dispatcher.ticks - before
-            assert claims <= elapsed / server.dispatcher._wake_gap + 3, f"{claims} claims in {elapsed:.2f} s"
+        claims = [server.dispatcher.ticks - before for server, before in zip(servers, ticks)]
+        for server, claimed in zip(servers, claims):
+            assert claimed <= elapsed / server.dispatcher._wake_gap + 3, f"{claimed} claims in {elapsed:.2f} s"
         assert b.server.wakeup.puts - puts <= elapsed / b.server.wakeup.window() + 2
+        # A flood, not a trickle: b, the writer, was woken in process more
+        # often than it claimed, so wakes were merged (a server claiming on
+        # every wake is the spin). How many wakes per second the creates
+        # make depends on the machine's load, so it is not compared with
+        # the gap: a loaded machine's creates come slower, and its claims
+        # take longer, merging the wakes that come meanwhile.
         local_wakes = b.server.wakeup.local_wakes - local
-        assert local_wakes > elapsed / servers[1].dispatcher._wake_gap + 3, "a flood, not a trickle"
+        assert local_wakes > claims[1], f"{local_wakes} wakes, {claims[1]} claims in {elapsed:.2f} s"
         for job_id in created[:10]:
             assert len(await history(scheduler, key, job_id)) == 1
 
