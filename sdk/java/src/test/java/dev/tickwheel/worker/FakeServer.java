@@ -42,6 +42,13 @@ final class FakeServer implements AutoCloseable {
   /** The server's name (in process) or host:port (over TCP). */
   final String name;
 
+  /**
+   * How long the tests wait for what must come (a stream, a message, a handler's start): a wait
+   * that returns as soon as it comes, so it is long. On a loaded machine the worker's first
+   * connect over TCP (grpc-java's Netty transport loaded and started) takes seconds.
+   */
+  static final long WAIT_SECONDS = 30;
+
   private final BlockingQueue<FakeStream> streams = new LinkedBlockingQueue<>();
   private final Server server;
 
@@ -100,10 +107,10 @@ final class FakeServer implements AutoCloseable {
     return InProcessChannelBuilder.forName(address).build();
   }
 
-  /** The next Pull stream the worker opens; fails after 5 s. */
+  /** The next Pull stream the worker opens; fails after {@link #WAIT_SECONDS}. */
   FakeStream nextStream() throws InterruptedException {
-    FakeStream stream = streams.poll(5, TimeUnit.SECONDS);
-    assertNotNull(stream, "no stream opened within 5 s");
+    FakeStream stream = streams.poll(WAIT_SECONDS, TimeUnit.SECONDS);
+    assertNotNull(stream, "no stream opened within " + WAIT_SECONDS + " s");
     return stream;
   }
 
@@ -155,9 +162,12 @@ final class FakeServer implements AutoCloseable {
           };
     }
 
-    /** The next message of {@code kind}, skipping (but recording) others; fails after 5 s. */
+    /**
+     * The next message of {@code kind}, skipping (but recording) others; fails after {@link
+     * #WAIT_SECONDS}.
+     */
     PullRequest expect(PullRequest.MessageCase kind) throws InterruptedException {
-      return expect(kind, 5000);
+      return expect(kind, TimeUnit.SECONDS.toMillis(WAIT_SECONDS));
     }
 
     PullRequest expect(PullRequest.MessageCase kind, long millis) throws InterruptedException {

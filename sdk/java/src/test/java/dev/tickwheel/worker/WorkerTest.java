@@ -106,6 +106,9 @@ class WorkerTest {
             .workerId("w1")
             .slots(2)
             .reconnectBackoff(Duration.ofMillis(10), Duration.ofMillis(20))
+            // Longer than the tests wait for a message: a stream slow to open (a loaded machine)
+            // is not given up while the test waits for its hello.
+            .welcomeTimeout(Duration.ofSeconds(2 * FakeServer.WAIT_SECONDS))
             .channels(FakeServer::channel);
     options.accept(builder);
     handlers.forEach(builder::handler);
@@ -207,19 +210,21 @@ class WorkerTest {
     return executions.stream().map(e -> e.getExecutionId() + "#" + e.getDelivery()).toList();
   }
 
-  /** Returns once {@code check} holds; fails after 5 s. */
+  /** Returns once {@code check} holds; fails after {@link FakeServer#WAIT_SECONDS}. */
   private static void eventually(BooleanSupplier check, String what) {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(FakeServer.WAIT_SECONDS);
     while (!check.getAsBoolean()) {
       if (System.nanoTime() > deadline) {
-        fail("not within 5 s: " + what);
+        fail("not within " + FakeServer.WAIT_SECONDS + " s: " + what);
       }
       LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5));
     }
   }
 
   private static void await(CountDownLatch latch, String what) throws InterruptedException {
-    assertTrue(latch.await(5, TimeUnit.SECONDS), "not within 5 s: " + what);
+    assertTrue(
+        latch.await(FakeServer.WAIT_SECONDS, TimeUnit.SECONDS),
+        "not within " + FakeServer.WAIT_SECONDS + " s: " + what);
   }
 
   /** Stops the worker from another thread (stop blocks until run() returns). */
@@ -278,7 +283,7 @@ class WorkerTest {
     await(stream.closed, "the worker closes its side");
     assertTrue(stream.halfClosedCleanly, "a half-close, not a cancel");
     stream.end();
-    stopper.join(5000);
+    stopper.join(TimeUnit.SECONDS.toMillis(FakeServer.WAIT_SECONDS));
     await(runReturned, "run() returns");
     assertNull(runFailure.get());
   }
@@ -555,7 +560,7 @@ class WorkerTest {
     assertTrue(stream.halfClosedCleanly);
     stream.end();
     await(runReturned, "run() returns");
-    stopper.join(5000);
+    stopper.join(TimeUnit.SECONDS.toMillis(FakeServer.WAIT_SECONDS));
     assertFalse(stopper.isAlive());
     assertNull(runFailure.get());
     assertEquals(0, stream.count(CREDIT), "no credit once stopping");
@@ -852,10 +857,10 @@ class WorkerTest {
           return "out".getBytes(StandardCharsets.UTF_8);
         };
 
-    /** The id of the next handler to start; fails after 5 s. */
+    /** The id of the next handler to start; fails after {@link FakeServer#WAIT_SECONDS}. */
     String nextStarted() throws InterruptedException {
-      String id = started.poll(5, TimeUnit.SECONDS);
-      assertTrue(id != null, "not within 5 s: a handler starts");
+      String id = started.poll(FakeServer.WAIT_SECONDS, TimeUnit.SECONDS);
+      assertTrue(id != null, "not within " + FakeServer.WAIT_SECONDS + " s: a handler starts");
       return id;
     }
 
@@ -1111,7 +1116,7 @@ class WorkerTest {
               assignment("late", "h", 1)
                   .setNominalAt(Timestamp.newBuilder().setSeconds(Long.MAX_VALUE).setNanos(-1))
                   .setDeadlineAt(Timestamp.newBuilder().setSeconds(Long.MAX_VALUE - 1))));
-      JobContext late = started.poll(5, TimeUnit.SECONDS);
+      JobContext late = started.poll(FakeServer.WAIT_SECONDS, TimeUnit.SECONDS);
       assertTrue(late != null, "the late one starts");
       Instant last = Instant.parse("9999-12-31T23:59:59Z");
       assertEquals(last, late.deadlineAt().orElseThrow());
