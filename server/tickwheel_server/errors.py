@@ -115,10 +115,14 @@ class VersionConflict(FailedPrecondition):
 
 
 class QuotaExceeded(TickwheelError):
-    """A tenant quota would be exceeded; nothing was written. → RESOURCE_EXHAUSTED with QuotaFailure."""
+    """A tenant quota would be exceeded; nothing was written. → RESOURCE_EXHAUSTED with QuotaFailure
+    (and RetryInfo when ``retry_after`` is given: a rate, not a count)."""
 
-    def __init__(self, tenant: str, quota: str, limit: int, description: str) -> None:
+    def __init__(
+        self, tenant: str, quota: str, limit: int, description: str, *, retry_after: float | None = None
+    ) -> None:
         self.tenant, self.quota, self.limit = tenant, quota, limit
+        self.retry_after = retry_after
         super().__init__(f"tenant {tenant!r}: {description} (quota {quota} = {limit})")
 
 

@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 from google.protobuf import field_mask_pb2, timestamp_pb2
 from google.rpc import code_pb2
-from tickwheel.v1 import calendar_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, calendar_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tests.support.server import running_server
 
@@ -350,9 +350,15 @@ async def test_manual_runs_are_bounded_never_early_and_follow_the_jobs_state(ser
     are taken, each due at or after its nominal instant and not before the
     call; TriggerJob of a paused job is scheduled (it is asked for, so it runs:
     docs/architecture.md, "Pause holds"), of a deleted one NOT_FOUND as a job
-    that never existed."""
+    that never existed. The tenant's rate is raised: each of these calls
+    computes about 10 000 fires, a second of the default rate's worth
+    (test_schedule_work_rate_api.py)."""
     key = await server.create_tenant("acme")
     async with grpc.aio.insecure_channel(server.address) as channel:
+        await admin_pb2_grpc.AdminServiceStub(channel).UpdateTenant(admin_pb2.UpdateTenantRequest(
+            tenant=admin_pb2.Tenant(name="acme", quotas=admin_pb2.TenantQuotas(requests_per_second=1_000_000)),
+            update_mask=field_mask_pb2.FieldMask(paths=["quotas"])),
+            metadata=server.admin_metadata())  # fmt: skip
         scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
         job = (await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=cron_job("* * * * *", "UTC"),
                                                                         request_id="m"),

@@ -3,11 +3,15 @@ shared out among live servers, bounded memory, and the error it gives."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tickwheel.shared.clock import FakeClock
 from tickwheel_server.errors import QuotaExceeded
-from tickwheel_server.auth.ratelimit import LiveServers, RequestRateLimiter, TokenBucket, share
+from tickwheel_server.auth.ratelimit import (
+    FIRES_PER_TOKEN, LiveServers, RequestRateLimiter, TokenBucket, share, work_tokens,
+)
 
 
 def burst(limiter: RequestRateLimiter, tenant: str, rate: int, calls: int) -> int:
@@ -86,3 +90,59 @@ async def test_live_servers_counts_presence_and_falls_back_to_one() -> None:
     assert await live.refresh() == 1
     records = None
     assert await live.refresh() == 1
+
+
+def test_work_beyond_a_requests_fires_is_charged_into_debt_and_refused_with_the_wait() -> None:
+    assert work_tokens(0) == work_tokens(FIRES_PER_TOKEN) == 0, "a request's token covers its first fires"
+    assert work_tokens(10 * FIRES_PER_TOKEN + 1) == pytest.approx(9.01)
+    clock = FakeClock()
+    limiter = RequestRateLimiter(clock)
+    limiter.check("acme", 10)
+    limiter.charge("acme", 10, 20 * FIRES_PER_TOKEN)  # 19 more: 10 - 1 - 19 = -10
+    with pytest.raises(QuotaExceeded) as refused:
+        limiter.check("acme", 10)
+    assert refused.value.quota == "requests_per_second" and refused.value.retry_after == pytest.approx(1.1)
+    clock.advance(1.0)
+    assert not limiter.allow("acme", 10), "still in debt after a second at 10/s"
+    clock.advance(0.1)
+    assert limiter.allow("acme", 10), "one token after 1.1 s"
+    limiter.charge("acme", 0, 10**9)
+    assert limiter.allow("other", 10) and len(limiter) == 2, "no limit, no charge, no bucket"
+
+
+async def test_a_tenants_metered_calls_run_one_at_a_time_and_none_starts_in_debt() -> None:
+    """The fires a tenant makes a server compute are bounded by its rate: a
+    metered call waits for the one before it, and is refused when that one
+    left the bucket in debt; another tenant is not held up."""
+    clock = FakeClock()
+    limiter = RequestRateLimiter(clock)
+    gate = asyncio.Event()
+    order: list[str] = []
+
+    async def work(tenant: str, name: str, fires: int) -> None:
+        async with limiter.metered(tenant, 10) as meter:
+            order.append(name)
+            if name == "first":
+                await gate.wait()
+            meter.fires = fires
+
+    first = asyncio.create_task(work("acme", "first", 5 * FIRES_PER_TOKEN))
+    await asyncio.sleep(0)
+    second = asyncio.create_task(work("acme", "second", 15 * FIRES_PER_TOKEN))
+    third = asyncio.create_task(work("acme", "third", 0))
+    await work("globex", "other", 0)
+    assert order == ["first", "other"], "acme's second call waits for its first; globex does not"
+    gate.set()
+    await first
+    await second  # 10 - 4 = 6 tokens left: it starts, and leaves 6 - 14 = -8
+    with pytest.raises(QuotaExceeded) as refused:
+        await third
+    assert order == ["first", "other", "second"]
+    assert refused.value.retry_after == pytest.approx(0.8) and "not paid back" in str(refused.value)
+
+    clock.advance(0.9)
+    with pytest.raises(RuntimeError):
+        async with limiter.metered("acme", 10) as meter:
+            meter.fires = 11 * FIRES_PER_TOKEN
+            raise RuntimeError("the work failed after computing its fires")
+    assert not limiter.allow("acme", 10), "a call that raised pays for its fires all the same"

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 from tickwheel.v1 import job_pb2, scheduler_pb2
 
+from ..auth.ratelimit import Meter
 from ..errors import InvalidArgument, QuotaExceeded
 from ..jobspec import JobDefinition, schedule_of
 from ..policy import rundiff
@@ -79,13 +80,16 @@ def with_calendar(
 
 def run_diff(
     record: JobRecord, stored: job_pb2.Job, changed: job_pb2.Job, now: datetime, window: timedelta,
-    calendars: Mapping[str, BusinessCalendar] | None = None,
+    calendars: Mapping[str, BusinessCalendar] | None = None, meter: Meter | None = None,
 ) -> rundiff.RunDiff:
     """The diff of ``stored``'s and ``changed``'s runs whose nominal instant
     is in [now, now + window) (see ``RunDiff`` in scheduler.proto);
     ``max_runs`` counts the runs the job made before ``now``. With the
     tenant's ``calendars`` (by name) that the definitions name, each side's
-    runs are as its calendar rule leaves them (:func:`with_calendar`)."""
+    runs are as its calendar rule leaves them (:func:`with_calendar`).
+    The fires computed are counted in ``meter`` (the tenant pays for them:
+    :mod:`~tickwheel_server.auth.ratelimit`)."""
+    meter = meter if meter is not None else Meter()
     try:
         old = validate.until_horizon(schedule_of(stored, record.id))
         new = validate.until_horizon(schedule_of(changed, record.id))
@@ -95,9 +99,12 @@ def run_diff(
         if (old.max_runs or new.max_runs) and cursor is not None and cursor > now:
             # the occurrences created ahead of the cursor are counted in run_count already
             ahead = len(rundiff.runs_in_window(replace(old, max_runs=0), now, cursor)[0])
+            meter.fires += ahead + 1
         before = rundiff.runs_before_window(ahead, record.run_count)
         old_runs, old_end = rundiff.runs_in_window(old, now, end, runs_so_far=before)
+        meter.fires += len(old_runs) + 1
         new_runs, new_end = rundiff.runs_in_window(new, now, end, runs_so_far=before)
+        meter.fires += len(new_runs) + 1
         if calendars:
             old_runs = with_calendar(old_runs, old, stored, calendars, now)
             new_runs = with_calendar(new_runs, new, changed, calendars, now)
@@ -112,7 +119,7 @@ def run_diff(
 
 def dry_run(
     record: JobRecord, change: JobChange | None, *, max_payload_bytes: int, now: datetime, window: timedelta,
-    calendars: Mapping[str, BusinessCalendar] | None = None,
+    calendars: Mapping[str, BusinessCalendar] | None = None, meter: Meter | None = None,
 ) -> scheduler_pb2.UpdateJobResponse:
     """What UpdateJob would answer for ``change`` (None: it changes nothing)
     of ``record``, with the run diff, writing nothing: the changed
@@ -127,5 +134,5 @@ def dry_run(
     answer = job_pb2.Job()
     answer.CopyFrom(changed)
     convert.set_output_fields(answer, record)
-    diff = run_diff(record, stored, changed, now, window, calendars)
+    diff = run_diff(record, stored, changed, now, window, calendars, meter)
     return scheduler_pb2.UpdateJobResponse(job=answer, run_diff=diff_to_proto(diff))

@@ -28,6 +28,7 @@ from tickwheel.shared.ids import new_job_ids, to_us
 from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
 
 from ..auth.authenticator import Authenticator, api_key_actor
+from ..auth.ratelimit import Meter
 from ..coalescer import CreateCoalescer
 from ..errors import FailedPrecondition, FieldViolation, InvalidArgument, QuotaExceeded, TickwheelError, VersionConflict
 from ..policy import jobchanges
@@ -68,12 +69,17 @@ MAX_BATCH = 1000
 BatchPauseJobs, BatchResumeJobs) may hold."""
 
 
-def backfill_occurrences(schedule: Schedule, start: datetime, end: datetime, limit: int = MAX_BACKFILL) -> list[datetime]:
+def backfill_occurrences(
+    schedule: Schedule, start: datetime, end: datetime, limit: int = MAX_BACKFILL, meter: Meter | None = None
+) -> list[datetime]:
     """The nominal instants of ``schedule`` in ``[start, end)``, oldest first;
-    InvalidArgument ``to_at`` when there are more than ``limit``."""
+    InvalidArgument ``to_at`` when there are more than ``limit``. Each fire
+    computed is counted in ``meter`` (the tenant pays for it, refused or not)."""
     found: list[datetime] = []
     after = start - timedelta(microseconds=1)
+    meter = meter if meter is not None else Meter()
     while True:
+        meter.fires += 1
         fire = next_fire(schedule, after)
         if fire is None or fire.nominal_at >= end:
             return found
@@ -518,7 +524,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         start, end = validate.backfill_window(request, self._clock.now())
         record = await self._jobs.get(tenant.name, job_id)
         schedule = schedule_of(convert.stored_job(record), record.id)
-        nominals = await asyncio.to_thread(backfill_occurrences, schedule, start, end)
+        async with self._auth.metered(tenant) as meter:
+            nominals = await asyncio.to_thread(backfill_occurrences, schedule, start, end, meter=meter)
         result = await self._manual.backfill(
             tenant.name, job_id, nominals, dry_run=request.dry_run, allow_overlap=request.allow_overlap
         )
@@ -571,7 +578,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             runs_so_far = 0
         else:
             raise InvalidArgument.field("source", "set job_id or job")
-        fires = upcoming(schedule, after, count, runs_so_far=runs_so_far)
+        async with self._auth.metered(tenant) as meter:
+            meter.fires = count
+            fires = upcoming(schedule, after, count, runs_so_far=runs_so_far)
         return scheduler_pb2.PreviewScheduleResponse(
             fires=[fire_to_proto(f) for f in fires], tzdata_version=tzdata_version()
         )
@@ -600,10 +609,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         if request.validate_only:
             specs = [record.spec] + ([change.spec] if change is not None else [])
             calendars = await nextruns.named_calendars(self._calendars.store, tenant.name, specs)
-            return await asyncio.to_thread(
-                dryrun.dry_run, record, change, max_payload_bytes=tenant.max_payload_bytes, now=now, window=window,
-                calendars=calendars,
-            )
+            async with self._auth.metered(tenant) as meter:
+                return await asyncio.to_thread(
+                    dryrun.dry_run, record, change, max_payload_bytes=tenant.max_payload_bytes, now=now,
+                    window=window, calendars=calendars, meter=meter,
+                )
         if change is None:
             return scheduler_pb2.UpdateJobResponse(job=convert.job_to_proto(record))
         updated, _ = await self._jobs.update(

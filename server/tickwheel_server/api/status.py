@@ -34,6 +34,12 @@ def _status(code: grpc.StatusCode, message: str, *details) -> status_pb2.Status:
     return status
 
 
+def _retry_info(seconds: float) -> error_details_pb2.RetryInfo:
+    retry = error_details_pb2.RetryInfo()
+    retry.retry_delay.FromMilliseconds(max(1, int(seconds * 1000)))
+    return retry
+
+
 def store_unavailable(error: Exception) -> str:
     """The message of a call refused because the store is unavailable: what
     it does (refusing writes, cancelling statements, …) when its SQLSTATE
@@ -99,21 +105,19 @@ def status_for(error: Exception) -> tuple[grpc.StatusCode, status_pb2.Status]:
         info = error_details_pb2.ErrorInfo(
             reason="QUOTA_EXCEEDED", domain="tickwheel", metadata={"quota": error.quota, "limit": str(error.limit)}
         )
+        retry = [] if error.retry_after is None else [_retry_info(error.retry_after)]
         return grpc.StatusCode.RESOURCE_EXHAUSTED, _status(
-            grpc.StatusCode.RESOURCE_EXHAUSTED, str(error), failure, info
+            grpc.StatusCode.RESOURCE_EXHAUSTED, str(error), failure, info, *retry
         )
     if isinstance(error, errors.RateLimited):
         failure = error_details_pb2.QuotaFailure(
             violations=[error_details_pb2.QuotaFailure.Violation(subject=error.subject, description=str(error))]
         )
-        retry = error_details_pb2.RetryInfo()
-        retry.retry_delay.FromMilliseconds(max(1, int(error.retry_after * 1000)))
         return grpc.StatusCode.RESOURCE_EXHAUSTED, _status(
-            grpc.StatusCode.RESOURCE_EXHAUSTED, str(error), failure, retry
+            grpc.StatusCode.RESOURCE_EXHAUSTED, str(error), failure, _retry_info(error.retry_after)
         )
     if isinstance(error, errors.Unavailable):
-        retry = error_details_pb2.RetryInfo()
-        retry.retry_delay.FromMilliseconds(max(1, int(error.retry_after * 1000)))
+        retry = _retry_info(error.retry_after)
         return grpc.StatusCode.UNAVAILABLE, _status(grpc.StatusCode.UNAVAILABLE, str(error), retry)
     if isinstance(error, errors.Unauthenticated):
         return grpc.StatusCode.UNAUTHENTICATED, _status(grpc.StatusCode.UNAUTHENTICATED, str(error))

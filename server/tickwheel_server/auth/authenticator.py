@@ -32,8 +32,10 @@ evicted the tenant's principals (within the TTL when the word is lost).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 from collections import OrderedDict
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 import grpc
@@ -41,7 +43,7 @@ import grpc
 from tickwheel.shared.clock import Clock
 
 from ..errors import PermissionDenied, Unauthenticated
-from .ratelimit import RequestRateLimiter
+from .ratelimit import Meter, RequestRateLimiter
 from ..store.credentials import WorkerCredential, WorkerCredentialStore
 from ..store.tenants import Tenant, TenantStore
 from . import failures, tokens
@@ -247,6 +249,15 @@ class Authenticator:
         if self._rate_limiter is not None:
             self._rate_limiter.check(principal.tenant.name, principal.tenant.requests_per_second)
         return principal.tenant
+
+    def metered(self, tenant: Tenant) -> AbstractAsyncContextManager[Meter]:
+        """Around a call's schedule work for ``tenant``: the rate limiter's
+        :meth:`~.ratelimit.RequestRateLimiter.metered` (one at a time, paid
+        for by the fires counted in the :class:`~.ratelimit.Meter` yielded);
+        unmetered without a rate limiter."""
+        if self._rate_limiter is None:
+            return contextlib.nullcontext(Meter())
+        return self._rate_limiter.metered(tenant.name, tenant.requests_per_second)
 
     async def worker(self, context: grpc.aio.ServicerContext) -> WorkerCredential:
         principal = await self._principal(context)

@@ -10,6 +10,18 @@ live servers comes from presence (the leased server records in etcd), read
 every few seconds; 1 until the first read and while etcd cannot be read, so a
 lone server or a partitioned one never refuses more than the rate allows.
 
+Work is charged as well as requests (:meth:`RequestRateLimiter.metered`):
+a call that computes schedule fires for a client-chosen window or count
+(BackfillJob, PreviewSchedule, UpdateJob's dry-run diff) takes one more
+token per :data:`FIRES_PER_TOKEN` fires beyond the first
+:data:`FIRES_PER_TOKEN`, which its request's token covers. The charge lands
+after the work and may take the bucket below zero: the tenant's next
+requests are refused, with the wait in their RetryInfo, until it has
+refilled. A tenant's metered calls run one at a time on a server and each
+starts only with a bucket not in debt, so the fires one tenant makes a
+server compute are bounded by its rate, whatever its requests ask for (see
+``docs/architecture.md``, "Request rate").
+
 Buckets live in a bounded LRU (a tenant not seen for a while starts again
 with a full bucket, which a tenant with a full bucket would have anyway).
 Time is the injected clock's monotonic time, so tests decide every refill.
@@ -18,9 +30,11 @@ Time is the injected clock's monotonic time, so tests decide every refill.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import weakref
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from tickwheel.shared.clock import Clock
@@ -31,6 +45,21 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_TENANTS = 100_000
 DEFAULT_REFRESH_SECONDS = 5.0
+FIRES_PER_TOKEN = 100
+"""Schedule fires a metered call may compute per token of its tenant's
+bucket; its request's token covers the first ``FIRES_PER_TOKEN``."""
+
+
+def work_tokens(fires: int) -> float:
+    """Tokens a call that computed ``fires`` fires takes besides its request's (pure)."""
+    return max(0, fires - FIRES_PER_TOKEN) / FIRES_PER_TOKEN
+
+
+@dataclass
+class Meter:
+    """What a metered call computed: the work counts its fires here."""
+
+    fires: int = 0
 
 
 @dataclass
@@ -50,6 +79,15 @@ class TokenBucket:
             self.tokens -= 1.0
             return True
         return False
+
+    def charge(self, now: float, rate: float, burst: float, tokens: float) -> None:
+        """Refill, then take ``tokens`` whatever the bucket holds: it may go below zero."""
+        self.tokens = min(burst, self.tokens + max(0.0, now - self.at) * rate) - tokens
+        self.at = now
+
+    def wait(self, rate: float, need: float) -> float:
+        """Seconds until the bucket (as of ``at``) holds ``need`` tokens at ``rate``."""
+        return max(0.0, need - self.tokens) / rate
 
 
 def share(requests_per_second: int, servers: int) -> tuple[float, float]:
@@ -72,18 +110,14 @@ class RequestRateLimiter:
         self._servers = servers
         self.max_tenants = max_tenants
         self._buckets: OrderedDict[str, TokenBucket] = OrderedDict()
+        self._working: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        """Tenant -> the lock its metered calls hold (gone with the last holder or waiter)."""
         self.refused = 0
 
     def __len__(self) -> int:
         return len(self._buckets)
 
-    def allow(self, tenant: str, requests_per_second: int) -> bool:
-        """Take one request of ``tenant``'s share; False when it is over it.
-        A rate of 0 or less means no limit."""
-        if requests_per_second <= 0:
-            return True
-        rate, burst = share(requests_per_second, self._servers())
-        now = self._clock.monotonic()
+    def _bucket(self, tenant: str, burst: float, now: float) -> TokenBucket:
         bucket = self._buckets.get(tenant)
         if bucket is None:
             bucket = self._buckets[tenant] = TokenBucket(burst, now)
@@ -91,18 +125,74 @@ class RequestRateLimiter:
                 self._buckets.popitem(last=False)
         else:
             self._buckets.move_to_end(tenant)
+        return bucket
+
+    def allow(self, tenant: str, requests_per_second: int) -> bool:
+        """Take one request of ``tenant``'s share; False when it is over it.
+        A rate of 0 or less means no limit."""
+        return self._take(tenant, requests_per_second) is None
+
+    def _take(self, tenant: str, requests_per_second: int) -> float | None:
+        """Take one request; None, or the seconds until one is allowed."""
+        if requests_per_second <= 0:
+            return None
+        rate, burst = share(requests_per_second, self._servers())
+        now = self._clock.monotonic()
+        bucket = self._bucket(tenant, burst, now)
         if bucket.take(now, rate, burst):
-            return True
+            return None
         self.refused += 1
-        return False
+        return bucket.wait(rate, 1.0)
 
     def check(self, tenant: str, requests_per_second: int) -> None:
-        """:meth:`allow`, or QuotaExceeded naming the limit (RESOURCE_EXHAUSTED)."""
-        if not self.allow(tenant, requests_per_second):
-            raise QuotaExceeded(
-                tenant, "requests_per_second", requests_per_second,
-                f"API request rate over {requests_per_second}/s",
-            )  # fmt: skip
+        """:meth:`allow`, or QuotaExceeded naming the limit with the wait
+        (RESOURCE_EXHAUSTED with RetryInfo)."""
+        wait = self._take(tenant, requests_per_second)
+        if wait is not None:
+            raise _over(tenant, requests_per_second, wait, "")
+
+    def charge(self, tenant: str, requests_per_second: int, fires: int) -> None:
+        """Take :func:`work_tokens` ``fires`` from ``tenant``'s bucket, into
+        debt if need be (nothing without a limit)."""
+        tokens = work_tokens(fires)
+        if requests_per_second <= 0 or tokens <= 0:
+            return
+        rate, burst = share(requests_per_second, self._servers())
+        now = self._clock.monotonic()
+        self._bucket(tenant, burst, now).charge(now, rate, burst, tokens)
+
+    @contextlib.asynccontextmanager
+    async def metered(self, tenant: str, requests_per_second: int) -> AsyncIterator[Meter]:
+        """Around a call's schedule work: waits for the tenant's metered
+        calls before it on this server, refuses (QuotaExceeded with the wait)
+        when its bucket is in debt, and on the way out (raising or not)
+        charges the fires the work counted in the :class:`Meter` yielded."""
+        lock = self._working.get(tenant)
+        if lock is None:
+            lock = self._working[tenant] = asyncio.Lock()
+        async with lock:
+            if requests_per_second > 0:
+                rate, burst = share(requests_per_second, self._servers())
+                now = self._clock.monotonic()
+                bucket = self._bucket(tenant, burst, now)
+                bucket.charge(now, rate, burst, 0.0)
+                if bucket.tokens < 0:
+                    self.refused += 1
+                    raise _over(tenant, requests_per_second, bucket.wait(rate, 0.0),
+                                f": the schedule fires of its earlier calls (one request per {FIRES_PER_TOKEN}) "
+                                "are not paid back yet")  # fmt: skip
+            meter = Meter()
+            try:
+                yield meter
+            finally:
+                self.charge(tenant, requests_per_second, meter.fires)
+
+
+def _over(tenant: str, requests_per_second: int, wait: float, why: str) -> QuotaExceeded:
+    return QuotaExceeded(
+        tenant, "requests_per_second", requests_per_second, f"API request rate over {requests_per_second}/s{why}",
+        retry_after=wait,
+    )
 
 
 class LiveServers:

@@ -56,7 +56,7 @@ from ..store.errors import StoreUnavailableError, TransactionConflictError
 from ..store.history import HistoryStore
 from ..store.jobs import JobStore
 from ..telemetry.outages import OutageLog
-from .auth import principal_of, require_admin, tenant_of
+from .auth import RETRY_AFTER, principal_of, require_admin, tenant_of
 from .call import CallAborted
 from .cluster import ClusterView
 from .lateness import histogram
@@ -109,6 +109,8 @@ def json_endpoint(method: Callable[..., Awaitable[object]]) -> Callable[..., Awa
         except errors.InvalidArgument as error:
             fields = [{"field": v.field, "description": v.description} for v in error.violations]
             return _error(400, str(error), fields)
+        except errors.QuotaExceeded as error:  # the tenant's rate, its schedule work paid (a preview)
+            return _error(429, str(error), headers=RETRY_AFTER)
         except (StoreUnavailableError, TransactionConflictError) as error:
             outages.failed("a request", error, retryable=True)
             return _error(503, store_unavailable(error), headers=(("Retry-After", "1"),))
@@ -268,10 +270,11 @@ class ConsoleApi:
         _, _, decide = update_item(update, now, self._target_policy)
         change = await asyncio.to_thread(decide, record)
         calendars = await named_calendars(self._calendars, tenant.name, [record.spec])
-        answer = await asyncio.to_thread(
-            dryrun.dry_run, record, change, max_payload_bytes=tenant.max_payload_bytes, now=now,
-            window=timedelta(days=days), calendars=calendars,
-        )
+        async with self._auth.metered(tenant) as meter:
+            answer = await asyncio.to_thread(
+                dryrun.dry_run, record, change, max_payload_bytes=tenant.max_payload_bytes, now=now,
+                window=timedelta(days=days), calendars=calendars, meter=meter,
+            )
         answer.job.ClearField("payload")
         return _to_json(answer)
 
