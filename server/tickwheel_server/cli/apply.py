@@ -151,13 +151,16 @@ def _preview(ctx: Context, steps: list[Step], window: Any, progress: ProgressLin
     a stale version or a vanished job turned into a conflict, and the
     problems the server finds returned (nothing is written by any of it)."""
     from tickwheel import TickwheelError
+    from tickwheel_server.cli.ratewait import paced
 
     updates = [s for s in steps if s.action == "update"]
     problems: list[Problem] = []
     for done, step in enumerate(updates, start=1):
         request = _update_request(step)
         try:
-            response = ctx.client.preview_update(request.job, update_mask=list(step.fields), diff_window=window)
+            response = paced(  # each diff's fires are charged to the tenant's request rate
+                lambda: ctx.client.preview_update(request.job, update_mask=list(step.fields), diff_window=window)
+            )
         except TickwheelError as error:
             if error.code_name in ("FAILED_PRECONDITION", "NOT_FOUND"):
                 step.action, step.reason = "conflict", f"changed since it was read: {error}"

@@ -8,10 +8,16 @@ server says it is too large, then walks the rest of the window at the width
 that worked. Chunks are contiguous and half-open, ``[from, to)``, so every
 occurrence falls in exactly one; the server's derived execution ids make a
 repeated chunk harmless anyway.
+
+Each call pays for the fires the server computed from the tenant's request
+rate, so a large window soon leaves the tenant owing: a chunk refused over
+the rate is asked again once the server's retry delay has passed
+(:func:`~tickwheel_server.cli.ratewait.paced`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -19,6 +25,8 @@ import grpc
 
 from tickwheel import TickwheelError
 from tickwheel.v1 import scheduler_pb2
+
+from .ratewait import paced
 
 __all__ = ["backfill_in_chunks", "is_window_too_large"]
 
@@ -51,15 +59,17 @@ def backfill_in_chunks(
     *,
     progress: Progress | None = None,
     min_width: timedelta = timedelta(seconds=1),
+    sleep: Callable[[float], None] = time.sleep,
 ) -> tuple[scheduler_pb2.BackfillJobResponse, int]:
     """Backfills ``[start, end)`` through ``call(from, to)``, splitting as the
     server requires. Returns the merged response (occurrences in order,
     counts summed) and the number of calls that succeeded.
 
     ``progress(chunks_done, covered_until, merged_so_far)`` is called after
-    every chunk of a window that needed more than one. Any other error, or a
-    window still too large at ``min_width``, propagates; the chunks before it
-    have been applied (and are harmless to apply again).
+    every chunk of a window that needed more than one. A refusal over the
+    tenant's request rate is waited out (``sleep``,
+    :func:`.ratewait.paced`). Any other error, or a window still too large at ``min_width``, propagates;
+    the chunks before it have been applied (and are harmless to apply again).
     """
     if not start < end:
         raise ValueError("the window's start must be before its end")
@@ -68,7 +78,7 @@ def backfill_in_chunks(
     while cursor < end:
         stop = min(cursor + width, end)
         try:
-            response = call(cursor, stop)
+            response = paced(lambda: call(cursor, stop), sleep=sleep)
         except TickwheelError as error:
             if not is_window_too_large(error) or stop - cursor <= min_width:
                 raise

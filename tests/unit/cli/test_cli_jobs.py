@@ -10,6 +10,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import grpc
+import pytest
 from google.protobuf import timestamp_pb2
 
 from tests.unit.sdk.fake_tickwheel import failure
@@ -397,3 +398,41 @@ def test_printable_escapes_controls_and_keeps_what_names_may_hold() -> None:
     assert printable("a\x1b[2Jb\x9bc\u202ed\u2028") == "a\\x1b[2Jb\\x9bc\\u202ed\\u2028"
     family, hindi = "\U0001F468\u200d\U0001F469\u200d\U0001F467", "\u0915\u094d\u200d\u0937 r\u00e9sum\u00e9 \u2026"
     assert printable(family) == family and printable(hindi) == hindi
+
+
+def _over_rate(seconds: float, quota: str = "requests_per_second"):
+    from google.protobuf import duration_pb2
+    from google.rpc import error_details_pb2
+    from tickwheel import TickwheelError
+
+    retry = error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(nanos=int(seconds * 1e9)))
+    info = error_details_pb2.ErrorInfo(reason="QUOTA_EXCEEDED", metadata={"quota": quota})
+    return TickwheelError(grpc.StatusCode.RESOURCE_EXHAUSTED, "tenant 'acme': API request rate over 5/s",
+                          details=(info, retry))  # fmt: skip
+
+
+def test_backfill_waits_out_the_request_rate_its_chunks_are_charged_and_asks_again() -> None:
+    """Each chunk's fires are charged to the tenant's request rate: a chunk
+    refused over it is asked again after the server's retry delay, not lost
+    and not bisected; another quota's refusal propagates."""
+    from tickwheel import TickwheelError
+    from tickwheel_server.cli.backfill import backfill_in_chunks
+
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    window = (start, start + timedelta(hours=2))
+    asked: list[tuple[datetime, datetime]] = []
+    waited: list[float] = []
+    refusals = iter([_over_rate(0.25), _over_rate(0.5), None, _over_rate(0.25, quota="max_pending_manual_runs")])
+
+    def call(lo: datetime, hi: datetime) -> scheduler_pb2.BackfillJobResponse:
+        asked.append((lo, hi))
+        refusal = next(refusals)
+        if refusal is not None:
+            raise refusal
+        return scheduler_pb2.BackfillJobResponse(created_count=1)
+
+    merged, chunks = backfill_in_chunks(call, *window, sleep=waited.append)
+    assert (chunks, merged.created_count) == (1, 1) and waited == [0.25, 0.5] and asked == [window] * 3
+    with pytest.raises(TickwheelError):
+        backfill_in_chunks(call, *window, sleep=waited.append)
+    assert waited == [0.25, 0.5], "another quota is not waited out"
