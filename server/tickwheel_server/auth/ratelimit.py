@@ -20,10 +20,12 @@ requests are refused, with the wait in their RetryInfo, until it has
 refilled. A tenant's metered calls run one at a time on a server and each
 starts only with a bucket not in debt, so the fires one tenant makes a
 server compute are bounded by its rate, whatever its requests ask for (see
-``docs/architecture.md``, "Request rate").
+``docs/architecture.md``, "Request-rate quota").
 
 Buckets live in a bounded LRU (a tenant not seen for a while starts again
-with a full bucket, which a tenant with a full bucket would have anyway).
+with a full bucket, which a tenant with a full bucket would have anyway;
+one evicted while in debt is forgiven it, which takes 100 000 other
+tenants' calls on that server first).
 Time is the injected clock's monotonic time, so tests decide every refill.
 """
 
