@@ -4,13 +4,14 @@ shared out among live servers, bounded memory, and the error it gives."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
 from tickwheel.shared.clock import FakeClock
 from tickwheel_server.errors import QuotaExceeded
 from tickwheel_server.auth.ratelimit import (
-    FIRES_PER_TOKEN, LiveServers, RequestRateLimiter, TokenBucket, share, work_tokens,
+    FIRES_PER_TOKEN, LiveServers, RequestRateLimiter, TokenBucket, share, to_thread_to_its_end, work_tokens,
 )
 
 
@@ -146,3 +147,32 @@ async def test_a_tenants_metered_calls_run_one_at_a_time_and_none_starts_in_debt
             meter.fires = 11 * FIRES_PER_TOKEN
             raise RuntimeError("the work failed after computing its fires")
     assert not limiter.allow("acme", 10), "a call that raised pays for its fires all the same"
+
+
+async def test_a_metered_call_whose_client_hangs_up_pays_for_its_work_all_the_same() -> None:
+    """A cancelled call (the client hung up) keeps the tenant's turn until
+    its thread has ended, then is cancelled: its fires are all charged and
+    the tenant's next metered call neither overlaps it nor starts in debt."""
+    clock = FakeClock()
+    limiter = RequestRateLimiter(clock)
+    release = threading.Event()
+
+    def work(meter) -> None:
+        release.wait(10)
+        meter.fires = 21 * FIRES_PER_TOKEN
+
+    async def call() -> None:
+        async with limiter.metered("acme", 10) as meter:
+            await to_thread_to_its_end(work, meter)
+
+    first = asyncio.create_task(call())
+    await asyncio.sleep(0.05)
+    first.cancel()
+    second = asyncio.create_task(limiter.metered("acme", 10).__aenter__())
+    await asyncio.sleep(0.05)
+    assert not first.done() and not second.done(), "the hung-up call holds the tenant's turn while it computes"
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    with pytest.raises(QuotaExceeded):
+        await second

@@ -28,7 +28,7 @@ from tickwheel.shared.ids import new_job_ids, to_us
 from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
 
 from ..auth.authenticator import Authenticator, api_key_actor
-from ..auth.ratelimit import Meter
+from ..auth.ratelimit import Meter, to_thread_to_its_end
 from ..coalescer import CreateCoalescer
 from ..errors import FailedPrecondition, FieldViolation, InvalidArgument, QuotaExceeded, TickwheelError, VersionConflict
 from ..policy import jobchanges
@@ -525,7 +525,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         record = await self._jobs.get(tenant.name, job_id)
         schedule = schedule_of(convert.stored_job(record), record.id)
         async with self._auth.metered(tenant) as meter:
-            nominals = await asyncio.to_thread(backfill_occurrences, schedule, start, end, meter=meter)
+            nominals = await to_thread_to_its_end(backfill_occurrences, schedule, start, end, meter=meter)
         result = await self._manual.backfill(
             tenant.name, job_id, nominals, dry_run=request.dry_run, allow_overlap=request.allow_overlap
         )
@@ -610,7 +610,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             specs = [record.spec] + ([change.spec] if change is not None else [])
             calendars = await nextruns.named_calendars(self._calendars.store, tenant.name, specs)
             async with self._auth.metered(tenant) as meter:
-                return await asyncio.to_thread(
+                return await to_thread_to_its_end(
                     dryrun.dry_run, record, change, max_payload_bytes=tenant.max_payload_bytes, now=now,
                     window=window, calendars=calendars, meter=meter,
                 )

@@ -38,12 +38,14 @@ import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from tickwheel.shared.clock import Clock
 
 from ..errors import QuotaExceeded
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_MAX_TENANTS = 100_000
 DEFAULT_REFRESH_SECONDS = 5.0
@@ -188,6 +190,23 @@ class RequestRateLimiter:
                 yield meter
             finally:
                 self.charge(tenant, requests_per_second, meter.fires)
+
+
+async def to_thread_to_its_end(func: Callable[..., T], /, *args, **kwargs) -> T:
+    """:func:`asyncio.to_thread`, but a caller cancelled meanwhile (a client
+    that hung up) still waits for the thread to end before it is cancelled:
+    a metered call's work is charged in full, and the tenant's next metered
+    call waits for it, so hanging up does not make schedule work free."""
+    work = asyncio.ensure_future(asyncio.to_thread(func, *args, **kwargs))
+    cancelled = False
+    while not work.done():
+        try:
+            await asyncio.shield(work)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return work.result()
 
 
 def _over(tenant: str, requests_per_second: int, wait: float, why: str) -> QuotaExceeded:

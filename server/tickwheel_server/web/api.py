@@ -50,6 +50,7 @@ from ..api.nextruns import named_calendars, next_runs
 from ..api.scheduler import update_item
 from ..api.status import store_unavailable
 from ..auth.authenticator import Authenticator
+from ..auth.ratelimit import to_thread_to_its_end
 from ..store.calendars import CalendarStore
 from ..store.deadletters import DeadLetterStore
 from ..store.errors import StoreUnavailableError, TransactionConflictError
@@ -271,7 +272,7 @@ class ConsoleApi:
         change = await asyncio.to_thread(decide, record)
         calendars = await named_calendars(self._calendars, tenant.name, [record.spec])
         async with self._auth.metered(tenant) as meter:
-            answer = await asyncio.to_thread(
+            answer = await to_thread_to_its_end(
                 dryrun.dry_run, record, change, max_payload_bytes=tenant.max_payload_bytes, now=now,
                 window=timedelta(days=days), calendars=calendars, meter=meter,
             )
