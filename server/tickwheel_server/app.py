@@ -36,7 +36,8 @@ from .jobspec import DefinitionCache
 from .lease import LeaseStore, LeaseStoreError, Session, SessionLost, open_lease_store
 from .schedule import default_engine, zones
 from .store import (
-    attempts_running, capabilities, create_store_engine, current_version, migrate, pending_migrations, settle,
+    RetryableStoreError, attempts_running, capabilities, create_store_engine, current_version, migrate,
+    pending_migrations, settle,
 )
 from .dispatcher.dispatcher import Dispatcher
 from .dispatcher.ownership import PartitionOwnership
@@ -97,6 +98,9 @@ STOP_SETTLE = 5.0
 """Seconds a stopping server waits for store transactions still running in their threads."""
 ABANDON_REVOKE = 5.0
 """Seconds a failed start waits for etcd to revoke its session; past that the keys expire with its TTL."""
+TZDATA_RETRY_FIRST_S = 1.0
+TZDATA_RETRY_MAX_S = 60.0
+"""The tzdata recompute's waits for a refusing store: the first, and at most (doubling between)."""
 
 
 class StartupError(RuntimeError):
@@ -522,19 +526,30 @@ class TickwheelServer:
 
     async def _recompute_tzdata(self) -> None:
         """Record this release's zone fingerprints, then recompute the cursors
-        of jobs recorded with another release in zones whose rules changed."""
+        of jobs recorded with another release in zones whose rules changed.
+        A store that refuses (down, out of connections, a table locked) is
+        waited out, trying again with backoff up to :data:`TZDATA_RETRY_MAX_S`
+        apart: given up, stale cursors would stay until the next start."""
         version = zones.tzdata_version()
-        try:
-            prints = await asyncio.to_thread(zones.zone_fingerprints)
-            await self.tzdata.record(version, prints)
-            examined, shifted = await self.tzdata.recompute(
-                default_engine(), version, None, self.clock.now(), dry_run=False
-            )
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("tzdata %s: recomputing stored next runs failed", version)
-            return
+        delay = TZDATA_RETRY_FIRST_S
+        while True:
+            try:
+                prints = await asyncio.to_thread(zones.zone_fingerprints)
+                await self.tzdata.record(version, prints)
+                examined, shifted = await self.tzdata.recompute(
+                    default_engine(), version, None, self.clock.now(), dry_run=False
+                )
+                break
+            except asyncio.CancelledError:
+                raise
+            except RetryableStoreError as error:
+                log.warning("tzdata %s: recomputing stored next runs waits for the store (%s); again in %g s",
+                            version, error, delay)  # fmt: skip
+                await self.clock.sleep(delay)
+                delay = min(delay * 2, TZDATA_RETRY_MAX_S)
+            except Exception:
+                log.exception("tzdata %s: recomputing stored next runs failed", version)
+                return
         if shifted:
             old = ",".join(sorted({run.old_version for run in shifted}))
             shown = "; ".join(
