@@ -80,7 +80,7 @@ export class FakeStream {
    * The next message of `kind`, skipping (but recording) others; rejects
    * after `timeoutMs` or when the worker closes its side first.
    */
-  async expect<K extends Kind>(kind: K, timeoutMs = 5000): Promise<Payload<K>> {
+  async expect<K extends Kind>(kind: K, timeoutMs = 30_000): Promise<Payload<K>> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const left = deadline - Date.now();
@@ -156,7 +156,7 @@ export class FakeServer {
   }
 
   /** The next Pull stream a worker opens; rejects after `timeoutMs`. */
-  async nextStream(timeoutMs = 5000): Promise<FakeStream> {
+  async nextStream(timeoutMs = 30_000): Promise<FakeStream> {
     let timer: NodeJS.Timeout | undefined;
     const stream = await Promise.race([
       this.streams.shift(),

@@ -11,7 +11,7 @@ export function gate<T = void>(): { promise: Promise<T>; open: (value: T) => voi
  * Resolves once `check` holds, polling while the fake server and the worker
  * run; rejects after `timeoutMs` (a bound on a wait, never what decides a test).
  */
-export async function eventually(check: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+export async function eventually(check: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!check()) {
     if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);

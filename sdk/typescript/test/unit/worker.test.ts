@@ -69,6 +69,9 @@ describe("Worker over a Pull stream", () => {
       slots: 2,
       reconnectInitialBackoffMs: 10,
       reconnectMaxBackoffMs: 20,
+      // A bound, not what a test decides: a loaded machine's first TCP
+      // stream has taken 9 s (the Java WorkerTest saw it).
+      welcomeTimeoutMs: 60_000,
       logger: quiet,
       ...options,
     });
