@@ -129,3 +129,30 @@ async def test_cluster_status_and_list_alerts_through_grpcurl(postgres_url: str,
             finally:
                 await worker.stop(1.0)
                 await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_one_quota_changed_through_grpcurl_keeps_the_others(postgres_url: str, etcd_endpoint: str) -> None:
+    """docs/operations.md's grpcurl example ("A tenant's quotas"): the mask
+    path `quotas.requests_per_second` changes that quota alone; the other
+    three, set before, stay. (grpcurl takes a FieldMask as `{"paths": [...]}`
+    only, not as JSON's comma-separated string.)"""
+    async with running_server(postgres_url, etcd_endpoint, server_id="grpcurl-2") as running:
+        await running.create_tenant("globex")
+        kept = admin_pb2.TenantQuotas(max_jobs=500, max_payload_bytes=2048, max_pending_manual_runs=40)
+        stub, meta = admin(running), running.admin_metadata()
+        await stub.UpdateTenant(admin_pb2.UpdateTenantRequest(
+            tenant=admin_pb2.Tenant(name="globex", quotas=admin_pb2.TenantQuotas(requests_per_second=50, **{
+                f.name: v for f, v in kept.ListFields()})),
+            update_mask={"paths": ["quotas"]}), metadata=meta)  # fmt: skip
+        result = await grpcurl(
+            "-plaintext", "-H", f"authorization: Bearer {running.admin_token}", "-d",
+            '{"tenant": {"name": "globex", "quotas": {"requestsPerSecond": 5}}, '
+            '"updateMask": {"paths": ["quotas.requests_per_second"]}}',
+            running.address, "tickwheel.v1.AdminService/UpdateTenant",
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["tenant"]["quotas"] == {
+            "maxJobs": "500", "maxPayloadBytes": "2048", "requestsPerSecond": 5, "maxPendingManualRuns": "40"}
+        stored = (await stub.GetTenant(admin_pb2.GetTenantRequest(name="globex"), metadata=meta)).tenant
+        assert stored.quotas == admin_pb2.TenantQuotas(
+            requests_per_second=5, **{f.name: v for f, v in kept.ListFields()})  # fmt: skip

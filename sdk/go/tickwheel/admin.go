@@ -84,6 +84,8 @@ func (a *AdminClient) ListTenants(ctx context.Context, request *tickwheelv1.List
 
 // UpdateTenant changes a tenant's weight, concurrency cap or quotas
 // (FAILED_PRECONDITION when Tenant.Version is stale; 0 skips the check).
+// The mask path "quotas" sets all four quotas (one left 0 back to its
+// default); "quotas.max_jobs" and the like change that quota alone.
 // Never retried.
 func (a *AdminClient) UpdateTenant(ctx context.Context, request *tickwheelv1.UpdateTenantRequest) (*tickwheelv1.UpdateTenantResponse, error) {
 	return a.admin.UpdateTenant(ctx, request)

@@ -614,9 +614,11 @@ def update_tenant(
 ) -> admin_pb2.UpdateTenantRequest:
     """Changes ``tenant.name``'s fields named in ``update_mask``
     (``"weight"``, ``"max_concurrency"``, ``"quotas"``; None or empty means all
-    three). ``tenant.version`` non-zero must equal the stored one
-    (FAILED_PRECONDITION otherwise). Returns ``UpdateTenantResponse``. Never
-    retried."""
+    three), or one quota alone (``"quotas.max_jobs"``,
+    ``"quotas.requests_per_second"``...): ``"quotas"`` sets all four, a quota
+    left 0 back to its default. ``tenant.version`` non-zero must equal the
+    stored one (FAILED_PRECONDITION otherwise). Returns
+    ``UpdateTenantResponse``. Never retried."""
     request = admin_pb2.UpdateTenantRequest(tenant=tenant)
     mask = field_mask(update_mask)
     if mask is not None:

@@ -1,11 +1,12 @@
-"""An operator's tenant settings: every quota bounded below and above."""
+"""An operator's tenant settings: UpdateTenant's mask paths, every quota bounded below and above."""
 
 from __future__ import annotations
 
 import pytest
+from google.protobuf import field_mask_pb2
 from tickwheel.v1 import admin_pb2
 
-from tickwheel_server.api.admin import tenant_settings
+from tickwheel_server.api.tenantsettings import QUOTAS, WHOLE_SETTINGS, tenant_settings, update_paths
 from tickwheel_server.errors import InvalidArgument
 from tickwheel_server.store.tenants import (
     LIMIT_MAX_JOBS,
@@ -39,3 +40,38 @@ def test_a_quota_at_its_bound_is_taken_and_one_over_or_negative_is_refused_namin
 def test_zero_means_the_default() -> None:
     settings = tenant_settings(admin_pb2.Tenant(quotas=admin_pb2.TenantQuotas()), {"quotas"})
     assert all(settings[name] > 0 for name in LIMITS)
+
+
+def test_every_quota_of_the_contract_has_its_bounds() -> None:
+    assert set(QUOTAS) == set(admin_pb2.TenantQuotas.DESCRIPTOR.fields_by_name) == set(LIMITS)
+    assert all(QUOTAS[name][1] == LIMITS[name] for name in LIMITS)
+
+
+@pytest.mark.parametrize("name", sorted(LIMITS))
+def test_a_quota_path_names_that_quota_alone(name: str) -> None:
+    message = admin_pb2.Tenant(weight=5, quotas=admin_pb2.TenantQuotas(**{n: 7 for n in LIMITS}))
+    assert tenant_settings(message, update_paths(field_mask_pb2.FieldMask(paths=[f"quotas.{name}"]))) == {name: 7}
+    # Another quota's value out of its bounds is not read.
+    setattr(message.quotas, "max_jobs" if name != "max_jobs" else "max_payload_bytes", -1)
+    assert tenant_settings(message, {f"quotas.{name}"}) == {name: 7}
+
+
+def test_an_empty_mask_is_the_whole_settings_and_quotas_all_four() -> None:
+    assert update_paths(field_mask_pb2.FieldMask()) == set(WHOLE_SETTINGS)
+    assert set(tenant_settings(admin_pb2.Tenant(), {"quotas"})) == set(LIMITS)
+
+
+@pytest.mark.parametrize("paths, named", [
+    (["quotas.max_jobz"], "'quotas.max_jobz' is not"),
+    (["quotas."], "'quotas.' is not"),
+    (["quotas.max_jobs.x"], "'quotas.max_jobs.x' is not"),
+    (["version"], "'version' is not"),
+    (["weight", "weight"], "'weight' is given twice"),
+    (["quotas", "quotas.max_jobs"], "'quotas.max_jobs' and 'quotas'"),
+    (["q\x00" * 100], "'q\\x00q"),
+])  # fmt: skip
+def test_a_bad_mask_is_refused_naming_the_path(paths: list[str], named: str) -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        update_paths(field_mask_pb2.FieldMask(paths=paths))
+    [violation] = raised.value.violations
+    assert violation.field == "update_mask" and named in violation.description

@@ -176,7 +176,7 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateTenant(self, request, context):
-        """Changes a tenant's weight, concurrency cap or quotas.
+        """Changes a tenant's weight, concurrency cap, quotas or one of its quotas.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1308,8 +1308,21 @@ type UpdateTenantRequest struct {
 	// Required. `name`, `version` (FAILED_PRECONDITION when stale; 0 skips the
 	// check) and the new values.
 	Tenant *Tenant `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
-	// Paths to change: "weight", "max_concurrency", "quotas". Empty means all
-	// three.
+	// Paths to change: "weight", "max_concurrency", "quotas", or one quota:
+	// "quotas.max_jobs", "quotas.max_payload_bytes",
+	// "quotas.requests_per_second", "quotas.max_pending_manual_runs". Empty
+	// means "weight", "max_concurrency" and "quotas".
+	//
+	// "quotas" replaces the whole message: each of the four quotas takes the
+	// request's value, and one left 0 goes back to its default. A
+	// "quotas.<name>" path changes that quota alone and keeps the other three
+	// as stored; to change one quota, name its path.
+	//
+	// Values of fields the mask does not name are ignored. A value out of its
+	// bounds: INVALID_ARGUMENT naming it (`tenant.quotas.max_jobs`). Any other
+	// path, a path given twice, or "quotas" beside a "quotas.<name>" path:
+	// INVALID_ARGUMENT `update_mask` naming the path. Either way nothing is
+	// written.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -58,7 +58,7 @@ type AdminServiceClient interface {
 	GetTenant(ctx context.Context, in *GetTenantRequest, opts ...grpc.CallOption) (*GetTenantResponse, error)
 	// Lists tenants by name, paged.
 	ListTenants(ctx context.Context, in *ListTenantsRequest, opts ...grpc.CallOption) (*ListTenantsResponse, error)
-	// Changes a tenant's weight, concurrency cap or quotas.
+	// Changes a tenant's weight, concurrency cap, quotas or one of its quotas.
 	UpdateTenant(ctx context.Context, in *UpdateTenantRequest, opts ...grpc.CallOption) (*UpdateTenantResponse, error)
 	// Stops creating and handing out the tenant's executions.
 	PauseTenant(ctx context.Context, in *PauseTenantRequest, opts ...grpc.CallOption) (*PauseTenantResponse, error)
@@ -327,7 +327,7 @@ type AdminServiceServer interface {
 	GetTenant(context.Context, *GetTenantRequest) (*GetTenantResponse, error)
 	// Lists tenants by name, paged.
 	ListTenants(context.Context, *ListTenantsRequest) (*ListTenantsResponse, error)
-	// Changes a tenant's weight, concurrency cap or quotas.
+	// Changes a tenant's weight, concurrency cap, quotas or one of its quotas.
 	UpdateTenant(context.Context, *UpdateTenantRequest) (*UpdateTenantResponse, error)
 	// Stops creating and handing out the tenant's executions.
 	PauseTenant(context.Context, *PauseTenantRequest) (*PauseTenantResponse, error)

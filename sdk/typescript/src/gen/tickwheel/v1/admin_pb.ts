@@ -615,8 +615,21 @@ export type UpdateTenantRequest = Message<"tickwheel.v1.UpdateTenantRequest"> & 
   tenant?: Tenant | undefined;
 
   /**
-   * Paths to change: "weight", "max_concurrency", "quotas". Empty means all
-   * three.
+   * Paths to change: "weight", "max_concurrency", "quotas", or one quota:
+   * "quotas.max_jobs", "quotas.max_payload_bytes",
+   * "quotas.requests_per_second", "quotas.max_pending_manual_runs". Empty
+   * means "weight", "max_concurrency" and "quotas".
+   *
+   * "quotas" replaces the whole message: each of the four quotas takes the
+   * request's value, and one left 0 goes back to its default. A
+   * "quotas.<name>" path changes that quota alone and keeps the other three
+   * as stored; to change one quota, name its path.
+   *
+   * Values of fields the mask does not name are ignored. A value out of its
+   * bounds: INVALID_ARGUMENT naming it (`tenant.quotas.max_jobs`). Any other
+   * path, a path given twice, or "quotas" beside a "quotas.<name>" path:
+   * INVALID_ARGUMENT `update_mask` naming the path. Either way nothing is
+   * written.
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
@@ -2028,7 +2041,7 @@ export const AdminService: GenService<{
     output: typeof ListTenantsResponseSchema;
   },
   /**
-   * Changes a tenant's weight, concurrency cap or quotas.
+   * Changes a tenant's weight, concurrency cap, quotas or one of its quotas.
    *
    * @generated from rpc tickwheel.v1.AdminService.UpdateTenant
    */

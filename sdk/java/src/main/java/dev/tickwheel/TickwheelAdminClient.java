@@ -200,7 +200,11 @@ public final class TickwheelAdminClient implements AutoCloseable {
     return invoke(AdminRpcs.LIST_TENANTS, request);
   }
 
-  /** Changes a tenant's weight, concurrency cap or quotas; a non-zero {@code tenant.version} must equal the stored one (FAILED_PRECONDITION otherwise). Never retried. */
+  /**
+   * Changes a tenant's weight, concurrency cap or quotas; a non-zero {@code tenant.version} must equal the stored one
+   * (FAILED_PRECONDITION otherwise). The mask path {@code quotas} sets all four quotas (one left 0 back to its
+   * default); {@code quotas.max_jobs} and the like change that quota alone. Never retried.
+   */
   public UpdateTenantResponse updateTenant(UpdateTenantRequest request) {
     return invoke(AdminRpcs.UPDATE_TENANT, request);
   }

@@ -749,7 +749,7 @@ public final class AdminServiceGrpc {
 
     /**
      * <pre>
-     * Changes a tenant's weight, concurrency cap or quotas.
+     * Changes a tenant's weight, concurrency cap, quotas or one of its quotas.
      * </pre>
      */
     default void updateTenant(dev.tickwheel.v1.UpdateTenantRequest request,
@@ -994,7 +994,7 @@ public final class AdminServiceGrpc {
 
     /**
      * <pre>
-     * Changes a tenant's weight, concurrency cap or quotas.
+     * Changes a tenant's weight, concurrency cap, quotas or one of its quotas.
      * </pre>
      */
     public void updateTenant(dev.tickwheel.v1.UpdateTenantRequest request,
@@ -1234,7 +1234,7 @@ public final class AdminServiceGrpc {
 
     /**
      * <pre>
-     * Changes a tenant's weight, concurrency cap or quotas.
+     * Changes a tenant's weight, concurrency cap, quotas or one of its quotas.
      * </pre>
      */
     public dev.tickwheel.v1.UpdateTenantResponse updateTenant(dev.tickwheel.v1.UpdateTenantRequest request) throws io.grpc.StatusException {
@@ -1460,7 +1460,7 @@ public final class AdminServiceGrpc {
 
     /**
      * <pre>
-     * Changes a tenant's weight, concurrency cap or quotas.
+     * Changes a tenant's weight, concurrency cap, quotas or one of its quotas.
      * </pre>
      */
     public dev.tickwheel.v1.UpdateTenantResponse updateTenant(dev.tickwheel.v1.UpdateTenantRequest request) {
@@ -1689,7 +1689,7 @@ public final class AdminServiceGrpc {
 
     /**
      * <pre>
-     * Changes a tenant's weight, concurrency cap or quotas.
+     * Changes a tenant's weight, concurrency cap, quotas or one of its quotas.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.tickwheel.v1.UpdateTenantResponse> updateTenant(

@@ -98,8 +98,21 @@ private static final long serialVersionUID = 0L;
   private com.google.protobuf.FieldMask updateMask_;
   /**
    * <pre>
-   * Paths to change: "weight", "max_concurrency", "quotas". Empty means all
-   * three.
+   * Paths to change: "weight", "max_concurrency", "quotas", or one quota:
+   * "quotas.max_jobs", "quotas.max_payload_bytes",
+   * "quotas.requests_per_second", "quotas.max_pending_manual_runs". Empty
+   * means "weight", "max_concurrency" and "quotas".
+   *
+   * "quotas" replaces the whole message: each of the four quotas takes the
+   * request's value, and one left 0 goes back to its default. A
+   * "quotas.&lt;name&gt;" path changes that quota alone and keeps the other three
+   * as stored; to change one quota, name its path.
+   *
+   * Values of fields the mask does not name are ignored. A value out of its
+   * bounds: INVALID_ARGUMENT naming it (`tenant.quotas.max_jobs`). Any other
+   * path, a path given twice, or "quotas" beside a "quotas.&lt;name&gt;" path:
+   * INVALID_ARGUMENT `update_mask` naming the path. Either way nothing is
+   * written.
    * </pre>
    *
    * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -111,8 +124,21 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Paths to change: "weight", "max_concurrency", "quotas". Empty means all
-   * three.
+   * Paths to change: "weight", "max_concurrency", "quotas", or one quota:
+   * "quotas.max_jobs", "quotas.max_payload_bytes",
+   * "quotas.requests_per_second", "quotas.max_pending_manual_runs". Empty
+   * means "weight", "max_concurrency" and "quotas".
+   *
+   * "quotas" replaces the whole message: each of the four quotas takes the
+   * request's value, and one left 0 goes back to its default. A
+   * "quotas.&lt;name&gt;" path changes that quota alone and keeps the other three
+   * as stored; to change one quota, name its path.
+   *
+   * Values of fields the mask does not name are ignored. A value out of its
+   * bounds: INVALID_ARGUMENT naming it (`tenant.quotas.max_jobs`). Any other
+   * path, a path given twice, or "quotas" beside a "quotas.&lt;name&gt;" path:
+   * INVALID_ARGUMENT `update_mask` naming the path. Either way nothing is
+   * written.
    * </pre>
    *
    * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -124,8 +150,21 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Paths to change: "weight", "max_concurrency", "quotas". Empty means all
-   * three.
+   * Paths to change: "weight", "max_concurrency", "quotas", or one quota:
+   * "quotas.max_jobs", "quotas.max_payload_bytes",
+   * "quotas.requests_per_second", "quotas.max_pending_manual_runs". Empty
+   * means "weight", "max_concurrency" and "quotas".
+   *
+   * "quotas" replaces the whole message: each of the four quotas takes the
+   * request's value, and one left 0 goes back to its default. A
+   * "quotas.&lt;name&gt;" path changes that quota alone and keeps the other three
+   * as stored; to change one quota, name its path.
+   *
+   * Values of fields the mask does not name are ignored. A value out of its
+   * bounds: INVALID_ARGUMENT naming it (`tenant.quotas.max_jobs`). Any other
+   * path, a path given twice, or "quotas" beside a "quotas.&lt;name&gt;" path:
+   * INVALID_ARGUMENT `update_mask` naming the path. Either way nothing is
+   * written.
    * </pre>
    *
    * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -663,8 +702,21 @@ private static final long serialVersionUID = 0L;
         com.google.protobuf.FieldMask, com.google.protobuf.FieldMask.Builder, com.google.protobuf.FieldMaskOrBuilder> updateMaskBuilder_;
     /**
      * <pre>
-     * Paths to change: "weight", "max_concurrency", "quotas". Empty means all
-     * three.
+     * Paths to change: "weight", "max_concurrency", "quotas", or one quota:
+     * "quotas.max_jobs", "quotas.max_payload_bytes",
+     * "quotas.requests_per_second", "quotas.max_pending_manual_runs". Empty
+     * means "weight", "max_concurrency" and "quotas".
+     *
+     * "quotas" replaces the whole message: each of the four quotas takes the
+     * request's value, and one left 0 goes back to its default. A
+     * "quotas.&lt;name&gt;" path changes that quota alone and keeps the other three
+     * as stored; to change one quota, name its path.
+     *
+     * Values of fields the mask does not name are ignored. A value out of its
+     * bounds: INVALID_ARGUMENT naming it (`tenant.quotas.max_jobs`). Any other
+     * path, a path given twice, or "quotas" beside a "quotas.&lt;name&gt;" path:
+     * INVALID_ARGUMENT `update_mask` naming the path. Either way nothing is
+     * written.
      * </pre>
      *
      * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -675,8 +727,21 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Paths to change: "weight", "max_concurrency", "quotas". Empty means all
-     * three.
+     * Paths to change: "weight", "max_concurrency", "quotas", or one quota:
+     * "quotas.max_jobs", "quotas.max_payload_bytes",
+     * "quotas.requests_per_second", "quotas.max_pending_manual_runs". Empty
+     * means "weight", "max_concurrency" and "quotas".
+     *
+     * "quotas" replaces the whole message: each of the four quotas takes the
+     * request's value, and one left 0 goes back to its default. A
+     * "quotas.&lt;name&gt;" path changes that quota alone and keeps the other three
+     * as stored; to change one quota, name its path.
+     *
+     * Values of fields the mask does not name are ignored. A value out of its
+     * bounds: INVALID_ARGUMENT naming it (`tenant.quotas.max_jobs`). Any other
+     * path, a path given twice, or "quotas" beside a "quotas.&lt;name&gt;" path:
+     * INVALID_ARGUMENT `update_mask` naming the path. Either way nothing is
+     * written.
      * </pre>
      *
      * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -691,8 +756,21 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Paths to change: "weight", "max_concurrency", "quotas". Empty means all
-     * three.
+     * Paths to change: "weight", "max_concurrency", "quotas", or one quota:
+     * "quotas.max_jobs", "quotas.max_payload_bytes",
+     * "quotas.requests_per_second", "quotas.max_pending_manual_runs". Empty
+     * means "weight", "max_concurrency" and "quotas".
+     *
+     * "quotas" replaces the whole message: each of the four quotas takes the
+     * request's value, and one left 0 goes back to its default. A
+     * "quotas.&lt;name&gt;" path changes that quota alone and keeps the other three
+     * as stored; to change one quota, name its path.
+     *
+     * Values of fields the mask does not name are ignored. A value out of its
+     * bounds: INVALID_ARGUMENT naming it (`tenant.quotas.max_jobs`). Any other
+     * path, a path given twice, or "quotas" beside a "quotas.&lt;name&gt;" path:
+     * INVALID_ARGUMENT `update_mask` naming the path. Either way nothing is
+     * written.
      * </pre>
      *
      * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -710,8 +788,21 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Paths to change: "weight", "max_concurrency", "quotas". Empty means all
-     * three.
+     * Paths to change: "weight", "max_concurrency", "quotas", or one quota:
+     * "quotas.max_jobs", "quotas.max_payload_bytes",
+     * "quotas.requests_per_second", "quotas.max_pending_manual_runs". Empty
+     * means "weight", "max_concurrency" and "quotas".
+     *
+     * "quotas" replaces the whole message: each of the four quotas takes the
+     * request's value, and one left 0 goes back to its default. A
+     * "quotas.&lt;name&gt;" path changes that quota alone and keeps the other three
+     * as stored; to change one quota, name its path.
+     *
+     * Values of fields the mask does not name are ignored. A value out of its
+     * bounds: INVALID_ARGUMENT naming it (`tenant.quotas.max_jobs`). Any other
+     * path, a path given twice, or "quotas" beside a "quotas.&lt;name&gt;" path:
+     * INVALID_ARGUMENT `update_mask` naming the path. Either way nothing is
+     * written.
      * </pre>
      *
      * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -729,8 +820,21 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Paths to change: "weight", "max_concurrency", "quotas". Empty means all
-     * three.
+     * Paths to change: "weight", "max_concurrency", "quotas", or one quota:
+     * "quotas.max_jobs", "quotas.max_payload_bytes",
+     * "quotas.requests_per_second", "quotas.max_pending_manual_runs". Empty
+     * means "weight", "max_concurrency" and "quotas".
+     *
+     * "quotas" replaces the whole message: each of the four quotas takes the
+     * request's value, and one left 0 goes back to its default. A
+     * "quotas.&lt;name&gt;" path changes that quota alone and keeps the other three
+     * as stored; to change one quota, name its path.
+     *
+     * Values of fields the mask does not name are ignored. A value out of its
+     * bounds: INVALID_ARGUMENT naming it (`tenant.quotas.max_jobs`). Any other
+     * path, a path given twice, or "quotas" beside a "quotas.&lt;name&gt;" path:
+     * INVALID_ARGUMENT `update_mask` naming the path. Either way nothing is
+     * written.
      * </pre>
      *
      * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -755,8 +859,21 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Paths to change: "weight", "max_concurrency", "quotas". Empty means all
-     * three.
+     * Paths to change: "weight", "max_concurrency", "quotas", or one quota:
+     * "quotas.max_jobs", "quotas.max_payload_bytes",
+     * "quotas.requests_per_second", "quotas.max_pending_manual_runs". Empty
+     * means "weight", "max_concurrency" and "quotas".
+     *
+     * "quotas" replaces the whole message: each of the four quotas takes the
+     * request's value, and one left 0 goes back to its default. A
+     * "quotas.&lt;name&gt;" path changes that quota alone and keeps the other three
+     * as stored; to change one quota, name its path.
+     *
+     * Values of fields the mask does not name are ignored. A value out of its
+     * bounds: INVALID_ARGUMENT naming it (`tenant.quotas.max_jobs`). Any other
+     * path, a path given twice, or "quotas" beside a "quotas.&lt;name&gt;" path:
+     * INVALID_ARGUMENT `update_mask` naming the path. Either way nothing is
+     * written.
      * </pre>
      *
      * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -773,8 +890,21 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Paths to change: "weight", "max_concurrency", "quotas". Empty means all
-     * three.
+     * Paths to change: "weight", "max_concurrency", "quotas", or one quota:
+     * "quotas.max_jobs", "quotas.max_payload_bytes",
+     * "quotas.requests_per_second", "quotas.max_pending_manual_runs". Empty
+     * means "weight", "max_concurrency" and "quotas".
+     *
+     * "quotas" replaces the whole message: each of the four quotas takes the
+     * request's value, and one left 0 goes back to its default. A
+     * "quotas.&lt;name&gt;" path changes that quota alone and keeps the other three
+     * as stored; to change one quota, name its path.
+     *
+     * Values of fields the mask does not name are ignored. A value out of its
+     * bounds: INVALID_ARGUMENT naming it (`tenant.quotas.max_jobs`). Any other
+     * path, a path given twice, or "quotas" beside a "quotas.&lt;name&gt;" path:
+     * INVALID_ARGUMENT `update_mask` naming the path. Either way nothing is
+     * written.
      * </pre>
      *
      * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -786,8 +916,21 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Paths to change: "weight", "max_concurrency", "quotas". Empty means all
-     * three.
+     * Paths to change: "weight", "max_concurrency", "quotas", or one quota:
+     * "quotas.max_jobs", "quotas.max_payload_bytes",
+     * "quotas.requests_per_second", "quotas.max_pending_manual_runs". Empty
+     * means "weight", "max_concurrency" and "quotas".
+     *
+     * "quotas" replaces the whole message: each of the four quotas takes the
+     * request's value, and one left 0 goes back to its default. A
+     * "quotas.&lt;name&gt;" path changes that quota alone and keeps the other three
+     * as stored; to change one quota, name its path.
+     *
+     * Values of fields the mask does not name are ignored. A value out of its
+     * bounds: INVALID_ARGUMENT naming it (`tenant.quotas.max_jobs`). Any other
+     * path, a path given twice, or "quotas" beside a "quotas.&lt;name&gt;" path:
+     * INVALID_ARGUMENT `update_mask` naming the path. Either way nothing is
+     * written.
      * </pre>
      *
      * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -802,8 +945,21 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Paths to change: "weight", "max_concurrency", "quotas". Empty means all
-     * three.
+     * Paths to change: "weight", "max_concurrency", "quotas", or one quota:
+     * "quotas.max_jobs", "quotas.max_payload_bytes",
+     * "quotas.requests_per_second", "quotas.max_pending_manual_runs". Empty
+     * means "weight", "max_concurrency" and "quotas".
+     *
+     * "quotas" replaces the whole message: each of the four quotas takes the
+     * request's value, and one left 0 goes back to its default. A
+     * "quotas.&lt;name&gt;" path changes that quota alone and keeps the other three
+     * as stored; to change one quota, name its path.
+     *
+     * Values of fields the mask does not name are ignored. A value out of its
+     * bounds: INVALID_ARGUMENT naming it (`tenant.quotas.max_jobs`). Any other
+     * path, a path given twice, or "quotas" beside a "quotas.&lt;name&gt;" path:
+     * INVALID_ARGUMENT `update_mask` naming the path. Either way nothing is
+     * written.
      * </pre>
      *
      * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>

@@ -42,8 +42,21 @@ public interface UpdateTenantRequestOrBuilder extends
 
   /**
    * <pre>
-   * Paths to change: "weight", "max_concurrency", "quotas". Empty means all
-   * three.
+   * Paths to change: "weight", "max_concurrency", "quotas", or one quota:
+   * "quotas.max_jobs", "quotas.max_payload_bytes",
+   * "quotas.requests_per_second", "quotas.max_pending_manual_runs". Empty
+   * means "weight", "max_concurrency" and "quotas".
+   *
+   * "quotas" replaces the whole message: each of the four quotas takes the
+   * request's value, and one left 0 goes back to its default. A
+   * "quotas.&lt;name&gt;" path changes that quota alone and keeps the other three
+   * as stored; to change one quota, name its path.
+   *
+   * Values of fields the mask does not name are ignored. A value out of its
+   * bounds: INVALID_ARGUMENT naming it (`tenant.quotas.max_jobs`). Any other
+   * path, a path given twice, or "quotas" beside a "quotas.&lt;name&gt;" path:
+   * INVALID_ARGUMENT `update_mask` naming the path. Either way nothing is
+   * written.
    * </pre>
    *
    * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -52,8 +65,21 @@ public interface UpdateTenantRequestOrBuilder extends
   boolean hasUpdateMask();
   /**
    * <pre>
-   * Paths to change: "weight", "max_concurrency", "quotas". Empty means all
-   * three.
+   * Paths to change: "weight", "max_concurrency", "quotas", or one quota:
+   * "quotas.max_jobs", "quotas.max_payload_bytes",
+   * "quotas.requests_per_second", "quotas.max_pending_manual_runs". Empty
+   * means "weight", "max_concurrency" and "quotas".
+   *
+   * "quotas" replaces the whole message: each of the four quotas takes the
+   * request's value, and one left 0 goes back to its default. A
+   * "quotas.&lt;name&gt;" path changes that quota alone and keeps the other three
+   * as stored; to change one quota, name its path.
+   *
+   * Values of fields the mask does not name are ignored. A value out of its
+   * bounds: INVALID_ARGUMENT naming it (`tenant.quotas.max_jobs`). Any other
+   * path, a path given twice, or "quotas" beside a "quotas.&lt;name&gt;" path:
+   * INVALID_ARGUMENT `update_mask` naming the path. Either way nothing is
+   * written.
    * </pre>
    *
    * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
@@ -62,8 +88,21 @@ public interface UpdateTenantRequestOrBuilder extends
   com.google.protobuf.FieldMask getUpdateMask();
   /**
    * <pre>
-   * Paths to change: "weight", "max_concurrency", "quotas". Empty means all
-   * three.
+   * Paths to change: "weight", "max_concurrency", "quotas", or one quota:
+   * "quotas.max_jobs", "quotas.max_payload_bytes",
+   * "quotas.requests_per_second", "quotas.max_pending_manual_runs". Empty
+   * means "weight", "max_concurrency" and "quotas".
+   *
+   * "quotas" replaces the whole message: each of the four quotas takes the
+   * request's value, and one left 0 goes back to its default. A
+   * "quotas.&lt;name&gt;" path changes that quota alone and keeps the other three
+   * as stored; to change one quota, name its path.
+   *
+   * Values of fields the mask does not name are ignored. A value out of its
+   * bounds: INVALID_ARGUMENT naming it (`tenant.quotas.max_jobs`). Any other
+   * path, a path given twice, or "quotas" beside a "quotas.&lt;name&gt;" path:
+   * INVALID_ARGUMENT `update_mask` naming the path. Either way nothing is
+   * written.
    * </pre>
    *
    * <code>.google.protobuf.FieldMask update_mask = 2 [json_name = "updateMask"];</code>
