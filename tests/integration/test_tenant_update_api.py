@@ -5,10 +5,15 @@ tenant read back is the tenant before, version included)."""
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+
 import grpc
 import pytest
 from google.protobuf import field_mask_pb2
 from tickwheel.v1 import admin_pb2, admin_pb2_grpc
+
+from tests.support.server import TICKWHEEL
 
 from .test_server_api import violations
 
@@ -145,3 +150,25 @@ async def test_values_outside_the_mask_are_not_read(server) -> None:
         admin, meta, before = await _acme_at_set_quotas(server, channel)
         after = await _update(admin, meta, ["quotas.max_jobs"], max_jobs=5, requests_per_second=-1, weight=999_999)
         assert _quotas(after) == {**_quotas(before), "max_jobs": 5} and after.weight == 3
+
+
+async def test_the_cli_changes_only_the_quotas_its_flags_name(server) -> None:
+    """`tickwheel admin tenant update --requests-per-second` on a real
+    server: that quota changes, the other three and the weight stay; an
+    operator's stale --version is refused and writes nothing."""
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        admin, meta, before = await _acme_at_set_quotas(server, channel)
+
+        def cli(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run(
+                [TICKWHEEL, "--address", server.address, "--admin-token", server.admin_token,
+                 "admin", "tenant", "update", "acme", *args], capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+
+        done = await asyncio.to_thread(cli, "--requests-per-second", "2", "--max-jobs", "900")
+        assert done.returncode == 0, done.stderr
+        read = (await admin.GetTenant(admin_pb2.GetTenantRequest(name="acme"), metadata=meta)).tenant
+        assert _quotas(read) == {**SET, "requests_per_second": 2, "max_jobs": 900} and read.weight == 3
+        stale = await asyncio.to_thread(cli, "--max-jobs", "1", "--version", str(before.version))
+        assert stale.returncode != 0
+        assert (await admin.GetTenant(admin_pb2.GetTenantRequest(name="acme"), metadata=meta)).tenant == read

@@ -296,19 +296,12 @@ def tenant_update(ctx: Context, a: argparse.Namespace) -> int:
         if name in fields:
             setattr(tenant, name, fields[name])
             paths.append(name)
-    if any(name in fields for name in QUOTA_NAMES):
-        # Quotas change as a whole: start from the stored ones, and update
-        # only the version they were read at (unless --version names one),
-        # so a concurrent change of another quota is a version conflict,
-        # not overwritten with what was read before it.
-        stored = ctx.client.admin.get_tenant(a.name).tenant
-        tenant.quotas.CopyFrom(stored.quotas)
-        if not tenant.version:
-            tenant.version = stored.version
-        for name in QUOTA_NAMES:
-            if name in fields:
-                setattr(tenant.quotas, name, fields[name])
-        paths.append("quotas")
+    for name in QUOTA_NAMES:
+        if name in fields:
+            # Each quota by its own path: the server keeps the others as
+            # stored, so nothing read here can undo another operator's change.
+            setattr(tenant.quotas, name, fields[name])
+            paths.append(f"quotas.{name}")
     response = ctx.client.admin.update_tenant(tenant, update_mask=paths)
     if ctx.json:
         ctx.emit_json(response)
