@@ -75,6 +75,33 @@ async def test_update_job_recomputes_and_refuses_a_stale_version(client) -> None
     assert (replaced.version, replaced.schedule.cron.expression, replaced.payload) == (3, "0 10 1 1 *", b"v1")
 
 
+async def test_a_path_into_a_message_changes_that_field_alone(client) -> None:
+    """UpdateJob's mask reaches into a message: `retry_policy.max_attempts`
+    keeps the stored backoffs, `schedule.cron.expression` the time zone
+    (not UpdateTenant's old `quotas` shape, where one value reset its
+    siblings); the whole message's path still replaces it."""
+    scheduler, acme, _, _ = client
+    first = yearly()
+    first.retry_policy.max_attempts = 3
+    first.retry_policy.initial_backoff.FromSeconds(2)
+    first.retry_policy.max_backoff.FromSeconds(60)
+    job = (await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=first, request_id="sub"), metadata=acme)).job
+    patch = job_pb2.Job(id=job.id, version=job.version)
+    patch.retry_policy.max_attempts = 7
+    patch.schedule.cron.expression = "0 9 2 1 *"
+    mask = field_mask_pb2.FieldMask(paths=["retry_policy.max_attempts", "schedule.cron.expression"])
+    updated = (await scheduler.UpdateJob(scheduler_pb2.UpdateJobRequest(job=patch, update_mask=mask),
+                                         metadata=acme)).job  # fmt: skip
+    assert updated.retry_policy.max_attempts == 7
+    assert (updated.retry_policy.initial_backoff.seconds, updated.retry_policy.max_backoff.seconds) == (2, 60)
+    assert (updated.schedule.cron.expression, updated.schedule.cron.time_zone) == ("0 9 2 1 *", "Europe/London")
+    patch.version = updated.version
+    whole = field_mask_pb2.FieldMask(paths=["retry_policy"])
+    replaced = (await scheduler.UpdateJob(scheduler_pb2.UpdateJobRequest(job=patch, update_mask=whole),
+                                          metadata=acme)).job  # fmt: skip
+    assert replaced.retry_policy.max_attempts == 7 and replaced.retry_policy.initial_backoff.seconds != 2
+
+
 async def test_malformed_updates_are_invalid_argument_naming_the_field(client) -> None:
     scheduler, acme, _, _ = client
     job = await create(scheduler, acme)
