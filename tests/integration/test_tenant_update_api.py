@@ -86,11 +86,10 @@ BAD_MASKS = {
     "the quotas prefix alone": (["quotas."], "'quotas.'"),
     "a path under a quota": (["quotas.max_jobs.value"], "'quotas.max_jobs.value'"),
     "a sub-path of a scalar": (["weight.x"], "'weight.x'"),
-    "a path given twice": (["quotas.max_jobs", "quotas.max_jobs"], "'quotas.max_jobs' is given twice"),
-    "quotas given twice": (["quotas", "quotas"], "'quotas' is given twice"),
-    "quotas beside one of them": (["quotas", "quotas.max_jobs"], "'quotas.max_jobs' and 'quotas'"),
-    "one of them beside quotas": (["quotas.requests_per_second", "quotas"],
-                                  "'quotas.requests_per_second' and 'quotas'"),
+    "a path given twice": (["quotas.max_jobs", "quotas.max_jobs"], "given twice: 'quotas.max_jobs'"),
+    "quotas given twice": (["quotas", "quotas"], "given twice: 'quotas'"),
+    "quotas beside one of them": (["quotas", "quotas.max_jobs"], "not with 'quotas.max_jobs'"),
+    "one of them beside quotas": (["quotas.requests_per_second", "quotas"], "not with 'quotas.requests_per_second'"),
     "a good path beside a bad one": (["weight", "quotas.max_jobs", "bogus"], "'bogus'"),
     "a NUL byte": (["quotas.max_jobs\x00"], "may not contain NUL"),  # the decoding guard's, before the servicer
 }

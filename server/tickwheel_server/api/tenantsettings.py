@@ -38,34 +38,46 @@ WHOLE_SETTINGS = ("weight", "max_concurrency", "quotas")
 QUOTA_PATHS = tuple(f"quotas.{name}" for name in QUOTAS)
 UPDATE_PATHS = frozenset((*WHOLE_SETTINGS, *QUOTA_PATHS))
 """Every path an UpdateTenant mask may name."""
-SHOWN_PROBLEMS = 4
-"""A refused mask's answer names at most this many of its bad paths."""
+SHOWN_PATHS = 4
+"""A refused mask's answer names at most this many of its bad paths (each cut
+to 40 characters), so that it fits in one violation's description."""
 
 
 def update_paths(mask: field_mask_pb2.FieldMask) -> frozenset[str]:
     """The paths an UpdateTenant changes: the mask's, or
     :data:`WHOLE_SETTINGS` when it is empty. INVALID_ARGUMENT
-    ``update_mask`` naming every path that is not in :data:`UPDATE_PATHS`,
-    given twice, or a ``quotas.<name>`` given beside ``quotas`` (which sets
-    that quota already: which value was meant is not clear)."""
+    ``update_mask`` naming the paths that are not in :data:`UPDATE_PATHS`,
+    those given twice, and a ``quotas.<name>`` given beside ``quotas``
+    (which sets that quota already: which value was meant is not clear)."""
     if not mask.paths:
         return frozenset(WHOLE_SETTINGS)
-    problems: list[str] = []
+    unknown: list[str] = []
+    twice: list[str] = []
     seen: set[str] = set()
     for path in mask.paths:
         if path in seen:
-            problems.append(f"'{shown(path)}' is given twice")
+            twice.append(path)
         elif path not in UPDATE_PATHS:
-            problems.append(f"'{shown(path)}' is not a tenant setting that can change (allowed: "
-                            f"{', '.join(sorted(UPDATE_PATHS))})")  # fmt: skip
+            unknown.append(path)
         seen.add(path)
-        if len(problems) == SHOWN_PROBLEMS:  # the status stays small whatever the mask holds
+        if len(unknown) + len(twice) == SHOWN_PATHS:  # the answer stays small whatever the mask holds
             break
-    if "quotas" in seen:
-        problems += [f"'{path}' and 'quotas' (all four quotas) are both given" for path in QUOTA_PATHS if path in seen]
+    beside = [path for path in QUOTA_PATHS if path in seen] if "quotas" in seen else []
+    problems = []
+    if unknown:
+        problems.append(f"not a tenant setting that can change: {_listed(unknown)} "
+                        f"(allowed: {', '.join(sorted(UPDATE_PATHS))})")  # fmt: skip
+    if twice:
+        problems.append(f"given twice: {_listed(twice)}")
+    if beside:
+        problems.append(f"'quotas' sets all four quotas: give it alone, not with {_listed(beside)}")
     if problems:
-        raise InvalidArgument.field("update_mask", "; ".join(problems[:SHOWN_PROBLEMS]))
+        raise InvalidArgument.field("update_mask", "; ".join(problems))
     return frozenset(seen)
+
+
+def _listed(paths: list[str]) -> str:
+    return ", ".join(f"'{shown(path, 40)}'" for path in dict.fromkeys(paths))
 
 
 def tenant_settings(message: admin_pb2.Tenant, paths: Collection[str], field: str = "tenant") -> dict:

@@ -62,16 +62,19 @@ def test_an_empty_mask_is_the_whole_settings_and_quotas_all_four() -> None:
 
 
 @pytest.mark.parametrize("paths, named", [
-    (["quotas.max_jobz"], "'quotas.max_jobz' is not"),
-    (["quotas."], "'quotas.' is not"),
-    (["quotas.max_jobs.x"], "'quotas.max_jobs.x' is not"),
-    (["version"], "'version' is not"),
-    (["weight", "weight"], "'weight' is given twice"),
-    (["quotas", "quotas.max_jobs"], "'quotas.max_jobs' and 'quotas'"),
+    (["quotas.max_jobz"], "change: 'quotas.max_jobz'"),
+    (["quotas."], "change: 'quotas.'"),
+    (["quotas.max_jobs.x"], "change: 'quotas.max_jobs.x'"),
+    (["version"], "change: 'version'"),
+    (["weight", "weight"], "given twice: 'weight'"),
+    (["quotas", "quotas.max_jobs"], "not with 'quotas.max_jobs'"),
     (["q\x00" * 100], "'q\\x00q"),
+    ([f"bogus{i}" for i in range(1000)] + ["weight"] * 2, "'bogus0', 'bogus1', 'bogus2', 'bogus3' (allowed"),
+    ([f"{c * 1000}" for c in "abcde"], "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...', 'bbbb"),
 ])  # fmt: skip
 def test_a_bad_mask_is_refused_naming_the_path(paths: list[str], named: str) -> None:
     with pytest.raises(InvalidArgument) as raised:
         update_paths(field_mask_pb2.FieldMask(paths=paths))
     [violation] = raised.value.violations
     assert violation.field == "update_mask" and named in violation.description
+    assert not violation.description.endswith("…")  # whole: within the description's bound
