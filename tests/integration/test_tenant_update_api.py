@@ -171,3 +171,44 @@ async def test_the_cli_changes_only_the_quotas_its_flags_name(server) -> None:
         stale = await asyncio.to_thread(cli, "--max-jobs", "1", "--version", str(before.version))
         assert stale.returncode != 0
         assert (await admin.GetTenant(admin_pb2.GetTenantRequest(name="acme"), metadata=meta)).tenant == read
+
+
+CHANGES = [("weight", 5), ("max_concurrency", 11), ("quotas.max_jobs", 901), ("quotas.max_payload_bytes", 3000),
+           ("quotas.requests_per_second", 3), ("quotas.max_pending_manual_runs", 41)]  # fmt: skip
+"""One change a setting, each a different path."""
+
+
+def _field(path: str) -> str:
+    return path.removeprefix("quotas.")
+
+
+def _settings(tenant: admin_pb2.Tenant) -> dict[str, int]:
+    return {**_quotas(tenant), "weight": tenant.weight, "max_concurrency": tenant.max_concurrency}
+
+
+async def test_concurrent_changes_of_different_settings_all_land(server) -> None:
+    """Six updates at once without a version, each of another setting: none
+    undoes another (each writes its own column), and each is a version."""
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        admin, meta, before = await _acme_at_set_quotas(server, channel)
+        await asyncio.gather(*(_update(admin, meta, [path], **{_field(path): value}) for path, value in CHANGES))
+        read = (await admin.GetTenant(admin_pb2.GetTenantRequest(name="acme"), metadata=meta)).tenant
+        assert _settings(read) == {_field(path): value for path, value in CHANGES}
+        assert read.version == before.version + len(CHANGES)
+
+
+async def test_concurrent_changes_at_one_version_take_exactly_one(server) -> None:
+    """Six updates at once, each of another setting, all at the version
+    read: exactly one lands, the others are FAILED_PRECONDITION and left
+    nothing."""
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        admin, meta, before = await _acme_at_set_quotas(server, channel)
+        results = await asyncio.gather(*(
+            _update(admin, meta, [path], version=before.version, **{_field(path): value}) for path, value in CHANGES
+        ), return_exceptions=True)  # fmt: skip
+        refused = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
+        assert all(r.code() == grpc.StatusCode.FAILED_PRECONDITION for r in refused), refused
+        [landed] = [(path, value) for (path, value), r in zip(CHANGES, results) if not isinstance(r, BaseException)]
+        read = (await admin.GetTenant(admin_pb2.GetTenantRequest(name="acme"), metadata=meta)).tenant
+        assert _settings(read) == {**_settings(before), _field(landed[0]): landed[1]}
+        assert read.version == before.version + 1
