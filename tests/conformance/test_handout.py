@@ -14,7 +14,7 @@ from tickwheel.shared.ids import from_us, to_us
 from tickwheel_server.circuits import CircuitBreaker
 from tickwheel_server.policy.breaker import BreakerSettings
 from tickwheel_server.store.errors import AmbiguousCommitError
-from tickwheel_server.store.executions import Capability, Lost, ResultIn, Retry
+from tickwheel_server.store.executions import NOT_HELD, Capability, Lost, ResultIn, Retry
 from tickwheel_server.store.history import HistoryStore, attempt_history
 from tickwheel_server.store.queue import ExecutionQueue
 from tests.support.jobrows import insert_jobs
@@ -404,6 +404,30 @@ async def test_a_result_after_a_requeue_is_rejected_and_noted_on_the_lost_attemp
     assert not ack.accepted
     [ack] = await store.outcomes.record_results([result(second)])
     assert ack.accepted and row_of(migrated_engine, "e1").status == "succeeded"
+
+
+async def test_a_result_the_credential_could_not_have_been_handed_is_unknown_and_writes_nothing(
+    store, migrated_engine, clock
+) -> None:
+    """A result for an execution of a handler the credential may not run is
+    answered as an unknown execution's, running or requeued, and notes
+    nothing; a late result from another worker than the one that held the
+    lost delivery notes nothing either (the holder's own is still noted)."""
+    add_execution(migrated_engine, clock, "e1")
+    [first] = await store.handout.hand_out_ready("s1", clock.now(), ANY_ECHO, 1)
+    reports_only = lambda tenant, handler: tenant == "acme" and handler == "report"  # noqa: E731
+    [ack] = await store.outcomes.record_results([result(first, may_serve=reports_only)])
+    assert (ack.accepted, ack.reason) == (False, NOT_HELD)
+    await store.requeues.requeue("s1", [Lost("e1", first.delivery, "worker w1 disconnected", "w1")], counts=True)
+    [ack] = await store.outcomes.record_results([result(first, may_serve=reports_only)])
+    assert (ack.accepted, ack.reason) == (False, NOT_HELD)
+    [ack] = await store.outcomes.record_results([result(first, worker_id="w2")])
+    assert not ack.accepted and "was requeued" in ack.reason
+    [lost] = attempts_of(migrated_engine, "e1")
+    assert lost.error == "worker w1 disconnected"
+    [ack] = await store.outcomes.record_results([result(first)])
+    [lost] = attempts_of(migrated_engine, "e1")
+    assert lost.error.count("late result (succeeded) from worker w1") == 1
 
 
 async def test_requeued_past_the_poison_cap_is_dead_lettered_once(migrated_engine, clock) -> None:

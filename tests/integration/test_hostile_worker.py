@@ -258,3 +258,57 @@ async def test_another_credential_of_the_tenant_cannot_take_over_an_execution_of
             back.cancel()
     [attempt] = done.attempts
     assert (done.delivery, attempt.worker_id) == (1, "pay-1")
+
+
+async def test_a_late_result_is_noted_only_from_a_credential_that_could_have_held_its_delivery(
+    store_and_etcd,
+) -> None:
+    """A worker's stream ends while it runs an execution of handler
+    ``charge``; after the grace the delivery is requeued (``lost``). Another
+    credential of the same tenant, allowed only ``report``, says hello with
+    that worker id and sends a late result for the lost delivery: it is
+    answered as an unknown execution's and nothing is written (before, its
+    ack told the execution's state and a note naming the worker was added
+    to the lost attempt, which then took no note from the worker itself).
+    The worker's own late result is rejected and noted, once."""
+    store, etcd = store_and_etcd
+    async with running_server(store, etcd, session_ttl=2) as server:  # the TTL is the re-attach grace
+        acme = await server.create_tenant("acme")
+        payments = await server.issue_worker_credential(["acme"], handlers=["charge"])
+        reports = await server.issue_worker_credential(["acme"], handlers=["report"])
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+            workers = worker_pb2_grpc.WorkerServiceStub(channel)
+            job_id = await create_once(scheduler, acme, "charge-once", "charge")
+            call = workers.Pull(metadata=bearer(payments))
+            await call.write(worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(
+                worker_id="pay-1", handlers=["charge"], slots=1)))
+            await read(call, "welcome")
+            [assignment] = (await read(call, "assignment")).assignments
+            call.cancel()  # the worker's connection drops and stays away past the grace
+            lost = await the_execution(scheduler, acme, job_id, job_pb2.EXECUTION_STATUS_SCHEDULED)
+            [lost_attempt] = lost.attempts
+            assert (lost_attempt.status, lost_attempt.delivery) == (execution_pb2.ATTEMPT_STATUS_LOST, 1)
+
+            late = worker_pb2.ExecutionResult(execution_id=assignment.execution_id, delivery=assignment.delivery,
+                                              attempt=assignment.attempt, outcome=SUCCEEDED)
+            hostile = workers.Pull(metadata=bearer(reports))
+            await hostile.write(worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(
+                worker_id="pay-1", handlers=["report"], slots=1)))
+            await read(hostile, "welcome")
+            await hostile.write(worker_pb2.PullRequest(result=worker_pb2.WorkerResults(results=[late])))
+            assert [(a.accepted, a.reason) for a in (await read(hostile, "ack")).acks] == [(False, UNKNOWN)]
+            hostile.cancel()
+            assert (await executions_of(scheduler, acme, job_id))[0].attempts == [lost_attempt], "a write on refusal"
+
+            back = workers.Pull(metadata=bearer(payments))
+            await back.write(worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(
+                worker_id="pay-1", handlers=["charge"], slots=1)))
+            await read(back, "welcome")
+            for _ in range(2):  # a repeat is rejected again, and not noted twice
+                await back.write(worker_pb2.PullRequest(result=worker_pb2.WorkerResults(results=[late])))
+                assert [(a.accepted, a.reason) for a in (await read(back, "ack")).acks] == [
+                    (False, "stale delivery: delivery 1 was requeued (lost)")]
+            back.cancel()
+            [noted] = [a for a in (await executions_of(scheduler, acme, job_id))[0].attempts if a.delivery == 1]
+    assert noted.error == lost_attempt.error + "; a late result (succeeded) from worker pay-1 was rejected"

@@ -103,13 +103,13 @@ class Intake:
         what to record, and whether the credential's budget ran out before
         the end (what is past it is dropped unacknowledged)."""
         now_us = to_us(self._clock.now())
-        tenants = connection.credential.tenants
+        tenants, may_serve = connection.credential.tenants, connection.credential.may_serve
         admitted: list[ResultIn] = []
         costly: list[tuple[worker_pb2.ExecutionResult, ResultIn | None, Holding | str]] = []
         """Results that cost the budget, each as read (None: malformed) with why it was refused, or what holds it."""
         worker_id, hold = connection.worker_id, self._inflight.hold_result
         for result in results:
-            read = read_result(result, now_us, worker_id, tenants)
+            read = read_result(result, now_us, worker_id, tenants, may_serve)
             if isinstance(read, FieldViolation):
                 costly.append((result, None, f"invalid result: {read.field}: {read.description}"))
                 continue

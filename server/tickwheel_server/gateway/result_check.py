@@ -12,7 +12,7 @@ body is not the worker's fault, and its result must still end the attempt.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from tickwheel.v1 import worker_pb2
@@ -68,11 +68,13 @@ def check_result(result: worker_pb2.ExecutionResult, now_us: int) -> FieldViolat
 
 
 def read_result(
-    result: worker_pb2.ExecutionResult, now_us: int, worker_id: str, tenants: Sequence[str]
+    result: worker_pb2.ExecutionResult, now_us: int, worker_id: str, tenants: Sequence[str],
+    may_serve: Callable[[str, str | None], bool] | None = None,
 ) -> ResultIn | FieldViolation:
     """What the store records of ``result`` (``held`` True: the caller
-    decides), or its first field out of bounds (:func:`check_result`'s
-    answer). Each field is read once: reading a field of a parsed message
+    decides; ``tenants`` and ``may_serve``: the worker credential's, see
+    :class:`~tickwheel_server.store.executions.ResultIn`), or its first
+    field out of bounds (:func:`check_result`'s answer). Each field is read once: reading a field of a parsed message
     is a call into protobuf each time, and a worker's results are checked by
     the thousand on the event loop."""
     execution_id = result.execution_id
@@ -110,7 +112,7 @@ def read_result(
     error = result.error
     return _result_in((  # every field, in order: no keyword handling (one a result, thousands a batch)
         execution_id, delivery, attempt, outcome, clean_text(error, ERROR_MAX_CHARS) if error else "", worker_id,
-        tuple(tenants), retry_after, started_us, True, output,
+        tuple(tenants), retry_after, started_us, True, output, may_serve,
     ))
 
 

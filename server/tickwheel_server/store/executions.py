@@ -96,6 +96,10 @@ class ResultIn(NamedTuple):
     output: bytes = b""
     """What the worker reported as the attempt's output; its first
     :data:`OUTPUT_KEPT_BYTES` are kept on the attempt row."""
+    may_serve: Callable[[str, str | None], bool] | None = None
+    """The worker credential's rule (tenant, handler; None for an HTTP target):
+    an execution it may not be handed is, to this result, no execution at
+    all; None: ``tenants`` alone decides."""
 
 
 class ResultAck(NamedTuple):

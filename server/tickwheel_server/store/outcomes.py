@@ -147,12 +147,15 @@ class OutcomeStore(SqlStore):
         """Apply outcomes; returns one ack per result, in order.
 
         A result is applied only if its execution is of one of its
-        ``tenants``, ``running`` at its delivery and attempt, and ``held``.
-        Otherwise nothing of the execution changes: another tenant's or an
-        unknown execution, or a current delivery not held, is answered
-        :data:`NOT_HELD`; a delivery already recorded ``already recorded``
-        (accepted); a requeued one is rejected and, once per lost attempt,
-        noted on its ``lost`` attempt row; any other stale one is rejected."""
+        ``tenants`` and one its ``may_serve`` allows, ``running`` at its
+        delivery and attempt, and ``held``. Otherwise nothing of the
+        execution changes: another tenant's execution, one of a handler the
+        credential may not run, an unknown one, or a current delivery not
+        held, is answered :data:`NOT_HELD`; a delivery already recorded
+        ``already recorded`` (accepted); a requeued one is rejected and,
+        once per lost attempt, noted on its ``lost`` attempt row when the
+        result comes from the worker that held it; any other stale one is
+        rejected."""
         if not results:
             return []
         rng_state = self._rng.getstate()
@@ -167,9 +170,11 @@ class OutcomeStore(SqlStore):
             else:
                 read = [_ResultRow(*row) for row in self._result_rows(conn, ids)]
             rows = {row.id: row for row in read}
-            # Another tenant's execution is, to this result, no execution at all.
+            # Another tenant's execution, or one the credential could not have been
+            # handed, is to this result no execution at all: nothing of it is told or written.
             mine = [
-                row if row is not None and row.tenant in r.tenants else None
+                row if row is not None and row.tenant in r.tenants
+                and (r.may_serve is None or r.may_serve(row.tenant, row.handler)) else None
                 for r in results for row in (rows.get(r.execution_id),)
             ]
             if not self.caps.is_sqlite:
@@ -214,6 +219,7 @@ class OutcomeStore(SqlStore):
                         notes.append(
                             dict(
                                 b_id=result.execution_id, b_attempt=result.attempt, b_delivery=result.delivery,
+                                b_worker=result.worker_id,
                                 b_note=f"; a late result ({_OUTCOME_NAMES.get(result.outcome, 'unknown')}) "
                                 f"from worker {result.worker_id} was rejected",
                             )
@@ -364,7 +370,8 @@ class OutcomeStore(SqlStore):
 
     @staticmethod
     def _note_late_results(conn: Connection, notes: list[dict]) -> None:
-        """Record a rejected late result on the ``lost`` attempt row of its delivery."""
+        """Record a rejected late result on the ``lost`` attempt row of its
+        delivery, when it came from the worker that held that delivery."""
         conn.execute(
             attempts.update()
             .where(
@@ -372,6 +379,7 @@ class OutcomeStore(SqlStore):
                 attempts.c.attempt == sa.bindparam("b_attempt"),
                 attempts.c.delivery == sa.bindparam("b_delivery"),
                 attempts.c.status == "lost",
+                attempts.c.worker_id == sa.bindparam("b_worker"),  # only the worker that held it
                 attempts.c.error.not_like("%was rejected"),
             )
             .values(error=attempts.c.error + sa.bindparam("b_note")),
