@@ -8,6 +8,7 @@ exact."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import random
 from datetime import datetime, timedelta, timezone
 
@@ -406,3 +407,69 @@ async def test_manual_runs_are_bounded_never_early_and_follow_the_jobs_state(ser
             except grpc.aio.AioRpcError as error:
                 answers.append((error.code(), error.details().replace(ident, "<id>")))
         assert answers[0] == answers[1] and answers[0][0] == grpc.StatusCode.NOT_FOUND
+
+
+async def test_request_ids_and_page_tokens_of_another_tenant_name_nothing_of_it(server) -> None:
+    """Globex sends the request ids acme used (CreateJob, BatchCreateJobs,
+    CreateCalendar, TriggerJob) and acme's page tokens, replayed and
+    re-crafted around acme's keys: each request id makes globex's own (a
+    request id is remembered per tenant), each page holds globex's items
+    only, and no answer carries an id or a name of acme's."""
+    acme, globex = await server.create_tenant("acme"), await server.create_tenant("globex")
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+
+        async def make(key: str, who: str) -> tuple[list[str], str, str]:
+            job = cron_job()
+            job.name = f"{who}-secret"
+            one = (await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=job, request_id="shared"),
+                                             metadata=bearer(key))).job  # fmt: skip
+            batch = await scheduler.BatchCreateJobs(scheduler_pb2.BatchCreateJobsRequest(items=[
+                item("batch-shared", job), item("batch-other", job)]), metadata=bearer(key))  # fmt: skip
+            await scheduler.CreateCalendar(calendar_pb2.CreateCalendarRequest(
+                calendar=calendar_pb2.Calendar(name=f"{who}cal", time_zone="UTC", holidays=["2030-01-01"]),
+                request_id="shared"), metadata=bearer(key))  # fmt: skip
+            await scheduler.CreateCalendar(calendar_pb2.CreateCalendarRequest(
+                calendar=calendar_pb2.Calendar(name=f"{who}cal2", time_zone="UTC"), request_id="c2"),
+                metadata=bearer(key))  # fmt: skip
+            run = await scheduler.TriggerJob(scheduler_pb2.TriggerJobRequest(id=one.id, request_id="shared"),
+                                             metadata=bearer(key))  # fmt: skip
+            await scheduler.TriggerJob(scheduler_pb2.TriggerJobRequest(id=one.id, request_id="again"),
+                                       metadata=bearer(key))  # fmt: skip
+            assert run.created and one.name == f"{who}-secret"
+            return [one.id, *(r.job.job.id for r in batch.results)], run.execution.id, f"{who}cal"
+
+        acme_jobs, acme_run, acme_cal = await make(acme, "acme")
+        globex_jobs, globex_run, _ = await make(globex, "globex")
+        assert not set(acme_jobs) & set(globex_jobs) and acme_run != globex_run
+        calendars = await scheduler.ListCalendars(calendar_pb2.ListCalendarsRequest(), metadata=bearer(globex))
+        assert [c.name for c in calendars.calendars] == ["globexcal", "globexcal2"]
+
+        def crafted(key: str) -> str:
+            return base64.urlsafe_b64encode(f"p1:{key}".encode()).decode()
+
+        first = min(acme_jobs + globex_jobs)
+        oldest = (await scheduler.ListExecutions(scheduler_pb2.ListExecutionsRequest(job_id=acme_jobs[0]),
+                                                 metadata=bearer(acme))).executions[-1]  # fmt: skip
+        tokens = [
+            (await scheduler.ListJobs(scheduler_pb2.ListJobsRequest(page_size=1), metadata=bearer(acme))).next_page_token,
+            (await scheduler.ListExecutions(scheduler_pb2.ListExecutionsRequest(job_id=acme_jobs[0], page_size=1),
+                                            metadata=bearer(acme))).next_page_token,  # fmt: skip
+            (await scheduler.ListCalendars(calendar_pb2.ListCalendarsRequest(page_size=1),
+                                           metadata=bearer(acme))).next_page_token,  # fmt: skip
+            crafted(""), crafted(first[:-1]), crafted("acmecal"), crafted("a"),
+            crafted(f"{oldest.nominal_at.ToMicroseconds() + 1}:{oldest.id}z"),
+        ]
+        assert all(tokens)
+        secrets = [*acme_jobs, acme_run, acme_cal, "acme"]
+        for token in tokens:
+            for method, request in (
+                ("ListJobs", scheduler_pb2.ListJobsRequest(page_token=token)),
+                ("ListExecutions", scheduler_pb2.ListExecutionsRequest(job_id=globex_jobs[0], page_token=token)),
+                ("ListDeadLetters", scheduler_pb2.ListDeadLettersRequest(page_token=token)),
+                ("ListCalendars", calendar_pb2.ListCalendarsRequest(page_token=token)),
+                ("ListJobRevisions", scheduler_pb2.ListJobRevisionsRequest(id=globex_jobs[0], page_token=token)),
+            ):
+                code, text = await _answer(scheduler, method, request, globex, ())
+                assert code in ("OK", "INVALID_ARGUMENT"), (method, code, text)
+                assert not any(secret in text for secret in secrets), (method, token, text)
