@@ -16,8 +16,11 @@ import grpc
 import pytest
 import sqlalchemy as sa
 from google.protobuf import field_mask_pb2, timestamp_pb2
+from google.protobuf.message_factory import GetMessageClass
 from google.rpc import code_pb2
-from tickwheel.v1 import admin_pb2, admin_pb2_grpc, calendar_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
+from tickwheel.v1 import (
+    admin_pb2, admin_pb2_grpc, calendar_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2,
+)
 
 from tests.support.server import running_server
 
@@ -473,3 +476,71 @@ async def test_request_ids_and_page_tokens_of_another_tenant_name_nothing_of_it(
                 code, text = await _answer(scheduler, method, request, globex, ())
                 assert code in ("OK", "INVALID_ARGUMENT"), (method, code, text)
                 assert not any(secret in text for secret in secrets), (method, token, text)
+
+
+async def test_every_rpc_refuses_every_credential_but_its_own_kind_and_writes_nothing(server) -> None:
+    """Every method of every service, found from the service descriptors
+    (so a method added later is attacked too), called with each kind of
+    credential it does not take: a tenant API key and a worker credential on
+    AdminService, a worker credential and the admin token on SchedulerService,
+    a tenant key and the admin token on WorkerService; PERMISSION_DENIED,
+    and no credential (a service's first method) UNAUTHENTICATED. Nothing is written: the tenants,
+    keys, credentials and jobs are as before."""
+    key = await server.create_tenant("acme")
+    credential = await server.issue_worker_credential(["acme"])
+    admin_token = server.admin_metadata()[0][1].removeprefix("Bearer ")
+    wrong = {
+        "AdminService": {"tenant key": key, "worker credential": credential},
+        "SchedulerService": {"worker credential": credential, "admin token": admin_token},
+        "WorkerService": {"tenant key": key, "admin token": admin_token},
+    }
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+
+        async def state() -> list:
+            tenants = await admin.ListTenants(admin_pb2.ListTenantsRequest(), metadata=server.admin_metadata())
+            keys = await admin.ListApiKeys(admin_pb2.ListApiKeysRequest(tenant="acme"), metadata=server.admin_metadata())
+            creds = await admin.ListWorkerCredentials(admin_pb2.ListWorkerCredentialsRequest(),
+                                                      metadata=server.admin_metadata())  # fmt: skip
+            jobs = await admin.SearchJobs(admin_pb2.SearchJobsRequest(), metadata=server.admin_metadata())
+            return [m.SerializeToString(deterministic=True) for m in (tenants, keys, creds, jobs)]
+
+        before = await state()
+        called = 0
+        for file in (admin_pb2, scheduler_pb2, worker_pb2):
+            for service in file.DESCRIPTOR.services_by_name.values():
+                for index, method in enumerate(service.methods):
+                    request_class = GetMessageClass(method.input_type)
+                    response_class = GetMessageClass(method.output_type)
+                    path = f"/{service.full_name}/{method.name}"
+                    # No credential once a service: failed authentications are limited per client address.
+                    for who, secret in [*wrong[service.name].items(), *([("no credential", None)] if not index else [])]:
+                        metadata = bearer(secret) if secret else None
+                        expected = grpc.StatusCode.PERMISSION_DENIED if secret else grpc.StatusCode.UNAUTHENTICATED
+                        code = await _status_of(channel, method, path, request_class, response_class, metadata)
+                        assert code == expected, f"{path} with {who}: {code}"
+                        called += 1
+        assert called >= 2 * 45
+        assert await state() == before
+
+
+async def _status_of(channel, method, path: str, request_class, response_class, metadata):
+    """The status a call of ``method`` ends with (a stream: after one default message)."""
+    serialize, deserialize = request_class.SerializeToString, response_class.FromString
+    try:
+        if method.client_streaming:
+            call = channel.stream_stream(path, request_serializer=serialize, response_deserializer=deserialize)(
+                metadata=metadata)
+            await call.write(worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(worker_id="w", handlers=["echo"])))
+            async for _ in call:
+                pass
+        elif method.server_streaming:
+            async for _ in channel.unary_stream(path, request_serializer=serialize, response_deserializer=deserialize)(
+                    request_class(), metadata=metadata):
+                pass
+        else:
+            await channel.unary_unary(path, request_serializer=serialize, response_deserializer=deserialize)(
+                request_class(), metadata=metadata)
+    except grpc.aio.AioRpcError as error:
+        return error.code()
+    return grpc.StatusCode.OK
