@@ -153,3 +153,37 @@ async def test_the_revoking_server_ends_the_stream_before_it_answers(server) -> 
         assert code == grpc.StatusCode.UNAUTHENTICATED and "revoked" in details
         assert (await other.next("heartbeat")).heartbeat.HasField("sent_at"), "the other credential's stream lives on"
         other.call.cancel()
+
+
+async def test_a_stream_opened_before_the_revocation_says_hello_after_it_and_is_refused(server) -> None:
+    """A stream is authenticated when it opens, before its hello. One opened
+    with a credential that is then revoked (on this server: it answers once
+    its open streams are ended) and says hello only after the answer is
+    refused UNAUTHENTICATED and handed nothing. Before, it was welcomed and
+    handed work until the next re-verification, and a credential holding
+    many such streams (none counted before its hello) could say hello on
+    one after another to go on being handed work after its revocation."""
+    key = await server.create_tenant("acme")
+    revoked = await server.issue_worker_credential(["acme"], ["echo"])
+    auth = server.server.auth
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        created = await scheduler.CreateJob(
+            scheduler_pb2.CreateJobRequest(job=once_job("waiting"), request_id="waiting"), metadata=bearer(key)
+        )
+        cached = auth.cached()
+        early = RawStream(channel, revoked, "w-early")  # opened: its credential checked, no hello yet
+        await eventually(lambda: auth.cached() > cached, "the stream's credential checked")
+        await admin_pb2_grpc.AdminServiceStub(channel).RevokeWorkerCredential(
+            admin_pb2.RevokeWorkerCredentialRequest(id=revoked.split("_")[1]), metadata=server.admin_metadata()
+        )
+        await early.call.write(
+            worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(worker_id="w-early", slots=1, handlers=["echo"]))
+        )
+        code, details, kinds = await early.ended(WAIT)
+        assert code == grpc.StatusCode.UNAUTHENTICATED and kinds == [], (code, details, kinds)
+        assert not server.server.connections.all()
+        with server.server.engine.connect() as conn:  # its run, if made yet, was handed to no one
+            statuses = conn.execute(sa.text("SELECT status FROM executions WHERE job_id = :j"),
+                                    {"j": created.job.id}).scalars().all()
+        assert set(statuses) <= {"scheduled"}, statuses

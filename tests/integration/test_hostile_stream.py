@@ -12,6 +12,8 @@ import grpc
 import pytest
 from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc, worker_pb2, worker_pb2_grpc
 
+from tests.support.server import running_server
+
 
 def bearer(secret: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {secret}"),)
@@ -141,3 +143,22 @@ async def test_a_heartbeat_repeating_one_entry_pays_for_the_repeats(server) -> N
         await call.write(repeated)
         ended = await ended_with(call)
     assert ended.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, ended
+
+
+async def test_a_stream_that_never_says_hello_is_ended(store_and_etcd) -> None:
+    """A stream is counted against its credential's caps, and watched for
+    silence, from its hello on. One that opens with a valid credential and
+    sends nothing was kept for ever, counted nowhere: a credential could
+    hold any number of them (and say hello on each after its revocation).
+    It is ended UNAVAILABLE, naming the hello, after the heartbeat timeout."""
+    async with running_server(*store_and_etcd, heartbeat_interval=0.2, heartbeat_timeout=1.5) as server:
+        await server.create_tenant("acme")
+        credential = await server.issue_worker_credential(["acme"])
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            call = worker_pb2_grpc.WorkerServiceStub(channel).Pull(metadata=bearer(credential))
+            with pytest.raises(grpc.aio.AioRpcError) as ended:
+                async with asyncio.timeout(20):  # before, it waited for ever
+                    message = await call.read()
+                    assert message is grpc.aio.EOF, message
+            assert ended.value.code() == grpc.StatusCode.UNAVAILABLE, ended.value
+            assert "hello" in ended.value.details()

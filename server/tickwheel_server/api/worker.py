@@ -2,7 +2,9 @@
 
 Authentication, hello and welcome, credit, worker heartbeats, server
 heartbeats and drain happen here (a worker silent for the heartbeat
-timeout has its stream ended with UNAVAILABLE); executions are handed out by the gateway
+timeout, its hello included, has its stream ended with UNAVAILABLE; the
+credential is checked when the stream opens and again at its hello, so a
+stream opened before a revocation cannot say hello after it); executions are handed out by the gateway
 through each connection's outbox, and results go to the gateway, which
 records them and acknowledges each (a stale delivery is rejected, never
 applied; one the stream does not hold, or another tenant's, is answered as
@@ -139,12 +141,15 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
 
     async def Pull(self, request_iterator, context: grpc.aio.ServicerContext):
         try:
-            credential = await self._auth.worker(context)
-            first = await anext(aiter(request_iterator), None)
+            await self._auth.worker(context)  # a wrong credential is refused before anything is read
+            first = await self._first_message(request_iterator)
             if first is None:
                 return
             if first.WhichOneof("message") != "hello":
                 raise FailedPrecondition("stream", "the first message must be hello")
+            # Checked again now: revoking ends only the streams that said hello,
+            # so one opened before the revocation must not say it after.
+            credential = await self._auth.worker(context)
             check_hello(first.hello, credential)
         except TickwheelError as error:
             await abort(context, error)
@@ -177,6 +182,23 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             await self._serve(connection, hello, request_iterator, context)
         finally:
             self._connections.release(connection)
+
+    async def _first_message(self, request_iterator) -> worker_pb2.PullRequest | None:
+        """The stream's first message (None: it ended without one). A stream
+        is counted against its credential's caps and watched for silence
+        from its hello on, so one that sends nothing for the heartbeat
+        timeout is ended (UNAVAILABLE) rather than kept uncounted for ever."""
+        reading = asyncio.ensure_future(anext(aiter(request_iterator), None))
+        waiting = asyncio.ensure_future(self._clock.sleep(self._heartbeat_timeout))
+        try:
+            await asyncio.wait((reading, waiting), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()
+            if not reading.done():
+                reading.cancel()
+        if not reading.done() or reading.cancelled():
+            raise Unavailable(f"no hello from the worker within {self._heartbeat_timeout:g} s of the stream's start")
+        return reading.result()
 
     async def _serve(self, connection: WorkerConnection, hello: worker_pb2.WorkerHello, request_iterator,
                      context: grpc.aio.ServicerContext) -> None:
