@@ -187,3 +187,41 @@ async def test_a_stream_opened_before_the_revocation_says_hello_after_it_and_is_
             statuses = conn.execute(sa.text("SELECT status FROM executions WHERE job_id = :j"),
                                     {"j": created.job.id}).scalars().all()
         assert set(statuses) <= {"scheduled"}, statuses
+
+
+async def test_a_revocation_while_the_hello_is_answered_still_refuses_the_stream(server) -> None:
+    """The revocation lands while the server answers a hello: after the
+    credential was checked at the hello, before the stream joined the
+    server's list of streams, so the revoking server's ending of the
+    credential's streams does not see it. The stream is refused
+    UNAUTHENTICATED all the same and handed nothing (before, it was
+    welcomed and handed work until the next re-verification)."""
+    key = await server.create_tenant("acme")
+    revoked = await server.issue_worker_credential(["acme"], ["echo"])
+    liveness = server.server.worker_servicer.gateway.liveness
+    reattach = liveness.reattach
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        admin = admin_pb2_grpc.AdminServiceStub(channel)
+
+        async def reattach_then_revoke(*args, **kwargs):
+            answer = await reattach(*args, **kwargs)
+            await admin.RevokeWorkerCredential(
+                admin_pb2.RevokeWorkerCredentialRequest(id=revoked.split("_")[1]), metadata=server.admin_metadata()
+            )
+            return answer
+
+        liveness.reattach = reattach_then_revoke
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        created = await scheduler.CreateJob(
+            scheduler_pb2.CreateJobRequest(job=once_job("waiting"), request_id="waiting"), metadata=bearer(key)
+        )
+        stream = RawStream(channel, revoked, "w-racing")
+        await stream.call.write(
+            worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(worker_id="w-racing", slots=1, handlers=["echo"]))
+        )
+        code, details, kinds = await stream.ended(WAIT)
+        assert code == grpc.StatusCode.UNAUTHENTICATED and kinds == [], (code, details, kinds)
+        with server.server.engine.connect() as conn:
+            statuses = conn.execute(sa.text("SELECT status FROM executions WHERE job_id = :j"),
+                                    {"j": created.job.id}).scalars().all()
+        assert set(statuses) <= {"scheduled"}, statuses

@@ -409,9 +409,13 @@ class AdminServicer(admin_pb2_grpc.AdminServiceServicer):
     async def RevokeWorkerCredential(self, request, context):
         await self._auth.admin(context)
         credential = await self._workers.revoke(_require(request.id, "id"))
+        revoked = Revoked(tokens.WORKER_CREDENTIAL_PREFIX, credential.id, credential.tenants[0])
+        # Out of the cache before the streams are ended: a stream listed after this
+        # ending checks its credential once listed, and the store then refuses it.
+        self._auth.forget_revoked(revoked)
         # This server's streams end now; the others' when the word reaches them.
         end_streams(self._connections.all(), {credential.id})
-        await self._announce(Revoked(tokens.WORKER_CREDENTIAL_PREFIX, credential.id, credential.tenants[0]))
+        await self._announce(revoked)
         return admin_pb2.RevokeWorkerCredentialResponse()
 
     async def _tenant_changed(self, tenant: str) -> None:

@@ -3,8 +3,9 @@
 Authentication, hello and welcome, credit, worker heartbeats, server
 heartbeats and drain happen here (a worker silent for the heartbeat
 timeout, its hello included, has its stream ended with UNAVAILABLE; the
-credential is checked when the stream opens and again at its hello, so a
-stream opened before a revocation cannot say hello after it); executions are handed out by the gateway
+credential is checked when the stream opens, at its hello, and once the
+stream is listed, before its welcome and credit, so no stream outlives a
+revocation that answered before it was welcomed); executions are handed out by the gateway
 through each connection's outbox, and results go to the gateway, which
 records them and acknowledges each (a stale delivery is rejected, never
 applied; one the stream does not hold, or another tenant's, is answered as
@@ -168,7 +169,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             http=hello.http,
             slots=hello.slots or 1,
             connected_at=self._clock.now(),
-            credit=hello.slots or 1,
+            credit=0,  # the hello's credit once the stream is listed and its credential checked there
             last_message=self._clock.monotonic(),
         )
         try:
@@ -222,6 +223,18 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         else:
             reattached, rejected = [], held
         self._connections.add(connection)
+        try:
+            # Once more, now that the stream is listed: a revocation that ended the listed
+            # streams before it dropped the credential from the cache first, so it is refused here.
+            await self._auth.worker(context)
+        except TickwheelError as error:
+            connection.close()
+            self._connections.remove(connection)
+            if self.gateway is not None:
+                self.gateway.liveness.disconnected(connection)
+            await abort(context, error)
+            return
+        connection.credit = connection.slots
         if self.gateway is not None:
             self.gateway.wake()
         log.info(
