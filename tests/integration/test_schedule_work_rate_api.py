@@ -100,9 +100,7 @@ async def test_a_tenant_computes_no_more_fires_than_its_rate_pays_for(server, co
     async with grpc.aio.insecure_channel(server.address) as channel:
         admin = admin_pb2_grpc.AdminServiceStub(channel)
         scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
-        slow = admin_pb2.Tenant(name="acme", quotas=admin_pb2.TenantQuotas(requests_per_second=RATE))
-        acme = (await admin.CreateTenant(admin_pb2.CreateTenantRequest(tenant=slow),
-                                         metadata=server.admin_metadata())).api_key.secret  # fmt: skip
+        acme = await slow_tenant(admin, server, RATE)
         globex = await server.create_tenant("globex")  # the default rate, 100/s
         created = await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=every_minute("busy"), request_id="busy"),
                                             metadata=bearer(acme))  # fmt: skip
@@ -160,6 +158,13 @@ async def test_a_tenant_computes_no_more_fires_than_its_rate_pays_for(server, co
         job = await admin.SearchJobs(admin_pb2.SearchJobsRequest(tenant="acme", page_size=10),
                                      metadata=server.admin_metadata())  # fmt: skip
         assert [j.name for j in job.jobs] == ["busy"], "no dry run renamed the job"
+
+
+async def slow_tenant(admin, server, rate: int) -> str:
+    """Create tenant ``acme`` allowed ``rate`` requests a second; its API key."""
+    slow = admin_pb2.Tenant(name="acme", quotas=admin_pb2.TenantQuotas(requests_per_second=rate))
+    created = await admin.CreateTenant(admin_pb2.CreateTenantRequest(tenant=slow), metadata=server.admin_metadata())
+    return created.api_key.secret
 
 
 async def call_as(scheduler, rpc: str, job: job_pb2.Job, key: str):

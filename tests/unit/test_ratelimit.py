@@ -176,3 +176,34 @@ async def test_a_metered_call_whose_client_hangs_up_pays_for_its_work_all_the_sa
         await first
     with pytest.raises(QuotaExceeded):
         await second
+
+
+async def test_a_metered_batch_starts_no_item_once_its_fires_would_put_the_tenant_in_debt() -> None:
+    """A call made of pieces (a batch resume's jobs, each counting its
+    paused span) asks the meter before each: the first always starts (the
+    bucket is not in debt), the next only while the fires counted so far fit
+    in what the bucket held; the refusal names the rate and the wait until
+    those fires are paid for. Without a limit nothing is refused."""
+    clock = FakeClock()
+    limiter = RequestRateLimiter(clock)
+    limiter.check("acme", 10)  # the batch's request: 9 tokens left
+    started: list[int] = []
+    refused: list[QuotaExceeded] = []
+    async with limiter.metered("acme", 10) as meter:
+        for item, fires in enumerate([5 * FIRES_PER_TOKEN, 5 * FIRES_PER_TOKEN, 1, 1]):
+            try:
+                meter.admit()
+            except QuotaExceeded as error:
+                refused.append(error)
+                continue
+            started.append(item)
+            meter.fires += fires
+    assert started == [0, 1, 2], "10 requests' fires (the bucket's 9 and the request's own) leave it at 0, not in debt"
+    [over] = refused
+    assert over.quota == "requests_per_second" and "counted so far" in str(over)
+    assert over.retry_after == pytest.approx(0.001), "9.01 tokens owed by a bucket that held 9, at 10/s"
+    assert not limiter.allow("acme", 10), "the fires of the items started are charged: in debt"
+
+    async with limiter.metered("globex", 0) as meter:
+        meter.fires = 10**9
+        meter.admit()

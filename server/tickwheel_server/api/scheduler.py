@@ -15,7 +15,6 @@ the gateway of the server owning the job's partition.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -28,7 +27,7 @@ from tickwheel.shared.ids import new_job_ids, to_us
 from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
 
 from ..auth.authenticator import Authenticator, api_key_actor
-from ..auth.ratelimit import Meter, to_thread_to_its_end
+from ..auth.ratelimit import Meter, to_its_end, to_thread_to_its_end
 from ..coalescer import CreateCoalescer
 from ..errors import FailedPrecondition, FieldViolation, InvalidArgument, QuotaExceeded, TickwheelError, VersionConflict
 from ..policy import jobchanges
@@ -271,15 +270,38 @@ def update_item(
     )
 
 
-def resume_span(record: JobRecord, now: datetime) -> PausedSpan:
+def resume_span(record: JobRecord, now: datetime, meter: Meter | None = None) -> PausedSpan:
     """Decode a paused job's schedule, then
     :func:`~tickwheel_server.policy.jobchanges.resume_plan`.
-    CPU-bound for long spans."""
+    CPU-bound for long spans: with ``meter``, refused (QuotaExceeded) when
+    its call's earlier work has used up what the tenant's bucket held
+    (:meth:`Meter.admit`), and the fires counted are added to it."""
+    if meter is not None:
+        meter.admit()
     schedule = schedule_of(convert.stored_job(record), record.id)
     try:
-        return jobchanges.resume_plan(schedule, record, now)
+        span = jobchanges.resume_plan(schedule, record, now)
     except ScheduleError as error:
         raise validate.schedule_error(error) from None
+    if meter is not None:
+        meter.fires += (0 if span.skipped is None else span.skipped.count) + 1  # the span, then the cursor
+    return span
+
+
+def metered_change(decide: Decide, meter: Meter) -> Decide:
+    """``decide`` (an update's decision) charged to ``meter``: refused
+    (QuotaExceeded) when its call's earlier work has used up what the
+    tenant's bucket held (:meth:`Meter.admit`); the paused span a change
+    of a paused job's schedule counted is added to it."""
+
+    def decided(record: JobRecord) -> JobChange | None:
+        meter.admit()
+        change = decide(record)
+        if change is not None and change.skipped is not None:
+            meter.fires += change.skipped.count
+        return change
+
+    return decided
 
 
 # --- ListExecutions -------------------------------------------------------------------------
@@ -605,11 +627,11 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         record = await self._jobs.get(tenant.name, job_id)
         if record.version != version:
             raise VersionConflict(f"job {job_id!r}", version, record.version)
-        change = await asyncio.to_thread(decide, record)
-        if request.validate_only:
-            specs = [record.spec] + ([change.spec] if change is not None else [])
-            calendars = await nextruns.named_calendars(self._calendars.store, tenant.name, specs)
-            async with self._auth.metered(tenant) as meter:
+        async with self._auth.metered(tenant) as meter:
+            change = await to_thread_to_its_end(metered_change(decide, meter), record)
+            if request.validate_only:  # its diff is the same call's work: not refused for the span's fires
+                specs = [record.spec] + ([change.spec] if change is not None else [])
+                calendars = await nextruns.named_calendars(self._calendars.store, tenant.name, specs)
                 return await to_thread_to_its_end(
                     dryrun.dry_run, record, change, max_payload_bytes=tenant.max_payload_bytes, now=now,
                     window=window, calendars=calendars, meter=meter,
@@ -638,21 +660,22 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         actor = api_key_actor(context)
         absent = await self._absent_calendars(tenant.name, [updated_calendar(item) for item in request.items])
 
-        def decode(item):
-            decoded = update_item(item, now, self._target_policy, changed_by=actor, in_batch=True)
+        def decode(item, meter: Meter):
+            job_id, version, decide = update_item(item, now, self._target_policy, changed_by=actor, in_batch=True)
             if absent and updated_calendar(item) in absent:
                 raise missing_calendar(updated_calendar(item))
-            return decoded
+            return job_id, version, metered_change(decide, meter)
 
-        results, done = await apply_batch(
-            request.items, scheduler_pb2.BatchUpdateJobsResult,
-            decode,
-            lambda work, check: self._jobs.update_many(tenant.name, work, check),
-            lambda outcome: scheduler_pb2.BatchUpdateJobsResult(
-                job=scheduler_pb2.UpdateJobResponse(job=job_in_view(outcome[0], full))
-            ),
-            lambda outcome: job_bound(outcome[0], full),
-        )  # fmt: skip
+        async with self._auth.metered(tenant) as meter:
+            results, done = await to_its_end(apply_batch(
+                request.items, scheduler_pb2.BatchUpdateJobsResult,
+                lambda item: decode(item, meter),
+                lambda work, check: self._jobs.update_many(tenant.name, work, check),
+                lambda outcome: scheduler_pb2.BatchUpdateJobsResult(
+                    job=scheduler_pb2.UpdateJobResponse(job=job_in_view(outcome[0], full))
+                ),
+                lambda outcome: job_bound(outcome[0], full),
+            ))  # fmt: skip
         self._on_due(record_dues(outcome[0] for outcome in done))
         return scheduler_pb2.BatchUpdateJobsResponse(
             results=results, updated_count=len(done), failed_count=len(results) - len(done)
@@ -744,15 +767,16 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 resumed.skipped.CopyFrom(convert.skip_to_proto(skip))
             return scheduler_pb2.BatchResumeJobsResult(job=resumed)
 
-        results, done = await apply_batch(
-            request.items, scheduler_pb2.BatchResumeJobsResult,
-            lambda item: (_required(item.id, "id"), lambda record: resume_span(record, now)),
-            lambda work, check: self._jobs.resume_many(
-                tenant.name, work, now=now, tzdata_version=tzdata_version(), check=check
-            ),
-            answer,
-            lambda outcome: job_bound(outcome[0], full) + _skip_bound(outcome[1]),
-        )  # fmt: skip
+        async with self._auth.metered(tenant) as meter:
+            results, done = await to_its_end(apply_batch(
+                request.items, scheduler_pb2.BatchResumeJobsResult,
+                lambda item: (_required(item.id, "id"), lambda record: resume_span(record, now, meter)),
+                lambda work, check: self._jobs.resume_many(
+                    tenant.name, work, now=now, tzdata_version=tzdata_version(), check=check
+                ),
+                answer,
+                lambda outcome: job_bound(outcome[0], full) + _skip_bound(outcome[1]),
+            ))  # fmt: skip
         if any(count for _, _, count in done):
             self._on_ready()
         self._on_due(record_dues(record for record, _, _ in done))
@@ -779,7 +803,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             if record.state != "paused":
                 return scheduler_pb2.ResumeJobResponse(job=convert.job_to_proto(record))
             now = self._clock.now()
-            span = await asyncio.to_thread(resume_span, record, now)
+            async with self._auth.metered(tenant) as meter:
+                span = await to_thread_to_its_end(resume_span, record, now, meter)
             try:
                 resumed, skip, released = await self._jobs.resume(
                     tenant.name, job_id, expected_version=record.version, next_fire=span.next_fire,

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import math
 import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -61,9 +63,25 @@ def work_tokens(fires: int) -> float:
 
 @dataclass
 class Meter:
-    """What a metered call computed: the work counts its fires here."""
+    """What a metered call computed: the work counts its fires here. A call
+    made of several pieces of work (a batch's items) asks :meth:`admit`
+    before each, so none starts once the fires counted would put its
+    tenant's bucket in debt."""
 
     fires: int = 0
+    allowance: float = math.inf
+    """Fires the call may count before its tenant's bucket, as it held when
+    the call started, is in debt (unbounded without a rate limit)."""
+    refusal: Callable[[int], QuotaExceeded] | None = None
+    """The refusal of a piece of work once ``fires`` exceeds the allowance."""
+
+    def admit(self) -> None:
+        """Raise QuotaExceeded (RESOURCE_EXHAUSTED on ``requests_per_second``,
+        with the wait until the fires counted so far are paid for) when they
+        already exceed :attr:`allowance`: the caller starts the next piece of
+        work only when this returns. Safe from the thread doing the work."""
+        if self.fires > self.allowance and self.refusal is not None:
+            raise self.refusal(self.fires)
 
 
 @dataclass
@@ -186,6 +204,9 @@ class RequestRateLimiter:
                                 f": the schedule fires of its earlier calls (one request per {FIRES_PER_TOKEN}) "
                                 "are not paid back yet")  # fmt: skip
             meter = Meter()
+            if requests_per_second > 0:
+                meter.allowance = FIRES_PER_TOKEN * (1.0 + bucket.tokens)
+                meter.refusal = functools.partial(_owing, tenant, requests_per_second, rate, bucket.tokens)
             try:
                 yield meter
             finally:
@@ -197,16 +218,31 @@ async def to_thread_to_its_end(func: Callable[..., T], /, *args, **kwargs) -> T:
     that hung up) still waits for the thread to end before it is cancelled:
     a metered call's work is charged in full, and the tenant's next metered
     call waits for it, so hanging up does not make schedule work free."""
-    work = asyncio.ensure_future(asyncio.to_thread(func, *args, **kwargs))
+    return await to_its_end(asyncio.to_thread(func, *args, **kwargs))
+
+
+async def to_its_end(work: Awaitable[T]) -> T:
+    """Await ``work`` (a store call whose transaction does metered work, say);
+    a caller cancelled meanwhile still waits for it to end, then is
+    cancelled (see :func:`to_thread_to_its_end`)."""
+    future = asyncio.ensure_future(work)
     cancelled = False
-    while not work.done():
+    while not future.done():
         try:
-            await asyncio.shield(work)
+            await asyncio.shield(future)
         except asyncio.CancelledError:
             cancelled = True
     if cancelled:
         raise asyncio.CancelledError
-    return work.result()
+    return future.result()
+
+
+def _owing(tenant: str, requests_per_second: int, rate: float, tokens: float, fires: int) -> QuotaExceeded:
+    """The refusal of a metered call's next piece of work once it counted
+    ``fires`` from a bucket that held ``tokens``."""
+    return _over(tenant, requests_per_second, max(0.0, work_tokens(fires) - tokens) / rate,
+                 f": the schedule fires this call counted so far (one request per {FIRES_PER_TOKEN}) "
+                 "are not paid back yet")  # fmt: skip
 
 
 def _over(tenant: str, requests_per_second: int, wait: float, why: str) -> QuotaExceeded:

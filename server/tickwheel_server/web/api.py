@@ -30,7 +30,6 @@ answers UNAVAILABLE (:mod:`tickwheel_server.waiting`).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import time
@@ -47,7 +46,7 @@ from .. import errors
 from ..api import convert, dryrun
 from ..api.decoding import STARTED, Starting
 from ..api.nextruns import named_calendars, next_runs
-from ..api.scheduler import update_item
+from ..api.scheduler import metered_change, update_item
 from ..api.status import store_unavailable
 from ..auth.authenticator import Authenticator
 from ..auth.ratelimit import to_thread_to_its_end
@@ -269,9 +268,9 @@ class ConsoleApi:
         )
         now = self._clock.now()
         _, _, decide = update_item(update, now, self._target_policy)
-        change = await asyncio.to_thread(decide, record)
         calendars = await named_calendars(self._calendars, tenant.name, [record.spec])
         async with self._auth.metered(tenant) as meter:
+            change = await to_thread_to_its_end(metered_change(decide, meter), record)
             answer = await to_thread_to_its_end(
                 dryrun.dry_run, record, change, max_payload_bytes=tenant.max_payload_bytes, now=now,
                 window=timedelta(days=days), calendars=calendars, meter=meter,
