@@ -134,3 +134,51 @@ def test_a_short_batch_answer_fails_the_call_not_an_item(cli, fake, tenant) -> N
     fake.reply("BatchResumeJobs", scheduler_pb2.BatchResumeJobsResponse())
     result = cli(*tenant, "job", "resume", "job_a", "job_b")
     assert result.code == 1 and "2 job(s) not sent" in result.err and "INTERNAL" in result.err
+
+
+def _over_rate() -> status_pb2.Status:
+    """An item refused over the tenant's request rate, with a 1 ms retry delay."""
+    from google.protobuf import any_pb2, duration_pb2
+    from google.rpc import error_details_pb2
+
+    details = []
+    for detail in (error_details_pb2.ErrorInfo(reason="QUOTA_EXCEEDED", metadata={"quota": "requests_per_second"}),
+                   error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(nanos=1_000_000))):  # fmt: skip
+        packed = any_pb2.Any()
+        packed.Pack(detail)
+        details.append(packed)
+    return status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message="API request rate over 5/s", details=details)
+
+
+def test_resumes_refused_over_the_request_rate_are_sent_again_after_the_wait(cli, fake, tenant) -> None:
+    """A batch resume counts the jobs' paused spans against the tenant's rate:
+    the server resumes the first items and refuses the rest, each alone;
+    the CLI sends those again once their retry delay has passed, until all
+    are applied. A refusal on another quota is reported, not sent again."""
+    from tickwheel.v1 import job_pb2, scheduler_pb2
+
+    def answer(applied: int):
+        def reply(request, _ctx=None):
+            response = scheduler_pb2.BatchResumeJobsResponse()
+            for n, item in enumerate(request.items):
+                if item.id == "full_x":
+                    response.results.add(error=status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message="max_jobs"))
+                elif n < applied:
+                    response.results.add(job=scheduler_pb2.ResumeJobResponse(job=job_pb2.Job(id=item.id)))
+                else:
+                    response.results.add(error=_over_rate())
+            return response
+        return reply
+
+    fake.script("BatchResumeJobs", answer(1), failure(grpc.StatusCode.RESOURCE_EXHAUSTED, "not this quota"))
+    result = cli(*tenant, "job", "resume", "job_a", "job_b", "job_c")
+    assert result.code == 1 and "not this quota" in result.err, "a call refused on another quota is not waited out"
+    assert result.out.startswith("resumed 1 of 3 job(s), 2 failed"), "job_a's resume is reported, the others' refusal"
+
+    fake.calls.clear()
+    fake.script("BatchResumeJobs", answer(1), answer(1), answer(1))
+    result = cli(*tenant, "job", "resume", "job_a", "full_x", "job_b", "job_c")
+    sent = [[item.id for item in call.items] for call in fake.requests("BatchResumeJobs")]
+    assert sent == [["job_a", "full_x", "job_b", "job_c"], ["job_b", "job_c"], ["job_c"]]
+    assert result.code == 1 and result.out.startswith("resumed 3 of 4 job(s), 1 failed")
+    assert "full_x: RESOURCE_EXHAUSTED: max_jobs" in result.err
