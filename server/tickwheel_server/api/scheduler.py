@@ -754,7 +754,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         """Each item as :meth:`ResumeJob` would resume it alone, in request
         order, in one transaction (:meth:`JobStore.resume_many`): each span
         is counted under the job's lock (in the store's transaction thread),
-        so no version can move between counting and writing."""
+        so no version can move between counting and writing. The spans'
+        fires are charged to the tenant's request rate (:meth:`Meter.admit`
+        before each item): an item reached once they exceed what its bucket
+        held is refused alone, RESOURCE_EXHAUSTED, and not written."""
         tenant = await self._auth.tenant(context)
         batch_items(request.items)
         full = full_view(request)
@@ -794,8 +797,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         the held occurrences past their misfire threshold; the other held
         executions are released (:meth:`JobStore.resume`) and the gateway
         told. The span is counted off the event loop and outside the
-        transaction; if the job changed meanwhile (VersionConflict) it is
-        counted again, up to :data:`RESUME_TRIES` times."""
+        transaction, metered (its fires charged to the tenant's request
+        rate; refused before counting when that is in debt); if the job
+        changed meanwhile (VersionConflict) it is counted again, up to
+        :data:`RESUME_TRIES` times."""
         tenant = await self._auth.tenant(context)
         job_id = _required(request.id, "id")
         for attempt in range(1, RESUME_TRIES + 1):

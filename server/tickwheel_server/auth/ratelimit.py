@@ -12,14 +12,17 @@ lone server or a partitioned one never refuses more than the rate allows.
 
 Work is charged as well as requests (:meth:`RequestRateLimiter.metered`):
 a call that computes schedule fires for a client-chosen window or count
-(BackfillJob, PreviewSchedule, UpdateJob's dry-run diff) takes one more
-token per :data:`FIRES_PER_TOKEN` fires beyond the first
-:data:`FIRES_PER_TOKEN`, which its request's token covers. The charge lands
-after the work and may take the bucket below zero: the tenant's next
-requests are refused, with the wait in their RetryInfo, until it has
-refilled. A tenant's metered calls run one at a time on a server and each
-starts only with a bucket not in debt, so the fires one tenant makes a
-server compute are bounded by its rate, whatever its requests ask for (see
+(BackfillJob, PreviewSchedule, UpdateJob's dry-run diff), or counts the
+span a pause kept from running (ResumeJob, BatchResumeJobs, a schedule
+change of a paused job) takes one more token per :data:`FIRES_PER_TOKEN`
+fires beyond the first :data:`FIRES_PER_TOKEN`, which its request's token
+covers. The charge lands after the work and may take the bucket below
+zero: the tenant's next requests are refused, with the wait in their
+RetryInfo, until it has refilled. A tenant's metered calls run one at a
+time on a server and each starts only with a bucket not in debt; a batch
+starts each item only while the fires counted so far fit in what the bucket
+held (:meth:`Meter.admit`). So the fires one tenant makes a server compute
+are bounded by its rate, whatever its requests ask for (see
 ``docs/architecture.md``, "Request-rate quota").
 
 Buckets live in a bounded LRU (a tenant not seen for a while starts again
