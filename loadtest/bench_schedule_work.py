@@ -5,8 +5,9 @@ sends calls that each make the server compute many schedule fires, as fast
 as ``--concurrency`` clients can, for ``--seconds``; tenant ``quiet`` meanwhile
 calls GetJob one call at a time.
 
-    .venv/bin/python loadtest/bench_schedule_work.py [--rpc backfill|preview|diff] [--seconds 5]
+    .venv/bin/python loadtest/bench_schedule_work.py [--rpc backfill|preview|diff|resume] [--seconds 5]
                                                      [--concurrency 8] [--pace] [--keep DIR] [--smoke]
+                                                     [--jobs 1000] [--batch 20] [--paused-days 7]
 
 The calls (on one every-minute job of ``flood``):
 
@@ -16,6 +17,17 @@ The calls (on one every-minute job of ``flood``):
 - ``preview``: PreviewSchedule of 1000 fires;
 - ``diff``: UpdateJob ``validate_only`` with a 7-day ``diff_window`` (the
   runs of both sides: 2 x 10 080 fires).
+- ``resume``: BatchResumeJobs of ``--batch`` jobs at a time, from ``--jobs``
+  every-minute jobs of ``flood`` paused ``--paused-days`` ago (paused
+  through the API, their cursors then set back in the SQLite store): each
+  job's resume counts its paused span, 10 080 fires for 7 days, set by how
+  long it was paused, not by the request. The clients share the pool of
+  paused jobs; an item refused (RESOURCE_EXHAUSTED, alone or with its
+  call) goes back to the pool, after its retry delay with ``--pace``, as
+  ``tickwheel job resume --file`` sends it again. The flood ends at
+  ``--seconds`` or when every job is resumed. ``resume`` in the answer
+  gives the jobs resumed and the span fires they counted (their
+  ``skipped.count``), and the items refused.
 
 Without ``--pace`` a flood client calls again as soon as it is answered,
 refused or not (so the server's CPU includes what refusing costs); with
@@ -36,7 +48,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import sqlite3
 import statistics
 import sys
 import time
@@ -92,6 +106,97 @@ def request(rpc: str, job: job_pb2.Job):
     )
 
 
+def set_back(store: Path, tenant: str, days: float) -> int:
+    """Move ``tenant``'s paused jobs' cursors ``days`` back (to a whole
+    minute, an occurrence of an every-minute job), as if paused then; how many."""
+    at = datetime.now(timezone.utc).replace(second=0, microsecond=0) - timedelta(days=days)
+    at_us = int(at.timestamp()) * 1_000_000
+    with contextlib.closing(sqlite3.connect(store, timeout=60)) as conn, conn:
+        return conn.execute(
+            "UPDATE job_cursors SET next_run_at = ?, next_due_at = ?, next_nominal_at = NULL "
+            "WHERE tenant = ? AND state = 'paused'", (at_us, at_us, tenant),
+        ).rowcount
+
+
+async def paused_pool(scheduler, key: str, args: argparse.Namespace, store: Path) -> list[str]:
+    """``--jobs`` jobs of the tenant of ``key``, paused ``--paused-days`` ago: their ids."""
+    ids: list[str] = []
+    for start in range(0, args.jobs, 1000):
+        created = await scheduler.BatchCreateJobs(scheduler_pb2.BatchCreateJobsRequest(items=[
+            scheduler_pb2.CreateJobRequest(job=every_minute(f"paused-{n}"), request_id=f"paused-{n}")
+            for n in range(start, min(args.jobs, start + 1000))
+        ]), metadata=bearer(key))  # fmt: skip
+        batch = [result.job.job.id for result in created.results]
+        await scheduler.BatchPauseJobs(scheduler_pb2.BatchPauseJobsRequest(
+            items=[scheduler_pb2.PauseJobRequest(id=job_id) for job_id in batch]
+        ), metadata=bearer(key))  # fmt: skip
+        ids.extend(batch)
+    moved = set_back(store, "flood", args.paused_days)
+    if moved != args.jobs:
+        raise SystemExit(f"set back {moved} paused jobs, not {args.jobs}")
+    return ids
+
+
+async def resume_flood(scheduler, key: str, pool: list[str], args: argparse.Namespace, until: float,
+                       codes: dict[str, int], resumed: dict[str, int]) -> None:
+    """One client: BatchResumeJobs of ``--batch`` ids from ``pool`` until
+    ``until`` or the pool is empty; refused items go back to it."""
+
+    async def back(ids: list[str], wait: float) -> None:
+        if args.pace and wait > 0:
+            await asyncio.sleep(wait)
+        pool.extend(ids)
+
+    while time.monotonic() < until:
+        if not pool:
+            await asyncio.sleep(0.01)
+            if not pool and resumed["in_flight"] == 0:
+                return
+            continue
+        ids = [pool.pop() for _ in range(min(args.batch, len(pool)))]
+        resumed["in_flight"] += 1
+        try:
+            await resume_some(scheduler, key, ids, codes, resumed, back)
+        finally:
+            resumed["in_flight"] -= 1
+
+
+async def resume_some(scheduler, key: str, ids: list[str], codes: dict[str, int], resumed: dict[str, int],
+                      back) -> None:
+    """One BatchResumeJobs of ``ids``: what it resumed counted, what it refused given ``back``."""
+    try:
+        reply = await scheduler.BatchResumeJobs(scheduler_pb2.BatchResumeJobsRequest(
+            items=[scheduler_pb2.ResumeJobRequest(id=job_id) for job_id in ids]
+        ), metadata=bearer(key))  # fmt: skip
+    except grpc.aio.AioRpcError as error:
+        codes[error.code().name] = codes.get(error.code().name, 0) + 1
+        await back(ids, retry_delay(error) if error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED else 0.0)
+        return
+    codes["OK"] = codes.get("OK", 0) + 1
+    refused, waits = [], [0.0]
+    for job_id, result in zip(ids, reply.results):
+        if result.WhichOneof("result") == "job":
+            resumed["jobs"] += 1
+            resumed["span_fires"] += result.job.skipped.count
+        else:
+            refused.append(job_id)
+            waits.extend(item_delay(result.error))
+    resumed["items_refused"] += len(refused)
+    if refused:
+        await back(refused, max(waits))
+
+
+def item_delay(status) -> list[float]:
+    """The RetryInfo delay of a batch item's error, if it has one."""
+    delays = []
+    for detail in status.details:
+        if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            info = error_details_pb2.RetryInfo()
+            detail.Unpack(info)
+            delays.append(info.retry_delay.ToTimedelta().total_seconds())
+    return delays
+
+
 async def run(args: argparse.Namespace, folder: Path) -> dict:
     server = start_server_process(folder, "--store", f"sqlite:///{folder}/store.db", "--etcd", "memory", "--migrate")
     try:
@@ -107,10 +212,14 @@ async def run(args: argparse.Namespace, folder: Path) -> dict:
                                                    metadata=bearer(keys["flood"]))).job  # fmt: skip
             quiet_job = (await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=every_minute("quiet"), request_id="quiet"),
                                                    metadata=bearer(keys["quiet"]))).job  # fmt: skip
-            method, flood_request = request(args.rpc, flood_job)
-            call = getattr(scheduler, method)
+            pool = await paused_pool(scheduler, keys["flood"], args, folder / "store.db") if args.rpc == "resume" else []
+            resumed = {"jobs": 0, "span_fires": 0, "items_refused": 0, "in_flight": 0}
+            if args.rpc != "resume":
+                method, flood_request = request(args.rpc, flood_job)
+                call = getattr(scheduler, method)
             codes: dict[str, int] = {}
             latencies: list[float] = []
+            await asyncio.sleep(1.0)  # the setup's requests paid back
             until = time.monotonic() + args.seconds
 
             async def flood() -> None:
@@ -134,7 +243,12 @@ async def run(args: argparse.Namespace, folder: Path) -> dict:
 
             load_before = h.load_average()
             cpu_before, wall_before = h.tree_cpu_s(server.process.pid), time.monotonic()
-            await asyncio.gather(quiet(), *(flood() for _ in range(args.concurrency)))
+            if args.rpc == "resume":
+                floods = [resume_flood(scheduler, keys["flood"], pool, args, until, codes, resumed)
+                          for _ in range(args.concurrency)]  # fmt: skip
+            else:
+                floods = [flood() for _ in range(args.concurrency)]
+            await asyncio.gather(quiet(), *floods)
             cpu = h.tree_cpu_s(server.process.pid) - cpu_before
             wall = time.monotonic() - wall_before
     finally:
@@ -155,12 +269,16 @@ async def run(args: argparse.Namespace, folder: Path) -> dict:
             "max_ms": round(latencies[-1], 1) if latencies else None,
         },
         "load": {"before": load_before, "after": h.load_average()},
+        **({"resume": {k: v for k, v in resumed.items() if k != "in_flight"}} if args.rpc == "resume" else {}),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rpc", choices=("backfill", "preview", "diff"), default="backfill")
+    parser.add_argument("--rpc", choices=("backfill", "preview", "diff", "resume"), default="backfill")
+    parser.add_argument("--jobs", type=int, default=1000, help="resume: paused jobs in the pool")
+    parser.add_argument("--batch", type=int, default=20, help="resume: jobs a BatchResumeJobs call resumes")
+    parser.add_argument("--paused-days", type=float, default=7.0, help="resume: how long ago they were paused")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--pace", action="store_true", help="wait a refusal's retry delay before calling again")
@@ -168,7 +286,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     if args.smoke:
-        args.seconds, args.concurrency = 1.0, 2
+        args.seconds, args.concurrency, args.jobs = 1.0, 2, min(args.jobs, 20)
     with h.workdir(args.keep, "bench-schedule-work-") as folder:
         print(json.dumps(asyncio.run(run(args, folder)), indent=2))
 

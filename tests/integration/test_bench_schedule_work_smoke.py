@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow]
 
 
-@pytest.mark.parametrize("rpc", ["backfill", "diff"])
+@pytest.mark.parametrize("rpc", ["backfill", "diff", "resume"])
 def test_bench_schedule_work_smoke(rpc: str) -> None:
     done = subprocess.run(
         [sys.executable, str(ROOT / "loadtest" / "bench_schedule_work.py"), "--smoke", "--pace", "--rpc", rpc],
@@ -28,3 +28,5 @@ def test_bench_schedule_work_smoke(rpc: str) -> None:
     assert set(report["flood_calls"]) <= {"OK", "INVALID_ARGUMENT", "RESOURCE_EXHAUSTED"}, report["flood_calls"]
     assert sum(report["flood_calls"].values()) >= 1 and report["quiet_get_job"]["calls"] >= 1
     assert {"server_cpu_s", "server_cpu_s_per_wall_s", "load"} <= set(report)
+    if rpc == "resume":
+        assert report["resume"]["jobs"] >= 1 and report["resume"]["span_fires"] >= report["resume"]["jobs"]
