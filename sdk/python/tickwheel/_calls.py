@@ -369,7 +369,10 @@ def batch_resume_jobs(
     """Resumes up to 1 000 jobs in one call, each item a ``ResumeJobRequest``
     answered as ``resume_job`` would be alone (``BatchResumeJobsResponse``),
     in order, in one transaction. Retried: resuming an active job changes
-    nothing. ``view``: see :func:`job_view`."""
+    nothing. An item reached once the paused spans counted before it
+    exceed what the tenant's request rate pays for is answered
+    RESOURCE_EXHAUSTED (``requests_per_second``, with a retry delay) and
+    stays paused: send it again after the delay. ``view``: see :func:`job_view`."""
     return scheduler_pb2.BatchResumeJobsRequest(
         items=_batch_items("batch_resume_jobs", items, scheduler_pb2.ResumeJobRequest), view=job_view(view)
     )

@@ -274,8 +274,11 @@ class SchedulerServiceServicer:
         NOT_FOUND for an id that is not one of the tenant's jobs, another
         tenant's included; FAILED_PRECONDITION with a PreconditionFailure when
         `job.version` is not the stored version; RESOURCE_EXHAUSTED over
-        `max_payload_bytes`). A bad item writes nothing and does not fail the
-        others. The items are applied in request order in one transaction,
+        `max_payload_bytes`, or on `requests_per_second` with a RetryInfo
+        delay once the paused spans the earlier items counted exceed what the
+        tenant's request rate pays for: see BatchResumeJobs). A bad item writes
+        nothing and does not fail the others. The items are applied in request
+        order in one transaction,
         durable before the reply: an id repeated in the call sees what its
         earlier items did (its version among them, so a repeat carrying the
         version it read before the call gets FAILED_PRECONDITION when an earlier
@@ -371,7 +374,12 @@ class SchedulerServiceServicer:
         `misfire_threshold` past their due instant: those, with the occurrences
         that came due while paused, are recorded as one skip range (reason
         JOB_PAUSED), never run as a catch-up burst. Resuming an active job
-        changes nothing.
+        changes nothing. Counting the paused span (up to 100 000 occurrences)
+        is charged to the tenant's request rate, one request per 100
+        occurrences beyond the first 100, after the resume: the tenant's next
+        calls may then be refused RESOURCE_EXHAUSTED `requests_per_second`
+        with a RetryInfo delay until it is paid back. So is a schedule change
+        of a paused job (UpdateJob).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -383,9 +391,12 @@ class SchedulerServiceServicer:
         future run, the skip range of its paused span and the executions it
         released (a job that is not paused, resumed by an earlier item too, is
         answered unchanged), or the error (NOT_FOUND for an id that is not one
-        of the tenant's jobs; INVALID_ARGUMENT naming the item's field). Each
-        span is counted under the job's lock, in request order, in one
-        transaction. The call itself fails only when it is not a batch
+        of the tenant's jobs; INVALID_ARGUMENT naming the item's field;
+        RESOURCE_EXHAUSTED `requests_per_second` with a RetryInfo delay for an
+        item reached once the spans counted by the earlier items exceed what
+        the tenant's request rate pays for: it stays paused, send it again
+        after the delay; the first item is always counted). Each span is
+        counted under the job's lock, in request order, in one transaction. The call itself fails only when it is not a batch
         (INVALID_ARGUMENT `items`) or when the store is unavailable
         (UNAVAILABLE; nothing written, retrying is safe: resuming an active job
         changes nothing), or when its answer would be too large for a default
