@@ -273,10 +273,11 @@ def update_item(
 def resume_span(record: JobRecord, now: datetime, meter: Meter | None = None) -> PausedSpan:
     """Decode a paused job's schedule, then
     :func:`~tickwheel_server.policy.jobchanges.resume_plan`.
-    CPU-bound for long spans: with ``meter``, refused (QuotaExceeded) when
-    its call's earlier work has used up what the tenant's bucket held
-    (:meth:`Meter.admit`), and the fires counted are added to it."""
-    if meter is not None:
+    CPU-bound for long spans: with ``meter``, a job with a span to count is
+    refused (QuotaExceeded) when its call's earlier work has used up what
+    the tenant's bucket held (:meth:`Meter.admit`), and the fires counted
+    are added to it."""
+    if meter is not None and has_span(record, now):
         meter.admit()
     schedule = schedule_of(convert.stored_job(record), record.id)
     try:
@@ -288,14 +289,23 @@ def resume_span(record: JobRecord, now: datetime, meter: Meter | None = None) ->
     return span
 
 
-def metered_change(decide: Decide, meter: Meter) -> Decide:
-    """``decide`` (an update's decision) charged to ``meter``: refused
-    (QuotaExceeded) when its call's earlier work has used up what the
-    tenant's bucket held (:meth:`Meter.admit`); the paused span a change
-    of a paused job's schedule counted is added to it."""
+def has_span(record: JobRecord, now: datetime) -> bool:
+    """True when ``record`` is paused with occurrences due by ``now``: a
+    resume, or a change of its schedule, counts them (pure)."""
+    return record.state == "paused" and record.next_run_at is not None and record.next_run_at <= now
+
+
+def metered_change(decide: Decide, meter: Meter, now: datetime) -> Decide:
+    """``decide`` (an update's decision at ``now``) charged to ``meter``: a
+    job with a paused span (:func:`has_span`) is refused (QuotaExceeded)
+    when its call's earlier work has used up what the tenant's bucket held
+    (:meth:`Meter.admit`); the span a change of its schedule counted is
+    added to the meter. Any other job's change counts no span and is
+    never refused for it."""
 
     def decided(record: JobRecord) -> JobChange | None:
-        meter.admit()
+        if has_span(record, now):
+            meter.admit()
         change = decide(record)
         if change is not None and change.skipped is not None:
             meter.fires += change.skipped.count
@@ -628,7 +638,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         if record.version != version:
             raise VersionConflict(f"job {job_id!r}", version, record.version)
         async with self._auth.metered(tenant) as meter:
-            change = await to_thread_to_its_end(metered_change(decide, meter), record)
+            change = await to_thread_to_its_end(metered_change(decide, meter, now), record)
             if request.validate_only:  # its diff is the same call's work: not refused for the span's fires
                 specs = [record.spec] + ([change.spec] if change is not None else [])
                 calendars = await nextruns.named_calendars(self._calendars.store, tenant.name, specs)
@@ -664,7 +674,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             job_id, version, decide = update_item(item, now, self._target_policy, changed_by=actor, in_batch=True)
             if absent and updated_calendar(item) in absent:
                 raise missing_calendar(updated_calendar(item))
-            return job_id, version, metered_change(decide, meter)
+            return job_id, version, metered_change(decide, meter, now)
 
         async with self._auth.metered(tenant) as meter:
             results, done = await to_its_end(apply_batch(

@@ -270,7 +270,7 @@ class ConsoleApi:
         _, _, decide = update_item(update, now, self._target_policy)
         calendars = await named_calendars(self._calendars, tenant.name, [record.spec])
         async with self._auth.metered(tenant) as meter:
-            change = await to_thread_to_its_end(metered_change(decide, meter), record)
+            change = await to_thread_to_its_end(metered_change(decide, meter, now), record)
             answer = await to_thread_to_its_end(
                 dryrun.dry_run, record, change, max_payload_bytes=tenant.max_payload_bytes, now=now,
                 window=timedelta(days=days), calendars=calendars, meter=meter,
