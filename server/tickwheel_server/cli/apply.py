@@ -231,15 +231,31 @@ def _create(ctx: Context, steps: list[Step], batch_size: int, progress: Progress
 
 
 def _update(ctx: Context, steps: list[Step], batch_size: int) -> int:
-    """Applies the ``update`` steps; returns how many did not apply."""
+    """Applies the ``update`` steps, ``batch_size`` a call; returns how many
+    did not apply. A call or an item refused over the tenant's request rate
+    (a paused job's schedule change counts its paused span) is sent again
+    after its retry delay (:func:`.ratewait.paced_items`)."""
     from tickwheel import TickwheelError
 
-    try:
-        outcomes = ctx.client.update_jobs([_update_request(s) for s in steps], batch_size=batch_size)
-    except TickwheelError as error:
-        for step in steps:
-            step.outcome, step.error = "failed", f"the call failed: {error}"
-        return len(steps)
+    from tickwheel_server.cli.ratewait import paced_items
+
+    outcomes: list = []
+    for start in range(0, len(steps), batch_size):
+        chunk = steps[start : start + batch_size]
+        try:
+            done, _ = paced_items(chunk, lambda part: ctx.client.update_jobs(
+                [_update_request(s) for s in part], batch_size=batch_size
+            ))  # fmt: skip
+        except TickwheelError as error:
+            for step in steps[start:]:
+                step.outcome, step.error = "failed", f"the call failed: {error}"
+            return len(steps) - start + _bad(steps[:start], outcomes)
+        outcomes.extend(done)
+    return _bad(steps, outcomes)
+
+
+def _bad(steps: list[Step], outcomes: list) -> int:
+    """Records each update step's outcome; returns how many did not apply."""
     bad = 0
     for step, outcome in zip(steps, outcomes, strict=True):
         if outcome.error is None:

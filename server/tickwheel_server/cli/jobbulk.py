@@ -7,7 +7,7 @@ ResumeJob) and its output. Otherwise every id is sent, in the order given, 1 000
 an id that fails (not found, stale version, refused field) fails alone and
 is listed with its code and reason; a resume or an update refused over
 the tenant's request rate (the paused spans they count are charged to it)
-is sent again once its retry delay has passed (:func:`_paced`). A call
+is sent again once its retry delay has passed (:func:`.ratewait.paced_items`). A call
 that fails as a whole (after the
 SDK's retries) stops there: the ids before it were applied, the rest are
 reported not sent. Exit status: 0 when every id was applied, 1 when any
@@ -133,8 +133,10 @@ def _report(ctx: Context, verb: str, targets: list[tuple[str, int]], outcomes: l
 
 def _send(ctx: Context, items: list, send: Any, *, paced_items: bool = False) -> tuple[list[Any], str | None]:
     """Outcomes of ``items`` sent 1 000 per call until one call fails; with
-    ``paced_items`` each chunk goes through :func:`_paced`."""
+    ``paced_items`` each chunk goes through :func:`.ratewait.paced_items`."""
     from tickwheel import TickwheelError
+
+    from tickwheel_server.cli.ratewait import paced_items
 
     outcomes: list[Any] = []
     for start in range(0, len(items), 1000):
@@ -143,48 +145,12 @@ def _send(ctx: Context, items: list, send: Any, *, paced_items: bool = False) ->
             if not paced_items:
                 outcomes.extend(send(chunk))
                 continue
-            done, failed = _paced(chunk, send)
+            done, failed = paced_items(chunk, send)
         except TickwheelError as error:
             return outcomes, str(error)
         outcomes.extend(done)
         if failed is not None:
             return outcomes, failed
-    return outcomes, None
-
-
-def _paced(chunk: list, send: Any, *, sleep: Any = None) -> tuple[list[Any], str | None]:
-    """``send(chunk)``'s outcomes, for resumes and updates: the paused spans
-    they count are charged to the tenant's request rate, so a call over it
-    is refused whole, and a batch's items past what the tenant's bucket
-    held are refused alone (RESOURCE_EXHAUSTED on ``requests_per_second``,
-    with a retry delay). Both are sent again once the delay has passed
-    (:func:`.ratewait.paced`); each call applies at least its first item,
-    so this gives up only after :data:`.ratewait.MAX_RATE_WAITS` calls in
-    a row that applied none. A call sending items again that fails keeps
-    their last refusals and is returned as the error (the first call's
-    error is raised: nothing of the chunk was applied)."""
-    import time
-
-    from tickwheel import TickwheelError
-
-    from tickwheel_server.cli.ratewait import MAX_RATE_WAITS, paced, rate_wait
-
-    sleep = sleep or time.sleep
-    outcomes = list(paced(lambda: send(chunk), sleep=sleep))
-    fruitless = 0
-    while fruitless < MAX_RATE_WAITS:
-        waits = {i: rate_wait(o.error) for i, o in enumerate(outcomes) if not o.ok}
-        again = [i for i, wait in waits.items() if wait is not None]
-        if not again:
-            break
-        sleep(max(waits[i] for i in again))
-        try:
-            redone = paced(lambda: send([chunk[i] for i in again]), sleep=sleep)
-        except TickwheelError as error:
-            return outcomes, str(error)
-        for i, outcome in zip(again, redone):
-            outcomes[i] = outcome
-        fruitless = 0 if any(outcome.ok for outcome in redone) else fruitless + 1
     return outcomes, None
 
 

@@ -155,3 +155,31 @@ def test_a_conflict_found_while_planning_writes_nothing(cli, fake, tenant, store
     assert result.code == 3
     assert "! conflict  pinned (job_p, version 4): changed since the file's version 3" in result.out
     assert fake.requests("BatchCreateJobs") == [] and fake.requests("UpdateJob") == []
+
+
+def test_updates_refused_over_the_request_rate_are_sent_again_after_the_wait(cli, fake, tenant, store, tmp_path) -> None:
+    """A schedule change of a paused job counts its paused span against the
+    tenant's rate: BatchUpdateJobs applies the first item and refuses the
+    next alone with a retry delay; apply sends it again after the delay,
+    and both are reported updated."""
+    from tests.unit.cli.test_cli_jobbulk import _over_rate
+
+    fake.reply("ListJobs", scheduler_pb2.ListJobsResponse(jobs=[_stored("one", "job_1"), _stored("two", "job_2")]))
+    fake.reply("UpdateJob", scheduler_pb2.UpdateJobResponse(run_diff=scheduler_pb2.RunDiff(added_count=1)))
+
+    def first_only(request, _context=None):
+        response = scheduler_pb2.BatchUpdateJobsResponse()
+        for n, item in enumerate(request.items):
+            if n == 0:
+                response.results.add(job=scheduler_pb2.UpdateJobResponse(job=job_pb2.Job(id=item.job.id, version=5)))
+            else:
+                response.results.add(error=_over_rate())
+        return response
+
+    fake.reply("BatchUpdateJobs", first_only)
+    result = cli(*tenant, "--json", "apply", "-f", str(_toml(tmp_path, "one", "two", cron="0 3 * * *")), "--yes")
+    assert result.code == 0, result.err
+    steps = {s["name"]: (s["action"], s["outcome"]) for s in json.loads(result.out)["steps"]}
+    assert steps == {"one": ("update", "updated"), "two": ("update", "updated")}
+    sent = [[item.job.id for item in call.items] for call in fake.requests("BatchUpdateJobs")]
+    assert sent == [["job_1", "job_2"], ["job_2"]]
