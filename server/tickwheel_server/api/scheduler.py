@@ -15,7 +15,9 @@ the gateway of the server owning the job's partition.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -45,6 +47,7 @@ from ..store.jobrecords import JobRecord, NewJobs
 from ..store.jobs import JobStore
 from ..store.manual import ManualStore
 from ..store.revisions import RevisionStore
+from ..store.tenants import Tenant
 from . import convert, dryrun, nextruns, revisionview, validate
 from .batchanswer import CreatedAnswers, batch_create_response
 from .batchview import AnswerBudget, create_check, full_view, job_bound, job_in_view
@@ -495,6 +498,12 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 self._on_due(dues)
         return answers
 
+    def _metered(self, tenant: Tenant, work: bool) -> AbstractAsyncContextManager[Meter]:
+        """:meth:`Authenticator.metered` when the call has schedule ``work``
+        to do; otherwise a meter nothing charges (the call neither waits
+        for the tenant's metered calls nor is refused for its debt)."""
+        return self._auth.metered(tenant) if work else contextlib.nullcontext(Meter())
+
     @rpc
     async def BatchCreateJobs(self, request, context):
         """Each item validated on its own (a refused one is answered with
@@ -637,7 +646,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         record = await self._jobs.get(tenant.name, job_id)
         if record.version != version:
             raise VersionConflict(f"job {job_id!r}", version, record.version)
-        async with self._auth.metered(tenant) as meter:
+        async with self._metered(tenant, request.validate_only or has_span(record, now)) as meter:
             change = await to_thread_to_its_end(metered_change(decide, meter, now), record)
             if request.validate_only:  # its diff is the same call's work: not refused for the span's fires
                 specs = [record.spec] + ([change.spec] if change is not None else [])
@@ -818,7 +827,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             if record.state != "paused":
                 return scheduler_pb2.ResumeJobResponse(job=convert.job_to_proto(record))
             now = self._clock.now()
-            async with self._auth.metered(tenant) as meter:
+            async with self._metered(tenant, has_span(record, now)) as meter:
                 span = await to_thread_to_its_end(resume_span, record, now, meter)
             try:
                 resumed, skip, released = await self._jobs.resume(
