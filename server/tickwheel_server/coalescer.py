@@ -11,13 +11,15 @@ without changing what any of them answers:
   arrive while one is in flight queue, and when it finishes the queue's head
   goes in the next write, up to :data:`MAX_GROUP` calls and
   :data:`MAX_GROUP_BYTES` of definitions (:func:`plan_group`).
-- The gather: when a write that carried several calls ends with calls
-  queued, the next one waits until as many more calls as it answered are
-  queued (its callers back with their next calls), or at most as long as
-  that write took, and never longer than :data:`GATHER_MAX_S`. Callers
-  that each wait for their answer then share one write instead of
-  splitting into two groups written in turn. Nothing waits after a write
-  of one call, nor when no call is queued: a lone call is written at once.
+- The gather: when a write that carried several calls ends, the next one
+  waits until as many more calls as it answered are queued (its callers
+  back with their next calls), or at most as long as that write took, and
+  never longer than :data:`GATHER_MAX_S`; with no call queued the writer
+  waits so too, and ends when none came. Callers that each wait for their
+  answer then share one write instead of splitting into two groups
+  written in turn (with nothing queued, the first caller back would be
+  written alone and the others queue behind it). Nothing waits after a
+  write of one call: a lone call is written at once.
 - Each call gets what it would have answered alone: its item's outcome
   from the write (CreateJob's: its answer, or its violations,
   QuotaExceeded, NotFound, …), counted against the quota in queue order.
@@ -157,7 +159,8 @@ class CreateCoalescer:
         return len(queue.calls) if queue is not None else 0
 
     def writing(self, tenant: str) -> bool:
-        """Whether a write of ``tenant`` is in flight or about to start."""
+        """Whether a write of ``tenant`` is in flight or about to start (or
+        its writer gathers the callers of a write of several)."""
         return tenant in self._queues
 
     async def create(self, job: Queued, request_id: str) -> Any:
@@ -203,18 +206,19 @@ class CreateCoalescer:
         return [calls[index] for index in taken]
 
     async def _drain(self, tenant: str, queue: _Queue) -> None:
-        """Write the tenant's queue, one group at a time, until it is empty;
-        then forget the tenant (a later call starts a new writer)."""
+        """Write the tenant's queue, one group at a time, until it is empty
+        (after a write of several, once the gather found none back); then
+        forget the tenant (a later call starts a new writer)."""
         group: list[_Call] = []
         loop = asyncio.get_running_loop()
         now = self._now or loop.time
         answered, took = 0, 0.0
         try:
-            while queue.calls:
+            while queue.calls or answered > 1:
                 if answered > 1:
                     await self._gather(loop, queue, answered, took)
                     answered = 0
-                    if not queue.calls:  # every one queued went away meanwhile
+                    if not queue.calls:  # none came back, or every one queued went away meanwhile
                         break
                 group = self._next_group(queue)
                 if not group:

@@ -2,7 +2,8 @@
 asyncio events: a lone call is written at once, calls that arrive during a
 write go together in the next, each gets its own outcome, a failed write
 fails its group only, a caller that goes away leaves nothing behind, the
-queue is bounded, and a repeated request id never shares a write."""
+queue is bounded, a repeated request id never shares a write, and the
+callers of a write of several are gathered into the next (queued or not)."""
 
 from __future__ import annotations
 
@@ -125,7 +126,9 @@ async def test_calls_during_a_write_go_together_in_the_next_each_with_its_outcom
     assert [r[0].id if isinstance(r, tuple) else r for r in results[:2]] == ["j1", "j2"]
     assert isinstance(results[2], QuotaExceeded), "an item's error goes to its call alone"
     assert results[3][0].id == "j4" and results[3][1] is True
-    assert len(store.writes) == 2 and not coalescer.writing("acme")
+    # The writer waits for the four callers (at most as long as their write took), then ends.
+    await until(lambda: not coalescer.writing("acme"))
+    assert len(store.writes) == 2
 
 
 async def test_a_failed_write_fails_every_call_of_its_group_and_no_other() -> None:
@@ -187,7 +190,7 @@ async def test_a_caller_gone_during_its_write_does_not_break_the_others() -> Non
     assert (await group[0])[1] and (await group[2])[1]
     with pytest.raises(asyncio.CancelledError):
         await group[1]
-    assert not coalescer.writing("acme")
+    await until(lambda: not coalescer.writing("acme"))  # after the gather for the group's callers
     store.hold = False
     assert (await coalescer.create(job("j9"), "r1"))[1] is False, "its job may be created, as after a commit"
 
@@ -327,7 +330,11 @@ async def test_the_callers_of_a_write_of_several_share_the_next_with_those_queue
     store.release.set()
     await asyncio.wait_for(asyncio.gather(*others, *back), TIMEOUT)
     assert [ids for _, ids in store.writes] == [["r0"], ["r1", "r2"], ["r3", "r4", "r5", "r6"]]
-    assert not coalescer.writing("acme")
+    # Nothing queued after that write of four: the writer waits for its four callers.
+    await until(lambda: coalescer._queues["acme"].gather is not None)
+    assert coalescer._queues["acme"].gather[0] == 4
+    coalescer._queues["acme"].writer.cancel()
+    await until(lambda: not coalescer.writing("acme"))
 
 
 async def test_a_gather_whose_callers_do_not_come_back_ends_at_its_bound() -> None:
@@ -336,6 +343,46 @@ async def test_a_gather_whose_callers_do_not_come_back_ends_at_its_bound() -> No
     store.release.set()
     await asyncio.wait_for(asyncio.gather(first, *cohort, *others), TIMEOUT)
     assert [ids for _, ids in store.writes] == [["r0"], ["r1", "r2"], ["r3", "r4"]]
+
+
+async def test_the_callers_of_a_write_of_several_share_the_next_when_none_was_queued() -> None:
+    """A write of several ends with nothing queued: its callers, back one
+    after another, go in one write rather than the first alone and the
+    rest behind it (fails without the gather on an empty queue: ``["r3"]``
+    then ``["r4"]``)."""
+    store, coalescer, first, cohort, _ = await a_write_of_two(10.0, ())
+    store.hold = False
+    store.release.set()
+    await asyncio.wait_for(asyncio.gather(first, *cohort), TIMEOUT)
+    back = asyncio.create_task(coalescer.create(job("j3"), "r3"))
+    await until(lambda: coalescer.queued("acme") == 1 or len(store.writes) == 3)
+    later = asyncio.create_task(coalescer.create(job("j4"), "r4"))
+    await asyncio.wait_for(asyncio.gather(back, later), TIMEOUT)
+    assert [ids for _, ids in store.writes] == [["r0"], ["r1", "r2"], ["r3", "r4"]]
+
+
+async def test_a_gather_with_nothing_queued_ends_at_its_bound_and_forgets_the_tenant() -> None:
+    """None of the callers comes back: the writer ends at the bound, nothing
+    written, and a later lone call is written alone."""
+    store, coalescer, first, cohort, _ = await a_write_of_two(0.01, ())
+    store.hold = False
+    store.release.set()
+    await asyncio.wait_for(asyncio.gather(first, *cohort), TIMEOUT)
+    await until(lambda: not coalescer.writing("acme"))
+    assert [ids for _, ids in store.writes] == [["r0"], ["r1", "r2"]]
+    await asyncio.wait_for(coalescer.create(job("j3"), "r3"), TIMEOUT)
+    assert [ids for _, ids in store.writes] == [["r0"], ["r1", "r2"], ["r3"]]
+
+
+async def test_a_writer_stopped_while_gathering_with_nothing_queued_forgets_the_tenant() -> None:
+    store, coalescer, first, cohort, _ = await a_write_of_two(100.0, ())
+    store.hold = False
+    store.release.set()
+    await asyncio.wait_for(asyncio.gather(first, *cohort), TIMEOUT)
+    await until(lambda: coalescer._queues["acme"].gather is not None)
+    coalescer._queues["acme"].writer.cancel()
+    await until(lambda: not coalescer.writing("acme"))
+    assert [ids for _, ids in store.writes] == [["r0"], ["r1", "r2"]]
 
 
 async def test_nothing_gathers_after_a_write_of_one_call() -> None:
