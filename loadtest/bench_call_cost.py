@@ -4,7 +4,8 @@ time and measuring the server's CPU a call at each step.
 
     .venv/bin/python loadtest/bench_call_cost.py [--calls 4000] [--clients 16] [--rounds 2]
                                                  [--steps floor,...] [--client go|python] [--full]
-                                                 [--loop asyncio|uvloop] [--grpc-option NAME=VALUE] [--smoke]
+                                                 [--loop asyncio|uvloop] [--grpc-option NAME=VALUE] [--store-ms MS]
+                                                 [--smoke]
 
 Prints one JSON object. Each step is a server process of its own (this
 file run as ``serve STEP``), serving SchedulerService on a loopback port;
@@ -37,7 +38,10 @@ each adding one piece to the one before:
 ``--rounds`` repeats the ladder, steps in order, so neighbouring steps are
 measured side by side; the medians are given with every round's figure.
 ``calls_a_write``: the calls over the writes the step's coalescer started
-(the coalescer's steps). ``--loop uvloop`` runs the steps' servers on
+(the coalescer's steps): with a write that takes no time each call is
+written nearly alone, so ``--store-ms`` holds the fake store's thread
+that long a write (a sleep: wall time, no CPU) and the groups form as
+they do on PostgreSQL. ``--loop uvloop`` runs the steps' servers on
 uvloop (no dependency of ours: it must be importable, e.g. from a
 ``pip install --target`` directory on ``PYTHONPATH``); ``--grpc-option``
 adds a ``grpc.aio.server`` option to every step's server. ``--smoke``
@@ -67,6 +71,7 @@ WARMUP = 200
 EXTRA_OPTIONS = "TICKWHEEL_BENCH_GRPC_OPTIONS"
 """The environment variable the ``serve`` processes read ``--grpc-option`` from (a JSON list of pairs)."""
 LOOP = "TICKWHEEL_BENCH_LOOP"
+STORE_MS = "TICKWHEEL_BENCH_STORE_MS"
 API_KEY = "twk_benchkey0_" + "s" * 32
 """A secret of the API key's shape (``tokens.parse_secret`` reads its id); the fake store accepts it."""
 
@@ -90,6 +95,11 @@ def _servicer(step: str):
     rank = STEPS.index(step)
     clock = SystemClock()
     executor = ThreadPoolExecutor(1, thread_name_prefix="store")
+    store_s = float(os.environ.get(STORE_MS, "0")) / 1000
+
+    def store_work() -> None:
+        if store_s:
+            time.sleep(store_s)  # the store's wall time, not its CPU: callers queue behind it as they do
 
     class Tenants:
         async def verify_key_until(self, secret):
@@ -113,7 +123,7 @@ def _servicer(step: str):
                 self.clock = clock
 
             async def create_batch(self, batch, check=None):
-                await asyncio.get_running_loop().run_in_executor(executor, lambda: None)
+                await asyncio.get_running_loop().run_in_executor(executor, store_work)
                 return [CREATED] * len(batch), clock.now()
 
         servicer = SchedulerServicer(auth, Jobs(), clock)
@@ -125,7 +135,7 @@ def _servicer(step: str):
 
     async def write(tenant, items):
         if rank >= STEPS.index("hop"):
-            await asyncio.get_running_loop().run_in_executor(executor, lambda: None)
+            await asyncio.get_running_loop().run_in_executor(executor, store_work)
         return [answer(pending.job) for pending, _ in items]
 
     coalescer = CreateCoalescer(write)
@@ -181,6 +191,7 @@ def start(step: str, folder: Path, args: argparse.Namespace) -> tuple[subprocess
     env = os.environ | {EXTRA_OPTIONS: json.dumps([option.split("=", 1) for option in args.grpc_option])}
     if args.loop == "uvloop":
         env[LOOP] = "uvloop"
+    env[STORE_MS] = str(args.store_ms)
     process = subprocess.Popen([sys.executable, __file__, "serve", step], stdout=subprocess.PIPE, env=env,
                                stderr=(folder / f"{step}.log").open("a"), stdin=subprocess.DEVNULL, text=True)
     line = process.stdout.readline()
@@ -262,6 +273,12 @@ def real_server(args: argparse.Namespace, folder: Path):
             fleet.stop()
 
 
+def median_of(values: list[float | None]) -> float | None:
+    """The median of the values given (None for none)."""
+    given = [value for value in values if value is not None]
+    return round(statistics.median(given), 2) if given else None
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is None and sys.argv[1:2] == ["serve"]:
         if os.environ.get(LOOP) == "uvloop":
@@ -281,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="an extra grpc.aio.server option for every step's server (repeatable; a string value)")
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
                         help="the steps' event loop (uvloop must be importable: it is no dependency of ours)")
+    parser.add_argument("--store-ms", type=float, default=0.0,
+                        help="the fake store's write holds its thread this long (a sleep), as a real write's wall "
+                             "time does, so the coalescer's groups form as they do on PostgreSQL")
     parser.add_argument("--full", action="store_true", help="also the real server on PostgreSQL")
     parser.add_argument("--logs", metavar="DIR", help="keep the servers' logs in DIR")
     parser.add_argument("--smoke", action="store_true", help="tiny run for CI; figures are meaningless")
@@ -301,14 +321,16 @@ def main(argv: list[str] | None = None) -> int:
             rounds = [ladder_round(args, go_load, folder, n, full) for n in range(args.rounds)]
     steps = list(rounds[0])
     medians = {step: {"ms": round(statistics.median(r[step]["ms"] for r in rounds), 4),
-                      "calls_per_s": round(statistics.median(r[step]["calls_per_s"] for r in rounds))}
+                      "calls_per_s": round(statistics.median(r[step]["calls_per_s"] for r in rounds)),
+                      "calls_a_write": median_of([r[step].get("calls_a_write") for r in rounds])}
                for step in steps}
     previous = None
     for step in steps:
         medians[step]["ms_over_previous"] = None if previous is None else round(
             medians[step]["ms"] - medians[previous]["ms"], 4)
         previous = step
-    json.dump({"benchmark": "call_cost", "smoke": args.smoke, "client": args.client, "loop": args.loop, "grpc_options": args.grpc_option, "clients": args.clients, "calls": args.calls,
+    json.dump({"benchmark": "call_cost", "smoke": args.smoke, "client": args.client, "store_ms": args.store_ms,
+               "loop": args.loop, "grpc_options": args.grpc_option, "clients": args.clients, "calls": args.calls,
                "medians": medians, "rounds": rounds, "machine": {"cpus": os.cpu_count()},
                "total_s": round(time.perf_counter() - began, 1)}, sys.stdout, indent=2)
     sys.stdout.write("\n")
