@@ -374,6 +374,28 @@ async def test_a_requeue_of_an_execution_asked_to_stop_ends_it_and_frees_the_job
     assert [h.id for h in await server.claim()] == [new]
 
 
+async def test_a_requeue_or_reap_of_a_deleted_jobs_execution_ends_it_canceled(migrated_engine, clock, tenants) -> None:
+    """DeleteJob lets a running execution finish; one whose worker or server
+    is lost has not started again, and a hand-out of it would carry no target
+    (the worker failed it: dead, a dead letter of a job gone)."""
+    [lost] = occurrences(migrated_engine, clock, "job_gone_a", 1, job=spec(job_pb2.OVERLAP_POLICY_ALLOW))
+    [reaped] = occurrences(migrated_engine, clock, "job_gone_b", 1, job=spec(job_pb2.OVERLAP_POLICY_ALLOW))
+    dead, alive = Server(migrated_engine, clock, "dead-session"), Server(migrated_engine, clock, "s2")
+    clock.advance(1)
+    handed = {h.id: h for h in await dead.claim()}
+    assert sorted(handed) == sorted([lost, reaped])
+    with migrated_engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM jobs WHERE id IN ('job_gone_a', 'job_gone_b')"))
+    result = await dead.store.requeues.requeue(
+        "dead-session", [Lost(lost, handed[lost].delivery, "worker w1 disconnected", "w1")], counts=True)
+    assert result.canceled == [lost] and not result.requeued and not result.dead
+    reap = await alive.store.requeues.reap_owner("dead-session", "server session expired")
+    assert reap.canceled == [reaped] and not reap.requeued
+    assert status(migrated_engine, lost, reaped) == ["canceled", "canceled"]
+    assert {row_of(migrated_engine, ident).dead_reason for ident in (lost, reaped)} == {"canceled: job deleted"}
+    assert await alive.claim() == []
+
+
 # ----------------------------------------------------------------------------- concurrency keys
 
 

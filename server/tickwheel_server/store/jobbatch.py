@@ -66,9 +66,7 @@ from .jobexecutions import (
 from .jobrecords import JobRecord, get_job, job_record, select_jobs, write_cursors
 from .revisions import delete_revisions, keep_revisions, revision_of
 from .tables import executions, job_cursors, jobs, tenants
-from .timeline import NOT_STARTED, in_group
-
-DELETED_REASON = "canceled: job deleted"
+from .timeline import DELETED_REASON, NOT_STARTED, in_group
 
 
 @dataclass(frozen=True)

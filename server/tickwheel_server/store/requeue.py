@@ -4,18 +4,18 @@ signals around running executions (cancel requests, stalled queues woken,
 who runs what).
 
 :meth:`RequeueStore.requeue` ends a delivery that no worker will finish (its worker died,
-stopped heartbeating, or its server's session expired): an attempt row
-``lost`` with the reason, and the execution ``scheduled`` again with the same
-id (the next hand-out is delivery + 1). Every update is conditional on the
-delivery and the owner it was decided for, so a worker that re-attached
-elsewhere meanwhile (:meth:`reattach`) keeps its execution. Requeues that
-count (the worker died or went silent, not the server) raise ``reap_count``;
-past the poison cap the execution is dead-lettered instead.
+stopped heartbeating, or its server's session expired): an attempt row ``lost`` with the
+reason, and the execution ``scheduled`` again with the same id (the next hand-out is
+delivery + 1). Every update is conditional on the delivery and the owner it was decided
+for, so a worker that re-attached elsewhere meanwhile (:meth:`reattach`) keeps its
+execution. Requeues that count (the worker died or went silent, not the server) raise
+``reap_count``; past the poison cap the execution is dead-lettered instead.
 
-Whatever ends a delivery gives its concurrency-key slots back and wakes the
-next in line (:mod:`.isolation`), in the same transaction; a manual run
-scheduled again takes its quota unit back (:mod:`.manualslots`). An execution with
-a cancel request ends ``canceled`` instead of being retried or requeued.
+Whatever ends a delivery gives its concurrency-key slots back and wakes the next in line
+(:mod:`.isolation`), in the same transaction; a manual run scheduled again takes its quota
+unit back (:mod:`.manualslots`). An execution with a cancel request, or whose job was
+deleted while it ran (DeleteJob lets it finish; one put back has not started, and a hand-out
+of it would carry no target), ends ``canceled`` instead of being retried or requeued.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from .executions import (
     dead_lettered,
 )
 from .isolation import release_slots, status_by_key, status_in, wake_jobs, wake_keys
-from .tables import attempts, concurrency_keys, executions
-from .timeline import NOT_STARTED, in_group
+from .tables import attempts, concurrency_keys, executions, jobs
+from .timeline import DELETED_REASON, NOT_STARTED, in_group
 from .unheld import disown, unheld_rows
 
 DEFAULT_POISON_CAP = 3
@@ -47,6 +47,7 @@ _REQUEUE_COLUMNS = (
     executions.c.attempt, executions.c.ready_at, executions.c.due_at, executions.c.handed_out_at,
     executions.c.reap_count, executions.c.worker_id, executions.c.held_keys, executions.c.waiting_since,
     executions.c.cancel_requested_at, executions.c.cancel_reason, executions.c.manual_slot,
+    sa.exists().where(jobs.c.id == executions.c.job_id).label("job_exists"),  # a deleted job's run ends
 )
 
 
@@ -324,9 +325,10 @@ class RequeueStore(SqlStore):
             history.append(
                 attempt_row(row, "lost", (workers or {}).get(row.id) or row.worker_id or "", reason, now_us)
             )
-            if row.cancel_requested_at is not None:  # asked to stop: it ends here, not run again
+            if row.cancel_requested_at is not None or not row.job_exists:  # it ends here, not run again
+                stopped = row.cancel_reason or ("canceled: by request" if row.job_exists else DELETED_REASON)
                 updates.append(dict(b_id=row.id, b_status="canceled", b_reaps=reaps, b_finished=now_us,
-                                    b_dead_reason=row.cancel_reason or "canceled: by request", b_error=reason[:4096]))
+                                    b_dead_reason=stopped, b_error=reason[:4096]))
                 result.canceled.append(row.id)
                 finished_jobs.append(row.job_id)
             elif counts and reaps > self.poison_cap:
@@ -340,17 +342,12 @@ class RequeueStore(SqlStore):
                                     b_dead_reason="", b_error=reason[:4096]))
                 result.requeued.append(Retry(row.id, row.partition, row.ready_at))
         if self.caps.is_sqlite:
-            conn.execute(
-                executions.update()
-                .where(executions.c.id == sa.bindparam("b_id"))
-                .values(
-                    status=sa.bindparam("b_status"), reap_count=sa.bindparam("b_reaps"),
-                    finished_at=sa.bindparam("b_finished"), dead_reason=sa.bindparam("b_dead_reason"),
-                    error=sa.bindparam("b_error"), owner=None, worker_id=None, handed_out_at=None, held_keys=None,
-                    waiting_since=None, cancel_requested_at=None, cancel_reason=None,
-                ),
-                updates,
-            )
+            conn.execute(executions.update().where(executions.c.id == sa.bindparam("b_id")).values(
+                status=sa.bindparam("b_status"), reap_count=sa.bindparam("b_reaps"),
+                finished_at=sa.bindparam("b_finished"), dead_reason=sa.bindparam("b_dead_reason"),
+                error=sa.bindparam("b_error"), owner=None, worker_id=None, handed_out_at=None, held_keys=None,
+                waiting_since=None, cancel_requested_at=None, cancel_reason=None,
+            ), updates)  # fmt: skip
         else:
             execute_arrays(conn, _REQUEUE_FROM_ARRAYS, {
                 name: [update[key] for update in updates] for name, key in _REQUEUE_ARRAYS.items()

@@ -64,6 +64,8 @@ TERMINAL = ("succeeded", "dead", "canceled")
 NOT_STARTED = ("scheduled", "waiting")
 """Statuses of executions that no worker holds: pause, update, delete and
 CancelExecution move these to ``canceled`` at once."""
+DELETED_REASON = "canceled: job deleted"
+"""Why a deleted job's execution ended without running (again)."""
 RUNNING = ("running",)
 ARMED_GROUP = ("armed",)
 """Executions a server armed for their instant (:mod:`.arming`): read through
