@@ -16,7 +16,8 @@ jobs created before the fault; these audit the writes the fault cut:
    at scale"), and its quota, set to exactly what the clients ask for,
    refuses none of them.
 2. TriggerJob, BackfillJob and ReplayDeadLetter from several clients while
-   the server the only worker is connected to is SIGKILLed: each manual run
+   the server the only worker is connected to is SIGKILLed, and the worker
+   too (its runs requeued, to another worker): each manual run
    is one execution that ends in one terminal state, and when all have
    ended the manual-run slots hold no unit (docs/architecture.md, "Manual
    runs under a quota": a unit leaked or given back twice shows).
@@ -288,7 +289,7 @@ def test_manual_runs_racing_a_server_sigkill_end_once_and_give_every_unit_back(
         failing_id = client.call("CreateJob", scheduler_pb2.CreateJobRequest(job=failing, request_id="failing")).job.id
 
         # The worker prefers a (b is its second address), so a hands out and a's death cuts hand-outs and results.
-        start_worker(stack, tmp_path, f"ipv4:{a.address},{b.address}", credential, "manual-w", slots=6)
+        doomed = start_worker(stack, tmp_path, f"ipv4:{a.address},{b.address}", credential, "manual-w", slots=6)
         wait_connected(a, "manual-w")
         dead = [client.call("TriggerJob", scheduler_pb2.TriggerJobRequest(id=failing_id, request_id=f"f{i}")).execution.id
                 for i in range(DEAD)]  # fmt: skip
@@ -322,6 +323,9 @@ def test_manual_runs_racing_a_server_sigkill_end_once_and_give_every_unit_back(
         eventually(lambda: count(engine, "SELECT count(*) FROM executions WHERE status = 'running'") >= 3, 30,
                    "the runs are under way")
         a.kill()
+        doomed.kill()  # its runs are requeued: each takes its unit back until it starts again
+        doomed.wait(10)
+        start_worker(stack, tmp_path, f"ipv4:{b.address}", credential, "heir-w", slots=6)
         join()
 
         def ended() -> bool:
@@ -340,6 +344,7 @@ def test_manual_runs_racing_a_server_sigkill_end_once_and_give_every_unit_back(
         assert all(statuses[execution] == "succeeded" for execution in triggered.values()), statuses
         assert all(statuses[execution] == "dead" for execution in dead)
         requeued = sum(run.delivery - 1 for run in runs)
+        assert requeued, "no manual run was requeued: the take-back was not exercised"
         assert manual_slots_hold(engine, "acme", requeued_past=requeued) == 0, "units held by runs that ended"
         assert b.process.poll() is None, b.log()
 
