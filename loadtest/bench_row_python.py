@@ -10,18 +10,31 @@ API, due at one instant).
 Prints one JSON object, ``us_per_row`` by part:
 
 - ``definition_parse``: ``JobDefinition.parse`` of a one-off's stored
-  definition (every one-off misses the definition cache at its claim).
+  definition, in full.
+- ``claim_definition``: a one-off's definition as the claim reads it on
+  a miss (every one-off misses the definition cache at its claim):
+  ``DefinitionCache.parse``, through the cache's shapes where the tree
+  has them (the shape learned once, as in a run).
+- ``definition_to_assignment``: a one-off's definition read as the claim
+  reads it, then its ``add_assignment`` into a deal of ``--rows``: its
+  life on the direct hand-out path, the target serialized as each tree
+  does it (once per definition, or once per shape).
 - ``one_off_following``: the claim's plan asking a claimed one-off's
   next fire after its instant (``next_fire``: none).
-- ``assignment``: ``add_assignment`` of one hand-out into a deal's batch
-  of ``--rows`` (the deal's memo of encoded instants shared where the tree
-  has one).
+- ``assignment``: one hand-out's assignment in a deal's batch of
+  ``--rows`` to one worker, as the tree's deal builds it
+  (``PrebuiltBatches.build`` and one parse a batch where the tree has it;
+  otherwise ``add_assignment`` in place, the deal's memo of encoded
+  instants shared where the tree has one).
 - ``plain_success``: recording a plain success in ``record_results``
   without its statements: from the locked row and the result to the
   success statement's parameters, per result of a batch of ``--rows``
   (``PlainSuccesses`` where the tree has it; otherwise the update dict,
   the attempt row, the check that it is plain and the arrays read back
   from them, as that tree's ``record_results`` does).
+- ``result_ack``: one accepted result's ack in its worker's reply of
+  ``--rows``, as the tree's intake builds it (``AckBatches``: bytes, one
+  parse a reply, where the tree has it; otherwise added in place).
 
 Run it with another tree's ``PYTHONPATH`` to compare trees: each part
 times what that tree does. ``--smoke`` runs tiny sizes so CI keeps the
@@ -44,7 +57,7 @@ from tickwheel.v1 import job_pb2, worker_pb2
 from tickwheel.shared.ids import to_us
 from tickwheel_server.api.validate import normalise_job
 from tickwheel_server.gateway import assignments
-from tickwheel_server.jobspec import JobDefinition
+from tickwheel_server.jobspec import DefinitionCache, JobDefinition
 from tickwheel_server.schedule.engine import next_fire
 from tickwheel_server.store import outcomes
 from tickwheel_server.store.executions import HandedOut, ResultAck, ResultIn, attempt_row
@@ -90,6 +103,13 @@ def main() -> None:
             for job_id, spec in zip(job_ids, specs):
                 JobDefinition.parse(job_id, 1, spec)
 
+    cache = DefinitionCache()
+
+    def claim_parse() -> None:
+        for _ in range(batches):
+            for job_id, spec in zip(job_ids, specs):
+                cache.parse(job_id, 1, spec)
+
     definitions = [JobDefinition.parse(job_id, 1, spec) for job_id, spec in zip(job_ids, specs)]
 
     def following() -> None:
@@ -103,17 +123,35 @@ def main() -> None:
         for index, (job_id, definition) in enumerate(zip(job_ids, definitions))
     ]  # fmt: skip
     shares_stamps = "timestamp_field" in vars(assignments)
+    writes_bytes = hasattr(getattr(assignments, "PrebuiltBatches", None), "build")
+
+    def deal_items(items) -> None:
+        """One deal of ``items`` to one worker, as the tree's ``RoundRunner.prepare`` deals them."""
+        batch = worker_pb2.PullResponse()
+        if writes_bytes:
+            dealt = assignments.PrebuiltBatches(due_us + 2_000)
+            for item in items:
+                dealt.build("worker", item, item.trace_context)
+            dealt.merge_into("worker", batch)
+        elif shares_stamps:
+            stamps: dict = {}
+            for item in items:
+                assignments.add_assignment(batch, item, due_us + 2_000, stamps)
+        else:
+            for item in items:
+                assignments.add_assignment(batch, item, due_us + 2_000)
 
     def deal() -> None:
         for _ in range(batches):
-            batch = worker_pb2.PullResponse()
-            if shares_stamps:
-                stamps: dict = {}
-                for item in handed:
-                    assignments.add_assignment(batch, item, due_us + 2_000, stamps)
-            else:
-                for item in handed:
-                    assignments.add_assignment(batch, item, due_us + 2_000)
+            deal_items(handed)
+
+    def parse_and_deal() -> None:
+        for _ in range(batches):
+            deal_items([
+                HandedOut(f"{job_id}:2026-12-07T00:00:00Z", job_id, TENANT, index % 256, "scheduled", due_us,
+                          due_us, due_us, 1, 1, b"{}", 0, cache.parse(job_id, 1, spec), due_us + 1_000, "")
+                for index, (job_id, spec) in enumerate(zip(job_ids, specs))
+            ])  # fmt: skip
 
     now_us = due_us + 50_000
     result_rows = [
@@ -152,19 +190,43 @@ def main() -> None:
             arrays = {name: [record[key] for record in successes] for name, _, _, key in outcomes._SUCCESS_ARRAYS}
             arrays["outputs"] = [None if out is None else "\\x" + out.hex() for out in arrays["outputs"]]
 
+    try:
+        from tickwheel_server.gateway.acks import AckBatches
+    except ImportError:  # a tree that adds each ack to its message in place
+        AckBatches = None
+    accepted = [ResultAck(result.execution_id, result.delivery, True) for result in results]
+
+    def acknowledge() -> None:
+        for _ in range(batches):
+            if AckBatches is not None:
+                replies = AckBatches()
+                for ack in accepted:
+                    replies.add("worker", ack.execution_id, ack.delivery, ack.accepted, ack.reason)
+                replies.messages()
+            else:
+                reply = worker_pb2.PullResponse()
+                for ack in accepted:
+                    reply.ack.acks.add(execution_id=ack.execution_id, delivery=ack.delivery, accepted=ack.accepted,
+                                       reason=ack.reason)
+
     per_call = rows * batches
     figures = {
         "definition_parse": best(args.repeat, per_call, parse),
+        "claim_definition": best(args.repeat, per_call, claim_parse),
+        "definition_to_assignment": best(args.repeat, per_call, parse_and_deal),
         "one_off_following": best(args.repeat, per_call, following),
         "assignment": best(args.repeat, per_call, deal),
         "plain_success": best(args.repeat, per_call, record_by_column if columns is not None else record_by_dicts),
+        "result_ack": best(args.repeat, per_call, acknowledge),
     }
     print(json.dumps({
         "benchmark": "row_python",
         "smoke": args.smoke,
         "rows": rows,
         "us_per_row": figures,
-        "tree": {"shares_stamps": shares_stamps, "plain_successes_by_column": columns is not None,
+        "tree": {"shares_stamps": shares_stamps, "assignments_as_bytes": writes_bytes,
+                 "acks_as_bytes": AckBatches is not None, "definition_shapes": hasattr(cache, "_shapes"),
+                 "plain_successes_by_column": columns is not None,
                  "server": os.path.dirname(os.path.dirname(outcomes.__file__))},
         "loadavg": open("/proc/loadavg").read().split()[:3],
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from tickwheel.shared.ids import execution_id, new_job_id, set_timestamp_us, to_us
 from tickwheel.v1 import job_pb2, worker_pb2
-from tickwheel_server.gateway.rounds import add_assignment
+from tickwheel_server.gateway.assignments import add_assignment
 from tickwheel_server.jobspec import JobDefinition
 from tickwheel_server.store.executions import HandedOut
 

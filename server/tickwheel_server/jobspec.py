@@ -179,19 +179,35 @@ def schedule_of(job: job_pb2.Job, job_id: str, field: str = "job") -> Schedule:
         violations.append(FieldViolation(f"{field}.max_runs", "must be >= 0 (0 means unlimited)"))
     if start_at and end_at and end_at <= start_at:
         violations.append(FieldViolation(f"{field}.end_at", "must be after start_at"))
-    exact = jitter.exact
-    kind = job.schedule.WhichOneof("kind")
-    schedule: Schedule | None = None
+    schedule = _schedule_kind(
+        job.schedule, gap, repeat, jitter.exact, window, start_at, end_at, max_runs, job_id, field, violations
+    )
+    if violations:
+        raise InvalidArgument(violations)
+    assert schedule is not None
+    return schedule
+
+
+def _schedule_kind(
+    message: job_pb2.Schedule, gap: GapPolicy | None, repeat: RepeatPolicy | None, exact: bool,
+    window: timedelta | None, start_at: datetime | None, end_at: datetime | None, max_runs: int, job_id: str,
+    field: str, violations: list[FieldViolation],
+) -> Schedule | None:
+    """The :class:`Schedule` of ``message`` (a job's ``schedule``) with the
+    job's other schedule fields as :func:`schedule_of` read them; None, with
+    what is wrong appended to ``violations``, when the schedule is not
+    valid or ``violations`` already holds one (then nothing is built)."""
+    kind = message.WhichOneof("kind")
     if kind is None:
         violations.append(FieldViolation(f"{field}.schedule", "required: set cron, once_at or local"))
     elif kind == "once_at":
-        at = _instant(job.schedule, "once_at", f"{field}.schedule", violations)
+        at = _instant(message, "once_at", f"{field}.schedule", violations)
         if at is not None and not violations:
-            schedule = schedule_in_order(
+            return schedule_in_order(
                 ScheduleKind.ONCE, "", "UTC", at, gap, repeat, exact, window, start_at, end_at, max_runs, job_id
             )
     elif kind == "cron":
-        cron = job.schedule.cron
+        cron = message.cron
         expression = cron.expression
         if not expression.strip():
             violations.append(FieldViolation(f"{field}.schedule.cron.expression", "required"))
@@ -203,12 +219,12 @@ def schedule_of(job: job_pb2.Job, job_id: str, field: str = "job") -> Schedule:
         elif len(cron.time_zone) > MAX_ZONE_NAME:
             violations.append(FieldViolation(f"{field}.schedule.cron.time_zone", f"at most {MAX_ZONE_NAME} characters"))
         elif not violations:
-            schedule = schedule_in_order(
+            return schedule_in_order(
                 ScheduleKind.CRON, expression, cron.time_zone or "UTC", None, gap, repeat, exact, window, start_at,
                 end_at, max_runs, job_id,
             )
     else:
-        local = job.schedule.local
+        local = message.local
         wall = None
         try:
             wall = parse_local_time(local.local_time)
@@ -219,14 +235,11 @@ def schedule_of(job: job_pb2.Job, job_id: str, field: str = "job") -> Schedule:
         elif len(local.time_zone) > MAX_ZONE_NAME:
             violations.append(FieldViolation(f"{field}.schedule.local.time_zone", f"at most {MAX_ZONE_NAME} characters"))
         elif wall is not None and not violations:
-            schedule = schedule_in_order(
+            return schedule_in_order(
                 ScheduleKind.LOCAL, "", local.time_zone, wall, gap, repeat, exact, window, start_at, end_at, max_runs,
                 job_id,
             )
-    if violations:
-        raise InvalidArgument(violations)
-    assert schedule is not None
-    return schedule
+    return None
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -359,6 +372,46 @@ class JobDefinition:
         self._retry = self._host = self._lateness = self._target_delimited = None
         return self
 
+    def _of_job(self, job_id: str, version: int, message: job_pb2.Schedule, payload: bytes) -> "JobDefinition":
+        """The definition of a job of this clean shape (see
+        :class:`DefinitionShapes`) with its own ``schedule`` and ``payload``:
+        what :meth:`parse` of its whole definition answers."""
+        shape = self.schedule
+        assert shape is not None and self.problem is None
+        violations: list[FieldViolation] = []
+        problem = None
+        try:
+            schedule = _schedule_kind(
+                message, shape.gap, shape.repeat, shape.exact, shape.jitter_window, shape.start_at, shape.end_at,
+                shape.max_runs, job_id, "job", violations,
+            )
+        except (ValueError, OverflowError) as error:  # as :func:`_claim_of` reads it
+            schedule, problem = None, f"a value out of range: {error}"
+        if violations:
+            schedule, problem = None, str(InvalidArgument(violations))
+        job = JobDefinition.__new__(JobDefinition)
+        job.job_id = job_id
+        job.version = version
+        job.rules = self.rules
+        job.target = self.target
+        job.timeout_us = self.timeout_us
+        job.unparsed = None
+        job.problem = problem
+        job.schedule = schedule
+        job.misfire_policy = self.misfire_policy
+        # A schedule's problem ends the claim's reading before the threshold and the calendar (_claim_of, parse).
+        job.misfire_threshold = self.misfire_threshold if problem is None else _ZERO
+        job.calendar = self.calendar if problem is None else None
+        job.run_all_limit = self.run_all_limit
+        job.handler = self.handler
+        job.payload = payload
+        job._job = self._job
+        job._retry = self._retry
+        job._host = self._host
+        job._lateness = self._lateness
+        job._target_delimited = self._target_delimited
+        return job
+
     def __repr__(self) -> str:
         return f"JobDefinition({self.job_id!r}, version={self.version}, problem={self.problem!r})"
 
@@ -482,6 +535,85 @@ NO_DEFINITION = JobDefinition.parse("", 0, None)
 """The definition of an execution whose job was deleted: every default."""
 
 
+_PER_JOB = ("name", "payload", "schedule")
+"""The fields by which jobs of one shape differ (with ``labels``, which no reader reads)."""
+_PLACEHOLDER_SCHEDULE = job_pb2.Schedule(once_at=timestamp_pb2.Timestamp()).SerializeToString()
+"""A valid schedule (a one-off at the epoch) a shape is read with: what the
+rest of its definition makes of the job does not depend on it."""
+
+
+class DefinitionShapes:
+    """Definitions read once per shape: jobs whose definitions differ only
+    in name, payload, labels and schedule (a batch of one-offs, a tenant's
+    jobs made by one program) share what the rest makes of them.
+
+    :meth:`parse` answers what :meth:`JobDefinition.parse` answers. Sound
+    because the parse reads the name and the labels nowhere, the payload
+    only to keep it, and the schedule only to build the :class:`Schedule`
+    (:func:`_schedule_kind`) after the job's other schedule fields were
+    read without a violation: every other attribute is a function of the
+    shape (the definition serialized without those four fields). A shape
+    is used only when it is clean, that is, read with a valid placeholder
+    schedule it has no ``problem``: then a job's problem can only come from
+    its own schedule, as in a full parse. A shape with a problem is read in
+    full each time, as is a definition that does not parse.
+
+    Bounded: at most ``max_shapes`` shapes of at most ``max_key_bytes``
+    each; a full table is emptied and refills. Safe to share between
+    threads (a shape, once made, is never changed)."""
+
+    def __init__(self, max_shapes: int = 512, max_key_bytes: int = 4096) -> None:
+        if max_shapes < 1 or max_key_bytes < 0:
+            raise ValueError("max_shapes must be >= 1 and max_key_bytes >= 0")
+        self.max_shapes = max_shapes
+        self.max_key_bytes = max_key_bytes
+        self._shapes: dict[bytes, JobDefinition | None] = {}
+
+    def __len__(self) -> int:
+        return len(self._shapes)
+
+    def parse(self, job_id: str, version: int, spec: bytes | None) -> JobDefinition:
+        """:meth:`JobDefinition.parse` of ``spec`` (``job_id`` at ``version``), the same value."""
+        if not spec:
+            return JobDefinition.parse(job_id, version, spec)
+        try:
+            job = job_pb2.Job.FromString(spec)
+        except DecodeError:
+            return JobDefinition.parse(job_id, version, spec)
+        schedule, payload = job.schedule, job.payload  # kept as they were when cleared below
+        for name in _PER_JOB:
+            job.ClearField(name)
+        if job.labels:
+            job.ClearField("labels")
+        key = job.SerializeToString(deterministic=True)
+        shape = self._shapes.get(key, self)
+        if shape is self:
+            shape = self._learn(key, job)
+        if shape is None:
+            return JobDefinition.parse(job_id, version, spec)
+        return shape._of_job(job_id, version, schedule, payload)
+
+    def _learn(self, key: bytes, job: job_pb2.Job) -> JobDefinition | None:
+        """The definition of ``job`` (without its per-job fields) with the
+        placeholder schedule, None when it has a problem; kept under ``key``."""
+        job.schedule.MergeFromString(_PLACEHOLDER_SCHEDULE)
+        shape: JobDefinition | None = JobDefinition.parse("", 0, job.SerializeToString())
+        assert shape is not None
+        if shape.problem is not None:
+            shape = None
+        else:
+            # What its jobs read on first use, read once for all of them.
+            shape._retry_read()
+            shape.lateness_threshold  # noqa: B018
+            shape.breaker_host  # noqa: B018
+            shape.target_delimited  # noqa: B018
+        if len(key) <= self.max_key_bytes:
+            if len(self._shapes) >= self.max_shapes:
+                self._shapes.clear()
+            self._shapes[key] = shape
+        return shape
+
+
 class DefinitionCache:
     """Parsed definitions by job id, valid for one job version: a bounded LRU.
 
@@ -503,6 +635,7 @@ class DefinitionCache:
         self._entries: OrderedDict[str, JobDefinition] = OrderedDict()
         self._payload_bytes = 0
         self._lock = threading.Lock()
+        self._shapes = DefinitionShapes()
         self.hits = 0
         self.misses = 0
 
@@ -535,7 +668,7 @@ class DefinitionCache:
         """Parse ``spec`` (``job_id`` at ``version``) and keep it, without
         looking it up first: for a caller whose :meth:`cached` just missed
         (the claim's one-offs miss every time)."""
-        parsed = JobDefinition.parse(job_id, version, bytes(spec) if spec is not None else None)
+        parsed = self._shapes.parse(job_id, version, bytes(spec) if spec is not None else None)
         with self._lock:
             self.misses += 1
             old = self._entries.pop(job_id, None)

@@ -28,3 +28,23 @@ def varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_SHORT = [varint(value) for value in range(0x4000)]
+"""The varints of the lengths and numbers most fields hold (two bytes at most)."""
+
+
+def length_prefix(value: bytes) -> bytes:
+    """A length-delimited field's length, as a varint."""
+    size = len(value)
+    return _SHORT[size] if size < 0x4000 else varint(size)
+
+
+def int32_field(tag: bytes, value: int) -> bytes:
+    """An int32, bool or enum field (``tag``: its one-byte tag) as protobuf
+    writes it: nothing for 0, a negative value as its 64-bit two's complement."""
+    if 0 < value < 0x4000:
+        return tag + _SHORT[value]
+    if value == 0:
+        return b""
+    return tag + varint(value & 0xFFFF_FFFF_FFFF_FFFF)

@@ -179,7 +179,7 @@ async def test_a_run_disarmed_by_an_update_and_armed_again_is_sent_once_as_updat
 
 
 async def test_the_instant_sends_the_assignment_built_at_arming(migrated_engine, clock, monkeypatch) -> None:
-    from tickwheel_server.gateway import rounds
+    from tickwheel_server.gateway import assignments
     from tickwheel_server.jobspec import DEFAULT_TIMEOUT_US
 
     from tickwheel.shared.ids import to_us
@@ -191,7 +191,7 @@ async def test_the_instant_sends_the_assignment_built_at_arming(migrated_engine,
     def built_at_the_instant(*_args, **_kw):
         raise AssertionError("an armed execution's Assignment is built when it is armed")
 
-    monkeypatch.setattr(rounds, "add_assignment", built_at_the_instant)
+    monkeypatch.setattr(assignments, "assignment_bytes", built_at_the_instant)
     clock.advance(2)
     assert await gateway.rounds.hand_out_round() == 2
     [message] = drain_outbox(connection)

@@ -10,9 +10,11 @@ from datetime import timedelta
 import pytest
 from tickwheel.v1 import job_pb2, worker_pb2
 
-from tickwheel_server.gateway.assignments import PrebuiltBatches, add_assignment, prebuild
-from tickwheel_server.jobspec import JobDefinition
+from tickwheel.shared.ids import set_timestamp_us
+from tickwheel_server.gateway.assignments import PrebuiltBatches, add_assignment, assignment_bytes, prebuild
+from tickwheel_server.jobspec import NO_DEFINITION, JobDefinition
 from tickwheel_server.store.executions import HandedOut
+from tickwheel_server.wire import EXECUTION_ORIGIN_TO_PROTO
 
 SENT_US = 1_765_000_123_456_789
 
@@ -106,3 +108,84 @@ def test_a_deals_assignments_share_encoded_instants_each_its_own() -> None:
     for handed in items:
         add_assignment(alone, handed, SENT_US)
     assert alone.SerializeToString() == batch.SerializeToString()
+
+
+EDGES = CASES + [
+    CASES[0]._replace(id="e" * 200, job_id="j" * 130, tenant="café", payload=b"p" * 20_000, attempt=300, delivery=128),
+    CASES[0]._replace(id="", job_id="", tenant="", payload=b"", attempt=0, delivery=0, missed_count=0),
+    CASES[1]._replace(missed_count=-1, attempt=2**31 - 1, delivery=127, nominal_at_us=-1, due_at_us=0),
+    CASES[1]._replace(definition=JobDefinition.parse("job_1", 1, b"")),
+]
+
+
+def _fields(encoded: bytes) -> list[bytes]:
+    """The top-level fields of a message's wire bytes, each as written (tag
+    and value); every tag of an Assignment is one byte."""
+    fields, at = [], 0
+    while at < len(encoded):
+        tag, start = encoded[at], at
+        at += 1
+        length = 0 if tag & 7 == 0 else None
+        shift, value = 0, 0
+        while True:  # a varint: the value, or the length of what follows
+            byte = encoded[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        if length is None:
+            at += value
+        fields.append(encoded[start:at])
+    return fields
+
+
+def by_protobuf(handed: HandedOut, sent_us: int) -> worker_pb2.Assignment:
+    """The Assignment of ``handed`` built by protobuf, field by field."""
+    definition = handed.definition or NO_DEFINITION
+    assignment = worker_pb2.Assignment(
+        execution_id=handed.id, job_id=handed.job_id, tenant=handed.tenant, attempt=handed.attempt,
+        delivery=handed.delivery, payload=handed.payload, missed_count=handed.missed_count,
+        origin=EXECUTION_ORIGIN_TO_PROTO.get(handed.origin, 0), target=definition.target,
+    )
+    set_timestamp_us(assignment.nominal_at, handed.nominal_at_us)
+    set_timestamp_us(assignment.due_at, handed.due_at_us)
+    set_timestamp_us(assignment.deadline_at, sent_us + definition.timeout_us)
+    return assignment
+
+
+@pytest.mark.parametrize("handed", EDGES, ids=[str(n) for n in range(len(EDGES))])
+def test_an_assignment_written_as_bytes_is_the_one_protobuf_builds(handed: HandedOut) -> None:
+    """``assignment_bytes`` writes each field as protobuf writes it for the
+    message, byte for byte once in protobuf's order: every field, empty
+    ones left out, the target and the instants present even when empty,
+    lengths and numbers of more than one byte, a negative number as
+    protobuf's ten bytes."""
+    expected = by_protobuf(handed, SENT_US)
+    written = assignment_bytes(handed, SENT_US, {})
+    assert worker_pb2.Assignment.FromString(written) == expected
+    assert sorted(_fields(written)) == sorted(_fields(expected.SerializeToString()))
+    batch = worker_pb2.PullResponse()
+    dealt = PrebuiltBatches(SENT_US)
+    dealt.build("worker", handed, handed.trace_context)
+    dealt.merge_into("worker", batch)
+    expected.traceparent = handed.trace_context
+    assert list(batch.assignment.assignments) == [expected]
+
+
+def test_a_deals_assignments_share_a_memo_each_its_own_fields() -> None:
+    """One deal's assignments, built with one memo, are each the one
+    protobuf builds: what the memo shares (instants, numbers) is never
+    another assignment's."""
+    items = EDGES + [case._replace(origin=origin, missed_count=missed, attempt=attempt, delivery=delivery)
+                     for case in CASES[:2] for origin in ("scheduled", "trigger") for missed in (0, 3)
+                     for attempt in (1, 2) for delivery in (1, 5)]  # fmt: skip
+    batch = worker_pb2.PullResponse()
+    dealt = PrebuiltBatches(SENT_US)
+    for handed in items:
+        dealt.build("worker", handed, handed.trace_context)
+    dealt.merge_into("worker", batch)
+    expected = [by_protobuf(handed, SENT_US) for handed in items]
+    for handed, assignment in zip(items, expected):
+        assignment.traceparent = handed.trace_context
+    assert list(batch.assignment.assignments) == expected

@@ -1,6 +1,7 @@
-"""The Assignment a worker receives for one hand-out: built in place in a
-batch at the deal, or built ahead as wire bytes (an armed execution) and
-only completed at the deal.
+"""The Assignment a worker receives for one hand-out: written as wire bytes
+at the deal (:func:`assignment_bytes`), or built ahead as wire bytes (an
+armed execution) and only completed at the deal; either way each worker's
+batch is made with one parse of its assignments' bytes.
 
 An armed execution's Assignment is known seconds before its instant except
 for what its sending decides: ``deadline_at`` (the send instant plus the
@@ -22,7 +23,7 @@ from tickwheel.shared.ids import set_timestamp_us
 
 from ..jobspec import NO_DEFINITION
 from ..store.executions import HandedOut
-from ..wire import EXECUTION_ORIGIN_TO_PROTO, varint
+from ..wire import EXECUTION_ORIGIN_TO_PROTO, int32_field as _int32, length_prefix as _length, varint
 
 _ASSIGNMENT_ITEM = b"\x0a"
 """``Assignments.assignments`` (field 1, length-delimited)."""
@@ -40,7 +41,7 @@ _DUE_AT = b"\x2a"
 """``Assignment.due_at`` (field 5, length-delimited)."""
 
 
-def timestamp_field(tag: bytes, micros: int, fields: dict[tuple[bytes, int], bytes]) -> bytes:
+def timestamp_field(tag: bytes, micros: int, fields: dict[tuple, bytes]) -> bytes:
     """The Timestamp field ``tag`` set to ``micros`` since the epoch (as
     :func:`set_timestamp_us` sets it), encoded: from ``fields``, the memo
     of one deal, or encoded once into it. A deal's assignments share a few
@@ -54,39 +55,58 @@ def timestamp_field(tag: bytes, micros: int, fields: dict[tuple[bytes, int], byt
     return field
 
 
+_EXECUTION_ID, _JOB_ID, _TENANT = b"\x0a", b"\x12", b"\x1a"
+"""``Assignment.execution_id``, ``job_id``, ``tenant`` (fields 1-3, length-delimited)."""
+_ATTEMPT, _DELIVERY, _PAYLOAD, _MISSED_COUNT, _ORIGIN = b"\x30", b"\x38", b"\x42", b"\x60", b"\x68"
+"""``attempt`` (6), ``delivery`` (7), ``missed_count`` (12), ``origin`` (13): varints; ``payload`` (8)."""
+def assignment_bytes(handed: HandedOut, now_us: int, memo: dict[tuple, bytes]) -> bytes:
+    """The Assignment a worker receives for one hand-out (``now_us``: when
+    it is sent, which starts its run time limit), serialized, without
+    ``traceparent``: each field as protobuf writes it for the message built
+    field by field (an empty string or 0 left out; the target, even empty,
+    and the instants set), checked by tests/unit/test_assignments.py.
+    A deal puts its assignments' bytes in each worker's batch with one
+    parse (:class:`PrebuiltBatches`) rather than building each in the
+    message. ``memo``: the deal's, by which a deal's assignments share the
+    encoding of their instants and numbers (a burst's due instant, one
+    deadline per job timeout, the first attempt's numbers)."""
+    definition = handed.definition or NO_DEFINITION  # the job was deleted while it was ready
+    key = (handed.nominal_at_us, handed.due_at_us, now_us + definition.timeout_us, handed.attempt, handed.delivery,
+           handed.missed_count, handed.origin)  # fmt: skip
+    rest = memo.get(key)
+    if rest is None:
+        rest = memo[key] = b"".join((
+            timestamp_field(_NOMINAL_AT, key[0], memo),
+            timestamp_field(_DUE_AT, key[1], memo),
+            timestamp_field(_DEADLINE_AT, key[2], memo),
+            _int32(_ATTEMPT, handed.attempt),
+            _int32(_DELIVERY, handed.delivery),
+            _int32(_MISSED_COUNT, handed.missed_count),
+            _int32(_ORIGIN, EXECUTION_ORIGIN_TO_PROTO.get(handed.origin, 0)),
+        ))  # fmt: skip
+    ident, job_id, tenant, payload = handed.id.encode(), handed.job_id.encode(), handed.tenant.encode(), handed.payload
+    # Fields may come in any order: protobuf reads the same message.
+    return b"".join((
+        _EXECUTION_ID + _length(ident) + ident if ident else b"",
+        _JOB_ID + _length(job_id) + job_id if job_id else b"",
+        _TENANT + _length(tenant) + tenant if tenant else b"",
+        _PAYLOAD + _length(payload) + payload if payload else b"",
+        _TARGET, definition.target_delimited,  # set even when empty, as ``target=`` sets it
+        rest,
+    ))  # fmt: skip
+
+
 def add_assignment(
     batch: worker_pb2.PullResponse, handed: HandedOut, now_us: int,
-    stamps: dict[tuple[bytes, int], bytes] | None = None,
+    stamps: dict[tuple, bytes] | None = None,
 ) -> worker_pb2.Assignment:
     """Add to ``batch`` the assignment a worker receives for one hand-out
-    (``now_us``: when it is sent, which starts its run time limit). Built
-    in place in the batch: an Assignment built apart is copied whole when
-    it is put in one. ``stamps``: the deal's memo of encoded instants
-    (:func:`timestamp_field`), shared by its assignments."""
-    definition = handed.definition or NO_DEFINITION  # the job was deleted while it was ready
-    assignment = batch.assignment.assignments.add(
-        execution_id=handed.id,
-        job_id=handed.job_id,
-        tenant=handed.tenant,
-        attempt=handed.attempt,
-        delivery=handed.delivery,
-        payload=handed.payload,
-        missed_count=handed.missed_count,
-        origin=EXECUTION_ORIGIN_TO_PROTO.get(handed.origin, 0),
-    )
-    # The target as its definition serialized it once, and the instants as
-    # the deal encoded them once, in one parse: it costs less than copying
-    # the target field by field and setting each instant's two fields, and
-    # sets each field even when empty, as ``target=`` and
-    # :func:`set_timestamp_us` do.
-    if stamps is None:
-        stamps = {}
-    assignment.MergeFromString(
-        _TARGET + definition.target_delimited + timestamp_field(_NOMINAL_AT, handed.nominal_at_us, stamps)
-        + timestamp_field(_DUE_AT, handed.due_at_us, stamps)
-        + timestamp_field(_DEADLINE_AT, now_us + definition.timeout_us, stamps)
-    )
-    return assignment
+    (:func:`assignment_bytes`, parsed into it), and return it: for one
+    assignment alone; a deal adds a batch's with one parse."""
+    encoded = assignment_bytes(handed, now_us, {} if stamps is None else stamps)
+    item = _ASSIGNMENT_ITEM + varint(len(encoded)) + encoded
+    batch.MergeFromString(_ASSIGNMENT_BATCH + varint(len(item)) + item)
+    return batch.assignment.assignments[-1]
 
 
 def prebuild(handed: HandedOut) -> bytes:
@@ -113,14 +133,17 @@ def prebuild(handed: HandedOut) -> bytes:
 
 
 class PrebuiltBatches:
-    """One deal's prebuilt assignments, per receiver, sent at ``now_us``."""
+    """One deal's assignments, per receiver, sent at ``now_us``: prebuilt
+    ones completed (:meth:`add`) or built now (:meth:`build`), each
+    receiver's put in its batch with one parse (:meth:`merge_into`)."""
 
     __slots__ = ("_now_us", "_deadlines", "_parts")
 
     def __init__(self, now_us: int) -> None:
         self._now_us = now_us
-        self._deadlines: dict[tuple[bytes, int], bytes] = {}
-        """Encoded ``deadline_at`` fields (:func:`timestamp_field`): one per job timeout in a deal."""
+        self._deadlines: dict[tuple, bytes] = {}
+        """Encoded instants (:func:`timestamp_field`): one ``deadline_at`` per job timeout in a
+        deal, and the ``nominal_at`` and ``due_at`` of the assignments it builds."""
         self._parts: dict[object, list[bytes]] = {}
 
     def _deadline(self, timeout_us: int) -> bytes:
@@ -130,7 +153,14 @@ class PrebuiltBatches:
         """Queue for ``receiver`` the assignment ``prebuilt`` (from
         :func:`prebuild` of ``handed``) with its deadline from the send
         instant and ``traceparent`` if any."""
-        item = prebuilt + self._deadline((handed.definition or NO_DEFINITION).timeout_us)
+        self._queue(receiver, prebuilt + self._deadline((handed.definition or NO_DEFINITION).timeout_us), traceparent)
+
+    def build(self, receiver: object, handed: HandedOut, traceparent: str = "") -> None:
+        """Queue for ``receiver`` the assignment of ``handed``, built now
+        (:func:`assignment_bytes`), with ``traceparent`` if any."""
+        self._queue(receiver, assignment_bytes(handed, self._now_us, self._deadlines), traceparent)
+
+    def _queue(self, receiver: object, item: bytes, traceparent: str) -> None:
         if traceparent:
             encoded = traceparent.encode()
             item += _TRACEPARENT + varint(len(encoded)) + encoded

@@ -30,6 +30,7 @@ from ..store.executions import ResultIn, Retry
 from ..store.outcomes import OutcomeStore
 from ..telemetry.metrics import OTHER, OUTCOMES, Metrics
 from ..telemetry.refusals import RefusalLog
+from .acks import AckBatches
 from .budget import OverBudget, UnheldBudget
 from .connections import WorkerConnection
 from .inflight import Holding, InFlight, Key
@@ -163,7 +164,7 @@ class Intake:
         acks = await self._store.record_results(inputs)
         debug = log.isEnabledFor(logging.DEBUG)
         self._wake()  # an execution that ended may have freed its job or a key for the next in line
-        replies: dict[WorkerConnection, worker_pb2.PullResponse] = {}
+        replies = AckBatches()
         counted: Counter[tuple[str, int, bool]] = Counter()
         done, held_pop = self._inflight.done, self._held.pop  # bound once: one call each per result
         for (connection, result), ack in zip(items, acks):
@@ -171,12 +172,7 @@ class Intake:
                 if debug:
                     log.debug("result of delivery %d of %r from worker %s, not held by its stream: %s", ack.delivery,
                               ack.execution_id, connection.worker_id, ack.reason or "accepted")
-                reply = replies.get(connection)
-                if reply is None:
-                    reply = replies[connection] = worker_pb2.PullResponse()
-                reply.ack.acks.add(
-                    execution_id=ack.execution_id, delivery=ack.delivery, accepted=ack.accepted, reason=ack.reason
-                )
+                replies.add(connection, ack.execution_id, ack.delivery, ack.accepted, ack.reason)
                 continue
             key = (ack.execution_id, ack.delivery)
             done(key)
@@ -194,12 +190,7 @@ class Intake:
                 counted[(held[1] if held is not None else OTHER, result.outcome, ack.retry is not None)] += 1
             if ack.retry is not None and self._on_retry is not None:
                 self._on_retry(ack.retry)
-            reply = replies.get(connection)
-            if reply is None:
-                reply = replies[connection] = worker_pb2.PullResponse()
-            reply.ack.acks.add(  # in place: a message built apart is copied whole into the batch
-                execution_id=ack.execution_id, delivery=ack.delivery, accepted=ack.accepted, reason=ack.reason
-            )
+            replies.add(connection, ack.execution_id, ack.delivery, ack.accepted, ack.reason)
         if self._metrics is not None:
             self._metrics.results(counted)
-        await asyncio.gather(*(connection.send(reply) for connection, reply in replies.items()))
+        await asyncio.gather(*(connection.send(reply) for connection, reply in replies.messages().items()))

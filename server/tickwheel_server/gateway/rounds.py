@@ -32,7 +32,7 @@ from ..telemetry.metrics import Metrics
 from ..telemetry.outages import log_failure
 from ..telemetry.tracing import Tracing, traceparent_of
 from .armed import ArmedQueue
-from .assignments import PrebuiltBatches, add_assignment
+from .assignments import PrebuiltBatches
 from .connections import Connections, WorkerConnection
 from .fence import Fence, Lease
 from .inflight import InFlight, Key
@@ -406,14 +406,12 @@ class Rounds:
         ``receivers`` (a start, which recorded them): each one's receiver
         from :meth:`assign`, its credit already spent; one whose stream
         closed since is noted unsent (no other worker may get it)."""
-        ahead = PrebuiltBatches(to_us(now)) if prebuilt is not None else None
-        stamps: dict[tuple[bytes, int], bytes] = {}  # the deal's instants, encoded once (add_assignment)
+        dealt = PrebuiltBatches(to_us(now))  # each worker's assignments as bytes, one parse a batch
         prepared = Prepared()
         batches = prepared.batches
         spans = prepared.spans
         debug = log.isEnabledFor(logging.DEBUG)
         monotonic = self._clock.monotonic()
-        now_us = to_us(now)
         index = 0
         # Whether each member's stream is open and not silent: read once, not per
         # execution (nothing runs between here and the end of this loop to change it).
@@ -452,24 +450,19 @@ class Rounds:
             if lateness is None:
                 lateness = batch.lateness[item.tenant] = []
             lateness.append((item.handed_out_at_us - max(item.due_at_us, item.ready_at_us)) / 1e6)
-            if ahead is not None:
-                traceparent = item.trace_context
-                if traceparent and self._tracing is not None:
-                    traceparent = traceparent_of(self._span(spans, item, receiver))
-                ahead.add(receiver, item, prebuilt[position], traceparent)
+            # Untraced here, the worker's span joins the execution's trace directly.
+            traceparent = item.trace_context
+            if traceparent and self._tracing is not None:
+                traceparent = traceparent_of(self._span(spans, item, receiver))
+            if prebuilt is not None:
+                dealt.add(receiver, item, prebuilt[position], traceparent)
             else:
-                assignment = add_assignment(batch.message, item, now_us, stamps)
-                if item.trace_context:  # untraced here, the worker's span joins the execution's trace directly
-                    assignment.traceparent = (
-                        traceparent_of(self._span(spans, item, receiver)) if self._tracing is not None
-                        else item.trace_context
-                    )
+                dealt.build(receiver, item, traceparent)
             if debug:
                 log_execution(log, logging.DEBUG, "handed out (delivery %d, attempt %d) to worker %s", item.delivery,
                               item.attempt, receiver.worker_id, execution=item.id, job=item.job_id, tenant=item.tenant)
-        if ahead is not None:
-            for connection, batch in batches.items():
-                ahead.merge_into(connection, batch.message)
+        for connection, batch in batches.items():
+            dealt.merge_into(connection, batch.message)
         return prepared
 
     async def send(self, prepared: Prepared) -> int:
