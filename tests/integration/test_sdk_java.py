@@ -4,16 +4,18 @@ against a real server that requires mutual TLS (the checks shared with
 test_sdk_go.py), and its example worker (sdk/java/examples/worker/run)
 against a real `tickwheel dev`.
 
-The SDK is compiled once per module into a folder of the test run's own
-(`-Dtickwheel.build.dir`), so runs side by side never share `target/`; the
-history example (sdk/java/examples/history, outside the SDK's jar) is
-compiled with javac against it and runs on a plain `java` command line with
-the runtime class path Maven wrote. It creates a job, waits for its first
-execution to end and prints the job's history as JSON, or the failed call's
-status, code name and field violations. The example worker is started through
-its own `run` script, which builds into its `.build` folder beside it and
-builds again only when a source changed (a digest stamp; a lock for runs at
-once): test_worker_languages.py's Java runs, in the same unit of work (see
+The SDK (main and test classes) is compiled once per module into the example
+worker's build folder, under its lock (tests/support/java.py): the example
+worker's `run` script and test_sdk_packages.py's `mvn install` then find the
+classes compiled. The history example (sdk/java/examples/history, outside the
+SDK's jar) is compiled with javac against it into a folder of the module's
+own and runs on a plain `java` command line with the runtime class path Maven
+wrote. It creates a job, waits for its first execution to end and prints the
+job's history as JSON, or the failed call's status, code name and field
+violations. The example worker is started through its own `run` script,
+which builds into its `.build` folder beside it and builds again only when a
+source changed (a digest stamp; a lock for runs at once):
+test_worker_languages.py's Java runs, in the same unit of work (see
 tests/conftest.py), find it built.
 """
 
@@ -39,8 +41,9 @@ from tests.integration.test_processes import start_dev
 from tests.integration.test_sdk_go import check_batch, check_mutual_tls, job_count, run_json, run_json_async
 from tests.integration.test_sdk_go import pki  # noqa: F401 (the fixture, shared)
 from tests.support.faults import eventually
+from tests.support.java import SDK, SDK_BUILD, mvn
 from tests.support.polling import eventually as polling_eventually
-from tests.support.server import REPO, running_server
+from tests.support.server import running_server
 from tickwheel import AsyncClient, Client, TlsOptions
 from tickwheel.builders import once_job
 from tickwheel_server.config import TlsConfig
@@ -48,30 +51,22 @@ from tickwheel.v1 import execution_pb2, job_pb2
 
 pytestmark = pytest.mark.slow
 
-SDK = REPO / "sdk" / "java"
-MVN = shutil.which("mvn") or "/usr/bin/mvn"
 JAVA = shutil.which("java") or "/usr/bin/java"
 JAVAC = shutil.which("javac") or "/usr/bin/javac"
 WORKER_RUN = SDK / "examples" / "worker" / "run"
 
 
-def mvn(build: Path, *goals: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [MVN, "-q", "-B", "-Dstyle.color=never", f"-Dtickwheel.build.dir={build}", *goals],
-        cwd=SDK, capture_output=True, text=True, timeout=900,
-    )
-
-
 @pytest.fixture(scope="module")
 def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """sdk/java compiled (main and test classes), with target/classpath.txt."""
+    """sdk/java compiled (main and test classes, in :data:`SDK_BUILD`); the
+    module's folder, holding classpath.txt and the history example's classes."""
     build = tmp_path_factory.mktemp("java")
     compiled = mvn(
-        build, "test-compile", "dependency:build-classpath",
+        "test-compile", "dependency:build-classpath",
         f"-Dmdep.outputFile={build / 'classpath.txt'}", "-Dmdep.includeScope=runtime",
     )
     assert compiled.returncode == 0, compiled.stdout + compiled.stderr
-    classpath = f"{build / 'classes'}:{(build / 'classpath.txt').read_text().strip()}"
+    classpath = f"{SDK_BUILD / 'classes'}:{(build / 'classpath.txt').read_text().strip()}"
     examples = subprocess.run(
         [JAVAC, "-d", str(build / "examples"), "-cp", classpath, str(SDK / "examples" / "history" / "CreateAndHistory.java")],
         capture_output=True, text=True, timeout=300,
@@ -95,7 +90,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 
 def example(build: Path, address: str, api_key: str, *args: str) -> list[str]:
     """The command line of CreateAndHistory on the runtime class path Maven wrote."""
-    classpath = f"{build / 'examples'}:{build / 'classes'}:{(build / 'classpath.txt').read_text().strip()}"
+    classpath = f"{build / 'examples'}:{SDK_BUILD / 'classes'}:{(build / 'classpath.txt').read_text().strip()}"
     return [JAVA, "-cp", classpath, "dev.tickwheel.examples.CreateAndHistory",
             "--address", address, "--api-key", api_key, *args]  # fmt: skip
 
@@ -105,11 +100,13 @@ def run_example(build: Path, address: str, api_key: str, *args: str) -> tuple[in
 
 
 def test_junit_tests_pass(build: Path) -> None:
-    tested = mvn(build, "surefire:test")
+    reports = SDK_BUILD / "surefire-reports"
+    shutil.rmtree(reports, ignore_errors=True)  # only this run's: the folder outlives runs
+    tested = mvn("surefire:test")
     assert tested.returncode == 0, tested.stdout + tested.stderr
     counts = {"tests": 0, "failures": 0, "errors": 0}
     suites = set()
-    for report in (build / "surefire-reports").glob("TEST-*.xml"):
+    for report in reports.glob("TEST-*.xml"):
         suite = ElementTree.parse(report).getroot()
         suites.add(suite.get("name"))
         for key in counts:

@@ -8,14 +8,17 @@ from a project of the tenant's own, outside the tree, against a real
   run by node.
 - Go: a scratch module requiring the SDK's module path with a `replace` to
   sdk/go, `go mod tidy`, `go build` and `go run`.
-- Java: `mvn install` of sdk/java (its build in a folder of the test's own),
-  a scratch Maven project depending on the installed coordinates, compiled
-  and run on the class path Maven resolves.
+- Java: `mvn install` of sdk/java (on the SDK's build folder of the run,
+  tests/support/java.py: the classes test_sdk_java.py compiled are not
+  compiled again, the jar is made afresh), a scratch Maven project
+  depending on the installed coordinates, compiled and run on the class path
+  Maven resolves.
 
 Each consumer creates a one-off job, reads it back and waits for it to
 succeed, printing one JSON object; the Python client then reads the job it
 wrote. The toolchain caches are the ones the other SDK tests use (the npm
-cache, the Go module cache, ~/.m2); nothing is written into the tree.
+cache, the Go module cache, ~/.m2); nothing is written into the tree but
+the Java SDK's build folder (git ignores it).
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ import pytest
 
 from tests.integration.test_sdk_go import GO
 from tests.integration.test_sdk_go import dev  # noqa: F401 (the fixture, shared)
-from tests.integration.test_sdk_java import JAVA, MVN
+from tests.integration.test_sdk_java import JAVA
+from tests.support.java import MVN, SDK_BUILD, build_lock
+from tests.support.java import mvn as sdk_mvn
 from tests.support.server import REPO
 from tickwheel import Client
 from tickwheel.v1 import job_pb2
@@ -130,7 +135,6 @@ func main() {
 }
 """
 
-JAVA_SDK = REPO / "sdk" / "java"
 JAVA_CONSUMER = """\
 package example.consumer;
 
@@ -284,11 +288,14 @@ def _consumer_pom(coordinates: dict[str, str]) -> str:
 
 
 def test_the_maven_artifact_installs_and_a_project_of_its_own_compiles_and_runs(dev, tmp_path: Path) -> None:
-    build = tmp_path / "sdk-build"
     maven = (MVN, "-q", "-B", "-Dstyle.color=never")
+    with build_lock():  # no jar of an earlier run (or version) left to find
+        for old in SDK_BUILD.glob("tickwheel-sdk-*.jar"):
+            old.unlink()
     # The SDK's own tests are test_sdk_java.py's; here only the artifact.
-    _run(*maven, f"-Dtickwheel.build.dir={build}", "-Dmaven.test.skip=true", "install", cwd=JAVA_SDK)
-    [jar] = build.glob("tickwheel-sdk-*.jar")
+    installed = sdk_mvn("-Dmaven.test.skip=true", "install", timeout=TIMEOUT)
+    assert installed.returncode == 0, f"mvn install:\n{installed.stdout}\n{installed.stderr}"
+    [jar] = SDK_BUILD.glob("tickwheel-sdk-*.jar")
     with zipfile.ZipFile(jar) as archive:
         classes = archive.namelist()
     assert "dev/tickwheel/worker/Worker.class" in classes and "dev/tickwheel/TickwheelAdminClient.class" in classes
