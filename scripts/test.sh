@@ -2,12 +2,14 @@
 # The test command: set up what is missing, run the whole suite, leave nothing
 # running. Extra arguments go to pytest (e.g. `bash scripts/test.sh -x tests/unit`).
 #
-# The tests run on TICKWHEEL_TEST_WORKERS pytest-xdist workers (2 unless set),
+# The tests run on TICKWHEEL_TEST_WORKERS pytest-xdist workers (3 unless set),
 # each with its own PostgreSQL and etcd, tests/conftest.py handing each worker
 # whole modules (the SDK toolchain modules together, to one): most of the
 # integration tests' time is spent waiting on servers, workers and toolchains,
-# which two workers overlap. TICKWHEEL_TEST_WORKERS=0 runs them in pytest's own
-# process instead, in file order.
+# which three workers overlap on two cores (on the project's 2-core machine
+# the suite took 22 min on two, 17 on three: loadtest/RESULTS.md).
+# TICKWHEEL_TEST_WORKERS=0 runs them in pytest's own process instead, in file
+# order.
 #
 # Exit status is pytest's: non-zero on any failure, including 5 (no tests
 # collected). The session fixtures start and stop PostgreSQL and etcd; pytest
@@ -92,7 +94,7 @@ finish() {
 trap finish EXIT
 trap on_signal INT TERM HUP
 
-workers="${TICKWHEEL_TEST_WORKERS:-2}"
+workers="${TICKWHEEL_TEST_WORKERS:-3}"
 [[ "$workers" =~ ^[0-9]+$ ]] || { log "TICKWHEEL_TEST_WORKERS must be a number, got '$workers'"; exit 2; }
 parallel=()
 (( workers == 0 )) || parallel=(-n "$workers")
