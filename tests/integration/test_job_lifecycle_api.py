@@ -102,6 +102,30 @@ async def test_a_path_into_a_message_changes_that_field_alone(client) -> None:
     assert replaced.retry_policy.max_attempts == 7 and replaced.retry_policy.initial_backoff.seconds != 2
 
 
+async def test_a_path_under_a_parent_the_patch_leaves_unset_clears_the_field(client) -> None:
+    """A mask path whose parent the patch leaves unset clears the field, as
+    an unset field at the path does: `schedule.cron.time_zone` and
+    `retry_policy.max_attempts` with no `schedule` and no `retry_policy` in
+    the patch put the zone and the attempts back to their defaults (they
+    were left as stored, and the call answered as if it had changed them).
+    The siblings stay; a stored one-off with a cron path has nothing to clear."""
+    scheduler, acme, _, _ = client
+    first = yearly()
+    first.retry_policy.max_attempts = 3
+    first.retry_policy.initial_backoff.FromSeconds(2)
+    job = (await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=first, request_id="unset-parent"),
+                                     metadata=acme)).job  # fmt: skip
+    mask = field_mask_pb2.FieldMask(paths=["schedule.cron.time_zone", "retry_policy.max_attempts"])
+    patch = job_pb2.Job(id=job.id, version=job.version)
+    updated = (await scheduler.UpdateJob(scheduler_pb2.UpdateJobRequest(job=patch, update_mask=mask),
+                                         metadata=acme)).job  # fmt: skip
+    assert updated.version == job.version + 1
+    assert (updated.schedule.cron.expression, updated.schedule.cron.time_zone) == ("0 9 1 1 *", "")
+    assert updated.retry_policy.max_attempts != 3 and updated.retry_policy.initial_backoff.seconds == 2
+    stored = (await scheduler.GetJob(scheduler_pb2.GetJobRequest(id=job.id), metadata=acme)).job
+    assert stored.schedule.cron.time_zone == "" and stored.retry_policy.max_attempts == updated.retry_policy.max_attempts
+
+
 async def test_malformed_updates_are_invalid_argument_naming_the_field(client) -> None:
     scheduler, acme, _, _ = client
     job = await create(scheduler, acme)

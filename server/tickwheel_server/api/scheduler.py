@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from google.protobuf import field_mask_pb2
+from google.protobuf.message import Message
 from tickwheel.v1 import job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from tickwheel.shared.clock import Clock
@@ -127,13 +128,40 @@ def update_paths(mask: field_mask_pb2.FieldMask) -> tuple[str, ...]:
 
 def merge_job(stored: job_pb2.Job, patch: job_pb2.Job, paths: tuple[str, ...]) -> job_pb2.Job:
     """``stored`` with the fields at ``paths`` replaced by ``patch``'s; a path
-    whose field is unset in ``patch`` clears it (its default then applies)."""
+    whose field is unset in ``patch`` clears it (its default then applies),
+    also when ``patch`` leaves one of the path's parents unset
+    (``schedule.cron.time_zone`` with no ``schedule``: the zone is cleared)."""
     merged = job_pb2.Job()
     merged.CopyFrom(stored)
     field_mask_pb2.FieldMask(paths=list(paths)).MergeMessage(
         patch, merged, replace_message_field=True, replace_repeated_field=True
     )
+    for path in paths:
+        _clear_under_unset_parent(merged, patch, path.split("."))
     return merged
+
+
+def _clear_under_unset_parent(merged: Message, patch: Message, names: list[str]) -> None:
+    """Clear ``merged``'s field at the path ``names`` when one of its parents
+    is unset in ``patch``: protobuf's ``MergeMessage`` skips such a path,
+    which would leave the field as stored while the call reports success.
+    A parent unset in ``merged`` as well leaves nothing to clear (and is not
+    created). ``update_paths`` has checked that every parent is a singular
+    message field."""
+    *parents, leaf = names
+    source = patch
+    for name in parents:
+        if not source.HasField(name):
+            break
+        source = getattr(source, name)
+    else:
+        return  # every parent set in the patch: MergeMessage copied the field
+    target = merged
+    for name in parents:
+        if not target.HasField(name):
+            return
+        target = getattr(target, name)
+    target.ClearField(leaf)
 
 
 def update_plan(record: JobRecord, stored: job_pb2.Job, job: job_pb2.Job, now: datetime) -> UpdatePlan:
