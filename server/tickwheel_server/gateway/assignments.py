@@ -70,7 +70,7 @@ def assignment_bytes(handed: HandedOut, now_us: int, memo: dict[tuple, bytes]) -
     message. ``memo``: the deal's, by which a deal's assignments share the
     encoding of their instants and numbers (a burst's due instant, one
     deadline per job timeout, the first attempt's numbers)."""
-    definition = handed.definition or NO_DEFINITION  # the job was deleted while it was ready
+    definition = handed.definition or NO_DEFINITION  # never None from a store: see HandedOut.definition
     key = (handed.nominal_at_us, handed.due_at_us, now_us + definition.timeout_us, handed.attempt, handed.delivery,
            handed.missed_count, handed.origin)  # fmt: skip
     rest = memo.get(key)

@@ -19,8 +19,8 @@ def may_arm(
     """True when an execution needs no decision at its instant.
 
     - ``rules``: its job's (None: the job is gone or its definition
-      unreadable; such an execution keeps the round's path, which knows
-      how to fail it);
+      unreadable; such an execution keeps the round's path, which cancels
+      a deleted job's run and fails an unreadable one);
     - the tenant has no concurrency cap (``tenant_cap`` 0) and the job names
       no concurrency key: a cap or a key is counted under a lock at the
       instant;

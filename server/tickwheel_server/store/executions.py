@@ -52,7 +52,10 @@ class HandedOut(NamedTuple):
     payload: bytes
     missed_count: int
     definition: JobDefinition | None
-    """The job's definition; None if the job was deleted meanwhile."""
+    """The job's definition. Every hand-out has one: a round cancels a run
+    whose job is gone instead of handing it out (:mod:`.handout`), an armed
+    run and a claim's own are read with theirs. None only where one is built
+    without (tests): its assignment then carries the defaults and no target."""
     handed_out_at_us: int
     trace_context: str
     """W3C traceparent of the span that created the execution; empty when it was created untraced."""

@@ -13,7 +13,8 @@ statements whatever the backlog:
    tenants that have scheduled work at all, a rotating part of them per
    round), with their weight and concurrency cap. A capped tenant's
    ``tenant_gates`` row is written first (hand-outs for one tenant take
-   turns) and its running executions counted: its room under the cap.
+   turns) and its running executions counted: its room under the cap
+   (:mod:`.handout_tenants`).
 2. *How many each.* :mod:`.fairness` splits the round's budget (the
    workers' credit) by weighted fair share, none over a tenant's room; a
    tenant with 100 000 ready gets its share, not the round.
@@ -32,7 +33,12 @@ statements whatever the backlog:
    delivery back and wait (``waiting``), are skipped (deleted, counted in a
    skip range with reason ``overlap``) or canceled, in the same
    transaction, so no one ever sees them running; running executions an
-   overlap ``replace`` stops get a cancel request.
+   overlap ``replace`` stops get a cancel request. A candidate whose job is
+   gone (the read of the definitions, which the take carries on
+   PostgreSQL, finds none) is canceled ``canceled: job deleted``
+   (:data:`.timeline.DELETED_REASON`) the same way, its delivery given
+   back: never sent (a worker would get no target and fail it, a dead
+   letter of a job that no longer exists).
 
 ``:now`` is the handing-out server's clock, so nothing is handed out before
 its due instant by that clock. The status transition is the fence: two
@@ -66,7 +72,7 @@ from sqlalchemy.engine import Connection
 from tickwheel.shared.ids import to_us
 
 from ..jobspec import DefinitionCache
-from ..policy.admission import Candidate, decide_keys, decide_overlap
+from ..policy.admission import Candidate, Cancel, decide_keys, decide_overlap
 from ..policy.fairness import Demand, Shares
 from . import handout_starts as starts
 from .base import SqlStore, driver_sql, execute_arrays, one_of, tuples
@@ -74,9 +80,11 @@ from .doubt import InDoubt, handed_out
 from .fairshare import FairShare
 from .executions import Capability, HandedOut, HandOutRound
 from .handout_starts import UNION_BRANCHES, SkipHook
-from .isolation import insert_for, request_cancel, status_in, wake_key_waiters, wake_keys
-from .tables import executions, tenant_gates, tenants
+from .handout_tenants import ready_tenants, rooms_under_caps
+from .isolation import request_cancel, status_in, wake_key_waiters, wake_keys
+from .tables import executions
 from .tenant_walk import WALK_ABOVE, TenantWalk
+from .timeline import DELETED_REASON
 
 LOOSE_SCAN_ABOVE = WALK_ABOVE
 """A round whose workers may serve more tenants than this finds those with
@@ -126,27 +134,12 @@ _TAKEN_ROWS = driver_sql(
     "FROM executions AS e LEFT JOIN jobs AS j ON j.id = e.job_id WHERE e.id = ANY (CAST(:ids AS TEXT[]))"
 )
 
-# The named tenants' settings and oldest ready instants (one descent of
-# executions_tenant_ready each); one array parameter: one text, one plan.
-_READY_TENANTS = driver_sql(
-    "SELECT t.name, t.weight, t.max_concurrency, (SELECT e.ready_at FROM executions AS e WHERE e.tenant = t.name "
-    "AND e.status = 'scheduled' ORDER BY e.ready_at LIMIT 1) AS oldest "
-    "FROM tenants AS t WHERE t.name = ANY (CAST(:names AS TEXT[])) AND t.state <> 'paused'"
-)
-
 class _Fenced(Exception):
     """A round's fence refused to let it commit: roll it back."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-class _Ready(NamedTuple):
-    name: str
-    weight: int
-    max_concurrency: int
-    oldest: int | None
 
 
 class _Moved(NamedTuple):
@@ -277,10 +270,10 @@ class HandoutStore(SqlStore):
         # came due meanwhile, and is never early by this server's clock.
         at_us = self.unique_instant(max(now_us, to_us(self.clock.now())))
         now_us = at_us
-        ready = self._ready_tenants(conn, capability, now_us)
+        ready = ready_tenants(conn, self.caps, self.walk, self.loose_scan_above, capability, now_us)
         if not ready:
             return HandOutRound()
-        rooms = self._rooms(conn, [t for t in ready if t.max_concurrency > 0])
+        rooms = rooms_under_caps(conn, self.caps, [t for t in ready if t.max_concurrency > 0])
         demands = {t.name: Demand(t.name, max(1, t.weight), rooms.get(t.name)) for t in ready}
         grants = shares.allocate(limit, demands.values())
         rows = self._take(conn, owner, at_us, grants, capability, now_us)
@@ -311,14 +304,18 @@ class HandoutStore(SqlStore):
         rows.sort(key=lambda row: (row.ready_at, row.id))
         jobs_of = starts.jobs_of(conn, self.caps, self.lateral, self.definitions, rows)
         rules = {job_id: job.definition.rules for job_id, job in jobs_of.items()}
+        # A run whose job was deleted after DeleteJob's cancel (put back by a
+        # requeue or a give-back racing it) has no target: canceled, never sent.
+        gone = [Cancel(r.id, r.job_id, r.tenant, r.wait_key, DELETED_REASON) for r in rows if r.job_id not in jobs_of]
         candidates = [
             Candidate(r.id, r.job_id, r.tenant, r.origin, r.nominal_at, r.ready_at, r.attempt, r.delivery - 1,
                       bool(r.allow_overlap), r.wait_key)
-            for r in rows
+            for r in rows if r.job_id in jobs_of
         ]
         starts.lock_replacing(conn, self.caps, rules)
         active = starts.active(conn, self.caps, self.lateral, candidates, rules, owner, at_us)
         decision, admitted = decide_overlap(candidates, rules, active, now_us)
+        decision.cancel += gone
         # Stop and cancel what an overlap ``replace`` replaces before any key
         # row is locked (executions before keys: the order every writer keeps).
         batch.stopped = request_cancel(conn, [(stop.id, stop.reason) for stop in decision.stop], at_us)
@@ -329,7 +326,8 @@ class HandoutStore(SqlStore):
         # Woken executions that did not start after all hand their turn on;
         # keys with free slots and sleeping waiters wake them.
         wake_keys(conn, self.caps, {(s.candidate.tenant, s.candidate.wait_key) for s in decision.skip
-                                    if s.candidate.wait_key})
+                                    if s.candidate.wait_key} | {(c.tenant, c.wait_key) for c in decision.cancel
+                                                                if c.wait_key})
         wake_key_waiters(conn, [(t, k, n) for (t, k), n in decision.wake.items()])
         for item in decision.wait + decision.skip:
             shares.refund(item.candidate.tenant, demands[item.candidate.tenant].weight, 1)
@@ -340,7 +338,7 @@ class HandoutStore(SqlStore):
             HandedOut(
                 row.id, row.job_id, row.tenant, row.partition, row.origin, row.nominal_at, row.due_at, row.ready_at,
                 row.attempt, row.delivery, bytes(row.payload), row.missed_count,
-                jobs_of[row.job_id].definition if row.job_id in jobs_of else None, at_us, row.trace_context or "",
+                jobs_of[row.job_id].definition, at_us, row.trace_context or "",
             )
             for row in (by_id[start.candidate.id] for start in decision.start)
         ]
@@ -366,54 +364,6 @@ class HandoutStore(SqlStore):
                 at_us = last + 1
             self._last_at = at_us
             return at_us
-
-    # -- step 1: who has ready work, and room under their caps -------------------------------------
-
-    def _ready_tenants(self, conn: Connection, capability: Capability, now_us: int) -> list:
-        """The tenants of ``capability`` with an execution ready by ``now_us``
-        (any handler: the scan decides), with their weight and cap. A paused
-        tenant has none: its executions wait for its resume."""
-        if len(capability.tenants) <= self.loose_scan_above and self.caps.is_postgres:
-            rows = execute_arrays(conn, _READY_TENANTS, {"names": sorted(capability.tenants)}).all()
-        elif len(capability.tenants) <= self.loose_scan_above:
-            first = executions.alias("first")
-            oldest = (
-                sa.select(first.c.ready_at)
-                .where(first.c.tenant == tenants.c.name, status_in(first.c.status, "scheduled"))
-                .order_by(first.c.ready_at)
-                .limit(1)
-                .scalar_subquery()
-            )
-            query = sa.select(
-                tenants.c.name, tenants.c.weight, tenants.c.max_concurrency, oldest.label("oldest")
-            ).where(one_of(self.caps, tenants.c.name, sorted(capability.tenants)), tenants.c.state != "paused")
-            rows = conn.execute(query).all()
-        else:
-            allowed = set(capability.tenants)
-            rows = [_Ready(t.name, t.weight, t.max_concurrency, t.first)
-                    for t in self.walk.visit(conn, capability, now_us) if t.name in allowed and t.weight is not None]
-        return sorted((row for row in rows if row.oldest is not None and row.oldest <= now_us), key=lambda r: r.name)
-
-    def _rooms(self, conn: Connection, capped: list) -> dict[str, int]:
-        """How many more executions each capped tenant may run. Its gate row
-        is written first: hand-outs for one tenant take turns, and each
-        counts the running executions the previous one committed."""
-        if not capped:
-            return {}
-        names = sorted(t.name for t in capped)
-        gate = insert_for(conn, tenant_gates)
-        conn.execute(
-            gate.on_conflict_do_update(index_elements=["tenant"], set_=dict(rounds=tenant_gates.c.rounds + 1)),
-            [dict(tenant=name, rounds=1) for name in names],
-        )
-        counts = dict(
-            conn.execute(
-                sa.select(executions.c.tenant, sa.func.count())
-                .where(status_in(executions.c.status, "running"), one_of(self.caps, executions.c.tenant, names))
-                .group_by(executions.c.tenant)
-            ).all()
-        )
-        return {t.name: max(0, t.max_concurrency - counts.get(t.name, 0)) for t in capped}
 
     # -- step 3: the candidates --------------------------------------------------------------------
 
