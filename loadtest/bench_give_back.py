@@ -3,7 +3,7 @@ writes cost in the store, on a throwaway PostgreSQL: a micro-benchmark of
 two statements' shapes, not of a server.
 
 - ``give_back``: ``--rows`` executions ``running`` under one session are
-  given back in one transaction (``requeue.release_unsent``), the rows put
+  given back in one transaction (``unsend.release_unsent``), the rows put
   back as they were between repetitions.
 - ``round``: ``--rows`` executions of as many jobs, each naming one
   concurrency key of limit ``--rows / 2``, are taken by one hand-out round
@@ -47,7 +47,7 @@ from tickwheel_server.store import create_store_engine, migrate  # noqa: E402
 from tickwheel_server.store.engine import capabilities  # noqa: E402
 from tickwheel_server.store.executions import Capability  # noqa: E402
 from tickwheel_server.store.queue import ExecutionQueue  # noqa: E402
-from tickwheel_server.store.requeue import release_unsent  # noqa: E402
+from tickwheel_server.store.unsend import release_unsent  # noqa: E402
 from tickwheel_server.store.tenants import Tenant, TenantStore  # noqa: E402
 
 T0 = 1_800_000_000_000_000
@@ -116,7 +116,7 @@ def main() -> None:
 
             def release() -> int:
                 with engine.begin() as conn:
-                    release_unsent(conn, caps, handed, owner="s1")
+                    release_unsent(conn, caps, handed, now_us=0, owner="s1")
                 return len(handed)
 
             give_back.append(harness.measured(pg_pid, release))

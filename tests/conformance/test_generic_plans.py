@@ -480,7 +480,7 @@ async def test_no_statement_the_store_builds_over_arrays_is_quadratic(engine, cl
     with captured(engine) as more:
         with engine.begin() as conn:
             lock_keys(conn, capabilities(engine), [("acme", "slot"), ("acme", "other")], heads=True)
-            undo(conn, [Doubt(START, "s1", [("open_0", 1), ("open_4", 1)], 100)])
+            undo(conn, [Doubt(START, "s1", [("open_0", 1), ("open_4", 1)], 100)], 0)
             CalendarCache().load(conn, {("acme", "holidays"), ("t_1", "holidays")})
         assert await RetentionStore(engine, clock).prune_rollups(clock.now()) == 3
         jobs = JobStore(engine, clock, partition_count=1)

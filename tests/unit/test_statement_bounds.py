@@ -18,8 +18,9 @@ when that text has one of:
 - an equality on every column of a primary key or a unique key of a
   table it names (``jobs.c.id == job_id``: one row);
 - a key set (``one_of``, ``pairs_in``, ``= ANY``, ``unnest``, an
-  ``IN`` over a list the caller bounds; ``requeue.running_by_id``, a
-  ``one_of`` over the ids with a status).
+  ``IN`` over a list the caller bounds; ``unsend.running_by_id``, a
+  ``one_of`` over the ids with a status, and ``unsend.RUNNING_BY_ID``,
+  its driver SQL).
 
 A statement a module's function returns unbounded, or a module's
 constant holds (a builder, such as ``select_jobs``), is bounded where it
@@ -50,7 +51,7 @@ STORE = REPO / "server" / "tickwheel_server" / "store"
 _DRIVER_SQL = re.compile(r"^\s*(SELECT|UPDATE|DELETE|WITH)\b.*\b(FROM|SET)\b", re.S)
 _BOUND = re.compile(
     r"\.limit\(|\bLIMIT\b|\bpaged\(|"
-    r"\bone_of\(|\bpairs_in\(|\bANY\s*\(|\bany_\(|\.in_\(|\bunnest\b|\btuples\(|\brunning_by_id\("
+    r"\bone_of\(|\bpairs_in\(|\bANY\s*\(|\bany_\(|\.in_\(|\bunnest\b|\btuples\(|\brunning_by_id\(|\bRUNNING_BY_ID\b"
 )
 _EQUAL = re.compile(r"\b(\w+)\.c\.(\w+)\s*==|\b(\w+)\.c\.(\w+)\.is_\(")
 _ROOT_METHODS = {"select", "update", "delete"}

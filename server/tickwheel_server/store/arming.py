@@ -245,7 +245,7 @@ class ArmStore(SqlStore):
         self._unique_instant = unique_instant or (lambda at_us: at_us)
         """The hand-out store's: a start's instant differs from every round's
         of this server, which tells its own rows from others by (owner, instant)."""
-        self.in_doubt = InDoubt(lambda fn: self._tx(fn, row_locked=True))
+        self.in_doubt = InDoubt(lambda fn: self._tx(fn, row_locked=True), clock)
         """Its arms and starts whose COMMIT went unanswered, undone (in a
         row-locked transaction of their own) before the next transaction
         through it (:meth:`.doubt.InDoubt.run`)."""

@@ -19,7 +19,8 @@ owner's and as the write left it:
   out): the rows still ``running`` at the delivery it gave them, under its
   owner, stamped with its instant, back to ``scheduled`` with the delivery
   taken back and their key slots given back
-  (:func:`.requeue.release_unsent`), as for a hand-out whose stream closed.
+  (:func:`.unsend.release_unsent`), as for a hand-out whose stream closed
+  (one whose job was deleted meanwhile ends canceled instead).
 
 The undo is a transaction of its own, committed before the store's next
 one begins, and takes its locks in the order every writer keeps
@@ -38,12 +39,15 @@ from typing import NamedTuple, TypeVar
 
 from sqlalchemy.engine import Connection
 
+from tickwheel.shared.clock import Clock
+from tickwheel.shared.ids import to_us
+
 from .base import chunks, one_of, pairs_in
 from .engine import capabilities
 from .errors import AmbiguousCommitError
 from .executions import HandedOut
 from .isolation import release_slots, status_by_key
-from .requeue import unsend
+from .unsend import unsend
 from .tables import executions
 
 T = TypeVar("T")
@@ -68,16 +72,17 @@ class Doubt(NamedTuple):
     """The instant a start or a hand-out stamped (unique among its server's)."""
 
 
-def undo(conn: Connection, in_doubt: list[Doubt]) -> None:
+def undo(conn: Connection, in_doubt: list[Doubt], now_us: int) -> None:
     """Undo what the writes in doubt did, if they committed: the rows of
     every entry, then the key slots of the hand-outs given back in one pass
-    (executions before keys: the lock order)."""
+    (executions before keys: the lock order). A hand-out's row whose job is
+    gone ends canceled at ``now_us`` instead (:func:`.unsend.unsend`)."""
     caps = capabilities(conn)
     held: list[tuple[str, str | None]] = []
     for entry in in_doubt:
         for chunk in chunks(entry.items, _CHUNK):
             if entry.kind == HAND_OUT:
-                held += unsend(conn, caps, chunk, owner=entry.owner, at_us=entry.at_us)
+                held += unsend(conn, caps, chunk, now_us=now_us, owner=entry.owner, at_us=entry.at_us)
             elif entry.kind == ARM:
                 conn.execute(executions.update().where(
                     one_of(caps, executions.c.id, [ident for ident, _ in chunk]),
@@ -103,8 +108,9 @@ class InDoubt:
     their own (through ``tx``, a function of the transaction function)
     before the next transaction that passes through :meth:`run`."""
 
-    def __init__(self, tx: Callable[[Callable[[Connection], T]], Awaitable[T]]) -> None:
+    def __init__(self, tx: Callable[[Callable[[Connection], T]], Awaitable[T]], clock: Clock) -> None:
         self._tx = tx
+        self._clock = clock
         self.entries: list[Doubt] = []
 
     def add(self, entry: Doubt | None) -> None:
@@ -132,5 +138,6 @@ class InDoubt:
         undoing = list(self.entries)
         if not undoing:
             return
-        await self._tx(lambda conn: undo(conn, undoing))
+        now_us = to_us(self._clock.now())
+        await self._tx(lambda conn: undo(conn, undoing, now_us))
         self.entries = [entry for entry in self.entries if not any(entry is done for done in undoing)]

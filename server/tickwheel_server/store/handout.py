@@ -200,7 +200,7 @@ class HandoutStore(SqlStore):
         """Parsed definitions by (job id, version); shared with the dispatcher and outcomes where one server runs them."""
         self._at_lock = threading.Lock()
         self._last_at = 0
-        self.in_doubt = InDoubt(lambda fn: self._tx(fn, row_locked=True))
+        self.in_doubt = InDoubt(lambda fn: self._tx(fn, row_locked=True), clock)
         """Its rounds, and the claims' hand-outs under its instants, whose COMMIT went unanswered (:mod:`.doubt`)."""
 
     async def hand_out_ready(

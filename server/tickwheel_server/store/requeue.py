@@ -16,6 +16,8 @@ Whatever ends a delivery gives its concurrency-key slots back and wakes the next
 unit back (:mod:`.manualslots`). An execution with a cancel request, or whose job was
 deleted while it ran (DeleteJob lets it finish; one put back has not started, and a hand-out
 of it would carry no target), ends ``canceled`` instead of being retried or requeued.
+Hand-outs no worker saw are given back by :mod:`.unsend` (:meth:`RequeueStore.release`,
+:meth:`RequeueStore.release_unheld`), which ends a deleted job's run the same way.
 """
 
 from __future__ import annotations
@@ -28,16 +30,16 @@ from sqlalchemy.engine import Connection
 from tickwheel.shared.ids import to_us
 
 from . import manualslots
-from .base import SqlStore, driver_sql, execute_arrays, one_of
-from .engine import Capabilities
+from .base import SqlStore, driver_sql, execute_arrays
 from .executions import (
     CancelRequest, DeadLetter, DeadLetterHook, Lost, Reattached, RequeueResult, Retry, Running, attempt_row,
     dead_lettered,
 )
-from .isolation import release_slots, status_by_key, status_in, wake_jobs, wake_keys
-from .tables import attempts, concurrency_keys, executions, jobs
+from .isolation import release_slots, status_in, wake_jobs, wake_keys
+from .tables import attempts, concurrency_keys, executions
 from .timeline import DELETED_REASON, NOT_STARTED, in_group
 from .unheld import disown, unheld_rows
+from .unsend import JOB_EXISTS, RUNNING_BY_ID, release_unsent, running_at_delivery, running_by_id, unsend
 
 DEFAULT_POISON_CAP = 3
 """Requeues that count (the worker died or went silent) an execution survives; one more and it is dead."""
@@ -47,26 +49,8 @@ _REQUEUE_COLUMNS = (
     executions.c.attempt, executions.c.ready_at, executions.c.due_at, executions.c.handed_out_at,
     executions.c.reap_count, executions.c.worker_id, executions.c.held_keys, executions.c.waiting_since,
     executions.c.cancel_requested_at, executions.c.cancel_reason, executions.c.manual_slot,
-    sa.exists().where(jobs.c.id == executions.c.job_id).label("job_exists"),  # a deleted job's run ends
+    JOB_EXISTS,  # a deleted job's run ends
 )
-
-
-def running_by_id(caps: Capabilities, ids: Sequence[str]):
-    """The rows of ``ids`` that are ``running``, found by id on the primary
-    key alone: the status compared through COALESCE, which no partial
-    index's predicate matches. Stated plainly, a generic plan read every
-    running row on ``executions_running_worker`` and searched the ids'
-    array for each (rows times ids; loadtest/RESULTS.md, "Statements over
-    arrays: no quadratic plan")."""
-    return sa.and_(one_of(caps, executions.c.id, ids), status_by_key(executions.c.status, "running"))
-
-
-def _running_at_delivery():
-    """An update of the rows still ``running`` at (``b_id``, ``b_delivery``), one per parameter set."""
-    return executions.update().where(
-        executions.c.id == sa.bindparam("b_id"), executions.c.delivery == sa.bindparam("b_delivery"),
-        status_in(executions.c.status, "running"),
-    )
 
 
 # The updates of :func:`unsend`, :meth:`RequeueStore.reattach` and
@@ -75,22 +59,8 @@ def _running_at_delivery():
 # (SQLite keeps it). The ``ANY`` beside the join gives the planner the
 # primary key's path.
 _BY_ID = "WHERE executions.id = ANY (CAST(:ids AS TEXT[])) AND executions.id = v.id"
-# A give-back and a re-attachment write the same values to every row: by id
-# on the primary key alone, no array joined. Each row's delivery, tenant and
-# worker were checked by the read that locked it (FOR UPDATE) in the same
-# transaction; the status is stated again, through COALESCE, which no
-# partial index's predicate matches. Joined to the (id, delivery) arrays, a
-# generic plan read the ids (or every running row, on
-# ``executions_running_worker``) and rescanned the arrays for each row: a
-# nested loop, quadratic in the batch (loadtest/RESULTS.md, "Statements over
-# arrays: no quadratic plan").
-_RUNNING_BY_ID = "WHERE executions.id = ANY (CAST(:ids AS TEXT[])) AND COALESCE(executions.status, '') = 'running'"
-_UNSEND_BY_ID = driver_sql(
-    "UPDATE executions SET status = 'scheduled', owner = NULL, worker_id = NULL, handed_out_at = NULL, "
-    f"held_keys = NULL, unheld_delivery = NULL, delivery = executions.delivery - 1 {_RUNNING_BY_ID}"
-)
 _REATTACH_BY_ID = driver_sql(
-    f"UPDATE executions SET owner = CAST(:owner AS TEXT), worker_id = CAST(:worker AS TEXT) {_RUNNING_BY_ID}"
+    f"UPDATE executions SET owner = CAST(:owner AS TEXT), worker_id = CAST(:worker AS TEXT) {RUNNING_BY_ID}"
 )
 _REQUEUE_FROM_ARRAYS = driver_sql(
     "UPDATE executions SET status = v.status, reap_count = v.reaps, finished_at = v.finished, "
@@ -102,51 +72,6 @@ _REQUEUE_FROM_ARRAYS = driver_sql(
 )
 _REQUEUE_ARRAYS = {"ids": "b_id", "statuses": "b_status", "reaps": "b_reaps", "finished": "b_finished",
                    "dead_reasons": "b_dead_reason", "errors": "b_error"}
-
-
-def release_unsent(
-    conn: Connection, caps: Capabilities, handed: Sequence[tuple[str, int]], *, owner: str | None = None,
-    at_us: int | None = None,
-) -> None:
-    """Inside the caller's transaction: ``handed`` (execution id, delivery) still ``running``
-    at that delivery (and, if given, under ``owner`` with hand-out instant ``at_us``) back to
-    ``scheduled``, the delivery and their key slots given back: no worker ever saw them."""
-    release_slots(conn, caps, unsend(conn, caps, handed, owner=owner, at_us=at_us))
-
-
-def unsend(
-    conn: Connection, caps: Capabilities, handed: Sequence[tuple[str, int]], *, owner: str | None = None,
-    at_us: int | None = None,
-) -> list[tuple[str, str | None]]:
-    """The executions' part of :func:`release_unsent`: the rows back to ``scheduled``,
-    returning the (tenant, ``held_keys``) whose slots the caller gives back
-    (:func:`.isolation.release_slots`) once every row of its transaction is locked
-    (executions before keys: the lock order). Manual runs take their quota units back."""
-    wanted = dict(handed)
-    query = sa.select(
-        executions.c.id, executions.c.tenant, executions.c.delivery, executions.c.held_keys, executions.c.manual_slot
-    ).where(running_by_id(caps, sorted(wanted)))
-    if owner is not None:
-        query = query.where(executions.c.owner == owner)
-    if at_us is not None:
-        query = query.where(executions.c.handed_out_at == at_us)
-    if caps.row_locks:
-        query = query.with_for_update()
-    rows = [row for row in conn.execute(query) if wanted[row.id] == row.delivery]
-    if not rows:
-        return []
-    if caps.is_sqlite:  # no arrays, no network: one statement per row
-        conn.execute(
-            _running_at_delivery().values(
-                status="scheduled", owner=None, worker_id=None, handed_out_at=None, held_keys=None,
-                unheld_delivery=None, delivery=executions.c.delivery - 1,
-            ),
-            [dict(b_id=row.id, b_delivery=row.delivery) for row in rows],
-        )
-    else:
-        execute_arrays(conn, _UNSEND_BY_ID, {"ids": [row.id for row in rows]})
-    manualslots.take_back(conn, [(row.tenant, row.manual_slot) for row in rows])  # waiting to start again
-    return [(row.tenant, row.held_keys) for row in rows]
 
 
 class StreamGone(Exception):
@@ -171,7 +96,9 @@ class RequeueStore(SqlStore):
         batch the fence refused: the reaper may have given a dead session's
         rows back, and another server handed them out again, meanwhile)."""
         if handed:
-            await self._tx(lambda conn: release_unsent(conn, self.caps, handed, owner=owner, at_us=at_us))
+            now_us = to_us(self.clock.now())
+            await self._tx(lambda conn: release_unsent(conn, self.caps, handed, now_us=now_us, owner=owner,
+                                                       at_us=at_us))
 
     async def release_unheld(self, owner: str, limit: int = 1000) -> list[Retry]:
         """``owner`` is a session no longer alive: up to ``limit`` of its
@@ -180,10 +107,13 @@ class RequeueStore(SqlStore):
         delivery taken back and no attempt written (no worker saw them).
         Returns them, so the caller can put their ready instants into its wheel."""
 
+        now_us = to_us(self.clock.now())
+
         def fn(conn: Connection) -> list[Retry]:
             rows = unheld_rows(conn, self.caps, owner, limit)
             if rows:  # locked by the pick: unsend re-reads them at that delivery and owner
-                release_slots(conn, self.caps, unsend(conn, self.caps, [(r.id, r.delivery) for r in rows], owner=owner))
+                release_slots(conn, self.caps, unsend(conn, self.caps, [(r.id, r.delivery) for r in rows],
+                                                      now_us=now_us, owner=owner))
             return [Retry(r.id, r.partition, r.ready_at) for r in rows]
 
         return await self._tx(fn)
@@ -241,7 +171,7 @@ class RequeueStore(SqlStore):
             ]
             if rows and self.caps.is_sqlite:
                 conn.execute(
-                    _running_at_delivery().values(owner=owner, worker_id=worker_id),
+                    running_at_delivery().values(owner=owner, worker_id=worker_id),
                     [dict(b_id=row.id, b_delivery=row.delivery) for row in rows],
                 )
             elif rows:

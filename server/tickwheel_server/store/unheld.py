@@ -21,7 +21,7 @@ stamped with the worker they are dealt to) and died before it sent them
   server's: it sends it or gives it back itself.
 
 The mark is set on a running row at its delivery only; every way back from
-``running`` at the same delivery (:func:`.requeue.unsend`, a disarm, a start
+``running`` at the same delivery (:func:`.unsend.unsend`, a disarm, a start
 in doubt undone) clears it, and every other hand-out counts a delivery more,
 so a mark never names a later hand-out.
 """
