@@ -37,6 +37,10 @@ DECIDED_WITHOUT_POLICY = frozenset((SUCCEEDED, CANCELED, FAILED_PERMANENT))
 """Outcomes :func:`decide` settles without reading the retry policy: the
 caller need not read (or parse) the policy for them."""
 
+DECIDED_WITHOUT_JOB = frozenset((SUCCEEDED, CANCELED))
+"""Outcomes :func:`decide` settles alike whether the job still exists: the
+caller need not read the job for them (:attr:`Facts.job_deleted`)."""
+
 
 class RetryPolicy(NamedTuple):
     """A definition's retry policy, its defaults filled in (:mod:`tickwheel_server.jobspec`)."""
@@ -53,6 +57,8 @@ class Facts(NamedTuple):
     cancel_requested: bool
     """Someone asked it to stop (``cancel_requested_at`` is set)."""
     cancel_reason: str | None
+    job_deleted: bool = False
+    """Its job was deleted while it ran (read for outcomes not in :data:`DECIDED_WITHOUT_JOB`)."""
 
 
 class BreakerEvent(NamedTuple):
@@ -108,6 +114,13 @@ def decide(
     - succeeded: ``succeeded``;
     - canceled by its worker: ``canceled`` (the cancel request's reason, else
       "canceled: by its worker");
+    - any other outcome of a run whose job was deleted while it ran
+      (failed, permanently or not, timed out): ``canceled`` (the cancel
+      request's reason, which the caller gives as "canceled: job deleted"
+      when there was none), the attempt ``failed`` or ``timed_out`` as it
+      ended: not retried (a retry would have no target) and not dead (a dead
+      letter and its alert ask someone to fix or replay a job that no longer
+      exists);
     - failed permanently: ``dead`` ("failed permanently"), not retried;
     - any other failure (retryable, timed out, unknown), when a cancel was
       requested: ``canceled`` (its reason, else "canceled: by request"), not
@@ -129,6 +142,8 @@ def decide(
         return Decision("succeeded", "succeeded", facts.attempt, None, "")
     if outcome == CANCELED:
         return Decision("canceled", "canceled", facts.attempt, None, facts.cancel_reason or "canceled: by its worker")
+    if facts.job_deleted:  # nothing to retry, no one to alert
+        return Decision("canceled", attempt_status, facts.attempt, None, facts.cancel_reason or "canceled: by request")
     if outcome == FAILED_PERMANENT:
         return Decision("dead", "failed", facts.attempt, None, "failed permanently")
     if facts.cancel_requested:  # asked to stop: not retried

@@ -42,7 +42,9 @@ from tickwheel.shared.ids import to_us
 
 from ..jobspec import NO_DEFINITION, DefinitionCache
 from ..circuits import CircuitBreaker
-from ..policy.outcome import BREAKER_OUTCOMES, DECIDED_WITHOUT_POLICY, Facts, breaker_event, decide
+from ..policy.outcome import (
+    BREAKER_OUTCOMES, DECIDED_WITHOUT_JOB, DECIDED_WITHOUT_POLICY, Facts, breaker_event, decide,
+)
 from .base import SqlStore, driver_sql, execute_arrays, one_of, tuples
 from .executions import (
     NOT_HELD, TERMINAL, DeadLetter, DeadLetterHook, ResultAck, ResultIn, Retry, attempt_row, dead_lettered,
@@ -51,6 +53,7 @@ from . import manualslots
 from .isolation import release_slots, wake_jobs
 from .plain_successes import RECORD_SUCCESSES, PlainSuccesses, on_row, plain_success
 from .tables import attempts, executions, jobs
+from .timeline import DELETED_REASON
 
 # Outcomes of a batch of results (PostgreSQL and CockroachDB): every row's new state from
 # parallel arrays, by primary key; whatever held the delivery is cleared.
@@ -269,10 +272,12 @@ class OutcomeStore(SqlStore):
         return await self._tx(fn, row_locked=True)
 
     def _needs_definition(self, row: _ResultRow, result: ResultIn) -> bool:
-        """Whether deciding ``result`` reads its job's definition: its retry
-        policy (an outcome not in :data:`DECIDED_WITHOUT_POLICY`), or the
-        host an HTTP target calls, for the circuit breaker."""
-        return result.outcome not in DECIDED_WITHOUT_POLICY or (
+        """Whether deciding ``result`` reads its job's definition: whether
+        the job still exists (an outcome not in :data:`DECIDED_WITHOUT_JOB`:
+        a failure of a deleted job's run is not retried nor dead-lettered),
+        its retry policy (an outcome not in :data:`DECIDED_WITHOUT_POLICY`),
+        or the host an HTTP target calls, for the circuit breaker."""
+        return result.outcome not in DECIDED_WITHOUT_JOB or (
             row.handler is None and self.breaker is not None and result.outcome in BREAKER_OUTCOMES
         )
 
@@ -410,7 +415,9 @@ class OutcomeStore(SqlStore):
             if event is not None:
                 hold = self.breaker.record(row.tenant, event.host, (row.id, result.delivery), failed=event.failed,
                                            age=event.age)
-        facts = Facts(row.attempt, row.cancel_requested_at is not None, row.cancel_reason)
+        deleted = needed and row.version is None  # read, and found no job
+        facts = Facts(row.attempt, row.cancel_requested_at is not None,
+                      row.cancel_reason or (DELETED_REASON if deleted else None), deleted)
         # The policy is read only where the decision needs it: a success does not parse its job's retry policy.
         retry = (
             NO_DEFINITION.retry if result.outcome in DECIDED_WITHOUT_POLICY

@@ -21,6 +21,7 @@ NOW_US = to_us(NOW)
 S = timedelta(seconds=1)
 POLICY = RetryPolicy(max_attempts=3, initial_backoff=10 * S, max_backoff=60 * S)
 RUNNING = Facts(attempt=1, cancel_requested=False, cancel_reason=None)
+GONE = RUNNING._replace(cancel_reason="canceled: job deleted", job_deleted=True)
 
 
 class FixedRng(random.Random):
@@ -94,6 +95,21 @@ CASES = [
          Decision("succeeded", "succeeded", 1, None, ""), retry="the definition does not parse"),
     Case("nor to a permanent failure", RUNNING, FAILED_PERMANENT,
          Decision("dead", "failed", 1, None, "failed permanently"), retry="the definition does not parse"),
+    # Its job was deleted while it ran (the store gives the reason "canceled: job deleted").
+    Case("a deleted job's permanent failure is canceled, its attempt failed", GONE, FAILED_PERMANENT,
+         Decision("canceled", "failed", 1, None, "canceled: job deleted")),
+    Case("a deleted job's retryable failure is not retried", GONE, FAILED_RETRYABLE,
+         Decision("canceled", "failed", 1, None, "canceled: job deleted"), retry="no definition: never read"),
+    Case("a deleted job's timeout is not retried", GONE._replace(attempt=2), TIMED_OUT,
+         Decision("canceled", "timed_out", 2, None, "canceled: job deleted")),
+    Case("a deleted job's last attempt failing is not dead", GONE._replace(attempt=3), FAILED_RETRYABLE,
+         Decision("canceled", "failed", 3, None, "canceled: job deleted")),
+    Case("a deleted job's run that succeeded succeeded", GONE, SUCCEEDED, Decision("succeeded", "succeeded", 1, None, "")),
+    Case("a deleted job's run canceled by its worker keeps its reason", GONE._replace(cancel_reason=None), CANCELED,
+         Decision("canceled", "canceled", 1, None, "canceled: by its worker")),
+    Case("a deleted job's run asked to stop keeps the request's reason",
+         GONE._replace(cancel_requested=True, cancel_reason="canceled: replaced by a newer run"), FAILED_PERMANENT,
+         Decision("canceled", "failed", 1, None, "canceled: replaced by a newer run")),
 ]
 
 
