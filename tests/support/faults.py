@@ -85,7 +85,9 @@ class RecordingTarget:
     - ``/nul``: 500 with NUL bytes in the body, which the worker copies into
       the attempt's error;
     - ``/flaky``: 500 on attempt 1, 200 after (a retried job);
-    - ``/fail``: 500 always (a job that ends dead).
+    - ``/fail``: 500 always (a job that ends dead);
+    - ``/holdfail``: 500 after ``hold`` seconds (a run that fails after a
+      change made while it ran).
     """
 
     def __init__(self, hold: float = 2.0) -> None:
@@ -105,8 +107,9 @@ class RecordingTarget:
                 target.deliveries.saw(call.key, call.attempt, call.delivery)
                 target.calls.append(call)
                 status, body = 200, b"ok"
-                if self.path == "/hold":
+                if self.path in ("/hold", "/holdfail"):
                     target._closing.wait(target.hold)
+                    status = 500 if self.path == "/holdfail" else status
                 elif self.path == "/brief":
                     target._closing.wait(0.3)
                 elif self.path == "/nul":
