@@ -12,8 +12,10 @@ A run can still meet its job gone on four paths, each tested here:
    permanently, and it ended a dead letter with an alert);
 2. the give-back of a hand-out no worker saw (a stream that closed, a
    hand-out whose COMMIT went unanswered): canceled, not put back;
-3. a DeleteJob committing in the middle of such a give-back: the run ends
-   canceled, once, whichever commits first;
+3. a DeleteJob committing in the middle of such a give-back (READ
+   COMMITTED on PostgreSQL: the run is put back, job gone, and the next
+   hand-out cancels it) or of a requeue (SERIALIZABLE: one of the two is
+   retried): the run ends canceled, once, whichever commits first;
 4. a result: a run that ran and failed (or timed out) after its job was
    deleted ends ``canceled: job deleted``, its attempt ``failed`` with the
    error: not retried, not dead, no alert.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 import sqlalchemy as sa
@@ -34,7 +37,8 @@ from tickwheel.v1 import job_pb2, worker_pb2
 
 from tickwheel.shared.ids import to_us
 from tickwheel_server.store.errors import AmbiguousCommitError
-from tickwheel_server.store.executions import ResultIn
+from tickwheel_server.store.classify import CONFLICT_SQLSTATES, sqlstate_of
+from tickwheel_server.store.executions import Lost, ResultIn
 from tickwheel_server.store.jobbatch import delete_jobs
 from tickwheel_server.store.jobs import JobStore
 from tickwheel_server.store.manual import ManualStore
@@ -271,6 +275,85 @@ async def test_a_delete_committing_amid_a_give_back_ends_the_run_canceled_once(
     assert key_row(migrated_engine, "acme", "db").running == 0
     with migrated_engine.connect() as conn:
         assert conn.execute(sa.select(attempts.c.status).where(attempts.c.execution_id == ident)).all() == []
+    no_dead(migrated_engine)
+
+
+async def transaction_of(store, call) -> Callable:
+    """The function ``call`` (a coroutine of ``store``'s) runs in its
+    transaction, taken without running it: the test runs it in a
+    transaction of its own, interleaved with another."""
+    taken: list = []
+
+    class Taken(Exception):
+        pass
+
+    async def take(fn, **_options):
+        taken.append(fn)
+        raise Taken
+
+    real, store._tx = store._tx, take
+    try:
+        await call()
+    except Taken:
+        pass
+    finally:
+        store._tx = real
+    return taken[0]
+
+
+def committed(engine, level: str, fn, inner=None) -> None:
+    """``fn`` in a transaction at ``level``, ``inner`` (begun and committed
+    inside it) before its COMMIT; each retried from the start on a
+    serialization failure, as the store's transactions are."""
+    for _ in range(5):
+        try:
+            with engine.connect().execution_options(isolation_level=level) as conn:
+                with conn.begin():
+                    fn(conn)
+                    if inner is not None:
+                        inner()
+                        inner = None
+            return
+        except sa.exc.OperationalError as error:
+            if sqlstate_of(error) not in CONFLICT_SQLSTATES:
+                raise
+    raise AssertionError("retried five times")
+
+
+@pytest.mark.parametrize("first", ["requeue", "delete"])
+async def test_a_delete_committing_amid_a_requeue_ends_the_run_canceled_once(
+    migrated_engine, clock, tenants, first
+) -> None:
+    """The requeue of a lost worker's run and DeleteJob, each in its own
+    transaction at the engine's level (SERIALIZABLE), the one begun first
+    committing last, each retried on a serialization failure as the store
+    retries it: the run ends canceled once, with one ``lost`` attempt,
+    whichever commits first. On PostgreSQL the serializable checks fail
+    the one committing last (40001: the requeue read the job the delete
+    removed, the delete read the run the requeue put back), and its retry
+    sees the other's commit (seen: one retry in each order); a requeue
+    that got through anyway would leave the run to the next hand-out."""
+    [ident] = occurrences(migrated_engine, clock, "job_rq", 1, job=spec(job_pb2.OVERLAP_POLICY_ALLOW, {"db": 1}))
+    server = Server(migrated_engine, clock, "s1")
+    clock.advance(1)
+    [handed] = await server.claim()
+    jobs = JobStore(migrated_engine, clock, partition_count=1)
+    requeue = await transaction_of(server.store.requeues, lambda: server.store.requeues.requeue(
+        "s1", [Lost(ident, handed.delivery, "worker w1 disconnected", "w1")], counts=True))
+    delete = await transaction_of(jobs, lambda: jobs.delete("acme", "job_rq"))
+    level = "SERIALIZABLE"
+    if migrated_engine.dialect.name == "sqlite":  # one writer at a time: the one begun first commits first
+        for step in (requeue, delete) if first == "requeue" else (delete, requeue):
+            committed(migrated_engine, level, step)
+    else:
+        outer, inner = (requeue, delete) if first == "requeue" else (delete, requeue)
+        committed(migrated_engine, level, outer, lambda: committed(migrated_engine, level, inner))
+    assert await server.claim() == []
+    canceled_deleted(migrated_engine, ident)
+    assert key_row(migrated_engine, "acme", "db").running == 0
+    with migrated_engine.connect() as conn:
+        tried = conn.execute(sa.select(attempts.c.status).where(attempts.c.execution_id == ident)).scalars().all()
+    assert tried == ["lost"]
     no_dead(migrated_engine)
 
 
