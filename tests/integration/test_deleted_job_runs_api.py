@@ -39,7 +39,7 @@ SLOTS = 3
 READY = 4
 AHEAD = 3
 TRIGGERS = 3
-HOLD = 10.0
+HOLD = 12.0
 """Seconds a call is held before it fails: the deletes come while the runs hold the worker's slots."""
 TERMINAL = ("succeeded", "dead", "canceled")
 
@@ -81,7 +81,7 @@ def test_deleting_jobs_with_runs_handed_ready_ahead_and_triggered_ends_each_run_
         # SLOTS of these run on the worker (each call held HOLD s, then failing);
         # the others stay ready: no slot is free.
         now_jobs = [create(f"now-{index}", now() + timedelta(seconds=1)) for index in range(SLOTS + READY)]
-        ahead = [create(f"ahead-{index}", now() + timedelta(seconds=5)) for index in range(AHEAD)]
+        ahead = [create(f"ahead-{index}", now() + timedelta(seconds=4)) for index in range(AHEAD)]
         manual = create("manual", now() + timedelta(days=1))
         every = now_jobs + ahead + [manual]
         eventually(lambda: sum(run.status == "running" for run in runs_of(engine, every)) == SLOTS, 30,
