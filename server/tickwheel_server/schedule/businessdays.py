@@ -18,13 +18,19 @@ daylight-saving gap) becomes the first instant after the gap, and one that
 exists twice (a repeated hour) the earlier of the two, as fixed-time jobs
 treat them (docs/architecture.md, "Calendars"). Everything is bounded to the
 dates :data:`MIN_DATE` to :data:`MAX_DATE`: a search that would leave them
-answers None. Searches cost at most one step per day, and each week holds a
-business weekday, so a search crosses at most ``7 × (holidays + 1)`` days.
+answers None. A search costs at most seven steps of a day and one jump
+over a run of holidays, whatever the calendar holds: the first business day
+past each holiday is found once per calendar and direction
+(:meth:`BusinessCalendar.past_holiday`), so a calendar of 10 000
+consecutive holidays costs each search no more than one of none (it once
+walked day by day, up to ``7 × (holidays + 1)`` days a search, and a
+preview or a claim decides many occurrences).
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
@@ -77,6 +83,40 @@ class BusinessCalendar:
             if day in self.holidays or day.isoweekday() not in self.business_weekdays:
                 raise ValueError(f"half-day {day.isoformat()} is not a business day")
 
+    def past_holiday(self, holiday: date, step: int) -> date | None:
+        """The first business day after (``step`` 1) or before (-1) the
+        holiday ``holiday``, None when there is none within the bounds."""
+        return (self._after_holidays if step > 0 else self._before_holidays)[holiday]
+
+    @functools.cached_property
+    def weekday_gaps(self) -> dict[tuple[int, int], int]:
+        """(step, ISO weekday) -> days from a day of that weekday to the next
+        (1) or previous (-1) business weekday, 1 to 7."""
+        return {
+            (step, weekday): next(n for n in range(1, 8) if (weekday - 1 + step * n) % 7 + 1 in self.business_weekdays)
+            for step in (1, -1) for weekday in range(1, 8)
+        }
+
+    @functools.cached_property
+    def _after_holidays(self) -> dict[date, date | None]:
+        return _past_holidays(self, 1)
+
+    @functools.cached_property
+    def _before_holidays(self) -> dict[date, date | None]:
+        return _past_holidays(self, -1)
+
+
+def _past_holidays(cal: BusinessCalendar, step: int) -> dict[date, date | None]:
+    """:meth:`BusinessCalendar.past_holiday` of every holiday for ``step``:
+    the holidays taken against the search's direction, each answered by the
+    business weekday past it, or by that day's own answer when it is a
+    holiday too (at most seven steps a holiday, once per calendar)."""
+    found: dict[date, date | None] = {}
+    for holiday in sorted(cal.holidays, reverse=step > 0):
+        weekday = _business_weekday(cal, holiday, step)
+        found[holiday] = found[weekday] if weekday is not None and weekday in cal.holidays else weekday
+    return found
+
 
 def calendar(zone: str, weekdays: Iterable[int] = (), holidays: Iterable[date] = (),
              half_days: Iterable[date] = ()) -> BusinessCalendar:
@@ -114,13 +154,17 @@ def previous_business_day(cal: BusinessCalendar, day: date) -> date | None:
 
 
 def _search(cal: BusinessCalendar, day: date, step: int) -> date | None:
-    candidate = day
-    while True:
-        if (step > 0 and candidate >= MAX_DATE) or (step < 0 and candidate <= MIN_DATE):
-            return None
-        candidate = candidate + timedelta(days=step)
-        if is_business_day(cal, candidate):
-            return candidate
+    candidate = _business_weekday(cal, day, step)
+    if candidate is not None and candidate in cal.holidays:
+        return cal.past_holiday(candidate, step)
+    return candidate
+
+
+def _business_weekday(cal: BusinessCalendar, day: date, step: int) -> date | None:
+    """The first day ``step`` days at a time from ``day`` (excluded) on a
+    business weekday, holiday or not; None past the bounds."""
+    candidate = day + timedelta(days=step * cal.weekday_gaps[step, day.isoweekday()])
+    return candidate if MIN_DATE <= candidate <= MAX_DATE else None
 
 
 def local_day(cal: BusinessCalendar, at: datetime, registry: ZoneRegistry | None = None) -> date:

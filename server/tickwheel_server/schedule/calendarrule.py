@@ -37,7 +37,10 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from .businessdays import MAX_DATE, MIN_DATE, BusinessCalendar, is_business_day, local_day, zone_local, zone_wall_instant
+from .businessdays import (
+    MAX_DATE, MIN_DATE, BusinessCalendar, is_business_day, local_day, next_business_day, previous_business_day,
+    zone_local, zone_wall_instant,
+)
 from .zones import ZoneRegistry
 
 
@@ -162,9 +165,19 @@ def _search(
     """The first instant at ``nominal_at``'s wall time in ``zone``, ``step``
     days at a time away from it, whose calendar day is a business day;
     None when it reaches ``bound`` (the neighbouring occurrence), the date
-    bounds or the search's length."""
+    bounds or the search's length.
+
+    A candidate whose calendar day is not a business day jumps towards the
+    calendar's next (previous) business day, landing two days short of it
+    (the calendar's zone and ``zone`` may disagree on the date by a day, and
+    their offsets may move apart by up to a day between the two dates: a
+    daylight-saving change, a zone crossing the date line): a
+    run of holidays costs a few candidates, not one per day (a search used
+    to cross up to ``7 × (holidays + 1)`` days, each a zone conversion)."""
     day, wall = zone_local(zone, nominal_at, registry)
-    for offset in range(1, 7 * (len(cal.holidays) + 1) + 3):
+    offset = 0
+    for _ in range(7 * (len(cal.holidays) + 1) + 3):
+        offset += 1
         candidate_day = day + timedelta(days=step * offset)
         if not MIN_DATE <= candidate_day <= MAX_DATE:
             return None
@@ -172,8 +185,14 @@ def _search(
         if bound is not None and (candidate >= bound if step > 0 else candidate <= bound):
             return None
         calendar_day = local_day(cal, candidate, registry)
-        if MIN_DATE <= calendar_day <= MAX_DATE and is_business_day(cal, calendar_day):
+        if not MIN_DATE <= calendar_day <= MAX_DATE:
+            continue
+        if is_business_day(cal, calendar_day):
             return candidate
+        target = next_business_day(cal, calendar_day) if step > 0 else previous_business_day(cal, calendar_day)
+        if target is None:
+            return None
+        offset += max(0, abs((target - calendar_day).days) - 3)
     return None
 
 
