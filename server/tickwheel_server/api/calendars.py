@@ -19,6 +19,7 @@ from tickwheel.v1 import calendar_pb2
 from tickwheel.shared.ids import from_us
 
 from ..auth.authenticator import Authenticator
+from ..auth.ratelimit import to_its_end
 from ..errors import FieldViolation, InvalidArgument, VersionConflict
 from ..schedule import businessdays, zones
 from ..store.calendars import CalendarDefinition, CalendarRecord, CalendarStore
@@ -227,8 +228,15 @@ class CalendarCalls:
     @rpc
     async def UpdateCalendar(self, request, context):
         """Merge, validate and store at ``calendar.version`` + 1 (see
-        :meth:`CalendarStore.update`); a request that changes nothing
-        returns the calendar as it is."""
+        :meth:`CalendarStore.update_with_runs`); a request that changes
+        nothing returns the calendar as it is. The store's re-decision of
+        the created runs of every job naming the calendar is metered
+        (:meth:`Authenticator.metered`): one fire per job walked and per run
+        decided, charged to the tenant's request rate after the commit (a
+        single transaction is never half-applied); refused
+        RESOURCE_EXHAUSTED, before anything is written, while earlier
+        metered calls of the tenant are not paid back. A client that hangs
+        up still waits for, and pays, the transaction it started."""
         tenant = await self._auth.tenant(context)
         paths = update_paths(request.update_mask)
         name = check_name(request.calendar.name, "calendar.name")
@@ -242,7 +250,10 @@ class CalendarCalls:
         definition = definition_of(spec)
         if definition.spec == record.spec:
             return calendar_pb2.UpdateCalendarResponse(calendar=calendar_to_proto(record))
-        updated, report = await self._store.update_with_runs(tenant.name, name, version, definition)
+        async with self._auth.metered(tenant) as meter:
+            updated, report = await to_its_end(
+                self._store.update_with_runs(tenant.name, name, version, definition, counted=meter.count)
+            )
         return calendar_pb2.UpdateCalendarResponse(
             calendar=calendar_to_proto(updated), changed_run_count=report.changed_count,
             changed_runs=[_run_change(change) for change in report.first], job_count=report.job_count,

@@ -14,7 +14,8 @@ Work is charged as well as requests (:meth:`RequestRateLimiter.metered`):
 a call that computes schedule fires for a client-chosen window or count
 (BackfillJob, PreviewSchedule, UpdateJob's dry-run diff), or counts the
 span a pause kept from running (ResumeJob, BatchResumeJobs, a schedule
-change of a paused job) takes one more token per :data:`FIRES_PER_TOKEN`
+change of a paused job), or decides again the created runs of every job
+naming a calendar it changes (UpdateCalendar) takes one more token per :data:`FIRES_PER_TOKEN`
 fires beyond the first :data:`FIRES_PER_TOKEN`, which its request's token
 covers. The charge lands after the work and may take the bucket below
 zero: the tenant's next requests are refused, with the wait in their
@@ -77,6 +78,11 @@ class Meter:
     the call started, is in debt (unbounded without a rate limit)."""
     refusal: Callable[[int], QuotaExceeded] | None = None
     """The refusal of a piece of work once ``fires`` exceeds the allowance."""
+
+    def count(self, fires: int) -> None:
+        """Add ``fires`` to what the call computed (a store transaction doing
+        the work tells it a page at a time, from its thread)."""
+        self.fires += fires
 
     def admit(self) -> None:
         """Raise QuotaExceeded (RESOURCE_EXHAUSTED on ``requests_per_second``,

@@ -17,6 +17,7 @@ that matters; nothing else takes that lock per call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -195,7 +196,8 @@ class CalendarStore(SqlStore):
         return (await self.update_with_runs(tenant, name, expected_version, definition))[0]
 
     async def update_with_runs(
-        self, tenant: str, name: str, expected_version: int, definition: CalendarDefinition
+        self, tenant: str, name: str, expected_version: int, definition: CalendarDefinition,
+        *, counted: Callable[[int], None] | None = None,
     ) -> tuple[CalendarRecord, Redecided]:
         """Store ``definition`` at ``expected_version`` + 1, if the calendar
         is still at ``expected_version``: VersionConflict otherwise, NotFound
@@ -203,7 +205,10 @@ class CalendarStore(SqlStore):
         the same transaction, the created runs of the tenant's jobs naming
         the calendar are decided again under the new definition
         (:func:`~.calendaruse.redecide_runs`), and when any changed, the
-        ``calendar_runs_changed`` alert is raised (with an alert store)."""
+        ``calendar_runs_changed`` alert is raised (with an alert store).
+        ``counted`` is told the fires the re-decision computes (see
+        :func:`~.calendaruse.redecide_runs`; every attempt of the
+        transaction counts)."""
         now = self.clock.now()
         now_us = to_us(now)
 
@@ -221,7 +226,9 @@ class CalendarStore(SqlStore):
                 raise NotFound("calendar", name)
             if not changed:
                 raise VersionConflict(f"calendar {name!r}", expected_version, found.version)
-            report = redecide_runs(conn, self.caps, tenant, name, lambda: decode_calendar(definition.spec), now_us)
+            report = redecide_runs(
+                conn, self.caps, tenant, name, lambda: decode_calendar(definition.spec), now_us, counted=counted
+            )
             if report.changed_count and self._alerts is not None:
                 self._alerts.raise_many_in(conn, [calendar_runs_changed_alert(
                     tenant=tenant, calendar=name, version=found.version, changed=report.changed_count,

@@ -90,7 +90,7 @@ def present_calendars(conn: Connection, tenant: str, names: Iterable[str]) -> se
 
 def redecide_runs(
     conn: Connection, caps: Capabilities, tenant: str, name: str, calendar: Callable[[], BusinessCalendar],
-    now_us: int, definitions: DefinitionCache | None = None,
+    now_us: int, definitions: DefinitionCache | None = None, counted: Callable[[int], None] | None = None,
 ) -> Redecided:
     """Decide again, under ``calendar()`` (the calendar's new definition,
     decoded only when a run needs it), every run created by the dispatcher
@@ -108,7 +108,12 @@ def redecide_runs(
     ``jobs_calendar``); only the definitions of jobs with such runs are
     read. A job whose definition cannot be read here keeps its runs (its
     claim quarantines it). Memory is bounded by a page and the
-    :data:`MAX_REPORTED` changes kept for the report."""
+    :data:`MAX_REPORTED` changes kept for the report.
+
+    The work is proportional to the jobs naming the calendar and their
+    created runs, not to the request that changed it: ``counted`` (the
+    caller's meter) is told, a page at a time, one fire per job walked
+    (its cursor's rule decided again) and one per created run decided."""
     definitions = definitions if definitions is not None else DefinitionCache(max_entries=PAGE)
     result = Redecided(job_count=jobs_naming(conn, tenant, name))
     cal: BusinessCalendar | None = None
@@ -122,6 +127,8 @@ def redecide_runs(
         if not ids:
             break
         after = ids[-1]
+        if counted is not None:
+            counted(len(ids))
         if cal is None:
             cal = calendar()
         # Cursors of ``previous`` jobs: scanned where the new calendar moves them.
@@ -137,6 +144,8 @@ def redecide_runs(
         ).all()
         if not runs:
             continue
+        if counted is not None:
+            counted(len(runs))
         specs: dict[str, JobDefinition] = {}
         for row in conn.execute(
             sa.select(jobs.c.id, jobs.c.version, jobs.c.spec)
