@@ -20,6 +20,7 @@ from tickwheel.v1 import (
 from tests.support.polling import eventually
 from tests.support.server import running_server
 from tests.support.workers import running_worker
+from tickwheel_server.store.requeue import DEFAULT_POISON_CAP
 from tickwheel_worker import HandlerRegistry
 
 UNKNOWN = "no such execution held by this worker"
@@ -313,3 +314,79 @@ async def test_a_late_result_is_noted_only_from_a_credential_that_could_have_hel
             back.cancel()
             [noted] = [a for a in (await executions_of(scheduler, acme, job_id))[0].attempts if a.delivery == 1]
     assert noted.error == lost_attempt.error + "; a late result (succeeded) from worker pay-1 was rejected"
+
+
+async def test_a_worker_that_gets_the_attempt_wrong_has_its_run_end_at_the_poison_cap(store_and_etcd) -> None:
+    """A worker of the run's own tenant answers every delivery it is handed
+    with a result whose ``attempt`` is not the delivery's, and keeps its
+    stream alive (heartbeats listing nothing). Each result is refused naming
+    ``attempt`` and nothing of it is recorded; the delivery stays the
+    worker's until its heartbeats stop listing it, then is requeued as lost,
+    counted towards the poison cap. So the run is handed out cap + 1 times
+    and ends dead, once. (Before, the refused delivery was forgotten while
+    the run stayed ``running``; the safety net requeued it without counting,
+    and it was handed to the same worker again and again, for ever.)"""
+    store, etcd = store_and_etcd
+    cap = DEFAULT_POISON_CAP
+    async with running_server(store, etcd, heartbeat_interval=0.2, heartbeat_timeout=1.0) as server:
+        acme = await server.create_tenant("acme")
+        credential = await server.issue_worker_credential(["acme"], handlers=["work"])
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+            call = worker_pb2_grpc.WorkerServiceStub(channel).Pull(metadata=bearer(credential))
+            writing = asyncio.Lock()
+
+            async def write(message: worker_pb2.PullRequest) -> None:
+                async with writing:
+                    await call.write(message)
+
+            await write(worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(worker_id="wrong", handlers=["work"],
+                                                                            slots=1)))
+            await read(call, "welcome")
+            handed: list[tuple[str, int, int]] = []
+            acks: list[tuple[str, int, bool, str]] = []
+
+            async def heartbeats() -> None:
+                while True:
+                    await write(worker_pb2.PullRequest(heartbeat=worker_pb2.WorkerHeartbeat()))
+                    await asyncio.sleep(0.2)
+
+            async def answer_wrongly() -> None:
+                while (message := await call.read()) is not grpc.aio.EOF:
+                    kind = message.WhichOneof("message")
+                    if kind == "ack":
+                        acks.extend((a.execution_id, a.delivery, a.accepted, a.reason) for a in message.ack.acks)
+                    for assignment in message.assignment.assignments if kind == "assignment" else ():
+                        handed.append((assignment.execution_id, assignment.delivery, assignment.attempt))
+                        result = worker_pb2.ExecutionResult(
+                            execution_id=assignment.execution_id, delivery=assignment.delivery,
+                            attempt=assignment.attempt + 1, outcome=SUCCEEDED)
+                        await write(worker_pb2.PullRequest(result=worker_pb2.WorkerResults(results=[result])))
+                        await write(worker_pb2.PullRequest(credit=worker_pb2.WorkerCredit(credits=1)))
+
+            tasks = [asyncio.create_task(heartbeats()), asyncio.create_task(answer_wrongly())]
+            try:
+                job_id = await create_once(scheduler, acme, "wrong-attempt", "work")
+                try:
+                    dead = await eventually(lambda: _ended(scheduler, acme, job_id), "the run ends", timeout=60)
+                except AssertionError as error:
+                    raise AssertionError(f"{error}; handed out {len(handed)} times, the last {handed[-2:]}") from None
+                await asyncio.sleep(2.0)  # any hand-out after its end would come within a heartbeat timeout
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                call.cancel()
+    assert dead.status == job_pb2.EXECUTION_STATUS_DEAD and dead.dead_reason.startswith("poison"), dead
+    assert [(delivery, attempt) for _, delivery, attempt in handed] == [(n, 1) for n in range(1, cap + 2)]
+    assert acks == [(dead.id, n, False, "invalid result: attempt: this delivery is attempt 1, not 2")
+                    for n in range(1, cap + 2)]
+    assert [(a.delivery, a.status) for a in dead.attempts] == [
+        (n, execution_pb2.ATTEMPT_STATUS_LOST) for n in range(1, cap + 2)]
+
+
+async def _ended(scheduler, key: str, job_id: str) -> execution_pb2.Execution | None:
+    """The job's one execution once it ended; None before (also while it has more than one)."""
+    found = await executions_of(scheduler, key, job_id)
+    ended = (job_pb2.EXECUTION_STATUS_DEAD, job_pb2.EXECUTION_STATUS_SUCCEEDED, job_pb2.EXECUTION_STATUS_CANCELED)
+    return found[0] if len(found) == 1 and found[0].status in ended else None

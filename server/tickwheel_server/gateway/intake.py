@@ -4,7 +4,11 @@ acknowledged, counted only from the stream that holds their delivery.
 A result counts only from the stream that holds its delivery. Each is
 checked field by field first (:mod:`.result_check`: a malformed one is
 refused naming the field, nothing written); one the stream holds is queued
-and its delivery kept alive until it is recorded (:meth:`InFlight.hold_result`);
+and its delivery kept alive until it is recorded (:meth:`InFlight.hold_result`),
+or watched again when the store refuses it as the worker's error (a wrong
+``attempt``: the delivery is requeued when its heartbeats stop, a requeue
+that counts towards the poison cap, so a worker that always errs cannot
+have the run handed out again and again);
 one it does not hold is never applied, only classified by the store within
 the credential's tenants (answered like an unknown id otherwise), and costs
 the credential's budget (:mod:`.budget`), as do malformed ones. A retry's
@@ -175,8 +179,12 @@ class Intake:
                 replies.add(connection, ack.execution_id, ack.delivery, ack.accepted, ack.reason)
                 continue
             key = (ack.execution_id, ack.delivery)
-            done(key)
-            held = held_pop(key, None)
+            if ack.watch_again:  # still running, and its worker's: requeued (counted) once its heartbeats stop
+                self._inflight.result_refused(key)
+                held = self._held.get(key)
+            else:
+                done(key)
+                held = held_pop(key, None)
             job_id, tenant = held if held is not None else ("", "")
             if not ack.accepted:
                 log_execution(log, logging.INFO, "result of delivery %d from worker %s rejected: %s", ack.delivery,

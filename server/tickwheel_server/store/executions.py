@@ -112,6 +112,11 @@ class ResultAck(NamedTuple):
     reason: str = ""
     retry: "Retry | None" = None
     """Set when the outcome scheduled another attempt: its ready instant, for the timer wheel."""
+    watch_again: bool = False
+    """Refused, but the delivery is still its stream's to end (a result whose
+    ``attempt`` is not the delivery's): its holder watches it again, so it is
+    requeued once its heartbeats stop, a requeue that counts towards the
+    poison cap, instead of being forgotten while it stays ``running``."""
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,11 @@ class OutcomeStore(SqlStore):
         held, is answered :data:`NOT_HELD`; a delivery already recorded
         ``already recorded`` (accepted); a requeued one is rejected and,
         once per lost attempt, noted on its ``lost`` attempt row when the
-        result comes from the worker that held it; any other stale one is
+        result comes from the worker that held it; one for the current
+        running delivery whose ``attempt`` is not the delivery's is refused
+        naming the field, with ``watch_again`` set when its stream holds the
+        delivery (its holder keeps watching it: see
+        :attr:`~.executions.ResultAck.watch_again`); any other stale one is
         rejected."""
         if not results:
             return []
@@ -215,6 +219,10 @@ class OutcomeStore(SqlStore):
                         again = (Retry(row.id, row.partition, row.ready_at) if row.status == "scheduled"
                                  and row.attempt == result.attempt + 1 and row.delivery == result.delivery else None)
                         acks.append(ResultAck(*key, True, "already recorded", retry=again))
+                        continue
+                    if row.status == "running" and row.delivery == result.delivery:  # its attempt is wrong
+                        acks.append(ResultAck(*key, False, wrong_attempt(row.attempt, result.attempt),
+                                              watch_again=result.held))
                         continue
                     reason = f"stale delivery: the current one is {row.delivery} ({row.status})"
                     if status == "lost":
@@ -439,6 +447,11 @@ class OutcomeStore(SqlStore):
 
 
 _SUCCEEDED = worker_pb2.RESULT_OUTCOME_SUCCEEDED
+
+
+def wrong_attempt(attempt: int, said: int) -> str:
+    """The refusal of a result for the current delivery whose ``attempt`` is not the delivery's."""
+    return f"invalid result: attempt: this delivery is attempt {attempt}, not {said}"
 
 
 def _recorded_on_row(row: _ResultRow, result: ResultIn) -> bool:
