@@ -231,8 +231,8 @@ class CalendarCalls:
         :meth:`CalendarStore.update_with_runs`); a request that changes
         nothing returns the calendar as it is. The store's re-decision of
         the created runs of every job naming the calendar is metered
-        (:meth:`Authenticator.metered`): one fire per job walked and per run
-        decided, charged to the tenant's request rate after the commit (a
+        (:meth:`Authenticator.metered`): ten fires per job walked, one per
+        run decided (:data:`~..store.calendaruse.FIRES_PER_JOB`), charged to the tenant's request rate after the commit (a
         single transaction is never half-applied); refused
         RESOURCE_EXHAUSTED, before anything is written, while earlier
         metered calls of the tenant are not paid back. A client that hangs

@@ -38,6 +38,12 @@ MAX_REPORTED = 100
 """The most changed runs an UpdateCalendar response and its alert list (all are counted)."""
 PAGE = 1000
 """Runs read (and rewritten) per statement while re-deciding."""
+FIRES_PER_JOB = 10
+"""What walking one job naming the calendar counts on the caller's meter,
+in schedule fires (a created run decided counts one): its cursor and
+definition read and decided again, its armed runs disarmed, weighted so
+that a request's worth buys about the CPU a resume's span fires do
+(``loadtest/RESULTS.md``, "Calendar changes pay for the jobs they walk")."""
 
 
 def calendar_changed_reason(name: str) -> str:
@@ -112,8 +118,8 @@ def redecide_runs(
 
     The work is proportional to the jobs naming the calendar and their
     created runs, not to the request that changed it: ``counted`` (the
-    caller's meter) is told, a page at a time, one fire per job walked
-    (its cursor's rule decided again) and one per created run decided."""
+    caller's meter) is told, a page at a time, :data:`FIRES_PER_JOB` per
+    job walked and one per created run decided."""
     definitions = definitions if definitions is not None else DefinitionCache(max_entries=PAGE)
     result = Redecided(job_count=jobs_naming(conn, tenant, name))
     cal: BusinessCalendar | None = None
@@ -128,7 +134,7 @@ def redecide_runs(
             break
         after = ids[-1]
         if counted is not None:
-            counted(len(ids))
+            counted(FIRES_PER_JOB * len(ids))
         if cal is None:
             cal = calendar()
         # Cursors of ``previous`` jobs: scanned where the new calendar moves them.
