@@ -162,6 +162,28 @@ async def test_calendars_are_decoded_once_per_version(world) -> None:
     assert world.dispatch.calendars.decoded == 2
 
 
+async def test_a_calendar_deleted_and_created_again_is_decoded_again(world) -> None:
+    """Created again under its name, a calendar starts again at version 1
+    with another definition: neither the claim's cache nor the API's
+    (:meth:`CalendarStore.decoded`, GetJob's next runs) serves the deleted
+    one's (before, the claim's cache, keyed on the version alone, did)."""
+    key = ("acme", "uk")
+    api = CalendarStore(world.engine, world.clock)  # decodes apart from ``world.calendars``, which writes
+    with world.engine.connect() as conn:
+        assert world.dispatch.calendars.load(conn, {key})[key].holidays
+    await world.calendars.delete(*key)
+    world.clock.advance(1.0)
+    await world.calendars.create(*key, definition_of(normalise_calendar(calendar_pb2.Calendar(
+        name="uk", time_zone="Europe/London"))), "cal-again")  # fmt: skip
+    with world.engine.connect() as conn:
+        assert not world.dispatch.calendars.load(conn, {key})[key].holidays, "the deleted calendar's holidays"
+    assert not (await api.decoded(*key)).holidays
+    await world.calendars.delete(*key)
+    world.clock.advance(1.0)
+    await world.calendars.create(*key, definition_of(uk_calendar()), "cal-third")
+    assert (await api.decoded(*key)).holidays
+
+
 async def test_delete_is_refused_while_the_tenants_jobs_name_the_calendar(world) -> None:
     await world.calendars.create("globex", "uk", definition_of(uk_calendar()), "cal-g")
     job = await world.create(weekly_job(job_pb2.CALENDAR_RULE_NEXT), SATURDAY)

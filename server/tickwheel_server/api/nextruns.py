@@ -23,20 +23,19 @@ from ..policy.calendarplan import PreviewedFire, preview_with_calendar, rule_dec
 from ..schedule import Fire, Schedule, ScheduleError, ScheduleKind, preview, zones
 from ..schedule.businessdays import BusinessCalendar
 from ..store.calendars import CalendarStore
-from ..store.claim_calendars import decode_calendar
 from ..store.jobrecords import JobRecord
 from . import convert, validate
 
 
 async def named_calendars(calendars: CalendarStore, tenant: str, specs: list[bytes]) -> dict[str, BusinessCalendar]:
     """The tenant's calendars the stored definitions ``specs`` name, by
-    name (one read each; those gone are left out): what a dry run's diff
+    name (one read each, decoded once per version: :meth:`CalendarStore.decoded`; those gone are left out): what a dry run's diff
     takes (:func:`~tickwheel_server.api.dryrun.run_diff`)."""
     found: dict[str, BusinessCalendar] = {}
     for name in sorted({calendar_column(spec) for spec in specs} - {""}):
         try:
-            found[name] = decode_calendar((await calendars.get(tenant, name)).spec)
-        except (NotFound, ValueError):
+            found[name] = await calendars.decoded(tenant, name)
+        except NotFound:
             continue
     return found
 
@@ -84,8 +83,8 @@ async def next_runs(
     # One fire more than shown: the last shown one's move must not reach it.
     fires = [first, *upcoming(schedule, record.next_run_at, count, runs_so_far=record.run_count + 1)]
     try:
-        cal = decode_calendar((await calendars.get(tenant, ref.name)).spec)
-    except (NotFound, ValueError):
+        cal = await calendars.decoded(tenant, ref.name)
+    except NotFound:
         return [fire_to_proto(fire) for fire in fires[:count]]
 
     decide_one = rule_decider(cal, ref, schedule, calendars.clock.now())

@@ -27,16 +27,19 @@ from sqlalchemy.engine import Connection
 from tickwheel.shared.ids import from_us, to_us
 
 from ..alerts.catalogue import calendar_runs_changed_alert
+from ..schedule.businessdays import BusinessCalendar
 from ..errors import AlreadyExists, FailedPrecondition, NotFound, QuotaExceeded, VersionConflict
 from . import requests
 from .alerts import AlertStore
 from .base import SqlStore
 from .calendaruse import Redecided, RunChange, jobs_naming, present_calendars, redecide_runs
-from .claim_calendars import decode_calendar
+from .claim_calendars import CalendarCache, decode_calendar
 from .tables import calendars, tenants
 
 MAX_CALENDARS = 1000
 """The most calendars a tenant may have (the contract's ``max_calendars``)."""
+DECODED_CALENDARS = 256
+"""Decoded calendars a store keeps for the API's previews (:meth:`CalendarStore.decoded`)."""
 
 _SUMMARY = (
     calendars.c.tenant, calendars.c.name, calendars.c.time_zone, calendars.c.business_days,
@@ -97,6 +100,7 @@ class CalendarStore(SqlStore):
         self.max_calendars = max_calendars
         self._alerts = alerts
         """Raises ``calendar_runs_changed`` when an update moves or drops created runs."""
+        self._decoded = CalendarCache(DECODED_CALENDARS)
 
     async def create(
         self, tenant: str, name: str, definition: CalendarDefinition, request_id: str
@@ -184,6 +188,17 @@ class CalendarStore(SqlStore):
             return [_record(row) for row in rows]
 
         return await self._tx(fn, idempotent=True)
+
+    async def decoded(self, tenant: str, name: str) -> BusinessCalendar:
+        """The calendar as the business-day arithmetic computes with it,
+        decoded once per version (a bounded cache: one read of the version
+        when it holds it), so a preview's cost does not grow with the
+        calendar's dates; NotFound when the tenant has no such calendar, or
+        its definition does not decode."""
+        found = await self._tx(lambda conn: self._decoded.load(conn, {(tenant, name)}), idempotent=True)
+        if (tenant, name) not in found:
+            raise NotFound("calendar", name)
+        return found[tenant, name]
 
     async def present(self, tenant: str, names: set[str]) -> set[str]:
         """Those of ``names`` that are calendars of ``tenant`` (another tenant's are not)."""

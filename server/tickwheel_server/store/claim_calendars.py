@@ -58,13 +58,16 @@ def decode_calendar(spec: bytes) -> BusinessCalendar:
 
 
 class CalendarCache:
-    """Decoded calendars by (tenant, name), valid for one version: a bounded LRU, safe across threads."""
+    """Decoded calendars by (tenant, name), valid for one stored version
+    (its ``version`` and ``updated_at``: a calendar deleted and created
+    again under its name starts again at version 1): a bounded LRU, safe
+    across threads."""
 
     def __init__(self, max_entries: int = 4096) -> None:
         if max_entries < 1:
             raise ValueError("max_entries must be >= 1")
         self.max_entries = max_entries
-        self._entries: OrderedDict[Key, tuple[int, BusinessCalendar]] = OrderedDict()
+        self._entries: OrderedDict[Key, tuple[tuple[int, int], BusinessCalendar]] = OrderedDict()
         self._lock = threading.Lock()
         self.decoded = 0
         """How many definitions were read and decoded (a test sees the cache work)."""
@@ -90,9 +93,9 @@ class CalendarCache:
         wanted = sorted(keys)
         caps = capabilities(conn)
         versions = {
-            (row.tenant, row.name): row.version
+            (row.tenant, row.name): (row.version, row.updated_at)
             for row in conn.execute(
-                sa.select(calendars.c.tenant, calendars.c.name, calendars.c.version)
+                sa.select(calendars.c.tenant, calendars.c.name, calendars.c.version, calendars.c.updated_at)
                 .where(pairs_in(caps, (calendars.c.tenant, calendars.c.name), wanted, ("TEXT", "TEXT")))
             )
         }  # fmt: skip
@@ -108,7 +111,8 @@ class CalendarCache:
                     missing.append(key)
         if missing:
             rows = conn.execute(
-                sa.select(calendars.c.tenant, calendars.c.name, calendars.c.version, calendars.c.spec)
+                sa.select(calendars.c.tenant, calendars.c.name, calendars.c.version, calendars.c.updated_at,
+                          calendars.c.spec)
                 .where(pairs_in(caps, (calendars.c.tenant, calendars.c.name), missing, ("TEXT", "TEXT")))
             ).all()
             for row in rows:
@@ -120,7 +124,7 @@ class CalendarCache:
                 found[key] = decoded
                 with self._lock:
                     self.decoded += 1
-                    self._entries[key] = (row.version, decoded)
+                    self._entries[key] = ((row.version, row.updated_at), decoded)
                     self._entries.move_to_end(key)
                     while len(self._entries) > self.max_entries:
                         self._entries.popitem(last=False)
