@@ -5,7 +5,8 @@ sends calls that each make the server compute many schedule fires, as fast
 as ``--concurrency`` clients can, for ``--seconds``; tenant ``quiet`` meanwhile
 calls GetJob one call at a time.
 
-    .venv/bin/python loadtest/bench_schedule_work.py [--rpc backfill|preview|diff|resume] [--seconds 5]
+    .venv/bin/python loadtest/bench_schedule_work.py [--rpc backfill|preview|diff|resume|calendar|holidays]
+                                                     [--seconds 5]
                                                      [--concurrency 8] [--pace] [--keep DIR] [--smoke]
                                                      [--jobs 1000] [--batch 20] [--paused-days 7]
 
@@ -28,6 +29,19 @@ The calls (on one every-minute job of ``flood``):
   ``--seconds`` or when every job is resumed. ``resume`` in the answer
   gives the jobs resumed and the span fires they counted (their
   ``skipped.count``), and the items refused.
+- ``calendar``: UpdateCalendar of one calendar that ``--jobs``
+  every-minute jobs of ``flood`` name (rule ``next``), a holiday added and
+  taken away in turn: each change decides again every one of those jobs'
+  cursors and created runs, work set by how many jobs name the calendar,
+  not by the request. The clients share the calendar: one that finds its
+  version stale (FAILED_PRECONDITION) reads it again. ``calendar`` in the answer gives
+  the changes made, the jobs they walked (``job_count``) and the runs they
+  changed.
+- ``holidays``: GetJob (its one next run) of a one-off job of ``flood``
+  due next Tuesday on a Monday-only calendar (rule ``next``) whose next
+  9 000 Mondays are holidays: deciding that one run looks for the first
+  business day, 170 years ahead. One request, one fire; the work is set by
+  the calendar the tenant stored.
 
 Without ``--pace`` a flood client calls again as soon as it is answered,
 refused or not (so the server's CPU includes what refusing costs); with
@@ -61,7 +75,7 @@ import grpc
 from google.protobuf import duration_pb2, field_mask_pb2, timestamp_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
-from tickwheel.v1 import admin_pb2, admin_pb2_grpc, job_pb2, scheduler_pb2, scheduler_pb2_grpc
+from tickwheel.v1 import admin_pb2, admin_pb2_grpc, calendar_pb2, job_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 import _harness as h
 from tests.support.server import start_server_process, stop_process
@@ -104,6 +118,71 @@ def request(rpc: str, job: job_pb2.Job):
         update_mask=field_mask_pb2.FieldMask(paths=["name"]), validate_only=True,
         diff_window=duration_pb2.Duration(seconds=7 * 86400),
     )
+
+
+EVERY_DAY = [1, 2, 3, 4, 5, 6, 7]
+
+
+def calendar_change(version: int) -> calendar_pb2.UpdateCalendarRequest:
+    """A change of calendar ``desk`` at ``version``: a holiday a year ahead on every other version."""
+    holidays = [f"{datetime.now(timezone.utc).year + 1}-01-02"] if version % 2 else []
+    return calendar_pb2.UpdateCalendarRequest(calendar=calendar_pb2.Calendar(
+        name="desk", version=version, time_zone="UTC", business_days=EVERY_DAY, holidays=holidays))
+
+
+async def calendar_jobs(scheduler, key: str, args: argparse.Namespace) -> int:
+    """Calendar ``desk`` and ``--jobs`` every-minute jobs naming it; its version."""
+    made = await scheduler.CreateCalendar(calendar_pb2.CreateCalendarRequest(
+        calendar=calendar_pb2.Calendar(name="desk", time_zone="UTC", business_days=EVERY_DAY), request_id="desk",
+    ), metadata=bearer(key))  # fmt: skip
+    for start in range(0, args.jobs, 1000):
+        jobs = [every_minute(f"desk-{n}") for n in range(start, min(args.jobs, start + 1000))]
+        for job in jobs:
+            job.calendar.name, job.calendar.rule = "desk", job_pb2.CALENDAR_RULE_NEXT
+        await scheduler.BatchCreateJobs(scheduler_pb2.BatchCreateJobsRequest(items=[
+            scheduler_pb2.CreateJobRequest(job=job, request_id=job.name) for job in jobs
+        ]), metadata=bearer(key))  # fmt: skip
+    return made.calendar.version
+
+
+async def calendar_flood(scheduler, key: str, state: dict[str, int], args: argparse.Namespace, until: float,
+                         codes: dict[str, int]) -> None:
+    """One client: UpdateCalendar of ``desk`` until ``until``; a stale version read again."""
+    while time.monotonic() < until:
+        try:
+            reply = await scheduler.UpdateCalendar(calendar_change(state["version"]), metadata=bearer(key))
+        except grpc.aio.AioRpcError as error:
+            codes[error.code().name] = codes.get(error.code().name, 0) + 1
+            if error.code() == grpc.StatusCode.FAILED_PRECONDITION:  # a stale version: read it again
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    found = await scheduler.GetCalendar(calendar_pb2.GetCalendarRequest(name="desk"),
+                                                        metadata=bearer(key))  # fmt: skip
+                    state["version"] = max(state["version"], found.calendar.version)
+            elif args.pace and error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                await asyncio.sleep(retry_delay(error))
+            continue
+        codes["OK"] = codes.get("OK", 0) + 1
+        state["version"] = max(state["version"], reply.calendar.version)
+        state["changes"] += 1
+        state["jobs_walked"] += reply.job_count
+        state["runs_changed"] += reply.changed_run_count
+
+
+async def holiday_job(scheduler, key: str) -> job_pb2.Job:
+    """Calendar ``closed`` (Mondays only, the next 9 000 of them holidays)
+    and a one-off job next Tuesday at 09:00 UTC naming it (rule ``next``)."""
+    today = datetime.now(timezone.utc).date()
+    tuesday = today + timedelta(days=(1 - today.weekday()) % 7 or 7)
+    mondays = [(tuesday + timedelta(days=6, weeks=n)).isoformat() for n in range(9000)]
+    await scheduler.CreateCalendar(calendar_pb2.CreateCalendarRequest(
+        calendar=calendar_pb2.Calendar(name="closed", time_zone="UTC", business_days=[1], holidays=mondays),
+        request_id="closed",
+    ), metadata=bearer(key))  # fmt: skip
+    job = job_pb2.Job(name="closed", target=job_pb2.Target(handler=job_pb2.HandlerTarget(name="echo")),
+                      calendar=job_pb2.JobCalendar(name="closed", rule=job_pb2.CALENDAR_RULE_NEXT))
+    job.schedule.once_at.FromDatetime(datetime.combine(tuesday, datetime.min.time(), timezone.utc) + timedelta(hours=9))
+    return (await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=job, request_id="closed"),
+                                      metadata=bearer(key))).job  # fmt: skip
 
 
 def set_back(store: Path, tenant: str, days: float) -> int:
@@ -214,7 +293,14 @@ async def run(args: argparse.Namespace, folder: Path) -> dict:
                                                    metadata=bearer(keys["quiet"]))).job  # fmt: skip
             pool = await paused_pool(scheduler, keys["flood"], args, folder / "store.db") if args.rpc == "resume" else []
             resumed = {"jobs": 0, "span_fires": 0, "items_refused": 0, "in_flight": 0}
-            if args.rpc != "resume":
+            changed = {"changes": 0, "jobs_walked": 0, "runs_changed": 0}
+            if args.rpc == "calendar":
+                changed["version"] = await calendar_jobs(scheduler, keys["flood"], args)
+            elif args.rpc == "holidays":
+                method = "GetJob"
+                flood_request = scheduler_pb2.GetJobRequest(id=(await holiday_job(scheduler, keys["flood"])).id)
+                call = getattr(scheduler, method)
+            elif args.rpc != "resume":
                 method, flood_request = request(args.rpc, flood_job)
                 call = getattr(scheduler, method)
             codes: dict[str, int] = {}
@@ -246,6 +332,9 @@ async def run(args: argparse.Namespace, folder: Path) -> dict:
             if args.rpc == "resume":
                 floods = [resume_flood(scheduler, keys["flood"], pool, args, until, codes, resumed)
                           for _ in range(args.concurrency)]  # fmt: skip
+            elif args.rpc == "calendar":
+                floods = [calendar_flood(scheduler, keys["flood"], changed, args, until, codes)
+                          for _ in range(args.concurrency)]  # fmt: skip
             else:
                 floods = [flood() for _ in range(args.concurrency)]
             await asyncio.gather(quiet(), *floods)
@@ -270,13 +359,15 @@ async def run(args: argparse.Namespace, folder: Path) -> dict:
         },
         "load": {"before": load_before, "after": h.load_average()},
         **({"resume": {k: v for k, v in resumed.items() if k != "in_flight"}} if args.rpc == "resume" else {}),
+        **({"calendar": {k: v for k, v in changed.items() if k != "version"}} if args.rpc == "calendar" else {}),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rpc", choices=("backfill", "preview", "diff", "resume"), default="backfill")
-    parser.add_argument("--jobs", type=int, default=1000, help="resume: paused jobs in the pool")
+    parser.add_argument("--rpc", choices=("backfill", "preview", "diff", "resume", "calendar", "holidays"), default="backfill")
+    parser.add_argument("--jobs", type=int, default=1000,
+                        help="resume: paused jobs in the pool; calendar: jobs naming the calendar")
     parser.add_argument("--batch", type=int, default=20, help="resume: jobs a BatchResumeJobs call resumes")
     parser.add_argument("--paused-days", type=float, default=7.0, help="resume: how long ago they were paused")
     parser.add_argument("--seconds", type=float, default=5.0)
