@@ -261,3 +261,28 @@ async def test_the_redecision_walks_the_jobs_page_by_page_and_reports_the_first(
     assert (report.job_count, report.changed_count, len(report.first)) == (3, 3, 2)
     assert [c.execution_id for c in report.first] == sorted(execution_id(j.id, SATURDAY) for j in made)[:2]
     assert {row.due_at for row in world.rows(executions)} == {to_us(SATURDAY)}
+
+
+async def test_the_redecision_parses_the_definitions_of_previous_jobs_only(world, monkeypatch) -> None:
+    """Only a ``previous`` job has a scan key of its own to write: the
+    cursors' step parses no other job's definition (before, every job's:
+    most of a calendar change's CPU a job)."""
+    from tickwheel_server.store import calendarcursor
+
+    parsed: list[str] = []
+    parse = calendarcursor.JobDefinition.parse
+
+    def counted(job_id, *args, **kwargs):
+        parsed.append(job_id)
+        return parse(job_id, *args, **kwargs)
+
+    others = [await world.create(weekly_job(rule), SATURDAY)
+              for rule in (job_pb2.CALENDAR_RULE_NEXT, job_pb2.CALENDAR_RULE_SKIP, job_pb2.CALENDAR_RULE_ONLY)]
+    previous = await world.create(weekly_job(job_pb2.CALENDAR_RULE_PREVIOUS), SATURDAY)
+    monkeypatch.setattr(calendarcursor.JobDefinition, "parse", staticmethod(counted))
+    stored = await world.calendars.get("acme", "uk")
+    opened = uk_calendar()
+    opened.holidays.append("2027-04-05")
+    _, report = await world.calendars.update_with_runs("acme", "uk", stored.version, definition_of(normalise_calendar(opened)))
+    assert report.job_count == len(others) + 1
+    assert parsed == [previous.id]

@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection
 
 from tickwheel.shared.ids import from_us, to_us
 
-from ..jobspec import JobDefinition
+from ..jobspec import JobDefinition, calendar_ref
 from ..policy.calendarplan import decide_previous_for
 from ..schedule import ScheduleError
 from ..schedule.businessdays import BusinessCalendar
@@ -69,7 +69,8 @@ def rekey_previous(
     only, unless None for a server-wide duty) whose definition names a
     calendar with rule ``previous``; how many rows changed.
 
-    Reads only the jobs naming a calendar (``jobs.calendar``); the cursor's
+    Reads only the jobs naming a calendar (``jobs.calendar``), and parses
+    the definitions of those whose rule is ``previous`` only; the cursor's
     nominal instant is ``next_nominal_at`` when set, else ``next_run_at``.
     The calendars are read in this transaction (one SELECT), except
     ``calendar`` (name, definition), the definition the caller is storing.
@@ -91,6 +92,8 @@ def rekey_previous(
             query = query.where(jobs.c.tenant == tenant)
         wanted = []
         for row in conn.execute(query):
+            if not calendar_ref(bytes(row.spec))[1]:
+                continue  # not ``previous`` (a look at its calendar field alone): a nominal scan key, as it is
             spec = JobDefinition.parse(row.id, row.version, bytes(row.spec))
             ref = spec.calendar
             if spec.problem is None and ref is not None and ref.rule is CalendarRule.PREVIOUS:
