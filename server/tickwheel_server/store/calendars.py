@@ -38,8 +38,11 @@ from .tables import calendars, tenants
 
 MAX_CALENDARS = 1000
 """The most calendars a tenant may have (the contract's ``max_calendars``)."""
-DECODED_CALENDARS = 256
-"""Decoded calendars a store keeps for the API's previews (:meth:`CalendarStore.decoded`)."""
+DECODED_CALENDARS = 32
+"""Decoded calendars a store keeps for the API's previews (:meth:`CalendarStore.decoded`):
+few, as one of 10 000 holidays and half-days, with its search tables, is
+megabytes; a tenant cycling through many calendars pays a decode a call,
+as every call did before."""
 
 _SUMMARY = (
     calendars.c.tenant, calendars.c.name, calendars.c.time_zone, calendars.c.business_days,
