@@ -14,7 +14,9 @@ be replaced by a running one (``--pg URL``, ``--etcd HOST:PORT``).
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import json
 import math
 import os
 import re
@@ -46,6 +48,7 @@ from tests.support.server import TICKWHEEL, ServerProcess, start_server_process 
 from tickwheel_server.api.validate import normalise_job, zone_of  # noqa: E402
 from tickwheel.shared.ids import new_job_id, partition_of, to_us  # noqa: E402
 from tickwheel_server.jobspec import schedule_of  # noqa: E402
+from tickwheel_server.lease.keys import wake_key  # noqa: E402
 from tickwheel_server.schedule import tzdata_version  # noqa: E402
 from tickwheel_server.schedule import validate as validate_schedule  # noqa: E402
 
@@ -464,6 +467,23 @@ def etcd_counters(endpoint: str) -> dict[str, float]:
                 out[metric] = out.get(metric, 0.0) + float(value)
                 out[f"{metric}:{method}"] = out.get(f"{metric}:{method}", 0.0) + float(value)
     return out
+
+
+def wake_claims(endpoint: str, server_ids: list[str], sender: str = "bench", root: str = "/tickwheel/") -> None:
+    """Wake each server's claim as the API of a server that stored due-now
+    jobs does once its write committed (``Wakeup.due``: a put on the
+    holder's wake key, ``lease/keys.py``, whose value is the sender's id;
+    no suffix asks for a claim), through etcd's JSON gateway. Jobs stored
+    by plain SQL wake nothing: without it their first claim waits for the
+    dispatcher's next tick (0 to 1 s), which no user creating jobs through
+    the API waits for."""
+    for server_id in server_ids:
+        body = json.dumps({"key": base64.b64encode(wake_key(server_id, root).encode()).decode(),
+                           "value": base64.b64encode(sender.encode()).decode()}).encode()
+        request = urllib.request.Request(f"http://{endpoint}/v3/kv/put", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=5) as response:
+            response.read()
 
 
 @dataclass

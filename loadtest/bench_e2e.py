@@ -5,6 +5,7 @@ in the same run.
 
     .venv/bin/python loadtest/bench_e2e.py [--jobs 50000] [--workers 4] [--slots 1000] [--servers 1]
                                            [--history N] [--peer-settings 5x10,10x50] [--no-peer]
+                                           [--no-wake] [--idle-seconds 3]
                                            [--pg URL] [--etcd HOST:PORT] [--profile DIR] [--timeline] [--logs DIR] [--smoke]
 
 Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL
@@ -26,14 +27,31 @@ and etcd are started (``tests/support``) and deleted afterwards.
   history was still there at the end. Then ``--jobs`` one-off jobs
   due now are stored in one transaction, as CreateJob stores them (see
   ``_harness.insert_once_jobs``), so they all become due at the same
-  instant; the run ends when every execution has ended. From the store:
+  instant, and once committed each server's claim is woken as the API
+  wakes it after a write of due-now jobs (``_harness.wake_claims``: a put
+  on the server's wake key; docs/architecture.md, Dispatch, "Wake-ups"):
+  plain SQL wakes nothing, and the first claim would otherwise wait for
+  the dispatcher's next tick, 0 to 1 s, which no user creating jobs
+  through the API waits for (``--no-wake``: without it, as before);
+  the run ends when every execution has ended. From the store:
   ``executions_per_s`` = executions succeeded, each with its attempt
   recorded (history: a plain success's on its execution row, any other in
   ``attempts``; ``_harness.ATTEMPTS`` reads both), over the window from the first claim (``min(executions.
   created_at)``) to the last attempt's ``finished_at``; ``from_commit``
   counts from the instant the jobs were committed instead (it adds the
   dispatcher's wait for its next tick, 0 to 1 s: latency, not
-  throughput). ``claimed_by_server``: executions by the server owning
+  throughput; ``first_claim_s``: the first claim's instant after the
+  commit). ``worker_start_lateness_s`` (the headline lateness, also at the
+  report's top): when the worker began each execution (its clock) minus
+  the due instant, mean, p50, p99 and max, and ``from_commit`` the same
+  from the jobs' commit (the due instant precedes it by the rows' building
+  and copying, ``due_before_commit_s``); ``start_lateness_s`` is the
+  hand-out's (server clock). ``idle``: over ``--idle-seconds`` (default 3)
+  right before the jobs are stored, with nothing to do, the statements a
+  second that reached PostgreSQL (by kind and shape: the dispatcher's
+  tick, the gateway's sweep, the leases' upkeep) and each role's CPU as a
+  fraction of a core: the price of how often the servers look for work.
+  ``claimed_by_server``: executions by the server owning
   their partition (the one that claimed them); ``executed_by_server``: by
   the server their worker is connected to (the one that handed them out).
   CPU seconds of the server processes (together; each in
@@ -189,6 +207,12 @@ def server_outcome(url: str, committed_at: float, since_us: int) -> dict:
             f"avg(a.started_at - e.due_at) FROM {h.ATTEMPTS} a JOIN executions e ON e.id = a.execution_id "
             "WHERE e.nominal_at >= %(since)s", own
         ).fetchone()
+        worker_late = pg.execute(
+            f"{h.OWN_QUERY} SELECT avg(s.late), percentile_cont(0.5) WITHIN GROUP (ORDER BY s.late), "
+            "percentile_cont(0.99) WITHIN GROUP (ORDER BY s.late), max(s.late), min(s.due) FROM "
+            f"(SELECT a.worker_started_at - e.due_at AS late, e.due_at AS due FROM {h.ATTEMPTS} a "
+            "JOIN executions e ON e.id = a.execution_id WHERE e.nominal_at >= %(since)s) s", own
+        ).fetchone()
         succeeded_with_history = pg.execute(
             f"{h.OWN_QUERY} SELECT count(*) FROM executions e "
             "WHERE e.status = 'succeeded' AND e.nominal_at >= %(since)s "
@@ -206,12 +230,28 @@ def server_outcome(url: str, committed_at: float, since_us: int) -> dict:
         "seconds": round(window, 3) if window else None,
         "executions_per_s": round(succeeded_with_history / window) if window else 0,
         "from_commit": {
+            "first_claim_s": round(first_claim / 1e6 - committed_at, 3) if history else None,
             "seconds": round(last_finished / 1e6 - committed_at, 3) if history else None,
             "executions_per_s": round(succeeded_with_history / (last_finished / 1e6 - committed_at)) if history else 0,
         },
         "start_lateness_s": {"mean": round(float(late_avg) / 1e6, 3) if history else None,
                              "max": round(late_max / 1e6, 3) if history else None},
+        "worker_start_lateness_s": lateness(worker_late, committed_at) if history else None,
     }
+
+
+def lateness(row: tuple, committed_at: float) -> dict:
+    """The worker's start minus the due instant (mean, p50, p99, max), and
+    the same from the jobs' commit: the due instant precedes the commit by
+    the benchmark's building and copying of the rows (``stored``), as a
+    BatchCreateJobs caller's due-now jobs precede its call's end."""
+    mean, p50, p99, worst, due_us = row
+    after_commit = due_us / 1e6 - committed_at
+    return {"mean": round(float(mean) / 1e6, 3), "p50": round(p50 / 1e6, 3), "p99": round(p99 / 1e6, 3),
+            "max": round(worst / 1e6, 3), "due_before_commit_s": round(-after_commit, 3),
+            "from_commit": {"mean": round(float(mean) / 1e6 + after_commit, 3),
+                            "p99": round(p99 / 1e6 + after_commit, 3),
+                            "max": round(worst / 1e6 + after_commit, 3)}}
 
 
 TIMELINE_BIN_US = 100_000
@@ -283,6 +323,29 @@ class Activity:
                 "statements": {q: round(v / n, 3) for q, v in kinds.most_common(12)}}
 
 
+def idle_cost(statements: h.Statements, meter: h.Meter, seconds: float) -> dict | None:
+    """What the processes cost with no work at all, over ``seconds`` right
+    before the jobs are stored: statements a second that reached PostgreSQL
+    (the dispatcher's tick, the gateway's sweep, the leases' upkeep), by
+    kind, and each role's CPU as a fraction of a core: the price of how
+    often the servers look for work (a shorter tick would raise both)."""
+    if seconds <= 0:
+        return None
+    statements.reset()
+    before = meter.read()
+    time.sleep(seconds)  # measuring what nothing costs: there is nothing to await
+    after = meter.read()
+    sql = statements.report(1)
+    wall = after.at - before.at
+    return {
+        "seconds": round(wall, 2),
+        "statements_per_s": round(sql["statements"] / wall, 1) if sql else None,
+        "by_kind_per_s": {k: round(v / wall, 1) for k, v in sql["by_kind"].items()} if sql else None,
+        "top_per_s": {t["query"][:90]: round(t["calls"] / wall, 1) for t in sql["top"][:8]} if sql else None,
+        "cpu_cores": {role: round((after.cpu[role] - before.cpu[role]) / wall, 4) for role in after.cpu},
+    }
+
+
 def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: Path) -> dict:
     h.reset_data(url)
     since_us = h.to_us(datetime.now(timezone.utc))  # the run's executions are of instants from here on
@@ -299,9 +362,14 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
         statements = h.Statements(url)
         poll = h.observe(url)  # opened before the CPU is read: its backend's start is not the server's
         settled = meter.settle()
+        idle = idle_cost(statements, meter, args.idle_seconds)
         readings = [meter.read()]
-        created = h.insert_once_jobs(url, args.jobs, datetime.now(timezone.utc), name="e2e",
-                                     on_commit=lambda: readings.append(meter.read()))
+        def committed() -> None:
+            readings.append(meter.read())
+            if not args.no_wake:  # what the API sends once a write of due-now jobs committed
+                h.wake_claims(etcd_endpoint, fleet.server_ids)
+
+        created = h.insert_once_jobs(url, args.jobs, datetime.now(timezone.utc), name="e2e", on_commit=committed)
         stored, before = readings
         tables_before = h.table_updates(url, settle=0)  # at once: the server is claiming already
         statements.reset()
@@ -341,6 +409,7 @@ def run_server(args: argparse.Namespace, url: str, etcd_endpoint: str, folder: P
         "executed_by_server": executed,
         **h.Meter.difference(before, after, args.jobs),
         "settled_s": settled,
+        "idle": idle,
         "storing_cpu_s": {role: figures["cpu_s"] for role, figures in
                           h.Meter.difference(stored, before, args.jobs)["cpu"].items()},
         "sql": sql,
@@ -500,6 +569,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer-settings", default=peers.PGQUEUER_SETTINGS, metavar="WxB,…",
                         help=f"pgqueuer worker processes x dequeue batch, each run (default {peers.PGQUEUER_SETTINGS})")
     parser.add_argument("--no-peer", action="store_true", help="leave pgqueuer out (no bench extra needed)")
+    parser.add_argument("--idle-seconds", type=float, default=3.0,
+                        help="measure the idle servers' statements and CPU for this long before storing (default 3; "
+                             "0: not measured)")
+    parser.add_argument("--no-wake", action="store_true",
+                        help="do not wake the servers' claims after the jobs' commit (their first claim then "
+                             "waits for the next tick, as before session 25)")
     parser.add_argument("--pg", help="a PostgreSQL database (postgresql://…); default: a throwaway server")
     parser.add_argument("--etcd", help="etcd HOST:PORT; default: a throwaway etcd")
     parser.add_argument("--pg-set", action="append", default=[], metavar="NAME=VALUE",
@@ -513,6 +588,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.smoke:
         args.jobs, args.workers, args.slots, args.stall, args.peer_settings = 300, 2, 100, 30.0, "2x10"
+        args.idle_seconds = min(args.idle_seconds, 0.5)
     if args.jobs < 1 or args.workers < 1 or not 1 <= args.slots <= 10_000 or not 1 <= args.servers <= 16:
         parser.error("--jobs and --workers must be positive, --slots between 1 and 10 000, --servers 1 to 16")
     if not 0 <= args.history <= h.MAX_HISTORY:
@@ -549,6 +625,7 @@ def main(argv: list[str] | None = None) -> int:
             "ratio": peers.ratio(server["from_commit"]["executions_per_s"],
                                  best["from_commit_executions_per_s"] if best else None),
         },
+        "worker_start_lateness_s": server["worker_start_lateness_s"],
         "cpu_cores": {"tickwheel": server["cpu_cores"], "pgqueuer_best": best["cpu_cores"] if best else None},
         "cpu_ms_per_execution": {"tickwheel": peers.cpu_ms_per_execution(server["cpu"]),
                                  "pgqueuer_best": peers.cpu_ms_per_execution(best["cpu"]) if best else None},

@@ -44,6 +44,14 @@ def test_bench_e2e_smoke(postgres_url, etcd_endpoint):
     assert server["history_rows"] == server["succeeded_with_history"] == jobs, "history recorded for each"
     assert server["early"] == 0
     assert server["executions_per_s"] > 0 and server["from_commit"]["executions_per_s"] > 0
+    # Lateness at the worker's start, from the due instant (before the commit) and from the commit.
+    late = report["worker_start_lateness_s"]
+    assert late == server["worker_start_lateness_s"]
+    assert late["due_before_commit_s"] >= 0 and 0 <= late["p50"] <= late["p99"] <= late["max"]
+    assert late["from_commit"]["max"] == pytest.approx(late["max"] - late["due_before_commit_s"], abs=0.002)
+    assert server["from_commit"]["first_claim_s"] is not None
+    idle = server["idle"]  # what the servers cost with nothing to do, before the jobs were stored
+    assert idle["seconds"] > 0 and set(idle["cpu_cores"]) == set(server["cpu"])
     assert {"server", "workers", "postgres", "etcd"} <= set(server["cpu"])
     assert all("cpu_ms_per_execution" in figures for figures in server["cpu"].values())
     assert {"requests", "requests_per_execution", "requests_by_method"} <= set(server["etcd"])
