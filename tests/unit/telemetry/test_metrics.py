@@ -3,6 +3,8 @@ OpenTelemetry SDK provider (no server)."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -97,10 +99,10 @@ def test_two_servers_in_one_process_keep_their_own_series() -> None:
         second.close()
 
 
-def test_the_batch_histogram_renders_what_the_sdk_histogram_would() -> None:
-    """Same values, same text: values on a bound fall in that bound's bucket,
-    past the last bound in +Inf, and a negative lateness counts as 0."""
-    values = [-0.5, 0.0, 0.005, 0.0051, 0.25, 1.0, 1.5, 60.0, 61.0, *[0.1] * 7]
+def lateness_both_ways(batches: list[list[float]]) -> tuple[dict, dict]:
+    """The start lateness samples of ``batches`` handed out one batch at a
+    time (:meth:`Metrics.handed_out`), and of the SDK's histogram fed the
+    same values one by one (a negative as 0): (got, expected)."""
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
     try:
@@ -108,21 +110,45 @@ def test_the_batch_histogram_renders_what_the_sdk_histogram_would() -> None:
             "tickwheel_start_lateness_seconds", explicit_bucket_boundaries_advisory=LATENESS_BUCKETS,
             description="Seconds from an execution's due (or retry-ready) instant to its hand-out to a worker",
         )
-        for value in values:
-            sdk.record(max(0.0, value), {"tenant": "acme"})
+        for batch in batches:
+            for value in batch:
+                sdk.record(max(0.0, value), {"tenant": "acme"})
         expected = parse_samples(render(reader.get_metrics_data()))
     finally:
         provider.shutdown()
     metrics = Metrics()
     try:
-        metrics.handed_out({"acme": values[:4]})
-        metrics.handed_out({"acme": values[4:]})
+        for batch in batches:
+            metrics.handed_out({"acme": batch})
         got = parse_samples(_render(metrics))
     finally:
         metrics.close()
-    lateness = {key: value for key, value in got.items() if key[0].startswith("tickwheel_start_lateness_seconds")}
+    assert got[("tickwheel_start_lateness_seconds_count", (("tenant", "acme"),))] == sum(map(len, batches))
+    return {key: value for key, value in got.items() if key[0].startswith("tickwheel_start_lateness_seconds")}, expected
+
+
+def test_the_batch_histogram_renders_what_the_sdk_histogram_would() -> None:
+    """Same values, same text: values on a bound fall in that bound's bucket,
+    past the last bound in +Inf, and a negative lateness counts as 0."""
+    values = [-0.5, 0.0, 0.005, 0.0051, 0.25, 1.0, 1.5, 60.0, 61.0, *[0.1] * 7]
+    lateness, expected = lateness_both_ways([values[:4], values[4:]])
     assert lateness == expected
-    assert got[("tickwheel_start_lateness_seconds_count", (("tenant", "acme"),))] == len(values)
+
+
+def test_batches_of_any_size_render_what_the_sdk_histogram_would() -> None:
+    """The batch histogram counts a sorted batch by one bisect a bound: over
+    batches empty, of one value and of thousands, values on every bound,
+    negatives, past the last bound, its buckets, sum and count are the
+    SDK's for the same values recorded one by one."""
+    rng = random.Random(25)
+    batches = [[], [0.0], [-3.0], list(LATENESS_BUCKETS), [b + 1e-9 for b in LATENESS_BUCKETS]]
+    batches += [[rng.choice([-1.0, *LATENESS_BUCKETS]) if rng.random() < 0.3 else rng.uniform(-2.0, 200.0)
+                 for _ in range(rng.choice([1, 7, 500, 2_000]))] for _ in range(12)]
+    lateness, expected = lateness_both_ways(batches)
+    sum_key = ("tickwheel_start_lateness_seconds_sum", (("tenant", "acme"),))
+    # Added a batch at a time, not a value at a time (as before): equal to the last bits.
+    assert lateness.pop(sum_key) == pytest.approx(expected.pop(sum_key), rel=1e-12)
+    assert lateness == expected
 
 
 def test_the_exposition_follows_the_scrapers_accept_header() -> None:
