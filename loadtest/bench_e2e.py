@@ -39,9 +39,9 @@ and etcd are started (``tests/support``) and deleted afterwards.
   ``attempts``; ``_harness.ATTEMPTS`` reads both), over the window from the first claim (``min(executions.
   created_at)``) to the last attempt's ``finished_at``; ``from_commit``
   counts from the instant the jobs were committed instead (it adds the
-  dispatcher's wait for its next tick, 0 to 1 s: latency, not
-  throughput; ``first_claim_s``: the first claim's instant after the
-  commit). ``worker_start_lateness_s`` (the headline lateness, also at the
+  wait for the first claim, woken, or with ``--no-wake`` the next tick's
+  0 to 1 s: latency, not throughput; ``first_claim_s``: the first
+  claim's instant after the commit). ``worker_start_lateness_s`` (the headline lateness, also at the
   report's top): when the worker began each execution (its clock) minus
   the due instant, mean, p50, p99 and max, and ``from_commit`` the same
   from the jobs' commit (the due instant precedes it by the rows' building
@@ -88,7 +88,7 @@ and etcd are started (``tests/support``) and deleted afterwards.
   ≥ 1.5), both over the same kind of window: from the first take (claim,
   pick) to the last completion recorded; ``from_commit`` sets the two side
   by side from the jobs' commit instead (pgqueuer's workers are woken by
-  its NOTIFY at the commit, the dispatcher claims at its next tick);
+  its NOTIFY at the commit, the dispatcher by the wake put after it);
   ``cpu_cores`` sets the two checks side by side; ``cpu_ms_per_execution``, ``statements_per_execution`` and
   ``rows_written_per_execution`` set the two side by side (pgqueuer's rows
   from its tables' counters: it writes in ``WITH`` clauses, which
