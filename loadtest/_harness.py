@@ -17,6 +17,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import importlib.util
 import math
 import os
 import re
@@ -257,6 +258,40 @@ def workdir(keep: str | None, prefix: str) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix=prefix) as folder:
         yield Path(folder)
+
+
+UVLOOP_SITE = Path(__file__).resolve().parent / "uvloopsite"
+LOOPS = ("asyncio", "uvloop")
+
+
+@contextlib.contextmanager
+def server_loop(loop: str) -> Iterator[None]:
+    """``tickwheel server`` processes started in the block run on ``loop``
+    (one of :data:`LOOPS`): ``asyncio``, as always, or ``uvloop``, its
+    ``sitecustomize`` (``uvloopsite/``) first on the ``PYTHONPATH`` they
+    inherit; other processes keep asyncio. uvloop is no dependency of
+    ours: SystemExit saying so when it is not importable here."""
+    if loop == "asyncio":
+        yield
+        return
+    if loop != "uvloop":
+        raise ValueError(f"loop {loop!r}: one of {LOOPS}")
+    try:
+        importable = importlib.util.find_spec("uvloop") is not None
+    except ValueError:  # in sys.modules without a spec
+        importable = False
+    if not importable:
+        raise SystemExit("--loop uvloop: uvloop is not importable (no dependency of ours: "
+                         "pip install --target DIR uvloop, and DIR on PYTHONPATH)")
+    kept = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(UVLOOP_SITE), kept]))
+    try:
+        yield
+    finally:
+        if kept is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = kept
 
 
 def parse_settings(pairs: list[str]) -> dict[str, str]:

@@ -41,9 +41,10 @@ measured side by side; the medians are given with every round's figure.
 (the coalescer's steps): with a write that takes no time each call is
 written nearly alone, so ``--store-ms`` holds the fake store's thread
 that long a write (a sleep: wall time, no CPU) and the groups form as
-they do on PostgreSQL. ``--loop uvloop`` runs the steps' servers on
-uvloop (no dependency of ours: it must be importable, e.g. from a
-``pip install --target`` directory on ``PYTHONPATH``); ``--grpc-option``
+they do on PostgreSQL. ``--loop uvloop`` runs the steps' servers and
+the real server (``full``, through ``_harness.server_loop``) on uvloop
+(no dependency of ours: it must be importable, e.g. from a ``pip install
+--target`` directory on ``PYTHONPATH``); ``--grpc-option``
 adds a ``grpc.aio.server`` option to every step's server. ``--smoke``
 runs tiny sizes so CI keeps the script working; its figures mean nothing.
 """
@@ -264,7 +265,8 @@ def real_server(args: argparse.Namespace, folder: Path):
 
     with h.postgres(None) as url, h.etcd(None) as etcd_endpoint:
         h.reset_data(url)
-        fleet = h.start_fleet(folder, url, etcd_endpoint, bench_create.SERVER_ID, 1)
+        with h.server_loop(args.loop):
+            fleet = h.start_fleet(folder, url, etcd_endpoint, bench_create.SERVER_ID, 1)
         try:
             api_key = asyncio.run(bench_create.create_tenant(fleet.first, max_jobs=10_000_000))
             asyncio.run(h.wait_fleet(fleet, 0))
@@ -296,8 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client", choices=("go", "python"), default="go")
     parser.add_argument("--grpc-option", action="append", default=[], metavar="NAME=VALUE",
                         help="an extra grpc.aio.server option for every step's server (repeatable; a string value)")
-    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
-                        help="the steps' event loop (uvloop must be importable: it is no dependency of ours)")
+    parser.add_argument("--loop", choices=h.LOOPS, default="asyncio",
+                        help="the servers' event loop (uvloop must be importable: it is no dependency of ours)")
     parser.add_argument("--store-ms", type=float, default=0.0,
                         help="the fake store's write holds its thread this long (a sleep), as a real write's wall "
                              "time does, so the coalescer's groups form as they do on PostgreSQL")

@@ -5,7 +5,7 @@ beside pgqueuer's batch enqueue on the same PostgreSQL in the same run.
     .venv/bin/python loadtest/bench_create.py [--jobs 1000000] [--calls 2000] [--clients 16]
                                               [--batch-jobs 100000] [--load-clients 4] [--servers 1]
                                               [--pg URL] [--etcd HOST:PORT] [--logs DIR] [--profile DIR]
-                                              [--no-pgqueuer] [--smoke]
+                                              [--loop asyncio|uvloop] [--no-pgqueuer] [--smoke]
 
 Prints one JSON object. Without ``--pg``/``--etcd`` a throwaway PostgreSQL
 and etcd are started (``tests/support``) and deleted afterwards.
@@ -77,6 +77,10 @@ creating is measured.
   (``scripts/install.sh --bench``); without it, or with ``--no-pgqueuer``,
   this part says why it was skipped.
 
+``--loop uvloop`` runs the ``tickwheel server`` processes on uvloop
+(``_harness.server_loop``; no dependency of ours: it must be importable),
+the floor and every other process on asyncio, so the floor stays the same
+yardstick in an A/B of the two; ``loop`` in the report says which ran.
 ``--profile DIR`` samples the server with py-spy during each create phase
 (``DIR/create_1.txt``, ``DIR/create_16.txt``, ``DIR/batch.txt``,
 ``DIR/load.txt``, collapsed stacks).
@@ -649,6 +653,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a setting of the throwaway PostgreSQL (repeatable), for experiments")
     parser.add_argument("--logs", metavar="DIR", help="keep the server's log in DIR")
     parser.add_argument("--profile", metavar="DIR", help="sample the server with py-spy into DIR")
+    parser.add_argument("--loop", choices=h.LOOPS, default="asyncio",
+                        help="the servers' event loop (uvloop must be importable: it is no dependency of ours)")
     parser.add_argument("--no-pgqueuer", action="store_true", help="skip the pgqueuer peer")
     parser.add_argument("--smoke", action="store_true", help="tiny run for CI; figures are meaningless")
     args = parser.parse_args(argv)
@@ -664,7 +670,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     began = time.perf_counter()
     with h.postgres(args.pg, pg_settings) as url, h.etcd(args.etcd) as etcd_endpoint, \
-            h.workdir(args.logs, "tickwheel-bench-create-") as folder:
+            h.workdir(args.logs, "tickwheel-bench-create-") as folder, h.server_loop(args.loop):
         h.reset_data(url)
         server = run_server(args, url, etcd_endpoint, folder)
         pgqueuer = peer(args, url)
@@ -673,6 +679,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "create",
         "smoke": args.smoke,
         "servers": args.servers,
+        "loop": args.loop,
         "server": server,
         "pgqueuer": pgqueuer,
         "batch_over_pgqueuer": round(server["batch"]["jobs_per_s"] / pgqueuer["jobs_per_s"], 3)
