@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import collections
 import os
 from datetime import datetime, timedelta, timezone
 from unittest import mock
@@ -112,25 +113,42 @@ def test_a_forked_child_does_not_hand_out_its_parents_random_parts() -> None:
     assert not held & {taken[i : i + 10] for i in range(0, len(taken), 10)}
 
 
-def test_a_batch_of_ids_reads_the_randomness_once_and_spells_each_as_ulid_does() -> None:
+def low_bits(random: bytes) -> bytes:
+    """The 80 bits a batch's id takes from its 16 random bytes: each byte's low five, in order."""
+    value = 0
+    for byte in random:
+        value = value << 5 | byte & 31
+    return value.to_bytes(10, "big")
+
+
+def test_a_batch_of_ids_reads_the_randomness_once_and_spells_each_as_a_ulid() -> None:
     now = datetime(2026, 12, 5, 3, 0, 0, 5_000, tzinfo=timezone.utc)
-    randomness = bytes(range(30))
+    randomness = bytes(range(48))
     with mock.patch.object(ids.os, "urandom", return_value=randomness) as urandom:
         batch = ids.new_job_ids(now, 3)
-    urandom.assert_called_once_with(30)
-    assert batch == ["job_" + reference_ulid(now, randomness[i : i + 10]) for i in (0, 10, 20)]
+    urandom.assert_called_once_with(48)
+    assert batch == ["job_" + reference_ulid(now, low_bits(randomness[i : i + 16])) for i in (0, 16, 32)]
 
 
-@pytest.mark.parametrize("fill", [0x00, 0xFF, 0x5A])
-def test_a_batch_of_ids_spells_every_bit_as_ulid_does(fill: int) -> None:
-    """All zeros, all ones and a pattern, at the first instant and the last
-    a datetime holds: the batch's spelling is the one-id spelling."""
+@pytest.mark.parametrize("fill", [0x00, 0xFF, 0x5A, 0xE0])
+def test_a_batch_of_ids_spells_every_bit_as_a_ulid(fill: int) -> None:
+    """All zeros, all ones, a pattern and only high bits, at the first
+    instant and the last a datetime holds: a batch's id is the ULID of
+    its time and of its bytes' low five bits."""
     for now in (datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(2026, 12, 5, 3, 0, 0, 5_000, tzinfo=timezone.utc),
                 datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=timezone.utc)):  # fmt: skip
-        randomness = bytes([fill]) * 10 + bytes(range(246, 256))
+        randomness = bytes([fill]) * 16 + bytes(range(240, 256))
         with mock.patch.object(ids.os, "urandom", return_value=randomness):
             batch = ids.new_job_ids(now, 2)
-        assert batch == ["job_" + ids._ulid(ids._millis(now), randomness[i : i + 10], now) for i in (0, 10)]
+        assert batch == ["job_" + reference_ulid(now, low_bits(randomness[i : i + 16])) for i in (0, 16)]
+        assert batch[0][:14] == new_job_id(now)[:14]  # the one-id time part
+
+
+def test_a_random_byte_gives_a_uniform_character() -> None:
+    """Each of the 32 characters is the spelling of exactly 8 of the 256
+    bytes, so uniform bytes give uniform characters: 80 random bits an id."""
+    assert sorted(collections.Counter(ids._CROCKFORD_OF_BYTE).values()) == [8] * 32
+    assert set(ids._CROCKFORD_OF_BYTE.decode()) == set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
 
 
 def test_a_batch_of_ids_holds_no_duplicate() -> None:

@@ -13,7 +13,6 @@ compare identically, with no driver time-zone conversion in between.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import os
 from datetime import datetime, timedelta, timezone, tzinfo
@@ -26,8 +25,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _PAIRS = tuple(high + low for high in _CROCKFORD for low in _CROCKFORD)
 """Every 10-bit value as two Crockford characters."""
 _PAIR_SHIFTS = tuple(range(120, -1, -10))
-_RFC4648_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD.encode())
-"""base64.b32encode's alphabet to Crockford's, character for character."""
+_CROCKFORD_OF_BYTE = bytes(_CROCKFORD.encode()[byte & 31] for byte in range(256))
+"""Each byte to the Crockford character of its low five bits: a uniformly
+random byte gives a uniformly random character (256 is 8 × 32)."""
 
 
 _RANDOM_AHEAD = 256
@@ -64,14 +64,17 @@ def new_job_id(now: datetime) -> str:
 
 
 def new_job_ids(now: datetime, count: int) -> list[str]:
-    """``count`` fresh job ids for ``now``, as :func:`new_job_id` makes
-    them, from one read of the system's randomness: a read per id can give
-    the GIL away at each (a batch's thousand ids waited for it in turn)."""
+    """``count`` fresh job ids for ``now``, ULIDs as :func:`new_job_id`
+    makes them (the same time part, 80 random bits), from one read of the
+    system's randomness: a read per id can give the GIL away at each (a
+    batch's thousand ids waited for it in turn)."""
     # Every id of the batch has the same 48 bits of milliseconds (the first
-    # 10 characters); the 80 random bits are the other 16, which base32 spells
-    # from 10 bytes exactly: the whole batch's are spelled with one call.
+    # 10 characters); the other 16 are random, each one random byte's low
+    # five bits (:data:`_CROCKFORD_OF_BYTE`): 80 random bits, spelled for
+    # the whole batch by one bytes.translate (base64.b32encode is a Python
+    # loop, most of the ids' cost).
     time_part = "job_" + _ulid(_millis(now), bytes(10), now)[:10]
-    spelled = base64.b32encode(os.urandom(10 * count)).translate(_RFC4648_TO_CROCKFORD).decode()
+    spelled = os.urandom(16 * count).translate(_CROCKFORD_OF_BYTE).decode()
     return [time_part + spelled[i : i + 16] for i in range(0, 16 * count, 16)]
 
 
