@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import json
 import importlib.util
+import json
 import math
 import os
 import re
