@@ -81,33 +81,49 @@ async def test_a_one_off_already_past_runs_once_marked_late(cluster) -> None:
     assert execution.attempts[0].lateness.ToTimedelta() >= timedelta(hours=3)
 
 
-async def test_pause_holds_a_run_claimed_ahead_and_resume_releases_it(cluster) -> None:
+async def test_pause_holds_a_run_claimed_ahead_and_resume_releases_it(server) -> None:
     """A one-off claimed in the look-ahead, paused and resumed, runs once:
-    the pause holds it (WAITING, passed over by the gateway), the resume
-    releases it, and it starts at its instant, never before."""
-    running, scheduler, key = cluster
+    the pause holds it (WAITING), the gateway passes over it once it is due
+    with a free worker connected, the resume releases it, and it starts at
+    its instant, never before, under the id it was claimed with.
+
+    The worker connects only once the pause holds the run: with one
+    connected from the start, a pause that comes after the due instant (a
+    loaded machine can take the whole margin between the creation and the
+    pause) finds the run handed out, and proves nothing about holding."""
+    key = await server.create_tenant("acme")
+    credential = await server.issue_worker_credential(["acme"], http=True)
     meta = (("authorization", f"Bearer {key}"),)
-    due = datetime.now(timezone.utc) + timedelta(seconds=6)
-    created = await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=once_job("later", due), request_id="r3"), metadata=meta)
-    # Claimed within the 60 s look-ahead by the dispatcher's next tick.
-    [claimed] = await wait_for_status(scheduler, key, created.job.id, job_pb2.EXECUTION_STATUS_SCHEDULED)
-    paused = await scheduler.PauseJob(
-        scheduler_pb2.PauseJobRequest(id=created.job.id, reason="maintenance"), metadata=meta
-    )
-    assert (paused.held_executions, paused.canceled_executions) == (1, 0)
-    [execution] = await history(scheduler, key, created.job.id)
-    assert execution.status == job_pb2.EXECUTION_STATUS_WAITING and not execution.attempts
-    # The gateway's sweep passes over it while paused: still waiting after a few rounds.
-    rounds = running.server.gateway.rounds_run
-    while running.server.gateway.rounds_run < rounds + 3:
-        running.server.gateway.wake()
-        await asyncio.sleep(0.05)
-    [execution] = await history(scheduler, key, created.job.id)
-    assert execution.status == job_pb2.EXECUTION_STATUS_WAITING
-    resumed = await scheduler.ResumeJob(scheduler_pb2.ResumeJobRequest(id=created.job.id), metadata=meta)
-    assert resumed.released_executions == 1 and not resumed.HasField("skipped")
-    [execution] = await wait_for_status(scheduler, key, created.job.id, job_pb2.EXECUTION_STATUS_SUCCEEDED)
-    assert execution.id == claimed.id and execution.attempts[0].started_at.ToDatetime(tzinfo=timezone.utc) >= due
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        due = datetime.now(timezone.utc) + timedelta(seconds=2)
+        created = await scheduler.CreateJob(
+            scheduler_pb2.CreateJobRequest(job=once_job("later", due), request_id="r3"), metadata=meta
+        )
+        # Claimed within the 60 s look-ahead by the dispatcher's next tick.
+        [claimed] = await wait_for_status(scheduler, key, created.job.id, job_pb2.EXECUTION_STATUS_SCHEDULED)
+        paused = await scheduler.PauseJob(
+            scheduler_pb2.PauseJobRequest(id=created.job.id, reason="maintenance"), metadata=meta
+        )
+        assert (paused.held_executions, paused.canceled_executions) == (1, 0)
+        [execution] = await history(scheduler, key, created.job.id)
+        assert execution.status == job_pb2.EXECUTION_STATUS_WAITING and not execution.attempts
+        async with running_worker(server.address, credential, builtin_handlers(), worker_id="w1", slots=8):
+            # Due, with a free worker: the gateway's rounds from here on pass over it while paused.
+            await asyncio.sleep(max(0.0, (due - datetime.now(timezone.utc)).total_seconds()))
+            gateway = server.server.gateway
+            rounds = gateway.rounds_run
+            while gateway.rounds_run < rounds + 3:
+                gateway.wake()
+                await asyncio.wait_for(gateway.round_done.wait(), WAIT)
+            [execution] = await history(scheduler, key, created.job.id)
+            assert execution.status == job_pb2.EXECUTION_STATUS_WAITING and not execution.attempts
+            resumed = await scheduler.ResumeJob(scheduler_pb2.ResumeJobRequest(id=created.job.id), metadata=meta)
+            assert resumed.released_executions == 1 and not resumed.HasField("skipped")
+            [execution] = await wait_for_status(scheduler, key, created.job.id, job_pb2.EXECUTION_STATUS_SUCCEEDED)
+    assert execution.id == claimed.id
+    [attempt] = execution.attempts
+    assert attempt.worker_id == "w1" and attempt.started_at.ToDatetime(tzinfo=timezone.utc) >= due
 
 
 async def test_renaming_a_job_leaves_its_claimed_run_to_run(cluster) -> None:
