@@ -210,6 +210,15 @@ def _child_env() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if not key.startswith("PG")}
 
 
+def _demoted(user: pwd.struct_passwd) -> list[str]:
+    """The command prefix running a program as ``user`` (its group, no others)."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        raise PostgresUnavailable(f"tests run as root, and running PostgreSQL as '{user.pw_name}' needs setpriv "
+                                  "(util-linux). " + INSTALL_HINT)
+    return [setpriv, f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--"]
+
+
 # ------------------------------------------------------------------- servers
 
 
@@ -251,10 +260,17 @@ class PostgresServer:
     # -- lifecycle --------------------------------------------------------
 
     def _popen(self, args: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
-        demote: dict[str, object] = {}
+        """Start ``args`` (as the ``postgres`` user when we are root).
+
+        The demotion is setpriv's, in the new program, not Popen's
+        ``user``/``group``: those make Python fork() where it otherwise
+        vfork()s, and fork() runs the pthread_atfork handlers of every
+        library loaded, gRPC's among them (it keeps threads of its own in
+        this process while a test makes calls). A postmaster forked so while
+        other threads were in gRPC calls died before logging anything."""
         if self._run_as is not None:
-            demote = {"user": self._run_as.pw_uid, "group": self._run_as.pw_gid, "extra_groups": []}
-        return subprocess.Popen(args, cwd=self.base_dir, env=_child_env(), **demote, **kwargs)  # type: ignore[call-overload]
+            args = [*_demoted(self._run_as), *args]
+        return subprocess.Popen(args, cwd=self.base_dir, env=_child_env(), **kwargs)  # type: ignore[call-overload]
 
     def initdb(self) -> None:
         process = self._popen(

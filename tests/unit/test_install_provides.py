@@ -65,6 +65,7 @@ DECLARED: dict[tuple[str, str], frozenset[str]] = {
 DEBIAN = {
     # program: the Debian package install.sh installs when it is missing
     "bash": "bash",
+    "setpriv": "util-linux",
     "etcd": "etcd-server",
     "etcdctl": "etcd-client",
     "initdb": "postgresql",
@@ -83,7 +84,7 @@ DEBIAN = {
     "chromium": "chromium",
     "chromedriver": "chromium-driver",
 }
-ESSENTIAL = {"bash"}
+ESSENTIAL = {"bash", "setpriv"}
 """Debian's Essential packages: on every Debian system, never installed by anyone."""
 
 IN_THE_TREE = {
