@@ -96,7 +96,7 @@ class Stack:
         self.provider = provider if traced else None
         self.token = "twa_" + secrets.token_urlsafe(24)
         config = ServerConfig(
-            store=store, etcd=etcd, admin_token=self.token, listen="127.0.0.1:0", migrate=True, session_ttl=2,
+            store=store, etcd=etcd, admin_token=self.token, listen="127.0.0.1:0", migrate=True,
             shutdown_grace=1.0, allow_target_networks=LOOPBACK_NETWORKS,
         )
         self.server = TickwheelServer(config, tracing=Tracing(self.provider))
