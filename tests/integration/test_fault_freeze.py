@@ -27,6 +27,7 @@ import re
 import signal
 import threading
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -44,6 +45,13 @@ from tickwheel.shared.targets import TargetPolicy
 from tickwheel_worker import HandlerRegistry, Worker, WorkerConfig
 
 pytestmark = [pytest.mark.postgres, pytest.mark.etcd, pytest.mark.slow]
+
+STEP_WAIT = 60.0
+"""Seconds each step of the story (partitions owned, executions running,
+partitions moved, executions requeued, the resumed server re-stamped) may
+take. Each wait ends as soon as its state is seen, so the bound only ends a
+test that would otherwise wait forever; it is sized for a loaded machine,
+where each step is several processes starved of CPU."""
 
 
 class PatientWorker:
@@ -76,23 +84,33 @@ class PatientWorker:
 
 
 class DeadSessionWatch(threading.Thread):
-    """Reads the store every few milliseconds for ``seconds``: executions
-    handed out at or after ``since`` under the session ``owner`` (``seen``)."""
+    """Reads the store every few milliseconds: executions handed out at or
+    after ``since`` under the session ``owner`` (``seen``), until
+    ``settled()`` has held for ``margin`` seconds (``settled`` is then True),
+    or for ``timeout`` seconds in all."""
 
-    def __init__(self, engine: sa.Engine, owner: str, since: datetime, seconds: float) -> None:
+    def __init__(self, engine: sa.Engine, owner: str, since: datetime, settled: Callable[[], bool],
+                 margin: float, timeout: float) -> None:
         super().__init__(daemon=True)
         self.seen: set[str] = set()
-        self._args = (engine, owner, to_us(since), seconds)
+        self.settled = False
+        self._args = (engine, owner, to_us(since), settled, margin, timeout)
         self.start()
 
     def run(self) -> None:
-        engine, owner, since_us, seconds = self._args
+        engine, owner, since_us, settled, margin, timeout = self._args
         query = sa.text("SELECT id FROM executions WHERE owner = :o AND handed_out_at >= :t")
-        end = time.monotonic() + seconds
+        end = time.monotonic() + timeout
+        next_look = 0.0
         with engine.connect() as conn:
             while time.monotonic() < end:
                 self.seen.update(conn.execute(query, {"o": owner, "t": since_us}).scalars())
                 conn.rollback()
+                if not self.settled and time.monotonic() >= next_look:
+                    next_look = time.monotonic() + 0.1
+                    if settled():
+                        self.settled = True
+                        end = min(end, time.monotonic() + margin)
                 time.sleep(0.002)  # sampling the store; nothing to await
 
 
@@ -113,7 +131,7 @@ def test_a_server_frozen_past_its_ttl_hands_out_nothing_under_its_dead_session_w
         # Two slots: while a is frozen, work due piles up ready, and is there when a resumes.
         start_worker(stack, tmp_path, b.address, acme.credential, "wb", slots=2)
         wait_connected(b, "wb")
-        eventually(lambda: count(engine, "SELECT count(DISTINCT owner) FROM partitions") == 2, 15,
+        eventually(lambda: count(engine, "SELECT count(DISTINCT owner) FROM partitions") == 2, STEP_WAIT,
                    "both servers own partitions")
         first = now() + timedelta(seconds=1.5)
         create_jobs(a.address, acme, target.url("/hold"), spaced(first, 6, 0.05), "held")
@@ -124,22 +142,26 @@ def test_a_server_frozen_past_its_ttl_hands_out_nothing_under_its_dead_session_w
         # Hand-outs are stamped with the server's etcd session, which its log names.
         [session] = re.findall(r"etcd session ([0-9a-f]+) open", a.log())
         running_under = "SELECT count(*) FROM executions WHERE status = 'running' AND owner = :s"
-        eventually(lambda: count(engine, running_under, s=session) >= 2, 15, "server a holds running executions")
+        eventually(lambda: count(engine, running_under, s=session) >= 2, STEP_WAIT, "server a holds running executions")
         a.process.send_signal(signal.SIGSTOP)
         eventually(
             lambda: count(engine, "SELECT count(*) FROM partitions WHERE owner = :b", b=ids["b"]) == PARTITIONS,
-            15, "the frozen server's partitions move to the other",
+            STEP_WAIT, "the frozen server's partitions move to the other",
         )  # fmt: skip
-        eventually(lambda: count(engine, running_under, s=session) == 0, 15,
+        eventually(lambda: count(engine, running_under, s=session) == 0, STEP_WAIT,
                    "the reaper requeues what the frozen server had handed out")
         assert count(engine, "SELECT count(*) FROM executions WHERE status = 'scheduled' AND ready_at <= :n",
                      n=to_us(now())) > 0, "no work is ready for the resumed server to hand out"
         resuming = now()  # before the signal: the resumed server cannot read its clock earlier
         # Rows it hands out under its dead session are re-stamped within milliseconds
-        # once it has a new one: watch the store closely meanwhile.
-        watch = DeadSessionWatch(engine, session, resuming, seconds=3.0)
+        # once it has a new one: watch the store closely meanwhile, until it has
+        # re-stamped what it ran onto its new session (after which its gateway
+        # hands out under the new one) and 3 s more, however long that takes.
+        watch = DeadSessionWatch(engine, session, resuming, lambda: f"from session {session} to " in a.log(),
+                                 margin=3.0, timeout=STEP_WAIT)
         a.process.send_signal(signal.SIGCONT)
         watch.join()
+        assert watch.settled, f"the resumed server did not re-stamp from its dead session {session}:\n{a.log()}"
 
         left = settle(engine, ["acme"], until, timeout=30)
         snapshot = audit.assert_clean(engine, ["acme"], until, deliveries=target.deliveries)

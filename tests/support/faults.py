@@ -174,13 +174,24 @@ class Tenant:
     credential: str
 
 
+BURST_RATE = 5000
+"""The request rate (``requests_per_second``) of :func:`tenant`'s tenants.
+A fault test creates its jobs in one burst of calls to one server, and a
+server allows a tenant its rate divided by the live servers it last read
+from presence every few seconds: with the default 100/s, a burst of 66 calls to
+one of two servers was refused (RESOURCE_EXHAUSTED) when that server had
+read the second one before the burst, which a loaded machine made likely."""
+
+
 def tenant(server: ServerProcess, name: str) -> Tenant:
-    """A tenant and a worker credential for it (HTTP targets), through AdminService."""
+    """A tenant with room for a burst of calls (:data:`BURST_RATE`) and a
+    worker credential for it (HTTP targets), through AdminService."""
     meta = (("authorization", f"Bearer {server.admin_token}"),)
+    quotas = admin_pb2.TenantQuotas(requests_per_second=BURST_RATE)
     with grpc.insecure_channel(server.address) as channel:
         admin = admin_pb2_grpc.AdminServiceStub(channel)
-        key = admin.CreateTenant(admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(name=name)), metadata=meta,
-                                 timeout=10).api_key.secret
+        key = admin.CreateTenant(admin_pb2.CreateTenantRequest(tenant=admin_pb2.Tenant(name=name, quotas=quotas)),
+                                 metadata=meta, timeout=10).api_key.secret
         credential = admin.IssueWorkerCredential(
             admin_pb2.IssueWorkerCredentialRequest(tenants=[name], http=True), metadata=meta, timeout=10
         ).credential.secret
