@@ -23,8 +23,21 @@ error names each address with the rule that refused it when the policy has a
 does: the worker's configured policy, which refuses loopback, link-local,
 private and reserved ranges unless allow-listed).
 
+What the target sends is hostile. Of its bytes only the body's first
+16 KiB is read as output; an error quotes at most the first
+:data:`ERROR_BODY_SNIPPET` bytes of the body, :data:`REASON_MAX_CHARS` of
+the status line's reason and :data:`LOCATION_MAX_CHARS` of a redirect's
+``Location``, each with every character that is not printable (C0 and C1
+controls, DEL, bidi and other format characters; invalid UTF-8 becomes
+U+FFFD first) escaped as Python writes it (``\\x1b``), so that nothing a
+target wrote reaches a terminal, a log line or a console as a control
+sequence; the whole error is at most :data:`ERROR_MAX_CHARS`. A status line
+or header past ``http.client``'s limits (64 KiB a line, 100 headers) fails
+the attempt retryably; a body that never ends, or drips, is cut by the
+read's limit or the deadline's abort.
+
 The pure pieces (:func:`build_request`, :func:`classify_status`,
-:func:`parse_retry_after`) are tested on their own.
+:func:`parse_retry_after`, :func:`shown`) are tested on their own.
 """
 
 from __future__ import annotations
@@ -37,7 +50,7 @@ import socket
 import ssl
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Union
 from urllib.parse import urlsplit
@@ -51,6 +64,14 @@ AddressPolicy = Callable[[str, IPAddress], bool]
 
 OUTPUT_MAX_BYTES = 16 * 1024
 ERROR_BODY_SNIPPET = 512
+REASON_MAX_CHARS = 128
+"""What an error quotes of a status line's reason phrase (``http.client`` reads up to 64 KiB of it)."""
+LOCATION_MAX_CHARS = 512
+"""What an error quotes of a redirect's ``Location`` (a header line may be 64 KiB)."""
+ERROR_MAX_CHARS = 2048
+"""The longest error an HTTP attempt reports (the server keeps 4096 characters of any)."""
+_RETRY_AFTER_DIGITS = 9
+"""Delta-seconds of more digits is past :data:`MAX_RETRY_AFTER` anyway (and ``int`` refuses 4 300)."""
 MAX_RETRY_AFTER = timedelta(hours=24)
 """A longer ``Retry-After`` is cut to this: no retry policy waits longer."""
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
@@ -183,10 +204,13 @@ def parse_retry_after(value: str | None, now: datetime) -> timedelta | None:
         return None
     value = value.strip()
     if value.isascii() and value.isdigit():
-        return timedelta(seconds=min(int(value), MAX_RETRY_AFTER // timedelta(seconds=1)))
+        digits = value.lstrip("0") or "0"
+        if len(digits) > _RETRY_AFTER_DIGITS:
+            return MAX_RETRY_AFTER
+        return timedelta(seconds=min(int(digits), MAX_RETRY_AFTER // timedelta(seconds=1)))
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):  # a year of eleven digits overflows
         return None
     if when is None:
         return None
@@ -265,11 +289,30 @@ class _CheckedHTTPSConnection(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
 
 
+def shown(text: str, limit: int) -> str:
+    """``text`` from a target (or an exception quoting it) as an error may
+    carry it: at most ``limit`` characters, every character that is not
+    printable escaped as Python writes it (``\\x1b``, ``\\n``, ``\\u202e``),
+    and ``…`` at the end when something was cut. NUL, which the server's
+    store cannot keep, becomes U+FFFD as before rather than ``\\x00``."""
+    cut = len(text) > limit
+    text = text[:limit].replace("\x00", "\ufffd")
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+    if cut or len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
 def _snippet(body: bytes) -> str:
-    """The start of a response body for an error message: text the server can
-    store (a body's NUL bytes, which PostgreSQL's text refuses, replaced)."""
-    text = body[:ERROR_BODY_SNIPPET].decode("utf-8", "replace").replace("\x00", "\ufffd").strip()
+    """The start of a response body for an error message (:func:`shown`; invalid UTF-8 as U+FFFD)."""
+    text = shown(body[:ERROR_BODY_SNIPPET].decode("utf-8", "replace").strip(), ERROR_BODY_SNIPPET)
     return f": {text}" if text else ""
+
+
+def _quoted(exc: BaseException) -> str:
+    """An exception's text, which may quote the target's bytes, as an error carries it."""
+    return shown(str(exc), ERROR_BODY_SNIPPET)
 
 
 class HttpCall:
@@ -340,9 +383,12 @@ class HttpCall:
     def run(self) -> HttpOutcome:
         """Send the request and classify what happened. Never raises."""
         try:
-            return self._run()
+            outcome = self._run()
         except Exception as exc:  # noqa: BLE001 - every failure must become an outcome
-            return HttpOutcome(FAILED_RETRYABLE, error=f"HTTP call failed: {type(exc).__name__}: {exc}")
+            return HttpOutcome(FAILED_RETRYABLE, error=f"HTTP call failed: {type(exc).__name__}: {_quoted(exc)}")
+        if len(outcome.error) > ERROR_MAX_CHARS:
+            outcome = replace(outcome, error=outcome.error[: ERROR_MAX_CHARS - 1] + "…")
+        return outcome
 
     def _run(self) -> HttpOutcome:
         req = self.request
@@ -384,11 +430,12 @@ class HttpCall:
             except (OSError, http.client.HTTPException) as exc:
                 if self._aborted:
                     return HttpOutcome(CANCELED, error="HTTP call aborted")
+                # http.client quotes what the target sent (BadStatusLine: the whole line).
                 return HttpOutcome(
-                    FAILED_RETRYABLE, error=f"connection error: {type(exc).__name__}: {exc}"
+                    FAILED_RETRYABLE, error=f"connection error: {type(exc).__name__}: {_quoted(exc)}"
                 )
             except ValueError as exc:  # http.client refuses a bad header name or value
-                return HttpOutcome(FAILED_PERMANENT, error=f"invalid request: {exc}")
+                return HttpOutcome(FAILED_PERMANENT, error=f"invalid request: {_quoted(exc)}")
         finally:
             conn.close()
         return self._classify(response, body)
@@ -398,12 +445,11 @@ class HttpCall:
         outcome = classify_status(status)
         if outcome == SUCCEEDED:
             return HttpOutcome(SUCCEEDED, output=body, status=status)
-        error = f"HTTP {status} {response.reason}{_snippet(body)}"
+        reason = shown(response.reason, REASON_MAX_CHARS)
+        error = f"HTTP {status} {reason}{_snippet(body)}"
         if 300 <= status < 400:
-            error = (
-                f"HTTP {status} {response.reason}: redirect to {response.getheader('Location', '?')} not followed "
-                "(redirects are never followed)"
-            )
+            location = shown(response.getheader("Location", "?"), LOCATION_MAX_CHARS)
+            error = f"HTTP {status} {reason}: redirect to {location} not followed (redirects are never followed)"
         retry_after = None
         if outcome == FAILED_RETRYABLE:
             retry_after = parse_retry_after(response.getheader("Retry-After"), self._now())

@@ -4,7 +4,8 @@ Every field of an ``ExecutionResult`` comes from a hostile peer. One that
 is out of bounds makes the result refused (:func:`check_result` names the
 field), and nothing is written for it; the other results of the same
 message are unaffected. Text that PostgreSQL cannot store (NUL) is
-replaced, and text longer than its bound is cut (:func:`clean_text`),
+replaced, other control characters escaped, and text longer than its
+bound is cut (:func:`clean_text`),
 rather than refused: an HTTP target answering 500 with NUL bytes in its
 body is not the worker's fault, and its result must still end the attempt.
 """
@@ -116,13 +117,26 @@ def read_result(
     ))
 
 
+_CONTROL = re.compile("[\x01-\x08\x0b-\x1f\x7f-\x9f]")
+"""C0 controls but NUL (replaced), TAB and LF (a handler's message may span lines), DEL and C1."""
+
+
+def _escaped(control: re.Match[str]) -> str:
+    return f"\\x{ord(control.group()):02x}"
+
+
 def clean_text(text: str, limit: int) -> str:
-    """``text`` as the store can keep it: at most ``limit`` characters, NUL
-    (which PostgreSQL's text refuses) and anything not encodable in UTF-8
-    replaced by U+FFFD."""
+    """``text`` as the store can keep it and a reader can be shown it: at
+    most ``limit`` characters, NUL (which PostgreSQL's text refuses) and
+    anything not encodable in UTF-8 replaced by U+FFFD, and every other
+    control character but TAB and LF (ESC, CR, BEL, DEL, C1: what a target
+    or worker wrote would otherwise reach a terminal, log or console as a
+    control sequence) escaped as ``\\xNN``, cut again to ``limit``."""
     text = text[:limit]
     if "\x00" in text:
         text = text.replace("\x00", "\ufffd")
+    if _CONTROL.search(text):
+        text = _CONTROL.sub(_escaped, text)[:limit]
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate
