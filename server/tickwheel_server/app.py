@@ -23,7 +23,7 @@ from tickwheel.shared.clock import Clock, SystemClock
 from tickwheel.shared.ids import to_us
 from tickwheel_worker.exporters import metric_exporter
 
-from . import __version__
+from . import __version__, transport
 from .api import decoding, reflection
 from .api.admin import AdminServicer, ServerInfo
 from .api.scheduler import SchedulerServicer
@@ -447,7 +447,7 @@ class TickwheelServer:
             starting=self._starting,
         )
         server = grpc.aio.server(
-            options=[("grpc.so_reuseport", 0), ("grpc.keepalive_time_ms", 30_000)],
+            options=[("grpc.so_reuseport", 0), ("grpc.keepalive_time_ms", 30_000), *transport.LIMITS],
             interceptors=[server_interceptor(self.tracing)] if self.tracing.enabled else None,
         )
         scheduler = SchedulerServicer(

@@ -44,6 +44,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from tickwheel.shared.backoff import BackoffSleeper
 from tickwheel.shared.clock import Clock
 
+from . import transport
 from .telemetry.outages import one_line, outage_of
 
 log = logging.getLogger("tickwheel.server")
@@ -138,7 +139,7 @@ class WaitingForDependencies:
     async def _serve_health(self) -> None:
         if self._server is not None or self._bound:
             return
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *transport.LIMITS])
         placeholder = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(placeholder, server)
         server.add_generic_rpc_handlers((_RefuseWhileWaiting(self.refusal),))
