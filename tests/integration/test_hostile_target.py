@@ -17,8 +17,14 @@ a call that hung would hold up every job after it. For every job:
   C1, DEL) arrives escaped (``\\x1b``), never raw;
 - the worker's log holds none of the target's control bytes.
 
-A job that drips its body past its timeout ends TIMED_OUT and frees the
-slot for the next job.
+A job that drips its body or its head past its timeout, or whose target
+sends ``100 Continue`` for ever, ends TIMED_OUT and frees the slot for the
+next job.
+
+DNS rebinding: a name whose lookups answer an allowed address first and a
+refused one after (or the other way round) is looked up once an attempt,
+and the worker connects to the address it checked: the allowed target is
+called, the refused one never.
 """
 
 from __future__ import annotations
@@ -32,10 +38,14 @@ from pathlib import Path
 
 import pytest
 from tickwheel import AsyncClient, builders
+from tickwheel.shared.targets import TargetPolicy
 from tickwheel.v1 import execution_pb2, job_pb2
 
 from tests.support.polling import eventually
 from tests.support.server import running_server, start_worker_process
+from tests.support.workers import running_worker
+from tickwheel_worker import HandlerRegistry
+from tickwheel_worker.resolver import Resolver
 
 WAIT = 60.0
 ERROR_MAX_CHARS = 2048
@@ -86,6 +96,9 @@ ANSWERS: dict[str, Callable[[socket.socket, threading.Event], None]] = {
         + (b"\xff\xfe\xc3" + CONTROL + b"2026-12-07 INFO forged line\x00\x9b" * 40)[:2000]),
     "/retry-after": lambda s, stop: s.sendall(
         b"HTTP/1.1 503 Busy\r\nRetry-After: " + b"9" * 5000 + b"\r\nContent-Length: 0\r\n\r\n"),
+    "/drip-head": lambda s, stop: _send_forever(s, b"HTTP/1.1 200 OK\r\n", b"X", stop, pause=0.1),
+    "/continues": lambda s, stop: _send_forever(s, b"", b"HTTP/1.1 100 Continue\r\n\r\n", stop, pause=0.01),
+    "/ok": lambda s, stop: s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"),
 }
 """What the target answers on each path (the request is read first)."""
 
@@ -102,7 +115,11 @@ EXPECTED = {
     "/location": (DEAD, FAILED, "HTTP 302 Found: redirect to http://127.0.0.1/\\x1b]0;owned\\x07\\x1b[2JLLL"),
     "/body": (DEAD, FAILED, "HTTP 500 Internal Server Error: \ufffd\ufffd\ufffd\\x1b]0;owned\\x07\\x1b[2J\\r\\n2026"),
     "/retry-after": (DEAD, FAILED, "HTTP 503 Busy"),
+    "/drip-head": (DEAD, TIMED_OUT, "attempt still running at its deadline"),
+    "/continues": (DEAD, TIMED_OUT, "attempt still running at its deadline"),
 }
+TIMEOUT_OF = {"/drip": 2, "/drip-head": 2, "/continues": 2}
+"""Job timeouts (seconds) of the answers that never end; the others have 120."""
 
 
 class HostileTarget:
@@ -110,10 +127,10 @@ class HostileTarget:
     answers it as :data:`ANSWERS` says, one thread a connection; records the
     paths requested."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self.paths: list[str] = []
         self.stop = threading.Event()
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener = socket.create_server((host, 0))
         self.listener.settimeout(0.2)
         self.port = self.listener.getsockname()[1]
         self.thread = threading.Thread(target=self._accept, daemon=True)
@@ -184,7 +201,7 @@ async def _run_hostile_jobs(server, target: HostileTarget, tmp_path: Path) -> No
             for i, path in enumerate(EXPECTED):
                 job = builders.once_job(
                     f"hostile-{i}", now, url=target.url(path), retry=builders.retry_policy(max_attempts=1),
-                    timeout=2 if path == "/drip" else 120,
+                    timeout=TIMEOUT_OF.get(path, 120),
                 )
                 jobs[path] = (await client.create_job(job)).job.id
 
@@ -212,3 +229,48 @@ async def _run_hostile_jobs(server, target: HostileTarget, tmp_path: Path) -> No
     # Every path asked once: nothing retried, no redirect followed.
     assert sorted(target.paths) == sorted(EXPECTED), target.paths
     assert b"\x1b" not in log and b"\x07" not in log, log[-2000:]
+
+
+async def test_a_name_is_looked_up_once_and_the_checked_address_is_the_one_called(tmp_path: Path) -> None:
+    allowed, internal = HostileTarget("127.0.0.1"), HostileTarget("127.0.0.2")
+    lookups: list[str] = []
+
+    def rebinding(host: str, port: int) -> list:
+        # The first answer of each name is what it says; every later one the other address.
+        first = host.startswith("allowed-first")
+        address = "127.0.0.1" if first == (host not in lookups) else "127.0.0.2"
+        lookups.append(host)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    try:
+        async with running_server(f"sqlite:///{tmp_path / 'store.db'}") as server:
+            api_key = await server.create_tenant("acme")
+            credential = await server.issue_worker_credential(["acme"], http=True)
+            async with running_worker(
+                server.address, credential, HandlerRegistry(), slots=1, resolver=Resolver(rebinding),
+                address_policy=TargetPolicy.allowing(["127.0.0.1/32"]),
+            ), AsyncClient(server.address, api_key) as client:
+                now = datetime.now(timezone.utc)
+                urls = {
+                    "allowed-first.rebind.test": f"http://allowed-first.rebind.test:{allowed.port}/ok",
+                    "refused-first.rebind.test": f"http://refused-first.rebind.test:{internal.port}/ok",
+                }
+                ids = {}
+                for name, url in urls.items():
+                    job = builders.once_job(name, now, url=url, retry=builders.retry_policy(max_attempts=1))
+                    ids[name] = (await client.create_job(job)).job.id
+
+                async def ended() -> dict | None:
+                    found = {n: (await client.list_executions(i)).executions for n, i in ids.items()}
+                    done = all(len(e) == 1 and e[0].status in (DEAD, SUCCEEDED) for e in found.values())
+                    return {n: e[0] for n, e in found.items()} if done else None
+
+                executions = await eventually(ended, "both executions ended", timeout=WAIT)
+    finally:
+        allowed.close()
+        internal.close()
+    assert executions["allowed-first.rebind.test"].status == SUCCEEDED
+    refused = executions["refused-first.rebind.test"]
+    assert refused.status == DEAD and "127.0.0.2 is loopback" in refused.attempts[0].error, refused
+    assert sorted(lookups) == sorted(urls)  # one lookup an attempt: never again to connect
+    assert allowed.paths == ["/ok"] and internal.paths == []
