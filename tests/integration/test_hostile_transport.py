@@ -8,7 +8,8 @@ when they were written; docs/operations.md, "Transport limits").
   time. (With grpcio's defaults a 9 KiB value was refused at random, four
   calls in twenty: this part failed on main.)
 - A message past 4 MiB is refused RESOURCE_EXHAUSTED, on a unary call and
-  on a worker's Pull stream (which it ends); nothing is written.
+  on a worker's Pull stream (which it ends), and so is a gzip-compressed
+  one that inflates past it; nothing is written.
 - Unknown groups nested 100 000 deep are INVALID_ARGUMENT ("not a valid
   ..."), on every service, never a crash or UNKNOWN.
 - Three MiB of unknown fields in a CreateJob are dropped, not stored.
@@ -87,6 +88,10 @@ async def test_hostile_transport_bytes_are_refused_before_any_servicer_and_write
 
         big = scheduler_pb2.CreateJobRequest(job=a_job("big", b"p" * (4 << 20)), request_id="r2")
         assert await status_of(scheduler.CreateJob(big, metadata=bearer(key))) == RESOURCE_EXHAUSTED
+        # A gzip bomb: 16 MiB of zeros in a request of a few KiB on the wire; the cap is on what it inflates to.
+        bomb = scheduler_pb2.CreateJobRequest(job=a_job("bomb", bytes(16 << 20)), request_id="r4")
+        assert await status_of(scheduler.CreateJob(bomb, metadata=bearer(key), compression=grpc.Compression.Gzip)) \
+            == RESOURCE_EXHAUSTED
 
         for method in ("/tickwheel.v1.SchedulerService/ListJobs", "/tickwheel.v1.AdminService/ListTenants"):
             assert await status_of(raw(channel, method)(DEEP_GROUPS, metadata=bearer(key))) == \
