@@ -15,7 +15,7 @@ a call that hung would hold up every job after it. For every job:
 - the stored error of its attempt is at most 2 048 characters, each
   printable: every control character the target sent (ESC, BEL, CR, LF,
   C1, DEL) arrives escaped (``\\x1b``), never raw;
-- the worker's log holds none of the target's control bytes.
+- neither the worker's log nor the server's holds the target's control bytes.
 
 A job that drips its body or its head past its timeout, whose target
 sends ``100 Continue`` for ever, or whose https target never answers the
@@ -31,6 +31,7 @@ called, the refused one never.
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -186,11 +187,15 @@ def target() -> Iterator[HostileTarget]:
 
 
 async def test_hostile_targets_end_once_bounded_and_escaped_and_never_hold_the_slot(
-    store_and_etcd, target: HostileTarget, tmp_path: Path
+    store_and_etcd, target: HostileTarget, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     store, etcd = store_and_etcd
     async with running_server(store, etcd, allow_target_networks=("127.0.0.0/8",)) as server:
         await _run_hostile_jobs(server, target, tmp_path)
+    # The server's log (its alerts name each dead execution) holds none of the target's control bytes.
+    logged = [r.getMessage() for r in caplog.records]
+    assert not [m for m in logged if "\x1b" in m or "\x07" in m], [m[:200] for m in logged if "\x1b" in m][:3]
 
 
 async def _run_hostile_jobs(server, target: HostileTarget, tmp_path: Path) -> None:
