@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import json
 import logging
 from urllib.parse import quote
 
@@ -113,6 +114,9 @@ async def test_hostile_requests_get_bounded_answers_with_the_security_headers(co
                 status, body = await get("GET", target, tenant)
                 assert status in (200, 400, 404), (target[:100], status, body[:200])
                 assert b"<script>" not in body or body.startswith(b"{"), (target[:100], body[:200])
+    # A NUL here reached PostgreSQL and answered 500: it is refused naming the parameter.
+    status, body = await get("GET", "/api/deadletters?job_id=%00", tenant)
+    assert status == 400 and json.loads(body)["error"]["fields"][0]["field"] == "job_id", body
     for job_id in HOSTILE:
         status, body = await get("GET", f"/api/jobs/{quote(job_id, safe='', errors='surrogatepass')}", tenant)
         assert status in (400, 404), (job_id[:20], status, body[:200])

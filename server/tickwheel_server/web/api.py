@@ -24,7 +24,7 @@ answers UNAVAILABLE (:mod:`tickwheel_server.waiting`).
 | ``/api/jobs/{id}/executions`` | its history, newest first, with attempts and skip ranges |
 | ``/api/jobs/{id}/lateness`` | a histogram of its recent attempts' lateness |
 | ``/api/jobs/{id}/preview`` | what a change of its schedule to ``cron`` and ``time_zone`` would do to its runs over the next ``days`` (UpdateJob's ``validate_only`` answer; nothing written) |
-| ``/api/deadletters`` | the tenant's dead letters, newest first (``job_id`` optional) |
+| ``/api/deadletters`` | the tenant's dead letters, newest first (``job_id`` optional: an id, else 400) |
 | ``/api/cluster`` | ClusterStatus: servers, partitions per owner, the deepest queues (``top``) |
 """
 
@@ -43,7 +43,7 @@ from tickwheel.shared.targets import TargetPolicy
 from tickwheel.v1 import job_pb2, scheduler_pb2
 
 from .. import errors
-from ..api import convert, dryrun
+from ..api import convert, dryrun, validate
 from ..api.decoding import STARTED, Starting
 from ..api.nextruns import named_calendars, next_runs
 from ..api.scheduler import metered_change, update_item
@@ -283,9 +283,10 @@ class ConsoleApi:
         tenant = await tenant_of(self._auth, request)
         size = page_size(request, DEAD_LETTERS_PAGE)
         before = convert.parse_execution_page_token(request.query.get("page_token", ""))
-        page = await self._dead_letters.list(
-            tenant.name, job_id=request.query.get("job_id", ""), before_key=before, limit=size
-        )
+        job_id = request.query.get("job_id", "")
+        if job_id:  # a NUL reached PostgreSQL, which refuses it (500): gRPC's decoding refuses one there
+            validate.check_id(job_id, "job_id")
+        page = await self._dead_letters.list(tenant.name, job_id=job_id, before_key=before, limit=size)
         reply = scheduler_pb2.ListDeadLettersResponse(
             executions=[convert.execution_to_proto(e) for e in page.executions],
             next_page_token=convert.execution_page_token(page.next_key),

@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl
 
 from tickwheel.shared.clock import Clock, SystemClock
 
-from .router import ALLOWED_METHODS, HttpError, Request, Response, Router, has_control
+from .router import ALLOWED_METHODS, HttpError, Request, Response, Router
 
 log = logging.getLogger("tickwheel.http")
 
@@ -132,8 +132,6 @@ def parse_head(head: bytes, peer: str = "") -> tuple[Request, bool]:
     for key, value in pairs:
         if key in query:
             raise HttpError(400, f"query parameter {key!r} is given more than once")
-        if has_control(key) or has_control(value):  # as the gRPC API refuses NUL in any string
-            raise HttpError(400, f"query parameter {key!r} holds a control character")
         query[key] = value
     tokens = {token.strip().lower() for token in headers.get("connection", "").split(",")}
     keep_alive = "keep-alive" in tokens if version == "HTTP/1.0" else "close" not in tokens

@@ -33,8 +33,7 @@ class Request:
     path: str
     """The path part of ``target``, still percent-encoded."""
     query: Mapping[str, str]
-    """Query parameters, decoded; a parameter given twice, or holding a
-    control character, is refused (400) before any handler runs."""
+    """Query parameters, decoded; a parameter given twice is refused (400) before any handler runs."""
     headers: Mapping[str, str]
     """Header names in lower case; a repeated header's values joined with ``", "``."""
     params: Mapping[str, str] = field(default_factory=dict)
@@ -159,13 +158,6 @@ def _decode(segment: str) -> str:
         text = unquote(segment, errors="strict")
     except UnicodeDecodeError:
         raise HttpError(400, "a path segment is not valid UTF-8") from None
-    if text in (".", "..") or has_control(text):
+    if text in (".", "..") or any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
         raise HttpError(400, "a path segment holds a control character or is a dot segment")
     return text
-
-
-def has_control(text: str) -> bool:
-    """True when ``text`` (decoded) holds a C0 control or DEL: NUL, which
-    PostgreSQL's text refuses, among them; no path segment or query value
-    of the endpoint means anything with one."""
-    return any(ord(c) < 0x20 or ord(c) == 0x7F for c in text)
