@@ -271,3 +271,19 @@ async def _until(check) -> None:
     while not check():
         assert asyncio.get_running_loop().time() < deadline, "not within the wait"
         await asyncio.sleep(0.01)
+
+
+async def test_a_sink_answering_a_hostile_status_line_is_logged_bounded_and_escaped(store, clock, caplog) -> None:
+    import http.client
+
+    await store.raise_alert(dead("hostile"))
+    # http.client's BadStatusLine holds the sink's whole line (up to 64 KiB).
+    line = "XTTP/1.1 \x1b]0;owned\x07\x1b[2J\r\n2026-12-07 INFO forged" + "S" * 60_000
+    sender = webhook(store, clock, Sink(http.client.BadStatusLine(line)), max_attempts=1)
+    with caplog.at_level(logging.ERROR, "tickwheel.webhook"):
+        for owed in await store.owed():
+            await sender.deliver(owed)
+    (record,) = [r for r in caplog.records if "undeliverable" in r.getMessage()]
+    message = record.getMessage()
+    assert "BadStatusLine: XTTP/1.1 \\x1b]0;owned\\x07\\x1b[2J\\r\\n2026" in message, message[:300]
+    assert message.isprintable() and len(message) < 2000, len(message)

@@ -27,17 +27,16 @@ What the target sends is hostile. Of its bytes only the body's first
 16 KiB is read as output; an error quotes at most the first
 :data:`ERROR_BODY_SNIPPET` bytes of the body, :data:`REASON_MAX_CHARS` of
 the status line's reason and :data:`LOCATION_MAX_CHARS` of a redirect's
-``Location``, each with every character that is not printable (C0 and C1
-controls, DEL, bidi and other format characters; invalid UTF-8 becomes
-U+FFFD first) escaped as Python writes it (``\\x1b``), so that nothing a
-target wrote reaches a terminal, a log line or a console as a control
-sequence; the whole error is at most :data:`ERROR_MAX_CHARS`. A status line
+``Location``, each quoted (:mod:`tickwheel.shared.quoted`: every character
+that is not printable escaped as Python writes it, ``\\x1b``; invalid UTF-8
+becomes U+FFFD first), so that nothing a target wrote reaches a terminal,
+a log line or a console as a control sequence; the whole error is at most :data:`ERROR_MAX_CHARS`. A status line
 or header past ``http.client``'s limits (64 KiB a line, 100 headers) fails
 the attempt retryably; a body that never ends, or drips, is cut by the
 read's limit or the deadline's abort.
 
 The pure pieces (:func:`build_request`, :func:`classify_status`,
-:func:`parse_retry_after`, :func:`shown`) are tested on their own.
+:func:`parse_retry_after`) are tested on their own.
 """
 
 from __future__ import annotations
@@ -55,6 +54,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Union
 from urllib.parse import urlsplit
 
+from tickwheel.shared.quoted import quoted
 from tickwheel.v1 import job_pb2, worker_pb2
 from tickwheel_worker.resolver import DEFAULT_RESOLVER, LookupTimeout, Resolver
 
@@ -289,30 +289,15 @@ class _CheckedHTTPSConnection(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
 
 
-def shown(text: str, limit: int) -> str:
-    """``text`` from a target (or an exception quoting it) as an error may
-    carry it: at most ``limit`` characters, every character that is not
-    printable escaped as Python writes it (``\\x1b``, ``\\n``, ``\\u202e``),
-    and ``…`` at the end when something was cut. NUL, which the server's
-    store cannot keep, becomes U+FFFD as before rather than ``\\x00``."""
-    cut = len(text) > limit
-    text = text[:limit].replace("\x00", "\ufffd")
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
-    if cut or len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text
-
-
 def _snippet(body: bytes) -> str:
-    """The start of a response body for an error message (:func:`shown`; invalid UTF-8 as U+FFFD)."""
-    text = shown(body[:ERROR_BODY_SNIPPET].decode("utf-8", "replace").strip(), ERROR_BODY_SNIPPET)
+    """The start of a response body for an error message (quoted; invalid UTF-8 as U+FFFD)."""
+    text = quoted(body[:ERROR_BODY_SNIPPET].decode("utf-8", "replace").strip(), ERROR_BODY_SNIPPET)
     return f": {text}" if text else ""
 
 
-def _quoted(exc: BaseException) -> str:
+def _exception_text(exc: BaseException) -> str:
     """An exception's text, which may quote the target's bytes, as an error carries it."""
-    return shown(str(exc), ERROR_BODY_SNIPPET)
+    return quoted(str(exc), ERROR_BODY_SNIPPET)
 
 
 class HttpCall:
@@ -385,7 +370,7 @@ class HttpCall:
         try:
             outcome = self._run()
         except Exception as exc:  # noqa: BLE001 - every failure must become an outcome
-            return HttpOutcome(FAILED_RETRYABLE, error=f"HTTP call failed: {type(exc).__name__}: {_quoted(exc)}")
+            return HttpOutcome(FAILED_RETRYABLE, error=f"HTTP call failed: {type(exc).__name__}: {_exception_text(exc)}")
         if len(outcome.error) > ERROR_MAX_CHARS:
             outcome = replace(outcome, error=outcome.error[: ERROR_MAX_CHARS - 1] + "…")
         return outcome
@@ -432,10 +417,10 @@ class HttpCall:
                     return HttpOutcome(CANCELED, error="HTTP call aborted")
                 # http.client quotes what the target sent (BadStatusLine: the whole line).
                 return HttpOutcome(
-                    FAILED_RETRYABLE, error=f"connection error: {type(exc).__name__}: {_quoted(exc)}"
+                    FAILED_RETRYABLE, error=f"connection error: {type(exc).__name__}: {_exception_text(exc)}"
                 )
             except ValueError as exc:  # http.client refuses a bad header name or value
-                return HttpOutcome(FAILED_PERMANENT, error=f"invalid request: {_quoted(exc)}")
+                return HttpOutcome(FAILED_PERMANENT, error=f"invalid request: {_exception_text(exc)}")
         finally:
             conn.close()
         return self._classify(response, body)
@@ -445,10 +430,10 @@ class HttpCall:
         outcome = classify_status(status)
         if outcome == SUCCEEDED:
             return HttpOutcome(SUCCEEDED, output=body, status=status)
-        reason = shown(response.reason, REASON_MAX_CHARS)
+        reason = quoted(response.reason, REASON_MAX_CHARS)
         error = f"HTTP {status} {reason}{_snippet(body)}"
         if 300 <= status < 400:
-            location = shown(response.getheader("Location", "?"), LOCATION_MAX_CHARS)
+            location = quoted(response.getheader("Location", "?"), LOCATION_MAX_CHARS)
             error = f"HTTP {status} {reason}: redirect to {location} not followed (redirects are never followed)"
         retry_after = None
         if outcome == FAILED_RETRYABLE:

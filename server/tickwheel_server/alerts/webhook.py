@@ -39,6 +39,7 @@ from datetime import datetime, timedelta, timezone
 from urllib.parse import urlsplit
 
 from tickwheel.shared.clock import Clock
+from tickwheel.shared.quoted import quoted
 
 from .. import __version__
 from ..policy.retry import backoff_delay
@@ -49,6 +50,8 @@ from ..telemetry.outages import OutageLog
 log = logging.getLogger("tickwheel.webhook")
 
 MAX_RESPONSE_BYTES = 64 * 1024
+PROBLEM_MAX_CHARS = 512
+"""What the undeliverable line quotes of the last error (escaped: it may quote the sink's answer)."""
 
 Post = Callable[[str, bytes, dict[str, str], float], Awaitable[int]]
 """``post(url, body, headers, timeout)`` → the HTTP status; raises ``OSError``
@@ -278,7 +281,8 @@ class AlertWebhook:
             try:
                 status = await self._post(self.config.url, body, headers, self.config.timeout)
             except (OSError, http.client.HTTPException) as error:
-                problem = f"{type(error).__name__}: {error}"
+                # BadStatusLine holds the sink's whole status line (64 KiB, escape sequences and all).
+                problem = f"{type(error).__name__}: {quoted(str(error), PROBLEM_MAX_CHARS)}"
                 continue
             if 200 <= status < 300:
                 self.delivered += 1

@@ -24,7 +24,6 @@ from tickwheel_worker.http_target import (
     build_request,
     classify_status,
     parse_retry_after,
-    shown,
 )
 from tests.unit.worker.worker_fakes import LOOPBACK, WAIT, FakeWorkerService, StartWorker, make_assignment
 
@@ -323,19 +322,3 @@ def test_invalid_header_values_fail_permanently(target: TargetServer) -> None:
     assert result.outcome == OUTCOME.RESULT_OUTCOME_FAILED_PERMANENT and "invalid request" in result.error
     assert target.requests == []
 
-
-@pytest.mark.parametrize(
-    ("text", "limit", "expected"),
-    [
-        ("plain text", 64, "plain text"),
-        ("\x1b]0;owned\x07\x1b[2J\r\nforged", 64, "\\x1b]0;owned\\x07\\x1b[2J\\r\\nforged"),
-        ("rtl \u202e fdp.exe \x85\x9b\x7f", 64, "rtl \\u202e fdp.exe \\x85\\x9b\\x7f"),
-        ("nul\x00", 64, "nul\ufffd"),
-        ("x" * 100, 10, "x" * 9 + "…"),
-        ("\x1b" * 100, 10, "\\x1b\\x1b\\…"),  # escaping never lengthens past the limit
-        ("emoji \U0001f600 and é", 64, "emoji \U0001f600 and é"),
-    ],
-)
-def test_shown_bounds_and_escapes_what_a_target_sent(text: str, limit: int, expected: str) -> None:
-    assert shown(text, limit) == expected
-    assert len(shown(text, limit)) <= limit
