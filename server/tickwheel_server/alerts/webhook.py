@@ -29,10 +29,13 @@ sent, with one log line.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import json
 import logging
 import random
+import socket
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -135,22 +138,61 @@ def _retryable(status: int) -> bool:
 
 async def post_json(url: str, body: bytes, headers: dict[str, str], timeout: float) -> int:
     """POST ``body`` to ``url`` in a worker thread (the standard library's
-    http.client; redirects are not followed); the response's status."""
+    http.client; redirects are not followed); the response's status.
 
-    def blocking() -> int:
+    ``timeout`` bounds each socket operation and the whole exchange: a sink
+    that answers a byte at a time, or ``100 Continue`` for ever, each within
+    the per-operation timeout, would otherwise hold a sender (and, since a
+    thread cannot be cancelled, the server's stop) for as long as it likes.
+    Past it the connection is shut and TimeoutError raised (a retryable
+    failure, as any connection error)."""
+    exchange = _Exchange(url, body, headers, timeout)
+    work = asyncio.ensure_future(asyncio.to_thread(exchange.run))
+    try:
+        return await asyncio.wait_for(asyncio.shield(work), timeout)
+    except TimeoutError:
+        exchange.abort()
+        with contextlib.suppress(Exception):
+            await work  # ends at once: its socket is shut, or it never opens one
+        raise TimeoutError(f"no whole answer within {timeout:g} s") from None
+    except asyncio.CancelledError:
+        exchange.abort()  # a stopping server does not wait on the sink
+        raise
+
+
+class _Exchange:
+    """One POST, in a thread; :meth:`abort` (from any thread) shuts its socket and stops one not yet opened."""
+
+    def __init__(self, url: str, body: bytes, headers: dict[str, str], timeout: float) -> None:
         parts = urlsplit(url)
         kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        connection = kind(parts.hostname, parts.port, timeout=timeout)
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self.connection = kind(parts.hostname, parts.port, timeout=timeout)
+        self.path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self.body, self.headers = body, headers
+        self._lock = threading.Lock()
+        self._aborted = False
+
+    def run(self) -> int:
+        connection = self.connection
         try:
-            connection.request("POST", path, body=body, headers=headers)
+            connection.connect()
+            with self._lock:
+                if self._aborted:
+                    raise TimeoutError("aborted")
+            connection.request("POST", self.path, body=self.body, headers=self.headers)
             response = connection.getresponse()
             response.read(MAX_RESPONSE_BYTES)
             return response.status
         finally:
             connection.close()
 
-    return await asyncio.to_thread(blocking)
+    def abort(self) -> None:
+        with self._lock:
+            self._aborted = True
+            sock = self.connection.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 class AlertWebhook:
