@@ -4,8 +4,7 @@ Every field of an ``ExecutionResult`` comes from a hostile peer. One that
 is out of bounds makes the result refused (:func:`check_result` names the
 field), and nothing is written for it; the other results of the same
 message are unaffected. Text that PostgreSQL cannot store (NUL) is
-replaced, other control characters escaped, and text longer than its
-bound is cut (:func:`clean_text`),
+replaced, and text longer than its bound is cut (:func:`clean_text`),
 rather than refused: an HTTP target answering 500 with NUL bytes in its
 body is not the worker's fault, and its result must still end the attempt.
 """
@@ -117,23 +116,13 @@ def read_result(
     ))
 
 
-_ESCAPES = {code: f"\\x{code:02x}" for code in (*range(0x01, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
-"""C0 controls but NUL (replaced), TAB and LF (a handler's message may span lines), DEL and C1,
-each to its escape (a ``str.translate`` table: one pass in C)."""
-
-
 def clean_text(text: str, limit: int) -> str:
-    """``text`` as the store can keep it and a reader can be shown it: at
-    most ``limit`` characters, NUL (which PostgreSQL's text refuses) and
-    anything not encodable in UTF-8 replaced by U+FFFD, and every other
-    control character but TAB and LF (ESC, CR, BEL, DEL, C1: what a target
-    or worker wrote would otherwise reach a terminal, log or console as a
-    control sequence) escaped as ``\\xNN``, cut again to ``limit``."""
+    """``text`` as the store can keep it: at most ``limit`` characters, NUL
+    (which PostgreSQL's text refuses) and anything not encodable in UTF-8
+    replaced by U+FFFD."""
     text = text[:limit]
     if "\x00" in text:
         text = text.replace("\x00", "\ufffd")
-    if not text.isprintable():  # most errors are one printable line: no pass over them
-        text = text.translate(_ESCAPES)[:limit]
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate
