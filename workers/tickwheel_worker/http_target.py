@@ -30,10 +30,12 @@ the status line's reason and :data:`LOCATION_MAX_CHARS` of a redirect's
 ``Location``, each quoted (:mod:`tickwheel.shared.quoted`: every character
 that is not printable escaped as Python writes it, ``\\x1b``; invalid UTF-8
 becomes U+FFFD first), so that nothing a target wrote reaches a terminal,
-a log line or a console as a control sequence; the whole error is at most :data:`ERROR_MAX_CHARS`. A status line
-or header past ``http.client``'s limits (64 KiB a line, 100 headers) fails
-the attempt retryably; a body that never ends, or drips, is cut by the
-read's limit or the deadline's abort.
+a log line or a console as a control sequence; the whole error is at most
+:data:`ERROR_MAX_CHARS`. A status line or header past ``http.client``'s
+limits (64 KiB a line, 100 headers) fails the attempt retryably; a body
+that never ends, or drips, is cut by the read's limit or the deadline's
+abort. Each piece is cut before it is escaped, so quoting costs what the
+bound allows, whatever the target sent.
 
 The pure pieces (:func:`build_request`, :func:`classify_status`,
 :func:`parse_retry_after`) are tested on their own.
