@@ -27,6 +27,12 @@ MAX_LISTED_VIOLATIONS = 20
 MAX_VIOLATION_FIELD = 160
 MAX_VIOLATION_DESCRIPTION = 400
 """Each listed field path and description is cut to this many characters."""
+MAX_LISTED_BYTES = 1400
+"""The listed violations' fields and descriptions in all, in UTF-8 (the first is listed whatever its size).
+The status goes out twice in the trailers, as ``grpc-message`` and inside
+``grpc-status-details-bin`` (base64, a third more), and a client refuses
+trailers over 8 KiB at random (grpcio's soft limit, 16 KiB always): twenty
+violations of 560 characters made 40 KiB, ten made 11.7 KiB."""
 MAX_SHOWN_IDENT = 160
 """A resource's name or id as a NOT_FOUND, ALREADY_EXISTS or FAILED_PRECONDITION
 shows it (the caller's text, echoed): cut to this many characters, so that no
@@ -41,9 +47,10 @@ class InvalidArgument(TickwheelError):
     """The request is malformed; nothing was written. → INVALID_ARGUMENT with BadRequest.
 
     Bounded, so that the status fits in the trailers a client accepts: only
-    the first :data:`MAX_LISTED_VIOLATIONS` violations are kept in
-    ``violations`` (each field and description cut to a fixed length);
-    ``total`` counts them all, and the message says how many were left out.
+    the first :data:`MAX_LISTED_VIOLATIONS` violations, and of those no more
+    than :data:`MAX_LISTED_BYTES` hold, are kept in ``violations`` (each
+    field and description cut to a fixed length); ``total`` counts them
+    all, and the message says how many were left out.
     """
 
     def __init__(self, violations: list[FieldViolation] | FieldViolation) -> None:
@@ -51,10 +58,14 @@ class InvalidArgument(TickwheelError):
         if not found:
             raise ValueError("InvalidArgument needs at least one violation")
         self.total = len(found)
-        self.violations = [
-            FieldViolation(_cut(v.field, MAX_VIOLATION_FIELD), _cut(v.description, MAX_VIOLATION_DESCRIPTION))
-            for v in found[:MAX_LISTED_VIOLATIONS]
-        ]
+        self.violations = []
+        listed_bytes = 0
+        for v in found[:MAX_LISTED_VIOLATIONS]:
+            cut = FieldViolation(_cut(v.field, MAX_VIOLATION_FIELD), _cut(v.description, MAX_VIOLATION_DESCRIPTION))
+            listed_bytes += len(cut.field.encode()) + len(cut.description.encode())
+            if self.violations and listed_bytes > MAX_LISTED_BYTES:
+                break
+            self.violations.append(cut)
         message = "; ".join(f"{v.field}: {v.description}" if v.field else v.description for v in self.violations)
         if self.total > len(self.violations):
             message += f"; and {self.total - len(self.violations)} more violations not listed"

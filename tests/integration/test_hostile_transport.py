@@ -13,6 +13,9 @@ when they were written; docs/operations.md, "Transport limits").
 - Unknown groups nested 100 000 deep are INVALID_ARGUMENT ("not a valid
   ..."), on every service, never a crash or UNKNOWN.
 - Three MiB of unknown fields in a CreateJob are dropped, not stored.
+- A refusal listing many long violations (a thousand bad labels, each
+  echoing its 40-character bidi key) is INVALID_ARGUMENT at the client,
+  not RESOURCE_EXHAUSTED for trailers over its limit (failed on main).
 - Health and reflection answer without a credential (intended: a load
   balancer's health check and grpcurl carry none, and both tell only what
   the public proto files say); every other service's call without one is
@@ -138,3 +141,25 @@ async def test_health_and_reflection_answer_without_a_credential_and_nothing_els
         pull = worker_pb2_grpc.WorkerServiceStub(channel).Pull()
         await pull.write(worker_pb2.PullRequest(hello=worker_pb2.WorkerHello(worker_id="w1", slots=1)))
         assert await stream_end(pull) == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_a_refusal_listing_long_violations_reaches_the_client_as_invalid_argument(server) -> None:
+    # Each bad label's key comes back in its violation (escaped, cut to 160 characters) and its
+    # description (400): twenty of them made a status of 40 KiB, sent twice in the trailers,
+    # which the client refused as RESOURCE_EXHAUSTED "received metadata size exceeds ...".
+    key = await server.create_tenant("acme")
+    job = a_job("labels")
+    for i in range(1000):
+        job.labels[f"BAD KEY {i} " + "\u202e" * 40] = "\x01" * 60
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        scheduler = scheduler_pb2_grpc.SchedulerServiceStub(channel)
+        for attempt in range(20):  # grpcio refuses trailers between 8 and 16 KiB at random
+            try:
+                await scheduler.CreateJob(scheduler_pb2.CreateJobRequest(job=job, request_id=f"l{attempt}"),
+                                          metadata=bearer(key))  # fmt: skip
+            except grpc.aio.AioRpcError as error:
+                assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()[:300]
+                assert "job.labels" in error.details() and "more violations not listed" in error.details()
+            else:
+                raise AssertionError("a job with 1000 bad labels was created")
+        assert list((await scheduler.ListJobs(scheduler_pb2.ListJobsRequest(), metadata=bearer(key))).jobs) == []

@@ -17,7 +17,7 @@ from tickwheel_server.api import validate
 from tickwheel_server.api.scheduler import upcoming
 from tickwheel_server.api.status import status_for
 from tickwheel_server.api.text import shown, text_problem
-from tickwheel_server.errors import MAX_LISTED_VIOLATIONS, InvalidArgument
+from tickwheel_server.errors import MAX_LISTED_BYTES, MAX_LISTED_VIOLATIONS, InvalidArgument
 from tickwheel_server.jobspec import schedule_of
 from tickwheel_server.schedule import Schedule
 
@@ -190,13 +190,23 @@ def test_the_payload_does_not_count_towards_the_definition_size() -> None:
 def test_ten_thousand_bad_labels_give_a_bounded_error() -> None:
     with pytest.raises(InvalidArgument) as error:
         validate.normalise_job(job(labels={f"BAD{i}": "\0" for i in range(10_000)}), NOW)
-    assert len(error.value.violations) == MAX_LISTED_VIOLATIONS
+    assert 1 < len(error.value.violations) <= MAX_LISTED_VIOLATIONS
     assert error.value.total > 10_000
     assert "more violations not listed" in str(error.value)
     code, status = status_for(error.value)
     assert code == grpc.StatusCode.INVALID_ARGUMENT
-    assert len(status.SerializeToString()) < 6000
-    assert len(str(error.value).encode()) < 6000
+    # Sent twice in the trailers (the message, and the status in base64): a client refuses more than 8 KiB.
+    assert len(str(error.value).encode()) + len(status.SerializeToString()) * 4 / 3 < 6000
+
+
+def test_long_violations_are_listed_within_the_byte_budget() -> None:
+    labels = {f"BAD KEY {i} " + "\u202e" * 40: "\x01" * 60 for i in range(1000)}
+    with pytest.raises(InvalidArgument) as error:
+        validate.normalise_job(job(labels=labels), NOW)
+    listed = error.value.violations
+    assert sum(len(v.field.encode()) + len(v.description.encode()) for v in listed) <= MAX_LISTED_BYTES
+    code, status = status_for(error.value)
+    assert len(str(error.value).encode()) + len(status.SerializeToString()) * 4 / 3 < 6000
 
 
 def test_violations_are_cut_to_a_bounded_length() -> None:
