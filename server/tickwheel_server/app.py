@@ -295,6 +295,10 @@ class TickwheelServer:
             dispatch=DispatchStore(
                 self.engine, self.clock, trace_occurrence=self.tracing.dispatch_span if self.tracing.enabled else None,
                 alerts=alerts, server_id=self.server_id, definitions=definitions,
+                # A claim frozen mid-way holds its partitions' rows no longer than its session (store.partitions).
+                claim_idle_timeout=min(
+                    config.session_ttl, config.store_idle_in_transaction_timeout or config.session_ttl
+                ),
             ),
             queue=ExecutionQueue(
                 self.engine, self.clock, on_dead_letter=raise_dead_letter_alert,

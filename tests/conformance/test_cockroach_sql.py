@@ -32,6 +32,7 @@ from tickwheel.v1 import job_pb2, worker_pb2
 
 from tickwheel_server.store import create_store_engine
 from tickwheel_server.store.alerts import AlertStore
+from tickwheel_server.store.dispatch import DispatchStore
 from tickwheel_server.store.engine import capabilities
 from tickwheel_server.store.executions import Capability, ResultIn
 from tickwheel_server.store.history import HistoryStore
@@ -194,7 +195,8 @@ async def _exercise(engine, clock) -> None:
     await PartitionStore(engine, clock).raise_epochs(OWNED, "claimer")
     world = World(engine, clock)
     created = await world.create(once_job(clock.now() + timedelta(seconds=1)), clock.now() + timedelta(seconds=1))
-    claimed = await world.dispatch.claim_due(OWNED, clock.now() + timedelta(seconds=2))
+    claimer = DispatchStore(engine, clock, claim_idle_timeout=10)  # as the server's: its idle limit set
+    claimed = await claimer.claim_due(OWNED, clock.now() + timedelta(seconds=2))
     assert [e.id.split(":")[0] for e in claimed.executions] == [created.id]
     queue = ExecutionQueue(engine, clock)
     # Keys and their waiters, a retry, a replace job's turn.

@@ -32,7 +32,11 @@ expires it (one session TTL), its member key and partition keys are deleted in
 one revision, every survivor's watch sees it and they acquire at once. A tick
 (default 1 s) re-runs the plan while something is unsettled (a raise that
 failed, a partition still held by someone else), so a partition is never
-without an owner for longer than one session TTL plus a tick.
+without an owner for longer than one session TTL plus a tick. A member frozen
+rather than dead may be in the middle of a claim whose row locks the raise
+waits for: the claim's transaction may sit idle one session TTL at most
+(:mod:`~tickwheel_server.store.partitions`, "A frozen holder"), so the
+database ends it, and the raise goes through, about when the lease expires.
 
 Draining (:meth:`~PartitionOwnership.drain`, DrainServer before a rolling
 restart): the server deletes its member key, then resigns every partition

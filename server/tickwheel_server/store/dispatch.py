@@ -92,6 +92,7 @@ from .claim_reads import (
 from .claim_handout import DirectHandOut, Fenced, HandOutOffer, kept_in_doubt
 from .claim_writes import MISFIRE_REASON, TENANT_PAUSED_REASON, ClaimWrites, SkipWrites, carried_missed, write
 from .claim_calendars import CalendarCache, PreviousClaim, calendar_due, calendar_plan, record_calendar_skips
+from .engine import wait_limits
 from .executions import HandedOut
 from .jobrecords import JOB_WITH_CURSOR
 from .partitions import check_epochs
@@ -131,9 +132,6 @@ class ClaimResult:
     """Per group of workers of the claim's offer: what it inserted handed out (not in :attr:`executions`)."""
 
 
-_make_due = DueRow._make
-
-
 # -------------------------------------------------------------------- the store
 
 
@@ -148,8 +146,10 @@ class DispatchStore(SqlStore):
         alerts: AlertStore | None = None,
         quarantine: Quarantine | None = None,
         server_id: str = "",
+        claim_idle_timeout: float | None = None,
     ) -> None:
         super().__init__(engine, clock)
+        self._claim_limits = wait_limits(None, claim_idle_timeout)  # per claim: .partitions, "A frozen holder"
         self.definitions = definitions if definitions is not None else DefinitionCache()
         """Parsed definitions by (job id, version); shared with the hand-out and outcomes where one server runs both."""
         self.quarantine = quarantine if quarantine is not None else Quarantine()
@@ -159,8 +159,7 @@ class DispatchStore(SqlStore):
         self._alerts = alerts
         """Raises the ``skipped`` alert of a job whose misfire policy skipped occurrences, and the
         ``job_unreadable`` / ``schedule_uncomputable`` alerts of the quarantine."""
-        self._review_after = ""
-        self._review_local_after = ""
+        self._review_after = self._review_local_after = ""
         self._trace_occurrence = trace_occurrence
         """While tracing is on: (execution id, job id, tenant, nominal instant) → the traceparent of a
         new trace for that occurrence, stored on its row."""
@@ -204,7 +203,7 @@ class DispatchStore(SqlStore):
             if direct is not None:
                 direct.begin()  # a retried transaction starts over
             result = ClaimResult()
-            result.stale_partitions = check_epochs(conn, owned)
+            result.stale_partitions = check_epochs(conn, owned, local=self._claim_limits)
             live = sorted(set(owned) - result.stale_partitions)
             if not live:
                 return result, 0
@@ -230,7 +229,7 @@ class DispatchStore(SqlStore):
                 writes.nominal_ats, writes.due_ats, writes.handlers, writes.missed_counts
             )
             payloads = writes.payloads
-            rows = list(map(_make_due, rows))
+            rows = list(map(DueRow._make, rows))
             parsed, self._read_specs = definitions(conn, arrays, rows, self.definitions, read=read_specs)
             calendars = self.calendars.load_for(conn, rows, parsed)
             for row, spec in zip(rows, parsed):

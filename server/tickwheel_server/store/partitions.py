@@ -47,6 +47,20 @@ write in step 1 touch the same row):
 * SQLite: ``BEGIN IMMEDIATE`` serialises every writing transaction, so a
   raise and a claim never overlap.
 
+A frozen holder: a claim's shared locks make the successor's raise wait
+until the claim's transaction ends, and a server frozen between the claim's
+statements (SIGSTOP, a VM stall, a long GC pause) ends it only when the
+database ends its session. The claim therefore sets, in its first round
+trip, ``idle_in_transaction_session_timeout`` for its own transaction to
+the session TTL (``DispatchStore(claim_idle_timeout=…)``; ``SET LOCAL``,
+which PostgreSQL and CockroachDB both take): by the time the frozen server's
+etcd session has expired and a successor raises, the database has ended the
+claim's session (or soon will), its work rolled back and its locks
+released, instead of after the engine-wide
+``store_idle_in_transaction_timeout``. The frozen server, once it wakes,
+finds its connection gone, retries on a new one and meets the successor's
+epoch.
+
 ``run_in_transaction_async`` may leave an attempt running in its thread after
 the caller is cancelled (a session loss cancels the dispatcher's task, not the
 thread); that attempt still goes through :func:`check_epochs`, which is the
@@ -104,7 +118,7 @@ class PartitionEpoch:
     updated_at: datetime
 
 
-def check_epochs(conn: Connection, owned: Mapping[int, int]) -> set[int]:
+def check_epochs(conn: Connection, owned: Mapping[int, int], *, local: Mapping[str, str] | None = None) -> set[int]:
     """The partitions of ``owned`` (partition -> epoch we hold) whose stored
     epoch is not the one we hold: missing rows, and rows raised past us.
 
@@ -115,7 +129,10 @@ def check_epochs(conn: Connection, owned: Mapping[int, int]) -> set[int]:
     One statement, whatever the number of partitions. Writes nothing. On
     PostgreSQL and CockroachDB, in a transaction that ``begins_itself``
     (the claim's), it is the first statement and the BEGIN goes with it in
-    one round trip (:func:`.pipeline.send`).
+    one round trip (:func:`.pipeline.send`). ``local``: session settings for
+    the rest of the transaction, set in that same round trip before the
+    locks are taken (the claim's idle limit: "A frozen holder" above);
+    SQLite has none.
     """
     if not owned:
         return set()
@@ -130,7 +147,8 @@ def check_epochs(conn: Connection, owned: Mapping[int, int]) -> set[int]:
             query = query.with_for_update(read=True)
         stored = dict(conn.execute(query).tuples().all())
     else:  # one array parameter, as driver SQL
-        stored = dict(pipeline.send(conn, [(_CHECK_EPOCHS[row_locks], {"owned": array_literal(sorted(owned))})])[0])
+        check = (_CHECK_EPOCHS[row_locks], {"owned": array_literal(sorted(owned))})
+        stored = dict(pipeline.send(conn, [check], local=local)[0])
     return {partition for partition, epoch in owned.items() if stored.get(partition) != epoch}
 
 

@@ -31,16 +31,26 @@ surfaces as from ``exec_driver_sql`` (40001 and 40P01 retried, a lost
 connection invalidated and retried) — except that a lost connection in a
 round trip that carried the COMMIT may have committed:
 :class:`~.errors.AmbiguousCommitError`, as for the runner's own COMMIT.
+Unless the server had already ended the session before that round trip
+(:func:`~.engine.closed_by_server`: it sent something unasked while the
+transaction sat idle, such as the end of a session past its
+``idle_in_transaction_session_timeout``): then nothing is sent, the
+connection is invalidated, and the error is a plain, retried connection
+error (a claim frozen mid-way, woken after its session was ended:
+:mod:`.partitions`, "A frozen holder").
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import psycopg
 from psycopg.pq import TransactionStatus
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 
+from .engine import closed_by_server
 from .errors import AmbiguousCommitError
 from .transactions import ErrorKind, classify_error
 
@@ -61,12 +71,19 @@ def begin_statement(dbapi_connection: Any) -> str:
     return " ".join(parts)
 
 
-def send(conn: Connection, statements: list[Statement], *, commit: bool = False) -> list[list[tuple] | int]:
+def send(
+    conn: Connection, statements: list[Statement], *, commit: bool = False, local: Mapping[str, str] | None = None
+) -> list[list[tuple] | int]:
     """Run ``statements`` in order in one round trip (and COMMIT after them
     with ``commit``); per statement, its rows (one that returns rows) or
     how many rows it changed. In a transaction run with ``begins_itself``
-    whose BEGIN is not yet sent, the BEGIN goes first in the same trip."""
+    whose BEGIN is not yet sent, the BEGIN goes first in the same trip.
+    ``local``: session settings (name -> value) set for the rest of the
+    transaction (``SET LOCAL``, never prepared), before ``statements``."""
     dbapi = conn.connection.dbapi_connection
+    if commit and dbapi.info.transaction_status == TransactionStatus.INTRANS and closed_by_server(dbapi, used=True):
+        conn.invalidate()  # the session ended while idle in this transaction: nothing of it was applied
+        raise sa_exc.DisconnectionError("the server ended the transaction's session before its COMMIT was sent")
     cursors: list[Any] = []
     statement, parameters = statements[0] if statements else ("COMMIT", {})
     try:
@@ -74,6 +91,8 @@ def send(conn: Connection, statements: list[Statement], *, commit: bool = False)
             with dbapi.pipeline():
                 if dbapi.autocommit and dbapi.info.transaction_status == TransactionStatus.IDLE:
                     dbapi.execute(begin_statement(dbapi), prepare=False)
+                for name, value in (local or {}).items():
+                    dbapi.execute(f"SET LOCAL {name} = '{value}'", prepare=False)
                 for statement, parameters in statements:
                     cursor = dbapi.cursor()
                     cursors.append(cursor)

@@ -1,0 +1,130 @@
+"""A server frozen in the middle of a claim does not hold its partitions
+past its session: the claim's transaction may sit idle no longer than the
+session TTL (docs/architecture.md, "Ownership", "A frozen claim"), however
+large the configured ``store_idle_in_transaction_timeout``.
+
+Real PostgreSQL, the store's components in-process: the frozen server's
+claim is stopped between its statements (after the epoch check and the due
+scan, holding their row locks, as a SIGSTOP or a VM stall would leave it),
+with its engine's idle limit at 600 s; the successor raises the epochs as
+its ownership loop would (again while a raise is refused), claims, and the
+frozen claim is woken only then. Invariants: the partitions move while the
+claim is still frozen, the due run becomes exactly one execution (the
+successor's), and the woken claim writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from datetime import datetime, timezone
+
+import pytest
+import sqlalchemy as sa
+
+from tickwheel.shared.clock import FakeClock
+from tickwheel.shared.ids import execution_id, to_us
+from tickwheel_server.store import create_store_engine
+from tickwheel_server.store import dispatch as dispatch_module
+from tickwheel_server.store.dispatch import DispatchStore
+from tickwheel_server.store.errors import StoreUnavailableError
+from tickwheel_server.store.partitions import PartitionStore
+from tickwheel_server.store.tables import executions
+from tickwheel_server.store.tenants import Tenant, TenantStore
+
+from tests.conformance.test_dispatch_claim import PARTITIONS, World, once_job
+
+pytestmark = pytest.mark.postgres
+
+NOW = datetime(2027, 1, 1, 1, 0, tzinfo=timezone.utc)
+SESSION_TTL = 2.0
+"""The frozen server's session TTL: what bounds its claim's idle time."""
+CONFIGURED_IDLE = 600.0
+"""Its engine's idle-in-transaction limit: far past anything this test waits for."""
+WAIT = 120.0
+"""How long the successor keeps raising: well under CONFIGURED_IDLE, so the old path cannot pass."""
+
+
+def server_engine(url: str) -> sa.Engine:
+    return create_store_engine(url, lock_timeout=1.0, idle_in_transaction_timeout=CONFIGURED_IDLE)
+
+
+class Freeze:
+    """Stops the first claim that reaches its definitions (after its epoch
+    check and due scan) until :meth:`wake`, in its thread."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.frozen = threading.Event()
+        self._woken = threading.Event()
+        self._once = threading.Lock()
+        real = dispatch_module.definitions
+
+        def definitions(*args, **kwargs):
+            if self._once.acquire(blocking=False):
+                self.frozen.set()
+                self._woken.wait()
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(dispatch_module, "definitions", definitions)
+
+    def wake(self) -> None:
+        self._woken.set()
+
+    @property
+    def woken(self) -> bool:
+        return self._woken.is_set()
+
+
+async def raise_until_taken(partitions: PartitionStore, epochs: dict[int, int], owner: str, freeze: Freeze) -> set[int]:
+    """Raise as the ownership loop does (again after a refusal), for at most
+    WAIT seconds; what the raise took. Fails if the frozen claim was woken."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT
+    while True:
+        try:
+            took = await partitions.raise_epochs(epochs, owner)
+        except StoreUnavailableError:  # 55P03: the frozen claim still holds the rows
+            if loop.time() > deadline:
+                raise
+            continue
+        assert not freeze.woken
+        return took
+
+
+async def test_a_frozen_claim_holds_its_partitions_no_longer_than_its_session(
+    migrated_postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock(NOW, autojump=True)  # retries' backoff on the fake clock
+    frozen_engine, successor_engine = server_engine(migrated_postgres_url), server_engine(migrated_postgres_url)
+    try:
+        await TenantStore(successor_engine, clock).create(Tenant(name="acme"))
+        old_epochs = {p: 1 for p in range(PARTITIONS)}
+        new_epochs = {p: 2 for p in range(PARTITIONS)}
+        await PartitionStore(successor_engine, clock).raise_epochs(old_epochs, "frozen")
+        world = World(successor_engine, clock)
+        job = await world.create(once_job(NOW), NOW)
+
+        freeze = Freeze(monkeypatch)
+        frozen = DispatchStore(frozen_engine, clock, claim_idle_timeout=SESSION_TTL)
+        frozen_claim = asyncio.ensure_future(frozen.claim_due(old_epochs, NOW))
+        try:
+            assert await asyncio.to_thread(freeze.frozen.wait, WAIT), "the claim never reached its definitions"
+
+            took = await raise_until_taken(PartitionStore(successor_engine, clock), new_epochs, "successor", freeze)
+            assert took == set(new_epochs), "the successor's raise took every partition while the claim was frozen"
+            claimed = await DispatchStore(successor_engine, clock).claim_due(new_epochs, NOW)
+            assert [e.id for e in claimed.executions] == [execution_id(job.id, NOW)]
+            assert not freeze.woken
+        finally:
+            freeze.wake()
+            woken = await frozen_claim
+
+        assert (woken.executions, woken.jobs, woken.stale_partitions) == ([], 0, set(old_epochs)), (
+            "the woken claim found its transaction ended and the successor's epochs"
+        )
+        with successor_engine.connect() as conn:
+            rows = conn.execute(sa.select(executions.c.id, executions.c.due_at).where(executions.c.job_id == job.id)).all()
+        assert [tuple(row) for row in rows] == [(execution_id(job.id, NOW), to_us(NOW))], "exactly one execution"
+    finally:
+        frozen_engine.dispose()
+        successor_engine.dispose()
