@@ -117,6 +117,7 @@ MINUTE_US = 60_000_000
 LOOKAHEAD = timedelta(seconds=59)  # one occurrence per due job: the next (T + 60 s) is past the horizon
 PARTITIONS = 256
 TENANT = "bench"
+CLAIM_IDLE_TIMEOUT = 10.0  # the server's: the claim's own idle limit, its default session TTL (SET LOCAL per claim)
 HANDLER = "echo"
 PAYLOAD = b'{"bench": true}'
 EXECUTION_ID_SUFFIX = ":2027-01-04T00:00:00Z"
@@ -293,6 +294,7 @@ class Capture:
     def _pipelined(self, conn, statements, **options):
         for statement, parameters in statements:
             self._seen(statement, parameters)
+        self.statements += len(options.get("local") or ())  # SET LOCAL, one per setting
         started = time.perf_counter()
         try:
             return self._send(conn, statements, **options)
@@ -362,7 +364,7 @@ async def run_store(url: str, owned: dict[int, int], batch: int, specs: Definiti
     cache of parsed definitions (empty: cold; filled by an earlier claim of
     the same jobs: warm)."""
     engine = create_store_engine(url)
-    store = DispatchStore(engine, SystemClock(), definitions=specs)
+    store = DispatchStore(engine, SystemClock(), definitions=specs, claim_idle_timeout=CLAIM_IDLE_TIMEOUT)
     claimed = batches = 0
     misses = specs.misses
     postmaster = h.postmaster_pid(url)
@@ -571,7 +573,7 @@ async def latency(url: str, sizes: list[int], due: int, runs: int, seed: int) ->
             timings, sql = [], []
             claim = None
             engine = create_store_engine(url)
-            store = DispatchStore(engine, SystemClock())
+            store = DispatchStore(engine, SystemClock(), claim_idle_timeout=CLAIM_IDLE_TIMEOUT)
             try:
                 for run in range(runs + 1):  # run 0 warms the engine (connection, compiled statements)
                     if run:

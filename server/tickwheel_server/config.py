@@ -185,7 +185,9 @@ class ServerConfig:
     transaction before the database ends it and releases its locks
     (``idle_in_transaction_session_timeout``): a server stalled halfway
     through a transaction holds no lock longer; 0 leaves it to the
-    database. At most 86400."""
+    database. At most 86400. The dispatcher's claim, whose locks a
+    takeover waits for, is held to the lower of this and ``session_ttl``
+    (0 here: ``session_ttl``; docs/architecture.md, Dispatch, "Ownership")."""
     claim_batch: int = 1000
     """Jobs one claim takes at most (docs/architecture.md, "Claims side by
     side", "A claim's batch"); 100 to 5000. A claim's round trips and fixed work are

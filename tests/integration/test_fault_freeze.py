@@ -56,13 +56,14 @@ is several processes starved of CPU."""
 FROZEN_LOCKS_WAIT = 60.0 + STEP_WAIT
 """Seconds the frozen server's partitions may take to move, and what it had
 handed out to be requeued. A server frozen inside a transaction keeps its
-locks: a claim's shared locks on its partitions' rows (store/partitions.py,
-check_epochs), for which the successor's epoch raise waits, or a hand-out's
-row locks. PostgreSQL releases them when it ends the frozen session, after
-the servers' ``store_idle_in_transaction_timeout`` (60 s by default). It
-happens only when the freeze lands between a transaction's statements; a
-limit of the product (see dispatcher/ownership.py's "one session TTL plus a
-tick"), not what this test is about."""
+locks until PostgreSQL ends the frozen session: a claim's shared locks on
+its partitions' rows (store/partitions.py, check_epochs), for which the
+successor's epoch raise waits, after one session TTL idle (the claim's own
+limit: "A frozen holder" there; test_frozen_claim.py); a hand-out's row
+locks, which the requeue waits for, after the servers'
+``store_idle_in_transaction_timeout`` (60 s by default). It happens only
+when the freeze lands between a transaction's statements; not what this
+test is about."""
 
 
 class PatientWorker:
