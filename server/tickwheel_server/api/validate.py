@@ -32,7 +32,7 @@ from tickwheel.shared.targets import ALLOW_FLAG, DEFAULT_POLICY, TargetPolicy
 
 from ..errors import FieldViolation, InvalidArgument
 from ..fields import duration_problem
-from ..wire import varint
+from ..wire import length_prefix
 from ..jobspec import (
     DEFAULT_INITIAL_BACKOFF, DEFAULT_LATENESS_THRESHOLD, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BACKOFF,
     DEFAULT_RUN_ALL_LIMIT, DEFAULT_TIMEOUT, EARLIEST_INSTANT, LATEST_INSTANT, calendar_ref_of, key_limits, schedule_of,
@@ -258,16 +258,7 @@ def _definition(
     # The shape keeps any output-only field the request set: _normalise
     # clears them, so such a job only misses the template a job without
     # them made and makes its own (equal) one.
-    shape = job_pb2.Job()
-    shape.CopyFrom(job)
-    name, payload = shape.name, shape.payload
-    shape.ClearField("name")
-    shape.ClearField("payload")
-    labels: dict[str, str] = {}
-    if shape.labels:
-        labels = dict(shape.labels)
-        shape.ClearField("labels")
-    key = shape.SerializeToString(deterministic=True)
+    key, name, payload, labels = _shape_key(job)
     template = _TEMPLATES.get(key)
     if template is None or not (template.policy is target_policy or template.policy == target_policy):
         out, schedule, fire = _normalise(job, now, "job", target_policy, job_id)
@@ -279,6 +270,30 @@ def _definition(
             _TEMPLATES[key] = template
         return out.SerializeToString(), template, fire, to_us(fire.nominal_at), to_us(fire.due_at)
     return template.definition(name, payload, labels, now, job_id)
+
+
+def _shape_key(job: job_pb2.Job) -> tuple[bytes, str, bytes, dict[str, str]]:
+    """(``job`` serialized without its name, payload and labels, which is
+    its shape's key; its name; its payload; its labels). Without labels
+    (a batch's usual job) the name and the payload are taken out of
+    ``job`` itself and put back, rather than a copy made: proto3 scalars
+    without presence, so ``job`` is left as it was."""
+    name, payload = job.name, job.payload
+    if not job.labels:
+        job.ClearField("name")
+        job.ClearField("payload")
+        try:
+            return job.SerializeToString(deterministic=True), name, payload, {}
+        finally:
+            job.name = name
+            job.payload = payload
+    shape = job_pb2.Job()
+    shape.CopyFrom(job)
+    labels = dict(shape.labels)
+    shape.ClearField("name")
+    shape.ClearField("payload")
+    shape.ClearField("labels")
+    return shape.SerializeToString(deterministic=True), name, payload, labels
 
 
 MAX_TEMPLATES = 512
@@ -366,14 +381,12 @@ class _Template:
                 next_due = next_run + jitter_micros(job_id, self.window)
         # Serialized as protobuf would (an empty field is left out), so the size below is ByteSize's.
         encoded = name.encode()
-        parts = [self.prefix]
-        if encoded:
-            parts += (_NAME_TAG, varint(len(encoded)), encoded)
-        if payload:
-            parts += (_PAYLOAD_TAG, varint(len(payload)), payload)
-        if labels:
-            parts.append(job_pb2.Job(labels=labels).SerializeToString())
-        spec = b"".join(parts)
+        spec = b"".join((
+            self.prefix,
+            _NAME_TAG + length_prefix(encoded) + encoded if encoded else b"",
+            _PAYLOAD_TAG + length_prefix(payload) + payload if payload else b"",
+            job_pb2.Job(labels=labels).SerializeToString() if labels else b"",
+        ))  # fmt: skip
         definition = len(spec) - len(payload)
         if definition > MAX_DEFINITION_BYTES:
             violations.append(FieldViolation(

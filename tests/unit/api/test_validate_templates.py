@@ -6,8 +6,10 @@ cache stays bounded."""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
 
 import pytest
 from google.protobuf import duration_pb2, timestamp_pb2
@@ -15,9 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tickwheel.v1 import job_pb2
 
+from tickwheel.shared.ids import to_us
 from tickwheel.shared.targets import DEFAULT_POLICY, TargetPolicy
-from tickwheel_server.api import validate
+from tickwheel_server.api import scheduler, validate
 from tickwheel_server.errors import InvalidArgument
+from tickwheel_server.jobspec import key_limits
 from tickwheel_server.schedule import Fire, Schedule, first_fire
 
 # 2027-03-28 01:00 UTC Europe/Berlin springs forward; 2027-03-14 America/New_York does.
@@ -250,3 +254,101 @@ def test_the_first_fire_without_jitter_is_the_engines() -> None:
     answer = cached(cron("0 3 * * *", "Europe/Berlin"), NOW, "job_A")
     expected = first_fire(Schedule.cron("0 3 * * *", "Europe/Berlin", job_id="job_A"), NOW)
     assert answer[2] == expected and isinstance(answer[2], Fire)
+
+
+_TARGETS = st.sampled_from([
+    job_pb2.Target(handler=job_pb2.HandlerTarget(name="report")),
+    job_pb2.Target(handler=job_pb2.HandlerTarget(name="bad name")),
+    job_pb2.Target(),
+    job_pb2.Target(http=job_pb2.HttpTarget(url="https://example.com/hook", method="post", headers={"X-A": "1"})),
+    job_pb2.Target(http=job_pb2.HttpTarget(url="http://10.1.2.3/hook", headers={"Host": "x", "x-a": "\n"})),
+])
+_REQUEST_IDS = st.sampled_from(["r", "r-1", "r.2", "r:3", "", "bad id", "x" * 129, "r\x00", "é"])
+
+
+@st.composite
+def shapes(draw) -> job_pb2.Job:
+    """A job of :func:`jobs`' kinds with its other fields valid or not
+    (target, retry policy, timeout, keys, output-only fields), or, as
+    often, a valid one, so that items share validated templates."""
+    if draw(st.booleans()):
+        job = cron(draw(st.sampled_from(["0 3 * * *", "H H * * *", "*/15 * * * *", "0 0 H(28-31) 2 *"])),
+                   draw(st.sampled_from(["UTC", "Europe/Berlin"])))  # fmt: skip
+        if draw(st.booleans()):
+            job.target.CopyFrom(job_pb2.Target(http=job_pb2.HttpTarget(url="https://example.com/hook")))
+        for key in draw(st.lists(st.sampled_from(["k1", "k2"]), max_size=2, unique=True)):
+            job.concurrency_keys.add(key=key, limit=2)
+        return job
+    job = draw(jobs())
+    job.target.CopyFrom(draw(_TARGETS))
+    if draw(st.booleans()):
+        job.retry_policy.max_attempts = draw(st.sampled_from([0, 3, 101]))
+        job.retry_policy.initial_backoff.CopyFrom(duration_pb2.Duration(seconds=draw(st.sampled_from([0, 1, 90000]))))
+    if draw(st.booleans()):
+        job.timeout.CopyFrom(duration_pb2.Duration(seconds=draw(st.sampled_from([-1, 0, 30, 86400]))))
+    for key, limit in draw(st.lists(st.tuples(st.sampled_from(["k", "k", "bad key"]), st.integers(0, 2)), max_size=3)):
+        job.concurrency_keys.add(key=key, limit=limit)
+    if draw(st.booleans()):
+        job.id, job.run_count = "job_forged", 4
+    return job
+
+
+@st.composite
+def batch_items(draw) -> list[tuple[job_pb2.Job, str]]:
+    """A BatchCreateJobs call's items: a few shapes (:func:`shapes`), each
+    item one of them with its own name, payload, labels and request id,
+    each valid or not."""
+    pool = draw(st.lists(shapes(), min_size=1, max_size=3))
+    items = []
+    for _ in range(draw(st.integers(1, 12))):
+        job = job_pb2.Job()
+        job.CopyFrom(draw(st.sampled_from(pool)))
+        job.name = draw(st.sampled_from(["a", "b", "c", "é" * 3, "", "x\x00", "y" * 201]))
+        job.payload = draw(st.sampled_from([b"", b"1", b"\x00" * 300]))
+        job.labels.clear()
+        job.labels.update(draw(st.dictionaries(st.sampled_from(["a", "b", "c", "Bad"]),
+                                               st.sampled_from(["", "v", "w", "\x00"]), max_size=2)))  # fmt: skip
+        items.append((job, draw(_REQUEST_IDS)))
+    return items
+
+
+def _full_answer(job: job_pb2.Job, raw_request_id: str, now: datetime, job_id: str):
+    """One item validated alone and in full: its violations, or what the batch's columns must hold for it."""
+    try:
+        request_id = validate.check_request_id(raw_request_id)
+        out, schedule, fire = validate._normalise(job, now, "job", DEFAULT_POLICY, job_id)
+    except InvalidArgument as error:
+        return error.violations
+    return (job_id, request_id, job.name, out, validate.zone_of(schedule), to_us(fire.nominal_at), to_us(fire.due_at),
+            len(job.payload), key_limits(out))  # fmt: skip
+
+
+@given(batch_items(), _INSTANTS)
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_batchs_items_answer_each_as_validating_it_alone_in_full(monkeypatch, items, now) -> None:
+    """BatchCreateJobs' validation (the servicer's ``_new_jobs``, through
+    the shapes) gives every item what validating it alone and in full
+    gives: the same violations in the same order with the same messages,
+    or the same columns (definition, zone, instants, key limits)."""
+    validate._TEMPLATES.clear()
+    job_ids = [f"job_{index:04d}" for index in range(len(items))]
+    monkeypatch.setattr(scheduler, "new_job_ids", lambda at, count: job_ids[:count])
+    servicer = SimpleNamespace(_target_policy=DEFAULT_POLICY)
+    sent = [job_pb2.Job.FromString(job.SerializeToString()) for job, _ in items]
+    batch, accepted, refused = asyncio.run(
+        scheduler.SchedulerServicer._new_jobs(servicer, "acme", [(job, rid, now) for job, rid in items])
+    )
+    assert [job for job, _ in items] == sent, "the request's jobs are left as they came"
+    validate._TEMPLATES.clear()
+    full = [_full_answer(job, rid, now, job_id) for (job, rid), job_id in zip(items, job_ids)]
+    assert sorted([*accepted, *refused]) == list(range(len(items)))
+    for k, index in enumerate(accepted):
+        expected = full[index]
+        assert not isinstance(expected, list), expected
+        got = (batch.ids[k], batch.request_ids[k], batch.names[k], job_pb2.Job.FromString(batch.specs[k]), batch.zones[k],
+               batch.next_runs[k], batch.next_dues[k], batch.payload_sizes[k], batch.key_limits[k])  # fmt: skip
+        assert got == expected
+        assert len(batch.specs[k]) == expected[3].ByteSize()
+    for index, error in refused.items():
+        assert isinstance(error, InvalidArgument)
+        assert error.violations == full[index]
